@@ -1,0 +1,161 @@
+package results
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
+)
+
+// BusyTimeout is how long a write waits for another process's transaction
+// before failing; benchmark writes are short, so 10 s means "something hung".
+const BusyTimeout = 10 * time.Second
+
+// ErrNotFound is wrapped by lookups of a run or case that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// DB is an open results store. Its methods are safe for concurrent use.
+type DB struct {
+	sql  *sql.DB
+	path string
+}
+
+// DefaultPath is $MTLBENCH_DB if set, else $XDG_DATA_HOME/mtlbench/results.db,
+// else ~/.local/share/mtlbench/results.db.
+func DefaultPath() string {
+	if p := os.Getenv("MTLBENCH_DB"); p != "" {
+		return p
+	}
+	// The XDG spec says relative values are invalid and must be ignored.
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "mtlbench", "results.db")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "share", "mtlbench", "results.db")
+	}
+	return "results.db"
+}
+
+// Open opens (creating it and its parent directories if needed) the results
+// database at path and upgrades its schema to the latest version. An empty
+// path means DefaultPath().
+func Open(path string) (*DB, error) {
+	return open(path, migrations)
+}
+
+func open(path string, steps []migration) (*DB, error) {
+	if path == "" {
+		path = DefaultPath()
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("results: create directory for %s: %w", abs, err)
+	}
+	db, err := sql.Open("sqlite", dsn(abs))
+	if err != nil {
+		return nil, fmt.Errorf("results: open %s: %w", abs, err)
+	}
+	// One connection: SQLite allows one writer anyway, and a single
+	// connection keeps per-connection pragmas and our queueing simple.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results: open %s: %w", abs, err)
+	}
+	if err := migrate(db, abs, steps); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &DB{sql: db, path: abs}, nil
+}
+
+// dsn builds a file: URI so that any character in the path (even '?' or
+// '#') survives, with the connection settings as driver parameters:
+//   - busy_timeout first, so that switching to WAL waits too;
+//   - WAL so readers never block the writer and processes can share the file;
+//   - synchronous=NORMAL, safe in WAL (a power cut may lose the last commits,
+//     never corrupts) and much faster per commit;
+//   - _txlock=immediate: every transaction takes the write lock at BEGIN, so
+//     a second process waits in the busy handler instead of failing with
+//     SQLITE_BUSY when a read transaction tries to upgrade to a write.
+func dsn(abs string) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return u.String() + "?" + q.Encode()
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.sql.Close() }
+
+// Path is the absolute path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// SQL gives direct access for ad-hoc read queries (reports). The pool has
+// one connection: close each *sql.Rows before running another query.
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// SchemaVersion reports the file's PRAGMA user_version.
+func (db *DB) SchemaVersion() (int, error) { return userVersion(db.sql) }
+
+// tx runs f in a write transaction (BEGIN IMMEDIATE through _txlock),
+// committing if f returns nil and rolling back otherwise.
+func (db *DB) tx(f func(tx *sql.Tx) error) error {
+	tx, err := db.sql.Begin()
+	if err != nil {
+		return fmt.Errorf("results: begin: %w", err)
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("results: commit: %w", err)
+	}
+	return nil
+}
+
+// timeLayout is fixed-width UTC so that text order is time order and
+// SQLite's date functions accept it.
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+func fmtTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+func parseTime(s sql.NullString) (time.Time, error) {
+	if !s.Valid || s.String == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(timeLayout, s.String)
+	if err != nil {
+		// Accept other RFC 3339 forms someone may have typed by hand.
+		if t2, err2 := time.Parse(time.RFC3339Nano, s.String); err2 == nil {
+			return t2.UTC(), nil
+		}
+		return time.Time{}, fmt.Errorf("results: bad time %q: %w", s.String, err)
+	}
+	return t, nil
+}
+
+// now is the clock, truncated to what timeLayout stores so that a value
+// handed back to the caller equals the one read back later.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -1,0 +1,417 @@
+package results
+
+import (
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Run statuses.
+const (
+	RunRunning     = "running"
+	RunComplete    = "complete"
+	RunInterrupted = "interrupted"
+	RunFailed      = "failed"
+)
+
+// Run kinds.
+const (
+	KindSuite = "suite"
+	KindPeer  = "peer"
+	KindTune  = "tune"
+)
+
+// Timing modes: throughput runs time whole steps; profile runs synchronise
+// per op, so their numbers must not be compared with throughput numbers.
+const (
+	TimingThroughput = "throughput"
+	TimingProfile    = "profile"
+)
+
+// Machine describes where a run happened. Identical descriptions are stored
+// once (see machines.content_hash).
+type Machine struct {
+	Hostname, OS, Arch, CPUModel string
+	CPUCores                     int
+	MemoryBytes                  int64
+	GPUName                      string
+	GPUMemoryBytes               int64
+	Driver, ThermalState         string
+	PowerState                   string
+	Extra                        map[string]string
+}
+
+// Run is one invocation of mtlbench. ID, Status ("running"), Kind ("suite"),
+// TimingMode ("throughput") and StartedAt (now) are filled by CreateRun when
+// empty.
+type Run struct {
+	ID                                                       int64
+	SuiteName, SuitePath, SuiteHash, ToolVersion, GitCommit  string
+	Tag, Backend, TimingMode, Status, Kind, Notes            string
+	Emulated                                                 bool
+	Machine                                                  Machine
+	StartedAt, EndedAt                                       time.Time
+}
+
+// RunFilter selects runs; empty fields match everything. Limit 0 means no
+// limit.
+type RunFilter struct {
+	Tag       string
+	GitCommit string // prefix
+	SuiteName string
+	Status    string
+	Kind      string
+	Backend   string
+	Limit     int
+}
+
+func oneOf(what, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("results: invalid %s %q (want one of %s)", what, v, strings.Join(allowed, ", "))
+}
+
+// machineHash is the dedup key: sha256 of the JSON encoding, which is
+// canonical here because struct fields have a fixed order and encoding/json
+// sorts map keys.
+func machineHash(m Machine) (hash, extraJSON string, err error) {
+	if len(m.Extra) == 0 {
+		m.Extra = map[string]string{} // nil and empty describe the same machine
+	}
+	full, err := json.Marshal(m)
+	if err != nil {
+		return "", "", err
+	}
+	extra, err := json.Marshal(m.Extra)
+	if err != nil {
+		return "", "", err
+	}
+	sum := sha256.Sum256(full)
+	return hex.EncodeToString(sum[:]), string(extra), nil
+}
+
+// machineID returns the id of m's row, inserting it if new.
+func machineID(tx *sql.Tx, m Machine) (int64, error) {
+	hash, extra, err := machineHash(m)
+	if err != nil {
+		return 0, fmt.Errorf("results: encode machine: %w", err)
+	}
+	_, err = tx.Exec(`INSERT INTO machines (content_hash, hostname, os, arch, cpu_model, cpu_cores,
+			memory_bytes, gpu_name, gpu_memory_bytes, driver, thermal_state, power_state, extra_json, first_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (content_hash) DO NOTHING`,
+		hash, m.Hostname, m.OS, m.Arch, m.CPUModel, m.CPUCores, m.MemoryBytes, m.GPUName,
+		m.GPUMemoryBytes, m.Driver, m.ThermalState, m.PowerState, extra, fmtTime(now()))
+	if err != nil {
+		return 0, fmt.Errorf("results: store machine: %w", err)
+	}
+	var id int64
+	if err := tx.QueryRow(`SELECT id FROM machines WHERE content_hash = ?`, hash).Scan(&id); err != nil {
+		return 0, fmt.Errorf("results: store machine: %w", err)
+	}
+	return id, nil
+}
+
+// CreateRun stores r (and its machine), fills in r.ID and the defaults
+// described on Run, and returns the new id.
+func (db *DB) CreateRun(r *Run) (int64, error) {
+	if r.Status == "" {
+		r.Status = RunRunning
+	}
+	if r.Kind == "" {
+		r.Kind = KindSuite
+	}
+	if r.TimingMode == "" {
+		r.TimingMode = TimingThroughput
+	}
+	if r.StartedAt.IsZero() {
+		r.StartedAt = now()
+	}
+	// Lower case so that commit prefixes match however git printed them.
+	r.GitCommit = strings.ToLower(r.GitCommit)
+	if err := oneOf("run status", r.Status, RunRunning, RunComplete, RunInterrupted, RunFailed); err != nil {
+		return 0, err
+	}
+	if err := oneOf("run kind", r.Kind, KindSuite, KindPeer, KindTune); err != nil {
+		return 0, err
+	}
+	if err := oneOf("timing mode", r.TimingMode, TimingThroughput, TimingProfile); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := db.tx(func(tx *sql.Tx) error {
+		mid, err := machineID(tx, r.Machine)
+		if err != nil {
+			return err
+		}
+		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
+				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, r.GitCommit, r.Tag, r.Backend,
+			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated)
+		if err != nil {
+			return fmt.Errorf("results: create run: %w", err)
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	r.ID = id
+	return id, nil
+}
+
+// FinishRun sets a run's final status ("complete", "interrupted" or
+// "failed") and its end time.
+func (db *DB) FinishRun(id int64, status string) error {
+	if err := oneOf("final run status", status, RunComplete, RunInterrupted, RunFailed); err != nil {
+		return err
+	}
+	res, err := db.sql.Exec(`UPDATE runs SET status = ?, ended_at = ? WHERE id = ?`, status, fmtTime(now()), id)
+	if err != nil {
+		return fmt.Errorf("results: finish run %d: %w", id, err)
+	}
+	return mustAffect(res, "run", id)
+}
+
+// MarkInterrupted marks a run that a vanished process left "running" as
+// "interrupted"; its finished cases stay, its pending ones can be resumed.
+// A run in any other state is left alone.
+func (db *DB) MarkInterrupted(id int64) error {
+	if _, err := db.GetRun(id); err != nil {
+		return err
+	}
+	_, err := db.sql.Exec(`UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? AND status = 'running'`,
+		fmtTime(now()), id)
+	if err != nil {
+		return fmt.Errorf("results: mark run %d interrupted: %w", id, err)
+	}
+	return nil
+}
+
+// ResumeRun sets an interrupted or failed run back to "running" so that its
+// pending cases can be run; resuming a complete run is an error.
+func (db *DB) ResumeRun(id int64) error {
+	r, err := db.GetRun(id)
+	if err != nil {
+		return err
+	}
+	if r.Status == RunComplete {
+		return fmt.Errorf("results: run %d is complete; nothing to resume", id)
+	}
+	_, err = db.sql.Exec(`UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("results: resume run %d: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteRun removes a run with its cases, samples and timings.
+func (db *DB) DeleteRun(id int64) error {
+	res, err := db.sql.Exec(`DELETE FROM runs WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("results: delete run %d: %w", id, err)
+	}
+	return mustAffect(res, "run", id)
+}
+
+func mustAffect(res sql.Result, what string, id int64) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("results: %s %d: %w", what, id, ErrNotFound)
+	}
+	return nil
+}
+
+const runSelect = `SELECT r.id, r.suite_name, r.suite_path, r.suite_hash, r.tool_version, r.git_commit,
+		r.tag, r.backend, r.timing_mode, r.status, r.kind, r.notes, r.emulated, r.started_at, r.ended_at,
+		coalesce(m.hostname, ''), coalesce(m.os, ''), coalesce(m.arch, ''), coalesce(m.cpu_model, ''),
+		coalesce(m.cpu_cores, 0), coalesce(m.memory_bytes, 0), coalesce(m.gpu_name, ''),
+		coalesce(m.gpu_memory_bytes, 0), coalesce(m.driver, ''), coalesce(m.thermal_state, ''),
+		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}')
+	FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRun(s scanner) (Run, error) {
+	var (
+		r              Run
+		started, ended sql.NullString
+		extra          string
+	)
+	m := &r.Machine
+	err := s.Scan(&r.ID, &r.SuiteName, &r.SuitePath, &r.SuiteHash, &r.ToolVersion, &r.GitCommit,
+		&r.Tag, &r.Backend, &r.TimingMode, &r.Status, &r.Kind, &r.Notes, &r.Emulated, &started, &ended,
+		&m.Hostname, &m.OS, &m.Arch, &m.CPUModel, &m.CPUCores, &m.MemoryBytes, &m.GPUName,
+		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra)
+	if err != nil {
+		return r, err
+	}
+	if r.StartedAt, err = parseTime(started); err != nil {
+		return r, err
+	}
+	if r.EndedAt, err = parseTime(ended); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(extra), &m.Extra); err != nil {
+		return r, fmt.Errorf("results: run %d: machine extra_json: %w", r.ID, err)
+	}
+	if len(m.Extra) == 0 {
+		m.Extra = nil
+	}
+	return r, nil
+}
+
+// GetRun returns one run with its machine; the error wraps ErrNotFound if
+// there is no such run.
+func (db *DB) GetRun(id int64) (*Run, error) {
+	r, err := scanRun(db.sql.QueryRow(runSelect+` WHERE r.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("results: run %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("results: run %d: %w", id, err)
+	}
+	return &r, nil
+}
+
+// Runs lists the runs matching f, newest first.
+func (db *DB) Runs(f RunFilter) ([]Run, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.Tag != "" {
+		add(`r.tag = ?`, f.Tag)
+	}
+	if f.GitCommit != "" {
+		// substr rather than LIKE: '%' and '_' in the argument stay literal.
+		where = append(where, `substr(r.git_commit, 1, length(?)) = ?`)
+		c := strings.ToLower(f.GitCommit)
+		args = append(args, c, c)
+	}
+	if f.SuiteName != "" {
+		add(`r.suite_name = ?`, f.SuiteName)
+	}
+	if f.Status != "" {
+		add(`r.status = ?`, f.Status)
+	}
+	if f.Kind != "" {
+		add(`r.kind = ?`, f.Kind)
+	}
+	if f.Backend != "" {
+		add(`r.backend = ?`, f.Backend)
+	}
+	q := runSelect
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY r.started_at DESC, r.id DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := db.sql.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("results: list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("results: list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("results: list runs: %w", err)
+	}
+	return out, nil
+}
+
+// ResolveRef turns what a user typed into run ids, newest first. In order of
+// precedence ref is: a run id ("42"); a tag; "latest" (the newest run); a
+// git commit prefix of at least 4 hex digits. The error wraps ErrNotFound
+// when nothing matches.
+func (db *DB) ResolveRef(ref string) ([]int64, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return nil, errors.New("results: empty run reference")
+	}
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil && id > 0 {
+		var n int
+		if err := db.sql.QueryRow(`SELECT count(*) FROM runs WHERE id = ?`, id).Scan(&n); err != nil {
+			return nil, fmt.Errorf("results: resolve %q: %w", ref, err)
+		}
+		if n > 0 {
+			return []int64{id}, nil
+		}
+	}
+	ids, err := db.runIDs(`WHERE tag = ?`, 0, ref)
+	if err != nil || len(ids) > 0 {
+		return ids, err
+	}
+	if ref == "latest" {
+		ids, err := db.runIDs(``, 1)
+		if err != nil || len(ids) > 0 {
+			return ids, err
+		}
+	}
+	if len(ref) >= 4 && isHex(ref) {
+		ids, err := db.runIDs(`WHERE substr(git_commit, 1, length(?1)) = ?1`, 0, strings.ToLower(ref))
+		if err != nil || len(ids) > 0 {
+			return ids, err
+		}
+	}
+	return nil, fmt.Errorf("results: no run matches %q (tried run id, tag, \"latest\" and git commit prefix): %w",
+		ref, ErrNotFound)
+}
+
+// runIDs lists the ids of runs matching where (may be empty), newest first.
+func (db *DB) runIDs(where string, limit int, args ...any) ([]int64, error) {
+	q := `SELECT id FROM runs ` + where + ` ORDER BY started_at DESC, id DESC`
+	if limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, limit)
+	}
+	rows, err := db.sql.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("results: resolve run: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,205 @@
+package results
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// migration is one schema step. Step i (0-based) takes a database from
+// user_version i to i+1. Steps are append-only: never edit a released step,
+// add a new one, because existing files have already run the old text.
+type migration struct {
+	name  string
+	stmts []string
+}
+
+// migrations is the schema history; len(migrations) is the current version.
+var migrations = []migration{
+	{
+		name: "core tables: machines, runs, cases, case_params, samples",
+		stmts: []string{
+			`CREATE TABLE machines (
+				id               INTEGER PRIMARY KEY,
+				content_hash     TEXT NOT NULL UNIQUE, -- sha256 of the description; deduplicates machines
+				hostname         TEXT NOT NULL DEFAULT '',
+				os               TEXT NOT NULL DEFAULT '',
+				arch             TEXT NOT NULL DEFAULT '',
+				cpu_model        TEXT NOT NULL DEFAULT '',
+				cpu_cores        INTEGER NOT NULL DEFAULT 0,
+				memory_bytes     INTEGER NOT NULL DEFAULT 0,
+				gpu_name         TEXT NOT NULL DEFAULT '',
+				gpu_memory_bytes INTEGER NOT NULL DEFAULT 0,
+				driver           TEXT NOT NULL DEFAULT '',
+				thermal_state    TEXT NOT NULL DEFAULT '',
+				power_state      TEXT NOT NULL DEFAULT '',
+				extra_json       TEXT NOT NULL DEFAULT '{}',
+				first_seen       TEXT NOT NULL
+			)`,
+			`CREATE TABLE runs (
+				id           INTEGER PRIMARY KEY,
+				suite_name   TEXT NOT NULL DEFAULT '',
+				suite_path   TEXT NOT NULL DEFAULT '',
+				suite_hash   TEXT NOT NULL DEFAULT '',
+				tool_version TEXT NOT NULL DEFAULT '',
+				git_commit   TEXT NOT NULL DEFAULT '',
+				tag          TEXT NOT NULL DEFAULT '',
+				backend      TEXT NOT NULL DEFAULT '',
+				timing_mode  TEXT NOT NULL DEFAULT 'throughput',
+				machine_id   INTEGER REFERENCES machines(id),
+				started_at   TEXT NOT NULL,
+				ended_at     TEXT,
+				status       TEXT NOT NULL DEFAULT 'running'
+				             CHECK (status IN ('running', 'complete', 'interrupted', 'failed')),
+				kind         TEXT NOT NULL DEFAULT 'suite',
+				notes        TEXT NOT NULL DEFAULT ''
+			)`,
+			`CREATE INDEX runs_by_tag ON runs(tag)`,
+			`CREATE INDEX runs_by_git_commit ON runs(git_commit)`,
+			`CREATE INDEX runs_by_suite_name ON runs(suite_name)`,
+			`CREATE INDEX runs_by_started_at ON runs(started_at)`,
+			`CREATE TABLE cases (
+				id          INTEGER PRIMARY KEY,
+				run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+				case_key    TEXT NOT NULL,
+				name        TEXT NOT NULL DEFAULT '',
+				kind        TEXT NOT NULL,
+				seq         INTEGER NOT NULL,
+				params_json TEXT NOT NULL DEFAULT '{}',
+				status      TEXT NOT NULL DEFAULT 'pending'
+				            CHECK (status IN ('pending', 'done', 'failed', 'skipped')),
+				error       TEXT NOT NULL DEFAULT '',
+				started_at  TEXT,
+				ended_at    TEXT,
+				UNIQUE (run_id, case_key)
+			)`,
+			// Matching a case across runs looks it up by key alone.
+			`CREATE INDEX cases_by_key ON cases(case_key)`,
+			`CREATE TABLE case_params (
+				case_id   INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+				name      TEXT NOT NULL,
+				value     TEXT NOT NULL,
+				value_num REAL, -- NULL when value is not a number
+				PRIMARY KEY (case_id, name)
+			) WITHOUT ROWID`,
+			`CREATE INDEX case_params_by_name ON case_params(name, value)`,
+			// The primary key refuses a repetition recorded twice, which
+			// would silently skew every statistic computed from the table.
+			`CREATE TABLE samples (
+				case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+				rep     INTEGER NOT NULL CHECK (rep >= 0),
+				metric  TEXT NOT NULL,
+				value   REAL NOT NULL,
+				unit    TEXT NOT NULL DEFAULT '',
+				PRIMARY KEY (case_id, metric, rep)
+			) WITHOUT ROWID`,
+		},
+	},
+	{
+		name: "op_timings, layer counts, emulated runs, views",
+		stmts: []string{
+			`ALTER TABLE runs ADD COLUMN emulated INTEGER NOT NULL DEFAULT 0 CHECK (emulated IN (0, 1))`,
+			`ALTER TABLE cases ADD COLUMN layers_run INTEGER`,   // NULL: not a layer-limited model case
+			`ALTER TABLE cases ADD COLUMN layers_total INTEGER`, // the model's full layer count
+			`CREATE TABLE op_timings (
+				case_id   INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+				rep       INTEGER NOT NULL CHECK (rep >= 0),
+				layer     INTEGER NOT NULL CHECK (layer >= -1), -- -1: outside the layers (embedding, lm head)
+				component TEXT NOT NULL,
+				op        TEXT NOT NULL,
+				seconds   REAL NOT NULL,
+				calls     INTEGER NOT NULL DEFAULT 1
+			)`,
+			`CREATE INDEX op_timings_by_case ON op_timings(case_id, rep, layer)`,
+			`CREATE VIEW run_summary AS
+			SELECT r.id, r.started_at, r.ended_at, r.status, r.kind, r.tag,
+			       r.git_commit, r.suite_name, r.backend, r.timing_mode, r.emulated,
+			       m.hostname, m.gpu_name,
+			       (SELECT count(*) FROM cases c WHERE c.run_id = r.id) AS cases,
+			       (SELECT count(*) FROM cases c WHERE c.run_id = r.id AND c.status = 'done') AS done,
+			       (SELECT count(*) FROM cases c WHERE c.run_id = r.id AND c.status = 'failed') AS failed
+			FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`,
+			`CREATE VIEW sample_stats AS
+			SELECT c.run_id, s.case_id, c.case_key, c.name, s.metric, s.unit,
+			       count(*) AS n, avg(s.value) AS mean, min(s.value) AS min, max(s.value) AS max
+			FROM samples s JOIN cases c ON c.id = s.case_id
+			GROUP BY s.case_id, s.metric`,
+		},
+	},
+}
+
+// LatestSchemaVersion is the schema version this build of mtlbench writes.
+func LatestSchemaVersion() int { return len(migrations) }
+
+// ErrSchemaTooNew is returned by Open for a file written by a newer mtlbench.
+var ErrSchemaTooNew = errors.New("results: database schema is newer than this mtlbench supports")
+
+// migrate brings db up to len(steps). Each step runs in its own BEGIN
+// IMMEDIATE transaction and re-reads user_version inside it, so two processes
+// opening a fresh file at once apply each step exactly once.
+func migrate(db *sql.DB, path string, steps []migration) error {
+	v, err := userVersion(db)
+	if err != nil {
+		return err
+	}
+	if v > len(steps) {
+		return tooNew(path, v, len(steps))
+	}
+	for v < len(steps) {
+		if err := migrateStep(db, path, steps); err != nil {
+			return err
+		}
+		if v, err = userVersion(db); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func migrateStep(db *sql.DB, path string, steps []migration) (err error) {
+	tx, err := db.Begin()
+	if err != nil {
+		return fmt.Errorf("results: begin migration: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var v int
+	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("results: read schema version: %w", err)
+	}
+	if v > len(steps) {
+		return tooNew(path, v, len(steps))
+	}
+	if v == len(steps) {
+		return tx.Commit() // another process got there first
+	}
+	for _, s := range steps[v].stmts {
+		if _, err := tx.Exec(s); err != nil {
+			return fmt.Errorf("results: migration %d (%s): %w", v+1, steps[v].name, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; v is an int we produced.
+	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+		return fmt.Errorf("results: set schema version %d: %w", v+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("results: commit migration %d: %w", v+1, err)
+	}
+	return nil
+}
+
+func userVersion(db *sql.DB) (int, error) {
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("results: read schema version: %w", err)
+	}
+	return v, nil
+}
+
+func tooNew(path string, have, know int) error {
+	return fmt.Errorf("%w: %s has schema version %d, this mtlbench knows up to %d; use a newer mtlbench or another database file",
+		ErrSchemaTooNew, path, have, know)
+}

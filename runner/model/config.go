@@ -1,0 +1,242 @@
+// Package model describes decoder-only transformer architectures: their
+// configuration (from an HF config.json or a built-in preset), the tensors a
+// checkpoint must hold, and what the model costs in memory.
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Config is the normalised shape of a model, whatever spelling it came from.
+type Config struct {
+	Name         string // preset name or checkpoint folder
+	Architecture string // HF architectures[0], e.g. "Qwen3MoeForCausalLM"
+	Vocab        int
+	Hidden       int
+	Layers       int // layers to run (a depth override may cut this)
+	ModelLayers  int // layers of the whole model
+	Heads        int
+	KVHeads      int
+	HeadDim      int
+	Inter        int // dense MLP width
+	MaxPos       int
+	RopeTheta    float64
+	Eps          float32
+	TieEmbed     bool
+	QKVBias      bool
+	QKNorm       bool // Qwen3: RMSNorm over each q and k head before RoPE
+
+	// Mixture of experts (Qwen3-MoE); NumExperts == 0 means dense.
+	NumExperts    int
+	TopK          int
+	MoEInter      int
+	NormTopK      bool
+	SparseStep    int
+	MLPOnlyLayers []int
+}
+
+// IsMoELayer reports whether layer l uses the sparse expert block, following
+// Qwen3-MoE's decoder_sparse_step and mlp_only_layers.
+func (c *Config) IsMoELayer(l int) bool {
+	if c.NumExperts == 0 || slices.Contains(c.MLPOnlyLayers, l) {
+		return false
+	}
+	step := max(c.SparseStep, 1)
+	return (l+1)%step == 0
+}
+
+// Truncated reports whether fewer layers run than the model has.
+func (c *Config) Truncated() bool { return c.Layers < c.ModelLayers }
+
+// archSpec holds what an architecture implies beyond its config fields.
+type archSpec struct {
+	qkvBias, qkNorm, moe bool
+}
+
+var archs = map[string]archSpec{
+	"LlamaForCausalLM":    {},
+	"MistralForCausalLM":  {},
+	"Qwen2ForCausalLM":    {qkvBias: true},
+	"Qwen3ForCausalLM":    {qkNorm: true},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true},
+}
+
+// Architectures lists the supported HF architecture names.
+func Architectures() []string {
+	var a []string
+	for k := range archs {
+		a = append(a, k)
+	}
+	slices.Sort(a)
+	return a
+}
+
+// hfConfig is the union of both config.json spellings: the hub's
+// (rope_theta, num_experts) and the one transformers 5 writes
+// (rope_parameters.rope_theta, num_local_experts).
+type hfConfig struct {
+	Architectures     []string `json:"architectures"`
+	VocabSize         int      `json:"vocab_size"`
+	HiddenSize        int      `json:"hidden_size"`
+	NumHiddenLayers   int      `json:"num_hidden_layers"`
+	NumAttentionHeads int      `json:"num_attention_heads"`
+	NumKeyValueHeads  *int     `json:"num_key_value_heads"`
+	HeadDim           *int     `json:"head_dim"`
+	IntermediateSize  int      `json:"intermediate_size"`
+	MaxPositionEmbeds int      `json:"max_position_embeddings"`
+	RMSNormEps        *float64 `json:"rms_norm_eps"`
+	RopeTheta         *float64 `json:"rope_theta"`
+	RopeParameters    *struct {
+		RopeTheta *float64 `json:"rope_theta"`
+		RopeType  string   `json:"rope_type"`
+	} `json:"rope_parameters"`
+	RopeScaling       map[string]any `json:"rope_scaling"`
+	TieWordEmbeddings *bool          `json:"tie_word_embeddings"`
+	AttentionBias     *bool          `json:"attention_bias"`
+	HiddenAct         string         `json:"hidden_act"`
+	SlidingWindow     *int           `json:"sliding_window"`
+	UseSlidingWindow  *bool          `json:"use_sliding_window"`
+
+	NumExperts        *int  `json:"num_experts"`
+	NumLocalExperts   *int  `json:"num_local_experts"`
+	NumExpertsPerTok  int   `json:"num_experts_per_tok"`
+	MoEIntermediate   int   `json:"moe_intermediate_size"`
+	NormTopKProb      *bool `json:"norm_topk_prob"`
+	DecoderSparseStep *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers     []int `json:"mlp_only_layers"`
+	MLPBias           bool  `json:"mlp_bias"`
+}
+
+// ParseHFConfig reads an HF config.json. name labels errors (usually the
+// file path).
+func ParseHFConfig(name string, data []byte) (*Config, error) {
+	var h hfConfig
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
+	}
+	if len(h.Architectures) == 0 {
+		return nil, fmt.Errorf("%s: no \"architectures\" field: cannot tell which model this is", name)
+	}
+	arch := h.Architectures[0]
+	spec, ok := archs[arch]
+	if !ok {
+		return nil, fmt.Errorf("%s: unknown architecture %q (supported: %s)", name, arch, strings.Join(Architectures(), ", "))
+	}
+	c := &Config{
+		Name: name, Architecture: arch, Vocab: h.VocabSize, Hidden: h.HiddenSize,
+		Layers: h.NumHiddenLayers, ModelLayers: h.NumHiddenLayers, Heads: h.NumAttentionHeads,
+		Inter: h.IntermediateSize, MaxPos: h.MaxPositionEmbeds, Eps: 1e-6, RopeTheta: 10000,
+		QKVBias: spec.qkvBias, QKNorm: spec.qkNorm,
+	}
+	c.KVHeads = c.Heads
+	if h.NumKeyValueHeads != nil {
+		c.KVHeads = *h.NumKeyValueHeads
+	}
+	if c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	if h.HeadDim != nil && *h.HeadDim > 0 {
+		c.HeadDim = *h.HeadDim
+	}
+	if h.RMSNormEps != nil {
+		c.Eps = float32(*h.RMSNormEps)
+	}
+	switch {
+	case h.RopeParameters != nil && h.RopeParameters.RopeTheta != nil:
+		c.RopeTheta = *h.RopeParameters.RopeTheta
+		if t := h.RopeParameters.RopeType; t != "" && t != "default" {
+			return nil, fmt.Errorf("%s: rope_parameters.rope_type %q is not supported (only default RoPE)", name, t)
+		}
+	case h.RopeTheta != nil:
+		c.RopeTheta = *h.RopeTheta
+	}
+	if len(h.RopeScaling) > 0 {
+		if t, _ := h.RopeScaling["rope_type"].(string); t != "" && t != "default" {
+			return nil, fmt.Errorf("%s: rope_scaling type %q is not supported (only default RoPE)", name, t)
+		}
+	}
+	if h.HiddenAct != "" && h.HiddenAct != "silu" {
+		return nil, fmt.Errorf("%s: hidden_act %q is not supported (only silu)", name, h.HiddenAct)
+	}
+	if h.MLPBias {
+		return nil, fmt.Errorf("%s: mlp_bias is not supported", name)
+	}
+	// Sliding-window attention is only honoured as absent: a window changes
+	// results once a sequence outgrows it.
+	if h.SlidingWindow != nil && *h.SlidingWindow > 0 && (h.UseSlidingWindow == nil || *h.UseSlidingWindow) && arch == "MistralForCausalLM" {
+		return nil, fmt.Errorf("%s: sliding_window=%d is not supported (full attention only)", name, *h.SlidingWindow)
+	}
+	if h.AttentionBias != nil && *h.AttentionBias {
+		c.QKVBias = true
+	}
+	// Qwen2 and Qwen3 default to tied embeddings only where their configs say
+	// so; transformers' default for a missing field is true.
+	c.TieEmbed = true
+	if h.TieWordEmbeddings != nil {
+		c.TieEmbed = *h.TieWordEmbeddings
+	}
+	if spec.moe {
+		switch {
+		case h.NumExperts != nil:
+			c.NumExperts = *h.NumExperts
+		case h.NumLocalExperts != nil:
+			c.NumExperts = *h.NumLocalExperts
+		default:
+			return nil, fmt.Errorf("%s: a %s config needs num_experts (or num_local_experts)", name, arch)
+		}
+		c.TopK = h.NumExpertsPerTok
+		c.MoEInter = h.MoEIntermediate
+		c.NormTopK = h.NormTopKProb != nil && *h.NormTopKProb
+		c.SparseStep = 1
+		if h.DecoderSparseStep != nil {
+			c.SparseStep = *h.DecoderSparseStep
+		}
+		c.MLPOnlyLayers = h.MLPOnlyLayers
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// Validate checks that the shape is one the engine can run.
+func (c *Config) Validate() error {
+	var errs []string
+	pos := func(v int, field string) {
+		if v <= 0 {
+			errs = append(errs, fmt.Sprintf("%s must be positive, got %d", field, v))
+		}
+	}
+	pos(c.Vocab, "vocab_size")
+	pos(c.Hidden, "hidden_size")
+	pos(c.Layers, "num_hidden_layers")
+	pos(c.Heads, "num_attention_heads")
+	pos(c.KVHeads, "num_key_value_heads")
+	pos(c.HeadDim, "head_dim")
+	if c.Heads > 0 && c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
+		errs = append(errs, fmt.Sprintf("num_attention_heads=%d is not a multiple of num_key_value_heads=%d", c.Heads, c.KVHeads))
+	}
+	if c.HeadDim%2 != 0 {
+		errs = append(errs, fmt.Sprintf("head_dim=%d must be even for RoPE", c.HeadDim))
+	}
+	dense := false
+	for l := 0; l < c.Layers; l++ {
+		dense = dense || !c.IsMoELayer(l)
+	}
+	if dense {
+		pos(c.Inter, "intermediate_size")
+	}
+	if c.NumExperts > 0 {
+		pos(c.MoEInter, "moe_intermediate_size")
+		if c.TopK <= 0 || c.TopK > c.NumExperts {
+			errs = append(errs, fmt.Sprintf("num_experts_per_tok=%d must be in 1..num_experts=%d", c.TopK, c.NumExperts))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/bridge"
+)
+
+// TensorSpec names one weight tensor and its shape, in HF naming.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+	// Matrix tensors keep the model's dtype; vectors (norms, biases) are
+	// small and kept in f32 by every backend.
+	Matrix bool
+	// FanIn scales synthetic values so activations keep unit scale.
+	FanIn int
+}
+
+func (t TensorSpec) Elems() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// LayerPrefix is the HF name prefix of layer l.
+func LayerPrefix(l int) string { return fmt.Sprintf("model.layers.%d.", l) }
+
+// Tensors lists every tensor the model (cut to c.Layers) needs, in HF naming.
+func (c *Config) Tensors() []TensorSpec {
+	mat := func(name string, out, in int) TensorSpec {
+		return TensorSpec{Name: name, Shape: []int{out, in}, Matrix: true, FanIn: in}
+	}
+	vec := func(name string, n int) TensorSpec { return TensorSpec{Name: name, Shape: []int{n}} }
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	t := []TensorSpec{{Name: "model.embed_tokens.weight", Shape: []int{c.Vocab, c.Hidden}, Matrix: true, FanIn: 1}}
+	for l := 0; l < c.Layers; l++ {
+		p := LayerPrefix(l)
+		t = append(t,
+			vec(p+"input_layernorm.weight", c.Hidden),
+			mat(p+"self_attn.q_proj.weight", q, c.Hidden),
+			mat(p+"self_attn.k_proj.weight", kv, c.Hidden),
+			mat(p+"self_attn.v_proj.weight", kv, c.Hidden),
+			mat(p+"self_attn.o_proj.weight", c.Hidden, q),
+			vec(p+"post_attention_layernorm.weight", c.Hidden))
+		if c.QKVBias {
+			t = append(t, vec(p+"self_attn.q_proj.bias", q), vec(p+"self_attn.k_proj.bias", kv), vec(p+"self_attn.v_proj.bias", kv))
+		}
+		if c.QKNorm {
+			t = append(t, vec(p+"self_attn.q_norm.weight", c.HeadDim), vec(p+"self_attn.k_norm.weight", c.HeadDim))
+		}
+		if c.IsMoELayer(l) {
+			t = append(t, mat(p+"mlp.gate.weight", c.NumExperts, c.Hidden))
+			for e := 0; e < c.NumExperts; e++ {
+				ep := fmt.Sprintf("%smlp.experts.%d.", p, e)
+				t = append(t,
+					mat(ep+"gate_proj.weight", c.MoEInter, c.Hidden),
+					mat(ep+"up_proj.weight", c.MoEInter, c.Hidden),
+					mat(ep+"down_proj.weight", c.Hidden, c.MoEInter))
+			}
+		} else {
+			t = append(t,
+				mat(p+"mlp.gate_proj.weight", c.Inter, c.Hidden),
+				mat(p+"mlp.up_proj.weight", c.Inter, c.Hidden),
+				mat(p+"mlp.down_proj.weight", c.Hidden, c.Inter))
+		}
+	}
+	t = append(t, vec("model.norm.weight", c.Hidden))
+	if !c.TieEmbed {
+		t = append(t, mat("lm_head.weight", c.Vocab, c.Hidden))
+	}
+	return t
+}
+
+// Params counts the parameters of the model as configured (after any depth
+// cut).
+func (c *Config) Params() int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		n += t.Elems()
+	}
+	return n
+}
+
+// WeightBytes is the memory the weights take with matrices in dt and vectors
+// in f32.
+func (c *Config) WeightBytes(dt bridge.DType) int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		if t.Matrix {
+			n += t.Elems() * int64(dt.Size())
+		} else {
+			n += t.Elems() * 4
+		}
+	}
+	return n
+}
+
+// KVBytesPerToken is the KV cache memory one token takes across all layers.
+func (c *Config) KVBytesPerToken(dt bridge.DType) int64 {
+	return int64(2*c.Layers*c.KVHeads*c.HeadDim) * int64(dt.Size())
+}
+
+// ActiveBytesPerToken is what a batch-1 decode step must read: every weight
+// except the unrouted experts and the embedding table (one row is gathered).
+func (c *Config) ActiveBytesPerToken(dt bridge.DType) int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		sz := int64(4)
+		if t.Matrix {
+			sz = int64(dt.Size())
+		}
+		switch {
+		case t.Name == "model.embed_tokens.weight":
+			n += int64(c.Hidden) * sz
+			if c.TieEmbed { // the table is read whole as the LM head
+				n += t.Elems() * sz
+			}
+		case isExpertTensor(t.Name):
+			n += t.Elems() * sz * int64(c.TopK) / int64(c.NumExperts)
+		default:
+			n += t.Elems() * sz
+		}
+	}
+	return n
+}
+
+func isExpertTensor(name string) bool {
+	var l, e int
+	var rest string
+	k, _ := fmt.Sscanf(name, "model.layers.%d.mlp.experts.%d.%s", &l, &e, &rest)
+	return k == 3
+}

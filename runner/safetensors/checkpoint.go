@@ -1,0 +1,204 @@
+package safetensors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// IndexName is the shard index that HuggingFace writes next to sharded weights.
+const IndexName = "model.safetensors.index.json"
+
+// Checkpoint is a model folder: one model.safetensors, shards listed in
+// model.safetensors.index.json, or (without an index) every *.safetensors
+// file in the folder. Tensor names are unique across its files.
+type Checkpoint struct {
+	dir   string
+	files []*File
+	where map[string]int // tensor name -> index into files
+	names []string       // sorted
+	total int64
+}
+
+type index struct {
+	WeightMap map[string]string `json:"weight_map"`
+}
+
+// OpenDir opens the checkpoint in dir.
+func OpenDir(dir string) (*Checkpoint, error) {
+	idxPath := filepath.Join(dir, IndexName)
+	raw, err := os.ReadFile(idxPath)
+	switch {
+	case err == nil:
+		return openIndexed(dir, idxPath, raw)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	// Without an index, model.safetensors alone is the checkpoint even if
+	// other .safetensors files (e.g. adapters) sit beside it.
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		return openFiles(dir, []string{single}, nil)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".safetensors") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		// Stat, not e.Type(): HuggingFace caches hold shards as symlinks.
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			paths = append(paths, p)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: no .safetensors files (and no %s)", dir, IndexName)
+	}
+	return openFiles(dir, paths, nil)
+}
+
+func openIndexed(dir, idxPath string, raw []byte) (*Checkpoint, error) {
+	var idx index
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("%s: invalid JSON: %v", idxPath, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("%s: weight_map is empty or missing", idxPath)
+	}
+	var shards []string
+	for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
+		shard := idx.WeightMap[name]
+		// The index is untrusted input: keep it from pointing outside dir.
+		if !filepath.IsLocal(shard) {
+			return nil, fmt.Errorf("%s: tensor %q maps to %q, which is not a file inside the folder", idxPath, name, shard)
+		}
+		shard = filepath.Clean(shard)
+		if !slices.Contains(shards, shard) {
+			shards = append(shards, shard)
+		}
+	}
+	slices.Sort(shards)
+	paths := make([]string, len(shards))
+	for i, s := range shards {
+		paths[i] = filepath.Join(dir, s)
+		if _, err := os.Stat(paths[i]); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s names shard %s, which is missing", idxPath, s)
+		} else if err != nil {
+			return nil, fmt.Errorf("%s names shard %s: %w", idxPath, s, err)
+		}
+	}
+	return openFiles(dir, paths, func(c *Checkpoint) error {
+		for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
+			want := filepath.Join(dir, idx.WeightMap[name])
+			i, ok := c.where[name]
+			if !ok || c.files[i].path != want {
+				return fmt.Errorf("%s: tensor %q is mapped to %s, which does not contain it", idxPath, name, idx.WeightMap[name])
+			}
+		}
+		return nil
+	})
+}
+
+// openFiles opens every path and builds the name table; check, if given,
+// validates the result before it is returned.
+func openFiles(dir string, paths []string, check func(*Checkpoint) error) (*Checkpoint, error) {
+	c := &Checkpoint{dir: dir, where: make(map[string]int)}
+	fail := func(err error) (*Checkpoint, error) {
+		c.Close()
+		return nil, err
+	}
+	for _, p := range paths {
+		f, err := Open(p)
+		if err != nil {
+			return fail(err)
+		}
+		c.files = append(c.files, f)
+		fi := len(c.files) - 1
+		for _, t := range f.tensors {
+			if prev, dup := c.where[t.Name]; dup {
+				return fail(fmt.Errorf("tensor %q is in both %s and %s", t.Name, c.files[prev].path, p))
+			}
+			c.where[t.Name] = fi
+			c.names = append(c.names, t.Name)
+			c.total += t.End - t.Begin
+		}
+	}
+	slices.Sort(c.names)
+	if check != nil {
+		if err := check(c); err != nil {
+			return fail(err)
+		}
+	}
+	return c, nil
+}
+
+// Dir is the folder given to OpenDir.
+func (c *Checkpoint) Dir() string { return c.dir }
+
+// Files lists the paths of the opened files, sorted.
+func (c *Checkpoint) Files() []string {
+	out := make([]string, len(c.files))
+	for i, f := range c.files {
+		out[i] = f.path
+	}
+	return out
+}
+
+// Names lists all tensor names, sorted. The result is a copy.
+func (c *Checkpoint) Names() []string { return slices.Clone(c.names) }
+
+// Info describes the named tensor.
+func (c *Checkpoint) Info(name string) (TensorInfo, bool) {
+	i, ok := c.where[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return c.files[i].Info(name)
+}
+
+// Bytes returns the named tensor's bytes (read-only, valid until Close) and
+// its description.
+func (c *Checkpoint) Bytes(name string) ([]byte, TensorInfo, error) {
+	i, ok := c.where[name]
+	if !ok {
+		return nil, TensorInfo{}, fmt.Errorf("%s: no tensor %q in checkpoint", c.dir, name)
+	}
+	f := c.files[i]
+	b, err := f.Bytes(name)
+	if err != nil {
+		return nil, TensorInfo{}, err
+	}
+	t, _ := f.Info(name)
+	return b, t, nil
+}
+
+// File is the path of the file holding the named tensor, or "" if none does.
+func (c *Checkpoint) File(name string) string {
+	i, ok := c.where[name]
+	if !ok {
+		return ""
+	}
+	return c.files[i].path
+}
+
+// TotalBytes is the sum of all tensor sizes.
+func (c *Checkpoint) TotalBytes() int64 { return c.total }
+
+// Close unmaps every file; slices from Bytes must not be used afterwards.
+func (c *Checkpoint) Close() error {
+	var errs []error
+	for _, f := range c.files {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}

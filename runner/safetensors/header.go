@@ -1,0 +1,242 @@
+// Package safetensors reads HuggingFace safetensors checkpoints: single files,
+// sharded folders with a model.safetensors.index.json, or loose shards.
+//
+// Files are memory-mapped read-only and tensor bytes are handed out as
+// sub-slices of the mapping, so loading costs no copies. Every header is
+// validated before any offset in it is trusted: a malformed or hostile file
+// yields an error, never a panic or an out-of-range slice.
+//
+// The slices returned by Bytes point into read-only memory: writing to them
+// crashes the process, and they become invalid after Close. If another process
+// truncates a file while it is mapped, touching the lost pages raises SIGBUS;
+// replace checkpoints by rename (as Write does), never rewrite them in place.
+package safetensors
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"unicode/utf8"
+)
+
+// MaxHeaderSize bounds the JSON header. Real headers are at most a few MiB;
+// a larger length field almost always means the file is not safetensors.
+const MaxHeaderSize = 100 << 20
+
+// TensorInfo describes one tensor of a safetensors file.
+type TensorInfo struct {
+	Name       string
+	DType      string // as in the header, e.g. "BF16"
+	Shape      []int
+	Begin, End int64 // byte offsets relative to the data section
+}
+
+// Size is the tensor's length in bytes.
+func (t TensorInfo) Size() int64 { return t.End - t.Begin }
+
+// NumElements is the product of the shape (1 for a scalar).
+func (t TensorInfo) NumElements() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+func (t TensorInfo) clone() TensorInfo {
+	t.Shape = slices.Clone(t.Shape)
+	return t
+}
+
+var dtypeSizes = map[string]int{
+	"BOOL": 1,
+	"U8":   1, "I8": 1,
+	"F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+	"U16": 2, "I16": 2, "F16": 2, "BF16": 2,
+	"U32": 4, "I32": 4, "F32": 4,
+	"U64": 8, "I64": 8, "F64": 8, "C64": 8,
+}
+
+// DTypeSize returns the size in bytes of one element of a safetensors dtype.
+// Sub-byte types (e.g. F4) are not supported and report false.
+func DTypeSize(dtype string) (int, bool) {
+	n, ok := dtypeSizes[dtype]
+	return n, ok
+}
+
+// tensorBytes is product(shape)*dtypeSize, refusing results beyond int64.
+func tensorBytes(shape []int64, elem int) (int64, bool) {
+	for _, d := range shape {
+		if d == 0 {
+			return 0, true // a zero dim empties the tensor whatever the others say
+		}
+	}
+	n := int64(elem)
+	for _, d := range shape {
+		if n > math.MaxInt64/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+type rawEntry struct {
+	DType   *string  `json:"dtype"`
+	Shape   *[]int64 `json:"shape"`
+	Offsets *[]int64 `json:"data_offsets"`
+}
+
+// ParseHeader validates a safetensors header. r holds the start of the file:
+// the 8-byte length and the whole JSON header at least (the whole file is
+// fine); fileSize is the size of the entire file. It returns the tensors
+// sorted by Begin, the __metadata__ map (nil if absent) and the absolute
+// offset of the data section. On success every [dataStart+Begin,
+// dataStart+End) lies within the file and no two non-empty tensors overlap.
+func ParseHeader(r []byte, fileSize int64) (tensors []TensorInfo, meta map[string]string, dataStart int64, err error) {
+	if fileSize < int64(len(r)) {
+		return nil, nil, 0, fmt.Errorf("have %d bytes of a file said to be %d bytes long", len(r), fileSize)
+	}
+	if fileSize < 8 {
+		return nil, nil, 0, fmt.Errorf("file has %d bytes, fewer than the 8-byte header length", fileSize)
+	}
+	if len(r) < 8 {
+		return nil, nil, 0, fmt.Errorf("need the first 8 bytes of the file, have %d", len(r))
+	}
+	n := binary.LittleEndian.Uint64(r)
+	if n > MaxHeaderSize {
+		return nil, nil, 0, fmt.Errorf("header length %d is over the %d MiB limit (not a safetensors file?)", n, MaxHeaderSize>>20)
+	}
+	dataStart = 8 + int64(n)
+	if dataStart > fileSize {
+		return nil, nil, 0, fmt.Errorf("truncated: header says %d bytes, file has %d", n, fileSize)
+	}
+	if int64(len(r)) < dataStart {
+		return nil, nil, 0, fmt.Errorf("need the first %d bytes of the file to read the header, have %d", dataStart, len(r))
+	}
+	dataLen := fileSize - dataStart
+	hdr := r[8:dataStart]
+
+	// encoding/json would silently replace bad UTF-8; the format demands UTF-8.
+	if !utf8.Valid(hdr) {
+		return nil, nil, 0, fmt.Errorf("header is not valid UTF-8")
+	}
+	// Walk the top-level object token by token so duplicate names are caught:
+	// a map would keep one of them silently and readers could disagree on which.
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
+	}
+	if tok != json.Delim('{') {
+		return nil, nil, 0, fmt.Errorf("header is not a JSON object")
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, nil, 0, fmt.Errorf("header is not valid JSON: unexpected %v", tok)
+		}
+		if seen[name] {
+			return nil, nil, 0, fmt.Errorf("header names %q twice", name)
+		}
+		seen[name] = true
+		if name == "__metadata__" {
+			if err := dec.Decode(&meta); err != nil {
+				return nil, nil, 0, fmt.Errorf("__metadata__ must map strings to strings: %v", err)
+			}
+			continue
+		}
+		var e rawEntry
+		if err := dec.Decode(&e); err != nil {
+			var syn *json.SyntaxError
+			if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
+			}
+			return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %v", name, err)
+		}
+		t, err := checkEntry(name, &e, dataLen)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		tensors = append(tensors, t)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, nil, 0, fmt.Errorf("header is not valid JSON: unterminated object")
+	}
+	// Writers pad the header with spaces; anything else after the object is junk.
+	if rest := bytes.Trim(hdr[dec.InputOffset():], " \t\r\n"); len(rest) != 0 {
+		return nil, nil, 0, fmt.Errorf("header has %d bytes of trailing data after the JSON object", len(rest))
+	}
+
+	slices.SortFunc(tensors, func(a, b TensorInfo) int {
+		return cmp.Or(cmp.Compare(a.Begin, b.Begin), cmp.Compare(a.End, b.End), cmp.Compare(a.Name, b.Name))
+	})
+	// Empty tensors hold no bytes, so they cannot overlap anything.
+	prev := -1
+	for i, t := range tensors {
+		if t.Begin == t.End {
+			continue
+		}
+		if prev >= 0 && t.Begin < tensors[prev].End {
+			p := tensors[prev]
+			return nil, nil, 0, fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap", p.Name, p.Begin, p.End, t.Name, t.Begin, t.End)
+		}
+		prev = i
+	}
+	return tensors, meta, dataStart, nil
+}
+
+func checkEntry(name string, e *rawEntry, dataLen int64) (TensorInfo, error) {
+	switch {
+	case e.DType == nil:
+		return TensorInfo{}, fmt.Errorf("tensor %q: missing dtype", name)
+	case e.Shape == nil:
+		return TensorInfo{}, fmt.Errorf("tensor %q: missing shape", name)
+	case e.Offsets == nil:
+		return TensorInfo{}, fmt.Errorf("tensor %q: missing data_offsets", name)
+	}
+	dtype, shape, offs := *e.DType, *e.Shape, *e.Offsets
+	elem, ok := DTypeSize(dtype)
+	if !ok {
+		return TensorInfo{}, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
+	}
+	dims := make([]int, len(shape))
+	for i, d := range shape {
+		if d < 0 {
+			return TensorInfo{}, fmt.Errorf("tensor %q: shape %v has negative dimension %d", name, shape, d)
+		}
+		if d > math.MaxInt { // only reachable where int is 32 bits
+			return TensorInfo{}, fmt.Errorf("tensor %q: shape %v has dimension %d, too large for this platform", name, shape, d)
+		}
+		dims[i] = int(d)
+	}
+	if len(offs) != 2 {
+		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets must be [begin, end], got %v", name, offs)
+	}
+	begin, end := offs[0], offs[1]
+	if begin < 0 || end < begin {
+		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets [%d, %d] are negative or reversed", name, begin, end)
+	}
+	need, ok := tensorBytes(shape, elem)
+	if !ok {
+		return TensorInfo{}, fmt.Errorf("tensor %q: shape %v of %s is too large: its byte size overflows int64", name, shape, dtype)
+	}
+	if end-begin != need {
+		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets [%d, %d] hold %d bytes but shape %v of %s needs %d", name, begin, end, end-begin, shape, dtype, need)
+	}
+	if end > dataLen {
+		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets [%d, %d] run past the end of the data section (%d bytes)", name, begin, end, dataLen)
+	}
+	return TensorInfo{Name: name, DType: dtype, Shape: dims, Begin: begin, End: end}, nil
+}

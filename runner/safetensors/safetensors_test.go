@@ -1,0 +1,500 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// rawFile assembles a file from a literal header and dataLen zero bytes.
+func rawFile(header string, dataLen int) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	b = append(b, header...)
+	return append(b, make([]byte, dataLen)...)
+}
+
+func seq(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+	return b
+}
+
+func sampleTensors() []WriteTensor {
+	return []WriteTensor{
+		{Name: "model.embed_tokens.weight", DType: "BF16", Shape: []int{4, 8}, Data: seq(64)},
+		{Name: "model.layers.0.mlp.up_proj.weight", DType: "F32", Shape: []int{3, 5}, Data: seq(60)},
+		{Name: "odd", DType: "U8", Shape: []int{3}, Data: seq(3)},
+		{Name: "empty", DType: "F16", Shape: []int{0, 7}, Data: nil},
+		{Name: "scalar", DType: "I64", Shape: []int{}, Data: seq(8)},
+		{Name: "ids", DType: "I32", Shape: []int{2}, Data: seq(8)},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	in := sampleTensors()
+	meta := map[string]string{"format": "pt", "note": `quotes " and <tags>`}
+	if err := Write(path, in, meta); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Path() != path {
+		t.Errorf("Path = %q", f.Path())
+	}
+	if f.dataStart%8 != 0 {
+		t.Errorf("data section starts at %d, not 8-byte aligned", f.dataStart)
+	}
+	if got := f.Metadata(); !mapsEqual(got, meta) {
+		t.Errorf("Metadata = %v, want %v", got, meta)
+	}
+	ts := f.Tensors()
+	if len(ts) != len(in) {
+		t.Fatalf("%d tensors, want %d", len(ts), len(in))
+	}
+	for i := 1; i < len(ts); i++ {
+		if ts[i].Begin < ts[i-1].Begin {
+			t.Errorf("Tensors not sorted by Begin: %v", ts)
+		}
+	}
+	for _, w := range in {
+		info, ok := f.Info(w.Name)
+		if !ok {
+			t.Fatalf("Info(%q) missing", w.Name)
+		}
+		if info.DType != w.DType || !slices.Equal(info.Shape, w.Shape) || info.Size() != int64(len(w.Data)) {
+			t.Errorf("Info(%q) = %+v", w.Name, info)
+		}
+		b, err := f.Bytes(w.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, w.Data) {
+			t.Errorf("Bytes(%q) = %v, want %v", w.Name, b, w.Data)
+		}
+		if cap(b) != len(b) {
+			t.Errorf("Bytes(%q): cap %d > len %d; append would clobber the next tensor", w.Name, cap(b), len(b))
+		}
+	}
+	if _, err := f.Bytes("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("Bytes(nope) err = %v", err)
+	}
+	// Callers get copies: mutating them must not corrupt the File.
+	ts[0].Shape[0] = 99
+	if info, _ := f.Info(ts[0].Name); info.Shape[0] == 99 {
+		t.Error("Tensors shares Shape with the File")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := f.Bytes(in[0].Name); err == nil {
+		t.Error("Bytes after Close succeeded")
+	}
+}
+
+func TestNoMetadata(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.safetensors")
+	if err := Write(path, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if len(f.Tensors()) != 0 || f.Metadata() != nil {
+		t.Errorf("got %v %v", f.Tensors(), f.Metadata())
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+const upProj = "model.layers.0.mlp.up_proj.weight"
+
+// headerCases are broken files; each error must contain every string in want.
+var headerCases = []struct {
+	name string
+	file []byte
+	want []string
+}{
+	{"shorter than 8 bytes", []byte{1, 2, 3}, []string{"3 bytes", "fewer than the 8-byte"}},
+	{"empty file", nil, []string{"0 bytes"}},
+	{"header beyond file", append(binary.LittleEndian.AppendUint64(nil, 1234), make([]byte, 92)...),
+		[]string{"truncated: header says 1234 bytes, file has 100"}},
+	{"absurd header length", binary.LittleEndian.AppendUint64(nil, 1<<62), []string{"over the 100 MiB limit"}},
+	{"invalid JSON", rawFile(`{"a": {`, 0), []string{"not valid JSON"}},
+	{"empty header", rawFile(``, 0), []string{"not valid JSON"}},
+	{"not an object", rawFile(`[1, 2]`, 0), []string{"not a JSON object"}},
+	{"trailing junk", rawFile(`{} x`, 0), []string{"trailing data"}},
+	{"bad UTF-8", rawFile("{\"\xff\":1}", 0), []string{"UTF-8"}},
+	{"entry not an object", rawFile(`{"w": 5}`, 0), []string{`tensor "w"`, "invalid entry"}},
+	{"missing dtype", rawFile(`{"w":{"shape":[1],"data_offsets":[0,1]}}`, 1), []string{`tensor "w"`, "missing dtype"}},
+	{"missing shape", rawFile(`{"w":{"dtype":"U8","data_offsets":[0,1]}}`, 1), []string{`tensor "w"`, "missing shape"}},
+	{"missing offsets", rawFile(`{"w":{"dtype":"U8","shape":[1]}}`, 1), []string{`tensor "w"`, "missing data_offsets"}},
+	{"unknown dtype", rawFile(`{"w":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}}`, 2),
+		[]string{`tensor "w"`, `unknown dtype "Q4_K"`}},
+	{"size mismatch", rawFile(`{"`+upProj+`":{"dtype":"BF16","shape":[4,8],"data_offsets":[0,100]}}`, 100),
+		[]string{`tensor "` + upProj + `": data_offsets [0, 100] hold 100 bytes but shape [4 8] of BF16 needs 64`}},
+	{"offsets beyond data", rawFile(`{"w":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}}`, 20),
+		[]string{`tensor "w"`, "run past the end of the data section (20 bytes)"}},
+	{"reversed offsets", rawFile(`{"w":{"dtype":"U8","shape":[0],"data_offsets":[4,2]}}`, 8), []string{`tensor "w"`, "reversed"}},
+	{"negative offset", rawFile(`{"w":{"dtype":"U8","shape":[2],"data_offsets":[-2,0]}}`, 8), []string{`tensor "w"`, "negative"}},
+	{"three offsets", rawFile(`{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2,4]}}`, 8), []string{`tensor "w"`, "[begin, end]"}},
+	{"overlapping tensors", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, 12),
+		[]string{`"a" [0, 8]`, `"b" [4, 12]`, "overlap"}},
+	{"negative dims", rawFile(`{"w":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}}`, 16),
+		[]string{`tensor "w"`, "negative dimension -1"}},
+	{"shape overflow", rawFile(`{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, 0),
+		[]string{`tensor "w"`, "overflows"}},
+	{"shape beyond int64", rawFile(`{"w":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,0]}}`, 0),
+		[]string{`tensor "w"`, "invalid entry"}},
+	{"fractional dim", rawFile(`{"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,6]}}`, 6), []string{`tensor "w"`, "invalid entry"}},
+	{"duplicate name", rawFile(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
+		[]string{`"w" twice`}},
+	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), []string{"__metadata__"}},
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range headerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".safetensors")
+			if err := os.WriteFile(path, tc.file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := Open(path)
+			if err == nil {
+				f.Close()
+				t.Fatal("Open succeeded")
+			}
+			for _, w := range append([]string{filepath.Base(path)}, tc.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestOpenNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Open(dir) err = %v", err)
+	}
+	if _, err := Open(filepath.Join(dir, "absent.safetensors")); err == nil || !strings.Contains(err.Error(), "absent.safetensors") {
+		t.Errorf("Open(absent) err = %v", err)
+	}
+}
+
+func TestParseHeaderAccepts(t *testing.T) {
+	// Zero-size tensors may sit anywhere, even inside another tensor's range;
+	// gaps between tensors are tolerated.
+	file := rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"U8","shape":[2],"data_offsets":[20,22]}}  `, 24)
+	ts, meta, start, err := ParseHeader(file, int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta != nil || start != int64(len(file)-24) {
+		t.Errorf("meta %v start %d", meta, start)
+	}
+	var names []string
+	for _, ti := range ts {
+		names = append(names, ti.Name)
+	}
+	if !slices.Equal(names, []string{"a", "e", "b"}) {
+		t.Errorf("order %v", names)
+	}
+	// Only the header prefix is needed when the file size is known.
+	if _, _, _, err := ParseHeader(file[:start], int64(len(file))); err != nil {
+		t.Errorf("prefix: %v", err)
+	}
+	if _, _, _, err := ParseHeader(file[:start-1], int64(len(file))); err == nil {
+		t.Error("short prefix accepted")
+	}
+}
+
+func TestWriteRejects(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		ts   []WriteTensor
+		want string
+	}{
+		{"size", []WriteTensor{{Name: "w", DType: "F32", Shape: []int{2}, Data: seq(7)}}, `tensor "w": 7 data bytes`},
+		{"dtype", []WriteTensor{{Name: "w", DType: "F99", Shape: []int{1}, Data: seq(1)}}, "unknown dtype"},
+		{"dup", []WriteTensor{{Name: "w", DType: "U8", Data: seq(1)}, {Name: "w", DType: "U8", Data: seq(1)}}, "twice"},
+		{"reserved", []WriteTensor{{Name: "__metadata__", DType: "U8", Data: seq(1)}}, "reserved"},
+		{"negative", []WriteTensor{{Name: "w", DType: "U8", Shape: []int{-1}}}, "negative"},
+	}
+	for _, tc := range cases {
+		path := filepath.Join(dir, tc.name+".safetensors")
+		err := Write(path, tc.ts, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.name+".safetensors") {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s: file written despite error", tc.name)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("temporary files left behind: %v", left)
+	}
+}
+
+func writeIndex(t *testing.T, dir string, wm map[string]string) {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 123}, "weight_map": wm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, IndexName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shardedDir writes sampleTensors split over two shards plus an index.
+func shardedDir(t *testing.T) (string, []WriteTensor) {
+	t.Helper()
+	dir := t.TempDir()
+	ts := sampleTensors()
+	s1, s2 := "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+	if err := Write(filepath.Join(dir, s1), ts[:3], map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(filepath.Join(dir, s2), ts[3:], nil); err != nil {
+		t.Fatal(err)
+	}
+	wm := map[string]string{}
+	for i, w := range ts {
+		wm[w.Name] = s1
+		if i >= 3 {
+			wm[w.Name] = s2
+		}
+	}
+	writeIndex(t, dir, wm)
+	return dir, ts
+}
+
+func TestShardedCheckpoint(t *testing.T) {
+	dir, ts := shardedDir(t)
+	// A stray file outside the index must be ignored.
+	if err := Write(filepath.Join(dir, "adapter.safetensors"), ts[:1], nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var want []string
+	var total int64
+	for _, w := range ts {
+		want = append(want, w.Name)
+		total += int64(len(w.Data))
+	}
+	slices.Sort(want)
+	if got := c.Names(); !slices.Equal(got, want) {
+		t.Errorf("Names = %v, want %v", got, want)
+	}
+	if c.TotalBytes() != total {
+		t.Errorf("TotalBytes = %d, want %d", c.TotalBytes(), total)
+	}
+	if len(c.Files()) != 2 {
+		t.Errorf("Files = %v", c.Files())
+	}
+	for i, w := range ts {
+		b, info, err := c.Bytes(w.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, w.Data) || info.DType != w.DType || !slices.Equal(info.Shape, w.Shape) {
+			t.Errorf("%s: got %v %+v", w.Name, b, info)
+		}
+		shard := "model-00001-of-00002.safetensors"
+		if i >= 3 {
+			shard = "model-00002-of-00002.safetensors"
+		}
+		if got := c.File(w.Name); got != filepath.Join(dir, shard) {
+			t.Errorf("File(%s) = %s", w.Name, got)
+		}
+		if _, ok := c.Info(w.Name); !ok {
+			t.Errorf("Info(%s) missing", w.Name)
+		}
+	}
+	if _, _, err := c.Bytes("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("Bytes(nope) err = %v", err)
+	}
+	if c.File("nope") != "" {
+		t.Error("File(nope) not empty")
+	}
+}
+
+func TestCheckpointLayouts(t *testing.T) {
+	ts := sampleTensors()
+	t.Run("single", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Beside model.safetensors, other files are not part of the model.
+		if err := Write(filepath.Join(dir, "other.safetensors"), ts[:1], nil); err != nil {
+			t.Fatal(err)
+		}
+		c, err := OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if len(c.Names()) != len(ts) || len(c.Files()) != 1 {
+			t.Errorf("Names %v Files %v", c.Names(), c.Files())
+		}
+	})
+	t.Run("loose shards", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := Write(filepath.Join(dir, "a.safetensors"), ts[:2], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(filepath.Join(dir, "b.safetensors"), ts[2:], nil); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "README.md"), []byte("hi"), 0o644)
+		c, err := OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if len(c.Names()) != len(ts) || len(c.Files()) != 2 {
+			t.Errorf("Names %v Files %v", c.Names(), c.Files())
+		}
+	})
+}
+
+func TestOpenDirErrors(t *testing.T) {
+	ts := sampleTensors()
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  []string
+	}{
+		{"empty dir", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644)
+		}, []string{"no .safetensors files"}},
+		{"missing shard", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "s1.safetensors"), ts[:1], nil)
+			writeIndex(t, dir, map[string]string{ts[0].Name: "s1.safetensors", ts[1].Name: "s2.safetensors"})
+		}, []string{IndexName, "s2.safetensors", "missing"}},
+		{"tensor missing in shard", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "s1.safetensors"), ts[:1], nil)
+			writeIndex(t, dir, map[string]string{ts[0].Name: "s1.safetensors", "lm_head.weight": "s1.safetensors"})
+		}, []string{IndexName, `"lm_head.weight"`, "s1.safetensors", "does not contain"}},
+		{"tensor in other shard", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "s1.safetensors"), ts[:1], nil)
+			Write(filepath.Join(dir, "s2.safetensors"), ts[1:2], nil)
+			writeIndex(t, dir, map[string]string{ts[0].Name: "s2.safetensors", ts[1].Name: "s2.safetensors"})
+		}, []string{ts[0].Name, "s2.safetensors", "does not contain"}},
+		{"duplicate across files", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "a.safetensors"), ts[:2], nil)
+			Write(filepath.Join(dir, "b.safetensors"), ts[1:3], nil)
+		}, []string{ts[1].Name, "a.safetensors", "b.safetensors", "in both"}},
+		{"duplicate across indexed shards", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "a.safetensors"), ts[:2], nil)
+			Write(filepath.Join(dir, "b.safetensors"), ts[1:3], nil)
+			writeIndex(t, dir, map[string]string{ts[0].Name: "a.safetensors", ts[2].Name: "b.safetensors"})
+		}, []string{ts[1].Name, "a.safetensors", "b.safetensors", "in both"}},
+		{"index escapes folder", func(t *testing.T, dir string) {
+			writeIndex(t, dir, map[string]string{"w": "../evil.safetensors"})
+		}, []string{IndexName, "../evil.safetensors", "not a file inside"}},
+		{"index empty", func(t *testing.T, dir string) {
+			writeIndex(t, dir, map[string]string{})
+		}, []string{IndexName, "weight_map"}},
+		{"index bad JSON", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, IndexName), []byte("{"), 0o644)
+		}, []string{IndexName, "invalid JSON"}},
+		{"broken shard", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), 0o644)
+		}, []string{"model.safetensors", `tensor "w"`, "negative"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.setup(t, dir)
+			c, err := OpenDir(dir)
+			if err == nil {
+				c.Close()
+				t.Fatal("OpenDir succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseHeader(f *testing.F) {
+	for _, tc := range headerCases {
+		f.Add(tc.file, uint16(0))
+	}
+	hdr, err := encodeHeader(sampleTensors(), map[string]string{"format": "pt"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	valid := rawFile(string(hdr), 143)
+	f.Add(valid, uint16(0))
+	f.Add(valid[:len(valid)-10], uint16(10))
+	f.Add(rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}}`, 16), uint16(0))
+	f.Fuzz(func(t *testing.T, data []byte, extra uint16) {
+		// extra models a file longer than the bytes at hand.
+		size := int64(len(data)) + int64(extra)
+		ts, _, start, err := ParseHeader(data, size)
+		if err != nil {
+			return
+		}
+		if start < 8 || start > int64(len(data)) {
+			t.Fatalf("dataStart %d outside the %d bytes given", start, len(data))
+		}
+		var end int64
+		for i, ti := range ts {
+			if ti.Begin < 0 || ti.End < ti.Begin || start+ti.End > size {
+				t.Fatalf("tensor %q [%d, %d] outside file of %d bytes (data at %d)", ti.Name, ti.Begin, ti.End, size, start)
+			}
+			if i > 0 && ti.Begin < ts[i-1].Begin {
+				t.Fatalf("not sorted")
+			}
+			if ti.End > ti.Begin {
+				if ti.Begin < end {
+					t.Fatalf("tensor %q overlaps", ti.Name)
+				}
+				end = ti.End
+			}
+			elem, ok := DTypeSize(ti.DType)
+			if !ok || ti.NumElements()*int64(elem) != ti.End-ti.Begin {
+				t.Fatalf("tensor %q size does not match shape", ti.Name)
+			}
+		}
+	})
+}

@@ -1,0 +1,162 @@
+package suites
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Pos is a position in a suite file; Line and Col are 1-based.
+type Pos struct {
+	File      string
+	Line, Col int
+}
+
+// String formats the position as "file:line:col" (just "line:col" when the
+// file is unnamed), the form editors and terminals turn into links.
+func (p Pos) String() string {
+	if p.File == "" {
+		return fmt.Sprintf("%d:%d", p.Line, p.Col)
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Error is one problem in a suite, at a position, with an optional hint
+// printed in parentheses after the message.
+type Error struct {
+	Pos  Pos
+	Msg  string
+	Hint string
+}
+
+func (e *Error) Error() string {
+	if e.Hint == "" {
+		return e.Pos.String() + ": " + e.Msg
+	}
+	return e.Pos.String() + ": " + e.Msg + " (" + e.Hint + ")"
+}
+
+// ErrorList is every problem found in a suite, sorted by position. Its
+// Error() lists them one per line so the user can fix a file in one pass.
+type ErrorList []*Error
+
+// maxListed bounds the message of a hostile or badly broken file; the list
+// itself keeps every error.
+const maxListed = 100
+
+func (l ErrorList) Error() string {
+	var b strings.Builder
+	for i, e := range l {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n... and %d more errors", len(l)-maxListed)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes the individual errors to errors.Is / errors.As.
+func (l ErrorList) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
+}
+
+// errs collects errors while a suite is checked; duplicates (the same
+// problem reached through several matrix points) are dropped.
+type errs struct {
+	list ErrorList
+	seen map[string]bool
+}
+
+func (c *errs) add(p Pos, hint, format string, args ...any) {
+	e := &Error{Pos: p, Msg: fmt.Sprintf(format, args...), Hint: hint}
+	s := e.Error()
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	if c.seen[s] {
+		return
+	}
+	c.seen[s] = true
+	c.list = append(c.list, e)
+}
+
+func (c *errs) err() error {
+	if len(c.list) == 0 {
+		return nil
+	}
+	sort.SliceStable(c.list, func(i, j int) bool {
+		a, b := c.list[i].Pos, c.list[j].Pos
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return c.list
+}
+
+// ErrorAt returns an error at p in the suite's file:line:col form, for
+// checks the runner makes with knowledge this package lacks. Several such
+// errors can be returned together as an ErrorList.
+func (s *Suite) ErrorAt(p Pos, format string, args ...any) error {
+	if p.File == "" && s != nil {
+		p.File = s.File
+	}
+	return &Error{Pos: p, Msg: fmt.Sprintf(format, args...)}
+}
+
+// didYouMean returns `did you mean "x"?` for the candidate closest to word,
+// or "" when nothing is close enough to be a plausible typo.
+func didYouMean(word string, candidates []string) string {
+	if best := closest(word, candidates); best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return ""
+}
+
+func closest(word string, candidates []string) string {
+	w := strings.ToLower(word)
+	// Short words are within a couple of edits of almost anything, so the
+	// allowed distance scales with length.
+	limit := utf8.RuneCountInString(w) / 2
+	if limit > 3 {
+		limit = 3
+	}
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if d := editDistance(w, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance over runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

@@ -1,0 +1,304 @@
+package suites
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Case kinds.
+const (
+	KindModel  = "model"
+	KindKernel = "kernel"
+)
+
+// Kernel ops a kernel case may name.
+var Ops = []string{
+	"paged_attention_decode", "paged_attention_prefill", "kv_write",
+	"rms_norm", "add_rms_norm", "rope", "silu_mul", "matmul", "moe",
+	"argmax", "embedding",
+}
+
+type kindSet uint8
+
+const (
+	forModel kindSet = 1 << iota
+	forKernel
+	forBoth = forModel | forKernel
+)
+
+func (k kindSet) has(kind string) bool {
+	switch kind {
+	case KindModel:
+		return k&forModel != 0
+	case KindKernel:
+		return k&forKernel != 0
+	}
+	return k != 0 // suite params: valid if any kind takes it
+}
+
+// paramSpec describes one known parameter. Parameters shared by both kinds
+// have the same meaning and constraint in each, so one table suffices.
+type paramSpec struct {
+	kinds  kindSet
+	isInt  bool
+	min    int64    // ints: smallest allowed value
+	oneOf  []int64  // ints: the only allowed values, if set
+	enum   []string // strings: the only allowed values, if set
+	syntax func(string) (msg, hint string)
+}
+
+var moeStrategies = []string{"loop", "chunked", "grouped"}
+
+var params = map[string]paramSpec{
+	// model cases
+	"batch":          {kinds: forModel, isInt: true, min: 1},
+	"prompt_len":     {kinds: forModel, isInt: true, min: 1},
+	"gen_len":        {kinds: forModel, isInt: true, min: 1},
+	"requests":       {kinds: forModel, isInt: true, min: 1},
+	"arrival":        {kinds: forModel, syntax: checkArrival},
+	"kv_blocks":      {kinds: forModel, isInt: true, min: 0},
+	"prefill_budget": {kinds: forModel, isInt: true, min: 1},
+	"max_seqs":       {kinds: forModel, isInt: true, min: 1},
+	"sampling":       {kinds: forModel, syntax: checkSampling},
+	"layers":         {kinds: forModel, isInt: true, min: 1},
+	// kernel cases
+	"op":           {kinds: forKernel, enum: Ops},
+	"head_size":    {kinds: forKernel, isInt: true, oneOf: []int64{32, 64, 96, 128}},
+	"num_heads":    {kinds: forKernel, isInt: true, min: 1},
+	"num_kv_heads": {kinds: forKernel, isInt: true, min: 1},
+	"context":      {kinds: forKernel, isInt: true, min: 1},
+	"tokens":       {kinds: forKernel, isInt: true, min: 1},
+	"seqs":         {kinds: forKernel, isInt: true, min: 1},
+	"hidden":       {kinds: forKernel, isInt: true, min: 1},
+	"width":        {kinds: forKernel, isInt: true, min: 1},
+	"m":            {kinds: forKernel, isInt: true, min: 1},
+	"n":            {kinds: forKernel, isInt: true, min: 1},
+	"k":            {kinds: forKernel, isInt: true, min: 1},
+	"experts":      {kinds: forKernel, isInt: true, min: 1},
+	"top_k":        {kinds: forKernel, isInt: true, min: 1},
+	"intermediate": {kinds: forKernel, isInt: true, min: 1},
+	"dtype":        {kinds: forKernel, enum: []string{"f32", "f16", "bf16"}},
+	"partitions":   {kinds: forKernel, isInt: true, min: 0},
+	// both
+	"block_size":   {kinds: forBoth, isInt: true, oneOf: []int64{8, 16, 32}},
+	"moe_strategy": {kinds: forBoth, enum: moeStrategies},
+	"moe_chunk":    {kinds: forBoth, isInt: true, min: 1},
+	"threads":      {kinds: forBoth, isInt: true, min: 1},
+	"variant":      {kinds: forBoth},
+}
+
+// paramNames returns the sorted names of the parameters kind takes ("" for
+// all), for did-you-mean hints.
+func paramNames(kind string) []string {
+	var out []string
+	for name, s := range params {
+		if s.kinds.has(kind) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ParamKinds reports which case kinds take the named parameter, for tools
+// that list or document parameters; nil if the name is unknown.
+func ParamKinds(name string) []string {
+	s, ok := params[name]
+	if !ok {
+		return nil
+	}
+	var out []string
+	if s.kinds&forModel != 0 {
+		out = append(out, KindModel)
+	}
+	if s.kinds&forKernel != 0 {
+		out = append(out, KindKernel)
+	}
+	return out
+}
+
+// makeValue turns a scalar node into a Value. The YAML tag, not the text,
+// decides whether it is a number, so "8" (quoted) stays a string.
+func makeValue(n *yaml.Node, p Pos) (v Value, isInt bool) {
+	v = Value{Raw: n.Value, Pos: p}
+	switch n.ShortTag() {
+	case "!!int":
+		var i int64
+		if n.Decode(&i) == nil {
+			v.Int, v.Float, v.IsNum = i, float64(i), true
+			return v, true
+		}
+		// Too big for int64: keep it as a float so it is still a number.
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err == nil {
+			v.Float, v.IsNum = f, true
+		}
+	case "!!float":
+		var f float64
+		if n.Decode(&f) == nil {
+			v.Float, v.IsNum = f, true
+			if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+				v.Int = int64(f)
+			}
+		}
+	}
+	return v, false
+}
+
+// describe names what a node is, for "must be X, got Y" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a map"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "nothing (null)"
+		case "!!str":
+			return fmt.Sprintf("string %q", n.Value)
+		}
+		return n.Value
+	}
+	return "an unsupported YAML node"
+}
+
+// checkParam validates a scalar parameter value against its spec. The
+// caller has already checked that the name is known and allowed here.
+func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) (msg, hint string) {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Sprintf("%s must be a single value, got %s", name, describe(n)), "put lists under matrix:"
+	}
+	tag := n.ShortTag()
+	if spec.isInt {
+		if !isInt {
+			if v.IsNum && tag == "!!int" {
+				return fmt.Sprintf("%s is out of range: %s", name, n.Value), ""
+			}
+			return fmt.Sprintf("%s must be an integer, got %s", name, describe(n)), ""
+		}
+		if spec.oneOf != nil {
+			for _, ok := range spec.oneOf {
+				if v.Int == ok {
+					return "", ""
+				}
+			}
+			return fmt.Sprintf("%s must be one of %s, got %d", name, joinInts(spec.oneOf), v.Int), ""
+		}
+		if v.Int < spec.min {
+			if spec.min == 0 {
+				return fmt.Sprintf("%s must be >= 0 (0 = auto), got %d", name, v.Int), ""
+			}
+			return fmt.Sprintf("%s must be >= %d, got %d", name, spec.min, v.Int), ""
+		}
+		return "", ""
+	}
+	if tag == "!!null" || tag == "!!bool" || tag == "!!map" || tag == "!!seq" {
+		return fmt.Sprintf("%s must be a string, got %s", name, describe(n)), ""
+	}
+	if v.Raw == "" {
+		return fmt.Sprintf("%s must not be empty", name), ""
+	}
+	if spec.enum != nil {
+		for _, ok := range spec.enum {
+			if v.Raw == ok {
+				return "", ""
+			}
+		}
+		hint = didYouMean(v.Raw, spec.enum)
+		if hint == "" {
+			hint = "one of " + strings.Join(spec.enum, ", ")
+		}
+		return fmt.Sprintf("unknown %s %q", name, v.Raw), hint
+	}
+	if spec.syntax != nil {
+		return spec.syntax(v.Raw)
+	}
+	return "", ""
+}
+
+func joinInts(xs []int64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkArrival accepts "all" (every request at step 0) or "stagger:N" (one
+// new request every N steps).
+func checkArrival(s string) (string, string) {
+	const hint = `want "all" or "stagger:N", N >= 1`
+	if s == "all" {
+		return "", ""
+	}
+	rest, ok := strings.CutPrefix(s, "stagger:")
+	if !ok {
+		return fmt.Sprintf("bad arrival %q", s), hint
+	}
+	if n, err := strconv.Atoi(rest); err != nil || n < 1 {
+		return fmt.Sprintf("bad arrival %q: stagger step must be an integer >= 1", s), hint
+	}
+	return "", ""
+}
+
+// checkSampling accepts "greedy" or "temperature:T[,top_k:K][,top_p:P]".
+func checkSampling(s string) (string, string) {
+	const hint = `want greedy or "temperature:T[,top_k:K][,top_p:P]"`
+	if s == "greedy" {
+		return "", ""
+	}
+	parts := strings.Split(s, ",")
+	t, ok := strings.CutPrefix(parts[0], "temperature:")
+	if !ok {
+		return fmt.Sprintf("bad sampling %q", s), hint
+	}
+	if f, err := strconv.ParseFloat(t, 64); err != nil || !(f >= 0) || math.IsInf(f, 0) {
+		return fmt.Sprintf("bad sampling %q: temperature must be a number >= 0", s), hint
+	}
+	seen := map[string]bool{}
+	for _, part := range parts[1:] {
+		key, val, _ := strings.Cut(part, ":")
+		if seen[key] {
+			return fmt.Sprintf("bad sampling %q: %s given twice", s, key), hint
+		}
+		seen[key] = true
+		switch key {
+		case "top_k":
+			if k, err := strconv.Atoi(val); err != nil || k < 1 {
+				return fmt.Sprintf("bad sampling %q: top_k must be an integer >= 1", s), hint
+			}
+		case "top_p":
+			if p, err := strconv.ParseFloat(val, 64); err != nil || !(p > 0 && p <= 1) {
+				return fmt.Sprintf("bad sampling %q: top_p must be in (0, 1]", s), hint
+			}
+		default:
+			return fmt.Sprintf("bad sampling %q: unknown option %q", s, key), hint
+		}
+	}
+	return "", ""
+}
+
+// canon is a parameter value as written into keys and names: integers in
+// decimal whatever their spelling (0x10, 1_000), everything else as written.
+func canon(name string, v Value) string {
+	if spec, ok := params[name]; ok && spec.isInt && v.IsNum && v.Float == float64(v.Int) {
+		return strconv.FormatInt(v.Int, 10)
+	}
+	return escapeKey(v.Raw)
+}
+
+// escapeKey keeps a free-text value (variant names) from adding separators
+// to a key.
+func escapeKey(s string) string {
+	if !strings.ContainsAny(s, "%/= \t\n") {
+		return s
+	}
+	r := strings.NewReplacer("%", "%25", "/", "%2F", "=", "%3D", " ", "%20", "\t", "%09", "\n", "%0A")
+	return r.Replace(s)
+}

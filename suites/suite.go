@@ -1,0 +1,154 @@
+package suites
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// MaxCases caps the expanded cases of one suite: a matrix typo (an extra
+// zero in a list, a forgotten key) should fail fast, not queue a week of runs.
+const MaxCases = 10000
+
+// Value is one scalar parameter value and where it was written.
+type Value struct {
+	Raw   string  // the scalar as written in the file
+	Int   int64   // integer value when the scalar is an integral number
+	Float float64 // numeric value when IsNum
+	IsNum bool    // the scalar is a YAML number (quoted numbers are strings)
+	Pos   Pos
+}
+
+// Case is one expanded case: a group's entry merged with one matrix point.
+type Case struct {
+	Group  string           // the case entry's name
+	Kind   string           // KindModel or KindKernel
+	Op     string           // kernel op; "" for model cases
+	Params map[string]Value // merged: suite params < case params < matrix point
+	Key    string           // "kind/group/a=1/b=2" over all Params, sorted by name
+	Name   string           // group plus its matrix params, e.g. "batch-scaling/batch=8"
+	Pos    Pos              // the case entry in the file
+}
+
+// Int returns the integer parameter name, or def when it is not set.
+func (c Case) Int(name string, def int) int {
+	if v, ok := c.Params[name]; ok && v.IsNum {
+		return int(v.Int)
+	}
+	return def
+}
+
+// String returns parameter name as written, or def when it is not set.
+func (c Case) String(name, def string) string {
+	if v, ok := c.Params[name]; ok {
+		return v.Raw
+	}
+	return def
+}
+
+// Float returns the numeric parameter name, or def when it is not set.
+func (c Case) Float(name string, def float64) float64 {
+	if v, ok := c.Params[name]; ok && v.IsNum {
+		return v.Float
+	}
+	return def
+}
+
+// Model is the suite's model section.
+type Model struct {
+	Preset, Path string
+	Weights      string // "synthetic" | "checkpoint"
+	DType        string // "f32" | "f16" | "bf16"
+	Seed         int64
+	Layers       int    // depth override; 0 = the model's own depth
+	Fit          string // "strict" | "truncate-layers"
+	Pos          Pos    // the preset or path value, for "unknown model" errors
+}
+
+// Suite is a parsed, validated suite with its cases expanded.
+type Suite struct {
+	Name, Description string
+	Backend           string // auto | cpu | metal | metal-emu | cuda
+	Timing            string // throughput | profile
+	Model             *Model // nil when the suite has only kernel cases
+	Repetitions       int
+	Warmup            int
+	Interleave        bool
+	Cooldown          time.Duration
+	Thresholds        map[string]float64 // metric -> fraction (5% -> 0.05)
+	File              string
+	Hash              string // sha256 hex of the file bytes
+	Cases             []Case // expanded, in file order
+	// Positions maps dotted paths of the values written in the file
+	// ("backend", "model.layers", "thresholds.decode_tok_s", "params.batch",
+	// "cases") to where they are, for the runner's own checks.
+	Positions map[string]Pos
+}
+
+// Load reads and parses the suite at path; errors name path as given.
+func Load(path string) (*Suite, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a suite. file is used only in positions and
+// Suite.File. On error the suite is nil and the error is an ErrorList (or
+// a single *Error for YAML syntax errors).
+func Parse(file string, data []byte) (*Suite, error) {
+	s, err := parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Info summarises one suite file for listings.
+type Info struct {
+	Path, Name, Description string
+	Cases                   int
+	Err                     error
+}
+
+// List parses every *.yaml and *.yml file directly in dir, sorted by path.
+// A broken suite is listed with Err set (and whatever name and description
+// could still be read) rather than failing the listing.
+func List(dir string) ([]Info, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		info := Info{Path: path}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			info.Err = err
+		} else {
+			s, err := parse(path, data)
+			info.Err = err
+			if s != nil {
+				info.Name, info.Description = s.Name, s.Description
+				if err == nil {
+					info.Cases = len(s.Cases)
+				}
+			}
+		}
+		if info.Name == "" {
+			info.Name = strings.TrimSuffix(name, filepath.Ext(name))
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
