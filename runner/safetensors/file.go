@@ -130,12 +130,3 @@ func readAll(fh *os.File, size int) ([]byte, func() error, error) {
 	}
 	return nil, nil, fmt.Errorf("file changed while reading: %w", err)
 }
-
-// names is a helper for Checkpoint: the tensor names in file order.
-func (f *File) names() []string {
-	out := make([]string, len(f.tensors))
-	for i, t := range f.tensors {
-		out[i] = t.Name
-	}
-	return out
-}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -497,4 +498,24 @@ func FuzzParseHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkParseHeader parses a header the size of a large MoE checkpoint's.
+func BenchmarkParseHeader(b *testing.B) {
+	var ts []WriteTensor
+	for i := range 20000 {
+		name := "model.layers." + strconv.Itoa(i/64) + ".mlp.experts." + strconv.Itoa(i%64) + ".down_proj.weight"
+		ts = append(ts, WriteTensor{Name: name, DType: "BF16", Shape: []int{2, 2}, Data: make([]byte, 8)})
+	}
+	hdr, err := encodeHeader(ts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := rawFile(string(hdr), 8*len(ts))
+	b.SetBytes(int64(len(hdr)))
+	for b.Loop() {
+		if _, _, _, err := ParseHeader(file, int64(len(file))); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,164 @@
+package bridge
+
+import "time"
+
+// Tensor is a handle to memory a Backend owns. Shapes are row-major.
+type Tensor interface {
+	DType() DType
+	Shape() []int
+	// Len is the number of elements.
+	Len() int
+}
+
+// StepMeta is the attention metadata of one engine step, built once on the
+// host and handed to the backend before the step's ops. The field names
+// follow vLLM's: SeqLens holds FULL sequence lengths (cached plus new
+// tokens), never query lengths, so attention always knows how much cached KV
+// each sequence has.
+type StepMeta struct {
+	NumTokens       int
+	NumSeqs         int
+	MaxQueryLen     int
+	MaxSeqLen       int
+	NumDecodeTokens int     // sequences with a query of exactly one token
+	Positions       []int32 // [NumTokens]
+	SlotMapping     []int32 // [NumTokens] cache slot of each new token
+	QueryStartLoc   []int32 // [NumSeqs+1] prefix sum of query lengths
+	SeqLens         []int32 // [NumSeqs]
+	BlockTable      []int32 // [NumSeqs][MaxBlocks]
+	MaxBlocks       int
+	BlockSize       int
+	// LogitRows are the token rows whose logits the step needs: the last
+	// query token of each sequence that will sample.
+	LogitRows []int32
+}
+
+// KVCache is one layer's paged cache: K and V of shape
+// [num_blocks][kv_heads][block_size][head_dim].
+type KVCache struct {
+	K, V      Tensor
+	BlockSize int
+}
+
+// MoEWeights are one sparse MoE block. Per-expert tensors are kept as the
+// checkpoint stores them so mmap'd weights need no copy; a GPU backend may
+// pack them at load.
+type MoEWeights struct {
+	Router         Tensor // [experts][hidden]
+	Gate, Up, Down []Tensor
+	TopK           int
+	NormTopK       bool
+	Hidden, Inter  int
+}
+
+// MoEStrategy is how expert work is dispatched, the alternatives the seeds
+// compare.
+type MoEStrategy string
+
+const (
+	// MoELoop runs each token's experts one token at a time.
+	MoELoop MoEStrategy = "loop"
+	// MoEChunked groups (token, expert) pairs in chunks of ChunkSize and runs
+	// a batched GEMM per chunk.
+	MoEChunked MoEStrategy = "chunked"
+	// MoEGrouped sorts tokens by expert and runs one GEMM per active expert.
+	MoEGrouped MoEStrategy = "grouped"
+)
+
+// MoEParams selects the dispatch.
+type MoEParams struct {
+	Strategy  MoEStrategy
+	ChunkSize int
+}
+
+// StepStats is what a backend counted during a step, valid after EndStep.
+type StepStats struct {
+	// ExpertsTouched is, per MoE layer run, the number of distinct experts
+	// the step's tokens were routed to: the expert weights it had to read.
+	ExpertsTouched []int
+	// Timings are per-op times, recorded in profile mode only.
+	Timings []OpTiming
+}
+
+// OpTiming is the time one op took in one layer.
+type OpTiming struct {
+	Layer     int // -1 outside the layers (embedding, final norm, LM head)
+	Component string
+	Op        string
+	Duration  time.Duration
+}
+
+// Components of a layer's time, as the seeds break a decode step down.
+const (
+	CompAttention = "attention"
+	CompMoE       = "moe"
+	CompMLP       = "mlp"
+	CompNorm      = "norm"
+	CompOther     = "other"
+)
+
+// DeviceInfo describes what a backend runs on.
+type DeviceInfo struct {
+	Backend     string
+	Name        string
+	Cores       int
+	MemoryBytes int64
+	Emulated    bool
+	Notes       string
+}
+
+// Backend is the op contract the engine runs on. GPU backends only encode
+// between BeginStep and EndStep; EndStep is the step's one synchronisation.
+// Ops do not return errors: shapes are checked when the model loads, and a
+// backend that fails mid-step reports the first failure from EndStep, as a
+// GPU command buffer would.
+type Backend interface {
+	Info() DeviceInfo
+	// ActDType is the dtype of activations and the KV cache.
+	ActDType() DType
+
+	// Alloc returns a zeroed tensor.
+	Alloc(dt DType, shape ...int) (Tensor, error)
+	// Weight wraps or copies host bytes (little-endian, of dtype dt). A
+	// backend that shares host memory may alias data, which must then stay
+	// valid (an mmap'd checkpoint).
+	Weight(dt DType, shape []int, data []byte) (Tensor, error)
+	// Read copies a tensor to the host as f32 (waits for pending work).
+	Read(t Tensor, dst []float32) error
+	// ReadI32 copies an I32 tensor to the host.
+	ReadI32(t Tensor, dst []int32) error
+	Free(t Tensor)
+
+	// BeginStep uploads the step's metadata and token ids ([NumTokens]).
+	BeginStep(meta *StepMeta, tokens []int32, profile bool) error
+	// Mark attributes the following ops' time to (layer, component, op) in
+	// profile mode; a no-op otherwise.
+	Mark(layer int, component, op string)
+
+	// Embedding gathers table rows for the step's tokens into out.
+	Embedding(out, table Tensor)
+	// GatherRows copies the step's LogitRows of x into out.
+	GatherRows(out, x Tensor)
+	RMSNorm(out, x, w Tensor, eps float32)
+	// AddRMSNorm does residual += x, then out = RMSNorm(residual)·w.
+	AddRMSNorm(out, residual, x, w Tensor, eps float32)
+	// MatMul computes out = x·wᵀ (+ bias, which may be nil).
+	MatMul(out, x, w, bias Tensor)
+	// RoPE rotates q and k in place at the step's positions (neox style),
+	// after normalising each head with qNorm / kNorm when they are non-nil
+	// (Qwen3's QK-norm).
+	RoPE(q, k, qNorm, kNorm Tensor, heads, kvHeads, headDim int, theta float64, eps float32)
+	// Attention writes k and v into the cache through the slot mapping, then
+	// runs causal paged attention of q over each sequence's cached context.
+	Attention(out, q, k, v Tensor, cache KVCache, heads, kvHeads, headDim int, scale float32)
+	SiLUMul(out, gate, up Tensor)
+	Add(out, a, b Tensor)
+	// MoE runs a sparse expert block: route, dispatch, combine.
+	MoE(out, x Tensor, w *MoEWeights, p MoEParams)
+	// Argmax writes the index of each row's largest logit into out (I32).
+	Argmax(out, logits Tensor)
+
+	// EndStep waits for the step to finish and returns its first error.
+	EndStep() (StepStats, error)
+	Close() error
+}

@@ -1,0 +1,368 @@
+// Package cpu is the pure-Go backend: every op of the contract on host
+// memory, parallel across cores, with SIMD inner loops from package vec. It
+// is the default where no GPU backend exists and the fastest path to a
+// correct answer for tests.
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
+	"github.com/mtlbench/mtlbench/kernels"
+)
+
+// Options configure the backend.
+type Options struct {
+	// Threads is the number of goroutines ops run on (default: GOMAXPROCS).
+	Threads int
+}
+
+// Backend implements bridge.Backend on the CPU.
+type Backend struct {
+	pool  pool
+	meta  *bridge.StepMeta
+	ids   []int32
+	err   error
+	stats bridge.StepStats
+
+	profile  bool
+	mark     bridge.OpTiming
+	markTime time.Time
+	timings  map[opKey]time.Duration
+	order    []opKey
+
+	// scratch reused across steps to keep the hot path allocation-free
+	scratch map[string][]float32
+}
+
+type opKey struct {
+	layer           int
+	component, name string
+}
+
+// New returns a CPU backend.
+func New(o Options) *Backend {
+	t := o.Threads
+	if t <= 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{pool: pool{threads: t}, scratch: map[string][]float32{}}
+}
+
+// Threads is the number of goroutines ops use.
+func (b *Backend) Threads() int { return b.pool.threads }
+
+func (b *Backend) Info() bridge.DeviceInfo {
+	return bridge.DeviceInfo{Backend: "cpu", Name: cpuModel(), Cores: b.pool.threads,
+		MemoryBytes: totalMemory(), Notes: "simd: " + vec.Features()}
+}
+
+func (b *Backend) ActDType() bridge.DType { return bridge.F32 }
+
+func (b *Backend) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
+	return alloc(dt, shape)
+}
+
+func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
+	return view(dt, shape, data)
+}
+
+func (b *Backend) Read(t bridge.Tensor, dst []float32) error {
+	x := t.(*tensor)
+	if len(dst) < x.n {
+		return fmt.Errorf("read: destination holds %d of %d elements", len(dst), x.n)
+	}
+	toF32(dst[:x.n], x, 0, x.n)
+	return nil
+}
+
+func (b *Backend) ReadI32(t bridge.Tensor, dst []int32) error {
+	x := t.(*tensor)
+	if x.dt != bridge.I32 {
+		return fmt.Errorf("read: tensor is %v, not i32", x.dt)
+	}
+	copy(dst, x.i32)
+	return nil
+}
+
+func (b *Backend) Free(bridge.Tensor) {}
+func (b *Backend) Close() error       { return nil }
+
+// toF32 converts elements [lo,hi) of x into dst.
+func toF32(dst []float32, x *tensor, lo, hi int) {
+	switch x.dt {
+	case bridge.F32:
+		copy(dst, x.f32[lo:hi])
+	case bridge.BF16:
+		vec.BF16ToF32(dst, x.u16[lo:hi])
+	case bridge.F16:
+		vec.F16ToF32(dst, x.u16[lo:hi])
+	case bridge.I32:
+		for i, v := range x.i32[lo:hi] {
+			dst[i] = float32(v)
+		}
+	}
+}
+
+func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool) error {
+	if len(tokens) != meta.NumTokens {
+		return fmt.Errorf("begin step: %d tokens for a step of %d", len(tokens), meta.NumTokens)
+	}
+	b.meta, b.ids, b.err = meta, tokens, nil
+	b.stats = bridge.StepStats{}
+	b.profile = profile
+	if profile {
+		b.timings = map[opKey]time.Duration{}
+		b.order = b.order[:0]
+		b.mark = bridge.OpTiming{Layer: -1, Component: bridge.CompOther, Op: "begin"}
+		b.markTime = time.Now()
+	}
+	return nil
+}
+
+func (b *Backend) Mark(layer int, component, op string) {
+	if !b.profile {
+		return
+	}
+	b.closeMark(time.Now())
+	b.mark = bridge.OpTiming{Layer: layer, Component: component, Op: op}
+}
+
+func (b *Backend) closeMark(now time.Time) {
+	k := opKey{b.mark.Layer, b.mark.Component, b.mark.Op}
+	if _, ok := b.timings[k]; !ok {
+		b.order = append(b.order, k)
+	}
+	b.timings[k] += now.Sub(b.markTime)
+	b.markTime = now
+}
+
+func (b *Backend) EndStep() (bridge.StepStats, error) {
+	if b.profile {
+		b.closeMark(time.Now())
+		for _, k := range b.order {
+			if k.name == "begin" {
+				continue
+			}
+			b.stats.Timings = append(b.stats.Timings, bridge.OpTiming{Layer: k.layer, Component: k.component, Op: k.name, Duration: b.timings[k]})
+		}
+	}
+	return b.stats, b.err
+}
+
+func (b *Backend) fail(format string, args ...any) {
+	if b.err == nil {
+		b.err = fmt.Errorf("cpu: "+format, args...)
+	}
+}
+
+func f32s(t bridge.Tensor) []float32 { return t.(*tensor).f32 }
+
+// buf returns a scratch slice of n floats for name, reused across calls.
+func (b *Backend) buf(name string, n int) []float32 {
+	s := b.scratch[name]
+	if cap(s) < n {
+		s = make([]float32, n)
+		b.scratch[name] = s
+	}
+	return s[:n]
+}
+
+func (b *Backend) Embedding(out, table bridge.Tensor) {
+	t := table.(*tensor)
+	dim := t.shape[1]
+	o := f32s(out)
+	for i, id := range b.ids {
+		if id < 0 || int(id) >= t.shape[0] {
+			b.fail("embedding: token id %d outside the vocabulary (0..%d)", id, t.shape[0]-1)
+			return
+		}
+		toF32(o[i*dim:(i+1)*dim], t, int(id)*dim, (int(id)+1)*dim)
+	}
+}
+
+func (b *Backend) GatherRows(out, x bridge.Tensor) {
+	dim := x.Len() / b.meta.NumTokens
+	kernels.Gather(f32s(out), f32s(x), b.meta.LogitRows, dim)
+}
+
+func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
+	dim := w.Len()
+	o, xs, ws := f32s(out), f32s(x), f32s(w)
+	b.pool.forRange(x.Len()/dim, 8, func(lo, hi int) {
+		rmsNormRows(o[lo*dim:hi*dim], xs[lo*dim:hi*dim], ws, dim, eps)
+	})
+}
+
+func rmsNormRows(out, x, w []float32, dim int, eps float32) {
+	for r := 0; r < len(x)/dim; r++ {
+		row := x[r*dim : (r+1)*dim]
+		ss := vec.DotF32(row, row)
+		inv := float32(1 / math.Sqrt(float64(ss)/float64(dim)+float64(eps)))
+		o := out[r*dim : (r+1)*dim]
+		for i, v := range row {
+			o[i] = v * inv * w[i]
+		}
+	}
+}
+
+func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
+	dim := w.Len()
+	o, r, xs, ws := f32s(out), f32s(residual), f32s(x), f32s(w)
+	b.pool.forRange(x.Len()/dim, 8, func(lo, hi int) {
+		rr := r[lo*dim : hi*dim]
+		for i, v := range xs[lo*dim : hi*dim] {
+			rr[i] += v
+		}
+		rmsNormRows(o[lo*dim:hi*dim], rr, ws, dim, eps)
+	})
+}
+
+// matmulGrain keeps each goroutine's slice of weight rows large enough to
+// stream, and a multiple of the kernels' row blocking.
+const matmulGrain = 16
+
+func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
+	wt := w.(*tensor)
+	n, k := wt.shape[0], wt.shape[1]
+	m := x.Len() / k
+	o, xs := f32s(out), f32s(x)
+	b.pool.forRange(n, matmulGrain, func(lo, hi int) { gemmRows(o, n, xs, wt, m, lo, hi, k) })
+	if bias != nil {
+		bs := f32s(bias)
+		for i := 0; i < m; i++ {
+			row := o[i*n : (i+1)*n]
+			for j := range row {
+				row[j] += bs[j]
+			}
+		}
+	}
+}
+
+// gemmRows computes output columns [lo,hi) of out[m][ldo] = x · wᵀ.
+func gemmRows(out []float32, ldo int, x []float32, w *tensor, m, lo, hi, k int) {
+	dst := out[lo:]
+	switch w.dt {
+	case bridge.BF16:
+		vec.GemmBF16(dst, ldo, x, w.u16[lo*k:hi*k], m, hi-lo, k)
+	case bridge.F16:
+		vec.GemmF16(dst, ldo, x, w.u16[lo*k:hi*k], m, hi-lo, k)
+	default:
+		vec.GemmF32(dst, ldo, x, w.f32[lo*k:hi*k], m, hi-lo, k)
+	}
+}
+
+func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+	inv := kernels.RoPEInvFreq(headDim, theta)
+	pos := b.meta.Positions
+	apply := func(x []float32, norm bridge.Tensor, nh int) {
+		var nw []float32
+		if norm != nil {
+			nw = f32s(norm)
+		}
+		b.pool.forRange(len(pos), 1, func(lo, hi int) {
+			cs := make([]float32, headDim) // cos | sin
+			for t := lo; t < hi; t++ {
+				half := headDim / 2
+				for i := 0; i < half; i++ {
+					ang := float64(float32(pos[t]) * inv[i])
+					cs[i], cs[half+i] = float32(math.Cos(ang)), float32(math.Sin(ang))
+				}
+				for h := 0; h < nh; h++ {
+					v := x[(t*nh+h)*headDim : (t*nh+h+1)*headDim]
+					if nw != nil {
+						rmsNormRows(v, v, nw, headDim, eps)
+					}
+					for i := 0; i < half; i++ {
+						a, c := v[i], v[i+half]
+						v[i] = a*cs[i] - c*cs[half+i]
+						v[i+half] = c*cs[i] + a*cs[half+i]
+					}
+				}
+			}
+		})
+	}
+	apply(f32s(q), qNorm, heads)
+	apply(f32s(k), kNorm, kvHeads)
+}
+
+func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+	m := b.meta
+	l := kernels.PagedLayout{BlockSize: cache.BlockSize, KVHeads: kvHeads, HeadDim: headDim}
+	kc, vc := f32s(cache.K), f32s(cache.V)
+	kernels.KVWrite(kc, vc, f32s(k), f32s(v), m.SlotMapping, l)
+	qs, o := f32s(q), f32s(out)
+	// One work item per (sequence, kv head): the query heads of a GQA group
+	// share the K and V rows they read.
+	group := heads / kvHeads
+	b.pool.forEach(m.NumSeqs*kvHeads, func(item int) {
+		s, kh := item/kvHeads, item%kvHeads
+		q0, q1 := int(m.QueryStartLoc[s]), int(m.QueryStartLoc[s+1])
+		seqLen := int(m.SeqLens[s])
+		table := m.BlockTable[s*m.MaxBlocks : (s+1)*m.MaxBlocks]
+		scores := make([]float32, seqLen)
+		acc := make([]float32, headDim)
+		for t := q0; t < q1; t++ {
+			pos := seqLen - (q1 - q0) + (t - q0)
+			for h := kh * group; h < (kh+1)*group; h++ {
+				qv := qs[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
+				mx := float32(math.Inf(-1))
+				for j := 0; j <= pos; j++ {
+					off := l.Index(table[j/l.BlockSize]*int32(l.BlockSize)+int32(j%l.BlockSize), kh)
+					sc := vec.DotF32(qv, kc[off:off+headDim]) * scale
+					scores[j] = sc
+					mx = max(mx, sc)
+				}
+				var sum float32
+				for j := 0; j <= pos; j++ {
+					e := float32(math.Exp(float64(scores[j] - mx)))
+					scores[j] = e
+					sum += e
+				}
+				clear(acc)
+				for j := 0; j <= pos; j++ {
+					off := l.Index(table[j/l.BlockSize]*int32(l.BlockSize)+int32(j%l.BlockSize), kh)
+					vec.AxpyF32(scores[j]/sum, vc[off:off+headDim], acc)
+				}
+				copy(o[(t*heads+h)*headDim:], acc)
+			}
+		}
+	})
+}
+
+func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {
+	kernels.SiLUMul(f32s(out), f32s(gate), f32s(up))
+}
+
+func (b *Backend) Add(out, a, c bridge.Tensor) { kernels.Add(f32s(out), f32s(a), f32s(c)) }
+
+func (b *Backend) Argmax(out, logits bridge.Tensor) {
+	o := out.(*tensor).i32
+	l := f32s(logits)
+	n := len(l) / len(o)
+	for i := range o {
+		o[i] = int32(kernels.Argmax(l[i*n : (i+1)*n]))
+	}
+}
+
+// cpuModel is the CPU's marketing name where the OS tells it.
+func cpuModel() string {
+	if m := readCPUModel(); m != "" {
+		return m
+	}
+	return runtime.GOARCH
+}
+
+var _ bridge.Backend = (*Backend)(nil)
+
+// sortedUnique returns the distinct values of ids, sorted.
+func sortedUnique(ids []int32) []int32 {
+	u := slices.Clone(ids)
+	slices.Sort(u)
+	return slices.Compact(u)
+}

@@ -1,0 +1,93 @@
+package cpu
+
+import (
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
+)
+
+// pairGroup is a run of (token, expert) pairs that share one expert and are
+// computed by one GEMM of m = len(pairs).
+type pairGroup struct {
+	expert int32
+	pairs  []int32 // indices into the flattened [token][top_k] routing
+}
+
+// MoE routes each token to its top-k experts, runs the experts as the
+// strategy says, and sums their outputs weighted by the routing weights.
+// All strategies compute the same pairs; they differ in how many times an
+// expert's weights are streamed from memory, which is what the seeds measure.
+func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	H, I, K := w.Hidden, w.Inter, w.TopK
+	E := len(w.Gate)
+	xs := f32s(x)
+	T := len(xs) / H
+	logits := b.buf("moe.logits", T*E)
+	b.MatMul(&tensor{dt: bridge.F32, shape: []int{T, E}, n: T * E, f32: logits}, x, w.Router, nil)
+	ids, weights := kernels.Route(logits, E, K, w.NormTopK)
+	b.stats.ExpertsTouched = append(b.stats.ExpertsTouched, len(sortedUnique(ids)))
+
+	var groups []pairGroup
+	switch p.Strategy {
+	case bridge.MoELoop:
+		for i, e := range ids {
+			groups = append(groups, pairGroup{expert: e, pairs: []int32{int32(i)}})
+		}
+	case bridge.MoEChunked:
+		chunk := max(p.ChunkSize, 1)
+		for lo := 0; lo < len(ids); lo += chunk {
+			groups = append(groups, groupByExpert(ids, lo, min(lo+chunk, len(ids)), E)...)
+		}
+	default: // grouped
+		groups = groupByExpert(ids, 0, len(ids), E)
+	}
+
+	// y holds every pair's expert output; the weighted sum per token happens
+	// after, in top-k order, so the result does not depend on the strategy's
+	// scheduling.
+	y := b.buf("moe.y", len(ids)*H)
+	b.pool.forEach(len(groups), func(gi int) {
+		g := groups[gi]
+		m := len(g.pairs)
+		xg := make([]float32, m*H)
+		for r, pi := range g.pairs {
+			copy(xg[r*H:(r+1)*H], xs[int(pi)/K*H:(int(pi)/K+1)*H])
+		}
+		gate := make([]float32, m*I)
+		up := make([]float32, m*I)
+		gemmRows(gate, I, xg, w.Gate[g.expert].(*tensor), m, 0, I, H)
+		gemmRows(up, I, xg, w.Up[g.expert].(*tensor), m, 0, I, H)
+		kernels.SiLUMul(gate, gate, up)
+		yg := make([]float32, m*H)
+		gemmRows(yg, H, gate, w.Down[g.expert].(*tensor), m, 0, H, I)
+		for r, pi := range g.pairs {
+			copy(y[int(pi)*H:(int(pi)+1)*H], yg[r*H:(r+1)*H])
+		}
+	})
+	o := f32s(out)
+	for t := 0; t < T; t++ {
+		row := o[t*H : (t+1)*H]
+		clear(row)
+		for j := 0; j < K; j++ {
+			wt := weights[t*K+j]
+			yr := y[(t*K+j)*H : (t*K+j+1)*H]
+			for i := range row {
+				row[i] += wt * yr[i]
+			}
+		}
+	}
+}
+
+// groupByExpert groups pairs [lo,hi) by expert, experts in ascending order.
+func groupByExpert(ids []int32, lo, hi, experts int) []pairGroup {
+	byExpert := make([][]int32, experts)
+	for i := lo; i < hi; i++ {
+		byExpert[ids[i]] = append(byExpert[ids[i]], int32(i))
+	}
+	var g []pairGroup
+	for e, pairs := range byExpert {
+		if len(pairs) > 0 {
+			g = append(g, pairGroup{expert: int32(e), pairs: pairs})
+		}
+	}
+	return g
+}

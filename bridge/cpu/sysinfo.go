@@ -1,0 +1,50 @@
+package cpu
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// readCPUModel reads the model name from /proc/cpuinfo (Linux); elsewhere
+// it returns "".
+func readCPUModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// totalMemory is the machine's RAM in bytes from /proc/meminfo, 0 where
+// unknown.
+func totalMemory() int64 {
+	kb := meminfo("MemTotal")
+	return kb * 1024
+}
+
+// AvailableMemory is the RAM the OS could give a new allocation, in bytes,
+// 0 where unknown.
+func AvailableMemory() int64 { return meminfo("MemAvailable") * 1024 }
+
+func meminfo(field string) int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == field {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

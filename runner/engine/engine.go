@@ -1,0 +1,379 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/cache"
+	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/sample"
+	"github.com/mtlbench/mtlbench/runner/sched"
+)
+
+// Options configure an engine.
+type Options struct {
+	BlockSize int // KV block size in tokens (default 16)
+	// KVTokens is the cache capacity in tokens (default 4096), rounded up to
+	// whole blocks.
+	KVTokens    int
+	TokenBudget int // chunked-prefill budget per step; 0: unlimited
+	MaxSeqs     int // 0: unlimited
+	MoE         bridge.MoEParams
+	Profile     bool
+	// AvailableMemory, when positive, is checked against weights + KV cache
+	// before anything is allocated.
+	AvailableMemory int64
+	MemoryWhere     string
+}
+
+func (o *Options) defaults() {
+	if o.BlockSize == 0 {
+		o.BlockSize = 16
+	}
+	if o.KVTokens == 0 {
+		o.KVTokens = 4096
+	}
+	if o.MoE.Strategy == "" {
+		o.MoE.Strategy = bridge.MoEGrouped
+	}
+	if o.MoE.ChunkSize == 0 {
+		o.MoE.ChunkSize = 64
+	}
+}
+
+// Request is one generation request.
+type Request struct {
+	ID           int
+	Prompt       []int32
+	MaxNewTokens int
+	Sampling     sample.Params
+	// WantLogits asks for the logits of the last prompt position.
+	WantLogits bool
+}
+
+// Sampled is a token a step produced for a request.
+type Sampled struct {
+	ReqID    int
+	Token    int32
+	First    bool // the request's first generated token (ends its prefill)
+	Finished bool
+	Logits   []float32 // last prompt position, when asked for
+}
+
+// StepResult describes one step.
+type StepResult struct {
+	Tokens        int // tokens computed
+	PrefillTokens int
+	DecodeTokens  int
+	Seqs          int
+	Sampled       []Sampled
+	Preempted     int
+	Duration      time.Duration
+	Stats         bridge.StepStats
+}
+
+// Engine runs one model on one backend.
+type Engine struct {
+	be    bridge.Backend
+	cfg   *model.Config
+	opts  Options
+	w     *weights
+	kv    *cache.Manager
+	cache []bridge.KVCache
+	sched *sched.Scheduler
+	reqs  map[int]*reqState
+	ws    map[[2]int]*workspace
+	meta  bridge.StepMeta
+}
+
+type reqState struct {
+	req     Request
+	seq     *sched.Seq
+	sampler *sample.Sampler
+}
+
+// CheckFit returns a *FitError when weights plus KV cache exceed available
+// bytes.
+func CheckFit(cfg *model.Config, dt bridge.DType, kvTokens int, available int64, where string) error {
+	if available <= 0 {
+		return nil
+	}
+	w, kv := cfg.WeightBytes(dt), cfg.KVBytesPerToken(bridge.F32)*int64(kvTokens)
+	if w+kv <= available {
+		return nil
+	}
+	e := &FitError{Model: cfg.Name, Weights: w, KV: kv, Has: available, Where: where}
+	for n := cfg.Layers - 1; n >= 1; n-- {
+		c, _ := cfg.WithLayers(n)
+		if c.WeightBytes(dt)+c.KVBytesPerToken(bridge.F32)*int64(kvTokens) <= available {
+			e.MaxLayers = n
+			break
+		}
+	}
+	return e
+}
+
+// New loads cfg's weights from src onto be and sets up the cache.
+func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (*Engine, error) {
+	opts.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	switch opts.MoE.Strategy {
+	case bridge.MoELoop, bridge.MoEChunked, bridge.MoEGrouped:
+	default:
+		return nil, fmt.Errorf("unknown MoE strategy %q (want loop, chunked or grouped)", opts.MoE.Strategy)
+	}
+	if err := CheckFit(cfg, src.DType(), opts.KVTokens, opts.AvailableMemory, opts.MemoryWhere); err != nil {
+		return nil, err
+	}
+	w, err := uploadWeights(be, cfg, src)
+	if err != nil {
+		return nil, err
+	}
+	blocks := (opts.KVTokens + opts.BlockSize - 1) / opts.BlockSize
+	kv, err := cache.New(blocks, opts.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}}
+	for l := 0; l < cfg.Layers; l++ {
+		k, err := be.Alloc(be.ActDType(), blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
+		if err != nil {
+			return nil, fmt.Errorf("KV cache: %w", err)
+		}
+		v, err := be.Alloc(be.ActDType(), blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
+		if err != nil {
+			return nil, fmt.Errorf("KV cache: %w", err)
+		}
+		e.cache = append(e.cache, bridge.KVCache{K: k, V: v, BlockSize: opts.BlockSize})
+	}
+	e.sched = sched.New(sched.Config{TokenBudget: opts.TokenBudget, MaxSeqs: opts.MaxSeqs}, kv)
+	return e, nil
+}
+
+// Config is the model the engine runs.
+func (e *Engine) Config() *model.Config { return e.cfg }
+
+// Backend is the backend the engine runs on.
+func (e *Engine) Backend() bridge.Backend { return e.be }
+
+// Options are the engine's settings after defaults.
+func (e *Engine) Options() Options { return e.opts }
+
+// KV is the cache manager.
+func (e *Engine) KV() *cache.Manager { return e.kv }
+
+// Add queues a request. Bad requests (token ids outside the vocabulary,
+// nothing to generate, more than the cache holds) are refused here.
+func (e *Engine) Add(r Request) error {
+	if _, dup := e.reqs[r.ID]; dup {
+		return fmt.Errorf("request %d: id already in use", r.ID)
+	}
+	if len(r.Prompt) == 0 {
+		return fmt.Errorf("request %d: empty prompt", r.ID)
+	}
+	if r.MaxNewTokens < 1 {
+		return fmt.Errorf("request %d: max new tokens must be at least 1, got %d", r.ID, r.MaxNewTokens)
+	}
+	for i, t := range r.Prompt {
+		if t < 0 || int(t) >= e.cfg.Vocab {
+			return fmt.Errorf("request %d: token id %d at position %d is outside the vocabulary (0..%d)", r.ID, t, i, e.cfg.Vocab-1)
+		}
+	}
+	if e.cfg.MaxPos > 0 && len(r.Prompt)+r.MaxNewTokens > e.cfg.MaxPos {
+		return fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %d positions", r.ID, len(r.Prompt), r.MaxNewTokens, e.cfg.MaxPos)
+	}
+	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens}
+	if err := e.sched.Add(seq); err != nil {
+		return err
+	}
+	e.reqs[r.ID] = &reqState{req: r, seq: seq, sampler: sample.New(r.Sampling, uint64(r.ID))}
+	return nil
+}
+
+// Pending reports whether requests remain.
+func (e *Engine) Pending() bool { return e.sched.Pending() }
+
+// Step runs one scheduler step.
+func (e *Engine) Step() (*StepResult, error) {
+	start := time.Now()
+	b, err := e.sched.Next()
+	if err != nil {
+		return nil, err
+	}
+	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
+	if b.NumTokens == 0 {
+		return res, nil
+	}
+	tokens := e.buildMeta(b)
+	for _, it := range b.Items {
+		if it.Start >= it.Seq.Prompt {
+			res.DecodeTokens += it.N
+		} else {
+			res.PrefillTokens += it.N
+		}
+	}
+	if err := e.be.BeginStep(&e.meta, tokens, e.opts.Profile); err != nil {
+		return nil, err
+	}
+	ws, err := e.workspace(b.NumTokens, len(e.meta.LogitRows))
+	if err != nil {
+		return nil, err
+	}
+	e.forward(ws)
+	needLogits := false
+	for _, it := range b.Items {
+		st := e.reqs[it.Seq.ID]
+		if it.Sample && (!st.req.Sampling.Greedy() || (st.req.WantLogits && it.Seq.Generated() == 0)) {
+			needLogits = true
+		}
+	}
+	var logits []float32
+	var argmax []int32
+	if len(e.meta.LogitRows) > 0 {
+		if needLogits {
+			logits = make([]float32, ws.logits.Len())
+		} else {
+			e.be.Mark(-1, bridge.CompOther, "argmax")
+			e.be.Argmax(ws.argmax, ws.logits)
+		}
+	}
+	stats, err := e.be.EndStep()
+	if err != nil {
+		return nil, err
+	}
+	res.Stats = stats
+	if logits != nil {
+		if err := e.be.Read(ws.logits, logits); err != nil {
+			return nil, err
+		}
+	} else if len(e.meta.LogitRows) > 0 {
+		argmax = make([]int32, len(e.meta.LogitRows))
+		if err := e.be.ReadI32(ws.argmax, argmax); err != nil {
+			return nil, err
+		}
+	}
+	row := 0
+	for _, it := range b.Items {
+		if !it.Sample {
+			continue
+		}
+		st := e.reqs[it.Seq.ID]
+		s := Sampled{ReqID: it.Seq.ID, First: it.Seq.Generated() == 0}
+		if logits != nil {
+			lr := logits[row*e.cfg.Vocab : (row+1)*e.cfg.Vocab]
+			if hasNaN(lr) {
+				return nil, fmt.Errorf("request %d: the step produced NaN logits", it.Seq.ID)
+			}
+			s.Token = st.sampler.Next(lr)
+			if st.req.WantLogits && s.First {
+				s.Logits = append([]float32(nil), lr...)
+			}
+		} else {
+			s.Token = argmax[row]
+		}
+		row++
+		e.sched.Append(it.Seq, s.Token)
+		s.Finished = it.Seq.Finished
+		if s.Finished {
+			delete(e.reqs, it.Seq.ID)
+		}
+		res.Sampled = append(res.Sampled, s)
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func hasNaN(x []float32) bool {
+	for _, v := range x {
+		if math.IsNaN(float64(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+// buildMeta fills the step's attention metadata from the batch and returns
+// the token ids to embed.
+func (e *Engine) buildMeta(b *sched.Batch) []int32 {
+	m := &e.meta
+	maxBlocks := 0
+	for _, it := range b.Items {
+		maxBlocks = max(maxBlocks, len(e.kv.BlockTable(it.Seq.ID)))
+	}
+	*m = bridge.StepMeta{
+		NumTokens: b.NumTokens, NumSeqs: len(b.Items), MaxBlocks: maxBlocks, BlockSize: e.opts.BlockSize,
+		Positions: m.Positions[:0], SlotMapping: m.SlotMapping[:0], QueryStartLoc: append(m.QueryStartLoc[:0], 0),
+		SeqLens: m.SeqLens[:0], BlockTable: m.BlockTable[:0], LogitRows: m.LogitRows[:0],
+	}
+	tokens := make([]int32, 0, b.NumTokens)
+	for _, it := range b.Items {
+		q := it.Seq
+		tokens = append(tokens, q.Tokens[it.Start:it.Start+it.N]...)
+		for p := it.Start; p < it.Start+it.N; p++ {
+			m.Positions = append(m.Positions, int32(p))
+		}
+		m.SlotMapping = append(m.SlotMapping, it.Slots...)
+		end := m.QueryStartLoc[len(m.QueryStartLoc)-1] + int32(it.N)
+		m.QueryStartLoc = append(m.QueryStartLoc, end)
+		// The full length: everything cached before plus this chunk.
+		seqLen := int32(it.Start + it.N)
+		m.SeqLens = append(m.SeqLens, seqLen)
+		m.MaxSeqLen = max(m.MaxSeqLen, int(seqLen))
+		m.MaxQueryLen = max(m.MaxQueryLen, it.N)
+		if it.N == 1 {
+			m.NumDecodeTokens++
+		}
+		tab := e.kv.BlockTable(q.ID)
+		m.BlockTable = append(m.BlockTable, tab...)
+		for i := len(tab); i < maxBlocks; i++ {
+			m.BlockTable = append(m.BlockTable, 0)
+		}
+		if it.Sample {
+			m.LogitRows = append(m.LogitRows, end-1)
+		}
+	}
+	return tokens
+}
+
+// Output is a finished request.
+type Output struct {
+	ID     int
+	Tokens []int32
+	Logits []float32 // last prompt position, when asked for
+}
+
+// Generate runs requests to completion and returns their outputs in the
+// order given.
+func (e *Engine) Generate(reqs []Request) ([]Output, error) {
+	idx := map[int]int{}
+	out := make([]Output, len(reqs))
+	for i, r := range reqs {
+		if err := e.Add(r); err != nil {
+			return nil, err
+		}
+		idx[r.ID] = i
+		out[i].ID = r.ID
+	}
+	for e.Pending() {
+		res, err := e.Step()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range res.Sampled {
+			o := &out[idx[s.ReqID]]
+			o.Tokens = append(o.Tokens, s.Token)
+			if s.Logits != nil {
+				o.Logits = s.Logits
+			}
+		}
+	}
+	return out, nil
+}
+
+// ErrNoBlocks is the cache's out-of-blocks error, for callers to test with
+// errors.Is.
+var ErrNoBlocks = cache.ErrNoBlocks

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// fixtureDir holds tiny random checkpoints saved by transformers with the
+// logits it computed (tools/fixtures/make_fixtures.py).
+const fixtureDir = "../testdata/hf"
+
+var fixtureArchs = []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"}
+
+type reference struct {
+	Architecture string `json:"architecture"`
+	Prompts      []struct {
+		Tokens     []int32   `json:"tokens"`
+		LogitsLast []float32 `json:"logits_last"`
+		Greedy     []int32   `json:"greedy"`
+		MinMargin  float64   `json:"min_margin"`
+	} `json:"prompts"`
+}
+
+func loadReference(t testing.TB, arch string) *reference {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixtureDir, arch, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reference
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func openFixture(t testing.TB, arch string, be bridge.Backend, opts Options) *Engine {
+	t.Helper()
+	dir := filepath.Join(fixtureDir, arch)
+	cfg, err := model.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := model.OpenCheckpoint(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	if !src.Has("lm_head.weight") {
+		cfg.TieEmbed = true
+	}
+	e, err := New(be, cfg, src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// maxAbsDiff is the largest elementwise difference.
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+// TestMatchesTransformers checks last-position logits (f32, max abs error
+// 1e-4) and 16 greedy tokens against transformers for each architecture.
+func TestMatchesTransformers(t *testing.T) {
+	const tol = 1e-4
+	for _, arch := range fixtureArchs {
+		t.Run(arch, func(t *testing.T) {
+			ref := loadReference(t, arch)
+			e := openFixture(t, arch, cpu.New(cpu.Options{}), Options{})
+			if e.Config().Architecture != ref.Architecture {
+				t.Fatalf("architecture %q, fixture says %q", e.Config().Architecture, ref.Architecture)
+			}
+			for i, p := range ref.Prompts {
+				out, err := e.Generate([]Request{{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := maxAbsDiff(out[0].Logits, p.LogitsLast)
+				t.Logf("prompt %d (%d tokens): logits max abs error %.2g", i, len(p.Tokens), d)
+				if d > tol {
+					t.Errorf("prompt %d: logits max abs error %.3g > %g", i, d, tol)
+				}
+				for j := range p.Greedy {
+					if out[0].Tokens[j] != p.Greedy[j] {
+						t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[0].Tokens, p.Greedy)
+						break
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+// Package engine runs a model on a backend: it loads the weights, owns the
+// paged KV cache and the scheduler, and executes one step at a time: build
+// the attention metadata, encode every layer's ops, synchronise once, sample.
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// layer holds one decoder layer's device tensors.
+type layer struct {
+	inNorm, postNorm bridge.Tensor
+	wq, wk, wv, wo   bridge.Tensor
+	bq, bk, bv       bridge.Tensor // nil without qkv bias
+	qNorm, kNorm     bridge.Tensor // nil without QK-norm
+	gate, up, down   bridge.Tensor // dense MLP
+	moe              *bridge.MoEWeights
+}
+
+type weights struct {
+	embed, norm, lmHead bridge.Tensor
+	layers              []layer
+}
+
+// uploadWeights hands every tensor of cfg to the backend.
+func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
+	specs := map[string]model.TensorSpec{}
+	for _, s := range cfg.Tensors() {
+		specs[s.Name] = s
+	}
+	get := func(name string) (bridge.Tensor, error) {
+		s, ok := specs[name]
+		if !ok {
+			return nil, fmt.Errorf("internal: no tensor spec %q", name)
+		}
+		dt, data, err := src.Tensor(s)
+		if err != nil {
+			return nil, err
+		}
+		t, err := be.Weight(dt, s.Shape, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return t, nil
+	}
+	var firstErr error
+	must := func(name string) bridge.Tensor {
+		if firstErr != nil {
+			return nil
+		}
+		t, err := get(name)
+		if err != nil {
+			firstErr = err
+		}
+		return t
+	}
+	w := &weights{embed: must("model.embed_tokens.weight"), norm: must("model.norm.weight")}
+	if cfg.TieEmbed {
+		w.lmHead = w.embed
+	} else {
+		w.lmHead = must("lm_head.weight")
+	}
+	for l := 0; l < cfg.Layers; l++ {
+		p := model.LayerPrefix(l)
+		ly := layer{
+			inNorm: must(p + "input_layernorm.weight"), postNorm: must(p + "post_attention_layernorm.weight"),
+			wq: must(p + "self_attn.q_proj.weight"), wk: must(p + "self_attn.k_proj.weight"),
+			wv: must(p + "self_attn.v_proj.weight"), wo: must(p + "self_attn.o_proj.weight"),
+		}
+		if cfg.QKVBias {
+			ly.bq, ly.bk, ly.bv = must(p+"self_attn.q_proj.bias"), must(p+"self_attn.k_proj.bias"), must(p+"self_attn.v_proj.bias")
+		}
+		if cfg.QKNorm {
+			ly.qNorm, ly.kNorm = must(p+"self_attn.q_norm.weight"), must(p+"self_attn.k_norm.weight")
+		}
+		if cfg.IsMoELayer(l) {
+			m := &bridge.MoEWeights{Router: must(p + "mlp.gate.weight"), TopK: cfg.TopK, NormTopK: cfg.NormTopK, Hidden: cfg.Hidden, Inter: cfg.MoEInter}
+			for e := 0; e < cfg.NumExperts; e++ {
+				ep := fmt.Sprintf("%smlp.experts.%d.", p, e)
+				m.Gate = append(m.Gate, must(ep+"gate_proj.weight"))
+				m.Up = append(m.Up, must(ep+"up_proj.weight"))
+				m.Down = append(m.Down, must(ep+"down_proj.weight"))
+			}
+			ly.moe = m
+		} else {
+			ly.gate, ly.up, ly.down = must(p+"mlp.gate_proj.weight"), must(p+"mlp.up_proj.weight"), must(p+"mlp.down_proj.weight")
+		}
+		w.layers = append(w.layers, ly)
+	}
+	return w, firstErr
+}
+
+// GiB formats bytes for people.
+func GiB(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", (b+1023)/1024)
+}
+
+// FitError says a model does not fit, with the figures to act on.
+type FitError struct {
+	Model            string
+	Weights, KV, Has int64
+	Where            string
+	MaxLayers        int // layers that would fit, 0 if none
+}
+
+func (e *FitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "model %s needs %s (weights %s + KV cache %s) but %s has %s available",
+		e.Model, GiB(e.Weights+e.KV), GiB(e.Weights), GiB(e.KV), e.Where, GiB(e.Has))
+	if e.MaxLayers > 0 {
+		fmt.Fprintf(&b, "; the first %d layers would fit (set layers, or fit: truncate-layers in a suite)", e.MaxLayers)
+	}
+	return b.String()
+}

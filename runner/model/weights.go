@@ -1,0 +1,246 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
+)
+
+// Source yields the bytes of each weight tensor. Matrix tensors come in
+// Source.DType; vectors (norm weights, biases) always in f32.
+type Source interface {
+	// Tensor returns the little-endian bytes of spec's tensor and their
+	// dtype. The bytes stay valid until Close.
+	Tensor(spec TensorSpec) (bridge.DType, []byte, error)
+	DType() bridge.DType
+	Describe() string
+	Close() error
+}
+
+// Synthetic generates deterministic random weights from a seed: every
+// benchmark runs with no download, and the same seed gives the same model.
+type Synthetic struct {
+	Seed  uint64
+	dtype bridge.DType
+}
+
+// NewSynthetic returns a synthetic source with matrices in dt.
+func NewSynthetic(seed uint64, dt bridge.DType) *Synthetic { return &Synthetic{Seed: seed, dtype: dt} }
+
+func (s *Synthetic) DType() bridge.DType { return s.dtype }
+func (s *Synthetic) Describe() string    { return fmt.Sprintf("synthetic (seed %d, %v)", s.Seed, s.dtype) }
+func (s *Synthetic) Close() error        { return nil }
+
+// Tensor draws uniform values scaled by 1/sqrt(fan-in), so each layer keeps
+// activations near unit scale; norm weights sit near one.
+func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
+	h := fnv.New64a()
+	h.Write([]byte(spec.Name))
+	rng := splitmix{s.Seed ^ h.Sum64()}
+	n := int(spec.Elems())
+	if !spec.Matrix {
+		v := make([]float32, n)
+		isNorm := filepath.Ext(spec.Name) == ".weight"
+		for i := range v {
+			v[i] = 0.1 * rng.sym()
+			if isNorm {
+				v[i] += 1
+			}
+		}
+		return bridge.F32, f32Bytes(v), nil
+	}
+	scale := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
+	switch s.dtype {
+	case bridge.F32:
+		v := make([]float32, n)
+		fillParallel(n, func(lo, hi int, r splitmix) {
+			for i := lo; i < hi; i++ {
+				v[i] = scale * r.sym()
+			}
+		}, rng.next())
+		return bridge.F32, f32Bytes(v), nil
+	default:
+		v := make([]uint16, n)
+		conv := vec.BF16
+		if s.dtype == bridge.F16 {
+			conv = vec.F16
+		}
+		fillParallel(n, func(lo, hi int, r splitmix) {
+			for i := lo; i < hi; i++ {
+				v[i] = conv(scale * r.sym())
+			}
+		}, rng.next())
+		return s.dtype, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 2*n), nil
+	}
+}
+
+// fillParallel splits [0,n) in fixed pieces, each with its own generator
+// derived from seed and the piece index, so the values do not depend on the
+// number of cores.
+func fillParallel(n int, fn func(lo, hi int, r splitmix), seed uint64) {
+	const piece = 1 << 20
+	pieces := (n + piece - 1) / piece
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for p := 0; p < pieces; p++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(p int) {
+			defer wg.Done()
+			fn(p*piece, min((p+1)*piece, n), splitmix{seed + uint64(p)*0x9e3779b97f4a7c15})
+			<-sem
+		}(p)
+	}
+	wg.Wait()
+}
+
+// splitmix is SplitMix64: fast, and good enough for weights.
+type splitmix struct{ s uint64 }
+
+func (r *splitmix) next() uint64 {
+	r.s += 0x9e3779b97f4a7c15
+	z := r.s
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// sym is uniform in [-1, 1).
+func (r *splitmix) sym() float32 { return float32(int64(r.next())>>40) / (1 << 23) }
+
+func f32Bytes(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+// Checkpoint reads weights from an HF safetensors folder through mmap.
+type Checkpoint struct {
+	ck    *safetensors.Checkpoint
+	dtype bridge.DType // matrices are converted to this when it differs
+	keep  bool         // keep each matrix's stored dtype
+}
+
+// OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
+// checkpoint's dtype (no copy); otherwise they are converted.
+func OpenCheckpoint(dir string, want *bridge.DType) (*Checkpoint, error) {
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Checkpoint{ck: ck}
+	if want != nil {
+		c.dtype = *want
+	} else {
+		c.keep = true
+		c.dtype = bridge.F32
+		for _, n := range ck.Names() {
+			if info, _ := ck.Info(n); info.DType == "BF16" || info.DType == "F16" {
+				c.dtype, _ = bridge.ParseDType(info.DType)
+				break
+			}
+		}
+	}
+	return c, nil
+}
+
+func (c *Checkpoint) DType() bridge.DType { return c.dtype }
+func (c *Checkpoint) Describe() string    { return "checkpoint " + c.ck.Dir() }
+func (c *Checkpoint) Close() error        { return c.ck.Close() }
+
+// Has reports whether the checkpoint holds a tensor.
+func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(name); return ok }
+
+// CheckpointBytes is the size of the tensors in the folder.
+func (c *Checkpoint) CheckpointBytes() int64 { return c.ck.TotalBytes() }
+
+func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
+	data, info, err := c.ck.Bytes(spec.Name)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), spec.Name)
+	}
+	where := filepath.Base(c.ck.File(spec.Name))
+	if !sameShape(info.Shape, spec.Shape) {
+		return 0, nil, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, spec.Name, info.Shape, spec.Shape)
+	}
+	src, err := bridge.ParseDType(info.DType)
+	if err != nil || src == bridge.I32 {
+		return 0, nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", where, spec.Name, info.DType)
+	}
+	dst := c.dtype
+	if !spec.Matrix {
+		dst = bridge.F32
+	} else if c.keep {
+		dst = src
+	}
+	if dst == src {
+		return src, data, nil
+	}
+	return dst, convert(data, src, dst), nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// convert re-encodes a little-endian tensor between float dtypes.
+func convert(data []byte, src, dst bridge.DType) []byte {
+	n := len(data) / src.Size()
+	f := make([]float32, n)
+	for i := range f {
+		switch src {
+		case bridge.F32:
+			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		case bridge.BF16:
+			f[i] = vec.BF16ToFloat(binary.LittleEndian.Uint16(data[2*i:]))
+		case bridge.F16:
+			f[i] = vec.F16ToFloat(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+	}
+	if dst == bridge.F32 {
+		return f32Bytes(f)
+	}
+	out := make([]byte, 2*n)
+	for i, v := range f {
+		h := vec.BF16(v)
+		if dst == bridge.F16 {
+			h = vec.F16(v)
+		}
+		binary.LittleEndian.PutUint16(out[2*i:], h)
+	}
+	return out
+}
+
+// LoadDir reads a checkpoint folder's config.json.
+func LoadDir(dir string) (*Config, error) {
+	p := filepath.Join(dir, "config.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("model folder %s: %w", dir, err)
+	}
+	c, err := ParseHFConfig(p, data)
+	if err != nil {
+		return nil, err
+	}
+	c.Name = filepath.Base(filepath.Clean(dir))
+	return c, nil
+}

@@ -1,0 +1,207 @@
+// Package sched is the continuous-batching scheduler: requests join and
+// leave between steps, running sequences decode one token a step, prompts
+// are prefilled in chunks under a per-step token budget, and a sequence that
+// no longer fits in the KV cache is preempted (its blocks freed, its tokens
+// recomputed later) rather than corrupting another.
+package sched
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/runner/cache"
+)
+
+// Seq is a request's state inside the engine.
+type Seq struct {
+	ID     int
+	Tokens []int32 // prompt followed by generated tokens
+	Prompt int     // prompt length
+	MaxNew int
+	// Computed is how many of Tokens have their K/V in the cache.
+	Computed int
+	// Preemptions counts how often the sequence lost its cache.
+	Preemptions int
+	Finished    bool
+}
+
+// Generated is the number of generated tokens.
+func (s *Seq) Generated() int { return len(s.Tokens) - s.Prompt }
+
+// Item is one sequence's share of a step: tokens [Start, Start+N) of Tokens.
+type Item struct {
+	Seq   *Seq
+	Start int
+	N     int
+	Slots []int32
+	// Sample is set when the chunk reaches the end of the known tokens, so
+	// the step's logits for its last token pick the next token.
+	Sample bool
+}
+
+// Batch is one step's work, decodes first.
+type Batch struct {
+	Items     []Item
+	NumTokens int
+	Preempted []*Seq
+}
+
+// Config bounds a step.
+type Config struct {
+	// TokenBudget caps tokens per step (chunked prefill); 0 means no cap.
+	TokenBudget int
+	// MaxSeqs caps sequences per step; 0 means no cap.
+	MaxSeqs int
+}
+
+// Scheduler orders the work of many sequences over a shared cache.
+type Scheduler struct {
+	cfg     Config
+	kv      *cache.Manager
+	waiting []*Seq // FIFO; preempted sequences go to the front
+	running []*Seq // admission order
+}
+
+// New returns a scheduler over kv.
+func New(cfg Config, kv *cache.Manager) *Scheduler {
+	return &Scheduler{cfg: cfg, kv: kv}
+}
+
+// ErrTooLong is returned when a request can never fit in the cache.
+var ErrTooLong = errors.New("request does not fit in the KV cache")
+
+// Add queues a sequence. A request whose prompt plus generation could never
+// fit in the whole cache is refused here, before any work is spent on it.
+func (s *Scheduler) Add(q *Seq) error {
+	need := s.kv.BlocksFor(len(q.Tokens) + q.MaxNew)
+	if need > s.kv.NumBlocks() {
+		return fmt.Errorf("%w: request %d needs %d tokens (%d blocks of %d) but the cache has %d blocks",
+			ErrTooLong, q.ID, len(q.Tokens)+q.MaxNew, need, s.kv.BlockSize(), s.kv.NumBlocks())
+	}
+	s.waiting = append(s.waiting, q)
+	return nil
+}
+
+// Pending reports whether any sequence is waiting or running.
+func (s *Scheduler) Pending() bool { return len(s.waiting)+len(s.running) > 0 }
+
+// Running is the number of admitted sequences.
+func (s *Scheduler) Running() int { return len(s.running) }
+
+// Waiting is the number of sequences not yet admitted.
+func (s *Scheduler) Waiting() int { return len(s.waiting) }
+
+// Next builds the next step's batch and allocates its cache slots.
+func (s *Scheduler) Next() (*Batch, error) {
+	b := &Batch{}
+	budget := s.cfg.TokenBudget
+	if budget <= 0 {
+		budget = int(^uint(0) >> 1)
+	}
+	// Running sequences first: each continues its prefill or decodes.
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		q := s.running[i]
+		n := min(len(q.Tokens)-q.Computed, budget)
+		if n <= 0 {
+			continue
+		}
+		for !s.kv.CanGrow(q.ID, n) {
+			// Preempt the newest other sequence; if none is left, this one
+			// goes back to waiting itself.
+			victim := len(s.running) - 1
+			if s.running[victim] == q {
+				if len(b.Items) == 0 && len(s.running) == 1 {
+					return nil, fmt.Errorf("%w: sequence %d cannot grow even alone", cache.ErrNoBlocks, q.ID)
+				}
+				victim = -1
+			}
+			if victim < 0 {
+				s.preempt(len(s.running)-1, b)
+				q = nil
+				break
+			}
+			s.preempt(victim, b)
+		}
+		if q == nil {
+			break
+		}
+		if it, err := s.schedule(q, n); err != nil {
+			return nil, err
+		} else {
+			b.Items = append(b.Items, it)
+			budget -= n
+		}
+	}
+	// Then admit waiting sequences while budget, seats and blocks allow.
+	for len(s.waiting) > 0 && budget > 0 && (s.cfg.MaxSeqs == 0 || len(s.running) < s.cfg.MaxSeqs) {
+		q := s.waiting[0]
+		n := min(len(q.Tokens)-q.Computed, budget)
+		if !s.kv.CanGrow(q.ID, n) {
+			break
+		}
+		s.waiting = s.waiting[1:]
+		s.running = append(s.running, q)
+		it, err := s.schedule(q, n)
+		if err != nil {
+			return nil, err
+		}
+		b.Items = append(b.Items, it)
+		budget -= n
+	}
+	for _, it := range b.Items {
+		b.NumTokens += it.N
+	}
+	if len(b.Items) == 0 && s.Pending() {
+		return nil, fmt.Errorf("%w: no waiting request fits (%d of %d blocks free)", cache.ErrNoBlocks, s.kv.FreeBlocks(), s.kv.NumBlocks())
+	}
+	return b, nil
+}
+
+func (s *Scheduler) schedule(q *Seq, n int) (Item, error) {
+	slots, err := s.kv.Grow(q.ID, n, nil)
+	if err != nil {
+		return Item{}, err
+	}
+	it := Item{Seq: q, Start: q.Computed, N: n, Slots: slots, Sample: q.Computed+n == len(q.Tokens)}
+	q.Computed += n
+	return it, nil
+}
+
+// preempt frees running[i]'s cache and puts it at the front of the queue; its
+// tokens so far become its new prompt to recompute.
+func (s *Scheduler) preempt(i int, b *Batch) {
+	q := s.running[i]
+	s.running = append(s.running[:i], s.running[i+1:]...)
+	s.kv.Free(q.ID)
+	q.Computed = 0
+	q.Preemptions++
+	s.waiting = append([]*Seq{q}, s.waiting...)
+	b.Preempted = append(b.Preempted, q)
+}
+
+// Append records a sampled token; it finishes the sequence (and frees its
+// cache) when it has generated MaxNew tokens.
+func (s *Scheduler) Append(q *Seq, tok int32) {
+	q.Tokens = append(q.Tokens, tok)
+	if q.Generated() >= q.MaxNew {
+		s.Finish(q)
+	}
+}
+
+// Finish ends a sequence and returns its blocks.
+func (s *Scheduler) Finish(q *Seq) {
+	q.Finished = true
+	s.kv.Free(q.ID)
+	for i, r := range s.running {
+		if r == q {
+			s.running = append(s.running[:i], s.running[i+1:]...)
+			return
+		}
+	}
+	for i, r := range s.waiting {
+		if r == q {
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			return
+		}
+	}
+}
