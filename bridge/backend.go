@@ -103,8 +103,10 @@ type DeviceInfo struct {
 	Name        string
 	Cores       int
 	MemoryBytes int64
-	Emulated    bool
-	Notes       string
+	// AvailableBytes is what a new allocation can still get (0: unknown).
+	AvailableBytes int64
+	Emulated       bool
+	Notes          string
 }
 
 // Backend is the op contract the engine runs on. GPU backends only encode

@@ -51,12 +51,12 @@ type Machine struct {
 // TimingMode ("throughput") and StartedAt (now) are filled by CreateRun when
 // empty.
 type Run struct {
-	ID                                                       int64
-	SuiteName, SuitePath, SuiteHash, ToolVersion, GitCommit  string
-	Tag, Backend, TimingMode, Status, Kind, Notes            string
-	Emulated                                                 bool
-	Machine                                                  Machine
-	StartedAt, EndedAt                                       time.Time
+	ID                                                      int64
+	SuiteName, SuitePath, SuiteHash, ToolVersion, GitCommit string
+	Tag, Backend, TimingMode, Status, Kind, Notes           string
+	Emulated                                                bool
+	Machine                                                 Machine
+	StartedAt, EndedAt                                      time.Time
 }
 
 // RunFilter selects runs; empty fields match everything. Limit 0 means no
@@ -135,6 +135,11 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 	}
 	if r.StartedAt.IsZero() {
 		r.StartedAt = now()
+	}
+	// Hand back exactly what GetRun will read: UTC, microseconds.
+	r.StartedAt = r.StartedAt.UTC().Truncate(time.Microsecond)
+	if !r.EndedAt.IsZero() {
+		r.EndedAt = r.EndedAt.UTC().Truncate(time.Microsecond)
 	}
 	// Lower case so that commit prefixes match however git printed them.
 	r.GitCommit = strings.ToLower(r.GitCommit)

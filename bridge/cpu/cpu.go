@@ -59,7 +59,7 @@ func (b *Backend) Threads() int { return b.pool.threads }
 
 func (b *Backend) Info() bridge.DeviceInfo {
 	return bridge.DeviceInfo{Backend: "cpu", Name: cpuModel(), Cores: b.pool.threads,
-		MemoryBytes: totalMemory(), Notes: "simd: " + vec.Features()}
+		MemoryBytes: totalMemory(), AvailableBytes: AvailableMemory(), Notes: "simd: " + vec.Features()}
 }
 
 func (b *Backend) ActDType() bridge.DType { return bridge.F32 }

@@ -43,7 +43,7 @@ func TestSlotsFollowBlockTable(t *testing.T) {
 	}
 	// No slot is shared between sequences.
 	seen := map[int32]int{}
-	for _, s := range append(append(a, a2...)) {
+	for _, s := range append(a, a2...) {
 		seen[s] = 1
 	}
 	for _, s := range b {

@@ -122,3 +122,13 @@ func (e *FitError) Error() string {
 	}
 	return b.String()
 }
+
+// CheckFitPreset checks a bf16 preset with a 4096-token cache against
+// available bytes; it returns the preset's config when it fits.
+func CheckFitPreset(name string, available int64) (*model.Config, error) {
+	cfg, err := model.Preset(name)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, CheckFit(cfg, bridge.BF16, 4096, available, "this machine")
+}

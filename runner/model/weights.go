@@ -244,3 +244,73 @@ func LoadDir(dir string) (*Config, error) {
 	c.Name = filepath.Base(filepath.Clean(dir))
 	return c, nil
 }
+
+// Spec says which model to open.
+type Spec struct {
+	// Model is a preset name or a checkpoint folder.
+	Model string
+	// Layers, when positive, cuts the model to its first Layers layers.
+	Layers int
+	// DType of the matrices: for presets the synthetic dtype (default
+	// bf16); for checkpoints nil keeps the stored dtype.
+	DType *bridge.DType
+	Seed  uint64
+}
+
+// IsPreset reports whether name is a preset rather than a folder.
+func IsPreset(name string) bool { _, ok := presets[name]; return ok }
+
+// Open resolves spec to a config and a weight source.
+func Open(spec Spec) (*Config, Source, error) {
+	var cfg *Config
+	var src Source
+	if IsPreset(spec.Model) {
+		c, err := Preset(spec.Model)
+		if err != nil {
+			return nil, nil, err
+		}
+		dt := bridge.BF16
+		if spec.DType != nil {
+			dt = *spec.DType
+		}
+		cfg, src = c, NewSynthetic(spec.Seed, dt)
+	} else {
+		st, err := os.Stat(spec.Model)
+		if err != nil || !st.IsDir() {
+			return nil, nil, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", spec.Model, joinNames(PresetNames()))
+		}
+		c, err := LoadDir(spec.Model)
+		if err != nil {
+			return nil, nil, err
+		}
+		ck, err := OpenCheckpoint(spec.Model, spec.DType)
+		if err != nil {
+			return nil, nil, err
+		}
+		// HF ties the LM head to the embedding when the checkpoint has none.
+		if !c.TieEmbed && !ck.Has("lm_head.weight") {
+			c.TieEmbed = true
+		}
+		cfg, src = c, ck
+	}
+	if spec.Layers > 0 {
+		c, err := cfg.WithLayers(spec.Layers)
+		if err != nil {
+			src.Close()
+			return nil, nil, err
+		}
+		cfg = c
+	}
+	return cfg, src, nil
+}
+
+func joinNames(n []string) string {
+	s := ""
+	for i, v := range n {
+		if i > 0 {
+			s += ", "
+		}
+		s += v
+	}
+	return s
+}

@@ -1,0 +1,201 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
+	"github.com/mtlbench/mtlbench/kernels"
+)
+
+func randF32(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+func f32T(v []float32, shape ...int) *tensor {
+	t, _ := view(bridge.F32, shape, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
+	return t
+}
+
+// weightT stores v in dt and returns the tensor plus v rounded to dt, the
+// values the reference must see.
+func weightT(dt bridge.DType, v []float32, shape ...int) (*tensor, []float32) {
+	t, _ := alloc(dt, shape)
+	rounded := make([]float32, len(v))
+	switch dt {
+	case bridge.F32:
+		copy(t.f32, v)
+		copy(rounded, v)
+	case bridge.BF16:
+		vec.F32ToBF16(t.u16, v)
+		vec.BF16ToF32(rounded, t.u16)
+	case bridge.F16:
+		vec.F32ToF16(t.u16, v)
+		vec.F16ToF32(rounded, t.u16)
+	}
+	return t, rounded
+}
+
+func maxDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i]-b[i])))
+	}
+	return m
+}
+
+func TestMatMulAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, dt := range []bridge.DType{bridge.F32, bridge.F16, bridge.BF16} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 100, 64}, {3, 17, 33}, {8, 64, 128}, {13, 50, 257}} {
+			m, n, k := s[0], s[1], s[2]
+			x := randF32(r, m*k)
+			w, wr := weightT(dt, randF32(r, n*k), n, k)
+			bias := randF32(r, n)
+			got := make([]float32, m*n)
+			want := make([]float32, m*n)
+			New(Options{Threads: 3}).MatMul(f32T(got, m, n), f32T(x, m, k), w, f32T(bias, n))
+			kernels.MatMul(want, x, wr, bias, m, n, k)
+			if d := maxDiff(got, want); d > 1e-4 {
+				t.Errorf("%v m=%d n=%d k=%d: max error %g", dt, m, n, k, d)
+			}
+		}
+	}
+}
+
+func TestNormsRoPEAndActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	b := New(Options{Threads: 2})
+	const rows, dim = 5, 96
+	x, w := randF32(r, rows*dim), randF32(r, dim)
+	got, want := make([]float32, rows*dim), make([]float32, rows*dim)
+	b.RMSNorm(f32T(got, rows, dim), f32T(x, rows, dim), f32T(w, dim), 1e-6)
+	kernels.RMSNorm(want, x, w, dim, 1e-6)
+	if d := maxDiff(got, want); d > 1e-5 {
+		t.Errorf("rms_norm: %g", d)
+	}
+
+	res, res2 := randF32(r, rows*dim), make([]float32, rows*dim)
+	copy(res2, res)
+	b.AddRMSNorm(f32T(got, rows, dim), f32T(res, rows, dim), f32T(x, rows, dim), f32T(w, dim), 1e-6)
+	kernels.AddRMSNorm(want, res2, x, w, dim, 1e-6)
+	if d := maxDiff(got, want) + maxDiff(res, res2); d > 1e-5 {
+		t.Errorf("add_rms_norm: %g", d)
+	}
+
+	// RoPE with QK-norm at scattered positions.
+	const heads, kvh, hd = 4, 2, 32
+	pos := []int32{0, 1, 7, 300, 4095}
+	q, k := randF32(r, len(pos)*heads*hd), randF32(r, len(pos)*kvh*hd)
+	qn, kn := randF32(r, hd), randF32(r, hd)
+	qr, kr := append([]float32(nil), q...), append([]float32(nil), k...)
+	b.BeginStep(&bridge.StepMeta{NumTokens: len(pos), Positions: pos}, make([]int32, len(pos)), false)
+	b.RoPE(f32T(q, len(pos), heads*hd), f32T(k, len(pos), kvh*hd), f32T(qn, hd), f32T(kn, hd), heads, kvh, hd, 1e6, 1e-6)
+	kernels.RMSNorm(qr, qr, qn, hd, 1e-6)
+	kernels.RMSNorm(kr, kr, kn, hd, 1e-6)
+	kernels.RoPE(qr, pos, heads, hd, 1e6)
+	kernels.RoPE(kr, pos, kvh, hd, 1e6)
+	if d := maxDiff(q, qr) + maxDiff(k, kr); d > 1e-5 {
+		t.Errorf("rope+qk_norm: %g", d)
+	}
+}
+
+// The CPU attention over a ragged batch (a prefill chunk, decodes, a fresh
+// prompt) equals the reference, for every GQA ratio and block size.
+func TestAttentionRaggedBatch(t *testing.T) {
+	for _, c := range []struct{ heads, kv, dim, bs int }{{8, 8, 32, 16}, {8, 2, 64, 8}, {8, 1, 128, 32}, {4, 4, 96, 16}} {
+		t.Run(fmt.Sprintf("h%d_kv%d_d%d_bs%d", c.heads, c.kv, c.dim, c.bs), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(4, uint64(c.dim)))
+			// (cached, new) tokens per sequence
+			seqs := [][2]int{{0, 9}, {40, 1}, {15, 1}, {33, 5}, {0, 1}}
+			l := kernels.PagedLayout{BlockSize: c.bs, KVHeads: c.kv, HeadDim: c.dim}
+			maxBlocks := 0
+			for _, s := range seqs {
+				maxBlocks = max(maxBlocks, (s[0]+s[1]+c.bs-1)/c.bs)
+			}
+			nb := maxBlocks * len(seqs)
+			perm := r.Perm(nb)
+			kc, vc := randF32(r, nb*c.kv*c.bs*c.dim), randF32(r, nb*c.kv*c.bs*c.dim)
+			meta := &bridge.StepMeta{MaxBlocks: maxBlocks, BlockSize: c.bs, QueryStartLoc: []int32{0}}
+			for i, s := range seqs {
+				for j := 0; j < maxBlocks; j++ {
+					meta.BlockTable = append(meta.BlockTable, int32(perm[i*maxBlocks+j]))
+				}
+				for p := s[0]; p < s[0]+s[1]; p++ {
+					tab := meta.BlockTable[i*maxBlocks:]
+					meta.SlotMapping = append(meta.SlotMapping, tab[p/c.bs]*int32(c.bs)+int32(p%c.bs))
+					meta.Positions = append(meta.Positions, int32(p))
+				}
+				meta.NumTokens += s[1]
+				meta.QueryStartLoc = append(meta.QueryStartLoc, int32(meta.NumTokens))
+				meta.SeqLens = append(meta.SeqLens, int32(s[0]+s[1]))
+			}
+			meta.NumSeqs = len(seqs)
+			T := meta.NumTokens
+			q, k, v := randF32(r, T*c.heads*c.dim), randF32(r, T*c.kv*c.dim), randF32(r, T*c.kv*c.dim)
+			kc2, vc2 := append([]float32(nil), kc...), append([]float32(nil), vc...)
+			b := New(Options{Threads: 2})
+			b.BeginStep(meta, make([]int32, T), false)
+			got := make([]float32, len(q))
+			scale := float32(1 / math.Sqrt(float64(c.dim)))
+			b.Attention(f32T(got, T, c.heads*c.dim), f32T(q, T, c.heads*c.dim), f32T(k, T, c.kv*c.dim), f32T(v, T, c.kv*c.dim),
+				bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: c.bs}, c.heads, c.kv, c.dim, scale)
+			kernels.KVWrite(kc2, vc2, k, v, meta.SlotMapping, l)
+			want := make([]float32, len(q))
+			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale)
+			if d := maxDiff(got, want); d > 1e-5 {
+				t.Errorf("max error %g", d)
+			}
+			if maxDiff(kc, kc2) != 0 || maxDiff(vc, vc2) != 0 {
+				t.Error("KV write differs from the reference")
+			}
+		})
+	}
+}
+
+// Every dispatch strategy equals the token-by-token reference, also with
+// experts no token routes to.
+func TestMoEAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	const E, K, H, I = 16, 4, 64, 48
+	router := randF32(r, E*H)
+	var ex []kernels.Expert
+	w := &bridge.MoEWeights{Router: f32T(router, E, H), TopK: K, NormTopK: true, Hidden: H, Inter: I}
+	for e := 0; e < E; e++ {
+		g, u, d := randF32(r, I*H), randF32(r, I*H), randF32(r, H*I)
+		gt, gr := weightT(bridge.BF16, g, I, H)
+		ut, ur := weightT(bridge.BF16, u, I, H)
+		dt, dr := weightT(bridge.BF16, d, H, I)
+		w.Gate, w.Up, w.Down = append(w.Gate, gt), append(w.Up, ut), append(w.Down, dt)
+		ex = append(ex, kernels.Expert{Gate: gr, Up: ur, Down: dr})
+	}
+	for _, T := range []int{1, 3, 37} {
+		x := randF32(r, T*H)
+		want := make([]float32, T*H)
+		kernels.MoE(want, x, router, ex, K, true, H, I)
+		for _, p := range []bridge.MoEParams{{Strategy: bridge.MoELoop}, {Strategy: bridge.MoEGrouped}, {Strategy: bridge.MoEChunked, ChunkSize: 1}, {Strategy: bridge.MoEChunked, ChunkSize: 8}, {Strategy: bridge.MoEChunked, ChunkSize: 1000}} {
+			b := New(Options{Threads: 2})
+			b.BeginStep(&bridge.StepMeta{NumTokens: T}, make([]int32, T), false)
+			got := make([]float32, T*H)
+			b.MoE(f32T(got, T, H), f32T(x, T, H), w, p)
+			st, err := b.EndStep()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff(got, want); d > 1e-3 {
+				t.Errorf("T=%d %s/%d: max error %g", T, p.Strategy, p.ChunkSize, d)
+			}
+			if len(st.ExpertsTouched) != 1 || st.ExpertsTouched[0] < K || st.ExpertsTouched[0] > min(E, T*K) {
+				t.Errorf("T=%d: experts touched %v", T, st.ExpertsTouched)
+			}
+		}
+	}
+}

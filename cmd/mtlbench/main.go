@@ -1,0 +1,39 @@
+// Command mtlbench benchmarks and tunes LLM inference kernels: it runs a
+// paged-attention, continuous-batching engine under YAML suites, records
+// every sample to SQLite and compares runs against each other and against
+// the documented performance history.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	if err := run(os.Args, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "mtlbench:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a specific exit code (the gate's 1 and 3, say).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 2
+}
+
+// run is the whole program; tests call it with their own writers.
+func run(args []string, stdout, stderr io.Writer) error {
+	return newApp(stdout, stderr).Run(args)
+}

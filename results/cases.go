@@ -1,0 +1,458 @@
+package results
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Case statuses.
+const (
+	CasePending = "pending"
+	CaseDone    = "done"
+	CaseFailed  = "failed"
+	CaseSkipped = "skipped"
+)
+
+// Case kinds.
+const (
+	CaseModel  = "model"
+	CaseKernel = "kernel"
+)
+
+// Op timing components.
+const (
+	CompAttention = "attention"
+	CompMoE       = "moe"
+	CompMLP       = "mlp"
+	CompNorm      = "norm"
+	CompOther     = "other"
+)
+
+// Case is one measured configuration of a run. Key is the canonical string
+// of its parameters (CanonicalKey(Params) when left empty). LayersRun and
+// LayersTotal are 0 when the case is not a layer-limited model case.
+type Case struct {
+	ID, RunID              int64
+	Key, Name, Kind        string
+	Seq                    int
+	Params                 map[string]string
+	Status, Error          string
+	LayersRun, LayersTotal int
+	StartedAt, EndedAt     time.Time
+}
+
+// Sample is one measurement of one repetition (Rep counts from 0).
+type Sample struct {
+	Rep    int
+	Metric string
+	Value  float64
+	Unit   string
+}
+
+// OpTiming is the time one op took in one repetition. Layer is -1 for ops
+// outside the transformer layers.
+type OpTiming struct {
+	Rep, Layer int
+	Component  string
+	Op         string
+	Seconds    float64
+	Calls      int
+}
+
+// CanonicalKey is the canonical text of a parameter set: name=value pairs
+// sorted by name, comma-separated, with a value quoted (Go syntax) when it
+// holds a character that would make the text ambiguous. Equal maps give
+// equal keys, different maps different keys.
+func CanonicalKey(params map[string]string) string {
+	names := make([]string, 0, len(params))
+	for k := range params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(quoteIfNeeded(k))
+		b.WriteByte('=')
+		b.WriteString(quoteIfNeeded(params[k]))
+	}
+	return b.String()
+}
+
+func quoteIfNeeded(s string) string {
+	odd := func(r rune) bool {
+		return r == ',' || r == '=' || r == '"' || r == '\\' || r == utf8.RuneError ||
+			unicode.IsSpace(r) || unicode.IsControl(r)
+	}
+	if s == "" || strings.IndexFunc(s, odd) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// numeric is value_num: the parameter as a number when it is a finite one.
+func numeric(v string) any {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil
+	}
+	return f
+}
+
+// AddCases inserts cases as pending, with their parameters, in one
+// transaction. It fills in each case's ID, RunID, Status, Key (when empty)
+// and Seq (the order of insertion within the run, continuing after cases
+// added earlier).
+func (db *DB) AddCases(runID int64, cases []Case) error {
+	for i := range cases {
+		c := &cases[i]
+		if err := oneOf("case kind", c.Kind, CaseModel, CaseKernel); err != nil {
+			return fmt.Errorf("%w (case %d %q)", err, i, c.Name)
+		}
+		if c.Key == "" {
+			c.Key = CanonicalKey(c.Params)
+		}
+		if c.Key == "" {
+			return fmt.Errorf("results: case %d %q has neither a key nor parameters", i, c.Name)
+		}
+	}
+	ids := make([]int64, len(cases))
+	var base int
+	err := db.tx(func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM runs WHERE id = ?`, runID).Scan(&n); err != nil {
+			return fmt.Errorf("results: add cases: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("results: add cases: run %d: %w", runID, ErrNotFound)
+		}
+		if err := tx.QueryRow(`SELECT coalesce(max(seq) + 1, 0) FROM cases WHERE run_id = ?`, runID).Scan(&base); err != nil {
+			return fmt.Errorf("results: add cases: %w", err)
+		}
+		insCase, err := tx.Prepare(`INSERT INTO cases (run_id, case_key, name, kind, seq, params_json, status)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending')`)
+		if err != nil {
+			return fmt.Errorf("results: add cases: %w", err)
+		}
+		defer insCase.Close()
+		insParam, err := tx.Prepare(`INSERT INTO case_params (case_id, name, value, value_num) VALUES (?, ?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("results: add cases: %w", err)
+		}
+		defer insParam.Close()
+		for i, c := range cases {
+			params := c.Params
+			if params == nil {
+				params = map[string]string{}
+			}
+			pj, err := json.Marshal(params)
+			if err != nil {
+				return fmt.Errorf("results: case %q params: %w", c.Key, err)
+			}
+			res, err := insCase.Exec(runID, c.Key, c.Name, c.Kind, base+i, string(pj))
+			if err != nil {
+				if strings.Contains(err.Error(), "UNIQUE") {
+					return fmt.Errorf("results: run %d already has a case with key %q", runID, c.Key)
+				}
+				return fmt.Errorf("results: add case %q: %w", c.Key, err)
+			}
+			if ids[i], err = res.LastInsertId(); err != nil {
+				return err
+			}
+			for k, v := range c.Params {
+				if _, err := insParam.Exec(ids[i], k, v, numeric(v)); err != nil {
+					return fmt.Errorf("results: add case %q param %q: %w", c.Key, k, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Only touch the caller's slice once the rows are really there.
+	for i := range cases {
+		cases[i].ID, cases[i].RunID, cases[i].Seq = ids[i], runID, base+i
+		cases[i].Status, cases[i].Error = CasePending, ""
+	}
+	return nil
+}
+
+const caseSelect = `SELECT id, run_id, case_key, name, kind, seq, params_json, status, error,
+	coalesce(layers_run, 0), coalesce(layers_total, 0), started_at, ended_at FROM cases`
+
+func scanCase(s scanner) (Case, error) {
+	var (
+		c              Case
+		pj             string
+		started, ended sql.NullString
+	)
+	err := s.Scan(&c.ID, &c.RunID, &c.Key, &c.Name, &c.Kind, &c.Seq, &pj, &c.Status, &c.Error,
+		&c.LayersRun, &c.LayersTotal, &started, &ended)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal([]byte(pj), &c.Params); err != nil {
+		return c, fmt.Errorf("results: case %d params_json: %w", c.ID, err)
+	}
+	if c.StartedAt, err = parseTime(started); err != nil {
+		return c, err
+	}
+	if c.EndedAt, err = parseTime(ended); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Cases lists a run's cases in seq order.
+func (db *DB) Cases(runID int64) ([]Case, error) {
+	rows, err := db.sql.Query(caseSelect+` WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("results: cases of run %d: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Case
+	for rows.Next() {
+		c, err := scanCase(rows)
+		if err != nil {
+			return nil, fmt.Errorf("results: cases of run %d: %w", runID, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("results: cases of run %d: %w", runID, err)
+	}
+	return out, nil
+}
+
+// GetCase returns one case; the error wraps ErrNotFound if there is none.
+func (db *DB) GetCase(caseID int64) (*Case, error) {
+	c, err := scanCase(db.sql.QueryRow(caseSelect+` WHERE id = ?`, caseID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("results: case %d: %w", caseID, err)
+	}
+	return &c, nil
+}
+
+// StartCase records when a case began (FinishCase fills it in if never set).
+func (db *DB) StartCase(caseID int64) error {
+	res, err := db.sql.Exec(`UPDATE cases SET started_at = ? WHERE id = ?`, fmtTime(now()), caseID)
+	if err != nil {
+		return fmt.Errorf("results: start case %d: %w", caseID, err)
+	}
+	return mustAffect(res, "case", caseID)
+}
+
+// caseStatus reads a case's status inside tx.
+func caseStatus(tx *sql.Tx, caseID int64) (string, error) {
+	var st string
+	err := tx.QueryRow(`SELECT status FROM cases WHERE id = ?`, caseID).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("results: case %d: %w", caseID, err)
+	}
+	return st, nil
+}
+
+// FinishCase stores a case's samples and op timings and marks it done in one
+// transaction: on any error (an invalid value, a repetition recorded twice)
+// nothing is stored and the case keeps its status. Only a pending or failed
+// (being retried) case can be finished. layersRun/layersTotal are 0 for
+// cases that are not layer-limited model runs.
+func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, layersRun, layersTotal int) error {
+	if layersRun < 0 || layersTotal < 0 || layersTotal > 0 && layersRun > layersTotal {
+		return fmt.Errorf("results: case %d: bad layer counts %d of %d", caseID, layersRun, layersTotal)
+	}
+	return db.tx(func(tx *sql.Tx) error {
+		st, err := caseStatus(tx, caseID)
+		if err != nil {
+			return err
+		}
+		if st != CasePending && st != CaseFailed {
+			return fmt.Errorf("results: case %d is %s; only a pending or failed case can be finished", caseID, st)
+		}
+		if err := insertSamples(tx, caseID, samples); err != nil {
+			return err
+		}
+		if err := insertTimings(tx, caseID, timings); err != nil {
+			return err
+		}
+		t := fmtTime(now())
+		_, err = tx.Exec(`UPDATE cases SET status = 'done', error = '', layers_run = ?, layers_total = ?,
+				started_at = coalesce(started_at, ?), ended_at = ? WHERE id = ?`,
+			nullIfZero(layersRun, layersTotal), nullIfZero(layersTotal, layersRun), t, t, caseID)
+		if err != nil {
+			return fmt.Errorf("results: finish case %d: %w", caseID, err)
+		}
+		return nil
+	})
+}
+
+// nullIfZero stores NULL for "not a layer-limited case" (both counts 0), so
+// that SQL readers see the difference from a real 0.
+func nullIfZero(v, other int) any {
+	if v == 0 && other == 0 {
+		return nil
+	}
+	return v
+}
+
+func insertSamples(tx *sql.Tx, caseID int64, samples []Sample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	st, err := tx.Prepare(`INSERT INTO samples (case_id, rep, metric, value, unit) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("results: store samples: %w", err)
+	}
+	defer st.Close()
+	for i, s := range samples {
+		// Checked here, row by row, rather than up front: the transaction
+		// is what guarantees all-or-nothing, and the tests rely on that.
+		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			return fmt.Errorf("results: case %d sample %d (%s rep %d): value %v is not finite", caseID, i, s.Metric, s.Rep, s.Value)
+		}
+		if s.Metric == "" || s.Rep < 0 {
+			return fmt.Errorf("results: case %d sample %d: needs a metric and rep >= 0 (got %q, %d)", caseID, i, s.Metric, s.Rep)
+		}
+		if _, err := st.Exec(caseID, s.Rep, s.Metric, s.Value, s.Unit); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "PRIMARY KEY") {
+				return fmt.Errorf("results: case %d: %s rep %d recorded twice", caseID, s.Metric, s.Rep)
+			}
+			return fmt.Errorf("results: case %d sample %d: %w", caseID, i, err)
+		}
+	}
+	return nil
+}
+
+func insertTimings(tx *sql.Tx, caseID int64, timings []OpTiming) error {
+	if len(timings) == 0 {
+		return nil
+	}
+	st, err := tx.Prepare(`INSERT INTO op_timings (case_id, rep, layer, component, op, seconds, calls)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("results: store op timings: %w", err)
+	}
+	defer st.Close()
+	for i, t := range timings {
+		if err := oneOf("op component", t.Component, CompAttention, CompMoE, CompMLP, CompNorm, CompOther); err != nil {
+			return fmt.Errorf("%w (case %d timing %d)", err, caseID, i)
+		}
+		if t.Op == "" || t.Rep < 0 || t.Layer < -1 || t.Calls < 0 ||
+			math.IsNaN(t.Seconds) || math.IsInf(t.Seconds, 0) || t.Seconds < 0 {
+			return fmt.Errorf("results: case %d timing %d: invalid %+v", caseID, i, t)
+		}
+		if _, err := st.Exec(caseID, t.Rep, t.Layer, t.Component, t.Op, t.Seconds, t.Calls); err != nil {
+			return fmt.Errorf("results: case %d timing %d: %w", caseID, i, err)
+		}
+	}
+	return nil
+}
+
+// FailCase marks a pending (or already failed) case failed with msg.
+func (db *DB) FailCase(caseID int64, msg string) error {
+	return db.setCaseOutcome(caseID, CaseFailed, msg)
+}
+
+// SkipCase marks a pending case skipped, with the reason.
+func (db *DB) SkipCase(caseID int64, reason string) error {
+	return db.setCaseOutcome(caseID, CaseSkipped, reason)
+}
+
+func (db *DB) setCaseOutcome(caseID int64, status, msg string) error {
+	return db.tx(func(tx *sql.Tx) error {
+		st, err := caseStatus(tx, caseID)
+		if err != nil {
+			return err
+		}
+		if st == CaseDone {
+			return fmt.Errorf("results: case %d is done; it cannot become %s", caseID, status)
+		}
+		t := fmtTime(now())
+		_, err = tx.Exec(`UPDATE cases SET status = ?, error = ?, started_at = coalesce(started_at, ?), ended_at = ?
+			WHERE id = ?`, status, msg, t, t, caseID)
+		if err != nil {
+			return fmt.Errorf("results: mark case %d %s: %w", caseID, status, err)
+		}
+		return nil
+	})
+}
+
+// Samples returns a case's samples ordered by metric, then rep.
+func (db *DB) Samples(caseID int64) ([]Sample, error) {
+	rows, err := db.sql.Query(`SELECT rep, metric, value, unit FROM samples WHERE case_id = ? ORDER BY metric, rep`, caseID)
+	if err != nil {
+		return nil, fmt.Errorf("results: samples of case %d: %w", caseID, err)
+	}
+	defer rows.Close()
+	var out []Sample
+	for rows.Next() {
+		var s Sample
+		if err := rows.Scan(&s.Rep, &s.Metric, &s.Value, &s.Unit); err != nil {
+			return nil, fmt.Errorf("results: samples of case %d: %w", caseID, err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// RunSamples returns every sample of a run keyed by case id, in one query
+// (reports comparing whole runs would otherwise issue one per case).
+func (db *DB) RunSamples(runID int64) (map[int64][]Sample, error) {
+	rows, err := db.sql.Query(`SELECT s.case_id, s.rep, s.metric, s.value, s.unit
+		FROM samples s JOIN cases c ON c.id = s.case_id
+		WHERE c.run_id = ? ORDER BY s.case_id, s.metric, s.rep`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("results: samples of run %d: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[int64][]Sample{}
+	for rows.Next() {
+		var (
+			id int64
+			s  Sample
+		)
+		if err := rows.Scan(&id, &s.Rep, &s.Metric, &s.Value, &s.Unit); err != nil {
+			return nil, fmt.Errorf("results: samples of run %d: %w", runID, err)
+		}
+		out[id] = append(out[id], s)
+	}
+	return out, rows.Err()
+}
+
+// OpTimings returns a case's op timings ordered by rep, layer, then
+// insertion order.
+func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
+	rows, err := db.sql.Query(`SELECT rep, layer, component, op, seconds, calls FROM op_timings
+		WHERE case_id = ? ORDER BY rep, layer, rowid`, caseID)
+	if err != nil {
+		return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
+	}
+	defer rows.Close()
+	var out []OpTiming
+	for rows.Next() {
+		var t OpTiming
+		if err := rows.Scan(&t.Rep, &t.Layer, &t.Component, &t.Op, &t.Seconds, &t.Calls); err != nil {
+			return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

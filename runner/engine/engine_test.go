@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+)
+
+// raggedRequests are 8 prompts of different lengths.
+func raggedRequests(vocab int, newTokens int) []Request {
+	var reqs []Request
+	for i := 0; i < 8; i++ {
+		n := 1 + (i*7)%23
+		p := make([]int32, n)
+		for j := range p {
+			p[j] = int32((i*131 + j*17 + 3) % vocab)
+		}
+		reqs = append(reqs, Request{ID: i, Prompt: p, MaxNewTokens: newTokens, WantLogits: true})
+	}
+	return reqs
+}
+
+func aloneOutputs(t *testing.T, arch string, reqs []Request) []Output {
+	t.Helper()
+	var outs []Output
+	for _, r := range reqs {
+		e := openFixture(t, arch, cpu.New(cpu.Options{}), Options{})
+		o, err := e.Generate([]Request{r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o[0])
+	}
+	return outs
+}
+
+func sameOutputs(t *testing.T, what string, got, want []Output, tol float64) {
+	t.Helper()
+	for i := range want {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Errorf("%s: request %d tokens %v, alone %v", what, want[i].ID, got[i].Tokens, want[i].Tokens)
+		}
+		if d := maxAbsDiff(got[i].Logits, want[i].Logits); d > tol {
+			t.Errorf("%s: request %d logits differ by %.3g from alone", what, want[i].ID, d)
+		}
+	}
+}
+
+// A batch of 8 ragged requests, with and without chunked prefill, with a
+// small block size and with a cache so small that sequences get preempted,
+// gives each request the tokens it gets alone.
+func TestBatchingEqualsAlone(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen3_moe"} {
+		reqs := raggedRequests(512, 12)
+		alone := aloneOutputs(t, arch, reqs)
+		for _, c := range []struct {
+			name string
+			opts Options
+		}{
+			{"one-shot", Options{}},
+			{"chunked-prefill-5", Options{TokenBudget: 5}},
+			{"block-size-8", Options{BlockSize: 8}},
+			{"max-seqs-3", Options{MaxSeqs: 3, BlockSize: 32}},
+			{"preempting", Options{BlockSize: 8, KVTokens: 80}},
+		} {
+			t.Run(arch+"/"+c.name, func(t *testing.T) {
+				e := openFixture(t, arch, cpu.New(cpu.Options{}), c.opts)
+				got, err := e.Generate(reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Chunked and batched runs sum in other orders: allow f32 noise.
+				sameOutputs(t, c.name, got, alone, 2e-5)
+			})
+		}
+	}
+}
+
+// The preempting configuration above must really preempt.
+func TestSmallCachePreempts(t *testing.T) {
+	e := openFixture(t, "llama", cpu.New(cpu.Options{}), Options{BlockSize: 8, KVTokens: 80})
+	for _, r := range raggedRequests(512, 12) {
+		if err := e.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	preempted := 0
+	for e.Pending() {
+		res, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		preempted += res.Preempted
+		if used := e.KV().NumBlocks() - e.KV().FreeBlocks(); used > e.KV().NumBlocks() {
+			t.Fatalf("cache over-committed: %d blocks used", used)
+		}
+	}
+	if preempted == 0 {
+		t.Fatal("no sequence was preempted; the test does not exercise preemption")
+	}
+	if e.KV().FreeBlocks() != e.KV().NumBlocks() {
+		t.Fatalf("%d blocks leaked after all requests finished", e.KV().NumBlocks()-e.KV().FreeBlocks())
+	}
+}
+
+// A request that joins while others decode does not change their tokens.
+func TestJoinMidFlight(t *testing.T) {
+	reqs := raggedRequests(512, 16)[:3]
+	alone := aloneOutputs(t, "qwen3_moe", reqs)
+	e := openFixture(t, "qwen3_moe", cpu.New(cpu.Options{}), Options{})
+	got := map[int][]int32{}
+	if err := e.Add(reqs[0]); err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; e.Pending(); step++ {
+		if step == 4 {
+			e.Add(reqs[1])
+		}
+		if step == 9 {
+			e.Add(reqs[2])
+		}
+		res, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Sampled {
+			got[s.ReqID] = append(got[s.ReqID], s.Token)
+		}
+	}
+	for i, r := range reqs {
+		if !slices.Equal(got[r.ID], alone[i].Tokens) {
+			t.Errorf("request %d: %v, alone %v", r.ID, got[r.ID], alone[i].Tokens)
+		}
+	}
+}
+
+// Every MoE dispatch strategy computes the same tokens.
+func TestMoEStrategiesAgree(t *testing.T) {
+	reqs := raggedRequests(512, 8)
+	var base []Output
+	for _, p := range []bridge.MoEParams{
+		{Strategy: bridge.MoEGrouped}, {Strategy: bridge.MoELoop},
+		{Strategy: bridge.MoEChunked, ChunkSize: 1}, {Strategy: bridge.MoEChunked, ChunkSize: 7},
+		{Strategy: bridge.MoEChunked, ChunkSize: 256},
+	} {
+		e := openFixture(t, "qwen3_moe", cpu.New(cpu.Options{}), Options{MoE: p})
+		out, err := e.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base == nil {
+			base = out
+			continue
+		}
+		sameOutputs(t, fmt.Sprintf("%s/%d", p.Strategy, p.ChunkSize), out, base, 2e-5)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := openFixture(t, "llama", cpu.New(cpu.Options{}), Options{KVTokens: 64})
+	cases := []struct {
+		req  Request
+		want string
+	}{
+		{Request{ID: 1, Prompt: []int32{1, 512}, MaxNewTokens: 1}, "token id 512 at position 1 is outside the vocabulary (0..511)"},
+		{Request{ID: 2, Prompt: []int32{-3}, MaxNewTokens: 1}, "token id -3"},
+		{Request{ID: 3, Prompt: nil, MaxNewTokens: 1}, "empty prompt"},
+		{Request{ID: 4, Prompt: []int32{1}, MaxNewTokens: 0}, "at least 1"},
+		{Request{ID: 5, Prompt: make([]int32, 60), MaxNewTokens: 10}, "does not fit in the KV cache"},
+		{Request{ID: 6, Prompt: make([]int32, 200), MaxNewTokens: 100}, "exceed the model's 256 positions"},
+	}
+	for _, c := range cases {
+		err := e.Add(c.req)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("request %d: err = %v, want it to say %q", c.req.ID, err, c.want)
+		}
+	}
+	if e.Pending() {
+		t.Error("a refused request was queued")
+	}
+}
+
+func TestModelTooBigIsRefusedBeforeLoading(t *testing.T) {
+	_, err := CheckFitPreset("tinyllama-1.1b", 1<<30)
+	var fe *FitError
+	if !errors.As(err, &fe) {
+		t.Fatalf("err = %v, want a FitError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"tinyllama-1.1b needs", "GiB", "1.0 GiB available", "first"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+}
