@@ -18,6 +18,20 @@
 // (results store, resume, comparisons), and a short display Name built from
 // the group and its matrix parameters only.
 //
+// Conventions beyond the bare format:
+//   - kind: may be left out: a case with op: is a kernel case, any other a
+//     model case.
+//   - Suite params may hold either kind's parameters; each case takes only
+//     those its kind knows, so one file can set prompt_len and head_size.
+//   - op may also be given in a kernel case's params or matrix (to sweep
+//     ops); Case.Op and Params["op"] then agree, and op is part of the Key.
+//   - Defaults the runner derives (requests = batch, kv_blocks auto) are not
+//     filled in; read them with Case.Int(name, def).
+//   - Anchors, aliases and merge keys (<<) work; top-level keys starting with
+//     "x-" are ignored so shared anchors have somewhere to live.
+//   - YAML syntax errors carry yaml.v3's line but column 1, since yaml.v3
+//     does not report the column.
+//
 // Checks that need outside knowledge (model shapes, KV capacity, what a
 // backend supports) belong to the runner; Suite.ErrorAt lets it report them
 // in the same file:line:col form, using Value.Pos, Case.Pos, Model.Pos or

@@ -72,11 +72,13 @@ func (l ErrorList) Unwrap() []error {
 // errs collects errors while a suite is checked; duplicates (the same
 // problem reached through several matrix points) are dropped.
 type errs struct {
-	list ErrorList
-	seen map[string]bool
+	list  ErrorList
+	seen  map[string]bool
+	found int // every add, duplicates included, so callers can tell "any new problem?"
 }
 
 func (c *errs) add(p Pos, hint, format string, args ...any) {
+	c.found++
 	e := &Error{Pos: p, Msg: fmt.Sprintf(format, args...), Hint: hint}
 	s := e.Error()
 	if c.seen == nil {
@@ -134,6 +136,19 @@ func closest(word string, candidates []string) string {
 	for _, c := range candidates {
 		if d := editDistance(w, c); d < bestD {
 			best, bestD = c, d
+		}
+	}
+	if best != "" || len(w) < 3 {
+		return best
+	}
+	// An abbreviation ("truncate" for "truncate-layers") is far in edits
+	// but unambiguous when only one candidate starts with it.
+	for _, c := range candidates {
+		if strings.HasPrefix(c, w) {
+			if best != "" {
+				return ""
+			}
+			best = c
 		}
 	}
 	return best

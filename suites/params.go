@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -163,9 +165,23 @@ func describe(n *yaml.Node) string {
 		case "!!str":
 			return fmt.Sprintf("string %q", n.Value)
 		}
-		return n.Value
+		return show(n.Value)
 	}
 	return "an unsupported YAML node"
+}
+
+// show prints a value from the file as is when it is a plain token and
+// quoted otherwise, so a message stays on one line whatever the input.
+func show(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
 }
 
 // checkParam validates a scalar parameter value against its spec. The
@@ -178,7 +194,7 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 	if spec.isInt {
 		if !isInt {
 			if v.IsNum && tag == "!!int" {
-				return fmt.Sprintf("%s is out of range: %s", name, n.Value), ""
+				return fmt.Sprintf("%s is out of range: %s", name, show(n.Value)), ""
 			}
 			return fmt.Sprintf("%s must be an integer, got %s", name, describe(n)), ""
 		}
@@ -293,12 +309,26 @@ func canon(name string, v Value) string {
 	return escapeKey(v.Raw)
 }
 
-// escapeKey keeps a free-text value (variant names) from adding separators
-// to a key.
+// escapeKey keeps a free-text value (variant names) from adding separators,
+// spaces or control characters to a key: they become %XX, as in URLs.
 func escapeKey(s string) string {
-	if !strings.ContainsAny(s, "%/= \t\n") {
+	plain := func(r rune) bool {
+		return r != '%' && r != '/' && r != '=' && r != utf8.RuneError && unicode.IsPrint(r) && !unicode.IsSpace(r)
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return !plain(r) }) < 0 {
 		return s
 	}
-	r := strings.NewReplacer("%", "%25", "/", "%2F", "=", "%3D", " ", "%20", "\t", "%09", "\n", "%0A")
-	return r.Replace(s)
+	var b strings.Builder
+	for _, r := range s {
+		if plain(r) {
+			b.WriteRune(r)
+			continue
+		}
+		var buf [utf8.UTFMax]byte
+		n := utf8.EncodeRune(buf[:], r)
+		for _, c := range buf[:n] {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }

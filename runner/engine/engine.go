@@ -377,3 +377,6 @@ func (e *Engine) Generate(reqs []Request) ([]Output, error) {
 // ErrNoBlocks is the cache's out-of-blocks error, for callers to test with
 // errors.Is.
 var ErrNoBlocks = cache.ErrNoBlocks
+
+// LastSeqLens are the full sequence lengths of the last step's sequences.
+func (e *Engine) LastSeqLens() []int32 { return e.meta.SeqLens }

@@ -314,3 +314,33 @@ func joinNames(n []string) string {
 	}
 	return s
 }
+
+// Cached memoises a source so cases of one run share one copy of the
+// weights: synthetic tensors are generated once, checkpoint conversions made
+// once.
+type Cached struct {
+	Source
+	mu sync.Mutex
+	m  map[string]cachedTensor
+}
+
+type cachedTensor struct {
+	dt   bridge.DType
+	data []byte
+}
+
+// NewCached wraps src.
+func NewCached(src Source) *Cached { return &Cached{Source: src, m: map[string]cachedTensor{}} }
+
+func (c *Cached) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.m[spec.Name]; ok {
+		return t.dt, t.data, nil
+	}
+	dt, data, err := c.Source.Tensor(spec)
+	if err == nil {
+		c.m[spec.Name] = cachedTensor{dt, data}
+	}
+	return dt, data, err
+}

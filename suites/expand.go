@@ -1,0 +1,143 @@
+package suites
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Where a merged value came from; a cross-field error points at the more
+// specific of the two values, since that is the one the user varied.
+const (
+	fromSuite = iota
+	fromCase
+	fromMatrix
+)
+
+// expand turns the valid groups into cases, enforcing MaxCases before
+// allocating anything.
+func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos Pos) {
+	total, biggest, biggestN := 0, "", 0
+	for _, g := range groups {
+		if !g.ok {
+			continue
+		}
+		n := 1
+		for _, vals := range g.mvals {
+			n = min(n*len(vals), MaxCases+1) // saturate so huge matrices cannot overflow
+		}
+		if n > biggestN {
+			biggest, biggestN = g.name, n
+		}
+		total += n
+	}
+	if total > MaxCases {
+		count := fmt.Sprintf("%d", total)
+		if biggestN > MaxCases {
+			count = fmt.Sprintf("more than %d", MaxCases)
+		}
+		p.errs.add(casesPos, fmt.Sprintf("largest group %q has %s cases; shorten its matrix lists", biggest, plural(biggestN)),
+			"the suite expands to %s cases, over the limit of %d", count, MaxCases)
+		return
+	}
+
+	keys := map[string]Pos{}
+	for _, g := range groups {
+		if !g.ok {
+			continue
+		}
+		// Suite params are defaults for every case; a parameter only the
+		// other kind takes is simply not applied to this one.
+		base := map[string]Value{}
+		from := map[string]int{}
+		for name, v := range suiteParams {
+			if params[name].kinds.has(g.kind) {
+				base[name], from[name] = v, fromSuite
+			}
+		}
+		for name, v := range g.fixed {
+			base[name], from[name] = v, fromCase
+		}
+		idx := make([]int, len(g.mvals))
+		for {
+			c := Case{Group: g.name, Kind: g.kind, Pos: g.pos, Params: make(map[string]Value, len(base)+len(idx))}
+			src := make(map[string]int, len(from)+len(idx))
+			for name, v := range base {
+				c.Params[name], src[name] = v, from[name]
+			}
+			var name strings.Builder
+			name.WriteString(g.name)
+			for i, k := range g.mkeys {
+				v := g.mvals[i][idx[i]]
+				c.Params[k], src[k] = v, fromMatrix
+				name.WriteString("/" + k + "=" + canon(k, v))
+			}
+			c.Name = name.String()
+			c.Op = c.String("op", "")
+			c.Key = caseKey(c)
+			p.crossCheck(c, src)
+			if first, dup := keys[c.Key]; dup {
+				p.errs.add(c.Pos, "", "case %s repeats the case at line %d", c.Name, first.Line)
+			} else {
+				keys[c.Key] = c.Pos
+			}
+			p.s.Cases = append(p.s.Cases, c)
+
+			// Row-major: the last matrix key varies fastest.
+			i := len(idx) - 1
+			for ; i >= 0; i-- {
+				idx[i]++
+				if idx[i] < len(g.mvals[i]) {
+					break
+				}
+				idx[i] = 0
+			}
+			if i < 0 {
+				break
+			}
+		}
+	}
+}
+
+func plural(n int) string {
+	if n > MaxCases {
+		return fmt.Sprintf("more than %d", MaxCases)
+	}
+	return fmt.Sprintf("%d", n)
+}
+
+// caseKey is "kind/group/a=1/b=2" over all parameters sorted by name, so
+// the same case gets the same key however the YAML is ordered.
+func caseKey(c Case) string {
+	names := make([]string, 0, len(c.Params))
+	for k := range c.Params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(c.Kind + "/" + c.Group)
+	for _, k := range names {
+		b.WriteString("/" + k + "=" + canon(k, c.Params[k]))
+	}
+	return b.String()
+}
+
+// crossCheck applies the checks that involve two parameters, once merged.
+func (p *parser) crossCheck(c Case, src map[string]int) {
+	pick := func(a, b string) Pos {
+		if src[a] > src[b] {
+			return c.Params[a].Pos
+		}
+		return c.Params[b].Pos
+	}
+	if h, ok := c.Params["num_heads"]; ok {
+		if kv, ok := c.Params["num_kv_heads"]; ok && kv.Int > 0 && h.Int%kv.Int != 0 {
+			p.errs.add(pick("num_heads", "num_kv_heads"), "", "in case %q: num_heads %d is not a multiple of num_kv_heads %d", c.Group, h.Int, kv.Int)
+		}
+	}
+	if k, ok := c.Params["top_k"]; ok {
+		if e, ok := c.Params["experts"]; ok && k.Int > e.Int {
+			p.errs.add(pick("experts", "top_k"), "", "in case %q: top_k %d is more than experts %d", c.Group, k.Int, e.Int)
+		}
+	}
+}

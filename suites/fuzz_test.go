@@ -1,0 +1,66 @@
+package suites
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzParse checks that no input panics and that every result is either a
+// consistent suite or positioned errors.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.y*ml"))
+	for _, name := range files {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data)
+		}
+	}
+	for _, s := range []string{
+		"",
+		head + "  - name: c\n    matrix: {batch: [1, 2], gen_len: [3]}\n",
+		head + "  - name: c\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8], num_heads: [8], num_kv_heads: [3]}\n",
+		"name: s\nparams: &d {batch: 2}\ncases:\n  - name: a\n    params: {<<: *d}\n  - &c {name: b, matrix: {gen_len: [1]}}\n  - *c\n",
+		"a: &a [*a]\n",
+		"name: s\nmodel: {preset: p, <<: [{path: x}, {seed: 2}]}\ncases: [{name: c, params: {sampling: \"temperature:1,top_k:2\"}}]\n",
+		"name: s\ncases:\n- {name: c, kind: kernel, matrix: {op: [rope, 1, ~]}}\n---\n",
+		"{name: s, thresholds: {x: 5%, y: -1%}, cooldown: 1h, cases: [{name: c, op: argmax}]}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse("f.yaml", data)
+		if err != nil {
+			if s != nil {
+				t.Fatal("suite and error both returned")
+			}
+			var one *Error
+			if !errors.As(err, &one) {
+				t.Fatalf("error of type %T", err)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f.yaml:") && !strings.HasPrefix(line, "... and ") {
+					t.Fatalf("unpositioned error line %q", line)
+				}
+			}
+			return
+		}
+		if s.Name == "" || len(s.Cases) == 0 || len(s.Cases) > MaxCases {
+			t.Fatalf("bad suite: name %q, %d cases", s.Name, len(s.Cases))
+		}
+		keys := map[string]bool{}
+		for _, c := range s.Cases {
+			if keys[c.Key] {
+				t.Fatalf("duplicate key %q", c.Key)
+			}
+			keys[c.Key] = true
+			if c.Kind == KindKernel && c.Op == "" {
+				t.Fatalf("kernel case %q without op", c.Name)
+			}
+			if c.Kind == KindModel && s.Model == nil {
+				t.Fatalf("model case %q without model", c.Name)
+			}
+		}
+	})
+}

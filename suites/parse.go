@@ -1,0 +1,752 @@
+package suites
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+var (
+	suiteNameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
+	caseNameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	yamlLineRE  = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+)
+
+var (
+	topKeys   = []string{"name", "description", "model", "backend", "timing", "repetitions", "warmup", "interleave", "cooldown", "thresholds", "params", "cases"}
+	modelKeys = []string{"preset", "path", "weights", "dtype", "seed", "layers", "fit"}
+	caseKeys  = []string{"name", "kind", "op", "params", "matrix"}
+	backends  = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
+	timings   = []string{"throughput", "profile"}
+	weights   = []string{"synthetic", "checkpoint"}
+	dtypes    = []string{"f32", "f16", "bf16"}
+	fits      = []string{"strict", "truncate-layers"}
+	kinds     = []string{KindModel, KindKernel}
+)
+
+// maxWork bounds the map entries and list items visited, counting each
+// visit through an alias or merge key again, so a small file built from
+// nested aliases cannot make parsing blow up.
+const maxWork = 1 << 20
+
+type parser struct {
+	file   string
+	s      *Suite
+	errs   errs
+	budget int
+}
+
+// entry is one key of a mapping, with merge keys ("<<") already applied.
+type entry struct {
+	key  string
+	k, v *yaml.Node
+}
+
+// group is one entry of cases: before matrix expansion.
+type group struct {
+	name    string
+	kind    string
+	pos     Pos
+	namePos Pos
+	fixed   map[string]Value // case params, plus op: when given
+	mkeys   []string         // matrix keys as written
+	mvals   [][]Value
+	ok      bool // no errors inside the entry; only these are expanded
+}
+
+func parse(file string, data []byte) (*Suite, error) {
+	sum := sha256.Sum256(data)
+	s := &Suite{
+		File:        file,
+		Hash:        hex.EncodeToString(sum[:]),
+		Backend:     "auto",
+		Timing:      "throughput",
+		Repetitions: 5,
+		Warmup:      1,
+		Interleave:  true,
+		Positions:   map[string]Pos{},
+	}
+	p := &parser{file: file, s: s, budget: maxWork}
+	root, err := p.decode(data)
+	if err != nil {
+		return s, err
+	}
+	p.suite(root)
+	return s, p.errs.err()
+}
+
+func (p *parser) at(n *yaml.Node) Pos { return Pos{File: p.file, Line: n.Line, Col: n.Column} }
+
+func (p *parser) errorf(n *yaml.Node, hint, format string, args ...any) {
+	p.errs.add(p.at(n), hint, format, args...)
+}
+
+// decode parses the YAML into a node tree. It accepts exactly one document.
+func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
+	// yaml.v3 has panicked on odd input before; a suite file must never
+	// take the tool down with it.
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite"}
+		}
+		return nil, p.yamlError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &Error{Pos: p.at(&extra), Msg: "a suite file holds one YAML document", Hint: "remove the second \"---\""}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, p.yamlError(err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite"}
+	}
+	return doc.Content[0], nil
+}
+
+// yamlError turns "yaml: line 3: msg" into our position form. yaml.v3 does
+// not report the column of syntax errors, so column 1 stands in for it.
+func (p *parser) yamlError(err error) error {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2]}
+	}
+	return &Error{Pos: Pos{p.file, 1, 1}, Msg: "YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// spend charges n units of work; false once the budget is gone.
+func (p *parser) spend(n *yaml.Node) bool {
+	p.budget--
+	if p.budget == 0 {
+		p.errorf(n, "", "suite is too complex (too many aliases or merge keys)")
+	}
+	return p.budget > 0
+}
+
+// resolve follows aliases to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; i < 64 && n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// mapping returns the entries of a map node, reporting non-map nodes,
+// duplicate keys and non-scalar keys. Explicit keys win over merged ones.
+func (p *parser) mapping(n *yaml.Node, what string) ([]entry, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, "", "%s must be a map, got %s", what, describe(n))
+		return nil, false
+	}
+	var out []entry
+	index := map[string]int{}
+	p.collect(n, &out, index, false, map[*yaml.Node]bool{n: true})
+	return out, true
+}
+
+func (p *parser) collect(n *yaml.Node, out *[]entry, index map[string]int, merged bool, seen map[*yaml.Node]bool) {
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !p.spend(n) {
+			return
+		}
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k, "", "keys must be plain names, got %s", describe(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			src := resolve(v)
+			list := []*yaml.Node{src}
+			if src.Kind == yaml.SequenceNode {
+				list = src.Content
+			}
+			for _, m := range list {
+				m = resolve(m)
+				if m.Kind != yaml.MappingNode {
+					p.errorf(m, "", "<< must merge a map, got %s", describe(m))
+					continue
+				}
+				merges = append(merges, m)
+			}
+			continue
+		}
+		if j, dup := index[k.Value]; dup {
+			if !merged {
+				first := (*out)[j].k
+				p.errorf(k, "", "duplicate key %q (first at line %d)", k.Value, first.Line)
+			}
+			continue
+		}
+		index[k.Value] = len(*out)
+		*out = append(*out, entry{key: k.Value, k: k, v: v})
+	}
+	for _, m := range merges {
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		p.collect(m, out, index, true, seen)
+	}
+}
+
+// str reads a text scalar. Numbers are accepted as text; null, booleans and
+// collections are not.
+func (p *parser) str(n *yaml.Node, what string) (string, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || isNull(n) || n.ShortTag() == "!!bool" {
+		p.errorf(n, "", "%s must be a string, got %s", what, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) enum(n *yaml.Node, what string, allowed []string) (string, bool) {
+	s, ok := p.str(n, what)
+	if !ok {
+		return "", false
+	}
+	for _, a := range allowed {
+		if s == a {
+			return s, true
+		}
+	}
+	hint := didYouMean(s, allowed)
+	if hint == "" {
+		hint = "one of " + strings.Join(allowed, ", ")
+	}
+	p.errorf(resolve(n), hint, "unknown %s %q", what, s)
+	return "", false
+}
+
+func (p *parser) int(n *yaml.Node, what string, min int64) (int64, bool) {
+	n = resolve(n)
+	var i int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		p.errorf(n, "", "%s must be an integer, got %s", what, describe(n))
+		return 0, false
+	}
+	if err := n.Decode(&i); err != nil || i > math.MaxInt32 {
+		p.errorf(n, "", "%s is out of range: %s", what, show(n.Value))
+		return 0, false
+	}
+	if i < min {
+		p.errorf(n, "", "%s must be >= %d, got %d", what, min, i)
+		return 0, false
+	}
+	return i, true
+}
+
+func (p *parser) bool(n *yaml.Node, what string) (bool, bool) {
+	n = resolve(n)
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		p.errorf(n, "", "%s must be true or false, got %s", what, describe(n))
+		return false, false
+	}
+	return b, true
+}
+
+func (p *parser) unknownKey(k *yaml.Node, where string, known []string, fallback string) {
+	hint := didYouMean(k.Value, known)
+	if _, isParam := params[k.Value]; hint == "" && isParam {
+		hint = "parameters go under params: or matrix:"
+	}
+	if hint == "" {
+		hint = fallback
+	}
+	p.errorf(k, hint, "unknown key %q %s", k.Value, where)
+}
+
+func (p *parser) suite(root *yaml.Node) {
+	s := p.s
+	ents, ok := p.mapping(root, "a suite")
+	if !ok {
+		return
+	}
+	var modelE, paramsE, casesE *entry
+	for i := range ents {
+		e := &ents[i]
+		switch e.key {
+		case "name", "description", "model", "backend", "timing", "repetitions", "warmup", "interleave", "cooldown", "thresholds", "params", "cases":
+			s.Positions[e.key] = p.at(resolve(e.v))
+		}
+		switch e.key {
+		case "name":
+			if v, ok := p.str(e.v, "name"); ok {
+				s.Name = v
+				if !suiteNameRE.MatchString(v) {
+					p.errorf(resolve(e.v), `use lowercase letters, digits and "-", e.g. "qwen3-moe"`, "bad suite name %q", v)
+				}
+			}
+		case "description":
+			s.Description, _ = p.str(e.v, "description")
+		case "model":
+			modelE = e
+		case "backend":
+			if v, ok := p.enum(e.v, "backend", backends); ok {
+				s.Backend = v
+			}
+		case "timing":
+			if v, ok := p.enum(e.v, "timing", timings); ok {
+				s.Timing = v
+			}
+		case "repetitions":
+			if v, ok := p.int(e.v, "repetitions", 1); ok {
+				s.Repetitions = int(v)
+			}
+		case "warmup":
+			if v, ok := p.int(e.v, "warmup", 0); ok {
+				s.Warmup = int(v)
+			}
+		case "interleave":
+			if v, ok := p.bool(e.v, "interleave"); ok {
+				s.Interleave = v
+			}
+		case "cooldown":
+			s.Cooldown = p.duration(e.v, "cooldown")
+		case "thresholds":
+			p.thresholds(e.v)
+		case "params":
+			paramsE = e
+		case "cases":
+			casesE = e
+		default:
+			// "x-" keys are ignored, as in Docker Compose: a place to
+			// define anchors that cases share.
+			if !strings.HasPrefix(e.key, "x-") {
+				p.unknownKey(e.k, "at the top level", topKeys, `keys starting with "x-" are ignored, e.g. to hold shared anchors`)
+			}
+		}
+	}
+	if s.Name == "" && s.Positions["name"] == (Pos{}) {
+		p.errorf(root, "", "missing required key \"name\"")
+	}
+	if modelE != nil {
+		s.Model = p.model(modelE)
+	}
+	suiteParams := map[string]Value{}
+	if paramsE != nil {
+		suiteParams = p.params(paramsE.v, "", "params", "params")
+	}
+	if casesE == nil {
+		p.errorf(root, "", "missing required key \"cases\"")
+		return
+	}
+	groups := p.cases(casesE.v, suiteParams)
+	for _, g := range groups {
+		if g.kind == KindModel && modelE == nil {
+			p.errs.add(g.pos, "add a model: section with a preset or path", "case %q is a model case but the suite has no model", g.name)
+			break
+		}
+	}
+	p.expand(groups, suiteParams, p.at(casesE.k))
+}
+
+func (p *parser) duration(n *yaml.Node, what string) time.Duration {
+	n = resolve(n)
+	s, ok := p.str(n, what)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		hint := `a Go duration such as "30s" or "1m30s"`
+		if n.ShortTag() == "!!int" {
+			hint = fmt.Sprintf("add a unit, e.g. \"%ss\"", show(s))
+		}
+		p.errorf(n, hint, "bad %s %q", what, s)
+		return 0
+	}
+	if d < 0 {
+		p.errorf(n, "", "%s must not be negative, got %s", what, show(s))
+		return 0
+	}
+	return d
+}
+
+func (p *parser) thresholds(n *yaml.Node) {
+	if isNull(resolve(n)) {
+		return
+	}
+	ents, ok := p.mapping(n, "thresholds")
+	if !ok {
+		return
+	}
+	p.s.Thresholds = map[string]float64{}
+	for _, e := range ents {
+		v := resolve(e.v)
+		p.s.Positions["thresholds."+e.key] = p.at(v)
+		if e.key == "" {
+			p.errorf(e.k, "", "empty metric name in thresholds")
+			continue
+		}
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+			hint := ""
+			if v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!float") {
+				hint = fmt.Sprintf("write \"%s%%\"", show(v.Value))
+			}
+			p.errorf(v, hint, "threshold %s must be a percentage like \"5%%\", got %s", show(e.key), describe(v))
+			continue
+		}
+		num, ok := strings.CutSuffix(strings.TrimSpace(v.Value), "%")
+		f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if !ok || err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			p.errorf(v, "", "threshold %s must be a percentage >= 0 like \"5%%\", got %q", show(e.key), v.Value)
+			continue
+		}
+		p.s.Thresholds[e.key] = f / 100
+	}
+}
+
+func (p *parser) model(e *entry) *Model {
+	m := &Model{Weights: "synthetic", DType: "bf16", Seed: 1, Fit: "strict", Pos: p.at(e.k)}
+	ents, ok := p.mapping(e.v, "model")
+	if !ok {
+		return m
+	}
+	var presetN, pathN *yaml.Node
+	for _, e := range ents {
+		if isModelKey(e.key) {
+			p.s.Positions["model."+e.key] = p.at(resolve(e.v))
+		}
+		switch e.key {
+		case "preset":
+			if v, ok := p.str(e.v, "model preset"); ok {
+				m.Preset, presetN = v, resolve(e.v)
+			}
+		case "path":
+			if v, ok := p.str(e.v, "model path"); ok {
+				m.Path, pathN = v, resolve(e.v)
+			}
+		case "weights":
+			if v, ok := p.enum(e.v, "weights", weights); ok {
+				m.Weights = v
+			}
+		case "dtype":
+			if v, ok := p.enum(e.v, "dtype", dtypes); ok {
+				m.DType = v
+			}
+		case "seed":
+			n := resolve(e.v)
+			if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&m.Seed) != nil {
+				p.errorf(n, "", "model seed must be an integer, got %s", describe(n))
+			}
+		case "layers":
+			if v, ok := p.int(e.v, "model layers", 1); ok {
+				m.Layers = int(v)
+			}
+		case "fit":
+			if v, ok := p.enum(e.v, "fit", fits); ok {
+				m.Fit = v
+			}
+		default:
+			p.unknownKey(e.k, "in model", modelKeys, "")
+		}
+	}
+	switch {
+	case presetN != nil && pathN != nil:
+		p.errorf(pathN, "", "model has both preset and path; give exactly one")
+	case presetN != nil:
+		m.Pos = p.at(presetN)
+	case pathN != nil:
+		m.Pos = p.at(pathN)
+	default:
+		if p.s.Positions["model.preset"] == (Pos{}) && p.s.Positions["model.path"] == (Pos{}) {
+			p.errorf(e.k, "", "model needs a preset or a path")
+		}
+	}
+	if m.Weights == "checkpoint" && p.s.Positions["model.path"] == (Pos{}) {
+		p.errs.add(p.s.Positions["model.weights"], "set path: to the checkpoint directory", "weights: checkpoint needs a model path")
+	}
+	return m
+}
+
+func isModelKey(k string) bool {
+	for _, m := range modelKeys {
+		if k == m {
+			return true
+		}
+	}
+	return false
+}
+
+// param checks one parameter name and scalar value for kind ("" for suite
+// params, which may hold either kind's parameters).
+func (p *parser) param(kind string, k, v *yaml.Node, where string) (Value, bool) {
+	spec, ok := p.paramName(kind, k, where)
+	if !ok {
+		return Value{}, false
+	}
+	return p.paramValue(k.Value, spec, v)
+}
+
+func (p *parser) paramName(kind string, k *yaml.Node, where string) (paramSpec, bool) {
+	name := k.Value
+	spec, known := params[name]
+	if !known {
+		p.errorf(k, didYouMean(name, paramNames(kind)), "unknown key %q in %s", name, where)
+		return spec, false
+	}
+	if !spec.kinds.has(kind) {
+		other := KindKernel
+		if kind == KindKernel {
+			other = KindModel
+		}
+		p.errorf(k, fmt.Sprintf("only kind: %s cases take it", other), "%s is a %s-case parameter, not allowed in a %s case", name, other, kind)
+		return spec, false
+	}
+	return spec, true
+}
+
+func (p *parser) paramValue(name string, spec paramSpec, v *yaml.Node) (Value, bool) {
+	v = resolve(v)
+	val, isInt := makeValue(v, p.at(v))
+	if msg, hint := checkParam(name, spec, v, val, isInt); msg != "" {
+		p.errorf(v, hint, "%s", msg)
+		return Value{}, false
+	}
+	return val, true
+}
+
+// params reads a params: map. prefix names the values in Positions ("" to
+// skip recording).
+func (p *parser) params(n *yaml.Node, kind, where, prefix string) map[string]Value {
+	out := map[string]Value{}
+	if isNull(resolve(n)) {
+		return out
+	}
+	ents, ok := p.mapping(n, where)
+	if !ok {
+		return out
+	}
+	for _, e := range ents {
+		if v, ok := p.param(kind, e.k, e.v, where); ok {
+			out[e.key] = v
+			if prefix != "" {
+				p.s.Positions[prefix+"."+e.key] = v.Pos
+			}
+		}
+	}
+	return out
+}
+
+func (p *parser) cases(n *yaml.Node, suiteParams map[string]Value) []*group {
+	n = resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		hint := ""
+		if n.Kind == yaml.MappingNode {
+			hint = `start each case with "- name: ..."`
+		}
+		p.errorf(n, hint, "cases must be a list, got %s", describe(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		p.errorf(n, "", "cases must not be empty")
+		return nil
+	}
+	var groups []*group
+	names := map[string]Pos{}
+	for i, c := range n.Content {
+		if !p.spend(n) {
+			break
+		}
+		g := p.caseEntry(resolve(c), i, suiteParams)
+		if g == nil {
+			continue
+		}
+		if g.name != "" {
+			if first, dup := names[g.name]; dup {
+				p.errs.add(g.namePos, "", "duplicate case name %q (first at line %d)", g.name, first.Line)
+				g.ok = false
+			} else {
+				names[g.name] = g.namePos
+			}
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *group {
+	before := p.errs.found
+	ents, ok := p.mapping(n, fmt.Sprintf("case %d", i+1))
+	if !ok {
+		return nil
+	}
+	g := &group{pos: p.at(n), fixed: map[string]Value{}}
+	var nameN, kindN, opN, paramsN, matrixN *yaml.Node
+	var unknown []*yaml.Node
+	for _, e := range ents {
+		switch e.key {
+		case "name":
+			nameN = resolve(e.v)
+		case "kind":
+			kindN = e.v
+		case "op":
+			opN = e.v
+		case "params":
+			paramsN = e.v
+		case "matrix":
+			matrixN = e.v
+		default:
+			unknown = append(unknown, e.k)
+		}
+	}
+	label := fmt.Sprintf("case %d", i+1)
+	defer func() {
+		for _, k := range unknown {
+			p.unknownKey(k, "in "+label, caseKeys, "")
+		}
+	}()
+	if nameN == nil {
+		p.errorf(n, "", "case %d has no name", i+1)
+	} else if v, ok := p.str(nameN, "case name"); ok {
+		g.name, g.namePos = v, p.at(nameN)
+		label = fmt.Sprintf("case %q", v)
+		if !caseNameRE.MatchString(v) {
+			p.errorf(nameN, `use letters, digits, ".", "_" and "-"`, "bad case name %q", v)
+		}
+	}
+	if g.namePos == (Pos{}) {
+		g.namePos = g.pos
+	}
+
+	// Without kind:, a case with op: is a kernel case; anything else is a
+	// model case, which is what most suites hold.
+	g.kind = KindModel
+	if kindN != nil {
+		if v, ok := p.enum(kindN, "kind", kinds); ok {
+			g.kind = v
+		} else {
+			// Unknown kind: the parameters cannot be judged meaningfully.
+			return g
+		}
+	} else if opN != nil {
+		g.kind = KindKernel
+	}
+
+	if opN != nil {
+		if g.kind == KindModel {
+			p.errorf(resolve(opN), "only kind: kernel cases take it", "op is not allowed in a model case")
+		} else if v, ok := p.paramValue("op", params["op"], opN); ok {
+			g.fixed["op"] = v
+		}
+	}
+	if paramsN != nil {
+		for name, v := range p.params(paramsN, g.kind, "params", "") {
+			if name == "op" && opN != nil {
+				p.errs.add(v.Pos, "keep one", "op is given both as op: and in params")
+				continue
+			}
+			g.fixed[name] = v
+		}
+	}
+	if matrixN != nil && !isNull(resolve(matrixN)) {
+		p.matrix(g, matrixN, opN != nil)
+	}
+	if g.kind == KindKernel {
+		// Look at the keys as written: an op that is present but invalid
+		// has its own error already.
+		_, inSuite := suiteParams["op"]
+		if opN == nil && !inSuite && !hasKey(paramsN, "op") && !hasKey(matrixN, "op") {
+			p.errs.add(g.namePos, "one of "+strings.Join(Ops, ", "), "kernel %s needs an op", label)
+		}
+	}
+	g.ok = p.errs.found == before && len(unknown) == 0
+	return g
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	if n == nil {
+		return false
+	}
+	n = resolve(n)
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		if resolve(n.Content[i]).Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
+	ents, ok := p.mapping(n, "matrix")
+	if !ok {
+		return
+	}
+	for _, e := range ents {
+		spec, ok := p.paramName(g.kind, e.k, "matrix")
+		if !ok {
+			continue
+		}
+		if _, dup := g.fixed[e.key]; dup || (e.key == "op" && hasOpKey) {
+			where := "params"
+			if e.key == "op" && hasOpKey {
+				where = "op:"
+			}
+			p.errorf(e.k, "keep one: a fixed value in params, or a list in matrix", "%s is set in both %s and matrix", e.key, where)
+			continue
+		}
+		list := resolve(e.v)
+		if list.Kind != yaml.SequenceNode {
+			hint := ""
+			if list.Kind == yaml.ScalarNode && !isNull(list) {
+				hint = fmt.Sprintf("write [%s], or move it to params:", show(list.Value))
+			}
+			p.errorf(list, hint, "matrix %s must be a list, got %s", e.key, describe(list))
+			continue
+		}
+		if len(list.Content) == 0 {
+			p.errorf(list, "", "matrix %s has an empty list", e.key)
+			continue
+		}
+		var vals []Value
+		seen := map[string]Pos{}
+		bad := false
+		for _, item := range list.Content {
+			if !p.spend(list) {
+				return
+			}
+			v, ok := p.paramValue(e.key, spec, item)
+			if !ok {
+				bad = true
+				continue
+			}
+			c := canon(e.key, v)
+			if first, dup := seen[c]; dup {
+				p.errs.add(v.Pos, "", "duplicate value %s in matrix %s (first at line %d, col %d)", c, e.key, first.Line, first.Col)
+				bad = true
+				continue
+			}
+			seen[c] = v.Pos
+			vals = append(vals, v)
+		}
+		if !bad {
+			g.mkeys = append(g.mkeys, e.key)
+			g.mvals = append(g.mvals, vals)
+		}
+	}
+}

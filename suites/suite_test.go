@@ -1,0 +1,534 @@
+package suites
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// head is the common start of the inline suites below: lines 1-3, so the
+// first case entry is on line 4.
+const head = "name: s\nmodel: {preset: p}\ncases:\n"
+
+func mustParse(t *testing.T, src string) *Suite {
+	t.Helper()
+	s, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: %v\n--- input:\n%s", err, src)
+	}
+	return s
+}
+
+func names(cs []Case) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func TestExample(t *testing.T) {
+	s, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "qwen3-moe" || s.Description != "free text" || s.Backend != "auto" || s.Timing != "throughput" {
+		t.Errorf("header: %+v", s)
+	}
+	want := &Model{Preset: "qwen3-30b-a3b", Weights: "synthetic", DType: "bf16", Seed: 1, Layers: 4, Fit: "strict",
+		Pos: Pos{"testdata/example.yaml", 4, 11}}
+	if !reflect.DeepEqual(s.Model, want) {
+		t.Errorf("model = %+v, want %+v", s.Model, want)
+	}
+	if s.Repetitions != 5 || s.Warmup != 1 || !s.Interleave || s.Cooldown != 0 {
+		t.Errorf("timing settings: %+v", s)
+	}
+	if !reflect.DeepEqual(s.Thresholds, map[string]float64{"decode_tok_s": 0.05}) {
+		t.Errorf("thresholds = %v", s.Thresholds)
+	}
+	if len(s.Hash) != 64 {
+		t.Errorf("hash %q", s.Hash)
+	}
+	if got := len(s.Cases); got != 5+4*3*2 {
+		t.Fatalf("%d cases", got)
+	}
+	c := s.Cases[5]
+	if c.Name != "decode-attention/head_size=32/block_size=8/context=100" ||
+		c.Key != "kernel/decode-attention/block_size=8/context=100/head_size=32/op=paged_attention_decode" ||
+		c.Op != "paged_attention_decode" || c.Kind != KindKernel {
+		t.Errorf("first kernel case: %+v", c)
+	}
+	// Model-only suite params are not applied to kernel cases.
+	if _, ok := c.Params["prompt_len"]; ok {
+		t.Errorf("prompt_len leaked into a kernel case")
+	}
+	if p := s.Positions["thresholds.decode_tok_s"]; p.Line != 17 || p.Col != 17 {
+		t.Errorf("threshold position %v", p)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s := mustParse(t, head+"  - name: c\n")
+	if s.Backend != "auto" || s.Timing != "throughput" || s.Repetitions != 5 || s.Warmup != 1 || !s.Interleave {
+		t.Errorf("suite defaults: %+v", s)
+	}
+	m := s.Model
+	if m.Weights != "synthetic" || m.DType != "bf16" || m.Seed != 1 || m.Fit != "strict" || m.Layers != 0 {
+		t.Errorf("model defaults: %+v", m)
+	}
+	if len(s.Cases) != 1 || s.Cases[0].Name != "c" || s.Cases[0].Key != "model/c" || s.Cases[0].Kind != KindModel {
+		t.Errorf("cases: %+v", s.Cases)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	s := mustParse(t, `name: x-1
+model: {path: /m, weights: checkpoint, dtype: f16, seed: -3, layers: 2, fit: truncate-layers}
+backend: metal-emu
+timing: profile
+repetitions: 3
+warmup: 0
+interleave: false
+cooldown: 1m30s
+thresholds: {ttft_ms: "2.5%", decode_tok_s: 10%}
+cases: [{name: c}]
+`)
+	if s.Backend != "metal-emu" || s.Timing != "profile" || s.Repetitions != 3 || s.Warmup != 0 || s.Interleave || s.Cooldown != 90*time.Second {
+		t.Errorf("settings: %+v", s)
+	}
+	want := &Model{Path: "/m", Weights: "checkpoint", DType: "f16", Seed: -3, Layers: 2, Fit: "truncate-layers", Pos: Pos{"t.yaml", 2, 15}}
+	if !reflect.DeepEqual(s.Model, want) {
+		t.Errorf("model = %+v, want %+v", s.Model, want)
+	}
+	if !reflect.DeepEqual(s.Thresholds, map[string]float64{"ttft_ms": 0.025, "decode_tok_s": 0.10}) {
+		t.Errorf("thresholds = %v", s.Thresholds)
+	}
+}
+
+func TestExpansion(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		names []string
+		keys  []string
+	}{
+		{
+			name:  "no matrix",
+			src:   head + "  - name: one\n    params: {batch: 2}\n",
+			names: []string{"one"},
+			keys:  []string{"model/one/batch=2"},
+		},
+		{
+			name: "row-major in written key order",
+			src:  head + "  - name: g\n    matrix:\n      gen_len: [8, 4]\n      batch: [1, 2, 3]\n",
+			names: []string{
+				"g/gen_len=8/batch=1", "g/gen_len=8/batch=2", "g/gen_len=8/batch=3",
+				"g/gen_len=4/batch=1", "g/gen_len=4/batch=2", "g/gen_len=4/batch=3",
+			},
+			keys: []string{
+				"model/g/batch=1/gen_len=8", "model/g/batch=2/gen_len=8", "model/g/batch=3/gen_len=8",
+				"model/g/batch=1/gen_len=4", "model/g/batch=2/gen_len=4", "model/g/batch=3/gen_len=4",
+			},
+		},
+		{
+			name:  "groups in file order",
+			src:   head + "  - name: b\n    matrix: {batch: [1, 2]}\n  - name: a\n    op: argmax\n    matrix: {tokens: [3]}\n",
+			names: []string{"b/batch=1", "b/batch=2", "a/tokens=3"},
+			keys:  []string{"model/b/batch=1", "model/b/batch=2", "kernel/a/op=argmax/tokens=3"},
+		},
+		{
+			name:  "integers are canonical in keys and names",
+			src:   head + "  - name: k\n    op: rope\n    matrix: {head_size: [0x20, 64], tokens: [1_000]}\n",
+			names: []string{"k/head_size=32/tokens=1000", "k/head_size=64/tokens=1000"},
+			keys:  []string{"kernel/k/head_size=32/op=rope/tokens=1000", "kernel/k/head_size=64/op=rope/tokens=1000"},
+		},
+		{
+			name:  "op in the matrix",
+			src:   head + "  - name: norms\n    kind: kernel\n    matrix: {op: [rms_norm, add_rms_norm], hidden: [64]}\n",
+			names: []string{"norms/op=rms_norm/hidden=64", "norms/op=add_rms_norm/hidden=64"},
+			keys:  []string{"kernel/norms/hidden=64/op=rms_norm", "kernel/norms/hidden=64/op=add_rms_norm"},
+		},
+		{
+			name:  "free text is escaped in keys",
+			src:   head + "  - name: v\n    params: {variant: \"a/b=c d\", sampling: \"temperature:0.7,top_k:40,top_p:0.9\"}\n",
+			names: []string{"v"},
+			keys:  []string{"model/v/sampling=temperature:0.7,top_k:40,top_p:0.9/variant=a%2Fb%3Dc%20d"},
+		},
+		{
+			name:  "anchors and merge keys",
+			src:   "name: s\nmodel: {preset: p}\nparams: &d {batch: 2}\ncases:\n  - name: a\n    params: {<<: *d, gen_len: 3}\n  - name: b\n    params: *d\n    matrix: {prompt_len: &l [5, 6]}\n  - name: c\n    matrix: {gen_len: *l}\n",
+			names: []string{"a", "b/prompt_len=5", "b/prompt_len=6", "c/gen_len=5", "c/gen_len=6"},
+			keys:  []string{"model/a/batch=2/gen_len=3", "model/b/batch=2/prompt_len=5", "model/b/batch=2/prompt_len=6", "model/c/batch=2/gen_len=5", "model/c/batch=2/gen_len=6"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, tt.src)
+			if got := names(s.Cases); !reflect.DeepEqual(got, tt.names) {
+				t.Errorf("names:\n got %q\nwant %q", got, tt.names)
+			}
+			var keys []string
+			for _, c := range s.Cases {
+				keys = append(keys, c.Key)
+			}
+			if !reflect.DeepEqual(keys, tt.keys) {
+				t.Errorf("keys:\n got %q\nwant %q", keys, tt.keys)
+			}
+		})
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	s := mustParse(t, `name: s
+model: {preset: p}
+params: {batch: 1, prompt_len: 64, gen_len: 16, head_size: 64}
+cases:
+  - name: g
+    params: {prompt_len: 128}
+    matrix: {batch: [2, 4]}
+  - name: k
+    op: rope
+    params: {head_size: 128}
+`)
+	if len(s.Cases) != 3 {
+		t.Fatalf("%d cases", len(s.Cases))
+	}
+	c := s.Cases[1]
+	if c.Int("batch", 0) != 4 || c.Int("prompt_len", 0) != 128 || c.Int("gen_len", 0) != 16 {
+		t.Errorf("merged params: %+v", c.Params)
+	}
+	if v := c.Params["batch"]; v.Pos.Line != 7 || v.Pos.Col != 25 {
+		t.Errorf("batch comes from %v, want the matrix at 7:25", v.Pos)
+	}
+	if v := c.Params["gen_len"]; v.Pos.Line != 3 {
+		t.Errorf("gen_len comes from %v, want the suite params", v.Pos)
+	}
+	if _, ok := c.Params["head_size"]; ok {
+		t.Errorf("kernel-only suite param applied to a model case")
+	}
+	if k := s.Cases[2]; k.Int("head_size", 0) != 128 || k.Op != "rope" {
+		t.Errorf("kernel case: %+v", k)
+	}
+	if _, ok := s.Cases[2].Params["batch"]; ok {
+		t.Errorf("model-only suite param applied to a kernel case")
+	}
+}
+
+func TestAccessors(t *testing.T) {
+	s := mustParse(t, head+"  - name: c\n    params: {batch: 8, variant: \"7\", sampling: greedy}\n")
+	c := s.Cases[0]
+	if c.Int("batch", 1) != 8 || c.Int("gen_len", 32) != 32 || c.Float("batch", 0) != 8 || c.Float("x", 1.5) != 1.5 {
+		t.Errorf("Int/Float")
+	}
+	if c.String("sampling", "") != "greedy" || c.String("arrival", "all") != "all" || c.String("batch", "") != "8" {
+		t.Errorf("String")
+	}
+	// A quoted number is a string: not numeric, but still readable as text.
+	if c.Int("variant", -1) != -1 || c.String("variant", "") != "7" {
+		t.Errorf("quoted number: %+v", c.Params["variant"])
+	}
+}
+
+func TestKeyStability(t *testing.T) {
+	a := `name: s
+model: {preset: p}
+params: {prompt_len: 128, gen_len: 8}
+cases:
+  - name: g
+    params: {arrival: all, requests: 4}
+    matrix:
+      batch: [1, 2]
+      block_size: [8, 16]
+`
+	b := `cases:
+  - matrix:
+      block_size: [16, 8]
+      batch: [2, 1]
+    params:
+      requests: 4
+      arrival: all
+    name: g
+params:
+  gen_len: 8
+  prompt_len: 128
+model:
+  preset: p
+name: s
+`
+	keys := func(src string) []string {
+		var out []string
+		for _, c := range mustParse(t, src).Cases {
+			out = append(out, c.Key)
+		}
+		sort.Strings(out)
+		return out
+	}
+	ka, kb := keys(a), keys(b)
+	if !reflect.DeepEqual(ka, kb) {
+		t.Errorf("keys differ:\n%q\n%q", ka, kb)
+	}
+	if ka[0] != "model/g/arrival=all/batch=1/block_size=16/gen_len=8/prompt_len=128/requests=4" {
+		t.Errorf("key %q", ka[0])
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"empty", "", []string{"t.yaml:1:1: empty suite"}},
+		{"comments only", "# nothing\n", []string{"t.yaml:1:1: empty suite"}},
+		{"not a map", "- a\n", []string{"t.yaml:1:1: a suite must be a map, got a list"}},
+		{"yaml syntax", "name: s\ncases: [\n", []string{"t.yaml:2:1: YAML: did not find expected node content"}},
+		{"two documents", "name: s\n---\nname: t\n", []string{`t.yaml:2:1: a suite file holds one YAML document (remove the second "---")`}},
+		{"missing name and cases", "description: d\n", []string{
+			`t.yaml:1:1: missing required key "name"`,
+			`t.yaml:1:1: missing required key "cases"`,
+		}},
+		{"unknown top-level key", head + "  - name: c\nnmae: x\n", []string{`t.yaml:5:1: unknown key "nmae" at the top level (did you mean "name"?)`}},
+		{"x- keys hold anchors", head + "  - name: c\nx-shared: &s {batch: 1}\nx_shared: 1\n", []string{`t.yaml:6:1: unknown key "x_shared" at the top level (keys starting with "x-" are ignored, e.g. to hold shared anchors)`}},
+		{"param at top level", head + "  - name: c\nbatch: 8\n", []string{`t.yaml:5:1: unknown key "batch" at the top level (parameters go under params: or matrix:)`}},
+		{"duplicate key", head + "  - name: c\nname: t\n", []string{`t.yaml:5:1: duplicate key "name" (first at line 1)`}},
+		{"bad suite name", "name: Qwen_3\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:1:7: bad suite name "Qwen_3" (use lowercase letters, digits and "-", e.g. "qwen3-moe")`}},
+		{"backend typo", head + "  - name: c\nbackend: metl\n", []string{`t.yaml:5:10: unknown backend "metl" (did you mean "metal"?)`}},
+		{"timing far off", head + "  - name: c\ntiming: xyz\n", []string{`t.yaml:5:9: unknown timing "xyz" (one of throughput, profile)`}},
+		{"repetitions zero", head + "  - name: c\nrepetitions: 0\n", []string{`t.yaml:5:14: repetitions must be >= 1, got 0`}},
+		{"repetitions quoted", head + "  - name: c\nrepetitions: \"5\"\n", []string{`t.yaml:5:14: repetitions must be an integer, got string "5"`}},
+		{"warmup negative", head + "  - name: c\nwarmup: -1\n", []string{`t.yaml:5:9: warmup must be >= 0, got -1`}},
+		{"interleave yes", head + "  - name: c\ninterleave: yes\n", []string{`t.yaml:5:13: interleave must be true or false, got string "yes"`}},
+		{"cooldown without unit", head + "  - name: c\ncooldown: 5\n", []string{`t.yaml:5:11: bad cooldown "5" (add a unit, e.g. "5s")`}},
+		{"cooldown negative", head + "  - name: c\ncooldown: -1s\n", []string{`t.yaml:5:11: cooldown must not be negative, got -1s`}},
+		{"threshold number", head + "  - name: c\nthresholds: {decode_tok_s: 5}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got 5 (write "5%")`}},
+		{"threshold garbage", head + "  - name: c\nthresholds: {decode_tok_s: fast}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage >= 0 like "5%", got "fast"`}},
+		{"thresholds list", head + "  - name: c\nthresholds: [5%]\n", []string{`t.yaml:5:13: thresholds must be a map, got a list`}},
+
+		{"model unknown key", "name: s\nmodel: {preseet: p}\ncases: [{name: c}]\n", []string{
+			`t.yaml:2:1: model needs a preset or a path`,
+			`t.yaml:2:9: unknown key "preseet" in model (did you mean "preset"?)`,
+		}},
+		{"model preset and path", "name: s\nmodel: {preset: p, path: /m}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model has both preset and path; give exactly one`}},
+		{"checkpoint without path", "name: s\nmodel: {preset: p, weights: checkpoint}\ncases: [{name: c}]\n", []string{`t.yaml:2:29: weights: checkpoint needs a model path (set path: to the checkpoint directory)`}},
+		{"model dtype typo", "name: s\nmodel: {preset: p, dtype: bf61}\ncases: [{name: c}]\n", []string{`t.yaml:2:27: unknown dtype "bf61" (did you mean "bf16"?)`}},
+		{"model layers zero", "name: s\nmodel: {preset: p, layers: 0}\ncases: [{name: c}]\n", []string{`t.yaml:2:28: model layers must be >= 1, got 0`}},
+		{"model fit", "name: s\nmodel: {preset: p, fit: truncate}\ncases: [{name: c}]\n", []string{`t.yaml:2:25: unknown fit "truncate" (did you mean "truncate-layers"?)`}},
+		{"model not a map", "name: s\nmodel: qwen3\ncases: [{name: c}]\n", []string{`t.yaml:2:8: model must be a map, got string "qwen3"`}},
+		{"model case without model", "name: s\ncases:\n  - name: c\n", []string{`t.yaml:3:5: case "c" is a model case but the suite has no model (add a model: section with a preset or path)`}},
+
+		{"cases a map", "name: s\nmodel: {preset: p}\ncases:\n  c: {batch: 1}\n", []string{`t.yaml:4:3: cases must be a list, got a map (start each case with "- name: ...")`}},
+		{"cases empty", "name: s\nmodel: {preset: p}\ncases: []\n", []string{`t.yaml:3:8: cases must not be empty`}},
+		{"case not a map", head + "  - c\n", []string{`t.yaml:4:5: case 1 must be a map, got string "c"`}},
+		{"case without name", head + "  - params: {batch: 1}\n", []string{`t.yaml:4:5: case 1 has no name`}},
+		{"bad case name", head + "  - name: a b\n", []string{`t.yaml:4:11: bad case name "a b" (use letters, digits, ".", "_" and "-")`}},
+		{"duplicate case names", head + "  - name: c\n  - name: c\n", []string{`t.yaml:5:11: duplicate case name "c" (first at line 4)`}},
+		{"case key typo", head + "  - name: c\n    matrx: {batch: [1]}\n", []string{`t.yaml:5:5: unknown key "matrx" in case "c" (did you mean "matrix"?)`}},
+		{"param directly in case", head + "  - name: c\n    batch: 8\n", []string{`t.yaml:5:5: unknown key "batch" in case "c" (parameters go under params: or matrix:)`}},
+		{"kind typo", head + "  - name: c\n    kind: kernal\n", []string{`t.yaml:5:11: unknown kind "kernal" (did you mean "kernel"?)`}},
+		{"kernel without op", head + "  - name: c\n    kind: kernel\n", []string{`t.yaml:4:11: kernel case "c" needs an op (one of ` + strings.Join(Ops, ", ") + `)`}},
+		{"op in model case", head + "  - name: c\n    kind: model\n    op: rope\n", []string{`t.yaml:6:9: op is not allowed in a model case (only kind: kernel cases take it)`}},
+		{"op typo", head + "  - name: c\n    op: rmsnorm\n", []string{`t.yaml:5:9: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},
+		{"bad op in matrix", head + "  - name: c\n    kind: kernel\n    matrix: {op: [rope, rmsnorm]}\n", []string{`t.yaml:6:25: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},
+		{"op twice", head + "  - name: c\n    op: rope\n    params: {op: matmul}\n", []string{`t.yaml:6:18: op is given both as op: and in params (keep one)`}},
+
+		{"matrix key typo", head + "  - name: c\n    matrix:\n      bach: [1, 2]\n", []string{`t.yaml:6:7: unknown key "bach" in matrix (did you mean "batch"?)`}},
+		{"params key typo", head + "  - name: c\n    params: {prompt_lne: 3}\n", []string{`t.yaml:5:14: unknown key "prompt_lne" in params (did you mean "prompt_len"?)`}},
+		{"suite params key typo", "name: s\nparams: {hed_size: 64}\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:2:10: unknown key "hed_size" in params (did you mean "head_size"?)`}},
+		{"unknown param, no hint", head + "  - name: c\n    params: {zzz: 1}\n", []string{`t.yaml:5:14: unknown key "zzz" in params`}},
+		{"kernel param in model case", head + "  - name: c\n    params: {head_size: 64}\n", []string{`t.yaml:5:14: head_size is a kernel-case parameter, not allowed in a model case (only kind: kernel cases take it)`}},
+		{"model param in kernel case", head + "  - name: c\n    op: rope\n    matrix: {batch: [1]}\n", []string{`t.yaml:6:14: batch is a model-case parameter, not allowed in a kernel case (only kind: model cases take it)`}},
+		{"params and matrix", head + "  - name: c\n    params: {batch: 1}\n    matrix: {batch: [2]}\n", []string{`t.yaml:6:14: batch is set in both params and matrix (keep one: a fixed value in params, or a list in matrix)`}},
+		{"matrix scalar", head + "  - name: c\n    matrix: {batch: 8}\n", []string{`t.yaml:5:21: matrix batch must be a list, got 8 (write [8], or move it to params:)`}},
+		{"matrix list", head + "  - name: c\n    matrix: [batch]\n", []string{`t.yaml:5:13: matrix must be a map, got a list`}},
+		{"matrix empty list", head + "  - name: c\n    matrix: {batch: []}\n", []string{`t.yaml:5:21: matrix batch has an empty list`}},
+		{"matrix duplicate value", head + "  - name: c\n    matrix: {batch: [1, 2, 1]}\n", []string{`t.yaml:5:28: duplicate value 1 in matrix batch (first at line 5, col 22)`}},
+		{"params list value", head + "  - name: c\n    params: {batch: [1, 2]}\n", []string{`t.yaml:5:21: batch must be a single value, got a list (put lists under matrix:)`}},
+		{"params not a map", "name: s\nparams: [1]\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:2:9: params must be a map, got a list`}},
+
+		{"string where int", head + "  - name: c\n    params: {batch: \"8\"}\n", []string{`t.yaml:5:21: batch must be an integer, got string "8"`}},
+		{"float where int", head + "  - name: c\n    params: {batch: 1.5}\n", []string{`t.yaml:5:21: batch must be an integer, got 1.5`}},
+		{"null where int", head + "  - name: c\n    params: {batch: ~}\n", []string{`t.yaml:5:21: batch must be an integer, got nothing (null)`}},
+		{"int out of range", head + "  - name: c\n    params: {batch: 9223372036854775808}\n", []string{`t.yaml:5:21: batch is out of range: 9223372036854775808`}},
+		{"int too small", head + "  - name: c\n    params: {batch: 0}\n", []string{`t.yaml:5:21: batch must be >= 1, got 0`}},
+		{"auto int negative", head + "  - name: c\n    params: {kv_blocks: -1}\n", []string{`t.yaml:5:25: kv_blocks must be >= 0 (0 = auto), got -1`}},
+		{"block size", head + "  - name: c\n    matrix: {block_size: [8, 12]}\n", []string{`t.yaml:5:30: block_size must be one of 8, 16, 32, got 12`}},
+		{"head size", head + "  - name: c\n    op: rope\n    matrix: {head_size: [48]}\n", []string{`t.yaml:6:26: head_size must be one of 32, 64, 96, 128, got 48`}},
+		{"moe strategy", head + "  - name: c\n    params: {moe_strategy: groupd}\n", []string{`t.yaml:5:28: unknown moe_strategy "groupd" (did you mean "grouped"?)`}},
+		{"kernel dtype", head + "  - name: c\n    op: matmul\n    params: {dtype: fp16}\n", []string{`t.yaml:6:21: unknown dtype "fp16" (did you mean "f16"?)`}},
+		{"string param bool", head + "  - name: c\n    params: {variant: true}\n", []string{`t.yaml:5:23: variant must be a string, got true`}},
+		{"arrival", head + "  - name: c\n    params: {arrival: \"stagger:0\"}\n", []string{`t.yaml:5:23: bad arrival "stagger:0": stagger step must be an integer >= 1 (want "all" or "stagger:N", N >= 1)`}},
+		{"arrival word", head + "  - name: c\n    params: {arrival: burst}\n", []string{`t.yaml:5:23: bad arrival "burst" (want "all" or "stagger:N", N >= 1)`}},
+		{"sampling", head + "  - name: c\n    matrix: {sampling: [greedy, \"temperature:0.7,top_p:2\"]}\n", []string{`t.yaml:5:33: bad sampling "temperature:0.7,top_p:2": top_p must be in (0, 1] (want greedy or "temperature:T[,top_k:K][,top_p:P]")`}},
+		{"sampling option", head + "  - name: c\n    params: {sampling: \"temperature:1,min_p:0.1\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1,min_p:0.1": unknown option "min_p" (want greedy or "temperature:T[,top_k:K][,top_p:P]")`}},
+
+		{"heads not divisible", head + "  - name: attn\n    op: paged_attention_decode\n    params: {num_heads: 12}\n    matrix: {num_kv_heads: [4, 5]}\n", []string{`t.yaml:7:32: in case "attn": num_heads 12 is not a multiple of num_kv_heads 5`}},
+		{"heads from suite params", "name: s\nparams: {num_kv_heads: 8}\ncases:\n  - name: attn\n    op: rope\n    matrix: {num_heads: [8, 12, 16], tokens: [1, 2]}\n", []string{`t.yaml:6:29: in case "attn": num_heads 12 is not a multiple of num_kv_heads 8`}},
+		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
+
+		{"too many cases", head + "  - name: big\n    op: matmul\n    matrix: {m: [" + seq(100) + "], n: [" + seq(101) + "]}\n", []string{
+			`t.yaml:3:1: the suite expands to more than 10000 cases, over the limit of 10000 (largest group "big" has more than 10000 cases; shorten its matrix lists)`,
+		}},
+		{"too many cases over groups", head + "  - name: a\n    matrix: {batch: [" + seq(100) + "], gen_len: [" + seq(60) + "]}\n  - name: b\n    matrix: {batch: [" + seq(100) + "], gen_len: [" + seq(50) + "]}\n", []string{
+			`t.yaml:3:1: the suite expands to 11000 cases, over the limit of 10000 (largest group "a" has 6000 cases; shorten its matrix lists)`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("t.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("no error; %d cases\n--- input:\n%s", len(s.Cases), tt.src)
+			}
+			if s != nil {
+				t.Errorf("suite returned with an error")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("errors:\n got %q\nwant %q\n--- input:\n%s", got, tt.want, tt.src)
+			}
+		})
+	}
+}
+
+// seq is "1, 2, ..., n" for matrix lists.
+func seq(n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(s, ", ")
+}
+
+func TestManyErrorsTogether(t *testing.T) {
+	src := `name: s
+backend: metl
+model: {preset: p}
+repetitions: 0
+cases:
+  - name: a
+    matrix:
+      bach: [1, 2]
+  - name: a
+    op: rope
+    params: {head_size: 48}
+`
+	_, err := Parse("suites/x.yaml", []byte(src))
+	want := []string{
+		`suites/x.yaml:2:10: unknown backend "metl" (did you mean "metal"?)`,
+		`suites/x.yaml:4:14: repetitions must be >= 1, got 0`,
+		`suites/x.yaml:8:7: unknown key "bach" in matrix (did you mean "batch"?)`,
+		`suites/x.yaml:9:11: duplicate case name "a" (first at line 6)`,
+		`suites/x.yaml:11:25: head_size must be one of 32, 64, 96, 128, got 48`,
+	}
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+		t.Errorf("errors:\n got %q\nwant %q", got, want)
+	}
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != len(want) {
+		t.Fatalf("not an ErrorList of %d: %T", len(want), err)
+	}
+	var one *Error
+	if !errors.As(err, &one) || one.Pos != (Pos{"suites/x.yaml", 2, 10}) || one.Hint != `did you mean "metal"?` {
+		t.Errorf("errors.As *Error: %+v", one)
+	}
+}
+
+func TestErrorListCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(head)
+	for i := 0; i < 150; i++ {
+		b.WriteString("  - name: c" + strconv.Itoa(i) + "\n    params: {batch: 0}\n")
+	}
+	_, err := Parse("t.yaml", []byte(b.String()))
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != maxListed+1 || lines[maxListed] != "... and 50 more errors" {
+		t.Errorf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}
+
+func TestErrorAt(t *testing.T) {
+	s := mustParse(t, head+"  - name: c\n    params: {batch: 64}\n")
+	v := s.Cases[0].Params["batch"]
+	err := s.ErrorAt(v.Pos, "batch %d needs %d KV blocks, the device has %d", 64, 900, 512)
+	if got, want := err.Error(), "t.yaml:5:21: batch 64 needs 900 KV blocks, the device has 512"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := s.ErrorAt(Pos{Line: 2, Col: 3}, "x").Error(); got != "t.yaml:2:3: x" {
+		t.Errorf("file not filled in: %q", got)
+	}
+}
+
+func TestDidYouMean(t *testing.T) {
+	cands := paramNames(KindModel)
+	for in, want := range map[string]string{
+		"bach":        "batch",
+		"Batch":       "batch",
+		"promt_len":   "prompt_len",
+		"gen-len":     "gen_len",
+		"max_seq":     "max_seqs",
+		"x":           "",
+		"zzzzzzzzzzz": "",
+	} {
+		if got := closest(in, cands); got != want {
+			t.Errorf("closest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	infos, err := List("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range infos {
+		line := filepath.Base(in.Path) + " " + in.Name + " " + strconv.Itoa(in.Cases)
+		if in.Err != nil {
+			line += " ERR " + in.Err.Error()
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		`broken.yaml broken-suite 0 ERR testdata/broken.yaml:7:7: unknown key "bach" in matrix (did you mean "batch"?)`,
+		`example.yaml qwen3-moe 29 `,
+		`kernels.yml kernels 4 `,
+	}
+	for i := range want {
+		want[i] = strings.TrimSuffix(want[i], " ")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("List:\n got %q\nwant %q", got, want)
+	}
+	if infos[0].Description != "a suite with a typo, for List" {
+		t.Errorf("broken suite description %q", infos[0].Description)
+	}
+	if _, err := List("testdata/nope"); err == nil {
+		t.Errorf("List of a missing dir: no error")
+	}
+}
+
+// Aliases let a small file reference the same big node many times; the
+// work budget must keep parsing fast and say why it stopped.
+func TestAliasBlowup(t *testing.T) {
+	src := "name: s\nmodel: {preset: p}\nx-case: &c {name: c, matrix: {batch: [" + seq(2000) + "]}}\ncases: [" +
+		strings.Repeat("*c, ", 20000) + "*c]\n"
+	start := time.Now()
+	_, err := Parse("t.yaml", []byte(src))
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	want := []string{
+		`t.yaml:3:19: duplicate case name "c" (first at line 3)`,
+		`t.yaml:3:38: suite is too complex (too many aliases or merge keys)`,
+	}
+	if err == nil || !reflect.DeepEqual(strings.Split(err.Error(), "\n"), want) {
+		t.Errorf("err = %v", err)
+	}
+}
