@@ -24,6 +24,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			generateCommand(),
 			modelsCommand(),
+			runCommand(),
+			suitesCommand(),
+			runsCommand(),
+			showCommand(),
 		},
 	}
 }

@@ -35,5 +35,6 @@ func exitCode(err error) int {
 
 // run is the whole program; tests call it with their own writers.
 func run(args []string, stdout, stderr io.Writer) error {
-	return newApp(stdout, stderr).Run(args)
+	app := newApp(stdout, stderr)
+	return app.Run(interspersed(app, args))
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+func dbFlag() cli.Flag {
+	return &cli.StringFlag{Name: "db", Usage: "results database (default $MTLBENCH_DB or ~/.local/share/mtlbench/results.db)"}
+}
+
+func openDB(c *cli.Context) (*results.DB, error) {
+	return results.Open(c.String("db"))
+}
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run a benchmark suite and record every sample",
+		ArgsUsage: "SUITE.yaml",
+		Description: "Runs every case of the suite (warm-up, repetitions, interleaving as the suite says),\n" +
+			"stores each finished case in the results database, and prints a summary. Ctrl-C\n" +
+			"stops after the current step; finished cases are kept and --resume RUN finishes the rest.",
+		Flags: []cli.Flag{
+			dbFlag(),
+			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
+			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json or benchfmt"},
+			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("run needs one suite file (see `mtlbench suites list`)")
+			}
+			format := c.String("format")
+			if format != "benchfmt" {
+				if _, err := table.ParseFormat(format); err != nil {
+					return err
+				}
+			}
+			s, err := suites.Load(c.Args().First())
+			if err != nil {
+				return err
+			}
+			db, err := openDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
+			sum, err := bench.Run(ctx, s, bench.Options{
+				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
+				Resume: c.Int64("resume"), ToolVersion: version, GitCommit: gitCommit(), Progress: prog.event,
+			})
+			prog.done()
+			if sum == nil {
+				return err
+			}
+			if rerr := printRun(c.App.Writer, db, sum, format); rerr != nil && err == nil {
+				err = rerr
+			}
+			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v, stored in %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), db.Path())
+			if errors.Is(err, bench.ErrInterrupted) {
+				fmt.Fprintf(c.App.ErrWriter, "resume with: mtlbench run %s --resume %d\n", c.Args().First(), sum.RunID)
+				return &exitError{code: 130, err: err}
+			}
+			return err
+		},
+	}
+}
+
+func runStatus(err error) string {
+	switch {
+	case err == nil:
+		return "complete"
+	case errors.Is(err, bench.ErrInterrupted):
+		return "interrupted"
+	}
+	return "finished with errors"
+}
+
+// gitCommit is the commit of the working tree the tool runs in, if any.
+func gitCommit() string {
+	if v := os.Getenv("MTLBENCH_GIT_COMMIT"); v != "" {
+		return v
+	}
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// progress draws a bar on a terminal and plain lines elsewhere (CI logs).
+type progress struct {
+	w     io.Writer
+	tty   bool
+	quiet bool
+	start time.Time
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok && os.Getenv("CI") == "" {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progress{w: w, tty: tty, quiet: quiet, start: time.Now()}
+}
+
+func (p *progress) event(e bench.Event) {
+	if p.quiet {
+		return
+	}
+	rep := fmt.Sprintf("rep %d", e.Rep+1)
+	if e.Rep < 0 {
+		rep = "warm-up"
+	}
+	msg := e.Headline
+	if e.Err != nil {
+		msg = "FAILED: " + e.Err.Error()
+	}
+	if !p.tty {
+		fmt.Fprintf(p.w, "[%d/%d] %s %s: %s\n", e.Done, e.Total, e.Case, rep, msg)
+		return
+	}
+	const width = 24
+	fill := width * e.Done / max(e.Total, 1)
+	eta := ""
+	if e.Done > 0 {
+		left := time.Duration(float64(time.Since(p.start)) / float64(e.Done) * float64(e.Total-e.Done))
+		eta = " eta " + left.Round(time.Second).String()
+	}
+	fmt.Fprintf(p.w, "\r\033[K[%s%s] %d/%d%s %s %s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), e.Done, e.Total, eta, e.Case, rep)
+	if e.Err != nil {
+		fmt.Fprintf(p.w, "\n%s: %v\n", e.Case, e.Err)
+	}
+}
+
+func (p *progress) done() {
+	if p.tty && !p.quiet {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// printRun writes the run's summary in the requested format.
+func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string) error {
+	if format == "benchfmt" {
+		return writeBenchfmt(w, db, sum)
+	}
+	tables, err := runTables(db, sum)
+	if err != nil {
+		return err
+	}
+	f, _ := table.ParseFormat(format)
+	return table.RenderAll(w, f, tables)
+}

@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/sample"
+)
+
+// Workload is what one model case asks of the engine.
+type Workload struct {
+	Requests  int
+	PromptLen int
+	GenLen    int
+	// Stagger, when positive, adds one request every Stagger steps instead
+	// of all at once.
+	Stagger  int
+	Sampling sample.Params
+	Seed     uint64
+}
+
+// ParseArrival reads "all" or "stagger:N".
+func ParseArrival(s string) (int, error) {
+	if s == "" || s == "all" {
+		return 0, nil
+	}
+	if v, ok := strings.CutPrefix(s, "stagger:"); ok {
+		n, err := strconv.Atoi(v)
+		if err == nil && n >= 1 {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("arrival %q: want all or stagger:N with N >= 1", s)
+}
+
+// KVTokens is the cache a workload needs to run without preemption.
+func (w Workload) KVTokens(blockSize int) int {
+	per := (w.PromptLen + w.GenLen + blockSize - 1) / blockSize * blockSize
+	return w.Requests * per
+}
+
+// ModelCase runs a workload end to end through the scheduler.
+type ModelCase struct {
+	Backend bridge.Backend
+	Config  *model.Config
+	Source  model.Source
+	Engine  engine.Options
+	Work    Workload
+	// Bandwidth is the device's read bandwidth in bytes/s (0: unknown).
+	Bandwidth float64
+}
+
+// RepResult is one repetition's record.
+type RepResult struct {
+	Samples []results.Sample
+	Timings []results.OpTiming
+	// DecodeStepTime is the median pure-decode step, for overhead checks.
+	DecodeStepTime time.Duration
+}
+
+type reqTimes struct {
+	added  time.Time
+	tokens []time.Time
+}
+
+// Rep runs the workload once on a fresh engine (the weights are shared).
+func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
+	opts := m.Engine
+	opts.Profile = profile
+	opts.AvailableMemory = 0 // checked once before the run
+	e, err := engine.New(m.Backend, m.Config, m.Source, opts)
+	if err != nil {
+		return nil, err
+	}
+	w := m.Work
+	rng := rand.New(rand.NewPCG(w.Seed, 7))
+	reqs := make([]engine.Request, w.Requests)
+	for i := range reqs {
+		p := make([]int32, w.PromptLen)
+		for j := range p {
+			p[j] = int32(rng.IntN(m.Config.Vocab))
+		}
+		sp := w.Sampling
+		sp.Seed += uint64(i)
+		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: w.GenLen, Sampling: sp}
+	}
+	times := make([]reqTimes, len(reqs))
+	next := 0
+	admit := func(step int) error {
+		for next < len(reqs) && (w.Stagger == 0 || step >= next*w.Stagger) {
+			if err := e.Add(reqs[next]); err != nil {
+				return err
+			}
+			times[next].added = time.Now()
+			next++
+		}
+		return nil
+	}
+	var (
+		decodeTokens, prefillTokens, preempted int
+		decodeTime, prefillTime                time.Duration
+		decodeSteps                            []time.Duration
+		decodeBytes                            float64
+		opSum                                  = map[[3]string]time.Duration{}
+		opOrder                                [][3]string
+		profiledSteps                          int
+	)
+	resetPeakRSS()
+	start := time.Now()
+	for step := 0; next < len(reqs) || e.Pending(); step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := admit(step); err != nil {
+			return nil, err
+		}
+		res, err := e.Step()
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		for _, s := range res.Sampled {
+			times[s.ReqID].tokens = append(times[s.ReqID].tokens, now)
+		}
+		preempted += res.Preempted
+		if res.PrefillTokens > 0 {
+			prefillTokens += res.PrefillTokens
+			prefillTime += res.Duration
+			continue
+		}
+		if res.Tokens == 0 {
+			continue
+		}
+		decodeTokens += res.DecodeTokens
+		decodeTime += res.Duration
+		decodeSteps = append(decodeSteps, res.Duration)
+		decodeBytes += float64(m.stepBytes(e, res))
+		if profile {
+			profiledSteps++
+			for _, t := range res.Stats.Timings {
+				k := [3]string{strconv.Itoa(t.Layer), t.Component, t.Op}
+				if _, ok := opSum[k]; !ok {
+					opOrder = append(opOrder, k)
+				}
+				opSum[k] += t.Duration
+			}
+		}
+	}
+	wall := time.Since(start)
+
+	r := &RepResult{}
+	add := func(metric string, v float64, unit string) {
+		r.Samples = append(r.Samples, results.Sample{Metric: metric, Value: v, Unit: unit})
+	}
+	generated := 0
+	var ttft, tpot, itl []float64
+	for _, t := range times {
+		generated += len(t.tokens)
+		if len(t.tokens) == 0 {
+			continue
+		}
+		ttft = append(ttft, ms(t.tokens[0].Sub(t.added)))
+		if n := len(t.tokens); n > 1 {
+			tpot = append(tpot, ms(t.tokens[n-1].Sub(t.tokens[0]))/float64(n-1))
+		}
+		for i := 1; i < len(t.tokens); i++ {
+			itl = append(itl, ms(t.tokens[i].Sub(t.tokens[i-1])))
+		}
+	}
+	if decodeTime > 0 {
+		add("decode_tok_s", float64(decodeTokens)/decodeTime.Seconds(), "tok/s")
+		med := quantileDur(decodeSteps, 0.5)
+		r.DecodeStepTime = med
+		add("step_ms", ms(med), "ms")
+		bytesPerStep := decodeBytes / float64(len(decodeSteps))
+		add("bytes_per_step", bytesPerStep, "B")
+		gbs := bytesPerStep / (decodeTime.Seconds() / float64(len(decodeSteps)))
+		add("achieved_gb_s", gbs/1e9, "GB/s")
+		if m.Bandwidth > 0 {
+			add("roofline_frac", gbs/m.Bandwidth, "ratio")
+		}
+	}
+	if prefillTime > 0 {
+		add("prefill_tok_s", float64(prefillTokens)/prefillTime.Seconds(), "tok/s")
+	}
+	add("output_tok_s", float64(generated)/wall.Seconds(), "tok/s")
+	if len(ttft) > 0 {
+		add("ttft_ms", quantile(ttft, 0.5), "ms")
+	}
+	if len(tpot) > 0 {
+		add("tpot_ms", quantile(tpot, 0.5), "ms")
+	}
+	if len(itl) > 0 {
+		add("itl_p50_ms", quantile(itl, 0.5), "ms")
+		add("itl_p90_ms", quantile(itl, 0.9), "ms")
+		add("itl_p99_ms", quantile(itl, 0.99), "ms")
+	}
+	if rss := peakRSS(); rss > 0 {
+		add("peak_rss_bytes", float64(rss), "B")
+	}
+	add("preemptions", float64(preempted), "count")
+	if profile && profiledSteps > 0 {
+		for _, k := range opOrder {
+			layer, _ := strconv.Atoi(k[0])
+			r.Timings = append(r.Timings, results.OpTiming{Layer: layer, Component: k[1], Op: k[2],
+				Seconds: opSum[k].Seconds() / float64(profiledSteps), Calls: profiledSteps})
+		}
+	}
+	return r, nil
+}
+
+// stepBytes is what a decode step had to read: the dense weights, the
+// experts it routed to, and each sequence's cached K and V.
+func (m *ModelCase) stepBytes(e *engine.Engine, res *engine.StepResult) int64 {
+	c := m.Config
+	dt := m.Source.DType()
+	n := c.ActiveBytesPerToken(dt)
+	if c.NumExperts > 0 {
+		// ActiveBytesPerToken counts top_k experts per MoE layer; use the
+		// distinct experts the step really touched.
+		perExpert := int64(3*c.Hidden*c.MoEInter) * int64(dt.Size())
+		moeLayers := 0
+		for l := 0; l < c.Layers; l++ {
+			if c.IsMoELayer(l) {
+				moeLayers++
+			}
+		}
+		n -= int64(moeLayers*c.TopK) * perExpert
+		for _, t := range res.Stats.ExpertsTouched {
+			n += int64(t) * perExpert
+		}
+	}
+	kvPerTok := c.KVBytesPerToken(m.Backend.ActDType())
+	for _, s := range e.LastSeqLens() {
+		n += int64(s) * kvPerTok
+	}
+	return n
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func quantile(v []float64, q float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}
+
+func quantileDur(v []time.Duration, q float64) time.Duration {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}

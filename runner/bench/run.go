@@ -1,0 +1,463 @@
+// Package bench drives benchmark suites: it prepares every case (and rejects
+// impossible ones before anything runs), executes repetitions with warm-up,
+// interleaving and cool-down, and records every sample in the results store
+// as each case finishes.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/sample"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// Options configure a suite run.
+type Options struct {
+	DB          *results.DB
+	Backend     string // overrides the suite's backend when set
+	Tag         string
+	Threads     int
+	Resume      int64 // a run id to finish instead of starting a new run
+	ToolVersion string
+	GitCommit   string
+	// BandwidthBuffer is the buffer size for the read-bandwidth probe
+	// (default 256 MiB; 0 keeps the default, negative skips the probe).
+	BandwidthBuffer int
+	// Progress receives one event per finished repetition.
+	Progress func(Event)
+}
+
+// Event reports progress.
+type Event struct {
+	Done, Total int // repetitions, warm-up included
+	Case        string
+	Rep         int  // -1 during warm-up
+	Headline    string
+	Err         error
+}
+
+// ErrInterrupted is returned when the context ends a run early; the cases
+// finished so far are kept and the run can be resumed.
+var ErrInterrupted = errors.New("run interrupted")
+
+// prepared is a case ready to run.
+type prepared struct {
+	c         suites.Case
+	id        int64
+	model     *ModelCase
+	kernel    *kbench.Bench
+	layersRun int
+	layersAll int
+	samples   []results.Sample
+	timings   []results.OpTiming
+	steps     []time.Duration
+	failed    error
+}
+
+func (p *prepared) rep(ctx context.Context, profile bool) (*RepResult, error) {
+	if p.model != nil {
+		return p.model.Rep(ctx, profile)
+	}
+	ks, err := p.kernel.Run()
+	if err != nil {
+		return nil, err
+	}
+	r := &RepResult{}
+	for _, s := range ks {
+		r.Samples = append(r.Samples, results.Sample{Metric: s.Metric, Value: s.Value, Unit: s.Unit})
+	}
+	return r, nil
+}
+
+// Summary is what a finished run reports.
+type Summary struct {
+	RunID   int64
+	Run     *results.Run
+	Cases   []results.Case
+	Failed  int
+	Elapsed time.Duration
+}
+
+// Run executes suite s and records it in o.DB.
+func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
+	start := time.Now()
+	backendName := s.Backend
+	if o.Backend != "" {
+		backendName = o.Backend
+	}
+	be, err := backends.Open(backendName, backends.Options{Threads: o.Threads})
+	if err != nil {
+		return nil, s.ErrorAt(s.Positions["backend"], "%v", err)
+	}
+	defer be.Close()
+	info := be.Info()
+
+	bw := 0.0
+	if o.BandwidthBuffer >= 0 && info.Backend == "cpu" {
+		size := o.BandwidthBuffer
+		if size == 0 {
+			size = 256 << 20
+		}
+		bw = cpu.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
+		// Hand the probe's buffer back so peak RSS reflects the cases alone.
+		debug.FreeOSMemory()
+	}
+	cases, closeModels, err := prepare(s, be, bw)
+	if err != nil {
+		return nil, err
+	}
+	defer closeModels()
+
+	run, err := openRun(s, o, info, bw, cases)
+	if err != nil {
+		return nil, err
+	}
+	todo := cases[:0:0]
+	for _, p := range cases {
+		if p.id != 0 {
+			todo = append(todo, p)
+		}
+	}
+	err = execute(ctx, s, o, todo)
+	status := results.RunComplete
+	if errors.Is(err, ErrInterrupted) {
+		status = results.RunInterrupted
+	} else if err != nil {
+		status = results.RunFailed
+	}
+	if ferr := o.DB.FinishRun(run.ID, status); ferr != nil && err == nil {
+		err = ferr
+	}
+	sum := &Summary{RunID: run.ID, Run: run, Elapsed: time.Since(start)}
+	sum.Cases, _ = o.DB.Cases(run.ID)
+	for _, c := range sum.Cases {
+		if c.Status == results.CaseFailed {
+			sum.Failed++
+		}
+	}
+	if err == nil && sum.Failed > 0 {
+		err = fmt.Errorf("%d of %d cases failed (see `mtlbench show %d`)", sum.Failed, len(sum.Cases), run.ID)
+	}
+	return sum, err
+}
+
+func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cases []*prepared) (*results.Run, error) {
+	if o.Resume != 0 {
+		run, err := o.DB.GetRun(o.Resume)
+		if err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		if run.SuiteHash != s.Hash {
+			return nil, fmt.Errorf("resume: run %d was made from a different version of %s (suite hash %.12s, now %.12s)", run.ID, s.File, run.SuiteHash, s.Hash)
+		}
+		stored, err := o.DB.Cases(run.ID)
+		if err != nil {
+			return nil, err
+		}
+		byKey := map[string]results.Case{}
+		for _, c := range stored {
+			byKey[c.Key] = c
+		}
+		for _, p := range cases {
+			if c, ok := byKey[p.c.Key]; ok && c.Status != results.CaseDone {
+				p.id = c.ID
+			}
+		}
+		if err := o.DB.ResumeRun(run.ID); err != nil {
+			return nil, err
+		}
+		return run, nil
+	}
+	mode := s.Timing
+	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
+		GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
+		Emulated: info.Emulated, Machine: machineOf(info, bw)}
+	if _, err := o.DB.CreateRun(run); err != nil {
+		return nil, err
+	}
+	var rc []results.Case
+	for _, p := range cases {
+		params := map[string]string{}
+		for k, v := range p.c.Params {
+			params[k] = v.Raw
+		}
+		if p.model != nil {
+			params["model"] = p.model.Config.Name
+			params["dtype"] = p.model.Source.DType().String()
+		}
+		rc = append(rc, results.Case{Key: p.c.Key, Name: p.c.Name, Kind: p.c.Kind, Params: params})
+	}
+	if err := o.DB.AddCases(run.ID, rc); err != nil {
+		return nil, err
+	}
+	for i := range cases {
+		cases[i].id = rc[i].ID
+	}
+	return run, nil
+}
+
+func machineOf(info bridge.DeviceInfo, bw float64) results.Machine {
+	host, _ := os.Hostname()
+	m := results.Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: info.Name,
+		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes, Extra: map[string]string{"backend_notes": info.Notes}}
+	if info.Backend != "cpu" {
+		m.GPUName = info.Name
+	}
+	if bw > 0 {
+		m.Extra["read_bandwidth_gb_s"] = strconv.FormatFloat(bw/1e9, 'f', 2, 64)
+	}
+	return m
+}
+
+// execute runs warm-ups and repetitions, finishing each case in the store as
+// soon as its last repetition is done.
+func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared) error {
+	reps, warm := s.Repetitions, s.Warmup
+	total := len(cases) * (reps + warm)
+	profile := s.Timing == results.TimingProfile
+	if profile {
+		total += len(cases)
+	}
+	done := 0
+	step := func(p *prepared, rep int) error {
+		if p.failed != nil {
+			return nil
+		}
+		if s.Cooldown > 0 && done > 0 {
+			select {
+			case <-time.After(s.Cooldown):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		r, err := p.rep(ctx, profile)
+		done++
+		ev := Event{Done: done, Total: total, Case: p.c.Name, Rep: rep}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ErrInterrupted
+			}
+			p.failed = err
+			ev.Err = err
+			if o.Progress != nil {
+				o.Progress(ev)
+			}
+			return o.DB.FailCase(p.id, err.Error())
+		}
+		if rep >= 0 {
+			for _, sm := range r.Samples {
+				sm.Rep = rep
+				p.samples = append(p.samples, sm)
+				if ev.Headline == "" || sm.Metric == "decode_tok_s" {
+					ev.Headline = fmt.Sprintf("%s %.4g %s", sm.Metric, sm.Value, sm.Unit)
+				}
+			}
+			for _, t := range r.Timings {
+				t.Rep = rep
+				p.timings = append(p.timings, t)
+			}
+			p.steps = append(p.steps, r.DecodeStepTime)
+		}
+		if o.Progress != nil {
+			o.Progress(ev)
+		}
+		return nil
+	}
+	finish := func(p *prepared) error {
+		if p.failed != nil {
+			return nil
+		}
+		if profile && p.model != nil {
+			// What profiling costs: the same case once without per-op timing.
+			r, err := p.model.Rep(ctx, false)
+			done++
+			if err == nil && r.DecodeStepTime > 0 && len(p.steps) > 0 {
+				prof := median(p.steps)
+				p.samples = append(p.samples, results.Sample{Rep: 0, Metric: "profile_overhead_pct",
+					Value: 100 * (prof.Seconds()/r.DecodeStepTime.Seconds() - 1), Unit: "%"})
+			}
+		}
+		return o.DB.FinishCase(p.id, p.samples, p.timings, p.layersRun, p.layersAll)
+	}
+	for _, p := range cases {
+		for w := 0; w < warm; w++ {
+			if err := step(p, -1); err != nil {
+				return err
+			}
+		}
+	}
+	if s.Interleave {
+		for r := 0; r < reps; r++ {
+			for _, p := range cases {
+				if err := step(p, r); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range cases {
+			if err := finish(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, p := range cases {
+		for r := 0; r < reps; r++ {
+			if err := step(p, r); err != nil {
+				return err
+			}
+		}
+		if err := finish(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// modelKey identifies one loaded model: cases that differ only in engine
+// parameters share weights.
+type modelKey struct{ layers int }
+
+// prepare turns every case into something runnable, or fails with the
+// positions of everything wrong before a single case runs.
+func prepare(s *suites.Suite, be bridge.Backend, bw float64) ([]*prepared, func(), error) {
+	var errs suites.ErrorList
+	fail := func(p suites.Pos, format string, args ...any) {
+		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
+			errs = append(errs, e)
+		} else {
+			errs = append(errs, &suites.Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
+		}
+	}
+	models := map[modelKey]*loadedModel{}
+	closeAll := func() {
+		for _, m := range models {
+			m.src.Close()
+		}
+	}
+	var out []*prepared
+	for _, c := range s.Cases {
+		p := &prepared{c: c}
+		if c.Kind == suites.KindKernel {
+			b, err := kbench.Prepare(be, c)
+			if err != nil {
+				fail(c.Pos, "case %s: %v", c.Name, err)
+				continue
+			}
+			p.kernel = b
+			out = append(out, p)
+			continue
+		}
+		if s.Model == nil {
+			fail(c.Pos, "case %s is a model case but the suite names no model", c.Name)
+			continue
+		}
+		mc, err := modelCase(s, c, be, models, bw)
+		if err != nil {
+			var se *suites.Error
+			if errors.As(err, &se) {
+				errs = append(errs, se)
+			} else {
+				fail(c.Pos, "case %s: %v", c.Name, err)
+			}
+			continue
+		}
+		p.model = mc
+		p.layersRun, p.layersAll = mc.Config.Layers, mc.Config.ModelLayers
+		out = append(out, p)
+	}
+	if len(errs) > 0 {
+		closeAll()
+		return nil, nil, errs
+	}
+	return out, closeAll, nil
+}
+
+type loadedModel struct {
+	cfg *model.Config
+	src model.Source
+}
+
+func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64) (*ModelCase, error) {
+	sm := s.Model
+	batch := c.Int("batch", 1)
+	w := Workload{Requests: c.Int("requests", batch), PromptLen: c.Int("prompt_len", 128), GenLen: c.Int("gen_len", 32), Seed: uint64(sm.Seed)}
+	var err error
+	if w.Stagger, err = ParseArrival(c.String("arrival", "all")); err != nil {
+		return nil, s.ErrorAt(c.Params["arrival"].Pos, "%v", err)
+	}
+	if w.Sampling, err = sample.Parse(c.String("sampling", "greedy")); err != nil {
+		return nil, s.ErrorAt(c.Params["sampling"].Pos, "%v", err)
+	}
+	opts := engine.Options{
+		BlockSize:   c.Int("block_size", 16),
+		TokenBudget: c.Int("prefill_budget", 0),
+		MaxSeqs:     c.Int("max_seqs", batch),
+		MoE:         bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe_strategy", "grouped")), ChunkSize: c.Int("moe_chunk", 64)},
+	}
+	opts.KVTokens = w.KVTokens(opts.BlockSize)
+	if kb := c.Int("kv_blocks", 0); kb > 0 {
+		// The batch must run side by side: max_seqs requests at once.
+		per := (w.PromptLen + w.GenLen + opts.BlockSize - 1) / opts.BlockSize
+		if need := per * min(opts.MaxSeqs, w.Requests); need > kb {
+			return nil, s.ErrorAt(c.Params["kv_blocks"].Pos, "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
+				kb, kb*opts.BlockSize, min(opts.MaxSeqs, w.Requests), w.PromptLen, w.GenLen, need, opts.BlockSize)
+		}
+		opts.KVTokens = kb * opts.BlockSize
+	}
+	layers := c.Int("layers", sm.Layers)
+	key := modelKey{layers}
+	lm := models[key]
+	if lm == nil {
+		spec := model.Spec{Model: sm.Preset, Layers: layers, Seed: uint64(sm.Seed)}
+		if sm.Path != "" {
+			spec.Model = sm.Path
+		}
+		if sm.DType != "" {
+			dt, err := bridge.ParseDType(sm.DType)
+			if err != nil {
+				return nil, s.ErrorAt(sm.Pos, "%v", err)
+			}
+			spec.DType = &dt
+		}
+		cfg, src, err := model.Open(spec)
+		if err != nil {
+			return nil, s.ErrorAt(sm.Pos, "%v", err)
+		}
+		info := be.Info()
+		if err := engine.CheckFit(cfg, src.DType(), opts.KVTokens, info.AvailableBytes, info.Backend+" ("+info.Name+")"); err != nil {
+			var fe *engine.FitError
+			if sm.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
+				src.Close()
+				return nil, s.ErrorAt(sm.Pos, "%v", err)
+			}
+			cfg, _ = cfg.WithLayers(fe.MaxLayers)
+		}
+		lm = &loadedModel{cfg: cfg, src: model.NewCached(src)}
+		models[key] = lm
+	}
+	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
+}

@@ -1,0 +1,168 @@
+package kbench
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
+)
+
+// A reference check of attention recomputes at most this many sequences
+// and, of a long prefill, the first and last few query tokens of each:
+// enough to catch paging, GQA and causal-mask bugs without float64 loops
+// over a whole long prompt.
+const (
+	checkSeqs      = 8
+	checkEndTokens = 8
+)
+
+// prepareAttention builds seqs sequences, each with context tokens already
+// in a paged cache of random K/V (blocks shuffled, as a long-running
+// allocator leaves them) and tokens new ones (1 for decode), and the step
+// metadata the engine would build for them.
+func (b *Bench) prepareAttention(p *params, prefill bool) error {
+	S := p.int(1, "seqs")
+	H, KVH, D := p.heads()
+	BS := p.oneOf("block_size", 16, blockSizes, "block sizes")
+	T, C := 1, 0
+	if prefill {
+		T, C = p.int(256, "tokens"), p.int(0, "context")
+	} else {
+		C = p.int(1024, "context")
+	}
+	if err := p.err(); err != nil {
+		return err
+	}
+	if prefill {
+		b.desc = fmt.Sprintf("%s seqs=%d tokens=%d context=%d heads=%d/%d head_size=%d block=%d", b.op, S, T, C, H, KVH, D, BS)
+	} else {
+		b.desc = fmt.Sprintf("%s seqs=%d context=%d heads=%d/%d head_size=%d block=%d", b.op, S, C, H, KVH, D, BS)
+	}
+	// partitions tunes a split-context GPU kernel; the contract has no knob
+	// for it, so it only labels the case (the runner hands it to a backend).
+	if n := p.c.Int("partitions", 0); n > 0 {
+		b.desc += fmt.Sprintf(" partitions=%d", n)
+	}
+	b.tolerance()
+
+	L := C + T
+	nb := (L + BS - 1) / BS
+	perm := b.rng.Perm(S * nb)
+	m := &bridge.StepMeta{
+		NumTokens: S * T, NumSeqs: S, MaxQueryLen: T, MaxSeqLen: L,
+		MaxBlocks: nb, BlockSize: BS, QueryStartLoc: []int32{0},
+	}
+	if T == 1 {
+		m.NumDecodeTokens = S
+	}
+	for s := range S {
+		for j := range nb {
+			m.BlockTable = append(m.BlockTable, int32(perm[s*nb+j]))
+		}
+		table := m.BlockTable[s*nb:]
+		for pos := C; pos < L; pos++ {
+			m.Positions = append(m.Positions, int32(pos))
+			m.SlotMapping = append(m.SlotMapping, table[pos/BS]*int32(BS)+int32(pos%BS))
+		}
+		m.QueryStartLoc = append(m.QueryStartLoc, int32((s+1)*T))
+		m.SeqLens = append(m.SeqLens, int32(L))
+	}
+	b.meta = m
+	b.tokenIDs(S * T)
+
+	a := int64(b.act.Size())
+	toks, qw, kvw := int64(S)*int64(T), int64(H)*int64(D), int64(KVH)*int64(D)
+	// q read, out written, new k/v read and written into the cache, the
+	// cached context read once per sequence.
+	b.bytes = a * (2*toks*qw + 4*toks*kvw + 2*int64(S)*int64(C)*kvw)
+	// Token i of a sequence attends to C+i+1 keys: a dot and an axpy each.
+	keys := int64(T)*int64(C) + int64(T)*int64(T+1)/2
+	b.flops = int64(S) * keys * 4 * qw
+
+	shape := []int{S * nb, KVH, BS, D}
+	kc, err := b.upload(b.act, shape, 0, 1)
+	if err != nil {
+		return err
+	}
+	vc, err := b.upload(b.act, shape, 0, 1)
+	if err != nil {
+		return err
+	}
+	q, err := b.upload(b.act, []int{S * T, H * D}, 0, 1)
+	if err != nil {
+		return err
+	}
+	k, err := b.upload(b.act, []int{S * T, KVH * D}, 0, 1)
+	if err != nil {
+		return err
+	}
+	v, err := b.upload(b.act, []int{S * T, KVH * D}, 0, 1)
+	if err != nil {
+		return err
+	}
+	out, err := b.output(b.act, S*T, H*D)
+	if err != nil {
+		return err
+	}
+	cache := bridge.KVCache{K: kc.t, V: vc.t, BlockSize: BS}
+	scale := float32(1 / math.Sqrt(float64(D)))
+	// Every call writes the same k/v into the same slots, so repeating it
+	// leaves the cache as one call does.
+	b.call = func(int) { b.be.Attention(out, q.t, k.t, v.t, cache, H, KVH, D, scale) }
+
+	b.check = func() (float64, float64, error) {
+		var in [5][]float32 // cache K, cache V, q, k, v before the call
+		for i, t := range []bridge.Tensor{kc.t, vc.t, q.t, k.t, v.t} {
+			var err error
+			if in[i], err = b.read(t); err != nil {
+				return 0, 0, err
+			}
+		}
+		kcs, vcs, qs, ks, vs := in[0], in[1], in[2], in[3], in[4]
+		if err := b.once(); err != nil {
+			return 0, 0, err
+		}
+		got, err := b.read(out)
+		if err != nil {
+			return 0, 0, err
+		}
+		gk, err := b.read(kc.t)
+		if err != nil {
+			return 0, 0, err
+		}
+		gv, err := b.read(vc.t)
+		if err != nil {
+			return 0, 0, err
+		}
+		l := kernels.PagedLayout{BlockSize: BS, KVHeads: KVH, HeadDim: D}
+		kernels.KVWrite(kcs, vcs, ks, vs, m.SlotMapping, l)
+		cacheErr := max(maxDiff(gk, kcs), maxDiff(gv, vcs))
+
+		// Causal attention of a sequence's first n query tokens does not
+		// depend on the later ones, so a sub-batch whose SeqLen ends at
+		// them checks the head of a long prefill exactly.
+		batch := kernels.AttnBatch{QueryStartLoc: []int32{0}, MaxBlocks: nb}
+		var rows []int
+		add := func(s, first, n int) {
+			for i := range n {
+				rows = append(rows, s*T+first+i)
+			}
+			batch.QueryStartLoc = append(batch.QueryStartLoc, int32(len(rows)))
+			batch.SeqLens = append(batch.SeqLens, int32(C+first+n))
+			batch.BlockTable = append(batch.BlockTable, m.BlockTable[s*nb:(s+1)*nb]...)
+		}
+		for _, s := range spread(S, checkSeqs) {
+			if T <= 2*checkEndTokens {
+				add(s, 0, T)
+			} else {
+				add(s, 0, checkEndTokens)
+				add(s, T-checkEndTokens, checkEndTokens)
+			}
+		}
+		want := make([]float32, len(rows)*H*D)
+		kernels.PagedAttention(want, gatherRows(qs, rows, H*D), kcs, vcs, batch, H, l, scale)
+		return max(maxDiff(gatherRows(got, rows, H*D), want), cacheErr), maxAbs(want), nil
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package kbench
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// kcase builds a kernel case by hand, as a runner may: name=value pairs,
+// ints as numbers and strings as written.
+func kcase(op string, kv ...any) suites.Case {
+	c := suites.Case{Kind: suites.KindKernel, Op: op, Name: op, Params: map[string]suites.Value{}}
+	for i := 0; i < len(kv); i += 2 {
+		switch v := kv[i+1].(type) {
+		case int:
+			c.Params[kv[i].(string)] = suites.Value{Raw: fmt.Sprint(v), Int: int64(v), Float: float64(v), IsNum: true}
+		case string:
+			c.Params[kv[i].(string)] = suites.Value{Raw: v}
+		}
+	}
+	return c
+}
+
+func newCPU() *cpu.Backend { return cpu.New(cpu.Options{Threads: 2}) }
+
+// Every op on small shapes: checks against the reference before and after
+// timing (timing runs in-place ops thousands of times), and times.
+func TestOpsOnCPU(t *testing.T) {
+	attn := []any{"num_heads", 4, "num_kv_heads", 2, "head_size", 32, "block_size", 8}
+	cases := []suites.Case{
+		kcase("paged_attention_decode", append([]any{"seqs", 3, "context", 37}, attn...)...),
+		kcase("paged_attention_decode", "seqs", 2, "context", 20, "num_heads", 8, "num_kv_heads", 1, "head_size", 64, "block_size", 32),
+		kcase("paged_attention_prefill", append([]any{"seqs", 2, "tokens", 9, "context", 13}, attn...)...),
+		kcase("paged_attention_prefill", append([]any{"seqs", 1, "tokens", 40}, attn...)...), // fresh prompt, head+tail check
+		kcase("rms_norm", "tokens", 3, "width", 96),
+		kcase("rms_norm", "tokens", 2, "hidden", 64), // hidden spells width
+		kcase("add_rms_norm", "tokens", 3, "width", 96),
+		kcase("rope", "tokens", 3, "num_heads", 4, "num_kv_heads", 2, "head_size", 96),
+		kcase("silu_mul", "tokens", 2, "intermediate", 100),
+		kcase("matmul", "m", 3, "n", 17, "k", 33, "dtype", "f32"),
+		kcase("matmul", "m", 20, "n", 8, "k", 16, "dtype", "f16"),
+		kcase("matmul", "tokens", 2, "n", 16, "hidden", 64), // bf16 default
+		kcase("moe", "tokens", 5, "experts", 8, "top_k", 2, "hidden", 32, "intermediate", 24, "dtype", "f32", "moe_strategy", "loop"),
+		kcase("moe", "tokens", 40, "experts", 8, "top_k", 3, "hidden", 32, "intermediate", 16, "moe_strategy", "chunked", "moe_chunk", 7),
+		kcase("moe", "tokens", 4, "experts", 4, "top_k", 4, "hidden", 16, "intermediate", 8, "dtype", "f16"),
+		kcase("argmax", "tokens", 3, "width", 1000),
+		kcase("embedding", "tokens", 4, "width", 48, "n", 100, "dtype", "f16"),
+		kcase("embedding", "tokens", 1, "hidden", 16, "n", 10, "dtype", "f32"),
+	}
+	for _, c := range cases {
+		t.Run(c.Op, func(t *testing.T) {
+			be := newCPU()
+			b, err := Prepare(be, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if !strings.HasPrefix(b.Describe(), c.Op+" ") {
+				t.Errorf("Describe() = %q", b.Describe())
+			}
+			if b.Bytes() <= 0 || (b.Flops() <= 0 && c.Op != "embedding") {
+				t.Errorf("%s: bytes %d flops %d", b.Describe(), b.Bytes(), b.Flops())
+			}
+			if e, err := b.Check(); err != nil {
+				t.Fatal(err)
+			} else {
+				t.Logf("%s: max error %.2g", b.Describe(), e)
+			}
+			s, err := b.Run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			iters := b.Iters()
+			if iters < 1 {
+				t.Fatalf("iters %d after Run", iters)
+			}
+			if len(s) < 2 || s[0].Metric != "us_per_call" {
+				t.Errorf("samples %v", s)
+			}
+			for _, x := range s {
+				if !(x.Value > 0) || x.Unit == "" {
+					t.Errorf("sample %+v", x)
+				}
+			}
+			if _, err := b.Run(); err != nil || b.Iters() != iters {
+				t.Errorf("second Run: %v, iters %d then %d", err, iters, b.Iters())
+			}
+			if _, err := b.Check(); err != nil {
+				t.Errorf("after timing: %v", err)
+			}
+		})
+	}
+}
+
+// Suite cases straight from the parser work, defaults filling the rest.
+func TestFromSuite(t *testing.T) {
+	src := `name: k
+backend: cpu
+params: { dtype: f32, tokens: 2, head_size: 32, num_heads: 4, num_kv_heads: 2 }
+cases:
+  - name: small
+    kind: kernel
+    matrix:
+      op: [rms_norm, silu_mul, rope, argmax, paged_attention_decode]
+      width: [64]
+      intermediate: [32]
+      context: [10]
+`
+	s, err := suites.Parse("k.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range s.Cases {
+		b, err := Prepare(newCPU(), c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if _, err := b.Check(); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+	}
+}
+
+func TestBadParams(t *testing.T) {
+	for _, tc := range []struct {
+		c     suites.Case
+		param string
+		want  string
+	}{
+		{kcase("paged_attention_decode", "head_size", 80), "head_size", "head_size=80: supported head sizes are 32, 64, 96, 128"},
+		{kcase("rope", "head_size", 80), "head_size", "head_size=80: supported head sizes are 32, 64, 96, 128"},
+		{kcase("paged_attention_prefill", "block_size", 12), "block_size", "block_size=12: supported block sizes are 8, 16, 32"},
+		{kcase("paged_attention_decode", "num_heads", 6, "num_kv_heads", 4), "num_heads", "num_heads=6: must be a multiple of num_kv_heads=4"},
+		{kcase("moe", "experts", 4, "top_k", 8), "top_k", "top_k=8: must be at most experts=4"},
+		{kcase("matmul", "m", 0), "m", "m=0: must be positive"},
+		{kcase("rms_norm", "width", -3), "width", "width=-3: must be positive"},
+		{kcase("matmul", "dtype", "fp8"), "dtype", "dtype=fp8: supported dtypes are f32, f16, bf16"},
+		{kcase("moe", "moe_strategy", "sorted"), "moe_strategy", "moe_strategy=sorted: supported strategies are loop, chunked, grouped"},
+		{kcase("softmax"), "op", `op=softmax: unknown op (want one of paged_attention_decode,`},
+		{kcase(""), "op", "op: a kernel case needs an op"},
+	} {
+		_, err := Prepare(newCPU(), tc.c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: got %v, want %q", tc.c.Op, tc.c.Params, err, tc.want)
+			continue
+		}
+		var pe *ParamError
+		if !errors.As(err, &pe) || pe.Param != tc.param {
+			t.Errorf("%v: not a *ParamError for %s", err, tc.param)
+		}
+	}
+
+	// Every problem of a case is reported at once.
+	_, err := Prepare(newCPU(), kcase("paged_attention_decode", "head_size", 80, "block_size", 12))
+	if err == nil || !strings.Contains(err.Error(), "head_size=80") || !strings.Contains(err.Error(), "block_size=12") {
+		t.Errorf("both problems: %v", err)
+	}
+
+	_, err = Prepare(newCPU(), kcase("kv_write", "tokens", 4))
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "kv_write is fused into attention") {
+		t.Errorf("kv_write: %v", err)
+	}
+	c := kcase("rms_norm")
+	c.Kind = suites.KindModel
+	if _, err := Prepare(newCPU(), c); err == nil {
+		t.Error("model case prepared")
+	}
+}
+
+// A case too large for the backend's memory fails before filling tensors.
+func TestTooLarge(t *testing.T) {
+	_, err := Prepare(tinyMemory{newCPU()}, kcase("matmul", "n", 4096, "k", 4096))
+	if err == nil || !strings.Contains(err.Error(), "MiB") {
+		t.Errorf("got %v", err)
+	}
+}
+
+type tinyMemory struct{ *cpu.Backend }
+
+func (t tinyMemory) Info() bridge.DeviceInfo {
+	i := t.Backend.Info()
+	i.AvailableBytes = 1 << 20
+	return i
+}
+
+func TestBytesAndFlops(t *testing.T) {
+	for _, tc := range []struct {
+		c            suites.Case
+		bytes, flops int64
+		desc         string
+	}{
+		// weights 3*4*4 + x 2*4*4 + out 2*3*4
+		{kcase("matmul", "m", 2, "n", 3, "k", 4, "dtype", "f32"), 48 + 32 + 24, 2 * 2 * 3 * 4, "matmul m=2 n=3 k=4 dtype=f32"},
+		// q 4*8*4 + out 4*8*4, k/v read+write 4*(4*4*4), context 2*2*10*4*4; keys 10+11 per seq
+		{kcase("paged_attention_decode", "seqs", 2, "context", 10, "num_heads", 2, "num_kv_heads", 1, "head_size", 32, "block_size", 8),
+			4 * (2*2*64 + 4*2*32 + 2*2*10*32), 2 * 11 * 4 * 64, "paged_attention_decode seqs=2 context=10 heads=2/1 head_size=32 block=8"},
+		{kcase("embedding", "tokens", 3, "width", 8, "n", 50), 3*8*(2+4) + 12, 0, "embedding tokens=3 vocab=50 hidden=8 dtype=bf16"},
+	} {
+		b, err := Prepare(newCPU(), tc.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Bytes() != tc.bytes || b.Flops() != tc.flops || b.Describe() != tc.desc {
+			t.Errorf("%s: bytes %d flops %d, want %q %d %d", b.Describe(), b.Bytes(), b.Flops(), tc.desc, tc.bytes, tc.flops)
+		}
+	}
+}
+
+// faulty is a CPU backend with subtly wrong ops: Check must notice.
+type faulty struct{ *cpu.Backend }
+
+func (f faulty) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, h, kvh, d int, scale float32) {
+	f.Backend.Attention(out, q, k, v, c, h, kvh, d, scale*1.01)
+}
+
+func (f faulty) MatMul(out, x, w, bias bridge.Tensor) {
+	f.Backend.MatMul(out, x, w, bias)
+	f.Backend.Add(out, out, out)
+}
+
+func (f faulty) RoPE(q, k, qn, kn bridge.Tensor, h, kvh, d int, theta float64, eps float32) {
+	f.Backend.RoPE(q, k, qn, kn, h, kvh, d, theta*1.001, eps)
+}
+
+// MoE forgets to renormalise the top-k routing weights.
+func (f faulty) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	bad := *w
+	bad.NormTopK = !w.NormTopK
+	f.Backend.MoE(out, x, &bad, p)
+}
+
+func TestCheckCatchesWrongOps(t *testing.T) {
+	for _, c := range []suites.Case{
+		kcase("paged_attention_decode", "seqs", 2, "context", 30, "head_size", 32, "num_heads", 2, "num_kv_heads", 2, "block_size", 8),
+		kcase("matmul", "m", 2, "n", 8, "k", 16, "dtype", "f32"),
+		kcase("moe", "tokens", 3, "experts", 4, "top_k", 2, "hidden", 16, "intermediate", 8, "dtype", "f32"),
+		kcase("rope", "tokens", 2, "num_heads", 2, "num_kv_heads", 1, "head_size", 32),
+	} {
+		b, err := Prepare(faulty{newCPU()}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := b.Check(); err == nil {
+			t.Errorf("%s: wrong op passed the check (max error %g)", b.Describe(), e)
+		}
+	}
+}
