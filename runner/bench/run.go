@@ -46,7 +46,7 @@ type Options struct {
 type Event struct {
 	Done, Total int // repetitions, warm-up included
 	Case        string
-	Rep         int  // -1 during warm-up
+	Rep         int // -1 during warm-up
 	Headline    string
 	Err         error
 }
