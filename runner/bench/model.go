@@ -42,6 +42,20 @@ func ParseArrival(s string) (int, error) {
 	return 0, fmt.Errorf("arrival %q: want all or stagger:N with N >= 1", s)
 }
 
+// Prompts are the workload's prompts: seeded random token ids, the same for
+// every repetition.
+func (w Workload) Prompts(vocab int) [][]int32 {
+	rng := rand.New(rand.NewPCG(w.Seed, 7))
+	out := make([][]int32, w.Requests)
+	for i := range out {
+		out[i] = make([]int32, w.PromptLen)
+		for j := range out[i] {
+			out[i][j] = int32(rng.IntN(vocab))
+		}
+	}
+	return out
+}
+
 // KVTokens is the cache a workload needs to run without preemption.
 func (w Workload) KVTokens(blockSize int) int {
 	per := (w.PromptLen + w.GenLen + blockSize - 1) / blockSize * blockSize
@@ -57,6 +71,8 @@ type ModelCase struct {
 	Work    Workload
 	// Bandwidth is the device's read bandwidth in bytes/s (0: unknown).
 	Bandwidth float64
+
+	bytes *stepCost
 }
 
 // RepResult is one repetition's record.
@@ -65,6 +81,8 @@ type RepResult struct {
 	Timings []results.OpTiming
 	// DecodeStepTime is the median pure-decode step, for overhead checks.
 	DecodeStepTime time.Duration
+	// Wall is the whole workload, from the first request to the last token.
+	Wall time.Duration
 }
 
 type reqTimes struct {
@@ -82,13 +100,8 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		return nil, err
 	}
 	w := m.Work
-	rng := rand.New(rand.NewPCG(w.Seed, 7))
 	reqs := make([]engine.Request, w.Requests)
-	for i := range reqs {
-		p := make([]int32, w.PromptLen)
-		for j := range p {
-			p[j] = int32(rng.IntN(m.Config.Vocab))
-		}
+	for i, p := range w.Prompts(m.Config.Vocab) {
 		sp := w.Sampling
 		sp.Seed += uint64(i)
 		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: w.GenLen, Sampling: sp}
@@ -157,7 +170,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	}
 	wall := time.Since(start)
 
-	r := &RepResult{}
+	r := &RepResult{Wall: wall}
 	add := func(metric string, v float64, unit string) {
 		r.Samples = append(r.Samples, results.Sample{Metric: metric, Value: v, Unit: unit})
 	}
@@ -221,29 +234,39 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 // stepBytes is what a decode step had to read: the dense weights, the
 // experts it routed to, and each sequence's cached K and V.
 func (m *ModelCase) stepBytes(e *engine.Engine, res *engine.StepResult) int64 {
-	c := m.Config
-	dt := m.Source.DType()
-	n := c.ActiveBytesPerToken(dt)
-	if c.NumExperts > 0 {
-		// ActiveBytesPerToken counts top_k experts per MoE layer; use the
-		// distinct experts the step really touched.
-		perExpert := int64(3*c.Hidden*c.MoEInter) * int64(dt.Size())
-		moeLayers := 0
-		for l := 0; l < c.Layers; l++ {
-			if c.IsMoELayer(l) {
-				moeLayers++
-			}
-		}
-		n -= int64(moeLayers*c.TopK) * perExpert
-		for _, t := range res.Stats.ExpertsTouched {
-			n += int64(t) * perExpert
-		}
+	if m.bytes == nil {
+		m.bytes = newStepCost(m.Config, m.Source.DType(), m.Backend.ActDType())
 	}
-	kvPerTok := c.KVBytesPerToken(m.Backend.ActDType())
+	n := m.bytes.dense
+	for _, t := range res.Stats.ExpertsTouched {
+		n += int64(t) * m.bytes.perExpert
+	}
 	for _, s := range e.LastSeqLens() {
-		n += int64(s) * kvPerTok
+		n += int64(s) * m.bytes.kvPerToken
 	}
 	return n
+}
+
+// stepCost holds the per-step byte counts that do not change during a case,
+// computed once: walking the model's tensor list every step would cost more
+// than the bookkeeping it feeds.
+type stepCost struct {
+	dense, perExpert, kvPerToken int64
+}
+
+func newStepCost(c *model.Config, dt, act bridge.DType) *stepCost {
+	sc := &stepCost{dense: c.ActiveBytesPerToken(dt), kvPerToken: c.KVBytesPerToken(act)}
+	if c.NumExperts > 0 {
+		// ActiveBytesPerToken counts top_k experts per MoE layer; the step
+		// adds the distinct experts it really touched instead.
+		sc.perExpert = int64(3*c.Hidden*c.MoEInter) * int64(dt.Size())
+		for l := 0; l < c.Layers; l++ {
+			if c.IsMoELayer(l) {
+				sc.dense -= int64(c.TopK) * sc.perExpert
+			}
+		}
+	}
+	return sc
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

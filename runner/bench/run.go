@@ -40,6 +40,9 @@ type Options struct {
 	BandwidthBuffer int
 	// Progress receives one event per finished repetition.
 	Progress func(Event)
+	// MemoryLimit, when positive, caps the memory a model may use below
+	// what the backend reports: for shared machines, and for tests.
+	MemoryLimit int64
 }
 
 // Event reports progress.
@@ -117,7 +120,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}
-	cases, closeModels, err := prepare(s, be, bw)
+	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +291,9 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 			// What profiling costs: the same case once without per-op timing.
 			r, err := p.model.Rep(ctx, false)
 			done++
+			if o.Progress != nil {
+				o.Progress(Event{Done: done, Total: total, Case: p.c.Name, Rep: -1, Headline: "unprofiled repetition (profile cost)"})
+			}
 			if err == nil && r.DecodeStepTime > 0 && len(p.steps) > 0 {
 				prof := median(p.steps)
 				p.samples = append(p.samples, results.Sample{Rep: 0, Metric: "profile_overhead_pct",
@@ -296,14 +302,20 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		return o.DB.FinishCase(p.id, p.samples, p.timings, p.layersRun, p.layersAll)
 	}
-	for _, p := range cases {
+	warmUp := func(p *prepared) error {
 		for w := 0; w < warm; w++ {
 			if err := step(p, -1); err != nil {
 				return err
 			}
 		}
+		return nil
 	}
 	if s.Interleave {
+		for _, p := range cases {
+			if err := warmUp(p); err != nil {
+				return err
+			}
+		}
 		for r := 0; r < reps; r++ {
 			for _, p := range cases {
 				if err := step(p, r); err != nil {
@@ -319,6 +331,9 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		return nil
 	}
 	for _, p := range cases {
+		if err := warmUp(p); err != nil {
+			return err
+		}
 		for r := 0; r < reps; r++ {
 			if err := step(p, r); err != nil {
 				return err
@@ -343,7 +358,7 @@ type modelKey struct{ layers int }
 
 // prepare turns every case into something runnable, or fails with the
 // positions of everything wrong before a single case runs.
-func prepare(s *suites.Suite, be bridge.Backend, bw float64) ([]*prepared, func(), error) {
+func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64) ([]*prepared, func(), error) {
 	var errs suites.ErrorList
 	fail := func(p suites.Pos, format string, args ...any) {
 		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
@@ -375,7 +390,7 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64) ([]*prepared, func(
 			fail(c.Pos, "case %s is a model case but the suite names no model", c.Name)
 			continue
 		}
-		mc, err := modelCase(s, c, be, models, bw)
+		mc, err := modelCase(s, c, be, models, bw, limit)
 		if err != nil {
 			var se *suites.Error
 			if errors.As(err, &se) {
@@ -401,7 +416,7 @@ type loadedModel struct {
 	src model.Source
 }
 
-func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64) (*ModelCase, error) {
+func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
 	sm := s.Model
 	batch := c.Int("batch", 1)
 	w := Workload{Requests: c.Int("requests", batch), PromptLen: c.Int("prompt_len", 128), GenLen: c.Int("gen_len", 32), Seed: uint64(sm.Seed)}
@@ -448,7 +463,11 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
 		info := be.Info()
-		if err := engine.CheckFit(cfg, src.DType(), opts.KVTokens, info.AvailableBytes, info.Backend+" ("+info.Name+")"); err != nil {
+		avail, where := info.AvailableBytes, info.Backend+" ("+info.Name+")"
+		if limit > 0 && (avail <= 0 || limit < avail) {
+			avail, where = limit, "the memory limit"
+		}
+		if err := engine.CheckFit(cfg, src.DType(), opts.KVTokens, avail, where); err != nil {
 			var fe *engine.FitError
 			if sm.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
 				src.Close()

@@ -1,0 +1,414 @@
+// Package history loads mtlbench's documented performance history: the
+// figures the project's source documents report (tok/s per version, per
+// batch size, per-component breakdowns, isolated op timings), shipped as
+// YAML in results/history and embedded in the binary, so measured runs can
+// be plotted and compared against what was documented.
+//
+// # File format
+//
+// A file is a YAML list of points, one mapping per reported figure
+// (required: source, date, model, metric, value, unit):
+//
+//	# 001-knowledge-base.yaml
+//	- source: 001_42c42577c32c4287.txt # document file name
+//	  section: Performance History     # heading in the document
+//	  date: "2024-12-11"               # as given; "2025-12" = month only, or "unknown"
+//	  hardware: M-series Mac           # "unknown" when the document does not say
+//	  model: Qwen3-30B-A3B
+//	  dtype: float16                   # only where the document states it
+//	  batch: 1                         # 0 or absent = not stated
+//	  series: Cached offsets           # line label: version, backend, variant
+//	  component: moe                   # moe, attention, norm, other, compute, overhead, total
+//	  metric: tok_s
+//	  value: 11.6
+//	  qualifier: ">="                  # "", "~", ">=", ">", "<=", "<", "range"
+//	  unit: tok/s
+//	  params: {moe_chunk: "64"}        # benchmark parameters, strings
+//	  note: Attention index optimization
+//
+// Qualifiers keep the document's wording honest: "10+" is stored as value
+// 10 with qualifier ">=", "~5" as 5 with "~", "<1ms" as 1 with "<", and a
+// range such as "6-7" as value 6 with qualifier "range" and params max: "7".
+//
+// # Metrics
+//
+//	tok_s            throughput as the document gives it ("TPS", "tok/s")
+//	decode_tok_s     decode throughput, where the document says decode
+//	prefill_tok_s    prefill throughput
+//	tok_s_limit      a theoretical limit or ceiling the document computes
+//	tok_s_target     a goal ("Target: 50+ TPS"), never a measurement
+//	tok_s_projected  the expected result of a proposed optimisation
+//	ms_per_layer     time of one layer (component) in one decode step
+//	ms_total         time of a component over all layers of one step, or
+//	                 a profile total (params say over what)
+//	ms_forward       forward pass time; ms_step: whole step time
+//	ms_per_op        one op call (params/note say which op); ms_per_call
+//	ms_per_batch     time per batch of a pipeline stage
+//	ms_saved         time saved per forward
+//	pct              share of a total (note says of what)
+//	gain_pct         improvement in percent
+//	speedup          ratio new/old (x); speedup_projected for proposals
+//	scaling          throughput relative to batch 1 (x)
+//	memory_gb        resident memory
+//	tolerance, deterministic_pct  precision claims (003, model unknown)
+//
+// Figures are stored once per section that states them, so one number may
+// appear in two sections (e.g. a history table and a list of working
+// models); filter by Section or Series to pick one.
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	shipped "github.com/mtlbench/mtlbench/results/history"
+	"gopkg.in/yaml.v3"
+)
+
+// Point is one documented figure.
+type Point struct {
+	Source, Section, Date, Hardware, Model, DType, Series, Metric, Unit, Component, Qualifier, Note string
+
+	Batch  int // 0 = not stated
+	Value  float64
+	Params map[string]string
+
+	// File and Line locate the point's mapping in the file it was loaded
+	// from (or the table row it was imported from); Save does not write them.
+	File string
+	Line int
+}
+
+// Qualifiers lists the accepted Qualifier values.
+var Qualifiers = []string{"", "~", ">=", ">", "<=", "<", "range"}
+
+// requiredFields are the fields a point cannot be plotted or compared without.
+var requiredFields = []string{"source", "date", "model", "metric", "value", "unit"}
+
+// Load reads every *.yaml file in dir (not recursively), in name order.
+// Problems are reported as "file:line: ..." and all of them are returned
+// at once, so a broken data file can be fixed in one pass.
+func Load(dir string) ([]Point, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		points []Point
+		errs   []error
+	)
+	for _, e := range entries { // ReadDir sorts by name
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p, err := parse(name, data)
+		points = append(points, p...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return points, errors.Join(errs...)
+}
+
+// Embedded returns the history shipped in results/history; File is the
+// file's name there.
+func Embedded() ([]Point, error) {
+	names, err := fs.Glob(shipped.Files, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var (
+		points []Point
+		errs   []error
+	)
+	for _, n := range names {
+		data, err := fs.ReadFile(shipped.Files, n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p, err := parse(path.Base(n), data)
+		points = append(points, p...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return points, errors.Join(errs...)
+}
+
+// Filter returns the points matching model, metric and series
+// (case-insensitive, exact); an empty argument matches everything.
+func Filter(points []Point, model, metric, series string) []Point {
+	match := func(want, got string) bool { return want == "" || strings.EqualFold(want, got) }
+	var out []Point
+	for _, p := range points {
+		if match(model, p.Model) && match(metric, p.Metric) && match(series, p.Series) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// yamlLine matches the "yaml: line N: msg" prefix of yaml.v3 errors so they
+// can be rewritten as file:line like every other error here.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func parse(file string, data []byte) ([]Point, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("%s:%s: %s", file, m[1], m[2])
+		}
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, nil // empty file: no points
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("%s:%d: top level must be a list of points", file, root.Line)
+	}
+	var (
+		points []Point
+		errs   []error
+	)
+	for _, item := range root.Content {
+		p, perrs := parsePoint(file, item)
+		if len(perrs) > 0 {
+			errs = append(errs, perrs...)
+			continue
+		}
+		points = append(points, p)
+	}
+	return points, errors.Join(errs...)
+}
+
+func parsePoint(file string, n *yaml.Node) (Point, []error) {
+	var errs []error
+	errf := func(line int, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s:%d: %s", file, line, fmt.Sprintf(format, args...)))
+	}
+	p := Point{File: file, Line: n.Line}
+	if n.Kind != yaml.MappingNode {
+		errf(n.Line, "point must be a mapping")
+		return p, errs
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key := k.Value
+		if seen[key] {
+			errf(k.Line, "duplicate field %q", key)
+			continue
+		}
+		seen[key] = true
+		if key == "params" {
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+				continue
+			}
+			if v.Kind != yaml.MappingNode {
+				errf(v.Line, "params must be a mapping of name: value")
+				continue
+			}
+			p.Params = map[string]string{}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				pk, pv := v.Content[j], v.Content[j+1]
+				if pv.Kind != yaml.ScalarNode {
+					errf(pv.Line, "params.%s must be a scalar", pk.Value)
+					continue
+				}
+				p.Params[pk.Value] = pv.Value
+			}
+			continue
+		}
+		if v.Kind != yaml.ScalarNode {
+			errf(v.Line, "field %q must be a scalar", key)
+			continue
+		}
+		s := v.Value
+		switch key {
+		case "source":
+			p.Source = s
+		case "section":
+			p.Section = s
+		case "date":
+			p.Date = s
+		case "hardware":
+			p.Hardware = s
+		case "model":
+			p.Model = s
+		case "dtype":
+			p.DType = s
+		case "series":
+			p.Series = s
+		case "metric":
+			p.Metric = s
+		case "unit":
+			p.Unit = s
+		case "component":
+			p.Component = s
+		case "qualifier":
+			p.Qualifier = s
+		case "note":
+			p.Note = s
+		case "batch":
+			b, err := strconv.Atoi(s)
+			if err != nil || b < 0 {
+				errf(v.Line, "batch %q is not a non-negative integer", s)
+			}
+			p.Batch = b
+		case "value":
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				errf(v.Line, "value %q is not a finite number", s)
+			}
+			p.Value = f
+		default:
+			// Unknown keys are refused: a typo ("vaule") would otherwise
+			// silently drop a figure.
+			errf(k.Line, "unknown field %q", key)
+		}
+	}
+	var missing []string
+	for _, f := range requiredFields {
+		if !seen[f] || (f != "value" && fieldString(p, f) == "") {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		errf(n.Line, "point missing required field(s): %s", strings.Join(missing, ", "))
+	}
+	if err := checkQualifier(p); err != nil {
+		errf(n.Line, "%v", err)
+	}
+	return p, errs
+}
+
+func fieldString(p Point, f string) string {
+	switch f {
+	case "source":
+		return p.Source
+	case "date":
+		return p.Date
+	case "model":
+		return p.Model
+	case "metric":
+		return p.Metric
+	case "unit":
+		return p.Unit
+	}
+	return ""
+}
+
+func checkQualifier(p Point) error {
+	ok := false
+	for _, q := range Qualifiers {
+		ok = ok || p.Qualifier == q
+	}
+	if !ok {
+		return fmt.Errorf("qualifier %q is not one of %q", p.Qualifier, Qualifiers)
+	}
+	if p.Qualifier == "range" {
+		if _, err := strconv.ParseFloat(p.Params["max"], 64); err != nil {
+			return errors.New(`qualifier "range" needs params.max, the upper end of the range`)
+		}
+	}
+	return nil
+}
+
+// savedPoint fixes the field order and omits empty optional fields, so
+// saved files look like the shipped ones.
+type savedPoint struct {
+	Source    string            `yaml:"source"`
+	Section   string            `yaml:"section,omitempty"`
+	Date      string            `yaml:"date"`
+	Hardware  string            `yaml:"hardware,omitempty"`
+	Model     string            `yaml:"model"`
+	DType     string            `yaml:"dtype,omitempty"`
+	Batch     int               `yaml:"batch,omitempty"`
+	Series    string            `yaml:"series,omitempty"`
+	Component string            `yaml:"component,omitempty"`
+	Metric    string            `yaml:"metric"`
+	Value     float64           `yaml:"value"`
+	Qualifier string            `yaml:"qualifier,omitempty"`
+	Unit      string            `yaml:"unit"`
+	Params    map[string]string `yaml:"params,omitempty"`
+	Note      string            `yaml:"note,omitempty"`
+}
+
+// Save writes points to path in the shipped format (File and Line are not
+// written). It refuses points Load would reject, so a saved file can be
+// dropped into results/history as is.
+func Save(path string, points []Point) error {
+	out := make([]savedPoint, len(points))
+	var errs []error
+	for i, p := range points {
+		var missing []string
+		for _, f := range requiredFields {
+			if f != "value" && fieldString(p, f) == "" {
+				missing = append(missing, f)
+			}
+		}
+		if len(missing) > 0 {
+			errs = append(errs, fmt.Errorf("point %d (%s): missing required field(s): %s", i, where(p), strings.Join(missing, ", ")))
+		}
+		if math.IsInf(p.Value, 0) || math.IsNaN(p.Value) {
+			errs = append(errs, fmt.Errorf("point %d (%s): value %v is not finite", i, where(p), p.Value))
+		}
+		if p.Batch < 0 {
+			errs = append(errs, fmt.Errorf("point %d (%s): negative batch %d", i, where(p), p.Batch))
+		}
+		if err := checkQualifier(p); err != nil {
+			errs = append(errs, fmt.Errorf("point %d (%s): %w", i, where(p), err))
+		}
+		out[i] = savedPoint{
+			Source: p.Source, Section: p.Section, Date: p.Date, Hardware: p.Hardware,
+			Model: p.Model, DType: p.DType, Batch: p.Batch, Series: p.Series,
+			Component: p.Component, Metric: p.Metric, Value: p.Value,
+			Qualifier: p.Qualifier, Unit: p.Unit, Params: p.Params, Note: p.Note,
+		}
+		if len(out[i].Params) == 0 {
+			out[i].Params = nil
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	var b bytes.Buffer
+	b.WriteString("# mtlbench documented performance history (format: package reports/history).\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if len(out) == 0 {
+		b.WriteString("[]\n")
+	} else if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func where(p Point) string {
+	if p.File != "" {
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return p.Series + " " + p.Metric
+}

@@ -1,0 +1,306 @@
+package history
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// shippedFiles are the files of results/history, one per source document.
+var shippedFiles = map[string]string{
+	"000-optimization-plan.yaml":        "000_bc918355f9dea9ac.txt",
+	"001-knowledge-base.yaml":           "001_42c42577c32c4287.txt",
+	"002-metal-pagedattention-mvp.yaml": "002_85360afca182a46e.txt",
+	"003-metal-engine-v2.6.yaml":        "003_b76004d1f11ee3c2.txt",
+	"004-metal-v1.5.yaml":               "004_610544da3b8c88e9.txt",
+}
+
+func embedded(t *testing.T) []Point {
+	t.Helper()
+	pts, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pts
+}
+
+// one returns the single point matching all the given conditions.
+func one(t *testing.T, pts []Point, cond func(Point) bool, what string) Point {
+	t.Helper()
+	var found []Point
+	for _, p := range pts {
+		if cond(p) {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: %d points match, want 1: %+v", what, len(found), found)
+	}
+	return found[0]
+}
+
+func TestEmbeddedFiles(t *testing.T) {
+	pts := embedded(t)
+	count := map[string]int{}
+	for _, p := range pts {
+		count[p.File]++
+		if want := shippedFiles[p.File]; p.Source != want {
+			t.Errorf("%s:%d: source %q, want %q", p.File, p.Line, p.Source, want)
+		}
+		if p.Line == 0 || p.Section == "" || p.Hardware == "" {
+			t.Errorf("%s:%d: missing line, section or hardware: %+v", p.File, p.Line, p)
+		}
+	}
+	for f := range shippedFiles {
+		if count[f] == 0 {
+			t.Errorf("%s: no points", f)
+		}
+	}
+	if len(count) != len(shippedFiles) {
+		t.Errorf("files %v, want %v", count, shippedFiles)
+	}
+
+	// Load of the folder itself must agree with the embedded copy.
+	loaded, err := Load(filepath.Join("..", "..", "results", "history"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded) != len(pts) {
+		t.Errorf("Load found %d points, Embedded %d", len(loaded), len(pts))
+	}
+}
+
+func TestEmbeddedValues(t *testing.T) {
+	pts := embedded(t)
+	hist := Filter(pts, "Qwen3-30B-A3B", "tok_s", "")
+	var history []float64
+	for _, p := range hist {
+		if p.Section == "Performance History" {
+			history = append(history, p.Value)
+		}
+	}
+	if want := []float64{0.3, 4.2, 6.8, 10, 11.5, 11.6}; !reflect.DeepEqual(history, want) {
+		t.Errorf("Performance History = %v, want %v", history, want)
+	}
+
+	p := one(t, pts, func(p Point) bool { return p.Series == "Cached offsets" && p.Metric == "tok_s" }, "11.6 entry")
+	if p.Value != 11.6 || p.Date != "2024-12-11" || p.Model != "Qwen3-30B-A3B" || p.Unit != "tok/s" || p.Qualifier != "" {
+		t.Errorf("11.6 entry: %+v", p)
+	}
+	p = one(t, pts, func(p Point) bool { return p.Series == "index_select" && p.Section == "Performance History" }, "10+ entry")
+	if p.Value != 10 || p.Qualifier != ">=" {
+		t.Errorf("10+ entry: %+v", p)
+	}
+	p = one(t, Filter(pts, "TinyLlama-1.1B", "tok_s", "mps baseline"), func(p Point) bool { return p.Batch == 8 }, "MPS batch 8")
+	if p.Value != 41.6 || p.Date != "2025-12-11" {
+		t.Errorf("MPS batch 8: %+v", p)
+	}
+	p = one(t, Filter(pts, "", "tok_s", "Metal V1.5"), func(p Point) bool { return p.Batch == 16 }, "V1.5 batch 16")
+	if p.Value != 32.8 || p.Hardware != "Apple M3 Ultra" || p.DType != "float16" {
+		t.Errorf("V1.5 batch 16: %+v", p)
+	}
+	p = one(t, pts, func(p Point) bool { return p.Section == "Chunk Size Benchmark" && p.Params["moe_chunk"] == "64" }, "chunk 64")
+	if p.Value != 1.40 || p.Unit != "ms" || p.Metric != "ms_per_layer" || p.Component != "moe" {
+		t.Errorf("chunk 64: %+v", p)
+	}
+	chunks := map[string]float64{}
+	for _, p := range Filter(pts, "Qwen3-30B-A3B", "ms_per_layer", "chunked bmm") {
+		if p.Section == "Chunk Size Benchmark" {
+			chunks[p.Params["moe_chunk"]] = p.Value
+		}
+	}
+	if want := map[string]float64{"8": 1.99, "16": 1.45, "32": 1.42, "64": 1.40, "128": 1.41, "256": 1.41}; !reflect.DeepEqual(chunks, want) {
+		t.Errorf("chunk benchmark = %v, want %v", chunks, want)
+	}
+	p = one(t, pts, func(p Point) bool { return p.Model == "Qwen2-0.5B" && p.Metric == "prefill_tok_s" }, "Qwen2 prefill")
+	if p.Value != 84000 || p.Batch != 16 || p.Date != "2025-12" || p.Hardware != "Apple M3 Ultra (128GB)" {
+		t.Errorf("Qwen2 prefill: %+v", p)
+	}
+	p = one(t, pts, func(p Point) bool { return p.Series == "F.rms_norm" && p.Metric == "ms_per_call" }, "F.rms_norm per call")
+	if p.Value != 0.011 {
+		t.Errorf("F.rms_norm per call: %+v", p)
+	}
+	p = one(t, pts, func(p Point) bool { return p.Metric == "tok_s_target" && p.Series == "Phase 2: Metal MoE kernel" }, "phase 2 target")
+	if p.Value != 15 || p.Qualifier != "range" || p.Params["max"] != "20" {
+		t.Errorf("phase 2 target: %+v", p)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"missing.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1\n  unit: tok/s\n- source: a.txt\n  date: \"2024\"\n  metric: tok_s\n  value: 2\n", "missing.yaml:7: point missing required field(s): model, unit"},
+		{"syntax.yaml", "- source: a.txt\n  date: \"2024\n  model: m\n", "syntax.yaml:2:"},
+		{"badvalue.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: fast\n  unit: tok/s\n", `badvalue.yaml:5: value "fast" is not a finite number`},
+		{"typo.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1\n  unit: tok/s\n  vaule: 2\n", `typo.yaml:7: unknown field "vaule"`},
+		{"toplevel.yaml", "source: a.txt\n", "toplevel.yaml:1: top level must be a list"},
+		{"range.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: range}\n", "range.yaml:1: qualifier \"range\" needs params.max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, tc.name, tc.text)
+			_, err := Load(dir)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tc.want)) {
+				t.Errorf("Load error = %v\nwant it to contain %q", err, filepath.Join(dir, tc.want))
+			}
+		})
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	pts := embedded(t)
+	path := filepath.Join(t.TempDir(), "all.yaml")
+	if err := Save(path, pts); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(pts) {
+		t.Fatalf("round trip: %d points, want %d", len(back), len(pts))
+	}
+	for i := range pts {
+		a, b := pts[i], back[i]
+		a.File, a.Line, b.File, b.Line = "", 0, "", 0
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("point %d changed:\n%+v\n%+v", i, a, b)
+		}
+	}
+
+	// Save refuses what Load would reject.
+	bad := []Point{{Source: "s", Date: "d", Metric: "tok_s", Unit: "tok/s", Value: 1}}
+	if err := Save(filepath.Join(t.TempDir(), "bad.yaml"), bad); err == nil || !strings.Contains(err.Error(), "model") {
+		t.Errorf("Save without model: %v", err)
+	}
+}
+
+func TestImportPerformanceHistory(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("testdata", "kb_performance_history.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ImportMarkdown(text, Point{Source: "KNOWLEDGE_BASE.md", Model: "Qwen3-30B-A3B", Hardware: "M-series Mac", File: "KNOWLEDGE_BASE.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Date": "date", "Version": "series", "TPS": "value:tok_s", "Notes": "note"}
+	if !reflect.DeepEqual(res.Mapped, want) {
+		t.Errorf("Mapped = %v, want %v", res.Mapped, want)
+	}
+	if len(res.Unmapped) != 0 || len(res.Warnings) != 0 {
+		t.Errorf("Unmapped = %q, Warnings = %q; want none", res.Unmapped, res.Warnings)
+	}
+	if len(res.Points) != 6 {
+		t.Fatalf("%d points, want 6", len(res.Points))
+	}
+	p := res.Points[3]
+	if p.Value != 10 || p.Qualifier != ">=" || p.Series != "index_select" || p.Date != "2024-12-11" || p.Note != "4.5x faster weight gather" ||
+		p.Section != "Performance History" || p.Metric != "tok_s" || p.Unit != "tok/s" || p.Model != "Qwen3-30B-A3B" || p.Line != 13 {
+		t.Errorf("10+ row: %+v", p)
+	}
+	if p := res.Points[5]; p.Value != 11.6 || p.Qualifier != "" || p.Date != "2024-12-11" {
+		t.Errorf("11.6 row: %+v", p)
+	}
+
+	// The import agrees with the shipped history, and saves in its format.
+	var shipped []Point
+	for _, p := range embedded(t) {
+		if p.Section == "Performance History" {
+			shipped = append(shipped, p)
+		}
+	}
+	for i, p := range res.Points {
+		s := shipped[i]
+		if p.Value != s.Value || p.Qualifier != s.Qualifier || p.Series != s.Series || p.Date != s.Date {
+			t.Errorf("row %d: imported %+v, shipped %+v", i, p, s)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "kb.yaml")
+	if err := Save(path, res.Points); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Load(filepath.Dir(path)); err != nil || len(back) != 6 {
+		t.Errorf("Load of saved import: %d points, %v", len(back), err)
+	}
+}
+
+func TestImportUnknownColumnsAndBreakdowns(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("testdata", "breakdowns.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ImportMarkdown(text, Point{Source: "doc.md", Date: "2024-12-11", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Owner"}; !reflect.DeepEqual(res.Unmapped, want) {
+		t.Errorf("Unmapped = %q, want %q", res.Unmapped, want)
+	}
+	for col, field := range map[string]string{
+		"Component": "component", "Time/Layer": "value:ms_per_layer", "Total (48 layers)": "value:ms_total",
+		"% of Time": "value:pct", "Time": "value:ms", "Batch Size": "batch", "Speedup": "value:speedup",
+		"Metal PagedAttention": "series+value:tok_s", "MPS Baseline": "series+value:tok_s",
+	} {
+		if res.Mapped[col] != field {
+			t.Errorf("Mapped[%q] = %q, want %q", col, res.Mapped[col], field)
+		}
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "Environment Variables") {
+		t.Errorf("Warnings = %q; want the environment table skipped", res.Warnings)
+	}
+	// 4 rows x 3 values + 3 rows + 2 rows x 3 values; the fenced table is ignored.
+	if len(res.Points) != 21 {
+		t.Errorf("%d points, want 21", len(res.Points))
+	}
+	find := func(cond func(Point) bool) *Point {
+		for i := range res.Points {
+			if cond(res.Points[i]) {
+				return &res.Points[i]
+			}
+		}
+		t.Fatal("no such point")
+		return nil
+	}
+	p := find(func(p Point) bool { return p.Component == "total" && p.Metric == "ms_total" })
+	if p.Value != 154 || p.Section != "Performance Breakdown (per decode step)" {
+		t.Errorf("total: %+v", p)
+	}
+	p = find(func(p Point) bool { return p.Metric == "ms" && p.Qualifier == "range" })
+	if p.Value != 75 || p.Params["max"] != "85" || p.Component != "total" {
+		t.Errorf("total forward: %+v", p)
+	}
+	p = find(func(p Point) bool { return p.Metric == "tok_s" && p.Series == "" })
+	if p.Value != 11.5 || p.Unit != "tok/s" || p.Component != "" {
+		t.Errorf("TPS row: %+v", p)
+	}
+	p = find(func(p Point) bool { return p.Series == "MPS Baseline" && p.Batch == 8 })
+	if p.Value != 41.6 || p.Metric != "tok_s" || p.Unit != "tok/s" {
+		t.Errorf("MPS batch 8: %+v", p)
+	}
+
+	if _, err := ImportMarkdown([]byte("no tables here\n"), Point{}); err == nil {
+		t.Error("ImportMarkdown without tables: no error")
+	}
+}
+
+func TestFilter(t *testing.T) {
+	pts := []Point{{Model: "A", Metric: "tok_s", Series: "x"}, {Model: "a", Metric: "ms", Series: "y"}, {Model: "b", Metric: "tok_s"}}
+	if n := len(Filter(pts, "", "", "")); n != 3 {
+		t.Errorf("empty filter: %d", n)
+	}
+	if n := len(Filter(pts, "a", "", "")); n != 2 {
+		t.Errorf("model a: %d", n)
+	}
+	if n := len(Filter(pts, "", "TOK_S", "x")); n != 1 {
+		t.Errorf("tok_s x: %d", n)
+	}
+}

@@ -1,0 +1,428 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ImportResult is what ImportMarkdown found.
+type ImportResult struct {
+	Points []Point
+	// Mapped says, per column header (bold markers removed), which field it
+	// fed: "date", "series", "batch", "note", "model", "hardware", "dtype",
+	// "component", "value:<metric>", or "series+value:<metric>" for a column
+	// named after a series whose cells carry a unit ("18.2 tok/s").
+	Mapped map[string]string
+	// Unmapped lists the columns of imported tables that fed nothing, in
+	// order of appearance.
+	Unmapped []string
+	// Warnings lists tables skipped for want of a value column and cells
+	// that could not be read, as "line N: ...".
+	Warnings []string
+}
+
+// ImportMarkdown reads every GitHub-markdown table in text (outside fenced
+// code blocks) that has at least one value column, and turns each value cell
+// into a Point. Columns are recognised by case-insensitive synonyms:
+//
+//	date                                  -> Date
+//	version, label, series, variant, ...  -> Series
+//	component, op, stage                  -> Component (normalised: moe, attention, norm, ...)
+//	batch, batch size, bs                 -> Batch
+//	notes, note, comment, description     -> Note
+//	model, hardware/device/chip, dtype    -> Model, Hardware, DType
+//	tps, tok/s, throughput                -> value, metric tok_s (decode_/prefill_ when named)
+//	time                                  -> value, metric ms, unit ms
+//	time/layer, total, %..., speedup, scaling -> ms_per_layer, ms_total, pct, speedup, scaling
+//
+// A column with another name whose cells all read as numbers with a unit is
+// taken as a series of values. Fields a table lacks come from defaults (model,
+// hardware, source, date...); Section is the nearest heading above the table
+// (defaults.Section when there is none); Line is the row's line in text.
+// Cells may carry bold markers and qualifiers: "**10+**" (>= 10), "~5",
+// "<1ms", "300+", "6.8-7.0" (range), "84,000". A row whose label reads as a
+// throughput ("**TPS** | **11.5**") gives a tok_s point even in a time column.
+// It is an error only when no table could be imported.
+func ImportMarkdown(text []byte, defaults Point) (*ImportResult, error) {
+	res := &ImportResult{Mapped: map[string]string{}}
+	lines := strings.Split(strings.ReplaceAll(string(text), "\r\n", "\n"), "\n")
+	section := defaults.Section
+	fence := ""
+	unmapped := map[string]bool{}
+	tables := 0
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		trimmed := strings.TrimSpace(line)
+		// Tables inside fenced code are examples, not data.
+		if fence != "" {
+			if strings.HasPrefix(trimmed, fence) {
+				fence = ""
+			}
+			continue
+		}
+		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			fence = trimmed[:3]
+			continue
+		}
+		if m := heading.FindStringSubmatch(trimmed); m != nil {
+			section = cleanCell(m[1])
+			continue
+		}
+		if !strings.Contains(line, "|") || i+1 >= len(lines) || !delimiterRow.MatchString(lines[i+1]) {
+			continue
+		}
+		header := splitRow(line)
+		start := i + 1 // 1-based line of the header row
+		i += 2
+		var rows [][]string
+		var rowLines []int
+		for ; i < len(lines) && strings.Contains(lines[i], "|") && strings.TrimSpace(lines[i]) != ""; i++ {
+			rows = append(rows, splitRow(lines[i]))
+			rowLines = append(rowLines, i+1)
+		}
+		i-- // the loop's i++ must see the line that ended the table
+
+		cols := make([]column, len(header))
+		hasValue := false
+		for c, h := range header {
+			cols[c] = classify(h, rows, c)
+			hasValue = hasValue || cols[c].metric != ""
+		}
+		if !hasValue {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: table %q under %q has no value column, skipped", start, strings.Join(cleanAll(header), " | "), section))
+			continue
+		}
+		tables++
+		for c, col := range cols {
+			name := cleanCell(header[c])
+			if col.field == "" && col.metric == "" {
+				if !unmapped[name] {
+					unmapped[name] = true
+					res.Unmapped = append(res.Unmapped, name)
+				}
+				continue
+			}
+			res.Mapped[name] = col.describe()
+		}
+		for r, row := range rows {
+			res.Points = append(res.Points, importRow(res, defaults, section, cols, row, rowLines[r])...)
+		}
+	}
+	if tables == 0 {
+		return res, errors.New("no markdown table with a value column (tps, tok/s, time, %...) found")
+	}
+	return res, nil
+}
+
+var (
+	heading      = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*$`)
+	delimiterRow = regexp.MustCompile(`^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$`)
+	// quantity reads "~75-85ms", "**10+**", "<1 ms", "84,000", "1.76x".
+	quantity  = regexp.MustCompile(`^(~|≈|>=|≥|<=|≤|>|<)?\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(\+)?(?:\s*(?:-|–|—|to)\s*(\d+(?:\.\d+)?))?\s*(.*)$`)
+	thousands = regexp.MustCompile(`(\d),(\d{3})\b`)
+	parens    = regexp.MustCompile(`\s*\([^)]*\)`)
+)
+
+// column says what one table column feeds.
+type column struct {
+	field        string // a Point text field, or "" for a value column
+	metric, unit string // set for value columns
+	series       string // for value columns named after a series
+}
+
+func (c column) describe() string {
+	switch {
+	case c.metric != "" && c.series != "":
+		return "series+value:" + c.metric
+	case c.metric != "":
+		return "value:" + c.metric
+	}
+	return c.field
+}
+
+func splitRow(line string) []string {
+	s := strings.TrimSpace(line)
+	s = strings.TrimPrefix(s, "|")
+	if strings.HasSuffix(s, "|") && !strings.HasSuffix(s, `\|`) {
+		s = s[:len(s)-1]
+	}
+	var cells []string
+	var cur strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && s[i+1] == '|':
+			cur.WriteByte('|')
+			i++
+		case s[i] == '|':
+			cells = append(cells, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		default:
+			cur.WriteByte(s[i])
+		}
+	}
+	return append(cells, strings.TrimSpace(cur.String()))
+}
+
+// cleanCell removes emphasis markers and <br>, which carry no data.
+func cleanCell(s string) string {
+	s = strings.ReplaceAll(s, "**", "")
+	s = strings.ReplaceAll(s, "__", "")
+	s = strings.ReplaceAll(s, "<br>", " ")
+	return strings.TrimSpace(s)
+}
+
+func cleanAll(cells []string) []string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = cleanCell(c)
+	}
+	return out
+}
+
+// classifyName maps a header (or a row label) to a column by its name only.
+func classifyName(h string) column {
+	n := strings.Join(strings.Fields(strings.ToLower(cleanCell(h))), " ")
+	bare := strings.TrimSpace(parens.ReplaceAllString(n, ""))
+	is := func(names ...string) bool {
+		for _, x := range names {
+			if n == x || bare == x {
+				return true
+			}
+		}
+		return false
+	}
+	throughput := func(s string) bool {
+		for _, w := range []string{"tps", "tok/s", "tokens/s", "tok_s", "tokens/sec", "tok/sec", "throughput"} {
+			if s == w || strings.HasSuffix(s, " "+w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case is("date", "day", "when"):
+		return column{field: "date"}
+	case is("version", "label", "series", "variant", "config", "configuration", "implementation", "backend", "name"):
+		return column{field: "series"}
+	case is("component", "op", "operation", "stage", "layer"):
+		return column{field: "component"}
+	case is("batch", "batch size", "batch_size", "bs", "batch-size"):
+		return column{field: "batch"}
+	case is("notes", "note", "comment", "comments", "description", "remarks"):
+		return column{field: "note"}
+	case is("model"):
+		return column{field: "model"}
+	case is("hardware", "device", "chip", "machine", "gpu"):
+		return column{field: "hardware"}
+	case is("dtype", "precision"):
+		return column{field: "dtype"}
+	case throughput(bare):
+		metric := "tok_s"
+		if strings.HasPrefix(bare, "decode ") {
+			metric = "decode_tok_s"
+		} else if strings.HasPrefix(bare, "prefill ") {
+			metric = "prefill_tok_s"
+		}
+		return column{metric: metric, unit: "tok/s"}
+	case is("time/layer", "time per layer", "ms/layer", "per layer"):
+		return column{metric: "ms_per_layer", unit: "ms"}
+	case is("total", "total time"):
+		return column{metric: "ms_total", unit: "ms"}
+	case is("time", "ms", "latency", "duration"):
+		return column{metric: "ms", unit: "ms"}
+	case strings.HasPrefix(n, "%") || is("pct", "percent", "share"):
+		return column{metric: "pct", unit: "%"}
+	case is("speedup"):
+		return column{metric: "speedup", unit: "x"}
+	case is("scaling"):
+		return column{metric: "scaling", unit: "x"}
+	}
+	return column{}
+}
+
+// classify maps a column by its name, else by its cells: a column whose
+// non-empty cells all read as a number with a throughput or time unit is a
+// series of values named by its header.
+func classify(h string, rows [][]string, c int) column {
+	if col := classifyName(h); col.field != "" || col.metric != "" {
+		return col
+	}
+	unit, n := "", 0
+	for _, r := range rows {
+		if c >= len(r) || emptyCell(r[c]) {
+			continue
+		}
+		q, ok := parseQuantity(r[c])
+		if !ok || q.unit == "" || (unit != "" && q.unit != unit) {
+			return column{}
+		}
+		unit = q.unit
+		n++
+	}
+	metric := map[string]string{"tok/s": "tok_s", "ms": "ms", "x": "speedup", "%": "pct", "GB": "memory_gb"}[unit]
+	if n == 0 || metric == "" {
+		return column{}
+	}
+	return column{metric: metric, unit: unit, series: cleanCell(h)}
+}
+
+type parsedQuantity struct {
+	value, max float64
+	qualifier  string
+	unit       string
+}
+
+var units = map[string]string{
+	"ms": "ms", "s": "s", "us": "us", "µs": "us", "tok/s": "tok/s", "tps": "tok/s",
+	"tokens/s": "tok/s", "x": "x", "×": "x", "%": "%", "gb": "GB", "mb": "MB",
+}
+
+func emptyCell(s string) bool {
+	switch strings.ToLower(cleanCell(s)) {
+	case "", "-", "–", "—", "n/a", "na", "?":
+		return true
+	}
+	return false
+}
+
+func parseQuantity(s string) (parsedQuantity, bool) {
+	s = cleanCell(s)
+	s = strings.ReplaceAll(s, "`", "")
+	s = thousands.ReplaceAllString(s, "$1$2")
+	m := quantity.FindStringSubmatch(s)
+	if m == nil {
+		return parsedQuantity{}, false
+	}
+	var q parsedQuantity
+	q.value, _ = strconv.ParseFloat(m[2], 64)
+	switch m[1] {
+	case "~", "≈":
+		q.qualifier = "~"
+	case ">=", "≥":
+		q.qualifier = ">="
+	case "<=", "≤":
+		q.qualifier = "<="
+	case ">", "<":
+		q.qualifier = m[1]
+	}
+	if m[3] == "+" {
+		q.qualifier = ">="
+	}
+	if m[4] != "" {
+		q.max, _ = strconv.ParseFloat(m[4], 64)
+		q.qualifier = "range"
+	}
+	if rest := strings.TrimSpace(m[5]); rest != "" {
+		u, ok := units[strings.ToLower(rest)]
+		if !ok {
+			return parsedQuantity{}, false
+		}
+		q.unit = u
+	}
+	return q, true
+}
+
+// normComponent folds component labels ("Attention (QKV+SDPA+O)",
+// "**Total**", "vLLM overhead") onto the shipped vocabulary.
+func normComponent(s string) string {
+	l := strings.ToLower(cleanCell(s))
+	switch {
+	case strings.Contains(l, "overhead"):
+		return "overhead"
+	case strings.Contains(l, "moe") || strings.Contains(l, "expert"):
+		return "moe"
+	case strings.Contains(l, "attention") || strings.Contains(l, "attn") || strings.Contains(l, "sdpa"):
+		return "attention"
+	case strings.Contains(l, "norm"):
+		return "norm"
+	case strings.Contains(l, "compute"):
+		return "compute"
+	case strings.Contains(l, "total"):
+		return "total"
+	}
+	return "other"
+}
+
+func importRow(res *ImportResult, defaults Point, section string, cols []column, row []string, line int) []Point {
+	base := defaults
+	base.Params = maps.Clone(defaults.Params)
+	base.Line = line
+	if section != "" {
+		base.Section = section
+	}
+	// A row labelled like a value column ("TPS") overrides that row's metric.
+	var override column
+	for c, col := range cols {
+		if c >= len(row) {
+			break
+		}
+		cell := cleanCell(row[c])
+		if cell == "" {
+			continue
+		}
+		switch col.field {
+		case "date":
+			base.Date = cell
+		case "series":
+			base.Series = cell
+		case "note":
+			base.Note = cell
+		case "model":
+			base.Model = cell
+		case "hardware":
+			base.Hardware = cell
+		case "dtype":
+			base.DType = cell
+		case "component":
+			// Only throughput labels override: "Total" is a component.
+			if o := classifyName(cell); o.unit == "tok/s" {
+				override = o
+				continue
+			}
+			base.Component = normComponent(cell)
+		case "batch":
+			b, err := strconv.Atoi(cell)
+			if err != nil || b < 0 {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: batch %q is not an integer, left unset", line, cell))
+				continue
+			}
+			base.Batch = b
+		}
+	}
+	var out []Point
+	for c, col := range cols {
+		if col.metric == "" || c >= len(row) || emptyCell(row[c]) {
+			continue
+		}
+		q, ok := parseQuantity(row[c])
+		if !ok {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: cannot read %q as a number, skipped", line, cleanCell(row[c])))
+			continue
+		}
+		p := base
+		p.Params = maps.Clone(base.Params)
+		p.Metric, p.Unit = col.metric, col.unit
+		if override.metric != "" {
+			p.Metric, p.Unit = override.metric, override.unit
+		}
+		if q.unit != "" && p.Unit == "" {
+			p.Unit = q.unit
+		}
+		if col.series != "" {
+			p.Series = col.series
+		}
+		p.Value, p.Qualifier = q.value, q.qualifier
+		if q.qualifier == "range" {
+			if p.Params == nil {
+				p.Params = map[string]string{}
+			}
+			p.Params["max"] = strconv.FormatFloat(q.max, 'f', -1, 64)
+		}
+		out = append(out, p)
+	}
+	return out
+}

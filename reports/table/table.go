@@ -1,0 +1,438 @@
+// Package table renders one tabular result in several output formats:
+// a box-drawn terminal table (through tablewriter), GitHub-flavoured
+// markdown, CSV and JSON. Every mtlbench report builds a *Table and lets the
+// user pick the format, so the rules below are the single place where the
+// formats are defined.
+//
+// Shape rules shared by all formats: the column count is the longest of the
+// header and every row; short rows are padded with empty cells rather than
+// rejected, because reports are often built incrementally.
+//
+// JSON: a table is an array of objects, one per row, keyed by the header in
+// column order. A cell is written as a JSON number only when its text is
+// already a valid JSON number literal ("42", "-1.40", "1e3"); the original
+// text is kept, so "1.40" stays 1.40 and does not become 1.4. Everything else
+// ("10+", "~5", "1.76x", "0123", "NaN", "") stays a string, so no value is
+// ever silently reinterpreted. Empty header names become "colN" (1-based)
+// and repeated ones get a "_2", "_3"... suffix so that no cell is lost.
+package table
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Table is one tabular result.
+type Table struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+	Notes  []string // footnotes printed under the text forms (table, md)
+}
+
+// Format names an output format.
+type Format string
+
+// The supported formats.
+const (
+	FormatTable    Format = "table" // terminal, box drawing
+	FormatMarkdown Format = "md"    // GitHub-flavoured markdown
+	FormatCSV      Format = "csv"   // RFC 4180 via encoding/csv, header row first
+	FormatJSON     Format = "json"  // array of objects keyed by header
+)
+
+// Formats lists the supported formats in the order they are documented.
+var Formats = []Format{FormatTable, FormatMarkdown, FormatCSV, FormatJSON}
+
+// ParseFormat parses a format name, case-insensitively; "markdown" is
+// accepted for "md" because that is what people type.
+func ParseFormat(s string) (Format, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	if v == "markdown" {
+		return FormatMarkdown, nil
+	}
+	for _, f := range Formats {
+		if v == string(f) {
+			return f, nil
+		}
+	}
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return "", fmt.Errorf("unknown output format %q (want one of: %s)", s, strings.Join(names, ", "))
+}
+
+// Render writes t to w in format f. The text forms (table, md) print the
+// title above and the notes below; csv and json carry the cells only (use
+// RenderAll to keep titles in those forms).
+func (t *Table) Render(w io.Writer, f Format) error {
+	switch f {
+	case FormatTable:
+		return t.renderText(w)
+	case FormatMarkdown:
+		return t.renderMarkdown(w)
+	case FormatCSV:
+		return t.renderCSV(w)
+	case FormatJSON:
+		objs, err := t.jsonRows()
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, objs)
+	default:
+		_, err := ParseFormat(string(f))
+		return err
+	}
+}
+
+// RenderAll writes several tables in one format. Text forms are separated by
+// a blank line, each with its title above; csv gets a "# title" line before
+// each table (blank line between tables; encoding/csv readers skip both with
+// Comment: '#'); json is an array of {"title", "rows", "notes"} objects.
+func RenderAll(w io.Writer, f Format, tables []*Table) error {
+	if _, err := ParseFormat(string(f)); err != nil {
+		return err
+	}
+	if f == FormatJSON {
+		type doc struct {
+			Title string    `json:"title"`
+			Rows  []jsonRow `json:"rows"`
+			Notes []string  `json:"notes,omitempty"`
+		}
+		docs := make([]doc, 0, len(tables))
+		for _, t := range tables {
+			rows, err := t.jsonRows()
+			if err != nil {
+				return err
+			}
+			docs = append(docs, doc{Title: t.Title, Rows: rows, Notes: t.Notes})
+		}
+		return writeJSON(w, docs)
+	}
+	for i, t := range tables {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if f == FormatCSV {
+			// A title line keeps tables apart in one csv stream; newlines
+			// would break the comment, so they are flattened.
+			if _, err := fmt.Fprintf(w, "# %s\n", oneLine(t.Title)); err != nil {
+				return err
+			}
+		}
+		if err := t.Render(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// grid returns the header and rows padded to one column count.
+func (t *Table) grid() (header []string, rows [][]string) {
+	n := len(t.Header)
+	for _, r := range t.Rows {
+		n = max(n, len(r))
+	}
+	pad := func(r []string) []string {
+		out := make([]string, n)
+		copy(out, r)
+		return out
+	}
+	if len(t.Header) > 0 {
+		header = pad(t.Header)
+	}
+	rows = make([][]string, len(t.Rows))
+	for i, r := range t.Rows {
+		rows[i] = pad(r)
+	}
+	return header, rows
+}
+
+// numericLike matches cells that read as numbers to a person (optional
+// ~/</>/+/- prefix, thousands separators, a trailing x, % or +); such
+// columns are right-aligned so digits line up.
+var numericLike = regexp.MustCompile(`^[~<>≈≥≤+-]?\d[\d,]*(\.\d+)?([eE][+-]?\d+)?\s*(x|%|\+)?$`)
+
+// rightAligned reports, per column, whether every non-empty body cell is
+// numeric-like (and at least one is).
+func rightAligned(ncols int, rows [][]string) []bool {
+	out := make([]bool, ncols)
+	for c := range ncols {
+		seen := false
+		ok := true
+		for _, r := range rows {
+			v := strings.TrimSpace(r[c])
+			if v == "" {
+				continue
+			}
+			seen = true
+			if !numericLike.MatchString(v) {
+				ok = false
+				break
+			}
+		}
+		out[c] = seen && ok
+	}
+	return out
+}
+
+func (t *Table) renderText(w io.Writer) error {
+	header, rows := t.grid()
+	if t.Title != "" {
+		if _, err := fmt.Fprintln(w, t.Title); err != nil {
+			return err
+		}
+	}
+	if ncols := max(len(header), widthOf(rows)); ncols > 0 {
+		align := make([]tw.Align, ncols)
+		for i, r := range rightAligned(ncols, rows) {
+			align[i] = tw.AlignLeft
+			if r {
+				align[i] = tw.AlignRight
+			}
+		}
+		// Wrapping, header upper-casing and trimming are off: a report
+		// must show the cells exactly as given.
+		tbl := tablewriter.NewTable(w,
+			tablewriter.WithHeaderAutoFormat(tw.Off),
+			tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+			tablewriter.WithRowAutoWrap(tw.WrapNone),
+			tablewriter.WithHeaderAlignment(tw.AlignLeft),
+			tablewriter.WithRowAlignmentConfig(tw.CellAlignment{Global: tw.AlignLeft, PerColumn: align}),
+		)
+		if header != nil {
+			tbl.Header(toAny(header)...)
+		}
+		for _, r := range rows {
+			if err := tbl.Append(r); err != nil {
+				return fmt.Errorf("table %q: %w", t.Title, err)
+			}
+		}
+		if err := tbl.Render(); err != nil {
+			return fmt.Errorf("table %q: %w", t.Title, err)
+		}
+	}
+	for _, n := range t.Notes {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func widthOf(rows [][]string) int {
+	if len(rows) == 0 {
+		return 0
+	}
+	return len(rows[0])
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// mdCell escapes a cell for a GFM table: a pipe would end the cell and a
+// newline the row, so they become \| and <br>.
+func mdCell(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "\n", "<br>")
+}
+
+// renderMarkdown writes a GFM table itself rather than through tablewriter's
+// markdown renderer, which does not escape pipes or newlines in cells.
+// Columns are padded to their display width so the source reads well too.
+func (t *Table) renderMarkdown(w io.Writer) error {
+	header, rows := t.grid()
+	var b bytes.Buffer
+	if t.Title != "" {
+		fmt.Fprintf(&b, "### %s\n\n", oneLine(t.Title))
+	}
+	ncols := max(len(header), widthOf(rows))
+	if ncols > 0 {
+		if header == nil {
+			header = make([]string, ncols) // GFM requires a header row
+		}
+		cells := make([][]string, 0, len(rows)+1)
+		for _, r := range append([][]string{header}, rows...) {
+			e := make([]string, ncols)
+			for i, c := range r {
+				e[i] = mdCell(c)
+			}
+			cells = append(cells, e)
+		}
+		widths := make([]int, ncols)
+		for _, r := range cells {
+			for i, c := range r {
+				widths[i] = max(widths[i], twwidth.Width(c), 3)
+			}
+		}
+		right := rightAligned(ncols, rows)
+		line := func(r []string) {
+			b.WriteString("|")
+			for i, c := range r {
+				pad := strings.Repeat(" ", widths[i]-twwidth.Width(c))
+				if right[i] {
+					b.WriteString(" " + pad + c + " |")
+				} else {
+					b.WriteString(" " + c + pad + " |")
+				}
+			}
+			b.WriteString("\n")
+		}
+		line(cells[0])
+		b.WriteString("|")
+		for i := range ncols {
+			if right[i] {
+				b.WriteString(" " + strings.Repeat("-", widths[i]-1) + ": |")
+			} else {
+				b.WriteString(" " + strings.Repeat("-", widths[i]) + " |")
+			}
+		}
+		b.WriteString("\n")
+		for _, r := range cells[1:] {
+			line(r)
+		}
+	}
+	if len(t.Notes) > 0 {
+		if ncols > 0 {
+			b.WriteString("\n")
+		}
+		for _, n := range t.Notes {
+			fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(n, "\n", " "))
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func (t *Table) renderCSV(w io.Writer) error {
+	header, rows := t.grid()
+	cw := csv.NewWriter(w)
+	if header != nil {
+		if err := cw.Write(header); err != nil {
+			return err
+		}
+	}
+	if err := cw.WriteAll(rows); err != nil { // WriteAll flushes
+		return err
+	}
+	return cw.Error()
+}
+
+// jsonNumber is the JSON number grammar (RFC 8259 section 6).
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+type jsonField struct {
+	key string
+	val string
+}
+
+// jsonRow is one row as an object whose keys keep the header's order (a Go
+// map would sort them).
+type jsonRow []jsonField
+
+func (r jsonRow) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range r {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := writeString(&b, f.key); err != nil {
+			return nil, err
+		}
+		b.WriteByte(':')
+		if jsonNumber.MatchString(f.val) {
+			// Finite by construction: the grammar has no Inf or NaN.
+			if _, err := strconv.ParseFloat(f.val, 64); err == nil {
+				b.WriteString(f.val)
+				continue
+			}
+		}
+		if err := writeString(&b, f.val); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// writeString appends s as a JSON string without HTML escaping, matching
+// the encoder setting in writeJSON (json.Marshal would escape < > &).
+func writeString(b *bytes.Buffer, s string) error {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	b.Truncate(b.Len() - 1) // Encode appends a newline
+	return nil
+}
+
+// jsonKeys returns unique, non-empty object keys for n columns.
+func jsonKeys(header []string, n int) []string {
+	keys := make([]string, n)
+	used := map[string]bool{}
+	for i := range n {
+		k := ""
+		if i < len(header) {
+			k = header[i]
+		}
+		if k == "" {
+			k = fmt.Sprintf("col%d", i+1)
+		}
+		base := k
+		for j := 2; used[k]; j++ {
+			k = fmt.Sprintf("%s_%d", base, j)
+		}
+		used[k] = true
+		keys[i] = k
+	}
+	return keys
+}
+
+func (t *Table) jsonRows() ([]jsonRow, error) {
+	header, rows := t.grid()
+	n := max(len(header), widthOf(rows))
+	keys := jsonKeys(header, n)
+	out := make([]jsonRow, 0, len(rows))
+	for _, r := range rows {
+		obj := make(jsonRow, n)
+		for i := range n {
+			obj[i] = jsonField{key: keys[i], val: r[i]}
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	// Cells such as "<br>" or "a & b" stay readable.
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}

@@ -1,0 +1,149 @@
+package table
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// sample has the awkward cells every format must survive: commas, quotes,
+// pipes, newlines, unicode (including wide characters) and ragged rows.
+func sample() *Table {
+	return &Table{
+		Title:  "Metal vs MPS (TinyLlama-1.1B)",
+		Header: []string{"Batch Size", "Metal PagedAttention", "MPS Baseline", "Speedup", "Notes"},
+		Rows: [][]string{
+			{"1", "18.2", "37.1", "0.49x", `MPS wins, "for now"`},
+			{"2", "33.9", "19.3", "1.76x", "a | b"},
+			{"4", "66.9", "28.4", "2.36x", "µs → ms, 日本語"},
+			{"8", "129.7", "41.6", "3.12x", "line one\nline two"},
+			{"16", "10+"},
+		},
+		Notes: []string{"Source: 002 MVP summary.", "10+ means at least 10."},
+	}
+}
+
+func second() *Table {
+	return &Table{
+		Title:  "Chunk size",
+		Header: []string{"chunk", "ms"},
+		Rows:   [][]string{{"64", "1.40"}, {"128", "1.41"}},
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s mismatch\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, f := range Formats {
+		t.Run(string(f), func(t *testing.T) {
+			var b bytes.Buffer
+			if err := sample().Render(&b, f); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "render_"+string(f), b.Bytes())
+		})
+	}
+}
+
+func TestRenderAllGolden(t *testing.T) {
+	for _, f := range Formats {
+		t.Run(string(f), func(t *testing.T) {
+			var b bytes.Buffer
+			if err := RenderAll(&b, f, []*Table{sample(), second()}); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "all_"+string(f), b.Bytes())
+		})
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for in, want := range map[string]Format{"table": FormatTable, "MD": FormatMarkdown, "markdown": FormatMarkdown, " csv ": FormatCSV, "json": FormatJSON} {
+		got, err := ParseFormat(in)
+		if err != nil || got != want {
+			t.Errorf("ParseFormat(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	_, err := ParseFormat("xml")
+	if err == nil || !strings.Contains(err.Error(), "table, md, csv, json") {
+		t.Errorf("ParseFormat(xml) error = %v; want the list of formats", err)
+	}
+	if err := sample().Render(&bytes.Buffer{}, "xml"); err == nil {
+		t.Error("Render with an unknown format: no error")
+	}
+}
+
+// The csv and json outputs must read back to the same cells, whatever the
+// golden files say.
+func TestRoundTrip(t *testing.T) {
+	tb := sample()
+	var b bytes.Buffer
+	if err := tb.Render(&b, FormatCSV); err != nil {
+		t.Fatal(err)
+	}
+	r := csv.NewReader(&b)
+	r.FieldsPerRecord = -1
+	recs, err := r.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(tb.Rows)+1 || recs[0][2] != "MPS Baseline" || recs[1][4] != `MPS wins, "for now"` || recs[4][4] != "line one\nline two" {
+		t.Errorf("csv read back %q", recs)
+	}
+
+	b.Reset()
+	if err := tb.Render(&b, FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	var objs []map[string]any
+	if err := json.Unmarshal(b.Bytes(), &objs); err != nil {
+		t.Fatal(err)
+	}
+	if objs[0]["Batch Size"] != 1.0 || objs[0]["Speedup"] != "0.49x" || objs[4]["Metal PagedAttention"] != "10+" || objs[4]["Notes"] != "" || objs[1]["Notes"] != "a | b" {
+		t.Errorf("json read back %v", objs)
+	}
+}
+
+func TestJSONKeys(t *testing.T) {
+	tb := &Table{Header: []string{"a", "", "a"}, Rows: [][]string{{"1", "0123", "x", "extra"}}}
+	var b bytes.Buffer
+	if err := tb.Render(&b, FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	want := "[\n  {\n    \"a\": 1,\n    \"col2\": \"0123\",\n    \"a_2\": \"x\",\n    \"col4\": \"extra\"\n  }\n]\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestEmpty(t *testing.T) {
+	for _, f := range Formats {
+		var b bytes.Buffer
+		if err := (&Table{Title: "empty"}).Render(&b, f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

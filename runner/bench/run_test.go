@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+const tinySuite = `name: tiny
+model:
+  preset: qwen3-moe-mini
+  layers: 1
+repetitions: 2
+warmup: 1
+interleave: %INTERLEAVE%
+timing: %TIMING%
+params: { prompt_len: 8, gen_len: 4 }
+cases:
+  - name: decode
+    matrix:
+      batch: [1, 2]
+  - name: norm
+    op: rms_norm
+    params: { tokens: 4, width: 256 }
+`
+
+func loadSuite(t *testing.T, text string, repl ...string) *suites.Suite {
+	t.Helper()
+	r := strings.NewReplacer(append([]string{"%INTERLEAVE%", "true", "%TIMING%", "throughput"}, repl...)...)
+	// Later replacements win: apply the caller's first.
+	text = strings.NewReplacer(repl...).Replace(text)
+	text = r.Replace(text)
+	p := filepath.Join(t.TempDir(), "suite.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := suites.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func openDB(t *testing.T) *results.DB {
+	t.Helper()
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestRunRecordsEveryRepetition(t *testing.T) {
+	for _, timing := range []string{"throughput", "profile"} {
+		t.Run(timing, func(t *testing.T) {
+			s := loadSuite(t, tinySuite, "%TIMING%", timing)
+			db := openDB(t)
+			events := 0
+			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: 16 << 20, Progress: func(Event) { events++ }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Run.Status != results.RunRunning && sum.Run.ID == 0 {
+				t.Fatal("no run recorded")
+			}
+			run, _ := db.GetRun(sum.RunID)
+			if run.Status != results.RunComplete || run.TimingMode != timing {
+				t.Fatalf("run status %q timing %q", run.Status, run.TimingMode)
+			}
+			if len(sum.Cases) != 3 {
+				t.Fatalf("%d cases, want 3", len(sum.Cases))
+			}
+			for _, c := range sum.Cases {
+				if c.Status != results.CaseDone {
+					t.Fatalf("case %s: %s %s", c.Name, c.Status, c.Error)
+				}
+				samples, _ := db.Samples(c.ID)
+				reps := map[int]bool{}
+				for _, s := range samples {
+					reps[s.Rep] = true
+				}
+				if len(reps) != 2 {
+					t.Errorf("case %s: samples for reps %v, want 2 reps", c.Name, reps)
+				}
+				if c.Kind == results.CaseModel {
+					if c.LayersRun != 1 || c.LayersTotal != 6 {
+						t.Errorf("case %s: layers %d/%d, want 1/6", c.Name, c.LayersRun, c.LayersTotal)
+					}
+					timings, _ := db.OpTimings(c.ID)
+					if (timing == "profile") != (len(timings) > 0) {
+						t.Errorf("case %s: %d op timings in %s mode", c.Name, len(timings), timing)
+					}
+					if timing == "profile" && !hasMetric(samples, "profile_overhead_pct") {
+						t.Errorf("case %s: profile mode did not record its cost", c.Name)
+					}
+				}
+			}
+			// warm-up + reps per case, plus one unprofiled rep per model case in profile mode
+			want := 3 * 3
+			if timing == "profile" {
+				want += 2
+			}
+			if events != want {
+				t.Errorf("%d progress events, want %d", events, want)
+			}
+		})
+	}
+}
+
+func hasMetric(s []results.Sample, m string) bool {
+	for _, x := range s {
+		if x.Metric == m {
+			return true
+		}
+	}
+	return false
+}
+
+// A run stopped part-way keeps the cases it finished, is marked
+// interrupted, and --resume finishes only the rest.
+func TestInterruptAndResume(t *testing.T) {
+	s := loadSuite(t, tinySuite, "%INTERLEAVE%", "false")
+	db := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Progress: func(e Event) {
+		if e.Done == 4 { // the first case is done (1 warm-up + 2 reps), the second has started
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	run, _ := db.GetRun(sum.RunID)
+	if run.Status != results.RunInterrupted {
+		t.Fatalf("status %q, want interrupted", run.Status)
+	}
+	cases, _ := db.Cases(sum.RunID)
+	if cases[0].Status != results.CaseDone || cases[1].Status == results.CaseDone {
+		t.Fatalf("after interrupt: %s=%s %s=%s", cases[0].Name, cases[0].Status, cases[1].Name, cases[1].Status)
+	}
+	first, _ := db.Samples(cases[0].ID)
+
+	sum2, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum2.RunID != sum.RunID {
+		t.Fatalf("resume made run %d, want %d", sum2.RunID, sum.RunID)
+	}
+	run, _ = db.GetRun(sum.RunID)
+	if run.Status != results.RunComplete {
+		t.Fatalf("status after resume %q", run.Status)
+	}
+	cases, _ = db.Cases(sum.RunID)
+	for _, c := range cases {
+		if c.Status != results.CaseDone {
+			t.Errorf("case %s %s after resume", c.Name, c.Status)
+		}
+	}
+	again, _ := db.Samples(cases[0].ID)
+	if len(again) != len(first) {
+		t.Errorf("resume re-ran a finished case: %d samples, had %d", len(again), len(first))
+	}
+}
+
+// Impossible suites fail with the position of the problem, before a run
+// is recorded.
+func TestImpossibleSuitesFailBeforeRunning(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"kv-blocks", `name: x
+model: { preset: qwen3-moe-mini }
+cases:
+  - name: c
+    params: { batch: 8, prompt_len: 64, gen_len: 64, kv_blocks: 10 }
+`, "suite.yaml:5:"},
+		{"too-big", `name: x
+model: { preset: qwen3-30b-a3b }
+cases:
+  - name: c
+    params: { batch: 1 }
+`, "needs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := loadSuite(t, c.yaml)
+			db := openDB(t)
+			_, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, MemoryLimit: 8 << 30})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+			if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 0 {
+				t.Fatalf("%d runs recorded for an impossible suite", len(runs))
+			}
+		})
+	}
+}
+
+// With fit: truncate-layers a model that does not fit runs its first layers
+// and says so.
+func TestTruncateLayersRecordsDepth(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, fit: truncate-layers }
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 4, gen_len: 2 }
+`)
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, MemoryLimit: 100 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sum.Cases[0]
+	if c.LayersTotal != 6 || c.LayersRun < 1 || c.LayersRun >= 6 {
+		t.Fatalf("layers %d/%d, want a truncated depth of 6", c.LayersRun, c.LayersTotal)
+	}
+}
