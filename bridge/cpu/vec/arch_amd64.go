@@ -1,0 +1,200 @@
+//go:build amd64 && !purego
+
+package vec
+
+import "golang.org/x/sys/cpu"
+
+func detectLevel() int {
+	x := &cpu.X86
+	// HasAVX2 and HasAVX512 already include the OS-saves-the-registers checks.
+	if !x.HasAVX2 || !x.HasFMA || !x.HasF16C {
+		return levelGeneric
+	}
+	if x.HasAVX512 && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL {
+		return levelAVX512
+	}
+	return levelAVX2
+}
+
+// availableLevels lists the implementations tests can switch between.
+func availableLevels() []int {
+	ls := []int{levelGeneric}
+	for l := levelAVX2; l <= detectLevel(); l++ {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// kern computes an mr x nr tile: dst[i*ldd+j] = dot(x row i, w row j) over
+// the first k elements (AVX2 kernels stop at a multiple of 8; the caller adds
+// the rest). Strides are in elements. With mr == 1, ldd is instead the
+// stride between dst elements: dst[j*ldd] = dot(x, w row j).
+type kern[T uint16 | float32] func(x *float32, ldx int, w *T, ldw int, dst *float32, ldd int, k int)
+
+// tiles is one ISA's set of micro-kernels for one weight type:
+// k[(mr-1)*nr+nr-1] handles an mr x nr tile, k1[nr-1] a 1 x nr tile.
+type tiles[T uint16 | float32] struct {
+	mr, nr, vw int
+	nr1        int  // tile width for m == 1: more w rows = more concurrent DRAM streams
+	masked     bool // kernels finish k themselves (AVX-512 masked tail)
+	k, k1      []kern[T]
+}
+
+// xBlockBytes bounds the activation rows swept per pass over the weights, so
+// large batches (prefill) keep x in L2 while every weight row streams by.
+const xBlockBytes = 256 << 10
+
+func gemmTiles[T uint16 | float32](t *tiles[T], dst []float32, ldd int, x []float32, w []T, m, n, k int) {
+	if m == 1 {
+		// Decode is bandwidth-bound, and one core only reaches DRAM bandwidth
+		// with several long sequential streams in flight. So the rows are
+		// split into nr1 contiguous groups and each call takes the next row
+		// of every group: each group is read front to back as one stream.
+		// (Adjacent rows as a tile would make each stream one short row.)
+		g := n / t.nr1
+		for r := 0; r < g; r++ {
+			t.k1[t.nr1-1](&x[0], k, &w[r*k], g*k, &dst[r], g, k)
+		}
+		for j := g * t.nr1; j < n; j += t.nr1 {
+			nr := min(t.nr1, n-j)
+			t.k1[nr-1](&x[0], k, &w[j*k], k, &dst[j], 1, k)
+		}
+		return
+	}
+	mb := max(t.mr, xBlockBytes/(4*k)/t.mr*t.mr)
+	for i0 := 0; i0 < m; i0 += mb {
+		i1 := min(m, i0+mb)
+		// Weight tiles outermost within a block: a tile of nr rows is loaded
+		// from memory once and reused from L1 by every group of mr x rows.
+		for j := 0; j < n; j += t.nr {
+			nr := min(t.nr, n-j)
+			for i := i0; i < i1; i += t.mr {
+				mr := min(t.mr, i1-i)
+				ld := ldd
+				if mr == 1 {
+					ld = 1 // single-row kernels take the dst column stride
+				}
+				t.k[(mr-1)*t.nr+nr-1](&x[i*k], k, &w[j*k], k, &dst[i*ldd+j], ld, k)
+			}
+		}
+	}
+}
+
+// addTail adds the k%vw products the AVX2 kernels leave out.
+func addTail[T uint16 | float32](dst []float32, ldd int, x []float32, w []T, m, n, k, k0 int, widen func(T) float32) {
+	for i := 0; i < m; i++ {
+		xr := x[i*k+k0 : i*k+k]
+		for j := 0; j < n; j++ {
+			wr := w[j*k+k0 : j*k+k]
+			s := dst[i*ldd+j]
+			for t, v := range xr {
+				s += v * widen(wr[t])
+			}
+			dst[i*ldd+j] = s
+		}
+	}
+}
+
+func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool {
+	t := &gemmBF16AVX2Tiles
+	if level == levelAVX512 {
+		t = &gemmBF16AVX512Tiles
+	}
+	gemmTiles(t, dst, ldd, x, w, m, n, k)
+	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
+		addTail(dst, ldd, x, w, m, n, k, k0, BF16ToFloat)
+	}
+	return true
+}
+
+func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool {
+	t := &gemmF16AVX2Tiles
+	if level == levelAVX512 {
+		t = &gemmF16AVX512Tiles
+	}
+	gemmTiles(t, dst, ldd, x, w, m, n, k)
+	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
+		addTail(dst, ldd, x, w, m, n, k, k0, F16ToFloat)
+	}
+	return true
+}
+
+func gemmF32Arch(dst []float32, ldd int, x []float32, w []float32, m, n, k int) bool {
+	t := &gemmF32AVX2Tiles
+	if level == levelAVX512 {
+		t = &gemmF32AVX512Tiles
+	}
+	gemmTiles(t, dst, ldd, x, w, m, n, k)
+	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
+		addTail(dst, ldd, x, w, m, n, k, k0, func(v float32) float32 { return v })
+	}
+	return true
+}
+
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+//go:noescape
+func axpyAVX2(alpha float32, x, y *float32, n int)
+
+//go:noescape
+func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f32ToBF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f32ToF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func sumBytesAVX2(p *byte, n int) uint64
+
+// The dot/axpy kernels finish their tails with masked loads; vectors are
+// attention-head sized, where 256-bit registers are as fast as 512-bit.
+func dotF32Arch(a, b []float32) float32         { return dotAVX2(&a[0], &b[0], len(a)) }
+func axpyF32Arch(alpha float32, x, y []float32) { axpyAVX2(alpha, &x[0], &y[0], len(x)) }
+
+// The conversion kernels handle whole groups of 16 (8 for f32->f16); they
+// return how many elements they converted and the caller finishes in Go.
+func bf16ToF32Arch(dst []float32, src []uint16) int {
+	n := len(src) &^ 15
+	if n > 0 {
+		bf16ToF32AVX2(&dst[0], &src[0], n)
+	}
+	return n
+}
+
+func f16ToF32Arch(dst []float32, src []uint16) int {
+	n := len(src) &^ 15
+	if n > 0 {
+		f16ToF32AVX2(&dst[0], &src[0], n)
+	}
+	return n
+}
+
+func f32ToBF16Arch(dst []uint16, src []float32) int {
+	n := len(src) &^ 15
+	if n > 0 {
+		f32ToBF16AVX2(&dst[0], &src[0], n)
+	}
+	return n
+}
+
+func f32ToF16Arch(dst []uint16, src []float32) int {
+	n := len(src) &^ 15
+	if n > 0 {
+		f32ToF16AVX2(&dst[0], &src[0], n)
+	}
+	return n
+}
+
+func sumBytesArch(buf []byte) (int, uint64) {
+	n := len(buf) &^ 511
+	if n == 0 {
+		return 0, 0
+	}
+	return n, sumBytesAVX2(&buf[0], n)
+}
