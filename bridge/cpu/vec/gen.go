@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"go/format"
 	"os"
-	"strconv"
 	"strings"
 )
 
@@ -36,36 +35,23 @@ type dtype struct {
 
 var isas = []isa{
 	// AVX2: 16 registers -> 4x3 tile: 12 accumulators + 3 weight vectors + 1 x vector.
-	{"AVX2", 8, 16, "Y", 4, 3, envInt("NR1", 8), false},
+	{"AVX2", 8, 16, "Y", 4, 3, 4, false},
 	// AVX-512: 32 registers -> 8x3 tile: 24 accumulators, so each weight vector
 	// converted once feeds 8 activation rows (batch-8 decode in one pass).
-	{"AVX512", 16, 32, "Z", 8, 3, envInt("NR1", 8), true},
+	{"AVX512", 16, 32, "Z", 8, 3, 4, true},
 }
 
 var dtypes = []dtype{{"BF16", "uint16", 2}, {"F16", "uint16", 2}, {"F32", "float32", 4}}
 
-// Experiment knobs (defaults are the measured best on Zen 4).
-var (
-	pfInsn  = envStr("PF", "PREFETCHT0")
-	pfTiles = envInt("PFTILES", 1)
-	pfDist  = envInt("PFDIST", 1024)
-	pfx     = envInt("PFX", 0)
-	pf1     = envStr("PF1", "none") // prefetch for single-row kernels
+// Software prefetch, as measured best on Zen 4 (64 MiB bf16, one core):
+// multi-row tiles fetch the next tile into L2 (m=8: 75 -> 100 GFLOP/s);
+// single-row kernels, whose rows already arrive as long streams, only fetch
+// a few lines ahead into L1 (helps most at k=5632, where x crowds L1).
+const (
+	pfInsn = "PREFETCHT1"
+	pf1    = "PREFETCHT0"
+	pfDist = 256 // bytes ahead, single-row kernels
 )
-
-func envInt(k string, d int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return v
-	}
-	return d
-}
-
-func envStr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
-}
 
 func kname(is isa, dt dtype, mr, nr int) string {
 	return fmt.Sprintf("gemm%s%sx%dx%d", dt.name, is.name, mr, nr)
@@ -117,22 +103,21 @@ func rowAddr(off int, r int, base, base4, s, s3 string) string {
 	return fmt.Sprintf("%d(%s)(%s*1)", off, b, s3)
 }
 
-// Register map: SI/DI x rows 0-3/4-7 (stride R8, R9=3*R8); BX/DI w rows
-// 0-3/4-7 (stride R10, R15=3*R10; DI is free for w since nr > 4 implies
-// mr == 1); R14/R13 prefetch pointers for w; DX/R13 dst rows (stride R11,
-// R12=3*R11); CX remaining k; AX scratch.
+// Register map: SI/DI x rows 0-3/4-7 (stride R8, R9=3*R8); BX w rows 0-3
+// (stride R10, R15=3*R10); R14 prefetch pointer for w; DX/R13 dst rows
+// (stride R11, R12=3*R11); CX remaining k; AX scratch.
 func xaddr(i, off int) string  { return rowAddr(off, i, "SI", "DI", "R8", "R9") }
-func waddr(j, off int) string  { return rowAddr(off, j, "BX", "DI", "R10", "R15") }
-func pfaddr(j, off int) string { return rowAddr(off, j, "R14", "R13", "R10", "R15") }
-func daddr(i, j int) string { return rowAddr(4*j, i, "DX", "R13", "R11", "R12") }
+func waddr(j, off int) string  { return rowAddr(off, j, "BX", "", "R10", "R15") }
+func pfaddr(j, off int) string { return rowAddr(off, j, "R14", "", "R10", "R15") }
+func daddr(i, j int) string    { return rowAddr(4*j, i, "DX", "R13", "R11", "R12") }
 
 // Single-row kernels store dst[j*ldd]: ldd is the dst column stride, so the
 // decode driver can give one kernel call w rows that lie far apart.
-func d1addr(j int) string { return rowAddr(0, j, "DX", "AX", "R11", "R12") }
+func d1addr(j int) string { return rowAddr(0, j, "DX", "", "R11", "R12") }
 
 func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
-	if mr > 4 && nr > 4 {
-		panic("register map needs mr <= 4 or nr <= 4")
+	if nr > 4 {
+		panic("register map has room for 4 w rows")
 	}
 	u := ku(is, mr, nr)
 	R := func(n int) string { return fmt.Sprintf("%s%d", is.reg, n) }
@@ -172,31 +157,18 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 	if mr > 4 {
 		g.p("LEAQ (SI)(R8*4), DI")
 	}
-	if nr > 4 {
-		g.p("LEAQ (BX)(R10*4), DI")
-	}
 	if prefetch && mr == 1 {
 		// Decode rows come from long sequential streams (see gemmTiles);
 		// R14 runs pfDist bytes ahead in each, into the next row at the end.
-		if pfDist < 0 {
-			g.p("LEAQ (BX)(R8*1), R14") // experiment: distance via ldx
-		} else {
-			g.p("LEAQ %d(BX), R14", pfDist)
-		}
-		if nr > 4 {
-			g.p("LEAQ (R14)(R10*4), R13")
-		}
+		g.p("LEAQ %d(BX), R14", pfDist)
 	} else if prefetch {
-		// R14 walks the same k position pfTiles tiles (nr rows each) further
-		// on. Each w row is a short stream (4 KiB at k=2048) that hardware
+		// R14 walks the same k position one tile (nr rows) further on.
+		// Each w row is a short stream (4 KiB at k=2048) that hardware
 		// prefetchers pick up late; this fetches the next tile's rows while
 		// the current ones are consumed.
 		g.p("MOVQ R10, R14")
-		g.p("IMULQ $%d, R14", nr*pfTiles)
+		g.p("IMULQ $%d, R14", nr)
 		g.p("ADDQ BX, R14")
-		if nr > 4 {
-			g.p("LEAQ (R14)(R10*4), R13")
-		}
 	}
 	for a := 0; a < nacc; a++ {
 		g.p("VXORPS %s, %s, %s", R(a), R(a), R(a))
@@ -219,9 +191,6 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 		}
 	}
 	chunk := func(s, c int, mask bool) {
-		if mr == 1 && pfx > 0 && !mask && (c*is.vw*4)%64 == 0 {
-			g.p("PREFETCHT0 %s", xaddr(0, c*is.vw*4+pfx))
-		}
 		if mr == 1 {
 			if mask {
 				g.p("VMOVUPS.Z %s, K1, %s", xaddr(0, c*is.vw*4), R(xreg))
@@ -259,21 +228,13 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 		}
 	}
 	advance := func(chunks int) {
-		if !(mr == 1 && os.Getenv("XFIX") != "") {
-			g.p("ADDQ $%d, SI", chunks*is.vw*4)
-		}
+		g.p("ADDQ $%d, SI", chunks*is.vw*4)
 		if mr > 4 {
 			g.p("ADDQ $%d, DI", chunks*is.vw*4)
 		}
 		g.p("ADDQ $%d, BX", chunks*is.vw*dt.esz)
-		if nr > 4 {
-			g.p("ADDQ $%d, DI", chunks*is.vw*dt.esz)
-		}
 		if prefetch {
 			g.p("ADDQ $%d, R14", chunks*is.vw*dt.esz)
-			if nr > 4 {
-				g.p("ADDQ $%d, R13", chunks*is.vw*dt.esz)
-			}
 		}
 	}
 
@@ -329,9 +290,6 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 	}
 	if mr > 4 {
 		g.p("LEAQ (DX)(R11*4), R13")
-	}
-	if mr == 1 && nr > 4 {
-		g.p("LEAQ (DX)(R11*4), AX")
 	}
 	t, t2 := xreg, wreg(0)
 	for i := 0; i < mr; i++ {
