@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 
-	"github.com/olekukonko/tablewriter"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -17,18 +17,24 @@ func modelsCommand() *cli.Command {
 		Usage: "list the model presets with their size and memory need",
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
 			"with seeded synthetic weights. Memory is for bf16 weights plus a 4096-token KV cache.",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
 		Action: func(c *cli.Context) error {
-			t := tablewriter.NewWriter(c.App.Writer)
-			t.Header("preset", "architecture", "layers", "params", "active/token", "bf16 weights", "KV/token", "memory need")
+			t := &table.Table{Header: []string{"preset", "architecture", "layers", "params", "read/token", "bf16 weights", "KV/token", "memory need"}}
 			for _, name := range model.PresetNames() {
 				cfg, _ := model.Preset(name)
 				kv := cfg.KVBytesPerToken(bridge.BF16)
 				need := cfg.WeightBytes(bridge.BF16) + cfg.KVBytesPerToken(bridge.F32)*4096
-				t.Append(name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
+				t.Rows = append(t.Rows, []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
 					engine.GiB(cfg.ActiveBytesPerToken(bridge.BF16)), engine.GiB(cfg.WeightBytes(bridge.BF16)),
-					engine.GiB(kv), engine.GiB(need))
+					engine.GiB(kv), engine.GiB(need)})
 			}
-			return t.Render()
+			t.Notes = []string{"read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)",
+				"memory need: bf16 weights plus a 4096-token f32 KV cache on the CPU backend"}
+			f, err := table.ParseFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			return t.Render(c.App.Writer, f)
 		},
 	}
 }

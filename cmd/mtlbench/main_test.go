@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// mtl runs the whole program as a user would.
+func mtl(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	err = run(append([]string{"mtlbench"}, args...), &o, &e)
+	return o.String(), e.String(), err
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from golden:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+func TestModelsGolden(t *testing.T) {
+	out, _, err := mtl(t, "models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "models", out)
+}
+
+// generate --json on a transformers fixture prints the tokens and logits
+// transformers computed.
+func TestGenerateJSONMatchesTransformers(t *testing.T) {
+	dir := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3_moe")
+	var ref struct {
+		Prompts []struct {
+			Tokens     []int32   `json:"tokens"`
+			LogitsLast []float32 `json:"logits_last"`
+			Greedy     []int32   `json:"greedy"`
+		} `json:"prompts"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(data, &ref)
+	p := ref.Prompts[1]
+	toks := make([]string, len(p.Tokens))
+	for i, v := range p.Tokens {
+		toks[i] = strconv.Itoa(int(v))
+	}
+	out, _, err := mtl(t, "generate", "--model", dir, "--tokens", strings.Join(toks, ","), "--max-new-tokens", "16", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Tokens     []int32   `json:"tokens"`
+		LogitsLast []float32 `json:"logits_last"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if !slices.Equal(got.Tokens, p.Greedy) {
+		t.Errorf("tokens %v, transformers %v", got.Tokens, p.Greedy)
+	}
+	if len(got.LogitsLast) != len(p.LogitsLast) {
+		t.Fatalf("%d logits, want %d", len(got.LogitsLast), len(p.LogitsLast))
+	}
+	for i := range p.LogitsLast {
+		if d := got.LogitsLast[i] - p.LogitsLast[i]; d > 1e-4 || d < -1e-4 {
+			t.Fatalf("logit %d differs by %g", i, d)
+		}
+	}
+}
+
+func TestErrorsAreClear(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nmodel: { preset: qwen3-moe-mini }\ncases:\n  - name: c\n    matrix: { bach: [1] }\n"), 0o644)
+	broken := filepath.Join(dir, "ckpt")
+	os.MkdirAll(broken, 0o755)
+	os.WriteFile(filepath.Join(broken, "config.json"), []byte(`{"architectures": ["GPT2LMHeadModel"]}`), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generate", "--model", "nope", "--tokens", "1"}, `model "nope" is neither a preset`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,x"}, `item 2 ("x") is not a token id`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "9000"}, "outside the vocabulary"},
+		{[]string{"generate", "--model", broken, "--tokens", "1"}, `unknown architecture "GPT2LMHeadModel"`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
+		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
+		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
+	} {
+		_, stderr, err := mtl(t, c.args...)
+		msg := stderr
+		if err != nil {
+			msg += err.Error()
+		}
+		if err == nil || !strings.Contains(msg, c.want) {
+			t.Errorf("%v: err=%v stderr=%q, want %q", c.args, err, stderr, c.want)
+		}
+	}
+}
+
+// Flags may follow the suite file, as people type them.
+func TestFlagsAfterArguments(t *testing.T) {
+	out, _, err := mtl(t, "suites", "validate", filepath.Join("..", "..", "suites", "ci.yaml"))
+	if err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("validate: %v %s", err, out)
+	}
+	got := interspersed(newApp(nil, nil), []string{"mtlbench", "run", "s.yaml", "--db", "x.db", "-q", "--tag=a"})
+	want := []string{"mtlbench", "run", "--db", "x.db", "-q", "--tag=a", "s.yaml"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("interspersed = %v, want %v", got, want)
+	}
+}
