@@ -1,0 +1,204 @@
+package model
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
+)
+
+const fixtures = "../testdata/hf"
+
+// The hub's config spelling (rope_theta, num_experts) and the one
+// transformers 5 writes (rope_parameters, num_local_experts) give the same
+// config.
+func TestBothConfigSpellings(t *testing.T) {
+	v5, err := os.ReadFile(filepath.Join(fixtures, "qwen3_moe", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.Unmarshal(v5, &m)
+	rp := m["rope_parameters"].(map[string]any)
+	m["rope_theta"] = rp["rope_theta"]
+	delete(m, "rope_parameters")
+	m["num_experts"] = m["num_local_experts"]
+	delete(m, "num_local_experts")
+	hub, _ := json.Marshal(m)
+	a, err := ParseHFConfig("v5", v5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseHFConfig("hub", hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Name, b.Name = "", ""
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Fatalf("configs differ:\nv5:  %s\nhub: %s", ja, jb)
+	}
+	if a.NumExperts != 8 || a.RopeTheta != 1e6 || !a.QKNorm || a.IsMoELayer(2) || !a.IsMoELayer(1) {
+		t.Fatalf("unexpected config %+v", a)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []struct{ json, want string }{
+		{`{`, "not a valid config.json"},
+		{`{"hidden_size": 8}`, `no "architectures" field`},
+		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
+		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
+		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "yarn"}}`, "rope_scaling type \"yarn\""},
+		{`{"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": 4096}`, "sliding_window=4096"},
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`, "needs num_experts"},
+	} {
+		_, err := ParseHFConfig("config.json", []byte(c.json))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "config.json") {
+			t.Errorf("%s: err = %v, want %q", c.json, err, c.want)
+		}
+	}
+}
+
+// copyFixture copies a fixture folder so a test can damage it.
+func copyFixture(t *testing.T, name string) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(fixtures, name, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dst, f), data, 0o644)
+	}
+	return dst
+}
+
+// loadAll reads every tensor the config needs, as the engine would.
+func loadAll(dir string) error {
+	cfg, src, err := Open(Spec{Model: dir})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, s := range cfg.Tensors() {
+		if _, _, err := src.Tensor(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestCorruptCheckpoints(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		want   string
+	}{
+		{"truncated", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "model.safetensors")
+			st, _ := os.Stat(p)
+			os.Truncate(p, st.Size()/2)
+		}, "model.safetensors"},
+		{"header-lies", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "model.safetensors")
+			data, _ := os.ReadFile(p)
+			data[0] = 0xff // header length far beyond the file
+			data[1] = 0xff
+			data[2] = 0xff
+			os.WriteFile(p, data, 0o644)
+		}, "model.safetensors"},
+		{"missing-file", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "model.safetensors"))
+		}, "safetensors"},
+		{"wrong-shape", func(t *testing.T, dir string) {
+			// A config that claims a wider MLP than the tensors hold.
+			p := filepath.Join(dir, "config.json")
+			data, _ := os.ReadFile(p)
+			os.WriteFile(p, []byte(strings.Replace(string(data), `"intermediate_size": 256`, `"intermediate_size": 300`, 1)), 0o644)
+		}, "has shape [256 128], the config implies [300 128]"},
+		{"missing-tensor", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "model.safetensors")
+			f, _ := safetensors.Open(p)
+			var keep []safetensors.WriteTensor
+			for _, ti := range f.Tensors() {
+				if ti.Name == "model.layers.1.self_attn.k_proj.weight" {
+					continue
+				}
+				b, _ := f.Bytes(ti.Name)
+				keep = append(keep, safetensors.WriteTensor{Name: ti.Name, DType: ti.DType, Shape: ti.Shape, Data: append([]byte(nil), b...)})
+			}
+			f.Close()
+			if err := safetensors.Write(p, keep, nil); err != nil {
+				t.Fatal(err)
+			}
+		}, `tensor "model.layers.1.self_attn.k_proj.weight" is missing`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyFixture(t, "llama")
+			c.damage(t, dir)
+			err := loadAll(dir)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Loading as bf16 converts; keeping the dtype aliases the mapping.
+func TestCheckpointDTypes(t *testing.T) {
+	bf := bridge.BF16
+	cfg, src, err := Open(Spec{Model: filepath.Join(fixtures, "qwen2"), DType: &bf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if !cfg.TieEmbed || !cfg.QKVBias {
+		t.Fatalf("qwen2 fixture: tie=%v bias=%v", cfg.TieEmbed, cfg.QKVBias)
+	}
+	for _, s := range cfg.Tensors() {
+		dt, data, err := src.Tensor(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bridge.F32
+		if s.Matrix {
+			want = bridge.BF16
+		}
+		if dt != want || int64(len(data)) != s.Elems()*int64(dt.Size()) {
+			t.Fatalf("%s: %v with %d bytes", s.Name, dt, len(data))
+		}
+	}
+}
+
+func TestSyntheticIsDeterministic(t *testing.T) {
+	spec := TensorSpec{Name: "w", Shape: []int{3, 1 << 20}, Matrix: true, FanIn: 1 << 20}
+	_, a, _ := NewSynthetic(7, bridge.BF16).Tensor(spec)
+	_, b, _ := NewSynthetic(7, bridge.BF16).Tensor(spec)
+	_, c, _ := NewSynthetic(8, bridge.BF16).Tensor(spec)
+	if string(a) != string(b) || string(a) == string(c) {
+		t.Fatal("synthetic weights are not a function of the seed")
+	}
+}
+
+func TestPresetsValidate(t *testing.T) {
+	for _, n := range PresetNames() {
+		c, err := Preset(n)
+		if err != nil || c.Validate() != nil {
+			t.Errorf("%s: %v %v", n, err, c.Validate())
+		}
+	}
+	c, _ := Preset("qwen3-30b-a3b")
+	if p := c.Params(); p < 30e9 || p > 31e9 {
+		t.Errorf("qwen3-30b-a3b has %d parameters, want about 30.5B", p)
+	}
+	if _, err := c.WithLayers(49); err == nil {
+		t.Error("WithLayers beyond the model succeeded")
+	}
+}

@@ -1,0 +1,98 @@
+package sched
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/cache"
+)
+
+func seq(id, prompt, maxNew int) *Seq {
+	return &Seq{ID: id, Tokens: make([]int32, prompt), Prompt: prompt, MaxNew: maxNew}
+}
+
+// Decodes go first, prefill is chunked under the budget, and a chunk only
+// samples when it reaches the end of the prompt.
+func TestChunkedPrefillUnderBudget(t *testing.T) {
+	kv, _ := cache.New(64, 16)
+	s := New(Config{TokenBudget: 10}, kv)
+	a, b := seq(1, 4, 3), seq(2, 25, 2)
+	s.Add(a)
+	s.Add(b)
+	var steps [][]Item
+	for s.Pending() {
+		bt, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bt.NumTokens > 10 {
+			t.Fatalf("step of %d tokens over the budget of 10", bt.NumTokens)
+		}
+		steps = append(steps, bt.Items)
+		for _, it := range bt.Items {
+			if it.Sample {
+				s.Append(it.Seq, 0)
+			}
+		}
+	}
+	// step 0: a's prompt (4) + 6 of b; a samples, b does not
+	first := steps[0]
+	if len(first) != 2 || first[0].N != 4 || !first[0].Sample || first[1].N != 6 || first[1].Sample {
+		t.Fatalf("first step %+v", first)
+	}
+	// step 1: a decodes first (1 token), then 9 more of b
+	if it := steps[1][0]; it.Seq != a || it.N != 1 {
+		t.Fatalf("second step does not start with a's decode: %+v", steps[1])
+	}
+	if !a.Finished || !b.Finished || b.Generated() != 2 || a.Generated() != 3 {
+		t.Fatalf("a=%d/%v b=%d/%v", a.Generated(), a.Finished, b.Generated(), b.Finished)
+	}
+	if kv.FreeBlocks() != 64 {
+		t.Fatalf("%d blocks leaked", 64-kv.FreeBlocks())
+	}
+}
+
+func TestRefusesWhatNeverFits(t *testing.T) {
+	kv, _ := cache.New(4, 16)
+	s := New(Config{}, kv)
+	if err := s.Add(seq(1, 60, 10)); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("err = %v, want ErrTooLong", err)
+	}
+	if s.Pending() {
+		t.Fatal("refused request is queued")
+	}
+}
+
+// When the cache runs out, the newest sequence is preempted and later
+// recomputed from its tokens so far; the others keep their blocks.
+func TestPreemptsNewest(t *testing.T) {
+	kv, _ := cache.New(4, 4) // 16 slots
+	s := New(Config{}, kv)
+	a, b := seq(1, 7, 8), seq(2, 7, 8)
+	s.Add(a)
+	s.Add(b)
+	preempted := 0
+	for s.Pending() {
+		bt, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range bt.Preempted {
+			preempted++
+			if p != b {
+				t.Fatalf("preempted sequence %d, want the newest (2)", p.ID)
+			}
+		}
+		for _, it := range bt.Items {
+			if it.Sample {
+				s.Append(it.Seq, 1)
+			}
+		}
+	}
+	if preempted == 0 || b.Preemptions == 0 {
+		t.Fatal("no preemption although both sequences cannot fit")
+	}
+	if a.Generated() != 8 || b.Generated() != 8 {
+		t.Fatalf("generated a=%d b=%d, want 8 each", a.Generated(), b.Generated())
+	}
+}
