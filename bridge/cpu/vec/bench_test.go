@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -34,6 +35,8 @@ func randBF16(n int) []uint16 {
 
 // gemmShapes: the decode projections of a 1.1B model (hidden 2048, MLP 5632)
 // plus a 64 MiB matrix that no cache holds, for comparison with SumBytes.
+// The first two partly stay in the 32 MiB L3 across iterations, so their
+// GB/s overstate DRAM speed; TestBandwidthReport flushes between calls.
 var gemmShapes = [][2]int{{2048, 2048}, {5632, 2048}, {16384, 2048}}
 
 func BenchmarkGemmBF16(b *testing.B) {
@@ -44,7 +47,7 @@ func BenchmarkGemmBF16(b *testing.B) {
 			x := randF32(rand.New(rand.NewPCG(2, 3)), m*k)
 			dst := make([]float32, m*n)
 			b.Run(fmt.Sprintf("m=%d/n=%d/k=%d", m, n, k), func(b *testing.B) {
-				benchLevels(b, false, func(b *testing.B) {
+				benchLevels(b, n == 2048 && m <= 8, func(b *testing.B) {
 					b.SetBytes(int64(n * k * 2))
 					for b.Loop() {
 						GemmBF16(dst, n, x, w, m, n, k)
@@ -147,10 +150,11 @@ func BenchmarkBF16ToF32(b *testing.B) {
 	})
 }
 
-// TestBandwidthReport (VEC_REPORT=1) interleaves SumBytes and GemmBF16 at
-// m=1/8/16 over 64 MiB weights and keeps each one's best time, so the ratios
-// hold up on a machine shared with other work. A 128 MiB read between timed
-// calls evicts the 32 MiB L3, so every call streams from DRAM.
+// TestBandwidthReport (VEC_REPORT=1, VEC_REPS=n) interleaves SumBytes and
+// GemmBF16 at m=1..16 over 64 MiB weights, on one goroutine and then split
+// over two, and keeps each one's best time, so the ratios hold up on a machine
+// shared with other work. A 128 MiB read between timed calls evicts the
+// 32 MiB L3, so every call streams from DRAM.
 func TestBandwidthReport(t *testing.T) {
 	if os.Getenv("VEC_REPORT") == "" {
 		t.Skip("set VEC_REPORT=1")
@@ -165,10 +169,10 @@ func TestBandwidthReport(t *testing.T) {
 		return b
 	}
 	buf, big, flush := fill(n*k*2), fill(256<<20), fill(128<<20)
-	ms := []int{1, 8, 16}
-	xs := make([][]float32, len(ms))
-	for i, m := range ms {
-		xs[i] = randF32(rand.New(rand.NewPCG(1, 1)), m*k)
+	ms := []int{1, 2, 4, 8, 16}
+	xs := map[int][]float32{}
+	for _, m := range ms {
+		xs[m] = randF32(rand.New(rand.NewPCG(1, 1)), m*k)
 	}
 	dst := make([]float32, 16*n)
 	reps := 15
@@ -193,10 +197,38 @@ func TestBandwidthReport(t *testing.T) {
 			timed(0, func() { SumBytes(buf) })
 			timed(1, func() { SumBytes(big) })
 			for i, m := range ms {
-				timed(i+2, func() { GemmBF16(dst, n, xs[i], w, m, n, k) })
+				timed(i+2, func() { GemmBF16(dst, n, xs[m], w, m, n, k) })
+			}
+		}
+		// The same on two goroutines, each taking half the rows (half the
+		// buffer), as the backend splits work across cores.
+		par := func(f func(lo, hi int)) {
+			var wg sync.WaitGroup
+			for h := range 2 {
+				wg.Go(func() { f(h*n/2, (h+1)*n/2) })
+			}
+			wg.Wait()
+		}
+		best2 := []time.Duration{time.Hour, time.Hour, time.Hour}
+		timed2 := func(i int, f func(lo, hi int)) {
+			SumBytes(flush)
+			t0 := time.Now()
+			par(f)
+			best2[i] = min(best2[i], time.Since(t0))
+		}
+		for rep := 0; rep < reps; rep++ {
+			timed2(0, func(lo, hi int) { SumBytes(buf[lo*k*2 : hi*k*2]) })
+			for i, m := range []int{1, 8} {
+				timed2(i+1, func(lo, hi int) {
+					// dst columns lo..hi of an [m][n] result.
+					GemmBF16(dst[lo:], n, xs[m], w[lo*k:hi*k], m, hi-lo, k)
+				})
 			}
 		}
 		gbs := func(bytes int, d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e9 }
+		t.Logf("%s: 2 goroutines: SumBytes %.1f GB/s; GemmBF16 m=1 %.1f GB/s (%.0f%%), m=8 %.3f ms = %.2fx m=1 (%.1f GFLOP/s)",
+			levelNames[l], gbs(len(buf), best2[0]), gbs(len(buf), best2[1]), 100*best2[0].Seconds()/best2[1].Seconds(),
+			best2[2].Seconds()*1e3, best2[2].Seconds()/best2[1].Seconds(), 2*float64(8*n*k)/best2[2].Seconds()/1e9)
 		ref := gbs(len(buf), best[0])
 		t.Logf("%s: SumBytes 64MiB %.1f GB/s, 256MiB %.1f GB/s", levelNames[l], ref, gbs(len(big), best[1]))
 		for i, m := range ms {

@@ -5,346 +5,346 @@
 package vec
 
 //go:noescape
-func gemmBF16AVX2x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX2x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX2x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX2x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX2x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x1x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x1x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x1x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x1x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x1x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x1x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x2x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x2x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x2x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x2x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x2x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x2x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x3x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x3x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x3x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x3x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x3x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x3x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x4x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x4x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x4x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x4x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x4x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x4x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX2x1x4(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX2x1x4(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x5x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x5x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x5x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x5x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x5x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x5x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x6x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x6x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x6x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x6x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x6x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x6x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x7x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x7x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x7x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x7x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x7x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x7x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x8x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x8x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x8x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x8x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x8x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x8x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmBF16AVX512x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmBF16AVX512x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x1x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x1x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x1x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x2x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x2x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x2x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x3x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x3x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x3x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x4x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x4x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x4x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x5x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x5x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x5x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x5x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x5x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x5x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x6x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x6x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x6x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x6x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x6x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x6x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x7x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x7x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x7x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x7x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x7x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x7x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x8x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x8x1(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x8x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x8x2(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x8x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x8x3(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF16AVX512x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd int, k int)
+func gemmF16AVX512x1x4(x *float32, ldx int, w *uint16, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x1x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x1x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x1x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x1x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x1x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x1x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x2x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x2x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x2x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x2x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x2x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x2x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x3x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x3x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x3x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x3x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x3x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x3x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x4x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x4x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x4x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x4x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x4x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x4x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x5x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x5x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x5x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x5x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x5x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x5x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x6x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x6x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x6x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x6x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x6x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x6x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x7x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x7x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x7x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x7x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x7x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x7x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x8x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x8x1(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x8x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x8x2(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x8x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x8x3(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 //go:noescape
-func gemmF32AVX512x1x4(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd int, k int)
+func gemmF32AVX512x1x4(x *float32, ldx int, w *float32, ldw int, dst *float32, ldd, ldc int, k int)
 
 var gemmBF16AVX2Tiles = tiles[uint16]{mr: 4, nr: 3, nr1: 4, vw: 8, masked: false,
 	k: []kern[uint16]{

@@ -44,8 +44,8 @@ var isas = []isa{
 var dtypes = []dtype{{"BF16", "uint16", 2}, {"F16", "uint16", 2}, {"F32", "float32", 4}}
 
 // Software prefetch, as measured best on Zen 4 (64 MiB bf16, one core):
-// multi-row tiles fetch the next tile into L2 (m=8: 75 -> 100 GFLOP/s);
-// single-row kernels, whose rows already arrive as long streams, only fetch
+// multi-row tiles fetch the next tile (the next row of each w stream) into
+// L2 (m=4: 63 -> 93, m=8: 90 -> 106 GFLOP/s); single-row kernels only fetch
 // a few lines ahead into L1 (helps most at k=5632, where x crowds L1).
 const (
 	pfInsn = "PREFETCHT1"
@@ -104,16 +104,12 @@ func rowAddr(off int, r int, base, base4, s, s3 string) string {
 }
 
 // Register map: SI/DI x rows 0-3/4-7 (stride R8, R9=3*R8); BX w rows 0-3
-// (stride R10, R15=3*R10); R14 prefetch pointer for w; DX/R13 dst rows
-// (stride R11, R12=3*R11); CX remaining k; AX scratch.
+// (stride R10, R15=3*R10); R14 prefetch pointer for w; DX dst row (next row
+// +R11), its columns at stride R12 (R13=3*R12); CX remaining k; AX scratch.
 func xaddr(i, off int) string  { return rowAddr(off, i, "SI", "DI", "R8", "R9") }
 func waddr(j, off int) string  { return rowAddr(off, j, "BX", "", "R10", "R15") }
 func pfaddr(j, off int) string { return rowAddr(off, j, "R14", "", "R10", "R15") }
-func daddr(i, j int) string    { return rowAddr(4*j, i, "DX", "R13", "R11", "R12") }
-
-// Single-row kernels store dst[j*ldd]: ldd is the dst column stride, so the
-// decode driver can give one kernel call w rows that lie far apart.
-func d1addr(j int) string { return rowAddr(0, j, "DX", "", "R11", "R12") }
+func daddr(j int) string       { return rowAddr(0, j, "DX", "", "R12", "R13") }
 
 func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 	if nr > 4 {
@@ -133,10 +129,9 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 	if mr == 1 {
 		insn = pf1
 	}
-	prefetch := insn != "none"
 
-	fmt.Fprintf(&g.b, "// func %s(x *float32, ldx int, w *%s, ldw int, dst *float32, ldd int, k int)\n", kname(is, dt, mr, nr), dt.goT)
-	fmt.Fprintf(&g.b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", kname(is, dt, mr, nr))
+	fmt.Fprintf(&g.b, "// func %s(x *float32, ldx int, w *%s, ldw int, dst *float32, ldd, ldc int, k int)\n", kname(is, dt, mr, nr), dt.goT)
+	fmt.Fprintf(&g.b, "TEXT ·%s(SB), NOSPLIT, $0-64\n", kname(is, dt, mr, nr))
 	g.p("MOVQ x+0(FP), SI")
 	g.p("MOVQ ldx+8(FP), R8")
 	g.p("SHLQ $2, R8")
@@ -150,25 +145,23 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 	g.p("MOVQ dst+32(FP), DX")
 	g.p("MOVQ ldd+40(FP), R11")
 	g.p("SHLQ $2, R11")
-	g.p("MOVQ k+48(FP), CX")
+	g.p("MOVQ ldc+48(FP), R12")
+	g.p("SHLQ $2, R12")
+	g.p("MOVQ k+56(FP), CX")
 	g.p("LEAQ (R8)(R8*2), R9")
 	g.p("LEAQ (R10)(R10*2), R15")
-	g.p("LEAQ (R11)(R11*2), R12")
+	g.p("LEAQ (R12)(R12*2), R13")
 	if mr > 4 {
 		g.p("LEAQ (SI)(R8*4), DI")
 	}
-	if prefetch && mr == 1 {
-		// Decode rows come from long sequential streams (see gemmTiles);
+	if mr == 1 {
+		// w rows come from long sequential streams (see gemmTiles);
 		// R14 runs pfDist bytes ahead in each, into the next row at the end.
 		g.p("LEAQ %d(BX), R14", pfDist)
-	} else if prefetch {
-		// R14 walks the same k position one tile (nr rows) further on.
-		// Each w row is a short stream (4 KiB at k=2048) that hardware
-		// prefetchers pick up late; this fetches the next tile's rows while
-		// the current ones are consumed.
-		g.p("MOVQ R10, R14")
-		g.p("IMULQ $%d, R14", nr)
-		g.p("ADDQ BX, R14")
+	} else {
+		// R14 walks the same k position one w row further on: in the
+		// driver's grouped tiles, the next tile's rows.
+		g.p("LEAQ (BX)(CX*%d), R14", dt.esz)
 	}
 	for a := 0; a < nacc; a++ {
 		g.p("VXORPS %s, %s, %s", R(a), R(a), R(a))
@@ -218,9 +211,6 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 		}
 	}
 	pf := func(chunks int) {
-		if !prefetch {
-			return
-		}
 		for j := 0; j < nr; j++ {
 			for off := 0; off < chunks*is.vw*dt.esz; off += 64 {
 				g.p("%s %s", insn, pfaddr(j, off))
@@ -233,9 +223,7 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 			g.p("ADDQ $%d, DI", chunks*is.vw*4)
 		}
 		g.p("ADDQ $%d, BX", chunks*is.vw*dt.esz)
-		if prefetch {
-			g.p("ADDQ $%d, R14", chunks*is.vw*dt.esz)
-		}
+		g.p("ADDQ $%d, R14", chunks*is.vw*dt.esz)
 	}
 
 	// cu chunks per unrolled iteration, rotating over the u accumulator sets;
@@ -288,11 +276,11 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 			}
 		}
 	}
-	if mr > 4 {
-		g.p("LEAQ (DX)(R11*4), R13")
-	}
 	t, t2 := xreg, wreg(0)
 	for i := 0; i < mr; i++ {
+		if i > 0 {
+			g.p("ADDQ R11, DX")
+		}
 		for j := 0; j < nr; j++ {
 			a := acc(0, i, j)
 			if is.reg == "Z" {
@@ -308,11 +296,7 @@ func (g *gen) kernel(is isa, dt dtype, mr, nr int) {
 			g.p("VADDPS X%d, X%d, X%d", t2, t, t)
 			g.p("VPERMILPS $0xB1, X%d, X%d", t, t2)
 			g.p("VADDSS X%d, X%d, X%d", t2, t, t)
-			if mr == 1 {
-				g.p("VMOVSS X%d, %s", t, d1addr(j))
-			} else {
-				g.p("VMOVSS X%d, %s", t, daddr(i, j))
-			}
+			g.p("VMOVSS X%d, %s", t, daddr(j))
 		}
 	}
 	g.p("VZEROUPPER")
@@ -340,7 +324,7 @@ func main() {
 		for _, dt := range dtypes {
 			for _, sh := range shapes(is) {
 				s.kernel(is, dt, sh[0], sh[1])
-				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, ldx int, w *%s, ldw int, dst *float32, ldd int, k int)\n\n", kname(is, dt, sh[0], sh[1]), dt.goT)
+				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, ldx int, w *%s, ldw int, dst *float32, ldd, ldc int, k int)\n\n", kname(is, dt, sh[0], sh[1]), dt.goT)
 			}
 		}
 	}

@@ -13,11 +13,37 @@ import (
 const chunk = 256
 
 func gemmBF16Generic(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {
+	if m < 4 {
+		// Decode: widening inline (a shift) beats a trip through the buffer.
+		for i := 0; i < m; i++ {
+			xr := x[i*k : i*k+k]
+			for j := 0; j < n; j++ {
+				dst[i*ldd+j] = dotBF16Generic(xr, w[j*k:j*k+k])
+			}
+		}
+		return
+	}
 	gemmGeneric(dst, ldd, x, w, m, n, k, func(d []float32, s []uint16) {
 		for i, h := range s[:len(d)] {
 			d[i] = math.Float32frombits(uint32(h) << 16)
 		}
 	})
+}
+
+func dotBF16Generic(x []float32, w []uint16) float32 {
+	w = w[:len(x)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i] * math.Float32frombits(uint32(w[i])<<16)
+		s1 += x[i+1] * math.Float32frombits(uint32(w[i+1])<<16)
+		s2 += x[i+2] * math.Float32frombits(uint32(w[i+2])<<16)
+		s3 += x[i+3] * math.Float32frombits(uint32(w[i+3])<<16)
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * math.Float32frombits(uint32(w[i])<<16)
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 func gemmF16Generic(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {

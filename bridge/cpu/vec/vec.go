@@ -49,7 +49,7 @@ func checkGemm(dstLen, ldd, xLen, wLen, m, n, k int) {
 	if m == 0 || n == 0 {
 		return
 	}
-	if ldd < n {
+	if m > 1 && ldd < n {
 		panic(fmt.Sprintf("vec: gemm ldd %d < n %d", ldd, n))
 	}
 	if xLen < m*k || wLen < n*k || dstLen < (m-1)*ldd+n {

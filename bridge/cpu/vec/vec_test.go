@@ -165,8 +165,13 @@ func checkGemmOut(t *testing.T, dst []float32, ldd int, ref, mag []float64, N, m
 
 // TestGemmLarge covers k-blocking of the activations (xBlockBytes) and big n.
 func TestGemmLarge(t *testing.T) {
+	for _, c := range [][3]int{{70, 37, 1500}, {1, 1003, 515}} {
+		testGemmLarge(t, c[0], c[1], c[2])
+	}
+}
+
+func testGemmLarge(t *testing.T, m, n, k int) {
 	r := rand.New(rand.NewPCG(7, 7))
-	m, n, k := 70, 37, 1500
 	x := randF32(r, m*k)
 	w := make([]uint16, n*k)
 	for i := range w {
