@@ -28,6 +28,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			suitesCommand(),
 			runsCommand(),
 			showCommand(),
+			historyCommand(),
+			compareCommand(), gateCommand(), // TEMP-COMPARE
 		},
 	}
 }

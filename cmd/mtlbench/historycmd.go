@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/reports/table"
+)
+
+func historyCommand() *cli.Command {
+	format := &cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}
+	filters := []cli.Flag{
+		&cli.StringFlag{Name: "model", Usage: "only this model (e.g. Qwen3-30B-A3B)"},
+		&cli.StringFlag{Name: "metric", Usage: "only this metric (e.g. tok_s, ms_per_layer)"},
+		&cli.StringFlag{Name: "series", Usage: "only this series (e.g. \"MPS baseline\")"},
+		format,
+	}
+	return &cli.Command{
+		Name:  "history",
+		Usage: "the documented performance history runs are compared against",
+		Description: "The figures the project's source documents report, with their source, date,\n" +
+			"hardware, model, dtype, batch size, metric and unit. `import` adds figures from\n" +
+			"markdown tables (such as a project's KNOWLEDGE_BASE.md).",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list the documented figures, grouped by source document",
+				Flags: []cli.Flag{format},
+				Action: func(c *cli.Context) error {
+					pts, err := history.Embedded()
+					if err != nil {
+						return err
+					}
+					type group struct {
+						n           int
+						models      map[string]bool
+						date, hw    string
+						first, last string
+					}
+					var order []string
+					groups := map[string]*group{}
+					for _, p := range pts {
+						g := groups[p.Source]
+						if g == nil {
+							g = &group{models: map[string]bool{}, date: p.Date, hw: p.Hardware}
+							groups[p.Source] = g
+							order = append(order, p.Source)
+						}
+						g.n++
+						g.models[p.Model] = true
+					}
+					t := &table.Table{Header: []string{"source", "date", "hardware", "models", "figures"}}
+					for _, s := range order {
+						g := groups[s]
+						var ms []string
+						for m := range g.models {
+							ms = append(ms, m)
+						}
+						slices.Sort(ms)
+						t.Rows = append(t.Rows, []string{s, g.date, g.hw, strings.Join(ms, ", "), strconv.Itoa(g.n)})
+					}
+					return render(c, t)
+				},
+			},
+			{
+				Name:  "show",
+				Usage: "show documented figures, filtered",
+				Flags: filters,
+				Action: func(c *cli.Context) error {
+					pts, err := history.Embedded()
+					if err != nil {
+						return err
+					}
+					return render(c, pointsTable(history.Filter(pts, c.String("model"), c.String("metric"), c.String("series"))))
+				},
+			},
+			{
+				Name:      "import",
+				Usage:     "read the markdown tables of a file and save the figures they map to",
+				ArgsUsage: "FILE.md",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "model", Usage: "model of the figures, where the table has no model column", Required: true},
+					&cli.StringFlag{Name: "hardware", Value: "unknown", Usage: "hardware the figures were measured on"},
+					&cli.StringFlag{Name: "source", Usage: "source name recorded with each figure (default: the file name)"},
+					&cli.StringFlag{Name: "out", Usage: "write the figures as history YAML to this file"},
+					format,
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("import needs one markdown file")
+					}
+					path := c.Args().First()
+					text, err := os.ReadFile(path)
+					if err != nil {
+						return err
+					}
+					src := c.String("source")
+					if src == "" {
+						src = filepath.Base(path)
+					}
+					res, err := history.ImportMarkdown(text, history.Point{Source: src, Model: c.String("model"), Hardware: c.String("hardware")})
+					if err != nil {
+						return fmt.Errorf("%s: %w", path, err)
+					}
+					for col, field := range res.Mapped {
+						fmt.Fprintf(c.App.ErrWriter, "column %q -> %s\n", col, field)
+					}
+					for _, col := range res.Unmapped {
+						fmt.Fprintf(c.App.ErrWriter, "column %q could not be mapped and was left out\n", col)
+					}
+					for _, w := range res.Warnings {
+						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+					}
+					if out := c.String("out"); out != "" {
+						if err := history.Save(out, res.Points); err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.ErrWriter, "%d figures written to %s\n", len(res.Points), out)
+					}
+					return render(c, pointsTable(res.Points))
+				},
+			},
+		},
+	}
+}
+
+func pointsTable(pts []history.Point) *table.Table {
+	t := &table.Table{Header: []string{"date", "model", "hardware", "series", "batch", "metric", "value", "unit", "source"}}
+	for _, p := range pts {
+		batch := ""
+		if p.Batch > 0 {
+			batch = strconv.Itoa(p.Batch)
+		}
+		v := strconv.FormatFloat(p.Value, 'g', -1, 64)
+		if p.Qualifier != "" && p.Qualifier != "range" {
+			v = p.Qualifier + v
+		}
+		src := p.Source
+		if p.Section != "" {
+			src += " § " + p.Section
+		}
+		t.Rows = append(t.Rows, []string{p.Date, p.Model, p.Hardware, p.Series, batch, p.Metric, v, p.Unit, src})
+	}
+	return t
+}
+
+func render(c *cli.Context, t *table.Table) error {
+	f, err := table.ParseFormat(c.String("format"))
+	if err != nil {
+		return err
+	}
+	return t.Render(c.App.Writer, f)
+}
