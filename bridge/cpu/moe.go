@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"sync"
+
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
 )
@@ -48,16 +50,15 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	b.pool.forEach(len(groups), func(gi int) {
 		g := groups[gi]
 		m := len(g.pairs)
-		xg := make([]float32, m*H)
+		sc := moeScratchPool.Get().(*moeScratch)
+		defer moeScratchPool.Put(sc)
+		xg, gate, up, yg := sc.grow(m*H, m*I)
 		for r, pi := range g.pairs {
 			copy(xg[r*H:(r+1)*H], xs[int(pi)/K*H:(int(pi)/K+1)*H])
 		}
-		gate := make([]float32, m*I)
-		up := make([]float32, m*I)
 		gemmRows(gate, I, xg, w.Gate[g.expert].(*tensor), m, 0, I, H)
 		gemmRows(up, I, xg, w.Up[g.expert].(*tensor), m, 0, I, H)
 		kernels.SiLUMul(gate, gate, up)
-		yg := make([]float32, m*H)
 		gemmRows(yg, H, gate, w.Down[g.expert].(*tensor), m, 0, H, I)
 		for r, pi := range g.pairs {
 			copy(y[int(pi)*H:(int(pi)+1)*H], yg[r*H:(r+1)*H])
@@ -90,4 +91,21 @@ func groupByExpert(ids []int32, lo, hi, experts int) []pairGroup {
 		}
 	}
 	return g
+}
+
+// moeScratch holds one worker's buffers for an expert group, reused across
+// groups and steps so the hot path makes no garbage.
+type moeScratch struct{ x, gate, up, y []float32 }
+
+var moeScratchPool = sync.Pool{New: func() any { return new(moeScratch) }}
+
+func (s *moeScratch) grow(hidden, inter int) (x, gate, up, y []float32) {
+	fit := func(b []float32, n int) []float32 {
+		if cap(b) < n {
+			return make([]float32, n)
+		}
+		return b[:n]
+	}
+	s.x, s.gate, s.up, s.y = fit(s.x, hidden), fit(s.gate, inter), fit(s.up, inter), fit(s.y, hidden)
+	return s.x, s.gate, s.up, s.y
 }

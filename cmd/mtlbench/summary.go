@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"unicode"
@@ -43,7 +44,11 @@ func cell(m map[string]*stats.Summary, c column) string {
 		return "-"
 	}
 	v := fmt.Sprintf("%.*f", c.digits, s.Center*c.scale)
-	if s.N > 1 && s.Center != 0 {
+	switch {
+	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0):
+		// Too few samples for a 95% interval around a median (n < 6).
+		v += fmt.Sprintf(" (n=%d)", s.N)
+	case s.N > 1 && s.Center != 0:
 		v += " " + s.PctRangeString()
 	}
 	return v

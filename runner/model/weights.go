@@ -32,6 +32,8 @@ type Source interface {
 type Synthetic struct {
 	Seed  uint64
 	dtype bridge.DType
+	mu    sync.Mutex
+	frees []func()
 }
 
 // NewSynthetic returns a synthetic source with matrices in dt.
@@ -39,7 +41,26 @@ func NewSynthetic(seed uint64, dt bridge.DType) *Synthetic { return &Synthetic{S
 
 func (s *Synthetic) DType() bridge.DType { return s.dtype }
 func (s *Synthetic) Describe() string    { return fmt.Sprintf("synthetic (seed %d, %v)", s.Seed, s.dtype) }
-func (s *Synthetic) Close() error        { return nil }
+
+// Close releases the memory of every tensor handed out.
+func (s *Synthetic) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.frees {
+		f()
+	}
+	s.frees = nil
+	return nil
+}
+
+// alloc returns off-heap memory that Close releases.
+func (s *Synthetic) alloc(n int) []byte {
+	b, free := allocWeights(n)
+	s.mu.Lock()
+	s.frees = append(s.frees, free)
+	s.mu.Unlock()
+	return b
+}
 
 // Tensor draws uniform values scaled by 1/sqrt(fan-in), so each layer keeps
 // activations near unit scale; norm weights sit near one.
@@ -62,15 +83,17 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	scale := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
 	switch s.dtype {
 	case bridge.F32:
-		v := make([]float32, n)
+		raw := s.alloc(4 * n)
+		v := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), n)
 		fillParallel(n, func(lo, hi int, r splitmix) {
 			for i := lo; i < hi; i++ {
 				v[i] = scale * r.sym()
 			}
 		}, rng.next())
-		return bridge.F32, f32Bytes(v), nil
+		return bridge.F32, raw, nil
 	default:
-		v := make([]uint16, n)
+		raw := s.alloc(2 * n)
+		v := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(raw))), n)
 		conv := vec.BF16
 		if s.dtype == bridge.F16 {
 			conv = vec.F16
@@ -80,7 +103,7 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 				v[i] = conv(scale * r.sym())
 			}
 		}, rng.next())
-		return s.dtype, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 2*n), nil
+		return s.dtype, raw, nil
 	}
 }
 
@@ -128,6 +151,7 @@ func f32Bytes(v []float32) []byte {
 // Checkpoint reads weights from an HF safetensors folder through mmap.
 type Checkpoint struct {
 	ck    *safetensors.Checkpoint
+	frees []func()
 	dtype bridge.DType // matrices are converted to this when it differs
 	keep  bool         // keep each matrix's stored dtype
 }
@@ -157,7 +181,13 @@ func OpenCheckpoint(dir string, want *bridge.DType) (*Checkpoint, error) {
 
 func (c *Checkpoint) DType() bridge.DType { return c.dtype }
 func (c *Checkpoint) Describe() string    { return "checkpoint " + c.ck.Dir() }
-func (c *Checkpoint) Close() error        { return c.ck.Close() }
+func (c *Checkpoint) Close() error {
+	for _, f := range c.frees {
+		f()
+	}
+	c.frees = nil
+	return c.ck.Close()
+}
 
 // Has reports whether the checkpoint holds a tensor.
 func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(name); return ok }
@@ -187,7 +217,10 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	return dst, convert(data, src, dst), nil
+	out, free := allocWeights(len(data) / src.Size() * dst.Size())
+	c.frees = append(c.frees, free)
+	convert(out, data, src, dst)
+	return dst, out, nil
 }
 
 func sameShape(a, b []int) bool {
@@ -202,8 +235,8 @@ func sameShape(a, b []int) bool {
 	return true
 }
 
-// convert re-encodes a little-endian tensor between float dtypes.
-func convert(data []byte, src, dst bridge.DType) []byte {
+// convert re-encodes a little-endian tensor between float dtypes into out.
+func convert(out, data []byte, src, dst bridge.DType) {
 	n := len(data) / src.Size()
 	f := make([]float32, n)
 	for i := range f {
@@ -217,9 +250,9 @@ func convert(data []byte, src, dst bridge.DType) []byte {
 		}
 	}
 	if dst == bridge.F32 {
-		return f32Bytes(f)
+		copy(out, f32Bytes(f))
+		return
 	}
-	out := make([]byte, 2*n)
 	for i, v := range f {
 		h := vec.BF16(v)
 		if dst == bridge.F16 {
@@ -227,7 +260,6 @@ func convert(data []byte, src, dst bridge.DType) []byte {
 		}
 		binary.LittleEndian.PutUint16(out[2*i:], h)
 	}
-	return out
 }
 
 // LoadDir reads a checkpoint folder's config.json.
