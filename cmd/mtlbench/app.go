@@ -29,6 +29,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			showCommand(),
 			historyCommand(),
+			selftestCommand(),
+			devicesCommand(),
 			compareCommand(), gateCommand(), // TEMP-COMPARE
 		},
 	}

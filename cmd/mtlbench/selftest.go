@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/selftest"
+)
+
+func selftestCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "selftest",
+		Usage: "check every kernel of a backend against the reference",
+		Description: "Runs each op of the backend contract on seeded random inputs and edge cases\n" +
+			"(contexts that end mid-block, one token, GQA ratios 1/4/8, head sizes 32-128,\n" +
+			"experts no token routes to) and compares with the pure-Go reference. Prints\n" +
+			"kernel, shape, max error and verdict; exits 1 if any check fails. Run it first\n" +
+			"on a new machine: mtlbench selftest --backend metal",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "backend to check: " + strings.Join(backends.Names, ", ")},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+		},
+		Action: func(c *cli.Context) error {
+			f, err := table.ParseFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			be, err := backends.Open(c.String("backend"), backends.Options{Threads: c.Int("threads")})
+			if err != nil {
+				return err
+			}
+			defer be.Close()
+			info := be.Info()
+			fmt.Fprintf(c.App.ErrWriter, "selftest: %s on %s\n", info.Backend, info.Name)
+			rs, err := selftest.Run(be, func(done, total int, r selftest.Result) {
+				if !r.Passed() {
+					fmt.Fprintf(c.App.ErrWriter, "[%d/%d] %s %s: FAIL: %v\n", done, total, r.Case, r.Shape, r.Err)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			t, failed := selftest.Table(info.Backend, rs, c.Bool("failures"))
+			if err := t.Render(c.App.Writer, f); err != nil {
+				return err
+			}
+			if failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed on %s", failed, len(rs), info.Backend)}
+			}
+			fmt.Fprintf(c.App.ErrWriter, "all %d checks passed on %s\n", len(rs), info.Backend)
+			return nil
+		},
+	}
+}
+
+func devicesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "devices",
+		Usage: "list the compute backends and devices on this machine",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
+		Action: func(c *cli.Context) error {
+			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"}}
+			for _, name := range backends.Names[1:] {
+				be, err := backends.Open(name, backends.Options{})
+				if err != nil {
+					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", err.Error()})
+					continue
+				}
+				in := be.Info()
+				status := "ok"
+				if in.Emulated {
+					status = "ok (emulated: timings are not comparable with real ones)"
+				}
+				if in.Notes != "" {
+					status += "; " + in.Notes
+				}
+				t.Rows = append(t.Rows, []string{name, in.Name, fmt.Sprint(in.Cores), gib(in.MemoryBytes), gib(in.AvailableBytes), status})
+				be.Close()
+			}
+			return render(c, t)
+		},
+	}
+}
+
+func gib(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+}
