@@ -29,7 +29,9 @@ func TestCPUPassesEveryCheck(t *testing.T) {
 // A backend with a broken op fails the selftest.
 type brokenNorm struct{ *cpu.Backend }
 
-func (b brokenNorm) RMSNorm(out, x, w bridge.Tensor, eps float32) { b.Backend.RMSNorm(out, x, w, eps*1e6+1) }
+func (b brokenNorm) RMSNorm(out, x, w bridge.Tensor, eps float32) {
+	b.Backend.RMSNorm(out, x, w, eps*1e6+1)
+}
 
 func TestBrokenBackendFails(t *testing.T) {
 	rs, err := Run(brokenNorm{cpu.New(cpu.Options{})}, nil)
