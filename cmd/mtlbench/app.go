@@ -27,11 +27,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runCommand(),
 			suitesCommand(),
 			runsCommand(),
+			compareCommand(),
+			gateCommand(),
 			showCommand(),
 			historyCommand(),
 			selftestCommand(),
 			devicesCommand(),
-			compareCommand(), gateCommand(), // TEMP-COMPARE
 		},
 	}
 }

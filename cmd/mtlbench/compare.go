@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/compare"
+	"github.com/mtlbench/mtlbench/reports/table"
+)
+
+// compareCharts draws a comparison's charts into dir for `compare --out
+// DIR`. The charts code sets it (from its own file, in an init function);
+// while it is nil, --out is refused rather than silently ignored.
+var compareCharts func(dir string, c *compare.Comparison) error
+
+func compareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "compare two sets of runs case by case: medians, 95% CIs, change and p-value",
+		ArgsUsage: "A B (each a run id, tag or git commit; a comma-separated list pools its runs)",
+		Description: "Matches the cases of A (baseline) and B (candidate) on their parameter keys and\n" +
+			"prints one table per metric, benchstat style: both medians with 95% confidence\n" +
+			"intervals, the change, the Mann-Whitney U p-value and a verdict (~ when the\n" +
+			"difference is not significant at --alpha). A reference that names several runs\n" +
+			"(a tag, a commit run twice) pools their samples; --latest keeps only the newest.\n" +
+			"Emulated runs are never compared with real ones, nor truncated models with whole ones.",
+		Flags: []cli.Flag{
+			dbFlag(),
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultAlpha, Usage: "significance level of the verdicts"},
+			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
+			&cli.StringFlag{Name: "out", Usage: "also write charts of the comparison to this directory"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("compare needs two run references, A (baseline) and B (candidate), got %d", c.NArg())
+			}
+			f, err := table.ParseFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			alpha := c.Float64("alpha")
+			if alpha <= 0 || alpha >= 1 {
+				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
+			}
+			if c.String("out") != "" && compareCharts == nil {
+				return errors.New("--out: this build of mtlbench has no chart output")
+			}
+			db, err := openDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			refA, refB := c.Args().Get(0), c.Args().Get(1)
+			a, err := compare.Load(db, refA, refA, c.Int("latest"))
+			if err != nil {
+				return fmt.Errorf("A: %w", err)
+			}
+			b, err := compare.Load(db, refB, refB, c.Int("latest"))
+			if err != nil {
+				return fmt.Errorf("B: %w", err)
+			}
+			cmp := compare.Compare(a, b, compare.Options{Alpha: alpha})
+			fmt.Fprintf(c.App.ErrWriter, "A: %s\nB: %s\n", a.Describe(), b.Describe())
+			if cmp.NotComparable != "" {
+				return fmt.Errorf("not comparable: %s", cmp.NotComparable)
+			}
+			tables := cmp.Tables()
+			if len(cmp.Rows) == 0 {
+				fmt.Fprintln(c.App.ErrWriter, "no case of A matches a case of B (cases match on their parameters; see `mtlbench show`)")
+			}
+			if len(tables) > 0 {
+				if err := table.RenderAll(c.App.Writer, f, tables); err != nil {
+					return err
+				}
+			}
+			if dir := c.String("out"); dir != "" {
+				if err := compareCharts(dir, cmp); err != nil {
+					return fmt.Errorf("charts: %w", err)
+				}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// -update rewrites testdata/compare/*.golden. Registered only if another
+// test file of this package has not already defined it.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files")
+	}
+}
+
+func cmpUpdate() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+func cmpGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "compare", name)
+	if cmpUpdate() {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s mismatch\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// cmpRun runs mtlbench in-process and returns its output and exit status.
+func cmpRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(append([]string{"mtlbench"}, args...), &out, &errOut)
+	if err != nil {
+		code = exitCode(err)
+		errOut.WriteString("mtlbench: " + err.Error() + "\n")
+	}
+	return out.String(), errOut.String(), code
+}
+
+// cmpNeedCommands fails clearly when app.go does not register a command yet.
+func cmpNeedCommands(t *testing.T, names ...string) {
+	t.Helper()
+	app := newApp(nil, nil)
+	for _, n := range names {
+		if app.Command(n) == nil {
+			t.Fatalf("command %q is not registered in app.go (add %sCommand() to newApp)", n, n)
+		}
+	}
+}
+
+// seedCompareDB records a baseline (run 1, tag base), a candidate (run 2,
+// tag cand) and an emulated run (run 3, tag emu) with seeded synthetic
+// samples covering every kind of row: unchanged, faster, slower, worse
+// memory, not comparable (truncated vs whole model), no data (a failed
+// case), informational metrics, a kernel, and cases on one side only.
+func seedCompareDB(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "results.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewPCG(42, 7))
+	vals := func(n int, mean float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			// Rounded so that the golden files do not depend on the last
+			// bits of a float.
+			v := mean * (1 + 0.02*rng.NormFloat64())
+			out[i] = float64(int64(v*1000)) / 1000
+		}
+		return out
+	}
+	type caseData struct {
+		c        results.Case
+		metrics  map[string]float64 // metric -> mean
+		layers   [2]int
+		fail     string
+		onlySide int // 0 both, 1 baseline only, 2 candidate only
+	}
+	model := func(name string, params map[string]string) results.Case {
+		return results.Case{Key: "model/" + name, Name: name, Kind: results.CaseModel, Params: params}
+	}
+	base := []caseData{
+		{c: model("decode/batch=1", map[string]string{"batch": "1", "dtype": "bf16"}),
+			metrics: map[string]float64{"decode_tok_s": 1000, "prefill_tok_s": 5000, "ttft_ms": 10, "peak_rss_bytes": 100 << 20, "bytes_per_step": 1e6}, layers: [2]int{2, 6}},
+		{c: model("decode/batch=4", map[string]string{"batch": "4", "dtype": "bf16"}),
+			metrics: map[string]float64{"decode_tok_s": 3000, "prefill_tok_s": 9000}, layers: [2]int{2, 6}},
+		{c: model("truncated", nil), metrics: map[string]float64{"decode_tok_s": 100}, layers: [2]int{2, 6}},
+		{c: model("fails/batch=8", nil), metrics: map[string]float64{"decode_tok_s": 4000}, layers: [2]int{2, 6}},
+		{c: results.Case{Key: "kernel/matmul/m=1", Name: "matmul/m=1", Kind: results.CaseKernel},
+			metrics: map[string]float64{"us_per_call": 50, "gb_s": 80}},
+		{c: model("old-case", nil), metrics: map[string]float64{"decode_tok_s": 1}, onlySide: 1},
+	}
+	cand := []caseData{
+		{c: base[0].c, metrics: map[string]float64{"decode_tok_s": 1000, "prefill_tok_s": 5600, "ttft_ms": 10, "peak_rss_bytes": 130 << 20, "bytes_per_step": 2e6}, layers: [2]int{2, 6}},
+		{c: base[1].c, metrics: map[string]float64{"decode_tok_s": 2500, "prefill_tok_s": 9000}, layers: [2]int{2, 6}},
+		{c: base[2].c, metrics: map[string]float64{"decode_tok_s": 30}, layers: [2]int{6, 6}},
+		{c: base[3].c, fail: "kv cache: out of blocks"},
+		{c: base[4].c, metrics: map[string]float64{"us_per_call": 49, "gb_s": 81}},
+		{c: model("new-case", nil), metrics: map[string]float64{"decode_tok_s": 1}, onlySide: 2},
+	}
+	units := map[string]string{"decode_tok_s": "tok/s", "prefill_tok_s": "tok/s", "ttft_ms": "ms", "peak_rss_bytes": "B",
+		"bytes_per_step": "B", "us_per_call": "us", "gb_s": "GB/s"}
+	record := func(tag string, emulated bool, data []caseData) {
+		r := &results.Run{SuiteName: "golden", Tag: tag, GitCommit: "0123456789abcdef", Backend: "cpu", Emulated: emulated,
+			Machine: results.Machine{CPUModel: "Test CPU"}}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		cases := make([]results.Case, len(data))
+		for i, d := range data {
+			cases[i] = d.c
+		}
+		if err := db.AddCases(r.ID, cases); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range data {
+			if d.fail != "" {
+				if err := db.FailCase(cases[i].ID, d.fail); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			var s []results.Sample
+			for _, m := range []string{"decode_tok_s", "prefill_tok_s", "ttft_ms", "peak_rss_bytes", "bytes_per_step", "us_per_call", "gb_s"} {
+				mean, ok := d.metrics[m]
+				if !ok {
+					continue
+				}
+				for rep, v := range vals(8, mean) {
+					s = append(s, results.Sample{Rep: rep, Metric: m, Value: v, Unit: units[m]})
+				}
+			}
+			if err := db.FinishCase(cases[i].ID, s, nil, d.layers[0], d.layers[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("base", false, base)
+	record("cand", false, cand)
+	record("emu", true, base)
+	return path
+}
+
+func TestCompareGolden(t *testing.T) {
+	cmpNeedCommands(t, "compare")
+	db := seedCompareDB(t)
+	for _, f := range []string{"md", "csv", "json"} {
+		t.Run(f, func(t *testing.T) {
+			out, errOut, code := cmpRun(t, "compare", "--db", db, "base", "cand", "--format", f)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			cmpGolden(t, "compare."+f+".golden", []byte(out))
+		})
+	}
+	// Pooling: the same run twice is one run; a comma list pools.
+	out, _, code := cmpRun(t, "compare", "--db", db, "base,1", "cand", "--format", "csv")
+	if code != 0 || !strings.Contains(out, "8+8") {
+		t.Errorf("base,1 should be run 1 once (n 8+8), exit %d:\n%s", code, out)
+	}
+	if _, errOut, code := cmpRun(t, "compare", "--db", db, "base", "emu"); code != 2 || !strings.Contains(errOut, "emulated") {
+		t.Errorf("emulated vs real: exit %d, want 2 with an explanation:\n%s", code, errOut)
+	}
+	if _, errOut, code := cmpRun(t, "compare", "--db", db, "base", "nosuchtag"); code != 2 || !strings.Contains(errOut, "nosuchtag") {
+		t.Errorf("unknown ref: exit %d, want 2:\n%s", code, errOut)
+	}
+}
+
+func TestGateCLI(t *testing.T) {
+	cmpNeedCommands(t, "gate")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	db := seedCompareDB(t)
+	dir := t.TempDir()
+	summary := filepath.Join(dir, "summary.md")
+	step := filepath.Join(dir, "step.md")
+	t.Setenv("GITHUB_STEP_SUMMARY", step)
+	os.WriteFile(step, []byte("earlier step\n"), 0o644)
+
+	out, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--summary", summary)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (decode/batch=4 is 17%% slower):\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"REGRESSION        decode/batch=4 decode_tok_s", "INSUFFICIENT DATA fails/batch=8", "NOT COMPARABLE    truncated",
+		"IMPROVED          decode/batch=1 prefill_tok_s", "perf gate FAILED: 1 regression"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	md, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmpGolden(t, "gate_summary.md.golden", md)
+	if s, _ := os.ReadFile(step); !bytes.Equal(s, append([]byte("earlier step\n"), append(md, '\n')...)) {
+		t.Errorf("GITHUB_STEP_SUMMARY should get the summary appended:\n%s", s)
+	}
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		in   string
+	}{
+		// 17% slower passes a 20% threshold, but the failed and the
+		// truncated case still cannot be judged.
+		{"wide threshold", []string{"--threshold", "20%"}, 3, "perf gate inconclusive: 2 of 7 checks"},
+		{"per-metric threshold", []string{"--threshold", "decode_tok_s=20%"}, 3, "within the 20% threshold"},
+		{"gate another metric", []string{"--threshold", "peak_rss_bytes=10%"}, 1, "REGRESSION        decode/batch=1 peak_rss_bytes"},
+		{"too many samples needed", []string{"--min-samples", "9"}, 3, "at least 9 on each side"},
+		{"no baseline yet", []string{"--baseline", "main"}, 3, "no baseline run"},
+		{"unknown candidate", []string{"--candidate", "nosuch"}, 2, "candidate"},
+		{"emulated baseline", []string{"--baseline", "emu"}, 3, "emulated timings are never compared"},
+		{"A/A", []string{"--candidate", "base"}, 0, "perf gate passed"},
+		{"bad threshold", []string{"--threshold", "0.05"}, 2, "percentage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"gate", "--db", db, "--baseline", "base", "--candidate", "cand"}
+			out, errOut, code := cmpRun(t, append(args, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.in) {
+				t.Errorf("exit %d, want %d with %q:\n%s%s", code, tc.code, tc.in, out, errOut)
+			}
+		})
+	}
+}
+
+func TestParsePercent(t *testing.T) {
+	for in, want := range map[string]float64{"5%": 0.05, " 2.5 % ": 0.025, "0%": 0} {
+		if got, err := parsePercent(in); err != nil || got != want {
+			t.Errorf("parsePercent(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"5", "-1%", "x%", ""} {
+		if _, err := parsePercent(in); err == nil {
+			t.Errorf("parsePercent(%q) should fail", in)
+		}
+	}
+}
+
+// cmpContend keeps n goroutines spinning until stop is called: a noisy
+// neighbour inside the process, which slows whatever runs meanwhile without
+// changing a single parameter (so the cases keep their keys and match).
+func cmpContend(n int) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !done.Load() {
+			}
+		}()
+	}
+	return func() { done.Store(true); wg.Wait() }
+}
+
+// TestGateEndToEnd records real CPU runs of a small suite and gates them:
+// a candidate made slower must fail (exit 1), the baseline gated against
+// itself must not.
+func TestGateEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records real benchmark runs")
+	}
+	cmpNeedCommands(t, "run", "gate", "compare")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	t.Setenv("MTLBENCH_GIT_COMMIT", "e2e0e2e0")
+	start := time.Now()
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "e2e.yaml")
+	db := filepath.Join(dir, "results.db")
+	err := os.WriteFile(suite, []byte(`name: gate-e2e
+model:
+  preset: qwen3-moe-mini
+  dtype: bf16
+  seed: 1
+  layers: 2
+backend: cpu
+timing: throughput
+repetitions: 6
+warmup: 1
+interleave: true
+thresholds:
+  decode_tok_s: 5%
+params:
+  prompt_len: 16
+  gen_len: 8
+cases:
+  - name: decode
+    kind: model
+    params: { batch: 4, moe_strategy: grouped }
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(tag string, slow bool) {
+		t.Helper()
+		if slow {
+			// Three spinners per P leave the run about a quarter of the
+			// process's CPU: far more than outside load can undo.
+			defer cmpContend(3 * runtime.GOMAXPROCS(0))()
+		}
+		if _, errOut, code := cmpRun(t, "run", suite, "--db", db, "--tag", tag, "-q", "--format", "csv"); code != 0 {
+			t.Fatalf("run %s: exit %d\n%s", tag, code, errOut)
+		}
+	}
+	// Alternate the sides, three runs each, pooled per tag: a burst of load
+	// from outside the test (another go test, a compile) then lands on both
+	// sides, not on one.
+	for range 3 {
+		record("base", false)
+		record("cand", true)
+	}
+	out, errOut, code := cmpRun(t, "compare", "--db", db, "base", "cand", "--format", "csv")
+	t.Logf("compare:\n%s%s", out, errOut)
+	if code != 0 {
+		t.Fatalf("compare: exit %d", code)
+	}
+	out, errOut, code = cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand")
+	if code != 1 {
+		t.Errorf("gate of a slowed candidate: exit %d, want 1:\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "base")
+	if code != 0 && code != 3 {
+		t.Errorf("A/A gate: exit %d, want 0 or 3:\n%s%s", code, out, errOut)
+	}
+	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/compare"
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+func gateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "gate",
+		Usage: "fail (exit 1) when the candidate runs are significantly slower than the baseline",
+		Description: "Compares --candidate with --baseline like `compare` and fails a case and metric only\n" +
+			"when the change is significant (Mann-Whitney U, p < --alpha) AND worse than the\n" +
+			"metric's threshold. Gated metrics and thresholds come from the suite's thresholds:\n" +
+			"section (the candidate run's suite file, or --suite), else decode_tok_s,\n" +
+			"prefill_tok_s and us_per_call at 5%. --threshold 10% overrides every threshold,\n" +
+			"--threshold ttft_ms=3% one metric (and gates it).\n\n" +
+			"Exit status: 0 pass; 1 regression; 2 tool error; 3 insufficient data (fewer than\n" +
+			"--min-samples samples on a side for a gated metric, a case not comparable, no\n" +
+			"baseline run or no matching baseline case). Each outcome is explained on stderr;\n" +
+			"--summary FILE (and $GITHUB_STEP_SUMMARY, when set) get a markdown summary.",
+		Flags: []cli.Flag{
+			dbFlag(),
+			&cli.StringFlag{Name: "baseline", Required: true, Usage: "baseline runs: run id, tag or git commit (comma-separated to pool)"},
+			&cli.StringFlag{Name: "candidate", Required: true, Usage: "candidate runs: run id, tag or git commit (comma-separated to pool)"},
+			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
+			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "significance level"},
+			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest samples per side and gated metric"},
+			&cli.StringFlag{Name: "suite", Usage: "take thresholds from this suite file instead of the candidate run's"},
+			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
+			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as table, csv or json; md prints the summary"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("gate takes no arguments (use --baseline and --candidate), got %q", c.Args().Slice())
+			}
+			f, err := table.ParseFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			alpha := c.Float64("alpha")
+			if alpha <= 0 || alpha >= 1 {
+				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
+			}
+			if c.Int("min-samples") < 1 {
+				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))
+			}
+			db, err := openDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			cand, err := compare.Load(db, c.String("candidate"), c.String("candidate"), c.Int("latest"))
+			if err != nil {
+				return fmt.Errorf("candidate: %w", err)
+			}
+			opts, notes, err := gateOptions(c, cand)
+			if err != nil {
+				return err
+			}
+			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
+			var res compare.Result
+			base, lerr := compare.Load(db, c.String("baseline"), c.String("baseline"), c.Int("latest"))
+			switch {
+			case errors.Is(lerr, results.ErrNotFound):
+				// No baseline yet (the first pull request after setting up
+				// the gate): data is missing, the tool did not fail.
+				res = compare.Result{Status: compare.ExitInsufficient, Candidate: cand.Describe(), Baseline: c.String("baseline"),
+					Alpha: alpha, MinSamples: opts.MinSamples,
+					Headline: fmt.Sprintf("perf gate inconclusive: no baseline run: %v", lerr)}
+			case lerr != nil:
+				return fmt.Errorf("baseline: %w", lerr)
+			default:
+				res = compare.Gate(base, cand, opts)
+			}
+			res.Notes = append(notes, res.Notes...)
+			if f == table.FormatMarkdown {
+				_, err = io.WriteString(c.App.Writer, res.Markdown())
+			} else if len(res.Checks) > 0 {
+				err = res.Table().Render(c.App.Writer, f)
+			}
+			if err != nil {
+				return err
+			}
+			if err := res.Explain(c.App.ErrWriter); err != nil {
+				return err
+			}
+			if err := writeSummary(c.String("summary"), res.Markdown()); err != nil {
+				return err
+			}
+			switch res.Status {
+			case compare.ExitRegression:
+				return &exitError{code: res.Status, err: errors.New("perf gate: regression (exit 1)")}
+			case compare.ExitInsufficient:
+				return &exitError{code: res.Status, err: errors.New("perf gate: insufficient data (exit 3)")}
+			}
+			return nil
+		},
+	}
+}
+
+// gateOptions gathers the gated metrics and thresholds: the suite's, then
+// --threshold on top (a flag beats a file). notes explain where they came
+// from when that is not obvious.
+func gateOptions(c *cli.Context, cand *compare.Side) (o compare.GateOptions, notes []string, err error) {
+	var suite *suites.Suite
+	if path := c.String("suite"); path != "" {
+		if suite, err = suites.Load(path); err != nil {
+			return o, nil, fmt.Errorf("--suite: %w", err)
+		}
+	} else {
+		for _, r := range cand.Runs {
+			if r.SuitePath == "" {
+				continue
+			}
+			s, err := suites.Load(r.SuitePath)
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("cannot read the candidate's suite %s (%v): default thresholds; pass --suite", r.SuitePath, err))
+			} else {
+				suite = s
+			}
+			break
+		}
+	}
+	o.Thresholds = map[string]float64{}
+	if suite != nil {
+		for m, t := range suite.Thresholds {
+			o.Thresholds[m] = t
+		}
+	}
+	o.Metrics = slices.Sorted(maps.Keys(o.Thresholds))
+	if len(o.Metrics) == 0 {
+		o.Metrics = slices.Clone(compare.DefaultGateMetrics)
+	}
+	for _, v := range c.StringSlice("threshold") {
+		metric, pct, named := strings.Cut(v, "=")
+		if !named {
+			pct, metric = v, ""
+		}
+		t, err := parsePercent(pct)
+		if err != nil {
+			return o, nil, fmt.Errorf("--threshold %s: %w", v, err)
+		}
+		if !named {
+			// One value for all: it replaces the suite's per-metric ones.
+			o.Threshold = t
+			for m := range o.Thresholds {
+				o.Thresholds[m] = t
+			}
+			continue
+		}
+		metric = strings.TrimSpace(metric)
+		if metric == "" {
+			return o, nil, fmt.Errorf("--threshold %s: no metric before =", v)
+		}
+		o.Thresholds[metric] = t
+		if !slices.Contains(o.Metrics, metric) {
+			o.Metrics = append(o.Metrics, metric)
+		}
+	}
+	return o, notes, nil
+}
+
+// parsePercent reads "5%" as 0.05. The % is required: a bare 0.05 could
+// mean five percent or a twentieth of one.
+func parsePercent(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	num, ok := strings.CutSuffix(s, "%")
+	if !ok {
+		return 0, fmt.Errorf("want a percentage like 5%%, got %q", s)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("want a percentage >= 0 like 5%%, got %q", s)
+	}
+	return v / 100, nil
+}
+
+// writeSummary writes the markdown summary to path (if set) and appends it
+// to $GITHUB_STEP_SUMMARY (if set), where GitHub Actions shows it on the
+// job's page.
+func writeSummary(path, md string) error {
+	if path != "" {
+		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+			return fmt.Errorf("--summary: %w", err)
+		}
+	}
+	if p := os.Getenv("GITHUB_STEP_SUMMARY"); p != "" {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("GITHUB_STEP_SUMMARY: %w", err)
+		}
+		_, werr := io.WriteString(f, md+"\n")
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("GITHUB_STEP_SUMMARY: %w", werr)
+		}
+	}
+	return nil
+}

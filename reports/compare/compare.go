@@ -1,0 +1,431 @@
+// Package compare compares two sets of benchmark runs, A (the baseline) and
+// B (the candidate), case by case, benchstat style, and implements the
+// performance gate built on that comparison.
+//
+// Each side may pool several runs: samples are pooled per case key (the
+// canonical parameter string the suite gives every case), so three runs of
+// the same commit count as one bigger sample. Cases are matched on that key;
+// cases present on one side only are listed, not compared.
+//
+// For every matched case and metric the comparison gives both medians with
+// 95% confidence intervals, the change in percent and a Mann-Whitney U
+// p-value (golang.org/x/perf/benchmath, AssumeNothing: benchmark timings are
+// rarely normal), and a verdict that knows which way the metric improves.
+// Two things are never compared, because the numbers would mean nothing
+// side by side: emulated runs with real ones (and profile timings with
+// throughput timings), and cases whose layers run/total differ (a truncated
+// model against the whole model). They are reported as not comparable.
+//
+// The core functions, Compare and Gate, work on in-memory Sides so that
+// their statistics can be tested with synthetic samples; Load fills a Side
+// from the results store.
+package compare
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/perf/benchmath"
+
+	"github.com/mtlbench/mtlbench/reports/stats"
+	"github.com/mtlbench/mtlbench/reports/table"
+)
+
+// DefaultAlpha is the significance level of a plain comparison, benchstat's.
+const DefaultAlpha = 0.05
+
+// Verdicts of a row.
+const (
+	VerdictSame          = "~"
+	VerdictFaster        = "faster"
+	VerdictSlower        = "slower"
+	VerdictBetter        = "better" // non-speed metrics (memory)
+	VerdictWorse         = "worse"
+	VerdictNotComparable = "not comparable"
+	VerdictNoData        = "no data"
+)
+
+// Stat is one side's values of one metric of one case.
+type Stat struct {
+	N      int
+	Values []float64 // sorted
+	benchmath.Summary
+}
+
+func newStat(values []float64) Stat {
+	if len(values) == 0 {
+		return Stat{}
+	}
+	v := slices.Clone(values) // benchmath sorts in place
+	return Stat{N: len(v), Values: v, Summary: stats.Summarize(v)}
+}
+
+// Row is one metric of one matched case.
+type Row struct {
+	Key, Case, Kind string
+	Metric, Unit    string
+	Direction       Direction
+	A, B            Stat
+	// Delta is B against A in percent, (B/A - 1) * 100; NaN when A's
+	// median is 0 and B's is not.
+	Delta float64
+	// P is the Mann-Whitney U p-value; NaN when the row was not tested.
+	P           float64
+	Significant bool // P < alpha
+	// Better tells, for a significant row, that B improved on A.
+	Better  bool
+	Verdict string
+	Reason  string // why a row is not comparable or has no data
+	// ErrorsA and ErrorsB are the messages of runs in which the case
+	// failed or was skipped, which is usually why a side has no data.
+	ErrorsA, ErrorsB []string
+}
+
+// Comparison is the outcome of Compare.
+type Comparison struct {
+	A, B  *Side
+	Alpha float64
+	// NotComparable is set when the sides as a whole must not be compared
+	// (emulated against real runs, profile against throughput timings);
+	// Rows is then empty.
+	NotComparable string
+	Rows          []*Row // by metric (see Metrics), then by A's case order
+	Metrics       []string
+	OnlyA, OnlyB  []*Case
+	// Notes are warnings that do not stop the comparison (different
+	// backends or machines).
+	Notes []string
+}
+
+// Options configure Compare.
+type Options struct {
+	Alpha float64 // significance level; 0 means DefaultAlpha
+}
+
+// Compare matches a's and b's cases on their keys and compares every
+// metric that has a direction (informational metrics are skipped).
+func Compare(a, b *Side, o Options) *Comparison {
+	alpha := o.Alpha
+	if alpha <= 0 {
+		alpha = DefaultAlpha
+	}
+	c := &Comparison{A: a, B: b, Alpha: alpha}
+	c.NotComparable, c.Notes = sidesComparable(a, b)
+	for _, k := range a.order {
+		if b.cases[k] == nil {
+			c.OnlyA = append(c.OnlyA, a.cases[k])
+		}
+	}
+	for _, k := range b.order {
+		if a.cases[k] == nil {
+			c.OnlyB = append(c.OnlyB, b.cases[k])
+		}
+	}
+	if c.NotComparable != "" {
+		return c
+	}
+	byMetric := map[string][]*Row{}
+	for _, k := range a.order {
+		ca, cb := a.cases[k], b.cases[k]
+		if cb == nil {
+			continue
+		}
+		reason := casesComparable(a.Label, b.Label, ca, cb)
+		if d := paramDiff(ca.Params, cb.Params); d != "" {
+			c.Notes = append(c.Notes, fmt.Sprintf("%s: recorded parameters differ (%s): the change may come from them", ca.DisplayName(), d))
+		}
+		for _, m := range caseMetrics(ca, cb) {
+			r := compareMetric(ca, cb, m, alpha)
+			if reason != "" {
+				r.Verdict, r.Reason, r.P, r.Delta = VerdictNotComparable, reason, math.NaN(), math.NaN()
+				r.Significant, r.Better = false, false
+			}
+			byMetric[m] = append(byMetric[m], r)
+		}
+	}
+	for m := range byMetric {
+		c.Metrics = append(c.Metrics, m)
+	}
+	sortMetrics(c.Metrics)
+	for _, m := range c.Metrics {
+		c.Rows = append(c.Rows, byMetric[m]...)
+	}
+	return c
+}
+
+// caseMetrics is the union of both cases' metrics that have a direction.
+func caseMetrics(a, b *Case) []string {
+	var out []string
+	for _, c := range []*Case{a, b} {
+		for m := range c.Samples {
+			if MetricDirection(m) != Informational && !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	sortMetrics(out)
+	return out
+}
+
+func compareMetric(ca, cb *Case, metric string, alpha float64) *Row {
+	unit := ca.Units[metric]
+	if unit == "" {
+		unit = cb.Units[metric]
+	}
+	r := &Row{Key: ca.Key, Case: ca.DisplayName(), Kind: ca.Kind, Metric: metric, Unit: unit,
+		Direction: MetricDirection(metric), A: newStat(ca.Samples[metric]), B: newStat(cb.Samples[metric]),
+		Delta: math.NaN(), P: math.NaN(), ErrorsA: ca.Errors, ErrorsB: cb.Errors}
+	if r.A.N == 0 || r.B.N == 0 {
+		r.Verdict = VerdictNoData
+		r.Reason = fmt.Sprintf("%s has no %s samples", missingSide(r, "A", "B"), metric)
+		if errs := append(slices.Clone(ca.Errors), cb.Errors...); len(errs) > 0 {
+			r.Reason += " (" + strings.Join(errs, "; ") + ")"
+		}
+		return r
+	}
+	r.Delta = delta(r.A.Center, r.B.Center)
+	th := &benchmath.Thresholds{CompareAlpha: alpha}
+	cmp := benchmath.AssumeNothing.Compare(benchmath.NewSample(r.A.Values, th), benchmath.NewSample(r.B.Values, th))
+	r.P = cmp.P
+	r.Verdict = VerdictSame
+	if r.P < alpha && r.B.Center != r.A.Center {
+		r.Significant = true
+		r.Better = (r.B.Center > r.A.Center) == (r.Direction == HigherIsBetter)
+		switch {
+		case r.Better && isSpeed(metric):
+			r.Verdict = VerdictFaster
+		case r.Better:
+			r.Verdict = VerdictBetter
+		case isSpeed(metric):
+			r.Verdict = VerdictSlower
+		default:
+			r.Verdict = VerdictWorse
+		}
+	}
+	return r
+}
+
+func missingSide(r *Row, a, b string) string {
+	switch {
+	case r.A.N == 0 && r.B.N == 0:
+		return "neither side"
+	case r.A.N == 0:
+		return a
+	}
+	return b
+}
+
+func delta(a, b float64) float64 {
+	if a == b {
+		return 0
+	}
+	if a == 0 {
+		return math.NaN()
+	}
+	return (b/a - 1) * 100
+}
+
+// sidesComparable checks the runs of both sides; reason is set when they
+// must not be compared at all.
+func sidesComparable(a, b *Side) (reason string, notes []string) {
+	for _, s := range []*Side{a, b} {
+		if len(s.Runs) < 2 {
+			continue
+		}
+		for _, r := range s.Runs[1:] {
+			if r.Emulated != s.Runs[0].Emulated {
+				return fmt.Sprintf("%s pools emulated and real runs (%d and %d); emulated timings are never compared with real ones",
+					s.Label, s.Runs[0].ID, r.ID), nil
+			}
+			if r.timing() != s.Runs[0].timing() {
+				return fmt.Sprintf("%s pools %s and %s timings (runs %d and %d); profile timings synchronise per op and are not comparable with throughput timings",
+					s.Label, s.Runs[0].timing(), r.timing(), s.Runs[0].ID, r.ID), nil
+			}
+		}
+	}
+	if len(a.Runs) == 0 || len(b.Runs) == 0 {
+		return "", nil
+	}
+	ra, rb := a.Runs[0], b.Runs[0]
+	if ra.Emulated != rb.Emulated {
+		kind := func(r Run) string {
+			if r.Emulated {
+				return "emulated"
+			}
+			return "real"
+		}
+		return fmt.Sprintf("%s is %s and %s is %s; emulated timings are never compared with real ones",
+			a.Label, kind(ra), b.Label, kind(rb)), nil
+	}
+	if ra.timing() != rb.timing() {
+		return fmt.Sprintf("%s has %s timings and %s has %s timings; profile timings synchronise per op and are not comparable with throughput timings",
+			a.Label, ra.timing(), b.Label, rb.timing()), nil
+	}
+	distinct := func(f func(Run) string) []string {
+		var out []string
+		for _, s := range []*Side{a, b} {
+			for _, r := range s.Runs {
+				if v := f(r); !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+		}
+		return out
+	}
+	if bs := distinct(func(r Run) string { return r.Backend }); len(bs) > 1 {
+		notes = append(notes, fmt.Sprintf("the runs use different backends (%s): differences include the backend", strings.Join(bs, ", ")))
+	}
+	if ms := distinct(func(r Run) string { return r.Machine }); len(ms) > 1 {
+		notes = append(notes, fmt.Sprintf("the runs come from different machines (%s): differences include the hardware", strings.Join(ms, ", ")))
+	}
+	return "", notes
+}
+
+// paramDiff lists the parameters two matched cases recorded differently
+// (the key covers the suite's parameters, not what the runner adds, such as
+// the model's dtype).
+func paramDiff(a, b map[string]string) string {
+	if a == nil || b == nil {
+		return ""
+	}
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if bv, ok := b[k]; ok && bv != a[k] {
+			diffs = append(diffs, fmt.Sprintf("%s %s vs %s", k, a[k], bv))
+		}
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// casesComparable says why two cases with the same key must not be
+// compared, or "" when they may be.
+func casesComparable(la, lb string, a, b *Case) string {
+	show := func(l string) string {
+		if l == "" {
+			return "all layers"
+		}
+		return "layers " + l
+	}
+	for _, s := range []struct {
+		label string
+		c     *Case
+	}{{la, a}, {lb, b}} {
+		if len(s.c.Layers) > 1 {
+			return fmt.Sprintf("%s pools runs with different layer counts (%s)", s.label, strings.Join(s.c.Layers, ", "))
+		}
+	}
+	if len(a.Layers) == 1 && len(b.Layers) == 1 && a.Layers[0] != b.Layers[0] {
+		return fmt.Sprintf("%s in %s, %s in %s: truncated and whole-model figures are not comparable",
+			show(a.Layers[0]), la, show(b.Layers[0]), lb)
+	}
+	return ""
+}
+
+// Tables renders the comparison benchstat style: one table per metric
+// (case, A median ± CI, B median ± CI, delta, p, n, verdict), then a table
+// of the cases found on one side only. It is nil when the sides are not
+// comparable at all (see NotComparable).
+func (c *Comparison) Tables() []*table.Table {
+	if c.NotComparable != "" {
+		return nil
+	}
+	var out []*table.Table
+	for i, m := range c.Metrics {
+		var rows []*Row
+		for _, r := range c.Rows {
+			if r.Metric == m {
+				rows = append(rows, r)
+			}
+		}
+		scale, unit := displayUnit(rows[0].Unit)
+		title := m
+		if unit != "" {
+			title += " (" + unit + ", " + rows[0].Direction.String() + ")"
+		} else {
+			title += " (" + rows[0].Direction.String() + ")"
+		}
+		t := &table.Table{Title: title,
+			Header: []string{"case", "A median ± CI", "B median ± CI", "delta", "p", "n A+B", "verdict"}}
+		var reasons []string
+		for _, r := range rows {
+			t.Rows = append(t.Rows, []string{r.Case, fmtStat(r.A, scale), fmtStat(r.B, scale),
+				fmtDelta(r.Delta), fmtP(r.P), fmt.Sprintf("%d+%d", r.A.N, r.B.N), r.Verdict})
+			if r.Reason != "" {
+				reasons = append(reasons, r.Case+": "+r.Reason)
+			}
+		}
+		if i == 0 {
+			// The legend once, under the first table.
+			t.Notes = append(t.Notes, "A: "+c.A.Describe()+"; B: "+c.B.Describe(),
+				fmt.Sprintf("p: Mann-Whitney U test; ~: no significant difference at alpha %g", c.Alpha))
+			t.Notes = append(t.Notes, c.Notes...)
+		}
+		t.Notes = append(t.Notes, reasons...)
+		out = append(out, t)
+	}
+	if len(c.OnlyA)+len(c.OnlyB) > 0 {
+		t := &table.Table{Title: "cases on one side only", Header: []string{"case", "only in"}}
+		for _, x := range c.OnlyA {
+			t.Rows = append(t.Rows, []string{x.DisplayName(), "A"})
+		}
+		for _, x := range c.OnlyB {
+			t.Rows = append(t.Rows, []string{x.DisplayName(), "B"})
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// displayUnit scales bytes to MiB, which is how people read memory.
+func displayUnit(unit string) (float64, string) {
+	if unit == "B" {
+		return 1.0 / (1 << 20), "MiB"
+	}
+	return 1, unit
+}
+
+// fmtNum prints about four significant digits without an exponent for the
+// magnitudes benchmarks produce.
+func fmtNum(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.2f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+func fmtStat(s Stat, scale float64) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmtNum(s.Center*scale) + " ± " + s.PctRangeString()
+}
+
+func fmtDelta(d float64) string {
+	if math.IsNaN(d) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.2f%%", d)
+}
+
+func fmtP(p float64) string {
+	if math.IsNaN(p) {
+		return "-"
+	}
+	// Three significant digits: 0.0499 must not print as 0.050 next to
+	// a verdict taken at alpha 0.05.
+	return strconv.FormatFloat(p, 'g', 3, 64)
+}

@@ -1,0 +1,96 @@
+package compare
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+func seq(n int, base, step float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = base + step*float64(i)
+	}
+	return out
+}
+
+func TestCompareRows(t *testing.T) {
+	a, b := NewSide("A"), NewSide("B")
+	c := results.Case{Key: "model/decode", Name: "decode", Kind: "model", Status: results.CaseDone,
+		LayersRun: 2, LayersTotal: 6, Params: map[string]string{"dtype": "bf16"}}
+	a.Add(c, append(append(samples("decode_tok_s", "tok/s", seq(8, 100, 1)), samples("peak_rss_bytes", "B", seq(8, 1e8, 1))...),
+		samples("bytes_per_step", "B", seq(8, 1, 0))...))
+	c.Params = map[string]string{"dtype": "f32"}
+	b.Add(c, append(samples("decode_tok_s", "tok/s", seq(8, 200, 1)), samples("peak_rss_bytes", "B", seq(8, 2e8, 1))...))
+	// Pooled: a second run of the candidate adds samples to the same key.
+	b.Add(c, samples("decode_tok_s", "tok/s", seq(2, 200, 1)))
+	a.Add(results.Case{Key: "only-a", Status: results.CaseDone}, nil)
+	cmp := Compare(a, b, Options{})
+	if len(cmp.Rows) != 2 || cmp.Metrics[0] != "decode_tok_s" || cmp.Metrics[1] != "peak_rss_bytes" {
+		t.Fatalf("rows %d, metrics %v: bytes_per_step is informational and must be skipped", len(cmp.Rows), cmp.Metrics)
+	}
+	if r := cmp.Rows[0]; r.Verdict != VerdictFaster || r.B.N != 10 || math.Abs(r.Delta-95.65) > 0.01 {
+		t.Errorf("decode row: %+v", r)
+	}
+	if r := cmp.Rows[1]; r.Verdict != VerdictWorse {
+		t.Errorf("peak RSS doubled: verdict %q, want worse", r.Verdict)
+	}
+	if len(cmp.OnlyA) != 1 || len(cmp.OnlyB) != 0 {
+		t.Errorf("one-sided cases: %d, %d", len(cmp.OnlyA), len(cmp.OnlyB))
+	}
+	if !strings.Contains(strings.Join(cmp.Notes, "\n"), "dtype bf16 vs f32") {
+		t.Errorf("notes should say the dtype differs: %q", cmp.Notes)
+	}
+	if tabs := cmp.Tables(); len(tabs) != 3 || !strings.HasPrefix(tabs[1].Title, "peak_rss_bytes (MiB") {
+		t.Errorf("tables: %d", len(tabs))
+	}
+
+	// Truncated against whole model, and a side pooling both.
+	whole := c
+	whole.LayersRun, whole.LayersTotal = 6, 6
+	b2 := NewSide("B")
+	b2.Add(whole, samples("decode_tok_s", "tok/s", seq(8, 50, 1)))
+	if r := Compare(a, b2, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || !strings.Contains(r.Reason, "layers 2/6 in A, layers 6/6 in B") {
+		t.Errorf("truncated vs whole: %q %q", r.Verdict, r.Reason)
+	}
+	b2.Add(c, samples("decode_tok_s", "tok/s", seq(8, 50, 1)))
+	if r := Compare(a, b2, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || !strings.Contains(r.Reason, "B pools runs with different layer counts") {
+		t.Errorf("mixed layers: %q %q", r.Verdict, r.Reason)
+	}
+
+	// Identical samples: p = 1, "~".
+	if r := Compare(a, a, Options{}).Rows[0]; r.Verdict != VerdictSame || r.Delta != 0 {
+		t.Errorf("A/A: %q %v", r.Verdict, r.Delta)
+	}
+}
+
+func TestCompareRunChecks(t *testing.T) {
+	side := func(runs ...Run) *Side {
+		s := NewSide("S")
+		for _, r := range runs {
+			s.AddRun(r)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		a, b   *Side
+		reason string
+		note   string
+	}{
+		{side(Run{ID: 1}), side(Run{ID: 2, Emulated: true}), "emulated", ""},
+		{side(Run{ID: 1}, Run{ID: 3, Emulated: true}), side(Run{ID: 2}), "pools emulated and real", ""},
+		{side(Run{ID: 1, TimingMode: "profile"}), side(Run{ID: 2}), "profile timings", ""},
+		{side(Run{ID: 1, Backend: "cpu"}), side(Run{ID: 2, Backend: "metal"}), "", "different backends (cpu, metal)"},
+		{side(Run{ID: 1, Machine: "M2"}), side(Run{ID: 2, Machine: "M3"}), "", "different machines"},
+	} {
+		c := Compare(tc.a, tc.b, Options{})
+		if tc.reason != "" && !strings.Contains(c.NotComparable, tc.reason) || tc.reason == "" && c.NotComparable != "" {
+			t.Errorf("not comparable %q, want %q", c.NotComparable, tc.reason)
+		}
+		if tc.note != "" && !strings.Contains(strings.Join(c.Notes, "\n"), tc.note) {
+			t.Errorf("notes %q, want %q", c.Notes, tc.note)
+		}
+	}
+}

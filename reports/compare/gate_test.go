@@ -1,0 +1,168 @@
+package compare
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+var decodeCase = results.Case{Key: "model/decode/batch=4", Name: "decode/batch=4", Kind: "model", Status: results.CaseDone}
+
+// normal draws n values around mean with a relative standard deviation.
+func normal(rng *rand.Rand, n int, mean, rel float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = mean * (1 + rel*rng.NormFloat64())
+	}
+	return out
+}
+
+func samples(metric, unit string, values []float64) []results.Sample {
+	out := make([]results.Sample, len(values))
+	for i, v := range values {
+		out[i] = results.Sample{Rep: i, Metric: metric, Value: v, Unit: unit}
+	}
+	return out
+}
+
+// side builds a one-case side with decode and prefill throughput.
+func side(label string, decode, prefill []float64) *Side {
+	s := NewSide(label)
+	s.AddRun(Run{ID: 1, Backend: "cpu"})
+	s.Add(decodeCase, append(samples("decode_tok_s", "tok/s", decode), samples("prefill_tok_s", "tok/s", prefill)...))
+	return s
+}
+
+// TestGateStatistics is the gate's contract with synthetic data: 3% noise,
+// 10 samples a side, default settings (alpha 0.01, 5% threshold).
+func TestGateStatistics(t *testing.T) {
+	const trials, n, noise = 100, 10, 0.03
+	aaPass, slowFail, fastPass, usFail := 0, 0, 0, 0
+	for seed := range uint64(trials) {
+		rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+		// A/A: both sides from one distribution.
+		r := Gate(side("A", normal(rng, n, 1000, noise), normal(rng, n, 5000, noise)),
+			side("B", normal(rng, n, 1000, noise), normal(rng, n, 5000, noise)), GateOptions{})
+		if r.Status == ExitPass {
+			aaPass++
+		} else {
+			t.Logf("A/A seed %d: %s", seed, r.Headline)
+		}
+		// A 10% slower candidate (throughput down by 10%).
+		r = Gate(side("A", normal(rng, n, 1000, noise), normal(rng, n, 5000, noise)),
+			side("B", normal(rng, n, 900, noise), normal(rng, n, 5000, noise)), GateOptions{})
+		if r.Status == ExitRegression {
+			slowFail++
+		} else {
+			t.Logf("10%% slower seed %d: %s", seed, r.Headline)
+		}
+		// A 10% faster candidate must never fail.
+		r = Gate(side("A", normal(rng, n, 1000, noise), normal(rng, n, 5000, noise)),
+			side("B", normal(rng, n, 1100, noise), normal(rng, n, 5000, noise)), GateOptions{})
+		if r.Status == ExitPass {
+			fastPass++
+		}
+		// Lower-is-better: a kernel 10% slower per call.
+		kc := results.Case{Key: "kernel/matmul/m=1", Name: "matmul/m=1", Kind: "kernel", Status: results.CaseDone}
+		a, b := NewSide("A"), NewSide("B")
+		a.Add(kc, samples("us_per_call", "us", normal(rng, n, 50, noise)))
+		b.Add(kc, samples("us_per_call", "us", normal(rng, n, 55, noise)))
+		if Gate(a, b, GateOptions{}).Status == ExitRegression {
+			usFail++
+		}
+	}
+	t.Logf("A/A passed %d/%d; 10%% slowdown caught %d/%d; 10%% speed-up passed %d/%d; us_per_call +10%% caught %d/%d",
+		aaPass, trials, slowFail, trials, fastPass, trials, usFail, trials)
+	if aaPass < 99 {
+		t.Errorf("A/A: gate passed %d of %d trials, want >= 99", aaPass, trials)
+	}
+	if slowFail < 95 {
+		t.Errorf("10%% slowdown: gate failed %d of %d trials, want >= 95", slowFail, trials)
+	}
+	if fastPass != trials {
+		t.Errorf("10%% speed-up: gate passed %d of %d trials, want all", fastPass, trials)
+	}
+	if usFail < 95 {
+		t.Errorf("us_per_call +10%%: gate failed %d of %d trials, want >= 95", usFail, trials)
+	}
+}
+
+func TestGateInsufficient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	full := func(label string) *Side {
+		return side(label, normal(rng, 10, 1000, 0.03), normal(rng, 10, 5000, 0.03))
+	}
+	emulated := full("B")
+	emulated.Runs[0].Emulated = true
+	failed := NewSide("B")
+	failed.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "out of memory", RunID: 7}, nil)
+	truncated := NewSide("B")
+	c := decodeCase
+	c.LayersRun, c.LayersTotal = 2, 6
+	truncated.Add(c, append(samples("decode_tok_s", "tok/s", normal(rng, 10, 1000, 0.03)), samples("prefill_tok_s", "tok/s", normal(rng, 10, 5000, 0.03))...))
+	other := NewSide("B")
+	other.Add(results.Case{Key: "model/other", Name: "other", Kind: "model", Status: results.CaseDone}, samples("decode_tok_s", "tok/s", normal(rng, 10, 1, 0.03)))
+	kernelOnly := NewSide("B")
+	kernelOnly.Add(decodeCase, samples("step_ms", "ms", normal(rng, 10, 1, 0.03)))
+
+	for _, tc := range []struct {
+		name       string
+		base, cand *Side
+		opts       GateOptions
+		want       int
+		in         string // in the headline or a reason
+	}{
+		{"too few samples", side("A", normal(rng, 4, 1000, 0.03), normal(rng, 4, 5000, 0.03)), full("B"), GateOptions{}, ExitInsufficient, "at least 5"},
+		{"min-samples lowered", side("A", normal(rng, 4, 1000, 0.03), normal(rng, 4, 5000, 0.03)), full("B"), GateOptions{MinSamples: 4}, ExitPass, "passed"},
+		{"empty baseline", NewSide("A"), full("B"), GateOptions{}, ExitInsufficient, "no baseline case matches"},
+		{"different cases", full("A"), other, GateOptions{}, ExitInsufficient, "no baseline case matches"},
+		{"candidate case failed", full("A"), failed, GateOptions{}, ExitInsufficient, "out of memory"},
+		{"emulated vs real", full("A"), emulated, GateOptions{}, ExitInsufficient, "emulated"},
+		{"truncated vs whole", full("A"), truncated, GateOptions{}, ExitInsufficient, "truncated and whole-model"},
+		{"no gated metric", full("A"), kernelOnly, GateOptions{Metrics: []string{"us_per_call"}}, ExitInsufficient, "none of the gated metrics"},
+		{"regression wins over missing data", side("A", normal(rng, 10, 1000, 0.03), normal(rng, 3, 5000, 0.03)),
+			side("B", normal(rng, 10, 700, 0.03), normal(rng, 10, 5000, 0.03)), GateOptions{}, ExitRegression, "could not be judged"},
+		{"within a wide threshold", full("A"), side("B", normal(rng, 10, 900, 0.03), normal(rng, 10, 5000, 0.03)),
+			GateOptions{Thresholds: map[string]float64{"decode_tok_s": 0.25}}, ExitPass, "within threshold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Gate(tc.base, tc.cand, tc.opts)
+			var text strings.Builder
+			r.Explain(&text)
+			if r.Status != tc.want || !strings.Contains(text.String(), tc.in) {
+				t.Errorf("status %d, want %d with %q in:\n%s", r.Status, tc.want, tc.in, text.String())
+			}
+		})
+	}
+}
+
+func TestGateOptions(t *testing.T) {
+	o := GateOptions{Thresholds: map[string]float64{"ttft_ms": 0.1, "decode_tok_s": 0.02}, Threshold: 0.07}
+	if got := o.GatedMetrics(); strings.Join(got, ",") != "decode_tok_s,ttft_ms" {
+		t.Errorf("gated metrics %v", got)
+	}
+	if o.ThresholdFor("ttft_ms") != 0.1 || o.ThresholdFor("step_ms") != 0.07 || (GateOptions{}).ThresholdFor("x") != DefaultThreshold {
+		t.Error("ThresholdFor")
+	}
+	if got := (GateOptions{}).GatedMetrics(); strings.Join(got, ",") != "decode_tok_s,prefill_tok_s,us_per_call" {
+		t.Errorf("default gated metrics %v", got)
+	}
+	if p := minUTestP(5, 5); p < 0.0079 || p > 0.008 {
+		t.Errorf("minUTestP(5,5) = %v", p)
+	}
+}
+
+func TestDirections(t *testing.T) {
+	for m, want := range map[string]Direction{
+		"decode_tok_s": HigherIsBetter, "output_tok_s": HigherIsBetter, "gb_s": HigherIsBetter, "achieved_gb_s": HigherIsBetter,
+		"gflop_s": HigherIsBetter, "roofline_frac": HigherIsBetter, "ttft_ms": LowerIsBetter, "itl_p99_ms": LowerIsBetter,
+		"us_per_call": LowerIsBetter, "step_ms": LowerIsBetter, "peak_rss_bytes": LowerIsBetter,
+		"bytes_per_step": Informational, "preemptions": Informational, "profile_overhead_pct": Informational, "mystery": Informational,
+	} {
+		if got := MetricDirection(m); got != want {
+			t.Errorf("%s: %v, want %v", m, got, want)
+		}
+	}
+}

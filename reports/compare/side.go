@@ -1,0 +1,226 @@
+package compare
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// Run is what a comparison needs to know about one run of a side.
+type Run struct {
+	ID         int64
+	Tag        string
+	Commit     string
+	Backend    string
+	TimingMode string // "" counts as throughput
+	Emulated   bool
+	Machine    string // CPU or GPU name, for the "different machines" note
+	SuitePath  string
+}
+
+// RunOf converts a stored run.
+func RunOf(r *results.Run) Run {
+	machine := r.Machine.CPUModel
+	if r.Machine.GPUName != "" {
+		machine = r.Machine.GPUName
+	}
+	return Run{ID: r.ID, Tag: r.Tag, Commit: r.GitCommit, Backend: r.Backend, TimingMode: r.TimingMode,
+		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath}
+}
+
+func (r Run) timing() string {
+	if r.TimingMode == "" {
+		return results.TimingThroughput
+	}
+	return r.TimingMode
+}
+
+// Case is one case key of a side, its samples pooled over the side's runs.
+type Case struct {
+	Key, Name, Kind string
+	// Params are the parameters recorded with the first run's case; they
+	// may hold more than the key (the runner adds model and dtype).
+	Params map[string]string
+	// Layers lists the distinct "run/total" layer counts seen for this key
+	// ("" for a case that is not layer-limited); more than one means the
+	// side pools truncated and whole-model figures, which is not comparable.
+	Layers []string
+	// Samples holds every value per metric, pooled over runs.
+	Samples map[string][]float64
+	Units   map[string]string
+	// Errors are the messages of runs in which this case failed or was
+	// skipped, so that a gate can say why a side has no data.
+	Errors []string
+}
+
+// DisplayName is the case's name, or its key when it has none.
+func (c *Case) DisplayName() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return c.Key
+}
+
+func layersOf(c results.Case) string {
+	if c.LayersRun == 0 && c.LayersTotal == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", c.LayersRun, c.LayersTotal)
+}
+
+// Side is one side of a comparison (the baseline or the candidate): one or
+// more runs whose samples are pooled per case key.
+type Side struct {
+	Label string // what the user called it: "A", "main", a commit
+	Runs  []Run
+	cases map[string]*Case
+	order []string
+}
+
+// NewSide returns an empty side.
+func NewSide(label string) *Side {
+	return &Side{Label: label, cases: map[string]*Case{}}
+}
+
+// AddRun records a run of this side (for the comparability checks).
+func (s *Side) AddRun(r Run) { s.Runs = append(s.Runs, r) }
+
+// Add pools one stored case and its samples into the side. Cases that have
+// not finished contribute their error message and no samples.
+func (s *Side) Add(c results.Case, samples []results.Sample) {
+	key := c.Key
+	if key == "" {
+		key = results.CanonicalKey(c.Params)
+	}
+	sc := s.cases[key]
+	if sc == nil {
+		sc = &Case{Key: key, Name: c.Name, Kind: c.Kind, Samples: map[string][]float64{}, Units: map[string]string{}}
+		s.cases[key] = sc
+		s.order = append(s.order, key)
+	}
+	if sc.Name == "" {
+		sc.Name = c.Name
+	}
+	if sc.Params == nil && len(c.Params) > 0 {
+		sc.Params = maps.Clone(c.Params)
+	}
+	switch c.Status {
+	case results.CaseFailed, results.CaseSkipped:
+		msg := c.Status
+		if c.Error != "" {
+			msg += ": " + c.Error
+		}
+		if c.RunID != 0 {
+			msg = fmt.Sprintf("run %d: %s", c.RunID, msg)
+		}
+		sc.Errors = append(sc.Errors, msg)
+	case results.CasePending:
+		// Never run (an interrupted run): no layer counts to record either.
+	default:
+		if l := layersOf(c); !slices.Contains(sc.Layers, l) {
+			sc.Layers = append(sc.Layers, l)
+		}
+	}
+	for _, smp := range samples {
+		sc.Samples[smp.Metric] = append(sc.Samples[smp.Metric], smp.Value)
+		if sc.Units[smp.Metric] == "" {
+			sc.Units[smp.Metric] = smp.Unit
+		}
+	}
+}
+
+// Case returns the pooled case with this key, or nil.
+func (s *Side) Case(key string) *Case { return s.cases[key] }
+
+// Keys lists the side's case keys in the order they were first added (the
+// suite's order for runs of one suite).
+func (s *Side) Keys() []string { return slices.Clone(s.order) }
+
+// Describe is a one-line account of the side: its label and runs.
+func (s *Side) Describe() string {
+	ids := make([]string, len(s.Runs))
+	for i, r := range s.Runs {
+		ids[i] = strconv.FormatInt(r.ID, 10)
+	}
+	word := "runs"
+	if len(ids) == 1 {
+		word = "run"
+	}
+	d := fmt.Sprintf("%s (%s %s", s.Label, word, strings.Join(ids, ","))
+	if len(s.Runs) > 0 {
+		r := s.Runs[0]
+		if r.Backend != "" {
+			d += ", " + r.Backend
+		}
+		if r.Emulated {
+			d += ", emulated"
+		}
+		if c := r.Commit; c != "" {
+			d += ", commit " + c[:min(len(c), 10)]
+		}
+	}
+	return d + ")"
+}
+
+// Load builds a side from the results store. refs is comma-separated; each
+// element is resolved with ResolveRef (run id, tag, "latest" or commit
+// prefix) and may name several runs, all pooled unless latest > 0 keeps
+// only that many of each element's newest runs. The error wraps
+// results.ErrNotFound when a reference matches no run.
+func Load(db *results.DB, label, refs string, latest int) (*Side, error) {
+	side := NewSide(label)
+	seen := map[int64]bool{}
+	n := 0
+	for _, ref := range strings.Split(refs, ",") {
+		ref = strings.TrimSpace(ref)
+		if ref == "" {
+			continue
+		}
+		n++
+		ids, err := db.ResolveRef(ref)
+		if err != nil {
+			return nil, err
+		}
+		if latest > 0 && len(ids) > latest {
+			ids = ids[:latest] // ResolveRef lists newest first
+		}
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if err := loadRun(db, side, id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if n == 0 {
+		return nil, errors.New("empty run reference")
+	}
+	return side, nil
+}
+
+func loadRun(db *results.DB, side *Side, id int64) error {
+	r, err := db.GetRun(id)
+	if err != nil {
+		return err
+	}
+	side.AddRun(RunOf(r))
+	cases, err := db.Cases(id)
+	if err != nil {
+		return err
+	}
+	samples, err := db.RunSamples(id)
+	if err != nil {
+		return err
+	}
+	for _, c := range cases {
+		side.Add(c, samples[c.ID])
+	}
+	return nil
+}
