@@ -43,6 +43,7 @@ func runCommand() *cli.Command {
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+			&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, keeping case keys: --set moe_chunk=1 (repeatable)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -58,6 +59,10 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			set, err := bench.ParseOverrides(c.StringSlice("set"))
+			if err != nil {
+				return err
+			}
 			db, err := openDB(c)
 			if err != nil {
 				return err
@@ -68,7 +73,7 @@ func runCommand() *cli.Command {
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
-				Resume: c.Int64("resume"), ToolVersion: version, GitCommit: gitCommit(), Progress: prog.event,
+				Resume: c.Int64("resume"), Set: set, ToolVersion: version, GitCommit: gitCommit(), Progress: prog.event,
 			})
 			prog.done()
 			if sum == nil {

@@ -40,6 +40,9 @@ type Options struct {
 	BandwidthBuffer int
 	// Progress receives one event per finished repetition.
 	Progress func(Event)
+	// Set overrides parameters of every case (`run --set`), keeping case
+	// keys; the run's notes record them.
+	Set map[string]string
 	// MemoryLimit, when positive, caps the memory a model may use below
 	// what the backend reports: for shared machines, and for tests.
 	MemoryLimit int64
@@ -120,6 +123,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}
+	applyOverrides(s, o.Set)
 	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit)
 	if err != nil {
 		return nil, err
@@ -188,7 +192,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	}
 	mode := s.Timing
 	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
-		GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
+		GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite, Notes: overrideNote(o.Set),
 		Emulated: info.Emulated, Machine: machineOf(info, bw)}
 	if _, err := o.DB.CreateRun(run); err != nil {
 		return nil, err
