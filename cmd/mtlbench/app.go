@@ -29,6 +29,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			compareCommand(),
 			gateCommand(),
+			reportCommand(),
 			showCommand(),
 			historyCommand(),
 			selftestCommand(),

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/reports/charts"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
 )
-
-// compareCharts draws a comparison's charts into dir for `compare --out
-// DIR`. The charts code sets it (from its own file, in an init function);
-// while it is nil, --out is refused rather than silently ignored.
-var compareCharts func(dir string, c *compare.Comparison) error
 
 func compareCommand() *cli.Command {
 	return &cli.Command{
@@ -45,9 +40,6 @@ func compareCommand() *cli.Command {
 			if alpha <= 0 || alpha >= 1 {
 				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
 			}
-			if c.String("out") != "" && compareCharts == nil {
-				return errors.New("--out: this build of mtlbench has no chart output")
-			}
 			db, err := openDB(c)
 			if err != nil {
 				return err
@@ -77,8 +69,18 @@ func compareCommand() *cli.Command {
 				}
 			}
 			if dir := c.String("out"); dir != "" {
-				if err := compareCharts(dir, cmp); err != nil {
+				var ids []int64
+				for _, side := range []*compare.Side{a, b} {
+					for _, r := range side.Runs {
+						ids = append(ids, r.ID)
+					}
+				}
+				paths, err := charts.WriteCharts(dir, db, ids)
+				if err != nil {
 					return fmt.Errorf("charts: %w", err)
+				}
+				for _, p := range paths {
+					fmt.Fprintln(c.App.ErrWriter, "wrote", p)
 				}
 			}
 			return nil

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/htmlreport"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+func reportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "report",
+		Usage:     "write an HTML report with charts of one or more runs",
+		ArgsUsage: "[RUN...] (id, tag or git commit; default: the latest run)",
+		Description: "Writes DIR/index.html, a self-contained page (charts inlined as SVG) with the runs'\n" +
+			"metadata, summary tables (medians ± 95% CI), throughput vs batch, the per-component\n" +
+			"breakdown, the MoE chunk curve, the roofline fraction and the documented history,\n" +
+			"and saves each chart beside it as PNG and SVG. Prints the paths written.",
+		Flags: []cli.Flag{
+			dbFlag(),
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "mtlbench-report", Usage: "directory to write the report into"},
+			&cli.StringFlag{Name: "history-model", Usage: "model of the documented-history chart (default: the runs' model if documented)"},
+			&cli.StringFlag{Name: "title", Usage: "page title"},
+		},
+		Action: func(c *cli.Context) error {
+			db, err := openDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			refs := c.Args().Slice()
+			if len(refs) == 0 {
+				refs = []string{"latest"}
+			}
+			ids, err := resolveRuns(db, refs)
+			if err != nil {
+				return err
+			}
+			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{
+				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: version,
+			})
+			for _, p := range paths {
+				fmt.Fprintln(c.App.Writer, p)
+			}
+			return err
+		},
+	}
+}
+
+// resolveRuns turns references into run ids, in the order given, each run
+// once (a tag can name several runs; they come newest first).
+func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, ref := range refs {
+		got, err := db.ResolveRef(ref)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range got {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
+}

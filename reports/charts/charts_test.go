@@ -1,0 +1,330 @@
+package charts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"html"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/reports/stats"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// Set MTLBENCH_CHARTS_DIR to keep the test charts for looking at them.
+func keep(t *testing.T, c *Chart, name string) {
+	t.Helper()
+	dir := os.Getenv("MTLBENCH_CHARTS_DIR")
+	if dir == "" {
+		return
+	}
+	if err := c.Save(dir, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkChart renders c both ways: the PNG must decode at the size the chart
+// asks for (120 dpi), the SVG must hold the title and axis labels as text.
+func checkChart(t *testing.T, c *Chart, texts ...string) {
+	t.Helper()
+	pngData, err := c.PNG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(pngData))
+	if err != nil {
+		t.Fatalf("png: %v", err)
+	}
+	w, h, _ := c.size()
+	wantW, wantH := int(math.Ceil(w.Dots(pngDPI))), int(math.Ceil(h.Dots(pngDPI)))
+	b := img.Bounds()
+	if abs(b.Dx()-wantW) > 1 || abs(b.Dy()-wantH) > 1 {
+		t.Errorf("png is %dx%d, want %dx%d", b.Dx(), b.Dy(), wantW, wantH)
+	}
+	if b.Dx() < 800 || b.Dy() < 400 {
+		t.Errorf("png %dx%d is too small to read", b.Dx(), b.Dy())
+	}
+	// A blank image would decode too: require some non-white pixels.
+	dark := 0
+	for y := b.Min.Y; y < b.Max.Y; y += 3 {
+		for x := b.Min.X; x < b.Max.X; x += 3 {
+			if r, g, bb, _ := img.At(x, y).RGBA(); r+g+bb < 3*0xc000 {
+				dark++
+			}
+		}
+	}
+	if dark < 200 {
+		t.Errorf("png has only %d dark sample pixels", dark)
+	}
+	svg, err := c.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("<svg")) {
+		t.Fatal("svg has no <svg element")
+	}
+	for _, s := range append([]string{c.Title}, texts...) {
+		if !bytes.Contains(svg, []byte(html.EscapeString(s))) {
+			t.Errorf("svg lacks text %q", s)
+		}
+	}
+}
+
+func abs(v int) int { return max(v, -v) }
+
+func pt(x, y, lo, hi float64) Point { return Point{X: x, Y: y, Lo: lo, Hi: hi} }
+
+func noCI(x, y float64) Point { return Point{X: x, Y: y, Lo: math.NaN(), Hi: math.NaN()} }
+
+func TestThroughputVsBatch(t *testing.T) {
+	d := BatchData{Series: []Series{
+		{Label: "run 3, metal", Points: []Point{pt(1, 6.7, 6.5, 6.9), pt(2, 11.3, 11, 11.6), pt(4, 16.5, 16, 17), pt(8, 23.1, 22, 24), pt(16, 32.8, 31, 34)}},
+		{Label: "run 4, cpu", Points: []Point{noCI(1, 2.1), noCI(4, 5.5), noCI(16, 9.9)}},
+	}}
+	c, err := ThroughputVsBatch(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, c, "batch size (concurrent sequences)", "decode throughput (tok/s)", "run 3, metal", "run 4, cpu", "16")
+	keep(t, c, "throughput")
+	if _, err := ThroughputVsBatch(BatchData{}); !errors.Is(err, ErrNoData) {
+		t.Errorf("empty data: err = %v, want ErrNoData", err)
+	}
+}
+
+func TestComponentBreakdown(t *testing.T) {
+	d := BreakdownData{Title: "Decode step breakdown per layer — test", Bars: []BreakdownBar{
+		{Label: "batch-scaling/batch=1", MS: map[string]float64{"attention": 0.9, "moe": 1.3, "norm": 0.1, "other": 0.05}, Layers: 4},
+		{Label: "batch-scaling/batch=16", MS: map[string]float64{"attention": 1.4, "moe": 2.9, "norm": 0.2}, Layers: 4},
+		{Label: "documented: Chunked bmm, Qwen3-30B-A3B (M-series Mac, 2024-12-11)", MS: map[string]float64{"attention": 1.16, "moe": 1.46, "norm": 0.6}, Documented: true},
+	}}
+	c, err := ComponentBreakdown(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, c, "time per layer per decode step (ms)", "attention", "MoE", "norm (RMSNorm)", "other", "3.22 ms", "batch-scaling/batch=16")
+	keep(t, c, "breakdown")
+	if _, err := ComponentBreakdown(BreakdownData{}); !errors.Is(err, ErrNoData) {
+		t.Errorf("empty data: err = %v, want ErrNoData", err)
+	}
+}
+
+func TestMoEChunkCurve(t *testing.T) {
+	var s1, s16 Series
+	for i, ch := range []float64{8, 16, 32, 64, 128, 256} {
+		s1.Points = append(s1.Points, pt(ch, 0.5+0.3/float64(i+1), 0.45, 0.9))
+		s16.Points = append(s16.Points, noCI(ch, 2.0-0.1*float64(i)))
+	}
+	s1.Label, s16.Label = "batch 1", "batch 16"
+	doc := Series{Label: "documented: chunked bmm, Qwen3-30B-A3B (M-series Mac)", Documented: true,
+		Points: []Point{noCI(8, 1.99), noCI(16, 1.45), noCI(32, 1.42), noCI(64, 1.40), noCI(128, 1.41), noCI(256, 1.41)}}
+	c, err := MoEChunkCurve(ChunkData{YLabel: "MoE time per layer per decode step (ms)", Series: []Series{s1, s16, doc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, c, "MoE chunk size ((token, expert) pairs per GEMM, log2 scale)", "MoE time per layer per decode step (ms)",
+		"batch 1", "batch 16")
+	keep(t, c, "moe-chunk")
+	// Ticks are at the powers of two, labelled in chunk sizes.
+	svg := must(c.SVG())
+	for _, tick := range []string{">8</text>", ">16</text>", ">64</text>", ">256</text>"} {
+		if !bytes.Contains(svg, []byte(tick)) {
+			t.Errorf("chunk axis lacks tick %s", tick)
+		}
+	}
+	if bytes.Contains(svg, []byte(">100</text>")) {
+		t.Error("log2 chunk axis has a decimal tick")
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestRooflineFraction(t *testing.T) {
+	nan := math.NaN()
+	d := RooflineData{Bars: []RooflineBar{
+		{Label: "decode/batch=1", Group: "run 1, metal on Apple M3 Ultra", Value: 0.62, Lo: 0.6, Hi: 0.65},
+		{Label: "decode/batch=1", Group: "run 2, metal on Apple M3 Ultra", Value: 0.71, Lo: 0.69, Hi: 0.74},
+		{Label: "decode/batch=8", Group: "run 1, metal on Apple M3 Ultra", Value: 0.35, Lo: nan, Hi: nan},
+		{Label: "decode/batch=8", Group: "run 2, metal on Apple M3 Ultra", Value: 1.12, Lo: 1.0, Hi: 1.2},
+		{Label: "only-in-run-2", Group: "run 2, metal on Apple M3 Ultra", Value: 0.5, Lo: nan, Hi: nan},
+	}}
+	c, err := RooflineFraction(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, c, "achieved / peak memory read bandwidth (ratio; 1.0 = roofline)", "roofline (1.0)",
+		"run 1, metal on Apple M3 Ultra", "run 2, metal on Apple M3 Ultra", "decode/batch=8", "1.12")
+	keep(t, c, "roofline")
+}
+
+func TestHistoryTimeline(t *testing.T) {
+	hist := testHistory()
+	runs := []RunData{
+		testRun(7, "Apple M3 Ultra", 4, 48, time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC), map[int]float64{1: 80, 4: 150}),
+		testRun(8, "Apple M3 Ultra", 48, 48, time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC), map[int]float64{1: 7.2}),
+		testRun(9, "Apple M3 Ultra", 48, 48, time.Date(2026, 4, 1, 11, 0, 0, 0, time.UTC), map[int]float64{1: 8.1}),
+	}
+	d := Timeline(runs, hist, "")
+	if d.Model != "Qwen3-30B-A3B" {
+		t.Fatalf("model = %q", d.Model)
+	}
+	byLabel := map[string]TimelineSeries{}
+	for _, s := range d.Series {
+		if _, dup := byLabel[s.Label]; dup {
+			t.Errorf("two series labelled %q", s.Label)
+		}
+		byLabel[s.Label] = s
+		if !strings.Contains(s.Label, s.Hardware) {
+			t.Errorf("series %q does not name its hardware %q", s.Label, s.Hardware)
+		}
+	}
+	// Same series name on different hardware: two series.
+	if _, ok := byLabel["Metal V1.5, batch 1 (Apple M3 Ultra)"]; !ok {
+		t.Errorf("missing Metal V1.5 on M3 Ultra; have %v", keys(byLabel))
+	}
+	if _, ok := byLabel["Metal V1.5, batch 1 (M-series Mac)"]; !ok {
+		t.Errorf("missing Metal V1.5 on M-series Mac; have %v", keys(byLabel))
+	}
+	// Duplicates across sections are one point.
+	if s := byLabel["Chunked bmm (M-series Mac)"]; len(s.Points) != 1 {
+		t.Errorf("Chunked bmm has %d points, want 1 (duplicate sections)", len(s.Points))
+	}
+	trunc, whole := 0, 0
+	for _, s := range d.Series {
+		if s.Documented {
+			continue
+		}
+		if strings.Contains(s.Label, "4/48 layers") {
+			trunc++
+			if !s.Truncated {
+				t.Errorf("%q is not marked truncated", s.Label)
+			}
+		} else {
+			whole++
+			if s.Truncated {
+				t.Errorf("%q is marked truncated", s.Label)
+			}
+			// Whole-model runs 8 and 9 of the same case form one series.
+			if len(s.Points) != 2 {
+				t.Errorf("%q has %d points, want 2 (runs 8 and 9)", s.Label, len(s.Points))
+			}
+		}
+	}
+	if trunc != 2 || whole != 1 {
+		t.Errorf("truncated series %d (want 2, one per batch), whole-model %d (want 1)", trunc, whole)
+	}
+	if !strings.Contains(strings.Join(d.Notes, " "), "no date") {
+		t.Errorf("notes do not mention undated figures: %q", d.Notes)
+	}
+	c, err := HistoryTimeline(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, c, "date (documented or recorded)", "decode throughput (tok/s), log scale", "undated",
+		"2024-12-11", "2026-03-02", "4/48 layers", "Apple M3 Ultra", "M-series Mac")
+	keep(t, c, "history")
+
+	// A run of another model is noted, not overlaid.
+	other := testRun(10, "AMD EPYC", 2, 6, time.Now(), map[int]float64{1: 900})
+	for i := range other.Cases {
+		other.Cases[i].Params["model"] = "qwen3-moe-mini"
+	}
+	d = Timeline([]RunData{other}, hist, "Qwen3-30B-A3B")
+	for _, s := range d.Series {
+		if !s.Documented {
+			t.Errorf("run of another model overlaid: %q", s.Label)
+		}
+	}
+	if !strings.Contains(strings.Join(d.Notes, " "), "qwen3-moe-mini") {
+		t.Errorf("notes do not mention the other model: %q", d.Notes)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func testHistory() []history.Point {
+	p := func(date, hw, series string, batch int, v float64, q string) history.Point {
+		return history.Point{Source: "doc.txt", Section: "s", Date: date, Hardware: hw, Model: "Qwen3-30B-A3B",
+			Series: series, Batch: batch, Metric: "tok_s", Value: v, Unit: "tok/s", Qualifier: q}
+	}
+	pts := []history.Point{
+		p("2024-12-10", "M-series Mac", "Initial", 0, 0.3, ""),
+		p("2024-12-11", "M-series Mac", "Chunked bmm", 0, 4.2, ""),
+		p("2024-12-11", "M-series Mac", "Chunked bmm", 0, 4.2, ""), // stated again in another section
+		p("2024-12-11", "M-series Mac", "index_select", 0, 10, ">="),
+		p("2025-12", "M-series Mac", "Metal V1.5", 1, 5.1, ""),
+		p("unknown", "Apple M3 Ultra", "Metal V1.5", 1, 6.7, ""),
+		p("unknown", "Apple M3 Ultra", "Metal V1.5", 16, 32.8, ""),
+	}
+	r := p("2024-12-11", "M-series Mac", "KV cache opt", 0, 6.8, "range")
+	r.Params = map[string]string{"max": "7.0"}
+	pts = append(pts, r)
+	// Not throughput measurements: never plotted.
+	tgt := p("2024-12-11", "M-series Mac", "Target", 0, 50, ">=")
+	tgt.Metric = "tok_s_target"
+	return append(pts, tgt)
+}
+
+// testRun is a run of qwen3-30b-a3b with a batch-scaling entry.
+func testRun(id int64, hw string, layers, total int, at time.Time, tokS map[int]float64) RunData {
+	r := RunData{Run: results.Run{ID: id, Backend: "metal", TimingMode: results.TimingThroughput, StartedAt: at,
+		Machine: results.Machine{CPUModel: hw, GPUName: hw}}}
+	for b, v := range tokS {
+		var samples []results.Sample
+		for rep := range 7 {
+			samples = append(samples, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: v * (1 + 0.01*float64(rep-3)), Unit: "tok/s"})
+		}
+		r.Cases = append(r.Cases, CaseData{
+			Case: results.Case{ID: id*100 + int64(b), RunID: id, Name: fmt.Sprintf("batch-scaling/batch=%d", b), Kind: results.CaseModel,
+				Status: results.CaseDone, LayersRun: layers, LayersTotal: total,
+				Params: map[string]string{"model": "qwen3-30b-a3b", "batch": fmt.Sprint(b), "prompt_len": "32"}},
+			Stats: stats.ByMetric(samples),
+		})
+	}
+	return r
+}
+
+func TestLabels(t *testing.T) {
+	got := labels([][]part{
+		{{"run", "run 1"}, {"model", "m"}, {"entry", "a"}},
+		{{"run", "run 1"}, {"model", "m"}, {"entry", "b"}},
+	}, "run")
+	want := []string{"run 1, a", "run 1, b"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("labels = %q, want %q", got, want)
+	}
+}
+
+func TestSaveWritesBoth(t *testing.T) {
+	c, err := ThroughputVsBatch(BatchData{Series: []Series{{Label: "x", Points: []Point{noCI(1, 1), noCI(2, 2)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sub")
+	if err := c.Save(dir, "chart"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"chart.png", "chart.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

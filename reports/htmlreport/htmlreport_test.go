@@ -1,0 +1,104 @@
+package htmlreport
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// recordRun stores a throughput run of the first 4 of 48 layers of
+// Qwen3-30B-A3B, made up but of the shape bench.Run records.
+func recordRun(t *testing.T, db *results.DB, tag string, emulated bool) int64 {
+	t.Helper()
+	r := &results.Run{SuiteName: "qwen3-moe", Tag: tag, Backend: "metal", TimingMode: results.TimingThroughput,
+		GitCommit: "abcdef0123456789", Emulated: emulated,
+		Machine: results.Machine{Hostname: "mac", OS: "darwin", Arch: "arm64", CPUModel: "Apple M3 Ultra", GPUName: "Apple M3 Ultra", CPUCores: 24}}
+	id, err := db.CreateRun(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []results.Case
+	for _, b := range []int{1, 4, 16} {
+		cases = append(cases, results.Case{Name: "batch-scaling/batch=" + strconv.Itoa(b), Kind: results.CaseModel,
+			Params: map[string]string{"model": "qwen3-30b-a3b", "batch": strconv.Itoa(b)}})
+	}
+	if err := db.AddCases(id, cases); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		var s []results.Sample
+		for rep := range 7 {
+			v := float64(60+20*i) * (1 + 0.01*float64(rep))
+			s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: v, Unit: "tok/s"},
+				results.Sample{Rep: rep, Metric: "roofline_frac", Value: 0.4 + 0.1*float64(i), Unit: "ratio"})
+		}
+		if err := db.FinishCase(c.ID, s, nil, 4, 48); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FinishRun(id, results.RunComplete); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	db, err := results.Open(filepath.Join(dir, "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a := recordRun(t, db, "<b>base</b>", false)
+	b := recordRun(t, db, "new", true)
+	hist := []history.Point{
+		{Source: "d.txt", Date: "2024-12-11", Hardware: "M-series Mac", Model: "Qwen3-30B-A3B", Series: "Cached offsets", Metric: "tok_s", Value: 11.6, Unit: "tok/s"},
+		{Source: "d.txt", Date: "unknown", Hardware: "Apple M3 Ultra", Model: "Qwen3-30B-A3B", Series: "Metal V1.5", Batch: 1, Metric: "tok_s", Value: 6.7, Unit: "tok/s"},
+	}
+	out := filepath.Join(dir, "out")
+	paths, err := WriteFiles(out, db, []int64{a, b}, Options{History: hist, Now: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 || paths[0] != filepath.Join(out, IndexName) {
+		t.Fatalf("paths = %v, want index.html first", paths)
+	}
+	page, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	for _, want := range []string{
+		"<svg", "run " + strconv.FormatInt(a, 10), "run " + strconv.FormatInt(b, 10),
+		"&lt;b&gt;base&lt;/b&gt;", // a tag is text, never markup
+		"4/48 layers", "emulated", "Apple M3 Ultra", "abcdef0123456789", "throughput",
+		"Qwen3-30B-A3B", "Cached offsets", "Achieved fraction", "2026-01-02 03:04 UTC",
+		"±", // CIs of 7 repetitions
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "<b>base</b>") {
+		t.Error("run tag inserted as markup")
+	}
+	if strings.Contains(html, "<?xml") {
+		t.Error("inline SVG keeps its XML prolog")
+	}
+	for _, name := range []string{"throughput-vs-batch", "roofline", "history"} {
+		for _, ext := range []string{".png", ".svg"} {
+			if _, err := os.Stat(filepath.Join(out, name+ext)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := Write(out, db, nil, Options{}); err == nil {
+		t.Error("Write with no runs succeeded")
+	}
+}
