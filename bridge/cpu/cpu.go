@@ -38,6 +38,9 @@ type Backend struct {
 
 	// scratch reused across steps to keep the hot path allocation-free
 	scratch map[string][]float32
+
+	// matmulSplit, when set, chooses MatMul's work split (tunables.go).
+	matmulSplit MatMulSplitFunc
 }
 
 type opKey struct {
@@ -232,7 +235,7 @@ func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
 	n, k := wt.shape[0], wt.shape[1]
 	m := x.Len() / k
 	o, xs := f32s(out), f32s(x)
-	b.pool.forRange(n, matmulGrain, func(lo, hi int) { gemmRows(o, n, xs, wt, m, lo, hi, k) })
+	b.matmulRows(m, n, k, wt.dt, func(lo, hi int) { gemmRows(o, n, xs, wt, m, lo, hi, k) })
 	if bias != nil {
 		bs := f32s(bias)
 		for i := 0; i < m; i++ {

@@ -30,6 +30,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			compareCommand(),
 			gateCommand(),
 			reportCommand(),
+			tuneCommand(),
 			showCommand(),
 			historyCommand(),
 			selftestCommand(),

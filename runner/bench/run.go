@@ -23,6 +23,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
+	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	// MemoryLimit, when positive, caps the memory a model may use below
 	// what the backend reports: for shared machines, and for tests.
 	MemoryLimit int64
+	// Tuned are the tuned kernel configs model cases without explicit MoE
+	// params use (tuned.go); nil: tune.Default.
+	Tuned *tune.Store
 }
 
 // Event reports progress.
@@ -129,6 +133,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		return nil, err
 	}
 	defer closeModels()
+	useTuned(cases, o.tunedStore())
 
 	run, err := openRun(s, o, info, bw, cases)
 	if err != nil {
@@ -206,6 +211,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 		if p.model != nil {
 			params["model"] = p.model.Config.Name
 			params["dtype"] = p.model.Source.DType().String()
+			tunedParams(params, p)
 		}
 		rc = append(rc, results.Case{Key: p.c.Key, Name: p.c.Name, Kind: p.c.Kind, Params: params})
 	}
@@ -435,7 +441,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		BlockSize:   c.Int("block_size", 16),
 		TokenBudget: c.Int("prefill_budget", 0),
 		MaxSeqs:     c.Int("max_seqs", batch),
-		MoE:         bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe_strategy", "grouped")), ChunkSize: c.Int("moe_chunk", 64)},
+		MoE:         moeParams(c),
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize)
 	if kb := c.Int("kv_blocks", 0); kb > 0 {

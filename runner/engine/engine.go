@@ -10,6 +10,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/sched"
+	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
 // Options configure an engine.
@@ -26,6 +27,9 @@ type Options struct {
 	// before anything is allocated.
 	AvailableMemory int64
 	MemoryWhere     string
+	// Tuned, when set, supplies tuned kernel configs (tuned.go); an explicit
+	// MoE strategy still wins.
+	Tuned *tune.Store
 }
 
 func (o *Options) defaults() {
@@ -86,6 +90,7 @@ type Engine struct {
 	reqs  map[int]*reqState
 	ws    map[[2]int]*workspace
 	meta  bridge.StepMeta
+	tuned *tunedKernels
 }
 
 type reqState struct {
@@ -117,6 +122,7 @@ func CheckFit(cfg *model.Config, dt bridge.DType, kvTokens int, available int64,
 
 // New loads cfg's weights from src onto be and sets up the cache.
 func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (*Engine, error) {
+	tuned := newTuned(be, cfg, src.DType(), opts) // before defaults: it must see what was explicit
 	opts.defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
@@ -138,7 +144,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}}
+	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned}
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(be.ActDType(), blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
@@ -209,6 +215,7 @@ func (e *Engine) Step() (*StepResult, error) {
 		return res, nil
 	}
 	tokens := e.buildMeta(b)
+	defer e.applyTuned(b.NumTokens)()
 	for _, it := range b.Items {
 		if it.Start >= it.Seq.Prompt {
 			res.DecodeTokens += it.N

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/runner/tune/tuner"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// tuneCommand is `mtlbench tune`. export, import and show are dispatched
+// from the first argument rather than as cli subcommands so that flags may
+// come before or after the suite (interspersed only reorders flags of leaf
+// commands).
+func tuneCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "tune",
+		Usage:     "tune kernel parameters for this device and record the winners",
+		ArgsUsage: "[SUITE.yaml] | export FILE | import FILE | show",
+		Description: "mtlbench tune SUITE.yaml             tune every kernel bucket the suite's cases run\n" +
+			"mtlbench tune --kernel moe --shape tokens=4,experts=32,top_k=4,hidden=512,intermediate=256\n" +
+			"mtlbench tune export FILE | import FILE | show\n\n" +
+			"Each candidate of the kernel's declared space (pruned by its constraints) is checked\n" +
+			"against the reference (a wrong answer disqualifies it), then timed in interleaved\n" +
+			"rounds; the fastest few are re-timed with the default and a Mann-Whitney test decides\n" +
+			"whether the best is really faster, else the default is kept. Every sample goes to the\n" +
+			"results database (a run of kind tune) and the winners to a tuned-config file, by\n" +
+			"default in the user's cache, which the engine consults after $" + tune.EnvDir + " and\n" +
+			"before the configs shipped in the repository. Explicit suite params always win.",
+		Flags: []cli.Flag{
+			dbFlag(),
+			&cli.StringFlag{Name: "kernel", Usage: "kernel(s) to tune, comma-separated (default: all the backend declares)"},
+			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32"},
+			&cli.StringFlag{Name: "dtype", Usage: "with --shape: the weight dtype (default: the kernel's, bf16)"},
+			&cli.StringFlag{Name: "backend", Usage: "backend (default: the suite's, else auto)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.StringFlag{Name: "strategy", Value: tuner.Exhaustive, Usage: "search: exhaustive, random or local"},
+			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time budget for all buckets (0: none)"},
+			&cli.IntFlag{Name: "rounds", Value: 10, Usage: "interleaved rounds for every candidate"},
+			&cli.IntFlag{Name: "confirm", Value: 20, Usage: "rounds re-timing the finalists with the default"},
+			&cli.IntFlag{Name: "top", Value: 3, Usage: "finalists re-timed against the default"},
+			&cli.IntFlag{Name: "trials", Value: 8, Usage: "random search: candidates drawn"},
+			&cli.DurationFlag{Name: "sample-time", Value: 20 * time.Millisecond, Usage: "length of one timed repetition"},
+			&cli.Float64Flag{Name: "min-gain", Value: 0.01, Usage: "smallest speedup worth a tuned config"},
+			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the round order and random search"},
+			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache)"},
+			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache (tune, export, import, show)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
+			&cli.StringFlag{Name: "tag", Usage: "label of the tune run in the database"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+		},
+		Action: func(c *cli.Context) error {
+			switch c.Args().First() {
+			case "show":
+				return tuneShow(c)
+			case "export":
+				return tuneExport(c)
+			case "import":
+				return tuneImport(c)
+			}
+			return tuneRun(c)
+		},
+	}
+}
+
+// tunedDir is --dir or the user's cache folder.
+func tunedDir(c *cli.Context) (string, error) {
+	if d := c.String("dir"); d != "" {
+		return d, nil
+	}
+	return tune.UserDir()
+}
+
+func tuneRun(c *cli.Context) error {
+	var s *suites.Suite
+	switch {
+	case c.NArg() > 1:
+		return fmt.Errorf("tune takes one suite (got %d arguments)", c.NArg())
+	case c.NArg() == 1 && c.IsSet("shape"):
+		return errors.New("tune: give a suite or --kernel with --shape, not both")
+	case c.NArg() == 1:
+		var err error
+		if s, err = suites.Load(c.Args().First()); err != nil {
+			return err
+		}
+	case !c.IsSet("kernel"):
+		return errors.New("tune needs a suite, or --kernel NAME with --shape k=v,... (see mtlbench tune --help)")
+	}
+	switch st := c.String("strategy"); st {
+	case tuner.Exhaustive, tuner.Random, tuner.Local:
+	default:
+		return fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", st)
+	}
+	var kernels []string
+	if k := c.String("kernel"); k != "" {
+		kernels = strings.Split(k, ",")
+	}
+	name := c.String("backend")
+	if name == "" && s != nil {
+		name = s.Backend
+	}
+	be, err := backends.Open(name, backends.Options{Threads: c.Int("threads")})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+
+	var buckets []tuner.Bucket
+	if s != nil {
+		if buckets, err = tuner.SuiteBuckets(s, be, kernels); err != nil {
+			return err
+		}
+	} else {
+		shape, err := tuner.ParseShape(c.String("shape"))
+		if err != nil {
+			return err
+		}
+		for _, k := range kernels {
+			b, err := tuner.ShapeBucket(be, k, c.String("dtype"), shape, "--shape "+c.String("shape"))
+			if err != nil {
+				return err
+			}
+			buckets = append(buckets, b)
+		}
+	}
+	w := c.App.Writer
+	if c.Bool("dry-run") {
+		return printSpaces(w, be, buckets)
+	}
+
+	out := c.String("out")
+	if out == "" {
+		dir, err := tunedDir(c)
+		if err != nil {
+			return err
+		}
+		out = filepath.Join(dir, tune.FileName(be.Info().Name, be.Info().Backend))
+	}
+	db, err := openDB(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o := tuner.Options{
+		Backend: be, DB: db, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
+		Rounds: c.Int("rounds"), Confirm: c.Int("confirm"), Top: c.Int("top"), Trials: c.Int("trials"),
+		Alpha: c.Float64("alpha"), MinGain: c.Float64("min-gain"), SampleTime: c.Duration("sample-time"),
+		Seed: c.Uint64("seed"), ToolVersion: version, GitCommit: gitCommit(), Tag: c.String("tag"),
+		SuiteName: "tune", Progress: newTuneProgress(c.App.ErrWriter, c.Bool("quiet")).event,
+	}
+	if s != nil {
+		o.SuiteName, o.SuitePath, o.SuiteHash = s.Name, s.File, s.Hash
+	} else {
+		o.SuitePath = "--kernel " + c.String("kernel") + " --shape " + c.String("shape")
+	}
+	rep, err := tuner.Run(ctx, buckets, o)
+	if rep == nil {
+		return err
+	}
+	if perr := printTuneReport(w, rep); perr != nil && err == nil {
+		err = perr
+	}
+	var entries []tune.Entry
+	for _, r := range rep.Results {
+		if r.Entry != nil {
+			entries = append(entries, *r.Entry)
+		}
+	}
+	if len(entries) > 0 {
+		f := &tune.File{}
+		if old, rerr := tune.ReadFile(out); rerr == nil {
+			f = old
+		} else if !errors.Is(rerr, os.ErrNotExist) {
+			return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", rerr)
+		}
+		added, replaced := f.Merge(entries...)
+		if werr := f.Write(out); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(c.App.ErrWriter, "tuned configs: %d new, %d replaced in %s\n", added, replaced, out)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "tune run %d in %v, samples stored in %s\n", rep.RunID, rep.Elapsed.Round(time.Second), db.Path())
+	if errors.Is(err, tuner.ErrInterrupted) {
+		return &exitError{code: 130, err: err}
+	}
+	failed := 0
+	for _, r := range rep.Results {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if err == nil && failed > 0 {
+		err = fmt.Errorf("%d of %d buckets could not be tuned", failed, len(rep.Results))
+	}
+	return err
+}
+
+// printSpaces is --dry-run: each bucket's candidates and what was pruned,
+// grouped by reason.
+func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket) error {
+	lim := tune.LimitsOf(be)
+	for _, b := range buckets {
+		cands, pruned := b.Kernel.Space(b.Shape, lim)
+		names := make([]string, len(cands))
+		for i, c := range cands {
+			names[i] = b.Kernel.String(c)
+		}
+		fmt.Fprintf(w, "%s  (%s)\n  %d candidates: %s\n  %d pruned\n", b.Describe(), b.Label, len(cands), strings.Join(names, ", "), len(pruned))
+		var reasons []string
+		byReason := map[string][]string{}
+		for _, p := range pruned {
+			if byReason[p.Reason] == nil {
+				reasons = append(reasons, p.Reason)
+			}
+			byReason[p.Reason] = append(byReason[p.Reason], "{"+p.Config.Key()+"}")
+		}
+		for _, r := range reasons {
+			fmt.Fprintf(w, "    %s: %s\n", r, strings.Join(byReason[r], " "))
+		}
+	}
+	return nil
+}
+
+func printTuneReport(w io.Writer, rep *tuner.Report) error {
+	t := &table.Table{Title: fmt.Sprintf("tune run %d", rep.RunID),
+		Header: []string{"kernel", "dtype", "bucket", "from", "timed", "pruned", "wrong", "winner", "vs default", "p", "verdict"}}
+	for _, r := range rep.Results {
+		counts := map[string]int{}
+		for _, c := range r.Candidates {
+			counts[c.Status]++
+		}
+		k := r.Bucket.Kernel
+		row := []string{k.Name, r.Bucket.DType, r.Bucket.Shape.Key(), r.Bucket.Label,
+			strconv.Itoa(counts[tuner.StatusTimed]), strconv.Itoa(counts[tuner.StatusPruned]), strconv.Itoa(counts[tuner.StatusDisqualified])}
+		if r.Err != nil {
+			row = append(row, "-", "-", "-", "error: "+r.Err.Error())
+		} else {
+			row = append(row, k.String(r.Winner), fmt.Sprintf("%.3fx", r.Speedup), fmt.Sprintf("%.2g", r.P), r.Verdict)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if err := t.Render(w, table.Format("table")); err != nil {
+		return err
+	}
+	for _, r := range rep.Results {
+		for _, c := range r.Candidates {
+			if c.Status == tuner.StatusDisqualified {
+				fmt.Fprintf(w, "disqualified: %s %s: %s\n", r.Bucket.Describe(), r.Bucket.Kernel.String(c.Config), c.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+// tuneProgress prints tuning progress: phase lines everywhere, a round
+// counter on a terminal.
+type tuneProgress struct {
+	w     io.Writer
+	tty   bool
+	quiet bool
+}
+
+func newTuneProgress(w io.Writer, quiet bool) *tuneProgress {
+	p := newProgress(w, quiet)
+	return &tuneProgress{w: w, tty: p.tty, quiet: quiet}
+}
+
+func (p *tuneProgress) event(e tuner.Event) {
+	if p.quiet {
+		return
+	}
+	head := fmt.Sprintf("[%d/%d] %s", e.Bucket, e.Buckets, e.Label)
+	if e.Msg != "" {
+		if p.tty {
+			fmt.Fprint(p.w, "\r\033[K")
+		}
+		fmt.Fprintf(p.w, "%s: %s: %s\n", head, e.Phase, e.Msg)
+		return
+	}
+	if e.Rounds == 0 {
+		return
+	}
+	switch {
+	case p.tty:
+		fmt.Fprintf(p.w, "\r\033[K%s: %s round %d/%d", head, e.Phase, e.Round, e.Rounds)
+		if e.Round == e.Rounds {
+			fmt.Fprintln(p.w)
+		}
+	case e.Round == e.Rounds:
+		fmt.Fprintf(p.w, "%s: %s: %d rounds done\n", head, e.Phase, e.Rounds)
+	}
+}
+
+// tuneShow lists every tuned config the engine could consult, in lookup
+// order, with whether it applies here.
+func tuneShow(c *cli.Context) error {
+	store := tune.Default(nil)
+	if d := c.String("dir"); d != "" {
+		l, err := tune.DirLayer(tune.FromUser, d)
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		for i := range store.Layers {
+			if store.Layers[i].Name == tune.FromUser {
+				store.Layers[i] = l
+			}
+		}
+	}
+	be, err := backends.Open(c.String("backend"), backends.Options{Threads: c.Int("threads")})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	info := be.Info()
+	threads := tune.LimitsOf(be).MaxThreads
+	t := &table.Table{Title: fmt.Sprintf("tuned configs (this device: %s, %s, %d threads)", info.Name, info.Backend, threads),
+		Header: []string{"from", "device", "backend", "kernel", "dtype", "bucket", "config", "vs default", "p", "tuned", "tool", "status"}}
+	for _, e := range store.All() {
+		status := "ok"
+		switch {
+		case e.Device != info.Name || e.Backend != info.Backend:
+			status = "other device"
+		case e.Shape["threads"] != 0 && e.Shape["threads"] != threads:
+			status = "other thread count"
+		default:
+			if _, err := tune.Find(e.Backend, e.Kernel); err != nil {
+				status = "unknown kernel"
+			} else if h := tune.SourceHash(be, e.Kernel); h != "" && h != e.SourceHash {
+				status = "stale (kernel source changed)"
+			}
+		}
+		cfg := e.Config.Key()
+		if k, err := tune.Find(e.Backend, e.Kernel); err == nil {
+			cfg = k.String(e.Config)
+		}
+		t.Rows = append(t.Rows, []string{e.Layer, e.Device, e.Backend, e.Kernel, e.DType, e.Shape.Key(), cfg,
+			fmt.Sprintf("%.3fx", e.Speedup), fmt.Sprintf("%.2g", e.P), e.TunedAt.Format("2006-01-02"), e.ToolVersion, status})
+	}
+	if len(t.Rows) == 0 {
+		fmt.Fprintln(c.App.Writer, "no tuned configs (run mtlbench tune)")
+	} else if err := t.Render(c.App.Writer, table.Format("table")); err != nil {
+		return err
+	}
+	for _, l := range store.Layers {
+		fmt.Fprintf(c.App.Writer, "%s: %s (%d entries)\n", l.Name, l.Where, len(l.Entries))
+	}
+	for _, w := range store.Warnings() {
+		fmt.Fprintln(c.App.ErrWriter, "warning:", w)
+	}
+	return nil
+}
+
+// tuneExport writes the user's tuned configs (or --dir's) to one file.
+func tuneExport(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return errors.New("usage: mtlbench tune export FILE")
+	}
+	dir, err := tunedDir(c)
+	if err != nil {
+		return err
+	}
+	l, err := tune.DirLayer(tune.FromUser, dir)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if len(l.Entries) == 0 {
+		return fmt.Errorf("no tuned configs in %s to export (run mtlbench tune first)", dir)
+	}
+	f := &tune.File{}
+	for _, e := range l.Entries {
+		f.Merge(e.Entry)
+	}
+	if err := f.Write(c.Args().Get(1)); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, c.Args().Get(1))
+	return nil
+}
+
+// tuneImport merges a file's entries into the user's cache (or --dir),
+// each into its device's file; an entry replaces one of the same bucket.
+func tuneImport(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return errors.New("usage: mtlbench tune import FILE")
+	}
+	in, err := tune.ReadFile(c.Args().Get(1))
+	if err != nil {
+		return err
+	}
+	dir, err := tunedDir(c)
+	if err != nil {
+		return err
+	}
+	byFile := map[string][]tune.Entry{}
+	for _, e := range in.Entries {
+		p := filepath.Join(dir, tune.FileName(e.Device, e.Backend))
+		byFile[p] = append(byFile[p], e)
+	}
+	var added, replaced int
+	for p, es := range byFile {
+		f := &tune.File{}
+		if old, err := tune.ReadFile(p); err == nil {
+			f = old
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		a, r := f.Merge(es...)
+		added, replaced = added+a, replaced+r
+		if err := f.Write(p); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "imported %d tuned configs into %s: %d new, %d replaced\n", len(in.Entries), dir, added, replaced)
+	return nil
+}

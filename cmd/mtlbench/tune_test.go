@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/tune"
+)
+
+// mtlTune runs the program with the tune command, registered or not yet.
+func mtlTune(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	app := newApp(&o, &e)
+	found := false
+	for _, c := range app.Commands {
+		found = found || c.Name == "tune"
+	}
+	if !found {
+		app.Commands = append(app.Commands, tuneCommand())
+	}
+	err = app.Run(interspersed(app, append([]string{"mtlbench"}, args...)))
+	return o.String(), e.String(), err
+}
+
+// isolate keeps the test away from the user's tuned configs.
+func isolate(t *testing.T) string {
+	tmp := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
+	t.Setenv("HOME", tmp)
+	t.Setenv(tune.EnvDir, "")
+	return tmp
+}
+
+func TestTuneShapeShowExportImport(t *testing.T) {
+	tmp := isolate(t)
+	dir, db := filepath.Join(tmp, "tuned"), filepath.Join(tmp, "r.db")
+	out, errOut, err := mtlTune(t, "tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16",
+		"--dtype", "f32", "--threads", "2", "--db", db, "--dir", dir, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	for _, want := range []string{"tune run 1", "moe", "experts=4,hidden=32,intermediate=16,threads=2,tokens=2,top_k=2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"[1/1]", "reference check", "confirm", "tuned configs: 1 new"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("progress lacks %q:\n%s", want, errOut)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.cpu.json"))
+	if len(files) != 1 {
+		t.Fatalf("tuned files %v", files)
+	}
+
+	out, _, err = mtlTune(t, "tune", "show", "--dir", dir, "--threads", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "user cache") || !strings.Contains(out, "tokens=2") || !strings.Contains(out, " ok ") {
+		t.Errorf("show:\n%s", out)
+	}
+
+	exported := filepath.Join(tmp, "export.json")
+	if _, _, err := mtlTune(t, "tune", "export", exported, "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	dir2 := filepath.Join(tmp, "other")
+	if _, errOut, err := mtlTune(t, "tune", "import", exported, "--dir", dir2); err != nil || !strings.Contains(errOut, "1 new") {
+		t.Fatalf("import: %v %s", err, errOut)
+	}
+	a, _ := tune.ReadFile(files[0])
+	b, err := tune.ReadFile(filepath.Join(dir2, filepath.Base(files[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("export/import round trip differs:\n%+v\n%+v", a, b)
+	}
+	// Importing again replaces rather than duplicates.
+	if _, errOut, _ := mtlTune(t, "tune", "import", exported, "--dir", dir2); !strings.Contains(errOut, "0 new, 1 replaced") {
+		t.Errorf("re-import: %s", errOut)
+	}
+	// A stale entry shows as such.
+	a.Entries[0].SourceHash = "0000"
+	a.Write(files[0])
+	out, _, _ = mtlTune(t, "tune", "show", "--dir", dir, "--threads", "2")
+	if !strings.Contains(out, "stale") {
+		t.Errorf("show after a source change:\n%s", out)
+	}
+}
+
+func TestTuneDryRunShowsPruning(t *testing.T) {
+	isolate(t)
+	out, _, err := mtlTune(t, "tune", "--kernel", "matmul", "--shape", "m=1,n=128,k=512", "--threads", "2", "--dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"9 candidates", "piece <= n: a piece of 256 rows exceeds n=128", "coverage: 1 pieces of 128 rows cannot keep 2 threads busy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestTuneErrors(t *testing.T) {
+	isolate(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tune"}, "tune needs a suite"},
+		{[]string{"tune", "--kernel", "attention", "--shape", "tokens=1"}, "no tunables"},
+		{[]string{"tune", "--kernel", "moe", "--shape", "tokns=1"}, `unknown shape dimension "tokns"`},
+		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--strategy", "genetic"}, "unknown search strategy"},
+		{[]string{"tune", "export"}, "usage: mtlbench tune export FILE"},
+		{[]string{"tune", "import", "/nonexistent.json"}, "no such file"},
+	} {
+		_, _, err := mtlTune(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

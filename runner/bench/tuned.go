@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// Tuned kernel configs in suite runs: a model case without moe_strategy or
+// moe_chunk lets the engine look its MoE dispatch (and the matmul split) up
+// in the tuned configs; the case records what it used, as "tuned.<kernel>"
+// parameters, so a run says which config every kernel ran with and where
+// that config came from.
+
+// moeParams are the case's explicit MoE params; zero when it sets neither,
+// which tells the engine to use the tuned config (or the default).
+func moeParams(c suites.Case) bridge.MoEParams {
+	_, s := c.Params["moe_strategy"]
+	_, k := c.Params["moe_chunk"]
+	if !s && !k {
+		return bridge.MoEParams{}
+	}
+	return bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe_strategy", "grouped")), ChunkSize: c.Int("moe_chunk", 64)}
+}
+
+// tunedStore is o.Tuned, or the default lookup (MTLBENCH_TUNED, the user's
+// cache, the shipped configs) with warnings on stderr.
+func (o Options) tunedStore() *tune.Store {
+	if o.Tuned != nil {
+		return o.Tuned
+	}
+	return tune.Default(func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) })
+}
+
+// useTuned hands the store to every model case's engine.
+func useTuned(cases []*prepared, s *tune.Store) {
+	for _, p := range cases {
+		if p.model != nil {
+			p.model.Engine.Tuned = s
+		}
+	}
+}
+
+// tunedParams adds what a model case's decode steps will use, e.g.
+// "tuned.moe" = "chunked/16 (user cache)", and "tuned.moe.prefill" when its
+// prefill steps use something else.
+func tunedParams(params map[string]string, p *prepared) {
+	m := p.model
+	if m == nil || m.Engine.Tuned == nil {
+		return
+	}
+	dt := m.Source.DType()
+	seqs := m.Work.Requests
+	if m.Engine.MaxSeqs > 0 {
+		seqs = min(seqs, m.Engine.MaxSeqs)
+	}
+	for k, v := range engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, seqs, seqs) {
+		params["tuned."+k] = v
+	}
+	prefill := seqs * m.Work.PromptLen
+	if m.Engine.TokenBudget > 0 {
+		prefill = min(prefill, m.Engine.TokenBudget)
+	}
+	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)["moe"]; ok && v != params["tuned.moe"] {
+		params["tuned.moe.prefill"] = v
+	}
+}

@@ -1,0 +1,196 @@
+package tune
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// FormatVersion is the tuned-config file format this build writes and reads.
+const FormatVersion = 1
+
+// Entry is one tuned config: the winner for one kernel, dtype and shape
+// bucket on one device, with what it was measured against.
+type Entry struct {
+	Device  string `json:"device"`  // bridge.DeviceInfo.Name: the CPU or GPU model
+	Backend string `json:"backend"` // cpu | metal | cuda
+	Kernel  string `json:"kernel"`
+	DType   string `json:"dtype"`
+	Shape   Shape  `json:"shape"`
+	Config  Config `json:"config"`
+	// Default is the baseline it was compared with; Config equals it when
+	// no candidate was significantly faster.
+	Default Config `json:"default"`
+	// Speedup is the default's median time over the config's, P the
+	// Mann-Whitney p-value of that difference, Samples per side.
+	Speedup float64 `json:"speedup"`
+	P       float64 `json:"p_value"`
+	Samples int     `json:"samples"`
+	// SourceHash is the kernel source the entry was measured on; an entry
+	// whose hash differs from the running kernel's is stale and ignored.
+	SourceHash  string    `json:"source_hash"`
+	ToolVersion string    `json:"tool_version"`
+	TunedAt     time.Time `json:"tuned_at"`
+	RunID       int64     `json:"run_id,omitempty"` // the tune run in the results store it came from
+	Note        string    `json:"note,omitempty"`
+}
+
+// Key identifies the entry's bucket: entries with equal keys replace each
+// other on import.
+func (e *Entry) Key() string {
+	return strings.Join([]string{e.Device, e.Backend, e.Kernel, e.DType, e.Shape.Key()}, "|")
+}
+
+// Describe is the entry's kernel, dtype and bucket, e.g. "moe bf16
+// experts=32,...,tokens=4".
+func (e *Entry) Describe() string { return e.Kernel + " " + e.DType + " " + e.Shape.Key() }
+
+// File is a tuned-config file.
+type File struct {
+	Format  int     `json:"format"`
+	Entries []Entry `json:"entries"`
+}
+
+// ParseFile decodes a tuned-config file; name is for errors.
+func ParseFile(name string, data []byte) (*File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: not a tuned-config file: %w", name, err)
+	}
+	if f.Format != FormatVersion {
+		return nil, fmt.Errorf("%s: tuned-config format %d, this mtlbench reads %d", name, f.Format, FormatVersion)
+	}
+	for i, e := range f.Entries {
+		if e.Device == "" || e.Backend == "" || e.Kernel == "" || e.DType == "" || len(e.Config) == 0 {
+			return nil, fmt.Errorf("%s: entry %d lacks device, backend, kernel, dtype or config", name, i)
+		}
+	}
+	return &f, nil
+}
+
+// ReadFile reads a tuned-config file.
+func ReadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFile(path, data)
+}
+
+// Merge adds entries, replacing those with the same key, and reports how
+// many were new and how many replaced.
+func (f *File) Merge(entries ...Entry) (added, replaced int) {
+	f.Format = FormatVersion
+	idx := map[string]int{}
+	for i := range f.Entries {
+		idx[f.Entries[i].Key()] = i
+	}
+	for _, e := range entries {
+		if i, ok := idx[e.Key()]; ok {
+			f.Entries[i] = e
+			replaced++
+			continue
+		}
+		idx[e.Key()] = len(f.Entries)
+		f.Entries = append(f.Entries, e)
+		added++
+	}
+	return added, replaced
+}
+
+// sortEntries orders entries by device, backend, kernel, dtype, then the
+// Log dimension values numerically, so files diff well.
+func (f *File) sortEntries() {
+	sort.SliceStable(f.Entries, func(i, j int) bool {
+		a, b := &f.Entries[i], &f.Entries[j]
+		ka := []string{a.Device, a.Backend, a.Kernel, a.DType}
+		kb := []string{b.Device, b.Backend, b.Kernel, b.DType}
+		for x := range ka {
+			if ka[x] != kb[x] {
+				return ka[x] < kb[x]
+			}
+		}
+		return shapeLess(a.Shape, b.Shape)
+	})
+}
+
+func shapeLess(a, b Shape) bool {
+	names := map[string]bool{}
+	for k := range a {
+		names[k] = true
+	}
+	for k := range b {
+		names[k] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for k := range names {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		if a[k] != b[k] {
+			return a[k] < b[k]
+		}
+	}
+	return false
+}
+
+// Write stores the file at path (created with its folder), atomically: a
+// reader never sees half a file.
+func (f *File) Write(path string) error {
+	f.Format = FormatVersion
+	f.sortEntries()
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tuned-*.json")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// FileName is the file, inside a tuned folder, that holds a device's
+// entries for a backend: "amd-epyc.cpu.json".
+func FileName(device, backend string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(device) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	name := strings.TrimSuffix(b.String(), "-")
+	if name == "" {
+		name = "device"
+	}
+	return name + "." + backend + ".json"
+}

@@ -1,0 +1,457 @@
+package tune
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Shape is a kernel's problem size, the dimensions that key a tuned config:
+// token count, experts, hidden size, context length, head size... and, for
+// the CPU, the thread count the backend runs with.
+type Shape map[string]int
+
+// Key is the shape's canonical text, "a=1,b=2" sorted by name.
+func (s Shape) Key() string {
+	names := make([]string, 0, len(s))
+	for k := range s {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%d", k, s[k])
+	}
+	return b.String()
+}
+
+// Clone copies the shape.
+func (s Shape) Clone() Shape {
+	c := make(Shape, len(s))
+	for k, v := range s {
+		c[k] = v
+	}
+	return c
+}
+
+// Config is one point of a kernel's tuning space: parameter name to value.
+// Values are text so one type serves integers (tile sizes, chunk sizes) and
+// enumerations (dispatch strategies); JSON writes integers as numbers.
+type Config map[string]string
+
+// Int is parameter name as an integer (0 when absent or not a number).
+func (c Config) Int(name string) int {
+	n, _ := strconv.Atoi(c[name])
+	return n
+}
+
+// Key is the config's canonical text, "a=1,b=x" sorted by name; two configs
+// with the same key run the same code.
+func (c Config) Key() string {
+	names := make([]string, 0, len(c))
+	for k := range c {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + c[k])
+	}
+	return b.String()
+}
+
+// Clone copies the config.
+func (c Config) Clone() Config {
+	d := make(Config, len(c))
+	for k, v := range c {
+		d[k] = v
+	}
+	return d
+}
+
+// Equal reports whether both configs hold the same values.
+func (c Config) Equal(d Config) bool { return c.Key() == d.Key() }
+
+// MarshalJSON writes integer values as JSON numbers.
+func (c Config) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(c))
+	for k, v := range c {
+		if n, err := strconv.Atoi(v); err == nil && strconv.Itoa(n) == v {
+			m[k] = n
+		} else {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads numbers and strings.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	*c = make(Config, len(m))
+	for k, raw := range m {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			(*c)[k] = s
+			continue
+		}
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return fmt.Errorf("config value %s: want a number or a string", k)
+		}
+		(*c)[k] = n.String()
+	}
+	return nil
+}
+
+// Limits are what the device allows, the inputs of a kernel's constraints.
+// A GPU backend fills the threadgroup fields; the CPU backend only
+// MaxThreads (its goroutines).
+type Limits struct {
+	// MaxThreads is the CPU's goroutine count (GOMAXPROCS by default), or a
+	// GPU's maximum threads per threadgroup.
+	MaxThreads int
+	// ThreadgroupMemory is the threadgroup (shared) memory a GPU kernel may
+	// use, in bytes; 0 when the backend has none.
+	ThreadgroupMemory int
+	// SIMDWidth is the GPU's SIMD-group (warp) width; 0 on the CPU.
+	SIMDWidth int
+}
+
+// Match is how a shape dimension picks the nearest tuned bucket.
+type Match int
+
+const (
+	// Exact dimensions must be equal: a config tuned for 32 experts says
+	// nothing about 128.
+	Exact Match = iota
+	// Log dimensions (token count, context length) match the nearest bucket
+	// by |log2(query) - log2(bucket)|, within the kernel's MaxOctaves.
+	Log
+)
+
+// Dim is one dimension of a kernel's shape.
+type Dim struct {
+	Name string
+	// Default is the op's own default (kbench's) when a shape leaves the
+	// dimension out.
+	Default int
+	Match   Match
+	// Device dimensions come from the backend (the CPU's thread count), not
+	// from the op's parameters; they are not passed to the op.
+	Device bool
+}
+
+// Param is one tunable parameter.
+type Param struct {
+	Name string
+	Doc  string
+	// Values are its legal values for a shape on a device, in search order
+	// (local search steps between neighbours in this order).
+	Values func(s Shape, lim Limits) []string
+}
+
+// Constraint prunes candidates before anything runs: Check returns why the
+// config cannot run (or is pointless) for the shape on the device.
+type Constraint struct {
+	Name  string
+	Check func(c Config, s Shape, lim Limits) error
+}
+
+// Kernel declares one backend kernel's tuning space.
+type Kernel struct {
+	Backend string // "cpu", "metal", "cuda"
+	Name    string // the op, as kbench and suites name it: "moe", "matmul"
+	Doc     string
+	Dims    []Dim
+	// DType is the weight dtype when none is given.
+	DType  string
+	Params []Param
+	// Constraints prune the space; every config that fails one is reported
+	// with the constraint's reason.
+	Constraints []Constraint
+	// Canonical maps a config to the representative of the configs that run
+	// the same code for the shape (a chunk size is meaningless unless the
+	// strategy is chunked), so duplicates are pruned. Nil: the identity.
+	Canonical func(c Config, s Shape, lim Limits) Config
+	// Default is what runs when nothing is tuned; it is always a candidate.
+	Default func(s Shape, lim Limits) Config
+	// Format prints a config briefly, e.g. "chunked/16". Nil: "a=1,b=x".
+	Format func(c Config) string
+	// MaxOctaves is how far (sum of log2 distances over Log dimensions) a
+	// tuned bucket may be from the query and still apply; 0 means 2.
+	MaxOctaves float64
+}
+
+// Pruned is a config the space declared but that will not run, and why.
+type Pruned struct {
+	Config Config
+	Reason string
+}
+
+// String prints a config as the kernel formats it.
+func (k *Kernel) String(c Config) string {
+	if c == nil {
+		return "-"
+	}
+	if k.Format != nil {
+		return k.Format(c)
+	}
+	return c.Key()
+}
+
+// Dim returns the dimension called name.
+func (k *Kernel) Dim(name string) (Dim, bool) {
+	for _, d := range k.Dims {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Dim{}, false
+}
+
+// Normalize fills the shape's missing dimensions with their defaults, takes
+// the device dimensions from lim, and rejects unknown or non-positive ones.
+func (k *Kernel) Normalize(s Shape, lim Limits) (Shape, error) {
+	out := Shape{}
+	for name, v := range s {
+		d, ok := k.Dim(name)
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown shape dimension %q (want %s)", k.Name, name, strings.Join(k.dimNames(), ", "))
+		}
+		if v < 1 {
+			return nil, fmt.Errorf("%s: %s=%d must be positive", k.Name, name, v)
+		}
+		if !d.Device {
+			out[name] = v
+		}
+	}
+	for _, d := range k.Dims {
+		switch {
+		case d.Device && d.Name == "threads":
+			out[d.Name] = max(lim.MaxThreads, 1)
+		case d.Device:
+			if v, ok := s[d.Name]; ok {
+				out[d.Name] = v
+			}
+		case out[d.Name] == 0:
+			out[d.Name] = d.Default
+		}
+	}
+	return out, nil
+}
+
+func (k *Kernel) dimNames() []string {
+	var n []string
+	for _, d := range k.Dims {
+		if !d.Device {
+			n = append(n, d.Name)
+		}
+	}
+	return n
+}
+
+// OpParams are the shape dimensions the op itself takes (device dimensions
+// left out), for building a kernel case.
+func (k *Kernel) OpParams(s Shape) map[string]int {
+	out := map[string]int{}
+	for _, d := range k.Dims {
+		if v, ok := s[d.Name]; ok && !d.Device {
+			out[d.Name] = v
+		}
+	}
+	return out
+}
+
+// canonical applies Canonical.
+func (k *Kernel) canonical(c Config, s Shape, lim Limits) Config {
+	if k.Canonical == nil {
+		return c
+	}
+	return k.Canonical(c.Clone(), s, lim)
+}
+
+// DefaultConfig is the kernel's default for the shape, canonical. (Default
+// itself returns the raw point, where local search starts.)
+func (k *Kernel) DefaultConfig(s Shape, lim Limits) Config {
+	return k.canonical(k.Default(s, lim), s, lim)
+}
+
+// Space enumerates the kernel's candidates for a shape on a device: the
+// cartesian product of the parameters' values, each mapped to its canonical
+// form (duplicates pruned), then every constraint checked. The default comes
+// first and is kept even where a constraint would prune it: it is what runs
+// today, the baseline every candidate must beat.
+func (k *Kernel) Space(s Shape, lim Limits) (cands []Config, pruned []Pruned) {
+	def := k.DefaultConfig(s, lim)
+	seen := map[string]bool{def.Key(): true}
+	cands = append(cands, def)
+	k.Grid(s, lim, func(raw Config) {
+		c := k.canonical(raw, s, lim)
+		if seen[c.Key()] {
+			if !c.Equal(raw) {
+				pruned = append(pruned, Pruned{Config: raw, Reason: "duplicate of " + k.String(c)})
+			}
+			return
+		}
+		seen[c.Key()] = true
+		if err := k.Check(c, s, lim); err != nil {
+			pruned = append(pruned, Pruned{Config: c, Reason: err.Error()})
+			return
+		}
+		cands = append(cands, c)
+	})
+	return cands, pruned
+}
+
+// Check returns the first constraint c violates, nil when it may run. Values
+// outside a parameter's declared list fail too (a hand-edited config file).
+func (k *Kernel) Check(c Config, s Shape, lim Limits) error {
+	for _, p := range k.Params {
+		v, ok := c[p.Name]
+		if !ok {
+			continue // canonical configs drop meaningless parameters
+		}
+		if !slices.Contains(p.Values(s, lim), v) {
+			return fmt.Errorf("%s=%s is not a legal value", p.Name, v)
+		}
+	}
+	for name := range c {
+		if !slices.ContainsFunc(k.Params, func(p Param) bool { return p.Name == name }) {
+			return fmt.Errorf("unknown parameter %q", name)
+		}
+	}
+	for _, ct := range k.Constraints {
+		if err := ct.Check(c, s, lim); err != nil {
+			return fmt.Errorf("%s: %w", ct.Name, err)
+		}
+	}
+	return nil
+}
+
+// Grid calls fn for every raw point of the parameter product, in order (the
+// first parameter varies slowest).
+func (k *Kernel) Grid(s Shape, lim Limits, fn func(Config)) {
+	values := make([][]string, len(k.Params))
+	for i, p := range k.Params {
+		values[i] = p.Values(s, lim)
+		if len(values[i]) == 0 {
+			return
+		}
+	}
+	idx := make([]int, len(k.Params))
+	for {
+		c := Config{}
+		for i, p := range k.Params {
+			c[p.Name] = values[i][idx[i]]
+		}
+		fn(c)
+		i := len(idx) - 1
+		for ; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < len(values[i]) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return
+		}
+	}
+}
+
+// Move is one step of local search: the raw grid point (which keeps
+// parameters its canonical form drops, so the search can walk through them)
+// and the config that runs.
+type Move struct{ Raw, Config Config }
+
+// Neighbours are the moves one step away from the raw point c: an integer
+// parameter to the next or previous value of its list, an enumeration to
+// any other value. Moves are canonical, deduplicated (also against c) and
+// constraint-checked.
+func (k *Kernel) Neighbours(c Config, s Shape, lim Limits) []Move {
+	var out []Move
+	seen := map[string]bool{k.canonical(c, s, lim).Key(): true}
+	for _, p := range k.Params {
+		vals := p.Values(s, lim)
+		i := slices.Index(vals, c[p.Name])
+		var next []int
+		if numeric(vals) && i >= 0 {
+			next = []int{i - 1, i + 1}
+		} else {
+			for j := range vals {
+				if j != i {
+					next = append(next, j)
+				}
+			}
+		}
+		for _, j := range next {
+			if j < 0 || j >= len(vals) {
+				continue
+			}
+			r := c.Clone()
+			r[p.Name] = vals[j]
+			n := k.canonical(r, s, lim)
+			if seen[n.Key()] || k.Check(n, s, lim) != nil {
+				continue
+			}
+			seen[n.Key()] = true
+			out = append(out, Move{Raw: r, Config: n})
+		}
+	}
+	return out
+}
+
+func numeric(vals []string) bool {
+	for _, v := range vals {
+		if _, err := strconv.Atoi(v); err != nil {
+			return false
+		}
+	}
+	return len(vals) > 0
+}
+
+// Values helpers for declarations.
+
+// Enum is a fixed list of values.
+func Enum(v ...string) func(Shape, Limits) []string {
+	return func(Shape, Limits) []string { return v }
+}
+
+// Pow2 is the powers of two from lo to hi.
+func Pow2(lo, hi int) func(Shape, Limits) []string {
+	return func(Shape, Limits) []string {
+		var out []string
+		for v := lo; v <= hi; v *= 2 {
+			out = append(out, strconv.Itoa(v))
+		}
+		return out
+	}
+}
+
+// UpTo is 1..n(lim), every integer.
+func UpTo(n func(Limits) int) func(Shape, Limits) []string {
+	return func(_ Shape, lim Limits) []string {
+		var out []string
+		for v := 1; v <= n(lim); v++ {
+			out = append(out, strconv.Itoa(v))
+		}
+		return out
+	}
+}
+
+// isPow2 reports whether v is a positive power of two.
+func isPow2(v int) bool { return v > 0 && bits.OnesCount(uint(v)) == 1 }

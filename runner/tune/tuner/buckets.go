@@ -1,0 +1,163 @@
+package tuner
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// ParseShape reads "tokens=4,experts=32" (also with spaces or ';').
+func ParseShape(s string) (tune.Shape, error) {
+	out := tune.Shape{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("shape %q: want name=value pairs, got %q", s, f)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("shape %q: %s=%s is not a positive integer", s, k, v)
+		}
+		out[strings.TrimSpace(k)] = n
+	}
+	return out, nil
+}
+
+// ShapeBucket is the bucket of one kernel at a shape given by hand; missing
+// dimensions take the op's defaults, dtype "" the kernel's.
+func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, label string) (Bucket, error) {
+	info := be.Info()
+	k, err := tune.Find(info.Backend, kernel)
+	if err != nil {
+		return Bucket{}, err
+	}
+	s, err := k.Normalize(shape, tune.LimitsOf(be))
+	if err != nil {
+		return Bucket{}, err
+	}
+	if dtype == "" {
+		dtype = k.DType
+	}
+	if _, err := bridge.ParseDType(dtype); err != nil {
+		return Bucket{}, err
+	}
+	return Bucket{Kernel: k, DType: dtype, Shape: s, Label: label}, nil
+}
+
+// SuiteBuckets derives buckets from a suite: each model case's decode step
+// (its batch, as concurrent sequences, is the token count) at the model's
+// shapes — the MoE block (experts, top_k, hidden, intermediate) and every
+// matmul of the step — and each kernel case of a tunable op at its own
+// shape. kernels limits the kernels (nil: all the backend declares).
+// Buckets are deduplicated; labels list the cases they came from.
+func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucket, error) {
+	backend := be.Info().Backend
+	var want []*tune.Kernel
+	for _, k := range tune.Kernels(backend) {
+		if len(kernels) == 0 || slices.Contains(kernels, k.Name) {
+			want = append(want, k)
+		}
+	}
+	for _, name := range kernels {
+		if _, err := tune.Find(backend, name); err != nil {
+			return nil, err
+		}
+	}
+	var out []Bucket
+	index := map[string]int{}
+	add := func(kernel, dtype string, shape tune.Shape, label string) error {
+		if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Name == kernel }) {
+			return nil
+		}
+		b, err := ShapeBucket(be, kernel, dtype, shape, label)
+		if err != nil {
+			return err
+		}
+		key := b.Describe()
+		if i, ok := index[key]; ok {
+			if !strings.Contains(out[i].Label, label) {
+				out[i].Label += "; " + label
+			}
+			return nil
+		}
+		index[key] = len(out)
+		out = append(out, b)
+		return nil
+	}
+
+	var cfg *model.Config
+	var dtype string
+	for _, c := range s.Cases {
+		if c.Kind == suites.KindKernel {
+			if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Name == c.Op }) {
+				continue
+			}
+			k, _ := tune.Find(backend, c.Op)
+			shape := tune.Shape{}
+			for _, d := range k.Dims {
+				if v, ok := c.Params[d.Name]; ok && v.IsNum && !d.Device {
+					shape[d.Name] = int(v.Int)
+				}
+			}
+			if err := add(c.Op, c.String("dtype", k.DType), shape, c.Name); err != nil {
+				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+			}
+			continue
+		}
+		if s.Model == nil {
+			continue
+		}
+		if cfg == nil {
+			var err error
+			if cfg, dtype, err = openModel(s.Model); err != nil {
+				return nil, s.ErrorAt(s.Model.Pos, "%v", err)
+			}
+		}
+		batch := c.Int("batch", 1)
+		seqs := min(c.Int("requests", batch), c.Int("max_seqs", batch))
+		label := fmt.Sprintf("%s batch=%d", cfg.Name, batch)
+		if cfg.NumExperts > 0 {
+			if err := add("moe", dtype, engine.MoEShape(cfg, seqs), label); err != nil {
+				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+			}
+		}
+		for _, mnk := range engine.MatMulShapes(cfg, seqs, seqs) {
+			if err := add("matmul", dtype, tune.Shape{"m": mnk[0], "n": mnk[1], "k": mnk[2]}, label); err != nil {
+				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no case of the suite runs a tunable %s kernel", s.File, backend)
+	}
+	return out, nil
+}
+
+// openModel reads the suite model's config and weight dtype (a preset's
+// synthetic weights are not generated; a checkpoint's header is read).
+func openModel(m *suites.Model) (*model.Config, string, error) {
+	spec := model.Spec{Model: m.Preset, Seed: uint64(m.Seed)}
+	if m.Path != "" {
+		spec.Model = m.Path
+	}
+	if m.DType != "" {
+		dt, err := bridge.ParseDType(m.DType)
+		if err != nil {
+			return nil, "", err
+		}
+		spec.DType = &dt
+	}
+	cfg, src, err := model.Open(spec)
+	if err != nil {
+		return nil, "", err
+	}
+	defer src.Close()
+	return cfg, src.DType().String(), nil
+}

@@ -1,0 +1,101 @@
+package tuner
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// record stores a bucket's candidates as cases of the tune run: timed ones
+// with every sample, disqualified ones failed with their error, pruned and
+// unvisited ones skipped with the reason.
+func record(db *results.DB, runID int64, r *Result) error {
+	k := r.Bucket.Kernel
+	cases := make([]results.Case, len(r.Candidates))
+	seen := map[string]int{}
+	for i, c := range r.Candidates {
+		params := map[string]string{"op": k.Name, "dtype": r.Bucket.DType, "config": k.String(c.Config),
+			"tune.status": c.Status, "tune.role": role(c)}
+		if r.Bucket.Label != "" {
+			params["bucket"] = r.Bucket.Label
+		}
+		for d, v := range r.Bucket.Shape {
+			params[d] = strconv.Itoa(v)
+		}
+		for p, v := range c.Config {
+			params["tune."+p] = v
+		}
+		if c.Status == StatusTimed || c.Status == StatusDisqualified {
+			params["tune.max_abs_err"] = strconv.FormatFloat(c.MaxErr, 'g', 3, 64)
+		}
+		if c.Iters > 0 {
+			params["tune.iters"] = strconv.Itoa(c.Iters)
+		}
+		// The key leaves the outcome out, so the same candidate matches
+		// across tune runs.
+		key := "tune/" + k.Name + "/" + r.Bucket.DType + "/" + r.Bucket.Shape.Key() + "/" + c.Config.Key()
+		if n := seen[key]; n > 0 {
+			key += "#" + strconv.Itoa(n)
+		}
+		seen[key]++
+		cases[i] = results.Case{Key: key, Name: r.Bucket.Describe() + " " + k.String(c.Config), Kind: results.CaseKernel, Params: params}
+	}
+	if err := db.AddCases(runID, cases); err != nil {
+		return err
+	}
+	for i, c := range r.Candidates {
+		id := cases[i].ID
+		c.caseID = id
+		var err error
+		switch {
+		case c.Status == StatusTimed && len(c.Samples)+len(c.Confirm) > 0:
+			var ss []results.Sample
+			for rep, v := range c.Samples {
+				ss = append(ss, results.Sample{Rep: rep, Metric: "us_per_call", Value: v, Unit: "us"})
+			}
+			for rep, v := range c.Confirm {
+				ss = append(ss, results.Sample{Rep: rep, Metric: "confirm_us_per_call", Value: v, Unit: "us"})
+			}
+			err = db.FinishCase(id, ss, nil, 0, 0)
+		case c.Status == StatusDisqualified:
+			err = db.FailCase(id, c.Reason)
+		default:
+			reason := c.Reason
+			if reason == "" && r.Err != nil {
+				reason = "bucket not tuned: " + r.Err.Error()
+			}
+			err = db.SkipCase(id, reason)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func role(c *Candidate) string {
+	switch {
+	case c.Winner && c.Default:
+		return "default (kept)"
+	case c.Winner:
+		return "winner"
+	case c.Default:
+		return "default"
+	case len(c.Confirm) > 0:
+		return "finalist"
+	}
+	return "candidate"
+}
+
+func machineOf(info bridge.DeviceInfo) results.Machine {
+	host, _ := os.Hostname()
+	m := results.Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: info.Name,
+		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes, Extra: map[string]string{"backend_notes": info.Notes}}
+	if info.Backend != "cpu" {
+		m.GPUName = info.Name
+	}
+	return m
+}

@@ -1,0 +1,689 @@
+// Package tuner finds the fastest config of a kernel's tuning space (package
+// tune) for each shape bucket on this device, the way the seeds swept MoE
+// chunk sizes, but with the measurement discipline mtlbench applies
+// everywhere.
+//
+// For each bucket: the space is enumerated and pruned by the kernel's
+// constraints; every surviving candidate (or the subset a random or local
+// search visits) runs once and is checked against the pure-Go reference
+// (kbench's Check): a wrong answer disqualifies it, whatever its speed. The
+// others are calibrated and warmed up, then timed in interleaved rounds (the
+// order shuffled each round) so machine noise lands on all of them alike.
+// The fastest few by median are timed again, with the default, in fresh
+// interleaved rounds, and the best of those is named the winner only when a
+// Mann-Whitney U test (Bonferroni-corrected for the finalists compared)
+// says it is faster than the default and the gain clears MinGain;
+// otherwise the default is kept.
+//
+// Every candidate becomes a case of one results run of kind "tune", with
+// all its samples (us_per_call for the first rounds, confirm_us_per_call
+// for the second); disqualified ones are failed cases with the error,
+// pruned and unvisited ones skipped cases with the reason. Each bucket's
+// outcome is a tune.Entry for the tuned-config file.
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"golang.org/x/perf/benchmath"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// Search strategies.
+const (
+	Exhaustive = "exhaustive"
+	Random     = "random"
+	Local      = "local"
+)
+
+// Candidate statuses.
+const (
+	StatusTimed        = "timed"
+	StatusDisqualified = "disqualified"
+	StatusPruned       = "pruned"
+	StatusNotTimed     = "not timed"
+)
+
+// Options configure a tuning run.
+type Options struct {
+	// Backend is what the kernels run on (required); the tuner wraps it to
+	// apply each candidate.
+	Backend bridge.Backend
+	// DB, when set, receives a run of kind "tune".
+	DB *results.DB
+
+	Strategy string        // exhaustive (default), random or local
+	Budget   time.Duration // wall-clock budget for all buckets; 0: none
+	Rounds   int           // interleaved rounds for every candidate (default 10)
+	Confirm  int           // rounds for the finalists and the default (default 20)
+	Top      int           // finalists besides the default (default 3)
+	Trials   int           // random search: candidates drawn besides the default (default 8)
+	Alpha    float64       // significance level (default 0.05)
+	// MinGain is the smallest speedup worth a tuned config (default 0.01):
+	// a significant 0.3% is not worth diverging from the default.
+	MinGain float64
+	// SampleTime is the length of one timed repetition (default 20 ms).
+	SampleTime time.Duration
+	Seed       uint64
+
+	// The run record.
+	ToolVersion, GitCommit          string
+	SuiteName, SuitePath, SuiteHash string
+	Tag                             string
+
+	Progress func(Event)
+}
+
+func (o *Options) defaults() {
+	if o.Strategy == "" {
+		o.Strategy = Exhaustive
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 10
+	}
+	if o.Confirm <= 0 {
+		o.Confirm = 20
+	}
+	if o.Top <= 0 {
+		o.Top = 3
+	}
+	if o.Trials <= 0 {
+		o.Trials = 8
+	}
+	if o.Alpha <= 0 {
+		o.Alpha = 0.05
+	}
+	if o.MinGain == 0 {
+		o.MinGain = 0.01
+	}
+	if o.SampleTime <= 0 {
+		o.SampleTime = 20 * time.Millisecond
+	}
+}
+
+// Event reports progress.
+type Event struct {
+	Bucket, Buckets int // 1-based
+	Label           string
+	Phase           string // "space", "check", "time", "confirm", "done"
+	Round, Rounds   int
+	Msg             string
+}
+
+// Bucket is one kernel at one shape to tune.
+type Bucket struct {
+	Kernel *tune.Kernel
+	DType  string
+	Shape  tune.Shape // normalised
+	// Label says where the bucket came from, e.g. "qwen3-moe-mini batch=4".
+	Label string
+}
+
+// Describe is "moe bf16 experts=32,...,tokens=4".
+func (b Bucket) Describe() string { return b.Kernel.Name + " " + b.DType + " " + b.Shape.Key() }
+
+// Candidate is one config's outcome in a bucket.
+type Candidate struct {
+	Config  tune.Config
+	Raw     tune.Config // the grid point local search reached it from
+	Status  string
+	Reason  string    // why pruned, disqualified or not timed
+	MaxErr  float64   // against the reference
+	Iters   int       // op calls per repetition
+	Samples []float64 // us per call, first rounds
+	Confirm []float64 // us per call, confirmation rounds
+	Default bool
+	Winner  bool
+	caseID  int64
+}
+
+// Median of the first rounds (NaN when untimed).
+func (c *Candidate) Median() float64 { return median(c.Samples) }
+
+// Result is one bucket's outcome.
+type Result struct {
+	Bucket     Bucket
+	Default    tune.Config
+	Winner     tune.Config // the default when it was kept
+	Speedup    float64     // default's confirmation median over the winner's
+	P          float64     // Mann-Whitney p-value, winner vs default
+	Verdict    string
+	Candidates []*Candidate
+	Err        error       // the bucket could not be tuned
+	Entry      *tune.Entry // nil when Err
+}
+
+// Report is a whole tuning run.
+type Report struct {
+	RunID   int64
+	Results []*Result
+	Elapsed time.Duration
+}
+
+// ErrInterrupted is returned when the context ends a run early; finished
+// buckets are kept.
+var ErrInterrupted = errors.New("tuning interrupted")
+
+// Run tunes every bucket in order and returns their results; a bucket that
+// cannot be tuned has Err set and the others go on.
+func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
+	o.defaults()
+	switch o.Strategy {
+	case Exhaustive, Random, Local:
+	default:
+		return nil, fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", o.Strategy)
+	}
+	if o.Backend == nil {
+		return nil, errors.New("tuner: no backend")
+	}
+	start := time.Now()
+	rep := &Report{}
+	info := o.Backend.Info()
+	if o.DB != nil {
+		run := &results.Run{SuiteName: o.SuiteName, SuitePath: o.SuitePath, SuiteHash: o.SuiteHash,
+			ToolVersion: o.ToolVersion, GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend,
+			Kind: results.KindTune, Emulated: info.Emulated, Machine: machineOf(info),
+			Notes: fmt.Sprintf("strategy=%s budget=%v rounds=%d confirm=%d top=%d alpha=%g min_gain=%g buckets=%d",
+				o.Strategy, o.Budget, o.Rounds, o.Confirm, o.Top, o.Alpha, o.MinGain, len(buckets))}
+		if _, err := o.DB.CreateRun(run); err != nil {
+			return nil, err
+		}
+		rep.RunID = run.ID
+	}
+	var err error
+	for i, b := range buckets {
+		if ctx.Err() != nil {
+			err = ErrInterrupted
+			break
+		}
+		var budget time.Duration
+		if o.Budget > 0 {
+			budget = (o.Budget - time.Since(start)) / time.Duration(len(buckets)-i)
+			if budget <= 0 {
+				budget = time.Nanosecond // still time the default and a neighbour or two
+			}
+		}
+		t := &bucketRun{o: &o, b: b, idx: i + 1, n: len(buckets), budget: budget,
+			rng: rand.New(rand.NewPCG(o.Seed, uint64(i)))}
+		r := t.run(ctx)
+		if r.Entry != nil {
+			r.Entry.RunID = rep.RunID
+		}
+		rep.Results = append(rep.Results, r)
+		if o.DB != nil {
+			if serr := record(o.DB, rep.RunID, r); serr != nil {
+				err = serr
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			err = ErrInterrupted
+			break
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	if o.DB != nil {
+		status := results.RunComplete
+		if errors.Is(err, ErrInterrupted) {
+			status = results.RunInterrupted
+		} else if err != nil {
+			status = results.RunFailed
+		}
+		if ferr := o.DB.FinishRun(rep.RunID, status); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	return rep, err
+}
+
+// candidateBackend applies one candidate: it rewrites the MoE params of
+// every call, and sets the inner backend's matmul split.
+type candidateBackend struct {
+	bridge.Backend
+	moe *bridge.MoEParams
+}
+
+func (c *candidateBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	if c.moe != nil {
+		p = *c.moe
+	}
+	c.Backend.MoE(out, x, w, p)
+}
+
+// apply makes cb run config for kernel.
+func apply(cb *candidateBackend, kernel string, c tune.Config) error {
+	switch kernel {
+	case "moe":
+		p := tune.MoEParams(c)
+		cb.moe = &p
+		return nil
+	case "matmul":
+		s, ok := cb.Backend.(tune.MatMulSplitter)
+		if !ok {
+			return fmt.Errorf("the %s backend cannot change its matmul split", cb.Backend.Info().Backend)
+		}
+		piece, threads := tune.MatMulSplit(c)
+		s.SetMatMulSplit(func(int, int, int, bridge.DType) (int, int) { return piece, threads })
+		return nil
+	}
+	return fmt.Errorf("no way to apply a %s config on this backend", kernel)
+}
+
+// reset returns cb to the backend's own behaviour.
+func reset(cb *candidateBackend) {
+	cb.moe = nil
+	if s, ok := cb.Backend.(tune.MatMulSplitter); ok {
+		s.SetMatMulSplit(nil)
+	}
+}
+
+// bucketRun tunes one bucket.
+type bucketRun struct {
+	o      *Options
+	b      Bucket
+	idx, n int
+	budget time.Duration
+	start  time.Time
+	rng    *rand.Rand
+	cb     *candidateBackend
+	bench  *kbench.Bench
+	res    *Result
+	byKey  map[string]*Candidate
+}
+
+func (t *bucketRun) event(phase string, round, rounds int, format string, args ...any) {
+	if t.o.Progress != nil {
+		t.o.Progress(Event{Bucket: t.idx, Buckets: t.n, Label: t.b.Label, Phase: phase, Round: round, Rounds: rounds, Msg: fmt.Sprintf(format, args...)})
+	}
+}
+
+// left is the bucket's remaining budget (a large value without one).
+func (t *bucketRun) left() time.Duration {
+	if t.budget == 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	return t.budget - time.Since(t.start)
+}
+
+func (t *bucketRun) run(ctx context.Context) *Result {
+	t.start = time.Now()
+	k, lim := t.b.Kernel, tune.LimitsOf(t.o.Backend)
+	t.res = &Result{Bucket: t.b, Default: k.DefaultConfig(t.b.Shape, lim)}
+	t.byKey = map[string]*Candidate{}
+	cands, pruned := k.Space(t.b.Shape, lim)
+	for i, c := range cands {
+		t.add(&Candidate{Config: c, Status: StatusNotTimed, Default: i == 0})
+	}
+	for _, p := range pruned {
+		t.res.Candidates = append(t.res.Candidates, &Candidate{Config: p.Config, Status: StatusPruned, Reason: p.Reason})
+	}
+	t.event("space", 0, 0, "%d candidates, %d pruned by constraints or as duplicates", len(cands), len(pruned))
+
+	t.cb = &candidateBackend{Backend: t.o.Backend}
+	defer reset(t.cb)
+	b, err := kbench.Prepare(t.cb, kernelCase(t.b))
+	if err != nil {
+		t.res.Err = err
+		return t.res
+	}
+	defer b.Close()
+	t.bench = b
+
+	var timed []*Candidate
+	switch t.o.Strategy {
+	case Local:
+		timed, err = t.local(ctx)
+	default:
+		timed, err = t.sweep(ctx, cands)
+	}
+	def := t.byKey[t.res.Default.Key()]
+	if err == nil && def.Status != StatusTimed {
+		err = fmt.Errorf("the default %s failed: %s", k.String(def.Config), def.Reason)
+	}
+	if err != nil {
+		t.res.Err = err
+		return t.res
+	}
+	t.confirm(ctx, def, timed)
+	return t.res
+}
+
+func (t *bucketRun) add(c *Candidate) {
+	t.byKey[c.Config.Key()] = c
+	t.res.Candidates = append(t.res.Candidates, c)
+}
+
+// kernelCase is the kbench case of a bucket: its op parameters and dtype.
+func kernelCase(b Bucket) suites.Case {
+	c := suites.Case{Kind: suites.KindKernel, Op: b.Kernel.Name, Name: b.Describe(), Params: map[string]suites.Value{}}
+	for k, v := range b.Kernel.OpParams(b.Shape) {
+		c.Params[k] = suites.Value{Raw: strconv.Itoa(v), Int: int64(v), Float: float64(v), IsNum: true}
+	}
+	c.Params["dtype"] = suites.Value{Raw: b.DType}
+	return c
+}
+
+// prepare checks a candidate against the reference and calibrates its
+// repetition; it reports whether the candidate may be timed.
+func (t *bucketRun) prepare(c *Candidate) bool {
+	k := t.b.Kernel
+	if err := apply(t.cb, k.Name, c.Config); err != nil {
+		c.Status, c.Reason = StatusDisqualified, err.Error()
+		return false
+	}
+	maxErr, err := t.bench.Check()
+	c.MaxErr = maxErr
+	if err != nil {
+		c.Status, c.Reason = StatusDisqualified, "wrong answer: "+err.Error()
+		t.event("check", 0, 0, "%s disqualified: %v", k.String(c.Config), err)
+		return false
+	}
+	// Calibrate: two single calls to warm up, one to measure, then one
+	// warm-up repetition at full length.
+	t.bench.SetIters(1)
+	for range 2 {
+		if _, err := t.bench.Run(); err != nil {
+			c.Status, c.Reason = StatusDisqualified, err.Error()
+			return false
+		}
+	}
+	s, err := t.bench.Run()
+	if err != nil {
+		c.Status, c.Reason = StatusDisqualified, err.Error()
+		return false
+	}
+	per := time.Duration(s[0].Value * 1e3) // us -> ns
+	c.Iters = int(min(max(math.Round(float64(t.o.SampleTime)/float64(max(per, 1))), 1), 1<<20))
+	t.bench.SetIters(c.Iters)
+	if _, err := t.bench.Run(); err != nil {
+		c.Status, c.Reason = StatusDisqualified, err.Error()
+		return false
+	}
+	c.Status, c.Reason = StatusTimed, ""
+	return true
+}
+
+// sample times one repetition of c.
+func (t *bucketRun) sample(c *Candidate) (float64, error) {
+	if err := apply(t.cb, t.b.Kernel.Name, c.Config); err != nil {
+		return 0, err
+	}
+	t.bench.SetIters(c.Iters)
+	s, err := t.bench.Run()
+	if err != nil {
+		return 0, err
+	}
+	return s[0].Value, nil
+}
+
+// rounds times cs in n interleaved rounds, shuffled each round, appending
+// to each candidate's samples (confirm: its confirmation samples).
+func (t *bucketRun) rounds(ctx context.Context, cs []*Candidate, n int, phase string, confirm bool) error {
+	order := slices.Clone(cs)
+	for r := range n {
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		t.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, c := range order {
+			if c.Status != StatusTimed {
+				continue
+			}
+			v, err := t.sample(c)
+			if err != nil {
+				c.Status, c.Reason = StatusDisqualified, err.Error()
+				continue
+			}
+			if confirm {
+				c.Confirm = append(c.Confirm, v)
+			} else {
+				c.Samples = append(c.Samples, v)
+			}
+		}
+		t.event(phase, r+1, n, "")
+	}
+	return nil
+}
+
+// plan fits the first rounds to the budget: it returns how many
+// candidates of n to time and in how many rounds.
+func (t *bucketRun) plan(n int) (cands, rounds int) {
+	rounds = t.o.Rounds
+	if t.budget == 0 {
+		return n, rounds
+	}
+	st := t.o.SampleTime
+	confirm := time.Duration(t.o.Confirm*(t.o.Top+1)) * st
+	avail := t.left() - confirm
+	per := func(r int) time.Duration { return time.Duration(r+3) * st } // rounds + calibration
+	for rounds > 5 && time.Duration(n)*per(rounds) > avail {
+		rounds--
+	}
+	cands = n
+	if time.Duration(n)*per(rounds) > avail {
+		cands = max(int(avail/per(rounds)), 2)
+	}
+	return min(cands, n), rounds
+}
+
+// sweep times the candidates of an exhaustive or random search: the
+// default always, then all others (exhaustive) or a random draw of Trials
+// (random), as many as the budget allows.
+func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidate, error) {
+	n, rounds := t.plan(len(cands))
+	why := "budget exhausted"
+	if t.o.Strategy == Random && n > t.o.Trials+1 {
+		n, why = t.o.Trials+1, "not drawn by random search"
+	}
+	order := make([]int, len(cands)-1)
+	for i := range order {
+		order[i] = i + 1
+	}
+	if n < len(cands) {
+		t.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		t.event("space", 0, 0, "timing %d of %d candidates (%s)", n, len(cands), why)
+	}
+	chosen := append([]int{0}, order[:n-1]...)
+	var timed []*Candidate
+	for _, i := range chosen {
+		if ctx.Err() != nil {
+			return nil, ErrInterrupted
+		}
+		c := t.byKey[cands[i].Key()]
+		if t.prepare(c) {
+			timed = append(timed, c)
+		}
+	}
+	for _, i := range order[n-1:] {
+		t.byKey[cands[i].Key()].Reason = why
+	}
+	t.event("time", 0, rounds, "%d candidates pass the reference check; %d interleaved rounds of %v samples",
+		len(timed), rounds, t.o.SampleTime)
+	return timed, t.rounds(ctx, timed, rounds, "time", false)
+}
+
+// local is a hill climb from the default: each step times the current
+// config with its unvisited neighbours (one parameter one step away) in
+// interleaved rounds and moves to the fastest, until none is faster or the
+// budget ends.
+func (t *bucketRun) local(ctx context.Context) ([]*Candidate, error) {
+	k, lim := t.b.Kernel, tune.LimitsOf(t.o.Backend)
+	raw := k.Default(t.b.Shape, lim)
+	cur := t.byKey[t.res.Default.Key()]
+	cur.Raw = raw
+	if !t.prepare(cur) {
+		return nil, nil // the caller reports the failed default
+	}
+	timed := []*Candidate{cur}
+	visited := map[string]bool{cur.Config.Key(): true}
+	for step := 0; ; step++ {
+		group := []*Candidate{cur}
+		for _, m := range k.Neighbours(raw, t.b.Shape, lim) {
+			c := t.byKey[m.Config.Key()]
+			if c == nil || visited[m.Config.Key()] {
+				continue
+			}
+			visited[m.Config.Key()] = true
+			c.Raw = m.Raw
+			if ctx.Err() != nil {
+				return nil, ErrInterrupted
+			}
+			if t.prepare(c) {
+				group = append(group, c)
+				timed = append(timed, c)
+			}
+		}
+		if len(group) == 1 {
+			break
+		}
+		n, rounds := t.plan(len(group))
+		if step > 0 && n < len(group) {
+			for _, c := range group[1:] {
+				c.Status, c.Reason = StatusNotTimed, "budget exhausted"
+			}
+			break
+		}
+		mark := map[*Candidate]int{}
+		for _, c := range group {
+			mark[c] = len(c.Samples)
+		}
+		if err := t.rounds(ctx, group, rounds, "time", false); err != nil {
+			return nil, err
+		}
+		// Compare within this step's rounds only: they were interleaved.
+		best := cur
+		for _, c := range group {
+			if c.Status == StatusTimed && median(c.Samples[mark[c]:]) < median(best.Samples[mark[best]:]) {
+				best = c
+			}
+		}
+		t.event("time", 0, 0, "local step %d: %s -> %s", step+1, k.String(cur.Config), k.String(best.Config))
+		if best == cur {
+			break
+		}
+		cur, raw = best, best.Raw
+	}
+	for _, c := range t.res.Candidates {
+		if c.Status == StatusNotTimed && c.Reason == "" {
+			c.Reason = "not reached by local search"
+		}
+	}
+	var out []*Candidate
+	for _, c := range timed {
+		if c.Status == StatusTimed {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// confirm re-times the fastest candidates with the default and names the
+// winner.
+func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candidate) {
+	k := t.b.Kernel
+	var ranked []*Candidate
+	for _, c := range timed {
+		if c.Status == StatusTimed && !c.Default && len(c.Samples) > 0 {
+			ranked = append(ranked, c)
+		}
+	}
+	sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].Median() < ranked[j].Median() })
+	finalists := ranked[:min(t.o.Top, len(ranked))]
+	r := t.res
+	r.Winner, r.Speedup, r.P = def.Config, 1, 1
+	if len(finalists) > 0 {
+		group := append(slices.Clone(finalists), def)
+		n := t.o.Confirm
+		if t.budget > 0 {
+			fit := int(t.left() / (time.Duration(len(group)) * t.o.SampleTime))
+			n = max(min(n, fit), 6)
+		}
+		t.event("confirm", 0, n, "%s vs the default %s", joinConfigs(k, finalists), k.String(def.Config))
+		if err := t.rounds(ctx, group, n, "confirm", true); err != nil {
+			r.Err = err
+			return
+		}
+		var best *Candidate
+		for _, c := range finalists {
+			if c.Status == StatusTimed && len(c.Confirm) > 0 && (best == nil || median(c.Confirm) < median(best.Confirm)) {
+				best = c
+			}
+		}
+		if def.Status != StatusTimed || len(def.Confirm) == 0 {
+			r.Err = fmt.Errorf("the default %s failed: %s", k.String(def.Config), def.Reason)
+			return
+		}
+		if best != nil {
+			dm, bm := median(def.Confirm), median(best.Confirm)
+			th := benchmath.DefaultThresholds
+			cmp := benchmath.AssumeNothing.Compare(benchmath.NewSample(def.Confirm, &th), benchmath.NewSample(best.Confirm, &th))
+			alpha := t.o.Alpha / float64(len(finalists)) // Bonferroni: the best of several
+			gain := dm/bm - 1
+			r.P = cmp.P
+			switch {
+			case bm < dm && cmp.P < alpha && gain >= t.o.MinGain:
+				r.Winner, r.Speedup = best.Config, dm/bm
+				r.Verdict = fmt.Sprintf("%s is %.3fx the default %s (p=%.2g < %.2g)", k.String(best.Config), dm/bm, k.String(def.Config), cmp.P, alpha)
+			case bm >= dm:
+				r.Verdict = fmt.Sprintf("default %s kept: the fastest finalist %s is not faster (%.3fx, p=%.2g)", k.String(def.Config), k.String(best.Config), dm/bm, cmp.P)
+			case cmp.P >= alpha:
+				r.Verdict = fmt.Sprintf("default %s kept: %s at %.3fx is not significant (p=%.2g >= %.2g)", k.String(def.Config), k.String(best.Config), dm/bm, cmp.P, alpha)
+			default:
+				r.Verdict = fmt.Sprintf("default %s kept: %s gains %.1f%%, below the %.1f%% minimum", k.String(def.Config), k.String(best.Config), 100*gain, 100*t.o.MinGain)
+			}
+		}
+	}
+	if r.Verdict == "" {
+		r.Verdict = fmt.Sprintf("default %s kept: no other candidate ran correctly", k.String(def.Config))
+	}
+	for _, c := range t.res.Candidates {
+		c.Winner = c.Config.Equal(r.Winner) && c.Status == StatusTimed
+	}
+	info := t.o.Backend.Info()
+	r.Entry = &tune.Entry{Device: info.Name, Backend: info.Backend, Kernel: k.Name, DType: t.b.DType,
+		Shape: t.b.Shape.Clone(), Config: r.Winner.Clone(), Default: def.Config.Clone(), Speedup: round(r.Speedup, 4),
+		P: round(r.P, 6), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, k.Name),
+		ToolVersion: t.o.ToolVersion, TunedAt: time.Now().UTC().Truncate(time.Second), Note: r.Verdict}
+	t.event("done", 0, 0, "%s", r.Verdict)
+}
+
+func joinConfigs(k *tune.Kernel, cs []*Candidate) string {
+	s := ""
+	for i, c := range cs {
+		if i > 0 {
+			s += ", "
+		}
+		s += k.String(c.Config)
+	}
+	return s
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}

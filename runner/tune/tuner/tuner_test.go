@@ -1,0 +1,310 @@
+package tuner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// brokenMoE is the test hook that breaks one strategy: its output is
+// doubled, a wrong answer however fast it is.
+type brokenMoE struct {
+	bridge.Backend
+	bad bridge.MoEStrategy
+}
+
+// KernelSourceHash passes the CPU's through: the wrapper runs its kernels.
+func (b *brokenMoE) KernelSourceHash(k string) string { return tune.SourceHash(b.Backend, k) }
+
+func (b *brokenMoE) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	b.Backend.MoE(out, x, w, p)
+	if p.Strategy == b.bad {
+		b.Backend.Add(out, out, out)
+	}
+}
+
+// quick keeps a tuning run short: the statistics are not the point here.
+func quick(be bridge.Backend, db *results.DB) Options {
+	return Options{Backend: be, DB: db, Rounds: 3, Confirm: 6, Top: 2, SampleTime: time.Millisecond, Seed: 1, ToolVersion: "test"}
+}
+
+func openDB(t *testing.T) *results.DB {
+	t.Helper()
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+var smallMoE = tune.Shape{"tokens": 4, "experts": 8, "top_k": 2, "hidden": 64, "intermediate": 32}
+
+func TestWrongCandidateIsDisqualified(t *testing.T) {
+	be := &brokenMoE{Backend: cpu.New(cpu.Options{Threads: 2}), bad: bridge.MoEChunked}
+	b, err := ShapeBucket(be, "moe", "f32", smallMoE, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t)
+	rep, err := Run(context.Background(), []Bucket{b}, quick(be, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	status := map[string]string{}
+	for _, c := range r.Candidates {
+		if c.Status != StatusPruned {
+			status[b.Kernel.String(c.Config)] = c.Status
+		}
+		if c.Status == StatusDisqualified && !strings.Contains(c.Reason, "wrong answer") {
+			t.Errorf("%v disqualified for %q, not a wrong answer", c.Config, c.Reason)
+		}
+	}
+	// 8 pairs: grouped, loop, chunked/2, chunked/4.
+	want := map[string]string{"grouped": StatusTimed, "loop": StatusTimed, "chunked/2": StatusDisqualified, "chunked/4": StatusDisqualified}
+	for k, v := range want {
+		if status[k] != v {
+			t.Errorf("%s: %s, want %s (all: %v)", k, status[k], v, status)
+		}
+	}
+	if r.Winner["strategy"] == "chunked" {
+		t.Errorf("a wrong candidate won: %v", r.Winner)
+	}
+
+	// The run holds one case per candidate: samples for the timed, the
+	// error for the disqualified, the reason for the pruned.
+	runs, err := db.Runs(results.RunFilter{Kind: results.KindTune})
+	if err != nil || len(runs) != 1 || runs[0].Status != results.RunComplete {
+		t.Fatalf("tune runs %+v %v", runs, err)
+	}
+	cases, _ := db.Cases(runs[0].ID)
+	if len(cases) != len(r.Candidates) {
+		t.Fatalf("%d cases for %d candidates", len(cases), len(r.Candidates))
+	}
+	byStatus := map[string]int{}
+	for _, c := range cases {
+		byStatus[c.Status]++
+		switch c.Status {
+		case results.CaseFailed:
+			if !strings.Contains(c.Error, "wrong answer") || c.Params["tune.strategy"] != "chunked" {
+				t.Errorf("failed case %s: %q", c.Name, c.Error)
+			}
+		case results.CaseDone:
+			ss, _ := db.Samples(c.ID)
+			n := map[string]int{}
+			for _, s := range ss {
+				n[s.Metric]++
+			}
+			if n["us_per_call"] != 3 {
+				t.Errorf("%s: %d first-round samples, want 3", c.Name, n["us_per_call"])
+			}
+			if c.Params["config"] == "grouped" && n["confirm_us_per_call"] != 6 {
+				t.Errorf("the default has %d confirmation samples, want 6", n["confirm_us_per_call"])
+			}
+		case results.CaseSkipped:
+			if !strings.Contains(c.Error, "duplicate") {
+				t.Errorf("skipped case %s: %q", c.Name, c.Error)
+			}
+		}
+	}
+	if byStatus[results.CaseFailed] != 2 || byStatus[results.CaseDone] != 2 {
+		t.Errorf("case statuses %v", byStatus)
+	}
+	e := r.Entry
+	if e == nil || e.SourceHash != cpu.KernelSourceHash("moe") || e.Device != be.Info().Name || e.RunID != runs[0].ID || e.Shape["threads"] != 2 {
+		t.Errorf("entry %+v", e)
+	}
+}
+
+func TestDefaultBrokenFailsBucket(t *testing.T) {
+	be := &brokenMoE{Backend: cpu.New(cpu.Options{Threads: 2}), bad: bridge.MoEGrouped}
+	b, _ := ShapeBucket(be, "moe", "f32", smallMoE, "test")
+	rep, err := Run(context.Background(), []Bucket{b}, quick(be, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Results[0]; r.Err == nil || r.Entry != nil || !strings.Contains(r.Err.Error(), "default grouped failed") {
+		t.Errorf("broken default: err %v entry %v", r.Err, r.Entry)
+	}
+}
+
+func TestKeepsDefaultWithoutEnoughGain(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	b, _ := ShapeBucket(be, "moe", "f32", smallMoE, "test")
+	o := quick(be, nil)
+	o.MinGain = 100 // nothing is 101x faster
+	rep, err := Run(context.Background(), []Bucket{b}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if !r.Winner.Equal(r.Default) || r.Speedup != 1 || !strings.Contains(r.Verdict, "default grouped kept") {
+		t.Errorf("winner %v speedup %v verdict %q", r.Winner, r.Speedup, r.Verdict)
+	}
+	if r.Entry == nil || !r.Entry.Config.Equal(r.Entry.Default) {
+		t.Errorf("entry %+v", r.Entry)
+	}
+}
+
+func TestSearchStrategies(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	for _, strategy := range []string{Exhaustive, Random, Local} {
+		t.Run(strategy, func(t *testing.T) {
+			mm, err := ShapeBucket(be, "matmul", "f32", tune.Shape{"m": 2, "n": 96, "k": 64}, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := quick(be, nil)
+			o.Strategy, o.Trials = strategy, 3
+			rep, err := Run(context.Background(), []Bucket{mm}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rep.Results[0]
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			timed, all := 0, 0
+			for _, c := range r.Candidates {
+				if c.Status == StatusDisqualified {
+					t.Errorf("%v: %s (the split must not change the answer)", c.Config, c.Reason)
+				}
+				if c.Status == StatusTimed {
+					timed++
+				}
+				if c.Status != StatusPruned {
+					all++
+				}
+				if c.Default && c.Status != StatusTimed {
+					t.Errorf("the default was not timed: %s", c.Status)
+				}
+			}
+			switch strategy {
+			case Exhaustive:
+				if timed != all {
+					t.Errorf("exhaustive timed %d of %d", timed, all)
+				}
+			case Random:
+				if timed != 4 {
+					t.Errorf("random timed %d, want the default and 3 trials", timed)
+				}
+			case Local:
+				if timed < 2 || timed > all {
+					t.Errorf("local timed %d of %d", timed, all)
+				}
+			}
+		})
+	}
+}
+
+func TestBudgetLimitsCandidates(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	mm, _ := ShapeBucket(be, "matmul", "f32", tune.Shape{"m": 1, "n": 512, "k": 64}, "test")
+	o := quick(be, nil)
+	o.SampleTime, o.Budget = 5*time.Millisecond, 250*time.Millisecond
+	rep, err := Run(context.Background(), []Bucket{mm}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range rep.Results[0].Candidates {
+		if c.Status == StatusNotTimed {
+			n++
+			if c.Reason != "budget exhausted" {
+				t.Errorf("untimed for %q", c.Reason)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("a 250ms budget timed every candidate of 13")
+	}
+}
+
+const miniSuite = `name: mini
+model: { preset: qwen3-moe-mini, seed: 1 }
+backend: cpu
+repetitions: 2
+params: { prompt_len: 8, gen_len: 4 }
+cases:
+  - name: decode
+    matrix: { batch: [1, 4, 16] }
+  - name: pinned
+    params: { moe_strategy: grouped }
+    matrix: { batch: [4] }
+  - name: kernel
+    op: moe
+    params: { tokens: 64, experts: 8, top_k: 2, hidden: 64, intermediate: 32, moe_strategy: chunked }
+`
+
+func loadSuite(t *testing.T, text string) *suites.Suite {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte(text), 0o644)
+	s, err := suites.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSuiteBuckets(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	bs, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"moe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range bs {
+		got = append(got, b.Describe()+" <- "+b.Label)
+	}
+	want := []string{
+		"moe bf16 experts=32,hidden=512,intermediate=256,threads=2,tokens=1,top_k=4 <- qwen3-moe-mini batch=1",
+		"moe bf16 experts=32,hidden=512,intermediate=256,threads=2,tokens=4,top_k=4 <- qwen3-moe-mini batch=4",
+		"moe bf16 experts=32,hidden=512,intermediate=256,threads=2,tokens=16,top_k=4 <- qwen3-moe-mini batch=16",
+		"moe bf16 experts=8,hidden=64,intermediate=32,threads=2,tokens=64,top_k=2 <- kernel",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("buckets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	all, err := SuiteBuckets(loadSuite(t, miniSuite), be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, b := range all {
+		kinds[b.Kernel.Name]++
+	}
+	// Per batch: q/o (512x512), k/v (128x512), o (512x512 again), router
+	// (32x512) and the LM head (8192x512).
+	if kinds["moe"] != 4 || kinds["matmul"] != 3*4 {
+		t.Errorf("kernels %v", kinds)
+	}
+	if _, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"attention"}); err == nil {
+		t.Error("an undeclared kernel was accepted")
+	}
+}
+
+func TestParseShape(t *testing.T) {
+	s, err := ParseShape("tokens=4, experts=32")
+	if err != nil || s["tokens"] != 4 || s["experts"] != 32 {
+		t.Errorf("%v %v", s, err)
+	}
+	for _, bad := range []string{"tokens", "tokens=x", "tokens=0"} {
+		if _, err := ParseShape(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
