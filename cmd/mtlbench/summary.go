@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"strings"
 	"unicode"
@@ -14,46 +13,6 @@ import (
 	"github.com/mtlbench/mtlbench/runner/bench"
 )
 
-// column is one metric shown in a summary table.
-type column struct {
-	metric, header string
-	scale          float64
-	digits         int
-}
-
-var modelColumns = []column{
-	{"decode_tok_s", "decode tok/s", 1, 1},
-	{"prefill_tok_s", "prefill tok/s", 1, 0},
-	{"ttft_ms", "TTFT ms", 1, 1},
-	{"itl_p99_ms", "ITL p99 ms", 1, 2},
-	{"step_ms", "step ms", 1, 2},
-	{"roofline_frac", "roofline %", 100, 0},
-	{"peak_rss_bytes", "peak RSS MiB", 1.0 / (1 << 20), 0},
-}
-
-var kernelColumns = []column{
-	{"us_per_call", "µs/call", 1, 2},
-	{"gb_s", "GB/s", 1, 1},
-	{"gflop_s", "GFLOP/s", 1, 1},
-}
-
-// cell prints a median with its confidence interval as ±%.
-func cell(m map[string]*stats.Summary, c column) string {
-	s := m[c.metric]
-	if s == nil {
-		return "-"
-	}
-	v := fmt.Sprintf("%.*f", c.digits, s.Center*c.scale)
-	switch {
-	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0):
-		// Too few samples for a 95% interval around a median (n < 6).
-		v += fmt.Sprintf(" (n=%d)", s.N)
-	case s.N > 1 && s.Center != 0:
-		v += " " + s.PctRangeString()
-	}
-	return v
-}
-
 func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	var model, kernel *table.Table
 	for _, c := range sum.Cases {
@@ -62,12 +21,9 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			return nil, err
 		}
 		m := stats.ByMetric(samples)
-		var cols []column
-		var t **table.Table
+		cols, t := stats.ModelColumns, &model
 		if c.Kind == results.CaseKernel {
-			cols, t = kernelColumns, &kernel
-		} else {
-			cols, t = modelColumns, &model
+			cols, t = stats.KernelColumns, &kernel
 		}
 		if *t == nil {
 			h := []string{"case"}
@@ -75,7 +31,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				h = append(h, "layers")
 			}
 			for _, col := range cols {
-				h = append(h, col.header)
+				h = append(h, col.Header)
 			}
 			*t = &table.Table{Title: fmt.Sprintf("run %d: %s cases (median ± 95%% CI)", sum.RunID, c.Kind), Header: h}
 		}
@@ -92,7 +48,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				row = append(row, c.Status)
 				continue
 			}
-			row = append(row, cell(m, col))
+			row = append(row, col.Cell(m[col.Metric]))
 		}
 		(*t).Rows = append((*t).Rows, row)
 	}

@@ -337,42 +337,6 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
-// column is one metric of the summary tables (as `mtlbench show` prints).
-type column struct {
-	metric, header string
-	scale          float64
-	digits         int
-}
-
-var modelColumns = []column{
-	{"decode_tok_s", "decode tok/s", 1, 1},
-	{"prefill_tok_s", "prefill tok/s", 1, 0},
-	{"ttft_ms", "TTFT ms", 1, 1},
-	{"itl_p99_ms", "ITL p99 ms", 1, 2},
-	{"step_ms", "step ms", 1, 2},
-	{"roofline_frac", "roofline %", 100, 0},
-	{"peak_rss_bytes", "peak RSS MiB", 1.0 / (1 << 20), 0},
-}
-
-var kernelColumns = []column{
-	{"us_per_call", "µs/call", 1, 2},
-	{"gb_s", "GB/s", 1, 1},
-	{"gflop_s", "GFLOP/s", 1, 1},
-}
-
-// cell is a median with its 95% CI as ± percent; no ± when too few
-// samples give no interval.
-func cell(s *stats.Summary, scale float64, digits int) string {
-	if s == nil {
-		return "-"
-	}
-	v := strconv.FormatFloat(s.Center*scale, 'f', digits, 64)
-	if s.N > 1 && s.Center != 0 && !math.IsInf(s.Lo, 0) && !math.IsInf(s.Hi, 0) {
-		v += " ±" + s.PctRangeString()
-	}
-	return v
-}
-
 func summaries(runs []charts.RunData) []htmlTable {
 	var out []htmlTable
 	for _, rd := range runs {
@@ -382,9 +346,9 @@ func summaries(runs []charts.RunData) []htmlTable {
 			Header: []string{"case", "metric", "unit", "n", "median", "95% CI low", "95% CI high"},
 		}
 		for _, c := range rd.Cases {
-			cols, t := modelColumns, &model
+			cols, t := stats.ModelColumns, &model
 			if c.Kind == results.CaseKernel {
-				cols, t = kernelColumns, &kernel
+				cols, t = stats.KernelColumns, &kernel
 			}
 			if *t == nil {
 				h := []string{"case"}
@@ -392,7 +356,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 					h = append(h, "layers")
 				}
 				for _, col := range cols {
-					h = append(h, col.header)
+					h = append(h, col.Header)
 				}
 				*t = &htmlTable{Title: fmt.Sprintf("Run %d (%s): %s cases, median ± 95%% CI", rd.Run.ID, rd.Run.SuiteName, c.Kind), Header: h}
 			}
@@ -409,7 +373,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 					row = append(row, c.Status)
 					continue
 				}
-				row = append(row, cell(c.Stats[col.metric], col.scale, col.digits))
+				row = append(row, col.Cell(c.Stats[col.Metric]))
 			}
 			row = append(row, tunedParams(c.Params))
 			(*t).Rows = append((*t).Rows, row)

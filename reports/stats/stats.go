@@ -4,7 +4,10 @@
 package stats
 
 import (
+	"fmt"
+	"math"
 	"sort"
+	"strconv"
 
 	"golang.org/x/perf/benchmath"
 
@@ -45,4 +48,46 @@ func ByMetric(samples []results.Sample) map[string]*Summary {
 		m.Summary = Summarize(m.Values)
 	}
 	return out
+}
+
+// Column is one metric of a run's summary table, as `mtlbench show` and the
+// HTML report print it.
+type Column struct {
+	Metric, Header string
+	Scale          float64
+	Digits         int
+}
+
+// ModelColumns are the headline metrics of model cases.
+var ModelColumns = []Column{
+	{"decode_tok_s", "decode tok/s", 1, 1},
+	{"prefill_tok_s", "prefill tok/s", 1, 0},
+	{"ttft_ms", "TTFT ms", 1, 1},
+	{"itl_p99_ms", "ITL p99 ms", 1, 2},
+	{"step_ms", "step ms", 1, 2},
+	{"roofline_frac", "roofline %", 100, 0},
+	{"peak_rss_bytes", "peak RSS MiB", 1.0 / (1 << 20), 0},
+}
+
+// KernelColumns are the headline metrics of kernel cases.
+var KernelColumns = []Column{
+	{"us_per_call", "µs/call", 1, 2},
+	{"gb_s", "GB/s", 1, 1},
+	{"gflop_s", "GFLOP/s", 1, 1},
+}
+
+// Cell prints a median scaled for c with its 95% CI as ± percent, or the
+// sample count where too few repetitions (n < 6) give no interval.
+func (c Column) Cell(s *Summary) string {
+	if s == nil {
+		return "-"
+	}
+	v := strconv.FormatFloat(s.Center*c.Scale, 'f', c.Digits, 64)
+	switch {
+	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0):
+		v += fmt.Sprintf(" (n=%d)", s.N)
+	case s.N > 1 && s.Center != 0:
+		v += " ±" + s.PctRangeString()
+	}
+	return v
 }

@@ -1,12 +1,9 @@
 package engine_test
 
 import (
-	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +33,7 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 	threads := runtime.GOMAXPROCS(0)
 	// Earlier calls' garbage (probe buffers) must not count in rss/need.
 	debug.FreeOSMemory()
-	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	cpu.ResetPeakRSS()
 	cfg, err := model.Preset(preset)
 	if err != nil {
 		b.Fatal(err)
@@ -70,7 +67,7 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 		}
 		engines[i] = e
 	}
-	rss := peakRSS()
+	rss := cpu.PeakRSS()
 	// The roofline takes the best of two probes, before and after: a probe
 	// slowed by a noisy neighbour would flatter the decode.
 	bw := cpu.MeasureReadBandwidth(threads, 512<<20)
@@ -130,19 +127,4 @@ func stepBytes(cfg *model.Config, res *engine.StepResult) float64 {
 		}
 	}
 	return n
-}
-
-func peakRSS() int64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-			return kb * 1024
-		}
-	}
-	return 0
 }
