@@ -1,0 +1,457 @@
+package emu
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+)
+
+//go:embed runtime/metal_stdlib runtime/emu_runtime.cpp
+var runtimeFS embed.FS
+
+// The generator's own source is part of the cache key, so a change to the
+// rewrite never reuses a library compiled by an older one.
+//
+//go:embed lex.go rewrite.go compile.go
+var generatorFS embed.FS
+
+// stubHeaders are the MSL headers kernels include; while preprocessing they
+// are empty (the shim is force-included when compiling), so the
+// preprocessed text holds the kernel's own code only.
+var stubHeaders = []string{"metal_stdlib", "metal_math", "metal_common", "metal_compute", "metal_atomic",
+	"metal_simdgroup", "metal_simdgroup_matrix", "metal_integer", "metal_relational", "metal_geometric",
+	"metal_types", "metal_numeric", "metal_pack", "metal_matrix", "metal_limits", "metal_type_traits",
+	"metal_utility", "metal_array", "metal_config", "metal_graphics", "metal_texture", "metal_quadgroup",
+	"metal_uniform", "metal_extended_vector", "metal_functional", "metal_initializer_list", "simd/simd.h"}
+
+// CompileError is a library that did not build; Error names the file and
+// line of each problem.
+type CompileError struct {
+	Msg string
+}
+
+func (e *CompileError) Error() string { return e.Msg }
+
+// Compiler is the clang that compiles MSL for the emulator.
+type Compiler struct {
+	Path    string
+	Version string // clang's first --version line
+}
+
+var (
+	compilerOnce sync.Once
+	compilerVal  *Compiler
+	compilerErr  error
+	clangVersion = regexp.MustCompile(`(Apple )?clang version (\d+)\.`)
+)
+
+// FindCompiler locates clang 16 or newer: $MTLBENCH_CLANG, then
+// clang++-19, -20, -18, -17, -16 and clang++ on $PATH. Older clangs (Debian's
+// default 14) reject _Float16 on x86-64.
+func FindCompiler() (*Compiler, error) {
+	compilerOnce.Do(func() { compilerVal, compilerErr = findCompiler() })
+	return compilerVal, compilerErr
+}
+
+func findCompiler() (*Compiler, error) {
+	var tried []string
+	candidates := []string{"clang++-19", "clang++-20", "clang++-18", "clang++-17", "clang++-16", "clang++"}
+	if env := os.Getenv("MTLBENCH_CLANG"); env != "" {
+		candidates = []string{env}
+	}
+	for _, c := range candidates {
+		p, err := exec.LookPath(c)
+		if err != nil {
+			if c == os.Getenv("MTLBENCH_CLANG") {
+				tried = append(tried, "MTLBENCH_CLANG="+c+" (not found)")
+			}
+			continue
+		}
+		out, err := exec.Command(p, "--version").Output()
+		if err != nil {
+			tried = append(tried, c+" (does not run)")
+			continue
+		}
+		first, _, _ := strings.Cut(string(out), "\n")
+		m := clangVersion.FindStringSubmatch(first)
+		if m == nil {
+			tried = append(tried, c+" (not clang)")
+			continue
+		}
+		major, _ := strconv.Atoi(m[2])
+		// Apple's clang 15 is LLVM 16.
+		if m[1] == "" && major < 16 || m[1] != "" && major < 15 {
+			tried = append(tried, fmt.Sprintf("%s (version %d)", c, major))
+			continue
+		}
+		return &Compiler{Path: p, Version: strings.TrimSpace(first)}, nil
+	}
+	msg := "msl-emu needs clang 16 or newer to compile Metal kernels for the CPU (clang 14 rejects _Float16 on x86-64)"
+	if len(tried) > 0 {
+		msg += "; unusable: " + strings.Join(tried, ", ")
+	} else {
+		msg += "; none found"
+	}
+	msg += ". Install it with `apt-get install clang-19`, or set MTLBENCH_CLANG to a clang++ binary"
+	return nil, errors.New(msg)
+}
+
+// cpuSignature keys the cache on the host CPU, since code is compiled with
+// -march=native.
+func cpuSignature() string {
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		var model, flags string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") && model == "" {
+				model = l
+			}
+			if (strings.HasPrefix(l, "flags") || strings.HasPrefix(l, "Features")) && flags == "" {
+				flags = l
+			}
+		}
+		return runtime.GOARCH + model + flags
+	}
+	return runtime.GOOS + "/" + runtime.GOARCH
+}
+
+func compileFlags() []string {
+	f := []string{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-exceptions", "-fno-rtti",
+		"-fno-threadsafe-statics", "-ffp-contract=fast", "-w"}
+	if runtime.GOARCH == "amd64" {
+		f = append(f, "-march=native") // F16C turns half conversions into single instructions
+	}
+	// Extra flags for debugging the emulator itself, e.g. -DMSL_EMU_UCONTEXT
+	// (the portable fiber switch) or -O0 -g.
+	return append(f, strings.Fields(os.Getenv("MTLBENCH_EMU_CFLAGS"))...)
+}
+
+func hashOf(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s;", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+func defaultCacheDir() string {
+	if d := os.Getenv("MTLBENCH_EMU_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "mtlbench", "msl-emu")
+	}
+	return filepath.Join(os.TempDir(), "mtlbench-msl-emu")
+}
+
+// toolchain is a compiler with the runtime compiled for it: the shim
+// header, the stub headers and emu_runtime.o under one cache folder.
+type toolchain struct {
+	cc    *Compiler
+	dir   string
+	key   string
+	flags []string
+}
+
+var (
+	toolchainMu sync.Mutex
+	toolchains  = map[string]*toolchain{}
+)
+
+func getToolchain(cacheDir string) (*toolchain, error) {
+	cc, err := FindCompiler()
+	if err != nil {
+		return nil, err
+	}
+	shim, _ := runtimeFS.ReadFile("runtime/metal_stdlib")
+	rt, _ := runtimeFS.ReadFile("runtime/emu_runtime.cpp")
+	flags := compileFlags()
+	key := hashOf(string(shim), string(rt), cc.Path, cc.Version, strings.Join(flags, " "), cpuSignature())
+	toolchainMu.Lock()
+	defer toolchainMu.Unlock()
+	if t := toolchains[cacheDir+key]; t != nil {
+		return t, nil
+	}
+	t := &toolchain{cc: cc, dir: filepath.Join(cacheDir, "rt-"+key), key: key, flags: flags}
+	if _, err := os.Stat(filepath.Join(t.dir, "emu_runtime.o")); err != nil {
+		if err := t.build(shim, rt); err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now()
+	_ = os.Chtimes(t.dir, now, now) // in use: keep it from pruneCache
+	toolchains[cacheDir+key] = t
+	return t, nil
+}
+
+func (t *toolchain) build(shim, rt []byte) error {
+	if err := os.MkdirAll(filepath.Dir(t.dir), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(t.dir), "rt-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	files := map[string][]byte{"metal_stdlib": shim, "emu_runtime.cpp": rt}
+	for _, s := range stubHeaders {
+		files["stub/"+s] = []byte("// msl-emu: the shim is force-included when compiling.\n")
+	}
+	for name, b := range files {
+		p := filepath.Join(tmp, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	args := append(append([]string{}, t.flags...), "-c", "emu_runtime.cpp", "-o", "emu_runtime.o")
+	if _, err := t.run(tmp, args...); err != nil {
+		return fmt.Errorf("msl-emu: building the runtime: %w", err)
+	}
+	if err := os.Rename(tmp, t.dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(t.dir, "emu_runtime.o")); serr != nil {
+			return err // not a lost race with another builder
+		}
+	}
+	return nil
+}
+
+func (t *toolchain) run(dir string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, t.cc.Path, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, &CompileError{Msg: cleanDiagnostics(msg, dir, t.dir)}
+	}
+	return stdout.Bytes(), nil
+}
+
+// cleanDiagnostics shortens clang's output: paths relative to the build
+// folder, and at most 40 lines.
+func cleanDiagnostics(msg, buildDir, rtDir string) string {
+	msg = strings.ReplaceAll(msg, buildDir+string(filepath.Separator), "")
+	msg = strings.ReplaceAll(msg, rtDir+string(filepath.Separator), "<msl-emu>/")
+	lines := strings.Split(msg, "\n")
+	if len(lines) > 40 {
+		lines = append(lines[:40], fmt.Sprintf("... (%d more lines)", len(lines)-40))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// libInfo is what a compiled library holds, stored beside its .so.
+type libInfo struct {
+	Kernels []kernelInfo `json:"kernels"`
+	FCs     []fcInfo     `json:"function_constants"`
+}
+
+// buildLibrary compiles files into a shared object, or finds it in the
+// cache, keyed by the sources, options, shim, generator and compiler.
+func buildLibrary(cacheDir string, files map[string]string, opts mtl.CompileOptions) (string, *libInfo, error) {
+	t, err := getToolchain(cacheDir)
+	if err != nil {
+		return "", nil, err
+	}
+	lang := opts.LanguageVersion
+	if lang == "" {
+		lang = "3.1"
+	}
+	mv, err := metalVersion(lang)
+	if err != nil {
+		return "", nil, err
+	}
+	var names []string
+	for n := range files {
+		if n == "" || path.IsAbs(n) || strings.Contains(n, "..") || strings.ContainsAny(n, "\\\"\n") {
+			return "", nil, fmt.Errorf("msl-emu: bad source file name %q", n)
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	defs := []string{"-D__METAL_VERSION__=" + strconv.Itoa(mv), "-D__METAL_EMU__=1", "-D__METAL_MACOS__=1"}
+	if mv >= 310 {
+		defs = append(defs, "-D__HAVE_BFLOAT__=1")
+	}
+	var dnames []string
+	for k := range opts.Defines {
+		dnames = append(dnames, k)
+	}
+	sort.Strings(dnames)
+	for _, k := range dnames {
+		v := opts.Defines[k]
+		if v == "" {
+			v = "1"
+		}
+		defs = append(defs, "-D"+k+"="+v)
+	}
+	var gen []string
+	for _, f := range embeddedNames(generatorFS) {
+		b, _ := generatorFS.ReadFile(f)
+		gen = append(gen, string(b))
+	}
+	keyParts := []string{"msl-emu library", t.key, strings.Join(gen, ""), strings.Join(defs, " ")}
+	for _, n := range names {
+		keyParts = append(keyParts, n, files[n])
+	}
+	key := hashOf(keyParts...)
+	so := filepath.Join(cacheDir, key+".so")
+	meta := filepath.Join(cacheDir, key+".json")
+	if b, err := os.ReadFile(meta); err == nil {
+		if _, err := os.Stat(so); err == nil {
+			var info libInfo
+			if json.Unmarshal(b, &info) == nil {
+				now := time.Now()
+				_ = os.Chtimes(meta, now, now) // in use: keep it from pruneCache
+				return so, &info, nil
+			}
+		}
+	}
+	pruneCache(cacheDir, t.dir)
+
+	tmp, err := os.MkdirTemp(cacheDir, "build-")
+	if err != nil {
+		return "", nil, err
+	}
+	defer os.RemoveAll(tmp)
+	for _, n := range names {
+		p := filepath.Join(tmp, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", nil, err
+		}
+		if err := os.WriteFile(p, []byte(files[n]), 0o644); err != nil {
+			return "", nil, err
+		}
+	}
+	info := &libInfo{}
+	var units []string
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".metal") {
+			continue // headers reach the compiler through #include
+		}
+		args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
+			"-isystem", filepath.Join(t.dir, "stub")}, defs...)
+		pre, err := t.run(tmp, append(args, n)...)
+		if err != nil {
+			return "", nil, err
+		}
+		cpp, kernels, fcs, err := rewriteUnit(string(pre), n)
+		if err != nil {
+			return "", nil, &CompileError{Msg: err.Error()}
+		}
+		for _, k := range kernels {
+			for _, o := range info.Kernels {
+				if o.Name == k.Name {
+					return "", nil, &CompileError{Msg: fmt.Sprintf("%s:%d: kernel %s is also defined at %s:%d", k.File, k.Line, k.Name, o.File, o.Line)}
+				}
+			}
+		}
+		info.Kernels = append(info.Kernels, kernels...)
+		for _, fc := range fcs {
+			info.FCs = append(info.FCs, *fc)
+		}
+		unit := fmt.Sprintf("unit%d.cpp", len(units))
+		if err := os.WriteFile(filepath.Join(tmp, unit), []byte(cpp), 0o644); err != nil {
+			return "", nil, err
+		}
+		units = append(units, unit)
+	}
+	if len(units) == 0 {
+		return "", nil, &CompileError{Msg: "msl-emu: the library has no .metal file"}
+	}
+	args := append([]string{}, t.flags...)
+	args = append(args, "-I", t.dir, "-include", "metal_stdlib", "-shared")
+	args = append(args, units...)
+	args = append(args, filepath.Join(t.dir, "emu_runtime.o"), "-lm", "-o", "lib.so")
+	if _, err := t.run(tmp, args...); err != nil {
+		return "", nil, err
+	}
+	b, _ := json.Marshal(info)
+	if err := os.WriteFile(filepath.Join(tmp, "lib.json"), b, 0o644); err != nil {
+		return "", nil, err
+	}
+	// The .so first, then its metadata: a reader that finds the .json finds
+	// the .so too.
+	if err := os.Rename(filepath.Join(tmp, "lib.so"), so); err != nil {
+		return "", nil, err
+	}
+	if err := os.Rename(filepath.Join(tmp, "lib.json"), meta); err != nil {
+		return "", nil, err
+	}
+	return so, info, nil
+}
+
+// pruneCache removes libraries unused for 30 days, other runtimes unused as
+// long, and builds abandoned a day ago; the cache otherwise grows with every
+// edit of a kernel.
+func pruneCache(dir, keepRT string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		age := now.Sub(info.ModTime())
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case strings.HasSuffix(e.Name(), ".json") && age > 30*24*time.Hour:
+			os.Remove(p)
+			os.Remove(strings.TrimSuffix(p, ".json") + ".so")
+		case strings.HasPrefix(e.Name(), "rt-build-") || strings.HasPrefix(e.Name(), "build-"):
+			if age > 24*time.Hour {
+				os.RemoveAll(p)
+			}
+		case strings.HasPrefix(e.Name(), "rt-") && p != keepRT && age > 30*24*time.Hour:
+			os.RemoveAll(p)
+		}
+	}
+}
+
+func embeddedNames(fs embed.FS) []string {
+	ents, _ := fs.ReadDir(".")
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// metalVersion turns "3.1" into __METAL_VERSION__'s 310.
+func metalVersion(v string) (int, error) {
+	maj, min, _ := strings.Cut(v, ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if err1 != nil || err2 != nil && min != "" || a < 1 || b < 0 || b > 9 {
+		return 0, fmt.Errorf("msl-emu: bad MSL language version %q (want e.g. \"3.1\")", v)
+	}
+	return a*100 + b*10, nil
+}

@@ -1,0 +1,781 @@
+package emu_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+)
+
+// newDevice returns an emulated device, or skips the test when no clang 16+
+// is installed.
+func newDevice(t testing.TB, opts emu.Options) *emu.Device {
+	t.Helper()
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	return emu.New(opts)
+}
+
+var (
+	libMu   sync.Mutex
+	libOnce = map[string]mtl.Library{}
+)
+
+// testLibrary compiles testdata files once per test binary (and once per
+// machine, through the emulator's cache).
+func testLibrary(t testing.TB, dev *emu.Device, names ...string) mtl.Library {
+	t.Helper()
+	key := fmt.Sprintf("%p %s", dev, strings.Join(names, ","))
+	libMu.Lock()
+	defer libMu.Unlock()
+	if l := libOnce[key]; l != nil {
+		return l
+	}
+	files := map[string]string{}
+	for _, n := range append(names, "common.h") {
+		b, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[n] = string(b)
+	}
+	l, err := dev.NewLibrary(files, mtl.CompileOptions{LanguageVersion: "3.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	libOnce[key] = l
+	return l
+}
+
+type arg struct {
+	buf   mtl.Buffer
+	bytes []byte
+	tg    int
+}
+
+// run encodes one dispatch with args bound at indices 0, 1, ... and waits.
+func run(t testing.TB, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args ...arg) error {
+	t.Helper()
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, err := cb.ComputeEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.SetPipeline(p)
+	for i, a := range args {
+		switch {
+		case a.buf != nil:
+			enc.SetBuffer(a.buf, 0, i)
+		case a.bytes != nil:
+			enc.SetBytes(a.bytes, i)
+		case a.tg > 0:
+			enc.SetThreadgroupMemoryLength(a.tg, 0)
+		}
+	}
+	enc.DispatchThreadgroups(groups, tpg)
+	enc.End()
+	cb.Commit()
+	return cb.Wait()
+}
+
+func pipe(t testing.TB, l mtl.Library, name string, fc mtl.FunctionConstants) mtl.Pipeline {
+	t.Helper()
+	p, err := l.Pipeline(name, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newBuf(t testing.TB, dev *emu.Device, n int) mtl.Buffer {
+	t.Helper()
+	b, err := dev.NewBuffer(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Release)
+	return b
+}
+
+func f32Buf(t testing.TB, dev *emu.Device, v []float32) mtl.Buffer {
+	b := newBuf(t, dev, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b.Contents()[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func u32Buf(t testing.TB, dev *emu.Device, v []uint32) mtl.Buffer {
+	b := newBuf(t, dev, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b.Contents()[4*i:], x)
+	}
+	return b
+}
+
+func f16Buf(t testing.TB, dev *emu.Device, v []float32) mtl.Buffer {
+	b := newBuf(t, dev, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(b.Contents()[2*i:], f32ToF16(x))
+	}
+	return b
+}
+
+func f32s(b mtl.Buffer) []float32 {
+	c := b.Contents()
+	out := make([]float32, len(c)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(c[4*i:]))
+	}
+	return out
+}
+
+func u32s(b mtl.Buffer) []uint32 {
+	c := b.Contents()
+	out := make([]uint32, len(c)/4)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(c[4*i:])
+	}
+	return out
+}
+
+func f16s(b mtl.Buffer) []float32 {
+	c := b.Contents()
+	out := make([]float32, len(c)/2)
+	for i := range out {
+		out[i] = f16ToF32(binary.LittleEndian.Uint16(c[2*i:]))
+	}
+	return out
+}
+
+func u32Bytes(v ...uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}
+
+// f32ToF16 rounds to nearest even; the tests use normal values only.
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	man := b & 0x7fffff
+	if f == 0 {
+		return sign
+	}
+	if exp <= 0 || exp >= 31 {
+		panic("f32ToF16: out of the normal half range")
+	}
+	h := uint32(exp)<<10 | man>>13
+	rem := man & 0x1fff
+	if rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+		h++
+	}
+	return sign | uint16(h)
+}
+
+func f16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && man == 0:
+		return math.Float32frombits(sign)
+	case exp == 0:
+		return float32(math.Ldexp(float64(man), -24)) * float32(1-2*int(h>>15))
+	case exp == 31:
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
+}
+
+func rmsInputs(rows, dim int) (x, w []float32) {
+	x = make([]float32, rows*dim)
+	w = make([]float32, dim)
+	for i := range x {
+		x[i] = f16ToF32(f32ToF16(float32(i%17)*0.1 - 0.8))
+	}
+	for i := range w {
+		w[i] = float32(1 + float64(i%3)*0.5)
+	}
+	return x, w
+}
+
+func TestRMSNorm(t *testing.T) {
+	for _, workers := range []int{1, 0} {
+		dev := newDevice(t, emu.Options{Workers: workers})
+		p := pipe(t, testLibrary(t, dev, "reduce.metal"), "rms_norm", nil)
+		const rows, dim = 64, 4096
+		x, w := rmsInputs(rows, dim)
+		out := newBuf(t, dev, 2*rows*dim)
+		args := u32Bytes(dim, math.Float32bits(1e-6))
+		for _, tpg := range []int{256, 1024} {
+			start := time.Now()
+			err := run(t, dev, p, [3]int{rows, 1, 1}, [3]int{tpg, 1, 1},
+				arg{buf: f16Buf(t, dev, x)}, arg{buf: f32ToF16Buf(t, dev, w)}, arg{buf: out}, arg{bytes: args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("rms_norm %dx%d, %d threads per group, workers %d: %v", rows, dim, tpg, workers, time.Since(start))
+			got := f16s(out)
+			for r := 0; r < rows; r++ {
+				var ss float64
+				for i := 0; i < dim; i++ {
+					ss += float64(x[r*dim+i]) * float64(x[r*dim+i])
+				}
+				inv := 1 / math.Sqrt(ss/dim+1e-6)
+				for i := 0; i < dim; i++ {
+					want := float64(x[r*dim+i]) * inv * float64(w[i])
+					if d := math.Abs(want - float64(got[r*dim+i])); d > 2e-3*math.Max(1, math.Abs(want)) {
+						t.Fatalf("row %d col %d: got %v, want %v", r, i, got[r*dim+i], want)
+					}
+				}
+			}
+		}
+		if n := p.StaticThreadgroupMemoryLength(); n != 128 {
+			t.Errorf("StaticThreadgroupMemoryLength = %d, want 128", n)
+		}
+	}
+}
+
+func f32ToF16Buf(t testing.TB, dev *emu.Device, v []float32) mtl.Buffer { return f16Buf(t, dev, v) }
+
+func TestSimdOps(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "reduce.metal"), "simd_ops", nil)
+	const n = 128
+	in := make([]float32, n)
+	for i := range in {
+		in[i] = float32((i*37)%23) - 11
+	}
+	out := newBuf(t, dev, 4*8*n)
+	if err := run(t, dev, p, [3]int{2, 1, 1}, [3]int{64, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(out)
+	for sg := 0; sg < n/32; sg++ {
+		v := in[sg*32 : sg*32+32]
+		var sum float32
+		mx, mn := v[0], v[0]
+		pos := 0
+		for _, x := range v {
+			sum += x
+			mx = max(mx, x)
+			mn = min(mn, x)
+			if x > 0 {
+				pos++
+			}
+		}
+		for l := 0; l < 32; l++ {
+			down, up := v[l], v[l]
+			if l+1 < 32 {
+				down = v[l+1]
+			}
+			if l >= 2 {
+				up = v[l-2]
+			}
+			want := []float32{sum, sum, mx, mn, v[3], down, up, float32(pos)}
+			o := got[(sg*32+l)*8 : (sg*32+l)*8+8]
+			for k := range want {
+				if o[k] != want[k] {
+					t.Fatalf("simdgroup %d lane %d op %d: got %v, want %v", sg, l, k, o[k], want[k])
+				}
+			}
+		}
+	}
+}
+
+func TestPrefixSum(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "reduce.metal"), "scan", nil)
+	const groups, tpg = 4, 256
+	in := make([]uint32, groups*tpg)
+	for i := range in {
+		in[i] = uint32(i*7) % 13
+	}
+	out := newBuf(t, dev, 4*len(in))
+	if err := run(t, dev, p, [3]int{groups, 1, 1}, [3]int{tpg, 1, 1}, arg{buf: u32Buf(t, dev, in)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	got := u32s(out)
+	for g := 0; g < groups; g++ {
+		var acc uint32
+		for i := 0; i < tpg; i++ {
+			if got[g*tpg+i] != acc {
+				t.Fatalf("group %d element %d: got %d, want %d", g, i, got[g*tpg+i], acc)
+			}
+			acc += in[g*tpg+i]
+		}
+	}
+}
+
+func TestAtomics(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "reduce.metal"), "histogram", nil)
+	const n = 1000
+	in := make([]uint32, n)
+	var want [16]uint32
+	var total float32
+	for i := range in {
+		in[i] = uint32(i*7) % 50
+		want[in[i]%16]++
+		total += float32(in[i])
+	}
+	hist := newBuf(t, dev, 64)
+	tot := newBuf(t, dev, 4)
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, _ := cb.ComputeEncoder()
+	enc.SetPipeline(p)
+	enc.SetBuffer(u32Buf(t, dev, in), 0, 0)
+	enc.SetBuffer(hist, 0, 1)
+	enc.SetBytes(u32Bytes(n), 2)
+	enc.SetBuffer(tot, 0, 3)
+	enc.DispatchThreads([3]int{n, 1, 1}, [3]int{128, 1, 1}) // the last group has 104 threads
+	enc.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := u32s(hist); [16]uint32(got) != want {
+		t.Errorf("histogram %v, want %v", got, want)
+	}
+	if got := f32s(tot)[0]; got != total {
+		t.Errorf("total %v, want %v", got, total)
+	}
+	if s, e := cb.GPUTime(); !(e >= s && s > 0) {
+		t.Errorf("GPUTime %v, %v", s, e)
+	}
+}
+
+func TestDynamicThreadgroupMemory(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "reduce.metal"), "tg_reverse", nil)
+	const groups, tpg = 3, 96
+	in := make([]float32, groups*tpg)
+	for i := range in {
+		in[i] = float32(i)
+	}
+	out := newBuf(t, dev, 4*len(in))
+	if err := run(t, dev, p, [3]int{groups, 1, 1}, [3]int{tpg, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out}, arg{tg: 4 * tpg}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(out)
+	for g := 0; g < groups; g++ {
+		for i := 0; i < tpg; i++ {
+			if want := float32(g*tpg + tpg - 1 - i); got[g*tpg+i] != want {
+				t.Fatalf("out[%d] = %v, want %v", g*tpg+i, got[g*tpg+i], want)
+			}
+		}
+	}
+	err := run(t, dev, p, [3]int{groups, 1, 1}, [3]int{tpg, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out})
+	if err == nil || !strings.Contains(err.Error(), "threadgroup(0) 'buf' has no memory") {
+		t.Errorf("dispatch without threadgroup memory: %v", err)
+	}
+}
+
+func TestVectorConversions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "reduce.metal"), "vec_ops", nil)
+	in := []float32{1.7, -2.5, 0.25, 3, -0.5, 4.9, -1.25, 0.75}
+	out := newBuf(t, dev, 4*len(in))
+	if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{2, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(out)
+	for v := 0; v < 2; v++ {
+		x := in[4*v : 4*v+4]
+		var iv, r [4]float32
+		for i := range iv {
+			iv[i] = float32(math.Trunc(float64(x[i])))
+		}
+		r = [4]float32{iv[0], iv[1], 2 * x[2], 2 * x[3]}
+		for i := range r {
+			if x[i] < 0 {
+				r[i] = 0.5
+			}
+		}
+		r[3] = max(-1, min(1, r[3]))
+		for i := range r {
+			if want := r[i] + 1 + iv[i]; got[4*v+i] != want {
+				t.Errorf("vector %d component %d: got %v, want %v", v, i, got[4*v+i], want)
+			}
+		}
+	}
+}
+
+func matmulRef(a, b []float32, m, n, k int) []float32 {
+	c := make([]float32, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float32
+			for l := 0; l < k; l++ {
+				s += a[i*k+l] * b[l*n+j]
+			}
+			c[i*n+j] = s
+		}
+	}
+	return c
+}
+
+func TestSimdgroupMatrix(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "matmul.metal")
+	const m, n, k = 32, 48, 24
+	a := make([]float32, m*k)
+	b := make([]float32, k*n)
+	for i := range a {
+		a[i] = float32((i*5)%9-4) / 4 // exact in half
+	}
+	for i := range b {
+		b[i] = float32((i*3)%7-3) / 2
+	}
+	want := matmulRef(a, b, m, n, k)
+	dims := u32Bytes(m, n, k)
+
+	c := newBuf(t, dev, 4*m*n)
+	err := run(t, dev, pipe(t, lib, "matmul8", nil), [3]int{n / 8, m / 8, 1}, [3]int{32, 1, 1},
+		arg{buf: f16Buf(t, dev, a)}, arg{buf: f16Buf(t, dev, b)}, arg{buf: c}, arg{bytes: dims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range f32s(c) {
+		if g != want[i] {
+			t.Fatalf("matmul8: C[%d] = %v, want %v", i, g, want[i])
+		}
+	}
+
+	bt := make([]float32, n*k) // B transposed: N x K
+	for l := 0; l < k; l++ {
+		for j := 0; j < n; j++ {
+			bt[j*k+l] = b[l*n+j]
+		}
+	}
+	c2 := newBuf(t, dev, 4*m*n)
+	err = run(t, dev, pipe(t, lib, "matmul16_tg", nil), [3]int{n / 16, m / 16, 1}, [3]int{128, 1, 1},
+		arg{buf: f32Buf(t, dev, a)}, arg{buf: f32Buf(t, dev, bt)}, arg{buf: c2}, arg{bytes: dims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range f32s(c2) {
+		if g != 2*want[i] {
+			t.Fatalf("matmul16_tg: C[%d] = %v, want %v", i, g, 2*want[i])
+		}
+	}
+}
+
+func TestFunctionConstants(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "matmul.metal")
+	x := []float32{1, 2, 3, 4}
+	bias := []float32{10, 20, 30, 40}
+	y := newBuf(t, dev, 16)
+
+	pb := pipe(t, lib, "axpb", mtl.FunctionConstants{0: true, 1: float32(3)})
+	if err := run(t, dev, pb, [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: f32Buf(t, dev, x)}, arg{buf: y}, arg{buf: f32Buf(t, dev, bias)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f32s(y); got[0] != 13 || got[3] != 52 {
+		t.Errorf("with bias and scale: %v", got)
+	}
+	// Without the bias the buffer need not be bound; without scale, the
+	// derived constant has_scale is false.
+	pn := pipe(t, lib, "axpb", mtl.FunctionConstants{0: false})
+	if err := run(t, dev, pn, [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: f32Buf(t, dev, x)}, arg{buf: y}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f32s(y); got[0] != 1 || got[3] != 4 {
+		t.Errorf("plain: %v", got)
+	}
+	if again := pipe(t, lib, "axpb", mtl.FunctionConstants{0: false}); again != pn {
+		t.Error("the pipeline was not cached")
+	}
+	if _, err := lib.Pipeline("axpb", nil); err == nil || !strings.Contains(err.Error(), "needs function constant 0 (bool has_bias") {
+		t.Errorf("missing constant: %v", err)
+	}
+	if _, err := lib.Pipeline("axpb", mtl.FunctionConstants{0: int32(1)}); err == nil || !strings.Contains(err.Error(), "cannot take int32") {
+		t.Errorf("wrong type: %v", err)
+	}
+}
+
+func TestTemplateHostNames(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "matmul.metal")
+	names := strings.Join(lib.FunctionNames(), " ")
+	for _, n := range []string{"add_f32", "add_f16", "add_i32"} {
+		if !strings.Contains(names, n) {
+			t.Errorf("FunctionNames %q lacks %s", names, n)
+		}
+	}
+	a, b := []float32{1, 2.5, -3, 4}, []float32{0.5, 0.5, 1, -8}
+	c := newBuf(t, dev, 16)
+	if err := run(t, dev, pipe(t, lib, "add_f32", nil), [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: f32Buf(t, dev, a)}, arg{buf: f32Buf(t, dev, b)}, arg{buf: c}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f32s(c); got[1] != 3 || got[3] != -4 {
+		t.Errorf("add_f32: %v", got)
+	}
+	h := newBuf(t, dev, 8)
+	if err := run(t, dev, pipe(t, lib, "add_f16", nil), [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: f16Buf(t, dev, a)}, arg{buf: f16Buf(t, dev, b)}, arg{buf: h}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f16s(h); got[1] != 3 || got[2] != -2 {
+		t.Errorf("add_f16: %v", got)
+	}
+	ci := newBuf(t, dev, 16)
+	if err := run(t, dev, pipe(t, lib, "add_i32", nil), [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: u32Buf(t, dev, []uint32{1, 2, 3, 4})}, arg{buf: u32Buf(t, dev, []uint32{10, 20, 30, 1 << 31})}, arg{buf: ci}); err != nil {
+		t.Fatal(err)
+	}
+	if got := u32s(ci); got[0] != 11 || got[3] != 1<<31+4 {
+		t.Errorf("add_i32: %v", got)
+	}
+}
+
+func wantExecError(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	var ee *emu.ExecutionError
+	if !errors.As(err, &ee) {
+		t.Fatalf("got %v, want an ExecutionError", err)
+	}
+	if !strings.HasPrefix(ee.Msg, "kernel "+ee.Kernel+": ") {
+		t.Errorf("ExecutionError.Kernel %q does not match %q", ee.Kernel, ee.Msg)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q lacks %q", err, p)
+		}
+	}
+}
+
+func TestRaceReported(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "faults.metal"), "racy_sum", nil)
+	in := make([]float32, 128)
+	out := newBuf(t, dev, 4)
+	err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{128, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out})
+	wantExecError(t, err, "kernel racy_sum: threadgroup memory race on 'partial'", "missing threadgroup_barrier")
+	t.Log(err)
+
+	quiet := emu.New(emu.Options{NoRaceCheck: true})
+	p = pipe(t, testLibrary(t, quiet, "faults.metal"), "racy_sum", nil)
+	if err := run(t, quiet, p, [3]int{1, 1, 1}, [3]int{128, 1, 1}, arg{buf: f32Buf(t, quiet, in)}, arg{buf: out}); err != nil {
+		t.Errorf("with NoRaceCheck: %v", err)
+	}
+}
+
+func TestOutOfBoundsWrite(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "faults.metal"), "oob_write", nil)
+	out := newBuf(t, dev, 400)
+	err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{128, 1, 1}, arg{buf: out})
+	wantExecError(t, err, "kernel oob_write: out-of-bounds access to buffer(0) 'out': bytes [400, 404) of a 400-byte binding")
+	t.Log(err)
+}
+
+func TestDivergentBarrier(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "faults.metal"), "early_exit", nil)
+	out := newBuf(t, dev, 512)
+	err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{128, 1, 1}, arg{buf: out})
+	wantExecError(t, err, "kernel early_exit: threadgroup_barrier at faults.metal:", "reached by 96 of 128 threads (divergent barrier")
+	t.Log(err)
+}
+
+func TestCompileErrors(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	for _, c := range []struct {
+		src, want string
+	}{
+		{"#include <metal_stdlib>\nusing namespace metal;\n\nkernel void bad(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  x[i] = undefined_thing;\n}\n", "bad.metal:5:"},
+		{"#include <metal_stdlib>\nusing namespace metal;\nkernel void tex(texture2d<float> t [[texture(0)]]) {}\n", "bad.metal:3: parameter t: [[texture]] is not supported"},
+		{"#include <metal_stdlib>\n#include \"missing.h\"\n", "bad.metal:2:10: fatal error: 'missing.h' file not found"},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"bad.metal": c.src}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want a CompileError with %q", err, c.want)
+		}
+	}
+}
+
+func TestEncodingErrors(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "reduce.metal")
+	p := pipe(t, lib, "tg_reverse", nil)
+	err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: newBuf(t, dev, 128)})
+	if err == nil || !strings.Contains(err.Error(), "buffer(1) 'out' is not bound") {
+		t.Errorf("unbound buffer: %v", err)
+	}
+	err = run(t, dev, p, [3]int{1, 1, 1}, [3]int{2048, 1, 1}, arg{buf: newBuf(t, dev, 128)}, arg{buf: newBuf(t, dev, 128)}, arg{tg: 64})
+	if err == nil || !strings.Contains(err.Error(), "2048 threads per threadgroup exceed") {
+		t.Errorf("too many threads: %v", err)
+	}
+	if _, err := lib.Pipeline("nope", nil); err == nil || !strings.Contains(err.Error(), "no kernel \"nope\"") {
+		t.Errorf("unknown kernel: %v", err)
+	}
+}
+
+func BenchmarkRMSNorm64x4096(b *testing.B) {
+	dev := newDevice(b, emu.Options{})
+	p := pipe(b, testLibrary(b, dev, "reduce.metal"), "rms_norm", nil)
+	const rows, dim = 64, 4096
+	x, w := rmsInputs(rows, dim)
+	xb, wb, out := f16Buf(b, dev, x), f16Buf(b, dev, w), newBuf(b, dev, 2*rows*dim)
+	args := u32Bytes(dim, math.Float32bits(1e-6))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := run(b, dev, p, [3]int{rows, 1, 1}, [3]int{256, 1, 1}, arg{buf: xb}, arg{buf: wb}, arg{buf: out}, arg{bytes: args}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestLlamaStyleIdioms runs a dequantize-and-multiply kernel written the
+// way llama.cpp writes them (see testdata/idioms.metal).
+func TestLlamaStyleIdioms(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "idioms.metal")
+	const m, k = 16, 32
+	for _, c := range []struct {
+		kernel string
+		n      int
+		bounds bool
+	}{{"mm_q8_f16", 12, true}, {"mm_f16_f16", 16, false}, {"mm_q8_f16", 16, false}} {
+		a := make([]float32, m*k) // dequantized A
+		var src0 []byte
+		for r := 0; r < m; r++ {
+			for blk := 0; blk < k/16; blk++ {
+				if c.kernel == "mm_q8_f16" {
+					src0 = binary.LittleEndian.AppendUint16(src0, f32ToF16(0.5))
+					for i := 0; i < 16; i++ {
+						q := int8((r*3+blk*5+i*7)%16 - 8)
+						src0 = append(src0, byte(q))
+						a[r*k+blk*16+i] = float32(q) * 0.5
+					}
+				} else {
+					for i := 0; i < 16; i++ {
+						v := float32((r+blk*3+i*5)%9-4) / 2
+						src0 = binary.LittleEndian.AppendUint16(src0, f32ToF16(v))
+						a[r*k+blk*16+i] = v
+					}
+				}
+			}
+		}
+		b := make([]float32, c.n*k)
+		for i := range b {
+			b[i] = float32((i*11)%13-6) / 4
+		}
+		s0 := newBuf(t, dev, len(src0))
+		copy(s0.Contents(), src0)
+		dst := newBuf(t, dev, 4*m*c.n)
+		args := make([]byte, 24)
+		binary.LittleEndian.PutUint32(args[0:], m)
+		binary.LittleEndian.PutUint32(args[4:], uint32(c.n))
+		binary.LittleEndian.PutUint32(args[8:], k)
+		binary.LittleEndian.PutUint64(args[16:], uint64(len(src0)/m))
+		p := pipe(t, lib, c.kernel, mtl.FunctionConstants{100: c.bounds, 101: int16(1)})
+		err := run(t, dev, p, [3]int{(c.n + 7) / 8, m / 8, 1}, [3]int{32, 1, 1},
+			arg{bytes: args}, arg{buf: s0}, arg{buf: f16Buf(t, dev, b)}, arg{buf: dst}, arg{tg: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f32s(dst)
+		for i := 0; i < m; i++ {
+			for j := 0; j < c.n; j++ {
+				var want float32
+				for l := 0; l < k; l++ {
+					want += a[i*k+l] * b[j*k+l]
+				}
+				want *= 0.5
+				if got[i*c.n+j] != want {
+					t.Fatalf("%s n=%d: dst[%d][%d] = %v, want %v", c.kernel, c.n, i, j, got[i*c.n+j], want)
+				}
+			}
+		}
+	}
+}
+
+func TestCoverage(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "coverage.metal")
+	in := make([]float32, 64)
+	for i := range in {
+		in[i] = float32(i%7) - 2
+	}
+	out := newBuf(t, dev, 4*8*64)
+	if err := run(t, dev, pipe(t, lib, "lanes", nil), [3]int{1, 1, 1}, [3]int{64, 1, 1}, arg{buf: f32Buf(t, dev, in)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(out)
+	for i := 0; i < 64; i++ {
+		q := i &^ 3
+		sg := i &^ 31
+		var incl float32
+		for l := sg; l <= i; l++ {
+			incl += in[l]
+		}
+		want := []float32{in[q] + in[q+1] + in[q+2] + in[q+3], in[i^1], in[sg+(i+1)%32], 1, 0, 0, incl, in[sg]}
+		if i == sg {
+			want[5] = 1
+		}
+		for k, w := range want {
+			if got[i*8+k] != w {
+				t.Fatalf("lane %d op %d: got %v, want %v", i, k, got[i*8+k], w)
+			}
+		}
+	}
+
+	p := pipe(t, lib, "misc", nil)
+	if p.MaxTotalThreadsPerThreadgroup() != 64 {
+		t.Errorf("MaxTotalThreadsPerThreadgroup = %d, want 64", p.MaxTotalThreadsPerThreadgroup())
+	}
+	res, ctr, mat := newBuf(t, dev, 44), newBuf(t, dev, 4), f32Buf(t, dev, make([]float32, 64))
+	binary.LittleEndian.PutUint32(mat.Contents()[4:], math.Float32bits(3))
+	table := f32Buf(t, dev, []float32{8})
+	if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{64, 1, 1}, arg{buf: res}, arg{buf: ctr}, arg{buf: mat}, arg{buf: table}); err != nil {
+		t.Fatal(err)
+	}
+	want := []uint32{64, 7, 29, 1, 0x3f800000, 4, 6, 35, 65504, 5, 11}
+	if got := u32s(res); [11]uint32(got) != [11]uint32(want) {
+		t.Errorf("misc: got %v, want %v", got, want)
+	}
+	if got := u32s(ctr)[0]; got != 42 {
+		t.Errorf("compare-exchange: %d", got)
+	}
+	for i, v := range f32s(mat) {
+		if w := float32(0); i%9 == 0 && v != 2 || i%9 != 0 && v != w {
+			t.Fatalf("diagonal matrix element %d = %v", i, v)
+		}
+	}
+	if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{128, 1, 1}, arg{buf: res}, arg{buf: ctr}, arg{buf: mat}, arg{buf: table}); err == nil {
+		t.Error("128 threads ran a kernel limited to 64")
+	}
+}
+
+func TestMoreFaults(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "faults.metal")
+	out := newBuf(t, dev, 256)
+	err := run(t, dev, pipe(t, lib, "tg_index", nil), [3]int{1, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
+	wantExecError(t, err, "kernel tg_index: threadgroup array index 32 out of range [0, 32)")
+	err = run(t, dev, pipe(t, lib, "split_barrier", nil), [3]int{1, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
+	wantExecError(t, err, "kernel split_barrier: threadgroup_barrier at faults.metal:", "reached by 32 of 64 threads, the others wait at faults.metal:")
+
+	// A buffer that a function constant made optional is used all the same.
+	ax := pipe(t, testLibrary(t, dev, "matmul.metal"), "axpb", mtl.FunctionConstants{0: true})
+	err = run(t, dev, ax, [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: out}, arg{buf: newBuf(t, dev, 16)})
+	wantExecError(t, err, "kernel axpb: access through a null pointer: buffer(2) 'bias' is not bound")
+}

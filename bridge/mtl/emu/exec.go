@@ -1,0 +1,338 @@
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+)
+
+type queue struct {
+	dev  *Device
+	mu   sync.Mutex
+	last chan struct{} // completion of the last committed command buffer
+}
+
+// NewCommandQueue makes a queue; its command buffers run one after another.
+func (d *Device) NewCommandQueue() (mtl.CommandQueue, error) { return &queue{dev: d}, nil }
+
+func (q *queue) CommandBuffer() (mtl.CommandBuffer, error) {
+	return &commandBuffer{q: q, done: make(chan struct{})}, nil
+}
+
+// command is one dispatch with its arguments resolved at encoding time, as
+// Metal captures them.
+type command struct {
+	pipe *pipeline
+	desc *cDesc
+	bufs []*buffer // to check they were not released before execution
+	keep [][]byte  // setBytes copies the descriptor points into
+}
+
+type commandBuffer struct {
+	q         *queue
+	mu        sync.Mutex
+	cmds      []*command
+	open      *encoder
+	encErr    error // first encoding mistake
+	committed bool
+	done      chan struct{}
+	err       error
+	start     float64
+	end       float64
+}
+
+func (cb *commandBuffer) fail(err error) {
+	if cb.encErr == nil {
+		cb.encErr = err
+	}
+}
+
+func (cb *commandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.committed {
+		return nil, errors.New("msl-emu: ComputeEncoder on a committed command buffer")
+	}
+	if cb.open != nil {
+		return nil, errors.New("msl-emu: ComputeEncoder while the previous encoder is not ended")
+	}
+	e := &encoder{cb: cb}
+	cb.open = e
+	return e, nil
+}
+
+func (cb *commandBuffer) Commit() {
+	cb.mu.Lock()
+	if cb.committed {
+		cb.mu.Unlock()
+		return
+	}
+	if cb.open != nil {
+		cb.fail(errors.New("msl-emu: Commit with an encoder that is not ended"))
+	}
+	cb.committed = true
+	cb.mu.Unlock()
+	q := cb.q
+	q.mu.Lock()
+	prev := q.last
+	q.last = cb.done
+	q.mu.Unlock()
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		cb.execute()
+		close(cb.done)
+	}()
+}
+
+func (cb *commandBuffer) Wait() error {
+	cb.mu.Lock()
+	committed := cb.committed
+	cb.mu.Unlock()
+	if !committed {
+		return errors.New("msl-emu: Wait on a command buffer that was not committed")
+	}
+	<-cb.done
+	return cb.err
+}
+
+func (cb *commandBuffer) GPUTime() (float64, float64) { return cb.start, cb.end }
+
+func (cb *commandBuffer) execute() {
+	dev := cb.q.dev
+	cb.start = dev.now()
+	defer func() { cb.end = dev.now() }()
+	if cb.encErr != nil {
+		cb.err = cb.encErr
+		return
+	}
+	for _, c := range cb.cmds {
+		for _, b := range c.bufs {
+			if b.released.Load() {
+				cb.err = fmt.Errorf("msl-emu: kernel %s: a buffer was released before the command buffer ran", c.pipe.k.Name)
+				return
+			}
+		}
+		groups := c.desc.groups[0] * c.desc.groups[1] * c.desc.groups[2]
+		workers := defaultWorkers(dev.opts.Workers)
+		if int64(workers) > groups {
+			workers = int(groups)
+		}
+		err := c.pipe.lib.lib.dispatch(c.desc, workers)
+		if st := c.desc.staticTG; st > c.pipe.staticTG.Load() {
+			c.pipe.staticTG.Store(st)
+		}
+		if err != nil {
+			if ee, ok := err.(*ExecutionError); ok {
+				ee.Kernel = c.pipe.k.Name
+			}
+			cb.err = err
+			return
+		}
+	}
+}
+
+type binding struct {
+	buf   *buffer
+	off   int
+	bytes []byte
+}
+
+type encoder struct {
+	cb    *commandBuffer
+	pipe  *pipeline
+	bind  [31]binding
+	tgmem [31]int
+	ended bool
+}
+
+func (e *encoder) fail(format string, args ...any) {
+	e.cb.mu.Lock()
+	e.cb.fail(fmt.Errorf("msl-emu: "+format, args...))
+	e.cb.mu.Unlock()
+}
+
+func (e *encoder) usable(what string) bool {
+	e.cb.mu.Lock()
+	committed := e.cb.committed
+	e.cb.mu.Unlock()
+	switch {
+	case committed:
+		return false // Metal raises; the command buffer is already running
+	case e.ended:
+		e.fail("%s after End", what)
+		return false
+	}
+	return true
+}
+
+func (e *encoder) SetPipeline(p mtl.Pipeline) {
+	if !e.usable("SetPipeline") {
+		return
+	}
+	pp, ok := p.(*pipeline)
+	if !ok {
+		e.fail("SetPipeline: %T is not an msl-emu pipeline", p)
+		return
+	}
+	e.pipe = pp
+}
+
+func (e *encoder) SetBuffer(b mtl.Buffer, offset, index int) {
+	if !e.usable("SetBuffer") {
+		return
+	}
+	bb, ok := b.(*buffer)
+	switch {
+	case index < 0 || index > 30:
+		e.fail("SetBuffer: index %d out of range [0, 30]", index)
+	case b == nil:
+		e.bind[index] = binding{}
+	case !ok:
+		e.fail("SetBuffer: %T is not an msl-emu buffer", b)
+	case offset < 0 || offset >= len(bb.mem):
+		e.fail("SetBuffer: offset %d outside the %d-byte buffer", offset, len(bb.mem))
+	default:
+		e.bind[index] = binding{buf: bb, off: offset}
+	}
+}
+
+func (e *encoder) SetBytes(data []byte, index int) {
+	if !e.usable("SetBytes") {
+		return
+	}
+	switch {
+	case index < 0 || index > 30:
+		e.fail("SetBytes: index %d out of range [0, 30]", index)
+	case len(data) == 0 || len(data) > 4096:
+		e.fail("SetBytes: %d bytes; Metal takes 1 to 4096 (use a buffer)", len(data))
+	default:
+		e.bind[index] = binding{bytes: append([]byte(nil), data...)}
+	}
+}
+
+func (e *encoder) SetThreadgroupMemoryLength(length, index int) {
+	if !e.usable("SetThreadgroupMemoryLength") {
+		return
+	}
+	switch {
+	case index < 0 || index > 30:
+		e.fail("SetThreadgroupMemoryLength: index %d out of range [0, 30]", index)
+	case length < 0 || length%16 != 0:
+		e.fail("SetThreadgroupMemoryLength: %d bytes is not a multiple of 16", length)
+	default:
+		e.tgmem[index] = length
+	}
+}
+
+func (e *encoder) DispatchThreadgroups(groups, tpg [3]int) {
+	e.dispatch(groups, tpg, [3]int{groups[0] * tpg[0], groups[1] * tpg[1], groups[2] * tpg[2]})
+}
+
+func (e *encoder) DispatchThreads(threads, tpg [3]int) {
+	var groups [3]int
+	for i := range groups {
+		if tpg[i] > 0 {
+			groups[i] = (threads[i] + tpg[i] - 1) / tpg[i]
+		}
+	}
+	e.dispatch(groups, tpg, threads)
+}
+
+// dispatch validates a dispatch as Metal's API validation would and
+// captures its arguments.
+func (e *encoder) dispatch(groups, tpg, grid [3]int) {
+	if !e.usable("dispatch") {
+		return
+	}
+	p := e.pipe
+	if p == nil {
+		e.fail("dispatch without SetPipeline")
+		return
+	}
+	name := p.k.Name
+	n := 1
+	for i := 0; i < 3; i++ {
+		if tpg[i] <= 0 || groups[i] < 0 || grid[i] < 0 || grid[i] >= 1<<32 {
+			e.fail("kernel %s: bad dispatch size: %v threadgroups of %v threads", name, groups, tpg)
+			return
+		}
+		n *= tpg[i]
+	}
+	if groups[0]*groups[1]*groups[2] == 0 {
+		return
+	}
+	if n > p.maxTotal {
+		e.fail("kernel %s: %d threads per threadgroup exceed the pipeline's %d", name, n, p.maxTotal)
+		return
+	}
+	d := &cDesc{abi: abi, kernel: p.index, tgmax: int64(p.lib.dev.MaxThreadgroupMemoryLength())}
+	if !p.lib.dev.opts.NoRaceCheck {
+		d.flags |= 1
+	}
+	for i := 0; i < 3; i++ {
+		d.groups[i], d.tpg[i], d.grid[i] = int64(groups[i]), int64(tpg[i]), int64(grid[i])
+	}
+	c := &command{pipe: p, desc: d}
+	dyn := 0
+	for _, prm := range p.k.Params {
+		switch prm.Kind {
+		case "buffer":
+			b := e.bind[prm.Index]
+			if b.buf == nil && b.bytes == nil && prm.FC == "" {
+				e.fail("kernel %s: buffer(%d) '%s' is not bound", name, prm.Index, prm.Name)
+				return
+			}
+		case "threadgroup":
+			if e.tgmem[prm.Index] == 0 {
+				e.fail("kernel %s: threadgroup(%d) '%s' has no memory (SetThreadgroupMemoryLength)", name, prm.Index, prm.Name)
+				return
+			}
+		}
+	}
+	for i, b := range e.bind {
+		switch {
+		case b.buf != nil:
+			d.buf[i] = cBinding{uintptr(unsafe.Pointer(&b.buf.mem[b.off])), int64(len(b.buf.mem) - b.off)}
+			c.bufs = append(c.bufs, b.buf)
+		case b.bytes != nil:
+			d.buf[i] = cBinding{uintptr(unsafe.Pointer(&b.bytes[0])), int64(len(b.bytes))}
+			c.keep = append(c.keep, b.bytes)
+		}
+	}
+	for i, l := range e.tgmem {
+		d.tgmem[i] = int64(l)
+		dyn += l
+	}
+	if dyn > p.lib.dev.MaxThreadgroupMemoryLength() {
+		e.fail("kernel %s: %d bytes of dynamic threadgroup memory exceed the device's %d", name, dyn, p.lib.dev.MaxThreadgroupMemoryLength())
+		return
+	}
+	if len(p.fcs) > 0 {
+		d.fcs = uintptr(unsafe.Pointer(&p.fcs[0]))
+		d.nfc = int64(len(p.fcs))
+	}
+	e.cb.mu.Lock()
+	e.cb.cmds = append(e.cb.cmds, c)
+	e.cb.mu.Unlock()
+}
+
+// MemoryBarrier orders nothing more: the encoder is serial and the
+// emulator runs each dispatch to completion before the next.
+func (e *encoder) MemoryBarrier() { e.usable("MemoryBarrier") }
+
+func (e *encoder) End() {
+	if e.ended {
+		return
+	}
+	e.ended = true
+	e.cb.mu.Lock()
+	if e.cb.open == e {
+		e.cb.open = nil
+	}
+	e.cb.mu.Unlock()
+}

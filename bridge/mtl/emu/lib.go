@@ -1,0 +1,96 @@
+package emu
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// abi is the layout version of cDesc, checked against the runtime's.
+const abi = 4
+
+type cBinding struct {
+	ptr uintptr
+	len int64
+}
+
+// cFC is one function constant value: kind 0 bool, 1 signed, 2 unsigned,
+// 3 float (bits of a float64).
+type cFC struct {
+	index int64
+	kind  int64
+	bits  uint64
+}
+
+// cDesc is one dispatch as emu_runtime.cpp's Desc sees it.
+type cDesc struct {
+	abi      int64
+	kernel   int64
+	groups   [3]int64
+	tpg      [3]int64
+	grid     [3]int64
+	flags    int64
+	tgmax    int64
+	buf      [31]cBinding
+	tgmem    [31]int64
+	fcs      uintptr
+	nfc      int64
+	next     int64
+	errflag  int64
+	staticTG int64
+	err      [1024]byte
+}
+
+func (d *cDesc) errString() string {
+	n := 0
+	for n < len(d.err) && d.err[n] != 0 {
+		n++
+	}
+	return string(d.err[:n])
+}
+
+// clib is a loaded library. Function constants and the race flag are
+// library-wide state, so its dispatches run one at a time.
+type clib struct {
+	find  func(name string) int64
+	begin func(d unsafe.Pointer) int64
+	work  func(d unsafe.Pointer)
+	mu    sync.Mutex
+}
+
+// dispatch runs one dispatch on workers OS threads and returns its error.
+func (l *clib) dispatch(d *cDesc, workers int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := unsafe.Pointer(d)
+	if l.begin(p) != 0 {
+		return fmt.Errorf("msl-emu: bad dispatch (kernel %d)", d.kernel)
+	}
+	if workers <= 1 {
+		l.work(p)
+	} else {
+		var wg sync.WaitGroup
+		for i := 0; i < workers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.work(p)
+			}()
+		}
+		wg.Wait()
+	}
+	if d.errflag != 0 {
+		return &ExecutionError{Msg: d.errString()}
+	}
+	return nil
+}
+
+// ExecutionError is a kernel fault the emulator caught: an out-of-bounds
+// access, a divergent barrier, a threadgroup memory race. Metal would
+// report the first two as a command buffer error, or not at all.
+type ExecutionError struct {
+	Kernel string
+	Msg    string // starts with "kernel <name>: "
+}
+
+func (e *ExecutionError) Error() string { return e.Msg }

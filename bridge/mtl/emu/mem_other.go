@@ -1,0 +1,7 @@
+//go:build !unix
+
+package emu
+
+func allocShared(n int) ([]byte, error) { return make([]byte, n), nil }
+
+func freeShared([]byte) {}

@@ -1,0 +1,1193 @@
+package emu
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// rewrite turns one preprocessed MSL translation unit into C++ that the shim
+// header (runtime/metal_stdlib) compiles:
+//
+//   - `device T*`, `constant T*`, `threadgroup T*` become checked pointers
+//     (metal::__emu::ptr<T, AS>); other address-space keywords go away;
+//   - `threadgroup T x[N];` in a function becomes a reference to storage the
+//     runtime gives each threadgroup;
+//   - function constants become statics the runtime sets before a dispatch,
+//     and program-scope constants computed from them are recomputed then;
+//   - vector constructors (float4(a, b)) and casts become value
+//     conversions, since clang's functional casts on vectors are bit casts;
+//   - after each kernel (or [[host_name]] instantiation) a trampoline maps
+//     the [[buffer(n)]], [[threadgroup(n)]] and thread-position arguments.
+//
+// Edits keep the line count, so clang's diagnostics point into the .metal
+// file through the preprocessor's line markers.
+
+type attrItem struct {
+	name string
+	args []token
+}
+
+type attrSpan struct {
+	start, end int // token indices of the first '[' and the last ']'
+	items      []attrItem
+}
+
+func (a *attrSpan) find(name string) *attrItem {
+	if a == nil {
+		return nil
+	}
+	for i := range a.items {
+		if a.items[i].name == name {
+			return &a.items[i]
+		}
+	}
+	return nil
+}
+
+// paramInfo is how the host binds one kernel argument.
+type paramInfo struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"` // "buffer", "threadgroup" or "position"
+	Index int    `json:"index"`
+	Pos   string `json:"pos,omitempty"`
+	FC    string `json:"fc,omitempty"` // function constant that enables the argument
+}
+
+type kernelInfo struct {
+	Name       string      `json:"name"`
+	File       string      `json:"file"`
+	Line       int         `json:"line"`
+	Params     []paramInfo `json:"params"`
+	MaxThreads int         `json:"max_threads,omitempty"`
+	Uses       []string    `json:"uses,omitempty"` // function constants named in the body
+}
+
+type fcInfo struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Index   int    `json:"index"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Guarded bool   `json:"guarded"` // tested with is_function_constant_defined
+	cname   string // qualified C++ name
+	defVar  string // the "defined" flag
+}
+
+type edit struct {
+	start, end int
+	text       string
+}
+
+type kdef struct {
+	params     []paramInfo
+	uses       []string
+	maxThreads int
+}
+
+type rewriter struct {
+	src    string
+	toks   []token
+	attrAt map[int]*attrSpan // by index of the first '['
+	attrTo map[int]*attrSpan // by index of the last ']'
+	edits  []edit
+	err    error
+
+	ns        []string // the scope each open brace opened (see atNamespaceScope)
+	parens    int
+	pendingNS *string
+
+	kernels   []kernelInfo
+	entries   []string // KernelEntry initialisers
+	templates map[string]*kdef
+	fcs       []*fcInfo
+	derived   map[string]bool
+	inits     []string // qualified derived-constant initialisers, in order
+	vecNames  map[string]bool
+	nTramp    int
+	nSite     int
+}
+
+var posAttrs = map[string]string{
+	"thread_position_in_grid":             "POS_TPIG",
+	"thread_position_in_threadgroup":      "POS_TPITG",
+	"threadgroup_position_in_grid":        "POS_TGPIG",
+	"threads_per_threadgroup":             "POS_TPTG",
+	"threadgroups_per_grid":               "POS_TGPG",
+	"threads_per_grid":                    "POS_TPG",
+	"grid_size":                           "POS_TPG",
+	"thread_index_in_simdgroup":           "POS_LANE",
+	"simdgroup_index_in_threadgroup":      "POS_SG",
+	"thread_index_in_threadgroup":         "POS_TIITG",
+	"simdgroups_per_threadgroup":          "POS_NSG",
+	"threads_per_simdgroup":               "POS_TPSG",
+	"thread_execution_width":              "POS_TPSG",
+	"thread_index_in_quadgroup":           "POS_QLANE",
+	"quadgroup_index_in_threadgroup":      "POS_QG",
+	"quadgroups_per_threadgroup":          "POS_NQG",
+	"dispatch_threads_per_threadgroup":    "POS_DTPTG",
+	"dispatch_simdgroups_per_threadgroup": "POS_DSGPTG",
+	"grid_origin":                         "POS_ORIGIN",
+}
+
+func baseVecNames() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range []string{"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong", "bool"} {
+		for _, n := range []string{"2", "3", "4"} {
+			m[t+n] = true
+		}
+	}
+	return m
+}
+
+// rewriteUnit rewrites one translation unit; main is the .metal file name.
+func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
+	toks, err := lex(src)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r := &rewriter{src: src, toks: toks, attrAt: map[int]*attrSpan{}, attrTo: map[int]*attrSpan{},
+		templates: map[string]*kdef{}, derived: map[string]bool{}, vecNames: baseVecNames()}
+	r.findAttrs()
+	if r.err == nil {
+		r.walk()
+	}
+	if r.err != nil {
+		return "", nil, nil, r.err
+	}
+	out, err := r.apply()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	var b strings.Builder
+	b.WriteString("// Generated by msl-emu from " + main + ".\n")
+	for _, fc := range r.fcs {
+		fmt.Fprintf(&b, "static bool %s;\n", fc.defVar)
+	}
+	b.WriteString(out)
+	fmt.Fprintf(&b, "\n#line 1 %q\n", main+" (msl-emu trampolines)")
+	b.WriteString("static void __emu_fcset(const ::metal::__emu::FCIn *in, int64_t n) {\n")
+	for _, fc := range r.fcs {
+		fmt.Fprintf(&b, "  if (!(%s = ::metal::__emu::fc_get(in, n, %d, &%s))) %s = {};\n", fc.defVar, fc.Index, fc.cname, fc.cname)
+	}
+	for _, in := range r.inits {
+		fmt.Fprintf(&b, "  %s();\n", in)
+	}
+	b.WriteString("}\n")
+	if len(r.entries) > 0 {
+		b.WriteString("static const ::metal::__emu::KernelEntry __emu_kernels[] = {\n")
+		for _, e := range r.entries {
+			b.WriteString("  " + e + ",\n")
+		}
+		b.WriteString("};\n")
+		fmt.Fprintf(&b, "static ::metal::__emu::Registrar __emu_registrar(__emu_kernels, %d, &__emu_fcset);\n", len(r.entries))
+	} else {
+		b.WriteString("static ::metal::__emu::Registrar __emu_registrar(nullptr, 0, &__emu_fcset);\n")
+	}
+	return b.String(), r.kernels, r.fcs, nil
+}
+
+func (r *rewriter) fail(t token, format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s:%d: %s", t.file, t.line, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *rewriter) tok(i int) token {
+	if i < 0 || i >= len(r.toks) {
+		return token{}
+	}
+	return r.toks[i]
+}
+
+func (r *rewriter) text(i int) string { return r.tok(i).text }
+
+func (r *rewriter) replace(i, j int, s string) { // tokens i..j inclusive
+	r.edits = append(r.edits, edit{r.toks[i].pos, r.toks[j].end, s})
+}
+
+func (r *rewriter) insertAfter(i int, s string) {
+	r.edits = append(r.edits, edit{r.toks[i].end, r.toks[i].end, s})
+}
+
+// match returns the index of the bracket closing the one at i, or -1. For
+// '<' it gives up at tokens that cannot be in template arguments.
+func (r *rewriter) match(i int) int {
+	open := r.toks[i].text
+	close := map[string]string{"(": ")", "[": "]", "{": "}", "<": ">"}[open]
+	depth := 0
+	for j := i; j < len(r.toks); j++ {
+		t := r.toks[j].text
+		if open == "<" {
+			switch t {
+			case "(", "[":
+				if j = r.match(j); j < 0 {
+					return -1
+				}
+				continue
+			case ";", "{", "}", "&&", "||":
+				return -1
+			}
+		}
+		if t == open {
+			depth++
+		} else if t == close {
+			depth--
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// matchBack returns the index of the bracket opening the one at i.
+func (r *rewriter) matchBack(i int) int {
+	close := r.toks[i].text
+	open := map[string]string{")": "(", "]": "[", "}": "{", ">": "<"}[close]
+	depth := 0
+	for j := i; j >= 0; j-- {
+		switch r.toks[j].text {
+		case close:
+			depth++
+		case open:
+			depth--
+			if depth == 0 {
+				return j
+			}
+		case ";", "{", "}":
+			if close == ">" {
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+func (r *rewriter) findAttrs() {
+	for i := 0; i+1 < len(r.toks); i++ {
+		if r.toks[i].text != "[" || r.toks[i+1].text != "[" {
+			continue
+		}
+		if n := r.tok(i + 2); n.kind != tIdent && n.text != "]" {
+			continue
+		}
+		end := -1
+		depth := 0
+		for j := i; j < len(r.toks); j++ {
+			switch r.toks[j].text {
+			case "[", "(":
+				depth++
+			case "]", ")":
+				depth--
+			}
+			if depth == 0 {
+				end = j
+				break
+			}
+		}
+		if end < 0 || r.toks[end-1].text != "]" {
+			r.fail(r.toks[i], "unterminated attribute")
+			return
+		}
+		span := &attrSpan{start: i, end: end}
+		// Items: name[(args)] separated by commas, between [[ and ]].
+		for j := i + 2; j < end-1; {
+			if r.toks[j].text == "," {
+				j++
+				continue
+			}
+			item := attrItem{name: r.toks[j].text}
+			j++
+			for j < end-1 && r.toks[j].text == "::" { // metal::foo
+				item.name = r.toks[j+1].text
+				j += 2
+			}
+			if j < end-1 && r.toks[j].text == "(" {
+				k := r.match(j)
+				if k < 0 || k >= end {
+					r.fail(r.toks[j], "bad attribute arguments")
+					return
+				}
+				item.args = r.toks[j+1 : k]
+				j = k + 1
+			}
+			span.items = append(span.items, item)
+		}
+		r.attrAt[i] = span
+		r.attrTo[end] = span
+		i = end
+	}
+}
+
+// attrsBefore collects the attribute spans directly before token i and
+// returns them with the index of the first token before them.
+func (r *rewriter) attrsBefore(i int) ([]*attrSpan, int) {
+	var spans []*attrSpan
+	j := i - 1
+	for j >= 0 {
+		a := r.attrTo[j]
+		if a == nil {
+			break
+		}
+		spans = append(spans, a)
+		j = a.start - 1
+	}
+	return spans, j
+}
+
+// The scopes in r.ns are namespace names ("" when anonymous), "\x00" for a
+// function body or block and "\x01" for a class body.
+
+func (r *rewriter) atNamespaceScope() bool {
+	if r.parens != 0 {
+		return false
+	}
+	for _, n := range r.ns {
+		if n == "\x00" || n == "\x01" {
+			return false
+		}
+	}
+	return true
+}
+
+// inFunction reports whether the innermost scope is a function body.
+func (r *rewriter) inFunction() bool {
+	return len(r.ns) > 0 && r.ns[len(r.ns)-1] == "\x00"
+}
+
+// classHead reports whether the '{' at i opens a struct, class, union or
+// enum body.
+func (r *rewriter) classHead(i int) bool {
+	for j := i - 1; j >= 0; j-- {
+		switch r.toks[j].text {
+		case ";", "{", "}", "=":
+			return false
+		case ")": // struct alignas(16) S {, but also f(...) {
+			o := r.matchBack(j)
+			if o <= 0 || r.tok(o-1).text != "alignas" && r.tok(o-1).text != "decltype" {
+				return false
+			}
+			j = o
+		case "struct", "class", "union", "enum":
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rewriter) qualify(name string) string {
+	q := "::"
+	for _, n := range r.ns {
+		if n != "" && n != "\x00" && n != "\x01" {
+			q += n + "::"
+		}
+	}
+	return q + name
+}
+
+func (r *rewriter) walk() {
+	for i := 0; i < len(r.toks) && r.err == nil; i++ {
+		if a := r.attrAt[i]; a != nil {
+			r.replace(a.start, a.end, "")
+			if a.find("kernel") != nil {
+				r.kernel(a.end+1, a.start)
+			}
+			i = a.end
+			continue
+		}
+		t := r.toks[i]
+		switch t.text {
+		case "{":
+			name := "\x00"
+			if r.pendingNS != nil {
+				name = *r.pendingNS
+				r.pendingNS = nil
+			} else if r.classHead(i) {
+				name = "\x01"
+			}
+			r.ns = append(r.ns, name)
+			continue
+		case "}":
+			if len(r.ns) > 0 {
+				r.ns = r.ns[:len(r.ns)-1]
+			}
+			continue
+		case "(":
+			if end := r.vcast(i); end > 0 {
+				i = end
+				continue
+			}
+			r.parens++
+			continue
+		case "[":
+			r.parens++
+			continue
+		case ")", "]":
+			r.parens--
+			continue
+		case ";":
+			r.pendingNS = nil
+			continue
+		}
+		switch t.kind {
+		case tNumber:
+			r.halfLiteral(i)
+			continue
+		case tIdent:
+		default:
+			continue
+		}
+		switch t.text {
+		case "namespace":
+			if r.text(i-1) != "using" {
+				name := ""
+				for j := i + 1; r.tok(j).kind == tIdent || r.text(j) == "::"; j++ {
+					name += r.text(j)
+				}
+				r.pendingNS = &name
+			}
+		case "kernel":
+			r.replace(i, i, "")
+			r.kernel(i+1, i)
+		case "vertex", "fragment", "threadgroup_imageblock", "imageblock":
+			r.fail(t, "%s is not supported by msl-emu (compute kernels only)", t.text)
+		case "texture1d", "texture2d", "texture3d", "texture2d_array", "texturecube", "depth2d", "texture_buffer":
+			if r.text(i+1) == "<" {
+				r.fail(t, "textures are not supported by msl-emu")
+			}
+		case "device", "constant", "threadgroup", "thread":
+			i = r.addrSpace(i)
+		case "is_function_constant_defined":
+			i = r.fcDefined(i)
+		case "reinterpret_cast":
+			r.replace(i, i, "::metal::__emu::reinterpret_cast_")
+		case "typedef", "using":
+			r.alias(i)
+		case "vec":
+			if r.text(i+1) == "<" {
+				if k := r.match(i + 1); k > 0 && r.text(k+1) == "(" {
+					r.vecCtor(i, k)
+					i = k
+				}
+			}
+		default:
+			if r.vecNames[t.text] && r.text(i+1) == "(" {
+				r.vecCtor(i, i)
+			} else if r.vecNames[t.text] && r.tok(i+1).kind == tIdent && r.text(i+2) == "(" && r.inFunction() && r.parens == 0 {
+				r.vecDirectInit(i)
+			}
+		}
+	}
+}
+
+// vecCtor rewrites the vector type at tokens i..j, followed by '(', into a
+// call of metal::__emu::make, which converts values instead of bits.
+func (r *rewriter) vecCtor(i, j int) {
+	p := r.text(i - 1)
+	if p == "." || p == "->" || p == "operator" || p == "typename" || p == "struct" {
+		return
+	}
+	start := i
+	if p == "::" {
+		if r.text(i-2) != "metal" || r.text(i-3) == "::" {
+			return
+		}
+		start = i - 2
+	}
+	typ := r.src[r.toks[i].pos:r.toks[j].end]
+	r.replace(start, j, "::metal::__emu::make<"+typ+" >")
+}
+
+// vecDirectInit rewrites the declaration `float4 v(a, b, c, d);` in a
+// function body into `float4 v = make<float4>(a, b, c, d);`. A parameter
+// list (a local function declaration) starts with a type and is left alone.
+func (r *rewriter) vecDirectInit(i int) {
+	first := r.tok(i + 3)
+	if r.vecNames[first.text] || typeWords[first.text] || first.text == ")" {
+		return
+	}
+	switch first.text {
+	case "float", "half", "bfloat", "bool", "uint", "ushort", "uchar", "ulong", "const", "device", "constant",
+		"threadgroup", "thread", "void":
+		return
+	}
+	r.insertAfter(i+1, " = ::metal::__emu::make<"+r.text(i)+" >")
+}
+
+// vcast rewrites a C-style cast to a vector type, `(float4)x`, into
+// `metal::__emu::vcast<float4>() * x`: `*` binds the same cast-expression
+// operand, and the conversion is by value as in MSL.
+func (r *rewriter) vcast(i int) int {
+	j := i + 1
+	end := -1
+	switch {
+	case r.vecNames[r.text(j)] && r.text(j+1) == ")":
+		end = j
+	case r.text(j) == "vec" && r.text(j+1) == "<":
+		if k := r.match(j + 1); k > 0 && r.text(k+1) == ")" {
+			end = k
+		}
+	}
+	if end < 0 {
+		return -1
+	}
+	prev := r.tok(i - 1)
+	if prev.kind == tIdent && prev.text != "return" || prev.text == ")" || prev.text == "]" || prev.text == ">" {
+		return -1 // a call or a declaration, not a cast
+	}
+	next := r.tok(end + 2)
+	if !(next.kind == tIdent || next.kind == tNumber || strings.Contains("(-+!~*", next.text) && next.text != "") {
+		return -1
+	}
+	typ := r.src[r.toks[j].pos:r.toks[end].end]
+	r.replace(i, end+1, "::metal::__emu::vcast<"+typ+" >() * ")
+	return end + 1
+}
+
+func (r *rewriter) halfLiteral(i int) {
+	s := r.toks[i].text
+	if strings.HasPrefix(strings.ToLower(s), "0x") || !strings.HasSuffix(strings.ToLower(s), "h") {
+		return
+	}
+	num := s[:len(s)-1]
+	if strings.ContainsAny(num, ".eE") {
+		num += "f"
+	}
+	r.replace(i, i, "((half)"+num+")")
+}
+
+// alias notes typedef/using names of vector types, so that their
+// constructor calls get the value conversion too.
+func (r *rewriter) alias(i int) {
+	end := i
+	for end < len(r.toks) && r.toks[end].text != ";" {
+		if t := r.toks[end].text; t == "{" || t == "(" && r.text(end-1) != "decltype" {
+			return
+		}
+		end++
+	}
+	if end >= len(r.toks) {
+		return
+	}
+	var name string
+	var typ []token
+	if r.text(i) == "typedef" {
+		name = r.text(end - 1)
+		typ = r.toks[i+1 : end-1]
+	} else {
+		if r.text(i+2) != "=" {
+			return
+		}
+		name = r.text(i + 1)
+		typ = r.toks[i+3 : end]
+	}
+	for k, t := range typ {
+		if t.text == "*" || t.text == "&" {
+			return
+		}
+		if r.vecNames[t.text] || t.text == "vec" && k+1 < len(typ) && typ[k+1].text == "<" {
+			r.vecNames[name] = true
+			return
+		}
+	}
+}
+
+var typeWords = map[string]bool{"unsigned": true, "signed": true, "long": true, "short": true, "int": true, "char": true}
+
+// typeSpec scans the type after an address-space keyword at i and returns
+// the index of the first token past it.
+func (r *rewriter) typeSpec(i int) int {
+	k := i + 1
+	named := false
+	lastWord := false
+	for k < len(r.toks) {
+		t := r.toks[k]
+		if r.attrAt[k] != nil {
+			break
+		}
+		switch {
+		case t.text == "const" || t.text == "volatile" || t.text == "typename" || t.text == "struct" || t.text == "class" || t.text == "enum":
+			k++
+		case typeWords[t.text]:
+			if named && !lastWord {
+				return k
+			}
+			named, lastWord = true, true
+			k++
+		case t.kind == tIdent:
+			if named {
+				return k
+			}
+			named, lastWord = true, false
+			k++
+		case t.text == "::":
+			named, lastWord = false, false
+			k++
+		case t.text == "<":
+			m := r.match(k)
+			if m < 0 {
+				return k
+			}
+			k = m + 1
+		default:
+			return k
+		}
+	}
+	return k
+}
+
+func (r *rewriter) addrSpace(i int) int {
+	kw := r.toks[i]
+	if kw.text == "thread" {
+		r.replace(i, i, "")
+		return i
+	}
+	if kw.text == "constant" && r.atNamespaceScope() {
+		if j, ok := r.constantDecl(i); ok {
+			return j
+		}
+	}
+	k := r.typeSpec(i)
+	stop := r.tok(k)
+	drop := ""
+	if kw.text == "constant" {
+		drop = "const"
+	}
+	switch {
+	case stop.text == "*" && k == i+1:
+		// `float device* p`: the type comes first.
+		j := i - 1
+		for j >= 0 && (r.toks[j].kind == tIdent && r.toks[j].text != "return" || r.toks[j].text == "::") {
+			j--
+		}
+		if j == i-1 || r.tok(j+1).text == "const" && j+1 == i-1 {
+			r.fail(kw, "pointers to %s pointers are not supported by msl-emu", kw.text)
+			return i
+		}
+		r.replace(j+1, k, r.ptrType(kw.text, r.src[r.toks[j+1].pos:r.toks[i-1].end]))
+		return k
+	case stop.text == "*":
+		start := i
+		cv := ""
+		for j := i - 1; j >= 0 && (r.toks[j].text == "const" || r.toks[j].text == "volatile"); j-- {
+			cv = r.toks[j].text + " " + cv
+			start = j
+		}
+		r.replace(start, k, r.ptrType(kw.text, cv+r.src[r.toks[i+1].pos:r.toks[k-1].end]))
+		return k
+	case stop.kind == tIdent && kw.text == "threadgroup" && r.inFunction() && r.parens == 0:
+		return r.tgDecl(i, k)
+	}
+	r.replace(i, i, drop)
+	return i
+}
+
+// ptrType is the checked pointer type for a pointer to typ in address
+// space as; constant memory is read-only.
+func (r *rewriter) ptrType(as, typ string) string {
+	if as == "constant" && !topLevelConst(typ) {
+		typ = "const " + typ // not add_const_t: `constant T*` must still deduce T
+	}
+	return "::metal::__emu::ptr<" + typ + ", " + map[string]string{"device": "1", "constant": "2", "threadgroup": "3"}[as] + ">"
+}
+
+// topLevelConst reports whether a type's text has `const` outside its
+// template arguments.
+func topLevelConst(typ string) bool {
+	depth := 0
+	word := ""
+	for i := 0; i <= len(typ); i++ {
+		c := byte(' ')
+		if i < len(typ) {
+			c = typ[i]
+		}
+		if isIdentChar(c) {
+			word += string(c)
+			continue
+		}
+		if word == "const" && depth == 0 {
+			return true
+		}
+		word = ""
+		switch c {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		}
+	}
+	return false
+}
+
+// tgDecl rewrites `threadgroup T a[N], b;` (tokens i..; at the ';') into
+// references to the runtime's per-threadgroup storage.
+func (r *rewriter) tgDecl(i, k int) int {
+	typ := r.src[r.toks[i+1].pos:r.toks[k-1].end]
+	var b strings.Builder
+	j := k
+	for {
+		name := r.tok(j)
+		if name.kind != tIdent {
+			r.fail(name, "expected a threadgroup variable name")
+			return j
+		}
+		j++
+		dims := ""
+		for r.text(j) == "[" {
+			m := r.match(j)
+			if m < 0 {
+				r.fail(r.tok(j), "unbalanced [")
+				return j
+			}
+			dims += r.src[r.toks[j].pos:r.toks[m].end]
+			j = m + 1
+		}
+		site := fmt.Sprintf("__emu_tgs%d", r.nSite)
+		r.nSite++
+		fmt.Fprintf(&b, "static const ::metal::__emu::TGSite %s{%q}; auto &%s = ::metal::__emu::tg_var<%s%s>(&%s); ",
+			site, name.text, name.text, typ, dims, site)
+		switch r.text(j) {
+		case ",":
+			j++
+			continue
+		case ";":
+			r.replace(i, j, b.String())
+			return j
+		case "=", "{":
+			r.fail(r.tok(j), "threadgroup variables cannot be initialized")
+			return j
+		default:
+			r.fail(r.tok(j), "unexpected %q in a threadgroup declaration", r.text(j))
+			return j
+		}
+	}
+}
+
+// constantDecl handles program-scope `constant` declarations that involve
+// function constants: the constants themselves, and constants computed
+// from them, which must be recomputed whenever the values change.
+func (r *rewriter) constantDecl(i int) (int, bool) {
+	semi := i
+	for semi < len(r.toks) && r.toks[semi].text != ";" {
+		if t := r.toks[semi].text; t == "{" || t == "}" {
+			return i, false
+		}
+		semi++
+	}
+	if semi >= len(r.toks) {
+		return i, false
+	}
+	static := "static"
+	if r.text(i-1) == "static" {
+		static = ""
+	}
+	// constant T name [[function_constant(k)]];
+	for j := i + 1; j < semi; j++ {
+		a := r.attrAt[j]
+		if a == nil {
+			continue
+		}
+		fa := a.find("function_constant")
+		if fa == nil {
+			return i, false
+		}
+		idx, err := evalInt(fa.args)
+		if err != nil {
+			r.fail(r.toks[j], "function_constant index: %v", err)
+			return semi, true
+		}
+		name := r.tok(j - 1)
+		if name.kind != tIdent || j-1 <= i+1 {
+			r.fail(r.toks[j], "expected `constant T name [[function_constant(i)]];`")
+			return semi, true
+		}
+		fc := &fcInfo{Name: name.text, Type: r.src[r.toks[i+1].pos:r.toks[j-2].end], Index: int(idx),
+			File: name.file, Line: name.line, cname: r.qualify(name.text), defVar: fmt.Sprintf("__emu_fcdef%d", len(r.fcs))}
+		r.fcs = append(r.fcs, fc)
+		r.replace(i, i, static)
+		r.replace(a.start, a.end, "")
+		return semi, true
+	}
+	// constant T name = expression-using-function-constants;
+	eq := -1
+	for j := i + 1; j < semi; j++ {
+		if r.toks[j].text == "=" {
+			eq = j
+			break
+		}
+	}
+	if eq < 0 || r.tok(eq-1).kind != tIdent {
+		return i, false
+	}
+	uses := false
+	for j := eq + 1; j < semi; j++ {
+		if r.toks[j].kind == tIdent && (r.fcByName(r.toks[j].text) != nil || r.derived[r.toks[j].text]) {
+			uses = true
+			break
+		}
+	}
+	if !uses {
+		return i, false
+	}
+	for j := i + 1; j < eq; j++ {
+		if r.toks[j].text == "constexpr" {
+			return i, false
+		}
+	}
+	name := r.toks[eq-1].text
+	fn := fmt.Sprintf("__emu_fcinit%d", len(r.inits))
+	r.derived[name] = true
+	r.inits = append(r.inits, r.qualify(fn))
+	r.replace(i, i, static)
+	r.replace(eq, eq, fmt.Sprintf("; static void %s() { %s =", fn, name))
+	r.replace(semi, semi, "; }")
+	return i, true // the initializer is rewritten as usual
+}
+
+func (r *rewriter) fcByName(name string) *fcInfo {
+	for k := len(r.fcs) - 1; k >= 0; k-- {
+		if r.fcs[k].Name == name {
+			return r.fcs[k]
+		}
+	}
+	return nil
+}
+
+func (r *rewriter) fcDefined(i int) int {
+	if r.text(i+1) != "(" || r.text(i+3) != ")" {
+		r.fail(r.toks[i], "expected is_function_constant_defined(name)")
+		return i
+	}
+	fc := r.fcByName(r.text(i + 2))
+	if fc == nil {
+		r.fail(r.toks[i+2], "%s is not a function constant", r.text(i+2))
+		return i
+	}
+	fc.Guarded = true
+	r.replace(i, i+3, "(::"+fc.defVar+")")
+	return i + 3
+}
+
+// kernel handles a kernel whose `kernel` keyword or [[kernel]] attribute is
+// at token kw; its declaration continues at token i.
+func (r *rewriter) kernel(i, kw int) {
+	attrs, before := r.attrsBefore(kw)
+	var hostName string
+	maxThreads := 0
+	collect := func(a *attrSpan) {
+		if it := a.find("host_name"); it != nil && len(it.args) == 1 && it.args[0].kind == tString {
+			hostName, _ = strconv.Unquote(it.args[0].text)
+		}
+		if it := a.find("max_total_threads_per_threadgroup"); it != nil {
+			if v, err := evalInt(it.args); err == nil {
+				maxThreads = int(v)
+			}
+		}
+	}
+	for _, a := range attrs {
+		collect(a)
+	}
+	for r.attrAt[i] != nil { // kernel [[attr]] void f
+		collect(r.attrAt[i])
+		i = r.attrAt[i].end + 1
+	}
+	instantiation := r.text(before) == "template"
+	isTemplate := false
+	if r.text(before) == ">" {
+		if o := r.matchBack(before); o > 0 && r.text(o-1) == "template" {
+			isTemplate = true
+		}
+	}
+	semi := i
+	paren := -1
+	for semi < len(r.toks) && r.toks[semi].text != ";" && r.toks[semi].text != "{" {
+		if r.toks[semi].text == "(" && paren < 0 && r.text(semi-1) != "decltype" {
+			paren = semi
+		}
+		if r.toks[semi].text == "(" || r.toks[semi].text == "<" && r.toks[semi-1].kind == tIdent {
+			if m := r.match(semi); m > 0 {
+				semi = m
+			}
+		}
+		semi++
+	}
+	if semi >= len(r.toks) {
+		r.fail(r.toks[kw], "incomplete kernel declaration")
+		return
+	}
+	// The kernel's name, with template arguments in an instantiation.
+	nameEnd := semi - 1
+	if paren >= 0 {
+		nameEnd = paren - 1
+	}
+	nameStart := nameEnd
+	if r.text(nameEnd) == ">" {
+		nameStart = r.matchBack(nameEnd) - 1
+	}
+	for nameStart >= 2 && r.text(nameStart-1) == "::" && r.tok(nameStart-2).kind == tIdent {
+		nameStart -= 2
+	}
+	if nameStart < i || r.tok(nameStart).kind != tIdent {
+		r.fail(r.toks[kw], "cannot find the kernel's name")
+		return
+	}
+	base := r.text(nameStart)
+	for k := nameStart; k <= nameEnd && r.text(k+1) == "::"; k += 2 {
+		base = r.text(k + 2)
+	}
+	expr := r.src[r.toks[nameStart].pos:r.toks[nameEnd].end]
+	at := r.toks[kw]
+
+	if instantiation {
+		if hostName == "" {
+			r.fail(at, "a kernel template instantiation needs [[host_name(\"...\")]]")
+			return
+		}
+		def := r.templates[base]
+		if def == nil {
+			r.fail(at, "no kernel template %s before its instantiation %s", base, hostName)
+			return
+		}
+		if r.text(semi) != ";" {
+			r.fail(at, "expected ';' after the instantiation of %s", hostName)
+			return
+		}
+		mt := def.maxThreads
+		if maxThreads > 0 {
+			mt = maxThreads
+		}
+		r.addKernel(kernelInfo{Name: hostName, File: at.file, Line: at.line, Params: def.params, MaxThreads: mt, Uses: def.uses}, expr, semi)
+		return
+	}
+	if paren < 0 {
+		r.fail(at, "expected the kernel's parameter list")
+		return
+	}
+	close := r.match(paren)
+	params := r.params(paren, close)
+	if r.err != nil {
+		return
+	}
+	j := close + 1
+	for r.attrAt[j] != nil {
+		collect(r.attrAt[j])
+		j = r.attrAt[j].end + 1
+	}
+	if r.text(j) != "{" {
+		return // a prototype
+	}
+	body := r.match(j)
+	if body < 0 {
+		r.fail(at, "unbalanced braces in kernel %s", base)
+		return
+	}
+	var uses []string
+	seen := map[string]bool{}
+	for k := j; k < body; k++ {
+		if fc := r.fcByName(r.toks[k].text); fc != nil && r.toks[k].kind == tIdent && !seen[fc.Name] {
+			seen[fc.Name] = true
+			uses = append(uses, fc.Name)
+		}
+	}
+	for _, p := range params {
+		if p.FC != "" && !seen[p.FC] {
+			seen[p.FC] = true
+			uses = append(uses, p.FC)
+		}
+	}
+	if isTemplate {
+		r.templates[base] = &kdef{params: params, uses: uses, maxThreads: maxThreads}
+		return
+	}
+	name := base
+	if hostName != "" {
+		name = hostName
+	}
+	r.addKernel(kernelInfo{Name: name, File: at.file, Line: at.line, Params: params, MaxThreads: maxThreads, Uses: uses}, expr, body)
+}
+
+// addKernel emits the trampoline right after token `after` (the kernel's
+// closing brace or the instantiation's ';'), in the kernel's own scope, so
+// template arguments resolve as in the kernel's source.
+func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
+	for _, o := range r.kernels {
+		if o.Name == k.Name {
+			r.fail(r.toks[after], "kernel %s defined twice (first at %s:%d)", k.Name, o.File, o.Line)
+			return
+		}
+	}
+	r.kernels = append(r.kernels, k)
+	fn := fmt.Sprintf("__emu_k%d", r.nTramp)
+	bn := fmt.Sprintf("__emu_bn%d", r.nTramp)
+	r.nTramp++
+	var args []string
+	var names [31]string
+	for i, p := range k.Params {
+		pt := fmt.Sprintf("::metal::__emu::param_t<__F, %d>", i)
+		switch p.Kind {
+		case "buffer":
+			args = append(args, fmt.Sprintf("::metal::__emu::buf_arg<%s, %d>(__f, %q)", pt, p.Index, p.Name))
+			names[p.Index] = p.Name
+		case "threadgroup":
+			args = append(args, fmt.Sprintf("::metal::__emu::tg_arg<%s, %d>(__f, %q)", pt, p.Index, p.Name))
+		case "position":
+			args = append(args, fmt.Sprintf("::metal::__emu::pos_arg<%s, ::metal::__emu::%s>(__f)", pt, posAttrs[p.Pos]))
+		}
+	}
+	var ns []string
+	for _, n := range names {
+		ns = append(ns, strconv.Quote(n))
+	}
+	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s(%s); } static const char *const %s[31] = {%s};",
+		fn, expr, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "))
+	r.insertAfter(after, code)
+	r.entries = append(r.entries, fmt.Sprintf("{%q, &%s, %s}", k.Name, r.qualify(fn), r.qualify(bn)))
+}
+
+// params reads a kernel's parameter list between the parentheses at open
+// and close.
+func (r *rewriter) params(open, close int) []paramInfo {
+	var out []paramInfo
+	var implicit []int // parameters Metal numbers itself
+	usedBuf := map[int]bool{}
+	usedTG := map[int]bool{}
+	start := open + 1
+	for start < close {
+		end := start
+		for end < close && r.toks[end].text != "," {
+			switch r.toks[end].text {
+			case "(", "[", "{":
+				end = r.match(end)
+			case "<":
+				if m := r.match(end); m > 0 && m < close {
+					end = m
+				}
+			}
+			end++
+		}
+		var p paramInfo
+		var items []attrItem
+		as := ""
+		name := token{}
+		for k := start; k < end; k++ {
+			if a := r.attrAt[k]; a != nil {
+				items = append(items, a.items...)
+				k = a.end
+				continue
+			}
+			t := r.toks[k]
+			if t.text == "=" {
+				break
+			}
+			switch t.text {
+			case "device", "constant", "threadgroup":
+				as = t.text
+			}
+			if t.kind == tIdent {
+				name = t
+			}
+		}
+		if name.kind != tIdent {
+			if start < end && r.text(start) != "void" {
+				r.fail(r.toks[start], "kernel parameter without a name")
+				return nil
+			}
+			start = end + 1
+			continue
+		}
+		p.Name = name.text
+		for _, it := range items {
+			switch {
+			case it.name == "buffer" || it.name == "threadgroup":
+				v, err := evalInt(it.args)
+				if err != nil || v < 0 || v > 30 {
+					r.fail(name, "parameter %s: %s index must be an integer constant in [0, 30]", p.Name, it.name)
+					return nil
+				}
+				p.Kind, p.Index = it.name, int(v)
+			case it.name == "function_constant":
+				if len(it.args) == 1 {
+					p.FC = it.args[0].text
+				}
+			case posAttrs[it.name] != "":
+				p.Kind, p.Pos = "position", it.name
+			case it.name == "stage_in" || it.name == "texture" || it.name == "sampler" || it.name == "id" ||
+				it.name == "visible_function_table" || it.name == "intersection_function_table" ||
+				it.name == "instance_acceleration_structure" || it.name == "payload":
+				r.fail(name, "parameter %s: [[%s]] is not supported by msl-emu", p.Name, it.name)
+				return nil
+			}
+		}
+		switch {
+		case p.Kind == "buffer" && usedBuf[p.Index] || p.Kind == "threadgroup" && usedTG[p.Index]:
+			r.fail(name, "parameter %s: %s(%d) is used twice", p.Name, p.Kind, p.Index)
+			return nil
+		case p.Kind == "buffer":
+			usedBuf[p.Index] = true
+		case p.Kind == "threadgroup":
+			usedTG[p.Index] = true
+		case p.Kind == "":
+			// Metal numbers unattributed buffer and threadgroup arguments
+			// itself, in order, skipping the indices given explicitly.
+			switch as {
+			case "device", "constant":
+				p.Kind = "buffer"
+			case "threadgroup":
+				p.Kind = "threadgroup"
+			default:
+				r.fail(name, "kernel parameter %s has no [[buffer(n)]] or thread-position attribute", p.Name)
+				return nil
+			}
+		}
+		if p.Kind != "position" && !hasIndexAttr(items) {
+			implicit = append(implicit, len(out))
+		}
+		out = append(out, p)
+		start = end + 1
+	}
+	for _, k := range implicit {
+		used := usedBuf
+		if out[k].Kind == "threadgroup" {
+			used = usedTG
+		}
+		n := 0
+		for used[n] {
+			n++
+		}
+		used[n] = true
+		out[k].Index = n
+	}
+	return out
+}
+
+func hasIndexAttr(items []attrItem) bool {
+	for _, it := range items {
+		if it.name == "buffer" || it.name == "threadgroup" {
+			return true
+		}
+	}
+	return false
+}
+
+// apply applies the edits, keeping every newline of replaced text so that
+// lines stay where the line markers say they are.
+func (r *rewriter) apply() (string, error) {
+	sort.SliceStable(r.edits, func(a, b int) bool { return r.edits[a].start < r.edits[b].start })
+	var b strings.Builder
+	pos := 0
+	for _, e := range r.edits {
+		if e.start < pos {
+			return "", fmt.Errorf("msl-emu internal error: overlapping rewrites at byte %d", e.start)
+		}
+		b.WriteString(r.src[pos:e.start])
+		b.WriteString(e.text)
+		if n := strings.Count(r.src[e.start:e.end], "\n") - strings.Count(e.text, "\n"); n > 0 {
+			b.WriteString(strings.Repeat("\n", n))
+		}
+		pos = e.end
+	}
+	b.WriteString(r.src[pos:])
+	return b.String(), nil
+}

@@ -1,0 +1,195 @@
+package emu
+
+import (
+	"strings"
+	"testing"
+)
+
+// These tests need no clang: they check the MSL-to-C++ rewrite itself on
+// text shaped like clang's preprocessor output.
+
+func rewriteOK(t *testing.T, src string) (string, []kernelInfo, []*fcInfo) {
+	t.Helper()
+	out, ks, fcs, err := rewriteUnit("# 1 \"k.metal\"\n"+src, "k.metal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, ks, fcs
+}
+
+func TestRewritePointersAndThreadgroupMemory(t *testing.T) {
+	out, _, _ := rewriteOK(t, `
+struct P { uint n; };
+void helper(device const half* x, const device float* y, constant float* t, threadgroup float4* s,
+            constant P& p, thread float& r, device atomic_uint* c) {
+  float device* z = nullptr;
+  const half constant* w = nullptr;
+  threadgroup float partial[32], grid[4][8];
+  threadgroup uint total;
+  device float4* v = (device float4*)(y + 4);
+  threadgroup half* h = reinterpret_cast<threadgroup half*>(partial);
+}
+`)
+	for _, want := range []string{
+		"::metal::__emu::ptr<const half, 1> x",
+		"::metal::__emu::ptr<const float, 1> y",
+		"::metal::__emu::ptr<const float, 2> t",
+		"::metal::__emu::ptr<float4, 3> s",
+		"const P& p",
+		" float& r",
+		"::metal::__emu::ptr<atomic_uint, 1> c",
+		"::metal::__emu::ptr<float, 1> z",
+		"::metal::__emu::ptr<const half, 2> w",
+		"auto &partial = ::metal::__emu::tg_var<float[32]>",
+		"auto &grid = ::metal::__emu::tg_var<float[4][8]>",
+		"auto &total = ::metal::__emu::tg_var<uint>",
+		"(::metal::__emu::ptr<float4, 1>)(y + 4)",
+		"::metal::__emu::reinterpret_cast_<::metal::__emu::ptr<half, 3>>(partial)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRewriteVectors(t *testing.T) {
+	out, _, _ := rewriteOK(t, `
+typedef vec<float, 4> F4;
+template <typename T> struct S {
+  float4 apply(T x) const { return float4(x); }
+};
+void f(float4 a, int4 i) {
+  float4 b = float4(a.xy, 1.0h, 2);
+  float4 c(a.x, 1, 2, 3);
+  F4 d = F4(i);
+  float4 e = (float4)i + (float4)(1.0f);
+  half h = 0.5h;
+  float s = sizeof(float4);
+}
+`)
+	for _, want := range []string{
+		"float4 apply(T x) const { return ::metal::__emu::make<float4 >(x); }",
+		"::metal::__emu::make<float4 >(a.xy, ((half)1.0f), 2)",
+		"float4 c = ::metal::__emu::make<float4 >(a.x, 1, 2, 3)",
+		"::metal::__emu::make<F4 >(i)",
+		"::metal::__emu::vcast<float4 >() * i + ::metal::__emu::vcast<float4 >() * (1.0f)",
+		"half h = ((half)0.5f)",
+		"sizeof(float4)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRewriteKernels(t *testing.T) {
+	out, ks, _ := rewriteOK(t, `
+typedef struct { int n; } Args;
+kernel void plain(constant Args& args, device const char* src, device char* dst,
+                  threadgroup char* shmem [[threadgroup(0)]],
+                  uint3 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+}
+namespace ns {
+[[max_total_threads_per_threadgroup(256)]]
+kernel void mixed(device float* a [[buffer(1)]], device float* b, device float* c) {}
+}
+template <typename T, short F>
+kernel void tmpl(device const T* x [[buffer(0)]], device T* y [[buffer(1)]], uint i [[thread_position_in_grid]]) {}
+typedef decltype(tmpl<float, 1>) tmpl_t;
+template [[host_name("tmpl_f32")]] kernel tmpl_t tmpl<float, 1>;
+template [[host_name("tmpl_f16")]] kernel void tmpl<half, 2>(device const half*, device half*, uint);
+template [[host_name("tmpl_i32")]] [[kernel]] decltype(tmpl<int, 3>) tmpl<int, 3>;
+`)
+	got := map[string]kernelInfo{}
+	for _, k := range ks {
+		got[k.Name] = k
+	}
+	plain := got["plain"].Params
+	if len(plain) != 6 || plain[0].Index != 0 || plain[1].Index != 1 || plain[2].Index != 2 ||
+		plain[3].Kind != "threadgroup" || plain[4].Pos != "threadgroup_position_in_grid" {
+		t.Errorf("plain: %+v", plain)
+	}
+	mixed := got["mixed"]
+	if p := mixed.Params; p[0].Index != 1 || p[1].Index != 0 || p[2].Index != 2 || mixed.MaxThreads != 256 {
+		t.Errorf("mixed: %+v", mixed)
+	}
+	for _, n := range []string{"tmpl_f32", "tmpl_f16", "tmpl_i32"} {
+		if len(got[n].Params) != 3 {
+			t.Errorf("%s: %+v", n, got[n])
+		}
+	}
+	for _, want := range []string{
+		"using __F = decltype(&tmpl<float, 1>); tmpl<float, 1>(",
+		"{\"mixed\", &::ns::__emu_k1, ::ns::__emu_bn1}",
+		"::metal::__emu::pos_arg<::metal::__emu::param_t<__F, 5>, ::metal::__emu::POS_LANE>(__f)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRewriteFunctionConstants(t *testing.T) {
+	out, ks, fcs := rewriteOK(t, `
+constant bool has_b [[function_constant(100 + 1)]];
+constant float scale [[function_constant(7)]];
+constant bool has_scale = is_function_constant_defined(scale);
+kernel void k(device float* b [[buffer(0), function_constant(has_b)]], uint i [[thread_position_in_grid]]) {
+  if (has_scale) b[i] *= scale;
+}
+`)
+	if len(fcs) != 2 || fcs[0].Index != 101 || fcs[0].Type != "bool" || !fcs[1].Guarded || fcs[0].Guarded {
+		t.Errorf("function constants: %+v %+v", fcs[0], fcs[1])
+	}
+	if ks[0].Params[0].FC != "has_b" || strings.Join(ks[0].Uses, ",") != "scale,has_b" {
+		t.Errorf("kernel: %+v", ks[0])
+	}
+	for _, want := range []string{
+		"static bool has_b ;",
+		"static bool has_scale ; static void __emu_fcinit0() { has_scale = (::__emu_fcdef1); }",
+		"if (!(__emu_fcdef0 = ::metal::__emu::fc_get(in, n, 101, &::has_b))) ::has_b = {};",
+		"  ::__emu_fcinit0();",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRewriteKeepsLines(t *testing.T) {
+	src := "kernel void k(device float* x [[buffer(0)]],\n    uint i [[thread_position_in_grid]]) {\n  threadgroup float\n   t[4];\n  x[i] = 1;\n}\n"
+	out, _, _ := rewriteOK(t, src)
+	body := out[strings.Index(out, "# 1 \"k.metal\""):strings.Index(out, "#line 1")]
+	if got, want := strings.Count(body, "\n"), strings.Count(src, "\n")+2; got != want { // the marker line, and the newline before #line
+		t.Errorf("%d lines, want %d:\n%s", got, want, body)
+	}
+}
+
+func TestRewriteErrors(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"\nkernel void k(texture2d<float> t [[texture(0)]]) {}\n", "k.metal:2: parameter t: [[texture]] is not supported"},
+		{"\n\nkernel void k(device float* x, uint i) {}\n", "k.metal:3: kernel parameter i has no [[buffer(n)]] or thread-position attribute"},
+		{"template <typename T> kernel void k(device T* x [[buffer(0)]]) {}\ntemplate kernel void k<float>(device float*);\n", "k.metal:2: a kernel template instantiation needs [[host_name"},
+		{"kernel void k(device float* x [[buffer(0)]]) {\n  threadgroup float t[2] = {1, 2};\n}\n", "k.metal:2: threadgroup variables cannot be initialized"},
+		{"kernel void k(device float* x [[buffer(40)]]) {}\n", "index must be an integer constant in [0, 30]"},
+		{"kernel void k(device float* x [[buffer(0)]], device float* y [[buffer(0)]]) {}\n", "buffer(0) is used twice"},
+		{"vertex float4 v() { return 0; }\n", "vertex is not supported"},
+		{"void f(device float* device* p) {}\n", "pointers to device pointers are not supported"},
+	} {
+		_, _, _, err := rewriteUnit("# 1 \"k.metal\"\n"+c.src, "k.metal")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want %q", c.src, err, c.want)
+		}
+	}
+}
+
+func TestEvalInt(t *testing.T) {
+	toks, _ := lex("(700 + 2) * 2 - (1 << 3) + 0x10 - 7 % 4")
+	if v, err := evalInt(toks); err != nil || v != 1404-8+16-3 {
+		t.Errorf("got %d, %v", v, err)
+	}
+	toks, _ = lex("FOO + 1")
+	if _, err := evalInt(toks); err == nil {
+		t.Error("an identifier evaluated")
+	}
+}

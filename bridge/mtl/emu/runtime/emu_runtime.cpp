@@ -1,0 +1,681 @@
+// emu_runtime.cpp: the threadgroup scheduler of msl-emu.
+//
+// Each worker (one per OS thread that enters msl_emu_work) runs whole
+// threadgroups: the threads of a group are fibers on private stacks. A fiber
+// runs until it reaches a collective operation (threadgroup_barrier, a simd_*
+// function, a simdgroup_matrix operation) or returns; once no fiber can run,
+// the scheduler resolves the pending simd operations per simdgroup, then
+// releases a barrier that every thread reached, or reports a divergent one.
+// Threadgroup memory is a per-worker arena, so groups on different workers
+// never share it; the race check keeps per-byte shadow state of which
+// threads touched the arena between two barriers.
+#if defined(__APPLE__)
+#define _XOPEN_SOURCE 600 // ucontext_t with its machine context inline
+#define _DARWIN_C_SOURCE 1 // and MAP_ANON, MAP_NORESERVE all the same
+#endif
+#include "metal_stdlib"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#if !defined(__x86_64__) || !defined(__linux__) || defined(MSL_EMU_UCONTEXT)
+#define MSL_EMU_USE_UCONTEXT 1
+#include <ucontext.h>
+#endif
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace metal {
+namespace __emu {
+
+enum { ABI = 4, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
+enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
+
+// Desc is one dispatch, filled by Go (bridge/mtl/emu/lib.go keeps the same
+// layout) and shared by the workers that run it.
+struct Desc {
+  int64_t abi;
+  int64_t kernel;
+  int64_t groups[3];
+  int64_t tpg[3];
+  int64_t grid[3];
+  int64_t flags; // 1: race check
+  int64_t tgmax;
+  Binding buf[NBUF];
+  int64_t tgmem[NBUF];
+  const FCIn *fcs;
+  int64_t nfc;
+  int64_t next;
+  int64_t errflag;
+  int64_t static_tg;
+  char err[1024];
+};
+
+struct Shadow {
+  uint32_t epoch;
+  uint16_t t1, t2; // first thread to touch the byte, first from another simdgroup
+};
+struct SiteSlot {
+  const TGSite *site;
+  size_t off, size;
+};
+
+struct Worker {
+  void *sched_sp;
+  Fiber fibers[MAX_THREADS];
+  char *stacks;
+  char *arena, *snap;
+  Shadow *shadow;
+  size_t arena_cap;
+  size_t used, dyn_end;
+  int64_t dyn_off[NBUF], dyn_len[NBUF];
+  SiteSlot sites[64];
+  int nsites;
+  uint32_t epoch;
+  bool cross; // some byte was touched from two simdgroups in this epoch
+  const char *efile;
+  unsigned eline; // barrier that opened the epoch (null: kernel start)
+  Desc *d;
+  const KernelEntry *k;
+  Group g;
+  char scratch[4096];
+  char *big;
+  size_t bigcap;
+#ifdef MSL_EMU_USE_UCONTEXT
+  ucontext_t sched_uc;
+  ucontext_t uc[MAX_THREADS];
+#endif
+};
+
+thread_local Fiber *cur;
+int race_enabled;
+static thread_local Worker *tw;
+
+static const KernelEntry *kernels[8192];
+static int nkernels;
+static FCSet fcsets[1024];
+static int nfcsets;
+
+Registrar::Registrar(const KernelEntry *k, int n, FCSet fcset) {
+  for (int i = 0; i < n && nkernels < 8192; i++)
+    kernels[nkernels++] = &k[i];
+  if (fcset && nfcsets < 1024)
+    fcsets[nfcsets++] = fcset;
+}
+
+static Worker *worker() { return cur ? (Worker *)cur->w : tw; }
+
+// ---------------------------------------------------------------------------
+// Errors: the first one of a dispatch wins; the kernel keeps running on
+// dummy memory so no fiber has to be unwound.
+// ---------------------------------------------------------------------------
+
+static void vfail(Worker *w, const Fiber *f, const char *fmt, va_list ap) {
+  if (!w || !w->d)
+    return;
+  Desc *d = w->d;
+  int64_t z = 0;
+  if (!__atomic_compare_exchange_n(&d->errflag, &z, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    return;
+  char msg[768];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  char where[160] = "";
+  const Group &g = w->g;
+  if (f)
+    snprintf(where, sizeof where, " (thread (%u,%u,%u) of threadgroup (%u,%u,%u))", f->tpitg[0], f->tpitg[1],
+             f->tpitg[2], g.tgpig[0], g.tgpig[1], g.tgpig[2]);
+  else
+    snprintf(where, sizeof where, " (threadgroup (%u,%u,%u))", g.tgpig[0], g.tgpig[1], g.tgpig[2]);
+  snprintf(d->err, sizeof d->err, "kernel %s: %s%s", w->k ? w->k->name : "?", msg, where);
+}
+
+void fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(worker(), cur, fmt, ap);
+  va_end(ap);
+}
+
+static void fail_group(Worker *w, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(w, nullptr, fmt, ap);
+  va_end(ap);
+}
+
+void *dummy(size_t n) {
+  static char fallback[1 << 16];
+  Worker *w = worker();
+  char *p;
+  if (!w) {
+    p = fallback;
+    if (n > sizeof fallback)
+      n = sizeof fallback;
+  } else if (n <= sizeof w->scratch) {
+    p = w->scratch;
+  } else {
+    if (w->bigcap < n) {
+      free(w->big);
+      w->big = (char *)malloc(n);
+      w->bigcap = n;
+    }
+    p = w->big;
+  }
+  memset(p, 0, n);
+  return p;
+}
+
+static const char *site_name(Worker *w, size_t off, size_t *base) {
+  for (int i = 0; i < NBUF; i++)
+    if (w->dyn_len[i] > 0 && off >= size_t(w->dyn_off[i]) && off < size_t(w->dyn_off[i] + w->dyn_len[i])) {
+      static thread_local char buf[32];
+      snprintf(buf, sizeof buf, "threadgroup(%d)", i);
+      *base = size_t(w->dyn_off[i]);
+      return buf;
+    }
+  for (int i = 0; i < w->nsites; i++)
+    if (off >= w->sites[i].off && off < w->sites[i].off + w->sites[i].size) {
+      *base = w->sites[i].off;
+      return w->sites[i].site->name;
+    }
+  *base = 0;
+  return "threadgroup memory";
+}
+
+void *oob(const void *p, size_t n, const char *lo, const char *hi, int as, int slot) {
+  Worker *w = worker();
+  long long off = (long long)((const char *)p - lo), len = (long long)(hi - lo);
+  if (slot >= 0 && slot < NBUF) {
+    const char *name = (w && w->k && w->k->buffer_names[slot]) ? w->k->buffer_names[slot] : "?";
+    fail("out-of-bounds access to buffer(%d) '%s': bytes [%lld, %lld) of a %lld-byte binding", slot, name, off,
+         off + (long long)n, len);
+  } else if (as == 3 || slot == -2) {
+    const char *name = "threadgroup memory";
+    if (w && lo >= w->arena && lo < w->arena + w->arena_cap) {
+      size_t base;
+      name = site_name(w, size_t(lo - w->arena), &base);
+    }
+    fail("out-of-bounds access to '%s': bytes [%lld, %lld) of a %lld-byte threadgroup allocation", name, off,
+         off + (long long)n, len);
+  } else {
+    fail("out-of-bounds access: bytes [%lld, %lld) of a %lld-byte allocation", off, off + (long long)n, len);
+  }
+  return dummy(n);
+}
+
+void *null_deref(size_t n, int as, int slot) {
+  Worker *w = worker();
+  if (slot >= 0 && slot < NBUF) {
+    const char *name = (w && w->k && w->k->buffer_names[slot]) ? w->k->buffer_names[slot] : "?";
+    fail("access through a null pointer: buffer(%d) '%s' is not bound", slot, name);
+  } else {
+    fail("access through a null %s pointer", as == 3 ? "threadgroup" : "device");
+  }
+  return dummy(n);
+}
+
+void recover(const void *p, int as, const char **lo, const char **hi, int *slot) {
+  Worker *w = worker();
+  if (!w || !w->d)
+    return;
+  const char *q = (const char *)p;
+  if (as == 3 || as == 0) {
+    if (q >= w->arena && q <= w->arena + w->used) {
+      *lo = w->arena;
+      *hi = w->arena + w->used;
+      *slot = -2;
+      return;
+    }
+  }
+  if (as != 3) {
+    for (int i = 0; i < NBUF; i++) {
+      const Binding &b = w->d->buf[i];
+      if (b.ptr && q >= b.ptr && q <= b.ptr + b.len) {
+        *lo = b.ptr;
+        *hi = b.ptr + b.len;
+        *slot = i;
+        return;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Threadgroup memory
+// ---------------------------------------------------------------------------
+
+static const unsigned char UNINIT = 0xff; // NaN as float/half: reads before writes show up
+
+void *tg_static(const TGSite *site, size_t size, size_t align) {
+  Worker *w = worker();
+  for (int i = 0; i < w->nsites; i++)
+    if (w->sites[i].site == site)
+      return w->arena + w->sites[i].off;
+  size_t off = (w->used + align - 1) / align * align;
+  if (off + size > w->arena_cap || w->nsites == 64) {
+    fail("threadgroup variable '%s' (%zu bytes) does not fit the emulator's threadgroup arena", site->name, size);
+    return dummy(size);
+  }
+  w->used = off + size;
+  if (int64_t(w->used) > w->d->tgmax)
+    fail("threadgroup memory of %zu bytes (at '%s') exceeds the device limit of %lld bytes", w->used, site->name,
+         (long long)w->d->tgmax);
+  memset(w->arena + off, UNINIT, size);
+  memset(w->snap + off, UNINIT, size);
+  w->sites[w->nsites++] = {site, off, size};
+  return w->arena + off;
+}
+
+void *tg_dynamic(int idx, int64_t *len) {
+  Worker *w = worker();
+  if (idx < 0 || idx >= NBUF || w->dyn_len[idx] <= 0) {
+    fail("threadgroup(%d) has no memory: call SetThreadgroupMemoryLength", idx);
+    *len = 0;
+    return nullptr;
+  }
+  *len = w->dyn_len[idx];
+  return w->arena + w->dyn_off[idx];
+}
+
+void tg_track(const void *p, size_t n) {
+  Fiber *f = cur;
+  if (!f)
+    return;
+  Worker *w = (Worker *)f->w;
+  const char *q = (const char *)p;
+  if (q < w->arena || q + n > w->arena + w->used)
+    return;
+  size_t off = size_t(q - w->arena);
+  uint16_t me = uint16_t(f->lid);
+  for (size_t i = off; i < off + n; i++) {
+    Shadow &s = w->shadow[i];
+    if (s.epoch != w->epoch) {
+      s.epoch = w->epoch;
+      s.t1 = me;
+      s.t2 = 0xffff;
+    } else if (s.t2 == 0xffff && s.t1 != me && (s.t1 >> 5) != (me >> 5)) {
+      s.t2 = me;
+      w->cross = true;
+    }
+  }
+}
+
+// A byte that threads of two simdgroups touched between the same two
+// barriers, and whose value changed in between, is a data race: one of them
+// wrote it while the other read or wrote it. Lanes of one simdgroup run in
+// lockstep on Apple GPUs, so they are not compared.
+static void race_check(Worker *w, const char *efile, unsigned eline) {
+  if (!race_enabled || !w->cross)
+    return;
+  for (size_t i = 0; i < w->used; i++) {
+    const Shadow &s = w->shadow[i];
+    if (s.epoch != w->epoch || s.t2 == 0xffff || w->arena[i] == w->snap[i])
+      continue;
+    size_t base;
+    const char *name = site_name(w, i, &base);
+    char from[256], to[256];
+    if (w->efile)
+      snprintf(from, sizeof from, "the barrier at %s:%u", w->efile, w->eline);
+    else
+      snprintf(from, sizeof from, "the kernel's start");
+    if (efile)
+      snprintf(to, sizeof to, "the barrier at %s:%u", efile, eline);
+    else
+      snprintf(to, sizeof to, "the kernel's end");
+    fail_group(w,
+               "threadgroup memory race on '%s' (byte %zu): threads %u (simdgroup %u) and %u (simdgroup %u) "
+               "accessed it between %s and %s and one of them wrote it (missing threadgroup_barrier?)",
+               name, i - base, s.t1, s.t1 >> 5, s.t2, s.t2 >> 5, from, to);
+    return;
+  }
+}
+
+static void new_epoch(Worker *w, const char *file, unsigned line) {
+  w->epoch++;
+  w->cross = false;
+  w->efile = file;
+  w->eline = line;
+  if (race_enabled)
+    memcpy(w->snap, w->arena, w->used);
+}
+
+// ---------------------------------------------------------------------------
+// Fibers
+// ---------------------------------------------------------------------------
+
+#ifndef MSL_EMU_USE_UCONTEXT
+extern "C" void msl_emu_switch(void **from, void *to);
+// Saves the callee-saved registers on the current stack, stores the stack
+// pointer in *from, and resumes the stack `to` (System V x86-64).
+asm(R"(
+.text
+.p2align 4
+.globl msl_emu_switch
+.hidden msl_emu_switch
+.type msl_emu_switch,@function
+msl_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size msl_emu_switch, .-msl_emu_switch
+)");
+#endif
+
+static void fiber_main() {
+  Fiber *f = cur;
+  Worker *w = (Worker *)f->w;
+  w->k->body(f);
+  f->state = ST_DONE;
+#ifdef MSL_EMU_USE_UCONTEXT
+  swapcontext((ucontext_t *)f->uctx, &w->sched_uc);
+#else
+  msl_emu_switch(&f->sp, w->sched_sp);
+#endif
+  __builtin_trap();
+}
+
+static inline void to_sched(Fiber *f) {
+  Worker *w = (Worker *)f->w;
+#ifdef MSL_EMU_USE_UCONTEXT
+  swapcontext((ucontext_t *)f->uctx, &w->sched_uc);
+#else
+  msl_emu_switch(&f->sp, w->sched_sp);
+#endif
+}
+
+static inline void run(Worker *w, Fiber *f) {
+  cur = f;
+#ifdef MSL_EMU_USE_UCONTEXT
+  swapcontext(&w->sched_uc, (ucontext_t *)f->uctx);
+#else
+  msl_emu_switch(&w->sched_sp, f->sp);
+#endif
+  cur = nullptr;
+}
+
+static void init_fiber(Worker *w, Fiber *f, int i) {
+  char *base = w->stacks + size_t(i) * (STACK + GUARD) + GUARD;
+#ifdef MSL_EMU_USE_UCONTEXT
+  ucontext_t *uc = &w->uc[i];
+  getcontext(uc);
+  uc->uc_stack.ss_sp = base;
+  uc->uc_stack.ss_size = STACK;
+  uc->uc_link = nullptr;
+  makecontext(uc, fiber_main, 0);
+  f->uctx = uc;
+#else
+  void **sp = (void **)(base + STACK);
+  *--sp = nullptr;             // the return address fiber_main never uses; keeps the ABI alignment
+  *--sp = (void *)&fiber_main; // msl_emu_switch's ret lands here
+  for (int r = 0; r < 6; r++)
+    *--sp = nullptr;
+  f->sp = sp;
+#endif
+}
+
+void block_simd() {
+  Fiber *f = cur;
+  f->state = ST_SIMD;
+  to_sched(f);
+}
+
+void block_barrier(const char *file, unsigned line) {
+  Fiber *f = cur;
+  f->state = ST_BAR;
+  f->bfile = file;
+  f->bline = line;
+  to_sched(f);
+}
+
+static bool same_site(const char *f1, unsigned l1, unsigned c1, const char *f2, unsigned l2, unsigned c2) {
+  return l1 == l2 && c1 == c2 && (f1 == f2 || strcmp(f1, f2) == 0);
+}
+
+// resolve_simd completes the pending simd operations of every simdgroup
+// whose lanes have all stopped; lanes waiting at the same call site form one
+// operation. It reports whether any lane became runnable.
+static bool resolve_simd(Worker *w) {
+  bool any = false;
+  uint32_t n = w->g.n;
+  for (uint32_t base = 0; base < n; base += 32) {
+    uint32_t end = base + 32 < n ? base + 32 : n;
+    for (;;) {
+      Fiber *lead = nullptr;
+      for (uint32_t i = base; i < end; i++)
+        if (w->fibers[i].state == ST_SIMD) {
+          lead = &w->fibers[i];
+          break;
+        }
+      if (!lead)
+        break;
+      SimdOp *ops[32] = {};
+      for (uint32_t i = base; i < end; i++) {
+        Fiber *f = &w->fibers[i];
+        if (f->state == ST_SIMD && same_site(f->op.file, f->op.line, f->op.col, lead->op.file, lead->op.line,
+                                             lead->op.col)) {
+          if (f->op.resolve != lead->op.resolve) {
+            fail_group(w, "simd operations of different types at %s:%u", lead->op.file, lead->op.line);
+          }
+          ops[i - base] = &f->op;
+        }
+      }
+      lead->op.resolve(ops);
+      for (int l = 0; l < 32; l++)
+        if (ops[l])
+          ops[l]->self->state = ST_READY;
+      any = true;
+    }
+  }
+  return any;
+}
+
+static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
+  Desc *d = w->d;
+  Group &g = w->g;
+  uint32_t gp[3] = {gx, gy, gz};
+  g.n = 1;
+  for (int i = 0; i < 3; i++) {
+    g.tgpig[i] = gp[i];
+    g.tpg_req[i] = uint32_t(d->tpg[i]);
+    g.ntg[i] = uint32_t(d->groups[i]);
+    g.grid[i] = uint32_t(d->grid[i]);
+    uint32_t start = gp[i] * g.tpg_req[i];
+    uint32_t left = g.grid[i] - start;
+    g.tpg[i] = left < g.tpg_req[i] ? left : g.tpg_req[i];
+    g.n *= g.tpg[i];
+  }
+  g.nsg = (g.n + 31) / 32;
+  g.bufs = d->buf;
+  uint32_t n = g.n;
+
+  // Threadgroup memory: the dynamic [[threadgroup(i)]] lengths first, then the
+  // kernel's threadgroup variables as they are declared.
+  size_t off = 0;
+  for (int i = 0; i < NBUF; i++) {
+    w->dyn_len[i] = d->tgmem[i];
+    if (d->tgmem[i] > 0) {
+      off = (off + 15) & ~size_t(15);
+      w->dyn_off[i] = int64_t(off);
+      off += size_t(d->tgmem[i]);
+    }
+  }
+  if (off > w->arena_cap) {
+    fail_group(w, "%zu bytes of dynamic threadgroup memory exceed the emulator's arena", off);
+    return false;
+  }
+  w->nsites = 0;
+  w->used = w->dyn_end = off;
+  memset(w->arena, UNINIT, off);
+  new_epoch(w, nullptr, 0);
+
+  for (uint32_t i = 0; i < n; i++) {
+    Fiber *f = &w->fibers[i];
+    f->state = ST_READY;
+    f->lid = i;
+    f->lane = i & 31;
+    f->sg = i >> 5;
+    f->tpitg[0] = i % g.tpg[0];
+    f->tpitg[1] = (i / g.tpg[0]) % g.tpg[1];
+    f->tpitg[2] = i / (g.tpg[0] * g.tpg[1]);
+    f->g = &g;
+    f->w = w;
+    init_fiber(w, f, int(i));
+  }
+
+  for (;;) {
+    for (uint32_t i = 0; i < n; i++)
+      if (w->fibers[i].state == ST_READY)
+        run(w, &w->fibers[i]);
+    if (resolve_simd(w))
+      continue;
+    uint32_t done = 0, bar = 0;
+    const Fiber *b0 = nullptr;
+    bool one_site = true;
+    for (uint32_t i = 0; i < n; i++) {
+      const Fiber *f = &w->fibers[i];
+      if (f->state == ST_DONE) {
+        done++;
+      } else if (f->state == ST_BAR) {
+        bar++;
+        if (!b0)
+          b0 = f;
+        else if (!same_site(f->bfile, f->bline, 0, b0->bfile, b0->bline, 0))
+          one_site = false;
+      }
+    }
+    if (done == n) {
+      race_check(w, nullptr, 0);
+      break;
+    }
+    if (bar == n && one_site) {
+      race_check(w, b0->bfile, b0->bline);
+      new_epoch(w, b0->bfile, b0->bline);
+      for (uint32_t i = 0; i < n; i++)
+        w->fibers[i].state = ST_READY;
+      continue;
+    }
+    // Some threads wait at a barrier that the others can never reach: on a
+    // GPU this hangs or corrupts, so it is an error here.
+    if (!one_site) {
+      const Fiber *b1 = nullptr;
+      uint32_t n0 = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        const Fiber *f = &w->fibers[i];
+        if (f->state != ST_BAR)
+          continue;
+        if (same_site(f->bfile, f->bline, 0, b0->bfile, b0->bline, 0))
+          n0++;
+        else if (!b1)
+          b1 = f;
+      }
+      fail_group(w,
+                 "threadgroup_barrier at %s:%u reached by %u of %u threads, the others wait at %s:%u "
+                 "(divergent barrier)",
+                 b0->bfile, b0->bline, n0, n, b1->bfile, b1->bline);
+    } else {
+      fail_group(w, "threadgroup_barrier at %s:%u reached by %u of %u threads (divergent barrier: %u returned "
+                    "without reaching it)",
+                 b0->bfile, b0->bline, bar, n, done);
+    }
+    return false;
+  }
+  int64_t st = int64_t(w->used - w->dyn_end);
+  int64_t old = __atomic_load_n(&d->static_tg, __ATOMIC_RELAXED);
+  while (st > old && !__atomic_compare_exchange_n(&d->static_tg, &old, st, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return true;
+}
+
+static Worker *new_worker() {
+  Worker *w = (Worker *)calloc(1, sizeof(Worker));
+  size_t per = size_t(STACK) + GUARD;
+  w->stacks = (char *)mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON | MAP_NORESERVE,
+                           -1, 0);
+  if (w->stacks == MAP_FAILED)
+    return nullptr;
+  // A guard page below each stack turns a stack overflow into a crash at the
+  // faulting fiber instead of silent corruption of its neighbour.
+  for (int i = 0; i < MAX_THREADS; i++)
+    mprotect(w->stacks + size_t(i) * per, GUARD, PROT_NONE);
+  w->arena_cap = 1 << 20;
+  w->arena = (char *)mmap(nullptr, w->arena_cap * 2 + w->arena_cap * sizeof(Shadow), PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANON | MAP_NORESERVE, -1, 0);
+  if (w->arena == MAP_FAILED)
+    return nullptr;
+  w->snap = w->arena + w->arena_cap;
+  w->shadow = (Shadow *)(w->arena + 2 * w->arena_cap);
+  return w;
+}
+
+} // namespace __emu
+} // namespace metal
+
+using namespace metal::__emu;
+
+EXPORT int64_t msl_emu_abi() { return ABI; }
+EXPORT int64_t msl_emu_desc_size() { return int64_t(sizeof(Desc)); }
+
+EXPORT int64_t msl_emu_find_kernel(const char *name) {
+  for (int i = 0; i < nkernels; i++)
+    if (strcmp(kernels[i]->name, name) == 0)
+      return i;
+  return -1;
+}
+
+// msl_emu_begin prepares a dispatch: function constant values and the race
+// check flag are library-wide, so Go serialises dispatches per library.
+EXPORT int64_t msl_emu_begin(Desc *d) {
+  if (d->abi != ABI || d->kernel < 0 || d->kernel >= nkernels)
+    return -1;
+  race_enabled = (d->flags & 1) != 0;
+  for (int i = 0; i < nfcsets; i++)
+    fcsets[i](d->fcs, d->nfc);
+  d->next = 0;
+  return 0;
+}
+
+// msl_emu_work runs threadgroups of the dispatch until none is left; several
+// OS threads may call it at once.
+EXPORT void msl_emu_work(Desc *d) {
+  if (!tw) {
+    tw = new_worker();
+    if (!tw) {
+      snprintf(d->err, sizeof d->err, "msl-emu: cannot map fiber stacks");
+      __atomic_store_n(&d->errflag, 1, __ATOMIC_SEQ_CST);
+      return;
+    }
+  }
+  Worker *w = tw;
+  w->d = d;
+  w->k = kernels[d->kernel];
+  int64_t total = d->groups[0] * d->groups[1] * d->groups[2];
+  for (;;) {
+    if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED))
+      break;
+    int64_t i = __atomic_fetch_add(&d->next, 1, __ATOMIC_RELAXED);
+    if (i >= total)
+      break;
+    uint32_t gx = uint32_t(i % d->groups[0]);
+    uint32_t gy = uint32_t((i / d->groups[0]) % d->groups[1]);
+    uint32_t gz = uint32_t(i / (d->groups[0] * d->groups[1]));
+    if (!run_group(w, gx, gy, gz))
+      break;
+  }
+  w->d = nullptr;
+  w->k = nullptr;
+}

@@ -1,0 +1,149 @@
+// Package mtl is the thin Metal device API of mtlbench: the few Metal
+// objects a compute backend needs (device, buffers, libraries compiled from
+// MSL source, pipelines, command queues and buffers, compute encoders), shaped
+// like Metal's own so that the purego/objc layer on darwin is a direct
+// mapping. bridge/mtl/emu implements it on the CPU, which is how the Metal
+// backend and its kernels run in Linux CI.
+//
+// Errors follow Metal: encoding calls return nothing, and a command buffer's
+// Wait reports the first encoding mistake or execution error (Metal's
+// MTLCommandBufferStatusError with its NSError).
+package mtl
+
+// Device is an MTLDevice.
+type Device interface {
+	// Name is the GPU's name (MTLDevice.name).
+	Name() string
+	// UnifiedMemory reports whether CPU and GPU share memory (hasUnifiedMemory).
+	UnifiedMemory() bool
+	// RecommendedMaxWorkingSetSize is the memory the GPU can use without
+	// hurting performance, in bytes (recommendedMaxWorkingSetSize).
+	RecommendedMaxWorkingSetSize() int64
+	// MaxBufferLength is the largest buffer NewBuffer can make, in bytes.
+	MaxBufferLength() int64
+	// MaxThreadgroupMemoryLength is the threadgroup memory one threadgroup
+	// may use, static and dynamic together, in bytes (32 KiB on Apple GPUs).
+	MaxThreadgroupMemoryLength() int
+	// MaxThreadsPerThreadgroup is the device's limit on threads in one
+	// threadgroup (maxThreadsPerThreadgroup.width; 1024 on Apple GPUs).
+	MaxThreadsPerThreadgroup() int
+	// NewBuffer makes a zeroed buffer in shared storage
+	// (MTLResourceStorageModeShared): Contents is visible to the host.
+	NewBuffer(length int) (Buffer, error)
+	// NewLibrary compiles MSL source (newLibraryWithSource:options:). files
+	// maps a file name to its source; files may #include each other by name.
+	// Compile errors name the file and line.
+	NewLibrary(files map[string]string, opts CompileOptions) (Library, error)
+	// NewCommandQueue makes a queue whose command buffers run in commit order.
+	NewCommandQueue() (CommandQueue, error)
+	// Emulated reports whether this device is the CPU emulator, whose timings
+	// say nothing about a GPU.
+	Emulated() bool
+}
+
+// CompileOptions is the part of MTLCompileOptions that kernels depend on.
+type CompileOptions struct {
+	// LanguageVersion is the MSL version, e.g. "3.1". Set it: a cgo-less
+	// binary otherwise gets MSL 2.4, without bfloat. Empty means "3.1".
+	LanguageVersion string
+	// Defines are preprocessor macros (preprocessorMacros); an empty value
+	// defines the name as 1.
+	Defines map[string]string
+}
+
+// Buffer is an MTLBuffer in shared storage.
+type Buffer interface {
+	// Contents is the buffer's memory; it stays valid until Release.
+	Contents() []byte
+	// Length is the buffer's size in bytes.
+	Length() int
+	// Release frees the buffer; it must not be in use by an uncompleted
+	// command buffer.
+	Release()
+}
+
+// FunctionConstants are MTLFunctionConstantValues by index: each value is a
+// bool, int32, uint32, float32 (or int, uint16, int16, uint8, int8, float64,
+// converted to the constant's declared type).
+type FunctionConstants map[int]any
+
+// Library is an MTLLibrary.
+type Library interface {
+	// Pipeline specialises a kernel with function constants and makes its
+	// compute pipeline state (newFunctionWithName:constantValues: then
+	// newComputePipelineStateWithFunction:). Pipelines are cached by name
+	// and constants; a function constant the kernel needs but fc lacks is an
+	// error, as in Metal.
+	Pipeline(kernel string, fc FunctionConstants) (Pipeline, error)
+	// FunctionNames lists the library's kernels, host names for template
+	// instantiations (functionNames).
+	FunctionNames() []string
+}
+
+// Pipeline is an MTLComputePipelineState.
+type Pipeline interface {
+	// Name is the kernel's name.
+	Name() string
+	// MaxTotalThreadsPerThreadgroup is the most threads one threadgroup of
+	// this pipeline may have.
+	MaxTotalThreadsPerThreadgroup() int
+	// ThreadExecutionWidth is the SIMD-group width (32 on Apple GPUs).
+	ThreadExecutionWidth() int
+	// StaticThreadgroupMemoryLength is the threadgroup memory the kernel
+	// declares itself, in bytes.
+	StaticThreadgroupMemoryLength() int
+}
+
+// CommandQueue is an MTLCommandQueue.
+type CommandQueue interface {
+	// CommandBuffer makes a command buffer (commandBuffer).
+	CommandBuffer() (CommandBuffer, error)
+}
+
+// CommandBuffer is an MTLCommandBuffer.
+type CommandBuffer interface {
+	// ComputeEncoder starts a serial compute pass (computeCommandEncoder):
+	// its dispatches run in encoding order. End the previous encoder first.
+	ComputeEncoder() (ComputeEncoder, error)
+	// Commit submits the command buffer; it runs after the ones committed
+	// to the same queue before it.
+	Commit()
+	// Wait blocks until the command buffer completed (waitUntilCompleted)
+	// and returns its error, if its status is MTLCommandBufferStatusError.
+	Wait() error
+	// GPUTime is when the GPU started and finished executing the command
+	// buffer, in seconds on the device's clock (gpuStartTime, gpuEndTime);
+	// valid after Wait.
+	GPUTime() (start, end float64)
+}
+
+// ComputeEncoder is an MTLComputeCommandEncoder. Indices are the kernel's
+// [[buffer(n)]] and [[threadgroup(n)]] indices, 0 to 30.
+type ComputeEncoder interface {
+	// SetPipeline selects the kernel for the following dispatches
+	// (setComputePipelineState:).
+	SetPipeline(Pipeline)
+	// SetBuffer binds b, from byte offset on, to [[buffer(index)]]
+	// (setBuffer:offset:atIndex:).
+	SetBuffer(b Buffer, offset, index int)
+	// SetBytes binds a copy of data, at most 4 KiB, to [[buffer(index)]]
+	// (setBytes:length:atIndex:).
+	SetBytes(data []byte, index int)
+	// SetThreadgroupMemoryLength sizes the dynamic [[threadgroup(index)]]
+	// memory of the following dispatches, in bytes, a multiple of 16
+	// (setThreadgroupMemoryLength:atIndex:).
+	SetThreadgroupMemoryLength(length, index int)
+	// DispatchThreadgroups runs groups threadgroups of threadsPerGroup
+	// threads each (dispatchThreadgroups:threadsPerThreadgroup:).
+	DispatchThreadgroups(groups, threadsPerGroup [3]int)
+	// DispatchThreads runs a grid of threads threads, in threadgroups of at
+	// most threadsPerGroup; the groups at the grid's edges are smaller
+	// (dispatchThreads:threadsPerThreadgroup:, Apple GPUs).
+	DispatchThreads(threads, threadsPerGroup [3]int)
+	// MemoryBarrier makes the buffer writes of earlier dispatches visible to
+	// later ones (memoryBarrierWithScope:MTLBarrierScopeBuffers); a serial
+	// encoder already orders its dispatches.
+	MemoryBarrier()
+	// End finishes the pass (endEncoding).
+	End()
+}
