@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUITE   ?= suites/qwen3-moe.yaml
 
-.PHONY: all build test vet darwin bench run ci clean clang
+.PHONY: all build test vet darwin bench run ci clean clang mac-smoke
 
 all: build
 
@@ -39,6 +39,18 @@ clang:
 	@command -v clang++-19 >/dev/null || command -v clang++-16 >/dev/null || \
 	  { apt-get update -q && apt-get install -y -q clang-19; } || \
 	  echo "clang-19 could not be installed: the Metal emulator tests will skip"
+
+# The first thing to run on a Mac: the Metal layer's own tests, the kernel
+# self-test on the GPU, and the same prompt on Metal and on the CPU.
+SMOKE_GEN := generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16
+mac-smoke: build
+	@[ "$$(uname -s)/$$(uname -m)" = Darwin/arm64 ] || { echo "mac-smoke: needs macOS on Apple silicon" >&2; exit 2; }
+	CGO_ENABLED=0 $(GO) test -count=1 ./bridge/mtl/darwin/
+	$(BIN) devices
+	$(BIN) selftest --backend metal --failures
+	$(BIN) $(SMOKE_GEN) --backend metal > $(BIN).smoke-metal && cat $(BIN).smoke-metal
+	$(BIN) $(SMOKE_GEN) --backend cpu > $(BIN).smoke-cpu && cat $(BIN).smoke-cpu
+	@if cmp -s $(BIN).smoke-metal $(BIN).smoke-cpu; then echo "mac-smoke: ok, Metal and CPU tokens match"; else echo "mac-smoke: tokens differ (late: near-tie; early: bug)"; exit 1; fi
 
 ci: vet darwin clang test
 
