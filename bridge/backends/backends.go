@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/cuda"
 )
 
 // Options are backend settings that commands expose.
@@ -17,14 +18,25 @@ type Options struct {
 // Names lists the backend names a user may ask for.
 var Names = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
 
-// Open returns the backend called name. "auto" picks the best one present;
-// on this build that is the CPU unless a GPU backend is available.
+// Open returns the backend called name. "auto" picks the best one present:
+// CUDA where a driver and GPU answer, else the CPU.
 func Open(name string, o Options) (bridge.Backend, error) {
 	switch name {
-	case "", "auto", "cpu":
+	case "", "auto":
+		if b, err := cuda.New(cuda.Options{}); err == nil {
+			return b, nil
+		}
 		return cpu.New(cpu.Options{Threads: o.Threads}), nil
-	case "metal", "metal-emu", "cuda":
-		return nil, fmt.Errorf("backend %q is not available in this build (available: cpu)", name)
+	case "cpu":
+		return cpu.New(cpu.Options{Threads: o.Threads}), nil
+	case "cuda":
+		b, err := cuda.New(cuda.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	case "metal", "metal-emu":
+		return nil, fmt.Errorf("backend %q is not available in this build (available: cpu, cuda)", name)
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
 }

@@ -111,7 +111,9 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 // derived from seed and the piece index, so the values do not depend on the
 // number of cores.
 func fillParallel(n int, fn func(lo, hi int, r splitmix), seed uint64) {
-	const piece = 1 << 20
+	// Small pieces: an expert matrix (768x2048) must still spread over
+	// every core of a 16-core GPU host.
+	const piece = 1 << 16
 	pieces := (n + piece - 1) / piece
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))

@@ -1,0 +1,185 @@
+//go:build linux
+
+package cuda_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// prefetched generates a synthetic model's tensors on every core ahead of
+// the engine asking for them, and keeps them for later repetitions: the
+// engine uploads tensors one at a time, and a 57 GiB model generated on one
+// goroutine at a time takes minutes.
+type prefetched struct {
+	model.Source
+	mu    sync.Mutex
+	ready map[string]chan struct{}
+	data  map[string][]byte
+	dts   map[string]bridge.DType
+}
+
+func prefetch(src model.Source, specs []model.TensorSpec) *prefetched {
+	p := &prefetched{Source: src, ready: map[string]chan struct{}{}, data: map[string][]byte{}, dts: map[string]bridge.DType{}}
+	for _, s := range specs {
+		p.ready[s.Name] = make(chan struct{})
+	}
+	work := make(chan model.TensorSpec)
+	for w := 0; w < runtime.NumCPU(); w++ {
+		go func() {
+			for s := range work {
+				dt, d, err := src.Tensor(s)
+				p.mu.Lock()
+				if err == nil {
+					p.data[s.Name], p.dts[s.Name] = d, dt
+				}
+				p.mu.Unlock()
+				close(p.ready[s.Name])
+			}
+		}()
+	}
+	go func() {
+		for _, s := range specs {
+			work <- s
+		}
+		close(work)
+	}()
+	return p
+}
+
+func (p *prefetched) Tensor(s model.TensorSpec) (bridge.DType, []byte, error) {
+	if ch, ok := p.ready[s.Name]; ok {
+		<-ch
+		p.mu.Lock()
+		d, dt := p.data[s.Name], p.dts[s.Name]
+		p.mu.Unlock()
+		if d != nil {
+			return dt, d, nil
+		}
+	}
+	return p.Source.Tensor(s)
+}
+
+// TestDecodeSpeed measures decode throughput through runner/bench's model
+// case, as `mtlbench run` does, on synthetic bf16 weights. It runs only when
+// MTLBENCH_CUDA_BENCH lists cases: preset@batch,batch;... (e.g.
+// "qwen3-30b-a3b@1,16;tinyllama-1.1b@1"); MTLBENCH_CUDA_BENCH_GEN sets the
+// generated tokens (default 64), MTLBENCH_CUDA_BENCH_PROMPT the prompt
+// (default 128).
+func TestDecodeSpeed(t *testing.T) {
+	spec := os.Getenv("MTLBENCH_CUDA_BENCH")
+	if spec == "" {
+		t.Skip("set MTLBENCH_CUDA_BENCH=preset@batch,batch;... to run")
+	}
+	b := gpu(t)
+	gen, prompt := envInt("MTLBENCH_CUDA_BENCH_GEN", 64), envInt("MTLBENCH_CUDA_BENCH_PROMPT", 128)
+	for _, item := range strings.Split(spec, ";") {
+		name, batches, _ := strings.Cut(item, "@")
+		layers := 0
+		if n, l, ok := strings.Cut(name, ":"); ok {
+			name, layers = n, atoi(l)
+		}
+		cfg, src, err := model.Open(model.Spec{Model: name, Seed: 1, Layers: layers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ps := prefetch(src, cfg.Tensors())
+		for _, bs := range strings.Split(batches, ",") {
+			batch := atoi(bs)
+			w := bench.Workload{Requests: batch, PromptLen: prompt, GenLen: gen, Seed: 1}
+			mc := &bench.ModelCase{Backend: b, Config: cfg, Source: ps, Work: w,
+				Engine: engine.Options{BlockSize: 16, KVTokens: w.KVTokens(16)}}
+			if _, err := mc.Rep(context.Background(), false); err != nil { // warm-up: upload, compile, graphs
+				t.Fatal(err)
+			}
+			if batch == atoi(strings.Split(batches, ",")[0]) {
+				t.Logf("%s: weights generated and uploaded, first repetition done in %v", name, time.Since(start).Round(time.Second))
+			}
+			var toks, gbs []float64
+			var stepMs float64
+			for r := 0; r < 3; r++ {
+				res, err := mc.Rep(context.Background(), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range res.Samples {
+					switch s.Metric {
+					case "decode_tok_s":
+						toks = append(toks, s.Value)
+					case "achieved_gb_s":
+						gbs = append(gbs, s.Value)
+					case "step_ms":
+						stepMs = s.Value
+					}
+				}
+			}
+			sort.Float64s(toks)
+			sort.Float64s(gbs)
+			t.Logf("BENCH %s layers=%d batch=%d prompt=%d gen=%d: decode %.1f tok/s (reps %v), step %.2f ms, %.0f GB/s",
+				name, cfg.Layers, batch, prompt, gen, toks[len(toks)/2], round1(toks), stepMs, gbs[len(gbs)/2])
+			prof, err := mc.Rep(context.Background(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("profile %s batch=%d (per decode step): %s", name, batch, breakdown(prof))
+		}
+		src.Close()
+	}
+}
+
+func breakdown(r *bench.RepResult) string {
+	byOp := map[string]float64{}
+	total := 0.0
+	for _, tm := range r.Timings {
+		byOp[tm.Component+"/"+tm.Op] += tm.Seconds
+		total += tm.Seconds
+	}
+	type kv struct {
+		k string
+		v float64
+	}
+	var s []kv
+	for k, v := range byOp {
+		s = append(s, kv{k, v})
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i].v > s[j].v })
+	var parts []string
+	for _, x := range s {
+		parts = append(parts, fmt.Sprintf("%s %.3fms", x.k, x.v*1e3))
+	}
+	return fmt.Sprintf("total %.3fms: %s", total*1e3, strings.Join(parts, ", "))
+}
+
+func round1(v []float64) []string {
+	var s []string
+	for _, x := range v {
+		s = append(s, strconv.FormatFloat(x, 'f', 1, 64))
+	}
+	return s
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(strings.TrimSpace(s))
+	return n
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,176 @@
+//go:build linux
+
+package cuda
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
+)
+
+// source is the kernels as one translation unit: common.cu first, then the
+// other files in name order, each after a #line directive so NVRTC's
+// messages name the .cu file and line.
+func source() (string, []string, error) {
+	names, err := fs.Glob(kcuda.Sources, "*.cu")
+	if err != nil {
+		return "", nil, err
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == "common.cu") != (names[j] == "common.cu") {
+			return names[i] == "common.cu"
+		}
+		return names[i] < names[j]
+	})
+	var b strings.Builder
+	for _, n := range names {
+		data, err := kcuda.Sources.ReadFile(n)
+		if err != nil {
+			return "", nil, err
+		}
+		fmt.Fprintf(&b, "#line 1 \"kernels/cuda/%s\"\n", n)
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	return b.String(), names, nil
+}
+
+// compileOptions are NVRTC's flags for a device of compute capability cc
+// (e.g. 90).
+func compileOptions(cc int) []string {
+	return []string{
+		fmt.Sprintf("--gpu-architecture=sm_%d", cc),
+		"--std=c++17",
+		"-default-device",
+		"--extra-device-vectorization",
+	}
+}
+
+// nvrtcVersionString is NVRTC's version, e.g. "13.0".
+func (a *api) nvrtcVersionString() string {
+	var maj, min int32
+	if call(a.nvrtcVersion, uintptr(unsafe.Pointer(&maj)), uintptr(unsafe.Pointer(&min))) != 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%d.%d", maj, min)
+}
+
+// cacheDir is where compiled cubins are kept.
+func cacheDir(o Options) string {
+	if o.CacheDir != "" {
+		return o.CacheDir
+	}
+	if d := getenv("MTLBENCH_CUDA_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "mtlbench", "cuda")
+	}
+	return filepath.Join(os.TempDir(), "mtlbench-cuda")
+}
+
+// compileCached returns the cubin of the kernels for the device, from the
+// cache when the same source was compiled for the same GPU and NVRTC before.
+// fromCache reports which it was.
+func (a *api) compileCached(o Options, cc int, gpu string) (cubin []byte, fromCache bool, err error) {
+	src, _, err := source()
+	if err != nil {
+		return nil, false, err
+	}
+	opts := compileOptions(cc)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", gpu, cc, a.nvrtcVersionString(), strings.Join(opts, " "))
+	h.Write([]byte(src))
+	key := hex.EncodeToString(h.Sum(nil))[:24]
+	dir := cacheDir(o)
+	path := filepath.Join(dir, "kernels-sm"+strconv.Itoa(cc)+"-"+key+".cubin")
+	if data, err := os.ReadFile(path); err == nil && len(data) > 0 {
+		return data, true, nil
+	}
+	cubin, err = a.compile(src, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if os.MkdirAll(dir, 0o755) == nil {
+		tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+		if os.WriteFile(tmp, cubin, 0o644) == nil {
+			os.Rename(tmp, path) //nolint:errcheck // a cache miss next time at worst
+		}
+	}
+	return cubin, false, nil
+}
+
+func (a *api) nvrtcErr(what string, r int32) error {
+	if r == 0 {
+		return nil
+	}
+	var s *byte
+	if a.nvrtcGetErrorString != 0 {
+		p, _, _ := puregoCall(a.nvrtcGetErrorString, uintptr(r))
+		s = *(**byte)(unsafe.Pointer(&p))
+	}
+	return fmt.Errorf("%s: NVRTC error %d (%s)", what, r, goString(s))
+}
+
+// compile runs NVRTC on src and returns the cubin, or an error carrying
+// the compiler's log (file:line messages, from the #line directives).
+func (a *api) compile(src string, opts []string) ([]byte, error) {
+	var prog uintptr
+	csrc, cname := cstr(src), cstr("mtlbench_kernels.cu")
+	if r := call(a.nvrtcCreateProgram, uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(csrc)),
+		uintptr(unsafe.Pointer(cname)), 0, 0, 0); r != 0 {
+		return nil, a.nvrtcErr("nvrtcCreateProgram", r)
+	}
+	defer call(a.nvrtcDestroyProgram, uintptr(unsafe.Pointer(&prog)))
+	copts := make([]*byte, len(opts))
+	for i, o := range opts {
+		copts[i] = cstr(o)
+	}
+	r := call(a.nvrtcCompileProgram, prog, uintptr(len(copts)), uintptr(unsafe.Pointer(&copts[0])))
+	var logSize uintptr
+	call(a.nvrtcGetProgramLogSize, prog, uintptr(unsafe.Pointer(&logSize)))
+	var log string
+	if logSize > 1 {
+		buf := make([]byte, logSize)
+		call(a.nvrtcGetProgramLog, prog, uintptr(unsafe.Pointer(&buf[0])))
+		log = strings.TrimRight(string(buf), "\x00\n ")
+	}
+	if r != 0 {
+		return nil, fmt.Errorf("compiling kernels/cuda with NVRTC %s (%s): %w\n%s", a.nvrtcVersionString(),
+			strings.Join(opts, " "), a.nvrtcErr("nvrtcCompileProgram", r), firstErrors(log, 30))
+	}
+	var size uintptr
+	if r := call(a.nvrtcGetCUBINSize, prog, uintptr(unsafe.Pointer(&size))); r != 0 {
+		return nil, a.nvrtcErr("nvrtcGetCUBINSize", r)
+	}
+	cubin := make([]byte, size)
+	if r := call(a.nvrtcGetCUBIN, prog, uintptr(unsafe.Pointer(&cubin[0]))); r != 0 {
+		return nil, a.nvrtcErr("nvrtcGetCUBIN", r)
+	}
+	return cubin, nil
+}
+
+// firstErrors keeps the log's first n non-empty lines: NVRTC prints each
+// message as file(line): error: ..., then the offending source line.
+func firstErrors(log string, n int) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if len(out) >= n {
+			out = append(out, "...")
+			break
+		}
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

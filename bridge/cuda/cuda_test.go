@@ -1,0 +1,278 @@
+//go:build linux
+
+package cuda_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	. "github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+var (
+	shared     *Backend
+	sharedErr  error
+	sharedOnce sync.Once
+)
+
+// gpu returns the backend every test shares, or skips the test with the
+// reason there is none (no driver, no device).
+func gpu(t *testing.T) *Backend {
+	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = New(Options{}) })
+	if sharedErr != nil {
+		if strings.HasPrefix(sharedErr.Error(), "no CUDA") {
+			t.Skip(sharedErr)
+		}
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Close()
+	}
+	os.Exit(code)
+}
+
+func TestInfo(t *testing.T) {
+	b := gpu(t)
+	info := b.Info()
+	t.Logf("%+v", info)
+	if info.Backend != "cuda" || info.MemoryBytes <= 0 || info.AvailableBytes <= 0 || info.Cores <= 0 {
+		t.Fatalf("info %+v", info)
+	}
+	var buf bytes.Buffer
+	if err := Devices(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+}
+
+// Every op against the reference, with the selftest's cases.
+func TestSelftest(t *testing.T) {
+	b := gpu(t)
+	var buf bytes.Buffer
+	rs := RunSelftest(b, &buf, SelftestCases)
+	t.Log("\n" + buf.String())
+	if err := Failed(rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const fixtureDir = "../../runner/testdata/hf"
+
+type reference struct {
+	Prompts []struct {
+		Tokens     []int32   `json:"tokens"`
+		LogitsLast []float32 `json:"logits_last"`
+		Greedy     []int32   `json:"greedy"`
+	} `json:"prompts"`
+}
+
+func openFixture(t *testing.T, arch string, be bridge.Backend, moe bridge.MoEParams) *engine.Engine {
+	t.Helper()
+	dir := filepath.Join(fixtureDir, arch)
+	cfg, err := model.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := model.OpenCheckpoint(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	if !src.Has("lm_head.weight") {
+		cfg.TieEmbed = true
+	}
+	e, err := engine.New(be, cfg, src, engine.Options{MoE: moe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+// The transformers fixtures: last-prompt-position logits within 1e-4 of
+// transformers' and the same greedy tokens as transformers and the CPU
+// backend, for every architecture (and every MoE strategy).
+func TestFixtures(t *testing.T) {
+	b := gpu(t)
+	archs, _ := filepath.Glob(filepath.Join(fixtureDir, "*", "reference.json"))
+	if len(archs) == 0 {
+		t.Skip("no fixtures at " + fixtureDir)
+	}
+	for _, p := range archs {
+		arch := filepath.Base(filepath.Dir(p))
+		strategies := []bridge.MoEParams{{}}
+		if strings.Contains(arch, "moe") {
+			strategies = []bridge.MoEParams{{Strategy: bridge.MoEGrouped}, {Strategy: bridge.MoELoop}, {Strategy: bridge.MoEChunked, ChunkSize: 3}}
+		}
+		for _, mp := range strategies {
+			t.Run(arch+"/"+string(mp.Strategy), func(t *testing.T) {
+				data, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ref reference
+				if err := json.Unmarshal(data, &ref); err != nil {
+					t.Fatal(err)
+				}
+				ge := openFixture(t, arch, b, mp)
+				ce := openFixture(t, arch, cpu.New(cpu.Options{}), mp)
+				for i, pr := range ref.Prompts {
+					req := []engine.Request{{ID: i, Prompt: pr.Tokens, MaxNewTokens: len(pr.Greedy), WantLogits: true}}
+					got, err := ge.Generate(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := ce.Generate(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					d := maxAbsDiff(got[0].Logits, pr.LogitsLast)
+					t.Logf("prompt %d (%d tokens): logits max abs error %.2g vs transformers, %.2g vs cpu; tokens %v",
+						i, len(pr.Tokens), d, maxAbsDiff(got[0].Logits, want[0].Logits), got[0].Tokens)
+					if d > 1e-4 {
+						t.Errorf("prompt %d: logits max abs error %.3g > 1e-4", i, d)
+					}
+					if !equalTokens(got[0].Tokens, pr.Greedy) || !equalTokens(got[0].Tokens, want[0].Tokens) {
+						t.Errorf("prompt %d: greedy tokens %v, transformers %v, cpu %v", i, got[0].Tokens, pr.Greedy, want[0].Tokens)
+					}
+				}
+			})
+		}
+	}
+}
+
+func equalTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func miniRequests(vocab, n, prompt, gen int) []engine.Request {
+	var reqs []engine.Request
+	for i := 0; i < n; i++ {
+		p := make([]int32, prompt+i)
+		for j := range p {
+			p[j] = int32((j*7919 + i*104729 + 13) % vocab)
+		}
+		reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: gen, WantLogits: true})
+	}
+	return reqs
+}
+
+func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []engine.Request, profile bool) ([]engine.Output, *engine.Engine) {
+	t.Helper()
+	cfg, src, err := model.Open(model.Spec{Model: preset, Layers: layers, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	e, err := engine.New(be, cfg, src, engine.Options{Profile: profile, TokenBudget: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Generate(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, e
+}
+
+// Graph replay gives the same tokens as direct launches, bit for bit, and
+// the GPU agrees with the CPU on a bf16 MoE model with chunked prefill.
+func TestGraphsMatchDirect(t *testing.T) {
+	b := gpu(t)
+	direct, err := New(Options{NoGraphs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	reqs := miniRequests(8192, 4, 40, 24)
+	g, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
+	if b.GraphCount() == 0 {
+		t.Error("no CUDA graph was captured")
+	}
+	d, _ := runMini(t, direct, "qwen3-moe-mini", 0, reqs, false)
+	c, _ := runMini(t, cpu.New(cpu.Options{}), "qwen3-moe-mini", 0, reqs, false)
+	for i := range reqs {
+		if !equalTokens(g[i].Tokens, d[i].Tokens) {
+			t.Errorf("request %d: graph tokens %v, direct %v", i, g[i].Tokens, d[i].Tokens)
+		}
+		diff := maxAbsDiff(g[i].Logits, c[i].Logits)
+		same := 0
+		for j := range g[i].Tokens {
+			if g[i].Tokens[j] == c[i].Tokens[j] {
+				same++
+			}
+		}
+		t.Logf("request %d: first logits within %.2g of the CPU's; %d/%d tokens as the CPU", i, diff, same, len(g[i].Tokens))
+		if diff > 1e-3 {
+			t.Errorf("request %d: logits differ from the CPU's by %.3g", i, diff)
+		}
+	}
+}
+
+// Profile mode reports per-op timings under the engine's marks.
+func TestProfile(t *testing.T) {
+	b := gpu(t)
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	e, err := engine.New(b, cfg, src, engine.Options{Profile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Add(engine.Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxNewTokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var last *engine.StepResult
+	for e.Pending() {
+		if last, err = e.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comps := map[string]bool{}
+	for _, tm := range last.Stats.Timings {
+		comps[tm.Component] = true
+		if tm.Duration <= 0 {
+			t.Errorf("timing %+v", tm)
+		}
+	}
+	if !comps[bridge.CompAttention] || !comps[bridge.CompMoE] || !comps[bridge.CompNorm] {
+		t.Errorf("components %v", comps)
+	}
+	if len(last.Stats.ExpertsTouched) != cfg.Layers {
+		t.Errorf("experts touched %v for %d layers", last.Stats.ExpertsTouched, cfg.Layers)
+	}
+	t.Logf("%d timings, experts touched %v", len(last.Stats.Timings), last.Stats.ExpertsTouched)
+}

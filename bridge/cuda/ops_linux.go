@@ -1,0 +1,695 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
+)
+
+// kernelNames lists every kernel the backend looks up at load.
+func kernelNames() []string {
+	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
+		"rope_qk", "paged_attention", "moe_route", "moe_route1", "moe_combine"}
+	for _, dt := range []string{"f32", "f16", "bf16"} {
+		for _, m := range gemvMs {
+			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
+			if dt == "bf16" {
+				for _, r := range gemvRs(m)[1:] {
+					n = append(n, fmt.Sprintf("gemv_%s_m%d_r%d", dt, m, r))
+				}
+			}
+		}
+		n = append(n, "gemv_"+dt+"_scalar", "gemv_gu_"+dt+"_scalar", "moe_down_sum_"+dt, "moe_down_sum_"+dt+"_scalar")
+		for _, v := range []string{"m1", "m2", "m4", "m8", "scalar"} {
+			n = append(n, "moe_gate_up_"+dt+"_"+v, "moe_down_"+dt+"_"+v)
+		}
+	}
+	return n
+}
+
+var gemvMs = []int{1, 2, 4, 8, 16}
+
+// gemvRs are the rows per warp the bf16 GEMV comes in for M tokens a pass
+// (other dtypes have 1).
+func gemvRs(M int) []int {
+	switch M {
+	case 1, 2, 4:
+		return []int{1, 2, 4}
+	case 8, 16:
+		return []int{1, 2}
+	}
+	return []int{1}
+}
+
+func dtName(dt bridge.DType) string {
+	switch dt {
+	case bridge.F16:
+		return "f16"
+	case bridge.BF16:
+		return "bf16"
+	}
+	return "f32"
+}
+
+func cdiv(a, b int) int { return (a + b - 1) / b }
+
+// tensorOf returns t as this backend's tensor, or records an error.
+func (b *Backend) tensorOf(x bridge.Tensor, what string) *tensor {
+	t, ok := x.(*tensor)
+	if !ok || t == nil {
+		b.fail("%s: not a CUDA tensor (%T)", what, x)
+		return nil
+	}
+	return t
+}
+
+func (b *Backend) f32Tensor(x bridge.Tensor, what string) *tensor {
+	t := b.tensorOf(x, what)
+	if t != nil && t.dt != bridge.F32 {
+		b.fail("%s: want an f32 tensor, got %v", what, t.dt)
+		return nil
+	}
+	return t
+}
+
+// scratchBuf returns a device buffer of at least size bytes kept across
+// steps under name (thread-safe; may allocate). A buffer outgrown during a
+// step is freed when the step ends, as earlier entries may still use it.
+func (b *Backend) scratchBuf(name string, size int64) uint64 {
+	size = max(size, 256)
+	if d := b.scratch[name]; d != nil && d.size >= size {
+		return d.ptr
+	}
+	var d *devAlloc
+	err := b.th.do(func() error {
+		var err error
+		d, err = b.devAlloc(size + size/4)
+		return err
+	})
+	if err != nil {
+		b.fail("%v", err)
+		return 0
+	}
+	if old := b.scratch[name]; old != nil {
+		b.retired = append(b.retired, old)
+	}
+	b.scratch[name] = d
+	return d.ptr
+}
+
+// scratchZeroed is scratchBuf for buffers kernels expect zeroed at the
+// start of a step (and leave zeroed: the attention merge counters).
+func (b *Backend) scratchZeroed(name string, size int64) uint64 {
+	if d := b.scratch[name]; d != nil && d.size >= max(size, 256) {
+		return d.ptr
+	}
+	p := b.scratchBuf(name, size)
+	if p == 0 {
+		return 0
+	}
+	d := b.scratch[name]
+	if err := b.th.do(func() error {
+		return b.check("cuMemsetD8", call(b.api.cuMemsetD8, uintptr(d.ptr), 0, uintptr(d.size)))
+	}); err != nil {
+		b.fail("%v", err)
+		return 0
+	}
+	return p
+}
+
+// ---- small ops ----
+
+func (b *Backend) Embedding(out, table bridge.Tensor) {
+	o, t := b.f32Tensor(out, "embedding out"), b.tensorOf(table, "embedding table")
+	if o == nil || t == nil {
+		return
+	}
+	if len(t.shape) != 2 || t.dt == bridge.I32 {
+		b.fail("embedding: table must be a [vocab][dim] float matrix, got %v %v", t.dt, t.shape)
+		return
+	}
+	V, W := t.shape[0], t.shape[1]
+	T := b.meta.NumTokens
+	if o.n != T*W {
+		b.fail("embedding: out holds %d elements, want %d×%d", o.n, T, W)
+		return
+	}
+	b.launch("embedding", [3]int{T, 1, 1}, 256, ptr(o), b.metaPtr(b.mo.tokens), ptr(t), i32(int(t.dt)), i32(V), i32(W), b.stats.ptr)
+}
+
+func (b *Backend) GatherRows(out, x bridge.Tensor) {
+	o, xs := b.f32Tensor(out, "gather out"), b.f32Tensor(x, "gather x")
+	if o == nil || xs == nil || b.meta.NumTokens == 0 {
+		return
+	}
+	W := xs.n / b.meta.NumTokens
+	R := len(b.meta.LogitRows)
+	if o.n < R*W {
+		b.fail("gather: out holds %d elements, want %d×%d", o.n, R, W)
+		return
+	}
+	b.launch("gather_rows", [3]int{R, 1, 1}, 256, ptr(o), ptr(xs), b.metaPtr(b.mo.logitRows), i32(W))
+}
+
+func normBlock(D int) int {
+	switch {
+	case D >= 4096:
+		return 1024
+	case D >= 1024:
+		return 256
+	}
+	return 128
+}
+
+func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
+	o, xs, ws := b.f32Tensor(out, "rms_norm out"), b.f32Tensor(x, "rms_norm x"), b.f32Tensor(w, "rms_norm weight")
+	if o == nil || xs == nil || ws == nil || ws.n == 0 {
+		return
+	}
+	D := ws.n
+	b.launch("rms_norm", [3]int{xs.n / D, 1, 1}, normBlock(D), ptr(o), ptr(xs), 0, 0, ptr(ws), i32(D), f32(eps))
+}
+
+func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
+	o, r := b.f32Tensor(out, "add_rms_norm out"), b.f32Tensor(residual, "add_rms_norm residual")
+	xs, ws := b.f32Tensor(x, "add_rms_norm x"), b.f32Tensor(w, "add_rms_norm weight")
+	if o == nil || r == nil || xs == nil || ws == nil || ws.n == 0 {
+		return
+	}
+	D := ws.n
+	b.launch("rms_norm", [3]int{xs.n / D, 1, 1}, normBlock(D), ptr(o), 0, ptr(r), ptr(xs), ptr(ws), i32(D), f32(eps))
+}
+
+func elementwiseGrid(n int) int { return min(cdiv(n, 256), 8192) }
+
+func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {
+	o, g, u := b.f32Tensor(out, "silu_mul out"), b.f32Tensor(gate, "silu_mul gate"), b.f32Tensor(up, "silu_mul up")
+	if o == nil || g == nil || u == nil {
+		return
+	}
+	if b.fuseSiLU(o, g, u) {
+		return
+	}
+	b.launch("silu_mul", [3]int{elementwiseGrid(o.n), 1, 1}, 256, ptr(o), ptr(g), ptr(u), i64(int64(o.n)))
+}
+
+func (b *Backend) Add(out, x, y bridge.Tensor) {
+	o, p, q := b.f32Tensor(out, "add out"), b.f32Tensor(x, "add a"), b.f32Tensor(y, "add b")
+	if o == nil || p == nil || q == nil {
+		return
+	}
+	b.launch("add", [3]int{elementwiseGrid(o.n), 1, 1}, 256, ptr(o), ptr(p), ptr(q), i64(int64(o.n)))
+}
+
+func (b *Backend) Argmax(out, logits bridge.Tensor) {
+	o, l := b.tensorOf(out, "argmax out"), b.f32Tensor(logits, "argmax logits")
+	if o == nil || l == nil || o.n == 0 {
+		return
+	}
+	if o.dt != bridge.I32 {
+		b.fail("argmax: out must be i32, got %v", o.dt)
+		return
+	}
+	b.launch("argmax", [3]int{o.n, 1, 1}, 1024, ptr(o), ptr(l), i32(l.n/o.n))
+}
+
+func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+	qs, ks := b.f32Tensor(q, "rope q"), b.f32Tensor(k, "rope k")
+	if qs == nil || ks == nil {
+		return
+	}
+	if headDim%2 != 0 || headDim > 256 {
+		b.fail("rope: head size %d unsupported (even, at most 256)", headDim)
+		return
+	}
+	var qn, kn uint64
+	if qNorm != nil {
+		if t := b.f32Tensor(qNorm, "rope q_norm"); t != nil {
+			qn = t.ptr
+		}
+	}
+	if kNorm != nil {
+		if t := b.f32Tensor(kNorm, "rope k_norm"); t != nil {
+			kn = t.ptr
+		}
+	}
+	inv := b.ropeTable(headDim, theta)
+	if inv == 0 {
+		return
+	}
+	T := b.meta.NumTokens
+	b.launch("rope_qk", [3]int{T, cdiv(heads+kvHeads, 4), 1}, 128, ptr(qs), ptr(ks), qn, kn, b.metaPtr(b.mo.positions),
+		i32(heads), i32(kvHeads), i32(headDim), inv, f32(eps))
+}
+
+// ropeTable returns the device copy of the rotary inverse frequencies for
+// (headDim, theta), as the reference computes them (kernels.RoPEInvFreq).
+func (b *Backend) ropeTable(headDim int, theta float64) uint64 {
+	key := fmt.Sprintf("rope/%d/%x", headDim, math.Float64bits(theta))
+	if p, ok := b.tables[key]; ok {
+		return p
+	}
+	inv := kernels.RoPEInvFreq(headDim, theta)
+	var d *devAlloc
+	err := b.th.do(func() error {
+		var err error
+		if d, err = b.devAlloc(int64(len(inv)) * 4); err != nil {
+			return err
+		}
+		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&inv[0])), uintptr(len(inv)*4)))
+	})
+	if err != nil {
+		b.fail("%v", err)
+		return 0
+	}
+	b.tables[key] = d.ptr
+	return d.ptr
+}
+
+func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+	o, qs, ks, vs := b.f32Tensor(out, "attention out"), b.f32Tensor(q, "attention q"), b.f32Tensor(k, "attention k"), b.f32Tensor(v, "attention v")
+	kc, vc := b.f32Tensor(cache.K, "attention K cache"), b.f32Tensor(cache.V, "attention V cache")
+	if o == nil || qs == nil || ks == nil || vs == nil || kc == nil || vc == nil {
+		return
+	}
+	if headDim > 256 || heads%kvHeads != 0 {
+		b.fail("attention: head size %d (at most 256) or %d heads over %d KV heads unsupported", headDim, heads, kvHeads)
+		return
+	}
+	m := b.meta
+	T := m.NumTokens
+	if T == 0 {
+		return
+	}
+	BS := cache.BlockSize
+	if len(kc.shape) != 4 || kc.shape[1] != kvHeads || kc.shape[2] != BS || kc.shape[3] != headDim {
+		b.fail("attention: cache shape %v, want [blocks][%d][%d][%d]", kc.shape, kvHeads, BS, headDim)
+		return
+	}
+	// Decode steps split the context in parts of 32 positions (one per
+	// warp-iteration of a block), their count rounded up to a power of two
+	// so a decode step keeps its graph while sequences grow; prefill steps
+	// use parts of 256.
+	part := 256
+	nparts := max(cdiv(m.MaxSeqLen, part), 1)
+	for nparts > 256 {
+		part *= 2
+		nparts = cdiv(m.MaxSeqLen, part)
+	}
+	if m.MaxQueryLen <= 1 {
+		part = 32
+		for nparts = 1; nparts*part < m.MaxSeqLen; nparts *= 2 {
+		}
+		for nparts > 256 {
+			part *= 2
+			nparts /= 2
+		}
+	}
+	var tmpAcc, tmpML, counters uint64
+	if nparts > 1 {
+		tmpAcc = b.scratchBuf("attn.acc", int64(T)*int64(heads)*int64(nparts)*int64(headDim)*4)
+		tmpML = b.scratchBuf("attn.ml", int64(T)*int64(heads)*int64(nparts)*2*4)
+		counters = b.scratchZeroed("attn.counters", int64(T)*int64(heads)*4)
+	}
+	b.subMark("attention")
+	b.launch("paged_attention", [3]int{T, heads, nparts}, 256,
+		ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
+		b.metaPtr(b.mo.tokSeq), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
+		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
+		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters)
+}
+
+// ---- matmul ----
+
+// gemvMaxM is the largest m the GEMV kernels take; above it a matmul of
+// half weights goes to cuBLAS: activations rounded once to the weights'
+// dtype up to halfMaxM rows (the batched decode steps, as bf16 engines run
+// them), split in two halves above (prefill, where f32 accuracy is kept).
+// Without cuBLAS the GEMV kernels take every m, in passes of 16.
+const (
+	gemvMaxM = 8
+	halfMaxM = 16
+)
+
+// gemvState lets consecutive matmuls of the same input (q, k and v; gate
+// and up) share one launch: idx is the entry of the last GEMV, -1 when the
+// last entry is anything else.
+type gemvState struct {
+	idx        int
+	x          uint64
+	k, m, M    int
+	dt         bridge.DType
+	vec        bool
+	rows       int // rows per block
+	segs       int
+	outs, bias [3]uint64
+	n          [3]int
+}
+
+// gemvShape picks the kernel for an m×n×k GEMV: M tokens per pass, R rows
+// per warp, and ks warps splitting k, so that the grid covers every SM
+// about twice.
+func (b *Backend) gemvShape(m, n, k int, dt bridge.DType) (name string, M, rows, ks int) {
+	if k%8 != 0 {
+		return "gemv_" + dtName(dt) + "_scalar", 1, 8, 1
+	}
+	M = 16
+	for _, c := range gemvMs {
+		if c >= m {
+			M = c
+			break
+		}
+	}
+	target := 2 * b.sms
+	R, ks := 1, 1
+	if dt == bridge.BF16 {
+		for _, r := range gemvRs(M) {
+			if n >= target*8*r {
+				R = r
+			}
+		}
+	}
+	// Short matrices split k over up to 8 warps so about 4 blocks land on
+	// every SM: each warp then has few sequential loads, all in flight.
+	for R == 1 && ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
+		ks *= 2
+	}
+	return fmt.Sprintf("gemv_%s_m%d_r%d", dtName(dt), M, R), M, 8 / ks * R, ks
+}
+
+func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
+	o, xs, wt := b.f32Tensor(out, "matmul out"), b.f32Tensor(x, "matmul x"), b.tensorOf(w, "matmul weight")
+	if o == nil || xs == nil || wt == nil {
+		return
+	}
+	if len(wt.shape) != 2 || wt.dt == bridge.I32 {
+		b.fail("matmul: weight must be a float matrix, got %v %v", wt.dt, wt.shape)
+		return
+	}
+	n, k := wt.shape[0], wt.shape[1]
+	if k == 0 || xs.n%k != 0 {
+		b.fail("matmul: x has %d elements, not rows of %d", xs.n, k)
+		return
+	}
+	m := xs.n / k
+	if o.n != m*n {
+		b.fail("matmul: out holds %d elements, want %d×%d", o.n, m, n)
+		return
+	}
+	var bp uint64
+	if bias != nil {
+		bt := b.f32Tensor(bias, "matmul bias")
+		if bt == nil {
+			return
+		}
+		bp = bt.ptr
+	}
+	b.matmul(o.ptr, xs.ptr, wt, bp, m, n, k, true, false)
+}
+
+// matmul records out[m][n] = x[m][k]·wᵀ + bias. fuse lets it join the
+// previous GEMV launch when that one read the same x; exact keeps it off
+// cuBLAS (the MoE router, whose top-k must see f32 activations).
+func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, fuse, exact bool) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if m > gemvMaxM && b.cublas != 0 && !exact {
+		b.gemm(out, x, w, bias, m, n, k)
+		return
+	}
+	g := &b.gemv
+	if fuse && g.idx >= 0 && g.idx == len(b.ents)-1 && g.x == x && g.k == k && g.m == m && g.dt == w.dt && g.segs < 3 &&
+		out != x && out != g.outs[0] && out != g.outs[1] && out != g.outs[2] {
+		e := &b.ents[g.idx]
+		a := b.args[e.a0:e.a1]
+		s := 3 + 4*g.segs
+		a[s], a[s+1], a[s+2], a[s+3] = w.ptr, out, bias, i32(n)
+		e.grid[0] += uint32(cdiv(n, g.rows))
+		g.outs[g.segs], g.bias[g.segs], g.n[g.segs] = out, bias, n
+		g.segs++
+		return
+	}
+	name, M, rows, ks := b.gemvShape(m, n, k, w.dt)
+	b.launch(name, [3]int{cdiv(n, rows), 1, 1}, 256, x, i32(k), i32(m), w.ptr, out, bias, i32(n), 0, 0, 0, 0, 0, 0, 0, 0, i32(ks))
+	if fuse && x != out {
+		*g = gemvState{idx: len(b.ents) - 1, x: x, k: k, m: m, M: M, dt: w.dt, vec: k%8 == 0, rows: rows, segs: 1,
+			outs: [3]uint64{out}, bias: [3]uint64{bias}, n: [3]int{n}}
+	}
+}
+
+// fuseSiLU turns the GEMV launch just recorded for gate and up (same x, same
+// n, no bias) into one that also applies silu(gate)·up, when that is what
+// SiLUMul asks for next: one launch and one pass over the activations fewer.
+func (b *Backend) fuseSiLU(o, g, u *tensor) bool {
+	s := &b.gemv
+	if s.idx < 0 || s.idx != len(b.ents)-1 || s.segs != 2 || s.outs[0] != g.ptr || s.outs[1] != u.ptr || o.ptr != g.ptr ||
+		s.n[0] != s.n[1] || s.bias[0] != 0 || s.bias[1] != 0 || o.n != s.m*s.n[0] || u.n != o.n {
+		return false
+	}
+	n := s.n[0]
+	ks := 1
+	for ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
+		ks *= 2
+	}
+	name := fmt.Sprintf("gemv_gu_%s_m%d", dtName(s.dt), s.M)
+	if !s.vec {
+		name, ks = "gemv_gu_"+dtName(s.dt)+"_scalar", 1
+	}
+	e := &b.ents[s.idx]
+	e.fn = b.fns[name]
+	e.grid[0] = uint32(cdiv(n, 8/ks))
+	b.args[e.a0+15] = i32(ks)
+	s.idx = -1
+	return true
+}
+
+// cuBLAS enums.
+const (
+	cudaR32F         = 0
+	cudaR16F         = 2
+	cudaR16BF        = 14
+	cublasOpN        = 0
+	cublasOpT        = 1
+	cublasCompute32F = 68
+)
+
+// gemm records a cuBLAS GEMM: f32 weights multiply f32 activations; half
+// weights multiply the activations rounded to the same half type, or for
+// more than halfMaxM rows split in two halves (hi + lo, to about 16 bits),
+// W·hi + W·lo accumulated in f32, as cuBLAS has no mixed f32×bf16 product.
+func (b *Backend) gemm(out, x uint64, w *tensor, bias uint64, m, n, k int) {
+	if w.dt == bridge.F32 {
+		b.gemmEntry(out, x, w, cudaR32F, m, n, k, 0)
+	} else {
+		atype := uint64(cudaR16BF)
+		if w.dt == bridge.F16 {
+			atype = cudaR16F
+		}
+		mk := int64(m) * int64(k)
+		hi := b.scratchBuf("gemm.hi", mk*2)
+		var lo uint64
+		if m > halfMaxM {
+			lo = b.scratchBuf("gemm.lo", mk*2)
+		}
+		b.launch("to_half", [3]int{elementwiseGrid(m * k), 1, 1}, 256, x, hi, lo, i64(mk), i32(int(w.dt)))
+		b.gemmEntry(out, hi, w, atype, m, n, k, 0)
+		if lo != 0 {
+			b.gemmEntry(out, lo, w, atype, m, n, k, 1)
+		}
+	}
+	if bias != 0 {
+		b.launch("add_bias", [3]int{elementwiseGrid(m * n), 1, 1}, 256, out, bias, i64(int64(m)*int64(n)), i32(n))
+	}
+}
+
+// gemmEntry records out = W·B (+ out when accumulate is 1), column-major:
+// out[m][n]ᵀ (n×m) = W (k×n)ᵀ · B (k×m).
+func (b *Backend) gemmEntry(out, B uint64, w *tensor, atype uint64, m, n, k int, accumulate uint64) {
+	args := []uint64{cublasOpT, cublasOpN, uint64(n), uint64(m), uint64(k), w.ptr, atype, uint64(k), B, atype, uint64(k), out, cudaR32F, uint64(n), accumulate}
+	a0 := len(b.args)
+	b.args = append(b.args, args...)
+	b.ents = append(b.ents, entry{kind: entGemm, a0: int32(a0), a1: int32(len(b.args))})
+	b.gemv.idx = -1
+}
+
+// runGemm issues one recorded GEMM (thread only).
+func (b *Backend) runGemm(g []uint64) error {
+	alpha, beta := float32(1), float32(g[14])
+	r := call(b.api.cublasGemmEx, b.cublas, uintptr(g[0]), uintptr(g[1]), uintptr(g[2]), uintptr(g[3]), uintptr(g[4]),
+		uintptr(unsafe.Pointer(&alpha)), uintptr(g[5]), uintptr(g[6]), uintptr(g[7]),
+		uintptr(g[8]), uintptr(g[9]), uintptr(g[10]),
+		uintptr(unsafe.Pointer(&beta)), uintptr(g[11]), uintptr(g[12]), uintptr(g[13]),
+		cublasCompute32F, 0xffffffff /* CUBLAS_GEMM_DEFAULT */)
+	if r != 0 {
+		return fmt.Errorf("cuda: cublasGemmEx(m=%d n=%d k=%d): cuBLAS status %d", g[3], g[2], g[4], r)
+	}
+	return nil
+}
+
+// ---- MoE ----
+
+// moeTable returns the device array of the experts' gate, up and down
+// pointers ([3][E]), shared by every MoEWeights with the same tensors.
+func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
+	E := len(w.Gate)
+	ptrs := make([]uint64, 0, 3*E)
+	var dt bridge.DType
+	for i, set := range [][]bridge.Tensor{w.Gate, w.Up, w.Down} {
+		if len(set) != E {
+			b.fail("moe: %d gate, %d up and %d down experts", len(w.Gate), len(w.Up), len(w.Down))
+			return 0, 0, false
+		}
+		for j, x := range set {
+			t := b.tensorOf(x, "moe expert")
+			if t == nil {
+				return 0, 0, false
+			}
+			if i == 0 && j == 0 {
+				dt = t.dt
+			}
+			want := [2]int{w.Inter, w.Hidden}
+			if i == 2 {
+				want = [2]int{w.Hidden, w.Inter}
+			}
+			if t.dt != dt || t.dt == bridge.I32 || len(t.shape) != 2 || t.shape[0] != want[0] || t.shape[1] != want[1] {
+				b.fail("moe: expert %d tensor %d is %v %v; want %v %v", j, i, t.dt, t.shape, dt, want)
+				return 0, 0, false
+			}
+			ptrs = append(ptrs, t.ptr)
+		}
+	}
+	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&ptrs[0])), len(ptrs)*8))
+	if p, ok := b.tables[key]; ok {
+		return p, dt, true
+	}
+	var d *devAlloc
+	err := b.th.do(func() error {
+		var err error
+		if d, err = b.devAlloc(int64(len(ptrs)) * 8); err != nil {
+			return err
+		}
+		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&ptrs[0])), uintptr(len(ptrs)*8)))
+	})
+	if err != nil {
+		b.fail("%v", err)
+		return 0, 0, false
+	}
+	if len(b.tables) > 256 {
+		for k := range b.tables { // old engines' tables; their memory stays until Close
+			delete(b.tables, k)
+		}
+	}
+	b.tables[key] = d.ptr
+	return d.ptr, dt, true
+}
+
+// moeRoute is the largest expert count moe_route handles.
+const moeMaxExperts = 512
+
+func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	o, xs := b.f32Tensor(out, "moe out"), b.f32Tensor(x, "moe x")
+	router := b.tensorOf(w.Router, "moe router")
+	if o == nil || xs == nil || router == nil {
+		return
+	}
+	H, I, K, E := w.Hidden, w.Inter, w.TopK, len(w.Gate)
+	if E == 0 || E > moeMaxExperts || K < 1 || K > E || H == 0 || xs.n%H != 0 {
+		b.fail("moe: %d experts (at most %d), top-%d, hidden %d unsupported", E, moeMaxExperts, K, H)
+		return
+	}
+	T := xs.n / H
+	if T == 0 {
+		return
+	}
+	table, dt, ok := b.moeTable(w)
+	if !ok {
+		return
+	}
+	P := T * K
+	chunk := P
+	single := T == 1 // one token: its experts are distinct, each pair its own slot
+	switch p.Strategy {
+	case bridge.MoELoop:
+		chunk = 1
+	case bridge.MoEChunked:
+		chunk = min(max(p.ChunkSize, 1), P)
+	}
+	if single {
+		chunk = 1
+	}
+	spc := min(E, chunk)
+	slots := cdiv(P, chunk) * spc
+
+	logits := b.scratchBuf("moe.logits", int64(T)*int64(E)*4)
+	ids := b.scratchBuf("moe.ids", int64(P)*4)
+	wts := b.scratchBuf("moe.w", int64(P)*4)
+	slotExpert := b.scratchBuf("moe.slot_expert", int64(slots)*4)
+	slotStart := b.scratchBuf("moe.slot_start", int64(slots)*4)
+	slotCount := b.scratchBuf("moe.slot_count", int64(slots)*4)
+	pairs := b.scratchBuf("moe.pairs", int64(P)*4)
+	hbuf := b.scratchBuf("moe.h", int64(P)*int64(I)*4)
+	if b.stepErr != nil {
+		return
+	}
+	stat := min(1+b.moeCalls, statsCap-1)
+	b.moeCalls++
+
+	b.subMark("router")
+	b.matmul(logits, xs.ptr, router, 0, T, E, H, false, true)
+	b.subMark("route")
+	if single {
+		b.launch("moe_route1", [3]int{1, 1, 1}, 32, logits, i32(E), i32(K), boolArg(w.NormTopK),
+			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
+	} else {
+		b.launch("moe_route", [3]int{1, 1, 1}, 1024, logits, i32(T), i32(E), i32(K), boolArg(w.NormTopK), i32(chunk), i32(spc),
+			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
+	}
+
+	vec := H%8 == 0 && I%8 == 0
+	variant := "scalar"
+	if vec {
+		// Pairs per slot decide how many a pass takes: one for a single
+		// token or the loop strategy, more as tokens share experts.
+		per := cdiv(min(chunk, P), spc)
+		switch {
+		case chunk == 1 || (per <= 1 && P <= E/2):
+			variant = "m1"
+		case per <= 2:
+			variant = "m2"
+		case per <= 4:
+			variant = "m4"
+		default:
+			variant = "m8"
+		}
+	}
+	const rows = 8 // one row per warp
+	gu, gate, up := "moe_gate_up_"+dtName(dt)+"_"+variant, table, table+uint64(E)*8
+	down := table + uint64(2*E)*8
+	b.subMark("gate_up")
+	b.launch(gu, [3]int{slots, cdiv(I, rows), 1}, 256, xs.ptr, hbuf, gate, up, slotExpert, slotStart, slotCount, pairs,
+		i32(H), i32(I), i32(K))
+	b.subMark("down")
+	if T == 1 && K <= 32 {
+		name := "moe_down_sum_" + dtName(dt)
+		if !vec {
+			name += "_scalar"
+		}
+		b.launch(name, [3]int{cdiv(H, 4), 1, 1}, 256, hbuf, ptr(o), down, ids, wts, i32(H), i32(I), i32(K))
+		return
+	}
+	y := b.scratchBuf("moe.y", int64(P)*int64(H)*4)
+	if b.stepErr != nil {
+		return
+	}
+	b.launch("moe_down_"+dtName(dt)+"_"+variant, [3]int{slots, cdiv(H, rows), 1}, 256, hbuf, y, down, slotExpert, slotStart,
+		slotCount, pairs, i32(H), i32(I))
+	b.launch("moe_combine", [3]int{T, cdiv(H, 256), 1}, 256, ptr(o), y, wts, i32(H), i32(K))
+}
+
+var _ bridge.Backend = (*Backend)(nil)

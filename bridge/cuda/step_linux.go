@@ -1,0 +1,510 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+)
+
+type entryKind uint8
+
+const (
+	entLaunch entryKind = iota
+	entGemm
+	entMark
+)
+
+// entry is one recorded unit of work: a kernel launch (args[a0:a1] are its
+// parameters, one 8-byte slot each), a cuBLAS GEMM, or a profile mark.
+type entry struct {
+	kind   entryKind
+	fn     uintptr
+	grid   [3]uint32
+	block  uint32
+	a0, a1 int32
+}
+
+// metaOffsets locate the step's metadata in the device buffer (int32s).
+type metaOffsets struct {
+	tokens, positions, slots, tokSeq, qsl, seqLens, logitRows, blockTable int
+	stride                                                                int // block table row length
+	total                                                                 int
+}
+
+func (b *Backend) metaPtr(off int) uint64 { return b.metaDev.ptr + uint64(off)*4 }
+
+// BeginStep lays the step's metadata out in a host buffer that EndStep
+// uploads before the step's work.
+func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool) error {
+	if b.closed {
+		return fmt.Errorf("cuda: backend is closed")
+	}
+	if b.inStep {
+		return fmt.Errorf("cuda: BeginStep inside a step (EndStep was not called)")
+	}
+	T, S := meta.NumTokens, meta.NumSeqs
+	if len(tokens) != T {
+		return fmt.Errorf("begin step: %d tokens for a step of %d", len(tokens), T)
+	}
+	if len(meta.Positions) != T || len(meta.SlotMapping) != T || len(meta.QueryStartLoc) != S+1 || len(meta.SeqLens) != S ||
+		len(meta.BlockTable) < S*meta.MaxBlocks {
+		return fmt.Errorf("begin step: inconsistent metadata (%d tokens: %d positions, %d slots; %d seqs: %d query starts, %d lengths; block table %d < %d×%d)",
+			T, len(meta.Positions), len(meta.SlotMapping), S, len(meta.QueryStartLoc), len(meta.SeqLens), len(meta.BlockTable), S, meta.MaxBlocks)
+	}
+	// The block table's row length is rounded up so a decode step keeps its
+	// layout (and its graph) while sequences grow by a block.
+	stride := (meta.MaxBlocks + 63) / 64 * 64
+	mo := metaOffsets{stride: stride}
+	off := 0
+	place := func(n int) int {
+		o := off
+		off += (n + 3) / 4 * 4
+		return o
+	}
+	mo.tokens, mo.positions, mo.slots, mo.tokSeq = place(T), place(T), place(T), place(T)
+	mo.qsl, mo.seqLens, mo.logitRows = place(S+1), place(S), place(len(meta.LogitRows))
+	mo.blockTable = place(S * stride)
+	mo.total = max(off, 4)
+	if cap(b.metaHost) < mo.total {
+		b.metaHost = make([]int32, mo.total*5/4)
+	}
+	h := b.metaHost[:mo.total]
+	clear(h)
+	copy(h[mo.tokens:], tokens)
+	copy(h[mo.positions:], meta.Positions)
+	copy(h[mo.slots:], meta.SlotMapping)
+	for s := 0; s < S; s++ {
+		lo, hi := int(meta.QueryStartLoc[s]), int(meta.QueryStartLoc[s+1])
+		if lo < 0 || hi > T || lo > hi {
+			return fmt.Errorf("begin step: query start locations %v do not fit %d tokens", meta.QueryStartLoc, T)
+		}
+		if int(meta.SeqLens[s]) < hi-lo {
+			return fmt.Errorf("begin step: sequence %d has length %d but %d new tokens", s, meta.SeqLens[s], hi-lo)
+		}
+		for t := lo; t < hi; t++ {
+			h[mo.tokSeq+t] = int32(s)
+		}
+		copy(h[mo.blockTable+s*stride:], meta.BlockTable[s*meta.MaxBlocks:(s+1)*meta.MaxBlocks])
+	}
+	copy(h[mo.qsl:], meta.QueryStartLoc)
+	copy(h[mo.seqLens:], meta.SeqLens)
+	for i, r := range meta.LogitRows {
+		if r < 0 || int(r) >= T {
+			return fmt.Errorf("begin step: logit row %d outside the step's %d tokens", r, T)
+		}
+		h[mo.logitRows+i] = r
+	}
+	if b.metaDev == nil || b.metaDev.size < int64(mo.total)*4 {
+		err := b.th.do(func() error {
+			b.processFrees()
+			if b.metaDev != nil {
+				b.freeNow(b.metaDev)
+			}
+			var err error
+			b.metaDev, err = b.devAlloc(int64(mo.total) * 4 * 2)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	b.mo, b.meta = mo, meta
+	b.inStep, b.profile, b.stepErr = true, profile, nil
+	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
+	b.moeCalls = 0
+	b.gemv.idx = -1
+	return nil
+}
+
+// Mark starts a profile span: an event is recorded between ops.
+func (b *Backend) Mark(layer int, component, op string) {
+	if !b.profile || !b.inStep {
+		return
+	}
+	b.marks = append(b.marks, bridge.OpTiming{Layer: layer, Component: component, Op: op})
+	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
+	b.gemv.idx = -1
+}
+
+// subMark splits the current profile span into named parts (op:name) when
+// MTLBENCH_CUDA_PROFILE_DETAIL=1, to see the kernels inside an engine op.
+func (b *Backend) subMark(name string) {
+	if !b.profile || !b.inStep || !profileDetail || len(b.marks) == 0 {
+		return
+	}
+	m := b.marks[len(b.marks)-1]
+	if base, _, ok := strings.Cut(m.Op, ":"); ok {
+		m.Op = base
+	}
+	m.Op += ":" + name
+	b.marks = append(b.marks, m)
+	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
+	b.gemv.idx = -1
+}
+
+var profileDetail = getenv("MTLBENCH_CUDA_PROFILE_DETAIL") == "1"
+
+// fail records the step's first error; EndStep returns it.
+func (b *Backend) fail(format string, args ...any) {
+	if b.stepErr == nil {
+		b.stepErr = fmt.Errorf("cuda: "+format, args...)
+	}
+}
+
+// launch records a kernel launch. Grids with a zero dimension launch nothing.
+func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
+	if !b.inStep {
+		b.fail("%s outside a step", name)
+		return
+	}
+	fn, ok := b.fns[name]
+	if !ok {
+		b.fail("internal: no kernel %q", name)
+		return
+	}
+	for i, g := range grid {
+		if g <= 0 {
+			return
+		}
+		if g > math.MaxInt32 || (i > 0 && g > 65535) {
+			b.fail("%s: grid %v too large", name, grid)
+			return
+		}
+	}
+	a0 := len(b.args)
+	b.args = append(b.args, args...)
+	b.ents = append(b.ents, entry{kind: entLaunch, fn: fn, grid: [3]uint32{uint32(grid[0]), uint32(grid[1]), uint32(grid[2])},
+		block: uint32(block), a0: int32(a0), a1: int32(len(b.args))})
+	b.gemv.idx = -1
+}
+
+// Argument slots: every kernel parameter takes 8 bytes in the list; the
+// driver reads as many as the parameter's size (little endian).
+func i32(v int) uint64     { return uint64(uint32(int32(v))) }
+func i64(v int64) uint64   { return uint64(v) }
+func f32(v float32) uint64 { return uint64(math.Float32bits(v)) }
+func f64(v float64) uint64 { return math.Float64bits(v) }
+func ptr(t *tensor) uint64 { return t.ptr }
+func boolArg(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// EndStep runs the step and waits for it.
+func (b *Backend) EndStep() (bridge.StepStats, error) {
+	if !b.inStep {
+		return bridge.StepStats{}, fmt.Errorf("cuda: EndStep without BeginStep")
+	}
+	var stats bridge.StepStats
+	err := b.th.do(func() error {
+		defer b.afterStep()
+		if b.stepErr != nil {
+			return nil
+		}
+		var err error
+		stats, err = b.runStep()
+		return err
+	})
+	b.inStep = false
+	if b.stepErr != nil {
+		return stats, b.stepErr
+	}
+	return stats, err
+}
+
+// afterStep frees what the step released or replaced (thread only).
+func (b *Backend) afterStep() {
+	for _, d := range b.retired {
+		b.freeNow(d)
+	}
+	b.retired = b.retired[:0]
+	b.processFrees()
+}
+
+func (b *Backend) uploadMeta() error {
+	a := b.api
+	return b.check("cuMemcpyHtoDAsync", call(a.cuMemcpyHtoDAsync, uintptr(b.metaDev.ptr),
+		uintptr(unsafe.Pointer(&b.metaHost[0])), uintptr(b.mo.total*4), b.stream))
+}
+
+// runStep uploads the metadata, runs the entries (as a graph when this list
+// was seen before) and reads the stats back (thread only).
+func (b *Backend) runStep() (bridge.StepStats, error) {
+	a := b.api
+	var st bridge.StepStats
+	if err := b.uploadMeta(); err != nil {
+		return st, err
+	}
+	if err := b.check("cuMemsetD32Async", call(a.cuMemsetD32Async, uintptr(b.stats.ptr), 0, statsCap, b.stream)); err != nil {
+		return st, err
+	}
+	var events []uintptr
+	switch {
+	case b.profile:
+		if err := b.ensureEvents(len(b.marks) + 2); err != nil {
+			return st, err
+		}
+		events = b.events
+		if err := b.check("cuEventRecord", call(a.cuEventRecord, events[0], b.stream)); err != nil {
+			return st, err
+		}
+		// Direct launches: event records captured in a graph between
+		// programmatically dependent kernels did not time them.
+		if err := b.runDirect(b.ents, events); err != nil {
+			return st, err
+		}
+		if err := b.check("cuEventRecord", call(a.cuEventRecord, events[len(b.marks)+1], b.stream)); err != nil {
+			return st, err
+		}
+	case len(b.ents) > 0:
+		if err := b.runGraph(nil); err != nil {
+			return st, err
+		}
+	default:
+		if err := b.runDirect(b.ents, nil); err != nil {
+			return st, err
+		}
+	}
+	b.ents, b.args = b.ents[:0], b.args[:0]
+	n := min(b.moeCalls+1, statsCap)
+	if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&b.statsOut[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
+		return st, err
+	}
+	if err := b.check("step", call(a.cuStreamSynchronize, b.stream)); err != nil {
+		return st, err
+	}
+	if e := b.statsOut[0]; e != 0 {
+		return st, fmt.Errorf("cuda: %s", errorWord(e))
+	}
+	for i := 1; i < n && i < statsCap-1; i++ {
+		st.ExpertsTouched = append(st.ExpertsTouched, int(b.statsOut[i]))
+	}
+	if b.profile {
+		st.Timings = b.timings(events)
+	}
+	return st, nil
+}
+
+func errorWord(e int32) string {
+	var s []string
+	if e&1 != 0 {
+		s = append(s, "embedding: token id outside the vocabulary")
+	}
+	if e&2 != 0 {
+		s = append(s, "moe: router produced NaN logits")
+	}
+	if e&4 != 0 {
+		s = append(s, "attention: slot mapping outside the KV cache")
+	}
+	if len(s) == 0 {
+		return fmt.Sprintf("kernel error word %#x", e)
+	}
+	return fmt.Sprint(s)
+}
+
+func (b *Backend) ensureEvents(n int) error {
+	for len(b.events) < n {
+		var e uintptr
+		if err := b.check("cuEventCreate", call(b.api.cuEventCreate, uintptr(unsafe.Pointer(&e)), 0)); err != nil {
+			return err
+		}
+		b.events = append(b.events, e)
+	}
+	return nil
+}
+
+// timings sums the time between consecutive events per mark, in the order
+// marks first appear (as the CPU backend reports them).
+func (b *Backend) timings(ev []uintptr) []bridge.OpTiming {
+	type key struct {
+		layer    int
+		comp, op string
+	}
+	sum := map[key]time.Duration{}
+	var order []key
+	for i, m := range b.marks {
+		var ms float32
+		if call(b.api.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), ev[i+1], ev[i+2]) != 0 {
+			continue
+		}
+		k := key{m.Layer, m.Component, m.Op}
+		if _, ok := sum[k]; !ok {
+			order = append(order, k)
+		}
+		sum[k] += time.Duration(float64(ms) * 1e6)
+	}
+	out := make([]bridge.OpTiming, 0, len(order))
+	for _, k := range order {
+		out = append(out, bridge.OpTiming{Layer: k.layer, Component: k.comp, Op: k.op, Duration: sum[k]})
+	}
+	return out
+}
+
+// runDirect issues the entries on the stream (thread only). events, in
+// profile mode, are recorded at each mark (events[i+1] for mark i).
+func (b *Backend) runDirect(ents []entry, events []uintptr) error {
+	a := b.api
+	for _, e := range ents {
+		switch e.kind {
+		case entMark:
+			if events != nil {
+				if err := b.check("cuEventRecord", call(a.cuEventRecord, events[e.a0+1], b.stream)); err != nil {
+					return err
+				}
+			}
+		case entLaunch:
+			n := int(e.a1 - e.a0)
+			for i := 0; i < n; i++ {
+				b.params[i] = uintptr(unsafe.Pointer(&b.args[int(e.a0)+i]))
+			}
+			var r int32
+			if b.pdl {
+				c := &b.lcfg
+				c.gridX, c.gridY, c.gridZ, c.blockX, c.blockY, c.blockZ = e.grid[0], e.grid[1], e.grid[2], e.block, 1, 1
+				r = call(a.cuLaunchKernelEx, uintptr(unsafe.Pointer(c)), e.fn, uintptr(unsafe.Pointer(&b.params[0])), 0)
+				if r != 0 && r != cudaErrorLaunchFailure && r != cudaErrorIllegalAddress {
+					b.pdl = false // the attribute was refused: plain launches from now on
+				}
+			}
+			if !b.pdl {
+				r = call(a.cuLaunchKernel, e.fn, uintptr(e.grid[0]), uintptr(e.grid[1]), uintptr(e.grid[2]),
+					uintptr(e.block), 1, 1, 0, b.stream, uintptr(unsafe.Pointer(&b.params[0])), 0)
+			}
+			if r != 0 {
+				return b.check("cuLaunchKernel "+b.fnName(e.fn), r)
+			}
+		case entGemm:
+			if err := b.runGemm(b.args[e.a0:e.a1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Backend) fnName(fn uintptr) string {
+	for n, f := range b.fns {
+		if f == fn {
+			return n
+		}
+	}
+	return "?"
+}
+
+// ---- graphs ----
+
+type graph struct {
+	key  []uint64
+	exec uintptr
+	used uint64
+}
+
+const maxGraphs = 24
+
+var graphSeed = maphash.MakeSeed()
+
+// listKey encodes the entries (kernels, grids, arguments) as one slice.
+func (b *Backend) listKey() []uint64 {
+	k := b.keyBuf[:0]
+	for _, e := range b.ents {
+		if e.kind == entMark {
+			k = append(k, uint64(e.kind)|uint64(e.a0)<<8)
+			continue
+		}
+		k = append(k, uint64(e.kind)|uint64(e.block)<<8|uint64(e.a1-e.a0)<<40, uint64(e.fn),
+			uint64(e.grid[0])|uint64(e.grid[1])<<32, uint64(e.grid[2]))
+		k = append(k, b.args[e.a0:e.a1]...)
+	}
+	b.keyBuf = k
+	return k
+}
+
+func hashKey(k []uint64) uint64 {
+	if len(k) == 0 {
+		return 0
+	}
+	return maphash.Bytes(graphSeed, unsafe.Slice((*byte)(unsafe.Pointer(&k[0])), len(k)*8))
+}
+
+func equalKeys(a, c []uint64) bool {
+	if len(a) != len(c) {
+		return false
+	}
+	for i := range a {
+		if a[i] != c[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// runGraph replays the graph of this exact list, captures one when the list
+// is seen for the second time, and otherwise launches directly.
+func (b *Backend) runGraph(events []uintptr) error {
+	a := b.api
+	if b.opts.NoGraphs {
+		return b.runDirect(b.ents, events)
+	}
+	k := b.listKey()
+	h := hashKey(k)
+	b.useCount++
+	if g := b.graphs[h]; g != nil && equalKeys(g.key, k) {
+		g.used = b.useCount
+		return b.check("cuGraphLaunch", call(a.cuGraphLaunch, g.exec, b.stream))
+	}
+	b.seen[h]++
+	if b.seen[h] < 2 {
+		if len(b.seen) > 4096 {
+			clear(b.seen)
+		}
+		return b.runDirect(b.ents, events)
+	}
+	if err := b.check("cuStreamBeginCapture", call(a.cuStreamBeginCapture, b.stream, 2 /* relaxed */)); err != nil {
+		return b.runDirect(b.ents, events)
+	}
+	runErr := b.runDirect(b.ents, events)
+	var gr uintptr
+	endErr := b.check("cuStreamEndCapture", call(a.cuStreamEndCapture, b.stream, uintptr(unsafe.Pointer(&gr))))
+	if runErr != nil || endErr != nil {
+		if gr != 0 {
+			call(a.cuGraphDestroy, gr)
+		}
+		b.seen[h] = math.MinInt32 // do not try this list again
+		return b.runDirect(b.ents, events)
+	}
+	var exec uintptr
+	err := b.check("cuGraphInstantiate", call(a.cuGraphInstantiate, uintptr(unsafe.Pointer(&exec)), gr, 0))
+	call(a.cuGraphDestroy, gr)
+	if err != nil {
+		b.seen[h] = math.MinInt32
+		return b.runDirect(b.ents, events)
+	}
+	if len(b.graphs) >= maxGraphs {
+		var oldest uint64
+		var og *graph
+		for kh, g := range b.graphs {
+			if og == nil || g.used < og.used {
+				oldest, og = kh, g
+			}
+		}
+		call(a.cuGraphExecDestroy, og.exec)
+		delete(b.graphs, oldest)
+	}
+	if old := b.graphs[h]; old != nil { // a hash collision: keep the newest
+		call(a.cuGraphExecDestroy, old.exec)
+	}
+	b.graphs[h] = &graph{key: append([]uint64(nil), k...), exec: exec, used: b.useCount}
+	return b.check("cuGraphLaunch", call(a.cuGraphLaunch, exec, b.stream))
+}
+
+// GraphCount is the number of CUDA graphs held (for tests).
+func (b *Backend) GraphCount() int { return len(b.graphs) }

@@ -1,0 +1,138 @@
+// common.cu: types and helpers shared by every kernel. Activations are f32;
+// weights f32, f16 or bf16 (the dtype codes are bridge.DType's: 0 f32,
+// 1 f16, 2 bf16); accumulation is f32 everywhere. No CUDA headers are
+// included, so NVRTC needs no include path.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define DT_F32 0
+#define DT_F16 1
+#define DT_BF16 2
+
+// Bits of the step's error word (stats[0]); EndStep turns them into errors.
+#define ERR_BAD_TOKEN 1
+#define ERR_BAD_EXPERT 2
+#define ERR_BAD_SLOT 4
+
+#define NEG_INF (__int_as_float(0xff800000))
+
+// pdl_wait starts every kernel: with programmatic dependent launch (sm_90)
+// a kernel may be scheduled while the previous one still runs; it waits here
+// until that one has finished and its writes are visible, then lets the
+// next kernel be scheduled in turn. Without PDL both are no-ops.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    u32 u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                    // round to nearest even
+    return (u16)(u >> 16);
+}
+
+// ld_stream reads 16 bytes that are used once (weights): read-only path, no
+// L1 allocation, so L1 keeps the activations every warp re-reads.
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void unpack_bf16x2(u32 u, float& a, float& b) {
+    a = __uint_as_float(u << 16);
+    b = __uint_as_float(u & 0xffff0000u);
+}
+
+__device__ __forceinline__ void unpack_f16x2(u32 u, float& a, float& b) {
+    a = f16_to_f32((u16)(u & 0xffffu));
+    b = f16_to_f32((u16)(u >> 16));
+}
+
+// load8 widens the 8 weights at element i (a multiple of 8) of base.
+template <int DT>
+__device__ __forceinline__ void load8(const void* base, long i, float* v) {
+    if (DT == DT_F32) {
+        const float* p = (const float*)base + i;
+        uint4 a = ld_stream(p), b = ld_stream(p + 4);
+        v[0] = __uint_as_float(a.x); v[1] = __uint_as_float(a.y);
+        v[2] = __uint_as_float(a.z); v[3] = __uint_as_float(a.w);
+        v[4] = __uint_as_float(b.x); v[5] = __uint_as_float(b.y);
+        v[6] = __uint_as_float(b.z); v[7] = __uint_as_float(b.w);
+    } else {
+        uint4 u = ld_stream((const u16*)base + i);
+        if (DT == DT_BF16) {
+            unpack_bf16x2(u.x, v[0], v[1]); unpack_bf16x2(u.y, v[2], v[3]);
+            unpack_bf16x2(u.z, v[4], v[5]); unpack_bf16x2(u.w, v[6], v[7]);
+        } else {
+            unpack_f16x2(u.x, v[0], v[1]); unpack_f16x2(u.y, v[2], v[3]);
+            unpack_f16x2(u.z, v[4], v[5]); unpack_f16x2(u.w, v[6], v[7]);
+        }
+    }
+}
+
+// load1 widens the single element i of base.
+template <int DT>
+__device__ __forceinline__ float load1(const void* base, long i) {
+    if (DT == DT_F32) return __ldg((const float*)base + i);
+    u16 h = __ldg((const u16*)base + i);
+    if (DT == DT_BF16) return __uint_as_float(((u32)h) << 16);
+    return f16_to_f32(h);
+}
+
+// load1_dt is load1 with the dtype known only at run time.
+__device__ __forceinline__ float load1_dt(int dt, const void* base, long i) {
+    if (dt == DT_F32) return load1<DT_F32>(base, i);
+    if (dt == DT_BF16) return load1<DT_BF16>(base, i);
+    return load1<DT_F16>(base, i);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum reduces v over the block (blockDim.x a multiple of 32, at most
+// 1024); every thread gets the total. red holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float t = lane < nw ? red[lane] : 0.f;
+    return warp_sum(t);
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+
+__device__ __forceinline__ float dot8(const float* w, float4 a, float4 b) {
+    return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w +
+           w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}

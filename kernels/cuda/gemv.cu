@@ -1,0 +1,226 @@
+// gemv.cu: out[m][n] = x[m][k] · W[n][k]ᵀ (+ bias) for the small m of decode
+// steps: bandwidth bound, each weight row is streamed once per pass of M
+// tokens and each warp owns R rows. Up to three matrices that share x (the
+// q, k and v projections) run in one launch: blocks are split between them.
+
+#define GEMV_WARPS 8
+
+// Each block has GEMV_WARPS warps; ks of them share a row group, each
+// taking every ks-th slice of k (split-K inside the block, for matrices with
+// too few rows to fill the GPU otherwise), so a block covers
+// (GEMV_WARPS/ks)·R rows. With GU the block computes the same rows of W0
+// (gate) and W1 (up) and writes silu(gate)·up to Y0 and up to Y1.
+template <int DT, int M, int R, bool VEC, bool GU>
+__device__ __forceinline__ void gemv_block(const void* __restrict__ W, const void* __restrict__ W2,
+                                           const float* __restrict__ X, float* __restrict__ Y, float* __restrict__ Y2,
+                                           const float* __restrict__ bias, int n, int k, int m, int b, int ks) {
+    __shared__ float red[GEMV_WARPS][M][R][GU ? 2 : 1];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int kp = warp % ks;
+    const int row0 = (b * (GEMV_WARPS / ks) + warp / ks) * R;
+    const bool active = row0 < n;
+    if (ks == 1 && !active) return;
+    for (int t0 = 0; t0 < m; t0 += M) {
+        float acc[M][R], acc2[M][R];
+#pragma unroll
+        for (int t = 0; t < M; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[t][r] = acc2[t][r] = 0.f;
+        if (active) {
+            if (VEC) {
+                // Deep unrolling keeps more loads in flight where each pass
+                // reads few tokens; larger M has enough work per load.
+#pragma unroll(M <= 2 ? 4 : 1)
+                for (int i = (kp * 32 + lane) * 8; i < k; i += 256 * ks) {
+                    float w[R][8], w2[R][8];
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        if (row0 + r < n) {
+                            load8<DT>(W, (long)(row0 + r) * k + i, w[r]);
+                            if (GU) load8<DT>(W2, (long)(row0 + r) * k + i, w2[r]);
+                        } else {
+#pragma unroll
+                            for (int j = 0; j < 8; j++) w[r][j] = w2[r][j] = 0.f;
+                        }
+                    }
+#pragma unroll
+                    for (int t = 0; t < M; t++) {
+                        if (t0 + t < m) {
+                            const float4* xp = (const float4*)(X + (long)(t0 + t) * k + i);
+                            float4 a = __ldg(xp), c = __ldg(xp + 1);
+#pragma unroll
+                            for (int r = 0; r < R; r++) {
+                                acc[t][r] += dot8(w[r], a, c);
+                                if (GU) acc2[t][r] += dot8(w2[r], a, c);
+                            }
+                        }
+                    }
+                }
+            } else {
+                for (int i = kp * 32 + lane; i < k; i += 32 * ks) {
+                    float w[R], w2[R];
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        w[r] = row0 + r < n ? load1<DT>(W, (long)(row0 + r) * k + i) : 0.f;
+                        w2[r] = GU && row0 + r < n ? load1<DT>(W2, (long)(row0 + r) * k + i) : 0.f;
+                    }
+#pragma unroll
+                    for (int t = 0; t < M; t++) {
+                        if (t0 + t < m) {
+                            float xv = X[(long)(t0 + t) * k + i];
+#pragma unroll
+                            for (int r = 0; r < R; r++) {
+                                acc[t][r] += w[r] * xv;
+                                if (GU) acc2[t][r] += w2[r] * xv;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                acc[t][r] = warp_sum(acc[t][r]);
+                if (GU) acc2[t][r] = warp_sum(acc2[t][r]);
+            }
+        if (ks > 1) {
+            if (lane == 0) {
+#pragma unroll
+                for (int t = 0; t < M; t++)
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        red[warp][t][r][0] = acc[t][r];
+                        if (GU) red[warp][t][r][GU ? 1 : 0] = acc2[t][r];
+                    }
+            }
+            __syncthreads();
+            if (kp == 0 && lane == 0) {
+#pragma unroll
+                for (int t = 0; t < M; t++)
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        float s = 0.f, s2 = 0.f;
+                        for (int j = 0; j < ks; j++) {
+                            s += red[warp + j][t][r][0];
+                            if (GU) s2 += red[warp + j][t][r][GU ? 1 : 0];
+                        }
+                        acc[t][r] = s;
+                        acc2[t][r] = s2;
+                    }
+            }
+            __syncthreads();
+        }
+        if (active && kp == 0 && lane == 0) {
+#pragma unroll
+            for (int t = 0; t < M; t++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (t0 + t < m && row0 + r < n) {
+                        long o = (long)(t0 + t) * n + row0 + r;
+                        if (GU) {
+                            Y[o] = silu(acc[t][r]) * acc2[t][r];
+                            Y2[o] = acc2[t][r];
+                        } else {
+                            Y[o] = acc[t][r] + (bias ? bias[row0 + r] : 0.f);
+                        }
+                    }
+        }
+    }
+}
+
+// gemv3 splits the grid between up to three matrices that read the same x.
+template <int DT, int M, int R, bool VEC>
+__device__ __forceinline__ void gemv3(const float* X, int k, int m,
+                                      const void* W0, float* Y0, const float* B0, int n0,
+                                      const void* W1, float* Y1, const float* B1, int n1,
+                                      const void* W2, float* Y2, const float* B2, int n2, int ks) {
+    const int rows = (GEMV_WARPS / ks) * R;
+    int b = blockIdx.x;
+    int nb0 = (n0 + rows - 1) / rows, nb1 = (n1 + rows - 1) / rows;
+    if (b < nb0) {
+        gemv_block<DT, M, R, VEC, false>(W0, 0, X, Y0, 0, B0, n0, k, m, b, ks);
+    } else if ((b -= nb0) < nb1) {
+        gemv_block<DT, M, R, VEC, false>(W1, 0, X, Y1, 0, B1, n1, k, m, b, ks);
+    } else {
+        gemv_block<DT, M, R, VEC, false>(W2, 0, X, Y2, 0, B2, n2, k, m, b - nb1, ks);
+    }
+}
+
+#define GEMV_PARAMS                                                                  \
+    const float *X, int k, int m, const void *W0, float *Y0, const float *B0, int n0, \
+        const void *W1, float *Y1, const float *B1, int n1, const void *W2, float *Y2, \
+        const float *B2, int n2, int ks
+#define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks
+
+#define GEMV_KERNEL(NAME, DT, M, R, VEC)                                            \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) { \
+        pdl_wait();                                                                          \
+        gemv3<DT, M, R, VEC>(GEMV_ARGS);                                              \
+    }
+
+// The gate/up pair of a dense MLP with the SwiGLU activation fused in: the
+// same parameters as gemv (segments 0 and 1 are gate and up, of equal n).
+#define GEMV_GU_KERNEL(NAME, DT, M, VEC)                                                     \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {          \
+        pdl_wait();                                                                          \
+        gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);        \
+    }
+
+// Every dtype has R = 1 (with split-K for short matrices); bf16, the
+// dtype of real models, also has R = 2 and 4 for tall ones.
+#define GEMV_DT(SUF, DT)                                     \
+    GEMV_KERNEL(gemv_##SUF##_m1_r1, DT, 1, 1, true)          \
+    GEMV_KERNEL(gemv_##SUF##_m2_r1, DT, 2, 1, true)          \
+    GEMV_KERNEL(gemv_##SUF##_m4_r1, DT, 4, 1, true)          \
+    GEMV_KERNEL(gemv_##SUF##_m8_r1, DT, 8, 1, true)          \
+    GEMV_KERNEL(gemv_##SUF##_m16_r1, DT, 16, 1, true)        \
+    GEMV_KERNEL(gemv_##SUF##_scalar, DT, 1, 1, false)        \
+    GEMV_GU_KERNEL(gemv_gu_##SUF##_m1, DT, 1, true)          \
+    GEMV_GU_KERNEL(gemv_gu_##SUF##_m2, DT, 2, true)          \
+    GEMV_GU_KERNEL(gemv_gu_##SUF##_m4, DT, 4, true)          \
+    GEMV_GU_KERNEL(gemv_gu_##SUF##_m8, DT, 8, true)          \
+    GEMV_GU_KERNEL(gemv_gu_##SUF##_m16, DT, 16, true)        \
+    GEMV_GU_KERNEL(gemv_gu_##SUF##_scalar, DT, 1, false)
+
+GEMV_DT(f32, DT_F32)
+GEMV_DT(f16, DT_F16)
+GEMV_DT(bf16, DT_BF16)
+GEMV_KERNEL(gemv_bf16_m1_r2, DT_BF16, 1, 2, true)
+GEMV_KERNEL(gemv_bf16_m1_r4, DT_BF16, 1, 4, true)
+GEMV_KERNEL(gemv_bf16_m2_r2, DT_BF16, 2, 2, true)
+GEMV_KERNEL(gemv_bf16_m2_r4, DT_BF16, 2, 4, true)
+GEMV_KERNEL(gemv_bf16_m4_r2, DT_BF16, 4, 2, true)
+GEMV_KERNEL(gemv_bf16_m4_r4, DT_BF16, 4, 4, true)
+GEMV_KERNEL(gemv_bf16_m8_r2, DT_BF16, 8, 2, true)
+GEMV_KERNEL(gemv_bf16_m16_r2, DT_BF16, 16, 2, true)
+
+// to_half rounds f32 activations to bf16 or f16 for cuBLAS (hi), and with
+// lo non-null also keeps the rest (hi + lo = x to about 16 bits): W·hi +
+// W·lo keeps the f32 activations' precision one rounding would lose.
+extern "C" __global__ void to_half(const float* __restrict__ x, u16* __restrict__ hi, u16* __restrict__ lo, long n, int dt) {
+    pdl_wait();
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long stride = (long)gridDim.x * blockDim.x;
+    for (; i < n; i += stride) {
+        float v = x[i];
+        if (dt == DT_BF16) {
+            u16 h = f32_to_bf16(v);
+            hi[i] = h;
+            if (lo) lo[i] = f32_to_bf16(v - __uint_as_float(((u32)h) << 16));
+        } else {
+            u16 h = f32_to_f16(v);
+            hi[i] = h;
+            if (lo) lo[i] = f32_to_f16(v - f16_to_f32(h));
+        }
+    }
+}
+
+// add_bias adds b[n] to every row of y[rows][n].
+extern "C" __global__ void add_bias(float* __restrict__ y, const float* __restrict__ b, long total, int n) {
+    pdl_wait();
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long stride = (long)gridDim.x * blockDim.x;
+    for (; i < total; i += stride) y[i] += b[i % n];
+}

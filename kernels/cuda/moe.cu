@@ -1,0 +1,419 @@
+// moe.cu: the sparse MoE block on the GPU, with no host round trip.
+//
+// moe_route (one block) turns router logits into each token's top-k experts
+// and weights (softmax, top-k, optional renormalisation), counts the
+// distinct experts (ExpertsTouched), and groups the (token, expert) pairs
+// into slots: within each chunk of `chunk` pairs, one slot per expert used,
+// with the pairs of that expert listed contiguously. The strategies are
+// chunk sizes: grouped is one chunk of every pair, chunked is the strategy's
+// chunk size, loop is chunks of one pair. The slot grid is sized on the host
+// from the shapes alone (chunks × min(experts, chunk)), so a step replays as
+// a CUDA graph; unused slots have no pairs and their blocks exit at once.
+//
+// moe_gate_up and moe_down are gather GEMVs over the slots: a block reads
+// rows of one expert's weights once per pass of M pairs, so each routed
+// expert's weights are streamed once per chunk and experts no token chose
+// are never read. For a single token moe_down_sum also does the weighted
+// sum; otherwise moe_combine sums each token's k outputs in top-k order.
+
+#define ROUTE_THREADS 1024
+#define ROUTE_MAXE 512
+
+// block_scan_excl returns the exclusive prefix sum of v over the block
+// (ROUTE_THREADS threads) and the total in *total. tmp holds 32 ints.
+__device__ __forceinline__ int block_scan_excl(int v, int* tmp, int* total) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    __syncthreads();
+    if (lane == 31) tmp[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        int w = tmp[lane];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += y;
+        }
+        tmp[lane] = w;  // inclusive over warps
+    }
+    __syncthreads();
+    int before = warp > 0 ? tmp[warp - 1] : 0;
+    *total = tmp[31];
+    return before + x - v;
+}
+
+// route_token (one warp) turns token t's router logits into its top-k
+// experts and weights: softmax, top-k (ties to the lower index, as
+// torch.topk), then renormalisation of the k weights when norm is set.
+__device__ __forceinline__ void route_token(const float* __restrict__ logits, int t, int E, int K, int norm,
+                                            int* __restrict__ topk_ids, float* __restrict__ topk_w, int* stats) {
+    const int lane = threadIdx.x & 31;
+    const float* lg = logits + (long)t * E;
+    float p[ROUTE_MAXE / 32];
+    float mx = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < ROUTE_MAXE / 32; i++) {
+        int e = lane + 32 * i;
+        p[i] = e < E ? lg[e] : NEG_INF;
+        mx = fmaxf(mx, p[i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < ROUTE_MAXE / 32; i++) {
+        int e = lane + 32 * i;
+        p[i] = e < E ? expf(p[i] - mx) : 0.f;
+        sum += p[i];
+    }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < ROUTE_MAXE / 32; i++) {
+        int e = lane + 32 * i;
+        p[i] = e < E ? p[i] / sum : -1.f;  // -1: never chosen
+    }
+    // Round j's winner is kept by lane j (j < 32), so the weights are
+    // renormalised and stored in one go; k > 32 also stores as it goes.
+    float chosen = 0.f, myv = 0.f;
+    int myi = 0;
+    for (int j = 0; j < K; j++) {
+        float bv = -1.f;
+        int bi = 0x7fffffff;
+#pragma unroll
+        for (int i = 0; i < ROUTE_MAXE / 32; i++)
+            if (p[i] > bv) { bv = p[i]; bi = lane + 32 * i; }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if (bi == 0x7fffffff) {  // NaN logits: keep indices valid, report
+            bi = j % E;
+            bv = 0.f;
+            if (lane == 0) atomicOr(stats, ERR_BAD_EXPERT);
+        }
+#pragma unroll
+        for (int i = 0; i < ROUTE_MAXE / 32; i++)
+            if (lane + 32 * i == bi) p[i] = -1.f;
+        chosen += bv;
+        if (lane == j) { myv = bv; myi = bi; }
+        if (j >= 32 && lane == 0) {
+            topk_ids[t * K + j] = bi;
+            topk_w[t * K + j] = bv;
+        }
+    }
+    if (lane < K) {
+        topk_ids[t * K + lane] = myi;
+        topk_w[t * K + lane] = norm ? myv / chosen : myv;
+    }
+    if (norm && K > 32 && lane == 0) {
+        __syncwarp(0x1u);
+        for (int j = 32; j < K; j++) topk_w[t * K + j] /= chosen;
+    }
+}
+
+// moe_route1 is moe_route for a single token (one warp): its k experts are
+// distinct, so each pair is its own slot.
+extern "C" __global__ void moe_route1(const float* __restrict__ logits, int E, int K, int norm,
+                                      int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                      int* __restrict__ slot_expert, int* __restrict__ slot_start,
+                                      int* __restrict__ slot_count, int* __restrict__ pair_list, int* __restrict__ stats,
+                                      int stat_index) {
+    pdl_wait();
+    route_token(logits, 0, E, K, norm, topk_ids, topk_w, stats);
+    __syncwarp();
+    for (int j = threadIdx.x; j < K; j += 32) {
+        slot_expert[j] = topk_ids[j];  // lane j wrote it: no wait
+        slot_start[j] = j;
+        slot_count[j] = 1;
+        pair_list[j] = j;
+    }
+    if (threadIdx.x == 0) stats[stat_index] = K;
+}
+
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) moe_route(
+    const float* __restrict__ logits, int T, int E, int K, int norm, int chunk, int slots_per_chunk,
+    int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,
+    int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,
+    int* __restrict__ stats, int stat_index) {
+    pdl_wait();
+    __shared__ int s_cnt[ROUTE_MAXE];
+    __shared__ int s_base[ROUTE_MAXE];
+    __shared__ int s_tmp[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int P = T * K;
+
+    // 1. Route: one warp per token.
+    for (int t = warp; t < T; t += nw) route_token(logits, t, E, K, norm, topk_ids, topk_w, stats);
+    __syncthreads();
+
+    // 2. Distinct experts touched by the step.
+    for (int e = threadIdx.x; e < E; e += blockDim.x) s_cnt[e] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < P; i += blockDim.x) s_cnt[topk_ids[i]] = 1;
+    __syncthreads();
+    int total;
+    block_scan_excl(threadIdx.x < E ? s_cnt[threadIdx.x] : 0, s_tmp, &total);
+    if (threadIdx.x == 0) stats[stat_index] = total;
+
+    // 3. Slots.
+    if (chunk == 1) {
+        for (int i = threadIdx.x; i < P; i += blockDim.x) {
+            slot_expert[i] = topk_ids[i];
+            slot_start[i] = i;
+            slot_count[i] = 1;
+            pair_list[i] = i;
+        }
+        return;
+    }
+    const int nchunks = (P + chunk - 1) / chunk;
+    for (int c = 0; c < nchunks; c++) {
+        const int lo = c * chunk, hi = min(P, lo + chunk);
+        __syncthreads();
+        for (int e = threadIdx.x; e < E; e += blockDim.x) s_cnt[e] = 0;
+        __syncthreads();
+        for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) atomicAdd(&s_cnt[topk_ids[i]], 1);
+        __syncthreads();
+        int cnt = threadIdx.x < E ? s_cnt[threadIdx.x] : 0;
+        int used;
+        int off = block_scan_excl(cnt, s_tmp, &used);
+        int act = block_scan_excl(cnt > 0 ? 1 : 0, s_tmp, &used);
+        const int slot0 = c * slots_per_chunk;
+        if (threadIdx.x < E && cnt > 0) {
+            int sl = slot0 + act;
+            slot_expert[sl] = threadIdx.x;
+            slot_start[sl] = lo + off;
+            slot_count[sl] = cnt;
+            s_base[threadIdx.x] = lo + off;
+        }
+        for (int i = used + threadIdx.x; i < slots_per_chunk; i += blockDim.x) {
+            slot_count[slot0 + i] = 0;
+            slot_expert[slot0 + i] = 0;
+            slot_start[slot0 + i] = 0;
+        }
+        __syncthreads();
+        for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+            int at = atomicAdd(&s_base[topk_ids[i]], 1);
+            pair_list[at] = i;
+        }
+    }
+}
+
+#define MOE_WARPS 8
+
+// moe_rows runs R rows of one expert matrix W ([rows][k]) over the pairs of a
+// slot, M at a time: out[pair][row] = f(x(pair) · W[row]), with x(pair) the
+// pair's input row. With GATE it reads W and W2 (gate and up) and writes
+// silu(gate)·up.
+template <int DT, int M, int R, bool VEC, bool GATE>
+__device__ __forceinline__ void moe_rows(const void* __restrict__ W, const void* __restrict__ W2,
+                                         const float* __restrict__ X, int xdiv, const int* __restrict__ pairs, int cnt,
+                                         float* __restrict__ out, int n, int k, int row0) {
+    const int lane = threadIdx.x & 31;
+    for (int t0 = 0; t0 < cnt; t0 += M) {
+        int pr[M];
+#pragma unroll
+        for (int t = 0; t < M; t++) pr[t] = t0 + t < cnt ? pairs[t0 + t] : -1;
+        float acc[M][R], acc2[M][R];
+#pragma unroll
+        for (int t = 0; t < M; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[t][r] = acc2[t][r] = 0.f;
+        if (VEC) {
+#pragma unroll(M <= 2 ? 4 : 2)
+            for (int i = lane * 8; i < k; i += 256) {
+                float w[R][8], w2[R][8];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    if (row0 + r < n) {
+                        load8<DT>(W, (long)(row0 + r) * k + i, w[r]);
+                        if (GATE) load8<DT>(W2, (long)(row0 + r) * k + i, w2[r]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 8; j++) w[r][j] = w2[r][j] = 0.f;
+                    }
+                }
+#pragma unroll
+                for (int t = 0; t < M; t++) {
+                    if (pr[t] >= 0) {
+                        const float4* xp = (const float4*)(X + (long)(pr[t] / xdiv) * k + i);
+                        float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            acc[t][r] += dot8(w[r], a, b);
+                            if (GATE) acc2[t][r] += dot8(w2[r], a, b);
+                        }
+                    }
+                }
+            }
+        } else {
+            for (int i = lane; i < k; i += 32) {
+                float w[R], w2[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    w[r] = row0 + r < n ? load1<DT>(W, (long)(row0 + r) * k + i) : 0.f;
+                    w2[r] = GATE && row0 + r < n ? load1<DT>(W2, (long)(row0 + r) * k + i) : 0.f;
+                }
+#pragma unroll
+                for (int t = 0; t < M; t++) {
+                    if (pr[t] >= 0) {
+                        float xv = X[(long)(pr[t] / xdiv) * k + i];
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            acc[t][r] += w[r] * xv;
+                            if (GATE) acc2[t][r] += w2[r] * xv;
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                acc[t][r] = warp_sum(acc[t][r]);
+                if (GATE) acc2[t][r] = warp_sum(acc2[t][r]);
+            }
+        if (lane == 0) {
+#pragma unroll
+            for (int t = 0; t < M; t++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (pr[t] >= 0 && row0 + r < n)
+                        out[(long)pr[t] * n + row0 + r] = GATE ? silu(acc[t][r]) * acc2[t][r] : acc[t][r];
+        }
+    }
+}
+
+// Grid: (slots, row tiles). gate_ptrs/up_ptrs/down_ptrs are per-expert
+// device pointers. x is [T][H]; hbuf is [T*K][I]; y is [T*K][H].
+template <int DT, int M, int R, bool VEC>
+__device__ __forceinline__ void moe_gate_up_body(const float* x, float* hbuf, const u64* gate_ptrs, const u64* up_ptrs,
+                                                 const int* slot_expert, const int* slot_start, const int* slot_count,
+                                                 const int* pair_list, int H, int I, int K) {
+    int slot = blockIdx.x;
+    int cnt = slot_count[slot];
+    if (cnt == 0) return;
+    int row0 = (blockIdx.y * MOE_WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= I) return;
+    int e = slot_expert[slot];
+    moe_rows<DT, M, R, VEC, true>((const void*)gate_ptrs[e], (const void*)up_ptrs[e], x, K, pair_list + slot_start[slot],
+                                  cnt, hbuf, I, H, row0);
+}
+
+template <int DT, int M, int R, bool VEC>
+__device__ __forceinline__ void moe_down_body(const float* hbuf, float* y, const u64* down_ptrs, const int* slot_expert,
+                                              const int* slot_start, const int* slot_count, const int* pair_list,
+                                              int H, int I) {
+    int slot = blockIdx.x;
+    int cnt = slot_count[slot];
+    if (cnt == 0) return;
+    int row0 = (blockIdx.y * MOE_WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= H) return;
+    int e = slot_expert[slot];
+    moe_rows<DT, M, R, VEC, false>((const void*)down_ptrs[e], 0, hbuf, 1, pair_list + slot_start[slot], cnt, y, H, I,
+                                   row0);
+}
+
+// moe_down_sum is the single-token down projection fused with the weighted
+// sum: out[row] = Σ_j w_j · (h_j · Wd[e_j][row]). A block takes DS_ROWS
+// rows; its warps share the (row, expert) pairs, so each warp streams a few
+// short rows with all their loads in flight, and the block sums each row's
+// k products in top-k order (deterministic). k is at most DS_MAXK.
+#define DS_ROWS 4
+#define DS_MAXK 32
+template <int DT, bool VEC>
+__device__ __forceinline__ void moe_down_sum_body(const float* __restrict__ hbuf, float* __restrict__ out,
+                                                  const u64* __restrict__ down_ptrs, const int* __restrict__ topk_ids,
+                                                  const float* __restrict__ topk_w, int H, int I, int K) {
+    __shared__ float red[DS_ROWS][DS_MAXK];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row0 = blockIdx.x * DS_ROWS;
+#pragma unroll 2
+    for (int pr = warp; pr < DS_ROWS * K; pr += MOE_WARPS) {
+        const int r = pr / K, j = pr % K, row = row0 + r;
+        float part = 0.f;
+        if (row < H) {
+            const void* W = (const void*)down_ptrs[topk_ids[j]];
+            const float* hx = hbuf + (long)j * I;
+            if (VEC) {
+#pragma unroll 4
+                for (int i = lane * 8; i < I; i += 256) {
+                    const float4* xp = (const float4*)(hx + i);
+                    float w[8];
+                    load8<DT>(W, (long)row * I + i, w);
+                    part += dot8(w, __ldg(xp), __ldg(xp + 1));
+                }
+            } else {
+                for (int i = lane; i < I; i += 32) part += load1<DT>(W, (long)row * I + i) * hx[i];
+            }
+        }
+        part = warp_sum(part);
+        if (lane == 0) red[r][j] = topk_w[j] * part;
+    }
+    __syncthreads();
+    if (threadIdx.x < DS_ROWS && row0 + threadIdx.x < H) {
+        float s = 0.f;
+        for (int j = 0; j < K; j++) s += red[threadIdx.x][j];
+        out[row0 + threadIdx.x] = s;
+    }
+}
+
+#define MOE_GU_PARAMS                                                                                   \
+    const float *x, float *hbuf, const u64 *gate_ptrs, const u64 *up_ptrs, const int *slot_expert,     \
+        const int *slot_start, const int *slot_count, const int *pair_list, int H, int I, int K
+#define MOE_GU_ARGS x, hbuf, gate_ptrs, up_ptrs, slot_expert, slot_start, slot_count, pair_list, H, I, K
+#define MOE_DN_PARAMS                                                                                   \
+    const float *hbuf, float *y, const u64 *down_ptrs, const int *slot_expert, const int *slot_start, \
+        const int *slot_count, const int *pair_list, int H, int I
+#define MOE_DN_ARGS hbuf, y, down_ptrs, slot_expert, slot_start, slot_count, pair_list, H, I
+#define MOE_DS_PARAMS \
+    const float *hbuf, float *out, const u64 *down_ptrs, const int *topk_ids, const float *topk_w, int H, int I, int K
+#define MOE_DS_ARGS hbuf, out, down_ptrs, topk_ids, topk_w, H, I, K
+
+#define MOE_KERNELS(SUF, DT, M, R, VEC)                                                                  \
+    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gate_up_##SUF(MOE_GU_PARAMS) {      \
+        pdl_wait();                                                                          \
+        moe_gate_up_body<DT, M, R, VEC>(MOE_GU_ARGS);                                                    \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_down_##SUF(MOE_DN_PARAMS) {         \
+        pdl_wait();                                                                          \
+        moe_down_body<DT, M, R, VEC>(MOE_DN_ARGS);                                                       \
+    }
+
+#define MOE_DT(S, DT)                           \
+    MOE_KERNELS(S##_m1, DT, 1, 1, true)         \
+    MOE_KERNELS(S##_m2, DT, 2, 1, true)         \
+    MOE_KERNELS(S##_m4, DT, 4, 1, true)         \
+    MOE_KERNELS(S##_m8, DT, 8, 1, true)         \
+    MOE_KERNELS(S##_scalar, DT, 1, 1, false)    \
+    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_down_sum_##S(MOE_DS_PARAMS) {        \
+        pdl_wait();                                                                          \
+        moe_down_sum_body<DT, true>(MOE_DS_ARGS);                                                      \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_down_sum_##S##_scalar(MOE_DS_PARAMS) { \
+        pdl_wait();                                                                          \
+        moe_down_sum_body<DT, false>(MOE_DS_ARGS);                                                     \
+    }
+
+MOE_DT(f32, DT_F32)
+MOE_DT(f16, DT_F16)
+MOE_DT(bf16, DT_BF16)
+
+// moe_combine writes out[t] = Σ_j w[t][j] · y[t·K+j], in top-k order.
+extern "C" __global__ void moe_combine(float* __restrict__ out, const float* __restrict__ y, const float* __restrict__ w,
+                                       int H, int K) {
+    pdl_wait();
+    int t = blockIdx.x;
+    int i = blockIdx.y * blockDim.x + threadIdx.x;  // grid: (tokens, hidden / block)
+    if (i >= H) return;
+    float s = 0.f;
+#pragma unroll 4
+    for (int j = 0; j < K; j++) s += __ldg(w + t * K + j) * y[((long)t * K + j) * H + i];
+    out[(long)t * H + i] = s;
+}
