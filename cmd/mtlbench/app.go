@@ -31,6 +31,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			gateCommand(),
 			reportCommand(),
 			tuneCommand(),
+			peerCommand(),
 			showCommand(),
 			historyCommand(),
 			selftestCommand(),

@@ -134,3 +134,22 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Fatalf("interspersed = %v, want %v", got, want)
 	}
 }
+
+// A peer run's JSON (tools/peers) imports as a run of kind peer whose case
+// keys match the suite's.
+func TestPeerImport(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	_, stderr, err := mtl(t, "peer", "import", filepath.Join("testdata", "peer", "hf.json"), "--db", db)
+	if err != nil || !strings.Contains(stderr, "imported transformers 5.17.0 as run 1 (tag transformers): 1 cases") {
+		t.Fatalf("import: %v %s", err, stderr)
+	}
+	out, _, err := mtl(t, "show", "transformers", "--db", db, "--format", "csv")
+	if err != nil || !strings.Contains(out, "decode/batch=1,48/48,21.2") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"format": "other"}`), 0o644)
+	if _, _, err := mtl(t, "peer", "import", bad, "--db", db); err == nil || !strings.Contains(err.Error(), "want \"mtlbench-peer-run/1\"") {
+		t.Fatalf("bad format: %v", err)
+	}
+}
