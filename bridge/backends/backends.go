@@ -8,6 +8,9 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl/darwin"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
 // Options are backend settings that commands expose.
@@ -19,10 +22,13 @@ type Options struct {
 var Names = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
 
 // Open returns the backend called name. "auto" picks the best one present:
-// CUDA where a driver and GPU answer, else the CPU.
+// Metal on a Mac, CUDA where a driver and GPU answer, else the CPU.
 func Open(name string, o Options) (bridge.Backend, error) {
 	switch name {
 	case "", "auto":
+		if dev, err := darwin.New(); err == nil {
+			return metal.New(dev, metal.Options{})
+		}
 		if b, err := cuda.New(cuda.Options{}); err == nil {
 			return b, nil
 		}
@@ -35,8 +41,19 @@ func Open(name string, o Options) (bridge.Backend, error) {
 			return nil, err
 		}
 		return b, nil
-	case "metal", "metal-emu":
-		return nil, fmt.Errorf("backend %q is not available in this build (available: cpu, cuda)", name)
+	case "metal":
+		dev, err := darwin.New()
+		if err != nil {
+			return nil, err
+		}
+		return metal.New(dev, metal.Options{})
+	case "metal-emu":
+		// The Metal kernels on the CPU: slow, for correctness; timings are
+		// marked emulated and never compared with real ones.
+		if _, err := emu.FindCompiler(); err != nil {
+			return nil, err
+		}
+		return metal.New(emu.New(emu.Options{}), metal.Options{})
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
 }

@@ -1,0 +1,376 @@
+// Package metal is the Metal backend: bridge.Backend on the thin device API
+// of bridge/mtl, with the kernels of kernels/metal. The same code drives a
+// real Apple GPU (the darwin mtl implementation) and the CPU emulator
+// (bridge/mtl/emu), so everything above mtl — buffers, pipelines, argument
+// structs, launch shapes, barriers, step encoding — is tested on Linux.
+//
+// A step is encode-only: BeginStep uploads the metadata into one shared
+// buffer, every op encodes its dispatches into the step's one command
+// buffer without waiting, and EndStep commits it and waits once. Buffers
+// use shared storage (unified memory), so uploads and reads are memcpys.
+// In profile mode each Mark starts a new command buffer, whose GPU start
+// and end times time that op group (the thin API has no counter sample
+// buffers): TimingMode says so.
+package metal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
+)
+
+// Options configure the backend.
+type Options struct {
+	// LanguageVersion is the MSL version the kernels are compiled for
+	// (default "3.1", which has bfloat).
+	LanguageVersion string
+	// Tuning sets launch shapes and variants (zero fields: defaults).
+	Tuning Tuning
+}
+
+// TimingMode describes how profile mode times ops.
+const TimingMode = "command buffer per op group (GPU start/end times)"
+
+// Backend implements bridge.Backend on an mtl.Device.
+type Backend struct {
+	dev    mtl.Device
+	opts   Options
+	tuning Tuning
+	lib    mtl.Library
+	queue  mtl.CommandQueue
+	pipes  map[pipeKey]mtl.Pipeline
+
+	mu        sync.Mutex // guards allocated (Alloc may be called from loaders)
+	allocated int64
+
+	// weights
+	packed  map[*tensor]*packedExperts // by a layer's first gate tensor
+	invFreq map[[2]uint64]*tensor
+	owned   []*dbuf // buffers the backend owns beyond tensors (packed experts)
+
+	// the step
+	step       stepState
+	argScratch [64]uint64 // argBytes' staging, 8-byte aligned
+	closed     bool
+}
+
+// tensor is a range of a shared-storage buffer.
+type tensor struct {
+	dt    bridge.DType
+	shape []int
+	n     int
+	buf   *dbuf
+	off   int  // bytes
+	owned bool // Free releases buf
+}
+
+func (t *tensor) DType() bridge.DType { return t.dt }
+func (t *tensor) Shape() []int        { return t.shape }
+func (t *tensor) Len() int            { return t.n }
+func (t *tensor) bytes() int          { return t.n * t.dt.Size() }
+
+// New compiles the kernels on dev (or loads them from the emulator's cache)
+// and makes a command queue.
+func New(dev mtl.Device, opts Options) (*Backend, error) {
+	if err := opts.Tuning.Check(); err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	lang := opts.LanguageVersion
+	if lang == "" {
+		lang = "3.1"
+	}
+	lib, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{LanguageVersion: lang})
+	if err != nil {
+		return nil, fmt.Errorf("metal: compiling the kernels: %w", err)
+	}
+	q, err := dev.NewCommandQueue()
+	if err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	b := &Backend{dev: dev, opts: opts, tuning: opts.Tuning.withDefaults(), lib: lib, queue: q,
+		pipes: map[pipeKey]mtl.Pipeline{}, packed: map[*tensor]*packedExperts{}, invFreq: map[[2]uint64]*tensor{}}
+	b.step.init()
+	return b, nil
+}
+
+// Device is the device the backend runs on.
+func (b *Backend) Device() mtl.Device { return b.dev }
+
+// Tuning is the tuning in use, defaults filled in.
+func (b *Backend) Tuning() Tuning { return b.tuning }
+
+// SetTuning changes launch shapes and variants for the following steps.
+func (b *Backend) SetTuning(t Tuning) error {
+	if err := t.Check(); err != nil {
+		return fmt.Errorf("metal: %w", err)
+	}
+	if b.step.active {
+		return errors.New("metal: SetTuning inside a step")
+	}
+	b.tuning = t.withDefaults()
+	return nil
+}
+
+// KernelSourceHash is the package function, as a method for the tuner.
+func (b *Backend) KernelSourceHash(kernel string) string { return KernelSourceHash(kernel) }
+
+func (b *Backend) Info() bridge.DeviceInfo {
+	name := "metal"
+	if b.dev.Emulated() {
+		name = "metal-emu"
+	}
+	ws := b.dev.RecommendedMaxWorkingSetSize()
+	b.mu.Lock()
+	avail := ws - b.allocated
+	b.mu.Unlock()
+	return bridge.DeviceInfo{Backend: name, Name: b.dev.Name(), MemoryBytes: ws, AvailableBytes: max(avail, 1),
+		Emulated: b.dev.Emulated(),
+		Notes:    "profile timing: " + TimingMode + "; weights copied into shared buffers (mtl has no no-copy buffer)"}
+}
+
+// ActDType: activations and the KV cache are f32, as on the CPU backend.
+func (b *Backend) ActDType() bridge.DType { return bridge.F32 }
+
+func elems(shape []int) (int, error) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("metal: negative dimension in shape %v", shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// dbuf is a device buffer the backend allocated; dispatches compare them
+// by pointer when they look for hazards.
+type dbuf struct {
+	mtl.Buffer
+}
+
+// newBuffer allocates a shared buffer of at least 16 bytes (Metal refuses
+// empty ones), counted against the working set.
+func (b *Backend) newBuffer(n int) (*dbuf, error) {
+	buf, err := b.dev.NewBuffer(max(n, 16))
+	if err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	b.mu.Lock()
+	b.allocated += int64(buf.Length())
+	b.mu.Unlock()
+	return &dbuf{buf}, nil
+}
+
+func (b *Backend) release(buf *dbuf) {
+	b.mu.Lock()
+	b.allocated -= int64(buf.Length())
+	b.mu.Unlock()
+	buf.Release()
+}
+
+func (b *Backend) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
+	n, err := elems(shape)
+	if err != nil {
+		return nil, err
+	}
+	if dt > bridge.I32 {
+		return nil, fmt.Errorf("metal: unsupported dtype %v", dt)
+	}
+	buf, err := b.newBuffer(n * dt.Size())
+	if err != nil {
+		return nil, err
+	}
+	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: buf, owned: true}, nil
+}
+
+// Weight copies data into a new shared buffer: the thin mtl API has no
+// no-copy buffer over host memory (newBufferWithBytesNoCopy), so an
+// mmap'd checkpoint is not aliased.
+func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
+	n, err := elems(shape)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != n*dt.Size() {
+		return nil, fmt.Errorf("metal: %d bytes for a %v tensor of shape %v (want %d)", len(data), dt, shape, n*dt.Size())
+	}
+	t, err := b.Alloc(dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	copy(t.(*tensor).buf.Contents(), data)
+	return t, nil
+}
+
+// contents is the tensor's bytes in its buffer.
+func (t *tensor) contents() []byte {
+	c := t.buf.Contents()
+	return c[t.off : t.off+t.bytes()]
+}
+
+func (b *Backend) Read(t bridge.Tensor, dst []float32) error {
+	x, ok := t.(*tensor)
+	if !ok {
+		return fmt.Errorf("metal: read: %T is not a metal tensor", t)
+	}
+	if len(dst) < x.n {
+		return fmt.Errorf("metal: read: destination holds %d of %d elements", len(dst), x.n)
+	}
+	if err := b.flush(); err != nil {
+		return err
+	}
+	c := x.contents()
+	switch x.dt {
+	case bridge.F32:
+		copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
+	case bridge.F16:
+		vec.F16ToF32(dst[:x.n], unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
+	case bridge.BF16:
+		vec.BF16ToF32(dst[:x.n], unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
+	case bridge.I32:
+		for i := range x.n {
+			dst[i] = float32(int32(binary.LittleEndian.Uint32(c[4*i:])))
+		}
+	}
+	return nil
+}
+
+func (b *Backend) ReadI32(t bridge.Tensor, dst []int32) error {
+	x, ok := t.(*tensor)
+	if !ok || x.dt != bridge.I32 {
+		return fmt.Errorf("metal: read: tensor is not i32")
+	}
+	if err := b.flush(); err != nil {
+		return err
+	}
+	c := x.contents()
+	for i := range min(len(dst), x.n) {
+		dst[i] = int32(binary.LittleEndian.Uint32(c[4*i:]))
+	}
+	return nil
+}
+
+func (b *Backend) Free(t bridge.Tensor) {
+	x, ok := t.(*tensor)
+	if !ok || !x.owned || x.buf == nil {
+		return
+	}
+	if b.step.active {
+		// An encoded dispatch may still use it: release after the step.
+		b.step.retired = append(b.step.retired, x.buf)
+	} else {
+		b.release(x.buf)
+	}
+	x.buf, x.owned = nil, false
+}
+
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if b.step.active {
+		_, _ = b.EndStep()
+	}
+	for _, buf := range b.owned {
+		b.release(buf)
+	}
+	b.owned = nil
+	b.step.releaseAll(b)
+	return nil
+}
+
+// pipeKey names a pipeline: kernel and function constants.
+type pipeKey struct {
+	name string
+	fc   [8]int32 // values in fcIndex order; bools as 0/1
+	nfc  int8
+}
+
+// The function constant indices of mtlbench.h.
+const (
+	fcHasQKNorm      = 10
+	fcHasBias        = 20
+	fcMVRows         = 21
+	fcMVCols         = 22
+	fcMMBM           = 30
+	fcMMBN           = 31
+	fcMMBK           = 32
+	fcMMSGM          = 33
+	fcMMSGN          = 34
+	fcAttnPartitions = 40
+	fcAttnNewKV      = 41
+)
+
+// fcSpec is one constant of a pipeline key: its index and whether it is a
+// bool (else int).
+type fcSpec struct {
+	index int
+	bool  bool
+}
+
+var (
+	fcNone   []fcSpec
+	fcRoPE   = []fcSpec{{fcHasQKNorm, true}}
+	fcMatVec = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
+	fcMatMul = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
+	fcMoEMV  = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
+	fcMoEMM  = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
+	fcAttn   = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}}
+	boolInt  = map[bool]int32{false: 0, true: 1}
+)
+
+// pipeline returns the cached pipeline of kernel with constants vals (in
+// specs order), building it on first use. A failure fails the step.
+func (b *Backend) pipeline(kernel string, specs []fcSpec, vals ...int32) mtl.Pipeline {
+	k := pipeKey{name: kernel, nfc: int8(len(vals))}
+	copy(k.fc[:], vals)
+	if p := b.pipes[k]; p != nil {
+		return p
+	}
+	var fc mtl.FunctionConstants
+	if len(specs) > 0 {
+		fc = mtl.FunctionConstants{}
+		for i, s := range specs {
+			if s.bool {
+				fc[s.index] = vals[i] != 0
+			} else {
+				fc[s.index] = vals[i]
+			}
+		}
+	}
+	p, err := b.lib.Pipeline(kernel, fc)
+	if err != nil {
+		b.fail("%v", err)
+		return nil
+	}
+	b.pipes[k] = p
+	return p
+}
+
+// Pipelines is the number of pipelines built so far.
+func (b *Backend) Pipelines() int { return len(b.pipes) }
+
+// fail records the step's first error.
+func (b *Backend) fail(format string, args ...any) {
+	if b.step.err == nil {
+		b.step.err = fmt.Errorf("metal: "+format, args...)
+	}
+}
+
+// tt casts an op's tensor argument (nil stays nil).
+func tt(x bridge.Tensor) *tensor {
+	if x == nil {
+		return nil
+	}
+	return x.(*tensor)
+}
+
+var _ bridge.Backend = (*Backend)(nil)

@@ -1,0 +1,225 @@
+package metal_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+const fixtureDir = "../../runner/testdata/hf"
+
+type reference struct {
+	Prompts []struct {
+		Tokens []int32 `json:"tokens"`
+		Greedy []int32 `json:"greedy"`
+	} `json:"prompts"`
+}
+
+func openEngine(t testing.TB, be bridge.Backend, spec model.Spec, opts engine.Options) *engine.Engine {
+	t.Helper()
+	cfg, src, err := model.Open(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	e, err := engine.New(be, cfg, src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+// TestGenerateMatchesCPU runs the transformers fixtures on the emulated
+// Metal backend and the CPU backend: the same greedy tokens (also those
+// transformers chose), last-prompt logits within f32 rounding, and the same
+// distinct experts per MoE layer and step.
+func TestGenerateMatchesCPU(t *testing.T) {
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	for _, arch := range []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := filepath.Join(fixtureDir, arch)
+			data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref reference
+			if err := json.Unmarshal(data, &ref); err != nil {
+				t.Fatal(err)
+			}
+			mb := newEmu(t, metal.Tuning{})
+			cpuEng := openEngine(t, cpu.New(cpu.Options{}), model.Spec{Model: dir}, engine.Options{})
+			mtlEng := openEngine(t, mb, model.Spec{Model: dir}, engine.Options{})
+			var reqs []engine.Request
+			for i, p := range ref.Prompts {
+				reqs = append(reqs, engine.Request{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true})
+			}
+			// One request at a time on the CPU; all at once (continuous
+			// batching: prefill and decode in one step) on Metal.
+			var want []engine.Output
+			for _, r := range reqs {
+				o, err := cpuEng.Generate([]engine.Request{r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, o...)
+			}
+			got, err := mtlEng.Generate(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range reqs {
+				d := maxAbsDiff(got[i].Logits, want[i].Logits)
+				t.Logf("prompt %d (%d tokens): tokens %v, logits max abs diff %.2g", i, len(reqs[i].Prompt), got[i].Tokens, d)
+				if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+					t.Errorf("prompt %d: metal %v, cpu %v", i, got[i].Tokens, want[i].Tokens)
+				}
+				if !slices.Equal(got[i].Tokens, ref.Prompts[i].Greedy) {
+					t.Errorf("prompt %d: metal %v, transformers %v", i, got[i].Tokens, ref.Prompts[i].Greedy)
+				}
+				if d > 1e-4 {
+					t.Errorf("prompt %d: logits differ from the CPU's by %.3g", i, d)
+				}
+			}
+		})
+	}
+}
+
+// TestExpertsTouchedAndProfile steps the MoE fixture on both backends with
+// the same requests: each step's distinct experts per MoE layer agree, and
+// profile mode times every op group with one command buffer each.
+func TestExpertsTouchedAndProfile(t *testing.T) {
+	mb := newEmu(t, metal.Tuning{})
+	dir := filepath.Join(fixtureDir, "qwen3_moe")
+	for _, strategy := range []bridge.MoEStrategy{bridge.MoEGrouped, bridge.MoEChunked, bridge.MoELoop} {
+		opts := engine.Options{MoE: bridge.MoEParams{Strategy: strategy, ChunkSize: 3}, Profile: true}
+		ce := openEngine(t, cpu.New(cpu.Options{}), model.Spec{Model: dir}, opts)
+		me := openEngine(t, mb, model.Spec{Model: dir}, opts)
+		for _, e := range []*engine.Engine{ce, me} {
+			for i := range 3 {
+				p := make([]int32, 3+5*i)
+				for j := range p {
+					p[j] = int32((i*97 + j*31) % 512)
+				}
+				if err := e.Add(engine.Request{ID: i, Prompt: p, MaxNewTokens: 3}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for step := 0; ce.Pending(); step++ {
+			cr, err := ce.Step()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mr, err := me.Step()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cr.Stats.ExpertsTouched, mr.Stats.ExpertsTouched) {
+				t.Errorf("%s step %d: experts touched %v, cpu %v", strategy, step, mr.Stats.ExpertsTouched, cr.Stats.ExpertsTouched)
+			}
+			if len(mr.Stats.Timings) != len(cr.Stats.Timings) {
+				t.Errorf("%s step %d: %d timings, cpu %d", strategy, step, len(mr.Stats.Timings), len(cr.Stats.Timings))
+			}
+			for i, tm := range mr.Stats.Timings {
+				c := cr.Stats.Timings[min(i, len(cr.Stats.Timings)-1)]
+				if tm.Layer != c.Layer || tm.Op != c.Op || tm.Duration <= 0 {
+					t.Errorf("%s step %d timing %d: %+v (cpu %+v)", strategy, step, i, tm, c)
+					break
+				}
+			}
+			if st := mb.LastStep(); st.CommandBuffers != len(mr.Stats.Timings) {
+				t.Errorf("%s step %d: %d command buffers for %d timed op groups", strategy, step, st.CommandBuffers, len(mr.Stats.Timings))
+			}
+		}
+		if me.Pending() {
+			t.Fatalf("%s: metal engine has requests left", strategy)
+		}
+	}
+}
+
+// decodeStepLog runs a prefill step and a decode step of qwen3-moe-mini on
+// dev through a Recorder and returns the decode step's log.
+func decodeStepLog(t *testing.T, dev mtl.Device, batch int) ([]metal.Event, metal.StepStats) {
+	rec := metal.NewRecorder(dev)
+	be, err := metal.New(rec, metal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	e := openEngine(t, be, model.Spec{Model: "qwen3-moe-mini", Seed: 7}, engine.Options{KVTokens: 256})
+	for r := range batch {
+		p := []int32{int32(11 + r), 502, int32(3000 + r)}
+		if err := e.Add(engine.Request{ID: r, Prompt: p, MaxNewTokens: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := e.Step(); err != nil || res.PrefillTokens != 3*batch {
+		t.Fatalf("prefill step: %+v, %v", res, err)
+	}
+	n := rec.Len()
+	res, err := e.Step()
+	if err != nil || res.DecodeTokens != batch {
+		t.Fatalf("decode step: %+v, %v", res, err)
+	}
+	return rec.Events()[n:], be.LastStep()
+}
+
+// TestEncodingIsDeviceAgnostic records a decode step of qwen3-moe-mini on
+// the emulator and on a device that runs nothing: the backend makes the
+// very same calls, in the same order, with the same arguments, so the
+// emulator tests the encoding a real Metal device gets.
+func TestEncodingIsDeviceAgnostic(t *testing.T) {
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	const batch = 2
+	onEmu, st := decodeStepLog(t, emu.New(emu.Options{}), batch)
+	onNull, _ := decodeStepLog(t, metal.NullDevice{}, batch)
+	if len(onEmu) != len(onNull) {
+		t.Errorf("emu recorded %d events, the null device %d", len(onEmu), len(onNull))
+	}
+	for i := range min(len(onEmu), len(onNull)) {
+		if onEmu[i] != onNull[i] {
+			t.Fatalf("event %d: emu %v, null device %v", i, onEmu[i], onNull[i])
+		}
+	}
+	kinds := map[string]int{}
+	for _, ev := range onEmu {
+		kinds[ev.Kind]++
+	}
+	// Encode-only: one command buffer, one encoder, one wait.
+	if kinds["encoder"] != 1 || kinds["commit"] != 1 || kinds["wait"] != 1 || onEmu[len(onEmu)-1].Kind != "wait" {
+		t.Errorf("decode step: %d encoders, %d commits, %d waits", kinds["encoder"], kinds["commit"], kinds["wait"])
+	}
+	t.Logf("decode step (batch %d): %d events, %d dispatches, %d barriers, %d pipelines switches; emulated GPU time %v",
+		batch, len(onEmu), kinds["dispatch"]+kinds["dispatch-threads"], kinds["barrier"], kinds["pipeline"], st.GPUTime)
+	if testing.Verbose() {
+		for i, ev := range onEmu {
+			if ev.Kind == "pipeline" || ev.Kind == "dispatch" || ev.Kind == "dispatch-threads" {
+				fmt.Printf("  %4d %v\n", i, ev)
+			}
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package metal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
+)
+
+func emuDevice(t testing.TB) *emu.Device {
+	t.Helper()
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	return emu.New(emu.Options{})
+}
+
+// TestArgLayouts compiles a kernel that writes sizeof and every field's
+// offset of the header's argument structs, as the kernel compiler lays
+// them out, and compares them with the Go mirrors.
+func TestArgLayouts(t *testing.T) {
+	dev := emuDevice(t)
+	var names []string
+	for n := range argStructs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var src strings.Builder
+	var want []uint32
+	var what []string
+	src.WriteString("#include \"mtlbench.h\"\nkernel void layouts(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  if (i != 0) return;\n  uint n = 0;\n")
+	for _, n := range names {
+		rt := reflect.TypeOf(argStructs[n])
+		fmt.Fprintf(&src, "  out[n++] = sizeof(%s);\n", n)
+		want = append(want, uint32(rt.Size()))
+		what = append(what, "sizeof "+n)
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			fmt.Fprintf(&src, "  out[n++] = __builtin_offsetof(%s, %s);\n", n, f.Tag.Get("msl"))
+			want = append(want, uint32(f.Offset))
+			what = append(what, n+"."+f.Tag.Get("msl"))
+		}
+	}
+	fmt.Fprintf(&src, "  out[n++] = sizeof(MoETile);\n}\n")
+	want = append(want, moeTileSize)
+	what = append(what, "sizeof MoETile")
+	h, _ := kmetal.Sources.ReadFile("mtlbench.h")
+	lib, err := dev.NewLibrary(map[string]string{"layouts.metal": src.String(), "mtlbench.h": string(h)}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := run1(t, dev, lib, "layouts", nil, 4*len(want), [3]int{1, 1, 1}, [3]int{1, 1, 1})
+	for i, w := range want {
+		if g := binary.LittleEndian.Uint32(out[4*i:]); g != w {
+			t.Errorf("%s: MSL %d, Go %d", what[i], g, w)
+		}
+	}
+}
+
+// run1 runs kernel once with a fresh output buffer at index 0 and the
+// given extra buffers at 1, 2, ...; it returns the output.
+func run1(t *testing.T, dev mtl.Device, lib mtl.Library, kernel string, args []byte, outLen int, groups, tpg [3]int, extra ...mtl.Buffer) []byte {
+	t.Helper()
+	p, err := lib.Pipeline(kernel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := dev.NewBuffer(outLen)
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, _ := cb.ComputeEncoder()
+	enc.SetPipeline(p)
+	enc.SetBuffer(out, 0, 0)
+	for i, b := range extra {
+		enc.SetBuffer(b, 0, i+1)
+	}
+	if args != nil {
+		enc.SetBytes(args, len(extra)+1)
+	}
+	enc.DispatchThreadgroups(groups, tpg)
+	enc.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Contents()
+}
+
+// TestOutOfBoundsCaught: an add whose input is shorter than its output,
+// through the backend's own op, fails the step with the emulator's
+// out-of-bounds report instead of reading past the buffer.
+func TestOutOfBoundsCaught(t *testing.T) {
+	be, err := New(emuDevice(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	out, _ := be.Alloc(bridge.F32, 100)
+	short, _ := be.Alloc(bridge.F32, 10)
+	long, _ := be.Alloc(bridge.F32, 100)
+	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+	if err := be.BeginStep(meta, []int32{0}, false); err != nil {
+		t.Fatal(err)
+	}
+	be.Add(out, long, short)
+	_, err = be.EndStep()
+	var ee *emu.ExecutionError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "kernel add: out-of-bounds access to buffer(2) 'y'") {
+		t.Fatalf("got %v, want the emulator's out-of-bounds error", err)
+	}
+	t.Log(err)
+}
+
+// TestRaceCaught plants a race in the real rms_norm: tg_sum without the
+// barrier between writing the simdgroup sums and reading them.
+func TestRaceCaught(t *testing.T) {
+	dev := emuDevice(t)
+	all := kmetal.Files()
+	h := all["mtlbench.h"]
+	const planted = "    buf[sg] = v;\n  }\n  threadgroup_barrier(mem_flags::mem_threadgroup);\n  float t = 0.0f;"
+	if !strings.Contains(h, planted) {
+		t.Fatal("tg_sum changed: update the planted race")
+	}
+	files := map[string]string{"norm.metal": all["norm.metal"],
+		"mtlbench.h": strings.Replace(h, planted, "    buf[sg] = v;\n  }\n  float t = 0.0f;", 1)}
+	lib, err := dev.NewLibrary(files, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows, dim = 2, 256
+	args := make([]byte, 16)
+	binary.LittleEndian.PutUint32(args[0:], rows)
+	binary.LittleEndian.PutUint32(args[4:], dim)
+	binary.LittleEndian.PutUint32(args[8:], math.Float32bits(1e-6))
+	x, _ := dev.NewBuffer(4 * rows * dim)
+	w, _ := dev.NewBuffer(4 * dim)
+	for i := range rows * dim {
+		binary.LittleEndian.PutUint32(x.Contents()[4*i:], math.Float32bits(float32(i%7)))
+	}
+	out, _ := dev.NewBuffer(4 * rows * dim)
+	p, err := lib.Pipeline("rms_norm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, _ := cb.ComputeEncoder()
+	enc.SetPipeline(p)
+	enc.SetBytes(args, 0)
+	enc.SetBuffer(x, 0, 1)
+	enc.SetBuffer(w, 0, 2)
+	enc.SetBuffer(out, 0, 3)
+	enc.DispatchThreadgroups([3]int{rows, 1, 1}, [3]int{128, 1, 1})
+	enc.End()
+	cb.Commit()
+	err = cb.Wait()
+	if err == nil || !strings.Contains(err.Error(), "kernel rms_norm: threadgroup memory race on 'partial'") {
+		t.Fatalf("got %v, want a race on partial", err)
+	}
+	t.Log(err)
+}
+
+// TestAmalgamation compiles the sources as the one translation unit a
+// real Metal compiler gets (the emulator compiles each .metal file on its
+// own, which would hide a symbol two files both define).
+func TestAmalgamation(t *testing.T) {
+	dev := emuDevice(t)
+	one, err := dev.NewLibrary(map[string]string{"mtlbench_all.metal": kmetal.Amalgamation()}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := one.FunctionNames(), split.FunctionNames(); !reflect.DeepEqual(a, b) {
+		t.Errorf("amalgamation has kernels %v, the files %v", a, b)
+	}
+}

@@ -1,0 +1,234 @@
+package metal
+
+import (
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+)
+
+// packedExperts is a MoE layer's experts in one buffer, so one dispatch
+// reaches every expert: expert e's gate, up and down at
+// base + e*stride + (0, inter*hidden, 2*inter*hidden) elements.
+type packedExperts struct {
+	dt     bridge.DType
+	buf    *dbuf
+	base   int // bytes
+	stride int // elements between experts
+	size   int // bytes of all experts
+}
+
+// NewExperts allocates a MoE layer's expert weights (zeroed) packed as the
+// MoE kernels read them, and returns them as per-expert tensors: a loader
+// that fills these needs no repacking at the first MoE call.
+func (b *Backend) NewExperts(dt bridge.DType, experts, hidden, inter int) (gate, up, down []bridge.Tensor, err error) {
+	if dt != bridge.F32 && dt != bridge.F16 && dt != bridge.BF16 {
+		return nil, nil, nil, fmt.Errorf("metal: %v expert weights", dt)
+	}
+	ih := inter * hidden
+	buf, err := b.newBuffer(experts * 3 * ih * dt.Size())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b.owned = append(b.owned, buf)
+	for e := 0; e < experts; e++ {
+		at := func(i int, shape []int) bridge.Tensor {
+			return &tensor{dt: dt, shape: shape, n: ih, buf: buf, off: (e*3 + i) * ih * dt.Size()}
+		}
+		gate = append(gate, at(0, []int{inter, hidden}))
+		up = append(up, at(1, []int{inter, hidden}))
+		down = append(down, at(2, []int{hidden, inter}))
+	}
+	return gate, up, down, nil
+}
+
+// experts returns w's packed experts, packing them on first use: the
+// per-expert buffers are copied into one, their tensors re-pointed at it
+// and their own buffers released (the first MoE call of a layer precedes
+// any other use of its experts, so no encoded dispatch holds them).
+func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
+	E := len(w.Gate)
+	if E == 0 || len(w.Up) != E || len(w.Down) != E {
+		b.fail("moe: %d gate, %d up, %d down experts", len(w.Gate), len(w.Up), len(w.Down))
+		return nil
+	}
+	first := tt(w.Gate[0])
+	if pk := b.packed[first]; pk != nil {
+		return pk
+	}
+	H, I := w.Hidden, w.Inter
+	ih := H * I
+	dt := first.dt
+	es := dt.Size()
+	if dtName(dt) == "" {
+		b.fail("moe: %v expert weights", dt)
+		return nil
+	}
+	contiguous := true
+	for e := 0; e < E; e++ {
+		for i, x := range []*tensor{tt(w.Gate[e]), tt(w.Up[e]), tt(w.Down[e])} {
+			if x.dt != dt || x.n != ih {
+				b.fail("moe: expert %d: %v tensor of %d elements, want %v of %dx%d", e, x.dt, x.n, dt, I, H)
+				return nil
+			}
+			if x.buf != first.buf || x.off != first.off+(e*3+i)*ih*es {
+				contiguous = false
+			}
+		}
+	}
+	pk := &packedExperts{dt: dt, buf: first.buf, base: first.off, stride: 3 * ih, size: E * 3 * ih * es}
+	if !contiguous {
+		buf, err := b.newBuffer(E * 3 * ih * es)
+		if err != nil {
+			b.fail("moe: packing the experts: %v", err)
+			return nil
+		}
+		b.owned = append(b.owned, buf)
+		dst := buf.Contents()
+		for e := 0; e < E; e++ {
+			for i, x := range []*tensor{tt(w.Gate[e]), tt(w.Up[e]), tt(w.Down[e])} {
+				off := (e*3 + i) * ih * es
+				copy(dst[off:off+ih*es], x.contents())
+				if x.owned {
+					b.release(x.buf)
+				}
+				x.buf, x.off, x.owned = buf, off, false
+			}
+		}
+		pk.buf, pk.base = buf, 0
+	}
+	b.packed[first] = pk
+	return pk
+}
+
+// MoE encodes a sparse MoE block: router matmul, route (softmax, top-k,
+// renormalise, distinct-expert count), group the pairs by expert in chunks
+// (the strategy), the two expert GEMMs over the tiles, and the weighted
+// combine. Nothing is read back: the tile grid is sized for the worst case
+// and unused tiles exit at once.
+func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
+	o, xs, router := tt(out), tt(x), tt(w.Router)
+	if !b.checkF32("moe", o, xs) {
+		return
+	}
+	H, I, K := w.Hidden, w.Inter, w.TopK
+	E := len(w.Gate)
+	T := xs.n / H
+	if T == 0 {
+		return
+	}
+	if K < 1 || K > E || K > 32 {
+		b.fail("moe: top-k %d of %d experts (1 to min(32, experts))", K, E)
+		return
+	}
+	pk := b.experts(w)
+	if pk == nil {
+		return
+	}
+	tu := &b.tuning
+	P := T * K
+
+	// Router logits, then routing.
+	logits := b.scratchView("moe.logits", 4*T*E)
+	b.matmul(logits, xs.view(), T, router, view{})
+	ids := b.scratchView("moe.ids", 4*P)
+	weights := b.scratchView("moe.weights", 4*P)
+	flags := view{b.expertFlags(E), 0, 4 * E}
+	counts, slot := b.countSlot()
+	if flags.buf == nil || counts == nil {
+		return
+	}
+	norm := uint32(0)
+	if w.NormTopK {
+		norm = 1
+	}
+	rt := min(1024, max(32, align(E, 32)))
+	b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: norm, StatsSlot: uint32(slot)}))
+	b.bind(1, logits, false)
+	b.bind(2, ids, true)
+	b.bind(3, weights, true)
+	b.bind(4, flags, true)
+	b.bind(5, view{counts, 0, 4 * countChunk}, true)
+	b.threadgroupMemory(4 * E)
+	b.dispatchGroups(b.pipeline("moe_route", fcNone), [3]int{T, 1, 1}, [3]int{rt, 1, 1})
+
+	// Chunks of pairs by strategy; tiles of at most tileRows rows of one
+	// expert: an expert takes at most one pair per token, so few tokens
+	// make short tiles.
+	chunk := P
+	switch mp.Strategy {
+	case bridge.MoELoop:
+		chunk = 1
+	case bridge.MoEChunked:
+		chunk = min(max(mp.ChunkSize, 1), P)
+	}
+	useMV := T <= tu.MoEMatVecMaxTokens
+	tileRows := tu.MoETile.BM
+	if useMV {
+		tileRows = min(8, T, chunk)
+	}
+	chunks := ceilDiv(P, chunk)
+	perChunk := min(ceilDiv(chunk, tileRows)+min(E, chunk), chunk)
+	tiles := chunks * perChunk
+	perm := b.scratchView("moe.perm", 4*P)
+	tileList := b.scratchView("moe.tiles", moeTileSize*tiles)
+	b.args(argBytes(b, groupArgs{Pairs: uint32(P), Experts: uint32(E), Chunk: uint32(chunk), TileRows: uint32(tileRows), TilesPerChunk: uint32(perChunk)}))
+	b.bind(1, ids, false)
+	b.bind(2, perm, true)
+	b.bind(3, tileList, true)
+	b.threadgroupMemory(16 * E)
+	b.dispatchGroups(b.pipeline("moe_group", fcNone), [3]int{chunks, 1, 1}, [3]int{min(tu.MoEGroupThreads, max(32, align(chunk, 32))), 1, 1})
+
+	// Expert GEMMs: h = silu(x W_gate^T) * (x W_up^T) per pair, in expert
+	// order; y = h W_down^T, back in pair order.
+	h := b.scratchView("moe.h", 4*P*I)
+	y := b.scratchView("moe.y", 4*P*H)
+	wv := view{pk.buf, pk.base, pk.size}
+	names := moeKernels[pk.dt]
+	gu := moeGemmArgs{N: uint32(I), K: uint32(H), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
+		WOffset: 0, W2Offset: uint64(I * H), Experts: uint32(E)}
+	dn := moeGemmArgs{N: uint32(H), K: uint32(I), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
+		WOffset: uint64(2 * I * H), Experts: uint32(E)}
+	for pass, a := range []moeGemmArgs{gu, dn} {
+		var p mtl.Pipeline
+		var groups, tpg [3]int
+		if useMV {
+			r, sgs := tu.MoEMatVecRows, tu.MoESimdgroups
+			p = b.pipeline(names[pass], fcMoEMV, int32(r), int32(tileRows))
+			groups, tpg = [3]int{ceilDiv(int(a.N), sgs*r), tiles, 1}, [3]int{32 * sgs, 1, 1}
+		} else {
+			t := tu.MoETile
+			p = b.pipeline(names[2+pass], fcMoEMM, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN))
+			groups, tpg = [3]int{ceilDiv(int(a.N), t.BN), tiles, 1}, [3]int{t.Threads(), 1, 1}
+			mats := 2
+			if pass == 0 {
+				mats = 3
+			}
+			b.threadgroupMemory(4 * t.BK * (t.BM + (mats-1)*t.BN))
+		}
+		b.args(argBytes(b, a))
+		if pass == 0 {
+			b.in(1, xs)
+		} else {
+			b.bind(1, h, false)
+		}
+		b.bind(2, wv, false)
+		b.bind(3, perm, false)
+		b.bind(4, tileList, false)
+		if pass == 0 {
+			b.bind(5, h, true)
+		} else {
+			b.bind(5, y, true)
+		}
+		b.dispatchGroups(p, groups, tpg)
+	}
+
+	ct := min(1024, max(32, align(ceilDiv(H, 4), 32)))
+	b.args(argBytes(b, combineArgs{Tokens: uint32(T), Hidden: uint32(H), TopK: uint32(K), Experts: uint32(E)}))
+	b.bind(1, y, false)
+	b.bind(2, weights, false)
+	b.bind(3, ids, false)
+	b.bind(4, flags, true)
+	b.out(5, o)
+	b.dispatchGroups(b.pipeline("moe_combine", fcNone), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+}

@@ -1,0 +1,450 @@
+package metal
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
+)
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// dtName is a weight dtype's kernel suffix.
+func dtName(dt bridge.DType) string {
+	switch dt {
+	case bridge.F32:
+		return "f32"
+	case bridge.F16:
+		return "f16"
+	case bridge.BF16:
+		return "bf16"
+	}
+	return ""
+}
+
+// Kernel names by weight dtype, built once (no string concatenation per
+// dispatch).
+var (
+	embeddingKernel = map[bridge.DType]string{bridge.F32: "embedding_f32", bridge.F16: "embedding_f16", bridge.BF16: "embedding_bf16"}
+	matvecKernel    = map[bridge.DType]string{bridge.F32: "matvec_f32", bridge.F16: "matvec_f16", bridge.BF16: "matvec_bf16"}
+	matmulKernel    = map[bridge.DType]string{bridge.F32: "matmul_f32", bridge.F16: "matmul_f16", bridge.BF16: "matmul_bf16"}
+	moeKernels      = map[bridge.DType][4]string{}
+	attnKernel      = map[[2]int]string{}
+	prefillKernel   = map[int]string{32: "paged_attention_prefill_d32", 64: "paged_attention_prefill_d64",
+		96: "paged_attention_prefill_d96", 128: "paged_attention_prefill_d128"}
+)
+
+func init() {
+	for dt, s := range map[bridge.DType]string{bridge.F32: "f32", bridge.F16: "f16", bridge.BF16: "bf16"} {
+		moeKernels[dt] = [4]string{"moe_mv_gate_up_" + s, "moe_mv_down_" + s, "moe_mm_gate_up_" + s, "moe_mm_down_" + s}
+	}
+	for _, d := range []int{32, 64, 96, 128} {
+		for _, qh := range []int{1, 2, 4, 8} {
+			attnKernel[[2]int{d, qh}] = "paged_attention_d" + strconv.Itoa(d) + "_q" + strconv.Itoa(qh)
+		}
+	}
+}
+
+// checkF32 fails the step when an activation is not f32.
+func (b *Backend) checkF32(op string, ts ...*tensor) bool {
+	for _, t := range ts {
+		if t != nil && t.dt != bridge.F32 {
+			b.fail("%s: %v tensor where f32 is expected", op, t.dt)
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Backend) Embedding(out, table bridge.Tensor) {
+	o, tb := tt(out), tt(table)
+	if !b.checkF32("embedding", o) {
+		return
+	}
+	if len(tb.shape) != 2 {
+		b.fail("embedding: table of shape %v", tb.shape)
+		return
+	}
+	name := embeddingKernel[tb.dt]
+	if name == "" {
+		b.fail("embedding: %v table", tb.dt)
+		return
+	}
+	T, dim := b.step.sec.numTokens, tb.shape[1]
+	if o.n < T*dim {
+		b.fail("embedding: output of %d elements for %d tokens of %d", o.n, T, dim)
+		return
+	}
+	p := b.pipeline(name, fcNone)
+	b.args(argBytes(b, embedArgs{Tokens: uint32(T), Dim: uint32(dim), Vocab: uint32(tb.shape[0])}))
+	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
+	b.in(2, tb)
+	b.out(3, o)
+	b.bind(4, view{b.step.errBuf, 0, 16}, true)
+	b.dispatchThreads(p, [3]int{dim, T, 1}, [3]int{min(dim, b.tuning.EltThreads), 1, 1})
+}
+
+func (b *Backend) GatherRows(out, x bridge.Tensor) {
+	o, xs := tt(out), tt(x)
+	if !b.checkF32("gather_rows", o, xs) {
+		return
+	}
+	sec := b.step.sec
+	if sec.numRows == 0 || sec.numTokens == 0 {
+		return
+	}
+	dim := xs.n / sec.numTokens
+	p := b.pipeline("gather_rows", fcNone)
+	b.args(argBytes(b, gatherArgs{Rows: uint32(sec.numRows), Dim: uint32(dim), SrcRows: uint32(sec.numTokens)}))
+	b.bind(1, b.metaView(sec.logitRows, sec.numRows), false)
+	b.in(2, xs)
+	b.out(3, o)
+	b.dispatchThreads(p, [3]int{dim, sec.numRows, 1}, [3]int{min(dim, b.tuning.EltThreads), 1, 1})
+}
+
+// normThreads sizes a row-reduction threadgroup: the tuning's, else about
+// eight elements a thread, in whole simdgroups.
+func (b *Backend) normThreads(dim int) int {
+	if n := b.tuning.NormThreads; n > 0 {
+		return n
+	}
+	return min(1024, max(32, align(ceilDiv(dim, 8), 32)))
+}
+
+func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
+	o, xs, ws := tt(out), tt(x), tt(w)
+	if !b.checkF32("rms_norm", o, xs, ws) {
+		return
+	}
+	dim := ws.n
+	rows := xs.n / dim
+	if rows == 0 {
+		return
+	}
+	p := b.pipeline("rms_norm", fcNone)
+	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
+	b.in(1, xs)
+	b.in(2, ws)
+	b.out(3, o)
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{b.normThreads(dim), 1, 1})
+}
+
+func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
+	o, r, xs, ws := tt(out), tt(residual), tt(x), tt(w)
+	if !b.checkF32("add_rms_norm", o, r, xs, ws) {
+		return
+	}
+	dim := ws.n
+	rows := xs.n / dim
+	if rows == 0 {
+		return
+	}
+	p := b.pipeline("add_rms_norm", fcNone)
+	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
+	b.bind(1, r.view(), true)
+	b.in(2, xs)
+	b.in(3, ws)
+	b.out(4, o)
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{b.normThreads(dim), 1, 1})
+}
+
+func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
+	o, xs, ws, bs := tt(out), tt(x), tt(w), tt(bias)
+	if !b.checkF32("matmul", o, xs, bs) {
+		return
+	}
+	if len(ws.shape) != 2 {
+		b.fail("matmul: weight of shape %v", ws.shape)
+		return
+	}
+	n, k := ws.shape[0], ws.shape[1]
+	m := xs.n / k
+	if o.n < m*n {
+		b.fail("matmul: output of %d elements for %dx%d", o.n, m, n)
+		return
+	}
+	var bv view
+	if bs != nil {
+		bv = bs.view()
+	}
+	b.matmul(o.view(), xs.view(), m, ws, bv)
+}
+
+// matmul encodes out[m][n] = x[m][k] * w^T (+ bias when bias.buf is set).
+func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
+	n, k := w.shape[0], w.shape[1]
+	if m == 0 || n == 0 {
+		return
+	}
+	hasBias := boolInt[bias.buf != nil]
+	tu := &b.tuning
+	if m <= tu.MatVecMaxM {
+		name := matvecKernel[w.dt]
+		if name == "" {
+			b.fail("matmul: %v weights", w.dt)
+			return
+		}
+		rows, sgs := tu.MatVecRows, tu.MatVecSimdgroups
+		p := b.pipeline(name, fcMatVec, hasBias, int32(rows), int32(m))
+		b.args(argBytes(b, matArgs{M: uint32(m), N: uint32(n), K: uint32(k)}))
+		b.bind(1, x, false)
+		b.in(2, w)
+		b.bind(3, out, true)
+		if bias.buf != nil {
+			b.bind(4, bias, false)
+		}
+		b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), 1, 1}, [3]int{32 * sgs, 1, 1})
+		return
+	}
+	name := matmulKernel[w.dt]
+	if name == "" {
+		b.fail("matmul: %v weights", w.dt)
+		return
+	}
+	t := tu.MatMulTile
+	p := b.pipeline(name, fcMatMul, hasBias, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN))
+	b.args(argBytes(b, matArgs{M: uint32(m), N: uint32(n), K: uint32(k)}))
+	b.bind(1, x, false)
+	b.in(2, w)
+	b.bind(3, out, true)
+	if bias.buf != nil {
+		b.bind(4, bias, false)
+	}
+	b.threadgroupMemory(4 * t.BK * (t.BM + t.BN))
+	b.dispatchGroups(p, [3]int{ceilDiv(n, t.BN), ceilDiv(m, t.BM), 1}, [3]int{t.Threads(), 1, 1})
+}
+
+// ropeFreqs returns the rotary frequencies of (headDim, theta) as the
+// reference computes them, in a buffer made once.
+func (b *Backend) ropeFreqs(headDim int, theta float64) *tensor {
+	key := [2]uint64{uint64(headDim), math.Float64bits(theta)}
+	if t := b.invFreq[key]; t != nil {
+		return t
+	}
+	f := kernels.RoPEInvFreq(headDim, theta)
+	data := make([]byte, 4*len(f))
+	for i, v := range f {
+		u := math.Float32bits(v)
+		data[4*i], data[4*i+1], data[4*i+2], data[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	t, err := b.Weight(bridge.F32, []int{len(f)}, data)
+	if err != nil {
+		b.fail("rope: %v", err)
+		return nil
+	}
+	b.invFreq[key] = t.(*tensor)
+	return t.(*tensor)
+}
+
+func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+	qs, ks, qn, kn := tt(q), tt(k), tt(qNorm), tt(kNorm)
+	if !b.checkF32("rope", qs, ks, qn, kn) {
+		return
+	}
+	if headDim%2 != 0 || (qn == nil) != (kn == nil) {
+		b.fail("rope: head size %d, q norm %v, k norm %v", headDim, qn != nil, kn != nil)
+		return
+	}
+	T := b.step.sec.numTokens
+	if T == 0 {
+		return
+	}
+	freqs := b.ropeFreqs(headDim, theta)
+	if freqs == nil {
+		return
+	}
+	norm := boolInt[qn != nil]
+	p := b.pipeline("rope_qk", fcRoPE, norm)
+	b.args(argBytes(b, ropeArgs{Tokens: uint32(T), Heads: uint32(heads), KVHeads: uint32(kvHeads), HeadDim: uint32(headDim), Eps: eps}))
+	b.bind(1, qs.view(), true)
+	b.bind(2, ks.view(), true)
+	if qn != nil {
+		b.in(3, qn)
+		b.in(4, kn)
+	}
+	b.bind(5, b.metaView(b.step.sec.positions, T), false)
+	b.in(6, freqs)
+	nh := b.tuning.RoPEHeads
+	b.dispatchGroups(p, [3]int{ceilDiv(heads+kvHeads, nh), T, 1}, [3]int{32 * nh, 1, 1})
+}
+
+// attnGroupHeads is the query heads per attention threadgroup: the largest
+// of 8, 4, 2, 1 within the tuning's cap that divides the GQA group.
+func attnGroupHeads(group, limit int) int {
+	for _, qh := range []int{8, 4, 2, 1} {
+		if qh <= limit && group%qh == 0 {
+			return qh
+		}
+	}
+	return 1
+}
+
+func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+	o, qs, ks, vs, kc, vc := tt(out), tt(q), tt(k), tt(v), tt(cache.K), tt(cache.V)
+	if !b.checkF32("attention", o, qs, ks, vs, kc, vc) {
+		return
+	}
+	D, BS := headDim, cache.BlockSize
+	if kvHeads <= 0 || heads%kvHeads != 0 || BS <= 0 {
+		b.fail("attention: %d heads over %d kv heads, block size %d", heads, kvHeads, BS)
+		return
+	}
+	s := &b.step
+	m, sec := s.meta, s.sec
+	T := sec.numTokens
+	if T == 0 {
+		return
+	}
+	tu := &b.tuning
+	qh := attnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
+	name := attnKernel[[2]int{D, qh}]
+	if name == "" {
+		b.fail("attention: head size %d (supported: 32, 64, 96, 128)", D)
+		return
+	}
+	if m.BlockSize != 0 && m.BlockSize != BS {
+		b.fail("attention: cache block size %d, step metadata says %d", BS, m.BlockSize)
+		return
+	}
+	// Threadgroup memory holds every simdgroup's (o, m, l) per head.
+	nsg := tu.AttnSimdgroups
+	for nsg > 1 && nsg*qh*(D+2)*4 > 32<<10 {
+		nsg /= 2
+	}
+	parts, psize := 1, max(m.MaxSeqLen, 1)
+	if tu.AttnPartitions > 0 {
+		parts = min(tu.AttnPartitions, max(m.MaxSeqLen, 1))
+		psize = ceilDiv(max(m.MaxSeqLen, 1), parts)
+		parts = ceilDiv(max(m.MaxSeqLen, 1), psize)
+	} else if tu.AttnPartitionSize > 0 && m.MaxSeqLen > tu.AttnPartitionSize {
+		psize = tu.AttnPartitionSize
+		parts = ceilDiv(m.MaxSeqLen, psize)
+	}
+	partitioned := parts > 1
+	tiled := tu.AttnPrefillMinQuery > 0 && m.MaxQueryLen >= tu.AttnPrefillMinQuery && BS%prefillTile == 0
+	a := attnArgs{NumTokens: uint32(T), NumSeqs: uint32(sec.numSeqs), Heads: uint32(heads), KVHeads: uint32(kvHeads),
+		HeadDim: uint32(D), BlockSize: uint32(BS), MaxBlocks: uint32(m.MaxBlocks), NumBlocks: uint32(kc.n / (kvHeads * BS * D)),
+		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale,
+		NumTiles: uint32(sec.numTiles)}
+	if tu.AttnTwoPhase || tiled {
+		pw := b.pipeline("kv_write", fcNone)
+		b.args(argBytes(b, a))
+		b.in(1, ks)
+		b.in(2, vs)
+		b.out(3, kc)
+		b.out(4, vc)
+		b.bind(5, b.metaView(sec.slots, T), false)
+		b.bind(6, view{s.errBuf, 0, 16}, true)
+		b.dispatchThreads(pw, [3]int{D, kvHeads, T}, [3]int{D, 1, 1})
+	}
+	if tiled {
+		b.prefill(a, o, qs, kc, vc)
+		return
+	}
+	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase])
+	b.args(argBytes(b, a))
+	b.in(1, qs)
+	b.in(2, ks)
+	b.in(3, vs)
+	// The cache is written (the new keys, unless two-phase) and read.
+	b.bind(4, kc.view(), !tu.AttnTwoPhase)
+	b.bind(5, vc.view(), !tu.AttnTwoPhase)
+	b.bind(6, b.metaView(sec.blockTable, sec.numSeqs*m.MaxBlocks), false)
+	b.bind(7, b.metaView(sec.seqLens, sec.numSeqs), false)
+	b.bind(8, b.metaView(sec.queryStart, sec.numSeqs+1), false)
+	b.bind(9, b.metaView(sec.tokenSeq, T), false)
+	b.bind(10, b.metaView(sec.slots, T), false)
+	var partO, partML view
+	if partitioned {
+		partO = b.scratchView("attn.part_o", 4*T*heads*parts*D)
+		partML = b.scratchView("attn.part_ml", 4*T*heads*parts*2)
+		b.bind(11, partO, true)
+		b.bind(12, partML, true)
+	} else {
+		b.out(11, o)
+	}
+	b.bind(13, view{s.errBuf, 0, 16}, true)
+	b.threadgroupMemory(4 * nsg * qh * (D + 2))
+	b.dispatchGroups(p, [3]int{T, heads / qh, parts}, [3]int{32 * nsg, 1, 1})
+	if !partitioned {
+		return
+	}
+	pr := b.pipeline("paged_attention_reduce", fcNone)
+	b.args(argBytes(b, a))
+	b.bind(1, partO, false)
+	b.bind(2, partML, false)
+	b.bind(3, b.metaView(sec.seqLens, sec.numSeqs), false)
+	b.bind(4, b.metaView(sec.queryStart, sec.numSeqs+1), false)
+	b.bind(5, b.metaView(sec.tokenSeq, T), false)
+	b.out(6, o)
+	b.dispatchGroups(pr, [3]int{T, heads, 1}, [3]int{D, 1, 1})
+}
+
+// prefill encodes the tiled prefill attention (the keys already in the
+// cache).
+func (b *Backend) prefill(a attnArgs, o, qs, kc, vc *tensor) {
+	s := &b.step
+	sec, D := s.sec, int(a.HeadDim)
+	nsg := b.tuning.AttnPrefillSimdgroups
+	for nsg > 1 && nsg*prefillTile*D*4 > 32<<10 {
+		nsg--
+	}
+	p := b.pipeline(prefillKernel[D], fcNone)
+	b.args(argBytes(b, a))
+	b.in(1, qs)
+	b.in(2, kc)
+	b.in(3, vc)
+	b.bind(4, b.metaView(sec.blockTable, sec.numSeqs*s.meta.MaxBlocks), false)
+	b.bind(5, b.metaView(sec.seqLens, sec.numSeqs), false)
+	b.bind(6, b.metaView(sec.queryStart, sec.numSeqs+1), false)
+	b.bind(7, b.metaView(sec.tokenSeq, sec.numTokens), false)
+	b.bind(8, b.metaView(sec.tiles, sec.numTiles), false)
+	b.out(9, o)
+	b.bind(10, view{s.errBuf, 0, 16}, true)
+	b.threadgroupMemory(4 * nsg * prefillTile * D)
+	b.dispatchGroups(p, [3]int{ceilDiv(sec.numTiles, nsg), int(a.Heads), 1}, [3]int{32 * nsg, 1, 1})
+}
+
+func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {
+	b.elementwise("silu_mul", tt(out), tt(gate), tt(up))
+}
+
+func (b *Backend) Add(out, a, c bridge.Tensor) { b.elementwise("add", tt(out), tt(a), tt(c)) }
+
+func (b *Backend) elementwise(kernel string, o, x, y *tensor) {
+	if !b.checkF32(kernel, o, x, y) {
+		return
+	}
+	n := o.n
+	if n == 0 {
+		return
+	}
+	p := b.pipeline(kernel, fcNone)
+	b.args(argBytes(b, eltArgs{N: uint32(n)}))
+	b.in(1, x)
+	b.in(2, y)
+	b.out(3, o)
+	b.dispatchThreads(p, [3]int{n, 1, 1}, [3]int{min(n, b.tuning.EltThreads), 1, 1})
+}
+
+func (b *Backend) Argmax(out, logits bridge.Tensor) {
+	o, l := tt(out), tt(logits)
+	if !b.checkF32("argmax", l) {
+		return
+	}
+	if o.dt != bridge.I32 {
+		b.fail("argmax: output is %v, not i32", o.dt)
+		return
+	}
+	rows := o.n
+	if rows == 0 {
+		return
+	}
+	n := l.n / rows
+	p := b.pipeline("argmax", fcNone)
+	b.args(argBytes(b, argmaxArgs{Rows: uint32(rows), N: uint32(n)}))
+	b.in(1, l)
+	b.out(2, o)
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{b.tuning.ArgmaxThreads, 1, 1})
+}

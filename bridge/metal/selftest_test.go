@@ -1,0 +1,130 @@
+package metal_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+	"github.com/mtlbench/mtlbench/runner/selftest"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// newEmu returns the backend on the emulator, or skips when no clang 16+
+// is installed (the emulator says which it looked for).
+func newEmu(t testing.TB, tu metal.Tuning) *metal.Backend {
+	t.Helper()
+	return newEmuWith(t, metal.Options{Tuning: tu})
+}
+
+func newEmuWith(t testing.TB, o metal.Options) *metal.Backend {
+	t.Helper()
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	be, err := metal.New(emu.New(emu.Options{}), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+func TestSelftest(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	rs, err := selftest.Run(be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := map[string]float64{}
+	var ops []string
+	for _, r := range rs {
+		if !r.Passed() {
+			t.Errorf("%s %s: %v", r.Case, r.Shape, r.Err)
+		}
+		op, _, _ := strings.Cut(r.Case, "/")
+		if _, ok := worst[op]; !ok {
+			ops = append(ops, op)
+		}
+		worst[op] = max(worst[op], r.MaxErr)
+	}
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, " %s %.2g", op, worst[op])
+	}
+	t.Logf("%d checks; max abs error by op:%s", len(rs), b.String())
+}
+
+// TestSelftestVariants runs the checks of the kernels a tuning changes
+// under other launch shapes and variants: split-K attention with its
+// reduce (by size and by count), the two-phase KV write, narrow GQA
+// groups, other GEMM tiles, simdgroup_matrix expert GEMMs for every token
+// count, and small threadgroups everywhere.
+func TestSelftestVariants(t *testing.T) {
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	cases, err := selftest.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type variant struct {
+		name string
+		tu   metal.Tuning
+		ops  []string
+		lang string
+	}
+	variants := []variant{
+		// MSL 3.0 has no bfloat: bf16 weights go through the header's
+		// bits-and-shift fallback.
+		{"msl-3.0", metal.Tuning{}, []string{"matmul", "moe", "embedding"}, "3.0"},
+		{"split-k/two-phase", metal.Tuning{AttnPartitionSize: 32, AttnTwoPhase: true, AttnSimdgroups: 2, AttnHeadsPerGroup: 2, AttnPrefillMinQuery: -1},
+			[]string{"decode-attention", "prefill-attention"}, ""},
+		{"partitions=3", metal.Tuning{AttnPartitions: 3, AttnHeadsPerGroup: 1, AttnSimdgroups: 8}, []string{"decode-attention", "prefill-attention"}, ""},
+		{"simdgroup-matrix", metal.Tuning{MatVecMaxM: 1, MoEMatVecMaxTokens: -1,
+			MatMulTile: metal.Tile{BM: 16, BN: 64, BK: 8, SGM: 2, SGN: 2}, MoETile: metal.Tile{BM: 16, BN: 16, BK: 32, SGM: 2, SGN: 1}},
+			[]string{"matmul", "moe"}, ""},
+		{"small-groups", metal.Tuning{NormThreads: 32, EltThreads: 64, RoPEHeads: 1, ArgmaxThreads: 64, MatVecRows: 1, MatVecSimdgroups: 1,
+			MoEMatVecRows: 3, MoESimdgroups: 2, MoEGroupThreads: 32, MoEMatVecMaxTokens: 40},
+			[]string{"rms-norm", "add-rms-norm", "rope", "silu-mul", "argmax", "embedding", "matmul", "moe"}, ""},
+	}
+	// The tiled prefill kernel at every head size and block size, with a
+	// chunk starting mid-block.
+	extra, err := suites.Parse("prefill.yaml", []byte(`name: prefill
+cases:
+  - name: prefill-tiled
+    op: paged_attention_prefill
+    params: { seqs: 2, num_heads: 4, num_kv_heads: 2, tokens: 13, context: 21 }
+    matrix: { head_size: [32, 96, 128], block_size: [8, 32] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, extra.Cases...)
+	variants = append(variants, variant{"prefill-tiled", metal.Tuning{AttnPrefillSimdgroups: 3}, []string{"prefill-tiled", "prefill-attention"}, ""})
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			be := newEmuWith(t, metal.Options{Tuning: v.tu, LanguageVersion: v.lang})
+			worst, n := 0.0, 0
+			for _, c := range cases {
+				if !slices.ContainsFunc(v.ops, func(op string) bool { return strings.HasPrefix(c.Name, op+"/") }) {
+					continue
+				}
+				b, err := kbench.Prepare(be, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := b.Check()
+				b.Close()
+				if err != nil {
+					t.Errorf("%s: %v", c.Name, err)
+				}
+				worst, n = max(worst, e), n+1
+			}
+			t.Logf("%s: %d checks, max error %.2g", be.Tuning(), n, worst)
+		})
+	}
+}

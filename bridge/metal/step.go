@@ -1,0 +1,538 @@
+package metal
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+)
+
+// view is a byte range of a buffer that a dispatch binds.
+type view struct {
+	buf  *dbuf
+	off  int
+	size int
+}
+
+func (t *tensor) view() view { return view{t.buf, t.off, t.bytes()} }
+
+// binding is one argument of the dispatch being built.
+type binding struct {
+	index int
+	v     view
+	write bool
+	bytes []byte
+}
+
+// span is a buffer range a dispatch since the last barrier read or wrote.
+type span struct {
+	buf    *dbuf
+	lo, hi int
+}
+
+func (s span) overlaps(o span) bool { return s.buf == o.buf && s.lo < o.hi && o.lo < s.hi }
+
+// opKey attributes time in profile mode.
+type opKey struct {
+	layer     int
+	component string
+	op        string
+}
+
+// committed is a command buffer of the step, with the op group it timed.
+type committed struct {
+	cb  mtl.CommandBuffer
+	key opKey
+}
+
+// metaSections are the byte offsets of the step's metadata arrays in the
+// meta buffer (int32 each).
+type metaSections struct {
+	tokens, positions, slots, queryStart, seqLens, blockTable, logitRows, tokenSeq, tiles int
+	numTokens, numSeqs, numRows, numTiles                                                 int
+}
+
+// prefillTile is the query tokens of a tile of paged_attention_prefill.
+const prefillTile = 8
+
+// countChunk is the MoE calls one expert-count buffer holds.
+const countChunk = 1024
+
+type stepState struct {
+	active  bool
+	profile bool
+	meta    *bridge.StepMeta
+	err     error
+
+	metaBuf  *dbuf
+	sec      metaSections
+	errBuf   *dbuf   // word 0: error code, word 1: its value
+	counts   []*dbuf // distinct experts per MoE call, countChunk a buffer
+	moeCalls int
+	flags    *dbuf // per expert: routed to in the current MoE call
+	flagsN   int
+
+	cb      mtl.CommandBuffer
+	enc     mtl.ComputeEncoder
+	pipe    mtl.Pipeline // the encoder's current pipeline
+	pending []committed
+	mark    opKey
+	timings map[opKey]time.Duration
+	order   []opKey
+	gpu     time.Duration
+
+	binds  [16]binding
+	nb     int
+	tgmem  int
+	reads  []span
+	writes []span
+
+	scratch map[string]*dbuf
+	retired []*dbuf
+
+	dispatches, barriers, commandBuffers int
+}
+
+func (s *stepState) init() {
+	s.scratch = map[string]*dbuf{}
+	s.timings = map[opKey]time.Duration{}
+}
+
+// releaseAll frees the step's buffers (Close).
+func (s *stepState) releaseAll(b *Backend) {
+	for _, buf := range append(append([]*dbuf{s.metaBuf, s.errBuf, s.flags}, s.counts...), s.retired...) {
+		if buf != nil {
+			b.release(buf)
+		}
+	}
+	for _, buf := range s.scratch {
+		b.release(buf)
+	}
+	*s = stepState{}
+	s.init()
+}
+
+// StepStats are counts of the last step's encoding, for tests and reports.
+type StepStats struct {
+	Dispatches, Barriers, CommandBuffers int
+	GPUTime                              time.Duration
+}
+
+// LastStep describes the last finished step.
+func (b *Backend) LastStep() StepStats {
+	s := &b.step
+	return StepStats{Dispatches: s.dispatches, Barriers: s.barriers, CommandBuffers: s.commandBuffers, GPUTime: s.gpu}
+}
+
+// int32Bytes views v as bytes.
+func int32Bytes(v []int32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+func align(n, a int) int { return (n + a - 1) / a * a }
+
+func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool) error {
+	s := &b.step
+	if s.active {
+		// A step left open (its caller failed before EndStep): finish it
+		// and drop its results, as a new command buffer would.
+		_, _ = b.EndStep()
+	}
+	m := meta
+	switch {
+	case len(tokens) != m.NumTokens:
+		return fmt.Errorf("metal: begin step: %d tokens for a step of %d", len(tokens), m.NumTokens)
+	case len(m.Positions) != m.NumTokens || len(m.SlotMapping) != m.NumTokens:
+		return fmt.Errorf("metal: begin step: %d positions and %d slots for %d tokens", len(m.Positions), len(m.SlotMapping), m.NumTokens)
+	case len(m.QueryStartLoc) != m.NumSeqs+1 || len(m.SeqLens) != m.NumSeqs:
+		return fmt.Errorf("metal: begin step: %d query starts and %d sequence lengths for %d sequences", len(m.QueryStartLoc), len(m.SeqLens), m.NumSeqs)
+	case len(m.BlockTable) < m.NumSeqs*m.MaxBlocks:
+		return fmt.Errorf("metal: begin step: block table of %d entries for %d sequences of %d blocks", len(m.BlockTable), m.NumSeqs, m.MaxBlocks)
+	case m.NumSeqs > 0 && int(m.QueryStartLoc[m.NumSeqs]) != m.NumTokens:
+		return fmt.Errorf("metal: begin step: query starts end at %d, not at the %d tokens", m.QueryStartLoc[m.NumSeqs], m.NumTokens)
+	}
+	// Sections 256-byte aligned: Metal's buffer offset alignment.
+	sec := metaSections{numTokens: m.NumTokens, numSeqs: m.NumSeqs, numRows: len(m.LogitRows)}
+	off := 0
+	next := func(n int) int {
+		o := off
+		off += align(4*max(n, 1), 256)
+		return o
+	}
+	sec.tokens = next(m.NumTokens)
+	sec.positions = next(m.NumTokens)
+	sec.slots = next(m.NumTokens)
+	sec.queryStart = next(m.NumSeqs + 1)
+	sec.seqLens = next(m.NumSeqs)
+	sec.blockTable = next(m.NumSeqs * m.MaxBlocks)
+	sec.logitRows = next(len(m.LogitRows))
+	sec.tokenSeq = next(m.NumTokens)
+	sec.tiles = next(m.NumTokens/prefillTile + m.NumSeqs)
+	if s.metaBuf == nil || s.metaBuf.Length() < off {
+		if s.metaBuf != nil {
+			b.release(s.metaBuf) // the last step finished: nothing uses it
+		}
+		buf, err := b.newBuffer(max(off, 4096) * 5 / 4)
+		if err != nil {
+			return err
+		}
+		s.metaBuf = buf
+	}
+	c := s.metaBuf.Contents()
+	copy(c[sec.tokens:], int32Bytes(tokens))
+	copy(c[sec.positions:], int32Bytes(m.Positions))
+	copy(c[sec.slots:], int32Bytes(m.SlotMapping))
+	copy(c[sec.queryStart:], int32Bytes(m.QueryStartLoc))
+	copy(c[sec.seqLens:], int32Bytes(m.SeqLens))
+	copy(c[sec.blockTable:], int32Bytes(m.BlockTable[:m.NumSeqs*m.MaxBlocks]))
+	copy(c[sec.logitRows:], int32Bytes(m.LogitRows))
+	ts := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tokenSeq])), m.NumTokens)
+	tiles := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tiles])), m.NumTokens/prefillTile+m.NumSeqs)
+	for q := 0; q < m.NumSeqs; q++ {
+		for t := m.QueryStartLoc[q]; t < m.QueryStartLoc[q+1]; t++ {
+			ts[t] = int32(q)
+			if (t-m.QueryStartLoc[q])%prefillTile == 0 {
+				tiles[sec.numTiles] = t
+				sec.numTiles++
+			}
+		}
+	}
+	if s.errBuf == nil {
+		buf, err := b.newBuffer(16)
+		if err != nil {
+			return err
+		}
+		s.errBuf = buf
+	}
+	clear(s.errBuf.Contents())
+	for i := 0; i < (s.moeCalls+countChunk-1)/countChunk; i++ {
+		clear(s.counts[i].Contents())
+	}
+	s.sec, s.meta, s.err, s.profile = sec, meta, nil, profile
+	s.active, s.moeCalls = true, 0
+	s.dispatches, s.barriers, s.commandBuffers, s.gpu = 0, 0, 0, 0
+	s.mark = opKey{-1, bridge.CompOther, "begin"}
+	if profile {
+		clear(s.timings)
+		s.order = s.order[:0]
+	}
+	return nil
+}
+
+// metaView is a section of the metadata buffer.
+func (b *Backend) metaView(off, n int) view { return view{b.step.metaBuf, off, 4 * max(n, 1)} }
+
+func (b *Backend) Mark(layer int, component, op string) {
+	s := &b.step
+	if !s.profile || !s.active {
+		return
+	}
+	key := opKey{layer, component, op}
+	if key == s.mark {
+		return
+	}
+	b.commit()
+	s.mark = key
+}
+
+// commit ends the open encoder and commits its command buffer, without
+// waiting.
+func (b *Backend) commit() {
+	s := &b.step
+	if s.enc != nil {
+		s.enc.End()
+		s.enc = nil
+	}
+	if s.cb != nil {
+		s.cb.Commit()
+		s.pending = append(s.pending, committed{s.cb, s.mark})
+		s.cb = nil
+	}
+	s.pipe = nil
+	s.reads, s.writes = s.reads[:0], s.writes[:0]
+}
+
+// wait waits for the committed command buffers, in order, and books their
+// GPU time.
+func (b *Backend) wait() {
+	s := &b.step
+	for _, c := range s.pending {
+		if err := c.cb.Wait(); err != nil && s.err == nil {
+			s.err = fmt.Errorf("metal: command buffer: %w", err)
+		}
+		start, end := c.cb.GPUTime()
+		d := time.Duration((end - start) * float64(time.Second))
+		s.gpu += d
+		if s.profile {
+			if _, ok := s.timings[c.key]; !ok {
+				s.order = append(s.order, c.key)
+			}
+			s.timings[c.key] += d
+		}
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
+}
+
+// flush runs what the step encoded so far (Read inside a step).
+func (b *Backend) flush() error {
+	if !b.step.active {
+		return nil
+	}
+	b.commit()
+	b.wait()
+	return nil
+}
+
+func (b *Backend) EndStep() (bridge.StepStats, error) {
+	s := &b.step
+	if !s.active {
+		return bridge.StepStats{}, errors.New("metal: EndStep without BeginStep")
+	}
+	b.commit()
+	b.wait()
+	s.active = false
+	var st bridge.StepStats
+	if c := s.errBuf.Contents(); s.err == nil {
+		code := int32(uint32(c[0]) | uint32(c[1])<<8 | uint32(c[2])<<16 | uint32(c[3])<<24)
+		val := int32(uint32(c[4]) | uint32(c[5])<<8 | uint32(c[6])<<16 | uint32(c[7])<<24)
+		switch code {
+		case 0:
+		case errTokenID:
+			s.err = fmt.Errorf("metal: embedding: token id %d outside the vocabulary", val)
+		case errSlot:
+			s.err = fmt.Errorf("metal: attention: slot %d outside the KV cache", val)
+		case errBlock:
+			s.err = fmt.Errorf("metal: attention: block %d outside the KV cache", val)
+		default:
+			s.err = fmt.Errorf("metal: kernel error %d (value %d)", code, val)
+		}
+	}
+	if s.moeCalls > 0 {
+		st.ExpertsTouched = make([]int, s.moeCalls)
+		for i := range st.ExpertsTouched {
+			c := s.counts[i/countChunk].Contents()
+			j := 4 * (i % countChunk)
+			st.ExpertsTouched[i] = int(uint32(c[j]) | uint32(c[j+1])<<8 | uint32(c[j+2])<<16 | uint32(c[j+3])<<24)
+		}
+	}
+	if s.profile {
+		for _, k := range s.order {
+			if k.op == "begin" {
+				continue
+			}
+			st.Timings = append(st.Timings, bridge.OpTiming{Layer: k.layer, Component: k.component, Op: k.op, Duration: s.timings[k]})
+		}
+	}
+	for _, buf := range s.retired {
+		b.release(buf)
+	}
+	clear(s.retired)
+	s.retired = s.retired[:0]
+	return st, s.err
+}
+
+// Error codes of mtlbench.h.
+const (
+	errTokenID = 1
+	errSlot    = 2
+	errBlock   = 3
+)
+
+// scratchBuf returns the step scratch buffer name of at least n bytes; a
+// buffer outgrown mid-step is released when the step ends.
+func (b *Backend) scratchBuf(name string, n int) *dbuf {
+	s := &b.step
+	buf := s.scratch[name]
+	if buf != nil && buf.Length() >= n {
+		return buf
+	}
+	if buf != nil {
+		s.retired = append(s.retired, buf)
+	}
+	buf, err := b.newBuffer(align(max(n, 256), 256))
+	if err != nil {
+		b.fail("scratch %s: %v", name, err)
+		return nil
+	}
+	s.scratch[name] = buf
+	return buf
+}
+
+func (b *Backend) scratchView(name string, n int) view {
+	return view{b.scratchBuf(name, n), 0, n}
+}
+
+// countSlot returns the buffer and word of the next MoE call's count.
+func (b *Backend) countSlot() (*dbuf, int) {
+	s := &b.step
+	i := s.moeCalls
+	s.moeCalls++
+	if i/countChunk >= len(s.counts) {
+		buf, err := b.newBuffer(4 * countChunk)
+		if err != nil {
+			b.fail("%v", err)
+			return nil, 0
+		}
+		s.counts = append(s.counts, buf)
+	}
+	return s.counts[i/countChunk], i % countChunk
+}
+
+// expertFlags returns the per-expert flags buffer for e experts (zeroed
+// on creation; each MoE call's combine clears what its route set).
+func (b *Backend) expertFlags(e int) *dbuf {
+	s := &b.step
+	if s.flags == nil || s.flagsN < e {
+		if s.flags != nil {
+			s.retired = append(s.retired, s.flags)
+		}
+		buf, err := b.newBuffer(4 * max(e, 64))
+		if err != nil {
+			b.fail("%v", err)
+			return nil
+		}
+		s.flags, s.flagsN = buf, max(e, 64)
+	}
+	return s.flags
+}
+
+// ---------------------------------------------------------------------------
+// Building a dispatch: bind arguments, then run it.
+// ---------------------------------------------------------------------------
+
+func (b *Backend) args(data []byte) {
+	s := &b.step
+	s.binds[s.nb] = binding{index: 0, bytes: data}
+	s.nb++
+}
+
+func (b *Backend) bind(index int, v view, write bool) {
+	s := &b.step
+	s.binds[s.nb] = binding{index: index, v: v, write: write}
+	s.nb++
+}
+
+func (b *Backend) in(index int, t *tensor)  { b.bind(index, t.view(), false) }
+func (b *Backend) out(index int, t *tensor) { b.bind(index, t.view(), true) }
+
+func (b *Backend) threadgroupMemory(n int) { b.step.tgmem = align(n, 16) }
+
+// encoder returns the step's open compute encoder, starting a command
+// buffer (and encoder) when there is none.
+func (b *Backend) encoder() mtl.ComputeEncoder {
+	s := &b.step
+	if s.enc != nil {
+		return s.enc
+	}
+	if s.cb == nil {
+		cb, err := b.queue.CommandBuffer()
+		if err != nil {
+			b.fail("%v", err)
+			return nil
+		}
+		s.cb = cb
+		s.commandBuffers++
+	}
+	enc, err := s.cb.ComputeEncoder()
+	if err != nil {
+		b.fail("%v", err)
+		return nil
+	}
+	s.enc = enc
+	return enc
+}
+
+// dispatch encodes the bound arguments with p: groups threadgroups of tpg
+// threads, or (threads) a grid of groups threads. A memory barrier goes
+// first when the dispatch reads or writes what an earlier dispatch since
+// the last barrier wrote, or writes what one read.
+func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
+	s := &b.step
+	binds := s.binds[:s.nb]
+	tg := s.tgmem
+	s.nb, s.tgmem = 0, 0
+	if !s.active {
+		b.fail("op outside a step (BeginStep first)")
+		return
+	}
+	if p == nil || s.err != nil {
+		return
+	}
+	for _, bd := range binds {
+		if bd.bytes == nil && bd.v.buf == nil {
+			b.fail("kernel %s: buffer %d is missing", p.Name(), bd.index)
+			return
+		}
+	}
+	enc := b.encoder()
+	if enc == nil {
+		return
+	}
+	hazard := false
+	for _, bd := range binds {
+		if bd.bytes != nil {
+			continue
+		}
+		sp := span{bd.v.buf, bd.v.off, bd.v.off + bd.v.size}
+		for _, w := range s.writes {
+			if w.overlaps(sp) {
+				hazard = true
+			}
+		}
+		if bd.write {
+			for _, r := range s.reads {
+				if r.overlaps(sp) {
+					hazard = true
+				}
+			}
+		}
+	}
+	if hazard {
+		enc.MemoryBarrier()
+		s.barriers++
+		s.reads, s.writes = s.reads[:0], s.writes[:0]
+	}
+	for _, bd := range binds {
+		if bd.bytes != nil {
+			continue
+		}
+		sp := span{bd.v.buf, bd.v.off, bd.v.off + bd.v.size}
+		if bd.write {
+			s.writes = append(s.writes, sp)
+		} else {
+			s.reads = append(s.reads, sp)
+		}
+	}
+	if p != s.pipe {
+		enc.SetPipeline(p)
+		s.pipe = p
+	}
+	for _, bd := range binds {
+		if bd.bytes != nil {
+			enc.SetBytes(bd.bytes, bd.index)
+		} else {
+			enc.SetBuffer(bd.v.buf.Buffer, bd.v.off, bd.index)
+		}
+	}
+	if tg > 0 {
+		enc.SetThreadgroupMemoryLength(tg, 0)
+	}
+	if threads {
+		enc.DispatchThreads(groups, tpg)
+	} else {
+		enc.DispatchThreadgroups(groups, tpg)
+	}
+	s.dispatches++
+}
+
+func (b *Backend) dispatchGroups(p mtl.Pipeline, groups, tpg [3]int) {
+	b.dispatch(p, groups, tpg, false)
+}
+func (b *Backend) dispatchThreads(p mtl.Pipeline, grid, tpg [3]int) { b.dispatch(p, grid, tpg, true) }

@@ -1,0 +1,246 @@
+package metal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
+)
+
+// Tile is a simdgroup_matrix GEMM tile: BM x BN outputs per threadgroup of
+// SGM x SGN simdgroups, BK deep per staged k step.
+type Tile struct {
+	BM, BN, BK, SGM, SGN int
+}
+
+func (t Tile) String() string { return fmt.Sprintf("%dx%dx%d/%dx%d", t.BM, t.BN, t.BK, t.SGM, t.SGN) }
+
+// Threads is the threadgroup size the tile runs with.
+func (t Tile) Threads() int { return 32 * t.SGM * t.SGN }
+
+func (t Tile) check(what string, dual bool) error {
+	tm, tn := 0, 0
+	if t.SGM > 0 && t.SGN > 0 {
+		tm, tn = t.BM/(8*t.SGM), t.BN/(8*t.SGN)
+	}
+	switch {
+	case t.SGM < 1 || t.SGN < 1 || t.SGM*t.SGN > 32:
+		return fmt.Errorf("%s tile %v: 1 to 32 simdgroups", what, t)
+	case t.BM%(8*t.SGM) != 0 || t.BN%(8*t.SGN) != 0 || tm < 1 || tn < 1:
+		return fmt.Errorf("%s tile %v: BM must be a multiple of 8*SGM and BN of 8*SGN", what, t)
+	case tm > 4 || tn > 4:
+		return fmt.Errorf("%s tile %v: at most 4x4 8x8 tiles per simdgroup", what, t)
+	case t.BM > 64:
+		return fmt.Errorf("%s tile %v: BM at most 64", what, t)
+	case t.BK != 8 && t.BK != 16 && t.BK != 32:
+		return fmt.Errorf("%s tile %v: BK is 8, 16 or 32", what, t)
+	}
+	mats := 2
+	if dual {
+		mats = 3
+	}
+	if n := 4 * t.BK * (t.BM + (mats-1)*t.BN); n > 32<<10-1024 {
+		return fmt.Errorf("%s tile %v: %d bytes of threadgroup memory exceed 31 KiB", what, t, n)
+	}
+	return nil
+}
+
+// Tuning holds every launch shape and variant choice of the kernels: what
+// a tuner explores. Zero fields take the defaults (DefaultTuning).
+type Tuning struct {
+	// NormThreads is the threadgroup size of rms_norm and add_rms_norm (one
+	// threadgroup per row), 32..1024; 0 sizes it from the row width.
+	NormThreads int
+	// EltThreads is the threadgroup size of the element-wise kernels.
+	EltThreads int
+	// RoPEHeads is the heads (one simdgroup each) per rope threadgroup.
+	RoPEHeads int
+	// ArgmaxThreads is the threadgroup size of argmax (one row each).
+	ArgmaxThreads int
+
+	// MatVecMaxM: a matmul of at most this many activation rows (1..8) runs
+	// the simd_sum matvec kernel, a larger one simdgroup_matrix tiles.
+	MatVecMaxM int
+	// MatVecRows is the weight rows (outputs) each matvec simdgroup computes
+	// (1..4), MatVecSimdgroups the simdgroups of a matvec threadgroup.
+	MatVecRows, MatVecSimdgroups int
+	// MatMulTile is the dense simdgroup_matrix tile.
+	MatMulTile Tile
+
+	// AttnSimdgroups is the simdgroups of an attention threadgroup (each
+	// runs its own online softmax over every n-th key).
+	AttnSimdgroups int
+	// AttnHeadsPerGroup caps the query heads one threadgroup serves (1, 2,
+	// 4 or 8; the largest that divides the GQA group is used).
+	AttnHeadsPerGroup int
+	// AttnPartitionSize is the keys per split-K partition: a step whose
+	// longest context exceeds it runs the partitioned kernel and a reduce.
+	// Negative: always single pass.
+	AttnPartitionSize int
+	// AttnPartitions, when positive, sets the partition count instead
+	// (kbench's partitions parameter): size = ceil(max context / count).
+	AttnPartitions int
+	// AttnTwoPhase writes the new keys with kv_write before the attention
+	// (seed 004's two-phase fused decode) instead of inside it.
+	AttnTwoPhase bool
+	// AttnPrefillMinQuery: a step whose longest query has at least this
+	// many tokens runs the tiled prefill kernel (kv_write first), else the
+	// per-token kernel; negative: never tiled.
+	AttnPrefillMinQuery int
+	// AttnPrefillSimdgroups is the simdgroups (8-token query tiles) of a
+	// prefill threadgroup.
+	AttnPrefillSimdgroups int
+
+	// MoEMatVecMaxTokens: a MoE call of at most this many tokens runs the
+	// simd_sum expert kernels (tiles of up to 8 rows), more the
+	// simdgroup_matrix ones with MoETile; negative: never.
+	MoEMatVecMaxTokens int
+	MoEMatVecRows      int
+	MoESimdgroups      int // simdgroups of a simd_sum expert threadgroup
+	MoETile            Tile
+	// MoEGroupThreads is the threadgroup size of the grouping kernel (one
+	// threadgroup per chunk of pairs).
+	MoEGroupThreads int
+}
+
+// DefaultTuning is what a zero Tuning field means.
+var DefaultTuning = Tuning{
+	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: 1024,
+	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
+	MatMulTile:     Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2},
+	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
+	AttnPrefillMinQuery: 8, AttnPrefillSimdgroups: 4,
+	MoEMatVecMaxTokens: 8, MoEMatVecRows: 2, MoESimdgroups: 4,
+	MoETile:         Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2},
+	MoEGroupThreads: 256,
+}
+
+// withDefaults fills zero fields.
+func (t Tuning) withDefaults() Tuning {
+	d := DefaultTuning
+	def := func(v *int, dv int) {
+		if *v == 0 {
+			*v = dv
+		}
+	}
+	def(&t.EltThreads, d.EltThreads)
+	def(&t.RoPEHeads, d.RoPEHeads)
+	def(&t.ArgmaxThreads, d.ArgmaxThreads)
+	def(&t.MatVecMaxM, d.MatVecMaxM)
+	def(&t.MatVecRows, d.MatVecRows)
+	def(&t.MatVecSimdgroups, d.MatVecSimdgroups)
+	if t.MatMulTile == (Tile{}) {
+		t.MatMulTile = d.MatMulTile
+	}
+	def(&t.AttnSimdgroups, d.AttnSimdgroups)
+	def(&t.AttnHeadsPerGroup, d.AttnHeadsPerGroup)
+	def(&t.AttnPartitionSize, d.AttnPartitionSize)
+	def(&t.AttnPrefillMinQuery, d.AttnPrefillMinQuery)
+	def(&t.AttnPrefillSimdgroups, d.AttnPrefillSimdgroups)
+	def(&t.MoEMatVecMaxTokens, d.MoEMatVecMaxTokens)
+	def(&t.MoEMatVecRows, d.MoEMatVecRows)
+	def(&t.MoESimdgroups, d.MoESimdgroups)
+	if t.MoETile == (Tile{}) {
+		t.MoETile = d.MoETile
+	}
+	def(&t.MoEGroupThreads, d.MoEGroupThreads)
+	return t
+}
+
+// Check reports a tuning no kernel can run, naming the field.
+func (t Tuning) Check() error {
+	t = t.withDefaults()
+	threads := func(name string, v, lo int) error {
+		if v < lo || v > 1024 {
+			return fmt.Errorf("%s=%d: %d to 1024 threads", name, v, lo)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name  string
+		v, lo int
+	}{{"NormThreads", max(t.NormThreads, 32), 32}, {"EltThreads", t.EltThreads, 1}, {"ArgmaxThreads", t.ArgmaxThreads, 32},
+		{"MoEGroupThreads", t.MoEGroupThreads, 32}, {"RoPEHeads", 32 * t.RoPEHeads, 32},
+		{"MatVecSimdgroups", 32 * t.MatVecSimdgroups, 32}, {"AttnSimdgroups", 32 * t.AttnSimdgroups, 32},
+		{"MoESimdgroups", 32 * t.MoESimdgroups, 32}, {"AttnPrefillSimdgroups", 32 * t.AttnPrefillSimdgroups, 32}} {
+		if err := threads(c.name, c.v, c.lo); err != nil {
+			return err
+		}
+	}
+	switch {
+	case t.MatVecMaxM < 1 || t.MatVecMaxM > 8:
+		return fmt.Errorf("MatVecMaxM=%d: 1 to 8", t.MatVecMaxM)
+	case t.MatVecRows < 1 || t.MatVecRows > 4:
+		return fmt.Errorf("MatVecRows=%d: 1 to 4", t.MatVecRows)
+	case t.MoEMatVecRows < 1 || t.MoEMatVecRows > 4:
+		return fmt.Errorf("MoEMatVecRows=%d: 1 to 4", t.MoEMatVecRows)
+	case t.AttnHeadsPerGroup != 1 && t.AttnHeadsPerGroup != 2 && t.AttnHeadsPerGroup != 4 && t.AttnHeadsPerGroup != 8:
+		return fmt.Errorf("AttnHeadsPerGroup=%d: 1, 2, 4 or 8", t.AttnHeadsPerGroup)
+	}
+	if err := t.MatMulTile.check("MatMulTile", false); err != nil {
+		return err
+	}
+	return t.MoETile.check("MoETile", true)
+}
+
+// kernelFiles are the sources each tunable kernel family is built from.
+var kernelFiles = map[string][]string{
+	"matmul":    {"mtlbench.h", "gemm.h", "matmul.metal"},
+	"moe":       {"mtlbench.h", "gemm.h", "moe.metal", "matmul.metal"},
+	"attention": {"mtlbench.h", "attention.metal"},
+	"rms_norm":  {"mtlbench.h", "norm.metal"},
+	"rope":      {"mtlbench.h", "norm.metal"},
+	"argmax":    {"mtlbench.h", "elementwise.metal"},
+}
+
+// KernelSourceHash is the sha256 (hex) of the MSL a tunable kernel family
+// ("matmul", "moe", "attention", "rms_norm", "rope", "argmax") is built
+// from, "" for another name, so a tuned config is dropped once its kernel
+// changes.
+func KernelSourceHash(kernel string) string {
+	files := kernelFiles[kernel]
+	if files == nil {
+		return ""
+	}
+	h := sha256.New()
+	for _, f := range files {
+		data, err := kmetal.Sources.ReadFile(f)
+		if err != nil {
+			panic(err) // embedded at build time: cannot fail
+		}
+		h.Write([]byte(f + "\x00"))
+		h.Write(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TunableKernels lists the kernel families KernelSourceHash knows.
+func TunableKernels() []string {
+	var out []string
+	for k := range kernelFiles {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (t Tuning) String() string {
+	t = t.withDefaults()
+	var b strings.Builder
+	fmt.Fprintf(&b, "norm=%d elt=%d rope=%d argmax=%d mv=m<=%d,%dr,%dsg mm=%v attn=%dsg,qh<=%d,part=%d",
+		t.NormThreads, t.EltThreads, t.RoPEHeads, t.ArgmaxThreads, t.MatVecMaxM, t.MatVecRows, t.MatVecSimdgroups,
+		t.MatMulTile, t.AttnSimdgroups, t.AttnHeadsPerGroup, t.AttnPartitionSize)
+	if t.AttnPartitions > 0 {
+		fmt.Fprintf(&b, "/%dparts", t.AttnPartitions)
+	}
+	if t.AttnTwoPhase {
+		b.WriteString(",two-phase")
+	}
+	fmt.Fprintf(&b, ",prefill=q>=%d,%dsg", t.AttnPrefillMinQuery, t.AttnPrefillSimdgroups)
+	fmt.Fprintf(&b, " moe=t<=%d,%dr,%dsg,mm=%v,group=%d", t.MoEMatVecMaxTokens, t.MoEMatVecRows, t.MoESimdgroups, t.MoETile, t.MoEGroupThreads)
+	return b.String()
+}

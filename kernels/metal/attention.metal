@@ -1,0 +1,364 @@
+// Paged attention over the cache [num_blocks][kv_heads][block_size][head_dim]
+// with vLLM's metadata (block table, full sequence lengths, query start
+// locations, slot mapping), and the KV write through the slot mapping.
+//
+// paged_attention handles every query token of a step, decode or (chunked)
+// prefill: query token t of sequence s sits at position
+// seq_lens[s] - query_len + (t - query_start[s]) and attends causally to the
+// keys before it. Like MLX's sdpa_vector, lanes split head_dim and each
+// simdgroup runs an online softmax over every nsg-th key; the simdgroups'
+// partial results meet in threadgroup memory. A threadgroup serves QH query
+// heads of one GQA group, so their K and V are read once.
+//
+// Two ways to write the new keys (attn_new_kv):
+// - false: seed 004's two-phase fused decode, kv_write then paged_attention
+//   in one command buffer, the attention reading every key from the cache;
+// - true: one dispatch, the attention reads the step's new keys from k and v
+//   and one threadgroup per (token, kv head) also stores them in the cache.
+// Split-K (attn_partitioned): each threadgroup covers partition_size keys
+// and writes unnormalised partials, which paged_attention_reduce combines.
+//
+// paged_attention_prefill is the tiled form for long queries (prefill and
+// chunked prefill): simdgroup_matrix products over tiles of 8 query tokens
+// and 8 keys, flash-attention's online softmax, keys from the cache (after
+// kv_write).
+#include "mtlbench.h"
+
+inline ulong cache_offset(constant AttnArgs& a, uint block, uint kvh, uint off) {
+  return ((ulong(block) * a.kv_heads + kvh) * a.block_size + off) * a.head_dim;
+}
+
+// kv_write: one thread per (element, kv head, token) of the new k and v.
+kernel void kv_write(constant AttnArgs& a [[buffer(0)]], device const float* k [[buffer(1)]],
+                     device const float* v [[buffer(2)]], device float* kc [[buffer(3)]], device float* vc [[buffer(4)]],
+                     device const int* slot_mapping [[buffer(5)]], device atomic_uint* stats [[buffer(6)]],
+                     uint3 gid [[thread_position_in_grid]]) {
+  const uint d = gid.x, h = gid.y, t = gid.z;
+  if (d >= a.head_dim || h >= a.kv_heads || t >= a.num_tokens) {
+    return;
+  }
+  const int slot = slot_mapping[t];
+  if (slot < 0) {
+    return; // padding: no cache write
+  }
+  if (uint(slot) >= a.num_blocks * a.block_size) {
+    if (d == 0) {
+      record_error(stats, ERR_SLOT, uint(slot));
+    }
+    return;
+  }
+  const ulong o = cache_offset(a, uint(slot) / a.block_size, h, uint(slot) % a.block_size) + d;
+  const ulong i = (ulong(t) * a.kv_heads + h) * a.head_dim + d;
+  kc[o] = k[i];
+  vc[o] = v[i];
+}
+
+// paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
+// nsg * QH * (D + 2) floats of threadgroup(0).
+template <int D, int QH>
+kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
+                            device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],
+                            device float* kc [[buffer(4)]], device float* vc [[buffer(5)]],
+                            device const int* block_table [[buffer(6)]], device const int* seq_lens [[buffer(7)]],
+                            device const int* query_start [[buffer(8)]], device const int* token_seq [[buffer(9)]],
+                            device const int* slot_mapping [[buffer(10)]], device float* out [[buffer(11)]],
+                            device float* part_ml [[buffer(12), function_constant(attn_partitioned)]],
+                            device atomic_uint* stats [[buffer(13)]], threadgroup float* smem [[threadgroup(0)]],
+                            uint3 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                            ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                            ushort sg [[simdgroup_index_in_threadgroup]],
+                            ushort nsg [[simdgroups_per_threadgroup]]) {
+  constexpr int EPL = D / 32; // elements of a head per lane
+  const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
+  const int s = token_seq[t];
+  const int q0 = query_start[s];
+  const int qlen = query_start[s + 1] - q0;
+  const int new0 = seq_lens[s] - qlen; // position of the step's first key
+  const int pos = new0 + int(t) - q0;
+  const uint group = a.heads / a.kv_heads;
+  const uint kvh = h0 / group;
+  const uint kvw = a.kv_heads * D;
+  int kbeg = 0, kend = pos + 1;
+  if (attn_partitioned) {
+    kbeg = int(part * a.partition_size);
+    kend = min(kend, kbeg + int(a.partition_size));
+  }
+
+  // The cache write of this token's key and value, once per kv head.
+  if (attn_new_kv && h0 % group == 0 && sg == 0 && (!attn_partitioned || uint(pos) / a.partition_size == part)) {
+    const int slot = slot_mapping[t];
+    if (slot >= 0 && uint(slot) >= a.num_blocks * a.block_size) {
+      if (lane == 0) {
+        record_error(stats, ERR_SLOT, uint(slot));
+      }
+    } else if (slot >= 0) {
+      const ulong o = cache_offset(a, uint(slot) / a.block_size, kvh, uint(slot) % a.block_size);
+      const ulong i = ulong(t) * kvw + kvh * D;
+      for (int e = 0; e < EPL; e++) {
+        kc[o + lane + 32 * e] = k[i + lane + 32 * e];
+        vc[o + lane + 32 * e] = v[i + lane + 32 * e];
+      }
+    }
+  }
+  if (kbeg >= kend) {
+    return; // a partition past this token's context
+  }
+
+  float qr[QH][EPL], o[QH][EPL], m[QH], l[QH];
+  for (int h = 0; h < QH; h++) {
+    for (int e = 0; e < EPL; e++) {
+      qr[h][e] = q[(ulong(t) * a.heads + h0 + h) * D + lane + 32 * e] * a.scale;
+      o[h][e] = 0.0f;
+    }
+    m[h] = NEG_MAX;
+    l[h] = 0.0f;
+  }
+  for (int j = kbeg + sg; j < kend; j += nsg) {
+    device const float* kp;
+    device const float* vp;
+    if (attn_new_kv && j >= new0) {
+      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * D;
+      kp = k + r;
+      vp = v + r;
+    } else {
+      const uint bi = uint(j) / a.block_size;
+      const int blk = bi < a.max_blocks ? block_table[ulong(s) * a.max_blocks + bi] : -1;
+      if (blk < 0 || uint(blk) >= a.num_blocks) {
+        if (lane == 0) {
+          record_error(stats, ERR_BLOCK, uint(blk));
+        }
+        continue;
+      }
+      const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size);
+      kp = kc + off;
+      vp = vc + off;
+    }
+    float kr[EPL], vr[EPL];
+    for (int e = 0; e < EPL; e++) {
+      kr[e] = kp[lane + 32 * e];
+      vr[e] = vp[lane + 32 * e];
+    }
+    for (int h = 0; h < QH; h++) {
+      float d = 0.0f;
+      for (int e = 0; e < EPL; e++) {
+        d += qr[h][e] * kr[e];
+      }
+      d = simd_sum(d);
+      const float mn = max(m[h], d);
+      const float cf = exp(m[h] - mn);
+      const float pe = exp(d - mn);
+      l[h] = l[h] * cf + pe;
+      for (int e = 0; e < EPL; e++) {
+        o[h][e] = o[h][e] * cf + pe * vr[e];
+      }
+      m[h] = mn;
+    }
+  }
+
+  // The simdgroups' (o, m, l) meet in threadgroup memory.
+  const uint stride = D + 2;
+  threadgroup float* mine = smem + uint(sg) * QH * stride;
+  for (int h = 0; h < QH; h++) {
+    for (int e = 0; e < EPL; e++) {
+      mine[h * stride + lane + 32 * e] = o[h][e];
+    }
+    if (lane == 0) {
+      mine[h * stride + D] = m[h];
+      mine[h * stride + D + 1] = l[h];
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint idx = tid; idx < uint(QH * D); idx += ntg) {
+    const uint h = idx / D, d = idx % D;
+    float M = NEG_MAX;
+    for (ushort g = 0; g < nsg; g++) {
+      M = max(M, smem[(g * QH + h) * stride + D]);
+    }
+    float Ls = 0.0f, O = 0.0f;
+    for (ushort g = 0; g < nsg; g++) {
+      threadgroup const float* r = smem + (g * QH + h) * stride;
+      if (r[D] == NEG_MAX) {
+        continue; // a simdgroup that saw no key
+      }
+      const float f = exp(r[D] - M);
+      Ls += f * r[D + 1];
+      O += f * r[d];
+    }
+    if (!attn_partitioned) {
+      out[(ulong(t) * a.heads + h0 + h) * D + d] = O / Ls;
+    } else {
+      const ulong pi = (ulong(t) * a.heads + h0 + h) * a.num_partitions + part;
+      out[pi * D + d] = O;
+      if (d == 0) {
+        part_ml[2 * pi] = M;
+        part_ml[2 * pi + 1] = Ls;
+      }
+    }
+  }
+}
+
+#define INSTANTIATE_ATTN(D, QH)                                                                                   \
+  template [[host_name(MTL_STR(paged_attention_d##D##_q##QH))]] kernel void paged_attention<D, QH>(                \
+      constant AttnArgs&, device const float*, device const float*, device const float*, device float*,          \
+      device float*, device const int*, device const int*, device const int*, device const int*,                 \
+      device const int*, device float*, device float*, device atomic_uint*, threadgroup float*, uint3, ushort,   \
+      ushort, ushort, ushort, ushort);
+
+#define INSTANTIATE_ATTN_D(D)                                                                                     \
+  INSTANTIATE_ATTN(D, 1)                                                                                          \
+  INSTANTIATE_ATTN(D, 2)                                                                                          \
+  INSTANTIATE_ATTN(D, 4)                                                                                          \
+  INSTANTIATE_ATTN(D, 8)
+
+INSTANTIATE_ATTN_D(32)
+INSTANTIATE_ATTN_D(64)
+INSTANTIATE_ATTN_D(96)
+INSTANTIATE_ATTN_D(128)
+
+// paged_attention_reduce combines the partitions of split-K attention: one
+// threadgroup per (token, head), threads over head_dim. Only the partitions
+// that hold keys of the token's context are read.
+kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device const float* part_o [[buffer(1)]],
+                                   device const float* part_ml [[buffer(2)]],
+                                   device const int* seq_lens [[buffer(3)]],
+                                   device const int* query_start [[buffer(4)]],
+                                   device const int* token_seq [[buffer(5)]], device float* out [[buffer(6)]],
+                                   uint2 tg [[threadgroup_position_in_grid]],
+                                   ushort tid [[thread_index_in_threadgroup]],
+                                   ushort ntg [[threads_per_threadgroup]]) {
+  const uint t = tg.x, h = tg.y, D = a.head_dim;
+  const int s = token_seq[t];
+  const int q0 = query_start[s];
+  const int qlen = query_start[s + 1] - q0;
+  const uint ctx = uint(seq_lens[s] - qlen + int(t) - q0 + 1);
+  const uint np = min((ctx + a.partition_size - 1) / a.partition_size, a.num_partitions);
+  const ulong base = (ulong(t) * a.heads + h) * a.num_partitions;
+  float M = NEG_MAX;
+  for (uint p = 0; p < np; p++) {
+    M = max(M, part_ml[2 * (base + p)]);
+  }
+  for (uint d = tid; d < D; d += ntg) {
+    float Ls = 0.0f, O = 0.0f;
+    for (uint p = 0; p < np; p++) {
+      const float f = exp(part_ml[2 * (base + p)] - M);
+      Ls += f * part_ml[2 * (base + p) + 1];
+      O += f * part_o[(base + p) * D + d];
+    }
+    out[(ulong(t) * a.heads + h) * D + d] = O / Ls;
+  }
+}
+
+// paged_attention_prefill: one simdgroup per (tile of up to 8 query tokens
+// of one sequence, query head): S = Q K^T and O += P V in 8x8
+// simdgroup_matrix tiles, 8 keys at a time (a block holds whole groups of
+// 8 keys: block sizes are multiples of 8), online softmax per query row.
+// tiles[i] is the first token of tile i. Grid: (ceil(num_tiles / nsg),
+// heads); nsg * 8 * D floats of threadgroup(0) stage the queries.
+template <int D>
+kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
+                                    device const float* kc [[buffer(2)]], device const float* vc [[buffer(3)]],
+                                    device const int* block_table [[buffer(4)]],
+                                    device const int* seq_lens [[buffer(5)]],
+                                    device const int* query_start [[buffer(6)]],
+                                    device const int* token_seq [[buffer(7)]], device const int* tiles [[buffer(8)]],
+                                    device float* out [[buffer(9)]], device atomic_uint* stats [[buffer(10)]],
+                                    threadgroup float* smem [[threadgroup(0)]],
+                                    uint2 tg [[threadgroup_position_in_grid]],
+                                    ushort lane [[thread_index_in_simdgroup]],
+                                    ushort sg [[simdgroup_index_in_threadgroup]],
+                                    ushort nsg [[simdgroups_per_threadgroup]]) {
+  constexpr int DC = D / 8; // 8x8 tiles along head_dim
+  const uint tile = tg.x * nsg + sg;
+  if (tile >= a.num_tiles) {
+    return;
+  }
+  const uint h = tg.y;
+  const uint kvh = h / (a.heads / a.kv_heads);
+  const int t0 = tiles[tile];
+  const int s = token_seq[t0];
+  const int q0 = query_start[s], q1 = query_start[s + 1];
+  const int rows = min(8, q1 - t0);
+  const int pos0 = seq_lens[s] - (q1 - q0) + (t0 - q0); // position of the tile's first query
+  const int kend = pos0 + rows;
+
+  // The tile's queries, pre-scaled; rows past the sequence are zero.
+  threadgroup float* qs = smem + uint(sg) * 8 * D;
+  for (int i = lane; i < 8 * D; i += 32) {
+    const int r = i / D;
+    qs[i] = r < rows ? q[(ulong(t0 + r) * a.heads + h) * D + i % D] * a.scale : 0.0f;
+  }
+  simdgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 qf[DC], of[DC];
+  for (int c = 0; c < DC; c++) {
+    simdgroup_load(qf[c], qs + c * 8, D);
+    of[c] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+  }
+  short fm, fn;
+  simd_frag_coord(lane, fm, fn); // this lane's row fm, columns fn and fn+1
+  const int qpos = pos0 + fm;
+  float m = NEG_MAX, l = 0.0f; // row fm's running max and sum
+
+  for (int j0 = 0; j0 < kend; j0 += 8) {
+    const uint bi = uint(j0) / a.block_size;
+    const int blk = bi < a.max_blocks ? block_table[ulong(s) * a.max_blocks + bi] : -1;
+    if (blk < 0 || uint(blk) >= a.num_blocks) {
+      if (lane == 0) {
+        record_error(stats, ERR_BLOCK, uint(blk));
+      }
+      continue;
+    }
+    const ulong off = cache_offset(a, uint(blk), kvh, uint(j0) % a.block_size);
+    simdgroup_float8x8 sf = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    for (int c = 0; c < DC; c++) {
+      simdgroup_float8x8 kt;
+      simdgroup_load(kt, kc + off + c * 8, D, ulong2(0, 0), true);
+      simdgroup_multiply_accumulate(sf, qf[c], kt, sf);
+    }
+    // Causal mask, then the online softmax of row fm: its four lanes
+    // (lane bits 0 and 3) hold its eight scores.
+    thread auto& se = sf.thread_elements();
+    const float s0 = j0 + fn <= qpos ? se[0] : NEG_MAX;
+    const float s1 = j0 + fn + 1 <= qpos ? se[1] : NEG_MAX;
+    float rmax = max(s0, s1);
+    rmax = max(rmax, simd_shuffle_xor(rmax, 1));
+    rmax = max(rmax, simd_shuffle_xor(rmax, 8));
+    const float mn = max(m, rmax);
+    const bool none = mn == NEG_MAX; // a row past the sequence
+    const float p0 = none ? 0.0f : exp(s0 - mn);
+    const float p1 = none ? 0.0f : exp(s1 - mn);
+    float ps = p0 + p1;
+    ps += simd_shuffle_xor(ps, 1);
+    ps += simd_shuffle_xor(ps, 8);
+    const float cf = none ? 1.0f : exp(m - mn);
+    l = l * cf + ps;
+    m = mn;
+    se[0] = p0;
+    se[1] = p1;
+    for (int c = 0; c < DC; c++) {
+      of[c].thread_elements() *= cf;
+      simdgroup_float8x8 vf;
+      simdgroup_load(vf, vc + off + c * 8, D);
+      simdgroup_multiply_accumulate(of[c], sf, vf, of[c]);
+    }
+  }
+  if (fm < rows) {
+    const float inv = 1.0f / l;
+    device float* o = out + (ulong(t0 + fm) * a.heads + h) * D + fn;
+    for (int c = 0; c < DC; c++) {
+      const float2 v = of[c].thread_elements();
+      o[c * 8] = v[0] * inv;
+      o[c * 8 + 1] = v[1] * inv;
+    }
+  }
+}
+
+#define INSTANTIATE_PREFILL(D)                                                                                    \
+  template [[host_name(MTL_STR(paged_attention_prefill_d##D))]] kernel void paged_attention_prefill<D>(            \
+      constant AttnArgs&, device const float*, device const float*, device const float*, device const int*,      \
+      device const int*, device const int*, device const int*, device const int*, device float*,                 \
+      device atomic_uint*, threadgroup float*, uint2, ushort, ushort, ushort);
+
+INSTANTIATE_PREFILL(32)
+INSTANTIATE_PREFILL(64)
+INSTANTIATE_PREFILL(96)
+INSTANTIATE_PREFILL(128)

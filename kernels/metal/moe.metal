@@ -1,0 +1,316 @@
+// Sparse MoE: router softmax + top-k (+ renormalisation), grouping of the
+// (token, expert) pairs by expert (counts, offsets, a tile list, as
+// llama.cpp's mul_mm_id and MLX's gather_mm), expert GEMMs that read only
+// the routed experts' weights, and the weighted combine. The experts of a
+// layer are packed in one buffer: expert e's gate, up and down matrices at
+// e * expert_stride + (0, inter*hidden, 2*inter*hidden) elements.
+#include "gemm.h"
+
+// moe_route: one threadgroup per token. Softmax over the experts' logits
+// (probabilities in threadgroup(0), experts floats), top-k by repeated
+// argmax (first index on ties, as torch.topk), weights renormalised over
+// the k when norm_topk. Each expert chosen for the first time in the call
+// bumps the call's distinct-expert count in stats[stats_slot].
+kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* logits [[buffer(1)]],
+                      device int* ids [[buffer(2)]], device float* weights [[buffer(3)]],
+                      device atomic_uint* flags [[buffer(4)]], device atomic_uint* stats [[buffer(5)]],
+                      threadgroup float* p [[threadgroup(0)]], uint t [[threadgroup_position_in_grid]],
+                      ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                      ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                      ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float bufv[32];
+  threadgroup uint bufi[32];
+  threadgroup float selv[32];
+  threadgroup uint seli[32];
+  const uint E = a.experts, K = a.top_k;
+  device const float* l = logits + ulong(t) * E;
+  float mx = NEG_MAX;
+  for (uint e = tid; e < E; e += ntg) {
+    mx = max(mx, l[e]);
+  }
+  mx = tg_max(mx, bufv, lane, sg, nsg);
+  float s = 0.0f;
+  for (uint e = tid; e < E; e += ntg) {
+    const float ev = exp(l[e] - mx);
+    p[e] = ev;
+    s += ev;
+  }
+  s = tg_sum(s, bufv, lane, sg, nsg);
+  for (uint e = tid; e < E; e += ntg) {
+    p[e] = p[e] / s;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float sum = 0.0f;
+  for (uint j = 0; j < K; j++) {
+    float bv = NEG_MAX;
+    uint bi = 0xffffffffu;
+    for (uint e = tid; e < E; e += ntg) {
+      const float v = p[e];
+      if (v > bv) {
+        bv = v;
+        bi = e;
+      }
+    }
+    uint sel;
+    const float m = tg_argmax(bv, bi, bufv, bufi, lane, sg, nsg, sel);
+    if (tid == 0) {
+      selv[j] = m;
+      seli[j] = sel;
+      p[sel] = -1.0f; // taken: below every probability
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    sum += m;
+  }
+  if (tid < K) {
+    const uint e = seli[tid];
+    ids[ulong(t) * K + tid] = int(e);
+    weights[ulong(t) * K + tid] = a.norm_topk ? selv[tid] / sum : selv[tid];
+    if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
+      atomic_fetch_add_explicit(&stats[a.stats_slot], 1u, memory_order_relaxed);
+    }
+  }
+}
+
+// moe_group: one threadgroup per chunk of pairs (the strategy: chunks of 1
+// pair are the loop, one chunk of all pairs is grouped). It sorts its
+// chunk's pairs by expert into perm (a counting sort: per-expert counts and
+// offsets in threadgroup(0), 4 * experts uints) and lists the chunk's GEMM
+// tiles, at most tile_rows rows of one expert each, in its tiles_per_chunk
+// slots (unused slots get expert -1).
+kernel void moe_group(constant GroupArgs& a [[buffer(0)]], device const int* ids [[buffer(1)]],
+                      device int* perm [[buffer(2)]], device MoETile* tiles [[buffer(3)]],
+                      threadgroup uint* smem [[threadgroup(0)]], uint c [[threadgroup_position_in_grid]],
+                      ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]]) {
+  threadgroup uint total;
+  const uint E = a.experts;
+  threadgroup atomic_uint* cnt = (threadgroup atomic_uint*)smem;
+  threadgroup atomic_uint* cur = (threadgroup atomic_uint*)(smem + E);
+  threadgroup uint* offs = smem + 2 * E;
+  threadgroup uint* toff = smem + 3 * E;
+  const uint p0 = c * a.chunk, p1 = min(p0 + a.chunk, a.pairs);
+  for (uint e = tid; e < E; e += ntg) {
+    atomic_store_explicit(&cnt[e], 0u, memory_order_relaxed);
+    atomic_store_explicit(&cur[e], 0u, memory_order_relaxed);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint i = p0 + tid; i < p1; i += ntg) {
+    atomic_fetch_add_explicit(&cnt[uint(ids[i])], 1u, memory_order_relaxed);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (tid == 0) {
+    uint o = 0, to = 0;
+    for (uint e = 0; e < E; e++) {
+      const uint n = atomic_load_explicit(&cnt[e], memory_order_relaxed);
+      offs[e] = o;
+      toff[e] = to;
+      o += n;
+      to += (n + a.tile_rows - 1) / a.tile_rows;
+    }
+    total = to;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint i = p0 + tid; i < p1; i += ntg) {
+    const uint e = uint(ids[i]);
+    const uint r = atomic_fetch_add_explicit(&cur[e], 1u, memory_order_relaxed);
+    perm[p0 + offs[e] + r] = int(i);
+  }
+  device MoETile* tl = tiles + ulong(c) * a.tiles_per_chunk;
+  for (uint e = tid; e < E; e += ntg) {
+    const uint n = atomic_load_explicit(&cnt[e], memory_order_relaxed);
+    for (uint t = 0; t * a.tile_rows < n; t++) {
+      MoETile x;
+      x.expert = int(e);
+      x.row0 = int(p0 + offs[e] + t * a.tile_rows);
+      x.rows = int(min(a.tile_rows, n - t * a.tile_rows));
+      x._pad0 = 0;
+      tl[toff[e] + t] = x;
+    }
+  }
+  for (uint s = total + tid; s < a.tiles_per_chunk; s += ntg) {
+    MoETile x;
+    x.expert = -1;
+    x.row0 = 0;
+    x.rows = 0;
+    x._pad0 = 0;
+    tl[s] = x;
+  }
+}
+
+// moe_mv_gate_up: h[row] = silu(x[token] * gate^T) * (x[token] * up^T) for
+// the rows of one tile (at most mv_cols), simd_sum reductions. Grid:
+// (ceil(inter / (simdgroups * mv_rows)), tile slots).
+template <typename W>
+kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                           device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
+                           device const MoETile* tiles [[buffer(4)]], device float* h [[buffer(5)]],
+                           uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
+                           ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  const MoETile tile = tiles[tg.y];
+  const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts || n0 >= a.n) {
+    return;
+  }
+  device const W* base = w + ulong(tile.expert) * a.expert_stride;
+  int src[MV_MAX_COLS];
+  for (int c = 0; c < mv_cols; c++) {
+    src[c] = c < tile.rows ? perm[tile.row0 + c] / int(a.top_k) : -1;
+  }
+  MVAcc g, u;
+  mv_accumulate<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, lane, g, u);
+  for (int r = 0; r < mv_rows; r++) {
+    for (int c = 0; c < mv_cols; c++) {
+      const float gs = simd_sum(g.v[r][c]);
+      const float us = simd_sum(u.v[r][c]);
+      if (lane == 0 && n0 + r < a.n && c < tile.rows) {
+        h[ulong(tile.row0 + c) * a.n + n0 + r] = silu(gs) * us;
+      }
+    }
+  }
+}
+
+// moe_mv_down: y[pair] = h[row] * down^T, scattered back to pair order.
+template <typename W>
+kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
+                        device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
+                        device const MoETile* tiles [[buffer(4)]], device float* y [[buffer(5)]],
+                        uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
+                        ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  const MoETile tile = tiles[tg.y];
+  const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts || n0 >= a.n) {
+    return;
+  }
+  device const W* base = w + ulong(tile.expert) * a.expert_stride;
+  int src[MV_MAX_COLS];
+  for (int c = 0; c < mv_cols; c++) {
+    src[c] = c < tile.rows ? tile.row0 + c : -1;
+  }
+  MVAcc acc, unused;
+  mv_accumulate<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, lane, acc, unused);
+  for (int r = 0; r < mv_rows; r++) {
+    for (int c = 0; c < mv_cols; c++) {
+      const float s = simd_sum(acc.v[r][c]);
+      if (lane == 0 && n0 + r < a.n && c < tile.rows) {
+        y[ulong(perm[tile.row0 + c]) * a.n + n0 + r] = s;
+      }
+    }
+  }
+}
+
+// moe_mm_gate_up: the simdgroup_matrix version, tiles of mm_bm rows. Grid:
+// (ceil(inter / mm_bn), tile slots); mm_smem_floats(true) floats of
+// threadgroup(0).
+template <typename W>
+kernel void moe_mm_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                           device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
+                           device const MoETile* tiles [[buffer(4)]], device float* h [[buffer(5)]],
+                           threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
+                           ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                           ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  threadgroup int src[64];
+  const MoETile tile = tiles[tg.y];
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts) {
+    return;
+  }
+  const uint n0 = tg.x * uint(mm_bn);
+  for (int r = tid; r < mm_bm; r += ntg) {
+    src[r] = r < tile.rows ? perm[tile.row0 + r] / int(a.top_k) : -1;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  device const W* base = w + ulong(tile.expert) * a.expert_stride;
+  MMAcc g, u;
+  mm_accumulate<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, smem, tid, ntg, sg, g, u);
+  const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
+  for (int i = 0; i < TM; i++) {
+    for (int j = 0; j < TN; j++) {
+      int r, c;
+      mm_coord(sg, lane, i, j, r, c);
+      const float2 gv = g.t[i][j].thread_elements();
+      const float2 uv = u.t[i][j].thread_elements();
+      for (int e = 0; e < 2; e++) {
+        const uint col = n0 + c + e;
+        if (r < tile.rows && col < a.n) {
+          h[ulong(tile.row0 + r) * a.n + col] = silu(gv[e]) * uv[e];
+        }
+      }
+    }
+  }
+}
+
+// moe_mm_down: y[pair] = h[row] * down^T with simdgroup_matrix tiles.
+template <typename W>
+kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
+                        device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
+                        device const MoETile* tiles [[buffer(4)]], device float* y [[buffer(5)]],
+                        threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
+                        ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                        ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  threadgroup int src[64];
+  threadgroup int dst[64];
+  const MoETile tile = tiles[tg.y];
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts) {
+    return;
+  }
+  const uint n0 = tg.x * uint(mm_bn);
+  for (int r = tid; r < mm_bm; r += ntg) {
+    src[r] = r < tile.rows ? tile.row0 + r : -1;
+    dst[r] = r < tile.rows ? perm[tile.row0 + r] : -1;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  device const W* base = w + ulong(tile.expert) * a.expert_stride;
+  MMAcc acc, unused;
+  mm_accumulate<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, smem, tid, ntg, sg, acc,
+                          unused);
+  const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
+  for (int i = 0; i < TM; i++) {
+    for (int j = 0; j < TN; j++) {
+      int r, c;
+      mm_coord(sg, lane, i, j, r, c);
+      const float2 v = acc.t[i][j].thread_elements();
+      for (int e = 0; e < 2; e++) {
+        const uint col = n0 + c + e;
+        if (r < tile.rows && col < a.n) {
+          y[ulong(dst[r]) * a.n + col] = v[e];
+        }
+      }
+    }
+  }
+}
+
+#define INSTANTIATE_MOE(sfx, T)                                                                                  \
+  template [[host_name(MTL_STR(moe_mv_gate_up_##sfx))]] kernel void moe_mv_gate_up<T>(                                  \
+      constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
+      device float*, uint2, ushort, ushort, ushort);                                                             \
+  template [[host_name(MTL_STR(moe_mv_down_##sfx))]] kernel void moe_mv_down<T>(                                        \
+      constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
+      device float*, uint2, ushort, ushort, ushort);                                                             \
+  template [[host_name(MTL_STR(moe_mm_gate_up_##sfx))]] kernel void moe_mm_gate_up<T>(                                  \
+      constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
+      device float*, threadgroup float*, uint2, ushort, ushort, ushort, ushort);                                 \
+  template [[host_name(MTL_STR(moe_mm_down_##sfx))]] kernel void moe_mm_down<T>(                                        \
+      constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
+      device float*, threadgroup float*, uint2, ushort, ushort, ushort, ushort);
+
+INSTANTIATE_MOE(f32, float)
+INSTANTIATE_MOE(f16, half)
+INSTANTIATE_MOE(bf16, bf16_t)
+
+// moe_combine: out[t] = sum_j weights[t][j] * y[t*top_k + j], in top-k
+// order; it also clears the token's experts' flags for the next call.
+kernel void moe_combine(constant CombineArgs& a [[buffer(0)]], device const float* y [[buffer(1)]],
+                        device const float* weights [[buffer(2)]], device const int* ids [[buffer(3)]],
+                        device atomic_uint* flags [[buffer(4)]], device float* out [[buffer(5)]],
+                        uint t [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                        ushort ntg [[threads_per_threadgroup]]) {
+  const uint K = a.top_k, H = a.hidden;
+  for (uint i = tid; i < H; i += ntg) {
+    float s = 0.0f;
+    for (uint j = 0; j < K; j++) {
+      s += weights[ulong(t) * K + j] * y[(ulong(t) * K + j) * H + i];
+    }
+    out[ulong(t) * H + i] = s;
+  }
+  if (tid < K) {
+    atomic_store_explicit(&flags[uint(ids[ulong(t) * K + tid])], 0u, memory_order_relaxed);
+  }
+}

@@ -1,0 +1,283 @@
+// mtlbench Metal kernels: argument structs shared with the host, function
+// constant indices, and small helpers. bridge/metal mirrors every struct
+// here with a Go struct of the same layout (its tests check sizes and
+// offsets against this header), so keep fields 4-byte scalars in the order
+// written, 8-byte fields 8-byte aligned, and sizes multiples of 16.
+#ifndef MTLBENCH_H
+#define MTLBENCH_H
+#include <metal_stdlib>
+using namespace metal;
+
+// ---------------------------------------------------------------------------
+// Element types. Activations and the KV cache are f32; weights are f32, f16
+// or bf16, widened to f32 as they are read; accumulation is in f32.
+// ---------------------------------------------------------------------------
+#if defined(__HAVE_BFLOAT__)
+typedef bfloat bf16_t;
+#else
+// Before MSL 3.1: bf16 as its bits, widened by a shift (exact).
+struct bf16_t {
+  ushort bits;
+  operator float() const { return as_type<float>(uint(bits) << 16); }
+};
+#endif
+
+// ---------------------------------------------------------------------------
+// Function constants: variants and every launch shape the tuner explores.
+// ---------------------------------------------------------------------------
+#define FC_HAS_QK_NORM 10   // bool: rope_qk normalises each head first
+#define FC_HAS_BIAS 20      // bool: matmul/matvec add a bias row
+#define FC_MV_ROWS 21       // int: weight rows per simdgroup in matvec (1..4)
+#define FC_MV_COLS 22       // int: activation rows per threadgroup in matvec (1..8)
+#define FC_MM_BM 30         // int: rows of a matmul tile (8..64, multiple of 8*SGM)
+#define FC_MM_BN 31         // int: columns of a matmul tile (8..64, multiple of 8*SGN)
+#define FC_MM_BK 32         // int: depth of a k step (8, 16 or 32)
+#define FC_MM_SGM 33        // int: simdgroups along the rows of a tile
+#define FC_MM_SGN 34        // int: simdgroups along the columns of a tile
+#define FC_ATTN_PARTITIONED 40 // bool: write per-partition partials (split-K)
+#define FC_ATTN_NEW_KV 41   // bool: new keys come from k/v, written to the cache here
+
+// The constants themselves, declared once here: a Metal library is one
+// translation unit, whatever the number of .metal files it was made of.
+constant bool has_qk_norm [[function_constant(FC_HAS_QK_NORM)]];
+constant bool has_bias [[function_constant(FC_HAS_BIAS)]];
+constant int mv_rows [[function_constant(FC_MV_ROWS)]];
+constant int mv_cols [[function_constant(FC_MV_COLS)]];
+constant int mm_bm [[function_constant(FC_MM_BM)]];
+constant int mm_bn [[function_constant(FC_MM_BN)]];
+constant int mm_bk [[function_constant(FC_MM_BK)]];
+constant int mm_sgm [[function_constant(FC_MM_SGM)]];
+constant int mm_sgn [[function_constant(FC_MM_SGN)]];
+constant bool attn_partitioned [[function_constant(FC_ATTN_PARTITIONED)]];
+constant bool attn_new_kv [[function_constant(FC_ATTN_NEW_KV)]];
+
+// Upper bounds of the register arrays the function constants index; after
+// specialisation the compiler unrolls the bounded loops and drops the rest.
+#define MV_MAX_ROWS 4
+#define MV_MAX_COLS 8
+#define MM_MAX_TM 4 // 8x8 tiles per simdgroup along rows
+#define MM_MAX_TN 4 // and along columns
+
+// NEG_MAX starts maxima and masks scores: finite, because Metal compiles
+// with fast math by default, under which infinities are undefined.
+#define NEG_MAX (-FLT_MAX)
+
+// Error codes a kernel records in the step's stats buffer (word 0, the first
+// error wins; word 1 holds the offending value).
+#define ERR_TOKEN_ID 1
+#define ERR_SLOT 2
+#define ERR_BLOCK 3
+#define ERR_EXPERT 4
+
+// ---------------------------------------------------------------------------
+// Argument structs (setBytes).
+// ---------------------------------------------------------------------------
+
+struct NormArgs {
+  uint rows;
+  uint dim;
+  float eps;
+  uint _pad0;
+};
+
+struct EltArgs {
+  uint n;
+  uint _pad0;
+  uint _pad1;
+  uint _pad2;
+};
+
+struct EmbedArgs {
+  uint tokens;
+  uint dim;
+  uint vocab;
+  uint _pad0;
+};
+
+struct GatherArgs {
+  uint rows;
+  uint dim;
+  uint src_rows;
+  uint _pad0;
+};
+
+struct RopeArgs {
+  uint tokens;
+  uint heads;
+  uint kv_heads;
+  uint head_dim;
+  float eps;
+  uint _pad0;
+  uint _pad1;
+  uint _pad2;
+};
+
+struct MatArgs {
+  uint m;  // activation rows
+  uint n;  // weight rows (output columns)
+  uint k;  // depth
+  uint _pad0;
+};
+
+struct AttnArgs {
+  uint num_tokens;
+  uint num_seqs;
+  uint heads;
+  uint kv_heads;
+  uint head_dim;
+  uint block_size;
+  uint max_blocks;     // block table row length
+  uint num_blocks;     // blocks in the cache
+  uint partition_size; // keys per partition (split-K); a multiple of 32
+  uint num_partitions;
+  uint heads_per_group; // query heads of one threadgroup (QH)
+  float scale;
+  uint num_tiles;      // prefill: 8-token query tiles
+  uint _pad0;
+  uint _pad1;
+  uint _pad2;
+};
+
+struct ArgmaxArgs {
+  uint rows;
+  uint n;
+  uint _pad0;
+  uint _pad1;
+};
+
+struct RouteArgs {
+  uint tokens;
+  uint experts;
+  uint top_k;
+  uint norm_topk;
+  uint stats_slot; // word of the stats buffer counting distinct experts
+  uint _pad0;
+  uint _pad1;
+  uint _pad2;
+};
+
+struct GroupArgs {
+  uint pairs;           // tokens * top_k
+  uint experts;
+  uint chunk;           // pairs per chunk (strategy: 1 loop, all grouped)
+  uint tile_rows;       // rows of one expert GEMM tile
+  uint tiles_per_chunk; // tile slots each chunk owns
+  uint _pad0;
+  uint _pad1;
+  uint _pad2;
+};
+
+struct MoEGemmArgs {
+  uint n;        // output columns (inter for gate/up, hidden for down)
+  uint k;        // depth (hidden for gate/up, inter for down)
+  uint top_k;    // pair -> token divisor for the gather of gate/up
+  uint tiles;    // tile slots
+  ulong expert_stride; // elements between two experts' weights
+  ulong w_offset;      // elements from an expert's base to this matrix
+  ulong w2_offset;     // elements to the second matrix (up of gate/up)
+  uint experts;
+  uint _pad0;
+};
+
+struct CombineArgs {
+  uint tokens;
+  uint hidden;
+  uint top_k;
+  uint experts;
+};
+
+// A tile of an expert GEMM: rows [row0, row0+rows) of the expert-sorted
+// pair order, all routed to expert (-1: an unused slot).
+struct MoETile {
+  int expert;
+  int row0;
+  int rows;
+  int _pad0;
+};
+
+// ---------------------------------------------------------------------------
+// Helpers.
+// ---------------------------------------------------------------------------
+
+// MTL_STR makes a kernel's host name from pasted tokens.
+#define MTL_STR2(x) #x
+#define MTL_STR(x) MTL_STR2(x)
+
+// record_error stores the step's first error and its value.
+inline void record_error(device atomic_uint* stats, uint code, uint value) {
+  uint expected = 0;
+  while (!atomic_compare_exchange_weak_explicit(stats, &expected, code, memory_order_relaxed, memory_order_relaxed)) {
+    if (expected != 0) {
+      return; // an earlier error stays
+    }
+  }
+  atomic_store_explicit(stats + 1, value, memory_order_relaxed);
+}
+
+// The two elements lane owns of an 8x8 simdgroup matrix (Apple's mapping):
+// row fm, columns fn and fn+1.
+inline void simd_frag_coord(ushort lane, thread short& fm, thread short& fn) {
+  short qid = lane / 4;
+  fm = (qid & 4) + ((lane / 2) % 4);
+  fn = (qid & 2) * 2 + (lane % 2) * 2;
+}
+
+// tg_sum adds v over the threadgroup: simd_sum, then the simdgroup sums
+// through buf (32 floats). Every thread gets the total. The trailing
+// barrier lets the caller reuse buf.
+inline float tg_sum(float v, threadgroup float* buf, ushort lane, ushort sg, ushort nsg) {
+  v = simd_sum(v);
+  if (lane == 0) {
+    buf[sg] = v;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float t = 0.0f;
+  for (ushort i = 0; i < nsg; i++) {
+    t += buf[i];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  return t;
+}
+
+// tg_max is tg_sum's maximum.
+inline float tg_max(float v, threadgroup float* buf, ushort lane, ushort sg, ushort nsg) {
+  v = simd_max(v);
+  if (lane == 0) {
+    buf[sg] = v;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float t = NEG_MAX;
+  for (ushort i = 0; i < nsg; i++) {
+    t = max(t, buf[i]);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  return t;
+}
+
+// tg_argmax returns the largest v over the threadgroup and, among the
+// threads holding it, the smallest idx (the first index on ties).
+inline float tg_argmax(float v, uint idx, threadgroup float* bufv, threadgroup uint* bufi, ushort lane, ushort sg,
+                       ushort nsg, thread uint& best) {
+  float m = simd_max(v);
+  uint i = simd_min(v == m ? idx : 0xffffffffu);
+  if (lane == 0) {
+    bufv[sg] = m;
+    bufi[sg] = i;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float bm = NEG_MAX;
+  uint bi = 0xffffffffu;
+  for (ushort g = 0; g < nsg; g++) {
+    float gv = bufv[g];
+    uint gi = bufi[g];
+    if (gv > bm || (gv == bm && gi < bi)) {
+      bm = gv;
+      bi = gi;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  best = bi;
+  return bm;
+}
+
+#endif // MTLBENCH_H

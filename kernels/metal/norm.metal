@@ -1,0 +1,99 @@
+// RMSNorm, residual add + RMSNorm, and RoPE (neox) with Qwen3's QK-norm.
+#include "mtlbench.h"
+
+// rms_norm: one threadgroup per row; simd_sum, then a 32-float buffer.
+kernel void rms_norm(constant NormArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                     device const float* w [[buffer(2)]], device float* out [[buffer(3)]],
+                     uint row [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                     ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                     ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float partial[32];
+  device const float* xr = x + ulong(row) * a.dim;
+  device float* o = out + ulong(row) * a.dim;
+  float ss = 0.0f;
+  for (uint i = tid; i < a.dim; i += ntg) {
+    float v = xr[i];
+    ss += v * v;
+  }
+  ss = tg_sum(ss, partial, lane, sg, nsg);
+  float inv = 1.0f / sqrt(ss / float(a.dim) + a.eps);
+  for (uint i = tid; i < a.dim; i += ntg) {
+    o[i] = xr[i] * inv * w[i];
+  }
+}
+
+// add_rms_norm: residual += x, then out = RMSNorm(residual) * w. Each thread
+// reads back only the residual elements it wrote itself.
+kernel void add_rms_norm(constant NormArgs& a [[buffer(0)]], device float* residual [[buffer(1)]],
+                         device const float* x [[buffer(2)]], device const float* w [[buffer(3)]],
+                         device float* out [[buffer(4)]], uint row [[threadgroup_position_in_grid]],
+                         ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                         ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                         ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float partial[32];
+  device float* r = residual + ulong(row) * a.dim;
+  device const float* xr = x + ulong(row) * a.dim;
+  device float* o = out + ulong(row) * a.dim;
+  float ss = 0.0f;
+  for (uint i = tid; i < a.dim; i += ntg) {
+    float v = r[i] + xr[i];
+    r[i] = v;
+    ss += v * v;
+  }
+  ss = tg_sum(ss, partial, lane, sg, nsg);
+  float inv = 1.0f / sqrt(ss / float(a.dim) + a.eps);
+  for (uint i = tid; i < a.dim; i += ntg) {
+    o[i] = r[i] * inv * w[i];
+  }
+}
+
+// rope_qk rotates q and k in place, neox style (element i pairs with
+// i + head_dim/2), after RMS-normalising each head when has_qk_norm. One
+// simdgroup per head: the query heads, then the key heads, of token tg.y;
+// a threadgroup holds as many heads as it has simdgroups. inv_freq holds
+// the head_dim/2 rotary frequencies as the host computes them.
+kernel void rope_qk(constant RopeArgs& a [[buffer(0)]], device float* q [[buffer(1)]], device float* k [[buffer(2)]],
+                    device const float* qn [[buffer(3), function_constant(has_qk_norm)]],
+                    device const float* kn [[buffer(4), function_constant(has_qk_norm)]],
+                    device const int* positions [[buffer(5)]], device const float* inv_freq [[buffer(6)]],
+                    uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
+                    ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  const uint head = tg.x * nsg + sg;
+  const uint t = tg.y;
+  if (head >= a.heads + a.kv_heads) {
+    return;
+  }
+  const uint D = a.head_dim;
+  const uint half_d = D / 2;
+  device float* x;
+  device const float* nw;
+  if (head < a.heads) {
+    x = q + (ulong(t) * a.heads + head) * D;
+    nw = qn;
+  } else {
+    x = k + (ulong(t) * a.kv_heads + (head - a.heads)) * D;
+    nw = kn;
+  }
+  float inv = 1.0f;
+  if (has_qk_norm) {
+    float ss = 0.0f;
+    for (uint i = lane; i < half_d; i += 32) {
+      float u = x[i], v = x[i + half_d];
+      ss += u * u + v * v;
+    }
+    ss = simd_sum(ss);
+    inv = 1.0f / sqrt(ss / float(D) + a.eps);
+  }
+  const float pos = float(positions[t]);
+  for (uint i = lane; i < half_d; i += 32) {
+    float u = x[i], v = x[i + half_d];
+    if (has_qk_norm) {
+      u = u * inv * nw[i];
+      v = v * inv * nw[i + half_d];
+    }
+    float ang = pos * inv_freq[i];
+    float c = precise::cos(ang), s = precise::sin(ang);
+    x[i] = u * c - v * s;
+    x[i + half_d] = v * c + u * s;
+  }
+}
