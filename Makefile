@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUITE   ?= suites/qwen3-moe.yaml
 
-.PHONY: all build test vet darwin bench run ci clean clang mac-smoke
+.PHONY: all build test vet darwin bench run ci clean clang mac-smoke selftest-emu
 
 all: build
 
@@ -52,7 +52,13 @@ mac-smoke: build
 	$(BIN) $(SMOKE_GEN) --backend cpu > $(BIN).smoke-cpu && cat $(BIN).smoke-cpu
 	@if cmp -s $(BIN).smoke-metal $(BIN).smoke-cpu; then echo "mac-smoke: ok, Metal and CPU tokens match"; else echo "mac-smoke: tokens differ (late: near-tie; early: bug)"; exit 1; fi
 
-ci: vet darwin clang test
+# The Metal kernels against the reference, under emulation (needs clang 16+).
+selftest-emu: build
+	@if command -v clang++-19 >/dev/null || command -v clang++-16 >/dev/null; then \
+	  $(BIN) selftest --backend metal-emu --failures; \
+	else echo "no clang 16+: the metal-emu selftest is skipped (make clang)"; fi
+
+ci: vet darwin clang selftest-emu test
 
 clean:
 	rm -rf bin
