@@ -164,3 +164,12 @@ type Backend interface {
 	EndStep() (StepStats, error)
 	Close() error
 }
+
+// MappedWeighter is implemented by backends that can alias weights which
+// live in memory mapped outside the Go heap (an mmap'd checkpoint, the
+// off-heap synthetic weights) instead of copying them: Metal's
+// newBufferWithBytesNoCopy over the pages that hold the tensor. The memory
+// must stay mapped until the backend is closed.
+type MappedWeighter interface {
+	WeightMapped(dt DType, shape []int, data []byte) (Tensor, error)
+}

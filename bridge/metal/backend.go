@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -190,9 +191,38 @@ func (b *Backend) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
 	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: buf, owned: true}, nil
 }
 
-// Weight copies data into a new shared buffer: the thin mtl API has no
-// no-copy buffer over host memory (newBufferWithBytesNoCopy), so an
-// mmap'd checkpoint is not aliased.
+// WeightMapped aliases weights that live in mmap'd memory: the pages that
+// hold the tensor become a no-copy buffer (newBufferWithBytesNoCopy) and the
+// tensor sits at its offset inside it. Pages shared with a neighbouring
+// tensor are wrapped by both buffers, which only read them. A device without
+// no-copy buffers, or one that refuses the range, gets a copy.
+func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
+	nc, ok := b.dev.(mtl.NoCopyDevice)
+	if !ok || len(data) == 0 {
+		return b.Weight(dt, shape, data)
+	}
+	n, err := elems(shape)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != n*dt.Size() {
+		return nil, fmt.Errorf("metal: %d bytes for a %v tensor of shape %v (want %d)", len(data), dt, shape, n*dt.Size())
+	}
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	base := p &^ (page - 1)
+	end := (p + uintptr(len(data)) + page - 1) &^ (page - 1)
+	start := unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), -int(p-base))
+	region := unsafe.Slice((*byte)(start), end-base)
+	buf, err := nc.NewBufferNoCopy(region)
+	if err != nil {
+		return b.Weight(dt, shape, data)
+	}
+	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: &dbuf{Buffer: buf}, off: int(p - base), owned: true}, nil
+}
+
+// Weight copies data into a new shared buffer; WeightMapped aliases mmap'd
+// weights instead where the device allows.
 func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
 	n, err := elems(shape)
 	if err != nil {

@@ -147,3 +147,14 @@ type ComputeEncoder interface {
 	// End finishes the pass (endEncoding).
 	End()
 }
+
+// NoCopyDevice is implemented by devices that can wrap host memory in a
+// buffer without copying it (newBufferWithBytesNoCopy:length:options:
+// deallocator:), which is how weights from an mmap'd checkpoint reach the
+// GPU. The memory must start on a page boundary (os.Getpagesize()) and be a
+// whole number of pages long, must not be Go heap memory (mmap it), must
+// stay mapped until the buffer is released, and must be at most
+// MaxBufferLength bytes.
+type NoCopyDevice interface {
+	NewBufferNoCopy(b []byte) (Buffer, error)
+}

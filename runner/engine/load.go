@@ -41,7 +41,12 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		if err != nil {
 			return nil, err
 		}
-		t, err := be.Weight(dt, s.Shape, data)
+		var t bridge.Tensor
+		if mw, ok := be.(bridge.MappedWeighter); ok && isMapped(src, data) {
+			t, err = mw.WeightMapped(dt, s.Shape, data)
+		} else {
+			t, err = be.Weight(dt, s.Shape, data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -131,4 +136,10 @@ func CheckFitPreset(name string, available int64) (*model.Config, error) {
 		return nil, err
 	}
 	return cfg, CheckFit(cfg, bridge.BF16, 4096, available, "this machine")
+}
+
+// isMapped reports whether data lives in mmap'd memory of src.
+func isMapped(src model.Source, data []byte) bool {
+	m, ok := src.(model.MappedSource)
+	return ok && m.Mapped(data)
 }

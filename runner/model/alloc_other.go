@@ -2,4 +2,4 @@
 
 package model
 
-func allocWeights(n int) ([]byte, func()) { return make([]byte, n), func() {} }
+func allocWeights(n int) ([]byte, func(), bool) { return make([]byte, n), func() {}, false }

@@ -30,10 +30,11 @@ type Source interface {
 // Synthetic generates deterministic random weights from a seed: every
 // benchmark runs with no download, and the same seed gives the same model.
 type Synthetic struct {
-	Seed  uint64
-	dtype bridge.DType
-	mu    sync.Mutex
-	frees []func()
+	Seed    uint64
+	dtype   bridge.DType
+	mu      sync.Mutex
+	frees   []func()
+	regions regions
 }
 
 // NewSynthetic returns a synthetic source with matrices in dt.
@@ -55,11 +56,21 @@ func (s *Synthetic) Close() error {
 
 // alloc returns off-heap memory that Close releases.
 func (s *Synthetic) alloc(n int) []byte {
-	b, free := allocWeights(n)
+	b, free, mapped := allocWeights(n)
 	s.mu.Lock()
 	s.frees = append(s.frees, free)
+	if mapped {
+		s.regions.add(b)
+	}
 	s.mu.Unlock()
 	return b
+}
+
+// Mapped reports whether b lies in memory this source mmap'd (MappedSource).
+func (s *Synthetic) Mapped(b []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.regions.contain(b)
 }
 
 // Tensor draws uniform values scaled by 1/sqrt(fan-in), so each layer keeps
@@ -152,10 +163,11 @@ func f32Bytes(v []float32) []byte {
 
 // Checkpoint reads weights from an HF safetensors folder through mmap.
 type Checkpoint struct {
-	ck    *safetensors.Checkpoint
-	frees []func()
-	dtype bridge.DType // matrices are converted to this when it differs
-	keep  bool         // keep each matrix's stored dtype
+	ck        *safetensors.Checkpoint
+	frees     []func()
+	converted regions
+	dtype     bridge.DType // matrices are converted to this when it differs
+	keep      bool         // keep each matrix's stored dtype
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
@@ -191,6 +203,10 @@ func (c *Checkpoint) Close() error {
 	return c.ck.Close()
 }
 
+// Mapped reports whether b lies in the checkpoint's file mappings or in the
+// mmap'd memory of a converted tensor (MappedSource).
+func (c *Checkpoint) Mapped(b []byte) bool { return c.ck.Mapped(b) || c.converted.contain(b) }
+
 // Has reports whether the checkpoint holds a tensor.
 func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(name); return ok }
 
@@ -219,8 +235,11 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	out, free := allocWeights(len(data) / src.Size() * dst.Size())
+	out, free, mapped := allocWeights(len(data) / src.Size() * dst.Size())
 	c.frees = append(c.frees, free)
+	if mapped {
+		c.converted.add(out)
+	}
 	convert(out, data, src, dst)
 	return dst, out, nil
 }
@@ -347,6 +366,37 @@ func joinNames(n []string) string {
 		s += v
 	}
 	return s
+}
+
+// MappedSource is a Source that can say which of its bytes live in mmap'd
+// memory outside the Go heap, which a GPU backend may wrap without copying.
+type MappedSource interface {
+	Mapped(b []byte) bool
+}
+
+// Mapped forwards to the wrapped source.
+func (c *Cached) Mapped(b []byte) bool {
+	m, ok := c.Source.(MappedSource)
+	return ok && m.Mapped(b)
+}
+
+// regions are mmap'd allocations.
+type regions [][]byte
+
+func (r *regions) add(b []byte) { *r = append(*r, b) }
+
+func (r regions) contain(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, x := range r {
+		q := uintptr(unsafe.Pointer(unsafe.SliceData(x)))
+		if p >= q && p+uintptr(len(b)) <= q+uintptr(len(x)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Cached memoises a source so cases of one run share one copy of the

@@ -202,3 +202,13 @@ func (c *Checkpoint) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Mapped reports whether b lies inside one of the checkpoint's file mappings.
+func (c *Checkpoint) Mapped(b []byte) bool {
+	for _, f := range c.files {
+		if f.Mapped(b) {
+			return true
+		}
+	}
+	return false
+}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"unsafe"
 )
 
 // File is one memory-mapped .safetensors file. Its methods may be called
@@ -14,6 +15,7 @@ type File struct {
 	path      string
 	data      []byte       // the whole file
 	release   func() error // unmaps (or is a no-op for heap copies)
+	mapped    bool         // data is an mmap of the file, not a heap copy
 	dataStart int64
 	tensors   []TensorInfo // sorted by Begin
 	byName    map[string]int
@@ -43,7 +45,7 @@ func Open(path string) (*File, error) {
 	if size > math.MaxInt {
 		return nil, fmt.Errorf("%s: %d bytes is too large to map on this platform", path, size)
 	}
-	data, release, err := mapFile(fh, int(size))
+	data, release, mapped, err := mapFile(fh, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -52,7 +54,7 @@ func Open(path string) (*File, error) {
 		release()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := &File{path: path, data: data, release: release, dataStart: dataStart, tensors: tensors, meta: meta}
+	f := &File{path: path, data: data, release: release, mapped: mapped, dataStart: dataStart, tensors: tensors, meta: meta}
 	f.byName = make(map[string]int, len(tensors))
 	for i, t := range tensors {
 		f.byName[t.Name] = i
@@ -129,4 +131,17 @@ func readAll(fh *os.File, size int) ([]byte, func() error, error) {
 		err = errors.New("short read")
 	}
 	return nil, nil, fmt.Errorf("file changed while reading: %w", err)
+}
+
+// Mapped reports whether b lies inside this file's mmap (not a heap copy):
+// memory a GPU may wrap without copying.
+func (f *File) Mapped(b []byte) bool {
+	return f.mapped && len(b) > 0 && len(f.data) > 0 && within(b, f.data)
+}
+
+// within reports whether b lies inside region.
+func within(b, region []byte) bool {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	r := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
+	return p >= r && p+uintptr(len(b)) <= r+uintptr(len(region))
 }

@@ -10,14 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func mapFile(fh *os.File, size int) ([]byte, func() error, error) {
+func mapFile(fh *os.File, size int) ([]byte, func() error, bool, error) {
 	data, err := unix.Mmap(int(fh.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if errors.Is(err, unix.ENODEV) {
 		// Some filesystems (certain FUSE mounts, procfs-like) cannot be mapped.
-		return readAll(fh, size)
+		data, release, err := readAll(fh, size)
+		return data, release, false, err
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("mmap: %w", err)
+		return nil, nil, false, fmt.Errorf("mmap: %w", err)
 	}
-	return data, func() error { return unix.Munmap(data) }, nil
+	return data, func() error { return unix.Munmap(data) }, true, nil
 }

@@ -10,28 +10,8 @@ type Options struct {
 	NoFastMath bool
 }
 
-// NoCopyDevice is implemented by devices that can wrap host memory in a
-// buffer without copying it (newBufferWithBytesNoCopy:length:options:
-// deallocator:), which is how the backend maps weights from an mmap'd
-// checkpoint straight into the GPU's view.
-//
-// The memory must:
-//   - start on a page boundary (os.Getpagesize(): 16 KiB on Apple silicon)
-//     and be a whole number of pages long: round an mmap's length up to the
-//     page size (the last partial page of a file maps fine);
-//   - not be Go heap memory: the garbage collector may free it while the GPU
-//     reads it, and cgo's rules forbid handing it to C for keeps. Use
-//     syscall.Mmap (file or anonymous) or another allocation outside Go;
-//   - stay mapped until the buffer is Released and no uncompleted command
-//     buffer uses it (Metal frees nothing: the deallocator is nil);
-//   - be at most MaxBufferLength bytes; split larger mappings into several
-//     buffers.
-//
-// Read-only mappings (PROT_READ) are fine for buffers kernels only read; a
-// kernel writing to one faults the command buffer.
-type NoCopyDevice interface {
-	NewBufferNoCopy(b []byte) (mtl.Buffer, error)
-}
+// NoCopyDevice is mtl.NoCopyDevice: see its rules for the memory it wraps.
+type NoCopyDevice = mtl.NoCopyDevice
 
 // Timing modes a device reports through TimingInfo.
 const (

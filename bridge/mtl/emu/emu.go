@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 )
@@ -98,6 +99,7 @@ func (d *Device) now() float64 { return time.Since(d.epoch).Seconds() }
 
 type buffer struct {
 	mem      []byte
+	borrowed bool // wraps the caller's memory (NewBufferNoCopy): never freed here
 	released atomic.Bool
 }
 
@@ -123,9 +125,22 @@ func (b *buffer) Contents() []byte {
 func (b *buffer) Length() int { return len(b.mem) }
 
 func (b *buffer) Release() {
-	if b.released.CompareAndSwap(false, true) {
+	if b.released.CompareAndSwap(false, true) && !b.borrowed {
 		freeShared(b.mem)
 	}
+}
+
+// NewBufferNoCopy wraps page-aligned host memory, with the rules Metal's
+// newBufferWithBytesNoCopy imposes, so the backend's no-copy path runs here.
+func (d *Device) NewBufferNoCopy(b []byte) (mtl.Buffer, error) {
+	page := os.Getpagesize()
+	if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(page) != 0 || len(b)%page != 0 {
+		return nil, fmt.Errorf("msl-emu: NewBufferNoCopy needs page-aligned memory a whole number of %d-byte pages long", page)
+	}
+	if int64(len(b)) > d.MaxBufferLength() {
+		return nil, fmt.Errorf("msl-emu: NewBufferNoCopy of %d bytes exceeds MaxBufferLength %d", len(b), d.MaxBufferLength())
+	}
+	return &buffer{mem: b, borrowed: true}, nil
 }
 
 type library struct {
