@@ -112,29 +112,12 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	b.call = func(int) { b.be.Attention(out, q.t, k.t, v.t, cache, H, KVH, D, scale) }
 
 	b.check = func() (float64, float64, error) {
-		var in [5][]float32 // cache K, cache V, q, k, v before the call
-		for i, t := range []bridge.Tensor{kc.t, vc.t, q.t, k.t, v.t} {
-			var err error
-			if in[i], err = b.read(t); err != nil {
-				return 0, 0, err
-			}
+		in, res, err := b.around([]bridge.Tensor{kc.t, vc.t, q.t, k.t, v.t}, out, kc.t, vc.t)
+		if err != nil {
+			return 0, 0, err
 		}
 		kcs, vcs, qs, ks, vs := in[0], in[1], in[2], in[3], in[4]
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		got, err := b.read(out)
-		if err != nil {
-			return 0, 0, err
-		}
-		gk, err := b.read(kc.t)
-		if err != nil {
-			return 0, 0, err
-		}
-		gv, err := b.read(vc.t)
-		if err != nil {
-			return 0, 0, err
-		}
+		got, gk, gv := res[0], res[1], res[2]
 		l := kernels.PagedLayout{BlockSize: BS, KVHeads: KVH, HeadDim: D}
 		kernels.KVWrite(kcs, vcs, ks, vs, m.SlotMapping, l)
 		cacheErr := max(maxDiff(gk, kcs), maxDiff(gv, vcs))

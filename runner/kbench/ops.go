@@ -51,17 +51,11 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 	if !add {
 		b.call = func(int) { b.be.RMSNorm(out, x.t, w.t, eps) }
 		b.check = func() (float64, float64, error) {
-			xs, err := b.read(x.t)
+			in, res, err := b.around([]bridge.Tensor{x.t}, out)
 			if err != nil {
 				return 0, 0, err
 			}
-			if err := b.once(); err != nil {
-				return 0, 0, err
-			}
-			got, err := b.read(out)
-			if err != nil {
-				return 0, 0, err
-			}
+			xs, got := in[0], res[0]
 			want := make([]float32, len(xs))
 			kernels.RMSNorm(want, xs, w.values(), W, eps)
 			return maxDiff(got, want), maxAbs(want), nil
@@ -96,25 +90,11 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 	b.call = func(i int) { b.be.AddRMSNorm(out, res.t, xin(i).t, w.t, eps) }
 	b.check = func() (float64, float64, error) {
 		in := xin(b.calls)
-		rs, err := b.read(res.t)
+		before, after, err := b.around([]bridge.Tensor{res.t, in.t}, out, res.t)
 		if err != nil {
 			return 0, 0, err
 		}
-		xs, err := b.read(in.t)
-		if err != nil {
-			return 0, 0, err
-		}
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		got, err := b.read(out)
-		if err != nil {
-			return 0, 0, err
-		}
-		gotRes, err := b.read(res.t)
-		if err != nil {
-			return 0, 0, err
-		}
+		rs, xs, got, gotRes := before[0], before[1], after[0], after[1]
 		want := make([]float32, len(xs))
 		kernels.AddRMSNorm(want, rs, xs, w.values(), W, eps)
 		return max(maxDiff(got, want), maxDiff(gotRes, rs)), max(maxAbs(want), maxAbs(rs)), nil
@@ -158,25 +138,11 @@ func (b *Bench) prepareRoPE(p *params) error {
 	// repeated calls keep q and k bounded.
 	b.call = func(int) { b.be.RoPE(q.t, k.t, qn.t, kn.t, H, KVH, D, ropeTheta, eps) }
 	b.check = func() (float64, float64, error) {
-		qs, err := b.read(q.t)
+		before, after, err := b.around([]bridge.Tensor{q.t, k.t}, q.t, k.t)
 		if err != nil {
 			return 0, 0, err
 		}
-		ks, err := b.read(k.t)
-		if err != nil {
-			return 0, 0, err
-		}
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		gq, err := b.read(q.t)
-		if err != nil {
-			return 0, 0, err
-		}
-		gk, err := b.read(k.t)
-		if err != nil {
-			return 0, 0, err
-		}
+		qs, ks, gq, gk := before[0], before[1], after[0], after[1]
 		kernels.RMSNorm(qs, qs, qn.values(), D, eps)
 		kernels.RMSNorm(ks, ks, kn.values(), D, eps)
 		kernels.RoPE(qs, b.meta.Positions, H, D, ropeTheta)
@@ -210,21 +176,11 @@ func (b *Bench) prepareSiLUMul(p *params) error {
 	}
 	b.call = func(int) { b.be.SiLUMul(out, g.t, u.t) }
 	b.check = func() (float64, float64, error) {
-		gs, err := b.read(g.t)
+		in, res, err := b.around([]bridge.Tensor{g.t, u.t}, out)
 		if err != nil {
 			return 0, 0, err
 		}
-		us, err := b.read(u.t)
-		if err != nil {
-			return 0, 0, err
-		}
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		got, err := b.read(out)
-		if err != nil {
-			return 0, 0, err
-		}
+		gs, us, got := in[0], in[1], res[0]
 		want := make([]float32, len(gs))
 		kernels.SiLUMul(want, gs, us)
 		return maxDiff(got, want), maxAbs(want), nil
@@ -260,17 +216,11 @@ func (b *Bench) prepareMatMul(p *params) error {
 	}
 	b.call = func(int) { b.be.MatMul(out, x.t, w.t, nil) }
 	b.check = func() (float64, float64, error) {
-		xs, err := b.read(x.t)
+		in, res, err := b.around([]bridge.Tensor{x.t}, out)
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		got, err := b.read(out)
-		if err != nil {
-			return 0, 0, err
-		}
+		xs, got := in[0], res[0]
 		rows := spread(M, checkMatMulRows)
 		want := make([]float32, len(rows)*N)
 		kernels.MatMul(want, gatherRows(xs, rows, K), w.values(), nil, len(rows), N, K)
@@ -347,17 +297,11 @@ func (b *Bench) prepareMoE(p *params) error {
 
 	b.call = func(int) { b.be.MoE(out, x.t, mw, mp) }
 	b.check = func() (float64, float64, error) {
-		xs, err := b.read(x.t)
+		in, res, err := b.around([]bridge.Tensor{x.t}, out)
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		got, err := b.read(out)
-		if err != nil {
-			return 0, 0, err
-		}
+		xs, got := in[0], res[0]
 		rows := spread(T, checkMoETokens)
 		xsub := gatherRows(xs, rows, H)
 		rv := router.values()
@@ -401,13 +345,11 @@ func (b *Bench) prepareArgmax(p *params) error {
 	}
 	b.call = func(int) { b.be.Argmax(out, logits.t) }
 	b.check = func() (float64, float64, error) {
-		ls, err := b.read(logits.t)
+		in, _, err := b.around([]bridge.Tensor{logits.t})
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
+		ls := in[0]
 		got := make([]int32, T)
 		if err := b.be.ReadI32(out, got); err != nil {
 			return 0, 0, err
@@ -451,13 +393,11 @@ func (b *Bench) prepareEmbedding(p *params) error {
 	}
 	b.call = func(int) { b.be.Embedding(out, table.t) }
 	b.check = func() (float64, float64, error) {
-		if err := b.once(); err != nil {
-			return 0, 0, err
-		}
-		got, err := b.read(out)
+		_, res, err := b.around(nil, out)
 		if err != nil {
 			return 0, 0, err
 		}
+		got := res[0]
 		want := table.rows(b.ids, W)
 		return maxDiff(got, want), maxAbs(want), nil
 	}

@@ -162,6 +162,29 @@ func (b *Bench) read(t bridge.Tensor) ([]float32, error) {
 	return out, b.be.Read(t, out)
 }
 
+// around reads ins, runs the op once and reads outs: what a check compares,
+// taken from the values the backend really holds before and after the call.
+func (b *Bench) around(ins []bridge.Tensor, outs ...bridge.Tensor) (before, after [][]float32, err error) {
+	for _, t := range ins {
+		v, err := b.read(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		before = append(before, v)
+	}
+	if err := b.once(); err != nil {
+		return nil, nil, err
+	}
+	for _, t := range outs {
+		v, err := b.read(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		after = append(after, v)
+	}
+	return before, after, nil
+}
+
 // tolerance sets the check bound from the least precise dtype involved.
 func (b *Bench) tolerance(dts ...bridge.DType) {
 	b.tol, b.tolDT = 1e-4, bridge.F32
