@@ -105,8 +105,11 @@ type DeviceInfo struct {
 	MemoryBytes int64
 	// AvailableBytes is what a new allocation can still get (0: unknown).
 	AvailableBytes int64
-	Emulated       bool
-	Notes          string
+	// CacheBytes is the last-level cache a kernel benchmark must outgrow to
+	// time memory rather than cache (a GPU's L2; 0: unknown).
+	CacheBytes int64
+	Emulated   bool
+	Notes      string
 }
 
 // Backend is the op contract the engine runs on. GPU backends only encode
@@ -172,4 +175,18 @@ type Backend interface {
 // must stay mapped until the backend is closed.
 type MappedWeighter interface {
 	WeightMapped(dt DType, shape []int, data []byte) (Tensor, error)
+}
+
+// LaunchTuner is implemented by backends whose kernels take tuned launch
+// parameters (runner/tune declares each kernel's space). pick maps one
+// launch's shape, in the kernel's tuning dimensions, to its config; ok
+// false keeps the backend's own choice. A nil pick restores the defaults.
+type LaunchTuner interface {
+	SetLaunchConfig(kernel string, pick func(shape map[string]int) (config map[string]string, ok bool))
+}
+
+// BandwidthProber is implemented by backends that can measure their
+// device's memory read bandwidth, in bytes/s: the roofline of decode.
+type BandwidthProber interface {
+	MeasureBandwidth() (float64, error)
 }

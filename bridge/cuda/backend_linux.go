@@ -39,6 +39,7 @@ type Backend struct {
 	cublas         uintptr
 	cublasWS       uint64
 	cc, sms        int
+	l2             int64
 	name           string
 	totalMem       int64
 	driverVersion  string
@@ -69,6 +70,7 @@ type Backend struct {
 	marks    []bridge.OpTiming
 	moeCalls int
 	gemv     gemvState
+	rope     ropeState
 	stepErr  error
 
 	// graphs
@@ -85,6 +87,11 @@ type Backend struct {
 	pdl   bool
 	lcfg  launchConfig
 	lattr launchAttr
+
+	// tuned launch parameters (tuning_linux.go), and the default for the
+	// L2 weight prefetch of the GEMVs and the MoE down projection
+	tuning   launchTuning
+	prefetch bool
 }
 
 // launchConfig and launchAttr are CUlaunchConfig and CUlaunchAttribute.
@@ -160,6 +167,14 @@ type Options struct {
 	// CacheDir holds compiled kernels (MTLBENCH_CUDA_CACHE; default the
 	// user cache directory's mtlbench/cuda).
 	CacheDir string
+	// Prefetch turns the L2 weight prefetch of the GEMVs and the MoE down
+	// projection on by default (MTLBENCH_CUDA_PREFETCH=1); tuned configs
+	// still choose per shape. Off by default: on an H100 it cost 5-8% of
+	// batch-1 decode, competing for bandwidth with the kernel it overlaps.
+	Prefetch bool
+	// PDLEarly compiles the short kernels to let the next one in before
+	// waiting on the previous (MTLBENCH_CUDA_PDL_EARLY=1).
+	PDLEarly bool
 }
 
 func (o *Options) fromEnv() {
@@ -174,6 +189,12 @@ func (o *Options) fromEnv() {
 	}
 	if v := getenv("MTLBENCH_CUDA_PDL"); v == "0" || v == "off" || v == "false" {
 		o.NoPDL = true
+	}
+	if v := getenv("MTLBENCH_CUDA_PREFETCH"); v == "1" || v == "on" || v == "true" {
+		o.Prefetch = true
+	}
+	if v := getenv("MTLBENCH_CUDA_PDL_EARLY"); v == "1" || v == "on" || v == "true" {
+		o.PDLEarly = true
 	}
 }
 
@@ -217,7 +238,7 @@ func (b *Backend) init() error {
 		return err
 	}
 	d := deviceInfo(a, b.dev)
-	b.name, b.cc, b.sms, b.totalMem = d.name, d.cc, d.sms, d.mem
+	b.name, b.cc, b.sms, b.totalMem, b.l2 = d.name, d.cc, d.sms, d.mem, d.l2
 	var v int32
 	call(a.cuDriverGetVersion, uintptr(unsafe.Pointer(&v)))
 	b.driverVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
@@ -267,6 +288,7 @@ func (b *Backend) init() error {
 		}
 	}
 	b.pdl = a.cuLaunchKernelEx != 0 && b.cc >= 90 && !b.opts.NoPDL
+	b.prefetch = b.cc >= 90 && b.opts.Prefetch
 	b.lattr.id = cuLaunchAttributeProgrammaticStreamSerialization
 	b.lattr.val[0] = 1
 	b.lcfg.stream = b.stream
@@ -282,10 +304,10 @@ func (b *Backend) init() error {
 }
 
 type devInfo struct {
-	name     string
-	cc, sms  int
-	mem      int64
-	busClock int
+	name    string
+	cc, sms int
+	mem     int64
+	l2      int64
 }
 
 func deviceInfo(a *api, dev int32) devInfo {
@@ -300,6 +322,7 @@ func deviceInfo(a *api, dev int32) devInfo {
 	}
 	d.cc = attr(75)*10 + attr(76) // compute capability major, minor
 	d.sms = attr(16)              // multiprocessors
+	d.l2 = int64(attr(38))        // L2 cache size
 	var mem uint64
 	call(a.cuDeviceTotalMem, uintptr(unsafe.Pointer(&mem)), uintptr(dev))
 	d.mem = int64(mem)
@@ -374,7 +397,7 @@ func (b *Backend) Info() bridge.DeviceInfo {
 		graphs += ", PDL on"
 	}
 	return bridge.DeviceInfo{
-		Backend: "cuda", Name: b.name, Cores: b.sms, MemoryBytes: b.totalMem, AvailableBytes: int64(free),
+		Backend: "cuda", Name: b.name, Cores: b.sms, MemoryBytes: b.totalMem, AvailableBytes: int64(free), CacheBytes: b.l2,
 		Notes: fmt.Sprintf("sm_%d, %d SMs, driver %s, NVRTC %s, %s, %s, %s", b.cc, b.sms, b.driverVersion,
 			b.nvrtcVersion, cublas, graphs, b.compileNote),
 	}

@@ -46,13 +46,17 @@ func source() (string, []string, error) {
 
 // compileOptions are NVRTC's flags for a device of compute capability cc
 // (e.g. 90).
-func compileOptions(cc int) []string {
-	return []string{
+func compileOptions(cc int, o Options) []string {
+	opts := []string{
 		fmt.Sprintf("--gpu-architecture=sm_%d", cc),
 		"--std=c++17",
 		"-default-device",
 		"--extra-device-vectorization",
 	}
+	if o.PDLEarly {
+		opts = append(opts, "-DMTLB_PDL_EARLY")
+	}
+	return opts
 }
 
 // nvrtcVersionString is NVRTC's version, e.g. "13.0".
@@ -86,7 +90,7 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubin []byte, fromCa
 	if err != nil {
 		return nil, false, err
 	}
-	opts := compileOptions(cc)
+	opts := compileOptions(cc, o)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", gpu, cc, a.nvrtcVersionString(), strings.Join(opts, " "))
 	h.Write([]byte(src))

@@ -22,7 +22,7 @@ func TestCompileKernels(t *testing.T) {
 	if files[0] != "common.cu" {
 		t.Fatalf("common.cu must come first, got %v", files)
 	}
-	cubin, err := a.compile(src, compileOptions(90))
+	cubin, err := a.compile(src, compileOptions(90, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -14,7 +15,8 @@ import (
 // kernelNames lists every kernel the backend looks up at load.
 func kernelNames() []string {
 	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
-		"rope_qk", "paged_attention", "moe_route", "moe_route1", "moe_combine"}
+		"rope_qk", "paged_attention_w4", "paged_attention_w8", "moe_route", "moe_route1", "moe_combine", "read_bw",
+		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "paged_attention_rope_w4", "paged_attention_rope_w8"}
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
@@ -24,9 +26,13 @@ func kernelNames() []string {
 				}
 			}
 		}
-		n = append(n, "gemv_"+dt+"_scalar", "gemv_gu_"+dt+"_scalar", "moe_down_sum_"+dt, "moe_down_sum_"+dt+"_scalar")
+		n = append(n, "gemv_"+dt+"_scalar", "gemv_gu_"+dt+"_scalar", "moe_down_sum_"+dt+"_d4", "moe_down_sum_"+dt+"_scalar",
+			"moe_router_route1_"+dt)
 		for _, v := range []string{"m1", "m2", "m4", "m8", "scalar"} {
 			n = append(n, "moe_gate_up_"+dt+"_"+v, "moe_down_"+dt+"_"+v)
+			if dt == "bf16" && v != "scalar" {
+				n = append(n, "moe_gate_up_bf16_"+v+"_r2", "moe_down_bf16_"+v+"_r2")
+			}
 		}
 	}
 	return n
@@ -215,7 +221,17 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 		b.fail("argmax: out must be i32, got %v", o.dt)
 		return
 	}
-	b.launch("argmax", [3]int{o.n, 1, 1}, 1024, ptr(o), ptr(l), i32(l.n/o.n))
+	// A block per 4096 logits, at most 64 per row: a 150k vocabulary in one
+	// block would take 60 µs.
+	V := l.n / o.n
+	parts := min(max(cdiv(V, 4096), 1), 64)
+	var pv, pi, counters uint64
+	if parts > 1 {
+		pv = b.scratchBuf("argmax.v", int64(o.n*parts)*4)
+		pi = b.scratchBuf("argmax.i", int64(o.n*parts)*4)
+		counters = b.scratchZeroed("argmax.counters", int64(o.n)*4)
+	}
+	b.launch("argmax", [3]int{o.n, parts, 1}, 256, ptr(o), ptr(l), i32(V), pv, pi, counters)
 }
 
 func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
@@ -245,6 +261,32 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 	T := b.meta.NumTokens
 	b.launch("rope_qk", [3]int{T, cdiv(heads+kvHeads, 4), 1}, 128, ptr(qs), ptr(ks), qn, kn, b.metaPtr(b.mo.positions),
 		i32(heads), i32(kvHeads), i32(headDim), inv, f32(eps))
+	b.rope = ropeState{idx: len(b.ents) - 1, q: qs.ptr, k: ks.ptr, heads: heads, kvHeads: kvHeads, headDim: headDim,
+		qn: qn, kn: kn, inv: inv, eps: eps}
+}
+
+// ropeState is the RoPE launch just recorded, which a decode attention over
+// the same q and k takes into its own kernel.
+type ropeState struct {
+	idx                     int // entry index; -1 when none
+	q, k, qn, kn, inv       uint64
+	heads, kvHeads, headDim int
+	eps                     float32
+}
+
+// takeRoPE removes the RoPE launch recorded just before an attention of
+// these q and k and returns its arguments, for the fused kernel.
+func (b *Backend) takeRoPE(q, k uint64, heads, kvHeads, headDim int) (ropeState, bool) {
+	r := b.rope
+	b.rope.idx = -1
+	if r.idx < 0 || r.idx != len(b.ents)-1 || b.ents[r.idx].fn != b.fns["rope_qk"] || r.q != q || r.k != k ||
+		r.heads != heads || r.kvHeads != kvHeads || r.headDim != headDim {
+		return r, false
+	}
+	e := b.ents[r.idx]
+	b.ents = b.ents[:r.idx]
+	b.args = b.args[:e.a0]
+	return r, true
 }
 
 // ropeTable returns the device copy of the rotary inverse frequencies for
@@ -291,24 +333,23 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.fail("attention: cache shape %v, want [blocks][%d][%d][%d]", kc.shape, kvHeads, BS, headDim)
 		return
 	}
-	// Decode steps split the context in parts of 32 positions (one per
-	// warp-iteration of a block), their count rounded up to a power of two
-	// so a decode step keeps its graph while sequences grow; prefill steps
-	// use parts of 256.
-	part := 256
+	// Prefill steps split the context in parts of 256 positions, at most
+	// 256 of them; decode steps as attentionConfig says.
+	kernel, part := "paged_attention_w8", 256
 	nparts := max(cdiv(m.MaxSeqLen, part), 1)
 	for nparts > 256 {
 		part *= 2
 		nparts = cdiv(m.MaxSeqLen, part)
 	}
+	var rope ropeState
+	fused := false
 	if m.MaxQueryLen <= 1 {
-		part = 32
-		for nparts = 1; nparts*part < m.MaxSeqLen; nparts *= 2 {
+		kernel, part, nparts = b.attentionConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
+		if rope, fused = b.takeRoPE(qs.ptr, ks.ptr, heads, kvHeads, headDim); fused {
+			kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
 		}
-		for nparts > 256 {
-			part *= 2
-			nparts /= 2
-		}
+	} else {
+		b.rope.idx = -1
 	}
 	var tmpAcc, tmpML, counters uint64
 	if nparts > 1 {
@@ -317,11 +358,18 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		counters = b.scratchZeroed("attn.counters", int64(T)*int64(heads)*4)
 	}
 	b.subMark("attention")
-	b.launch("paged_attention", [3]int{T, heads, nparts}, 256,
-		ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
+	block := 256
+	if strings.HasSuffix(kernel, "_w4") {
+		block = 128
+	}
+	args := []uint64{ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.tokSeq), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters)
+		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters}
+	if fused {
+		args = append(args, rope.qn, rope.kn, b.metaPtr(b.mo.positions), rope.inv, f32(rope.eps))
+	}
+	b.launch(kernel, [3]int{T, heads, nparts}, block, args...)
 }
 
 // ---- matmul ----
@@ -341,6 +389,7 @@ const (
 // last entry is anything else.
 type gemvState struct {
 	idx        int
+	flags      int
 	x          uint64
 	k, m, M    int
 	dt         bridge.DType
@@ -349,37 +398,6 @@ type gemvState struct {
 	segs       int
 	outs, bias [3]uint64
 	n          [3]int
-}
-
-// gemvShape picks the kernel for an m×n×k GEMV: M tokens per pass, R rows
-// per warp, and ks warps splitting k, so that the grid covers every SM
-// about twice.
-func (b *Backend) gemvShape(m, n, k int, dt bridge.DType) (name string, M, rows, ks int) {
-	if k%8 != 0 {
-		return "gemv_" + dtName(dt) + "_scalar", 1, 8, 1
-	}
-	M = 16
-	for _, c := range gemvMs {
-		if c >= m {
-			M = c
-			break
-		}
-	}
-	target := 2 * b.sms
-	R, ks := 1, 1
-	if dt == bridge.BF16 {
-		for _, r := range gemvRs(M) {
-			if n >= target*8*r {
-				R = r
-			}
-		}
-	}
-	// Short matrices split k over up to 8 warps so about 4 blocks land on
-	// every SM: each warp then has few sequential loads, all in flight.
-	for R == 1 && ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
-		ks *= 2
-	}
-	return fmt.Sprintf("gemv_%s_m%d_r%d", dtName(dt), M, R), M, 8 / ks * R, ks
 }
 
 func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
@@ -435,11 +453,12 @@ func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, fus
 		g.segs++
 		return
 	}
-	name, M, rows, ks := b.gemvShape(m, n, k, w.dt)
-	b.launch(name, [3]int{cdiv(n, rows), 1, 1}, 256, x, i32(k), i32(m), w.ptr, out, bias, i32(n), 0, 0, 0, 0, 0, 0, 0, 0, i32(ks))
+	c := b.gemvShape(m, n, k, w.dt)
+	b.launch(c.name, [3]int{cdiv(n, c.rows), 1, 1}, 256, x, i32(k), i32(m), w.ptr, out, bias, i32(n), 0, 0, 0, 0, 0, 0, 0, 0,
+		i32(c.ks), i32(c.flags))
 	if fuse && x != out {
-		*g = gemvState{idx: len(b.ents) - 1, x: x, k: k, m: m, M: M, dt: w.dt, vec: k%8 == 0, rows: rows, segs: 1,
-			outs: [3]uint64{out}, bias: [3]uint64{bias}, n: [3]int{n}}
+		*g = gemvState{idx: len(b.ents) - 1, flags: c.flags, x: x, k: k, m: m, M: c.M, dt: w.dt, vec: k%8 == 0, rows: c.rows,
+			segs: 1, outs: [3]uint64{out}, bias: [3]uint64{bias}, n: [3]int{n}}
 	}
 }
 
@@ -640,20 +659,34 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	stat := min(1+b.moeCalls, statsCap-1)
 	b.moeCalls++
 
+	// One token: the router GEMV routes too (one launch fewer).
+	fusedRoute := single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
 	b.subMark("router")
-	b.matmul(logits, xs.ptr, router, 0, T, E, H, false, true)
+	if fusedRoute {
+		counter := b.scratchZeroed("moe.route_counter", 4)
+		b.launch("moe_router_route1_"+dtName(router.dt), [3]int{cdiv(E, 8), 1, 1}, 256, xs.ptr, router.ptr, logits,
+			i32(H), i32(E), i32(K), boolArg(w.NormTopK), ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr,
+			i32(stat), counter)
+	} else {
+		b.matmul(logits, xs.ptr, router, 0, T, E, H, false, true)
+	}
 	b.subMark("route")
-	if single {
+	switch {
+	case fusedRoute:
+	case single:
 		b.launch("moe_route1", [3]int{1, 1, 1}, 32, logits, i32(E), i32(K), boolArg(w.NormTopK),
 			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
-	} else {
+	default:
 		b.launch("moe_route", [3]int{1, 1, 1}, 1024, logits, i32(T), i32(E), i32(K), boolArg(w.NormTopK), i32(chunk), i32(spc),
 			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
 	}
 
+	mc := b.moeConfig(T, E, K, H, I, dt)
 	vec := H%8 == 0 && I%8 == 0
 	variant := "scalar"
-	if vec {
+	if vec && mc.pass != "" && chunk > 1 {
+		variant = "m" + mc.pass
+	} else if vec {
 		// Pairs per slot decide how many a pass takes: one for a single
 		// token or the loop strategy, more as tokens share experts.
 		per := cdiv(min(chunk, P), spc)
@@ -668,26 +701,33 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 			variant = "m8"
 		}
 	}
-	const rows = 8 // one row per warp
-	gu, gate, up := "moe_gate_up_"+dtName(dt)+"_"+variant, table, table+uint64(E)*8
+	rows, suffix := 8, "" // rows per block: 8 warps of mc.rows rows
+	if vec && mc.rows == 2 {
+		rows, suffix = 16, "_r2"
+	}
+	gu, gate, up := "moe_gate_up_"+dtName(dt)+"_"+variant+suffix, table, table+uint64(E)*8
 	down := table + uint64(2*E)*8
 	b.subMark("gate_up")
 	b.launch(gu, [3]int{slots, cdiv(I, rows), 1}, 256, xs.ptr, hbuf, gate, up, slotExpert, slotStart, slotCount, pairs,
 		i32(H), i32(I), i32(K))
 	b.subMark("down")
 	if T == 1 && K <= 32 {
-		name := "moe_down_sum_" + dtName(dt)
+		name, ds := fmt.Sprintf("moe_down_sum_%s_d%d", dtName(dt), mc.dsRows), mc.dsRows
 		if !vec {
-			name += "_scalar"
+			name, ds = "moe_down_sum_"+dtName(dt)+"_scalar", 4
 		}
-		b.launch(name, [3]int{cdiv(H, 4), 1, 1}, 256, hbuf, ptr(o), down, ids, wts, i32(H), i32(I), i32(K))
+		flags := 0
+		if mc.prefetch {
+			flags = 1
+		}
+		b.launch(name, [3]int{cdiv(H, ds), 1, 1}, 256, hbuf, ptr(o), down, ids, wts, i32(H), i32(I), i32(K), i32(E), i32(flags))
 		return
 	}
 	y := b.scratchBuf("moe.y", int64(P)*int64(H)*4)
 	if b.stepErr != nil {
 		return
 	}
-	b.launch("moe_down_"+dtName(dt)+"_"+variant, [3]int{slots, cdiv(H, rows), 1}, 256, hbuf, y, down, slotExpert, slotStart,
+	b.launch("moe_down_"+dtName(dt)+"_"+variant+suffix, [3]int{slots, cdiv(H, rows), 1}, 256, hbuf, y, down, slotExpert, slotStart,
 		slotCount, pairs, i32(H), i32(I))
 	b.launch("moe_combine", [3]int{T, cdiv(H, 256), 1}, 256, ptr(o), y, wts, i32(H), i32(K))
 }

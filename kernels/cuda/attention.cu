@@ -11,17 +11,26 @@
 // head) to finish merges them.
 // Cache layout: [num_blocks][kv_heads][block_size][head_dim], f32.
 
-#define ATT_WARPS 8
 #define ATT_MAXD 256
 
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) paged_attention(
+// ATT_WARPS warps per block: 4 or 8 (kernels paged_attention_w4, _w8); a
+// launch has at most 32·ATT_WARPS partitions (one merging thread each).
+// With ROPE (decode steps only: one new token per sequence) the block also
+// does RoPE's work on the raw q and k (QK-norm with qn/kn, rotation at the
+// token's position) for the head it needs, in shared memory: one launch
+// fewer per layer. q and k in memory are then left unrotated; the cache
+// gets the rotated k.
+template <int ATT_WARPS, bool ROPE>
+__device__ __forceinline__ void paged_attention_body(
     float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     float* __restrict__ kc, float* __restrict__ vc, const int* __restrict__ tok_seq, const int* __restrict__ qsl,
     const int* __restrict__ seq_lens, const int* __restrict__ block_table, const int* __restrict__ slot_mapping,
     int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int part_size, int nparts,
-    float* __restrict__ tmp_acc, float* __restrict__ tmp_ml, int* __restrict__ err, int* __restrict__ counters) {
-    pdl_wait();
+    float* __restrict__ tmp_acc, float* __restrict__ tmp_ml, int* __restrict__ err, int* __restrict__ counters,
+    const float* __restrict__ qn, const float* __restrict__ kn, const int* __restrict__ positions,
+    const float* __restrict__ inv_freq, float eps) {
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
+    __shared__ float s_q[ROPE ? ATT_MAXD : 1], s_k[ROPE ? ATT_MAXD : 1];
     __shared__ float s_acc[ATT_WARPS][ATT_MAXD];
     __shared__ float s_f[256], s_red[32];
     __shared__ int s_last;
@@ -35,11 +44,18 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) paged_attention(
     const int ctx = new_start + (t - q0) + 1;  // causal: positions 0..pos
     const long kvw = (long)KVH * D;
 
+    if (ROPE) {
+        const float pos = (float)positions[t];
+        if (warp == 0) rope_head(q + ((long)t * H + h) * D, s_q, qn, D, pos, inv_freq, eps);
+        if (warp == 1) rope_head(k + t * kvw + kh * D, s_k, kn, D, pos, inv_freq, eps);
+        __syncthreads();
+    }
+
     if (part == 0 && h % group == 0) {
         int slot = slot_mapping[t];
         if (slot >= 0 && slot < num_blocks * BS) {
             long o = (((long)(slot / BS) * KVH + kh) * BS + slot % BS) * D;
-            const float* ks = k + t * kvw + kh * D;
+            const float* ks = ROPE ? s_k : k + t * kvw + kh * D;
             const float* vs = v + t * kvw + kh * D;
             for (int i = threadIdx.x; i < D; i += blockDim.x) {
                 kc[o + i] = ks[i];
@@ -50,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) paged_attention(
         }
     }
 
-    const float* qv = q + ((long)t * H + h) * D;
+    const float* qv = ROPE ? s_q : q + ((long)t * H + h) * D;
     float qr[ATT_MAXD / 32];
 #pragma unroll
     for (int j = 0; j < ATT_MAXD / 32; j++) {
@@ -75,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) paged_attention(
                 const float* krow;
                 if (j >= new_start) {
                     long r = (long)(q0 + j - new_start) * kvw + kh * D;
-                    krow = k + r;
+                    krow = ROPE ? s_k : k + r;  // ROPE: decode, so the row is t's
                     vrow[u] = v + r;
                 } else {
                     long o = (((long)bt[j / BS] * KVH + kh) * BS + j % BS) * D;
@@ -184,4 +200,36 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) paged_attention(
         out[base * D + d] = A2 / LL;
     }
     if (threadIdx.x == 0) counters[base] = 0;
+}
+
+#define PAGED_ATTENTION_PARAMS                                                                                      \
+    float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v, \
+        float *__restrict__ kc, float *__restrict__ vc, const int *__restrict__ tok_seq, const int *__restrict__ qsl, \
+        const int *__restrict__ seq_lens, const int *__restrict__ block_table, const int *__restrict__ slot_mapping,   \
+        int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int part_size, int nparts,           \
+        float *__restrict__ tmp_acc, float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters
+#define PAGED_ATTENTION_ARGS                                                                                        \
+    out, q, k, v, kc, vc, tok_seq, qsl, seq_lens, block_table, slot_mapping, H, KVH, D, BS, bt_stride, num_blocks, \
+        scale, part_size, nparts, tmp_acc, tmp_ml, err, counters
+#define ROPE_PARAMS \
+    const float *__restrict__ qn, const float *__restrict__ kn, const int *__restrict__ positions, const float *__restrict__ inv_freq, float eps
+
+extern "C" __global__ void __launch_bounds__(128) paged_attention_w4(PAGED_ATTENTION_PARAMS) {
+    pdl_wait_early();
+    paged_attention_body<4, false>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);
+}
+
+extern "C" __global__ void __launch_bounds__(256) paged_attention_w8(PAGED_ATTENTION_PARAMS) {
+    pdl_wait_early();
+    paged_attention_body<8, false>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);
+}
+
+extern "C" __global__ void __launch_bounds__(128) paged_attention_rope_w4(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) {
+    pdl_wait_early();
+    paged_attention_body<4, true>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(256) paged_attention_rope_w8(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) {
+    pdl_wait_early();
+    paged_attention_body<8, true>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);
 }

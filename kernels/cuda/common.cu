@@ -29,6 +29,42 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// pdl_wait_early is pdl_wait for the short, latency-bound kernels (norms,
+// RoPE, attention, routing) when MTLB_PDL_EARLY is set: the next kernel is
+// let in before the wait, so a GEMV after them is resident, and streaming
+// its weights into L2, for their whole run instead of only their tail.
+__device__ __forceinline__ void pdl_wait_early() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(MTLB_PDL_EARLY)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+    pdl_wait();
+#endif
+}
+
+// prefetch_l2 asks the copy engine to bring bytes at p (16-byte aligned, a
+// multiple of 16) into L2 without waiting: weights whose addresses do not
+// depend on the previous kernel are fetched before pdl_wait, overlapping
+// that kernel's tail and the launch gap.
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 12  // PTX 8.0
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// prefetch_rows prefetches rows [row0, row0+rows) of a row-major [n][k]
+// matrix of esize-byte elements, split over the calling warp's lanes in
+// pieces of at most 16 KiB. A no-op unless k·esize is a multiple of 16.
+__device__ __forceinline__ void prefetch_rows(const void* W, int row0, int rows, int n, int k, int esize) {
+    rows = min(rows, n - row0);
+    if (rows <= 0 || (k * esize) % 16 != 0) return;
+    const char* p = (const char*)W + (long)row0 * k * esize;
+    const long bytes = (long)rows * k * esize;
+    const int lane = threadIdx.x & 31;
+    for (long off = (long)lane << 14; off < bytes; off += 32l << 14)
+        prefetch_l2(p + off, (unsigned)min(bytes - off, 16384l));
+}
+
 __device__ __forceinline__ float f16_to_f32(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -135,4 +171,49 @@ __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ float dot8(const float* w, float4 a, float4 b) {
     return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w +
            w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}
+
+// rope_head (one warp) normalises one head of D values with the per-head
+// RMSNorm weights nw (QK-norm; skipped when nw is null) and rotates it, neox
+// style, at position pos, reading src and writing dst (which may be src).
+// Angles follow transformers: f32 inverse frequencies computed on the host
+// as the reference does, an f32 product with the position, then cos and sin
+// of that f32 angle. D is even and at most 256.
+__device__ __forceinline__ void rope_head(const float* src, float* dst, const float* __restrict__ nw, int D, float pos,
+                                          const float* __restrict__ inv_freq, float eps) {
+    const int lane = threadIdx.x & 31;
+    const int half = D / 2;
+    float a[4], b[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int i = lane + 32 * j;
+        a[j] = i < half ? src[i] : 0.f;
+        b[j] = i < half ? src[i + half] : 0.f;
+    }
+    if (nw) {
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) ss += a[j] * a[j] + b[j] * b[j];
+        ss = warp_sum(ss);
+        float inv = (float)(1.0 / sqrt((double)ss / D + (double)eps));
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int i = lane + 32 * j;
+            if (i < half) {
+                a[j] = a[j] * inv * nw[i];
+                b[j] = b[j] * inv * nw[i + half];
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int i = lane + 32 * j;
+        if (i < half) {
+            float ang = pos * inv_freq[i];
+            float sf, cf;
+            sincosf(ang, &sf, &cf);
+            dst[i] = a[j] * cf - b[j] * sf;
+            dst[i + half] = b[j] * cf + a[j] * sf;
+        }
+    }
 }

@@ -148,15 +148,35 @@ __device__ __forceinline__ void gemv3(const float* X, int k, int m,
     }
 }
 
+// gemv3_prefetch (with flag bit 0) has warp 0 of the block prefetch the
+// block's weight rows into L2 before pdl_wait: they do not depend on the
+// kernel before, so their fetch overlaps it.
+template <int DT, int R>
+__device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, const void* W1, int n1, const void* W2,
+                                               int n2, int ks, int flags) {
+    if (!(flags & 1) || threadIdx.x >= 32) return;
+    const int rows = (GEMV_WARPS / ks) * R, es = DT == DT_F32 ? 4 : 2;
+    int b = blockIdx.x;
+    int nb0 = (n0 + rows - 1) / rows, nb1 = (n1 + rows - 1) / rows;
+    if (b < nb0) {
+        prefetch_rows(W0, b * rows, rows, n0, k, es);
+    } else if ((b -= nb0) < nb1) {
+        prefetch_rows(W1, b * rows, rows, n1, k, es);
+    } else {
+        prefetch_rows(W2, (b - nb1) * rows, rows, n2, k, es);
+    }
+}
+
 #define GEMV_PARAMS                                                                  \
     const float *X, int k, int m, const void *W0, float *Y0, const float *B0, int n0, \
         const void *W1, float *Y1, const float *B1, int n1, const void *W2, float *Y2, \
-        const float *B2, int n2, int ks
+        const float *B2, int n2, int ks, int flags
 #define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks
 
 #define GEMV_KERNEL(NAME, DT, M, R, VEC)                                            \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) { \
-        pdl_wait();                                                                          \
+        gemv3_prefetch<DT, R>(k, W0, n0, W1, n1, W2, n2, ks, flags);                  \
+        pdl_wait();                                                                   \
         gemv3<DT, M, R, VEC>(GEMV_ARGS);                                              \
     }
 
@@ -164,7 +184,12 @@ __device__ __forceinline__ void gemv3(const float* X, int k, int m,
 // same parameters as gemv (segments 0 and 1 are gate and up, of equal n).
 #define GEMV_GU_KERNEL(NAME, DT, M, VEC)                                                     \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {          \
-        pdl_wait();                                                                          \
+        if ((flags & 1) && threadIdx.x < 32) {                                                 \
+            const int rows = GEMV_WARPS / ks, es = DT == DT_F32 ? 4 : 2;                       \
+            prefetch_rows(W0, blockIdx.x * rows, rows, n0, k, es);                             \
+            prefetch_rows(W1, blockIdx.x * rows, rows, n0, k, es);                             \
+        }                                                                                      \
+        pdl_wait();                                                                            \
         gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);        \
     }
 

@@ -17,6 +17,7 @@
 // sum; otherwise moe_combine sums each token's k outputs in top-k order.
 
 #define ROUTE_THREADS 1024
+#define MOE_WARPS 8
 #define ROUTE_MAXE 512
 
 // block_scan_excl returns the exclusive prefix sum of v over the block
@@ -136,6 +137,67 @@ extern "C" __global__ void moe_route1(const float* __restrict__ logits, int E, i
     if (threadIdx.x == 0) stats[stat_index] = K;
 }
 
+// moe_router_route1 is the router GEMV and moe_route1 in one launch, for a
+// single token: each warp computes one expert's logit (f32 activations,
+// f32 accumulation, as the f32 GEMV path does), and the last block to finish
+// routes. counter is zero between steps (the last block resets it).
+template <int DT>
+__device__ __forceinline__ void router_route1_body(const float* __restrict__ x, const void* __restrict__ router,
+                                                   float* __restrict__ logits, int H, int E, int K, int norm,
+                                                   int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                                   int* __restrict__ slot_expert, int* __restrict__ slot_start,
+                                                   int* __restrict__ slot_count, int* __restrict__ pair_list,
+                                                   int* __restrict__ stats, int stat_index, int* __restrict__ counter) {
+    __shared__ float s_logits[ROUTE_MAXE];
+    __shared__ int s_last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int e = blockIdx.x * MOE_WARPS + warp;
+    if (e < E) {
+        float acc = 0.f;
+#pragma unroll 4
+        for (int i = lane * 8; i < H; i += 256) {
+            float w[8];
+            load8<DT>(router, (long)e * H + i, w);
+            const float4* xp = (const float4*)(x + i);
+            acc += dot8(w, __ldg(xp), __ldg(xp + 1));
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) logits[e] = acc;
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < E; i += blockDim.x) s_logits[i] = __ldcg(logits + i);
+    __syncthreads();
+    if (warp != 0) return;
+    route_token(s_logits, 0, E, K, norm, topk_ids, topk_w, stats);
+    __syncwarp();
+    for (int j = lane; j < K; j += 32) {
+        slot_expert[j] = topk_ids[j];
+        slot_start[j] = j;
+        slot_count[j] = 1;
+        pair_list[j] = j;
+    }
+    if (lane == 0) {
+        stats[stat_index] = K;
+        *counter = 0;
+    }
+}
+
+#define ROUTER_ROUTE1(S, DT)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_router_route1_##S(                            \
+        const float* __restrict__ x, const void* __restrict__ router, float* __restrict__ logits, int H, int E, int K, \
+        int norm, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,           \
+        int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                     \
+        int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                        \
+        pdl_wait();                                                                                                   \
+        router_route1_body<DT>(x, router, logits, H, E, K, norm, topk_ids, topk_w, slot_expert, slot_start,          \
+                               slot_count, pair_list, stats, stat_index, counter);                                    \
+    }
+
 extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) moe_route(
     const float* __restrict__ logits, int T, int E, int K, int norm, int chunk, int slots_per_chunk,
     int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,
@@ -204,7 +266,6 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) moe_route(
     }
 }
 
-#define MOE_WARPS 8
 
 // moe_rows runs R rows of one expert matrix W ([rows][k]) over the pairs of a
 // slot, M at a time: out[pair][row] = f(x(pair) · W[row]), with x(pair) the
@@ -321,21 +382,20 @@ __device__ __forceinline__ void moe_down_body(const float* hbuf, float* y, const
 }
 
 // moe_down_sum is the single-token down projection fused with the weighted
-// sum: out[row] = Σ_j w_j · (h_j · Wd[e_j][row]). A block takes DS_ROWS
-// rows; its warps share the (row, expert) pairs, so each warp streams a few
-// short rows with all their loads in flight, and the block sums each row's
-// k products in top-k order (deterministic). k is at most DS_MAXK.
-#define DS_ROWS 4
+// sum: out[row] = Σ_j w_j · (h_j · Wd[e_j][row]). A block takes DS rows; its
+// warps share the (row, expert) pairs, so each warp streams a few short rows
+// with all their loads in flight, and the block sums each row's k products
+// in top-k order (deterministic). k is at most DS_MAXK.
 #define DS_MAXK 32
-template <int DT, bool VEC>
+template <int DT, int DS, bool VEC>
 __device__ __forceinline__ void moe_down_sum_body(const float* __restrict__ hbuf, float* __restrict__ out,
                                                   const u64* __restrict__ down_ptrs, const int* __restrict__ topk_ids,
                                                   const float* __restrict__ topk_w, int H, int I, int K) {
-    __shared__ float red[DS_ROWS][DS_MAXK];
+    __shared__ float red[DS][DS_MAXK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int row0 = blockIdx.x * DS_ROWS;
+    const int row0 = blockIdx.x * DS;
 #pragma unroll 2
-    for (int pr = warp; pr < DS_ROWS * K; pr += MOE_WARPS) {
+    for (int pr = warp; pr < DS * K; pr += MOE_WARPS) {
         const int r = pr / K, j = pr % K, row = row0 + r;
         float part = 0.f;
         if (row < H) {
@@ -357,10 +417,30 @@ __device__ __forceinline__ void moe_down_sum_body(const float* __restrict__ hbuf
         if (lane == 0) red[r][j] = topk_w[j] * part;
     }
     __syncthreads();
-    if (threadIdx.x < DS_ROWS && row0 + threadIdx.x < H) {
+    if (threadIdx.x < DS && row0 + threadIdx.x < H) {
         float s = 0.f;
         for (int j = 0; j < K; j++) s += red[threadIdx.x][j];
         out[row0 + threadIdx.x] = s;
+    }
+}
+
+// moe_down_sum_prefetch (flag bit 0) prefetches the block's rows of its k
+// experts' down weights before pdl_wait. The expert ids were written by
+// moe_route, which finished before the gate/up kernel before this one got
+// past its own wait, and so before this kernel was launched; they are read
+// from L2 and clamped, since a wrong id could only cost a useless prefetch.
+__device__ __forceinline__ void moe_down_sum_prefetch(const u64* __restrict__ down_ptrs,
+                                                      const int* __restrict__ topk_ids, int DS, int H, int I, int K,
+                                                      int E, int esize, int flags) {
+    if (!(flags & 1) || threadIdx.x >= 32) return;
+    const int row0 = blockIdx.x * DS;
+    const int rows = min(DS, H - row0);
+    if (rows <= 0 || (I * esize) % 16 != 0) return;
+    for (int j = threadIdx.x; j < K; j += 32) {
+        int e = min(max(__ldcg(topk_ids + j), 0), E - 1);
+        const char* p = (const char*)down_ptrs[e] + (long)row0 * I * esize;
+        const long bytes = (long)rows * I * esize;
+        for (long off = 0; off < bytes; off += 16384) prefetch_l2(p + off, (unsigned)min(bytes - off, 16384l));
     }
 }
 
@@ -372,38 +452,48 @@ __device__ __forceinline__ void moe_down_sum_body(const float* __restrict__ hbuf
     const float *hbuf, float *y, const u64 *down_ptrs, const int *slot_expert, const int *slot_start, \
         const int *slot_count, const int *pair_list, int H, int I
 #define MOE_DN_ARGS hbuf, y, down_ptrs, slot_expert, slot_start, slot_count, pair_list, H, I
-#define MOE_DS_PARAMS \
-    const float *hbuf, float *out, const u64 *down_ptrs, const int *topk_ids, const float *topk_w, int H, int I, int K
+#define MOE_DS_PARAMS                                                                                    \
+    const float *hbuf, float *out, const u64 *down_ptrs, const int *topk_ids, const float *topk_w, int H, \
+        int I, int K, int E, int flags
 #define MOE_DS_ARGS hbuf, out, down_ptrs, topk_ids, topk_w, H, I, K
 
 #define MOE_KERNELS(SUF, DT, M, R, VEC)                                                                  \
     extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gate_up_##SUF(MOE_GU_PARAMS) {      \
-        pdl_wait();                                                                          \
+        pdl_wait();                                                                                      \
         moe_gate_up_body<DT, M, R, VEC>(MOE_GU_ARGS);                                                    \
     }                                                                                                    \
     extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_down_##SUF(MOE_DN_PARAMS) {         \
-        pdl_wait();                                                                          \
+        pdl_wait();                                                                                      \
         moe_down_body<DT, M, R, VEC>(MOE_DN_ARGS);                                                       \
     }
 
-#define MOE_DT(S, DT)                           \
-    MOE_KERNELS(S##_m1, DT, 1, 1, true)         \
-    MOE_KERNELS(S##_m2, DT, 2, 1, true)         \
-    MOE_KERNELS(S##_m4, DT, 4, 1, true)         \
-    MOE_KERNELS(S##_m8, DT, 8, 1, true)         \
-    MOE_KERNELS(S##_scalar, DT, 1, 1, false)    \
-    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_down_sum_##S(MOE_DS_PARAMS) {        \
-        pdl_wait();                                                                          \
-        moe_down_sum_body<DT, true>(MOE_DS_ARGS);                                                      \
-    }                                                                                                     \
-    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_down_sum_##S##_scalar(MOE_DS_PARAMS) { \
-        pdl_wait();                                                                          \
-        moe_down_sum_body<DT, false>(MOE_DS_ARGS);                                                     \
+#define MOE_DS_KERNEL(NAME, DT, DS, VEC)                                                       \
+    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) NAME(MOE_DS_PARAMS) {           \
+        moe_down_sum_prefetch(down_ptrs, topk_ids, DS, H, I, K, E, DT == DT_F32 ? 4 : 2, flags); \
+        pdl_wait();                                                                              \
+        moe_down_sum_body<DT, DS, VEC>(MOE_DS_ARGS);                                             \
     }
+
+// Kernels are named by their pairs per pass (m) and, for bf16, rows per warp
+// (r); the single-token down projection by its rows per block (d).
+#define MOE_DT(S, DT)                                \
+    MOE_KERNELS(S##_m1, DT, 1, 1, true)              \
+    MOE_KERNELS(S##_m2, DT, 2, 1, true)              \
+    MOE_KERNELS(S##_m4, DT, 4, 1, true)              \
+    MOE_KERNELS(S##_m8, DT, 8, 1, true)              \
+    MOE_KERNELS(S##_scalar, DT, 1, 1, false)         \
+    MOE_DS_KERNEL(moe_down_sum_##S##_d4, DT, 4, true) \
+    MOE_DS_KERNEL(moe_down_sum_##S##_scalar, DT, 4, false)
 
 MOE_DT(f32, DT_F32)
 MOE_DT(f16, DT_F16)
 MOE_DT(bf16, DT_BF16)
+MOE_KERNELS(bf16_m1_r2, DT_BF16, 1, 2, true)
+MOE_KERNELS(bf16_m2_r2, DT_BF16, 2, 2, true)
+MOE_KERNELS(bf16_m4_r2, DT_BF16, 4, 2, true)
+MOE_KERNELS(bf16_m8_r2, DT_BF16, 8, 2, true)
+MOE_DS_KERNEL(moe_down_sum_bf16_d2, DT_BF16, 2, true)
+MOE_DS_KERNEL(moe_down_sum_bf16_d8, DT_BF16, 8, true)
 
 // moe_combine writes out[t] = Σ_j w[t][j] · y[t·K+j], in top-k order.
 extern "C" __global__ void moe_combine(float* __restrict__ out, const float* __restrict__ y, const float* __restrict__ w,
@@ -417,3 +507,7 @@ extern "C" __global__ void moe_combine(float* __restrict__ out, const float* __r
     for (int j = 0; j < K; j++) s += __ldg(w + t * K + j) * y[((long)t * K + j) * H + i];
     out[(long)t * H + i] = s;
 }
+
+ROUTER_ROUTE1(f32, DT_F32)
+ROUTER_ROUTE1(f16, DT_F16)
+ROUTER_ROUTE1(bf16, DT_BF16)

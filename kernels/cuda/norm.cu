@@ -10,7 +10,7 @@
 extern "C" __global__ void __launch_bounds__(1024) rms_norm(float* __restrict__ out, const float* __restrict__ x,
                                                             float* __restrict__ residual, const float* __restrict__ add,
                                                             const float* __restrict__ w, int D, float eps) {
-    pdl_wait();
+    pdl_wait_early();
     __shared__ float red[32];
     const long row = blockIdx.x;
     const int nt = blockDim.x;

@@ -118,7 +118,12 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	info := be.Info()
 
 	bw := 0.0
-	if o.BandwidthBuffer >= 0 && info.Backend == "cpu" {
+	if p, ok := be.(bridge.BandwidthProber); ok && o.BandwidthBuffer >= 0 {
+		// A GPU's own probe: a streaming read of device memory.
+		if bw, err = p.MeasureBandwidth(); err != nil {
+			return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
+		}
+	} else if o.BandwidthBuffer >= 0 && info.Backend == "cpu" {
 		size := o.BandwidthBuffer
 		if size == 0 {
 			size = 256 << 20

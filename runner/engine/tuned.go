@@ -27,6 +27,9 @@ type tunedKernels struct {
 
 	moe   map[int]bridge.MoEParams
 	split func(m, n, k int, dt bridge.DType) (piece, threads int)
+	// launch holds, for a bridge.LaunchTuner backend, the pick of every
+	// kernel the store has entries for.
+	launch map[string]func(map[string]int) (map[string]string, bool)
 
 	mu   sync.Mutex
 	used map[string]map[string]bool // kernel -> choices used
@@ -64,7 +67,48 @@ func newTuned(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Options) 
 			return tune.MatMulSplit(c)
 		}
 	}
+	if _, ok := be.(bridge.LaunchTuner); ok {
+		t.launch = map[string]func(map[string]int) (map[string]string, bool){}
+		for _, k := range tune.Kernels(be.Info().Backend) {
+			if hasEntries(o.Tuned, be, k.Name) {
+				t.launch[k.Name] = t.launchPick(k)
+			}
+		}
+	}
 	return t
+}
+
+// launchPick looks kernel k's config up for each launch shape the backend
+// asks about, once per shape.
+func (t *tunedKernels) launchPick(k *tune.Kernel) func(map[string]int) (map[string]string, bool) {
+	type answer struct {
+		c  map[string]string
+		ok bool
+	}
+	cache := map[string]answer{}
+	var mu sync.Mutex
+	return func(shape map[string]int) (map[string]string, bool) {
+		s := tune.Shape(shape)
+		key := s.Key()
+		mu.Lock()
+		a, seen := cache[key]
+		mu.Unlock()
+		if seen {
+			return a.c, a.ok
+		}
+		if k.Applies == nil || k.Applies(s) {
+			if ch, err := lookup(t.store, t.be, k.Name, t.dtype, s); err == nil {
+				t.note(k.Name, ch)
+				if !ch.IsDefault() {
+					a = answer{ch.Config, true}
+				}
+			}
+		}
+		mu.Lock()
+		cache[key] = a
+		mu.Unlock()
+		return a.c, a.ok
+	}
 }
 
 // hasEntries reports whether any layer holds a kernel entry for be's device.
@@ -119,6 +163,17 @@ func (e *Engine) applyTuned(tokens int) (restore func()) {
 			t.moe[tokens] = p
 		}
 		e.opts.MoE = p
+	}
+	if len(t.launch) > 0 {
+		lt := t.be.(bridge.LaunchTuner)
+		for name, pick := range t.launch {
+			lt.SetLaunchConfig(name, pick)
+		}
+		return func() {
+			for name := range t.launch {
+				lt.SetLaunchConfig(name, nil)
+			}
+		}
 	}
 	if t.split == nil {
 		return func() {}

@@ -89,7 +89,7 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 	}
 	b.call = func(i int) { b.be.AddRMSNorm(out, res.t, xin(i).t, w.t, eps) }
 	b.check = func() (float64, float64, error) {
-		in := xin(b.calls)
+		in := xin(0) // the input of call 0, which a check runs
 		before, after, err := b.around([]bridge.Tensor{res.t, in.t}, out, res.t)
 		if err != nil {
 			return 0, 0, err
@@ -214,7 +214,8 @@ func (b *Bench) prepareMatMul(p *params) error {
 	if err != nil {
 		return err
 	}
-	b.call = func(int) { b.be.MatMul(out, x.t, w.t, nil) }
+	ws := b.copies(w, b.rotation(int64(N)*int64(K)*int64(dt.Size())))
+	b.call = func(i int) { b.be.MatMul(out, x.t, ws[i%len(ws)].t, nil) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
 		if err != nil {
@@ -295,7 +296,17 @@ func (b *Bench) prepareMoE(p *params) error {
 	b.bytes = int64(E)*int64(H)*w + int64(len(touched))*3*int64(H)*int64(I)*w + 2*int64(T)*int64(H)*a
 	b.flops = 2*int64(T)*int64(E)*int64(H) + int64(T)*int64(K)*(6*int64(H)*int64(I)+5*int64(I)+2*int64(H))
 
-	b.call = func(int) { b.be.MoE(out, x.t, mw, mp) }
+	// Other tokens route to other experts: cycling through inputs keeps a
+	// GPU's L2 from serving the routed experts' weights call after call.
+	inputs := []*host{x}
+	for range b.rotation(b.bytes) - 1 {
+		xi, err := b.upload(b.act, []int{T, H}, 0, 1)
+		if err != nil {
+			break
+		}
+		inputs = append(inputs, xi)
+	}
+	b.call = func(i int) { b.be.MoE(out, inputs[i%len(inputs)].t, mw, mp) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
 		if err != nil {

@@ -246,3 +246,43 @@ func gatherRows(x []float32, idx []int, width int) []float32 {
 	}
 	return out
 }
+
+// rotation is how many copies of a call's inputs (perCall bytes) a case on a
+// device with a last-level cache cycles through, so repeated calls stream
+// from memory as the engine's do (each layer's weights and KV cache are
+// read once a step) rather than from a warm cache.
+func (b *Bench) rotation(perCall int64) int {
+	c := b.be.Info().CacheBytes
+	if c <= 0 || perCall <= 0 {
+		return 1
+	}
+	return int(min(max((3*c+perCall-1)/perCall, 1), 64))
+}
+
+// duplicate uploads another tensor with h's exact values, from host memory
+// of its own (backends may share the device copy of the same host bytes).
+func (b *Bench) duplicate(h *host) (*host, error) {
+	return b.uploadFrom(h.dt, h.shape, func(lo int64, dst []float32) {
+		if h.dt == bridge.F32 {
+			copy(dst, h.f32[lo:])
+			return
+		}
+		widen(h.dt, dst, h.u16[lo:lo+int64(len(dst))])
+	})
+}
+
+// copies returns h and n-1 duplicates of it; it stops early, without an
+// error, when the backend runs short of memory (fewer copies time a warmer
+// cache, nothing worse).
+func (b *Bench) copies(h *host, n int) []*host {
+	out := []*host{h}
+	size := elems(h.shape) * int64(h.dt.Size())
+	for len(out) < n && (b.avail <= 0 || b.used+size <= b.avail/2) {
+		d, err := b.duplicate(h)
+		if err != nil {
+			break
+		}
+		out = append(out, d)
+	}
+	return out
+}

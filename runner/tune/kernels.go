@@ -12,7 +12,7 @@ import (
 // The declared kernels, per backend. A GPU backend adds its own (threadgroup
 // size, tile sizes, split-K partitions, with threadgroup-memory and
 // max-threads constraints) next to the CPU's.
-var registry = []*Kernel{cpuMoE, cpuMatMul}
+var registry = []*Kernel{cpuMoE, cpuMatMul, cudaMatMul, cudaAttention, cudaMoE}
 
 // Kernels are the tunable kernels of a backend ("cpu"), in declaration order.
 func Kernels(backend string) []*Kernel {
@@ -180,7 +180,12 @@ func SourceHash(be bridge.Backend, kernel string) string {
 	return ""
 }
 
-// LimitsOf reads a backend's limits: for the CPU, its goroutine count.
+// LimitsOf reads a backend's limits: for the CPU, its goroutine count; for
+// CUDA, a block's threads and static shared memory.
 func LimitsOf(be bridge.Backend) Limits {
-	return Limits{MaxThreads: max(be.Info().Cores, 1)}
+	info := be.Info()
+	if info.Backend == "cuda" {
+		return Limits{MaxThreads: 1024, ThreadgroupMemory: 48 << 10, SIMDWidth: 32}
+	}
+	return Limits{MaxThreads: max(info.Cores, 1)}
 }

@@ -191,6 +191,9 @@ type Kernel struct {
 	Default func(s Shape, lim Limits) Config
 	// Format prints a config briefly, e.g. "chunked/16". Nil: "a=1,b=x".
 	Format func(c Config) string
+	// Applies reports whether the kernel runs at shape s at all (the CUDA
+	// GEMV takes up to 8 rows; cuBLAS the rest). Nil: always.
+	Applies func(s Shape) bool
 	// MaxOctaves is how far (sum of log2 distances over Log dimensions) a
 	// tuned bucket may be from the query and still apply; 0 means 2.
 	MaxOctaves float64

@@ -80,6 +80,9 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		if err != nil {
 			return err
 		}
+		if b.Kernel.Applies != nil && !b.Kernel.Applies(b.Shape) {
+			return nil
+		}
 		key := b.Describe()
 		if i, ok := index[key]; ok {
 			if !strings.Contains(out[i].Label, label) {
@@ -127,6 +130,16 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			if err := add("moe", dtype, engine.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
+		}
+		// Decode attention at the context the case ends with, rounded up to
+		// a power of two as the backend looks it up.
+		ctx := 1
+		for ctx < c.Int("prompt_len", 128)+c.Int("gen_len", 32) {
+			ctx *= 2
+		}
+		if err := add("paged_attention_decode", dtype, tune.Shape{"seqs": seqs, "context": ctx, "num_heads": cfg.Heads,
+			"num_kv_heads": cfg.KVHeads, "head_size": cfg.HeadDim, "block_size": c.Int("block_size", 16)}, label); err != nil {
+			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
 		for _, mnk := range engine.MatMulShapes(cfg, seqs, seqs) {
 			if err := add("matmul", dtype, tune.Shape{"m": mnk[0], "n": mnk[1], "k": mnk[2]}, label); err != nil {

@@ -263,8 +263,18 @@ func (c *candidateBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bri
 	c.Backend.MoE(out, x, w, p)
 }
 
-// apply makes cb run config for kernel.
+// apply makes cb run config for kernel: a GPU backend takes it as its
+// launch parameters; the MoE dispatch goes through every MoE call's params.
 func apply(cb *candidateBackend, kernel string, c tune.Config) error {
+	if lt, ok := cb.Backend.(bridge.LaunchTuner); ok {
+		c := c.Clone()
+		lt.SetLaunchConfig(kernel, func(map[string]int) (map[string]string, bool) { return c, true })
+		if kernel == "moe" {
+			p := tune.MoEParams(c)
+			cb.moe = &p
+		}
+		return nil
+	}
 	switch kernel {
 	case "moe":
 		p := tune.MoEParams(c)
@@ -285,6 +295,11 @@ func apply(cb *candidateBackend, kernel string, c tune.Config) error {
 // reset returns cb to the backend's own behaviour.
 func reset(cb *candidateBackend) {
 	cb.moe = nil
+	if lt, ok := cb.Backend.(bridge.LaunchTuner); ok {
+		for _, k := range tune.Kernels(cb.Backend.Info().Backend) {
+			lt.SetLaunchConfig(k.Name, nil)
+		}
+	}
 	if s, ok := cb.Backend.(tune.MatMulSplitter); ok {
 		s.SetMatMulSplit(nil)
 	}

@@ -1,0 +1,298 @@
+//go:build linux
+
+package cuda
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
+)
+
+// The tunable kernels and the launch parameters each takes from a tuned
+// config (runner/tune declares their spaces):
+//
+//   - matmul (the GEMV of decode steps, m ≤ 8): rows per warp, split-K
+//     warps, and whether blocks prefetch their weight rows into L2 before
+//     waiting on the previous kernel;
+//   - paged_attention_decode: positions per split-context partition and
+//     warps per block;
+//   - moe: rows per warp of the expert GEMVs, pairs per pass, rows per block
+//     of the single-token down projection and its weight prefetch (the
+//     dispatch strategy and chunk size come through MoEParams).
+//
+// A pick is called once per distinct launch shape; its answers are cached
+// until the next SetLaunchConfig.
+
+type pickFn = func(shape map[string]int) (map[string]string, bool)
+
+type launchTuning struct {
+	picks map[string]pickFn
+	cache map[string]map[[6]int]map[string]string
+}
+
+// SetLaunchConfig implements bridge.LaunchTuner.
+func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int) (map[string]string, bool)) {
+	t := &b.tuning
+	if t.picks == nil {
+		t.picks = map[string]pickFn{}
+	}
+	if pick == nil {
+		delete(t.picks, kernel)
+	} else {
+		t.picks[kernel] = pick
+	}
+	t.cache = nil
+}
+
+// tuned returns kernel's config for the launch shape (dims named by names,
+// in order), or nil for the backend's own choice.
+func (b *Backend) tuned(kernel string, names []string, vals ...int) map[string]string {
+	t := &b.tuning
+	pick := t.picks[kernel]
+	if pick == nil {
+		return nil
+	}
+	var key [6]int
+	copy(key[:], vals)
+	if c, ok := t.cache[kernel][key]; ok {
+		return c
+	}
+	shape := make(map[string]int, len(names))
+	for i, n := range names {
+		shape[n] = vals[i]
+	}
+	c, ok := pick(shape)
+	if !ok {
+		c = nil
+	}
+	if t.cache == nil {
+		t.cache = map[string]map[[6]int]map[string]string{}
+	}
+	if t.cache[kernel] == nil {
+		t.cache[kernel] = map[[6]int]map[string]string{}
+	}
+	t.cache[kernel][key] = c
+	return c
+}
+
+var (
+	matmulDims    = []string{"m", "n", "k"}
+	attentionDims = []string{"seqs", "context", "num_heads", "num_kv_heads", "head_size", "block_size"}
+	moeDims       = []string{"tokens", "experts", "top_k", "hidden", "intermediate"}
+)
+
+// configInt reads a numeric config value; ok false when absent or not a
+// number (the caller keeps its default).
+func configInt(c map[string]string, name string) (int, bool) {
+	v, err := strconv.Atoi(c[name])
+	return v, err == nil
+}
+
+// gemvConfig is one GEMV launch's parameters.
+type gemvConfig struct {
+	name        string
+	M, rows, ks int // tokens per pass, rows per block, split-K warps
+	flags       int // bit 0: prefetch the weight rows
+}
+
+// gemvShape picks the kernel for an m×n×k GEMV: M tokens per pass, R rows
+// per warp, and ks warps splitting k. By default the grid covers every SM
+// about twice: tall matrices get more rows per warp, short ones split k
+// over up to 8 warps so about 4 blocks land on every SM (each warp then has
+// few sequential loads, all in flight). A tuned config overrides both.
+func (b *Backend) gemvShape(m, n, k int, dt bridge.DType) gemvConfig {
+	if k%8 != 0 {
+		return gemvConfig{name: "gemv_" + dtName(dt) + "_scalar", M: 1, rows: 8, ks: 1}
+	}
+	M := 16
+	for _, c := range gemvMs {
+		if c >= m {
+			M = c
+			break
+		}
+	}
+	rs := []int{1}
+	if dt == bridge.BF16 {
+		rs = gemvRs(M)
+	}
+	target := 2 * b.sms
+	R, ks := 1, 1
+	for _, r := range rs {
+		if n >= target*8*r {
+			R = r
+		}
+	}
+	for R == 1 && ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
+		ks *= 2
+	}
+	pf := b.prefetch
+	if c := b.tuned("matmul", matmulDims, m, n, k); c != nil {
+		if r, ok := configInt(c, "rows"); ok && slices.Contains(rs, r) {
+			R = r
+		}
+		if s, ok := configInt(c, "ksplit"); ok && s >= 1 && s <= 8 && bits.OnesCount(uint(s)) == 1 {
+			ks = s
+		}
+		if v, ok := configInt(c, "prefetch"); ok {
+			pf = v == 1
+		}
+	}
+	g := gemvConfig{name: fmt.Sprintf("gemv_%s_m%d_r%d", dtName(dt), M, R), M: M, rows: 8 / ks * R, ks: ks}
+	if pf {
+		g.flags |= 1
+	}
+	return g
+}
+
+// attentionConfig picks a decode attention launch: positions per partition
+// (32 by default: one per warp-iteration of a block) and warps per block.
+// The partition count is rounded up to a power of two so a decode step
+// keeps its graph while sequences grow, and capped at one merging thread
+// per partition.
+func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (kernel string, part, nparts int) {
+	part, warps := 32, 8
+	ctx := 1
+	for ctx < maxSeqLen {
+		ctx *= 2
+	}
+	if c := b.tuned("paged_attention_decode", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
+		if p, ok := configInt(c, "part"); ok && p >= 1 {
+			part = p
+		}
+		if w, ok := configInt(c, "warps"); ok && (w == 4 || w == 8) {
+			warps = w
+		}
+	}
+	for nparts = 1; nparts*part < maxSeqLen; nparts *= 2 {
+	}
+	for nparts > min(256, 32*warps) {
+		part *= 2
+		nparts /= 2
+	}
+	return fmt.Sprintf("paged_attention_w%d", warps), part, nparts
+}
+
+// moeConfig is one MoE call's launch parameters.
+type moeConfig struct {
+	rows     int    // rows per warp of the expert GEMVs
+	pass     string // pairs per pass: "" picks by pairs per slot
+	dsRows   int    // single-token down projection: rows per block
+	prefetch bool
+}
+
+func (b *Backend) moeConfig(T, E, K, H, I int, dt bridge.DType) moeConfig {
+	mc := moeConfig{rows: 1, dsRows: 4, prefetch: b.prefetch}
+	c := b.tuned("moe", moeDims, T, E, K, H, I)
+	if c == nil {
+		return mc
+	}
+	bf16 := dt == bridge.BF16 // the other dtypes have only the default kernels
+	if r, ok := configInt(c, "rows"); ok && (r == 1 || (r == 2 && bf16)) {
+		mc.rows = r
+	}
+	if d, ok := configInt(c, "ds_rows"); ok && (d == 4 || (bf16 && (d == 2 || d == 8))) {
+		mc.dsRows = d
+	}
+	if p := c["pass"]; p == "1" || p == "2" || p == "4" || p == "8" {
+		mc.pass = p
+	}
+	if v, ok := configInt(c, "prefetch"); ok {
+		mc.prefetch = v == 1
+	}
+	return mc
+}
+
+// KernelSourceHash implements runner/tune's SourceHasher: the kernels'
+// shared header and the file that holds kernel, so a tuned config is
+// dropped when either changes.
+func (b *Backend) KernelSourceHash(kernel string) string {
+	return kernelSourceHash(kernel)
+}
+
+func kernelSourceHash(kernel string) string {
+	file := map[string]string{"matmul": "gemv.cu", "paged_attention_decode": "attention.cu", "moe": "moe.cu"}[kernel]
+	if file == "" {
+		return ""
+	}
+	h := sha256.New()
+	for _, f := range []string{"common.cu", file} {
+		data, err := kcuda.Sources.ReadFile(f)
+		if err != nil {
+			return ""
+		}
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// MeasureBandwidth implements bridge.BandwidthProber: the best of several
+// passes of a streaming read kernel over a buffer many times the L2, timed
+// with events.
+func (b *Backend) MeasureBandwidth() (float64, error) {
+	var best float64
+	err := b.th.do(func() error {
+		a := b.api
+		var free, total uint64
+		if err := b.check("cuMemGetInfo", call(a.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total)))); err != nil {
+			return err
+		}
+		size := min(int64(1)<<30, int64(free)/4) &^ 4095
+		if size < 64<<20 {
+			return fmt.Errorf("cuda: bandwidth probe: only %s free", human(int64(free)))
+		}
+		buf, err := b.devAlloc(size)
+		if err != nil {
+			return err
+		}
+		defer b.freeNow(buf)
+		out, err := b.devAlloc(int64(b.sms) * 8 * 4)
+		if err != nil {
+			return err
+		}
+		defer b.freeNow(out)
+		if err := b.check("cuMemsetD8", call(a.cuMemsetD8, uintptr(buf.ptr), 1, uintptr(size))); err != nil {
+			return err
+		}
+		if err := b.ensureEvents(2); err != nil {
+			return err
+		}
+		fn := b.fns["read_bw"]
+		n := size / 16
+		args := []uint64{buf.ptr, uint64(n), out.ptr}
+		params := []uintptr{uintptr(unsafe.Pointer(&args[0])), uintptr(unsafe.Pointer(&args[1])), uintptr(unsafe.Pointer(&args[2]))}
+		for rep := 0; rep < 8; rep++ {
+			if err := b.check("cuEventRecord", call(a.cuEventRecord, b.events[0], b.stream)); err != nil {
+				return err
+			}
+			if r := call(a.cuLaunchKernel, fn, uintptr(b.sms*8), 1, 1, 256, 1, 1, 0, b.stream,
+				uintptr(unsafe.Pointer(&params[0])), 0); r != 0 {
+				return b.check("cuLaunchKernel read_bw", r)
+			}
+			if err := b.check("cuEventRecord", call(a.cuEventRecord, b.events[1], b.stream)); err != nil {
+				return err
+			}
+			if err := b.check("bandwidth probe", call(a.cuStreamSynchronize, b.stream)); err != nil {
+				return err
+			}
+			var ms float32
+			if err := b.check("cuEventElapsedTime", call(a.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), b.events[0], b.events[1])); err != nil {
+				return err
+			}
+			if rep >= 2 && ms > 0 { // two warm-up passes
+				best = max(best, float64(size)/(float64(ms)/1e3))
+			}
+		}
+		return nil
+	})
+	return best, err
+}
+
+var _ bridge.LaunchTuner = (*Backend)(nil)
+var _ bridge.BandwidthProber = (*Backend)(nil)

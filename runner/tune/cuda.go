@@ -1,0 +1,138 @@
+package tune
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/mtlbench/mtlbench/bridge"
+)
+
+// The CUDA backend's tunable kernels (bridge/cuda tuning_linux.go applies
+// their configs). "auto" is the backend's own per-shape choice, so the
+// default is what runs untuned by construction, not a copy of its rules.
+
+// cudaMatMul is the decode GEMV (up to 8 rows; larger m runs cuBLAS).
+var cudaMatMul = &Kernel{
+	Backend: "cuda", Name: "matmul",
+	Doc: "decode GEMV: rows per warp (bf16 only above 1), warps splitting k, L2 prefetch of the weight rows before the previous kernel ends",
+	Dims: []Dim{
+		{Name: "m", Default: 1, Match: Log},
+		{Name: "n", Default: 2048, Match: Exact},
+		{Name: "k", Default: 2048, Match: Exact},
+	},
+	DType: "bf16",
+	Params: []Param{
+		{Name: "rows", Doc: "auto | 1 | 2 | 4 rows per warp (4 only up to 4 tokens a pass)", Values: Enum("auto", "1", "2", "4")},
+		{Name: "ksplit", Doc: "auto | 1..8 warps sharing a row", Values: Enum("auto", "1", "2", "4", "8")},
+		{Name: "prefetch", Doc: "auto | 0 | 1", Values: Enum("auto", "0", "1")},
+	},
+	Applies: func(s Shape) bool { return s["m"] <= 8 },
+	Constraints: []Constraint{
+		{Name: "rows per warp", Check: func(c Config, s Shape, _ Limits) error {
+			if c["rows"] == "4" && s["m"] > 4 {
+				return fmt.Errorf("4 rows per warp exist for up to 4 tokens a pass, not m=%d", s["m"])
+			}
+			return nil
+		}},
+		{Name: "split-K", Check: func(c Config, s Shape, _ Limits) error {
+			// Each warp takes 256 elements of a row at a time.
+			if ks, err := strconv.Atoi(c["ksplit"]); err == nil && s["k"] < 256*ks {
+				return fmt.Errorf("%d warps over k=%d would leave some idle", ks, s["k"])
+			}
+			return nil
+		}},
+	},
+	Default: func(Shape, Limits) Config { return Config{"rows": "auto", "ksplit": "auto", "prefetch": "auto"} },
+	Format:  func(c Config) string { return "r" + c["rows"] + "/k" + c["ksplit"] + "/pf" + c["prefetch"] },
+}
+
+// cudaAttention is paged decode attention with the fused KV write.
+var cudaAttention = &Kernel{
+	Backend: "cuda", Name: "paged_attention_decode",
+	Doc: "split-context decode attention: positions per partition, warps per block",
+	Dims: []Dim{
+		{Name: "seqs", Default: 1, Match: Log},
+		{Name: "context", Default: 1024, Match: Log},
+		{Name: "num_heads", Default: 32, Match: Exact},
+		{Name: "num_kv_heads", Default: 8, Match: Exact},
+		{Name: "head_size", Default: 128, Match: Exact},
+		{Name: "block_size", Default: 16, Match: Exact},
+	},
+	DType: "bf16",
+	Params: []Param{
+		{Name: "part", Doc: "context positions per partition", Values: Pow2(16, 512)},
+		{Name: "warps", Doc: "warps per block", Values: Enum("4", "8")},
+	},
+	Constraints: []Constraint{
+		{Name: "warp work", Check: func(c Config, _ Shape, _ Limits) error {
+			// A warp takes 4 positions per iteration.
+			if p, w := c.Int("part"), c.Int("warps"); p < 4*w {
+				return fmt.Errorf("a partition of %d positions leaves some of %d warps idle", p, w)
+			}
+			return nil
+		}},
+		{Name: "partitions", Check: func(c Config, s Shape, lim Limits) error {
+			// One thread merges each partition; the backend would double the
+			// partition size instead, the same as a larger part.
+			if n := (s["context"] + c.Int("part") - 1) / c.Int("part"); n > 32*c.Int("warps") || n > 256 {
+				return fmt.Errorf("%d partitions exceed one merging thread each", n)
+			}
+			return nil
+		}},
+	},
+	Default: func(Shape, Limits) Config { return Config{"part": "32", "warps": "8"} },
+	Format:  func(c Config) string { return c["part"] + "/w" + c["warps"] },
+}
+
+// cudaMoE is the MoE block: dispatch (as the CPU's) plus the expert GEMVs'
+// launch shape.
+var cudaMoE = &Kernel{
+	Backend: "cuda", Name: "moe",
+	Doc: "expert dispatch (loop, chunked, grouped) and the expert GEMVs: rows per warp, pairs per pass; one token: down-projection rows per block and L2 prefetch",
+	Dims: []Dim{
+		{Name: "tokens", Default: 1, Match: Log},
+		{Name: "experts", Default: 128, Match: Exact},
+		{Name: "top_k", Default: 8, Match: Exact},
+		{Name: "hidden", Default: 2048, Match: Exact},
+		{Name: "intermediate", Default: 768, Match: Exact},
+	},
+	DType: "bf16",
+	Params: []Param{
+		{Name: "strategy", Doc: "loop | chunked | grouped", Values: Enum("loop", "chunked", "grouped")},
+		{Name: "chunk", Doc: "(token, expert) pairs per chunk, chunked only", Values: Pow2(1, 256)},
+		{Name: "rows", Doc: "rows per warp of the expert GEMVs (2: bf16 only)", Values: Enum("1", "2")},
+		{Name: "pass", Doc: "pairs per pass of an expert's rows: auto (by pairs per slot) or 1..8", Values: Enum("auto", "1", "2", "4", "8")},
+		{Name: "ds_rows", Doc: "one token: rows per block of the down projection (2, 8: bf16 only)", Values: Enum("2", "4", "8")},
+		{Name: "prefetch", Doc: "one token: prefetch the down weights into L2 during the gate/up GEMV", Values: Enum("0", "1")},
+	},
+	Canonical: func(c Config, s Shape, lim Limits) Config {
+		if s["tokens"] == 1 {
+			// One token: each expert its own slot, one pair a pass, whatever
+			// the strategy.
+			c["strategy"] = string(bridge.MoEGrouped)
+			delete(c, "chunk")
+			c["pass"] = "auto"
+			return c
+		}
+		delete(c, "ds_rows")
+		delete(c, "prefetch")
+		rest := Config{"strategy": c["strategy"], "chunk": c["chunk"]}
+		rest = cpuMoE.Canonical(rest, s, lim)
+		delete(c, "chunk")
+		for k, v := range rest {
+			c[k] = v
+		}
+		return c
+	},
+	Default: func(Shape, Limits) Config {
+		// The backend's defaults (bridge/cuda moeConfig).
+		return Config{"strategy": string(bridge.MoEGrouped), "chunk": "64", "rows": "1", "pass": "auto", "ds_rows": "4", "prefetch": "0"}
+	},
+	Format: func(c Config) string {
+		s := cpuMoE.Format(c) + "/r" + c["rows"]
+		if v, ok := c["ds_rows"]; ok {
+			return s + "/d" + v + "/pf" + c["prefetch"]
+		}
+		return s + "/p" + c["pass"]
+	},
+}
