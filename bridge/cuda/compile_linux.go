@@ -53,7 +53,7 @@ func compileOptions(cc int, o Options) []string {
 		"-default-device",
 		"--extra-device-vectorization",
 	}
-	if o.PDLEarly {
+	if !o.NoPDLEarly {
 		opts = append(opts, "-DMTLB_PDL_EARLY")
 	}
 	return opts
