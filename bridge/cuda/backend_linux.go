@@ -177,6 +177,9 @@ type Options struct {
 	// others do (MTLBENCH_CUDA_PDL_EARLY=0). Letting it in first was 1-4%
 	// faster at batch-1 decode on an H100 and an H200.
 	NoPDLEarly bool
+	// NoFuse keeps RoPE and decode attention, and the single-token MoE
+	// router and routing, as separate launches (MTLBENCH_CUDA_FUSE=0).
+	NoFuse bool
 }
 
 func (o *Options) fromEnv() {
@@ -197,6 +200,9 @@ func (o *Options) fromEnv() {
 	}
 	if v := getenv("MTLBENCH_CUDA_PDL_EARLY"); v == "0" || v == "off" || v == "false" {
 		o.NoPDLEarly = true
+	}
+	if v := getenv("MTLBENCH_CUDA_FUSE"); v == "0" || v == "off" || v == "false" {
+		o.NoFuse = true
 	}
 }
 

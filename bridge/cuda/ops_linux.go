@@ -345,8 +345,10 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	fused := false
 	if m.MaxQueryLen <= 1 {
 		kernel, part, nparts = b.attentionConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
-		if rope, fused = b.takeRoPE(qs.ptr, ks.ptr, heads, kvHeads, headDim); fused {
-			kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
+		if !b.opts.NoFuse {
+			if rope, fused = b.takeRoPE(qs.ptr, ks.ptr, heads, kvHeads, headDim); fused {
+				kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
+			}
 		}
 	} else {
 		b.rope.idx = -1
@@ -660,7 +662,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	b.moeCalls++
 
 	// One token: the router GEMV routes too (one launch fewer).
-	fusedRoute := single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
+	fusedRoute := !b.opts.NoFuse && single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
 	b.subMark("router")
 	if fusedRoute {
 		counter := b.scratchZeroed("moe.route_counter", 4)

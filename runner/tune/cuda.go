@@ -10,11 +10,14 @@ import (
 // The CUDA backend's tunable kernels (bridge/cuda tuning_linux.go applies
 // their configs). "auto" is the backend's own per-shape choice, so the
 // default is what runs untuned by construction, not a copy of its rules.
+// The backend's L2 weight prefetch is not in these spaces: a kernel timed
+// alone gains from it, but inside a decode step it competes for bandwidth
+// with the kernel it overlaps, and it measured slower there.
 
 // cudaMatMul is the decode GEMV (up to 8 rows; larger m runs cuBLAS).
 var cudaMatMul = &Kernel{
 	Backend: "cuda", Name: "matmul",
-	Doc: "decode GEMV: rows per warp (bf16 only above 1), warps splitting k, L2 prefetch of the weight rows before the previous kernel ends",
+	Doc: "decode GEMV: rows per warp (bf16 only above 1), warps splitting k",
 	Dims: []Dim{
 		{Name: "m", Default: 1, Match: Log},
 		{Name: "n", Default: 2048, Match: Exact},
@@ -24,7 +27,6 @@ var cudaMatMul = &Kernel{
 	Params: []Param{
 		{Name: "rows", Doc: "auto | 1 | 2 | 4 rows per warp (4 only up to 4 tokens a pass)", Values: Enum("auto", "1", "2", "4")},
 		{Name: "ksplit", Doc: "auto | 1..8 warps sharing a row", Values: Enum("auto", "1", "2", "4", "8")},
-		{Name: "prefetch", Doc: "auto | 0 | 1", Values: Enum("auto", "0", "1")},
 	},
 	Applies: func(s Shape) bool { return s["m"] <= 8 },
 	Constraints: []Constraint{
@@ -42,8 +44,8 @@ var cudaMatMul = &Kernel{
 			return nil
 		}},
 	},
-	Default: func(Shape, Limits) Config { return Config{"rows": "auto", "ksplit": "auto", "prefetch": "auto"} },
-	Format:  func(c Config) string { return "r" + c["rows"] + "/k" + c["ksplit"] + "/pf" + c["prefetch"] },
+	Default: func(Shape, Limits) Config { return Config{"rows": "auto", "ksplit": "auto"} },
+	Format:  func(c Config) string { return "r" + c["rows"] + "/k" + c["ksplit"] },
 }
 
 // cudaAttention is paged decode attention with the fused KV write.
@@ -88,7 +90,7 @@ var cudaAttention = &Kernel{
 // launch shape.
 var cudaMoE = &Kernel{
 	Backend: "cuda", Name: "moe",
-	Doc: "expert dispatch (loop, chunked, grouped) and the expert GEMVs: rows per warp, pairs per pass; one token: down-projection rows per block and L2 prefetch",
+	Doc: "expert dispatch (loop, chunked, grouped) and the expert GEMVs: rows per warp, pairs per pass; one token: down-projection rows per block",
 	Dims: []Dim{
 		{Name: "tokens", Default: 1, Match: Log},
 		{Name: "experts", Default: 128, Match: Exact},
@@ -103,7 +105,6 @@ var cudaMoE = &Kernel{
 		{Name: "rows", Doc: "rows per warp of the expert GEMVs (2: bf16 only)", Values: Enum("1", "2")},
 		{Name: "pass", Doc: "pairs per pass of an expert's rows: auto (by pairs per slot) or 1..8", Values: Enum("auto", "1", "2", "4", "8")},
 		{Name: "ds_rows", Doc: "one token: rows per block of the down projection (2, 8: bf16 only)", Values: Enum("2", "4", "8")},
-		{Name: "prefetch", Doc: "one token: prefetch the down weights into L2 during the gate/up GEMV", Values: Enum("0", "1")},
 	},
 	Canonical: func(c Config, s Shape, lim Limits) Config {
 		if s["tokens"] == 1 {
@@ -115,7 +116,6 @@ var cudaMoE = &Kernel{
 			return c
 		}
 		delete(c, "ds_rows")
-		delete(c, "prefetch")
 		rest := Config{"strategy": c["strategy"], "chunk": c["chunk"]}
 		rest = cpuMoE.Canonical(rest, s, lim)
 		delete(c, "chunk")
@@ -126,12 +126,12 @@ var cudaMoE = &Kernel{
 	},
 	Default: func(Shape, Limits) Config {
 		// The backend's defaults (bridge/cuda moeConfig).
-		return Config{"strategy": string(bridge.MoEGrouped), "chunk": "64", "rows": "1", "pass": "auto", "ds_rows": "4", "prefetch": "0"}
+		return Config{"strategy": string(bridge.MoEGrouped), "chunk": "64", "rows": "1", "pass": "auto", "ds_rows": "4"}
 	},
 	Format: func(c Config) string {
 		s := cpuMoE.Format(c) + "/r" + c["rows"]
 		if v, ok := c["ds_rows"]; ok {
-			return s + "/d" + v + "/pf" + c["prefetch"]
+			return s + "/d" + v
 		}
 		return s + "/p" + c["pass"]
 	},
