@@ -90,22 +90,14 @@ var cudaAttention = &Kernel{
 // launch shape.
 var cudaMoE = &Kernel{
 	Backend: "cuda", Name: "moe",
-	Doc: "expert dispatch (loop, chunked, grouped) and the expert GEMVs: rows per warp, pairs per pass; one token: down-projection rows per block",
-	Dims: []Dim{
-		{Name: "tokens", Default: 1, Match: Log},
-		{Name: "experts", Default: 128, Match: Exact},
-		{Name: "top_k", Default: 8, Match: Exact},
-		{Name: "hidden", Default: 2048, Match: Exact},
-		{Name: "intermediate", Default: 768, Match: Exact},
-	},
+	Doc:   "expert dispatch (loop, chunked, grouped) and the expert GEMVs: rows per warp, pairs per pass; one token: down-projection rows per block",
+	Dims:  moeDims,
 	DType: "bf16",
-	Params: []Param{
-		{Name: "strategy", Doc: "loop | chunked | grouped", Values: Enum("loop", "chunked", "grouped")},
-		{Name: "chunk", Doc: "(token, expert) pairs per chunk, chunked only", Values: Pow2(1, 256)},
-		{Name: "rows", Doc: "rows per warp of the expert GEMVs (2: bf16 only)", Values: Enum("1", "2")},
-		{Name: "pass", Doc: "pairs per pass of an expert's rows: auto (by pairs per slot) or 1..8", Values: Enum("auto", "1", "2", "4", "8")},
-		{Name: "ds_rows", Doc: "one token: rows per block of the down projection (2, 8: bf16 only)", Values: Enum("2", "4", "8")},
-	},
+	Params: append(moeDispatch[:len(moeDispatch):len(moeDispatch)],
+		Param{Name: "rows", Doc: "rows per warp of the expert GEMVs (2: bf16 only)", Values: Enum("1", "2")},
+		Param{Name: "pass", Doc: "pairs per pass of an expert's rows: auto (by pairs per slot) or 1..8", Values: Enum("auto", "1", "2", "4", "8")},
+		Param{Name: "ds_rows", Doc: "one token: rows per block of the down projection (2, 8: bf16 only)", Values: Enum("2", "4", "8")},
+	),
 	Canonical: func(c Config, s Shape, lim Limits) Config {
 		if s["tokens"] == 1 {
 			// One token: each expert its own slot, one pair a pass, whatever

@@ -56,24 +56,30 @@ func Register(k *Kernel) (restore func()) {
 	return func() { registry = prev }
 }
 
-// cpuMoE is the CPU MoE dispatch (bridge/cpu/moe.go): the seeds' loop,
-// chunked and grouped strategies, and the chunk size of chunked.
-var cpuMoE = &Kernel{
-	Backend: "cpu", Name: "moe",
-	Doc: "expert dispatch: loop (one token at a time), chunked (GEMM per expert per chunk of pairs), grouped (one GEMM per expert)",
-	Dims: []Dim{
+// moeDims is the shape of an MoE block, and moeDispatch the seeds' dispatch
+// choices, shared by every backend's moe kernel.
+var (
+	moeDims = []Dim{
 		{Name: "tokens", Default: 1, Match: Log},
 		{Name: "experts", Default: 128, Match: Exact},
 		{Name: "top_k", Default: 8, Match: Exact},
 		{Name: "hidden", Default: 2048, Match: Exact},
 		{Name: "intermediate", Default: 768, Match: Exact},
-		{Name: "threads", Match: Exact, Device: true},
-	},
-	DType: "bf16",
-	Params: []Param{
+	}
+	moeDispatch = []Param{
 		{Name: "strategy", Doc: "loop | chunked | grouped", Values: Enum("loop", "chunked", "grouped")},
 		{Name: "chunk", Doc: "(token, expert) pairs per chunk, chunked only", Values: Pow2(1, 256)},
-	},
+	}
+)
+
+// cpuMoE is the CPU MoE dispatch (bridge/cpu/moe.go): the seeds' loop,
+// chunked and grouped strategies, and the chunk size of chunked.
+var cpuMoE = &Kernel{
+	Backend: "cpu", Name: "moe",
+	Doc:    "expert dispatch: loop (one token at a time), chunked (GEMM per expert per chunk of pairs), grouped (one GEMM per expert)",
+	Dims:   append(moeDims[:len(moeDims):len(moeDims)], Dim{Name: "threads", Match: Exact, Device: true}),
+	DType:  "bf16",
+	Params: moeDispatch,
 	Canonical: func(c Config, s Shape, _ Limits) Config {
 		if c["strategy"] != string(bridge.MoEChunked) {
 			delete(c, "chunk")
