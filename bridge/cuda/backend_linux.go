@@ -167,10 +167,10 @@ type Options struct {
 	// CacheDir holds compiled kernels (MTLBENCH_CUDA_CACHE; default the
 	// user cache directory's mtlbench/cuda).
 	CacheDir string
-	// Prefetch turns the L2 weight prefetch of the GEMVs and the MoE down
-	// projection on by default (MTLBENCH_CUDA_PREFETCH=1); tuned configs
-	// still choose per shape. Off by default: on an H100 it cost 5-8% of
-	// batch-1 decode, competing for bandwidth with the kernel it overlaps.
+	// Prefetch has the GEMVs and the single-token MoE down projection
+	// prefetch their weight rows into L2 before waiting on the previous
+	// kernel (MTLBENCH_CUDA_PREFETCH=1). Off by default: on an H100 it cost
+	// 5-8% of batch-1 decode, competing for bandwidth with that kernel.
 	Prefetch bool
 	// NoPDLEarly compiles the short kernels (norms, RoPE, attention) to
 	// wait on the previous kernel before letting the next one in, as the

@@ -18,14 +18,16 @@ import (
 // The tunable kernels and the launch parameters each takes from a tuned
 // config (runner/tune declares their spaces):
 //
-//   - matmul (the GEMV of decode steps, m ≤ 8): rows per warp, split-K
-//     warps, and whether blocks prefetch their weight rows into L2 before
-//     waiting on the previous kernel;
+//   - matmul (the GEMV of decode steps, m ≤ 8): rows per warp and split-K
+//     warps;
 //   - paged_attention_decode: positions per split-context partition and
 //     warps per block;
 //   - moe: rows per warp of the expert GEMVs, pairs per pass, rows per block
-//     of the single-token down projection and its weight prefetch (the
-//     dispatch strategy and chunk size come through MoEParams).
+//     of the single-token down projection (the dispatch strategy and chunk
+//     size come through MoEParams).
+//
+// The L2 weight prefetch is a backend-wide switch (Options.Prefetch), not a
+// tuned parameter.
 //
 // A pick is called once per distinct launch shape; its answers are cached
 // until the next SetLaunchConfig.
@@ -132,7 +134,6 @@ func (b *Backend) gemvShape(m, n, k int, dt bridge.DType) gemvConfig {
 	for R == 1 && ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
 		ks *= 2
 	}
-	pf := b.prefetch
 	if c := b.tuned("matmul", matmulDims, m, n, k); c != nil {
 		if r, ok := configInt(c, "rows"); ok && slices.Contains(rs, r) {
 			R = r
@@ -140,12 +141,9 @@ func (b *Backend) gemvShape(m, n, k int, dt bridge.DType) gemvConfig {
 		if s, ok := configInt(c, "ksplit"); ok && s >= 1 && s <= 8 && bits.OnesCount(uint(s)) == 1 {
 			ks = s
 		}
-		if v, ok := configInt(c, "prefetch"); ok {
-			pf = v == 1
-		}
 	}
 	g := gemvConfig{name: fmt.Sprintf("gemv_%s_m%d_r%d", dtName(dt), M, R), M: M, rows: 8 / ks * R, ks: ks}
-	if pf {
+	if b.prefetch {
 		g.flags |= 1
 	}
 	return g
@@ -202,9 +200,6 @@ func (b *Backend) moeConfig(T, E, K, H, I int, dt bridge.DType) moeConfig {
 	}
 	if p := c["pass"]; p == "1" || p == "2" || p == "4" || p == "8" {
 		mc.pass = p
-	}
-	if v, ok := configInt(c, "prefetch"); ok {
-		mc.prefetch = v == 1
 	}
 	return mc
 }
