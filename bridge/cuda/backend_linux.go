@@ -79,8 +79,10 @@ type Backend struct {
 	keyBuf   []uint64
 	useCount uint64
 	events   []uintptr
-	params   [48]uintptr
-	closed   bool
+	// kernels the last step launched
+	lastLaunches int
+	params       [48]uintptr
+	closed       bool
 
 	// programmatic dependent launch (sm_90+): each kernel may be scheduled
 	// while the one before it finishes (the kernels wait for it first)

@@ -240,6 +240,48 @@ func TestGraphsMatchDirect(t *testing.T) {
 	}
 }
 
+// The decode-step fusions (RoPE into attention, the single-token MoE router
+// into its routing) launch fewer kernels and give what the separate kernels
+// give: logits within 1e-4, the same greedy tokens.
+func TestFusionsMatchUnfused(t *testing.T) {
+	b := gpu(t)
+	plain, err := New(Options{NoFuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, c := range []struct {
+		preset   string
+		layers   int
+		perLayer int // kernels fewer per layer
+		vocab    int
+	}{
+		{"qwen3-moe-mini", 0, 2, 8192},
+		{"tinyllama-1.1b", 2, 1, 32000},
+	} {
+		t.Run(c.preset, func(t *testing.T) {
+			reqs := miniRequests(c.vocab, 1, 5, 12)
+			f, fe := runMini(t, b, c.preset, c.layers, reqs, false)
+			fused := b.LastStepLaunches()
+			u, _ := runMini(t, plain, c.preset, c.layers, reqs, false)
+			unfused := plain.LastStepLaunches()
+			d := maxAbsDiff(f[0].Logits, u[0].Logits)
+			layers := fe.Config().Layers
+			t.Logf("%d layers: %d kernels a decode step fused, %d unfused; logits within %.2g; tokens %v",
+				layers, fused, unfused, d, f[0].Tokens)
+			if d > 1e-4 {
+				t.Errorf("fused logits differ by %.3g", d)
+			}
+			if !equalTokens(f[0].Tokens, u[0].Tokens) {
+				t.Errorf("fused tokens %v, unfused %v", f[0].Tokens, u[0].Tokens)
+			}
+			if fused > unfused-c.perLayer*layers {
+				t.Errorf("%d kernels fused against %d unfused: want at least %d fewer", fused, unfused, c.perLayer*layers)
+			}
+		})
+	}
+}
+
 // Profile mode reports per-op timings under the engine's marks.
 func TestProfile(t *testing.T) {
 	b := gpu(t)

@@ -274,6 +274,12 @@ func (b *Backend) runStep() (bridge.StepStats, error) {
 			return st, err
 		}
 	}
+	b.lastLaunches = 0
+	for _, e := range b.ents {
+		if e.kind == entLaunch {
+			b.lastLaunches++
+		}
+	}
 	b.ents, b.args = b.ents[:0], b.args[:0]
 	n := min(b.moeCalls+1, statsCap)
 	if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&b.statsOut[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
@@ -508,3 +514,7 @@ func (b *Backend) runGraph(events []uintptr) error {
 
 // GraphCount is the number of CUDA graphs held (for tests).
 func (b *Backend) GraphCount() int { return len(b.graphs) }
+
+// LastStepLaunches is the number of kernels the last step launched (for
+// tests of the fusions).
+func (b *Backend) LastStepLaunches() int { return b.lastLaunches }
