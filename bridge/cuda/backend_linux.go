@@ -53,6 +53,9 @@ type Backend struct {
 	arena   *chunk
 	weights map[weightKey]*tensor
 	tables  map[string]uint64 // MoE expert pointer tables by content
+	// moeByW finds a MoE block's table without walking its experts: a
+	// decode step asks for every layer's, and the walk cost microseconds.
+	moeByW  map[*bridge.MoEWeights]moeTableRef
 	scratch map[string]*devAlloc
 	retired []*devAlloc // scratch replaced during a step, freed at its end
 
@@ -218,7 +221,7 @@ func New(o Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{api: a, opts: o, th: newThread(), fns: map[string]uintptr{}, weights: map[weightKey]*tensor{},
-		tables: map[string]uint64{}, scratch: map[string]*devAlloc{}, graphs: map[uint64]*graph{}, seen: map[uint64]int{}}
+		tables: map[string]uint64{}, moeByW: map[*bridge.MoEWeights]moeTableRef{}, scratch: map[string]*devAlloc{}, graphs: map[uint64]*graph{}, seen: map[uint64]int{}}
 	if err := b.th.do(b.init); err != nil {
 		b.th.do(b.release) //nolint:errcheck // best effort
 		b.th.close()

@@ -183,3 +183,88 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+// TestOpChain measures what one op costs inside a replayed decode graph: a
+// step of n copies of the op, each reading the one before's output, timed
+// over repeated steps. It runs only with MTLBENCH_CUDA_CHAIN=1.
+func TestOpChain(t *testing.T) {
+	if os.Getenv("MTLBENCH_CUDA_CHAIN") != "1" {
+		t.Skip("set MTLBENCH_CUDA_CHAIN=1 to run")
+	}
+	b := gpu(t)
+	alloc := func(dt bridge.DType, shape ...int) bridge.Tensor {
+		x, err := b.Alloc(dt, shape...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	weight := func(n, k int) bridge.Tensor {
+		data := make([]byte, n*k*2)
+		for i := 0; i < len(data); i += 2 {
+			data[i+1] = 0x3c // bf16 ≈ 0.0117: values stay finite along a chain
+		}
+		w, err := b.Weight(bridge.BF16, []int{n, k}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, NumDecodeTokens: 1,
+		Positions: []int32{0}, SlotMapping: []int32{0}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1},
+		BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16, LogitRows: []int32{0}}
+	type chain struct {
+		name  string
+		n     int
+		bytes float64 // read per op
+		op    func(i int)
+	}
+	const H, I = 2048, 5632
+	xs := []bridge.Tensor{alloc(bridge.F32, 1, H), alloc(bridge.F32, 1, H)}
+	xi := alloc(bridge.F32, 1, I)
+	res, nw := alloc(bridge.F32, 1, H), alloc(bridge.F32, H)
+	small := alloc(bridge.F32, 16)
+	var sq, wide, tall []bridge.Tensor
+	for i := 0; i < 64; i++ {
+		sq = append(sq, weight(H, H))
+	}
+	for i := 0; i < 16; i++ {
+		wide, tall = append(wide, weight(I, H)), append(tall, weight(H, I))
+	}
+	chains := []chain{
+		{"add 16 floats", 256, 0, func(i int) { b.Add(small, small, small) }},
+		{"add_rms_norm 2048", 256, 3 * H * 4, func(i int) { b.AddRMSNorm(xs[(i+1)%2], res, xs[i%2], nw, 1e-6) }},
+		{"gemv 2048x2048", 64, H * H * 2, func(i int) { b.MatMul(xs[(i+1)%2], xs[i%2], sq[i], nil) }},
+		{"gemv 2048x2048 + add_rms_norm", 64, H * H * 2, func(i int) {
+			b.MatMul(xs[1], xs[0], sq[i], nil)
+			b.AddRMSNorm(xs[0], res, xs[1], nw, 1e-6)
+		}},
+		{"gemv 5632x2048, 2048x5632", 32, I * H * 2, func(i int) {
+			if i%2 == 0 {
+				b.MatMul(xi, xs[0], wide[i/2], nil)
+			} else {
+				b.MatMul(xs[0], xi, tall[i/2], nil)
+			}
+		}},
+	}
+	for _, c := range chains {
+		var best time.Duration
+		for rep := 0; rep < 12; rep++ {
+			start := time.Now()
+			if err := b.BeginStep(meta, []int32{0}, false); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < c.n; i++ {
+				c.op(i)
+			}
+			if _, err := b.EndStep(); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); rep >= 2 && (best == 0 || d < best) {
+				best = d
+			}
+		}
+		us := best.Seconds() * 1e6 / float64(c.n)
+		t.Logf("CHAIN %-32s %7.2f µs/op  %6.0f GB/s", c.name, us, c.bytes/us/1e3)
+	}
+}

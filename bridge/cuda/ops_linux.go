@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -16,7 +17,8 @@ import (
 func kernelNames() []string {
 	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
 		"rope_qk", "paged_attention_w4", "paged_attention_w8", "moe_route", "moe_route1", "moe_combine", "read_bw",
-		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "paged_attention_rope_w4", "paged_attention_rope_w8"}
+		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "paged_attention_rope_w4", "paged_attention_rope_w8",
+		"paged_decode", "paged_decode_rope"}
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
@@ -341,6 +343,10 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		part *= 2
 		nparts = cdiv(m.MaxSeqLen, part)
 	}
+	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%4 == 0 && heads/kvHeads <= 8 {
+		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale)
+		return
+	}
 	var rope ropeState
 	fused := false
 	if m.MaxQueryLen <= 1 {
@@ -372,6 +378,34 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		args = append(args, rope.qn, rope.kn, b.metaPtr(b.mo.positions), rope.inv, f32(rope.eps))
 	}
 	b.launch(kernel, [3]int{T, heads, nparts}, block, args...)
+}
+
+// decodeAttention launches paged_decode (decode.cu): one new token per
+// sequence, token t of sequence t, head size at most 128, GQA groups of at
+// most 8 query heads.
+func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32) {
+	m := b.meta
+	T := m.NumTokens
+	chunks, nparts := b.decodeConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
+	kernel := "paged_decode"
+	var rope ropeState
+	if !b.opts.NoFuse {
+		var fused bool
+		if rope, fused = b.takeRoPE(qs.ptr, ks.ptr, heads, kvHeads, headDim); fused {
+			kernel = "paged_decode_rope"
+		}
+	}
+	var tmpAcc, tmpML, counters uint64
+	if nparts > 1 {
+		tmpAcc = b.scratchBuf("attn.acc", int64(T)*int64(heads)*int64(nparts)*int64(headDim)*4)
+		tmpML = b.scratchBuf("attn.ml", int64(T)*int64(heads)*int64(nparts)*2*4)
+		counters = b.scratchZeroed("attn.counters", int64(T)*int64(heads)*4)
+	}
+	b.subMark("attention")
+	b.launch(kernel, [3]int{T, kvHeads, nparts}, 256, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
+		b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
+		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
+		i32(chunks), tmpAcc, tmpML, b.stats.ptr, counters, rope.qn, rope.kn, rope.inv, f32(rope.eps))
 }
 
 // ---- matmul ----
@@ -557,8 +591,22 @@ func (b *Backend) runGemm(g []uint64) error {
 
 // moeTable returns the device array of the experts' gate, up and down
 // pointers ([3][E]), shared by every MoEWeights with the same tensors.
+// moeTableRef is a MoE block's table as last seen, with the tensors that
+// tell whether the block still holds the same experts.
+type moeTableRef struct {
+	ptr          uint64
+	dt           bridge.DType
+	n            int
+	first, last  bridge.Tensor
+	router, down bridge.Tensor
+}
+
 func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 	E := len(w.Gate)
+	if r, ok := b.moeByW[w]; ok && E > 0 && r.n == E && len(w.Up) == E && len(w.Down) == E &&
+		r.first == w.Gate[0] && r.last == w.Up[E-1] && r.down == w.Down[E-1] && r.router == w.Router {
+		return r.ptr, r.dt, true
+	}
 	ptrs := make([]uint64, 0, 3*E)
 	var dt bridge.DType
 	for i, set := range [][]bridge.Tensor{w.Gate, w.Up, w.Down} {
@@ -586,7 +634,14 @@ func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 		}
 	}
 	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&ptrs[0])), len(ptrs)*8))
+	remember := func(p uint64) {
+		if len(b.moeByW) > 1024 {
+			clear(b.moeByW)
+		}
+		b.moeByW[w] = moeTableRef{ptr: p, dt: dt, n: E, first: w.Gate[0], last: w.Up[E-1], down: w.Down[E-1], router: w.Router}
+	}
 	if p, ok := b.tables[key]; ok {
+		remember(p)
 		return p, dt, true
 	}
 	var d *devAlloc
@@ -605,8 +660,10 @@ func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 		for k := range b.tables { // old engines' tables; their memory stays until Close
 			delete(b.tables, k)
 		}
+		clear(b.moeByW)
 	}
 	b.tables[key] = d.ptr
+	remember(d.ptr)
 	return d.ptr, dt, true
 }
 
@@ -714,7 +771,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 		i32(H), i32(I), i32(K))
 	b.subMark("down")
 	if T == 1 && K <= 32 {
-		name, ds := fmt.Sprintf("moe_down_sum_%s_d%d", dtName(dt), mc.dsRows), mc.dsRows
+		name, ds := "moe_down_sum_"+dtName(dt)+"_d"+strconv.Itoa(mc.dsRows), mc.dsRows
 		if !vec {
 			name, ds = "moe_down_sum_"+dtName(dt)+"_scalar", 4
 		}

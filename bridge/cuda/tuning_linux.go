@@ -37,6 +37,7 @@ type pickFn = func(shape map[string]int) (map[string]string, bool)
 type launchTuning struct {
 	picks map[string]pickFn
 	cache map[string]map[[6]int]map[string]string
+	gemv  map[[4]int]gemvConfig // gemvShape's answers: a decode step asks hundreds of times
 }
 
 // SetLaunchConfig implements bridge.LaunchTuner.
@@ -50,7 +51,7 @@ func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int)
 	} else {
 		t.picks[kernel] = pick
 	}
-	t.cache = nil
+	t.cache, t.gemv = nil, nil
 }
 
 // tuned returns kernel's config for the launch shape (dims named by names,
@@ -110,6 +111,19 @@ type gemvConfig struct {
 // over up to 8 warps so about 4 blocks land on every SM (each warp then has
 // few sequential loads, all in flight). A tuned config overrides both.
 func (b *Backend) gemvShape(m, n, k int, dt bridge.DType) gemvConfig {
+	key := [4]int{m, n, k, int(dt)}
+	if c, ok := b.tuning.gemv[key]; ok {
+		return c
+	}
+	c := b.pickGemv(m, n, k, dt)
+	if b.tuning.gemv == nil {
+		b.tuning.gemv = map[[4]int]gemvConfig{}
+	}
+	b.tuning.gemv[key] = c
+	return c
+}
+
+func (b *Backend) pickGemv(m, n, k int, dt bridge.DType) gemvConfig {
 	if k%8 != 0 {
 		return gemvConfig{name: "gemv_" + dtName(dt) + "_scalar", M: 1, rows: 8, ks: 1}
 	}
@@ -177,6 +191,34 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 	return fmt.Sprintf("paged_attention_w%d", warps), part, nparts
 }
 
+// decodeConfig picks paged_decode's partitions: 32-position chunks per
+// partition (one by default, so the context is spread over the most blocks)
+// and the partition count, at most decodeMaxParts, over the context rounded
+// up to a power of two so a step's graph changes only when the longest
+// context crosses one.
+func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
+	ctx := decodeChunk
+	for ctx < maxSeqLen {
+		ctx *= 2
+	}
+	part := decodeChunk
+	if c := b.tuned("paged_attention_decode", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
+		if p, ok := configInt(c, "part"); ok && p >= decodeChunk && p%decodeChunk == 0 {
+			part = p
+		}
+	}
+	for cdiv(ctx, part) > decodeMaxParts {
+		part *= 2
+	}
+	return part / decodeChunk, cdiv(ctx, part)
+}
+
+// decode.cu's DEC_CHUNK and DEC_MAXPARTS.
+const (
+	decodeChunk    = 32
+	decodeMaxParts = 64
+)
+
 // moeConfig is one MoE call's launch parameters.
 type moeConfig struct {
 	rows     int    // rows per warp of the expert GEMVs
@@ -205,19 +247,20 @@ func (b *Backend) moeConfig(T, E, K, H, I int, dt bridge.DType) moeConfig {
 }
 
 // KernelSourceHash implements runner/tune's SourceHasher: the kernels'
-// shared header and the file that holds kernel, so a tuned config is
+// shared header and the files that hold kernel, so a tuned config is
 // dropped when either changes.
 func (b *Backend) KernelSourceHash(kernel string) string {
 	return kernelSourceHash(kernel)
 }
 
 func kernelSourceHash(kernel string) string {
-	file := map[string]string{"matmul": "gemv.cu", "paged_attention_decode": "attention.cu", "moe": "moe.cu"}[kernel]
-	if file == "" {
+	files := map[string][]string{"matmul": {"gemv.cu"}, "paged_attention_decode": {"attention.cu", "decode.cu"},
+		"moe": {"moe.cu"}}[kernel]
+	if files == nil {
 		return ""
 	}
 	h := sha256.New()
-	for _, f := range []string{"common.cu", file} {
+	for _, f := range append([]string{"common.cu"}, files...) {
 		data, err := kcuda.Sources.ReadFile(f)
 		if err != nil {
 			return ""

@@ -152,14 +152,46 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
     __shared__ int s_last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int e = blockIdx.x * MOE_WARPS + warp;
+    // A half-precision row of up to 2048 weights is loaded before the wait:
+    // the router depends on no kernel of the step, only x does.
+    const bool pre = DT != DT_F32 && H <= 8 * 256 && e < E;
+    uint4 raw[8];
+    if (pre) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int i = lane * 8 + 256 * j;
+            raw[j] = i < H ? ld_stream((const u16*)router + (long)e * H + i) : make_uint4(0, 0, 0, 0);
+        }
+    }
+    pdl_wait();
     if (e < E) {
         float acc = 0.f;
+        if (pre) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int i = lane * 8 + 256 * j;
+                if (i < H) {
+                    float w[8];
+                    const uint4 u = raw[j];
+                    if (DT == DT_BF16) {
+                        unpack_bf16x2(u.x, w[0], w[1]); unpack_bf16x2(u.y, w[2], w[3]);
+                        unpack_bf16x2(u.z, w[4], w[5]); unpack_bf16x2(u.w, w[6], w[7]);
+                    } else {
+                        unpack_f16x2(u.x, w[0], w[1]); unpack_f16x2(u.y, w[2], w[3]);
+                        unpack_f16x2(u.z, w[4], w[5]); unpack_f16x2(u.w, w[6], w[7]);
+                    }
+                    const float4* xp = (const float4*)(x + i);
+                    acc += dot8(w, __ldg(xp), __ldg(xp + 1));
+                }
+            }
+        } else {
 #pragma unroll 4
-        for (int i = lane * 8; i < H; i += 256) {
-            float w[8];
-            load8<DT>(router, (long)e * H + i, w);
-            const float4* xp = (const float4*)(x + i);
-            acc += dot8(w, __ldg(xp), __ldg(xp + 1));
+            for (int i = lane * 8; i < H; i += 256) {
+                float w[8];
+                load8<DT>(router, (long)e * H + i, w);
+                const float4* xp = (const float4*)(x + i);
+                acc += dot8(w, __ldg(xp), __ldg(xp + 1));
+            }
         }
         acc = warp_sum(acc);
         if (lane == 0) logits[e] = acc;
@@ -193,7 +225,6 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
         int norm, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,           \
         int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                     \
         int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                        \
-        pdl_wait();                                                                                                   \
         router_route1_body<DT>(x, router, logits, H, E, K, norm, topk_ids, topk_w, slot_expert, slot_start,          \
                                slot_count, pair_list, stats, stat_index, counter);                                    \
     }

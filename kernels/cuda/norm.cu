@@ -10,13 +10,22 @@
 extern "C" __global__ void __launch_bounds__(1024) rms_norm(float* __restrict__ out, const float* __restrict__ x,
                                                             float* __restrict__ residual, const float* __restrict__ add,
                                                             const float* __restrict__ w, int D, float eps) {
-    pdl_wait_early();
     __shared__ float red[32];
     const long row = blockIdx.x;
     const int nt = blockDim.x;
-    float v[NORM_VPT];
+    float v[NORM_VPT], wv[NORM_VPT];
     float ss = 0.f;
     const bool fits = D <= nt * NORM_VPT;
+    // The weights depend on no kernel of the step: their load overlaps the
+    // kernel before instead of following the sum of squares.
+    if (fits) {
+#pragma unroll
+        for (int j = 0; j < NORM_VPT; j++) {
+            int i = threadIdx.x + j * nt;
+            wv[j] = i < D ? w[i] : 0.f;
+        }
+    }
+    pdl_wait_early();
     if (add) {
         float* r = residual + row * D;
         const float* a = add + row * D;
@@ -60,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm(float* __restrict__ 
 #pragma unroll
         for (int j = 0; j < NORM_VPT; j++) {
             int i = threadIdx.x + j * nt;
-            if (i < D) o[i] = v[j] * inv * w[i];
+            if (i < D) o[i] = v[j] * inv * wv[j];
         }
     } else {
         for (int i = threadIdx.x; i < D; i += nt) o[i] = x[i] * inv * w[i];

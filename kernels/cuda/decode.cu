@@ -1,0 +1,283 @@
+// decode.cu: paged attention for decode steps (one new token per sequence,
+// token t of sequence t), with the KV-cache write and, optionally, RoPE and
+// QK-norm fused in.
+//
+// One block per (sequence, KV head, context partition); warp w serves query
+// head w of the KV head's GQA group (at most DEC_WARPS heads), so the keys
+// and values are read once per group, into shared memory, 32 positions at a
+// time: lane j scores position j against the warp's query, then the lanes
+// split the head dimensions for the value sum. A decode step's latency is a
+// chain of dependent memory round trips, so the chain is kept short:
+//  - The cached keys and values of earlier steps, the block table and the
+//    RoPE angles depend on nothing this step computes: they are fetched
+//    (cp.async into shared memory) before pdl_wait, while the kernel before
+//    (the q/k/v projection) still runs.
+//  - After the wait only this token's q, k and v are read.
+//  - Partitions are merged by the last block of the (sequence, KV head) to
+//    finish, not by another launch.
+// The new token's key and value (position seq_len-1) never go through the
+// cache within the step: the block whose partition holds that position keeps
+// them in shared memory and is the only writer of their cache slot.
+// Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim].
+
+#define DEC_WARPS 8
+#define DEC_CHUNK 32  // positions per shared-memory chunk: one per lane
+#define DEC_MAXD 128  // head sizes up to this (a float4 of dims per lane)
+#define DEC_STRIDE (DEC_MAXD + 4)  // row stride: float4 reads by 8 lanes of 8 rows hit 32 banks
+#define DEC_MAXPARTS 64
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+#else
+    *(float4*)smem = *(const float4*)gmem;
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+// dec_load_chunk starts the copy of the cached keys and values of positions
+// [c0, c1) (all older than the step's token) into rows 0.. of sk and sv.
+__device__ __forceinline__ void dec_load_chunk(float (*sk)[DEC_STRIDE], float (*sv)[DEC_STRIDE], const float* __restrict__ kc,
+                                               const float* __restrict__ vc, const int* __restrict__ bt, int c0, int c1,
+                                               int kh, int KVH, int BS, int D) {
+    const int d4 = D / 4, n = (c1 - c0) * d4;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) {
+        const int j = e / d4, c = (e - j * d4) * 4, p = c0 + j;
+        const long o = (((long)bt[p / BS] * KVH + kh) * BS + p % BS) * D + c;
+        cp_async16(&sk[j][c], kc + o);
+        cp_async16(&sv[j][c], vc + o);
+    }
+}
+
+// dec_rope_angles computes, before the wait, what RoPE needs of lane's
+// dims i = lane + 32·j of the first half: cos, sin and the QK-norm weights.
+struct DecRope {
+    float c[2], s[2], wa[2], wb[2];
+};
+
+__device__ __forceinline__ DecRope dec_rope_angles(const float* __restrict__ nw, const float* __restrict__ inv_freq, int D,
+                                                   float pos) {
+    DecRope r;
+    const int lane = threadIdx.x & 31, half = D / 2;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int i = lane + 32 * j;
+        r.c[j] = 1.f, r.s[j] = 0.f, r.wa[j] = r.wb[j] = 1.f;
+        if (i < half) {
+            sincosf(pos * inv_freq[i], &r.s[j], &r.c[j]);
+            if (nw) r.wa[j] = nw[i], r.wb[j] = nw[i + half];
+        }
+    }
+    return r;
+}
+
+// dec_rope_head (one warp) writes head src (D values) to dst, QK-normed
+// when norm is set, rotated when rope is, and multiplied by mul: the same
+// arithmetic, in the same order, as rope_head (common.cu).
+__device__ __forceinline__ void dec_rope_head(const float* __restrict__ src, float* dst, const DecRope& r, bool norm,
+                                              bool rope, int D, float eps, float mul) {
+    const int lane = threadIdx.x & 31, half = D / 2;
+    float a[2], b[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int i = lane + 32 * j;
+        a[j] = i < half ? src[i] : 0.f;
+        b[j] = i < half ? src[i + half] : 0.f;
+    }
+    if (norm) {
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; j++) ss += a[j] * a[j] + b[j] * b[j];
+        ss = warp_sum(ss);
+        const float inv = (float)(1.0 / sqrt((double)ss / D + (double)eps));
+#pragma unroll
+        for (int j = 0; j < 2; j++) a[j] = a[j] * inv * r.wa[j], b[j] = b[j] * inv * r.wb[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int i = lane + 32 * j;
+        if (i < half) {
+            float x = a[j], y = b[j];
+            if (rope) x = a[j] * r.c[j] - b[j] * r.s[j], y = b[j] * r.c[j] + a[j] * r.s[j];
+            dst[i] = x * mul;
+            dst[i + half] = y * mul;
+        }
+    }
+}
+
+template <bool ROPE>
+__device__ __forceinline__ void paged_decode_body(
+    float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    float* __restrict__ kc, float* __restrict__ vc, const int* __restrict__ seq_lens, const int* __restrict__ block_table,
+    const int* __restrict__ slot_mapping, const int* __restrict__ positions, int H, int KVH, int D, int BS, int bt_stride,
+    int num_blocks, float scale, int chunks, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
+    int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
+    const float* __restrict__ inv_freq, float eps) {
+    __shared__ __align__(16) float sk[DEC_CHUNK][DEC_STRIDE];
+    __shared__ __align__(16) float sv[DEC_CHUNK][DEC_STRIDE];
+    __shared__ __align__(16) float sq[DEC_WARPS][DEC_MAXD];
+    __shared__ __align__(16) float snk[DEC_MAXD], snv[DEC_MAXD];
+    __shared__ float sf[DEC_WARPS][DEC_MAXPARTS];
+    __shared__ int s_last;
+
+    const int t = blockIdx.x, kh = blockIdx.y, part = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int group = H / KVH, h = kh * group + warp;
+    const int ctx = seq_lens[t], cur = ctx - 1;  // cur: the step's token
+    const int plen = chunks * DEC_CHUNK, p0 = part * plen;
+    if (p0 >= ctx) return;  // past this sequence's context
+    const int p1 = min(ctx, p0 + plen), nlive = (ctx + plen - 1) / plen;
+    const int* bt = block_table + (long)t * bt_stride;
+
+    // Before the wait: the first chunk's cached rows, the RoPE angles.
+    dec_load_chunk(sk, sv, kc, vc, bt, p0, min(min(p1, cur), p0 + DEC_CHUNK), kh, KVH, BS, D);
+    DecRope rq = {}, rk = {};
+    if (ROPE) {
+        const float pos = (float)positions[t];
+        rq = dec_rope_angles(qn, inv_freq, D, pos);
+        rk = dec_rope_angles(kn, inv_freq, D, pos);
+    }
+    pdl_wait_early();
+
+    const bool mine = cur < p1;  // this block holds the step's token
+    if (warp < group)
+        dec_rope_head(q + ((long)t * H + h) * D, sq[warp], rq, ROPE && qn, ROPE, D, eps, scale);
+    if (mine && warp == DEC_WARPS - 1) {
+        const float* kr = k + ((long)t * KVH + kh) * D;
+        const float* vr = v + ((long)t * KVH + kh) * D;
+        if (ROPE) {
+            dec_rope_head(kr, snk, rk, kn != 0, true, D, eps, 1.f);
+        } else {
+            for (int i = lane; i < D; i += 32) snk[i] = kr[i];
+        }
+        for (int i = lane; i < D; i += 32) snv[i] = vr[i];
+        __syncwarp();
+        const int slot = slot_mapping[t];
+        if (slot >= 0 && slot < num_blocks * BS) {
+            const long o = (((long)(slot / BS) * KVH + kh) * BS + slot % BS) * D;
+            for (int i = lane; i < D; i += 32) {
+                kc[o + i] = snk[i];
+                vc[o + i] = snv[i];
+            }
+        } else if (slot >= 0 && lane == 0) {
+            atomicOr(err, ERR_BAD_SLOT);
+        }
+    }
+
+    float m = NEG_INF, l = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int d4 = D / 4;
+    for (int c0 = p0; c0 < p1; c0 += DEC_CHUNK) {
+        if (c0 > p0) {
+            __syncthreads();  // the previous chunk is consumed
+            dec_load_chunk(sk, sv, kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
+        }
+        cp_async_wait();
+        __syncthreads();
+        if (warp >= group) continue;
+        const int n = min(DEC_CHUNK, p1 - c0);
+        float s = NEG_INF;
+        if (lane < n) {
+            const float* kr = c0 + lane == cur ? snk : sk[lane];
+            float d = 0.f;
+#pragma unroll 8
+            for (int i = 0; i < D; i += 4) {
+                const float4 a = *(const float4*)(sq[warp] + i), b = *(const float4*)(kr + i);
+                d += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+            }
+            s = d;
+        }
+        const float mx = fmaxf(m, warp_max(s));
+        const float corr = expf(m - mx);  // 0 on the first chunk (m = -inf)
+        const float p = lane < n ? expf(s - mx) : 0.f;
+        l = l * corr + warp_sum(p);
+        acc.x *= corr, acc.y *= corr, acc.z *= corr, acc.w *= corr;
+        for (int j = 0; j < n; j++) {
+            const float pj = __shfl_sync(0xffffffffu, p, j);
+            if (lane < d4) {
+                const float4 b = *(const float4*)((c0 + j == cur ? snv : sv[j]) + lane * 4);
+                acc.x += pj * b.x, acc.y += pj * b.y, acc.z += pj * b.z, acc.w += pj * b.w;
+            }
+        }
+        m = mx;
+    }
+
+    const long base = (long)t * H + h;
+    if (nlive == 1) {
+        if (warp < group && lane < d4) {
+            const float il = 1.f / l;
+            *(float4*)(out + base * D + lane * 4) = make_float4(acc.x * il, acc.y * il, acc.z * il, acc.w * il);
+        }
+        return;
+    }
+    const int nparts = gridDim.z;
+    if (warp < group) {
+        if (lane < d4) *(float4*)(tmp_acc + (base * nparts + part) * D + lane * 4) = acc;
+        if (lane == 0) {
+            tmp_ml[(base * nparts + part) * 2] = m;
+            tmp_ml[(base * nparts + part) * 2 + 1] = l;
+        }
+    }
+    // The last block of the (sequence, KV head) merges the partitions and
+    // resets the counter for the next step.
+    __threadfence();
+    __syncthreads();
+    int* counter = counters + (long)t * KVH + kh;
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == nlive - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (threadIdx.x == 0) *counter = 0;
+    if (warp >= group) return;
+    const float* ml = tmp_ml + base * nparts * 2;
+    float M = NEG_INF;
+    for (int i = lane; i < nlive; i += 32) M = fmaxf(M, __ldcg(ml + 2 * i));
+    M = warp_max(M);
+    float L = 0.f;
+    for (int i = lane; i < nlive; i += 32) {
+        const float f = expf(__ldcg(ml + 2 * i) - M);
+        sf[warp][i] = f;
+        L += f * __ldcg(ml + 2 * i + 1);
+    }
+    L = warp_sum(L);
+    __syncwarp();
+    if (lane < d4) {
+        float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+        const float* ap = tmp_acc + base * nparts * D + lane * 4;
+#pragma unroll 4
+        for (int i = 0; i < nlive; i++) {
+            const float4 b = __ldcg((const float4*)(ap + (long)i * D));
+            const float f = sf[warp][i];
+            A.x += f * b.x, A.y += f * b.y, A.z += f * b.z, A.w += f * b.w;
+        }
+        const float il = 1.f / L;
+        *(float4*)(out + base * D + lane * 4) = make_float4(A.x * il, A.y * il, A.z * il, A.w * il);
+    }
+}
+
+#define PAGED_DECODE_PARAMS                                                                                              \
+    float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,      \
+        float *__restrict__ kc, float *__restrict__ vc, const int *__restrict__ seq_lens,                                \
+        const int *__restrict__ block_table, const int *__restrict__ slot_mapping, const int *__restrict__ positions,     \
+        int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int chunks, float *__restrict__ tmp_acc, \
+        float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters, const float *__restrict__ qn,      \
+        const float *__restrict__ kn, const float *__restrict__ inv_freq, float eps
+#define PAGED_DECODE_ARGS                                                                                             \
+    out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H, KVH, D, BS, bt_stride, num_blocks, scale, \
+        chunks, tmp_acc, tmp_ml, err, counters, qn, kn, inv_freq, eps
+
+// paged_decode takes q and k as they are; paged_decode_rope applies QK-norm
+// (when qn, kn are set) and RoPE at positions[t] first.
+extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode(PAGED_DECODE_PARAMS) {
+    paged_decode_body<false>(PAGED_DECODE_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode_rope(PAGED_DECODE_PARAMS) {
+    paged_decode_body<true>(PAGED_DECODE_ARGS);
+}
