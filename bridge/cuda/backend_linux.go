@@ -71,10 +71,17 @@ type Backend struct {
 	ents     []entry
 	args     []uint64
 	marks    []bridge.OpTiming
-	moeCalls int
-	gemv     gemvState
-	rope     ropeState
-	stepErr  error
+	// Streaming: entries before flushed were handed to the CUDA thread
+	// while the step was still being recorded (started: with the step's
+	// metadata upload); the next hand-off waits for segNext more. segErr is
+	// a handed-off segment's failure (thread only).
+	flushed, segNext, segs int
+	started                bool
+	segErr                 error
+	moeCalls               int
+	gemv                   gemvState
+	rope                   ropeState
+	stepErr                error
 
 	// graphs
 	graphs   map[uint64]*graph
@@ -83,9 +90,9 @@ type Backend struct {
 	useCount uint64
 	events   []uintptr
 	// kernels the last step launched
-	lastLaunches int
-	params       [48]uintptr
-	closed       bool
+	lastLaunches, lastSegments int
+	params                     [48]uintptr
+	closed                     bool
 
 	// programmatic dependent launch (sm_90+): each kernel may be scheduled
 	// while the one before it finishes (the kernels wait for it first)
@@ -154,6 +161,10 @@ func (t *thread) do(f func() error) (err error) {
 	return err
 }
 
+// post runs f on the thread without waiting; calls run in order, so a later
+// do waits for every f posted before it.
+func (t *thread) post(f func()) { t.ch <- f }
+
 func (t *thread) close() { close(t.ch) }
 
 // Options configure the backend; zero values pick the defaults, and the
@@ -185,6 +196,10 @@ type Options struct {
 	// NoFuse keeps RoPE and decode attention, and the single-token MoE
 	// router and routing, as separate launches (MTLBENCH_CUDA_FUSE=0).
 	NoFuse bool
+	// NoStream runs a step only once it is wholly recorded, instead of
+	// starting its first kernels while the rest is recorded
+	// (MTLBENCH_CUDA_STREAM=0).
+	NoStream bool
 }
 
 func (o *Options) fromEnv() {
@@ -208,6 +223,9 @@ func (o *Options) fromEnv() {
 	}
 	if v := getenv("MTLBENCH_CUDA_FUSE"); v == "0" || v == "off" || v == "false" {
 		o.NoFuse = true
+	}
+	if v := getenv("MTLBENCH_CUDA_STREAM"); v == "0" || v == "off" || v == "false" {
+		o.NoStream = true
 	}
 }
 
@@ -778,15 +796,21 @@ func (b *Backend) ReadI32(x bridge.Tensor, dst []int32) error {
 // drain runs what a step recorded so far (a read in the middle of a step)
 // and waits for the stream (thread only).
 func (b *Backend) drain() error {
-	if b.inStep && len(b.ents) > 0 && b.stepErr == nil {
-		if err := b.uploadMeta(); err != nil {
+	if b.inStep && len(b.ents) > b.flushed && b.stepErr == nil {
+		if err := b.segErr; err != nil {
 			return err
 		}
-		if err := b.runDirect(b.ents, nil); err != nil {
+		if !b.started {
+			if err := b.stepPrologue(); err != nil {
+				return err
+			}
+			b.started = true
+		}
+		if err := b.runDirect(b.ents[b.flushed:], b.args, nil); err != nil {
 			return err
 		}
-		b.ents, b.args = b.ents[:0], b.args[:0]
-		b.gemv.idx = -1
+		b.ents, b.args, b.flushed = b.ents[:0], b.args[:0], 0
+		b.gemv.idx, b.rope.idx = -1, -1
 	}
 	return b.check("cuStreamSynchronize", call(b.api.cuStreamSynchronize, b.stream))
 }

@@ -207,7 +207,7 @@ func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []
 }
 
 // Graph replay gives the same tokens as direct launches, bit for bit, and
-// the GPU agrees with the CPU on a bf16 MoE model with chunked prefill.
+// so do steps that start running while they are recorded; the GPU agrees with the CPU on a bf16 MoE model with chunked prefill.
 func TestGraphsMatchDirect(t *testing.T) {
 	b := gpu(t)
 	direct, err := New(Options{NoGraphs: true})
@@ -220,11 +220,26 @@ func TestGraphsMatchDirect(t *testing.T) {
 	if b.GraphCount() == 0 {
 		t.Error("no CUDA graph was captured")
 	}
+	if n := b.LastStepSegments(); n < 2 {
+		t.Errorf("the last step ran in %d segment(s); a 6-layer decode step should start before it is recorded", n)
+	}
+	whole, err := New(Options{NoStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	w, _ := runMini(t, whole, "qwen3-moe-mini", 0, reqs, false)
+	if n := whole.LastStepSegments(); n != 1 {
+		t.Errorf("with NoStream the last step ran in %d segments", n)
+	}
 	d, _ := runMini(t, direct, "qwen3-moe-mini", 0, reqs, false)
 	c, _ := runMini(t, cpu.New(cpu.Options{}), "qwen3-moe-mini", 0, reqs, false)
 	for i := range reqs {
 		if !equalTokens(g[i].Tokens, d[i].Tokens) {
 			t.Errorf("request %d: graph tokens %v, direct %v", i, g[i].Tokens, d[i].Tokens)
+		}
+		if !equalTokens(g[i].Tokens, w[i].Tokens) || maxAbsDiff(g[i].Logits, w[i].Logits) != 0 {
+			t.Errorf("request %d: streamed steps differ from whole ones: tokens %v, %v", i, g[i].Tokens, w[i].Tokens)
 		}
 		diff := maxAbsDiff(g[i].Logits, c[i].Logits)
 		same := 0

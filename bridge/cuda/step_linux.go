@@ -117,6 +117,7 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	}
 	b.mo, b.meta = mo, meta
 	b.inStep, b.profile, b.stepErr = true, profile, nil
+	b.flushed, b.started, b.segNext, b.segs = 0, false, firstSegment, 0
 	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
 	b.moeCalls = 0
 	b.gemv.idx, b.rope.idx = -1, -1
@@ -183,6 +184,55 @@ func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
 	b.ents = append(b.ents, entry{kind: entLaunch, fn: fn, grid: [3]uint32{uint32(grid[0]), uint32(grid[1]), uint32(grid[2])},
 		block: uint32(block), a0: int32(a0), a1: int32(len(b.args))})
 	b.gemv.idx, b.rope.idx = -1, -1
+	b.streamSegment()
+}
+
+// firstSegment is how many entries the first hand-off of a step waits for;
+// each later one waits for twice as many as the one before, so a step of
+// hundreds of kernels is a handful of graphs.
+const firstSegment = 24
+
+// streamSegment hands the entries recorded so far to the CUDA thread once
+// there are enough of them, and records on: a deep model's decode step
+// takes the host hundreds of microseconds to record, which the GPU would
+// otherwise spend idle. The newest entry stays behind, since the next op
+// may still fuse into it (gemv segments, SiLU, RoPE into attention).
+func (b *Backend) streamSegment() {
+	cut := len(b.ents) - 1
+	if b.profile || b.opts.NoStream || b.stepErr != nil || cut-b.flushed < b.segNext {
+		return
+	}
+	ents, args := b.ents[b.flushed:cut:cut], b.args[:b.ents[cut].a0:b.ents[cut].a0]
+	first := !b.started
+	b.flushed, b.started, b.segNext = cut, true, 2*b.segNext
+	b.segs++
+	// The recorder appends past cut (or into a new array), so the thread
+	// reads entries and arguments no one writes.
+	b.th.post(func() {
+		defer func() {
+			if r := recover(); r != nil && b.segErr == nil {
+				b.segErr = fmt.Errorf("cuda: panic: %v", r)
+			}
+		}()
+		if b.segErr != nil {
+			return
+		}
+		if first {
+			if b.segErr = b.stepPrologue(); b.segErr != nil {
+				return
+			}
+		}
+		b.segErr = b.runGraph(ents, args)
+	})
+}
+
+// stepPrologue uploads the step's metadata and clears its error word and
+// counters, ahead of its first kernel (thread only).
+func (b *Backend) stepPrologue() error {
+	if err := b.uploadMeta(); err != nil {
+		return err
+	}
+	return b.check("cuMemsetD32Async", call(b.api.cuMemsetD32Async, uintptr(b.stats.ptr), 0, statsCap, b.stream))
 }
 
 // Argument slots: every kernel parameter takes 8 bytes in the list; the
@@ -207,8 +257,13 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	var stats bridge.StepStats
 	err := b.th.do(func() error {
 		defer b.afterStep()
-		if b.stepErr != nil {
-			return nil
+		if b.stepErr != nil || b.segErr != nil {
+			// Segments already handed off may still run: let them finish
+			// before the step's buffers are reused.
+			call(b.api.cuStreamSynchronize, b.stream)
+			err := b.segErr
+			b.segErr = nil
+			return err
 		}
 		var err error
 		stats, err = b.runStep()
@@ -241,14 +296,13 @@ func (b *Backend) uploadMeta() error {
 func (b *Backend) runStep() (bridge.StepStats, error) {
 	a := b.api
 	var st bridge.StepStats
-	if err := b.uploadMeta(); err != nil {
-		return st, err
-	}
-	if err := b.check("cuMemsetD32Async", call(a.cuMemsetD32Async, uintptr(b.stats.ptr), 0, statsCap, b.stream)); err != nil {
-		return st, err
+	if !b.started {
+		if err := b.stepPrologue(); err != nil {
+			return st, err
+		}
 	}
 	var events []uintptr
-	switch {
+	switch rest := b.ents[b.flushed:]; {
 	case b.profile:
 		if err := b.ensureEvents(len(b.marks) + 2); err != nil {
 			return st, err
@@ -259,22 +313,18 @@ func (b *Backend) runStep() (bridge.StepStats, error) {
 		}
 		// Direct launches: event records captured in a graph between
 		// programmatically dependent kernels did not time them.
-		if err := b.runDirect(b.ents, events); err != nil {
+		if err := b.runDirect(rest, b.args, events); err != nil {
 			return st, err
 		}
 		if err := b.check("cuEventRecord", call(a.cuEventRecord, events[len(b.marks)+1], b.stream)); err != nil {
 			return st, err
 		}
-	case len(b.ents) > 0:
-		if err := b.runGraph(nil); err != nil {
-			return st, err
-		}
-	default:
-		if err := b.runDirect(b.ents, nil); err != nil {
+	case len(rest) > 0:
+		if err := b.runGraph(rest, b.args); err != nil {
 			return st, err
 		}
 	}
-	b.lastLaunches = 0
+	b.lastLaunches, b.lastSegments = 0, b.segs+1
 	for _, e := range b.ents {
 		if e.kind == entLaunch {
 			b.lastLaunches++
@@ -357,7 +407,7 @@ func (b *Backend) timings(ev []uintptr) []bridge.OpTiming {
 
 // runDirect issues the entries on the stream (thread only). events, in
 // profile mode, are recorded at each mark (events[i+1] for mark i).
-func (b *Backend) runDirect(ents []entry, events []uintptr) error {
+func (b *Backend) runDirect(ents []entry, args []uint64, events []uintptr) error {
 	a := b.api
 	for _, e := range ents {
 		switch e.kind {
@@ -370,7 +420,7 @@ func (b *Backend) runDirect(ents []entry, events []uintptr) error {
 		case entLaunch:
 			n := int(e.a1 - e.a0)
 			for i := 0; i < n; i++ {
-				b.params[i] = uintptr(unsafe.Pointer(&b.args[int(e.a0)+i]))
+				b.params[i] = uintptr(unsafe.Pointer(&args[int(e.a0)+i]))
 			}
 			var r int32
 			if b.pdl {
@@ -389,7 +439,7 @@ func (b *Backend) runDirect(ents []entry, events []uintptr) error {
 				return b.check("cuLaunchKernel "+b.fnName(e.fn), r)
 			}
 		case entGemm:
-			if err := b.runGemm(b.args[e.a0:e.a1]); err != nil {
+			if err := b.runGemm(args[e.a0:e.a1]); err != nil {
 				return err
 			}
 		}
@@ -414,21 +464,21 @@ type graph struct {
 	used uint64
 }
 
-const maxGraphs = 24
+const maxGraphs = 64
 
 var graphSeed = maphash.MakeSeed()
 
 // listKey encodes the entries (kernels, grids, arguments) as one slice.
-func (b *Backend) listKey() []uint64 {
+func (b *Backend) listKey(ents []entry, args []uint64) []uint64 {
 	k := b.keyBuf[:0]
-	for _, e := range b.ents {
+	for _, e := range ents {
 		if e.kind == entMark {
 			k = append(k, uint64(e.kind)|uint64(e.a0)<<8)
 			continue
 		}
 		k = append(k, uint64(e.kind)|uint64(e.block)<<8|uint64(e.a1-e.a0)<<40, uint64(e.fn),
 			uint64(e.grid[0])|uint64(e.grid[1])<<32, uint64(e.grid[2]))
-		k = append(k, b.args[e.a0:e.a1]...)
+		k = append(k, args[e.a0:e.a1]...)
 	}
 	b.keyBuf = k
 	return k
@@ -455,12 +505,12 @@ func equalKeys(a, c []uint64) bool {
 
 // runGraph replays the graph of this exact list, captures one when the list
 // is seen for the second time, and otherwise launches directly.
-func (b *Backend) runGraph(events []uintptr) error {
+func (b *Backend) runGraph(ents []entry, args []uint64) error {
 	a := b.api
 	if b.opts.NoGraphs {
-		return b.runDirect(b.ents, events)
+		return b.runDirect(ents, args, nil)
 	}
-	k := b.listKey()
+	k := b.listKey(ents, args)
 	h := hashKey(k)
 	b.useCount++
 	if g := b.graphs[h]; g != nil && equalKeys(g.key, k) {
@@ -472,12 +522,12 @@ func (b *Backend) runGraph(events []uintptr) error {
 		if len(b.seen) > 4096 {
 			clear(b.seen)
 		}
-		return b.runDirect(b.ents, events)
+		return b.runDirect(ents, args, nil)
 	}
 	if err := b.check("cuStreamBeginCapture", call(a.cuStreamBeginCapture, b.stream, 2 /* relaxed */)); err != nil {
-		return b.runDirect(b.ents, events)
+		return b.runDirect(ents, args, nil)
 	}
-	runErr := b.runDirect(b.ents, events)
+	runErr := b.runDirect(ents, args, nil)
 	var gr uintptr
 	endErr := b.check("cuStreamEndCapture", call(a.cuStreamEndCapture, b.stream, uintptr(unsafe.Pointer(&gr))))
 	if runErr != nil || endErr != nil {
@@ -485,14 +535,14 @@ func (b *Backend) runGraph(events []uintptr) error {
 			call(a.cuGraphDestroy, gr)
 		}
 		b.seen[h] = math.MinInt32 // do not try this list again
-		return b.runDirect(b.ents, events)
+		return b.runDirect(ents, args, nil)
 	}
 	var exec uintptr
 	err := b.check("cuGraphInstantiate", call(a.cuGraphInstantiate, uintptr(unsafe.Pointer(&exec)), gr, 0))
 	call(a.cuGraphDestroy, gr)
 	if err != nil {
 		b.seen[h] = math.MinInt32
-		return b.runDirect(b.ents, events)
+		return b.runDirect(ents, args, nil)
 	}
 	if len(b.graphs) >= maxGraphs {
 		var oldest uint64
@@ -518,3 +568,7 @@ func (b *Backend) GraphCount() int { return len(b.graphs) }
 // LastStepLaunches is the number of kernels the last step launched (for
 // tests of the fusions).
 func (b *Backend) LastStepLaunches() int { return b.lastLaunches }
+
+// LastStepSegments is the number of pieces the last step ran in: one, plus
+// one for each hand-off while it was recorded (for tests).
+func (b *Backend) LastStepSegments() int { return b.lastSegments }

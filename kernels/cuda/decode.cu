@@ -198,6 +198,7 @@ __device__ __forceinline__ void paged_decode_body(
         const float p = lane < n ? expf(s - mx) : 0.f;
         l = l * corr + warp_sum(p);
         acc.x *= corr, acc.y *= corr, acc.z *= corr, acc.w *= corr;
+#pragma unroll 8
         for (int j = 0; j < n; j++) {
             const float pj = __shfl_sync(0xffffffffu, p, j);
             if (lane < d4) {
