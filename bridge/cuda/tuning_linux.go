@@ -20,8 +20,7 @@ import (
 //
 //   - matmul (the GEMV of decode steps, m ≤ 8): rows per warp and split-K
 //     warps;
-//   - paged_attention_decode: positions per split-context partition and
-//     warps per block;
+//   - paged_attention_decode: positions per split-context partition;
 //   - moe: rows per warp of the expert GEMVs, pairs per pass, rows per block
 //     of the single-token down projection (the dispatch strategy and chunk
 //     size come through MoEParams).
@@ -163,8 +162,9 @@ func (b *Backend) pickGemv(m, n, k int, dt bridge.DType) gemvConfig {
 	return g
 }
 
-// attentionConfig picks a decode attention launch: positions per partition
-// (32 by default: one per warp-iteration of a block) and warps per block.
+// attentionConfig picks the launch of attention.cu's decode kernel, for the
+// shapes paged_decode does not take: positions per partition (32 by default:
+// one per warp-iteration of a block) and warps per block (8, or a config's).
 // The partition count is rounded up to a power of two so a decode step
 // keeps its graph while sequences grow, and capped at one merging thread
 // per partition.

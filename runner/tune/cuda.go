@@ -48,10 +48,12 @@ var cudaMatMul = &Kernel{
 	Format:  func(c Config) string { return "r" + c["rows"] + "/k" + c["ksplit"] },
 }
 
-// cudaAttention is paged decode attention with the fused KV write.
+// cudaAttention is paged decode attention with the fused KV write: decode.cu
+// (head sizes up to 128, GQA groups up to 8) or, past those, attention.cu's
+// kernel with 8 warps per block.
 var cudaAttention = &Kernel{
 	Backend: "cuda", Name: "paged_attention_decode",
-	Doc: "split-context decode attention: positions per partition, warps per block",
+	Doc: "split-context decode attention: context positions per partition (a multiple of the 32-position chunk)",
 	Dims: []Dim{
 		{Name: "seqs", Default: 1, Match: Log},
 		{Name: "context", Default: 1024, Match: Log},
@@ -62,28 +64,20 @@ var cudaAttention = &Kernel{
 	},
 	DType: "bf16",
 	Params: []Param{
-		{Name: "part", Doc: "context positions per partition", Values: Pow2(16, 512)},
-		{Name: "warps", Doc: "warps per block", Values: Enum("4", "8")},
+		{Name: "part", Doc: "context positions per partition", Values: Pow2(32, 1024)},
 	},
 	Constraints: []Constraint{
-		{Name: "warp work", Check: func(c Config, _ Shape, _ Limits) error {
-			// A warp takes 4 positions per iteration.
-			if p, w := c.Int("part"), c.Int("warps"); p < 4*w {
-				return fmt.Errorf("a partition of %d positions leaves some of %d warps idle", p, w)
-			}
-			return nil
-		}},
-		{Name: "partitions", Check: func(c Config, s Shape, lim Limits) error {
-			// One thread merges each partition; the backend would double the
-			// partition size instead, the same as a larger part.
-			if n := (s["context"] + c.Int("part") - 1) / c.Int("part"); n > 32*c.Int("warps") || n > 256 {
-				return fmt.Errorf("%d partitions exceed one merging thread each", n)
+		{Name: "partitions", Check: func(c Config, s Shape, _ Limits) error {
+			// The backend caps a launch at 64 partitions (one merge slot
+			// each) by doubling the part: a smaller one is the same launch.
+			if n := (s["context"] + c.Int("part") - 1) / c.Int("part"); n > 64 {
+				return fmt.Errorf("%d partitions exceed the 64 one launch merges", n)
 			}
 			return nil
 		}},
 	},
-	Default: func(Shape, Limits) Config { return Config{"part": "32", "warps": "8"} },
-	Format:  func(c Config) string { return c["part"] + "/w" + c["warps"] },
+	Default: func(Shape, Limits) Config { return Config{"part": "32"} },
+	Format:  func(c Config) string { return "p" + c["part"] },
 }
 
 // cudaMoE is the MoE block: dispatch (as the CPU's) plus the expert GEMVs'
