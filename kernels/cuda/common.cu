@@ -104,6 +104,18 @@ __device__ __forceinline__ void unpack_f16x2(u32 u, float& a, float& b) {
     b = f16_to_f32((u16)(u >> 16));
 }
 
+// widen8 widens 8 half-precision weights (f16 or bf16) held in a uint4.
+template <int DT>
+__device__ __forceinline__ void widen8(uint4 u, float* v) {
+    if (DT == DT_BF16) {
+        unpack_bf16x2(u.x, v[0], v[1]); unpack_bf16x2(u.y, v[2], v[3]);
+        unpack_bf16x2(u.z, v[4], v[5]); unpack_bf16x2(u.w, v[6], v[7]);
+    } else {
+        unpack_f16x2(u.x, v[0], v[1]); unpack_f16x2(u.y, v[2], v[3]);
+        unpack_f16x2(u.z, v[4], v[5]); unpack_f16x2(u.w, v[6], v[7]);
+    }
+}
+
 // load8 widens the 8 weights at element i (a multiple of 8) of base.
 template <int DT>
 __device__ __forceinline__ void load8(const void* base, long i, float* v) {
@@ -115,14 +127,7 @@ __device__ __forceinline__ void load8(const void* base, long i, float* v) {
         v[4] = __uint_as_float(b.x); v[5] = __uint_as_float(b.y);
         v[6] = __uint_as_float(b.z); v[7] = __uint_as_float(b.w);
     } else {
-        uint4 u = ld_stream((const u16*)base + i);
-        if (DT == DT_BF16) {
-            unpack_bf16x2(u.x, v[0], v[1]); unpack_bf16x2(u.y, v[2], v[3]);
-            unpack_bf16x2(u.z, v[4], v[5]); unpack_bf16x2(u.w, v[6], v[7]);
-        } else {
-            unpack_f16x2(u.x, v[0], v[1]); unpack_f16x2(u.y, v[2], v[3]);
-            unpack_f16x2(u.z, v[4], v[5]); unpack_f16x2(u.w, v[6], v[7]);
-        }
+        widen8<DT>(ld_stream((const u16*)base + i), v);
     }
 }
 

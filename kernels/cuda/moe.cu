@@ -172,14 +172,7 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
                 const int i = lane * 8 + 256 * j;
                 if (i < H) {
                     float w[8];
-                    const uint4 u = raw[j];
-                    if (DT == DT_BF16) {
-                        unpack_bf16x2(u.x, w[0], w[1]); unpack_bf16x2(u.y, w[2], w[3]);
-                        unpack_bf16x2(u.z, w[4], w[5]); unpack_bf16x2(u.w, w[6], w[7]);
-                    } else {
-                        unpack_f16x2(u.x, w[0], w[1]); unpack_f16x2(u.y, w[2], w[3]);
-                        unpack_f16x2(u.z, w[4], w[5]); unpack_f16x2(u.w, w[6], w[7]);
-                    }
+                    widen8<DT>(raw[j], w);
                     const float4* xp = (const float4*)(x + i);
                     acc += dot8(w, __ldg(xp), __ldg(xp + 1));
                 }
