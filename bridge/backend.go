@@ -185,6 +185,29 @@ type LaunchTuner interface {
 	SetLaunchConfig(kernel string, pick func(shape map[string]int) (config map[string]string, ok bool))
 }
 
+// AsyncStepper is implemented by backends that can queue a step and return
+// before it has run, so the host records the next step while the device
+// runs this one: the host's time between steps (reading the tokens back,
+// scheduling, recording) is otherwise time the device stands idle. At most
+// two steps are in flight; BeginStep refuses a third.
+type AsyncStepper interface {
+	// BeginStepFrom is BeginStep for a step whose token ids are still being
+	// computed: the device reads them from src (I32, at least NumTokens
+	// values, in order) when the step starts, after the steps before it.
+	BeginStepFrom(meta *StepMeta, src Tensor) error
+	// SubmitStep ends the step as EndStep does but returns once its work is
+	// queued. ids, an I32 tensor or nil, is copied back as the step leaves
+	// it, for Wait to return. A profiled step is waited for here.
+	SubmitStep(ids Tensor) (PendingStep, error)
+}
+
+// PendingStep is a step SubmitStep queued.
+type PendingStep interface {
+	// Wait waits for the step and returns its stats, its first error and
+	// the values of its ids tensor. It may be called once.
+	Wait() (StepStats, []int32, error)
+}
+
 // BandwidthProber is implemented by backends that can measure their
 // device's memory read bandwidth, in bytes/s: the roofline of decode.
 type BandwidthProber interface {

@@ -68,6 +68,7 @@ var params = map[string]paramSpec{
 	"max_seqs":       {kinds: forModel, isInt: true, min: 1},
 	"sampling":       {kinds: forModel, syntax: checkSampling},
 	"layers":         {kinds: forModel, isInt: true, min: 1},
+	"steps":          {kinds: forModel, enum: []string{"overlapped", "synchronous"}},
 	// kernel cases
 	"op":           {kinds: forKernel, enum: Ops},
 	"head_size":    {kinds: forKernel, isInt: true, oneOf: []int64{32, 64, 96, 128}},

@@ -25,7 +25,8 @@ type api struct {
 	cuMemsetD8, cuMemsetD32Async, cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel,
 	cuStreamCreate, cuStreamSynchronize, cuStreamDestroy, cuEventCreate, cuEventRecord, cuEventElapsedTime,
 	cuEventDestroy, cuLaunchKernelEx, cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch, cuGraphDestroy,
-	cuGraphExecDestroy, cuGetErrorName, cuGetErrorString, cuCtxSynchronize uintptr
+	cuGraphExecDestroy, cuGetErrorName, cuGetErrorString, cuCtxSynchronize, cuMemAllocHost, cuMemFreeHost,
+	cuMemcpyDtoDAsync, cuEventSynchronize uintptr
 
 	// NVRTC
 	nvrtcVersion, nvrtcCreateProgram, nvrtcCompileProgram, nvrtcGetProgramLogSize, nvrtcGetProgramLog,
@@ -124,6 +125,9 @@ func loadAPI(wantCuBLAS bool) (*api, error) {
 	d.get(&a.cuMemcpyDtoH, "cuMemcpyDtoH_v2")
 	d.get(&a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
 	d.get(&a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
+	d.get(&a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+	d.get(&a.cuMemAllocHost, "cuMemAllocHost_v2")
+	d.get(&a.cuMemFreeHost, "cuMemFreeHost")
 	d.get(&a.cuMemsetD8, "cuMemsetD8_v2")
 	d.get(&a.cuMemsetD32Async, "cuMemsetD32Async")
 	d.get(&a.cuModuleLoadData, "cuModuleLoadData")
@@ -138,6 +142,7 @@ func loadAPI(wantCuBLAS bool) (*api, error) {
 	d.get(&a.cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")
 	d.get(&a.cuEventCreate, "cuEventCreate")
 	d.get(&a.cuEventRecord, "cuEventRecord")
+	d.get(&a.cuEventSynchronize, "cuEventSynchronize")
 	d.get(&a.cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")
 	d.get(&a.cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy")
 	d.get(&a.cuStreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture")

@@ -67,7 +67,16 @@ type Backend struct {
 	metaHost []int32
 	metaDev  *devAlloc
 	stats    *devAlloc
-	statsOut []int32
+	tokSrc   uint64 // where the device reads the step's token ids (0: the host's)
+	// metaBufs are pinned, so the upload runs when the step does; the step
+	// being recorded uses metaBufs[metaSlot], a step in flight the other.
+	metaBufs  [2]hostBuf
+	metaSlot  int
+	streaming bool
+	// submitted steps not yet waited for, and what each reads back
+	slots    [2]stepSlot
+	inflight int
+	chained  int
 	ents     []entry
 	args     []uint64
 	marks    []bridge.OpTiming
@@ -330,7 +339,6 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.stats = st
-	b.statsOut = make([]int32, statsCap)
 	return nil
 }
 
@@ -387,6 +395,16 @@ func (b *Backend) release() error {
 	}
 	call(a.cuCtxSetCurrent, b.ctx)
 	call(a.cuCtxSynchronize)
+	for i := range b.slots {
+		if s := &b.slots[i]; s.event != 0 {
+			call(a.cuEventDestroy, s.event)
+			s.event = 0
+		}
+		b.hostFree(&b.slots[i].host)
+	}
+	b.hostFree(&b.metaBufs[0])
+	b.hostFree(&b.metaBufs[1])
+	b.inflight = 0
 	for _, g := range b.graphs {
 		call(a.cuGraphExecDestroy, g.exec)
 	}
@@ -534,12 +552,21 @@ func (b *Backend) releaseAlloc(d *devAlloc) {
 	b.memMu.Unlock()
 }
 
-// processFrees frees what was released (thread only, no step running).
+// processFrees frees what was released (thread only, no step recording).
+// A submitted step may still use it, so that one is waited for first.
 func (b *Backend) processFrees() {
 	b.memMu.Lock()
 	q := b.freeQ
 	b.freeQ = nil
 	b.memMu.Unlock()
+	if len(q) > 0 && b.inflight > 0 {
+		call(b.api.cuStreamSynchronize, b.stream)
+	}
+	b.freeList(q)
+}
+
+// freeList frees allocations no queued work uses (thread only).
+func (b *Backend) freeList(q []*devAlloc) {
 	for _, d := range q {
 		if c := d.chunk; c != nil {
 			c.live--

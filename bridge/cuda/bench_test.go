@@ -78,7 +78,8 @@ func (p *prefetched) Tensor(s model.TensorSpec) (bridge.DType, []byte, error) {
 // MTLBENCH_CUDA_BENCH lists cases: preset@batch,batch;... (e.g.
 // "qwen3-30b-a3b@1,16;tinyllama-1.1b@1"); MTLBENCH_CUDA_BENCH_GEN sets the
 // generated tokens (default 64), MTLBENCH_CUDA_BENCH_PROMPT the prompt
-// (default 128).
+// (default 128), MTLBENCH_CUDA_BENCH_STEPS the step modes to compare
+// (overlapped,synchronous).
 func TestDecodeSpeed(t *testing.T) {
 	spec := os.Getenv("MTLBENCH_CUDA_BENCH")
 	if spec == "" {
@@ -86,6 +87,10 @@ func TestDecodeSpeed(t *testing.T) {
 	}
 	b := gpu(t)
 	gen, prompt := envInt("MTLBENCH_CUDA_BENCH_GEN", 64), envInt("MTLBENCH_CUDA_BENCH_PROMPT", 128)
+	modes := strings.Split(os.Getenv("MTLBENCH_CUDA_BENCH_STEPS"), ",")
+	if modes[0] == "" {
+		modes = []string{"overlapped"}
+	}
 	for _, item := range strings.Split(spec, ";") {
 		name, batches, _ := strings.Cut(item, "@")
 		layers := 0
@@ -109,28 +114,45 @@ func TestDecodeSpeed(t *testing.T) {
 			if batch == atoi(strings.Split(batches, ",")[0]) {
 				t.Logf("%s: weights generated and uploaded, first repetition done in %v", name, time.Since(start).Round(time.Second))
 			}
-			var toks, gbs []float64
-			var stepMs float64
+			// Repetitions alternate between the step modes, so drift on a
+			// shared machine falls on each alike.
+			type sums struct {
+				toks, gbs, steps []float64
+			}
+			got := map[string]*sums{}
 			for r := 0; r < 3; r++ {
-				res, err := mc.Rep(context.Background(), false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, s := range res.Samples {
-					switch s.Metric {
-					case "decode_tok_s":
-						toks = append(toks, s.Value)
-					case "achieved_gb_s":
-						gbs = append(gbs, s.Value)
-					case "step_ms":
-						stepMs = s.Value
+				for _, mode := range modes {
+					mc.Engine.Synchronous = mode == "synchronous"
+					res, err := mc.Rep(context.Background(), false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := got[mode]
+					if m == nil {
+						m = &sums{}
+						got[mode] = m
+					}
+					for _, s := range res.Samples {
+						switch s.Metric {
+						case "decode_tok_s":
+							m.toks = append(m.toks, s.Value)
+						case "achieved_gb_s":
+							m.gbs = append(m.gbs, s.Value)
+						case "step_ms":
+							m.steps = append(m.steps, s.Value)
+						}
 					}
 				}
 			}
-			sort.Float64s(toks)
-			sort.Float64s(gbs)
-			t.Logf("BENCH %s layers=%d batch=%d prompt=%d gen=%d: decode %.1f tok/s (reps %v), step %.2f ms, %.0f GB/s",
-				name, cfg.Layers, batch, prompt, gen, toks[len(toks)/2], round1(toks), stepMs, gbs[len(gbs)/2])
+			for _, mode := range modes {
+				m := got[mode]
+				sort.Float64s(m.toks)
+				sort.Float64s(m.gbs)
+				sort.Float64s(m.steps)
+				t.Logf("BENCH %s layers=%d batch=%d prompt=%d gen=%d steps=%s: decode %.1f tok/s (reps %v), step %.3f ms, %.0f GB/s",
+					name, cfg.Layers, batch, prompt, gen, mode, m.toks[1], round1(m.toks), m.steps[1], m.gbs[1])
+			}
+			mc.Engine.Synchronous = false
 			prof, err := mc.Rep(context.Background(), true)
 			if err != nil {
 				t.Fatal(err)

@@ -188,14 +188,16 @@ func miniRequests(vocab, n, prompt, gen int) []engine.Request {
 	return reqs
 }
 
-func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []engine.Request, profile bool) ([]engine.Output, *engine.Engine) {
+// runMini generates on a synthetic model; sync runs each step to its end
+// before the next is recorded.
+func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []engine.Request, sync bool) ([]engine.Output, *engine.Engine) {
 	t.Helper()
 	cfg, src, err := model.Open(model.Spec{Model: preset, Layers: layers, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	e, err := engine.New(be, cfg, src, engine.Options{Profile: profile, TokenBudget: 64})
+	e, err := engine.New(be, cfg, src, engine.Options{Synchronous: sync, TokenBudget: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,9 @@ func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []
 }
 
 // Graph replay gives the same tokens as direct launches, bit for bit, and
-// so do steps that start running while they are recorded; the GPU agrees with the CPU on a bf16 MoE model with chunked prefill.
+// so do steps that start running while they are recorded and decode steps
+// queued behind the step computing their tokens; the GPU agrees with the
+// CPU on a bf16 MoE model with chunked prefill.
 func TestGraphsMatchDirect(t *testing.T) {
 	b := gpu(t)
 	direct, err := New(Options{NoGraphs: true})
@@ -216,12 +220,22 @@ func TestGraphsMatchDirect(t *testing.T) {
 	}
 	defer direct.Close()
 	reqs := miniRequests(8192, 4, 40, 24)
-	g, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
+	g, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, true)
 	if b.GraphCount() == 0 {
 		t.Error("no CUDA graph was captured")
 	}
 	if n := b.LastStepSegments(); n < 2 {
 		t.Errorf("the last step ran in %d segment(s); a 6-layer decode step should start before it is recorded", n)
+	}
+	chained := b.ChainedSteps()
+	o, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
+	if n := b.ChainedSteps() - chained; n < 20 {
+		t.Errorf("%d decode steps were queued behind the step computing their tokens, want at least 20", n)
+	}
+	for i := range reqs {
+		if !equalTokens(o[i].Tokens, g[i].Tokens) || maxAbsDiff(o[i].Logits, g[i].Logits) != 0 {
+			t.Errorf("request %d: overlapped steps differ from synchronous ones: tokens %v, %v", i, o[i].Tokens, g[i].Tokens)
+		}
 	}
 	whole, err := New(Options{NoStream: true})
 	if err != nil {

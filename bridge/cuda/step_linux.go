@@ -36,23 +36,45 @@ type metaOffsets struct {
 	tokens, positions, slots, tokSeq, qsl, seqLens, logitRows, blockTable int
 	stride                                                                int // block table row length
 	total                                                                 int
+	numTokens                                                             int
 }
 
 func (b *Backend) metaPtr(off int) uint64 { return b.metaDev.ptr + uint64(off)*4 }
 
-// BeginStep lays the step's metadata out in a host buffer that EndStep
-// uploads before the step's work.
+// BeginStep lays the step's metadata out in a host buffer that the step
+// uploads before its work.
 func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool) error {
+	if len(tokens) != meta.NumTokens {
+		return fmt.Errorf("begin step: %d tokens for a step of %d", len(tokens), meta.NumTokens)
+	}
+	return b.beginStep(meta, tokens, 0, profile)
+}
+
+// BeginStepFrom begins a step whose token ids the device copies from src
+// when the step starts (bridge.AsyncStepper).
+func (b *Backend) BeginStepFrom(meta *bridge.StepMeta, src bridge.Tensor) error {
+	t, ok := src.(*tensor)
+	if !ok || t == nil || t.dt != bridge.I32 || t.n < meta.NumTokens {
+		return fmt.Errorf("begin step: token source must be an i32 tensor of at least %d values", meta.NumTokens)
+	}
+	if err := b.beginStep(meta, nil, t.ptr, false); err != nil {
+		return err
+	}
+	b.chained++
+	return nil
+}
+
+func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64, profile bool) error {
 	if b.closed {
 		return fmt.Errorf("cuda: backend is closed")
 	}
 	if b.inStep {
 		return fmt.Errorf("cuda: BeginStep inside a step (EndStep was not called)")
 	}
-	T, S := meta.NumTokens, meta.NumSeqs
-	if len(tokens) != T {
-		return fmt.Errorf("begin step: %d tokens for a step of %d", len(tokens), T)
+	if b.inflight >= len(b.slots) {
+		return fmt.Errorf("cuda: %d steps already in flight: wait for one before beginning another", b.inflight)
 	}
+	T, S := meta.NumTokens, meta.NumSeqs
 	if len(meta.Positions) != T || len(meta.SlotMapping) != T || len(meta.QueryStartLoc) != S+1 || len(meta.SeqLens) != S ||
 		len(meta.BlockTable) < S*meta.MaxBlocks {
 		return fmt.Errorf("begin step: inconsistent metadata (%d tokens: %d positions, %d slots; %d seqs: %d query starts, %d lengths; block table %d < %d×%d)",
@@ -61,7 +83,7 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	// The block table's row length is rounded up so a decode step keeps its
 	// layout (and its graph) while sequences grow by a block.
 	stride := (meta.MaxBlocks + 63) / 64 * 64
-	mo := metaOffsets{stride: stride}
+	mo := metaOffsets{stride: stride, numTokens: T}
 	off := 0
 	place := func(n int) int {
 		o := off
@@ -72,9 +94,24 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	mo.qsl, mo.seqLens, mo.logitRows = place(S+1), place(S), place(len(meta.LogitRows))
 	mo.blockTable = place(S * stride)
 	mo.total = max(off, 4)
-	if cap(b.metaHost) < mo.total {
-		b.metaHost = make([]int32, mo.total*5/4)
+	// The metadata has two pinned buffers: the one a step in flight uploads
+	// from stays untouched until the device has read it.
+	b.metaSlot = 0
+	for i := range b.slots {
+		if s := &b.slots[i]; s.busy && s.metaBuf == 0 {
+			b.metaSlot = 1
+		}
 	}
+	if hb := &b.metaBufs[b.metaSlot]; hb.n < mo.total {
+		err := b.th.do(func() error {
+			b.hostFree(hb)
+			return b.hostAlloc(hb, mo.total*5/4)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	b.metaHost = b.metaBufs[b.metaSlot].i32()
 	h := b.metaHost[:mo.total]
 	clear(h)
 	copy(h[mo.tokens:], tokens)
@@ -103,6 +140,12 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	}
 	if b.metaDev == nil || b.metaDev.size < int64(mo.total)*4 {
 		err := b.th.do(func() error {
+			if b.inflight > 0 {
+				// a step in flight reads the old buffer
+				if err := b.check("cuStreamSynchronize", call(b.api.cuStreamSynchronize, b.stream)); err != nil {
+					return err
+				}
+			}
 			b.processFrees()
 			if b.metaDev != nil {
 				b.freeNow(b.metaDev)
@@ -115,8 +158,11 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 			return err
 		}
 	}
-	b.mo, b.meta = mo, meta
+	b.mo, b.meta, b.tokSrc = mo, meta, tokSrc
 	b.inStep, b.profile, b.stepErr = true, profile, nil
+	// Segments are handed off only while the device would otherwise wait
+	// for them: behind a step in flight, it has work.
+	b.streaming = !profile && !b.opts.NoStream && b.inflight == 0
 	b.flushed, b.started, b.segNext, b.segs = 0, false, firstSegment, 0
 	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
 	b.moeCalls = 0
@@ -199,7 +245,7 @@ const firstSegment = 24
 // may still fuse into it (gemv segments, SiLU, RoPE into attention).
 func (b *Backend) streamSegment() {
 	cut := len(b.ents) - 1
-	if b.profile || b.opts.NoStream || b.stepErr != nil || cut-b.flushed < b.segNext {
+	if !b.streaming || b.stepErr != nil || cut-b.flushed < b.segNext {
 		return
 	}
 	ents, args := b.ents[b.flushed:cut:cut], b.args[:b.ents[cut].a0:b.ents[cut].a0]
@@ -226,11 +272,18 @@ func (b *Backend) streamSegment() {
 	})
 }
 
-// stepPrologue uploads the step's metadata and clears its error word and
-// counters, ahead of its first kernel (thread only).
+// stepPrologue uploads the step's metadata (and copies in token ids still
+// on the device) and clears its error word and counters, ahead of its first
+// kernel (thread only).
 func (b *Backend) stepPrologue() error {
 	if err := b.uploadMeta(); err != nil {
 		return err
+	}
+	if b.tokSrc != 0 {
+		if err := b.check("cuMemcpyDtoDAsync", call(b.api.cuMemcpyDtoDAsync, uintptr(b.metaPtr(b.mo.tokens)), uintptr(b.tokSrc),
+			uintptr(b.mo.numTokens*4), b.stream)); err != nil {
+			return err
+		}
 	}
 	return b.check("cuMemsetD32Async", call(b.api.cuMemsetD32Async, uintptr(b.stats.ptr), 0, statsCap, b.stream))
 }
@@ -251,37 +304,78 @@ func boolArg(v bool) uint64 {
 
 // EndStep runs the step and waits for it.
 func (b *Backend) EndStep() (bridge.StepStats, error) {
-	if !b.inStep {
-		return bridge.StepStats{}, fmt.Errorf("cuda: EndStep without BeginStep")
+	_, _, st, err := b.endStep(nil, true)
+	return st, err
+}
+
+// SubmitStep queues the step's remaining work and returns without waiting
+// for it (bridge.AsyncStepper). A profiled step is waited for here: its
+// events are shared.
+func (b *Backend) SubmitStep(ids bridge.Tensor) (bridge.PendingStep, error) {
+	var t *tensor
+	if ids != nil {
+		var ok bool
+		if t, ok = ids.(*tensor); !ok || t == nil || t.dt != bridge.I32 {
+			return nil, fmt.Errorf("cuda: submit step: ids must be an i32 tensor")
+		}
 	}
-	var stats bridge.StepStats
+	if b.profile {
+		_, v, st, err := b.endStep(t, true)
+		if err != nil {
+			return nil, err
+		}
+		return donePending{st, v}, nil
+	}
+	slot, _, _, err := b.endStep(t, false)
+	if err != nil {
+		return nil, err
+	}
+	return &pendingStep{b: b, slot: slot}, nil
+}
+
+// endStep queues what the step has not yet handed off, and waits for it
+// when wait is set, in one trip to the CUDA thread.
+func (b *Backend) endStep(ids *tensor, wait bool) (*stepSlot, []int32, bridge.StepStats, error) {
+	if !b.inStep {
+		return nil, nil, bridge.StepStats{}, fmt.Errorf("cuda: EndStep without BeginStep")
+	}
+	var (
+		slot  *stepSlot
+		stats bridge.StepStats
+		vals  []int32
+	)
 	err := b.th.do(func() error {
-		defer b.afterStep()
+		b.inStep = false
 		if b.stepErr != nil || b.segErr != nil {
-			// Segments already handed off may still run: let them finish
-			// before the step's buffers are reused.
-			call(b.api.cuStreamSynchronize, b.stream)
 			err := b.segErr
 			b.segErr = nil
+			b.abandon()
 			return err
 		}
 		var err error
-		stats, err = b.runStep()
+		if slot, err = b.submitLocked(ids); err != nil {
+			b.abandon()
+			return err
+		}
+		if wait {
+			stats, vals, err = b.waitLocked(slot)
+		}
 		return err
 	})
 	b.inStep = false
 	if b.stepErr != nil {
-		return stats, b.stepErr
+		err = b.stepErr
 	}
-	return stats, err
+	return slot, vals, stats, err
 }
 
-// afterStep frees what the step released or replaced (thread only).
-func (b *Backend) afterStep() {
-	for _, d := range b.retired {
-		b.freeNow(d)
-	}
+// abandon waits for whatever was queued, so a failed step's buffers can be
+// reused, and frees what the step released (thread only).
+func (b *Backend) abandon() {
+	call(b.api.cuStreamSynchronize, b.stream)
+	b.freeList(b.retired)
 	b.retired = b.retired[:0]
+	b.ents, b.args = b.ents[:0], b.args[:0]
 	b.processFrees()
 }
 
@@ -291,37 +385,45 @@ func (b *Backend) uploadMeta() error {
 		uintptr(unsafe.Pointer(&b.metaHost[0])), uintptr(b.mo.total*4), b.stream))
 }
 
-// runStep uploads the metadata, runs the entries (as a graph when this list
-// was seen before) and reads the stats back (thread only).
-func (b *Backend) runStep() (bridge.StepStats, error) {
+// submitLocked runs the entries not yet handed off (as a graph when this
+// list was seen before), queues the copies of the stats and of ids into a
+// free slot's pinned buffer and records the slot's event (thread only).
+func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	a := b.api
-	var st bridge.StepStats
-	if !b.started {
-		if err := b.stepPrologue(); err != nil {
-			return st, err
+	var slot *stepSlot
+	for i := range b.slots {
+		if !b.slots[i].busy {
+			slot = &b.slots[i]
+			break
 		}
 	}
-	var events []uintptr
+	if slot == nil {
+		return nil, fmt.Errorf("cuda: internal: no free step slot")
+	}
+	if !b.started {
+		if err := b.stepPrologue(); err != nil {
+			return nil, err
+		}
+	}
 	switch rest := b.ents[b.flushed:]; {
 	case b.profile:
 		if err := b.ensureEvents(len(b.marks) + 2); err != nil {
-			return st, err
+			return nil, err
 		}
-		events = b.events
-		if err := b.check("cuEventRecord", call(a.cuEventRecord, events[0], b.stream)); err != nil {
-			return st, err
+		if err := b.check("cuEventRecord", call(a.cuEventRecord, b.events[0], b.stream)); err != nil {
+			return nil, err
 		}
 		// Direct launches: event records captured in a graph between
 		// programmatically dependent kernels did not time them.
-		if err := b.runDirect(rest, b.args, events); err != nil {
-			return st, err
+		if err := b.runDirect(rest, b.args, b.events); err != nil {
+			return nil, err
 		}
-		if err := b.check("cuEventRecord", call(a.cuEventRecord, events[len(b.marks)+1], b.stream)); err != nil {
-			return st, err
+		if err := b.check("cuEventRecord", call(a.cuEventRecord, b.events[len(b.marks)+1], b.stream)); err != nil {
+			return nil, err
 		}
 	case len(rest) > 0:
 		if err := b.runGraph(rest, b.args); err != nil {
-			return st, err
+			return nil, err
 		}
 	}
 	b.lastLaunches, b.lastSegments = 0, b.segs+1
@@ -331,23 +433,74 @@ func (b *Backend) runStep() (bridge.StepStats, error) {
 		}
 	}
 	b.ents, b.args = b.ents[:0], b.args[:0]
+
+	nIDs := 0
+	if ids != nil {
+		nIDs = ids.n
+	}
+	if slot.host.n < statsCap+nIDs {
+		b.hostFree(&slot.host)
+		if err := b.hostAlloc(&slot.host, statsCap+max(nIDs, 64)); err != nil {
+			return nil, err
+		}
+	}
+	if slot.event == 0 {
+		if err := b.check("cuEventCreate", call(a.cuEventCreate, uintptr(unsafe.Pointer(&slot.event)), cuEventDisableTiming)); err != nil {
+			return nil, err
+		}
+	}
+	host := slot.host.i32()
 	n := min(b.moeCalls+1, statsCap)
-	if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&b.statsOut[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
-		return st, err
+	if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
+		return nil, err
 	}
-	if err := b.check("step", call(a.cuStreamSynchronize, b.stream)); err != nil {
-		return st, err
+	if nIDs > 0 {
+		if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[statsCap])), uintptr(ids.ptr), uintptr(nIDs*4), b.stream)); err != nil {
+			return nil, err
+		}
 	}
-	if e := b.statsOut[0]; e != 0 {
-		return st, fmt.Errorf("cuda: %s", errorWord(e))
+	if err := b.check("cuEventRecord", call(a.cuEventRecord, slot.event, b.stream)); err != nil {
+		return nil, err
 	}
-	for i := 1; i < n && i < statsCap-1; i++ {
-		st.ExpertsTouched = append(st.ExpertsTouched, int(b.statsOut[i]))
+	// What was released or replaced up to here may be in use until this
+	// step has run; later steps cannot use it.
+	slot.frees = append(slot.frees[:0], b.retired...)
+	b.retired = b.retired[:0]
+	b.memMu.Lock()
+	slot.frees = append(slot.frees, b.freeQ...)
+	b.freeQ = nil
+	b.memMu.Unlock()
+	slot.busy, slot.nStats, slot.nIDs, slot.profile, slot.metaBuf = true, n, nIDs, b.profile, b.metaSlot
+	b.inflight++
+	return slot, nil
+}
+
+// waitLocked waits for a submitted step and reads its results (thread only).
+func (b *Backend) waitLocked(slot *stepSlot) (bridge.StepStats, []int32, error) {
+	var st bridge.StepStats
+	r := call(b.api.cuEventSynchronize, slot.event)
+	slot.busy = false
+	b.inflight--
+	b.freeList(slot.frees)
+	slot.frees = slot.frees[:0]
+	if b.inflight == 0 && !b.inStep {
+		b.processFrees()
 	}
-	if b.profile {
-		st.Timings = b.timings(events)
+	if err := b.check("step", r); err != nil {
+		return st, nil, err
 	}
-	return st, nil
+	host := slot.host.i32()
+	if e := host[0]; e != 0 {
+		return st, nil, fmt.Errorf("cuda: %s", errorWord(e))
+	}
+	for i := 1; i < slot.nStats && i < statsCap-1; i++ {
+		st.ExpertsTouched = append(st.ExpertsTouched, int(host[i]))
+	}
+	ids := append([]int32(nil), host[statsCap:statsCap+slot.nIDs]...)
+	if slot.profile {
+		st.Timings = b.timings(b.events)
+	}
+	return st, ids, nil
 }
 
 func errorWord(e int32) string {
@@ -568,6 +721,10 @@ func (b *Backend) GraphCount() int { return len(b.graphs) }
 // LastStepLaunches is the number of kernels the last step launched (for
 // tests of the fusions).
 func (b *Backend) LastStepLaunches() int { return b.lastLaunches }
+
+// ChainedSteps is the number of steps begun with their token ids on the
+// device (BeginStepFrom), for tests.
+func (b *Backend) ChainedSteps() int { return b.chained }
 
 // LastStepSegments is the number of pieces the last step ran in: one, plus
 // one for each hand-off while it was recorded (for tests).

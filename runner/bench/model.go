@@ -100,6 +100,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer e.Drain() // a cancelled run may leave a step in flight
 	w := m.Work
 	reqs := make([]engine.Request, w.Requests)
 	for i, p := range w.Prompts(m.Config.Vocab) {
@@ -157,7 +158,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTokens += res.DecodeTokens
 		decodeTime += res.Duration
 		decodeSteps = append(decodeSteps, res.Duration)
-		decodeBytes += float64(m.stepBytes(e, res))
+		decodeBytes += float64(m.stepBytes(res))
 		if profile {
 			profiledSteps++
 			for _, t := range res.Stats.Timings {
@@ -234,7 +235,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 
 // stepBytes is what a decode step had to read: the dense weights, the
 // experts it routed to, and each sequence's cached K and V.
-func (m *ModelCase) stepBytes(e *engine.Engine, res *engine.StepResult) int64 {
+func (m *ModelCase) stepBytes(res *engine.StepResult) int64 {
 	if m.bytes == nil {
 		m.bytes = newStepCost(m.Config, m.Source.DType(), m.Backend.ActDType())
 	}
@@ -242,9 +243,7 @@ func (m *ModelCase) stepBytes(e *engine.Engine, res *engine.StepResult) int64 {
 	for _, t := range res.Stats.ExpertsTouched {
 		n += int64(t) * m.bytes.perExpert
 	}
-	for _, s := range e.LastSeqLens() {
-		n += int64(s) * m.bytes.kvPerToken
-	}
+	n += int64(res.ContextTokens) * m.bytes.kvPerToken
 	return n
 }
 

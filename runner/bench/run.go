@@ -447,6 +447,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		TokenBudget: c.Int("prefill_budget", 0),
 		MaxSeqs:     c.Int("max_seqs", batch),
 		MoE:         moeParams(c),
+		Synchronous: c.String("steps", "overlapped") == "synchronous",
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize)
 	if kb := c.Int("kv_blocks", 0); kb > 0 {

@@ -56,10 +56,11 @@ func (m *Manager) Tokens(seq int) int {
 
 // CanGrow reports whether seq can take n more tokens.
 func (m *Manager) CanGrow(seq, n int) bool {
-	return m.blocksNeeded(seq, n) <= len(m.free)
+	return m.BlocksNeeded(seq, n) <= len(m.free)
 }
 
-func (m *Manager) blocksNeeded(seq, n int) int {
+// BlocksNeeded is the number of free blocks seq takes to grow by n tokens.
+func (m *Manager) BlocksNeeded(seq, n int) int {
 	have, tokens := 0, 0
 	if s := m.seqs[seq]; s != nil {
 		have, tokens = len(s.blocks), s.tokens
@@ -71,7 +72,7 @@ func (m *Manager) blocksNeeded(seq, n int) int {
 // (block*blockSize + offset), appended to slots. It allocates all or nothing:
 // on ErrNoBlocks no block has been taken, so no other sequence is touched.
 func (m *Manager) Grow(seq, n int, slots []int32) ([]int32, error) {
-	need := m.blocksNeeded(seq, n)
+	need := m.BlocksNeeded(seq, n)
 	if need > len(m.free) {
 		return slots, fmt.Errorf("%w: sequence %d needs %d more blocks of %d tokens, %d of %d are free", ErrNoBlocks, seq, need, m.blockSize, len(m.free), m.numBlocks)
 	}

@@ -23,6 +23,10 @@ type Options struct {
 	MaxSeqs     int // 0: unlimited
 	MoE         bridge.MoEParams
 	Profile     bool
+	// Synchronous runs each step to its end before recording the next, on
+	// a backend that could overlap them (bridge.AsyncStepper): the cost of
+	// the host's time between steps, measured.
+	Synchronous bool
 	// AvailableMemory, when positive, is checked against weights + KV cache
 	// before anything is allocated.
 	AvailableMemory int64
@@ -74,6 +78,9 @@ type StepResult struct {
 	Seqs          int
 	Sampled       []Sampled
 	Preempted     int
+	// ContextTokens is the sum of the step's sequence lengths: the cached
+	// positions its attention read.
+	ContextTokens int
 	Duration      time.Duration
 	Stats         bridge.StepStats
 }
@@ -91,6 +98,8 @@ type Engine struct {
 	ws    map[[2]int]*workspace
 	meta  bridge.StepMeta
 	tuned *tunedKernels
+	// flight is a step queued ahead of the one Step last returned (Step).
+	flight *flight
 }
 
 type reqState struct {
@@ -201,75 +210,160 @@ func (e *Engine) Add(r Request) error {
 }
 
 // Pending reports whether requests remain.
-func (e *Engine) Pending() bool { return e.sched.Pending() }
+func (e *Engine) Pending() bool { return e.flight != nil || e.sched.Pending() }
 
-// Step runs one scheduler step.
+// flight is a step handed to the backend whose sampled tokens are not yet
+// known.
+type flight struct {
+	b          *sched.Batch
+	res        *StepResult
+	ws         *workspace
+	argmax     bool // sampled on the device: ids hold the tokens
+	needLogits bool
+	pend       bridge.PendingStep // nil: ended synchronously
+	stats      bridge.StepStats
+	ids        []int32
+}
+
+// Step runs one scheduler step and returns what it sampled. On a backend
+// that can run a step while the host records the next (bridge.AsyncStepper),
+// a decode step of greedy sequences also queues the step after it, whose
+// tokens it is still computing, so the device never waits on the host
+// between the two; that step's result is the next call's.
 func (e *Engine) Step() (*StepResult, error) {
 	start := time.Now()
-	b, err := e.sched.Next()
+	p := e.flight
+	e.flight = nil
+	if p == nil {
+		b, err := e.sched.Next()
+		if err != nil {
+			return nil, err
+		}
+		if b.NumTokens == 0 {
+			return &StepResult{Preempted: len(b.Preempted)}, nil
+		}
+		if p, err = e.launch(b, nil); err != nil {
+			return nil, err
+		}
+	}
+	if p.pend != nil && p.argmax && !p.needLogits && p.res.PrefillTokens == 0 {
+		next, err := e.sched.Ahead(p.b)
+		if err == nil && next != nil {
+			e.flight, err = e.launch(next, p.ws.argmax)
+		}
+		if err != nil {
+			p.pend.Wait() // before its buffers are touched again
+			return nil, err
+		}
+	}
+	res, err := e.finish(p)
 	if err != nil {
+		e.Drain()
 		return nil, err
 	}
-	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
-	if b.NumTokens == 0 {
-		return res, nil
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// Drain waits for a step still in flight and drops its result, for an
+// engine abandoned mid-run: its backend may then be given to another.
+func (e *Engine) Drain() {
+	if f := e.flight; f != nil {
+		e.flight = nil
+		if f.pend != nil {
+			f.pend.Wait()
+		}
 	}
-	tokens := e.buildMeta(b)
-	defer e.applyTuned(b.NumTokens)()
+}
+
+// launch records batch b and hands it to the backend: submitted when the
+// backend runs steps asynchronously, run to its end otherwise. src, when
+// set, holds the step's token ids on the device (the previous step's
+// argmax).
+func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
+	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
+	f := &flight{b: b, res: res}
 	for _, it := range b.Items {
 		if it.Start >= it.Seq.Prompt {
 			res.DecodeTokens += it.N
 		} else {
 			res.PrefillTokens += it.N
 		}
+		st := e.reqs[it.Seq.ID]
+		if it.Sample && (!st.req.Sampling.Greedy() || (st.req.WantLogits && it.Start+it.N == it.Seq.Prompt)) {
+			f.needLogits = true
+		}
 	}
-	if err := e.be.BeginStep(&e.meta, tokens, e.opts.Profile); err != nil {
-		return nil, err
+	tokens := e.buildMeta(b)
+	for _, l := range e.meta.SeqLens {
+		res.ContextTokens += int(l)
 	}
+	defer e.applyTuned(b.NumTokens)()
 	ws, err := e.workspace(b.NumTokens, len(e.meta.LogitRows))
 	if err != nil {
 		return nil, err
 	}
-	e.forward(ws)
-	needLogits := false
-	for _, it := range b.Items {
-		st := e.reqs[it.Seq.ID]
-		if it.Sample && (!st.req.Sampling.Greedy() || (st.req.WantLogits && it.Seq.Generated() == 0)) {
-			needLogits = true
-		}
+	f.ws = ws
+	async, _ := e.be.(bridge.AsyncStepper)
+	if e.opts.Profile || e.opts.Synchronous {
+		async = nil
 	}
-	var logits []float32
-	var argmax []int32
-	if len(e.meta.LogitRows) > 0 {
-		if needLogits {
-			logits = make([]float32, ws.logits.Len())
-		} else {
-			e.be.Mark(-1, bridge.CompOther, "argmax")
-			e.be.Argmax(ws.argmax, ws.logits)
-		}
+	if src != nil {
+		err = async.BeginStepFrom(&e.meta, src)
+	} else {
+		err = e.be.BeginStep(&e.meta, tokens, e.opts.Profile)
 	}
-	stats, err := e.be.EndStep()
 	if err != nil {
 		return nil, err
 	}
-	res.Stats = stats
-	if logits != nil {
-		if err := e.be.Read(ws.logits, logits); err != nil {
+	e.forward(ws)
+	var ids bridge.Tensor
+	if len(e.meta.LogitRows) > 0 && !f.needLogits {
+		e.be.Mark(-1, bridge.CompOther, "argmax")
+		e.be.Argmax(ws.argmax, ws.logits)
+		f.argmax, ids = true, ws.argmax
+	}
+	if async != nil {
+		f.pend, err = async.SubmitStep(ids)
+		return f, err
+	}
+	if f.stats, err = e.be.EndStep(); err != nil {
+		return nil, err
+	}
+	if f.argmax {
+		f.ids = make([]int32, len(e.meta.LogitRows))
+		err = e.be.ReadI32(ws.argmax, f.ids)
+	}
+	return f, err
+}
+
+// finish waits for a launched step and gives each sampling sequence its
+// token.
+func (e *Engine) finish(f *flight) (*StepResult, error) {
+	res := f.res
+	ids, stats := f.ids, f.stats
+	if f.pend != nil {
+		var err error
+		if stats, ids, err = f.pend.Wait(); err != nil {
 			return nil, err
 		}
-	} else if len(e.meta.LogitRows) > 0 {
-		argmax = make([]int32, len(e.meta.LogitRows))
-		if err := e.be.ReadI32(ws.argmax, argmax); err != nil {
+	}
+	res.Stats = stats
+	var logits []float32
+	if f.needLogits {
+		logits = make([]float32, f.ws.logits.Len())
+		if err := e.be.Read(f.ws.logits, logits); err != nil {
 			return nil, err
 		}
 	}
 	row := 0
-	for _, it := range b.Items {
+	for _, it := range f.b.Items {
 		if !it.Sample {
 			continue
 		}
 		st := e.reqs[it.Seq.ID]
-		s := Sampled{ReqID: it.Seq.ID, First: it.Seq.Generated() == 0}
+		at := it.Start + it.N // the position this row samples
+		s := Sampled{ReqID: it.Seq.ID, First: at == it.Seq.Prompt}
 		if logits != nil {
 			lr := logits[row*e.cfg.Vocab : (row+1)*e.cfg.Vocab]
 			if hasNaN(lr) {
@@ -280,17 +374,19 @@ func (e *Engine) Step() (*StepResult, error) {
 				s.Logits = append([]float32(nil), lr...)
 			}
 		} else {
-			s.Token = argmax[row]
+			if row >= len(ids) {
+				return nil, fmt.Errorf("internal: the step returned %d tokens, want more than %d", len(ids), row)
+			}
+			s.Token = ids[row]
 		}
 		row++
-		e.sched.Append(it.Seq, s.Token)
+		e.sched.Put(it.Seq, at, s.Token)
 		s.Finished = it.Seq.Finished
 		if s.Finished {
 			delete(e.reqs, it.Seq.ID)
 		}
 		res.Sampled = append(res.Sampled, s)
 	}
-	res.Duration = time.Since(start)
 	return res, nil
 }
 
@@ -384,6 +480,3 @@ func (e *Engine) Generate(reqs []Request) ([]Output, error) {
 // ErrNoBlocks is the cache's out-of-blocks error, for callers to test with
 // errors.Is.
 var ErrNoBlocks = cache.ErrNoBlocks
-
-// LastSeqLens are the full sequence lengths of the last step's sequences.
-func (e *Engine) LastSeqLens() []int32 { return e.meta.SeqLens }

@@ -181,11 +181,63 @@ func (s *Scheduler) preempt(i int, b *Batch) {
 
 // Append records a sampled token; it finishes the sequence (and frees its
 // cache) when it has generated MaxNew tokens.
-func (s *Scheduler) Append(q *Seq, tok int32) {
-	q.Tokens = append(q.Tokens, tok)
-	if q.Generated() >= q.MaxNew {
+func (s *Scheduler) Append(q *Seq, tok int32) { s.Put(q, len(q.Tokens), tok) }
+
+// Put records the token sampled for position i of q: the next one, or the
+// placeholder Ahead left there. The sequence finishes once its last token
+// is known and it has generated MaxNew tokens.
+func (s *Scheduler) Put(q *Seq, i int, tok int32) {
+	if i == len(q.Tokens) {
+		q.Tokens = append(q.Tokens, tok)
+	} else {
+		q.Tokens[i] = tok
+	}
+	if i == len(q.Tokens)-1 && q.Generated() >= q.MaxNew && !q.Finished {
 		s.Finish(q)
 	}
+}
+
+// Pending is the placeholder Ahead stores for a token still being sampled;
+// as a token id it is outside every vocabulary.
+const Pending int32 = -1
+
+// Ahead builds the step after prev while prev still runs, for an engine
+// that records one step while the device computes the one before. Every
+// sequence of prev decodes the token prev is sampling, stored as Pending
+// until Put fills it in. It returns nil unless that step is exactly what
+// Next would build once prev's tokens are known: prev decoded one token of
+// every running sequence, in order; none of them finishes with it; nothing
+// waits to be admitted; the budget and the free blocks cover every
+// sequence, so no one is preempted.
+func (s *Scheduler) Ahead(prev *Batch) (*Batch, error) {
+	n := len(prev.Items)
+	if n == 0 || n != len(s.running) || len(s.waiting) > 0 || len(prev.Preempted) > 0 ||
+		(s.cfg.TokenBudget > 0 && n > s.cfg.TokenBudget) {
+		return nil, nil
+	}
+	need := 0
+	for i, it := range prev.Items {
+		q := it.Seq
+		if q != s.running[i] || it.N != 1 || !it.Sample || q.Finished ||
+			q.Computed != len(q.Tokens) || it.Start+it.N != len(q.Tokens) || q.Generated()+1 >= q.MaxNew {
+			return nil, nil
+		}
+		need += s.kv.BlocksNeeded(q.ID, 1)
+	}
+	if need > s.kv.FreeBlocks() {
+		return nil, nil
+	}
+	b := &Batch{Items: make([]Item, 0, n), NumTokens: n}
+	for _, it := range prev.Items {
+		q := it.Seq
+		q.Tokens = append(q.Tokens, Pending)
+		next, err := s.schedule(q, 1)
+		if err != nil {
+			return nil, err
+		}
+		b.Items = append(b.Items, next)
+	}
+	return b, nil
 }
 
 // Finish ends a sequence and returns its blocks.

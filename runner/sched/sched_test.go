@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/runner/cache"
@@ -94,5 +95,92 @@ func TestPreemptsNewest(t *testing.T) {
 	}
 	if a.Generated() != 8 || b.Generated() != 8 {
 		t.Fatalf("generated a=%d b=%d, want 8 each", a.Generated(), b.Generated())
+	}
+}
+
+// Scheduling each step ahead of the previous step's tokens (as an engine
+// that overlaps steps does) builds exactly the batches Next would, with the
+// same slots, or refuses; the placeholders all end up filled.
+func TestAheadMatchesNext(t *testing.T) {
+	cases := []struct {
+		name            string
+		blocks, bsz     int
+		cfg             Config
+		prompts, maxNew []int
+	}{
+		{"roomy", 64, 4, Config{}, []int{5, 3, 9}, []int{7, 12, 1}},
+		{"tight cache", 6, 4, Config{}, []int{6, 6}, []int{9, 9}},
+		{"budget below the batch", 64, 4, Config{TokenBudget: 2}, []int{2, 2, 2}, []int{5, 5, 5}},
+		{"seat cap", 64, 4, Config{MaxSeqs: 2}, []int{3, 4, 5}, []int{6, 2, 4}},
+	}
+	tok := func(q *Seq, at int) int32 { return int32(q.ID*1000 + at) }
+	describe := func(b *Batch) string {
+		s := fmt.Sprint("preempt", len(b.Preempted), ":")
+		for _, it := range b.Items {
+			s += fmt.Sprintf(" %d@%d+%d%v/%v", it.Seq.ID, it.Start, it.N, it.Slots, it.Sample)
+		}
+		return s
+	}
+	run := func(t *testing.T, c int, ahead bool) (log []string, seqs []*Seq, aheads int) {
+		tc := cases[c]
+		kv, _ := cache.New(tc.blocks, tc.bsz)
+		s := New(tc.cfg, kv)
+		for i, p := range tc.prompts {
+			q := seq(i+1, p, tc.maxNew[i])
+			seqs = append(seqs, q)
+			if err := s.Add(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var cur *Batch
+		for cur != nil || s.Pending() {
+			if cur == nil {
+				b, err := s.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cur = b
+				log = append(log, describe(b))
+			}
+			var next *Batch
+			if ahead {
+				b, err := s.Ahead(cur)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b != nil {
+					aheads++
+					next = b
+					log = append(log, describe(b))
+				}
+			}
+			for _, it := range cur.Items {
+				if it.Sample {
+					s.Put(it.Seq, it.Start+it.N, tok(it.Seq, it.Start+it.N))
+				}
+			}
+			cur = next
+		}
+		if kv.FreeBlocks() != tc.blocks {
+			t.Fatalf("%d blocks leaked", tc.blocks-kv.FreeBlocks())
+		}
+		return log, seqs, aheads
+	}
+	for c, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantSeqs, _ := run(t, c, false)
+			got, gotSeqs, aheads := run(t, c, true)
+			if aheads == 0 {
+				t.Error("no step was scheduled ahead")
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("batches differ\nahead: %q\nnext:  %q", got, want)
+			}
+			for i, q := range gotSeqs {
+				if fmt.Sprint(q.Tokens) != fmt.Sprint(wantSeqs[i].Tokens) || !q.Finished {
+					t.Fatalf("sequence %d: tokens %v (finished %v), want %v", q.ID, q.Tokens, q.Finished, wantSeqs[i].Tokens)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/runner/sample"
+)
+
+// queued puts the CPU backend behind the AsyncStepper contract, checking
+// that the engine keeps it: at most two steps in flight, each waited for
+// once, and token sources that are I32 tensors of the step's length.
+type queued struct {
+	bridge.Backend
+	t        *testing.T
+	inFlight int
+	chained  int // steps begun from the device's tokens
+}
+
+type queuedStep struct {
+	q      *queued
+	st     bridge.StepStats
+	ids    []int32
+	waited bool
+}
+
+func (s *queuedStep) Wait() (bridge.StepStats, []int32, error) {
+	if s.waited {
+		s.q.t.Error("a step was waited for twice")
+	}
+	s.waited = true
+	s.q.inFlight--
+	return s.st, s.ids, nil
+}
+
+func (q *queued) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool) error {
+	if q.inFlight >= 2 {
+		q.t.Error("a third step begun with two in flight")
+	}
+	return q.Backend.BeginStep(meta, tokens, profile)
+}
+
+// BeginStepFrom reads the tokens now: on the CPU the step that computes
+// them has already run.
+func (q *queued) BeginStepFrom(meta *bridge.StepMeta, src bridge.Tensor) error {
+	if src.DType() != bridge.I32 || src.Len() < meta.NumTokens {
+		return fmt.Errorf("token source %v of %d values for %d tokens", src.DType(), src.Len(), meta.NumTokens)
+	}
+	tokens := make([]int32, src.Len())
+	if err := q.ReadI32(src, tokens); err != nil {
+		return err
+	}
+	q.chained++
+	return q.BeginStep(meta, tokens[:meta.NumTokens], false)
+}
+
+func (q *queued) SubmitStep(ids bridge.Tensor) (bridge.PendingStep, error) {
+	st, err := q.EndStep()
+	if err != nil {
+		return nil, err
+	}
+	s := &queuedStep{q: q, st: st}
+	if ids != nil {
+		s.ids = make([]int32, ids.Len())
+		if err := q.ReadI32(ids, s.ids); err != nil {
+			return nil, err
+		}
+	}
+	q.inFlight++
+	return s, nil
+}
+
+// Queuing each decode step behind the one computing its tokens changes no
+// token: with preemption, chunked prefill, seat caps, requests arriving
+// between steps, and a sampled request in the mix (whose steps need the
+// logits on the host, so nothing is queued ahead of them).
+func TestOverlappedStepsMatchSynchronous(t *testing.T) {
+	mix := raggedRequests(512, 12)
+	mix[3].Sampling = sample.Params{Temperature: 0.8, TopK: 20, Seed: 7}
+	for _, arch := range []string{"llama", "qwen3_moe"} {
+		for _, c := range []struct {
+			name    string
+			opts    Options
+			reqs    []Request
+			stagger int
+		}{
+			{"greedy", Options{}, raggedRequests(512, 12), 0},
+			{"preempting", Options{BlockSize: 8, KVTokens: 80}, raggedRequests(512, 12), 0},
+			{"chunked-max-seqs", Options{TokenBudget: 7, MaxSeqs: 3}, raggedRequests(512, 9), 0},
+			{"arriving", Options{}, raggedRequests(512, 10), 3},
+			{"sampled", Options{}, mix, 2},
+		} {
+			t.Run(arch+"/"+c.name, func(t *testing.T) {
+				run := func(be bridge.Backend) [][]int32 {
+					e := openFixture(t, arch, be, c.opts)
+					out := make([][]int32, len(c.reqs))
+					next := 0
+					for step := 0; next < len(c.reqs) || e.Pending(); step++ {
+						for next < len(c.reqs) && step >= next*c.stagger {
+							if err := e.Add(c.reqs[next]); err != nil {
+								t.Fatal(err)
+							}
+							next++
+						}
+						res, err := e.Step()
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, s := range res.Sampled {
+							out[s.ReqID] = append(out[s.ReqID], s.Token)
+						}
+					}
+					return out
+				}
+				want := run(cpu.New(cpu.Options{}))
+				q := &queued{Backend: cpu.New(cpu.Options{}), t: t}
+				got := run(q)
+				for i := range want {
+					if !slices.Equal(got[i], want[i]) {
+						t.Errorf("request %d: overlapped %v, synchronous %v", i, got[i], want[i])
+					}
+				}
+				if q.chained == 0 {
+					t.Error("no step was queued behind another")
+				}
+				if q.inFlight != 0 {
+					t.Errorf("%d steps left in flight", q.inFlight)
+				}
+			})
+		}
+	}
+}
