@@ -90,6 +90,7 @@ type Backend struct {
 	moeCalls               int
 	gemv                   gemvState
 	rope                   ropeState
+	norm                   normState
 	stepErr                error
 
 	// graphs
@@ -202,8 +203,9 @@ type Options struct {
 	// others do (MTLBENCH_CUDA_PDL_EARLY=0). Letting it in first was 1-4%
 	// faster at batch-1 decode on an H100 and an H200.
 	NoPDLEarly bool
-	// NoFuse keeps RoPE and decode attention, and the single-token MoE
-	// router and routing, as separate launches (MTLBENCH_CUDA_FUSE=0).
+	// NoFuse keeps RoPE and decode attention, the single-token MoE router
+	// and routing, and a single-token GEMV and the RMSNorm before it (and
+	// the residual add after it) as separate launches (MTLBENCH_CUDA_FUSE=0).
 	NoFuse bool
 	// NoStream runs a step only once it is wholly recorded, instead of
 	// starting its first kernels while the rest is recorded
@@ -837,7 +839,7 @@ func (b *Backend) drain() error {
 			return err
 		}
 		b.ents, b.args, b.flushed = b.ents[:0], b.args[:0], 0
-		b.gemv.idx, b.rope.idx = -1, -1
+		b.endFusions()
 	}
 	return b.check("cuStreamSynchronize", call(b.api.cuStreamSynchronize, b.stream))
 }

@@ -27,6 +27,12 @@ func kernelNames() []string {
 					n = append(n, fmt.Sprintf("gemv_%s_m%d_r%d", dt, m, r))
 				}
 			}
+			if m == 1 {
+				n = append(n, "gemv_"+dt+"_m1_r1_norm", "gemv_gu_"+dt+"_m1_norm")
+				if dt == "bf16" {
+					n = append(n, "gemv_bf16_m1_r2_norm", "gemv_bf16_m1_r4_norm")
+				}
+			}
 		}
 		n = append(n, "gemv_"+dt+"_scalar", "gemv_gu_"+dt+"_scalar", "moe_down_sum_"+dt+"_d4", "moe_down_sum_"+dt+"_scalar",
 			"moe_router_route1_"+dt)
@@ -179,14 +185,30 @@ func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
 	if o == nil || xs == nil || ws == nil || ws.n == 0 {
 		return
 	}
+	b.normOnly(o, xs, ws, eps)
+}
+
+// normOnly records out = RMSNorm(x)·w, which the GEMV after it may take in.
+func (b *Backend) normOnly(o, xs, ws *tensor, eps float32) {
 	D := ws.n
 	b.launch("rms_norm", [3]int{xs.n / D, 1, 1}, normBlock(D), ptr(o), ptr(xs), 0, 0, ptr(ws), i32(D), f32(eps))
+	if o.ptr != xs.ptr {
+		b.norm = normState{idx: len(b.ents) - 1, out: o.ptr, x: xs.ptr, w: ws.ptr, d: D, eps: eps}
+	}
 }
 
 func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 	o, r := b.f32Tensor(out, "add_rms_norm out"), b.f32Tensor(residual, "add_rms_norm residual")
 	xs, ws := b.f32Tensor(x, "add_rms_norm x"), b.f32Tensor(w, "add_rms_norm weight")
 	if o == nil || r == nil || xs == nil || ws == nil || ws.n == 0 {
+		return
+	}
+	// x fresh from a lone GEMV: that GEMV adds it into the residual as it
+	// writes it, and what is left is a plain RMSNorm.
+	if g := &b.gemv; !b.opts.NoFuse && g.idx >= 0 && g.idx == len(b.ents)-1 && g.segs == 1 && g.m == 1 && g.outs[0] == xs.ptr &&
+		g.m*g.n[0] == xs.n && xs.n == r.n && r.ptr != xs.ptr && b.flushed <= g.idx {
+		b.args[b.ents[g.idx].a0+gemvArgRA] = r.ptr
+		b.normOnly(o, r, ws, eps)
 		return
 	}
 	D := ws.n
@@ -275,6 +297,19 @@ type ropeState struct {
 	heads, kvHeads, headDim int
 	eps                     float32
 }
+
+// normState is the RMSNorm launch just recorded, whose residual add (if
+// any) is already done: a single-token GEMV of its output takes it into its
+// own kernel.
+type normState struct {
+	idx       int // entry index; -1 when none
+	out, x, w uint64
+	d         int
+	eps       float32
+}
+
+// endFusions marks the last entry as one no later op fuses into.
+func (b *Backend) endFusions() { b.gemv.idx, b.rope.idx, b.norm.idx = -1, -1, -1 }
 
 // takeRoPE removes the RoPE launch recorded just before an attention of
 // these q and k and returns its arguments, for the fused kernel.
@@ -434,6 +469,7 @@ type gemvState struct {
 	segs       int
 	outs, bias [3]uint64
 	n          [3]int
+	norm       bool // the _norm kernel: x is normalised as it is read
 }
 
 func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
@@ -490,13 +526,29 @@ func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, fus
 		return
 	}
 	c := b.gemvShape(m, n, k, w.dt)
-	b.launch(c.name, [3]int{cdiv(n, c.rows), 1, 1}, 256, x, i32(k), i32(m), w.ptr, out, bias, i32(n), 0, 0, 0, 0, 0, 0, 0, 0,
-		i32(c.ks), i32(c.flags))
+	name, nm := c.name, normState{}
+	// The RMSNorm that made x, just recorded: this GEMV normalises its
+	// input itself, one kernel boundary fewer on the decode path.
+	if r := b.norm; fuse && r.idx >= 0 && r.idx == len(b.ents)-1 && r.out == x && r.d == k && c.M == 1 && m == 1 && k%8 == 0 && k <= gemvNormMaxK &&
+		b.flushed <= r.idx && b.fns[c.name+"_norm"] != 0 && !b.opts.NoFuse {
+		e := b.ents[r.idx]
+		b.ents, b.args = b.ents[:r.idx], b.args[:e.a0]
+		name, nm = c.name+"_norm", r
+	}
+	b.launch(name, [3]int{cdiv(n, c.rows), 1, 1}, 256, x, i32(k), i32(m), w.ptr, out, bias, i32(n), 0, 0, 0, 0, 0, 0, 0, 0,
+		i32(c.ks), i32(c.flags), 0, nm.x, nm.w, nm.out, f32(nm.eps))
 	if fuse && x != out {
 		*g = gemvState{idx: len(b.ents) - 1, flags: c.flags, x: x, k: k, m: m, M: c.M, dt: w.dt, vec: k%8 == 0, rows: c.rows,
-			segs: 1, outs: [3]uint64{out}, bias: [3]uint64{bias}, n: [3]int{n}}
+			segs: 1, outs: [3]uint64{out}, bias: [3]uint64{bias}, n: [3]int{n}, norm: nm.x != 0}
 	}
 }
+
+// gemvNormMaxK is the largest k of the _norm GEMVs (GEMV_NORM_MAXK).
+const gemvNormMaxK = 6144
+
+// gemvArgRA is the GEMV's argument slot for the residual its output is
+// added into.
+const gemvArgRA = 17
 
 // fuseSiLU turns the GEMV launch just recorded for gate and up (same x, same
 // n, no bias) into one that also applies silu(gate)·up, when that is what
@@ -515,6 +567,9 @@ func (b *Backend) fuseSiLU(o, g, u *tensor) bool {
 	name := fmt.Sprintf("gemv_gu_%s_m%d", dtName(s.dt), s.M)
 	if !s.vec {
 		name, ks = "gemv_gu_"+dtName(s.dt)+"_scalar", 1
+	}
+	if s.norm {
+		name += "_norm"
 	}
 	e := &b.ents[s.idx]
 	e.fn = b.fns[name]

@@ -166,7 +166,7 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	b.flushed, b.started, b.segNext, b.segs = 0, false, firstSegment, 0
 	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
 	b.moeCalls = 0
-	b.gemv.idx, b.rope.idx = -1, -1
+	b.endFusions()
 	return nil
 }
 
@@ -177,7 +177,7 @@ func (b *Backend) Mark(layer int, component, op string) {
 	}
 	b.marks = append(b.marks, bridge.OpTiming{Layer: layer, Component: component, Op: op})
 	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
-	b.gemv.idx, b.rope.idx = -1, -1
+	b.endFusions()
 }
 
 // subMark splits the current profile span into named parts (op:name) when
@@ -193,7 +193,7 @@ func (b *Backend) subMark(name string) {
 	m.Op += ":" + name
 	b.marks = append(b.marks, m)
 	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
-	b.gemv.idx, b.rope.idx = -1, -1
+	b.endFusions()
 }
 
 var profileDetail = getenv("MTLBENCH_CUDA_PROFILE_DETAIL") == "1"
@@ -229,7 +229,7 @@ func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
 	b.args = append(b.args, args...)
 	b.ents = append(b.ents, entry{kind: entLaunch, fn: fn, grid: [3]uint32{uint32(grid[0]), uint32(grid[1]), uint32(grid[2])},
 		block: uint32(block), a0: int32(a0), a1: int32(len(b.args))})
-	b.gemv.idx, b.rope.idx = -1, -1
+	b.endFusions()
 	b.streamSegment()
 }
 

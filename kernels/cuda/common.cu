@@ -173,6 +173,11 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 
+// norm4 is RMSNorm's scaling of four elements, in its order: (x·inv)·w.
+__device__ __forceinline__ float4 norm4(float4 x, float4 w, float inv) {
+    return make_float4(x.x * inv * w.x, x.y * inv * w.y, x.z * inv * w.z, x.w * inv * w.w);
+}
+
 __device__ __forceinline__ float dot8(const float* w, float4 a, float4 b) {
     return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w +
            w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;

@@ -9,17 +9,30 @@
 // taking every ks-th slice of k (split-K inside the block, for matrices with
 // too few rows to fill the GPU otherwise), so a block covers
 // (GEMV_WARPS/ks)·R rows. With GU the block computes the same rows of W0
-// (gate) and W1 (up) and writes silu(gate)·up to Y0 and up to Y1.
-template <int DT, int M, int R, bool VEC, bool GU>
+// (gate) and W1 (up) and writes silu(gate)·up to Y0 and up to Y1. With SX
+// x is in shared memory (the _norm kernels' normalised row); with RA
+// non-null each output is also added into RA (the residual stream).
+template <int DT, int M, int R, bool VEC, bool GU, bool SX = false>
 __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const void* __restrict__ W2,
                                            const float* __restrict__ X, float* __restrict__ Y, float* __restrict__ Y2,
-                                           const float* __restrict__ bias, int n, int k, int m, int b, int ks) {
+                                           const float* __restrict__ bias, int n, int k, int m, int b, int ks,
+                                           float* __restrict__ RA = 0) {
     __shared__ float red[GEMV_WARPS][M][R][GU ? 2 : 1];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kp = warp % ks;
     const int row0 = (b * (GEMV_WARPS / ks) + warp / ks) * R;
     const bool active = row0 < n;
     if (ks == 1 && !active) return;
+    // The residual the outputs are added into is read now, off the tail,
+    // where it is a few registers (one pass of few rows).
+    float ra[M][R];
+    const bool raEarly = RA && M * R <= 4 && m <= M && active && kp == 0 && lane == 0;
+    if (M * R <= 4 && raEarly) {
+#pragma unroll
+        for (int t = 0; t < M; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) ra[t][r] = t < m && row0 + r < n ? RA[(long)t * n + row0 + r] : 0.f;
+    }
     for (int t0 = 0; t0 < m; t0 += M) {
         float acc[M][R], acc2[M][R];
 #pragma unroll
@@ -46,8 +59,14 @@ __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const voi
 #pragma unroll
                     for (int t = 0; t < M; t++) {
                         if (t0 + t < m) {
-                            const float4* xp = (const float4*)(X + (long)(t0 + t) * k + i);
-                            float4 a = __ldg(xp), c = __ldg(xp + 1);
+                            float4 a, c;
+                            if (SX) {
+                                const float4* xp = (const float4*)(X + i);
+                                a = xp[0], c = xp[1];
+                            } else {
+                                const float4* xp = (const float4*)(X + (long)(t0 + t) * k + i);
+                                a = __ldg(xp), c = __ldg(xp + 1);
+                            }
 #pragma unroll
                             for (int r = 0; r < R; r++) {
                                 acc[t][r] += dot8(w[r], a, c);
@@ -123,29 +142,65 @@ __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const voi
                             Y[o] = silu(acc[t][r]) * acc2[t][r];
                             Y2[o] = acc2[t][r];
                         } else {
-                            Y[o] = acc[t][r] + (bias ? bias[row0 + r] : 0.f);
+                            float y = acc[t][r] + (bias ? bias[row0 + r] : 0.f);
+                            Y[o] = y;
+                            if (M * R <= 4 && raEarly) {
+                                RA[o] = ra[t][r] + y;
+                            } else if (RA) {
+                                RA[o] += y;
+                            }
                         }
                     }
         }
     }
 }
 
-// gemv3 splits the grid between up to three matrices that read the same x.
-template <int DT, int M, int R, bool VEC>
+// gemv3 splits the grid between up to three matrices that read the same x;
+// RA, the residual add, applies to the first (the host gives it alone).
+template <int DT, int M, int R, bool VEC, bool SX>
 __device__ __forceinline__ void gemv3(const float* X, int k, int m,
                                       const void* W0, float* Y0, const float* B0, int n0,
                                       const void* W1, float* Y1, const float* B1, int n1,
-                                      const void* W2, float* Y2, const float* B2, int n2, int ks) {
+                                      const void* W2, float* Y2, const float* B2, int n2, int ks,
+                                      float* RA) {
     const int rows = (GEMV_WARPS / ks) * R;
     int b = blockIdx.x;
     int nb0 = (n0 + rows - 1) / rows, nb1 = (n1 + rows - 1) / rows;
     if (b < nb0) {
-        gemv_block<DT, M, R, VEC, false>(W0, 0, X, Y0, 0, B0, n0, k, m, b, ks);
+        gemv_block<DT, M, R, VEC, false, SX>(W0, 0, X, Y0, 0, B0, n0, k, m, b, ks, RA);
     } else if ((b -= nb0) < nb1) {
-        gemv_block<DT, M, R, VEC, false>(W1, 0, X, Y1, 0, B1, n1, k, m, b, ks);
+        gemv_block<DT, M, R, VEC, false, SX>(W1, 0, X, Y1, 0, B1, n1, k, m, b, ks);
     } else {
-        gemv_block<DT, M, R, VEC, false>(W2, 0, X, Y2, 0, B2, n2, k, m, b - nb1, ks);
+        gemv_block<DT, M, R, VEC, false, SX>(W2, 0, X, Y2, 0, B2, n2, k, m, b - nb1, ks);
     }
+}
+
+// GEMV_NORM_MAXK bounds the hidden size of the _norm kernels, whose block
+// keeps the normalised row in shared memory (24 KB: 8 blocks still fit an
+// SM).
+#define GEMV_NORM_MAXK 6144
+
+// gemv_norm folds the RMSNorm before a single-token GEMV into it: every
+// block normalises the row x[k] itself into xn (shared; 8 KB from L2 for a
+// hidden size of 2048, less than a kernel boundary costs), and block 0 also
+// stores it to h, for whatever reads it later.
+__device__ __forceinline__ void gemv_norm(const float* __restrict__ x, const float* __restrict__ w,
+                                          float* __restrict__ h, int k, float eps, float* xn) {
+    __shared__ float red[32];
+    float ss = 0.f;
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        float4 v = __ldg((const float4*)(x + i));
+        *(float4*)(xn + i) = v;
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = block_sum(ss, red);
+    const float inv = (float)(1.0 / sqrt((double)ss / k + (double)eps));
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        float4 v = norm4(*(float4*)(xn + i), __ldg((const float4*)(w + i)), inv);
+        *(float4*)(xn + i) = v;
+        if (blockIdx.x == 0) *(float4*)(h + i) = v;
+    }
+    __syncthreads();
 }
 
 // gemv3_prefetch (with flag bit 0) has warp 0 of the block prefetch the
@@ -167,30 +222,51 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
     }
 }
 
-#define GEMV_PARAMS                                                                  \
-    const float *X, int k, int m, const void *W0, float *Y0, const float *B0, int n0, \
-        const void *W1, float *Y1, const float *B1, int n1, const void *W2, float *Y2, \
-        const float *B2, int n2, int ks, int flags
-#define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks
+// RA: add the (single) output into this residual; NX, NW, NH, eps (the
+// _norm kernels): x is RMSNorm(NX)·NW, also stored to NH.
+#define GEMV_PARAMS                                                                    \
+    const float *X, int k, int m, const void *W0, float *Y0, const float *B0, int n0,   \
+        const void *W1, float *Y1, const float *B1, int n1, const void *W2, float *Y2,   \
+        const float *B2, int n2, int ks, int flags, float *RA, const float *NX,          \
+        const float *NW, float *NH, float eps
+#define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA
 
 #define GEMV_KERNEL(NAME, DT, M, R, VEC)                                            \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) { \
         gemv3_prefetch<DT, R>(k, W0, n0, W1, n1, W2, n2, ks, flags);                  \
         pdl_wait();                                                                   \
-        gemv3<DT, M, R, VEC>(GEMV_ARGS);                                              \
+        gemv3<DT, M, R, VEC, false>(GEMV_ARGS);                                       \
+    }
+#define GEMV_NORM_KERNEL(NAME, DT, R)                                                                 \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {                   \
+        __shared__ __align__(16) float xn[GEMV_NORM_MAXK];                                              \
+        gemv3_prefetch<DT, R>(k, W0, n0, W1, n1, W2, n2, ks, flags);                                    \
+        pdl_wait();                                                                                     \
+        gemv_norm(NX, NW, NH, k, eps, xn);                                                              \
+        gemv3<DT, 1, R, true, true>(xn, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA); \
     }
 
 // The gate/up pair of a dense MLP with the SwiGLU activation fused in: the
 // same parameters as gemv (segments 0 and 1 are gate and up, of equal n).
-#define GEMV_GU_KERNEL(NAME, DT, M, VEC)                                                     \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {          \
-        if ((flags & 1) && threadIdx.x < 32) {                                                 \
-            const int rows = GEMV_WARPS / ks, es = DT == DT_F32 ? 4 : 2;                       \
-            prefetch_rows(W0, blockIdx.x * rows, rows, n0, k, es);                             \
-            prefetch_rows(W1, blockIdx.x * rows, rows, n0, k, es);                             \
-        }                                                                                      \
-        pdl_wait();                                                                            \
-        gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);        \
+#define GEMV_GU_PREFETCH(DT)                                              \
+    if ((flags & 1) && threadIdx.x < 32) {                              \
+        const int rows = GEMV_WARPS / ks, es = DT == DT_F32 ? 4 : 2;    \
+        prefetch_rows(W0, blockIdx.x * rows, rows, n0, k, es);          \
+        prefetch_rows(W1, blockIdx.x * rows, rows, n0, k, es);          \
+    }
+#define GEMV_GU_KERNEL(NAME, DT, M, VEC)                                                \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {     \
+        GEMV_GU_PREFETCH(DT)                                                              \
+        pdl_wait();                                                                       \
+        gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);   \
+    }
+#define GEMV_GU_NORM_KERNEL(NAME, DT)                                                            \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {              \
+        __shared__ __align__(16) float xn[GEMV_NORM_MAXK];                                         \
+        GEMV_GU_PREFETCH(DT)                                                                       \
+        pdl_wait();                                                                                \
+        gemv_norm(NX, NW, NH, k, eps, xn);                                                         \
+        gemv_block<DT, 1, 1, true, true, true>(W0, W1, xn, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);    \
     }
 
 // Every dtype has R = 1 (with split-K for short matrices); bf16, the
@@ -209,9 +285,19 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
     GEMV_GU_KERNEL(gemv_gu_##SUF##_m16, DT, 16, true)        \
     GEMV_GU_KERNEL(gemv_gu_##SUF##_scalar, DT, 1, false)
 
+// The single-token kernels also come with the RMSNorm before them folded in.
+#define GEMV_NORM_DT(SUF, DT)                     \
+    GEMV_NORM_KERNEL(gemv_##SUF##_m1_r1_norm, DT, 1) \
+    GEMV_GU_NORM_KERNEL(gemv_gu_##SUF##_m1_norm, DT)
+
 GEMV_DT(f32, DT_F32)
 GEMV_DT(f16, DT_F16)
 GEMV_DT(bf16, DT_BF16)
+GEMV_NORM_DT(f32, DT_F32)
+GEMV_NORM_DT(f16, DT_F16)
+GEMV_NORM_DT(bf16, DT_BF16)
+GEMV_NORM_KERNEL(gemv_bf16_m1_r2_norm, DT_BF16, 2)
+GEMV_NORM_KERNEL(gemv_bf16_m1_r4_norm, DT_BF16, 4)
 GEMV_KERNEL(gemv_bf16_m1_r2, DT_BF16, 1, 2, true)
 GEMV_KERNEL(gemv_bf16_m1_r4, DT_BF16, 1, 4, true)
 GEMV_KERNEL(gemv_bf16_m2_r2, DT_BF16, 2, 2, true)
