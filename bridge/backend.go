@@ -113,7 +113,8 @@ type DeviceInfo struct {
 }
 
 // Backend is the op contract the engine runs on. GPU backends only encode
-// between BeginStep and EndStep; EndStep is the step's one synchronisation.
+// between BeginStep and EndStep; EndStep is the step's one synchronisation
+// (an AsyncStepper defers even that, to a PendingStep's Wait).
 // Ops do not return errors: shapes are checked when the model loads, and a
 // backend that fails mid-step reports the first failure from EndStep, as a
 // GPU command buffer would.
