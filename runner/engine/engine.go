@@ -252,6 +252,7 @@ func (e *Engine) Step() (*StepResult, error) {
 			e.flight, err = e.launch(next, p.ws.argmax)
 		}
 		if err != nil {
+			e.flight = nil
 			p.pend.Wait() // before its buffers are touched again
 			return nil, err
 		}
@@ -324,8 +325,10 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 		f.argmax, ids = true, ws.argmax
 	}
 	if async != nil {
-		f.pend, err = async.SubmitStep(ids)
-		return f, err
+		if f.pend, err = async.SubmitStep(ids); err != nil {
+			return nil, err
+		}
+		return f, nil
 	}
 	if f.stats, err = e.be.EndStep(); err != nil {
 		return nil, err
