@@ -27,6 +27,7 @@ type api struct {
 	cuEventDestroy, cuLaunchKernelEx, cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch, cuGraphDestroy,
 	cuGraphExecDestroy, cuGetErrorName, cuGetErrorString, cuCtxSynchronize, cuMemAllocHost, cuMemFreeHost,
 	cuMemcpyDtoDAsync, cuEventSynchronize uintptr
+	cuMemHostGetDevicePointer uintptr // optional: 0 keeps steps on copies
 
 	// NVRTC
 	nvrtcVersion, nvrtcCreateProgram, nvrtcCompileProgram, nvrtcGetProgramLogSize, nvrtcGetProgramLog,
@@ -134,6 +135,9 @@ func loadAPI(wantCuBLAS bool) (*api, error) {
 	d.get(&a.cuModuleUnload, "cuModuleUnload")
 	d.get(&a.cuModuleGetFunction, "cuModuleGetFunction")
 	d.get(&a.cuLaunchKernel, "cuLaunchKernel")
+	if p, err := purego.Dlsym(h, "cuMemHostGetDevicePointer_v2"); err == nil {
+		a.cuMemHostGetDevicePointer = p
+	}
 	if p, err := purego.Dlsym(h, "cuLaunchKernelEx"); err == nil {
 		a.cuLaunchKernelEx = p // CUDA 11.8+: programmatic dependent launch
 	}

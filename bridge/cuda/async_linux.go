@@ -16,8 +16,9 @@ const cuEventDisableTiming = 2
 // hostBuf is page-locked host memory, which asynchronous copies read or
 // write when the stream reaches them rather than when they are queued.
 type hostBuf struct {
-	p unsafe.Pointer
-	n int // int32s
+	p   unsafe.Pointer
+	n   int    // int32s
+	dev uint64 // the kernels' address of p (0: not mapped)
 }
 
 func (h *hostBuf) i32() []int32 {
@@ -34,6 +35,9 @@ func (b *Backend) hostAlloc(h *hostBuf, n int) error {
 		return fmt.Errorf("cuda: allocating %d bytes of pinned host memory: %w", n*4, err)
 	}
 	*h = hostBuf{p: p, n: n}
+	if f := b.api.cuMemHostGetDevicePointer; f != 0 && call(f, uintptr(unsafe.Pointer(&h.dev)), uintptr(p), 0) != 0 {
+		h.dev = 0
+	}
 	return nil
 }
 

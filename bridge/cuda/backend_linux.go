@@ -68,6 +68,9 @@ type Backend struct {
 	metaDev  *devAlloc
 	stats    *devAlloc
 	tokSrc   uint64 // where the device reads the step's token ids (0: the host's)
+	// stepKern: the step opens with step_begin and closes with step_end
+	// (step.cu) in its graph, instead of copies and a memset around it
+	stepKern bool
 	// metaBufs are pinned, so the upload runs when the step does; the step
 	// being recorded uses metaBufs[metaSlot], a step in flight the other.
 	metaBufs  [2]hostBuf
@@ -207,6 +210,10 @@ type Options struct {
 	// and routing, and a single-token GEMV and the RMSNorm before it (and
 	// the residual add after it) as separate launches (MTLBENCH_CUDA_FUSE=0).
 	NoFuse bool
+	// NoStepKernels moves a step's metadata, token ids and results with
+	// copies and a memset around its graph, instead of the step_begin and
+	// step_end kernels inside it (MTLBENCH_CUDA_STEP_KERNELS=0).
+	NoStepKernels bool
 	// NoStream runs a step only once it is wholly recorded, instead of
 	// starting its first kernels while the rest is recorded
 	// (MTLBENCH_CUDA_STREAM=0).
@@ -234,6 +241,9 @@ func (o *Options) fromEnv() {
 	}
 	if v := getenv("MTLBENCH_CUDA_FUSE"); v == "0" || v == "off" || v == "false" {
 		o.NoFuse = true
+	}
+	if v := getenv("MTLBENCH_CUDA_STEP_KERNELS"); v == "0" || v == "off" || v == "false" {
+		o.NoStepKernels = true
 	}
 	if v := getenv("MTLBENCH_CUDA_STREAM"); v == "0" || v == "off" || v == "false" {
 		o.NoStream = true

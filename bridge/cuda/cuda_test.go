@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -266,6 +267,58 @@ func TestGraphsMatchDirect(t *testing.T) {
 		if diff > 1e-3 {
 			t.Errorf("request %d: logits differ from the CPU's by %.3g", i, diff)
 		}
+	}
+}
+
+// A step's metadata, token ids and results move through step_begin and
+// step_end, kernels inside its graph; moved with copies around the graph
+// instead, every step gives the same tokens, logits and expert counts.
+func TestStepKernelsMatchCopies(t *testing.T) {
+	b := gpu(t)
+	copies, err := New(Options{NoStepKernels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copies.Close()
+	reqs := miniRequests(8192, 3, 20, 16)
+	k, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
+	c, _ := runMini(t, copies, "qwen3-moe-mini", 0, reqs, false)
+	if nk, nc := b.LastStepLaunches(), copies.LastStepLaunches(); nk != nc+2 {
+		t.Errorf("the last step launched %d kernels, %d with copies: want step_begin and step_end more", nk, nc)
+	}
+	for i := range k {
+		if !equalTokens(k[i].Tokens, c[i].Tokens) || maxAbsDiff(k[i].Logits, c[i].Logits) != 0 {
+			t.Errorf("request %d: tokens %v with the step kernels, %v with copies", i, k[i].Tokens, c[i].Tokens)
+		}
+	}
+	touched := func(be bridge.Backend) [][]int {
+		cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		e, err := engine.New(be, cfg, src, engine.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range miniRequests(8192, 2, 9, 6) {
+			if err := e.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out [][]int
+		for e.Pending() {
+			r, err := e.Step()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r.Stats.ExpertsTouched)
+		}
+		return out
+	}
+	tk, tc := touched(b), touched(copies)
+	if fmt.Sprint(tk) != fmt.Sprint(tc) || len(tk) == 0 || len(tk[len(tk)-1]) == 0 {
+		t.Errorf("experts touched per step: %v with the step kernels, %v with copies", tk, tc)
 	}
 }
 

@@ -167,6 +167,15 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
 	b.moeCalls = 0
 	b.endFusions()
+	// The step's first kernel brings its metadata in. A profiled step keeps
+	// the copies, so that its spans time the model's kernels alone.
+	hb := &b.metaBufs[b.metaSlot]
+	b.stepKern = !profile && !b.opts.NoStepKernels && hb.dev != 0
+	if b.stepKern {
+		n := max(mo.total, statsCap)
+		b.launch("step_begin", [3]int{min(cdiv(n, 256), 64), 1, 1}, 256, b.metaPtr(0), hb.dev, i32(mo.total),
+			tokSrc, i32(mo.tokens), i32(T), b.stats.ptr, i32(statsCap))
+	}
 	return nil
 }
 
@@ -225,12 +234,16 @@ func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
 			return
 		}
 	}
+	b.appendLaunch(fn, grid, block, args...)
+	b.endFusions()
+	b.streamSegment()
+}
+
+func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint64) {
 	a0 := len(b.args)
 	b.args = append(b.args, args...)
 	b.ents = append(b.ents, entry{kind: entLaunch, fn: fn, grid: [3]uint32{uint32(grid[0]), uint32(grid[1]), uint32(grid[2])},
 		block: uint32(block), a0: int32(a0), a1: int32(len(b.args))})
-	b.endFusions()
-	b.streamSegment()
 }
 
 // firstSegment is how many entries the first hand-off of a step waits for;
@@ -274,8 +287,11 @@ func (b *Backend) streamSegment() {
 
 // stepPrologue uploads the step's metadata (and copies in token ids still
 // on the device) and clears its error word and counters, ahead of its first
-// kernel (thread only).
+// kernel, unless that kernel is step_begin, which does it (thread only).
 func (b *Backend) stepPrologue() error {
+	if b.stepKern {
+		return nil
+	}
 	if err := b.uploadMeta(); err != nil {
 		return err
 	}
@@ -405,6 +421,27 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 			return nil, err
 		}
 	}
+	nIDs := 0
+	if ids != nil {
+		nIDs = ids.n
+	}
+	if slot.host.n < statsCap+nIDs {
+		b.hostFree(&slot.host)
+		if err := b.hostAlloc(&slot.host, statsCap+max(nIDs, 64)); err != nil {
+			return nil, err
+		}
+	}
+	// The step's last kernel hands its stats and ids to the slot's pinned
+	// buffer: no copies after the graph.
+	n := min(b.moeCalls+1, statsCap)
+	endKern := b.stepKern && slot.host.dev != 0
+	if endKern {
+		var idp uint64
+		if ids != nil {
+			idp = ids.ptr
+		}
+		b.appendLaunch(b.fns["step_end"], [3]int{1, 1, 1}, 256, slot.host.dev, b.stats.ptr, i32(n), idp, i32(statsCap), i32(nIDs))
+	}
 	switch rest := b.ents[b.flushed:]; {
 	case b.profile:
 		if err := b.ensureEvents(len(b.marks) + 2); err != nil {
@@ -434,27 +471,18 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	}
 	b.ents, b.args = b.ents[:0], b.args[:0]
 
-	nIDs := 0
-	if ids != nil {
-		nIDs = ids.n
-	}
-	if slot.host.n < statsCap+nIDs {
-		b.hostFree(&slot.host)
-		if err := b.hostAlloc(&slot.host, statsCap+max(nIDs, 64)); err != nil {
-			return nil, err
-		}
-	}
 	if slot.event == 0 {
 		if err := b.check("cuEventCreate", call(a.cuEventCreate, uintptr(unsafe.Pointer(&slot.event)), cuEventDisableTiming)); err != nil {
 			return nil, err
 		}
 	}
 	host := slot.host.i32()
-	n := min(b.moeCalls+1, statsCap)
-	if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
-		return nil, err
+	if !endKern {
+		if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
+			return nil, err
+		}
 	}
-	if nIDs > 0 {
+	if nIDs > 0 && !endKern {
 		if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[statsCap])), uintptr(ids.ptr), uintptr(nIDs*4), b.stream)); err != nil {
 			return nil, err
 		}

@@ -115,6 +115,27 @@ func (e *Engine) forward(ws *workspace) {
 	be.Mark(-1, bridge.CompNorm, "final_norm")
 	be.AddRMSNorm(ws.h, ws.resid, ws.mlp, w.norm, c.Eps)
 	be.Mark(-1, bridge.CompOther, "lm_head")
-	be.GatherRows(ws.hl, ws.h)
-	be.MatMul(ws.logits, ws.hl, w.lmHead, nil)
+	hl := ws.h
+	if !e.allRowsSample() {
+		be.GatherRows(ws.hl, ws.h)
+		hl = ws.hl
+	}
+	be.MatMul(ws.logits, hl, w.lmHead, nil)
+}
+
+// allRowsSample reports whether the step's logit rows are all its tokens,
+// in order (a decode step): the LM head then reads the final norm's output
+// as it is, with no gather in between, and a backend may fold the norm
+// into the LM head.
+func (e *Engine) allRowsSample() bool {
+	rows := e.meta.LogitRows
+	if len(rows) != e.meta.NumTokens {
+		return false
+	}
+	for i, r := range rows {
+		if int(r) != i {
+			return false
+		}
+	}
+	return true
 }
