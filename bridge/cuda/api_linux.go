@@ -28,6 +28,10 @@ type api struct {
 	cuGraphExecDestroy, cuGetErrorName, cuGetErrorString, cuCtxSynchronize, cuMemAllocHost, cuMemFreeHost,
 	cuMemcpyDtoDAsync, cuEventSynchronize uintptr
 	cuMemHostGetDevicePointer uintptr // optional: 0 keeps steps on copies
+	// optional, all or none: setting the arguments of a graph's kernel
+	// node before a launch (graphPatch)
+	cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGetParams, cuGraphExecKernelNodeSetParams uintptr
+	graphPatch                                                                                      bool
 
 	// NVRTC
 	nvrtcVersion, nvrtcCreateProgram, nvrtcCompileProgram, nvrtcGetProgramLogSize, nvrtcGetProgramLog,
@@ -137,6 +141,16 @@ func loadAPI(wantCuBLAS bool) (*api, error) {
 	d.get(&a.cuLaunchKernel, "cuLaunchKernel")
 	if p, err := purego.Dlsym(h, "cuMemHostGetDevicePointer_v2"); err == nil {
 		a.cuMemHostGetDevicePointer = p
+	}
+	a.graphPatch = true
+	for _, f := range []struct {
+		p    *uintptr
+		name string
+	}{{&a.cuGraphGetNodes, "cuGraphGetNodes"}, {&a.cuGraphNodeGetType, "cuGraphNodeGetType"},
+		{&a.cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2"},
+		{&a.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2"}} {
+		p, err := purego.Dlsym(h, f.name)
+		*f.p, a.graphPatch = p, a.graphPatch && err == nil
 	}
 	if p, err := purego.Dlsym(h, "cuLaunchKernelEx"); err == nil {
 		a.cuLaunchKernelEx = p // CUDA 11.8+: programmatic dependent launch

@@ -418,7 +418,7 @@ func (b *Backend) release() error {
 	b.hostFree(&b.metaBufs[1])
 	b.inflight = 0
 	for _, g := range b.graphs {
-		call(a.cuGraphExecDestroy, g.exec)
+		b.dropGraph(g)
 	}
 	b.graphs = map[uint64]*graph{}
 	for _, e := range b.events {

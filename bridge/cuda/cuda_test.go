@@ -271,20 +271,38 @@ func TestGraphsMatchDirect(t *testing.T) {
 }
 
 // A step's metadata, token ids and results move through step_begin and
-// step_end, kernels inside its graph; moved with copies around the graph
-// instead, every step gives the same tokens, logits and expert counts.
+// step_end, kernels inside its graph whose arguments (the pinned buffers of
+// the step's slot) are set before each launch; moved with copies around the
+// graph instead, every step gives the same tokens, logits and expert
+// counts, from as many graphs.
 func TestStepKernelsMatchCopies(t *testing.T) {
-	b := gpu(t)
+	gpu(t)
+	b, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	copies, err := New(Options{NoStepKernels: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer copies.Close()
 	reqs := miniRequests(8192, 3, 20, 16)
+	restore := SetGraphedBeginMax(0) // every step_begin before its graph
+	kb, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
+	restore()
 	k, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
 	c, _ := runMini(t, copies, "qwen3-moe-mini", 0, reqs, false)
+	for i := range kb {
+		if !equalTokens(kb[i].Tokens, k[i].Tokens) || maxAbsDiff(kb[i].Logits, k[i].Logits) != 0 {
+			t.Errorf("request %d: tokens %v with step_begin before the graph, %v in it", i, kb[i].Tokens, k[i].Tokens)
+		}
+	}
 	if nk, nc := b.LastStepLaunches(), copies.LastStepLaunches(); nk != nc+2 {
 		t.Errorf("the last step launched %d kernels, %d with copies: want step_begin and step_end more", nk, nc)
+	}
+	if gk, gc := b.GraphCount(), copies.GraphCount(); gk < gc || gk == 0 {
+		t.Errorf("%d graphs with the step kernels, %d with copies: want as many", gk, gc)
 	}
 	for i := range k {
 		if !equalTokens(k[i].Tokens, c[i].Tokens) || maxAbsDiff(k[i].Logits, c[i].Logits) != 0 {

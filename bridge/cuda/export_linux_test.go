@@ -1,0 +1,9 @@
+package cuda
+
+// SetGraphedBeginMax sets the longest list whose step_begin is a node of its
+// graph, and returns what restores it.
+func SetGraphedBeginMax(n int) func() {
+	old := graphedBeginMax
+	graphedBeginMax = n
+	return func() { graphedBeginMax = old }
+}
