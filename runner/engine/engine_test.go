@@ -198,3 +198,60 @@ func TestModelTooBigIsRefusedBeforeLoading(t *testing.T) {
 		}
 	}
 }
+
+// gatherCounter counts the backend's row gathers.
+type gatherCounter struct {
+	bridge.Backend
+	n int
+}
+
+func (g *gatherCounter) GatherRows(out, x bridge.Tensor) {
+	g.n++
+	g.Backend.GatherRows(out, x)
+}
+
+// A step whose every token samples (decode) hands the LM head the final
+// norm's output with no gather; a step with a prompt of several tokens
+// gathers their last rows. (The transformers fixtures check the tokens of
+// decode steps without the gather.)
+func TestDecodeStepsSkipTheGather(t *testing.T) {
+	be := &gatherCounter{Backend: cpu.New(cpu.Options{})}
+	e := openFixture(t, "llama", be, Options{})
+	reqs := raggedRequests(512, 5)[1:3] // prompts of 8 and 15 tokens
+	for _, r := range reqs {
+		if err := e.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var prefills, decodes int
+	out := make([]Output, len(reqs))
+	for e.Pending() {
+		before := be.n
+		r, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Sampled {
+			o := &out[s.ReqID-reqs[0].ID]
+			o.ID, o.Tokens = s.ReqID, append(o.Tokens, s.Token)
+			if s.Logits != nil {
+				o.Logits = s.Logits
+			}
+		}
+		switch got := be.n - before; {
+		case r.PrefillTokens > 0:
+			prefills++
+			if got != 1 {
+				t.Errorf("a step with %d prompt tokens gathered %d times, want once", r.PrefillTokens, got)
+			}
+		case got != 0:
+			t.Errorf("a decode step of %d sequences gathered %d times", r.Seqs, got)
+		default:
+			decodes++
+		}
+	}
+	if prefills == 0 || decodes == 0 {
+		t.Fatalf("%d prefill and %d decode steps: the test needs both", prefills, decodes)
+	}
+	sameOutputs(t, "batched", out, aloneOutputs(t, "llama", reqs), 1e-5)
+}
