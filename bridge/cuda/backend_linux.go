@@ -224,29 +224,22 @@ func (o *Options) fromEnv() {
 	if o.Device == 0 {
 		fmt.Sscanf(getenv("MTLBENCH_CUDA_DEVICE"), "%d", &o.Device) //nolint:errcheck // unset: 0
 	}
-	if v := getenv("MTLBENCH_CUDA_GRAPHS"); v == "0" || v == "off" || v == "false" {
-		o.NoGraphs = true
-	}
-	if v := getenv("MTLBENCH_CUDA_CUBLAS"); v == "0" || v == "off" || v == "false" {
-		o.NoCuBLAS = true
-	}
-	if v := getenv("MTLBENCH_CUDA_PDL"); v == "0" || v == "off" || v == "false" {
-		o.NoPDL = true
+	// A variable set to 0, off or false turns its feature off; one already
+	// off in o stays off.
+	for _, f := range []struct {
+		name string
+		off  *bool
+	}{
+		{"MTLBENCH_CUDA_GRAPHS", &o.NoGraphs}, {"MTLBENCH_CUDA_CUBLAS", &o.NoCuBLAS}, {"MTLBENCH_CUDA_PDL", &o.NoPDL},
+		{"MTLBENCH_CUDA_PDL_EARLY", &o.NoPDLEarly}, {"MTLBENCH_CUDA_FUSE", &o.NoFuse},
+		{"MTLBENCH_CUDA_STEP_KERNELS", &o.NoStepKernels}, {"MTLBENCH_CUDA_STREAM", &o.NoStream},
+	} {
+		if v := getenv(f.name); v == "0" || v == "off" || v == "false" {
+			*f.off = true
+		}
 	}
 	if v := getenv("MTLBENCH_CUDA_PREFETCH"); v == "1" || v == "on" || v == "true" {
 		o.Prefetch = true
-	}
-	if v := getenv("MTLBENCH_CUDA_PDL_EARLY"); v == "0" || v == "off" || v == "false" {
-		o.NoPDLEarly = true
-	}
-	if v := getenv("MTLBENCH_CUDA_FUSE"); v == "0" || v == "off" || v == "false" {
-		o.NoFuse = true
-	}
-	if v := getenv("MTLBENCH_CUDA_STEP_KERNELS"); v == "0" || v == "off" || v == "false" {
-		o.NoStepKernels = true
-	}
-	if v := getenv("MTLBENCH_CUDA_STREAM"); v == "0" || v == "off" || v == "false" {
-		o.NoStream = true
 	}
 }
 
