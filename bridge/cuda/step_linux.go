@@ -726,7 +726,7 @@ func (b *Backend) runGraph(ents []entry, args []uint64) error {
 	if b.opts.NoGraphs {
 		return b.runDirect(ents, args, nil)
 	}
-	if len(ents) > graphedBeginMax && ents[0].patch {
+	if len(ents) > graphedBeginMax && ents[0].fn == b.fns["step_begin"] {
 		if err := b.runDirect(ents[:1], args, nil); err != nil {
 			return err
 		}
