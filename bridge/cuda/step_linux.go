@@ -442,11 +442,7 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	n := min(b.moeCalls+1, statsCap)
 	endKern := b.stepKern && slot.host.dev != 0
 	if endKern {
-		var idp uint64
-		if ids != nil {
-			idp = ids.ptr
-		}
-		b.appendLaunch(b.fns["step_end"], [3]int{1, 1, 1}, 256, slot.host.dev, b.stats.ptr, i32(n), idp, i32(statsCap), i32(nIDs))
+		b.appendLaunch(b.fns["step_end"], [3]int{1, 1, 1}, 256, slot.host.dev, b.stats.ptr, i32(n), idPtr(ids), i32(statsCap), i32(nIDs))
 		b.ents[len(b.ents)-1].patch = true
 	}
 	switch rest := b.ents[b.flushed:]; {
@@ -484,14 +480,15 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 		}
 	}
 	host := slot.host.i32()
+	// Without step_end, the stats and ids come back by copies.
 	if !endKern {
 		if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[0])), uintptr(b.stats.ptr), uintptr(n*4), b.stream)); err != nil {
 			return nil, err
 		}
-	}
-	if nIDs > 0 && !endKern {
-		if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[statsCap])), uintptr(ids.ptr), uintptr(nIDs*4), b.stream)); err != nil {
-			return nil, err
+		if nIDs > 0 {
+			if err := b.check("cuMemcpyDtoHAsync", call(a.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[statsCap])), uintptr(ids.ptr), uintptr(nIDs*4), b.stream)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := b.check("cuEventRecord", call(a.cuEventRecord, slot.event, b.stream)); err != nil {
@@ -508,6 +505,14 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	slot.busy, slot.nStats, slot.nIDs, slot.profile, slot.metaBuf = true, n, nIDs, b.profile, b.metaSlot
 	b.inflight++
 	return slot, nil
+}
+
+// idPtr is the device address of a step's sampled ids, 0 without them.
+func idPtr(ids *tensor) uint64 {
+	if ids == nil {
+		return 0
+	}
+	return ids.ptr
 }
 
 // waitLocked waits for a submitted step and reads its results (thread only).
