@@ -326,6 +326,23 @@ func (b *Backend) takeRoPE(q, k uint64, heads, kvHeads, headDim int) (ropeState,
 	return r, true
 }
 
+// uploadTable copies size bytes at p into a device allocation of their own:
+// a table the kernels read, made once and kept in b.tables.
+func (b *Backend) uploadTable(p unsafe.Pointer, size int) (*devAlloc, error) {
+	var d *devAlloc
+	err := b.th.do(func() error {
+		var err error
+		if d, err = b.devAlloc(int64(size)); err != nil {
+			return err
+		}
+		if err = b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(p), uintptr(size))); err != nil {
+			b.freeNow(d)
+		}
+		return err
+	})
+	return d, err
+}
+
 // ropeTable returns the device copy of the rotary inverse frequencies for
 // (headDim, theta), as the reference computes them (kernels.RoPEInvFreq).
 func (b *Backend) ropeTable(headDim int, theta float64) uint64 {
@@ -334,14 +351,7 @@ func (b *Backend) ropeTable(headDim int, theta float64) uint64 {
 		return p
 	}
 	inv := kernels.RoPEInvFreq(headDim, theta)
-	var d *devAlloc
-	err := b.th.do(func() error {
-		var err error
-		if d, err = b.devAlloc(int64(len(inv)) * 4); err != nil {
-			return err
-		}
-		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&inv[0])), uintptr(len(inv)*4)))
-	})
+	d, err := b.uploadTable(unsafe.Pointer(&inv[0]), len(inv)*4)
 	if err != nil {
 		b.fail("%v", err)
 		return 0
@@ -699,14 +709,7 @@ func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 		remember(p)
 		return p, dt, true
 	}
-	var d *devAlloc
-	err := b.th.do(func() error {
-		var err error
-		if d, err = b.devAlloc(int64(len(ptrs)) * 8); err != nil {
-			return err
-		}
-		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&ptrs[0])), uintptr(len(ptrs)*8)))
-	})
+	d, err := b.uploadTable(unsafe.Pointer(&ptrs[0]), len(ptrs)*8)
 	if err != nil {
 		b.fail("%v", err)
 		return 0, 0, false
