@@ -69,6 +69,9 @@ const (
 type MoEParams struct {
 	Strategy  MoEStrategy
 	ChunkSize int
+	// Unfused keeps the routing (top-k, softmax) a step of its own where a
+	// backend would fold it into the router's GEMV (fusion: off).
+	Unfused bool
 }
 
 // StepStats is what a backend counted during a step, valid after EndStep.
@@ -78,6 +81,9 @@ type StepStats struct {
 	ExpertsTouched []int
 	// Timings are per-op times, recorded in profile mode only.
 	Timings []OpTiming
+	// Dispatches are the kernel launches (CUDA) or compute dispatches
+	// (Metal) the step took; 0 on the CPU, which launches none.
+	Dispatches int
 }
 
 // OpTiming is the time one op took in one layer.

@@ -56,6 +56,7 @@ type stepSlot struct {
 	event        uintptr
 	host         hostBuf
 	nStats, nIDs int
+	launches     int // kernels and cuBLAS calls the step made
 	profile      bool
 	metaBuf      int         // the metadata buffer the step uploads from
 	frees        []*devAlloc // released before the step was submitted

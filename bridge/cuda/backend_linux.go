@@ -91,10 +91,11 @@ type Backend struct {
 	started                bool
 	segErr                 error
 	moeCalls               int
-	gemv                   gemvState
-	rope                   ropeState
-	norm                   normState
-	stepErr                error
+	// fusions is the fusion table (fusion_linux.go); standIn the op a fusion
+	// leaves for the runner to run next.
+	fusions []bridge.Pattern
+	standIn bridge.RMSNormOp
+	stepErr error
 
 	// graphs
 	graphs   map[uint64]*graph
@@ -842,7 +843,6 @@ func (b *Backend) drain() error {
 			return err
 		}
 		b.ents, b.args, b.flushed = b.ents[:0], b.args[:0], 0
-		b.endFusions()
 	}
 	return b.check("cuStreamSynchronize", call(b.api.cuStreamSynchronize, b.stream))
 }

@@ -185,30 +185,14 @@ func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
 	if o == nil || xs == nil || ws == nil || ws.n == 0 {
 		return
 	}
-	b.normOnly(o, xs, ws, eps)
-}
-
-// normOnly records out = RMSNorm(x)·w, which the GEMV after it may take in.
-func (b *Backend) normOnly(o, xs, ws *tensor, eps float32) {
 	D := ws.n
 	b.launch("rms_norm", [3]int{xs.n / D, 1, 1}, normBlock(D), ptr(o), ptr(xs), 0, 0, ptr(ws), i32(D), f32(eps))
-	if o.ptr != xs.ptr {
-		b.norm = normState{idx: len(b.ents) - 1, out: o.ptr, x: xs.ptr, w: ws.ptr, d: D, eps: eps}
-	}
 }
 
 func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 	o, r := b.f32Tensor(out, "add_rms_norm out"), b.f32Tensor(residual, "add_rms_norm residual")
 	xs, ws := b.f32Tensor(x, "add_rms_norm x"), b.f32Tensor(w, "add_rms_norm weight")
 	if o == nil || r == nil || xs == nil || ws == nil || ws.n == 0 {
-		return
-	}
-	// x fresh from a lone GEMV: that GEMV adds it into the residual as it
-	// writes it, and what is left is a plain RMSNorm.
-	if g := &b.gemv; !b.opts.NoFuse && g.idx >= 0 && g.idx == len(b.ents)-1 && g.segs == 1 && g.m == 1 && g.outs[0] == xs.ptr &&
-		g.m*g.n[0] == xs.n && xs.n == r.n && r.ptr != xs.ptr && b.flushed <= g.idx {
-		b.args[b.ents[g.idx].a0+gemvArgRA] = r.ptr
-		b.normOnly(o, r, ws, eps)
 		return
 	}
 	D := ws.n
@@ -220,9 +204,6 @@ func elementwiseGrid(n int) int { return min(cdiv(n, 256), 8192) }
 func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {
 	o, g, u := b.f32Tensor(out, "silu_mul out"), b.f32Tensor(gate, "silu_mul gate"), b.f32Tensor(up, "silu_mul up")
 	if o == nil || g == nil || u == nil {
-		return
-	}
-	if b.fuseSiLU(o, g, u) {
 		return
 	}
 	b.launch("silu_mul", [3]int{elementwiseGrid(o.n), 1, 1}, 256, ptr(o), ptr(g), ptr(u), i64(int64(o.n)))
@@ -260,70 +241,40 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 
 func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
 	qs, ks := b.f32Tensor(q, "rope q"), b.f32Tensor(k, "rope k")
-	if qs == nil || ks == nil {
+	r, ok := b.ropeArgs(qNorm, kNorm, headDim, theta, eps)
+	if qs == nil || ks == nil || !ok {
 		return
 	}
+	T := b.meta.NumTokens
+	b.launch("rope_qk", [3]int{T, cdiv(heads+kvHeads, 4), 1}, 128, ptr(qs), ptr(ks), r.qn, r.kn, b.metaPtr(b.mo.positions),
+		i32(heads), i32(kvHeads), i32(headDim), r.inv, f32(r.eps))
+}
+
+// ropeArgs are the arguments of RoPE with QK-norm that a kernel takes: the
+// norm weights (0: none), the inverse-frequency table and epsilon.
+type ropeArgs struct {
+	qn, kn, inv uint64
+	eps         float32
+}
+
+func (b *Backend) ropeArgs(qNorm, kNorm bridge.Tensor, headDim int, theta float64, eps float32) (ropeArgs, bool) {
 	if headDim%2 != 0 || headDim > 256 {
 		b.fail("rope: head size %d unsupported (even, at most 256)", headDim)
-		return
+		return ropeArgs{}, false
 	}
-	var qn, kn uint64
+	r := ropeArgs{eps: eps}
 	if qNorm != nil {
 		if t := b.f32Tensor(qNorm, "rope q_norm"); t != nil {
-			qn = t.ptr
+			r.qn = t.ptr
 		}
 	}
 	if kNorm != nil {
 		if t := b.f32Tensor(kNorm, "rope k_norm"); t != nil {
-			kn = t.ptr
+			r.kn = t.ptr
 		}
 	}
-	inv := b.ropeTable(headDim, theta)
-	if inv == 0 {
-		return
-	}
-	T := b.meta.NumTokens
-	b.launch("rope_qk", [3]int{T, cdiv(heads+kvHeads, 4), 1}, 128, ptr(qs), ptr(ks), qn, kn, b.metaPtr(b.mo.positions),
-		i32(heads), i32(kvHeads), i32(headDim), inv, f32(eps))
-	b.rope = ropeState{idx: len(b.ents) - 1, q: qs.ptr, k: ks.ptr, heads: heads, kvHeads: kvHeads, headDim: headDim,
-		qn: qn, kn: kn, inv: inv, eps: eps}
-}
-
-// ropeState is the RoPE launch just recorded, which a decode attention over
-// the same q and k takes into its own kernel.
-type ropeState struct {
-	idx                     int // entry index; -1 when none
-	q, k, qn, kn, inv       uint64
-	heads, kvHeads, headDim int
-	eps                     float32
-}
-
-// normState is the RMSNorm launch just recorded, whose residual add (if
-// any) is already done: a single-token GEMV of its output takes it into its
-// own kernel.
-type normState struct {
-	idx       int // entry index; -1 when none
-	out, x, w uint64
-	d         int
-	eps       float32
-}
-
-// endFusions marks the last entry as one no later op fuses into.
-func (b *Backend) endFusions() { b.gemv.idx, b.rope.idx, b.norm.idx = -1, -1, -1 }
-
-// takeRoPE removes the RoPE launch recorded just before an attention of
-// these q and k and returns its arguments, for the fused kernel.
-func (b *Backend) takeRoPE(q, k uint64, heads, kvHeads, headDim int) (ropeState, bool) {
-	r := b.rope
-	b.rope.idx = -1
-	if r.idx < 0 || r.idx != len(b.ents)-1 || b.ents[r.idx].fn != b.fns["rope_qk"] || r.q != q || r.k != k ||
-		r.heads != heads || r.kvHeads != kvHeads || r.headDim != headDim {
-		return r, false
-	}
-	e := b.ents[r.idx]
-	b.ents = b.ents[:r.idx]
-	b.args = b.args[:e.a0]
-	return r, true
+	r.inv = b.ropeTable(headDim, theta)
+	return r, r.inv != 0
 }
 
 // uploadTable copies size bytes at p into a device allocation of their own:
@@ -361,6 +312,13 @@ func (b *Backend) ropeTable(headDim int, theta float64) uint64 {
 }
 
 func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
+}
+
+// attention records paged attention; rope, when set, is the RoPE before it,
+// which a step of at most one query token per sequence applies in the same
+// kernel (fusion_linux.go).
+func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *ropeArgs) {
 	o, qs, ks, vs := b.f32Tensor(out, "attention out"), b.f32Tensor(q, "attention q"), b.f32Tensor(k, "attention k"), b.f32Tensor(v, "attention v")
 	kc, vc := b.f32Tensor(cache.K, "attention K cache"), b.f32Tensor(cache.V, "attention V cache")
 	if o == nil || qs == nil || ks == nil || vs == nil || kc == nil || vc == nil {
@@ -389,20 +347,18 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		nparts = cdiv(m.MaxSeqLen, part)
 	}
 	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%4 == 0 && heads/kvHeads <= 8 {
-		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale)
+		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale, rope)
 		return
 	}
-	var rope ropeState
-	fused := false
+	if rope != nil && m.MaxQueryLen > 1 {
+		b.fail("internal: RoPE fused into a prefill attention")
+		return
+	}
 	if m.MaxQueryLen <= 1 {
 		kernel, part, nparts = b.attentionConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
-		if !b.opts.NoFuse {
-			if rope, fused = b.takeRoPE(qs.ptr, ks.ptr, heads, kvHeads, headDim); fused {
-				kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
-			}
+		if rope != nil {
+			kernel = strings.Replace(kernel, "paged_attention_", "paged_attention_rope_", 1)
 		}
-	} else {
-		b.rope.idx = -1
 	}
 	var tmpAcc, tmpML, counters uint64
 	if nparts > 1 {
@@ -419,7 +375,7 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.metaPtr(b.mo.tokSeq), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
 		i32(part), i32(nparts), tmpAcc, tmpML, b.stats.ptr, counters}
-	if fused {
+	if rope != nil {
 		args = append(args, rope.qn, rope.kn, b.metaPtr(b.mo.positions), rope.inv, f32(rope.eps))
 	}
 	b.launch(kernel, [3]int{T, heads, nparts}, block, args...)
@@ -428,17 +384,14 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 // decodeAttention launches paged_decode (decode.cu): one new token per
 // sequence, token t of sequence t, head size at most 128, GQA groups of at
 // most 8 query heads.
-func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32) {
+func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32, rope *ropeArgs) {
 	m := b.meta
 	T := m.NumTokens
 	chunks, nparts := b.decodeConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
 	kernel := "paged_decode"
-	var rope ropeState
-	if !b.opts.NoFuse {
-		var fused bool
-		if rope, fused = b.takeRoPE(qs.ptr, ks.ptr, heads, kvHeads, headDim); fused {
-			kernel = "paged_decode_rope"
-		}
+	var r ropeArgs
+	if rope != nil {
+		kernel, r = "paged_decode_rope", *rope
 	}
 	var tmpAcc, tmpML, counters uint64
 	if nparts > 1 {
@@ -450,7 +403,7 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	b.launch(kernel, [3]int{T, kvHeads, nparts}, 256, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(chunks), tmpAcc, tmpML, b.stats.ptr, counters, rope.qn, rope.kn, rope.inv, f32(rope.eps))
+		i32(chunks), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
 }
 
 // ---- matmul ----
@@ -465,57 +418,95 @@ const (
 	halfMaxM = 16
 )
 
-// gemvState lets consecutive matmuls of the same input (q, k and v; gate
-// and up) share one launch: idx is the entry of the last GEMV, -1 when the
-// last entry is anything else.
-type gemvState struct {
-	idx        int
-	flags      int
-	x          uint64
-	k, m, M    int
-	dt         bridge.DType
-	vec        bool
-	rows       int // rows per block
-	segs       int
-	outs, bias [3]uint64
-	n          [3]int
-	norm       bool // the _norm kernel: x is normalised as it is read
+func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
+	if g, ok := b.gemvOf(&bridge.MatMulOp{Out: out, X: x, W: w, Bias: bias}, true); ok {
+		b.matmul(g.segs[0].out, g.x, g.segs[0].w, g.segs[0].bias, g.m, g.segs[0].n, g.k, false)
+	}
 }
 
-func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
-	o, xs, wt := b.f32Tensor(out, "matmul out"), b.f32Tensor(x, "matmul x"), b.tensorOf(w, "matmul weight")
-	if o == nil || xs == nil || wt == nil {
-		return
+// gemvSeg is one weight matrix of a GEMV launch: out[m][n] = x·wᵀ + bias.
+type gemvSeg struct {
+	w         *tensor
+	out, bias uint64
+	n         int
+}
+
+// gemv is one GEMV launch: up to three matrices over the same input (q, k
+// and v; gate and up), and the ops before and after it that it takes in
+// (fusion_linux.go).
+type gemv struct {
+	x     uint64
+	m, k  int
+	dt    bridge.DType
+	segs  [3]gemvSeg
+	nsegs int
+	// norm, when norm.x is set, is the RMSNorm that makes x: the kernel
+	// normalises its input as it reads it (and writes x for other readers).
+	norm struct {
+		x, w, out uint64
+		eps       float32
+	}
+	// residual, when set, is where the single output is added as written.
+	residual uint64
+	// silu applies silu(gate)·up to the two outputs, into the first.
+	silu bool
+}
+
+// gemvOf checks a MatMul op's tensors and returns its launch, or reports
+// the error (report) and returns false.
+func (b *Backend) gemvOf(op *bridge.MatMulOp, report bool) (gemv, bool) {
+	bad := func(format string, args ...any) (gemv, bool) {
+		if report {
+			b.fail(format, args...)
+		}
+		return gemv{}, false
+	}
+	o, xs, wt := b.asTensor(op.Out), b.asTensor(op.X), b.asTensor(op.W)
+	if o == nil || xs == nil || wt == nil || o.dt != bridge.F32 || xs.dt != bridge.F32 {
+		if report {
+			b.f32Tensor(op.Out, "matmul out")
+			b.f32Tensor(op.X, "matmul x")
+			b.tensorOf(op.W, "matmul weight")
+		}
+		return gemv{}, false
 	}
 	if len(wt.shape) != 2 || wt.dt == bridge.I32 {
-		b.fail("matmul: weight must be a float matrix, got %v %v", wt.dt, wt.shape)
-		return
+		return bad("matmul: weight must be a float matrix, got %v %v", wt.dt, wt.shape)
 	}
 	n, k := wt.shape[0], wt.shape[1]
 	if k == 0 || xs.n%k != 0 {
-		b.fail("matmul: x has %d elements, not rows of %d", xs.n, k)
-		return
+		return bad("matmul: x has %d elements, not rows of %d", xs.n, k)
 	}
 	m := xs.n / k
 	if o.n != m*n {
-		b.fail("matmul: out holds %d elements, want %d×%d", o.n, m, n)
-		return
+		return bad("matmul: out holds %d elements, want %d×%d", o.n, m, n)
 	}
 	var bp uint64
-	if bias != nil {
-		bt := b.f32Tensor(bias, "matmul bias")
-		if bt == nil {
-			return
+	if op.Bias != nil {
+		bt := b.asTensor(op.Bias)
+		if bt == nil || bt.dt != bridge.F32 {
+			if report {
+				b.f32Tensor(op.Bias, "matmul bias")
+			}
+			return gemv{}, false
 		}
 		bp = bt.ptr
 	}
-	b.matmul(o.ptr, xs.ptr, wt, bp, m, n, k, true, false)
+	g := gemv{x: xs.ptr, m: m, k: k, dt: wt.dt, nsegs: 1}
+	g.segs[0] = gemvSeg{w: wt, out: o.ptr, bias: bp, n: n}
+	return g, true
 }
 
-// matmul records out[m][n] = x[m][k]·wᵀ + bias. fuse lets it join the
-// previous GEMV launch when that one read the same x; exact keeps it off
-// cuBLAS (the MoE router, whose top-k must see f32 activations).
-func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, fuse, exact bool) {
+// asTensor is x as this backend's tensor, nil when it is not one.
+func (b *Backend) asTensor(x bridge.Tensor) *tensor {
+	t, _ := x.(*tensor)
+	return t
+}
+
+// matmul records out[m][n] = x[m][k]·wᵀ + bias: cuBLAS above gemvMaxM rows
+// (unless exact: the MoE router, whose top-k must see f32 activations), the
+// GEMV kernels below.
+func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, exact bool) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -523,71 +514,48 @@ func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, fus
 		b.gemm(out, x, w, bias, m, n, k)
 		return
 	}
-	g := &b.gemv
-	if fuse && g.idx >= 0 && g.idx == len(b.ents)-1 && g.x == x && g.k == k && g.m == m && g.dt == w.dt && g.segs < 3 &&
-		out != x && out != g.outs[0] && out != g.outs[1] && out != g.outs[2] {
-		e := &b.ents[g.idx]
-		a := b.args[e.a0:e.a1]
-		s := 3 + 4*g.segs
-		a[s], a[s+1], a[s+2], a[s+3] = w.ptr, out, bias, i32(n)
-		e.grid[0] += uint32(cdiv(n, g.rows))
-		g.outs[g.segs], g.bias[g.segs], g.n[g.segs] = out, bias, n
-		g.segs++
-		return
+	g := gemv{x: x, m: m, k: k, dt: w.dt, nsegs: 1}
+	g.segs[0] = gemvSeg{w: w, out: out, bias: bias, n: n}
+	b.launchGemv(&g)
+}
+
+// onGemv reports whether an m-row matmul runs on the GEMV kernels (where
+// fusions apply) rather than cuBLAS.
+func (b *Backend) onGemv(m int) bool { return m <= gemvMaxM || b.cublas == 0 }
+
+// launchGemv records one GEMV launch.
+func (b *Backend) launchGemv(g *gemv) {
+	s0 := g.segs[0]
+	c := b.gemvShape(g.m, s0.n, g.k, g.dt)
+	name, ks, blocks := c.name, c.ks, 0
+	for _, s := range g.segs[:g.nsegs] {
+		blocks += cdiv(s.n, c.rows)
 	}
-	c := b.gemvShape(m, n, k, w.dt)
-	name, nm := c.name, normState{}
-	// The RMSNorm that made x, just recorded: this GEMV normalises its
-	// input itself, one kernel boundary fewer on the decode path.
-	if r := b.norm; fuse && r.idx >= 0 && r.idx == len(b.ents)-1 && r.out == x && r.d == k && c.M == 1 && m == 1 && k%8 == 0 && k <= gemvNormMaxK &&
-		b.flushed <= r.idx && b.fns[c.name+"_norm"] != 0 && !b.opts.NoFuse {
-		e := b.ents[r.idx]
-		b.ents, b.args = b.ents[:r.idx], b.args[:e.a0]
-		name, nm = c.name+"_norm", r
+	if g.silu {
+		// gemv_gu: eight rows of gate and up a block, K split in ks.
+		ks = 1
+		for ks < 8 && cdiv(s0.n, 8/ks) < 4*b.sms {
+			ks *= 2
+		}
+		name, blocks = fmt.Sprintf("gemv_gu_%s_m%d", dtName(g.dt), c.M), cdiv(s0.n, 8/ks)
+		if g.k%8 != 0 {
+			name, ks, blocks = "gemv_gu_"+dtName(g.dt)+"_scalar", 1, cdiv(s0.n, 8)
+		}
 	}
-	b.launch(name, [3]int{cdiv(n, c.rows), 1, 1}, 256, x, i32(k), i32(m), w.ptr, out, bias, i32(n), 0, 0, 0, 0, 0, 0, 0, 0,
-		i32(c.ks), i32(c.flags), 0, nm.x, nm.w, nm.out, f32(nm.eps))
-	if fuse && x != out {
-		*g = gemvState{idx: len(b.ents) - 1, flags: c.flags, x: x, k: k, m: m, M: c.M, dt: w.dt, vec: k%8 == 0, rows: c.rows,
-			segs: 1, outs: [3]uint64{out}, bias: [3]uint64{bias}, n: [3]int{n}, norm: nm.x != 0}
+	if g.norm.x != 0 {
+		name += "_norm"
 	}
+	var seg [3][4]uint64
+	for i, s := range g.segs[:g.nsegs] {
+		seg[i] = [4]uint64{s.w.ptr, s.out, s.bias, i32(s.n)}
+	}
+	b.launch(name, [3]int{blocks, 1, 1}, 256, g.x, i32(g.k), i32(g.m),
+		seg[0][0], seg[0][1], seg[0][2], seg[0][3], seg[1][0], seg[1][1], seg[1][2], seg[1][3], seg[2][0], seg[2][1], seg[2][2], seg[2][3],
+		i32(ks), i32(c.flags), g.residual, g.norm.x, g.norm.w, g.norm.out, f32(g.norm.eps))
 }
 
 // gemvNormMaxK is the largest k of the _norm GEMVs (GEMV_NORM_MAXK).
 const gemvNormMaxK = 6144
-
-// gemvArgRA is the GEMV's argument slot for the residual its output is
-// added into.
-const gemvArgRA = 17
-
-// fuseSiLU turns the GEMV launch just recorded for gate and up (same x, same
-// n, no bias) into one that also applies silu(gate)·up, when that is what
-// SiLUMul asks for next: one launch and one pass over the activations fewer.
-func (b *Backend) fuseSiLU(o, g, u *tensor) bool {
-	s := &b.gemv
-	if s.idx < 0 || s.idx != len(b.ents)-1 || s.segs != 2 || s.outs[0] != g.ptr || s.outs[1] != u.ptr || o.ptr != g.ptr ||
-		s.n[0] != s.n[1] || s.bias[0] != 0 || s.bias[1] != 0 || o.n != s.m*s.n[0] || u.n != o.n {
-		return false
-	}
-	n := s.n[0]
-	ks := 1
-	for ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
-		ks *= 2
-	}
-	name := fmt.Sprintf("gemv_gu_%s_m%d", dtName(s.dt), s.M)
-	if !s.vec {
-		name, ks = "gemv_gu_"+dtName(s.dt)+"_scalar", 1
-	}
-	if s.norm {
-		name += "_norm"
-	}
-	e := &b.ents[s.idx]
-	e.fn = b.fns[name]
-	e.grid[0] = uint32(cdiv(n, 8/ks))
-	b.args[e.a0+15] = i32(ks)
-	s.idx = -1
-	return true
-}
 
 // cuBLAS enums.
 const (
@@ -635,7 +603,6 @@ func (b *Backend) gemmEntry(out, B uint64, w *tensor, atype uint64, m, n, k int,
 	a0 := len(b.args)
 	b.args = append(b.args, args...)
 	b.ents = append(b.ents, entry{kind: entGemm, a0: int32(a0), a1: int32(len(b.args))})
-	b.gemv.idx = -1
 }
 
 // runGemm issues one recorded GEMM (thread only).
@@ -777,7 +744,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	b.moeCalls++
 
 	// One token: the router GEMV routes too (one launch fewer).
-	fusedRoute := !b.opts.NoFuse && single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
+	fusedRoute := !b.opts.NoFuse && !p.Unfused && single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
 	b.subMark("router")
 	if fusedRoute {
 		counter := b.scratchZeroed("moe.route_counter", 4)
@@ -785,7 +752,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 			i32(H), i32(E), i32(K), boolArg(w.NormTopK), ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr,
 			i32(stat), counter)
 	} else {
-		b.matmul(logits, xs.ptr, router, 0, T, E, H, false, true)
+		b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
 	}
 	b.subMark("route")
 	switch {

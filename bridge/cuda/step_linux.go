@@ -171,7 +171,6 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	b.flushed, b.started, b.segNext, b.segs = 0, false, firstSegment, 0
 	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
 	b.moeCalls = 0
-	b.endFusions()
 	// The step's first kernel brings its metadata in. A profiled step keeps
 	// the copies, so that its spans time the model's kernels alone.
 	hb := &b.metaBufs[b.metaSlot]
@@ -192,7 +191,6 @@ func (b *Backend) Mark(layer int, component, op string) {
 	}
 	b.marks = append(b.marks, bridge.OpTiming{Layer: layer, Component: component, Op: op})
 	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
-	b.endFusions()
 }
 
 // subMark splits the current profile span into named parts (op:name) when
@@ -208,7 +206,6 @@ func (b *Backend) subMark(name string) {
 	m.Op += ":" + name
 	b.marks = append(b.marks, m)
 	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
-	b.endFusions()
 }
 
 var profileDetail = getenv("MTLBENCH_CUDA_PROFILE_DETAIL") == "1"
@@ -241,7 +238,6 @@ func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
 		}
 	}
 	b.appendLaunch(fn, grid, block, args...)
-	b.endFusions()
 	b.streamSegment()
 }
 
@@ -260,8 +256,8 @@ const firstSegment = 24
 // streamSegment hands the entries recorded so far to the CUDA thread once
 // there are enough of them, and records on: a deep model's decode step
 // takes the host hundreds of microseconds to record, which the GPU would
-// otherwise spend idle. The newest entry stays behind, since the next op
-// may still fuse into it (gemv segments, SiLU, RoPE into attention).
+// otherwise spend idle. The newest entry stays behind, since its caller
+// may still mark it (step_begin's patched arguments).
 func (b *Backend) streamSegment() {
 	cut := len(b.ents) - 1
 	if !b.streaming || b.stepErr != nil || cut-b.flushed < b.segNext {
@@ -466,10 +462,14 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 			return nil, err
 		}
 	}
-	b.lastLaunches, b.lastSegments = 0, b.segs+1
+	b.lastLaunches, b.lastSegments, slot.launches = 0, b.segs+1, 0
 	for _, e := range b.ents {
-		if e.kind == entLaunch {
+		switch e.kind {
+		case entLaunch:
 			b.lastLaunches++
+			slot.launches++
+		case entGemm:
+			slot.launches++
 		}
 	}
 	b.ents, b.args = b.ents[:0], b.args[:0]
@@ -517,7 +517,7 @@ func idPtr(ids *tensor) uint64 {
 
 // waitLocked waits for a submitted step and reads its results (thread only).
 func (b *Backend) waitLocked(slot *stepSlot) (bridge.StepStats, []int32, error) {
-	var st bridge.StepStats
+	st := bridge.StepStats{Dispatches: slot.launches}
 	r := call(b.api.cuEventSynchronize, slot.event)
 	slot.busy = false
 	b.inflight--

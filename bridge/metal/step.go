@@ -298,7 +298,7 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	b.commit()
 	b.wait()
 	s.active = false
-	var st bridge.StepStats
+	st := bridge.StepStats{Dispatches: s.dispatches}
 	if c := s.errBuf.Contents(); s.err == nil {
 		code := int32(uint32(c[0]) | uint32(c[1])<<8 | uint32(c[2])<<16 | uint32(c[3])<<24)
 		val := int32(uint32(c[4]) | uint32(c[5])<<8 | uint32(c[6])<<16 | uint32(c[7])<<24)

@@ -125,6 +125,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTime, prefillTime                time.Duration
 		decodeSteps                            []time.Duration
 		decodeBytes                            float64
+		dispatches                             []float64
 		opSum                                  = map[[3]string]time.Duration{}
 		opOrder                                [][3]string
 		profiledSteps                          int
@@ -159,6 +160,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTime += res.Duration
 		decodeSteps = append(decodeSteps, res.Duration)
 		decodeBytes += float64(m.stepBytes(res))
+		if res.Stats.Dispatches > 0 {
+			dispatches = append(dispatches, float64(res.Stats.Dispatches))
+		}
 		if profile {
 			profiledSteps++
 			for _, t := range res.Stats.Timings {
@@ -203,6 +207,11 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if m.Bandwidth > 0 {
 			add("roofline_frac", gbs/m.Bandwidth, "ratio")
 		}
+	}
+	if len(dispatches) > 0 {
+		// Kernel launches (CUDA) or dispatches (Metal) of a decode step:
+		// what fusion saves.
+		add("dispatches_per_step", quantile(dispatches, 0.5), "count")
 	}
 	if prefillTime > 0 {
 		add("prefill_tok_s", float64(prefillTokens)/prefillTime.Seconds(), "tok/s")

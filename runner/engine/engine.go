@@ -27,6 +27,9 @@ type Options struct {
 	// a backend that could overlap them (bridge.AsyncStepper): the cost of
 	// the host's time between steps, measured.
 	Synchronous bool
+	// NoFusion runs every op of a step as its own kernel: the backend's
+	// fusion table is not consulted (suites: fusion: off).
+	NoFusion bool
 	// AvailableMemory, when positive, is checked against weights + KV cache
 	// before anything is allocated.
 	AvailableMemory int64
@@ -98,6 +101,7 @@ type Engine struct {
 	ws    map[[2]int]*workspace
 	meta  bridge.StepMeta
 	tuned *tunedKernels
+	run   bridge.Runner
 	// flight is a step queued ahead of the one Step last returned (Step).
 	flight *flight
 }
@@ -317,12 +321,11 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.forward(ws)
+	f.argmax = len(e.meta.LogitRows) > 0 && !f.needLogits
+	e.run.Run(e.be, e.stepOps(ws, ws.hl != nil && !e.allRowsSample(), f.argmax), !e.opts.NoFusion, e.opts.Profile)
 	var ids bridge.Tensor
-	if len(e.meta.LogitRows) > 0 && !f.needLogits {
-		e.be.Mark(-1, bridge.CompOther, "argmax")
-		e.be.Argmax(ws.argmax, ws.logits)
-		f.argmax, ids = true, ws.argmax
+	if f.argmax {
+		ids = ws.argmax
 	}
 	if async != nil {
 		if f.pend, err = async.SubmitStep(ids); err != nil {

@@ -12,6 +12,8 @@ type workspace struct {
 	resid, h, q, k, v, attn, o, mlp bridge.Tensor
 	gate, up                        bridge.Tensor // nil for a pure-MoE model
 	hl, logits, argmax              bridge.Tensor
+	// ops are the step's op lists, by stepOps' variant (gather, argmax).
+	ops [4][]bridge.Op
 }
 
 const maxWorkspaces = 8
@@ -69,58 +71,87 @@ func (e *Engine) freeWorkspace(w *workspace) {
 	}
 }
 
-// forward encodes the whole model for the step: embeddings, every layer,
-// final norm, and the LM head for the rows that sample.
-func (e *Engine) forward(ws *workspace) {
-	c, be, w := e.cfg, e.be, e.w
+// stepOps returns the step's op list for ws: embeddings, every layer, the
+// final norm and the LM head for the rows that sample, then the argmax when
+// the step samples on the device. The lists depend only on the workspace and
+// the model, so each is built once and reused by every step of its shape.
+func (e *Engine) stepOps(ws *workspace, gather, argmax bool) []bridge.Op {
+	v := 0
+	if gather {
+		v |= 1
+	}
+	if argmax {
+		v |= 2
+	}
+	if ws.ops[v] == nil {
+		ws.ops[v] = e.buildOps(ws, gather, argmax)
+	}
+	for _, op := range ws.ops[v] {
+		if m, ok := op.(*bridge.MoEOp); ok {
+			m.Params = e.opts.MoE // tuned per step (tuned.go)
+			m.Params.Unfused = e.opts.NoFusion
+		}
+	}
+	return ws.ops[v]
+}
+
+// buildOps reads like the model: what each layer computes, in order.
+func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
+	c, w := e.cfg, e.w
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	be.Mark(-1, bridge.CompOther, "embedding")
-	be.Embedding(ws.resid, w.embed)
+	at := func(layer int, comp, name string) bridge.At {
+		return bridge.At{Layer: layer, Component: comp, Name: name}
+	}
+	ops := []bridge.Op{&bridge.EmbeddingOp{At: at(-1, bridge.CompOther, "embedding"), Out: ws.resid, Table: w.embed}}
 	for l := range w.layers {
 		ly := &w.layers[l]
-		be.Mark(l, bridge.CompNorm, "input_norm")
+		norm := at(l, bridge.CompNorm, "input_norm")
 		if l == 0 {
-			be.RMSNorm(ws.h, ws.resid, ly.inNorm, c.Eps)
+			ops = append(ops, &bridge.RMSNormOp{At: norm, Out: ws.h, X: ws.resid, W: ly.inNorm, Eps: c.Eps})
 		} else {
-			be.AddRMSNorm(ws.h, ws.resid, ws.mlp, ly.inNorm, c.Eps)
+			ops = append(ops, &bridge.AddRMSNormOp{At: norm, Out: ws.h, Residual: ws.resid, X: ws.mlp, W: ly.inNorm, Eps: c.Eps})
 		}
-		be.Mark(l, bridge.CompAttention, "qkv_proj")
-		be.MatMul(ws.q, ws.h, ly.wq, ly.bq)
-		be.MatMul(ws.k, ws.h, ly.wk, ly.bk)
-		be.MatMul(ws.v, ws.h, ly.wv, ly.bv)
-		be.Mark(l, bridge.CompAttention, "rope")
-		be.RoPE(ws.q, ws.k, ly.qNorm, ly.kNorm, c.Heads, c.KVHeads, c.HeadDim, c.RopeTheta, c.Eps)
-		be.Mark(l, bridge.CompAttention, "paged_attention")
-		be.Attention(ws.attn, ws.q, ws.k, ws.v, e.cache[l], c.Heads, c.KVHeads, c.HeadDim, scale)
-		be.Mark(l, bridge.CompAttention, "o_proj")
-		be.MatMul(ws.o, ws.attn, ly.wo, nil)
-		be.Mark(l, bridge.CompNorm, "post_attention_norm")
-		be.AddRMSNorm(ws.h, ws.resid, ws.o, ly.postNorm, c.Eps)
+		qkv := at(l, bridge.CompAttention, "qkv_proj")
+		ops = append(ops,
+			&bridge.MatMulOp{At: qkv, Out: ws.q, X: ws.h, W: ly.wq, Bias: ly.bq},
+			&bridge.MatMulOp{At: qkv, Out: ws.k, X: ws.h, W: ly.wk, Bias: ly.bk},
+			&bridge.MatMulOp{At: qkv, Out: ws.v, X: ws.h, W: ly.wv, Bias: ly.bv},
+			&bridge.RoPEOp{At: at(l, bridge.CompAttention, "rope"), Q: ws.q, K: ws.k, QNorm: ly.qNorm, KNorm: ly.kNorm,
+				Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Theta: c.RopeTheta, Eps: c.Eps},
+			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
+				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale},
+			&bridge.MatMulOp{At: at(l, bridge.CompAttention, "o_proj"), Out: ws.o, X: ws.attn, W: ly.wo},
+			&bridge.AddRMSNormOp{At: at(l, bridge.CompNorm, "post_attention_norm"), Out: ws.h, Residual: ws.resid, X: ws.o,
+				W: ly.postNorm, Eps: c.Eps},
+		)
 		if ly.moe != nil {
-			be.Mark(l, bridge.CompMoE, "moe")
-			be.MoE(ws.mlp, ws.h, ly.moe, e.opts.MoE)
-		} else {
-			be.Mark(l, bridge.CompMLP, "gate_up_proj")
-			be.MatMul(ws.gate, ws.h, ly.gate, nil)
-			be.MatMul(ws.up, ws.h, ly.up, nil)
-			be.Mark(l, bridge.CompMLP, "silu_mul")
-			be.SiLUMul(ws.gate, ws.gate, ws.up)
-			be.Mark(l, bridge.CompMLP, "down_proj")
-			be.MatMul(ws.mlp, ws.gate, ly.down, nil)
+			ops = append(ops, &bridge.MoEOp{At: at(l, bridge.CompMoE, "moe"), Out: ws.mlp, X: ws.h, W: ly.moe, Params: e.opts.MoE})
+			continue
 		}
+		gu := at(l, bridge.CompMLP, "gate_up_proj")
+		ops = append(ops,
+			&bridge.MatMulOp{At: gu, Out: ws.gate, X: ws.h, W: ly.gate},
+			&bridge.MatMulOp{At: gu, Out: ws.up, X: ws.h, W: ly.up},
+			&bridge.SiLUMulOp{At: at(l, bridge.CompMLP, "silu_mul"), Out: ws.gate, Gate: ws.gate, Up: ws.up},
+			&bridge.MatMulOp{At: at(l, bridge.CompMLP, "down_proj"), Out: ws.mlp, X: ws.gate, W: ly.down},
+		)
 	}
 	if ws.hl == nil {
-		return
+		return ops
 	}
-	be.Mark(-1, bridge.CompNorm, "final_norm")
-	be.AddRMSNorm(ws.h, ws.resid, ws.mlp, w.norm, c.Eps)
-	be.Mark(-1, bridge.CompOther, "lm_head")
+	ops = append(ops, &bridge.AddRMSNormOp{At: at(-1, bridge.CompNorm, "final_norm"), Out: ws.h, Residual: ws.resid, X: ws.mlp,
+		W: w.norm, Eps: c.Eps})
+	head := at(-1, bridge.CompOther, "lm_head")
 	hl := ws.h
-	if !e.allRowsSample() {
-		be.GatherRows(ws.hl, ws.h)
+	if gather {
+		ops = append(ops, &bridge.GatherRowsOp{At: head, Out: ws.hl, X: ws.h})
 		hl = ws.hl
 	}
-	be.MatMul(ws.logits, hl, w.lmHead, nil)
+	ops = append(ops, &bridge.MatMulOp{At: head, Out: ws.logits, X: hl, W: w.lmHead})
+	if argmax {
+		ops = append(ops, &bridge.ArgmaxOp{At: at(-1, bridge.CompOther, "argmax"), Out: ws.argmax, Logits: ws.logits})
+	}
+	return ops
 }
 
 // allRowsSample reports whether the step's logit rows are all its tokens,

@@ -1,0 +1,150 @@
+//go:build linux
+
+package cuda
+
+import "github.com/mtlbench/mtlbench/bridge"
+
+// Fusions is the CUDA backend's fusion table (bridge.Pattern), tried in
+// order at each op of a step. docs/architecture.md explains the model.
+func (b *Backend) Fusions() []bridge.Pattern {
+	if b.fusions == nil {
+		b.fusions = []bridge.Pattern{
+			{Name: "rope_attention", Doc: "RoPE (with QK-norm) in the decode attention kernel that writes the KV cache", Try: b.tryRoPEAttention},
+			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV normalises its input: the RMSNorm before it costs no launch", Try: b.tryNormGemv},
+			{Name: "gemv_residual", Doc: "a single-token GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
+			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
+				Try: b.tryGemvGroup, Always: true},
+		}
+	}
+	if b.opts.NoFuse {
+		return b.fusions[3:]
+	}
+	return b.fusions
+}
+
+// tryRoPEAttention: RoPE of q and k, then attention over the same q and k,
+// in a step of at most one query token per sequence.
+func (b *Backend) tryRoPEAttention(ops []bridge.Op) (int, bridge.Op) {
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	r, ok := ops[0].(*bridge.RoPEOp)
+	a, ok2 := ops[1].(*bridge.AttentionOp)
+	if !ok || !ok2 || a.Q != r.Q || a.K != r.K || a.Heads != r.Heads || a.KVHeads != r.KVHeads || a.HeadDim != r.HeadDim ||
+		b.meta.MaxQueryLen > 1 || b.meta.NumTokens == 0 || b.asTensor(r.Q) == nil || b.asTensor(r.K) == nil {
+		return 0, nil
+	}
+	args, ok := b.ropeArgs(r.QNorm, r.KNorm, r.HeadDim, r.Theta, r.Eps)
+	if !ok {
+		return 0, nil
+	}
+	b.attention(a.Out, a.Q, a.K, a.V, a.Cache, a.Heads, a.KVHeads, a.HeadDim, a.Scale, &args)
+	return 2, nil
+}
+
+// tryNormGemv: an RMSNorm (residual already added) whose output a
+// single-token GEMV group reads next.
+func (b *Backend) tryNormGemv(ops []bridge.Op) (int, bridge.Op) {
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	nm, ok := ops[0].(*bridge.RMSNormOp)
+	mm, ok2 := ops[1].(*bridge.MatMulOp)
+	if !ok || !ok2 || nm.Out == nm.X || mm.X != nm.Out {
+		return 0, nil
+	}
+	o, x, w := b.asTensor(nm.Out), b.asTensor(nm.X), b.asTensor(nm.W)
+	if o == nil || x == nil || w == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || w.dt != bridge.F32 {
+		return 0, nil
+	}
+	g, ok := b.gemvOf(mm, false)
+	if !ok || g.m != 1 || g.k != w.n || g.k%8 != 0 || g.k > gemvNormMaxK {
+		return 0, nil
+	}
+	if c := b.gemvShape(g.m, g.segs[0].n, g.k, g.dt); c.M != 1 || b.fns[c.name+"_norm"] == 0 {
+		return 0, nil
+	}
+	n := 1 + b.growGemv(&g, ops[1:])
+	g.norm.x, g.norm.w, g.norm.out, g.norm.eps = x.ptr, w.ptr, o.ptr, nm.Eps
+	b.launchGemv(&g)
+	return n, nil
+}
+
+// tryGemvResidual: a lone single-token GEMV whose output the AddRMSNorm
+// after it adds into the residual; that op is left as a plain RMSNorm of
+// the residual, which the next GEMV may take in turn.
+func (b *Backend) tryGemvResidual(ops []bridge.Op) (int, bridge.Op) {
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	mm, ok := ops[0].(*bridge.MatMulOp)
+	an, ok2 := ops[1].(*bridge.AddRMSNormOp)
+	if !ok || !ok2 || an.X != mm.Out || an.Residual == an.X {
+		return 0, nil
+	}
+	g, ok := b.gemvOf(mm, false)
+	r := b.asTensor(an.Residual)
+	if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || !b.onGemv(g.m) {
+		return 0, nil
+	}
+	g.residual = r.ptr
+	b.launchGemv(&g)
+	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
+	return 1, &b.standIn
+}
+
+// tryGemvGroup: matmuls of the same input in one launch (at least two, or
+// one whose SiLU·up follows).
+func (b *Backend) tryGemvGroup(ops []bridge.Op) (int, bridge.Op) {
+	mm, ok := ops[0].(*bridge.MatMulOp)
+	if !ok {
+		return 0, nil
+	}
+	g, ok := b.gemvOf(mm, false)
+	if !ok || !b.onGemv(g.m) {
+		return 0, nil
+	}
+	n := b.growGemv(&g, ops)
+	if n < 2 {
+		return 0, nil
+	}
+	b.launchGemv(&g)
+	return n, nil
+}
+
+// growGemv adds to g (made from ops[0]) the matmuls of the same input that
+// follow, and a SiLUMul of the first two outputs; it returns the ops taken.
+func (b *Backend) growGemv(g *gemv, ops []bridge.Op) int {
+	n := 1
+	for ; n < len(ops) && g.nsegs < 3; n++ {
+		mm, ok := ops[n].(*bridge.MatMulOp)
+		if !ok || mm.X != ops[0].(*bridge.MatMulOp).X {
+			break
+		}
+		h, ok := b.gemvOf(mm, false)
+		if !ok || h.m != g.m || h.k != g.k || h.dt != g.dt || h.segs[0].out == g.x || h.segs[0].out == h.x {
+			break
+		}
+		dup := false
+		for _, s := range g.segs[:g.nsegs] {
+			dup = dup || s.out == h.segs[0].out
+		}
+		if dup {
+			break
+		}
+		g.segs[g.nsegs] = h.segs[0]
+		g.nsegs++
+	}
+	if g.nsegs == 2 && n < len(ops) {
+		if sm, ok := ops[n].(*bridge.SiLUMulOp); ok {
+			gate, up, out := b.asTensor(sm.Gate), b.asTensor(sm.Up), b.asTensor(sm.Out)
+			s0, s1 := g.segs[0], g.segs[1]
+			if gate != nil && up != nil && out != nil && gate.ptr == s0.out && up.ptr == s1.out && out.ptr == s0.out &&
+				s0.n == s1.n && s0.bias == 0 && s1.bias == 0 && out.n == g.m*s0.n && up.n == out.n {
+				g.silu = true
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,219 @@
+package bridge
+
+// A step is an ordered list of ops over tensors (the buffers they name),
+// built by the engine from the model and handed to the backend whole, so a
+// backend can look ahead and fuse. docs/architecture.md describes the model.
+
+// At says where an op sits in the model: profile mode attributes its time to
+// (Layer, Component, Name).
+type At struct {
+	Layer     int // -1 outside the layers (embedding, final norm, LM head)
+	Component string
+	Name      string
+}
+
+// Op is one op of a step. The concrete types below are the whole set; a
+// backend runs each through the method of the same name.
+type Op interface {
+	where() *At
+}
+
+func (a *At) where() *At { return a }
+
+// Where returns the op's position in the model.
+func Where(op Op) At { return *op.where() }
+
+// EmbeddingOp gathers table rows for the step's tokens.
+type EmbeddingOp struct {
+	At
+	Out, Table Tensor
+}
+
+// GatherRowsOp copies the step's LogitRows of X into Out.
+type GatherRowsOp struct {
+	At
+	Out, X Tensor
+}
+
+// RMSNormOp is Out = RMSNorm(X)·W.
+type RMSNormOp struct {
+	At
+	Out, X, W Tensor
+	Eps       float32
+}
+
+// AddRMSNormOp is Residual += X, then Out = RMSNorm(Residual)·W.
+type AddRMSNormOp struct {
+	At
+	Out, Residual, X, W Tensor
+	Eps                 float32
+}
+
+// MatMulOp is Out = X·Wᵀ (+ Bias, which may be nil).
+type MatMulOp struct {
+	At
+	Out, X, W, Bias Tensor
+}
+
+// RoPEOp rotates Q and K in place (neox style), after QK-norm when QNorm and
+// KNorm are set.
+type RoPEOp struct {
+	At
+	Q, K, QNorm, KNorm      Tensor
+	Heads, KVHeads, HeadDim int
+	Theta                   float64
+	Eps                     float32
+}
+
+// AttentionOp writes K and V into the cache, then runs causal paged
+// attention of Q over each sequence's cached context.
+type AttentionOp struct {
+	At
+	Out, Q, K, V            Tensor
+	Cache                   KVCache
+	Heads, KVHeads, HeadDim int
+	Scale                   float32
+}
+
+// SiLUMulOp is Out = silu(Gate)·Up.
+type SiLUMulOp struct {
+	At
+	Out, Gate, Up Tensor
+}
+
+// AddOp is Out = A + B.
+type AddOp struct {
+	At
+	Out, A, B Tensor
+}
+
+// MoEOp runs a sparse expert block: route, dispatch, combine.
+type MoEOp struct {
+	At
+	Out, X Tensor
+	W      *MoEWeights
+	Params MoEParams
+}
+
+// ArgmaxOp writes each row's largest logit's index into Out (I32).
+type ArgmaxOp struct {
+	At
+	Out, Logits Tensor
+}
+
+// Pattern is one entry of a backend's fusion table: Try looks at the step's
+// ops from the current one on and, when they match, records the fused work
+// and returns how many ops it took (at least one). next, when not nil,
+// stands in for the op after those: the part of it the fused kernel left to
+// do. Try returns 0 and records nothing when the ops do not match.
+type Pattern struct {
+	Name string
+	Doc  string
+	Try  func(ops []Op) (n int, next Op)
+	// Always marks how the backend runs these ops in any case (one launch
+	// for matmuls of one input), kept when fusion is off.
+	Always bool
+}
+
+// Fuser is implemented by backends with a fusion table, tried in order at
+// each op; the first match wins.
+type Fuser interface {
+	Fusions() []Pattern
+}
+
+// Runner hands steps' ops to a backend; its scratch copy of the list, where
+// a fusion leaves a stand-in op, is kept across steps.
+type Runner struct {
+	ops []Op
+}
+
+// Run hands a step's ops to be, between BeginStep and EndStep. The
+// backend's fusion table is tried at each op first (without fuse, only its
+// Always entries). In profile mode a
+// fused run never spans ops of different positions, so each keeps its time.
+func (r *Runner) Run(be Backend, ops []Op, fuse, profile bool) {
+	var table []Pattern
+	if f, ok := be.(Fuser); ok {
+		table = f.Fusions()
+	}
+	own := false // ops is r.ops, which stand-ins may be written into
+	var last At
+	for i := 0; i < len(ops); {
+		op := ops[i]
+		if at := op.where(); i == 0 || *at != last {
+			be.Mark(at.Layer, at.Component, at.Name)
+			last = *at
+		}
+		n := 0
+		var stand Op
+		if len(table) > 0 {
+			window := ops[i:]
+			if profile {
+				window = window[:samePosition(window)]
+			}
+			for _, p := range table {
+				if !fuse && !p.Always {
+					continue
+				}
+				if n, stand = p.Try(window); n > 0 {
+					break
+				}
+			}
+		}
+		if n == 0 {
+			Exec(be, op)
+			n = 1
+		}
+		if stand != nil && i+n < len(ops) {
+			if !own {
+				r.ops = append(r.ops[:0], ops...)
+				ops, own = r.ops, true
+			}
+			ops[i+n] = stand
+		}
+		i += n
+	}
+	if own {
+		clear(r.ops) // drop references to the step's tensors
+	}
+}
+
+// samePosition is how many ops from ops[0] on share its position.
+func samePosition(ops []Op) int {
+	at := ops[0].where()
+	n := 1
+	for n < len(ops) && *ops[n].where() == *at {
+		n++
+	}
+	return n
+}
+
+// Exec runs one op, unfused, through the backend method of its name.
+func Exec(be Backend, op Op) {
+	switch o := op.(type) {
+	case *EmbeddingOp:
+		be.Embedding(o.Out, o.Table)
+	case *GatherRowsOp:
+		be.GatherRows(o.Out, o.X)
+	case *RMSNormOp:
+		be.RMSNorm(o.Out, o.X, o.W, o.Eps)
+	case *AddRMSNormOp:
+		be.AddRMSNorm(o.Out, o.Residual, o.X, o.W, o.Eps)
+	case *MatMulOp:
+		be.MatMul(o.Out, o.X, o.W, o.Bias)
+	case *RoPEOp:
+		be.RoPE(o.Q, o.K, o.QNorm, o.KNorm, o.Heads, o.KVHeads, o.HeadDim, o.Theta, o.Eps)
+	case *AttentionOp:
+		be.Attention(o.Out, o.Q, o.K, o.V, o.Cache, o.Heads, o.KVHeads, o.HeadDim, o.Scale)
+	case *SiLUMulOp:
+		be.SiLUMul(o.Out, o.Gate, o.Up)
+	case *AddOp:
+		be.Add(o.Out, o.A, o.B)
+	case *MoEOp:
+		be.MoE(o.Out, o.X, o.W, o.Params)
+	case *ArgmaxOp:
+		be.Argmax(o.Out, o.Logits)
+	default:
+		panic("bridge: unknown op type")
+	}
+}
