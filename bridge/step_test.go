@@ -32,7 +32,7 @@ func (r *recorder) MatMul(out, x, w, bias Tensor) {
 	r.calls = append(r.calls, fmt.Sprintf("matmul(%s)", w))
 }
 func (r *recorder) SiLUMul(out, gate, up Tensor) { r.calls = append(r.calls, "silu") }
-func (r *recorder) Fusions() []Pattern          { return r.table }
+func (r *recorder) Fusions() []Pattern           { return r.table }
 
 // normMatMul fuses an RMSNorm into the MatMul reading its output.
 func (r *recorder) normMatMul(ops []Op) (int, Op) {
