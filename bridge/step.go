@@ -102,14 +102,16 @@ type ArgmaxOp struct {
 }
 
 // Pattern is one entry of a backend's fusion table: Try looks at the step's
-// ops from the current one on and, when they match, records the fused work
-// and returns how many ops it took (at least one). next, when not nil,
-// stands in for the op after those: the part of it the fused kernel left to
-// do. Try returns 0 and records nothing when the ops do not match.
+// ops from the current one on and, when the first ones match, records the
+// fused work and returns how many ops it took (at least one, at most span;
+// the ops past span are there to look further ahead, as ReadLater does).
+// next, when not nil, stands in for the op after those: the part of it the
+// fused kernel left to do. Try returns 0 and records nothing when the ops
+// do not match.
 type Pattern struct {
 	Name string
 	Doc  string
-	Try  func(ops []Op) (n int, next Op)
+	Try  func(ops []Op, span int) (n int, next Op)
 	// Always marks how the backend runs these ops in any case (one launch
 	// for matmuls of one input), kept when fusion is off.
 	Always bool
@@ -147,15 +149,16 @@ func (r *Runner) Run(be Backend, ops []Op, fuse, profile bool) {
 		n := 0
 		var stand Op
 		if len(table) > 0 {
-			window := ops[i:]
+			rest := ops[i:]
+			span := len(rest)
 			if profile {
-				window = window[:samePosition(window)]
+				span = samePosition(rest)
 			}
 			for _, p := range table {
 				if !fuse && !p.Always {
 					continue
 				}
-				if n, stand = p.Try(window); n > 0 {
+				if n, stand = p.Try(rest, span); n > 0 {
 					break
 				}
 			}
@@ -186,6 +189,84 @@ func samePosition(ops []Op) int {
 		n++
 	}
 	return n
+}
+
+// ReadLater reports whether an op of ops reads t before one overwrites it:
+// whether a fused kernel that leaves t unwritten would leave it stale.
+func ReadLater(ops []Op, t Tensor) bool {
+	for _, op := range ops {
+		if Reads(op, t) {
+			return true
+		}
+		if Writes(op, t) {
+			return false
+		}
+	}
+	return false
+}
+
+// Reads reports whether op reads tensor t.
+func Reads(op Op, t Tensor) bool {
+	if t == nil {
+		return false
+	}
+	switch o := op.(type) {
+	case *EmbeddingOp:
+		return o.Table == t
+	case *GatherRowsOp:
+		return o.X == t
+	case *RMSNormOp:
+		return o.X == t || o.W == t
+	case *AddRMSNormOp:
+		return o.Residual == t || o.X == t || o.W == t
+	case *MatMulOp:
+		return o.X == t || o.W == t || o.Bias == t
+	case *RoPEOp:
+		return o.Q == t || o.K == t || o.QNorm == t || o.KNorm == t
+	case *AttentionOp:
+		return o.Q == t || o.K == t || o.V == t || o.Cache.K == t || o.Cache.V == t
+	case *SiLUMulOp:
+		return o.Gate == t || o.Up == t
+	case *AddOp:
+		return o.A == t || o.B == t
+	case *MoEOp:
+		return o.X == t
+	case *ArgmaxOp:
+		return o.Logits == t
+	}
+	return true // an op this function does not know: assume it reads
+}
+
+// Writes reports whether op writes tensor t.
+func Writes(op Op, t Tensor) bool {
+	if t == nil {
+		return false
+	}
+	switch o := op.(type) {
+	case *EmbeddingOp:
+		return o.Out == t
+	case *GatherRowsOp:
+		return o.Out == t
+	case *RMSNormOp:
+		return o.Out == t
+	case *AddRMSNormOp:
+		return o.Out == t || o.Residual == t
+	case *MatMulOp:
+		return o.Out == t
+	case *RoPEOp:
+		return o.Q == t || o.K == t
+	case *AttentionOp:
+		return o.Out == t || o.Cache.K == t || o.Cache.V == t
+	case *SiLUMulOp:
+		return o.Out == t
+	case *AddOp:
+		return o.Out == t
+	case *MoEOp:
+		return o.Out == t
+	case *ArgmaxOp:
+		return o.Out == t
+	}
+	return false
 }
 
 // Exec runs one op, unfused, through the backend method of its name.

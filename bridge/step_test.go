@@ -35,7 +35,8 @@ func (r *recorder) SiLUMul(out, gate, up Tensor) { r.calls = append(r.calls, "si
 func (r *recorder) Fusions() []Pattern           { return r.table }
 
 // normMatMul fuses an RMSNorm into the MatMul reading its output.
-func (r *recorder) normMatMul(ops []Op) (int, Op) {
+func (r *recorder) normMatMul(ops []Op, span int) (int, Op) {
+	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}
@@ -50,7 +51,8 @@ func (r *recorder) normMatMul(ops []Op) (int, Op) {
 
 // matMulResidual takes an AddRMSNorm's add into the MatMul before it and
 // leaves the norm, as a stand-in, to run next.
-func (r *recorder) matMulResidual(ops []Op) (int, Op) {
+func (r *recorder) matMulResidual(ops []Op, span int) (int, Op) {
+	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}
@@ -64,7 +66,8 @@ func (r *recorder) matMulResidual(ops []Op) (int, Op) {
 }
 
 // pair runs two MatMuls of one input as one.
-func (r *recorder) pair(ops []Op) (int, Op) {
+func (r *recorder) pair(ops []Op, span int) (int, Op) {
+	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}

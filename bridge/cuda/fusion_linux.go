@@ -24,7 +24,8 @@ func (b *Backend) Fusions() []bridge.Pattern {
 
 // tryRoPEAttention: RoPE of q and k, then attention over the same q and k,
 // in a step of at most one query token per sequence.
-func (b *Backend) tryRoPEAttention(ops []bridge.Op) (int, bridge.Op) {
+func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}
@@ -44,7 +45,8 @@ func (b *Backend) tryRoPEAttention(ops []bridge.Op) (int, bridge.Op) {
 
 // tryNormGemv: an RMSNorm (residual already added) whose output a
 // single-token GEMV group reads next.
-func (b *Backend) tryNormGemv(ops []bridge.Op) (int, bridge.Op) {
+func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}
@@ -73,7 +75,8 @@ func (b *Backend) tryNormGemv(ops []bridge.Op) (int, bridge.Op) {
 // tryGemvResidual: a lone single-token GEMV whose output the AddRMSNorm
 // after it adds into the residual; that op is left as a plain RMSNorm of
 // the residual, which the next GEMV may take in turn.
-func (b *Backend) tryGemvResidual(ops []bridge.Op) (int, bridge.Op) {
+func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}
@@ -95,7 +98,8 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op) (int, bridge.Op) {
 
 // tryGemvGroup: matmuls of the same input in one launch (at least two, or
 // one whose SiLU·up follows).
-func (b *Backend) tryGemvGroup(ops []bridge.Op) (int, bridge.Op) {
+func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
 	mm, ok := ops[0].(*bridge.MatMulOp)
 	if !ok {
 		return 0, nil

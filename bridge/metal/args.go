@@ -52,6 +52,17 @@ type matArgs struct {
 	Pad0 uint32 `msl:"_pad0"`
 }
 
+type fusedMVArgs struct {
+	M    uint32  `msl:"m"`
+	K    uint32  `msl:"k"`
+	N0   uint32  `msl:"n0"`
+	N1   uint32  `msl:"n1"`
+	N2   uint32  `msl:"n2"`
+	Eps  float32 `msl:"eps"`
+	Pad0 uint32  `msl:"_pad0"`
+	Pad1 uint32  `msl:"_pad1"`
+}
+
 type attnArgs struct {
 	NumTokens     uint32  `msl:"num_tokens"`
 	NumSeqs       uint32  `msl:"num_seqs"`
@@ -66,9 +77,9 @@ type attnArgs struct {
 	HeadsPerGroup uint32  `msl:"heads_per_group"`
 	Scale         float32 `msl:"scale"`
 	NumTiles      uint32  `msl:"num_tiles"`
+	Eps           float32 `msl:"eps"`
 	Pad0          uint32  `msl:"_pad0"`
 	Pad1          uint32  `msl:"_pad1"`
-	Pad2          uint32  `msl:"_pad2"`
 }
 
 type argmaxArgs struct {
@@ -84,7 +95,7 @@ type routeArgs struct {
 	TopK      uint32 `msl:"top_k"`
 	NormTopK  uint32 `msl:"norm_topk"`
 	StatsSlot uint32 `msl:"stats_slot"`
-	Pad0      uint32 `msl:"_pad0"`
+	Hidden    uint32 `msl:"hidden"`
 	Pad1      uint32 `msl:"_pad1"`
 	Pad2      uint32 `msl:"_pad2"`
 }
@@ -125,7 +136,7 @@ const moeTileSize = 16
 // argStructs lists every struct with its C name, for the layout test.
 var argStructs = map[string]any{
 	"NormArgs": normArgs{}, "EltArgs": eltArgs{}, "EmbedArgs": embedArgs{}, "GatherArgs": gatherArgs{},
-	"RopeArgs": ropeArgs{}, "MatArgs": matArgs{}, "AttnArgs": attnArgs{}, "ArgmaxArgs": argmaxArgs{},
+	"RopeArgs": ropeArgs{}, "MatArgs": matArgs{}, "FusedMVArgs": fusedMVArgs{}, "AttnArgs": attnArgs{}, "ArgmaxArgs": argmaxArgs{},
 	"RouteArgs": routeArgs{}, "GroupArgs": groupArgs{}, "MoEGemmArgs": moeGemmArgs{}, "CombineArgs": combineArgs{},
 }
 

@@ -56,6 +56,11 @@ type Backend struct {
 	invFreq map[[2]uint64]*tensor
 	owned   []*dbuf // buffers the backend owns beyond tensors (packed experts)
 
+	// fusions is the fusion table (fusion.go), standIn the op a fusion
+	// leaves for the runner to run next.
+	fusions []bridge.Pattern
+	standIn bridge.RMSNormOp
+
 	// the step
 	step       stepState
 	argScratch [64]uint64 // argBytes' staging, 8-byte aligned
@@ -337,6 +342,12 @@ const (
 	fcMMSGN          = 34
 	fcAttnPartitions = 40
 	fcAttnNewKV      = 41
+	fcAttnRoPE       = 42
+	fcMVSegs         = 23
+	fcMVNorm         = 24
+	fcMVResidual     = 25
+	fcMVSwiGLU       = 26
+	fcMoEResidual    = 50
 )
 
 // fcSpec is one constant of a pipeline key: its index and whether it is a
@@ -347,14 +358,17 @@ type fcSpec struct {
 }
 
 var (
-	fcNone   []fcSpec
-	fcRoPE   = []fcSpec{{fcHasQKNorm, true}}
-	fcMatVec = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
-	fcMatMul = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
-	fcMoEMV  = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
-	fcMoEMM  = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
-	fcAttn   = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}}
-	boolInt  = map[bool]int32{false: 0, true: 1}
+	fcNone    []fcSpec
+	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
+	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
+	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
+	fcMoEMV   = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
+	fcMoEMM   = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
+	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}}
+	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
+		{fcMVResidual, true}, {fcMVSwiGLU, true}}
+	fcCombine = []fcSpec{{fcMoEResidual, true}}
+	boolInt   = map[bool]int32{false: 0, true: 1}
 )
 
 // pipeline returns the cached pipeline of kernel with constants vals (in

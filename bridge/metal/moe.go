@@ -107,6 +107,13 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 // combine. Nothing is read back: the tile grid is sized for the worst case
 // and unused tiles exit at once.
 func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
+	b.moe(out, x, w, mp, false, nil)
+}
+
+// moe encodes a MoE block; fusedRoute runs the router GEMV and the routing
+// as one dispatch (moe_router_route), and residual, when set, receives the
+// output added into it by the combine (fusion.go).
+func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fusedRoute bool, residual *tensor) {
 	o, xs, router := tt(out), tt(x), tt(w.Router)
 	if !b.checkF32("moe", o, xs) {
 		return
@@ -129,8 +136,11 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	P := T * K
 
 	// Router logits, then routing.
-	logits := b.scratchView("moe.logits", 4*T*E)
-	b.matmul(logits, xs.view(), T, router, view{})
+	var logits view
+	if !fusedRoute {
+		logits = b.scratchView("moe.logits", 4*T*E)
+		b.matmul(logits, xs.view(), T, router, view{})
+	}
 	ids := b.scratchView("moe.ids", 4*P)
 	weights := b.scratchView("moe.weights", 4*P)
 	flags := view{b.expertFlags(E), 0, 4 * E}
@@ -143,14 +153,25 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		norm = 1
 	}
 	rt := min(1024, max(32, align(E, 32)))
-	b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: norm, StatsSlot: uint32(slot)}))
-	b.bind(1, logits, false)
+	b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: norm, StatsSlot: uint32(slot),
+		Hidden: uint32(H)}))
+	if fusedRoute {
+		b.in(1, xs)
+		b.in(6, router)
+	} else {
+		b.bind(1, logits, false)
+	}
 	b.bind(2, ids, true)
 	b.bind(3, weights, true)
 	b.bind(4, flags, true)
 	b.bind(5, view{counts, 0, 4 * countChunk}, true)
 	b.threadgroupMemory(4 * E)
-	b.dispatchGroups(b.pipeline("moe_route", fcNone), [3]int{T, 1, 1}, [3]int{rt, 1, 1})
+	route := b.pipeline("moe_route", fcNone)
+	if fusedRoute {
+		// Every simdgroup computes logits: the router is the step's read.
+		route, rt = b.pipeline(routerRouteKernel[router.dt], fcNone), 1024
+	}
+	b.dispatchGroups(route, [3]int{T, 1, 1}, [3]int{rt, 1, 1})
 
 	// Chunks of pairs by strategy; tiles of at most tileRows rows of one
 	// expert: an expert takes at most one pair per token, so few tokens
@@ -230,5 +251,8 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	b.bind(3, ids, false)
 	b.bind(4, flags, true)
 	b.out(5, o)
-	b.dispatchGroups(b.pipeline("moe_combine", fcNone), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+	if residual != nil {
+		b.bind(6, residual.view(), true)
+	}
+	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
 }

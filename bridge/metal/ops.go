@@ -26,12 +26,15 @@ func dtName(dt bridge.DType) string {
 // Kernel names by weight dtype, built once (no string concatenation per
 // dispatch).
 var (
-	embeddingKernel = map[bridge.DType]string{bridge.F32: "embedding_f32", bridge.F16: "embedding_f16", bridge.BF16: "embedding_bf16"}
-	matvecKernel    = map[bridge.DType]string{bridge.F32: "matvec_f32", bridge.F16: "matvec_f16", bridge.BF16: "matvec_bf16"}
-	matmulKernel    = map[bridge.DType]string{bridge.F32: "matmul_f32", bridge.F16: "matmul_f16", bridge.BF16: "matmul_bf16"}
-	moeKernels      = map[bridge.DType][4]string{}
-	attnKernel      = map[[2]int]string{}
-	prefillKernel   = map[int]string{32: "paged_attention_prefill_d32", 64: "paged_attention_prefill_d64",
+	embeddingKernel   = map[bridge.DType]string{bridge.F32: "embedding_f32", bridge.F16: "embedding_f16", bridge.BF16: "embedding_bf16"}
+	matvecKernel      = map[bridge.DType]string{bridge.F32: "matvec_f32", bridge.F16: "matvec_f16", bridge.BF16: "matvec_bf16"}
+	matvecFusedKernel = map[bridge.DType]string{bridge.F32: "matvec_fused_f32", bridge.F16: "matvec_fused_f16", bridge.BF16: "matvec_fused_bf16"}
+	routerRouteKernel = map[bridge.DType]string{bridge.F32: "moe_router_route_f32", bridge.F16: "moe_router_route_f16",
+		bridge.BF16: "moe_router_route_bf16"}
+	matmulKernel  = map[bridge.DType]string{bridge.F32: "matmul_f32", bridge.F16: "matmul_f16", bridge.BF16: "matmul_bf16"}
+	moeKernels    = map[bridge.DType][4]string{}
+	attnKernel    = map[[2]int]string{}
+	prefillKernel = map[int]string{32: "paged_attention_prefill_d32", 64: "paged_attention_prefill_d64",
 		96: "paged_attention_prefill_d96", 128: "paged_attention_prefill_d128"}
 )
 
@@ -281,6 +284,18 @@ func attnGroupHeads(group, limit int) int {
 }
 
 func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
+}
+
+// attnRoPE is the RoPE a decode attention takes in (fusion.go).
+type attnRoPE struct {
+	freqs, qn, kn *tensor
+	eps           float32
+}
+
+// attention encodes paged attention, with rope applied to q and the new k
+// when set (decode steps with the KV write inside the attention only).
+func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *attnRoPE) {
 	o, qs, ks, vs, kc, vc := tt(out), tt(q), tt(k), tt(v), tt(cache.K), tt(cache.V)
 	if !b.checkF32("attention", o, qs, ks, vs, kc, vc) {
 		return
@@ -327,6 +342,13 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		HeadDim: uint32(D), BlockSize: uint32(BS), MaxBlocks: uint32(m.MaxBlocks), NumBlocks: uint32(kc.n / (kvHeads * BS * D)),
 		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale,
 		NumTiles: uint32(sec.numTiles)}
+	if rope != nil && (tu.AttnTwoPhase || tiled || m.MaxQueryLen > 1) {
+		b.fail("internal: RoPE fused into an attention that reads new keys from the cache")
+		return
+	}
+	if rope != nil {
+		a.Eps = rope.eps
+	}
 	if tu.AttnTwoPhase || tiled {
 		pw := b.pipeline("kv_write", fcNone)
 		b.args(argBytes(b, a))
@@ -342,7 +364,7 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.prefill(a, o, qs, kc, vc)
 		return
 	}
-	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase])
+	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase], boolInt[rope != nil], boolInt[rope != nil && rope.qn != nil])
 	b.args(argBytes(b, a))
 	b.in(1, qs)
 	b.in(2, ks)
@@ -365,6 +387,13 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.out(11, o)
 	}
 	b.bind(13, view{s.errBuf, 0, 16}, true)
+	if rope != nil {
+		b.in(14, rope.freqs)
+		if rope.qn != nil {
+			b.in(15, rope.qn)
+			b.in(16, rope.kn)
+		}
+	}
 	b.threadgroupMemory(4 * nsg * qh * (D + 2))
 	b.dispatchGroups(p, [3]int{T, heads / qh, parts}, [3]int{32 * nsg, 1, 1})
 	if !partitioned {

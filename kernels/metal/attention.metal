@@ -53,6 +53,39 @@ kernel void kv_write(constant AttnArgs& a [[buffer(0)]], device const float* k [
   vc[o] = v[i];
 }
 
+// rope_lane gives lane's elements (lane + 32e) of head x after QK-norm
+// (weight nw, when attn_qk_norm) and RoPE at pos, as rope_qk computes them:
+// attention with attn_rope takes the step's RoPE in (decode steps only,
+// where the new key is the query token's own).
+constant bool attn_qk_norm = attn_rope && has_qk_norm;
+
+template <int D>
+inline void rope_lane(device const float* x, device const float* nw, device const float* inv_freq, float pos, float eps,
+                      ushort lane, thread float* r) {
+  constexpr int EPL = D / 32;
+  constexpr uint H = D / 2;
+  float inv = 1.0f;
+  if (attn_qk_norm) {
+    float ss = 0.0f;
+    for (int e = 0; e < EPL; e++) {
+      const float u = x[lane + 32 * e];
+      ss += u * u;
+    }
+    inv = 1.0f / sqrt(simd_sum(ss) / float(D) + eps);
+  }
+  for (int e = 0; e < EPL; e++) {
+    const uint d = lane + 32 * e, i = d % H;
+    float u = x[i], v = x[i + H];
+    if (attn_qk_norm) {
+      u = u * inv * nw[i];
+      v = v * inv * nw[i + H];
+    }
+    const float ang = pos * inv_freq[i];
+    const float c = precise::cos(ang), s = precise::sin(ang);
+    r[e] = d < H ? u * c - v * s : v * c + u * s;
+  }
+}
+
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
 // nsg * QH * (D + 2) floats of threadgroup(0).
 template <int D, int QH>
@@ -63,7 +96,11 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
                             device const int* query_start [[buffer(8)]], device const int* token_seq [[buffer(9)]],
                             device const int* slot_mapping [[buffer(10)]], device float* out [[buffer(11)]],
                             device float* part_ml [[buffer(12), function_constant(attn_partitioned)]],
-                            device atomic_uint* stats [[buffer(13)]], threadgroup float* smem [[threadgroup(0)]],
+                            device atomic_uint* stats [[buffer(13)]],
+                            device const float* inv_freq [[buffer(14), function_constant(attn_rope)]],
+                            device const float* qn [[buffer(15), function_constant(attn_qk_norm)]],
+                            device const float* kn [[buffer(16), function_constant(attn_qk_norm)]],
+                            threadgroup float* smem [[threadgroup(0)]],
                             uint3 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                             ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
                             ushort sg [[simdgroup_index_in_threadgroup]],
@@ -84,6 +121,13 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     kend = min(kend, kbeg + int(a.partition_size));
   }
 
+  // With attn_rope, the token's own key rotated here (k holds it as the
+  // projection wrote it).
+  float krot[EPL];
+  if (attn_rope) {
+    rope_lane<D>(k + ulong(t) * kvw + kvh * D, kn, inv_freq, float(pos), a.eps, lane, krot);
+  }
+
   // The cache write of this token's key and value, once per kv head.
   if (attn_new_kv && h0 % group == 0 && sg == 0 && (!attn_partitioned || uint(pos) / a.partition_size == part)) {
     const int slot = slot_mapping[t];
@@ -95,7 +139,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       const ulong o = cache_offset(a, uint(slot) / a.block_size, kvh, uint(slot) % a.block_size);
       const ulong i = ulong(t) * kvw + kvh * D;
       for (int e = 0; e < EPL; e++) {
-        kc[o + lane + 32 * e] = k[i + lane + 32 * e];
+        kc[o + lane + 32 * e] = attn_rope ? krot[e] : k[i + lane + 32 * e];
         vc[o + lane + 32 * e] = v[i + lane + 32 * e];
       }
     }
@@ -106,8 +150,12 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
 
   float qr[QH][EPL], o[QH][EPL], m[QH], l[QH];
   for (int h = 0; h < QH; h++) {
+    device const float* qh = q + (ulong(t) * a.heads + h0 + h) * D;
+    if (attn_rope) {
+      rope_lane<D>(qh, qn, inv_freq, float(pos), a.eps, lane, qr[h]);
+    }
     for (int e = 0; e < EPL; e++) {
-      qr[h][e] = q[(ulong(t) * a.heads + h0 + h) * D + lane + 32 * e] * a.scale;
+      qr[h][e] = (attn_rope ? qr[h][e] : qh[lane + 32 * e]) * a.scale;
       o[h][e] = 0.0f;
     }
     m[h] = NEG_MAX;
@@ -134,8 +182,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       vp = vc + off;
     }
     float kr[EPL], vr[EPL];
+    const bool own = attn_rope && attn_new_kv && j >= new0;
     for (int e = 0; e < EPL; e++) {
-      kr[e] = kp[lane + 32 * e];
+      kr[e] = own ? krot[e] : kp[lane + 32 * e];
       vr[e] = vp[lane + 32 * e];
     }
     for (int h = 0; h < QH; h++) {
@@ -201,8 +250,8 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   template [[host_name(MTL_STR(paged_attention_d##D##_q##QH))]] kernel void paged_attention<D, QH>(                \
       constant AttnArgs&, device const float*, device const float*, device const float*, device float*,          \
       device float*, device const int*, device const int*, device const int*, device const int*,                 \
-      device const int*, device float*, device float*, device atomic_uint*, threadgroup float*, uint3, ushort,   \
-      ushort, ushort, ushort, ushort);
+      device const int*, device float*, device float*, device atomic_uint*, device const float*,                 \
+      device const float*, device const float*, threadgroup float*, uint3, ushort, ushort, ushort, ushort, ushort);
 
 #define INSTANTIATE_ATTN_D(D)                                                                                     \
   INSTANTIATE_ATTN(D, 1)                                                                                          \

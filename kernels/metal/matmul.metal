@@ -64,6 +64,122 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
   }
 }
 
+// matvec_fused: the decode step's GEMVs with what they take in
+// (bridge/metal/fusion.go). Up to mv_segs weight matrices over the same
+// input rows, their rows one after another on the grid (q, k and v);
+// mv_swiglu: two matrices of equal rows (gate, up) on the same grid rows,
+// silu(gate)·up written to out0; mv_norm: the input rows are RMS-normalised
+// with weight g as they are read (the sum of squares beside the dot
+// products, one pass); mv_residual: the output is also added into residual.
+// Grid: (ceil(tiles / simdgroups), ceil(m / mv_cols)), a tile being mv_rows
+// rows of one segment.
+constant bool mv_two = mv_segs > 1;
+constant bool mv_three = mv_segs > 2;
+constant bool mv_out1 = mv_two && !mv_swiglu;
+constant bool mv_bias1 = has_bias && mv_two && !mv_swiglu;
+constant bool mv_bias2 = has_bias && mv_three;
+
+template <typename W>
+kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                         device const W* w0 [[buffer(2)]], device float* out0 [[buffer(3)]],
+                         device const float* bias0 [[buffer(4), function_constant(has_bias)]],
+                         device const W* w1 [[buffer(5), function_constant(mv_two)]],
+                         device float* out1 [[buffer(6), function_constant(mv_out1)]],
+                         device const float* bias1 [[buffer(7), function_constant(mv_bias1)]],
+                         device const W* w2 [[buffer(8), function_constant(mv_three)]],
+                         device float* out2 [[buffer(9), function_constant(mv_three)]],
+                         device const float* bias2 [[buffer(10), function_constant(mv_bias2)]],
+                         device const float* g [[buffer(11), function_constant(mv_norm)]],
+                         device float* residual [[buffer(12), function_constant(mv_residual)]],
+                         uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
+                         ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  const uint R = uint(mv_rows);
+  const uint t0 = (a.n0 + R - 1) / R, t1 = (a.n1 + R - 1) / R;
+  uint tile = tg.x * nsg + sg;
+  device const W* w = w0;
+  device const W* wu = w0;
+  device float* out = out0;
+  device const float* bias = bias0;
+  uint n = a.n0;
+  if (mv_two && !mv_swiglu && tile >= t0) {
+    tile -= t0;
+    w = w1;
+    out = out1;
+    bias = bias1;
+    n = a.n1;
+    if (mv_three && tile >= t1) {
+      tile -= t1;
+      w = w2;
+      out = out2;
+      bias = bias2;
+      n = a.n2;
+    }
+  }
+  if (mv_swiglu) {
+    wu = w1;
+  }
+  const uint n0 = tile * R;
+  if (n0 >= n) {
+    return;
+  }
+  const uint m0 = tg.y * uint(mv_cols), k = a.k;
+  int src[MV_MAX_COLS];
+  for (int c = 0; c < mv_cols; c++) {
+    src[c] = m0 + c < a.m ? int(m0 + c) : -1;
+  }
+  float acc[MV_MAX_ROWS][MV_MAX_COLS], accu[MV_MAX_ROWS][MV_MAX_COLS], ss[MV_MAX_COLS];
+  for (int c = 0; c < mv_cols; c++) {
+    ss[c] = 0.0f;
+    for (int r = 0; r < mv_rows; r++) {
+      acc[r][c] = 0.0f;
+      accu[r][c] = 0.0f;
+    }
+  }
+  for (uint kk = lane; kk < k; kk += 32) {
+    float xv[MV_MAX_COLS];
+    for (int c = 0; c < mv_cols; c++) {
+      xv[c] = src[c] >= 0 ? x[ulong(src[c]) * k + kk] : 0.0f;
+      if (mv_norm) {
+        ss[c] += xv[c] * xv[c];
+        xv[c] *= g[kk];
+      }
+    }
+    for (int r = 0; r < mv_rows; r++) {
+      if (n0 + r >= n) {
+        break;
+      }
+      const float wv = float(w[ulong(n0 + r) * k + kk]);
+      for (int c = 0; c < mv_cols; c++) {
+        acc[r][c] += wv * xv[c];
+      }
+      if (mv_swiglu) {
+        const float uv = float(wu[ulong(n0 + r) * k + kk]);
+        for (int c = 0; c < mv_cols; c++) {
+          accu[r][c] += uv * xv[c];
+        }
+      }
+    }
+  }
+  for (int c = 0; c < mv_cols; c++) {
+    const float inv = mv_norm ? 1.0f / sqrt(simd_sum(ss[c]) / float(k) + a.eps) : 1.0f;
+    for (int r = 0; r < mv_rows; r++) {
+      float s = simd_sum(acc[r][c]) * inv;
+      if (mv_swiglu) {
+        s = silu(s) * (simd_sum(accu[r][c]) * inv);
+      } else if (has_bias) {
+        s += n0 + r < n ? bias[n0 + r] : 0.0f;
+      }
+      if (lane == 0 && n0 + r < n && src[c] >= 0) {
+        const ulong o = ulong(src[c]) * n + n0 + r;
+        out[o] = s;
+        if (mv_residual) {
+          residual[o] += s;
+        }
+      }
+    }
+  }
+}
+
 #define INSTANTIATE_MATMUL(mv_name, mm_name, T)                                                                 \
   template [[host_name(#mv_name)]] kernel void matvec<T>(constant MatArgs&, device const float*, device const T*,    \
                                                          device float*, device const float*, uint2, ushort, ushort,  \
@@ -71,6 +187,16 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
   template [[host_name(#mm_name)]] kernel void matmul<T>(constant MatArgs&, device const float*, device const T*,    \
                                                          device float*, device const float*, threadgroup float*,     \
                                                          uint2, ushort, ushort, ushort, ushort);
+
+#define INSTANTIATE_MATVEC_FUSED(name, T)                                                                      \
+  template [[host_name(#name)]] kernel void matvec_fused<T>(                                                     \
+      constant FusedMVArgs&, device const float*, device const T*, device float*, device const float*,          \
+      device const T*, device float*, device const float*, device const T*, device float*, device const float*, \
+      device const float*, device float*, uint2, ushort, ushort, ushort);
+
+INSTANTIATE_MATVEC_FUSED(matvec_fused_f32, float)
+INSTANTIATE_MATVEC_FUSED(matvec_fused_f16, half)
+INSTANTIATE_MATVEC_FUSED(matvec_fused_bf16, bf16_t)
 
 INSTANTIATE_MATMUL(matvec_f32, matmul_f32, float)
 INSTANTIATE_MATMUL(matvec_f16, matmul_f16, half)

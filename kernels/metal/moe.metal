@@ -6,32 +6,25 @@
 // e * expert_stride + (0, inter*hidden, 2*inter*hidden) elements.
 #include "gemm.h"
 
-// moe_route: one threadgroup per token. Softmax over the experts' logits
-// (probabilities in threadgroup(0), experts floats), top-k by repeated
-// argmax (first index on ties, as torch.topk), weights renormalised over
-// the k when norm_topk. Each expert chosen for the first time in the call
-// bumps the call's distinct-expert count in stats[stats_slot].
-kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* logits [[buffer(1)]],
-                      device int* ids [[buffer(2)]], device float* weights [[buffer(3)]],
-                      device atomic_uint* flags [[buffer(4)]], device atomic_uint* stats [[buffer(5)]],
-                      threadgroup float* p [[threadgroup(0)]], uint t [[threadgroup_position_in_grid]],
-                      ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
-                      ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
-                      ushort nsg [[simdgroups_per_threadgroup]]) {
-  threadgroup float bufv[32];
-  threadgroup uint bufi[32];
-  threadgroup float selv[32];
-  threadgroup uint seli[32];
+// route_token: softmax over a token's expert logits (in p, experts floats
+// of threadgroup memory, overwritten by the probabilities), top-k by
+// repeated argmax (first index on ties, as torch.topk), weights
+// renormalised over the k when norm_topk. Each expert chosen for the first
+// time in the call bumps the call's distinct-expert count in
+// stats[stats_slot].
+inline void route_token(constant RouteArgs& a, threadgroup float* p, threadgroup float* bufv, threadgroup uint* bufi,
+                        threadgroup float* selv, threadgroup uint* seli, uint t, device int* ids, device float* weights,
+                        device atomic_uint* flags, device atomic_uint* stats, ushort tid, ushort ntg, ushort lane,
+                        ushort sg, ushort nsg) {
   const uint E = a.experts, K = a.top_k;
-  device const float* l = logits + ulong(t) * E;
   float mx = NEG_MAX;
   for (uint e = tid; e < E; e += ntg) {
-    mx = max(mx, l[e]);
+    mx = max(mx, p[e]);
   }
   mx = tg_max(mx, bufv, lane, sg, nsg);
   float s = 0.0f;
   for (uint e = tid; e < E; e += ntg) {
-    const float ev = exp(l[e] - mx);
+    const float ev = exp(p[e] - mx);
     p[e] = ev;
     s += ev;
   }
@@ -70,6 +63,71 @@ kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* l
     }
   }
 }
+
+// moe_route: one threadgroup per token, routing the router's logits
+// (threadgroup(0): experts floats).
+kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* logits [[buffer(1)]],
+                      device int* ids [[buffer(2)]], device float* weights [[buffer(3)]],
+                      device atomic_uint* flags [[buffer(4)]], device atomic_uint* stats [[buffer(5)]],
+                      threadgroup float* p [[threadgroup(0)]], uint t [[threadgroup_position_in_grid]],
+                      ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                      ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                      ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float bufv[32];
+  threadgroup uint bufi[32];
+  threadgroup float selv[32];
+  threadgroup uint seli[32];
+  device const float* l = logits + ulong(t) * a.experts;
+  for (uint e = tid; e < a.experts; e += ntg) {
+    p[e] = l[e];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, tid, ntg, lane, sg, nsg);
+}
+
+// moe_router_route: the router GEMV and the routing in one threadgroup per
+// token, for decode steps (bridge/metal/fusion.go): each simdgroup computes
+// the logits of every nsg-th expert into threadgroup(0) (experts floats),
+// then the threadgroup routes them as moe_route does. x is [tokens][hidden],
+// router [experts][hidden].
+template <typename W>
+kernel void moe_router_route(constant RouteArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                             device const W* router [[buffer(6)]], device int* ids [[buffer(2)]],
+                             device float* weights [[buffer(3)]], device atomic_uint* flags [[buffer(4)]],
+                             device atomic_uint* stats [[buffer(5)]], threadgroup float* p [[threadgroup(0)]],
+                             uint t [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                             ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                             ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float bufv[32];
+  threadgroup uint bufi[32];
+  threadgroup float selv[32];
+  threadgroup uint seli[32];
+  const uint H = a.hidden;
+  device const float* xr = x + ulong(t) * H;
+  for (uint e = sg; e < a.experts; e += nsg) {
+    device const W* wr = router + ulong(e) * H;
+    float d = 0.0f;
+    for (uint kk = lane; kk < H; kk += 32) {
+      d += float(wr[kk]) * xr[kk];
+    }
+    d = simd_sum(d);
+    if (lane == 0) {
+      p[e] = d;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, tid, ntg, lane, sg, nsg);
+}
+
+template [[host_name("moe_router_route_f32")]] kernel void moe_router_route<float>(
+    constant RouteArgs&, device const float*, device const float*, device int*, device float*, device atomic_uint*,
+    device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+template [[host_name("moe_router_route_f16")]] kernel void moe_router_route<half>(
+    constant RouteArgs&, device const float*, device const half*, device int*, device float*, device atomic_uint*,
+    device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+template [[host_name("moe_router_route_bf16")]] kernel void moe_router_route<bf16_t>(
+    constant RouteArgs&, device const float*, device const bf16_t*, device int*, device float*, device atomic_uint*,
+    device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
 
 // moe_group: one threadgroup per chunk of pairs (the strategy: chunks of 1
 // pair are the loop, one chunk of all pairs is grouped). It sorts its
@@ -296,10 +354,12 @@ INSTANTIATE_MOE(f16, half)
 INSTANTIATE_MOE(bf16, bf16_t)
 
 // moe_combine: out[t] = sum_j weights[t][j] * y[t*top_k + j], in top-k
-// order; it also clears the token's experts' flags for the next call.
+// order, also added into residual with moe_residual; it clears the token's
+// experts' flags for the next call.
 kernel void moe_combine(constant CombineArgs& a [[buffer(0)]], device const float* y [[buffer(1)]],
                         device const float* weights [[buffer(2)]], device const int* ids [[buffer(3)]],
                         device atomic_uint* flags [[buffer(4)]], device float* out [[buffer(5)]],
+                        device float* residual [[buffer(6), function_constant(moe_residual)]],
                         uint t [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                         ushort ntg [[threads_per_threadgroup]]) {
   const uint K = a.top_k, H = a.hidden;
@@ -309,6 +369,9 @@ kernel void moe_combine(constant CombineArgs& a [[buffer(0)]], device const floa
       s += weights[ulong(t) * K + j] * y[(ulong(t) * K + j) * H + i];
     }
     out[ulong(t) * H + i] = s;
+    if (moe_residual) {
+      residual[ulong(t) * H + i] += s;
+    }
   }
   if (tid < K) {
     atomic_store_explicit(&flags[uint(ids[ulong(t) * K + tid])], 0u, memory_order_relaxed);

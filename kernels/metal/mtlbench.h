@@ -29,6 +29,10 @@ struct bf16_t {
 #define FC_HAS_BIAS 20      // bool: matmul/matvec add a bias row
 #define FC_MV_ROWS 21       // int: weight rows per simdgroup in matvec (1..4)
 #define FC_MV_COLS 22       // int: activation rows per threadgroup in matvec (1..8)
+#define FC_MV_SEGS 23       // int: weight matrices over one input in matvec_fused (1..3)
+#define FC_MV_NORM 24       // bool: matvec_fused RMS-normalises its input as it reads it
+#define FC_MV_RESIDUAL 25   // bool: matvec_fused adds its output into the residual
+#define FC_MV_SWIGLU 26     // bool: matvec_fused writes silu(gate)·up of its two matrices
 #define FC_MM_BM 30         // int: rows of a matmul tile (8..64, multiple of 8*SGM)
 #define FC_MM_BN 31         // int: columns of a matmul tile (8..64, multiple of 8*SGN)
 #define FC_MM_BK 32         // int: depth of a k step (8, 16 or 32)
@@ -36,6 +40,8 @@ struct bf16_t {
 #define FC_MM_SGN 34        // int: simdgroups along the columns of a tile
 #define FC_ATTN_PARTITIONED 40 // bool: write per-partition partials (split-K)
 #define FC_ATTN_NEW_KV 41   // bool: new keys come from k/v, written to the cache here
+#define FC_ATTN_ROPE 42     // bool: decode attention applies RoPE (and QK-norm) to q and the new k
+#define FC_MOE_RESIDUAL 50  // bool: moe_combine adds its output into the residual
 
 // The constants themselves, declared once here: a Metal library is one
 // translation unit, whatever the number of .metal files it was made of.
@@ -50,6 +56,12 @@ constant int mm_sgm [[function_constant(FC_MM_SGM)]];
 constant int mm_sgn [[function_constant(FC_MM_SGN)]];
 constant bool attn_partitioned [[function_constant(FC_ATTN_PARTITIONED)]];
 constant bool attn_new_kv [[function_constant(FC_ATTN_NEW_KV)]];
+constant bool attn_rope [[function_constant(FC_ATTN_ROPE)]];
+constant int mv_segs [[function_constant(FC_MV_SEGS)]];
+constant bool mv_norm [[function_constant(FC_MV_NORM)]];
+constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];
+constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
+constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 
 // Upper bounds of the register arrays the function constants index; after
 // specialisation the compiler unrolls the bounded loops and drops the rest.
@@ -119,6 +131,19 @@ struct MatArgs {
   uint _pad0;
 };
 
+// FusedMVArgs: matvec_fused's segments are n0, n1 and n2 weight rows (0:
+// none), laid on the grid one after another in whole simdgroup tiles.
+struct FusedMVArgs {
+  uint m;   // activation rows
+  uint k;   // depth
+  uint n0;
+  uint n1;
+  uint n2;
+  float eps; // RMSNorm epsilon (mv_norm)
+  uint _pad0;
+  uint _pad1;
+};
+
 struct AttnArgs {
   uint num_tokens;
   uint num_seqs;
@@ -133,9 +158,9 @@ struct AttnArgs {
   uint heads_per_group; // query heads of one threadgroup (QH)
   float scale;
   uint num_tiles;      // prefill: 8-token query tiles
+  float eps;           // QK-norm epsilon (attn_rope with has_qk_norm)
   uint _pad0;
   uint _pad1;
-  uint _pad2;
 };
 
 struct ArgmaxArgs {
@@ -151,7 +176,7 @@ struct RouteArgs {
   uint top_k;
   uint norm_topk;
   uint stats_slot; // word of the stats buffer counting distinct experts
-  uint _pad0;
+  uint hidden;     // moe_router_route: the router's depth
   uint _pad1;
   uint _pad2;
 };

@@ -1,0 +1,290 @@
+package metal
+
+import "github.com/mtlbench/mtlbench/bridge"
+
+// Fusions is the Metal backend's fusion table (bridge.Pattern), tried in
+// order at each op of a step: what a decode step's small ops cost as
+// dispatches of their own goes into the dispatch that reads or writes the
+// same data. docs/architecture.md explains the model.
+func (b *Backend) Fusions() []bridge.Pattern {
+	if b.fusions == nil {
+		b.fusions = []bridge.Pattern{
+			{Name: "rope_attention", Doc: "RoPE and QK-norm of q and the new k inside the decode attention that writes the KV cache", Try: b.tryRoPEAttention},
+			{Name: "rmsnorm_gemv", Doc: "the GEMVs that read an RMSNorm's output normalise their input as they read it", Try: b.tryNormGemv},
+			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
+			{Name: "moe_residual", Doc: "the MoE combine adds its output into the residual the AddRMSNorm after it would add", Try: b.tryMoEResidual},
+			{Name: "moe_router_topk", Doc: "the MoE router GEMV, softmax and top-k in one dispatch", Try: b.tryMoERoute},
+			{Name: "gemv_shared_input", Doc: "GEMVs of one input (q, k, v; gate, up) in one dispatch, SwiGLU applied as gate and up are written", Try: b.tryGemvGroup},
+		}
+	}
+	return b.fusions
+}
+
+// fusing reports whether the named pattern is in the table: patterns that
+// take another's work in check it, so a table without it stays exact.
+func (b *Backend) fusing(name string) bool {
+	for _, p := range b.Fusions() {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// SetFusions keeps only the named patterns in the table (tests measure one
+// pattern at a time); no names restores the whole table.
+func (b *Backend) SetFusions(names ...string) {
+	b.fusions = nil
+	if len(names) == 0 {
+		return
+	}
+	keep := b.Fusions()[:0:0]
+	for _, p := range b.Fusions() {
+		for _, n := range names {
+			if p.Name == n {
+				keep = append(keep, p)
+			}
+		}
+	}
+	b.fusions = keep
+}
+
+// tryRoPEAttention: RoPE of q and k, then the attention over them, in a
+// decode step whose attention writes the new keys itself.
+func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	r, ok := ops[0].(*bridge.RoPEOp)
+	a, ok2 := ops[1].(*bridge.AttentionOp)
+	if !ok || !ok2 || a.Q != r.Q || a.K != r.K || a.Heads != r.Heads || a.KVHeads != r.KVHeads || a.HeadDim != r.HeadDim ||
+		r.HeadDim%2 != 0 || (r.QNorm == nil) != (r.KNorm == nil) {
+		return 0, nil
+	}
+	m := b.step.meta
+	if m.MaxQueryLen != 1 || b.tuning.AttnTwoPhase || bridge.ReadLater(ops[2:], r.Q) || bridge.ReadLater(ops[2:], r.K) {
+		return 0, nil
+	}
+	q, k, qn, kn := tt(r.Q), tt(r.K), tt(r.QNorm), tt(r.KNorm)
+	if !b.checkF32("rope", q, k, qn, kn) {
+		return 0, nil
+	}
+	freqs := b.ropeFreqs(r.HeadDim, r.Theta)
+	if freqs == nil {
+		return 0, nil
+	}
+	b.attention(a.Out, a.Q, a.K, a.V, a.Cache, a.Heads, a.KVHeads, a.HeadDim, a.Scale, &attnRoPE{freqs: freqs, qn: qn, kn: kn, eps: r.Eps})
+	return 2, nil
+}
+
+// mvFused is one matvec_fused dispatch.
+type mvFused struct {
+	x     *tensor
+	m, k  int
+	dt    bridge.DType
+	w     [3]*tensor
+	out   [3]*tensor
+	bias  [3]*tensor
+	nsegs int
+	norm  *tensor // RMSNorm weight: normalise x as it is read
+	eps   float32
+	resid *tensor // add the output into it
+	swig  bool    // silu(segment 0)·segment 1 into out[0]
+}
+
+// mvOf returns op as a one-segment matvec_fused, when it runs as a matvec.
+func (b *Backend) mvOf(op *bridge.MatMulOp) (mvFused, bool) {
+	o, x, w, bias := tt(op.Out), tt(op.X), tt(op.W), tt(op.Bias)
+	if o == nil || x == nil || w == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || (bias != nil && bias.dt != bridge.F32) ||
+		len(w.shape) != 2 || matvecFusedKernel[w.dt] == "" {
+		return mvFused{}, false
+	}
+	n, k := w.shape[0], w.shape[1]
+	if k == 0 || x.n%k != 0 {
+		return mvFused{}, false
+	}
+	m := x.n / k
+	if m == 0 || m > b.tuning.MatVecMaxM || o.n < m*n || (bias != nil && bias.n < n) {
+		return mvFused{}, false
+	}
+	return mvFused{x: x, m: m, k: k, dt: w.dt, w: [3]*tensor{w}, out: [3]*tensor{o}, bias: [3]*tensor{bias}, nsegs: 1}, true
+}
+
+// growMV adds to f (made from ops[0]) the matmuls of the same input that
+// follow, and a SiLUMul of the first two outputs, within the first span ops;
+// it returns the ops taken.
+func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
+	if !b.fusing("gemv_shared_input") {
+		return 1
+	}
+	x := ops[0].(*bridge.MatMulOp).X
+	n := 1
+	for ; n < span && f.nsegs < 3; n++ {
+		mm, ok := ops[n].(*bridge.MatMulOp)
+		if !ok || mm.X != x {
+			break
+		}
+		g, ok := b.mvOf(mm)
+		if !ok || g.m != f.m || g.k != f.k || g.dt != f.dt || (g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0] == f.x {
+			break
+		}
+		dup := false
+		for _, o := range f.out[:f.nsegs] {
+			dup = dup || o.buf == g.out[0].buf && o.off == g.out[0].off
+		}
+		if dup {
+			break
+		}
+		f.w[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.w[0], g.out[0], g.bias[0]
+		f.nsegs++
+	}
+	if f.nsegs == 2 && n < span && f.bias[0] == nil {
+		if sm, ok := ops[n].(*bridge.SiLUMulOp); ok {
+			gate, up, out := tt(sm.Gate), tt(sm.Up), tt(sm.Out)
+			if gate == f.out[0] && up == f.out[1] && out == f.out[0] && f.w[0].shape[0] == f.w[1].shape[0] &&
+				!bridge.ReadLater(ops[n+1:], sm.Up) {
+				f.swig = true
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// tryNormGemv: an RMSNorm whose output only the GEMVs after it read.
+func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	nm, ok := ops[0].(*bridge.RMSNormOp)
+	mm, ok2 := ops[1].(*bridge.MatMulOp)
+	if !ok || !ok2 || mm.X != nm.Out || nm.Out == nm.X {
+		return 0, nil
+	}
+	x, w := tt(nm.X), tt(nm.W)
+	f, ok := b.mvOf(mm)
+	if !ok || x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 || w.n != f.k {
+		return 0, nil
+	}
+	n := 1 + b.growMV(&f, ops[1:], span-1)
+	if bridge.ReadLater(ops[n:], nm.Out) {
+		return 0, nil // the norm's output is needed as it is
+	}
+	f.x, f.norm, f.eps = x, w, nm.Eps
+	b.matvecFused(&f)
+	return n, nil
+}
+
+// tryGemvResidual: a GEMV whose output the AddRMSNorm after it adds into
+// the residual; that op is left as a plain RMSNorm of the residual.
+func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	mm, ok := ops[0].(*bridge.MatMulOp)
+	an, ok2 := ops[1].(*bridge.AddRMSNormOp)
+	if !ok || !ok2 || an.X != mm.Out || an.Residual == an.X {
+		return 0, nil
+	}
+	f, ok := b.mvOf(mm)
+	r := tt(an.Residual)
+	if !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.w[0].shape[0] {
+		return 0, nil
+	}
+	f.resid = r
+	b.matvecFused(&f)
+	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
+	return 1, &b.standIn
+}
+
+// tryGemvGroup: GEMVs of one input (at least two) in one dispatch.
+func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
+	mm, ok := ops[0].(*bridge.MatMulOp)
+	if !ok {
+		return 0, nil
+	}
+	f, ok := b.mvOf(mm)
+	if !ok {
+		return 0, nil
+	}
+	n := b.growMV(&f, ops, span)
+	if n < 2 {
+		return 0, nil
+	}
+	b.matvecFused(&f)
+	return n, nil
+}
+
+// routeFused reports whether a MoE of x's tokens routes in its router's
+// dispatch: decode steps, where the router is a GEMV.
+func (b *Backend) routeFused(op *bridge.MoEOp) bool {
+	x := tt(op.X)
+	return b.fusing("moe_router_topk") && x != nil && op.W.Hidden > 0 && x.n/op.W.Hidden <= b.tuning.MatVecMaxM &&
+		tt(op.W.Router) != nil && routerRouteKernel[tt(op.W.Router).dt] != "" && len(op.W.Gate) <= 1024
+}
+
+// tryMoEResidual: a MoE block whose output the AddRMSNorm after it adds
+// into the residual; that op is left as a plain RMSNorm of the residual.
+func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	mo, ok := ops[0].(*bridge.MoEOp)
+	an, ok2 := ops[1].(*bridge.AddRMSNormOp)
+	if !ok || !ok2 || an.X != mo.Out || an.Residual == an.X {
+		return 0, nil
+	}
+	r, o := tt(an.Residual), tt(mo.Out)
+	if r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n {
+		return 0, nil
+	}
+	b.moe(mo.Out, mo.X, mo.W, mo.Params, b.routeFused(mo), r)
+	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
+	return 1, &b.standIn
+}
+
+// tryMoERoute: a decode step's MoE block with its routing in the router's
+// dispatch.
+func (b *Backend) tryMoERoute(ops []bridge.Op, span int) (int, bridge.Op) {
+	mo, ok := ops[0].(*bridge.MoEOp)
+	if !ok || !b.routeFused(mo) {
+		return 0, nil
+	}
+	b.moe(mo.Out, mo.X, mo.W, mo.Params, true, nil)
+	return 1, nil
+}
+
+// matvecFused encodes one matvec_fused dispatch.
+func (b *Backend) matvecFused(f *mvFused) {
+	tu := &b.tuning
+	rows, sgs := tu.MatVecRows, tu.MatVecSimdgroups
+	var n [3]int
+	tiles := 0
+	for i := 0; i < f.nsegs; i++ {
+		n[i] = f.w[i].shape[0]
+		if !f.swig || i == 0 {
+			tiles += ceilDiv(n[i], rows)
+		}
+	}
+	hasBias := f.bias[0] != nil
+	p := b.pipeline(matvecFusedKernel[f.dt], fcMVFused, boolInt[hasBias], int32(rows), int32(f.m), int32(f.nsegs),
+		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig])
+	b.args(argBytes(b, fusedMVArgs{M: uint32(f.m), K: uint32(f.k), N0: uint32(n[0]), N1: uint32(n[1]), N2: uint32(n[2]), Eps: f.eps}))
+	b.in(1, f.x)
+	for i := 0; i < f.nsegs; i++ {
+		b.in(2+3*i, f.w[i])
+		if i == 0 || !f.swig {
+			b.out(3+3*i, f.out[i])
+			if hasBias {
+				b.in(4+3*i, f.bias[i])
+			}
+		}
+	}
+	if f.norm != nil {
+		b.in(11, f.norm)
+	}
+	if f.resid != nil {
+		b.bind(12, f.resid.view(), true)
+	}
+	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), 1, 1}, [3]int{32 * sgs, 1, 1})
+}

@@ -1,0 +1,118 @@
+package metal_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// decodeRun generates from two ragged prompts and returns the tokens, the
+// first prompt's last-position logits and the dispatches of the last
+// (decode) step.
+func decodeRun(t *testing.T, mb *metal.Backend, spec model.Spec, opts engine.Options, vocab int) ([][]int32, []float32, int) {
+	t.Helper()
+	e := openEngine(t, mb, spec, opts)
+	reqs := []engine.Request{
+		{ID: 0, Prompt: []int32{1, 5, 9, 13, 2}, MaxNewTokens: 6, WantLogits: true},
+		{ID: 1, Prompt: []int32{int32(vocab - 1), 3, 7}, MaxNewTokens: 6},
+	}
+	for _, r := range reqs {
+		if err := e.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toks := make([][]int32, len(reqs))
+	var logits []float32
+	last := 0
+	for e.Pending() {
+		res, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Sampled {
+			toks[s.ReqID] = append(toks[s.ReqID], s.Token)
+			if s.Logits != nil {
+				logits = s.Logits
+			}
+		}
+		if res.PrefillTokens == 0 && res.Tokens > 0 {
+			last = res.Stats.Dispatches
+		}
+	}
+	return toks, logits, last
+}
+
+// Every entry of Metal's fusion table, alone and all together, gives the
+// tokens and logits of unfused steps, with fewer dispatches; with them all,
+// a qwen3-moe-mini decode step takes at most 70% of the unfused dispatches.
+func TestFusionsMatchUnfused(t *testing.T) {
+	if _, err := emu.FindCompiler(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	mb := newEmu(t, metal.Tuning{})
+	// Each pattern with those whose work it needs done alongside: the
+	// RMSNorm folds into GEMVs only when all of its readers share the
+	// dispatch.
+	sets := []struct {
+		names []string
+		moe   bool // only MoE models have it
+	}{
+		{nil, false},
+		{[]string{"rope_attention"}, false},
+		{[]string{"gemv_shared_input"}, false},
+		{[]string{"gemv_shared_input", "rmsnorm_gemv"}, false},
+		{[]string{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, false},
+		{[]string{"moe_residual", "rmsnorm_gemv", "gemv_shared_input"}, true},
+		{[]string{"moe_router_topk"}, true},
+	}
+	for _, c := range []struct {
+		name string
+		spec model.Spec
+		moe  bool
+	}{
+		{"qwen3-moe-mini", model.Spec{Model: "qwen3-moe-mini", Seed: 3, Layers: 2}, true},
+		{"qwen2", model.Spec{Model: filepath.Join(fixtureDir, "qwen2")}, false},
+		{"llama", model.Spec{Model: filepath.Join(fixtureDir, "llama")}, false},
+	} {
+		cfg, src, err := model.Open(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Close()
+		mb.SetFusions()
+		offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab)
+		for _, set := range sets {
+			if set.moe && !c.moe {
+				continue
+			}
+			only := "all"
+			if set.names != nil {
+				only = strings.Join(set.names, "+")
+			}
+			t.Run(fmt.Sprintf("%s/%s", c.name, only), func(t *testing.T) {
+				mb.SetFusions(set.names...)
+				defer mb.SetFusions()
+				toks, logits, on := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab)
+				if fmt.Sprint(toks) != fmt.Sprint(offToks) {
+					t.Errorf("tokens %v fused, %v unfused", toks, offToks)
+				}
+				if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
+					t.Errorf("last-prompt logits differ by %.3g", d)
+				}
+				t.Logf("%d dispatches a decode step fused, %d unfused", on, off)
+				if on >= off {
+					t.Errorf("%d dispatches fused, not fewer than %d unfused", on, off)
+				}
+				if only == "all" && c.moe && float64(on) > 0.7*float64(off) {
+					t.Errorf("%d dispatches fused against %d unfused: more than 70%%", on, off)
+				}
+			})
+		}
+	}
+}
