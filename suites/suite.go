@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,13 +24,19 @@ type Value struct {
 
 // Case is one expanded case: a group's entry merged with one matrix point.
 type Case struct {
-	Group  string           // the case entry's name
-	Kind   string           // KindModel or KindKernel
-	Op     string           // kernel op; "" for model cases
-	Params map[string]Value // merged: suite params < case params < matrix point
-	Key    string           // "kind/group/a=1/b=2" over all Params, sorted by name
-	Name   string           // group plus its matrix params, e.g. "batch-scaling/batch=8"
-	Pos    Pos              // the case entry in the file
+	Group string // the case entry's name
+	Kind  string // KindModel or KindKernel
+	Op    ops.ID // kernel op; "" for model cases
+	// Model and Kernel are the case's decoded parameters (the one of its
+	// kind): what runners read.
+	Model  ModelParams
+	Kernel ops.Args
+	// Params are the values as written, merged: suite params < case params
+	// < matrix point; for keys, names, positions and the results store.
+	Params map[string]Value
+	Key    string // "kind/group/a=1/b=2" over all Params, sorted by name
+	Name   string // group plus its matrix params, e.g. "batch-scaling/batch=8"
+	Pos    Pos    // the case entry in the file
 }
 
 // Int returns the integer parameter name, or def when it is not set.

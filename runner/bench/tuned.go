@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -16,15 +16,10 @@ import (
 // parameters, so a run says which config every kernel ran with and where
 // that config came from.
 
-// moeParams are the case's explicit MoE params; zero when it sets neither,
-// which tells the engine to use the tuned config (or the default).
-func moeParams(c suites.Case) bridge.MoEParams {
-	_, s := c.Params["moe_strategy"]
-	_, k := c.Params["moe_chunk"]
-	if !s && !k {
-		return bridge.MoEParams{}
-	}
-	return bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe_strategy", "grouped")), ChunkSize: c.Int("moe_chunk", 64)}
+// samplingOf is a case's decoded sampling as the sampler takes it; a zero
+// temperature is greedy.
+func samplingOf(s suites.Sampling) sample.Params {
+	return sample.Params{Temperature: float32(s.Temperature), TopK: s.TopK, TopP: float32(s.TopP)}
 }
 
 // tunedStore is o.Tuned, or the default lookup (MTLBENCH_TUNED, the user's

@@ -27,6 +27,10 @@ type Options struct {
 	// a backend that could overlap them (bridge.AsyncStepper): the cost of
 	// the host's time between steps, measured.
 	Synchronous bool
+	// Fusion lets the backend fuse ops of a step (a suite's fusion: on, the
+	// default there); false runs every op as its own kernel, to measure
+	// what fusion buys (docs/architecture.md, the op model).
+	Fusion bool
 	// AvailableMemory, when positive, is checked against weights + KV cache
 	// before anything is allocated.
 	AvailableMemory int64

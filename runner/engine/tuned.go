@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 )
@@ -70,8 +71,8 @@ func newTuned(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Options) 
 	if _, ok := be.(bridge.LaunchTuner); ok {
 		t.launch = map[string]func(map[string]int) (map[string]string, bool){}
 		for _, k := range tune.Kernels(be.Info().Backend) {
-			if hasEntries(o.Tuned, be, k.Name) {
-				t.launch[k.Name] = t.launchPick(k)
+			if hasEntries(o.Tuned, be, string(k.Op)) {
+				t.launch[string(k.Op)] = t.launchPick(k)
 			}
 		}
 	}
@@ -88,7 +89,10 @@ func (t *tunedKernels) launchPick(k *tune.Kernel) func(map[string]int) (map[stri
 	cache := map[string]answer{}
 	var mu sync.Mutex
 	return func(shape map[string]int) (map[string]string, bool) {
-		s := tune.Shape(shape)
+		s := make(tune.Shape, len(shape))
+		for name, v := range shape {
+			s[ops.Param(name)] = v
+		}
 		key := s.Key()
 		mu.Lock()
 		a, seen := cache[key]
@@ -97,8 +101,8 @@ func (t *tunedKernels) launchPick(k *tune.Kernel) func(map[string]int) (map[stri
 			return a.c, a.ok
 		}
 		if k.Applies == nil || k.Applies(s) {
-			if ch, err := lookup(t.store, t.be, k.Name, t.dtype, s); err == nil {
-				t.note(k.Name, ch)
+			if ch, err := lookup(t.store, t.be, string(k.Op), t.dtype, s); err == nil {
+				t.note(string(k.Op), ch)
 				if !ch.IsDefault() {
 					a = answer{ch.Config, true}
 				}
