@@ -178,8 +178,11 @@ func decodeKernel(op ops.ID, ps map[string]Value) ops.Args {
 // CheckOverride validates a --set name=value by the rules a suite file's
 // value obeys: the value is read as YAML, so 8 is a number and "8" text.
 func CheckOverride(name, value string) error {
+	if name == ParamOp {
+		return fmt.Errorf("op cannot be overridden (it names the case)")
+	}
 	spec, ok := params[name]
-	if !ok || name == ParamOp {
+	if !ok {
 		hint := ""
 		if s := didYouMean(name, paramNames("")); s != "" {
 			hint = " (" + s + ")"
