@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
@@ -60,7 +61,7 @@ func tunedParams(params map[string]string, p *prepared) {
 	if m.Engine.TokenBudget > 0 {
 		prefill = min(prefill, m.Engine.TokenBudget)
 	}
-	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)["moe"]; ok && v != params["tuned.moe"] {
+	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)[string(ops.MoE)]; ok && v != params["tuned.moe"] {
 		params["tuned.moe.prefill"] = v
 	}
 }

@@ -126,7 +126,7 @@ func SourceHash(be bridge.Backend, kernel string) string {
 // CUDA, a block's threads and static shared memory.
 func LimitsOf(be bridge.Backend) Limits {
 	info := be.Info()
-	if info.Backend == "cuda" {
+	if info.Backend == string(ops.CUDA) {
 		return Limits{MaxThreads: 1024, ThreadgroupMemory: 48 << 10, SIMDWidth: 32}
 	}
 	return Limits{MaxThreads: max(info.Cores, 1)}

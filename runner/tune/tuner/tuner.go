@@ -268,18 +268,18 @@ func apply(cb *candidateBackend, kernel string, c tune.Config) error {
 	if lt, ok := cb.Backend.(bridge.LaunchTuner); ok {
 		c := c.Clone()
 		lt.SetLaunchConfig(kernel, func(map[string]int) (map[string]string, bool) { return c, true })
-		if kernel == "moe" {
+		if kernel == string(ops.MoE) {
 			p := tune.MoEParams(c)
 			cb.moe = &p
 		}
 		return nil
 	}
-	switch kernel {
-	case "moe":
+	switch ops.ID(kernel) {
+	case ops.MoE:
 		p := tune.MoEParams(c)
 		cb.moe = &p
 		return nil
-	case "matmul":
+	case ops.MatMul:
 		s, ok := cb.Backend.(tune.MatMulSplitter)
 		if !ok {
 			return fmt.Errorf("the %s backend cannot change its matmul split", cb.Backend.Info().Backend)
