@@ -74,7 +74,7 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 				name.WriteString("/" + k + "=" + canon(k, v))
 			}
 			c.Name = name.String()
-			c.Op = ops.ID(c.String(ParamOp, ""))
+			c.Op = ops.ID(c.stringParam(ParamOp, ""))
 			c.Key = caseKey(c)
 			p.crossCheck(c, src)
 			c.decode()

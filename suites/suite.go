@@ -39,24 +39,24 @@ type Case struct {
 	Pos    Pos    // the case entry in the file
 }
 
-// Int returns the integer parameter name, or def when it is not set.
-func (c Case) Int(name string, def int) int {
+// intParam returns the integer parameter name, or def when it is not set.
+func (c Case) intParam(name string, def int) int {
 	if v, ok := c.Params[name]; ok && v.IsNum {
 		return int(v.Int)
 	}
 	return def
 }
 
-// String returns parameter name as written, or def when it is not set.
-func (c Case) String(name, def string) string {
+// stringParam returns parameter name as written, or def when it is not set.
+func (c Case) stringParam(name, def string) string {
 	if v, ok := c.Params[name]; ok {
 		return v.Raw
 	}
 	return def
 }
 
-// Float returns the numeric parameter name, or def when it is not set.
-func (c Case) Float(name string, def float64) float64 {
+// floatParam returns the numeric parameter name, or def when it is not set.
+func (c Case) floatParam(name string, def float64) float64 {
 	if v, ok := c.Params[name]; ok && v.IsNum {
 		return v.Float
 	}
