@@ -54,6 +54,7 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 		BlockSize: c.Int("block-size"), KVTokens: kvTokens,
 		MoE:             bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe-strategy")), ChunkSize: c.Int("moe-chunk")},
 		AvailableMemory: info.AvailableBytes, MemoryWhere: info.Backend + " (" + info.Name + ")",
+		Fusion: true,
 	})
 	if err != nil {
 		src.Close()
