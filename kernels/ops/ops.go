@@ -2,7 +2,7 @@
 // parameters, its reference implementation in package kernels, its cost
 // model and, per backend, its tuning space. Suites, kbench, the tuner, the
 // roofline and the backends' tuning code all read these declarations
-// instead of repeating names as strings (docs/architecture.md, the op model).
+// instead of repeating names as strings.
 //
 // Adding an op: an ID constant and its entry in decls (decl.go); a tuning
 // space, if a backend tunes it, in its Tuning map (tuning.go).

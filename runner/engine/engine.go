@@ -29,7 +29,7 @@ type Options struct {
 	Synchronous bool
 	// Fusion lets the backend fuse ops of a step (a suite's fusion: on, the
 	// default there); false runs every op as its own kernel, to measure
-	// what fusion buys (docs/architecture.md, the op model).
+	// what fusion buys.
 	Fusion bool
 	// AvailableMemory, when positive, is checked against weights + KV cache
 	// before anything is allocated.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // record stores a bucket's candidates as cases of the tune run: timed ones
@@ -17,7 +18,7 @@ func record(db *results.DB, runID int64, r *Result) error {
 	cases := make([]results.Case, len(r.Candidates))
 	seen := map[string]int{}
 	for i, c := range r.Candidates {
-		params := map[string]string{"op": string(k.Op), "dtype": r.Bucket.DType, "config": k.String(c.Config),
+		params := map[string]string{suites.ParamOp: string(k.Op), "dtype": r.Bucket.DType, "config": k.String(c.Config),
 			"tune.status": c.Status, "tune.role": role(c)}
 		if r.Bucket.Label != "" {
 			params["bucket"] = r.Bucket.Label
