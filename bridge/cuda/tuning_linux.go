@@ -17,7 +17,7 @@ import (
 )
 
 // The tunable kernels and the launch parameters each takes from a tuned
-// config (runner/tune declares their spaces):
+// config (kernels/ops/tuning.go declares their spaces):
 //
 //   - matmul (the GEMV of decode steps, m ≤ 8): rows per warp and split-K
 //     warps;
