@@ -25,8 +25,12 @@
 //     those its kind knows, so one file can set prompt_len and head_size.
 //   - op may also be given in a kernel case's params or matrix (to sweep
 //     ops); Case.Op and Params["op"] then agree, and op is part of the Key.
-//   - Defaults the runner derives (requests = batch, kv_blocks auto) are not
-//     filled in; read them with Case.Int(name, def).
+//   - Every case is also decoded into typed parameters, defaults applied
+//     (requests = batch, fusion on): Case.Model for model cases, Case.Kernel
+//     (kernels/ops.Args, the op's declared parameters) for kernel cases.
+//     Runners read those; Params keeps the values as written, for keys,
+//     positions and the results store. Suite.Override applies `--set`
+//     values by the same rules.
 //   - Anchors, aliases and merge keys (<<) work; top-level keys starting with
 //     "x-" are ignored so shared anchors have somewhere to live.
 //   - YAML syntax errors carry yaml.v3's line but column 1, since yaml.v3
@@ -34,6 +38,6 @@
 //
 // Checks that need outside knowledge (model shapes, KV capacity, what a
 // backend supports) belong to the runner; Suite.ErrorAt lets it report them
-// in the same file:line:col form, using Value.Pos, Case.Pos, Model.Pos or
+// in the same file:line:col form, using Case.PosOf, Case.Pos, Model.Pos or
 // Suite.Positions.
 package suites

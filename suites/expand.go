@@ -2,6 +2,7 @@ package suites
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"sort"
 	"strings"
 )
@@ -73,9 +74,10 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 				name.WriteString("/" + k + "=" + canon(k, v))
 			}
 			c.Name = name.String()
-			c.Op = c.String("op", "")
+			c.Op = ops.ID(c.stringParam(ParamOp, ""))
 			c.Key = caseKey(c)
 			p.crossCheck(c, src)
+			c.decode()
 			if first, dup := keys[c.Key]; dup {
 				p.errs.add(c.Pos, "", "case %s repeats the case at line %d", c.Name, first.Line)
 			} else {

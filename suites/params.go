@@ -2,6 +2,7 @@ package suites
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"math"
 	"sort"
 	"strconv"
@@ -17,13 +18,6 @@ const (
 	KindModel  = "model"
 	KindKernel = "kernel"
 )
-
-// Kernel ops a kernel case may name.
-var Ops = []string{
-	"paged_attention_decode", "paged_attention_prefill", "kv_write",
-	"rms_norm", "add_rms_norm", "rope", "silu_mul", "matmul", "moe",
-	"argmax", "embedding",
-}
 
 type kindSet uint8
 
@@ -54,46 +48,48 @@ type paramSpec struct {
 	syntax func(string) (msg, hint string)
 }
 
-var moeStrategies = []string{"loop", "chunked", "grouped"}
-
-var params = map[string]paramSpec{
-	// model cases
-	"batch":          {kinds: forModel, isInt: true, min: 1},
-	"prompt_len":     {kinds: forModel, isInt: true, min: 1},
-	"gen_len":        {kinds: forModel, isInt: true, min: 1},
-	"requests":       {kinds: forModel, isInt: true, min: 1},
-	"arrival":        {kinds: forModel, syntax: checkArrival},
-	"kv_blocks":      {kinds: forModel, isInt: true, min: 0},
-	"prefill_budget": {kinds: forModel, isInt: true, min: 1},
-	"max_seqs":       {kinds: forModel, isInt: true, min: 1},
-	"sampling":       {kinds: forModel, syntax: checkSampling},
-	"layers":         {kinds: forModel, isInt: true, min: 1},
-	"steps":          {kinds: forModel, enum: []string{"overlapped", "synchronous"}},
-	// kernel cases
-	"op":           {kinds: forKernel, enum: Ops},
-	"head_size":    {kinds: forKernel, isInt: true, oneOf: []int64{32, 64, 96, 128}},
-	"num_heads":    {kinds: forKernel, isInt: true, min: 1},
-	"num_kv_heads": {kinds: forKernel, isInt: true, min: 1},
-	"context":      {kinds: forKernel, isInt: true, min: 1},
-	"tokens":       {kinds: forKernel, isInt: true, min: 1},
-	"seqs":         {kinds: forKernel, isInt: true, min: 1},
-	"hidden":       {kinds: forKernel, isInt: true, min: 1},
-	"width":        {kinds: forKernel, isInt: true, min: 1},
-	"m":            {kinds: forKernel, isInt: true, min: 1},
-	"n":            {kinds: forKernel, isInt: true, min: 1},
-	"k":            {kinds: forKernel, isInt: true, min: 1},
-	"experts":      {kinds: forKernel, isInt: true, min: 1},
-	"top_k":        {kinds: forKernel, isInt: true, min: 1},
-	"intermediate": {kinds: forKernel, isInt: true, min: 1},
-	"dtype":        {kinds: forKernel, enum: []string{"f32", "f16", "bf16"}},
-	"partitions":   {kinds: forKernel, isInt: true, min: 0},
-	// both
-	"block_size":   {kinds: forBoth, isInt: true, oneOf: []int64{8, 16, 32}},
-	"moe_strategy": {kinds: forBoth, enum: moeStrategies},
-	"moe_chunk":    {kinds: forBoth, isInt: true, min: 1},
-	"threads":      {kinds: forBoth, isInt: true, min: 1},
-	"variant":      {kinds: forBoth},
-}
+// params are the parameters a suite may set: the model cases' own, and
+// the ops' (kernels/ops declares their rules), some of which model cases
+// take too.
+var params = func() map[string]paramSpec {
+	m := map[string]paramSpec{
+		ParamBatch:         {kinds: forModel, isInt: true, min: 1},
+		ParamPromptLen:     {kinds: forModel, isInt: true, min: 1},
+		ParamGenLen:        {kinds: forModel, isInt: true, min: 1},
+		ParamRequests:      {kinds: forModel, isInt: true, min: 1},
+		ParamArrival:       {kinds: forModel, syntax: checkArrival},
+		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0},
+		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1},
+		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1},
+		ParamSampling:      {kinds: forModel, syntax: checkSampling},
+		ParamLayers:        {kinds: forModel, isInt: true, min: 1},
+		ParamSteps:         {kinds: forModel, enum: []string{"overlapped", "synchronous"}},
+		ParamFusion:        {kinds: forModel, enum: []string{"on", "off"}},
+	}
+	var names []string
+	for _, id := range ops.IDs() {
+		names = append(names, string(id))
+	}
+	m[ParamOp] = paramSpec{kinds: forKernel, enum: names}
+	shared := map[ops.Param]bool{ops.BlockSize: true, ops.MoEStrategyParam: true, ops.MoEChunk: true, ops.Threads: true, ops.Variant: true}
+	for name, o := range ops.Specs {
+		s := paramSpec{kinds: forKernel}
+		if shared[name] {
+			s.kinds = forBoth
+		}
+		switch o.Kind {
+		case ops.IntKind:
+			s.isInt, s.min = true, int64(o.Min)
+			for _, v := range o.OneOf {
+				s.oneOf = append(s.oneOf, int64(v))
+			}
+		case ops.EnumKind:
+			s.enum = o.Values
+		}
+		m[string(name)] = s
+	}
+	return m
+}()
 
 // paramNames returns the sorted names of the parameters kind takes ("" for
 // all), for did-you-mean hints.

@@ -672,7 +672,7 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 		// has its own error already.
 		_, inSuite := suiteParams["op"]
 		if opN == nil && !inSuite && !hasKey(paramsN, "op") && !hasKey(matrixN, "op") {
-			p.errs.add(g.namePos, "one of "+strings.Join(Ops, ", "), "kernel %s needs an op", label)
+			p.errs.add(g.namePos, "one of "+strings.Join(params[ParamOp].enum, ", "), "kernel %s needs an op", label)
 		}
 	}
 	g.ok = p.errs.found == before && len(unknown) == 0

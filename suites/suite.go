@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,33 +24,39 @@ type Value struct {
 
 // Case is one expanded case: a group's entry merged with one matrix point.
 type Case struct {
-	Group  string           // the case entry's name
-	Kind   string           // KindModel or KindKernel
-	Op     string           // kernel op; "" for model cases
-	Params map[string]Value // merged: suite params < case params < matrix point
-	Key    string           // "kind/group/a=1/b=2" over all Params, sorted by name
-	Name   string           // group plus its matrix params, e.g. "batch-scaling/batch=8"
-	Pos    Pos              // the case entry in the file
+	Group string // the case entry's name
+	Kind  string // KindModel or KindKernel
+	Op    ops.ID // kernel op; "" for model cases
+	// Model and Kernel are the case's decoded parameters (the one of its
+	// kind): what runners read.
+	Model  ModelParams
+	Kernel ops.Args
+	// Params are the values as written, merged: suite params < case params
+	// < matrix point; for keys, names, positions and the results store.
+	Params map[string]Value
+	Key    string // "kind/group/a=1/b=2" over all Params, sorted by name
+	Name   string // group plus its matrix params, e.g. "batch-scaling/batch=8"
+	Pos    Pos    // the case entry in the file
 }
 
-// Int returns the integer parameter name, or def when it is not set.
-func (c Case) Int(name string, def int) int {
+// intParam returns the integer parameter name, or def when it is not set.
+func (c Case) intParam(name string, def int) int {
 	if v, ok := c.Params[name]; ok && v.IsNum {
 		return int(v.Int)
 	}
 	return def
 }
 
-// String returns parameter name as written, or def when it is not set.
-func (c Case) String(name, def string) string {
+// stringParam returns parameter name as written, or def when it is not set.
+func (c Case) stringParam(name, def string) string {
 	if v, ok := c.Params[name]; ok {
 		return v.Raw
 	}
 	return def
 }
 
-// Float returns the numeric parameter name, or def when it is not set.
-func (c Case) Float(name string, def float64) float64 {
+// floatParam returns the numeric parameter name, or def when it is not set.
+func (c Case) floatParam(name string, def float64) float64 {
 	if v, ok := c.Params[name]; ok && v.IsNum {
 		return v.Float
 	}

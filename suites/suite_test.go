@@ -199,7 +199,7 @@ cases:
 		t.Fatalf("%d cases", len(s.Cases))
 	}
 	c := s.Cases[1]
-	if c.Int("batch", 0) != 4 || c.Int("prompt_len", 0) != 128 || c.Int("gen_len", 0) != 16 {
+	if c.intParam("batch", 0) != 4 || c.intParam("prompt_len", 0) != 128 || c.intParam("gen_len", 0) != 16 {
 		t.Errorf("merged params: %+v", c.Params)
 	}
 	if v := c.Params["batch"]; v.Pos.Line != 7 || v.Pos.Col != 25 {
@@ -211,7 +211,7 @@ cases:
 	if _, ok := c.Params["head_size"]; ok {
 		t.Errorf("kernel-only suite param applied to a model case")
 	}
-	if k := s.Cases[2]; k.Int("head_size", 0) != 128 || k.Op != "rope" {
+	if k := s.Cases[2]; k.intParam("head_size", 0) != 128 || k.Op != "rope" {
 		t.Errorf("kernel case: %+v", k)
 	}
 	if _, ok := s.Cases[2].Params["batch"]; ok {
@@ -222,14 +222,14 @@ cases:
 func TestAccessors(t *testing.T) {
 	s := mustParse(t, head+"  - name: c\n    params: {batch: 8, variant: \"7\", sampling: greedy}\n")
 	c := s.Cases[0]
-	if c.Int("batch", 1) != 8 || c.Int("gen_len", 32) != 32 || c.Float("batch", 0) != 8 || c.Float("x", 1.5) != 1.5 {
+	if c.intParam("batch", 1) != 8 || c.intParam("gen_len", 32) != 32 || c.floatParam("batch", 0) != 8 || c.floatParam("x", 1.5) != 1.5 {
 		t.Errorf("Int/Float")
 	}
-	if c.String("sampling", "") != "greedy" || c.String("arrival", "all") != "all" || c.String("batch", "") != "8" {
+	if c.stringParam("sampling", "") != "greedy" || c.stringParam("arrival", "all") != "all" || c.stringParam("batch", "") != "8" {
 		t.Errorf("String")
 	}
 	// A quoted number is a string: not numeric, but still readable as text.
-	if c.Int("variant", -1) != -1 || c.String("variant", "") != "7" {
+	if c.intParam("variant", -1) != -1 || c.stringParam("variant", "") != "7" {
 		t.Errorf("quoted number: %+v", c.Params["variant"])
 	}
 }
@@ -330,7 +330,7 @@ func TestErrors(t *testing.T) {
 		{"case key typo", head + "  - name: c\n    matrx: {batch: [1]}\n", []string{`t.yaml:5:5: unknown key "matrx" in case "c" (did you mean "matrix"?)`}},
 		{"param directly in case", head + "  - name: c\n    batch: 8\n", []string{`t.yaml:5:5: unknown key "batch" in case "c" (parameters go under params: or matrix:)`}},
 		{"kind typo", head + "  - name: c\n    kind: kernal\n", []string{`t.yaml:5:11: unknown kind "kernal" (did you mean "kernel"?)`}},
-		{"kernel without op", head + "  - name: c\n    kind: kernel\n", []string{`t.yaml:4:11: kernel case "c" needs an op (one of ` + strings.Join(Ops, ", ") + `)`}},
+		{"kernel without op", head + "  - name: c\n    kind: kernel\n", []string{`t.yaml:4:11: kernel case "c" needs an op (one of ` + strings.Join(params[ParamOp].enum, ", ") + `)`}},
 		{"op in model case", head + "  - name: c\n    kind: model\n    op: rope\n", []string{`t.yaml:6:9: op is not allowed in a model case (only kind: kernel cases take it)`}},
 		{"op typo", head + "  - name: c\n    op: rmsnorm\n", []string{`t.yaml:5:9: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},
 		{"bad op in matrix", head + "  - name: c\n    kind: kernel\n    matrix: {op: [rope, rmsnorm]}\n", []string{`t.yaml:6:25: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},

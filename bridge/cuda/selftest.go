@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
-	"github.com/mtlbench/mtlbench/suites"
 )
 
 // SelftestCase is one op and shape the selftest checks against the pure-Go
@@ -61,19 +61,24 @@ var SelftestCases = []SelftestCase{
 	{"paged_attention_prefill", []any{"seqs", 1, "tokens", 128, "context", 300, "num_heads", 32, "num_kv_heads", 4, "head_size", 128, "block_size", 16}},
 }
 
-// Case builds the suites.Case kbench prepares.
-func (c SelftestCase) Case() suites.Case {
-	sc := suites.Case{Kind: suites.KindKernel, Op: c.Op, Name: c.Op, Params: map[string]suites.Value{}}
+// Case builds the typed arguments kbench prepares.
+func (c SelftestCase) Case() ops.Args {
+	a := ops.Args{Op: ops.ID(c.Op), Ints: ops.Shape{}}
 	for i := 0; i+1 < len(c.Params); i += 2 {
-		name := c.Params[i].(string)
+		name := ops.Param(c.Params[i].(string))
 		switch v := c.Params[i+1].(type) {
 		case int:
-			sc.Params[name] = suites.Value{Raw: fmt.Sprint(v), Int: int64(v), Float: float64(v), IsNum: true}
+			a.Ints[name] = v
 		case string:
-			sc.Params[name] = suites.Value{Raw: v}
+			switch name {
+			case ops.DTypeParam:
+				a.DType = ops.DType(v)
+			case ops.MoEStrategyParam:
+				a.MoEStrategy = ops.MoEStrategy(v)
+			}
 		}
 	}
-	return sc
+	return a
 }
 
 // tolerance describes the bound kbench.Check applies to a case.

@@ -13,10 +13,11 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // The tunable kernels and the launch parameters each takes from a tuned
-// config (runner/tune declares their spaces):
+// config (kernels/ops/tuning.go declares their spaces):
 //
 //   - matmul (the GEMV of decode steps, m ≤ 8): rows per warp and split-K
 //     warps;
@@ -85,10 +86,20 @@ func (b *Backend) tuned(kernel string, names []string, vals ...int) map[string]s
 }
 
 var (
-	matmulDims    = []string{"m", "n", "k"}
-	attentionDims = []string{"seqs", "context", "num_heads", "num_kv_heads", "head_size", "block_size"}
-	moeDims       = []string{"tokens", "experts", "top_k", "hidden", "intermediate"}
+	matmulDims    = dims(ops.M, ops.N, ops.K)
+	attentionDims = dims(ops.Seqs, ops.Context, ops.NumHeads, ops.NumKVHeads, ops.HeadSize, ops.BlockSize)
+	moeDims       = dims(ops.Tokens, ops.Experts, ops.TopK, ops.Hidden, ops.Intermediate)
 )
+
+// dims are a launch shape's dimension names, as the tuning spaces
+// (kernels/ops) declare them.
+func dims(ps ...ops.Param) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return out
+}
 
 // configInt reads a numeric config value; ok false when absent or not a
 // number (the caller keeps its default).
@@ -147,11 +158,11 @@ func (b *Backend) pickGemv(m, n, k int, dt bridge.DType) gemvConfig {
 	for R == 1 && ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
 		ks *= 2
 	}
-	if c := b.tuned("matmul", matmulDims, m, n, k); c != nil {
-		if r, ok := configInt(c, "rows"); ok && slices.Contains(rs, r) {
+	if c := b.tuned(string(ops.MatMul), matmulDims, m, n, k); c != nil {
+		if r, ok := configInt(c, ops.KnobRows); ok && slices.Contains(rs, r) {
 			R = r
 		}
-		if s, ok := configInt(c, "ksplit"); ok && s >= 1 && s <= 8 && bits.OnesCount(uint(s)) == 1 {
+		if s, ok := configInt(c, ops.KnobKSplit); ok && s >= 1 && s <= 8 && bits.OnesCount(uint(s)) == 1 {
 			ks = s
 		}
 	}
@@ -174,8 +185,8 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 	for ctx < maxSeqLen {
 		ctx *= 2
 	}
-	if c := b.tuned("paged_attention_decode", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
-		if p, ok := configInt(c, "part"); ok && p >= 1 {
+	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
+		if p, ok := configInt(c, ops.KnobPart); ok && p >= 1 {
 			part = p
 		}
 		if w, ok := configInt(c, "warps"); ok && (w == 4 || w == 8) {
@@ -202,8 +213,8 @@ func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSi
 		ctx *= 2
 	}
 	part := decodeChunk
-	if c := b.tuned("paged_attention_decode", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
-		if p, ok := configInt(c, "part"); ok && p >= decodeChunk && p%decodeChunk == 0 {
+	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
+		if p, ok := configInt(c, ops.KnobPart); ok && p >= decodeChunk && p%decodeChunk == 0 {
 			part = p
 		}
 	}
@@ -229,18 +240,18 @@ type moeConfig struct {
 
 func (b *Backend) moeConfig(T, E, K, H, I int, dt bridge.DType) moeConfig {
 	mc := moeConfig{rows: 1, dsRows: 4, prefetch: b.prefetch}
-	c := b.tuned("moe", moeDims, T, E, K, H, I)
+	c := b.tuned(string(ops.MoE), moeDims, T, E, K, H, I)
 	if c == nil {
 		return mc
 	}
 	bf16 := dt == bridge.BF16 // the other dtypes have only the default kernels
-	if r, ok := configInt(c, "rows"); ok && (r == 1 || (r == 2 && bf16)) {
+	if r, ok := configInt(c, ops.KnobRows); ok && (r == 1 || (r == 2 && bf16)) {
 		mc.rows = r
 	}
-	if d, ok := configInt(c, "ds_rows"); ok && (d == 4 || (bf16 && (d == 2 || d == 8))) {
+	if d, ok := configInt(c, ops.KnobDSRows); ok && (d == 4 || (bf16 && (d == 2 || d == 8))) {
 		mc.dsRows = d
 	}
-	if p := c["pass"]; p == "1" || p == "2" || p == "4" || p == "8" {
+	if p := c[ops.KnobPass]; p == "1" || p == "2" || p == "4" || p == "8" {
 		mc.pass = p
 	}
 	return mc
@@ -254,8 +265,8 @@ func (b *Backend) KernelSourceHash(kernel string) string {
 }
 
 func kernelSourceHash(kernel string) string {
-	files := map[string][]string{"matmul": {"gemv.cu"}, "paged_attention_decode": {"attention.cu", "decode.cu"},
-		"moe": {"moe.cu"}}[kernel]
+	files := map[ops.ID][]string{ops.MatMul: {"gemv.cu"}, ops.PagedAttentionDecode: {"attention.cu", "decode.cu"},
+		ops.MoE: {"moe.cu"}}[ops.ID(kernel)]
 	if files == nil {
 		return ""
 	}

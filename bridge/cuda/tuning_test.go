@@ -3,12 +3,11 @@
 package cuda_test
 
 import (
-	"strconv"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/tune"
-	"github.com/mtlbench/mtlbench/suites"
 )
 
 // The probe reads device memory at a rate between a PCIe link's and any
@@ -30,38 +29,33 @@ func TestBandwidth(t *testing.T) {
 // tuner might pick must never be wrong.
 func TestLaunchConfigsMatchReference(t *testing.T) {
 	b := gpu(t)
-	shapes := map[string][]tune.Shape{
-		"matmul": {{"m": 1, "n": 1000, "k": 2048}, {"m": 3, "n": 4096, "k": 512}, {"m": 8, "n": 200, "k": 1024}},
-		"paged_attention_decode": {{"seqs": 3, "context": 300, "num_heads": 8, "num_kv_heads": 2, "head_size": 128, "block_size": 16},
-			{"seqs": 1, "context": 2000, "num_heads": 4, "num_kv_heads": 4, "head_size": 64, "block_size": 32}},
-		"moe": {{"tokens": 1, "experts": 16, "top_k": 4, "hidden": 512, "intermediate": 256},
-			{"tokens": 5, "experts": 16, "top_k": 4, "hidden": 512, "intermediate": 264}},
+	shapes := map[ops.ID][]tune.Shape{
+		ops.MatMul: {{ops.M: 1, ops.N: 1000, ops.K: 2048}, {ops.M: 3, ops.N: 4096, ops.K: 512}, {ops.M: 8, ops.N: 200, ops.K: 1024}},
+		ops.PagedAttentionDecode: {{ops.Seqs: 3, ops.Context: 300, ops.NumHeads: 8, ops.NumKVHeads: 2, ops.HeadSize: 128, ops.BlockSize: 16},
+			{ops.Seqs: 1, ops.Context: 2000, ops.NumHeads: 4, ops.NumKVHeads: 4, ops.HeadSize: 64, ops.BlockSize: 32}},
+		ops.MoE: {{ops.Tokens: 1, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 512, ops.Intermediate: 256},
+			{ops.Tokens: 5, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 512, ops.Intermediate: 264}},
 	}
 	lim := tune.LimitsOf(b)
 	for _, k := range tune.Kernels("cuda") {
-		for _, s := range shapes[k.Name] {
+		for _, s := range shapes[k.Op] {
 			s, err := k.Normalize(s, lim)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := suites.Case{Kind: suites.KindKernel, Op: k.Name, Name: k.Name, Params: map[string]suites.Value{}}
-			for name, v := range k.OpParams(s) {
-				c.Params[name] = suites.Value{Raw: strconv.Itoa(v), Int: int64(v), Float: float64(v), IsNum: true}
-			}
-			c.Params["dtype"] = suites.Value{Raw: "bf16"}
-			bench, err := kbench.Prepare(b, c)
+			bench, err := kbench.Prepare(b, ops.Args{Op: k.Op, Ints: k.OpParams(s), DType: ops.BF16})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cands, _ := k.Space(s, lim)
+			cands, _ := k.Candidates(s, lim)
 			for _, cfg := range cands {
-				b.SetLaunchConfig(k.Name, func(map[string]int) (map[string]string, bool) { return cfg, true })
+				b.SetLaunchConfig(string(k.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
 				if _, err := bench.Check(); err != nil {
-					t.Errorf("%s %s config %s: %v", k.Name, s.Key(), k.String(cfg), err)
+					t.Errorf("%s %s config %s: %v", k.Op, s.Key(), k.String(cfg), err)
 				}
 			}
-			b.SetLaunchConfig(k.Name, nil)
-			t.Logf("%s %s: %d configs checked", k.Name, s.Key(), len(cands))
+			b.SetLaunchConfig(string(k.Op), nil)
+			t.Logf("%s %s: %d configs checked", k.Op, s.Key(), len(cands))
 			bench.Close()
 		}
 	}

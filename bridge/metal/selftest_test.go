@@ -113,7 +113,7 @@ cases:
 				if !slices.ContainsFunc(v.ops, func(op string) bool { return strings.HasPrefix(c.Name, op+"/") }) {
 					continue
 				}
-				b, err := kbench.Prepare(be, c)
+				b, err := kbench.Prepare(be, c.Kernel)
 				if err != nil {
 					t.Fatal(err)
 				}

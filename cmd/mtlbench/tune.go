@@ -217,7 +217,7 @@ func tuneRun(c *cli.Context) error {
 func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket) error {
 	lim := tune.LimitsOf(be)
 	for _, b := range buckets {
-		cands, pruned := b.Kernel.Space(b.Shape, lim)
+		cands, pruned := b.Kernel.Candidates(b.Shape, lim)
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = b.Kernel.String(c)
@@ -247,7 +247,7 @@ func printTuneReport(w io.Writer, rep *tuner.Report) error {
 			counts[c.Status]++
 		}
 		k := r.Bucket.Kernel
-		row := []string{k.Name, r.Bucket.DType, r.Bucket.Shape.Key(), r.Bucket.Label,
+		row := []string{string(k.Op), r.Bucket.DType, r.Bucket.Shape.Key(), r.Bucket.Label,
 			strconv.Itoa(counts[tuner.StatusTimed]), strconv.Itoa(counts[tuner.StatusPruned]), strconv.Itoa(counts[tuner.StatusDisqualified])}
 		if r.Err != nil {
 			row = append(row, "-", "-", "-", "error: "+r.Err.Error())

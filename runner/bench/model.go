@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -27,20 +25,6 @@ type Workload struct {
 	Stagger  int
 	Sampling sample.Params
 	Seed     uint64
-}
-
-// ParseArrival reads "all" or "stagger:N".
-func ParseArrival(s string) (int, error) {
-	if s == "" || s == "all" {
-		return 0, nil
-	}
-	if v, ok := strings.CutPrefix(s, "stagger:"); ok {
-		n, err := strconv.Atoi(v)
-		if err == nil && n >= 1 {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("arrival %q: want all or stagger:N with N >= 1", s)
 }
 
 // Prompts are the workload's prompts: seeded random token ids, the same for

@@ -22,7 +22,6 @@ import (
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
-	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -132,7 +131,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}
-	applyOverrides(s, o.Set)
+	if err := s.Override(o.Set); err != nil {
+		return nil, err
+	}
 	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit)
 	if err != nil {
 		return nil, err
@@ -209,10 +210,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	}
 	var rc []results.Case
 	for _, p := range cases {
-		params := map[string]string{}
-		for k, v := range p.c.Params {
-			params[k] = v.Raw
-		}
+		params := p.c.Recorded()
 		if p.model != nil {
 			params["model"] = p.model.Config.Name
 			params["dtype"] = p.model.Source.DType().String()
@@ -392,7 +390,7 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64) ([]*pr
 	for _, c := range s.Cases {
 		p := &prepared{c: c}
 		if c.Kind == suites.KindKernel {
-			b, err := kbench.Prepare(be, c)
+			b, err := kbench.Prepare(be, c.Kernel)
 			if err != nil {
 				fail(c.Pos, "case %s: %v", c.Name, err)
 				continue
@@ -432,34 +430,31 @@ type loadedModel struct {
 }
 
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
-	sm := s.Model
-	batch := c.Int("batch", 1)
-	w := Workload{Requests: c.Int("requests", batch), PromptLen: c.Int("prompt_len", 128), GenLen: c.Int("gen_len", 32), Seed: uint64(sm.Seed)}
-	var err error
-	if w.Stagger, err = ParseArrival(c.String("arrival", "all")); err != nil {
-		return nil, s.ErrorAt(c.Params["arrival"].Pos, "%v", err)
-	}
-	if w.Sampling, err = sample.Parse(c.String("sampling", "greedy")); err != nil {
-		return nil, s.ErrorAt(c.Params["sampling"].Pos, "%v", err)
-	}
+	sm, mp := s.Model, c.Model
+	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Seed: uint64(sm.Seed),
+		Stagger: mp.Stagger, Sampling: samplingOf(mp.Sampling)}
 	opts := engine.Options{
-		BlockSize:   c.Int("block_size", 16),
-		TokenBudget: c.Int("prefill_budget", 0),
-		MaxSeqs:     c.Int("max_seqs", batch),
-		MoE:         moeParams(c),
-		Synchronous: c.String("steps", "overlapped") == "synchronous",
+		BlockSize:   mp.BlockSize,
+		TokenBudget: mp.PrefillBudget,
+		MaxSeqs:     mp.MaxSeqs,
+		MoE:         bridge.MoEParams{Strategy: bridge.MoEStrategy(mp.MoEStrategy), ChunkSize: mp.MoEChunk},
+		Synchronous: mp.Synchronous,
+		NoFusion:    !mp.Fusion,
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize)
-	if kb := c.Int("kv_blocks", 0); kb > 0 {
+	if kb := mp.KVBlocks; kb > 0 {
 		// The batch must run side by side: max_seqs requests at once.
 		per := (w.PromptLen + w.GenLen + opts.BlockSize - 1) / opts.BlockSize
 		if need := per * min(opts.MaxSeqs, w.Requests); need > kb {
-			return nil, s.ErrorAt(c.Params["kv_blocks"].Pos, "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
+			return nil, s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
 				kb, kb*opts.BlockSize, min(opts.MaxSeqs, w.Requests), w.PromptLen, w.GenLen, need, opts.BlockSize)
 		}
 		opts.KVTokens = kb * opts.BlockSize
 	}
-	layers := c.Int("layers", sm.Layers)
+	layers := sm.Layers
+	if mp.Layers > 0 {
+		layers = mp.Layers
+	}
 	key := modelKey{layers}
 	lm := models[key]
 	if lm == nil {

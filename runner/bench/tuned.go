@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -16,15 +17,10 @@ import (
 // parameters, so a run says which config every kernel ran with and where
 // that config came from.
 
-// moeParams are the case's explicit MoE params; zero when it sets neither,
-// which tells the engine to use the tuned config (or the default).
-func moeParams(c suites.Case) bridge.MoEParams {
-	_, s := c.Params["moe_strategy"]
-	_, k := c.Params["moe_chunk"]
-	if !s && !k {
-		return bridge.MoEParams{}
-	}
-	return bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe_strategy", "grouped")), ChunkSize: c.Int("moe_chunk", 64)}
+// samplingOf is a case's decoded sampling as the sampler takes it; a zero
+// temperature is greedy.
+func samplingOf(s suites.Sampling) sample.Params {
+	return sample.Params{Temperature: float32(s.Temperature), TopK: s.TopK, TopP: float32(s.TopP)}
 }
 
 // tunedStore is o.Tuned, or the default lookup (MTLBENCH_TUNED, the user's
@@ -65,7 +61,7 @@ func tunedParams(params map[string]string, p *prepared) {
 	if m.Engine.TokenBudget > 0 {
 		prefill = min(prefill, m.Engine.TokenBudget)
 	}
-	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)["moe"]; ok && v != params["tuned.moe"] {
+	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)[string(ops.MoE)]; ok && v != params["tuned.moe"] {
 		params["tuned.moe.prefill"] = v
 	}
 }

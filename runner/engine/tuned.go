@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 )
@@ -45,7 +46,7 @@ func newTuned(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Options) 
 		moeFixed: o.MoE.Strategy != "", moe: map[int]bridge.MoEParams{}, used: map[string]map[string]bool{}}
 	// Only a store with matmul entries for this device installs a split:
 	// without, MatMul keeps its own path, not even a lookup per call.
-	if _, ok := be.(tune.MatMulSplitter); ok && hasEntries(o.Tuned, be, "matmul") {
+	if _, ok := be.(tune.MatMulSplitter); ok && hasEntries(o.Tuned, be, string(ops.MatMul)) {
 		cache := map[[4]int]tune.Config{}
 		var mu sync.Mutex
 		t.split = func(m, n, k int, wdt bridge.DType) (int, int) {
@@ -54,11 +55,11 @@ func newTuned(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Options) 
 			c, ok := cache[key]
 			mu.Unlock()
 			if !ok {
-				ch, err := lookup(t.store, be, "matmul", wdt.String(), tune.Shape{"m": m, "n": n, "k": k})
+				ch, err := lookup(t.store, be, string(ops.MatMul), wdt.String(), tune.Shape{ops.M: m, ops.N: n, ops.K: k})
 				if err != nil {
 					return 0, 0
 				}
-				t.note("matmul", ch)
+				t.note(string(ops.MatMul), ch)
 				c = ch.Config
 				mu.Lock()
 				cache[key] = c
@@ -70,8 +71,8 @@ func newTuned(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Options) 
 	if _, ok := be.(bridge.LaunchTuner); ok {
 		t.launch = map[string]func(map[string]int) (map[string]string, bool){}
 		for _, k := range tune.Kernels(be.Info().Backend) {
-			if hasEntries(o.Tuned, be, k.Name) {
-				t.launch[k.Name] = t.launchPick(k)
+			if hasEntries(o.Tuned, be, string(k.Op)) {
+				t.launch[string(k.Op)] = t.launchPick(k)
 			}
 		}
 	}
@@ -88,7 +89,10 @@ func (t *tunedKernels) launchPick(k *tune.Kernel) func(map[string]int) (map[stri
 	cache := map[string]answer{}
 	var mu sync.Mutex
 	return func(shape map[string]int) (map[string]string, bool) {
-		s := tune.Shape(shape)
+		s := make(tune.Shape, len(shape))
+		for name, v := range shape {
+			s[ops.Param(name)] = v
+		}
 		key := s.Key()
 		mu.Lock()
 		a, seen := cache[key]
@@ -97,8 +101,8 @@ func (t *tunedKernels) launchPick(k *tune.Kernel) func(map[string]int) (map[stri
 			return a.c, a.ok
 		}
 		if k.Applies == nil || k.Applies(s) {
-			if ch, err := lookup(t.store, t.be, k.Name, t.dtype, s); err == nil {
-				t.note(k.Name, ch)
+			if ch, err := lookup(t.store, t.be, string(k.Op), t.dtype, s); err == nil {
+				t.note(string(k.Op), ch)
 				if !ch.IsDefault() {
 					a = answer{ch.Config, true}
 				}
@@ -143,7 +147,7 @@ func (t *tunedKernels) note(kernel string, c tune.Choice) {
 
 // moeShape is the moe bucket of a step of tokens tokens.
 func moeShape(c *model.Config, tokens int) tune.Shape {
-	return tune.Shape{"tokens": tokens, "experts": c.NumExperts, "top_k": c.TopK, "hidden": c.Hidden, "intermediate": c.MoEInter}
+	return tune.Shape{ops.Tokens: tokens, ops.Experts: c.NumExperts, ops.TopK: c.TopK, ops.Hidden: c.Hidden, ops.Intermediate: c.MoEInter}
 }
 
 // applyTuned sets up a step's tuned configs and returns what undoes them.
@@ -156,9 +160,9 @@ func (e *Engine) applyTuned(tokens int) (restore func()) {
 		p, ok := t.moe[tokens]
 		if !ok {
 			p = e.opts.MoE
-			if ch, err := lookup(t.store, t.be, "moe", t.dtype, moeShape(e.cfg, tokens)); err == nil {
+			if ch, err := lookup(t.store, t.be, string(ops.MoE), t.dtype, moeShape(e.cfg, tokens)); err == nil {
 				p = tune.MoEParams(ch.Config)
-				t.note("moe", ch)
+				t.note(string(ops.MoE), ch)
 			}
 			t.moe[tokens] = p
 		}
@@ -216,12 +220,12 @@ func TunedChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Optio
 	}
 	if cfg.NumExperts > 0 {
 		if o.MoE.Strategy != "" {
-			out["moe"] = string(o.MoE.Strategy) + " (explicit)"
+			out[string(ops.MoE)] = string(o.MoE.Strategy) + " (explicit)"
 			if o.MoE.Strategy == bridge.MoEChunked {
-				out["moe"] = fmt.Sprintf("chunked/%d (explicit)", max(o.MoE.ChunkSize, 1))
+				out[string(ops.MoE)] = fmt.Sprintf("chunked/%d (explicit)", max(o.MoE.ChunkSize, 1))
 			}
-		} else if ch, err := lookup(o.Tuned, be, "moe", dt.String(), moeShape(cfg, tokens)); err == nil {
-			out["moe"] = ch.String()
+		} else if ch, err := lookup(o.Tuned, be, string(ops.MoE), dt.String(), moeShape(cfg, tokens)); err == nil {
+			out[string(ops.MoE)] = ch.String()
 		}
 	}
 	if _, ok := be.(tune.MatMulSplitter); !ok {
@@ -230,7 +234,7 @@ func TunedChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Optio
 	var tuned []string
 	var def string
 	for _, s := range matmulShapes(cfg, tokens, logitRows) {
-		ch, err := lookup(o.Tuned, be, "matmul", dt.String(), tune.Shape{"m": s[0], "n": s[1], "k": s[2]})
+		ch, err := lookup(o.Tuned, be, string(ops.MatMul), dt.String(), tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]})
 		if err != nil {
 			return out
 		}
@@ -242,11 +246,11 @@ func TunedChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Optio
 	}
 	switch {
 	case len(tuned) == 0:
-		out["matmul"] = def
+		out[string(ops.MatMul)] = def
 	case def != "":
-		out["matmul"] = strings.Join(tuned, "; ") + "; others " + def
+		out[string(ops.MatMul)] = strings.Join(tuned, "; ") + "; others " + def
 	default:
-		out["matmul"] = strings.Join(tuned, "; ")
+		out[string(ops.MatMul)] = strings.Join(tuned, "; ")
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // A reference check of attention recomputes at most this many sequences
@@ -22,14 +23,14 @@ const (
 // allocator leaves them) and tokens new ones (1 for decode), and the step
 // metadata the engine would build for them.
 func (b *Bench) prepareAttention(p *params, prefill bool) error {
-	S := p.int(1, "seqs")
+	S := p.int(ops.Seqs)
 	H, KVH, D := p.heads()
-	BS := p.oneOf("block_size", 16, blockSizes, "block sizes")
+	BS := p.int(ops.BlockSize)
 	T, C := 1, 0
 	if prefill {
-		T, C = p.int(256, "tokens"), p.int(0, "context")
+		T, C = p.int(ops.Tokens), p.count(ops.Context)
 	} else {
-		C = p.int(1024, "context")
+		C = p.int(ops.Context)
 	}
 	if err := p.err(); err != nil {
 		return err
@@ -41,7 +42,7 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	}
 	// partitions tunes a split-context GPU kernel; the contract has no knob
 	// for it, so it only labels the case (the runner hands it to a backend).
-	if n := p.c.Int("partitions", 0); n > 0 {
+	if n := p.count(ops.Partitions); n > 0 {
 		b.desc += fmt.Sprintf(" partitions=%d", n)
 	}
 	b.tolerance()
@@ -71,14 +72,8 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	b.meta = m
 	b.tokenIDs(S * T)
 
-	a := int64(b.act.Size())
-	toks, qw, kvw := int64(S)*int64(T), int64(H)*int64(D), int64(KVH)*int64(D)
-	// q read, out written, new k/v read and written into the cache, the
-	// cached context read once per sequence.
-	b.bytes = a * (2*toks*qw + 4*toks*kvw + 2*int64(S)*int64(C)*kvw)
-	// Token i of a sequence attends to C+i+1 keys: a dot and an axpy each.
-	keys := int64(T)*int64(C) + int64(T)*int64(T+1)/2
-	b.flops = int64(S) * keys * 4 * qw
+	p.shape[ops.Context] = C
+	b.cost(p, b.act)
 
 	shape := []int{S * nb, KVH, BS, D}
 	kc, err := b.upload(b.act, shape, 0, 1)

@@ -8,7 +8,8 @@
 // calls the op Iters times inside one BeginStep/EndStep, so a GPU backend
 // pays one synchronisation per repetition, not per call.
 //
-// Parameters and their defaults (suites/params.go names them):
+// Parameters and their defaults (kernels/ops declares them, with the
+// cost model that gives Bytes and Flops):
 //
 //	paged_attention_decode   seqs=1 context=1024 num_heads=32 num_kv_heads=8 head_size=128 block_size=16
 //	paged_attention_prefill  seqs=1 tokens=256 context=0 (chunked prefill when > 0), same heads
@@ -40,7 +41,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/suites"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // Sample is one measured value of a repetition.
@@ -62,7 +63,7 @@ const (
 type Bench struct {
 	be   bridge.Backend
 	act  bridge.DType
-	op   string
+	op   ops.ID
 	desc string
 
 	meta *bridge.StepMeta
@@ -90,47 +91,45 @@ type Bench struct {
 // Prepare validates the case's parameters against what the op supports and
 // allocates its tensors on be. Errors name the parameter, as *ParamError
 // values (joined when there are several), so a runner can point at the
-// value in the suite file through c.Params[name].Pos.
-func Prepare(be bridge.Backend, c suites.Case) (*Bench, error) {
-	if c.Kind != "" && c.Kind != suites.KindKernel {
-		return nil, fmt.Errorf("case %q is a %s case, not a kernel case", c.Name, c.Kind)
-	}
-	op := c.Op
-	if op == "" {
-		op = c.String("op", "")
+// value in the suite file.
+func Prepare(be bridge.Backend, a ops.Args) (*Bench, error) {
+	op, ok := ops.Lookup(a.Op)
+	switch {
+	case a.Op == "":
+		return nil, &ParamError{Param: "op", Msg: "a kernel case needs an op (one of " + joinIDs(ops.IDs()) + ")"}
+	case !ok:
+		return nil, &ParamError{Param: "op", Value: string(a.Op), Msg: "unknown op (want one of " + joinIDs(ops.IDs()) + ")"}
 	}
 	b := &Bench{
-		be: be, act: be.ActDType(), op: op,
+		be: be, act: be.ActDType(), op: a.Op,
 		rng:   rand.New(rand.NewPCG(1, 0x6b62656e6368)), // fixed: every run sees the same data
 		avail: be.Info().AvailableBytes,
 	}
-	p := &params{c: c}
+	p := &params{op: op, a: a}
 	var err error
-	switch op {
-	case "paged_attention_decode":
+	switch a.Op {
+	case ops.PagedAttentionDecode:
 		err = b.prepareAttention(p, false)
-	case "paged_attention_prefill":
+	case ops.PagedAttentionPrefill:
 		err = b.prepareAttention(p, true)
-	case "kv_write":
+	case ops.KVWrite:
 		return nil, unsupported("op=kv_write: kv_write is fused into attention on this backend (time paged_attention_prefill instead)")
-	case "rms_norm", "add_rms_norm":
-		err = b.prepareNorm(p, op == "add_rms_norm")
-	case "rope":
+	case ops.RMSNorm, ops.AddRMSNorm:
+		err = b.prepareNorm(p, a.Op == ops.AddRMSNorm)
+	case ops.RoPE:
 		err = b.prepareRoPE(p)
-	case "silu_mul":
+	case ops.SiLUMul:
 		err = b.prepareSiLUMul(p)
-	case "matmul":
+	case ops.MatMul:
 		err = b.prepareMatMul(p)
-	case "moe":
+	case ops.MoE:
 		err = b.prepareMoE(p)
-	case "argmax":
+	case ops.Argmax:
 		err = b.prepareArgmax(p)
-	case "embedding":
+	case ops.Embedding:
 		err = b.prepareEmbedding(p)
-	case "":
-		return nil, &ParamError{Param: "op", Msg: "a kernel case needs an op (one of " + joinStrings(suites.Ops) + ")"}
 	default:
-		return nil, &ParamError{Param: "op", Value: op, Msg: "unknown op (want one of " + joinStrings(suites.Ops) + ")"}
+		return nil, unsupported("op=" + string(a.Op) + ": kbench does not time it")
 	}
 	if err != nil {
 		b.Close()

@@ -2,28 +2,34 @@ package kbench
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
 // kcase builds a kernel case by hand, as a runner may: name=value pairs,
 // ints as numbers and strings as written.
-func kcase(op string, kv ...any) suites.Case {
-	c := suites.Case{Kind: suites.KindKernel, Op: op, Name: op, Params: map[string]suites.Value{}}
+func kcase(op ops.ID, kv ...any) ops.Args {
+	a := ops.Args{Op: op, Ints: ops.Shape{}}
 	for i := 0; i < len(kv); i += 2 {
+		name := ops.Param(kv[i].(string))
 		switch v := kv[i+1].(type) {
 		case int:
-			c.Params[kv[i].(string)] = suites.Value{Raw: fmt.Sprint(v), Int: int64(v), Float: float64(v), IsNum: true}
+			a.Ints[name] = v
 		case string:
-			c.Params[kv[i].(string)] = suites.Value{Raw: v}
+			switch name {
+			case ops.DTypeParam:
+				a.DType = ops.DType(v)
+			case ops.MoEStrategyParam:
+				a.MoEStrategy = ops.MoEStrategy(v)
+			}
 		}
 	}
-	return c
+	return a
 }
 
 func newCPU() *cpu.Backend { return cpu.New(cpu.Options{Threads: 2}) }
@@ -32,7 +38,7 @@ func newCPU() *cpu.Backend { return cpu.New(cpu.Options{Threads: 2}) }
 // timing (timing runs in-place ops thousands of times), and times.
 func TestOpsOnCPU(t *testing.T) {
 	attn := []any{"num_heads", 4, "num_kv_heads", 2, "head_size", 32, "block_size", 8}
-	cases := []suites.Case{
+	cases := []ops.Args{
 		kcase("paged_attention_decode", append([]any{"seqs", 3, "context", 37}, attn...)...),
 		kcase("paged_attention_decode", "seqs", 2, "context", 20, "num_heads", 8, "num_kv_heads", 1, "head_size", 64, "block_size", 32),
 		kcase("paged_attention_prefill", append([]any{"seqs", 2, "tokens", 9, "context", 13}, attn...)...),
@@ -53,14 +59,14 @@ func TestOpsOnCPU(t *testing.T) {
 		kcase("embedding", "tokens", 1, "hidden", 16, "n", 10, "dtype", "f32"),
 	}
 	for _, c := range cases {
-		t.Run(c.Op, func(t *testing.T) {
+		t.Run(string(c.Op), func(t *testing.T) {
 			be := newCPU()
 			b, err := Prepare(be, c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			if !strings.HasPrefix(b.Describe(), c.Op+" ") {
+			if !strings.HasPrefix(b.Describe(), string(c.Op)+" ") {
 				t.Errorf("Describe() = %q", b.Describe())
 			}
 			if b.Bytes() <= 0 || (b.Flops() <= 0 && c.Op != "embedding") {
@@ -116,7 +122,7 @@ cases:
 		t.Fatal(err)
 	}
 	for _, c := range s.Cases {
-		b, err := Prepare(newCPU(), c)
+		b, err := Prepare(newCPU(), c.Kernel)
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
@@ -128,7 +134,7 @@ cases:
 
 func TestBadParams(t *testing.T) {
 	for _, tc := range []struct {
-		c     suites.Case
+		c     ops.Args
 		param string
 		want  string
 	}{
@@ -146,7 +152,7 @@ func TestBadParams(t *testing.T) {
 	} {
 		_, err := Prepare(newCPU(), tc.c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s %v: got %v, want %q", tc.c.Op, tc.c.Params, err, tc.want)
+			t.Errorf("%s %v: got %v, want %q", tc.c.Op, tc.c.Ints, err, tc.want)
 			continue
 		}
 		var pe *ParamError
@@ -164,11 +170,6 @@ func TestBadParams(t *testing.T) {
 	_, err = Prepare(newCPU(), kcase("kv_write", "tokens", 4))
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "kv_write is fused into attention") {
 		t.Errorf("kv_write: %v", err)
-	}
-	c := kcase("rms_norm")
-	c.Kind = suites.KindModel
-	if _, err := Prepare(newCPU(), c); err == nil {
-		t.Error("model case prepared")
 	}
 }
 
@@ -190,7 +191,7 @@ func (t tinyMemory) Info() bridge.DeviceInfo {
 
 func TestBytesAndFlops(t *testing.T) {
 	for _, tc := range []struct {
-		c            suites.Case
+		c            ops.Args
 		bytes, flops int64
 		desc         string
 	}{
@@ -235,7 +236,7 @@ func (f faulty) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPara
 }
 
 func TestCheckCatchesWrongOps(t *testing.T) {
-	for _, c := range []suites.Case{
+	for _, c := range []ops.Args{
 		kcase("paged_attention_decode", "seqs", 2, "context", 30, "head_size", 32, "num_heads", 2, "num_kv_heads", 2, "block_size", 8),
 		kcase("matmul", "m", 2, "n", 8, "k", 16, "dtype", "f32"),
 		kcase("moe", "tokens", 3, "experts", 4, "top_k", 2, "hidden", 16, "intermediate", 8, "dtype", "f32"),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // Model constants the ops take as arguments, Qwen3's.
@@ -26,16 +27,14 @@ const (
 func (b *Bench) tokenIDs(n int) { b.ids = make([]int32, n) }
 
 func (b *Bench) prepareNorm(p *params, add bool) error {
-	T, W := p.int(1, "tokens"), p.int(2048, "width", "hidden")
+	T, W := p.int(ops.Tokens), p.int(ops.Width)
 	if err := p.err(); err != nil {
 		return err
 	}
 	b.desc = fmt.Sprintf("%s tokens=%d width=%d", b.op, T, W)
 	b.tokenIDs(T)
 	b.tolerance()
-	a := int64(b.act.Size())
-	n := int64(T) * int64(W)
-	b.bytes, b.flops = 2*n*a+4*int64(W), 4*n
+	b.cost(p, b.act)
 	x, err := b.upload(b.act, []int{T, W}, 0, 1)
 	if err != nil {
 		return err
@@ -64,7 +63,6 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 	}
 	// AddRMSNorm accumulates into the residual; alternating x and -x keeps
 	// it from growing over millions of calls (which would overflow in f16).
-	b.bytes, b.flops = 4*n*a+4*int64(W), 5*n
 	res, err := b.upload(b.act, []int{T, W}, 0, 1)
 	if err != nil {
 		return err
@@ -103,9 +101,9 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 }
 
 func (b *Bench) prepareRoPE(p *params) error {
-	T := p.int(1, "tokens")
+	T := p.int(ops.Tokens)
 	H, KVH, D := p.heads()
-	pos0 := p.int(1024, "context") // decode-like positions: angles far from zero
+	pos0 := p.int(ops.Context) // decode-like positions: angles far from zero
 	if err := p.err(); err != nil {
 		return err
 	}
@@ -116,8 +114,7 @@ func (b *Bench) prepareRoPE(p *params) error {
 		b.meta.Positions[i] = int32(pos0 + i)
 	}
 	b.tolerance()
-	n := int64(T) * int64(H+KVH) * int64(D)
-	b.bytes, b.flops = 2*n*int64(b.act.Size())+2*4*int64(D), 7*n
+	b.cost(p, b.act)
 	q, err := b.upload(b.act, []int{T, H * D}, 0, 1)
 	if err != nil {
 		return err
@@ -153,15 +150,14 @@ func (b *Bench) prepareRoPE(p *params) error {
 }
 
 func (b *Bench) prepareSiLUMul(p *params) error {
-	T, I := p.int(1, "tokens"), p.int(6144, "intermediate")
+	T, I := p.int(ops.Tokens), p.int(ops.Intermediate)
 	if err := p.err(); err != nil {
 		return err
 	}
 	b.desc = fmt.Sprintf("silu_mul tokens=%d intermediate=%d", T, I)
 	b.tokenIDs(T)
 	b.tolerance()
-	n := int64(T) * int64(I)
-	b.bytes, b.flops = 3*n*int64(b.act.Size()), 5*n
+	b.cost(p, b.act)
 	g, err := b.upload(b.act, []int{T, I}, 0, 1)
 	if err != nil {
 		return err
@@ -189,7 +185,7 @@ func (b *Bench) prepareSiLUMul(p *params) error {
 }
 
 func (b *Bench) prepareMatMul(p *params) error {
-	M, N, K := p.int(1, "m", "tokens"), p.int(2048, "n"), p.int(2048, "k", "hidden")
+	M, N, K := p.int(ops.M), p.int(ops.N), p.int(ops.K)
 	dt := p.dtype()
 	if err := p.err(); err != nil {
 		return err
@@ -197,9 +193,7 @@ func (b *Bench) prepareMatMul(p *params) error {
 	b.desc = fmt.Sprintf("matmul m=%d n=%d k=%d dtype=%v", M, N, K, dt)
 	b.tokenIDs(M)
 	b.tolerance(dt)
-	a := int64(b.act.Size())
-	b.bytes = int64(N)*int64(K)*int64(dt.Size()) + int64(M)*int64(K)*a + int64(M)*int64(N)*a
-	b.flops = 2 * int64(M) * int64(N) * int64(K)
+	b.cost(p, dt)
 	x, err := b.upload(b.act, []int{M, K}, 0, 1)
 	if err != nil {
 		return err
@@ -231,13 +225,13 @@ func (b *Bench) prepareMatMul(p *params) error {
 }
 
 func (b *Bench) prepareMoE(p *params) error {
-	T, E, K := p.int(1, "tokens"), p.int(128, "experts"), p.int(8, "top_k")
-	H, I := p.int(2048, "hidden"), p.int(768, "intermediate")
+	T, E, K := p.int(ops.Tokens), p.int(ops.Experts), p.int(ops.TopK)
+	H, I := p.int(ops.Hidden), p.int(ops.Intermediate)
 	dt := p.dtype()
 	strategy := p.moeStrategy()
-	chunk := p.int(64, "moe_chunk")
+	chunk := p.int(ops.MoEChunk)
 	if K > E {
-		p.fail("top_k", fmt.Sprint(K), "must be at most experts=%d", E)
+		p.fail(ops.TopK, fmt.Sprint(K), "must be at most experts=%d", E)
 	}
 	if err := p.err(); err != nil {
 		return err
@@ -292,9 +286,8 @@ func (b *Bench) prepareMoE(p *params) error {
 	for _, id := range ids {
 		touched[id] = true
 	}
-	w, a := int64(dt.Size()), int64(b.act.Size())
-	b.bytes = int64(E)*int64(H)*w + int64(len(touched))*3*int64(H)*int64(I)*w + 2*int64(T)*int64(H)*a
-	b.flops = 2*int64(T)*int64(E)*int64(H) + int64(T)*int64(K)*(6*int64(H)*int64(I)+5*int64(I)+2*int64(H))
+	p.shape[ops.Routed] = len(touched)
+	b.cost(p, dt)
 
 	// Other tokens route to other experts: cycling through inputs keeps a
 	// GPU's L2 from serving the routed experts' weights call after call.
@@ -335,17 +328,15 @@ func (b *Bench) prepareMoE(p *params) error {
 }
 
 func (b *Bench) prepareArgmax(p *params) error {
-	T, V := p.int(1, "tokens"), p.int(32000, "width")
+	T, V := p.int(ops.Tokens), p.int(ops.Width)
 	if err := p.err(); err != nil {
 		return err
 	}
 	b.desc = fmt.Sprintf("argmax tokens=%d vocab=%d", T, V)
 	b.tokenIDs(T)
 	b.tolerance()
-	b.tol = 0 // picking a smaller logit is wrong at any precision
-	// One compare per logit counts as a flop: argmax is bandwidth bound,
-	// and a count keeps its roofline point on the chart.
-	b.bytes, b.flops = 4*int64(T)*int64(V)+4*int64(T), int64(T)*int64(V)
+	b.tol = 0                                              // picking a smaller logit is wrong at any precision
+	b.cost(p, bridge.F32)                                  // the engine's logits are f32
 	logits, err := b.upload(bridge.F32, []int{T, V}, 0, 1) // the engine's logits are f32
 	if err != nil {
 		return err
@@ -382,7 +373,7 @@ func (b *Bench) prepareArgmax(p *params) error {
 }
 
 func (b *Bench) prepareEmbedding(p *params) error {
-	T, W, V := p.int(1, "tokens"), p.int(2048, "width", "hidden"), p.int(32000, "n")
+	T, W, V := p.int(ops.Tokens), p.int(ops.Width), p.int(ops.N)
 	dt := p.dtype()
 	if err := p.err(); err != nil {
 		return err
@@ -393,7 +384,7 @@ func (b *Bench) prepareEmbedding(p *params) error {
 		b.ids[i] = int32(b.rng.IntN(V))
 	}
 	b.tolerance(dt)
-	b.bytes = int64(T)*int64(W)*int64(dt.Size()+b.act.Size()) + 4*int64(T)
+	b.cost(p, dt)
 	table, err := b.upload(dt, []int{V, W}, 0, 1)
 	if err != nil {
 		return err

@@ -3,107 +3,119 @@ package kbench
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/suites"
-)
-
-// What the ops support. The suite parser checks the same lists, but a Case
-// may be built by hand, so Prepare checks again.
-var (
-	headSizes  = []int{32, 64, 96, 128}
-	blockSizes = []int{8, 16, 32}
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // maxDim bounds any one size so products of a few stay far from overflow;
 // the memory check catches what is merely too big.
 const maxDim = 1 << 30
 
-// params reads a case's parameters, collecting every problem so the user
-// fixes a case in one go.
+// params reads a case's typed parameters with the op's declared defaults,
+// collecting every problem so the user fixes a case in one go. The suite
+// parser applies the same rules (ops.Specs), but Args may be built by hand
+// (the tuner, tests), so Prepare checks again.
 type params struct {
-	c    suites.Case
-	errs []error
+	op    *ops.Op
+	a     ops.Args
+	shape ops.Shape // every integer read, for the cost model
+	errs  []error
 }
 
-func (p *params) fail(name, value, format string, args ...any) {
-	p.errs = append(p.errs, &ParamError{Param: name, Value: value, Msg: fmt.Sprintf(format, args...)})
+func (p *params) fail(name ops.Param, value, format string, args ...any) {
+	p.errs = append(p.errs, &ParamError{Param: string(name), Value: value, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (p *params) err() error { return errors.Join(p.errs...) }
 
-// int returns the positive integer parameter name (the first of names that
-// is set, so width may also be spelt hidden), or def when none is.
-func (p *params) int(def int, names ...string) int {
-	for _, name := range names {
-		v, ok := p.c.Params[name]
-		if !ok {
-			continue
-		}
-		switch {
-		case !v.IsNum || v.Float != float64(v.Int):
-			p.fail(name, v.Raw, "must be an integer")
-		case v.Int < 1:
-			p.fail(name, v.Raw, "must be positive")
-		case v.Int > maxDim:
-			p.fail(name, v.Raw, "must be at most %d", maxDim)
-		default:
-			return int(v.Int)
-		}
-		return def
+// int returns the positive integer parameter name (or its declared alias),
+// or the op's default when neither is set.
+func (p *params) int(name ops.Param) int {
+	u, _ := p.op.Use(name)
+	v := u.Default
+	given := name
+	if x, ok := p.a.Int(name); ok {
+		v = x
+	} else if x, ok := p.a.Int(u.Alias); ok && u.Alias != "" {
+		v, given = x, u.Alias
+	} else {
+		given = ""
 	}
-	return def
+	if given != "" {
+		switch {
+		case v < 1:
+			p.fail(given, strconv.Itoa(v), "must be positive")
+			v = u.Default
+		case v > maxDim:
+			p.fail(given, strconv.Itoa(v), "must be at most %d", maxDim)
+			v = u.Default
+		}
+	}
+	if spec := ops.Specs[name]; spec.OneOf != nil && !slices.Contains(spec.OneOf, v) {
+		p.fail(name, strconv.Itoa(v), "supported %s are %s", strings.ReplaceAll(string(name), "_", " ")+"s", joinInts(spec.OneOf))
+		v = u.Default
+	}
+	if p.shape == nil {
+		p.shape = ops.Shape{}
+	}
+	p.shape[name] = v
+	return v
 }
 
-// oneOf returns an integer parameter restricted to the values ok.
-func (p *params) oneOf(name string, def int, ok []int, what string) int {
-	n := p.int(def, name)
-	for _, o := range ok {
-		if n == o {
-			return n
-		}
+// count is a non-negative integer the op takes as a label (0 = auto).
+func (p *params) count(name ops.Param) int {
+	v, _ := p.a.Int(name)
+	if v < 0 {
+		p.fail(name, strconv.Itoa(v), "must be >= 0")
+		return 0
 	}
-	p.fail(name, strconv.Itoa(n), "supported %s are %s", what, joinInts(ok))
-	return def
+	return v
 }
 
 // heads reads and checks the attention head layout shared by attention and
 // RoPE: GQA needs whole groups of query heads per KV head.
 func (p *params) heads() (h, kvh, d int) {
-	h, kvh = p.int(32, "num_heads"), p.int(8, "num_kv_heads")
-	d = p.oneOf("head_size", 128, headSizes, "head sizes")
+	h, kvh = p.int(ops.NumHeads), p.int(ops.NumKVHeads)
+	d = p.int(ops.HeadSize)
 	if h%kvh != 0 {
-		p.fail("num_heads", strconv.Itoa(h), "must be a multiple of num_kv_heads=%d", kvh)
+		p.fail(ops.NumHeads, strconv.Itoa(h), "must be a multiple of num_kv_heads=%d", kvh)
 	}
 	return h, kvh, d
 }
 
 // dtype is the weight dtype of matmul, MoE and embedding cases.
 func (p *params) dtype() bridge.DType {
-	s := p.c.String("dtype", "bf16")
-	switch s {
-	case "f32":
-		return bridge.F32
-	case "f16":
-		return bridge.F16
-	case "bf16":
-		return bridge.BF16
+	s := p.op.WeightDType(p.a)
+	if slices.Contains(ops.DTypes, s) {
+		if dt, err := bridge.ParseDType(string(s)); err == nil {
+			return dt
+		}
 	}
-	p.fail("dtype", s, "supported dtypes are f32, f16, bf16")
+	p.fail(ops.DTypeParam, string(s), "supported dtypes are f32, f16, bf16")
 	return bridge.BF16
 }
 
 func (p *params) moeStrategy() bridge.MoEStrategy {
-	s := bridge.MoEStrategy(p.c.String("moe_strategy", string(bridge.MoEGrouped)))
-	switch s {
-	case bridge.MoELoop, bridge.MoEChunked, bridge.MoEGrouped:
-		return s
+	s := p.op.Strategy(p.a)
+	if slices.Contains(ops.MoEStrategies, s) {
+		return bridge.MoEStrategy(s)
 	}
-	p.fail("moe_strategy", string(s), "supported strategies are loop, chunked, grouped")
+	p.fail(ops.MoEStrategyParam, string(s), "supported strategies are loop, chunked, grouped")
 	return bridge.MoEGrouped
 }
+
+// cost sets the call's bytes and FLOPs from the op's declared cost model at
+// the shape read so far, with weights of dtype w.
+func (b *Bench) cost(p *params, w bridge.DType) {
+	c := p.op.Cost(p.shape, ops.Types{Act: opsDType(b.act), Weight: opsDType(w)})
+	b.bytes, b.flops = c.Bytes(), c.FLOPs
+}
+
+func opsDType(d bridge.DType) ops.DType { return ops.DType(d.String()) }
 
 func joinInts(xs []int) string {
 	s := make([]string, len(xs))
@@ -113,4 +125,10 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ", ")
 }
 
-func joinStrings(xs []string) string { return strings.Join(xs, ", ") }
+func joinIDs(xs []ops.ID) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}

@@ -50,7 +50,7 @@ func Run(be bridge.Backend, progress func(done, total int, r Result)) ([]Result,
 	for i, c := range cases {
 		r := Result{Case: c.Name}
 		start := time.Now()
-		b, err := kbench.Prepare(be, c)
+		b, err := kbench.Prepare(be, c.Kernel)
 		if err != nil {
 			r.Err = err
 			r.Skipped = errors.Is(err, errors.ErrUnsupported)

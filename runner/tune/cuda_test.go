@@ -58,7 +58,7 @@ func TestCUDASpaces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cands, pruned := k.Space(s, lim)
+		cands, pruned := k.Candidates(s, lim)
 		got := names(k, cands)
 		if tc.cands != nil && !reflect.DeepEqual(got, tc.cands) {
 			t.Errorf("%s %s: candidates %v, want %v", tc.kernel, s.Key(), got, tc.cands)

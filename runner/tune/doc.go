@@ -1,17 +1,19 @@
 // Package tune holds what kernel tuning shares between the tuner, the
-// engine and the CLI: each backend kernel's declared tuning space, the
-// tuned-config file format, and the lookup the engine does at run time.
+// engine and the CLI: the registry of the tuning spaces the ops declare
+// (kernels/ops), the tuned-config file format, and the lookup the engine
+// does at run time.
 //
 // # Declaring a space
 //
-// A Kernel lists its shape dimensions (Exact ones such as experts or hidden
+// A space (ops.Space, here Kernel) sits in its op's declaration, under
+// Op.Tuning[backend] (kernels/ops/tuning.go). It lists its shape dimensions (Exact ones such as experts or hidden
 // size must match a tuned bucket; Log ones such as the token count match the
 // nearest bucket), its tunable Params with their legal values for a shape on
 // a device (Limits: CPU threads; a GPU's max threads per threadgroup and
 // threadgroup memory), Constraints that prune configs before anything runs,
 // a Canonical form that folds configs running the same code into one (a
 // chunk size means nothing unless the MoE strategy is chunked), and its
-// Default. Space enumerates the survivors and reports every pruned config
+// Default. Candidates enumerates the survivors and reports every pruned config
 // with its reason. The CPU declares moe (strategy loop|chunked|grouped,
 // chunk 1..256) and matmul (work split: piece even|16..512 rows, threads
 // 1..GOMAXPROCS); a GPU backend declares threadgroup and tile sizes with

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // FormatVersion is the tuned-config file format this build writes and reads.
@@ -122,18 +125,18 @@ func (f *File) sortEntries() {
 }
 
 func shapeLess(a, b Shape) bool {
-	names := map[string]bool{}
+	names := map[ops.Param]bool{}
 	for k := range a {
 		names[k] = true
 	}
 	for k := range b {
 		names[k] = true
 	}
-	sorted := make([]string, 0, len(names))
+	sorted := make([]ops.Param, 0, len(names))
 	for k := range names {
 		sorted = append(sorted, k)
 	}
-	sort.Strings(sorted)
+	slices.Sort(sorted)
 	for _, k := range sorted {
 		if a[k] != b[k] {
 			return a[k] < b[k]

@@ -256,7 +256,7 @@ func (s *Store) Lookup(q Query) (Choice, error) {
 					k.String(e.Config), e.Describe(), l.Name, e.File, e.SourceHash, q.Kernel, q.SourceHash))
 				continue
 			}
-			cfg := k.canonical(e.Config, q.Shape, q.Limits)
+			cfg := k.Canonicalize(e.Config, q.Shape, q.Limits)
 			if err := k.Check(cfg, q.Shape, q.Limits); err != nil && !cfg.Equal(def.Config) {
 				s.warn("bad:"+l.Name+":"+e.File+":"+e.Key(), fmt.Sprintf(
 					"tuned config %s for %s from %s (%s) cannot run here: %v; ignored", k.String(e.Config), e.Describe(), l.Name, e.File, err))

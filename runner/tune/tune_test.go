@@ -16,7 +16,7 @@ import (
 // sizes and split-K partitions, pruned by threadgroup memory and max
 // threads per threadgroup.
 var fakeGEMM = &Kernel{
-	Backend: "fakegpu", Name: "gemm",
+	Backend: "fakegpu", Op: "gemm",
 	Dims:  []Dim{{Name: "m", Default: 1, Match: Log}, {Name: "n", Default: 4096, Match: Exact}, {Name: "k", Default: 4096, Match: Exact}},
 	DType: "f16",
 	Params: []Param{
@@ -62,7 +62,7 @@ func TestSpacePrunesByConstraint(t *testing.T) {
 	if s["n"] != 4096 {
 		t.Fatalf("n default not filled: %v", s)
 	}
-	cands, pruned := fakeGEMM.Space(s, lim)
+	cands, pruned := fakeGEMM.Candidates(s, lim)
 	grid := 7 * 4 * 4 * 4
 	if len(cands)+len(pruned) != grid {
 		t.Fatalf("%d candidates + %d pruned, want the %d grid points", len(cands), len(pruned), grid)
@@ -93,7 +93,7 @@ func TestSpacePrunesByConstraint(t *testing.T) {
 		t.Errorf("the default is not the first candidate: %v", cands[0])
 	}
 	// A device with more threadgroup memory keeps the big tiles.
-	big, _ := fakeGEMM.Space(s, Limits{MaxThreads: 1024, ThreadgroupMemory: 32768})
+	big, _ := fakeGEMM.Candidates(s, Limits{MaxThreads: 1024, ThreadgroupMemory: 32768})
 	if len(big) <= len(cands) {
 		t.Errorf("more threadgroup memory kept %d candidates, no more than %d", len(big), len(cands))
 	}
@@ -109,7 +109,7 @@ func TestCPUSpaces(t *testing.T) {
 	if s["threads"] != 2 {
 		t.Fatalf("threads not taken from the device: %v", s)
 	}
-	cands, pruned := moe.Space(s, lim)
+	cands, pruned := moe.Candidates(s, lim)
 	var got []string
 	for _, c := range cands {
 		got = append(got, moe.String(c))
@@ -127,7 +127,7 @@ func TestCPUSpaces(t *testing.T) {
 
 	mm, _ := Find("cpu", "matmul")
 	s, _ = mm.Normalize(Shape{"m": 1, "n": 128, "k": 512}, lim)
-	cands, pruned = mm.Space(s, lim)
+	cands, pruned = mm.Candidates(s, lim)
 	for _, c := range cands {
 		if p := c.Int("piece"); p > 128 || p > 0 && (128+p-1)/p < c.Int("threads") {
 			t.Errorf("matmul candidate %v breaks piece <= n or coverage", c)

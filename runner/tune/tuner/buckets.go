@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
@@ -25,7 +26,7 @@ func ParseShape(s string) (tune.Shape, error) {
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("shape %q: %s=%s is not a positive integer", s, k, v)
 		}
-		out[strings.TrimSpace(k)] = n
+		out[ops.Param(strings.TrimSpace(k))] = n
 	}
 	return out, nil
 }
@@ -61,7 +62,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 	backend := be.Info().Backend
 	var want []*tune.Kernel
 	for _, k := range tune.Kernels(backend) {
-		if len(kernels) == 0 || slices.Contains(kernels, k.Name) {
+		if len(kernels) == 0 || slices.Contains(kernels, string(k.Op)) {
 			want = append(want, k)
 		}
 	}
@@ -73,7 +74,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 	var out []Bucket
 	index := map[string]int{}
 	add := func(kernel, dtype string, shape tune.Shape, label string) error {
-		if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Name == kernel }) {
+		if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return string(k.Op) == kernel }) {
 			return nil
 		}
 		b, err := ShapeBucket(be, kernel, dtype, shape, label)
@@ -99,17 +100,21 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 	var dtype string
 	for _, c := range s.Cases {
 		if c.Kind == suites.KindKernel {
-			if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Name == c.Op }) {
+			if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Op == c.Op }) {
 				continue
 			}
-			k, _ := tune.Find(backend, c.Op)
+			k, _ := tune.Find(backend, string(c.Op))
 			shape := tune.Shape{}
 			for _, d := range k.Dims {
-				if v, ok := c.Params[d.Name]; ok && v.IsNum && !d.Device {
-					shape[d.Name] = int(v.Int)
+				if v, ok := c.Kernel.Int(d.Name); ok && !d.Device {
+					shape[d.Name] = v
 				}
 			}
-			if err := add(c.Op, c.String("dtype", k.DType), shape, c.Name); err != nil {
+			dtype := k.DType
+			if c.Kernel.DType != "" {
+				dtype = string(c.Kernel.DType)
+			}
+			if err := add(string(c.Op), dtype, shape, c.Name); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 			continue
@@ -123,26 +128,26 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 				return nil, s.ErrorAt(s.Model.Pos, "%v", err)
 			}
 		}
-		batch := c.Int("batch", 1)
-		seqs := min(c.Int("requests", batch), c.Int("max_seqs", batch))
-		label := fmt.Sprintf("%s batch=%d", cfg.Name, batch)
+		mp := c.Model
+		seqs := min(mp.Requests, mp.MaxSeqs)
+		label := fmt.Sprintf("%s batch=%d", cfg.Name, mp.Batch)
 		if cfg.NumExperts > 0 {
-			if err := add("moe", dtype, engine.MoEShape(cfg, seqs), label); err != nil {
+			if err := add(string(ops.MoE), dtype, engine.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}
 		// Decode attention at the context the case ends with, rounded up to
 		// a power of two as the backend looks it up.
 		ctx := 1
-		for ctx < c.Int("prompt_len", 128)+c.Int("gen_len", 32) {
+		for ctx < mp.PromptLen+mp.GenLen {
 			ctx *= 2
 		}
-		if err := add("paged_attention_decode", dtype, tune.Shape{"seqs": seqs, "context": ctx, "num_heads": cfg.Heads,
-			"num_kv_heads": cfg.KVHeads, "head_size": cfg.HeadDim, "block_size": c.Int("block_size", 16)}, label); err != nil {
+		if err := add(string(ops.PagedAttentionDecode), dtype, tune.Shape{ops.Seqs: seqs, ops.Context: ctx, ops.NumHeads: cfg.Heads,
+			ops.NumKVHeads: cfg.KVHeads, ops.HeadSize: cfg.HeadDim, ops.BlockSize: mp.BlockSize}, label); err != nil {
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
 		for _, mnk := range engine.MatMulShapes(cfg, seqs, seqs) {
-			if err := add("matmul", dtype, tune.Shape{"m": mnk[0], "n": mnk[1], "k": mnk[2]}, label); err != nil {
+			if err := add(string(ops.MatMul), dtype, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // record stores a bucket's candidates as cases of the tune run: timed ones
@@ -17,13 +18,13 @@ func record(db *results.DB, runID int64, r *Result) error {
 	cases := make([]results.Case, len(r.Candidates))
 	seen := map[string]int{}
 	for i, c := range r.Candidates {
-		params := map[string]string{"op": k.Name, "dtype": r.Bucket.DType, "config": k.String(c.Config),
+		params := map[string]string{suites.ParamOp: string(k.Op), "dtype": r.Bucket.DType, "config": k.String(c.Config),
 			"tune.status": c.Status, "tune.role": role(c)}
 		if r.Bucket.Label != "" {
 			params["bucket"] = r.Bucket.Label
 		}
 		for d, v := range r.Bucket.Shape {
-			params[d] = strconv.Itoa(v)
+			params[string(d)] = strconv.Itoa(v)
 		}
 		for p, v := range c.Config {
 			params["tune."+p] = v
@@ -36,7 +37,7 @@ func record(db *results.DB, runID int64, r *Result) error {
 		}
 		// The key leaves the outcome out, so the same candidate matches
 		// across tune runs.
-		key := "tune/" + k.Name + "/" + r.Bucket.DType + "/" + r.Bucket.Shape.Key() + "/" + c.Config.Key()
+		key := "tune/" + string(k.Op) + "/" + r.Bucket.DType + "/" + r.Bucket.Shape.Key() + "/" + c.Config.Key()
 		if n := seen[key]; n > 0 {
 			key += "#" + strconv.Itoa(n)
 		}

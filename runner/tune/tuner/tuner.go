@@ -30,16 +30,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/tune"
-	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Search strategies.
@@ -133,7 +132,7 @@ type Bucket struct {
 }
 
 // Describe is "moe bf16 experts=32,...,tokens=4".
-func (b Bucket) Describe() string { return b.Kernel.Name + " " + b.DType + " " + b.Shape.Key() }
+func (b Bucket) Describe() string { return string(b.Kernel.Op) + " " + b.DType + " " + b.Shape.Key() }
 
 // Candidate is one config's outcome in a bucket.
 type Candidate struct {
@@ -269,18 +268,18 @@ func apply(cb *candidateBackend, kernel string, c tune.Config) error {
 	if lt, ok := cb.Backend.(bridge.LaunchTuner); ok {
 		c := c.Clone()
 		lt.SetLaunchConfig(kernel, func(map[string]int) (map[string]string, bool) { return c, true })
-		if kernel == "moe" {
+		if kernel == string(ops.MoE) {
 			p := tune.MoEParams(c)
 			cb.moe = &p
 		}
 		return nil
 	}
-	switch kernel {
-	case "moe":
+	switch ops.ID(kernel) {
+	case ops.MoE:
 		p := tune.MoEParams(c)
 		cb.moe = &p
 		return nil
-	case "matmul":
+	case ops.MatMul:
 		s, ok := cb.Backend.(tune.MatMulSplitter)
 		if !ok {
 			return fmt.Errorf("the %s backend cannot change its matmul split", cb.Backend.Info().Backend)
@@ -297,7 +296,7 @@ func reset(cb *candidateBackend) {
 	cb.moe = nil
 	if lt, ok := cb.Backend.(bridge.LaunchTuner); ok {
 		for _, k := range tune.Kernels(cb.Backend.Info().Backend) {
-			lt.SetLaunchConfig(k.Name, nil)
+			lt.SetLaunchConfig(string(k.Op), nil)
 		}
 	}
 	if s, ok := cb.Backend.(tune.MatMulSplitter); ok {
@@ -338,7 +337,7 @@ func (t *bucketRun) run(ctx context.Context) *Result {
 	k, lim := t.b.Kernel, tune.LimitsOf(t.o.Backend)
 	t.res = &Result{Bucket: t.b, Default: k.DefaultConfig(t.b.Shape, lim)}
 	t.byKey = map[string]*Candidate{}
-	cands, pruned := k.Space(t.b.Shape, lim)
+	cands, pruned := k.Candidates(t.b.Shape, lim)
 	for i, c := range cands {
 		t.add(&Candidate{Config: c, Status: StatusNotTimed, Default: i == 0})
 	}
@@ -382,20 +381,15 @@ func (t *bucketRun) add(c *Candidate) {
 }
 
 // kernelCase is the kbench case of a bucket: its op parameters and dtype.
-func kernelCase(b Bucket) suites.Case {
-	c := suites.Case{Kind: suites.KindKernel, Op: b.Kernel.Name, Name: b.Describe(), Params: map[string]suites.Value{}}
-	for k, v := range b.Kernel.OpParams(b.Shape) {
-		c.Params[k] = suites.Value{Raw: strconv.Itoa(v), Int: int64(v), Float: float64(v), IsNum: true}
-	}
-	c.Params["dtype"] = suites.Value{Raw: b.DType}
-	return c
+func kernelCase(b Bucket) ops.Args {
+	return ops.Args{Op: b.Kernel.Op, Ints: b.Kernel.OpParams(b.Shape), DType: ops.DType(b.DType)}
 }
 
 // prepare checks a candidate against the reference and calibrates its
 // repetition; it reports whether the candidate may be timed.
 func (t *bucketRun) prepare(c *Candidate) bool {
 	k := t.b.Kernel
-	if err := apply(t.cb, k.Name, c.Config); err != nil {
+	if err := apply(t.cb, string(k.Op), c.Config); err != nil {
 		c.Status, c.Reason = StatusDisqualified, err.Error()
 		return false
 	}
@@ -433,7 +427,7 @@ func (t *bucketRun) prepare(c *Candidate) bool {
 
 // sample times one repetition of c.
 func (t *bucketRun) sample(c *Candidate) (float64, error) {
-	if err := apply(t.cb, t.b.Kernel.Name, c.Config); err != nil {
+	if err := apply(t.cb, string(t.b.Kernel.Op), c.Config); err != nil {
 		return 0, err
 	}
 	t.bench.SetIters(c.Iters)
@@ -668,9 +662,9 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 		c.Winner = c.Config.Equal(r.Winner) && c.Status == StatusTimed
 	}
 	info := t.o.Backend.Info()
-	r.Entry = &tune.Entry{Device: info.Name, Backend: info.Backend, Kernel: k.Name, DType: t.b.DType,
+	r.Entry = &tune.Entry{Device: info.Name, Backend: info.Backend, Kernel: string(k.Op), DType: t.b.DType,
 		Shape: t.b.Shape.Clone(), Config: r.Winner.Clone(), Default: def.Config.Clone(), Speedup: round(r.Speedup, 4),
-		P: round(r.P, 6), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, k.Name),
+		P: round(r.P, 6), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, string(k.Op)),
 		ToolVersion: t.o.ToolVersion, TunedAt: time.Now().UTC().Truncate(time.Second), Note: r.Verdict}
 	t.event("done", 0, 0, "%s", r.Verdict)
 }

@@ -285,7 +285,7 @@ func TestSuiteBuckets(t *testing.T) {
 	}
 	kinds := map[string]int{}
 	for _, b := range all {
-		kinds[b.Kernel.Name]++
+		kinds[string(b.Kernel.Op)]++
 	}
 	// Per batch: q/o (512x512), k/v (128x512), o (512x512 again), router
 	// (32x512) and the LM head (8192x512).

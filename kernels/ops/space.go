@@ -1,4 +1,4 @@
-package tune
+package ops
 
 import (
 	"encoding/json"
@@ -10,16 +10,17 @@ import (
 	"strings"
 )
 
-// Shape is a kernel's problem size, the dimensions that key a tuned config:
-// token count, experts, hidden size, context length, head size... and, for
-// the CPU, the thread count the backend runs with.
-type Shape map[string]int
+// Shape is an op's problem size by parameter: what a tuned config is keyed
+// by (token count, experts, hidden size, context length, head size... and,
+// for the CPU, the thread count the backend runs with) and what a cost model
+// reads.
+type Shape map[Param]int
 
 // Key is the shape's canonical text, "a=1,b=2" sorted by name.
 func (s Shape) Key() string {
 	names := make([]string, 0, len(s))
 	for k := range s {
-		names = append(names, k)
+		names = append(names, string(k))
 	}
 	sort.Strings(names)
 	var b strings.Builder
@@ -27,7 +28,7 @@ func (s Shape) Key() string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%s=%d", k, s[k])
+		fmt.Fprintf(&b, "%s=%d", k, s[Param(k)])
 	}
 	return b.String()
 }
@@ -145,7 +146,7 @@ const (
 
 // Dim is one dimension of a kernel's shape.
 type Dim struct {
-	Name string
+	Name Param
 	// Default is the op's own default (kbench's) when a shape leaves the
 	// dimension out.
 	Default int
@@ -155,8 +156,8 @@ type Dim struct {
 	Device bool
 }
 
-// Param is one tunable parameter.
-type Param struct {
+// Knob is one tunable parameter.
+type Knob struct {
 	Name string
 	Doc  string
 	// Values are its legal values for a shape on a device, in search order
@@ -171,15 +172,16 @@ type Constraint struct {
 	Check func(c Config, s Shape, lim Limits) error
 }
 
-// Kernel declares one backend kernel's tuning space.
-type Kernel struct {
-	Backend string // "cpu", "metal", "cuda"
-	Name    string // the op, as kbench and suites name it: "moe", "matmul"
+// Space declares one backend kernel's tuning space. It lives in its op's
+// declaration (Op.Tuning), which fills Backend and Op.
+type Space struct {
+	Backend Backend
+	Op      ID
 	Doc     string
 	Dims    []Dim
 	// DType is the weight dtype when none is given.
 	DType  string
-	Params []Param
+	Params []Knob
 	// Constraints prune the space; every config that fails one is reported
 	// with the constraint's reason.
 	Constraints []Constraint
@@ -206,7 +208,7 @@ type Pruned struct {
 }
 
 // String prints a config as the kernel formats it.
-func (k *Kernel) String(c Config) string {
+func (k *Space) String(c Config) string {
 	if c == nil {
 		return "-"
 	}
@@ -217,7 +219,7 @@ func (k *Kernel) String(c Config) string {
 }
 
 // Dim returns the dimension called name.
-func (k *Kernel) Dim(name string) (Dim, bool) {
+func (k *Space) Dim(name Param) (Dim, bool) {
 	for _, d := range k.Dims {
 		if d.Name == name {
 			return d, true
@@ -228,15 +230,15 @@ func (k *Kernel) Dim(name string) (Dim, bool) {
 
 // Normalize fills the shape's missing dimensions with their defaults, takes
 // the device dimensions from lim, and rejects unknown or non-positive ones.
-func (k *Kernel) Normalize(s Shape, lim Limits) (Shape, error) {
+func (k *Space) Normalize(s Shape, lim Limits) (Shape, error) {
 	out := Shape{}
 	for name, v := range s {
 		d, ok := k.Dim(name)
 		if !ok {
-			return nil, fmt.Errorf("%s: unknown shape dimension %q (want %s)", k.Name, name, strings.Join(k.dimNames(), ", "))
+			return nil, fmt.Errorf("%s: unknown shape dimension %q (want %s)", k.Op, name, strings.Join(k.dimNames(), ", "))
 		}
 		if v < 1 {
-			return nil, fmt.Errorf("%s: %s=%d must be positive", k.Name, name, v)
+			return nil, fmt.Errorf("%s: %s=%d must be positive", k.Op, name, v)
 		}
 		if !d.Device {
 			out[name] = v
@@ -244,7 +246,7 @@ func (k *Kernel) Normalize(s Shape, lim Limits) (Shape, error) {
 	}
 	for _, d := range k.Dims {
 		switch {
-		case d.Device && d.Name == "threads":
+		case d.Device && d.Name == Threads:
 			out[d.Name] = max(lim.MaxThreads, 1)
 		case d.Device:
 			if v, ok := s[d.Name]; ok {
@@ -257,11 +259,11 @@ func (k *Kernel) Normalize(s Shape, lim Limits) (Shape, error) {
 	return out, nil
 }
 
-func (k *Kernel) dimNames() []string {
+func (k *Space) dimNames() []string {
 	var n []string
 	for _, d := range k.Dims {
 		if !d.Device {
-			n = append(n, d.Name)
+			n = append(n, string(d.Name))
 		}
 	}
 	return n
@@ -269,8 +271,8 @@ func (k *Kernel) dimNames() []string {
 
 // OpParams are the shape dimensions the op itself takes (device dimensions
 // left out), for building a kernel case.
-func (k *Kernel) OpParams(s Shape) map[string]int {
-	out := map[string]int{}
+func (k *Space) OpParams(s Shape) Shape {
+	out := Shape{}
 	for _, d := range k.Dims {
 		if v, ok := s[d.Name]; ok && !d.Device {
 			out[d.Name] = v
@@ -279,8 +281,8 @@ func (k *Kernel) OpParams(s Shape) map[string]int {
 	return out
 }
 
-// canonical applies Canonical.
-func (k *Kernel) canonical(c Config, s Shape, lim Limits) Config {
+// Canonicalize applies Canonical to a copy of c.
+func (k *Space) Canonicalize(c Config, s Shape, lim Limits) Config {
 	if k.Canonical == nil {
 		return c
 	}
@@ -289,21 +291,21 @@ func (k *Kernel) canonical(c Config, s Shape, lim Limits) Config {
 
 // DefaultConfig is the kernel's default for the shape, canonical. (Default
 // itself returns the raw point, where local search starts.)
-func (k *Kernel) DefaultConfig(s Shape, lim Limits) Config {
-	return k.canonical(k.Default(s, lim), s, lim)
+func (k *Space) DefaultConfig(s Shape, lim Limits) Config {
+	return k.Canonicalize(k.Default(s, lim), s, lim)
 }
 
-// Space enumerates the kernel's candidates for a shape on a device: the
+// Candidates enumerates the kernel's candidates for a shape on a device: the
 // cartesian product of the parameters' values, each mapped to its canonical
 // form (duplicates pruned), then every constraint checked. The default comes
 // first and is kept even where a constraint would prune it: it is what runs
 // today, the baseline every candidate must beat.
-func (k *Kernel) Space(s Shape, lim Limits) (cands []Config, pruned []Pruned) {
+func (k *Space) Candidates(s Shape, lim Limits) (cands []Config, pruned []Pruned) {
 	def := k.DefaultConfig(s, lim)
 	seen := map[string]bool{def.Key(): true}
 	cands = append(cands, def)
 	k.Grid(s, lim, func(raw Config) {
-		c := k.canonical(raw, s, lim)
+		c := k.Canonicalize(raw, s, lim)
 		if seen[c.Key()] {
 			if !c.Equal(raw) {
 				pruned = append(pruned, Pruned{Config: raw, Reason: "duplicate of " + k.String(c)})
@@ -322,7 +324,7 @@ func (k *Kernel) Space(s Shape, lim Limits) (cands []Config, pruned []Pruned) {
 
 // Check returns the first constraint c violates, nil when it may run. Values
 // outside a parameter's declared list fail too (a hand-edited config file).
-func (k *Kernel) Check(c Config, s Shape, lim Limits) error {
+func (k *Space) Check(c Config, s Shape, lim Limits) error {
 	for _, p := range k.Params {
 		v, ok := c[p.Name]
 		if !ok {
@@ -333,7 +335,7 @@ func (k *Kernel) Check(c Config, s Shape, lim Limits) error {
 		}
 	}
 	for name := range c {
-		if !slices.ContainsFunc(k.Params, func(p Param) bool { return p.Name == name }) {
+		if !slices.ContainsFunc(k.Params, func(p Knob) bool { return p.Name == name }) {
 			return fmt.Errorf("unknown parameter %q", name)
 		}
 	}
@@ -347,7 +349,7 @@ func (k *Kernel) Check(c Config, s Shape, lim Limits) error {
 
 // Grid calls fn for every raw point of the parameter product, in order (the
 // first parameter varies slowest).
-func (k *Kernel) Grid(s Shape, lim Limits, fn func(Config)) {
+func (k *Space) Grid(s Shape, lim Limits, fn func(Config)) {
 	values := make([][]string, len(k.Params))
 	for i, p := range k.Params {
 		values[i] = p.Values(s, lim)
@@ -385,9 +387,9 @@ type Move struct{ Raw, Config Config }
 // parameter to the next or previous value of its list, an enumeration to
 // any other value. Moves are canonical, deduplicated (also against c) and
 // constraint-checked.
-func (k *Kernel) Neighbours(c Config, s Shape, lim Limits) []Move {
+func (k *Space) Neighbours(c Config, s Shape, lim Limits) []Move {
 	var out []Move
-	seen := map[string]bool{k.canonical(c, s, lim).Key(): true}
+	seen := map[string]bool{k.Canonicalize(c, s, lim).Key(): true}
 	for _, p := range k.Params {
 		vals := p.Values(s, lim)
 		i := slices.Index(vals, c[p.Name])
@@ -407,7 +409,7 @@ func (k *Kernel) Neighbours(c Config, s Shape, lim Limits) []Move {
 			}
 			r := c.Clone()
 			r[p.Name] = vals[j]
-			n := k.canonical(r, s, lim)
+			n := k.Canonicalize(r, s, lim)
 			if seen[n.Key()] || k.Check(n, s, lim) != nil {
 				continue
 			}

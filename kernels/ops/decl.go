@@ -1,0 +1,187 @@
+package ops
+
+import "github.com/mtlbench/mtlbench/kernels"
+
+// The attention head layout attention and RoPE share (Qwen3's defaults).
+var heads = []Use{
+	{Param: NumHeads, Default: 32},
+	{Param: NumKVHeads, Default: 8},
+	{Param: HeadSize, Default: 128},
+}
+
+func with(base []Use, more ...Use) []Use {
+	return append(append([]Use(nil), base...), more...)
+}
+
+// decls are the ops, in the order listings show them.
+var decls = []*Op{
+	{
+		ID:  PagedAttentionDecode,
+		Doc: "one query token per sequence against a paged KV cache, writing the new K/V",
+		Params: with(heads,
+			Use{Param: Seqs, Default: 1},
+			Use{Param: Context, Default: 1024},
+			Use{Param: BlockSize, Default: 16},
+			Use{Param: Partitions},
+		),
+		Reference: kernels.PagedAttention,
+		Cost:      attentionCost,
+		Tuning:    map[Backend]*Space{CUDA: cudaAttention},
+	},
+	{
+		ID:  PagedAttentionPrefill,
+		Doc: "causal attention of new tokens over cached context (chunked prefill when context > 0)",
+		Params: with(heads,
+			Use{Param: Seqs, Default: 1},
+			Use{Param: Tokens, Default: 256},
+			Use{Param: Context, Default: 0},
+			Use{Param: BlockSize, Default: 16},
+			Use{Param: Partitions},
+		),
+		Reference: kernels.PagedAttention,
+		Cost:      attentionCost,
+	},
+	{
+		ID:        KVWrite,
+		Doc:       "new K/V into their cache slots; backends fuse it into attention",
+		Reference: kernels.KVWrite,
+	},
+	{
+		ID:        RMSNorm,
+		Doc:       "RMS normalisation of each row",
+		Params:    []Use{{Param: Tokens, Default: 1}, {Param: Width, Default: 2048, Alias: Hidden}},
+		Reference: kernels.RMSNorm,
+		Cost: func(s Shape, t Types) Cost {
+			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
+			return Cost{Read: n*t.Act.Size() + 4*w, Written: n * t.Act.Size(), FLOPs: 4 * n}
+		},
+	},
+	{
+		ID:        AddRMSNorm,
+		Doc:       "residual += x, then RMS normalisation of the sum",
+		Params:    []Use{{Param: Tokens, Default: 1}, {Param: Width, Default: 2048, Alias: Hidden}},
+		Reference: kernels.AddRMSNorm,
+		Cost: func(s Shape, t Types) Cost {
+			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
+			return Cost{Read: 2*n*t.Act.Size() + 4*w, Written: 2 * n * t.Act.Size(), FLOPs: 5 * n}
+		},
+	},
+	{
+		ID:        RoPE,
+		Doc:       "QK-norm then rotary embedding of q and k, in place; positions start at context",
+		Params:    with(heads, Use{Param: Tokens, Default: 1}, Use{Param: Context, Default: 1024}),
+		Reference: kernels.RoPE,
+		Cost: func(s Shape, t Types) Cost {
+			d := int64(s[HeadSize])
+			n := int64(s[Tokens]) * int64(s[NumHeads]+s[NumKVHeads]) * d
+			return Cost{Read: n*t.Act.Size() + 2*4*d, Written: n * t.Act.Size(), FLOPs: 7 * n}
+		},
+	},
+	{
+		ID:        SiLUMul,
+		Doc:       "silu(gate) * up",
+		Params:    []Use{{Param: Tokens, Default: 1}, {Param: Intermediate, Default: 6144}},
+		Reference: kernels.SiLUMul,
+		Cost: func(s Shape, t Types) Cost {
+			n := int64(s[Tokens]) * int64(s[Intermediate])
+			return Cost{Read: 2 * n * t.Act.Size(), Written: n * t.Act.Size(), FLOPs: 5 * n}
+		},
+	},
+	{
+		ID:  MatMul,
+		Doc: "x[m,k] times the weight[n,k] transposed",
+		Params: []Use{
+			{Param: M, Default: 1, Alias: Tokens},
+			{Param: N, Default: 2048},
+			{Param: K, Default: 2048, Alias: Hidden},
+			{Param: DTypeParam, Value: string(BF16)},
+		},
+		Reference: kernels.MatMul,
+		Cost: func(s Shape, t Types) Cost {
+			m, n, k := int64(s[M]), int64(s[N]), int64(s[K])
+			return Cost{Read: n*k*t.Weight.Size() + m*k*t.Act.Size(), Written: m * n * t.Act.Size(), FLOPs: 2 * m * n * k}
+		},
+		Tuning: map[Backend]*Space{CPU: cpuMatMul, CUDA: cudaMatMul},
+	},
+	{
+		ID:  MoE,
+		Doc: "router, top-k and the routed experts' SwiGLU FFNs, weighted into one output",
+		Params: []Use{
+			{Param: Tokens, Default: 1},
+			{Param: Experts, Default: 128},
+			{Param: TopK, Default: 8},
+			{Param: Hidden, Default: 2048},
+			{Param: Intermediate, Default: 768},
+			{Param: DTypeParam, Value: string(BF16)},
+			{Param: MoEStrategyParam, Value: string(MoEGrouped)},
+			{Param: MoEChunk, Default: 64},
+		},
+		Reference: kernels.MoE,
+		Cost:      moeCost,
+		Tuning:    map[Backend]*Space{CPU: cpuMoE, CUDA: cudaMoE},
+	},
+	{
+		ID:  Argmax,
+		Doc: "index of each row's largest logit (f32 logits, as the engine's)",
+		Params: []Use{
+			{Param: Tokens, Default: 1},
+			{Param: Width, Default: 32000},
+		},
+		Reference: kernels.Argmax,
+		Cost: func(s Shape, _ Types) Cost {
+			// One compare per logit counts as a flop: argmax is bandwidth
+			// bound, and a count keeps its roofline point on the chart.
+			t, v := int64(s[Tokens]), int64(s[Width])
+			return Cost{Read: 4 * t * v, Written: 4 * t, FLOPs: t * v}
+		},
+	},
+	{
+		ID:  Embedding,
+		Doc: "rows of the embedding table for the token ids",
+		Params: []Use{
+			{Param: Tokens, Default: 1},
+			{Param: Width, Default: 2048, Alias: Hidden},
+			{Param: N, Default: 32000},
+			{Param: DTypeParam, Value: string(BF16)},
+		},
+		Reference: kernels.Gather,
+		Cost: func(s Shape, t Types) Cost {
+			n := int64(s[Tokens]) * int64(s[Width])
+			return Cost{Read: n*t.Weight.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size()}
+		},
+	},
+}
+
+// attentionCost: q read, out written, new k/v read and written into the
+// cache, the cached context read once per sequence; token i of a sequence
+// attends to context+i+1 keys, a dot and an axpy each. Decode has one
+// token per sequence.
+func attentionCost(s Shape, t Types) Cost {
+	a := t.Act.Size()
+	tok := int64(max(s[Tokens], 1))
+	seqs, ctx := int64(s[Seqs]), int64(s[Context])
+	toks, qw, kvw := seqs*tok, int64(s[NumHeads])*int64(s[HeadSize]), int64(s[NumKVHeads])*int64(s[HeadSize])
+	keys := tok*ctx + tok*(tok+1)/2
+	return Cost{
+		Read:    a * (toks*qw + 2*toks*kvw + 2*seqs*ctx*kvw),
+		Written: a * (toks*qw + 2*toks*kvw),
+		FLOPs:   seqs * keys * 4 * qw,
+	}
+}
+
+// moeCost reads the router and only the experts the tokens route to
+// (Routed; absent, every routed pair is taken to hit a new expert).
+func moeCost(s Shape, t Types) Cost {
+	tok, e, k := int64(s[Tokens]), int64(s[Experts]), int64(s[TopK])
+	h, i := int64(s[Hidden]), int64(s[Intermediate])
+	routed := int64(s[Routed])
+	if routed <= 0 {
+		routed = min(e, tok*k)
+	}
+	w, a := t.Weight.Size(), t.Act.Size()
+	return Cost{
+		Read:    e*h*w + routed*3*h*i*w + tok*h*a,
+		Written: tok * h * a,
+		FLOPs:   2*tok*e*h + tok*k*(6*h*i+5*i+2*h),
+	}
+}

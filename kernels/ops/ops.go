@@ -1,0 +1,255 @@
+// Package ops declares every op of the engine once: its name, its typed
+// parameters, its reference implementation in package kernels, its cost
+// model and, per backend, its tuning space. Suites, kbench, the tuner, the
+// roofline and the backends' tuning code all read these declarations
+// instead of repeating names as strings.
+//
+// Adding an op: an ID constant and its entry in decls (decl.go); a tuning
+// space, if a backend tunes it, in its Tuning map (tuning.go).
+package ops
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// ID names an op. Its string form is the name suites and stored results
+// use, so it must never change for an existing op.
+type ID string
+
+// The ops.
+const (
+	PagedAttentionDecode  ID = "paged_attention_decode"
+	PagedAttentionPrefill ID = "paged_attention_prefill"
+	KVWrite               ID = "kv_write"
+	RMSNorm               ID = "rms_norm"
+	AddRMSNorm            ID = "add_rms_norm"
+	RoPE                  ID = "rope"
+	SiLUMul               ID = "silu_mul"
+	MatMul                ID = "matmul"
+	MoE                   ID = "moe"
+	Argmax                ID = "argmax"
+	Embedding             ID = "embedding"
+)
+
+// Backend names a backend that declares tuning spaces.
+type Backend string
+
+// The backends with tuning spaces (metal declares none yet).
+const (
+	CPU   Backend = "cpu"
+	CUDA  Backend = "cuda"
+	Metal Backend = "metal"
+)
+
+// DType is a weight or activation element type, as suites write it.
+type DType string
+
+// The element types an op's tensors may hold.
+const (
+	F32  DType = "f32"
+	F16  DType = "f16"
+	BF16 DType = "bf16"
+)
+
+// DTypes are the dtypes a case may give, in the order messages list them.
+var DTypes = []DType{F32, F16, BF16}
+
+// Size is the bytes of one element.
+func (d DType) Size() int64 {
+	if d == F16 || d == BF16 {
+		return 2
+	}
+	return 4
+}
+
+// MoEStrategy is how an MoE block dispatches tokens to experts.
+type MoEStrategy string
+
+// The MoE dispatch strategies (bridge.MoEStrategy holds the same names).
+const (
+	MoELoop    MoEStrategy = "loop"
+	MoEChunked MoEStrategy = "chunked"
+	MoEGrouped MoEStrategy = "grouped"
+)
+
+// MoEStrategies are the strategies in the order messages list them.
+var MoEStrategies = []MoEStrategy{MoELoop, MoEChunked, MoEGrouped}
+
+// Cost is the compulsory traffic and arithmetic of one call: every input
+// read once, every output written once (for MoE only the experts the
+// tokens route to); a multiply and an add count as two FLOPs.
+type Cost struct {
+	Read, Written, FLOPs int64
+}
+
+// Bytes is the traffic both ways.
+func (c Cost) Bytes() int64 { return c.Read + c.Written }
+
+// Types are the element types a cost depends on: activations (the
+// backend's) and weights (the case's dtype).
+type Types struct{ Act, Weight DType }
+
+// Use is an op's use of a parameter: its default for this op, and another
+// name the op also accepts for it (width may be spelt hidden).
+type Use struct {
+	Param   Param
+	Default int    // int parameters
+	Value   string // enum parameters' default
+	Alias   Param
+}
+
+// Op is the declaration of one op.
+type Op struct {
+	ID  ID
+	Doc string
+	// Params are the parameters a kernel case of the op reads, with the
+	// op's defaults.
+	Params []Use
+	// Reference is the pure-Go oracle in package kernels that a backend's
+	// result is checked against (a func value; nil when the op has none of
+	// its own, e.g. argmax checks by value).
+	Reference any
+	// Cost is the op's traffic and arithmetic at a resolved shape (Resolve);
+	// nil when the op is not timed on its own.
+	Cost func(s Shape, t Types) Cost
+	// Tuning is the op's tuning space per backend, nil where the backend
+	// tunes nothing.
+	Tuning map[Backend]*Space
+}
+
+// Use returns the op's use of parameter p.
+func (o *Op) Use(p Param) (Use, bool) {
+	for _, u := range o.Params {
+		if u.Param == p {
+			return u, true
+		}
+	}
+	return Use{}, false
+}
+
+// Resolve is the op's integer parameters of a: each given value (or its
+// alias), else the op's default.
+func (o *Op) Resolve(a Args) Shape {
+	s := Shape{}
+	for _, u := range o.Params {
+		if Specs[u.Param].Kind != IntKind {
+			continue
+		}
+		s[u.Param] = a.IntOr(u.Param, u.Alias, u.Default)
+	}
+	return s
+}
+
+// Estimate is the cost of a call with a's parameters on activations act.
+func (o *Op) Estimate(a Args, act DType) Cost {
+	if o.Cost == nil {
+		return Cost{}
+	}
+	return o.Cost(o.Resolve(a), Types{Act: act, Weight: o.WeightDType(a)})
+}
+
+// WeightDType is a's dtype, or the op's default.
+func (o *Op) WeightDType(a Args) DType {
+	if a.DType != "" {
+		return a.DType
+	}
+	if u, ok := o.Use(DTypeParam); ok {
+		return DType(u.Value)
+	}
+	return BF16
+}
+
+// Strategy is a's MoE strategy, or the op's default.
+func (o *Op) Strategy(a Args) MoEStrategy {
+	if a.MoEStrategy != "" {
+		return a.MoEStrategy
+	}
+	if u, ok := o.Use(MoEStrategyParam); ok {
+		return MoEStrategy(u.Value)
+	}
+	return MoEGrouped
+}
+
+// All are the ops in declaration order.
+func All() []*Op { return decls }
+
+// IDs are the op names in declaration order, for messages and enums.
+func IDs() []ID {
+	out := make([]ID, len(decls))
+	for i, o := range decls {
+		out[i] = o.ID
+	}
+	return out
+}
+
+// Lookup returns the op called id.
+func Lookup(id ID) (*Op, bool) {
+	i := slices.IndexFunc(decls, func(o *Op) bool { return o.ID == id })
+	if i < 0 {
+		return nil, false
+	}
+	return decls[i], true
+}
+
+// Spaces are the tuning spaces backend declares, in op declaration order.
+func Spaces(b Backend) []*Space {
+	var out []*Space
+	for _, o := range decls {
+		if s := o.Tuning[b]; s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Args are a kernel case's typed parameters: the op, its integer
+// parameters as given (absent ones take the op's defaults) and its enums.
+type Args struct {
+	Op          ID
+	Ints        Shape
+	DType       DType       // weights; "" = the op's default
+	MoEStrategy MoEStrategy // "" = the op's default
+	Variant     string      // a label only
+}
+
+// Int is parameter p as given, ok false when absent.
+func (a Args) Int(p Param) (int, bool) {
+	v, ok := a.Ints[p]
+	return v, ok
+}
+
+// IntOr is parameter p, or its alias, or def.
+func (a Args) IntOr(p, alias Param, def int) int {
+	if v, ok := a.Ints[p]; ok {
+		return v
+	}
+	if v, ok := a.Ints[alias]; ok && alias != "" {
+		return v
+	}
+	return def
+}
+
+// Names is every parameter name a holds, sorted, for labels.
+func (a Args) Names() []Param {
+	var out []Param
+	for p := range a.Ints {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func init() {
+	for _, o := range decls {
+		for b, s := range o.Tuning {
+			s.Backend, s.Op = b, o.ID
+		}
+		for _, u := range o.Params {
+			if _, ok := Specs[u.Param]; !ok {
+				panic(fmt.Sprintf("ops: %s uses undeclared parameter %q", o.ID, u.Param))
+			}
+		}
+	}
+}

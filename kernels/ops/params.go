@@ -1,0 +1,79 @@
+package ops
+
+// Param names a parameter of an op, as suites write it.
+type Param string
+
+// The ops' parameters. Model cases share some (block_size, moe_strategy,
+// moe_chunk, threads, variant) with the same meaning.
+const (
+	Tokens           Param = "tokens"
+	Seqs             Param = "seqs"
+	Context          Param = "context"
+	NumHeads         Param = "num_heads"
+	NumKVHeads       Param = "num_kv_heads"
+	HeadSize         Param = "head_size"
+	BlockSize        Param = "block_size"
+	Hidden           Param = "hidden"
+	Width            Param = "width"
+	M                Param = "m"
+	N                Param = "n"
+	K                Param = "k"
+	Experts          Param = "experts"
+	TopK             Param = "top_k"
+	Intermediate     Param = "intermediate"
+	DTypeParam       Param = "dtype"
+	Partitions       Param = "partitions"
+	MoEStrategyParam Param = "moe_strategy"
+	MoEChunk         Param = "moe_chunk"
+	Threads          Param = "threads"
+	Variant          Param = "variant"
+	// Routed is not a case parameter: it is the distinct experts a call's
+	// tokens route to, which the MoE cost model reads when the caller knows
+	// it (absent: every routed pair hits a new expert, the upper bound).
+	Routed Param = "routed"
+)
+
+// Kind is a parameter's value type.
+type Kind int
+
+const (
+	IntKind  Kind = iota // an integer
+	EnumKind             // one of Values
+	TextKind             // free text (a label)
+)
+
+// Spec is the rule every value of a parameter obeys, wherever it is given
+// (a suite file, a --set override, a tuner's shape).
+type Spec struct {
+	Name   Param
+	Kind   Kind
+	Min    int      // Int: smallest allowed value
+	OneOf  []int    // Int: the only allowed values, if set
+	Values []string // Enum: the allowed values
+	Doc    string
+}
+
+// Specs are the rules of the ops' parameters.
+var Specs = map[Param]Spec{
+	Tokens:           {Name: Tokens, Kind: IntKind, Min: 1, Doc: "tokens of the call (decode: 1 per sequence)"},
+	Seqs:             {Name: Seqs, Kind: IntKind, Min: 1, Doc: "sequences of an attention call"},
+	Context:          {Name: Context, Kind: IntKind, Min: 1, Doc: "tokens already in the KV cache (rope: first position)"},
+	NumHeads:         {Name: NumHeads, Kind: IntKind, Min: 1, Doc: "query heads"},
+	NumKVHeads:       {Name: NumKVHeads, Kind: IntKind, Min: 1, Doc: "KV heads; num_heads is a multiple"},
+	HeadSize:         {Name: HeadSize, Kind: IntKind, OneOf: []int{32, 64, 96, 128}, Doc: "elements per head"},
+	BlockSize:        {Name: BlockSize, Kind: IntKind, OneOf: []int{8, 16, 32}, Doc: "tokens per KV cache block"},
+	Hidden:           {Name: Hidden, Kind: IntKind, Min: 1, Doc: "model width"},
+	Width:            {Name: Width, Kind: IntKind, Min: 1, Doc: "row length (norms: hidden; argmax: vocabulary)"},
+	M:                {Name: M, Kind: IntKind, Min: 1, Doc: "matmul rows (tokens)"},
+	N:                {Name: N, Kind: IntKind, Min: 1, Doc: "matmul outputs per row (embedding: vocabulary)"},
+	K:                {Name: K, Kind: IntKind, Min: 1, Doc: "matmul inner size"},
+	Experts:          {Name: Experts, Kind: IntKind, Min: 1, Doc: "MoE experts"},
+	TopK:             {Name: TopK, Kind: IntKind, Min: 1, Doc: "experts per token; at most experts"},
+	Intermediate:     {Name: Intermediate, Kind: IntKind, Min: 1, Doc: "FFN (expert) width"},
+	DTypeParam:       {Name: DTypeParam, Kind: EnumKind, Values: []string{string(F32), string(F16), string(BF16)}, Doc: "weight dtype"},
+	Partitions:       {Name: Partitions, Kind: IntKind, Min: 0, Doc: "split-context partitions, a label (0 = auto)"},
+	MoEStrategyParam: {Name: MoEStrategyParam, Kind: EnumKind, Values: []string{string(MoELoop), string(MoEChunked), string(MoEGrouped)}, Doc: "MoE dispatch"},
+	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Doc: "(token, expert) pairs per chunk, chunked only"},
+	Threads:          {Name: Threads, Kind: IntKind, Min: 1, Doc: "CPU goroutines"},
+	Variant:          {Name: Variant, Kind: TextKind, Doc: "a free label for a code variant"},
+}

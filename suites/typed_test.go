@@ -1,0 +1,144 @@
+package suites
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/kernels/ops"
+)
+
+// Model cases decode into ModelParams with the defaults the runner used to
+// apply itself.
+func TestDecodeModel(t *testing.T) {
+	def := ModelParams{Batch: 1, PromptLen: 128, GenLen: 32, Requests: 1, MaxSeqs: 1, BlockSize: 16, Fusion: true}
+	with := func(f func(*ModelParams)) ModelParams { m := def; f(&m); return m }
+	tests := []struct {
+		name   string
+		params string
+		want   ModelParams
+	}{
+		{"defaults", "{}", def},
+		{"batch sets requests and max_seqs", "{batch: 8}", with(func(m *ModelParams) { m.Batch, m.Requests, m.MaxSeqs = 8, 8, 8 })},
+		{"requests and max_seqs given", "{batch: 8, requests: 20, max_seqs: 4}", with(func(m *ModelParams) { m.Batch, m.Requests, m.MaxSeqs = 8, 20, 4 })},
+		{"lengths", "{prompt_len: 512, gen_len: 64, layers: 2}", with(func(m *ModelParams) { m.PromptLen, m.GenLen, m.Layers = 512, 64, 2 })},
+		{"cache", "{kv_blocks: 100, prefill_budget: 256, block_size: 32}", with(func(m *ModelParams) { m.KVBlocks, m.PrefillBudget, m.BlockSize = 100, 256, 32 })},
+		{"arrival all", "{arrival: all}", def},
+		{"arrival stagger", `{arrival: "stagger:3"}`, with(func(m *ModelParams) { m.Stagger = 3 })},
+		{"greedy", "{sampling: greedy}", def},
+		{"sampling", `{sampling: "temperature:0.7,top_k:40,top_p:0.9"}`, with(func(m *ModelParams) { m.Sampling = Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9} })},
+		{"steps", "{steps: synchronous}", with(func(m *ModelParams) { m.Synchronous = true })},
+		{"steps overlapped", "{steps: overlapped}", def},
+		{"moe strategy alone", "{moe_strategy: loop}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoELoop, 64 })},
+		{"moe chunk alone", "{moe_chunk: 16}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoEGrouped, 16 })},
+		{"moe both", "{moe_strategy: chunked, moe_chunk: 8}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoEChunked, 8 })},
+		{"fusion off", "{fusion: off}", with(func(m *ModelParams) { m.Fusion = false })},
+		{"fusion on", "{fusion: on}", def},
+		{"threads and variant", "{threads: 4, variant: fast}", with(func(m *ModelParams) { m.Threads, m.Variant = 4, "fast" })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, head+"  - name: c\n    params: "+tt.params+"\n")
+			if got := s.Cases[0].Model; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// fusion is sweepable like any parameter, and part of each case's key.
+func TestFusionMatrix(t *testing.T) {
+	s := mustParse(t, head+"  - name: c\n    matrix: {fusion: [on, off]}\n")
+	if got := names(s.Cases); !reflect.DeepEqual(got, []string{"c/fusion=on", "c/fusion=off"}) {
+		t.Fatalf("cases %v", got)
+	}
+	if !s.Cases[0].Model.Fusion || s.Cases[1].Model.Fusion {
+		t.Errorf("fusion decoded as %v, %v", s.Cases[0].Model.Fusion, s.Cases[1].Model.Fusion)
+	}
+}
+
+// Kernel cases decode into ops.Args: integers by declared name, enums typed.
+func TestDecodeKernel(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want ops.Args
+	}{
+		{"matmul", "op: matmul\n    params: {m: 4, n: 64, k: 32, dtype: f16}",
+			ops.Args{Op: ops.MatMul, Ints: ops.Shape{ops.M: 4, ops.N: 64, ops.K: 32}, DType: ops.F16}},
+		{"moe", "op: moe\n    params: {tokens: 8, experts: 16, top_k: 2, moe_strategy: chunked, moe_chunk: 4}",
+			ops.Args{Op: ops.MoE, Ints: ops.Shape{ops.Tokens: 8, ops.Experts: 16, ops.TopK: 2, ops.MoEChunk: 4}, MoEStrategy: ops.MoEChunked}},
+		{"attention", "op: paged_attention_decode\n    params: {seqs: 2, context: 100, head_size: 64, block_size: 8, partitions: 0, variant: v2}",
+			ops.Args{Op: ops.PagedAttentionDecode, Ints: ops.Shape{ops.Seqs: 2, ops.Context: 100, ops.HeadSize: 64, ops.BlockSize: 8, ops.Partitions: 0}, Variant: "v2"}},
+		{"no params", "op: argmax", ops.Args{Op: ops.Argmax, Ints: ops.Shape{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, "name: s\ncases:\n  - name: c\n    kind: kernel\n    "+tt.src+"\n")
+			c := s.Cases[0]
+			got := c.Kernel
+			if c.Op != tt.want.Op || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Bad values give the same file:line:col errors whatever parameter they
+// belong to, including the new fusion.
+func TestTypedErrors(t *testing.T) {
+	tests := []struct {
+		name, params, want string
+	}{
+		{"fusion", "{fusion: maybe}", `t.yaml:5:22: unknown fusion "maybe" (one of on, off)`},
+		{"fusion bool", "{fusion: true}", `t.yaml:5:22: fusion must be a string, got true`},
+		{"moe strategy", "{moe_strategy: sorted}", `t.yaml:5:28: unknown moe_strategy "sorted" (one of loop, chunked, grouped)`},
+		{"block size", "{block_size: 12}", `t.yaml:5:26: block_size must be one of 8, 16, 32, got 12`},
+		{"batch", "{batch: 0}", `t.yaml:5:21: batch must be >= 1, got 0`},
+		{"kernel param on a model case", "{head_size: 64}", `t.yaml:5:14: head_size is a kernel-case parameter, not allowed in a model case`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(head+"  - name: c\n    params: "+tt.params+"\n"))
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// --set values obey the rules of the file's values, and re-decode cases.
+func TestOverride(t *testing.T) {
+	for _, tt := range []struct{ name, value, want string }{
+		{"batch", "x", "batch must be an integer, got string \"x\""},
+		{"batch", "0", "batch must be >= 1, got 0"},
+		{"fusion", "maybe", `unknown fusion "maybe" (one of on, off)`},
+		{"head_size", "80", "head_size must be one of 32, 64, 96, 128, got 80"},
+		{"moe_strategy", "grouped2", `unknown moe_strategy "grouped2" (did you mean "grouped"?)`},
+		{"bach", "8", `unknown parameter "bach" (did you mean "batch"?)`},
+		{"op", "rope", `op cannot be overridden (it names the case)`},
+	} {
+		if err := CheckOverride(tt.name, tt.value); err == nil || err.Error() != tt.want {
+			t.Errorf("%s=%s: got %v, want %s", tt.name, tt.value, err, tt.want)
+		}
+	}
+
+	s := mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n    params: {batch: 2}\n  - name: k\n    kind: kernel\n    op: moe\n")
+	key := s.Cases[0].Key
+	if err := s.Override(map[string]string{"batch": "8", "fusion": "off", "moe_chunk": "16"}); err != nil {
+		t.Fatal(err)
+	}
+	m, k := s.Cases[0], s.Cases[1]
+	if m.Model.Batch != 8 || m.Model.Fusion || m.Model.MoEChunk != 16 || m.Model.MoEStrategy != ops.MoEGrouped || m.Key != key {
+		t.Errorf("model case after override: %+v key %s", m.Model, m.Key)
+	}
+	if v, _ := k.Kernel.Int(ops.MoEChunk); v != 16 {
+		t.Errorf("kernel case after override: %+v", k.Kernel)
+	}
+	if _, ok := k.Params["batch"]; ok {
+		t.Error("batch applied to a kernel case")
+	}
+	if err := s.Override(map[string]string{"block_size": "12"}); err == nil || !strings.Contains(err.Error(), "block_size must be one of 8, 16, 32, got 12") {
+		t.Errorf("bad override: %v", err)
+	}
+}
