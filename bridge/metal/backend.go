@@ -61,8 +61,10 @@ type Backend struct {
 	fusions []bridge.Pattern
 	standIn bridge.RMSNormOp
 
-	// the step
+	// the step, and the steps committed and not yet waited for (async.go)
 	step       stepState
+	inFlight   []*pendingStep
+	zeroIDs    []int32
 	argScratch [64]uint64 // argBytes' staging, 8-byte aligned
 	closed     bool
 }
@@ -261,6 +263,7 @@ func (b *Backend) Read(t bridge.Tensor, dst []float32) error {
 	if err := b.flush(); err != nil {
 		return err
 	}
+	b.waitInFlight()
 	c := x.contents()
 	switch x.dt {
 	case bridge.F32:
@@ -285,6 +288,7 @@ func (b *Backend) ReadI32(t bridge.Tensor, dst []int32) error {
 	if err := b.flush(); err != nil {
 		return err
 	}
+	b.waitInFlight()
 	c := x.contents()
 	for i := range min(len(dst), x.n) {
 		dst[i] = int32(binary.LittleEndian.Uint32(c[4*i:]))
@@ -313,6 +317,9 @@ func (b *Backend) Close() error {
 	b.closed = true
 	if b.step.active {
 		_, _ = b.EndStep()
+	}
+	for len(b.inFlight) > 0 { // their buffers are released below
+		_, _, _ = b.inFlight[0].Wait()
 	}
 	for _, buf := range b.owned {
 		b.release(buf)

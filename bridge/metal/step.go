@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -67,6 +68,11 @@ type stepState struct {
 	meta    *bridge.StepMeta
 	err     error
 
+	// The buffers the host writes a step's inputs into and reads its
+	// results from: one set per step in flight (async.go), the current
+	// step's in metaBuf, errBuf and counts.
+	slots    [2]stepSlot
+	cur      int
 	metaBuf  *dbuf
 	sec      metaSections
 	errBuf   *dbuf   // word 0: error code, word 1: its value
@@ -103,7 +109,12 @@ func (s *stepState) init() {
 
 // releaseAll frees the step's buffers (Close).
 func (s *stepState) releaseAll(b *Backend) {
-	for _, buf := range append(append([]*dbuf{s.metaBuf, s.errBuf, s.flags}, s.counts...), s.retired...) {
+	s.store()
+	bufs := []*dbuf{s.flags}
+	for _, sl := range s.slots {
+		bufs = append(append(bufs, sl.metaBuf, sl.errBuf), sl.counts...)
+	}
+	for _, buf := range append(bufs, s.retired...) {
 		if buf != nil {
 			b.release(buf)
 		}
@@ -143,6 +154,9 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 		// A step left open (its caller failed before EndStep): finish it
 		// and drop its results, as a new command buffer would.
 		_, _ = b.EndStep()
+	}
+	if err := s.take(); err != nil {
+		return err
 	}
 	m := meta
 	switch {
@@ -211,8 +225,8 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 		s.errBuf = buf
 	}
 	clear(s.errBuf.Contents())
-	for i := 0; i < (s.moeCalls+countChunk-1)/countChunk; i++ {
-		clear(s.counts[i].Contents())
+	for _, c := range s.counts {
+		clear(c.Contents())
 	}
 	s.sec, s.meta, s.err, s.profile = sec, meta, nil, profile
 	s.active, s.moeCalls = true, 0
@@ -298,30 +312,12 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	b.commit()
 	b.wait()
 	s.active = false
+	s.store()
 	st := bridge.StepStats{Dispatches: s.dispatches}
-	if c := s.errBuf.Contents(); s.err == nil {
-		code := int32(uint32(c[0]) | uint32(c[1])<<8 | uint32(c[2])<<16 | uint32(c[3])<<24)
-		val := int32(uint32(c[4]) | uint32(c[5])<<8 | uint32(c[6])<<16 | uint32(c[7])<<24)
-		switch code {
-		case 0:
-		case errTokenID:
-			s.err = fmt.Errorf("metal: embedding: token id %d outside the vocabulary", val)
-		case errSlot:
-			s.err = fmt.Errorf("metal: attention: slot %d outside the KV cache", val)
-		case errBlock:
-			s.err = fmt.Errorf("metal: attention: block %d outside the KV cache", val)
-		default:
-			s.err = fmt.Errorf("metal: kernel error %d (value %d)", code, val)
-		}
+	if s.err == nil {
+		s.err = stepError(s.errBuf)
 	}
-	if s.moeCalls > 0 {
-		st.ExpertsTouched = make([]int, s.moeCalls)
-		for i := range st.ExpertsTouched {
-			c := s.counts[i/countChunk].Contents()
-			j := 4 * (i % countChunk)
-			st.ExpertsTouched[i] = int(uint32(c[j]) | uint32(c[j+1])<<8 | uint32(c[j+2])<<16 | uint32(c[j+3])<<24)
-		}
-	}
+	st.ExpertsTouched = expertCounts(s.counts, s.moeCalls)
 	if s.profile {
 		for _, k := range s.order {
 			if k.op == "begin" {
@@ -336,6 +332,36 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	clear(s.retired)
 	s.retired = s.retired[:0]
 	return st, s.err
+}
+
+// stepError is the error a step's kernels recorded in its error buffer.
+func stepError(errBuf *dbuf) error {
+	c := errBuf.Contents()
+	code := int32(binary.LittleEndian.Uint32(c[0:]))
+	val := int32(binary.LittleEndian.Uint32(c[4:]))
+	switch code {
+	case 0:
+		return nil
+	case errTokenID:
+		return fmt.Errorf("metal: embedding: token id %d outside the vocabulary", val)
+	case errSlot:
+		return fmt.Errorf("metal: attention: slot %d outside the KV cache", val)
+	case errBlock:
+		return fmt.Errorf("metal: attention: block %d outside the KV cache", val)
+	}
+	return fmt.Errorf("metal: kernel error %d (value %d)", code, val)
+}
+
+// expertCounts reads the distinct experts of each of a step's MoE calls.
+func expertCounts(counts []*dbuf, calls int) []int {
+	if calls == 0 {
+		return nil
+	}
+	out := make([]int, calls)
+	for i := range out {
+		out[i] = int(binary.LittleEndian.Uint32(counts[i/countChunk].Contents()[4*(i%countChunk):]))
+	}
+	return out
 }
 
 // Error codes of mtlbench.h.

@@ -87,3 +87,12 @@ kernel void argmax(constant ArgmaxArgs& a [[buffer(0)]], device const float* x [
     out[row] = idx == 0xffffffffu ? 0 : int(idx);
   }
 }
+
+// copy_i32: a step's token ids from the previous step's argmax, on the GPU
+// (overlapped steps, bridge/metal/async.go).
+kernel void copy_i32(constant EltArgs& a [[buffer(0)]], device const int* src [[buffer(1)]], device int* dst [[buffer(2)]],
+                     uint i [[thread_position_in_grid]]) {
+  if (i < a.n) {
+    dst[i] = src[i];
+  }
+}
