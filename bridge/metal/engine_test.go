@@ -168,7 +168,7 @@ func decodeStepLog(t *testing.T, dev mtl.Device, batch int) ([]metal.Event, meta
 		t.Fatal(err)
 	}
 	defer be.Close()
-	e := openEngine(t, be, model.Spec{Model: "qwen3-moe-mini", Seed: 7}, engine.Options{KVTokens: 256})
+	e := openEngine(t, be, model.Spec{Model: "qwen3-moe-mini", Seed: 7}, engine.Options{KVTokens: 256, Synchronous: true})
 	for r := range batch {
 		p := []int32{int32(11 + r), 502, int32(3000 + r)}
 		if err := e.Add(engine.Request{ID: r, Prompt: p, MaxNewTokens: 4}); err != nil {
