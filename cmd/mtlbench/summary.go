@@ -15,13 +15,26 @@ import (
 
 func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	var model, kernel *table.Table
-	for _, c := range sum.Cases {
+	byCase := make([]map[string]*stats.Summary, len(sum.Cases))
+	modelCols := stats.ModelColumns
+	for i, c := range sum.Cases {
 		samples, err := db.Samples(c.ID)
 		if err != nil {
 			return nil, err
 		}
-		m := stats.ByMetric(samples)
-		cols, t := stats.ModelColumns, &model
+		byCase[i] = stats.ByMetric(samples)
+	}
+	for _, col := range stats.GPUColumns {
+		for i, c := range sum.Cases {
+			if c.Kind != results.CaseKernel && byCase[i][col.Metric] != nil {
+				modelCols = append(modelCols[:len(modelCols):len(modelCols)], col)
+				break
+			}
+		}
+	}
+	for i, c := range sum.Cases {
+		m := byCase[i]
+		cols, t := modelCols, &model
 		if c.Kind == results.CaseKernel {
 			cols, t = stats.KernelColumns, &kernel
 		}

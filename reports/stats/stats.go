@@ -69,6 +69,12 @@ var ModelColumns = []Column{
 	{"peak_rss_bytes", "peak RSS MiB", 1.0 / (1 << 20), 0},
 }
 
+// GPUColumns are model-case metrics only GPU backends record, shown when a
+// run has them.
+var GPUColumns = []Column{
+	{"dispatches_per_step", "dispatches/step", 1, 0},
+}
+
 // KernelColumns are the headline metrics of kernel cases.
 var KernelColumns = []Column{
 	{"us_per_call", "µs/call", 1, 2},
