@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -54,22 +53,6 @@ func TestInfo(t *testing.T) {
 	t.Logf("%+v", info)
 	if info.Backend != "cuda" || info.MemoryBytes <= 0 || info.AvailableBytes <= 0 || info.Cores <= 0 {
 		t.Fatalf("info %+v", info)
-	}
-	var buf bytes.Buffer
-	if err := Devices(&buf); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + buf.String())
-}
-
-// Every op against the reference, with the selftest's cases.
-func TestSelftest(t *testing.T) {
-	b := gpu(t)
-	var buf bytes.Buffer
-	rs := RunSelftest(b, &buf, SelftestCases)
-	t.Log("\n" + buf.String())
-	if err := Failed(rs); err != nil {
-		t.Fatal(err)
 	}
 }
 

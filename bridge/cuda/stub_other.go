@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"errors"
-	"io"
 
 	"github.com/mtlbench/mtlbench/bridge"
 )
@@ -26,9 +25,3 @@ type Backend struct{ bridge.Backend }
 
 // New fails off Linux.
 func New(Options) (*Backend, error) { return nil, errNoCUDA }
-
-// Devices fails off Linux.
-func Devices(io.Writer) error { return errNoCUDA }
-
-// Selftest fails off Linux.
-func Selftest(io.Writer) error { return errNoCUDA }
