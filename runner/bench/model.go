@@ -15,6 +15,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
+	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
 // Workload is what one model case asks of the engine.
@@ -74,6 +75,7 @@ type ModelCase struct {
 	Bandwidth float64
 
 	bytes *stepCost
+	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
 }
 
 // RepResult is one repetition's record.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -38,10 +39,21 @@ func (o Options) tunedStore() *tune.Store {
 
 // useTuned hands the store to every model case's engine.
 func useTuned(cases []*prepared, s *tune.Store) {
+	if s == nil {
+		return
+	}
 	for _, p := range cases {
 		if p.model != nil {
-			p.model.Engine.Tuned = s
+			p.model.Engine.Tuned = TunedLookup(s)
+			p.model.tuned = s
 		}
+	}
+}
+
+// TunedLookup is the engine's lookup of s's tuned configs.
+func TunedLookup(s *tune.Store) engine.TunedLookup {
+	return func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
+		return s.ForEngine(be, cfg, dt, moe)
 	}
 }
 
@@ -50,7 +62,7 @@ func useTuned(cases []*prepared, s *tune.Store) {
 // prefill steps use something else.
 func tunedParams(params map[string]string, p *prepared) {
 	m := p.model
-	if m == nil || m.Engine.Tuned == nil {
+	if m == nil || m.tuned == nil || m.Engine.Tuned == nil {
 		return
 	}
 	dt := m.Source.DType()
@@ -58,14 +70,14 @@ func tunedParams(params map[string]string, p *prepared) {
 	if m.Engine.MaxSeqs > 0 {
 		seqs = min(seqs, m.Engine.MaxSeqs)
 	}
-	for k, v := range engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, seqs, seqs) {
+	for k, v := range m.tuned.EngineChoices(m.Backend, m.Config, dt, m.Engine.MoE, seqs, seqs) {
 		params["tuned."+k] = v
 	}
 	prefill := seqs * m.Work.PromptLen
 	if m.Engine.TokenBudget > 0 {
 		prefill = min(prefill, m.Engine.TokenBudget)
 	}
-	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)["moe"]; ok && v != params["tuned.moe"] {
+	if v, ok := m.tuned.EngineChoices(m.Backend, m.Config, dt, m.Engine.MoE, prefill, seqs)["moe"]; ok && v != params["tuned.moe"] {
 		params["tuned.moe.prefill"] = v
 	}
 }

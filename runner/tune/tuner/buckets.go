@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
@@ -127,7 +126,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		seqs := min(c.Int("requests", batch), c.Int("max_seqs", batch))
 		label := fmt.Sprintf("%s batch=%d", cfg.Name, batch)
 		if cfg.NumExperts > 0 {
-			if err := add("moe", dtype, engine.MoEShape(cfg, seqs), label); err != nil {
+			if err := add("moe", dtype, tune.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}
@@ -141,7 +140,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			"num_kv_heads": cfg.KVHeads, "head_size": cfg.HeadDim, "block_size": c.Int("block_size", 16)}, label); err != nil {
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
-		for _, mnk := range engine.MatMulShapes(cfg, seqs, seqs) {
+		for _, mnk := range tune.MatMulShapes(cfg, seqs, seqs) {
 			if err := add("matmul", dtype, tune.Shape{"m": mnk[0], "n": mnk[1], "k": mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
