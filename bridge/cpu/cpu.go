@@ -6,6 +6,7 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"math"
 	"runtime"
 	"slices"
@@ -102,9 +103,9 @@ func toF32(dst []float32, x *tensor, lo, hi int) {
 	case bridge.F32:
 		copy(dst, x.f32[lo:hi])
 	case bridge.BF16:
-		vec.BF16ToF32(dst, x.u16[lo:hi])
+		half.BF16ToF32(dst, x.u16[lo:hi])
 	case bridge.F16:
-		vec.F16ToF32(dst, x.u16[lo:hi])
+		half.F16ToF32(dst, x.u16[lo:hi])
 	case bridge.I32:
 		for i, v := range x.i32[lo:hi] {
 			dst[i] = float32(v)
