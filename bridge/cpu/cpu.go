@@ -7,6 +7,7 @@ package cpu
 import (
 	"fmt"
 	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"math"
 	"runtime"
 	"slices"
@@ -63,7 +64,7 @@ func (b *Backend) Threads() int { return b.pool.threads }
 
 func (b *Backend) Info() bridge.DeviceInfo {
 	return bridge.DeviceInfo{Backend: "cpu", Name: cpuModel(), Cores: b.pool.threads,
-		MemoryBytes: totalMemory(), AvailableBytes: AvailableMemory(), Notes: "simd: " + vec.Features()}
+		MemoryBytes: host.TotalMemory(), AvailableBytes: host.AvailableMemory(), Notes: "simd: " + vec.Features()}
 }
 
 func (b *Backend) ActDType() bridge.DType { return bridge.F32 }
@@ -356,7 +357,7 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 
 // cpuModel is the CPU's marketing name where the OS tells it.
 func cpuModel() string {
-	if m := readCPUModel(); m != "" {
+	if m := host.CPUModel(); m != "" {
 		return m
 	}
 	return runtime.GOARCH

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -131,7 +131,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		opOrder                                [][3]string
 		profiledSteps                          int
 	)
-	cpu.ResetPeakRSS()
+	host.ResetPeakRSS()
 	start := time.Now()
 	for step := 0; next < len(reqs) || e.Pending(); step++ {
 		if err := ctx.Err(); err != nil {
@@ -221,7 +221,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		add("itl_p90_ms", quantile(itl, 0.9), "ms")
 		add("itl_p99_ms", quantile(itl, 0.99), "ms")
 	}
-	if rss := cpu.PeakRSS(); rss > 0 {
+	if rss := host.PeakRSS(); rss > 0 {
 		add("peak_rss_bytes", float64(rss), "B")
 	}
 	add("preemptions", float64(preempted), "count")

@@ -17,7 +17,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
-	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -128,7 +128,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		if size == 0 {
 			size = 256 << 20
 		}
-		bw = cpu.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
+		bw = host.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}
