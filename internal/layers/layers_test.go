@@ -14,8 +14,8 @@ import (
 
 const module = "github.com/mtlbench/mtlbench"
 
-// mustNotImport lists, for each top-level directory,, the top-level directories its
-// packages must not import (their own is always allowed).
+// mustNotImport lists, for each top-level directory, the top-level
+// directories its packages must not import (their own is always allowed).
 var mustNotImport = map[string][]string{
 	"kernels":  {"bridge", "suites", "results", "runner", "reports", "cmd", "tools"},
 	"bridge":   {"suites", "results", "runner", "reports", "cmd", "tools"},
