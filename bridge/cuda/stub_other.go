@@ -11,15 +11,6 @@ import (
 // errNoCUDA is what every entry point returns off Linux.
 var errNoCUDA = errors.New("no CUDA driver: the CUDA backend runs on Linux only")
 
-// Options configure the backend (see the Linux build).
-type Options struct {
-	Device   int
-	NoGraphs bool
-	NoCuBLAS bool
-	NoPDL    bool
-	CacheDir string
-}
-
 // Backend is the CUDA backend; off Linux it cannot be opened.
 type Backend struct{ bridge.Backend }
 

@@ -34,7 +34,11 @@ func selftestCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			be, err := backends.Open(c.String("backend"), backends.Options{Threads: c.Int("threads")})
+			bo, err := backendOptions(c.Int("threads"))
+			if err != nil {
+				return err
+			}
+			be, err := backends.Open(c.String("backend"), bo)
 			if err != nil {
 				return err
 			}
@@ -103,9 +107,13 @@ func devicesCommand() *cli.Command {
 		Usage: "list the compute backends and devices on this machine",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
 		Action: func(c *cli.Context) error {
+			bo, err := backendOptions(0)
+			if err != nil {
+				return err
+			}
 			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"}}
 			for _, name := range backends.Names[1:] {
-				be, err := backends.Open(name, backends.Options{})
+				be, err := backends.Open(name, bo)
 				if err != nil {
 					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", err.Error()})
 					continue

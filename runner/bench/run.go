@@ -48,8 +48,10 @@ type Options struct {
 	// what the backend reports: for shared machines, and for tests.
 	MemoryLimit int64
 	// Tuned are the tuned kernel configs model cases without explicit MoE
-	// params use (tuned.go); nil: tune.Default.
+	// params use (tuned.go); nil: tune.Default without an override folder.
 	Tuned *tune.Store
+	// Backends are the backends' own options; Threads above sets theirs.
+	Backends backends.Options
 }
 
 // Event reports progress.
@@ -110,7 +112,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if o.Backend != "" {
 		backendName = o.Backend
 	}
-	be, err := backends.Open(backendName, backends.Options{Threads: o.Threads})
+	bo := o.Backends
+	bo.Threads = o.Threads
+	be, err := backends.Open(backendName, bo)
 	if err != nil {
 		return nil, s.ErrorAt(s.Positions["backend"], "%v", err)
 	}

@@ -28,13 +28,13 @@ func moeParams(c suites.Case) bridge.MoEParams {
 	return bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe_strategy", "grouped")), ChunkSize: c.Int("moe_chunk", 64)}
 }
 
-// tunedStore is o.Tuned, or the default lookup (MTLBENCH_TUNED, the user's
-// cache, the shipped configs) with warnings on stderr.
+// tunedStore is o.Tuned, or the default lookup (the user's cache, the
+// shipped configs) with warnings on stderr.
 func (o Options) tunedStore() *tune.Store {
 	if o.Tuned != nil {
 		return o.Tuned
 	}
-	return tune.Default(func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) })
+	return tune.Default("", func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) })
 }
 
 // useTuned hands the store to every model case's engine.

@@ -5,12 +5,17 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 // Every check, at the edge cases and the model shapes, on the GPU: checked,
 // timed (graph capture and replay) and checked again.
 func TestCUDA(t *testing.T) {
-	b, err := cuda.New(cuda.Options{})
+	o, err := envconfig.CUDA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cuda.New(o)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "no CUDA") {
 			t.Skip(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -16,7 +17,11 @@ import (
 // what the reference does, at shapes with ragged edges: a candidate the
 // tuner might pick must never be wrong.
 func TestLaunchConfigsMatchReference(t *testing.T) {
-	b, err := cuda.New(cuda.Options{})
+	o, err := envconfig.CUDA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cuda.New(o)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "no CUDA") {
 			t.Skip(err)
