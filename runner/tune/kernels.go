@@ -56,8 +56,8 @@ func Register(k *Kernel) (restore func()) {
 	return func() { registry = prev }
 }
 
-// moeDims is the shape of an MoE block, and moeDispatch the seeds' dispatch
-// choices, shared by every backend's moe kernel.
+// moeDims is the shape of an MoE block, and moeDispatch the dispatch
+// choices (bridge.MoEStrategy), shared by every backend's moe kernel.
 var (
 	moeDims = []Dim{
 		{Name: "tokens", Default: 1, Match: Log},
@@ -72,8 +72,8 @@ var (
 	}
 )
 
-// cpuMoE is the CPU MoE dispatch (bridge/cpu/moe.go): the seeds' loop,
-// chunked and grouped strategies, and the chunk size of chunked.
+// cpuMoE is the CPU MoE dispatch (bridge/cpu/moe.go): the loop, chunked
+// and grouped strategies, and the chunk size of chunked.
 var cpuMoE = &Kernel{
 	Backend: "cpu", Name: "moe",
 	Doc:    "expert dispatch: loop (one token at a time), chunked (GEMM per expert per chunk of pairs), grouped (one GEMM per expert)",
