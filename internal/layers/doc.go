@@ -8,5 +8,5 @@
 // runners, reports or commands; results knows nothing of runners or
 // reports; runner knows nothing of reports or commands; nothing imports
 // cmd; and runner's subtrees (runner/engine, runner/tune, ...) import each
-// other without cycles. docs/architecture.md describes the layers.
+// other without cycles.
 package layers
