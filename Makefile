@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUITE   ?= suites/qwen3-moe.yaml
 
-.PHONY: all build test vet darwin bench run ci clean clang mac-smoke selftest-emu
+.PHONY: all build test vet tidy-check darwin bench run ci clean clang mac-smoke selftest-emu
 
 all: build
 
@@ -16,9 +16,13 @@ build:
 test:
 	$(GO) test ./...
 
-vet:
+vet: tidy-check
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# go.mod and go.sum must be what `go mod tidy` makes of them.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 # macOS on Apple Silicon, the platform mtlbench's users run on.
 darwin:

@@ -51,8 +51,8 @@ type MoEWeights struct {
 	Hidden, Inter  int
 }
 
-// MoEStrategy is how expert work is dispatched, the alternatives the seeds
-// compare.
+// MoEStrategy is how expert work is dispatched: the alternatives the MoE
+// chunk-size history (reports/history/data) compares.
 type MoEStrategy string
 
 const (
@@ -94,7 +94,8 @@ type OpTiming struct {
 	Duration  time.Duration
 }
 
-// Components of a layer's time, as the seeds break a decode step down.
+// Components of a layer's time, as the documented history breaks a decode
+// step down (reports/history/data).
 const (
 	CompAttention = "attention"
 	CompMoE       = "moe"

@@ -25,12 +25,10 @@ type DB struct {
 	path string
 }
 
-// DefaultPath is $MTLBENCH_DB if set, else $XDG_DATA_HOME/mtlbench/results.db,
-// else ~/.local/share/mtlbench/results.db.
+// DefaultPath is $XDG_DATA_HOME/mtlbench/results.db, else
+// ~/.local/share/mtlbench/results.db: where the commands keep results unless
+// told otherwise (MTLBENCH_DB, --db).
 func DefaultPath() string {
-	if p := os.Getenv("MTLBENCH_DB"); p != "" {
-		return p
-	}
 	// The XDG spec says relative values are invalid and must be ignored.
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "mtlbench", "results.db")
@@ -42,15 +40,14 @@ func DefaultPath() string {
 }
 
 // Open opens (creating it and its parent directories if needed) the results
-// database at path and upgrades its schema to the latest version. An empty
-// path means DefaultPath().
+// database at path and upgrades its schema to the latest version.
 func Open(path string) (*DB, error) {
 	return open(path, migrations)
 }
 
 func open(path string, steps []migration) (*DB, error) {
 	if path == "" {
-		path = DefaultPath()
+		return nil, errors.New("results: no database path")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -108,20 +108,25 @@ func TestOpenFresh(t *testing.T) {
 func TestDefaultPath(t *testing.T) {
 	home, _ := os.UserHomeDir()
 	for _, tc := range []struct {
-		name, db, xdg, want string
+		name, xdg, want string
 	}{
-		{"env var wins", "/x/my.db", "/data", "/x/my.db"},
-		{"xdg", "", "/data", "/data/mtlbench/results.db"},
-		{"relative xdg ignored", "", "rel", filepath.Join(home, ".local/share/mtlbench/results.db")},
-		{"home", "", "", filepath.Join(home, ".local/share/mtlbench/results.db")},
+		{"xdg", "/data", "/data/mtlbench/results.db"},
+		{"relative xdg ignored", "rel", filepath.Join(home, ".local/share/mtlbench/results.db")},
+		{"home", "", filepath.Join(home, ".local/share/mtlbench/results.db")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("MTLBENCH_DB", tc.db)
 			t.Setenv("XDG_DATA_HOME", tc.xdg)
 			if got := DefaultPath(); got != tc.want {
 				t.Errorf("DefaultPath() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestOpenWantsAPath(t *testing.T) {
+	if db, err := Open(""); err == nil {
+		db.Close()
+		t.Fatal("Open(\"\") opened a database")
 	}
 }
 
@@ -626,7 +631,7 @@ func TestInterruptedRunKeepsFinishedCases(t *testing.T) {
 }
 
 const (
-	childEnv     = "MTLBENCH_RESULTS_TEST_CHILD_DB"
+	childEnv     = "RESULTS_TEST_CHILD_DB"
 	writerRuns   = 30
 	writerCases  = 10
 	writerReps   = 20

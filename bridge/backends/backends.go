@@ -13,9 +13,15 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
-// Options are backend settings that commands expose.
+// Options are the backends' settings: what commands expose as flags, and
+// each backend's own options (runner/envconfig fills them from the
+// environment).
 type Options struct {
 	Threads int // CPU goroutines (0: all cores)
+	// CUDA configures the CUDA backend.
+	CUDA cuda.Options
+	// Emu configures the Metal emulator (the metal-emu backend).
+	Emu emu.Options
 }
 
 // Names lists the backend names a user may ask for.
@@ -29,14 +35,14 @@ func Open(name string, o Options) (bridge.Backend, error) {
 		if dev, err := darwin.New(); err == nil {
 			return metal.New(dev, metal.Options{})
 		}
-		if b, err := cuda.New(cuda.Options{}); err == nil {
+		if b, err := cuda.New(o.CUDA); err == nil {
 			return b, nil
 		}
 		return cpu.New(cpu.Options{Threads: o.Threads}), nil
 	case "cpu":
 		return cpu.New(cpu.Options{Threads: o.Threads}), nil
 	case "cuda":
-		b, err := cuda.New(cuda.Options{})
+		b, err := cuda.New(o.CUDA)
 		if err != nil {
 			return nil, err
 		}
@@ -50,10 +56,10 @@ func Open(name string, o Options) (bridge.Backend, error) {
 	case "metal-emu":
 		// The Metal kernels on the CPU: slow, for correctness; timings are
 		// marked emulated and never compared with real ones.
-		if _, err := emu.FindCompiler(); err != nil {
+		if _, err := emu.FindCompiler(o.Emu.Clang); err != nil {
 			return nil, err
 		}
-		return metal.New(emu.New(emu.Options{}), metal.Options{})
+		return metal.New(emu.New(o.Emu), metal.Options{})
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
 }

@@ -6,6 +6,8 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"math"
 	"runtime"
 	"slices"
@@ -62,7 +64,7 @@ func (b *Backend) Threads() int { return b.pool.threads }
 
 func (b *Backend) Info() bridge.DeviceInfo {
 	return bridge.DeviceInfo{Backend: "cpu", Name: cpuModel(), Cores: b.pool.threads,
-		MemoryBytes: totalMemory(), AvailableBytes: AvailableMemory(), Notes: "simd: " + vec.Features()}
+		MemoryBytes: host.TotalMemory(), AvailableBytes: host.AvailableMemory(), Notes: "simd: " + vec.Features()}
 }
 
 func (b *Backend) ActDType() bridge.DType { return bridge.F32 }
@@ -102,9 +104,9 @@ func toF32(dst []float32, x *tensor, lo, hi int) {
 	case bridge.F32:
 		copy(dst, x.f32[lo:hi])
 	case bridge.BF16:
-		vec.BF16ToF32(dst, x.u16[lo:hi])
+		half.BF16ToF32(dst, x.u16[lo:hi])
 	case bridge.F16:
-		vec.F16ToF32(dst, x.u16[lo:hi])
+		half.F16ToF32(dst, x.u16[lo:hi])
 	case bridge.I32:
 		for i, v := range x.i32[lo:hi] {
 			dst[i] = float32(v)
@@ -355,7 +357,7 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 
 // cpuModel is the CPU's marketing name where the OS tells it.
 func cpuModel() string {
-	if m := readCPUModel(); m != "" {
+	if m := host.CPUModel(); m != "" {
 		return m
 	}
 	return runtime.GOARCH

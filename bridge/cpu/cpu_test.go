@@ -2,13 +2,13 @@ package cpu
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -35,11 +35,11 @@ func weightT(dt bridge.DType, v []float32, shape ...int) (*tensor, []float32) {
 		copy(t.f32, v)
 		copy(rounded, v)
 	case bridge.BF16:
-		vec.F32ToBF16(t.u16, v)
-		vec.BF16ToF32(rounded, t.u16)
+		half.F32ToBF16(t.u16, v)
+		half.BF16ToF32(rounded, t.u16)
 	case bridge.F16:
-		vec.F32ToF16(t.u16, v)
-		vec.F16ToF32(rounded, t.u16)
+		half.F32ToF16(t.u16, v)
+		half.F16ToF32(rounded, t.u16)
 	}
 	return t, rounded
 }

@@ -17,7 +17,7 @@ type pairGroup struct {
 // MoE routes each token to its top-k experts, runs the experts as the
 // strategy says, and sums their outputs weighted by the routing weights.
 // All strategies compute the same pairs; they differ in how many times an
-// expert's weights are streamed from memory, which is what the seeds measure.
+// expert's weights are streamed from memory, which is what they trade off.
 func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
 	H, I, K := w.Hidden, w.Inter, w.TopK
 	E := len(w.Gate)

@@ -78,16 +78,16 @@ func (s *symbols) err() error {
 }
 
 // loadAPI opens the driver, NVRTC and (optionally) cuBLAS.
-func loadAPI(wantCuBLAS bool) (*api, error) {
+func loadAPI(wantCuBLAS bool, libs []string) (*api, error) {
 	a := &api{}
-	dirs := searchDirs()
+	dirs := searchDirs(libs)
 	a.searched = dirs
 	where := strings.Join(dirs, ", ")
 	if where == "" {
 		where = "no directory"
 	}
 
-	// The driver: MTLBENCH_CUDA_LIBS, then the loader (ld.so.cache, where
+	// The driver: libs, then the loader (ld.so.cache, where
 	// the driver installs itself), then the other directories.
 	var h uintptr
 	var lastErr error
@@ -103,7 +103,7 @@ func loadAPI(wantCuBLAS bool) (*api, error) {
 		h, a.driverPath = hh, p
 		return true
 	}
-	envDirs := filterDirs(dirs, envList(EnvLibs))
+	envDirs := filterDirs(dirs, cleanDirs(libs))
 	if !tryPath(findLib(driverNames, envDirs)) && !tryPath("libcuda.so.1") && !tryPath(findLib(driverNames, dirs)) {
 		msg := fmt.Sprintf("no CUDA driver: libcuda.so.1 not found (searched the loader's path and %s", where)
 		if lastErr != nil && !strings.Contains(lastErr.Error(), "No such file") && !strings.Contains(lastErr.Error(), "cannot open shared object file") {
@@ -183,9 +183,9 @@ func loadAPI(wantCuBLAS bool) (*api, error) {
 	return a, nil
 }
 
-func envList(name string) []string {
+func cleanDirs(dirs []string) []string {
 	var out []string
-	for _, d := range strings.Split(getenv(name), ":") {
+	for _, d := range dirs {
 		if d != "" {
 			out = append(out, filepath.Clean(d))
 		}
@@ -210,7 +210,7 @@ func filterDirs(dirs, want []string) []string {
 func (a *api) loadNVRTC(dirs []string, where string) error {
 	p := findLib(nvrtcNames, dirs)
 	if p == "" {
-		return fmt.Errorf("no NVRTC: %s not found (searched %s); install the CUDA toolkit or the nvidia-cuda-nvrtc wheel, or set %s", strings.Join(nvrtcNames, ", "), where, EnvLibs)
+		return fmt.Errorf("no NVRTC: %s not found (searched %s); install the CUDA toolkit or the nvidia-cuda-nvrtc wheel, or name its folder in MTLBENCH_CUDA_LIBS", strings.Join(nvrtcNames, ", "), where)
 	}
 	// NVRTC dlopens its builtins library by soname: load it first from the
 	// same directory so directories the loader does not know still work.

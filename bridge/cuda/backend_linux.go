@@ -181,75 +181,11 @@ func (t *thread) post(f func()) { t.ch <- f }
 
 func (t *thread) close() { close(t.ch) }
 
-// Options configure the backend; zero values pick the defaults, and the
-// MTLBENCH_CUDA_* environment variables fill what is left zero.
-type Options struct {
-	// Device is the GPU ordinal (MTLBENCH_CUDA_DEVICE).
-	Device int
-	// NoGraphs replays no CUDA graphs (MTLBENCH_CUDA_GRAPHS=0).
-	NoGraphs bool
-	// NoCuBLAS runs every matmul on the backend's own kernels
-	// (MTLBENCH_CUDA_CUBLAS=0).
-	NoCuBLAS bool
-	// NoPDL launches kernels without programmatic dependent launch
-	// (MTLBENCH_CUDA_PDL=0).
-	NoPDL bool
-	// CacheDir holds compiled kernels (MTLBENCH_CUDA_CACHE; default the
-	// user cache directory's mtlbench/cuda).
-	CacheDir string
-	// Prefetch has the GEMVs and the single-token MoE down projection
-	// prefetch their weight rows into L2 before waiting on the previous
-	// kernel (MTLBENCH_CUDA_PREFETCH=1). Off by default: on an H100 it cost
-	// 5-8% of batch-1 decode, competing for bandwidth with that kernel.
-	Prefetch bool
-	// NoPDLEarly compiles the short kernels (norms, RoPE, attention) to
-	// wait on the previous kernel before letting the next one in, as the
-	// others do (MTLBENCH_CUDA_PDL_EARLY=0). Letting it in first was 1-4%
-	// faster at batch-1 decode on an H100 and an H200.
-	NoPDLEarly bool
-	// NoFuse keeps RoPE and decode attention, the single-token MoE router
-	// and routing, and a single-token GEMV and the RMSNorm before it (and
-	// the residual add after it) as separate launches (MTLBENCH_CUDA_FUSE=0).
-	NoFuse bool
-	// NoStepKernels moves a step's metadata, token ids and results with
-	// copies and a memset around its graph, instead of the step_begin and
-	// step_end kernels inside it (MTLBENCH_CUDA_STEP_KERNELS=0).
-	NoStepKernels bool
-	// NoStream runs a step only once it is wholly recorded, instead of
-	// starting its first kernels while the rest is recorded
-	// (MTLBENCH_CUDA_STREAM=0).
-	NoStream bool
-}
-
-func (o *Options) fromEnv() {
-	if o.Device == 0 {
-		fmt.Sscanf(getenv("MTLBENCH_CUDA_DEVICE"), "%d", &o.Device) //nolint:errcheck // unset: 0
-	}
-	// A variable set to 0, off or false turns its feature off; one already
-	// off in o stays off.
-	for _, f := range []struct {
-		name string
-		off  *bool
-	}{
-		{"MTLBENCH_CUDA_GRAPHS", &o.NoGraphs}, {"MTLBENCH_CUDA_CUBLAS", &o.NoCuBLAS}, {"MTLBENCH_CUDA_PDL", &o.NoPDL},
-		{"MTLBENCH_CUDA_PDL_EARLY", &o.NoPDLEarly}, {"MTLBENCH_CUDA_FUSE", &o.NoFuse},
-		{"MTLBENCH_CUDA_STEP_KERNELS", &o.NoStepKernels}, {"MTLBENCH_CUDA_STREAM", &o.NoStream},
-	} {
-		if v := getenv(f.name); v == "0" || v == "off" || v == "false" {
-			*f.off = true
-		}
-	}
-	if v := getenv("MTLBENCH_CUDA_PREFETCH"); v == "1" || v == "on" || v == "true" {
-		o.Prefetch = true
-	}
-}
-
 // New opens GPU o.Device: it loads the driver, NVRTC and cuBLAS, compiles
 // (or loads from the cache) the kernels, and sets up a stream. Without a
 // driver it returns an error that says where it looked.
 func New(o Options) (*Backend, error) {
-	o.fromEnv()
-	a, err := loadAPI(!o.NoCuBLAS)
+	a, err := loadAPI(!o.NoCuBLAS, o.Libs)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ package cuda_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -81,13 +81,13 @@ func (p *prefetched) Tensor(s model.TensorSpec) (bridge.DType, []byte, error) {
 // (default 128), MTLBENCH_CUDA_BENCH_STEPS the step modes to compare
 // (overlapped,synchronous).
 func TestDecodeSpeed(t *testing.T) {
-	spec := os.Getenv("MTLBENCH_CUDA_BENCH")
+	spec := envconfig.Get("MTLBENCH_CUDA_BENCH")
 	if spec == "" {
 		t.Skip("set MTLBENCH_CUDA_BENCH=preset@batch,batch;... to run")
 	}
 	b := gpu(t)
-	gen, prompt := envInt("MTLBENCH_CUDA_BENCH_GEN", 64), envInt("MTLBENCH_CUDA_BENCH_PROMPT", 128)
-	modes := strings.Split(os.Getenv("MTLBENCH_CUDA_BENCH_STEPS"), ",")
+	gen, prompt := envconfig.Int("MTLBENCH_CUDA_BENCH_GEN", 64), envconfig.Int("MTLBENCH_CUDA_BENCH_PROMPT", 128)
+	modes := strings.Split(envconfig.Get("MTLBENCH_CUDA_BENCH_STEPS"), ",")
 	if modes[0] == "" {
 		modes = []string{"overlapped"}
 	}
@@ -199,18 +199,11 @@ func atoi(s string) int {
 	return n
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestOpChain measures what one op costs inside a replayed decode graph: a
 // step of n copies of the op, each reading the one before's output, timed
 // over repeated steps. It runs only with MTLBENCH_CUDA_CHAIN=1.
 func TestOpChain(t *testing.T) {
-	if os.Getenv("MTLBENCH_CUDA_CHAIN") != "1" {
+	if envconfig.Get("MTLBENCH_CUDA_CHAIN") != "1" {
 		t.Skip("set MTLBENCH_CUDA_CHAIN=1 to run")
 	}
 	b := gpu(t)

@@ -73,9 +73,6 @@ func cacheDir(o Options) string {
 	if o.CacheDir != "" {
 		return o.CacheDir
 	}
-	if d := getenv("MTLBENCH_CUDA_CACHE"); d != "" {
-		return d
-	}
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "mtlbench", "cuda")
 	}

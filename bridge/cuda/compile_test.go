@@ -8,10 +8,10 @@ import (
 )
 
 // TestCompileKernels compiles kernels/cuda for sm_90 with NVRTC alone: it
-// needs no GPU, only libnvrtc (MTLBENCH_CUDA_LIBS can point at one).
+// needs no GPU, only libnvrtc (LD_LIBRARY_PATH can point at one).
 func TestCompileKernels(t *testing.T) {
 	a := &api{}
-	dirs := searchDirs()
+	dirs := searchDirs(nil)
 	if err := a.loadNVRTC(dirs, strings.Join(dirs, ", ")); err != nil {
 		t.Skip(err)
 	}
@@ -36,7 +36,7 @@ func TestCompileKernels(t *testing.T) {
 
 // Without a driver the constructor says so and where it looked.
 func TestNoDriverError(t *testing.T) {
-	_, err := loadAPI(false)
+	_, err := loadAPI(false, nil)
 	if err == nil {
 		t.Skip("a CUDA driver is installed here")
 	}

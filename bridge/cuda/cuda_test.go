@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	. "github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -30,7 +30,14 @@ var (
 // reason there is none (no driver, no device).
 func gpu(t *testing.T) *Backend {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = New(Options{}) })
+	sharedOnce.Do(func() {
+		o, err := envconfig.CUDA()
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		shared, sharedErr = New(o)
+	})
 	if sharedErr != nil {
 		if strings.HasPrefix(sharedErr.Error(), "no CUDA") {
 			t.Skip(sharedErr)
@@ -38,6 +45,16 @@ func gpu(t *testing.T) *Backend {
 		t.Fatal(sharedErr)
 	}
 	return shared
+}
+
+// envOptions are the backend options the environment asks for.
+func envOptions(t *testing.T) Options {
+	t.Helper()
+	o, err := envconfig.CUDA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 func TestMain(m *testing.M) {
@@ -54,22 +71,6 @@ func TestInfo(t *testing.T) {
 	t.Logf("%+v", info)
 	if info.Backend != "cuda" || info.MemoryBytes <= 0 || info.AvailableBytes <= 0 || info.Cores <= 0 {
 		t.Fatalf("info %+v", info)
-	}
-	var buf bytes.Buffer
-	if err := Devices(&buf); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + buf.String())
-}
-
-// Every op against the reference, with the selftest's cases.
-func TestSelftest(t *testing.T) {
-	b := gpu(t)
-	var buf bytes.Buffer
-	rs := RunSelftest(b, &buf, SelftestCases)
-	t.Log("\n" + buf.String())
-	if err := Failed(rs); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -215,7 +216,9 @@ func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []
 // CPU on a bf16 MoE model with chunked prefill.
 func TestGraphsMatchDirect(t *testing.T) {
 	b := gpu(t)
-	direct, err := New(Options{NoGraphs: true})
+	directOpts := envOptions(t)
+	directOpts.NoGraphs = true
+	direct, err := New(directOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +241,9 @@ func TestGraphsMatchDirect(t *testing.T) {
 			t.Errorf("request %d: overlapped steps differ from synchronous ones: tokens %v, %v", i, o[i].Tokens, g[i].Tokens)
 		}
 	}
-	whole, err := New(Options{NoStream: true})
+	wholeOpts := envOptions(t)
+	wholeOpts.NoStream = true
+	whole, err := New(wholeOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

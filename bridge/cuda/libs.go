@@ -13,17 +13,14 @@ import (
 // toolkit or with Python's nvidia-* wheels (PyTorch installs them), which
 // the loader does not know about, so they are searched for in:
 //
-//  1. MTLBENCH_CUDA_LIBS: directories separated by ':' (searched first, for
-//     every library, the driver included);
+//  1. Options.Libs (MTLBENCH_CUDA_LIBS; searched first, for every library,
+//     the driver included);
 //  2. LD_LIBRARY_PATH;
 //  3. CUDA_HOME / CUDA_PATH, /usr/local/cuda, /usr/local/cuda-*, /opt/cuda
 //     (lib64 and targets/<arch>-linux/lib);
 //  4. site-packages/nvidia/*/lib of the Python environments on the machine
 //     (VIRTUAL_ENV, CONDA_PREFIX, /opt/*/.venv, /usr/local/lib, ~/.local);
 //  5. the system library directories, then the loader's own search.
-
-// EnvLibs is the environment variable that names extra library directories.
-const EnvLibs = "MTLBENCH_CUDA_LIBS"
 
 // Library names, newest first: the first one found wins.
 var (
@@ -34,9 +31,9 @@ var (
 		"libcublas.so.11": "libcublasLt.so.11", "libcublas.so": "libcublasLt.so"}
 )
 
-// searchDirs lists the directories to look in, in order, without
-// duplicates; only existing directories are kept.
-func searchDirs() []string {
+// searchDirs lists the directories to look in, libs first, in order,
+// without duplicates; only existing directories are kept.
+func searchDirs(libs []string) []string {
 	var dirs []string
 	add := func(ds ...string) {
 		for _, d := range ds {
@@ -46,7 +43,7 @@ func searchDirs() []string {
 		}
 	}
 	split := func(v string) []string { return strings.Split(v, ":") }
-	add(split(os.Getenv(EnvLibs))...)
+	add(libs...)
 	add(split(os.Getenv("LD_LIBRARY_PATH"))...)
 	arch := map[string]string{"amd64": "x86_64", "arm64": "sbsa"}[runtime.GOARCH]
 	var roots []string
@@ -133,4 +130,3 @@ func findLib(names, dirs []string) string {
 	return ""
 }
 
-var getenv = os.Getenv

@@ -196,7 +196,7 @@ func (b *Backend) Mark(layer int, component, op string) {
 // subMark splits the current profile span into named parts (op:name) when
 // MTLBENCH_CUDA_PROFILE_DETAIL=1, to see the kernels inside an engine op.
 func (b *Backend) subMark(name string) {
-	if !b.profile || !b.inStep || !profileDetail || len(b.marks) == 0 {
+	if !b.profile || !b.inStep || !b.opts.ProfileDetail || len(b.marks) == 0 {
 		return
 	}
 	m := b.marks[len(b.marks)-1]
@@ -208,7 +208,6 @@ func (b *Backend) subMark(name string) {
 	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
 }
 
-var profileDetail = getenv("MTLBENCH_CUDA_PROFILE_DETAIL") == "1"
 
 // fail records the step's first error; EndStep returns it.
 func (b *Backend) fail(format string, args ...any) {

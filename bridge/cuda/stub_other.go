@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"errors"
-	"io"
 
 	"github.com/mtlbench/mtlbench/bridge"
 )
@@ -12,23 +11,8 @@ import (
 // errNoCUDA is what every entry point returns off Linux.
 var errNoCUDA = errors.New("no CUDA driver: the CUDA backend runs on Linux only")
 
-// Options configure the backend (see the Linux build).
-type Options struct {
-	Device   int
-	NoGraphs bool
-	NoCuBLAS bool
-	NoPDL    bool
-	CacheDir string
-}
-
 // Backend is the CUDA backend; off Linux it cannot be opened.
 type Backend struct{ bridge.Backend }
 
 // New fails off Linux.
 func New(Options) (*Backend, error) { return nil, errNoCUDA }
-
-// Devices fails off Linux.
-func Devices(io.Writer) error { return errNoCUDA }
-
-// Selftest fails off Linux.
-func Selftest(io.Writer) error { return errNoCUDA }

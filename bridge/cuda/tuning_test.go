@@ -2,13 +2,7 @@
 
 package cuda_test
 
-import (
-	"testing"
-
-	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/runner/kbench"
-	"github.com/mtlbench/mtlbench/runner/tune"
-)
+import "testing"
 
 // The probe reads device memory at a rate between a PCIe link's and any
 // HBM's.
@@ -21,42 +15,5 @@ func TestBandwidth(t *testing.T) {
 	t.Logf("%s: read bandwidth %.0f GB/s", b.Info().Name, bw/1e9)
 	if bw < 100e9 || bw > 20e12 {
 		t.Errorf("read bandwidth %.3g B/s is implausible", bw)
-	}
-}
-
-// Every config in the declared space of every CUDA tunable kernel computes
-// what the reference does, at shapes with ragged edges: a candidate the
-// tuner might pick must never be wrong.
-func TestLaunchConfigsMatchReference(t *testing.T) {
-	b := gpu(t)
-	shapes := map[ops.ID][]tune.Shape{
-		ops.MatMul: {{ops.M: 1, ops.N: 1000, ops.K: 2048}, {ops.M: 3, ops.N: 4096, ops.K: 512}, {ops.M: 8, ops.N: 200, ops.K: 1024}},
-		ops.PagedAttentionDecode: {{ops.Seqs: 3, ops.Context: 300, ops.NumHeads: 8, ops.NumKVHeads: 2, ops.HeadSize: 128, ops.BlockSize: 16},
-			{ops.Seqs: 1, ops.Context: 2000, ops.NumHeads: 4, ops.NumKVHeads: 4, ops.HeadSize: 64, ops.BlockSize: 32}},
-		ops.MoE: {{ops.Tokens: 1, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 512, ops.Intermediate: 256},
-			{ops.Tokens: 5, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 512, ops.Intermediate: 264}},
-	}
-	lim := tune.LimitsOf(b)
-	for _, k := range tune.Kernels("cuda") {
-		for _, s := range shapes[k.Op] {
-			s, err := k.Normalize(s, lim)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bench, err := kbench.Prepare(b, ops.Args{Op: k.Op, Ints: k.OpParams(s), DType: ops.BF16})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cands, _ := k.Candidates(s, lim)
-			for _, cfg := range cands {
-				b.SetLaunchConfig(string(k.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
-				if _, err := bench.Check(); err != nil {
-					t.Errorf("%s %s config %s: %v", k.Op, s.Key(), k.String(cfg), err)
-				}
-			}
-			b.SetLaunchConfig(string(k.Op), nil)
-			t.Logf("%s %s: %d configs checked", k.Op, s.Key(), len(cands))
-			bench.Close()
-		}
 	}
 }

@@ -26,7 +26,7 @@ func (c *chained) BeginStepFrom(meta *bridge.StepMeta, src bridge.Tensor) error 
 // tokens copied on the GPU from the last step's argmax) give the tokens of
 // synchronous steps, for fused and unfused steps alike.
 func TestOverlappedStepsMatchSynchronous(t *testing.T) {
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	spec := model.Spec{Model: "qwen3-moe-mini", Seed: 5, Layers: 2}

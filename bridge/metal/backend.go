@@ -17,12 +17,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"os"
 	"sync"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
 )
@@ -269,9 +269,9 @@ func (b *Backend) Read(t bridge.Tensor, dst []float32) error {
 	case bridge.F32:
 		copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
 	case bridge.F16:
-		vec.F16ToF32(dst[:x.n], unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
+		half.F16ToF32(dst[:x.n], unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
 	case bridge.BF16:
-		vec.BF16ToF32(dst[:x.n], unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
+		half.BF16ToF32(dst[:x.n], unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(c))), x.n))
 	case bridge.I32:
 		for i := range x.n {
 			dst[i] = float32(int32(binary.LittleEndian.Uint32(c[4*i:])))

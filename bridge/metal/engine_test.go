@@ -54,7 +54,7 @@ func maxAbsDiff(a, b []float32) float64 {
 // transformers chose), last-prompt logits within f32 rounding, and the same
 // distinct experts per MoE layer and step.
 func TestGenerateMatchesCPU(t *testing.T) {
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	for _, arch := range []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"} {
@@ -191,7 +191,7 @@ func decodeStepLog(t *testing.T, dev mtl.Device, batch int) ([]metal.Event, meta
 // very same calls, in the same order, with the same arguments, so the
 // emulator tests the encoding a real Metal device gets.
 func TestEncodingIsDeviceAgnostic(t *testing.T) {
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	const batch = 2

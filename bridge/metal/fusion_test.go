@@ -52,7 +52,7 @@ func decodeRun(t *testing.T, mb *metal.Backend, spec model.Spec, opts engine.Opt
 // tokens and logits of unfused steps, with fewer dispatches; with them all,
 // a qwen3-moe-mini decode step takes at most 70% of the unfused dispatches.
 func TestFusionsMatchUnfused(t *testing.T) {
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	mb := newEmu(t, metal.Tuning{})

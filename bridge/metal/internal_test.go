@@ -18,7 +18,7 @@ import (
 
 func emuDevice(t testing.TB) *emu.Device {
 	t.Helper()
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	return emu.New(emu.Options{})

@@ -16,7 +16,7 @@ import (
 // Weights in mmap'd memory are aliased, not copied, also when they start
 // mid-page; heap memory through Weight is copied.
 func TestWeightMappedAliases(t *testing.T) {
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skip(err)
 	}
 	be, err := New(emu.New(emu.Options{}), Options{})

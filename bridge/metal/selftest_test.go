@@ -22,7 +22,7 @@ func newEmu(t testing.TB, tu metal.Tuning) *metal.Backend {
 
 func newEmuWith(t testing.TB, o metal.Options) *metal.Backend {
 	t.Helper()
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	be, err := metal.New(emu.New(emu.Options{}), o)
@@ -64,7 +64,7 @@ func TestSelftest(t *testing.T) {
 // groups, other GEMM tiles, simdgroup_matrix expert GEMMs for every token
 // count, and small threadgroups everywhere.
 func TestSelftestVariants(t *testing.T) {
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	cases, err := selftest.Cases()

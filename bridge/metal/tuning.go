@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"strings"
 
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
@@ -216,16 +215,6 @@ func KernelSourceHash(kernel string) string {
 		h.Write(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// TunableKernels lists the kernel families KernelSourceHash knows.
-func TunableKernels() []string {
-	var out []string
-	for k := range kernelFiles {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (t Tuning) String() string {

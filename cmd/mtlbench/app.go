@@ -16,7 +16,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Version: version,
 		Description: "mtlbench runs a real inference engine (paged KV cache, continuous batching,\n" +
 			"chunked prefill, MoE dispatch) under parameterised suites, records every sample\n" +
-			"to SQLite, and compares runs with each other and with the documented history.",
+			"to SQLite, and compares runs with each other and with the documented history.\n\n" +
+			"Environment variables (MTLBENCH_*) choose the results database, tuned configs and\n" +
+			"backend switches: `mtlbench env` lists them with their values and meaning.",
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -36,6 +38,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			historyCommand(),
 			selftestCommand(),
 			devicesCommand(),
+			envCommand(),
 		},
 	}
 }

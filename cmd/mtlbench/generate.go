@@ -41,7 +41,11 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 		}
 		spec.DType = &dt
 	}
-	be, err := backends.Open(c.String("backend"), backends.Options{Threads: c.Int("threads")})
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return nil, nil, err
+	}
+	be, err := backends.Open(c.String("backend"), bo)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -45,6 +47,40 @@ func TestModelsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "models", out)
+}
+
+// env lists every variable; with a clean environment each shows its
+// default.
+func TestEnvGolden(t *testing.T) {
+	for _, v := range envconfig.Vars {
+		t.Setenv(v.Name, "")
+	}
+	for _, f := range []struct{ name, format string }{{"env", "table"}, {"env.json", "json"}} {
+		out, _, err := mtl(t, "env", "--format", f.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, f.name, out)
+	}
+	t.Setenv("MTLBENCH_CUDA_DEVICE", "1")
+	out, _, err := mtl(t, "env", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "MTLBENCH_CUDA_DEVICE,1,environment,cuda,") {
+		t.Errorf("a set variable is not shown as such:\n%s", out)
+	}
+}
+
+// The root help points to `mtlbench env`.
+func TestHelpPointsToEnv(t *testing.T) {
+	out, _, err := mtl(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "mtlbench env") {
+		t.Errorf("--help does not mention mtlbench env:\n%s", out)
+	}
 }
 
 // generate --json on a transformers fixture prints the tokens and logits

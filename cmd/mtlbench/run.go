@@ -13,9 +13,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
+	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -23,8 +26,28 @@ func dbFlag() cli.Flag {
 	return &cli.StringFlag{Name: "db", Usage: "results database (default $MTLBENCH_DB or ~/.local/share/mtlbench/results.db)"}
 }
 
+// openDB opens --db, else the database the environment names (MTLBENCH_DB),
+// else the default.
 func openDB(c *cli.Context) (*results.DB, error) {
-	return results.Open(c.String("db"))
+	path := c.String("db")
+	if path == "" {
+		path = envconfig.DB()
+	}
+	return results.Open(path)
+}
+
+// backendOptions are the backends' options from the environment, with the
+// command's CPU threads.
+func backendOptions(threads int) (backends.Options, error) {
+	o, err := envconfig.Backends()
+	o.Threads = threads
+	return o, err
+}
+
+// tunedStore is the tuned configs the engine consults, warning on w about
+// a layer it cannot read.
+func tunedStore(w io.Writer) *tune.Store {
+	return tune.Default(envconfig.TunedDir(), func(msg string) { fmt.Fprintln(w, "mtlbench: warning:", msg) })
 }
 
 func runCommand() *cli.Command {
@@ -70,10 +93,15 @@ func runCommand() *cli.Command {
 			defer db.Close()
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			bo, err := backendOptions(c.Int("threads"))
+			if err != nil {
+				return err
+			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: version, GitCommit: gitCommit(), Progress: prog.event,
+				Tuned: tunedStore(c.App.ErrWriter), Backends: bo,
 			})
 			prog.done()
 			if sum == nil {
@@ -104,7 +132,7 @@ func runStatus(err error) string {
 
 // gitCommit is the commit of the working tree the tool runs in, if any.
 func gitCommit() string {
-	if v := os.Getenv("MTLBENCH_GIT_COMMIT"); v != "" {
+	if v := envconfig.GitCommit(); v != "" {
 		return v
 	}
 	out, err := exec.Command("git", "rev-parse", "HEAD").Output()

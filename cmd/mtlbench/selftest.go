@@ -25,20 +25,28 @@ func selftestCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
 			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.BoolFlag{Name: "model-shapes", Usage: "add the checks at the shipped models' shapes (GPU fast paths; slow on the CPU)"},
+			&cli.StringFlag{Name: "filter", Usage: "run only the checks whose \"name op k=v ...\" contains one of these '|'-separated substrings"},
+			&cli.BoolFlag{Name: "timed", Usage: "time each check that passed, then check it again"},
 		},
 		Action: func(c *cli.Context) error {
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
 			}
-			be, err := backends.Open(c.String("backend"), backends.Options{Threads: c.Int("threads")})
+			bo, err := backendOptions(c.Int("threads"))
+			if err != nil {
+				return err
+			}
+			be, err := backends.Open(c.String("backend"), bo)
 			if err != nil {
 				return err
 			}
 			defer be.Close()
 			info := be.Info()
 			fmt.Fprintf(c.App.ErrWriter, "selftest: %s on %s\n", info.Backend, info.Name)
-			rs, err := selftest.Run(be, func(done, total int, r selftest.Result) {
+			o := selftest.Options{ModelShapes: c.Bool("model-shapes"), Filter: c.String("filter"), Timed: c.Bool("timed")}
+			rs, err := selftest.RunWith(be, o, func(done, total int, r selftest.Result) {
 				if !r.Passed() {
 					fmt.Fprintf(c.App.ErrWriter, "[%d/%d] %s %s: FAIL: %v\n", done, total, r.Case, r.Shape, r.Err)
 				}
@@ -46,7 +54,7 @@ func selftestCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			t, failed := selftest.Table(info.Backend, rs, c.Bool("failures"))
+			t, failed := selftestTable(info.Backend, rs, c.Bool("failures"), o.Timed)
 			if err := t.Render(c.App.Writer, f); err != nil {
 				return err
 			}
@@ -59,15 +67,53 @@ func selftestCommand() *cli.Command {
 	}
 }
 
+// selftestTable renders results: kernel, shape, max error (and time per
+// call when timed) and verdict.
+func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed bool) (*table.Table, int) {
+	t := &table.Table{Title: "selftest on " + backend, Header: []string{"case", "shape", "max error", "verdict"}}
+	if timed {
+		t.Header = []string{"case", "shape", "max error", "us/call", "verdict"}
+	}
+	failed := 0
+	for _, r := range rs {
+		verdict := "ok"
+		switch {
+		case r.Skipped:
+			verdict = "skipped: " + r.Err.Error()
+		case r.Err != nil:
+			verdict = "FAIL: " + r.Err.Error()
+			failed++
+		}
+		if failuresOnly && r.Err == nil {
+			continue
+		}
+		row := []string{r.Case, r.Shape, fmt.Sprintf("%.2g", r.MaxErr)}
+		if timed {
+			us := "-"
+			if r.UsPerCall > 0 {
+				us = fmt.Sprintf("%.1f", r.UsPerCall)
+			}
+			row = append(row, us)
+		}
+		t.Rows = append(t.Rows, append(row, verdict))
+	}
+	t.Notes = append(t.Notes, fmt.Sprintf("%d checks, %d failed; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2", len(rs), failed))
+	return t, failed
+}
+
 func devicesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "devices",
 		Usage: "list the compute backends and devices on this machine",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
 		Action: func(c *cli.Context) error {
+			bo, err := backendOptions(0)
+			if err != nil {
+				return err
+			}
 			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"}}
 			for _, name := range backends.Names[1:] {
-				be, err := backends.Open(name, backends.Options{})
+				be, err := backends.Open(name, bo)
 				if err != nil {
 					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", err.Error()})
 					continue

@@ -17,6 +17,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/runner/tune/tuner"
 	"github.com/mtlbench/mtlbench/suites"
@@ -39,7 +40,7 @@ func tuneCommand() *cli.Command {
 			"rounds; the fastest few are re-timed with the default and a Mann-Whitney test decides\n" +
 			"whether the best is really faster, else the default is kept. Every sample goes to the\n" +
 			"results database (a run of kind tune) and the winners to a tuned-config file, by\n" +
-			"default in the user's cache, which the engine consults after $" + tune.EnvDir + " and\n" +
+			"default in the user's cache, which the engine consults after $MTLBENCH_TUNED and\n" +
 			"before the configs shipped in the repository. Explicit suite params always win.",
 		Flags: []cli.Flag{
 			dbFlag(),
@@ -114,7 +115,11 @@ func tuneRun(c *cli.Context) error {
 	if name == "" && s != nil {
 		name = s.Backend
 	}
-	be, err := backends.Open(name, backends.Options{Threads: c.Int("threads")})
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	be, err := backends.Open(name, bo)
 	if err != nil {
 		return err
 	}
@@ -311,7 +316,7 @@ func (p *tuneProgress) event(e tuner.Event) {
 // tuneShow lists every tuned config the engine could consult, in lookup
 // order, with whether it applies here.
 func tuneShow(c *cli.Context) error {
-	store := tune.Default(nil)
+	store := tune.Default(envconfig.TunedDir(), nil)
 	if d := c.String("dir"); d != "" {
 		l, err := tune.DirLayer(tune.FromUser, d)
 		if err != nil && !os.IsNotExist(err) {
@@ -323,7 +328,11 @@ func tuneShow(c *cli.Context) error {
 			}
 		}
 	}
-	be, err := backends.Open(c.String("backend"), backends.Options{Threads: c.Int("threads")})
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	be, err := backends.Open(c.String("backend"), bo)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func isolate(t *testing.T) string {
 	tmp := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "cache"))
 	t.Setenv("HOME", tmp)
-	t.Setenv(tune.EnvDir, "")
+	t.Setenv("MTLBENCH_TUNED", "")
 	return tmp
 }
 

@@ -16,12 +16,13 @@ import (
 	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 // Set MTLBENCH_CHARTS_DIR to keep the test charts for looking at them.
 func keep(t *testing.T, c *Chart, name string) {
 	t.Helper()
-	dir := os.Getenv("MTLBENCH_CHARTS_DIR")
+	dir := envconfig.Get("MTLBENCH_CHARTS_DIR")
 	if dir == "" {
 		return
 	}

@@ -1,7 +1,7 @@
 // Package history loads mtlbench's documented performance history: the
 // figures the project's source documents report (tok/s per version, per
 // batch size, per-component breakdowns, isolated op timings), shipped as
-// YAML in results/history and embedded in the binary, so measured runs can
+// YAML in reports/history/data and embedded in the binary, so measured runs can
 // be plotted and compared against what was documented.
 //
 // # File format
@@ -59,6 +59,7 @@ package history
 
 import (
 	"bytes"
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -71,9 +72,15 @@ import (
 	"strconv"
 	"strings"
 
-	shipped "github.com/mtlbench/mtlbench/results/history"
 	"gopkg.in/yaml.v3"
 )
+
+// shipped holds the documented history: one YAML file per source document.
+// New files dropped into data/ (for example a table imported with
+// ImportMarkdown and written with Save) are embedded on the next build.
+//
+//go:embed data/*.yaml
+var shipped embed.FS
 
 // Point is one documented figure.
 type Point struct {
@@ -126,10 +133,14 @@ func Load(dir string) ([]Point, error) {
 	return points, errors.Join(errs...)
 }
 
-// Embedded returns the history shipped in results/history; File is the
+// Embedded returns the history shipped in reports/history/data; File is the
 // file's name there.
 func Embedded() ([]Point, error) {
-	names, err := fs.Glob(shipped.Files, "*.yaml")
+	files, err := fs.Sub(shipped, "data")
+	if err != nil {
+		return nil, err
+	}
+	names, err := fs.Glob(files, "*.yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +150,7 @@ func Embedded() ([]Point, error) {
 		errs   []error
 	)
 	for _, n := range names {
-		data, err := fs.ReadFile(shipped.Files, n)
+		data, err := fs.ReadFile(files, n)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -355,7 +366,7 @@ type savedPoint struct {
 
 // Save writes points to path in the shipped format (File and Line are not
 // written). It refuses points Load would reject, so a saved file can be
-// dropped into results/history as is.
+// dropped into reports/history/data as is.
 func Save(path string, points []Point) error {
 	out := make([]savedPoint, len(points))
 	var errs []error

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// shippedFiles are the files of results/history, one per source document.
+// shippedFiles are the files of reports/history/data, one per source document.
 var shippedFiles = map[string]string{
 	"000-optimization-plan.yaml":        "000_bc918355f9dea9ac.txt",
 	"001-knowledge-base.yaml":           "001_42c42577c32c4287.txt",
@@ -63,7 +63,7 @@ func TestEmbeddedFiles(t *testing.T) {
 	}
 
 	// Load of the folder itself must agree with the embedded copy.
-	loaded, err := Load(filepath.Join("..", "..", "results", "history"))
+	loaded, err := Load("data")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
+	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
 // Workload is what one model case asks of the engine.
@@ -58,6 +59,7 @@ type ModelCase struct {
 	Bandwidth float64
 
 	bytes *stepCost
+	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
 }
 
 // RepResult is one repetition's record.
@@ -114,7 +116,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		opOrder                                [][3]string
 		profiledSteps                          int
 	)
-	cpu.ResetPeakRSS()
+	host.ResetPeakRSS()
 	start := time.Now()
 	for step := 0; next < len(reqs) || e.Pending(); step++ {
 		if err := ctx.Err(); err != nil {
@@ -212,7 +214,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		add("itl_p90_ms", quantile(itl, 0.9), "ms")
 		add("itl_p99_ms", quantile(itl, 0.99), "ms")
 	}
-	if rss := cpu.PeakRSS(); rss > 0 {
+	if rss := host.PeakRSS(); rss > 0 {
 		add("peak_rss_bytes", float64(rss), "B")
 	}
 	add("preemptions", float64(preempted), "count")

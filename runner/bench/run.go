@@ -17,7 +17,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
-	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -47,8 +47,10 @@ type Options struct {
 	// what the backend reports: for shared machines, and for tests.
 	MemoryLimit int64
 	// Tuned are the tuned kernel configs model cases without explicit MoE
-	// params use (tuned.go); nil: tune.Default.
+	// params use (tuned.go); nil: tune.Default without an override folder.
 	Tuned *tune.Store
+	// Backends are the backends' own options; Threads above sets theirs.
+	Backends backends.Options
 }
 
 // Event reports progress.
@@ -109,7 +111,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if o.Backend != "" {
 		backendName = o.Backend
 	}
-	be, err := backends.Open(backendName, backends.Options{Threads: o.Threads})
+	bo := o.Backends
+	bo.Threads = o.Threads
+	be, err := backends.Open(backendName, bo)
 	if err != nil {
 		return nil, s.ErrorAt(s.Positions["backend"], "%v", err)
 	}
@@ -127,7 +131,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		if size == 0 {
 			size = 256 << 20
 		}
-		bw = cpu.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
+		bw = host.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
@@ -23,21 +25,32 @@ func samplingOf(s suites.Sampling) sample.Params {
 	return sample.Params{Temperature: float32(s.Temperature), TopK: s.TopK, TopP: float32(s.TopP)}
 }
 
-// tunedStore is o.Tuned, or the default lookup (MTLBENCH_TUNED, the user's
-// cache, the shipped configs) with warnings on stderr.
+// tunedStore is o.Tuned, or the default lookup (the user's cache, the
+// shipped configs) with warnings on stderr.
 func (o Options) tunedStore() *tune.Store {
 	if o.Tuned != nil {
 		return o.Tuned
 	}
-	return tune.Default(func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) })
+	return tune.Default("", func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) })
 }
 
 // useTuned hands the store to every model case's engine.
 func useTuned(cases []*prepared, s *tune.Store) {
+	if s == nil {
+		return
+	}
 	for _, p := range cases {
 		if p.model != nil {
-			p.model.Engine.Tuned = s
+			p.model.Engine.Tuned = TunedLookup(s)
+			p.model.tuned = s
 		}
+	}
+}
+
+// TunedLookup is the engine's lookup of s's tuned configs.
+func TunedLookup(s *tune.Store) engine.TunedLookup {
+	return func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
+		return s.ForEngine(be, cfg, dt, moe)
 	}
 }
 
@@ -46,7 +59,7 @@ func useTuned(cases []*prepared, s *tune.Store) {
 // prefill steps use something else.
 func tunedParams(params map[string]string, p *prepared) {
 	m := p.model
-	if m == nil || m.Engine.Tuned == nil {
+	if m == nil || m.tuned == nil || m.Engine.Tuned == nil {
 		return
 	}
 	dt := m.Source.DType()
@@ -54,14 +67,14 @@ func tunedParams(params map[string]string, p *prepared) {
 	if m.Engine.MaxSeqs > 0 {
 		seqs = min(seqs, m.Engine.MaxSeqs)
 	}
-	for k, v := range engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, seqs, seqs) {
+	for k, v := range m.tuned.EngineChoices(m.Backend, m.Config, dt, m.Engine.MoE, seqs, seqs) {
 		params["tuned."+k] = v
 	}
 	prefill := seqs * m.Work.PromptLen
 	if m.Engine.TokenBudget > 0 {
 		prefill = min(prefill, m.Engine.TokenBudget)
 	}
-	if v, ok := engine.TunedChoices(m.Backend, m.Config, dt, m.Engine, prefill, seqs)[string(ops.MoE)]; ok && v != params["tuned.moe"] {
+	if v, ok := m.tuned.EngineChoices(m.Backend, m.Config, dt, m.Engine.MoE, prefill, seqs)[string(ops.MoE)]; ok && v != params["tuned.moe"] {
 		params["tuned.moe.prefill"] = v
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -33,7 +34,7 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 	threads := runtime.GOMAXPROCS(0)
 	// Earlier calls' garbage (probe buffers) must not count in rss/need.
 	debug.FreeOSMemory()
-	cpu.ResetPeakRSS()
+	host.ResetPeakRSS()
 	cfg, err := model.Preset(preset)
 	if err != nil {
 		b.Fatal(err)
@@ -67,10 +68,10 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 		}
 		engines[i] = e
 	}
-	rss := cpu.PeakRSS()
+	rss := host.PeakRSS()
 	// The roofline takes the best of two probes, before and after: a probe
 	// slowed by a noisy neighbour would flatter the decode.
-	bw := cpu.MeasureReadBandwidth(threads, 512<<20)
+	bw := host.MeasureReadBandwidth(threads, 512<<20)
 	// Steps of every batch size alternate, so a change in machine load
 	// shifts them together and their ratio holds.
 	elapsed := make([]time.Duration, len(batches))
@@ -91,7 +92,7 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 		}
 	}
 	b.StopTimer()
-	bw = max(bw, cpu.MeasureReadBandwidth(threads, 512<<20))
+	bw = max(bw, host.MeasureReadBandwidth(threads, 512<<20))
 	b.ReportMetric(bw/1e9, "read-GB/s")
 	need := float64(cfg.WeightBytes(bridge.BF16) + cfg.KVBytesPerToken(bridge.F32)*int64(kvTokens))
 	b.ReportMetric(float64(rss)/need, "rss/need")

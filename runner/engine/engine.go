@@ -10,7 +10,6 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/sched"
-	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
 // Options configure an engine.
@@ -36,7 +35,7 @@ type Options struct {
 	MemoryWhere     string
 	// Tuned, when set, supplies tuned kernel configs (tuned.go); an explicit
 	// MoE strategy still wins.
-	Tuned *tune.Store
+	Tuned TunedLookup
 }
 
 func (o *Options) defaults() {
@@ -100,7 +99,7 @@ type Engine struct {
 	reqs  map[int]*reqState
 	ws    map[[2]int]*workspace
 	meta  bridge.StepMeta
-	tuned *tunedKernels
+	tuned Tuned
 	run   bridge.Runner
 	// flight is a step queued ahead of the one Step last returned (Step).
 	flight *flight
@@ -135,7 +134,10 @@ func CheckFit(cfg *model.Config, dt bridge.DType, kvTokens int, available int64,
 
 // New loads cfg's weights from src onto be and sets up the cache.
 func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (*Engine, error) {
-	tuned := newTuned(be, cfg, src.DType(), opts) // before defaults: it must see what was explicit
+	var tuned Tuned
+	if opts.Tuned != nil {
+		tuned = opts.Tuned(be, cfg, src.DType(), opts.MoE) // before defaults: it must see what was explicit
+	}
 	opts.defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)

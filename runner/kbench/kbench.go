@@ -1,6 +1,6 @@
 // Package kbench runs the "kernel" kind of benchmark case: one op of the
 // backend contract (bridge.Backend) on synthetic tensors, timed in isolation,
-// the seeds' "isolated benchmark" before an op is integrated into a model.
+// as an op is measured before it is integrated into a model.
 //
 // A case is prepared once (parameters validated, tensors allocated and filled
 // from a fixed seed), checked once against the pure-Go reference in package

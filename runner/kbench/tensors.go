@@ -2,11 +2,11 @@ package kbench
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"math"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 )
 
 // host is a tensor filled from host memory, kept so the reference can see
@@ -46,17 +46,17 @@ func (h *host) rows(ids []int32, width int) []float32 {
 
 func widen(dt bridge.DType, dst []float32, src []uint16) {
 	if dt == bridge.BF16 {
-		vec.BF16ToF32(dst, src)
+		half.BF16ToF32(dst, src)
 	} else {
-		vec.F16ToF32(dst, src)
+		half.F16ToF32(dst, src)
 	}
 }
 
 func narrow(dt bridge.DType, dst []uint16, src []float32) {
 	if dt == bridge.BF16 {
-		vec.F32ToBF16(dst, src)
+		half.F32ToBF16(dst, src)
 	} else {
-		vec.F32ToF16(dst, src)
+		half.F32ToF16(dst, src)
 	}
 }
 

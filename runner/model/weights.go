@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"hash/fnv"
 	"math"
 	"os"
@@ -12,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -105,9 +105,9 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	default:
 		raw := s.alloc(2 * n)
 		v := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(raw))), n)
-		conv := vec.BF16
+		conv := half.BF16
 		if s.dtype == bridge.F16 {
-			conv = vec.F16
+			conv = half.F16
 		}
 		fillParallel(n, func(lo, hi int, r splitmix) {
 			for i := lo; i < hi; i++ {
@@ -265,9 +265,9 @@ func convert(out, data []byte, src, dst bridge.DType) {
 		case bridge.F32:
 			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		case bridge.BF16:
-			f[i] = vec.BF16ToFloat(binary.LittleEndian.Uint16(data[2*i:]))
+			f[i] = half.BF16ToFloat(binary.LittleEndian.Uint16(data[2*i:]))
 		case bridge.F16:
-			f[i] = vec.F16ToFloat(binary.LittleEndian.Uint16(data[2*i:]))
+			f[i] = half.F16ToFloat(binary.LittleEndian.Uint16(data[2*i:]))
 		}
 	}
 	if dst == bridge.F32 {
@@ -275,9 +275,9 @@ func convert(out, data []byte, src, dst bridge.DType) {
 		return
 	}
 	for i, v := range f {
-		h := vec.BF16(v)
+		h := half.BF16(v)
 		if dst == bridge.F16 {
-			h = vec.F16(v)
+			h = half.F16(v)
 		}
 		binary.LittleEndian.PutUint16(out[2*i:], h)
 	}

@@ -1,22 +1,29 @@
 // Package selftest checks every op of a backend against the pure-Go
 // reference over the shapes kernels get wrong. It is the first thing to run
-// on a new machine or backend: `mtlbench selftest --backend B`.
+// on a new machine or backend: `mtlbench selftest --backend B`. The checks
+// are defined here once, for every backend: selftest.yaml holds the edge
+// cases, models.yaml the shipped models' shapes.
 package selftest
 
 import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-//go:embed selftest.yaml
-var suiteYAML []byte
+var (
+	//go:embed selftest.yaml
+	suiteYAML []byte
+	//go:embed models.yaml
+	modelsYAML []byte
+)
 
 // Result is one check.
 type Result struct {
@@ -26,40 +33,77 @@ type Result struct {
 	Err     error
 	Skipped bool
 	Elapsed time.Duration
+	// UsPerCall is the op's time per call when the check was timed
+	// (Options.Timed), else 0.
+	UsPerCall float64
 }
 
 // Passed reports whether the check passed (or was skipped as unsupported).
 func (r Result) Passed() bool { return r.Err == nil || r.Skipped }
 
-// Cases are the checks, parsed from the embedded suite.
-func Cases() ([]suites.Case, error) {
-	s, err := suites.Parse("selftest.yaml", suiteYAML)
+// Cases are the edge-case checks every backend must pass.
+func Cases() ([]suites.Case, error) { return parse("selftest.yaml", suiteYAML) }
+
+// ModelCases are the checks at the shipped models' shapes, which take the
+// GPU kernels' fast paths; on the CPU the largest take half a minute.
+func ModelCases() ([]suites.Case, error) { return parse("models.yaml", modelsYAML) }
+
+func parse(name string, data []byte) ([]suites.Case, error) {
+	s, err := suites.Parse(name, data)
 	if err != nil {
 		return nil, err
 	}
 	return s.Cases, nil
 }
 
-// Run checks every case on be, calling progress after each when non-nil.
+// Options select and extend the checks.
+type Options struct {
+	// ModelShapes adds ModelCases to Cases.
+	ModelShapes bool
+	// Filter keeps the checks whose "name shape" contains one of its
+	// '|'-separated substrings; empty keeps every check.
+	Filter string
+	// Timed times each check that passed (which on a GPU exercises graph
+	// capture and replay) and then checks it again.
+	Timed bool
+}
+
+// Run checks every edge case on be, calling progress after each when
+// non-nil.
 func Run(be bridge.Backend, progress func(done, total int, r Result)) ([]Result, error) {
+	return RunWith(be, Options{}, progress)
+}
+
+// RunWith checks the cases o selects on be.
+func RunWith(be bridge.Backend, o Options, progress func(done, total int, r Result)) ([]Result, error) {
 	cases, err := Cases()
 	if err != nil {
 		return nil, err
 	}
+	if o.ModelShapes {
+		more, err := ModelCases()
+		if err != nil {
+			return nil, err
+		}
+		cases = append(cases, more...)
+	}
+	return RunCases(be, cases, o, progress)
+}
+
+// RunCases checks cases on be (o.ModelShapes is ignored).
+func RunCases(be bridge.Backend, cases []suites.Case, o Options, progress func(done, total int, r Result)) ([]Result, error) {
+	if o.Filter != "" {
+		var kept []suites.Case
+		for _, c := range cases {
+			if matches(c, o.Filter) {
+				kept = append(kept, c)
+			}
+		}
+		cases = kept
+	}
 	var out []Result
 	for i, c := range cases {
-		r := Result{Case: c.Name}
-		start := time.Now()
-		b, err := kbench.Prepare(be, c.Kernel)
-		if err != nil {
-			r.Err = err
-			r.Skipped = errors.Is(err, errors.ErrUnsupported)
-		} else {
-			r.Shape = b.Describe()
-			r.MaxErr, r.Err = b.Check()
-			b.Close()
-		}
-		r.Elapsed = time.Since(start)
+		r := check(be, c, o)
 		out = append(out, r)
 		if progress != nil {
 			progress(i+1, len(cases), r)
@@ -68,24 +112,79 @@ func Run(be bridge.Backend, progress func(done, total int, r Result)) ([]Result,
 	return out, nil
 }
 
-// Table renders results: kernel, shape, max error and verdict.
-func Table(backend string, rs []Result, failuresOnly bool) (*table.Table, int) {
-	t := &table.Table{Title: "selftest on " + backend, Header: []string{"case", "shape", "max error", "verdict"}}
-	failed := 0
-	for _, r := range rs {
-		verdict := "ok"
-		switch {
-		case r.Skipped:
-			verdict = "skipped: " + r.Err.Error()
-		case r.Err != nil:
-			verdict = "FAIL: " + r.Err.Error()
-			failed++
-		}
-		if failuresOnly && r.Err == nil {
-			continue
-		}
-		t.Rows = append(t.Rows, []string{r.Case, r.Shape, fmt.Sprintf("%.2g", r.MaxErr), verdict})
+// matches reports whether "name op k=v ..." (params sorted by name, a
+// trailing space after each) contains one of filter's '|'-separated
+// substrings.
+func matches(c suites.Case, filter string) bool {
+	rec := c.Recorded()
+	names := make([]string, 0, len(rec))
+	for k := range rec {
+		names = append(names, k)
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("%d checks, %d failed; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2", len(rs), failed))
-	return t, failed
+	sort.Strings(names)
+	s := c.Name + " " + string(c.Op) + " "
+	for _, k := range names {
+		s += k + "=" + rec[k] + " "
+	}
+	for _, f := range strings.Split(filter, "|") {
+		if f != "" && strings.Contains(s, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Failed counts the checks that failed (skipped ones pass).
+func Failed(rs []Result) int {
+	n := 0
+	for _, r := range rs {
+		if !r.Passed() {
+			n++
+		}
+	}
+	return n
+}
+
+// Err joins the failures of rs, nil when every check passed.
+func Err(rs []Result) error {
+	var errs []error
+	for _, r := range rs {
+		if !r.Passed() {
+			errs = append(errs, fmt.Errorf("%s %s: %w", r.Case, r.Shape, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func check(be bridge.Backend, c suites.Case, o Options) (r Result) {
+	r.Case = c.Name
+	start := time.Now()
+	defer func() { r.Elapsed = time.Since(start) }()
+	b, err := kbench.Prepare(be, c.Kernel)
+	if err != nil {
+		r.Err = err
+		r.Skipped = errors.Is(err, errors.ErrUnsupported)
+		return r
+	}
+	defer b.Close()
+	r.Shape = b.Describe()
+	if r.MaxErr, r.Err = b.Check(); r.Err != nil || !o.Timed {
+		return r
+	}
+	s, err := b.Run()
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	for _, x := range s {
+		if x.Metric == "us_per_call" {
+			r.UsPerCall = x.Value
+		}
+	}
+	e2, err := b.Check()
+	r.MaxErr = max(r.MaxErr, e2)
+	if err != nil {
+		r.Err = fmt.Errorf("after timing: %w", err)
+	}
+	return r
 }

@@ -1,6 +1,8 @@
 package selftest
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -15,7 +17,7 @@ func TestCPUPassesEveryCheck(t *testing.T) {
 	if len(rs) < 150 {
 		t.Fatalf("only %d checks", len(rs))
 	}
-	_, failed := Table("cpu", rs, true)
+	failed := Failed(rs)
 	for _, r := range rs {
 		if !r.Passed() {
 			t.Errorf("%s %s: %v", r.Case, r.Shape, r.Err)
@@ -38,7 +40,60 @@ func TestBrokenBackendFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, failed := Table("broken", rs, true); failed == 0 {
+	if Failed(rs) == 0 {
 		t.Fatal("a broken RMSNorm passed the selftest")
+	}
+}
+
+// The model-shape checks, timed and checked again, on the CPU: every one
+// must pass there, so a failure on a GPU is the GPU's.
+func TestCPUPassesModelShapes(t *testing.T) {
+	cases, err := ModelCases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Short() || os.Getenv("CI") != "" {
+		// The largest shapes take half a minute of reference loops.
+		small := cases[:0]
+		for _, c := range cases {
+			if !matches(c, "experts=128 |n=151936 |width=151936 |context=1000 |tokens=128 |n=5120 |k=4096 ") {
+				small = append(small, c)
+			}
+		}
+		cases = small
+	}
+	o := Options{Timed: true}
+	rs, err := RunCases(cpu.New(cpu.Options{}), cases, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) == 0 {
+		t.Fatal("no checks ran")
+	}
+	for _, r := range rs {
+		if r.Skipped || r.UsPerCall <= 0 {
+			t.Errorf("%s %s: not timed (%v)", r.Case, r.Shape, r.Err)
+		}
+	}
+	if err := Err(rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	cases, err := ModelCases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := RunCases(cpu.New(cpu.Options{}), cases, Options{Filter: "argmax-1 |add-rms-norm-2 "}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Case)
+	}
+	if strings.Join(got, ",") != "add-rms-norm-2,argmax-1" {
+		t.Fatalf("filter kept %v", got)
 	}
 }

@@ -24,12 +24,14 @@
 // A tuned-config file (JSON, FormatVersion) holds Entries keyed by device
 // name, backend, kernel, dtype and shape bucket, each stamped with the tool
 // version and the kernel source hash it was measured on. Store.Lookup
-// consults, in order, the $MTLBENCH_TUNED folder, the user's cache
+// consults, in order, the override folder Default is given (the command's
+// $MTLBENCH_TUNED), the user's cache
 // (os.UserCacheDir()/mtlbench/tuned, where `mtlbench tune` writes), then
 // the files shipped in runner/tune/shipped (embedded), then the kernel's
 // default; the nearest bucket wins, the layer order breaks ties, and a
 // stale entry (another source hash) is ignored with a warning.
 //
-// The tuner itself, which times candidates and writes entries, is package
-// runner/tune/tuner.
+// Store.ForEngine is the lookup an engine's steps make (runner/engine's
+// Options.Tuned). The tuner itself, which times candidates and writes
+// entries, is package runner/tune/tuner.
 package tune

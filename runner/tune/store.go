@@ -14,10 +14,6 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 )
 
-// EnvDir names the environment variable holding an override folder of
-// tuned configs, consulted before the user's cache.
-const EnvDir = "MTLBENCH_TUNED"
-
 // Layer names, in lookup order.
 const (
 	FromEnv     = "env override"
@@ -68,16 +64,17 @@ func UserDir() (string, error) {
 	return filepath.Join(d, "mtlbench", "tuned"), nil
 }
 
-// Default loads the lookup order: the $MTLBENCH_TUNED folder, the user's
-// cache, the configs shipped in the repository. A layer that cannot be read
-// is left out with a warning (to warn, when not nil): tuned configs only
-// ever make things faster, never stop a run.
-func Default(warn func(string)) *Store {
+// Default loads the lookup order: the override folder dir (MTLBENCH_TUNED;
+// none when empty), the user's cache, the configs shipped in the
+// repository. A layer that cannot be read is left out with a warning (to
+// warn, when not nil): tuned configs only ever make things faster, never
+// stop a run.
+func Default(dir string, warn func(string)) *Store {
 	s := &Store{Warn: warn}
-	if d := os.Getenv(EnvDir); d != "" {
+	if d := dir; d != "" {
 		l, err := DirLayer(FromEnv, d)
 		if err != nil {
-			s.warn("env:"+d, fmt.Sprintf("tuned configs: $%s: %v", EnvDir, err))
+			s.warn("env:"+d, fmt.Sprintf("tuned configs: override folder: %v", err))
 		}
 		s.Layers = append(s.Layers, l)
 	}

@@ -209,10 +209,9 @@ func TestLookupOrder(t *testing.T) {
 	}
 }
 
-func TestDefaultStoreReadsEnvAndUserCache(t *testing.T) {
+func TestDefaultStoreReadsOverrideAndUserCache(t *testing.T) {
 	tmp := t.TempDir()
 	envDir, cache := filepath.Join(tmp, "override"), filepath.Join(tmp, "cache")
-	t.Setenv(EnvDir, envDir)
 	t.Setenv("XDG_CACHE_HOME", cache)
 	t.Setenv("HOME", tmp) // os.UserCacheDir on macOS
 	user, err := UserDir()
@@ -228,7 +227,7 @@ func TestDefaultStoreReadsEnvAndUserCache(t *testing.T) {
 	}
 	write(user, entry(4, chunked(4), "h"), entry(16, chunked(16), "h"))
 	write(envDir, entry(4, chunked(2), "h"))
-	s := Default(nil)
+	s := Default(envDir, nil)
 	if len(s.Layers) != 3 || s.Layers[0].Name != FromEnv || s.Layers[1].Name != FromUser || s.Layers[2].Name != FromShipped {
 		t.Fatalf("layers %+v", s.Layers)
 	}
@@ -241,7 +240,7 @@ func TestDefaultStoreReadsEnvAndUserCache(t *testing.T) {
 	// A broken file is a warning, not a failure: the other layers still work.
 	os.WriteFile(filepath.Join(envDir, "broken.json"), []byte("{"), 0o644)
 	var warned []string
-	s = Default(func(m string) { warned = append(warned, m) })
+	s = Default(envDir, func(m string) { warned = append(warned, m) })
 	if len(warned) != 1 || !strings.Contains(warned[0], "broken.json") {
 		t.Errorf("warnings %q, want one about broken.json", warned)
 	}

@@ -2,7 +2,11 @@
 
 package vec
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/mtlbench/mtlbench/bridge/half"
+)
 
 func detectLevel() int {
 	x := &cpu.X86
@@ -100,7 +104,7 @@ func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) 
 	}
 	gemmTiles(t, dst, ldd, x, w, m, n, k)
 	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
-		addTail(dst, ldd, x, w, m, n, k, k0, BF16ToFloat)
+		addTail(dst, ldd, x, w, m, n, k, k0, half.BF16ToFloat)
 	}
 	return true
 }
@@ -112,7 +116,7 @@ func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) b
 	}
 	gemmTiles(t, dst, ldd, x, w, m, n, k)
 	if k0 := k &^ (t.vw - 1); !t.masked && k0 < k {
-		addTail(dst, ldd, x, w, m, n, k, k0, F16ToFloat)
+		addTail(dst, ldd, x, w, m, n, k, k0, half.F16ToFloat)
 	}
 	return true
 }
@@ -136,58 +140,12 @@ func dotAVX2(a, b *float32, n int) float32
 func axpyAVX2(alpha float32, x, y *float32, n int)
 
 //go:noescape
-func bf16ToF32AVX2(dst *float32, src *uint16, n int)
-
-//go:noescape
-func f16ToF32AVX2(dst *float32, src *uint16, n int)
-
-//go:noescape
-func f32ToBF16AVX2(dst *uint16, src *float32, n int)
-
-//go:noescape
-func f32ToF16AVX2(dst *uint16, src *float32, n int)
-
-//go:noescape
 func sumBytesAVX2(p *byte, n int) uint64
 
 // The dot/axpy kernels finish their tails with masked loads; vectors are
 // attention-head sized, where 256-bit registers are as fast as 512-bit.
 func dotF32Arch(a, b []float32) float32         { return dotAVX2(&a[0], &b[0], len(a)) }
 func axpyF32Arch(alpha float32, x, y []float32) { axpyAVX2(alpha, &x[0], &y[0], len(x)) }
-
-// The conversion kernels handle whole groups of 16 (8 for f32->f16); they
-// return how many elements they converted and the caller finishes in Go.
-func bf16ToF32Arch(dst []float32, src []uint16) int {
-	n := len(src) &^ 15
-	if n > 0 {
-		bf16ToF32AVX2(&dst[0], &src[0], n)
-	}
-	return n
-}
-
-func f16ToF32Arch(dst []float32, src []uint16) int {
-	n := len(src) &^ 15
-	if n > 0 {
-		f16ToF32AVX2(&dst[0], &src[0], n)
-	}
-	return n
-}
-
-func f32ToBF16Arch(dst []uint16, src []float32) int {
-	n := len(src) &^ 15
-	if n > 0 {
-		f32ToBF16AVX2(&dst[0], &src[0], n)
-	}
-	return n
-}
-
-func f32ToF16Arch(dst []uint16, src []float32) int {
-	n := len(src) &^ 15
-	if n > 0 {
-		f32ToF16AVX2(&dst[0], &src[0], n)
-	}
-	return n
-}
 
 func sumBytesArch(buf []byte) (int, uint64) {
 	n := len(buf) &^ 511

@@ -2,6 +2,7 @@ package vec
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -28,7 +29,7 @@ func randBF16(n int) []uint16 {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	w := make([]uint16, n) // written, so no page is the shared zero page
 	for i := range w {
-		w[i] = BF16(float32(r.Float64()*2 - 1))
+		w[i] = half.BF16(float32(r.Float64()*2 - 1))
 	}
 	return w
 }
@@ -63,7 +64,7 @@ func BenchmarkGemmF16(b *testing.B) {
 	n, k := 2048, 2048
 	w := make([]uint16, n*k)
 	for i, v := range randF32(rand.New(rand.NewPCG(4, 5)), n*k) {
-		w[i] = F16(v)
+		w[i] = half.F16(v)
 	}
 	for _, m := range []int{1, 8} {
 		x := randF32(rand.New(rand.NewPCG(2, 3)), m*k)
@@ -135,17 +136,6 @@ func BenchmarkAxpyF32(b *testing.B) {
 		b.SetBytes(128 * 8)
 		for b.Loop() {
 			AxpyF32(1e-3, x, y)
-		}
-	})
-}
-
-func BenchmarkBF16ToF32(b *testing.B) {
-	src := randBF16(2048)
-	dst := make([]float32, len(src))
-	benchLevels(b, true, func(b *testing.B) {
-		b.SetBytes(int64(len(src) * 2))
-		for b.Loop() {
-			BF16ToF32(dst, src)
 		}
 	})
 }

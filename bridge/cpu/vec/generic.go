@@ -2,6 +2,7 @@ package vec
 
 import (
 	"encoding/binary"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"math"
 )
 
@@ -49,7 +50,7 @@ func dotBF16Generic(x []float32, w []uint16) float32 {
 func gemmF16Generic(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) {
 	gemmGeneric(dst, ldd, x, w, m, n, k, func(d []float32, s []uint16) {
 		for i, h := range s[:len(d)] {
-			d[i] = F16ToFloat(h)
+			d[i] = half.F16ToFloat(h)
 		}
 	})
 }

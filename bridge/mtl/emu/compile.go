@@ -57,31 +57,41 @@ type Compiler struct {
 }
 
 var (
-	compilerOnce sync.Once
-	compilerVal  *Compiler
-	compilerErr  error
+	compilerMu   sync.Mutex
+	compilers    = map[string]compilerResult{}
 	clangVersion = regexp.MustCompile(`(Apple )?clang version (\d+)\.`)
 )
 
-// FindCompiler locates clang 16 or newer: $MTLBENCH_CLANG, then
-// clang++-19, -20, -18, -17, -16 and clang++ on $PATH. Older clangs (Debian's
-// default 14) reject _Float16 on x86-64.
-func FindCompiler() (*Compiler, error) {
-	compilerOnce.Do(func() { compilerVal, compilerErr = findCompiler() })
-	return compilerVal, compilerErr
+type compilerResult struct {
+	c   *Compiler
+	err error
 }
 
-func findCompiler() (*Compiler, error) {
+// FindCompiler locates clang 16 or newer: clang when not empty, else
+// clang++-19, -20, -18, -17, -16 and clang++ on $PATH. Older clangs (Debian's
+// default 14) reject _Float16 on x86-64.
+func FindCompiler(clang string) (*Compiler, error) {
+	compilerMu.Lock()
+	defer compilerMu.Unlock()
+	r, ok := compilers[clang]
+	if !ok {
+		r.c, r.err = findCompiler(clang)
+		compilers[clang] = r
+	}
+	return r.c, r.err
+}
+
+func findCompiler(clang string) (*Compiler, error) {
 	var tried []string
 	candidates := []string{"clang++-19", "clang++-20", "clang++-18", "clang++-17", "clang++-16", "clang++"}
-	if env := os.Getenv("MTLBENCH_CLANG"); env != "" {
-		candidates = []string{env}
+	if clang != "" {
+		candidates = []string{clang}
 	}
 	for _, c := range candidates {
 		p, err := exec.LookPath(c)
 		if err != nil {
-			if c == os.Getenv("MTLBENCH_CLANG") {
-				tried = append(tried, "MTLBENCH_CLANG="+c+" (not found)")
+			if c == clang {
+				tried = append(tried, c+" (not found)")
 			}
 			continue
 		}
@@ -132,15 +142,14 @@ func cpuSignature() string {
 	return runtime.GOOS + "/" + runtime.GOARCH
 }
 
-func compileFlags() []string {
+func compileFlags(extra []string) []string {
 	f := []string{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-exceptions", "-fno-rtti",
 		"-fno-threadsafe-statics", "-ffp-contract=fast", "-w"}
 	if runtime.GOARCH == "amd64" {
 		f = append(f, "-march=native") // F16C turns half conversions into single instructions
 	}
-	// Extra flags for debugging the emulator itself, e.g. -DMSL_EMU_UCONTEXT
-	// (the portable fiber switch) or -O0 -g.
-	return append(f, strings.Fields(os.Getenv("MTLBENCH_EMU_CFLAGS"))...)
+	// Extra flags for debugging the emulator itself (Options.CFlags).
+	return append(f, extra...)
 }
 
 func hashOf(parts ...string) string {
@@ -152,9 +161,6 @@ func hashOf(parts ...string) string {
 }
 
 func defaultCacheDir() string {
-	if d := os.Getenv("MTLBENCH_EMU_CACHE"); d != "" {
-		return d
-	}
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "mtlbench", "msl-emu")
 	}
@@ -175,14 +181,15 @@ var (
 	toolchains  = map[string]*toolchain{}
 )
 
-func getToolchain(cacheDir string) (*toolchain, error) {
-	cc, err := FindCompiler()
+func getToolchain(o Options) (*toolchain, error) {
+	cacheDir := o.CacheDir
+	cc, err := FindCompiler(o.Clang)
 	if err != nil {
 		return nil, err
 	}
 	shim, _ := runtimeFS.ReadFile("runtime/metal_stdlib")
 	rt, _ := runtimeFS.ReadFile("runtime/emu_runtime.cpp")
-	flags := compileFlags()
+	flags := compileFlags(o.CFlags)
 	key := hashOf(string(shim), string(rt), cc.Path, cc.Version, strings.Join(flags, " "), cpuSignature())
 	toolchainMu.Lock()
 	defer toolchainMu.Unlock()
@@ -272,8 +279,9 @@ type libInfo struct {
 
 // buildLibrary compiles files into a shared object, or finds it in the
 // cache, keyed by the sources, options, shim, generator and compiler.
-func buildLibrary(cacheDir string, files map[string]string, opts mtl.CompileOptions) (string, *libInfo, error) {
-	t, err := getToolchain(cacheDir)
+func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (string, *libInfo, error) {
+	cacheDir := o.CacheDir
+	t, err := getToolchain(o)
 	if err != nil {
 		return "", nil, err
 	}

@@ -38,8 +38,15 @@ type Options struct {
 	// time on every threadgroup memory access.
 	NoRaceCheck bool
 	// CacheDir is where compiled libraries are kept; empty means
-	// $MTLBENCH_EMU_CACHE or os.UserCacheDir()/mtlbench/msl-emu.
+	// os.UserCacheDir()/mtlbench/msl-emu (MTLBENCH_EMU_CACHE).
 	CacheDir string
+	// Clang is the clang++ (16 or newer) that compiles kernels; empty
+	// searches $PATH (MTLBENCH_CLANG).
+	Clang string
+	// CFlags are extra compiler flags for debugging the emulator itself,
+	// e.g. -DMSL_EMU_UCONTEXT (the portable fiber switch) or -O0 -g
+	// (MTLBENCH_EMU_CFLAGS).
+	CFlags []string
 }
 
 // Device is the emulated GPU. It has Apple GPU limits: 32 KiB of threadgroup
@@ -153,7 +160,7 @@ type library struct {
 
 // NewLibrary compiles the MSL files (or loads them from the cache).
 func (d *Device) NewLibrary(files map[string]string, opts mtl.CompileOptions) (mtl.Library, error) {
-	so, info, err := buildLibrary(d.opts.CacheDir, files, opts)
+	so, info, err := buildLibrary(d.opts, files, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 // is installed.
 func newDevice(t testing.TB, opts emu.Options) *emu.Device {
 	t.Helper()
-	if _, err := emu.FindCompiler(); err != nil {
+	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	return emu.New(opts)

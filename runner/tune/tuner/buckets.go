@@ -8,7 +8,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
@@ -132,7 +131,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		seqs := min(mp.Requests, mp.MaxSeqs)
 		label := fmt.Sprintf("%s batch=%d", cfg.Name, mp.Batch)
 		if cfg.NumExperts > 0 {
-			if err := add(string(ops.MoE), dtype, engine.MoEShape(cfg, seqs), label); err != nil {
+			if err := add(string(ops.MoE), dtype, tune.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}
@@ -146,7 +145,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			ops.NumKVHeads: cfg.KVHeads, ops.HeadSize: cfg.HeadDim, ops.BlockSize: mp.BlockSize}, label); err != nil {
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
-		for _, mnk := range engine.MatMulShapes(cfg, seqs, seqs) {
+		for _, mnk := range tune.MatMulShapes(cfg, seqs, seqs) {
 			if err := add(string(ops.MatMul), dtype, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}

@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
@@ -25,14 +25,11 @@ import (
 //
 //	MTLBENCH_TUNE_COMPARE=DIR go test -run CompareTunedSuite -v ./runner/tune/tuner/
 func TestCompareTunedSuite(t *testing.T) {
-	dir := os.Getenv("MTLBENCH_TUNE_COMPARE")
+	dir := envconfig.Get("MTLBENCH_TUNE_COMPARE")
 	if dir == "" {
 		t.Skip("set MTLBENCH_TUNE_COMPARE to a tuned folder to compare it with the defaults")
 	}
-	pairs := 6
-	if n, err := strconv.Atoi(os.Getenv("MTLBENCH_TUNE_PAIRS")); err == nil && n > 0 {
-		pairs = n
-	}
+	pairs := envconfig.Int("MTLBENCH_TUNE_PAIRS", 6)
 	tuned, err := tune.DirLayer(tune.FromEnv, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestEngineUsesTunedConfig(t *testing.T) {
 	// bucket: the default).
 	store := miniStore(be, tune.FromUser, miniMoE(be, 2, tune.Config{"strategy": "chunked", "chunk": "2"}))
 	want, _ := generate(t, be, engine.Options{})
-	got, used := generate(t, be, engine.Options{Tuned: store})
+	got, used := generate(t, be, engine.Options{Tuned: bench.TunedLookup(store)})
 	if used["moe"] != "chunked/2 (user cache); grouped (default)" {
 		t.Errorf("moe used %q", used["moe"])
 	}
@@ -70,7 +70,7 @@ func TestEngineUsesTunedConfig(t *testing.T) {
 		t.Errorf("the tuned dispatch changed the tokens: %v vs %v", got, want)
 	}
 	// Explicit params win.
-	_, used = generate(t, be, engine.Options{Tuned: store, MoE: bridge.MoEParams{Strategy: bridge.MoELoop}})
+	_, used = generate(t, be, engine.Options{Tuned: bench.TunedLookup(store), MoE: bridge.MoEParams{Strategy: bridge.MoELoop}})
 	if _, ok := used["moe"]; ok {
 		t.Errorf("explicit MoE params looked up %q", used["moe"])
 	}
@@ -78,7 +78,7 @@ func TestEngineUsesTunedConfig(t *testing.T) {
 	mm := tune.Entry{Device: be.Info().Name, Backend: "cpu", Kernel: "matmul", DType: "bf16",
 		Shape:  tune.Shape{"m": 2, "n": 8192, "k": 512, "threads": 2},
 		Config: tune.Config{"piece": "256", "threads": "2"}, Samples: 20, SourceHash: cpu.KernelSourceHash("matmul")}
-	got, used = generate(t, be, engine.Options{Tuned: miniStore(be, tune.FromShipped, mm)})
+	got, used = generate(t, be, engine.Options{Tuned: bench.TunedLookup(miniStore(be, tune.FromShipped, mm))})
 	if !strings.Contains(used["matmul"], "256/2t (shipped)") {
 		t.Errorf("matmul used %q", used["matmul"])
 	}

@@ -1,7 +1,7 @@
 // Package tuner finds the fastest config of a kernel's tuning space (package
-// tune) for each shape bucket on this device, the way the seeds swept MoE
-// chunk sizes, but with the measurement discipline mtlbench applies
-// everywhere.
+// tune) for each shape bucket on this device, as the documented history's
+// MoE chunk-size sweeps did (reports/history/data), but with the
+// measurement discipline mtlbench applies everywhere.
 //
 // For each bucket: the space is enumerated and pruned by the kernel's
 // constraints; every surviving candidate (or the subset a random or local

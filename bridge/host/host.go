@@ -1,4 +1,7 @@
-package cpu
+// Package host probes the machine the process runs on: CPU model, memory,
+// the process's peak resident set, and memory read bandwidth. Each probe
+// returns zero (or "") where the OS does not say.
+package host
 
 import (
 	"bufio"
@@ -7,9 +10,9 @@ import (
 	"strings"
 )
 
-// readCPUModel reads the model name from /proc/cpuinfo (Linux); elsewhere
-// it returns "".
-func readCPUModel() string {
+// CPUModel reads the model name from /proc/cpuinfo (Linux); elsewhere it
+// returns "".
+func CPUModel() string {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
 		return ""
@@ -24,9 +27,9 @@ func readCPUModel() string {
 	return ""
 }
 
-// totalMemory is the machine's RAM in bytes from /proc/meminfo, 0 where
+// TotalMemory is the machine's RAM in bytes from /proc/meminfo, 0 where
 // unknown.
-func totalMemory() int64 {
+func TotalMemory() int64 {
 	kb := meminfo("MemTotal")
 	return kb * 1024
 }

@@ -1,0 +1,49 @@
+package cuda
+
+// Options configure the backend; zero values pick the defaults. The
+// backend reads no environment: the mtlbench command maps the
+// MTLBENCH_CUDA_* variables (`mtlbench env`) onto these fields.
+type Options struct {
+	// Device is the GPU ordinal (MTLBENCH_CUDA_DEVICE).
+	Device int
+	// Libs are folders searched first for the driver, NVRTC and cuBLAS
+	// (MTLBENCH_CUDA_LIBS).
+	Libs []string
+	// NoGraphs replays no CUDA graphs (MTLBENCH_CUDA_GRAPHS=0).
+	NoGraphs bool
+	// NoCuBLAS runs every matmul on the backend's own kernels
+	// (MTLBENCH_CUDA_CUBLAS=0).
+	NoCuBLAS bool
+	// NoPDL launches kernels without programmatic dependent launch
+	// (MTLBENCH_CUDA_PDL=0).
+	NoPDL bool
+	// CacheDir holds compiled kernels (MTLBENCH_CUDA_CACHE; default the
+	// user cache directory's mtlbench/cuda).
+	CacheDir string
+	// Prefetch has the GEMVs and the single-token MoE down projection
+	// prefetch their weight rows into L2 before waiting on the previous
+	// kernel (MTLBENCH_CUDA_PREFETCH=1). Off by default: on an H100 it cost
+	// 5-8% of batch-1 decode, competing for bandwidth with that kernel.
+	Prefetch bool
+	// NoPDLEarly compiles the short kernels (norms, RoPE, attention) to
+	// wait on the previous kernel before letting the next one in, as the
+	// others do (MTLBENCH_CUDA_PDL_EARLY=0). Letting it in first was 1-4%
+	// faster at batch-1 decode on an H100 and an H200.
+	NoPDLEarly bool
+	// NoFuse keeps RoPE and decode attention, the single-token MoE router
+	// and routing, and a single-token GEMV and the RMSNorm before it (and
+	// the residual add after it) as separate launches (MTLBENCH_CUDA_FUSE=0).
+	NoFuse bool
+	// NoStepKernels moves a step's metadata, token ids and results with
+	// copies and a memset around its graph, instead of the step_begin and
+	// step_end kernels inside it (MTLBENCH_CUDA_STEP_KERNELS=0).
+	NoStepKernels bool
+	// NoStream runs a step only once it is wholly recorded, instead of
+	// starting its first kernels while the rest is recorded
+	// (MTLBENCH_CUDA_STREAM=0).
+	NoStream bool
+	// ProfileDetail splits profiled ops into their kernels: moe into
+	// moe:router, moe:route, moe:gate_up, moe:down, and attention
+	// (MTLBENCH_CUDA_PROFILE_DETAIL=1).
+	ProfileDetail bool
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
+)
+
+func envCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "env",
+		Usage: "list the MTLBENCH_* environment variables: value, source and meaning",
+		Description: "Prints every environment variable mtlbench reads, with its current value and\n" +
+			"whether that comes from the environment or is the default (an empty value counts\n" +
+			"as unset), the part of mtlbench it configures and what it means. Variables of the\n" +
+			"area \"tests\" configure the packages' tests (go test), not the command.",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
+		Action: func(c *cli.Context) error {
+			f, err := table.ParseFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			vs := envconfig.Values()
+			if f == table.FormatJSON {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(vs)
+			}
+			t := &table.Table{Header: []string{"variable", "value", "source", "area", "meaning"}}
+			for _, v := range vs {
+				t.Rows = append(t.Rows, []string{v.Name, v.Value, v.Source, v.Area, v.Meaning})
+			}
+			return t.Render(c.App.Writer, f)
+		},
+	}
+}

@@ -1,0 +1,207 @@
+// Package envconfig is the one place mtlbench reads its MTLBENCH_*
+// environment variables. Vars documents every one (name, default, meaning,
+// area); the accessors turn them into the options the packages below take,
+// so libraries never read the environment themselves. `mtlbench env` prints
+// the table with each variable's current value.
+package envconfig
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// Var is one environment variable.
+type Var struct {
+	Name string `json:"name"`
+	// Default is what applies when the variable is unset or empty, as a
+	// reader would say it.
+	Default string `json:"default"`
+	// Area is the part of mtlbench it configures: results, provenance,
+	// tuning, cuda, metal-emu, or tests (knobs of the packages' tests).
+	Area    string `json:"area"`
+	Meaning string `json:"meaning"`
+}
+
+// Vars is every MTLBENCH_* variable, by area.
+var Vars = []Var{
+	{"MTLBENCH_DB", "$XDG_DATA_HOME/mtlbench/results.db, else ~/.local/share/mtlbench/results.db", "results",
+		"results database the commands read and write (a command's --db flag wins)"},
+	{"MTLBENCH_GIT_COMMIT", "git rev-parse HEAD in the working directory", "provenance",
+		"commit recorded with each run"},
+	{"MTLBENCH_TUNED", "none", "tuning",
+		"folder of tuned kernel configs, consulted before the user's cache and the shipped configs"},
+
+	{"MTLBENCH_CLANG", "clang++-19, -20, -18, -17, -16 or clang++ on $PATH", "metal-emu",
+		"clang++ (16 or newer) that compiles the Metal kernels for the CPU emulator"},
+	{"MTLBENCH_EMU_CACHE", "<user cache>/mtlbench/msl-emu", "metal-emu",
+		"folder of the emulator's compiled kernel libraries"},
+	{"MTLBENCH_EMU_CFLAGS", "none", "metal-emu",
+		"extra clang flags for the emulator, e.g. -DMSL_EMU_UCONTEXT (portable fiber switch) or -O0 -g"},
+
+	{"MTLBENCH_CUDA_LIBS", "none", "cuda",
+		"':'-separated folders searched first for the driver, NVRTC and cuBLAS"},
+	{"MTLBENCH_CUDA_DEVICE", "0", "cuda", "GPU ordinal"},
+	{"MTLBENCH_CUDA_CACHE", "<user cache>/mtlbench/cuda", "cuda", "folder of compiled kernels (cubins)"},
+	{"MTLBENCH_CUDA_GRAPHS", "1", "cuda", "0: never capture or replay CUDA graphs"},
+	{"MTLBENCH_CUDA_CUBLAS", "1", "cuda", "0: run every matmul on the backend's own kernels, not cuBLAS"},
+	{"MTLBENCH_CUDA_PDL", "1", "cuda", "0: launch kernels without programmatic dependent launch"},
+	{"MTLBENCH_CUDA_PDL_EARLY", "1", "cuda",
+		"0: the short kernels (norms, RoPE, attention) wait on the previous kernel before letting the next one in"},
+	{"MTLBENCH_CUDA_FUSE", "1", "cuda",
+		"0: RoPE and decode attention, the single-token MoE router and routing, and a single-token GEMV with the RMSNorm before it run as separate launches"},
+	{"MTLBENCH_CUDA_PREFETCH", "0", "cuda",
+		"1: GEMVs and the single-token MoE down projection prefetch their weight rows into L2 (cost 5-8% of batch-1 decode on an H100)"},
+	{"MTLBENCH_CUDA_STEP_KERNELS", "1", "cuda",
+		"0: move a step's metadata, token ids and results with copies and a memset around its graph instead of step_begin and step_end kernels"},
+	{"MTLBENCH_CUDA_STREAM", "1", "cuda",
+		"0: run a step only once it is wholly recorded (by default its first kernels start while the rest is recorded)"},
+	{"MTLBENCH_CUDA_PROFILE_DETAIL", "0", "cuda",
+		"1: profiles split moe into router, route, gate_up and down, and attention into its kernels"},
+
+	{"MTLBENCH_CUDA_BENCH", "none (skipped)", "tests",
+		"bridge/cuda TestDecodeSpeed cases: preset@batch,batch;... e.g. qwen3-30b-a3b@1,16;tinyllama-1.1b@1"},
+	{"MTLBENCH_CUDA_BENCH_GEN", "64", "tests", "bridge/cuda TestDecodeSpeed generated tokens"},
+	{"MTLBENCH_CUDA_BENCH_PROMPT", "128", "tests", "bridge/cuda TestDecodeSpeed prompt tokens"},
+	{"MTLBENCH_CUDA_BENCH_STEPS", "overlapped", "tests",
+		"bridge/cuda TestDecodeSpeed step modes to alternate: overlapped, synchronous"},
+	{"MTLBENCH_CUDA_CHAIN", "0", "tests", "1: run bridge/cuda TestOpChain (single ops back to back in a replayed graph)"},
+	{"MTLBENCH_TUNE_COMPARE", "none (skipped)", "tests",
+		"tuned folder runner/tune/tuner TestCompareTunedSuite compares with the defaults"},
+	{"MTLBENCH_TUNE_PAIRS", "6", "tests", "runner/tune/tuner TestCompareTunedSuite ABBA pairs"},
+	{"MTLBENCH_CHARTS_DIR", "none", "tests", "folder where reports/charts tests keep the charts they draw"},
+}
+
+// Value is a variable with its current value and where that comes from.
+type Value struct {
+	Var
+	Value  string `json:"value"`
+	Source string `json:"source"` // "environment" or "default"
+}
+
+// Values lists every variable in Vars with its current value: what the
+// environment says, or the default.
+func Values() []Value {
+	out := make([]Value, 0, len(Vars))
+	for _, v := range Vars {
+		val, ok := lookup(v.Name)
+		if !ok {
+			out = append(out, Value{Var: v, Value: v.Default, Source: "default"})
+			continue
+		}
+		out = append(out, Value{Var: v, Value: val, Source: "environment"})
+	}
+	return out
+}
+
+// lookup reads name, which must be in Vars; an empty value counts as unset.
+func lookup(name string) (string, bool) {
+	known := false
+	for _, v := range Vars {
+		if v.Name == name {
+			known = true
+			break
+		}
+	}
+	if !known {
+		panic("envconfig: " + name + " is not in the table")
+	}
+	v, ok := os.LookupEnv(name)
+	return v, ok && v != ""
+}
+
+// Get is name's value, "" when unset; name must be in Vars.
+func Get(name string) string {
+	v, _ := lookup(name)
+	return v
+}
+
+// Int is name's value as a positive integer, def when unset or not one.
+func Int(name string, def int) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(Get(name))); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// off reports whether name turns its feature off: 0, off or false.
+func off(name string) bool {
+	switch strings.ToLower(Get(name)) {
+	case "0", "off", "false":
+		return true
+	}
+	return false
+}
+
+// on reports whether name turns its feature on: 1, on or true.
+func on(name string) bool {
+	switch strings.ToLower(Get(name)) {
+	case "1", "on", "true":
+		return true
+	}
+	return false
+}
+
+// DB is the results database: $MTLBENCH_DB, else results.DefaultPath.
+func DB() string {
+	if p := Get("MTLBENCH_DB"); p != "" {
+		return p
+	}
+	return results.DefaultPath()
+}
+
+// GitCommit is $MTLBENCH_GIT_COMMIT, "" when unset (the caller asks git).
+func GitCommit() string { return Get("MTLBENCH_GIT_COMMIT") }
+
+// TunedDir is the override folder of tuned configs, "" for none.
+func TunedDir() string { return Get("MTLBENCH_TUNED") }
+
+// CUDA are the CUDA backend's options.
+func CUDA() (cuda.Options, error) {
+	o := cuda.Options{
+		CacheDir:      Get("MTLBENCH_CUDA_CACHE"),
+		NoGraphs:      off("MTLBENCH_CUDA_GRAPHS"),
+		NoCuBLAS:      off("MTLBENCH_CUDA_CUBLAS"),
+		NoPDL:         off("MTLBENCH_CUDA_PDL"),
+		NoPDLEarly:    off("MTLBENCH_CUDA_PDL_EARLY"),
+		NoFuse:        off("MTLBENCH_CUDA_FUSE"),
+		NoStepKernels: off("MTLBENCH_CUDA_STEP_KERNELS"),
+		NoStream:      off("MTLBENCH_CUDA_STREAM"),
+		Prefetch:      on("MTLBENCH_CUDA_PREFETCH"),
+		ProfileDetail: on("MTLBENCH_CUDA_PROFILE_DETAIL"),
+	}
+	for _, d := range strings.Split(Get("MTLBENCH_CUDA_LIBS"), ":") {
+		if d != "" {
+			o.Libs = append(o.Libs, d)
+		}
+	}
+	if d := Get("MTLBENCH_CUDA_DEVICE"); d != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(d))
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("MTLBENCH_CUDA_DEVICE=%q: want a GPU ordinal (0, 1, ...)", d)
+		}
+		o.Device = n
+	}
+	return o, nil
+}
+
+// Emu are the Metal emulator's options.
+func Emu() emu.Options {
+	return emu.Options{
+		Clang:    Get("MTLBENCH_CLANG"),
+		CacheDir: Get("MTLBENCH_EMU_CACHE"),
+		CFlags:   strings.Fields(Get("MTLBENCH_EMU_CFLAGS")),
+	}
+}
+
+// Backends are the per-backend options of backends.Open.
+func Backends() (backends.Options, error) {
+	c, err := CUDA()
+	return backends.Options{CUDA: c, Emu: Emu()}, err
+}

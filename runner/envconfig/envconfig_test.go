@@ -1,0 +1,135 @@
+package envconfig
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+func clean(t *testing.T) {
+	for _, v := range Vars {
+		t.Setenv(v.Name, "")
+	}
+}
+
+func TestCUDAOptions(t *testing.T) {
+	clean(t)
+	if o, err := CUDA(); err != nil || o.Device != 0 || o.NoFuse || o.Prefetch || len(o.Libs) != 0 {
+		t.Fatalf("defaults: %+v, %v", o, err)
+	}
+	t.Setenv("MTLBENCH_CUDA_DEVICE", "2")
+	t.Setenv("MTLBENCH_CUDA_FUSE", "0")
+	t.Setenv("MTLBENCH_CUDA_GRAPHS", "off")
+	t.Setenv("MTLBENCH_CUDA_STREAM", "1") // on: the default
+	t.Setenv("MTLBENCH_CUDA_PREFETCH", "true")
+	t.Setenv("MTLBENCH_CUDA_LIBS", "/a::/b")
+	t.Setenv("MTLBENCH_CUDA_CACHE", "/c")
+	o, err := CUDA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cuda.Options{Device: 2, NoFuse: true, NoGraphs: true, Prefetch: true, Libs: []string{"/a", "/b"}, CacheDir: "/c"}
+	if o.Device != want.Device || o.NoFuse != want.NoFuse || o.NoGraphs != want.NoGraphs || o.NoStream ||
+		o.Prefetch != want.Prefetch || !slices.Equal(o.Libs, want.Libs) || o.CacheDir != want.CacheDir {
+		t.Fatalf("got %+v, want %+v", o, want)
+	}
+	t.Setenv("MTLBENCH_CUDA_DEVICE", "first")
+	if _, err := CUDA(); err == nil {
+		t.Fatal("a device that is not a number passed")
+	}
+}
+
+func TestDBAndEmu(t *testing.T) {
+	clean(t)
+	if DB() != results.DefaultPath() {
+		t.Errorf("DB() = %q, want the default", DB())
+	}
+	t.Setenv("MTLBENCH_DB", "/x/my.db")
+	if DB() != "/x/my.db" {
+		t.Errorf("DB() = %q", DB())
+	}
+	t.Setenv("MTLBENCH_EMU_CFLAGS", "-O0  -g")
+	t.Setenv("MTLBENCH_CLANG", "clang++-21")
+	if e := Emu(); !slices.Equal(e.CFlags, []string{"-O0", "-g"}) || e.Clang != "clang++-21" {
+		t.Errorf("Emu() = %+v", e)
+	}
+}
+
+func TestValuesSayTheSource(t *testing.T) {
+	clean(t)
+	t.Setenv("MTLBENCH_TUNED", "/t")
+	for _, v := range Values() {
+		switch {
+		case v.Name == "MTLBENCH_TUNED" && (v.Value != "/t" || v.Source != "environment"):
+			t.Errorf("%+v", v)
+		case v.Name != "MTLBENCH_TUNED" && (v.Value != v.Default || v.Source != "default"):
+			t.Errorf("%+v", v)
+		}
+	}
+}
+
+func TestUnknownNamePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Get of a name outside the table did not panic")
+		}
+	}()
+	Get("MTLBENCH_NOT_IN_THE_TABLE")
+}
+
+// Every MTLBENCH_* name the module's Go files and docs mention is in the
+// table, documented, and only this package reads the environment for one.
+func TestTableCoversTheModule(t *testing.T) {
+	names := map[string]bool{}
+	for _, v := range Vars {
+		if !strings.HasPrefix(v.Name, "MTLBENCH_") || v.Default == "" || v.Area == "" || v.Meaning == "" {
+			t.Errorf("incomplete entry %+v", v)
+		}
+		if names[v.Name] {
+			t.Errorf("%s twice", v.Name)
+		}
+		names[v.Name] = true
+	}
+	re := regexp.MustCompile(`MTLBENCH_[A-Z0-9_]*[A-Z0-9]`)
+	read := regexp.MustCompile(`(os\.Getenv|os\.LookupEnv|getenv)\("MTLBENCH_`)
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && p != root || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllIndex(data, -1) {
+			n := string(data[m[0]:m[1]])
+			if strings.HasPrefix(string(data[m[1]:]), "_*") { // a family: MTLBENCH_CUDA_*
+				continue
+			}
+			if !names[n] && n != "MTLBENCH_NOT_IN_THE_TABLE" {
+				t.Errorf("%s mentions %s, which the table lacks", p, n)
+			}
+		}
+		// step_linux.go's profile switch is read when bridge/cuda loads;
+		// New overrides it from Options.ProfileDetail.
+		if read.Match(data) && !strings.HasSuffix(p, filepath.Join("bridge", "cuda", "step_linux.go")) {
+			t.Errorf("%s reads an MTLBENCH_ variable itself", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
