@@ -129,4 +129,3 @@ func findLib(names, dirs []string) string {
 	}
 	return ""
 }
-

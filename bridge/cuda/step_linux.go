@@ -208,7 +208,6 @@ func (b *Backend) subMark(name string) {
 	b.ents = append(b.ents, entry{kind: entMark, a0: int32(len(b.marks) - 1)})
 }
 
-
 // fail records the step's first error; EndStep returns it.
 func (b *Backend) fail(format string, args ...any) {
 	if b.stepErr == nil {
