@@ -122,9 +122,7 @@ func TestTableCoversTheModule(t *testing.T) {
 				t.Errorf("%s mentions %s, which the table lacks", p, n)
 			}
 		}
-		// step_linux.go's profile switch is read when bridge/cuda loads;
-		// New overrides it from Options.ProfileDetail.
-		if read.Match(data) && !strings.HasSuffix(p, filepath.Join("bridge", "cuda", "step_linux.go")) {
+		if read.Match(data) {
 			t.Errorf("%s reads an MTLBENCH_ variable itself", p)
 		}
 		return nil
