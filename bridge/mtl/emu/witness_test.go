@@ -189,3 +189,28 @@ func TestCostWitnessSums(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCostWitness times a memory-bound and a barrier-bound kernel with
+// counting on and off (docs/msl-subset.md quotes the difference).
+func BenchmarkCostWitness(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		dev := newDevice(b, emu.Options{NoCostWitness: off, NoRaceCheck: true})
+		lib := testLibrary(b, dev, "witness.metal")
+		const n = 1 << 16
+		in, out := newBuf(b, dev, 4*n), newBuf(b, dev, 4*n)
+		for _, k := range []string{"read_twice", "tg_reduce"} {
+			name := k + "/witness"
+			if off {
+				name = k + "/off"
+			}
+			p := pipe(b, lib, k, nil)
+			b.Run(name, func(b *testing.B) {
+				for range b.N {
+					if err := run(b, dev, p, [3]int{n / 64, 1, 1}, [3]int{64, 1, 1}, arg{buf: in}, arg{buf: out}, arg{tg: 16}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -96,7 +96,7 @@ struct Worker {
 #endif
 };
 
-thread_local Fiber *cur;
+__thread Fiber *cur __attribute__((tls_model("local-dynamic")));
 int race_enabled;
 int cost_enabled;
 static thread_local Worker *tw;
