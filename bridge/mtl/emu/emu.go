@@ -37,6 +37,10 @@ type Options struct {
 	// NoRaceCheck turns off the threadgroup-memory race check, which costs
 	// time on every threadgroup memory access.
 	NoRaceCheck bool
+	// NoCostWitness turns off counting each dispatch's device traffic,
+	// loads, barriers and launches (mtl.CostWitness); counting costs a few
+	// additions per device access.
+	NoCostWitness bool
 	// CacheDir is where compiled libraries are kept; empty means
 	// os.UserCacheDir()/mtlbench/msl-emu (MTLBENCH_EMU_CACHE).
 	CacheDir string

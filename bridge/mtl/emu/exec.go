@@ -42,6 +42,20 @@ type commandBuffer struct {
 	err       error
 	start     float64
 	end       float64
+	stats     []mtl.DispatchStats // the cost witness, filled by execute
+}
+
+var _ mtl.CostWitness = (*commandBuffer)(nil)
+
+// DispatchStats is the cost witness of each dispatch that ran, in encoding
+// order; nil until Wait returns or when Options.NoCostWitness is set.
+func (cb *commandBuffer) DispatchStats() []mtl.DispatchStats {
+	select {
+	case <-cb.done:
+		return cb.stats
+	default:
+		return nil
+	}
 }
 
 func (cb *commandBuffer) fail(err error) {
@@ -133,7 +147,37 @@ func (cb *commandBuffer) execute() {
 			cb.err = err
 			return
 		}
+		if c.desc.flags&2 != 0 {
+			cb.stats = append(cb.stats, c.stats())
+		}
 	}
+}
+
+// stats turns a dispatch's counts into its DispatchStats.
+func (c *command) stats() mtl.DispatchStats {
+	d := c.desc
+	s := mtl.DispatchStats{Kernel: c.pipe.k.Name}
+	for i := 0; i < 3; i++ {
+		s.Grid[i], s.Groups[i], s.ThreadsPerGroup[i] = int(d.grid[i]), int(d.groups[i]), int(d.tpg[i])
+	}
+	// Dynamic lengths are laid out 16-byte aligned before the static
+	// variables, as emu_runtime.cpp's run_group does.
+	dyn := 0
+	for _, l := range d.tgmem {
+		if l > 0 {
+			dyn = (dyn+15)&^15 + int(l)
+		}
+	}
+	s.ThreadgroupMemory = dyn + int(d.staticTG)
+	groups := d.groups[0] * d.groups[1] * d.groups[2]
+	s.Cost = mtl.Cost{
+		BytesRead: d.cost.bytesRead, BytesWritten: d.cost.bytesWritten,
+		Loads: d.cost.loads, Stores: d.cost.stores, SimdgroupLoads: d.cost.simdgroupLoads,
+		Barriers: d.cost.barriers, Threadgroups: groups,
+		Simdgroups: d.cost.simdgroups, Threads: d.cost.threads,
+		ThreadgroupMemoryLaunched: int64(s.ThreadgroupMemory) * groups,
+	}
+	return s
 }
 
 type binding struct {
@@ -273,6 +317,9 @@ func (e *encoder) dispatch(groups, tpg, grid [3]int) {
 	d := &cDesc{abi: abi, kernel: p.index, tgmax: int64(p.lib.dev.MaxThreadgroupMemoryLength())}
 	if !p.lib.dev.opts.NoRaceCheck {
 		d.flags |= 1
+	}
+	if !p.lib.dev.opts.NoCostWitness {
+		d.flags |= 2
 	}
 	for i := 0; i < 3; i++ {
 		d.groups[i], d.tpg[i], d.grid[i] = int64(groups[i]), int64(tpg[i]), int64(grid[i])

@@ -7,7 +7,7 @@ import (
 )
 
 // abi is the layout version of cDesc, checked against the runtime's.
-const abi = 4
+const abi = 5
 
 type cBinding struct {
 	ptr uintptr
@@ -38,7 +38,18 @@ type cDesc struct {
 	next     int64
 	errflag  int64
 	staticTG int64
+	cost     cCost
 	err      [1024]byte
+}
+
+// cCost is the cost witness of one dispatch, summed over its threadgroups
+// (Desc's c_* fields).
+type cCost struct {
+	bytesRead, bytesWritten int64
+	loads, stores           int64
+	simdgroupLoads          int64
+	barriers                int64
+	simdgroups, threads     int64
 }
 
 func (d *cDesc) errString() string {

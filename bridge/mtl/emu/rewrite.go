@@ -437,6 +437,9 @@ func (r *rewriter) walk() {
 			continue
 		case tIdent:
 		default:
+			if assignOps[t.text] && r.inFunction() {
+				r.markStore(i)
+			}
 			continue
 		}
 		switch t.text {
@@ -481,6 +484,78 @@ func (r *rewriter) walk() {
 		}
 	}
 }
+
+var assignOps = map[string]bool{"=": true, "+=": true, "-=": true, "*=": true, "/=": true, "%=": true,
+	"&=": true, "|=": true, "^=": true, "<<=": true}
+
+// stmtStart are the tokens after which an expression statement starts.
+var stmtStart = map[string]bool{";": true, "{": true, "}": true, ")": true, "else": true, "do": true, ":": true}
+
+// markStore brackets the left side of the assignment whose operator is at
+// k, `p[i] = v` becoming `(store_mark(false), p[i]) = v`, so the cost
+// witness counts its device access as a store rather than a load
+// (docs/msl-subset.md). Left sides it cannot delimit surely stay as they
+// are, and their stores count as loads.
+func (r *rewriter) markStore(k int) {
+	j := k - 1
+	start := -1
+	indexed := false
+	for start < 0 {
+		t := r.tok(j)
+		switch {
+		case t.text == "]" || t.text == ")":
+			if r.attrTo[j] != nil {
+				return
+			}
+			m := r.matchBack(j)
+			if m < 0 {
+				return
+			}
+			if t.text == "]" {
+				indexed = true
+			}
+			prev := r.tok(m - 1)
+			if t.text == ")" && prev.kind != tIdent && prev.text != "]" && prev.text != ")" {
+				start = m // a parenthesised primary: (*p)
+				break
+			}
+			if t.text == "]" && prev.kind != tIdent && prev.text != "]" && prev.text != ")" {
+				return // not a subscript: a lambda's capture, an attribute
+			}
+			j = m - 1
+		case t.kind == tIdent && !notPrimary[t.text]:
+			switch r.text(j - 1) {
+			case ".", "::":
+				j -= 2
+			case "->":
+				indexed = true
+				j -= 2
+			default:
+				start = j
+			}
+		default:
+			return
+		}
+	}
+	if r.text(start-1) == "*" && stmtStart[r.text(start-2)] {
+		start--
+		indexed = true
+	}
+	if !indexed || !stmtStart[r.text(start-1)] {
+		return // a declaration (float a[4] = ...), or nothing that reaches memory
+	}
+	compound := "false"
+	if r.text(k) != "=" {
+		compound = "true"
+	}
+	p := r.toks[start].pos
+	r.edits = append(r.edits, edit{p, p, "(::metal::__emu::store_mark(" + compound + "), "})
+	r.insertAfter(k-1, ")")
+}
+
+// notPrimary are identifiers that cannot end a postfix expression.
+var notPrimary = map[string]bool{"return": true, "auto": true, "const": true, "case": true, "default": true,
+	"else": true, "do": true, "sizeof": true, "operator": true, "template": true, "typename": true}
 
 // vecCtor rewrites the vector type at tokens i..j, followed by '(', into a
 // call of metal::__emu::make, which converts values instead of bits.
@@ -1174,7 +1249,12 @@ func hasIndexAttr(items []attrItem) bool {
 // apply applies the edits, keeping every newline of replaced text so that
 // lines stay where the line markers say they are.
 func (r *rewriter) apply() (string, error) {
-	sort.SliceStable(r.edits, func(a, b int) bool { return r.edits[a].start < r.edits[b].start })
+	// At one position an insertion goes before a replacement: markStore
+	// inserts before a token another rewrite may replace.
+	sort.SliceStable(r.edits, func(a, b int) bool {
+		ea, eb := r.edits[a], r.edits[b]
+		return ea.start < eb.start || ea.start == eb.start && ea.end == ea.start && eb.end > eb.start
+	})
 	var b strings.Builder
 	pos := 0
 	for _, e := range r.edits {

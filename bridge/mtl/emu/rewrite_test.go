@@ -193,3 +193,29 @@ func TestEvalInt(t *testing.T) {
 		t.Error("an identifier evaluated")
 	}
 }
+
+// TestRewriteStoreMarks checks which assignments the cost witness brackets
+// as stores: left sides that reach memory through [], -> or *, in
+// statements, and not declarations or plain variables.
+func TestRewriteStoreMarks(t *testing.T) {
+	const mark, cmark = "(::metal::__emu::store_mark(false), ", "(::metal::__emu::store_mark(true), "
+	for _, c := range []struct{ stmt, want string }{
+		{"out[i] = x;", mark + "out[i]) = x;"},
+		{"out[idx[i]] += x;", cmark + "out[idx[i]]) += x;"},
+		{"o.p[i].x = x;", mark + "o.p[i].x) = x;"},
+		{"s->v = x;", mark + "s->v) = x;"},
+		{"*out = x;", mark + "*out) = x;"},
+		{"*(out + 1) = x;", mark + "*(out + 1)) = x;"},
+		{"((device float4*)out)[i] = v;", mark + "((::metal::__emu::ptr<float4, 1>)out)[i]) = v;"},
+		{"if (i > 0) out[i] = x;", "if (i > 0) " + mark + "out[i]) = x;"},
+		{"x = out[i];", "x = out[i];"},
+		{"float a[2] = {x, x};", "float a[2] = {x, x};"},
+		{"float b = x;", "float b = x;"},
+		{"auto f = [=](int k) { return k; };", "auto f = [=](int k) { return k; };"},
+	} {
+		out, _, _ := rewriteOK(t, "void f(device float* out, device const uint* idx, float x, float4 v, uint i) {\n  "+c.stmt+"\n}\n")
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%s: output lacks %q:\n%s", c.stmt, c.want, out)
+		}
+	}
+}

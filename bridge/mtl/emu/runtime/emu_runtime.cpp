@@ -31,7 +31,7 @@
 namespace metal {
 namespace __emu {
 
-enum { ABI = 4, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
+enum { ABI = 5, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
 enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
 
 // Desc is one dispatch, filled by Go (bridge/mtl/emu/lib.go keeps the same
@@ -42,7 +42,7 @@ struct Desc {
   int64_t groups[3];
   int64_t tpg[3];
   int64_t grid[3];
-  int64_t flags; // 1: race check
+  int64_t flags; // 1: race check, 2: cost witness
   int64_t tgmax;
   Binding buf[NBUF];
   int64_t tgmem[NBUF];
@@ -51,6 +51,11 @@ struct Desc {
   int64_t next;
   int64_t errflag;
   int64_t static_tg;
+  // The cost witness, summed over the dispatch's threadgroups: device bytes
+  // read and written, device loads and stores by lane, loads by simdgroup
+  // (the most any lane of it issued), threadgroup barriers released,
+  // simdgroups and threads launched.
+  int64_t c_rd, c_wr, c_ld, c_st, c_sgld, c_bar, c_sg, c_threads;
   char err[1024];
 };
 
@@ -81,6 +86,7 @@ struct Worker {
   Desc *d;
   const KernelEntry *k;
   Group g;
+  int64_t c[8]; // this worker's share of Desc's cost witness, same order
   char scratch[4096];
   char *big;
   size_t bigcap;
@@ -90,8 +96,9 @@ struct Worker {
 #endif
 };
 
-thread_local Fiber *cur;
+__thread Fiber *cur __attribute__((tls_model("local-dynamic")));
 int race_enabled;
+int cost_enabled;
 static thread_local Worker *tw;
 
 static const KernelEntry *kernels[8192];
@@ -484,6 +491,27 @@ static bool resolve_simd(Worker *w) {
   return any;
 }
 
+// sum_cost adds a finished threadgroup's per-thread counts to the worker's.
+static void sum_cost(Worker *w) {
+  uint32_t n = w->g.n;
+  uint64_t maxld = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const Fiber *f = &w->fibers[i];
+    w->c[0] += int64_t(f->c_rd);
+    w->c[1] += int64_t(f->c_wr);
+    w->c[2] += int64_t(f->c_ld);
+    w->c[3] += int64_t(f->c_st);
+    if (f->c_ld > maxld)
+      maxld = f->c_ld;
+    if ((i & 31) == 31 || i == n - 1) {
+      w->c[4] += int64_t(maxld);
+      maxld = 0;
+    }
+  }
+  w->c[6] += w->g.nsg;
+  w->c[7] += n;
+}
+
 static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
   Desc *d = w->d;
   Group &g = w->g;
@@ -534,6 +562,8 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
     f->tpitg[2] = i / (g.tpg[0] * g.tpg[1]);
     f->g = &g;
     f->w = w;
+    f->c_rd = f->c_wr = f->c_ld = f->c_st = 0;
+    f->last_n = 0;
     init_fiber(w, f, int(i));
   }
 
@@ -563,6 +593,7 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
       break;
     }
     if (bar == n && one_site) {
+      w->c[5]++;
       race_check(w, b0->bfile, b0->bline);
       new_epoch(w, b0->bfile, b0->bline);
       for (uint32_t i = 0; i < n; i++)
@@ -594,6 +625,8 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
     }
     return false;
   }
+  if (cost_enabled)
+    sum_cost(w);
   int64_t st = int64_t(w->used - w->dyn_end);
   int64_t old = __atomic_load_n(&d->static_tg, __ATOMIC_RELAXED);
   while (st > old && !__atomic_compare_exchange_n(&d->static_tg, &old, st, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
@@ -643,9 +676,11 @@ EXPORT int64_t msl_emu_begin(Desc *d) {
   if (d->abi != ABI || d->kernel < 0 || d->kernel >= nkernels)
     return -1;
   race_enabled = (d->flags & 1) != 0;
+  cost_enabled = (d->flags & 2) != 0;
   for (int i = 0; i < nfcsets; i++)
     fcsets[i](d->fcs, d->nfc);
   d->next = 0;
+  d->c_rd = d->c_wr = d->c_ld = d->c_st = d->c_sgld = d->c_bar = d->c_sg = d->c_threads = 0;
   return 0;
 }
 
@@ -663,6 +698,7 @@ EXPORT void msl_emu_work(Desc *d) {
   Worker *w = tw;
   w->d = d;
   w->k = kernels[d->kernel];
+  memset(w->c, 0, sizeof w->c);
   int64_t total = d->groups[0] * d->groups[1] * d->groups[2];
   for (;;) {
     if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED))
@@ -676,6 +712,10 @@ EXPORT void msl_emu_work(Desc *d) {
     if (!run_group(w, gx, gy, gz))
       break;
   }
+  int64_t *out = &d->c_rd;
+  for (int i = 0; i < 8; i++)
+    if (w->c[i])
+      __atomic_fetch_add(&out[i], w->c[i], __ATOMIC_RELAXED);
   w->d = nullptr;
   w->k = nullptr;
 }

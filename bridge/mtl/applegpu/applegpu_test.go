@@ -1,0 +1,75 @@
+package applegpu
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLookup(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		chip  string
+		cores int
+		gbs   float64
+	}{
+		{"Apple M3 Ultra", "M3 Ultra", 80, 819},
+		{"apple m3 ultra", "M3 Ultra", 80, 819},
+		{"M3 Ultra", "M3 Ultra", 80, 819},
+		{"  Apple   M4 Max ", "M4 Max", 40, 546},
+		{"Apple M4 Max 32-core", "M4 Max", 32, 410},
+		{"Apple M3 Max (30-core GPU)", "M3 Max", 30, 300},
+		{"Apple M1", "M1", 8, 68.25},
+		{"Apple M2 Pro", "M2 Pro", 19, 200},
+		{"Apple M1 Ultra", "M1 Ultra", 64, 800},
+	} {
+		g, ok := Lookup(c.name)
+		if !ok || g.Chip != c.chip || g.Cores != c.cores || g.BandwidthGBs != c.gbs {
+			t.Errorf("Lookup(%q) = %+v, %v; want %s with %d cores at %v GB/s", c.name, g, ok, c.chip, c.cores, c.gbs)
+		}
+	}
+	for _, name := range []string{"", "Apple M9 Max", "NVIDIA H100", "Apple M3 Max 31-core", "msl-emu (Apple GPU emulated on the CPU)"} {
+		if g, ok := Lookup(name); ok {
+			t.Errorf("Lookup(%q) = %+v, want none", name, g)
+		}
+	}
+	if g, ok := LookupCores("Apple M3 Ultra", 60); !ok || g.Cores != 60 || g.BandwidthGBs != 819 {
+		t.Errorf("LookupCores(M3 Ultra, 60) = %+v, %v", g, ok)
+	}
+	if bins := Bins("M2 Max"); len(bins) != 2 || bins[0].Cores != 30 || bins[1].Cores != 38 {
+		t.Errorf("Bins(M2 Max) = %+v", bins)
+	}
+}
+
+// TestTable checks every family and tier the table promises is there, each
+// row with an Apple source, and bins listed in order.
+func TestTable(t *testing.T) {
+	want := []string{"M1", "M1 Pro", "M1 Max", "M1 Ultra", "M2", "M2 Pro", "M2 Max", "M2 Ultra",
+		"M3", "M3 Pro", "M3 Max", "M3 Ultra", "M4", "M4 Pro", "M4 Max"}
+	for _, chip := range want {
+		bins := Bins("Apple " + chip)
+		if len(bins) == 0 {
+			t.Errorf("no row for %s", chip)
+		}
+		for _, g := range bins {
+			if g.Cores <= 0 || g.BandwidthGBs <= 0 || !strings.HasPrefix(g.Source, "https://www.apple.com/") {
+				t.Errorf("%s: bad row %+v", chip, g)
+			}
+			if got, _ := LookupCores(g.Name(), g.Cores); got != g {
+				t.Errorf("LookupCores(%q, %d) = %+v", g.Name(), g.Cores, got)
+			}
+		}
+	}
+	if len(Table) != 2*len(want) {
+		t.Errorf("%d rows, want two bins for each of %d chips", len(Table), len(want))
+	}
+}
+
+func TestDerived(t *testing.T) {
+	g, _ := Lookup("Apple M3 Ultra")
+	if got := g.SimdgroupsPerCore(16); got != 0.2 {
+		t.Errorf("16 simdgroups on 80 cores: %v per core, want 0.2", got)
+	}
+	if got := g.SecondsFor(819e6); got != 1e-3 {
+		t.Errorf("SecondsFor(819 MB) = %v, want 1 ms", got)
+	}
+}

@@ -1,0 +1,216 @@
+package emu_test
+
+import (
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+)
+
+// witnessRun runs one dispatch like run, and returns its cost witness.
+func witnessRun(t *testing.T, dev *emu.Device, p mtl.Pipeline, groups, tpg [3]int, args ...arg) []mtl.DispatchStats {
+	t.Helper()
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, err := cb.ComputeEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.SetPipeline(p)
+	for i, a := range args {
+		switch {
+		case a.buf != nil:
+			enc.SetBuffer(a.buf, 0, i)
+		case a.bytes != nil:
+			enc.SetBytes(a.bytes, i)
+		case a.tg > 0:
+			enc.SetThreadgroupMemoryLength(a.tg, 0)
+		}
+	}
+	enc.DispatchThreadgroups(groups, tpg)
+	enc.End()
+	w, ok := cb.(mtl.CostWitness)
+	if !ok {
+		t.Fatalf("%T is not an mtl.CostWitness", cb)
+	}
+	if w.DispatchStats() != nil {
+		t.Errorf("DispatchStats before the command buffer ran: want nil")
+	}
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return w.DispatchStats()
+}
+
+// TestCostWitness checks the counts of kernels whose loads, stores and
+// barriers are worked out by hand: 128 threads in two threadgroups of 64
+// (four simdgroups), one element each.
+func TestCostWitness(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "witness.metal")
+	const n = 128
+	perm := make([]uint32, n)
+	for i := range perm {
+		perm[i] = uint32(n - 1 - i)
+	}
+	two, tpg := [3]int{2, 1, 1}, [3]int{64, 1, 1}
+	for _, c := range []struct {
+		kernel       string
+		inBytes      int // bytes of buffer(0)
+		extra        []arg
+		groups, tpg  [3]int
+		read, wrote  int64
+		loads        int64
+		stores       int64
+		bytesPerLoad float64
+		perSimdLoad  float64 // bytes per simdgroup load
+		barriers     int64
+		tgMem        int
+	}{
+		{"copy_f32", 4 * n, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0},
+		{"copy_f16", 2 * n, nil, two, tpg, 2 * n, 2 * n, n, n, 2, 64, 0, 0},
+		{"copy_f32x4", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0},
+		{"copy_f16x4", 8 * n, nil, two, tpg, 8 * n, 8 * n, n, n, 8, 256, 0, 0},
+		{"copy_f16x8", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0},
+		{"copy_packed", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0},
+		// Twice the reads of copy_f32 for the same output.
+		{"read_twice", 4 * n, nil, two, tpg, 2 * 4 * n, 4 * n, 2 * n, n, 4, 128, 0, 0},
+		// in, idx and the element added to: three loads; one store.
+		{"scatter_add", 4 * n, []arg{{buf: u32Buf(t, dev, perm)}}, two, tpg, 3 * 4 * n, 4 * n, 3 * n, n, 4, 128, 0, 0},
+		{"count_atomic", 4, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0},
+		// 7 barriers per threadgroup; 256 bytes of scratch set by the host
+		// plus the 256-byte array.
+		{"tg_reduce", 4 * n, []arg{{tg: 256}}, two, tpg, 4 * n, 2 * 4, n, 2, 4, 128, 2 * 7, 512},
+		// An 8x8 float tile per simdgroup: each lane one load of 8 bytes.
+		{"tile_copy", 4 * n, nil, two, [3]int{32, 1, 1}, 4 * n, 4 * n, 64, 64, 8, 256, 0, 0},
+	} {
+		t.Run(c.kernel, func(t *testing.T) {
+			in := newBuf(t, dev, c.inBytes)
+			args := []arg{{buf: in}}
+			if c.kernel != "count_atomic" {
+				outBytes := c.inBytes
+				if c.kernel == "scatter_add" {
+					args = append(args, c.extra[0])
+					c.extra = nil
+				}
+				args = append(args, arg{buf: newBuf(t, dev, outBytes)})
+			}
+			args = append(args, c.extra...)
+			stats := witnessRun(t, dev, pipe(t, lib, c.kernel, nil), c.groups, c.tpg, args...)
+			if len(stats) != 1 {
+				t.Fatalf("%d dispatch stats, want 1", len(stats))
+			}
+			s := stats[0]
+			threads := int64(c.groups[0] * c.tpg[0])
+			want := mtl.DispatchStats{
+				Kernel: c.kernel, Grid: [3]int{int(threads), 1, 1}, Groups: c.groups, ThreadsPerGroup: c.tpg,
+				ThreadgroupMemory: c.tgMem,
+				Cost: mtl.Cost{
+					BytesRead: c.read, BytesWritten: c.wrote, Loads: c.loads, Stores: c.stores,
+					SimdgroupLoads: s.SimdgroupLoads, Barriers: c.barriers, Threadgroups: 2,
+					Simdgroups: (threads + 31) / 32, Threads: threads,
+					ThreadgroupMemoryLaunched: 2 * int64(c.tgMem),
+				},
+			}
+			if s != want {
+				t.Errorf("stats\n got %+v\nwant %+v", s, want)
+			}
+			if got := s.BytesPerLoad(); got != c.bytesPerLoad {
+				t.Errorf("BytesPerLoad = %v, want %v", got, c.bytesPerLoad)
+			}
+			if got := s.BytesPerSimdgroupLoad(); got != c.perSimdLoad {
+				t.Errorf("BytesPerSimdgroupLoad = %v, want %v", got, c.perSimdLoad)
+			}
+			if got, want := s.BarriersPerThreadgroup(), float64(c.barriers)/2; got != want {
+				t.Errorf("BarriersPerThreadgroup = %v, want %v", got, want)
+			}
+			if got, want := s.ThreadgroupMemoryPerThreadgroup(), float64(c.tgMem); got != want {
+				t.Errorf("ThreadgroupMemoryPerThreadgroup = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestCostWitnessSums checks a command buffer of several dispatches, its
+// sums by step and by kernel, traffic efficiency, and that counting can be
+// switched off.
+func TestCostWitnessSums(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		dev := newDevice(t, emu.Options{NoCostWitness: off})
+		lib := testLibrary(t, dev, "witness.metal")
+		const n = 128
+		in, out := newBuf(t, dev, 4*n), newBuf(t, dev, 4*n)
+		q, _ := dev.NewCommandQueue()
+		cb, _ := q.CommandBuffer()
+		enc, _ := cb.ComputeEncoder()
+		for _, k := range []string{"copy_f32", "read_twice", "copy_f32"} {
+			enc.SetPipeline(pipe(t, lib, k, nil))
+			enc.SetBuffer(in, 0, 0)
+			enc.SetBuffer(out, 0, 1)
+			enc.DispatchThreads([3]int{n, 1, 1}, [3]int{64, 1, 1})
+		}
+		enc.End()
+		cb.Commit()
+		if err := cb.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		stats := cb.(mtl.CostWitness).DispatchStats()
+		if off {
+			if stats != nil {
+				t.Errorf("NoCostWitness: got %d dispatch stats, want none", len(stats))
+			}
+			continue
+		}
+		if len(stats) != 3 {
+			t.Fatalf("%d dispatch stats, want 3", len(stats))
+		}
+		step := mtl.Sum(stats)
+		if step.Dispatches != 3 || step.BytesRead != 4*4*n || step.BytesWritten != 3*4*n || step.Threadgroups != 6 {
+			t.Errorf("step sum %+v", step)
+		}
+		// The ideal is one read of the input and one write of the output per
+		// dispatch: copy_f32 is at 1, read_twice at 2/3.
+		for i, want := range []float64{1, 2.0 / 3, 1} {
+			if got := stats[i].TrafficEfficiency(2 * 4 * n); got != want {
+				t.Errorf("dispatch %d (%s): TrafficEfficiency = %v, want %v", i, stats[i].Kernel, got, want)
+			}
+		}
+		if got, want := step.TrafficEfficiency(3*2*4*n), 6.0/7; got != want {
+			t.Errorf("step TrafficEfficiency = %v, want %v", got, want)
+		}
+		if got := step.SimdgroupsPerCore(3); got != 4 {
+			t.Errorf("SimdgroupsPerCore(3) = %v, want 4 (12 simdgroups)", got)
+		}
+		ks := mtl.SumByKernel(stats)
+		mtl.SortByBytes(ks)
+		if len(ks) != 2 || ks[0].Kernel != "copy_f32" || ks[0].Dispatches != 2 || ks[1].Kernel != "read_twice" {
+			t.Errorf("SumByKernel = %+v", ks)
+		}
+	}
+}
+
+// BenchmarkCostWitness times a memory-bound and a barrier-bound kernel with
+// counting on and off (docs/msl-subset.md quotes the difference).
+func BenchmarkCostWitness(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		dev := newDevice(b, emu.Options{NoCostWitness: off, NoRaceCheck: true})
+		lib := testLibrary(b, dev, "witness.metal")
+		const n = 1 << 16
+		in, out := newBuf(b, dev, 4*n), newBuf(b, dev, 4*n)
+		for _, k := range []string{"read_twice", "tg_reduce"} {
+			name := k + "/witness"
+			if off {
+				name = k + "/off"
+			}
+			p := pipe(b, lib, k, nil)
+			b.Run(name, func(b *testing.B) {
+				for range b.N {
+					if err := run(b, dev, p, [3]int{n / 64, 1, 1}, [3]int{64, 1, 1}, arg{buf: in}, arg{buf: out}, arg{tg: 16}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
