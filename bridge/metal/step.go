@@ -100,6 +100,9 @@ type stepState struct {
 	retired []*dbuf
 
 	dispatches, barriers, commandBuffers int
+	// cost is what the device's cost witness counted of the step's
+	// dispatches (the emulator; real Metal counts nothing).
+	cost []mtl.DispatchStats
 }
 
 func (s *stepState) init() {
@@ -130,6 +133,12 @@ func (s *stepState) releaseAll(b *Backend) {
 type StepStats struct {
 	Dispatches, Barriers, CommandBuffers int
 	GPUTime                              time.Duration
+}
+
+// LastStepCost is the cost witness's count of the last synchronous step's
+// dispatches (docs/msl-subset.md); false on a device without one.
+func (b *Backend) LastStepCost() ([]mtl.DispatchStats, bool) {
+	return b.step.cost, len(b.step.cost) > 0
 }
 
 // LastStep describes the last finished step.
@@ -231,6 +240,7 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	s.sec, s.meta, s.err, s.profile = sec, meta, nil, profile
 	s.active, s.moeCalls = true, 0
 	s.dispatches, s.barriers, s.commandBuffers, s.gpu = 0, 0, 0, 0
+	s.cost = s.cost[:0]
 	s.mark = opKey{-1, bridge.CompOther, "begin"}
 	if profile {
 		clear(s.timings)
@@ -279,6 +289,9 @@ func (b *Backend) wait() {
 	for _, c := range s.pending {
 		if err := c.cb.Wait(); err != nil && s.err == nil {
 			s.err = fmt.Errorf("metal: command buffer: %w", err)
+		}
+		if w, ok := c.cb.(mtl.CostWitness); ok {
+			s.cost = append(s.cost, w.DispatchStats()...)
 		}
 		start, end := c.cb.GPUTime()
 		d := time.Duration((end - start) * float64(time.Second))

@@ -86,6 +86,9 @@ type Bench struct {
 	hosts   []*host // keeps host memory alive: Weight may alias it
 	avail   int64   // bytes the backend can still give, 0: unknown
 	used    int64
+
+	gpu string   // witness.go: the Apple GPU of simdgroups per core
+	wit *Witness // one call as the cost witness counted it
 }
 
 // Prepare validates the case's parameters against what the op supports and
@@ -236,6 +239,13 @@ func (b *Bench) Run() ([]Sample, error) {
 	}
 	if b.flops > 0 {
 		out = append(out, Sample{"gflop_s", float64(b.flops) / per / 1e9, "GFLOP/s"})
+	}
+	w, ok, err := b.Witness()
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		out = append(out, w.samples()...)
 	}
 	return out, nil
 }

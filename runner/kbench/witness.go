@@ -1,0 +1,92 @@
+package kbench
+
+import (
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
+)
+
+// The cost witness (docs/msl-subset.md): on a device that counts what each
+// dispatch reads and writes (the Metal emulator), a kernel case reports how
+// its traffic compares with its op's ideal bytes, how wide its device loads
+// are and how many simdgroups it launches per core of an Apple GPU, so a
+// kernel's cost shows without a Mac.
+
+// DefaultAppleGPU is the GPU simdgroups per core are counted against: the
+// M3 Ultra of the documented history.
+const DefaultAppleGPU = "M3 Ultra"
+
+// witness is implemented by backends whose device counts dispatch costs
+// (bridge/metal on the emulator).
+type witness interface {
+	LastStepCost() ([]mtl.DispatchStats, bool)
+}
+
+// Witness is one call of the op as the cost witness counted it.
+type Witness struct {
+	mtl.StepStats
+	// Ideal is the op's ideal bytes (its cost model), Efficiency Ideal over
+	// the bytes counted.
+	Ideal      int64
+	Efficiency float64
+	// GPU is the Apple GPU SimdgroupsPerCore is counted against.
+	GPU               string
+	SimdgroupsPerCore float64
+	Kernels           []mtl.KernelStats
+}
+
+// SetAppleGPU chooses the Apple GPU (applegpu's table) simdgroups per core
+// are counted against; "" means DefaultAppleGPU.
+func (b *Bench) SetAppleGPU(name string) error {
+	if name == "" {
+		name = DefaultAppleGPU
+	}
+	if _, ok := applegpu.Lookup(name); !ok {
+		return fmt.Errorf("no Apple GPU %q in the table (bridge/mtl/applegpu)", name)
+	}
+	b.gpu, b.wit = name, nil
+	return nil
+}
+
+// Witness runs the op once and returns what the cost witness counted, or
+// false when the backend's device counts nothing.
+func (b *Bench) Witness() (*Witness, bool, error) {
+	if b.wit != nil {
+		return b.wit, true, nil
+	}
+	w, ok := b.be.(witness)
+	if !ok {
+		return nil, false, nil
+	}
+	if err := b.once(); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", b.desc, err)
+	}
+	ds, ok := w.LastStepCost()
+	if !ok {
+		return nil, false, nil
+	}
+	name := b.gpu
+	if name == "" {
+		name = DefaultAppleGPU
+	}
+	gpu, found := applegpu.Lookup(name)
+	if !found {
+		return nil, false, fmt.Errorf("no Apple GPU %q in the table (bridge/mtl/applegpu)", name)
+	}
+	st := mtl.Sum(ds)
+	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Name(),
+		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds)}
+	return b.wit, true, nil
+}
+
+// witnessSamples are the witness's metrics of one call.
+func (w *Witness) samples() []Sample {
+	return []Sample{
+		{"traffic_efficiency", w.Efficiency, "ratio"},
+		{"bytes_counted", float64(w.Bytes()), "B"},
+		{"bytes_per_load", w.BytesPerLoad(), "B"},
+		{"simdgroups_per_core", w.SimdgroupsPerCore, "count"},
+		{"barriers_per_threadgroup", w.BarriersPerThreadgroup(), "count"},
+	}
+}
