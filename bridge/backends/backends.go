@@ -16,6 +16,9 @@ import (
 // Options are backend settings that commands expose.
 type Options struct {
 	Threads int // CPU goroutines (0: all cores)
+	// Metal configures metal and metal-emu (language version, tuning);
+	// tuned launch configs are applied per kernel on top of its Tuning.
+	Metal metal.Options
 }
 
 // Names lists the backend names a user may ask for.
@@ -27,7 +30,7 @@ func Open(name string, o Options) (bridge.Backend, error) {
 	switch name {
 	case "", "auto":
 		if dev, err := darwin.New(); err == nil {
-			return metal.New(dev, metal.Options{})
+			return metal.New(dev, o.Metal)
 		}
 		if b, err := cuda.New(cuda.Options{}); err == nil {
 			return b, nil
@@ -46,14 +49,14 @@ func Open(name string, o Options) (bridge.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return metal.New(dev, metal.Options{})
+		return metal.New(dev, o.Metal)
 	case "metal-emu":
 		// The Metal kernels on the CPU: slow, for correctness; timings are
 		// marked emulated and never compared with real ones.
 		if _, err := emu.FindCompiler(); err != nil {
 			return nil, err
 		}
-		return metal.New(emu.New(emu.Options{}), metal.Options{})
+		return metal.New(emu.New(emu.Options{}), o.Metal)
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
 }
