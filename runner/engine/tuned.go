@@ -120,7 +120,7 @@ func hasEntries(s *tune.Store, be bridge.Backend, kernel string) bool {
 	info := be.Info()
 	for _, l := range s.Layers {
 		for _, e := range l.Entries {
-			if e.Kernel == kernel && e.Device == info.Name && e.Backend == info.Backend {
+			if e.Kernel == kernel && e.Device == tune.DeviceName(be) && e.Backend == info.Backend {
 				return true
 			}
 		}
@@ -228,7 +228,8 @@ func TunedChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Optio
 			out[string(ops.MoE)] = ch.String()
 		}
 	}
-	if _, ok := be.(tune.MatMulSplitter); !ok {
+	_, split := be.(tune.MatMulSplitter)
+	if _, launch := be.(bridge.LaunchTuner); !split && !(launch && hasEntries(o.Tuned, be, string(ops.MatMul))) {
 		return out
 	}
 	var tuned []string
@@ -251,6 +252,38 @@ func TunedChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Optio
 		out[string(ops.MatMul)] = strings.Join(tuned, "; ") + "; others " + def
 	default:
 		out[string(ops.MatMul)] = strings.Join(tuned, "; ")
+	}
+	return out
+}
+
+// TunedLaunchChoices says, for a bridge.LaunchTuner backend, which configs
+// the launch-tuned kernels besides matmul and moe (TunedChoices) would use
+// in a decode step of seqs sequences at context cached tokens: decode
+// attention and the RMS norms, each only where the store holds entries for
+// the device ("paged_attention_decode": "2sg/q4/p256 (user cache)").
+func TunedLaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, o Options, seqs, context int) map[string]string {
+	out := map[string]string{}
+	if _, ok := be.(bridge.LaunchTuner); !ok || o.Tuned == nil {
+		return out
+	}
+	bs := o.BlockSize
+	if bs == 0 {
+		bs = 16 // the engine's default
+	}
+	shapes := map[ops.ID]tune.Shape{
+		ops.PagedAttentionDecode: {ops.Seqs: seqs, ops.Context: max(context, 1), ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads,
+			ops.HeadSize: cfg.HeadDim, ops.BlockSize: bs},
+		ops.RMSNorm:    {ops.Tokens: seqs, ops.Width: cfg.Hidden},
+		ops.AddRMSNorm: {ops.Tokens: seqs, ops.Width: cfg.Hidden},
+	}
+	for _, k := range tune.Kernels(be.Info().Backend) {
+		s, ok := shapes[k.Op]
+		if !ok || !hasEntries(o.Tuned, be, string(k.Op)) {
+			continue
+		}
+		if ch, err := lookup(o.Tuned, be, string(k.Op), dt.String(), s); err == nil {
+			out[string(k.Op)] = ch.String()
+		}
 	}
 	return out
 }

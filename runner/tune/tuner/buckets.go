@@ -39,7 +39,7 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 	if err != nil {
 		return Bucket{}, err
 	}
-	s, err := k.Normalize(shape, tune.LimitsOf(be))
+	s, err := k.Normalize(shape, tune.LimitsFor(be, kernel))
 	if err != nil {
 		return Bucket{}, err
 	}
