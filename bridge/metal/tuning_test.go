@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,9 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
+	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/runner/tune/tuner"
 )
@@ -162,5 +165,78 @@ func TestTunerDisqualifiesOnEmulator(t *testing.T) {
 	}
 	if s := status["rows=4,simdgroups=4"]; !strings.HasPrefix(s, tuner.StatusTimed) {
 		t.Errorf("the default: %q, want timed", s)
+	}
+}
+
+// The engine looks Metal's tuned configs up by device and runs them: a
+// decode step with every launch-tuned kernel on a non-default config gives
+// the default's tokens, and the engine reports which config each used.
+func TestEngineUsesTunedMetalConfigs(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	cfg, _ := model.Preset("qwen3-moe-mini")
+	cfg, _ = cfg.WithLayers(1)
+	generate := func(o engine.Options) ([]engine.Output, map[string]string) {
+		e, err := engine.New(be, cfg, model.NewCached(model.NewSynthetic(1, bridge.BF16)), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reqs []engine.Request
+		for i := range 2 {
+			p := make([]int32, 16)
+			for j := range p {
+				p[j] = int32(i*131 + j*7)
+			}
+			reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: 4})
+		}
+		out, err := e.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, e.TunedUsed()
+	}
+	want, _ := generate(engine.Options{})
+
+	entry := func(kernel string, shape tune.Shape, c tune.Config) tune.Located {
+		return tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu", Kernel: kernel,
+			DType: "bf16", Shape: shape, Config: c, Samples: 20, SourceHash: metal.KernelSourceHash(kernel)}}
+	}
+	l := tune.Layer{Name: tune.FromUser}
+	// Decode steps of 2 tokens: the matmuls on 8-row tiles instead of the
+	// matvec, the experts looped on tiles, attention with 2 simdgroups of
+	// one head each.
+	for _, s := range engine.MatMulShapes(cfg, 2, 2) {
+		l.Entries = append(l.Entries, entry("matmul", tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
+			tune.Config{"mv_max": "0", "bm": "8", "bn": "32", "bk": "8", "sgm": "1", "sgn": "2"}))
+	}
+	l.Entries = append(l.Entries,
+		entry("moe", engine.MoEShape(cfg, 2), tune.Config{"strategy": "loop", "mv_max": "0", "bm": "8", "bn": "16", "bk": "16", "sgm": "1", "sgn": "1"}),
+		entry("paged_attention_decode", tune.Shape{ops.Seqs: 2, ops.Context: 16, ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads,
+			ops.HeadSize: cfg.HeadDim, ops.BlockSize: 16}, tune.Config{"simdgroups": "2", "heads": "1", "part": "single"}))
+	store := tune.NewStore(l)
+	got, used := generate(engine.Options{Tuned: store})
+	if w := store.Warnings(); len(w) > 0 {
+		t.Errorf("warnings: %v", w)
+	}
+	for i := range want {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Errorf("request %d: tuned tokens %v, default %v", i, got[i].Tokens, want[i].Tokens)
+		}
+	}
+	t.Logf("used: %v", used)
+	for kernel, cfg := range map[string]string{"matmul": "tiles>1m/8x32x8/1x2 (user cache)", "moe": "loop/tiles>1t/8x16x16/1x1 (user cache)",
+		"paged_attention_decode": "2sg/q1/single (user cache)"} {
+		if !strings.Contains(used[kernel], cfg) {
+			t.Errorf("%s used %q, want %q among them", kernel, used[kernel], cfg)
+		}
+	}
+	// What a suite run records before it starts (runner/bench tuned.go).
+	o := engine.Options{Tuned: store}
+	rec := engine.TunedChoices(be, cfg, bridge.BF16, o, 2, 2)
+	for k, v := range engine.TunedLaunchChoices(be, cfg, bridge.BF16, o, 2, 16) {
+		rec[k] = v
+	}
+	if !strings.Contains(rec["matmul"], "8x32x8/1x2 (user cache)") || rec["paged_attention_decode"] != "2sg/q1/single (user cache)" ||
+		!strings.HasPrefix(rec["moe"], "loop/tiles>1t/8x16x16/1x1") {
+		t.Errorf("recorded choices %v", rec)
 	}
 }
