@@ -22,6 +22,9 @@ type Options struct {
 	CUDA cuda.Options
 	// Emu configures the Metal emulator (the metal-emu backend).
 	Emu emu.Options
+	// Metal configures metal and metal-emu (language version, tuning);
+	// tuned launch configs are applied per kernel on top of its Tuning.
+	Metal metal.Options
 }
 
 // Names lists the backend names a user may ask for.
@@ -33,7 +36,7 @@ func Open(name string, o Options) (bridge.Backend, error) {
 	switch name {
 	case "", "auto":
 		if dev, err := darwin.New(); err == nil {
-			return metal.New(dev, metal.Options{})
+			return metal.New(dev, o.Metal)
 		}
 		if b, err := cuda.New(o.CUDA); err == nil {
 			return b, nil
@@ -52,14 +55,14 @@ func Open(name string, o Options) (bridge.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return metal.New(dev, metal.Options{})
+		return metal.New(dev, o.Metal)
 	case "metal-emu":
 		// The Metal kernels on the CPU: slow, for correctness; timings are
 		// marked emulated and never compared with real ones.
 		if _, err := emu.FindCompiler(o.Emu.Clang); err != nil {
 			return nil, err
 		}
-		return metal.New(emu.New(o.Emu), metal.Options{})
+		return metal.New(emu.New(o.Emu), o.Metal)
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
 }

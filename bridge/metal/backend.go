@@ -58,6 +58,9 @@ type Backend struct {
 
 	// fusions is the fusion table (fusion.go), standIn the op a fusion
 	// leaves for the runner to run next.
+	// launch holds the tuned launch configs' picks (launch.go).
+	launch launchState
+
 	fusions []bridge.Pattern
 	standIn bridge.RMSNormOp
 
@@ -123,6 +126,7 @@ func (b *Backend) SetTuning(t Tuning) error {
 		return errors.New("metal: SetTuning inside a step")
 	}
 	b.tuning = t.withDefaults()
+	b.launch.cache = nil
 	return nil
 }
 
@@ -381,10 +385,20 @@ var (
 // pipeline returns the cached pipeline of kernel with constants vals (in
 // specs order), building it on first use. A failure fails the step.
 func (b *Backend) pipeline(kernel string, specs []fcSpec, vals ...int32) mtl.Pipeline {
+	p, err := b.buildPipeline(kernel, specs, vals...)
+	if err != nil {
+		b.fail("%v", err)
+		return nil
+	}
+	return p
+}
+
+// buildPipeline is pipeline returning its error.
+func (b *Backend) buildPipeline(kernel string, specs []fcSpec, vals ...int32) (mtl.Pipeline, error) {
 	k := pipeKey{name: kernel, nfc: int8(len(vals))}
 	copy(k.fc[:], vals)
 	if p := b.pipes[k]; p != nil {
-		return p
+		return p, nil
 	}
 	var fc mtl.FunctionConstants
 	if len(specs) > 0 {
@@ -399,11 +413,10 @@ func (b *Backend) pipeline(kernel string, specs []fcSpec, vals ...int32) mtl.Pip
 	}
 	p, err := b.lib.Pipeline(kernel, fc)
 	if err != nil {
-		b.fail("%v", err)
-		return nil
+		return nil, err
 	}
 	b.pipes[k] = p
-	return p
+	return p, nil
 }
 
 // Pipelines is the number of pipelines built so far.

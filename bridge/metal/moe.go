@@ -5,6 +5,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // packedExperts is a MoE layer's experts in one buffer, so one dispatch
@@ -132,7 +133,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if pk == nil {
 		return
 	}
-	tu := &b.tuning
+	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
 	P := T * K
 
 	// Router logits, then routing.
@@ -226,6 +227,9 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 				mats = 3
 			}
 			b.threadgroupMemory(4 * t.BK * (t.BM + (mats-1)*t.BN))
+		}
+		if !b.fits(p, tpg) {
+			return
 		}
 		b.args(argBytes(b, a))
 		if pass == 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
@@ -108,11 +109,11 @@ func (b *Backend) GatherRows(out, x bridge.Tensor) {
 
 // normThreads sizes a row-reduction threadgroup: the tuning's, else about
 // eight elements a thread, in whole simdgroups.
-func (b *Backend) normThreads(dim int) int {
-	if n := b.tuning.NormThreads; n > 0 {
+func normThreads(tu *Tuning, dim int) int {
+	if n := tu.NormThreads; n > 0 {
 		return n
 	}
-	return min(1024, max(32, align(ceilDiv(dim, 8), 32)))
+	return ops.MetalNormThreads(dim)
 }
 
 func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
@@ -126,11 +127,15 @@ func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("rms_norm", fcNone)
+	tpg := [3]int{normThreads(b.tuned(ops.RMSNorm, normDims, rows, dim), dim), 1, 1}
+	if !b.fits(p, tpg) {
+		return
+	}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
 	b.in(1, xs)
 	b.in(2, ws)
 	b.out(3, o)
-	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{b.normThreads(dim), 1, 1})
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
 }
 
 func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
@@ -144,12 +149,16 @@ func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("add_rms_norm", fcNone)
+	tpg := [3]int{normThreads(b.tuned(ops.AddRMSNorm, normDims, rows, dim), dim), 1, 1}
+	if !b.fits(p, tpg) {
+		return
+	}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
 	b.bind(1, r.view(), true)
 	b.in(2, xs)
 	b.in(3, ws)
 	b.out(4, o)
-	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{b.normThreads(dim), 1, 1})
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
 }
 
 func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
@@ -181,7 +190,7 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 		return
 	}
 	hasBias := boolInt[bias.buf != nil]
-	tu := &b.tuning
+	tu := b.matmulTuning(m, n, k)
 	if m <= tu.MatVecMaxM {
 		name := matvecKernel[w.dt]
 		if name == "" {
@@ -190,6 +199,9 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 		}
 		rows, sgs := tu.MatVecRows, tu.MatVecSimdgroups
 		p := b.pipeline(name, fcMatVec, hasBias, int32(rows), int32(m))
+		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
+			return
+		}
 		b.args(argBytes(b, matArgs{M: uint32(m), N: uint32(n), K: uint32(k)}))
 		b.bind(1, x, false)
 		b.in(2, w)
@@ -207,6 +219,9 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 	}
 	t := tu.MatMulTile
 	p := b.pipeline(name, fcMatMul, hasBias, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN))
+	if !b.fits(p, [3]int{t.Threads(), 1, 1}) {
+		return
+	}
 	b.args(argBytes(b, matArgs{M: uint32(m), N: uint32(n), K: uint32(k)}))
 	b.bind(1, x, false)
 	b.in(2, w)
@@ -311,7 +326,14 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	if T == 0 {
 		return
 	}
-	tu := &b.tuning
+	// Decode steps take the decode kernel's config at the longest
+	// sequence's cached context, steps with longer queries the prefill's.
+	var tu *Tuning
+	if m.MaxQueryLen <= 1 {
+		tu = b.tuned(ops.PagedAttentionDecode, decodeDims, sec.numSeqs, max(m.MaxSeqLen-1, 1), heads, kvHeads, D, BS)
+	} else {
+		tu = b.tuned(ops.PagedAttentionPrefill, prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
+	}
 	qh := attnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
 	name := attnKernel[[2]int{D, qh}]
 	if name == "" {
@@ -361,10 +383,13 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.dispatchThreads(pw, [3]int{D, kvHeads, T}, [3]int{D, 1, 1})
 	}
 	if tiled {
-		b.prefill(a, o, qs, kc, vc)
+		b.prefill(tu, a, o, qs, kc, vc)
 		return
 	}
 	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase], boolInt[rope != nil], boolInt[rope != nil && rope.qn != nil])
+	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
+		return
+	}
 	b.args(argBytes(b, a))
 	b.in(1, qs)
 	b.in(2, ks)
@@ -412,14 +437,17 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 
 // prefill encodes the tiled prefill attention (the keys already in the
 // cache).
-func (b *Backend) prefill(a attnArgs, o, qs, kc, vc *tensor) {
+func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	s := &b.step
 	sec, D := s.sec, int(a.HeadDim)
-	nsg := b.tuning.AttnPrefillSimdgroups
+	nsg := tu.AttnPrefillSimdgroups
 	for nsg > 1 && nsg*prefillTile*D*4 > 32<<10 {
 		nsg--
 	}
 	p := b.pipeline(prefillKernel[D], fcNone)
+	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
+		return
+	}
 	b.args(argBytes(b, a))
 	b.in(1, qs)
 	b.in(2, kc)

@@ -194,12 +194,16 @@ var kernelFiles = map[string][]string{
 	"rms_norm":  {"mtlbench.h", "norm.metal"},
 	"rope":      {"mtlbench.h", "norm.metal"},
 	"argmax":    {"mtlbench.h", "elementwise.metal"},
+	// The ops' names, as tuned configs key their kernels.
+	"paged_attention_decode":  {"mtlbench.h", "attention.metal"},
+	"paged_attention_prefill": {"mtlbench.h", "attention.metal"},
+	"add_rms_norm":            {"mtlbench.h", "norm.metal"},
 }
 
 // KernelSourceHash is the sha256 (hex) of the MSL a tunable kernel family
-// ("matmul", "moe", "attention", "rms_norm", "rope", "argmax") is built
-// from, "" for another name, so a tuned config is dropped once its kernel
-// changes.
+// ("matmul", "moe", "attention", "rms_norm", "rope", "argmax", or an op
+// with a Metal tuning space) is built from, "" for another name, so a
+// tuned config is dropped once its kernel changes.
 func KernelSourceHash(kernel string) string {
 	files := kernelFiles[kernel]
 	if files == nil {

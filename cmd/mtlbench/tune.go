@@ -41,7 +41,11 @@ func tuneCommand() *cli.Command {
 			"whether the best is really faster, else the default is kept. Every sample goes to the\n" +
 			"results database (a run of kind tune) and the winners to a tuned-config file, by\n" +
 			"default in the user's cache, which the engine consults after $MTLBENCH_TUNED and\n" +
-			"before the configs shipped in the repository. Explicit suite params always win.",
+			"before the configs shipped in the repository. Explicit suite params always win.\n\n" +
+			"--backend metal tunes the Metal kernels on this Mac's GPU; --backend metal-emu runs the\n" +
+			"same candidates on the CPU emulation of Metal, anywhere: every one is checked against\n" +
+			"the reference (wrong ones are disqualified and listed), but emulated timings are not a\n" +
+			"GPU's, so no tuned config is written. docs/tuning.md has more.",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "kernel", Usage: "kernel(s) to tune, comma-separated (default: all the backend declares)"},
@@ -154,7 +158,7 @@ func tuneRun(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		out = filepath.Join(dir, tune.FileName(be.Info().Name, be.Info().Backend))
+		out = filepath.Join(dir, tune.FileName(tune.DeviceName(be), be.Info().Backend))
 	}
 	db, err := openDB(c)
 	if err != nil {
@@ -174,6 +178,11 @@ func tuneRun(c *cli.Context) error {
 		o.SuiteName, o.SuitePath, o.SuiteHash = s.Name, s.File, s.Hash
 	} else {
 		o.SuitePath = "--kernel " + c.String("kernel") + " --shape " + c.String("shape")
+	}
+	emulated := be.Info().Emulated
+	if emulated {
+		fmt.Fprintf(c.App.ErrWriter, "tune: %s is an emulation: every candidate is checked against the reference, "+
+			"but its timings are the CPU's, not a GPU's, so no tuned config will be written\n", be.Info().Backend)
 	}
 	rep, err := tuner.Run(ctx, buckets, o)
 	if rep == nil {
@@ -200,6 +209,8 @@ func tuneRun(c *cli.Context) error {
 			return werr
 		}
 		fmt.Fprintf(c.App.ErrWriter, "tuned configs: %d new, %d replaced in %s\n", added, replaced, out)
+	} else if emulated {
+		fmt.Fprintf(c.App.ErrWriter, "tuned configs: none written (emulated timings); the reference check's verdicts are above\n")
 	}
 	fmt.Fprintf(c.App.ErrWriter, "tune run %d in %v, samples stored in %s\n", rep.RunID, rep.Elapsed.Round(time.Second), db.Path())
 	if errors.Is(err, tuner.ErrInterrupted) {
@@ -220,9 +231,8 @@ func tuneRun(c *cli.Context) error {
 // printSpaces is --dry-run: each bucket's candidates and what was pruned,
 // grouped by reason.
 func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket) error {
-	lim := tune.LimitsOf(be)
 	for _, b := range buckets {
-		cands, pruned := b.Kernel.Candidates(b.Shape, lim)
+		cands, pruned := b.Kernel.Candidates(b.Shape, tune.LimitsFor(be, string(b.Kernel.Op)))
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = b.Kernel.String(c)
@@ -254,9 +264,12 @@ func printTuneReport(w io.Writer, rep *tuner.Report) error {
 		k := r.Bucket.Kernel
 		row := []string{string(k.Op), r.Bucket.DType, r.Bucket.Shape.Key(), r.Bucket.Label,
 			strconv.Itoa(counts[tuner.StatusTimed]), strconv.Itoa(counts[tuner.StatusPruned]), strconv.Itoa(counts[tuner.StatusDisqualified])}
-		if r.Err != nil {
+		switch {
+		case r.Err != nil:
 			row = append(row, "-", "-", "-", "error: "+r.Err.Error())
-		} else {
+		case r.Emulated:
+			row = append(row, k.String(r.Winner)+" (default)", "emulated", "-", r.Verdict)
+		default:
 			row = append(row, k.String(r.Winner), fmt.Sprintf("%.3fx", r.Speedup), fmt.Sprintf("%.2g", r.P), r.Verdict)
 		}
 		t.Rows = append(t.Rows, row)
@@ -344,7 +357,7 @@ func tuneShow(c *cli.Context) error {
 	for _, e := range store.All() {
 		status := "ok"
 		switch {
-		case e.Device != info.Name || e.Backend != info.Backend:
+		case e.Device != tune.DeviceName(be) || e.Backend != info.Backend:
 			status = "other device"
 		case e.Shape["threads"] != 0 && e.Shape["threads"] != threads:
 			status = "other thread count"

@@ -26,7 +26,7 @@ var decls = []*Op{
 		),
 		Reference: kernels.PagedAttention,
 		Cost:      attentionCost,
-		Tuning:    map[Backend]*Space{CUDA: cudaAttention},
+		Tuning:    map[Backend]*Space{CUDA: cudaAttention, Metal: metalAttention},
 	},
 	{
 		ID:  PagedAttentionPrefill,
@@ -40,6 +40,7 @@ var decls = []*Op{
 		),
 		Reference: kernels.PagedAttention,
 		Cost:      attentionCost,
+		Tuning:    map[Backend]*Space{Metal: metalPrefill},
 	},
 	{
 		ID:        KVWrite,
@@ -55,6 +56,7 @@ var decls = []*Op{
 			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
 			return Cost{Read: n*t.Act.Size() + 4*w, Written: n * t.Act.Size(), FLOPs: 4 * n}
 		},
+		Tuning: map[Backend]*Space{Metal: metalNorm()},
 	},
 	{
 		ID:        AddRMSNorm,
@@ -65,6 +67,7 @@ var decls = []*Op{
 			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
 			return Cost{Read: 2*n*t.Act.Size() + 4*w, Written: 2 * n * t.Act.Size(), FLOPs: 5 * n}
 		},
+		Tuning: map[Backend]*Space{Metal: metalNorm()},
 	},
 	{
 		ID:        RoPE,
@@ -101,7 +104,7 @@ var decls = []*Op{
 			m, n, k := int64(s[M]), int64(s[N]), int64(s[K])
 			return Cost{Read: n*k*t.Weight.Size() + m*k*t.Act.Size(), Written: m * n * t.Act.Size(), FLOPs: 2 * m * n * k}
 		},
-		Tuning: map[Backend]*Space{CPU: cpuMatMul, CUDA: cudaMatMul},
+		Tuning: map[Backend]*Space{CPU: cpuMatMul, CUDA: cudaMatMul, Metal: metalMatMul},
 	},
 	{
 		ID:  MoE,
@@ -118,7 +121,7 @@ var decls = []*Op{
 		},
 		Reference: kernels.MoE,
 		Cost:      moeCost,
-		Tuning:    map[Backend]*Space{CPU: cpuMoE, CUDA: cudaMoE},
+		Tuning:    map[Backend]*Space{CPU: cpuMoE, CUDA: cudaMoE, Metal: metalMoE},
 	},
 	{
 		ID:  Argmax,

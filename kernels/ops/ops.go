@@ -36,7 +36,7 @@ const (
 // Backend names a backend that declares tuning spaces.
 type Backend string
 
-// The backends with tuning spaces (metal declares none yet).
+// The backends with tuning spaces.
 const (
 	CPU   Backend = "cpu"
 	CUDA  Backend = "cuda"

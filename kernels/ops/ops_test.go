@@ -45,8 +45,8 @@ func TestSpacesMatchTheirOps(t *testing.T) {
 			}
 		}
 	}
-	if n != 5 {
-		t.Errorf("%d tuning spaces, want 5 (cpu moe, matmul; cuda matmul, attention, moe)", n)
+	if n != 11 {
+		t.Errorf("%d tuning spaces, want 11 (cpu moe, matmul; cuda matmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, matmul, moe)", n)
 	}
 }
 

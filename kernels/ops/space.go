@@ -163,6 +163,10 @@ type Knob struct {
 	// Values are its legal values for a shape on a device, in search order
 	// (local search steps between neighbours in this order).
 	Values func(s Shape, lim Limits) []string
+	// When, if set, says whether the knob means anything for the earlier
+	// knobs' values at shape s (a tile size under a matvec does not): the
+	// grid leaves it out otherwise, so exclusive paths do not multiply.
+	When func(c Config, s Shape) bool
 }
 
 // Constraint prunes candidates before anything runs: Check returns why the
@@ -348,7 +352,8 @@ func (k *Space) Check(c Config, s Shape, lim Limits) error {
 }
 
 // Grid calls fn for every raw point of the parameter product, in order (the
-// first parameter varies slowest).
+// first parameter varies slowest); a knob whose When is false for the
+// point so far is left out of it.
 func (k *Space) Grid(s Shape, lim Limits, fn func(Config)) {
 	values := make([][]string, len(k.Params))
 	for i, p := range k.Params {
@@ -357,25 +362,25 @@ func (k *Space) Grid(s Shape, lim Limits, fn func(Config)) {
 			return
 		}
 	}
-	idx := make([]int, len(k.Params))
-	for {
-		c := Config{}
-		for i, p := range k.Params {
-			c[p.Name] = values[i][idx[i]]
-		}
-		fn(c)
-		i := len(idx) - 1
-		for ; i >= 0; i-- {
-			idx[i]++
-			if idx[i] < len(values[i]) {
-				break
-			}
-			idx[i] = 0
-		}
-		if i < 0 {
+	c := Config{}
+	var walk func(i int)
+	walk = func(i int) {
+		if i == len(k.Params) {
+			fn(c.Clone())
 			return
 		}
+		p := k.Params[i]
+		if p.When != nil && !p.When(c, s) {
+			walk(i + 1)
+			return
+		}
+		for _, v := range values[i] {
+			c[p.Name] = v
+			walk(i + 1)
+		}
+		delete(c, p.Name)
 	}
+	walk(0)
 }
 
 // Move is one step of local search: the raw grid point (which keeps

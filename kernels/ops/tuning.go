@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -17,6 +18,17 @@ const (
 	KnobPart     = "part"
 	KnobPass     = "pass"
 	KnobDSRows   = "ds_rows"
+
+	// Metal (bridge/metal reads them; docs/tuning.md describes them).
+	KnobSimdgroups = "simdgroups"
+	KnobHeads      = "heads"
+	KnobMinQuery   = "min_query"
+	KnobMVMax      = "mv_max"
+	KnobBM         = "bm"
+	KnobBN         = "bn"
+	KnobBK         = "bk"
+	KnobSGM        = "sgm"
+	KnobSGN        = "sgn"
 )
 
 // The backends' tuning spaces, which the ops' declarations (decl.go) carry
@@ -228,4 +240,459 @@ var cudaMoE = &Space{
 		}
 		return s + "/p" + c[KnobPass]
 	},
+}
+
+// The Metal backend's tunable kernels (bridge/metal launch.go overlays a
+// config on its Tuning for one dispatch). Constraints are Apple's limits
+// (docs/tuning.md): threads per threadgroup (Limits.MaxThreads, the
+// device's and the kernel's pipelines' maxTotalThreadsPerThreadgroup),
+// threadgroup memory counted as the backend sizes it, SIMD width 32, and
+// the simdgroup_matrix tile rules of bridge/metal's Tile.check.
+
+// metalTileSlack is the threadgroup memory a GEMM tile leaves free, as
+// Tile.check allows 31 of the 32 KiB.
+const metalTileSlack = 1024
+
+var (
+	metalTileNames = []string{KnobBM, KnobBN, KnobBK, KnobSGM, KnobSGN}
+	metalMVNames   = []string{KnobRows, KnobSimdgroups}
+	metalDefTile   = Config{KnobBM: "32", KnobBN: "32", KnobBK: "16", KnobSGM: "2", KnobSGN: "2"}
+)
+
+// metalMVTaken reports whether the matvec takes rows(s) rows under c's
+// mv_max.
+func metalMVTaken(c Config, rows int) bool { mv := c.Int(KnobMVMax); return mv > 0 && rows <= mv }
+
+// metalPathKnobs are the knobs of the matvec (rows per simdgroup,
+// simdgroups up to maxSG) and of the simdgroup_matrix tiles; each path's
+// apply only where it runs at the shape's rows (dimension rows).
+func metalPathKnobs(rows Param, maxSG int) []Knob {
+	mv := func(c Config, s Shape) bool { return metalMVTaken(c, s[rows]) }
+	tiles := func(c Config, s Shape) bool { return !metalMVTaken(c, s[rows]) }
+	return []Knob{
+		{Name: KnobRows, Doc: "matvec: output rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"), When: mv},
+		{Name: KnobSimdgroups, Doc: "matvec: simdgroups per threadgroup", Values: Pow2(1, maxSG), When: mv},
+		{Name: KnobBM, Doc: "tile rows, a multiple of 8*sgm up to 64", Values: Pow2(8, 64), When: tiles},
+		{Name: KnobBN, Doc: "tile columns, a multiple of 8*sgn", Values: Pow2(16, 128), When: tiles},
+		{Name: KnobBK, Doc: "k per staged step: 8, 16 or 32", Values: Pow2(8, 32), When: tiles},
+		{Name: KnobSGM, Doc: "simdgroups down the tile", Values: Pow2(1, 4), When: tiles},
+		{Name: KnobSGN, Doc: "simdgroups across the tile", Values: Pow2(1, 4), When: tiles},
+	}
+}
+
+// metalSIMD: every kernel assumes simdgroups of 32 threads.
+var metalSIMD = Constraint{Name: "simd width", Check: func(_ Config, _ Shape, lim Limits) error {
+	if lim.SIMDWidth != 0 && lim.SIMDWidth != 32 {
+		return fmt.Errorf("the kernels assume simdgroups of 32 threads, the device's are %d", lim.SIMDWidth)
+	}
+	return nil
+}}
+
+// metalThreads caps a threadgroup at 1024 threads and the limits' maximum.
+func metalThreads(threads func(Config, Shape) int) Constraint {
+	return Constraint{Name: "threads per threadgroup", Check: func(c Config, s Shape, lim Limits) error {
+		most := 1024
+		if lim.MaxThreads > 0 {
+			most = min(most, lim.MaxThreads)
+		}
+		if n := threads(c, s); n > most {
+			return fmt.Errorf("%d threads exceed the %d a threadgroup may have", n, most)
+		}
+		return nil
+	}}
+}
+
+// metalMemory caps the threadgroup memory a dispatch asks for (bytes, as
+// the backend computes it) at the device's less slack.
+func metalMemory(slack int, bytes func(Config, Shape) int) Constraint {
+	return Constraint{Name: "threadgroup memory", Check: func(c Config, s Shape, lim Limits) error {
+		most := lim.ThreadgroupMemory
+		if most <= 0 {
+			most = 32 << 10
+		}
+		if n := bytes(c, s); n > most-slack {
+			return fmt.Errorf("%d bytes exceed the %d available", n, most-slack)
+		}
+		return nil
+	}}
+}
+
+// metalTiled reports whether c runs the simdgroup_matrix tiles (its tile
+// knobs kept by the canonical form).
+func metalTiled(c Config) bool { _, ok := c[KnobBM]; return ok }
+
+func metalTileThreads(c Config) int { return 32 * c.Int(KnobSGM) * c.Int(KnobSGN) }
+
+// metalTileBytes is a tile's threadgroup memory: x and mats-1 weight
+// matrices staged BK deep.
+func metalTileBytes(c Config, mats int) int {
+	return 4 * c.Int(KnobBK) * (c.Int(KnobBM) + (mats-1)*c.Int(KnobBN))
+}
+
+// metalTileRules are Tile.check's shape rules (memory is its own
+// constraint).
+var metalTileRules = Constraint{Name: "tile", Check: func(c Config, _ Shape, _ Limits) error {
+	if !metalTiled(c) {
+		return nil
+	}
+	bm, bn, bk, sgm, sgn := c.Int(KnobBM), c.Int(KnobBN), c.Int(KnobBK), c.Int(KnobSGM), c.Int(KnobSGN)
+	switch {
+	case sgm < 1 || sgn < 1 || sgm*sgn > 32:
+		return fmt.Errorf("1 to 32 simdgroups, not %dx%d", sgm, sgn)
+	case bm%(8*sgm) != 0 || bn%(8*sgn) != 0:
+		return fmt.Errorf("bm=%d must be a multiple of 8*sgm and bn=%d of 8*sgn", bm, bn)
+	case bm/(8*sgm) > 4 || bn/(8*sgn) > 4:
+		return fmt.Errorf("%dx%d 8x8 tiles per simdgroup, at most 4x4", bm/(8*sgm), bn/(8*sgn))
+	case bm > 64:
+		return fmt.Errorf("bm=%d, at most 64", bm)
+	case bk != 8 && bk != 16 && bk != 32:
+		return fmt.Errorf("bk=%d is not 8, 16 or 32", bk)
+	}
+	return nil
+}}
+
+// metalTileFits prunes tiles taller than the rows (rows(s), rounded up to
+// a power of two) or wider than the outputs: their simdgroups would idle.
+func metalTileFits(rows, cols func(Shape) int) Constraint {
+	return Constraint{Name: "tile fits", Check: func(c Config, s Shape, _ Limits) error {
+		if !metalTiled(c) {
+			return nil
+		}
+		if bm := c.Int(KnobBM); bm > max(8, ceilPow2(rows(s))) {
+			return fmt.Errorf("bm=%d is taller than %d rows", bm, rows(s))
+		}
+		if bn := c.Int(KnobBN); bn > max(16, ceilPow2(cols(s))) {
+			return fmt.Errorf("bn=%d is wider than %d outputs", bn, cols(s))
+		}
+		return nil
+	}}
+}
+
+// metalMVFits prunes matvec threadgroups with a simdgroup that has no row.
+func metalMVFits(cols func(Shape) int) Constraint {
+	return Constraint{Name: "matvec fits", Check: func(c Config, s Shape, _ Limits) error {
+		if metalTiled(c) {
+			return nil
+		}
+		if r, g := c.Int(KnobRows), c.Int(KnobSimdgroups); (g-1)*r >= cols(s) {
+			return fmt.Errorf("%d simdgroups of %d rows over %d outputs leave some idle", g, r, cols(s))
+		}
+		return nil
+	}}
+}
+
+func ceilPow2(v int) int {
+	p := 1
+	for p < v {
+		p *= 2
+	}
+	return p
+}
+
+// metalPath folds c to the path it runs at n rows: the matvec up to mv_max
+// rows, else the tiles. The other path's knobs are dropped, missing ones of
+// this path filled from def, and mv_max becomes the nearest listed
+// threshold with the same outcome (the smallest taking n rows; the largest
+// leaving them to the tiles).
+func metalPath(c Config, n int, thresholds []string, def Config) Config {
+	keep, drop := metalTileNames, metalMVNames
+	if metalMVTaken(c, n) {
+		keep, drop = metalMVNames, metalTileNames
+		for _, v := range thresholds {
+			if t, _ := strconv.Atoi(v); t >= n {
+				c[KnobMVMax] = v
+				break
+			}
+		}
+	} else {
+		c[KnobMVMax] = "0"
+		for _, v := range thresholds {
+			if t, _ := strconv.Atoi(v); t < n {
+				c[KnobMVMax] = v
+			}
+		}
+	}
+	for _, k := range drop {
+		delete(c, k)
+	}
+	for _, k := range keep {
+		if _, ok := c[k]; !ok {
+			c[k] = def[k]
+		}
+	}
+	return c
+}
+
+func metalPathFormat(c Config, unit string) string {
+	if metalTiled(c) {
+		return fmt.Sprintf("tiles>%s%s/%sx%sx%s/%sx%s", c[KnobMVMax], unit, c[KnobBM], c[KnobBN], c[KnobBK], c[KnobSGM], c[KnobSGN])
+	}
+	return fmt.Sprintf("mv<=%s%s/r%s/%ssg", c[KnobMVMax], unit, c[KnobRows], c[KnobSimdgroups])
+}
+
+func metalPathThreads(c Config, _ Shape) int {
+	if metalTiled(c) {
+		return metalTileThreads(c)
+	}
+	return 32 * c.Int(KnobSimdgroups)
+}
+
+func merge(cs ...Config) Config {
+	out := Config{}
+	for _, c := range cs {
+		for k, v := range c {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+var (
+	metalMatMulMV  = []string{"0", "1", "2", "4", "8"}
+	metalMatMulDef = merge(Config{KnobMVMax: "8", KnobRows: "4", KnobSimdgroups: "4"}, metalDefTile)
+)
+
+// metalMatMul is matmul (bridge/metal ops.go): the simd_sum matvec up to
+// mv_max rows, else simdgroup_matrix tiles.
+var metalMatMul = &Space{
+	Doc: "matmul: the simd_sum matvec up to mv_max rows (rows per simdgroup, simdgroups), else simdgroup_matrix tiles (bm x bn x bk over sgm x sgn simdgroups)",
+	Dims: []Dim{
+		{Name: M, Default: 1, Match: Log},
+		{Name: N, Default: 2048, Match: Exact},
+		{Name: K, Default: 2048, Match: Exact},
+	},
+	DType: "bf16",
+	Params: append([]Knob{
+		{Name: KnobMVMax, Doc: "the matvec takes up to this many rows (0: never; at most 8)", Values: Enum(metalMatMulMV...)},
+	}, metalPathKnobs(M, 32)...),
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(metalPathThreads),
+		metalTileRules,
+		metalMemory(metalTileSlack, func(c Config, _ Shape) int {
+			if !metalTiled(c) {
+				return 0
+			}
+			return metalTileBytes(c, 2)
+		}),
+		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
+		metalMVFits(func(s Shape) int { return s[N] }),
+	},
+	Canonical: func(c Config, s Shape, _ Limits) Config { return metalPath(c, s[M], metalMatMulMV, metalMatMulDef) },
+	Default:   func(Shape, Limits) Config { return metalMatMulDef.Clone() },
+	Format:    func(c Config) string { return metalPathFormat(c, "m") },
+}
+
+// metalAttnGroupHeads is the query heads one attention threadgroup serves:
+// the largest of 8, 4, 2, 1 within the cap that divides the GQA group (as
+// bridge/metal attnGroupHeads).
+func metalAttnGroupHeads(group, limit int) int {
+	for _, qh := range []int{8, 4, 2, 1} {
+		if qh <= limit && group%qh == 0 {
+			return qh
+		}
+	}
+	return 1
+}
+
+// metalAttention is decode attention (bridge/metal ops.go attention): one
+// query token per sequence; the launch shape's context is the longest
+// sequence's cached positions.
+var metalAttention = &Space{
+	Doc: "decode attention: simdgroups per threadgroup, query heads per threadgroup, context positions per split-K partition (single: one pass)",
+	Dims: []Dim{
+		{Name: Seqs, Default: 1, Match: Log},
+		{Name: Context, Default: 1024, Match: Log},
+		{Name: NumHeads, Default: 32, Match: Exact},
+		{Name: NumKVHeads, Default: 8, Match: Exact},
+		{Name: HeadSize, Default: 128, Match: Exact},
+		{Name: BlockSize, Default: 16, Match: Exact},
+	},
+	DType: "bf16",
+	Params: []Knob{
+		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup, each an online softmax over every n-th key", Values: Pow2(1, 32)},
+		{Name: KnobHeads, Doc: "query heads per threadgroup (at most; the largest dividing the GQA group)", Values: Enum("1", "2", "4", "8")},
+		{Name: KnobPart, Doc: "context positions per split-K partition, or single", Values: func(s Shape, l Limits) []string {
+			return append([]string{"single"}, Pow2(32, 4096)(s, l)...)
+		}},
+	},
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobSimdgroups) }),
+		// Every simdgroup keeps (o, m, l) per head: 4*nsg*qh*(D+2) bytes.
+		metalMemory(0, func(c Config, s Shape) int { return 4 * c.Int(KnobSimdgroups) * c.Int(KnobHeads) * (s[HeadSize] + 2) }),
+		{Name: "partitions", Check: func(c Config, s Shape, _ Limits) error {
+			// The reduce walks a (token, head)'s partitions one by one.
+			if p := c.Int(KnobPart); p > 0 {
+				if n := (s[Context] + p) / p; n > 64 {
+					return fmt.Errorf("%d partitions exceed 64", n)
+				}
+			}
+			return nil
+		}},
+	},
+	Canonical: func(c Config, s Shape, _ Limits) Config {
+		if s[NumKVHeads] > 0 {
+			c[KnobHeads] = strconv.Itoa(metalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
+		}
+		// A partition holding the whole context is one pass.
+		if p := c.Int(KnobPart); p > 0 && s[Context]+1 <= p {
+			c[KnobPart] = "single"
+		}
+		return c
+	},
+	Default: func(Shape, Limits) Config { return Config{KnobSimdgroups: "4", KnobHeads: "8", KnobPart: "512"} },
+	Format: func(c Config) string {
+		p := "p" + c[KnobPart]
+		if c[KnobPart] == "single" {
+			p = "single"
+		}
+		return c[KnobSimdgroups] + "sg/q" + c[KnobHeads] + "/" + p
+	},
+}
+
+var metalPrefillMinQuery = []string{"2", "4", "8", "16", "32", "64", "128"}
+
+// metalPrefill is prefill attention (bridge/metal ops.go prefill): the
+// tiled kernel (8-token query tiles, one simdgroup each) from min_query
+// tokens on, else the per-token kernel with the decode launch.
+var metalPrefill = &Space{
+	Doc: "prefill attention: the tiled kernel (simdgroups of 8-token query tiles per threadgroup) from min_query tokens on, else the per-token kernel",
+	Dims: []Dim{
+		{Name: Seqs, Default: 1, Match: Log},
+		{Name: Tokens, Default: 256, Match: Log},
+		{Name: NumHeads, Default: 32, Match: Exact},
+		{Name: NumKVHeads, Default: 8, Match: Exact},
+		{Name: HeadSize, Default: 128, Match: Exact},
+		{Name: BlockSize, Default: 16, Match: Exact},
+	},
+	DType: "bf16",
+	Params: []Knob{
+		{Name: KnobSimdgroups, Doc: "tiled: simdgroups (query tiles) per threadgroup", Values: Enum("1", "2", "3", "4", "6", "8", "16", "32")},
+		{Name: KnobMinQuery, Doc: "the tiled kernel runs from this many query tokens on (never: always per token)",
+			Values: Enum(append([]string{"never"}, metalPrefillMinQuery...)...)},
+	},
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobSimdgroups) }),
+		// A query tile of 8 tokens per simdgroup: 4*nsg*8*D bytes.
+		metalMemory(0, func(c Config, s Shape) int { return 4 * c.Int(KnobSimdgroups) * 8 * s[HeadSize] }),
+	},
+	Canonical: func(c Config, s Shape, _ Limits) Config {
+		t := s[Tokens]
+		// The tiles need blocks of whole tiles.
+		if mq := c.Int(KnobMinQuery); mq > 0 && t >= mq && s[BlockSize]%8 == 0 {
+			for _, v := range metalPrefillMinQuery {
+				if n, _ := strconv.Atoi(v); n <= t {
+					c[KnobMinQuery] = v
+				}
+			}
+			return c
+		}
+		delete(c, KnobSimdgroups)
+		c[KnobMinQuery] = "never"
+		if s[BlockSize]%8 == 0 {
+			for _, v := range metalPrefillMinQuery {
+				if n, _ := strconv.Atoi(v); n > t {
+					c[KnobMinQuery] = v
+					break
+				}
+			}
+		}
+		return c
+	},
+	Default: func(Shape, Limits) Config { return Config{KnobSimdgroups: "4", KnobMinQuery: "8"} },
+	Format: func(c Config) string {
+		if _, ok := c[KnobSimdgroups]; ok {
+			return "tiled>=" + c[KnobMinQuery] + "/" + c[KnobSimdgroups] + "sg"
+		}
+		if c[KnobMinQuery] == "never" {
+			return "per-token"
+		}
+		return "per-token<" + c[KnobMinQuery]
+	},
+}
+
+// MetalNormThreads is the rms_norm threadgroup bridge/metal sizes untuned:
+// about eight elements a thread, in whole simdgroups.
+func MetalNormThreads(width int) int { return min(1024, max(32, ((width+7)/8+31)/32*32)) }
+
+// metalNorm is rms_norm or add_rms_norm (bridge/metal ops.go): one
+// threadgroup per row.
+func metalNorm() *Space {
+	return &Space{
+		Doc: "threads per row (one threadgroup a row)",
+		Dims: []Dim{
+			{Name: Tokens, Default: 1, Match: Log},
+			{Name: Width, Default: 2048, Match: Exact},
+		},
+		DType: "f32",
+		Params: []Knob{{Name: KnobThreads, Doc: "threads per row, in whole simdgroups", Values: func(s Shape, l Limits) []string {
+			out := Pow2(32, 1024)(s, l)
+			if def := strconv.Itoa(MetalNormThreads(s[Width])); !slices.Contains(out, def) {
+				out = append(out, def)
+				slices.SortFunc(out, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+			}
+			return out
+		}}},
+		Constraints: []Constraint{
+			metalSIMD,
+			metalThreads(func(c Config, _ Shape) int { return c.Int(KnobThreads) }),
+			{Name: "idle simdgroups", Check: func(c Config, s Shape, _ Limits) error {
+				if n := c.Int(KnobThreads); n-32 >= s[Width] {
+					return fmt.Errorf("%d threads over a row of %d leave simdgroups idle", n, s[Width])
+				}
+				return nil
+			}},
+		},
+		Default: func(s Shape, _ Limits) Config { return Config{KnobThreads: strconv.Itoa(MetalNormThreads(s[Width]))} },
+		Format:  func(c Config) string { return c[KnobThreads] + "t" },
+	}
+}
+
+var (
+	metalMoEMV  = []string{"0", "1", "2", "4", "8", "16", "32", "64"}
+	metalMoEDef = merge(Config{KnobStrategy: string(MoEGrouped), KnobChunk: "64", KnobMVMax: "8", KnobRows: "2", KnobSimdgroups: "4"}, metalDefTile)
+)
+
+// metalMoE is the MoE block (bridge/metal moe.go): dispatch as the CPU's,
+// and the expert GEMMs' kernels: simd_sum matvecs up to mv_max tokens, else
+// simdgroup_matrix tiles (gate and up staged together).
+var metalMoE = &Space{
+	Doc:   "expert dispatch (loop, chunked, grouped) and the expert GEMMs: matvec up to mv_max tokens (rows per simdgroup, simdgroups), else tiles",
+	Dims:  moeDims,
+	DType: "bf16",
+	Params: append([]Knob{
+		moeDispatch[0],
+		{Name: KnobChunk, Doc: moeDispatch[1].Doc, Values: moeDispatch[1].Values,
+			When: func(c Config, _ Shape) bool { return c[KnobStrategy] == string(MoEChunked) }},
+		{Name: KnobMVMax, Doc: "the expert matvecs take up to this many tokens (0: never)", Values: Enum(metalMoEMV...)},
+	}, metalPathKnobs(Tokens, 16)...),
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(metalPathThreads),
+		metalTileRules,
+		metalMemory(metalTileSlack, func(c Config, _ Shape) int {
+			if !metalTiled(c) {
+				return 0
+			}
+			return metalTileBytes(c, 3)
+		}),
+		// A tile holds rows of one expert: at most one per token.
+		metalTileFits(func(s Shape) int { return s[Tokens] }, func(s Shape) int { return max(s[Hidden], s[Intermediate]) }),
+		metalMVFits(func(s Shape) int { return min(s[Hidden], s[Intermediate]) }),
+	},
+	Canonical: func(c Config, s Shape, lim Limits) Config {
+		if _, ok := c[KnobChunk]; !ok {
+			c[KnobChunk] = metalMoEDef[KnobChunk]
+		}
+		d := cpuMoE.Canonical(Config{KnobStrategy: c[KnobStrategy], KnobChunk: c[KnobChunk]}, s, lim)
+		delete(c, KnobChunk)
+		for k, v := range d {
+			c[k] = v
+		}
+		return metalPath(c, s[Tokens], metalMoEMV, metalMoEDef)
+	},
+	Default: func(Shape, Limits) Config { return metalMoEDef.Clone() },
+	Format:  func(c Config) string { return cpuMoE.Format(c) + "/" + metalPathFormat(c, "t") },
 }

@@ -14,10 +14,10 @@ import (
 )
 
 // Tuned kernel configs in suite runs: a model case without moe_strategy or
-// moe_chunk lets the engine look its MoE dispatch (and the matmul split) up
-// in the tuned configs; the case records what it used, as "tuned.<kernel>"
-// parameters, so a run says which config every kernel ran with and where
-// that config came from.
+// moe_chunk lets the engine look its MoE dispatch (and the matmul split, or
+// a GPU's launch configs) up in the tuned configs; the case records what it
+// used, as "tuned.<kernel>" parameters, so a run says which config every
+// kernel ran with and where that config came from.
 
 // samplingOf is a case's decoded sampling as the sampler takes it; a zero
 // temperature is greedy.
@@ -68,6 +68,10 @@ func tunedParams(params map[string]string, p *prepared) {
 		seqs = min(seqs, m.Engine.MaxSeqs)
 	}
 	for k, v := range m.tuned.EngineChoices(m.Backend, m.Config, dt, m.Engine.MoE, seqs, seqs) {
+		params["tuned."+k] = v
+	}
+	// Launch-tuned kernels (Metal, CUDA) at the first decode step's context.
+	for k, v := range m.tuned.LaunchChoices(m.Backend, m.Config, dt, m.Engine.BlockSize, seqs, m.Work.PromptLen) {
 		params["tuned."+k] = v
 	}
 	prefill := seqs * m.Work.PromptLen

@@ -117,7 +117,7 @@ func hasEntries(s *Store, be bridge.Backend, kernel string) bool {
 	info := be.Info()
 	for _, l := range s.Layers {
 		for _, e := range l.Entries {
-			if e.Kernel == kernel && e.Device == info.Name && e.Backend == info.Backend {
+			if e.Kernel == kernel && e.Device == DeviceName(be) && e.Backend == info.Backend {
 				return true
 			}
 		}
@@ -217,7 +217,8 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 			out[string(ops.MoE)] = ch.String()
 		}
 	}
-	if _, ok := be.(MatMulSplitter); !ok {
+	_, split := be.(MatMulSplitter)
+	if _, launch := be.(bridge.LaunchTuner); !split && !(launch && hasEntries(s, be, string(ops.MatMul))) {
 		return out
 	}
 	var tuned []string
@@ -240,6 +241,38 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 		out[string(ops.MatMul)] = strings.Join(tuned, "; ") + "; others " + def
 	default:
 		out[string(ops.MatMul)] = strings.Join(tuned, "; ")
+	}
+	return out
+}
+
+// LaunchChoices says, for a bridge.LaunchTuner backend, which configs the
+// launch-tuned kernels besides matmul and moe (EngineChoices) would use in a
+// decode step of seqs sequences at context cached tokens: decode attention
+// and the RMS norms, each only where the store holds entries for the device
+// ("paged_attention_decode": "2sg/q4/p256 (user cache)"). blockSize is the
+// engine's KV block size.
+func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, blockSize, seqs, context int) map[string]string {
+	out := map[string]string{}
+	if _, ok := be.(bridge.LaunchTuner); !ok {
+		return out
+	}
+	if blockSize == 0 {
+		blockSize = 16 // the engine's default
+	}
+	shapes := map[ops.ID]Shape{
+		ops.PagedAttentionDecode: {ops.Seqs: seqs, ops.Context: max(context, 1), ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads,
+			ops.HeadSize: cfg.HeadDim, ops.BlockSize: blockSize},
+		ops.RMSNorm:    {ops.Tokens: seqs, ops.Width: cfg.Hidden},
+		ops.AddRMSNorm: {ops.Tokens: seqs, ops.Width: cfg.Hidden},
+	}
+	for _, k := range Kernels(be.Info().Backend) {
+		sh, ok := shapes[k.Op]
+		if !ok || !hasEntries(s, be, string(k.Op)) {
+			continue
+		}
+		if ch, err := lookup(s, be, string(k.Op), dt.String(), sh); err == nil {
+			out[string(k.Op)] = ch.String()
+		}
 	}
 	return out
 }

@@ -47,8 +47,18 @@ var registry = func() []*Kernel {
 	return out
 }()
 
+// SpaceBackend is the backend whose tuning spaces backend runs: metal-emu
+// runs the Metal kernels on the CPU.
+func SpaceBackend(backend string) string {
+	if backend == "metal-emu" {
+		return string(ops.Metal)
+	}
+	return backend
+}
+
 // Kernels are the tunable kernels of a backend ("cpu"), in declaration order.
 func Kernels(backend string) []*Kernel {
+	backend = SpaceBackend(backend)
 	var out []*Kernel
 	for _, k := range registry {
 		if string(k.Backend) == backend {
@@ -122,9 +132,47 @@ func SourceHash(be bridge.Backend, kernel string) string {
 	return ""
 }
 
+// Limiter is a backend that reports its device's limits (Metal: threads
+// per threadgroup, threadgroup memory, SIMD width).
+type Limiter interface {
+	Limits() ops.Limits
+}
+
+// KernelLimiter is a backend whose kernels may allow less than its device
+// (a Metal pipeline's maxTotalThreadsPerThreadgroup).
+type KernelLimiter interface {
+	KernelLimits(kernel string) ops.Limits
+}
+
+// DeviceNamer is a backend whose tuned configs are keyed by more than its
+// device's name (an Apple GPU's family).
+type DeviceNamer interface {
+	TuneDevice() string
+}
+
+// DeviceName is the device name tuned configs for be are keyed by.
+func DeviceName(be bridge.Backend) string {
+	if d, ok := be.(DeviceNamer); ok {
+		return d.TuneDevice()
+	}
+	return be.Info().Name
+}
+
+// LimitsFor is LimitsOf narrowed to what kernel's pipelines allow.
+func LimitsFor(be bridge.Backend, kernel string) Limits {
+	if k, ok := be.(KernelLimiter); ok {
+		return k.KernelLimits(kernel)
+	}
+	return LimitsOf(be)
+}
+
 // LimitsOf reads a backend's limits: for the CPU, its goroutine count; for
-// CUDA, a block's threads and static shared memory.
+// CUDA, a block's threads and static shared memory; for Metal, the
+// device's.
 func LimitsOf(be bridge.Backend) Limits {
+	if l, ok := be.(Limiter); ok {
+		return l.Limits()
+	}
 	info := be.Info()
 	if info.Backend == string(ops.CUDA) {
 		return Limits{MaxThreads: 1024, ThreadgroupMemory: 48 << 10, SIMDWidth: 32}

@@ -181,7 +181,7 @@ func NewQuery(be bridge.Backend, kernel, dtype string, shape Shape) (Query, *Ker
 	if err != nil {
 		return Query{}, nil, err
 	}
-	lim := LimitsOf(be)
+	lim := LimitsFor(be, kernel)
 	s, err := k.Normalize(shape, lim)
 	if err != nil {
 		return Query{}, nil, err
@@ -189,7 +189,7 @@ func NewQuery(be bridge.Backend, kernel, dtype string, shape Shape) (Query, *Ker
 	if dtype == "" {
 		dtype = k.DType
 	}
-	return Query{Device: info.Name, Backend: info.Backend, Kernel: kernel, DType: dtype, Shape: s,
+	return Query{Device: DeviceName(be), Backend: info.Backend, Kernel: kernel, DType: dtype, Shape: s,
 		SourceHash: SourceHash(be, kernel), Limits: lim}, k, nil
 }
 

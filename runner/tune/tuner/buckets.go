@@ -38,7 +38,7 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 	if err != nil {
 		return Bucket{}, err
 	}
-	s, err := k.Normalize(shape, tune.LimitsOf(be))
+	s, err := k.Normalize(shape, tune.LimitsFor(be, kernel))
 	if err != nil {
 		return Bucket{}, err
 	}
@@ -144,6 +144,17 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		if err := add(string(ops.PagedAttentionDecode), dtype, tune.Shape{ops.Seqs: seqs, ops.Context: ctx, ops.NumHeads: cfg.Heads,
 			ops.NumKVHeads: cfg.KVHeads, ops.HeadSize: cfg.HeadDim, ops.BlockSize: mp.BlockSize}, label); err != nil {
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+		}
+		// A GPU's prefill attention at the prompt's query length, and its
+		// RMS norms at the decode step's rows.
+		if err := add(string(ops.PagedAttentionPrefill), dtype, tune.Shape{ops.Seqs: seqs, ops.Tokens: max(mp.PromptLen, 1),
+			ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads, ops.HeadSize: cfg.HeadDim, ops.BlockSize: mp.BlockSize}, label); err != nil {
+			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+		}
+		for _, norm := range []ops.ID{ops.RMSNorm, ops.AddRMSNorm} {
+			if err := add(string(norm), dtype, tune.Shape{ops.Tokens: seqs, ops.Width: cfg.Hidden}, label); err != nil {
+				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+			}
 		}
 		for _, mnk := range tune.MatMulShapes(cfg, seqs, seqs) {
 			if err := add(string(ops.MatMul), dtype, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {

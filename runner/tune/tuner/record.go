@@ -23,6 +23,9 @@ func record(db *results.DB, runID int64, r *Result) error {
 		if r.Bucket.Label != "" {
 			params["bucket"] = r.Bucket.Label
 		}
+		if r.Emulated {
+			params["tune.emulated"] = "true"
+		}
 		for d, v := range r.Bucket.Shape {
 			params[string(d)] = strconv.Itoa(v)
 		}

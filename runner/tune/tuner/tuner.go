@@ -162,7 +162,10 @@ type Result struct {
 	Verdict    string
 	Candidates []*Candidate
 	Err        error       // the bucket could not be tuned
-	Entry      *tune.Entry // nil when Err
+	Entry      *tune.Entry // nil when Err, or Emulated
+	// Emulated: the device is an emulation (metal-emu), whose timings are
+	// the CPU's; the candidates were checked, and nothing is written.
+	Emulated bool
 }
 
 // Report is a whole tuning run.
@@ -334,7 +337,7 @@ func (t *bucketRun) left() time.Duration {
 
 func (t *bucketRun) run(ctx context.Context) *Result {
 	t.start = time.Now()
-	k, lim := t.b.Kernel, tune.LimitsOf(t.o.Backend)
+	k, lim := t.b.Kernel, tune.LimitsFor(t.o.Backend, string(t.b.Kernel.Op))
 	t.res = &Result{Bucket: t.b, Default: k.DefaultConfig(t.b.Shape, lim)}
 	t.byKey = map[string]*Candidate{}
 	cands, pruned := k.Candidates(t.b.Shape, lim)
@@ -371,8 +374,34 @@ func (t *bucketRun) run(ctx context.Context) *Result {
 		t.res.Err = err
 		return t.res
 	}
+	if t.o.Backend.Info().Emulated {
+		t.emulated(def)
+		return t.res
+	}
 	t.confirm(ctx, def, timed)
 	return t.res
+}
+
+// emulated ends a bucket on an emulated device: its timings are the CPU's
+// running the kernels, not a GPU's, so the default stays and no tuned
+// config is written; the reference check has disqualified every wrong
+// candidate all the same.
+func (t *bucketRun) emulated(def *Candidate) {
+	r := t.res
+	r.Emulated = true
+	r.Winner, r.Speedup, r.P = def.Config, 1, 1
+	checked, wrong := 0, 0
+	for _, c := range r.Candidates {
+		switch c.Status {
+		case StatusDisqualified:
+			wrong++
+			checked++
+		case StatusTimed:
+			checked++
+		}
+	}
+	r.Verdict = fmt.Sprintf("emulated: %d candidates checked against the reference, %d disqualified; timings are the emulator's, not a GPU's: no tuned config", checked, wrong)
+	t.event("done", 0, 0, "%s", r.Verdict)
 }
 
 func (t *bucketRun) add(c *Candidate) {
@@ -529,7 +558,7 @@ func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidat
 // interleaved rounds and moves to the fastest, until none is faster or the
 // budget ends.
 func (t *bucketRun) local(ctx context.Context) ([]*Candidate, error) {
-	k, lim := t.b.Kernel, tune.LimitsOf(t.o.Backend)
+	k, lim := t.b.Kernel, tune.LimitsFor(t.o.Backend, string(t.b.Kernel.Op))
 	raw := k.Default(t.b.Shape, lim)
 	cur := t.byKey[t.res.Default.Key()]
 	cur.Raw = raw
@@ -662,7 +691,7 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 		c.Winner = c.Config.Equal(r.Winner) && c.Status == StatusTimed
 	}
 	info := t.o.Backend.Info()
-	r.Entry = &tune.Entry{Device: info.Name, Backend: info.Backend, Kernel: string(k.Op), DType: t.b.DType,
+	r.Entry = &tune.Entry{Device: tune.DeviceName(t.o.Backend), Backend: info.Backend, Kernel: string(k.Op), DType: t.b.DType,
 		Shape: t.b.Shape.Clone(), Config: r.Winner.Clone(), Default: def.Config.Clone(), Speedup: round(r.Speedup, 4),
 		P: round(r.P, 6), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, string(k.Op)),
 		ToolVersion: t.o.ToolVersion, TunedAt: time.Now().UTC().Truncate(time.Second), Note: r.Verdict}

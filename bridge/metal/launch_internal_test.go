@@ -1,0 +1,60 @@
+package metal
+
+import (
+	"testing"
+
+	"github.com/mtlbench/mtlbench/kernels/ops"
+)
+
+// The Metal spaces' constraints (kernels/ops) prune exactly the tiles
+// Tile.check refuses, and every candidate overlays into a tuning the
+// backend accepts: the space and the backend agree on what can run.
+func TestSpacesAgreeWithTheBackend(t *testing.T) {
+	lim := ops.Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	shapes := map[ops.ID]ops.Shape{
+		ops.MatMul:                {ops.M: 64, ops.N: 4096, ops.K: 4096},
+		ops.MoE:                   {ops.Tokens: 64, ops.Experts: 8, ops.TopK: 2, ops.Hidden: 2048, ops.Intermediate: 768},
+		ops.PagedAttentionDecode:  {ops.Seqs: 4, ops.Context: 4000, ops.NumHeads: 32, ops.NumKVHeads: 4, ops.HeadSize: 128, ops.BlockSize: 16},
+		ops.PagedAttentionPrefill: {ops.Seqs: 2, ops.Tokens: 300, ops.NumHeads: 16, ops.NumKVHeads: 8, ops.HeadSize: 128, ops.BlockSize: 16},
+		ops.RMSNorm:               {ops.Tokens: 4, ops.Width: 4096},
+		ops.AddRMSNorm:            {ops.Tokens: 4, ops.Width: 4096},
+	}
+	for _, k := range ops.Spaces(ops.Metal) {
+		s, err := k.Normalize(shapes[k.Op], lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tiles, agreed := 0, 0
+		k.Grid(s, lim, func(raw ops.Config) {
+			c := k.Canonicalize(raw, s, lim)
+			if _, ok := c[ops.KnobBM]; !ok {
+				return
+			}
+			tiles++
+			mats := 2
+			if k.Op == ops.MoE {
+				mats = 3
+			}
+			tile := Tile{BM: c.Int(ops.KnobBM), BN: c.Int(ops.KnobBN), BK: c.Int(ops.KnobBK), SGM: c.Int(ops.KnobSGM), SGN: c.Int(ops.KnobSGN)}
+			backend := tile.check("tile", mats == 3) == nil
+			space := true
+			for _, ct := range k.Constraints {
+				if ct.Name == "tile" || ct.Name == "threadgroup memory" {
+					space = space && ct.Check(c, s, lim) == nil
+				}
+			}
+			if backend != space {
+				t.Errorf("%s %v: Tile.check says %v, the space %v", k.Op, tile, tile.check("tile", mats == 3), space)
+			} else {
+				agreed++
+			}
+		})
+		cands, _ := k.Candidates(s, lim)
+		for _, c := range cands {
+			if _, err := overlay(DefaultTuning, k.Op, c); err != nil {
+				t.Errorf("%s %s: the backend refuses a candidate: %v", k.Op, k.String(c), err)
+			}
+		}
+		t.Logf("%s: %d candidates overlay; %d of %d tiles judged alike", k.Op, len(cands), agreed, tiles)
+	}
+}

@@ -1,0 +1,244 @@
+package metal_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/runner/tune/tuner"
+)
+
+// metalShapes are ragged shapes for every Metal tuning space: outputs and
+// k off the tiles, odd token counts, contexts crossing partitions, blocks
+// too small for the prefill tiles.
+var metalShapes = map[ops.ID][]tune.Shape{
+	ops.MatMul: {{ops.M: 1, ops.N: 200, ops.K: 72}, {ops.M: 5, ops.N: 100, ops.K: 40}, {ops.M: 13, ops.N: 72, ops.K: 40}},
+	ops.PagedAttentionDecode: {
+		{ops.Seqs: 3, ops.Context: 300, ops.NumHeads: 8, ops.NumKVHeads: 2, ops.HeadSize: 32, ops.BlockSize: 16},
+		{ops.Seqs: 1, ops.Context: 77, ops.NumHeads: 4, ops.NumKVHeads: 4, ops.HeadSize: 64, ops.BlockSize: 8}},
+	ops.PagedAttentionPrefill: {
+		{ops.Seqs: 2, ops.Tokens: 13, ops.NumHeads: 4, ops.NumKVHeads: 2, ops.HeadSize: 32, ops.BlockSize: 8},
+		{ops.Seqs: 1, ops.Tokens: 5, ops.NumHeads: 2, ops.NumKVHeads: 1, ops.HeadSize: 64, ops.BlockSize: 16},
+		{ops.Seqs: 3, ops.Tokens: 37, ops.NumHeads: 4, ops.NumKVHeads: 1, ops.HeadSize: 128, ops.BlockSize: 32}},
+	ops.RMSNorm:    {{ops.Tokens: 3, ops.Width: 200}, {ops.Tokens: 1, ops.Width: 1100}},
+	ops.AddRMSNorm: {{ops.Tokens: 3, ops.Width: 200}},
+	ops.MoE: {{ops.Tokens: 1, ops.Experts: 6, ops.TopK: 2, ops.Hidden: 72, ops.Intermediate: 40},
+		{ops.Tokens: 5, ops.Experts: 6, ops.TopK: 2, ops.Hidden: 40, ops.Intermediate: 24},
+		{ops.Tokens: 11, ops.Experts: 5, ops.TopK: 3, ops.Hidden: 48, ops.Intermediate: 40}},
+}
+
+// moeOverride runs every MoE call with p's dispatch, as the tuner does.
+type moeOverride struct {
+	*metal.Backend
+	p *bridge.MoEParams
+}
+
+func (m *moeOverride) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	if m.p != nil {
+		p = *m.p
+	}
+	m.Backend.MoE(out, x, w, p)
+}
+
+// Every config in the declared space of every Metal tunable kernel
+// computes what the reference does at ragged shapes, on the emulator: a
+// candidate the tuner might pick must never be wrong. -short checks the
+// first shape of each.
+func TestLaunchConfigsMatchReference(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	start := time.Now()
+	total := 0
+	pipes := map[ops.ID]int{}
+	for _, k := range tune.Kernels("metal-emu") {
+		before := be.Pipelines()
+		shapes := metalShapes[k.Op]
+		if len(shapes) == 0 {
+			t.Errorf("%s: no test shapes", k.Op)
+		}
+		if testing.Short() {
+			shapes = shapes[:1]
+		}
+		lim := tune.LimitsFor(be, string(k.Op))
+		for _, s := range shapes {
+			s, err := k.Normalize(s, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := ops.Args{Op: k.Op, Ints: k.OpParams(s), DType: ops.DType(k.DType)}
+			if k.Op == ops.MatMul || k.Op == ops.MoE {
+				a.DType = ops.BF16
+			}
+			run := &moeOverride{Backend: be}
+			bench, err := kbench.Prepare(run, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cands, pruned := k.Candidates(s, lim)
+			for _, cfg := range cands {
+				be.SetLaunchConfig(string(k.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
+				if k.Op == ops.MoE {
+					p := tune.MoEParams(cfg)
+					run.p = &p
+				}
+				if _, err := bench.Check(); err != nil {
+					t.Errorf("%s %s config %s: %v", k.Op, s.Key(), k.String(cfg), err)
+				}
+			}
+			be.SetLaunchConfig(string(k.Op), nil)
+			bench.Close()
+			total += len(cands)
+			t.Logf("%s %s: %d configs checked, %d pruned", k.Op, s.Key(), len(cands), len(pruned))
+		}
+		pipes[k.Op] = be.Pipelines() - before
+	}
+	// The configs reach the kernels: each variant is a pipeline of its own
+	// (function constants), built on first use.
+	for op, least := range map[ops.ID]int{ops.MatMul: 10, ops.MoE: 10, ops.PagedAttentionDecode: 4} {
+		if pipes[op] < least {
+			t.Errorf("%s: %d new pipelines over its configs; the tuned variants did not run", op, pipes[op])
+		}
+	}
+	t.Logf("%d configs checked in %v", total, time.Since(start).Round(time.Millisecond))
+}
+
+// A config the kernels cannot run is refused at its dispatch, and the
+// tuner disqualifies it and says why; on the emulator nothing is written
+// as a tuned config.
+func TestTunerDisqualifiesOnEmulator(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	base, err := tune.Find("metal", string(ops.MatMul))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A test-only space: the matvec with 5 rows per simdgroup (the kernel
+	// takes 1 to 4) or 64 simdgroups (2048 threads, past Apple's 1024).
+	bad := *base
+	bad.Params = []tune.Param{
+		{Name: ops.KnobRows, Values: tune.Enum("4", "5")},
+		{Name: ops.KnobSimdgroups, Values: tune.Enum("4", "64")},
+	}
+	bad.Constraints, bad.Canonical = nil, nil
+	bad.Default = func(tune.Shape, tune.Limits) tune.Config {
+		return tune.Config{ops.KnobRows: "4", ops.KnobSimdgroups: "4"}
+	}
+	bad.Format = nil
+	defer tune.Register(&bad)()
+
+	b, err := tuner.ShapeBucket(be, string(ops.MatMul), "bf16", tune.Shape{ops.M: 3, ops.N: 100, ops.K: 40}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tuner.Run(context.Background(), []tuner.Bucket{b}, tuner.Options{Backend: be, Rounds: 2, Confirm: 2,
+		SampleTime: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if !r.Emulated || r.Entry != nil || !strings.HasPrefix(r.Verdict, "emulated") {
+		t.Errorf("emulated %v, entry %v, verdict %q: want an emulated result without a tuned config", r.Emulated, r.Entry, r.Verdict)
+	}
+	status := map[string]string{}
+	for _, c := range r.Candidates {
+		status[c.Config.Key()] = c.Status + ": " + c.Reason
+		t.Logf("%s: %s %s", c.Config.Key(), c.Status, c.Reason)
+	}
+	for key, why := range map[string]string{
+		"rows=5,simdgroups=4":  "MatVecRows=5",
+		"rows=4,simdgroups=64": "MatVecSimdgroups=2048",
+		"rows=5,simdgroups=64": "refused",
+	} {
+		if !strings.HasPrefix(status[key], tuner.StatusDisqualified) || !strings.Contains(status[key], why) {
+			t.Errorf("%s: %q, want disqualified (%s)", key, status[key], why)
+		}
+	}
+	if s := status["rows=4,simdgroups=4"]; !strings.HasPrefix(s, tuner.StatusTimed) {
+		t.Errorf("the default: %q, want timed", s)
+	}
+}
+
+// The engine looks Metal's tuned configs up by device and runs them: a
+// decode step with every launch-tuned kernel on a non-default config gives
+// the default's tokens, and the engine reports which config each used.
+func TestEngineUsesTunedMetalConfigs(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	cfg, _ := model.Preset("qwen3-moe-mini")
+	cfg, _ = cfg.WithLayers(1)
+	generate := func(o engine.Options) ([]engine.Output, map[string]string) {
+		e, err := engine.New(be, cfg, model.NewCached(model.NewSynthetic(1, bridge.BF16)), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reqs []engine.Request
+		for i := range 2 {
+			p := make([]int32, 16)
+			for j := range p {
+				p[j] = int32(i*131 + j*7)
+			}
+			reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: 4})
+		}
+		out, err := e.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, e.TunedUsed()
+	}
+	want, _ := generate(engine.Options{})
+
+	entry := func(kernel string, shape tune.Shape, c tune.Config) tune.Located {
+		return tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu", Kernel: kernel,
+			DType: "bf16", Shape: shape, Config: c, Samples: 20, SourceHash: metal.KernelSourceHash(kernel)}}
+	}
+	l := tune.Layer{Name: tune.FromUser}
+	// Decode steps of 2 tokens: the matmuls on 8-row tiles instead of the
+	// matvec, the experts looped on tiles, attention with 2 simdgroups of
+	// one head each.
+	for _, s := range tune.MatMulShapes(cfg, 2, 2) {
+		l.Entries = append(l.Entries, entry("matmul", tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
+			tune.Config{"mv_max": "0", "bm": "8", "bn": "32", "bk": "8", "sgm": "1", "sgn": "2"}))
+	}
+	l.Entries = append(l.Entries,
+		entry("moe", tune.MoEShape(cfg, 2), tune.Config{"strategy": "loop", "mv_max": "0", "bm": "8", "bn": "16", "bk": "16", "sgm": "1", "sgn": "1"}),
+		entry("paged_attention_decode", tune.Shape{ops.Seqs: 2, ops.Context: 16, ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads,
+			ops.HeadSize: cfg.HeadDim, ops.BlockSize: 16}, tune.Config{"simdgroups": "2", "heads": "1", "part": "single"}))
+	store := tune.NewStore(l)
+	lookup := func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
+		return store.ForEngine(be, cfg, dt, moe)
+	}
+	got, used := generate(engine.Options{Tuned: lookup})
+	if w := store.Warnings(); len(w) > 0 {
+		t.Errorf("warnings: %v", w)
+	}
+	for i := range want {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Errorf("request %d: tuned tokens %v, default %v", i, got[i].Tokens, want[i].Tokens)
+		}
+	}
+	t.Logf("used: %v", used)
+	for kernel, cfg := range map[string]string{"matmul": "tiles>1m/8x32x8/1x2 (user cache)", "moe": "loop/tiles>1t/8x16x16/1x1 (user cache)",
+		"paged_attention_decode": "2sg/q1/single (user cache)"} {
+		if !strings.Contains(used[kernel], cfg) {
+			t.Errorf("%s used %q, want %q among them", kernel, used[kernel], cfg)
+		}
+	}
+	// What a suite run records before it starts (runner/bench tuned.go).
+	rec := store.EngineChoices(be, cfg, bridge.BF16, bridge.MoEParams{}, 2, 2)
+	for k, v := range store.LaunchChoices(be, cfg, bridge.BF16, 0, 2, 16) {
+		rec[k] = v
+	}
+	if !strings.Contains(rec["matmul"], "8x32x8/1x2 (user cache)") || rec["paged_attention_decode"] != "2sg/q1/single (user cache)" ||
+		!strings.HasPrefix(rec["moe"], "loop/tiles>1t/8x16x16/1x1") {
+		t.Errorf("recorded choices %v", rec)
+	}
+}

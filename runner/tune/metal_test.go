@@ -1,0 +1,85 @@
+package tune
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMetalSpaces(t *testing.T) {
+	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	var names []string
+	for _, k := range Kernels("metal-emu") {
+		names = append(names, string(k.Op))
+	}
+	want := []string{"paged_attention_decode", "paged_attention_prefill", "rms_norm", "add_rms_norm", "matmul", "moe"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("metal-emu kernels %v, want Metal's %v", names, want)
+	}
+	reasons := func(ps []Pruned) map[string]int {
+		m := map[string]int{}
+		for _, p := range ps {
+			m[strings.SplitN(p.Reason, ":", 2)[0]]++
+		}
+		return m
+	}
+	tests := []struct {
+		kernel  string
+		shape   Shape
+		lim     Limits
+		cands   []string // nil: only counted
+		n       int
+		reasons map[string]int
+	}{
+		// A GQA group of 4: the head caps 4 and 8 are one config. Per
+		// simdgroup and head, 130 floats of threadgroup memory: 16 or 32
+		// simdgroups of 4 heads, 32 of 2, exceed 32 KiB (7 partition sizes
+		// each: single and 32..1024 positions).
+		{kernel: "paged_attention_decode", shape: Shape{"context": 1024, "num_heads": 32, "num_kv_heads": 8}, lim: lim,
+			n: 6*3*7 - 3*7, reasons: map[string]int{"threadgroup memory": 3 * 7}},
+		// No GQA (one head a threadgroup), a context of 100 (single, 32,
+		// 64), and a pipeline that runs at most 256 threads: 16 and 32
+		// simdgroups go.
+		{kernel: "paged_attention_decode", shape: Shape{"context": 100, "num_heads": 8, "num_kv_heads": 8},
+			lim: Limits{MaxThreads: 256, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}, n: 4 * 3,
+			reasons: map[string]int{"threads per threadgroup": 2 * 3}},
+		// Simdgroups of 64 threads: nothing the kernels assume.
+		{kernel: "rms_norm", shape: Shape{"width": 2048}, lim: Limits{MaxThreads: 1024, SIMDWidth: 64}, n: 1,
+			reasons: map[string]int{"simd width": 5}},
+		// One token: the matvec (4 rows x 6 simdgroup counts) or tiles one
+		// 8-row tile tall (8 widths-by-simdgroups x 3 depths).
+		{kernel: "matmul", shape: Shape{"m": 1, "n": 4096, "k": 4096}, lim: lim, n: 4*6 + 8*3},
+		// The tiled prefill kernel from 8 tokens on by default; 13 tokens
+		// of blocks of 8 tile with 1..32 simdgroups, or run per token.
+		{kernel: "paged_attention_prefill", shape: Shape{"tokens": 13, "head_size": 32, "block_size": 8}, lim: lim,
+			cands: []string{"tiled>=8/4sg", "per-token<16", "tiled>=8/1sg", "tiled>=8/2sg", "tiled>=8/3sg", "tiled>=8/6sg",
+				"tiled>=8/8sg", "tiled>=8/16sg", "tiled>=8/32sg"}, n: 9},
+	}
+	for _, tc := range tests {
+		k, err := Find("metal", tc.kernel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := k.Normalize(tc.shape, tc.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands, pruned := k.Candidates(s, tc.lim)
+		var got []string
+		for _, c := range cands {
+			got = append(got, k.String(c))
+		}
+		if tc.cands != nil && !reflect.DeepEqual(got, tc.cands) {
+			t.Errorf("%s %s: candidates %v, want %v", tc.kernel, s.Key(), got, tc.cands)
+		}
+		if len(cands) != tc.n {
+			t.Errorf("%s %s: %d candidates, want %d", tc.kernel, s.Key(), len(cands), tc.n)
+		}
+		r := reasons(pruned)
+		for name, n := range tc.reasons {
+			if r[name] != n {
+				t.Errorf("%s %s: %d pruned by %q, want %d (all: %v)", tc.kernel, s.Key(), r[name], name, n, r)
+			}
+		}
+	}
+}
