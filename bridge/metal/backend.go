@@ -221,6 +221,12 @@ func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridg
 	}
 	page := uintptr(os.Getpagesize())
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	if p%weightAlign != 0 {
+		// The kernels read weights 16 bytes at a time (kernels/metal/gemm.h):
+		// a tensor the checkpoint left unaligned is copied into a buffer of
+		// its own, which is.
+		return b.Weight(dt, shape, data)
+	}
 	base := p &^ (page - 1)
 	end := (p + uintptr(len(data)) + page - 1) &^ (page - 1)
 	start := unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), -int(p-base))
@@ -231,6 +237,10 @@ func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridg
 	}
 	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: &dbuf{Buffer: buf}, off: int(p - base), owned: true}, nil
 }
+
+// weightAlign is the alignment a mapped weight tensor needs to be used in
+// place: the widest load the kernels make of it.
+const weightAlign = 16
 
 // Weight copies data into a new shared buffer; WeightMapped aliases mmap'd
 // weights instead where the device allows.

@@ -10,45 +10,145 @@
 // ---------------------------------------------------------------------------
 // mv: simd_sum reductions, for few rows (decode). Each simdgroup computes
 // mv_rows weight rows (output columns) for the tile's mv_cols activation
-// rows; each weight element is read once per tile.
+// rows. The threadgroup stages the activation rows in threadgroup memory a
+// chunk of k at a time (float4 loads), so device memory serves them once
+// per threadgroup rather than once per simdgroup, and each lane reads its
+// weights 16 bytes at a time (eight f16/bf16 or four f32 elements), as
+// the decode GEMVs of docs/metal-kernels.md are measured.
 // ---------------------------------------------------------------------------
 
 struct MVAcc {
   float v[MV_MAX_ROWS][MV_MAX_COLS];
 };
 
-// mv_accumulate adds lane's share of the dot products of weight rows
-// n0.. (mv_rows of them, those < n) with the activation rows src[c] into acc;
-// DUAL does the same for a second weight matrix w1 into acc1.
+// MV_STAGE_FLOATS is the threadgroup memory the staged activations take
+// (16 KiB), mv_chunk() the columns of k one chunk holds per row: a multiple
+// of 256 (a simdgroup's 32 lanes of 8 elements).
+#define MV_STAGE_FLOATS 4096
+inline uint mv_chunk() { return uint(MV_STAGE_FLOATS / mv_cols) / 256u * 256u; }
+
+// load8 widens eight consecutive weights (16-byte aligned) to f32.
+inline void load8(device const float* p, thread float* v) {
+  const float4 a = *(device const float4*)p, b = *((device const float4*)p + 1);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+inline void load8(device const half* p, thread float* v) {
+  const uint4 u = *(device const uint4*)p;
+  const uint w[4] = {u.x, u.y, u.z, u.w};
+  for (int i = 0; i < 4; i++) {
+    const half2 h = as_type<half2>(w[i]);
+    v[2 * i] = float(h.x);
+    v[2 * i + 1] = float(h.y);
+  }
+}
+inline void load8(device const bf16_t* p, thread float* v) {
+  const uint4 u = *(device const uint4*)p;
+  const uint w[4] = {u.x, u.y, u.z, u.w};
+  for (int i = 0; i < 4; i++) {
+    v[2 * i] = as_type<float>(w[i] << 16);
+    v[2 * i + 1] = as_type<float>(w[i] & 0xffff0000u);
+  }
+}
+
+// mv_tile adds the dot products of weight rows n0.. (mv_rows of them,
+// those < n; a simdgroup with n0 >= n computes nothing but stages and
+// waits with the others) with the activation rows src[c] into acc0, and
+// with w1's rows into acc1 when DUAL. With norm, each activation is
+// multiplied by g[kk] as it is staged and ss[c] gathers the thread's part
+// of row c's sum of squares (the caller reduces it over the threadgroup).
+// xs is MV_STAGE_FLOATS floats of threadgroup memory; every thread of the
+// threadgroup must call it.
 template <typename W, bool DUAL>
-inline void mv_accumulate(device const float* a, const thread int* src, device const W* w0, device const W* w1,
-                          uint n, uint k, uint n0, ushort lane, thread MVAcc& acc0, thread MVAcc& acc1) {
+inline void mv_tile(device const float* a, const thread int* src, device const W* w0, device const W* w1, uint n,
+                    uint k, uint n0, threadgroup float* xs, ushort tid, ushort ntg, ushort lane, bool norm,
+                    device const float* g, thread float* ss, thread MVAcc& acc0, thread MVAcc& acc1) {
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       acc0.v[r][c] = 0.0f;
       acc1.v[r][c] = 0.0f;
     }
   }
-  for (uint kk = lane; kk < k; kk += 32) {
-    float xv[MV_MAX_COLS];
-    for (int c = 0; c < mv_cols; c++) {
-      xv[c] = src[c] >= 0 ? a[ulong(src[c]) * k + kk] : 0.0f;
+  for (int c = 0; c < mv_cols; c++) {
+    ss[c] = 0.0f;
+  }
+  const uint KC = mv_chunk();
+  const bool vec = k % 8 == 0; // rows start 16-byte aligned
+  for (uint k0 = 0; k0 < k; k0 += KC) {
+    const uint kc = min(KC, k - k0);
+    if (vec) {
+      const uint q = kc / 4;
+      for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
+        const uint c = i / q, j = 4 * (i % q);
+        float4 x = 0.0f;
+        if (src[c] >= 0) {
+          x = *(device const float4*)(a + ulong(src[c]) * k + k0 + j);
+          if (norm) {
+            ss[c] += dot(x, x);
+            x *= *(device const float4*)(g + k0 + j);
+          }
+        }
+        *(threadgroup float4*)(xs + c * KC + j) = x;
+      }
+    } else {
+      for (uint i = tid; i < uint(mv_cols) * kc; i += ntg) {
+        const uint c = i / kc, j = i % kc;
+        float x = 0.0f;
+        if (src[c] >= 0) {
+          x = a[ulong(src[c]) * k + k0 + j];
+          if (norm) {
+            ss[c] += x * x;
+            x *= g[k0 + j];
+          }
+        }
+        xs[c * KC + j] = x;
+      }
     }
-    for (int r = 0; r < mv_rows; r++) {
-      if (n0 + r >= n) {
-        break;
-      }
-      const float wv = float(w0[ulong(n0 + r) * k + kk]);
-      for (int c = 0; c < mv_cols; c++) {
-        acc0.v[r][c] += wv * xv[c];
-      }
-      if (DUAL) {
-        const float wu = float(w1[ulong(n0 + r) * k + kk]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int r = 0; r < mv_rows && n0 + r < n; r++) {
+      device const W* p0 = w0 + ulong(n0 + r) * k + k0;
+      device const W* p1 = w1 + ulong(n0 + r) * k + k0;
+      uint j = lane * 8;
+      for (; vec && j + 8 <= kc; j += 256) {
+        float wv[8], uv[8];
+        load8(p0 + j, wv);
+        if (DUAL) {
+          load8(p1 + j, uv);
+        }
         for (int c = 0; c < mv_cols; c++) {
-          acc1.v[r][c] += wu * xv[c];
+          threadgroup const float4* xv = (threadgroup const float4*)(xs + c * KC + j);
+          const float4 x0 = xv[0], x1 = xv[1];
+          acc0.v[r][c] += dot(float4(wv[0], wv[1], wv[2], wv[3]), x0) + dot(float4(wv[4], wv[5], wv[6], wv[7]), x1);
+          if (DUAL) {
+            acc1.v[r][c] += dot(float4(uv[0], uv[1], uv[2], uv[3]), x0) + dot(float4(uv[4], uv[5], uv[6], uv[7]), x1);
+          }
+        }
+      }
+      if (!vec) { // unaligned rows: element by element
+        for (uint e = lane; e < kc; e += 32) {
+          const float wv = float(p0[e]);
+          const float uv = DUAL ? float(p1[e]) : 0.0f;
+          for (int c = 0; c < mv_cols; c++) {
+            acc0.v[r][c] += wv * xs[c * KC + e];
+            if (DUAL) {
+              acc1.v[r][c] += uv * xs[c * KC + e];
+            }
+          }
         }
       }
     }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+}
+
+// mv_inv_rms reduces each row's sum of squares over the threadgroup and
+// returns 1/rms (RMSNorm with eps) in inv[c]; buf is 32 floats of
+// threadgroup memory.
+inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* buf, ushort lane, ushort sg, ushort nsg,
+                       thread float* inv) {
+  for (int c = 0; c < mv_cols; c++) {
+    const float t = tg_sum(ss[c], buf, lane, sg, nsg);
+    inv[c] = 1.0f / sqrt(t / float(k) + eps);
   }
 }
 

@@ -1,25 +1,25 @@
 // Dense matmul: out[m][n] = x[m][k] * w[n][k]^T (+ bias[n]).
 #include "gemm.h"
 
-// matvec: simd_sum reductions for few activation rows. Grid:
-// (ceil(n / (simdgroups * mv_rows)), ceil(m / mv_cols)).
+// matvec: simd_sum reductions for few activation rows (gemm.h's mv_tile).
+// Grid: (ceil(n / (simdgroups * mv_rows)), ceil(m / mv_cols)).
 template <typename W>
 kernel void matvec(constant MatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                    device const W* w [[buffer(2)]], device float* out [[buffer(3)]],
                    device const float* bias [[buffer(4), function_constant(has_bias)]],
-                   uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
-                   ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+                   uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                   ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                   ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[MV_STAGE_FLOATS];
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
   const uint m0 = tg.y * uint(mv_cols);
-  if (n0 >= a.n) {
-    return;
-  }
   int src[MV_MAX_COLS];
   for (int c = 0; c < mv_cols; c++) {
     src[c] = m0 + c < a.m ? int(m0 + c) : -1;
   }
   MVAcc acc, unused;
-  mv_accumulate<W, false>(x, src, w, w, a.n, a.k, n0, lane, acc, unused);
+  float ss[MV_MAX_COLS];
+  mv_tile<W, false>(x, src, w, w, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, x, ss, acc, unused);
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       const float s = simd_sum(acc.v[r][c]);
@@ -91,8 +91,10 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
                          device const float* bias2 [[buffer(10), function_constant(mv_bias2)]],
                          device const float* g [[buffer(11), function_constant(mv_norm)]],
                          device float* residual [[buffer(12), function_constant(mv_residual)]],
-                         uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
-                         ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+                         uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                         ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                         ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[MV_STAGE_FLOATS];
   const uint R = uint(mv_rows);
   const uint t0 = (a.n0 + R - 1) / R, t1 = (a.n1 + R - 1) / R;
   uint tile = tg.x * nsg + sg;
@@ -118,54 +120,30 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   if (mv_swiglu) {
     wu = w1;
   }
-  const uint n0 = tile * R;
-  if (n0 >= n) {
-    return;
-  }
-  const uint m0 = tg.y * uint(mv_cols), k = a.k;
+  const uint n0 = tile * R; // past n: stages with the others, computes nothing
+  const uint m0 = tg.y * uint(mv_cols);
   int src[MV_MAX_COLS];
   for (int c = 0; c < mv_cols; c++) {
     src[c] = m0 + c < a.m ? int(m0 + c) : -1;
   }
-  float acc[MV_MAX_ROWS][MV_MAX_COLS], accu[MV_MAX_ROWS][MV_MAX_COLS], ss[MV_MAX_COLS];
-  for (int c = 0; c < mv_cols; c++) {
-    ss[c] = 0.0f;
-    for (int r = 0; r < mv_rows; r++) {
-      acc[r][c] = 0.0f;
-      accu[r][c] = 0.0f;
-    }
-  }
-  for (uint kk = lane; kk < k; kk += 32) {
-    float xv[MV_MAX_COLS];
-    for (int c = 0; c < mv_cols; c++) {
-      xv[c] = src[c] >= 0 ? x[ulong(src[c]) * k + kk] : 0.0f;
-      if (mv_norm) {
-        ss[c] += xv[c] * xv[c];
-        xv[c] *= g[kk];
-      }
-    }
-    for (int r = 0; r < mv_rows; r++) {
-      if (n0 + r >= n) {
-        break;
-      }
-      const float wv = float(w[ulong(n0 + r) * k + kk]);
-      for (int c = 0; c < mv_cols; c++) {
-        acc[r][c] += wv * xv[c];
-      }
-      if (mv_swiglu) {
-        const float uv = float(wu[ulong(n0 + r) * k + kk]);
-        for (int c = 0; c < mv_cols; c++) {
-          accu[r][c] += uv * xv[c];
-        }
-      }
-    }
+  MVAcc acc, accu;
+  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
+  if (mv_swiglu) {
+    mv_tile<W, true>(x, src, w, wu, n, a.k, n0, xs, tid, ushort(nsg * 32), lane, mv_norm, g, ss, acc, accu);
+  } else {
+    mv_tile<W, false>(x, src, w, w, n, a.k, n0, xs, tid, ushort(nsg * 32), lane, mv_norm, g, ss, acc, accu);
   }
   for (int c = 0; c < mv_cols; c++) {
-    const float inv = mv_norm ? 1.0f / sqrt(simd_sum(ss[c]) / float(k) + a.eps) : 1.0f;
+    inv[c] = 1.0f;
+  }
+  if (mv_norm) {
+    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
+  }
+  for (int c = 0; c < mv_cols; c++) {
     for (int r = 0; r < mv_rows; r++) {
-      float s = simd_sum(acc[r][c]) * inv;
+      float s = simd_sum(acc.v[r][c]) * inv[c];
       if (mv_swiglu) {
-        s = silu(s) * (simd_sum(accu[r][c]) * inv);
+        s = silu(s) * (simd_sum(accu.v[r][c]) * inv[c]);
       } else if (has_bias) {
         s += n0 + r < n ? bias[n0 + r] : 0.0f;
       }
@@ -183,7 +161,7 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
 #define INSTANTIATE_MATMUL(mv_name, mm_name, T)                                                                 \
   template [[host_name(#mv_name)]] kernel void matvec<T>(constant MatArgs&, device const float*, device const T*,    \
                                                          device float*, device const float*, uint2, ushort, ushort,  \
-                                                         ushort);                                                    \
+                                                         ushort, ushort);                                            \
   template [[host_name(#mm_name)]] kernel void matmul<T>(constant MatArgs&, device const float*, device const T*,    \
                                                          device float*, device const float*, threadgroup float*,     \
                                                          uint2, ushort, ushort, ushort, ushort);
@@ -192,7 +170,7 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   template [[host_name(#name)]] kernel void matvec_fused<T>(                                                     \
       constant FusedMVArgs&, device const float*, device const T*, device float*, device const float*,          \
       device const T*, device float*, device const float*, device const T*, device float*, device const float*, \
-      device const float*, device float*, uint2, ushort, ushort, ushort);
+      device const float*, device float*, uint2, ushort, ushort, ushort, ushort);
 
 INSTANTIATE_MATVEC_FUSED(matvec_fused_f32, float)
 INSTANTIATE_MATVEC_FUSED(matvec_fused_f16, half)

@@ -195,18 +195,21 @@ kernel void moe_group(constant GroupArgs& a [[buffer(0)]], device const int* ids
 }
 
 // moe_mv_gate_up: h[row] = silu(x[token] * gate^T) * (x[token] * up^T) for
-// the rows of one tile (at most mv_cols), simd_sum reductions. Grid:
+// the rows of one tile (at most mv_cols), simd_sum reductions over the
+// tile's activations staged once per threadgroup (gemm.h's mv_tile). Grid:
 // (ceil(inter / (simdgroups * mv_rows)), tile slots).
 template <typename W>
 kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                            device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                            device const MoETile* tiles [[buffer(4)]], device float* h [[buffer(5)]],
-                           uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
-                           ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+                           uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                           ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                           ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[MV_STAGE_FLOATS];
   const MoETile tile = tiles[tg.y];
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
-  if (tile.expert < 0 || uint(tile.expert) >= a.experts || n0 >= a.n) {
-    return;
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts || tg.x * nsg * uint(mv_rows) >= a.n) {
+    return; // the whole threadgroup: an unused tile slot or past the rows
   }
   device const W* base = w + ulong(tile.expert) * a.expert_stride;
   int src[MV_MAX_COLS];
@@ -214,7 +217,9 @@ kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
     src[c] = c < tile.rows ? perm[tile.row0 + c] / int(a.top_k) : -1;
   }
   MVAcc g, u;
-  mv_accumulate<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, lane, g, u);
+  float ss[MV_MAX_COLS];
+  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, x, ss,
+                   g, u);
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       const float gs = simd_sum(g.v[r][c]);
@@ -231,11 +236,13 @@ template <typename W>
 kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
                         device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                         device const MoETile* tiles [[buffer(4)]], device float* y [[buffer(5)]],
-                        uint2 tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]],
-                        ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+                        uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                        ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                        ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[MV_STAGE_FLOATS];
   const MoETile tile = tiles[tg.y];
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
-  if (tile.expert < 0 || uint(tile.expert) >= a.experts || n0 >= a.n) {
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts || tg.x * nsg * uint(mv_rows) >= a.n) {
     return;
   }
   device const W* base = w + ulong(tile.expert) * a.expert_stride;
@@ -244,7 +251,9 @@ kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
     src[c] = c < tile.rows ? tile.row0 + c : -1;
   }
   MVAcc acc, unused;
-  mv_accumulate<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, lane, acc, unused);
+  float ss[MV_MAX_COLS];
+  mv_tile<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, h, ss,
+                    acc, unused);
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       const float s = simd_sum(acc.v[r][c]);
@@ -338,10 +347,10 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
 #define INSTANTIATE_MOE(sfx, T)                                                                                  \
   template [[host_name(MTL_STR(moe_mv_gate_up_##sfx))]] kernel void moe_mv_gate_up<T>(                                  \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
-      device float*, uint2, ushort, ushort, ushort);                                                             \
+      device float*, uint2, ushort, ushort, ushort, ushort);                                                     \
   template [[host_name(MTL_STR(moe_mv_down_##sfx))]] kernel void moe_mv_down<T>(                                        \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
-      device float*, uint2, ushort, ushort, ushort);                                                             \
+      device float*, uint2, ushort, ushort, ushort, ushort);                                                     \
   template [[host_name(MTL_STR(moe_mm_gate_up_##sfx))]] kernel void moe_mm_gate_up<T>(                                  \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
       device float*, threadgroup float*, uint2, ushort, ushort, ushort, ushort);                                 \
