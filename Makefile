@@ -45,16 +45,51 @@ clang:
 	  echo "clang-19 could not be installed: the Metal emulator tests will skip"
 
 # The first thing to run on a Mac: the Metal layer's own tests, the kernel
-# self-test on the GPU, and the same prompt on Metal and on the CPU.
+# self-test on the GPU, a two-minute tune of one attention and one MoE shape,
+# the fusion on/off pair, and the same prompt on Metal and on the CPU. Every
+# step runs even when one before it failed; each keeps its output in
+# $(SMOKE)-STEP.log, and all of them go into $(SMOKE)-report.tar.gz, the file
+# to send back (docs/metal-first-run.md).
+SMOKE     := $(BIN).smoke
 SMOKE_GEN := generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16
+SMOKE_DB  := --db $(SMOKE).db
+# Winners go to a file of their own, not the user's cache: a first run must
+# not change what later runs pick.
+SMOKE_TUNE := tune --backend metal $(SMOKE_DB) --out $(SMOKE)-tuned.json --budget 1m --tag mac-smoke
+SMOKE_ATTN := --kernel paged_attention_decode --shape seqs=1,context=4096,num_heads=32,num_kv_heads=4,head_size=128,block_size=16
+SMOKE_MOE  := --kernel moe --shape tokens=1,experts=128,top_k=8,hidden=2048,intermediate=768
+# smoke_step NAME, COMMAND: runs COMMAND with its output in $(SMOKE)-NAME.log
+# and on the terminal; a failure is noted in $(SMOKE)-failed and the next
+# step runs.
+define smoke_step
+	@echo "== mac-smoke $(1): $(2)"; $(2) > $(SMOKE)-$(1).log 2>&1; rc=$$?; cat $(SMOKE)-$(1).log; \
+	  echo "exit $$rc" >> $(SMOKE)-$(1).log; \
+	  if [ $$rc -ne 0 ]; then echo "$(1) (exit $$rc)" >> $(SMOKE)-failed; echo "mac-smoke: $(1) failed (exit $$rc)"; fi
+endef
 mac-smoke: build
 	@[ "$$(uname -s)/$$(uname -m)" = Darwin/arm64 ] || { echo "mac-smoke: needs macOS on Apple silicon" >&2; exit 2; }
-	CGO_ENABLED=0 $(GO) test -count=1 ./bridge/mtl/darwin/
-	$(BIN) devices
-	$(BIN) selftest --backend metal --failures
-	$(BIN) $(SMOKE_GEN) --backend metal > $(BIN).smoke-metal && cat $(BIN).smoke-metal
-	$(BIN) $(SMOKE_GEN) --backend cpu > $(BIN).smoke-cpu && cat $(BIN).smoke-cpu
-	@if cmp -s $(BIN).smoke-metal $(BIN).smoke-cpu; then echo "mac-smoke: ok, Metal and CPU tokens match"; else echo "mac-smoke: tokens differ (late: near-tie; early: bug)"; exit 1; fi
+	@rm -f $(SMOKE)-*.log $(SMOKE)-failed $(SMOKE)-tuned.json $(SMOKE)-report.tar.gz $(SMOKE).db $(SMOKE).db-*
+	$(call smoke_step,machine,sh -c 'sw_vers; uname -a; sysctl -n machdep.cpu.brand_string; system_profiler SPDisplaysDataType SPHardwareDataType; go version; git rev-parse HEAD; git status --short; true')
+	$(call smoke_step,devices,$(BIN) devices)
+	$(call smoke_step,env,$(BIN) env)
+	$(call smoke_step,darwin-tests,env CGO_ENABLED=0 $(GO) test -count=1 ./bridge/mtl/darwin/)
+	$(call smoke_step,selftest,$(BIN) selftest --backend metal --failures)
+	$(call smoke_step,tune-attention,$(BIN) $(SMOKE_TUNE) $(SMOKE_ATTN))
+	$(call smoke_step,tune-moe,$(BIN) $(SMOKE_TUNE) $(SMOKE_MOE))
+	$(call smoke_step,fusion,$(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --tag mac-smoke-fusion)
+	$(call smoke_step,tokens-metal,$(BIN) $(SMOKE_GEN) --backend metal)
+	$(call smoke_step,tokens-metal-nofusion,$(BIN) $(SMOKE_GEN) --backend metal --fusion off)
+	$(call smoke_step,tokens-cpu,$(BIN) $(SMOKE_GEN) --backend cpu)
+	@m=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal.log); \
+	  n=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal-nofusion.log); c=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-cpu.log); \
+	  { echo "metal:           $$m"; echo "metal fusion off: $$n"; echo "cpu:             $$c"; } > $(SMOKE)-tokens.log; \
+	  cat $(SMOKE)-tokens.log; \
+	  if [ -z "$$m" ] || [ "$$m" != "$$n" ]; then echo "tokens: fusion on and off differ on Metal" >> $(SMOKE)-failed; fi; \
+	  if [ -z "$$m" ] || [ "$$m" != "$$c" ]; then echo "tokens: Metal and CPU differ (late: near-tie; early: bug)" >> $(SMOKE)-failed; fi
+	@tar czf $(SMOKE)-report.tar.gz $(SMOKE)-*.log $$(ls $(SMOKE)-failed $(SMOKE)-tuned.json $(SMOKE).db 2>/dev/null)
+	@if [ -s $(SMOKE)-failed ]; then echo "mac-smoke: FAILED:"; sed 's/^/  /' $(SMOKE)-failed; \
+	  echo "send $(SMOKE)-report.tar.gz (docs/metal-first-run.md, section 5)"; exit 1; \
+	else echo "mac-smoke: ok, every step passed and Metal, Metal without fusion and CPU tokens match ($(SMOKE)-report.tar.gz has the logs)"; fi
 
 # The Metal kernels against the reference, under emulation (needs clang 16+).
 selftest-emu: build

@@ -75,7 +75,7 @@ func compareCommand() *cli.Command {
 						ids = append(ids, r.ID)
 					}
 				}
-				paths, err := charts.WriteCharts(dir, db, ids)
+				paths, err := charts.WriteCharts(dir, db, ids, charts.Options{ModelBytes: documentedModelBytes})
 				if err != nil {
 					return fmt.Errorf("charts: %w", err)
 				}

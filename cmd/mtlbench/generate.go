@@ -28,12 +28,23 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "block-size", Value: 16, Usage: "KV cache block size in tokens"},
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
 		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy"},
+		&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on: the backend may fuse ops; off: every op is its own kernel (same tokens expected)"},
 	}
 }
 
 // openEngine opens the backend and the model the flags name.
 func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 	spec := model.Spec{Model: c.String("model"), Layers: c.Int("layers"), Seed: c.Uint64("seed")}
+	// make mac-smoke compares the tokens of fusion on and off
+	// (docs/metal-first-run.md).
+	var noFusion bool
+	switch f := c.String("fusion"); f {
+	case "on":
+	case "off":
+		noFusion = true
+	default:
+		return nil, nil, fmt.Errorf("--fusion %q: want on or off", f)
+	}
 	if s := c.String("dtype"); s != "" {
 		dt, err := bridge.ParseDType(s)
 		if err != nil || dt == bridge.I32 {
@@ -55,6 +66,7 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 	}
 	info := be.Info()
 	e, err := engine.New(be, cfg, src, engine.Options{
+		NoFusion:  noFusion,
 		BlockSize: c.Int("block-size"), KVTokens: kvTokens,
 		MoE:             bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe-strategy")), ChunkSize: c.Int("moe-chunk")},
 		AvailableMemory: info.AvailableBytes, MemoryWhere: info.Backend + " (" + info.Name + ")",

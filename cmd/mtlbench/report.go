@@ -16,7 +16,8 @@ func reportCommand() *cli.Command {
 		ArgsUsage: "[RUN...] (id, tag or git commit; default: the latest run)",
 		Description: "Writes DIR/index.html, a self-contained page (charts inlined as SVG) with the runs'\n" +
 			"metadata, summary tables (medians ± 95% CI), throughput vs batch, the per-component\n" +
-			"breakdown, the MoE chunk curve, the roofline fraction and the documented history,\n" +
+			"breakdown, the MoE chunk curve, the roofline fraction and the documented history\n" +
+			"(with the memory-bandwidth roofline of each documented Apple machine),\n" +
 			"and saves each chart beside it as PNG and SVG. Prints the paths written.",
 		Flags: []cli.Flag{
 			dbFlag(),
@@ -40,6 +41,7 @@ func reportCommand() *cli.Command {
 			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: version,
+				ModelBytes: documentedModelBytes,
 			})
 			for _, p := range paths {
 				fmt.Fprintln(c.App.Writer, p)

@@ -3,8 +3,10 @@ package charts
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -24,6 +26,10 @@ type Options struct {
 	// HistoryModel is the model of the history chart; "" picks one
 	// (HistoryModel).
 	HistoryModel string
+	// ModelBytes gives the bytes a decode step of a documented model reads,
+	// for the rooflines of the documented machines on the history chart;
+	// nil draws none (reports do not import the runner's model configs).
+	ModelBytes roofline.ModelBytes
 }
 
 // Named is a built chart with its file name and notes for the reader.
@@ -83,6 +89,10 @@ func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
 		return nil, err
 	}
 	tl := Timeline(runs, hist, opts.HistoryModel)
+	tl.Rooflines = roofline.Documented(hist, tl.Model, opts.ModelBytes)
+	if len(tl.Rooflines) > 0 {
+		tl.Notes = append(tl.Notes, rooflineNote(tl.Model, tl.Rooflines))
+	}
 	notes := tl.Notes
 	if histNote != "" {
 		notes = append(notes, histNote)
@@ -97,8 +107,8 @@ func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
 // WriteCharts writes every chart the runs have data for into dir as
 // NAME.png and NAME.svg and returns the paths written. It is what
 // `mtlbench report` and `mtlbench compare --out` draw.
-func WriteCharts(dir string, db *results.DB, runIDs []int64) ([]string, error) {
-	named, err := Build(db, runIDs, Options{})
+func WriteCharts(dir string, db *results.DB, runIDs []int64, opts Options) ([]string, error) {
+	named, err := Build(db, runIDs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -111,4 +121,16 @@ func WriteCharts(dir string, db *results.DB, runIDs []int64) ([]string, error) {
 		}
 	}
 	return paths, nil
+}
+
+// rooflineNote says what the history chart's roofline lines stand on.
+func rooflineNote(model string, lines []roofline.Line) string {
+	var parts []string
+	for _, l := range lines {
+		parts = append(parts, fmt.Sprintf("%s: %s GB/s over %.2f GB = %s tok/s", l.GPU.Name(),
+			fmtNum(l.GPU.BandwidthGBs), float64(l.Bytes)/1e9, fmtNum(l.TokS)))
+	}
+	return fmt.Sprintf("Rooflines are the documented machines' memory bandwidth over the bytes a batch-1 decode step of %s reads "+
+		"(weights in the documented dtype, routed experts only, KV cache not counted): %s. "+
+		"Figures at batch > 1 are aggregate tok/s and may exceed them.", model, strings.Join(parts, "; "))
 }

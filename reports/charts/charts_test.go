@@ -253,6 +253,65 @@ func TestHistoryTimeline(t *testing.T) {
 	}
 }
 
+// TestHistoryRooflines checks the history chart draws the roofline of each
+// documented machine the Apple GPU table knows, and of no other.
+func TestHistoryRooflines(t *testing.T) {
+	hist := testHistory()
+	for i := range hist {
+		hist[i].DType = "float16"
+	}
+	// A machine spelt as 003-metal-engine-v2.6.yaml spells it.
+	hist = append(hist, history.Point{Source: "doc.txt", Date: "2025-12", Hardware: "Apple M3 Ultra (128GB)",
+		Model: "Qwen3-30B-A3B", DType: "float16", Series: "v2.6", Batch: 1, Metric: "decode_tok_s", Value: 9, Unit: "tok/s"})
+	bytes := func(model, dtype string) (int64, bool) {
+		if strings.EqualFold(model, "Qwen3-30B-A3B") && dtype == "float16" {
+			return 6_552_000_000, true // 819 GB/s / 6.552 GB = 125 tok/s
+		}
+		return 0, false
+	}
+	runs := []RunData{testRun(8, "Apple M3 Ultra", 48, 48, time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC), map[int]float64{1: 7.2})}
+	named, err := BuildFrom(runs, Options{History: hist, ModelBytes: bytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h *Named
+	for i := range named {
+		if named[i].Name == NameHistory {
+			h = &named[i]
+		}
+	}
+	if h == nil {
+		t.Fatalf("no history chart among %d charts", len(named))
+	}
+	checkChart(t, h.Chart, "M3 Ultra roofline (819 GB/s)", "M3 Ultra: 125 tok/s", "memory-bandwidth rooflines (batch 1):")
+	keep(t, h.Chart, "history-rooflines")
+	svg, _ := h.Chart.SVG()
+	if n := bytes2count(svg, "roofline (819 GB/s)"); n != 1 {
+		t.Errorf("%d M3 Ultra roofline legend entries, want 1 (two spellings, one machine)", n)
+	}
+	if !strings.Contains(strings.Join(h.Notes, " "), "Apple M3 Ultra: 819 GB/s over 6.55 GB = 125 tok/s") {
+		t.Errorf("notes do not explain the roofline: %q", h.Notes)
+	}
+	// Without model bytes, or with only unknown hardware: no line, no error.
+	for name, opts := range map[string]Options{
+		"no bytes":         {History: hist},
+		"unknown hardware": {History: testHistory()[:5], ModelBytes: bytes},
+	} {
+		named, err := BuildFrom(runs, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, n := range named {
+			svg, _ := n.Chart.SVG()
+			if n.Name == NameHistory && bytes2count(svg, "roofline (") > 0 {
+				t.Errorf("%s: history chart draws a roofline", name)
+			}
+		}
+	}
+}
+
+func bytes2count(b []byte, s string) int { return strings.Count(string(b), html.EscapeString(s)) }
+
 func keys[V any](m map[string]V) []string {
 	var out []string
 	for k := range m {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -101,6 +102,9 @@ type TimelineData struct {
 	Title  string
 	Model  string
 	Series []TimelineSeries
+	// Rooflines are the memory-bandwidth rooflines of decode tok/s of the
+	// documented machines (roofline.Documented), drawn as horizontal lines.
+	Rooflines []roofline.Line
 	// Notes explain what was left out (runs of other models, ...).
 	Notes []string
 }

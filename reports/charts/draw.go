@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/mtlbench/mtlbench/reports/roofline"
 )
 
 // ErrNoData is returned by the drawing functions when there is nothing to
@@ -435,6 +437,13 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	if math.IsInf(ymin, 1) {
 		return nil, ErrNoData
 	}
+	// The rooflines are on the chart even when far above the figures: how
+	// far is the point of drawing them.
+	for _, r := range d.Rooflines {
+		if r.TokS > 0 && !math.IsInf(r.TokS, 0) {
+			ymax = math.Max(ymax, r.TokS)
+		}
+	}
 	var dates []string
 	for k := range dateSet {
 		dates = append(dates, k)
@@ -553,6 +562,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		}
 	}
 	c.legendHeader("marker shape = hardware")
+	drawRooflines(c, d.Rooflines, -0.6, last+0.6, ty)
 	c.plot.X.Tick.Marker = plot.ConstantTicks(ticks)
 	c.plot.X.Min, c.plot.X.Max = -0.6, last+0.6
 	if logY {
@@ -573,4 +583,39 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		c.plot.X.Tick.Label.XAlign = draw.XRight
 	}
 	return c, nil
+}
+
+// rooflineColors are dark and apart from the series palette's first
+// colours, so a roofline does not read as a series.
+var rooflineColors = []color.Color{
+	color.RGBA{200, 0, 0, 255}, color.RGBA{120, 0, 90, 255}, color.RGBA{90, 60, 0, 255}, color.RGBA{0, 0, 0, 255},
+}
+
+// drawRooflines draws each machine's decode roofline as a horizontal
+// dash-dotted line across [x0, x1], labelled with its tok/s at the left, and
+// lists them in the legend as "<chip> roofline (<GB/s> GB/s)".
+func drawRooflines(c *Chart, lines []roofline.Line, x0, x1 float64, ty func(float64) float64) {
+	var lxy plotter.XYs
+	var ltxt []string
+	first := true
+	for i, r := range lines {
+		if !(r.TokS > 0) || math.IsInf(r.TokS, 0) {
+			continue
+		}
+		if first {
+			c.legendHeader("memory-bandwidth rooflines (batch 1):")
+			first = false
+		}
+		y := ty(r.TokS)
+		ln := &plotter.Line{XYs: plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}},
+			LineStyle: draw.LineStyle{Color: rooflineColors[i%len(rooflineColors)], Width: vg.Points(1.4),
+				Dashes: []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}}}
+		c.plot.Add(ln)
+		c.addLegend(r.Label(), ln)
+		lxy = append(lxy, plotter.XY{X: x0, Y: y})
+		ltxt = append(ltxt, fmt.Sprintf("%s: %s tok/s", r.GPU.Chip, fmtNum(r.TokS)))
+	}
+	if len(lxy) > 0 {
+		c.plot.Add(&boxLabels{xys: lxy, texts: ltxt})
+	}
 }

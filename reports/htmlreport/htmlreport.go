@@ -24,6 +24,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/reports/charts"
 	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -39,6 +40,10 @@ type Options struct {
 	HistoryModel string
 	// ToolVersion is printed in the footer.
 	ToolVersion string
+	// ModelBytes gives the bytes a decode step of a documented model reads:
+	// the history chart's rooflines and the history table's fractions of
+	// them (nil: none).
+	ModelBytes roofline.ModelBytes
 	// Now stamps the page; zero = time.Now().
 	Now time.Time
 }
@@ -71,7 +76,7 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 			hist = []history.Point{}
 		}
 	}
-	named, err := charts.BuildFrom(runs, charts.Options{History: hist, HistoryModel: opts.HistoryModel})
+	named, err := charts.BuildFrom(runs, charts.Options{History: hist, HistoryModel: opts.HistoryModel, ModelBytes: opts.ModelBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +122,7 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 		model = charts.HistoryModel(runs, hist)
 	}
 	page.HistoryModel = model
-	page.HistoryTable = historyTable(hist, model)
+	page.HistoryTable = historyTable(hist, model, opts.ModelBytes)
 	if page.Title == "" {
 		ids := make([]string, len(runs))
 		for i, r := range runs {
@@ -158,7 +163,7 @@ var captions = map[string]string{
 	charts.NameBreakdown:  "Time per layer of one decode step by component, from profile-mode op timings averaged over the layers run (median over repetitions). Ops outside the layers (embedding, lm_head, sampling) are in the table below, not in the bars.",
 	charts.NameMoEChunk:   "MoE time against chunk size, one line per batch size; dashed lines are the documents' chunk-size tables of the same model.",
 	charts.NameRoofline:   "Achieved memory read bandwidth of a decode step as a fraction of the machine's measured peak (metric roofline_frac).",
-	charts.NameHistory:    "Throughput figures of the project's documents over the date they carry, with this report's runs of the same model overlaid. Each series is one document series on one piece of hardware; truncated-model runs are never joined to whole-model figures.",
+	charts.NameHistory:    "Throughput figures of the project's documents over the date they carry, with this report's runs of the same model overlaid. Each series is one document series on one piece of hardware; truncated-model runs are never joined to whole-model figures. Horizontal lines are the memory-bandwidth rooflines of batch-1 decode on the documented Apple machines.",
 }
 
 type figure struct {
@@ -509,9 +514,9 @@ func breakdownTable(runs []charts.RunData) *htmlTable {
 
 // historyTable lists the documented throughput figures of model, as the
 // history chart draws them.
-func historyTable(hist []history.Point, model string) *htmlTable {
+func historyTable(hist []history.Point, model string, bytes roofline.ModelBytes) *htmlTable {
 	t := &htmlTable{Title: "Documented throughput figures of " + model,
-		Header: []string{"date", "hardware", "series", "batch", "metric", "value", "source", "section"}}
+		Header: []string{"date", "hardware", "series", "batch", "metric", "value", "of roofline", "source", "section"}}
 	for _, p := range hist {
 		if !strings.EqualFold(p.Model, model) || (p.Metric != "tok_s" && p.Metric != "decode_tok_s") {
 			continue
@@ -528,7 +533,11 @@ func historyTable(hist []history.Point, model string) *htmlTable {
 		default:
 			v = p.Qualifier + v
 		}
-		t.Rows = append(t.Rows, []string{p.Date, dash(p.Hardware), dash(p.Series), b, p.Metric, v + " " + p.Unit, p.Source, p.Section})
+		roof := "-"
+		if f, l, ok := roofline.Of(p, bytes); ok {
+			roof = fmt.Sprintf("%.1f%% of %.0f tok/s (%s)", f*100, l.TokS, l.GPU.Chip)
+		}
+		t.Rows = append(t.Rows, []string{p.Date, dash(p.Hardware), dash(p.Series), b, p.Metric, v + " " + p.Unit, roof, p.Source, p.Section})
 	}
 	if len(t.Rows) == 0 {
 		return nil
