@@ -424,3 +424,46 @@ func TestProfile(t *testing.T) {
 	}
 	t.Logf("%d timings, experts touched %v", len(last.Stats.Timings), last.Stats.ExpertsTouched)
 }
+
+// Each entry of the CUDA fusion table, with those whose work it needs done
+// alongside, gives the tokens and logits of unfused steps with fewer
+// kernels; the engine's fusion switch (fusion: off) keeps only the Always
+// entries and matches the backend-wide switch.
+func TestEachFusionMatchesUnfused(t *testing.T) {
+	b := gpu(t)
+	reqs := miniRequests(32000, 1, 5, 8)
+	run := func(noFusion bool) ([]engine.Output, int) {
+		cfg, src, err := model.Open(model.Spec{Model: "tinyllama-1.1b", Layers: 2, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		e, err := engine.New(b, cfg, src, engine.Options{TokenBudget: 64, NoFusion: noFusion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, b.LastStepLaunches()
+	}
+	b.SetFusions()
+	off, offN := run(true)
+	for _, set := range [][]string{nil, {"rope_attention", "gemv_shared_input"}, {"rmsnorm_gemv", "gemv_shared_input"},
+		{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}} {
+		t.Run(fmt.Sprint(set), func(t *testing.T) {
+			b.SetFusions(set...)
+			defer b.SetFusions()
+			on, onN := run(false)
+			d := maxAbsDiff(on[0].Logits, off[0].Logits)
+			t.Logf("%d kernels a decode step, %d with fusion off; logits within %.2g", onN, offN, d)
+			if d > 1e-4 || !equalTokens(on[0].Tokens, off[0].Tokens) {
+				t.Errorf("tokens %v against %v, logits within %.3g", on[0].Tokens, off[0].Tokens, d)
+			}
+			if onN >= offN {
+				t.Errorf("%d kernels fused, not fewer than %d", onN, offN)
+			}
+		})
+	}
+}

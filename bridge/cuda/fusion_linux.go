@@ -17,9 +17,33 @@ func (b *Backend) Fusions() []bridge.Pattern {
 		}
 	}
 	if b.opts.NoFuse {
-		return b.fusions[3:]
+		var always []bridge.Pattern
+		for _, p := range b.fusions {
+			if p.Always {
+				always = append(always, p)
+			}
+		}
+		return always
 	}
 	return b.fusions
+}
+
+// SetFusions keeps only the named patterns in the table (tests measure one
+// pattern at a time); no names restores the whole table.
+func (b *Backend) SetFusions(names ...string) {
+	b.fusions = nil
+	if len(names) == 0 {
+		return
+	}
+	var keep []bridge.Pattern
+	for _, p := range b.Fusions() {
+		for _, n := range names {
+			if p.Name == n {
+				keep = append(keep, p)
+			}
+		}
+	}
+	b.fusions = keep
 }
 
 // tryRoPEAttention: RoPE of q and k, then attention over the same q and k,

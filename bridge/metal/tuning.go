@@ -113,7 +113,7 @@ var DefaultTuning = Tuning{
 	MatMulTile:     Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2},
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillSimdgroups: 4,
-	MoEMatVecMaxTokens: 8, MoEMatVecRows: 2, MoESimdgroups: 4,
+	MoEMatVecMaxTokens: 8, MoEMatVecRows: 4, MoESimdgroups: 4,
 	MoETile:         Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2},
 	MoEGroupThreads: 256,
 }

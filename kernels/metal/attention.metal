@@ -161,6 +161,8 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     m[h] = NEG_MAX;
     l[h] = 0.0f;
   }
+  // One block-table lookup per block a simdgroup visits, by one lane.
+  int cached_bi = -1, cached_blk = -1;
   for (int j = kbeg + sg; j < kend; j += nsg) {
     device const float* kp;
     device const float* vp;
@@ -170,7 +172,15 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       vp = v + r;
     } else {
       const uint bi = uint(j) / a.block_size;
-      const int blk = bi < a.max_blocks ? block_table[ulong(s) * a.max_blocks + bi] : -1;
+      if (int(bi) != cached_bi) {
+        int b0 = -1;
+        if (lane == 0 && bi < a.max_blocks) {
+          b0 = block_table[ulong(s) * a.max_blocks + bi];
+        }
+        cached_blk = simd_broadcast(b0, ushort(0));
+        cached_bi = int(bi);
+      }
+      const int blk = cached_blk;
       if (blk < 0 || uint(blk) >= a.num_blocks) {
         if (lane == 0) {
           record_error(stats, ERR_BLOCK, uint(blk));

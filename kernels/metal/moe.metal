@@ -194,6 +194,22 @@ kernel void moe_group(constant GroupArgs& a [[buffer(0)]], device const int* ids
   }
 }
 
+// simd_tile reads a threadgroup's tile slot once per simdgroup (lane 0)
+// and shares it: the slot is the same for every thread.
+inline MoETile simd_tile(device const MoETile* tiles, uint slot, ushort lane) {
+  int4 v = 0;
+  if (lane == 0) {
+    const MoETile t = tiles[slot];
+    v = int4(t.expert, t.row0, t.rows, 0);
+  }
+  MoETile t;
+  t.expert = simd_broadcast(v.x, ushort(0));
+  t.row0 = simd_broadcast(v.y, ushort(0));
+  t.rows = simd_broadcast(v.z, ushort(0));
+  t._pad0 = 0;
+  return t;
+}
+
 // moe_mv_gate_up: h[row] = silu(x[token] * gate^T) * (x[token] * up^T) for
 // the rows of one tile (at most mv_cols), simd_sum reductions over the
 // tile's activations staged once per threadgroup (gemm.h's mv_tile). Grid:
@@ -206,15 +222,17 @@ kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
                            ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                            ushort nsg [[simdgroups_per_threadgroup]]) {
   threadgroup float xs[MV_STAGE_FLOATS];
-  const MoETile tile = tiles[tg.y];
+  const MoETile tile = simd_tile(tiles, tg.y, lane);
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
   if (tile.expert < 0 || uint(tile.expert) >= a.experts || tg.x * nsg * uint(mv_rows) >= a.n) {
     return; // the whole threadgroup: an unused tile slot or past the rows
   }
   device const W* base = w + ulong(tile.expert) * a.expert_stride;
+  // Lane c reads row c's pair; the simdgroup shares them.
+  const int mine = int(lane) < min(tile.rows, mv_cols) ? perm[tile.row0 + lane] / int(a.top_k) : -1;
   int src[MV_MAX_COLS];
   for (int c = 0; c < mv_cols; c++) {
-    src[c] = c < tile.rows ? perm[tile.row0 + c] / int(a.top_k) : -1;
+    src[c] = simd_broadcast(mine, ushort(c));
   }
   MVAcc g, u;
   float ss[MV_MAX_COLS];
@@ -240,7 +258,7 @@ kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
                         ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                         ushort nsg [[simdgroups_per_threadgroup]]) {
   threadgroup float xs[MV_STAGE_FLOATS];
-  const MoETile tile = tiles[tg.y];
+  const MoETile tile = simd_tile(tiles, tg.y, lane);
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
   if (tile.expert < 0 || uint(tile.expert) >= a.experts || tg.x * nsg * uint(mv_rows) >= a.n) {
     return;
@@ -254,11 +272,13 @@ kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
   float ss[MV_MAX_COLS];
   mv_tile<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, h, ss,
                     acc, unused);
+  const int dst = int(lane) < min(tile.rows, mv_cols) ? perm[tile.row0 + lane] : 0;
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       const float s = simd_sum(acc.v[r][c]);
+      const int pc = simd_broadcast(dst, ushort(c));
       if (lane == 0 && n0 + r < a.n && c < tile.rows) {
-        y[ulong(perm[tile.row0 + c]) * a.n + n0 + r] = s;
+        y[ulong(pc) * a.n + n0 + r] = s;
       }
     }
   }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -36,6 +37,36 @@ type Result struct {
 	// UsPerCall is the op's time per call when the check was timed
 	// (Options.Timed), else 0.
 	UsPerCall float64
+	// Efficiency is the op's ideal bytes over the bytes the device's cost
+	// witness counted (0: no witness).
+	Efficiency float64
+}
+
+// TrafficLimit is how many times its ideal bytes a decode-path kernel may
+// move (as the cost witness counts it) before the selftest fails it:
+// docs/metal-kernels.md. Shapes under MinTrafficBytes of ideal traffic are
+// not held to it, as their arguments and metadata outweigh their data.
+const (
+	TrafficLimit    = 1.25
+	MinTrafficBytes = 1 << 20
+)
+
+// decodePath reports whether a kernel case is one a decode step runs many
+// of: GEMVs (a few rows), decode attention, MoE of a few tokens grouped by
+// expert (the loop and chunked strategies read an expert once per pair or
+// chunk by design: what they cost is what the strategy sweeps measure).
+func decodePath(a ops.Args) bool {
+	switch a.Op {
+	case ops.MatMul:
+		m, _ := a.Int(ops.M)
+		return m <= 8
+	case ops.PagedAttentionDecode:
+		return true
+	case ops.MoE:
+		t, _ := a.Int(ops.Tokens)
+		return t <= 8 && (a.MoEStrategy == "" || a.MoEStrategy == ops.MoEGrouped)
+	}
+	return false
 }
 
 // Passed reports whether the check passed (or was skipped as unsupported).
@@ -168,7 +199,23 @@ func check(be bridge.Backend, c suites.Case, o Options) (r Result) {
 	}
 	defer b.Close()
 	r.Shape = b.Describe()
-	if r.MaxErr, r.Err = b.Check(); r.Err != nil || !o.Timed {
+	if r.MaxErr, r.Err = b.Check(); r.Err != nil {
+		return r
+	}
+	w, ok, err := b.Witness()
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	if ok {
+		r.Efficiency = w.Efficiency
+		if decodePath(c.Kernel) && w.Ideal >= MinTrafficBytes && float64(w.Bytes()) > TrafficLimit*float64(w.Ideal) {
+			r.Err = fmt.Errorf("%s: moves %d bytes, %.2f× the op's ideal %d (a decode-path kernel may move %.2f×)",
+				r.Shape, w.Bytes(), float64(w.Bytes())/float64(w.Ideal), w.Ideal, TrafficLimit)
+			return r
+		}
+	}
+	if !o.Timed {
 		return r
 	}
 	s, err := b.Run()
