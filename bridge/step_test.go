@@ -118,3 +118,42 @@ func TestRunnerFusionTable(t *testing.T) {
 		})
 	}
 }
+
+// counter is a Backend that only counts the ops it runs.
+type counter struct {
+	Backend
+	n int
+}
+
+func (c *counter) Mark(int, string, string)                                  {}
+func (c *counter) RMSNorm(_, _, _ Tensor, _ float32)                         { c.n++ }
+func (c *counter) AddRMSNorm(_, _, _, _ Tensor, _ float32)                   { c.n++ }
+func (c *counter) MatMul(_, _, _, _ Tensor)                                  { c.n++ }
+func (c *counter) SiLUMul(_, _, _ Tensor)                                    { c.n++ }
+func (c *counter) Embedding(_, _ Tensor)                                     { c.n++ }
+func (c *counter) Argmax(_, _ Tensor)                                        { c.n++ }
+func (c *counter) RoPE(_, _, _, _ Tensor, _, _, _ int, _ float64, _ float32) { c.n++ }
+func (c *counter) Attention(_, _, _, _ Tensor, _ KVCache, _, _, _ int, _ float32) {
+	c.n++
+}
+
+// BenchmarkRunnerStep is the host's cost of handing a 22-layer decode
+// step's op list (TinyLlama's) to a backend: what the op model adds to a
+// step over calling the backend's methods directly.
+func BenchmarkRunnerStep(b *testing.B) {
+	at := At{Component: "c"}
+	ops := []Op{&EmbeddingOp{At: at}}
+	for range 22 {
+		ops = append(ops, &AddRMSNormOp{At: at}, &MatMulOp{At: at}, &MatMulOp{At: at}, &MatMulOp{At: at}, &RoPEOp{At: at},
+			&AttentionOp{At: at}, &MatMulOp{At: at}, &AddRMSNormOp{At: at}, &MatMulOp{At: at}, &MatMulOp{At: at},
+			&SiLUMulOp{At: at}, &MatMulOp{At: at})
+	}
+	ops = append(ops, &AddRMSNormOp{At: at}, &MatMulOp{At: at}, &ArgmaxOp{At: at})
+	be := &counter{}
+	var r Runner
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Run(be, ops, true, false)
+	}
+	b.ReportMetric(float64(len(ops)), "ops/step")
+}
