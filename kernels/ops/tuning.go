@@ -50,6 +50,24 @@ var (
 	}
 )
 
+// matmulDims and decodeAttentionDims are the launch shapes of a matmul and
+// of decode attention, the same on every backend.
+var (
+	matmulDims = []Dim{
+		{Name: M, Default: 1, Match: Log},
+		{Name: N, Default: 2048, Match: Exact},
+		{Name: K, Default: 2048, Match: Exact},
+	}
+	decodeAttentionDims = []Dim{
+		{Name: Seqs, Default: 1, Match: Log},
+		{Name: Context, Default: 1024, Match: Log},
+		{Name: NumHeads, Default: 32, Match: Exact},
+		{Name: NumKVHeads, Default: 8, Match: Exact},
+		{Name: HeadSize, Default: 128, Match: Exact},
+		{Name: BlockSize, Default: 16, Match: Exact},
+	}
+)
+
 // cpuMoE is the CPU MoE dispatch (bridge/cpu/moe.go): the seeds' loop,
 // chunked and grouped strategies, and the chunk size of chunked.
 var cpuMoE = &Space{
@@ -85,13 +103,8 @@ var cpuMoE = &Space{
 // (today's: one contiguous range per thread) or pieces of piece output rows
 // handed out dynamically to threads goroutines.
 var cpuMatMul = &Space{
-	Doc: "work split: output rows in pieces (even: one range per thread) over threads goroutines",
-	Dims: []Dim{
-		{Name: M, Default: 1, Match: Log},
-		{Name: N, Default: 2048, Match: Exact},
-		{Name: K, Default: 2048, Match: Exact},
-		{Name: Threads, Match: Exact, Device: true},
-	},
+	Doc:   "work split: output rows in pieces (even: one range per thread) over threads goroutines",
+	Dims:  append(matmulDims[:len(matmulDims):len(matmulDims)], Dim{Name: Threads, Match: Exact, Device: true}),
 	DType: "bf16",
 	Params: []Knob{
 		{Name: KnobPiece, Doc: "rows per piece: even, or 16..512", Values: func(s Shape, l Limits) []string {
@@ -138,12 +151,8 @@ var cpuMatMul = &Space{
 
 // cudaMatMul is the decode GEMV (up to 8 rows; larger m runs cuBLAS).
 var cudaMatMul = &Space{
-	Doc: "decode GEMV: rows per warp (bf16 only above 1), warps splitting k",
-	Dims: []Dim{
-		{Name: M, Default: 1, Match: Log},
-		{Name: N, Default: 2048, Match: Exact},
-		{Name: K, Default: 2048, Match: Exact},
-	},
+	Doc:   "decode GEMV: rows per warp (bf16 only above 1), warps splitting k",
+	Dims:  matmulDims,
 	DType: "bf16",
 	Params: []Knob{
 		{Name: KnobRows, Doc: "auto | 1 | 2 | 4 rows per warp (4 only up to 4 tokens a pass)", Values: Enum("auto", "1", "2", "4")},
@@ -173,15 +182,8 @@ var cudaMatMul = &Space{
 // (head sizes up to 128, GQA groups up to 8) or, past those, attention.cu's
 // kernel with 8 warps per block.
 var cudaAttention = &Space{
-	Doc: "split-context decode attention: context positions per partition (a multiple of the 32-position chunk)",
-	Dims: []Dim{
-		{Name: Seqs, Default: 1, Match: Log},
-		{Name: Context, Default: 1024, Match: Log},
-		{Name: NumHeads, Default: 32, Match: Exact},
-		{Name: NumKVHeads, Default: 8, Match: Exact},
-		{Name: HeadSize, Default: 128, Match: Exact},
-		{Name: BlockSize, Default: 16, Match: Exact},
-	},
+	Doc:   "split-context decode attention: context positions per partition (a multiple of the 32-position chunk)",
+	Dims:  decodeAttentionDims,
 	DType: "bf16",
 	Params: []Knob{
 		{Name: KnobPart, Doc: "context positions per partition", Values: Pow2(32, 1024)},
@@ -455,12 +457,8 @@ var (
 // metalMatMul is matmul (bridge/metal ops.go): the simd_sum matvec up to
 // mv_max rows, else simdgroup_matrix tiles.
 var metalMatMul = &Space{
-	Doc: "matmul: the simd_sum matvec up to mv_max rows (rows per simdgroup, simdgroups), else simdgroup_matrix tiles (bm x bn x bk over sgm x sgn simdgroups)",
-	Dims: []Dim{
-		{Name: M, Default: 1, Match: Log},
-		{Name: N, Default: 2048, Match: Exact},
-		{Name: K, Default: 2048, Match: Exact},
-	},
+	Doc:   "matmul: the simd_sum matvec up to mv_max rows (rows per simdgroup, simdgroups), else simdgroup_matrix tiles (bm x bn x bk over sgm x sgn simdgroups)",
+	Dims:  matmulDims,
 	DType: "bf16",
 	Params: append([]Knob{
 		{Name: KnobMVMax, Doc: "the matvec takes up to this many rows (0: never; at most 8)", Values: Enum(metalMatMulMV...)},
@@ -499,15 +497,8 @@ func metalAttnGroupHeads(group, limit int) int {
 // query token per sequence; the launch shape's context is the longest
 // sequence's cached positions.
 var metalAttention = &Space{
-	Doc: "decode attention: simdgroups per threadgroup, query heads per threadgroup, context positions per split-K partition (single: one pass)",
-	Dims: []Dim{
-		{Name: Seqs, Default: 1, Match: Log},
-		{Name: Context, Default: 1024, Match: Log},
-		{Name: NumHeads, Default: 32, Match: Exact},
-		{Name: NumKVHeads, Default: 8, Match: Exact},
-		{Name: HeadSize, Default: 128, Match: Exact},
-		{Name: BlockSize, Default: 16, Match: Exact},
-	},
+	Doc:   "decode attention: simdgroups per threadgroup, query heads per threadgroup, context positions per split-K partition (single: one pass)",
+	Dims:  decodeAttentionDims,
 	DType: "bf16",
 	Params: []Knob{
 		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup, each an online softmax over every n-th key", Values: Pow2(1, 32)},
