@@ -779,3 +779,16 @@ func TestMoreFaults(t *testing.T) {
 	err = run(t, dev, ax, [3]int{1, 1, 1}, [3]int{4, 1, 1}, arg{buf: out}, arg{buf: newBuf(t, dev, 16)})
 	wantExecError(t, err, "kernel axpb: access through a null pointer: buffer(2) 'bias' is not bound")
 }
+
+// A vector load at an address its type does not align to fails the command
+// buffer, naming the buffer, as a GPU would refuse it (instead of the
+// host's aligned load faulting the process).
+func TestMisalignedVectorLoad(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	p := pipe(t, testLibrary(t, dev, "faults.metal"), "misaligned_load", nil)
+	in := f32Buf(t, dev, make([]float32, 64))
+	out := newBuf(t, dev, 4*8)
+	err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{8, 1, 1}, arg{buf: in}, arg{buf: out})
+	wantExecError(t, err, "kernel misaligned_load: misaligned 16-byte access to buffer(0) 'in' at byte 4", "16-byte alignment")
+	t.Log(err)
+}

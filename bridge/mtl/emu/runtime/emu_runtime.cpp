@@ -87,7 +87,7 @@ struct Worker {
   const KernelEntry *k;
   Group g;
   int64_t c[8]; // this worker's share of Desc's cost witness, same order
-  char scratch[4096];
+  alignas(64) char scratch[4096];
   char *big;
   size_t bigcap;
 #ifdef MSL_EMU_USE_UCONTEXT
@@ -154,7 +154,7 @@ static void fail_group(Worker *w, const char *fmt, ...) {
 }
 
 void *dummy(size_t n) {
-  static char fallback[1 << 16];
+  alignas(64) static char fallback[1 << 16];
   Worker *w = worker();
   char *p;
   if (!w) {
@@ -209,6 +209,22 @@ void *oob(const void *p, size_t n, const char *lo, const char *hi, int as, int s
          off + (long long)n, len);
   } else {
     fail("out-of-bounds access: bytes [%lld, %lld) of a %lld-byte allocation", off, off + (long long)n, len);
+  }
+  return dummy(n);
+}
+
+// misaligned reports a load or store of a type wider than 4 bytes (float4,
+// uint4, ...) at an address the GPU would not accept for it.
+void *misaligned(const void *p, size_t n, size_t align, const char *lo, int as, int slot) {
+  Worker *w = worker();
+  long long off = lo ? (long long)((const char *)p - lo) : -1;
+  if (slot >= 0 && slot < NBUF) {
+    const char *name = (w && w->k && w->k->buffer_names[slot]) ? w->k->buffer_names[slot] : "?";
+    fail("misaligned %zu-byte access to buffer(%d) '%s' at byte %lld: its type needs %zu-byte alignment", n, slot, name,
+         off, align);
+  } else {
+    fail("misaligned %zu-byte access at byte %lld (address space %d): its type needs %zu-byte alignment", n, off, as,
+         align);
   }
   return dummy(n);
 }

@@ -44,3 +44,10 @@ kernel void split_barrier(device float* out [[buffer(0)]], uint tid [[thread_ind
   }
   out[tid] = 1.0f;
 }
+
+// misaligned_load reads a float4 one float past an aligned address.
+kernel void misaligned_load(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],
+                            uint gid [[thread_position_in_grid]]) {
+  const float4 v = *(device const float4*)(in + 1 + 4 * gid);
+  out[gid] = v.x + v.y + v.z + v.w;
+}
