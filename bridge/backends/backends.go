@@ -4,11 +4,13 @@ package backends
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/darwin"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
@@ -25,7 +27,14 @@ type Options struct {
 	// Metal configures metal and metal-emu (language version, tuning);
 	// tuned launch configs are applied per kernel on top of its Tuning.
 	Metal metal.Options
+	// Warn receives one line when "auto" passes over a backend that is
+	// present but failed to open (Metal on a Mac whose compiler refuses
+	// the kernels); nil: not told.
+	Warn func(string)
 }
+
+// appleGPU opens this machine's Metal device; tests stand in another.
+var appleGPU = func() (mtl.Device, error) { return darwin.New() }
 
 // Names lists the backend names a user may ask for.
 var Names = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
@@ -35,8 +44,15 @@ var Names = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
 func Open(name string, o Options) (bridge.Backend, error) {
 	switch name {
 	case "", "auto":
-		if dev, err := darwin.New(); err == nil {
-			return metal.New(dev, o.Metal)
+		if dev, err := appleGPU(); err == nil {
+			b, err := metal.New(dev, o.Metal)
+			if err == nil {
+				return b, nil
+			}
+			if o.Warn != nil {
+				first, _, _ := strings.Cut(err.Error(), "\n")
+				o.Warn("Metal did not open (" + first + "); running on the next backend present")
+			}
 		}
 		if b, err := cuda.New(o.CUDA); err == nil {
 			return b, nil

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"github.com/mtlbench/mtlbench/bridge/half"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -29,8 +31,8 @@ import (
 
 // Options configure the backend.
 type Options struct {
-	// LanguageVersion is the MSL version the kernels are compiled for
-	// (default "3.1", which has bfloat).
+	// LanguageVersion is the MSL version the kernels are compiled for;
+	// empty: the newest of LanguageVersions the device accepts.
 	LanguageVersion string
 	// Tuning sets launch shapes and variants (zero fields: defaults).
 	Tuning Tuning
@@ -43,6 +45,7 @@ const TimingMode = "command buffer per op group (GPU start/end times)"
 type Backend struct {
 	dev    mtl.Device
 	opts   Options
+	lang   string // the MSL version the kernels were compiled for
 	tuning Tuning
 	lib    mtl.Library
 	queue  mtl.CommandQueue
@@ -87,25 +90,52 @@ func (t *tensor) Shape() []int        { return t.shape }
 func (t *tensor) Len() int            { return t.n }
 func (t *tensor) bytes() int          { return t.n * t.dt.Size() }
 
+// LanguageVersions are the MSL versions the kernels compile for, newest
+// first: without an explicit version the backend takes the newest the OS's
+// compiler accepts (macOS 13 stops at 3.0, 14 at 3.1).
+var LanguageVersions = []string{"3.2", "3.1", "3.0"}
+
+// compileKernels builds the kernel library for version lang, or for the
+// newest of LanguageVersions the device accepts, and says which.
+func compileKernels(dev mtl.Device, lang string) (mtl.Library, string, error) {
+	versions := LanguageVersions
+	if lang != "" {
+		versions = []string{lang}
+	}
+	var msgs, tried []string // distinct first lines, and the versions of each
+	for _, v := range versions {
+		lib, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{LanguageVersion: v})
+		if err == nil {
+			return lib, v, nil
+		}
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		if i := slices.Index(msgs, first); i >= 0 {
+			tried[i] += ", " + v
+			continue
+		}
+		msgs, tried = append(msgs, first), append(tried, "MSL "+v)
+	}
+	for i := range msgs {
+		msgs[i] = tried[i] + ": " + msgs[i]
+	}
+	return nil, "", fmt.Errorf("metal: compiling the kernels: %s", strings.Join(msgs, "; "))
+}
+
 // New compiles the kernels on dev (or loads them from the emulator's cache)
 // and makes a command queue.
 func New(dev mtl.Device, opts Options) (*Backend, error) {
 	if err := opts.Tuning.Check(); err != nil {
 		return nil, fmt.Errorf("metal: %w", err)
 	}
-	lang := opts.LanguageVersion
-	if lang == "" {
-		lang = "3.1"
-	}
-	lib, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{LanguageVersion: lang})
+	lib, lang, err := compileKernels(dev, opts.LanguageVersion)
 	if err != nil {
-		return nil, fmt.Errorf("metal: compiling the kernels: %w", err)
+		return nil, err
 	}
 	q, err := dev.NewCommandQueue()
 	if err != nil {
 		return nil, fmt.Errorf("metal: %w", err)
 	}
-	b := &Backend{dev: dev, opts: opts, tuning: opts.Tuning.withDefaults(), lib: lib, queue: q,
+	b := &Backend{dev: dev, opts: opts, lang: lang, tuning: opts.Tuning.withDefaults(), lib: lib, queue: q,
 		pipes: map[pipeKey]mtl.Pipeline{}, packed: map[*tensor]*packedExperts{}, invFreq: map[[2]uint64]*tensor{}}
 	b.step.init()
 	return b, nil
@@ -144,7 +174,7 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	b.mu.Unlock()
 	return bridge.DeviceInfo{Backend: name, Name: b.dev.Name(), MemoryBytes: ws, AvailableBytes: max(avail, 1),
 		Emulated: b.dev.Emulated(),
-		Notes:    "profile timing: " + TimingMode + "; weights copied into shared buffers (mtl has no no-copy buffer)"}
+		Notes:    "MSL " + b.lang + "; profile timing: " + TimingMode}
 }
 
 // ActDType: activations and the KV cache are f32, as on the CPU backend.

@@ -200,8 +200,10 @@ func Emu() emu.Options {
 	}
 }
 
-// Backends are the per-backend options of backends.Open.
+// Backends are the per-backend options of backends.Open; what "auto"
+// passes over is said on stderr.
 func Backends() (backends.Options, error) {
 	c, err := CUDA()
-	return backends.Options{CUDA: c, Emu: Emu()}, err
+	warn := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) }
+	return backends.Options{CUDA: c, Emu: Emu(), Warn: warn}, err
 }
