@@ -102,9 +102,10 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
                             device const float* kn [[buffer(16), function_constant(attn_qk_norm)]],
                             threadgroup float* smem [[threadgroup(0)]],
                             uint3 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
-                            ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                            uint3 ntgv [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
                             ushort sg [[simdgroup_index_in_threadgroup]],
                             ushort nsg [[simdgroups_per_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   constexpr int EPL = D / 32; // elements of a head per lane
   const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
   const int s = token_seq[t];
@@ -261,7 +262,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       constant AttnArgs&, device const float*, device const float*, device const float*, device float*,          \
       device float*, device const int*, device const int*, device const int*, device const int*,                 \
       device const int*, device float*, device float*, device atomic_uint*, device const float*,                 \
-      device const float*, device const float*, threadgroup float*, uint3, ushort, ushort, ushort, ushort, ushort);
+      device const float*, device const float*, threadgroup float*, uint3, ushort, uint3, ushort, ushort, ushort);
 
 #define INSTANTIATE_ATTN_D(D)                                                                                     \
   INSTANTIATE_ATTN(D, 1)                                                                                          \
@@ -284,7 +285,8 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
                                    device const int* token_seq [[buffer(5)]], device float* out [[buffer(6)]],
                                    uint2 tg [[threadgroup_position_in_grid]],
                                    ushort tid [[thread_index_in_threadgroup]],
-                                   ushort ntg [[threads_per_threadgroup]]) {
+                                   uint2 ntgv [[threads_per_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   const uint t = tg.x, h = tg.y, D = a.head_dim;
   const int s = token_seq[t];
   const int q0 = query_start[s];

@@ -37,8 +37,9 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
                    device const W* w [[buffer(2)]], device float* out [[buffer(3)]],
                    device const float* bias [[buffer(4), function_constant(has_bias)]],
                    threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
-                   ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                   ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
                    ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   threadgroup int src[64];
   const uint m0 = tg.y * uint(mm_bm), n0 = tg.x * uint(mm_bn);
   for (int r = tid; r < mm_bm; r += ntg) {
@@ -164,7 +165,7 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
                                                          ushort, ushort);                                            \
   template [[host_name(#mm_name)]] kernel void matmul<T>(constant MatArgs&, device const float*, device const T*,    \
                                                          device float*, device const float*, threadgroup float*,     \
-                                                         uint2, ushort, ushort, ushort, ushort);
+                                                         uint2, ushort, uint2, ushort, ushort);
 
 #define INSTANTIATE_MATVEC_FUSED(name, T)                                                                      \
   template [[host_name(#name)]] kernel void matvec_fused<T>(                                                     \

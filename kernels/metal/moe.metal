@@ -292,8 +292,9 @@ kernel void moe_mm_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
                            device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                            device const MoETile* tiles [[buffer(4)]], device float* h [[buffer(5)]],
                            threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
-                           ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                           ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
                            ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   threadgroup int src[64];
   const MoETile tile = tiles[tg.y];
   if (tile.expert < 0 || uint(tile.expert) >= a.experts) {
@@ -330,8 +331,9 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
                         device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                         device const MoETile* tiles [[buffer(4)]], device float* y [[buffer(5)]],
                         threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
-                        ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
+                        ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
                         ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   threadgroup int src[64];
   threadgroup int dst[64];
   const MoETile tile = tiles[tg.y];
@@ -373,10 +375,10 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
       device float*, uint2, ushort, ushort, ushort, ushort);                                                     \
   template [[host_name(MTL_STR(moe_mm_gate_up_##sfx))]] kernel void moe_mm_gate_up<T>(                                  \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
-      device float*, threadgroup float*, uint2, ushort, ushort, ushort, ushort);                                 \
+      device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);                                  \
   template [[host_name(MTL_STR(moe_mm_down_##sfx))]] kernel void moe_mm_down<T>(                                        \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
-      device float*, threadgroup float*, uint2, ushort, ushort, ushort, ushort);
+      device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);
 
 INSTANTIATE_MOE(f32, float)
 INSTANTIATE_MOE(f16, half)
