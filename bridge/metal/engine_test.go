@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -220,6 +221,46 @@ func TestEncodingIsDeviceAgnostic(t *testing.T) {
 			if ev.Kind == "pipeline" || ev.Kind == "dispatch" || ev.Kind == "dispatch-threads" {
 				fmt.Printf("  %4d %v\n", i, ev)
 			}
+		}
+	}
+}
+
+// An encoder keeps a threadgroup memory length until it is set again, so a
+// kernel with no threadgroup memory argument must not find one left by the
+// dispatch before it: a device that adds up the lengths (as the darwin
+// layer checks them) would count it against that kernel's limit.
+func TestNoStaleThreadgroupMemory(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	// The kernels that take a threadgroup(0) buffer sized by the host.
+	uses := []string{"matmul_", "moe_route", "moe_router_route", "moe_group", "moe_mm_", "paged_attention_d", "paged_attention_prefill"}
+	for _, batch := range []int{1, 3} {
+		events, _ := decodeStepLog(t, emu.New(emu.Options{}), batch)
+		length, kernel, checked := 0, "", 0
+		for _, ev := range events {
+			switch ev.Kind {
+			case "encoder":
+				length = 0
+			case "pipeline":
+				kernel = ev.Name
+			case "tgmem":
+				if ev.Index == 0 {
+					length = ev.Length
+				}
+			case "dispatch", "dispatch-threads":
+				takes := false
+				for _, u := range uses {
+					takes = takes || strings.HasPrefix(kernel, u)
+				}
+				if !takes && length != 0 {
+					t.Errorf("batch %d: %s dispatched with %d bytes of threadgroup memory left set", batch, kernel, length)
+				}
+				checked++
+			}
+		}
+		if checked == 0 {
+			t.Fatal("no dispatch recorded")
 		}
 	}
 }

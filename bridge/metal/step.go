@@ -90,11 +90,13 @@ type stepState struct {
 	order   []opKey
 	gpu     time.Duration
 
-	binds  [16]binding
-	nb     int
-	tgmem  int
-	reads  []span
-	writes []span
+	binds [16]binding
+	nb    int
+	tgmem int
+	// tgmemSet: the open encoder holds a nonzero threadgroup memory length.
+	tgmemSet bool
+	reads    []span
+	writes   []span
 
 	scratch map[string]*dbuf
 	retired []*dbuf
@@ -485,6 +487,7 @@ func (b *Backend) encoder() mtl.ComputeEncoder {
 		return nil
 	}
 	s.enc = enc
+	s.tgmemSet = false
 	return enc
 }
 
@@ -560,8 +563,12 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 			enc.SetBuffer(bd.v.buf.Buffer, bd.v.off, bd.index)
 		}
 	}
-	if tg > 0 {
+	// An encoder keeps a length until it is set again: a dispatch that needs
+	// none after one that needed some clears it, so no device counts a
+	// stale length against the next kernel's limit.
+	if tg > 0 || s.tgmemSet {
 		enc.SetThreadgroupMemoryLength(tg, 0)
+		s.tgmemSet = tg > 0
 	}
 	if threads {
 		enc.DispatchThreads(groups, tpg)
