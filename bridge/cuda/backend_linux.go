@@ -99,6 +99,7 @@ type recorder struct {
 	// fusions is the fusion table (fusion_linux.go); standIn the op a fusion
 	// leaves for the runner to run next.
 	fusions []bridge.Pattern
+	always  []bridge.Pattern // fusions' Always entries (Options.NoFuse)
 	standIn bridge.RMSNormOp
 	stepErr error
 }

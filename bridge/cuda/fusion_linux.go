@@ -17,13 +17,14 @@ func (b *Backend) Fusions() []bridge.Pattern {
 		}
 	}
 	if b.opts.NoFuse {
-		var always []bridge.Pattern
-		for _, p := range b.fusions {
-			if p.Always {
-				always = append(always, p)
+		if b.always == nil {
+			for _, p := range b.fusions {
+				if p.Always {
+					b.always = append(b.always, p)
+				}
 			}
 		}
-		return always
+		return b.always
 	}
 	return b.fusions
 }
@@ -31,7 +32,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 // SetFusions keeps only the named patterns in the table (tests measure one
 // pattern at a time); no names restores the whole table.
 func (b *Backend) SetFusions(names ...string) {
-	b.fusions = nil
+	b.fusions, b.always = nil, nil
 	if len(names) == 0 {
 		return
 	}
@@ -83,7 +84,7 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 	if o == nil || x == nil || w == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || w.dt != bridge.F32 {
 		return 0, nil
 	}
-	g, ok := b.gemvOf(mm, false)
+	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
 	if !ok || g.m != 1 || g.k != w.n || g.k%8 != 0 || g.k > gemvNormMaxK {
 		return 0, nil
 	}
@@ -109,7 +110,7 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	if !ok || !ok2 || an.X != mm.Out || an.Residual == an.X {
 		return 0, nil
 	}
-	g, ok := b.gemvOf(mm, false)
+	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
 	r := b.asTensor(an.Residual)
 	if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || !b.onGemv(g.m) {
 		return 0, nil
@@ -128,7 +129,7 @@ func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 	if !ok {
 		return 0, nil
 	}
-	g, ok := b.gemvOf(mm, false)
+	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
 	if !ok || !b.onGemv(g.m) {
 		return 0, nil
 	}
@@ -149,7 +150,7 @@ func (b *Backend) growGemv(g *gemv, ops []bridge.Op) int {
 		if !ok || mm.X != ops[0].(*bridge.MatMulOp).X {
 			break
 		}
-		h, ok := b.gemvOf(mm, false)
+		h, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
 		if !ok || h.m != g.m || h.k != g.k || h.dt != g.dt || h.segs[0].out == g.x || h.segs[0].out == h.x {
 			break
 		}

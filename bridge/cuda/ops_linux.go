@@ -419,7 +419,7 @@ const (
 )
 
 func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
-	if g, ok := b.gemvOf(&bridge.MatMulOp{Out: out, X: x, W: w, Bias: bias}, true); ok {
+	if g, ok := b.gemvOf(out, x, w, bias, true); ok {
 		b.matmul(g.segs[0].out, g.x, g.segs[0].w, g.segs[0].bias, g.m, g.segs[0].n, g.k, false)
 	}
 }
@@ -452,21 +452,21 @@ type gemv struct {
 	silu bool
 }
 
-// gemvOf checks a MatMul op's tensors and returns its launch, or reports
-// the error (report) and returns false.
-func (b *Backend) gemvOf(op *bridge.MatMulOp, report bool) (gemv, bool) {
+// gemvOf checks a matmul's tensors and returns its launch, or reports the
+// error (report) and returns false.
+func (b *Backend) gemvOf(out, x, w, bias bridge.Tensor, report bool) (gemv, bool) {
 	bad := func(format string, args ...any) (gemv, bool) {
 		if report {
 			b.fail(format, args...)
 		}
 		return gemv{}, false
 	}
-	o, xs, wt := b.asTensor(op.Out), b.asTensor(op.X), b.asTensor(op.W)
+	o, xs, wt := b.asTensor(out), b.asTensor(x), b.asTensor(w)
 	if o == nil || xs == nil || wt == nil || o.dt != bridge.F32 || xs.dt != bridge.F32 {
 		if report {
-			b.f32Tensor(op.Out, "matmul out")
-			b.f32Tensor(op.X, "matmul x")
-			b.tensorOf(op.W, "matmul weight")
+			b.f32Tensor(out, "matmul out")
+			b.f32Tensor(x, "matmul x")
+			b.tensorOf(w, "matmul weight")
 		}
 		return gemv{}, false
 	}
@@ -482,11 +482,11 @@ func (b *Backend) gemvOf(op *bridge.MatMulOp, report bool) (gemv, bool) {
 		return bad("matmul: out holds %d elements, want %d×%d", o.n, m, n)
 	}
 	var bp uint64
-	if op.Bias != nil {
-		bt := b.asTensor(op.Bias)
+	if bias != nil {
+		bt := b.asTensor(bias)
 		if bt == nil || bt.dt != bridge.F32 {
 			if report {
-				b.f32Tensor(op.Bias, "matmul bias")
+				b.f32Tensor(bias, "matmul bias")
 			}
 			return gemv{}, false
 		}

@@ -2,9 +2,7 @@ package metal
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
@@ -80,7 +78,7 @@ func (b *Backend) tuned(kernel ops.ID, dims []ops.Param, vals ...int) *Tuning {
 			shape[string(d)] = vals[i]
 		}
 		if c, ok := pick(shape); ok && len(c) > 0 {
-			a.cfg = configText(c)
+			a.cfg = ops.Config(c).Key()
 			t, err := overlay(b.tuning, kernel, c)
 			if err != nil {
 				a.err = fmt.Errorf("%s config {%s} refused: %w", kernel, a.cfg, err)
@@ -100,22 +98,6 @@ func (b *Backend) tuned(kernel ops.ID, dims []ops.Param, vals ...int) *Tuning {
 		return &b.tuning
 	}
 	return a.tu
-}
-
-func configText(c map[string]string) string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var s strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			s.WriteByte(',')
-		}
-		s.WriteString(k + "=" + c[k])
-	}
-	return s.String()
 }
 
 // overlay returns t with kernel's config c applied, checked as SetTuning

@@ -12,8 +12,10 @@ type workspace struct {
 	resid, h, q, k, v, attn, o, mlp bridge.Tensor
 	gate, up                        bridge.Tensor // nil for a pure-MoE model
 	hl, logits, argmax              bridge.Tensor
-	// ops are the step's op lists, by stepOps' variant (gather, argmax).
+	// ops are the step's op lists, by stepOps' variant (gather, argmax), and
+	// moe their MoE ops, whose params a step sets.
 	ops [4][]bridge.Op
+	moe [4][]*bridge.MoEOp
 }
 
 const maxWorkspaces = 8
@@ -85,12 +87,15 @@ func (e *Engine) stepOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	}
 	if ws.ops[v] == nil {
 		ws.ops[v] = e.buildOps(ws, gather, argmax)
-	}
-	for _, op := range ws.ops[v] {
-		if m, ok := op.(*bridge.MoEOp); ok {
-			m.Params = e.opts.MoE // tuned per step (tuned.go)
-			m.Params.Unfused = e.opts.NoFusion
+		for _, op := range ws.ops[v] {
+			if m, ok := op.(*bridge.MoEOp); ok {
+				ws.moe[v] = append(ws.moe[v], m)
+			}
 		}
+	}
+	for _, m := range ws.moe[v] {
+		m.Params = e.opts.MoE // tuned per step (tuned.go)
+		m.Params.Unfused = e.opts.NoFusion
 	}
 	return ws.ops[v]
 }
