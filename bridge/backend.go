@@ -170,6 +170,15 @@ type Backend interface {
 	MoE(out, x Tensor, w *MoEWeights, p MoEParams)
 	// Argmax writes the index of each row's largest logit into out (I32).
 	Argmax(out, logits Tensor)
+	// LayerNorm is out = LayerNorm(x)·w + b over rows of w's length.
+	LayerNorm(out, x, w, b Tensor, eps float32)
+	// AddLayerNorm does residual += x, then out = LayerNorm(residual)·w + b.
+	AddLayerNorm(out, residual, x, w, b Tensor, eps float32)
+	// GELU is out = gelu(x), tanh approximation; out may be x.
+	GELU(out, x Tensor)
+	// PositionEmbedding adds row Positions[t] of table to row t of x, for
+	// the step's tokens; a position outside the table fails the step.
+	PositionEmbedding(x, table Tensor)
 
 	// EndStep waits for the step to finish and returns its first error.
 	EndStep() (StepStats, error)

@@ -95,6 +95,33 @@ type MoEOp struct {
 	Params MoEParams
 }
 
+// LayerNormOp is Out = LayerNorm(X)·W + B (GPT-2).
+type LayerNormOp struct {
+	At
+	Out, X, W, B Tensor
+	Eps          float32
+}
+
+// AddLayerNormOp is Residual += X, then Out = LayerNorm(Residual)·W + B.
+type AddLayerNormOp struct {
+	At
+	Out, Residual, X, W, B Tensor
+	Eps                    float32
+}
+
+// GELUOp is Out = gelu(X) with the tanh approximation (Out may be X).
+type GELUOp struct {
+	At
+	Out, X Tensor
+}
+
+// PositionEmbeddingOp adds to each row of X the row of Table at its
+// token's position: learned absolute position embeddings.
+type PositionEmbeddingOp struct {
+	At
+	X, Table Tensor
+}
+
 // ArgmaxOp writes each row's largest logit's index into Out (I32).
 type ArgmaxOp struct {
 	At
@@ -233,6 +260,14 @@ func Reads(op Op, t Tensor) bool {
 		return o.X == t
 	case *ArgmaxOp:
 		return o.Logits == t
+	case *LayerNormOp:
+		return o.X == t || o.W == t || o.B == t
+	case *AddLayerNormOp:
+		return o.Residual == t || o.X == t || o.W == t || o.B == t
+	case *GELUOp:
+		return o.X == t
+	case *PositionEmbeddingOp:
+		return o.X == t || o.Table == t
 	}
 	return true // an op this function does not know: assume it reads
 }
@@ -265,6 +300,14 @@ func Writes(op Op, t Tensor) bool {
 		return o.Out == t
 	case *ArgmaxOp:
 		return o.Out == t
+	case *LayerNormOp:
+		return o.Out == t
+	case *AddLayerNormOp:
+		return o.Out == t || o.Residual == t
+	case *GELUOp:
+		return o.Out == t
+	case *PositionEmbeddingOp:
+		return o.X == t
 	}
 	return false
 }
@@ -294,6 +337,14 @@ func Exec(be Backend, op Op) {
 		be.MoE(o.Out, o.X, o.W, o.Params)
 	case *ArgmaxOp:
 		be.Argmax(o.Out, o.Logits)
+	case *LayerNormOp:
+		be.LayerNorm(o.Out, o.X, o.W, o.B, o.Eps)
+	case *AddLayerNormOp:
+		be.AddLayerNorm(o.Out, o.Residual, o.X, o.W, o.B, o.Eps)
+	case *GELUOp:
+		be.GELU(o.Out, o.X)
+	case *PositionEmbeddingOp:
+		be.PositionEmbedding(o.X, o.Table)
 	default:
 		panic("bridge: unknown op type")
 	}

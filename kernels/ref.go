@@ -147,3 +147,58 @@ func Argmax(x []float32) int {
 	}
 	return best
 }
+
+// LayerNorm normalises each row of x (rows of dim elements) to zero mean
+// and unit variance (the biased variance, as torch.nn.LayerNorm), then
+// scales by w and adds b.
+func LayerNorm(out, x, w, b []float32, dim int, eps float32) {
+	for r := 0; r < len(x)/dim; r++ {
+		row := x[r*dim : (r+1)*dim]
+		var s float64
+		for _, v := range row {
+			s += float64(v)
+		}
+		mean := s / float64(dim)
+		var ss float64
+		for _, v := range row {
+			d := float64(v) - mean
+			ss += d * d
+		}
+		inv := 1 / math.Sqrt(ss/float64(dim)+float64(eps))
+		for i, v := range row {
+			out[r*dim+i] = float32((float64(v)-mean)*inv)*w[i] + b[i]
+		}
+	}
+}
+
+// AddLayerNorm adds x into residual, then writes LayerNorm(residual) to
+// out: GPT-2's "residual add, then next LayerNorm" pair.
+func AddLayerNorm(out, residual, x, w, b []float32, dim int, eps float32) {
+	Add(residual, residual, x)
+	LayerNorm(out, residual, w, b, dim, eps)
+}
+
+// GELUTanh is GELU with the tanh approximation (GPT-2's "gelu_new"):
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+func GELUTanh(x float32) float32 {
+	v := float64(x)
+	return float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
+}
+
+// GELU writes GELUTanh of each element of x to out (out may alias x).
+func GELU(out, x []float32) {
+	for i, v := range x {
+		out[i] = GELUTanh(v)
+	}
+}
+
+// AddPositions adds row positions[t] of table (rows of dim elements) to
+// row t of x: learned absolute position embeddings.
+func AddPositions(x, table []float32, positions []int32, dim int) {
+	for t, p := range positions {
+		row, pe := x[t*dim:(t+1)*dim], table[int(p)*dim:(int(p)+1)*dim]
+		for i := range row {
+			row[i] += pe[i]
+		}
+	}
+}

@@ -18,7 +18,7 @@ func kernelNames() []string {
 	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
 		"rope_qk", "paged_attention_w4", "paged_attention_w8", "moe_route", "moe_route1", "moe_combine", "read_bw",
 		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "paged_attention_rope_w4", "paged_attention_rope_w8",
-		"paged_decode", "paged_decode_rope", "step_begin", "step_end"}
+		"paged_decode", "paged_decode_rope", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding"}
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))

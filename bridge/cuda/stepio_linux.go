@@ -416,6 +416,9 @@ func errorWord(e int32) string {
 	if e&4 != 0 {
 		s = append(s, "attention: slot mapping outside the KV cache")
 	}
+	if e&8 != 0 { // gpt2.cu
+		s = append(s, "position embedding: position outside the position table")
+	}
 	if len(s) == 0 {
 		return fmt.Sprintf("kernel error word %#x", e)
 	}

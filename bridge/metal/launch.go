@@ -46,7 +46,7 @@ var (
 
 // SetLaunchConfig implements bridge.LaunchTuner. kernel is an op's name
 // (matmul, moe, paged_attention_decode, paged_attention_prefill, rms_norm,
-// add_rms_norm).
+// add_rms_norm, layer_norm, add_layer_norm).
 func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int) (map[string]string, bool)) {
 	l := &b.launch
 	if l.picks == nil {
@@ -159,7 +159,7 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 		if err == nil && t.AttnPrefillMinQuery == 0 {
 			err = fmt.Errorf("%s=0", ops.KnobMinQuery)
 		}
-	case ops.RMSNorm, ops.AddRMSNorm:
+	case ops.RMSNorm, ops.AddRMSNorm, ops.LayerNorm, ops.AddLayerNorm:
 		known = []string{ops.KnobThreads}
 		num(ops.KnobThreads, &t.NormThreads)
 		if err == nil && t.NormThreads%32 != 0 {

@@ -18,6 +18,8 @@ func TestSpacesAgreeWithTheBackend(t *testing.T) {
 		ops.PagedAttentionPrefill: {ops.Seqs: 2, ops.Tokens: 300, ops.NumHeads: 16, ops.NumKVHeads: 8, ops.HeadSize: 128, ops.BlockSize: 16},
 		ops.RMSNorm:               {ops.Tokens: 4, ops.Width: 4096},
 		ops.AddRMSNorm:            {ops.Tokens: 4, ops.Width: 4096},
+		ops.LayerNorm:             {ops.Tokens: 4, ops.Width: 768},
+		ops.AddLayerNorm:          {ops.Tokens: 4, ops.Width: 768},
 	}
 	for _, k := range ops.Spaces(ops.Metal) {
 		s, err := k.Normalize(shapes[k.Op], lim)

@@ -363,6 +363,8 @@ func stepError(errBuf *dbuf) error {
 		return fmt.Errorf("metal: attention: slot %d outside the KV cache", val)
 	case errBlock:
 		return fmt.Errorf("metal: attention: block %d outside the KV cache", val)
+	case errPosition:
+		return fmt.Errorf("metal: position embedding: position %d outside the position table", val)
 	}
 	return fmt.Errorf("metal: kernel error %d (value %d)", code, val)
 }
@@ -381,9 +383,10 @@ func expertCounts(counts []*dbuf, calls int) []int {
 
 // Error codes of mtlbench.h.
 const (
-	errTokenID = 1
-	errSlot    = 2
-	errBlock   = 3
+	errTokenID  = 1
+	errSlot     = 2
+	errBlock    = 3
+	errPosition = 5 // gpt2.metal
 )
 
 // scratchBuf returns the step scratch buffer name of at least n bytes; a

@@ -8,20 +8,22 @@ import (
 )
 
 // presetFor maps a model as the documented history names it
-// ("Qwen3-30B-A3B", "TinyLlama") to a preset: case and separators are
-// ignored, and a name that is the start of exactly one preset
-// ("TinyLlama" of "tinyllama-1.1b") names that preset.
+// ("Qwen3-30B-A3B", "TinyLlama", "GPT-2") to a preset: case and separators
+// are ignored (a whole name also matches without them: "GPT-2" is gpt2),
+// and a name that is the start of exactly one preset ("TinyLlama" of
+// "tinyllama-1.1b") names that preset.
 func presetFor(documented string) (string, bool) {
 	norm := func(s string) string {
 		return strings.NewReplacer(" ", "-", "_", "-").Replace(strings.ToLower(strings.TrimSpace(s)))
 	}
+	bare := func(s string) string { return strings.ReplaceAll(norm(s), "-", "") }
 	want := norm(documented)
 	if want == "" {
 		return "", false
 	}
 	var prefixed []string
 	for _, name := range model.PresetNames() {
-		if norm(name) == want {
+		if norm(name) == want || bare(name) == bare(documented) {
 			return name, true
 		}
 		if strings.HasPrefix(norm(name), want+"-") {

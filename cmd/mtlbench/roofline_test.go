@@ -15,7 +15,7 @@ func TestPresetFor(t *testing.T) {
 		{"TinyLlama", "tinyllama-1.1b"},
 		{"Devstral-Small-22B", "devstral-small-22b"},
 		{"Qwen2-0.5B", "qwen2-0.5b"},
-		{"GPT-2", ""},
+		{"GPT-2", "gpt2"},
 		{"unknown", ""},
 		// Other spellings.
 		{"qwen3_30b_a3b", "qwen3-30b-a3b"},
@@ -42,7 +42,8 @@ func TestDocumentedModelBytes(t *testing.T) {
 		{"Qwen3-30B-A3B", "float32", cfg.ActiveBytesPerToken(bridge.F32)},
 		{"Qwen3-30B-A3B", "", 0},
 		{"Qwen3-30B-A3B", "int4", 0},
-		{"GPT-2", "float16", 0},
+		{"GPT-2", "", 0}, // the history states no dtype for it
+		{"Unknown-7B", "float16", 0},
 	} {
 		got, ok := documentedModelBytes(c.model, c.dtype)
 		if got != c.want || ok != (c.want > 0) {

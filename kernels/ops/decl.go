@@ -56,7 +56,7 @@ var decls = []*Op{
 			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
 			return Cost{Read: n*t.Act.Size() + 4*w, Written: n * t.Act.Size(), FLOPs: 4 * n}
 		},
-		Tuning: map[Backend]*Space{Metal: metalNorm()},
+		Tuning: map[Backend]*Space{Metal: metalNorm(2048)},
 	},
 	{
 		ID:        AddRMSNorm,
@@ -67,7 +67,7 @@ var decls = []*Op{
 			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
 			return Cost{Read: 2*n*t.Act.Size() + 4*w, Written: 2 * n * t.Act.Size(), FLOPs: 5 * n}
 		},
-		Tuning: map[Backend]*Space{Metal: metalNorm()},
+		Tuning: map[Backend]*Space{Metal: metalNorm(2048)},
 	},
 	{
 		ID:        RoPE,
@@ -151,6 +151,54 @@ var decls = []*Op{
 		Cost: func(s Shape, t Types) Cost {
 			n := int64(s[Tokens]) * int64(s[Width])
 			return Cost{Read: n*t.Weight.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size()}
+		},
+	},
+	{
+		ID:        LayerNorm,
+		Doc:       "LayerNorm of each row: mean and variance, then weight and bias (GPT-2)",
+		Params:    []Use{{Param: Tokens, Default: 1}, {Param: Width, Default: 768, Alias: Hidden}},
+		Reference: kernels.LayerNorm,
+		Cost: func(s Shape, t Types) Cost {
+			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
+			return Cost{Read: n*t.Act.Size() + 2*4*w, Written: n * t.Act.Size(), FLOPs: 7 * n}
+		},
+		Tuning: map[Backend]*Space{Metal: metalNorm(768)},
+	},
+	{
+		ID:        AddLayerNorm,
+		Doc:       "residual += x, then LayerNorm of the sum (GPT-2)",
+		Params:    []Use{{Param: Tokens, Default: 1}, {Param: Width, Default: 768, Alias: Hidden}},
+		Reference: kernels.AddLayerNorm,
+		Cost: func(s Shape, t Types) Cost {
+			n, w := int64(s[Tokens])*int64(s[Width]), int64(s[Width])
+			return Cost{Read: 2*n*t.Act.Size() + 2*4*w, Written: 2 * n * t.Act.Size(), FLOPs: 8 * n}
+		},
+		Tuning: map[Backend]*Space{Metal: metalNorm(768)},
+	},
+	{
+		ID:        GELU,
+		Doc:       "GELU with the tanh approximation (GPT-2's gelu_new), in place",
+		Params:    []Use{{Param: Tokens, Default: 1}, {Param: Intermediate, Default: 3072}},
+		Reference: kernels.GELU,
+		Cost: func(s Shape, t Types) Cost {
+			// x³, the polynomial, tanh (counted as one) and the product.
+			n := int64(s[Tokens]) * int64(s[Intermediate])
+			return Cost{Read: n * t.Act.Size(), Written: n * t.Act.Size(), FLOPs: 8 * n}
+		},
+	},
+	{
+		ID:  PositionEmbedding,
+		Doc: "rows of the learned position table for the tokens' positions, added to x (GPT-2)",
+		Params: []Use{
+			{Param: Tokens, Default: 1},
+			{Param: Width, Default: 768, Alias: Hidden},
+			{Param: N, Default: 1024},
+			{Param: DTypeParam, Value: string(BF16)},
+		},
+		Reference: kernels.AddPositions,
+		Cost: func(s Shape, t Types) Cost {
+			n := int64(s[Tokens]) * int64(s[Width])
+			return Cost{Read: n*t.Weight.Size() + n*t.Act.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size(), FLOPs: n}
 		},
 	},
 }

@@ -31,6 +31,10 @@ const (
 	MoE                   ID = "moe"
 	Argmax                ID = "argmax"
 	Embedding             ID = "embedding"
+	LayerNorm             ID = "layer_norm"
+	AddLayerNorm          ID = "add_layer_norm"
+	GELU                  ID = "gelu_tanh"
+	PositionEmbedding     ID = "position_embedding"
 )
 
 // Backend names a backend that declares tuning spaces.

@@ -8,7 +8,8 @@ import (
 // The names are what suites and stored results hold: they never change.
 func TestNamesStable(t *testing.T) {
 	want := []ID{"paged_attention_decode", "paged_attention_prefill", "kv_write", "rms_norm", "add_rms_norm",
-		"rope", "silu_mul", "matmul", "moe", "argmax", "embedding"}
+		"rope", "silu_mul", "matmul", "moe", "argmax", "embedding", "layer_norm", "add_layer_norm", "gelu_tanh",
+		"position_embedding"}
 	if got := IDs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("IDs() = %v, want %v", got, want)
 	}
@@ -45,8 +46,8 @@ func TestSpacesMatchTheirOps(t *testing.T) {
 			}
 		}
 	}
-	if n != 11 {
-		t.Errorf("%d tuning spaces, want 11 (cpu moe, matmul; cuda matmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, matmul, moe)", n)
+	if n != 13 {
+		t.Errorf("%d tuning spaces, want 13 (cpu moe, matmul; cuda matmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, layer_norm, add_layer_norm, matmul, moe)", n)
 	}
 }
 
@@ -67,6 +68,11 @@ func TestCosts(t *testing.T) {
 		{PagedAttentionDecode, Args{Ints: Shape{Seqs: 2, Context: 10, NumHeads: 2, NumKVHeads: 1, HeadSize: 32}}, f32,
 			Cost{Read: 4 * (2*64 + 2*2*32 + 2*2*10*32), Written: 4 * (2*64 + 2*2*32), FLOPs: 2 * 11 * 4 * 64}},
 		{Embedding, Args{Ints: Shape{Tokens: 3, Width: 8, N: 50}}, Types{Act: F32, Weight: BF16}, Cost{Read: 3*8*2 + 12, Written: 3 * 8 * 4}},
+		{LayerNorm, Args{Ints: Shape{Tokens: 2, Width: 8}}, f32, Cost{Read: 2*8*4 + 2*32, Written: 2 * 8 * 4, FLOPs: 7 * 16}},
+		{AddLayerNorm, Args{Ints: Shape{Tokens: 2, Hidden: 8}}, f32, Cost{Read: 2*2*8*4 + 2*32, Written: 2 * 2 * 8 * 4, FLOPs: 8 * 16}},
+		{GELU, Args{Ints: Shape{Tokens: 3, Intermediate: 10}}, Types{Act: F16}, Cost{Read: 60, Written: 60, FLOPs: 240}},
+		{PositionEmbedding, Args{Ints: Shape{Tokens: 3, Width: 8, N: 64}}, Types{Act: F32, Weight: BF16},
+			Cost{Read: 3*8*2 + 3*8*4 + 12, Written: 3 * 8 * 4, FLOPs: 24}},
 		// Unknown routing: every pair a new expert, capped at experts.
 		{MoE, Args{Ints: Shape{Tokens: 1, Experts: 4, TopK: 2, Hidden: 8, Intermediate: 4}}, f32,
 			Cost{Read: 4*8*4 + 2*3*8*4*4 + 8*4, Written: 8 * 4, FLOPs: 2*4*8 + 2*(6*8*4+5*4+2*8)}},

@@ -608,14 +608,15 @@ var metalPrefill = &Space{
 // about eight elements a thread, in whole simdgroups.
 func MetalNormThreads(width int) int { return min(1024, max(32, ((width+7)/8+31)/32*32)) }
 
-// metalNorm is rms_norm or add_rms_norm (bridge/metal ops.go): one
-// threadgroup per row.
-func metalNorm() *Space {
+// metalNorm is rms_norm, add_rms_norm, layer_norm or add_layer_norm
+// (bridge/metal ops.go, layernorm.go): one threadgroup per row; width is
+// the op's default row length.
+func metalNorm(width int) *Space {
 	return &Space{
 		Doc: "threads per row (one threadgroup a row)",
 		Dims: []Dim{
 			{Name: Tokens, Default: 1, Match: Log},
-			{Name: Width, Default: 2048, Match: Exact},
+			{Name: Width, Default: width, Match: Exact},
 		},
 		DType: "f32",
 		Params: []Knob{{Name: KnobThreads, Doc: "threads per row, in whole simdgroups", Values: func(s Shape, l Limits) []string {

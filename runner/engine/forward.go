@@ -102,6 +102,9 @@ func (e *Engine) stepOps(ws *workspace, gather, argmax bool) []bridge.Op {
 
 // buildOps reads like the model: what each layer computes, in order.
 func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
+	if e.cfg.GPT2() {
+		return e.buildGPT2Ops(ws, gather, argmax)
+	}
 	c, w := e.cfg, e.w
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	at := func(layer int, comp, name string) bridge.At {
@@ -174,4 +177,60 @@ func (e *Engine) allRowsSample() bool {
 		}
 	}
 	return true
+}
+
+// buildGPT2Ops is GPT-2's step: token and position embeddings; per block
+// ln_1, q/k/v with biases, attention (no RoPE), the output projection,
+// the residual add with ln_2, c_fc, GELU and c_proj; ln_f and the LM head
+// tied to the token embedding.
+func (e *Engine) buildGPT2Ops(ws *workspace, gather, argmax bool) []bridge.Op {
+	c, w := e.cfg, e.w
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	at := func(layer int, comp, name string) bridge.At {
+		return bridge.At{Layer: layer, Component: comp, Name: name}
+	}
+	emb := at(-1, bridge.CompOther, "embedding")
+	ops := []bridge.Op{
+		&bridge.EmbeddingOp{At: emb, Out: ws.resid, Table: w.embed},
+		&bridge.PositionEmbeddingOp{At: emb, X: ws.resid, Table: w.pos},
+	}
+	for l := range w.layers {
+		ly := &w.layers[l]
+		norm := at(l, bridge.CompNorm, "ln_1")
+		if l == 0 {
+			ops = append(ops, &bridge.LayerNormOp{At: norm, Out: ws.h, X: ws.resid, W: ly.inNorm, B: ly.inNormB, Eps: c.Eps})
+		} else {
+			ops = append(ops, &bridge.AddLayerNormOp{At: norm, Out: ws.h, Residual: ws.resid, X: ws.mlp, W: ly.inNorm, B: ly.inNormB, Eps: c.Eps})
+		}
+		qkv := at(l, bridge.CompAttention, "c_attn")
+		ops = append(ops,
+			&bridge.MatMulOp{At: qkv, Out: ws.q, X: ws.h, W: ly.wq, Bias: ly.bq},
+			&bridge.MatMulOp{At: qkv, Out: ws.k, X: ws.h, W: ly.wk, Bias: ly.bk},
+			&bridge.MatMulOp{At: qkv, Out: ws.v, X: ws.h, W: ly.wv, Bias: ly.bv},
+			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
+				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale},
+			&bridge.MatMulOp{At: at(l, bridge.CompAttention, "c_proj"), Out: ws.o, X: ws.attn, W: ly.wo, Bias: ly.bo},
+			&bridge.AddLayerNormOp{At: at(l, bridge.CompNorm, "ln_2"), Out: ws.h, Residual: ws.resid, X: ws.o,
+				W: ly.postNorm, B: ly.postNormB, Eps: c.Eps},
+			&bridge.MatMulOp{At: at(l, bridge.CompMLP, "c_fc"), Out: ws.gate, X: ws.h, W: ly.up, Bias: ly.bUp},
+			&bridge.GELUOp{At: at(l, bridge.CompMLP, "gelu"), Out: ws.gate, X: ws.gate},
+			&bridge.MatMulOp{At: at(l, bridge.CompMLP, "mlp_c_proj"), Out: ws.mlp, X: ws.gate, W: ly.down, Bias: ly.bDown},
+		)
+	}
+	if ws.hl == nil {
+		return ops
+	}
+	ops = append(ops, &bridge.AddLayerNormOp{At: at(-1, bridge.CompNorm, "ln_f"), Out: ws.h, Residual: ws.resid, X: ws.mlp,
+		W: w.norm, B: w.normB, Eps: c.Eps})
+	head := at(-1, bridge.CompOther, "lm_head")
+	hl := ws.h
+	if gather {
+		ops = append(ops, &bridge.GatherRowsOp{At: head, Out: ws.hl, X: ws.h})
+		hl = ws.hl
+	}
+	ops = append(ops, &bridge.MatMulOp{At: head, Out: ws.logits, X: hl, W: w.lmHead})
+	if argmax {
+		ops = append(ops, &bridge.ArgmaxOp{At: at(-1, bridge.CompOther, "argmax"), Out: ws.argmax, Logits: ws.logits})
+	}
+	return ops
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -16,7 +17,7 @@ import (
 // logits it computed (tools/fixtures/make_fixtures.py).
 const fixtureDir = "../testdata/hf"
 
-var fixtureArchs = []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe"}
+var fixtureArchs = []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt2"}
 
 type reference struct {
 	Architecture string `json:"architecture"`
@@ -101,5 +102,40 @@ func TestMatchesTransformers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// GPT-2 batched: every prompt in one engine at once, with small KV blocks
+// and a token budget that splits the prefills into chunks (continuous
+// batching of prefill and decode), against transformers; and a request
+// beyond the learned position table is refused before it runs.
+func TestGPT2BatchedPaged(t *testing.T) {
+	ref := loadReference(t, "gpt2")
+	e := openFixture(t, "gpt2", cpu.New(cpu.Options{}), Options{BlockSize: 8, TokenBudget: 9, KVTokens: 256})
+	var reqs []Request
+	for i, p := range ref.Prompts {
+		reqs = append(reqs, Request{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true})
+	}
+	out, err := e.Generate(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range ref.Prompts {
+		d := maxAbsDiff(out[i].Logits, p.LogitsLast)
+		t.Logf("prompt %d: logits max abs error %.2g", i, d)
+		if d > 1e-4 {
+			t.Errorf("prompt %d: logits max abs error %.3g > 1e-4", i, d)
+		}
+		for j := range p.Greedy {
+			if out[i].Tokens[j] != p.Greedy[j] {
+				t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[i].Tokens, p.Greedy)
+				break
+			}
+		}
+	}
+	long := make([]int32, 250)
+	err = e.Add(Request{ID: 99, Prompt: long, MaxNewTokens: 10})
+	if err == nil || !strings.Contains(err.Error(), "exceed the model's 256 positions") {
+		t.Fatalf("a request beyond n_positions: err = %v", err)
 	}
 }

@@ -19,15 +19,23 @@ type layer struct {
 	qNorm, kNorm     bridge.Tensor // nil without QK-norm
 	gate, up, down   bridge.Tensor // dense MLP
 	moe              *bridge.MoEWeights
+	// GPT-2 (gpt2.go): LayerNorm biases, the output projection's and the
+	// MLP's biases; its MLP is up, then down.
+	inNormB, postNormB bridge.Tensor
+	bo, bUp, bDown     bridge.Tensor
 }
 
 type weights struct {
 	embed, norm, lmHead bridge.Tensor
 	layers              []layer
+	pos, normB          bridge.Tensor // GPT-2: position table, final LayerNorm bias
 }
 
 // uploadWeights hands every tensor of cfg to the backend.
 func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
+	if cfg.GPT2() {
+		return uploadGPT2(be, cfg, src)
+	}
 	specs := map[string]model.TensorSpec{}
 	for _, s := range cfg.Tensors() {
 		specs[s.Name] = s
@@ -41,12 +49,7 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		if err != nil {
 			return nil, err
 		}
-		var t bridge.Tensor
-		if mw, ok := be.(bridge.MappedWeighter); ok && isMapped(src, data) {
-			t, err = mw.WeightMapped(dt, s.Shape, data)
-		} else {
-			t, err = be.Weight(dt, s.Shape, data)
-		}
+		t, err := weightOf(be, src, dt, s.Shape, data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -97,6 +100,15 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		w.layers = append(w.layers, ly)
 	}
 	return w, firstErr
+}
+
+// weightOf hands a tensor's bytes to the backend, aliasing them where the
+// backend can and the source mapped them.
+func weightOf(be bridge.Backend, src model.Source, dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
+	if mw, ok := be.(bridge.MappedWeighter); ok && isMapped(src, data) {
+		return mw.WeightMapped(dt, shape, data)
+	}
+	return be.Weight(dt, shape, data)
 }
 
 // GiB formats bytes for people.

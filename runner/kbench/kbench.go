@@ -131,6 +131,12 @@ func Prepare(be bridge.Backend, a ops.Args) (*Bench, error) {
 		err = b.prepareArgmax(p)
 	case ops.Embedding:
 		err = b.prepareEmbedding(p)
+	case ops.LayerNorm, ops.AddLayerNorm:
+		err = b.prepareLayerNorm(p, a.Op == ops.AddLayerNorm)
+	case ops.GELU:
+		err = b.prepareGELU(p)
+	case ops.PositionEmbedding:
+		err = b.preparePositionEmbedding(p)
 	default:
 		return nil, unsupported("op=" + string(a.Op) + ": kbench does not time it")
 	}

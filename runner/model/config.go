@@ -54,6 +54,7 @@ func (c *Config) Truncated() bool { return c.Layers < c.ModelLayers }
 // archSpec holds what an architecture implies beyond its config fields.
 type archSpec struct {
 	qkvBias, qkNorm, moe bool
+	gpt2                 bool // GPT-2's config keys and layout (gpt2.go)
 }
 
 var archs = map[string]archSpec{
@@ -62,6 +63,7 @@ var archs = map[string]archSpec{
 	"Qwen2ForCausalLM":    {qkvBias: true},
 	"Qwen3ForCausalLM":    {qkNorm: true},
 	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true},
+	GPT2Architecture:      {gpt2: true},
 }
 
 // Architectures lists the supported HF architecture names.
@@ -79,6 +81,7 @@ func Architectures() []string {
 // (rope_parameters.rope_theta, num_local_experts).
 type hfConfig struct {
 	Architectures     []string `json:"architectures"`
+	ModelType         string   `json:"model_type"`
 	VocabSize         int      `json:"vocab_size"`
 	HiddenSize        int      `json:"hidden_size"`
 	NumHiddenLayers   int      `json:"num_hidden_layers"`
@@ -108,6 +111,8 @@ type hfConfig struct {
 	DecoderSparseStep *int  `json:"decoder_sparse_step"`
 	MLPOnlyLayers     []int `json:"mlp_only_layers"`
 	MLPBias           bool  `json:"mlp_bias"`
+
+	gpt2Keys
 }
 
 // ParseHFConfig reads an HF config.json. name labels errors (usually the
@@ -117,6 +122,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
 	}
+	if len(h.Architectures) == 0 && h.ModelType == "gpt2" {
+		h.Architectures = []string{GPT2Architecture}
+	}
 	if len(h.Architectures) == 0 {
 		return nil, fmt.Errorf("%s: no \"architectures\" field: cannot tell which model this is", name)
 	}
@@ -124,6 +132,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	spec, ok := archs[arch]
 	if !ok {
 		return nil, fmt.Errorf("%s: unknown architecture %q (supported: %s)", name, arch, strings.Join(Architectures(), ", "))
+	}
+	if spec.gpt2 {
+		return parseGPT2(name, arch, &h)
 	}
 	c := &Config{
 		Name: name, Architecture: arch, Vocab: h.VocabSize, Hidden: h.HiddenSize,
@@ -219,8 +230,11 @@ func (c *Config) Validate() error {
 	if c.Heads > 0 && c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
 		errs = append(errs, fmt.Sprintf("num_attention_heads=%d is not a multiple of num_key_value_heads=%d", c.Heads, c.KVHeads))
 	}
-	if c.HeadDim%2 != 0 {
+	if c.HeadDim%2 != 0 && !c.LearnedPositions() {
 		errs = append(errs, fmt.Sprintf("head_dim=%d must be even for RoPE", c.HeadDim))
+	}
+	if c.LearnedPositions() {
+		pos(c.MaxPos, "n_positions")
 	}
 	dense := false
 	for l := 0; l < c.Layers; l++ {

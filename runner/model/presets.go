@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// Presets are the models mtlbench's users tune for, with their real shapes,
-// plus qwen3-moe-mini: the Qwen3-MoE structure small enough for a laptop CPU.
+// Presets are the models mtlbench's users tune for, with their real shapes
+// (and GPT-2, which the documented history measured), plus qwen3-moe-mini:
+// the Qwen3-MoE structure small enough for a laptop CPU.
 var presets = map[string]Config{
 	"qwen3-30b-a3b": {Architecture: "Qwen3MoeForCausalLM", Vocab: 151936, Hidden: 2048, Layers: 48,
 		Heads: 32, KVHeads: 4, HeadDim: 128, Inter: 6144, MaxPos: 40960, RopeTheta: 1e6, Eps: 1e-6,
@@ -20,6 +21,9 @@ var presets = map[string]Config{
 	"qwen2-0.5b": {Architecture: "Qwen2ForCausalLM", Vocab: 151936, Hidden: 896, Layers: 24,
 		Heads: 14, KVHeads: 2, HeadDim: 64, Inter: 4864, MaxPos: 32768, RopeTheta: 1e6, Eps: 1e-6,
 		TieEmbed: true, QKVBias: true},
+	// GPT-2 small (124M), as openai-community/gpt2's config.json.
+	"gpt2": {Architecture: GPT2Architecture, Vocab: 50257, Hidden: 768, Layers: 12, Heads: 12, KVHeads: 12,
+		HeadDim: 64, Inter: 3072, MaxPos: 1024, Eps: 1e-5, TieEmbed: true, QKVBias: true},
 	"devstral-small-22b": {Architecture: "MistralForCausalLM", Vocab: 131072, Hidden: 5120, Layers: 40,
 		Heads: 32, KVHeads: 8, HeadDim: 128, Inter: 32768, MaxPos: 131072, RopeTheta: 1e9, Eps: 1e-5},
 }

@@ -15,6 +15,9 @@ type TensorSpec struct {
 	Matrix bool
 	// FanIn scales synthetic values so activations keep unit scale.
 	FanIn int
+	// Transposed marks a matrix the checkpoint stores [in, out] (GPT-2's
+	// Conv1D); sources hand it out as Shape, [out, in], like the others.
+	Transposed bool
 }
 
 func (t TensorSpec) Elems() int64 {
@@ -30,6 +33,9 @@ func LayerPrefix(l int) string { return fmt.Sprintf("model.layers.%d.", l) }
 
 // Tensors lists every tensor the model (cut to c.Layers) needs, in HF naming.
 func (c *Config) Tensors() []TensorSpec {
+	if c.GPT2() {
+		return c.gpt2Tensors()
+	}
 	mat := func(name string, out, in int) TensorSpec {
 		return TensorSpec{Name: name, Shape: []int{out, in}, Matrix: true, FanIn: in}
 	}
@@ -113,11 +119,13 @@ func (c *Config) ActiveBytesPerToken(dt bridge.DType) int64 {
 			sz = int64(dt.Size())
 		}
 		switch {
-		case t.Name == "model.embed_tokens.weight":
+		case t.Name == "model.embed_tokens.weight" || t.Name == GPT2Embed:
 			n += int64(c.Hidden) * sz
 			if c.TieEmbed { // the table is read whole as the LM head
 				n += t.Elems() * sz
 			}
+		case t.Name == GPT2Positions: // one row a token
+			n += int64(c.Hidden) * sz
 		case isExpertTensor(t.Name):
 			n += t.Elems() * sz * int64(c.TopK) / int64(c.NumExperts)
 		default:

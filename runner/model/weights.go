@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -214,23 +215,47 @@ func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(name); return ok
 func (c *Checkpoint) CheckpointBytes() int64 { return c.ck.TotalBytes() }
 
 func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
-	data, info, err := c.ck.Bytes(spec.Name)
+	name := spec.Name
+	data, info, err := c.ck.Bytes(name)
+	if err != nil && strings.HasPrefix(name, GPT2Prefix) {
+		// The hub's GPT-2 checkpoints name tensors without the prefix.
+		if d, i, err2 := c.ck.Bytes(strings.TrimPrefix(name, GPT2Prefix)); err2 == nil {
+			name, data, info, err = strings.TrimPrefix(name, GPT2Prefix), d, i, nil
+		}
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), spec.Name)
 	}
-	where := filepath.Base(c.ck.File(spec.Name))
-	if !sameShape(info.Shape, spec.Shape) {
-		return 0, nil, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, spec.Name, info.Shape, spec.Shape)
+	where := filepath.Base(c.ck.File(name))
+	stored := spec.Shape
+	if spec.Transposed {
+		stored = []int{spec.Shape[1], spec.Shape[0]}
+	}
+	if !sameShape(info.Shape, stored) {
+		return 0, nil, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, name, info.Shape, stored)
 	}
 	src, err := bridge.ParseDType(info.DType)
 	if err != nil || src == bridge.I32 {
-		return 0, nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", where, spec.Name, info.DType)
+		return 0, nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", where, name, info.DType)
 	}
 	dst := c.dtype
 	if !spec.Matrix {
 		dst = bridge.F32
 	} else if c.keep {
 		dst = src
+	}
+	if spec.Transposed {
+		// [in, out] to [out, in], then any conversion: one copy either way.
+		t, free, mapped := allocWeights(len(data))
+		c.frees = append(c.frees, free)
+		transpose(t, data, info.Shape[0], info.Shape[1], src.Size())
+		if dst == src {
+			if mapped {
+				c.converted.add(t)
+			}
+			return src, t, nil
+		}
+		data = t
 	}
 	if dst == src {
 		return src, data, nil
@@ -242,6 +267,37 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	}
 	convert(out, data, src, dst)
 	return dst, out, nil
+}
+
+// transpose writes the rows x cols matrix data (elements of size 2 or 4
+// bytes) into out as cols x rows, in tiles so both sides stay in cache.
+func transpose(out, data []byte, rows, cols, size int) {
+	if size == 2 {
+		transposeTiles(u16s(out), u16s(data), rows, cols)
+	} else {
+		transposeTiles(u32s(out), u32s(data), rows, cols)
+	}
+}
+
+func transposeTiles[T uint16 | uint32](out, in []T, rows, cols int) {
+	const tile = 64
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				for c := c0; c < min(c0+tile, cols); c++ {
+					out[c*rows+r] = in[r*cols+c]
+				}
+			}
+		}
+	}
+}
+
+func u16s(b []byte) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}
+
+func u32s(b []byte) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
 func sameShape(a, b []int) bool {

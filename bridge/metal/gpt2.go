@@ -1,0 +1,102 @@
+package metal
+
+import (
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+)
+
+// GPT-2's ops (kernels/metal/layernorm.metal, gpt2.metal).
+
+var positionKernel = map[bridge.DType]string{bridge.F32: "position_embedding_f32", bridge.F16: "position_embedding_f16",
+	bridge.BF16: "position_embedding_bf16"}
+
+func (b *Backend) LayerNorm(out, x, w, bias bridge.Tensor, eps float32) {
+	b.layerNorm(ops.LayerNorm, tt(out), nil, tt(x), tt(w), tt(bias), eps)
+}
+
+func (b *Backend) AddLayerNorm(out, residual, x, w, bias bridge.Tensor, eps float32) {
+	b.layerNorm(ops.AddLayerNorm, tt(out), tt(residual), tt(x), tt(w), tt(bias), eps)
+}
+
+// layerNorm encodes layer_norm, or add_layer_norm when r is set.
+func (b *Backend) layerNorm(op ops.ID, o, r, xs, ws, bs *tensor, eps float32) {
+	if !b.checkF32(string(op), o, r, xs, ws, bs) {
+		return
+	}
+	if ws == nil || bs == nil || bs.n != ws.n {
+		b.fail("%s: a weight and a bias of one length are needed", op)
+		return
+	}
+	dim := ws.n
+	rows := xs.n / dim
+	if rows == 0 {
+		return
+	}
+	if o.n < rows*dim || (r != nil && r.n < rows*dim) {
+		b.fail("%s: %d rows of %d do not fit the output", op, rows, dim)
+		return
+	}
+	p := b.pipeline(string(op), fcNone)
+	tpg := [3]int{normThreads(b.tuned(op, normDims, rows, dim), dim), 1, 1}
+	if !b.fits(p, tpg) {
+		return
+	}
+	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
+	i := 1
+	if r != nil {
+		b.bind(1, r.view(), true)
+		i = 2
+	}
+	b.in(i, xs)
+	b.in(i+1, ws)
+	b.in(i+2, bs)
+	b.out(i+3, o)
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, tpg)
+}
+
+func (b *Backend) GELU(out, x bridge.Tensor) {
+	o, xs := tt(out), tt(x)
+	if !b.checkF32("gelu_tanh", o, xs) {
+		return
+	}
+	n := o.n
+	if n == 0 {
+		return
+	}
+	p := b.pipeline("gelu_tanh", fcNone)
+	b.args(argBytes(b, eltArgs{N: uint32(n)}))
+	b.in(1, xs)
+	b.out(2, o)
+	b.dispatchThreads(p, [3]int{n, 1, 1}, [3]int{min(n, b.tuning.EltThreads), 1, 1})
+}
+
+func (b *Backend) PositionEmbedding(x, table bridge.Tensor) {
+	xs, tb := tt(x), tt(table)
+	if !b.checkF32("position_embedding", xs) {
+		return
+	}
+	if len(tb.shape) != 2 {
+		b.fail("position_embedding: table of shape %v", tb.shape)
+		return
+	}
+	name := positionKernel[tb.dt]
+	if name == "" {
+		b.fail("position_embedding: %v table", tb.dt)
+		return
+	}
+	T, dim := b.step.sec.numTokens, tb.shape[1]
+	if T == 0 {
+		return
+	}
+	if xs.n < T*dim {
+		b.fail("position_embedding: x of %d elements for %d tokens of %d", xs.n, T, dim)
+		return
+	}
+	p := b.pipeline(name, fcNone)
+	b.args(argBytes(b, embedArgs{Tokens: uint32(T), Dim: uint32(dim), Vocab: uint32(tb.shape[0])}))
+	b.bind(1, b.metaView(b.step.sec.positions, T), false)
+	b.in(2, tb)
+	b.bind(3, xs.view(), true)
+	b.bind(4, view{b.step.errBuf, 0, 16}, true)
+	b.dispatchThreads(p, [3]int{dim, T, 1}, [3]int{min(dim, b.tuning.EltThreads), 1, 1})
+}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// uploadGPT2 hands GPT-2's tensors to the backend. c_attn's weight and
+// bias are cut into q, k and v (rows of the [3·hidden, hidden] matrix the
+// source hands out), so attention sees the same three projections as in
+// every other model.
+func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
+	specs := map[string]model.TensorSpec{}
+	for _, s := range cfg.Tensors() {
+		specs[s.Name] = s
+	}
+	var firstErr error
+	// parts cuts the tensor's first dimension into that many equal pieces.
+	parts := func(name string, n int) []bridge.Tensor {
+		out := make([]bridge.Tensor, n)
+		if firstErr != nil {
+			return out
+		}
+		s, ok := specs[name]
+		if !ok {
+			firstErr = fmt.Errorf("internal: no tensor spec %q", name)
+			return out
+		}
+		dt, data, err := src.Tensor(s)
+		if err != nil {
+			firstErr = err
+			return out
+		}
+		shape := append([]int{s.Shape[0] / n}, s.Shape[1:]...)
+		step := len(data) / n
+		for i := range out {
+			if out[i], err = weightOf(be, src, dt, shape, data[i*step:(i+1)*step]); err != nil {
+				firstErr = fmt.Errorf("%s: %w", name, err)
+				return out
+			}
+		}
+		return out
+	}
+	one := func(name string) bridge.Tensor { return parts(name, 1)[0] }
+	w := &weights{embed: one(model.GPT2Embed), pos: one(model.GPT2Positions),
+		norm: one(model.GPT2FinalNorm + "weight"), normB: one(model.GPT2FinalNorm + "bias")}
+	w.lmHead = w.embed
+	for l := 0; l < cfg.Layers; l++ {
+		p := model.GPT2LayerPrefix(l)
+		qkv, bqkv := parts(p+"attn.c_attn.weight", 3), parts(p+"attn.c_attn.bias", 3)
+		w.layers = append(w.layers, layer{
+			inNorm: one(p + "ln_1.weight"), inNormB: one(p + "ln_1.bias"),
+			wq: qkv[0], wk: qkv[1], wv: qkv[2], bq: bqkv[0], bk: bqkv[1], bv: bqkv[2],
+			wo: one(p + "attn.c_proj.weight"), bo: one(p + "attn.c_proj.bias"),
+			postNorm: one(p + "ln_2.weight"), postNormB: one(p + "ln_2.bias"),
+			up: one(p + "mlp.c_fc.weight"), bUp: one(p + "mlp.c_fc.bias"),
+			down: one(p + "mlp.c_proj.weight"), bDown: one(p + "mlp.c_proj.bias"),
+		})
+	}
+	return w, firstErr
+}

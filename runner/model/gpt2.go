@@ -1,0 +1,129 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// GPT-2 (GPT2LMHeadModel): learned absolute positions, LayerNorm with bias,
+// a plain MLP with GELU (tanh approximation), biases on every projection,
+// Conv1D weights stored [in, out], q, k and v in one c_attn, and the LM
+// head tied to the token embedding.
+
+// GPT2Architecture is GPT-2's HF architecture name.
+const GPT2Architecture = "GPT2LMHeadModel"
+
+// GPT2 reports whether the model is GPT-2 shaped.
+func (c *Config) GPT2() bool { return c.Architecture == GPT2Architecture }
+
+// LearnedPositions reports whether positions come from a learned table of
+// MaxPos rows (GPT-2) rather than RoPE: a sequence may not outgrow it.
+func (c *Config) LearnedPositions() bool { return c.GPT2() }
+
+// gpt2Keys are GPT-2's config.json spellings.
+type gpt2Keys struct {
+	NEmbd              int      `json:"n_embd"`
+	NLayer             int      `json:"n_layer"`
+	NHead              int      `json:"n_head"`
+	NPositions         int      `json:"n_positions"`
+	NInner             *int     `json:"n_inner"`
+	LayerNormEpsilon   *float64 `json:"layer_norm_epsilon"`
+	ActivationFunction string   `json:"activation_function"`
+	ScaleAttnByLayer   bool     `json:"scale_attn_by_inverse_layer_idx"`
+	ScaleAttnWeights   *bool    `json:"scale_attn_weights"`
+	AddCrossAttention  bool     `json:"add_cross_attention"`
+}
+
+// gpt2Activations are the activation_function values that mean GELU with
+// the tanh approximation in transformers (ACT2FN).
+var gpt2Activations = []string{"gelu_new", "gelu_pytorch_tanh", "gelu_fast"}
+
+func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
+	g := h.gpt2Keys
+	act := g.ActivationFunction
+	if act == "" {
+		act = "gelu_new" // transformers' GPT2Config default
+	}
+	switch {
+	case !contains(gpt2Activations, act):
+		return nil, fmt.Errorf("%s: activation_function %q is not supported (GPT-2 runs %s: GELU with the tanh approximation)",
+			name, act, strings.Join(gpt2Activations, ", "))
+	case g.ScaleAttnByLayer:
+		return nil, fmt.Errorf("%s: scale_attn_by_inverse_layer_idx is not supported", name)
+	case g.ScaleAttnWeights != nil && !*g.ScaleAttnWeights:
+		return nil, fmt.Errorf("%s: scale_attn_weights=false is not supported", name)
+	case g.AddCrossAttention:
+		return nil, fmt.Errorf("%s: add_cross_attention is not supported (decoder-only models)", name)
+	case h.TieWordEmbeddings != nil && !*h.TieWordEmbeddings:
+		return nil, fmt.Errorf("%s: tie_word_embeddings=false is not supported: GPT2LMHeadModel ties its LM head to wte", name)
+	}
+	c := &Config{
+		Name: name, Architecture: arch, Vocab: h.VocabSize, Hidden: g.NEmbd,
+		Layers: g.NLayer, ModelLayers: g.NLayer, Heads: g.NHead, KVHeads: g.NHead,
+		Inter: 4 * g.NEmbd, MaxPos: g.NPositions, Eps: 1e-5, TieEmbed: true, QKVBias: true,
+	}
+	if g.NHead > 0 {
+		c.HeadDim = g.NEmbd / g.NHead
+		if g.NEmbd%g.NHead != 0 {
+			return nil, fmt.Errorf("%s: n_embd=%d is not a multiple of n_head=%d", name, g.NEmbd, g.NHead)
+		}
+	}
+	if g.NInner != nil && *g.NInner > 0 {
+		c.Inter = *g.NInner
+	}
+	if g.LayerNormEpsilon != nil {
+		c.Eps = float32(*g.LayerNormEpsilon)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// GPT-2's tensor names as GPT2LMHeadModel saves them; the hub's original
+// checkpoints drop the "transformer." prefix (Checkpoint.Tensor tries both).
+const (
+	GPT2Prefix    = "transformer."
+	GPT2Embed     = GPT2Prefix + "wte.weight"
+	GPT2Positions = GPT2Prefix + "wpe.weight"
+	GPT2FinalNorm = GPT2Prefix + "ln_f."
+)
+
+// GPT2LayerPrefix is the name prefix of GPT-2 block l.
+func GPT2LayerPrefix(l int) string { return fmt.Sprintf("%sh.%d.", GPT2Prefix, l) }
+
+// gpt2Tensors lists GPT-2's tensors. Conv1D weights are listed in the
+// [out, in] layout sources hand out, marked Transposed: the checkpoint
+// stores them [in, out]. c_attn holds q, k and v, in that order, as rows
+// of its [3·hidden, hidden] transpose.
+func (c *Config) gpt2Tensors() []TensorSpec {
+	conv := func(name string, out, in int) TensorSpec {
+		return TensorSpec{Name: name, Shape: []int{out, in}, Matrix: true, FanIn: in, Transposed: true}
+	}
+	vec := func(name string, n int) TensorSpec { return TensorSpec{Name: name, Shape: []int{n}} }
+	h := c.Hidden
+	t := []TensorSpec{
+		{Name: GPT2Embed, Shape: []int{c.Vocab, h}, Matrix: true, FanIn: 1},
+		{Name: GPT2Positions, Shape: []int{c.MaxPos, h}, Matrix: true, FanIn: 1},
+	}
+	for l := 0; l < c.Layers; l++ {
+		p := GPT2LayerPrefix(l)
+		t = append(t,
+			vec(p+"ln_1.weight", h), vec(p+"ln_1.bias", h),
+			conv(p+"attn.c_attn.weight", 3*h, h), vec(p+"attn.c_attn.bias", 3*h),
+			conv(p+"attn.c_proj.weight", h, h), vec(p+"attn.c_proj.bias", h),
+			vec(p+"ln_2.weight", h), vec(p+"ln_2.bias", h),
+			conv(p+"mlp.c_fc.weight", c.Inter, h), vec(p+"mlp.c_fc.bias", c.Inter),
+			conv(p+"mlp.c_proj.weight", h, c.Inter), vec(p+"mlp.c_proj.bias", h))
+	}
+	return append(t, vec(GPT2FinalNorm+"weight", h), vec(GPT2FinalNorm+"bias", h))
+}
