@@ -134,7 +134,7 @@ func TestErrorsAreClear(t *testing.T) {
 	os.WriteFile(bad, []byte("name: x\nmodel: { preset: qwen3-moe-mini }\ncases:\n  - name: c\n    matrix: { bach: [1] }\n"), 0o644)
 	broken := filepath.Join(dir, "ckpt")
 	os.MkdirAll(broken, 0o755)
-	os.WriteFile(filepath.Join(broken, "config.json"), []byte(`{"architectures": ["GPT2LMHeadModel"]}`), 0o644)
+	os.WriteFile(filepath.Join(broken, "config.json"), []byte(`{"architectures": ["GPTNeoXForCausalLM"]}`), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -142,7 +142,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "nope", "--tokens", "1"}, `model "nope" is neither a preset`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,x"}, `item 2 ("x") is not a token id`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "9000"}, "outside the vocabulary"},
-		{[]string{"generate", "--model", broken, "--tokens", "1"}, `unknown architecture "GPT2LMHeadModel"`},
+		{[]string{"generate", "--model", broken, "--tokens", "1"}, `unknown architecture "GPTNeoXForCausalLM"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
 		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
