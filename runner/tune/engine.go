@@ -248,7 +248,7 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 // LaunchChoices says, for a bridge.LaunchTuner backend, which configs the
 // launch-tuned kernels besides matmul and moe (EngineChoices) would use in a
 // decode step of seqs sequences at context cached tokens: decode attention
-// and the RMS norms, each only where the store holds entries for the device
+// and the norms (NormOps), each only where the store holds entries for the device
 // ("paged_attention_decode": "2sg/q4/p256 (user cache)"). blockSize is the
 // engine's KV block size.
 func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, blockSize, seqs, context int) map[string]string {
@@ -262,8 +262,9 @@ func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 	shapes := map[ops.ID]Shape{
 		ops.PagedAttentionDecode: {ops.Seqs: seqs, ops.Context: max(context, 1), ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads,
 			ops.HeadSize: cfg.HeadDim, ops.BlockSize: blockSize},
-		ops.RMSNorm:    {ops.Tokens: seqs, ops.Width: cfg.Hidden},
-		ops.AddRMSNorm: {ops.Tokens: seqs, ops.Width: cfg.Hidden},
+	}
+	for _, norm := range NormOps(cfg) {
+		shapes[norm] = Shape{ops.Tokens: seqs, ops.Width: cfg.Hidden}
 	}
 	for _, k := range Kernels(be.Info().Backend) {
 		sh, ok := shapes[k.Op]
@@ -275,6 +276,15 @@ func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 		}
 	}
 	return out
+}
+
+// NormOps are the norms a model's step runs: RMSNorm, or GPT-2's
+// LayerNorm, each alone and after the residual add.
+func NormOps(c *model.Config) []ops.ID {
+	if c.GPT2() {
+		return []ops.ID{ops.LayerNorm, ops.AddLayerNorm}
+	}
+	return []ops.ID{ops.RMSNorm, ops.AddRMSNorm}
 }
 
 // matmulShapes are the (m, n, k) of a step's matmuls: projections and dense

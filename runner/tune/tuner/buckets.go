@@ -146,12 +146,12 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
 		// A GPU's prefill attention at the prompt's query length, and its
-		// RMS norms at the decode step's rows.
+		// norms at the decode step's rows.
 		if err := add(string(ops.PagedAttentionPrefill), dtype, tune.Shape{ops.Seqs: seqs, ops.Tokens: max(mp.PromptLen, 1),
 			ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads, ops.HeadSize: cfg.HeadDim, ops.BlockSize: mp.BlockSize}, label); err != nil {
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
-		for _, norm := range []ops.ID{ops.RMSNorm, ops.AddRMSNorm} {
+		for _, norm := range tune.NormOps(cfg) {
 			if err := add(string(norm), dtype, tune.Shape{ops.Tokens: seqs, ops.Width: cfg.Hidden}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
