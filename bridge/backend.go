@@ -127,7 +127,8 @@ type DeviceInfo struct {
 // GPU command buffer would.
 type Backend interface {
 	Info() DeviceInfo
-	// ActDType is the dtype of activations and the KV cache.
+	// ActDType is the dtype of activations, and of the KV cache unless the
+	// backend implements KVCacheDTypes.
 	ActDType() DType
 
 	// Alloc returns a zeroed tensor.
@@ -229,4 +230,11 @@ type PendingStep interface {
 // device's memory read bandwidth, in bytes/s: the roofline of decode.
 type BandwidthProber interface {
 	MeasureBandwidth() (float64, error)
+}
+
+// KVCacheDTypes is a backend whose attention reads a KV cache in other
+// dtypes than ActDType: the engine keeps a model's cache in the model's
+// dtype when it is listed (runner/engine.KVDType).
+type KVCacheDTypes interface {
+	KVDTypes() []DType
 }

@@ -65,6 +65,7 @@ var params = func() map[string]paramSpec {
 		ParamLayers:        {kinds: forModel, isInt: true, min: 1},
 		ParamSteps:         {kinds: forModel, enum: []string{"overlapped", "synchronous"}},
 		ParamFusion:        {kinds: forModel, enum: []string{"on", "off"}},
+		ParamKVDType:       {kinds: forModel, enum: []string{"auto", "f32", "f16", "bf16"}},
 	}
 	var names []string
 	for _, id := range ops.IDs() {

@@ -23,6 +23,7 @@ const (
 	ParamLayers        = "layers"
 	ParamSteps         = "steps"
 	ParamFusion        = "fusion"
+	ParamKVDType       = "kv_dtype"
 	ParamOp            = "op"
 )
 
@@ -52,6 +53,9 @@ type ModelParams struct {
 	// Fusion lets the backend fuse ops (fusion: on, the default); off
 	// measures what fusion buys.
 	Fusion bool
+	// KVDType is the KV cache's dtype: auto (the default: the model's where
+	// the backend reads it), f32, f16 or bf16.
+	KVDType string
 }
 
 // Sampling is a decoded sampling parameter; a zero Temperature is greedy.
@@ -131,6 +135,10 @@ func decodeModel(ps map[string]Value) ModelParams {
 	m.Variant = ps[string(ops.Variant)].Raw
 	if v, ok := ps[ParamFusion]; ok {
 		m.Fusion = v.Raw == "on"
+	}
+	m.KVDType = "auto"
+	if v, ok := ps[ParamKVDType]; ok {
+		m.KVDType = v.Raw
 	}
 	return m
 }

@@ -11,7 +11,7 @@ import (
 // Model cases decode into ModelParams with the defaults the runner used to
 // apply itself.
 func TestDecodeModel(t *testing.T) {
-	def := ModelParams{Batch: 1, PromptLen: 128, GenLen: 32, Requests: 1, MaxSeqs: 1, BlockSize: 16, Fusion: true}
+	def := ModelParams{Batch: 1, PromptLen: 128, GenLen: 32, Requests: 1, MaxSeqs: 1, BlockSize: 16, Fusion: true, KVDType: "auto"}
 	with := func(f func(*ModelParams)) ModelParams { m := def; f(&m); return m }
 	tests := []struct {
 		name   string
@@ -34,6 +34,7 @@ func TestDecodeModel(t *testing.T) {
 		{"moe both", "{moe_strategy: chunked, moe_chunk: 8}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoEChunked, 8 })},
 		{"fusion off", "{fusion: off}", with(func(m *ModelParams) { m.Fusion = false })},
 		{"fusion on", "{fusion: on}", def},
+		{"kv dtype", "{kv_dtype: f16}", with(func(m *ModelParams) { m.KVDType = "f16" })},
 		{"threads and variant", "{threads: 4, variant: fast}", with(func(m *ModelParams) { m.Threads, m.Variant = 4, "fast" })},
 	}
 	for _, tt := range tests {

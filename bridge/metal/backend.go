@@ -36,6 +36,10 @@ type Options struct {
 	LanguageVersion string
 	// Tuning sets launch shapes and variants (zero fields: defaults).
 	Tuning Tuning
+	// SerialDispatch encodes each step in serial compute passes instead of
+	// concurrent ones with memory barriers between dependent dispatches:
+	// what concurrency buys, measured.
+	SerialDispatch bool
 }
 
 // TimingMode describes how profile mode times ops.
@@ -177,8 +181,16 @@ func (b *Backend) Info() bridge.DeviceInfo {
 		Notes:    "MSL " + b.lang + "; profile timing: " + TimingMode}
 }
 
-// ActDType: activations and the KV cache are f32, as on the CPU backend.
+// ActDType: activations are f32, as on the CPU backend.
 func (b *Backend) ActDType() bridge.DType { return bridge.F32 }
+
+// KVDTypes are the dtypes the attention kernels read a KV cache in: the
+// engine keeps a bf16 or f16 model's cache in its own dtype, which halves
+// the bytes decode attention reads (docs/metal-kernels.md).
+var KVDTypes = []bridge.DType{bridge.F32, bridge.F16, bridge.BF16}
+
+// KVDTypes implements bridge.KVCacheDTypes.
+func (b *Backend) KVDTypes() []bridge.DType { return KVDTypes }
 
 func elems(shape []int) (int, error) {
 	n := 1

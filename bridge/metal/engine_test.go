@@ -217,9 +217,10 @@ func TestEncodingIsDeviceAgnostic(t *testing.T) {
 	for _, ev := range onEmu {
 		kinds[ev.Kind]++
 	}
-	// Encode-only: one command buffer, one encoder, one wait.
-	if kinds["encoder"] != 1 || kinds["commit"] != 1 || kinds["wait"] != 1 || onEmu[len(onEmu)-1].Kind != "wait" {
-		t.Errorf("decode step: %d encoders, %d commits, %d waits", kinds["encoder"], kinds["commit"], kinds["wait"])
+	// Encode-only: one command buffer, one concurrent pass (barriers
+	// between dependent dispatches), one wait.
+	if kinds["concurrent encoder"] != 1 || kinds["encoder"] != 0 || kinds["commit"] != 1 || kinds["wait"] != 1 || onEmu[len(onEmu)-1].Kind != "wait" {
+		t.Errorf("decode step: %d concurrent and %d serial encoders, %d commits, %d waits", kinds["concurrent encoder"], kinds["encoder"], kinds["commit"], kinds["wait"])
 	}
 	t.Logf("decode step (batch %d): %d events, %d dispatches, %d barriers, %d pipelines switches; emulated GPU time %v",
 		batch, len(onEmu), kinds["dispatch"]+kinds["dispatch-threads"], kinds["barrier"], kinds["pipeline"], st.GPUTime)

@@ -209,6 +209,21 @@ func (b *Backend) fits(p mtl.Pipeline, tpg [3]int) bool {
 	return true
 }
 
+// simdgroupsFor is n simdgroups, halved until they fit p's
+// maxTotalThreadsPerThreadgroup: a pipeline whose registers allow fewer
+// threads than the device's limit still runs, with fewer simdgroups, where
+// a kernel takes any number (the tiles of a matmul do not: fits refuses
+// them).
+func simdgroupsFor(p mtl.Pipeline, n int) int {
+	if p == nil {
+		return n
+	}
+	for n > 1 && 32*n > p.MaxTotalThreadsPerThreadgroup() {
+		n /= 2
+	}
+	return n
+}
+
 // Limits are the device's, as the tuning spaces' constraints read them.
 func (b *Backend) Limits() ops.Limits {
 	return ops.Limits{MaxThreads: b.dev.MaxThreadsPerThreadgroup(), ThreadgroupMemory: b.dev.MaxThreadgroupMemoryLength(), SIMDWidth: 32}
@@ -222,8 +237,8 @@ var kernelPipelines = map[ops.ID][]struct {
 	vals  []int32
 }{
 	ops.MatMul:                {{"matvec_bf16", fcMatVec, []int32{0, 4, 1}}, {"matmul_bf16", fcMatMul, []int32{0, 32, 32, 16, 2, 2}}},
-	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1", fcAttn, []int32{1, 1, 0, 0}}},
-	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128", fcNone, nil}},
+	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0}}},
+	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcNone, nil}},
 	ops.RMSNorm:               {{"rms_norm", fcNone, nil}},
 	ops.AddRMSNorm:            {{"add_rms_norm", fcNone, nil}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},

@@ -217,6 +217,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		if useMV {
 			r, sgs := tu.MoEMatVecRows, tu.MoESimdgroups
 			p = b.pipeline(names[pass], fcMoEMV, int32(r), int32(tileRows))
+			sgs = simdgroupsFor(p, sgs)
 			groups, tpg = [3]int{ceilDiv(int(a.N), sgs*r), tiles, 1}, [3]int{32 * sgs, 1, 1}
 		} else {
 			t := tu.MoETile

@@ -32,20 +32,29 @@ var (
 	matvecFusedKernel = map[bridge.DType]string{bridge.F32: "matvec_fused_f32", bridge.F16: "matvec_fused_f16", bridge.BF16: "matvec_fused_bf16"}
 	routerRouteKernel = map[bridge.DType]string{bridge.F32: "moe_router_route_f32", bridge.F16: "moe_router_route_f16",
 		bridge.BF16: "moe_router_route_bf16"}
-	matmulKernel  = map[bridge.DType]string{bridge.F32: "matmul_f32", bridge.F16: "matmul_f16", bridge.BF16: "matmul_bf16"}
-	moeKernels    = map[bridge.DType][4]string{}
-	attnKernel    = map[[2]int]string{}
-	prefillKernel = map[int]string{32: "paged_attention_prefill_d32", 64: "paged_attention_prefill_d64",
-		96: "paged_attention_prefill_d96", 128: "paged_attention_prefill_d128"}
+	matmulKernel = map[bridge.DType]string{bridge.F32: "matmul_f32", bridge.F16: "matmul_f16", bridge.BF16: "matmul_bf16"}
+	moeKernels   = map[bridge.DType][4]string{}
+	// Attention by head size, query heads per threadgroup and KV cache dtype.
+	attnKernel    = map[attnKey]string{}
+	prefillKernel = map[attnKey]string{}
+	kvWriteKernel = map[bridge.DType]string{bridge.F32: "kv_write_f32", bridge.F16: "kv_write_f16", bridge.BF16: "kv_write_bf16"}
 )
+
+type attnKey struct {
+	d, qh int
+	kv    bridge.DType
+}
 
 func init() {
 	for dt, s := range map[bridge.DType]string{bridge.F32: "f32", bridge.F16: "f16", bridge.BF16: "bf16"} {
 		moeKernels[dt] = [4]string{"moe_mv_gate_up_" + s, "moe_mv_down_" + s, "moe_mm_gate_up_" + s, "moe_mm_down_" + s}
 	}
-	for _, d := range []int{32, 64, 96, 128} {
-		for _, qh := range []int{1, 2, 4, 8} {
-			attnKernel[[2]int{d, qh}] = "paged_attention_d" + strconv.Itoa(d) + "_q" + strconv.Itoa(qh)
+	for _, kv := range KVDTypes {
+		for _, d := range []int{32, 64, 96, 128} {
+			for _, qh := range []int{1, 2, 4, 8} {
+				attnKernel[attnKey{d, qh, kv}] = "paged_attention_d" + strconv.Itoa(d) + "_q" + strconv.Itoa(qh) + "_" + dtName(kv)
+			}
+			prefillKernel[attnKey{d, 0, kv}] = "paged_attention_prefill_d" + strconv.Itoa(d) + "_" + dtName(kv)
 		}
 	}
 }
@@ -199,6 +208,7 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 		}
 		rows, sgs := tu.MatVecRows, tu.MatVecSimdgroups
 		p := b.pipeline(name, fcMatVec, hasBias, int32(rows), int32(m))
+		sgs = simdgroupsFor(p, sgs)
 		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 			return
 		}
@@ -312,7 +322,12 @@ type attnRoPE struct {
 // when set (decode steps with the KV write inside the attention only).
 func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *attnRoPE) {
 	o, qs, ks, vs, kc, vc := tt(out), tt(q), tt(k), tt(v), tt(cache.K), tt(cache.V)
-	if !b.checkF32("attention", o, qs, ks, vs, kc, vc) {
+	if !b.checkF32("attention", o, qs, ks, vs) {
+		return
+	}
+	kvdt := kc.dt
+	if vc.dt != kvdt || kvWriteKernel[kvdt] == "" {
+		b.fail("attention: KV cache of %v keys and %v values (want both f32, f16 or bf16)", kc.dt, vc.dt)
 		return
 	}
 	D, BS := headDim, cache.BlockSize
@@ -335,7 +350,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		tu = b.tuned(ops.PagedAttentionPrefill, prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
 	}
 	qh := attnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
-	name := attnKernel[[2]int{D, qh}]
+	name := attnKernel[attnKey{D, qh, kvdt}]
 	if name == "" {
 		b.fail("attention: head size %d (supported: 32, 64, 96, 128)", D)
 		return
@@ -372,7 +387,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		a.Eps = rope.eps
 	}
 	if tu.AttnTwoPhase || tiled {
-		pw := b.pipeline("kv_write", fcNone)
+		pw := b.pipeline(kvWriteKernel[kvdt], fcNone)
 		b.args(argBytes(b, a))
 		b.in(1, ks)
 		b.in(2, vs)
@@ -387,6 +402,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		return
 	}
 	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase], boolInt[rope != nil], boolInt[rope != nil && rope.qn != nil])
+	nsg = simdgroupsFor(p, nsg)
 	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
 		return
 	}
@@ -441,10 +457,11 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	s := &b.step
 	sec, D := s.sec, int(a.HeadDim)
 	nsg := tu.AttnPrefillSimdgroups
-	for nsg > 1 && nsg*prefillTile*D*4 > 32<<10 {
+	for nsg > 1 && ops.MetalPrefillMemory(nsg, D) > 32<<10 {
 		nsg--
 	}
-	p := b.pipeline(prefillKernel[D], fcNone)
+	p := b.pipeline(prefillKernel[attnKey{D, 0, kc.dt}], fcNone)
+	nsg = simdgroupsFor(p, nsg)
 	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
 		return
 	}
@@ -459,7 +476,7 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	b.bind(8, b.metaView(sec.tiles, sec.numTiles), false)
 	b.out(9, o)
 	b.bind(10, view{s.errBuf, 0, 16}, true)
-	b.threadgroupMemory(4 * nsg * prefillTile * D)
+	b.threadgroupMemory(ops.MetalPrefillMemory(nsg, D))
 	b.dispatchGroups(p, [3]int{ceilDiv(sec.numTiles, nsg), int(a.Heads), 1}, [3]int{32 * nsg, 1, 1})
 }
 

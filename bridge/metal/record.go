@@ -174,6 +174,15 @@ func (c *recCB) ComputeEncoder() (mtl.ComputeEncoder, error) {
 	return &recEncoder{e, c.r}, nil
 }
 
+func (c *recCB) ConcurrentEncoder() (mtl.ComputeEncoder, error) {
+	e, err := c.CommandBuffer.ConcurrentEncoder()
+	if err != nil {
+		return nil, err
+	}
+	c.r.add(Event{Kind: "concurrent encoder"})
+	return &recEncoder{e, c.r}, nil
+}
+
 func (c *recCB) Commit() {
 	c.r.add(Event{Kind: "commit"})
 	c.CommandBuffer.Commit()
@@ -293,11 +302,12 @@ type nullQueue struct{}
 type nullCB struct{}
 type nullEncoder struct{}
 
-func (nullQueue) CommandBuffer() (mtl.CommandBuffer, error) { return nullCB{}, nil }
-func (nullCB) ComputeEncoder() (mtl.ComputeEncoder, error)  { return nullEncoder{}, nil }
-func (nullCB) Commit()                                      {}
-func (nullCB) Wait() error                                  { return nil }
-func (nullCB) GPUTime() (float64, float64)                  { return 0, 0 }
+func (nullQueue) CommandBuffer() (mtl.CommandBuffer, error)   { return nullCB{}, nil }
+func (nullCB) ComputeEncoder() (mtl.ComputeEncoder, error)    { return nullEncoder{}, nil }
+func (nullCB) ConcurrentEncoder() (mtl.ComputeEncoder, error) { return nullEncoder{}, nil }
+func (nullCB) Commit()                                        {}
+func (nullCB) Wait() error                                    { return nil }
+func (nullCB) GPUTime() (float64, float64)                    { return 0, 0 }
 
 func (nullEncoder) SetPipeline(mtl.Pipeline)            {}
 func (nullEncoder) SetBuffer(mtl.Buffer, int, int)      {}

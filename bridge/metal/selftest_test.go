@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/selftest"
 	"github.com/mtlbench/mtlbench/suites"
@@ -78,9 +79,10 @@ func TestSelftestVariants(t *testing.T) {
 		lang string
 	}
 	variants := []variant{
-		// MSL 3.0 has no bfloat: bf16 weights go through the header's
-		// bits-and-shift fallback.
-		{"msl-3.0", metal.Tuning{}, []string{"matmul", "moe", "embedding"}, "3.0"},
+		// MSL 3.0 has no bfloat: bf16 weights and KV caches go through the
+		// header's bits-and-shift fallback, whose conversions are declared
+		// for each address space (the emulator checks `this`).
+		{"msl-3.0", metal.Tuning{}, []string{"matmul", "moe", "embedding", "decode-attention-kv", "prefill-attention"}, "3.0"},
 		{"split-k/two-phase", metal.Tuning{AttnPartitionSize: 32, AttnTwoPhase: true, AttnSimdgroups: 2, AttnHeadsPerGroup: 2, AttnPrefillMinQuery: -1},
 			[]string{"decode-attention", "prefill-attention"}, ""},
 		{"partitions=3", metal.Tuning{AttnPartitions: 3, AttnHeadsPerGroup: 1, AttnSimdgroups: 8}, []string{"decode-attention", "prefill-attention"}, ""},
@@ -126,5 +128,71 @@ cases:
 			}
 			t.Logf("%s: %d checks, max error %.2g", be.Tuning(), n, worst)
 		})
+	}
+}
+
+// A pipeline whose registers leave it fewer threads than the device's 1024
+// (as Apple's compiler may give a heavy kernel) still runs every kernel
+// that takes any number of simdgroups, with fewer of them; the tuner sees
+// the pipeline's limit; a matmul tile larger than the limit fails the step
+// with the reason instead of not running.
+func TestPipelineThreadLimits(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	limited := func(k string) int {
+		for _, p := range []string{"paged_attention", "matvec_", "moe_mv_"} {
+			if strings.HasPrefix(k, p) {
+				return 64
+			}
+		}
+		return 0
+	}
+	be, err := metal.New(emu.New(emu.Options{PipelineThreads: limited}), metal.Options{Tuning: metal.Tuning{
+		AttnSimdgroups: 8, AttnPrefillSimdgroups: 4, MatVecSimdgroups: 8, MoESimdgroups: 8, MatVecMaxM: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if lim := be.KernelLimits(string(ops.PagedAttentionDecode)); lim.MaxThreads != 64 {
+		t.Errorf("attention's limits: %d threads, want the pipeline's 64", lim.MaxThreads)
+	}
+	cases, err := selftest.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range cases {
+		matvec := strings.HasPrefix(c.Name, "matmul/") && c.Kernel.DType == ops.BF16 && c.Kernel.Ints[ops.M] <= 8
+		if !matvec && !slices.ContainsFunc([]string{"decode-attention-kv", "prefill-attention", "moe"}, func(op string) bool { return strings.HasPrefix(c.Name, op+"/") }) {
+			continue
+		}
+		b, err := kbench.Prepare(be, c.Kernel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Check(); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+		b.Close()
+		n++
+	}
+	if n < 10 {
+		t.Fatalf("only %d cases ran", n)
+	}
+
+	tiles, err := metal.New(emu.New(emu.Options{PipelineThreads: func(string) int { return 64 }}), metal.Options{Tuning: metal.Tuning{
+		MatVecMaxM: 1, MatMulTile: metal.Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tiles.Close()
+	b, err := kbench.Prepare(tiles, ops.Args{Op: ops.MatMul, Ints: ops.Shape{ops.M: 4, ops.N: 64, ops.K: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), "128 threads per threadgroup exceed the pipeline's 64") {
+		t.Errorf("a 128-thread tile on a 64-thread pipeline: %v", err)
 	}
 }

@@ -484,13 +484,18 @@ func (b *Backend) encoder() mtl.ComputeEncoder {
 		s.cb = cb
 		s.commandBuffers++
 	}
-	enc, err := s.cb.ComputeEncoder()
+	newEnc := s.cb.ConcurrentEncoder
+	if b.opts.SerialDispatch {
+		newEnc = s.cb.ComputeEncoder
+	}
+	enc, err := newEnc()
 	if err != nil {
 		b.fail("%v", err)
 		return nil
 	}
 	s.enc = enc
 	s.tgmemSet = false
+	s.reads, s.writes = s.reads[:0], s.writes[:0] // ordered after the last encoder's
 	return enc
 }
 
@@ -520,9 +525,13 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 	if enc == nil {
 		return
 	}
+	// Dispatches run concurrently up to a barrier (Options.SerialDispatch):
+	// one goes in before a dispatch that reads what an earlier one of the
+	// run writes, or writes what it reads or writes. The stats buffer is
+	// only updated atomically and read by the host, so it orders nothing.
 	hazard := false
 	for _, bd := range binds {
-		if bd.bytes != nil {
+		if bd.bytes != nil || bd.v.buf == s.errBuf {
 			continue
 		}
 		sp := span{bd.v.buf, bd.v.off, bd.v.off + bd.v.size}
@@ -545,7 +554,7 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 		s.reads, s.writes = s.reads[:0], s.writes[:0]
 	}
 	for _, bd := range binds {
-		if bd.bytes != nil {
+		if bd.bytes != nil || bd.v.buf == s.errBuf {
 			continue
 		}
 		sp := span{bd.v.buf, bd.v.off, bd.v.off + bd.v.size}

@@ -105,6 +105,11 @@ type CommandBuffer interface {
 	// ComputeEncoder starts a serial compute pass (computeCommandEncoder):
 	// its dispatches run in encoding order. End the previous encoder first.
 	ComputeEncoder() (ComputeEncoder, error)
+	// ConcurrentEncoder starts a concurrent compute pass
+	// (computeCommandEncoderWithDispatchType: MTLDispatchTypeConcurrent):
+	// dispatches between two memory barriers may run in any order or at
+	// once, so the encoder puts a MemoryBarrier between dependent ones.
+	ConcurrentEncoder() (ComputeEncoder, error)
 	// Commit submits the command buffer; it runs after the ones committed
 	// to the same queue before it.
 	Commit()
@@ -141,8 +146,8 @@ type ComputeEncoder interface {
 	// (dispatchThreads:threadsPerThreadgroup:, Apple GPUs).
 	DispatchThreads(threads, threadsPerGroup [3]int)
 	// MemoryBarrier makes the buffer writes of earlier dispatches visible to
-	// later ones (memoryBarrierWithScope:MTLBarrierScopeBuffers); a serial
-	// encoder already orders its dispatches.
+	// later ones and orders them (memoryBarrierWithScope:
+	// MTLBarrierScopeBuffers); a serial encoder already does.
 	MemoryBarrier()
 	// End finishes the pass (endEncoding).
 	End()

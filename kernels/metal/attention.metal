@@ -5,10 +5,16 @@
 // paged_attention handles every query token of a step, decode or (chunked)
 // prefill: query token t of sequence s sits at position
 // seq_lens[s] - query_len + (t - query_start[s]) and attends causally to the
-// keys before it. Like MLX's sdpa_vector, lanes split head_dim and each
-// simdgroup runs an online softmax over every nsg-th key; the simdgroups'
-// partial results meet in threadgroup memory. A threadgroup serves QH query
-// heads of one GQA group, so their K and V are read once.
+// keys before it. Like MLX's sdpa_vector, lanes split head_dim (each lane
+// D/32 consecutive elements, read with one vector load) and each simdgroup
+// runs an online softmax over every nsg-th key; the simdgroups' partial
+// results meet in threadgroup memory. A threadgroup serves QH query heads of
+// one GQA group, so their K and V are read once.
+//
+// The cache holds KV (float, half or bf16_t: the model's dtype, f32 on
+// request); kernels are instantiated per head size and KV type, and keys the
+// attention takes from k/v are rounded as the cache would store them, so a
+// result does not depend on which path a key came by.
 //
 // Two ways to write the new keys (attn_new_kv):
 // - false: seed 004's two-phase fused decode, kv_write then paged_attention
@@ -29,8 +35,9 @@ inline ulong cache_offset(constant AttnArgs& a, uint block, uint kvh, uint off) 
 }
 
 // kv_write: one thread per (element, kv head, token) of the new k and v.
+template <typename KV>
 kernel void kv_write(constant AttnArgs& a [[buffer(0)]], device const float* k [[buffer(1)]],
-                     device const float* v [[buffer(2)]], device float* kc [[buffer(3)]], device float* vc [[buffer(4)]],
+                     device const float* v [[buffer(2)]], device KV* kc [[buffer(3)]], device KV* vc [[buffer(4)]],
                      device const int* slot_mapping [[buffer(5)]], device atomic_uint* stats [[buffer(6)]],
                      uint3 gid [[thread_position_in_grid]]) {
   const uint d = gid.x, h = gid.y, t = gid.z;
@@ -49,11 +56,20 @@ kernel void kv_write(constant AttnArgs& a [[buffer(0)]], device const float* k [
   }
   const ulong o = cache_offset(a, uint(slot) / a.block_size, h, uint(slot) % a.block_size) + d;
   const ulong i = (ulong(t) * a.kv_heads + h) * a.head_dim + d;
-  kc[o] = k[i];
-  vc[o] = v[i];
+  kv_store(kc + o, k[i]);
+  kv_store(vc + o, v[i]);
 }
 
-// rope_lane gives lane's elements (lane + 32e) of head x after QK-norm
+#define INSTANTIATE_KV_WRITE(KV, S)                                                                              \
+  template [[host_name(MTL_STR(kv_write_##S))]] kernel void kv_write<KV>(constant AttnArgs&, device const float*,          \
+                                                                 device const float*, device KV*, device KV*,     \
+                                                                 device const int*, device atomic_uint*, uint3);
+
+INSTANTIATE_KV_WRITE(float, f32)
+INSTANTIATE_KV_WRITE(half, f16)
+INSTANTIATE_KV_WRITE(bf16_t, bf16)
+
+// rope_lane gives lane's elements (lane * D/32 + e) of head x after QK-norm
 // (weight nw, when attn_qk_norm) and RoPE at pos, as rope_qk computes them:
 // attention with attn_rope takes the step's RoPE in (decode steps only,
 // where the new key is the query token's own).
@@ -68,13 +84,13 @@ inline void rope_lane(device const float* x, device const float* nw, device cons
   if (attn_qk_norm) {
     float ss = 0.0f;
     for (int e = 0; e < EPL; e++) {
-      const float u = x[lane + 32 * e];
+      const float u = x[lane * EPL + e];
       ss += u * u;
     }
     inv = 1.0f / sqrt(simd_sum(ss) / float(D) + eps);
   }
   for (int e = 0; e < EPL; e++) {
-    const uint d = lane + 32 * e, i = d % H;
+    const uint d = lane * EPL + e, i = d % H;
     float u = x[i], v = x[i + H];
     if (attn_qk_norm) {
       u = u * inv * nw[i];
@@ -88,10 +104,10 @@ inline void rope_lane(device const float* x, device const float* nw, device cons
 
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
 // nsg * QH * (D + 2) floats of threadgroup(0).
-template <int D, int QH>
+template <int D, int QH, typename KV>
 kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                             device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],
-                            device float* kc [[buffer(4)]], device float* vc [[buffer(5)]],
+                            device KV* kc [[buffer(4)]], device KV* vc [[buffer(5)]],
                             device const int* block_table [[buffer(6)]], device const int* seq_lens [[buffer(7)]],
                             device const int* query_start [[buffer(8)]], device const int* token_seq [[buffer(9)]],
                             device const int* slot_mapping [[buffer(10)]], device float* out [[buffer(11)]],
@@ -140,8 +156,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       const ulong o = cache_offset(a, uint(slot) / a.block_size, kvh, uint(slot) % a.block_size);
       const ulong i = ulong(t) * kvw + kvh * D;
       for (int e = 0; e < EPL; e++) {
-        kc[o + lane + 32 * e] = attn_rope ? krot[e] : k[i + lane + 32 * e];
-        vc[o + lane + 32 * e] = v[i + lane + 32 * e];
+        const uint d = lane * EPL + e;
+        kv_store(kc + o + d, attn_rope ? krot[e] : k[i + d]);
+        kv_store(vc + o + d, v[i + d]);
       }
     }
   }
@@ -156,7 +173,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       rope_lane<D>(qh, qn, inv_freq, float(pos), a.eps, lane, qr[h]);
     }
     for (int e = 0; e < EPL; e++) {
-      qr[h][e] = (attn_rope ? qr[h][e] : qh[lane + 32 * e]) * a.scale;
+      qr[h][e] = (attn_rope ? qr[h][e] : qh[lane * EPL + e]) * a.scale;
       o[h][e] = 0.0f;
     }
     m[h] = NEG_MAX;
@@ -165,12 +182,15 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   // One block-table lookup per block a simdgroup visits, by one lane.
   int cached_bi = -1, cached_blk = -1;
   for (int j = kbeg + sg; j < kend; j += nsg) {
-    device const float* kp;
-    device const float* vp;
+    float kr[EPL], vr[EPL];
     if (attn_new_kv && j >= new0) {
-      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * D;
-      kp = k + r;
-      vp = v + r;
+      // The step's own keys, from k/v, rounded as the cache stores them.
+      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * D + lane * EPL;
+      const bool own = attn_rope && j == pos;
+      for (int e = 0; e < EPL; e++) {
+        kr[e] = kv_round(own ? krot[e] : k[r + e], KV());
+        vr[e] = kv_round(v[r + e], KV());
+      }
     } else {
       const uint bi = uint(j) / a.block_size;
       if (int(bi) != cached_bi) {
@@ -188,15 +208,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
         }
         continue;
       }
-      const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size);
-      kp = kc + off;
-      vp = vc + off;
-    }
-    float kr[EPL], vr[EPL];
-    const bool own = attn_rope && attn_new_kv && j >= new0;
-    for (int e = 0; e < EPL; e++) {
-      kr[e] = own ? krot[e] : kp[lane + 32 * e];
-      vr[e] = vp[lane + 32 * e];
+      const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size) + lane * EPL;
+      kv_read<EPL>(kc + off, kr);
+      kv_read<EPL>(vc + off, vr);
     }
     for (int h = 0; h < QH; h++) {
       float d = 0.0f;
@@ -220,7 +234,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   threadgroup float* mine = smem + uint(sg) * QH * stride;
   for (int h = 0; h < QH; h++) {
     for (int e = 0; e < EPL; e++) {
-      mine[h * stride + lane + 32 * e] = o[h][e];
+      mine[h * stride + lane * EPL + e] = o[h][e];
     }
     if (lane == 0) {
       mine[h * stride + D] = m[h];
@@ -257,18 +271,23 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   }
 }
 
-#define INSTANTIATE_ATTN(D, QH)                                                                                   \
-  template [[host_name(MTL_STR(paged_attention_d##D##_q##QH))]] kernel void paged_attention<D, QH>(                \
-      constant AttnArgs&, device const float*, device const float*, device const float*, device float*,          \
-      device float*, device const int*, device const int*, device const int*, device const int*,                 \
-      device const int*, device float*, device float*, device atomic_uint*, device const float*,                 \
-      device const float*, device const float*, threadgroup float*, uint3, ushort, uint3, ushort, ushort, ushort);
+#define INSTANTIATE_ATTN(D, QH, KV, S)                                                                            \
+  template [[host_name(MTL_STR(paged_attention_d##D##_q##QH##_##S))]] kernel void paged_attention<D, QH, KV>(       \
+      constant AttnArgs&, device const float*, device const float*, device const float*, device KV*, device KV*, \
+      device const int*, device const int*, device const int*, device const int*, device const int*,             \
+      device float*, device float*, device atomic_uint*, device const float*, device const float*,               \
+      device const float*, threadgroup float*, uint3, ushort, uint3, ushort, ushort, ushort);
+
+#define INSTANTIATE_ATTN_KV(D, KV, S)                                                                             \
+  INSTANTIATE_ATTN(D, 1, KV, S)                                                                                   \
+  INSTANTIATE_ATTN(D, 2, KV, S)                                                                                   \
+  INSTANTIATE_ATTN(D, 4, KV, S)                                                                                   \
+  INSTANTIATE_ATTN(D, 8, KV, S)
 
 #define INSTANTIATE_ATTN_D(D)                                                                                     \
-  INSTANTIATE_ATTN(D, 1)                                                                                          \
-  INSTANTIATE_ATTN(D, 2)                                                                                          \
-  INSTANTIATE_ATTN(D, 4)                                                                                          \
-  INSTANTIATE_ATTN(D, 8)
+  INSTANTIATE_ATTN_KV(D, float, f32)                                                                            \
+  INSTANTIATE_ATTN_KV(D, half, f16)                                                                             \
+  INSTANTIATE_ATTN_KV(D, bf16_t, bf16)
 
 INSTANTIATE_ATTN_D(32)
 INSTANTIATE_ATTN_D(64)
@@ -313,11 +332,14 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
 // of one sequence, query head): S = Q K^T and O += P V in 8x8
 // simdgroup_matrix tiles, 8 keys at a time (a block holds whole groups of
 // 8 keys: block sizes are multiples of 8), online softmax per query row.
-// tiles[i] is the first token of tile i. Grid: (ceil(num_tiles / nsg),
-// heads); nsg * 8 * D floats of threadgroup(0) stage the queries.
-template <int D>
+// Each group of 8 keys is staged as f32 (K, then V), keys past the sequence
+// as zeros: a value left in an unused cache slot, NaN included, never meets
+// a zero probability. tiles[i] is the first token of tile i. Grid:
+// (ceil(num_tiles / nsg), heads); nsg * 16 * D floats of threadgroup(0)
+// hold each simdgroup's queries and staged keys.
+template <int D, typename KV>
 kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
-                                    device const float* kc [[buffer(2)]], device const float* vc [[buffer(3)]],
+                                    device const KV* kc [[buffer(2)]], device const KV* vc [[buffer(3)]],
                                     device const int* block_table [[buffer(4)]],
                                     device const int* seq_lens [[buffer(5)]],
                                     device const int* query_start [[buffer(6)]],
@@ -343,7 +365,8 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   const int kend = pos0 + rows;
 
   // The tile's queries, pre-scaled; rows past the sequence are zero.
-  threadgroup float* qs = smem + uint(sg) * 8 * D;
+  threadgroup float* qs = smem + uint(sg) * 16 * D;
+  threadgroup float* ks = qs + 8 * D; // 8 staged keys (or values)
   for (int i = lane; i < 8 * D; i += 32) {
     const int r = i / D;
     qs[i] = r < rows ? q[(ulong(t0 + r) * a.heads + h) * D + i % D] * a.scale : 0.0f;
@@ -368,12 +391,32 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
       }
       continue;
     }
+    // The 8 keys of a group are consecutive in the cache.
     const ulong off = cache_offset(a, uint(blk), kvh, uint(j0) % a.block_size);
+    const int valid = min(8, kend - j0);
+    for (int i = lane; i < 2 * D; i += 32) { // 4 values a lane a pass
+      const int r = i / (D / 4);
+      float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (r < valid) {
+        kv_read<4>(kc + off + 4 * i, e);
+      }
+      ks[4 * i] = e[0]; ks[4 * i + 1] = e[1]; ks[4 * i + 2] = e[2]; ks[4 * i + 3] = e[3];
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
     simdgroup_float8x8 sf = make_filled_simdgroup_matrix<float, 8>(0.0f);
     for (int c = 0; c < DC; c++) {
       simdgroup_float8x8 kt;
-      simdgroup_load(kt, kc + off + c * 8, D, ulong2(0, 0), true);
+      simdgroup_load(kt, ks + c * 8, D, ulong2(0, 0), true);
       simdgroup_multiply_accumulate(sf, qf[c], kt, sf);
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    for (int i = lane; i < 2 * D; i += 32) {
+      const int r = i / (D / 4);
+      float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (r < valid) {
+        kv_read<4>(vc + off + 4 * i, e);
+      }
+      ks[4 * i] = e[0]; ks[4 * i + 1] = e[1]; ks[4 * i + 2] = e[2]; ks[4 * i + 3] = e[3];
     }
     // Causal mask, then the online softmax of row fm: its four lanes
     // (lane bits 0 and 3) hold its eight scores.
@@ -395,12 +438,14 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
     m = mn;
     se[0] = p0;
     se[1] = p1;
+    simdgroup_barrier(mem_flags::mem_threadgroup);
     for (int c = 0; c < DC; c++) {
       of[c].thread_elements() *= cf;
       simdgroup_float8x8 vf;
-      simdgroup_load(vf, vc + off + c * 8, D);
+      simdgroup_load(vf, ks + c * 8, D);
       simdgroup_multiply_accumulate(of[c], sf, vf, of[c]);
     }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
   }
   if (fm < rows) {
     const float inv = 1.0f / l;
@@ -413,11 +458,16 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   }
 }
 
-#define INSTANTIATE_PREFILL(D)                                                                                    \
-  template [[host_name(MTL_STR(paged_attention_prefill_d##D))]] kernel void paged_attention_prefill<D>(            \
-      constant AttnArgs&, device const float*, device const float*, device const float*, device const int*,      \
+#define INSTANTIATE_PREFILL_KV(D, KV, S)                                                                          \
+  template [[host_name(MTL_STR(paged_attention_prefill_d##D##_##S))]] kernel void paged_attention_prefill<D, KV>( \
+      constant AttnArgs&, device const float*, device const KV*, device const KV*, device const int*,            \
       device const int*, device const int*, device const int*, device const int*, device float*,                 \
       device atomic_uint*, threadgroup float*, uint2, ushort, ushort, ushort);
+
+#define INSTANTIATE_PREFILL(D)                                                                                    \
+  INSTANTIATE_PREFILL_KV(D, float, f32)                                                                           \
+  INSTANTIATE_PREFILL_KV(D, half, f16)                                                                            \
+  INSTANTIATE_PREFILL_KV(D, bf16_t, bf16)
 
 INSTANTIATE_PREFILL(32)
 INSTANTIATE_PREFILL(64)

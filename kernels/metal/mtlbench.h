@@ -9,18 +9,95 @@
 using namespace metal;
 
 // ---------------------------------------------------------------------------
-// Element types. Activations and the KV cache are f32; weights are f32, f16
-// or bf16, widened to f32 as they are read; accumulation is in f32.
+// Element types. Activations are f32; weights are f32, f16 or bf16 and the
+// KV cache f32, f16 or bf16, widened to f32 as they are read; accumulation
+// is in f32.
 // ---------------------------------------------------------------------------
 #if defined(__HAVE_BFLOAT__)
 typedef bfloat bf16_t;
 #else
-// Before MSL 3.1: bf16 as its bits, widened by a shift (exact).
+// Before MSL 3.1: bf16 as its bits, widened by a shift (exact). A member
+// function's `this` has an address space, so the conversion is declared for
+// each one a bf16 value is read from.
 struct bf16_t {
   ushort bits;
-  operator float() const { return as_type<float>(uint(bits) << 16); }
+  operator float() const thread { return as_type<float>(uint(bits) << 16); }
+  operator float() const device { return as_type<float>(uint(bits) << 16); }
+  operator float() const threadgroup { return as_type<float>(uint(bits) << 16); }
+  operator float() const constant { return as_type<float>(uint(bits) << 16); }
 };
 #endif
+
+// KV cache elements: N consecutive values widened to f32 with the widest
+// loads their alignment allows (a lane's N values start at a multiple of N),
+// and one value narrowed as the cache stores it (bf16 rounds to nearest
+// even; Metal's own conversion does the same).
+template <int N> inline void kv_read(device const float* p, thread float* r) {
+  if (N % 4 == 0) {
+    for (int i = 0; i < N; i += 4) {
+      const float4 v = *(device const float4*)(p + i);
+      r[i] = v.x; r[i + 1] = v.y; r[i + 2] = v.z; r[i + 3] = v.w;
+    }
+  } else if (N % 2 == 0) {
+    for (int i = 0; i < N; i += 2) {
+      const float2 v = *(device const float2*)(p + i);
+      r[i] = v.x; r[i + 1] = v.y;
+    }
+  } else {
+    for (int i = 0; i < N; i++) {
+      r[i] = p[i];
+    }
+  }
+}
+template <int N> inline void kv_read(device const half* p, thread float* r) {
+  if (N % 4 == 0) {
+    for (int i = 0; i < N; i += 4) {
+      const float4 v = float4(*(device const half4*)(p + i));
+      r[i] = v.x; r[i + 1] = v.y; r[i + 2] = v.z; r[i + 3] = v.w;
+    }
+  } else if (N % 2 == 0) {
+    for (int i = 0; i < N; i += 2) {
+      const float2 v = float2(*(device const half2*)(p + i));
+      r[i] = v.x; r[i + 1] = v.y;
+    }
+  } else {
+    for (int i = 0; i < N; i++) {
+      r[i] = float(p[i]);
+    }
+  }
+}
+template <int N> inline void kv_read(device const bf16_t* p, thread float* r) {
+  device const ushort* u = (device const ushort*)p;
+  if (N % 4 == 0) {
+    for (int i = 0; i < N; i += 4) {
+      const uint2 v = *(device const uint2*)(u + i);
+      r[i] = as_type<float>(v.x << 16); r[i + 1] = as_type<float>(v.x & 0xffff0000u);
+      r[i + 2] = as_type<float>(v.y << 16); r[i + 3] = as_type<float>(v.y & 0xffff0000u);
+    }
+  } else if (N % 2 == 0) {
+    for (int i = 0; i < N; i += 2) {
+      const uint v = *(device const uint*)(u + i);
+      r[i] = as_type<float>(v << 16); r[i + 1] = as_type<float>(v & 0xffff0000u);
+    }
+  } else {
+    for (int i = 0; i < N; i++) {
+      r[i] = as_type<float>(uint(u[i]) << 16);
+    }
+  }
+}
+
+inline void kv_store(device float* p, float x) { *p = x; }
+inline void kv_store(device half* p, float x) { *p = half(x); }
+inline ushort bf16_bits(float x) {
+  const uint u = as_type<uint>(x);
+  return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline void kv_store(device bf16_t* p, float x) { *(device ushort*)p = bf16_bits(x); }
+
+// kv_round is x as the cache would return it after storing it.
+inline float kv_round(float x, float) { return x; }
+inline float kv_round(float x, half) { return float(half(x)); }
+inline float kv_round(float x, bf16_t) { return as_type<float>(uint(bf16_bits(x)) << 16); }
 
 // ---------------------------------------------------------------------------
 // Function constants: variants and every launch shape the tuner explores.

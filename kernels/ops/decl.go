@@ -23,6 +23,7 @@ var decls = []*Op{
 			Use{Param: Context, Default: 1024},
 			Use{Param: BlockSize, Default: 16},
 			Use{Param: Partitions},
+			Use{Param: DTypeParam, Value: string(BF16)}, // the model's: the KV cache's where a backend keeps it so
 		),
 		Reference: kernels.PagedAttention,
 		Cost:      attentionCost,
@@ -37,6 +38,7 @@ var decls = []*Op{
 			Use{Param: Context, Default: 0},
 			Use{Param: BlockSize, Default: 16},
 			Use{Param: Partitions},
+			Use{Param: DTypeParam, Value: string(BF16)}, // the model's: the KV cache's where a backend keeps it so
 		),
 		Reference: kernels.PagedAttention,
 		Cost:      attentionCost,
@@ -206,16 +208,17 @@ var decls = []*Op{
 // attentionCost: q read, out written, new k/v read and written into the
 // cache, the cached context read once per sequence; token i of a sequence
 // attends to context+i+1 keys, a dot and an axpy each. Decode has one
-// token per sequence.
+// token per sequence. An attention op's dtype (Types.Weight) is its KV
+// cache's; q, the new k/v and the output are activations.
 func attentionCost(s Shape, t Types) Cost {
-	a := t.Act.Size()
+	a, c := t.Act.Size(), t.Weight.Size()
 	tok := int64(max(s[Tokens], 1))
 	seqs, ctx := int64(s[Seqs]), int64(s[Context])
 	toks, qw, kvw := seqs*tok, int64(s[NumHeads])*int64(s[HeadSize]), int64(s[NumKVHeads])*int64(s[HeadSize])
 	keys := tok*ctx + tok*(tok+1)/2
 	return Cost{
-		Read:    a * (toks*qw + 2*toks*kvw + 2*seqs*ctx*kvw),
-		Written: a * (toks*qw + 2*toks*kvw),
+		Read:    a*(toks*qw+2*toks*kvw) + c*2*seqs*ctx*kvw,
+		Written: a*(toks*qw) + c*2*toks*kvw,
 		FLOPs:   seqs * keys * 4 * qw,
 	}
 }

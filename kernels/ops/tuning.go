@@ -566,8 +566,7 @@ var metalPrefill = &Space{
 	Constraints: []Constraint{
 		metalSIMD,
 		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobSimdgroups) }),
-		// A query tile of 8 tokens per simdgroup: 4*nsg*8*D bytes.
-		metalMemory(0, func(c Config, s Shape) int { return 4 * c.Int(KnobSimdgroups) * 8 * s[HeadSize] }),
+		metalMemory(0, func(c Config, s Shape) int { return MetalPrefillMemory(c.Int(KnobSimdgroups), s[HeadSize]) }),
 	},
 	Canonical: func(c Config, s Shape, _ Limits) Config {
 		t := s[Tokens]
@@ -688,3 +687,8 @@ var metalMoE = &Space{
 	Default: func(Shape, Limits) Config { return metalMoEDef.Clone() },
 	Format:  func(c Config) string { return cpuMoE.Format(c) + "/" + metalPathFormat(c, "t") },
 }
+
+// MetalPrefillMemory is the threadgroup memory of Metal's tiled prefill
+// attention: per simdgroup, a tile of 8 queries and 8 staged keys of
+// headSize f32 values each.
+func MetalPrefillMemory(simdgroups, headSize int) int { return 4 * simdgroups * 16 * headSize }

@@ -86,6 +86,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.bytes == nil {
+		m.bytes = newStepCost(m.Config, m.Source.DType(), e.KVDType())
+	}
 	defer e.Drain() // a cancelled run may leave a step in flight
 	w := m.Work
 	reqs := make([]engine.Request, w.Requests)
@@ -231,9 +234,6 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 // stepBytes is what a decode step had to read: the dense weights, the
 // experts it routed to, and each sequence's cached K and V.
 func (m *ModelCase) stepBytes(res *engine.StepResult) int64 {
-	if m.bytes == nil {
-		m.bytes = newStepCost(m.Config, m.Source.DType(), m.Backend.ActDType())
-	}
 	n := m.bytes.dense
 	for _, t := range res.Stats.ExpertsTouched {
 		n += int64(t) * m.bytes.perExpert
@@ -249,8 +249,8 @@ type stepCost struct {
 	dense, perExpert, kvPerToken int64
 }
 
-func newStepCost(c *model.Config, dt, act bridge.DType) *stepCost {
-	sc := &stepCost{dense: c.ActiveBytesPerToken(dt), kvPerToken: c.KVBytesPerToken(act)}
+func newStepCost(c *model.Config, dt, kvdt bridge.DType) *stepCost {
+	sc := &stepCost{dense: c.ActiveBytesPerToken(dt), kvPerToken: c.KVBytesPerToken(kvdt)}
 	if c.NumExperts > 0 {
 		// ActiveBytesPerToken counts top_k experts per MoE layer; the step
 		// adds the distinct experts it really touched instead.

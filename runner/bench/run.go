@@ -444,6 +444,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		MoE:         bridge.MoEParams{Strategy: bridge.MoEStrategy(mp.MoEStrategy), ChunkSize: mp.MoEChunk},
 		Synchronous: mp.Synchronous,
 		NoFusion:    !mp.Fusion,
+		KVDType:     mp.KVDType,
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize)
 	if kb := mp.KVBlocks; kb > 0 {
@@ -482,7 +483,12 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		if limit > 0 && (avail <= 0 || limit < avail) {
 			avail, where = limit, "the memory limit"
 		}
-		if err := engine.CheckFit(cfg, src.DType(), opts.KVTokens, avail, where); err != nil {
+		kvdt, err := engine.KVDType(be, src.DType(), opts.KVDType)
+		if err != nil {
+			src.Close()
+			return nil, s.ErrorAt(c.PosOf(suites.ParamKVDType), "%v", err)
+		}
+		if err := engine.CheckFit(cfg, src.DType(), kvdt, opts.KVTokens, avail, where); err != nil {
 			var fe *engine.FitError
 			if sm.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
 				src.Close()

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -29,6 +30,10 @@ type Options struct {
 	// NoFusion runs every op of a step as its own kernel: the backend's
 	// fusion table is not consulted (suites: fusion: off).
 	NoFusion bool
+	// KVDType is the KV cache's dtype: "auto" (or empty) keeps it in the
+	// model's dtype where the backend reads one (bridge.KVCacheDTypes), else
+	// in the backend's activation dtype; f32, f16 or bf16 ask for that one.
+	KVDType string
 	// AvailableMemory, when positive, is checked against weights + KV cache
 	// before anything is allocated.
 	AvailableMemory int64
@@ -95,6 +100,7 @@ type Engine struct {
 	w     *weights
 	kv    *cache.Manager
 	cache []bridge.KVCache
+	kvdt  bridge.DType
 	sched *sched.Scheduler
 	reqs  map[int]*reqState
 	ws    map[[2]int]*workspace
@@ -111,20 +117,43 @@ type reqState struct {
 	sampler *sample.Sampler
 }
 
-// CheckFit returns a *FitError when weights plus KV cache exceed available
-// bytes.
-func CheckFit(cfg *model.Config, dt bridge.DType, kvTokens int, available int64, where string) error {
+// KVDType resolves a requested KV cache dtype (Options.KVDType) for a model
+// of dtype model on be.
+func KVDType(be bridge.Backend, model bridge.DType, requested string) (bridge.DType, error) {
+	var have []bridge.DType
+	if k, ok := be.(bridge.KVCacheDTypes); ok {
+		have = k.KVDTypes()
+	}
+	if requested == "" || requested == "auto" {
+		if slices.Contains(have, model) {
+			return model, nil
+		}
+		return be.ActDType(), nil
+	}
+	dt, err := bridge.ParseDType(requested)
+	if err != nil {
+		return 0, fmt.Errorf("kv_dtype %q: want auto, f32, f16 or bf16", requested)
+	}
+	if dt != be.ActDType() && !slices.Contains(have, dt) {
+		return 0, fmt.Errorf("kv_dtype %s: the %s backend keeps its KV cache in %v", dt, be.Info().Backend, be.ActDType())
+	}
+	return dt, nil
+}
+
+// CheckFit returns a *FitError when weights plus a KV cache of dtype kvdt
+// exceed available bytes.
+func CheckFit(cfg *model.Config, dt, kvdt bridge.DType, kvTokens int, available int64, where string) error {
 	if available <= 0 {
 		return nil
 	}
-	w, kv := cfg.WeightBytes(dt), cfg.KVBytesPerToken(bridge.F32)*int64(kvTokens)
+	w, kv := cfg.WeightBytes(dt), cfg.KVBytesPerToken(kvdt)*int64(kvTokens)
 	if w+kv <= available {
 		return nil
 	}
 	e := &FitError{Model: cfg.Name, Weights: w, KV: kv, Has: available, Where: where}
 	for n := cfg.Layers - 1; n >= 1; n-- {
 		c, _ := cfg.WithLayers(n)
-		if c.WeightBytes(dt)+c.KVBytesPerToken(bridge.F32)*int64(kvTokens) <= available {
+		if c.WeightBytes(dt)+c.KVBytesPerToken(kvdt)*int64(kvTokens) <= available {
 			e.MaxLayers = n
 			break
 		}
@@ -147,7 +176,11 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	default:
 		return nil, fmt.Errorf("unknown MoE strategy %q (want loop, chunked or grouped)", opts.MoE.Strategy)
 	}
-	if err := CheckFit(cfg, src.DType(), opts.KVTokens, opts.AvailableMemory, opts.MemoryWhere); err != nil {
+	kvdt, err := KVDType(be, src.DType(), opts.KVDType)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckFit(cfg, src.DType(), kvdt, opts.KVTokens, opts.AvailableMemory, opts.MemoryWhere); err != nil {
 		return nil, err
 	}
 	w, err := uploadWeights(be, cfg, src)
@@ -159,13 +192,13 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned}
+	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt}
 	for l := 0; l < cfg.Layers; l++ {
-		k, err := be.Alloc(be.ActDType(), blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
+		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
-		v, err := be.Alloc(be.ActDType(), blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
+		v, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
@@ -180,6 +213,9 @@ func (e *Engine) Config() *model.Config { return e.cfg }
 
 // Backend is the backend the engine runs on.
 func (e *Engine) Backend() bridge.Backend { return e.be }
+
+// KVDType is the dtype the KV cache is kept in.
+func (e *Engine) KVDType() bridge.DType { return e.kvdt }
 
 // Options are the engine's settings after defaults.
 func (e *Engine) Options() Options { return e.opts }

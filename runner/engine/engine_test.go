@@ -255,3 +255,43 @@ func TestDecodeStepsSkipTheGather(t *testing.T) {
 	}
 	sameOutputs(t, "batched", out, aloneOutputs(t, "llama", reqs), 1e-5)
 }
+
+// halfCache is the CPU backend claiming it reads KV caches in f16 and bf16
+// too: what KVDType resolves against a backend that does (Metal).
+type halfCache struct{ *cpu.Backend }
+
+func (halfCache) KVDTypes() []bridge.DType { return []bridge.DType{bridge.F32, bridge.F16, bridge.BF16} }
+
+func TestKVDType(t *testing.T) {
+	plain, half := cpu.New(cpu.Options{}), halfCache{cpu.New(cpu.Options{})}
+	tests := []struct {
+		be    bridge.Backend
+		model bridge.DType
+		req   string
+		want  bridge.DType
+		err   string
+	}{
+		{plain, bridge.BF16, "", bridge.F32, ""},
+		{plain, bridge.BF16, "auto", bridge.F32, ""},
+		{plain, bridge.BF16, "f32", bridge.F32, ""},
+		{plain, bridge.BF16, "bf16", 0, "kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
+		{half, bridge.BF16, "auto", bridge.BF16, ""},
+		{half, bridge.F16, "", bridge.F16, ""},
+		{half, bridge.F32, "auto", bridge.F32, ""},
+		{half, bridge.BF16, "f32", bridge.F32, ""},
+		{half, bridge.F32, "f16", bridge.F16, ""},
+		{half, bridge.BF16, "int8", 0, `kv_dtype "int8": want auto, f32, f16 or bf16`},
+	}
+	for _, tt := range tests {
+		got, err := KVDType(tt.be, tt.model, tt.req)
+		if tt.err != "" {
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%T %v %q: err %v, want %q", tt.be, tt.model, tt.req, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%T %v %q: %v %v, want %v", tt.be, tt.model, tt.req, got, err, tt.want)
+		}
+	}
+}

@@ -147,7 +147,7 @@ func CheckFitPreset(name string, available int64) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cfg, CheckFit(cfg, bridge.BF16, 4096, available, "this machine")
+	return cfg, CheckFit(cfg, bridge.BF16, bridge.F32, 4096, available, "this machine")
 }
 
 // isMapped reports whether data lives in mmap'd memory of src.

@@ -3,6 +3,7 @@ package kbench
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
@@ -26,6 +27,12 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	S := p.int(ops.Seqs)
 	H, KVH, D := p.heads()
 	BS := p.int(ops.BlockSize)
+	// The model's dtype: the cache is kept in it where the backend reads
+	// one in it, as the engine keeps it (engine.KVDType).
+	kvdt := p.dtype()
+	if k, ok := b.be.(bridge.KVCacheDTypes); !ok || !slices.Contains(k.KVDTypes(), kvdt) {
+		kvdt = b.act
+	}
 	T, C := 1, 0
 	if prefill {
 		T, C = p.int(ops.Tokens), p.count(ops.Context)
@@ -45,7 +52,10 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	if n := p.count(ops.Partitions); n > 0 {
 		b.desc += fmt.Sprintf(" partitions=%d", n)
 	}
-	b.tolerance()
+	if kvdt != b.act {
+		b.desc += " kv=" + kvdt.String()
+	}
+	b.tolerance(kvdt)
 
 	L := C + T
 	nb := (L + BS - 1) / BS
@@ -73,14 +83,14 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	b.tokenIDs(S * T)
 
 	p.shape[ops.Context] = C
-	b.cost(p, b.act)
+	b.cost(p, kvdt)
 
 	shape := []int{S * nb, KVH, BS, D}
-	kc, err := b.upload(b.act, shape, 0, 1)
+	kc, err := b.upload(kvdt, shape, 0, 1)
 	if err != nil {
 		return err
 	}
-	vc, err := b.upload(b.act, shape, 0, 1)
+	vc, err := b.upload(kvdt, shape, 0, 1)
 	if err != nil {
 		return err
 	}
@@ -102,7 +112,7 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	}
 	// Copies of the cache (identical, and written alike) keep a GPU's L2
 	// from holding the context between calls.
-	n := b.rotation(2 * elems(shape) * int64(b.act.Size()))
+	n := b.rotation(2 * elems(shape) * int64(kvdt.Size()))
 	kcs, vcs := b.copies(kc, n), b.copies(vc, n)
 	n = min(len(kcs), len(vcs))
 	scale := float32(1 / math.Sqrt(float64(D)))
@@ -121,6 +131,10 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 		kcs, vcs, qs, ks, vs := in[0], in[1], in[2], in[3], in[4]
 		got, gk, gv := res[0], res[1], res[2]
 		l := kernels.PagedLayout{BlockSize: BS, KVHeads: KVH, HeadDim: D}
+		// The cache stores the new keys in its dtype, and attention reads
+		// them as stored.
+		roundTo(kvdt, ks)
+		roundTo(kvdt, vs)
 		kernels.KVWrite(kcs, vcs, ks, vs, m.SlotMapping, l)
 		cacheErr := max(maxDiff(gk, kcs), maxDiff(gv, vcs))
 

@@ -60,6 +60,16 @@ func narrow(dt bridge.DType, dst []uint16, src []float32) {
 	}
 }
 
+// roundTo rounds xs in place to the values a dt tensor would hold.
+func roundTo(dt bridge.DType, xs []float32) {
+	if dt != bridge.F16 && dt != bridge.BF16 {
+		return
+	}
+	u := make([]uint16, len(xs))
+	narrow(dt, u, xs)
+	widen(dt, xs, u)
+}
+
 // reserve counts n bytes against what the backend said it can still give,
 // so an oversized case fails with the figures instead of an out-of-memory
 // kill halfway through filling its tensors.

@@ -77,7 +77,12 @@ var (
 
 // ComputeEncoder starts a serial compute pass.
 func (cb *commandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
-	return cb.newEncoder(false)
+	return cb.newEncoder(false, false)
+}
+
+// ConcurrentEncoder starts a concurrent compute pass.
+func (cb *commandBuffer) ConcurrentEncoder() (mtl.ComputeEncoder, error) {
+	return cb.newEncoder(false, true)
 }
 
 // TimedComputeEncoder starts a serial compute pass whose start and end the
@@ -87,7 +92,7 @@ func (cb *commandBuffer) TimedComputeEncoder() (mtl.ComputeEncoder, error) {
 	if m := cb.q.dev.TimingMode(); m != TimingCounters {
 		return nil, fmt.Errorf("metal: %s cannot sample timestamps at stage boundaries (timing mode %s): use one command buffer per timed section", cb.q.dev.name, m)
 	}
-	return cb.newEncoder(true)
+	return cb.newEncoder(true, false)
 }
 
 // Commit replays the recorded commands into a new MTLCommandBuffer on the
@@ -133,6 +138,10 @@ func (cb *commandBuffer) submit() {
 		o := &cb.ops[i]
 		switch o.code {
 		case opEncoder:
+			if o.b == dispatchConcurrent {
+				enc = msg(id, sel.computeCommandEncoderWithDispatchType, dispatchConcurrent)
+				break
+			}
 			enc = msg(id, sel.computeCommandEncoder)
 		case opTimedEncoder:
 			if cb.samples == nil {

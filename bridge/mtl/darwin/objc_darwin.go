@@ -70,6 +70,7 @@ var sel struct {
 	maxTotalThreadsPerThreadgroup, threadExecutionWidth, staticThreadgroupMem uintptr
 
 	commandBuffer, computeCommandEncoder, computeCommandEncoderWithDescriptor  uintptr
+	computeCommandEncoderWithDispatchType                                      uintptr
 	commit, waitUntilCompleted, status, error_, gpuStartTime, gpuEndTime       uintptr
 	setComputePipelineState, setBuffer, setBytes, setThreadgroupMemoryLength   uintptr
 	dispatchThreadgroups, dispatchThreads, memoryBarrierWithScope, endEncoding uintptr
@@ -206,6 +207,7 @@ func loadRuntime() (err error) {
 		{&sel.commandBuffer, "commandBuffer"},
 		{&sel.computeCommandEncoder, "computeCommandEncoder"},
 		{&sel.computeCommandEncoderWithDescriptor, "computeCommandEncoderWithDescriptor:"},
+		{&sel.computeCommandEncoderWithDispatchType, "computeCommandEncoderWithDispatchType:"},
 		{&sel.commit, "commit"}, {&sel.waitUntilCompleted, "waitUntilCompleted"},
 		{&sel.status, "status"}, {&sel.error_, "error"},
 		{&sel.gpuStartTime, "GPUStartTime"}, {&sel.gpuEndTime, "GPUEndTime"},

@@ -24,8 +24,11 @@ type mtlSize struct {
 // opCode is a recorded encoder call.
 type opCode uint8
 
+// dispatchConcurrent is MTLDispatchTypeConcurrent.
+const dispatchConcurrent = 1
+
 const (
-	opEncoder      opCode = iota // computeCommandEncoder
+	opEncoder      opCode = iota // computeCommandEncoder; b = dispatchConcurrent: computeCommandEncoderWithDispatchType:
 	opTimedEncoder               // computeCommandEncoderWithDescriptor: sampling the pass's start and end; a = pass
 	opPipeline                   // setComputePipelineState: a
 	opBuffer                     // setBuffer: a offset: b atIndex: c
@@ -108,7 +111,7 @@ func (r *recording) fail(err error) {
 	}
 }
 
-func (r *recording) newEncoder(timed bool) (mtl.ComputeEncoder, error) {
+func (r *recording) newEncoder(timed, concurrent bool) (mtl.ComputeEncoder, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.committed {
@@ -122,6 +125,8 @@ func (r *recording) newEncoder(timed bool) (mtl.ComputeEncoder, error) {
 	if timed {
 		r.ops = append(r.ops, op{code: opTimedEncoder, a: uintptr(r.timed)})
 		r.timed++
+	} else if concurrent {
+		r.ops = append(r.ops, op{code: opEncoder, b: dispatchConcurrent})
 	} else {
 		r.ops = append(r.ops, op{code: opEncoder})
 	}

@@ -11,11 +11,11 @@ func TestRecording(t *testing.T) {
 	r := &recording{maxTGMemory: 32 << 10}
 	p := &pipeline{name: "k", id: 0x100, maxTotal: 1024, width: 32, staticTG: 4096}
 	b := &buffer{id: 0x200, mem: make([]byte, 64)}
-	e, err := r.newEncoder(false)
+	e, err := r.newEncoder(false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.newEncoder(false); err == nil {
+	if _, err := r.newEncoder(false, false); err == nil {
 		t.Error("a second encoder while the first is open")
 	}
 	e.SetPipeline(p)
@@ -30,7 +30,7 @@ func TestRecording(t *testing.T) {
 	e.MemoryBarrier()
 	e.End()
 	e.End() // twice is fine
-	te, err := r.newEncoder(true)
+	te, err := r.newEncoder(true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestRecording(t *testing.T) {
 	if string(r.arena) != "\x01\x02\x03\x04\x05" || len(r.bufs) != 1 || r.timed != 1 {
 		t.Errorf("arena %q, %d bufs, %d timed", r.arena, len(r.bufs), r.timed)
 	}
-	if _, err := r.newEncoder(false); err == nil {
+	if _, err := r.newEncoder(false, false); err == nil {
 		t.Error("an encoder after Commit")
 	}
 }
@@ -106,7 +106,7 @@ func TestRecordingErrors(t *testing.T) {
 		}, "SetPipeline after End"},
 	} {
 		r := &recording{maxTGMemory: 32 << 10}
-		e, err := r.newEncoder(false)
+		e, err := r.newEncoder(false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestRecordingErrors(t *testing.T) {
 		}
 	}
 	r := &recording{maxTGMemory: 32 << 10}
-	if _, err := r.newEncoder(false); err != nil {
+	if _, err := r.newEncoder(false, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.commit(); err == nil || !strings.Contains(err.Error(), "Commit with an encoder that is not ended") {

@@ -51,6 +51,12 @@ type Options struct {
 	// e.g. -DMSL_EMU_UCONTEXT (the portable fiber switch) or -O0 -g
 	// (MTLBENCH_EMU_CFLAGS).
 	CFlags []string
+	// PipelineThreads, when set, is a pipeline's maxTotalThreadsPerThreadgroup
+	// by kernel name (0: no limit of its own): the emulator then behaves as
+	// a GPU whose register allocation leaves a heavy kernel fewer threads
+	// than the device's 1024, as Apple's compiler may. A kernel's
+	// [[max_total_threads_per_threadgroup]] bounds it too.
+	PipelineThreads func(kernel string) int
 }
 
 // Device is the emulated GPU. It has Apple GPU limits: 32 KiB of threadgroup
@@ -252,6 +258,11 @@ func (l *library) Pipeline(kernel string, fc mtl.FunctionConstants) (mtl.Pipelin
 	maxTotal := l.dev.MaxThreadsPerThreadgroup()
 	if k.MaxThreads > 0 && k.MaxThreads < maxTotal {
 		maxTotal = k.MaxThreads
+	}
+	if f := l.dev.opts.PipelineThreads; f != nil {
+		if n := f(kernel); n > 0 && n < maxTotal {
+			maxTotal = n
+		}
 	}
 	p := &pipeline{lib: l, k: k, index: idx, fcs: fcs, maxTotal: maxTotal}
 	l.pipes[key] = p

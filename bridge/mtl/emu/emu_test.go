@@ -792,3 +792,88 @@ func TestMisalignedVectorLoad(t *testing.T) {
 	wantExecError(t, err, "kernel misaligned_load: misaligned 16-byte access to buffer(0) 'in' at byte 4", "16-byte alignment")
 	t.Log(err)
 }
+
+// A member function called on an object in an address space it is not
+// declared for fails the command buffer, as Apple's compiler refuses it;
+// overloads by address space merge into one definition.
+func TestThisAddressSpace(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	lib := testLibrary(t, dev, "this_space.metal")
+	in := newBuf(t, dev, 2*8)
+	for i := range 8 {
+		binary.LittleEndian.PutUint16(in.Contents()[2*i:], 0x3f80+uint16(i)) // 1.0, 1.0078125, ...
+	}
+	want := func(i int) float32 { return math.Float32frombits(uint32(0x3f80+i) << 16) }
+	for _, tc := range []struct {
+		kernel string
+		err    string
+		times  float32
+	}{
+		{"read_thread_only", "bits_thread::operator float called on an object in device memory", 0},
+		{"copy_then_read", "", 1},
+		{"read_all", "", 3},
+		{"device_on_thread", "bits_device::get called on an object in thread memory", 0},
+	} {
+		t.Run(tc.kernel, func(t *testing.T) {
+			out := newBuf(t, dev, 4*8)
+			err := run(t, dev, pipe(t, lib, tc.kernel, nil), [3]int{1, 1, 1}, [3]int{8, 1, 1}, arg{buf: in}, arg{buf: out})
+			if tc.err != "" {
+				wantExecError(t, err, "kernel "+tc.kernel+": "+tc.err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 8 {
+				if got := math.Float32frombits(binary.LittleEndian.Uint32(out.Contents()[4*i:])); got != tc.times*want(i) {
+					t.Errorf("out[%d] = %v, want %v", i, got, tc.times*want(i))
+				}
+			}
+		})
+	}
+}
+
+// In a concurrent pass, a dispatch that reads what an earlier one writes
+// sees it only with a memory barrier between them: the emulator runs each
+// run of dispatches between barriers in reverse, so a missing barrier
+// shows as a wrong result; the witness still lists them in encoding order.
+func TestConcurrentPassNeedsBarriers(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	add := pipe(t, testLibrary(t, dev, "matmul.metal"), "add_f32", nil)
+	for _, barrier := range []bool{false, true} {
+		a := f32Buf(t, dev, []float32{1, 2, 3, 4})
+		b := f32Buf(t, dev, []float32{10, 20, 30, 40})
+		c := f32Buf(t, dev, make([]float32, 4))
+		d := f32Buf(t, dev, make([]float32, 4))
+		q, _ := dev.NewCommandQueue()
+		cb, _ := q.CommandBuffer()
+		enc, err := cb.ConcurrentEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.SetPipeline(add)
+		enc.SetBuffer(a, 0, 0)
+		enc.SetBuffer(b, 0, 1)
+		enc.SetBuffer(c, 0, 2)
+		enc.DispatchThreads([3]int{4, 1, 1}, [3]int{4, 1, 1}) // c = a + b
+		if barrier {
+			enc.MemoryBarrier()
+		}
+		enc.SetBuffer(c, 0, 0)
+		enc.SetBuffer(d, 0, 2)
+		enc.DispatchThreads([3]int{4, 1, 1}, [3]int{4, 1, 1}) // d = c + b
+		enc.End()
+		cb.Commit()
+		if err := cb.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		got := math.Float32frombits(binary.LittleEndian.Uint32(d.Contents()))
+		if want := map[bool]float32{false: 10, true: 21}[barrier]; got != want {
+			t.Errorf("barrier %v: d[0] = %v, want %v", barrier, got, want)
+		}
+		st := cb.(mtl.CostWitness).DispatchStats()
+		if len(st) != 2 || st[0].Cost.BytesWritten != 16 {
+			t.Errorf("barrier %v: witness %+v, want both dispatches in encoding order", barrier, st)
+		}
+	}
+}

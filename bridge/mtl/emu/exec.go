@@ -3,6 +3,8 @@ package emu
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"unsafe"
 
@@ -25,10 +27,11 @@ func (q *queue) CommandBuffer() (mtl.CommandBuffer, error) {
 // command is one dispatch with its arguments resolved at encoding time, as
 // Metal captures them.
 type command struct {
-	pipe *pipeline
-	desc *cDesc
-	bufs []*buffer // to check they were not released before execution
-	keep [][]byte  // setBytes copies the descriptor points into
+	order int // encoding order: a concurrent pass runs its dispatches in another
+	pipe  *pipeline
+	desc  *cDesc
+	bufs  []*buffer // to check they were not released before execution
+	keep  [][]byte  // setBytes copies the descriptor points into
 }
 
 type commandBuffer struct {
@@ -65,6 +68,18 @@ func (cb *commandBuffer) fail(err error) {
 }
 
 func (cb *commandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
+	return cb.newEncoder(false)
+}
+
+// ConcurrentEncoder starts a concurrent pass. The emulator runs each run of
+// dispatches between two memory barriers in reverse order: a dispatch that
+// depends on an earlier one without a barrier between them then reads what
+// was there before, as it may on a GPU.
+func (cb *commandBuffer) ConcurrentEncoder() (mtl.ComputeEncoder, error) {
+	return cb.newEncoder(true)
+}
+
+func (cb *commandBuffer) newEncoder(concurrent bool) (mtl.ComputeEncoder, error) {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	if cb.committed {
@@ -73,7 +88,7 @@ func (cb *commandBuffer) ComputeEncoder() (mtl.ComputeEncoder, error) {
 	if cb.open != nil {
 		return nil, errors.New("msl-emu: ComputeEncoder while the previous encoder is not ended")
 	}
-	e := &encoder{cb: cb}
+	e := &encoder{cb: cb, concurrent: concurrent, seg: len(cb.cmds)}
 	cb.open = e
 	return e, nil
 }
@@ -124,6 +139,7 @@ func (cb *commandBuffer) execute() {
 		cb.err = cb.encErr
 		return
 	}
+	var order []int
 	for _, c := range cb.cmds {
 		for _, b := range c.bufs {
 			if b.released.Load() {
@@ -149,8 +165,24 @@ func (cb *commandBuffer) execute() {
 		}
 		if c.desc.flags&2 != 0 {
 			cb.stats = append(cb.stats, c.stats())
+			order = append(order, c.order)
 		}
 	}
+	// The witness lists dispatches in encoding order, whatever order a
+	// concurrent pass ran them in.
+	sort.Sort(byOrder{cb.stats, order})
+}
+
+type byOrder struct {
+	s []mtl.DispatchStats
+	o []int
+}
+
+func (b byOrder) Len() int           { return len(b.s) }
+func (b byOrder) Less(i, j int) bool { return b.o[i] < b.o[j] }
+func (b byOrder) Swap(i, j int) {
+	b.s[i], b.s[j] = b.s[j], b.s[i]
+	b.o[i], b.o[j] = b.o[j], b.o[i]
 }
 
 // stats turns a dispatch's counts into its DispatchStats.
@@ -187,11 +219,25 @@ type binding struct {
 }
 
 type encoder struct {
-	cb    *commandBuffer
-	pipe  *pipeline
-	bind  [31]binding
-	tgmem [31]int
-	ended bool
+	cb         *commandBuffer
+	pipe       *pipeline
+	bind       [31]binding
+	tgmem      [31]int
+	ended      bool
+	concurrent bool
+	seg        int // first command since the last barrier (concurrent)
+}
+
+// runConcurrent reverses the dispatches since the last barrier of a
+// concurrent pass (see ConcurrentEncoder).
+func (e *encoder) runConcurrent() {
+	if !e.concurrent {
+		return
+	}
+	e.cb.mu.Lock()
+	slices.Reverse(e.cb.cmds[e.seg:])
+	e.seg = len(e.cb.cmds)
+	e.cb.mu.Unlock()
 }
 
 func (e *encoder) fail(format string, args ...any) {
@@ -364,18 +410,24 @@ func (e *encoder) dispatch(groups, tpg, grid [3]int) {
 		d.nfc = int64(len(p.fcs))
 	}
 	e.cb.mu.Lock()
+	c.order = len(e.cb.cmds)
 	e.cb.cmds = append(e.cb.cmds, c)
 	e.cb.mu.Unlock()
 }
 
-// MemoryBarrier orders nothing more: the encoder is serial and the
-// emulator runs each dispatch to completion before the next.
-func (e *encoder) MemoryBarrier() { e.usable("MemoryBarrier") }
+// MemoryBarrier ends a run of concurrent dispatches; a serial pass runs
+// each dispatch to completion before the next already.
+func (e *encoder) MemoryBarrier() {
+	if e.usable("MemoryBarrier") {
+		e.runConcurrent()
+	}
+}
 
 func (e *encoder) End() {
 	if e.ended {
 		return
 	}
+	e.runConcurrent()
 	e.ended = true
 	e.cb.mu.Lock()
 	if e.cb.open == e {

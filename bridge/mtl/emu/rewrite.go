@@ -95,6 +95,8 @@ type rewriter struct {
 	err    error
 
 	ns        []string // the scope each open brace opened (see atNamespaceScope)
+	nsAt      []int    // the token index of each open brace
+	members   map[string]*memberDef
 	parens    int
 	pendingNS *string
 
@@ -352,6 +354,11 @@ func (r *rewriter) atNamespaceScope() bool {
 	return true
 }
 
+// inClass reports whether the innermost scope is a class body.
+func (r *rewriter) inClass() bool {
+	return len(r.ns) > 0 && r.ns[len(r.ns)-1] == "\x01"
+}
+
 // inFunction reports whether the innermost scope is a function body.
 func (r *rewriter) inFunction() bool {
 	return len(r.ns) > 0 && r.ns[len(r.ns)-1] == "\x00"
@@ -406,12 +413,16 @@ func (r *rewriter) walk() {
 				r.pendingNS = nil
 			} else if r.classHead(i) {
 				name = "\x01"
+			} else if r.inClass() && r.parens == 0 {
+				r.memberBody(i)
 			}
 			r.ns = append(r.ns, name)
+			r.nsAt = append(r.nsAt, i)
 			continue
 		case "}":
 			if len(r.ns) > 0 {
 				r.ns = r.ns[:len(r.ns)-1]
+				r.nsAt = r.nsAt[:len(r.nsAt)-1]
 			}
 			continue
 		case "(":
@@ -715,6 +726,10 @@ func (r *rewriter) typeSpec(i int) int {
 
 func (r *rewriter) addrSpace(i int) int {
 	kw := r.toks[i]
+	if r.memberQualifier(i) {
+		r.replace(i, i, "") // memberBody checks it at run time
+		return i
+	}
 	if kw.text == "thread" {
 		r.replace(i, i, "")
 		return i
@@ -1270,4 +1285,145 @@ func (r *rewriter) apply() (string, error) {
 	}
 	b.WriteString(r.src[pos:])
 	return b.String(), nil
+}
+
+// Address spaces of `this`, as bits of the mask memberBody passes to the
+// runtime's this_space.
+var thisSpaces = map[string]int{"thread": 1, "device": 2, "constant": 4, "threadgroup": 8}
+
+const allSpaces = 15
+
+// memberDef is the first definition of a member function seen in a class:
+// its check's edit, the address spaces declared so far and its body.
+type memberDef struct {
+	edit int
+	mask int
+	body string
+	name string
+	dups int
+}
+
+// memberQualifier reports whether the address-space keyword at i qualifies
+// a member function (`float get() const device`) rather than a type.
+func (r *rewriter) memberQualifier(i int) bool {
+	if !r.inClass() || r.parens != 0 {
+		return false
+	}
+	for j := i - 1; j >= 0; j-- {
+		switch t := r.text(j); {
+		case t == ")":
+			return true
+		case t == "const" || t == "volatile" || thisSpaces[t] != 0:
+			continue
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// memberBody handles the '{' at i when it opens a member function's body.
+// In MSL `this` has the address space the function is qualified with
+// (thread when none), and calling it on an object in another space does not
+// compile; C++ has no such rule, so the body starts with a run-time check of
+// where `this` points. Overloads that differ only in their address spaces
+// would be redefinitions in C++: the first keeps the union of their spaces
+// and the others become never-chosen templates, so they must share a body.
+func (r *rewriter) memberBody(i int) {
+	j, mask := i-1, 0
+	for ; j >= 0; j-- {
+		t := r.text(j)
+		if s := thisSpaces[t]; s != 0 {
+			mask |= s
+			continue
+		}
+		if t == "const" || t == "volatile" || t == "&" || t == "&&" || t == "noexcept" || t == "override" || t == "final" {
+			continue
+		}
+		break
+	}
+	if r.text(j) != ")" {
+		return // not a function body, or a constructor's initialiser list
+	}
+	open := r.matchBack(j)
+	if open <= 0 {
+		return
+	}
+	class := r.className()
+	name := r.text(open - 1)
+	if name == class || r.text(open-2) == "~" {
+		return // constructors and destructors
+	}
+	if r.text(open-2) == "operator" {
+		name = "operator " + name
+	}
+	start := open - 1
+	for start > 0 {
+		t := r.text(start - 1)
+		if t == ";" || t == "{" || t == "}" || t == ":" {
+			break
+		}
+		start--
+	}
+	var key strings.Builder
+	key.WriteString(strconv.Itoa(r.nsAt[len(r.nsAt)-1]))
+	for k := start; k < i; k++ {
+		if thisSpaces[r.text(k)] == 0 {
+			key.WriteString(" " + r.text(k))
+		}
+	}
+	end := r.match(i)
+	if end < 0 {
+		return
+	}
+	body := r.src[r.toks[i].pos:r.toks[end].end]
+	if mask == 0 {
+		mask = thisSpaces["thread"]
+	}
+	if r.members == nil {
+		r.members = map[string]*memberDef{}
+	}
+	first := r.members[key.String()]
+	if first == nil {
+		r.members[key.String()] = &memberDef{edit: len(r.edits), mask: mask, body: body, name: class + "::" + name}
+		r.insertAfter(i, thisCheck(mask, class+"::"+name))
+		return
+	}
+	if body != first.body {
+		r.fail(r.toks[i], "msl-emu: overloads of %s that differ only in address space must have the same body", first.name)
+		return
+	}
+	if r.text(start) == "template" {
+		r.fail(r.toks[i], "msl-emu: member templates overloaded by address space are not supported (%s)", first.name)
+		return
+	}
+	first.mask |= mask
+	r.edits[first.edit].text = thisCheck(first.mask, first.name)
+	first.dups++
+	dup := "template <" + strings.TrimSuffix(strings.Repeat("int = 0, ", first.dups), ", ") + "> "
+	r.edits = append(r.edits, edit{r.toks[start].pos, r.toks[start].pos, dup})
+}
+
+// thisCheck is the statement a member function's body starts with.
+func thisCheck(mask int, name string) string {
+	if mask == allSpaces {
+		return " "
+	}
+	return fmt.Sprintf(" ::metal::__emu::this_space(this, %d, %q);", mask, name)
+}
+
+// className is the name of the class whose body is the innermost scope.
+func (r *rewriter) className() string {
+	for j := r.nsAt[len(r.nsAt)-1] - 1; j >= 0; j-- {
+		switch r.text(j) {
+		case "struct", "class", "union":
+			if r.tok(j+1).kind == tIdent {
+				return r.text(j + 1)
+			}
+			return ""
+		case ";", "{", "}":
+			return ""
+		}
+	}
+	return ""
 }

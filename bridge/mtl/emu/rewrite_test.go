@@ -68,7 +68,7 @@ void f(float4 a, int4 i) {
 }
 `)
 	for _, want := range []string{
-		"float4 apply(T x) const { return ::metal::__emu::make<float4 >(x); }",
+		`float4 apply(T x) const { ::metal::__emu::this_space(this, 1, "S::apply"); return ::metal::__emu::make<float4 >(x); }`,
 		"::metal::__emu::make<float4 >(a.xy, ((half)1.0f), 2)",
 		"float4 c = ::metal::__emu::make<float4 >(a.x, 1, 2, 3)",
 		"::metal::__emu::make<F4 >(i)",

@@ -266,6 +266,31 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot)
   }
 }
 
+void this_space(const void *self, int mask, const char *fn) {
+  Worker *w = worker();
+  if (!w || !w->d)
+    return;
+  const char *q = (const char *)self;
+  const char *where = nullptr;
+  if (q >= w->arena && q < w->arena + w->used) {
+    if (!(mask & 8))
+      where = "threadgroup";
+  } else {
+    bool bound = false;
+    for (int i = 0; i < NBUF && !bound; i++) {
+      const Binding &b = w->d->buf[i];
+      bound = b.ptr && q >= b.ptr && q < b.ptr + b.len;
+    }
+    if (bound && !(mask & 6))
+      where = "device";
+    else if (!bound && !(mask & 5))
+      where = "thread";
+  }
+  if (where)
+    fail("%s called on an object in %s memory: its `this` is not declared for that address space (MSL needs an "
+         "overload qualified `%s`)", fn, where, where);
+}
+
 // ---------------------------------------------------------------------------
 // Threadgroup memory
 // ---------------------------------------------------------------------------
