@@ -23,6 +23,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
+		// --set values are YAML (sampling=temperature:0.7,top_k:40,
+		// batch=[1,2]): a comma is not a separator.
+		DisableSliceFlagSeparator: true,
 		Commands: []*cli.Command{
 			generateCommand(),
 			modelsCommand(),
@@ -31,6 +34,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			compareCommand(),
 			gateCommand(),
+			abCommand(),
 			reportCommand(),
 			tuneCommand(),
 			peerCommand(),

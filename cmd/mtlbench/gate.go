@@ -15,7 +15,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -29,16 +28,20 @@ func gateCommand() *cli.Command {
 			"section (the candidate run's suite file, or --suite), else decode_tok_s,\n" +
 			"prefill_tok_s and us_per_call at 5%. --threshold 10% overrides every threshold,\n" +
 			"--threshold ttft_ms=3% one metric (and gates it).\n\n" +
-			"Exit status: 0 pass; 1 regression; 2 tool error; 3 insufficient data (fewer than\n" +
-			"--min-samples samples on a side for a gated metric, a case not comparable, no\n" +
-			"baseline run or no matching baseline case). Each outcome is explained on stderr;\n" +
+			"Significance is Mann-Whitney U on each run's median where both sides have several\n" +
+			"runs of a case (else on repetitions), with p adjusted over every check of the gate\n" +
+			"(Benjamini-Hochberg) and compared with --alpha (docs/perf-gate.md).\n\n" +
+			"Exit status: 0 pass; 1 regression; 2 tool error (an unknown baseline or candidate\n" +
+			"included); 3 cannot tell (fewer than --min-samples samples, too few runs, a baseline\n" +
+			"noisier than the threshold, a case not comparable, no matching baseline case).\n" +
+			"Each outcome is explained on stderr;\n" +
 			"--summary FILE (and $GITHUB_STEP_SUMMARY, when set) get a markdown summary.",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "baseline", Required: true, Usage: "baseline runs: run id, tag or git commit (comma-separated to pool)"},
 			&cli.StringFlag{Name: "candidate", Required: true, Usage: "candidate runs: run id, tag or git commit (comma-separated to pool)"},
 			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
-			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "significance level"},
+			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "false-discovery rate over all checks (Benjamini-Hochberg)"},
 			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest samples per side and gated metric"},
 			&cli.StringFlag{Name: "suite", Usage: "take thresholds from this suite file instead of the candidate run's"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
@@ -69,61 +72,62 @@ func gateCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("candidate: %w", err)
 			}
-			opts, notes, err := gateOptions(c, cand)
+			var suite *suites.Suite
+			if path := c.String("suite"); path != "" {
+				if suite, err = suites.Load(path); err != nil {
+					return fmt.Errorf("--suite: %w", err)
+				}
+			}
+			opts, notes, err := gateOptions(c, cand, suite)
 			if err != nil {
 				return err
 			}
 			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
-			var res compare.Result
-			base, lerr := compare.Load(db, c.String("baseline"), c.String("baseline"), c.Int("latest"))
-			switch {
-			case errors.Is(lerr, results.ErrNotFound):
-				// No baseline yet (the first pull request after setting up
-				// the gate): data is missing, the tool did not fail.
-				res = compare.Result{Status: compare.ExitInsufficient, Candidate: cand.Describe(), Baseline: c.String("baseline"),
-					Alpha: alpha, MinSamples: opts.MinSamples,
-					Headline: fmt.Sprintf("perf gate inconclusive: no baseline run: %v", lerr)}
-			case lerr != nil:
-				return fmt.Errorf("baseline: %w", lerr)
-			default:
-				res = compare.Gate(base, cand, opts)
-			}
-			res.Notes = append(notes, res.Notes...)
-			if f == table.FormatMarkdown {
-				_, err = io.WriteString(c.App.Writer, res.Markdown())
-			} else if len(res.Checks) > 0 {
-				err = res.Table().Render(c.App.Writer, f)
-			}
+			base, err := compare.Load(db, c.String("baseline"), c.String("baseline"), c.Int("latest"))
 			if err != nil {
-				return err
+				// An unknown name is a mistake to fix, not missing data.
+				return fmt.Errorf("baseline: %w", err)
 			}
-			if err := res.Explain(c.App.ErrWriter); err != nil {
-				return err
-			}
-			if err := writeSummary(c.String("summary"), res.Markdown()); err != nil {
-				return err
-			}
-			switch res.Status {
-			case compare.ExitRegression:
-				return &exitError{code: res.Status, err: errors.New("perf gate: regression (exit 1)")}
-			case compare.ExitInsufficient:
-				return &exitError{code: res.Status, err: errors.New("perf gate: insufficient data (exit 3)")}
-			}
-			return nil
+			res := compare.Gate(base, cand, opts)
+			res.Notes = append(notes, res.Notes...)
+			return finishGate(c, res, f)
 		},
 	}
+}
+
+// finishGate prints a gate's result (stdout: the checks; stderr: one line
+// per check and the headline; --summary and $GITHUB_STEP_SUMMARY: the
+// markdown) and turns its status into the exit code.
+func finishGate(c *cli.Context, res compare.Result, f table.Format) error {
+	var err error
+	if f == table.FormatMarkdown {
+		_, err = io.WriteString(c.App.Writer, res.Markdown())
+	} else if len(res.Checks) > 0 {
+		err = res.Table().Render(c.App.Writer, f)
+	}
+	if err != nil {
+		return err
+	}
+	if err := res.Explain(c.App.ErrWriter); err != nil {
+		return err
+	}
+	if err := writeSummary(c.String("summary"), res.Markdown()); err != nil {
+		return err
+	}
+	switch res.Status {
+	case compare.ExitRegression:
+		return &exitError{code: res.Status, err: errors.New("perf gate: regression (exit 1)")}
+	case compare.ExitCannotTell:
+		return &exitError{code: res.Status, err: errors.New("perf gate: cannot tell (exit 3)")}
+	}
+	return nil
 }
 
 // gateOptions gathers the gated metrics and thresholds: the suite's, then
 // --threshold on top (a flag beats a file). notes explain where they came
 // from when that is not obvious.
-func gateOptions(c *cli.Context, cand *compare.Side) (o compare.GateOptions, notes []string, err error) {
-	var suite *suites.Suite
-	if path := c.String("suite"); path != "" {
-		if suite, err = suites.Load(path); err != nil {
-			return o, nil, fmt.Errorf("--suite: %w", err)
-		}
-	} else {
+func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o compare.GateOptions, notes []string, err error) {
+	if suite == nil {
 		for _, r := range cand.Runs {
 			if r.SuitePath == "" {
 				continue
@@ -147,7 +151,11 @@ func gateOptions(c *cli.Context, cand *compare.Side) (o compare.GateOptions, not
 	if len(o.Metrics) == 0 {
 		o.Metrics = slices.Clone(compare.DefaultGateMetrics)
 	}
+	var list []string
 	for _, v := range c.StringSlice("threshold") {
+		list = append(list, strings.Split(v, ",")...)
+	}
+	for _, v := range list {
 		metric, pct, named := strings.Cut(v, "=")
 		if !named {
 			pct, metric = v, ""

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, keeping case keys: --set moe_chunk=1 (repeatable)"},
+			&cli.BoolFlag{Name: "lockstep", Hidden: true, Usage: "before each repetition print a ready line and wait for a line on stdin (`ab` drives two runs in turn)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -97,11 +99,18 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			slow, err := envconfig.TestSlowdown()
+			if err != nil {
+				return err
+			}
+			if slow > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: MTLBENCH_TEST_SLOWDOWN lengthens every step by %g%%: these timings are deliberately slow\n", slow*100)
+			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: version, GitCommit: gitCommit(), Progress: prog.event,
-				Tuned: tunedStore(c.App.ErrWriter), Backends: bo,
+				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c),
 			})
 			prog.done()
 			if sum == nil {
@@ -117,6 +126,31 @@ func runCommand() *cli.Command {
 			}
 			return err
 		},
+	}
+}
+
+// lockstepReady is the line a --lockstep run prints before each
+// repetition; it then waits for a line on stdin (EOF: run freely).
+const lockstepReady = "mtlbench-lockstep ready"
+
+// lockstepPace is run --lockstep's pacing: nil without the flag.
+func lockstepPace(c *cli.Context) func() error {
+	if !c.Bool("lockstep") {
+		return nil
+	}
+	in := bufio.NewReader(os.Stdin)
+	free := false
+	return func() error {
+		if free {
+			return nil
+		}
+		if _, err := fmt.Fprintln(c.App.Writer, lockstepReady); err != nil {
+			return err
+		}
+		if _, err := in.ReadString('\n'); err != nil {
+			free = true // the driver is gone or done: no more waiting
+		}
+		return nil
 	}
 }
 

@@ -8,21 +8,30 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/perf/benchmath"
+
+	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 )
 
-// Exit statuses of the gate (and of `mtlbench gate`).
+// Exit statuses of the gate (and of `mtlbench gate` and `mtlbench ab`).
 const (
-	ExitPass         = 0 // no gated metric regressed
-	ExitRegression   = 1 // at least one significant regression beyond its threshold
-	ExitError        = 2 // the tool failed (bad reference, unreadable database...)
-	ExitInsufficient = 3 // something could not be judged: too few samples, no baseline
+	ExitPass       = 0 // no gated metric regressed
+	ExitRegression = 1 // at least one significant regression beyond its threshold
+	ExitError      = 2 // the tool failed (bad or unknown reference, unreadable database...)
+	// ExitCannotTell: something could not be judged: too few samples or
+	// runs, a baseline noisier than the threshold, cases not comparable.
+	ExitCannotTell = 3
+	// ExitInsufficient is the old name of ExitCannotTell.
+	ExitInsufficient = ExitCannotTell
 )
 
-// Gate defaults. alpha 0.01 rather than benchstat's 0.05: a gate runs on
-// every pull request, and each false alarm costs someone an investigation.
+// Gate defaults. alpha is the false-discovery rate over all checks of one
+// gate (Benjamini-Hochberg; docs/perf-gate.md): with no real change
+// anywhere it is also the chance of any false alarm, before the threshold
+// (which a false alarm must exceed too) cuts that further.
 const (
-	DefaultGateAlpha  = 0.01
+	DefaultGateAlpha  = 0.05
 	DefaultThreshold  = 0.05
 	DefaultMinSamples = 5
 )
@@ -94,11 +103,29 @@ const (
 	Regression      Outcome = "regression"       // significantly worse, by more than the threshold
 	Insufficient    Outcome = "insufficient data"
 	NotComparable   Outcome = "not comparable"
+	// CannotTell: no significant change, but the noise (or the change seen)
+	// is larger than the threshold, so a regression could hide in it.
+	CannotTell Outcome = "cannot tell"
 )
 
-// Check is one gated case and metric.
+// Units of a check: what one value of its test stands for.
+const (
+	UnitRun        = "run"        // each run's median: drift between runs is noise, not change
+	UnitRepetition = "repetition" // every repetition: only when a side has a single run
+)
+
+// Check is one gated case and metric. Its A, B, Delta and P are those of
+// the values it tested (per run or per repetition, see Unit); the Row's
+// own are the pooled repetitions'.
 type Check struct {
 	*Row
+	Per   string // UnitRun or UnitRepetition: what one tested value is; "" when nothing was tested
+	A, B  Stat
+	Delta float64
+	P     float64 // Mann-Whitney U p-value of the tested values; NaN when not tested
+	// Q is P adjusted for every check of the gate (Benjamini-Hochberg):
+	// the check is significant when Q < alpha.
+	Q         float64
 	Threshold float64 // allowed worsening, fraction
 	Outcome   Outcome
 	Reason    string // one sentence: why this outcome
@@ -173,17 +200,31 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		}
 		gated = append(gated, m)
 	}
+	single := 0
 	for _, m := range gated {
 		for _, k := range baseline.order {
-			if candidate.cases[k] == nil {
+			cb := candidate.cases[k]
+			if cb == nil {
 				continue
 			}
 			r := rows[[2]string{k, m}]
 			if r == nil {
 				continue // neither side records this metric for this case (a kernel metric of a model case)
 			}
-			res.Checks = append(res.Checks, judge(r, o.ThresholdFor(m), alpha, minN))
+			c := prepareCheck(r, baseline.cases[k], cb, o.ThresholdFor(m), alpha, minN)
+			if c.Per == UnitRepetition {
+				single++
+			}
+			res.Checks = append(res.Checks, c)
 		}
+	}
+	adjustBH(res.Checks)
+	for i := range res.Checks {
+		decide(&res.Checks[i], alpha)
+	}
+	if single > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s compared repetition by repetition because a side has a single run of the case: "+
+			"drift between the runs (load, clocks) counts as change; `mtlbench ab` or several runs a side make the run the unit", plural(single, "check")))
 	}
 	if len(res.Checks) == 0 {
 		res.Status = ExitInsufficient
@@ -199,7 +240,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 			regressed = append(regressed, fmt.Sprintf("%s %s %+.1f%%", c.Case, c.Metric, c.Delta))
 		}
 	}
-	unjudged := count[Insufficient] + count[NotComparable]
+	unjudged := count[Insufficient] + count[NotComparable] + count[CannotTell]
 	switch {
 	case count[Regression] > 0:
 		res.Status = ExitRegression
@@ -211,9 +252,9 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 			res.Headline += fmt.Sprintf("; %d more could not be judged", unjudged)
 		}
 	case unjudged > 0:
-		res.Status = ExitInsufficient
-		res.Headline = fmt.Sprintf("perf gate inconclusive: %d of %s could not be judged (%d insufficient data, %d not comparable); no regression in the rest",
-			unjudged, plural(len(res.Checks), "check"), count[Insufficient], count[NotComparable])
+		res.Status = ExitCannotTell
+		res.Headline = fmt.Sprintf("perf gate cannot tell: %d of %s could not be judged (%d too noisy, %d insufficient data, %d not comparable); no regression in the rest",
+			unjudged, plural(len(res.Checks), "check"), count[CannotTell], count[Insufficient], count[NotComparable])
 	default:
 		res.Status = ExitPass
 		res.Headline = fmt.Sprintf("perf gate passed: %s, no significant regression beyond its threshold", plural(len(res.Checks), "check"))
@@ -238,9 +279,12 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// judge decides one case and metric.
-func judge(r *Row, threshold, alpha float64, minN int) Check {
-	c := Check{Row: r, Threshold: threshold}
+// prepareCheck tests one case and metric: on each run's median when both
+// sides have at least two runs of the case (so drift between runs is
+// noise, not change), else on every repetition. The verdict waits for
+// every check's p-value (adjustBH, then decide).
+func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int) Check {
+	c := Check{Row: r, Threshold: threshold, Delta: math.NaN(), P: math.NaN(), Q: math.NaN()}
 	switch {
 	case r.Verdict == VerdictNotComparable:
 		c.Outcome, c.Reason = NotComparable, r.Reason
@@ -256,30 +300,125 @@ func judge(r *Row, threshold, alpha float64, minN int) Check {
 		}
 		return c
 	}
-	scale, unit := displayUnit(r.Unit)
+	ua, ub := runMedians(ca, r.Metric), runMedians(cb, r.Metric)
+	c.Per = UnitRun
+	if len(ua) < 2 || len(ub) < 2 {
+		c.Per, ua, ub = UnitRepetition, r.A.Values, r.B.Values
+	}
+	c.A, c.B = newStat(ua), newStat(ub)
+	c.Delta = delta(c.A.Center, c.B.Center)
+	if minP := minUTestP(c.A.N, c.B.N); minP >= alpha {
+		c.Outcome = Insufficient
+		c.Reason = fmt.Sprintf("with %d+%d %ss no difference can reach p < %g: add %ss", c.A.N, c.B.N, c.Per, alpha, c.Per)
+		return c
+	}
+	th := &benchmath.Thresholds{CompareAlpha: alpha}
+	c.P = benchmath.AssumeNothing.Compare(benchmath.NewSample(ua, th), benchmath.NewSample(ub, th)).P
+	return c
+}
+
+// runMedians is each run's median of metric, for runs that recorded it.
+func runMedians(c *Case, metric string) []float64 {
+	var out []float64
+	for _, rv := range c.ByRun[metric] {
+		if len(rv.Values) > 0 {
+			out = append(out, stats.Summarize(slices.Clone(rv.Values)).Center)
+		}
+	}
+	return out
+}
+
+// adjustBH sets Q on every tested check: Benjamini-Hochberg's adjusted
+// p-values over all tested checks of the gate, so that alpha bounds the
+// expected share of false alarms among the flagged checks (and, when
+// nothing changed at all, the chance of any false alarm).
+func adjustBH(checks []Check) {
+	var idx []int
+	for i, c := range checks {
+		if !math.IsNaN(c.P) {
+			idx = append(idx, i)
+		}
+	}
+	m := len(idx)
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpFloat(checks[a].P, checks[b].P) })
+	q := 1.0
+	for rank := m; rank >= 1; rank-- {
+		i := idx[rank-1]
+		q = math.Min(q, checks[i].P*float64(m)/float64(rank))
+		checks[i].Q = q
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// decide gives a tested check its outcome: a regression needs both an
+// adjusted p below alpha and a change worse than the threshold; no
+// significant change is a pass only when the baseline is steadier than the
+// threshold and the change seen is within it.
+func decide(c *Check, alpha float64) {
+	if c.Outcome != "" || math.IsNaN(c.P) {
+		return
+	}
+	scale, unit := displayUnit(c.Unit)
 	if unit != "" {
 		unit = " " + unit
 	}
-	change := fmt.Sprintf("%s -> %s%s (%+.2f%%, p=%s)", fmtNum(r.A.Center*scale), fmtNum(r.B.Center*scale), unit, r.Delta, fmtP(r.P))
+	per := ""
+	if c.Per == UnitRun {
+		per = fmt.Sprintf(", medians of %d+%d runs", c.A.N, c.B.N)
+	}
+	change := fmt.Sprintf("%s -> %s%s (%+.2f%%, p=%s, adjusted %s%s)", fmtNum(c.A.Center*scale), fmtNum(c.B.Center*scale), unit,
+		c.Delta, fmtP(c.P), fmtP(c.Q), per)
 	worse := c.Worse()
+	significant := c.Q < alpha && c.B.Center != c.A.Center
+	noise := 1.96 * relSpread(c.A.Values) / math.Sqrt(float64(c.A.N))
 	switch {
-	case !r.Significant:
-		c.Outcome = Pass
-		c.Reason = fmt.Sprintf("%s: no significant change at alpha %g", change, alpha)
-		if minP := minUTestP(r.A.N, r.B.N); minP >= alpha {
-			c.Reason += fmt.Sprintf(" (with %d+%d samples no difference can reach p < %g: add repetitions)", r.A.N, r.B.N, alpha)
-		}
-	case r.Better:
+	case significant && !(worse > 0):
 		c.Outcome = Improved
 		c.Reason = change + ": significantly better"
-	case worse > threshold:
+	case significant && worse > c.Threshold:
 		c.Outcome = Regression
-		c.Reason = fmt.Sprintf("%s: significantly worse, by more than the %s threshold", change, fmtPct(threshold))
-	default:
+		c.Reason = fmt.Sprintf("%s: significantly worse, by more than the %s threshold", change, fmtPct(c.Threshold))
+	case significant:
 		c.Outcome = WithinThreshold
-		c.Reason = fmt.Sprintf("%s: significantly worse, but within the %s threshold", change, fmtPct(threshold))
+		c.Reason = fmt.Sprintf("%s: significantly worse, but within the %s threshold", change, fmtPct(c.Threshold))
+	case noise > c.Threshold:
+		c.Outcome = CannotTell
+		c.Reason = fmt.Sprintf("%s: no significant change, but the baseline's %ss leave its center uncertain by ±%s (1.96·1.4826·MAD/√n), more than the %s threshold: a regression could hide in that noise",
+			change, c.Per, fmtPct(noise), fmtPct(c.Threshold))
+	case worse > c.Threshold:
+		c.Outcome = CannotTell
+		c.Reason = fmt.Sprintf("%s: worse by more than the %s threshold, but not significantly: too noisy to tell", change, fmtPct(c.Threshold))
+	default:
+		c.Outcome = Pass
+		c.Reason = fmt.Sprintf("%s: no significant change at alpha %g", change, alpha)
 	}
-	return c
+}
+
+// relSpread is the values' spread relative to their median: the median
+// absolute deviation scaled by 1.4826 (a standard deviation for normal
+// data, but robust to the odd disturbed run); +Inf for a zero median.
+func relSpread(v []float64) float64 {
+	if len(v) == 0 {
+		return math.Inf(1)
+	}
+	med := stats.Summarize(slices.Clone(v)).Center
+	if med == 0 {
+		return math.Inf(1)
+	}
+	dev := make([]float64, len(v))
+	for i, x := range v {
+		dev[i] = math.Abs(x - med)
+	}
+	return 1.4826 * stats.Summarize(dev).Center / math.Abs(med)
 }
 
 // minUTestP is the smallest two-sided p-value a Mann-Whitney U test can give
@@ -314,15 +453,23 @@ func (r Result) Explain(w io.Writer) error {
 // Table lists the checks: case, metric, both medians, change, p, n,
 // threshold and outcome.
 func (r Result) Table() *table.Table {
-	t := &table.Table{Header: []string{"case", "metric", "baseline", "candidate", "change", "p", "n", "threshold", "verdict"}}
+	t := &table.Table{Header: []string{"case", "metric", "baseline", "candidate", "change", "p", "p adj.", "n", "threshold", "verdict"}}
 	for _, c := range r.Checks {
 		scale, unit := displayUnit(c.Unit)
 		metric := c.Metric
 		if unit != "" {
 			metric += " (" + unit + ")"
 		}
-		t.Rows = append(t.Rows, []string{c.Case, metric, fmtStat(c.A, scale), fmtStat(c.B, scale), fmtDelta(c.Delta), fmtP(c.P),
-			fmt.Sprintf("%d+%d", c.A.N, c.B.N), fmtPct(c.Threshold), string(c.Outcome)})
+		a, b := c.A, c.B
+		if c.Per == "" { // untested: the pooled repetitions say what there is
+			a, b = c.Row.A, c.Row.B
+		}
+		n := fmt.Sprintf("%d+%d", a.N, b.N)
+		if c.Per == UnitRun {
+			n += " runs"
+		}
+		t.Rows = append(t.Rows, []string{c.Case, metric, fmtStat(a, scale), fmtStat(b, scale), fmtDelta(c.Delta), fmtP(c.P), fmtP(c.Q),
+			n, fmtPct(c.Threshold), string(c.Outcome)})
 	}
 	return t
 }
@@ -334,6 +481,7 @@ var outcomeMark = map[Outcome]string{
 	Regression:      "❌",
 	Insufficient:    "❔",
 	NotComparable:   "❔",
+	CannotTell:      "❔",
 }
 
 // Markdown is the summary for a pull-request comment or
@@ -341,11 +489,12 @@ var outcomeMark = map[Outcome]string{
 // gated metrics with verdicts, and the notes.
 func (r Result) Markdown() string {
 	var b strings.Builder
-	mark := map[int]string{ExitPass: "✅", ExitRegression: "❌", ExitInsufficient: "❔"}[r.Status]
+	mark := map[int]string{ExitPass: "✅", ExitRegression: "❌", ExitCannotTell: "❔"}[r.Status]
 	fmt.Fprintf(&b, "## %s %s\n\n", mark, r.Headline)
 	fmt.Fprintf(&b, "- baseline: %s\n- candidate: %s\n", r.Baseline, r.Candidate)
-	fmt.Fprintf(&b, "- a check fails when the change is significant (Mann-Whitney U, p < %g) and worse than its threshold; at least %d samples a side\n",
-		r.Alpha, r.MinSamples)
+	fmt.Fprintf(&b, "- a check fails when the change is significant (Mann-Whitney U on each run's median, or on repetitions where a side has one run; "+
+		"p adjusted over all %d checks by Benjamini-Hochberg, below %g) and worse than its threshold; at least %d samples a side\n",
+		len(r.Checks), r.Alpha, r.MinSamples)
 	if len(r.Checks) > 0 {
 		t := r.Table()
 		for i, c := range r.Checks {
@@ -355,7 +504,7 @@ func (r Result) Markdown() string {
 		t.Render(&b, table.FormatMarkdown) // a strings.Builder does not fail
 		var why []string
 		for _, c := range r.Checks {
-			if c.Outcome == Regression || c.Outcome == Insufficient || c.Outcome == NotComparable {
+			if c.Outcome == Regression || c.Outcome == Insufficient || c.Outcome == NotComparable || c.Outcome == CannotTell {
 				why = append(why, fmt.Sprintf("- %s **%s** %s: %s", outcomeMark[c.Outcome], c.Case, c.Metric, c.Reason))
 			}
 		}

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -164,5 +165,92 @@ func TestDirections(t *testing.T) {
 		if got := MetricDirection(m); got != want {
 			t.Errorf("%s: %v, want %v", m, got, want)
 		}
+	}
+}
+
+// runsSide builds a side of several runs of decodeCase, each run's values
+// shifted by its own drift (relative sd runDrift) around mean.
+func runsSide(rng *rand.Rand, label string, runs, reps int, mean, runDrift, noise float64) *Side {
+	s := NewSide(label)
+	for r := range runs {
+		s.AddRun(Run{ID: int64(r + 1), Backend: "cpu"})
+		c := decodeCase
+		c.RunID = int64(r + 1)
+		m := mean * (1 + runDrift*rng.NormFloat64())
+		s.Add(c, samples("decode_tok_s", "tok/s", normal(rng, reps, m, noise)))
+	}
+	return s
+}
+
+// TestGateRunUnit: runs drift (each run 4% off at random, 1% noise within
+// a run). Pooling repetitions calls most A/A pairs of single runs changed;
+// with several runs a side the run is the unit and the gate does not.
+func TestGateRunUnit(t *testing.T) {
+	const trials = 100
+	pooledAlarms, runAlarms, caught := 0, 0, 0
+	for seed := range uint64(trials) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		// One run a side: repetitions are the unit and drift looks like change.
+		r := Gate(runsSide(rng, "A", 1, 25, 1000, 0.04, 0.01), runsSide(rng, "B", 1, 25, 1000, 0.04, 0.01), GateOptions{})
+		if r.Status == ExitRegression {
+			pooledAlarms++
+		}
+		a, b := runsSide(rng, "A", 6, 5, 1000, 0.04, 0.01), runsSide(rng, "B", 6, 5, 1000, 0.04, 0.01)
+		r = Gate(a, b, GateOptions{})
+		if r.Status == ExitRegression {
+			runAlarms++
+			t.Logf("A/A seed %d: %s", seed, r.Headline)
+		}
+		if r.Checks[0].Per != UnitRun || r.Checks[0].A.N != 6 {
+			t.Fatalf("unit %q with %d values, want 6 run medians", r.Checks[0].Per, r.Checks[0].A.N)
+		}
+		if Gate(runsSide(rng, "A", 6, 5, 1000, 0.02, 0.01), runsSide(rng, "B", 6, 5, 800, 0.02, 0.01), GateOptions{}).Status == ExitRegression {
+			caught++
+		}
+	}
+	t.Logf("single runs: %d/%d A/A false alarms; 6 runs a side: %d/%d; 20%% slowdown caught %d/%d", pooledAlarms, trials, runAlarms, trials, caught, trials)
+	if pooledAlarms < 10 {
+		t.Errorf("pooling drifting runs gave only %d/%d false alarms: the test's drift is too small to show anything", pooledAlarms, trials)
+	}
+	if runAlarms > 2 {
+		t.Errorf("run unit: %d/%d A/A false alarms, want <= 2", runAlarms, trials)
+	}
+	if caught < 95 {
+		t.Errorf("run unit: 20%% slowdown caught %d/%d, want >= 95", caught, trials)
+	}
+}
+
+func TestAdjustBH(t *testing.T) {
+	ps := []float64{0.01, 0.04, 0.03, 0.005, math.NaN()}
+	checks := make([]Check, len(ps))
+	for i, p := range ps {
+		checks[i].P, checks[i].Q = p, math.NaN()
+	}
+	adjustBH(checks)
+	// Sorted: 0.005 0.01 0.03 0.04 (m=4): q = min over ranks >= i of p*m/rank
+	// = 0.02, 0.02, 0.04, 0.04.
+	want := []float64{0.02, 0.04, 0.04, 0.02}
+	for i, w := range want {
+		if math.Abs(checks[i].Q-w) > 1e-12 {
+			t.Errorf("check %d (p=%g): q=%g, want %g", i, ps[i], checks[i].Q, w)
+		}
+	}
+	if !math.IsNaN(checks[4].Q) {
+		t.Errorf("an untested check got q=%g", checks[4].Q)
+	}
+}
+
+// A baseline whose runs scatter more than the threshold cannot pass: a
+// regression could hide in it (exit 3, "cannot tell"), and too few runs to
+// ever reach significance say so too.
+func TestGateCannotTell(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	r := Gate(runsSide(rng, "A", 6, 5, 1000, 0.3, 0.01), runsSide(rng, "B", 6, 5, 1000, 0.3, 0.01), GateOptions{})
+	if r.Status != ExitCannotTell || r.Checks[0].Outcome != CannotTell || !strings.Contains(r.Checks[0].Reason, "could hide") {
+		t.Errorf("noisy baseline: status %d, %s: %s", r.Status, r.Checks[0].Outcome, r.Checks[0].Reason)
+	}
+	r = Gate(runsSide(rng, "A", 2, 5, 1000, 0.01, 0.01), runsSide(rng, "B", 2, 5, 700, 0.01, 0.01), GateOptions{})
+	if r.Status != ExitCannotTell || r.Checks[0].Outcome != Insufficient || !strings.Contains(r.Checks[0].Reason, "2+2 runs") {
+		t.Errorf("2 runs a side: status %d, %s: %s", r.Status, r.Checks[0].Outcome, r.Checks[0].Reason)
 	}
 }

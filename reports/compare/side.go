@@ -52,10 +52,29 @@ type Case struct {
 	Layers []string
 	// Samples holds every value per metric, pooled over runs.
 	Samples map[string][]float64
-	Units   map[string]string
+	// ByRun holds the same values per metric and run, runs in the order
+	// they were added: the gate's unit is the run when a side has several.
+	ByRun map[string][]RunValues
+	Units map[string]string
 	// Errors are the messages of runs in which this case failed or was
 	// skipped, so that a gate can say why a side has no data.
 	Errors []string
+}
+
+// RunValues are one run's values of one metric of one case.
+type RunValues struct {
+	Run    int64
+	Values []float64
+}
+
+func (c *Case) addRunValue(metric string, run int64, v float64) {
+	rs := c.ByRun[metric]
+	if n := len(rs); n > 0 && rs[n-1].Run == run {
+		rs[n-1].Values = append(rs[n-1].Values, v)
+	} else {
+		rs = append(rs, RunValues{Run: run, Values: []float64{v}})
+	}
+	c.ByRun[metric] = rs
 }
 
 // DisplayName is the case's name, or its key when it has none.
@@ -99,7 +118,7 @@ func (s *Side) Add(c results.Case, samples []results.Sample) {
 	}
 	sc := s.cases[key]
 	if sc == nil {
-		sc = &Case{Key: key, Name: c.Name, Kind: c.Kind, Samples: map[string][]float64{}, Units: map[string]string{}}
+		sc = &Case{Key: key, Name: c.Name, Kind: c.Kind, Samples: map[string][]float64{}, ByRun: map[string][]RunValues{}, Units: map[string]string{}}
 		s.cases[key] = sc
 		s.order = append(s.order, key)
 	}
@@ -128,6 +147,7 @@ func (s *Side) Add(c results.Case, samples []results.Sample) {
 	}
 	for _, smp := range samples {
 		sc.Samples[smp.Metric] = append(sc.Samples[smp.Metric], smp.Value)
+		sc.addRunValue(smp.Metric, c.RunID, smp.Value)
 		if sc.Units[smp.Metric] == "" {
 			sc.Units[smp.Metric] = smp.Unit
 		}

@@ -51,6 +51,13 @@ type Options struct {
 	Tuned *tune.Store
 	// Backends are the backends' own options; Threads above sets theirs.
 	Backends backends.Options
+	// Pace, when set, is called before every warm-up and repetition of a
+	// case and may block: `ab` uses it to run two binaries' repetitions in
+	// turn, so that the machine's load falls on both alike.
+	Pace func() error
+	// Slowdown lengthens every engine and kernel step by this fraction
+	// (MTLBENCH_TEST_SLOWDOWN): only for measuring the perf gate's power.
+	Slowdown float64
 }
 
 // Event reports progress.
@@ -138,7 +145,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if err := s.Override(o.Set); err != nil {
 		return nil, err
 	}
-	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit)
+	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit, o.Slowdown)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +274,11 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		if ctx.Err() != nil {
 			return ErrInterrupted
 		}
+		if o.Pace != nil {
+			if err := o.Pace(); err != nil {
+				return err
+			}
+		}
 		r, err := p.rep(ctx, profile)
 		done++
 		ev := Event{Done: done, Total: total, Case: p.c.Name, Rep: rep}
@@ -375,7 +387,7 @@ type modelKey struct{ layers int }
 
 // prepare turns every case into something runnable, or fails with the
 // positions of everything wrong before a single case runs.
-func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64) ([]*prepared, func(), error) {
+func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdown float64) ([]*prepared, func(), error) {
 	var errs suites.ErrorList
 	fail := func(p suites.Pos, format string, args ...any) {
 		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
@@ -399,6 +411,7 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64) ([]*pr
 				fail(c.Pos, "case %s: %v", c.Name, err)
 				continue
 			}
+			b.Slowdown = slowdown
 			p.kernel = b
 			out = append(out, p)
 			continue
@@ -408,6 +421,9 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64) ([]*pr
 			continue
 		}
 		mc, err := modelCase(s, c, be, models, bw, limit)
+		if mc != nil {
+			mc.Engine.Slowdown = slowdown
+		}
 		if err != nil {
 			var se *suites.Error
 			if errors.As(err, &se) {

@@ -41,6 +41,10 @@ type Options struct {
 	// Tuned, when set, supplies tuned kernel configs (tuned.go); an explicit
 	// MoE strategy still wins.
 	Tuned TunedLookup
+	// Slowdown lengthens every step by this fraction of its own time,
+	// spinning after it: a known slowdown for measuring the perf gate's
+	// power (MTLBENCH_TEST_SLOWDOWN, docs/perf-gate.md). 0 in real runs.
+	Slowdown float64
 }
 
 func (o *Options) defaults() {
@@ -304,8 +308,22 @@ func (e *Engine) Step() (*StepResult, error) {
 		e.Drain()
 		return nil, err
 	}
-	res.Duration = time.Since(start)
+	res.Duration = lengthen(start, e.opts.Slowdown)
 	return res, nil
+}
+
+// lengthen spins until the time since start has grown by frac and returns
+// the whole elapsed time (frac 0: no wait). Spinning, not sleeping: a sleep
+// overshoots by far more than a sub-millisecond step's tenth.
+func lengthen(start time.Time, frac float64) time.Duration {
+	d := time.Since(start)
+	if frac <= 0 {
+		return d
+	}
+	until := start.Add(d + time.Duration(frac*float64(d)))
+	for time.Now().Before(until) {
+	}
+	return time.Since(start)
 }
 
 // Drain waits for a step still in flight and drops its result, for an

@@ -76,6 +76,8 @@ var Vars = []Var{
 		"tuned folder runner/tune/tuner TestCompareTunedSuite compares with the defaults"},
 	{"MTLBENCH_TUNE_PAIRS", "6", "tests", "runner/tune/tuner TestCompareTunedSuite ABBA pairs"},
 	{"MTLBENCH_CHARTS_DIR", "none", "tests", "folder where reports/charts tests keep the charts they draw"},
+	{"MTLBENCH_TEST_SLOWDOWN", "0%", "tests",
+		"lengthen every engine step and timed kernel step by this percentage (10%) by spinning after it: a known slowdown for measuring the perf gate's power (docs/perf-gate.md); never set it for real measurements"},
 }
 
 // Value is a variable with its current value and where that comes from.
@@ -161,6 +163,22 @@ func GitCommit() string { return Get("MTLBENCH_GIT_COMMIT") }
 
 // TunedDir is the override folder of tuned configs, "" for none.
 func TunedDir() string { return Get("MTLBENCH_TUNED") }
+
+// TestSlowdown is MTLBENCH_TEST_SLOWDOWN as a fraction (0.1 for 10%), 0
+// when unset. It exists to measure the perf gate's power with a candidate
+// that is slower by a known amount.
+func TestSlowdown() (float64, error) {
+	v := strings.TrimSpace(Get("MTLBENCH_TEST_SLOWDOWN"))
+	if v == "" {
+		return 0, nil
+	}
+	num, ok := strings.CutSuffix(v, "%")
+	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if !ok || err != nil || !(f >= 0 && f <= 1000) {
+		return 0, fmt.Errorf("MTLBENCH_TEST_SLOWDOWN=%q: want a percentage between 0%% and 1000%%, like 10%%", v)
+	}
+	return f / 100, nil
+}
 
 // CUDA are the CUDA backend's options.
 func CUDA() (cuda.Options, error) {

@@ -80,6 +80,9 @@ type Bench struct {
 
 	bytes, flops int64
 	iters        int
+	// Slowdown lengthens every timed step by this fraction of its time
+	// (MTLBENCH_TEST_SLOWDOWN: the perf gate's known slowdown; 0 in real runs).
+	Slowdown float64
 
 	rng     *rand.Rand
 	tensors []bridge.Tensor
@@ -297,7 +300,15 @@ func (b *Bench) steps(n int) (time.Duration, error) {
 		b.call(i)
 	}
 	_, err := b.be.EndStep()
-	return time.Since(start), err
+	d := time.Since(start)
+	if b.Slowdown > 0 {
+		// Spin, not sleep: a sleep overshoots short steps by far more.
+		until := start.Add(d + time.Duration(b.Slowdown*float64(d)))
+		for time.Now().Before(until) {
+		}
+		d = time.Since(start)
+	}
+	return d, err
 }
 
 // once runs the op once in its own step, for Check, on the inputs the

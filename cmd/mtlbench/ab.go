@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/reports/compare"
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// Tags of the runs ab records in its side databases.
+const (
+	abBaselineTag  = "ab-baseline"
+	abCandidateTag = "ab-candidate"
+)
+
+func abCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ab",
+		Usage:     "run a suite with two binaries in ABBA order and gate the candidate against the baseline",
+		ArgsUsage: "SUITE.yaml",
+		Description: "Runs the suite --rounds times with each binary, in ABBA order (baseline, candidate,\n" +
+			"candidate, baseline per round), so that drift of the machine (load, clocks, heat) falls\n" +
+			"on both sides alike, then gates the candidate against the baseline with the run as\n" +
+			"the unit: each run's median per case and metric, Mann-Whitney U, p adjusted over all\n" +
+			"checks (Benjamini-Hochberg), and a change beyond the metric's threshold\n" +
+			"(docs/perf-gate.md). The candidate is this binary unless --candidate-bin names\n" +
+			"another; --set applies to the candidate only. Each side records into its own\n" +
+			"database (--keep DIR keeps them: baseline.db and candidate.db).\n\n" +
+			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "baseline-bin", Required: true, Usage: "the baseline mtlbench binary (built from the base commit)"},
+			&cli.StringFlag{Name: "candidate-bin", Usage: "the candidate mtlbench binary (default: this one)"},
+			&cli.StringSliceFlag{Name: "set", Usage: "override a setting for the candidate's runs only, as `run --set` (repeatable)"},
+			&cli.IntFlag{Name: "rounds", Value: 5, Usage: "rounds: each runs the suite once with each binary, their repetitions in ABBA turns"},
+			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores)"},
+			&cli.StringFlag{Name: "keep", Usage: "keep the side databases and run logs in this folder"},
+			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
+			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "false-discovery rate over all checks (Benjamini-Hochberg)"},
+			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest repetitions per side and gated metric"},
+			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as table, csv or json; md prints the summary"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("ab needs one suite file (see `mtlbench suites list`)")
+			}
+			f, err := table.ParseFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			alpha := c.Float64("alpha")
+			if !(alpha > 0 && alpha < 1) {
+				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
+			}
+			if c.Int("min-samples") < 1 {
+				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))
+			}
+			rounds := c.Int("rounds")
+			if rounds < 1 || rounds > 100 {
+				return fmt.Errorf("--rounds must be between 1 and 100, got %d", rounds)
+			}
+			suitePath := c.Args().First()
+			suite, err := suites.Load(suitePath)
+			if err != nil {
+				return err
+			}
+			set := c.StringSlice("set")
+			ov, err := bench.ParseOverrides(set)
+			if err != nil {
+				return err
+			}
+			// What the candidate will run, checked here so that a bad
+			// --set fails before the first baseline run.
+			probe, err := suites.Load(suitePath)
+			if err != nil {
+				return err
+			}
+			if err := probe.Override(ov); err != nil {
+				return err
+			}
+			base, err := executable(c.String("baseline-bin"), "--baseline-bin")
+			if err != nil {
+				return err
+			}
+			candPath := c.String("candidate-bin")
+			if candPath == "" {
+				if candPath, err = os.Executable(); err != nil {
+					return fmt.Errorf("this binary's path (pass --candidate-bin): %w", err)
+				}
+			}
+			cand, err := executable(candPath, "--candidate-bin")
+			if err != nil {
+				return err
+			}
+			dir := c.String("keep")
+			if dir == "" {
+				if dir, err = os.MkdirTemp("", "mtlbench-ab-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+			} else if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("--keep: %w", err)
+			}
+			var common []string
+			if b := c.String("backend"); b != "" {
+				common = append(common, "--backend", b)
+			}
+			if n := c.Int("threads"); n > 0 {
+				common = append(common, "--threads", fmt.Sprint(n))
+			}
+			var candExtra []string
+			for _, s := range set {
+				candExtra = append(candExtra, "--set", s)
+			}
+			sides := map[bool]abSide{
+				false: {label: "baseline", bin: base, db: filepath.Join(dir, "baseline.db"), tag: abBaselineTag},
+				true:  {label: "candidate", bin: cand, db: filepath.Join(dir, "candidate.db"), tag: abCandidateTag, extra: candExtra},
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			start := time.Now()
+			for r := range rounds {
+				if !c.Bool("quiet") {
+					first := [2]string{"baseline", "candidate"}[abTurn(r, 0)]
+					fmt.Fprintf(c.App.ErrWriter, "ab: round %d/%d: baseline and candidate repetitions in turns, %s first\n", r+1, rounds, first)
+				}
+				t0 := time.Now()
+				logs := [2]string{filepath.Join(dir, fmt.Sprintf("round%02d-baseline.log", r+1)), filepath.Join(dir, fmt.Sprintf("round%02d-candidate.log", r+1))}
+				steps, err := runLockstep(ctx, r, [2]abSide{sides[false], sides[true]}, suitePath, common, logs)
+				if err != nil {
+					if ctx.Err() != nil {
+						return &exitError{code: 130, err: fmt.Errorf("ab interrupted in round %d of %d", r+1, rounds)}
+					}
+					return err
+				}
+				if !c.Bool("quiet") {
+					fmt.Fprintf(c.App.ErrWriter, "ab: round %d took %v (%d+%d steps)\n", r+1, time.Since(t0).Round(100*time.Millisecond), steps[0], steps[1])
+				}
+			}
+			baseSide, err := loadABSide(sides[false], "baseline")
+			if err != nil {
+				return err
+			}
+			candSide, err := loadABSide(sides[true], "candidate")
+			if err != nil {
+				return err
+			}
+			opts, notes, err := gateOptions(c, candSide, suite)
+			if err != nil {
+				return err
+			}
+			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
+			res := compare.Gate(baseSide, candSide, opts)
+			res.Notes = append(notes, res.Notes...)
+			res.Notes = append(res.Notes, fmt.Sprintf("ab: %d rounds (one run a side each, repetitions in turns, AB then BA) in %v", rounds, time.Since(start).Round(time.Second)))
+			if len(set) > 0 {
+				res.Notes = append(res.Notes, "the candidate ran with --set "+strings.Join(set, " --set "))
+			}
+			return finishGate(c, res, f)
+		},
+	}
+}
+
+// abTurn is whose turn step i of lockstep round r is: 0 (the baseline) or
+// 1 (the candidate). The sides alternate step by step, so every step of
+// either follows one of the other's (the cache and the CPU's state before
+// a step are alike on both sides: ABBA turns would give each side its own
+// mix of warm and cold steps), and rounds alternate which side goes first
+// (AB, then BA), so that a steady drift adds as much to each side.
+func abTurn(r, i int) int {
+	return (r + i) % 2
+}
+
+// executable checks that path is a regular file that can be executed and
+// returns it absolute (ab runs the binaries from the working directory).
+func executable(path, flag string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s %s: not an executable file", flag, path)
+	}
+	return abs, nil
+}
+
+// abSide is one binary of an ab comparison.
+type abSide struct {
+	label, bin, db, tag string
+	extra               []string // arguments for this side only (the candidate's --set)
+}
+
+// runLockstep runs the suite once with each side's binary at the same time,
+// letting one repetition (or warm-up) run at a time, in turns: both
+// processes set up together, then take turns, so load on the machine that
+// comes and goes falls on both sides alike. It returns the steps each ran.
+func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, common []string, logs [2]string) (steps [2]int, err error) {
+	type proc struct {
+		side  abSide
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		lines chan string // stdout lines; closed at EOF
+		out   *bytes.Buffer
+		done  bool
+	}
+	var ps [2]*proc
+	defer func() {
+		for i, p := range ps {
+			if p == nil {
+				continue
+			}
+			p.stdin.Close()
+			werr := p.cmd.Wait()
+			if lerr := os.WriteFile(logs[i], p.out.Bytes(), 0o644); lerr != nil && err == nil {
+				err = lerr
+			}
+			if werr != nil && err == nil {
+				tail := p.out.String()
+				if len(tail) > 2000 {
+					tail = "..." + tail[len(tail)-2000:]
+				}
+				err = fmt.Errorf("%s run (%s %s) failed: %w\n%s", p.side.label, p.side.bin, strings.Join(p.cmd.Args[1:], " "), werr, strings.TrimSpace(tail))
+			}
+		}
+	}()
+	for i, sd := range sides {
+		args := append([]string{"run", suite, "--db", sd.db, "--tag", sd.tag, "--quiet", "--format", "csv", "--lockstep"}, common...)
+		args = append(args, sd.extra...)
+		cmd := exec.CommandContext(ctx, sd.bin, args...)
+		// Ctrl-C reaches the child too; give it time to store what it finished.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 30 * time.Second
+		p := &proc{side: sd, cmd: cmd, out: &bytes.Buffer{}, lines: make(chan string, 16)}
+		cmd.Stderr = p.out
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			return steps, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return steps, err
+		}
+		if err := cmd.Start(); err != nil {
+			return steps, fmt.Errorf("%s binary %s: %w", sd.label, sd.bin, err)
+		}
+		ps[i] = p
+		go func() {
+			defer close(p.lines)
+			sc := bufio.NewScanner(stdout)
+			sc.Buffer(make([]byte, 1<<16), 1<<20)
+			for sc.Scan() {
+				p.lines <- sc.Text()
+			}
+		}()
+	}
+	// wait reads p's output up to its next ready line (it is then parked
+	// before a step) or its end.
+	wait := func(p *proc) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case line, ok := <-p.lines:
+				if !ok {
+					p.done = true
+					return nil
+				}
+				if line == lockstepReady {
+					return nil
+				}
+				p.out.WriteString(line + "\n")
+			}
+		}
+	}
+	for _, p := range ps {
+		if err := wait(p); err != nil {
+			return steps, err
+		}
+	}
+	for turn := 0; !ps[0].done || !ps[1].done; turn++ {
+		i := abTurn(round, turn)
+		if ps[i].done {
+			i = 1 - i
+		}
+		if _, err := io.WriteString(ps[i].stdin, "go\n"); err != nil {
+			ps[i].done = true
+			continue
+		}
+		steps[i]++
+		if err := wait(ps[i]); err != nil {
+			return steps, err
+		}
+	}
+	if steps[0] != steps[1] {
+		fmt.Fprintf(os.Stderr, "ab: warning: the baseline ran %d steps and the candidate %d: only the shared part alternated\n", steps[0], steps[1])
+	}
+	return steps, nil
+}
+
+// loadABSide reads every run a side recorded.
+func loadABSide(s abSide, label string) (*compare.Side, error) {
+	db, err := results.Open(s.db)
+	if err != nil {
+		return nil, fmt.Errorf("%s runs: %w", label, err)
+	}
+	defer db.Close()
+	side, err := compare.Load(db, label, s.tag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s runs: %w", label, err)
+	}
+	if len(side.Runs) > 0 {
+		side.Label = fmt.Sprintf("%s %s", label, s.bin)
+	}
+	return side, nil
+}
