@@ -23,6 +23,8 @@ func (d DType) Size() int {
 	switch d {
 	case F16, BF16:
 		return 2
+	case Packed:
+		return 1 // bytes: a packed tensor's size is its format's (kernels/quant)
 	default:
 		return 4
 	}
@@ -38,6 +40,8 @@ func (d DType) String() string {
 		return "bf16"
 	case I32:
 		return "i32"
+	case Packed:
+		return "packed"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }

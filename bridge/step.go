@@ -122,6 +122,26 @@ type PositionEmbeddingOp struct {
 	X, Table Tensor
 }
 
+// QMatMulOp is MatMulOp with a packed W (QuantBackend).
+type QMatMulOp struct {
+	At
+	Out, X, W, Bias Tensor
+}
+
+// QEmbeddingOp is EmbeddingOp with a packed Table.
+type QEmbeddingOp struct {
+	At
+	Out, Table Tensor
+}
+
+// QMoEOp is MoEOp with packed experts.
+type QMoEOp struct {
+	At
+	Out, X Tensor
+	W      *MoEWeights
+	Params MoEParams
+}
+
 // ArgmaxOp writes each row's largest logit's index into Out (I32).
 type ArgmaxOp struct {
 	At
@@ -268,6 +288,12 @@ func Reads(op Op, t Tensor) bool {
 		return o.X == t
 	case *PositionEmbeddingOp:
 		return o.X == t || o.Table == t
+	case *QMatMulOp:
+		return o.X == t || o.W == t || o.Bias == t
+	case *QEmbeddingOp:
+		return o.Table == t
+	case *QMoEOp:
+		return o.X == t
 	}
 	return true // an op this function does not know: assume it reads
 }
@@ -308,6 +334,12 @@ func Writes(op Op, t Tensor) bool {
 		return o.Out == t
 	case *PositionEmbeddingOp:
 		return o.X == t
+	case *QMatMulOp:
+		return o.Out == t
+	case *QEmbeddingOp:
+		return o.Out == t
+	case *QMoEOp:
+		return o.Out == t
 	}
 	return false
 }
@@ -345,6 +377,12 @@ func Exec(be Backend, op Op) {
 		be.GELU(o.Out, o.X)
 	case *PositionEmbeddingOp:
 		be.PositionEmbedding(o.X, o.Table)
+	case *QMatMulOp:
+		be.(QuantBackend).QMatMul(o.Out, o.X, o.W, o.Bias)
+	case *QEmbeddingOp:
+		be.(QuantBackend).QEmbedding(o.Out, o.Table)
+	case *QMoEOp:
+		be.(QuantBackend).QMoE(o.Out, o.X, o.W, o.Params)
 	default:
 		panic("bridge: unknown op type")
 	}

@@ -30,8 +30,11 @@ var (
 	timings   = []string{"throughput", "profile"}
 	weights   = []string{"synthetic", "checkpoint"}
 	dtypes    = []string{"f32", "f16", "bf16"}
-	fits      = []string{"strict", "truncate-layers"}
-	kinds     = []string{KindModel, KindKernel}
+	// modelDTypes adds the packed formats a preset's synthetic weights may
+	// take (runner/model QuantFormats).
+	modelDTypes = []string{"f32", "f16", "bf16", "q4", "q8", "q4_k_m", "q8_0"}
+	fits        = []string{"strict", "truncate-layers"}
+	kinds       = []string{KindModel, KindKernel}
 )
 
 // maxWork bounds the map entries and list items visited, counting each
@@ -446,7 +449,7 @@ func (p *parser) model(e *entry) *Model {
 				m.Weights = v
 			}
 		case "dtype":
-			if v, ok := p.enum(e.v, "dtype", dtypes); ok {
+			if v, ok := p.enum(e.v, "dtype", modelDTypes); ok {
 				m.DType = v
 			}
 		case "seed":

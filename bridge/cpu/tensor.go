@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
 // tensor is host memory viewed as its element type.
@@ -15,6 +16,7 @@ type tensor struct {
 	f32   []float32
 	u16   []uint16 // f16 / bf16 bits
 	i32   []int32
+	q     *quant.Matrix // Packed weights
 }
 
 func (t *tensor) DType() bridge.DType { return t.dt }

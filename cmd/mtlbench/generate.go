@@ -46,11 +46,11 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 		return nil, nil, fmt.Errorf("--fusion %q: want on or off", f)
 	}
 	if s := c.String("dtype"); s != "" {
-		dt, err := bridge.ParseDType(s)
-		if err != nil || dt == bridge.I32 {
-			return nil, nil, fmt.Errorf("--dtype %q: want f32, f16 or bf16", s)
+		f, err := model.ParseFormat(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--dtype: %w", err)
 		}
-		spec.DType = &dt
+		spec.DType, spec.Quant = &f.DType, f.Quant
 	}
 	bo, err := backendOptions(c.Int("threads"))
 	if err != nil {

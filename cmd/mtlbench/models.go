@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,20 +17,54 @@ func modelsCommand() *cli.Command {
 		Name:  "models",
 		Usage: "list the model presets with their size and memory need",
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
-			"with seeded synthetic weights. Memory is for bf16 weights plus a 4096-token KV cache.",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
+			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
+			"formats q4, q8 (MLX affine, group 64), q4_k_m, q8_0 (GGUF) count packed bytes and scales)\n" +
+			"plus a 4096-token KV cache; --dtype all lists every format.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weights: f32, f16, bf16, " + strings.Join(model.QuantFormats, ", ") + ", or all"},
+		},
 		Action: func(c *cli.Context) error {
-			t := &table.Table{Header: []string{"preset", "architecture", "layers", "params", "read/token", "bf16 weights", "KV/token", "memory need"}}
+			var formats []model.Format
+			if d := c.String("dtype"); d == "all" {
+				formats = append(formats, model.Format{DType: bridge.BF16})
+				for _, q := range model.QuantFormats {
+					formats = append(formats, model.Format{DType: bridge.BF16, Quant: q})
+				}
+			} else {
+				f, err := model.ParseFormat(d)
+				if err != nil {
+					return fmt.Errorf("--dtype: %w", err)
+				}
+				formats = []model.Format{f}
+			}
+			head := formats[0].String() + " weights"
+			if len(formats) > 1 {
+				head = "weights"
+			}
+			t := &table.Table{Header: []string{"preset", "architecture", "layers", "params", "read/token", head, "KV/token", "memory need"}}
+			if len(formats) > 1 {
+				t.Header = append([]string{"preset", "dtype"}, t.Header[1:]...)
+			}
 			for _, name := range model.PresetNames() {
-				cfg, _ := model.Preset(name)
-				kv := cfg.KVBytesPerToken(bridge.BF16)
-				need := cfg.WeightBytes(bridge.BF16) + cfg.KVBytesPerToken(bridge.F32)*4096
-				t.Rows = append(t.Rows, []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
-					engine.GiB(cfg.ActiveBytesPerToken(bridge.BF16)), engine.GiB(cfg.WeightBytes(bridge.BF16)),
-					engine.GiB(kv), engine.GiB(need)})
+				for _, f := range formats {
+					cfg, err := model.PresetFormat(name, f)
+					if err != nil {
+						return err
+					}
+					kv := cfg.KVBytesPerToken(bridge.BF16)
+					need := cfg.WeightBytes(f.DType) + cfg.KVBytesPerToken(bridge.F32)*4096
+					row := []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
+						engine.GiB(cfg.ActiveBytesPerToken(f.DType)), engine.GiB(cfg.WeightBytes(f.DType)),
+						engine.GiB(kv), engine.GiB(need)}
+					if len(formats) > 1 {
+						row = append([]string{name, f.String()}, row[1:]...)
+					}
+					t.Rows = append(t.Rows, row)
+				}
 			}
 			t.Notes = []string{"read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)",
-				"memory need: bf16 weights plus a 4096-token f32 KV cache on the CPU backend"}
+				"memory need: " + map[bool]string{true: "the weights", false: formats[0].String() + " weights"}[len(formats) > 1] + " plus a 4096-token f32 KV cache on the CPU backend"}
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err

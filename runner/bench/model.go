@@ -254,7 +254,7 @@ func newStepCost(c *model.Config, dt, kvdt bridge.DType) *stepCost {
 	if c.NumExperts > 0 {
 		// ActiveBytesPerToken counts top_k experts per MoE layer; the step
 		// adds the distinct experts it really touched instead.
-		sc.perExpert = int64(3*c.Hidden*c.MoEInter) * int64(dt.Size())
+		sc.perExpert = c.ExpertBytes(dt)
 		for l := 0; l < c.Layers; l++ {
 			if c.IsMoELayer(l) {
 				sc.dense -= int64(c.TopK) * sc.perExpert

@@ -484,11 +484,11 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 			spec.Model = sm.Path
 		}
 		if sm.DType != "" {
-			dt, err := bridge.ParseDType(sm.DType)
+			f, err := model.ParseFormat(sm.DType)
 			if err != nil {
 				return nil, s.ErrorAt(sm.Pos, "%v", err)
 			}
-			spec.DType = &dt
+			spec.DType, spec.Quant = &f.DType, f.Quant
 		}
 		cfg, src, err := model.Open(spec)
 		if err != nil {

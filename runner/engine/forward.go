@@ -14,8 +14,9 @@ type workspace struct {
 	hl, logits, argmax              bridge.Tensor
 	// ops are the step's op lists, by stepOps' variant (gather, argmax), and
 	// moe their MoE ops, whose params a step sets.
-	ops [4][]bridge.Op
-	moe [4][]*bridge.MoEOp
+	ops  [4][]bridge.Op
+	moe  [4][]*bridge.MoEOp
+	qmoe [4][]*bridge.QMoEOp
 }
 
 const maxWorkspaces = 8
@@ -88,13 +89,20 @@ func (e *Engine) stepOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	if ws.ops[v] == nil {
 		ws.ops[v] = e.buildOps(ws, gather, argmax)
 		for _, op := range ws.ops[v] {
-			if m, ok := op.(*bridge.MoEOp); ok {
+			switch m := op.(type) {
+			case *bridge.MoEOp:
 				ws.moe[v] = append(ws.moe[v], m)
+			case *bridge.QMoEOp:
+				ws.qmoe[v] = append(ws.qmoe[v], m)
 			}
 		}
 	}
 	for _, m := range ws.moe[v] {
 		m.Params = e.opts.MoE // tuned per step (tuned.go)
+		m.Params.Unfused = e.opts.NoFusion
+	}
+	for _, m := range ws.qmoe[v] {
+		m.Params = e.opts.MoE
 		m.Params.Unfused = e.opts.NoFusion
 	}
 	return ws.ops[v]
@@ -110,7 +118,20 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	at := func(layer int, comp, name string) bridge.At {
 		return bridge.At{Layer: layer, Component: comp, Name: name}
 	}
-	ops := []bridge.Op{&bridge.EmbeddingOp{At: at(-1, bridge.CompOther, "embedding"), Out: ws.resid, Table: w.embed}}
+	// A packed weight's matmul or embedding is its own op type, which the
+	// backends' fusion patterns for float weights never match.
+	mm := func(a bridge.At, out, x, wt, bias bridge.Tensor) bridge.Op {
+		if packed(wt) {
+			return &bridge.QMatMulOp{At: a, Out: out, X: x, W: wt, Bias: bias}
+		}
+		return &bridge.MatMulOp{At: a, Out: out, X: x, W: wt, Bias: bias}
+	}
+	var ops []bridge.Op
+	if packed(w.embed) {
+		ops = append(ops, &bridge.QEmbeddingOp{At: at(-1, bridge.CompOther, "embedding"), Out: ws.resid, Table: w.embed})
+	} else {
+		ops = append(ops, &bridge.EmbeddingOp{At: at(-1, bridge.CompOther, "embedding"), Out: ws.resid, Table: w.embed})
+	}
 	for l := range w.layers {
 		ly := &w.layers[l]
 		norm := at(l, bridge.CompNorm, "input_norm")
@@ -121,27 +142,31 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 		}
 		qkv := at(l, bridge.CompAttention, "qkv_proj")
 		ops = append(ops,
-			&bridge.MatMulOp{At: qkv, Out: ws.q, X: ws.h, W: ly.wq, Bias: ly.bq},
-			&bridge.MatMulOp{At: qkv, Out: ws.k, X: ws.h, W: ly.wk, Bias: ly.bk},
-			&bridge.MatMulOp{At: qkv, Out: ws.v, X: ws.h, W: ly.wv, Bias: ly.bv},
+			mm(qkv, ws.q, ws.h, ly.wq, ly.bq),
+			mm(qkv, ws.k, ws.h, ly.wk, ly.bk),
+			mm(qkv, ws.v, ws.h, ly.wv, ly.bv),
 			&bridge.RoPEOp{At: at(l, bridge.CompAttention, "rope"), Q: ws.q, K: ws.k, QNorm: ly.qNorm, KNorm: ly.kNorm,
 				Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Theta: c.RopeTheta, Eps: c.Eps},
 			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
 				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale},
-			&bridge.MatMulOp{At: at(l, bridge.CompAttention, "o_proj"), Out: ws.o, X: ws.attn, W: ly.wo},
+			mm(at(l, bridge.CompAttention, "o_proj"), ws.o, ws.attn, ly.wo, nil),
 			&bridge.AddRMSNormOp{At: at(l, bridge.CompNorm, "post_attention_norm"), Out: ws.h, Residual: ws.resid, X: ws.o,
 				W: ly.postNorm, Eps: c.Eps},
 		)
+		if ly.moe != nil && packed(ly.moe.Gate[0]) {
+			ops = append(ops, &bridge.QMoEOp{At: at(l, bridge.CompMoE, "moe"), Out: ws.mlp, X: ws.h, W: ly.moe, Params: e.opts.MoE})
+			continue
+		}
 		if ly.moe != nil {
 			ops = append(ops, &bridge.MoEOp{At: at(l, bridge.CompMoE, "moe"), Out: ws.mlp, X: ws.h, W: ly.moe, Params: e.opts.MoE})
 			continue
 		}
 		gu := at(l, bridge.CompMLP, "gate_up_proj")
 		ops = append(ops,
-			&bridge.MatMulOp{At: gu, Out: ws.gate, X: ws.h, W: ly.gate},
-			&bridge.MatMulOp{At: gu, Out: ws.up, X: ws.h, W: ly.up},
+			mm(gu, ws.gate, ws.h, ly.gate, nil),
+			mm(gu, ws.up, ws.h, ly.up, nil),
 			&bridge.SiLUMulOp{At: at(l, bridge.CompMLP, "silu_mul"), Out: ws.gate, Gate: ws.gate, Up: ws.up},
-			&bridge.MatMulOp{At: at(l, bridge.CompMLP, "down_proj"), Out: ws.mlp, X: ws.gate, W: ly.down},
+			mm(at(l, bridge.CompMLP, "down_proj"), ws.mlp, ws.gate, ly.down, nil),
 		)
 	}
 	if ws.hl == nil {
@@ -155,7 +180,7 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 		ops = append(ops, &bridge.GatherRowsOp{At: head, Out: ws.hl, X: ws.h})
 		hl = ws.hl
 	}
-	ops = append(ops, &bridge.MatMulOp{At: head, Out: ws.logits, X: hl, W: w.lmHead})
+	ops = append(ops, mm(head, ws.logits, hl, w.lmHead, nil))
 	if argmax {
 		ops = append(ops, &bridge.ArgmaxOp{At: at(-1, bridge.CompOther, "argmax"), Out: ws.argmax, Logits: ws.logits})
 	}

@@ -45,6 +45,15 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		if !ok {
 			return nil, fmt.Errorf("internal: no tensor spec %q", name)
 		}
+		if ps, ok := src.(model.PackedSource); ok {
+			p, packed, err := ps.Packed(s)
+			if err != nil {
+				return nil, err
+			}
+			if packed {
+				return packedWeight(be, name, s, p)
+			}
+		}
 		dt, data, err := src.Tensor(s)
 		if err != nil {
 			return nil, err
@@ -93,6 +102,17 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 				m.Up = append(m.Up, must(ep+"up_proj.weight"))
 				m.Down = append(m.Down, must(ep+"down_proj.weight"))
 			}
+			np := 0
+			for e := range m.Gate {
+				for _, t := range []bridge.Tensor{m.Gate[e], m.Up[e], m.Down[e]} {
+					if t != nil && packed(t) {
+						np++
+					}
+				}
+			}
+			if firstErr == nil && np != 0 && np != 3*len(m.Gate) {
+				firstErr = fmt.Errorf("%smlp: %d of %d expert matrices are packed; the engine runs all of a layer's experts packed or none", p, np, 3*len(m.Gate))
+			}
 			ly.moe = m
 		} else {
 			ly.gate, ly.up, ly.down = must(p+"mlp.gate_proj.weight"), must(p+"mlp.up_proj.weight"), must(p+"mlp.down_proj.weight")
@@ -109,6 +129,30 @@ func weightOf(be bridge.Backend, src model.Source, dt bridge.DType, shape []int,
 		return mw.WeightMapped(dt, shape, data)
 	}
 	return be.Weight(dt, shape, data)
+}
+
+// packedWeight hands a packed matrix to a backend that runs packed weights.
+func packedWeight(be bridge.Backend, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
+	qb, ok := be.(bridge.QuantBackend)
+	if !ok {
+		return nil, fmt.Errorf("%s: the %s backend does not run packed weights (%v)", name, be.Info().Backend, p.Spec)
+	}
+	if qs, ok := be.(bridge.QuantSupport); ok {
+		if err := qs.SupportsQuant(p.Spec); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	t, err := qb.QuantWeight(p.Spec, s.Shape, p.Data, p.Scales, p.Biases)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return t, nil
+}
+
+// packed reports whether t is a packed weight.
+func packed(t bridge.Tensor) bool {
+	_, ok := bridge.QuantOf(t)
+	return ok
 }
 
 // GiB formats bytes for people.

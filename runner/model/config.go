@@ -36,6 +36,9 @@ type Config struct {
 	NormTopK      bool
 	SparseStep    int
 	MLPOnlyLayers []int
+
+	// Quant, when set, says which matrices are stored packed (quant.go).
+	Quant *QuantScheme
 }
 
 // IsMoELayer reports whether layer l uses the sparse expert block, following

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
 )
@@ -91,17 +92,25 @@ func (c *Config) Params() int64 {
 }
 
 // WeightBytes is the memory the weights take with matrices in dt and vectors
-// in f32.
+// in f32 (packed matrices at their packed size, scales and biases included).
 func (c *Config) WeightBytes(dt bridge.DType) int64 {
 	var n int64
 	for _, t := range c.Tensors() {
-		if t.Matrix {
-			n += t.Elems() * int64(dt.Size())
-		} else {
-			n += t.Elems() * 4
-		}
+		n += c.TensorBytes(t, dt)
 	}
 	return n
+}
+
+// TensorBytes is the memory tensor t takes: packed under c.Quant, else
+// matrices in dt and vectors in f32.
+func (c *Config) TensorBytes(t TensorSpec, dt bridge.DType) int64 {
+	if !t.Matrix {
+		return t.Elems() * 4
+	}
+	if q, ok := c.Quant.For(t.Name); ok {
+		return q.Bytes(t.Elems(), t.Shape[len(t.Shape)-1])
+	}
+	return t.Elems() * int64(dt.Size())
 }
 
 // KVBytesPerToken is the KV cache memory one token takes across all layers.
@@ -114,22 +123,19 @@ func (c *Config) KVBytesPerToken(dt bridge.DType) int64 {
 func (c *Config) ActiveBytesPerToken(dt bridge.DType) int64 {
 	var n int64
 	for _, t := range c.Tensors() {
-		sz := int64(4)
-		if t.Matrix {
-			sz = int64(dt.Size())
-		}
+		b := c.TensorBytes(t, dt)
 		switch {
 		case t.Name == "model.embed_tokens.weight" || t.Name == GPT2Embed:
-			n += int64(c.Hidden) * sz
+			n += b / int64(c.Vocab)
 			if c.TieEmbed { // the table is read whole as the LM head
-				n += t.Elems() * sz
+				n += b
 			}
 		case t.Name == GPT2Positions: // one row a token
-			n += int64(c.Hidden) * sz
+			n += b / int64(t.Shape[0])
 		case isExpertTensor(t.Name):
-			n += t.Elems() * sz * int64(c.TopK) / int64(c.NumExperts)
+			n += b * int64(c.TopK) / int64(c.NumExperts)
 		default:
-			n += t.Elems() * sz
+			n += b
 		}
 	}
 	return n
@@ -140,4 +146,23 @@ func isExpertTensor(name string) bool {
 	var rest string
 	k, _ := fmt.Sscanf(name, "model.layers.%d.mlp.experts.%d.%s", &l, &e, &rest)
 	return k == 3
+}
+
+// ExpertBytes is one expert's weights (gate, up and down) in dt or packed,
+// averaged over the MoE layers (a Q4_K_M mix packs some layers' down
+// projections with more bits).
+func (c *Config) ExpertBytes(dt bridge.DType) int64 {
+	var n, experts int64
+	for _, t := range c.Tensors() {
+		if isExpertTensor(t.Name) {
+			n += c.TensorBytes(t, dt)
+			if strings.HasSuffix(t.Name, ".down_proj.weight") {
+				experts++
+			}
+		}
+	}
+	if experts == 0 {
+		return 0
+	}
+	return n / experts
 }

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -33,6 +35,7 @@ type Source interface {
 type Synthetic struct {
 	Seed    uint64
 	dtype   bridge.DType
+	quant   *QuantScheme // packed formats of a quantized preset
 	mu      sync.Mutex
 	frees   []func()
 	regions regions
@@ -42,7 +45,58 @@ type Synthetic struct {
 func NewSynthetic(seed uint64, dt bridge.DType) *Synthetic { return &Synthetic{Seed: seed, dtype: dt} }
 
 func (s *Synthetic) DType() bridge.DType { return s.dtype }
-func (s *Synthetic) Describe() string    { return fmt.Sprintf("synthetic (seed %d, %v)", s.Seed, s.dtype) }
+func (s *Synthetic) Describe() string {
+	if s.quant != nil {
+		return fmt.Sprintf("synthetic (seed %d, %s, %v floats)", s.Seed, s.quant.Name, s.dtype)
+	}
+	return fmt.Sprintf("synthetic (seed %d, %v)", s.Seed, s.dtype)
+}
+
+// Uint64 makes splitmix a quant.Rand.
+func (r *splitmix) Uint64() uint64 { return r.next() }
+
+// Packed draws a quantized preset's matrix directly in its packed format
+// (quant.Random), in parallel pieces of rows whose values do not depend on
+// the number of cores.
+func (s *Synthetic) Packed(spec TensorSpec) (Packed, bool, error) {
+	q, ok := s.quant.For(spec.Name)
+	if !ok || !spec.Matrix {
+		return Packed{}, false, nil
+	}
+	rows, k := spec.Shape[0], spec.Shape[1]
+	if err := q.Validate(k); err != nil {
+		return Packed{}, false, fmt.Errorf("synthetic %s: %w", spec.Name, err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(spec.Name))
+	rng := splitmix{s.Seed ^ h.Sum64()}
+	amp := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
+	rb, gb := q.RowBytes(k), q.Groups(k)*q.Scale.Size()
+	p := Packed{Spec: q, Data: s.alloc(rows * rb)}
+	if gb > 0 {
+		p.Scales, p.Biases = s.alloc(rows*gb), s.alloc(rows*gb)
+	}
+	per := max(1, (1<<16)/k)
+	seed := rng.next()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < rows; lo += per {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(lo, hi int) {
+			defer wg.Done()
+			r := splitmix{seed + uint64(lo)*0x9e3779b97f4a7c15}
+			var sc, bi []byte
+			if gb > 0 {
+				sc, bi = p.Scales[lo*gb:hi*gb], p.Biases[lo*gb:hi*gb]
+			}
+			quant.Random(q, hi-lo, k, amp, &r, p.Data[lo*rb:hi*rb], sc, bi)
+			<-sem
+		}(lo, min(rows, lo+per))
+	}
+	wg.Wait()
+	return p, true, nil
+}
 
 // Close releases the memory of every tensor handed out.
 func (s *Synthetic) Close() error {
@@ -169,6 +223,8 @@ type Checkpoint struct {
 	converted regions
 	dtype     bridge.DType // matrices are converted to this when it differs
 	keep      bool         // keep each matrix's stored dtype
+	mlx       *mlxQuant    // mlx-lm's quantization, nil for float checkpoints
+	experts   int          // experts per MoE layer, to slice switch_mlp stacks
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
@@ -223,10 +279,14 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 			name, data, info, err = strings.TrimPrefix(name, GPT2Prefix), d, i, nil
 		}
 	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), spec.Name)
-	}
 	where := filepath.Base(c.ck.File(name))
+	if err != nil {
+		sdata, sdt, sname, ok := c.stackedFloat(spec)
+		if !ok {
+			return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), spec.Name)
+		}
+		data, info, where = sdata, c.sliceInfo(sname, spec, sdt), filepath.Base(c.ck.File(sname))
+	}
 	stored := spec.Shape
 	if spec.Transposed {
 		stored = []int{spec.Shape[1], spec.Shape[0]}
@@ -339,6 +399,42 @@ func convert(out, data []byte, src, dst bridge.DType) {
 	}
 }
 
+func (c *Checkpoint) sliceInfo(name string, spec TensorSpec, dt bridge.DType) safetensors.TensorInfo {
+	info, _ := c.ck.Info(name)
+	return safetensors.TensorInfo{Name: name, DType: info.DType, Shape: spec.Shape}
+}
+
+// OpenDir opens a checkpoint folder: its config (with mlx-lm's
+// quantization, when it has one) and its weights. want as OpenCheckpoint.
+func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
+	cfg, err := LoadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	mq, err := parseMLXQuant(p, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	ck, err := OpenCheckpoint(dir, want)
+	if err != nil {
+		return nil, nil, err
+	}
+	ck.mlx, ck.experts = mq, cfg.NumExperts
+	// HF ties the LM head to the embedding when the checkpoint has none.
+	if !cfg.TieEmbed && !ck.Has("lm_head.weight") {
+		cfg.TieEmbed = true
+	}
+	if mq != nil {
+		cfg.Quant = ck.mlxScheme(cfg)
+	}
+	return cfg, ck, nil
+}
+
 // LoadDir reads a checkpoint folder's config.json.
 func LoadDir(dir string) (*Config, error) {
 	p := filepath.Join(dir, "config.json")
@@ -363,6 +459,9 @@ type Spec struct {
 	// DType of the matrices: for presets the synthetic dtype (default
 	// bf16); for checkpoints nil keeps the stored dtype.
 	DType *bridge.DType
+	// Quant, for presets, is a packed format of QuantFormats (synthetic
+	// packed weights; DType is then their scales' and floats' dtype).
+	Quant string
 	Seed  uint64
 }
 
@@ -382,23 +481,26 @@ func Open(spec Spec) (*Config, Source, error) {
 		if spec.DType != nil {
 			dt = *spec.DType
 		}
-		cfg, src = c, NewSynthetic(spec.Seed, dt)
+		syn := NewSynthetic(spec.Seed, dt)
+		if spec.Quant != "" {
+			if !slices.Contains(QuantFormats, spec.Quant) {
+				return nil, nil, fmt.Errorf("unknown quantized format %q (want %s)", spec.Quant, strings.Join(QuantFormats, ", "))
+			}
+			c.Quant = presetScheme(c, spec.Quant, dt)
+			syn.quant = c.Quant
+		}
+		cfg, src = c, syn
 	} else {
 		st, err := os.Stat(spec.Model)
-		if err != nil || !st.IsDir() {
+		if err != nil || (!st.IsDir() && !isGGUFPath(spec.Model)) {
 			return nil, nil, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", spec.Model, joinNames(PresetNames()))
 		}
-		c, err := LoadDir(spec.Model)
+		if spec.Quant != "" {
+			return nil, nil, fmt.Errorf("dtype %s makes synthetic packed weights for a preset; %s is a checkpoint, which is read as it is stored", spec.Quant, spec.Model)
+		}
+		c, ck, err := openModelPath(spec.Model, spec.DType)
 		if err != nil {
 			return nil, nil, err
-		}
-		ck, err := OpenCheckpoint(spec.Model, spec.DType)
-		if err != nil {
-			return nil, nil, err
-		}
-		// HF ties the LM head to the embedding when the checkpoint has none.
-		if !c.TieEmbed && !ck.Has("lm_head.weight") {
-			c.TieEmbed = true
 		}
 		cfg, src = c, ck
 	}
@@ -460,8 +562,9 @@ func (r regions) contain(b []byte) bool {
 // once.
 type Cached struct {
 	Source
-	mu sync.Mutex
-	m  map[string]cachedTensor
+	mu     sync.Mutex
+	m      map[string]cachedTensor
+	packed map[string]Packed
 }
 
 type cachedTensor struct {

@@ -1,0 +1,84 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// quantSpecs are every packing the CPU runs.
+var quantSpecs = []quant.Spec{
+	{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
+	{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F16},
+	{Type: quant.Affine, Bits: 4, Group: 128, Scale: quant.F32},
+	{Type: quant.Affine, Bits: 2, Group: 64, Scale: quant.BF16},
+	{Type: quant.Affine, Bits: 3, Group: 64, Scale: quant.BF16},
+	{Type: quant.Affine, Bits: 5, Group: 32, Scale: quant.F16},
+	{Type: quant.Affine, Bits: 6, Group: 64, Scale: quant.BF16},
+	{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K},
+}
+
+func randomMatrix(t testing.TB, s quant.Spec, rows, k int, seed uint64) *quant.Matrix {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	sb := rows * s.Groups(k) * s.Scale.Size()
+	var sc, bi []byte
+	if s.Type == quant.Affine {
+		sc, bi = make([]byte, sb), make([]byte, sb)
+	}
+	m := quant.Random(s, rows, k, 0.5, rng, make([]byte, rows*s.RowBytes(k)), sc, bi)
+	if err := m.Check("random"); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestQMatMulMatchesReference: GEMV and GEMM on packed weights against
+// kernels/quant's float64 reference, relative error 1e-5 of the row scale.
+func TestQMatMulMatchesReference(t *testing.T) {
+	be := New(Options{Threads: 2})
+	for _, s := range quantSpecs {
+		for _, m := range []int{1, 3} {
+			t.Run(s.String(), func(t *testing.T) {
+				const n, k = 37, 512
+				w := randomMatrix(t, s, n, k, 7)
+				rng := rand.New(rand.NewPCG(3, 4))
+				x := make([]float32, m*k)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				want := make([]float32, m*n)
+				quant.MatMul(want, x, nil, w, m)
+				wt, err := be.QuantWeight(s, []int{n, k}, w.Data, w.Scales, w.Biases)
+				if err != nil {
+					t.Fatal(err)
+				}
+				xt, _ := be.Weight(bridge.F32, []int{m, k}, f32bytes(x))
+				out, _ := be.Alloc(bridge.F32, m, n)
+				be.QMatMul(out, xt, wt, nil)
+				got := f32s(out)
+				var scale float64
+				for _, v := range want {
+					scale = math.Max(scale, math.Abs(float64(v)))
+				}
+				for i := range want {
+					if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*scale+1e-6 {
+						t.Fatalf("m=%d out[%d] = %g, reference %g (diff %g, scale %g)", m, i, got[i], want[i], d, scale)
+					}
+				}
+			})
+		}
+	}
+}
+
+func f32bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		u := math.Float32bits(x)
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	return b
+}

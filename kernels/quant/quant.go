@@ -1,0 +1,206 @@
+// Package quant holds the packed weight formats mtlbench reads: MLX's affine
+// quantization (mlx-lm checkpoints) and GGUF's block types (llama.cpp
+// files). It says how each lays out its bytes, checks a tensor's sizes
+// against its shape, and is the pure-Go reference for the ops on packed
+// weights (GEMV/GEMM, expert GEMVs, embedding rows) that every backend is
+// checked against. docs/quantization.md describes the formats.
+package quant
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Type is a packed weight format.
+type Type uint8
+
+const (
+	// Affine is MLX's: per row, groups of Group values, each value Bits
+	// wide in a little-endian bit stream of uint32 words (value i of a row
+	// at bit i·Bits); a scale and a bias per group, w = scale·q + bias.
+	Affine Type = iota + 1
+	// Q8_0 is GGUF's blocks of 32: an f16 scale d and 32 int8, w = d·q.
+	Q8_0
+	// Q4_0 is GGUF's blocks of 32: an f16 scale d and 16 bytes of nibbles
+	// (value j low nibble of byte j, value j+16 its high nibble), w = d·(q-8).
+	Q4_0
+	// Q4_K is GGUF's super-blocks of 256: f16 d and dmin, 12 bytes of
+	// 6-bit sub-block scales and mins, 128 bytes of nibbles.
+	Q4_K
+	// Q6_K is GGUF's super-blocks of 256: 128 bytes of low nibbles, 64 of
+	// high 2-bit pairs, 16 int8 sub-block scales, f16 d.
+	Q6_K
+)
+
+// Float is the element type of an affine format's scales and biases: the
+// checkpoint's float dtype.
+type Float uint8
+
+const (
+	F32 Float = iota
+	F16
+	BF16
+)
+
+// Size is the bytes of one value.
+func (f Float) Size() int {
+	if f == F32 {
+		return 4
+	}
+	return 2
+}
+
+func (f Float) String() string { return [...]string{"f32", "f16", "bf16"}[f] }
+
+// Spec is one tensor's packing.
+type Spec struct {
+	Type  Type
+	Bits  int   // Affine: bits per value (2, 3, 4, 5, 6 or 8)
+	Group int   // Affine: values per scale (32, 64 or 128)
+	Scale Float // Affine: dtype of scales and biases
+}
+
+// AffineBits are the bit widths an affine tensor may have, and AffineGroups
+// its group sizes: what mlx's quantize accepts.
+var (
+	AffineBits   = []int{2, 3, 4, 5, 6, 8}
+	AffineGroups = []int{32, 64, 128}
+)
+
+// Block is the values one block (affine: one group) holds.
+func (s Spec) Block() int {
+	switch s.Type {
+	case Affine:
+		return s.Group
+	case Q8_0, Q4_0:
+		return 32
+	case Q4_K, Q6_K:
+		return 256
+	}
+	return 0
+}
+
+// BlockBytes is the packed bytes of one block (affine: its values only;
+// its scale and bias are in their own tensors).
+func (s Spec) BlockBytes() int {
+	switch s.Type {
+	case Affine:
+		return s.Group * s.Bits / 8
+	case Q8_0:
+		return 34
+	case Q4_0:
+		return 18
+	case Q4_K:
+		return 144
+	case Q6_K:
+		return 210
+	}
+	return 0
+}
+
+// RowBytes is the packed bytes of a row of k values.
+func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
+
+// Groups is the scales (and biases) of a row of k values: affine only.
+func (s Spec) Groups(k int) int {
+	if s.Type != Affine {
+		return 0
+	}
+	return k / s.Group
+}
+
+// Bytes is everything n values in rows of k take: packed values, and for
+// affine formats their scales and biases.
+func (s Spec) Bytes(n int64, k int) int64 {
+	rows := n / int64(k)
+	return rows * int64(s.RowBytes(k)+2*s.Groups(k)*s.Scale.Size())
+}
+
+func (s Spec) String() string {
+	switch s.Type {
+	case Affine:
+		return fmt.Sprintf("affine %d-bit, group %d, %v scales", s.Bits, s.Group, s.Scale)
+	case Q8_0:
+		return "Q8_0"
+	case Q4_0:
+		return "Q4_0"
+	case Q4_K:
+		return "Q4_K"
+	case Q6_K:
+		return "Q6_K"
+	}
+	return fmt.Sprintf("quant(%d)", uint8(s.Type))
+}
+
+// Validate checks that the packing exists and fits rows of k values.
+func (s Spec) Validate(k int) error {
+	switch s.Type {
+	case Affine:
+		if !slices.Contains(AffineBits, s.Bits) {
+			return fmt.Errorf("affine quantization with %d bits is not supported (bits: %s)", s.Bits, ints(AffineBits))
+		}
+		if !slices.Contains(AffineGroups, s.Group) {
+			return fmt.Errorf("affine quantization with group size %d is not supported (group sizes: %s)", s.Group, ints(AffineGroups))
+		}
+		if s.Scale > BF16 {
+			return fmt.Errorf("affine scales of dtype %d are not supported", s.Scale)
+		}
+	case Q8_0, Q4_0, Q4_K, Q6_K:
+	default:
+		return fmt.Errorf("unknown quantization type %d", s.Type)
+	}
+	if k <= 0 || k%s.Block() != 0 {
+		return fmt.Errorf("%v packs rows in blocks of %d values; a row of %d values does not divide", s, s.Block(), k)
+	}
+	return nil
+}
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Matrix is a packed [Rows][K] weight, row-major: row r's packed values are
+// Data[r·RowBytes(K):], and for affine formats its scales and biases are
+// Scales and Biases from r·Groups(K) on.
+type Matrix struct {
+	Spec           Spec
+	Rows, K        int
+	Data           []byte
+	Scales, Biases []byte
+}
+
+// Check verifies every buffer holds exactly what the shape needs; name
+// labels the error.
+func (m *Matrix) Check(name string) error {
+	if err := m.Spec.Validate(m.K); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if want := m.Rows * m.Spec.RowBytes(m.K); len(m.Data) != want {
+		return fmt.Errorf("%s: %d bytes of packed %v values for %d rows of %d (want %d)", name, len(m.Data), m.Spec, m.Rows, m.K, want)
+	}
+	if m.Spec.Type == Affine {
+		want := m.Rows * m.Spec.Groups(m.K) * m.Spec.Scale.Size()
+		if len(m.Scales) != want || len(m.Biases) != want {
+			return fmt.Errorf("%s: scales of %d and biases of %d bytes for %d rows of %d groups of %v (want %d each)",
+				name, len(m.Scales), len(m.Biases), m.Rows, m.Spec.Groups(m.K), m.Spec.Scale, want)
+		}
+	}
+	return nil
+}
+
+// Expert returns expert e of a stacked [experts][rows][k] matrix: a view,
+// no copy.
+func (m *Matrix) Expert(e, experts int) *Matrix {
+	r := m.Rows / experts
+	rb, g := m.Spec.RowBytes(m.K), m.Spec.Groups(m.K)*m.Spec.Scale.Size()
+	x := &Matrix{Spec: m.Spec, Rows: r, K: m.K, Data: m.Data[e*r*rb : (e+1)*r*rb]}
+	if m.Spec.Type == Affine {
+		x.Scales, x.Biases = m.Scales[e*r*g:(e+1)*r*g], m.Biases[e*r*g:(e+1)*r*g]
+	}
+	return x
+}

@@ -1,0 +1,425 @@
+// Package gguf reads GGUF files, llama.cpp's single-file model format: the
+// header (versions 2 and 3), the metadata key/values, the tensor infos and
+// the aligned tensor data, which is memory-mapped and handed out as
+// sub-slices, never copied. Every count, length and offset is checked
+// against the file before it is trusted: a malformed file is an error
+// naming the file and the tensor or key, never a panic.
+//
+// The layout is gguf-py's (GGUFWriter) and ggml's gguf.cpp: magic "GGUF",
+// u32 version, u64 tensor count, u64 key/value count, the key/values, the
+// tensor infos (name, u32 dims, u64 sizes innermost first, u32 type, u64
+// offset into the data), then the data at the next multiple of
+// general.alignment (32 by default).
+package gguf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"unsafe"
+)
+
+// Type is a tensor's ggml type.
+type Type uint32
+
+// The ggml types mtlbench reads (ggml.h's enum ggml_type).
+const (
+	F32  Type = 0
+	F16  Type = 1
+	Q4_0 Type = 2
+	Q8_0 Type = 8
+	Q4_K Type = 12
+	Q6_K Type = 14
+	BF16 Type = 30
+)
+
+// typeNames are every ggml type's name, for messages about those mtlbench
+// does not read.
+var typeNames = map[Type]string{
+	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
+	10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
+	17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
+	23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M",
+	30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
+}
+
+func (t Type) String() string {
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type %d", uint32(t))
+}
+
+// Block is the values of one block and BlockBytes its bytes, for the
+// types mtlbench reads; ok false for the others.
+func (t Type) Block() (values, bytes int, ok bool) {
+	switch t {
+	case F32:
+		return 1, 4, true
+	case F16, BF16:
+		return 1, 2, true
+	case Q4_0:
+		return 32, 18, true
+	case Q8_0:
+		return 32, 34, true
+	case Q4_K:
+		return 256, 144, true
+	case Q6_K:
+		return 256, 210, true
+	}
+	return 0, 0, false
+}
+
+// ValueType is a metadata value's type.
+type ValueType uint32
+
+const (
+	U8 ValueType = iota
+	I8
+	U16
+	I16
+	U32
+	I32
+	F32Value
+	Bool
+	String
+	Array
+	U64
+	I64
+	F64
+)
+
+// Value is one metadata value: numbers as float64/int64/uint64, strings,
+// bools; arrays keep their element type and length, and their elements
+// when they are numbers (token lists of strings are skipped, not copied).
+type Value struct {
+	Type  ValueType
+	Elem  ValueType // arrays
+	Len   uint64    // arrays
+	Int   int64
+	Uint  uint64
+	Float float64
+	Str   string
+	Nums  []float64 // numeric arrays
+}
+
+// TensorInfo is one tensor's entry.
+type TensorInfo struct {
+	Name   string
+	Dims   []uint64 // ggml order: Dims[0] is the row length
+	Type   Type
+	Offset uint64 // into the data section
+	Size   uint64 // bytes
+}
+
+// Shape is the row-major shape: Dims reversed.
+func (t TensorInfo) Shape() []int {
+	s := make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		s[len(t.Dims)-1-i] = int(d)
+	}
+	return s
+}
+
+// File is an open GGUF file.
+type File struct {
+	Path      string
+	Version   uint32
+	Alignment uint64
+	KV        map[string]Value
+	Keys      []string // in file order
+	Tensors   []TensorInfo
+	byName    map[string]int
+	data      []byte // the whole file, mapped
+	dataStart uint64
+	release   func() error
+	mapped    bool
+}
+
+// maxDims is ggml's GGML_MAX_DIMS.
+const maxDims = 4
+
+// Open maps and validates path.
+func Open(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() < 24 {
+		return nil, fmt.Errorf("%s: %d bytes is too short for a GGUF header", path, st.Size())
+	}
+	if st.Size() > math.MaxInt {
+		return nil, fmt.Errorf("%s: too large to map", path)
+	}
+	data, release, mapped, err := mapFile(fh, int(st.Size()))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f := &File{Path: path, data: data, release: release, mapped: mapped, KV: map[string]Value{}, byName: map[string]int{}}
+	if err := f.parse(); err != nil {
+		release()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Close unmaps the file; tensor bytes become invalid.
+func (f *File) Close() error {
+	if f.release == nil {
+		return nil
+	}
+	err := f.release()
+	f.release = nil
+	return err
+}
+
+// Mapped reports whether b lies in this file's mapping (not a heap copy).
+func (f *File) Mapped(b []byte) bool {
+	if !f.mapped || len(b) == 0 || len(f.data) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	q := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	return p >= q && p+uintptr(len(b)) <= q+uintptr(len(f.data))
+}
+
+// Tensor returns the named tensor's info.
+func (f *File) Tensor(name string) (TensorInfo, bool) {
+	i, ok := f.byName[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return f.Tensors[i], true
+}
+
+// Bytes returns the tensor's bytes: a sub-slice of the mapping.
+func (f *File) Bytes(t TensorInfo) []byte {
+	o := f.dataStart + t.Offset
+	return f.data[o : o+t.Size]
+}
+
+// reader walks the header, refusing to read past the end.
+type reader struct {
+	b   []byte
+	off uint64
+	err error
+}
+
+var errShort = errors.New("short")
+
+func (r *reader) take(n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b))-r.off {
+		r.err = errShort
+		return nil
+	}
+	s := r.b[r.off : r.off+n]
+	r.off += n
+	return s
+}
+
+func (r *reader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *reader) str() string {
+	n := r.u64()
+	return string(r.take(n))
+}
+
+func (f *File) parse() error {
+	r := &reader{b: f.data}
+	if string(r.take(4)) != "GGUF" {
+		return fmt.Errorf("not a GGUF file (magic %q)", f.data[:4])
+	}
+	f.Version = r.u32()
+	switch {
+	case f.Version == 2 || f.Version == 3:
+	case f.Version == 1:
+		return fmt.Errorf("GGUF version 1 is not supported (versions 2 and 3; convert the file with a current llama.cpp)")
+	case f.Version&0xffff == 0 && f.Version>>16 != 0:
+		return fmt.Errorf("GGUF version field %#x looks big-endian; only little-endian files are supported", f.Version)
+	default:
+		return fmt.Errorf("GGUF version %d is not supported (versions 2 and 3)", f.Version)
+	}
+	nt, nkv := r.u64(), r.u64()
+	// Every key/value and tensor info takes at least 8+4 bytes: counts
+	// beyond what the file could hold are corrupt, not allocations to make.
+	if room := uint64(len(f.data)) / 12; nt > room || nkv > room {
+		return fmt.Errorf("header claims %d tensors and %d metadata keys, more than the file's %d bytes could hold", nt, nkv, len(f.data))
+	}
+	for i := uint64(0); i < nkv; i++ {
+		key := r.str()
+		v, err := r.value(ValueType(r.u32()), 0)
+		if r.err != nil {
+			return fmt.Errorf("metadata key %d (%q): the file ends inside it", i, key)
+		}
+		if err != nil {
+			return fmt.Errorf("metadata key %q: %w", key, err)
+		}
+		if _, dup := f.KV[key]; dup {
+			return fmt.Errorf("metadata key %q appears twice", key)
+		}
+		f.KV[key] = v
+		f.Keys = append(f.Keys, key)
+	}
+	f.Alignment = 32
+	if v, ok := f.KV["general.alignment"]; ok {
+		if v.Type != U32 {
+			return fmt.Errorf("general.alignment has value type %d, want u32", v.Type)
+		}
+		if v.Uint == 0 || v.Uint&(v.Uint-1) != 0 {
+			return fmt.Errorf("general.alignment %d is not a power of two", v.Uint)
+		}
+		f.Alignment = v.Uint
+	}
+	for i := uint64(0); i < nt; i++ {
+		t := TensorInfo{Name: r.str()}
+		nd := r.u32()
+		if r.err == nil && (nd == 0 || nd > maxDims) {
+			return fmt.Errorf("tensor %q has %d dimensions (1 to %d)", t.Name, nd, maxDims)
+		}
+		for j := uint32(0); j < nd && r.err == nil; j++ {
+			t.Dims = append(t.Dims, r.u64())
+		}
+		t.Type, t.Offset = Type(r.u32()), r.u64()
+		if r.err != nil {
+			return fmt.Errorf("tensor info %d (%q): the file ends inside it", i, t.Name)
+		}
+		if _, dup := f.byName[t.Name]; dup {
+			return fmt.Errorf("tensor %q appears twice", t.Name)
+		}
+		f.byName[t.Name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, t)
+	}
+	f.dataStart = (r.off + f.Alignment - 1) / f.Alignment * f.Alignment
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		vals, bytes, ok := t.Type.Block()
+		elems := uint64(1)
+		for _, d := range t.Dims {
+			if d == 0 || d > 1<<40 || elems > (1<<50)/d {
+				return fmt.Errorf("tensor %q has dimensions %v", t.Name, t.Dims)
+			}
+			elems *= d
+		}
+		if !ok {
+			// Readable metadata, but the tensor's bytes cannot be sized or
+			// used: refused when a model asks for it.
+			continue
+		}
+		if t.Dims[0]%uint64(vals) != 0 {
+			return fmt.Errorf("tensor %q: rows of %d values do not divide into %v blocks of %d", t.Name, t.Dims[0], t.Type, vals)
+		}
+		t.Size = elems / uint64(vals) * uint64(bytes)
+		if t.Offset%f.Alignment != 0 {
+			return fmt.Errorf("tensor %q: data offset %d is not a multiple of the alignment %d", t.Name, t.Offset, f.Alignment)
+		}
+		end := f.dataStart + t.Offset + t.Size
+		if f.dataStart+t.Offset < f.dataStart || end > uint64(len(f.data)) {
+			return fmt.Errorf("tensor %q is cut short: its %d bytes end at byte %d, the file at %d", t.Name, t.Size, end, len(f.data))
+		}
+	}
+	return nil
+}
+
+// value reads one value of type vt (depth guards nested arrays).
+func (r *reader) value(vt ValueType, depth int) (Value, error) {
+	v := Value{Type: vt}
+	switch vt {
+	case U8:
+		if b := r.take(1); b != nil {
+			v.Uint, v.Int, v.Float = uint64(b[0]), int64(b[0]), float64(b[0])
+		}
+	case I8:
+		if b := r.take(1); b != nil {
+			v.Int, v.Float = int64(int8(b[0])), float64(int8(b[0]))
+		}
+	case Bool:
+		if b := r.take(1); b != nil {
+			if b[0] > 1 {
+				return v, fmt.Errorf("bool value %d", b[0])
+			}
+			v.Uint, v.Int = uint64(b[0]), int64(b[0])
+		}
+	case U16:
+		if b := r.take(2); b != nil {
+			x := binary.LittleEndian.Uint16(b)
+			v.Uint, v.Int, v.Float = uint64(x), int64(x), float64(x)
+		}
+	case I16:
+		if b := r.take(2); b != nil {
+			x := int16(binary.LittleEndian.Uint16(b))
+			v.Int, v.Float = int64(x), float64(x)
+		}
+	case U32:
+		x := r.u32()
+		v.Uint, v.Int, v.Float = uint64(x), int64(x), float64(x)
+	case I32:
+		x := int32(r.u32())
+		v.Int, v.Float = int64(x), float64(x)
+	case F32Value:
+		v.Float = float64(math.Float32frombits(r.u32()))
+	case U64:
+		x := r.u64()
+		v.Uint, v.Int, v.Float = x, int64(x), float64(x)
+	case I64:
+		x := int64(r.u64())
+		v.Int, v.Float = x, float64(x)
+	case F64:
+		v.Float = math.Float64frombits(r.u64())
+	case String:
+		v.Str = r.str()
+	case Array:
+		if depth > 0 {
+			return v, fmt.Errorf("nested arrays are not supported")
+		}
+		v.Elem, v.Len = ValueType(r.u32()), r.u64()
+		if v.Len > uint64(len(r.b)) {
+			return v, fmt.Errorf("array of %d values is longer than the file", v.Len)
+		}
+		for i := uint64(0); i < v.Len && r.err == nil; i++ {
+			e, err := r.value(v.Elem, depth+1)
+			if err != nil {
+				return v, err
+			}
+			if v.Elem != String && v.Len <= 1<<16 {
+				v.Nums = append(v.Nums, e.Float)
+			}
+		}
+	default:
+		return v, fmt.Errorf("unknown value type %d", vt)
+	}
+	return v, nil
+}
+
+func readAll(fh *os.File, size int) ([]byte, func() error, error) {
+	buf := make([]byte, size)
+	n, err := fh.ReadAt(buf, 0)
+	if n == size {
+		return buf, func() error { return nil }, nil
+	}
+	if err == nil {
+		err = errors.New("short read")
+	}
+	return nil, nil, fmt.Errorf("file changed while reading: %w", err)
+}

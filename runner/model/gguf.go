@@ -1,0 +1,376 @@
+package model
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/gguf"
+)
+
+// GGUF files: the model's configuration comes from the metadata
+// (general.architecture and its keys), its tensors from the file's names
+// (blk.N.attn_q.weight, ...), mapped to the HF names the engine asks for.
+// docs/quantization.md lists both mappings.
+
+// ggufArchs maps GGUF architectures to the HF architectures they run as.
+var ggufArchs = map[string]string{
+	"llama":    "LlamaForCausalLM",
+	"qwen2":    "Qwen2ForCausalLM",
+	"qwen3":    "Qwen3ForCausalLM",
+	"qwen3moe": "Qwen3MoeForCausalLM",
+}
+
+func isGGUFPath(p string) bool { return strings.EqualFold(filepath.Ext(p), ".gguf") }
+
+// openModelPath opens a checkpoint folder or a GGUF file.
+func openModelPath(p string, want *bridge.DType) (*Config, Source, error) {
+	if isGGUFPath(p) {
+		return OpenGGUF(p, want)
+	}
+	c, ck, err := OpenDir(p, want)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, ck, nil
+}
+
+// GGUFSource reads a GGUF file's tensors: packed ones as they are, float
+// ones in their stored dtype (or converted to want).
+type GGUFSource struct {
+	f         *gguf.File
+	cfg       *Config
+	dtype     bridge.DType
+	keep      bool
+	frees     []func()
+	converted regions
+	// permute are the HF names whose rows llama.cpp's converter reordered
+	// for its interleaved RoPE (llama's q and k), with their head counts.
+	permute map[string]int
+}
+
+// ggufName is the GGUF tensor holding HF tensor name, and for experts the
+// expert's index in the stacked tensor (-1 otherwise).
+func ggufName(name string) (string, int) {
+	if l, e, proj, ok := expertName(name); ok {
+		p := map[string]string{"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}[proj]
+		return fmt.Sprintf("blk.%d.%s.weight", l, p), e
+	}
+	switch name {
+	case "model.embed_tokens.weight":
+		return "token_embd.weight", -1
+	case "model.norm.weight":
+		return "output_norm.weight", -1
+	case "lm_head.weight":
+		return "output.weight", -1
+	}
+	var l int
+	var rest string
+	if n, _ := fmt.Sscanf(name, "model.layers.%d.%s", &l, &rest); n == 2 {
+		m := map[string]string{
+			"input_layernorm.weight":          "attn_norm.weight",
+			"post_attention_layernorm.weight": "ffn_norm.weight",
+			"self_attn.q_proj.weight":         "attn_q.weight",
+			"self_attn.k_proj.weight":         "attn_k.weight",
+			"self_attn.v_proj.weight":         "attn_v.weight",
+			"self_attn.o_proj.weight":         "attn_output.weight",
+			"self_attn.q_proj.bias":           "attn_q.bias",
+			"self_attn.k_proj.bias":           "attn_k.bias",
+			"self_attn.v_proj.bias":           "attn_v.bias",
+			"self_attn.q_norm.weight":         "attn_q_norm.weight",
+			"self_attn.k_norm.weight":         "attn_k_norm.weight",
+			"mlp.gate_proj.weight":            "ffn_gate.weight",
+			"mlp.up_proj.weight":              "ffn_up.weight",
+			"mlp.down_proj.weight":            "ffn_down.weight",
+			"mlp.gate.weight":                 "ffn_gate_inp.weight",
+		}
+		if g, ok := m[rest]; ok {
+			return fmt.Sprintf("blk.%d.%s", l, g), -1
+		}
+	}
+	return name, -1
+}
+
+// OpenGGUF opens a GGUF file: its configuration and its tensors.
+func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := ggufConfig(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	s := &GGUFSource{f: f, cfg: cfg, permute: map[string]int{}}
+	if want != nil {
+		s.dtype = *want
+	} else {
+		s.keep, s.dtype = true, bridge.F32
+		for _, t := range f.Tensors {
+			if t.Type == gguf.F16 || t.Type == gguf.BF16 {
+				s.dtype = map[gguf.Type]bridge.DType{gguf.F16: bridge.F16, gguf.BF16: bridge.BF16}[t.Type]
+				break
+			}
+			if _, packed := ggufQuant(t.Type); packed {
+				s.dtype = bridge.F16
+			}
+		}
+	}
+	if cfg.Architecture == "LlamaForCausalLM" {
+		for l := 0; l < cfg.ModelLayers; l++ {
+			s.permute[LayerPrefix(l)+"self_attn.q_proj.weight"] = cfg.Heads
+			s.permute[LayerPrefix(l)+"self_attn.k_proj.weight"] = cfg.KVHeads
+		}
+	}
+	// Every tensor the model needs must be there, readable, of the shape
+	// the metadata implies: checked now, before any work.
+	q := &QuantScheme{Name: "gguf", Per: map[string]*quant.Spec{}}
+	for _, t := range cfg.Tensors() {
+		info, e, err := s.lookup(t)
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		if spec, ok := ggufQuant(info.Type); ok {
+			q.Per[t.Name] = &spec
+		} else {
+			q.Per[t.Name] = nil
+		}
+		_ = e
+	}
+	cfg.Quant = q
+	return cfg, s, nil
+}
+
+// ggufQuant is the packing of a packed ggml type.
+func ggufQuant(t gguf.Type) (quant.Spec, bool) {
+	switch t {
+	case gguf.Q8_0:
+		return quant.Spec{Type: quant.Q8_0}, true
+	case gguf.Q4_0:
+		return quant.Spec{Type: quant.Q4_0}, true
+	case gguf.Q4_K:
+		return quant.Spec{Type: quant.Q4_K}, true
+	case gguf.Q6_K:
+		return quant.Spec{Type: quant.Q6_K}, true
+	}
+	return quant.Spec{}, false
+}
+
+// lookup finds spec's GGUF tensor and checks its type and shape.
+func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
+	name, e := ggufName(spec.Name)
+	info, ok := s.f.Tensor(name)
+	if !ok {
+		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", s.f.Path, name, spec.Name)
+	}
+	if _, _, ok := info.Type.Block(); !ok {
+		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", s.f.Path, name, info.Type)
+	}
+	want := spec.Shape
+	if e >= 0 {
+		want = append([]int{s.cfg.NumExperts}, spec.Shape...)
+	}
+	if !sameShape(info.Shape(), want) {
+		return info, e, fmt.Errorf("%s: tensor %q has shape %v, the metadata implies %v", s.f.Path, name, info.Shape(), want)
+	}
+	if _, packed := ggufQuant(info.Type); packed && !spec.Matrix {
+		return info, e, fmt.Errorf("%s: tensor %q is %v; mtlbench reads norms and biases in F32, F16 or BF16", s.f.Path, name, info.Type)
+	}
+	return info, e, nil
+}
+
+func (s *GGUFSource) DType() bridge.DType { return s.dtype }
+func (s *GGUFSource) Describe() string    { return "gguf " + s.f.Path }
+func (s *GGUFSource) Mapped(b []byte) bool {
+	return s.f.Mapped(b) || s.converted.contain(b)
+}
+
+func (s *GGUFSource) Close() error {
+	for _, f := range s.frees {
+		f()
+	}
+	s.frees = nil
+	return s.f.Close()
+}
+
+// bytes returns spec's bytes (expert e's slice of a stacked tensor), with
+// llama's q/k rows put back in HF order.
+func (s *GGUFSource) bytes(spec TensorSpec) (gguf.TensorInfo, []byte, error) {
+	info, e, err := s.lookup(spec)
+	if err != nil {
+		return info, nil, err
+	}
+	data := s.f.Bytes(info)
+	if e >= 0 {
+		n := len(data) / s.cfg.NumExperts
+		data = data[e*n : (e+1)*n]
+	}
+	if heads, ok := s.permute[spec.Name]; ok {
+		data = s.unpermute(data, spec.Shape[0], heads)
+	}
+	return info, data, nil
+}
+
+// unpermute undoes llama.cpp's convert_hf_to_gguf permute of q and k:
+// within each head, GGUF row 2j+t holds HF row t·d/2+j. Rows are whole
+// packed blocks, so this moves bytes without decoding them; it is the one
+// copy a llama GGUF costs (q and k only).
+func (s *GGUFSource) unpermute(data []byte, rows, heads int) []byte {
+	rb := len(data) / rows
+	out, free, mapped := allocWeights(len(data))
+	s.frees = append(s.frees, free)
+	if mapped {
+		s.converted.add(out)
+	}
+	d := rows / heads
+	for h := 0; h < heads; h++ {
+		for j := 0; j < d/2; j++ {
+			for t := 0; t < 2; t++ {
+				src, dst := h*d+2*j+t, h*d+t*d/2+j
+				copy(out[dst*rb:(dst+1)*rb], data[src*rb:(src+1)*rb])
+			}
+		}
+	}
+	return out
+}
+
+// Packed returns a packed tensor's bytes.
+func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
+	info, e, err := s.lookup(spec)
+	if err != nil {
+		return Packed{}, false, err
+	}
+	_ = e
+	q, ok := ggufQuant(info.Type)
+	if !ok {
+		return Packed{}, false, nil
+	}
+	_, data, err := s.bytes(spec)
+	return Packed{Spec: q, Data: data}, true, err
+}
+
+// Tensor returns a float tensor: vectors in f32, matrices kept or converted.
+func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
+	info, data, err := s.bytes(spec)
+	if err != nil {
+		return 0, nil, err
+	}
+	var src bridge.DType
+	switch info.Type {
+	case gguf.F32:
+		src = bridge.F32
+	case gguf.F16:
+		src = bridge.F16
+	case gguf.BF16:
+		src = bridge.BF16
+	default:
+		return 0, nil, fmt.Errorf("%s: tensor %q is %v, packed; the engine reads it packed", s.f.Path, info.Name, info.Type)
+	}
+	dst := s.dtype
+	if !spec.Matrix {
+		dst = bridge.F32
+	} else if s.keep {
+		dst = src
+	}
+	if dst == src {
+		return src, data, nil
+	}
+	out, free, mapped := allocWeights(len(data) / src.Size() * dst.Size())
+	s.frees = append(s.frees, free)
+	if mapped {
+		s.converted.add(out)
+	}
+	convert(out, data, src, dst)
+	return dst, out, nil
+}
+
+// ggufConfig reads the model's shape from the metadata.
+func ggufConfig(f *gguf.File) (*Config, error) {
+	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", f.Path, fmt.Sprintf(format, a...)) }
+	av, ok := f.KV["general.architecture"]
+	if !ok || av.Type != gguf.String {
+		return nil, bad("no general.architecture string in the metadata")
+	}
+	arch := av.Str
+	hf, ok := ggufArchs[arch]
+	if !ok {
+		return nil, bad("architecture %q is not supported (llama, qwen2, qwen3, qwen3moe)", arch)
+	}
+	var errs []string
+	num := func(key string, def int, need bool) int {
+		v, ok := f.KV[arch+"."+key]
+		if !ok {
+			if need {
+				errs = append(errs, "missing "+arch+"."+key)
+			}
+			return def
+		}
+		switch v.Type {
+		case gguf.U8, gguf.I8, gguf.U16, gguf.I16, gguf.U32, gguf.I32, gguf.U64, gguf.I64:
+			return int(v.Int)
+		}
+		errs = append(errs, fmt.Sprintf("%s.%s is not an integer", arch, key))
+		return def
+	}
+	flt := func(key string, def float64) float64 {
+		v, ok := f.KV[arch+"."+key]
+		if !ok {
+			return def
+		}
+		if v.Type == gguf.String || v.Type == gguf.Array {
+			errs = append(errs, fmt.Sprintf("%s.%s is not a number", arch, key))
+		}
+		return v.Float
+	}
+	c := &Config{Name: strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path)), Architecture: hf}
+	c.Hidden = num("embedding_length", 0, true)
+	c.Layers = num("block_count", 0, true)
+	c.ModelLayers = c.Layers
+	c.Heads = num("attention.head_count", 0, true)
+	c.KVHeads = num("attention.head_count_kv", c.Heads, false)
+	if c.Heads > 0 {
+		c.HeadDim = num("attention.key_length", c.Hidden/c.Heads, false)
+	}
+	if v := num("attention.value_length", c.HeadDim, false); v != c.HeadDim {
+		errs = append(errs, fmt.Sprintf("value_length %d differs from key_length %d", v, c.HeadDim))
+	}
+	c.MaxPos = num("context_length", 2048, false)
+	c.Eps = float32(flt("attention.layer_norm_rms_epsilon", 1e-6))
+	c.RopeTheta = flt("rope.freq_base", 10000)
+	if v, ok := f.KV[arch+".rope.scaling.type"]; ok && v.Str != "" && v.Str != "none" {
+		errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (only default RoPE)", v.Str))
+	}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok || len(emb.Dims) != 2 {
+		return nil, bad("tensor \"token_embd.weight\" is missing or not 2-D")
+	}
+	c.Vocab = num("vocab_size", int(emb.Dims[1]), false)
+	_, hasOut := f.Tensor("output.weight")
+	c.TieEmbed = !hasOut
+	_, c.QKVBias = f.Tensor("blk.0.attn_q.bias")
+	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
+	if arch == "qwen3moe" {
+		c.NumExperts = num("expert_count", 0, true)
+		c.TopK = num("expert_used_count", 0, true)
+		c.MoEInter = num("expert_feed_forward_length", 0, true)
+		c.NormTopK = true // llama.cpp's qwen3moe graph renormalises the top-k weights
+		if v, ok := f.KV[arch+".expert_weights_norm"]; ok && v.Type == gguf.Bool {
+			c.NormTopK = v.Uint == 1
+		}
+		c.SparseStep = 1
+		c.Inter = num("feed_forward_length", 0, false)
+	} else {
+		c.Inter = num("feed_forward_length", 0, true)
+	}
+	if len(errs) > 0 {
+		return nil, bad("%s", strings.Join(errs, "; "))
+	}
+	if err := c.Validate(); err != nil {
+		return nil, bad("%v", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,311 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// Packed is a packed tensor's bytes: its values, and for affine formats its
+// scales and biases. All stay valid until the source is closed.
+type Packed struct {
+	Spec                 quant.Spec
+	Data, Scales, Biases []byte
+}
+
+// PackedSource is a Source some of whose matrices are stored packed.
+type PackedSource interface {
+	// Packed returns spec's tensor packed; ok false when it is stored as
+	// floats (Tensor reads it then).
+	Packed(spec TensorSpec) (p Packed, ok bool, err error)
+}
+
+// Packed forwards to the wrapped source, once per tensor.
+func (c *Cached) Packed(spec TensorSpec) (Packed, bool, error) {
+	ps, ok := c.Source.(PackedSource)
+	if !ok {
+		return Packed{}, false, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.packed[spec.Name]; ok {
+		return p, true, nil
+	}
+	p, ok, err := ps.Packed(spec)
+	if err == nil && ok {
+		if c.packed == nil {
+			c.packed = map[string]Packed{}
+		}
+		c.packed[spec.Name] = p
+	}
+	return p, ok, err
+}
+
+// mlxQuant is config.json's "quantization" as mlx-lm writes it: the
+// defaults, and per-module entries (a dict of overrides, or false for a
+// module left in floats).
+type mlxQuant struct {
+	GroupSize int
+	Bits      int
+	Mode      string
+	Modules   map[string]*mlxModule // nil value: not quantized
+}
+
+type mlxModule struct {
+	GroupSize, Bits int
+	Mode            string
+}
+
+// parseMLXQuant reads the "quantization" (or, from older converters,
+// "quantization_config") object of an mlx-lm config.json; nil when the
+// checkpoint is not quantized.
+func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
+	var raw struct {
+		Q  map[string]json.RawMessage `json:"quantization"`
+		QC map[string]json.RawMessage `json:"quantization_config"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
+	}
+	m := raw.Q
+	if m == nil {
+		m = raw.QC
+		if m == nil {
+			return nil, nil
+		}
+		if _, hf := m["quant_method"]; hf {
+			var method string
+			json.Unmarshal(m["quant_method"], &method)
+			return nil, fmt.Errorf("%s: quantization_config.quant_method %q is not supported (mtlbench reads mlx-lm's affine quantization and GGUF files)", name, method)
+		}
+	}
+	q := &mlxQuant{GroupSize: 64, Bits: 4, Mode: "affine", Modules: map[string]*mlxModule{}}
+	for k, v := range m {
+		switch k {
+		case "group_size":
+			if err := json.Unmarshal(v, &q.GroupSize); err != nil {
+				return nil, fmt.Errorf("%s: quantization.group_size: %v", name, err)
+			}
+		case "bits":
+			if err := json.Unmarshal(v, &q.Bits); err != nil {
+				return nil, fmt.Errorf("%s: quantization.bits: %v", name, err)
+			}
+		case "mode":
+			if err := json.Unmarshal(v, &q.Mode); err != nil {
+				return nil, fmt.Errorf("%s: quantization.mode: %v", name, err)
+			}
+		default:
+			var b bool
+			if json.Unmarshal(v, &b) == nil {
+				if !b {
+					q.Modules[k] = nil
+				}
+				continue
+			}
+			var mod struct {
+				GroupSize *int   `json:"group_size"`
+				Bits      *int   `json:"bits"`
+				Mode      string `json:"mode"`
+			}
+			if err := json.Unmarshal(v, &mod); err != nil {
+				return nil, fmt.Errorf("%s: quantization[%q]: want an object or a boolean: %v", name, k, err)
+			}
+			e := &mlxModule{GroupSize: q.GroupSize, Bits: q.Bits, Mode: mod.Mode}
+			if mod.GroupSize != nil {
+				e.GroupSize = *mod.GroupSize
+			}
+			if mod.Bits != nil {
+				e.Bits = *mod.Bits
+			}
+			q.Modules[k] = e
+		}
+	}
+	// Modules' defaults are the top-level values, read in any order.
+	for _, e := range q.Modules {
+		if e != nil && e.Mode == "" {
+			e.Mode = q.Mode
+		}
+	}
+	if err := q.check(q.Mode, q.Bits, q.GroupSize); err != nil {
+		return nil, fmt.Errorf("%s: quantization: %w", name, err)
+	}
+	for k, e := range q.Modules {
+		if e != nil {
+			if err := q.check(e.Mode, e.Bits, e.GroupSize); err != nil {
+				return nil, fmt.Errorf("%s: quantization[%q]: %w", name, k, err)
+			}
+		}
+	}
+	return q, nil
+}
+
+func (q *mlxQuant) check(mode string, bits, group int) error {
+	if mode != "affine" {
+		return fmt.Errorf("mode %q is not supported (only affine)", mode)
+	}
+	return quant.Spec{Type: quant.Affine, Bits: bits, Group: group}.Validate(group)
+}
+
+// spec is how module (a weight's name without ".weight") is packed.
+func (q *mlxQuant) spec(module string, scale quant.Float) quant.Spec {
+	bits, group := q.Bits, q.GroupSize
+	if e := q.Modules[module]; e != nil {
+		bits, group = e.Bits, e.GroupSize
+	}
+	return quant.Spec{Type: quant.Affine, Bits: bits, Group: group, Scale: scale}
+}
+
+// expertName splits "model.layers.L.mlp.experts.E.P.weight".
+func expertName(name string) (layer, expert int, proj string, ok bool) {
+	var rest string
+	if n, _ := fmt.Sscanf(name, "model.layers.%d.mlp.experts.%d.%s", &layer, &expert, &rest); n != 3 {
+		return 0, 0, "", false
+	}
+	proj, found := strings.CutSuffix(rest, ".weight")
+	return layer, expert, proj, found
+}
+
+// stackedName is where mlx-lm stores an expert's tensor: stacked under
+// switch_mlp (its Qwen3-MoE sanitize), one slice per expert.
+func stackedName(layer int, proj, suffix string) string {
+	return fmt.Sprintf("model.layers.%d.mlp.switch_mlp.%s.%s", layer, proj, suffix)
+}
+
+func floatOf(dtype string) (quant.Float, bool) {
+	switch dtype {
+	case "F32":
+		return quant.F32, true
+	case "F16":
+		return quant.F16, true
+	case "BF16":
+		return quant.BF16, true
+	}
+	return 0, false
+}
+
+// Packed reads an mlx-lm packed matrix: name.weight (U32), name.scales and
+// name.biases, or expert e's slice of the switch_mlp stack.
+func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
+	if c.mlx == nil || !spec.Matrix {
+		return Packed{}, false, nil
+	}
+	module, expert, experts := strings.TrimSuffix(spec.Name, ".weight"), -1, 0
+	if l, e, proj, ok := expertName(spec.Name); ok && !c.Has(spec.Name) {
+		module, expert, experts = strings.TrimSuffix(stackedName(l, proj, "weight"), ".weight"), e, c.experts
+	}
+	if !c.Has(module + ".scales") {
+		return Packed{}, false, nil
+	}
+	rows, k := spec.Shape[0], spec.Shape[1]
+	lead := []int{}
+	if expert >= 0 {
+		lead = []int{experts}
+	}
+	get := func(suffix string) ([]byte, string, error) {
+		name := module + "." + suffix
+		data, info, err := c.ck.Bytes(name)
+		where := filepath.Base(c.ck.File(name))
+		if err != nil {
+			return nil, where, fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), spec.Name, module+".scales", name)
+		}
+		return data, info.DType, nil
+	}
+	sInfo, _ := c.ck.Info(module + ".scales")
+	scale, ok := floatOf(sInfo.DType)
+	if !ok {
+		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; scales must be F32, F16 or BF16", filepath.Base(c.ck.File(module+".scales")), module+".scales", sInfo.DType)
+	}
+	q := c.mlx.spec(module, scale)
+	where := filepath.Base(c.ck.File(module + ".weight"))
+	if err := q.Validate(k); err != nil {
+		return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
+	}
+	data, dt, err := get("weight")
+	if err != nil {
+		return Packed{}, false, err
+	}
+	if dt != "U32" {
+		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has dtype %s, want U32 (it has scales, so the config's quantization applies)", where, module+".weight", dt)
+	}
+	wInfo, _ := c.ck.Info(module + ".weight")
+	if want := append(slices.Clone(lead), rows, k*q.Bits/32); !sameShape(wInfo.Shape, want) {
+		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has shape %v; %d-bit values of the config's %v need %v", where, module+".weight", wInfo.Shape, q.Bits, append(slices.Clone(lead), rows, k), want)
+	}
+	scales, _, err := get("scales")
+	if err != nil {
+		return Packed{}, false, err
+	}
+	biases, bdt, err := get("biases")
+	if err != nil {
+		return Packed{}, false, err
+	}
+	gshape := append(slices.Clone(lead), rows, k/q.Group)
+	for _, sfx := range []string{"scales", "biases"} {
+		info, _ := c.ck.Info(module + "." + sfx)
+		if !sameShape(info.Shape, gshape) {
+			return Packed{}, false, fmt.Errorf("%s: tensor %q has shape %v; %d rows of %d values in groups of %d need %v",
+				filepath.Base(c.ck.File(module+"."+sfx)), module+"."+sfx, info.Shape, rows, k, q.Group, gshape)
+		}
+	}
+	if bdt != sInfo.DType {
+		return Packed{}, false, fmt.Errorf("%s: tensor %q is %s but its scales are %s", filepath.Base(c.ck.File(module+".biases")), module+".biases", bdt, sInfo.DType)
+	}
+	p := Packed{Spec: q, Data: data, Scales: scales, Biases: biases}
+	if expert >= 0 {
+		if expert >= experts {
+			return Packed{}, false, fmt.Errorf("%s: tensor %q holds %d experts, the config %d", where, module+".weight", wInfo.Shape[0], experts)
+		}
+		m := (&quant.Matrix{Spec: q, Rows: rows * experts, K: k, Data: data, Scales: scales, Biases: biases}).Expert(expert, experts)
+		p.Data, p.Scales, p.Biases = m.Data, m.Scales, m.Biases
+	}
+	return p, true, nil
+}
+
+// mlxScheme is the QuantScheme an mlx-lm checkpoint's tensors make: a
+// matrix is packed when its module has scales (as mlx-lm's loader decides).
+func (c *Checkpoint) mlxScheme(cfg *Config) *QuantScheme {
+	q := &QuantScheme{Name: "mlx", Per: map[string]*quant.Spec{}}
+	for _, t := range cfg.Tensors() {
+		if !t.Matrix {
+			continue
+		}
+		module := strings.TrimSuffix(t.Name, ".weight")
+		if l, _, proj, ok := expertName(t.Name); ok && !c.Has(t.Name) {
+			module = strings.TrimSuffix(stackedName(l, proj, "weight"), ".weight")
+		}
+		info, ok := c.ck.Info(module + ".scales")
+		if !ok {
+			q.Per[t.Name] = nil
+			continue
+		}
+		f, _ := floatOf(info.DType)
+		s := c.mlx.spec(module, f)
+		q.Per[t.Name] = &s
+	}
+	return q
+}
+
+// stackedFloat reads expert e's slice of a float switch_mlp stack (mlx-lm
+// stores unquantized Qwen3-MoE experts stacked too).
+func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string, bool) {
+	l, e, proj, ok := expertName(spec.Name)
+	if !ok {
+		return nil, 0, "", false
+	}
+	name := stackedName(l, proj, "weight")
+	data, info, err := c.ck.Bytes(name)
+	if err != nil || len(info.Shape) != 3 || info.Shape[0] != c.experts || !sameShape(info.Shape[1:], spec.Shape) {
+		return nil, 0, "", false
+	}
+	dt, err := bridge.ParseDType(info.DType)
+	if err != nil || dt == bridge.I32 {
+		return nil, 0, "", false
+	}
+	n := len(data) / c.experts
+	return data[e*n : (e+1)*n], dt, name, true
+}

@@ -1,0 +1,150 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// QuantScheme says which of a model's matrices are packed, and how: from a
+// quantized preset's name, an mlx-lm config's "quantization", or a GGUF
+// file's tensor types. docs/quantization.md describes the formats.
+type QuantScheme struct {
+	// Name is the preset format (q4, q8, q4_k_m, q8_0), "mlx" or "gguf".
+	Name string
+	// Default packs every matrix not in Per.
+	Default *quant.Spec
+	// Per overrides Default by tensor name; a nil entry keeps the tensor
+	// in floats.
+	Per map[string]*quant.Spec
+}
+
+// For returns how the tensor called name is packed; ok false for floats.
+func (q *QuantScheme) For(name string) (quant.Spec, bool) {
+	if q == nil {
+		return quant.Spec{}, false
+	}
+	if s, ok := q.Per[name]; ok {
+		if s == nil {
+			return quant.Spec{}, false
+		}
+		return *s, true
+	}
+	if q.Default == nil {
+		return quant.Spec{}, false
+	}
+	return *q.Default, true
+}
+
+// QuantFormats are the synthetic quantized formats a preset runs in: MLX
+// affine at 4 and 8 bits (group 64, the checkpoint's float dtype for scales)
+// and GGUF's Q4_K_M mix and Q8_0. suites/parse.go lists the same names.
+var QuantFormats = []string{"q4", "q8", "q4_k_m", "q8_0"}
+
+// Format is the dtype a preset's weights take: a float dtype, or a packed
+// format with its floats (norms stay f32; affine scales and unpacked
+// matrices take DType).
+type Format struct {
+	DType bridge.DType
+	Quant string // "" for float weights; else one of QuantFormats
+}
+
+func (f Format) String() string {
+	if f.Quant != "" {
+		return f.Quant
+	}
+	return f.DType.String()
+}
+
+// ParseFormat reads a dtype as suites and flags spell it.
+func ParseFormat(s string) (Format, error) {
+	if slices.Contains(QuantFormats, strings.ToLower(s)) {
+		return Format{DType: bridge.BF16, Quant: strings.ToLower(s)}, nil
+	}
+	dt, err := bridge.ParseDType(s)
+	if err != nil || dt == bridge.I32 {
+		return Format{}, fmt.Errorf("unknown dtype %q (want f32, f16, bf16, %s)", s, strings.Join(QuantFormats, ", "))
+	}
+	return Format{DType: dt}, nil
+}
+
+// presetScheme is a quantized preset's scheme for cfg. Q4_K_M follows
+// llama.cpp's mix: Q4_K everywhere, Q6_K for the LM head and for the value
+// projections and down projections of the layers its use_more_bits picks.
+func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
+	sf := quant.BF16
+	switch scale {
+	case bridge.F16:
+		sf = quant.F16
+	case bridge.F32:
+		sf = quant.F32
+	}
+	q := &QuantScheme{Name: name, Per: map[string]*quant.Spec{}}
+	switch name {
+	case "q4":
+		q.Default = &quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: sf}
+		// mlx-lm keeps MoE routers at 8 bits (its quant_predicate).
+		for l := 0; l < cfg.ModelLayers; l++ {
+			q.Per[LayerPrefix(l)+"mlp.gate.weight"] = &quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: sf}
+		}
+	case "q8":
+		q.Default = &quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: sf}
+	case "q8_0":
+		q.Default = &quant.Spec{Type: quant.Q8_0}
+	case "q4_k_m":
+		q.Default = &quant.Spec{Type: quant.Q4_K}
+		q6 := &quant.Spec{Type: quant.Q6_K}
+		n := cfg.ModelLayers
+		for l := 0; l < n; l++ {
+			if useMoreBits(l, n) {
+				p := LayerPrefix(l)
+				q.Per[p+"self_attn.v_proj.weight"] = q6
+				q.Per[p+"mlp.down_proj.weight"] = q6
+				for e := 0; e < cfg.NumExperts; e++ {
+					q.Per[fmt.Sprintf("%smlp.experts.%d.down_proj.weight", p, e)] = q6
+				}
+			}
+		}
+		q.Per["lm_head.weight"] = q6
+		if cfg.TieEmbed {
+			q.Per["model.embed_tokens.weight"] = q6
+		}
+	}
+	// A matrix whose rows do not divide into blocks: llama.cpp falls back
+	// to a 32-value type (Q8_0 here), mlx-lm leaves it in floats.
+	q8 := &quant.Spec{Type: quant.Q8_0}
+	for _, t := range cfg.Tensors() {
+		k := t.Shape[len(t.Shape)-1]
+		if s, ok := q.For(t.Name); ok && t.Matrix && s.Validate(k) != nil {
+			q.Per[t.Name] = nil
+			if s.Type == quant.Q4_K || s.Type == quant.Q6_K {
+				if q8.Validate(k) == nil {
+					q.Per[t.Name] = q8
+				}
+			}
+		}
+	}
+	return q
+}
+
+// useMoreBits is llama.cpp's choice of layers that get more bits in its _M
+// mixes: the first and last eighth, and every third in between.
+func useMoreBits(l, n int) bool {
+	return l < n/8 || l >= 7*n/8 || (l-n/8)%3 == 2
+}
+
+// PresetFormat is a preset's config with its matrices in f: packed formats
+// set Quant, so memory figures count packed bytes.
+func PresetFormat(name string, f Format) (*Config, error) {
+	c, err := Preset(name)
+	if err != nil {
+		return nil, err
+	}
+	if f.Quant != "" {
+		c.Quant = presetScheme(c, f.Quant, f.DType)
+	}
+	return c, nil
+}
