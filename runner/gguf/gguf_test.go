@@ -1,0 +1,143 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// build writes a GGUF file with the given version, key/values (u32 values
+// only) and tensors, aligned to align; mutate edits the bytes after.
+type ti struct {
+	name string
+	dims []uint64
+	typ  Type
+	size int
+}
+
+func build(version uint32, kv map[string]uint32, tensors []ti, align int) []byte {
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
+	b = append(b, "GGUF"...)
+	u32(version)
+	u64(uint64(len(tensors)))
+	u64(uint64(len(kv)))
+	for k, v := range kv {
+		str(k)
+		u32(uint32(U32))
+		u32(v)
+	}
+	off := 0
+	for _, t := range tensors {
+		str(t.name)
+		u32(uint32(len(t.dims)))
+		for _, d := range t.dims {
+			u64(d)
+		}
+		u32(uint32(t.typ))
+		u64(uint64(off))
+		off += (t.size + align - 1) / align * align
+	}
+	for len(b)%align != 0 {
+		b = append(b, 0)
+	}
+	return append(b, make([]byte, off)...)
+}
+
+func write(t *testing.T, data []byte) string {
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestOpen(t *testing.T) {
+	data := build(3, map[string]uint32{"general.alignment": 64}, []ti{
+		{"a", []uint64{64, 2}, Q8_0, 2 * 2 * 34},
+		{"b", []uint64{256}, Q4_K, 144},
+	}, 64)
+	f, err := Open(write(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, _ := f.Tensor("a")
+	if got := a.Shape(); got[0] != 2 || got[1] != 64 || a.Size != 136 {
+		t.Fatalf("a: shape %v size %d", got, a.Size)
+	}
+	b, _ := f.Tensor("b")
+	if len(f.Bytes(b)) != 144 || b.Offset%64 != 0 || f.Alignment != 64 {
+		t.Fatalf("b: %d bytes at %d, alignment %d", len(f.Bytes(b)), b.Offset, f.Alignment)
+	}
+}
+
+// TestBadFiles: each malformed file is an error naming the file and what
+// is wrong, never a panic.
+func TestBadFiles(t *testing.T) {
+	good := func() []byte {
+		return build(3, nil, []ti{{"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32)
+	}
+	cases := []struct {
+		name string
+		data func() []byte
+		want string
+	}{
+		{"version 1", func() []byte { return build(1, nil, nil, 32) }, "version 1 is not supported"},
+		{"version 4", func() []byte { return build(4, nil, nil, 32) }, "version 4 is not supported"},
+		{"big-endian", func() []byte { return build(3<<24, nil, nil, 32) }, "big-endian"},
+		{"magic", func() []byte { b := good(); copy(b, "GGML"); return b }, "not a GGUF file"},
+		{"alignment", func() []byte { return build(3, map[string]uint32{"general.alignment": 48}, nil, 32) }, "alignment 48 is not a power of two"},
+		{"alignment zero", func() []byte { return build(3, map[string]uint32{"general.alignment": 0}, nil, 32) }, "not a power of two"},
+		{"cut short", func() []byte { b := good(); return b[:len(b)-40] }, `tensor "w" is cut short`},
+		{"header cut", func() []byte { b := good(); return b[:30] }, "ends inside"},
+		{"counts", func() []byte {
+			b := good()
+			binary.LittleEndian.PutUint64(b[8:], 1<<40)
+			return b
+		}, "more than the file"},
+		{"ragged rows", func() []byte { return build(3, nil, []ti{{"w", []uint64{48, 4}, Q4_0, 4 * 18}}, 32) }, "do not divide"},
+		{"dims", func() []byte { return build(3, nil, []ti{{"w", []uint64{32, 1, 1, 1, 1}, Q4_0, 18}}, 32) }, "5 dimensions"},
+		{"misaligned offset", func() []byte {
+			b := build(3, nil, []ti{{"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32)
+			// the offset is the last u64 of the tensor info
+			i := strings.Index(string(b), "w") + 1 + 4 + 16 + 4
+			binary.LittleEndian.PutUint64(b[i:], 8)
+			return b
+		}, "not a multiple of the alignment"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := write(t, c.data())
+			_, err := Open(p)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("error %q, want it to name %s and say %q", err, p, c.want)
+			}
+		})
+	}
+}
+
+// FuzzOpen: no input panics.
+func FuzzOpen(f *testing.F) {
+	f.Add(build(3, map[string]uint32{"general.alignment": 32}, []ti{{"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32))
+	f.Add(build(2, nil, nil, 32))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "f.gguf")
+		os.WriteFile(p, data, 0o644)
+		if g, err := Open(p); err == nil {
+			for _, ti := range g.Tensors {
+				if _, _, ok := ti.Type.Block(); ok {
+					_ = g.Bytes(ti)
+				}
+			}
+			g.Close()
+		}
+	})
+}

@@ -1,0 +1,179 @@
+package model
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
+)
+
+const mlxFixture = "../testdata/mlx/llama-q4"
+
+// mlxCopy copies the MLX fixture into a temporary folder, with its config's
+// quantization edited by q and its tensors by edit (nil: unchanged).
+func mlxCopy(t *testing.T, q func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
+	t.Helper()
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(mlxFixture, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf map[string]any
+	json.Unmarshal(raw, &conf)
+	if q != nil {
+		qm := conf["quantization"].(map[string]any)
+		q(qm)
+		delete(conf, "quantization_config")
+	}
+	raw, _ = json.Marshal(conf)
+	os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644)
+	f, err := safetensors.Open(filepath.Join(mlxFixture, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ts []safetensors.WriteTensor
+	for _, info := range f.Tensors() {
+		b, _ := f.Bytes(info.Name)
+		ts = append(ts, safetensors.WriteTensor{Name: info.Name, DType: info.DType, Shape: info.Shape, Data: append([]byte(nil), b...)})
+	}
+	if edit != nil {
+		ts = edit(ts)
+	}
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, map[string]string{"format": "mlx"}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// openAll opens dir and asks for every tensor, as the engine's load does.
+func openAll(dir string) error {
+	cfg, src, err := Open(Spec{Model: dir})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, s := range cfg.Tensors() {
+		if _, ok, err := src.(PackedSource).Packed(s); err != nil {
+			return err
+		} else if !ok {
+			if _, _, err := src.Tensor(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func TestMLXCheckpointOpens(t *testing.T) {
+	cfg, src, err := Open(Spec{Model: mlxFixture})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	q, ok := cfg.Quant.For("model.layers.0.self_attn.q_proj.weight")
+	if !ok || q.Bits != 4 || q.Group != 64 {
+		t.Fatalf("q_proj packing %v %v", q, ok)
+	}
+	if _, ok := cfg.Quant.For("model.norm.weight"); ok {
+		t.Fatal("a norm is packed")
+	}
+	if err := openAll(mlxFixture); err != nil {
+		t.Fatal(err)
+	}
+	// Memory: packed bytes + scales, not bf16.
+	plain := *cfg
+	plain.Quant = nil
+	if w, f := cfg.WeightBytes(bridge.BF16), plain.WeightBytes(bridge.BF16); w <= 0 || 3*w > f {
+		t.Fatalf("packed weights take %d bytes, bf16 %d", w, f)
+	}
+}
+
+// TestBadMLXCheckpoints: each is refused before any work, with the file
+// and the tensor or setting named.
+func TestBadMLXCheckpoints(t *testing.T) {
+	replace := func(name string, fn func(*safetensors.WriteTensor)) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			for i := range ts {
+				if ts[i].Name == name {
+					fn(&ts[i])
+				}
+			}
+			return ts
+		}
+	}
+	const q = "model.layers.0.self_attn.q_proj"
+	cases := []struct {
+		name  string
+		quant func(map[string]any)
+		edit  func([]safetensors.WriteTensor) []safetensors.WriteTensor
+		want  []string
+	}{
+		{"bits", func(m map[string]any) { m["bits"] = 7 }, nil, []string{"config.json", "7 bits is not supported"}},
+		{"group", func(m map[string]any) { m["group_size"] = 48 }, nil, []string{"config.json", "group size 48"}},
+		{"mode", func(m map[string]any) { m["mode"] = "mxfp4" }, nil, []string{"config.json", `mode "mxfp4"`}},
+		{"module bits", func(m map[string]any) { m[q] = map[string]any{"bits": 5, "group_size": 96} }, nil, []string{q, "group size 96"}},
+		{"scales shape", nil, replace(q+".scales", func(w *safetensors.WriteTensor) {
+			w.Shape = []int{w.Shape[0] * 2, w.Shape[1] / 2}
+		}), []string{"model.safetensors", q + ".scales", "groups of 64"}},
+		{"weight dtype", nil, replace(q+".weight", func(w *safetensors.WriteTensor) { w.DType = "F32" }), []string{"model.safetensors", q + ".weight", "want U32"}},
+		{"packed shape", nil, replace(q+".weight", func(w *safetensors.WriteTensor) {
+			w.Shape = []int{w.Shape[0] / 2, w.Shape[1] * 2}
+		}), []string{"model.safetensors", q + ".weight", "shape"}},
+		{"no biases", nil, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			var out []safetensors.WriteTensor
+			for _, w := range ts {
+				if w.Name != q+".biases" {
+					out = append(out, w)
+				}
+			}
+			return out
+		}, []string{q + ".biases"}},
+		{"scale dtype", nil, replace(q+".scales", func(w *safetensors.WriteTensor) {
+			w.DType = "U16"
+		}), []string{"model.safetensors", q + ".scales"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := openAll(mlxCopy(t, c.quant, c.edit))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantPresets: every preset opens in every packed format, with memory
+// below its bf16 figure, and q4 below q8.
+func TestQuantPresets(t *testing.T) {
+	for _, name := range PresetNames() {
+		bf, _ := PresetFormat(name, Format{DType: bridge.BF16})
+		prev := bf.WeightBytes(bridge.BF16)
+		for _, f := range []string{"q8", "q8_0", "q4_k_m", "q4"} {
+			c, err := PresetFormat(name, Format{DType: bridge.BF16, Quant: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := c.WeightBytes(bridge.BF16)
+			if w >= bf.WeightBytes(bridge.BF16) {
+				t.Errorf("%s %s: %d bytes, not below bf16's %d", name, f, w, bf.WeightBytes(bridge.BF16))
+			}
+			if f == "q4" && w >= prev {
+				t.Errorf("%s q4: %d bytes, not below q4_k_m's %d", name, w, prev)
+			}
+			prev = w
+		}
+	}
+	if _, err := ParseFormat("q3"); err == nil {
+		t.Fatal("q3 parsed")
+	}
+}
