@@ -1,6 +1,9 @@
 package ops
 
-import "github.com/mtlbench/mtlbench/kernels"
+import (
+	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
 
 // The attention head layout attention and RoPE share (Qwen3's defaults).
 var heads = []Use{
@@ -204,6 +207,74 @@ var decls = []*Op{
 		},
 	},
 }
+
+// quantDecls are the ops on packed weights: their cost models count the
+// packed bytes with their scales (ops.DType.Bytes), so rooflines of packed
+// decode stay right.
+var quantDecls = []*Op{
+	{
+		ID:  QMatMul,
+		Doc: "x[m,k] times a packed weight[n,k] transposed, dequantized in registers",
+		Params: []Use{
+			{Param: M, Default: 1, Alias: Tokens},
+			{Param: N, Default: 2048},
+			{Param: K, Default: 2048, Alias: Hidden},
+			{Param: DTypeParam, Value: string(Q4)},
+		},
+		Reference: quant.MatMul,
+		Cost: func(s Shape, t Types) Cost {
+			m, n, k := int64(s[M]), int64(s[N]), int64(s[K])
+			return Cost{Read: t.Weight.Bytes(n*k, k) + m*k*t.Act.Size(), Written: m * n * t.Act.Size(), FLOPs: 2 * m * n * k}
+		},
+	},
+	{
+		ID:  QMoE,
+		Doc: "router (bf16), top-k and the routed packed experts' SwiGLU FFNs",
+		Params: []Use{
+			{Param: Tokens, Default: 1},
+			{Param: Experts, Default: 128},
+			{Param: TopK, Default: 8},
+			{Param: Hidden, Default: 2048},
+			{Param: Intermediate, Default: 768},
+			{Param: DTypeParam, Value: string(Q4)},
+			{Param: MoEStrategyParam, Value: string(MoEGrouped)},
+			{Param: MoEChunk, Default: 64},
+		},
+		Reference: quant.MoE,
+		Cost: func(s Shape, t Types) Cost {
+			tok, e, k := int64(s[Tokens]), int64(s[Experts]), int64(s[TopK])
+			h, i := int64(s[Hidden]), int64(s[Intermediate])
+			routed := int64(s[Routed])
+			if routed <= 0 {
+				routed = min(e, tok*k)
+			}
+			a := t.Act.Size()
+			expert := 2*t.Weight.Bytes(h*i, h) + t.Weight.Bytes(h*i, i)
+			return Cost{
+				Read:    e*h*BF16.Size() + routed*expert + tok*h*a,
+				Written: tok * h * a,
+				FLOPs:   2*tok*e*h + tok*k*(6*h*i+5*i+2*h),
+			}
+		},
+	},
+	{
+		ID:  QEmbedding,
+		Doc: "rows of a packed embedding table for the token ids, dequantized",
+		Params: []Use{
+			{Param: Tokens, Default: 1},
+			{Param: Width, Default: 2048, Alias: Hidden},
+			{Param: N, Default: 32000},
+			{Param: DTypeParam, Value: string(Q4)},
+		},
+		Reference: quant.Gather,
+		Cost: func(s Shape, t Types) Cost {
+			tok, w := int64(s[Tokens]), int64(s[Width])
+			return Cost{Read: t.Weight.Bytes(tok*w, w) + 4*tok, Written: tok * w * t.Act.Size()}
+		},
+	},
+}
+
+func init() { decls = append(decls, quantDecls...) }
 
 // attentionCost: q read, out written, new k/v read and written into the
 // cache, the cached context read once per sequence; token i of a sequence

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
 // ID names an op. Its string form is the name suites and stored results
@@ -35,6 +37,11 @@ const (
 	AddLayerNorm          ID = "add_layer_norm"
 	GELU                  ID = "gelu_tanh"
 	PositionEmbedding     ID = "position_embedding"
+	// The ops on packed weights (kernels/quant): the weight dtype is a
+	// packed format (QuantDTypes).
+	QMatMul    ID = "qmatmul"
+	QMoE       ID = "qmoe"
+	QEmbedding ID = "qembedding"
 )
 
 // Backend names a backend that declares tuning spaces.
@@ -57,15 +64,61 @@ const (
 	BF16 DType = "bf16"
 )
 
+// The packed weight formats (kernels/quant): MLX affine at 4 and 8 bits
+// (group 64, bf16 scales and biases) and GGUF's block types.
+const (
+	Q4   DType = "q4"
+	Q8   DType = "q8"
+	Q8_0 DType = "q8_0"
+	Q4_0 DType = "q4_0"
+	Q4_K DType = "q4_k"
+	Q6_K DType = "q6_k"
+)
+
 // DTypes are the dtypes a case may give, in the order messages list them.
 var DTypes = []DType{F32, F16, BF16}
 
-// Size is the bytes of one element.
+// QuantDTypes are the packed formats a case of a packed-weight op may give.
+var QuantDTypes = []DType{Q4, Q8, Q8_0, Q4_0, Q4_K, Q6_K}
+
+// Size is the bytes of one element (a packed format: rounded up; use
+// Bytes for its exact size).
 func (d DType) Size() int64 {
+	if _, ok := d.Quant(); ok {
+		return 1
+	}
 	if d == F16 || d == BF16 {
 		return 2
 	}
 	return 4
+}
+
+// Quant is a packed format's packing; ok false for a float dtype.
+func (d DType) Quant() (quant.Spec, bool) {
+	switch d {
+	case Q4:
+		return quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, true
+	case Q8:
+		return quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16}, true
+	case Q8_0:
+		return quant.Spec{Type: quant.Q8_0}, true
+	case Q4_0:
+		return quant.Spec{Type: quant.Q4_0}, true
+	case Q4_K:
+		return quant.Spec{Type: quant.Q4_K}, true
+	case Q6_K:
+		return quant.Spec{Type: quant.Q6_K}, true
+	}
+	return quant.Spec{}, false
+}
+
+// Bytes is what rows of k values, n values in all, take in d: packed
+// values with their scales and biases for a packed format.
+func (d DType) Bytes(n, k int64) int64 {
+	if q, ok := d.Quant(); ok {
+		return q.Bytes(n, int(k))
+	}
+	return n * d.Size()
 }
 
 // MoEStrategy is how an MoE block dispatches tokens to experts.

@@ -9,7 +9,7 @@ import (
 func TestNamesStable(t *testing.T) {
 	want := []ID{"paged_attention_decode", "paged_attention_prefill", "kv_write", "rms_norm", "add_rms_norm",
 		"rope", "silu_mul", "matmul", "moe", "argmax", "embedding", "layer_norm", "add_layer_norm", "gelu_tanh",
-		"position_embedding"}
+		"position_embedding", "qmatmul", "qmoe", "qembedding"}
 	if got := IDs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("IDs() = %v, want %v", got, want)
 	}

@@ -140,6 +140,12 @@ func Prepare(be bridge.Backend, a ops.Args) (*Bench, error) {
 		err = b.prepareGELU(p)
 	case ops.PositionEmbedding:
 		err = b.preparePositionEmbedding(p)
+	case ops.QMatMul:
+		err = b.prepareQMatMul(p)
+	case ops.QMoE:
+		err = b.prepareQMoE(p)
+	case ops.QEmbedding:
+		err = b.prepareQEmbedding(p)
 	default:
 		return nil, unsupported("op=" + string(a.Op) + ": kbench does not time it")
 	}

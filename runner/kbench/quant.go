@@ -1,0 +1,245 @@
+package kbench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// Kernel cases of the packed-weight ops (qmatmul, qmoe, qembedding): the
+// weights are drawn packed (quant.Random) and handed to the backend's
+// QuantBackend; the check is kernels/quant's reference on the same bytes.
+
+// quantDType is the case's packed format.
+func (p *params) quantDType() (ops.DType, quant.Spec) {
+	s := p.op.WeightDType(p.a)
+	q, ok := s.Quant()
+	if !ok || !slices.Contains(ops.QuantDTypes, s) {
+		p.fail(ops.DTypeParam, string(s), "the packed formats are q4, q8, q8_0, q4_0, q4_k, q6_k")
+	}
+	return s, q
+}
+
+// packed draws a [rows][k] packed matrix and uploads it.
+func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, bridge.Tensor, error) {
+	qb, ok := b.be.(bridge.QuantBackend)
+	if !ok {
+		return nil, nil, unsupported(fmt.Sprintf("op=%s: the %s backend does not run packed weights", b.op, b.be.Info().Backend))
+	}
+	if qs, ok := b.be.(bridge.QuantSupport); ok {
+		if err := qs.SupportsQuant(q); err != nil {
+			return nil, nil, unsupported(fmt.Sprintf("op=%s: %v", b.op, err))
+		}
+	}
+	rows, k := shape[0], shape[1]
+	if err := q.Validate(k); err != nil {
+		return nil, nil, &ParamError{Param: string(ops.K), Value: fmt.Sprint(k), Msg: err.Error()}
+	}
+	n := int64(rows) * int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())
+	if err := b.reserve(n); err != nil {
+		return nil, nil, err
+	}
+	gb := rows * q.Groups(k) * q.Scale.Size()
+	var sc, bi []byte
+	if gb > 0 {
+		sc, bi = make([]byte, gb), make([]byte, gb)
+	}
+	m := quant.Random(q, rows, k, amp, b.rng, make([]byte, rows*q.RowBytes(k)), sc, bi)
+	t, err := qb.QuantWeight(q, shape, m.Data, m.Scales, m.Biases)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.tensors = append(b.tensors, t)
+	return m, t, nil
+}
+
+func (b *Bench) prepareQMatMul(p *params) error {
+	M, N, K := p.int(ops.M), p.int(ops.N), p.int(ops.K)
+	dt, q := p.quantDType()
+	if err := p.err(); err != nil {
+		return err
+	}
+	b.desc = fmt.Sprintf("qmatmul m=%d n=%d k=%d dtype=%v", M, N, K, dt)
+	b.tokenIDs(M)
+	b.tolerance()
+	b.bytesFor(p, dt)
+	x, err := b.upload(b.act, []int{M, K}, 0, 1)
+	if err != nil {
+		return err
+	}
+	w, wt, err := b.packed(q, []int{N, K}, float32(math.Sqrt(3/float64(K))))
+	if err != nil {
+		return err
+	}
+	out, err := b.output(b.act, M, N)
+	if err != nil {
+		return err
+	}
+	qb := b.be.(bridge.QuantBackend)
+	b.call = func(int) { qb.QMatMul(out, x.t, wt, nil) }
+	b.check = func() (float64, float64, error) {
+		in, res, err := b.around([]bridge.Tensor{x.t}, out)
+		if err != nil {
+			return 0, 0, err
+		}
+		xs, got := in[0], res[0]
+		rows := spread(M, checkMatMulRows)
+		want := make([]float32, len(rows)*N)
+		quant.MatMul(want, gatherRows(xs, rows, K), nil, w, len(rows))
+		return maxDiff(gatherRows(got, rows, N), want), maxAbs(want), nil
+	}
+	return nil
+}
+
+func (b *Bench) prepareQEmbedding(p *params) error {
+	T, W, V := p.int(ops.Tokens), p.int(ops.Width), p.int(ops.N)
+	dt, q := p.quantDType()
+	if err := p.err(); err != nil {
+		return err
+	}
+	b.desc = fmt.Sprintf("qembedding tokens=%d width=%d n=%d dtype=%v", T, W, V, dt)
+	b.tolerance()
+	b.bytesFor(p, dt)
+	b.ids = make([]int32, T)
+	for i := range b.ids {
+		b.ids[i] = int32(b.rng.IntN(V))
+	}
+	w, wt, err := b.packed(q, []int{V, W}, 1)
+	if err != nil {
+		return err
+	}
+	out, err := b.output(b.act, T, W)
+	if err != nil {
+		return err
+	}
+	qb := b.be.(bridge.QuantBackend)
+	b.call = func(int) { qb.QEmbedding(out, wt) }
+	b.check = func() (float64, float64, error) {
+		_, res, err := b.around(nil, out)
+		if err != nil {
+			return 0, 0, err
+		}
+		got := res[0]
+		want := make([]float32, T*W)
+		quant.Gather(want, w, b.ids)
+		return maxDiff(got, want), maxAbs(want), nil
+	}
+	return nil
+}
+
+func (b *Bench) prepareQMoE(p *params) error {
+	T, E, K := p.int(ops.Tokens), p.int(ops.Experts), p.int(ops.TopK)
+	H, I := p.int(ops.Hidden), p.int(ops.Intermediate)
+	strategy := p.moeStrategy()
+	chunk := p.int(ops.MoEChunk)
+	dt, q := p.quantDType()
+	if K > E {
+		p.fail(ops.TopK, fmt.Sprint(K), "must be at most experts=%d", E)
+	}
+	if err := p.err(); err != nil {
+		return err
+	}
+	b.desc = fmt.Sprintf("qmoe tokens=%d experts=%d top_k=%d hidden=%d intermediate=%d dtype=%v strategy=%s", T, E, K, H, I, dt, strategy)
+	b.tokenIDs(T)
+	b.tolerance(bridge.BF16)
+	x, err := b.upload(b.act, []int{T, H}, 0, 1)
+	if err != nil {
+		return err
+	}
+	hs := float32(1 / math.Sqrt(float64(H)))
+	router, err := b.upload(bridge.BF16, []int{E, H}, 0, hs)
+	if err != nil {
+		return err
+	}
+	// Experts stacked [experts][rows][k] as checkpoints store them; each
+	// expert's tensor is its slice.
+	gate, _, err := b.packedStack(q, E, I, H)
+	if err != nil {
+		return err
+	}
+	up, _, err := b.packedStack(q, E, I, H)
+	if err != nil {
+		return err
+	}
+	down, _, err := b.packedStack(q, E, H, I)
+	if err != nil {
+		return err
+	}
+	mw := &bridge.MoEWeights{Router: router.t, TopK: K, NormTopK: true, Hidden: H, Inter: I}
+	qb := b.be.(bridge.QuantBackend)
+	for e := 0; e < E; e++ {
+		for _, s := range []struct {
+			m   *quant.Matrix
+			dst *[]bridge.Tensor
+		}{{gate, &mw.Gate}, {up, &mw.Up}, {down, &mw.Down}} {
+			x := s.m.Expert(e, E)
+			t, err := qb.QuantWeight(q, []int{x.Rows, x.K}, x.Data, x.Scales, x.Biases)
+			if err != nil {
+				return err
+			}
+			b.tensors = append(b.tensors, t)
+			*s.dst = append(*s.dst, t)
+		}
+	}
+	out, err := b.output(b.act, T, H)
+	if err != nil {
+		return err
+	}
+	mp := bridge.MoEParams{Strategy: strategy, ChunkSize: chunk}
+	xs, rv := x.values(), router.values()
+	logits := make([]float32, T*E)
+	kernels.MatMul(logits, xs, rv, nil, T, E, H)
+	ids, _ := kernels.Route(logits, E, K, true)
+	touched := map[int32]bool{}
+	for _, id := range ids {
+		touched[id] = true
+	}
+	p.shape[ops.Routed] = len(touched)
+	b.bytesFor(p, dt)
+	ex := quant.Experts{Gate: gate, Up: up, Down: down, Count: E}
+	b.call = func(int) { qb.QMoE(out, x.t, mw, mp) }
+	b.check = func() (float64, float64, error) {
+		in, res, err := b.around([]bridge.Tensor{x.t}, out)
+		if err != nil {
+			return 0, 0, err
+		}
+		xs, got := in[0], res[0]
+		rows := spread(T, checkMoETokens)
+		want := make([]float32, len(rows)*H)
+		quant.MoE(want, gatherRows(xs, rows, H), nil, router.values(), ex, K, true, H, I)
+		return maxDiff(gatherRows(got, rows, H), want), maxAbs(want), nil
+	}
+	return nil
+}
+
+// packedStack draws experts stacked [E][rows][k] in one packed matrix.
+func (b *Bench) packedStack(q quant.Spec, E, rows, k int) (*quant.Matrix, bridge.Tensor, error) {
+	if _, ok := b.be.(bridge.QuantBackend); !ok {
+		return nil, nil, unsupported(fmt.Sprintf("op=%s: the %s backend does not run packed weights", b.op, b.be.Info().Backend))
+	}
+	if err := q.Validate(k); err != nil {
+		return nil, nil, &ParamError{Param: string(ops.Hidden), Value: fmt.Sprint(k), Msg: err.Error()}
+	}
+	n := int64(E*rows) * int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())
+	if err := b.reserve(n); err != nil {
+		return nil, nil, err
+	}
+	gb := E * rows * q.Groups(k) * q.Scale.Size()
+	var sc, bi []byte
+	if gb > 0 {
+		sc, bi = make([]byte, gb), make([]byte, gb)
+	}
+	m := quant.Random(q, E*rows, k, float32(math.Sqrt(3/float64(k))), b.rng, make([]byte, E*rows*q.RowBytes(k)), sc, bi)
+	return m, nil, nil
+}
+
+// bytesFor records the case's cost with the packed format as its weights.
+func (b *Bench) bytesFor(p *params, dt ops.DType) {
+	c := p.op.Cost(p.shape, ops.Types{Act: opsDType(b.act), Weight: dt})
+	b.bytes, b.flops = c.Bytes(), c.FLOPs
+}
