@@ -50,7 +50,7 @@ func modelsCommand() *cli.Command {
 				for _, f := range formats {
 					cfg, err := model.PresetFormat(name, f)
 					if err != nil {
-						return err
+						continue // a format the architecture does not run
 					}
 					kv := cfg.KVBytesPerToken(bridge.BF16)
 					need := cfg.WeightBytes(f.DType) + cfg.KVBytesPerToken(bridge.F32)*4096

@@ -382,4 +382,21 @@ inline float tg_argmax(float v, uint idx, threadgroup float* bufv, threadgroup u
   return bm;
 }
 
+// QMatArgs: a GEMV/GEMM or expert GEMV on packed weights (quant.metal).
+// A weight row is row_bytes of packed values; affine formats have groups
+// scales and biases per row, of scale_dt (0 f32, 1 f16, 2 bf16). Experts
+// sit w_stride bytes (values) and s_stride bytes (scales) apart.
+struct QMatArgs {
+  uint m;          // activation rows (pairs for experts)
+  uint n;          // weight rows
+  uint k;          // depth
+  uint row_bytes;  // packed bytes of a row
+  uint groups;     // affine: groups per row
+  uint scale_dt;   // affine: dtype of scales and biases
+  uint top_k;      // experts: pairs per token
+  uint experts;    // experts: count, for bounds
+  ulong w_stride;  // experts: bytes between experts' values
+  ulong s_stride;  // experts: bytes between experts' scales
+};
+
 #endif // MTLBENCH_H

@@ -144,7 +144,19 @@ func PresetFormat(name string, f Format) (*Config, error) {
 		return nil, err
 	}
 	if f.Quant != "" {
+		if err := quantizable(c); err != nil {
+			return nil, err
+		}
 		c.Quant = presetScheme(c, f.Quant, f.DType)
 	}
 	return c, nil
+}
+
+// quantizable refuses packed formats for architectures whose forward pass
+// has no packed ops (GPT-2's transposed Conv1D weights).
+func quantizable(c *Config) error {
+	if c.GPT2() {
+		return fmt.Errorf("%s: packed dtypes (%s) are not supported for %s", c.Name, strings.Join(QuantFormats, ", "), c.Architecture)
+	}
+	return nil
 }

@@ -1,0 +1,484 @@
+// GEMV/GEMM, expert GEMVs and embedding rows on packed weights
+// (kernels/quant, docs/quantization.md): MLX affine (4 and 8 bits) and
+// GGUF's Q8_0, Q4_0, Q4_K and Q6_K. Weights are dequantized in registers
+// as they are read, never into memory. The threadgroup stages its
+// activation rows once per chunk of k (as gemm.h's mv_tile), and each lane
+// takes whole units of a row: 32 values of an affine row (one 16-byte load
+// at 4 bits, two at 8), one 32-value block of Q8_0/Q4_0 (34 and 18 bytes,
+// 2-byte aligned: read as ushorts), one 256-value super-block of Q4_K
+// (144 bytes, nine 16-byte loads) or Q6_K (210 bytes, ushorts).
+#include "mtlbench.h"
+
+#define QF_AFFINE4 0
+#define QF_AFFINE8 1
+#define QF_Q8_0 2
+#define QF_Q4_0 3
+#define QF_Q4_K 4
+#define QF_Q6_K 5
+
+// QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
+#define QMV_STAGE_FLOATS 4096
+
+template <int F> struct QUnit { static constant constexpr uint values = 32; };
+template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 256; };
+template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 256; };
+
+inline float q_half(device const uchar* p) { return float(as_type<half>(*(device const ushort*)p)); }
+
+inline float q_scale(device const uchar* s, uint i, uint dt) {
+  if (dt == 1) {
+    return float(as_type<half>(*((device const ushort*)s + i)));
+  }
+  if (dt == 2) {
+    return as_type<float>(uint(*((device const ushort*)s + i)) << 16);
+  }
+  return *((device const float*)s + i);
+}
+
+// QRow is one weight row: its packed values, and for affine formats its
+// scales and biases.
+struct QRow {
+  device const uchar* w;
+  device const uchar* s;
+  device const uchar* b;
+};
+
+// q_unit adds unit u of row's dot products with the staged activation rows
+// (x: the unit's first value of column 0; columns xstride floats apart)
+// into acc[0..cols).
+template <int F>
+inline void q_unit(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride, int cols,
+                   thread float* acc);
+
+// Affine: sum of scale·q + bias over the unit's 32 values, one group.
+template <int BITS>
+inline void q_affine(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride, int cols,
+                     thread float* acc) {
+  float q[32];
+  device const uint4* p = (device const uint4*)(row.w + u * 4 * BITS);
+  for (int h = 0; h < BITS / 4; h++) {
+    const uint4 v = p[h];
+    const uint wd[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; i++) {
+      for (int j = 0; j < 32 / BITS; j++) {
+        q[h * 16 + i * (32 / BITS) + j] = float((wd[i] >> (BITS * j)) & ((1u << BITS) - 1u));
+      }
+    }
+  }
+  const uint g = u * 32 / (a.k / a.groups);
+  const float sc = q_scale(row.s, g, a.scale_dt), bi = q_scale(row.b, g, a.scale_dt);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float d = 0.0f, sx = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      d += xc[i] * q[i];
+      sx += xc[i];
+    }
+    acc[c] += sc * d + bi * sx;
+  }
+}
+
+template <>
+inline void q_unit<QF_AFFINE4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                               int cols, thread float* acc) {
+  q_affine<4>(row, u, a, x, xstride, cols, acc);
+}
+
+template <>
+inline void q_unit<QF_AFFINE8>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                               int cols, thread float* acc) {
+  q_affine<8>(row, u, a, x, xstride, cols, acc);
+}
+
+template <>
+inline void q_unit<QF_Q8_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uchar* blk = row.w + u * 34;
+  const float d = q_half(blk);
+  float q[32];
+  device const ushort* p = (device const ushort*)(blk + 2);
+  for (int i = 0; i < 16; i++) {
+    const ushort v = p[i];
+    q[2 * i] = float(as_type<char>(uchar(v & 0xff)));
+    q[2 * i + 1] = float(as_type<char>(uchar(v >> 8)));
+  }
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float s = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      s += xc[i] * q[i];
+    }
+    acc[c] += d * s;
+  }
+}
+
+template <>
+inline void q_unit<QF_Q4_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uchar* blk = row.w + u * 18;
+  const float d = q_half(blk);
+  float q[32];
+  device const ushort* p = (device const ushort*)(blk + 2);
+  for (int i = 0; i < 8; i++) {
+    const ushort v = p[i];
+    q[2 * i] = float(int(v & 0xf) - 8);
+    q[2 * i + 16] = float(int((v >> 4) & 0xf) - 8);
+    q[2 * i + 1] = float(int((v >> 8) & 0xf) - 8);
+    q[2 * i + 17] = float(int(v >> 12) - 8);
+  }
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float s = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      s += xc[i] * q[i];
+    }
+    acc[c] += d * s;
+  }
+}
+
+// Q4_K's sub-block j scale and min (ggml's get_scale_min_k4).
+inline void q4k_scale_min(int j, thread const uchar* q, thread float& sc, thread float& m) {
+  if (j < 4) {
+    sc = float(q[j] & 63);
+    m = float(q[j + 4] & 63);
+  } else {
+    sc = float((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4));
+    m = float((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+template <>
+inline void q_unit<QF_Q4_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uint4* p = (device const uint4*)(row.w + u * 144);
+  const uint4 h = p[0];
+  const float d = float(as_type<half2>(h.x).x), dmin = float(as_type<half2>(h.x).y);
+  uchar sc[12];
+  const uint hw[3] = {h.y, h.z, h.w};
+  for (int i = 0; i < 12; i++) {
+    sc[i] = uchar(hw[i / 4] >> (8 * (i % 4)));
+  }
+  for (int j = 0; j < 4; j++) {
+    const uint4 q0 = p[1 + 2 * j], q1 = p[2 + 2 * j];
+    const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    float lo[32], hi[32];
+    for (int i = 0; i < 32; i++) {
+      const uint byte = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
+      lo[i] = float(byte & 0xfu);
+      hi[i] = float(byte >> 4);
+    }
+    float s1, m1, s2, m2;
+    q4k_scale_min(2 * j, sc, s1, m1);
+    q4k_scale_min(2 * j + 1, sc, s2, m2);
+    for (int c = 0; c < cols; c++) {
+      threadgroup const float* xc = x + c * xstride + 64 * j;
+      float dl = 0.0f, dh = 0.0f, sl = 0.0f, sh = 0.0f;
+      for (int i = 0; i < 32; i++) {
+        dl += xc[i] * lo[i];
+        sl += xc[i];
+        dh += xc[32 + i] * hi[i];
+        sh += xc[32 + i];
+      }
+      acc[c] += d * (s1 * dl + s2 * dh) - dmin * (m1 * sl + m2 * sh);
+    }
+  }
+}
+
+template <>
+inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uchar* blk = row.w + u * 210;
+  device const ushort* ps = (device const ushort*)blk;
+  const float d = q_half(blk + 208);
+  float scl[16];
+  for (int i = 0; i < 8; i++) {
+    const ushort v = ps[96 + i];
+    scl[2 * i] = float(as_type<char>(uchar(v & 0xff)));
+    scl[2 * i + 1] = float(as_type<char>(uchar(v >> 8)));
+  }
+  for (int n = 0; n < 2; n++) {
+    uchar ql[64], qh[32];
+    for (int i = 0; i < 32; i++) {
+      const ushort v = ps[32 * n + i];
+      ql[2 * i] = uchar(v & 0xff);
+      ql[2 * i + 1] = uchar(v >> 8);
+    }
+    for (int i = 0; i < 16; i++) {
+      const ushort v = ps[64 + 16 * n + i];
+      qh[2 * i] = uchar(v & 0xff);
+      qh[2 * i + 1] = uchar(v >> 8);
+    }
+    for (int qq = 0; qq < 4; qq++) { // quarter: values 32·qq.. of the half
+      float q[32];
+      for (int l = 0; l < 32; l++) {
+        const uint lq = qq & 1 ? ql[l + 32] : ql[l];
+        const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
+        q[l] = float(int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32);
+      }
+      const float s0 = d * scl[8 * n + 2 * qq], s1 = d * scl[8 * n + 2 * qq + 1];
+      for (int c = 0; c < cols; c++) {
+        threadgroup const float* xc = x + c * xstride + 128 * n + 32 * qq;
+        float a0 = 0.0f, a1 = 0.0f;
+        for (int l = 0; l < 16; l++) {
+          a0 += xc[l] * q[l];
+          a1 += xc[16 + l] * q[16 + l];
+        }
+        acc[c] += s0 * a0 + s1 * a1;
+      }
+    }
+  }
+}
+
+// q_stage copies chunk [k0, k0+kc) of the activation rows src[c] (-1: none,
+// zeros) into xs, float4 at a time (k is a multiple of 32).
+inline void q_stage(device const float* x, thread const int* src, uint k, uint k0, uint kc, uint KC,
+                    threadgroup float* xs, ushort tid, ushort ntg) {
+  const uint q = kc / 4;
+  for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
+    const uint c = i / q, j = 4 * (i % q);
+    float4 v = 0.0f;
+    if (src[c] >= 0) {
+      v = *(device const float4*)(x + ulong(src[c]) * k + k0 + j);
+    }
+    *(threadgroup float4*)(xs + c * KC + j) = v;
+  }
+}
+
+// q_rows adds, for the simdgroup's mv_rows weight rows from n0, their dot
+// products with the staged rows into acc (each lane its units' part).
+template <int F>
+inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uchar* s, device const uchar* b,
+                   uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
+                   thread float (*acc)[MV_MAX_COLS]) {
+  const uint U = QUnit<F>::values;
+  const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
+  for (int r = 0; r < mv_rows && n0 + r < a.n; r++) {
+    const ulong row = n0 + r;
+    QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
+    for (uint u = lane; u < kc / U; u += 32) {
+      q_unit<F>(q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
+    }
+  }
+}
+
+// qmatvec: out[m][n] = x[m][k]·wᵀ (+ bias) for packed w, mv_cols rows of x
+// a threadgroup (grid y), mv_rows weight rows a simdgroup (grid x).
+template <int F>
+kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                    device const uchar* w [[buffer(2)]], device const uchar* sc [[buffer(3)]],
+                    device const uchar* bi [[buffer(4)]], device float* out [[buffer(5)]],
+                    device const float* bias [[buffer(6), function_constant(has_bias)]],
+                    uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                    ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                    ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[QMV_STAGE_FLOATS];
+  const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
+  const uint m0 = tg.y * uint(mv_cols);
+  int src[MV_MAX_COLS];
+  int cols = 0;
+  for (int c = 0; c < mv_cols; c++) {
+    src[c] = m0 + c < a.m ? int(m0 + c) : -1;
+    cols += src[c] >= 0 ? 1 : 0;
+  }
+  float acc[MV_MAX_ROWS][MV_MAX_COLS];
+  for (int r = 0; r < MV_MAX_ROWS; r++) {
+    for (int c = 0; c < MV_MAX_COLS; c++) {
+      acc[r][c] = 0.0f;
+    }
+  }
+  const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
+  const ushort ntg = nsg * 32;
+  for (uint k0 = 0; k0 < a.k; k0 += KC) {
+    const uint kc = min(KC, a.k - k0);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    q_rows<F>(a, w, sc, bi, n0, k0, kc, KC, xs, lane, cols, acc);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (int r = 0; r < mv_rows; r++) {
+    for (int c = 0; c < mv_cols; c++) {
+      const float v = simd_sum(acc[r][c]);
+      if (lane == 0 && n0 + r < a.n && src[c] >= 0) {
+        out[ulong(src[c]) * a.n + n0 + r] = v + (has_bias ? bias[n0 + r] : 0.0f);
+      }
+    }
+  }
+}
+
+// qmoe_mv: one (token, expert) pair a threadgroup column (grid y): with
+// SwiGLU (pass 0) h[p] = silu(x[t]·gateᵀ)·(x[t]·upᵀ), the gate's values at
+// w and the up's at w2; else (pass 1) y[p] = h[p]·downᵀ. Expert e's values
+// sit e·w_stride bytes in, its scales e·s_stride.
+template <int F>
+kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                    device const int* ids [[buffer(2)]], device const uchar* w [[buffer(3)]],
+                    device const uchar* sc [[buffer(4)]], device const uchar* bi [[buffer(5)]],
+                    device const uchar* w2 [[buffer(6), function_constant(mv_swiglu)]],
+                    device const uchar* sc2 [[buffer(7), function_constant(mv_swiglu)]],
+                    device const uchar* bi2 [[buffer(8), function_constant(mv_swiglu)]],
+                    device float* out [[buffer(9)]], device atomic_uint* stats [[buffer(10)]],
+                    uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                    ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                    ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[QMV_STAGE_FLOATS];
+  const uint p = tg.y;
+  const int e = ids[p];
+  if (e < 0 || uint(e) >= a.experts) {
+    if (tid == 0 && tg.x == 0) {
+      record_error(stats, ERR_EXPERT, uint(e));
+    }
+    return;
+  }
+  const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
+  int src[MV_MAX_COLS];
+  for (int c = 0; c < MV_MAX_COLS; c++) {
+    src[c] = -1;
+  }
+  src[0] = mv_swiglu ? int(p / a.top_k) : int(p);
+  float acc[MV_MAX_ROWS][MV_MAX_COLS], acc2[MV_MAX_ROWS][MV_MAX_COLS];
+  for (int r = 0; r < MV_MAX_ROWS; r++) {
+    for (int c = 0; c < MV_MAX_COLS; c++) {
+      acc[r][c] = 0.0f;
+      acc2[r][c] = 0.0f;
+    }
+  }
+  const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
+  const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
+  const ushort ntg = nsg * 32;
+  for (uint k0 = 0; k0 < a.k; k0 += KC) {
+    const uint kc = min(KC, a.k - k0);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    q_rows<F>(a, w + wo, sc + so, bi + so, n0, k0, kc, KC, xs, lane, 1, acc);
+    if (mv_swiglu) {
+      q_rows<F>(a, w2 + wo, sc2 + so, bi2 + so, n0, k0, kc, KC, xs, lane, 1, acc2);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (int r = 0; r < mv_rows; r++) {
+    const float g = simd_sum(acc[r][0]);
+    const float u = mv_swiglu ? simd_sum(acc2[r][0]) : 0.0f;
+    if (lane == 0 && n0 + r < a.n) {
+      out[ulong(p) * a.n + n0 + r] = mv_swiglu ? g / (1.0f + exp(-g)) * u : g;
+    }
+  }
+}
+
+// q_values writes the 32 values of row q from value i0 (a multiple of 32)
+// into v: the embedding's dequantization, slice by slice.
+template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thread float* v);
+
+template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uint4* p = (device const uint4*)(q.w + i0 / 32 * 4 * BITS);
+  const uint g = i0 / (a.k / a.groups);
+  const float sc = q_scale(q.s, g, a.scale_dt), bi = q_scale(q.b, g, a.scale_dt);
+  for (int h = 0; h < BITS / 4; h++) {
+    const uint4 x = p[h];
+    const uint wd[4] = {x.x, x.y, x.z, x.w};
+    for (int i = 0; i < 4; i++) {
+      for (int j = 0; j < 32 / BITS; j++) {
+        v[h * 16 + i * (32 / BITS) + j] = sc * float((wd[i] >> (BITS * j)) & ((1u << BITS) - 1u)) + bi;
+      }
+    }
+  }
+}
+template <> inline void q_values<QF_AFFINE4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  q_affine_values<4>(q, i0, a, v);
+}
+template <> inline void q_values<QF_AFFINE8>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  q_affine_values<8>(q, i0, a, v);
+}
+template <> inline void q_values<QF_Q8_0>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 32 * 34;
+  const float d = q_half(blk);
+  for (int i = 0; i < 32; i++) {
+    v[i] = d * float(as_type<char>(blk[2 + i]));
+  }
+}
+template <> inline void q_values<QF_Q4_0>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 32 * 18;
+  const float d = q_half(blk);
+  for (int i = 0; i < 16; i++) {
+    v[i] = d * float(int(blk[2 + i] & 0xf) - 8);
+    v[i + 16] = d * float(int(blk[2 + i] >> 4) - 8);
+  }
+}
+template <> inline void q_values<QF_Q4_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 256 * 144;
+  const uint j = (i0 % 256) / 64, hi = (i0 % 64) / 32;
+  uchar sc[12];
+  for (int i = 0; i < 12; i++) {
+    sc[i] = blk[4 + i];
+  }
+  float s, m;
+  q4k_scale_min(int(2 * j + hi), sc, s, m);
+  const float d = q_half(blk) * s, dm = q_half(blk + 2) * m;
+  for (int l = 0; l < 32; l++) {
+    const uint b = blk[16 + 32 * j + l];
+    v[l] = d * float(hi ? b >> 4 : b & 0xfu) - dm;
+  }
+}
+template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 256 * 210;
+  const uint n = (i0 % 256) / 128, qq = (i0 % 128) / 32;
+  const float d = q_half(blk + 208);
+  device const uchar* ql = blk + 64 * n;
+  device const uchar* qh = blk + 128 + 32 * n;
+  for (int l = 0; l < 32; l++) {
+    const uint lq = qq & 1 ? ql[l + 32] : ql[l];
+    const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
+    const int x = int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32;
+    v[l] = d * float(as_type<char>(blk[192 + 8 * n + 2 * qq + l / 16])) * float(x);
+  }
+}
+
+// qembedding: out[t] = row tokens[t] of the packed table, dequantized; one
+// simdgroup a token, each lane 32 values at a time.
+template <int F>
+kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tokens [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* sc [[buffer(3)]],
+                       device const uchar* bi [[buffer(4)]], device float* out [[buffer(5)]],
+                       device atomic_uint* stats [[buffer(6)]], uint2 tg [[threadgroup_position_in_grid]],
+                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                       ushort nsg [[simdgroups_per_threadgroup]]) {
+  const uint t = tg.x * nsg + sg;
+  if (t >= a.m) {
+    return;
+  }
+  const int id = tokens[t];
+  if (id < 0 || uint(id) >= a.n) {
+    if (lane == 0) {
+      record_error(stats, ERR_TOKEN_ID, uint(id));
+    }
+    return;
+  }
+  const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
+  QRow q = {w + ulong(id) * a.row_bytes, sc + ulong(id) * sz, bi + ulong(id) * sz};
+  for (uint i0 = 32 * lane; i0 < a.k; i0 += 32 * 32) {
+    float v[32];
+    q_values<F>(q, i0, a, v);
+    device float4* o = (device float4*)(out + ulong(t) * a.k + i0);
+    for (int i = 0; i < 8; i++) {
+      o[i] = float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+    }
+  }
+}
+
+#define INSTANTIATE_Q(F, sfx)                                                                                    \
+  template [[host_name("qmatvec_" #sfx)]] kernel void qmatvec<F>(                                                \
+      constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
+      device float*, device const float*, uint2, ushort, ushort, ushort, ushort);                                  \
+  template [[host_name("qmoe_mv_" #sfx)]] kernel void qmoe_mv<F>(                                                \
+      constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
+      device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
+      device atomic_uint*, uint2, ushort, ushort, ushort, ushort);                                                 \
+  template [[host_name("qembedding_" #sfx)]] kernel void qembedding<F>(                                          \
+      constant QMatArgs&, device const int*, device const uchar*, device const uchar*, device const uchar*,       \
+      device float*, device atomic_uint*, uint2, ushort, ushort, ushort);
+
+INSTANTIATE_Q(QF_AFFINE4, affine4)
+INSTANTIATE_Q(QF_AFFINE8, affine8)
+INSTANTIATE_Q(QF_Q8_0, q8_0)
+INSTANTIATE_Q(QF_Q4_0, q4_0)
+INSTANTIATE_Q(QF_Q4_K, q4_k)
+INSTANTIATE_Q(QF_Q6_K, q6_k)
