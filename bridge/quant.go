@@ -39,6 +39,13 @@ type QuantBackend interface {
 	QMoE(out, x Tensor, w *MoEWeights, p MoEParams)
 }
 
+// QuantMappedWeighter is implemented by QuantBackends that can alias packed
+// bytes living in mmap'd memory (an mmap'd checkpoint, the synthetic
+// source's off-heap memory) instead of copying them, as MappedWeighter.
+type QuantMappedWeighter interface {
+	QuantWeightMapped(spec quant.Spec, shape []int, data, scales, biases []byte) (Tensor, error)
+}
+
 // QuantSupport reports whether be can run spec's packing; backends that run
 // only some formats implement it (a backend without it runs all of them).
 type QuantSupport interface {

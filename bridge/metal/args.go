@@ -147,3 +147,18 @@ func argBytes[T any](b *Backend, v T) []byte {
 	*(*T)(unsafe.Pointer(&b.argScratch[0])) = v
 	return unsafe.Slice((*byte)(unsafe.Pointer(&b.argScratch[0])), n)
 }
+
+type qMatArgs struct {
+	M        uint32 `msl:"m"`
+	N        uint32 `msl:"n"`
+	K        uint32 `msl:"k"`
+	RowBytes uint32 `msl:"row_bytes"`
+	Groups   uint32 `msl:"groups"`
+	ScaleDT  uint32 `msl:"scale_dt"`
+	TopK     uint32 `msl:"top_k"`
+	Experts  uint32 `msl:"experts"`
+	WStride  uint64 `msl:"w_stride"`
+	SStride  uint64 `msl:"s_stride"`
+}
+
+func init() { argStructs["QMatArgs"] = qMatArgs{} }

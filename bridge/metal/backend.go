@@ -60,6 +60,7 @@ type Backend struct {
 
 	// weights
 	packed  map[*tensor]*packedExperts // by a layer's first gate tensor
+	qpacked map[*qtensor]*qexperts     // packed-weight experts, likewise (quant.go)
 	invFreq map[[2]uint64]*tensor
 	owned   []*dbuf // buffers the backend owns beyond tensors (packed experts)
 

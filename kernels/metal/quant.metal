@@ -464,21 +464,21 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
   }
 }
 
-#define INSTANTIATE_Q(F, sfx)                                                                                    \
-  template [[host_name("qmatvec_" #sfx)]] kernel void qmatvec<F>(                                                \
+#define INSTANTIATE_Q(F, mv, moe, emb)                                                                           \
+  template [[host_name(#mv)]] kernel void qmatvec<F>(                                                            \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
       device float*, device const float*, uint2, ushort, ushort, ushort, ushort);                                  \
-  template [[host_name("qmoe_mv_" #sfx)]] kernel void qmoe_mv<F>(                                                \
+  template [[host_name(#moe)]] kernel void qmoe_mv<F>(                                                           \
       constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
       device atomic_uint*, uint2, ushort, ushort, ushort, ushort);                                                 \
-  template [[host_name("qembedding_" #sfx)]] kernel void qembedding<F>(                                          \
+  template [[host_name(#emb)]] kernel void qembedding<F>(                                                        \
       constant QMatArgs&, device const int*, device const uchar*, device const uchar*, device const uchar*,       \
       device float*, device atomic_uint*, uint2, ushort, ushort, ushort);
 
-INSTANTIATE_Q(QF_AFFINE4, affine4)
-INSTANTIATE_Q(QF_AFFINE8, affine8)
-INSTANTIATE_Q(QF_Q8_0, q8_0)
-INSTANTIATE_Q(QF_Q4_0, q4_0)
-INSTANTIATE_Q(QF_Q4_K, q4_k)
-INSTANTIATE_Q(QF_Q6_K, q6_k)
+INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmoe_mv_affine4, qembedding_affine4)
+INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmoe_mv_affine8, qembedding_affine8)
+INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmoe_mv_q8_0, qembedding_q8_0)
+INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmoe_mv_q4_0, qembedding_q4_0)
+INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmoe_mv_q4_k, qembedding_q4_k)
+INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmoe_mv_q6_k, qembedding_q6_k)

@@ -51,7 +51,7 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 				return nil, err
 			}
 			if packed {
-				return packedWeight(be, name, s, p)
+				return packedWeight(be, src, name, s, p)
 			}
 		}
 		dt, data, err := src.Tensor(s)
@@ -132,7 +132,7 @@ func weightOf(be bridge.Backend, src model.Source, dt bridge.DType, shape []int,
 }
 
 // packedWeight hands a packed matrix to a backend that runs packed weights.
-func packedWeight(be bridge.Backend, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
+func packedWeight(be bridge.Backend, src model.Source, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
 	qb, ok := be.(bridge.QuantBackend)
 	if !ok {
 		return nil, fmt.Errorf("%s: the %s backend does not run packed weights (%v)", name, be.Info().Backend, p.Spec)
@@ -142,7 +142,14 @@ func packedWeight(be bridge.Backend, name string, s model.TensorSpec, p model.Pa
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	t, err := qb.QuantWeight(p.Spec, s.Shape, p.Data, p.Scales, p.Biases)
+	var t bridge.Tensor
+	var err error
+	if mw, ok := be.(bridge.QuantMappedWeighter); ok && isMapped(src, p.Data) &&
+		(p.Scales == nil || isMapped(src, p.Scales) && isMapped(src, p.Biases)) {
+		t, err = mw.QuantWeightMapped(p.Spec, s.Shape, p.Data, p.Scales, p.Biases)
+	} else {
+		t, err = qb.QuantWeight(p.Spec, s.Shape, p.Data, p.Scales, p.Biases)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -1,0 +1,406 @@
+package metal
+
+import (
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// Packed weights (kernels/metal/quant.metal, docs/quantization.md): a
+// packed tensor is its values, and for affine formats its scales and
+// biases, each a byte range of a shared buffer (mapped without a copy
+// where the source mmap'd them).
+
+// qtensor is a packed [rows][k] weight.
+type qtensor struct {
+	spec                 quant.Spec
+	shape                []int
+	data, scales, biases *tensor // scales, biases nil unless affine
+}
+
+func (t *qtensor) DType() bridge.DType { return bridge.Packed }
+func (t *qtensor) Shape() []int        { return t.shape }
+func (t *qtensor) Len() int            { return t.shape[0] * t.shape[1] }
+func (t *qtensor) Quant() quant.Spec   { return t.spec }
+func (t *qtensor) rowBytes() int       { return t.spec.RowBytes(t.shape[1]) }
+func (t *qtensor) scaleRowBytes() int  { return t.spec.Groups(t.shape[1]) * t.spec.Scale.Size() }
+func (t *qtensor) sv() (view, view)    { return t.part(t.scales), t.part(t.biases) }
+func (t *qtensor) part(x *tensor) view {
+	if x == nil {
+		return t.data.view()
+	}
+	return x.view()
+}
+
+// qKernel names each format's kernel suffix.
+func qKernel(s quant.Spec) string {
+	switch {
+	case s.Type == quant.Affine && s.Bits == 4:
+		return "affine4"
+	case s.Type == quant.Affine && s.Bits == 8:
+		return "affine8"
+	case s.Type == quant.Q8_0:
+		return "q8_0"
+	case s.Type == quant.Q4_0:
+		return "q4_0"
+	case s.Type == quant.Q4_K:
+		return "q4_k"
+	case s.Type == quant.Q6_K:
+		return "q6_k"
+	}
+	return ""
+}
+
+// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K.
+func (b *Backend) SupportsQuant(s quant.Spec) error {
+	if qKernel(s) == "" {
+		return fmt.Errorf("metal: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K)", s)
+	}
+	return nil
+}
+
+func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases []byte) (bridge.Tensor, error) {
+	return b.quantWeight(spec, shape, data, scales, biases, false)
+}
+
+// QuantWeightMapped aliases mmap'd packed bytes (no-copy buffers).
+func (b *Backend) QuantWeightMapped(spec quant.Spec, shape []int, data, scales, biases []byte) (bridge.Tensor, error) {
+	return b.quantWeight(spec, shape, data, scales, biases, true)
+}
+
+func (b *Backend) quantWeight(spec quant.Spec, shape []int, data, scales, biases []byte, mapped bool) (bridge.Tensor, error) {
+	if err := b.SupportsQuant(spec); err != nil {
+		return nil, err
+	}
+	if len(shape) != 2 {
+		return nil, fmt.Errorf("metal: packed weight of shape %v: want [rows, k]", shape)
+	}
+	m := &quant.Matrix{Spec: spec, Rows: shape[0], K: shape[1], Data: data, Scales: scales, Biases: biases}
+	if err := m.Check("metal: packed weight"); err != nil {
+		return nil, err
+	}
+	q := &qtensor{spec: spec, shape: append([]int(nil), shape...)}
+	var err error
+	if q.data, err = b.packedBytes(data, mapped); err != nil {
+		return nil, err
+	}
+	if spec.Type == quant.Affine {
+		if q.scales, err = b.packedBytes(scales, mapped); err != nil {
+			return nil, err
+		}
+		if q.biases, err = b.packedBytes(biases, mapped); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// packedBytes puts bytes in a buffer: aliased when mapped (and 16-byte
+// aligned, as the kernels' widest loads need), else copied.
+func (b *Backend) packedBytes(data []byte, mapped bool) (*tensor, error) {
+	if mapped {
+		if t, err := b.WeightMapped(bridge.Packed, []int{len(data)}, data); err == nil {
+			return t.(*tensor), nil
+		}
+	}
+	buf, err := b.newBuffer(max(len(data), 16))
+	if err != nil {
+		return nil, err
+	}
+	copy(buf.Contents(), data)
+	return &tensor{dt: bridge.Packed, shape: []int{len(data)}, n: len(data), buf: buf, owned: true}, nil
+}
+
+// qArgs are a packed matrix's kernel arguments.
+func qArgs(q *qtensor, m int) qMatArgs {
+	return qMatArgs{M: uint32(m), N: uint32(q.shape[0]), K: uint32(q.shape[1]), RowBytes: uint32(q.rowBytes()),
+		Groups: uint32(max(q.spec.Groups(q.shape[1]), 1)), ScaleDT: uint32(q.spec.Scale)}
+}
+
+func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
+	o, xs, bs := tt(out), tt(x), tt(bias)
+	if !b.checkF32("qmatmul", o, xs, bs) {
+		return
+	}
+	q, ok := w.(*qtensor)
+	if !ok {
+		b.fail("qmatmul: %T is not a packed weight", w)
+		return
+	}
+	n, k := q.shape[0], q.shape[1]
+	m := xs.n / k
+	if o.n < m*n {
+		b.fail("qmatmul: output of %d elements for %dx%d", o.n, m, n)
+		return
+	}
+	var bv view
+	if bs != nil {
+		bv = bs.view()
+	}
+	b.qmatmul(o.view(), xs.view(), m, q, bv)
+}
+
+// qmatmul encodes out[m][n] = x[m][k]·wᵀ (+ bias) on a packed w: the GEMV
+// for up to 8 rows of x a threadgroup, more rows as more threadgroups.
+func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
+	n := q.shape[0]
+	if m == 0 || n == 0 {
+		return
+	}
+	tu := b.matmulTuning(min(m, 8), n, q.shape[1])
+	rows, sgs, cols := tu.MatVecRows, tu.MatVecSimdgroups, min(m, 8)
+	p := b.pipeline("qmatvec_"+qKernel(q.spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
+	sgs = simdgroupsFor(p, sgs)
+	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
+		return
+	}
+	sv, bv := q.sv()
+	b.args(argBytes(b, qArgs(q, m)))
+	b.bind(1, x, false)
+	b.in(2, q.data)
+	b.bind(3, sv, false)
+	b.bind(4, bv, false)
+	b.bind(5, out, true)
+	if bias.buf != nil {
+		b.bind(6, bias, false)
+	}
+	b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), ceilDiv(m, cols), 1}, [3]int{32 * sgs, 1, 1})
+}
+
+func (b *Backend) QEmbedding(out, table bridge.Tensor) {
+	o := tt(out)
+	q, ok := table.(*qtensor)
+	if !b.checkF32("qembedding", o) || !ok {
+		if !ok {
+			b.fail("qembedding: %T is not a packed table", table)
+		}
+		return
+	}
+	T, dim := b.step.sec.numTokens, q.shape[1]
+	if T == 0 {
+		return
+	}
+	if o.n < T*dim {
+		b.fail("qembedding: output of %d elements for %d tokens of %d", o.n, T, dim)
+		return
+	}
+	const sgs = 4
+	p := b.pipeline("qembedding_"+qKernel(q.spec), fcNone)
+	sv, bv := q.sv()
+	b.args(argBytes(b, qArgs(q, T)))
+	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
+	b.in(2, q.data)
+	b.bind(3, sv, false)
+	b.bind(4, bv, false)
+	b.out(5, o)
+	b.bind(6, view{b.step.errBuf, 0, 16}, true)
+	b.dispatchGroups(p, [3]int{ceilDiv(T, sgs), 1, 1}, [3]int{32 * sgs, 1, 1})
+}
+
+// qexperts are a MoE layer's packed experts gathered into one buffer, so a
+// dispatch reaches every expert: per matrix (gate, up, down) the values of
+// all experts, then their scales and biases, each at a fixed stride.
+type qexperts struct {
+	spec                 [3]quant.Spec // gate and up alike; down may differ (Q4_K_M)
+	buf                  *dbuf
+	data, scales, biases [3]int // byte offsets of each matrix's region
+	wStride, sStride     [3]int // bytes per expert
+	size                 int
+}
+
+func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
+	E := len(w.Gate)
+	if E == 0 || len(w.Up) != E || len(w.Down) != E {
+		b.fail("qmoe: %d gate, %d up, %d down experts", len(w.Gate), len(w.Up), len(w.Down))
+		return nil
+	}
+	first, ok := w.Gate[0].(*qtensor)
+	if !ok {
+		b.fail("qmoe: %T experts", w.Gate[0])
+		return nil
+	}
+	if pk := b.qpacked[first]; pk != nil {
+		return pk
+	}
+	mats := [3][]bridge.Tensor{w.Gate, w.Up, w.Down}
+	pk := &qexperts{}
+	off := 0
+	for i, ts := range mats {
+		q, ok := ts[0].(*qtensor)
+		if !ok {
+			b.fail("qmoe: %T experts", ts[0])
+			return nil
+		}
+		pk.spec[i] = q.spec
+		pk.wStride[i], pk.sStride[i] = q.shape[0]*q.rowBytes(), q.shape[0]*q.scaleRowBytes()
+		pk.data[i] = off
+		off = align(off+E*pk.wStride[i], 16)
+		pk.scales[i] = off
+		off = align(off+E*pk.sStride[i], 16)
+		pk.biases[i] = off
+		off = align(off+E*pk.sStride[i], 16)
+	}
+	buf, err := b.newBuffer(max(off, 16))
+	if err != nil {
+		b.fail("qmoe: packing the experts: %v", err)
+		return nil
+	}
+	b.owned = append(b.owned, buf)
+	dst := buf.Contents()
+	for i, ts := range mats {
+		for e, t := range ts {
+			q, ok := t.(*qtensor)
+			if !ok || q.spec != pk.spec[i] || q.shape[0]*q.rowBytes() != pk.wStride[i] {
+				b.fail("qmoe: expert %d is not packed as expert 0 (%v)", e, pk.spec[i])
+				return nil
+			}
+			copy(dst[pk.data[i]+e*pk.wStride[i]:], q.data.contents())
+			if q.scales != nil {
+				copy(dst[pk.scales[i]+e*pk.sStride[i]:], q.scales.contents())
+				copy(dst[pk.biases[i]+e*pk.sStride[i]:], q.biases.contents())
+			}
+			// The per-expert buffers are no longer read: the experts live
+			// in the layer's buffer from now on.
+			for _, x := range []*tensor{q.data, q.scales, q.biases} {
+				if x != nil && x.owned {
+					b.release(x.buf)
+					x.owned = false
+				}
+			}
+			q.data = &tensor{dt: bridge.Packed, shape: []int{pk.wStride[i]}, n: pk.wStride[i], buf: buf, off: pk.data[i] + e*pk.wStride[i]}
+			if q.scales != nil {
+				q.scales = &tensor{dt: bridge.Packed, shape: []int{pk.sStride[i]}, n: pk.sStride[i], buf: buf, off: pk.scales[i] + e*pk.sStride[i]}
+				q.biases = &tensor{dt: bridge.Packed, shape: []int{pk.sStride[i]}, n: pk.sStride[i], buf: buf, off: pk.biases[i] + e*pk.sStride[i]}
+			}
+		}
+	}
+	pk.buf, pk.size = buf, off
+	if b.qpacked == nil {
+		b.qpacked = map[*qtensor]*qexperts{}
+	}
+	b.qpacked[first] = pk
+	return pk
+}
+
+// QMoE encodes a MoE block with packed experts: the router (packed or
+// float), the routing (moe_route), per (token, expert) pair the gate/up
+// GEMV with SwiGLU and the down GEMV (qmoe_mv), and the weighted combine.
+func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
+	o, xs := tt(out), tt(x)
+	if !b.checkF32("qmoe", o, xs) {
+		return
+	}
+	H, I, K := w.Hidden, w.Inter, w.TopK
+	E := len(w.Gate)
+	T := xs.n / H
+	if T == 0 {
+		return
+	}
+	if K < 1 || K > E || K > 32 {
+		b.fail("qmoe: top-k %d of %d experts (1 to min(32, experts))", K, E)
+		return
+	}
+	pk := b.qexperts(w)
+	if pk == nil {
+		return
+	}
+	if pk.spec[0] != pk.spec[1] {
+		b.fail("qmoe: gate (%v) and up (%v) experts packed differently", pk.spec[0], pk.spec[1])
+		return
+	}
+	P := T * K
+	logits := b.scratchView("moe.logits", 4*T*E)
+	if rq, ok := w.Router.(*qtensor); ok {
+		b.qmatmul(logits, xs.view(), T, rq, view{})
+	} else {
+		b.matmul(logits, xs.view(), T, tt(w.Router), view{})
+	}
+	ids := b.scratchView("moe.ids", 4*P)
+	weights := b.scratchView("moe.weights", 4*P)
+	flags := view{b.expertFlags(E), 0, 4 * E}
+	counts, slot := b.countSlot()
+	if flags.buf == nil || counts == nil {
+		return
+	}
+	b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: uint32(boolInt[w.NormTopK]),
+		StatsSlot: uint32(slot), Hidden: uint32(H)}))
+	b.bind(1, logits, false)
+	b.bind(2, ids, true)
+	b.bind(3, weights, true)
+	b.bind(4, flags, true)
+	b.bind(5, view{counts, 0, 4 * countChunk}, true)
+	b.threadgroupMemory(4 * E)
+	b.dispatchGroups(b.pipeline("moe_route", fcNone), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+
+	h := b.scratchView("moe.h", 4*P*I)
+	y := b.scratchView("moe.y", 4*P*H)
+	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
+	for pass := 0; pass < 2; pass++ {
+		n, k := I, H
+		if pass == 1 {
+			n, k = H, I
+		}
+		g := pass * 2 // gate (and up at 1) or down
+		if pass == 1 {
+			g = 2
+		}
+		rows, sgs := tu.MoEMatVecRows, tu.MoESimdgroups
+		spec := pk.spec[g]
+		p := b.pipeline("qmoe_mv_"+qKernel(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0])
+		sgs = simdgroupsFor(p, sgs)
+		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
+			return
+		}
+		a := qMatArgs{M: uint32(P), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
+			Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(K), Experts: uint32(E),
+			WStride: uint64(pk.wStride[g]), SStride: uint64(pk.sStride[g])}
+		b.args(argBytes(b, a))
+		if pass == 0 {
+			b.in(1, xs)
+		} else {
+			b.bind(1, h, false)
+		}
+		b.bind(2, ids, false)
+		region := func(i int) (view, view, view) {
+			d := view{pk.buf, pk.data[i], E * pk.wStride[i]}
+			if pk.sStride[i] == 0 { // no scales: bind the values, never read
+				return d, d, d
+			}
+			return d, view{pk.buf, pk.scales[i], E * pk.sStride[i]}, view{pk.buf, pk.biases[i], E * pk.sStride[i]}
+		}
+		wv, sv, bv := region(g)
+		b.bind(3, wv, false)
+		b.bind(4, sv, false)
+		b.bind(5, bv, false)
+		if pass == 0 {
+			wv2, sv2, bv2 := region(1)
+			b.bind(6, wv2, false)
+			b.bind(7, sv2, false)
+			b.bind(8, bv2, false)
+			b.bind(9, h, true)
+		} else {
+			b.bind(9, y, true)
+		}
+		b.bind(10, view{b.step.errBuf, 0, 16}, true)
+		b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), P, 1}, [3]int{32 * sgs, 1, 1})
+	}
+
+	ct := min(1024, max(32, align(ceilDiv(H, 4), 32)))
+	b.args(argBytes(b, combineArgs{Tokens: uint32(T), Hidden: uint32(H), TopK: uint32(K), Experts: uint32(E)}))
+	b.bind(1, y, false)
+	b.bind(2, weights, false)
+	b.bind(3, ids, false)
+	b.bind(4, flags, true)
+	b.out(5, o)
+	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, 0), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+}
+
+// fcQMoE: rows a simdgroup, activation rows a threadgroup (1), SwiGLU.
+var fcQMoE = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}}
+
+var (
+	_ bridge.QuantBackend = (*Backend)(nil)
+	_ bridge.QuantSupport = (*Backend)(nil)
+)
