@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -149,8 +148,7 @@ func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
 	if m == 0 || n == 0 {
 		return
 	}
-	tu := b.matmulTuning(min(m, 8), n, q.shape[1])
-	rows, sgs, cols := tu.MatVecRows, tu.MatVecSimdgroups, min(m, 8)
+	rows, sgs, cols := qRows, qSimdgroups, min(m, 8)
 	p := b.pipeline("qmatvec_"+qKernel(q.spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
@@ -336,7 +334,6 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 
 	h := b.scratchView("moe.h", 4*P*I)
 	y := b.scratchView("moe.y", 4*P*H)
-	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
 	for pass := 0; pass < 2; pass++ {
 		n, k := I, H
 		if pass == 1 {
@@ -346,7 +343,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		if pass == 1 {
 			g = 2
 		}
-		rows, sgs := tu.MoEMatVecRows, tu.MoESimdgroups
+		rows, sgs := qRows, qSimdgroups
 		spec := pk.spec[g]
 		p := b.pipeline("qmoe_mv_"+qKernel(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0])
 		sgs = simdgroupsFor(p, sgs)
@@ -396,6 +393,16 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	b.out(5, o)
 	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, 0), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
 }
+
+// qRows weight rows a simdgroup and qSimdgroups simdgroups a threadgroup:
+// every threadgroup stages its activation rows once, which for packed
+// weights (a quarter or an eighth of bf16's bytes) is a larger share of the
+// traffic than for float ones, so packed GEMVs take large threadgroups
+// (docs/metal-kernels.md, the packed figures).
+const (
+	qRows       = 4
+	qSimdgroups = 16
+)
 
 // fcQMoE: rows a simdgroup, activation rows a threadgroup (1), SwiGLU.
 var fcQMoE = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}}

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
@@ -100,5 +102,46 @@ func TestQuantMatchesTransformers(t *testing.T) {
 				t.Errorf("greedy tokens %v, transformers %v", out[0].Tokens, p.Greedy)
 			}
 		})
+	}
+}
+
+// TestQuantWitness: the emulator's cost witness of the packed GEMVs at
+// Qwen3-30B-A3B's q projection (n=4096, k=2048) and its MoE block at one
+// token: formats read with 16-byte loads (affine, Q4_K) move at most 1.25x
+// their packed bytes and scales (docs/metal-kernels.md).
+func TestQuantWitness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: emulates a 4096x2048 GEMV")
+	}
+	be := newEmu(t, metal.Tuning{})
+	cases := []struct {
+		args ops.Args
+		gate bool
+	}{
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4}, true},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8}, true},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4_K}, true},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, false},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, false},
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, true},
+	}
+	for _, c := range cases {
+		b, err := kbench.Prepare(be, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Check(); err != nil {
+			t.Fatal(err)
+		}
+		w, ok, err := b.Witness()
+		if err != nil || !ok {
+			t.Fatalf("%s: witness %v %v", b.Describe(), ok, err)
+		}
+		t.Logf("%s: counted %.2f MB, ideal %.2f MB, efficiency %.3f, %.1f B/load, %.1f simdgroups/core",
+			b.Describe(), float64(w.Cost.Bytes())/1e6, float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.SimdgroupsPerCore)
+		if c.gate && w.Efficiency < 0.8 {
+			t.Errorf("%s: traffic efficiency %.3f < 0.8", b.Describe(), w.Efficiency)
+		}
+		b.Close()
 	}
 }
