@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -34,7 +33,8 @@ type Options struct {
 	Threads     int
 	Resume      int64 // a run id to finish instead of starting a new run
 	ToolVersion string
-	GitCommit   string
+	GitCommit   string // the binary's commit
+	TreeCommit  string // the working directory's, when it is another
 	// BandwidthBuffer is the buffer size for the read-bandwidth probe
 	// (default 256 MiB; 0 keeps the default, negative skips the probe).
 	BandwidthBuffer int
@@ -214,8 +214,8 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	}
 	mode := s.Timing
 	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
-		GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite, Notes: overrideNote(o.Set),
-		Emulated: info.Emulated, Machine: machineOf(info, bw)}
+		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
+		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	if _, err := o.DB.CreateRun(run); err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 			params["dtype"] = p.model.Source.DType().String()
 			tunedParams(params, p)
 		}
-		rc = append(rc, results.Case{Key: p.c.Key, Name: p.c.Name, Kind: p.c.Kind, Params: params})
+		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
 	}
 	if err := o.DB.AddCases(run.ID, rc); err != nil {
 		return nil, err
@@ -238,15 +238,12 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	return run, nil
 }
 
-func machineOf(info bridge.DeviceInfo, bw float64) results.Machine {
+func machineOf(info bridge.DeviceInfo) results.Machine {
 	host, _ := os.Hostname()
 	m := results.Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: info.Name,
 		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes, Extra: map[string]string{"backend_notes": info.Notes}}
 	if info.Backend != "cpu" {
 		m.GPUName = info.Name
-	}
-	if bw > 0 {
-		m.Extra["read_bandwidth_gb_s"] = strconv.FormatFloat(bw/1e9, 'f', 2, 64)
 	}
 	return m
 }
@@ -419,6 +416,9 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdo
 		mc, err := modelCase(s, c, be, models, bw, limit)
 		if mc != nil {
 			mc.Engine.Slowdown = slowdown
+		}
+		if err == nil {
+			err = checkPositions(s, c, mc.Config)
 		}
 		if err != nil {
 			var se *suites.Error
