@@ -19,7 +19,7 @@ import (
 // modelFlags are shared by every command that opens a model.
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (see `mtlbench models`) or HF checkpoint folder", Required: true},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them) or HF checkpoint folder", Required: true},
 		&cli.StringFlag{Name: "dtype", Usage: "weight dtype: f32, f16 or bf16 (presets default to bf16; checkpoints keep theirs)"},
 		&cli.IntFlag{Name: "layers", Usage: "run only the first N layers (results say so)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of synthetic weights"},
