@@ -68,6 +68,10 @@ type Run struct {
 	// ReadBandwidthGBs is the memory read bandwidth measured before the
 	// run, in GB/s; 0 when not measured.
 	ReadBandwidthGBs float64
+	// MatmulPeakGFLOPs is the matrix-multiply rate measured before the run
+	// (in the weights' dtype), in GFLOP/s: prefill's roofline; 0 when not
+	// measured.
+	MatmulPeakGFLOPs float64
 }
 
 // OverridesText prints overrides as "a=1 b=2", sorted by name.
@@ -193,6 +197,10 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 	if r.ReadBandwidthGBs > 0 {
 		bw = r.ReadBandwidthGBs
 	}
+	var peak any
+	if r.MatmulPeakGFLOPs > 0 {
+		peak = r.MatmulPeakGFLOPs
+	}
 	var id int64
 	err = db.tx(func(tx *sql.Tx) error {
 		mid, err := machineID(tx, r.Machine)
@@ -201,11 +209,11 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 		}
 		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
 				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
-				overrides_json, tree_commit, read_bandwidth_gb_s)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, r.GitCommit, r.Tag, r.Backend,
 			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
-			string(ov), r.TreeCommit, bw)
+			string(ov), r.TreeCommit, bw, peak)
 		if err != nil {
 			return fmt.Errorf("results: create run: %w", err)
 		}
@@ -290,7 +298,7 @@ const runSelect = `SELECT r.id, r.suite_name, r.suite_path, r.suite_hash, r.tool
 		coalesce(m.cpu_cores, 0), coalesce(m.memory_bytes, 0), coalesce(m.gpu_name, ''),
 		coalesce(m.gpu_memory_bytes, 0), coalesce(m.driver, ''), coalesce(m.thermal_state, ''),
 		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}'),
-		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0)
+		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0)
 	FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -306,7 +314,7 @@ func scanRun(s scanner) (Run, error) {
 		&r.Tag, &r.Backend, &r.TimingMode, &r.Status, &r.Kind, &r.Notes, &r.Emulated, &started, &ended,
 		&m.Hostname, &m.OS, &m.Arch, &m.CPUModel, &m.CPUCores, &m.MemoryBytes, &m.GPUName,
 		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra,
-		&ov, &r.TreeCommit, &r.ReadBandwidthGBs)
+		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs)
 	if err != nil {
 		return r, err
 	}

@@ -168,6 +168,13 @@ var migrations = []migration{
 			FROM med JOIN cases c ON c.id = med.case_id JOIN runs r ON r.id = c.run_id`,
 		},
 	},
+	{
+		name: "matmul peak per run (prefill's roofline)",
+		stmts: []string{
+			// Measured per run, as the read bandwidth is.
+			`ALTER TABLE runs ADD COLUMN matmul_peak_gflop_s REAL`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

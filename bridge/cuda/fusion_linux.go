@@ -14,6 +14,8 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "gemv_residual", Doc: "a single-token GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
 				Try: b.tryGemvGroup, Always: true},
+			{Name: "flash_attention", Doc: "attention of a step of many tokens with half-precision weights on tensor cores (flash.cu)",
+				Try: b.tryFlashAttention, Always: true},
 		}
 	}
 	if b.opts.NoFuse {
@@ -176,4 +178,14 @@ func (b *Backend) growGemv(g *gemv, ops []bridge.Op) int {
 		}
 	}
 	return n
+}
+
+// tryFlashAttention: the attention of a prefill step that flash.cu takes
+// (ops_linux.go: flashAttention); it is how such steps run in any case.
+func (b *Backend) tryFlashAttention(ops []bridge.Op, span int) (int, bridge.Op) {
+	a, ok := ops[0].(*bridge.AttentionOp)
+	if !ok || !b.flashAttention(a) {
+		return 0, nil
+	}
+	return 1, nil
 }

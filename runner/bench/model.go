@@ -57,6 +57,9 @@ type ModelCase struct {
 	Work    Workload
 	// Bandwidth is the device's read bandwidth in bytes/s (0: unknown).
 	Bandwidth float64
+	// MatmulPeak is the device's measured matrix-multiply rate for the
+	// model's weight dtype, in FLOP/s (0: unknown): prefill's roofline.
+	MatmulPeak float64
 
 	bytes *stepCost
 	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
@@ -112,6 +115,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	var (
 		decodeTokens, prefillTokens, preempted int
 		decodeTime, prefillTime                time.Duration
+		prefillFLOPs                           float64
 		decodeSteps                            []time.Duration
 		decodeBytes                            float64
 		dispatches                             []float64
@@ -140,6 +144,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if res.PrefillTokens > 0 {
 			prefillTokens += res.PrefillTokens
 			prefillTime += res.Duration
+			prefillFLOPs += m.Config.StepFLOPs(int64(res.Tokens), res.Attended, int64(res.LogitRows))
 			continue
 		}
 		if res.Tokens == 0 {
@@ -204,6 +209,13 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	}
 	if prefillTime > 0 {
 		add("prefill_tok_s", float64(prefillTokens)/prefillTime.Seconds(), "tok/s")
+		// Prefill against the compute roofline: the steps' matmul and
+		// attention FLOPs (model.Config.StepFLOPs) over their time.
+		rate := prefillFLOPs / prefillTime.Seconds()
+		add("prefill_gflop_s", rate/1e9, "GFLOP/s")
+		if m.MatmulPeak > 0 {
+			add("prefill_roofline_frac", rate/m.MatmulPeak, "ratio")
+		}
 	}
 	add("output_tok_s", float64(generated)/wall.Seconds(), "tok/s")
 	if len(ttft) > 0 {

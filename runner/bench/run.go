@@ -151,8 +151,12 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	defer closeModels()
 	useTuned(cases, o.tunedStore())
+	peak, err := probeMatmulPeak(be, o, cases)
+	if err != nil {
+		return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
+	}
 
-	run, err := openRun(s, o, info, bw, cases)
+	run, err := openRun(s, o, info, bw, peak, cases)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +189,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	return sum, err
 }
 
-func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cases []*prepared) (*results.Run, error) {
+func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared) (*results.Run, error) {
 	if o.Resume != 0 {
 		run, err := o.DB.GetRun(o.Resume)
 		if err != nil {
@@ -215,7 +219,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	mode := s.Timing
 	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
 		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
-		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
+		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	if _, err := o.DB.CreateRun(run); err != nil {
 		return nil, err
 	}
@@ -236,6 +240,31 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 		cases[i].id = rc[i].ID
 	}
 	return run, nil
+}
+
+// probeMatmulPeak measures the device's matmul rate for the weights of the
+// suite's model cases, as the bandwidth is probed for decode, and gives it
+// to each model case (prefill's roofline); 0 when the backend has no probe,
+// probes are off or no case runs a model.
+func probeMatmulPeak(be bridge.Backend, o Options, cases []*prepared) (float64, error) {
+	p, ok := be.(bridge.MatmulPeakProber)
+	if !ok || o.BandwidthBuffer < 0 {
+		return 0, nil
+	}
+	var peak float64
+	for _, c := range cases {
+		if c.model == nil {
+			continue
+		}
+		if peak == 0 {
+			var err error
+			if peak, err = p.MeasureMatmulPeak(c.model.Source.DType()); err != nil {
+				return 0, err
+			}
+		}
+		c.model.MatmulPeak = peak
+	}
+	return peak, nil
 }
 
 func machineOf(info bridge.DeviceInfo) results.Machine {

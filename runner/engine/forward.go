@@ -127,7 +127,7 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 			&bridge.RoPEOp{At: at(l, bridge.CompAttention, "rope"), Q: ws.q, K: ws.k, QNorm: ly.qNorm, KNorm: ly.kNorm,
 				Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Theta: c.RopeTheta, Eps: c.Eps},
 			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
-				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale},
+				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale, Operand: e.wdt},
 			&bridge.MatMulOp{At: at(l, bridge.CompAttention, "o_proj"), Out: ws.o, X: ws.attn, W: ly.wo},
 			&bridge.AddRMSNormOp{At: at(l, bridge.CompNorm, "post_attention_norm"), Out: ws.h, Residual: ws.resid, X: ws.o,
 				W: ly.postNorm, Eps: c.Eps},
