@@ -208,7 +208,7 @@ func (e *Engine) buildGPT2Ops(ws *workspace, gather, argmax bool) []bridge.Op {
 			&bridge.MatMulOp{At: qkv, Out: ws.k, X: ws.h, W: ly.wk, Bias: ly.bk},
 			&bridge.MatMulOp{At: qkv, Out: ws.v, X: ws.h, W: ly.wv, Bias: ly.bv},
 			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
-				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale},
+				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale, Operand: e.wdt},
 			&bridge.MatMulOp{At: at(l, bridge.CompAttention, "c_proj"), Out: ws.o, X: ws.attn, W: ly.wo, Bias: ly.bo},
 			&bridge.AddLayerNormOp{At: at(l, bridge.CompNorm, "ln_2"), Out: ws.h, Residual: ws.resid, X: ws.o,
 				W: ly.postNorm, B: ly.postNormB, Eps: c.Eps},
