@@ -17,7 +17,9 @@ import (
 // GPT-2 with every prompt in one engine (continuous batching: prefills
 // split by a token budget, decodes beside them, KV blocks of 8), fused and
 // unfused: last-prompt logits within 1e-4 of transformers' and its greedy
-// tokens.
+// tokens. A single-sequence decode step fused takes at least three kernels
+// fewer a layer (LayerNorms into the GEMVs after them, the residual adds
+// into the GEMVs before them, GELU into c_fc).
 func TestGPT2Batched(t *testing.T) {
 	b := gpu(t)
 	plain, err := New(Options{NoFuse: true})
@@ -34,6 +36,8 @@ func TestGPT2Batched(t *testing.T) {
 	if err := json.Unmarshal(data, &ref); err != nil {
 		t.Fatal(err)
 	}
+	launches := map[string]int{}
+	layers := 0
 	for _, c := range []struct {
 		name string
 		be   bridge.Backend
@@ -66,6 +70,20 @@ func TestGPT2Batched(t *testing.T) {
 					t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[i].Tokens, p.Greedy)
 				}
 			}
+			p := ref.Prompts[1]
+			one, err := e.Generate([]engine.Request{{ID: 9, Prompt: p.Tokens, MaxNewTokens: 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalTokens(one[0].Tokens, p.Greedy[:4]) {
+				t.Errorf("alone: greedy tokens %v, transformers %v", one[0].Tokens, p.Greedy[:4])
+			}
+			launches[c.name] = c.be.(*Backend).LastStepLaunches()
+			layers = cfg.Layers
 		})
+	}
+	t.Logf("a decode step: %d kernels fused, %d unfused", launches["fused"], launches["unfused"])
+	if launches["fused"] > launches["unfused"]-3*layers {
+		t.Errorf("%d kernels a decode step fused against %d unfused: want at least %d fewer", launches["fused"], launches["unfused"], 3*layers)
 	}
 }

@@ -474,15 +474,18 @@ type gemv struct {
 	segs  [3]gemvSeg
 	nsegs int
 	// norm, when norm.x is set, is the RMSNorm that makes x: the kernel
-	// normalises its input as it reads it (and writes x for other readers).
+	// normalises its input as it reads it (and writes x for other readers);
+	// with norm.b set it is a LayerNorm with that bias (GPT-2).
 	norm struct {
-		x, w, out uint64
-		eps       float32
+		x, w, b, out uint64
+		eps          float32
 	}
 	// residual, when set, is where the single output is added as written.
 	residual uint64
 	// silu applies silu(gate)·up to the two outputs, into the first.
 	silu bool
+	// gelu applies GELU (tanh) to the single output as it is written.
+	gelu bool
 }
 
 // gemvOf checks a matmul's tensors and returns its launch, or reports the
@@ -582,9 +585,13 @@ func (b *Backend) launchGemv(g *gemv) {
 	for i, s := range g.segs[:g.nsegs] {
 		seg[i] = [4]uint64{s.w.ptr, s.out, s.bias, i32(s.n)}
 	}
+	flags := c.flags
+	if g.gelu && !g.silu {
+		flags |= 2 // gemv.cu: GELU on the output
+	}
 	b.launch(name, [3]int{blocks, 1, 1}, 256, g.x, i32(g.k), i32(g.m),
 		seg[0][0], seg[0][1], seg[0][2], seg[0][3], seg[1][0], seg[1][1], seg[1][2], seg[1][3], seg[2][0], seg[2][1], seg[2][2], seg[2][3],
-		i32(ks), i32(c.flags), g.residual, g.norm.x, g.norm.w, g.norm.out, f32(g.norm.eps))
+		i32(ks), i32(flags), g.residual, g.norm.x, g.norm.w, g.norm.out, f32(g.norm.eps), g.norm.b)
 }
 
 // tcMinRows is the fewest tokens a step needs to run its matmuls, attention
