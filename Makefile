@@ -2,7 +2,10 @@
 GO      ?= go
 BIN     ?= bin/mtlbench
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The commit also reaches the binary through Go's VCS stamp; this covers
+# builds with -buildvcs=false.
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 SUITE   ?= suites/qwen3-moe.yaml
 
 .PHONY: all build test vet tidy-check darwin bench run ci clean clang mac-smoke selftest-emu

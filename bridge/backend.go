@@ -226,6 +226,15 @@ type PendingStep interface {
 	Wait() (StepStats, []int32, error)
 }
 
+// MatmulPeakProber is implemented by backends that can measure their
+// device's matrix-multiply rate, in FLOP/s: the roofline of prefill. dt is
+// the weights' dtype (the product runs as that dtype's prefill would: bf16
+// tensor cores for a bf16 model on CUDA, the SIMD GEMM on the CPU, a
+// simdgroup_matrix GEMM on Metal).
+type MatmulPeakProber interface {
+	MeasureMatmulPeak(dt DType) (float64, error)
+}
+
 // BandwidthProber is implemented by backends that can measure their
 // device's memory read bandwidth, in bytes/s: the roofline of decode.
 type BandwidthProber interface {

@@ -73,6 +73,10 @@ type AttentionOp struct {
 	Cache                   KVCache
 	Heads, KVHeads, HeadDim int
 	Scale                   float32
+	// Operand is the model's weight dtype: a backend whose prefill
+	// attention runs on matrix units may round Q, K, V and the softmax
+	// weights to a half type when it is one; F32 keeps attention in f32.
+	Operand DType
 }
 
 // SiLUMulOp is Out = silu(Gate)·Up.

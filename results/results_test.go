@@ -231,7 +231,9 @@ func TestRoundTrip(t *testing.T) {
 	start := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
 	in := Run{SuiteName: "llama-decode", SuitePath: "suites/llama.yaml", SuiteHash: "sha256:1234",
 		ToolVersion: "v0.1.0", GitCommit: "DEADBEEF00", Tag: "base", Backend: "metal", TimingMode: TimingProfile,
-		Kind: KindTune, Notes: "fan at max", Emulated: true, Machine: testMachine(), StartedAt: start}
+		Kind: KindTune, Notes: "fan at max", Emulated: true, Machine: testMachine(), StartedAt: start,
+		TreeCommit: "cafe01", Overrides: map[string]string{"moe_chunk": "1", "sampling": "temperature:0.7,top_k:40"},
+		ReadBandwidthGBs: 101.5}
 	id, err := db.CreateRun(&in)
 	if err != nil {
 		t.Fatal(err)
@@ -259,19 +261,22 @@ func TestRoundTrip(t *testing.T) {
 		t.Error("FinishRun accepted status bogus")
 	}
 
-	// Machines are deduplicated by content; nil and empty Extra are the same.
+	// Machines are identified by their stable facts: Extra, the thermal
+	// state and the measured bandwidth (a run's) do not make a new one.
 	m2 := testMachine()
 	m3 := testMachine()
 	m3.Extra = nil
 	m4 := m3
-	m4.Extra = map[string]string{}
+	m4.Extra = map[string]string{"read_bandwidth_gb_s": "99"}
 	m5 := testMachine()
 	m5.ThermalState = "serious"
-	for _, m := range []Machine{m2, m3, m4, m5} {
-		mustRun(t, db, Run{Machine: m})
+	m6 := testMachine()
+	m6.GPUName = "another GPU"
+	for _, m := range []Machine{m2, m3, m4, m5, m6} {
+		mustRun(t, db, Run{Machine: m, ReadBandwidthGBs: 90 + float64(len(m.ThermalState))})
 	}
-	if n := count(t, db, `SELECT count(*) FROM machines`); n != 3 {
-		t.Errorf("%d machines stored, want 3", n)
+	if n := count(t, db, `SELECT count(*) FROM machines`); n != 2 {
+		t.Errorf("%d machines stored, want 2", n)
 	}
 
 	cases := []Case{

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -34,8 +35,10 @@ const (
 	TimingProfile    = "profile"
 )
 
-// Machine describes where a run happened. Identical descriptions are stored
-// once (see machines.content_hash).
+// Machine describes where a run happened. It is identified by its stable
+// facts (host, OS, CPU and GPU model, cores, memory, driver): runs on one
+// machine share one row whatever the thermal state or Extra say, and the
+// first run's values of those are kept.
 type Machine struct {
 	Hostname, OS, Arch, CPUModel string
 	CPUCores                     int
@@ -57,6 +60,28 @@ type Run struct {
 	Emulated                                                bool
 	Machine                                                 Machine
 	StartedAt, EndedAt                                      time.Time
+	// TreeCommit is the commit of the checkout the run was started in when
+	// that is not the binary's own commit (GitCommit); "" otherwise.
+	TreeCommit string
+	// Overrides are the parameters `run --set` changed in every case.
+	Overrides map[string]string
+	// ReadBandwidthGBs is the memory read bandwidth measured before the
+	// run, in GB/s; 0 when not measured.
+	ReadBandwidthGBs float64
+	// MatmulPeakGFLOPs is the matrix-multiply rate measured before the run
+	// (in the weights' dtype), in GFLOP/s: prefill's roofline; 0 when not
+	// measured.
+	MatmulPeakGFLOPs float64
+}
+
+// OverridesText prints overrides as "a=1 b=2", sorted by name.
+func OverridesText(o map[string]string) string {
+	kv := make([]string, 0, len(o))
+	for k, v := range o {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, " ")
 }
 
 // RunFilter selects runs; empty fields match everything. Limit 0 means no
@@ -80,14 +105,21 @@ func oneOf(what, v string, allowed ...string) error {
 	return fmt.Errorf("results: invalid %s %q (want one of %s)", what, v, strings.Join(allowed, ", "))
 }
 
-// machineHash is the dedup key: sha256 of the JSON encoding, which is
-// canonical here because struct fields have a fixed order and encoding/json
-// sorts map keys.
+// machineHash is the dedup key: sha256 of the JSON encoding of the stable
+// facts, canonical because struct fields have a fixed order.
 func machineHash(m Machine) (hash, extraJSON string, err error) {
 	if len(m.Extra) == 0 {
 		m.Extra = map[string]string{} // nil and empty describe the same machine
 	}
-	full, err := json.Marshal(m)
+	stable := struct {
+		Hostname, OS, Arch, CPUModel string
+		CPUCores                     int
+		MemoryBytes                  int64
+		GPUName                      string
+		GPUMemoryBytes               int64
+		Driver                       string
+	}{m.Hostname, m.OS, m.Arch, m.CPUModel, m.CPUCores, m.MemoryBytes, m.GPUName, m.GPUMemoryBytes, m.Driver}
+	full, err := json.Marshal(stable)
 	if err != nil {
 		return "", "", err
 	}
@@ -152,17 +184,36 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 	if err := oneOf("timing mode", r.TimingMode, TimingThroughput, TimingProfile); err != nil {
 		return 0, err
 	}
+	r.TreeCommit = strings.ToLower(r.TreeCommit)
+	overrides := r.Overrides
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	ov, err := json.Marshal(overrides)
+	if err != nil {
+		return 0, fmt.Errorf("results: encode overrides: %w", err)
+	}
+	var bw any
+	if r.ReadBandwidthGBs > 0 {
+		bw = r.ReadBandwidthGBs
+	}
+	var peak any
+	if r.MatmulPeakGFLOPs > 0 {
+		peak = r.MatmulPeakGFLOPs
+	}
 	var id int64
-	err := db.tx(func(tx *sql.Tx) error {
+	err = db.tx(func(tx *sql.Tx) error {
 		mid, err := machineID(tx, r.Machine)
 		if err != nil {
 			return err
 		}
 		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
-				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, r.GitCommit, r.Tag, r.Backend,
-			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated)
+			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
+			string(ov), r.TreeCommit, bw, peak)
 		if err != nil {
 			return fmt.Errorf("results: create run: %w", err)
 		}
@@ -246,7 +297,8 @@ const runSelect = `SELECT r.id, r.suite_name, r.suite_path, r.suite_hash, r.tool
 		coalesce(m.hostname, ''), coalesce(m.os, ''), coalesce(m.arch, ''), coalesce(m.cpu_model, ''),
 		coalesce(m.cpu_cores, 0), coalesce(m.memory_bytes, 0), coalesce(m.gpu_name, ''),
 		coalesce(m.gpu_memory_bytes, 0), coalesce(m.driver, ''), coalesce(m.thermal_state, ''),
-		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}')
+		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}'),
+		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0)
 	FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -255,13 +307,14 @@ func scanRun(s scanner) (Run, error) {
 	var (
 		r              Run
 		started, ended sql.NullString
-		extra          string
+		extra, ov      string
 	)
 	m := &r.Machine
 	err := s.Scan(&r.ID, &r.SuiteName, &r.SuitePath, &r.SuiteHash, &r.ToolVersion, &r.GitCommit,
 		&r.Tag, &r.Backend, &r.TimingMode, &r.Status, &r.Kind, &r.Notes, &r.Emulated, &started, &ended,
 		&m.Hostname, &m.OS, &m.Arch, &m.CPUModel, &m.CPUCores, &m.MemoryBytes, &m.GPUName,
-		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra)
+		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra,
+		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs)
 	if err != nil {
 		return r, err
 	}
@@ -276,6 +329,12 @@ func scanRun(s scanner) (Run, error) {
 	}
 	if len(m.Extra) == 0 {
 		m.Extra = nil
+	}
+	if err := json.Unmarshal([]byte(ov), &r.Overrides); err != nil {
+		return r, fmt.Errorf("results: run %d: overrides_json: %w", r.ID, err)
+	}
+	if len(r.Overrides) == 0 {
+		r.Overrides = nil
 	}
 	return r, nil
 }

@@ -126,6 +126,55 @@ var migrations = []migration{
 			GROUP BY s.case_id, s.metric`,
 		},
 	},
+	{
+		name: "run provenance as data (overrides, working-tree commit, bandwidth per run), case_medians view",
+		stmts: []string{
+			// What --set changed, as a JSON object of name -> value.
+			`ALTER TABLE runs ADD COLUMN overrides_json TEXT NOT NULL DEFAULT '{}'`,
+			// The commit of the checkout the run was started in, when it is
+			// not the binary's own (git_commit).
+			`ALTER TABLE runs ADD COLUMN tree_commit TEXT NOT NULL DEFAULT ''`,
+			// Measured per run: it varies from run to run, so it is no part
+			// of the machine's identity.
+			`ALTER TABLE runs ADD COLUMN read_bandwidth_gb_s REAL`,
+			// One row per case and metric with the median (the mean of the
+			// middle one or two samples, as benchmath computes it) and the
+			// parameters most queries filter on as columns; docs/data.md has
+			// example queries.
+			`CREATE VIEW case_medians AS
+			WITH ranked AS (
+				SELECT case_id, metric, unit, value,
+				       row_number() OVER (PARTITION BY case_id, metric ORDER BY value) AS rn,
+				       count(*) OVER (PARTITION BY case_id, metric) AS n
+				FROM samples),
+			med AS (
+				SELECT case_id, metric, unit, n, avg(value) AS median, min(value) AS lo, max(value) AS hi
+				FROM ranked WHERE rn IN ((n + 1) / 2, (n + 2) / 2)
+				GROUP BY case_id, metric)
+			SELECT c.run_id, r.started_at, r.tag, r.git_commit, r.suite_name, r.backend, r.timing_mode,
+			       r.emulated, r.kind AS run_kind, r.machine_id,
+			       c.id AS case_id, c.case_key, c.name AS case_name, c.kind AS case_kind, c.status,
+			       c.layers_run, c.layers_total,
+			       (SELECT value FROM case_params p WHERE p.case_id = c.id AND p.name = 'model') AS model,
+			       (SELECT value FROM case_params p WHERE p.case_id = c.id AND p.name = 'dtype') AS dtype,
+			       (SELECT value FROM case_params p WHERE p.case_id = c.id AND p.name = 'op') AS op,
+			       (SELECT value_num FROM case_params p WHERE p.case_id = c.id AND p.name = 'batch') AS batch,
+			       (SELECT value_num FROM case_params p WHERE p.case_id = c.id AND p.name = 'prompt_len') AS prompt_len,
+			       (SELECT value_num FROM case_params p WHERE p.case_id = c.id AND p.name = 'gen_len') AS gen_len,
+			       (SELECT value FROM case_params p WHERE p.case_id = c.id AND p.name = 'moe_strategy') AS moe_strategy,
+			       (SELECT value_num FROM case_params p WHERE p.case_id = c.id AND p.name = 'moe_chunk') AS moe_chunk,
+			       c.params_json,
+			       med.metric, med.unit, med.n, med.median
+			FROM med JOIN cases c ON c.id = med.case_id JOIN runs r ON r.id = c.run_id`,
+		},
+	},
+	{
+		name: "matmul peak per run (prefill's roofline)",
+		stmts: []string{
+			// Measured per run, as the read bandwidth is.
+			`ALTER TABLE runs ADD COLUMN matmul_peak_gflop_s REAL`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

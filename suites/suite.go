@@ -96,6 +96,13 @@ type Suite struct {
 
 // Load reads and parses the suite at path; errors name path as given.
 func Load(path string) (*Suite, error) {
+	if name, ok := strings.CutPrefix(path, ShippedPrefix); ok {
+		data, err := Shipped(name)
+		if err != nil {
+			return nil, err
+		}
+		return Parse(path, data)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -121,6 +128,24 @@ type Info struct {
 	Err                     error
 }
 
+// info parses one suite for a listing; name is the fallback when the file
+// names none.
+func info(path, name string, data []byte) Info {
+	in := Info{Path: path}
+	s, err := parse(path, data)
+	in.Err = err
+	if s != nil {
+		in.Name, in.Description = s.Name, s.Description
+		if err == nil {
+			in.Cases = len(s.Cases)
+		}
+	}
+	if in.Name == "" {
+		in.Name = name
+	}
+	return in
+}
+
 // List parses every *.yaml and *.yml file directly in dir, sorted by path.
 // A broken suite is listed with Err set (and whatever name and description
 // could still be read) rather than failing the listing.
@@ -137,24 +162,12 @@ func List(dir string) ([]Info, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		info := Info{Path: path}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			info.Err = err
-		} else {
-			s, err := parse(path, data)
-			info.Err = err
-			if s != nil {
-				info.Name, info.Description = s.Name, s.Description
-				if err == nil {
-					info.Cases = len(s.Cases)
-				}
-			}
+			out = append(out, Info{Path: path, Name: strings.TrimSuffix(name, filepath.Ext(name)), Err: err})
+			continue
 		}
-		if info.Name == "" {
-			info.Name = strings.TrimSuffix(name, filepath.Ext(name))
-		}
-		out = append(out, info)
+		out = append(out, info(path, strings.TrimSuffix(name, filepath.Ext(name)), data))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil

@@ -101,7 +101,9 @@ type recorder struct {
 	fusions []bridge.Pattern
 	always  []bridge.Pattern // fusions' Always entries (Options.NoFuse)
 	standIn bridge.RMSNormOp
-	stepErr error
+	// standInLN is standIn for an AddLayerNorm's norm (GPT-2).
+	standInLN bridge.LayerNormOp
+	stepErr   error
 }
 
 // stepIO is what goes in and out of a step (stepio_linux.go): its metadata

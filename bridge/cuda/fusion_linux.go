@@ -11,9 +11,13 @@ func (b *Backend) Fusions() []bridge.Pattern {
 		b.fusions = []bridge.Pattern{
 			{Name: "rope_attention", Doc: "RoPE (with QK-norm) in the decode attention kernel that writes the KV cache", Try: b.tryRoPEAttention},
 			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV normalises its input: the RMSNorm before it costs no launch", Try: b.tryNormGemv},
-			{Name: "gemv_residual", Doc: "a single-token GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
+			{Name: "layernorm_gemv", Doc: "a single-token GEMV takes in the LayerNorm before it (GPT-2), and the GELU after it", Try: b.tryLayerNormGemv},
+			{Name: "gemv_residual", Doc: "a single-token GEMV adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
+			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
 				Try: b.tryGemvGroup, Always: true},
+			{Name: "flash_attention", Doc: "attention of a step of many tokens with half-precision weights on tensor cores (flash.cu)",
+				Try: b.tryFlashAttention, Always: true},
 		}
 	}
 	if b.opts.NoFuse {
@@ -76,47 +80,135 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 		return 0, nil
 	}
 	nm, ok := ops[0].(*bridge.RMSNormOp)
-	mm, ok2 := ops[1].(*bridge.MatMulOp)
-	if !ok || !ok2 || nm.Out == nm.X || mm.X != nm.Out {
+	if !ok {
 		return 0, nil
 	}
-	o, x, w := b.asTensor(nm.Out), b.asTensor(nm.X), b.asTensor(nm.W)
-	if o == nil || x == nil || w == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || w.dt != bridge.F32 {
+	return b.normGemv(ops, nm.Out, nm.X, nm.W, nil, nm.Eps, false)
+}
+
+// tryLayerNormGemv: tryNormGemv for GPT-2's LayerNorm, and the GELU after
+// the GEMV when it reads nothing else (c_fc).
+func (b *Backend) tryLayerNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	if len(ops) < 2 {
 		return 0, nil
+	}
+	nm, ok := ops[0].(*bridge.LayerNormOp)
+	if !ok || nm.B == nil {
+		return 0, nil
+	}
+	return b.normGemv(ops, nm.Out, nm.X, nm.W, nm.B, nm.Eps, true)
+}
+
+// normGemv records the GEMV group after ops[0], a norm of x (weight w,
+// bias nb for a LayerNorm) into out, with the norm folded in; gelu lets it
+// take a GELU after a lone GEMV too.
+func (b *Backend) normGemv(ops []bridge.Op, out, x, w, nb bridge.Tensor, eps float32, gelu bool) (int, bridge.Op) {
+	mm, ok := ops[1].(*bridge.MatMulOp)
+	if !ok || out == x || mm.X != out {
+		return 0, nil
+	}
+	o, xs, ws := b.asTensor(out), b.asTensor(x), b.asTensor(w)
+	if o == nil || xs == nil || ws == nil || o.dt != bridge.F32 || xs.dt != bridge.F32 || ws.dt != bridge.F32 {
+		return 0, nil
+	}
+	var bp uint64
+	if nb != nil {
+		bt := b.asTensor(nb)
+		if bt == nil || bt.dt != bridge.F32 || bt.n != ws.n {
+			return 0, nil
+		}
+		bp = bt.ptr
 	}
 	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
-	if !ok || g.m != 1 || g.k != w.n || g.k%8 != 0 || g.k > gemvNormMaxK {
+	if !ok || g.m != 1 || g.k != ws.n || g.k%8 != 0 || g.k > gemvNormMaxK {
 		return 0, nil
 	}
 	if c := b.gemvShape(g.m, g.segs[0].n, g.k, g.dt); c.M != 1 || b.fns[c.name+"_norm"] == 0 {
 		return 0, nil
 	}
 	n := 1 + b.growGemv(&g, ops[1:])
-	g.norm.x, g.norm.w, g.norm.out, g.norm.eps = x.ptr, w.ptr, o.ptr, nm.Eps
+	if gelu {
+		n += b.takeGELU(&g, ops[n:])
+	}
+	g.norm.x, g.norm.w, g.norm.b, g.norm.out, g.norm.eps = xs.ptr, ws.ptr, bp, o.ptr, eps
 	b.launchGemv(&g)
 	return n, nil
 }
 
+// takeGELU has a lone GEMV's output go through the GELU that ops[0]
+// applies to it in place; it returns the ops taken (0 or 1).
+func (b *Backend) takeGELU(g *gemv, ops []bridge.Op) int {
+	if g.nsegs != 1 || g.silu || g.residual != 0 || len(ops) == 0 {
+		return 0
+	}
+	ge, ok := ops[0].(*bridge.GELUOp)
+	if !ok {
+		return 0
+	}
+	o, x := b.asTensor(ge.Out), b.asTensor(ge.X)
+	if o == nil || x == nil || o.ptr != g.segs[0].out || x.ptr != o.ptr || o.n != g.m*g.segs[0].n {
+		return 0
+	}
+	g.gelu = true
+	return 1
+}
+
+// tryGemvGELU: a GEMV whose output the GELU after it transforms in place.
+func (b *Backend) tryGemvGELU(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	mm, ok := ops[0].(*bridge.MatMulOp)
+	if !ok {
+		return 0, nil
+	}
+	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
+	if !ok || !b.onGemv(g.m) || b.takeGELU(&g, ops[1:]) == 0 {
+		return 0, nil
+	}
+	b.launchGemv(&g)
+	return 2, nil
+}
+
 // tryGemvResidual: a lone single-token GEMV whose output the AddRMSNorm
-// after it adds into the residual; that op is left as a plain RMSNorm of
-// the residual, which the next GEMV may take in turn.
+// (AddLayerNorm) after it adds into the residual; that op is left as a
+// plain RMSNorm (LayerNorm) of the residual, which the next GEMV may take
+// in turn.
 func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	ops = ops[:span]
 	if len(ops) < 2 {
 		return 0, nil
 	}
 	mm, ok := ops[0].(*bridge.MatMulOp)
-	an, ok2 := ops[1].(*bridge.AddRMSNormOp)
-	if !ok || !ok2 || an.X != mm.Out || an.Residual == an.X {
+	if !ok {
+		return 0, nil
+	}
+	var x, residual bridge.Tensor
+	switch an := ops[1].(type) {
+	case *bridge.AddRMSNormOp:
+		x, residual = an.X, an.Residual
+	case *bridge.AddLayerNormOp:
+		x, residual = an.X, an.Residual
+	default:
+		return 0, nil
+	}
+	if x != mm.Out || residual == x {
 		return 0, nil
 	}
 	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
-	r := b.asTensor(an.Residual)
+	r := b.asTensor(residual)
 	if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || !b.onGemv(g.m) {
 		return 0, nil
 	}
 	g.residual = r.ptr
 	b.launchGemv(&g)
+	if an, ok := ops[1].(*bridge.AddLayerNormOp); ok {
+		b.standInLN = bridge.LayerNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, B: an.B, Eps: an.Eps}
+		return 1, &b.standInLN
+	}
+	an := ops[1].(*bridge.AddRMSNormOp)
 	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
 	return 1, &b.standIn
 }
@@ -176,4 +268,14 @@ func (b *Backend) growGemv(g *gemv, ops []bridge.Op) int {
 		}
 	}
 	return n
+}
+
+// tryFlashAttention: the attention of a prefill step that flash.cu takes
+// (ops_linux.go: flashAttention); it is how such steps run in any case.
+func (b *Backend) tryFlashAttention(ops []bridge.Op, span int) (int, bridge.Op) {
+	a, ok := ops[0].(*bridge.AttentionOp)
+	if !ok || !b.flashAttention(a) {
+		return 0, nil
+	}
+	return 1, nil
 }

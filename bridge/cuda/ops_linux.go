@@ -18,7 +18,9 @@ func kernelNames() []string {
 	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
 		"rope_qk", "paged_attention_w4", "paged_attention_w8", "moe_route", "moe_route1", "moe_combine", "read_bw",
 		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "paged_attention_rope_w4", "paged_attention_rope_w8",
-		"paged_decode", "paged_decode_rope", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding"}
+		"paged_decode", "paged_decode_rope", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
+		"flash_attention_d64", "flash_attention_d128", "moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16",
+		"moe_gemm_down_bf16", "zero_f32"}
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
@@ -381,6 +383,37 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	b.launch(kernel, [3]int{T, heads, nparts}, block, args...)
 }
 
+// flashAttention records prefill attention on tensor cores (flash.cu) for a
+// step of at least tcMinRows tokens of a model with half weights, head size
+// 64 or 128; it reports false, recording nothing, for any other step.
+func (b *Backend) flashAttention(a *bridge.AttentionOp) bool {
+	m := b.meta
+	if m.MaxQueryLen <= 1 || !b.tensorCores(m.NumTokens, a.Operand) || (a.HeadDim != 64 && a.HeadDim != 128) ||
+		a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
+		return false
+	}
+	o, qs, ks, vs := b.asTensor(a.Out), b.asTensor(a.Q), b.asTensor(a.K), b.asTensor(a.V)
+	kc, vc := b.asTensor(a.Cache.K), b.asTensor(a.Cache.V)
+	for _, t := range []*tensor{o, qs, ks, vs, kc, vc} {
+		if t == nil || t.dt != bridge.F32 {
+			return false
+		}
+	}
+	BS := a.Cache.BlockSize
+	if len(kc.shape) != 4 || kc.shape[1] != a.KVHeads || kc.shape[2] != BS || kc.shape[3] != a.HeadDim {
+		return false
+	}
+	tiles := cdiv(m.NumTokens, flashBQ) + m.NumSeqs // each sequence's tiles, the last one partial
+	b.subMark("attention")
+	b.launch(fmt.Sprintf("flash_attention_d%d", a.HeadDim), [3]int{tiles, a.Heads, 1}, 128, ptr(o), ptr(qs), ptr(ks), ptr(vs),
+		ptr(kc), ptr(vc), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
+		i32(m.NumSeqs), i32(a.Heads), i32(a.KVHeads), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(a.Scale), b.stats.ptr)
+	return true
+}
+
+// flashBQ is flash.cu's FA_BQ: query rows a block.
+const flashBQ = 64
+
 // decodeAttention launches paged_decode (decode.cu): one new token per
 // sequence, token t of sequence t, head size at most 128, GQA groups of at
 // most 8 query heads.
@@ -441,15 +474,18 @@ type gemv struct {
 	segs  [3]gemvSeg
 	nsegs int
 	// norm, when norm.x is set, is the RMSNorm that makes x: the kernel
-	// normalises its input as it reads it (and writes x for other readers).
+	// normalises its input as it reads it (and writes x for other readers);
+	// with norm.b set it is a LayerNorm with that bias (GPT-2).
 	norm struct {
-		x, w, out uint64
-		eps       float32
+		x, w, b, out uint64
+		eps          float32
 	}
 	// residual, when set, is where the single output is added as written.
 	residual uint64
 	// silu applies silu(gate)·up to the two outputs, into the first.
 	silu bool
+	// gelu applies GELU (tanh) to the single output as it is written.
+	gelu bool
 }
 
 // gemvOf checks a matmul's tensors and returns its launch, or reports the
@@ -510,8 +546,8 @@ func (b *Backend) matmul(out, x uint64, w *tensor, bias uint64, m, n, k int, exa
 	if m == 0 || n == 0 {
 		return
 	}
-	if m > gemvMaxM && b.cublas != 0 && !exact {
-		b.gemm(out, x, w, bias, m, n, k)
+	if m > gemvMaxM && b.cublas != 0 && (!exact || b.tensorCores(m, w.dt)) {
+		b.gemm(out, x, w, bias, m, n, k, exact)
 		return
 	}
 	g := gemv{x: x, m: m, k: k, dt: w.dt, nsegs: 1}
@@ -549,9 +585,25 @@ func (b *Backend) launchGemv(g *gemv) {
 	for i, s := range g.segs[:g.nsegs] {
 		seg[i] = [4]uint64{s.w.ptr, s.out, s.bias, i32(s.n)}
 	}
+	flags := c.flags
+	if g.gelu && !g.silu {
+		flags |= 2 // gemv.cu: GELU on the output
+	}
 	b.launch(name, [3]int{blocks, 1, 1}, 256, g.x, i32(g.k), i32(g.m),
 		seg[0][0], seg[0][1], seg[0][2], seg[0][3], seg[1][0], seg[1][1], seg[1][2], seg[1][3], seg[2][0], seg[2][1], seg[2][2], seg[2][3],
-		i32(ks), i32(c.flags), g.residual, g.norm.x, g.norm.w, g.norm.out, f32(g.norm.eps))
+		i32(ks), i32(flags), g.residual, g.norm.x, g.norm.w, g.norm.out, f32(g.norm.eps), g.norm.b)
+}
+
+// tcMinRows is the fewest tokens a step needs to run its matmuls, attention
+// and experts on bf16 tensor cores (with half-precision weights, unless
+// Options.ExactPrefill): below it the two-part f32-accurate product is
+// bound by reading the weights and costs about as much.
+const tcMinRows = 128
+
+// tensorCores reports whether an m-row product over weights of dtype dt
+// runs with its activations rounded to bf16 (or f16) on tensor cores.
+func (b *Backend) tensorCores(m int, dt bridge.DType) bool {
+	return !b.opts.ExactPrefill && m >= tcMinRows && (dt == bridge.BF16 || dt == bridge.F16)
 }
 
 // gemvNormMaxK is the largest k of the _norm GEMVs (GEMV_NORM_MAXK).
@@ -568,10 +620,12 @@ const (
 )
 
 // gemm records a cuBLAS GEMM: f32 weights multiply f32 activations; half
-// weights multiply the activations rounded to the same half type, or for
-// more than halfMaxM rows split in two halves (hi + lo, to about 16 bits),
-// W·hi + W·lo accumulated in f32, as cuBLAS has no mixed f32×bf16 product.
-func (b *Backend) gemm(out, x uint64, w *tensor, bias uint64, m, n, k int) {
+// weights multiply the activations rounded to the same half type (up to
+// halfMaxM rows, and on tensor-core steps), or else split in two halves
+// (hi + lo, to about 16 bits), W·hi + W·lo accumulated in f32, as cuBLAS
+// has no mixed f32×bf16 product. exact asks for the split in any case (the
+// MoE router, whose top-k must see the activations as f32 would).
+func (b *Backend) gemm(out, x uint64, w *tensor, bias uint64, m, n, k int, exact bool) {
 	if w.dt == bridge.F32 {
 		b.gemmEntry(out, x, w, cudaR32F, m, n, k, 0)
 	} else {
@@ -582,7 +636,7 @@ func (b *Backend) gemm(out, x uint64, w *tensor, bias uint64, m, n, k int) {
 		mk := int64(m) * int64(k)
 		hi := b.scratchBuf("gemm.hi", mk*2)
 		var lo uint64
-		if m > halfMaxM {
+		if exact || (m > halfMaxM && !b.tensorCores(m, w.dt)) {
 			lo = b.scratchBuf("gemm.lo", mk*2)
 		}
 		b.launch("to_half", [3]int{elementwiseGrid(m * k), 1, 1}, 256, x, hi, lo, i64(mk), i32(int(w.dt)))
@@ -714,6 +768,9 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	if !ok {
 		return
 	}
+	if b.moeGroupedGEMM(o, xs, router, w, p, table, dt, T) {
+		return
+	}
 	P := T * K
 	chunk := P
 	single := T == 1 // one token: its experts are distinct, each pair its own slot
@@ -817,3 +874,57 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 }
 
 var _ bridge.Backend = (*Backend)(nil)
+
+// moe_mma.cu's tile: rows of pairs, and the multiples of the hidden and
+// intermediate sizes the grouped GEMM needs.
+const (
+	moeTileRows = 64
+	moeTileK    = 32
+)
+
+// moeGroupedGEMM records the MoE block of a many-token step as a grouped
+// GEMM on tensor cores (moe_mma.cu) and reports true, or records nothing
+// and reports false where it does not apply: fewer than tcMinRows tokens,
+// weights other than bf16, a strategy other than grouped, or sizes off its
+// tiles.
+func (b *Backend) moeGroupedGEMM(o, xs, router *tensor, w *bridge.MoEWeights, p bridge.MoEParams, table uint64, dt bridge.DType, T int) bool {
+	H, I, K, E := w.Hidden, w.Inter, w.TopK, len(w.Gate)
+	if dt != bridge.BF16 || !b.tensorCores(T, dt) || (p.Strategy != bridge.MoEGrouped && p.Strategy != "") ||
+		H%128 != 0 || I%64 != 0 || H%moeTileK != 0 || I%moeTileK != 0 || E > moeMaxExperts ||
+		router.dt == bridge.I32 || len(router.shape) != 2 || router.shape[0] != E || router.shape[1] != H {
+		return false
+	}
+	P := T * K
+	logits := b.scratchBuf("moe.logits", int64(T)*int64(E)*4)
+	ids := b.scratchBuf("moe.ids", int64(P)*4)
+	wts := b.scratchBuf("moe.w", int64(P)*4)
+	start := b.scratchBuf("moe.slot_start", int64(E)*4)
+	count := b.scratchBuf("moe.slot_count", int64(E)*4)
+	tileStart := b.scratchBuf("moe.tile_start", int64(E+1)*4)
+	pairs := b.scratchBuf("moe.pairs", int64(P)*4)
+	xh := b.scratchBuf("moe.xh", int64(T)*int64(H)*2)
+	hb := b.scratchBuf("moe.hb", int64(P)*int64(I)*2)
+	if b.stepErr != nil {
+		return true
+	}
+	stat := min(1+b.moeCalls, statsCap-1)
+	b.moeCalls++
+	b.subMark("router")
+	b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
+	b.subMark("route")
+	b.launch("moe_route_tokens", [3]int{cdiv(T, 8), 1, 1}, 256, logits, i32(T), i32(E), i32(K), boolArg(w.NormTopK), ids, wts,
+		b.stats.ptr)
+	b.launch("moe_sort", [3]int{1, 1, 1}, 1024, ids, i32(P), i32(E), start, count, tileStart, pairs, b.stats.ptr, i32(stat))
+	b.launch("to_half", [3]int{elementwiseGrid(T * H), 1, 1}, 256, xs.ptr, xh, 0, i64(int64(T)*int64(H)), i32(int(bridge.BF16)))
+	// Row tiles: at most one partial tile per expert beyond the full ones.
+	tiles := cdiv(P, moeTileRows) + min(E, P)
+	gate, up, down := table, table+uint64(E)*8, table+uint64(2*E)*8
+	b.subMark("gate_up")
+	b.launch("moe_gemm_gate_up_bf16", [3]int{tiles, I / 64, 1}, 128, xh, gate, up, start, count, tileStart, pairs, hb,
+		i32(E), i32(K), i32(H), i32(I))
+	b.subMark("down")
+	b.launch("zero_f32", [3]int{elementwiseGrid(T * H / 4), 1, 1}, 256, ptr(o), i64(int64(T)*int64(H)))
+	b.launch("moe_gemm_down_bf16", [3]int{tiles, H / 128, 1}, 128, hb, down, start, count, tileStart, pairs, wts, ptr(o),
+		i32(E), i32(K), i32(H), i32(I))
+	return true
+}

@@ -34,6 +34,13 @@ type Options struct {
 	// and routing, and a single-token GEMV and the RMSNorm before it (and
 	// the residual add after it) as separate launches (MTLBENCH_CUDA_FUSE=0).
 	NoFuse bool
+	// ExactPrefill keeps steps of many tokens at f32 accuracy on models with
+	// half-precision weights (MTLBENCH_CUDA_EXACT_PREFILL=1): each matmul
+	// as two half GEMMs (hi and lo parts of the activations), attention and
+	// the MoE experts on the f32 kernels. By default such steps run on
+	// tensor cores with activations rounded to bf16, as bf16 engines do
+	// (docs/cuda.md, "Prefill").
+	ExactPrefill bool
 	// NoStepKernels moves a step's metadata, token ids and results with
 	// copies and a memset around its graph, instead of the step_begin and
 	// step_end kernels inside it (MTLBENCH_CUDA_STEP_KERNELS=0).

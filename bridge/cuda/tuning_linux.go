@@ -4,14 +4,18 @@ package cuda
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
@@ -343,5 +347,85 @@ func (b *Backend) MeasureBandwidth() (float64, error) {
 	return best, err
 }
 
+// MeasureMatmulPeak implements bridge.MatmulPeakProber: the best of several
+// cuBLAS GEMMs of 8192³, the operands random (uniform in ±1; zeros or
+// constants run faster than real data), timed with events. Half dtypes run as the prefill's
+// GEMMs do: half operands on tensor cores, f32 accumulation and output.
+func (b *Backend) MeasureMatmulPeak(dt bridge.DType) (float64, error) {
+	if b.cublas == 0 {
+		return 0, fmt.Errorf("cuda: matmul peak probe: no cuBLAS")
+	}
+	const n = 8192
+	atype, esize := uint64(cudaR32F), int64(4)
+	switch dt {
+	case bridge.BF16:
+		atype, esize = cudaR16BF, 2
+	case bridge.F16:
+		atype, esize = cudaR16F, 2
+	}
+	// 16 MiB of random elements, copied over each operand.
+	const chunk = 16 << 20
+	host := make([]byte, chunk)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < chunk; i += int(esize) {
+		v := float32(r.Float64()*2 - 1)
+		switch dt {
+		case bridge.BF16:
+			binary.LittleEndian.PutUint16(host[i:], half.BF16(v))
+		case bridge.F16:
+			binary.LittleEndian.PutUint16(host[i:], half.F16(v))
+		default:
+			binary.LittleEndian.PutUint32(host[i:], math.Float32bits(v))
+		}
+	}
+	var best float64
+	err := b.th.do(func() error {
+		a := b.api
+		var bufs [3]*devAlloc
+		for i, size := range []int64{n * n * esize, n * n * esize, n * n * 4} {
+			d, err := b.devAlloc(size)
+			if err != nil {
+				return err
+			}
+			defer b.freeNow(d)
+			bufs[i] = d
+			for off := int64(0); i < 2 && off < size; off += chunk {
+				if err := b.check("cuMemcpyHtoD", call(a.cuMemcpyHtoD, uintptr(d.ptr+uint64(off)), uintptr(unsafe.Pointer(&host[0])),
+					uintptr(min(chunk, size-off)))); err != nil {
+					return err
+				}
+			}
+		}
+		if err := b.ensureEvents(2); err != nil {
+			return err
+		}
+		g := []uint64{cublasOpT, cublasOpN, n, n, n, bufs[0].ptr, atype, n, bufs[1].ptr, atype, n, bufs[2].ptr, cudaR32F, n, 0}
+		for rep := 0; rep < 6; rep++ {
+			if err := b.check("cuEventRecord", call(a.cuEventRecord, b.events[0], b.stream)); err != nil {
+				return err
+			}
+			if err := b.runGemm(g); err != nil {
+				return err
+			}
+			if err := b.check("cuEventRecord", call(a.cuEventRecord, b.events[1], b.stream)); err != nil {
+				return err
+			}
+			if err := b.check("matmul probe", call(a.cuStreamSynchronize, b.stream)); err != nil {
+				return err
+			}
+			var ms float32
+			if err := b.check("cuEventElapsedTime", call(a.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), b.events[0], b.events[1])); err != nil {
+				return err
+			}
+			if rep >= 2 && ms > 0 { // two warm-ups: cuBLAS picks and loads its kernel
+				best = max(best, 2*float64(n)*n*n/(float64(ms)/1e3))
+			}
+		}
+		return nil
+	})
+	return best, err
+}
+
+var _ bridge.MatmulPeakProber = (*Backend)(nil)
 var _ bridge.LaunchTuner = (*Backend)(nil)
 var _ bridge.BandwidthProber = (*Backend)(nil)

@@ -6,14 +6,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:    "mtlbench",
 		Usage:   "benchmark and tune LLM inference kernels (Metal, CUDA, CPU)",
-		Version: version,
+		Version: readBuildInfo().String(),
 		Description: "mtlbench runs a real inference engine (paged KV cache, continuous batching,\n" +
 			"chunked prefill, MoE dispatch) under parameterised suites, records every sample\n" +
 			"to SQLite, and compares runs with each other and with the documented history.\n\n" +
@@ -30,6 +27,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			generateCommand(),
 			modelsCommand(),
 			runCommand(),
+			benchCommand(),
 			suitesCommand(),
 			runsCommand(),
 			compareCommand(),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -17,11 +18,33 @@ func interspersed(app *cli.App, args []string) []string {
 	cmds := app.Commands
 	var flags []cli.Flag
 	i := 1
-	// Walk the command path: global flags stay put, commands narrow the set.
+	takes := func(flags []cli.Flag, a string) bool {
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			return false
+		}
+		for _, f := range flags {
+			if _, isBool := f.(*cli.BoolFlag); !isBool && slices.Contains(f.Names(), name) {
+				return true
+			}
+		}
+		return false
+	}
+	appFlags := app.Flags
+	// Walk the command path: flags met on the way stay put (with their
+	// values), commands narrow the set.
 	for ; i < len(args); i++ {
 		a := args[i]
 		if strings.HasPrefix(a, "-") {
 			out = append(out, a)
+			cur := flags
+			if cur == nil {
+				cur = appFlags
+			}
+			if takes(cur, a) && i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
 			continue
 		}
 		var found *cli.Command

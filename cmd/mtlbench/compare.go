@@ -23,7 +23,7 @@ func compareCommand() *cli.Command {
 			"Emulated runs are never compared with real ones, nor truncated models with whole ones.",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (one row per case and metric)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultAlpha, Usage: "significance level of the verdicts"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
 			&cli.StringFlag{Name: "out", Usage: "also write charts of the comparison to this directory"},
@@ -40,7 +40,7 @@ func compareCommand() *cli.Command {
 			if alpha <= 0 || alpha >= 1 {
 				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
 			}
-			db, err := openDB(c)
+			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}
@@ -63,7 +63,11 @@ func compareCommand() *cli.Command {
 			if len(cmp.Rows) == 0 {
 				fmt.Fprintln(c.App.ErrWriter, "no case of A matches a case of B (cases match on their parameters; see `mtlbench show`)")
 			}
-			if len(tables) > 0 {
+			if table.IsData(f) {
+				if err := cmp.Data().Render(c.App.Writer, f); err != nil {
+					return err
+				}
+			} else if len(tables) > 0 {
 				if err := table.RenderAll(c.App.Writer, f, tables); err != nil {
 					return err
 				}

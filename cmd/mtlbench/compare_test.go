@@ -171,7 +171,7 @@ func seedCompareDB(t *testing.T) string {
 func TestCompareGolden(t *testing.T) {
 	cmpNeedCommands(t, "compare")
 	db := seedCompareDB(t)
-	for _, f := range []string{"md", "csv", "json"} {
+	for _, f := range []string{"md", "csv", "json", "jsonl"} {
 		t.Run(f, func(t *testing.T) {
 			out, errOut, code := cmpRun(t, "compare", "--db", db, "base", "cand", "--format", f)
 			if code != 0 {
@@ -181,7 +181,7 @@ func TestCompareGolden(t *testing.T) {
 		})
 	}
 	// Pooling: the same run twice is one run; a comma list pools.
-	out, _, code := cmpRun(t, "compare", "--db", db, "base,1", "cand", "--format", "csv")
+	out, _, code := cmpRun(t, "compare", "--db", db, "base,1", "cand", "--format", "md")
 	if code != 0 || !strings.Contains(out, "8+8") {
 		t.Errorf("base,1 should be run 1 once (n 8+8), exit %d:\n%s", code, out)
 	}

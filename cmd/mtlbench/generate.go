@@ -19,12 +19,12 @@ import (
 // modelFlags are shared by every command that opens a model.
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (see `mtlbench models`) or HF checkpoint folder", Required: true},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them) or HF checkpoint folder", Required: true},
 		&cli.StringFlag{Name: "dtype", Usage: "weight dtype: f32, f16 or bf16 (presets default to bf16; checkpoints keep theirs)"},
 		&cli.IntFlag{Name: "layers", Usage: "run only the first N layers (results say so)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of synthetic weights"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: "compute backend: " + strings.Join(backends.Names, ", ")},
-		&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+		&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 		&cli.IntFlag{Name: "block-size", Value: 16, Usage: "KV cache block size in tokens"},
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
 		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy"},

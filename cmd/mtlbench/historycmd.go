@@ -16,7 +16,7 @@ import (
 )
 
 func historyCommand() *cli.Command {
-	format := &cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}
+	format := &cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"}
 	filters := []cli.Flag{
 		&cli.StringFlag{Name: "model", Usage: "only this model (e.g. Qwen3-30B-A3B)"},
 		&cli.StringFlag{Name: "metric", Usage: "only this metric (e.g. tok_s, ms_per_layer)"},
@@ -138,7 +138,9 @@ func historyCommand() *cli.Command {
 }
 
 func pointsTable(pts []history.Point) *table.Table {
-	t := &table.Table{Header: []string{"date", "model", "hardware", "series", "batch", "metric", "value", "unit", "roofline", "source"}}
+	t := &table.Table{Header: []string{"date", "model", "hardware", "series", "dtype", "batch", "component", "params", "metric", "value", "unit", "roofline", "source"},
+		Data: &table.Data{Columns: []string{"date", "model", "hardware", "series", "dtype", "batch", "component", "metric",
+			"qualifier", "value", "unit", "roofline_frac", "roofline_tok_s", "source", "section", "note"}}}
 	for _, p := range pts {
 		batch := ""
 		if p.Batch > 0 {
@@ -152,7 +154,26 @@ func pointsTable(pts []history.Point) *table.Table {
 		if p.Section != "" {
 			src += " § " + p.Section
 		}
-		t.Rows = append(t.Rows, []string{p.Date, p.Model, p.Hardware, p.Series, batch, p.Metric, v, p.Unit, rooflineCell(p), src})
+		var params []string
+		for k, v := range p.Params {
+			params = append(params, k+"="+v)
+		}
+		slices.Sort(params)
+		t.Rows = append(t.Rows, []string{p.Date, p.Model, p.Hardware, p.Series, p.DType, batch, p.Component, strings.Join(params, " "),
+			p.Metric, v, p.Unit, rooflineCell(p), src})
+		row := map[string]any{"date": p.Date, "model": p.Model, "hardware": p.Hardware, "series": p.Series, "dtype": p.DType,
+			"batch": nil, "component": p.Component, "metric": p.Metric, "qualifier": p.Qualifier, "value": p.Value, "unit": p.Unit,
+			"roofline_frac": nil, "roofline_tok_s": nil, "source": p.Source, "section": p.Section, "note": p.Note}
+		if p.Batch > 0 {
+			row["batch"] = p.Batch
+		}
+		if f, l, ok := roofline.Of(p, documentedModelBytes); ok {
+			row["roofline_frac"], row["roofline_tok_s"] = f, l.TokS
+		}
+		for k, v := range p.Params {
+			row["param_"+k] = table.Typed(v)
+		}
+		t.Data.Add(row)
 	}
 	return t
 }

@@ -180,7 +180,7 @@ func TestPeerImport(t *testing.T) {
 		t.Fatalf("import: %v %s", err, stderr)
 	}
 	out, _, err := mtl(t, "show", "transformers", "--db", db, "--format", "csv")
-	if err != nil || !strings.Contains(out, "decode/batch=1,48/48,21.2") {
+	if err != nil || !strings.Contains(out, ",decode_tok_s,tok/s,higher,2,21.2,") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")

@@ -26,7 +26,7 @@ func reportCommand() *cli.Command {
 			&cli.StringFlag{Name: "title", Usage: "page title"},
 		},
 		Action: func(c *cli.Context) error {
-			db, err := openDB(c)
+			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}

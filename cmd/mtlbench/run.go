@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/reports/tidy"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
@@ -33,6 +33,26 @@ func openDB(c *cli.Context) (*results.DB, error) {
 	path := c.String("db")
 	if path == "" {
 		path = envconfig.DB()
+	}
+	return results.Open(path)
+}
+
+// openExistingDB opens the database as openDB does, for commands that only
+// read: a path that holds no file is an error naming where it came from, so
+// a mistyped MTLBENCH_DB or --db does not quietly create an empty store.
+func openExistingDB(c *cli.Context) (*results.DB, error) {
+	path, from := c.String("db"), "--db"
+	if path == "" {
+		path, from = envconfig.DB(), "MTLBENCH_DB"
+		if os.Getenv("MTLBENCH_DB") == "" {
+			from = "the default location"
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", path, from)
+		}
+		return nil, fmt.Errorf("results database %s (%s): %w", path, from, err)
 	}
 	return results.Open(path)
 }
@@ -63,9 +83,9 @@ func runCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
 			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json or benchfmt"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl (one row per case and metric) or benchfmt"},
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, keeping case keys: --set moe_chunk=1 (repeatable)"},
 			&cli.BoolFlag{Name: "lockstep", Hidden: true, Usage: "before each repetition print a ready line and wait for a line on stdin (`ab` drives two runs in turn)"},
@@ -74,13 +94,11 @@ func runCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return fmt.Errorf("run needs one suite file (see `mtlbench suites list`)")
 			}
-			format := c.String("format")
-			if format != "benchfmt" {
-				if _, err := table.ParseFormat(format); err != nil {
-					return err
-				}
+			format, err := parseRunFormat(c.String("format"))
+			if err != nil {
+				return err
 			}
-			s, err := suites.Load(c.Args().First())
+			s, err := suites.Resolve(c.Args().First())
 			if err != nil {
 				return err
 			}
@@ -107,16 +125,17 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: MTLBENCH_TEST_SLOWDOWN lengthens every step by %g%%: these timings are deliberately slow\n", slow*100)
 			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
+			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
-				Resume: c.Int64("resume"), Set: set, ToolVersion: version, GitCommit: gitCommit(), Progress: prog.event,
+				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
 				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c),
 			})
 			prog.done()
 			if sum == nil {
 				return err
 			}
-			if rerr := printRun(c.App.Writer, db, sum, format); rerr != nil && err == nil {
+			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v, stored in %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), db.Path())
@@ -162,18 +181,6 @@ func runStatus(err error) string {
 		return "interrupted"
 	}
 	return "finished with errors"
-}
-
-// gitCommit is the commit of the working tree the tool runs in, if any.
-func gitCommit() string {
-	if v := envconfig.GitCommit(); v != "" {
-		return v
-	}
-	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // progress draws a bar on a terminal and plain lines elsewhere (CI logs).
@@ -229,15 +236,62 @@ func (p *progress) done() {
 	}
 }
 
-// printRun writes the run's summary in the requested format.
-func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string) error {
-	if format == "benchfmt" {
-		return writeBenchfmt(w, db, sum)
+// formatBenchfmt is the Go benchmark format, for benchstat; only commands
+// that print samples take it.
+const formatBenchfmt = "benchfmt"
+
+// parseRunFormat accepts the table formats and benchfmt, naming the value
+// and every choice when it is none of them.
+func parseRunFormat(s string) (string, error) {
+	if strings.EqualFold(strings.TrimSpace(s), formatBenchfmt) {
+		return formatBenchfmt, nil
+	}
+	f, err := table.ParseFormat(s)
+	if err != nil {
+		return "", fmt.Errorf("unknown output format %q (want one of: table, md, csv, json, jsonl, benchfmt)", s)
+	}
+	return string(f), nil
+}
+
+// printRun writes the run's summary in the requested format: display tables
+// for table and md, tidy rows for csv, json and jsonl (one per sample with
+// raw), Go benchmark lines for benchfmt.
+func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string, raw bool) error {
+	format, err := parseRunFormat(format)
+	if err != nil {
+		return err
+	}
+	run := sum.Run
+	if run == nil {
+		if run, err = db.GetRun(sum.RunID); err != nil {
+			return err
+		}
+	}
+	if format == formatBenchfmt {
+		r, err := tidy.Load(db, run)
+		if err != nil {
+			return err
+		}
+		return tidy.WriteBenchfmt(w, []*tidy.Run{r})
+	}
+	f := table.Format(format)
+	if table.IsData(f) {
+		r, err := tidy.Load(db, run)
+		if err != nil {
+			return err
+		}
+		d := tidy.Summaries([]*tidy.Run{r})
+		if raw {
+			d = tidy.Raw([]*tidy.Run{r})
+		}
+		return d.Render(w, f)
+	}
+	if raw {
+		return fmt.Errorf("--raw prints samples as data: use --format csv, json or jsonl")
 	}
 	tables, err := runTables(db, sum)
 	if err != nil {
 		return err
 	}
-	f, _ := table.ParseFormat(format)
 	return table.RenderAll(w, f, tables)
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/reports/tidy"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
 )
@@ -21,14 +23,14 @@ func runsCommand() *cli.Command {
 			&cli.StringFlag{Name: "tag", Usage: "only runs with this tag"},
 			&cli.StringFlag{Name: "suite", Usage: "only runs of this suite"},
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"},
 		},
 		Action: func(c *cli.Context) error {
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
 			}
-			db, err := openDB(c)
+			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}
@@ -37,41 +39,76 @@ func runsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			t := &table.Table{Header: []string{"run", "suite", "tag", "backend", "timing", "status", "started", "commit", "machine"}}
-			for _, r := range runs {
-				commit := r.GitCommit
-				if len(commit) > 10 {
-					commit = commit[:10]
-				}
-				machine := r.Machine.CPUModel
-				if r.Machine.GPUName != "" {
-					machine = r.Machine.GPUName
-				}
-				if r.Emulated {
-					machine += " (emulated)"
-				}
-				t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.SuiteName, r.Tag, r.Backend, r.TimingMode, r.Status,
-					r.StartedAt.Local().Format(time.DateTime), commit, machine})
-			}
-			return t.Render(c.App.Writer, f)
+			return runsTable(runs).Render(c.App.Writer, f)
 		},
 	}
+}
+
+// runsTable lists runs: display cells, and as data every provenance field.
+func runsTable(runs []results.Run) *table.Table {
+	t := &table.Table{Header: []string{"run", "suite", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
+		Data: &table.Data{Columns: []string{"run", "suite", "suite_path", "suite_hash", "tag", "kind", "backend", "timing",
+			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "notes",
+			"read_bandwidth_gb_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
+	for _, r := range runs {
+		commit := short(r.GitCommit)
+		if r.TreeCommit != "" {
+			commit += " (tree " + short(r.TreeCommit) + ")"
+		}
+		machine := tidy.MachineName(r.Machine)
+		if r.Emulated {
+			machine += " (emulated)"
+		}
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.SuiteName, r.Tag, r.Backend, r.TimingMode, r.Status,
+			r.StartedAt.Local().Format(time.DateTime), commit, machine, results.OverridesText(r.Overrides)})
+		m := r.Machine
+		var bw any
+		if r.ReadBandwidthGBs > 0 {
+			bw = r.ReadBandwidthGBs
+		}
+		var ended any
+		if !r.EndedAt.IsZero() {
+			ended = r.EndedAt
+		}
+		t.Data.Add(map[string]any{
+			"run": r.ID, "suite": r.SuiteName, "suite_path": r.SuitePath, "suite_hash": r.SuiteHash, "tag": r.Tag,
+			"kind": r.Kind, "backend": r.Backend, "timing": r.TimingMode, "status": r.Status, "emulated": r.Emulated,
+			"started": r.StartedAt, "ended": ended, "commit": r.GitCommit, "tree_commit": r.TreeCommit,
+			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "notes": r.Notes,
+			"read_bandwidth_gb_s": bw, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
+			"cpu_cores": m.CPUCores, "memory_bytes": m.MemoryBytes, "gpu": m.GPUName, "gpu_memory_bytes": m.GPUMemoryBytes,
+		})
+	}
+	return t
+}
+
+func short(commit string) string {
+	if len(commit) > 10 {
+		return commit[:10]
+	}
+	return commit
 }
 
 func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
-		Usage:     "show a run's cases with medians and confidence intervals",
-		ArgsUsage: "RUN (id, tag, or git commit)",
+		Usage:     "show a reference's runs: each case with medians and confidence intervals",
+		ArgsUsage: "RUN (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, as in compare)",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or benchfmt"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json, jsonl (one row per run, case and metric) or benchfmt"},
+			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample"},
+			&cli.IntFlag{Name: "latest", Usage: "show only the newest N runs the reference names (0: all, as compare pools them)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("show needs one run (id, tag or commit)")
 			}
-			db, err := openDB(c)
+			format, err := parseRunFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}
@@ -80,16 +117,59 @@ func showCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			run, err := db.GetRun(ids[0])
-			if err != nil {
-				return err
+			if n := c.Int("latest"); n > 0 && len(ids) > n {
+				ids = ids[:n]
 			}
-			cases, err := db.Cases(run.ID)
-			if err != nil {
-				return err
+			// Oldest first, as they ran.
+			var runs []*results.Run
+			for i := len(ids) - 1; i >= 0; i-- {
+				r, err := db.GetRun(ids[i])
+				if err != nil {
+					return err
+				}
+				runs = append(runs, r)
 			}
-			fmt.Fprintf(c.App.ErrWriter, "run %d: suite %s, %s, backend %s on %s, %s timing\n", run.ID, run.SuiteName, run.Status, run.Backend, run.Machine.CPUModel, run.TimingMode)
-			return printRun(c.App.Writer, db, &bench.Summary{RunID: run.ID, Run: run, Cases: cases}, c.String("format"))
+			for _, run := range runs {
+				fmt.Fprintf(c.App.ErrWriter, "run %d: suite %s, %s, backend %s on %s, %s timing\n", run.ID, run.SuiteName, run.Status, run.Backend, tidy.MachineName(run.Machine), run.TimingMode)
+			}
+			return printRuns(c.App.Writer, db, runs, format, c.Bool("raw"))
 		},
 	}
+}
+
+// printRuns prints several runs: data formats as one table, the others one
+// run after another.
+func printRuns(w io.Writer, db *results.DB, runs []*results.Run, format string, raw bool) error {
+	f := table.Format(format)
+	if table.IsData(f) || format == formatBenchfmt {
+		var trs []*tidy.Run
+		for _, r := range runs {
+			tr, err := tidy.Load(db, r)
+			if err != nil {
+				return err
+			}
+			trs = append(trs, tr)
+		}
+		if format == formatBenchfmt {
+			return tidy.WriteBenchfmt(w, trs)
+		}
+		d := tidy.Summaries(trs)
+		if raw {
+			d = tidy.Raw(trs)
+		}
+		return d.Render(w, f)
+	}
+	for i, r := range runs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		cases, err := db.Cases(r.ID)
+		if err != nil {
+			return err
+		}
+		if err := printRun(w, db, &bench.Summary{RunID: r.ID, Run: r, Cases: cases}, format, raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }

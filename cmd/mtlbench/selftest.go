@@ -22,7 +22,7 @@ func selftestCommand() *cli.Command {
 			"on a new machine: mtlbench selftest --backend metal",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "backend to check: " + strings.Join(backends.Names, ", ")},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
 			&cli.BoolFlag{Name: "model-shapes", Usage: "add the checks at the shipped models' shapes (GPU fast paths; slow on the CPU)"},

@@ -1,31 +1,38 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
 func suitesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "suites",
-		Usage: "list and validate benchmark suites",
+		Usage: "list, show and validate benchmark suites (the shipped ones are built in)",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "validate",
-				Usage:     "check suite files and show how many cases each expands to",
-				ArgsUsage: "FILE...",
+				Usage:     "check suite files (or built-in suites by name) and show how many cases each expands to",
+				ArgsUsage: "FILE|NAME...",
 				Action: func(c *cli.Context) error {
 					if c.NArg() == 0 {
 						return fmt.Errorf("validate needs at least one suite file")
 					}
 					bad := 0
 					for _, f := range c.Args().Slice() {
-						s, err := suites.Load(f)
+						s, err := suites.Resolve(f)
+						if err == nil {
+							err = bench.Check(s)
+						}
 						if err != nil {
 							bad++
 							fmt.Fprintln(c.App.ErrWriter, err)
@@ -41,16 +48,15 @@ func suitesCommand() *cli.Command {
 			},
 			{
 				Name:      "list",
-				Usage:     "list the suites in a folder (default: suites)",
+				Usage:     "list the built-in suites, or the suites in a folder",
 				ArgsUsage: "[DIR]",
 				Action: func(c *cli.Context) error {
-					dir := "suites"
+					infos := suites.ListShipped()
 					if c.NArg() > 0 {
-						dir = c.Args().First()
-					}
-					infos, err := suites.List(dir)
-					if err != nil {
-						return err
+						var err error
+						if infos, err = suites.List(c.Args().First()); err != nil {
+							return err
+						}
 					}
 					t := &table.Table{Header: []string{"suite", "file", "cases", "description"}}
 					for _, in := range infos {
@@ -61,6 +67,29 @@ func suitesCommand() *cli.Command {
 						t.Rows = append(t.Rows, []string{in.Name, in.Path, cases, desc})
 					}
 					return t.Render(c.App.Writer, table.Format("table"))
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "print a suite's YAML: a built-in suite by name, or a file",
+				ArgsUsage: "NAME|FILE",
+				Description: "Prints the suite as written, to read or to copy and edit:\n" +
+					"  mtlbench suites show ci > my.yaml && mtlbench run my.yaml\n" +
+					"docs/suites.md documents every key and parameter.",
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("suites show needs one suite name or file (built in: %s)", strings.Join(suites.ShippedNames(), ", "))
+					}
+					arg := c.Args().First()
+					data, err := os.ReadFile(arg)
+					if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(arg, `/\`) {
+						data, err = suites.Shipped(arg)
+					}
+					if err != nil {
+						return err
+					}
+					_, err = c.App.Writer.Write(data)
+					return err
 				},
 			},
 		},

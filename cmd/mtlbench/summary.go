@@ -2,10 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"runtime"
-	"strings"
-	"unicode"
 
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -76,64 +72,3 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	}
 	return out, nil
 }
-
-// writeBenchfmt prints one Go benchmark line per case and repetition, so
-// benchstat can read a run.
-func writeBenchfmt(w io.Writer, db *results.DB, sum *bench.Summary) error {
-	fmt.Fprintf(w, "goos: %s\ngoarch: %s\n", runtime.GOOS, runtime.GOARCH)
-	if sum.Run != nil {
-		fmt.Fprintf(w, "pkg: mtlbench/%s\ncpu: %s\nbackend: %s\n", sum.Run.SuiteName, sum.Run.Machine.CPUModel, sum.Run.Backend)
-	}
-	for _, c := range sum.Cases {
-		samples, err := db.Samples(c.ID)
-		if err != nil {
-			return err
-		}
-		byRep := map[int][]results.Sample{}
-		maxRep := -1
-		for _, s := range samples {
-			byRep[s.Rep] = append(byRep[s.Rep], s)
-			maxRep = max(maxRep, s.Rep)
-		}
-		name := benchName(c)
-		for r := 0; r <= maxRep; r++ {
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s 1", name)
-			for _, s := range byRep[r] {
-				fmt.Fprintf(&b, " %g %s", s.Value, benchUnit(s.Metric, s.Unit))
-			}
-			fmt.Fprintln(w, b.String())
-		}
-	}
-	return nil
-}
-
-// benchName is "Benchmark<Group>/k=v/...", the form benchstat splits.
-func benchName(c results.Case) string {
-	group, rest, _ := strings.Cut(c.Name, "/")
-	var b strings.Builder
-	b.WriteString("Benchmark")
-	up := true
-	for _, r := range group {
-		if r == '-' || r == '_' || r == '.' {
-			up = true
-			continue
-		}
-		if up {
-			r = unicode.ToUpper(r)
-			up = false
-		}
-		b.WriteRune(r)
-	}
-	if m := c.Params["model"]; m != "" {
-		b.WriteString("/model=" + m)
-	}
-	if rest != "" {
-		b.WriteString("/" + rest)
-	}
-	return strings.ReplaceAll(b.String(), " ", "_")
-}
-
-// benchUnit names a sample's unit for benchstat: one token per metric, so
-// decode and prefill tok/s stay apart.
-func benchUnit(metric, _ string) string { return strings.ReplaceAll(metric, "_", "-") }

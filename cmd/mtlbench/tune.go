@@ -23,15 +23,14 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// tuneCommand is `mtlbench tune`. export, import and show are dispatched
-// from the first argument rather than as cli subcommands so that flags may
-// come before or after the suite (interspersed only reorders flags of leaf
-// commands).
+// tuneCommand is `mtlbench tune`, with show, export and import as
+// subcommands (each with its own flags and --help).
 func tuneCommand() *cli.Command {
+	dir := &cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"}
 	return &cli.Command{
 		Name:      "tune",
 		Usage:     "tune kernel parameters for this device and record the winners",
-		ArgsUsage: "[SUITE.yaml] | export FILE | import FILE | show",
+		ArgsUsage: "[SUITE.yaml]",
 		Description: "mtlbench tune SUITE.yaml             tune every kernel bucket the suite's cases run\n" +
 			"mtlbench tune --kernel moe --shape tokens=4,experts=32,top_k=4,hidden=512,intermediate=256\n" +
 			"mtlbench tune export FILE | import FILE | show\n\n" +
@@ -52,7 +51,7 @@ func tuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32"},
 			&cli.StringFlag{Name: "dtype", Usage: "with --shape: the weight dtype (default: the kernel's, bf16)"},
 			&cli.StringFlag{Name: "backend", Usage: "backend (default: the suite's, else auto)"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "strategy", Value: tuner.Exhaustive, Usage: "search: exhaustive, random or local"},
 			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time budget for all buckets (0: none)"},
 			&cli.IntFlag{Name: "rounds", Value: 10, Usage: "interleaved rounds for every candidate"},
@@ -64,21 +63,36 @@ func tuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the round order and random search"},
 			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache)"},
-			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache (tune, export, import, show)"},
+			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
 			&cli.StringFlag{Name: "tag", Usage: "label of the tune run in the database"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 		},
-		Action: func(c *cli.Context) error {
-			switch c.Args().First() {
-			case "show":
-				return tuneShow(c)
-			case "export":
-				return tuneExport(c)
-			case "import":
-				return tuneImport(c)
-			}
-			return tuneRun(c)
+		Action: tuneRun,
+		Subcommands: []*cli.Command{
+			{
+				Name:  "show",
+				Usage: "list every tuned config the engine could consult, in lookup order, with whether it applies here",
+				Flags: []cli.Flag{dir,
+					&cli.StringFlag{Name: "backend", Usage: "backend whose device the configs are checked against (default: auto)"},
+					&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+					&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"}},
+				Action: tuneShow,
+			},
+			{
+				Name:      "export",
+				Usage:     "write the user's tuned configs (or --dir's) to one file",
+				ArgsUsage: "FILE",
+				Flags:     []cli.Flag{dir},
+				Action:    tuneExport,
+			},
+			{
+				Name:      "import",
+				Usage:     "merge a file's tuned configs into the user's cache (or --dir), each into its device's file",
+				ArgsUsage: "FILE",
+				Flags:     []cli.Flag{dir},
+				Action:    tuneImport,
+			},
 		},
 	}
 }
@@ -100,7 +114,7 @@ func tuneRun(c *cli.Context) error {
 		return errors.New("tune: give a suite or --kernel with --shape, not both")
 	case c.NArg() == 1:
 		var err error
-		if s, err = suites.Load(c.Args().First()); err != nil {
+		if s, err = suites.Resolve(c.Args().First()); err != nil {
 			return err
 		}
 	case !c.IsSet("kernel"):
@@ -171,7 +185,7 @@ func tuneRun(c *cli.Context) error {
 		Backend: be, DB: db, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
 		Rounds: c.Int("rounds"), Confirm: c.Int("confirm"), Top: c.Int("top"), Trials: c.Int("trials"),
 		Alpha: c.Float64("alpha"), MinGain: c.Float64("min-gain"), SampleTime: c.Duration("sample-time"),
-		Seed: c.Uint64("seed"), ToolVersion: version, GitCommit: gitCommit(), Tag: c.String("tag"),
+		Seed: c.Uint64("seed"), ToolVersion: readBuildInfo().Version, GitCommit: gitCommit(), Tag: c.String("tag"),
 		SuiteName: "tune", Progress: newTuneProgress(c.App.ErrWriter, c.Bool("quiet")).event,
 	}
 	if s != nil {
@@ -329,6 +343,10 @@ func (p *tuneProgress) event(e tuner.Event) {
 // tuneShow lists every tuned config the engine could consult, in lookup
 // order, with whether it applies here.
 func tuneShow(c *cli.Context) error {
+	f, err := table.ParseFormat(c.String("format"))
+	if err != nil {
+		return err
+	}
 	store := tune.Default(envconfig.TunedDir(), nil)
 	if d := c.String("dir"); d != "" {
 		l, err := tune.DirLayer(tune.FromUser, d)
@@ -353,7 +371,8 @@ func tuneShow(c *cli.Context) error {
 	info := be.Info()
 	threads := tune.LimitsOf(be).MaxThreads
 	t := &table.Table{Title: fmt.Sprintf("tuned configs (this device: %s, %s, %d threads)", info.Name, info.Backend, threads),
-		Header: []string{"from", "device", "backend", "kernel", "dtype", "bucket", "config", "vs default", "p", "tuned", "tool", "status"}}
+		Header: []string{"from", "device", "backend", "kernel", "dtype", "bucket", "config", "vs default", "p", "tuned", "tool", "status"},
+		Data:   &table.Data{Columns: []string{"from", "device", "backend", "kernel", "dtype", "bucket", "config", "speedup", "p", "tuned_at", "version", "status"}}}
 	for _, e := range store.All() {
 		status := "ok"
 		switch {
@@ -374,10 +393,19 @@ func tuneShow(c *cli.Context) error {
 		}
 		t.Rows = append(t.Rows, []string{e.Layer, e.Device, e.Backend, e.Kernel, e.DType, e.Shape.Key(), cfg,
 			fmt.Sprintf("%.3fx", e.Speedup), fmt.Sprintf("%.2g", e.P), e.TunedAt.Format("2006-01-02"), e.ToolVersion, status})
+		row := map[string]any{"from": e.Layer, "device": e.Device, "backend": e.Backend, "kernel": e.Kernel, "dtype": e.DType,
+			"bucket": e.Shape.Key(), "config": cfg, "speedup": e.Speedup, "p": e.P, "tuned_at": e.TunedAt, "version": e.ToolVersion, "status": status}
+		for k, v := range e.Shape {
+			row["shape_"+string(k)] = v
+		}
+		t.Data.Add(row)
+	}
+	if table.IsData(f) {
+		return t.Render(c.App.Writer, f)
 	}
 	if len(t.Rows) == 0 {
 		fmt.Fprintln(c.App.Writer, "no tuned configs (run mtlbench tune)")
-	} else if err := t.Render(c.App.Writer, table.Format("table")); err != nil {
+	} else if err := t.Render(c.App.Writer, f); err != nil {
 		return err
 	}
 	for _, l := range store.Layers {
@@ -391,7 +419,7 @@ func tuneShow(c *cli.Context) error {
 
 // tuneExport writes the user's tuned configs (or --dir's) to one file.
 func tuneExport(c *cli.Context) error {
-	if c.NArg() != 2 {
+	if c.NArg() != 1 {
 		return errors.New("usage: mtlbench tune export FILE")
 	}
 	dir, err := tunedDir(c)
@@ -409,20 +437,20 @@ func tuneExport(c *cli.Context) error {
 	for _, e := range l.Entries {
 		f.Merge(e.Entry)
 	}
-	if err := f.Write(c.Args().Get(1)); err != nil {
+	if err := f.Write(c.Args().First()); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, c.Args().Get(1))
+	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, c.Args().First())
 	return nil
 }
 
 // tuneImport merges a file's entries into the user's cache (or --dir),
 // each into its device's file; an entry replaces one of the same bucket.
 func tuneImport(c *cli.Context) error {
-	if c.NArg() != 2 {
+	if c.NArg() != 1 {
 		return errors.New("usage: mtlbench tune import FILE")
 	}
-	in, err := tune.ReadFile(c.Args().Get(1))
+	in, err := tune.ReadFile(c.Args().First())
 	if err != nil {
 		return err
 	}

@@ -227,3 +227,51 @@ __device__ __forceinline__ void rope_head(const float* src, float* dst, const fl
         }
     }
 }
+
+// ---- tensor cores (sm_80+: mma.sync, ldmatrix, cp.async) ----
+// Fragment layouts of mma.m16n8k16 (bf16 in, f32 accumulate), with g =
+// lane/4 and c = lane%4: A (16×16, row-major) a0 = (g, 2c..2c+1), a1 =
+// (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..); B (16×8, as columns)
+// b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g); C (16×8) c0,c1 = (g, 2c..
+// 2c+1), c2,c3 = (g+8, 2c..). The lower half of a packed pair holds the
+// lower index.
+
+// pack_bf16 rounds lo and hi to bf16 (nearest even) as one pair.
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ void mma_bf16(float* c, const u32* a, const u32* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ldsm_x4 loads four 8×8 bf16 matrices from shared memory: lanes 8i..8i+7
+// give the row addresses of matrix i, and r[i] is each lane's pair of it
+// (row lane/4, columns 2·(lane%4)..); ldsm_x4_t transposes each matrix.
+__device__ __forceinline__ void ldsm_x4(u32* r, const void* p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4_t(u32* r, const void* p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+
+// cp_async16z copies 16 bytes to shared memory without waiting, or writes
+// zeros there when ok is false (src is then not read).
+__device__ __forceinline__ void cp_async16z(void* smem, const void* gmem, bool ok) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait_n() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }

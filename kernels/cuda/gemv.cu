@@ -5,18 +5,25 @@
 
 #define GEMV_WARPS 8
 
+// gelu_tanh1 is GELU with the tanh approximation (GPT-2's gelu_new): the
+// GEMV epilogue of GPT-2's c_fc, and gpt2.cu's gelu_tanh kernel.
+__device__ __forceinline__ float gelu_tanh1(float v) {
+    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+
 // Each block has GEMV_WARPS warps; ks of them share a row group, each
 // taking every ks-th slice of k (split-K inside the block, for matrices with
 // too few rows to fill the GPU otherwise), so a block covers
 // (GEMV_WARPS/ks)·R rows. With GU the block computes the same rows of W0
 // (gate) and W1 (up) and writes silu(gate)·up to Y0 and up to Y1. With SX
 // x is in shared memory (the _norm kernels' normalised row); with RA
-// non-null each output is also added into RA (the residual stream).
+// non-null each output is also added into RA (the residual stream); with
+// GELU each output (bias added) goes through gelu_tanh1.
 template <int DT, int M, int R, bool VEC, bool GU, bool SX = false>
 __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const void* __restrict__ W2,
                                            const float* __restrict__ X, float* __restrict__ Y, float* __restrict__ Y2,
                                            const float* __restrict__ bias, int n, int k, int m, int b, int ks,
-                                           float* __restrict__ RA = 0) {
+                                           float* __restrict__ RA = 0, bool GELU = false) {
     __shared__ float red[GEMV_WARPS][M][R][GU ? 2 : 1];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kp = warp % ks;
@@ -143,6 +150,7 @@ __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const voi
                             Y2[o] = acc2[t][r];
                         } else {
                             float y = acc[t][r] + (bias ? bias[row0 + r] : 0.f);
+                            if (GELU) y = gelu_tanh1(y);
                             Y[o] = y;
                             if (M * R <= 4 && raEarly) {
                                 RA[o] = ra[t][r] + y;
@@ -156,18 +164,19 @@ __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const voi
 }
 
 // gemv3 splits the grid between up to three matrices that read the same x;
-// RA, the residual add, applies to the first (the host gives it alone).
+// RA, the residual add, and GELU apply to the first (the host gives them
+// alone).
 template <int DT, int M, int R, bool VEC, bool SX>
 __device__ __forceinline__ void gemv3(const float* X, int k, int m,
                                       const void* W0, float* Y0, const float* B0, int n0,
                                       const void* W1, float* Y1, const float* B1, int n1,
                                       const void* W2, float* Y2, const float* B2, int n2, int ks,
-                                      float* RA) {
+                                      float* RA, bool GELU) {
     const int rows = (GEMV_WARPS / ks) * R;
     int b = blockIdx.x;
     int nb0 = (n0 + rows - 1) / rows, nb1 = (n1 + rows - 1) / rows;
     if (b < nb0) {
-        gemv_block<DT, M, R, VEC, false, SX>(W0, 0, X, Y0, 0, B0, n0, k, m, b, ks, RA);
+        gemv_block<DT, M, R, VEC, false, SX>(W0, 0, X, Y0, 0, B0, n0, k, m, b, ks, RA, GELU);
     } else if ((b -= nb0) < nb1) {
         gemv_block<DT, M, R, VEC, false, SX>(W1, 0, X, Y1, 0, B1, n1, k, m, b, ks);
     } else {
@@ -180,12 +189,51 @@ __device__ __forceinline__ void gemv3(const float* X, int k, int m,
 // SM).
 #define GEMV_NORM_MAXK 6144
 
+// gemv_layer_norm is gemv_norm's LayerNorm (GPT-2): the mean, then the
+// variance about it, as gpt2.cu's layer_norm computes them, then weight and
+// bias nb.
+__device__ __forceinline__ void gemv_layer_norm(const float* __restrict__ x, const float* __restrict__ w,
+                                                const float* __restrict__ nb, float* __restrict__ h, int k, float eps,
+                                                float* xn) {
+    __shared__ float red[32];
+    float s = 0.f;
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        float4 v = __ldg((const float4*)(x + i));
+        *(float4*)(xn + i) = v;
+        s += v.x + v.y + v.z + v.w;
+    }
+    const float mean = block_sum(s, red) / k;
+    float ss = 0.f;
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        float4 v = *(float4*)(xn + i);
+        float a = v.x - mean, b = v.y - mean, c = v.z - mean, d = v.w - mean;
+        ss += a * a + b * b + c * c + d * d;
+    }
+    const float inv = (float)(1.0 / sqrt((double)block_sum(ss, red) / k + (double)eps));
+    for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
+        float4 v = *(float4*)(xn + i), g = __ldg((const float4*)(w + i)), bb = __ldg((const float4*)(nb + i));
+        v.x = (v.x - mean) * inv * g.x + bb.x;
+        v.y = (v.y - mean) * inv * g.y + bb.y;
+        v.z = (v.z - mean) * inv * g.z + bb.z;
+        v.w = (v.w - mean) * inv * g.w + bb.w;
+        *(float4*)(xn + i) = v;
+        if (blockIdx.x == 0) *(float4*)(h + i) = v;
+    }
+    __syncthreads();
+}
+
 // gemv_norm folds the RMSNorm before a single-token GEMV into it: every
 // block normalises the row x[k] itself into xn (shared; 8 KB from L2 for a
 // hidden size of 2048, less than a kernel boundary costs), and block 0 also
-// stores it to h, for whatever reads it later.
+// stores it to h, for whatever reads it later. With nb non-null it folds
+// GPT-2's LayerNorm instead, nb its bias.
 __device__ __forceinline__ void gemv_norm(const float* __restrict__ x, const float* __restrict__ w,
-                                          float* __restrict__ h, int k, float eps, float* xn) {
+                                          const float* __restrict__ nb, float* __restrict__ h, int k, float eps,
+                                          float* xn) {
+    if (nb) {
+        gemv_layer_norm(x, w, nb, h, k, eps, xn);
+        return;
+    }
     __shared__ float red[32];
     float ss = 0.f;
     for (int i = threadIdx.x * 4; i < k; i += blockDim.x * 4) {
@@ -223,13 +271,14 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
 }
 
 // RA: add the (single) output into this residual; NX, NW, NH, eps (the
-// _norm kernels): x is RMSNorm(NX)·NW, also stored to NH.
+// _norm kernels): x is RMSNorm(NX)·NW, also stored to NH, or with NB set
+// LayerNorm(NX)·NW + NB; flags bit 1: GELU on the (single) output.
 #define GEMV_PARAMS                                                                    \
     const float *X, int k, int m, const void *W0, float *Y0, const float *B0, int n0,   \
         const void *W1, float *Y1, const float *B1, int n1, const void *W2, float *Y2,   \
         const float *B2, int n2, int ks, int flags, float *RA, const float *NX,          \
-        const float *NW, float *NH, float eps
-#define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA
+        const float *NW, float *NH, float eps, const float *NB
+#define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA, (flags & 2) != 0
 
 #define GEMV_KERNEL(NAME, DT, M, R, VEC)                                            \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) { \
@@ -242,8 +291,9 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
         __shared__ __align__(16) float xn[GEMV_NORM_MAXK];                                              \
         gemv3_prefetch<DT, R>(k, W0, n0, W1, n1, W2, n2, ks, flags);                                    \
         pdl_wait();                                                                                     \
-        gemv_norm(NX, NW, NH, k, eps, xn);                                                              \
-        gemv3<DT, 1, R, true, true>(xn, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA); \
+        gemv_norm(NX, NW, NB, NH, k, eps, xn);                                                          \
+        gemv3<DT, 1, R, true, true>(xn, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA,   \
+                                    (flags & 2) != 0);                                                  \
     }
 
 // The gate/up pair of a dense MLP with the SwiGLU activation fused in: the
@@ -265,7 +315,7 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
         __shared__ __align__(16) float xn[GEMV_NORM_MAXK];                                         \
         GEMV_GU_PREFETCH(DT)                                                                       \
         pdl_wait();                                                                                \
-        gemv_norm(NX, NW, NH, k, eps, xn);                                                         \
+        gemv_norm(NX, NW, NB, NH, k, eps, xn);                                                     \
         gemv_block<DT, 1, 1, true, true, true>(W0, W1, xn, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);    \
     }
 

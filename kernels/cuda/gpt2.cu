@@ -41,14 +41,14 @@ extern "C" __global__ void __launch_bounds__(1024) layer_norm(float* __restrict_
     for (int i = threadIdx.x; i < D; i += blockDim.x) o[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
-// gelu_tanh: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); out may be x.
+// gelu_tanh: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (gemv.cu's
+// gelu_tanh1, also the c_fc GEMV's epilogue); out may be x.
 extern "C" __global__ void gelu_tanh(float* out, const float* x, long n) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long stride = (long)gridDim.x * blockDim.x;
     for (; i < n; i += stride) {
-        float v = x[i];
-        out[i] = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        out[i] = gelu_tanh1(x[i]);
     }
 }
 

@@ -65,7 +65,7 @@ var Specs = map[Param]Spec{
 	Hidden:       {Name: Hidden, Kind: IntKind, Min: 1, Doc: "model width"},
 	Width:        {Name: Width, Kind: IntKind, Min: 1, Doc: "row length (norms: hidden; argmax: vocabulary)"},
 	M:            {Name: M, Kind: IntKind, Min: 1, Doc: "matmul rows (tokens)"},
-	N:            {Name: N, Kind: IntKind, Min: 1, Doc: "matmul outputs per row (embedding: vocabulary)"},
+	N:            {Name: N, Kind: IntKind, Min: 1, Doc: "matmul outputs per row (embedding: vocabulary; position_embedding: positions)"},
 	K:            {Name: K, Kind: IntKind, Min: 1, Doc: "matmul inner size"},
 	Experts:      {Name: Experts, Kind: IntKind, Min: 1, Doc: "MoE experts"},
 	TopK:         {Name: TopK, Kind: IntKind, Min: 1, Doc: "experts per token; at most experts"},

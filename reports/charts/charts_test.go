@@ -388,3 +388,34 @@ func TestSaveWritesBoth(t *testing.T) {
 		}
 	}
 }
+
+// A run of the gpt2 preset meets the history's "GPT-2": its chart and
+// timeline are GPT-2's, the run overlaid on the documented figure.
+func TestHistoryModelGPT2(t *testing.T) {
+	hist, err := history.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := testRun(9, "NVIDIA H100", 12, 12, time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), map[int]float64{1: 2000})
+	for i := range run.Cases {
+		run.Cases[i].Params["model"] = "gpt2"
+	}
+	if m := HistoryModel([]RunData{run}, hist); m != "GPT-2" {
+		t.Fatalf("HistoryModel = %q, want GPT-2", m)
+	}
+	d := Timeline([]RunData{run}, hist, "GPT-2")
+	doc, ran := 0, 0
+	for _, s := range d.Series {
+		for _, p := range s.Points {
+			switch {
+			case !s.Documented:
+				ran++
+			case p.Value == 42:
+				doc++
+			}
+		}
+	}
+	if doc != 1 || ran == 0 {
+		t.Fatalf("GPT-2 timeline: %d documented 42 tok/s points, %d run points: %+v", doc, ran, d.Series)
+	}
+}

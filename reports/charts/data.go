@@ -509,7 +509,7 @@ func Breakdown(runs []RunData, hist []history.Point) BreakdownData {
 			bars = append(bars, BreakdownBar{MS: medianOver(perRep), OutsideMS: medianOver(outside), Layers: layers})
 			descs = append(descs, []part{{"run", RunLabel(run.Run)}, {"backend", run.Run.Backend},
 				{"model", c.Params["model"]}, {"case", c.Name}})
-			models[strings.ToLower(c.Params["model"])] = true
+			models[history.ModelKey(c.Params["model"])] = true
 		}
 	}
 	ls := labels(descs, "case")
@@ -533,7 +533,7 @@ func documentedBreakdowns(hist []history.Point, models map[string]bool) []Breakd
 		isComp[c] = true
 	}
 	for _, p := range hist {
-		if p.Metric != "ms_per_layer" || !isComp[p.Component] || !models[strings.ToLower(p.Model)] || p.Params["moe_chunk"] != "" {
+		if p.Metric != "ms_per_layer" || !isComp[p.Component] || !models[history.ModelKey(p.Model)] || p.Params["moe_chunk"] != "" {
 			continue
 		}
 		k := key{p.Source, p.Section, p.Series, p.Hardware, p.Date, p.Model}
@@ -631,7 +631,7 @@ func ChunkSeries(runs []RunData, hist []history.Point) ChunkData {
 		descs = append(descs, []part{{"run", RunLabel(g.run.Run)}, {"backend", g.run.Run.Backend},
 			{"model", c0.Params["model"]}, {"batch", batch}, {"strategy", c0.Params["moe_strategy"]},
 			{"layers", c0.layersNote()}, {"timing", g.run.Run.TimingMode + " timing"}})
-		models[strings.ToLower(c0.Params["model"])] = true
+		models[history.ModelKey(c0.Params["model"])] = true
 	}
 	ls := labels(descs, "batch")
 	for i := range d.Series {
@@ -660,7 +660,7 @@ func documentedChunks(hist []history.Point, models map[string]bool) []Series {
 	byKey := map[key][]Point{}
 	var order []key
 	for _, p := range hist {
-		if p.Metric != "ms_per_layer" || p.Component != results.CompMoE || !models[strings.ToLower(p.Model)] {
+		if p.Metric != "ms_per_layer" || p.Component != results.CompMoE || !models[history.ModelKey(p.Model)] {
 			continue
 		}
 		ch, err := strconv.ParseFloat(p.Params["moe_chunk"], 64)
@@ -751,14 +751,14 @@ func HistoryModel(runs []RunData, hist []history.Point) string {
 	count := map[string]int{}
 	for _, p := range hist {
 		if throughputMetrics[p.Metric] {
-			documented[strings.ToLower(p.Model)] = p.Model
+			documented[history.ModelKey(p.Model)] = p.Model
 			count[p.Model]++
 		}
 	}
 	runCount := map[string]int{}
 	for _, r := range runs {
 		for _, c := range r.Cases {
-			if m, ok := documented[strings.ToLower(c.Params["model"])]; ok && c.Kind == results.CaseModel {
+			if m, ok := documented[history.ModelKey(c.Params["model"])]; ok && c.Kind == results.CaseModel {
 				runCount[m]++
 			}
 		}
@@ -812,7 +812,7 @@ func Timeline(runs []RunData, hist []history.Point, model string) TimelineData {
 	seen := map[dup]bool{}
 	undated := 0
 	for _, p := range hist {
-		if !throughputMetrics[p.Metric] || !strings.EqualFold(p.Model, model) {
+		if !throughputMetrics[p.Metric] || !history.SameModel(p.Model, model) {
 			continue
 		}
 		hw := p.Hardware
@@ -869,7 +869,7 @@ func Timeline(runs []RunData, hist []history.Point, model string) TimelineData {
 	for ri := range runs {
 		run := runs[ri].Run
 		for _, c := range batchOnlyCases(&runs[ri]) {
-			if m := c.Params["model"]; !strings.EqualFold(m, model) {
+			if m := c.Params["model"]; !history.SameModel(m, model) {
 				others[m] = true
 				continue
 			}

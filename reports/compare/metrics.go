@@ -45,7 +45,7 @@ func MetricDirection(metric string) Direction {
 	case informational[metric]:
 		return Informational
 	case strings.HasSuffix(metric, "tok_s"), strings.HasSuffix(metric, "gb_s"),
-		strings.HasSuffix(metric, "gflop_s"), metric == "roofline_frac":
+		strings.HasSuffix(metric, "gflop_s"), metric == "roofline_frac", metric == "prefill_roofline_frac":
 		return HigherIsBetter
 	case strings.HasSuffix(metric, "_ms"), strings.HasSuffix(metric, "_us"),
 		metric == "us_per_call", metric == "peak_rss_bytes":

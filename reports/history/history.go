@@ -164,13 +164,23 @@ func Embedded() ([]Point, error) {
 	return points, errors.Join(errs...)
 }
 
-// Filter returns the points matching model, metric and series
+// ModelKey is a model name with case and the separators '-', '_' and ' '
+// dropped: the documents' "GPT-2" and "TinyLlama-1.1B" and the presets'
+// gpt2 and tinyllama-1.1b give the same key.
+func ModelKey(name string) string {
+	return strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(strings.TrimSpace(name)))
+}
+
+// SameModel reports whether two model names have one ModelKey.
+func SameModel(a, b string) bool { return ModelKey(a) == ModelKey(b) }
+
+// Filter returns the points matching model (SameModel), metric and series
 // (case-insensitive, exact); an empty argument matches everything.
 func Filter(points []Point, model, metric, series string) []Point {
 	match := func(want, got string) bool { return want == "" || strings.EqualFold(want, got) }
 	var out []Point
 	for _, p := range points {
-		if match(model, p.Model) && match(metric, p.Metric) && match(series, p.Series) {
+		if (model == "" || SameModel(model, p.Model)) && match(metric, p.Metric) && match(series, p.Series) {
 			out = append(out, p)
 		}
 	}

@@ -38,6 +38,9 @@ type Table struct {
 	Header []string
 	Rows   [][]string
 	Notes  []string // footnotes printed under the text forms (table, md)
+	// Data, when set, is what csv, json and jsonl write instead of the
+	// display cells: typed values, one observation per row.
+	Data *Data
 }
 
 // Format names an output format.
@@ -49,10 +52,11 @@ const (
 	FormatMarkdown Format = "md"    // GitHub-flavoured markdown
 	FormatCSV      Format = "csv"   // RFC 4180 via encoding/csv, header row first
 	FormatJSON     Format = "json"  // array of objects keyed by header
+	FormatJSONL    Format = "jsonl" // one object per line
 )
 
 // Formats lists the supported formats in the order they are documented.
-var Formats = []Format{FormatTable, FormatMarkdown, FormatCSV, FormatJSON}
+var Formats = []Format{FormatTable, FormatMarkdown, FormatCSV, FormatJSON, FormatJSONL}
 
 // ParseFormat parses a format name, case-insensitively; "markdown" is
 // accepted for "md" because that is what people type.
@@ -77,6 +81,9 @@ func ParseFormat(s string) (Format, error) {
 // title above and the notes below; csv and json carry the cells only (use
 // RenderAll to keep titles in those forms).
 func (t *Table) Render(w io.Writer, f Format) error {
+	if t.Data != nil && IsData(f) {
+		return t.Data.Render(w, f)
+	}
 	switch f {
 	case FormatTable:
 		return t.renderText(w)
@@ -90,6 +97,21 @@ func (t *Table) Render(w io.Writer, f Format) error {
 			return err
 		}
 		return writeJSON(w, objs)
+	case FormatJSONL:
+		objs, err := t.jsonRows()
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			b, err := o.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				return err
+			}
+		}
+		return nil
 	default:
 		_, err := ParseFormat(string(f))
 		return err
@@ -103,6 +125,22 @@ func (t *Table) Render(w io.Writer, f Format) error {
 func RenderAll(w io.Writer, f Format, tables []*Table) error {
 	if _, err := ParseFormat(string(f)); err != nil {
 		return err
+	}
+	if IsData(f) && allData(tables) {
+		// One tidy table, whatever the display split them into.
+		ds := make([]*Data, len(tables))
+		for i, t := range tables {
+			ds[i] = t.Data
+		}
+		return Merge(ds...).Render(w, f)
+	}
+	if f == FormatJSONL {
+		for _, t := range tables {
+			if err := t.Render(w, f); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if f == FormatJSON {
 		type doc struct {
@@ -138,6 +176,15 @@ func RenderAll(w io.Writer, f Format, tables []*Table) error {
 		}
 	}
 	return nil
+}
+
+func allData(tables []*Table) bool {
+	for _, t := range tables {
+		if t.Data == nil {
+			return false
+		}
+	}
+	return len(tables) > 0
 }
 
 // grid returns the header and rows padded to one column count.

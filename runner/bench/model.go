@@ -3,12 +3,12 @@ package bench
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -57,6 +57,9 @@ type ModelCase struct {
 	Work    Workload
 	// Bandwidth is the device's read bandwidth in bytes/s (0: unknown).
 	Bandwidth float64
+	// MatmulPeak is the device's measured matrix-multiply rate for the
+	// model's weight dtype, in FLOP/s (0: unknown): prefill's roofline.
+	MatmulPeak float64
 
 	bytes *stepCost
 	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
@@ -112,6 +115,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	var (
 		decodeTokens, prefillTokens, preempted int
 		decodeTime, prefillTime                time.Duration
+		prefillFLOPs                           float64
 		decodeSteps                            []time.Duration
 		decodeBytes                            float64
 		dispatches                             []float64
@@ -140,6 +144,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if res.PrefillTokens > 0 {
 			prefillTokens += res.PrefillTokens
 			prefillTime += res.Duration
+			prefillFLOPs += m.Config.StepFLOPs(int64(res.Tokens), res.Attended, int64(res.LogitRows))
 			continue
 		}
 		if res.Tokens == 0 {
@@ -186,7 +191,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	}
 	if decodeTime > 0 {
 		add("decode_tok_s", float64(decodeTokens)/decodeTime.Seconds(), "tok/s")
-		med := quantileDur(decodeSteps, 0.5)
+		med := quantile.Duration(decodeSteps, 0.5)
 		r.DecodeStepTime = med
 		add("step_ms", ms(med), "ms")
 		bytesPerStep := decodeBytes / float64(len(decodeSteps))
@@ -200,22 +205,29 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	if len(dispatches) > 0 {
 		// Kernel launches (CUDA) or dispatches (Metal) of a decode step:
 		// what fusion saves.
-		add("dispatches_per_step", quantile(dispatches, 0.5), "count")
+		add("dispatches_per_step", quantile.Of(dispatches, 0.5), "count")
 	}
 	if prefillTime > 0 {
 		add("prefill_tok_s", float64(prefillTokens)/prefillTime.Seconds(), "tok/s")
+		// Prefill against the compute roofline: the steps' matmul and
+		// attention FLOPs (model.Config.StepFLOPs) over their time.
+		rate := prefillFLOPs / prefillTime.Seconds()
+		add("prefill_gflop_s", rate/1e9, "GFLOP/s")
+		if m.MatmulPeak > 0 {
+			add("prefill_roofline_frac", rate/m.MatmulPeak, "ratio")
+		}
 	}
 	add("output_tok_s", float64(generated)/wall.Seconds(), "tok/s")
 	if len(ttft) > 0 {
-		add("ttft_ms", quantile(ttft, 0.5), "ms")
+		add("ttft_ms", quantile.Of(ttft, 0.5), "ms")
 	}
 	if len(tpot) > 0 {
-		add("tpot_ms", quantile(tpot, 0.5), "ms")
+		add("tpot_ms", quantile.Of(tpot, 0.5), "ms")
 	}
 	if len(itl) > 0 {
-		add("itl_p50_ms", quantile(itl, 0.5), "ms")
-		add("itl_p90_ms", quantile(itl, 0.9), "ms")
-		add("itl_p99_ms", quantile(itl, 0.99), "ms")
+		add("itl_p50_ms", quantile.Of(itl, 0.5), "ms")
+		add("itl_p90_ms", quantile.Of(itl, 0.9), "ms")
+		add("itl_p99_ms", quantile.Of(itl, 0.99), "ms")
 	}
 	if rss := host.PeakRSS(); rss > 0 {
 		add("peak_rss_bytes", float64(rss), "B")
@@ -265,15 +277,3 @@ func newStepCost(c *model.Config, dt, kvdt bridge.DType) *stepCost {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func quantile(v []float64, q float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[min(int(q*float64(len(s))), len(s)-1)]
-}
-
-func quantileDur(v []time.Duration, q float64) time.Duration {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[min(int(q*float64(len(s))), len(s)-1)]
-}

@@ -27,15 +27,31 @@ func ParseOverrides(list []string) (map[string]string, error) {
 	return out, nil
 }
 
-// overrideNote describes overrides for the run's notes.
-func overrideNote(set map[string]string) string {
-	if len(set) == 0 {
-		return ""
+// relabel makes a case's name say what ran: each override the case took
+// (params holds it) replaces its "name=value" part, or is appended, so
+// `--set moe_chunk=1` turns "moe-chunk/moe_chunk=64" into
+// "moe-chunk/moe_chunk=1". The key stays, so compare still pairs the case
+// with its unchanged twin (and notes the parameter that differs).
+func relabel(name string, set map[string]string, params map[string]string) string {
+	names := make([]string, 0, len(set))
+	for k := range set {
+		if _, ok := params[k]; ok {
+			names = append(names, k)
+		}
 	}
-	var kv []string
-	for k, v := range set {
-		kv = append(kv, k+"="+v)
+	sort.Strings(names)
+	parts := strings.Split(name, "/")
+	for _, k := range names {
+		found := false
+		for i, p := range parts {
+			if pk, _, ok := strings.Cut(p, "="); ok && pk == k {
+				parts[i] = k + "=" + params[k]
+				found = true
+			}
+		}
+		if !found {
+			parts = append(parts, k+"="+params[k])
+		}
 	}
-	sort.Strings(kv)
-	return "overrides: " + strings.Join(kv, " ")
+	return strings.Join(parts, "/")
 }

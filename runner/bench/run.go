@@ -11,13 +11,12 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -34,7 +33,8 @@ type Options struct {
 	Threads     int
 	Resume      int64 // a run id to finish instead of starting a new run
 	ToolVersion string
-	GitCommit   string
+	GitCommit   string // the binary's commit
+	TreeCommit  string // the working directory's, when it is another
 	// BandwidthBuffer is the buffer size for the read-bandwidth probe
 	// (default 256 MiB; 0 keeps the default, negative skips the probe).
 	BandwidthBuffer int
@@ -151,8 +151,12 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	defer closeModels()
 	useTuned(cases, o.tunedStore())
+	peak, err := probeMatmulPeak(be, o, cases)
+	if err != nil {
+		return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
+	}
 
-	run, err := openRun(s, o, info, bw, cases)
+	run, err := openRun(s, o, info, bw, peak, cases)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +189,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	return sum, err
 }
 
-func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cases []*prepared) (*results.Run, error) {
+func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared) (*results.Run, error) {
 	if o.Resume != 0 {
 		run, err := o.DB.GetRun(o.Resume)
 		if err != nil {
@@ -214,8 +218,8 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	}
 	mode := s.Timing
 	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
-		GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite, Notes: overrideNote(o.Set),
-		Emulated: info.Emulated, Machine: machineOf(info, bw)}
+		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
+		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	if _, err := o.DB.CreateRun(run); err != nil {
 		return nil, err
 	}
@@ -227,7 +231,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 			params["dtype"] = p.model.Source.DType().String()
 			tunedParams(params, p)
 		}
-		rc = append(rc, results.Case{Key: p.c.Key, Name: p.c.Name, Kind: p.c.Kind, Params: params})
+		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
 	}
 	if err := o.DB.AddCases(run.ID, rc); err != nil {
 		return nil, err
@@ -238,15 +242,37 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw float64, cas
 	return run, nil
 }
 
-func machineOf(info bridge.DeviceInfo, bw float64) results.Machine {
+// probeMatmulPeak measures the device's matmul rate for the weights of the
+// suite's model cases, as the bandwidth is probed for decode, and gives it
+// to each model case (prefill's roofline); 0 when the backend has no probe,
+// probes are off or no case runs a model.
+func probeMatmulPeak(be bridge.Backend, o Options, cases []*prepared) (float64, error) {
+	p, ok := be.(bridge.MatmulPeakProber)
+	if !ok || o.BandwidthBuffer < 0 {
+		return 0, nil
+	}
+	var peak float64
+	for _, c := range cases {
+		if c.model == nil {
+			continue
+		}
+		if peak == 0 {
+			var err error
+			if peak, err = p.MeasureMatmulPeak(c.model.Source.DType()); err != nil {
+				return 0, err
+			}
+		}
+		c.model.MatmulPeak = peak
+	}
+	return peak, nil
+}
+
+func machineOf(info bridge.DeviceInfo) results.Machine {
 	host, _ := os.Hostname()
 	m := results.Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: info.Name,
 		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes, Extra: map[string]string{"backend_notes": info.Notes}}
 	if info.Backend != "cpu" {
 		m.GPUName = info.Name
-	}
-	if bw > 0 {
-		m.Extra["read_bandwidth_gb_s"] = strconv.FormatFloat(bw/1e9, 'f', 2, 64)
 	}
 	return m
 }
@@ -375,11 +401,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 	return nil
 }
 
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
+func median(d []time.Duration) time.Duration { return quantile.Duration(d, 0.5) }
 
 // modelKey identifies one loaded model: cases that differ only in engine
 // parameters share weights.
@@ -423,6 +445,9 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdo
 		mc, err := modelCase(s, c, be, models, bw, limit)
 		if mc != nil {
 			mc.Engine.Slowdown = slowdown
+		}
+		if err == nil {
+			err = checkPositions(s, c, mc.Config)
 		}
 		if err != nil {
 			var se *suites.Error

@@ -92,8 +92,13 @@ type StepResult struct {
 	// ContextTokens is the sum of the step's sequence lengths: the cached
 	// positions its attention read.
 	ContextTokens int
-	Duration      time.Duration
-	Stats         bridge.StepStats
+	// Attended is the sum over the step's tokens of the positions each
+	// attends to (causal): attention's work, for the FLOP count.
+	Attended int64
+	// LogitRows are the rows the LM head ran on.
+	LogitRows int
+	Duration  time.Duration
+	Stats     bridge.StepStats
 }
 
 // Engine runs one model on one backend.
@@ -111,6 +116,9 @@ type Engine struct {
 	meta  bridge.StepMeta
 	tuned Tuned
 	run   bridge.Runner
+	// wdt is the weights' dtype, which a backend may round prefill
+	// attention's operands to (bridge.AttentionOp.Operand).
+	wdt bridge.DType
 	// flight is a step queued ahead of the one Step last returned (Step).
 	flight *flight
 }
@@ -196,7 +204,8 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt}
+	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt,
+		wdt: src.DType()}
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
@@ -356,9 +365,13 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 		}
 	}
 	tokens := e.buildMeta(b)
-	for _, l := range e.meta.SeqLens {
+	for s, l := range e.meta.SeqLens {
 		res.ContextTokens += int(l)
+		// Query i of n new tokens sits at position l-n+i and sees l-n+i+1.
+		n := int64(e.meta.QueryStartLoc[s+1] - e.meta.QueryStartLoc[s])
+		res.Attended += n*int64(l) - n*(n-1)/2
 	}
+	res.LogitRows = len(e.meta.LogitRows)
 	defer e.applyTuned(b.NumTokens)()
 	ws, err := e.workspace(b.NumTokens, len(e.meta.LogitRows))
 	if err != nil {

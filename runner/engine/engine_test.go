@@ -260,7 +260,9 @@ func TestDecodeStepsSkipTheGather(t *testing.T) {
 // too: what KVDType resolves against a backend that does (Metal).
 type halfCache struct{ *cpu.Backend }
 
-func (halfCache) KVDTypes() []bridge.DType { return []bridge.DType{bridge.F32, bridge.F16, bridge.BF16} }
+func (halfCache) KVDTypes() []bridge.DType {
+	return []bridge.DType{bridge.F32, bridge.F16, bridge.BF16}
+}
 
 func TestKVDType(t *testing.T) {
 	plain, half := cpu.New(cpu.Options{}), halfCache{cpu.New(cpu.Options{})}

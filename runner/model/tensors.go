@@ -141,6 +141,29 @@ func (c *Config) ActiveBytesPerToken(dt bridge.DType) int64 {
 	return n
 }
 
+// StepFLOPs counts the floating-point operations of a forward step (a
+// multiply-add is two): the matmuls of tokens rows through every layer
+// (each token's top_k experts and the router on MoE layers), attention's
+// two products over attended positions (Σ over the step's query tokens of
+// the positions each sees, causal), and the LM head over logitRows rows.
+// Prefill's roofline is these over the device's measured matmul rate.
+func (c *Config) StepFLOPs(tokens, attended, logitRows int64) float64 {
+	q, kv := int64(c.Heads*c.HeadDim), int64(c.KVHeads*c.HeadDim)
+	h := int64(c.Hidden)
+	var perToken int64 // multiply-adds of one token through the layers
+	for l := 0; l < c.Layers; l++ {
+		perToken += h*(q+2*kv) + q*h
+		if c.IsMoELayer(l) {
+			perToken += h*int64(c.NumExperts) + int64(c.TopK)*3*h*int64(c.MoEInter)
+		} else {
+			perToken += 3 * h * int64(c.Inter)
+		}
+	}
+	attn := 2 * int64(c.Layers) * q * attended // QKᵀ and PV, per head
+	head := logitRows * h * int64(c.Vocab)
+	return 2 * float64(tokens*perToken+attn+head)
+}
+
 func isExpertTensor(name string) bool {
 	var l, e int
 	var rest string

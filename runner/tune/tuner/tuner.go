@@ -35,6 +35,7 @@ import (
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -709,17 +710,7 @@ func joinConfigs(k *tune.Kernel, cs []*Candidate) string {
 	return s
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
+func median(v []float64) float64 { return quantile.Median(v) }
 
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+func TestParseIntList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		min  int
+		want []int
+		err  string
+	}{
+		{"1,2,4", 1, []int{1, 2, 4}, ""},
+		{"1-4", 1, []int{1, 2, 3, 4}, ""},
+		{"1-16*2", 1, []int{1, 2, 4, 8, 16}, ""},
+		{"1-20*2", 1, []int{1, 2, 4, 8, 16}, ""},
+		{"16-64+16", 1, []int{16, 32, 48, 64}, ""},
+		{"1,1-2,2", 1, []int{1, 2}, ""},
+		{"0", 0, []int{0}, ""},
+		{"0", 1, nil, "0 is below 1"},
+		{"4-1", 1, nil, "ends before it starts"},
+		{"1-8*1", 1, nil, "factor must be at least 2"},
+		{"0-8*2", 0, nil, "factor must be at least 2"},
+		{"1-8+0", 1, nil, "step must be at least 1"},
+		{"x", 1, nil, `"x" is not an integer`},
+		{"1,,2", 1, nil, "empty item"},
+		{"1-100000", 1, nil, "more than 1000 values"},
+	} {
+		got, err := parseIntList(tc.in, tc.min)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseIntList(%q) = %v, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("parseIntList(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// bench builds a suite from flags and runs it through the runner and store.
+func TestBenchCommand(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	_, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "--warmup", "0",
+		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "quick")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	out, _, err := mtl(t, "show", "quick", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	ki, ni := slices.Index(recs[0], "key"), slices.Index(recs[0], "n")
+	for _, r := range recs[1:] {
+		if !slices.Contains(keys, r[ki]) {
+			keys = append(keys, r[ki])
+		}
+		if r[ni] != "2" {
+			t.Errorf("n = %s, want 2 repetitions: %v", r[ni], r)
+		}
+	}
+	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("case keys %v, want %v", keys, want)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "0"}, "--batch: 0 is below 1"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "512"}, "--depth 512"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be at least 1"},
+		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},
+	} {
+		_, _, err := mtl(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// The shipped suites are built in: list, show and validate them by name.
+func TestShippedSuites(t *testing.T) {
+	out, _, err := mtl(t, "suites", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "suites-list", out)
+	t.Chdir(t.TempDir())
+	out, _, err = mtl(t, "suites", "show", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := suites.Shipped("ci")
+	if out != string(data) {
+		t.Error("suites show ci is not the shipped file")
+	}
+	if out, _, err := mtl(t, "suites", "validate", "ci", "qwen3-moe"); err != nil || !strings.Contains(out, "ci: ok, suite \"ci\"") {
+		t.Errorf("validate by name: %v\n%s", err, out)
+	}
+	if _, _, err := mtl(t, "suites", "show", "nosuch"); err == nil || !strings.Contains(err.Error(), "built in: ") {
+		t.Errorf("unknown suite: %v", err)
+	}
+	// A prompt longer than the model's positions fails validation.
+	os.WriteFile("long.yaml", []byte("name: long\nmodel: { preset: qwen3-moe-mini }\nbackend: cpu\ncases:\n  - name: c\n    kind: model\n    params: { prompt_len: 4090, gen_len: 16 }\n"), 0o644)
+	if _, stderr, err := mtl(t, "suites", "validate", "long.yaml"); err == nil || !strings.Contains(stderr, "long.yaml:7:27: case c: prompt_len 4090 + gen_len 16 = 4106 tokens, more than the 4096 positions") {
+		t.Errorf("long prompt: %v\n%s", err, stderr)
+	}
+	// A file of the same name as a shipped suite wins.
+	os.WriteFile("ci", []byte("name: mine\ncases:\n  - name: k\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64 }\n"), 0o644)
+	if out, _, err := mtl(t, "suites", "validate", "ci"); err != nil || !strings.Contains(out, `suite "mine"`) {
+		t.Errorf("a path should win over the built-in suite: %v\n%s", err, out)
+	}
+}
+
+// The built binary works from an empty directory: --version prints the
+// commit it was built from, run ci and bench find their suite and model.
+func TestBinaryFromEmptyDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs the ci suite")
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skip("not a git checkout: no commit to check --version against")
+	}
+	bin := filepath.Join(t.TempDir(), "mtlbench")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	// The commit comes from Go's VCS stamp; GOFLAGS wins over a go env
+	// file that turns it off.
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("go build -buildvcs=true: %v\n%s", err, out)
+	}
+	commit := strings.TrimSpace(string(head))
+	if info, _ := exec.Command("go", "version", "-m", bin).Output(); !strings.Contains(string(info), "vcs.revision=") {
+		// No stamp (a git worktree, which the go command does not stamp
+		// from): the Makefile's -X main.commit is the other way in.
+		t.Log("the go command recorded no vcs.revision; building with -X main.commit")
+		build = exec.Command("go", "build", "-ldflags", "-X main.commit="+commit, "-o", bin, ".")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	dir := t.TempDir()
+	mt := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "MTLBENCH_DB="+filepath.Join(dir, "r.db"), "MTLBENCH_GIT_COMMIT=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mtlbench %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if v := mt("--version"); !strings.Contains(v, "commit "+commit) {
+		t.Errorf("--version = %q, want commit %s", v, commit)
+	}
+	mt("run", "ci", "-q", "--tag", "ci", "--threads", "1")
+	mt("bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "-q", "--tag", "quick", "--threads", "1")
+	runs := mt("runs", "--format", "csv")
+	recs, err := csv.NewReader(strings.NewReader(runs)).ReadAll()
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("runs: %v\n%s", err, runs)
+	}
+	ci := slices.Index(recs[0], "commit")
+	for _, r := range recs[1:] {
+		if r[ci] != commit {
+			t.Errorf("run recorded commit %q from an empty directory, want the binary's %s", r[ci], commit)
+		}
+	}
+}

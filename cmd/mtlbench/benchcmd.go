@@ -1,0 +1,275 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+
+	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// benchCommand is a llama-bench-style quick run: the flags build a suite
+// (one model case per point of batch × prompt × gen), which runs through the
+// same runner and store as `mtlbench run`.
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "quick llama-bench-style run from flags: -m MODEL -b 1,2,4 -p 512 -n 128 -r 5",
+		Description: "Lists take commas and ranges, as llama-bench's do: 1,2,4; 1-8 (every integer);\n" +
+			"1-16*2 (1, 2, 4, 8, 16: times 2); 16-64+16 (16, 32, 48, 64: plus 16). Every combination\n" +
+			"of batch, prompt and gen is one case, named and keyed as a suite's would be\n" +
+			"(bench/batch=1/gen_len=128/prompt_len=512), so compare pairs it with the same case of\n" +
+			"another run or of a peer engine (mtlbench peer import). The suite it builds is\n" +
+			"printed by --print-suite; save it to change anything the flags do not reach.",
+		Flags: []cli.Flag{
+			dbFlag(),
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models) or checkpoint folder", Required: true},
+			&cli.StringFlag{Name: "batch", Aliases: []string{"b"}, Value: "1", Usage: "concurrent sequences: list or range"},
+			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "512", Usage: "prompt tokens per sequence: list or range"},
+			&cli.StringFlag{Name: "gen", Aliases: []string{"n"}, Value: "128", Usage: "generated tokens per sequence: list or range"},
+			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens already in the KV cache before the prompt (only 0: see --help)"},
+			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
+			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
+			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, cpu, cuda, metal or metal-emu"},
+			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weight dtype: f32, f16 or bf16"},
+			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
+			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl or benchfmt"},
+			&cli.BoolFlag{Name: "print-suite", Usage: "print the suite the flags build and exit"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("bench takes flags only, got %q (for a suite file: mtlbench run FILE)", c.Args().First())
+			}
+			format, err := parseRunFormat(c.String("format"))
+			if err != nil {
+				return err
+			}
+			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
+				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup")}
+			for _, l := range []struct {
+				flag string
+				dst  *[]int
+				min  int
+			}{{"batch", &spec.Batch, 1}, {"prompt", &spec.Prompt, 1}, {"gen", &spec.Gen, 1}, {"depth", &spec.Depth, 0}} {
+				if *l.dst, err = parseIntList(c.String(l.flag), l.min); err != nil {
+					return fmt.Errorf("--%s: %w", l.flag, err)
+				}
+			}
+			text, err := spec.yaml()
+			if err != nil {
+				return err
+			}
+			if c.Bool("print-suite") {
+				_, err := c.App.Writer.Write(text)
+				return err
+			}
+			s, err := suites.Parse("bench", text)
+			if err != nil {
+				return err
+			}
+			db, err := openDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			bo, err := backendOptions(c.Int("threads"))
+			if err != nil {
+				return err
+			}
+			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
+			binCommit, treeCommit := provenance()
+			sum, err := bench.Run(ctx, s, bench.Options{
+				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), ToolVersion: readBuildInfo().Version,
+				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo,
+			})
+			prog.done()
+			if sum == nil {
+				return err
+			}
+			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
+				err = rerr
+			}
+			fmt.Fprintf(c.App.ErrWriter, "run %d (bench) %s in %v, stored in %s\n", sum.RunID, runStatus(err), sum.Elapsed.Round(time.Second), db.Path())
+			if errors.Is(err, bench.ErrInterrupted) {
+				return &exitError{code: 130, err: err}
+			}
+			return err
+		},
+	}
+}
+
+// quickSpec is what bench's flags ask for.
+type quickSpec struct {
+	Model, Backend, DType, Timing, Fit string
+	Repetitions, Warmup                int
+	Batch, Prompt, Gen, Depth          []int
+}
+
+// yaml is the suite the flags describe, as a suite file would say it.
+func (q quickSpec) yaml() ([]byte, error) {
+	for _, d := range q.Depth {
+		if d != 0 {
+			// A depth needs the prompt appended to a cache filled beforehand,
+			// untimed; the engine prefills whole prompts, so a depth would
+			// time the context too and report a different figure.
+			return nil, fmt.Errorf("--depth %d: the engine cannot yet time a prompt on top of a filled cache; only -d 0 is measured (decode at a context of N tokens: -p N)", d)
+		}
+	}
+	if q.Repetitions < 1 {
+		return nil, fmt.Errorf("--repetitions must be at least 1, got %d", q.Repetitions)
+	}
+	if q.Warmup < 0 {
+		return nil, fmt.Errorf("--warmup must be at least 0, got %d", q.Warmup)
+	}
+	type modelYAML struct {
+		Preset  string `yaml:"preset,omitempty"`
+		Path    string `yaml:"path,omitempty"`
+		Weights string `yaml:"weights,omitempty"`
+		DType   string `yaml:"dtype"`
+		Seed    int    `yaml:"seed"`
+		Fit     string `yaml:"fit,omitempty"`
+	}
+	type matrixYAML struct {
+		Batch     []int `yaml:"batch,flow"`
+		PromptLen []int `yaml:"prompt_len,flow"`
+		GenLen    []int `yaml:"gen_len,flow"`
+	}
+	type caseYAML struct {
+		Name   string     `yaml:"name"`
+		Kind   string     `yaml:"kind"`
+		Matrix matrixYAML `yaml:"matrix"`
+	}
+	doc := struct {
+		Name        string     `yaml:"name"`
+		Description string     `yaml:"description"`
+		Model       modelYAML  `yaml:"model"`
+		Backend     string     `yaml:"backend"`
+		Timing      string     `yaml:"timing"`
+		Repetitions int        `yaml:"repetitions"`
+		Warmup      int        `yaml:"warmup"`
+		Interleave  bool       `yaml:"interleave"`
+		Cases       []caseYAML `yaml:"cases"`
+	}{
+		Name: "bench", Description: "mtlbench bench " + q.describe(),
+		Model:   modelYAML{DType: q.DType, Seed: 1},
+		Backend: q.Backend, Timing: q.Timing, Repetitions: q.Repetitions, Warmup: q.Warmup, Interleave: true,
+		Cases: []caseYAML{{Name: "bench", Kind: "model", Matrix: matrixYAML{Batch: q.Batch, PromptLen: q.Prompt, GenLen: q.Gen}}},
+	}
+	if st, err := os.Stat(q.Model); err == nil && st.IsDir() {
+		doc.Model.Path, doc.Model.Weights = q.Model, "checkpoint"
+	} else {
+		doc.Model.Preset = q.Model
+	}
+	if q.Fit != "strict" {
+		doc.Model.Fit = q.Fit
+	}
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+func (q quickSpec) describe() string {
+	j := func(v []int) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = strconv.Itoa(x)
+		}
+		return strings.Join(s, ",")
+	}
+	return fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
+}
+
+// maxListValues bounds what one list expands to: a typo in a range should
+// fail, not queue a million cases.
+const maxListValues = 1000
+
+// parseIntList reads llama-bench's list syntax: comma-separated items, each
+// a number or a range first-last (step 1), first-last+step or
+// first-last*factor. Values below min are refused.
+func parseIntList(s string, min int) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	add := func(v int) error {
+		if v < min {
+			return fmt.Errorf("%d is below %d", v, min)
+		}
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+		if len(out) > maxListValues {
+			return fmt.Errorf("more than %d values", maxListValues)
+		}
+		return nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return nil, fmt.Errorf("empty item in %q", s)
+		}
+		first, rest, isRange := strings.Cut(item, "-")
+		if !isRange {
+			v, err := strconv.Atoi(item)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not an integer or a range (first-last, first-last+step, first-last*factor)", item)
+			}
+			if err := add(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		op, step := byte('+'), 1
+		last := rest
+		if i := strings.IndexAny(rest, "+*"); i >= 0 {
+			op, last = rest[i], rest[:i]
+			var err error
+			if step, err = strconv.Atoi(rest[i+1:]); err != nil {
+				return nil, fmt.Errorf("range %q: step %q is not an integer", item, rest[i+1:])
+			}
+		}
+		lo, err1 := strconv.Atoi(first)
+		hi, err2 := strconv.Atoi(last)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("range %q: want first-last, first-last+step or first-last*factor", item)
+		}
+		if hi < lo {
+			return nil, fmt.Errorf("range %q ends before it starts", item)
+		}
+		switch {
+		case op == '+' && step < 1:
+			return nil, fmt.Errorf("range %q: step must be at least 1", item)
+		case op == '*' && (step < 2 || lo < 1):
+			return nil, fmt.Errorf("range %q: factor must be at least 2, from a first value of at least 1", item)
+		}
+		for v := lo; v <= hi; {
+			if err := add(v); err != nil {
+				return nil, fmt.Errorf("range %q: %w", item, err)
+			}
+			if op == '*' {
+				v *= step
+			} else {
+				v += step
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// twoCaseSuite is a two-case CPU suite small enough for a unit test.
+const twoCaseSuite = `name: two
+model: { preset: qwen3-moe-mini, dtype: f32, seed: 1 }
+backend: cpu
+repetitions: 3
+warmup: 0
+params: { prompt_len: 8, gen_len: 4 }
+cases:
+  - name: decode
+    kind: model
+    matrix: { batch: [1, 2] }
+`
+
+// recordTwoCases runs twoCaseSuite into a fresh database and returns its path.
+func recordTwoCases(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "two.yaml")
+	if err := os.WriteFile(suite, []byte(twoCaseSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "r.db")
+	if _, stderr, err := mtl(t, append([]string{"run", suite, "--db", db, "-q", "--tag", "two", "--threads", "1"}, args...)...); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
+	return db
+}
+
+// show --format csv of a two-case run is one numeric table: one header,
+// every row as wide, and the statistics parse as numbers; jsonl rows carry
+// numbers, not strings.
+func TestShowFormatsAreData(t *testing.T) {
+	db := recordTwoCases(t)
+	out, _, err := mtl(t, "show", "two", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatalf("csv: %v\n%s", err, out)
+	}
+	head := recs[0]
+	col := func(name string) int {
+		i := slices.Index(head, name)
+		if i < 0 {
+			t.Fatalf("no column %q in %v", name, head)
+		}
+		return i
+	}
+	batches := map[string]bool{}
+	decode := 0
+	for _, r := range recs[1:] {
+		for _, c := range []string{"median", "n", "batch", "prompt_len", "run"} {
+			if _, err := strconv.ParseFloat(r[col(c)], 64); err != nil {
+				t.Errorf("column %s = %q is not a number (row %v)", c, r[col(c)], r)
+			}
+		}
+		for _, c := range []string{"ci_lo", "ci_hi"} {
+			if v := r[col(c)]; v != "" { // n < 6 gives no interval: empty, not ±Inf
+				if _, err := strconv.ParseFloat(v, 64); err != nil {
+					t.Errorf("%s = %q", c, v)
+				}
+			}
+		}
+		if r[col("metric")] == "decode_tok_s" {
+			decode++
+			batches[r[col("batch")]] = true
+			if r[col("unit")] != "tok/s" || r[col("better")] != "higher" || r[col("n")] != "3" || r[col("model")] != "qwen3-moe-mini" {
+				t.Errorf("decode row %v", r)
+			}
+		}
+	}
+	if decode != 2 || !batches["1"] || !batches["2"] {
+		t.Errorf("want one decode_tok_s row per case (batch 1 and 2), got %d %v", decode, batches)
+	}
+
+	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	rows := 0
+	for sc.Scan() {
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			t.Fatalf("jsonl line %q: %v", sc.Text(), err)
+		}
+		for _, k := range []string{"median", "n", "batch", "run"} {
+			if _, ok := row[k].(float64); !ok {
+				t.Errorf("jsonl %s = %#v, want a number", k, row[k])
+			}
+		}
+		rows++
+	}
+	if rows != len(recs)-1 {
+		t.Errorf("jsonl has %d rows, csv %d", rows, len(recs)-1)
+	}
+
+	// --raw: one row per sample, three repetitions of each metric.
+	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "csv", "--raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw)-1 != 3*(len(recs)-1) {
+		t.Errorf("--raw has %d rows, want 3 per summary row (%d)", len(raw)-1, len(recs)-1)
+	}
+
+	// benchfmt: unit metadata and configuration lines, through x/perf.
+	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "benchfmt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Unit decode-tok-s better=higher", "Unit bytes-per-step assume=exact", "model: qwen3-moe-mini", "dtype: f32", "backend: cpu", "BenchmarkDecode/batch=1 1 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("benchfmt lacks %q:\n%s", want, out)
+		}
+	}
+
+	// An unknown format names the value.
+	if _, _, err := mtl(t, "show", "two", "--db", db, "--format", "xml"); err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Errorf("--format xml: %v", err)
+	}
+	// A database that does not exist is an error, not a new empty file.
+	missing := filepath.Join(t.TempDir(), "typo.db")
+	if _, _, err := mtl(t, "runs", "--db", missing); err == nil || !strings.Contains(err.Error(), "no results database at "+missing) {
+		t.Errorf("runs on a missing database: %v", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("runs created the mistyped database")
+	}
+}

@@ -1,0 +1,86 @@
+package table
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDataFormats(t *testing.T) {
+	a := &Data{}
+	a.Add(map[string]any{"case": "decode/batch=1", "batch": int64(1), "median": 359.25, "ci_lo": math.Inf(-1)})
+	b := &Data{}
+	b.Add(map[string]any{"case": "matmul/m=8", "m": int64(8), "median": 12.5, "when": time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
+	tables := []*Table{{Title: "model", Header: []string{"x"}, Rows: [][]string{{"359 ±1%"}}, Data: a},
+		{Title: "kernel", Header: []string{"y"}, Rows: [][]string{{"12 ±1%"}}, Data: b}}
+
+	var buf bytes.Buffer
+	if err := RenderAll(&buf, FormatCSV, tables); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatalf("csv does not parse as one table: %v", err)
+	}
+	want := [][]string{
+		{"batch", "case", "ci_lo", "median", "m", "when"},
+		{"1", "decode/batch=1", "", "359.25", "", ""},
+		{"", "matmul/m=8", "", "12.5", "8", "2026-01-02T03:04:05Z"},
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("csv:\n%v\nwant\n%v", recs, want)
+	}
+	for i := range want {
+		if strings.Join(recs[i], "|") != strings.Join(want[i], "|") {
+			t.Errorf("csv row %d: %q, want %q", i, recs[i], want[i])
+		}
+	}
+
+	buf.Reset()
+	if err := RenderAll(&buf, FormatJSONL, tables); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("jsonl: %d lines, want 2:\n%s", len(lines), buf.String())
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row["median"] != 359.25 || row["batch"] != 1.0 || row["ci_lo"] != nil {
+		t.Errorf("jsonl row carries %v, want numbers and null for an infinite bound", row)
+	}
+
+	buf.Reset()
+	if err := RenderAll(&buf, FormatJSON, tables); err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rows); err != nil {
+		t.Fatalf("json: %v\n%s", err, buf.String())
+	}
+	if len(rows) != 2 || rows[1]["m"] != 8.0 {
+		t.Errorf("json rows: %v", rows)
+	}
+
+	// The display forms keep the display cells.
+	buf.Reset()
+	if err := RenderAll(&buf, FormatMarkdown, tables); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "359 ±1%") {
+		t.Errorf("md lost the display cells:\n%s", buf.String())
+	}
+}
+
+func TestParseFormatNamesValue(t *testing.T) {
+	_, err := ParseFormat("xml")
+	if err == nil || !strings.Contains(err.Error(), `"xml"`) || !strings.Contains(err.Error(), "jsonl") {
+		t.Errorf("ParseFormat(xml) = %v", err)
+	}
+}

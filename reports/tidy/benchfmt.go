@@ -1,0 +1,162 @@
+package tidy
+
+import (
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/mtlbench/mtlbench/reports/compare"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// exact are metrics that count the workload (bytes a step reads, dispatches,
+// preemptions) rather than time it: benchstat should take them as exact,
+// not as a sample with noise.
+var exact = map[string]bool{"bytes_per_step": true, "preemptions": true, "dispatches_per_step": true}
+
+// BenchUnit is a metric's unit in the Go benchmark format: one token per
+// metric, so decode and prefill tok/s stay apart.
+func BenchUnit(metric string) string { return strings.ReplaceAll(metric, "_", "-") }
+
+// WriteBenchfmt writes runs in the Go benchmark format through
+// golang.org/x/perf/benchfmt: unit metadata first (better=higher|lower,
+// assume=exact for workload counts), then per case its configuration lines
+// (commit, model, dtype, backend, machine...) and one benchmark line per
+// repetition, so benchstat reads a run as it reads `go test -bench`.
+func WriteBenchfmt(w io.Writer, runs []*Run) error {
+	bw := benchfmt.NewWriter(w)
+	metrics := map[string]bool{}
+	for _, r := range runs {
+		for _, ss := range r.Samples {
+			for _, s := range ss {
+				metrics[s.Metric] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(metrics))
+	for m := range metrics {
+		names = append(names, m)
+	}
+	slices.Sort(names)
+	for _, m := range names {
+		u := BenchUnit(m)
+		switch compare.MetricDirection(m) {
+		case compare.HigherIsBetter:
+			if err := bw.Write(unitMeta(u, "better", "higher")); err != nil {
+				return err
+			}
+		case compare.LowerIsBetter:
+			if err := bw.Write(unitMeta(u, "better", "lower")); err != nil {
+				return err
+			}
+		}
+		if exact[m] {
+			if err := bw.Write(unitMeta(u, "assume", "exact")); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			byRep := map[int][]results.Sample{}
+			var reps []int
+			for _, s := range r.Samples[c.ID] {
+				if _, ok := byRep[s.Rep]; !ok {
+					reps = append(reps, s.Rep)
+				}
+				byRep[s.Rep] = append(byRep[s.Rep], s)
+			}
+			slices.Sort(reps)
+			res := &benchfmt.Result{Name: benchfmt.Name(BenchName(c)), Iters: 1}
+			for _, kv := range benchConfig(r.Run, c) {
+				res.SetConfig(kv[0], kv[1])
+			}
+			// SetConfig records internal keys; these are the file's.
+			for i := range res.Config {
+				res.Config[i].File = true
+			}
+			for _, rep := range reps {
+				res.Values = res.Values[:0]
+				for _, s := range byRep[rep] {
+					res.Values = append(res.Values, benchfmt.Value{Value: s.Value, Unit: BenchUnit(s.Metric)})
+				}
+				if err := bw.Write(res); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func unitMeta(unit, key, value string) *benchfmt.UnitMetadata {
+	return &benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: unit, Key: key}, OrigUnit: unit, Value: value}
+}
+
+// benchConfig is a case's configuration lines, in a fixed order; empty
+// values are left out (benchfmt reads "key:" as a deletion).
+func benchConfig(r *results.Run, c results.Case) [][2]string {
+	m := r.Machine
+	kv := [][2]string{
+		{"goos", or(m.OS, runtime.GOOS)}, {"goarch", or(m.Arch, runtime.GOARCH)},
+		{"cpu", m.CPUModel}, {"gpu", m.GPUName}, {"pkg", "mtlbench/" + r.SuiteName},
+		{"backend", r.Backend}, {"timing", r.TimingMode}, {"commit", r.GitCommit}, {"tree-commit", r.TreeCommit},
+		{"version", r.ToolVersion}, {"run", strconv.FormatInt(r.ID, 10)}, {"tag", r.Tag},
+		{"model", c.Params["model"]}, {"dtype", c.Params["dtype"]}, {"overrides", results.OverridesText(r.Overrides)},
+	}
+	if c.LayersTotal > 0 {
+		kv = append(kv, [2]string{"layers", strconv.Itoa(c.LayersRun) + "/" + strconv.Itoa(c.LayersTotal)})
+	}
+	if r.Emulated {
+		kv = append(kv, [2]string{"emulated", "true"})
+	}
+	out := kv[:0]
+	for _, p := range kv {
+		p[1] = strings.Join(strings.Fields(p[1]), " ")
+		if p[1] != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// BenchName is "<Group>/k=v/...": the group in CamelCase and the case's
+// matrix parameters as benchstat's sub-benchmark keys ("Benchmark" is the
+// writer's). Spaces would end the name, so they become underscores.
+func BenchName(c results.Case) string {
+	group, rest, _ := strings.Cut(c.Name, "/")
+	var b strings.Builder
+	up := true
+	for _, r := range group {
+		if r == '-' || r == '_' || r == '.' {
+			up = true
+			continue
+		}
+		if up {
+			r = unicode.ToUpper(r)
+			up = false
+		}
+		b.WriteRune(r)
+	}
+	if rest != "" {
+		b.WriteString("/" + rest)
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return '_'
+		}
+		return r
+	}, b.String())
+}

@@ -1,0 +1,198 @@
+// Package tidy turns stored runs into data: one row per run × case × metric
+// with the numeric median, its 95% confidence interval, n, the unit and
+// every case parameter as its own column (Summaries), or one row per sample
+// (Raw). The csv, json and jsonl output of every command that prints runs
+// comes from here, so a script reads the same columns wherever it got them.
+// docs/data.md lists the columns.
+package tidy
+
+import (
+	"slices"
+
+	"github.com/mtlbench/mtlbench/reports/compare"
+	"github.com/mtlbench/mtlbench/reports/stats"
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// RunColumns are the columns that say which run a row belongs to.
+var RunColumns = []string{"run", "started", "suite", "tag", "kind", "backend", "timing", "emulated",
+	"commit", "version", "machine", "overrides"}
+
+// CaseColumns say which case a row is.
+var CaseColumns = []string{"case", "key", "case_kind", "status", "layers_run", "layers_total"}
+
+// StatColumns are a summary row's measured part.
+var StatColumns = []string{"metric", "unit", "better", "n", "median", "ci_lo", "ci_hi", "confidence"}
+
+// RawColumns are a raw row's measured part.
+var RawColumns = []string{"metric", "unit", "rep", "value"}
+
+// fixed is every column name the package writes itself; a case parameter
+// of the same name (a matmul's n) becomes param_<name>.
+var fixed = func() map[string]bool {
+	m := map[string]bool{}
+	for _, cols := range [][]string{RunColumns, CaseColumns, StatColumns, RawColumns} {
+		for _, c := range cols {
+			m[c] = true
+		}
+	}
+	return m
+}()
+
+// ParamColumn is the column a case parameter is written to.
+func ParamColumn(name string) string {
+	if fixed[name] {
+		return "param_" + name
+	}
+	return name
+}
+
+// Value is a parameter or label as data: a number when the text is one,
+// else the text.
+func Value(s string) any { return table.Typed(s) }
+
+// Run is one stored run with its cases and samples, as the rows need it.
+type Run struct {
+	Run     *results.Run
+	Cases   []results.Case
+	Samples map[int64][]results.Sample // by case id
+}
+
+// Load reads a run's cases and samples.
+func Load(db *results.DB, r *results.Run) (*Run, error) {
+	cases, err := db.Cases(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	samples, err := db.RunSamples(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &Run{Run: r, Cases: cases, Samples: samples}, nil
+}
+
+// MachineName is the GPU's name when the run had one, else the CPU's.
+func MachineName(m results.Machine) string {
+	if m.GPUName != "" {
+		return m.GPUName
+	}
+	return m.CPUModel
+}
+
+// RunRow is the run part of a row.
+func RunRow(r *results.Run) map[string]any {
+	return map[string]any{
+		"run": r.ID, "started": r.StartedAt, "suite": r.SuiteName, "tag": r.Tag, "kind": r.Kind,
+		"backend": r.Backend, "timing": r.TimingMode, "emulated": r.Emulated, "commit": r.GitCommit,
+		"version": r.ToolVersion, "machine": MachineName(r.Machine), "overrides": results.OverridesText(r.Overrides),
+	}
+}
+
+func caseRow(row map[string]any, c results.Case) {
+	row["case"], row["key"], row["case_kind"], row["status"] = c.Name, c.Key, c.Kind, c.Status
+	row["layers_run"], row["layers_total"] = nil, nil
+	if c.LayersTotal > 0 {
+		row["layers_run"], row["layers_total"] = int64(c.LayersRun), int64(c.LayersTotal)
+	}
+	for k, v := range c.Params {
+		row[ParamColumn(k)] = Value(v)
+	}
+}
+
+// Better is "higher", "lower" or "" (informational) for a metric.
+func Better(metric string) string {
+	switch compare.MetricDirection(metric) {
+	case compare.HigherIsBetter:
+		return "higher"
+	case compare.LowerIsBetter:
+		return "lower"
+	}
+	return ""
+}
+
+// Summaries is one row per run × case × metric. A case with no samples
+// (failed, pending) still gets one row, with its status and no metric, so
+// nothing disappears silently.
+func Summaries(runs []*Run) *table.Data {
+	d := newData(StatColumns)
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			byMetric := stats.ByMetric(r.Samples[c.ID])
+			metrics := make([]string, 0, len(byMetric))
+			for m := range byMetric {
+				metrics = append(metrics, m)
+			}
+			slices.Sort(metrics)
+			if len(metrics) == 0 {
+				row := RunRow(r.Run)
+				caseRow(row, c)
+				d.add(row)
+				continue
+			}
+			for _, m := range metrics {
+				s := byMetric[m]
+				row := RunRow(r.Run)
+				caseRow(row, c)
+				row["metric"], row["unit"], row["better"], row["n"] = m, s.Unit, Better(m), int64(s.N)
+				row["median"], row["ci_lo"], row["ci_hi"], row["confidence"] = s.Center, s.Lo, s.Hi, stats.Confidence
+				d.add(row)
+			}
+		}
+	}
+	return d.data()
+}
+
+// Raw is one row per run × case × metric × repetition.
+func Raw(runs []*Run) *table.Data {
+	d := newData(RawColumns)
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			for _, s := range r.Samples[c.ID] {
+				row := RunRow(r.Run)
+				caseRow(row, c)
+				row["metric"], row["unit"], row["rep"], row["value"] = s.Metric, s.Unit, int64(s.Rep), s.Value
+				d.add(row)
+			}
+		}
+	}
+	return d.data()
+}
+
+// builder keeps the column order fixed: run columns, case columns, the
+// parameters sorted by name, then the measured columns.
+type builder struct {
+	tail   []string
+	params map[string]bool
+	rows   []map[string]any
+}
+
+func newData(tail []string) *builder { return &builder{tail: tail, params: map[string]bool{}} }
+
+func (b *builder) add(row map[string]any) {
+	for k := range row {
+		if !fixed[k] {
+			b.params[k] = true
+		}
+	}
+	b.rows = append(b.rows, row)
+}
+
+func (b *builder) data() *table.Data {
+	cols := slices.Concat(RunColumns, CaseColumns)
+	var ps []string
+	for p := range b.params {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	cols = append(append(cols, ps...), b.tail...)
+	d := &table.Data{Columns: cols}
+	for _, row := range b.rows {
+		r := make([]any, len(cols))
+		for i, c := range cols {
+			r[i] = row[c]
+		}
+		d.Rows = append(d.Rows, r)
+	}
+	return d
+}

@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/suites"
+)
+
+// Check is what `suites validate` adds to the suite parser's rules: the
+// checks that need the model's configuration (no weights are read), so a
+// suite that would fail at run time fails here first.
+func Check(s *suites.Suite) error {
+	if s.Model == nil {
+		return nil
+	}
+	sm := s.Model
+	spec := model.Spec{Model: sm.Preset, Layers: sm.Layers, Seed: uint64(sm.Seed)}
+	if sm.Path != "" {
+		spec.Model = sm.Path
+	}
+	if sm.DType != "" {
+		dt, err := bridge.ParseDType(sm.DType)
+		if err != nil {
+			return s.ErrorAt(sm.Pos, "%v", err)
+		}
+		spec.DType = &dt
+	}
+	cfg, src, err := model.Open(spec)
+	if err != nil {
+		return s.ErrorAt(sm.Pos, "%v", err)
+	}
+	src.Close()
+	var errs suites.ErrorList
+	for _, c := range s.Cases {
+		if c.Kind != suites.KindModel {
+			continue
+		}
+		if err := checkPositions(s, c, cfg); err != nil {
+			if e, ok := err.(*suites.Error); ok {
+				errs = append(errs, e)
+			} else {
+				return err
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// checkPositions rejects a case whose sequences outgrow the positions the
+// model was trained for (its rotary tables and, for learned embeddings,
+// its position table end there).
+func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
+	mp := c.Model
+	if cfg.MaxPos <= 0 || mp.PromptLen+mp.GenLen <= cfg.MaxPos {
+		return nil
+	}
+	pos := c.PosOf(suites.ParamPromptLen)
+	return s.ErrorAt(pos, "case %s: prompt_len %d + gen_len %d = %d tokens, more than the %d positions of %s (hint: lower prompt_len or gen_len)",
+		c.Name, mp.PromptLen, mp.GenLen, mp.PromptLen+mp.GenLen, cfg.MaxPos, cfg.Name)
+}

@@ -1,0 +1,47 @@
+package suites
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// docs/suites.md documents every parameter a suite may set.
+func TestDocsListEveryParameter(t *testing.T) {
+	doc, err := os.ReadFile("../docs/suites.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range params {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/suites.md does not document parameter %q", name)
+		}
+	}
+}
+
+// Every shipped suite is built in and parses.
+func TestShippedSuitesParse(t *testing.T) {
+	names := ShippedNames()
+	if len(names) == 0 {
+		t.Fatal("no suite is built in")
+	}
+	for _, n := range names {
+		s, err := Resolve(n)
+		if err != nil {
+			t.Errorf("%s: %v", n, err)
+			continue
+		}
+		if s.File != ShippedPrefix+n+".yaml" {
+			t.Errorf("%s: File = %q", n, s.File)
+		}
+		if _, err := Load(s.File); err != nil {
+			t.Errorf("Load(%q): %v", s.File, err)
+		}
+	}
+	if _, err := Resolve("no-such-suite"); err == nil || !strings.Contains(err.Error(), "ci") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if _, err := Resolve("../suites/ci.yaml"); err != nil {
+		t.Errorf("a path: %v", err)
+	}
+}
