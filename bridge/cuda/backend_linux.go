@@ -75,6 +75,7 @@ type memory struct {
 	// moeByW finds a MoE block's table without walking its experts: a
 	// decode step asks for every layer's, and the walk cost microseconds.
 	moeByW  map[*bridge.MoEWeights]moeTableRef
+	qmoeByW map[*bridge.MoEWeights]*qmoeTable // packed experts' pointer tables (quant_linux.go)
 	scratch map[string]*devAlloc
 	retired []*devAlloc // scratch replaced during a step, freed at its end
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/selftest"
 )
 
 var (
@@ -465,5 +466,83 @@ func TestEachFusionMatchesUnfused(t *testing.T) {
 				t.Errorf("%d kernels fused, not fewer than %d", onN, offN)
 			}
 		})
+	}
+}
+
+// quantFixtureDir holds packed checkpoints (MLX folders, GGUF files) with
+// transformers' logits on their dequantized weights
+// (tools/fixtures/make_quant_fixtures.py).
+const quantFixtureDir = "../../runner/testdata"
+
+// TestQuantFixtures: every MLX and GGUF fixture on the GPU, logits within
+// 1e-3 of transformers and equal greedy tokens.
+func TestQuantFixtures(t *testing.T) {
+	b := gpu(t)
+	refs, _ := filepath.Glob(filepath.Join(quantFixtureDir, "mlx", "*", "reference.json"))
+	ggufRefs, _ := filepath.Glob(filepath.Join(quantFixtureDir, "gguf", "*.json"))
+	refs = append(refs, ggufRefs...)
+	if len(refs) == 0 {
+		t.Skip("no quantized fixtures at " + quantFixtureDir)
+	}
+	for _, ref := range refs {
+		path := filepath.Dir(ref)
+		if strings.HasSuffix(filepath.Dir(ref), "gguf") {
+			path = strings.TrimSuffix(ref, ".json") + ".gguf"
+		}
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			raw, err := os.ReadFile(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r reference
+			if err := json.Unmarshal(raw, &r); err != nil {
+				t.Fatal(err)
+			}
+			cfg, src, err := model.Open(model.Spec{Model: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			e, err := engine.New(b, cfg, src, engine.Options{KVDType: "f32"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range r.Prompts {
+				out, err := e.Generate([]engine.Request{{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := maxAbsDiff(out[0].Logits, p.LogitsLast)
+				t.Logf("prompt %d: logits max abs error %.2g", i, d)
+				if d > 1e-3 {
+					t.Errorf("prompt %d: logits max abs error %.3g > 1e-3", i, d)
+				}
+				if fmt.Sprint(out[0].Tokens) != fmt.Sprint(p.Greedy) {
+					t.Errorf("prompt %d: greedy %v, transformers %v", i, out[0].Tokens, p.Greedy)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantSelftest: the packed-weight ops of every format against
+// kernels/quant's reference.
+func TestQuantSelftest(t *testing.T) {
+	b := gpu(t)
+	for _, f := range []string{"qmatmul", "qmoe", "qembedding"} {
+		rs, err := selftest.RunWith(b, selftest.Options{Filter: f}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) == 0 {
+			t.Fatalf("no %s checks", f)
+		}
+		for _, r := range rs {
+			if !r.Passed() || r.Skipped {
+				t.Errorf("%s %s: %v", r.Case, r.Shape, r.Err)
+			} else {
+				t.Logf("%s: max abs error %.2g", r.Case, r.MaxErr)
+			}
+		}
 	}
 }

@@ -21,6 +21,7 @@ func kernelNames() []string {
 		"paged_decode", "paged_decode_rope", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
 		"flash_attention_d64", "flash_attention_d128", "moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16",
 		"moe_gemm_down_bf16", "zero_f32"}
+	n = append(n, quantKernelNames()...)
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))

@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 
-	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -45,13 +44,13 @@ func documentedModelBytes(documented, dtype string) (int64, bool) {
 	if !ok || dtype == "" {
 		return 0, false
 	}
-	dt, err := bridge.ParseDType(dtype)
-	if err != nil || dt == bridge.I32 {
-		return 0, false
-	}
-	cfg, err := model.Preset(name)
+	f, err := model.ParseFormat(dtype)
 	if err != nil {
 		return 0, false
 	}
-	return cfg.ActiveBytesPerToken(dt), true
+	cfg, err := model.PresetFormat(name, f)
+	if err != nil {
+		return 0, false
+	}
+	return cfg.ActiveBytesPerToken(f.DType), true
 }

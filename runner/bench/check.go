@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -19,11 +18,11 @@ func Check(s *suites.Suite) error {
 		spec.Model = sm.Path
 	}
 	if sm.DType != "" {
-		dt, err := bridge.ParseDType(sm.DType)
+		f, err := model.ParseFormat(sm.DType)
 		if err != nil {
 			return s.ErrorAt(sm.Pos, "%v", err)
 		}
-		spec.DType = &dt
+		spec.DType, spec.Quant = &f.DType, f.Quant
 	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {

@@ -176,11 +176,11 @@ func openModel(m *suites.Model) (*model.Config, string, error) {
 		spec.Model = m.Path
 	}
 	if m.DType != "" {
-		dt, err := bridge.ParseDType(m.DType)
+		f, err := model.ParseFormat(m.DType)
 		if err != nil {
 			return nil, "", err
 		}
-		spec.DType = &dt
+		spec.DType, spec.Quant = &f.DType, f.Quant
 	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {
