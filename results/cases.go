@@ -48,6 +48,9 @@ type Case struct {
 	Status, Error          string
 	LayersRun, LayersTotal int
 	StartedAt, EndedAt     time.Time
+	// RepsDone counts the repetitions whose samples are stored (AddRep):
+	// a resumed case runs only the ones after them.
+	RepsDone int
 }
 
 // Sample is one measurement of one repetition (Rep counts from 0).
@@ -190,7 +193,7 @@ func (db *DB) AddCases(runID int64, cases []Case) error {
 }
 
 const caseSelect = `SELECT id, run_id, case_key, name, kind, seq, params_json, status, error,
-	coalesce(layers_run, 0), coalesce(layers_total, 0), started_at, ended_at FROM cases`
+	coalesce(layers_run, 0), coalesce(layers_total, 0), started_at, ended_at, reps_done FROM cases`
 
 func scanCase(s scanner) (Case, error) {
 	var (
@@ -199,7 +202,7 @@ func scanCase(s scanner) (Case, error) {
 		started, ended sql.NullString
 	)
 	err := s.Scan(&c.ID, &c.RunID, &c.Key, &c.Name, &c.Kind, &c.Seq, &pj, &c.Status, &c.Error,
-		&c.LayersRun, &c.LayersTotal, &started, &ended)
+		&c.LayersRun, &c.LayersTotal, &started, &ended, &c.RepsDone)
 	if err != nil {
 		return c, err
 	}
@@ -299,6 +302,54 @@ func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, lay
 			nullIfZero(layersRun, layersTotal), nullIfZero(layersTotal, layersRun), t, t, caseID)
 		if err != nil {
 			return fmt.Errorf("results: finish case %d: %w", caseID, err)
+		}
+		return nil
+	})
+}
+
+// AddRep stores one finished repetition's samples and op timings and
+// counts it in the case's reps_done, in one transaction: an interrupted
+// run keeps every repetition it finished, and a resumed case starts at
+// reps_done. rep must be the next repetition (reps_done) of a pending or
+// failed case; every sample and timing must be of that repetition.
+func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming) error {
+	for i, s := range samples {
+		if s.Rep != rep {
+			return fmt.Errorf("results: case %d: sample %d is of rep %d, not %d", caseID, i, s.Rep, rep)
+		}
+	}
+	for i, t := range timings {
+		if t.Rep != rep {
+			return fmt.Errorf("results: case %d: op timing %d is of rep %d, not %d", caseID, i, t.Rep, rep)
+		}
+	}
+	return db.tx(func(tx *sql.Tx) error {
+		var (
+			st   string
+			done int
+		)
+		err := tx.QueryRow(`SELECT status, reps_done FROM cases WHERE id = ?`, caseID).Scan(&st, &done)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("results: case %d: %w", caseID, err)
+		}
+		if st != CasePending && st != CaseFailed {
+			return fmt.Errorf("results: case %d is %s; repetitions are added to a pending or failed case", caseID, st)
+		}
+		if rep != done {
+			return fmt.Errorf("results: case %d has %d repetitions stored; the next is rep %d, not %d", caseID, done, done, rep)
+		}
+		if err := insertSamples(tx, caseID, samples); err != nil {
+			return err
+		}
+		if err := insertTimings(tx, caseID, timings); err != nil {
+			return err
+		}
+		_, err = tx.Exec(`UPDATE cases SET reps_done = ?, started_at = coalesce(started_at, ?) WHERE id = ?`, rep+1, fmtTime(now()), caseID)
+		if err != nil {
+			return fmt.Errorf("results: case %d rep %d: %w", caseID, rep, err)
 		}
 		return nil
 	})
