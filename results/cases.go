@@ -41,34 +41,41 @@ const (
 // of its parameters (CanonicalKey(Params) when left empty). LayersRun and
 // LayersTotal are 0 when the case is not a layer-limited model case.
 type Case struct {
-	ID, RunID              int64
-	Key, Name, Kind        string
-	Seq                    int
-	Params                 map[string]string
-	Status, Error          string
-	LayersRun, LayersTotal int
-	StartedAt, EndedAt     time.Time
+	ID          int64             `json:"id"`
+	RunID       int64             `json:"run_id"`
+	Key         string            `json:"key"`
+	Name        string            `json:"name"`
+	Kind        string            `json:"kind"`
+	Seq         int               `json:"seq"`
+	Params      map[string]string `json:"params"`
+	Status      string            `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	LayersRun   int               `json:"layers_run,omitempty"`
+	LayersTotal int               `json:"layers_total,omitempty"`
+	StartedAt   time.Time         `json:"started_at"`
+	EndedAt     time.Time         `json:"ended_at"`
 	// RepsDone counts the repetitions whose samples are stored (AddRep):
 	// a resumed case runs only the ones after them.
-	RepsDone int
+	RepsDone int `json:"reps_done,omitempty"`
 }
 
 // Sample is one measurement of one repetition (Rep counts from 0).
 type Sample struct {
-	Rep    int
-	Metric string
-	Value  float64
-	Unit   string
+	Rep    int     `json:"rep"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
 }
 
 // OpTiming is the time one op took in one repetition. Layer is -1 for ops
 // outside the transformer layers.
 type OpTiming struct {
-	Rep, Layer int
-	Component  string
-	Op         string
-	Seconds    float64
-	Calls      int
+	Rep       int     `json:"rep"`
+	Layer     int     `json:"layer"`
+	Component string  `json:"component"`
+	Op        string  `json:"op"`
+	Seconds   float64 `json:"seconds"`
+	Calls     int     `json:"calls"`
 }
 
 // CanonicalKey is the canonical text of a parameter set: name=value pairs

@@ -41,44 +41,59 @@ const (
 // machine share one row whatever the thermal state or Extra say, and the
 // first run's values of those are kept.
 type Machine struct {
-	Hostname, OS, Arch, CPUModel string
-	CPUCores                     int
-	MemoryBytes                  int64
-	GPUName                      string
-	GPUMemoryBytes               int64
-	Driver, ThermalState         string
-	PowerState                   string
-	Extra                        map[string]string
+	Hostname       string            `json:"hostname"`
+	OS             string            `json:"os"`
+	Arch           string            `json:"arch"`
+	CPUModel       string            `json:"cpu_model"`
+	CPUCores       int               `json:"cpu_cores"`
+	MemoryBytes    int64             `json:"memory_bytes"`
+	GPUName        string            `json:"gpu_name"`
+	GPUMemoryBytes int64             `json:"gpu_memory_bytes"`
+	Driver         string            `json:"driver"`
+	ThermalState   string            `json:"thermal_state"`
+	PowerState     string            `json:"power_state"`
+	Extra          map[string]string `json:"extra,omitempty"`
 }
 
 // Run is one invocation of mtlbench. ID, Status ("running"), Kind ("suite"),
 // TimingMode ("throughput") and StartedAt (now) are filled by CreateRun when
 // empty.
 type Run struct {
-	ID                                                      int64
-	SuiteName, SuitePath, SuiteHash, ToolVersion, GitCommit string
-	Tag, Backend, TimingMode, Status, Kind, Notes           string
-	Emulated                                                bool
-	Machine                                                 Machine
-	StartedAt, EndedAt                                      time.Time
+	ID          int64     `json:"id"`
+	SuiteName   string    `json:"suite_name"`
+	SuitePath   string    `json:"suite_path"`
+	SuiteHash   string    `json:"suite_hash"`
+	ToolVersion string    `json:"tool_version"`
+	GitCommit   string    `json:"git_commit"`
+	Tag         string    `json:"tag"`
+	Backend     string    `json:"backend"`
+	TimingMode  string    `json:"timing_mode"`
+	Status      string    `json:"status"`
+	Kind        string    `json:"kind"`
+	Notes       string    `json:"notes"`
+	Emulated    bool      `json:"emulated"`
+	Machine     Machine   `json:"machine"`
+	StartedAt   time.Time `json:"started_at"`
+	EndedAt     time.Time `json:"ended_at"`
 	// TreeCommit is the commit of the checkout the run was started in when
 	// that is not the binary's own commit (GitCommit); "" otherwise.
-	TreeCommit string
+	TreeCommit string `json:"tree_commit,omitempty"`
 	// Overrides are the parameters `run --set` changed in every case.
-	Overrides map[string]string
+	Overrides map[string]string `json:"overrides,omitempty"`
 	// ReadBandwidthGBs is the memory read bandwidth measured before the
 	// run, in GB/s; 0 when not measured.
-	ReadBandwidthGBs float64
+	ReadBandwidthGBs float64 `json:"read_bandwidth_gb_s,omitempty"`
 	// MatmulPeakGFLOPs is the matrix-multiply rate measured before the run
 	// (in the weights' dtype), in GFLOP/s: prefill's roofline; 0 when not
 	// measured.
-	MatmulPeakGFLOPs float64
+	MatmulPeakGFLOPs float64 `json:"matmul_peak_gflop_s,omitempty"`
 	// OwnerHost and OwnerPID are the process that runs (or last ran) the
 	// run. A "running" run whose owner is gone from this host reads as
 	// "interrupted" (Orphaned is then true): it can be resumed.
-	OwnerHost string
-	OwnerPID  int
-	Orphaned  bool
+	// They belong to the store the run is in: exports leave them out.
+	OwnerHost string `json:"-"`
+	OwnerPID  int    `json:"-"`
+	Orphaned  bool   `json:"-"`
 }
 
 // ErrRunBusy: the run is being run by a live process.
