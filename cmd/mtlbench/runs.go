@@ -22,7 +22,7 @@ func runsCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "tag", Usage: "only runs with this tag"},
 			&cli.StringFlag{Name: "suite", Usage: "only runs of this suite"},
-			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs"},
+			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs (0: all)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"},
 		},
 		Action: func(c *cli.Context) error {
@@ -93,16 +93,16 @@ func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "show a reference's runs: each case with medians and confidence intervals",
-		ArgsUsage: "RUN (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, as in compare)",
+		ArgsUsage: "RUN... (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, as in compare)",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json, jsonl (one row per run, case and metric) or benchfmt"},
 			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample"},
-			&cli.IntFlag{Name: "latest", Usage: "show only the newest N runs the reference names (0: all, as compare pools them)"},
+			&cli.IntFlag{Name: "latest", Usage: "show only the first N runs the references name, newest first per reference (0: all, as compare pools them)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return fmt.Errorf("show needs one run (id, tag or commit)")
+			if c.NArg() == 0 {
+				return fmt.Errorf("show needs a run (id, tag, \"latest\" or commit)")
 			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
@@ -113,7 +113,7 @@ func showCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ids, err := db.ResolveRef(c.Args().First())
+			ids, err := resolveRuns(db, c.Args().Slice())
 			if err != nil {
 				return err
 			}
