@@ -49,7 +49,7 @@ func runsTable(runs []results.Run) *table.Table {
 	t := &table.Table{Header: []string{"run", "suite", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
 		Data: &table.Data{Columns: []string{"run", "suite", "suite_path", "suite_hash", "tag", "kind", "backend", "timing",
 			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "notes",
-			"read_bandwidth_gb_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
+			"read_bandwidth_gb_s", "matmul_peak_gflop_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
 	for _, r := range runs {
 		commit := short(r.GitCommit)
 		if r.TreeCommit != "" {
@@ -66,6 +66,10 @@ func runsTable(runs []results.Run) *table.Table {
 		if r.ReadBandwidthGBs > 0 {
 			bw = r.ReadBandwidthGBs
 		}
+		var peak any
+		if r.MatmulPeakGFLOPs > 0 {
+			peak = r.MatmulPeakGFLOPs
+		}
 		var ended any
 		if !r.EndedAt.IsZero() {
 			ended = r.EndedAt
@@ -75,7 +79,7 @@ func runsTable(runs []results.Run) *table.Table {
 			"kind": r.Kind, "backend": r.Backend, "timing": r.TimingMode, "status": r.Status, "emulated": r.Emulated,
 			"started": r.StartedAt, "ended": ended, "commit": r.GitCommit, "tree_commit": r.TreeCommit,
 			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "notes": r.Notes,
-			"read_bandwidth_gb_s": bw, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
+			"read_bandwidth_gb_s": bw, "matmul_peak_gflop_s": peak, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
 			"cpu_cores": m.CPUCores, "memory_bytes": m.MemoryBytes, "gpu": m.GPUName, "gpu_memory_bytes": m.GPUMemoryBytes,
 		})
 	}
