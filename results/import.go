@@ -119,11 +119,17 @@ func (db *DB) ImportRun(rec *RunRecord) (int64, error) {
 			if err != nil {
 				return err
 			}
+			// The repetitions stored: what a resume would count as done.
+			reps := map[int]bool{}
+			for _, sm := range cr.Samples {
+				reps[sm.Rep] = true
+			}
+			c.RepsDone = len(reps)
 			res, err := tx.Exec(`INSERT INTO cases (run_id, case_key, name, kind, seq, params_json, status, error,
-					started_at, ended_at, layers_run, layers_total)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					started_at, ended_at, layers_run, layers_total, reps_done)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, c.Key, c.Name, c.Kind, i, string(pj), c.Status, c.Error, fmtTime(c.StartedAt), fmtTime(c.EndedAt),
-				nullIfZero(c.LayersRun, c.LayersTotal), nullIfZero(c.LayersTotal, c.LayersRun))
+				nullIfZero(c.LayersRun, c.LayersTotal), nullIfZero(c.LayersTotal, c.LayersRun), c.RepsDone)
 			if err != nil {
 				return fmt.Errorf("results: import case %q: %w", c.Key, err)
 			}
