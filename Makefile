@@ -48,8 +48,11 @@ clang:
 	  echo "clang-19 could not be installed: the Metal emulator tests will skip"
 
 # The first thing to run on a Mac: the Metal layer's own tests, the kernel
-# self-test on the GPU, a two-minute tune of one attention and one MoE shape,
-# the fusion on/off pair, and the same prompt on Metal and on the CPU. Every
+# self-test on the GPU (at the newest MSL, at MSL 3.0 as macOS 13 compiles
+# it, and with serial passes), the kernels' pipeline limits, the fallback to
+# the next backend when the kernels do not compile (MSL 2.0 lacks what they
+# use), a two-minute tune of one attention and one MoE shape, the fusion
+# on/off pair, and the same prompt on Metal and on the CPU. Every
 # step runs even when one before it failed; each keeps its output in
 # $(SMOKE)-STEP.log, and all of them go into $(SMOKE)-report.tar.gz, the file
 # to send back (docs/metal-first-run.md).
@@ -77,6 +80,10 @@ mac-smoke: build
 	$(call smoke_step,env,$(BIN) env)
 	$(call smoke_step,darwin-tests,env CGO_ENABLED=0 $(GO) test -count=1 ./bridge/mtl/darwin/)
 	$(call smoke_step,selftest,$(BIN) selftest --backend metal --failures)
+	$(call smoke_step,pipelines,$(BIN) devices --pipelines)
+	$(call smoke_step,selftest-msl-3.0,env MTLBENCH_METAL_MSL=3.0 $(BIN) selftest --backend metal --failures)
+	$(call smoke_step,selftest-serial,env MTLBENCH_METAL_SERIAL=1 $(BIN) selftest --backend metal --failures)
+	$(call smoke_step,fallback,sh -c 'MTLBENCH_METAL_MSL=2.0 $(BIN) $(SMOKE_GEN) --backend auto 2>&1 | tee /dev/stderr | grep -q "warning: Metal did not open"')
 	$(call smoke_step,tune-attention,$(BIN) $(SMOKE_TUNE) $(SMOKE_ATTN))
 	$(call smoke_step,tune-moe,$(BIN) $(SMOKE_TUNE) $(SMOKE_MOE))
 	$(call smoke_step,fusion,$(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --tag mac-smoke-fusion)

@@ -247,3 +247,18 @@ type BandwidthProber interface {
 type KVCacheDTypes interface {
 	KVDTypes() []DType
 }
+
+// PipelineLimits is a backend that says what each of its tunable kernels
+// allows on this device: on Metal a pipeline's maxTotalThreadsPerThreadgroup,
+// which the kernel's register use may put below the device's limit.
+type PipelineLimits interface {
+	PipelineLimits() []KernelLimit
+}
+
+// KernelLimit is one compiled kernel's limits.
+type KernelLimit struct {
+	Op, Kernel              string
+	MaxThreads, SIMDWidth   int
+	StaticThreadgroupMemory int // bytes the kernel declares itself
+	Err                     error
+}

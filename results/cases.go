@@ -41,31 +41,41 @@ const (
 // of its parameters (CanonicalKey(Params) when left empty). LayersRun and
 // LayersTotal are 0 when the case is not a layer-limited model case.
 type Case struct {
-	ID, RunID              int64
-	Key, Name, Kind        string
-	Seq                    int
-	Params                 map[string]string
-	Status, Error          string
-	LayersRun, LayersTotal int
-	StartedAt, EndedAt     time.Time
+	ID          int64             `json:"id"`
+	RunID       int64             `json:"run_id"`
+	Key         string            `json:"key"`
+	Name        string            `json:"name"`
+	Kind        string            `json:"kind"`
+	Seq         int               `json:"seq"`
+	Params      map[string]string `json:"params"`
+	Status      string            `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	LayersRun   int               `json:"layers_run,omitempty"`
+	LayersTotal int               `json:"layers_total,omitempty"`
+	StartedAt   time.Time         `json:"started_at"`
+	EndedAt     time.Time         `json:"ended_at"`
+	// RepsDone counts the repetitions whose samples are stored (AddRep):
+	// a resumed case runs only the ones after them.
+	RepsDone int `json:"reps_done,omitempty"`
 }
 
 // Sample is one measurement of one repetition (Rep counts from 0).
 type Sample struct {
-	Rep    int
-	Metric string
-	Value  float64
-	Unit   string
+	Rep    int     `json:"rep"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
 }
 
 // OpTiming is the time one op took in one repetition. Layer is -1 for ops
 // outside the transformer layers.
 type OpTiming struct {
-	Rep, Layer int
-	Component  string
-	Op         string
-	Seconds    float64
-	Calls      int
+	Rep       int     `json:"rep"`
+	Layer     int     `json:"layer"`
+	Component string  `json:"component"`
+	Op        string  `json:"op"`
+	Seconds   float64 `json:"seconds"`
+	Calls     int     `json:"calls"`
 }
 
 // CanonicalKey is the canonical text of a parameter set: name=value pairs
@@ -190,7 +200,7 @@ func (db *DB) AddCases(runID int64, cases []Case) error {
 }
 
 const caseSelect = `SELECT id, run_id, case_key, name, kind, seq, params_json, status, error,
-	coalesce(layers_run, 0), coalesce(layers_total, 0), started_at, ended_at FROM cases`
+	coalesce(layers_run, 0), coalesce(layers_total, 0), started_at, ended_at, reps_done FROM cases`
 
 func scanCase(s scanner) (Case, error) {
 	var (
@@ -199,7 +209,7 @@ func scanCase(s scanner) (Case, error) {
 		started, ended sql.NullString
 	)
 	err := s.Scan(&c.ID, &c.RunID, &c.Key, &c.Name, &c.Kind, &c.Seq, &pj, &c.Status, &c.Error,
-		&c.LayersRun, &c.LayersTotal, &started, &ended)
+		&c.LayersRun, &c.LayersTotal, &started, &ended, &c.RepsDone)
 	if err != nil {
 		return c, err
 	}
@@ -299,6 +309,54 @@ func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, lay
 			nullIfZero(layersRun, layersTotal), nullIfZero(layersTotal, layersRun), t, t, caseID)
 		if err != nil {
 			return fmt.Errorf("results: finish case %d: %w", caseID, err)
+		}
+		return nil
+	})
+}
+
+// AddRep stores one finished repetition's samples and op timings and
+// counts it in the case's reps_done, in one transaction: an interrupted
+// run keeps every repetition it finished, and a resumed case starts at
+// reps_done. rep must be the next repetition (reps_done) of a pending or
+// failed case; every sample and timing must be of that repetition.
+func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming) error {
+	for i, s := range samples {
+		if s.Rep != rep {
+			return fmt.Errorf("results: case %d: sample %d is of rep %d, not %d", caseID, i, s.Rep, rep)
+		}
+	}
+	for i, t := range timings {
+		if t.Rep != rep {
+			return fmt.Errorf("results: case %d: op timing %d is of rep %d, not %d", caseID, i, t.Rep, rep)
+		}
+	}
+	return db.tx(func(tx *sql.Tx) error {
+		var (
+			st   string
+			done int
+		)
+		err := tx.QueryRow(`SELECT status, reps_done FROM cases WHERE id = ?`, caseID).Scan(&st, &done)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("results: case %d: %w", caseID, err)
+		}
+		if st != CasePending && st != CaseFailed {
+			return fmt.Errorf("results: case %d is %s; repetitions are added to a pending or failed case", caseID, st)
+		}
+		if rep != done {
+			return fmt.Errorf("results: case %d has %d repetitions stored; the next is rep %d, not %d", caseID, done, done, rep)
+		}
+		if err := insertSamples(tx, caseID, samples); err != nil {
+			return err
+		}
+		if err := insertTimings(tx, caseID, timings); err != nil {
+			return err
+		}
+		_, err = tx.Exec(`UPDATE cases SET reps_done = ?, started_at = coalesce(started_at, ?) WHERE id = ?`, rep+1, fmtTime(now()), caseID)
+		if err != nil {
+			return fmt.Errorf("results: case %d rep %d: %w", caseID, rep, err)
 		}
 		return nil
 	})

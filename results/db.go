@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
@@ -21,8 +22,9 @@ var ErrNotFound = errors.New("not found")
 
 // DB is an open results store. Its methods are safe for concurrent use.
 type DB struct {
-	sql  *sql.DB
-	path string
+	sql      *sql.DB
+	path     string
+	readOnly bool
 }
 
 // DefaultPath is $XDG_DATA_HOME/mtlbench/results.db, else
@@ -40,10 +42,80 @@ func DefaultPath() string {
 }
 
 // Open opens (creating it and its parent directories if needed) the results
-// database at path and upgrades its schema to the latest version.
+// database at path and upgrades its schema to the latest version. A
+// database this process may not write (a read-only file or folder) is
+// opened read-only instead, when its schema is current: it can be read,
+// and writes fail.
 func Open(path string) (*DB, error) {
-	return open(path, migrations)
+	db, err := open(path, migrations)
+	if err != nil && isReadOnlyErr(err) {
+		ro, rerr := OpenReadOnly(path)
+		if rerr == nil {
+			return ro, nil
+		}
+		if !os.IsNotExist(rerr) {
+			return nil, fmt.Errorf("%w (and read-only: %v)", err, rerr)
+		}
+	}
+	return db, err
 }
+
+// isReadOnlyErr tells the errors of a file this process may not write.
+func isReadOnlyErr(err error) bool {
+	msg := err.Error()
+	return errors.Is(err, os.ErrPermission) || strings.Contains(msg, "readonly database") ||
+		strings.Contains(msg, "read-only") || strings.Contains(msg, "unable to open database file")
+}
+
+// OpenReadOnly opens an existing database for reading only: nothing is
+// created, migrated or written. Its schema must be the latest (an older one
+// needs Open, with write access, to be upgraded).
+func OpenReadOnly(path string) (*DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	var last error
+	// mode=ro reads a WAL database when its -shm can be used; immutable=1
+	// reads a file in a folder nobody may write (no locks, no WAL).
+	for _, extra := range []string{"mode=ro", "mode=ro&immutable=1"} {
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+		q := url.Values{}
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+		q.Add("_pragma", "foreign_keys(1)")
+		db, err := sql.Open("sqlite", u.String()+"?"+extra+"&"+q.Encode())
+		if err != nil {
+			last = err
+			continue
+		}
+		db.SetMaxOpenConns(1)
+		v, err := userVersion(db)
+		if err != nil {
+			db.Close()
+			last = err
+			continue
+		}
+		switch {
+		case v < 0:
+			db.Close()
+			return nil, badVersion(abs, v)
+		case v > len(migrations):
+			db.Close()
+			return nil, tooNew(abs, v, len(migrations))
+		case v < len(migrations):
+			db.Close()
+			return nil, fmt.Errorf("results: %s is read-only and at schema version %d; this mtlbench reads version %d and must upgrade it first: make it writable once", abs, v, len(migrations))
+		}
+		return &DB{sql: db, path: abs, readOnly: true}, nil
+	}
+	return nil, fmt.Errorf("results: open %s read-only: %w", abs, last)
+}
+
+// ReadOnly reports whether the database was opened for reading only.
+func (db *DB) ReadOnly() bool { return db.readOnly }
 
 func open(path string, steps []migration) (*DB, error) {
 	if path == "" {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,38 +41,80 @@ const (
 // machine share one row whatever the thermal state or Extra say, and the
 // first run's values of those are kept.
 type Machine struct {
-	Hostname, OS, Arch, CPUModel string
-	CPUCores                     int
-	MemoryBytes                  int64
-	GPUName                      string
-	GPUMemoryBytes               int64
-	Driver, ThermalState         string
-	PowerState                   string
-	Extra                        map[string]string
+	Hostname       string            `json:"hostname"`
+	OS             string            `json:"os"`
+	Arch           string            `json:"arch"`
+	CPUModel       string            `json:"cpu_model"`
+	CPUCores       int               `json:"cpu_cores"`
+	MemoryBytes    int64             `json:"memory_bytes"`
+	GPUName        string            `json:"gpu_name"`
+	GPUMemoryBytes int64             `json:"gpu_memory_bytes"`
+	Driver         string            `json:"driver"`
+	ThermalState   string            `json:"thermal_state"`
+	PowerState     string            `json:"power_state"`
+	Extra          map[string]string `json:"extra,omitempty"`
 }
 
 // Run is one invocation of mtlbench. ID, Status ("running"), Kind ("suite"),
 // TimingMode ("throughput") and StartedAt (now) are filled by CreateRun when
 // empty.
 type Run struct {
-	ID                                                      int64
-	SuiteName, SuitePath, SuiteHash, ToolVersion, GitCommit string
-	Tag, Backend, TimingMode, Status, Kind, Notes           string
-	Emulated                                                bool
-	Machine                                                 Machine
-	StartedAt, EndedAt                                      time.Time
+	ID          int64     `json:"id"`
+	SuiteName   string    `json:"suite_name"`
+	SuitePath   string    `json:"suite_path"`
+	SuiteHash   string    `json:"suite_hash"`
+	ToolVersion string    `json:"tool_version"`
+	GitCommit   string    `json:"git_commit"`
+	Tag         string    `json:"tag"`
+	Backend     string    `json:"backend"`
+	TimingMode  string    `json:"timing_mode"`
+	Status      string    `json:"status"`
+	Kind        string    `json:"kind"`
+	Notes       string    `json:"notes"`
+	Emulated    bool      `json:"emulated"`
+	Machine     Machine   `json:"machine"`
+	StartedAt   time.Time `json:"started_at"`
+	EndedAt     time.Time `json:"ended_at"`
 	// TreeCommit is the commit of the checkout the run was started in when
 	// that is not the binary's own commit (GitCommit); "" otherwise.
-	TreeCommit string
+	TreeCommit string `json:"tree_commit,omitempty"`
 	// Overrides are the parameters `run --set` changed in every case.
-	Overrides map[string]string
+	Overrides map[string]string `json:"overrides,omitempty"`
 	// ReadBandwidthGBs is the memory read bandwidth measured before the
 	// run, in GB/s; 0 when not measured.
-	ReadBandwidthGBs float64
+	ReadBandwidthGBs float64 `json:"read_bandwidth_gb_s,omitempty"`
 	// MatmulPeakGFLOPs is the matrix-multiply rate measured before the run
 	// (in the weights' dtype), in GFLOP/s: prefill's roofline; 0 when not
 	// measured.
-	MatmulPeakGFLOPs float64
+	MatmulPeakGFLOPs float64 `json:"matmul_peak_gflop_s,omitempty"`
+	// OwnerHost and OwnerPID are the process that runs (or last ran) the
+	// run. A "running" run whose owner is gone from this host reads as
+	// "interrupted" (Orphaned is then true): it can be resumed.
+	// They belong to the store the run is in: exports leave them out.
+	OwnerHost string `json:"-"`
+	OwnerPID  int    `json:"-"`
+	Orphaned  bool   `json:"-"`
+}
+
+// ErrRunBusy: the run is being run by a live process.
+var ErrRunBusy = errors.New("run is in progress")
+
+func thisHost() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// ownerGone reports whether a run's recorded owner is known to have
+// ended: a process of this host that no longer exists. An owner on
+// another host, or none recorded, cannot be checked and counts as alive.
+func ownerGone(host string, pid int) bool {
+	if pid <= 0 || host == "" || host != thisHost() {
+		return false
+	}
+	if pid == os.Getpid() {
+		return false
+	}
+	return !processAlive(pid)
 }
 
 // OverridesText prints overrides as "a=1 b=2", sorted by name.
@@ -201,6 +244,9 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 	if r.MatmulPeakGFLOPs > 0 {
 		peak = r.MatmulPeakGFLOPs
 	}
+	if r.Status == RunRunning {
+		r.OwnerHost, r.OwnerPID = thisHost(), os.Getpid()
+	}
 	var id int64
 	err = db.tx(func(tx *sql.Tx) error {
 		mid, err := machineID(tx, r.Machine)
@@ -209,11 +255,11 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 		}
 		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
 				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
-				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, owner_host, owner_pid)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, r.GitCommit, r.Tag, r.Backend,
 			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
-			string(ov), r.TreeCommit, bw, peak)
+			string(ov), r.TreeCommit, bw, peak, r.OwnerHost, r.OwnerPID)
 		if err != nil {
 			return fmt.Errorf("results: create run: %w", err)
 		}
@@ -255,21 +301,43 @@ func (db *DB) MarkInterrupted(id int64) error {
 	return nil
 }
 
-// ResumeRun sets an interrupted or failed run back to "running" so that its
-// pending cases can be run; resuming a complete run is an error.
+// ResumeRun sets an interrupted or failed run back to "running", owned by
+// this process, so that its unfinished cases can be run; resuming a
+// complete run is an error, and so is resuming a run a live process still
+// runs (ErrRunBusy): the check and the claim are one transaction, so two
+// processes resuming one run at once cannot both get it.
 func (db *DB) ResumeRun(id int64) error {
-	r, err := db.GetRun(id)
-	if err != nil {
-		return err
-	}
-	if r.Status == RunComplete {
-		return fmt.Errorf("results: run %d is complete; nothing to resume", id)
-	}
-	_, err = db.sql.Exec(`UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("results: resume run %d: %w", id, err)
-	}
-	return nil
+	return db.tx(func(tx *sql.Tx) error {
+		var (
+			status, host string
+			pid          int
+		)
+		err := tx.QueryRow(`SELECT status, owner_host, owner_pid FROM runs WHERE id = ?`, id).Scan(&status, &host, &pid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("results: run %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("results: run %d: %w", id, err)
+		}
+		switch {
+		case status == RunComplete:
+			return fmt.Errorf("results: run %d is complete; nothing to resume", id)
+		case status == RunRunning && host == thisHost() && pid == os.Getpid():
+			return nil // ours already
+		case status == RunRunning && !ownerGone(host, pid):
+			who := fmt.Sprintf("process %d on %s", pid, host)
+			if pid == 0 {
+				who = "another process"
+			}
+			return fmt.Errorf("results: run %d: %w: %s is running it (wait for it, or stop it first)", id, ErrRunBusy, who)
+		}
+		_, err = tx.Exec(`UPDATE runs SET status = 'running', ended_at = NULL, owner_host = ?, owner_pid = ? WHERE id = ?`,
+			thisHost(), os.Getpid(), id)
+		if err != nil {
+			return fmt.Errorf("results: resume run %d: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // DeleteRun removes a run with its cases, samples and timings.
@@ -298,7 +366,7 @@ const runSelect = `SELECT r.id, r.suite_name, r.suite_path, r.suite_hash, r.tool
 		coalesce(m.cpu_cores, 0), coalesce(m.memory_bytes, 0), coalesce(m.gpu_name, ''),
 		coalesce(m.gpu_memory_bytes, 0), coalesce(m.driver, ''), coalesce(m.thermal_state, ''),
 		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}'),
-		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0)
+		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0), r.owner_host, r.owner_pid
 	FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -314,9 +382,14 @@ func scanRun(s scanner) (Run, error) {
 		&r.Tag, &r.Backend, &r.TimingMode, &r.Status, &r.Kind, &r.Notes, &r.Emulated, &started, &ended,
 		&m.Hostname, &m.OS, &m.Arch, &m.CPUModel, &m.CPUCores, &m.MemoryBytes, &m.GPUName,
 		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra,
-		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs)
+		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs, &r.OwnerHost, &r.OwnerPID)
 	if err != nil {
 		return r, err
+	}
+	if r.Status == RunRunning && ownerGone(r.OwnerHost, r.OwnerPID) {
+		// Its process died (SIGKILL, a crash): what is stored is all
+		// there will be, and the run can be resumed.
+		r.Status, r.Orphaned = RunInterrupted, true
 	}
 	if r.StartedAt, err = parseTime(started); err != nil {
 		return r, err

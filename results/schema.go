@@ -175,6 +175,16 @@ var migrations = []migration{
 			`ALTER TABLE runs ADD COLUMN matmul_peak_gflop_s REAL`,
 		},
 	},
+	{
+		name: "run owners (a live run is not resumed twice), repetitions stored as they finish",
+		stmts: []string{
+			`ALTER TABLE runs ADD COLUMN owner_host TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE runs ADD COLUMN owner_pid INTEGER NOT NULL DEFAULT 0`,
+			// Repetitions whose samples are stored, so a resumed case runs
+			// only the rest; a done case has all of them.
+			`ALTER TABLE cases ADD COLUMN reps_done INTEGER NOT NULL DEFAULT 0 CHECK (reps_done >= 0)`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.
@@ -190,6 +200,9 @@ func migrate(db *sql.DB, path string, steps []migration) error {
 	v, err := userVersion(db)
 	if err != nil {
 		return err
+	}
+	if v < 0 {
+		return badVersion(path, v)
 	}
 	if v > len(steps) {
 		return tooNew(path, v, len(steps))
@@ -219,6 +232,9 @@ func migrateStep(db *sql.DB, path string, steps []migration) (err error) {
 	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
 		return fmt.Errorf("results: read schema version: %w", err)
 	}
+	if v < 0 {
+		return badVersion(path, v)
+	}
 	if v > len(steps) {
 		return tooNew(path, v, len(steps))
 	}
@@ -246,6 +262,14 @@ func userVersion(db *sql.DB) (int, error) {
 		return 0, fmt.Errorf("results: read schema version: %w", err)
 	}
 	return v, nil
+}
+
+// ErrSchemaInvalid: the file's schema version is one no mtlbench writes.
+var ErrSchemaInvalid = errors.New("results: database schema version is invalid")
+
+func badVersion(path string, v int) error {
+	return fmt.Errorf("%w: %s has schema version %d (PRAGMA user_version); it is not an mtlbench results database, or it is damaged",
+		ErrSchemaInvalid, path, v)
 }
 
 func tooNew(path string, have, know int) error {

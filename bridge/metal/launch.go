@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -260,6 +261,30 @@ func (b *Backend) KernelLimits(kernel string) ops.Limits {
 		}
 	}
 	return lim
+}
+
+// PipelineLimits builds the default variants of every tunable kernel and
+// reports their limits (mtlbench devices --pipelines).
+func (b *Backend) PipelineLimits() []bridge.KernelLimit {
+	var ids []string
+	for id := range kernelPipelines {
+		ids = append(ids, string(id))
+	}
+	slices.Sort(ids)
+	var out []bridge.KernelLimit
+	for _, id := range ids {
+		for _, k := range kernelPipelines[ops.ID(id)] {
+			l := bridge.KernelLimit{Op: id, Kernel: k.name}
+			p, err := b.buildPipeline(k.name, k.specs, k.vals...)
+			if err != nil {
+				l.Err = err
+			} else {
+				l.MaxThreads, l.SIMDWidth, l.StaticThreadgroupMemory = p.MaxTotalThreadsPerThreadgroup(), p.ThreadExecutionWidth(), p.StaticThreadgroupMemoryLength()
+			}
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // TuneDevice names the device for tuned configs: the GPU's name and, on a

@@ -157,6 +157,15 @@ func TestPipelineThreadLimits(t *testing.T) {
 	if lim := be.KernelLimits(string(ops.PagedAttentionDecode)); lim.MaxThreads != 64 {
 		t.Errorf("attention's limits: %d threads, want the pipeline's 64", lim.MaxThreads)
 	}
+	for _, l := range be.PipelineLimits() { // mtlbench devices --pipelines
+		want := 1024
+		if limited(l.Kernel) > 0 {
+			want = 64
+		}
+		if l.Err != nil || l.MaxThreads != want || l.SIMDWidth != 32 {
+			t.Errorf("%s %s: %d threads, simd width %d, %v; want %d, 32", l.Op, l.Kernel, l.MaxThreads, l.SIMDWidth, l.Err, want)
+		}
+	}
 	cases, err := selftest.Cases()
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			reportCommand(),
 			tuneCommand(),
 			peerCommand(),
+			exportCommand(),
+			importCommand(),
 			showCommand(),
 			historyCommand(),
 			selftestCommand(),

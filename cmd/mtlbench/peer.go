@@ -1,124 +1,158 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
 )
-
-// peerRun is the JSON a peer tool writes (tools/peers/hf_decode.py): another
-// engine's figures for the cases of one of our suites, keyed as the suite
-// keys them, so compare matches them case by case.
-type peerRun struct {
-	Format      string `json:"format"`
-	Kind        string `json:"kind"`
-	Tool        string `json:"tool"`
-	ToolVersion string `json:"tool_version"`
-	SuiteName   string `json:"suite_name"`
-	Backend     string `json:"backend"`
-	TimingMode  string `json:"timing_mode"`
-	StartedAt   string `json:"started_at"`
-	EndedAt     string `json:"ended_at"`
-	Machine     struct {
-		Hostname       string            `json:"hostname"`
-		OS             string            `json:"os"`
-		Arch           string            `json:"arch"`
-		CPUModel       string            `json:"cpu_model"`
-		CPUCores       int               `json:"cpu_cores"`
-		MemoryBytes    int64             `json:"memory_bytes"`
-		GPUName        string            `json:"gpu_name"`
-		GPUMemoryBytes int64             `json:"gpu_memory_bytes"`
-		Driver         string            `json:"driver"`
-		Extra          map[string]string `json:"extra"`
-	} `json:"machine"`
-	Cases []struct {
-		Key         string            `json:"key"`
-		Name        string            `json:"name"`
-		Kind        string            `json:"kind"`
-		Params      map[string]string `json:"params"`
-		LayersRun   int               `json:"layers_run"`
-		LayersTotal int               `json:"layers_total"`
-		Samples     []results.Sample  `json:"samples"`
-	} `json:"cases"`
-}
-
-const peerFormat = "mtlbench-peer-run/1"
 
 func peerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peer",
-		Usage: "import another engine's figures as a peer run (see tools/peers)",
+		Usage: "import another engine's figures as peer runs (llama-bench, vLLM, mlx_lm.benchmark)",
 		Subcommands: []*cli.Command{{
 			Name:      "import",
-			Usage:     "store a peer run's JSON so compare can put it beside mtlbench's runs",
-			ArgsUsage: "FILE.json",
-			Flags:     []cli.Flag{dbFlag(), &cli.StringFlag{Name: "tag", Usage: "label for the peer run (default: the tool's name)"}},
+			Usage:     "store other engines' benchmark output so compare can put it beside mtlbench's runs",
+			ArgsUsage: "FILE...",
+			Description: "Reads llama-bench -o json / -o jsonl, vllm bench serve --save-result, vllm bench\n" +
+				"latency --output-json, mlx_lm.benchmark's printed output, or mtlbench's own peer-run\n" +
+				"JSON (tools/peers); the format is recognised unless --from names it. Each tool's\n" +
+				"parameters become the keys `mtlbench bench` gives its cases\n" +
+				"(model/bench/batch=B/gen_len=N/prompt_len=P), so\n" +
+				"  mtlbench bench -m qwen3-30b-a3b -b 1 -p 512 -n 128 --tag mine\n" +
+				"  mtlbench peer import llama.json --model qwen3-30b-a3b\n" +
+				"  mtlbench compare llama.cpp mine\n" +
+				"puts both engines' figures side by side. A file that does not say which machine\n" +
+				"it ran on is recorded as run on this one. docs/peers.md has each tool's commands.",
+			Flags: []cli.Flag{dbFlag(),
+				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
+				&cli.StringFlag{Name: "tag", Usage: "label for the peer runs (default: the tool's name)"},
+				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do"},
+				&cli.IntFlag{Name: "batch", Usage: "batch the tool ran (vllm bench latency --batch-size; default its 8)"},
+				&cli.IntFlag{Name: "prompt-len", Usage: "prompt tokens (vllm bench latency --input-len; default its 32)"},
+				&cli.IntFlag{Name: "gen-len", Usage: "generated tokens (vllm bench latency --output-len; default its 128)"},
+			},
 			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 {
-					return fmt.Errorf("peer import needs one JSON file")
+				if c.NArg() == 0 {
+					return fmt.Errorf("peer import needs one or more files")
 				}
-				path := c.Args().First()
-				data, err := os.ReadFile(path)
-				if err != nil {
-					return err
+				o := peers.Options{Model: c.String("model"), Batch: c.Int("batch"), PromptLen: c.Int("prompt-len"), GenLen: c.Int("gen-len")}
+				// Read and convert every file before storing anything.
+				type pending struct {
+					path string
+					runs []*peers.Run
+					mod  time.Time
 				}
-				var p peerRun
-				if err := json.Unmarshal(data, &p); err != nil {
-					return fmt.Errorf("%s: not a peer run: %v", path, err)
-				}
-				if p.Format != peerFormat {
-					return fmt.Errorf("%s: format %q, want %q", path, p.Format, peerFormat)
-				}
-				if len(p.Cases) == 0 {
-					return fmt.Errorf("%s: the peer run has no cases", path)
+				var all []pending
+				for _, path := range c.Args().Slice() {
+					data, err := os.ReadFile(path)
+					if err != nil {
+						return err
+					}
+					format := c.String("from")
+					if format == "" {
+						if format, err = peers.Detect(data); err != nil {
+							return fmt.Errorf("%s: %w (name the format with --from)", path, err)
+						}
+					}
+					runs, err := peers.Parse(format, path, data, o)
+					if err != nil {
+						return err
+					}
+					var mod time.Time
+					if st, err := os.Stat(path); err == nil {
+						mod = st.ModTime()
+					}
+					all = append(all, pending{path, runs, mod})
 				}
 				db, err := openDB(c)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
-				tag := c.String("tag")
-				if tag == "" {
-					tag = p.Tool
-				}
-				m := p.Machine
-				extra := map[string]string{"peer_tool": p.Tool + " " + p.ToolVersion}
-				for k, v := range m.Extra {
-					extra[k] = v
-				}
-				run := &results.Run{SuiteName: p.SuiteName, Tag: tag, Backend: p.Backend, TimingMode: p.TimingMode,
-					Kind: results.KindPeer, ToolVersion: p.Tool + " " + p.ToolVersion, Notes: "imported from " + path,
-					Machine: results.Machine{Hostname: m.Hostname, OS: m.OS, Arch: m.Arch, CPUModel: m.CPUModel, CPUCores: m.CPUCores,
-						MemoryBytes: m.MemoryBytes, GPUName: m.GPUName, GPUMemoryBytes: m.GPUMemoryBytes, Driver: m.Driver, Extra: extra}}
-				if t, err := time.Parse(time.RFC3339, p.StartedAt); err == nil {
-					run.StartedAt = t
-				}
-				if _, err := db.CreateRun(run); err != nil {
-					return err
-				}
-				var cases []results.Case
-				for _, pc := range p.Cases {
-					cases = append(cases, results.Case{Key: pc.Key, Name: pc.Name, Kind: pc.Kind, Params: pc.Params})
-				}
-				if err := db.AddCases(run.ID, cases); err != nil {
-					return err
-				}
-				for i, pc := range p.Cases {
-					if err := db.FinishCase(cases[i].ID, pc.Samples, nil, pc.LayersRun, pc.LayersTotal); err != nil {
-						return fmt.Errorf("%s: case %s: %w", path, pc.Name, err)
+				for _, p := range all {
+					for _, r := range p.runs {
+						rec := peerRecord(r, p.path, c.String("tag"), p.mod)
+						id, err := db.ImportRun(rec)
+						if err != nil {
+							return fmt.Errorf("%s: %w", p.path, err)
+						}
+						fmt.Fprintf(c.App.ErrWriter, "imported %s %s as run %d (tag %s): %d cases\n",
+							r.Tool, r.ToolVersion, id, rec.Run.Tag, len(rec.Cases))
 					}
 				}
-				if err := db.FinishRun(run.ID, results.RunComplete); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.App.ErrWriter, "imported %s %s as run %d (tag %s): %d cases\n", p.Tool, p.ToolVersion, run.ID, tag, len(cases))
 				return nil
 			},
 		}},
 	}
+}
+
+// peerRecord is a peer run as the store keeps it: kind peer, complete, ended
+// when it started (the tools do not record their end; the import time is
+// not it), on this machine unless the file named one.
+func peerRecord(r *peers.Run, path, tag string, mod time.Time) *results.RunRecord {
+	if tag == "" {
+		tag = peerTag(r.Tool)
+	}
+	start := r.StartedAt
+	if start.IsZero() {
+		start = mod
+	}
+	if start.IsZero() {
+		start = time.Now()
+	}
+	m := r.Machine
+	if !r.HasMachine {
+		m = hostMachine()
+	} else if m.Hostname == "" {
+		h := hostMachine()
+		if m.CPUModel == h.CPUModel {
+			m.Hostname, m.OS, m.Arch, m.CPUCores, m.MemoryBytes = h.Hostname, h.OS, h.Arch, h.CPUCores, h.MemoryBytes
+		}
+	}
+	if m.Extra == nil {
+		m.Extra = map[string]string{}
+	}
+	m.Extra["peer_tool"] = strings.TrimSpace(r.Tool + " " + r.ToolVersion)
+	notes := "imported from " + path
+	if r.Notes != "" {
+		notes += ": " + r.Notes
+	}
+	rec := &results.RunRecord{Run: results.Run{SuiteName: r.SuiteName, Tag: tag, Backend: r.Backend, TimingMode: r.TimingMode,
+		Kind: results.KindPeer, Status: results.RunComplete, ToolVersion: strings.TrimSpace(r.Tool + " " + r.ToolVersion),
+		Notes: notes, Machine: m, StartedAt: start, EndedAt: start}}
+	for _, pc := range r.Cases {
+		rec.Cases = append(rec.Cases, results.CaseRecord{
+			Case: results.Case{Key: pc.Key, Name: pc.Name, Kind: pc.Kind, Params: pc.Params, Status: results.CaseDone,
+				LayersRun: pc.LayersRun, LayersTotal: pc.LayersTotal, StartedAt: start, EndedAt: start},
+			Samples: pc.Samples})
+	}
+	return rec
+}
+
+// peerTag is a tool's default tag: its first word, without the Python
+// module's suffix ("vllm bench serve" -> vllm, "mlx_lm.benchmark" -> mlx-lm).
+func peerTag(tool string) string {
+	t := strings.Fields(tool)
+	if len(t) == 0 {
+		return "peer"
+	}
+	name := strings.TrimSuffix(t[0], ".benchmark")
+	return strings.ReplaceAll(name, "_", "-")
+}
+
+// hostMachine describes the machine this command runs on, by the facts the
+// OS gives without opening a backend.
+func hostMachine() results.Machine {
+	name, _ := os.Hostname()
+	return results.Machine{Hostname: name, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: host.CPUModel(),
+		CPUCores: runtime.NumCPU(), MemoryBytes: host.TotalMemory()}
 }

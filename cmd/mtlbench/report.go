@@ -40,7 +40,7 @@ func reportCommand() *cli.Command {
 				return err
 			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{
-				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: version,
+				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,
 				ModelBytes: documentedModelBytes,
 			})
 			for _, p := range paths {

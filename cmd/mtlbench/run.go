@@ -77,8 +77,9 @@ func runCommand() *cli.Command {
 		Usage:     "run a benchmark suite and record every sample",
 		ArgsUsage: "SUITE.yaml",
 		Description: "Runs every case of the suite (warm-up, repetitions, interleaving as the suite says),\n" +
-			"stores each finished case in the results database, and prints a summary. Ctrl-C\n" +
-			"stops after the current step; finished cases are kept and --resume RUN finishes the rest.",
+			"stores each repetition in the results database as it finishes, and prints a summary.\n" +
+			"Ctrl-C stops after the current step; finished repetitions are kept and --resume RUN\n" +
+			"runs exactly the missing ones. A run another live process runs cannot be resumed.",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
@@ -138,7 +139,20 @@ func runCommand() *cli.Command {
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
 			}
-			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v, stored in %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), db.Path())
+			// Say what the store holds, read back from it: nothing is
+			// claimed that was not written.
+			reps, done := 0, 0
+			for _, sc := range sum.Cases {
+				reps += sc.RepsDone
+				if sc.Status == results.CaseDone {
+					done++
+				}
+			}
+			stored := fmt.Sprintf("%d of %d cases done, %d repetitions stored in %s", done, len(sum.Cases), reps, db.Path())
+			if reps == 0 && done == 0 {
+				stored = "nothing stored in " + db.Path()
+			}
+			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
 			if errors.Is(err, bench.ErrInterrupted) {
 				fmt.Fprintf(c.App.ErrWriter, "resume with: mtlbench run %s --resume %d\n", c.Args().First(), sum.RunID)
 				return &exitError{code: 130, err: err}

@@ -22,7 +22,7 @@ func runsCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "tag", Usage: "only runs with this tag"},
 			&cli.StringFlag{Name: "suite", Usage: "only runs of this suite"},
-			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs"},
+			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs (0: all)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"},
 		},
 		Action: func(c *cli.Context) error {
@@ -49,7 +49,7 @@ func runsTable(runs []results.Run) *table.Table {
 	t := &table.Table{Header: []string{"run", "suite", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
 		Data: &table.Data{Columns: []string{"run", "suite", "suite_path", "suite_hash", "tag", "kind", "backend", "timing",
 			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "notes",
-			"read_bandwidth_gb_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
+			"read_bandwidth_gb_s", "matmul_peak_gflop_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
 	for _, r := range runs {
 		commit := short(r.GitCommit)
 		if r.TreeCommit != "" {
@@ -66,6 +66,10 @@ func runsTable(runs []results.Run) *table.Table {
 		if r.ReadBandwidthGBs > 0 {
 			bw = r.ReadBandwidthGBs
 		}
+		var peak any
+		if r.MatmulPeakGFLOPs > 0 {
+			peak = r.MatmulPeakGFLOPs
+		}
 		var ended any
 		if !r.EndedAt.IsZero() {
 			ended = r.EndedAt
@@ -75,7 +79,7 @@ func runsTable(runs []results.Run) *table.Table {
 			"kind": r.Kind, "backend": r.Backend, "timing": r.TimingMode, "status": r.Status, "emulated": r.Emulated,
 			"started": r.StartedAt, "ended": ended, "commit": r.GitCommit, "tree_commit": r.TreeCommit,
 			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "notes": r.Notes,
-			"read_bandwidth_gb_s": bw, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
+			"read_bandwidth_gb_s": bw, "matmul_peak_gflop_s": peak, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
 			"cpu_cores": m.CPUCores, "memory_bytes": m.MemoryBytes, "gpu": m.GPUName, "gpu_memory_bytes": m.GPUMemoryBytes,
 		})
 	}
@@ -93,16 +97,16 @@ func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "show a reference's runs: each case with medians and confidence intervals",
-		ArgsUsage: "RUN (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, as in compare)",
+		ArgsUsage: "RUN... (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, as in compare)",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json, jsonl (one row per run, case and metric) or benchfmt"},
 			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample"},
-			&cli.IntFlag{Name: "latest", Usage: "show only the newest N runs the reference names (0: all, as compare pools them)"},
+			&cli.IntFlag{Name: "latest", Usage: "show only the first N runs the references name, newest first per reference (0: all, as compare pools them)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return fmt.Errorf("show needs one run (id, tag or commit)")
+			if c.NArg() == 0 {
+				return fmt.Errorf("show needs a run (id, tag, \"latest\" or commit)")
 			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
@@ -113,7 +117,7 @@ func showCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ids, err := db.ResolveRef(c.Args().First())
+			ids, err := resolveRuns(db, c.Args().Slice())
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/selftest"
@@ -105,13 +106,17 @@ func devicesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "devices",
 		Usage: "list the compute backends and devices on this machine",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
+		Description: "With --pipelines, also each tunable kernel's limits on each device that reports them (Metal:\n" +
+			"a pipeline's maxTotalThreadsPerThreadgroup, which register use may put below the device's 1024).",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.BoolFlag{Name: "pipelines", Usage: "also list each tunable kernel's pipeline limits"}},
 		Action: func(c *cli.Context) error {
 			bo, err := backendOptions(0)
 			if err != nil {
 				return err
 			}
 			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"}}
+			pt := &table.Table{Title: "pipelines", Header: []string{"backend", "op", "kernel", "max threads/threadgroup", "simd width", "static threadgroup memory"}}
 			for _, name := range backends.Names[1:] {
 				be, err := backends.Open(name, bo)
 				if err != nil {
@@ -127,7 +132,22 @@ func devicesCommand() *cli.Command {
 					status += "; " + in.Notes
 				}
 				t.Rows = append(t.Rows, []string{name, in.Name, fmt.Sprint(in.Cores), gib(in.MemoryBytes), gib(in.AvailableBytes), status})
+				if pl, ok := be.(bridge.PipelineLimits); ok && c.Bool("pipelines") {
+					for _, l := range pl.PipelineLimits() {
+						if l.Err != nil {
+							pt.Rows = append(pt.Rows, []string{name, l.Op, l.Kernel, "-", "-", l.Err.Error()})
+							continue
+						}
+						pt.Rows = append(pt.Rows, []string{name, l.Op, l.Kernel, fmt.Sprint(l.MaxThreads), fmt.Sprint(l.SIMDWidth), fmt.Sprintf("%d B", l.StaticThreadgroupMemory)})
+					}
+				}
 				be.Close()
+			}
+			if len(pt.Rows) > 0 {
+				if err := render(c, t); err != nil {
+					return err
+				}
+				return render(c, pt)
 			}
 			return render(c, t)
 		},

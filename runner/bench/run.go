@@ -1,7 +1,7 @@
 // Package bench drives benchmark suites: it prepares every case (and rejects
 // impossible ones before anything runs), executes repetitions with warm-up,
 // interleaving and cool-down, and records every sample in the results store
-// as each case finishes.
+// as each repetition finishes.
 package bench
 
 import (
@@ -81,10 +81,12 @@ type prepared struct {
 	kernel    *kbench.Bench
 	layersRun int
 	layersAll int
-	samples   []results.Sample
-	timings   []results.OpTiming
+	samples   []results.Sample // extra samples stored when the case finishes
 	steps     []time.Duration
 	failed    error
+	// start is the first repetition to run: those before it are stored
+	// (a resumed case).
+	start int
 }
 
 func (p *prepared) rep(ctx context.Context, profile bool) (*RepResult, error) {
@@ -198,6 +200,11 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		if run.SuiteHash != s.Hash {
 			return nil, fmt.Errorf("resume: run %d was made from a different version of %s (suite hash %.12s, now %.12s)", run.ID, s.File, run.SuiteHash, s.Hash)
 		}
+		// Claim the run first: a run another live process is running is
+		// refused, and two resumes of one run cannot both proceed.
+		if err := o.DB.ResumeRun(run.ID); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
 		stored, err := o.DB.Cases(run.ID)
 		if err != nil {
 			return nil, err
@@ -208,11 +215,8 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		}
 		for _, p := range cases {
 			if c, ok := byKey[p.c.Key]; ok && c.Status != results.CaseDone {
-				p.id = c.ID
+				p.id, p.start = c.ID, min(c.RepsDone, s.Repetitions)
 			}
-		}
-		if err := o.DB.ResumeRun(run.ID); err != nil {
-			return nil, err
 		}
 		return run, nil
 	}
@@ -277,11 +281,14 @@ func machineOf(info bridge.DeviceInfo) results.Machine {
 	return m
 }
 
-// execute runs warm-ups and repetitions, finishing each case in the store as
-// soon as its last repetition is done.
+// execute runs warm-ups and repetitions, storing each repetition as it
+// finishes and finishing each case in the store after its last one.
 func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared) error {
 	reps, warm := s.Repetitions, s.Warmup
-	total := len(cases) * (reps + warm)
+	total := 0
+	for _, p := range cases {
+		total += reps - p.start + warm
+	}
 	profile := s.Timing == results.TimingProfile
 	if profile {
 		total += len(cases)
@@ -320,16 +327,22 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 			return o.DB.FailCase(p.id, err.Error())
 		}
 		if rep >= 0 {
+			var ss []results.Sample
 			for _, sm := range r.Samples {
 				sm.Rep = rep
-				p.samples = append(p.samples, sm)
+				ss = append(ss, sm)
 				if ev.Headline == "" || sm.Metric == "decode_tok_s" {
 					ev.Headline = fmt.Sprintf("%s %.4g %s", sm.Metric, sm.Value, sm.Unit)
 				}
 			}
+			var ts []results.OpTiming
 			for _, t := range r.Timings {
 				t.Rep = rep
-				p.timings = append(p.timings, t)
+				ts = append(ts, t)
+			}
+			// Stored as it finishes: an interrupted run keeps it.
+			if err := o.DB.AddRep(p.id, rep, ss, ts); err != nil {
+				return err
 			}
 			p.steps = append(p.steps, r.DecodeStepTime)
 		}
@@ -355,7 +368,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 					Value: 100 * (prof.Seconds()/r.DecodeStepTime.Seconds() - 1), Unit: "%"})
 			}
 		}
-		return o.DB.FinishCase(p.id, p.samples, p.timings, p.layersRun, p.layersAll)
+		return o.DB.FinishCase(p.id, p.samples, nil, p.layersRun, p.layersAll)
 	}
 	warmUp := func(p *prepared) error {
 		for w := 0; w < warm; w++ {
@@ -373,6 +386,9 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		for r := 0; r < reps; r++ {
 			for _, p := range cases {
+				if r < p.start {
+					continue
+				}
 				if err := step(p, r); err != nil {
 					return err
 				}
@@ -389,7 +405,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		if err := warmUp(p); err != nil {
 			return err
 		}
-		for r := 0; r < reps; r++ {
+		for r := p.start; r < reps; r++ {
 			if err := step(p, r); err != nil {
 				return err
 			}

@@ -225,3 +225,94 @@ cases:
 		t.Fatalf("layers %d/%d, want a truncated depth of 6", c.LayersRun, c.LayersTotal)
 	}
 }
+
+// An interleaved run (the default) interrupted mid-way keeps every
+// repetition it finished, and --resume runs exactly the missing ones.
+func TestInterleavedInterruptKeepsRepetitions(t *testing.T) {
+	s := loadSuite(t, tinySuite) // interleave: true; 3 cases, 1 warm-up, 2 reps
+	db := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	reps := 0
+	sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Progress: func(e Event) {
+		if e.Rep >= 0 && e.Err == nil {
+			reps++
+		}
+		if reps == 4 { // round 0 of all three cases, and the first case's rep 1
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	cases, _ := db.Cases(sum.RunID)
+	stored := 0
+	for _, c := range cases {
+		stored += c.RepsDone
+		ss, _ := db.Samples(c.ID)
+		got := map[int]bool{}
+		for _, x := range ss {
+			got[x.Rep] = true
+		}
+		if len(got) != c.RepsDone {
+			t.Errorf("case %s: samples of %d reps, reps_done %d", c.Name, len(got), c.RepsDone)
+		}
+	}
+	if stored != reps {
+		t.Fatalf("%d repetitions finished, %d stored", reps, stored)
+	}
+	ran := 0
+	_, err = Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID, Progress: func(e Event) {
+		if e.Rep >= 0 {
+			ran++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3*2 - reps; ran != want {
+		t.Errorf("resume ran %d repetitions, want the %d missing", ran, want)
+	}
+	cases, _ = db.Cases(sum.RunID)
+	for _, c := range cases {
+		ss, _ := db.Samples(c.ID)
+		got := map[int]bool{}
+		for _, x := range ss {
+			got[x.Rep] = true
+		}
+		if c.Status != results.CaseDone || len(got) != 2 || c.RepsDone != 2 {
+			t.Errorf("case %s after resume: %s, reps %v, reps_done %d", c.Name, c.Status, got, c.RepsDone)
+		}
+	}
+}
+
+// A run its process still runs cannot be resumed by another.
+func TestResumeOfALiveRunIsRefused(t *testing.T) {
+	s := loadSuite(t, tinySuite)
+	db := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var resumeErr error
+	_, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Progress: func(e Event) {
+		if e.Done == 1 {
+			// Another process resuming this live run (this test process
+			// is its owner; a second owner's pid stands for the other).
+			other, err := results.Open(db.Path())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer other.Close()
+			_, err = other.SQL().Exec(`UPDATE runs SET owner_pid = ? WHERE id = 1`, os.Getppid())
+			if err != nil {
+				t.Error(err)
+			}
+			resumeErr = other.ResumeRun(1)
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	if !errors.Is(resumeErr, results.ErrRunBusy) {
+		t.Errorf("resuming a live run: %v, want ErrRunBusy", resumeErr)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -24,7 +25,7 @@ type Var struct {
 	// reader would say it.
 	Default string `json:"default"`
 	// Area is the part of mtlbench it configures: results, provenance,
-	// tuning, cuda, metal-emu, or tests (knobs of the packages' tests).
+	// tuning, metal, metal-emu, cuda, or tests (knobs of the packages' tests).
 	Area    string `json:"area"`
 	Meaning string `json:"meaning"`
 }
@@ -37,6 +38,11 @@ var Vars = []Var{
 		"commit recorded with each run"},
 	{"MTLBENCH_TUNED", "none", "tuning",
 		"folder of tuned kernel configs, consulted before the user's cache and the shipped configs"},
+
+	{"MTLBENCH_METAL_MSL", "the newest of 3.2, 3.1, 3.0 the OS compiles", "metal",
+		"MSL version the Metal kernels are compiled for (metal and metal-emu), e.g. 3.0 to try the path macOS 13 takes"},
+	{"MTLBENCH_METAL_SERIAL", "0", "metal",
+		"1: encode steps in serial compute passes instead of concurrent ones with barriers between dependent dispatches"},
 
 	{"MTLBENCH_CLANG", "clang++-19, -20, -18, -17, -16 or clang++ on $PATH", "metal-emu",
 		"clang++ (16 or newer) that compiles the Metal kernels for the CPU emulator"},
@@ -212,6 +218,11 @@ func CUDA() (cuda.Options, error) {
 	return o, nil
 }
 
+// Metal are the Metal backend's options (on a Mac and on the emulator).
+func Metal() metal.Options {
+	return metal.Options{LanguageVersion: Get("MTLBENCH_METAL_MSL"), SerialDispatch: on("MTLBENCH_METAL_SERIAL")}
+}
+
 // Emu are the Metal emulator's options.
 func Emu() emu.Options {
 	return emu.Options{
@@ -226,5 +237,5 @@ func Emu() emu.Options {
 func Backends() (backends.Options, error) {
 	c, err := CUDA()
 	warn := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) }
-	return backends.Options{CUDA: c, Emu: Emu(), Warn: warn}, err
+	return backends.Options{CUDA: c, Emu: Emu(), Metal: Metal(), Warn: warn}, err
 }

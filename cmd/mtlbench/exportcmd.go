@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// exportFormat tags every line of an export, so import can refuse a file
+// that is something else, and a later layout can be told apart.
+const exportFormat = "mtlbench-run/1"
+
+// exportLine is one run of an export: the run with its machine and
+// provenance, its cases, samples and op timings.
+type exportLine struct {
+	Format string `json:"format"`
+	results.RunRecord
+}
+
+func exportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write runs as JSON lines (machine, provenance, cases, samples) for another store",
+		ArgsUsage: "[RUN...] (id, tag, \"latest\" or commit; default: every run)",
+		Description: "One JSON object a line, each a whole run: what `mtlbench import` reads into another\n" +
+			"store. A matrix of CI runners each exports its runs as an artifact; one job imports\n" +
+			"them all into one store and reports over every machine (docs/perf-gate.md).",
+		Flags: []cli.Flag{dbFlag(),
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
+		Action: func(c *cli.Context) error {
+			db, err := openExistingDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var ids []int64
+			if c.NArg() == 0 {
+				runs, err := db.Runs(results.RunFilter{})
+				if err != nil {
+					return err
+				}
+				for i := len(runs) - 1; i >= 0; i-- {
+					ids = append(ids, runs[i].ID)
+				}
+			} else if ids, err = resolveRuns(db, c.Args().Slice()); err != nil {
+				return err
+			}
+			var w io.Writer = c.App.Writer
+			if p := c.String("out"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			bw := bufio.NewWriter(w)
+			enc := json.NewEncoder(bw)
+			enc.SetEscapeHTML(false)
+			for _, id := range ids {
+				rec, err := db.ExportRun(id)
+				if err != nil {
+					return err
+				}
+				if err := enc.Encode(exportLine{Format: exportFormat, RunRecord: *rec}); err != nil {
+					return err
+				}
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.ErrWriter, "exported %d runs\n", len(ids))
+			return nil
+		},
+	}
+}
+
+func importCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "read runs that `mtlbench export` wrote into this store",
+		ArgsUsage: "FILE...",
+		Description: "Each run keeps its machine, commit, times, tag and samples, under a new id. A run the\n" +
+			"store already holds (the same start, suite, tag, commit and machine) is skipped, so\n" +
+			"importing the same artifacts twice is harmless. Every file is read and checked before\n" +
+			"anything is stored.",
+		Flags: []cli.Flag{dbFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("import needs one or more files from mtlbench export")
+			}
+			var recs []*results.RunRecord
+			for _, path := range c.Args().Slice() {
+				got, err := readExport(path)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, got...)
+			}
+			db, err := openDB(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			added, skipped := 0, 0
+			for _, rec := range recs {
+				if id, ok, err := db.FindRun(&rec.Run); err != nil {
+					return err
+				} else if ok {
+					skipped++
+					fmt.Fprintf(c.App.ErrWriter, "run %d of %s (%s) is already here as run %d: skipped\n",
+						rec.Run.ID, rec.Run.Machine.Hostname, rec.Run.SuiteName, id)
+					continue
+				}
+				from := rec.Run.ID
+				id, err := db.ImportRun(rec)
+				if err != nil {
+					return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
+				}
+				added++
+				fmt.Fprintf(c.App.ErrWriter, "imported run %d of %s (%s, %s) as run %d\n", from, rec.Run.Machine.Hostname,
+					rec.Run.SuiteName, machineLabel(rec.Run.Machine), id)
+			}
+			fmt.Fprintf(c.App.ErrWriter, "%d runs imported, %d already here, into %s\n", added, skipped, db.Path())
+			return nil
+		},
+	}
+}
+
+func machineLabel(m results.Machine) string {
+	if m.GPUName != "" {
+		return m.GPUName
+	}
+	return m.CPUModel
+}
+
+// readExport reads an export file, line by line, checking each run.
+func readExport(path string) ([]*results.RunRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	var out []*results.RunRecord
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var l exportLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, err)
+		}
+		if l.Format != exportFormat {
+			return nil, fmt.Errorf("%s:%d: format %q, want %q (a file from mtlbench export)", path, line, l.Format, exportFormat)
+		}
+		if l.Run.StartedAt.IsZero() {
+			return nil, fmt.Errorf("%s:%d: the run has no start time", path, line)
+		}
+		rec := l.RunRecord
+		out = append(out, &rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no runs", path)
+	}
+	return out, nil
+}

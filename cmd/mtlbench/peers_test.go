@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// csvRows parses csv output into maps keyed by the header.
+func csvRows(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatalf("csv: %v\n%s", err, out)
+	}
+	var rows []map[string]string
+	for _, r := range recs[1:] {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = r[i]
+		}
+		rows = append(rows, m)
+	}
+	return rows
+}
+
+// compareRow finds the compare row of a case key and metric.
+func compareRow(t *testing.T, rows []map[string]string, key, metric string) map[string]string {
+	t.Helper()
+	for _, r := range rows {
+		if r["key"] == key && r["metric"] == metric {
+			return r
+		}
+	}
+	t.Fatalf("no compare row for %s %s", key, metric)
+	return nil
+}
+
+// Other engines' output, written as their tools write it, imports as peer
+// runs keyed like `mtlbench bench`'s cases, so compare pairs them.
+func TestPeerImportsCompare(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	if _, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "--warmup", "0",
+		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "mine"); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	peer := func(name string, args ...string) string {
+		t.Helper()
+		_, stderr, err := mtl(t, append([]string{"peer", "import", filepath.Join("..", "..", "reports", "peers", "testdata", name), "--db", db,
+			"--model", "qwen3-moe-mini"}, args...)...)
+		if err != nil {
+			t.Fatalf("peer import %s: %v\n%s", name, err, stderr)
+		}
+		return stderr
+	}
+	b1 := "model/bench/batch=1/gen_len=8/prompt_len=16"
+	b2 := "model/bench/batch=2/gen_len=8/prompt_len=16"
+	median := func(r map[string]string, side string) float64 {
+		v, err := strconv.ParseFloat(r[side+"_median"], 64)
+		if err != nil {
+			t.Fatalf("%s_median %q in %v", side, r[side+"_median"], r)
+		}
+		return v
+	}
+	cmp := func(b string) []map[string]string {
+		t.Helper()
+		out, stderr, err := mtl(t, "compare", "mine", b, "--db", db, "--format", "csv")
+		if err != nil {
+			t.Fatalf("compare mine %s: %v\n%s", b, err, stderr)
+		}
+		return csvRows(t, out)
+	}
+
+	// llama-bench -o json: prefill from pp 16, decode from tg 8 at depth 16
+	// (after the prompt, as mtlbench decodes).
+	if got := peer("llama-bench.json"); !strings.Contains(got, "imported llama.cpp build 6812 (b4f2a1c9) as run 2 (tag llama.cpp): 3 cases") {
+		t.Errorf("llama-bench import: %s", got)
+	}
+	out, _, err := mtl(t, "show", "llama.cpp", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "peer-llama-bench.csv", out)
+	rows := cmp("llama.cpp")
+	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 688.0 || r["b_n"] != "3" || r["a_n"] != "2" {
+		t.Errorf("llama-bench decode row %v", r)
+	}
+	if r := compareRow(t, rows, b1, "prefill_tok_s"); median(r, "b") != 9590.7 {
+		t.Errorf("llama-bench prefill row %v", r)
+	}
+
+	// -o jsonl with a threads sweep: one run per setting.
+	if got := peer("llama-bench.jsonl", "--tag", "llama-t"); strings.Count(got, "(tag llama-t): 1 cases") != 2 {
+		t.Errorf("llama-bench jsonl import: %s", got)
+	}
+
+	// vllm bench serve: two prompts at concurrency 2 is the batch-2 case.
+	if got := peer("vllm-serve.json"); !strings.Contains(got, "(tag vllm): 1 cases") {
+		t.Errorf("vllm serve import: %s", got)
+	}
+	rows = cmp("vllm")
+	if r := compareRow(t, rows, b2, "output_tok_s"); median(r, "b") != 390.24 {
+		t.Errorf("vllm serve output_tok_s row %v", r)
+	}
+	if r := compareRow(t, rows, b2, "ttft_ms"); median(r, "b") != 9.74 {
+		t.Errorf("vllm serve ttft row %v", r)
+	}
+
+	// vllm bench latency: the workload comes from the flags it ran with.
+	peer("vllm-latency.json", "--tag", "vllm-lat", "--batch", "2", "--prompt-len", "16", "--gen-len", "8")
+	rows = cmp("vllm-lat")
+	if r := compareRow(t, rows, b2, "output_tok_s"); r["b_n"] != "5" || median(r, "b") < 390 || median(r, "b") > 392 {
+		t.Errorf("vllm latency row %v (want 2*8/0.0409 s)", r)
+	}
+
+	// mlx_lm.benchmark's printed trials, two batch sizes in one file.
+	if got := peer("mlx-benchmark.txt"); !strings.Contains(got, "(tag mlx-lm): 2 cases") {
+		t.Errorf("mlx import: %s", got)
+	}
+	rows = cmp("mlx-lm")
+	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 515.002 {
+		t.Errorf("mlx decode row %v", r)
+	}
+	if r := compareRow(t, rows, b2, "prefill_tok_s"); median(r, "b") != 2833.04 {
+		t.Errorf("mlx prefill row %v", r)
+	}
+
+	// Errors name the file and what is wrong.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"hello": 1}`), 0o644)
+	if _, _, err := mtl(t, "peer", "import", bad, "--db", db); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "--from") {
+		t.Errorf("unknown JSON: %v", err)
+	}
+	if _, _, err := mtl(t, "peer", "import", bad, "--db", db, "--from", "llama-bench"); err == nil || !strings.Contains(err.Error(), "llama-bench") {
+		t.Errorf("--from llama-bench on other JSON: %v", err)
+	}
+	if _, _, err := mtl(t, "peer", "import", bad, "--db", db, "--from", "xml"); err == nil || !strings.Contains(err.Error(), `unknown peer format "xml"`) {
+		t.Errorf("--from xml: %v", err)
+	}
+}
+
+// Two stores, one per machine, merged by export and import give one store,
+// and one report, over both machines; importing twice adds nothing.
+func TestExportImportMerge(t *testing.T) {
+	dir := t.TempDir()
+	a := recordTwoCases(t)
+	b := recordTwoCases(t)
+	if _, _, err := mtl(t, "export", "--db", a, "-o", filepath.Join(dir, "a.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := mtl(t, "export", "two", "--db", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Store b stands for another runner of the matrix: its lines say so.
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		run := l["run"].(map[string]any)
+		m := run["machine"].(map[string]any)
+		m["hostname"], m["gpu_name"], m["os"], m["arch"] = "ci-mac-m4", "Apple M4 Max", "darwin", "arm64"
+		run["backend"] = "metal"
+		enc, _ := json.Marshal(l)
+		lines = append(lines, string(enc))
+	}
+	os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+
+	merged := filepath.Join(dir, "merged.db")
+	_, stderr, err := mtl(t, "import", filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl"), "--db", merged)
+	if err != nil || !strings.Contains(stderr, "2 runs imported, 0 already here") {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	if _, stderr, err = mtl(t, "import", filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl"), "--db", merged); err != nil || !strings.Contains(stderr, "0 runs imported, 2 already here") {
+		t.Fatalf("second import: %v\n%s", err, stderr)
+	}
+	out, _, err = mtl(t, "runs", "--db", merged, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := csvRows(t, out)
+	var hosts []string
+	for _, r := range runs {
+		hosts = append(hosts, r["hostname"])
+		if r["commit"] == "" && r["version"] == "" {
+			t.Errorf("provenance lost: %v", r)
+		}
+	}
+	slices.Sort(hosts)
+	if len(runs) != 2 || hosts[0] == hosts[1] || !slices.Contains(hosts, "ci-mac-m4") {
+		t.Fatalf("merged runs: %v", runs)
+	}
+	// The samples came across: the same medians in both stores.
+	orig, _, _ := mtl(t, "show", "two", "--db", a, "--format", "csv")
+	got, _, _ := mtl(t, "show", "1", "--db", merged, "--format", "csv")
+	om, gm := csvRows(t, orig), csvRows(t, got)
+	if len(om) != len(gm) {
+		t.Fatalf("%d rows after import, %d before", len(gm), len(om))
+	}
+	for i := range om {
+		if om[i]["median"] != gm[i]["median"] || om[i]["key"] != gm[i]["key"] || om[i]["started"] != gm[i]["started"] {
+			t.Errorf("row %d changed on import:\n%v\n%v", i, om[i], gm[i])
+		}
+	}
+	// One report over both machines.
+	report := filepath.Join(dir, "report")
+	if _, stderr, err := mtl(t, "report", "two", "--db", merged, "--out", report); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr)
+	}
+	html, err := os.ReadFile(filepath.Join(report, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "Apple M4 Max") || !strings.Contains(string(html), "ci-mac-m4") {
+		t.Errorf("the report does not cover the imported machine")
+	}
+	// A file that is not an export is refused before anything is stored.
+	if _, _, err := mtl(t, "import", filepath.Join("..", "..", "reports", "peers", "testdata", "vllm-serve.json"), "--db", merged); err == nil || !strings.Contains(err.Error(), "mtlbench export") {
+		t.Errorf("import of another file: %v", err)
+	}
+}

@@ -1,0 +1,294 @@
+package peers
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// lbRow is one llama-bench result (-o json prints an array of them, -o jsonl
+// one a line); tools/llama-bench/README.md in llama.cpp lists the fields.
+type lbRow struct {
+	BuildCommit   string          `json:"build_commit"`
+	BuildNumber   int             `json:"build_number"`
+	CPUInfo       string          `json:"cpu_info"`
+	GPUInfo       string          `json:"gpu_info"`
+	Backends      string          `json:"backends"`
+	ModelFilename string          `json:"model_filename"`
+	ModelType     string          `json:"model_type"`
+	ModelSize     int64           `json:"model_size"`
+	ModelNParams  int64           `json:"model_n_params"`
+	NBatch        int             `json:"n_batch"`
+	NUbatch       int             `json:"n_ubatch"`
+	NThreads      int             `json:"n_threads"`
+	TypeK         string          `json:"type_k"`
+	TypeV         string          `json:"type_v"`
+	NGPULayers    int             `json:"n_gpu_layers"`
+	FlashAttn     json.RawMessage `json:"flash_attn"` // a bool in older builds, -1/0/1 in newer
+	NPrompt       *int            `json:"n_prompt"`
+	NGen          *int            `json:"n_gen"`
+	NDepth        int             `json:"n_depth"`
+	TestTime      string          `json:"test_time"`
+	AvgTs         float64         `json:"avg_ts"`
+	SamplesTs     []float64       `json:"samples_ts"`
+}
+
+// config is what makes two rows one run: the same build, model, machine and
+// settings, differing only in the test (prompt, gen, depth).
+func (r lbRow) config() string {
+	return strings.Join([]string{r.BuildCommit, r.ModelFilename, r.ModelType, r.Backends, r.CPUInfo, r.GPUInfo,
+		strconv.Itoa(r.NBatch), strconv.Itoa(r.NUbatch), strconv.Itoa(r.NThreads), r.TypeK, r.TypeV,
+		strconv.Itoa(r.NGPULayers), string(r.FlashAttn)}, "\x00")
+}
+
+func (r lbRow) samples() []float64 {
+	if len(r.SamplesTs) > 0 {
+		return r.SamplesTs
+	}
+	if r.AvgTs > 0 {
+		return []float64{r.AvgTs}
+	}
+	return nil
+}
+
+func readLlamaBench(data []byte) ([]lbRow, error) {
+	t := bytes.TrimSpace(data)
+	if len(t) > 0 && t[0] == '[' {
+		var rows []lbRow
+		if err := json.Unmarshal(t, &rows); err != nil {
+			return nil, fmt.Errorf("not llama-bench -o json: %v", err)
+		}
+		return rows, nil
+	}
+	var rows []lbRow
+	sc := bufio.NewScanner(bytes.NewReader(t))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		l := bytes.TrimSpace(sc.Bytes())
+		if len(l) == 0 {
+			continue
+		}
+		var r lbRow
+		if err := json.Unmarshal(l, &r); err != nil {
+			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %v", line, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, sc.Err()
+}
+
+// parseLlamaBench maps llama-bench's tests onto bench cases. llama-bench
+// times prompt processing (pp P: n_prompt P, n_gen 0) and generation
+// (tg N: n_gen N, n_prompt 0) apart, at a depth of d tokens already in the
+// cache; an mtlbench case prompt_len P, gen_len N, batch 1 measures both,
+// decoding after its P-token prompt. So the case gets its prefill_tok_s
+// from pp P at depth 0 and its decode_tok_s from tg N at depth P (the same
+// context as mtlbench's decode), else from tg N at depth 0, recorded in
+// the case's peer_decode_depth. A combined test (pg: both set) is kept as
+// prompt_gen_tok_s.
+func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
+	rows, err := readLlamaBench(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no results")
+	}
+	var order []string
+	groups := map[string][]lbRow{}
+	for i, r := range rows {
+		if r.NPrompt == nil || r.NGen == nil {
+			return nil, fmt.Errorf("result %d has no n_prompt or n_gen: not llama-bench output", i+1)
+		}
+		k := r.config()
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var runs []*Run
+	for _, k := range order {
+		runs = append(runs, llamaBenchRun(groups[k], o))
+	}
+	return runs, nil
+}
+
+type pd struct{ n, depth int }
+
+func llamaBenchRun(rows []lbRow, o Options) *Run {
+	first := rows[0]
+	run := &Run{Tool: "llama.cpp", ToolVersion: fmt.Sprintf("build %d (%s)", first.BuildNumber, first.BuildCommit),
+		Backend: llamaBackend(first.Backends), TimingMode: "throughput"}
+	run.Machine.CPUModel, run.Machine.GPUName = first.CPUInfo, first.GPUInfo
+	run.HasMachine = first.CPUInfo != "" || first.GPUInfo != ""
+	if t, err := time.Parse(time.RFC3339, first.TestTime); err == nil {
+		run.StartedAt = t
+	}
+	run.Notes = fmt.Sprintf("llama-bench: %s (%s), n_batch %d, n_ubatch %d, threads %d, ngl %d, K/V %s/%s",
+		first.ModelFilename, first.ModelType, first.NBatch, first.NUbatch, first.NThreads, first.NGPULayers, first.TypeK, first.TypeV)
+	labels := map[string]string{
+		"model": o.modelName(first.ModelType), "dtype": quantOf(first.ModelType),
+		"peer_model_file": first.ModelFilename, "peer_n_batch": strconv.Itoa(first.NBatch),
+		"peer_n_ubatch": strconv.Itoa(first.NUbatch), "peer_threads": strconv.Itoa(first.NThreads),
+		"peer_n_gpu_layers": strconv.Itoa(first.NGPULayers), "peer_type_k": first.TypeK, "peer_type_v": first.TypeV,
+	}
+	pp := map[pd][]float64{}
+	tg := map[pd][]float64{}
+	var ppKeys, tgKeys []pd
+	var pgRows []lbRow
+	for _, r := range rows {
+		p, g := *r.NPrompt, *r.NGen
+		switch {
+		case p > 0 && g > 0:
+			pgRows = append(pgRows, r)
+		case p > 0:
+			k := pd{p, r.NDepth}
+			if _, ok := pp[k]; !ok {
+				ppKeys = append(ppKeys, k)
+			}
+			pp[k] = append(pp[k], r.samples()...)
+		case g > 0:
+			k := pd{g, r.NDepth}
+			if _, ok := tg[k]; !ok {
+				tgKeys = append(tgKeys, k)
+			}
+			tg[k] = append(tg[k], r.samples()...)
+		}
+	}
+	usedTG := map[pd]bool{}
+	addCase := func(prompt, gen int, extra map[string]string) *Case {
+		l := map[string]string{}
+		for k, v := range labels {
+			l[k] = v
+		}
+		for k, v := range extra {
+			l[k] = v
+		}
+		run.Cases = append(run.Cases, newCase(1, prompt, gen, l))
+		return &run.Cases[len(run.Cases)-1]
+	}
+	for _, p := range ppKeys {
+		if p.depth != 0 {
+			c := addCase(p.n, 0, map[string]string{"depth": strconv.Itoa(p.depth)})
+			for i, v := range pp[p] {
+				c.add(i, "prefill_tok_s", v, "tok/s")
+			}
+			continue
+		}
+		gens := 0
+		for _, g := range tgKeys {
+			if g.depth != 0 && g.depth != p.n {
+				continue
+			}
+			// Prefer the decode at this prompt's depth; depth 0 only where
+			// there is none.
+			at := pd{g.n, p.n}
+			if g.depth == 0 {
+				if _, ok := tg[at]; ok {
+					continue
+				}
+				at = g
+			}
+			gens++
+			usedTG[at] = true
+			c := addCase(p.n, g.n, map[string]string{"peer_decode_depth": strconv.Itoa(at.depth)})
+			for i, v := range pp[p] {
+				c.add(i, "prefill_tok_s", v, "tok/s")
+			}
+			for i, v := range tg[at] {
+				c.add(i, "decode_tok_s", v, "tok/s")
+			}
+		}
+		if gens == 0 {
+			c := addCase(p.n, 0, nil)
+			for i, v := range pp[p] {
+				c.add(i, "prefill_tok_s", v, "tok/s")
+			}
+		}
+	}
+	for _, g := range tgKeys {
+		if usedTG[g] {
+			continue
+		}
+		// Decode after g.depth tokens: mtlbench's decode after a prompt of
+		// that length.
+		c := addCase(g.depth, g.n, map[string]string{"peer_decode_depth": strconv.Itoa(g.depth)})
+		for i, v := range tg[g] {
+			c.add(i, "decode_tok_s", v, "tok/s")
+		}
+	}
+	for _, r := range pgRows {
+		extra := map[string]string{}
+		if r.NDepth > 0 {
+			extra["depth"] = strconv.Itoa(r.NDepth)
+		}
+		c := addCase(*r.NPrompt, *r.NGen, extra)
+		for i, v := range r.samples() {
+			c.add(i, "prompt_gen_tok_s", v, "tok/s")
+		}
+	}
+	mergeSameKey(run)
+	return run
+}
+
+// mergeSameKey folds cases that ended up with one key (a pg test beside a
+// pp+tg pair of the same sizes) into one.
+func mergeSameKey(run *Run) {
+	idx := map[string]int{}
+	var out []Case
+	for _, c := range run.Cases {
+		if i, ok := idx[c.Key]; ok {
+			// Repetitions continue after the ones already there, per metric.
+			next := map[string]int{}
+			for _, s := range out[i].Samples {
+				next[s.Metric] = max(next[s.Metric], s.Rep+1)
+			}
+			for _, s := range c.Samples {
+				s.Rep += next[s.Metric]
+				out[i].Samples = append(out[i].Samples, s)
+			}
+			continue
+		}
+		idx[c.Key] = len(out)
+		out = append(out, c)
+	}
+	run.Cases = out
+}
+
+// quantOf is the weight type in llama.cpp's model type ("qwen2 7B Q4_K -
+// Medium" -> "Q4_K - Medium"): what follows the size, the first word that
+// starts with a digit; the model type itself when there is none.
+func quantOf(modelType string) string {
+	f := strings.Fields(modelType)
+	for i, w := range f {
+		if w[0] >= '0' && w[0] <= '9' && i+1 < len(f) {
+			rest := f[i+1:]
+			if rest[0] == "mostly" && len(rest) > 1 {
+				rest = rest[1:]
+			}
+			return strings.Join(rest, " ")
+		}
+	}
+	return modelType
+}
+
+// llamaBackend is the backend that ran the model, in mtlbench's words:
+// llama-bench lists every one it was built with ("Metal,BLAS"); the GPU one
+// is what ran a fully offloaded model.
+func llamaBackend(list string) string {
+	parts := strings.Split(strings.ToLower(list), ",")
+	for _, p := range parts {
+		switch p = strings.TrimSpace(p); p {
+		case "metal", "cuda", "vulkan", "rocm", "sycl":
+			return p
+		}
+	}
+	if strings.TrimSpace(parts[0]) == "" {
+		return "cpu"
+	}
+	return strings.TrimSpace(parts[0])
+}

@@ -1,0 +1,74 @@
+package peers
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// mlx_lm.benchmark prints (mlx_lm/benchmark.py):
+//
+//	Timing with prompt_tokens=512, generation_tokens=1024, batch_size=1.
+//	Trial 1:  prompt_tps=1234.567, generation_tps=45.678, peak_memory=12.345
+//	...
+//	Averages: prompt_tps=..., generation_tps=..., peak_memory=...
+//
+// prompt_tps is prefill tok/s, generation_tps decode tok/s (over the whole
+// batch), peak_memory GB of Metal memory. Several runs may be concatenated
+// in one file; each "Timing with" line starts a case.
+var (
+	mlxTiming = regexp.MustCompile(`Timing with prompt_tokens=(\d+), generation_tokens=(\d+), batch_size=(\d+)`)
+	mlxTrial  = regexp.MustCompile(`^Trial (\d+):\s+(.*)$`)
+	mlxKV     = regexp.MustCompile(`(\w+)=([-+0-9.eE]+|nan|inf)`)
+)
+
+func parseMLX(data []byte, o Options) ([]*Run, error) {
+	run := &Run{Tool: "mlx_lm.benchmark", Backend: "mlx"}
+	var cur *Case
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if m := mlxTiming.FindStringSubmatch(text); m != nil {
+			p, _ := strconv.Atoi(m[1])
+			g, _ := strconv.Atoi(m[2])
+			b, _ := strconv.Atoi(m[3])
+			run.Cases = append(run.Cases, newCase(b, p, g, map[string]string{"model": o.modelName("")}))
+			cur = &run.Cases[len(run.Cases)-1]
+			continue
+		}
+		m := mlxTrial.FindStringSubmatch(text)
+		if m == nil {
+			continue
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("line %d: a trial before any \"Timing with\" line", line)
+		}
+		rep, _ := strconv.Atoi(m[1])
+		for _, kv := range mlxKV.FindAllStringSubmatch(m[2], -1) {
+			v, err := strconv.ParseFloat(kv[2], 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %s=%s is not a number", line, kv[1], kv[2])
+			}
+			switch kv[1] {
+			case "prompt_tps":
+				cur.add(rep-1, "prefill_tok_s", v, "tok/s")
+			case "generation_tps":
+				cur.add(rep-1, "decode_tok_s", v, "tok/s")
+			case "peak_memory":
+				cur.add(rep-1, "peak_memory_bytes", v*1e9, "B")
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, c := range run.Cases {
+		if len(c.Samples) == 0 {
+			return nil, fmt.Errorf("case %s has no trials", c.Name)
+		}
+	}
+	mergeSameKey(run)
+	return []*Run{run}, nil
+}

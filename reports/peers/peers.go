@@ -1,0 +1,201 @@
+// Package peers converts other engines' benchmark output into runs the
+// results store keeps beside mtlbench's own: llama-bench's JSON and JSONL
+// (-o json, -o jsonl), vLLM's `bench serve` and `bench latency` result JSON,
+// mlx_lm.benchmark's printed trials, and mtlbench's own peer-run JSON
+// (tools/peers). Each tool's parameters are mapped onto the keys
+// `mtlbench bench` gives its cases (model/bench/batch=B/gen_len=N/prompt_len=P),
+// so `compare` pairs a peer's figures with mtlbench's case by case.
+// docs/peers.md shows the commands on a Mac.
+package peers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// Formats peers reads, as --from names them.
+const (
+	FormatMtlbench    = "mtlbench"
+	FormatLlamaBench  = "llama-bench"
+	FormatVLLMServe   = "vllm-serve"
+	FormatVLLMLatency = "vllm-latency"
+	FormatMLX         = "mlx-lm"
+)
+
+// Formats lists them in the order they are documented.
+var Formats = []string{FormatLlamaBench, FormatVLLMServe, FormatVLLMLatency, FormatMLX, FormatMtlbench}
+
+// Case is one peer case, keyed as mtlbench keys its own.
+type Case struct {
+	Key, Name, Kind        string
+	Params                 map[string]string
+	LayersRun, LayersTotal int
+	Samples                []results.Sample
+}
+
+// Run is one peer run: one engine, one model, one machine.
+type Run struct {
+	Tool, ToolVersion string
+	SuiteName         string
+	Backend           string
+	TimingMode        string
+	StartedAt         time.Time
+	Machine           results.Machine
+	// HasMachine tells that the file described its machine; otherwise the
+	// caller fills in the machine it runs on.
+	HasMachine bool
+	Notes      string
+	Cases      []Case
+}
+
+// Options are what a format does not record itself.
+type Options struct {
+	// Model is the mtlbench model name to record (a preset, say), so that
+	// the case's model parameter reads as mtlbench's does; "" keeps the
+	// tool's own name.
+	Model string
+	// Batch, PromptLen and GenLen are the workload of formats that do not
+	// write it (vLLM's bench latency: --batch-size, --input-len,
+	// --output-len); 0 means the tool's default.
+	Batch, PromptLen, GenLen int
+}
+
+// benchKey is the key `mtlbench bench` gives a case: the kind, the group
+// and every matrix parameter sorted by name.
+func benchKey(params map[string]string) string {
+	names := make([]string, 0, len(params))
+	for k := range params {
+		if k != "model" && k != "dtype" && !strings.HasPrefix(k, "peer_") {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("model/bench")
+	for _, k := range names {
+		b.WriteString("/" + k + "=" + params[k])
+	}
+	return b.String()
+}
+
+// benchName is the label `mtlbench bench` gives a case.
+func benchName(params map[string]string) string {
+	name := "bench"
+	for _, k := range []string{"batch", "prompt_len", "gen_len", "depth", "requests"} {
+		if v, ok := params[k]; ok {
+			name += "/" + k + "=" + v
+		}
+	}
+	return name
+}
+
+// newCase builds a bench-keyed case from the workload and extra labels.
+func newCase(batch, prompt, gen int, labels map[string]string) Case {
+	p := map[string]string{"batch": strconv.Itoa(batch), "prompt_len": strconv.Itoa(prompt), "gen_len": strconv.Itoa(gen)}
+	for k, v := range labels {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	return Case{Key: benchKey(p), Name: benchName(p), Kind: results.CaseModel, Params: p}
+}
+
+func (c *Case) add(rep int, metric string, v float64, unit string) {
+	c.Samples = append(c.Samples, results.Sample{Rep: rep, Metric: metric, Value: v, Unit: unit})
+}
+
+// Detect names the format of data: the first one whose shape it has.
+func Detect(data []byte) (string, error) {
+	t := bytes.TrimSpace(data)
+	if len(t) == 0 {
+		return "", fmt.Errorf("empty file")
+	}
+	if t[0] == '{' || t[0] == '[' {
+		var probe map[string]json.RawMessage
+		first := t
+		if t[0] == '[' {
+			var arr []map[string]json.RawMessage
+			if err := json.Unmarshal(t, &arr); err != nil {
+				return "", fmt.Errorf("not JSON: %v", err)
+			}
+			if len(arr) == 0 {
+				return "", fmt.Errorf("an empty JSON array")
+			}
+			probe = arr[0]
+		} else if err := json.Unmarshal(first, &probe); err != nil {
+			// JSONL: one object a line.
+			line, _, _ := bytes.Cut(t, []byte("\n"))
+			if err := json.Unmarshal(line, &probe); err != nil {
+				return "", fmt.Errorf("not JSON or JSONL: %v", err)
+			}
+		}
+		has := func(k string) bool { _, ok := probe[k]; return ok }
+		switch {
+		case has("format"):
+			return FormatMtlbench, nil
+		case has("avg_ts") || has("samples_ts") || (has("n_prompt") && has("n_gen")):
+			return FormatLlamaBench, nil
+		case has("latencies") && has("avg_latency"):
+			return FormatVLLMLatency, nil
+		case has("output_throughput") || has("mean_ttft_ms") || has("total_output_tokens"):
+			return FormatVLLMServe, nil
+		}
+		return "", fmt.Errorf("JSON of no known tool (want llama-bench -o json/jsonl, vllm bench serve --save-result, vllm bench latency --output-json, or an mtlbench peer run)")
+	}
+	if bytes.Contains(t, []byte("prompt_tps=")) && bytes.Contains(t, []byte("generation_tps=")) {
+		return FormatMLX, nil
+	}
+	return "", fmt.Errorf("no known tool's output (want JSON, JSONL or mlx_lm.benchmark's printed trials)")
+}
+
+// Parse converts one file of the named format; name is used in errors.
+func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
+	var (
+		runs []*Run
+		err  error
+	)
+	switch format {
+	case FormatLlamaBench:
+		runs, err = parseLlamaBench(data, o)
+	case FormatVLLMServe:
+		runs, err = parseVLLMServe(data, o)
+	case FormatVLLMLatency:
+		runs, err = parseVLLMLatency(data, o)
+	case FormatMLX:
+		runs, err = parseMLX(data, o)
+	case FormatMtlbench:
+		runs, err = parseMtlbench(data)
+	default:
+		return nil, fmt.Errorf("unknown peer format %q (want one of %s)", format, strings.Join(Formats, ", "))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", name, format, err)
+	}
+	for _, r := range runs {
+		if len(r.Cases) == 0 {
+			return nil, fmt.Errorf("%s: %s: no case could be read", name, format)
+		}
+		if r.TimingMode == "" {
+			r.TimingMode = results.TimingThroughput
+		}
+		if r.SuiteName == "" {
+			r.SuiteName = "bench"
+		}
+	}
+	return runs, nil
+}
+
+// modelName is o.Model, else the tool's name for the model.
+func (o Options) modelName(tool string) string {
+	if o.Model != "" {
+		return o.Model
+	}
+	return tool
+}

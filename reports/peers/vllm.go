@@ -1,0 +1,166 @@
+package peers
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// vllmServe is what `vllm bench serve --save-result` writes
+// (vllm/benchmarks/serve.py): the run's settings, then its metrics; with
+// --save-detailed also per-request arrays.
+type vllmServe struct {
+	Date           string          `json:"date"`
+	Backend        string          `json:"backend"`
+	Label          string          `json:"label"`
+	ModelID        string          `json:"model_id"`
+	NumPrompts     int             `json:"num_prompts"`
+	RequestRate    json.RawMessage `json:"request_rate"` // a number or "inf"
+	MaxConcurrency *int            `json:"max_concurrency"`
+	Completed      int             `json:"completed"`
+	TotalInput     int             `json:"total_input_tokens"`
+	TotalOutput    int             `json:"total_output_tokens"`
+	Duration       float64         `json:"duration"`
+	InputLens      []int           `json:"input_lens"`
+	OutputLens     []int           `json:"output_lens"`
+	TTFTs          []float64       `json:"ttfts"` // seconds
+	// Metrics: mean_*, median_*, std_*, pNN_* of ttft, tpot, itl and e2el
+	// in ms, and the throughputs; read by name below.
+	raw map[string]json.RawMessage
+}
+
+// vllmServeMetrics maps vLLM's result keys onto mtlbench metrics. Every
+// value is the run's one figure (a median over its requests), one sample.
+var vllmServeMetrics = []struct{ key, metric, unit string }{
+	{"output_throughput", "output_tok_s", "tok/s"},
+	{"total_token_throughput", "total_tok_s", "tok/s"},
+	{"request_throughput", "request_per_s", "req/s"},
+	{"median_ttft_ms", "ttft_ms", "ms"},
+	{"median_tpot_ms", "tpot_ms", "ms"},
+	{"median_itl_ms", "itl_p50_ms", "ms"},
+	{"p90_itl_ms", "itl_p90_ms", "ms"},
+	{"p99_itl_ms", "itl_p99_ms", "ms"},
+	{"p99_ttft_ms", "ttft_p99_ms", "ms"},
+	{"p99_tpot_ms", "tpot_p99_ms", "ms"},
+	{"median_e2el_ms", "e2el_ms", "ms"},
+	{"p99_e2el_ms", "e2el_p99_ms", "ms"},
+}
+
+// parseVLLMServe maps one serving run onto one case: batch is
+// --max-concurrency (all prompts at once when unset), requests
+// --num-prompts, prompt_len and gen_len the tokens per request (the
+// dataset's --random-input-len and --random-output-len; o overrides).
+func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
+	var v vllmServe
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("not vllm bench serve JSON: %v", err)
+	}
+	if err := json.Unmarshal(data, &v.raw); err != nil {
+		return nil, err
+	}
+	if v.Completed <= 0 {
+		return nil, fmt.Errorf("completed is %d: no request finished", v.Completed)
+	}
+	batch := v.NumPrompts
+	if v.MaxConcurrency != nil && *v.MaxConcurrency > 0 && *v.MaxConcurrency < batch {
+		batch = *v.MaxConcurrency
+	}
+	if o.Batch > 0 {
+		batch = o.Batch
+	}
+	prompt := perRequest(v.TotalInput, v.Completed, v.InputLens)
+	gen := perRequest(v.TotalOutput, v.Completed, v.OutputLens)
+	if o.PromptLen > 0 {
+		prompt = o.PromptLen
+	}
+	if o.GenLen > 0 {
+		gen = o.GenLen
+	}
+	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": v.Backend,
+		"peer_request_rate": string(v.RequestRate)}
+	if v.NumPrompts != batch {
+		labels["requests"] = strconv.Itoa(v.NumPrompts)
+	}
+	c := newCase(batch, prompt, gen, labels)
+	for _, m := range vllmServeMetrics {
+		raw, ok := v.raw[m.key]
+		if !ok {
+			continue
+		}
+		var f float64
+		if json.Unmarshal(raw, &f) != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		c.add(0, m.metric, f, m.unit)
+	}
+	if len(c.Samples) == 0 {
+		return nil, fmt.Errorf("no metric vLLM writes (output_throughput, median_ttft_ms...) is in the file")
+	}
+	run := &Run{Tool: "vllm bench serve", Backend: v.Backend, Cases: []Case{c},
+		Notes: fmt.Sprintf("vllm bench serve: %s, %d prompts, rate %s, max concurrency %d, %d completed in %.1f s",
+			v.ModelID, v.NumPrompts, string(v.RequestRate), batch, v.Completed, v.Duration)}
+	if t, err := time.ParseInLocation("20060102-150405", v.Date, time.Local); err == nil {
+		run.StartedAt = t
+	}
+	return []*Run{run}, nil
+}
+
+// perRequest is tokens per request: the common length when the per-request
+// list has one, else the mean rounded.
+func perRequest(total, n int, lens []int) int {
+	if len(lens) > 0 {
+		same := true
+		for _, l := range lens {
+			same = same && l == lens[0]
+		}
+		if same {
+			return lens[0]
+		}
+	}
+	return int(math.Round(float64(total) / float64(n)))
+}
+
+// vllmLatency is what `vllm bench latency --output-json` writes
+// (vllm/benchmarks/latency.py): the seconds each iteration took to run one
+// batch of --batch-size prompts of --input-len tokens to --output-len
+// tokens. The file does not record those three: o gives them, else vLLM's
+// defaults (8, 32, 128).
+type vllmLatency struct {
+	AvgLatency float64            `json:"avg_latency"`
+	Latencies  []float64          `json:"latencies"`
+	Pct        map[string]float64 `json:"percentiles"`
+}
+
+func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
+	var v vllmLatency
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("not vllm bench latency JSON: %v", err)
+	}
+	if len(v.Latencies) == 0 {
+		return nil, fmt.Errorf("no latencies")
+	}
+	batch, prompt, gen := 8, 32, 128
+	if o.Batch > 0 {
+		batch = o.Batch
+	}
+	if o.PromptLen > 0 {
+		prompt = o.PromptLen
+	}
+	if o.GenLen > 0 {
+		gen = o.GenLen
+	}
+	c := newCase(batch, prompt, gen, map[string]string{"model": o.modelName("")})
+	for i, l := range v.Latencies {
+		if !(l > 0) || math.IsInf(l, 0) {
+			return nil, fmt.Errorf("latency %d is %v seconds", i+1, l)
+		}
+		// The batch's generated tokens over its wall time, as mtlbench's
+		// output_tok_s; and the wall time itself.
+		c.add(i, "output_tok_s", float64(batch*gen)/l, "tok/s")
+		c.add(i, "e2el_ms", l*1000, "ms")
+	}
+	return []*Run{{Tool: "vllm bench latency", Cases: []Case{c},
+		Notes: fmt.Sprintf("vllm bench latency: batch %d, input %d, output %d, %d iterations", batch, prompt, gen, len(v.Latencies))}}, nil
+}

@@ -1,0 +1,209 @@
+package results
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// RunRecord is a whole run with everything measured in it: what `mtlbench
+// export` writes one JSON line of, `import` reads back, and peer imports
+// build. Field names are the JSON's (docs/data.md).
+type RunRecord struct {
+	Run   Run          `json:"run"`
+	Cases []CaseRecord `json:"cases"`
+}
+
+// CaseRecord is one case with its samples and op timings.
+type CaseRecord struct {
+	Case    Case       `json:"case"`
+	Samples []Sample   `json:"samples"`
+	Timings []OpTiming `json:"timings,omitempty"`
+}
+
+// ImportRun stores rec as a new run in one transaction (all of it or
+// nothing), keeping its times, statuses and provenance as given: an
+// imported run reads as it did where it was made. It returns the new run id
+// and fills in rec's ids.
+func (db *DB) ImportRun(rec *RunRecord) (int64, error) {
+	r := &rec.Run
+	if r.Status == "" || r.Status == RunRunning {
+		// A run still running where it came from is not running here.
+		r.Status = RunInterrupted
+	}
+	if r.Kind == "" {
+		r.Kind = KindSuite
+	}
+	if r.TimingMode == "" {
+		r.TimingMode = TimingThroughput
+	}
+	if r.StartedAt.IsZero() {
+		return 0, fmt.Errorf("results: import: run has no start time")
+	}
+	if err := oneOf("run status", r.Status, RunComplete, RunInterrupted, RunFailed); err != nil {
+		return 0, err
+	}
+	if err := oneOf("run kind", r.Kind, KindSuite, KindPeer, KindTune); err != nil {
+		return 0, err
+	}
+	if err := oneOf("timing mode", r.TimingMode, TimingThroughput, TimingProfile); err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	for i := range rec.Cases {
+		c := &rec.Cases[i].Case
+		if err := oneOf("case kind", c.Kind, CaseModel, CaseKernel); err != nil {
+			return 0, fmt.Errorf("%w (case %d %q)", err, i, c.Name)
+		}
+		if c.Key == "" {
+			c.Key = CanonicalKey(c.Params)
+		}
+		if c.Key == "" || seen[c.Key] {
+			return 0, fmt.Errorf("results: import: case %d %q has no key or repeats one", i, c.Name)
+		}
+		seen[c.Key] = true
+		if c.Status == "" {
+			c.Status = CaseDone
+		}
+		if err := oneOf("case status", c.Status, CasePending, CaseDone, CaseFailed, CaseSkipped); err != nil {
+			return 0, err
+		}
+		if c.LayersRun < 0 || c.LayersTotal < 0 || c.LayersTotal > 0 && c.LayersRun > c.LayersTotal {
+			return 0, fmt.Errorf("results: import: case %q: bad layer counts %d of %d", c.Key, c.LayersRun, c.LayersTotal)
+		}
+	}
+	ov := r.Overrides
+	if ov == nil {
+		ov = map[string]string{}
+	}
+	ovj, err := json.Marshal(ov)
+	if err != nil {
+		return 0, err
+	}
+	var bw, peak any
+	if r.ReadBandwidthGBs > 0 {
+		bw = r.ReadBandwidthGBs
+	}
+	if r.MatmulPeakGFLOPs > 0 {
+		peak = r.MatmulPeakGFLOPs
+	}
+	var id int64
+	err = db.tx(func(tx *sql.Tx) error {
+		mid, err := machineID(tx, r.Machine)
+		if err != nil {
+			return err
+		}
+		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
+				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, strings.ToLower(r.GitCommit), r.Tag, r.Backend,
+			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
+			string(ovj), strings.ToLower(r.TreeCommit), bw, peak)
+		if err != nil {
+			return fmt.Errorf("results: import run: %w", err)
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		for i := range rec.Cases {
+			cr := &rec.Cases[i]
+			c := &cr.Case
+			params := c.Params
+			if params == nil {
+				params = map[string]string{}
+			}
+			pj, err := json.Marshal(params)
+			if err != nil {
+				return err
+			}
+			// The repetitions stored: what a resume would count as done.
+			reps := map[int]bool{}
+			for _, sm := range cr.Samples {
+				reps[sm.Rep] = true
+			}
+			c.RepsDone = len(reps)
+			res, err := tx.Exec(`INSERT INTO cases (run_id, case_key, name, kind, seq, params_json, status, error,
+					started_at, ended_at, layers_run, layers_total, reps_done)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				id, c.Key, c.Name, c.Kind, i, string(pj), c.Status, c.Error, fmtTime(c.StartedAt), fmtTime(c.EndedAt),
+				nullIfZero(c.LayersRun, c.LayersTotal), nullIfZero(c.LayersTotal, c.LayersRun), c.RepsDone)
+			if err != nil {
+				return fmt.Errorf("results: import case %q: %w", c.Key, err)
+			}
+			cid, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			for k, v := range params {
+				if _, err := tx.Exec(`INSERT INTO case_params (case_id, name, value, value_num) VALUES (?, ?, ?, ?)`,
+					cid, k, v, numeric(v)); err != nil {
+					return fmt.Errorf("results: import case %q param %q: %w", c.Key, k, err)
+				}
+			}
+			if err := insertSamples(tx, cid, cr.Samples); err != nil {
+				return err
+			}
+			if err := insertTimings(tx, cid, cr.Timings); err != nil {
+				return err
+			}
+			c.ID, c.RunID, c.Seq = cid, id, i
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	r.ID = id
+	r.StartedAt = r.StartedAt.UTC().Truncate(time.Microsecond)
+	return id, nil
+}
+
+// ExportRun reads a run back as a record, for `mtlbench export`.
+func (db *DB) ExportRun(id int64) (*RunRecord, error) {
+	r, err := db.GetRun(id)
+	if err != nil {
+		return nil, err
+	}
+	cases, err := db.Cases(id)
+	if err != nil {
+		return nil, err
+	}
+	samples, err := db.RunSamples(id)
+	if err != nil {
+		return nil, err
+	}
+	rec := &RunRecord{Run: *r}
+	for _, c := range cases {
+		t, err := db.OpTimings(c.ID)
+		if err != nil {
+			return nil, err
+		}
+		rec.Cases = append(rec.Cases, CaseRecord{Case: c, Samples: samples[c.ID], Timings: t})
+	}
+	return rec, nil
+}
+
+// FindRun returns the id of a stored run that is r (the same start time,
+// suite, tag, commit and machine), for imports that must not store a run
+// twice.
+func (db *DB) FindRun(r *Run) (int64, bool, error) {
+	hash, _, err := machineHash(r.Machine)
+	if err != nil {
+		return 0, false, err
+	}
+	var id int64
+	err = db.sql.QueryRow(`SELECT r.id FROM runs r JOIN machines m ON m.id = r.machine_id
+		WHERE r.started_at = ? AND r.suite_name = ? AND r.tag = ? AND r.git_commit = ? AND m.content_hash = ?
+		ORDER BY r.id LIMIT 1`,
+		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash).Scan(&id)
+	if err == sql.ErrNoRows {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("results: find run: %w", err)
+	}
+	return id, true, nil
+}
