@@ -82,3 +82,30 @@ func f32bytes(v []float32) []byte {
 	}
 	return b
 }
+
+// BenchmarkQMatMul: a packed GEMV of TinyLlama's gate projection (n=5632,
+// k=2048), reported as packed bytes read per second.
+func BenchmarkQMatMul(b *testing.B) {
+	be := New(Options{})
+	for _, s := range []quant.Spec{
+		{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
+		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
+		{Type: quant.Q8_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K},
+	} {
+		b.Run(s.String(), func(b *testing.B) {
+			const n, k = 5632, 2048
+			w := randomMatrix(b, s, n, k, 1)
+			wt, _ := be.QuantWeight(s, []int{n, k}, w.Data, w.Scales, w.Biases)
+			x := make([]float32, k)
+			for i := range x {
+				x[i] = float32(i%7) - 3
+			}
+			xt, _ := be.Weight(bridge.F32, []int{1, k}, f32bytes(x))
+			out, _ := be.Alloc(bridge.F32, 1, n)
+			b.SetBytes(s.Bytes(n*k, k))
+			for b.Loop() {
+				be.QMatMul(out, xt, wt, nil)
+			}
+		})
+	}
+}

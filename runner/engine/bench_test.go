@@ -22,24 +22,37 @@ import (
 //
 //	go test -run '^$' -bench DecodeTinyLlama -benchtime 20x ./runner/engine/
 func BenchmarkDecodeTinyLlama(b *testing.B) {
-	benchDecode(b, "tinyllama-1.1b", []int{1, 8})
+	benchDecode(b, "tinyllama-1.1b", "bf16", []int{1, 8})
+}
+
+// BenchmarkDecodeTinyLlamaPacked is batch-1 decode with packed weights (MLX
+// affine q8 and q4, GGUF q8_0 and q4_k_m), the roofline from the packed
+// bytes a step reads (docs/quantization.md).
+func BenchmarkDecodeTinyLlamaPacked(b *testing.B) {
+	for _, dt := range []string{"q8", "q4", "q8_0", "q4_k_m"} {
+		b.Run(dt, func(b *testing.B) { benchDecode(b, "tinyllama-1.1b", dt, []int{1}) })
+	}
 }
 
 // BenchmarkDecodeQwen3MoeMini is the same for the small MoE preset.
 func BenchmarkDecodeQwen3MoeMini(b *testing.B) {
-	benchDecode(b, "qwen3-moe-mini", []int{1, 4, 16})
+	benchDecode(b, "qwen3-moe-mini", "bf16", []int{1, 4, 16})
 }
 
-func benchDecode(b *testing.B, preset string, batches []int) {
+func benchDecode(b *testing.B, preset, dtype string, batches []int) {
 	threads := runtime.GOMAXPROCS(0)
 	// Earlier calls' garbage (probe buffers) must not count in rss/need.
 	debug.FreeOSMemory()
 	host.ResetPeakRSS()
-	cfg, err := model.Preset(preset)
+	f, err := model.ParseFormat(dtype)
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := model.NewCached(model.NewSynthetic(1, bridge.BF16))
+	cfg, syn, err := model.Open(model.Spec{Model: preset, DType: &f.DType, Quant: f.Quant, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := model.NewCached(syn)
 	defer src.Close()
 	be := cpu.New(cpu.Options{Threads: threads})
 	const prompt = 16
@@ -88,13 +101,13 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 			if res.DecodeTokens != batches[i] {
 				b.Fatalf("step decoded %d tokens, want %d", res.DecodeTokens, batches[i])
 			}
-			bytes[i] += stepBytes(cfg, res)
+			bytes[i] += stepBytes(cfg, f.DType, res)
 		}
 	}
 	b.StopTimer()
 	bw = max(bw, host.MeasureReadBandwidth(threads, 512<<20))
 	b.ReportMetric(bw/1e9, "read-GB/s")
-	need := float64(cfg.WeightBytes(bridge.BF16) + cfg.KVBytesPerToken(bridge.F32)*int64(kvTokens))
+	need := float64(cfg.WeightBytes(f.DType) + cfg.KVBytesPerToken(bridge.F32)*int64(kvTokens))
 	b.ReportMetric(float64(rss)/need, "rss/need")
 	base := 0.0
 	for i, batch := range batches {
@@ -112,10 +125,10 @@ func benchDecode(b *testing.B, preset string, batches []int) {
 
 // stepBytes is the weights a decode step streamed: every dense weight once
 // plus the experts it touched, and the LM head.
-func stepBytes(cfg *model.Config, res *engine.StepResult) float64 {
-	n := float64(cfg.ActiveBytesPerToken(bridge.BF16))
+func stepBytes(cfg *model.Config, dt bridge.DType, res *engine.StepResult) float64 {
+	n := float64(cfg.ActiveBytesPerToken(dt))
 	if cfg.NumExperts > 0 {
-		per := float64(3*cfg.Hidden*cfg.MoEInter) * 2
+		per := float64(cfg.ExpertBytes(dt))
 		moe := 0
 		for l := 0; l < cfg.Layers; l++ {
 			if cfg.IsMoELayer(l) {
