@@ -183,3 +183,57 @@ func TestQuantPresets(t *testing.T) {
 		t.Fatal("q3 parsed")
 	}
 }
+
+// TestBadGGUF: a GGUF fixture made wrong in one place is refused when it
+// opens, with the file and the tensor named.
+func TestBadGGUF(t *testing.T) {
+	src, err := os.ReadFile("../testdata/gguf/llama-q8_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// info returns the offset of a tensor info's type field.
+	typeField := func(b []byte, name string) int {
+		i := strings.Index(string(b), name)
+		if i < 0 {
+			t.Fatalf("no %s in the fixture", name)
+		}
+		i += len(name)
+		nd := int(b[i])
+		return i + 4 + 8*nd
+	}
+	const q = "blk.0.attn_q.weight"
+	cases := []struct {
+		name string
+		edit func([]byte) []byte
+		want []string
+	}{
+		{"type", func(b []byte) []byte { b[typeField(b, q)] = 13; return b }, []string{q, "Q5_K", "does not read"}},
+		{"cut short", func(b []byte) []byte { return b[:len(b)-1000] }, []string{"output.weight", "cut short"}},
+		{"missing", func(b []byte) []byte {
+			i := strings.Index(string(b), q)
+			b[i+len("blk.0.attn_")] = 'x'
+			return b
+		}, []string{q, "missing"}},
+		{"shape", func(b []byte) []byte {
+			i := typeField(b, q) - 8 // the outer dimension
+			b[i]++
+			return b
+		}, []string{"attn_q.weight", "shape"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			os.WriteFile(p, c.edit(append([]byte(nil), src...)), 0o644)
+			_, s, err := Open(Spec{Model: p})
+			if err == nil {
+				s.Close()
+				t.Fatal("no error")
+			}
+			for _, w := range append(c.want, p) {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
