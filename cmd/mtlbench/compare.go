@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,7 +28,7 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (one row per case and metric)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultAlpha, Usage: "significance level of the verdicts"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
-			&cli.StringFlag{Name: "out", Usage: "also write charts of the comparison to this directory"},
+			&cli.StringFlag{Name: "out", Usage: "also write the comparison as an HTML page (DIR/compare.html) with its charts to this directory"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -83,7 +85,19 @@ func compareCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("charts: %w", err)
 				}
-				for _, p := range paths {
+				page := filepath.Join(dir, "compare.html")
+				f, err := os.Create(page)
+				if err != nil {
+					return err
+				}
+				if err := cmp.WriteHTML(f, paths); err != nil {
+					f.Close()
+					return fmt.Errorf("%s: %w", page, err)
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				for _, p := range append([]string{page}, paths...) {
 					fmt.Fprintln(c.App.ErrWriter, "wrote", p)
 				}
 			}
