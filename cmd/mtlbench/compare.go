@@ -81,7 +81,11 @@ func compareCommand() *cli.Command {
 						ids = append(ids, r.ID)
 					}
 				}
-				paths, err := charts.WriteCharts(dir, db, ids, charts.Options{ModelBytes: documentedModelBytes})
+				hist, herr := historyPoints()
+				if herr != nil {
+					fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
+				}
+				paths, err := charts.WriteCharts(dir, db, ids, charts.Options{History: hist, ModelBytes: documentedModelBytes})
 				if err != nil {
 					return fmt.Errorf("charts: %w", err)
 				}
