@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,7 +28,7 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (one row per case and metric)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultAlpha, Usage: "significance level of the verdicts"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
-			&cli.StringFlag{Name: "out", Usage: "also write charts of the comparison to this directory"},
+			&cli.StringFlag{Name: "out", Usage: "also write the comparison as an HTML page (DIR/compare.html) with its charts to this directory"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -79,11 +81,27 @@ func compareCommand() *cli.Command {
 						ids = append(ids, r.ID)
 					}
 				}
-				paths, err := charts.WriteCharts(dir, db, ids, charts.Options{ModelBytes: documentedModelBytes})
+				hist, herr := historyPoints()
+				if herr != nil {
+					fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
+				}
+				paths, err := charts.WriteCharts(dir, db, ids, charts.Options{History: hist, ModelBytes: documentedModelBytes})
 				if err != nil {
 					return fmt.Errorf("charts: %w", err)
 				}
-				for _, p := range paths {
+				page := filepath.Join(dir, "compare.html")
+				f, err := os.Create(page)
+				if err != nil {
+					return err
+				}
+				if err := cmp.WriteHTML(f, paths); err != nil {
+					f.Close()
+					return fmt.Errorf("%s: %w", page, err)
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				for _, p := range append([]string{page}, paths...) {
 					fmt.Fprintln(c.App.ErrWriter, "wrote", p)
 				}
 			}

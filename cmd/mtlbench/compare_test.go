@@ -302,3 +302,24 @@ func TestGateEndToEnd(t *testing.T) {
 		t.Fatalf("A/A gate failed:\n%s", stderr)
 	}
 }
+
+// compare --out writes an HTML page with the A-against-B table beside the
+// charts.
+func TestCompareOutHTML(t *testing.T) {
+	db := seedCompareDB(t)
+	dir := t.TempDir()
+	_, errOut, code := cmpRun(t, "compare", "--db", db, "base", "cand", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "compare.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmpGolden(t, "compare.html.golden", page)
+	for _, want := range []string{"<th>change</th>", "<th>p</th>", "slower", "-16.77%", "A 95% CI"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("compare.html lacks %q", want)
+		}
+	}
+}

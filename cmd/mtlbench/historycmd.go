@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 func historyCommand() *cli.Command {
@@ -35,7 +37,7 @@ func historyCommand() *cli.Command {
 				Usage: "list the documented figures, grouped by source document",
 				Flags: []cli.Flag{format},
 				Action: func(c *cli.Context) error {
-					pts, err := history.Embedded()
+					pts, err := historyPoints()
 					if err != nil {
 						return err
 					}
@@ -80,7 +82,7 @@ func historyCommand() *cli.Command {
 					"batch > 1 (aggregate tok/s) have none.",
 				Flags: filters,
 				Action: func(c *cli.Context) error {
-					pts, err := history.Embedded()
+					pts, err := historyPoints()
 					if err != nil {
 						return err
 					}
@@ -95,7 +97,11 @@ func historyCommand() *cli.Command {
 					&cli.StringFlag{Name: "model", Usage: "model of the figures, where the table has no model column", Required: true},
 					&cli.StringFlag{Name: "hardware", Value: "unknown", Usage: "hardware the figures were measured on"},
 					&cli.StringFlag{Name: "source", Usage: "source name recorded with each figure (default: the file name)"},
-					&cli.StringFlag{Name: "out", Usage: "write the figures as history YAML to this file"},
+					&cli.StringFlag{Name: "date", Usage: "date of figures whose table has no date column (YYYY-MM-DD, YYYY-MM or YYYY)"},
+					&cli.StringFlag{Name: "series", Usage: "series of figures whose table names none"},
+					&cli.StringFlag{Name: "dtype", Usage: "dtype of figures whose table names none (bf16, float16...)"},
+					&cli.StringFlag{Name: "out", Usage: "history YAML file to write (default: SOURCE.yaml in the user's history folder, $MTLBENCH_HISTORY, which every command reads)"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "print the figures; write nothing"},
 					format,
 				},
 				Action: func(c *cli.Context) error {
@@ -111,7 +117,12 @@ func historyCommand() *cli.Command {
 					if src == "" {
 						src = filepath.Base(path)
 					}
-					res, err := history.ImportMarkdown(text, history.Point{Source: src, Model: c.String("model"), Hardware: c.String("hardware")})
+					date := c.String("date")
+					if date != "" && !validDate(date) {
+						return fmt.Errorf("--date %q: want YYYY-MM-DD, YYYY-MM or YYYY", date)
+					}
+					res, err := history.ImportMarkdown(text, history.Point{Source: src, Model: c.String("model"), Hardware: c.String("hardware"),
+						Date: date, Series: c.String("series"), DType: c.String("dtype")})
 					if err != nil {
 						return fmt.Errorf("%s: %w", path, err)
 					}
@@ -124,7 +135,15 @@ func historyCommand() *cli.Command {
 					for _, w := range res.Warnings {
 						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
 					}
-					if out := c.String("out"); out != "" {
+					if !c.Bool("dry-run") {
+						out := c.String("out")
+						if out == "" {
+							dir := envconfig.HistoryDir()
+							if err := os.MkdirAll(dir, 0o755); err != nil {
+								return err
+							}
+							out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))+".yaml")
+						}
 						if err := history.Save(out, res.Points); err != nil {
 							return err
 						}
@@ -135,6 +154,22 @@ func historyCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// historyPoints is the built-in history and the user's imported figures
+// ($MTLBENCH_HISTORY), what every command reads.
+func historyPoints() ([]history.Point, error) {
+	return history.All(envconfig.HistoryDir())
+}
+
+// validDate accepts the date forms the history chart places on its axis.
+func validDate(s string) bool {
+	for _, layout := range []string{"2006-01-02", "2006-01", "2006"} {
+		if _, err := time.Parse(layout, s); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func pointsTable(pts []history.Point) *table.Table {

@@ -39,7 +39,11 @@ func reportCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{
+			hist, herr := historyPoints()
+			if herr != nil {
+				fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
+			}
+			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,
 				ModelBytes: documentedModelBytes,
 			})

@@ -65,6 +65,7 @@ func TestHistoryShowRooflineGolden(t *testing.T) {
 		{"history-show-devstral", "Devstral-Small-22B"},
 		{"history-show-qwen3-v1.5", "Qwen3-30B-A3B"},
 	} {
+		t.Setenv("MTLBENCH_HISTORY", t.TempDir()) // the built-in history only
 		args := []string{"history", "show", "--model", c.model, "--format", "md"}
 		if c.model == "Qwen3-30B-A3B" {
 			args = append(args, "--metric", "tok_s", "--series", "Metal V1.5")

@@ -166,7 +166,11 @@ func TestRooflineFraction(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChart(t, c, "achieved / peak memory read bandwidth (ratio; 1.0 = roofline)", "roofline (1.0)",
-		"run 1, metal on Apple M3 Ultra", "run 2, metal on Apple M3 Ultra", "decode/batch=8", "1.12")
+		"run 1, metal on Apple M3 Ultra", "run 2, metal on Apple M3 Ultra", "decode/batch=8", "1.12 > 1 *",
+		"* above 1: faster than the measured DRAM")
+	if strings.Contains(svgOf(t, c), "0.71 &gt; 1") {
+		t.Error("a fraction below 1 is flagged")
+	}
 	keep(t, c, "roofline")
 }
 
@@ -233,8 +237,16 @@ func TestHistoryTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkChart(t, c, "date (documented or recorded)", "decode throughput (tok/s), log scale", "undated",
-		"2024-12-11", "2026-03-02", "4/48 layers", "Apple M3 Ultra", "M-series Mac")
+	// A real date axis: ticks are dates, not the figures' own labels, and
+	// no "undated" slot.
+	checkChart(t, c, "date (documented or recorded)", "decode throughput (tok/s), log scale",
+		"2025-", "4/48 layers", "Apple M3 Ultra", "M-series Mac")
+	if svg := svgOf(t, c); strings.Contains(svg, ">undated<") {
+		t.Error("the time axis has an undated slot")
+	}
+	if x1, x2 := mustDate(t, "2024-12-10"), mustDate(t, "2024-12-11"); x2.Sub(x1) != 24*time.Hour {
+		t.Errorf("parseDate: one day is %v", x2.Sub(x1))
+	}
 	keep(t, c, "history")
 
 	// A run of another model is noted, not overlaid.
@@ -418,4 +430,38 @@ func TestHistoryModelGPT2(t *testing.T) {
 	if doc != 1 || ran == 0 {
 		t.Fatalf("GPT-2 timeline: %d documented 42 tok/s points, %d run points: %+v", doc, ran, d.Series)
 	}
+}
+
+// Runs of a model the history does not document get no history chart, not
+// another model's.
+func TestHistoryModelOnlyTheRunsModel(t *testing.T) {
+	hist := []history.Point{{Source: "kb.md", Date: "2024-12-10", Model: "Qwen3-30B-A3B", Metric: "tok_s", Value: 6.7, Unit: "tok/s", Batch: 1}}
+	run := RunData{Cases: []CaseData{{Case: results.Case{Kind: results.CaseModel, Params: map[string]string{"model": "qwen3-moe-mini"}}}}}
+	if m := HistoryModel([]RunData{run}, hist); m != "" {
+		t.Errorf("HistoryModel = %q for qwen3-moe-mini runs, want none", m)
+	}
+	if _, err := HistoryTimeline(Timeline([]RunData{run}, hist, "")); err != ErrNoData {
+		t.Errorf("history chart for an undocumented model: %v, want ErrNoData", err)
+	}
+	if m := HistoryModel(nil, hist); m != "Qwen3-30B-A3B" {
+		t.Errorf("HistoryModel without runs = %q", m)
+	}
+}
+
+func mustDate(t *testing.T, s string) time.Time {
+	t.Helper()
+	d, ok := parseDate(s)
+	if !ok {
+		t.Fatalf("parseDate(%q) failed", s)
+	}
+	return d
+}
+
+func svgOf(t *testing.T, c *Chart) string {
+	t.Helper()
+	b, err := c.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -745,7 +745,9 @@ func batchOnlyCases(run *RunData) []*CaseData {
 var throughputMetrics = map[string]bool{"tok_s": true, "decode_tok_s": true}
 
 // HistoryModel picks the model the history chart shows: the runs' most
-// common model that the history documents, else the most documented one.
+// common model that the history documents; "" (no chart) when the runs have
+// none, so a small model's runs never sit on a big model's history; the
+// most documented model when there are no runs at all.
 func HistoryModel(runs []RunData, hist []history.Point) string {
 	documented := map[string]string{} // lower -> as documented
 	count := map[string]int{}
@@ -781,8 +783,10 @@ func HistoryModel(runs []RunData, hist []history.Point) string {
 		}
 		return names[0]
 	}
-	if m := best(runCount); m != "" {
-		return m
+	if len(runs) > 0 {
+		// Another model's history beside these runs would read as theirs:
+		// none rather than the most documented one.
+		return best(runCount)
 	}
 	return best(count)
 }
@@ -857,7 +861,7 @@ func Timeline(runs []RunData, hist []history.Point, model string) TimelineData {
 		d.Series = append(d.Series, *bySeries[k])
 	}
 	if undated > 0 {
-		d.Notes = append(d.Notes, fmt.Sprintf("%d documented figure(s) of %s carry no date in their document; they are drawn at %q.", undated, model, "undated"))
+		d.Notes = append(d.Notes, fmt.Sprintf("%d documented figure(s) of %s carry no date in their document: a time axis has no place for them, so they are not drawn (mtlbench history show --model %q lists them).", undated, model, model))
 	}
 
 	// Runs: one series per machine, backend, case and layer count, so a

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"sort"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -316,7 +317,7 @@ func RooflineFraction(d RooflineData) (*Chart, error) {
 	width := barGeometry(c, n, perCat)
 	step := 0.8 / float64(perCat) // data units between bars of a category
 	xmax := 1.0
-	ci := false
+	ci, above := false, false
 	// The roofline goes behind the bars and the value labels on top, so
 	// that neither hides a number.
 	roof := &plotter.Line{XYs: plotter.XYs{{X: 1, Y: -0.6}, {X: 1, Y: float64(n) - 0.4}},
@@ -352,7 +353,13 @@ func RooflineFraction(d RooflineData) (*Chart, error) {
 				end = b.Hi
 			}
 			lxy = append(lxy, plotter.XY{X: end, Y: y})
-			ltxt = append(ltxt, fmt.Sprintf("%.2f", b.Value))
+			label := fmt.Sprintf("%.2f", b.Value)
+			if b.Value > 1 {
+				// Past the roofline: flagged where the number is read.
+				label += " > 1 *"
+				above = true
+			}
+			ltxt = append(ltxt, label)
 		}
 	}
 	if len(errs) > 0 {
@@ -365,9 +372,16 @@ func RooflineFraction(d RooflineData) (*Chart, error) {
 	}
 	c.addLegend("roofline (1.0)", roof)
 	nominalY(c, cats)
-	c.plot.X.Min, c.plot.X.Max = 0, xmax*1.15
-	c.plot.X.Tick.Marker = linearTicks(0, xmax*1.15)
+	c.plot.X.Min, c.plot.X.Max = 0, xmax*1.25
+	c.plot.X.Tick.Marker = linearTicks(0, xmax*1.25)
 	ciNote(c, ci)
+	if above {
+		// The explanation travels with the PNG, not only the HTML caption.
+		c.legendHeader("* above 1: faster than the measured DRAM")
+		c.legendHeader("  read bandwidth, so part of the working")
+		c.legendHeader("  set came from caches (small or truncated")
+		c.legendHeader("  models); not a whole-model figure")
+	}
 	return c, nil
 }
 
@@ -444,24 +458,30 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			ymax = math.Max(ymax, r.TokS)
 		}
 	}
+	// A real time axis: each figure at its date (a month or a year at its
+	// middle); figures without a date have no place on it and are left out
+	// (Timeline's note says how many).
 	var dates []string
 	for k := range dateSet {
-		dates = append(dates, k)
+		if _, ok := parseDate(k); ok {
+			dates = append(dates, k)
+		}
+	}
+	if len(dates) == 0 {
+		return nil, ErrNoData
 	}
 	sort.Strings(dates) // ISO dates and months sort in time order
 	pos := map[string]float64{}
-	var ticks []plot.Tick
-	for i, dt := range dates {
-		pos[dt] = float64(i)
-		ticks = append(ticks, plot.Tick{Value: float64(i), Label: dt})
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	for _, dt := range dates {
+		t, _ := parseDate(dt)
+		pos[dt] = float64(t.Unix())
+		xmin, xmax = math.Min(xmin, pos[dt]), math.Max(xmax, pos[dt])
 	}
-	last := float64(len(dates) - 1)
-	if undated {
-		// A gap keeps undated figures visibly apart from the time axis.
-		pos[Undated] = last + 1.5
-		ticks = append(ticks, plot.Tick{Value: last + 1.5, Label: undatedLabel})
-		last += 1.5
-	}
+	const day = 24 * 3600.0
+	pad := math.Max(15*day, (xmax-xmin)*0.06)
+	x0, x1 := xmin-pad, xmax+pad
+	_ = undated
 	// Series sharing a date are spread sideways so none hides another.
 	atDate := map[string][]int{}
 	for i, s := range d.Series {
@@ -478,7 +498,8 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		if len(ids) < 2 {
 			return 0
 		}
-		w := math.Min(0.7, 0.12*float64(len(ids)))
+		// At most a few days apart: sideways enough to see, never a date.
+		w := math.Min(0.04*(x1-x0), math.Min(6*day, day*float64(len(ids))))
 		for k, id := range ids {
 			if id == series {
 				return -w/2 + w*float64(k)/float64(len(ids)-1)
@@ -486,12 +507,8 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		}
 		return 0
 	}
-	hwShape := map[string]int{}
 	var documented, measured []int
 	for i, s := range d.Series {
-		if _, ok := hwShape[s.Hardware]; !ok {
-			hwShape[s.Hardware] = len(hwShape)
-		}
 		if s.Documented {
 			documented = append(documented, i)
 		} else {
@@ -514,7 +531,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		var joined plotter.XYs // dated points only: undated ones have no time order
 		dates := map[string]bool{}
 		for _, p := range pts {
-			if p.Value <= 0 || math.IsNaN(p.Value) {
+			if _, dated := pos[p.Date]; !dated || p.Value <= 0 || math.IsNaN(p.Value) {
 				continue
 			}
 			x, y := pos[p.Date]+offset(p.Date, i), ty(p.Value)
@@ -535,10 +552,16 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		if !s.Documented {
 			radius = vg.Points(4.5)
 		}
-		sc := &plotter.Scatter{XYs: xys, GlyphStyle: glyphStyle(i, glyphAt(hwShape[s.Hardware]), radius)}
+		// Colour, marker and dash all change from series to series, so no
+		// two of them look alike even past the palette's length.
+		sc := &plotter.Scatter{XYs: xys, GlyphStyle: glyphStyle(i, glyphAt(i), radius)}
 		thumbs := []plot.Thumbnailer{sc}
 		if !s.Truncated && len(dates) > 1 {
-			ln := &plotter.Line{XYs: joined, LineStyle: lineStyle(i, s.Documented)}
+			ls := lineStyle(i, false)
+			if s.Documented {
+				ls.Dashes = dashAt(i)
+			}
+			ln := &plotter.Line{XYs: joined, LineStyle: ls}
 			c.plot.Add(ln)
 			thumbs = append([]plot.Thumbnailer{ln}, sc)
 		}
@@ -561,10 +584,12 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			draw1(i)
 		}
 	}
-	c.legendHeader("marker shape = hardware")
-	drawRooflines(c, d.Rooflines, -0.6, last+0.6, ty)
-	c.plot.X.Tick.Marker = plot.ConstantTicks(ticks)
-	c.plot.X.Min, c.plot.X.Max = -0.6, last+0.6
+	drawRooflines(c, d.Rooflines, x0, x1, ty)
+	c.plot.X.Tick.Marker = plot.TimeTicks{Format: "2006-01-02"}
+	if xmax-xmin > 3*365*day {
+		c.plot.X.Tick.Marker = plot.TimeTicks{Format: "2006"}
+	}
+	c.plot.X.Min, c.plot.X.Max = x0, x1
 	if logY {
 		lo, hi := ymin/1.35, ymax*1.35
 		ticks := logTicks(lo, hi)
@@ -578,11 +603,36 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		c.plot.Y.Min, c.plot.Y.Max = 0, ymax*1.12
 		c.plot.Y.Tick.Marker = linearTicks(0, ymax*1.12)
 	}
-	if len(dates) > 6 {
-		c.plot.X.Tick.Label.Rotation = math.Pi / 6
-		c.plot.X.Tick.Label.XAlign = draw.XRight
-	}
+	c.plot.X.Tick.Label.Rotation = math.Pi / 6
+	c.plot.X.Tick.Label.XAlign = draw.XRight
 	return c, nil
+}
+
+// dashes are the documented series' line patterns, cycled apart from the
+// palette so series i and i+len(palette) differ.
+var dashes = [][]vg.Length{
+	{vg.Points(5), vg.Points(3)},
+	{vg.Points(2), vg.Points(2)},
+	{vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)},
+	{vg.Points(10), vg.Points(4)},
+	{vg.Points(1), vg.Points(3)},
+	{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2), vg.Points(1), vg.Points(2)},
+}
+
+func dashAt(i int) []vg.Length { return dashes[(i/len(palette)+i)%len(dashes)] }
+
+// parseDate reads a documented date: a day, a month (its 15th) or a year
+// (its 1 July), so each has one place on a time axis.
+func parseDate(s string) (time.Time, bool) {
+	for _, f := range []struct {
+		layout string
+		mid    time.Duration
+	}{{"2006-01-02", 0}, {"2006-01", 14 * 24 * time.Hour}, {"2006", 181 * 24 * time.Hour}} {
+		if t, err := time.Parse(f.layout, s); err == nil {
+			return t.Add(f.mid), true
+		}
+	}
+	return time.Time{}, false
 }
 
 // rooflineColors are dark and apart from the series palette's first

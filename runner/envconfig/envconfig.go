@@ -8,6 +8,7 @@ package envconfig
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,8 @@ type Var struct {
 var Vars = []Var{
 	{"MTLBENCH_DB", "$XDG_DATA_HOME/mtlbench/results.db, else ~/.local/share/mtlbench/results.db", "results",
 		"results database the commands read and write (a command's --db flag wins)"},
+	{"MTLBENCH_HISTORY", "$XDG_DATA_HOME/mtlbench/history, else ~/.local/share/mtlbench/history", "results",
+		"folder of imported performance history (history import writes there); every command reads it beside the built-in history"},
 	{"MTLBENCH_GIT_COMMIT", "git rev-parse HEAD in the working directory", "provenance",
 		"commit recorded with each run"},
 	{"MTLBENCH_TUNED", "none", "tuning",
@@ -164,6 +167,15 @@ func DB() string {
 		return p
 	}
 	return results.DefaultPath()
+}
+
+// HistoryDir is the folder of imported history: $MTLBENCH_HISTORY, else
+// "history" beside the default results database.
+func HistoryDir() string {
+	if p := Get("MTLBENCH_HISTORY"); p != "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(results.DefaultPath()), "history")
 }
 
 // GitCommit is $MTLBENCH_GIT_COMMIT, "" when unset (the caller asks git).

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// history import --date gives figures a date where the table has none and
+// writes them to the user's history folder, which history show and the
+// reports read beside the built-in history.
+func TestHistoryImportToUserFolder(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(dir, "history"))
+	md := filepath.Join(dir, "kb.md")
+	os.WriteFile(md, []byte("## Decode\n\n| Batch Size | Version | TPS |\n|---|---|---|\n| 1 | Metal V2 | 7.5 |\n| 4 | Metal V2 | 21.0 |\n"), 0o644)
+
+	// Without a date the figures cannot be saved: the error says so.
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B"); err == nil || !strings.Contains(err.Error(), "date") {
+		t.Fatalf("import without a date: %v", err)
+	}
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--date", "Dec 2026"); err == nil || !strings.Contains(err.Error(), `--date "Dec 2026"`) {
+		t.Fatalf("bad --date: %v", err)
+	}
+	_, stderr, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--date", "2026-11-01", "--hardware", "Apple M4 Max")
+	if err != nil || !strings.Contains(stderr, "2 figures written to "+filepath.Join(dir, "history", "kb.yaml")) {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	out, _, err := mtl(t, "history", "show", "--model", "Qwen3-30B-A3B", "--series", "Metal V2", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := csvRows(t, out)
+	if len(rows) != 2 || rows[0]["date"] != "2026-11-01" || rows[1]["batch"] != "4" || rows[1]["value"] != "21" || rows[0]["hardware"] != "Apple M4 Max" {
+		t.Errorf("imported figures as history show reads them: %v", rows)
+	}
+	// The built-in history is still there beside them.
+	out, _, _ = mtl(t, "history", "show", "--model", "Qwen3-30B-A3B", "--format", "csv")
+	if n := len(csvRows(t, out)); n <= 2 {
+		t.Errorf("history show lists %d figures: the built-in ones are missing", n)
+	}
+	// --dry-run writes nothing.
+	os.Remove(filepath.Join(dir, "history", "kb.yaml"))
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--date", "2026", "--dry-run"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "history", "kb.yaml")); err == nil {
+		t.Error("--dry-run wrote a file")
+	}
+}
