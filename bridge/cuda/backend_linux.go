@@ -283,6 +283,12 @@ func (b *Backend) init() error {
 			return err
 		}
 		b.fns[n] = f
+		if sm := smemKernels[n]; sm > 0 {
+			// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+			if err := b.check("cuFuncSetAttribute "+n, call(a.cuFuncSetAttribute, f, 8, uintptr(sm))); err != nil {
+				return err
+			}
+		}
 	}
 	if a.cublasCreate != 0 && !b.opts.NoCuBLAS {
 		var h uintptr

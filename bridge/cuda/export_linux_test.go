@@ -7,3 +7,5 @@ func SetGraphedBeginMax(n int) func() {
 	graphedBeginMax = n
 	return func() { graphedBeginMax = old }
 }
+
+var DecodeSplit = decodeSplit

@@ -258,6 +258,7 @@ func (b *Backend) runDirect(ents []entry, args []uint64, events []uintptr) error
 			if b.pdl {
 				c := &b.lcfg
 				c.gridX, c.gridY, c.gridZ, c.blockX, c.blockY, c.blockZ = e.grid[0], e.grid[1], e.grid[2], e.block, 1, 1
+				c.smem = e.smem
 				r = call(a.cuLaunchKernelEx, uintptr(unsafe.Pointer(c)), e.fn, uintptr(unsafe.Pointer(&b.params[0])), 0)
 				if r != 0 && r != cudaErrorLaunchFailure && r != cudaErrorIllegalAddress {
 					b.pdl = false // the attribute was refused: plain launches from now on
@@ -265,7 +266,7 @@ func (b *Backend) runDirect(ents []entry, args []uint64, events []uintptr) error
 			}
 			if !b.pdl {
 				r = call(a.cuLaunchKernel, e.fn, uintptr(e.grid[0]), uintptr(e.grid[1]), uintptr(e.grid[2]),
-					uintptr(e.block), 1, 1, 0, b.stream, uintptr(unsafe.Pointer(&b.params[0])), 0)
+					uintptr(e.block), 1, 1, uintptr(e.smem), b.stream, uintptr(unsafe.Pointer(&b.params[0])), 0)
 			}
 			if r != 0 {
 				return b.check("cuLaunchKernel "+b.fnName(e.fn), r)

@@ -405,15 +405,28 @@ func (b *Backend) flashAttention(a *bridge.AttentionOp) bool {
 		return false
 	}
 	tiles := cdiv(m.NumTokens, flashBQ) + m.NumSeqs // each sequence's tiles, the last one partial
+	n := int64(m.NumTokens) * int64(a.KVHeads*a.HeadDim)
+	kb, vb := b.scratchBuf("attn.kb", n*2), b.scratchBuf("attn.vb", n*2)
+	if b.stepErr != nil {
+		return true
+	}
 	b.subMark("attention")
+	// bf16 copies of the step's keys and values, which the kernel streams
+	// into shared memory as they are.
+	b.launch("to_half", [3]int{elementwiseGrid(int(n)), 1, 1}, 256, ptr(ks), kb, 0, i64(n), i32(int(bridge.BF16)))
+	b.launch("to_half", [3]int{elementwiseGrid(int(n)), 1, 1}, 256, ptr(vs), vb, 0, i64(n), i32(int(bridge.BF16)))
 	b.launch(fmt.Sprintf("flash_attention_d%d", a.HeadDim), [3]int{tiles, a.Heads, 1}, 128, ptr(o), ptr(qs), ptr(ks), ptr(vs),
-		ptr(kc), ptr(vc), b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
+		ptr(kc), ptr(vc), kb, vb, b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
 		i32(m.NumSeqs), i32(a.Heads), i32(a.KVHeads), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(a.Scale), b.stats.ptr)
 	return true
 }
 
 // flashBQ is flash.cu's FA_BQ: query rows a block.
 const flashBQ = 64
+
+// flashSmem is the flash kernel's dynamic shared memory for head size d:
+// two buffers of 64 keys and 64 values, rows of d+8 halves.
+func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 
 // decodeAttention launches paged_decode (decode.cu): one new token per
 // sequence, token t of sequence t, head size at most 128, GQA groups of at
@@ -879,8 +892,10 @@ var _ bridge.Backend = (*Backend)(nil)
 // moe_mma.cu's tile: rows of pairs, and the multiples of the hidden and
 // intermediate sizes the grouped GEMM needs.
 const (
-	moeTileRows = 64
+	moeTileRows = 128
 	moeTileK    = 32
+	// moeGemmSmem is MG_SMEM: 4 stages of 128 + 128 rows of 40 halves.
+	moeGemmSmem = 4 * (128 + 128) * 40 * 2
 )
 
 // moeGroupedGEMM records the MoE block of a many-token step as a grouped

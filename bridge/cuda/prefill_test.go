@@ -90,10 +90,14 @@ func TestFlashAttentionMatchesReference(t *testing.T) {
 	for _, c := range []struct {
 		heads, kvHeads, headDim int
 		queries, cached         []int
+		tol                     float64
 	}{
-		{16, 2, 128, []int{1000, 17, 1, 300}, []int{0, 40, 500, 129}},
-		{8, 2, 64, []int{15, 16, 17, 300, 1, 64}, []int{0, 0, 3, 0, 1999, 77}},
-		{16, 2, 128, []int{1}, nil}, // too few tokens: not the tensor-core kernel, still right
+		{16, 2, 128, []int{1000, 17, 1, 300}, []int{0, 40, 500, 129}, bf16RelTol},
+		{8, 2, 64, []int{15, 16, 17, 300, 1, 64}, []int{0, 0, 3, 0, 1999, 77}, bf16RelTol},
+		// Decode steps (f32 kernels): one token, and long contexts split in
+		// many partitions (decodeSplit).
+		{16, 2, 128, []int{1}, nil, 1e-5},
+		{32, 4, 128, []int{1, 1}, []int{16383, 5000}, 1e-5},
 	} {
 		r := rand.New(rand.NewPCG(uint64(c.headDim), uint64(len(c.queries))))
 		const bs = 16
@@ -189,8 +193,8 @@ func TestFlashAttentionMatchesReference(t *testing.T) {
 		e := relErr(got, want)
 		t.Logf("heads %d/%d, head size %d, queries %v after %v: relative error %.2g", c.heads, c.kvHeads, c.headDim,
 			c.queries, cached, e)
-		if e > bf16RelTol {
-			t.Errorf("relative error %.3g > %g", e, bf16RelTol)
+		if e > c.tol {
+			t.Errorf("relative error %.3g > %g", e, c.tol)
 		}
 		if d := maxAbsDiff(gotK, wantK) + maxAbsDiff(gotV, wantV); d != 0 {
 			t.Errorf("cache after the step differs from the reference's by %g", d)
@@ -301,4 +305,22 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 	}
 }
 
-var _ = New
+// The decode split follows the context: no more partitions than chunks,
+// at most four chunks a block and 256 partitions, about four blocks an SM
+// where the context allows, and every position covered.
+func TestDecodeSplitFollowsContext(t *testing.T) {
+	for _, c := range []struct{ ctx, groups, chunks, nparts int }{
+		{128, 4, 1, 4},     // batch 1, 4 KV heads: one chunk a block
+		{128, 64, 1, 4},    // batch 16
+		{4096, 4, 1, 128},  // about 4 blocks an SM on 132 SMs
+		{4096, 64, 4, 32},  // batch 16: four chunks a block, no fewer partitions
+		{16384, 4, 4, 128}, // long context: four chunks a block
+		{65536, 4, 8, 256}, // longer: 256 partitions at most
+		{32, 1, 1, 1},
+	} {
+		chunks, nparts := DecodeSplit(c.ctx, c.groups, 132)
+		if chunks != c.chunks || nparts != c.nparts || chunks*32*nparts < c.ctx {
+			t.Errorf("context %d, %d groups: %d chunks × %d partitions, want %d × %d", c.ctx, c.groups, chunks, nparts, c.chunks, c.nparts)
+		}
+	}
+}

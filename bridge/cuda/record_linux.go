@@ -21,10 +21,13 @@ const (
 // entry is one recorded unit of work: a kernel launch (args[a0:a1] are its
 // parameters, one 8-byte slot each), a cuBLAS GEMM, or a profile mark.
 type entry struct {
-	kind   entryKind
-	fn     uintptr
-	grid   [3]uint32
-	block  uint32
+	kind  entryKind
+	fn    uintptr
+	grid  [3]uint32
+	block uint32
+	// smem is the dynamic shared memory of the launch: fixed per kernel
+	// (smemKernels), so a graph's key need not hold it.
+	smem   uint32
 	a0, a1 int32
 	// patch: the arguments change from step to step (step_begin's and
 	// step_end's pinned buffers); they are left out of the graph's key and
@@ -84,7 +87,16 @@ func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
 		}
 	}
 	b.appendLaunch(fn, grid, block, args...)
+	b.ents[len(b.ents)-1].smem = uint32(smemKernels[name])
 	b.streamSegment()
+}
+
+// smemKernels are the kernels that take dynamic shared memory, with its
+// size: more than the 48 KiB a block gets without asking, which load sets
+// as their limit (cuFuncSetAttribute).
+var smemKernels = map[string]int{
+	"flash_attention_d64": flashSmem(64), "flash_attention_d128": flashSmem(128),
+	"moe_gemm_gate_up_bf16": moeGemmSmem, "moe_gemm_down_bf16": moeGemmSmem,
 }
 
 func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint64) {

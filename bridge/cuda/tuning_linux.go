@@ -206,32 +206,47 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 	return fmt.Sprintf("paged_attention_w%d", warps), part, nparts
 }
 
-// decodeConfig picks paged_decode's partitions: 32-position chunks per
-// partition (one by default, so the context is spread over the most blocks)
-// and the partition count, at most decodeMaxParts, over the context rounded
-// up to a power of two so a step's graph changes only when the longest
-// context crosses one.
+// decodeConfig picks paged_decode's split of the context: positions per
+// partition (whole 32-position chunks) and the partition count, over the
+// context rounded up to a power of two (its bucket, so a step's graph
+// changes only when the longest context crosses one). A tuned config for
+// the bucket sets the positions; by default the partition count follows
+// the context: enough blocks to fill the GPU about four times over, but
+// each block at least one chunk and at most four (a block reads its chunks
+// one after the other), and at most decodeMaxParts partitions. (Fewer,
+// longer partitions whose blocks load the next chunk while using one were
+// slower on an H100 at 4k and 16k positions: docs/cuda.md.)
 func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
 	ctx := decodeChunk
 	for ctx < maxSeqLen {
 		ctx *= 2
 	}
-	part := decodeChunk
 	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
 		if p, ok := configInt(c, ops.KnobPart); ok && p >= decodeChunk && p%decodeChunk == 0 {
-			part = p
+			part := p
+			for cdiv(ctx, part) > decodeMaxParts {
+				part *= 2
+			}
+			return part / decodeChunk, cdiv(ctx, part)
 		}
 	}
-	for cdiv(ctx, part) > decodeMaxParts {
-		part *= 2
-	}
-	return part / decodeChunk, cdiv(ctx, part)
+	return decodeSplit(ctx, seqs*kvHeads, b.sms)
+}
+
+// decodeSplit is decodeConfig's default for a context bucket ctx, groups
+// (sequence, KV head) pairs and sms multiprocessors.
+func decodeSplit(ctx, groups, sms int) (chunks, nparts int) {
+	want := max(4*sms/max(groups, 1), 1)
+	lo, hi := cdiv(ctx, 4*decodeChunk), cdiv(ctx, decodeChunk)
+	n := min(max(want, lo), hi, decodeMaxParts)
+	chunks = cdiv(ctx, n*decodeChunk)
+	return chunks, cdiv(ctx, chunks*decodeChunk)
 }
 
 // decode.cu's DEC_CHUNK and DEC_MAXPARTS.
 const (
 	decodeChunk    = 32
-	decodeMaxParts = 64
+	decodeMaxParts = 256
 )
 
 // moeConfig is one MoE call's launch parameters.

@@ -24,7 +24,7 @@
 #define DEC_CHUNK 32  // positions per shared-memory chunk: one per lane
 #define DEC_MAXD 128  // head sizes up to this (a float4 of dims per lane)
 #define DEC_STRIDE (DEC_MAXD + 4)  // row stride: float4 reads by 8 lanes of 8 rows hit 32 banks
-#define DEC_MAXPARTS 64
+#define DEC_MAXPARTS 256  // partitions a launch may have (decodeConfig: they follow the context)
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -249,16 +249,34 @@ __device__ __forceinline__ void paged_decode_body(
     L = warp_sum(L);
     __syncwarp();
     if (lane < d4) {
-        float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+        // Four partial sums, so 16 partitions' loads are in flight at once:
+        // with a hundred partitions the merge is otherwise a chain of
+        // round trips to L2.
+        float4 A[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) A[u] = make_float4(0.f, 0.f, 0.f, 0.f);
         const float* ap = tmp_acc + base * nparts * D + lane * 4;
+        int i = 0;
 #pragma unroll 4
-        for (int i = 0; i < nlive; i++) {
+        for (; i + 4 <= nlive; i += 4) {
+            float4 b[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) b[u] = __ldcg((const float4*)(ap + (long)(i + u) * D));
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float f = sf[warp][i + u];
+                A[u].x += f * b[u].x, A[u].y += f * b[u].y, A[u].z += f * b[u].z, A[u].w += f * b[u].w;
+            }
+        }
+        for (; i < nlive; i++) {
             const float4 b = __ldcg((const float4*)(ap + (long)i * D));
             const float f = sf[warp][i];
-            A.x += f * b.x, A.y += f * b.y, A.z += f * b.z, A.w += f * b.w;
+            A[0].x += f * b.x, A[0].y += f * b.y, A[0].z += f * b.z, A[0].w += f * b.w;
         }
         const float il = 1.f / L;
-        *(float4*)(out + base * D + lane * 4) = make_float4(A.x * il, A.y * il, A.z * il, A.w * il);
+        *(float4*)(out + base * D + lane * 4) =
+            make_float4((A[0].x + A[1].x + A[2].x + A[3].x) * il, (A[0].y + A[1].y + A[2].y + A[3].y) * il,
+                        (A[0].z + A[1].z + A[2].z + A[3].z) * il, (A[0].w + A[1].w + A[2].w + A[3].w) * il);
     }
 }
 

@@ -6,11 +6,12 @@
 //
 // One block per (query tile of FA_BQ tokens of one sequence, query head);
 // warp w owns the tile's rows 16w..16w+15. Keys and values go through
-// shared memory FA_BK positions at a time, rounded to bf16 as they are
-// read: the cached ones from the cache, the step's own from the k and v
-// inputs (so the blocks that write the step's keys into the cache, those of
-// the first head of each GQA group, race with no reader). Scores are kept
-// in log2 units (q is scaled by scale·log2 e) so the softmax uses exp2.
+// shared memory as bf16, FA_BK positions at a time in two buffers (the next
+// tile streams in while one is used): the step's own from bf16 copies of
+// its k and v inputs (cp.async), cached ones from the f32 cache, rounded as
+// they are read; so the blocks that write the step's keys into the cache,
+// those of the first head of each GQA group, race with no reader. Scores
+// are kept in log2 units (q is scaled by scale·log2 e) so softmax uses exp2.
 // Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim].
 
 #define FA_BQ 64
@@ -18,44 +19,50 @@
 #define FA_WARPS 4
 #define FA_LOG2E 1.4426950408889634f
 
-// fa_load_kv reads keys (or values) [j0, j0+FA_BK) of KV head kh into dst
-// as bf16: position j < new_start from the cache, later ones from the
-// step's rows (row q0 + j - new_start of src), zeros past kend.
+// fa_issue starts the copy of keys and values [j0, j0+FA_BK) of KV head kh
+// into sk and sv as bf16: the step's own rows (j >= new_start) from kb and
+// vb (bf16 copies of the step's k and v) with cp.async, cached ones from
+// the f32 cache, rounded here; zeros past kend.
 template <int D>
-__device__ __forceinline__ void fa_load_kv(u16 (*dst)[D + 8], const float* __restrict__ cache, const float* __restrict__ src,
-                                           const int* __restrict__ bt, int j0, int kend, int new_start, int q0, int kh,
-                                           int KVH, int BS) {
-    constexpr int PER = FA_BK * D / 4 / (FA_WARPS * 32);  // float4 a thread
+__device__ __forceinline__ void fa_issue(u16 (*sk)[D + 8], u16 (*sv)[D + 8], const float* __restrict__ kc,
+                                         const float* __restrict__ vc, const u16* __restrict__ kb,
+                                         const u16* __restrict__ vb, const int* __restrict__ bt, int j0, int kend,
+                                         int new_start, int q0, int kh, int KVH, int BS) {
+    constexpr int PER = FA_BK * D / 8 / (FA_WARPS * 32);  // 16-byte chunks a thread, of K and of V
     const long kvw = (long)KVH * D;
-    float4 v[PER];
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         const int e = threadIdx.x + i * FA_WARPS * 32;
-        const int r = e / (D / 4), c = (e % (D / 4)) * 4, j = j0 + r;
-        v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j < kend) {
-            const float* p = j >= new_start ? src + (long)(q0 + j - new_start) * kvw + kh * D + c
-                                            : cache + (((long)bt[j / BS] * KVH + kh) * BS + j % BS) * D + c;
-            v[i] = *(const float4*)p;
+        const int r = e / (D / 8), c = (e % (D / 8)) * 8, j = j0 + r;
+        if (j >= new_start || j >= kend) {
+            const long o = (long)(q0 + j - new_start) * kvw + kh * D + c;
+            const bool ok = j < kend;
+            cp_async16z(&sk[r][c], ok ? kb + o : kb, ok);
+            cp_async16z(&sv[r][c], ok ? vb + o : vb, ok);
+        } else {
+            const long o = (((long)bt[j / BS] * KVH + kh) * BS + j % BS) * D + c;
+            const float4 k0 = *(const float4*)(kc + o), k1 = *(const float4*)(kc + o + 4);
+            const float4 v0 = *(const float4*)(vc + o), v1 = *(const float4*)(vc + o + 4);
+            *(uint4*)&sk[r][c] = make_uint4(pack_bf16(k0.x, k0.y), pack_bf16(k0.z, k0.w), pack_bf16(k1.x, k1.y), pack_bf16(k1.z, k1.w));
+            *(uint4*)&sv[r][c] = make_uint4(pack_bf16(v0.x, v0.y), pack_bf16(v0.z, v0.w), pack_bf16(v1.x, v1.y), pack_bf16(v1.z, v1.w));
         }
-    }
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int e = threadIdx.x + i * FA_WARPS * 32;
-        const int r = e / (D / 4), c = (e % (D / 4)) * 4;
-        *(uint2*)&dst[r][c] = make_uint2(pack_bf16(v[i].x, v[i].y), pack_bf16(v[i].z, v[i].w));
     }
 }
 
 template <int D>
 __device__ __forceinline__ void flash_body(float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k,
                                            const float* __restrict__ v, float* __restrict__ kc, float* __restrict__ vc,
+                                           const u16* __restrict__ kb, const u16* __restrict__ vb,
                                            const int* __restrict__ qsl, const int* __restrict__ seq_lens,
                                            const int* __restrict__ block_table, const int* __restrict__ slot_mapping,
                                            int S, int H, int KVH, int BS, int bt_stride, int num_blocks, float scale,
                                            int* __restrict__ err) {
-    __shared__ __align__(16) u16 sk[FA_BK][D + 8];  // +8: ldmatrix rows land in distinct banks
-    __shared__ __align__(16) u16 sv[FA_BK][D + 8];
+    // Two buffers of keys and values (dynamic shared memory, FA_SMEM(D)
+    // bytes); rows padded by 8 halves so ldmatrix rows land in distinct banks.
+    extern __shared__ __align__(16) u16 fa_smem[];
+    typedef u16 Row[D + 8];
+    Row* skb[2] = {(Row*)fa_smem, (Row*)(fa_smem + 2 * FA_BK * (D + 8))};
+    Row* svb[2] = {(Row*)(fa_smem + FA_BK * (D + 8)), (Row*)(fa_smem + 3 * FA_BK * (D + 8))};
     pdl_wait();
     // The block's (sequence, tile): tiles of a sequence are numbered last
     // first, so the longest (causal) tiles start first.
@@ -122,12 +129,20 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
     const int kend = new_start + r0 + rows;  // keys the tile's last row sees
     const int wlast = new_start + min(r0 + warp * 16 + 15, qlen - 1);  // the warp's last position
     const int lr = lane & 7, li = lane >> 3;
-    for (int j0 = 0; j0 < kend; j0 += FA_BK) {
-        __syncthreads();  // the previous tile's readers are done
-        fa_load_kv<D>(sk, kc, k, bt, j0, kend, new_start, q0, kh, KVH, BS);
-        fa_load_kv<D>(sv, vc, v, bt, j0, kend, new_start, q0, kh, KVH, BS);
+    fa_issue<D>(skb[0], svb[0], kc, vc, kb, vb, bt, 0, kend, new_start, q0, kh, KVH, BS);
+    cp_async_commit();
+    for (int j0 = 0, it = 0; j0 < kend; j0 += FA_BK, it++) {
+        if (j0 + FA_BK < kend)  // the next tile streams in while this one is used
+            fa_issue<D>(skb[(it + 1) & 1], svb[(it + 1) & 1], kc, vc, kb, vb, bt, j0 + FA_BK, kend, new_start, q0, kh, KVH, BS);
+        cp_async_commit();
+        cp_async_wait_n<1>();
         __syncthreads();
-        if (j0 > wlast) continue;  // every key of the tile is after the warp's rows
+        Row* sk = skb[it & 1];
+        Row* sv = svb[it & 1];
+        if (j0 > wlast) {  // every key of the tile is after the warp's rows
+            __syncthreads();
+            continue;
+        }
 
         float sc[FA_BK / 8][4];
 #pragma unroll
@@ -183,16 +198,18 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
             pf[n >> 1][(n & 1) * 2 + 1] = pack_bf16(p2, p3);
         }
 #pragma unroll
-        for (int kb = 0; kb < FA_BK / 16; kb++) {
+        for (int kq = 0; kq < FA_BK / 16; kq++) {
 #pragma unroll
             for (int d = 0; d < D / 8; d += 2) {
                 u32 b[4];
-                ldsm_x4_t(b, &sv[kb * 16 + lr + (li & 1) * 8][d * 8 + (li >> 1) * 8]);
-                mma_bf16(o[d], pf[kb], b);
-                mma_bf16(o[d + 1], pf[kb], b + 2);
+                ldsm_x4_t(b, &sv[kq * 16 + lr + (li & 1) * 8][d * 8 + (li >> 1) * 8]);
+                mma_bf16(o[d], pf[kq], b);
+                mma_bf16(o[d + 1], pf[kq], b + 2);
             }
         }
+        __syncthreads();  // this buffer is refilled next iteration
     }
+    cp_async_wait_n<0>();
     la += __shfl_xor_sync(0xffffffffu, la, 1);
     la += __shfl_xor_sync(0xffffffffu, la, 2);
     lb += __shfl_xor_sync(0xffffffffu, lb, 1);
@@ -210,10 +227,11 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
 #define FLASH(D)                                                                                                        \
     extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention_d##D(                                  \
         float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
-        float* __restrict__ kc, float* __restrict__ vc, const int* __restrict__ qsl, const int* __restrict__ seq_lens,  \
+        float* __restrict__ kc, float* __restrict__ vc, const u16* __restrict__ kb, const u16* __restrict__ vb,         \
+        const int* __restrict__ qsl, const int* __restrict__ seq_lens,                                                  \
         const int* __restrict__ block_table, const int* __restrict__ slot_mapping, int S, int H, int KVH, int BS,       \
         int bt_stride, int num_blocks, float scale, int* __restrict__ err) {                                           \
-        flash_body<D>(out, q, k, v, kc, vc, qsl, seq_lens, block_table, slot_mapping, S, H, KVH, BS, bt_stride,        \
+        flash_body<D>(out, q, k, v, kc, vc, kb, vb, qsl, seq_lens, block_table, slot_mapping, S, H, KVH, BS, bt_stride,        \
                       num_blocks, scale, err);                                                                          \
     }
 FLASH(64)

@@ -14,15 +14,29 @@
 // their blocks finish, so the output may differ from the top-k-order sum
 // in the last bits.
 //
-// Tiles: MG_BM rows × MG_BN weight rows × MG_BK, 4 warps of 32 rows × 64
-// weight rows, a 3-stage cp.async pipeline; ldmatrix feeds mma.m16n8k16.
+// Tiles: MG_BM rows × MG_BN weight rows × MG_BK, 4 warps of 64 rows × 64
+// weight rows (so each ldmatrix feeds 4 mma.m16n8k16 and shared memory
+// keeps up with the tensor cores), a 4-stage cp.async pipeline in dynamic
+// shared memory (MG_SMEM bytes: the backend raises the kernels' limit).
 
-#define MG_BM 64
+#define MG_BM 128
 #define MG_BN 128
 #define MG_BK 32
-#define MG_STAGES 3
+#define MG_STAGES 4
 #define MG_LD (MG_BK + 8)  // +8 halves: ldmatrix rows land in distinct banks
 #define MG_THREADS 128
+#define MG_SMEM (MG_STAGES * (MG_BM + MG_BN) * MG_LD * 2)
+
+// red_add2 adds a and b into p[0] and p[1] (8-byte aligned) in one
+// reduction (sm_90: red.global.add.v2.f32), not two.
+__device__ __forceinline__ void red_add2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
 
 // moe_route_tokens: top-k experts and weights of every token, a warp each.
 extern "C" __global__ void __launch_bounds__(256) moe_route_tokens(const float* __restrict__ logits, int T, int E, int K,
@@ -76,8 +90,9 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
                                               const int* __restrict__ tile_start, const int* __restrict__ pair_list,
                                               u16* __restrict__ hout, int I, float* __restrict__ out,
                                               const float* __restrict__ topk_w, int K, int H) {
-    __shared__ __align__(16) u16 sa[MG_STAGES][MG_BM][MG_LD];
-    __shared__ __align__(16) u16 sb[MG_STAGES][MG_BN][MG_LD];
+    extern __shared__ __align__(16) u16 mg_smem[];
+    u16(*sa)[MG_BM][MG_LD] = (u16(*)[MG_BM][MG_LD])mg_smem;
+    u16(*sb)[MG_BN][MG_LD] = (u16(*)[MG_BN][MG_LD])(mg_smem + MG_STAGES * MG_BM * MG_LD);
     pdl_wait();
     const int x = blockIdx.x;
     if (x >= tile_start[E]) return;
@@ -92,11 +107,12 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
     const int* pl = pair_list + start[e] + m0;
     const int tid = threadIdx.x;
 
-    // Each thread copies 2 A chunks and 4 B chunks of 16 bytes a stage.
-    const u16* ap[2];
-    bool aok[2];
+    // Each thread copies 4 A chunks and 4 B chunks of 16 bytes a stage.
+    constexpr int AC = MG_BM * 4 / MG_THREADS;
+    const u16* ap[AC];
+    bool aok[AC];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < AC; i++) {
         const int r = (tid + i * MG_THREADS) >> 2;
         aok[i] = r < rows;
         ap[i] = a + (long)(aok[i] ? pl[r] / a_div : 0) * kdim + ((tid & 3) << 3);
@@ -121,7 +137,7 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
     }
     auto load = [&](int stage, int k0) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < AC; i++) {
             const int c = tid + i * MG_THREADS;
             cp_async16z(&sa[stage][c >> 2][(c & 3) << 3], ap[i] + k0, aok[i]);
         }
@@ -131,9 +147,9 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
 
     const int warp = tid >> 5, lane = tid & 31, wm = warp >> 1, wn = warp & 1;
     const int lr = lane & 7, li = lane >> 3;
-    float acc[2][8][4];
+    float acc[4][8][4];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
@@ -154,9 +170,9 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
         const int st = kt % MG_STAGES;
 #pragma unroll
         for (int kk = 0; kk < MG_BK / 16; kk++) {
-            u32 af[2][4];
+            u32 af[4][4];
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi], &sa[st][wm * 32 + mi * 16 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
+            for (int mi = 0; mi < 4; mi++) ldsm_x4(af[mi], &sa[st][wm * 64 + mi * 16 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
 #pragma unroll
             for (int nj = 0; nj < 4; nj++) {
                 const int j = nj * 2;
@@ -164,7 +180,7 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
                 u32 b[4];
                 ldsm_x4(b, &sb[st][brow + lr + ((li >> 1) << 3)][kk * 16 + (li & 1) * 8]);
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++) {
+                for (int mi = 0; mi < 4; mi++) {
                     mma_bf16(acc[mi][j], af[mi], b);
                     mma_bf16(acc[mi][j + 1], af[mi], b + 2);
                 }
@@ -175,10 +191,10 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
 
     const int g = lane >> 2, c2 = (lane & 3) * 2;
 #pragma unroll
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < 4; mi++) {
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
-            const int r = wm * 32 + mi * 16 + g + hr * 8;
+            const int r = wm * 64 + mi * 16 + g + hr * 8;
             if (r >= rows) continue;
             const int p = pl[r];
             if (GU) {
@@ -193,10 +209,7 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
                 const float wt = topk_w[p];
                 float* dst = out + (long)(p / K) * H + blockIdx.y * MG_BN + wn * 64 + c2;
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    atomicAdd(dst + j * 8, wt * acc[mi][j][hr * 2]);
-                    atomicAdd(dst + j * 8 + 1, wt * acc[mi][j][hr * 2 + 1]);
-                }
+                for (int j = 0; j < 8; j++) red_add2(dst + j * 8, wt * acc[mi][j][hr * 2], wt * acc[mi][j][hr * 2 + 1]);
             }
         }
     }
