@@ -109,7 +109,9 @@ func generateCommand() *cli.Command {
 			}
 			defer closeAll()
 			start := time.Now()
-			out, err := e.Generate([]engine.Request{{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: c.Bool("json")}})
+			// Logits are always read for the last prompt position: the engine
+			// fails on non-finite ones instead of printing garbage tokens.
+			out, err := e.Generate([]engine.Request{{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}})
 			if err != nil {
 				return err
 			}

@@ -135,10 +135,30 @@ func showCommand() *cli.Command {
 			}
 			for _, run := range runs {
 				fmt.Fprintf(c.App.ErrWriter, "run %d: suite %s, %s, backend %s on %s, %s timing\n", run.ID, run.SuiteName, run.Status, run.Backend, tidy.MachineName(run.Machine), run.TimingMode)
+				if err := printCaseErrors(c.App.ErrWriter, db, run.ID); err != nil {
+					return err
+				}
 			}
 			return printRuns(c.App.Writer, db, runs, format, c.Bool("raw"))
 		},
 	}
+}
+
+// printCaseErrors prints why each failed or skipped case of a run has no
+// figures: the error `run` stored (and sent the user here to read).
+func printCaseErrors(w io.Writer, db *results.DB, runID int64) error {
+	cases, err := db.Cases(runID)
+	if err != nil {
+		return err
+	}
+	for _, c := range cases {
+		if (c.Status == results.CaseFailed || c.Status == results.CaseSkipped) && c.Error != "" {
+			fmt.Fprintf(w, "  case %s %s: %s\n", c.Name, c.Status, c.Error)
+		} else if c.Status == results.CasePending && c.RepsDone > 0 {
+			fmt.Fprintf(w, "  case %s unfinished: %d repetitions stored\n", c.Name, c.RepsDone)
+		}
+	}
+	return nil
 }
 
 // printRuns prints several runs: data formats as one table, the others one

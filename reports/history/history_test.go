@@ -304,3 +304,16 @@ func TestFilter(t *testing.T) {
 		t.Errorf("tok_s x: %d", n)
 	}
 }
+
+// A figure too large for a float64 (1e400) or not a number is no figure:
+// it is skipped, never stored as +Inf.
+func TestParseQuantityRejectsNonFinite(t *testing.T) {
+	for _, s := range []string{"1e400", "1e400 tok/s", "5-1e400", "NaN", "Inf tok/s"} {
+		if q, ok := parseQuantity(s); ok {
+			t.Errorf("parseQuantity(%q) = %+v, want no figure", s, q)
+		}
+	}
+	if q, ok := parseQuantity("42.5 tok/s"); !ok || q.value != 42.5 {
+		t.Errorf("parseQuantity(42.5 tok/s) = %+v, %v", q, ok)
+	}
+}

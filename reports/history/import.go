@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -298,7 +299,11 @@ func parseQuantity(s string) (parsedQuantity, bool) {
 		return parsedQuantity{}, false
 	}
 	var q parsedQuantity
-	q.value, _ = strconv.ParseFloat(m[2], 64)
+	var err error
+	// 1e400 parses as +Inf with a range error: not a figure anyone measured.
+	if q.value, err = strconv.ParseFloat(m[2], 64); err != nil || math.IsInf(q.value, 0) || math.IsNaN(q.value) {
+		return parsedQuantity{}, false
+	}
 	switch m[1] {
 	case "~", "≈":
 		q.qualifier = "~"
@@ -313,7 +318,9 @@ func parseQuantity(s string) (parsedQuantity, bool) {
 		q.qualifier = ">="
 	}
 	if m[4] != "" {
-		q.max, _ = strconv.ParseFloat(m[4], 64)
+		if q.max, err = strconv.ParseFloat(m[4], 64); err != nil || math.IsInf(q.max, 0) || math.IsNaN(q.max) {
+			return parsedQuantity{}, false
+		}
 		q.qualifier = "range"
 	}
 	if rest := strings.TrimSpace(m[5]); rest != "" {

@@ -555,6 +555,11 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		}
 		lm = &loadedModel{cfg: cfg, src: model.NewCached(src)}
 		models[key] = lm
+		// Before anything is timed: a model that computes NaN is as fast
+		// as one that works, and its figures would be garbage.
+		if err := engine.CheckFinite(be, lm.cfg, lm.src, opts); err != nil {
+			return nil, s.ErrorAt(sm.Pos, "%v", err)
+		}
 	}
 	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
 }

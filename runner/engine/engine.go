@@ -441,8 +441,8 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 		s := Sampled{ReqID: it.Seq.ID, First: at == it.Seq.Prompt}
 		if logits != nil {
 			lr := logits[row*e.cfg.Vocab : (row+1)*e.cfg.Vocab]
-			if hasNaN(lr) {
-				return nil, fmt.Errorf("request %d: the step produced NaN logits", it.Seq.ID)
+			if i, v, bad := nonFinite(lr); bad {
+				return nil, &NonFiniteError{Req: it.Seq.ID, Pos: at - 1, Token: i, Value: v}
 			}
 			s.Token = st.sampler.Next(lr)
 			if st.req.WantLogits && s.First {
@@ -465,13 +465,45 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 	return res, nil
 }
 
-func hasNaN(x []float32) bool {
-	for _, v := range x {
-		if math.IsNaN(float64(v)) {
-			return true
+// nonFinite finds the first NaN or infinite value of x.
+func nonFinite(x []float32) (int, float32, bool) {
+	for i, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return i, v, true
 		}
 	}
-	return false
+	return 0, 0, false
+}
+
+// NonFiniteError: a step computed NaN or infinite logits, so the model's
+// weights or configuration are broken and any figure from it is garbage.
+type NonFiniteError struct {
+	Req, Pos, Token int
+	Value           float32
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("the model computed non-finite logits (%v for token %d at position %d of request %d): its weights or config.json are broken (NaN or Inf weights, a bad rope_theta or rms_norm_eps)",
+		e.Value, e.Token, e.Pos, e.Req)
+}
+
+// CheckFinite runs a short request through a fresh engine and fails with a
+// NonFiniteError if its logits are not all finite: a model computing NaN
+// runs as fast as any other, so a benchmark checks before it times.
+func CheckFinite(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) error {
+	opts.Profile = false
+	opts.AvailableMemory = 0
+	e, err := New(be, cfg, src, opts)
+	if err != nil {
+		return err
+	}
+	defer e.Drain()
+	prompt := make([]int32, min(4, cfg.Vocab))
+	for i := range prompt {
+		prompt[i] = int32((i*7919 + 1) % cfg.Vocab)
+	}
+	_, err = e.Generate([]Request{{Prompt: prompt, MaxNewTokens: 1, WantLogits: true}})
+	return err
 }
 
 // buildMeta fills the step's attention metadata from the batch and returns

@@ -6,6 +6,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -240,7 +241,7 @@ func (c *Config) Validate() error {
 		pos(c.MaxPos, "n_positions")
 	}
 	dense := false
-	for l := 0; l < c.Layers; l++ {
+	for l := 0; l < min(c.Layers, MaxLayers+1); l++ {
 		dense = dense || !c.IsMoELayer(l)
 	}
 	if dense {
@@ -252,8 +253,55 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Sprintf("num_experts_per_tok=%d must be in 1..num_experts=%d", c.TopK, c.NumExperts))
 		}
 	}
+	// Limits far above any real model, so that an absurd config is
+	// rejected here, by arithmetic, before anything is sized from it.
+	most := func(v, limit int, field string) {
+		if v > limit {
+			errs = append(errs, fmt.Sprintf("%s=%d is beyond what mtlbench runs (at most %d)", field, v, limit))
+		}
+	}
+	most(c.Vocab, MaxVocab, "vocab_size")
+	most(c.Hidden, MaxHidden, "hidden_size")
+	most(c.Layers, MaxLayers, "num_hidden_layers")
+	most(c.ModelLayers, MaxLayers, "num_hidden_layers")
+	most(c.Heads, MaxHeads, "num_attention_heads")
+	most(c.KVHeads, MaxHeads, "num_key_value_heads")
+	most(c.HeadDim, MaxHeadDim, "head_dim")
+	most(c.Inter, MaxIntermediate, "intermediate_size")
+	most(c.MoEInter, MaxIntermediate, "moe_intermediate_size")
+	most(c.NumExperts, MaxExperts, "num_experts")
+	most(c.MaxPos, MaxPositions, "max_position_embeddings")
+	if len(errs) == 0 {
+		if m, v := c.elems(); m+v > MaxParams {
+			errs = append(errs, fmt.Sprintf("the config describes %.3g parameters, beyond what mtlbench runs (%.3g)", m+v, float64(MaxParams)))
+		}
+		// Weight sizes and loading list every tensor: bound the list.
+		if n := float64(c.Layers) * float64(3*c.NumExperts+16); n > MaxTensors {
+			errs = append(errs, fmt.Sprintf("num_hidden_layers=%d with num_experts=%d make %.3g tensors, beyond what mtlbench runs (%d)", c.Layers, c.NumExperts, n, MaxTensors))
+		}
+	}
+	if !(c.Eps > 0) || math.IsInf(float64(c.Eps), 0) {
+		errs = append(errs, fmt.Sprintf("rms_norm_eps=%g must be a finite number > 0", c.Eps))
+	}
+	if !c.LearnedPositions() && (!(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0)) {
+		errs = append(errs, fmt.Sprintf("rope_theta=%g must be a finite number > 0", c.RopeTheta))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
 }
+
+// Limits of a config's sizes (Validate): far above any published model.
+const (
+	MaxVocab        = 1 << 24
+	MaxHidden       = 1 << 17
+	MaxLayers       = 1 << 12
+	MaxHeads        = 1 << 12
+	MaxHeadDim      = 1 << 12
+	MaxIntermediate = 1 << 20
+	MaxExperts      = 1 << 14
+	MaxPositions    = 1 << 24
+	MaxParams       = 1 << 42 // 4.4e12 parameters
+	MaxTensors      = 1 << 22
+)

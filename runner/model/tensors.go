@@ -84,11 +84,8 @@ func (c *Config) Tensors() []TensorSpec {
 // Params counts the parameters of the model as configured (after any depth
 // cut).
 func (c *Config) Params() int64 {
-	var n int64
-	for _, t := range c.Tensors() {
-		n += t.Elems()
-	}
-	return n
+	m, v := c.elems()
+	return int64(m + v)
 }
 
 // WeightBytes is the memory the weights take with matrices in dt and vectors
@@ -99,6 +96,49 @@ func (c *Config) WeightBytes(dt bridge.DType) int64 {
 		n += c.TensorBytes(t, dt)
 	}
 	return n
+}
+
+// elems counts the matrix and vector elements of Tensors by arithmetic,
+// without listing them: a config's sizes are checked (Validate, fit
+// checks) before anything as large as its tensor list is made. float64:
+// an absurd config must not overflow into a small count.
+func (c *Config) elems() (matrix, vector float64) {
+	if c.GPT2() {
+		for _, t := range c.gpt2Tensors() { // bounded: Validate caps its sizes first
+			if t.Matrix {
+				matrix += float64(t.Elems())
+			} else {
+				vector += float64(t.Elems())
+			}
+		}
+		return matrix, vector
+	}
+	f := func(x int) float64 { return float64(x) }
+	h, q, kv := f(c.Hidden), f(c.Heads*c.HeadDim), f(c.KVHeads*c.HeadDim)
+	matrix = f(c.Vocab) * h // embed_tokens
+	if !c.TieEmbed {
+		matrix += f(c.Vocab) * h
+	}
+	vector = h // model.norm
+	moe := 0
+	for l := 0; l < c.Layers; l++ {
+		if c.IsMoELayer(l) {
+			moe++
+		}
+	}
+	dense := f(c.Layers - moe)
+	perLayerVec := 2 * h
+	if c.QKVBias {
+		perLayerVec += q + 2*kv
+	}
+	if c.QKNorm {
+		perLayerVec += 2 * f(c.HeadDim)
+	}
+	matrix += f(c.Layers) * (h*q + 2*h*kv + q*h)
+	vector += f(c.Layers) * perLayerVec
+	matrix += dense * 3 * f(c.Inter) * h
+	matrix += f(moe) * (f(c.NumExperts)*h + f(c.NumExperts)*3*f(c.MoEInter)*h)
+	return matrix, vector
 }
 
 // TensorBytes is the memory tensor t takes: packed under c.Quant, else

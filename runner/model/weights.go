@@ -438,7 +438,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 // LoadDir reads a checkpoint folder's config.json.
 func LoadDir(dir string) (*Config, error) {
 	p := filepath.Join(dir, "config.json")
-	data, err := os.ReadFile(p)
+	data, err := safetensors.ReadRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("model folder %s: %w", dir, err)
 	}

@@ -33,7 +33,7 @@ type index struct {
 // OpenDir opens the checkpoint in dir.
 func OpenDir(dir string) (*Checkpoint, error) {
 	idxPath := filepath.Join(dir, IndexName)
-	raw, err := os.ReadFile(idxPath)
+	raw, err := ReadRegular(idxPath)
 	switch {
 	case err == nil:
 		return openIndexed(dir, idxPath, raw)

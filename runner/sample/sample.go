@@ -53,8 +53,9 @@ func Parse(s string) (Params, error) {
 			var f float64
 			f, err = strconv.ParseFloat(v, 32)
 			p.Temperature = float32(f)
-			if err == nil && f <= 0 {
-				err = fmt.Errorf("must be positive (use greedy for argmax)")
+			if err == nil && !(f > 0 && f <= math.MaxFloat32) {
+				// !(> 0) also catches NaN, which compares false to everything.
+				err = fmt.Errorf("must be a finite number > 0 (use greedy for argmax)")
 			}
 		case "top_k":
 			p.TopK, err = strconv.Atoi(v)
@@ -65,7 +66,7 @@ func Parse(s string) (Params, error) {
 			var f float64
 			f, err = strconv.ParseFloat(v, 32)
 			p.TopP = float32(f)
-			if err == nil && (f <= 0 || f > 1) {
+			if err == nil && !(f > 0 && f <= 1) {
 				err = fmt.Errorf("must be in (0, 1]")
 			}
 		case "seed":

@@ -15,6 +15,10 @@ func TestParse(t *testing.T) {
 		{"temperature:0", Params{}, true},
 		{"top_k:5", Params{}, true},
 		{"temperature:1,top_p:1.5", Params{}, true},
+		{"temperature:NaN", Params{}, true},
+		{"temperature:Inf", Params{}, true},
+		{"temperature:1e39", Params{}, true},
+		{"temperature:1,top_p:NaN", Params{}, true},
 		{"temperature:1,beam:4", Params{}, true},
 		{"hot", Params{}, true},
 	}

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// poisoned hands out one tensor's bytes with every value set to v.
+type poisoned struct {
+	model.Source
+	name string
+	v    float32
+}
+
+func (p poisoned) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error) {
+	dt, b, err := p.Source.Tensor(spec)
+	if err != nil || spec.Name != p.name {
+		return dt, b, err
+	}
+	out := make([]byte, len(b))
+	switch dt {
+	case bridge.F32:
+		for i := 0; i+4 <= len(out); i += 4 {
+			binary.LittleEndian.PutUint32(out[i:], math.Float32bits(p.v))
+		}
+	default: // f16/bf16: all ones in the exponent is Inf or NaN in both
+		for i := 0; i+2 <= len(out); i += 2 {
+			bits := uint16(0x7fc0) // bf16 NaN
+			if dt == bridge.F16 {
+				bits = 0x7e00
+			}
+			if math.IsInf(float64(p.v), 1) {
+				bits = map[bridge.DType]uint16{bridge.F16: 0x7c00, bridge.BF16: 0x7f80}[dt]
+			}
+			binary.LittleEndian.PutUint16(out[i:], bits)
+		}
+	}
+	return dt, out, nil
+}
+
+// NaN or Inf weights make non-finite logits: CheckFinite (run, before
+// timing) and Generate (the generate command) fail with a NonFiniteError
+// instead of returning tokens.
+func TestNonFiniteLogitsFail(t *testing.T) {
+	dir := filepath.Join(fixtureDir, "llama")
+	cfg, err := model.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := model.OpenCheckpoint(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if !src.Has("lm_head.weight") {
+		cfg.TieEmbed = true
+	}
+	be := cpu.New(cpu.Options{})
+	if err := CheckFinite(be, cfg, src, Options{}); err != nil {
+		t.Fatalf("the healthy fixture: %v", err)
+	}
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		bad := poisoned{Source: src, name: "model.layers.0.self_attn.q_proj.weight", v: v}
+		err := CheckFinite(be, cfg, bad, Options{})
+		var nf *NonFiniteError
+		if !errors.As(err, &nf) {
+			t.Errorf("weights of %v: %v, want a NonFiniteError", v, err)
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package model
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Absurd sizes and broken constants are rejected from the config's
+// arithmetic, at once, before anything is sized from them.
+func TestConfigLimits(t *testing.T) {
+	base := `{"architectures":["Qwen3MoeForCausalLM"],"vocab_size":1000,"hidden_size":64,"num_hidden_layers":2,
+		"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"max_position_embeddings":512,
+		"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32%s}`
+	for _, tc := range []struct{ extra, want string }{
+		{``, ""},
+		{`,"num_hidden_layers":1000000000`, "num_hidden_layers=1000000000 is beyond"},
+		{`,"num_experts":1000000000`, "num_experts=1000000000 is beyond"},
+		{`,"vocab_size":2000000000`, "vocab_size"},
+		{`,"hidden_size":65536,"intermediate_size":1048576,"num_hidden_layers":4096,"num_attention_heads":4096,"head_dim":1024,"num_experts":16384,"moe_intermediate_size":65536`, "parameters, beyond"},
+		{`,"rope_theta":-1`, "rope_theta=-1 must be"},
+		{`,"rms_norm_eps":-1`, "rms_norm_eps=-1 must be"},
+		{`,"rms_norm_eps":0`, "rms_norm_eps=0 must be"},
+	} {
+		start := time.Now()
+		_, err := ParseHFConfig("config.json", []byte(strings.Replace(base, "%s", tc.extra, 1)))
+		if time.Since(start) > time.Second {
+			t.Errorf("%s: took %v", tc.extra, time.Since(start))
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("valid config: %v", err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}
