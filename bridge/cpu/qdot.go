@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -14,26 +15,18 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 // registers as they are read. sums holds x's sums over every 16 values, so
 // an affine bias, a K-quant min or a zero point costs one multiply per
 // block instead of one per value.
-func qdot(w *quant.Matrix, r int, x, sums []float32) float32 {
+func qdot(w *quant.Matrix, r int, x, sums, xd []float32) float32 {
 	rb := w.Spec.RowBytes(w.K)
 	row := w.Data[r*rb : (r+1)*rb]
 	switch w.Spec.Type {
 	case quant.Affine:
-		return affineDot(w, r, row, x, sums)
+		return affineDot(w, r, row, x, sums, xd)
 	case quant.Q8_0:
 		var acc float32
 		for b := 0; b < len(row)/34; b++ {
 			blk := row[b*34 : b*34+34]
 			xb := x[b*32 : b*32+32]
-			q := blk[2:34]
-			var s0, s1, s2, s3 float32
-			for j := 0; j < 32; j += 4 {
-				s0 += xb[j] * i8f[q[j]]
-				s1 += xb[j+1] * i8f[q[j+1]]
-				s2 += xb[j+2] * i8f[q[j+2]]
-				s3 += xb[j+3] * i8f[q[j+3]]
-			}
-			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * (s0 + s1 + s2 + s3)
+			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * vec.DotI8F32(xb, blk[2:34])
 		}
 		return acc
 	case quant.Q4_0:
@@ -41,14 +34,8 @@ func qdot(w *quant.Matrix, r int, x, sums []float32) float32 {
 		for b := 0; b < len(row)/18; b++ {
 			blk := row[b*18 : b*18+18]
 			xb := x[b*32 : b*32+32]
-			var s0, s1 float32
-			q := blk[2:18]
-			for j := 0; j < 16; j++ {
-				nb := &nib[q[j]]
-				s0 += xb[j] * nb[0]
-				s1 += xb[j+16] * nb[1]
-			}
-			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * (s0 + s1 - 8*(sums[2*b]+sums[2*b+1]))
+			s0 := vec.DotNibF32(xb[:16], xb[16:], blk[2:18])
+			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * (s0 - 8*(sums[2*b]+sums[2*b+1]))
 		}
 		return acc
 	case quant.Q4_K:
@@ -64,12 +51,8 @@ func qdot(w *quant.Matrix, r int, x, sums []float32) float32 {
 				s2, m2 := quant.ScaleMinK4(2*j+1, sc)
 				q := qs[32*j : 32*j+32]
 				xl, xh := xb[64*j:64*j+32], xb[64*j+32:64*j+64]
-				var lo, hi float32
-				for l := 0; l < 32; l++ {
-					nb := &nib[q[l]]
-					lo += xl[l] * nb[0]
-					hi += xh[l] * nb[1]
-				}
+				lo := vec.DotNibF32(xl, zeros[:], q)
+				hi := vec.DotNibF32(zeros[:], xh, q)
 				acc += d*(float32(s1)*lo+float32(s2)*hi) -
 					dmin*(float32(m1)*(sb[4*j]+sb[4*j+1])+float32(m2)*(sb[4*j+2]+sb[4*j+3]))
 			}
@@ -106,7 +89,7 @@ func qdot(w *quant.Matrix, r int, x, sums []float32) float32 {
 }
 
 // affineDot: per group, scale·Σx·q + bias·Σx.
-func affineDot(w *quant.Matrix, r int, row []byte, x, sums []float32) float32 {
+func affineDot(w *quant.Matrix, r int, row []byte, x, sums, xd []float32) float32 {
 	G, bits := w.Spec.Group, w.Spec.Bits
 	groups := w.K / G
 	so := r * groups
@@ -116,26 +99,13 @@ func affineDot(w *quant.Matrix, r int, row []byte, x, sums []float32) float32 {
 		var dot float32
 		switch bits {
 		case 4:
+			// value 2j is byte j's low nibble, 2j+1 its high one: the
+			// deinterleaved row pairs them with the even and odd values.
 			p := row[g*G/2 : g*G/2+G/2]
-			var s0, s1 float32
-			xv := xg[:2*len(p)]
-			for j, c := range p {
-				nb := &nib[c]
-				s0 += xv[2*j] * nb[0]
-				s1 += xv[2*j+1] * nb[1]
-			}
-			dot = s0 + s1
+			dot = vec.DotNibF32(xd[g*G/2:], xd[w.K/2+g*G/2:], p)
 		case 8:
 			p := row[g*G : g*G+G]
-			var s0, s1, s2, s3 float32
-			xv := xg[:len(p)]
-			for j := 0; j+4 <= len(p); j += 4 {
-				s0 += xv[j] * u8f[p[j]]
-				s1 += xv[j+1] * u8f[p[j+1]]
-				s2 += xv[j+2] * u8f[p[j+2]]
-				s3 += xv[j+3] * u8f[p[j+3]]
-			}
-			dot = s0 + s1 + s2 + s3
+			dot = vec.DotU8F32(xg, p)
 		case 2:
 			p := row[g*G/4 : g*G/4+G/4]
 			for j, c := range p {
@@ -178,3 +148,6 @@ func init() {
 		i8f[i] = float32(int8(i))
 	}
 }
+
+// zeros stands for the half of a nibble dot a Q4_K sub-block does not use.
+var zeros [32]float32

@@ -47,7 +47,7 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	n, k := m.Rows, m.K
 	rows := x.Len() / k
 	o, xs := f32s(out), f32s(x)
-	sums := b.buf("qmatmul.sums", rows*k/16)
+	sums := b.buf("qmatmul.sums", rows*k/16+rows*k)
 	blockSums(sums, xs, k)
 	b.pool.forRange(n, matmulGrain, func(lo, hi int) { qgemmRows(o, n, xs, sums, m, rows, lo, hi) })
 	if bias != nil {
@@ -66,21 +66,33 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 // bias or min into one multiply.
 func qgemmRows(out []float32, ldo int, x, sums []float32, w *quant.Matrix, rows, lo, hi int) {
 	k := w.K
+	xd := sums[rows*k/16:]
 	for n := lo; n < hi; n++ {
 		for i := 0; i < rows; i++ {
-			out[i*ldo+n] = qdot(w, n, x[i*k:(i+1)*k], sums[i*k/16:(i+1)*k/16])
+			out[i*ldo+n] = qdot(w, n, x[i*k:(i+1)*k], sums[i*k/16:(i+1)*k/16], xd[i*k:(i+1)*k])
 		}
 	}
 }
 
-// blockSums writes the sum of every 16 values of x.
+// blockSums prepares x's rows (of k values) for the packed dots: dst holds
+// the sum of every 16 values, then each row deinterleaved (its even
+// values, then its odd ones), which MLX's 4-bit nibbles pair with: dst is
+// len(x)/16 + len(x) long.
 func blockSums(dst, x []float32, k int) {
-	for i := range dst {
+	sums, xd := dst[:len(x)/16], dst[len(x)/16:]
+	for i := range sums {
 		var s float32
 		for _, v := range x[16*i : 16*i+16] {
 			s += v
 		}
-		dst[i] = s
+		sums[i] = s
+	}
+	for r := 0; r < len(x)/k; r++ {
+		row, d := x[r*k:(r+1)*k], xd[r*k:(r+1)*k]
+		ev, od := d[:k/2], d[k/2:]
+		for j := range ev {
+			ev[j], od[j] = row[2*j], row[2*j+1]
+		}
 	}
 }
 
@@ -155,6 +167,7 @@ type qmoeScratch struct {
 }
 
 func (s *qmoeScratch) sums(a, b int) ([]float32, []float32) {
+	a, b = a*17, b*17 // sums and the deinterleaved rows (blockSums)
 	if cap(s.sx) < a {
 		s.sx = make([]float32, a)
 	}

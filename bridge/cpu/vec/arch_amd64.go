@@ -154,3 +154,17 @@ func sumBytesArch(buf []byte) (int, uint64) {
 	}
 	return n, sumBytesAVX2(&buf[0], n)
 }
+
+//go:noescape
+func dotU8AVX2(x *float32, q *byte, n int) float32
+
+//go:noescape
+func dotI8AVX2(x *float32, q *byte, n int) float32
+
+func dotU8Arch(x []float32, q []byte) float32 { return dotU8AVX2(&x[0], &q[0], len(q)) }
+func dotI8Arch(x []float32, q []byte) float32 { return dotI8AVX2(&x[0], &q[0], len(q)) }
+
+//go:noescape
+func dotNibAVX2(lo, hi *float32, q *byte, n int) float32
+
+func dotNibArch(lo, hi []float32, q []byte) float32 { return dotNibAVX2(&lo[0], &hi[0], &q[0], len(q)) }

@@ -14,3 +14,8 @@ func sumBytesArch(buf []byte) (int, uint64)     { return 0, 0 }
 
 // availableLevels lists the implementations tests can switch between.
 func availableLevels() []int { return []int{levelGeneric} }
+
+func dotU8Arch(x []float32, q []byte) float32 { return dotU8Generic(x, q) }
+func dotI8Arch(x []float32, q []byte) float32 { return dotI8Generic(x, q) }
+
+func dotNibArch(lo, hi []float32, q []byte) float32 { return dotNibGeneric(lo, hi, q) }

@@ -141,3 +141,65 @@ func SumBytes(buf []byte) uint64 {
 	}
 	return s + sumBytesGeneric(buf[i:])
 }
+
+// DotU8F32 returns sum x[i]*float(q[i]) over len(q) unsigned bytes (packed
+// 8-bit weights, widened in registers); x must be at least as long.
+func DotU8F32(x []float32, q []byte) float32 {
+	n := len(q) &^ 7
+	var s float32
+	if level != levelGeneric && n > 0 {
+		s = dotU8Arch(x[:n], q[:n])
+	} else {
+		s = dotU8Generic(x[:n], q[:n])
+	}
+	return s + dotU8Generic(x[n:len(q)], q[n:])
+}
+
+// DotI8F32 is DotU8F32 for signed bytes.
+func DotI8F32(x []float32, q []byte) float32 {
+	n := len(q) &^ 7
+	var s float32
+	if level != levelGeneric && n > 0 {
+		s = dotI8Arch(x[:n], q[:n])
+	} else {
+		s = dotI8Generic(x[:n], q[:n])
+	}
+	return s + dotI8Generic(x[n:len(q)], q[n:])
+}
+
+func dotU8Generic(x []float32, q []byte) float32 {
+	var s float32
+	for i, v := range q {
+		s += x[i] * float32(v)
+	}
+	return s
+}
+
+func dotI8Generic(x []float32, q []byte) float32 {
+	var s float32
+	for i, v := range q {
+		s += x[i] * float32(int8(v))
+	}
+	return s
+}
+
+// DotNibF32 returns sum lo[i]*float(q[i]&15) + hi[i]*float(q[i]>>4) over
+// len(q) bytes of packed 4-bit weights; lo and hi must be at least as long.
+func DotNibF32(lo, hi []float32, q []byte) float32 {
+	n := len(q) &^ 7
+	var s float32
+	if level != levelGeneric && n > 0 {
+		s = dotNibArch(lo[:n], hi[:n], q[:n])
+	} else {
+		s = dotNibGeneric(lo[:n], hi[:n], q[:n])
+	}
+	return s + dotNibGeneric(lo[n:len(q)], hi[n:len(q)], q[n:])
+}
+
+func dotNibGeneric(lo, hi []float32, q []byte) float32 {
+	var s float32
+	for i, v := range q {
+		s += lo[i]*float32(v&15) + hi[i]*float32(v>>4)
+	}
+	return s
+}

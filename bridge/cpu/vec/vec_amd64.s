@@ -183,3 +183,122 @@ loop:
 	VZEROUPPER
 	MOVQ         AX, ret+16(FP)
 	RET
+
+// func dotU8AVX2(x *float32, q *byte, n int) float32: sum x[i]*float(q[i])
+// over n (a multiple of 8) unsigned bytes, widened 8 at a time.
+TEXT ·dotU8AVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ q+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y3, Y3, Y3
+u8loop16:
+	CMPQ CX, $16
+	JL   u8loop8
+	VPMOVZXBD (DI), Y1
+	VPMOVZXBD 8(DI), Y2
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VFMADD231PS (SI), Y1, Y0
+	VFMADD231PS 32(SI), Y2, Y3
+	ADDQ $16, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP  u8loop16
+u8loop8:
+	CMPQ CX, $8
+	JL   u8done
+	VPMOVZXBD (DI), Y1
+	VCVTDQ2PS Y1, Y1
+	VFMADD231PS (SI), Y1, Y0
+	ADDQ $8, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP  u8loop8
+u8done:
+	VADDPS Y3, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotI8AVX2(x *float32, q *byte, n int) float32: as dotU8AVX2 for
+// signed bytes.
+TEXT ·dotI8AVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ q+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y3, Y3, Y3
+i8loop16:
+	CMPQ CX, $16
+	JL   i8loop8
+	VPMOVSXBD (DI), Y1
+	VPMOVSXBD 8(DI), Y2
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VFMADD231PS (SI), Y1, Y0
+	VFMADD231PS 32(SI), Y2, Y3
+	ADDQ $16, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP  i8loop16
+i8loop8:
+	CMPQ CX, $8
+	JL   i8done
+	VPMOVSXBD (DI), Y1
+	VCVTDQ2PS Y1, Y1
+	VFMADD231PS (SI), Y1, Y0
+	ADDQ $8, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP  i8loop8
+i8done:
+	VADDPS Y3, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotNibAVX2(lo, hi *float32, q *byte, n int) float32: sum over n (a
+// multiple of 8) bytes of lo[i]*float(q[i]&15) + hi[i]*float(q[i]>>4).
+TEXT ·dotNibAVX2(SB), NOSPLIT, $0-36
+	MOVQ lo+0(FP), SI
+	MOVQ hi+8(FP), DX
+	MOVQ q+16(FP), DI
+	MOVQ n+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y3, Y3, Y3
+	MOVQ $15, AX
+	MOVQ AX, X5
+	VPBROADCASTD X5, Y5
+nibloop:
+	CMPQ CX, $8
+	JL   nibdone
+	VPMOVZXBD (DI), Y1
+	VPSRLD $4, Y1, Y2
+	VPAND Y5, Y1, Y1
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VFMADD231PS (SI), Y1, Y0
+	VFMADD231PS (DX), Y2, Y3
+	ADDQ $8, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	JMP  nibloop
+nibdone:
+	VADDPS Y3, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET

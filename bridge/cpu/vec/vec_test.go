@@ -294,3 +294,36 @@ func TestSumBytes(t *testing.T) {
 func TestFeatures(t *testing.T) {
 	t.Logf("Features() = %s", Features())
 }
+
+// TestDotBytes: the byte-widening dots against their definition, every
+// length around the 8- and 16-value steps.
+func TestDotBytes(t *testing.T) {
+	for n := 0; n <= 70; n++ {
+		x := make([]float32, n)
+		q := make([]byte, n)
+		for i := range x {
+			x[i] = float32(i%5) - 1.5
+			q[i] = byte(i*37 + 11)
+		}
+		var wu, wi float64
+		for i := range q {
+			wu += float64(x[i]) * float64(q[i])
+			wi += float64(x[i]) * float64(int8(q[i]))
+		}
+		if got := DotU8F32(x, q); math.Abs(float64(got)-wu) > 1e-3*(1+math.Abs(wu)) {
+			t.Errorf("n=%d: DotU8F32 = %g, want %g", n, got, wu)
+		}
+		if got := DotI8F32(x, q); math.Abs(float64(got)-wi) > 1e-3*(1+math.Abs(wi)) {
+			t.Errorf("n=%d: DotI8F32 = %g, want %g", n, got, wi)
+		}
+		h := make([]float32, n)
+		var wn float64
+		for i := range h {
+			h[i] = float32(i%3) + 0.25
+			wn += float64(x[i])*float64(q[i]&15) + float64(h[i])*float64(q[i]>>4)
+		}
+		if got := DotNibF32(x, h, q); math.Abs(float64(got)-wn) > 1e-3*(1+math.Abs(wn)) {
+			t.Errorf("n=%d: DotNibF32 = %g, want %g", n, got, wn)
+		}
+	}
+}
