@@ -55,6 +55,7 @@ var params = func() map[string]paramSpec {
 	m := map[string]paramSpec{
 		ParamBatch:         {kinds: forModel, isInt: true, min: 1},
 		ParamPromptLen:     {kinds: forModel, isInt: true, min: 1},
+		ParamDepth:         {kinds: forModel, isInt: true, min: 0},
 		ParamGenLen:        {kinds: forModel, isInt: true, min: 1},
 		ParamRequests:      {kinds: forModel, isInt: true, min: 1},
 		ParamArrival:       {kinds: forModel, syntax: checkArrival},

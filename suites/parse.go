@@ -714,10 +714,28 @@ func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
 			continue
 		}
 		list := resolve(e.v)
+		if list.Kind == yaml.ScalarNode && spec.isInt && list.ShortTag() == "!!str" && strings.ContainsAny(list.Value, "-,") {
+			// An integer range, as bench's flags take it: 1-16*2, 16-64+16,
+			// 1-8, or a comma list.
+			vals, err := ParseIntList(list.Value, int(spec.min))
+			if err != nil {
+				p.errorf(list, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "matrix %s: %v", e.key, err)
+				continue
+			}
+			expanded := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column}
+			for _, v := range vals {
+				expanded.Content = append(expanded.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int",
+					Value: strconv.Itoa(v), Line: list.Line, Column: list.Column})
+			}
+			list = expanded
+		}
 		if list.Kind != yaml.SequenceNode {
 			hint := ""
 			if list.Kind == yaml.ScalarNode && !isNull(list) {
 				hint = fmt.Sprintf("write [%s], or move it to params:", show(list.Value))
+				if spec.isInt {
+					hint = fmt.Sprintf("write [%s], a range such as 1-16*2, or move it to params:", show(list.Value))
+				}
 			}
 			p.errorf(list, hint, "matrix %s must be a list, got %s", e.key, describe(list))
 			continue

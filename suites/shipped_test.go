@@ -45,3 +45,18 @@ func TestShippedSuitesParse(t *testing.T) {
 		t.Errorf("a path: %v", err)
 	}
 }
+
+// A matrix takes an integer range as bench's flags do.
+func TestMatrixRange(t *testing.T) {
+	s, err := Parse("r.yaml", []byte("name: r\nmodel: {preset: qwen3-moe-mini}\ncases:\n  - name: d\n    kind: model\n    matrix: {batch: 1-16*2, prompt_len: \"16,32\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range s.Cases {
+		names = append(names, c.Name)
+	}
+	if len(s.Cases) != 10 || s.Cases[8].Model.Batch != 16 || s.Cases[0].Name != "d/batch=1/prompt_len=16" {
+		t.Errorf("cases %v", names)
+	}
+}

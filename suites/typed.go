@@ -13,6 +13,7 @@ import (
 const (
 	ParamBatch         = "batch"
 	ParamPromptLen     = "prompt_len"
+	ParamDepth         = "depth"
 	ParamGenLen        = "gen_len"
 	ParamRequests      = "requests"
 	ParamArrival       = "arrival"
@@ -32,8 +33,12 @@ const (
 type ModelParams struct {
 	Batch     int // concurrent requests (default 1)
 	PromptLen int // default 128
-	GenLen    int // default 32
-	Requests  int // default Batch
+	// Depth is context each request holds before its prompt (llama-bench's
+	// -d): its prompt is Depth+PromptLen tokens, of which the steps that
+	// start at or after Depth are the measured prefill (default 0).
+	Depth    int
+	GenLen   int // default 32
+	Requests int // default Batch
 	// Stagger is the arrival: 0 for every request at step 0 ("all"), N
 	// for one new request every N steps ("stagger:N").
 	Stagger       int
@@ -96,7 +101,7 @@ func (c *Case) decode() {
 func decodeModel(ps map[string]Value) ModelParams {
 	m := ModelParams{Batch: 1, PromptLen: 128, GenLen: 32, BlockSize: 16, Fusion: true}
 	ints := map[string]*int{
-		ParamBatch: &m.Batch, ParamPromptLen: &m.PromptLen, ParamGenLen: &m.GenLen,
+		ParamBatch: &m.Batch, ParamPromptLen: &m.PromptLen, ParamGenLen: &m.GenLen, ParamDepth: &m.Depth,
 		ParamKVBlocks: &m.KVBlocks, ParamPrefillBudget: &m.PrefillBudget, ParamLayers: &m.Layers,
 		string(ops.BlockSize): &m.BlockSize, string(ops.Threads): &m.Threads,
 	}

@@ -35,15 +35,15 @@ func TestParseIntList(t *testing.T) {
 		{"1,,2", 1, nil, "empty item"},
 		{"1-100000", 1, nil, "more than 1000 values"},
 	} {
-		got, err := parseIntList(tc.in, tc.min)
+		got, err := suites.ParseIntList(tc.in, tc.min)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseIntList(%q) = %v, %v; want error %q", tc.in, got, err, tc.err)
+				t.Errorf("ParseIntList(%q) = %v, %v; want error %q", tc.in, got, err, tc.err)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("parseIntList(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			t.Errorf("ParseIntList(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func benchCommand() *cli.Command {
 				dst  *[]int
 				min  int
 			}{{"batch", &spec.Batch, 1}, {"prompt", &spec.Prompt, 1}, {"gen", &spec.Gen, 1}, {"depth", &spec.Depth, 0}} {
-				if *l.dst, err = parseIntList(c.String(l.flag), l.min); err != nil {
+				if *l.dst, err = suites.ParseIntList(c.String(l.flag), l.min); err != nil {
 					return fmt.Errorf("--%s: %w", l.flag, err)
 				}
 			}
@@ -196,80 +196,4 @@ func (q quickSpec) describe() string {
 		return strings.Join(s, ",")
 	}
 	return fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
-}
-
-// maxListValues bounds what one list expands to: a typo in a range should
-// fail, not queue a million cases.
-const maxListValues = 1000
-
-// parseIntList reads llama-bench's list syntax: comma-separated items, each
-// a number or a range first-last (step 1), first-last+step or
-// first-last*factor. Values below min are refused.
-func parseIntList(s string, min int) ([]int, error) {
-	var out []int
-	seen := map[int]bool{}
-	add := func(v int) error {
-		if v < min {
-			return fmt.Errorf("%d is below %d", v, min)
-		}
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-		if len(out) > maxListValues {
-			return fmt.Errorf("more than %d values", maxListValues)
-		}
-		return nil
-	}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			return nil, fmt.Errorf("empty item in %q", s)
-		}
-		first, rest, isRange := strings.Cut(item, "-")
-		if !isRange {
-			v, err := strconv.Atoi(item)
-			if err != nil {
-				return nil, fmt.Errorf("%q is not an integer or a range (first-last, first-last+step, first-last*factor)", item)
-			}
-			if err := add(v); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		op, step := byte('+'), 1
-		last := rest
-		if i := strings.IndexAny(rest, "+*"); i >= 0 {
-			op, last = rest[i], rest[:i]
-			var err error
-			if step, err = strconv.Atoi(rest[i+1:]); err != nil {
-				return nil, fmt.Errorf("range %q: step %q is not an integer", item, rest[i+1:])
-			}
-		}
-		lo, err1 := strconv.Atoi(first)
-		hi, err2 := strconv.Atoi(last)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("range %q: want first-last, first-last+step or first-last*factor", item)
-		}
-		if hi < lo {
-			return nil, fmt.Errorf("range %q ends before it starts", item)
-		}
-		switch {
-		case op == '+' && step < 1:
-			return nil, fmt.Errorf("range %q: step must be at least 1", item)
-		case op == '*' && (step < 2 || lo < 1):
-			return nil, fmt.Errorf("range %q: factor must be at least 2, from a first value of at least 1", item)
-		}
-		for v := lo; v <= hi; {
-			if err := add(v); err != nil {
-				return nil, fmt.Errorf("range %q: %w", item, err)
-			}
-			if op == '*' {
-				v *= step
-			} else {
-				v += step
-			}
-		}
-	}
-	return out, nil
 }

@@ -13,7 +13,7 @@ func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "write an HTML report with charts of one or more runs",
-		ArgsUsage: "[RUN...] (id, tag or git commit; default: the latest run)",
+		ArgsUsage: "[RUN...] (id, tag or git commit; default: the latest benchmark run, not a tune or peer run)",
 		Description: "Writes DIR/index.html, a self-contained page (charts inlined as SVG) with the runs'\n" +
 			"metadata, summary tables (medians ± 95% CI), throughput vs batch, the per-component\n" +
 			"breakdown, the MoE chunk curve, the roofline fraction and the documented history\n" +
@@ -32,11 +32,19 @@ func reportCommand() *cli.Command {
 			}
 			defer db.Close()
 			refs := c.Args().Slice()
+			var ids []int64
 			if len(refs) == 0 {
-				refs = []string{"latest"}
-			}
-			ids, err := resolveRuns(db, refs)
-			if err != nil {
+				// The latest benchmark run: a tune or peer run has no report
+				// of its own to make.
+				latest, err := db.Runs(results.RunFilter{Kind: results.KindSuite, Limit: 1})
+				if err != nil {
+					return err
+				}
+				if len(latest) == 0 {
+					return fmt.Errorf("no benchmark run in %s: record one (mtlbench run ci) or name runs", db.Path())
+				}
+				ids = []int64{latest[0].ID}
+			} else if ids, err = resolveRuns(db, refs); err != nil {
 				return err
 			}
 			hist, herr := historyPoints()

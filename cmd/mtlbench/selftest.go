@@ -120,7 +120,7 @@ func devicesCommand() *cli.Command {
 			for _, name := range backends.Names[1:] {
 				be, err := backends.Open(name, bo)
 				if err != nil {
-					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", err.Error()})
+					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", backendStatus(name, err)})
 					continue
 				}
 				in := be.Info()

@@ -53,8 +53,12 @@ func Check(s *suites.Suite) error {
 // its position table end there).
 func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	mp := c.Model
-	if cfg.MaxPos <= 0 || mp.PromptLen+mp.GenLen <= cfg.MaxPos {
+	if cfg.MaxPos <= 0 || mp.Depth+mp.PromptLen+mp.GenLen <= cfg.MaxPos {
 		return nil
+	}
+	if mp.Depth > 0 {
+		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + prompt_len %d + gen_len %d = %d tokens, more than the %d positions of %s (hint: lower depth)",
+			c.Name, mp.Depth, mp.PromptLen, mp.GenLen, mp.Depth+mp.PromptLen+mp.GenLen, cfg.MaxPos, cfg.Name)
 	}
 	pos := c.PosOf(suites.ParamPromptLen)
 	return s.ErrorAt(pos, "case %s: prompt_len %d + gen_len %d = %d tokens, more than the %d positions of %s (hint: lower prompt_len or gen_len)",

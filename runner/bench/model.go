@@ -21,6 +21,10 @@ type Workload struct {
 	Requests  int
 	PromptLen int
 	GenLen    int
+	// Depth is the context before each prompt (suites.ModelParams.Depth):
+	// prompts are Depth+PromptLen tokens and prefill figures count the
+	// steps at or after it.
+	Depth int
 	// Stagger, when positive, adds one request every Stagger steps instead
 	// of all at once.
 	Stagger  int
@@ -34,7 +38,7 @@ func (w Workload) Prompts(vocab int) [][]int32 {
 	rng := rand.New(rand.NewPCG(w.Seed, 7))
 	out := make([][]int32, w.Requests)
 	for i := range out {
-		out[i] = make([]int32, w.PromptLen)
+		out[i] = make([]int32, w.Depth+w.PromptLen)
 		for j := range out[i] {
 			out[i][j] = int32(rng.IntN(vocab))
 		}
@@ -44,7 +48,7 @@ func (w Workload) Prompts(vocab int) [][]int32 {
 
 // KVTokens is the cache a workload needs to run without preemption.
 func (w Workload) KVTokens(blockSize int) int {
-	per := (w.PromptLen + w.GenLen + blockSize - 1) / blockSize * blockSize
+	per := (w.Depth + w.PromptLen + w.GenLen + blockSize - 1) / blockSize * blockSize
 	return w.Requests * per
 }
 
@@ -141,6 +145,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			times[s.ReqID].tokens = append(times[s.ReqID].tokens, now)
 		}
 		preempted += res.Preempted
+		if res.PrefillTokens > 0 && res.PrefillFrom < w.Depth {
+			continue // filling the context before the measured prompt
+		}
 		if res.PrefillTokens > 0 {
 			prefillTokens += res.PrefillTokens
 			prefillTime += res.Duration

@@ -492,7 +492,7 @@ type loadedModel struct {
 
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
-	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Seed: uint64(sm.Seed),
+	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Depth: mp.Depth, Seed: uint64(sm.Seed),
 		Stagger: mp.Stagger, Sampling: samplingOf(mp.Sampling)}
 	opts := engine.Options{
 		BlockSize:   mp.BlockSize,
@@ -503,10 +503,15 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		NoFusion:    !mp.Fusion,
 		KVDType:     mp.KVDType,
 	}
+	if mp.Depth > 0 && opts.TokenBudget == 0 {
+		// Prefill at depth: the prompt's tokens after the depth are a step
+		// of their own (one prompt_len chunk a step, llama-bench's pp @ d).
+		opts.TokenBudget = mp.PromptLen
+	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize)
 	if kb := mp.KVBlocks; kb > 0 {
 		// The batch must run side by side: max_seqs requests at once.
-		per := (w.PromptLen + w.GenLen + opts.BlockSize - 1) / opts.BlockSize
+		per := (w.Depth + w.PromptLen + w.GenLen + opts.BlockSize - 1) / opts.BlockSize
 		if need := per * min(opts.MaxSeqs, w.Requests); need > kb {
 			return nil, s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
 				kb, kb*opts.BlockSize, min(opts.MaxSeqs, w.Requests), w.PromptLen, w.GenLen, need, opts.BlockSize)

@@ -3,12 +3,14 @@ package bench
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -314,5 +316,53 @@ func TestResumeOfALiveRunIsRefused(t *testing.T) {
 	}
 	if !errors.Is(resumeErr, results.ErrRunBusy) {
 		t.Errorf("resuming a live run: %v, want ErrRunBusy", resumeErr)
+	}
+}
+
+// A prompt at depth: the context before it is prefilled but not measured;
+// the prefill figures are the prompt's own step, whose FLOPs per token
+// include attention over the depth (model.Config.StepFLOPs), and the
+// matmul probe gives their fraction of the peak.
+func TestPrefillAtDepthMeasuresThePrompt(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 8, gen_len: 1 }
+    matrix:
+      depth: [0, 24]
+`)
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.Preset("qwen3-moe-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = cfg.WithLayers(1); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range sum.Cases {
+		depth := int64(24 * i)
+		samples, _ := db.Samples(c.ID)
+		got := map[string]float64{}
+		for _, s := range samples {
+			got[s.Metric] = s.Value
+		}
+		var attended int64
+		for p := depth; p < depth+8; p++ {
+			attended += p + 1
+		}
+		want := cfg.StepFLOPs(8, attended, 1) / 8
+		perToken := got["prefill_gflop_s"] * 1e9 / got["prefill_tok_s"]
+		if math.Abs(perToken-want) > 1e-6*want || got["prefill_roofline_frac"] <= 0 {
+			t.Errorf("case %s: %.6g FLOPs a prompt token (want %.6g, the prompt's own step), roofline fraction %g",
+				c.Name, perToken, want, got["prefill_roofline_frac"])
+		}
 	}
 }

@@ -85,10 +85,13 @@ type Sampled struct {
 type StepResult struct {
 	Tokens        int // tokens computed
 	PrefillTokens int
-	DecodeTokens  int
-	Seqs          int
-	Sampled       []Sampled
-	Preempted     int
+	// PrefillFrom is the first position the step's prefill chunks start at
+	// (the smallest, across sequences); 0 when it prefills nothing.
+	PrefillFrom  int
+	DecodeTokens int
+	Seqs         int
+	Sampled      []Sampled
+	Preempted    int
 	// ContextTokens is the sum of the step's sequence lengths: the cached
 	// positions its attention read.
 	ContextTokens int
@@ -357,6 +360,9 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 		if it.Start >= it.Seq.Prompt {
 			res.DecodeTokens += it.N
 		} else {
+			if res.PrefillTokens == 0 || it.Start < res.PrefillFrom {
+				res.PrefillFrom = it.Start
+			}
 			res.PrefillTokens += it.N
 		}
 		st := e.reqs[it.Seq.ID]
