@@ -217,10 +217,7 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 // longer partitions whose blocks load the next chunk while using one were
 // slower on an H100 at 4k and 16k positions: docs/cuda.md.)
 func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
-	ctx := decodeChunk
-	for ctx < maxSeqLen {
-		ctx *= 2
-	}
+	ctx := ops.ContextBucket(maxSeqLen, decodeChunk)
 	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
 		if p, ok := configInt(c, ops.KnobPart); ok && p >= decodeChunk && p%decodeChunk == 0 {
 			part := p
@@ -233,14 +230,13 @@ func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSi
 	return decodeSplit(ctx, seqs*kvHeads, b.sms)
 }
 
+// decodeRule is paged_decode's default split (ops.SplitRule).
+var decodeRule = ops.SplitRule{Chunk: decodeChunk, MinChunks: 1, MaxChunks: 4, MaxParts: decodeMaxParts, BlocksPerCore: 4}
+
 // decodeSplit is decodeConfig's default for a context bucket ctx, groups
 // (sequence, KV head) pairs and sms multiprocessors.
 func decodeSplit(ctx, groups, sms int) (chunks, nparts int) {
-	want := max(4*sms/max(groups, 1), 1)
-	lo, hi := cdiv(ctx, 4*decodeChunk), cdiv(ctx, decodeChunk)
-	n := min(max(want, lo), hi, decodeMaxParts)
-	chunks = cdiv(ctx, n*decodeChunk)
-	return chunks, cdiv(ctx, chunks*decodeChunk)
+	return decodeRule.Split(ctx, groups, sms)
 }
 
 // decode.cu's DEC_CHUNK and DEC_MAXPARTS.

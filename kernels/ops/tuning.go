@@ -186,19 +186,24 @@ var cudaAttention = &Space{
 	Dims:  decodeAttentionDims,
 	DType: "bf16",
 	Params: []Knob{
-		{Name: KnobPart, Doc: "context positions per partition", Values: Pow2(32, 1024)},
+		{Name: KnobPart, Doc: "context positions per partition; auto: the backend's split, whose partition count follows the context (SplitRule)",
+			Values: func(s Shape, lim Limits) []string { return append([]string{"auto"}, Pow2(32, 1024)(s, lim)...) }},
 	},
 	Constraints: []Constraint{
 		{Name: "partitions", Check: func(c Config, s Shape, _ Limits) error {
-			// The backend caps a launch at 64 partitions (one merge slot
+			// The backend caps a launch at 256 partitions (one merge slot
 			// each) by doubling the part: a smaller one is the same launch.
-			if n := (s[Context] + c.Int(KnobPart) - 1) / c.Int(KnobPart); n > 64 {
-				return fmt.Errorf("%d partitions exceed the 64 one launch merges", n)
+			p := c.Int(KnobPart)
+			if p <= 0 {
+				return nil // auto
+			}
+			if n := (s[Context] + p - 1) / p; n > 256 {
+				return fmt.Errorf("%d partitions exceed the 256 one launch merges", n)
 			}
 			return nil
 		}},
 	},
-	Default: func(Shape, Limits) Config { return Config{KnobPart: "32"} },
+	Default: func(Shape, Limits) Config { return Config{KnobPart: "auto"} },
 	Format:  func(c Config) string { return "p" + c[KnobPart] },
 }
 

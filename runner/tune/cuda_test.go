@@ -40,9 +40,11 @@ func TestCUDASpaces(t *testing.T) {
 		// Partitions of 32 to 1024 positions; at context 8192, 64 would
 		// make 128 partitions, more than a launch merges (the default, 32,
 		// is always a candidate: the backend doubles it).
+		// auto: the backend's split, which follows the context.
 		{kernel: "paged_attention_decode", shape: Shape{"context": 1024},
-			cands: []string{"p32", "p64", "p128", "p256", "p512", "p1024"}, n: 6},
-		{kernel: "paged_attention_decode", shape: Shape{"context": 8192}, n: 5,
+			cands: []string{"pauto", "p32", "p64", "p128", "p256", "p512", "p1024"}, n: 7},
+		// 32 positions a partition would take 512 of the 256 a launch merges.
+		{kernel: "paged_attention_decode", shape: Shape{"context": 16384}, n: 6,
 			reasons: map[string]int{"partitions": 1}},
 		// 4 rows per warp exist for up to 4 tokens a pass (5 points); k=512
 		// cannot keep 4 or 8 warps busy on one row (6 more).

@@ -1,0 +1,32 @@
+package ops
+
+import "testing"
+
+func TestContextBucket(t *testing.T) {
+	for _, c := range []struct{ n, min, want int }{{1, 32, 32}, {32, 32, 32}, {33, 32, 64}, {4096, 32, 4096}, {4097, 32, 8192}, {0, 0, 1}} {
+		if got := ContextBucket(c.n, c.min); got != c.want {
+			t.Errorf("ContextBucket(%d, %d) = %d, want %d", c.n, c.min, got, c.want)
+		}
+	}
+}
+
+// The split follows the context: as many partitions as fill the cores
+// where the context allows, within the chunks a partition may hold and the
+// partitions a launch merges, every position covered.
+func TestSplitRule(t *testing.T) {
+	r := SplitRule{Chunk: 32, MinChunks: 1, MaxChunks: 4, MaxParts: 256, BlocksPerCore: 4}
+	for _, c := range []struct{ ctx, groups, chunks, parts int }{
+		{32, 1, 1, 1},
+		{128, 4, 1, 4},
+		{4096, 4, 1, 128},
+		{4096, 64, 4, 32},
+		{16384, 4, 4, 128},
+		{65536, 4, 8, 256},
+		{1 << 20, 4, 128, 256},
+	} {
+		chunks, parts := r.Split(c.ctx, c.groups, 132)
+		if chunks != c.chunks || parts != c.parts || chunks*32*parts < c.ctx || parts > 256 {
+			t.Errorf("Split(%d, %d groups) = %d chunks × %d, want %d × %d", c.ctx, c.groups, chunks, parts, c.chunks, c.parts)
+		}
+	}
+}
