@@ -308,28 +308,8 @@ func (p *parser) suite(root *yaml.Node) {
 			s.Description, _ = p.str(e.v, "description")
 		case "model":
 			modelE = e
-		case "backend":
-			if v, ok := p.enum(e.v, "backend", backends); ok {
-				s.Backend = v
-			}
-		case "timing":
-			if v, ok := p.enum(e.v, "timing", timings); ok {
-				s.Timing = v
-			}
-		case "repetitions":
-			if v, ok := p.int(e.v, "repetitions", 1); ok {
-				s.Repetitions = int(v)
-			}
-		case "warmup":
-			if v, ok := p.int(e.v, "warmup", 0); ok {
-				s.Warmup = int(v)
-			}
-		case "interleave":
-			if v, ok := p.bool(e.v, "interleave"); ok {
-				s.Interleave = v
-			}
-		case "cooldown":
-			s.Cooldown = p.duration(e.v, "cooldown")
+		case "backend", "timing", "repetitions", "warmup", "interleave", "cooldown":
+			p.setting(e.key, e.v)
 		case "thresholds":
 			p.thresholds(e.v)
 		case "params":
@@ -366,6 +346,39 @@ func (p *parser) suite(root *yaml.Node) {
 		}
 	}
 	p.expand(groups, suiteParams, p.at(casesE.k))
+}
+
+// settingKeys are the top-level scalar settings: setting reads them, from
+// a file or from `--set` (Suite.Override).
+var settingKeys = []string{"backend", "timing", "repetitions", "warmup", "interleave", "cooldown"}
+
+// setting reads one top-level scalar setting into the suite.
+func (p *parser) setting(key string, n *yaml.Node) {
+	s := p.s
+	switch key {
+	case "backend":
+		if v, ok := p.enum(n, "backend", backends); ok {
+			s.Backend = v
+		}
+	case "timing":
+		if v, ok := p.enum(n, "timing", timings); ok {
+			s.Timing = v
+		}
+	case "repetitions":
+		if v, ok := p.int(n, "repetitions", 1); ok {
+			s.Repetitions = int(v)
+		}
+	case "warmup":
+		if v, ok := p.int(n, "warmup", 0); ok {
+			s.Warmup = int(v)
+		}
+	case "interleave":
+		if v, ok := p.bool(n, "interleave"); ok {
+			s.Interleave = v
+		}
+	case "cooldown":
+		s.Cooldown = p.duration(n, "cooldown")
+	}
 }
 
 func (p *parser) duration(n *yaml.Node, what string) time.Duration {

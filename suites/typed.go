@@ -2,6 +2,9 @@ package suites
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -189,66 +192,171 @@ func decodeKernel(op ops.ID, ps map[string]Value) ops.Args {
 }
 
 // CheckOverride validates a --set name=value by the rules a suite file's
-// value obeys: the value is read as YAML, so 8 is a number and "8" text.
+// value obeys: the value is read as YAML, so 8 is a number and "8" text, a
+// [1, 2] list sweeps a parameter, and top-level settings (repetitions,
+// warmup, timing, ...) take what their keys in a file take.
 func CheckOverride(name, value string) error {
-	if name == ParamOp {
-		return fmt.Errorf("op cannot be overridden (it names the case)")
-	}
-	spec, ok := params[name]
-	if !ok {
-		hint := ""
-		if s := didYouMean(name, paramNames("")); s != "" {
-			hint = " (" + s + ")"
-		}
-		return fmt.Errorf("unknown parameter %q%s", name, hint)
-	}
-	n, v, isInt := overrideValue(value)
-	if msg, hint := checkParam(name, spec, n, v, isInt); msg != "" {
-		if hint != "" {
-			msg += " (" + hint + ")"
-		}
-		return fmt.Errorf("%s", msg)
-	}
-	return nil
+	probe := &Suite{Positions: map[string]Pos{}}
+	return probe.Override(map[string]string{name: value})
 }
 
-func overrideValue(value string) (*yaml.Node, Value, bool) {
+// overrideNode reads a --set value as YAML: a scalar, a list or a map.
+func overrideNode(value string) *yaml.Node {
 	var doc yaml.Node
-	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value}
 	if value != "" && yaml.Unmarshal([]byte(value), &doc) == nil && len(doc.Content) == 1 {
-		n = doc.Content[0]
+		n := doc.Content[0]
+		// A map only where the text is one ("{a: 1}" or "a: 1"); a
+		// sampling value such as temperature:0.7,top_k:40 is a scalar.
+		return n
 	}
-	v, isInt := makeValue(n, Pos{})
-	return n, v, isInt
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value}
 }
 
-// Override sets every case of a kind that takes them to the given values
-// (checked first with CheckOverride) and decodes the cases again. The case
-// keys stay as the suite defines them: an override stands for a change to
-// the code or its defaults, which the gate must compare case by case
-// against runs made without it.
+// Override applies `--set` settings through the suite parser's own rules.
+// A top-level setting (backend, timing, repetitions, warmup, interleave,
+// cooldown) replaces the suite's. A parameter given one value is set in
+// every case of a kind that takes it, keeping the case keys: an override
+// stands for a change to the code or its defaults, which the gate must
+// compare case by case against runs made without it. A parameter given a
+// list ([1, 2]) sweeps it: each case that takes it becomes one case per
+// value, named and keyed by it, as a matrix would.
 func (s *Suite) Override(set map[string]string) error {
-	for name, value := range set {
-		if err := CheckOverride(name, value); err != nil {
-			return fmt.Errorf("--set %s=%s: %w", name, value, err)
-		}
+	p := &parser{file: "--set", s: s, budget: maxWork}
+	names := make([]string, 0, len(set))
+	for name := range set {
+		names = append(names, name)
 	}
-	for i := range s.Cases {
-		c := &s.Cases[i]
-		merged := make(map[string]Value, len(c.Params)+len(set))
-		for k, v := range c.Params {
-			merged[k] = v
+	sort.Strings(names)
+	type param struct {
+		name string
+		vals []Value
+	}
+	var overrides []param
+	for _, name := range names {
+		value := set[name]
+		n := overrideNode(value)
+		where := fmt.Sprintf("--set %s=%s", name, value)
+		if slices.Contains(settingKeys, name) {
+			before := len(p.errs.list)
+			p.setting(name, n)
+			if len(p.errs.list) > before {
+				e := p.errs.list[before]
+				msg := e.Msg
+				if e.Hint != "" {
+					msg += " (" + e.Hint + ")"
+				}
+				return fmt.Errorf("%s: %s", where, msg)
+			}
+			continue
 		}
-		for name, value := range set {
-			if !params[name].kinds.has(c.Kind) {
+		if name == ParamOp {
+			return fmt.Errorf("%s: op cannot be overridden (it names the case)", where)
+		}
+		spec, ok := params[name]
+		if !ok {
+			hint := ""
+			all := append(paramNames(""), settingKeys...)
+			if h := didYouMean(name, all); h != "" {
+				hint = " (" + h + ")"
+			}
+			return fmt.Errorf("%s: unknown parameter or setting %q%s", where, name, hint)
+		}
+		items := []*yaml.Node{n}
+		if n.Kind == yaml.SequenceNode {
+			if len(n.Content) == 0 {
+				return fmt.Errorf("%s: an empty list sweeps nothing", where)
+			}
+			items = n.Content
+		}
+		var vals []Value
+		for _, it := range items {
+			if it.Kind != yaml.ScalarNode {
+				return fmt.Errorf("%s: %s takes a value or a list of values, not %s", where, name, describe(it))
+			}
+			v, isInt := makeValue(it, Pos{File: "--set"})
+			if msg, hint := checkParam(name, spec, it, v, isInt); msg != "" {
+				if hint != "" {
+					msg += " (" + hint + ")"
+				}
+				return fmt.Errorf("%s: %s", where, msg)
+			}
+			if len(items) == 1 && n.Kind != yaml.SequenceNode {
+				v.Raw = value // as typed: recorded with the run
+			}
+			vals = append(vals, v)
+		}
+		if n.Kind != yaml.SequenceNode {
+			vals = vals[:1:1]
+		} else {
+			vals = slices.Clip(vals)
+		}
+		overrides = append(overrides, param{name, vals})
+	}
+	cases := s.Cases
+	for _, pr := range overrides {
+		var out []Case
+		sweep := len(pr.vals) > 1 || isList(set[pr.name])
+		seen := map[string]bool{}
+		for _, c := range cases {
+			if !params[pr.name].kinds.has(c.Kind) {
+				out = append(out, c)
 				continue
 			}
-			_, v, _ := overrideValue(value)
-			v.Raw, v.Pos = value, c.Pos
-			merged[name] = v
+			if sweep {
+				// Cases that differ only in the swept parameter (a matrix
+				// over it) become one set of swept cases.
+				base := c
+				base.Params = maps.Clone(c.Params)
+				delete(base.Params, pr.name)
+				k := caseKey(base)
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				c.Name = dropSegment(c.Name, pr.name)
+			}
+			for _, v := range pr.vals {
+				nc := c
+				nc.Params = make(map[string]Value, len(c.Params)+1)
+				for k, x := range c.Params {
+					nc.Params[k] = x
+				}
+				v.Pos = c.Pos
+				nc.Params[pr.name] = v
+				if sweep {
+					// A case per value, as a matrix makes them.
+					nc.Name = c.Name + "/" + pr.name + "=" + canon(pr.name, v)
+					nc.Key = caseKey(nc)
+				}
+				src := map[string]int{pr.name: fromMatrix}
+				p.crossCheck(nc, src)
+				nc.decode()
+				out = append(out, nc)
+			}
 		}
-		c.Params = merged
-		c.decode()
+		if len(out) > MaxCases {
+			return fmt.Errorf("--set %s=%s: the sweep makes %d cases, more than %d", pr.name, set[pr.name], len(out), MaxCases)
+		}
+		cases = out
 	}
+	if err := p.errs.err(); err != nil {
+		return fmt.Errorf("--set: %w", err)
+	}
+	s.Cases = cases
 	return nil
+}
+
+func isList(value string) bool { return overrideNode(value).Kind == yaml.SequenceNode }
+
+// dropSegment removes "/name=..." from a case name (a matrix value the
+// sweep replaces).
+func dropSegment(caseName, name string) string {
+	parts := strings.Split(caseName, "/")
+	out := parts[:1]
+	for _, part := range parts[1:] {
+		if !strings.HasPrefix(part, name+"=") {
+			out = append(out, part)
+		}
+	}
+	return strings.Join(out, "/")
 }

@@ -113,13 +113,25 @@ func TestOverride(t *testing.T) {
 	for _, tt := range []struct{ name, value, want string }{
 		{"batch", "x", "batch must be an integer, got string \"x\""},
 		{"batch", "0", "batch must be >= 1, got 0"},
+		{"batch", "1e12", "batch must be an integer, got 1e12"},
+		{"requests", "0", "requests must be >= 1, got 0"},
+		{"block_size", "12", "block_size must be one of 8, 16, 32, got 12"},
+		{"steps", "sideways", `unknown steps "sideways" (one of overlapped, synchronous)`},
+		{"kv_blocks", "-5", "kv_blocks must be >= 0 (0 = auto), got -5"},
 		{"fusion", "maybe", `unknown fusion "maybe" (one of on, off)`},
 		{"head_size", "80", "head_size must be one of 32, 64, 96, 128, got 80"},
 		{"moe_strategy", "grouped2", `unknown moe_strategy "grouped2" (did you mean "grouped"?)`},
-		{"bach", "8", `unknown parameter "bach" (did you mean "batch"?)`},
+		{"bach", "8", `unknown parameter or setting "bach" (did you mean "batch"?)`},
+		{"warmupp", "1", `unknown parameter or setting "warmupp" (did you mean "warmup"?)`},
 		{"op", "rope", `op cannot be overridden (it names the case)`},
+		{"repetitions", "0", "repetitions must be >= 1, got 0"},
+		{"timing", "fast", `unknown timing "fast" (one of throughput, profile)`},
+		{"batch", "[1, x]", `batch must be an integer, got string "x"`},
+		{"batch", "[]", "an empty list sweeps nothing"},
+		{"batch", "{a: 1}", "batch takes a value or a list of values, not a map"},
+		{"sampling", "temperature:NaN", `bad sampling "temperature:NaN": temperature must be a number >= 0 (want greedy or "temperature:T[,top_k:K][,top_p:P]")`},
 	} {
-		if err := CheckOverride(tt.name, tt.value); err == nil || err.Error() != tt.want {
+		if err := CheckOverride(tt.name, tt.value); err == nil || !strings.HasSuffix(err.Error(), tt.want) {
 			t.Errorf("%s=%s: got %v, want %s", tt.name, tt.value, err, tt.want)
 		}
 	}
@@ -141,5 +153,29 @@ func TestOverride(t *testing.T) {
 	}
 	if err := s.Override(map[string]string{"block_size": "12"}); err == nil || !strings.Contains(err.Error(), "block_size must be one of 8, 16, 32, got 12") {
 		t.Errorf("bad override: %v", err)
+	}
+
+	// Settings, YAML values with commas, and lists that sweep.
+	s = mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n    matrix: {batch: [1, 4]}\n  - name: k\n    kind: kernel\n    op: moe\n")
+	err := s.Override(map[string]string{"repetitions": "3", "warmup": "0", "timing": "profile",
+		"sampling": "temperature:0.7,top_k:40", "batch": "[2, 8, 16]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Repetitions != 3 || s.Warmup != 0 || s.Timing != "profile" {
+		t.Errorf("settings: repetitions %d warmup %d timing %s", s.Repetitions, s.Warmup, s.Timing)
+	}
+	var names []string
+	for _, c := range s.Cases {
+		names = append(names, c.Name)
+		if c.Kind == KindModel && (c.Model.Sampling.Temperature != 0.7 || c.Model.Sampling.TopK != 40) {
+			t.Errorf("%s: sampling %+v", c.Name, c.Model.Sampling)
+		}
+	}
+	if got := strings.Join(names, " "); got != "m/batch=2 m/batch=8 m/batch=16 k" {
+		t.Errorf("swept cases: %s", got)
+	}
+	if s.Cases[0].Key == s.Cases[1].Key || s.Cases[1].Model.Batch != 8 {
+		t.Errorf("swept case keys %q %q, batch %d", s.Cases[0].Key, s.Cases[1].Key, s.Cases[1].Model.Batch)
 	}
 }

@@ -20,7 +20,7 @@ func ParseOverrides(list []string) (map[string]string, error) {
 		}
 		v = strings.TrimSpace(v)
 		if err := suites.CheckOverride(k, v); err != nil {
-			return nil, fmt.Errorf("--set %q: %w", s, err)
+			return nil, err // it names the --set
 		}
 		out[k] = v
 	}

@@ -116,6 +116,10 @@ type Summary struct {
 // Run executes suite s and records it in o.DB.
 func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	start := time.Now()
+	// First: --set may change the backend, the timing and the repetitions.
+	if err := s.Override(o.Set); err != nil {
+		return nil, err
+	}
 	backendName := s.Backend
 	if o.Backend != "" {
 		backendName = o.Backend
@@ -143,9 +147,6 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		bw = host.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
-	}
-	if err := s.Override(o.Set); err != nil {
-		return nil, err
 	}
 	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit, o.Slowdown)
 	if err != nil {
