@@ -404,6 +404,7 @@ const (
 	fcMMBK           = 32
 	fcMMSGM          = 33
 	fcMMSGN          = 34
+	fcMMStages       = 35
 	fcAttnPartitions = 40
 	fcAttnNewKV      = 41
 	fcAttnRoPE       = 42
@@ -412,6 +413,7 @@ const (
 	fcMVResidual     = 25
 	fcMVSwiGLU       = 26
 	fcMoEResidual    = 50
+	fcMoEZeroOut     = 51
 )
 
 // fcSpec is one constant of a pipeline key: its index and whether it is a
@@ -425,9 +427,12 @@ var (
 	fcNone    []fcSpec
 	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
 	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
-	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
+	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
 	fcMoEMV   = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
-	fcMoEMM   = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}}
+	fcMoEMM   = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
+	fcMoEDown = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false},
+		{fcMoEResidual, true}}
+	fcRoute   = []fcSpec{{fcMoEZeroOut, true}}
 	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}}
 	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
 		{fcMVResidual, true}, {fcMVSwiGLU, true}}

@@ -169,7 +169,7 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 	case ops.MoE:
 		known = []string{ops.KnobStrategy, ops.KnobChunk, ops.KnobMVMax, ops.KnobRows, ops.KnobSimdgroups,
 			ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
-		word(ops.KnobMVMax, "0", -1, &t.MoEMatVecMaxTokens)
+		word(ops.KnobMVMax, "0", -1, &t.MoEMatVecMaxRows)
 		num(ops.KnobRows, &t.MoEMatVecRows)
 		num(ops.KnobSimdgroups, &t.MoESimdgroups)
 		tile(&t.MoETile)
@@ -237,13 +237,13 @@ var kernelPipelines = map[ops.ID][]struct {
 	specs []fcSpec
 	vals  []int32
 }{
-	ops.MatMul:                {{"matvec_bf16", fcMatVec, []int32{0, 4, 1}}, {"matmul_bf16", fcMatMul, []int32{0, 32, 32, 16, 2, 2}}},
+	ops.MatMul:                {{"matvec_bf16", fcMatVec, []int32{0, 4, 1}}, {"matmul_bf16", fcMatMul, []int32{0, 64, 64, 32, 2, 2, 2}}},
 	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0}}},
 	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcNone, nil}},
 	ops.RMSNorm:               {{"rms_norm", fcNone, nil}},
 	ops.AddRMSNorm:            {{"add_rms_norm", fcNone, nil}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},
-		{"moe_mm_gate_up_bf16", fcMoEMM, []int32{32, 32, 16, 2, 2}}, {"moe_mm_down_bf16", fcMoEMM, []int32{32, 32, 16, 2, 2}}},
+		{"moe_mm_gate_up_bf16", fcMoEMM, []int32{32, 64, 32, 2, 2, 2}}, {"moe_mm_down_bf16", fcMoEDown, []int32{32, 64, 32, 2, 2, 2, 0}}},
 }
 
 // KernelLimits are the device's limits narrowed to what kernel's pipelines

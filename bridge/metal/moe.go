@@ -153,6 +153,16 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if w.NormTopK {
 		norm = 1
 	}
+	// The expert kernels by the rows per routed expert (tile occupancy):
+	// matvec tiles of up to 8 rows while an expert's rows mostly fit one,
+	// else simdgroup_matrix tiles, whose down GEMM adds its weighted rows
+	// into out (cleared by the routing) in place of the combine.
+	rows := ops.MetalMoERows(T, E, K)
+	useMV := rows <= tu.MoEMatVecMaxRows
+	tile := tu.MoETile
+	if tile == (Tile{}) {
+		tile = tileOf(ops.MetalMoETile(rows))
+	}
 	rt := min(1024, max(32, align(E, 32)))
 	b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: norm, StatsSlot: uint32(slot),
 		Hidden: uint32(H)}))
@@ -166,11 +176,14 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	b.bind(3, weights, true)
 	b.bind(4, flags, true)
 	b.bind(5, view{counts, 0, 4 * countChunk}, true)
+	if !useMV {
+		b.out(7, o)
+	}
 	b.threadgroupMemory(4 * E)
-	route := b.pipeline("moe_route", fcNone)
+	route := b.pipeline("moe_route", fcRoute, boolInt[!useMV])
 	if fusedRoute {
 		// Every simdgroup computes logits: the router is the step's read.
-		route, rt = b.pipeline(routerRouteKernel[router.dt], fcNone), 1024
+		route, rt = b.pipeline(routerRouteKernel[router.dt], fcRoute, boolInt[!useMV]), 1024
 	}
 	b.dispatchGroups(route, [3]int{T, 1, 1}, [3]int{rt, 1, 1})
 
@@ -184,8 +197,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	case bridge.MoEChunked:
 		chunk = min(max(mp.ChunkSize, 1), P)
 	}
-	useMV := T <= tu.MoEMatVecMaxTokens
-	tileRows := tu.MoETile.BM
+	tileRows := tile.BM
 	if useMV {
 		tileRows = min(8, T, chunk)
 	}
@@ -204,7 +216,10 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	// Expert GEMMs: h = silu(x W_gate^T) * (x W_up^T) per pair, in expert
 	// order; y = h W_down^T, back in pair order.
 	h := b.scratchView("moe.h", 4*P*I)
-	y := b.scratchView("moe.y", 4*P*H)
+	var y view
+	if useMV {
+		y = b.scratchView("moe.y", 4*P*H)
+	}
 	wv := view{pk.buf, pk.base, pk.size}
 	names := moeKernels[pk.dt]
 	gu := moeGemmArgs{N: uint32(I), K: uint32(H), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
@@ -220,14 +235,19 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 			sgs = simdgroupsFor(p, sgs)
 			groups, tpg = [3]int{ceilDiv(int(a.N), sgs*r), tiles, 1}, [3]int{32 * sgs, 1, 1}
 		} else {
-			t := tu.MoETile
-			p = b.pipeline(names[2+pass], fcMoEMM, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN))
-			groups, tpg = [3]int{ceilDiv(int(a.N), t.BN), tiles, 1}, [3]int{t.Threads(), 1, 1}
-			mats := 2
-			if pass == 0 {
-				mats = 3
+			t := tile
+			mem, stages, ok := b.tileMemory("moe", t, 2-pass, pk.dt)
+			if !ok {
+				return
 			}
-			b.threadgroupMemory(4 * t.BK * (t.BM + (mats-1)*t.BN))
+			if pass == 0 {
+				p = b.pipeline(names[2], fcMoEMM, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN), int32(stages))
+			} else {
+				p = b.pipeline(names[3], fcMoEDown, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN), int32(stages),
+					boolInt[residual != nil])
+			}
+			groups, tpg = [3]int{ceilDiv(int(a.N), t.BN), tiles, 1}, [3]int{t.Threads(), 1, 1}
+			b.threadgroupMemory(mem)
 		}
 		if !b.fits(p, tpg) {
 			return
@@ -241,12 +261,23 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		b.bind(2, wv, false)
 		b.bind(3, perm, false)
 		b.bind(4, tileList, false)
-		if pass == 0 {
+		switch {
+		case pass == 0:
 			b.bind(5, h, true)
-		} else {
+		case useMV:
 			b.bind(5, y, true)
+		default: // the weighted scatter-add: out, and the residual with it
+			b.out(5, o)
+			b.bind(6, weights, false)
+			b.bind(7, flags, true)
+			if residual != nil {
+				b.bind(8, residual.view(), true)
+			}
 		}
 		b.dispatchGroups(p, groups, tpg)
+	}
+	if !useMV {
+		return
 	}
 
 	ct := min(1024, max(32, align(ceilDiv(H, 4), 32)))
@@ -260,4 +291,9 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		b.bind(6, residual.view(), true)
 	}
 	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+}
+
+// tileOf reads a tile from its tuning-space knobs.
+func tileOf(c ops.Config) Tile {
+	return Tile{BM: c.Int(ops.KnobBM), BN: c.Int(ops.KnobBN), BK: c.Int(ops.KnobBK), SGM: c.Int(ops.KnobSGM), SGN: c.Int(ops.KnobSGN)}
 }

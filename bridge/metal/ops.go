@@ -228,7 +228,11 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 		return
 	}
 	t := tu.MatMulTile
-	p := b.pipeline(name, fcMatMul, hasBias, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN))
+	mem, stages, ok := b.tileMemory("matmul", t, 1, w.dt)
+	if !ok {
+		return
+	}
+	p := b.pipeline(name, fcMatMul, hasBias, int32(t.BM), int32(t.BN), int32(t.BK), int32(t.SGM), int32(t.SGN), int32(stages))
 	if !b.fits(p, [3]int{t.Threads(), 1, 1}) {
 		return
 	}
@@ -239,8 +243,30 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 	if bias.buf != nil {
 		b.bind(4, bias, false)
 	}
-	b.threadgroupMemory(4 * t.BK * (t.BM + t.BN))
+	b.threadgroupMemory(mem)
 	b.dispatchGroups(p, [3]int{ceilDiv(n, t.BN), ceilDiv(m, t.BM), 1}, [3]int{t.Threads(), 1, 1})
+}
+
+// stageSize is the bytes one weight element of dt takes staged in a GEMM
+// tile (gemm.h mm_stage): its own, but bf16 is widened to f32 before MSL
+// 3.1, which has no bfloat.
+func (b *Backend) stageSize(dt bridge.DType) int {
+	if dt == bridge.BF16 && b.lang < "3.1" {
+		return 4
+	}
+	return dt.Size()
+}
+
+// tileMemory is the threadgroup memory and staging buffers of tile t with
+// mats weight matrices of dt (ops.MetalTileMemory: double buffered where
+// that fits); a tile whose one stage does not fit fails the step.
+func (b *Backend) tileMemory(what string, t Tile, mats int, dt bridge.DType) (bytes, stages int, ok bool) {
+	bytes, stages = t.memory(mats, b.stageSize(dt))
+	if bytes > tileMemory {
+		b.fail("%s tile %v: %d bytes of threadgroup memory for %v weights exceed 31 KiB", what, t, bytes, dt)
+		return 0, 0, false
+	}
+	return bytes, stages, true
 }
 
 // ropeFreqs returns the rotary frequencies of (headDim, theta) as the

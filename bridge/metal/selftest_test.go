@@ -86,11 +86,11 @@ func TestSelftestVariants(t *testing.T) {
 		{"split-k/two-phase", metal.Tuning{AttnPartitionSize: 32, AttnTwoPhase: true, AttnSimdgroups: 2, AttnHeadsPerGroup: 2, AttnPrefillMinQuery: -1},
 			[]string{"decode-attention", "prefill-attention"}, ""},
 		{"partitions=3", metal.Tuning{AttnPartitions: 3, AttnHeadsPerGroup: 1, AttnSimdgroups: 8}, []string{"decode-attention", "prefill-attention"}, ""},
-		{"simdgroup-matrix", metal.Tuning{MatVecMaxM: 1, MoEMatVecMaxTokens: -1,
+		{"simdgroup-matrix", metal.Tuning{MatVecMaxM: 1, MoEMatVecMaxRows: -1,
 			MatMulTile: metal.Tile{BM: 16, BN: 64, BK: 8, SGM: 2, SGN: 2}, MoETile: metal.Tile{BM: 16, BN: 16, BK: 32, SGM: 2, SGN: 1}},
 			[]string{"matmul", "moe"}, ""},
 		{"small-groups", metal.Tuning{NormThreads: 32, EltThreads: 64, RoPEHeads: 1, ArgmaxThreads: 64, MatVecRows: 1, MatVecSimdgroups: 1,
-			MoEMatVecRows: 3, MoESimdgroups: 2, MoEGroupThreads: 32, MoEMatVecMaxTokens: 40},
+			MoEMatVecRows: 3, MoESimdgroups: 2, MoEGroupThreads: 32, MoEMatVecMaxRows: 40},
 			[]string{"rms-norm", "add-rms-norm", "rope", "silu-mul", "argmax", "embedding", "matmul", "moe"}, ""},
 	}
 	// The tiled prefill kernel at every head size and block size, with a

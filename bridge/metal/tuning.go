@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
 // Tile is a simdgroup_matrix GEMM tile: BM x BN outputs per threadgroup of
@@ -20,6 +21,16 @@ func (t Tile) String() string { return fmt.Sprintf("%dx%dx%d/%dx%d", t.BM, t.BN,
 
 // Threads is the threadgroup size the tile runs with.
 func (t Tile) Threads() int { return 32 * t.SGM * t.SGN }
+
+// memory is the tile's threadgroup memory and staging buffers with mats
+// weight matrices staged stage bytes an element (ops.MetalTileMemory).
+func (t Tile) memory(mats, stage int) (bytes, stages int) {
+	return ops.MetalTileMemory(t.BM, t.BN, t.BK, mats, stage, tileMemory)
+}
+
+// tileMemory is the threadgroup memory a GEMM tile may take: 32 KiB less
+// the kernels' static arrays.
+const tileMemory = 32<<10 - 1024
 
 func (t Tile) check(what string, dual bool) error {
 	tm, tn := 0, 0
@@ -38,11 +49,13 @@ func (t Tile) check(what string, dual bool) error {
 	case t.BK != 8 && t.BK != 16 && t.BK != 32:
 		return fmt.Errorf("%s tile %v: BK is 8, 16 or 32", what, t)
 	}
-	mats := 2
+	mats := 1
 	if dual {
-		mats = 3
+		mats = 2
 	}
-	if n := 4 * t.BK * (t.BM + (mats-1)*t.BN); n > 32<<10-1024 {
+	// Checked for f16/bf16 weights (2 bytes staged); f32 weights are
+	// checked at their dispatch.
+	if n, _ := t.memory(mats, 2); n > tileMemory {
 		return fmt.Errorf("%s tile %v: %d bytes of threadgroup memory exceed 31 KiB", what, t, n)
 	}
 	return nil
@@ -94,13 +107,16 @@ type Tuning struct {
 	// prefill threadgroup.
 	AttnPrefillSimdgroups int
 
-	// MoEMatVecMaxTokens: a MoE call of at most this many tokens runs the
-	// simd_sum expert kernels (tiles of up to 8 rows), more the
+	// MoEMatVecMaxRows: a MoE call whose rows per routed expert
+	// (ops.MetalMoERows of its tokens, experts and top-k) are at most this
+	// runs the simd_sum expert kernels (tiles of up to 8 rows), else the
 	// simdgroup_matrix ones with MoETile; negative: never.
-	MoEMatVecMaxTokens int
-	MoEMatVecRows      int
-	MoESimdgroups      int // simdgroups of a simd_sum expert threadgroup
-	MoETile            Tile
+	MoEMatVecMaxRows int
+	MoEMatVecRows    int
+	MoESimdgroups    int // simdgroups of a simd_sum expert threadgroup
+	// MoETile is the expert GEMM tile; zero: chosen by the rows per routed
+	// expert (ops.MetalMoETile).
+	MoETile Tile
 	// MoEGroupThreads is the threadgroup size of the grouping kernel (one
 	// threadgroup per chunk of pairs).
 	MoEGroupThreads int
@@ -110,11 +126,10 @@ type Tuning struct {
 var DefaultTuning = Tuning{
 	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: 1024,
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
-	MatMulTile:     Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2},
+	MatMulTile:     Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillSimdgroups: 4,
-	MoEMatVecMaxTokens: 8, MoEMatVecRows: 4, MoESimdgroups: 4,
-	MoETile:         Tile{BM: 32, BN: 32, BK: 16, SGM: 2, SGN: 2},
+	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
 	MoEGroupThreads: 256,
 }
 
@@ -140,12 +155,9 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.AttnPartitionSize, d.AttnPartitionSize)
 	def(&t.AttnPrefillMinQuery, d.AttnPrefillMinQuery)
 	def(&t.AttnPrefillSimdgroups, d.AttnPrefillSimdgroups)
-	def(&t.MoEMatVecMaxTokens, d.MoEMatVecMaxTokens)
+	def(&t.MoEMatVecMaxRows, d.MoEMatVecMaxRows)
 	def(&t.MoEMatVecRows, d.MoEMatVecRows)
 	def(&t.MoESimdgroups, d.MoESimdgroups)
-	if t.MoETile == (Tile{}) {
-		t.MoETile = d.MoETile
-	}
 	def(&t.MoEGroupThreads, d.MoEGroupThreads)
 	return t
 }
@@ -182,6 +194,9 @@ func (t Tuning) Check() error {
 	}
 	if err := t.MatMulTile.check("MatMulTile", false); err != nil {
 		return err
+	}
+	if t.MoETile == (Tile{}) {
+		return nil
 	}
 	return t.MoETile.check("MoETile", true)
 }
@@ -234,6 +249,10 @@ func (t Tuning) String() string {
 		b.WriteString(",two-phase")
 	}
 	fmt.Fprintf(&b, ",prefill=q>=%d,%dsg", t.AttnPrefillMinQuery, t.AttnPrefillSimdgroups)
-	fmt.Fprintf(&b, " moe=t<=%d,%dr,%dsg,mm=%v,group=%d", t.MoEMatVecMaxTokens, t.MoEMatVecRows, t.MoESimdgroups, t.MoETile, t.MoEGroupThreads)
+	mm := "auto"
+	if t.MoETile != (Tile{}) {
+		mm = t.MoETile.String()
+	}
+	fmt.Fprintf(&b, " moe=rows<=%d,%dr,%dsg,mm=%s,group=%d", t.MoEMatVecMaxRows, t.MoEMatVecRows, t.MoESimdgroups, mm, t.MoEGroupThreads)
 	return b.String()
 }

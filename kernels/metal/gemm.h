@@ -153,60 +153,218 @@ inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* b
 }
 
 // ---------------------------------------------------------------------------
-// mm: simdgroup_matrix 8x8 tiles. A threadgroup of mm_sgm x mm_sgn
-// simdgroups computes an mm_bm x mm_bn tile; each k step stages mm_bk
-// columns of the activation rows and the weight rows in threadgroup memory
-// (weights widened to f32), then each simdgroup multiplies its
-// (mm_bm/mm_sgm/8) x (mm_bn/mm_sgn/8) 8x8 tiles.
+// mm: simdgroup_matrix 8x8 tiles, for many rows (prefill; MoE tiles of one
+// expert's rows). A threadgroup of mm_sgm x mm_sgn simdgroups computes an
+// mm_bm x mm_bn tile of the output; each simdgroup owns TM x TN 8x8
+// accumulators. Each k step stages mm_bk columns of the activation rows
+// (f32) and of the weight rows (kept in their own dtype: mm_stage below) in
+// threadgroup memory, every thread loading 16 bytes at a time; rows are
+// padded by 16 bytes so the simdgroup loads of one k column do not fall in
+// one bank. With mm_stages == 2 the staging is double buffered: the next
+// step's loads are issued into registers before this step's multiplies and
+// stored into the other buffer after them, one barrier per k step
+// (docs/metal-kernels.md, "The tiled GEMM"). The host sizes threadgroup(0)
+// as mm_smem_bytes.
 // ---------------------------------------------------------------------------
+
+// mm_stage<W>::T is the type weights are staged in: their own, except the
+// bf16 bits of the MSL 3.0 fallback, which no simdgroup matrix holds, widened
+// to f32. put stores one 16-byte vector of W (as its bits) at dst.
+template <typename W>
+struct mm_stage {
+  typedef W T;
+  static void put(threadgroup T* dst, uint4 v) { *(threadgroup uint4*)dst = v; }
+};
+#if !defined(__HAVE_BFLOAT__)
+template <>
+struct mm_stage<bf16_t> {
+  typedef float T;
+  static void put(threadgroup float* dst, uint4 v) {
+    *(threadgroup float4*)dst = float4(as_type<float>(v.x << 16), as_type<float>(v.x & 0xffff0000u),
+                                       as_type<float>(v.y << 16), as_type<float>(v.y & 0xffff0000u));
+    *(threadgroup float4*)(dst + 4) = float4(as_type<float>(v.z << 16), as_type<float>(v.z & 0xffff0000u),
+                                             as_type<float>(v.w << 16), as_type<float>(v.w & 0xffff0000u));
+  }
+};
+#endif
+
+#define MM_PAD_A 4  // floats after each staged activation row (16 bytes)
+#define MM_MAX_VEC 8 // 16-byte vectors a thread stages per matrix per k step
 
 struct MMAcc {
   simdgroup_float8x8 t[MM_MAX_TM][MM_MAX_TN];
 };
 
-// mm_smem_floats is the threadgroup memory a tile needs, in floats.
-inline uint mm_smem_floats(bool dual) { return uint(mm_bm + (dual ? 2 : 1) * mm_bn) * uint(mm_bk); }
+// The staged rows' strides, in elements: BK plus 16 bytes.
+inline int mm_lda() { return mm_bk + MM_PAD_A; }
+template <typename S>
+inline int mm_ldb() { return mm_bk + 16 / int(sizeof(S)); }
 
+// mm_stage_bytes is one stage's threadgroup memory: the activation rows and
+// mats weight matrices (bridge/metal and kernels/ops compute the same).
+template <typename S>
+inline int mm_stage_bytes(int mats) { return 4 * mm_bm * mm_lda() + mats * mm_bn * mm_ldb<S>() * int(sizeof(S)); }
+
+// MMRegs holds one k step's 16-byte vectors of a thread on their way from
+// device to threadgroup memory.
+struct MMRegs {
+  float4 a[MM_MAX_VEC];
+  uint4 w0[MM_MAX_VEC];
+  uint4 w1[MM_MAX_VEC];
+};
+
+// mm_fetch loads k step k0's vectors of this thread into r: activation row
+// src[r] (zeros for -1), weight rows n0.. (zeros past n). Rows hold k % 8 ==
+// 0 elements, so a vector is wholly in or out of k.
+template <typename W, bool DUAL>
+inline void mm_fetch(device const float* a, threadgroup const int* src, device const W* w0, device const W* w1, uint n,
+                     uint k, uint n0, uint k0, ushort tid, thread MMRegs& r) {
+  const int NT = 32 * mm_sgm * mm_sgn;
+  const int CA = mm_bk / 4, NA = mm_bm * CA;
+  const int VW = 16 / int(sizeof(W)), CB = mm_bk / VW, NB = mm_bn * CB;
+  for (int v = 0; v < (NA + NT - 1) / NT; v++) {
+    const int i = int(tid) + v * NT;
+    float4 x = 0.0f;
+    if (i < NA) {
+      const int s = src[i / CA];
+      const uint gk = k0 + uint(i % CA) * 4;
+      if (s >= 0 && gk < k) {
+        x = *(device const float4*)(a + ulong(s) * k + gk);
+      }
+    }
+    r.a[v] = x;
+  }
+  for (int v = 0; v < (NB + NT - 1) / NT; v++) {
+    const int i = int(tid) + v * NT;
+    uint4 x0 = 0, x1 = 0;
+    if (i < NB) {
+      const uint gn = n0 + uint(i / CB), gk = k0 + uint(i % CB) * uint(VW);
+      if (gn < n && gk < k) {
+        x0 = *(device const uint4*)(w0 + ulong(gn) * k + gk);
+        if (DUAL) {
+          x1 = *(device const uint4*)(w1 + ulong(gn) * k + gk);
+        }
+      }
+    }
+    r.w0[v] = x0;
+    r.w1[v] = x1;
+  }
+}
+
+// mm_put stores the vectors mm_fetch loaded into one stage.
+template <typename W, bool DUAL>
+inline void mm_put(thread const MMRegs& r, threadgroup float* As, threadgroup typename mm_stage<W>::T* Bs,
+                   threadgroup typename mm_stage<W>::T* Us, ushort tid) {
+  typedef typename mm_stage<W>::T S;
+  const int NT = 32 * mm_sgm * mm_sgn;
+  const int CA = mm_bk / 4, NA = mm_bm * CA;
+  const int VW = 16 / int(sizeof(W)), CB = mm_bk / VW, NB = mm_bn * CB;
+  const int LDA = mm_lda(), LDB = mm_ldb<S>();
+  for (int v = 0; v < (NA + NT - 1) / NT; v++) {
+    const int i = int(tid) + v * NT;
+    if (i < NA) {
+      *(threadgroup float4*)(As + (i / CA) * LDA + (i % CA) * 4) = r.a[v];
+    }
+  }
+  for (int v = 0; v < (NB + NT - 1) / NT; v++) {
+    const int i = int(tid) + v * NT;
+    if (i < NB) {
+      const int o = (i / CB) * LDB + (i % CB) * VW;
+      mm_stage<W>::put(Bs + o, r.w0[v]);
+      if (DUAL) {
+        mm_stage<W>::put(Us + o, r.w1[v]);
+      }
+    }
+  }
+}
+
+// mm_stage_scalar stages k step k0 element by element, for rows whose k is
+// not a multiple of 8 (not 16-byte aligned).
+template <typename W, bool DUAL>
+inline void mm_stage_scalar(device const float* a, threadgroup const int* src, device const W* w0, device const W* w1,
+                            uint n, uint k, uint n0, uint k0, threadgroup float* As,
+                            threadgroup typename mm_stage<W>::T* Bs, threadgroup typename mm_stage<W>::T* Us,
+                            ushort tid, ushort ntg) {
+  typedef typename mm_stage<W>::T S;
+  const int BK = mm_bk, LDA = mm_lda(), LDB = mm_ldb<S>();
+  for (int e = tid; e < mm_bm * BK; e += ntg) {
+    const int s = src[e / BK];
+    const uint gk = k0 + uint(e % BK);
+    As[(e / BK) * LDA + e % BK] = (s >= 0 && gk < k) ? a[ulong(s) * k + gk] : 0.0f;
+  }
+  for (int e = tid; e < mm_bn * BK; e += ntg) {
+    const uint gn = n0 + uint(e / BK), gk = k0 + uint(e % BK);
+    const bool in = gn < n && gk < k;
+    const int o = (e / BK) * LDB + e % BK;
+    Bs[o] = in ? S(float(w0[ulong(gn) * k + gk])) : S(0.0f);
+    if (DUAL) {
+      Us[o] = in ? S(float(w1[ulong(gn) * k + gk])) : S(0.0f);
+    }
+  }
+}
+
+// mm_accumulate computes the tile's products over all of k into acc0 (w0)
+// and, when DUAL, acc1 (w1: gate and up share the activation tile). smem is
+// threadgroup(0), mm_stages stages of mm_stage_bytes(DUAL ? 2 : 1) bytes;
+// every thread of the threadgroup must call it, after src is written and a
+// barrier.
 template <typename W, bool DUAL>
 inline void mm_accumulate(device const float* a, threadgroup const int* src, device const W* w0, device const W* w1,
                           uint n, uint k, uint n0, threadgroup float* smem, ushort tid, ushort ntg, ushort sg,
                           thread MMAcc& acc0, thread MMAcc& acc1) {
+  typedef typename mm_stage<W>::T S;
   const int BM = mm_bm, BN = mm_bn, BK = mm_bk;
   const int TM = BM / (8 * mm_sgm), TN = BN / (8 * mm_sgn);
+  const int LDA = mm_lda(), LDB = mm_ldb<S>();
+  const int mats = DUAL ? 2 : 1;
   const int sgm = sg / mm_sgn, sgn = sg % mm_sgn;
-  threadgroup float* As = smem;               // [BM][BK]
-  threadgroup float* Bs = smem + BM * BK;     // [BN][BK]
-  threadgroup float* Us = Bs + BN * BK;       // [BN][BK], DUAL only
+  // Stage s: As[s] = smem + s*BM*LDA floats; weights after every stage's
+  // activations, mats matrices per stage.
+  threadgroup float* A0 = smem;
+  threadgroup S* W0 = (threadgroup S*)(smem + mm_stages * BM * LDA);
   for (int i = 0; i < TM; i++) {
     for (int j = 0; j < TN; j++) {
       acc0.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
       acc1.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     }
   }
-  for (uint k0 = 0; k0 < k; k0 += BK) {
-    for (int e = tid; e < BM * BK; e += ntg) {
-      const int r = e / BK;
-      const uint gk = k0 + e % BK;
-      const int s = src[r];
-      As[e] = (s >= 0 && gk < k) ? a[ulong(s) * k + gk] : 0.0f;
-    }
-    for (int e = tid; e < BN * BK; e += ntg) {
-      const uint gn = n0 + e / BK, gk = k0 + e % BK;
-      const bool in = gn < n && gk < k;
-      Bs[e] = in ? float(w0[ulong(gn) * k + gk]) : 0.0f;
-      if (DUAL) {
-        Us[e] = in ? float(w1[ulong(gn) * k + gk]) : 0.0f;
-      }
+  const bool vec = k % 8 == 0;
+  const uint steps = (k + uint(BK) - 1) / uint(BK);
+  MMRegs r;
+  if (mm_stages == 2) { // prologue: step 0 into stage 0
+    if (vec) {
+      mm_fetch<W, DUAL>(a, src, w0, w1, n, k, n0, 0, tid, r);
+      mm_put<W, DUAL>(r, A0, W0, W0 + BN * LDB, tid);
+    } else {
+      mm_stage_scalar<W, DUAL>(a, src, w0, w1, n, k, n0, 0, A0, W0, W0 + BN * LDB, tid, ntg);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (uint s = 0; s < steps; s++) {
+    const int cur = mm_stages == 2 ? int(s & 1) : 0;
+    threadgroup float* As = A0 + cur * BM * LDA;
+    threadgroup S* Bs = W0 + cur * mats * BN * LDB;
+    threadgroup S* Us = Bs + BN * LDB;
+    const bool next = mm_stages == 2 && s + 1 < steps;
+    if (mm_stages == 1) {
+      if (vec) {
+        mm_fetch<W, DUAL>(a, src, w0, w1, n, k, n0, s * uint(BK), tid, r);
+        mm_put<W, DUAL>(r, As, Bs, Us, tid);
+      } else {
+        mm_stage_scalar<W, DUAL>(a, src, w0, w1, n, k, n0, s * uint(BK), As, Bs, Us, tid, ntg);
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    } else if (next && vec) {
+      mm_fetch<W, DUAL>(a, src, w0, w1, n, k, n0, (s + 1) * uint(BK), tid, r); // in flight during the multiplies
+    }
     for (int kk = 0; kk < BK; kk += 8) {
       simdgroup_float8x8 af[MM_MAX_TM];
-      simdgroup_float8x8 bf[MM_MAX_TN];
+      simdgroup_matrix<S, 8, 8> bf[MM_MAX_TN];
       for (int i = 0; i < TM; i++) {
-        simdgroup_load(af[i], As + (sgm * TM * 8 + i * 8) * BK + kk, BK);
+        simdgroup_load(af[i], As + (sgm * TM * 8 + i * 8) * LDA + kk, LDA);
       }
       for (int j = 0; j < TN; j++) {
-        simdgroup_load(bf[j], Bs + (sgn * TN * 8 + j * 8) * BK + kk, BK, ulong2(0, 0), true);
+        simdgroup_load(bf[j], Bs + (sgn * TN * 8 + j * 8) * LDB + kk, LDB, ulong2(0, 0), true);
       }
       for (int i = 0; i < TM; i++) {
         for (int j = 0; j < TN; j++) {
@@ -215,7 +373,7 @@ inline void mm_accumulate(device const float* a, threadgroup const int* src, dev
       }
       if (DUAL) {
         for (int j = 0; j < TN; j++) {
-          simdgroup_load(bf[j], Us + (sgn * TN * 8 + j * 8) * BK + kk, BK, ulong2(0, 0), true);
+          simdgroup_load(bf[j], Us + (sgn * TN * 8 + j * 8) * LDB + kk, LDB, ulong2(0, 0), true);
         }
         for (int i = 0; i < TM; i++) {
           for (int j = 0; j < TN; j++) {
@@ -224,7 +382,18 @@ inline void mm_accumulate(device const float* a, threadgroup const int* src, dev
         }
       }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (next) { // the other stage: last read in step s-1, before its barrier
+      threadgroup float* An = A0 + (1 - cur) * BM * LDA;
+      threadgroup S* Bn = W0 + (1 - cur) * mats * BN * LDB;
+      if (vec) {
+        mm_put<W, DUAL>(r, An, Bn, Bn + BN * LDB, tid);
+      } else {
+        mm_stage_scalar<W, DUAL>(a, src, w0, w1, n, k, n0, (s + 1) * uint(BK), An, Bn, Bn + BN * LDB, tid, ntg);
+      }
+    }
+    if (mm_stages == 1 || next) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
   }
 }
 

@@ -30,8 +30,9 @@ kernel void matvec(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
   }
 }
 
-// matmul: simdgroup_matrix tiles. Grid: (ceil(n / mm_bn), ceil(m / mm_bm)),
-// mm_sgm * mm_sgn simdgroups, mm_smem_floats(false) floats of threadgroup(0).
+// matmul: simdgroup_matrix tiles (gemm.h's mm_accumulate). Grid:
+// (ceil(n / mm_bn), ceil(m / mm_bm)), mm_sgm * mm_sgn simdgroups,
+// mm_stages * mm_stage_bytes(1) bytes of threadgroup(0).
 template <typename W>
 kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                    device const W* w [[buffer(2)]], device float* out [[buffer(3)]],
@@ -49,16 +50,28 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
   MMAcc acc, unused;
   mm_accumulate<W, false>(x, src, w, w, a.n, a.k, n0, smem, tid, ntg, sg, acc, unused);
   const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
+  const bool pairs = a.n % 2 == 0; // a lane's two columns are one aligned float2
   for (int i = 0; i < TM; i++) {
     for (int j = 0; j < TN; j++) {
       int r, c;
       mm_coord(sg, lane, i, j, r, c);
-      const float2 v = acc.t[i][j].thread_elements();
-      const uint row = m0 + r;
-      for (int e = 0; e < 2; e++) {
-        const uint col = n0 + c + e;
-        if (row < a.m && col < a.n) {
-          out[ulong(row) * a.n + col] = v[e] + (has_bias ? bias[col] : 0.0f);
+      float2 v = acc.t[i][j].thread_elements();
+      const uint row = m0 + r, col = n0 + c;
+      if (row >= a.m || col >= a.n) {
+        continue;
+      }
+      if (has_bias) {
+        v[0] += bias[col];
+        if (col + 1 < a.n) {
+          v[1] += bias[col + 1];
+        }
+      }
+      if (pairs) {
+        *(device float2*)(out + ulong(row) * a.n + col) = v;
+      } else {
+        out[ulong(row) * a.n + col] = v[0];
+        if (col + 1 < a.n) {
+          out[ulong(row) * a.n + col + 1] = v[1];
         }
       }
     }

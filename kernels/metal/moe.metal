@@ -64,11 +64,28 @@ inline void route_token(constant RouteArgs& a, threadgroup float* p, threadgroup
   }
 }
 
+// zero_row clears row t of out (hidden floats), which moe_mm_down then adds
+// each of the token's experts into.
+inline void zero_row(device float* out, uint t, uint hidden, ushort tid, ushort ntg) {
+  device float* o = out + ulong(t) * hidden;
+  if (hidden % 4 == 0) {
+    for (uint i = tid; i < hidden / 4; i += ntg) {
+      *(device float4*)(o + 4 * i) = 0.0f;
+    }
+  } else {
+    for (uint i = tid; i < hidden; i += ntg) {
+      o[i] = 0.0f;
+    }
+  }
+}
+
 // moe_route: one threadgroup per token, routing the router's logits
-// (threadgroup(0): experts floats).
+// (threadgroup(0): experts floats); with moe_zero_out it clears the token's
+// output row.
 kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* logits [[buffer(1)]],
                       device int* ids [[buffer(2)]], device float* weights [[buffer(3)]],
                       device atomic_uint* flags [[buffer(4)]], device atomic_uint* stats [[buffer(5)]],
+                      device float* out [[buffer(7), function_constant(moe_zero_out)]],
                       threadgroup float* p [[threadgroup(0)]], uint t [[threadgroup_position_in_grid]],
                       ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
@@ -80,6 +97,9 @@ kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* l
   device const float* l = logits + ulong(t) * a.experts;
   for (uint e = tid; e < a.experts; e += ntg) {
     p[e] = l[e];
+  }
+  if (moe_zero_out) {
+    zero_row(out, t, a.hidden, tid, ntg);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, tid, ntg, lane, sg, nsg);
@@ -94,7 +114,9 @@ template <typename W>
 kernel void moe_router_route(constant RouteArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                              device const W* router [[buffer(6)]], device int* ids [[buffer(2)]],
                              device float* weights [[buffer(3)]], device atomic_uint* flags [[buffer(4)]],
-                             device atomic_uint* stats [[buffer(5)]], threadgroup float* p [[threadgroup(0)]],
+                             device atomic_uint* stats [[buffer(5)]],
+                             device float* out [[buffer(7), function_constant(moe_zero_out)]],
+                             threadgroup float* p [[threadgroup(0)]],
                              uint t [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                              ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
                              ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -115,19 +137,22 @@ kernel void moe_router_route(constant RouteArgs& a [[buffer(0)]], device const f
       p[e] = d;
     }
   }
+  if (moe_zero_out) {
+    zero_row(out, t, H, tid, ntg);
+  }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, tid, ntg, lane, sg, nsg);
 }
 
 template [[host_name("moe_router_route_f32")]] kernel void moe_router_route<float>(
     constant RouteArgs&, device const float*, device const float*, device int*, device float*, device atomic_uint*,
-    device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+    device atomic_uint*, device float*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
 template [[host_name("moe_router_route_f16")]] kernel void moe_router_route<half>(
     constant RouteArgs&, device const float*, device const half*, device int*, device float*, device atomic_uint*,
-    device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+    device atomic_uint*, device float*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
 template [[host_name("moe_router_route_bf16")]] kernel void moe_router_route<bf16_t>(
     constant RouteArgs&, device const float*, device const bf16_t*, device int*, device float*, device atomic_uint*,
-    device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+    device atomic_uint*, device float*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
 
 // moe_group: one threadgroup per chunk of pairs (the strategy: chunks of 1
 // pair are the loop, one chunk of all pairs is grouped). It sorts its
@@ -284,8 +309,10 @@ kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
   }
 }
 
-// moe_mm_gate_up: the simdgroup_matrix version, tiles of mm_bm rows. Grid:
-// (ceil(inter / mm_bn), tile slots); mm_smem_floats(true) floats of
+// moe_mm_gate_up: the simdgroup_matrix version (gemm.h's mm_accumulate,
+// gate and up staged together over one activation tile), tiles of up to
+// mm_bm rows of one expert; SwiGLU in the epilogue. Grid: (ceil(inter /
+// mm_bn), tile slots); mm_stages * mm_stage_bytes(2) bytes of
 // threadgroup(0).
 template <typename W>
 kernel void moe_mm_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -309,41 +336,63 @@ kernel void moe_mm_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
   MMAcc g, u;
   mm_accumulate<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, smem, tid, ntg, sg, g, u);
   const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
+  const bool pairs = a.n % 2 == 0;
   for (int i = 0; i < TM; i++) {
     for (int j = 0; j < TN; j++) {
       int r, c;
       mm_coord(sg, lane, i, j, r, c);
       const float2 gv = g.t[i][j].thread_elements();
       const float2 uv = u.t[i][j].thread_elements();
-      for (int e = 0; e < 2; e++) {
-        const uint col = n0 + c + e;
-        if (r < tile.rows && col < a.n) {
-          h[ulong(tile.row0 + r) * a.n + col] = silu(gv[e]) * uv[e];
+      const uint col = n0 + c;
+      if (r >= tile.rows || col >= a.n) {
+        continue;
+      }
+      const float2 v = float2(silu(gv[0]) * uv[0], silu(gv[1]) * uv[1]);
+      device float* o = h + ulong(tile.row0 + r) * a.n + col;
+      if (pairs) {
+        *(device float2*)o = v;
+      } else {
+        o[0] = v[0];
+        if (col + 1 < a.n) {
+          o[1] = v[1];
         }
       }
     }
   }
 }
 
-// moe_mm_down: y[pair] = h[row] * down^T with simdgroup_matrix tiles.
+// moe_mm_down: out[token] += weight(pair) * (h[row] * down^T), the weighted
+// scatter-add of every routed expert's rows into their tokens' output rows
+// (cleared by the routing kernel, moe_zero_out), also into residual with
+// moe_residual; it clears its expert's flag for the next call (what
+// moe_combine does on the matvec path). The adds are atomic, so their order,
+// and the output's last bits, vary from run to run.
 template <typename W>
 kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
                         device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
-                        device const MoETile* tiles [[buffer(4)]], device float* y [[buffer(5)]],
+                        device const MoETile* tiles [[buffer(4)]], device float* out [[buffer(5)]],
+                        device const float* weights [[buffer(6)]], device atomic_uint* flags [[buffer(7)]],
+                        device float* residual [[buffer(8), function_constant(moe_residual)]],
                         threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
                         ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
                         ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
   const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   threadgroup int src[64];
-  threadgroup int dst[64];
+  threadgroup int tok[64];
+  threadgroup float wt[64];
   const MoETile tile = tiles[tg.y];
   if (tile.expert < 0 || uint(tile.expert) >= a.experts) {
     return;
   }
   const uint n0 = tg.x * uint(mm_bn);
   for (int r = tid; r < mm_bm; r += ntg) {
-    src[r] = r < tile.rows ? tile.row0 + r : -1;
-    dst[r] = r < tile.rows ? perm[tile.row0 + r] : -1;
+    const int pair = r < tile.rows ? perm[tile.row0 + r] : -1;
+    src[r] = pair >= 0 ? tile.row0 + r : -1;
+    tok[r] = pair >= 0 ? pair / int(a.top_k) : 0;
+    wt[r] = pair >= 0 ? weights[pair] : 0.0f;
+  }
+  if (tg.x == 0 && tid == 0) {
+    atomic_store_explicit(&flags[tile.expert], 0u, memory_order_relaxed);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   device const W* base = w + ulong(tile.expert) * a.expert_stride;
@@ -356,10 +405,18 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
       int r, c;
       mm_coord(sg, lane, i, j, r, c);
       const float2 v = acc.t[i][j].thread_elements();
+      if (r >= tile.rows) {
+        continue;
+      }
+      const ulong o = ulong(tok[r]) * a.n;
       for (int e = 0; e < 2; e++) {
         const uint col = n0 + c + e;
-        if (r < tile.rows && col < a.n) {
-          y[ulong(dst[r]) * a.n + col] = v[e];
+        if (col < a.n) {
+          const float y = wt[r] * v[e];
+          atomic_fetch_add_explicit((device atomic_float*)(out + o + col), y, memory_order_relaxed);
+          if (moe_residual) {
+            atomic_fetch_add_explicit((device atomic_float*)(residual + o + col), y, memory_order_relaxed);
+          }
         }
       }
     }
@@ -378,7 +435,8 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
       device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);                                  \
   template [[host_name(MTL_STR(moe_mm_down_##sfx))]] kernel void moe_mm_down<T>(                                        \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
-      device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);
+      device float*, device const float*, device atomic_uint*, device float*, threadgroup float*, uint2, ushort,  \
+      uint2, ushort, ushort);
 
 INSTANTIATE_MOE(f32, float)
 INSTANTIATE_MOE(f16, half)

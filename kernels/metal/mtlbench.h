@@ -115,10 +115,12 @@ inline float kv_round(float x, bf16_t) { return as_type<float>(uint(bf16_bits(x)
 #define FC_MM_BK 32         // int: depth of a k step (8, 16 or 32)
 #define FC_MM_SGM 33        // int: simdgroups along the rows of a tile
 #define FC_MM_SGN 34        // int: simdgroups along the columns of a tile
+#define FC_MM_STAGES 35     // int: staging buffers of a tile (2: double buffered)
 #define FC_ATTN_PARTITIONED 40 // bool: write per-partition partials (split-K)
 #define FC_ATTN_NEW_KV 41   // bool: new keys come from k/v, written to the cache here
 #define FC_ATTN_ROPE 42     // bool: decode attention applies RoPE (and QK-norm) to q and the new k
-#define FC_MOE_RESIDUAL 50  // bool: moe_combine adds its output into the residual
+#define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down add the output into the residual
+#define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 
 // The constants themselves, declared once here: a Metal library is one
 // translation unit, whatever the number of .metal files it was made of.
@@ -131,6 +133,7 @@ constant int mm_bn [[function_constant(FC_MM_BN)]];
 constant int mm_bk [[function_constant(FC_MM_BK)]];
 constant int mm_sgm [[function_constant(FC_MM_SGM)]];
 constant int mm_sgn [[function_constant(FC_MM_SGN)]];
+constant int mm_stages [[function_constant(FC_MM_STAGES)]];
 constant bool attn_partitioned [[function_constant(FC_ATTN_PARTITIONED)]];
 constant bool attn_new_kv [[function_constant(FC_ATTN_NEW_KV)]];
 constant bool attn_rope [[function_constant(FC_ATTN_ROPE)]];
@@ -139,6 +142,7 @@ constant bool mv_norm [[function_constant(FC_MV_NORM)]];
 constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];
 constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
 constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
+constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
 
 // Upper bounds of the register arrays the function constants index; after
 // specialisation the compiler unrolls the bounded loops and drops the rest.

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -256,15 +257,76 @@ var cudaMoE = &Space{
 // threadgroup memory counted as the backend sizes it, SIMD width 32, and
 // the simdgroup_matrix tile rules of bridge/metal's Tile.check.
 
-// metalTileSlack is the threadgroup memory a GEMM tile leaves free, as
-// Tile.check allows 31 of the 32 KiB.
+// metalTileSlack is the threadgroup memory a GEMM tile leaves free for
+// the kernels' static arrays (row maps), as Tile.check allows 31 of the
+// 32 KiB.
 const metalTileSlack = 1024
 
 var (
 	metalTileNames = []string{KnobBM, KnobBN, KnobBK, KnobSGM, KnobSGN}
 	metalMVNames   = []string{KnobRows, KnobSimdgroups}
-	metalDefTile   = Config{KnobBM: "32", KnobBN: "32", KnobBK: "16", KnobSGM: "2", KnobSGN: "2"}
+	// metalDefTile is the dense GEMM's tile: 64x64 outputs over 2x2
+	// simdgroups of 4x4 8x8 accumulators, k steps of 32 (MLX's steel GEMM
+	// and ggml's kernel_mul_mm take 32-64 rows and columns and 16-32 deep).
+	metalDefTile = Config{KnobBM: "64", KnobBN: "64", KnobBK: "32", KnobSGM: "2", KnobSGN: "2"}
 )
+
+// MetalTileMemory is the threadgroup memory of a simdgroup_matrix GEMM tile
+// as bridge/metal sizes it (kernels/metal/gemm.h mm_stage_bytes): per stage,
+// bm activation rows (f32) and mats weight matrices of bn rows kept in
+// their dtype (stage bytes an element: 2 for f16 and bf16, 4 for f32 and
+// for bf16 before MSL 3.1), each row bk deep plus 16 bytes of padding; two
+// stages (double buffered) when they fit in most bytes, else one.
+func MetalTileMemory(bm, bn, bk, mats, stage, most int) (bytes, stages int) {
+	per := 4*bm*(bk+4) + mats*bn*(bk+16/stage)*stage
+	if 2*per <= most {
+		return 2 * per, 2
+	}
+	return per, 1
+}
+
+// MoERowsPerExpert is the mean rows of a routed expert's GEMM (its tokens)
+// in a MoE call of tokens tokens each routed to topK of experts experts:
+// the pairs over the experts expected to be routed to at all,
+// E*(1-(1-K/E)^T) under uniform routing; at least 1. The Metal backend
+// picks its expert kernels and tile rows by it (docs/metal-kernels.md,
+// "MoE tile occupancy").
+func MoERowsPerExpert(tokens, experts, topK int) float64 {
+	if tokens < 1 || experts < 1 || topK < 1 {
+		return 1
+	}
+	k := min(topK, experts)
+	touched := float64(experts) * (1 - math.Pow(1-float64(k)/float64(experts), float64(tokens)))
+	return max(1, float64(tokens*k)/max(touched, 1))
+}
+
+// MetalMoEMatVecMaxRows is the rows per routed expert up to which the Metal
+// MoE runs its expert matvecs (tiles of at most 8 rows, each expert's
+// weights read once per tile) untuned; above it the simdgroup_matrix
+// tiles of MetalMoETile. Measured on the emulator's cost witness at
+// Qwen3-30B-A3B's shapes (docs/metal-kernels.md).
+const MetalMoEMatVecMaxRows = 4
+
+// MetalMoERows is MoERowsPerExpert rounded to the nearest whole row: what
+// the mv_max knob and the untuned choice compare.
+func MetalMoERows(tokens, experts, topK int) int {
+	return int(math.Round(MoERowsPerExpert(tokens, experts, topK)))
+}
+
+// MetalMoETile is the untuned expert GEMM tile for rows rows per routed
+// expert: the shortest of 16, 32 and 64 rows that holds about twice the
+// mean (an expert's rows vary about it), so tiles are mostly full and an
+// expert's weights are mostly read once; 64 columns (32 with 64 rows, so
+// gate, up and the activations double-buffer in 31 KiB), k steps of 32.
+func MetalMoETile(rows int) Config {
+	switch {
+	case rows <= 8:
+		return Config{KnobBM: "16", KnobBN: "64", KnobBK: "32", KnobSGM: "1", KnobSGN: "4"}
+	case rows <= 16:
+		return Config{KnobBM: "32", KnobBN: "64", KnobBK: "32", KnobSGM: "2", KnobSGN: "2"}
+	}
+	return Config{KnobBM: "64", KnobBN: "32", KnobBK: "32", KnobSGM: "2", KnobSGN: "2"}
+}
 
 // metalMVTaken reports whether the matvec takes rows(s) rows under c's
 // mv_max.
@@ -272,10 +334,10 @@ func metalMVTaken(c Config, rows int) bool { mv := c.Int(KnobMVMax); return mv >
 
 // metalPathKnobs are the knobs of the matvec (rows per simdgroup,
 // simdgroups up to maxSG) and of the simdgroup_matrix tiles; each path's
-// apply only where it runs at the shape's rows (dimension rows).
-func metalPathKnobs(rows Param, maxSG int) []Knob {
-	mv := func(c Config, s Shape) bool { return metalMVTaken(c, s[rows]) }
-	tiles := func(c Config, s Shape) bool { return !metalMVTaken(c, s[rows]) }
+// apply only where it runs at the shape's rows(s).
+func metalPathKnobs(rows func(Shape) int, maxSG int) []Knob {
+	mv := func(c Config, s Shape) bool { return metalMVTaken(c, rows(s)) }
+	tiles := func(c Config, s Shape) bool { return !metalMVTaken(c, rows(s)) }
 	return []Knob{
 		{Name: KnobRows, Doc: "matvec: output rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"), When: mv},
 		{Name: KnobSimdgroups, Doc: "matvec: simdgroups per threadgroup", Values: Pow2(1, maxSG), When: mv},
@@ -330,10 +392,34 @@ func metalTiled(c Config) bool { _, ok := c[KnobBM]; return ok }
 
 func metalTileThreads(c Config) int { return 32 * c.Int(KnobSGM) * c.Int(KnobSGN) }
 
-// metalTileBytes is a tile's threadgroup memory: x and mats-1 weight
-// matrices staged BK deep.
-func metalTileBytes(c Config, mats int) int {
-	return 4 * c.Int(KnobBK) * (c.Int(KnobBM) + (mats-1)*c.Int(KnobBN))
+// metalTileBytes is a tile's threadgroup memory for mats weight matrices
+// of the spaces' dtype (bf16, staged as bf16), double buffered where that
+// fits: MetalTileMemory, with the device's memory less the slack.
+func metalTileBytes(c Config, mats int, lim Limits) int {
+	most := lim.ThreadgroupMemory
+	if most <= 0 {
+		most = 32 << 10
+	}
+	n, _ := MetalTileMemory(c.Int(KnobBM), c.Int(KnobBN), c.Int(KnobBK), mats, 2, most-metalTileSlack)
+	return n
+}
+
+// metalTileMemory is the threadgroup memory constraint of a space whose
+// tiles stage mats weight matrices.
+func metalTileMemory(mats int) Constraint {
+	return Constraint{Name: "threadgroup memory", Check: func(c Config, s Shape, lim Limits) error {
+		if !metalTiled(c) {
+			return nil
+		}
+		most := lim.ThreadgroupMemory
+		if most <= 0 {
+			most = 32 << 10
+		}
+		if n := metalTileBytes(c, mats, lim); n > most-metalTileSlack {
+			return fmt.Errorf("%d bytes (one stage, padded rows) exceed the %d available", n, most-metalTileSlack)
+		}
+		return nil
+	}}
 }
 
 // metalTileRules are Tile.check's shape rules (memory is its own
@@ -467,17 +553,12 @@ var metalMatMul = &Space{
 	DType: "bf16",
 	Params: append([]Knob{
 		{Name: KnobMVMax, Doc: "the matvec takes up to this many rows (0: never; at most 8)", Values: Enum(metalMatMulMV...)},
-	}, metalPathKnobs(M, 32)...),
+	}, metalPathKnobs(func(s Shape) int { return s[M] }, 32)...),
 	Constraints: []Constraint{
 		metalSIMD,
 		metalThreads(metalPathThreads),
 		metalTileRules,
-		metalMemory(metalTileSlack, func(c Config, _ Shape) int {
-			if !metalTiled(c) {
-				return 0
-			}
-			return metalTileBytes(c, 2)
-		}),
+		metalTileMemory(1),
 		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
 		metalMVFits(func(s Shape) int { return s[N] }),
 	},
@@ -646,51 +727,56 @@ func metalNorm(width int) *Space {
 	}
 }
 
-var (
-	metalMoEMV  = []string{"0", "1", "2", "4", "8", "16", "32", "64"}
-	metalMoEDef = merge(Config{KnobStrategy: string(MoEGrouped), KnobChunk: "64", KnobMVMax: "8", KnobRows: "2", KnobSimdgroups: "4"}, metalDefTile)
-)
+var metalMoEMV = []string{"0", "1", "2", "4", "8", "16"}
+
+// metalMoERows is a MoE shape's rows per routed expert (MetalMoERows), what
+// the Metal space's mv_max compares.
+func metalMoERows(s Shape) int { return MetalMoERows(s[Tokens], s[Experts], s[TopK]) }
+
+// metalMoEDefault is what bridge/metal runs untuned at s: grouped, the
+// expert matvecs up to MetalMoEMatVecMaxRows rows per routed expert, else
+// the tile of MetalMoETile.
+func metalMoEDefault(s Shape) Config {
+	return merge(Config{KnobStrategy: string(MoEGrouped), KnobChunk: "64", KnobMVMax: strconv.Itoa(MetalMoEMatVecMaxRows),
+		KnobRows: "4", KnobSimdgroups: "4"}, MetalMoETile(metalMoERows(s)))
+}
 
 // metalMoE is the MoE block (bridge/metal moe.go): dispatch as the CPU's,
-// and the expert GEMMs' kernels: simd_sum matvecs up to mv_max tokens, else
-// simdgroup_matrix tiles (gate and up staged together).
+// and the expert GEMMs' kernels: simd_sum matvecs while the rows per
+// routed expert (MetalMoERows) are at most mv_max, else simdgroup_matrix
+// tiles (gate and up staged together).
 var metalMoE = &Space{
-	Doc:   "expert dispatch (loop, chunked, grouped) and the expert GEMMs: matvec up to mv_max tokens (rows per simdgroup, simdgroups), else tiles",
+	Doc:   "expert dispatch (loop, chunked, grouped) and the expert GEMMs: matvec up to mv_max rows per routed expert (rows per simdgroup, simdgroups), else tiles",
 	Dims:  moeDims,
 	DType: "bf16",
 	Params: append([]Knob{
 		moeDispatch[0],
 		{Name: KnobChunk, Doc: moeDispatch[1].Doc, Values: moeDispatch[1].Values,
 			When: func(c Config, _ Shape) bool { return c[KnobStrategy] == string(MoEChunked) }},
-		{Name: KnobMVMax, Doc: "the expert matvecs take up to this many tokens (0: never)", Values: Enum(metalMoEMV...)},
-	}, metalPathKnobs(Tokens, 16)...),
+		{Name: KnobMVMax, Doc: "the expert matvecs run up to this many rows per routed expert (0: never)", Values: Enum(metalMoEMV...)},
+	}, metalPathKnobs(metalMoERows, 16)...),
 	Constraints: []Constraint{
 		metalSIMD,
 		metalThreads(metalPathThreads),
 		metalTileRules,
-		metalMemory(metalTileSlack, func(c Config, _ Shape) int {
-			if !metalTiled(c) {
-				return 0
-			}
-			return metalTileBytes(c, 3)
-		}),
+		metalTileMemory(2),
 		// A tile holds rows of one expert: at most one per token.
 		metalTileFits(func(s Shape) int { return s[Tokens] }, func(s Shape) int { return max(s[Hidden], s[Intermediate]) }),
 		metalMVFits(func(s Shape) int { return min(s[Hidden], s[Intermediate]) }),
 	},
 	Canonical: func(c Config, s Shape, lim Limits) Config {
 		if _, ok := c[KnobChunk]; !ok {
-			c[KnobChunk] = metalMoEDef[KnobChunk]
+			c[KnobChunk] = "64"
 		}
 		d := cpuMoE.Canonical(Config{KnobStrategy: c[KnobStrategy], KnobChunk: c[KnobChunk]}, s, lim)
 		delete(c, KnobChunk)
 		for k, v := range d {
 			c[k] = v
 		}
-		return metalPath(c, s[Tokens], metalMoEMV, metalMoEDef)
+		return metalPath(c, metalMoERows(s), metalMoEMV, metalMoEDefault(s))
 	},
-	Default: func(Shape, Limits) Config { return metalMoEDef.Clone() },
-	Format:  func(c Config) string { return cpuMoE.Format(c) + "/" + metalPathFormat(c, "t") },
+	Default: func(s Shape, _ Limits) Config { return metalMoEDefault(s) },
+	Format:  func(c Config) string { return cpuMoE.Format(c) + "/" + metalPathFormat(c, "rows") },
 }
 
 // MetalPrefillMemory is the threadgroup memory of Metal's tiled prefill

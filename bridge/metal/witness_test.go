@@ -1,0 +1,147 @@
+package metal_test
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+)
+
+// witnessCase is a kernel case whose cost witness docs/metal-kernels.md
+// records.
+type witnessCase struct {
+	name string
+	args ops.Args
+}
+
+// prefillWitnessCases are the prefill shapes of Qwen3-30B-A3B (hidden 2048,
+// 32 query heads over 4 KV heads of 128, 128 experts top-8, intermediate
+// 768) and TinyLlama (hidden 2048, 32/4 heads of 64, intermediate 5632) at
+// t prompt tokens.
+func prefillWitnessCases(t int) []witnessCase {
+	mm := func(m, n, k int) ops.Args {
+		return ops.Args{Op: ops.MatMul, Ints: map[ops.Param]int{ops.M: m, ops.N: n, ops.K: k}, DType: ops.BF16}
+	}
+	attn := func(d int) ops.Args {
+		return ops.Args{Op: ops.PagedAttentionPrefill, Ints: map[ops.Param]int{ops.Seqs: 1, ops.Tokens: t, ops.NumHeads: 32,
+			ops.NumKVHeads: 4, ops.HeadSize: d, ops.BlockSize: 16}, DType: ops.BF16}
+	}
+	moe := ops.Args{Op: ops.MoE, Ints: map[ops.Param]int{ops.Tokens: t, ops.Experts: 128, ops.TopK: 8, ops.Hidden: 2048,
+		ops.Intermediate: 768}, DType: ops.BF16}
+	return []witnessCase{
+		{fmt.Sprintf("qwen3 q_proj GEMM, %d tokens", t), mm(t, 4096, 2048)},
+		{fmt.Sprintf("qwen3 MoE, %d tokens", t), moe},
+		{fmt.Sprintf("qwen3 prefill attention, %d tokens", t), attn(128)},
+		{fmt.Sprintf("TinyLlama gate GEMM, %d tokens", t), mm(t, 5632, 2048)},
+		{fmt.Sprintf("TinyLlama prefill attention, %d tokens", t), attn(64)},
+	}
+}
+
+var (
+	witnessTokens = flag.String("witness", "", "TestWitnessFigures: prompt token counts, comma-separated (e.g. 64,256)")
+	witnessCases  = flag.String("witness.cases", "", "TestWitnessFigures: only cases whose names contain one of these, comma-separated")
+)
+
+// TestWitnessFigures prints, as the rows of docs/metal-kernels.md's
+// tables, what the emulator's cost witness counts for the prefill shapes
+// at the token counts of -witness, each case checked against the reference
+// first. The shapes take minutes on the emulator, so it runs only on
+// request:
+//
+//	go test ./bridge/metal -run TestWitnessFigures -v -timeout 2h -args -witness=64,256
+func TestWitnessFigures(t *testing.T) {
+	spec, filter := *witnessTokens, *witnessCases
+	if spec == "" {
+		t.Skip("-witness=N,... (prompt token counts) prints the witness figures")
+	}
+	be := newEmu(t, metal.Tuning{})
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("-witness=%q: token counts, comma-separated", spec)
+		}
+		for _, c := range prefillWitnessCases(n) {
+			if filter != "" && !containsAny(c.name, strings.Split(filter, ",")) {
+				continue
+			}
+			start := time.Now()
+			b, err := kbench.Prepare(be, c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := b.Check()
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			w, ok, err := b.Witness()
+			b.Close()
+			if err != nil || !ok {
+				t.Fatalf("%s: witness %v, %v", c.name, ok, err)
+			}
+			t.Logf("| %s | %.2f MB | %.2f MB | %.3f | %.1f | %.1f | %.1f | (max err %.2g, %v)", c.name, float64(w.Bytes())/1e6,
+				float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.SimdgroupsPerCore, w.BarriersPerThreadgroup(), e,
+				time.Since(start).Round(time.Second))
+			for _, k := range w.Kernels {
+				t.Logf("    %s: %.2f MB, %.1f B/load, %.1f barriers/TG, %.0f B threadgroup memory", k.Kernel, float64(k.Bytes())/1e6,
+					k.BytesPerLoad(), k.BarriersPerThreadgroup(), k.ThreadgroupMemoryPerThreadgroup())
+			}
+		}
+	}
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, x := range subs {
+		if x != "" && strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
+}
+
+var witnessMoE = flag.Bool("witness.moe", false, "TestMoEOccupancy: print the expert kernels' traffic by rows per expert")
+
+// TestMoEOccupancy prints what the cost witness counts for the two expert
+// kernel paths, the matvecs (tiles of at most 8 rows) and the
+// simdgroup_matrix tiles (of the rows' default height), at 1 to 32 rows
+// per routed expert: experts of Qwen3-30B-A3B's shape (hidden 2048,
+// intermediate 768), 16 of them with top-2 routing so a call stays small
+// on the emulator. The rows per expert at which the tiles move fewer bytes
+// set ops.MetalMoEMatVecMaxRows (docs/metal-kernels.md).
+//
+//	go test ./bridge/metal -run TestMoEOccupancy -v -timeout 2h -args -witness.moe
+func TestMoEOccupancy(t *testing.T) {
+	if !*witnessMoE {
+		t.Skip("-witness.moe prints the expert kernels' traffic by rows per expert")
+	}
+	for _, tokens := range []int{8, 16, 32, 64, 128, 256} {
+		a := ops.Args{Op: ops.MoE, Ints: map[ops.Param]int{ops.Tokens: tokens, ops.Experts: 16, ops.TopK: 2, ops.Hidden: 2048,
+			ops.Intermediate: 768}, DType: ops.BF16}
+		rows := ops.MoERowsPerExpert(tokens, 16, 2)
+		for _, path := range []struct {
+			name string
+			tu   metal.Tuning
+		}{{"matvec", metal.Tuning{MoEMatVecMaxRows: 1 << 20}}, {"tiles", metal.Tuning{MoEMatVecMaxRows: -1}}} {
+			be := newEmu(t, path.tu)
+			b, err := kbench.Prepare(be, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Check(); err != nil {
+				t.Errorf("%d tokens, %s: %v", tokens, path.name, err)
+			}
+			w, ok, err := b.Witness()
+			b.Close()
+			if err != nil || !ok {
+				t.Fatalf("witness %v, %v", ok, err)
+			}
+			t.Logf("| %d | %.1f | %s | %.2f MB | %.2f MB | %.3f | %.1f | %.1f |", tokens, rows, path.name, float64(w.Bytes())/1e6,
+				float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.BarriersPerThreadgroup())
+		}
+	}
+}
