@@ -154,8 +154,9 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 			err = fmt.Errorf("%s=0", ops.KnobPart)
 		}
 	case ops.PagedAttentionPrefill:
-		known = []string{ops.KnobSimdgroups, ops.KnobMinQuery}
-		num(ops.KnobSimdgroups, &t.AttnPrefillSimdgroups)
+		known = []string{ops.KnobHeads, ops.KnobKeys, ops.KnobMinQuery}
+		num(ops.KnobHeads, &t.AttnPrefillHeads)
+		num(ops.KnobKeys, &t.AttnPrefillKeys)
 		word(ops.KnobMinQuery, "never", -1, &t.AttnPrefillMinQuery)
 		if err == nil && t.AttnPrefillMinQuery == 0 {
 			err = fmt.Errorf("%s=0", ops.KnobMinQuery)

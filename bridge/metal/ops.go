@@ -478,19 +478,31 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 }
 
 // prefill encodes the tiled prefill attention (the keys already in the
-// cache).
+// cache): a threadgroup per 8-token query tile and slice of a KV head's
+// query heads, which share the K and V it stages.
 func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	s := &b.step
 	sec, D := s.sec, int(a.HeadDim)
-	nsg := tu.AttnPrefillSimdgroups
-	for nsg > 1 && ops.MetalPrefillMemory(nsg, D) > 32<<10 {
-		nsg--
+	group := int(a.Heads / a.KVHeads)
+	qh := attnGroupHeads(group, tu.AttnPrefillHeads)
+	// Fewer keys a step where one stage of an f32 cache would not fit.
+	keys, stage := tu.AttnPrefillKeys, b.stageSize(kc.dt)
+	for keys > 8 && ops.MetalPrefillStage(keys, D, stage) > 32<<10 {
+		keys /= 2
 	}
-	p := b.pipeline(prefillKernel[attnKey{D, 0, kc.dt}], fcNone)
-	nsg = simdgroupsFor(p, nsg)
-	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
+	mem, stages := ops.MetalPrefillMemory(keys, D, stage, 32<<10)
+	if mem > 32<<10 {
+		b.fail("prefill attention: %d keys of head size %d take %d bytes of threadgroup memory", keys, D, mem)
 		return
 	}
+	p := b.pipeline(prefillKernel[attnKey{D, 0, kc.dt}], fcPrefill, int32(keys), int32(stages))
+	for qh > 1 && p != nil && 32*qh > p.MaxTotalThreadsPerThreadgroup() {
+		qh = attnGroupHeads(group, qh/2)
+	}
+	if !b.fits(p, [3]int{32 * qh, 1, 1}) {
+		return
+	}
+	a.HeadsPerGroup = uint32(qh)
 	b.args(argBytes(b, a))
 	b.in(1, qs)
 	b.in(2, kc)
@@ -502,8 +514,8 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	b.bind(8, b.metaView(sec.tiles, sec.numTiles), false)
 	b.out(9, o)
 	b.bind(10, view{s.errBuf, 0, 16}, true)
-	b.threadgroupMemory(ops.MetalPrefillMemory(nsg, D))
-	b.dispatchGroups(p, [3]int{ceilDiv(sec.numTiles, nsg), int(a.Heads), 1}, [3]int{32 * nsg, 1, 1})
+	b.threadgroupMemory(mem)
+	b.dispatchGroups(p, [3]int{sec.numTiles, int(a.KVHeads) * group / qh, 1}, [3]int{32 * qh, 1, 1})
 }
 
 func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {

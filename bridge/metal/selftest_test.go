@@ -106,7 +106,7 @@ cases:
 		t.Fatal(err)
 	}
 	cases = append(cases, extra.Cases...)
-	variants = append(variants, variant{"prefill-tiled", metal.Tuning{AttnPrefillSimdgroups: 3}, []string{"prefill-tiled", "prefill-attention"}, ""})
+	variants = append(variants, variant{"prefill-tiled", metal.Tuning{AttnPrefillHeads: 2, AttnPrefillKeys: 32}, []string{"prefill-tiled", "prefill-attention"}, ""})
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			be := newEmuWith(t, metal.Options{Tuning: v.tu, LanguageVersion: v.lang})
@@ -149,7 +149,7 @@ func TestPipelineThreadLimits(t *testing.T) {
 		return 0
 	}
 	be, err := metal.New(emu.New(emu.Options{PipelineThreads: limited}), metal.Options{Tuning: metal.Tuning{
-		AttnSimdgroups: 8, AttnPrefillSimdgroups: 4, MatVecSimdgroups: 8, MoESimdgroups: 8, MatVecMaxM: 8}})
+		AttnSimdgroups: 8, AttnPrefillHeads: 8, MatVecSimdgroups: 8, MoESimdgroups: 8, MatVecMaxM: 8}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,9 +103,13 @@ type Tuning struct {
 	// many tokens runs the tiled prefill kernel (kv_write first), else the
 	// per-token kernel; negative: never tiled.
 	AttnPrefillMinQuery int
-	// AttnPrefillSimdgroups is the simdgroups (8-token query tiles) of a
-	// prefill threadgroup.
-	AttnPrefillSimdgroups int
+	// AttnPrefillHeads caps the query heads (one simdgroup each) of a
+	// prefill threadgroup, which share the K and V it stages (1, 2, 4 or 8;
+	// the largest that divides the GQA group is used).
+	AttnPrefillHeads int
+	// AttnPrefillKeys is the keys a prefill threadgroup stages per step (8,
+	// 16 or 32; halved where an f32 cache's stage would not fit).
+	AttnPrefillKeys int
 
 	// MoEMatVecMaxRows: a MoE call whose rows per routed expert
 	// (ops.MetalMoERows of its tokens, experts and top-k) are at most this
@@ -128,7 +132,7 @@ var DefaultTuning = Tuning{
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:     Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
-	AttnPrefillMinQuery: 8, AttnPrefillSimdgroups: 4,
+	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
 	MoEGroupThreads: 256,
 }
@@ -154,7 +158,8 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.AttnHeadsPerGroup, d.AttnHeadsPerGroup)
 	def(&t.AttnPartitionSize, d.AttnPartitionSize)
 	def(&t.AttnPrefillMinQuery, d.AttnPrefillMinQuery)
-	def(&t.AttnPrefillSimdgroups, d.AttnPrefillSimdgroups)
+	def(&t.AttnPrefillHeads, d.AttnPrefillHeads)
+	def(&t.AttnPrefillKeys, d.AttnPrefillKeys)
 	def(&t.MoEMatVecMaxRows, d.MoEMatVecMaxRows)
 	def(&t.MoEMatVecRows, d.MoEMatVecRows)
 	def(&t.MoESimdgroups, d.MoESimdgroups)
@@ -177,7 +182,7 @@ func (t Tuning) Check() error {
 	}{{"NormThreads", max(t.NormThreads, 32), 32}, {"EltThreads", t.EltThreads, 1}, {"ArgmaxThreads", t.ArgmaxThreads, 32},
 		{"MoEGroupThreads", t.MoEGroupThreads, 32}, {"RoPEHeads", 32 * t.RoPEHeads, 32},
 		{"MatVecSimdgroups", 32 * t.MatVecSimdgroups, 32}, {"AttnSimdgroups", 32 * t.AttnSimdgroups, 32},
-		{"MoESimdgroups", 32 * t.MoESimdgroups, 32}, {"AttnPrefillSimdgroups", 32 * t.AttnPrefillSimdgroups, 32}} {
+		{"MoESimdgroups", 32 * t.MoESimdgroups, 32}, {"AttnPrefillHeads", 32 * t.AttnPrefillHeads, 32}} {
 		if err := threads(c.name, c.v, c.lo); err != nil {
 			return err
 		}
@@ -191,6 +196,10 @@ func (t Tuning) Check() error {
 		return fmt.Errorf("MoEMatVecRows=%d: 1 to 4", t.MoEMatVecRows)
 	case t.AttnHeadsPerGroup != 1 && t.AttnHeadsPerGroup != 2 && t.AttnHeadsPerGroup != 4 && t.AttnHeadsPerGroup != 8:
 		return fmt.Errorf("AttnHeadsPerGroup=%d: 1, 2, 4 or 8", t.AttnHeadsPerGroup)
+	case t.AttnPrefillHeads != 1 && t.AttnPrefillHeads != 2 && t.AttnPrefillHeads != 4 && t.AttnPrefillHeads != 8:
+		return fmt.Errorf("AttnPrefillHeads=%d: 1, 2, 4 or 8", t.AttnPrefillHeads)
+	case t.AttnPrefillKeys != 8 && t.AttnPrefillKeys != 16 && t.AttnPrefillKeys != 32:
+		return fmt.Errorf("AttnPrefillKeys=%d: 8, 16 or 32", t.AttnPrefillKeys)
 	}
 	if err := t.MatMulTile.check("MatMulTile", false); err != nil {
 		return err
@@ -248,7 +257,7 @@ func (t Tuning) String() string {
 	if t.AttnTwoPhase {
 		b.WriteString(",two-phase")
 	}
-	fmt.Fprintf(&b, ",prefill=q>=%d,%dsg", t.AttnPrefillMinQuery, t.AttnPrefillSimdgroups)
+	fmt.Fprintf(&b, ",prefill=q>=%d,qh<=%d,%dkeys", t.AttnPrefillMinQuery, t.AttnPrefillHeads, t.AttnPrefillKeys)
 	mm := "auto"
 	if t.MoETile != (Tile{}) {
 		mm = t.MoETile.String()

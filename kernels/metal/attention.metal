@@ -25,8 +25,9 @@
 // and writes unnormalised partials, which paged_attention_reduce combines.
 //
 // paged_attention_prefill is the tiled form for long queries (prefill and
-// chunked prefill): simdgroup_matrix products over tiles of 8 query tokens
-// and 8 keys, flash-attention's online softmax, keys from the cache (after
+// chunked prefill): flash attention with simdgroup_matrix products over
+// tiles of 8 query tokens, the K and V tiles of a KV head staged once per
+// threadgroup for all its query heads, keys from the cache (after
 // kv_write).
 #include "mtlbench.h"
 
@@ -328,15 +329,52 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   }
 }
 
-// paged_attention_prefill: one simdgroup per (tile of up to 8 query tokens
-// of one sequence, query head): S = Q K^T and O += P V in 8x8
-// simdgroup_matrix tiles, 8 keys at a time (a block holds whole groups of
-// 8 keys: block sizes are multiples of 8), online softmax per query row.
-// Each group of 8 keys is staged as f32 (K, then V), keys past the sequence
-// as zeros: a value left in an unused cache slot, NaN included, never meets
-// a zero probability. tiles[i] is the first token of tile i. Grid:
-// (ceil(num_tiles / nsg), heads); nsg * 16 * D floats of threadgroup(0)
-// hold each simdgroup's queries and staged keys.
+// prefill_stage stages keys [j0, j0 + attn_keys) of one sequence and KV
+// head in Ks and Vs (rows of D elements of stage_t<KV>, ld apart), 16 bytes
+// a thread at a time; keys at or past kend are zeros. bt is the sequence's
+// block table row; bi and blk cache the thread's last block lookup.
+template <typename KV, typename S>
+inline void prefill_stage(constant AttnArgs& a, device const KV* kc, device const KV* vc, device const int* bt, int j0,
+                          int kend, uint kvh, threadgroup S* Ks, threadgroup S* Vs, int D, int ld, ushort tid,
+                          ushort ntg, device atomic_uint* stats, thread int& bi, thread int& blk) {
+  const int VE = 16 / int(sizeof(KV)), VR = D / VE;
+  for (int i = tid; i < attn_keys * VR; i += ntg) {
+    const int r = i / VR, c = (i % VR) * VE, j = j0 + r;
+    uint4 kv = 0, vv = 0;
+    if (j < kend) {
+      const int b = j / int(a.block_size);
+      if (b != bi) {
+        bi = b;
+        blk = uint(b) < a.max_blocks ? bt[b] : -1;
+      }
+      if (blk < 0 || uint(blk) >= a.num_blocks) {
+        record_error(stats, ERR_BLOCK, uint(blk));
+      } else {
+        const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size) + c;
+        kv = *(device const uint4*)(kc + off);
+        vv = *(device const uint4*)(vc + off);
+      }
+    }
+    put16(Ks + r * ld + c, kv, KV());
+    put16(Vs + r * ld + c, vv, KV());
+  }
+}
+
+// paged_attention_prefill: flash attention over the paged cache for long
+// queries (prefill, chunked prefill). One threadgroup per (tile of up to 8
+// query tokens of one sequence, slice of heads_per_group query heads of one
+// KV head), one simdgroup per query head: the threadgroup stages each step
+// of attn_keys keys of its KV head once in threadgroup memory, K and V in
+// the cache's dtype with rows padded by 16 bytes (two stages when
+// attn_stages == 2: the next step is staged after this one's products, one
+// barrier a step), and every query head of the slice works from them. S =
+// Q K^T and O += P V in 8x8 simdgroup_matrix tiles, online softmax per
+// query row, causal. Keys past the tile's last query (so past the
+// sequence) are staged as zeros: a value left in an unused cache slot, NaN
+// included, never meets a zero probability. tiles[i] is the first token of
+// tile i. Grid: (num_tiles, kv_heads * slices); threadgroup(0) holds
+// attn_stages * 2 * attn_keys rows of D + 16 / sizeof(stage_t<KV>::type)
+// elements.
 template <int D, typename KV>
 kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                                     device const KV* kc [[buffer(2)]], device const KV* vc [[buffer(3)]],
@@ -347,113 +385,111 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
                                     device float* out [[buffer(9)]], device atomic_uint* stats [[buffer(10)]],
                                     threadgroup float* smem [[threadgroup(0)]],
                                     uint2 tg [[threadgroup_position_in_grid]],
+                                    ushort tid [[thread_index_in_threadgroup]],
                                     ushort lane [[thread_index_in_simdgroup]],
                                     ushort sg [[simdgroup_index_in_threadgroup]],
                                     ushort nsg [[simdgroups_per_threadgroup]]) {
+  typedef typename stage_t<KV>::type S;
   constexpr int DC = D / 8; // 8x8 tiles along head_dim
-  const uint tile = tg.x * nsg + sg;
-  if (tile >= a.num_tiles) {
-    return;
-  }
-  const uint h = tg.y;
-  const uint kvh = h / (a.heads / a.kv_heads);
-  const int t0 = tiles[tile];
+  constexpr int LD = D + 16 / int(sizeof(S));
+  const int BK = attn_keys;
+  const ushort ntg = ushort(nsg * 32);
+  const uint group = a.heads / a.kv_heads;
+  const uint slices = group / a.heads_per_group;
+  const uint kvh = tg.y / slices;
+  const uint h = kvh * group + (tg.y % slices) * a.heads_per_group + sg;
+  const int t0 = tiles[tg.x];
   const int s = token_seq[t0];
   const int q0 = query_start[s], q1 = query_start[s + 1];
   const int rows = min(8, q1 - t0);
   const int pos0 = seq_lens[s] - (q1 - q0) + (t0 - q0); // position of the tile's first query
   const int kend = pos0 + rows;
+  device const int* bt = block_table + ulong(s) * a.max_blocks;
+  threadgroup S* st = (threadgroup S*)smem; // stage i: K at st + 2*i*BK*LD, V after it
 
-  // The tile's queries, pre-scaled; rows past the sequence are zero.
-  threadgroup float* qs = smem + uint(sg) * 16 * D;
-  threadgroup float* ks = qs + 8 * D; // 8 staged keys (or values)
-  for (int i = lane; i < 8 * D; i += 32) {
-    const int r = i / D;
-    qs[i] = r < rows ? q[(ulong(t0 + r) * a.heads + h) * D + i % D] * a.scale : 0.0f;
-  }
-  simdgroup_barrier(mem_flags::mem_threadgroup);
+  // This lane's elements of the query fragments (row fm, columns fn and
+  // fn+1), pre-scaled, straight from device memory; rows past the
+  // sequence are zero.
+  short fm, fn;
+  simd_frag_coord(lane, fm, fn);
   simdgroup_float8x8 qf[DC], of[DC];
   for (int c = 0; c < DC; c++) {
-    simdgroup_load(qf[c], qs + c * 8, D);
+    float2 v = 0.0f;
+    if (fm < rows) {
+      v = *(device const float2*)(q + (ulong(t0 + fm) * a.heads + h) * D + c * 8 + fn) * a.scale;
+    }
+    qf[c] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    thread auto& qe = qf[c].thread_elements();
+    qe[0] = v.x;
+    qe[1] = v.y;
     of[c] = make_filled_simdgroup_matrix<float, 8>(0.0f);
   }
-  short fm, fn;
-  simd_frag_coord(lane, fm, fn); // this lane's row fm, columns fn and fn+1
   const int qpos = pos0 + fm;
   float m = NEG_MAX, l = 0.0f; // row fm's running max and sum
 
-  for (int j0 = 0; j0 < kend; j0 += 8) {
-    const uint bi = uint(j0) / a.block_size;
-    const int blk = bi < a.max_blocks ? block_table[ulong(s) * a.max_blocks + bi] : -1;
-    if (blk < 0 || uint(blk) >= a.num_blocks) {
-      if (lane == 0) {
-        record_error(stats, ERR_BLOCK, uint(blk));
+  int bi = -1, blk = -1;
+  const int steps = (kend + BK - 1) / BK;
+  if (attn_stages == 2) {
+    prefill_stage<KV, S>(a, kc, vc, bt, 0, kend, kvh, st, st + BK * LD, D, LD, tid, ntg, stats, bi, blk);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (int step = 0; step < steps; step++) {
+    const int cur = attn_stages == 2 ? (step & 1) : 0;
+    threadgroup S* Ks = st + 2 * cur * BK * LD;
+    threadgroup S* Vs = Ks + BK * LD;
+    if (attn_stages == 1) {
+      prefill_stage<KV, S>(a, kc, vc, bt, step * BK, kend, kvh, Ks, Vs, D, LD, tid, ntg, stats, bi, blk);
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    for (int g = 0; g < BK && step * BK + g < kend; g += 8) {
+      const int j0 = step * BK + g;
+      simdgroup_float8x8 sf = make_filled_simdgroup_matrix<float, 8>(0.0f);
+      for (int c = 0; c < DC; c++) {
+        simdgroup_matrix<S, 8, 8> kt;
+        simdgroup_load(kt, Ks + g * LD + c * 8, LD, ulong2(0, 0), true);
+        simdgroup_multiply_accumulate(sf, qf[c], kt, sf);
       }
-      continue;
-    }
-    // The 8 keys of a group are consecutive in the cache.
-    const ulong off = cache_offset(a, uint(blk), kvh, uint(j0) % a.block_size);
-    const int valid = min(8, kend - j0);
-    for (int i = lane; i < 2 * D; i += 32) { // 4 values a lane a pass
-      const int r = i / (D / 4);
-      float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (r < valid) {
-        kv_read<4>(kc + off + 4 * i, e);
+      // Causal mask, then the online softmax of row fm: its four lanes
+      // (lane bits 0 and 3) hold its eight scores.
+      thread auto& se = sf.thread_elements();
+      const float s0 = j0 + fn <= qpos ? se[0] : NEG_MAX;
+      const float s1 = j0 + fn + 1 <= qpos ? se[1] : NEG_MAX;
+      float rmax = max(s0, s1);
+      rmax = max(rmax, simd_shuffle_xor(rmax, 1));
+      rmax = max(rmax, simd_shuffle_xor(rmax, 8));
+      const float mn = max(m, rmax);
+      const bool none = mn == NEG_MAX; // a row past the sequence
+      const float p0 = none ? 0.0f : exp(s0 - mn);
+      const float p1 = none ? 0.0f : exp(s1 - mn);
+      float ps = p0 + p1;
+      ps += simd_shuffle_xor(ps, 1);
+      ps += simd_shuffle_xor(ps, 8);
+      const float cf = none ? 1.0f : exp(m - mn);
+      l = l * cf + ps;
+      m = mn;
+      se[0] = p0;
+      se[1] = p1;
+      for (int c = 0; c < DC; c++) {
+        of[c].thread_elements() *= cf;
+        simdgroup_matrix<S, 8, 8> vf;
+        simdgroup_load(vf, Vs + g * LD + c * 8, LD);
+        simdgroup_multiply_accumulate(of[c], sf, vf, of[c]);
       }
-      ks[4 * i] = e[0]; ks[4 * i + 1] = e[1]; ks[4 * i + 2] = e[2]; ks[4 * i + 3] = e[3];
     }
-    simdgroup_barrier(mem_flags::mem_threadgroup);
-    simdgroup_float8x8 sf = make_filled_simdgroup_matrix<float, 8>(0.0f);
-    for (int c = 0; c < DC; c++) {
-      simdgroup_float8x8 kt;
-      simdgroup_load(kt, ks + c * 8, D, ulong2(0, 0), true);
-      simdgroup_multiply_accumulate(sf, qf[c], kt, sf);
+    const bool next = attn_stages == 2 && step + 1 < steps;
+    if (next) { // the other stage: last read in the step before, ahead of its barrier
+      threadgroup S* Kn = st + 2 * (1 - cur) * BK * LD;
+      prefill_stage<KV, S>(a, kc, vc, bt, (step + 1) * BK, kend, kvh, Kn, Kn + BK * LD, D, LD, tid, ntg, stats, bi, blk);
     }
-    simdgroup_barrier(mem_flags::mem_threadgroup);
-    for (int i = lane; i < 2 * D; i += 32) {
-      const int r = i / (D / 4);
-      float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (r < valid) {
-        kv_read<4>(vc + off + 4 * i, e);
-      }
-      ks[4 * i] = e[0]; ks[4 * i + 1] = e[1]; ks[4 * i + 2] = e[2]; ks[4 * i + 3] = e[3];
+    if (attn_stages == 1 || next) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    // Causal mask, then the online softmax of row fm: its four lanes
-    // (lane bits 0 and 3) hold its eight scores.
-    thread auto& se = sf.thread_elements();
-    const float s0 = j0 + fn <= qpos ? se[0] : NEG_MAX;
-    const float s1 = j0 + fn + 1 <= qpos ? se[1] : NEG_MAX;
-    float rmax = max(s0, s1);
-    rmax = max(rmax, simd_shuffle_xor(rmax, 1));
-    rmax = max(rmax, simd_shuffle_xor(rmax, 8));
-    const float mn = max(m, rmax);
-    const bool none = mn == NEG_MAX; // a row past the sequence
-    const float p0 = none ? 0.0f : exp(s0 - mn);
-    const float p1 = none ? 0.0f : exp(s1 - mn);
-    float ps = p0 + p1;
-    ps += simd_shuffle_xor(ps, 1);
-    ps += simd_shuffle_xor(ps, 8);
-    const float cf = none ? 1.0f : exp(m - mn);
-    l = l * cf + ps;
-    m = mn;
-    se[0] = p0;
-    se[1] = p1;
-    simdgroup_barrier(mem_flags::mem_threadgroup);
-    for (int c = 0; c < DC; c++) {
-      of[c].thread_elements() *= cf;
-      simdgroup_float8x8 vf;
-      simdgroup_load(vf, ks + c * 8, D);
-      simdgroup_multiply_accumulate(of[c], sf, vf, of[c]);
-    }
-    simdgroup_barrier(mem_flags::mem_threadgroup);
   }
   if (fm < rows) {
     const float inv = 1.0f / l;
     device float* o = out + (ulong(t0 + fm) * a.heads + h) * D + fn;
     for (int c = 0; c < DC; c++) {
-      const float2 v = of[c].thread_elements();
-      o[c * 8] = v[0] * inv;
-      o[c * 8 + 1] = v[1] * inv;
+      *(device float2*)(o + c * 8) = float2(of[c].thread_elements()) * inv;
     }
   }
 }
@@ -462,7 +498,7 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   template [[host_name(MTL_STR(paged_attention_prefill_d##D##_##S))]] kernel void paged_attention_prefill<D, KV>( \
       constant AttnArgs&, device const float*, device const KV*, device const KV*, device const int*,            \
       device const int*, device const int*, device const int*, device const int*, device float*,                 \
-      device atomic_uint*, threadgroup float*, uint2, ushort, ushort, ushort);
+      device atomic_uint*, threadgroup float*, uint2, ushort, ushort, ushort, ushort);
 
 #define INSTANTIATE_PREFILL(D)                                                                                    \
   INSTANTIATE_PREFILL_KV(D, float, f32)                                                                           \

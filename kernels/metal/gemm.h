@@ -157,7 +157,7 @@ inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* b
 // expert's rows). A threadgroup of mm_sgm x mm_sgn simdgroups computes an
 // mm_bm x mm_bn tile of the output; each simdgroup owns TM x TN 8x8
 // accumulators. Each k step stages mm_bk columns of the activation rows
-// (f32) and of the weight rows (kept in their own dtype: mm_stage below) in
+// (f32) and of the weight rows (kept in their own dtype: mtlbench.h's stage_t) in
 // threadgroup memory, every thread loading 16 bytes at a time; rows are
 // padded by 16 bytes so the simdgroup loads of one k column do not fall in
 // one bank. With mm_stages == 2 the staging is double buffered: the next
@@ -166,27 +166,6 @@ inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* b
 // (docs/metal-kernels.md, "The tiled GEMM"). The host sizes threadgroup(0)
 // as mm_smem_bytes.
 // ---------------------------------------------------------------------------
-
-// mm_stage<W>::T is the type weights are staged in: their own, except the
-// bf16 bits of the MSL 3.0 fallback, which no simdgroup matrix holds, widened
-// to f32. put stores one 16-byte vector of W (as its bits) at dst.
-template <typename W>
-struct mm_stage {
-  typedef W T;
-  static void put(threadgroup T* dst, uint4 v) { *(threadgroup uint4*)dst = v; }
-};
-#if !defined(__HAVE_BFLOAT__)
-template <>
-struct mm_stage<bf16_t> {
-  typedef float T;
-  static void put(threadgroup float* dst, uint4 v) {
-    *(threadgroup float4*)dst = float4(as_type<float>(v.x << 16), as_type<float>(v.x & 0xffff0000u),
-                                       as_type<float>(v.y << 16), as_type<float>(v.y & 0xffff0000u));
-    *(threadgroup float4*)(dst + 4) = float4(as_type<float>(v.z << 16), as_type<float>(v.z & 0xffff0000u),
-                                             as_type<float>(v.w << 16), as_type<float>(v.w & 0xffff0000u));
-  }
-};
-#endif
 
 #define MM_PAD_A 4  // floats after each staged activation row (16 bytes)
 #define MM_MAX_VEC 8 // 16-byte vectors a thread stages per matrix per k step
@@ -253,9 +232,9 @@ inline void mm_fetch(device const float* a, threadgroup const int* src, device c
 
 // mm_put stores the vectors mm_fetch loaded into one stage.
 template <typename W, bool DUAL>
-inline void mm_put(thread const MMRegs& r, threadgroup float* As, threadgroup typename mm_stage<W>::T* Bs,
-                   threadgroup typename mm_stage<W>::T* Us, ushort tid) {
-  typedef typename mm_stage<W>::T S;
+inline void mm_put(thread const MMRegs& r, threadgroup float* As, threadgroup typename stage_t<W>::type* Bs,
+                   threadgroup typename stage_t<W>::type* Us, ushort tid) {
+  typedef typename stage_t<W>::type S;
   const int NT = 32 * mm_sgm * mm_sgn;
   const int CA = mm_bk / 4, NA = mm_bm * CA;
   const int VW = 16 / int(sizeof(W)), CB = mm_bk / VW, NB = mm_bn * CB;
@@ -270,9 +249,9 @@ inline void mm_put(thread const MMRegs& r, threadgroup float* As, threadgroup ty
     const int i = int(tid) + v * NT;
     if (i < NB) {
       const int o = (i / CB) * LDB + (i % CB) * VW;
-      mm_stage<W>::put(Bs + o, r.w0[v]);
+      put16(Bs + o, r.w0[v], W());
       if (DUAL) {
-        mm_stage<W>::put(Us + o, r.w1[v]);
+        put16(Us + o, r.w1[v], W());
       }
     }
   }
@@ -283,9 +262,9 @@ inline void mm_put(thread const MMRegs& r, threadgroup float* As, threadgroup ty
 template <typename W, bool DUAL>
 inline void mm_stage_scalar(device const float* a, threadgroup const int* src, device const W* w0, device const W* w1,
                             uint n, uint k, uint n0, uint k0, threadgroup float* As,
-                            threadgroup typename mm_stage<W>::T* Bs, threadgroup typename mm_stage<W>::T* Us,
+                            threadgroup typename stage_t<W>::type* Bs, threadgroup typename stage_t<W>::type* Us,
                             ushort tid, ushort ntg) {
-  typedef typename mm_stage<W>::T S;
+  typedef typename stage_t<W>::type S;
   const int BK = mm_bk, LDA = mm_lda(), LDB = mm_ldb<S>();
   for (int e = tid; e < mm_bm * BK; e += ntg) {
     const int s = src[e / BK];
@@ -312,7 +291,7 @@ template <typename W, bool DUAL>
 inline void mm_accumulate(device const float* a, threadgroup const int* src, device const W* w0, device const W* w1,
                           uint n, uint k, uint n0, threadgroup float* smem, ushort tid, ushort ntg, ushort sg,
                           thread MMAcc& acc0, thread MMAcc& acc1) {
-  typedef typename mm_stage<W>::T S;
+  typedef typename stage_t<W>::type S;
   const int BM = mm_bm, BN = mm_bn, BK = mm_bk;
   const int TM = BM / (8 * mm_sgm), TN = BN / (8 * mm_sgn);
   const int LDA = mm_lda(), LDB = mm_ldb<S>();

@@ -99,6 +99,32 @@ inline float kv_round(float x, float) { return x; }
 inline float kv_round(float x, half) { return float(half(x)); }
 inline float kv_round(float x, bf16_t) { return as_type<float>(uint(bf16_bits(x)) << 16); }
 
+// stage_t<T>::type is the type values of T are kept in threadgroup memory
+// for simdgroup matrices (GEMM weights, prefill K and V): their own, except
+// the bf16 bits of the MSL 3.0 fallback, which no simdgroup matrix holds,
+// widened to f32. put16 stores one 16-byte vector of T values, given as
+// their bits, at dst in that type.
+template <typename T>
+struct stage_t {
+  typedef T type;
+};
+inline void put16(threadgroup float* dst, uint4 v, float) { *(threadgroup uint4*)dst = v; }
+inline void put16(threadgroup half* dst, uint4 v, half) { *(threadgroup uint4*)dst = v; }
+#if defined(__HAVE_BFLOAT__)
+inline void put16(threadgroup bfloat* dst, uint4 v, bfloat) { *(threadgroup uint4*)dst = v; }
+#else
+template <>
+struct stage_t<bf16_t> {
+  typedef float type;
+};
+inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
+  *(threadgroup float4*)dst = float4(as_type<float>(v.x << 16), as_type<float>(v.x & 0xffff0000u),
+                                     as_type<float>(v.y << 16), as_type<float>(v.y & 0xffff0000u));
+  *(threadgroup float4*)(dst + 4) = float4(as_type<float>(v.z << 16), as_type<float>(v.z & 0xffff0000u),
+                                           as_type<float>(v.w << 16), as_type<float>(v.w & 0xffff0000u));
+}
+#endif
+
 // ---------------------------------------------------------------------------
 // Function constants: variants and every launch shape the tuner explores.
 // ---------------------------------------------------------------------------
@@ -119,6 +145,8 @@ inline float kv_round(float x, bf16_t) { return as_type<float>(uint(bf16_bits(x)
 #define FC_ATTN_PARTITIONED 40 // bool: write per-partition partials (split-K)
 #define FC_ATTN_NEW_KV 41   // bool: new keys come from k/v, written to the cache here
 #define FC_ATTN_ROPE 42     // bool: decode attention applies RoPE (and QK-norm) to q and the new k
+#define FC_ATTN_KEYS 43     // int: prefill attention's keys per staged step (8, 16 or 32)
+#define FC_ATTN_STAGES 44   // int: prefill attention's K/V staging buffers (2: double buffered)
 #define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 
@@ -137,6 +165,8 @@ constant int mm_stages [[function_constant(FC_MM_STAGES)]];
 constant bool attn_partitioned [[function_constant(FC_ATTN_PARTITIONED)]];
 constant bool attn_new_kv [[function_constant(FC_ATTN_NEW_KV)]];
 constant bool attn_rope [[function_constant(FC_ATTN_ROPE)]];
+constant int attn_keys [[function_constant(FC_ATTN_KEYS)]];
+constant int attn_stages [[function_constant(FC_ATTN_STAGES)]];
 constant int mv_segs [[function_constant(FC_MV_SEGS)]];
 constant bool mv_norm [[function_constant(FC_MV_NORM)]];
 constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];

@@ -24,6 +24,7 @@ const (
 	KnobSimdgroups = "simdgroups"
 	KnobHeads      = "heads"
 	KnobMinQuery   = "min_query"
+	KnobKeys       = "keys"
 	KnobMVMax      = "mv_max"
 	KnobBM         = "bm"
 	KnobBN         = "bn"
@@ -631,10 +632,12 @@ var metalAttention = &Space{
 var metalPrefillMinQuery = []string{"2", "4", "8", "16", "32", "64", "128"}
 
 // metalPrefill is prefill attention (bridge/metal ops.go prefill): the
-// tiled kernel (8-token query tiles, one simdgroup each) from min_query
-// tokens on, else the per-token kernel with the decode launch.
+// tiled flash-attention kernel from min_query tokens on (8-token query
+// tiles; a threadgroup per tile and slice of a KV head's query heads, which
+// share its staged K and V), else the per-token kernel with the decode
+// launch.
 var metalPrefill = &Space{
-	Doc: "prefill attention: the tiled kernel (simdgroups of 8-token query tiles per threadgroup) from min_query tokens on, else the per-token kernel",
+	Doc: "prefill attention: the tiled kernel (query heads sharing a KV head's staged keys per threadgroup, keys per staged step) from min_query tokens on, else the per-token kernel",
 	Dims: []Dim{
 		{Name: Seqs, Default: 1, Match: Log},
 		{Name: Tokens, Default: 256, Match: Log},
@@ -645,17 +648,28 @@ var metalPrefill = &Space{
 	},
 	DType: "bf16",
 	Params: []Knob{
-		{Name: KnobSimdgroups, Doc: "tiled: simdgroups (query tiles) per threadgroup", Values: Enum("1", "2", "3", "4", "6", "8", "16", "32")},
+		{Name: KnobHeads, Doc: "tiled: query heads per threadgroup (at most; the largest dividing the GQA group), one simdgroup each", Values: Enum("1", "2", "4", "8")},
+		{Name: KnobKeys, Doc: "tiled: keys staged per step", Values: Enum("8", "16", "32")},
 		{Name: KnobMinQuery, Doc: "the tiled kernel runs from this many query tokens on (never: always per token)",
 			Values: Enum(append([]string{"never"}, metalPrefillMinQuery...)...)},
 	},
 	Constraints: []Constraint{
 		metalSIMD,
-		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobSimdgroups) }),
-		metalMemory(0, func(c Config, s Shape) int { return MetalPrefillMemory(c.Int(KnobSimdgroups), s[HeadSize]) }),
+		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobHeads) }),
+		// One stage of K and V (bf16, the spaces' dtype); two when they fit.
+		metalMemory(0, func(c Config, s Shape) int {
+			if _, ok := c[KnobKeys]; !ok {
+				return 0
+			}
+			n, _ := MetalPrefillMemory(c.Int(KnobKeys), s[HeadSize], 2, 32<<10)
+			return n
+		}),
 	},
 	Canonical: func(c Config, s Shape, _ Limits) Config {
 		t := s[Tokens]
+		if s[NumKVHeads] > 0 {
+			c[KnobHeads] = strconv.Itoa(metalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
+		}
 		// The tiles need blocks of whole tiles.
 		if mq := c.Int(KnobMinQuery); mq > 0 && t >= mq && s[BlockSize]%8 == 0 {
 			for _, v := range metalPrefillMinQuery {
@@ -665,7 +679,8 @@ var metalPrefill = &Space{
 			}
 			return c
 		}
-		delete(c, KnobSimdgroups)
+		delete(c, KnobHeads)
+		delete(c, KnobKeys)
 		c[KnobMinQuery] = "never"
 		if s[BlockSize]%8 == 0 {
 			for _, v := range metalPrefillMinQuery {
@@ -677,10 +692,10 @@ var metalPrefill = &Space{
 		}
 		return c
 	},
-	Default: func(Shape, Limits) Config { return Config{KnobSimdgroups: "4", KnobMinQuery: "8"} },
+	Default: func(Shape, Limits) Config { return Config{KnobHeads: "8", KnobKeys: "16", KnobMinQuery: "8"} },
 	Format: func(c Config) string {
-		if _, ok := c[KnobSimdgroups]; ok {
-			return "tiled>=" + c[KnobMinQuery] + "/" + c[KnobSimdgroups] + "sg"
+		if _, ok := c[KnobKeys]; ok {
+			return "tiled>=" + c[KnobMinQuery] + "/q" + c[KnobHeads] + "/k" + c[KnobKeys]
 		}
 		if c[KnobMinQuery] == "never" {
 			return "per-token"
@@ -779,7 +794,20 @@ var metalMoE = &Space{
 	Format:  func(c Config) string { return cpuMoE.Format(c) + "/" + metalPathFormat(c, "rows") },
 }
 
+// MetalPrefillStage is one stage of Metal's tiled prefill attention: keys
+// rows of K and of V, headSize values of stage bytes each (the cache's
+// dtype; bf16 is 4 before MSL 3.1) plus 16 bytes of padding.
+func MetalPrefillStage(keys, headSize, stage int) int {
+	return 2 * keys * (headSize + 16/stage) * stage
+}
+
 // MetalPrefillMemory is the threadgroup memory of Metal's tiled prefill
-// attention: per simdgroup, a tile of 8 queries and 8 staged keys of
-// headSize f32 values each.
-func MetalPrefillMemory(simdgroups, headSize int) int { return 4 * simdgroups * 16 * headSize }
+// attention as bridge/metal sizes it: two stages (double buffered) when
+// they fit in most bytes, else one.
+func MetalPrefillMemory(keys, headSize, stage, most int) (bytes, stages int) {
+	per := MetalPrefillStage(keys, headSize, stage)
+	if 2*per <= most {
+		return 2 * per, 2
+	}
+	return per, 1
+}
