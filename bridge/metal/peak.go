@@ -1,16 +1,20 @@
 package metal
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/half"
 )
 
 // The matmul peak: prefill is compute-bound, so its roofline is the
 // device's matmul throughput, measured in the same run as the cases (as the
 // bandwidth is for decode) with the kernel prefill's projections run: the
-// tiled simdgroup_matrix GEMM (kernels/metal/gemm.h) on bf16 weights.
+// tiled simdgroup_matrix GEMM (kernels/metal/gemm.h) on the model's weight
+// dtype.
 
 // peakShape is the probe's square GEMM side: large enough that every core
 // holds many tiles and a pass lasts milliseconds on an Apple GPU; on an
@@ -23,16 +27,23 @@ func (b *Backend) peakShape() (side, reps, passes int) {
 	return 4096, 4, 6
 }
 
-// MeasureMatMulPeak returns the device's bf16 matmul throughput in FLOP/s:
-// the best of several steps of reps square GEMMs (m = n = k), each step
-// timed from its first encoding to its completion, after a warm-up step
-// that builds the pipeline and touches the buffers.
-func (b *Backend) MeasureMatMulPeak() (float64, error) {
+// MeasureMatmulPeak implements bridge.MatmulPeakProber: the device's
+// matmul throughput in FLOP/s with weights in dt (f32, f16 or bf16; other
+// dtypes are measured as bf16): the best of several steps of reps square
+// GEMMs (m = n = k) through the backend's own matmul, each step timed from
+// its first encoding to its completion, after a warm-up step that builds
+// the pipeline and touches the buffers.
+func (b *Backend) MeasureMatmulPeak(dt bridge.DType) (float64, error) {
+	if dt != bridge.F32 && dt != bridge.F16 {
+		dt = bridge.BF16
+	}
 	side, reps, passes := b.peakShape()
-	return b.matmulPeak(side, reps, passes)
+	return b.matmulPeak(dt, side, reps, passes)
 }
 
-func (b *Backend) matmulPeak(side, reps, passes int) (float64, error) {
+var _ bridge.MatmulPeakProber = (*Backend)(nil)
+
+func (b *Backend) matmulPeak(dt bridge.DType, side, reps, passes int) (float64, error) {
 	if b.step.active {
 		return 0, fmt.Errorf("metal: matmul peak probe inside a step")
 	}
@@ -53,7 +64,7 @@ func (b *Backend) matmulPeak(side, reps, passes int) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("metal: matmul peak probe: %w", err)
 	}
-	w, err := alloc(bridge.BF16, side, side)
+	w, err := alloc(dt, side, side)
 	if err != nil {
 		return 0, fmt.Errorf("metal: matmul peak probe: %w", err)
 	}
@@ -61,14 +72,19 @@ func (b *Backend) matmulPeak(side, reps, passes int) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("metal: matmul peak probe: %w", err)
 	}
-	// Finite values: activations 1 and 0.25, bf16 weights 2^-7 and 2^-5.
-	xt, wt := tt(x), tt(w)
-	xb, wb := xt.contents(), wt.contents()
-	for i := 0; i+4 <= len(xb); i += 4 {
-		xb[i+2], xb[i+3] = 0x80, 0x3f-byte(i>>2&1)
-	}
-	for i := 0; i+2 <= len(wb); i += 2 {
-		wb[i], wb[i+1] = 0x00, 0x3c+byte(i>>1&1)
+	// Finite values: activations 1 and 0.25, weights 2^-7 and 2^-5.
+	xb, wb := tt(x).contents(), tt(w).contents()
+	for i := 0; i < side*side; i++ {
+		binary.LittleEndian.PutUint32(xb[4*i:], math.Float32bits(1/float32(1+3*(i&1))))
+		v := 1 / float32(int(128)>>(2*(i&1)))
+		switch dt {
+		case bridge.F32:
+			binary.LittleEndian.PutUint32(wb[4*i:], math.Float32bits(v))
+		case bridge.F16:
+			binary.LittleEndian.PutUint16(wb[2*i:], half.F16(v))
+		default:
+			binary.LittleEndian.PutUint16(wb[2*i:], half.BF16(v))
+		}
 	}
 	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, BlockSize: 16, NumDecodeTokens: 1,
 		Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
