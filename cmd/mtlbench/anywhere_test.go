@@ -186,3 +186,38 @@ func TestBinaryFromEmptyDir(t *testing.T) {
 		}
 	}
 }
+
+// bench --print-suite shows the suite the flags build, as a file would say
+// it.
+func TestBenchPrintSuiteGolden(t *testing.T) {
+	out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "1-8*2", "-p", "16,32", "-n", "8", "-r", "3", "--print-suite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "bench-print-suite", out)
+	if _, err := suites.Parse("bench", []byte(out)); err != nil {
+		t.Errorf("the printed suite does not parse: %v", err)
+	}
+}
+
+// Overrides are stored as data, shown by runs, and case labels say what
+// ran.
+func TestOverridesAsData(t *testing.T) {
+	db := recordTwoCases(t, "--set", "moe_chunk=1")
+	out, _, err := mtl(t, "runs", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := csvRows(t, out); len(rows) != 1 || rows[0]["overrides"] != "moe_chunk=1" {
+		t.Errorf("runs: %v", rows)
+	}
+	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range csvRows(t, out) {
+		if !strings.HasSuffix(r["case"], "/moe_chunk=1") || r["moe_chunk"] != "1" || r["overrides"] != "moe_chunk=1" {
+			t.Errorf("row after --set moe_chunk=1: case %q moe_chunk %q overrides %q", r["case"], r["moe_chunk"], r["overrides"])
+		}
+	}
+}
