@@ -44,7 +44,7 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 	path, from := c.String("db"), "--db"
 	if path == "" {
 		path, from = envconfig.DB(), "MTLBENCH_DB"
-		if os.Getenv("MTLBENCH_DB") == "" {
+		if envconfig.Get("MTLBENCH_DB") == "" {
 			from = "the default location"
 		}
 	}
