@@ -8,7 +8,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 SUITE   ?= suites/qwen3-moe.yaml
 
-.PHONY: all build test vet tidy-check darwin bench run ci clean clang mac-smoke selftest-emu
+.PHONY: fuzz all build test vet tidy-check darwin bench run ci clean clang mac-smoke selftest-emu
 
 all: build
 
@@ -18,6 +18,18 @@ build:
 # The test command the README and CI use.
 test:
 	$(GO) test ./...
+	$(MAKE) fuzz
+
+# Each fuzz target for a bounded time (FUZZTIME each; with their instrumented builds about a minute in
+# all): the suite parser, config.json, the safetensors header and GGUF, and
+# the store's schema version.
+FUZZTIME ?= 5s
+fuzz:
+	$(GO) test ./suites -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzParseHFConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/safetensors -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/gguf -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./results -run '^$$' -fuzz '^FuzzSchemaVersion$$' -fuzztime $(FUZZTIME)
 
 vet: tidy-check
 	$(GO) vet ./...
