@@ -385,6 +385,25 @@ func TestDynamicThreadgroupMemory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "threadgroup(0) 'buf' has no memory") {
 		t.Errorf("dispatch without threadgroup memory: %v", err)
 	}
+	// A length at an index the kernel does not declare (left by an earlier
+	// dispatch) takes no memory from it, as on Metal.
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, _ := cb.ComputeEncoder()
+	enc.SetPipeline(p)
+	enc.SetBuffer(f32Buf(t, dev, in), 0, 0)
+	enc.SetBuffer(out, 0, 1)
+	enc.SetThreadgroupMemoryLength(32<<10, 5)
+	enc.SetThreadgroupMemoryLength(4*tpg, 0)
+	enc.DispatchThreadgroups([3]int{groups, 1, 1}, [3]int{tpg, 1, 1})
+	enc.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Errorf("a 32 KiB length at an index the kernel does not declare: %v", err)
+	}
+	if st := cb.(mtl.CostWitness).DispatchStats(); len(st) != 1 || st[0].ThreadgroupMemory != 4*tpg {
+		t.Errorf("witness: %+v, want %d bytes of threadgroup memory", st, 4*tpg)
+	}
 }
 
 func TestVectorConversions(t *testing.T) {

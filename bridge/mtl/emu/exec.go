@@ -397,9 +397,14 @@ func (e *encoder) dispatch(groups, tpg, grid [3]int) {
 			c.keep = append(c.keep, b.bytes)
 		}
 	}
-	for i, l := range e.tgmem {
-		d.tgmem[i] = int64(l)
-		dyn += l
+	// Only the kernel's own [[threadgroup(n)]] arguments take memory, as on
+	// Metal: a length left at another index by an earlier dispatch is not
+	// this kernel's.
+	for _, prm := range p.k.Params {
+		if prm.Kind == "threadgroup" {
+			d.tgmem[prm.Index] = int64(e.tgmem[prm.Index])
+			dyn += e.tgmem[prm.Index]
+		}
 	}
 	if dyn > p.lib.dev.MaxThreadgroupMemoryLength() {
 		e.fail("kernel %s: %d bytes of dynamic threadgroup memory exceed the device's %d", name, dyn, p.lib.dev.MaxThreadgroupMemoryLength())
