@@ -88,7 +88,7 @@ func (cb *commandBuffer) resolvePassTimes() {
 	times := make([]PassTime, cb.timed)
 	for i := range times {
 		s, e := raw[2*i], raw[2*i+1]
-		if s == 0 || e == 0 || s == counterErrorValue || e == counterErrorValue || e < s {
+		if !passSampled(cb.calib, s, e) {
 			cb.passErr = fmt.Errorf("metal: timed pass %d was not sampled (start %#x, end %#x)", i, s, e)
 			return
 		}

@@ -22,3 +22,20 @@ func gpuSeconds(cal [2]timestampPair, g uint64) float64 {
 
 // counterErrorValue is MTLCounterErrorValue: a sample the GPU did not take.
 const counterErrorValue = ^uint64(0)
+
+// passSampled checks one timed pass's start and end samples against the
+// clock readings taken before the command buffer was committed and after it
+// completed: a sample the GPU did not take reads as 0 or the error value, or,
+// in a reused sample buffer, as a timestamp left by an earlier command
+// buffer, which lies before this one was committed.
+func passSampled(cal [2]timestampPair, s, e uint64) bool {
+	switch {
+	case s == 0 || e == 0 || s == counterErrorValue || e == counterErrorValue || e < s:
+		return false
+	case cal[0].gpu != 0 && s < cal[0].gpu:
+		return false // stale
+	case cal[1].gpu != 0 && e > cal[1].gpu:
+		return false
+	}
+	return true
+}
