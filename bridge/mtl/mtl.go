@@ -10,6 +10,12 @@
 // MTLCommandBufferStatusError with its NSError).
 package mtl
 
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
 // Device is an MTLDevice.
 type Device interface {
 	// Name is the GPU's name (MTLDevice.name).
@@ -49,6 +55,32 @@ type CompileOptions struct {
 	// Defines are preprocessor macros (preprocessorMacros); an empty value
 	// defines the name as 1.
 	Defines map[string]string
+}
+
+// CheckDefines refuses macros a Metal compiler cannot take: a name that is
+// not an identifier, or a value that is not one line of UTF-8 (NSString
+// turns invalid UTF-8 into nil, and NSDictionary answers a nil value with
+// an exception that ends the process). Both devices apply it, so a library
+// that builds on one builds on the other.
+func CheckDefines(defs map[string]string) error {
+	for k, v := range defs {
+		if !isIdentifier(k) {
+			return fmt.Errorf("metal: preprocessor macro name %q is not an identifier", k)
+		}
+		if !utf8.ValidString(v) || strings.ContainsAny(v, "\r\n") {
+			return fmt.Errorf("metal: preprocessor macro %s: value %q is not one line of UTF-8", k, v)
+		}
+	}
+	return nil
+}
+
+func isIdentifier(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Buffer is an MTLBuffer in shared storage.

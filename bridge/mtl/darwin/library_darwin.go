@@ -43,7 +43,10 @@ func (d *device) NewLibrary(files map[string]string, opts mtl.CompileOptions) (m
 	if err != nil {
 		return nil, err
 	}
-	mnames, mvalues := macroValues(opts.Defines)
+	mnames, mvalues, err := macroValues(opts.Defines)
+	if err != nil {
+		return nil, err
+	}
 	l := &library{dev: d, units: units, kernels: map[string]int{}, decls: map[string][]fcDecl{}, pipes: map[string]*pipeline{}}
 	var cerr error
 	onMetalThread(func() {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 )
 
 // CompileError is a library that did not build. Error names the .metal file
@@ -264,12 +266,17 @@ func languageVersion(v string) (uint64, error) {
 }
 
 // macroValues returns the preprocessor macros in name order, an empty value
-// meaning 1 as with -DNAME.
-func macroValues(defs map[string]string) (names, values []string) {
+// meaning 1 as with -DNAME. A name must be an identifier and a value UTF-8
+// without a line break: NSString turns invalid UTF-8 into nil, which
+// NSDictionary answers with an exception that ends the process.
+func macroValues(defs map[string]string) (names, values []string, err error) {
 	for k := range defs {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	if err := mtl.CheckDefines(defs); err != nil {
+		return nil, nil, err
+	}
 	for _, k := range names {
 		v := defs[k]
 		if v == "" {
@@ -277,5 +284,5 @@ func macroValues(defs map[string]string) (names, values []string) {
 		}
 		values = append(values, v)
 	}
-	return names, values
+	return names, values, nil
 }

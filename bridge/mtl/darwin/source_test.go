@@ -148,8 +148,15 @@ func TestLanguageVersion(t *testing.T) {
 }
 
 func TestMacroValues(t *testing.T) {
-	n, v := macroValues(map[string]string{"B": "", "A": "4"})
-	if strings.Join(n, ",") != "A,B" || strings.Join(v, ",") != "4,1" {
-		t.Errorf("macros %v = %v", n, v)
+	n, v, err := macroValues(map[string]string{"B": "", "A": "4"})
+	if err != nil || strings.Join(n, ",") != "A,B" || strings.Join(v, ",") != "4,1" {
+		t.Errorf("macros %v = %v (%v)", n, v, err)
+	}
+	// NSString makes nil of invalid UTF-8, and a nil value in an
+	// NSDictionary raises an exception that ends the process: refused here.
+	for _, bad := range []map[string]string{{"A": "\xff"}, {"\xffA": "1"}, {"A B": "1"}, {"A": "1\n#define B 2"}} {
+		if _, _, err := macroValues(bad); err == nil {
+			t.Errorf("macros %q accepted", bad)
+		}
 	}
 }

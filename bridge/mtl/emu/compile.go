@@ -305,6 +305,9 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 	if mv >= 310 {
 		defs = append(defs, "-D__HAVE_BFLOAT__=1")
 	}
+	if err := mtl.CheckDefines(opts.Defines); err != nil {
+		return "", nil, err
+	}
 	var dnames []string
 	for k := range opts.Defines {
 		dnames = append(dnames, k)

@@ -896,3 +896,15 @@ func TestConcurrentPassNeedsBarriers(t *testing.T) {
 		}
 	}
 }
+
+// Macros a Metal compiler cannot take are refused as on a Mac
+// (mtl.CheckDefines), so a library that builds here builds there.
+func TestBadDefines(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	src := map[string]string{"k.metal": "kernel void k(device float* x [[buffer(0)]]) { x[0] = V; }"}
+	for _, defs := range []map[string]string{{"V": "\xff"}, {"1V": "1"}, {"V": "1\n#define W 2"}} {
+		if _, err := dev.NewLibrary(src, mtl.CompileOptions{LanguageVersion: "3.1", Defines: defs}); err == nil || !strings.Contains(err.Error(), "preprocessor macro") {
+			t.Errorf("defines %q: %v", defs, err)
+		}
+	}
+}
