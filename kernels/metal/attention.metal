@@ -31,6 +31,8 @@
 // kv_write).
 #include "mtlbench.h"
 
+#define REDUCE_CHUNK 32 // partitions paged_attention_reduce weighs at a time
+
 inline ulong cache_offset(constant AttnArgs& a, uint block, uint kvh, uint off) {
   return ((ulong(block) * a.kv_heads + kvh) * a.block_size + off) * a.head_dim;
 }
@@ -167,19 +169,35 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     return; // a partition past this token's context
   }
 
+  // The QH query heads, pre-scaled (and rotated, with attn_rope: simdgroup
+  // g does heads g, g + nsg, ...), read from device memory once per
+  // threadgroup into smem, which later holds the partial results.
+  threadgroup float* qs = smem;
+  if (attn_rope) {
+    for (int h = sg; h < QH; h += nsg) {
+      float r[EPL];
+      rope_lane<D>(q + (ulong(t) * a.heads + h0 + h) * D, qn, inv_freq, float(pos), a.eps, lane, r);
+      for (int e = 0; e < EPL; e++) {
+        qs[h * D + lane * EPL + e] = r[e] * a.scale;
+      }
+    }
+  } else {
+    device const float4* q4 = (device const float4*)(q + (ulong(t) * a.heads + h0) * D);
+    for (uint i = tid; i < uint(QH * D / 4); i += ntg) {
+      ((threadgroup float4*)qs)[i] = q4[i] * a.scale;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
   float qr[QH][EPL], o[QH][EPL], m[QH], l[QH];
   for (int h = 0; h < QH; h++) {
-    device const float* qh = q + (ulong(t) * a.heads + h0 + h) * D;
-    if (attn_rope) {
-      rope_lane<D>(qh, qn, inv_freq, float(pos), a.eps, lane, qr[h]);
-    }
     for (int e = 0; e < EPL; e++) {
-      qr[h][e] = (attn_rope ? qr[h][e] : qh[lane * EPL + e]) * a.scale;
+      qr[h][e] = qs[h * D + lane * EPL + e];
       o[h][e] = 0.0f;
     }
     m[h] = NEG_MAX;
     l[h] = 0.0f;
   }
+  threadgroup_barrier(mem_flags::mem_threadgroup); // smem is rewritten below
   // One block-table lookup per block a simdgroup visits, by one lane.
   int cached_bi = -1, cached_blk = -1;
   for (int j = kbeg + sg; j < kend; j += nsg) {
@@ -296,7 +314,7 @@ INSTANTIATE_ATTN_D(96)
 INSTANTIATE_ATTN_D(128)
 
 // paged_attention_reduce combines the partitions of split-K attention: one
-// threadgroup per (token, head), threads over head_dim. Only the partitions
+// threadgroup per (token, head) of head_dim threads. Only the partitions
 // that hold keys of the token's context are read.
 kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device const float* part_o [[buffer(1)]],
                                    device const float* part_ml [[buffer(2)]],
@@ -305,8 +323,9 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
                                    device const int* token_seq [[buffer(5)]], device float* out [[buffer(6)]],
                                    uint2 tg [[threadgroup_position_in_grid]],
                                    ushort tid [[thread_index_in_threadgroup]],
-                                   uint2 ntgv [[threads_per_threadgroup]]) {
-  const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
+                                   ushort lane [[thread_index_in_simdgroup]],
+                                   ushort sg [[simdgroup_index_in_threadgroup]],
+                                   ushort nsg [[simdgroups_per_threadgroup]]) {
   const uint t = tg.x, h = tg.y, D = a.head_dim;
   const int s = token_seq[t];
   const int q0 = query_start[s];
@@ -314,17 +333,43 @@ kernel void paged_attention_reduce(constant AttnArgs& a [[buffer(0)]], device co
   const uint ctx = uint(seq_lens[s] - qlen + int(t) - q0 + 1);
   const uint np = min((ctx + a.partition_size - 1) / a.partition_size, a.num_partitions);
   const ulong base = (ulong(t) * a.heads + h) * a.num_partitions;
-  float M = NEG_MAX;
-  for (uint p = 0; p < np; p++) {
-    M = max(M, part_ml[2 * (base + p)]);
+  // The partitions' maxima and sums are read once per threadgroup, not by
+  // every thread: the overall maximum by a reduction, then each partition's
+  // weight, REDUCE_CHUNK partitions at a time, from threadgroup memory.
+  threadgroup float red[32];
+  threadgroup float fw[REDUCE_CHUNK], fl[REDUCE_CHUNK];
+  float mx = NEG_MAX;
+  for (uint p = tid; p < np; p += 32u * nsg) {
+    mx = max(mx, part_ml[2 * (base + p)]);
   }
-  for (uint d = tid; d < D; d += ntg) {
-    float Ls = 0.0f, O = 0.0f;
-    for (uint p = 0; p < np; p++) {
-      const float f = exp(part_ml[2 * (base + p)] - M);
-      Ls += f * part_ml[2 * (base + p) + 1];
-      O += f * part_o[(base + p) * D + d];
+  mx = simd_max(mx);
+  if (lane == 0) {
+    red[sg] = mx;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float M = NEG_MAX;
+  for (ushort g = 0; g < nsg; g++) {
+    M = max(M, red[g]);
+  }
+  const uint d = tid; // one element of the head per thread (D threads)
+  float Ls = 0.0f, O = 0.0f;
+  for (uint c0 = 0; c0 < np; c0 += REDUCE_CHUNK) {
+    const uint n = min(uint(REDUCE_CHUNK), np - c0);
+    if (tid < n) {
+      const float f = exp(part_ml[2 * (base + c0 + tid)] - M);
+      fw[tid] = f;
+      fl[tid] = f * part_ml[2 * (base + c0 + tid) + 1];
     }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint p = 0; p < n; p++) {
+      Ls += fl[p];
+      if (d < D) {
+        O += fw[p] * part_o[(base + c0 + p) * D + d];
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  if (d < D) {
     out[(ulong(t) * a.heads + h) * D + d] = O / Ls;
   }
 }
