@@ -88,7 +88,7 @@ func TestPeerImportsCompare(t *testing.T) {
 	}
 	golden(t, "peer-llama-bench.csv", out)
 	rows := cmp("llama.cpp")
-	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 688.0 || r["b_n"] != "3" || r["a_n"] != "2" {
+	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 688.0 || r["b_n"] != "3" || r["a_n"] != "2" || r["verdict"] == "not comparable" {
 		t.Errorf("llama-bench decode row %v", r)
 	}
 	if r := compareRow(t, rows, b1, "prefill_tok_s"); median(r, "b") != 9590.7 {
@@ -124,7 +124,7 @@ func TestPeerImportsCompare(t *testing.T) {
 		t.Errorf("mlx import: %s", got)
 	}
 	rows = cmp("mlx-lm")
-	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 515.002 {
+	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 515.002 || r["p"] == "" || r["verdict"] == "not comparable" {
 		t.Errorf("mlx decode row %v", r)
 	}
 	if r := compareRow(t, rows, b2, "prefill_tok_s"); median(r, "b") != 2833.04 {

@@ -52,8 +52,17 @@ func TestCompareRows(t *testing.T) {
 	whole.LayersRun, whole.LayersTotal = 6, 6
 	b2 := NewSide("B")
 	b2.Add(whole, samples("decode_tok_s", "tok/s", seq(8, 50, 1)))
-	if r := Compare(a, b2, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || !strings.Contains(r.Reason, "layers 2/6 in A, layers 6/6 in B") {
+	if r := Compare(a, b2, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || !strings.Contains(r.Reason, "layers 2/6 in A, all layers in B") {
 		t.Errorf("truncated vs whole: %q %q", r.Verdict, r.Reason)
+	}
+	// A whole model counted (6/6) and one whose engine did not count its
+	// layers (a peer) are the same: comparable.
+	peer := c
+	peer.LayersRun, peer.LayersTotal = 0, 0
+	b3 := NewSide("peer")
+	b3.Add(peer, samples("decode_tok_s", "tok/s", seq(8, 50, 1)))
+	if r := Compare(b2, b3, Options{}).Rows[0]; r.Verdict == VerdictNotComparable {
+		t.Errorf("whole model against an uncounted one: %q", r.Reason)
 	}
 	b2.Add(c, samples("decode_tok_s", "tok/s", seq(8, 50, 1)))
 	if r := Compare(a, b2, Options{}).Rows[0]; r.Verdict != VerdictNotComparable || !strings.Contains(r.Reason, "B pools runs with different layer counts") {

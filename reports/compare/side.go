@@ -86,7 +86,9 @@ func (c *Case) DisplayName() string {
 }
 
 func layersOf(c results.Case) string {
-	if c.LayersRun == 0 && c.LayersTotal == 0 {
+	// Every layer run is the whole model, whether the run counted them or
+	// (a peer engine's) did not say.
+	if c.LayersRun == 0 && c.LayersTotal == 0 || c.LayersRun == c.LayersTotal {
 		return ""
 	}
 	return fmt.Sprintf("%d/%d", c.LayersRun, c.LayersTotal)
