@@ -85,8 +85,8 @@ func peerCommand() *cli.Command {
 						if err != nil {
 							return fmt.Errorf("%s: %w", p.path, err)
 						}
-						fmt.Fprintf(c.App.ErrWriter, "imported %s %s as run %d (tag %s): %d cases\n",
-							r.Tool, r.ToolVersion, id, rec.Run.Tag, len(rec.Cases))
+						fmt.Fprintf(c.App.ErrWriter, "imported %s as run %d (tag %s): %d cases\n",
+							rec.Run.ToolVersion, id, rec.Run.Tag, len(rec.Cases))
 					}
 				}
 				return nil
