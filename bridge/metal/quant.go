@@ -330,7 +330,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	b.bind(4, flags, true)
 	b.bind(5, view{counts, 0, 4 * countChunk}, true)
 	b.threadgroupMemory(4 * E)
-	b.dispatchGroups(b.pipeline("moe_route", fcNone), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+	b.dispatchGroups(b.pipeline("moe_route", fcRoute, 0), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
 
 	h := b.scratchView("moe.h", 4*P*I)
 	y := b.scratchView("moe.y", 4*P*H)
