@@ -304,9 +304,12 @@ func MoERowsPerExpert(tokens, experts, topK int) float64 {
 // MetalMoEMatVecMaxRows is the rows per routed expert up to which the Metal
 // MoE runs its expert matvecs (tiles of at most 8 rows, each expert's
 // weights read once per tile) untuned; above it the simdgroup_matrix
-// tiles of MetalMoETile. Measured on the emulator's cost witness at
-// Qwen3-30B-A3B's shapes (docs/metal-kernels.md).
-const MetalMoEMatVecMaxRows = 4
+// tiles of MetalMoETile. Measured with the emulator's cost witness on
+// experts of Qwen3-30B-A3B's shape (bridge/metal TestMoEOccupancy,
+// docs/metal-kernels.md): from about 2 rows per expert the tiles move
+// fewer bytes (the matvecs restage their activations per threadgroup and
+// read an expert's weights once per 8 rows).
+const MetalMoEMatVecMaxRows = 2
 
 // MetalMoERows is MoERowsPerExpert rounded to the nearest whole row: what
 // the mv_max knob and the untuned choice compare.
