@@ -34,6 +34,7 @@ kernel void matvec(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 // (ceil(n / mm_bn), ceil(m / mm_bm)), mm_sgm * mm_sgn simdgroups,
 // mm_stages * mm_stage_bytes(1) bytes of threadgroup(0).
 template <typename W>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
 kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                    device const W* w [[buffer(2)]], device float* out [[buffer(3)]],
                    device const float* bias [[buffer(4), function_constant(has_bias)]],

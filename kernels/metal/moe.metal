@@ -315,6 +315,7 @@ kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
 // mm_bn), tile slots); mm_stages * mm_stage_bytes(2) bytes of
 // threadgroup(0).
 template <typename W>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
 kernel void moe_mm_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                            device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                            device const MoETile* tiles [[buffer(4)]], device float* h [[buffer(5)]],
@@ -368,6 +369,7 @@ kernel void moe_mm_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
 // moe_combine does on the matvec path). The adds are atomic, so their order,
 // and the output's last bits, vary from run to run.
 template <typename W>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
 kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
                         device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                         device const MoETile* tiles [[buffer(4)]], device float* out [[buffer(5)]],

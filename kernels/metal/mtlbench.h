@@ -180,6 +180,10 @@ constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
 #define MV_MAX_COLS 8
 #define MM_MAX_TM 4 // 8x8 tiles per simdgroup along rows
 #define MM_MAX_TN 4 // and along columns
+// The most threads a simdgroup_matrix tile kernel runs: 4 x 4 simdgroups.
+// Declared on those kernels so the compiler keeps their registers within
+// what that many threads allow, instead of the pipeline allowing fewer.
+#define MM_MAX_THREADS 512
 
 // NEG_MAX starts maxima and masks scores: finite, because Metal compiles
 // with fast math by default, under which infinities are undefined.
