@@ -74,6 +74,10 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("n = %s, want 2 repetitions: %v", r[ni], r)
 		}
 	}
+	// -d is the suites' depth: context before each prompt, as llama-bench's.
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-d", "0,512", "-p", "16", "--print-suite"); err != nil || !strings.Contains(out, "depth: [0, 512]") {
+		t.Errorf("bench -d 0,512 --print-suite: %v\n%s", err, out)
+	}
 	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
@@ -83,7 +87,7 @@ func TestBenchCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "0"}, "--batch: 0 is below 1"},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "512"}, "--depth 512"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "-1"}, "--depth"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be at least 1"},
 		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ func benchCommand() *cli.Command {
 		Usage: "quick llama-bench-style run from flags: -m MODEL -b 1,2,4 -p 512 -n 128 -r 5",
 		Description: "Lists take commas and ranges, as llama-bench's do: 1,2,4; 1-8 (every integer);\n" +
 			"1-16*2 (1, 2, 4, 8, 16: times 2); 16-64+16 (16, 32, 48, 64: plus 16). Every combination\n" +
-			"of batch, prompt and gen is one case, named and keyed as a suite's would be\n" +
+			"of batch, prompt, gen and depth (-d: context in the cache before each prompt) is one case, named and keyed as a suite's would be\n" +
 			"(bench/batch=1/gen_len=128/prompt_len=512), so compare pairs it with the same case of\n" +
 			"another run or of a peer engine (mtlbench peer import). The suite it builds is\n" +
 			"printed by --print-suite; save it to change anything the flags do not reach.",
@@ -36,7 +37,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "batch", Aliases: []string{"b"}, Value: "1", Usage: "concurrent sequences: list or range"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "512", Usage: "prompt tokens per sequence: list or range"},
 			&cli.StringFlag{Name: "gen", Aliases: []string{"n"}, Value: "128", Usage: "generated tokens per sequence: list or range"},
-			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens already in the KV cache before the prompt (only 0: see --help)"},
+			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens of context in the KV cache before each prompt, as llama-bench's -d (the suites' depth); e.g. 0,4096"},
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
 			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, cpu, cuda, metal or metal-emu"},
@@ -122,14 +123,6 @@ type quickSpec struct {
 
 // yaml is the suite the flags describe, as a suite file would say it.
 func (q quickSpec) yaml() ([]byte, error) {
-	for _, d := range q.Depth {
-		if d != 0 {
-			// A depth needs the prompt appended to a cache filled beforehand,
-			// untimed; the engine prefills whole prompts, so a depth would
-			// time the context too and report a different figure.
-			return nil, fmt.Errorf("--depth %d: the engine cannot yet time a prompt on top of a filled cache; only -d 0 is measured (decode at a context of N tokens: -p N)", d)
-		}
-	}
 	if q.Repetitions < 1 {
 		return nil, fmt.Errorf("--repetitions must be at least 1, got %d", q.Repetitions)
 	}
@@ -148,6 +141,7 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Batch     []int `yaml:"batch,flow"`
 		PromptLen []int `yaml:"prompt_len,flow"`
 		GenLen    []int `yaml:"gen_len,flow"`
+		Depth     []int `yaml:"depth,flow,omitempty"` // the suites' depth: context before each prompt
 	}
 	type caseYAML struct {
 		Name   string     `yaml:"name"`
@@ -169,6 +163,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Model:   modelYAML{DType: q.DType, Seed: 1},
 		Backend: q.Backend, Timing: q.Timing, Repetitions: q.Repetitions, Warmup: q.Warmup, Interleave: true,
 		Cases: []caseYAML{{Name: "bench", Kind: "model", Matrix: matrixYAML{Batch: q.Batch, PromptLen: q.Prompt, GenLen: q.Gen}}},
+	}
+	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
+		doc.Cases[0].Matrix.Depth = q.Depth
 	}
 	if st, err := os.Stat(q.Model); err == nil && st.IsDir() {
 		doc.Model.Path, doc.Model.Weights = q.Model, "checkpoint"
