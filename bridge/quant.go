@@ -51,3 +51,15 @@ type QuantMappedWeighter interface {
 type QuantSupport interface {
 	SupportsQuant(spec quant.Spec) error
 }
+
+// PackedMatrix describes a packed [rows][k] matrix; a backend's packed
+// tensor embeds it for its Tensor and QuantTensor methods.
+type PackedMatrix struct {
+	Spec quant.Spec
+	Dims []int // [rows, k]
+}
+
+func (m PackedMatrix) DType() DType      { return Packed }
+func (m PackedMatrix) Shape() []int      { return m.Dims }
+func (m PackedMatrix) Len() int          { return m.Dims[0] * m.Dims[1] }
+func (m PackedMatrix) Quant() quant.Spec { return m.Spec }

@@ -16,15 +16,9 @@ import (
 // benchmark get the same device copies, as float weights do).
 
 type qtensor struct {
-	spec                 quant.Spec
-	shape                []int
+	bridge.PackedMatrix
 	data, scales, biases *tensor // scales, biases nil unless affine
 }
-
-func (t *qtensor) DType() bridge.DType { return bridge.Packed }
-func (t *qtensor) Shape() []int        { return t.shape }
-func (t *qtensor) Len() int            { return t.shape[0] * t.shape[1] }
-func (t *qtensor) Quant() quant.Spec   { return t.spec }
 
 // sb returns the scales' and biases' pointers (the values' where there are
 // none, never read).
@@ -36,7 +30,7 @@ func (t *qtensor) sb() (uint64, uint64) {
 }
 
 func (t *qtensor) args() (rowBytes, groups, sdt int) {
-	return t.spec.RowBytes(t.shape[1]), max(t.spec.Groups(t.shape[1]), 1), int(t.spec.Scale)
+	return t.Spec.RowBytes(t.Dims[1]), max(t.Spec.Groups(t.Dims[1]), 1), int(t.Spec.Scale)
 }
 
 func qKernel(s quant.Spec) string {
@@ -85,7 +79,7 @@ func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases
 	if err := m.Check("cuda: packed weight"); err != nil {
 		return nil, err
 	}
-	q := &qtensor{spec: spec, shape: append([]int(nil), shape...)}
+	q := &qtensor{PackedMatrix: bridge.PackedMatrix{Spec: spec, Dims: append([]int(nil), shape...)}}
 	var err error
 	if q.data, err = b.packedBytes(data); err != nil {
 		return nil, err
@@ -167,7 +161,7 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 		}
 		bp = bt.ptr
 	}
-	n, k := q.shape[0], q.shape[1]
+	n, k := q.Dims[0], q.Dims[1]
 	m := xs.n / k
 	if o.n < m*n {
 		b.fail("qmatmul: output of %d elements for %dx%d", o.n, m, n)
@@ -177,13 +171,13 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 }
 
 func (b *Backend) qmatmul(out, x uint64, q *qtensor, bias uint64, m int) {
-	n, k := q.shape[0], q.shape[1]
+	n, k := q.Dims[0], q.Dims[1]
 	if m == 0 || n == 0 {
 		return
 	}
 	s, bi := q.sb()
 	rb, g, sdt := q.args()
-	b.launch("qgemv_"+qKernel(q.spec), [3]int{cdiv(n, qBlockRows), cdiv(m, qCols), 1}, 256, x, q.data.ptr, s, bi, bias, out,
+	b.launch("qgemv_"+qKernel(q.Spec), [3]int{cdiv(n, qBlockRows), cdiv(m, qCols), 1}, 256, x, q.data.ptr, s, bi, bias, out,
 		i32(m), i32(n), i32(k), i32(rb), i32(g), i32(sdt))
 }
 
@@ -192,7 +186,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 	if o == nil || q == nil {
 		return
 	}
-	V, W := q.shape[0], q.shape[1]
+	V, W := q.Dims[0], q.Dims[1]
 	T := b.meta.NumTokens
 	if o.n != T*W {
 		b.fail("qembedding: out holds %d elements, want %d×%d", o.n, T, W)
@@ -200,7 +194,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 	}
 	s, bi := q.sb()
 	rb, g, sdt := q.args()
-	b.launch("qembed_"+qKernel(q.spec), [3]int{cdiv(T, 8), 1, 1}, 256, o.ptr, b.metaPtr(b.mo.tokens), q.data.ptr, s, bi,
+	b.launch("qembed_"+qKernel(q.Spec), [3]int{cdiv(T, 8), 1, 1}, 256, o.ptr, b.metaPtr(b.mo.tokens), q.data.ptr, s, bi,
 		i32(T), i32(V), i32(W), i32(rb), i32(g), i32(sdt), b.stats.ptr)
 }
 
@@ -231,9 +225,9 @@ func (b *Backend) qmoeTable(w *bridge.MoEWeights) *qmoeTable {
 				return nil
 			}
 			if e == 0 {
-				t.spec[i] = q.spec
-			} else if q.spec != t.spec[i] {
-				b.fail("qmoe: expert %d is %v, expert 0 %v", e, q.spec, t.spec[i])
+				t.spec[i] = q.Spec
+			} else if q.Spec != t.spec[i] {
+				b.fail("qmoe: expert %d is %v, expert 0 %v", e, q.Spec, t.spec[i])
 				return nil
 			}
 			s, bi := q.sb()

@@ -14,18 +14,13 @@ import (
 
 // qtensor is a packed [rows][k] weight.
 type qtensor struct {
-	spec                 quant.Spec
-	shape                []int
+	bridge.PackedMatrix
 	data, scales, biases *tensor // scales, biases nil unless affine
 }
 
-func (t *qtensor) DType() bridge.DType { return bridge.Packed }
-func (t *qtensor) Shape() []int        { return t.shape }
-func (t *qtensor) Len() int            { return t.shape[0] * t.shape[1] }
-func (t *qtensor) Quant() quant.Spec   { return t.spec }
-func (t *qtensor) rowBytes() int       { return t.spec.RowBytes(t.shape[1]) }
-func (t *qtensor) scaleRowBytes() int  { return t.spec.Groups(t.shape[1]) * t.spec.Scale.Size() }
-func (t *qtensor) sv() (view, view)    { return t.part(t.scales), t.part(t.biases) }
+func (t *qtensor) rowBytes() int      { return t.Spec.RowBytes(t.Dims[1]) }
+func (t *qtensor) scaleRowBytes() int { return t.Spec.Groups(t.Dims[1]) * t.Spec.Scale.Size() }
+func (t *qtensor) sv() (view, view)   { return t.part(t.scales), t.part(t.biases) }
 func (t *qtensor) part(x *tensor) view {
 	if x == nil {
 		return t.data.view()
@@ -80,7 +75,7 @@ func (b *Backend) quantWeight(spec quant.Spec, shape []int, data, scales, biases
 	if err := m.Check("metal: packed weight"); err != nil {
 		return nil, err
 	}
-	q := &qtensor{spec: spec, shape: append([]int(nil), shape...)}
+	q := &qtensor{PackedMatrix: bridge.PackedMatrix{Spec: spec, Dims: append([]int(nil), shape...)}}
 	var err error
 	if q.data, err = b.packedBytes(data, mapped); err != nil {
 		return nil, err
@@ -114,8 +109,8 @@ func (b *Backend) packedBytes(data []byte, mapped bool) (*tensor, error) {
 
 // qArgs are a packed matrix's kernel arguments.
 func qArgs(q *qtensor, m int) qMatArgs {
-	return qMatArgs{M: uint32(m), N: uint32(q.shape[0]), K: uint32(q.shape[1]), RowBytes: uint32(q.rowBytes()),
-		Groups: uint32(max(q.spec.Groups(q.shape[1]), 1)), ScaleDT: uint32(q.spec.Scale)}
+	return qMatArgs{M: uint32(m), N: uint32(q.Dims[0]), K: uint32(q.Dims[1]), RowBytes: uint32(q.rowBytes()),
+		Groups: uint32(max(q.Spec.Groups(q.Dims[1]), 1)), ScaleDT: uint32(q.Spec.Scale)}
 }
 
 func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
@@ -128,7 +123,7 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 		b.fail("qmatmul: %T is not a packed weight", w)
 		return
 	}
-	n, k := q.shape[0], q.shape[1]
+	n, k := q.Dims[0], q.Dims[1]
 	m := xs.n / k
 	if o.n < m*n {
 		b.fail("qmatmul: output of %d elements for %dx%d", o.n, m, n)
@@ -144,12 +139,12 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 // qmatmul encodes out[m][n] = x[m][k]·wᵀ (+ bias) on a packed w: the GEMV
 // for up to 8 rows of x a threadgroup, more rows as more threadgroups.
 func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
-	n := q.shape[0]
+	n := q.Dims[0]
 	if m == 0 || n == 0 {
 		return
 	}
 	rows, sgs, cols := qRows, qSimdgroups, min(m, 8)
-	p := b.pipeline("qmatvec_"+qKernel(q.spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
+	p := b.pipeline("qmatvec_"+qKernel(q.Spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -176,7 +171,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 		}
 		return
 	}
-	T, dim := b.step.sec.numTokens, q.shape[1]
+	T, dim := b.step.sec.numTokens, q.Dims[1]
 	if T == 0 {
 		return
 	}
@@ -185,7 +180,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 		return
 	}
 	const sgs = 4
-	p := b.pipeline("qembedding_"+qKernel(q.spec), fcNone)
+	p := b.pipeline("qembedding_"+qKernel(q.Spec), fcNone)
 	sv, bv := q.sv()
 	b.args(argBytes(b, qArgs(q, T)))
 	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
@@ -231,8 +226,8 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 			b.fail("qmoe: %T experts", ts[0])
 			return nil
 		}
-		pk.spec[i] = q.spec
-		pk.wStride[i], pk.sStride[i] = q.shape[0]*q.rowBytes(), q.shape[0]*q.scaleRowBytes()
+		pk.spec[i] = q.Spec
+		pk.wStride[i], pk.sStride[i] = q.Dims[0]*q.rowBytes(), q.Dims[0]*q.scaleRowBytes()
 		pk.data[i] = off
 		off = align(off+E*pk.wStride[i], 16)
 		pk.scales[i] = off
@@ -250,7 +245,7 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 	for i, ts := range mats {
 		for e, t := range ts {
 			q, ok := t.(*qtensor)
-			if !ok || q.spec != pk.spec[i] || q.shape[0]*q.rowBytes() != pk.wStride[i] {
+			if !ok || q.Spec != pk.spec[i] || q.Dims[0]*q.rowBytes() != pk.wStride[i] {
 				b.fail("qmoe: expert %d is not packed as expert 0 (%v)", e, pk.spec[i])
 				return nil
 			}
