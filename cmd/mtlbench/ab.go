@@ -32,22 +32,23 @@ const (
 func abCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ab",
-		Usage:     "run a suite with two binaries in ABBA order and gate the candidate against the baseline",
+		Usage:     "run a suite with two binaries in rounds, side by side, and gate the candidate against the baseline",
 		ArgsUsage: "SUITE.yaml",
-		Description: "Runs the suite --rounds times with each binary, in ABBA order (baseline, candidate,\n" +
-			"candidate, baseline per round), so that drift of the machine (load, clocks, heat) falls\n" +
-			"on both sides alike, then gates the candidate against the baseline with the run as\n" +
-			"the unit: each run's median per case and metric, Mann-Whitney U, p adjusted over all\n" +
-			"checks (Benjamini-Hochberg), and a change beyond the metric's threshold\n" +
-			"(docs/perf-gate.md). The candidate is this binary unless --candidate-bin names\n" +
-			"another; --set applies to the candidate only. Each side records into its own\n" +
-			"database (--keep DIR keeps them: baseline.db and candidate.db).\n\n" +
+		Description: "Runs the suite --rounds times with each binary. In a round both binaries run side by\n" +
+			"side, one repetition at a time in turns (rounds alternate which goes first), so load\n" +
+			"and drift of the machine fall on both alike. The gate's unit is the round: per case\n" +
+			"and metric the ratio of the two runs' medians, Student's t on the log ratios of the\n" +
+			"rounds, p adjusted over all checks (Benjamini-Hochberg), and a change beyond the\n" +
+			"metric's threshold (docs/perf-gate.md). The candidate is this binary unless\n" +
+			"--candidate-bin names another; --set applies to the candidate only. Each side\n" +
+			"records into its own database (--keep DIR, an empty folder, keeps them: baseline.db\n" +
+			"and candidate.db, and each round's logs).\n\n" +
 			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "baseline-bin", Required: true, Usage: "the baseline mtlbench binary (built from the base commit)"},
 			&cli.StringFlag{Name: "candidate-bin", Usage: "the candidate mtlbench binary (default: this one)"},
 			&cli.StringSliceFlag{Name: "set", Usage: "override a setting for the candidate's runs only, as `run --set` (repeatable)"},
-			&cli.IntFlag{Name: "rounds", Value: 5, Usage: "rounds: each runs the suite once with each binary, their repetitions in ABBA turns"},
+			&cli.IntFlag{Name: "rounds", Value: 5, Usage: "rounds: each runs the suite once with each binary, side by side, repetitions in turns (at least 3 for the paired test)"},
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores)"},
 			&cli.StringFlag{Name: "keep", Usage: "keep the side databases and run logs in this folder"},
@@ -118,6 +119,14 @@ func abCommand() *cli.Command {
 				defer os.RemoveAll(dir)
 			} else if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("--keep: %w", err)
+			} else {
+				// Rounds pair by run ID: runs of an earlier ab in the same
+				// databases would pair with the wrong ones.
+				for _, name := range []string{"baseline.db", "candidate.db"} {
+					if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+						return fmt.Errorf("--keep %s already holds %s from an earlier ab: choose an empty folder", dir, name)
+					}
+				}
 			}
 			var common []string
 			if b := c.String("backend"); b != "" {
@@ -168,6 +177,8 @@ func abCommand() *cli.Command {
 				return err
 			}
 			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
+			// Round r wrote run r into each side's fresh database.
+			opts.Paired = true
 			res := compare.Gate(baseSide, candSide, opts)
 			res.Notes = append(notes, res.Notes...)
 			res.Notes = append(res.Notes, fmt.Sprintf("ab: %d rounds (one run a side each, repetitions in turns, AB then BA) in %v", rounds, time.Since(start).Round(time.Second)))

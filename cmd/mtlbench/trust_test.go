@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,5 +56,41 @@ func TestABTurns(t *testing.T) {
 	}
 	if got.String() != "ABAB BABA " {
 		t.Errorf("turns %q", got.String())
+	}
+}
+
+// ab end to end: a candidate made four times slower (the test-only
+// MTLBENCH_TEST_SLOWDOWN) is a regression judged on pairs of runs, and a
+// --keep folder that already holds an ab's databases is refused before
+// anything runs.
+func TestABEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs ab")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mtlbench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	slow := filepath.Join(dir, "slow")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nMTLBENCH_TEST_SLOWDOWN=300% exec "+bin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\nrepetitions: 5\nwarmup: 1\nthresholds: { us_per_call: 5% }\n"+
+		"cases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 256, k: 256, dtype: f32 }\n"), 0o644)
+	keep := filepath.Join(dir, "keep")
+	out, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", slow, "--rounds", "5", "--threads", "1", "--keep", keep, "--format", "csv")
+	if exitCode(err) != 1 || !strings.Contains(stderr, "REGRESSION") || !strings.Contains(stderr, "5 pairs of runs") {
+		t.Fatalf("4x slower candidate: exit %d (%v), want 1 on pairs of runs\n%s\n%s", exitCode(err), err, stderr, out)
+	}
+	for _, f := range []string{"baseline.db", "candidate.db", "round05-candidate.log"} {
+		if _, err := os.Stat(filepath.Join(keep, f)); err != nil {
+			t.Errorf("--keep: %v", err)
+		}
+	}
+	_, _, err = mtl(t, "ab", suite, "--baseline-bin", bin, "--rounds", "3", "--keep", keep)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "already holds baseline.db") {
+		t.Errorf("reused --keep folder: exit %d, %v; want 2 and a refusal", exitCode(err), err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	mstats "github.com/aclements/go-moremath/stats"
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/reports/stats"
@@ -51,6 +52,11 @@ type GateOptions struct {
 	// Metrics lists the gated metrics explicitly.
 	Metrics    []string
 	MinSamples int
+	// Paired says the sides' runs were taken in pairs, side by side, as
+	// `mtlbench ab`'s rounds are: the baseline's run with ID i ran beside
+	// the candidate's run with ID i, so load on the machine fell on both
+	// alike. The gate then tests each pair's ratio (docs/perf-gate.md).
+	Paired bool
 }
 
 func (o GateOptions) alpha() float64 {
@@ -110,19 +116,33 @@ const (
 
 // Units of a check: what one value of its test stands for.
 const (
+	// UnitPair: the ratio of the medians of two runs taken side by side
+	// (ab's rounds): drift between rounds falls on both runs of a pair and
+	// cancels in its ratio.
+	UnitPair       = "pair of runs"
 	UnitRun        = "run"        // each run's median: drift between runs is noise, not change
 	UnitRepetition = "repetition" // every repetition: only when a side has a single run
 )
+
+// MinPairs is the fewest pairs of runs the paired test uses; with fewer,
+// the sides' runs are compared unpaired.
+const MinPairs = 3
 
 // Check is one gated case and metric. Its A, B, Delta and P are those of
 // the values it tested (per run or per repetition, see Unit); the Row's
 // own are the pooled repetitions'.
 type Check struct {
 	*Row
-	Per   string // UnitRun or UnitRepetition: what one tested value is; "" when nothing was tested
+	Per   string // UnitPair, UnitRun or UnitRepetition: what one tested value is; "" when nothing was tested
 	A, B  Stat
 	Delta float64
-	P     float64 // Mann-Whitney U p-value of the tested values; NaN when not tested
+	// P is the p-value of the tested values: a paired t-test of the pairs'
+	// log ratios (UnitPair), else Mann-Whitney U; NaN when not tested.
+	P float64
+	// Noise is how uncertain the change is, a fraction: the half-width of
+	// the 95% interval of the mean log ratio for pairs, else of the
+	// baseline's center (1.96·1.4826·MAD/√n).
+	Noise float64
 	// Q is P adjusted for every check of the gate (Benjamini-Hochberg):
 	// the check is significant when Q < alpha.
 	Q         float64
@@ -211,7 +231,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 			if r == nil {
 				continue // neither side records this metric for this case (a kernel metric of a model case)
 			}
-			c := prepareCheck(r, baseline.cases[k], cb, o.ThresholdFor(m), alpha, minN)
+			c := prepareCheck(r, baseline.cases[k], cb, o.ThresholdFor(m), alpha, minN, o.Paired)
 			if c.Per == UnitRepetition {
 				single++
 			}
@@ -279,12 +299,13 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// prepareCheck tests one case and metric: on each run's median when both
-// sides have at least two runs of the case (so drift between runs is
+// prepareCheck tests one case and metric: on the ratios of paired runs
+// when the sides' runs were taken in pairs, else on each run's median when
+// both sides have at least two runs of the case (so drift between runs is
 // noise, not change), else on every repetition. The verdict waits for
 // every check's p-value (adjustBH, then decide).
-func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int) Check {
-	c := Check{Row: r, Threshold: threshold, Delta: math.NaN(), P: math.NaN(), Q: math.NaN()}
+func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, paired bool) Check {
+	c := Check{Row: r, Threshold: threshold, Delta: math.NaN(), P: math.NaN(), Q: math.NaN(), Noise: math.NaN()}
 	switch {
 	case r.Verdict == VerdictNotComparable:
 		c.Outcome, c.Reason = NotComparable, r.Reason
@@ -300,6 +321,12 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int) Chec
 		}
 		return c
 	}
+	if paired {
+		if la, lb := pairedLogMedians(ca, cb, r.Metric); len(la) >= MinPairs {
+			testPairs(&c, la, lb)
+			return c
+		}
+	}
 	ua, ub := runMedians(ca, r.Metric), runMedians(cb, r.Metric)
 	c.Per = UnitRun
 	if len(ua) < 2 || len(ub) < 2 {
@@ -314,7 +341,61 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int) Chec
 	}
 	th := &benchmath.Thresholds{CompareAlpha: alpha}
 	c.P = benchmath.AssumeNothing.Compare(benchmath.NewSample(ua, th), benchmath.NewSample(ub, th)).P
+	c.Noise = 1.96 * relSpread(c.A.Values) / math.Sqrt(float64(c.A.N))
 	return c
+}
+
+// pairedLogMedians is the log of each run's median of metric, for the runs
+// (by ID) that recorded it on both sides, in ID order.
+func pairedLogMedians(ca, cb *Case, metric string) (la, lb []float64) {
+	bs := map[int64][]float64{}
+	for _, rv := range cb.ByRun[metric] {
+		bs[rv.Run] = rv.Values
+	}
+	ra := slices.Clone(ca.ByRun[metric])
+	slices.SortFunc(ra, func(x, y RunValues) int { return cmpFloat(float64(x.Run), float64(y.Run)) })
+	for _, rv := range ra {
+		vb := bs[rv.Run]
+		if len(rv.Values) == 0 || len(vb) == 0 {
+			continue
+		}
+		ma, mb := stats.Summarize(slices.Clone(rv.Values)).Center, stats.Summarize(slices.Clone(vb)).Center
+		if !(ma > 0) || !(mb > 0) || math.IsInf(ma, 0) || math.IsInf(mb, 0) {
+			return nil, nil // a ratio needs positive finite medians: compare unpaired
+		}
+		la, lb = append(la, math.Log(ma)), append(lb, math.Log(mb))
+	}
+	return la, lb
+}
+
+// testPairs is the paired test: Student's t on the pairs' log ratios (each
+// pair's ratio is a run's median over a median of the run beside it, so
+// close to log-normal), the change their geometric mean, its uncertainty
+// the 95% interval's half-width.
+func testPairs(c *Check, la, lb []float64) {
+	n := len(la)
+	c.Per = UnitPair
+	ea, eb := make([]float64, n), make([]float64, n)
+	d := make([]float64, n)
+	for i := range la {
+		ea[i], eb[i], d[i] = math.Exp(la[i]), math.Exp(lb[i]), lb[i]-la[i]
+	}
+	c.A, c.B = newStat(ea), newStat(eb)
+	mean, sd := mstats.Mean(d), mstats.StdDev(d)
+	c.Delta = (math.Exp(mean) - 1) * 100
+	if sd == 0 {
+		// Identical ratios in every pair: exactly no change, or a change
+		// with no noise at all.
+		c.P, c.Noise = 1, 0
+		if mean != 0 {
+			c.P = 0
+		}
+		return
+	}
+	t := mean * math.Sqrt(float64(n)) / sd
+	dist := mstats.TDist{V: float64(n - 1)}
+	c.P = 2 * (1 - dist.CDF(math.Abs(t)))
+	c.Noise = math.Expm1(mstats.InvCDF(dist)(0.975) * sd / math.Sqrt(float64(n)))
 }
 
 // runMedians is each run's median of metric, for runs that recorded it.
@@ -372,14 +453,21 @@ func decide(c *Check, alpha float64) {
 		unit = " " + unit
 	}
 	per := ""
-	if c.Per == UnitRun {
+	switch c.Per {
+	case UnitRun:
 		per = fmt.Sprintf(", medians of %d+%d runs", c.A.N, c.B.N)
+	case UnitPair:
+		per = fmt.Sprintf(", %d pairs of runs", c.A.N)
 	}
 	change := fmt.Sprintf("%s -> %s%s (%+.2f%%, p=%s, adjusted %s%s)", fmtNum(c.A.Center*scale), fmtNum(c.B.Center*scale), unit,
 		c.Delta, fmtP(c.P), fmtP(c.Q), per)
 	worse := c.Worse()
-	significant := c.Q < alpha && c.B.Center != c.A.Center
-	noise := 1.96 * relSpread(c.A.Values) / math.Sqrt(float64(c.A.N))
+	changed := c.B.Center != c.A.Center
+	if c.Per == UnitPair {
+		changed = c.Delta != 0
+	}
+	significant := c.Q < alpha && changed
+	noise := c.Noise
 	switch {
 	case significant && !(worse > 0):
 		c.Outcome = Improved
@@ -390,6 +478,10 @@ func decide(c *Check, alpha float64) {
 	case significant:
 		c.Outcome = WithinThreshold
 		c.Reason = fmt.Sprintf("%s: significantly worse, but within the %s threshold", change, fmtPct(c.Threshold))
+	case noise > c.Threshold && c.Per == UnitPair:
+		c.Outcome = CannotTell
+		c.Reason = fmt.Sprintf("%s: no significant change, but the pairs' ratios leave the change uncertain by ±%s (95%% interval), more than the %s threshold: a regression could hide in that noise",
+			change, fmtPct(noise), fmtPct(c.Threshold))
 	case noise > c.Threshold:
 		c.Outcome = CannotTell
 		c.Reason = fmt.Sprintf("%s: no significant change, but the baseline's %ss leave its center uncertain by ±%s (1.96·1.4826·MAD/√n), more than the %s threshold: a regression could hide in that noise",

@@ -254,3 +254,101 @@ func TestGateCannotTell(t *testing.T) {
 		t.Errorf("2 runs a side: status %d, %s: %s", r.Status, r.Checks[0].Outcome, r.Checks[0].Reason)
 	}
 }
+
+// pairedSides builds a baseline and a candidate of rounds runs of
+// decodeCase taken side by side: each round's load scales both runs of the
+// round alike (relative sd load), on top of noise within the runs; the
+// candidate's speed is the baseline's times ratio.
+func pairedSides(rng *rand.Rand, rounds, reps int, load, noise, ratio float64) (a, b *Side) {
+	a, b = NewSide("A"), NewSide("B")
+	for r := range rounds {
+		f := math.Max(0.2, 1+load*rng.NormFloat64())
+		for _, s := range []struct {
+			side  *Side
+			speed float64
+		}{{a, 1000 * f}, {b, 1000 * f * ratio}} {
+			s.side.AddRun(Run{ID: int64(r + 1), Backend: "cpu"})
+			c := decodeCase
+			c.RunID = int64(r + 1)
+			s.side.Add(c, samples("decode_tok_s", "tok/s", normal(rng, reps, s.speed, noise)))
+		}
+	}
+	return a, b
+}
+
+// TestGatePairedRounds: the rounds of `ab` run both sides side by side, so
+// load that changes from round to round (here ±30%) falls on both runs of
+// a round. Compared unpaired, run medians that scatter so much hide a 10%
+// slowdown; the pairs' ratios do not.
+func TestGatePairedRounds(t *testing.T) {
+	const trials = 100
+	alarms, aaPass, caught, unpairedCaught := 0, 0, 0, 0
+	for seed := range uint64(trials) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		a, b := pairedSides(rng, 5, 5, 0.3, 0.02, 1)
+		r := Gate(a, b, GateOptions{Paired: true})
+		if r.Checks[0].Per != UnitPair || r.Checks[0].A.N != 5 {
+			t.Fatalf("unit %q with %d values, want 5 pairs of runs", r.Checks[0].Per, r.Checks[0].A.N)
+		}
+		switch r.Status {
+		case ExitRegression:
+			alarms++
+			t.Logf("A/A seed %d: %s", seed, r.Headline)
+		case ExitPass:
+			aaPass++
+		}
+		a, b = pairedSides(rng, 5, 5, 0.3, 0.02, 1/1.1)
+		if Gate(a, b, GateOptions{Paired: true}).Status == ExitRegression {
+			caught++
+		}
+		if Gate(a, b, GateOptions{}).Status == ExitRegression {
+			unpairedCaught++
+		}
+	}
+	t.Logf("paired rounds: %d/%d A/A false alarms, %d/%d passed; 10%% slowdown caught %d/%d (unpaired run medians: %d/%d)",
+		alarms, trials, aaPass, trials, caught, trials, unpairedCaught, trials)
+	if alarms > 1 {
+		t.Errorf("paired: %d/%d A/A false alarms, want <= 1", alarms, trials)
+	}
+	if aaPass < 90 {
+		t.Errorf("paired: only %d/%d A/A trials passed: the ratios' noise is 2%%, the threshold 5%%", aaPass, trials)
+	}
+	if caught < 95 {
+		t.Errorf("paired: 10%% slowdown caught %d/%d, want >= 95", caught, trials)
+	}
+	if unpairedCaught > 50 {
+		t.Errorf("unpaired run medians caught %d/%d: the test's load is too small to show anything", unpairedCaught, trials)
+	}
+}
+
+// Pairs need matching runs: too few shared run IDs fall back to the
+// unpaired comparison, and a side's runs pair by ID, not by order.
+func TestGatePairing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	a, b := pairedSides(rng, 2, 5, 0.01, 0.01, 1)
+	if r := Gate(a, b, GateOptions{Paired: true}); r.Checks[0].Per != UnitRun {
+		t.Errorf("2 pairs: unit %q, want the unpaired %q", r.Checks[0].Per, UnitRun)
+	}
+	// Slow candidate runs 1-4 with load growing round by round: pairing
+	// by ID catches it; adding the candidate's runs in reverse order must
+	// not change that.
+	a, b = NewSide("A"), NewSide("B")
+	for r := range 4 {
+		f := 1 + 0.5*float64(r)
+		a.AddRun(Run{ID: int64(r + 1), Backend: "cpu"})
+		c := decodeCase
+		c.RunID = int64(r + 1)
+		a.Add(c, samples("decode_tok_s", "tok/s", normal(rng, 5, 1000*f, 0.005)))
+	}
+	for r := 3; r >= 0; r-- {
+		f := 1 + 0.5*float64(r)
+		b.AddRun(Run{ID: int64(r + 1), Backend: "cpu"})
+		c := decodeCase
+		c.RunID = int64(r + 1)
+		b.Add(c, samples("decode_tok_s", "tok/s", normal(rng, 5, 800*f, 0.005)))
+	}
+	r := Gate(a, b, GateOptions{Paired: true})
+	if c := r.Checks[0]; c.Per != UnitPair || c.Outcome != Regression || math.Abs(c.Delta+20) > 1 {
+		t.Errorf("pairs by ID: %s per %q, %+.1f%%: %s", c.Outcome, c.Per, c.Delta, c.Reason)
+	}
+}
