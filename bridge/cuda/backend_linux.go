@@ -428,6 +428,14 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	}
 }
 
-// ActDType is f32: activations and the KV cache are f32, weights stay in
-// the dtype they come in, and every kernel accumulates in f32.
+// ActDType is f32: activations are f32, weights stay in the dtype they
+// come in, and every kernel accumulates in f32. The KV cache is kept in
+// any of KVDTypes (the model's dtype by default: runner/engine.KVDType).
 func (b *Backend) ActDType() bridge.DType { return bridge.F32 }
+
+// KVDTypes are the dtypes the attention kernels keep a KV cache in: they
+// read and write it as stored and accumulate in f32 (docs/cuda.md).
+var KVDTypes = []bridge.DType{bridge.F32, bridge.F16, bridge.BF16}
+
+// KVDTypes implements bridge.KVCacheDTypes.
+func (b *Backend) KVDTypes() []bridge.DType { return KVDTypes }

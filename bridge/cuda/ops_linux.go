@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -16,12 +17,17 @@ import (
 // kernelNames lists every kernel the backend looks up at load.
 func kernelNames() []string {
 	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
-		"rope_qk", "paged_attention_w4", "paged_attention_w8", "moe_route", "moe_route1", "moe_combine", "read_bw",
-		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "paged_attention_rope_w4", "paged_attention_rope_w8",
-		"paged_decode", "paged_decode_rope", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
-		"flash_attention_d64", "flash_attention_d128", "moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16",
-		"moe_gemm_down_bf16", "zero_f32"}
+		"rope_qk", "moe_route", "moe_route1", "moe_combine", "read_bw",
+		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
+		"moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16", "moe_gemm_down_bf16", "zero_f32"}
 	n = append(n, quantKernelNames()...)
+	for _, dt := range KVDTypes {
+		// The attention kernels, one per KV cache dtype.
+		s := dtName(dt)
+		n = append(n, "paged_attention_w4_"+s, "paged_attention_w8_"+s, "paged_attention_rope_w4_"+s,
+			"paged_attention_rope_w8_"+s, "paged_decode_"+s, "paged_decode_rope_"+s, "flash_attention_d64_"+s,
+			"flash_attention_d128_"+s)
+	}
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
@@ -323,7 +329,7 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 // kernel (fusion_linux.go).
 func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *ropeArgs) {
 	o, qs, ks, vs := b.f32Tensor(out, "attention out"), b.f32Tensor(q, "attention q"), b.f32Tensor(k, "attention k"), b.f32Tensor(v, "attention v")
-	kc, vc := b.f32Tensor(cache.K, "attention K cache"), b.f32Tensor(cache.V, "attention V cache")
+	kc, vc := b.cacheTensors(cache)
 	if o == nil || qs == nil || ks == nil || vs == nil || kc == nil || vc == nil {
 		return
 	}
@@ -349,7 +355,8 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		part *= 2
 		nparts = cdiv(m.MaxSeqLen, part)
 	}
-	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%4 == 0 && heads/kvHeads <= 8 {
+	// paged_decode copies cache rows 16 bytes at a time: 4 f32 or 8 half values.
+	if m.MaxQueryLen == 1 && T == m.NumSeqs && headDim <= 128 && headDim%(16/kc.dt.Size()) == 0 && heads/kvHeads <= 8 {
 		b.decodeAttention(o, qs, ks, vs, kc, vc, heads, kvHeads, headDim, BS, scale, rope)
 		return
 	}
@@ -381,7 +388,21 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	if rope != nil {
 		args = append(args, rope.qn, rope.kn, b.metaPtr(b.mo.positions), rope.inv, f32(rope.eps))
 	}
-	b.launch(kernel, [3]int{T, heads, nparts}, block, args...)
+	b.launch(kernel+"_"+dtName(kc.dt), [3]int{T, heads, nparts}, block, args...)
+}
+
+// cacheTensors returns a KV cache's two tensors, failing the step unless
+// they share one of KVDTypes.
+func (b *Backend) cacheTensors(cache bridge.KVCache) (k, v *tensor) {
+	k, v = b.tensorOf(cache.K, "attention K cache"), b.tensorOf(cache.V, "attention V cache")
+	if k == nil || v == nil {
+		return nil, nil
+	}
+	if k.dt != v.dt || !slices.Contains(KVDTypes, k.dt) {
+		b.fail("attention: KV cache of %v keys and %v values, want both f32, f16 or bf16", k.dt, v.dt)
+		return nil, nil
+	}
+	return k, v
 }
 
 // flashAttention records prefill attention on tensor cores (flash.cu) for a
@@ -396,9 +417,17 @@ func (b *Backend) flashAttention(a *bridge.AttentionOp) bool {
 	o, qs, ks, vs := b.asTensor(a.Out), b.asTensor(a.Q), b.asTensor(a.K), b.asTensor(a.V)
 	kc, vc := b.asTensor(a.Cache.K), b.asTensor(a.Cache.V)
 	for _, t := range []*tensor{o, qs, ks, vs, kc, vc} {
-		if t == nil || t.dt != bridge.F32 {
+		if t == nil {
 			return false
 		}
+	}
+	for _, t := range []*tensor{o, qs, ks, vs} {
+		if t.dt != bridge.F32 {
+			return false
+		}
+	}
+	if kc.dt != vc.dt || !slices.Contains(KVDTypes, kc.dt) {
+		return false
 	}
 	BS := a.Cache.BlockSize
 	if len(kc.shape) != 4 || kc.shape[1] != a.KVHeads || kc.shape[2] != BS || kc.shape[3] != a.HeadDim {
@@ -415,7 +444,7 @@ func (b *Backend) flashAttention(a *bridge.AttentionOp) bool {
 	// into shared memory as they are.
 	b.launch("to_half", [3]int{elementwiseGrid(int(n)), 1, 1}, 256, ptr(ks), kb, 0, i64(n), i32(int(bridge.BF16)))
 	b.launch("to_half", [3]int{elementwiseGrid(int(n)), 1, 1}, 256, ptr(vs), vb, 0, i64(n), i32(int(bridge.BF16)))
-	b.launch(fmt.Sprintf("flash_attention_d%d", a.HeadDim), [3]int{tiles, a.Heads, 1}, 128, ptr(o), ptr(qs), ptr(ks), ptr(vs),
+	b.launch(fmt.Sprintf("flash_attention_d%d_%s", a.HeadDim, dtName(kc.dt)), [3]int{tiles, a.Heads, 1}, 128, ptr(o), ptr(qs), ptr(ks), ptr(vs),
 		ptr(kc), ptr(vc), kb, vb, b.metaPtr(b.mo.qsl), b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots),
 		i32(m.NumSeqs), i32(a.Heads), i32(a.KVHeads), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(a.Scale), b.stats.ptr)
 	return true
@@ -425,7 +454,8 @@ func (b *Backend) flashAttention(a *bridge.AttentionOp) bool {
 const flashBQ = 64
 
 // flashSmem is the flash kernel's dynamic shared memory for head size d:
-// two buffers of 64 keys and 64 values, rows of d+8 halves.
+// two buffers of 64 keys and 64 values, rows of d+8 halves (bf16 whatever
+// the cache's dtype).
 func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 
 // decodeAttention launches paged_decode (decode.cu): one new token per
@@ -435,10 +465,10 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	m := b.meta
 	T := m.NumTokens
 	chunks, nparts := b.decodeConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
-	kernel := "paged_decode"
+	kernel := "paged_decode_" + dtName(kc.dt)
 	var r ropeArgs
 	if rope != nil {
-		kernel, r = "paged_decode_rope", *rope
+		kernel, r = "paged_decode_rope_"+dtName(kc.dt), *rope
 	}
 	var tmpAcc, tmpML, counters uint64
 	if nparts > 1 {

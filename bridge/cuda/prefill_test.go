@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -79,126 +80,176 @@ func upload(t *testing.T, be bridge.Backend, dt bridge.DType, data []byte, shape
 	return x
 }
 
-// Prefill attention on tensor cores against kernels.PagedAttention, with
-// sequences whose new tokens cross the kernel's 64-row tiles and the cache's
-// 16-slot blocks (1, 15, 16, 17, 300 and 1000 tokens), some after cached
-// context, GQA groups of 4 and 8, head sizes 64 and 128; the cache slots of
-// the new tokens hold their keys and values after the step, and every
-// output element is written (the output starts as NaN).
+// Attention over the paged cache against kernels.PagedAttention, with the
+// cache in each dtype the backend keeps it in (f32, f16, bf16): prefill on
+// tensor cores with sequences whose new tokens cross the kernel's 64-row
+// tiles and the cache's 16-slot blocks (1, 15, 16, 17, 300 and 1000
+// tokens), some after cached context, GQA groups of 4 and 8, head sizes 64
+// and 128; steps too small for tensor cores and decode steps, whose
+// contexts cross blocks and the split-K partitions. The cache slots of the
+// new tokens hold their keys and values after the step, rounded to the
+// cache's dtype, and every output element is written (the output starts as
+// NaN). The reference reads the same rounded cache, so a half cache costs
+// no tolerance: the f32 kernels stay within 1e-5, tensor cores within
+// bf16RelTol.
 func TestFlashAttentionMatchesReference(t *testing.T) {
 	b := gpu(t)
-	for _, c := range []struct {
-		heads, kvHeads, headDim int
-		queries, cached         []int
-		tol                     float64
-	}{
+	for _, c := range []attnCase{
 		{16, 2, 128, []int{1000, 17, 1, 300}, []int{0, 40, 500, 129}, bf16RelTol},
 		{8, 2, 64, []int{15, 16, 17, 300, 1, 64}, []int{0, 0, 3, 0, 1999, 77}, bf16RelTol},
+		// Fewer tokens than tensor cores take (attention.cu), prefill
+		// mixed with decode rows.
+		{8, 2, 64, []int{15, 1, 17, 2}, []int{0, 40, 300, 1}, 1e-5},
 		// Decode steps (f32 kernels): one token, and long contexts split in
-		// many partitions (decodeSplit).
+		// many partitions (decodeSplit), one of them a position past a
+		// partition's and a block's end; GQA groups of 16 (attention.cu's
+		// decode kernel) and head size 96.
 		{16, 2, 128, []int{1}, nil, 1e-5},
-		{32, 4, 128, []int{1, 1}, []int{16383, 5000}, 1e-5},
+		{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5},
+		{16, 1, 64, []int{1, 1}, []int{700, 33}, 1e-5},
+		{8, 2, 96, []int{1, 1}, []int{257, 31}, 1e-5},
 	} {
-		r := rand.New(rand.NewPCG(uint64(c.headDim), uint64(len(c.queries))))
-		const bs = 16
-		S := len(c.queries)
-		cached := c.cached
-		if cached == nil {
-			cached = make([]int, S)
+		for _, kvdt := range KVDTypes {
+			t.Run(fmt.Sprintf("%d-%d-%d-%v/%v", c.heads, c.kvHeads, c.headDim, c.queries, kvdt), func(t *testing.T) {
+				checkAttention(t, b, kvdt, c)
+			})
 		}
-		qsl := []int32{0}
-		var seqLens, positions, slots []int32
-		maxQ, maxLen, maxBlocks := 0, 0, 0
-		for s := range c.queries {
-			qsl = append(qsl, qsl[s]+int32(c.queries[s]))
-			n := cached[s] + c.queries[s]
-			seqLens = append(seqLens, int32(n))
-			maxQ, maxLen = max(maxQ, c.queries[s]), max(maxLen, n)
-			maxBlocks = max(maxBlocks, (n+bs-1)/bs)
-		}
-		// Each sequence's blocks, shuffled across the cache.
-		total := 0
-		for _, n := range seqLens {
-			total += (int(n) + bs - 1) / bs
-		}
-		perm := r.Perm(total + 3)
-		table := make([]int32, S*maxBlocks)
-		next := 0
-		for s, n := range seqLens {
-			for j := 0; j < (int(n)+bs-1)/bs; j++ {
-				table[s*maxBlocks+j] = int32(perm[next])
-				next++
-			}
-		}
-		for s := range c.queries {
-			for i := 0; i < c.queries[s]; i++ {
-				p := cached[s] + i
-				positions = append(positions, int32(p))
-				slots = append(slots, table[s*maxBlocks+p/bs]*bs+int32(p%bs))
-			}
-		}
-		T := len(positions)
-		blocks := total + 3
-		kvw := c.kvHeads * c.headDim
-		q := randn(r, T*c.heads*c.headDim, 1)
-		k := randn(r, T*kvw, 1)
-		v := randn(r, T*kvw, 1)
-		kc := randn(r, blocks*kvw*bs, 1) // the cached context (and garbage elsewhere)
-		vc := randn(r, blocks*kvw*bs, 1)
-		layout := kernels.PagedLayout{BlockSize: bs, KVHeads: c.kvHeads, HeadDim: c.headDim}
-		wantK, wantV := append([]float32(nil), kc...), append([]float32(nil), vc...)
-		kernels.KVWrite(wantK, wantV, k, v, slots, layout)
-		scale := float32(1 / math.Sqrt(float64(c.headDim)))
-		want := make([]float32, T*c.heads*c.headDim)
-		kernels.PagedAttention(want, q, wantK, wantV, kernels.AttnBatch{QueryStartLoc: qsl, SeqLens: seqLens, BlockTable: table,
-			MaxBlocks: maxBlocks}, c.heads, layout, scale)
+	}
+}
 
-		nan := make([]float32, len(want))
-		for i := range nan {
-			nan[i] = float32(math.NaN())
+// kvRound returns x as a cache of dtype dt stores it, and its bytes.
+func kvRound(dt bridge.DType, x []float32) ([]float32, []byte) {
+	out := make([]float32, len(x))
+	switch dt {
+	case bridge.BF16:
+		for i, v := range x {
+			out[i] = half.BF16ToFloat(half.BF16(v))
 		}
-		out := upload(t, b, bridge.F32, f32Bytes(nan), T, c.heads*c.headDim)
-		qt := upload(t, b, bridge.F32, f32Bytes(q), T, c.heads*c.headDim)
-		kt := upload(t, b, bridge.F32, f32Bytes(k), T, kvw)
-		vt := upload(t, b, bridge.F32, f32Bytes(v), T, kvw)
-		kct := upload(t, b, bridge.F32, f32Bytes(kc), blocks, c.kvHeads, bs, c.headDim)
-		vct := upload(t, b, bridge.F32, f32Bytes(vc), blocks, c.kvHeads, bs, c.headDim)
-		meta := &bridge.StepMeta{NumTokens: T, NumSeqs: S, MaxQueryLen: maxQ, MaxSeqLen: maxLen, Positions: positions,
-			SlotMapping: slots, QueryStartLoc: qsl, SeqLens: seqLens, BlockTable: table, MaxBlocks: maxBlocks, BlockSize: bs}
-		for _, ql := range c.queries {
-			if ql == 1 {
-				meta.NumDecodeTokens++
-			}
+		return out, bf16Bytes(x)
+	case bridge.F16:
+		b := make([]byte, 2*len(x))
+		for i, v := range x {
+			h := half.F16(v)
+			out[i] = half.F16ToFloat(h)
+			binary.LittleEndian.PutUint16(b[2*i:], h)
 		}
-		if err := b.BeginStep(meta, make([]int32, T), false); err != nil {
+		return out, b
+	}
+	copy(out, x)
+	return out, f32Bytes(x)
+}
+
+type attnCase struct {
+	heads, kvHeads, headDim int
+	queries, cached         []int
+	tol                     float64
+}
+
+// checkAttention runs one step of c's attention with a cache of kvdt.
+func checkAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase) {
+	r := rand.New(rand.NewPCG(uint64(c.headDim), uint64(len(c.queries))))
+	const bs = 16
+	S := len(c.queries)
+	cached := c.cached
+	if cached == nil {
+		cached = make([]int, S)
+	}
+	qsl := []int32{0}
+	var seqLens, positions, slots []int32
+	maxQ, maxLen, maxBlocks := 0, 0, 0
+	for s := range c.queries {
+		qsl = append(qsl, qsl[s]+int32(c.queries[s]))
+		n := cached[s] + c.queries[s]
+		seqLens = append(seqLens, int32(n))
+		maxQ, maxLen = max(maxQ, c.queries[s]), max(maxLen, n)
+		maxBlocks = max(maxBlocks, (n+bs-1)/bs)
+	}
+	// Each sequence's blocks, shuffled across the cache.
+	total := 0
+	for _, n := range seqLens {
+		total += (int(n) + bs - 1) / bs
+	}
+	perm := r.Perm(total + 3)
+	table := make([]int32, S*maxBlocks)
+	next := 0
+	for s, n := range seqLens {
+		for j := 0; j < (int(n)+bs-1)/bs; j++ {
+			table[s*maxBlocks+j] = int32(perm[next])
+			next++
+		}
+	}
+	for s := range c.queries {
+		for i := 0; i < c.queries[s]; i++ {
+			p := cached[s] + i
+			positions = append(positions, int32(p))
+			slots = append(slots, table[s*maxBlocks+p/bs]*bs+int32(p%bs))
+		}
+	}
+	T := len(positions)
+	blocks := total + 3
+	kvw := c.kvHeads * c.headDim
+	q := randn(r, T*c.heads*c.headDim, 1)
+	k := randn(r, T*kvw, 1)
+	v := randn(r, T*kvw, 1)
+	// The cached context (and garbage elsewhere), as the cache holds it;
+	// the new keys and values are stored rounded alike.
+	kc, kcBytes := kvRound(kvdt, randn(r, blocks*kvw*bs, 1))
+	vc, vcBytes := kvRound(kvdt, randn(r, blocks*kvw*bs, 1))
+	layout := kernels.PagedLayout{BlockSize: bs, KVHeads: c.kvHeads, HeadDim: c.headDim}
+	wantK, wantV := append([]float32(nil), kc...), append([]float32(nil), vc...)
+	kr, _ := kvRound(kvdt, k)
+	vr, _ := kvRound(kvdt, v)
+	kernels.KVWrite(wantK, wantV, kr, vr, slots, layout)
+	scale := float32(1 / math.Sqrt(float64(c.headDim)))
+	want := make([]float32, T*c.heads*c.headDim)
+	kernels.PagedAttention(want, q, wantK, wantV, kernels.AttnBatch{QueryStartLoc: qsl, SeqLens: seqLens, BlockTable: table,
+		MaxBlocks: maxBlocks}, c.heads, layout, scale)
+
+	nan := make([]float32, len(want))
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	out := upload(t, b, bridge.F32, f32Bytes(nan), T, c.heads*c.headDim)
+	qt := upload(t, b, bridge.F32, f32Bytes(q), T, c.heads*c.headDim)
+	kt := upload(t, b, bridge.F32, f32Bytes(k), T, kvw)
+	vt := upload(t, b, bridge.F32, f32Bytes(v), T, kvw)
+	kct := upload(t, b, kvdt, kcBytes, blocks, c.kvHeads, bs, c.headDim)
+	vct := upload(t, b, kvdt, vcBytes, blocks, c.kvHeads, bs, c.headDim)
+	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: S, MaxQueryLen: maxQ, MaxSeqLen: maxLen, Positions: positions,
+		SlotMapping: slots, QueryStartLoc: qsl, SeqLens: seqLens, BlockTable: table, MaxBlocks: maxBlocks, BlockSize: bs}
+	for _, ql := range c.queries {
+		if ql == 1 {
+			meta.NumDecodeTokens++
+		}
+	}
+	if err := b.BeginStep(meta, make([]int32, T), false); err != nil {
+		t.Fatal(err)
+	}
+	op := &bridge.AttentionOp{Out: out, Q: qt, K: kt, V: vt, Cache: bridge.KVCache{K: kct, V: vct, BlockSize: bs},
+		Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim, Scale: scale, Operand: bridge.BF16}
+	var run bridge.Runner
+	run.Run(b, []bridge.Op{op}, true, false)
+	if _, err := b.EndStep(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, len(want))
+	gotK, gotV := make([]float32, len(kc)), make([]float32, len(vc))
+	for _, rd := range []struct {
+		x   bridge.Tensor
+		dst []float32
+	}{{out, got}, {kct, gotK}, {vct, gotV}} {
+		if err := b.Read(rd.x, rd.dst); err != nil {
 			t.Fatal(err)
 		}
-		op := &bridge.AttentionOp{Out: out, Q: qt, K: kt, V: vt, Cache: bridge.KVCache{K: kct, V: vct, BlockSize: bs},
-			Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim, Scale: scale, Operand: bridge.BF16}
-		var run bridge.Runner
-		run.Run(b, []bridge.Op{op}, true, false)
-		if _, err := b.EndStep(); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, len(want))
-		gotK, gotV := make([]float32, len(kc)), make([]float32, len(vc))
-		for _, rd := range []struct {
-			x   bridge.Tensor
-			dst []float32
-		}{{out, got}, {kct, gotK}, {vct, gotV}} {
-			if err := b.Read(rd.x, rd.dst); err != nil {
-				t.Fatal(err)
-			}
-		}
-		e := relErr(got, want)
-		t.Logf("heads %d/%d, head size %d, queries %v after %v: relative error %.2g", c.heads, c.kvHeads, c.headDim,
-			c.queries, cached, e)
-		if e > c.tol {
-			t.Errorf("relative error %.3g > %g", e, c.tol)
-		}
-		if d := maxAbsDiff(gotK, wantK) + maxAbsDiff(gotV, wantV); d != 0 {
-			t.Errorf("cache after the step differs from the reference's by %g", d)
-		}
+	}
+	e := relErr(got, want)
+	t.Logf("%v cache, heads %d/%d, head size %d, queries %v after %v: relative error %.2g", kvdt, c.heads, c.kvHeads,
+		c.headDim, c.queries, cached, e)
+	if e > c.tol {
+		t.Errorf("relative error %.3g > %g", e, c.tol)
+	}
+	if d := maxAbsDiff(gotK, wantK) + maxAbsDiff(gotV, wantV); d != 0 {
+		t.Errorf("cache after the step differs from the reference's by %g", d)
 	}
 }
 
@@ -263,7 +314,7 @@ func TestMoEGroupedGEMMMatchesReference(t *testing.T) {
 // A prompt's logits from one prefill step equal those of the same prompt
 // fed a token a step (decode steps, f32 kernels), within the bf16 operand
 // tolerance, for prompts that cross the tiles (64 rows) and cache blocks
-// (16 slots), on a bf16 dense model. (A MoE model's logits are not
+// (16 slots), on a bf16 dense model with the KV cache in each dtype. (A MoE model's logits are not
 // comparable this way: an expert choice near a tie flips under any
 // rounding difference, bf16 or not, and moves the logits by far more than
 // the rounding; its kernels are checked op by op above.)
@@ -275,32 +326,40 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { src.Close() })
-		engines := map[int]*engine.Engine{}
-		for _, budget := range []int{2048, 1} {
-			e, err := engine.New(b, cfg, src, engine.Options{TokenBudget: budget, KVTokens: 2048})
+		for _, kv := range KVDTypes {
+			prefillVsDecode(t, b, preset, cfg, src, kv)
+		}
+	}
+}
+
+// prefillVsDecode compares one-step prefill logits with token-by-token
+// decode on engines that keep the KV cache in kv.
+func prefillVsDecode(t *testing.T, b *Backend, preset string, cfg *model.Config, src model.Source, kv bridge.DType) {
+	engines := map[int]*engine.Engine{}
+	for _, budget := range []int{2048, 1} {
+		e, err := engine.New(b, cfg, src, engine.Options{TokenBudget: budget, KVTokens: 2048, KVDType: kv.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		engines[budget] = e
+	}
+	for _, n := range []int{1, 15, 16, 17, 300, 1000} {
+		prompt := make([]int32, n)
+		for i := range prompt {
+			prompt[i] = int32((i*7919 + 13) % cfg.Vocab)
+		}
+		logits := func(budget int) []float32 {
+			out, err := engines[budget].Generate([]engine.Request{{ID: n, Prompt: prompt, MaxNewTokens: 1, WantLogits: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			engines[budget] = e
+			return out[0].Logits
 		}
-		for _, n := range []int{1, 15, 16, 17, 300, 1000} {
-			prompt := make([]int32, n)
-			for i := range prompt {
-				prompt[i] = int32((i*7919 + 13) % cfg.Vocab)
-			}
-			logits := func(budget int) []float32 {
-				out, err := engines[budget].Generate([]engine.Request{{ID: n, Prompt: prompt, MaxNewTokens: 1, WantLogits: true}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return out[0].Logits
-			}
-			whole, single := logits(2048), logits(1)
-			e := relErr(whole, single)
-			t.Logf("%s, %d-token prompt: one step against one token a step: relative error %.2g", preset, n, e)
-			if e > bf16RelTol {
-				t.Errorf("%s, %d tokens: relative error %.3g > %g", preset, n, e, bf16RelTol)
-			}
+		whole, single := logits(2048), logits(1)
+		e := relErr(whole, single)
+		t.Logf("%s, %v cache, %d-token prompt: one step against one token a step: relative error %.2g", preset, kv, n, e)
+		if e > bf16RelTol {
+			t.Errorf("%s, %v cache, %d tokens: relative error %.3g > %g", preset, kv, n, e, bf16RelTol)
 		}
 	}
 }

@@ -95,8 +95,15 @@ func (b *Backend) launch(name string, grid [3]int, block int, args ...uint64) {
 // size: more than the 48 KiB a block gets without asking, which load sets
 // as their limit (cuFuncSetAttribute).
 var smemKernels = map[string]int{
-	"flash_attention_d64": flashSmem(64), "flash_attention_d128": flashSmem(128),
 	"moe_gemm_gate_up_bf16": moeGemmSmem, "moe_gemm_down_bf16": moeGemmSmem,
+}
+
+func init() {
+	for _, dt := range KVDTypes {
+		for _, d := range []int{64, 128} {
+			smemKernels[fmt.Sprintf("flash_attention_d%d_%s", d, dtName(dt))] = flashSmem(d)
+		}
+	}
 }
 
 func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint64) {

@@ -9,7 +9,9 @@
 // partition (split-K: decode steps use parts of 32 positions) each block
 // leaves (max, sum, unnormalised output) and the last block of the (token,
 // head) to finish merges them.
-// Cache layout: [num_blocks][kv_heads][block_size][head_dim], f32.
+// Cache layout: [num_blocks][kv_heads][block_size][head_dim], in the
+// cache's dtype KT (kv_load, kv_store: common.cu); the step's own keys and
+// values are read from k and v rounded as the cache stores them.
 
 #define ATT_MAXD 256
 
@@ -20,10 +22,10 @@
 // token's position) for the head it needs, in shared memory: one launch
 // fewer per layer. q and k in memory are then left unrotated; the cache
 // gets the rotated k.
-template <int ATT_WARPS, bool ROPE>
+template <int ATT_WARPS, bool ROPE, int KT>
 __device__ __forceinline__ void paged_attention_body(
     float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    float* __restrict__ kc, float* __restrict__ vc, const int* __restrict__ tok_seq, const int* __restrict__ qsl,
+    void* __restrict__ kc, void* __restrict__ vc, const int* __restrict__ tok_seq, const int* __restrict__ qsl,
     const int* __restrict__ seq_lens, const int* __restrict__ block_table, const int* __restrict__ slot_mapping,
     int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int part_size, int nparts,
     float* __restrict__ tmp_acc, float* __restrict__ tmp_ml, int* __restrict__ err, int* __restrict__ counters,
@@ -58,8 +60,8 @@ __device__ __forceinline__ void paged_attention_body(
             const float* ks = ROPE ? s_k : k + t * kvw + kh * D;
             const float* vs = v + t * kvw + kh * D;
             for (int i = threadIdx.x; i < D; i += blockDim.x) {
-                kc[o + i] = ks[i];
-                vc[o + i] = vs[i];
+                kv_store<KT>(kc, o + i, ks[i]);
+                kv_store<KT>(vc, o + i, vs[i]);
             }
         } else if (slot >= 0 && threadIdx.x == 0) {
             atomicOr(err, ERR_BAD_SLOT);
@@ -80,29 +82,37 @@ __device__ __forceinline__ void paged_attention_body(
     const int* bt = block_table + (long)s * bt_stride;
     const int p0 = part * part_size, p1 = min(ctx, p0 + part_size);
     for (int j0 = p0 + warp * 4; j0 < p1; j0 += ATT_WARPS * 4) {
+        // Position j0+u's value row: the step's own (vown, f32 in v) or a
+        // cached one at element offset vo of vc; vo < 0 past the partition.
         float sc[4];
-        const float* vrow[4];
+        long vo[4];
+        bool vown[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int j = j0 + u;
             sc[u] = 0.f;
-            vrow[u] = 0;
+            vo[u] = -1;
+            vown[u] = false;
             if (j < p1) {
-                const float* krow;
+                float d = 0.f;
                 if (j >= new_start) {
                     long r = (long)(q0 + j - new_start) * kvw + kh * D;
-                    krow = ROPE ? s_k : k + r;  // ROPE: decode, so the row is t's
-                    vrow[u] = v + r;
+                    const float* krow = ROPE ? s_k : k + r;  // ROPE: decode, so the row is t's
+                    vo[u] = r;
+                    vown[u] = true;
+#pragma unroll
+                    for (int jj = 0; jj < ATT_MAXD / 32; jj++) {
+                        int i = lane + 32 * jj;
+                        if (i < D) d += qr[jj] * kv_round<KT>(krow[i]);
+                    }
                 } else {
                     long o = (((long)bt[j / BS] * KVH + kh) * BS + j % BS) * D;
-                    krow = kc + o;
-                    vrow[u] = vc + o;
-                }
-                float d = 0.f;
+                    vo[u] = o;
 #pragma unroll
-                for (int jj = 0; jj < ATT_MAXD / 32; jj++) {
-                    int i = lane + 32 * jj;
-                    if (i < D) d += qr[jj] * krow[i];
+                    for (int jj = 0; jj < ATT_MAXD / 32; jj++) {
+                        int i = lane + 32 * jj;
+                        if (i < D) d += qr[jj] * kv_load<KT>(kc, o + i);
+                    }
                 }
                 sc[u] = d;
             }
@@ -114,21 +124,20 @@ __device__ __forceinline__ void paged_attention_body(
         float mx = m;
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (vrow[u]) mx = fmaxf(mx, sc[u]);
+            if (vo[u] >= 0) mx = fmaxf(mx, sc[u]);
         float corr = expf(m - mx);  // 0 on the first update (m = -inf)
         l *= corr;
 #pragma unroll
         for (int jj = 0; jj < ATT_MAXD / 32; jj++) acc[jj] *= corr;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            if (vrow[u]) {
+            if (vo[u] >= 0) {
                 float p = expf(sc[u] - mx);
                 l += p;
-                const float* vr = vrow[u];
 #pragma unroll
                 for (int jj = 0; jj < ATT_MAXD / 32; jj++) {
                     int i = lane + 32 * jj;
-                    if (i < D) acc[jj] += p * vr[i];
+                    if (i < D) acc[jj] += p * (vown[u] ? kv_round<KT>(v[vo[u] + i]) : kv_load<KT>(vc, vo[u] + i));
                 }
             }
         }
@@ -204,7 +213,7 @@ __device__ __forceinline__ void paged_attention_body(
 
 #define PAGED_ATTENTION_PARAMS                                                                                      \
     float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v, \
-        float *__restrict__ kc, float *__restrict__ vc, const int *__restrict__ tok_seq, const int *__restrict__ qsl, \
+        void *__restrict__ kc, void *__restrict__ vc, const int *__restrict__ tok_seq, const int *__restrict__ qsl,   \
         const int *__restrict__ seq_lens, const int *__restrict__ block_table, const int *__restrict__ slot_mapping,   \
         int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int part_size, int nparts,           \
         float *__restrict__ tmp_acc, float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters
@@ -214,22 +223,25 @@ __device__ __forceinline__ void paged_attention_body(
 #define ROPE_PARAMS \
     const float *__restrict__ qn, const float *__restrict__ kn, const int *__restrict__ positions, const float *__restrict__ inv_freq, float eps
 
-extern "C" __global__ void __launch_bounds__(128) paged_attention_w4(PAGED_ATTENTION_PARAMS) {
-    pdl_wait_early();
-    paged_attention_body<4, false>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);
-}
-
-extern "C" __global__ void __launch_bounds__(256) paged_attention_w8(PAGED_ATTENTION_PARAMS) {
-    pdl_wait_early();
-    paged_attention_body<8, false>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);
-}
-
-extern "C" __global__ void __launch_bounds__(128) paged_attention_rope_w4(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) {
-    pdl_wait_early();
-    paged_attention_body<4, true>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);
-}
-
-extern "C" __global__ void __launch_bounds__(256) paged_attention_rope_w8(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) {
-    pdl_wait_early();
-    paged_attention_body<8, true>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);
-}
+// One kernel per warps per block, RoPE or not, and cache dtype (suffix
+// f32, f16, bf16: the Go side's kernel names).
+#define PAGED_ATTENTION(KT, SFX)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(128) paged_attention_w4_##SFX(PAGED_ATTENTION_PARAMS) {               \
+        pdl_wait_early();                                                                                                   \
+        paged_attention_body<4, false, KT>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);                                         \
+    }                                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) paged_attention_w8_##SFX(PAGED_ATTENTION_PARAMS) {               \
+        pdl_wait_early();                                                                                                   \
+        paged_attention_body<8, false, KT>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);                                         \
+    }                                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(128) paged_attention_rope_w4_##SFX(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) { \
+        pdl_wait_early();                                                                                                   \
+        paged_attention_body<4, true, KT>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);                         \
+    }                                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) paged_attention_rope_w8_##SFX(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) { \
+        pdl_wait_early();                                                                                                   \
+        paged_attention_body<8, true, KT>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);                         \
+    }
+PAGED_ATTENTION(DT_F32, f32)
+PAGED_ATTENTION(DT_F16, f16)
+PAGED_ATTENTION(DT_BF16, bf16)

@@ -147,6 +147,69 @@ __device__ __forceinline__ float load1_dt(int dt, const void* base, long i) {
     return load1<DT_F16>(base, i);
 }
 
+// ---- the KV cache in its dtype KT (DT_F32, DT_F16 or DT_BF16) ----
+// Keys and values are stored rounded to KT (nearest even) and read back
+// widened to f32; a step's own keys and values, which attention reads from
+// its k and v inputs, go through kv_round so they count as stored.
+
+// KVElem<KT>::T is the cache's element type: float, or the 16-bit bits.
+template <int KT> struct KVElem { typedef u16 T; };
+template <> struct KVElem<DT_F32> { typedef float T; };
+
+template <int KT>
+__device__ __forceinline__ float kv_load(const void* base, long i) {
+    if (KT == DT_F32) return ((const float*)base)[i];
+    const u16 h = ((const u16*)base)[i];
+    if (KT == DT_BF16) return __uint_as_float(((u32)h) << 16);
+    return f16_to_f32(h);
+}
+
+template <int KT>
+__device__ __forceinline__ void kv_store(void* base, long i, float x) {
+    if (KT == DT_F32) ((float*)base)[i] = x;
+    else if (KT == DT_BF16) ((u16*)base)[i] = f32_to_bf16(x);
+    else ((u16*)base)[i] = f32_to_f16(x);
+}
+
+// kv_round is x as a KT cache stores it, widened back to f32.
+template <int KT>
+__device__ __forceinline__ float kv_round(float x) {
+    if (KT == DT_F32) return x;
+    if (KT == DT_BF16) return __uint_as_float(((u32)f32_to_bf16(x)) << 16);
+    return f16_to_f32(f32_to_f16(x));
+}
+
+// kv_load4 widens the 4 cache elements at element i (a multiple of 4) of
+// base: one 16-byte load for f32, 8 bytes for the half types.
+template <int KT>
+__device__ __forceinline__ float4 kv_load4(const void* base, long i) {
+    if (KT == DT_F32) return *(const float4*)((const float*)base + i);
+    const uint2 u = *(const uint2*)((const u16*)base + i);
+    float4 r;
+    if (KT == DT_BF16) {
+        unpack_bf16x2(u.x, r.x, r.y);
+        unpack_bf16x2(u.y, r.z, r.w);
+    } else {
+        unpack_f16x2(u.x, r.x, r.y);
+        unpack_f16x2(u.y, r.z, r.w);
+    }
+    return r;
+}
+
+// kv_store4 stores 4 values at element i (a multiple of 4) of base in KT.
+template <int KT>
+__device__ __forceinline__ void kv_store4(void* base, long i, float4 x) {
+    if (KT == DT_F32) {
+        *(float4*)((float*)base + i) = x;
+    } else if (KT == DT_BF16) {
+        *(uint2*)((u16*)base + i) = make_uint2((u32)f32_to_bf16(x.x) | ((u32)f32_to_bf16(x.y) << 16),
+                                               (u32)f32_to_bf16(x.z) | ((u32)f32_to_bf16(x.w) << 16));
+    } else {
+        *(uint2*)((u16*)base + i) = make_uint2((u32)f32_to_f16(x.x) | ((u32)f32_to_f16(x.y) << 16),
+                                               (u32)f32_to_f16(x.z) | ((u32)f32_to_f16(x.w) << 16));
+    }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

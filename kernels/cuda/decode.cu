@@ -18,12 +18,17 @@
 // The new token's key and value (position seq_len-1) never go through the
 // cache within the step: the block whose partition holds that position keeps
 // them in shared memory and is the only writer of their cache slot.
-// Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim].
+// Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim],
+// in the cache's dtype KT: rows go to shared memory as stored (16-byte
+// cp.async of 4 f32 or 8 half values) and are widened as they are used; the
+// step's token is rounded to KT before it is used or stored.
 
 #define DEC_WARPS 8
 #define DEC_CHUNK 32  // positions per shared-memory chunk: one per lane
 #define DEC_MAXD 128  // head sizes up to this (a float4 of dims per lane)
-#define DEC_STRIDE (DEC_MAXD + 4)  // row stride: float4 reads by 8 lanes of 8 rows hit 32 banks
+// Row stride in elements: 16 bytes of padding, so the 16-byte reads of 8
+// lanes at 8 consecutive rows hit 32 distinct banks (rows of 528 or 272 bytes).
+template <int KT> struct DecRow { enum { STRIDE = DEC_MAXD + 16 / (int)sizeof(typename KVElem<KT>::T) }; };
 #define DEC_MAXPARTS 256  // partitions a launch may have (decodeConfig: they follow the context)
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -43,16 +48,42 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // dec_load_chunk starts the copy of the cached keys and values of positions
 // [c0, c1) (all older than the step's token) into rows 0.. of sk and sv.
-__device__ __forceinline__ void dec_load_chunk(float (*sk)[DEC_STRIDE], float (*sv)[DEC_STRIDE], const float* __restrict__ kc,
-                                               const float* __restrict__ vc, const int* __restrict__ bt, int c0, int c1,
-                                               int kh, int KVH, int BS, int D) {
-    const int d4 = D / 4, n = (c1 - c0) * d4;
+template <int KT, typename E = typename KVElem<KT>::T>
+__device__ __forceinline__ void dec_load_chunk(E (*sk)[DecRow<KT>::STRIDE], E (*sv)[DecRow<KT>::STRIDE],
+                                               const E* __restrict__ kc, const E* __restrict__ vc,
+                                               const int* __restrict__ bt, int c0, int c1, int kh, int KVH, int BS, int D) {
+    constexpr int EPC = 16 / sizeof(E);  // elements per 16-byte copy
+    const int dc = D / EPC, n = (c1 - c0) * dc;
     for (int e = threadIdx.x; e < n; e += blockDim.x) {
-        const int j = e / d4, c = (e - j * d4) * 4, p = c0 + j;
+        const int j = e / dc, c = (e - j * dc) * EPC, p = c0 + j;
         const long o = (((long)bt[p / BS] * KVH + kh) * BS + p % BS) * D + c;
         cp_async16(&sk[j][c], kc + o);
         cp_async16(&sv[j][c], vc + o);
     }
+}
+
+// dec_dot is the dot product of D query values (f32, shared memory) with a
+// cached key row of shared memory in KT.
+template <int KT, typename E = typename KVElem<KT>::T>
+__device__ __forceinline__ float dec_dot(const float* __restrict__ q, const E* __restrict__ kr, int D) {
+    float d = 0.f;
+    if (KT == DT_F32) {
+#pragma unroll 8
+        for (int i = 0; i < D; i += 4) {
+            const float4 a = *(const float4*)(q + i), b = *(const float4*)((const float*)kr + i);
+            d += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
+    } else {
+#pragma unroll 4
+        for (int i = 0; i < D; i += 8) {
+            float b[8];
+            widen8<KT == DT_BF16 ? DT_BF16 : DT_F16>(*(const uint4*)((const u16*)kr + i), b);
+            const float4 a0 = *(const float4*)(q + i), a1 = *(const float4*)(q + i + 4);
+            d += a0.x * b[0] + a0.y * b[1] + a0.z * b[2] + a0.w * b[3] + a1.x * b[4] + a1.y * b[5] + a1.z * b[6] +
+                 a1.w * b[7];
+        }
+    }
+    return d;
 }
 
 // dec_rope_angles computes, before the wait, what RoPE needs of lane's
@@ -111,16 +142,20 @@ __device__ __forceinline__ void dec_rope_head(const float* __restrict__ src, flo
     }
 }
 
-template <bool ROPE>
+template <bool ROPE, int KT>
 __device__ __forceinline__ void paged_decode_body(
     float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    float* __restrict__ kc, float* __restrict__ vc, const int* __restrict__ seq_lens, const int* __restrict__ block_table,
+    void* __restrict__ kcv, void* __restrict__ vcv, const int* __restrict__ seq_lens, const int* __restrict__ block_table,
     const int* __restrict__ slot_mapping, const int* __restrict__ positions, int H, int KVH, int D, int BS, int bt_stride,
     int num_blocks, float scale, int chunks, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
     int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
     const float* __restrict__ inv_freq, float eps) {
-    __shared__ __align__(16) float sk[DEC_CHUNK][DEC_STRIDE];
-    __shared__ __align__(16) float sv[DEC_CHUNK][DEC_STRIDE];
+    typedef typename KVElem<KT>::T E;
+    constexpr int STRIDE = DecRow<KT>::STRIDE;
+    E* __restrict__ kc = (E*)kcv;
+    E* __restrict__ vc = (E*)vcv;
+    __shared__ __align__(16) E sk[DEC_CHUNK][STRIDE];
+    __shared__ __align__(16) E sv[DEC_CHUNK][STRIDE];
     __shared__ __align__(16) float sq[DEC_WARPS][DEC_MAXD];
     __shared__ __align__(16) float snk[DEC_MAXD], snv[DEC_MAXD];
     __shared__ float sf[DEC_WARPS][DEC_MAXPARTS];
@@ -136,7 +171,7 @@ __device__ __forceinline__ void paged_decode_body(
     const int* bt = block_table + (long)t * bt_stride;
 
     // Before the wait: the first chunk's cached rows, the RoPE angles.
-    dec_load_chunk(sk, sv, kc, vc, bt, p0, min(min(p1, cur), p0 + DEC_CHUNK), kh, KVH, BS, D);
+    dec_load_chunk<KT>(sk, sv, kc, vc, bt, p0, min(min(p1, cur), p0 + DEC_CHUNK), kh, KVH, BS, D);
     DecRope rq = {}, rk = {};
     if (ROPE) {
         const float pos = (float)positions[t];
@@ -156,14 +191,20 @@ __device__ __forceinline__ void paged_decode_body(
         } else {
             for (int i = lane; i < D; i += 32) snk[i] = kr[i];
         }
-        for (int i = lane; i < D; i += 32) snv[i] = vr[i];
+        __syncwarp();
+        // As the cache stores them: the step's token is used as it will
+        // be read in the steps after.
+        for (int i = lane; i < D; i += 32) {
+            snk[i] = kv_round<KT>(snk[i]);
+            snv[i] = kv_round<KT>(vr[i]);
+        }
         __syncwarp();
         const int slot = slot_mapping[t];
         if (slot >= 0 && slot < num_blocks * BS) {
             const long o = (((long)(slot / BS) * KVH + kh) * BS + slot % BS) * D;
             for (int i = lane; i < D; i += 32) {
-                kc[o + i] = snk[i];
-                vc[o + i] = snv[i];
+                kv_store<KT>(kc, o + i, snk[i]);
+                kv_store<KT>(vc, o + i, snv[i]);
             }
         } else if (slot >= 0 && lane == 0) {
             atomicOr(err, ERR_BAD_SLOT);
@@ -176,23 +217,14 @@ __device__ __forceinline__ void paged_decode_body(
     for (int c0 = p0; c0 < p1; c0 += DEC_CHUNK) {
         if (c0 > p0) {
             __syncthreads();  // the previous chunk is consumed
-            dec_load_chunk(sk, sv, kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
+            dec_load_chunk<KT>(sk, sv, kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
         }
         cp_async_wait();
         __syncthreads();
         if (warp >= group) continue;
         const int n = min(DEC_CHUNK, p1 - c0);
         float s = NEG_INF;
-        if (lane < n) {
-            const float* kr = c0 + lane == cur ? snk : sk[lane];
-            float d = 0.f;
-#pragma unroll 8
-            for (int i = 0; i < D; i += 4) {
-                const float4 a = *(const float4*)(sq[warp] + i), b = *(const float4*)(kr + i);
-                d += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-            }
-            s = d;
-        }
+        if (lane < n) s = c0 + lane == cur ? dec_dot<DT_F32>(sq[warp], snk, D) : dec_dot<KT>(sq[warp], sk[lane], D);
         const float mx = fmaxf(m, warp_max(s));
         const float corr = expf(m - mx);  // 0 on the first chunk (m = -inf)
         const float p = lane < n ? expf(s - mx) : 0.f;
@@ -202,7 +234,7 @@ __device__ __forceinline__ void paged_decode_body(
         for (int j = 0; j < n; j++) {
             const float pj = __shfl_sync(0xffffffffu, p, j);
             if (lane < d4) {
-                const float4 b = *(const float4*)((c0 + j == cur ? snv : sv[j]) + lane * 4);
+                const float4 b = c0 + j == cur ? *(const float4*)(snv + lane * 4) : kv_load4<KT>(sv[j], lane * 4);
                 acc.x += pj * b.x, acc.y += pj * b.y, acc.z += pj * b.z, acc.w += pj * b.w;
             }
         }
@@ -282,7 +314,7 @@ __device__ __forceinline__ void paged_decode_body(
 
 #define PAGED_DECODE_PARAMS                                                                                              \
     float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,      \
-        float *__restrict__ kc, float *__restrict__ vc, const int *__restrict__ seq_lens,                                \
+        void *__restrict__ kc, void *__restrict__ vc, const int *__restrict__ seq_lens,                                  \
         const int *__restrict__ block_table, const int *__restrict__ slot_mapping, const int *__restrict__ positions,     \
         int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int chunks, float *__restrict__ tmp_acc, \
         float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters, const float *__restrict__ qn,      \
@@ -291,12 +323,16 @@ __device__ __forceinline__ void paged_decode_body(
     out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H, KVH, D, BS, bt_stride, num_blocks, scale, \
         chunks, tmp_acc, tmp_ml, err, counters, qn, kn, inv_freq, eps
 
-// paged_decode takes q and k as they are; paged_decode_rope applies QK-norm
-// (when qn, kn are set) and RoPE at positions[t] first.
-extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode(PAGED_DECODE_PARAMS) {
-    paged_decode_body<false>(PAGED_DECODE_ARGS);
-}
-
-extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode_rope(PAGED_DECODE_PARAMS) {
-    paged_decode_body<true>(PAGED_DECODE_ARGS);
-}
+// paged_decode_* takes q and k as they are; paged_decode_rope_* applies
+// QK-norm (when qn, kn are set) and RoPE at positions[t] first. The suffix
+// is the cache's dtype.
+#define PAGED_DECODE(KT, SFX)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode_##SFX(PAGED_DECODE_PARAMS) {      \
+        paged_decode_body<false, KT>(PAGED_DECODE_ARGS);                                                        \
+    }                                                                                                           \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode_rope_##SFX(PAGED_DECODE_PARAMS) { \
+        paged_decode_body<true, KT>(PAGED_DECODE_ARGS);                                                         \
+    }
+PAGED_DECODE(DT_F32, f32)
+PAGED_DECODE(DT_F16, f16)
+PAGED_DECODE(DT_BF16, bf16)

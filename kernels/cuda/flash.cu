@@ -8,11 +8,13 @@
 // warp w owns the tile's rows 16w..16w+15. Keys and values go through
 // shared memory as bf16, FA_BK positions at a time in two buffers (the next
 // tile streams in while one is used): the step's own from bf16 copies of
-// its k and v inputs (cp.async), cached ones from the f32 cache, rounded as
-// they are read; so the blocks that write the step's keys into the cache,
+// its k and v inputs (cp.async), cached ones from the cache: as they are
+// (cp.async) from a bf16 cache, rounded to bf16 as they are read from an
+// f32 or f16 one; so the blocks that write the step's keys into the cache,
 // those of the first head of each GQA group, race with no reader. Scores
 // are kept in log2 units (q is scaled by scale·log2 e) so softmax uses exp2.
-// Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim].
+// Cache layout as attention.cu: [num_blocks][kv_heads][block_size][head_dim],
+// in the cache's dtype KT (kernels flash_attention_d<D>_<dtype>).
 
 #define FA_BQ 64
 #define FA_BK 64
@@ -22,10 +24,10 @@
 // fa_issue starts the copy of keys and values [j0, j0+FA_BK) of KV head kh
 // into sk and sv as bf16: the step's own rows (j >= new_start) from kb and
 // vb (bf16 copies of the step's k and v) with cp.async, cached ones from
-// the f32 cache, rounded here; zeros past kend.
-template <int D>
-__device__ __forceinline__ void fa_issue(u16 (*sk)[D + 8], u16 (*sv)[D + 8], const float* __restrict__ kc,
-                                         const float* __restrict__ vc, const u16* __restrict__ kb,
+// the cache (cp.async from a bf16 one, else rounded here); zeros past kend.
+template <int D, int KT>
+__device__ __forceinline__ void fa_issue(u16 (*sk)[D + 8], u16 (*sv)[D + 8], const void* __restrict__ kc,
+                                         const void* __restrict__ vc, const u16* __restrict__ kb,
                                          const u16* __restrict__ vb, const int* __restrict__ bt, int j0, int kend,
                                          int new_start, int q0, int kh, int KVH, int BS) {
     constexpr int PER = FA_BK * D / 8 / (FA_WARPS * 32);  // 16-byte chunks a thread, of K and of V
@@ -41,17 +43,22 @@ __device__ __forceinline__ void fa_issue(u16 (*sk)[D + 8], u16 (*sv)[D + 8], con
             cp_async16z(&sv[r][c], ok ? vb + o : vb, ok);
         } else {
             const long o = (((long)bt[j / BS] * KVH + kh) * BS + j % BS) * D + c;
-            const float4 k0 = *(const float4*)(kc + o), k1 = *(const float4*)(kc + o + 4);
-            const float4 v0 = *(const float4*)(vc + o), v1 = *(const float4*)(vc + o + 4);
-            *(uint4*)&sk[r][c] = make_uint4(pack_bf16(k0.x, k0.y), pack_bf16(k0.z, k0.w), pack_bf16(k1.x, k1.y), pack_bf16(k1.z, k1.w));
-            *(uint4*)&sv[r][c] = make_uint4(pack_bf16(v0.x, v0.y), pack_bf16(v0.z, v0.w), pack_bf16(v1.x, v1.y), pack_bf16(v1.z, v1.w));
+            if (KT == DT_BF16) {
+                cp_async16z(&sk[r][c], (const u16*)kc + o, true);
+                cp_async16z(&sv[r][c], (const u16*)vc + o, true);
+            } else {
+                const float4 k0 = kv_load4<KT>(kc, o), k1 = kv_load4<KT>(kc, o + 4);
+                const float4 v0 = kv_load4<KT>(vc, o), v1 = kv_load4<KT>(vc, o + 4);
+                *(uint4*)&sk[r][c] = make_uint4(pack_bf16(k0.x, k0.y), pack_bf16(k0.z, k0.w), pack_bf16(k1.x, k1.y), pack_bf16(k1.z, k1.w));
+                *(uint4*)&sv[r][c] = make_uint4(pack_bf16(v0.x, v0.y), pack_bf16(v0.z, v0.w), pack_bf16(v1.x, v1.y), pack_bf16(v1.z, v1.w));
+            }
         }
     }
 }
 
-template <int D>
+template <int D, int KT>
 __device__ __forceinline__ void flash_body(float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k,
-                                           const float* __restrict__ v, float* __restrict__ kc, float* __restrict__ vc,
+                                           const float* __restrict__ v, void* __restrict__ kc, void* __restrict__ vc,
                                            const u16* __restrict__ kb, const u16* __restrict__ vb,
                                            const int* __restrict__ qsl, const int* __restrict__ seq_lens,
                                            const int* __restrict__ block_table, const int* __restrict__ slot_mapping,
@@ -91,8 +98,8 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
             const int slot = slot_mapping[t];
             if (slot >= 0 && slot < num_blocks * BS) {
                 const long o = (((long)(slot / BS) * KVH + kh) * BS + slot % BS) * D + c;
-                *(float4*)(kc + o) = *(const float4*)(k + t * kvw + kh * D + c);
-                *(float4*)(vc + o) = *(const float4*)(v + t * kvw + kh * D + c);
+                kv_store4<KT>(kc, o, *(const float4*)(k + t * kvw + kh * D + c));
+                kv_store4<KT>(vc, o, *(const float4*)(v + t * kvw + kh * D + c));
             } else if (slot >= 0 && c == 0) {
                 atomicOr(err, ERR_BAD_SLOT);
             }
@@ -129,11 +136,11 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
     const int kend = new_start + r0 + rows;  // keys the tile's last row sees
     const int wlast = new_start + min(r0 + warp * 16 + 15, qlen - 1);  // the warp's last position
     const int lr = lane & 7, li = lane >> 3;
-    fa_issue<D>(skb[0], svb[0], kc, vc, kb, vb, bt, 0, kend, new_start, q0, kh, KVH, BS);
+    fa_issue<D, KT>(skb[0], svb[0], kc, vc, kb, vb, bt, 0, kend, new_start, q0, kh, KVH, BS);
     cp_async_commit();
     for (int j0 = 0, it = 0; j0 < kend; j0 += FA_BK, it++) {
         if (j0 + FA_BK < kend)  // the next tile streams in while this one is used
-            fa_issue<D>(skb[(it + 1) & 1], svb[(it + 1) & 1], kc, vc, kb, vb, bt, j0 + FA_BK, kend, new_start, q0, kh, KVH, BS);
+            fa_issue<D, KT>(skb[(it + 1) & 1], svb[(it + 1) & 1], kc, vc, kb, vb, bt, j0 + FA_BK, kend, new_start, q0, kh, KVH, BS);
         cp_async_commit();
         cp_async_wait_n<1>();
         __syncthreads();
@@ -224,15 +231,19 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
     }
 }
 
-#define FLASH(D)                                                                                                        \
-    extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention_d##D(                                  \
+#define FLASH(D, KT, SFX)                                                                                               \
+    extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention_d##D##_##SFX(                          \
         float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
-        float* __restrict__ kc, float* __restrict__ vc, const u16* __restrict__ kb, const u16* __restrict__ vb,         \
+        void* __restrict__ kc, void* __restrict__ vc, const u16* __restrict__ kb, const u16* __restrict__ vb,           \
         const int* __restrict__ qsl, const int* __restrict__ seq_lens,                                                  \
         const int* __restrict__ block_table, const int* __restrict__ slot_mapping, int S, int H, int KVH, int BS,       \
         int bt_stride, int num_blocks, float scale, int* __restrict__ err) {                                           \
-        flash_body<D>(out, q, k, v, kc, vc, kb, vb, qsl, seq_lens, block_table, slot_mapping, S, H, KVH, BS, bt_stride,        \
-                      num_blocks, scale, err);                                                                          \
+        flash_body<D, KT>(out, q, k, v, kc, vc, kb, vb, qsl, seq_lens, block_table, slot_mapping, S, H, KVH, BS,         \
+                          bt_stride, num_blocks, scale, err);                                                           \
     }
-FLASH(64)
-FLASH(128)
+FLASH(64, DT_F32, f32)
+FLASH(128, DT_F32, f32)
+FLASH(64, DT_F16, f16)
+FLASH(128, DT_F16, f16)
+FLASH(64, DT_BF16, bf16)
+FLASH(128, DT_BF16, bf16)
