@@ -192,7 +192,9 @@ func miniRequests(vocab, n, prompt, gen int) []engine.Request {
 }
 
 // runMini generates on a synthetic model; sync runs each step to its end
-// before the next is recorded.
+// before the next is recorded. The KV cache is f32, as the CPU backend keeps
+// it, so the CPU's logits are a reference to 1e-3 (a bf16 cache is checked
+// by TestPrefillMatchesTokenByToken and TestFlashAttentionMatchesReference).
 func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []engine.Request, sync bool) ([]engine.Output, *engine.Engine) {
 	t.Helper()
 	cfg, src, err := model.Open(model.Spec{Model: preset, Layers: layers, Seed: 1})
@@ -200,7 +202,7 @@ func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	e, err := engine.New(be, cfg, src, engine.Options{Synchronous: sync, TokenBudget: 64})
+	e, err := engine.New(be, cfg, src, engine.Options{Synchronous: sync, TokenBudget: 64, KVDType: "f32"})
 	if err != nil {
 		t.Fatal(err)
 	}
