@@ -1,18 +1,18 @@
 package cpu
 
 import (
-	"encoding/binary"
-	"math"
+	"fmt"
 	"sync"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
 // Packed weights on the CPU: the tensor aliases the packed bytes (an mmap'd
 // checkpoint or the synthetic source's memory) and every op dequantizes a
-// block into registers as it reads it (qdot.go), never into a float copy.
+// block into registers as it reads it (bridge/cpu/vec: QDots), never into a float copy.
 
 func (t *tensor) Quant() quant.Spec { return t.q.Spec }
 
@@ -47,9 +47,8 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	n, k := m.Rows, m.K
 	rows := x.Len() / k
 	o, xs := f32s(out), f32s(x)
-	sums := b.buf("qmatmul.sums", rows*k/16+rows*k)
-	blockSums(sums, xs, k)
-	b.pool.forRange(n, matmulGrain, func(lo, hi int) { qgemmRows(o, n, xs, sums, m, rows, lo, hi) })
+	p := qprep(b.buf("qmatmul.prep", rows*vec.QPrepLen(m.Spec, k)), xs, m)
+	b.pool.forRange(n, matmulGrain, func(lo, hi int) { qgemmRows(o, n, xs, p, m, rows, lo, hi) })
 	if bias != nil {
 		bs := f32s(bias)
 		for i := 0; i < rows; i++ {
@@ -61,37 +60,34 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	}
 }
 
-// qgemmRows computes output columns [lo,hi) of out[rows][ldo] = x · wᵀ;
-// sums are x's sums over every 16 values (blockSums), which turn a group's
-// bias or min into one multiply.
-func qgemmRows(out []float32, ldo int, x, sums []float32, w *quant.Matrix, rows, lo, hi int) {
-	k := w.K
-	xd := sums[rows*k/16:]
-	for n := lo; n < hi; n++ {
-		for i := 0; i < rows; i++ {
-			out[i*ldo+n] = qdot(w, n, x[i*k:(i+1)*k], sums[i*k/16:(i+1)*k/16], xd[i*k:(i+1)*k])
-		}
+// qprep prepares x's rows (of w.K values) for the packed dots of w's
+// format (vec.QPrepare) into dst, vec.QPrepLen floats a row.
+func qprep(dst, x []float32, w *quant.Matrix) []float32 {
+	k, n := w.K, vec.QPrepLen(w.Spec, w.K)
+	rows := len(x) / k
+	for r := 0; r < rows; r++ {
+		vec.QPrepare(dst[r*n:(r+1)*n], x[r*k:(r+1)*k], w.Spec)
 	}
+	return dst[:rows*n]
 }
 
-// blockSums prepares x's rows (of k values) for the packed dots: dst holds
-// the sum of every 16 values, then each row deinterleaved (its even
-// values, then its odd ones), which MLX's 4-bit nibbles pair with: dst is
-// len(x)/16 + len(x) long.
-func blockSums(dst, x []float32, k int) {
-	sums, xd := dst[:len(x)/16], dst[len(x)/16:]
-	for i := range sums {
-		var s float32
-		for _, v := range x[16*i : 16*i+16] {
-			s += v
-		}
-		sums[i] = s
+// qgemmSlice is the weight rows every activation row reads before the next
+// ones are loaded, so a GEMM reads its weights from memory once (32 rows
+// of a few KiB stay in L2).
+const qgemmSlice = 32
+
+// qgemmRows computes output columns [lo,hi) of out[rows][ldo] = x · wᵀ;
+// p is x prepared for w's format (qprep).
+func qgemmRows(out []float32, ldo int, x, p []float32, w *quant.Matrix, rows, lo, hi int) {
+	k, n := w.K, vec.QPrepLen(w.Spec, w.K)
+	step := hi - lo
+	if rows > 1 {
+		step = qgemmSlice
 	}
-	for r := 0; r < len(x)/k; r++ {
-		row, d := x[r*k:(r+1)*k], xd[r*k:(r+1)*k]
-		ev, od := d[:k/2], d[k/2:]
-		for j := range ev {
-			ev[j], od[j] = row[2*j], row[2*j+1]
+	for j0 := lo; j0 < hi; j0 += step {
+		j1 := min(hi, j0+step)
+		for i := 0; i < rows; i++ {
+			vec.QDots(out[i*ldo+j0:i*ldo+j1], w, j0, j1, x[i*k:(i+1)*k], p[i*n:(i+1)*n])
 		}
 	}
 }
@@ -133,16 +129,20 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 		sc := qmoeScratchPool.Get().(*qmoeScratch)
 		defer qmoeScratchPool.Put(sc)
 		xg, gate, up, yg := sc.grow(m*H, m*I)
-		sx, sg := sc.sums(m*H/16, m*I/16)
 		for r, pi := range g.pairs {
 			copy(xg[r*H:(r+1)*H], xs[int(pi)/K*H:(int(pi)/K+1)*H])
 		}
-		blockSums(sx, xg, H)
-		qgemmRows(gate, I, xg, sx, w.Gate[g.expert].(*tensor).q, m, 0, I)
-		qgemmRows(up, I, xg, sx, w.Up[g.expert].(*tensor).q, m, 0, I)
+		gw, uw, dw := w.Gate[g.expert].(*tensor).q, w.Up[g.expert].(*tensor).q, w.Down[g.expert].(*tensor).q
+		pg := qprep(grow(&sc.pg, m*vec.QPrepLen(gw.Spec, H)), xg, gw)
+		pu := pg
+		if uw.Spec != gw.Spec {
+			pu = qprep(grow(&sc.pu, m*vec.QPrepLen(uw.Spec, H)), xg, uw)
+		}
+		qgemmRows(gate, I, xg, pg, gw, m, 0, I)
+		qgemmRows(up, I, xg, pu, uw, m, 0, I)
 		kernels.SiLUMul(gate, gate, up)
-		blockSums(sg, gate, I)
-		qgemmRows(yg, H, gate, sg, w.Down[g.expert].(*tensor).q, m, 0, H)
+		pd := qprep(grow(&sc.pd, m*vec.QPrepLen(dw.Spec, I)), gate, dw)
+		qgemmRows(yg, H, gate, pd, dw, m, 0, H)
 		for r, pi := range g.pairs {
 			copy(y[int(pi)*H:(int(pi)+1)*H], yg[r*H:(r+1)*H])
 		}
@@ -163,18 +163,15 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 
 type qmoeScratch struct {
 	moeScratch
-	sx, sg []float32
+	pg, pu, pd []float32 // the activations prepared for gate, up and down (qprep)
 }
 
-func (s *qmoeScratch) sums(a, b int) ([]float32, []float32) {
-	a, b = a*17, b*17 // sums and the deinterleaved rows (blockSums)
-	if cap(s.sx) < a {
-		s.sx = make([]float32, a)
+// grow returns (*s)[:n], reallocated when shorter.
+func grow(s *[]float32, n int) []float32 {
+	if cap(*s) < n {
+		*s = make([]float32, n)
 	}
-	if cap(s.sg) < b {
-		s.sg = make([]float32, b)
-	}
-	return s.sx[:a], s.sg[:b]
+	return (*s)[:n]
 }
 
 var qmoeScratchPool = sync.Pool{New: func() any { return new(qmoeScratch) }}
@@ -182,13 +179,4 @@ var qmoeScratchPool = sync.Pool{New: func() any { return new(qmoeScratch) }}
 // dequantRow writes row r of m as float32 (embedding rows: the op's output).
 func dequantRow(m *quant.Matrix, r int, dst []float32) { m.Row(r, dst) }
 
-// scaleAt reads value i of a scale or bias array.
-func scaleAt(b []byte, i int, f quant.Float) float32 {
-	switch f {
-	case quant.BF16:
-		return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
-	case quant.F16:
-		return quant.HalfToF32(binary.LittleEndian.Uint16(b[2*i:]))
-	}
-	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-}
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

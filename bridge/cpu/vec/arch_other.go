@@ -2,6 +2,8 @@
 
 package vec
 
+import "github.com/mtlbench/mtlbench/kernels/quant"
+
 func detectLevel() int { return levelGeneric }
 
 func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool { return false }
@@ -19,3 +21,5 @@ func dotU8Arch(x []float32, q []byte) float32 { return dotU8Generic(x, q) }
 func dotI8Arch(x []float32, q []byte) float32 { return dotI8Generic(x, q) }
 
 func dotNibArch(lo, hi []float32, q []byte) float32 { return dotNibGeneric(lo, hi, q) }
+
+func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool { return false }

@@ -1,0 +1,246 @@
+package vec
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// Dots of packed weight rows with float32 activations (docs/quantization.md):
+// each block is widened and scaled in registers, never dequantized into
+// memory. An activation row is first prepared once per op (QPrepare):
+// sums over every 16 values turn an affine bias or a K-quant min into one
+// multiply per block, and the row kernels read the per-format sums they
+// need from the same buffer.
+
+// QPrepLen is the floats QPrepare writes for one activation row of k values
+// that rows of format s are dotted with.
+func QPrepLen(s quant.Spec, k int) int {
+	n := k / 16 // sums of every 16 values
+	if s.Type == quant.Affine && s.Bits == 4 {
+		n += k // the row deinterleaved: even values, then odd ones
+	}
+	return n + qExtraLen(s, k)
+}
+
+// qExtraLen is the row kernels' own sums, after the generic ones: 8 lane
+// sums per affine group or Q4_0 block, Q4_K's sums of every 32 values,
+// Q6_K's sums of every 16 values times 32.
+func qExtraLen(s quant.Spec, k int) int {
+	switch s.Type {
+	case quant.Affine:
+		return 8 * k / s.Group
+	case quant.Q4_0:
+		return k / 4
+	case quant.Q4_K:
+		return k / 32
+	case quant.Q6_K:
+		return k / 16
+	}
+	return 0
+}
+
+// QPrepare writes x's (one row of k values) sums for rows of format s into
+// p, which is QPrepLen(s, k) long.
+func QPrepare(p, x []float32, s quant.Spec) {
+	k := len(x)
+	p = p[:QPrepLen(s, k)]
+	sums := p[:k/16]
+	for i := range sums {
+		var t float32
+		for _, v := range x[16*i : 16*i+16] {
+			t += v
+		}
+		sums[i] = t
+	}
+	rest := p[k/16:]
+	if s.Type == quant.Affine && s.Bits == 4 {
+		ev, od := rest[:k/2], rest[k/2:k]
+		for j := range ev {
+			ev[j], od[j] = x[2*j], x[2*j+1]
+		}
+		rest = rest[k:]
+	}
+	switch s.Type {
+	case quant.Affine:
+		laneSums(rest, x, s.Group)
+	case quant.Q4_0:
+		laneSums(rest, x, 32)
+	case quant.Q4_K:
+		for i := range rest {
+			rest[i] = sums[2*i] + sums[2*i+1]
+		}
+	case quant.Q6_K:
+		for i := range rest {
+			rest[i] = 32 * sums[i]
+		}
+	}
+}
+
+// laneSums: per block of n values, 8 partial sums (lane j sums the values
+// j, j+8, ...), which add up to the block's sum in a vector register.
+func laneSums(dst, x []float32, n int) {
+	for b := 0; b < len(x)/n; b++ {
+		l := dst[8*b : 8*b+8]
+		clear(l)
+		for i, v := range x[b*n : (b+1)*n] {
+			l[i%8] += v
+		}
+	}
+}
+
+// QDots sets dst[j-lo] to row j of w dotted with x, for j in [lo, hi); p is
+// QPrepare's for x and w's format.
+func QDots(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) {
+	if hi <= lo {
+		return
+	}
+	dst = dst[:hi-lo]
+	if level != levelGeneric && qdotsArch(dst, w, lo, hi, x, p) {
+		return
+	}
+	k := w.K
+	sums := p[:k/16]
+	var xd []float32
+	if w.Spec.Type == quant.Affine && w.Spec.Bits == 4 {
+		xd = p[k/16 : k/16+k]
+	}
+	for j := lo; j < hi; j++ {
+		dst[j-lo] = qdotGeneric(w, j, x, sums, xd)
+	}
+}
+
+// qdotGeneric is row r of w dotted with x, block by block. sums holds x's
+// sums over every 16 values and xd x deinterleaved (affine 4-bit).
+func qdotGeneric(w *quant.Matrix, r int, x, sums, xd []float32) float32 {
+	rb := w.Spec.RowBytes(w.K)
+	row := w.Data[r*rb : (r+1)*rb]
+	switch w.Spec.Type {
+	case quant.Affine:
+		return affineDot(w, r, row, x, sums, xd)
+	case quant.Q8_0:
+		var acc float32
+		for b := 0; b < len(row)/34; b++ {
+			blk := row[b*34 : b*34+34]
+			xb := x[b*32 : b*32+32]
+			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * DotI8F32(xb, blk[2:34])
+		}
+		return acc
+	case quant.Q4_0:
+		var acc float32
+		for b := 0; b < len(row)/18; b++ {
+			blk := row[b*18 : b*18+18]
+			xb := x[b*32 : b*32+32]
+			s0 := DotNibF32(xb[:16], xb[16:], blk[2:18])
+			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * (s0 - 8*(sums[2*b]+sums[2*b+1]))
+		}
+		return acc
+	case quant.Q4_K:
+		var acc float32
+		for b := 0; b < len(row)/144; b++ {
+			blk := row[b*144 : b*144+144]
+			d := quant.HalfToF32(binary.LittleEndian.Uint16(blk))
+			dmin := quant.HalfToF32(binary.LittleEndian.Uint16(blk[2:]))
+			sc, qs := blk[4:16], blk[16:144]
+			xb, sb := x[b*256:b*256+256], sums[b*16:b*16+16]
+			for j := 0; j < 4; j++ {
+				s1, m1 := quant.ScaleMinK4(2*j, sc)
+				s2, m2 := quant.ScaleMinK4(2*j+1, sc)
+				q := qs[32*j : 32*j+32]
+				xl, xh := xb[64*j:64*j+32], xb[64*j+32:64*j+64]
+				lo := DotNibF32(xl, zeros[:], q)
+				hi := DotNibF32(zeros[:], xh, q)
+				acc += d*(float32(s1)*lo+float32(s2)*hi) -
+					dmin*(float32(m1)*(sb[4*j]+sb[4*j+1])+float32(m2)*(sb[4*j+2]+sb[4*j+3]))
+			}
+		}
+		return acc
+	case quant.Q6_K:
+		var acc float32
+		for b := 0; b < len(row)/210; b++ {
+			blk := row[b*210 : b*210+210]
+			d := quant.HalfToF32(binary.LittleEndian.Uint16(blk[208:]))
+			xb, sb := x[b*256:b*256+256], sums[b*16:b*16+16]
+			var part [16]float32 // per 16 values: Σ x·q6
+			for n := 0; n < 2; n++ {
+				ql, qh, x0 := blk[64*n:64*n+64], blk[128+32*n:128+32*n+32], xb[128*n:128*n+128]
+				p := part[8*n : 8*n+8]
+				for l := 0; l < 32; l++ {
+					h := qh[l]
+					is := l >> 4
+					p[is] += x0[l] * float32(ql[l]&15|(h&3)<<4)
+					p[is+2] += x0[l+32] * float32(ql[l+32]&15|(h>>2&3)<<4)
+					p[is+4] += x0[l+64] * float32(ql[l]>>4|(h>>4&3)<<4)
+					p[is+6] += x0[l+96] * float32(ql[l+32]>>4|(h>>6&3)<<4)
+				}
+			}
+			var s float32
+			for i, v := range part {
+				s += float32(int8(blk[192+i])) * (v - 32*sb[i])
+			}
+			acc += d * s
+		}
+		return acc
+	}
+	return float32(math.NaN())
+}
+
+// affineDot: per group, scale·Σx·q + bias·Σx.
+func affineDot(w *quant.Matrix, r int, row []byte, x, sums, xd []float32) float32 {
+	G, bits := w.Spec.Group, w.Spec.Bits
+	groups := w.K / G
+	so := r * groups
+	var acc float32
+	for g := 0; g < groups; g++ {
+		xg := x[g*G : g*G+G]
+		var dot float32
+		switch bits {
+		case 4:
+			// value 2j is byte j's low nibble, 2j+1 its high one: the
+			// deinterleaved row pairs them with the even and odd values.
+			p := row[g*G/2 : g*G/2+G/2]
+			dot = DotNibF32(xd[g*G/2:], xd[w.K/2+g*G/2:], p)
+		case 8:
+			p := row[g*G : g*G+G]
+			dot = DotU8F32(xg, p)
+		case 2:
+			p := row[g*G/4 : g*G/4+G/4]
+			for j, c := range p {
+				xv := xg[4*j : 4*j+4]
+				dot += xv[0]*float32(c&3) + xv[1]*float32(c>>2&3) + xv[2]*float32(c>>4&3) + xv[3]*float32(c>>6)
+			}
+		default: // 3, 5, 6 bits: values straddle bytes
+			mask := uint32(1)<<bits - 1
+			base := g * G * bits
+			for i := 0; i < G; i++ {
+				bit := base + i*bits
+				v := uint32(row[bit/8])
+				if bit/8+1 < len(row) {
+					v |= uint32(row[bit/8+1]) << 8
+				}
+				dot += xg[i] * float32(v>>(bit%8)&mask)
+			}
+		}
+		var sx float32
+		for _, s := range sums[g*G/16 : (g+1)*G/16] {
+			sx += s
+		}
+		acc += scaleAt(w.Scales, so+g, w.Spec.Scale)*dot + scaleAt(w.Biases, so+g, w.Spec.Scale)*sx
+	}
+	return acc
+}
+
+// scaleAt reads value i of a scale or bias array.
+func scaleAt(b []byte, i int, f quant.Float) float32 {
+	switch f {
+	case quant.BF16:
+		return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+	case quant.F16:
+		return quant.HalfToF32(binary.LittleEndian.Uint16(b[2*i:]))
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+}
+
+// zeros stands for the half of a nibble dot a Q4_K sub-block does not use.
+var zeros [32]float32

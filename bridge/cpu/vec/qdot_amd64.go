@@ -1,0 +1,117 @@
+//go:build amd64 && !purego
+
+package vec
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// qkern dots rows w, w+ldw, w+2·ldw, w+3·ldw with x into dst[0..4]
+// (qgen.go): nb blocks (affine: groups) of ni inner steps each.
+type qkern func(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+var (
+	qAffine8Kernels = [...]qkern{quant.F32: qAffine8F32AVX2, quant.F16: qAffine8F16AVX2, quant.BF16: qAffine8BF16AVX2}
+	qAffine4Kernels = [...]qkern{quant.F32: qAffine4F32AVX2, quant.F16: qAffine4F16AVX2, quant.BF16: qAffine4BF16AVX2}
+)
+
+// qdotsArch runs the row kernels on blocks of 4 rows; a row left over runs
+// as a block of that row 4 times (stride 0). Other bit widths than 4 and 8
+// fall back to the generic dots.
+func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
+	s, k := w.Spec, w.K
+	if len(x) < k || len(p) < QPrepLen(s, k) || lo < 0 || hi > w.Rows {
+		panic(fmt.Sprintf("vec: QDots rows [%d,%d) of %d, k=%d, with %d activations and %d prepared sums (want %d)",
+			lo, hi, w.Rows, k, len(x), len(p), QPrepLen(s, k)))
+	}
+	rb := s.RowBytes(k)
+	var (
+		kern   qkern
+		xa     = &x[0]
+		x2, pe *float32
+		sc, bi []byte
+		lds    int
+		nb, ni = k / s.Block(), 1
+	)
+	if n := qExtraLen(s, k); n > 0 {
+		pe = &p[QPrepLen(s, k)-n]
+	}
+	switch s.Type {
+	case quant.Affine:
+		switch s.Bits {
+		case 8:
+			kern = qAffine8Kernels[s.Scale]
+		case 4:
+			kern = qAffine4Kernels[s.Scale]
+			xd := p[k/16 : k/16+k]
+			xa, x2 = &xd[0], &xd[k/2]
+		default:
+			return false
+		}
+		ni = s.Group / 32
+		sc, bi, lds = w.Scales, w.Biases, s.Groups(k)*s.Scale.Size()
+		if len(sc) < hi*lds || len(bi) < hi*lds {
+			panic(fmt.Sprintf("vec: QDots: %d scale and %d bias bytes for %d rows of %d", len(sc), len(bi), hi, lds))
+		}
+	case quant.Q8_0:
+		kern = qQ8_0AVX2
+	case quant.Q4_0:
+		kern = qQ4_0AVX2
+	case quant.Q4_K, quant.Q6_K:
+		// The K kernels decode 4 rows' sub-block scales into a scratch
+		// buffer before they read the values (qgen.go).
+		kern, n := qQ4_KAVX2, 4*8*nb
+		if s.Type == quant.Q6_K {
+			kern, n = qQ6_KAVX2, 4*16*nb
+		}
+		buf := qScratch.Get().(*[]float32)
+		defer qScratch.Put(buf)
+		if len(*buf) < n {
+			*buf = make([]float32, n)
+		}
+		ks := unsafe.Pointer(&(*buf)[0])
+		return qRun(dst, w, lo, hi, func(r, ldw int, d *float32) {
+			kern(&x[0], nil, pe, &w.Data[r*rb], ldw, (*byte)(ks), nil, 0, d, nb, 1)
+		})
+	default:
+		return false
+	}
+	scale := func(b []byte, r int) *byte {
+		if b == nil {
+			return nil
+		}
+		return &b[r*lds]
+	}
+	return qRun(dst, w, lo, hi, func(r, ldw int, d *float32) {
+		l := lds
+		if ldw == 0 {
+			l = 0
+		}
+		kern(xa, x2, pe, &w.Data[r*rb], ldw, scale(sc, r), scale(bi, r), l, d, nb, ni)
+	})
+}
+
+// qRun calls kern on rows [lo,hi) in blocks of 4 (row r, its stride, where
+// the 4 sums go); a row left over runs as a block of that row 4 times.
+func qRun(dst []float32, w *quant.Matrix, lo, hi int, kern func(r, ldw int, d *float32)) bool {
+	rb := w.Spec.RowBytes(w.K)
+	if len(w.Data) < hi*rb {
+		panic(fmt.Sprintf("vec: QDots: %d packed bytes for %d rows of %d", len(w.Data), hi, rb))
+	}
+	r := lo
+	for ; r+4 <= hi; r += 4 {
+		kern(r, rb, &dst[r-lo])
+	}
+	for ; r < hi; r++ {
+		var t [4]float32
+		kern(r, 0, &t[0])
+		dst[r-lo] = t[0]
+	}
+	return true
+}
+
+var qScratch = sync.Pool{New: func() any { return new([]float32) }}

@@ -1,0 +1,130 @@
+package vec
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// qSpecs are every packing QDots reads: the row kernels' (affine 4 and 8
+// bits, each group size and scale dtype, the GGUF types) and the generic
+// dots' other bit widths.
+func qSpecs() []quant.Spec {
+	var s []quant.Spec
+	for _, bits := range []int{4, 8} {
+		for _, g := range quant.AffineGroups {
+			for _, f := range []quant.Float{quant.F32, quant.F16, quant.BF16} {
+				s = append(s, quant.Spec{Type: quant.Affine, Bits: bits, Group: g, Scale: f})
+			}
+		}
+	}
+	for _, bits := range []int{2, 3, 5, 6} {
+		s = append(s, quant.Spec{Type: quant.Affine, Bits: bits, Group: 64, Scale: quant.BF16})
+	}
+	return append(s, quant.Spec{Type: quant.Q8_0}, quant.Spec{Type: quant.Q4_0},
+		quant.Spec{Type: quant.Q4_K}, quant.Spec{Type: quant.Q6_K})
+}
+
+// randomQ is a random matrix whose K-quant sub-block scales are random too
+// (quant.Random gives every sub-block the same one, which would hide a
+// kernel that mixes them up).
+func randomQ(t testing.TB, s quant.Spec, rows, k int, rng *rand.Rand) *quant.Matrix {
+	t.Helper()
+	sb := rows * s.Groups(k) * s.Scale.Size()
+	var sc, bi []byte
+	if s.Type == quant.Affine {
+		sc, bi = make([]byte, sb), make([]byte, sb)
+	}
+	m := quant.Random(s, rows, k, 0.5, rng, make([]byte, rows*s.RowBytes(k)), sc, bi)
+	for b := 0; b < len(m.Data)/max(s.BlockBytes(), 1); b++ {
+		blk := m.Data[b*s.BlockBytes():]
+		switch s.Type {
+		case quant.Q4_K:
+			for j := 4; j < 16; j++ {
+				blk[j] = byte(rng.Uint32())
+			}
+		case quant.Q6_K:
+			for j := 192; j < 208; j++ {
+				blk[j] = byte(rng.IntN(128) - 64)
+			}
+		}
+	}
+	if err := m.Check("random"); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestQDots: every format against kernels/quant's reference (rows
+// dequantized, dots in float64) for every implementation level, at row
+// counts and offsets that leave blocks of 4 rows incomplete, and row
+// lengths of one block and several. Rows are a multiple of their format's
+// block, which is a multiple of the vector width, so no format has a
+// partial vector.
+func TestQDots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	forLevels(t, func(t *testing.T) {
+		for _, s := range qSpecs() {
+			for _, k := range []int{s.Block(), 3 * s.Block(), 1024 + s.Block()} {
+				t.Run(fmt.Sprintf("%v/k=%d", s, k), func(t *testing.T) {
+					const rows = 11
+					w := randomQ(t, s, rows, k, rng)
+					x := make([]float32, k)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					want := make([]float32, rows)
+					quant.MatMul(want, x, nil, w, 1)
+					p := make([]float32, QPrepLen(s, k))
+					QPrepare(p, x, s)
+					var scale float64
+					for _, v := range want {
+						scale = max(scale, math.Abs(float64(v)))
+					}
+					for _, r := range [][2]int{{0, rows}, {1, 6}, {3, 4}, {2, 10}, {5, 5}} {
+						got := make([]float32, r[1]-r[0]+1)
+						got[len(got)-1] = 42 // not written
+						QDots(got, w, r[0], r[1], x, p)
+						for j := r[0]; j < r[1]; j++ {
+							if d := math.Abs(float64(got[j-r[0]] - want[j])); d > 1e-5*scale+1e-6 {
+								t.Fatalf("rows [%d,%d): row %d = %g, reference %g (diff %g, scale %g)", r[0], r[1], j, got[j-r[0]], want[j], d, scale)
+							}
+						}
+						if got[len(got)-1] != 42 {
+							t.Fatalf("rows [%d,%d): wrote past its rows", r[0], r[1])
+						}
+					}
+				})
+			}
+		}
+	})
+}
+
+// BenchmarkQDots: one core's packed GEMV of TinyLlama's gate projection
+// (n=5632, k=2048), as packed bytes read per second.
+func BenchmarkQDots(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range []quant.Spec{
+		{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
+		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
+		{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K},
+	} {
+		const n, k = 5632, 2048
+		w := randomQ(b, s, n, k, rng)
+		x := randF32(rng, k)
+		p := make([]float32, QPrepLen(s, k))
+		QPrepare(p, x, s)
+		dst := make([]float32, n)
+		b.Run(s.String(), func(b *testing.B) {
+			benchLevels(b, false, func(b *testing.B) {
+				b.SetBytes(s.Bytes(n*k, k))
+				for b.Loop() {
+					QDots(dst, w, 0, n, x, p)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,482 @@
+//go:build ignore
+
+// qgen writes qdot_amd64.s and qdot_kernels_amd64.go: AVX2+FMA kernels that
+// dot four rows of a packed weight matrix with one activation row at a
+// time, every format's blocks widened and scaled in registers
+// (docs/quantization.md). Four rows share each activation load and give
+// four independent FMA chains; the generator unrolls what differs between
+// formats and scale dtypes:
+//
+//	go run qgen.go
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"os"
+)
+
+type gen struct{ b bytes.Buffer }
+
+func (g *gen) p(f string, a ...any) { fmt.Fprintf(&g.b, "\t"+f+"\n", a...) }
+func (g *gen) label(l string)       { fmt.Fprintf(&g.b, "%s:\n", l) }
+
+// Register map shared by every kernel:
+//
+//	SI  activations (x; the even values for affine 4-bit)
+//	R13 the odd values (affine 4-bit)
+//	DI  prepared sums (QPrepare's lane sums, S32 or 32·S16 per block)
+//	BX  row 0 of the block of 4 weight rows; rows at stride R10 (R15 = 3·R10)
+//	R8, R9  row 0's scales and biases (affine); rows at stride R11 (R12 = 3·R11)
+//	R11 K-quants: the scratch buffer (sc) of decoded scales
+//	CX  blocks left, DX inner iterations left, AX and R14 scratch
+//	Y0-Y3 the rows' sums, Y4-Y7 a block's partial dots, Y8 x, Y9 widened
+//	weights, Y10 a scale, Y11-Y14 scratch and constants, Y15 the nibble mask
+const (
+	argList = "x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int"
+	argSize = 88
+)
+
+func wrow(r, off int) string {
+	switch r {
+	case 0:
+		return fmt.Sprintf("%d(BX)", off)
+	case 1:
+		return fmt.Sprintf("%d(BX)(R10*1)", off)
+	case 2:
+		return fmt.Sprintf("%d(BX)(R10*2)", off)
+	}
+	return fmt.Sprintf("%d(BX)(R15*1)", off)
+}
+
+func srow(base string, r int) string {
+	switch r {
+	case 0:
+		return fmt.Sprintf("(%s)", base)
+	case 1:
+		return fmt.Sprintf("(%s)(R11*1)", base)
+	case 2:
+		return fmt.Sprintf("(%s)(R11*2)", base)
+	}
+	return fmt.Sprintf("(%s)(R12*1)", base)
+}
+
+func acc(r int) string  { return fmt.Sprintf("Y%d", r) }
+func part(r int) string { return fmt.Sprintf("Y%d", 4+r) }
+
+func (g *gen) header(name string, frame int) {
+	fmt.Fprintf(&g.b, "// func %s(%s)\n", name, argList)
+	fmt.Fprintf(&g.b, "TEXT ·%s(SB), NOSPLIT, $%d-%d\n", name, frame, argSize)
+	g.p("MOVQ x+0(FP), SI")
+	g.p("MOVQ x2+8(FP), R13")
+	g.p("MOVQ p+16(FP), DI")
+	g.p("MOVQ w+24(FP), BX")
+	g.p("MOVQ ldw+32(FP), R10")
+	g.p("MOVQ sc+40(FP), R8")
+	g.p("MOVQ bi+48(FP), R9")
+	g.p("MOVQ lds+56(FP), R11")
+	g.p("MOVQ nb+72(FP), CX")
+	g.p("LEAQ (R10)(R10*2), R15")
+	g.p("LEAQ (R11)(R11*2), R12")
+	for r := 0; r < 4; r++ {
+		g.p("VXORPS %s, %s, %s", acc(r), acc(r), acc(r))
+	}
+}
+
+// broadcast32 fills Y15 (or another register) with a dword constant.
+func (g *gen) broadcast32(v uint32, y int) {
+	g.p("MOVL $0x%x, AX", v)
+	g.p("VMOVD AX, X%d", y)
+	g.p("VPBROADCASTD X%d, Y%d", y, y)
+}
+
+// half broadcasts the f16 at addr as float32 into Y<y>.
+func (g *gen) half(addr string, y int) {
+	g.p("VPBROADCASTW %s, X%d", addr, y)
+	g.p("VCVTPH2PS X%d, Y%d", y, y)
+}
+
+// scale broadcasts an affine scale or bias of dtype f into Y<y>.
+func (g *gen) scale(f, addr string, y int) {
+	switch f {
+	case "F32":
+		g.p("VBROADCASTSS %s, Y%d", addr, y)
+	case "F16":
+		g.half(addr, y)
+	case "BF16":
+		// bf16 is the high half of a float32: each dword holds the value
+		// twice, and the left shift keeps one.
+		g.p("VPBROADCASTW %s, Y%d", addr, y)
+		g.p("VPSLLD $16, Y%d, Y%d", y, y)
+	}
+}
+
+var scaleSize = map[string]int{"F32": 4, "F16": 2, "BF16": 2}
+
+// footer reduces each row's sum and stores dst[0..4].
+func (g *gen) footer() {
+	g.p("MOVQ dst+64(FP), AX")
+	for r := 0; r < 4; r++ {
+		g.p("VEXTRACTF128 $1, Y%d, X9", r)
+		g.p("VADDPS X9, X%d, X%d", r, r)
+		g.p("VPERMILPS $0x4E, X%d, X9", r)
+		g.p("VADDPS X9, X%d, X%d", r, r)
+		g.p("VPERMILPS $0xB1, X%d, X9", r)
+		g.p("VADDSS X9, X%d, X%d", r, r)
+		g.p("VMOVSS X%d, %d(AX)", r, 4*r)
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.b.WriteString("\n")
+}
+
+// fma accumulates x·w into a partial dot, the first product of a block
+// starting it.
+func (g *gen) fma(first bool, x, w, dst string) {
+	if first {
+		g.p("VMULPS %s, %s, %s", x, w, dst)
+	} else {
+		g.p("VFMADD231PS %s, %s, %s", x, w, dst)
+	}
+}
+
+// affineTail applies a group's scales to its partial dots and its biases
+// to the group's lane sums (DI): sum += s·part + b·lanes.
+func (g *gen) affineTail(f string) {
+	g.p("VMOVUPS (DI), Y11")
+	for r := 0; r < 4; r++ {
+		g.scale(f, srow("R8", r), 10)
+		g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+		g.scale(f, srow("R9", r), 12)
+		g.p("VFMADD231PS Y12, Y11, %s", acc(r))
+	}
+	g.p("ADDQ $32, DI")
+	g.p("ADDQ $%d, R8", scaleSize[f])
+	g.p("ADDQ $%d, R9", scaleSize[f])
+}
+
+// affine8: nb groups of ni·32 unsigned bytes.
+func (g *gen) affine8(f string) string {
+	name := "qAffine8" + f + "AVX2"
+	g.header(name, 0)
+	g.label("group")
+	g.p("MOVQ ni+80(FP), DX")
+	for r := 0; r < 4; r++ {
+		g.p("VXORPS %s, %s, %s", part(r), part(r), part(r))
+	}
+	g.label("inner")
+	for c := 0; c < 4; c++ {
+		g.p("VMOVUPS %d(SI), Y8", 32*c)
+		for r := 0; r < 4; r++ {
+			g.p("VPMOVZXBD %s, Y9", wrow(r, 8*c))
+			g.p("VCVTDQ2PS Y9, Y9")
+			g.fma(false, "Y8", "Y9", part(r))
+		}
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $32, BX")
+	g.p("DECQ DX")
+	g.p("JNZ inner")
+	g.affineTail(f)
+	g.p("DECQ CX")
+	g.p("JNZ group")
+	g.footer()
+	return name
+}
+
+// affine4: nb groups of ni·16 bytes; byte j's low nibble pairs with the
+// even values (SI), its high nibble with the odd ones (R13).
+func (g *gen) affine4(f string) string {
+	name := "qAffine4" + f + "AVX2"
+	g.header(name, 0)
+	g.broadcast32(15, 15)
+	g.label("group")
+	g.p("MOVQ ni+80(FP), DX")
+	for r := 0; r < 4; r++ {
+		g.p("VXORPS %s, %s, %s", part(r), part(r), part(r))
+	}
+	g.label("inner")
+	for c := 0; c < 2; c++ {
+		g.p("VMOVUPS %d(SI), Y8", 32*c)
+		g.p("VMOVUPS %d(R13), Y12", 32*c)
+		for r := 0; r < 4; r++ {
+			g.p("VPMOVZXBD %s, Y9", wrow(r, 8*c))
+			g.p("VPSRLD $4, Y9, Y13")
+			g.p("VPAND Y15, Y9, Y9")
+			g.p("VCVTDQ2PS Y9, Y9")
+			g.p("VCVTDQ2PS Y13, Y13")
+			// The low and high products are summed before they join the
+			// partial dot, so its chain has one add per 8 bytes.
+			g.p("VMULPS Y8, Y9, Y9")
+			g.p("VFMADD231PS Y12, Y13, Y9")
+			g.p("VADDPS Y9, %s, %s", part(r), part(r))
+		}
+	}
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $64, R13")
+	g.p("ADDQ $16, BX")
+	g.p("DECQ DX")
+	g.p("JNZ inner")
+	g.affineTail(f)
+	g.p("DECQ CX")
+	g.p("JNZ group")
+	g.footer()
+	return name
+}
+
+// q8_0: nb blocks of 34 bytes (f16 d, 32 int8).
+func (g *gen) q8_0() string {
+	name := "qQ8_0AVX2"
+	g.header(name, 0)
+	g.label("block")
+	for c := 0; c < 4; c++ {
+		g.p("VMOVUPS %d(SI), Y8", 32*c)
+		for r := 0; r < 4; r++ {
+			g.p("VPMOVSXBD %s, Y9", wrow(r, 2+8*c))
+			g.p("VCVTDQ2PS Y9, Y9")
+			g.fma(c == 0, "Y8", "Y9", part(r))
+		}
+	}
+	for r := 0; r < 4; r++ {
+		g.half(wrow(r, 0), 10)
+		g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $34, BX")
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
+	return name
+}
+
+// q4_0: nb blocks of 18 bytes (f16 d, 16 bytes: value j byte j's low
+// nibble, value j+16 its high one); w = d·(q-8), the 8 taken off with the
+// block's lane sums (DI).
+func (g *gen) q4_0() string {
+	name := "qQ4_0AVX2"
+	g.header(name, 0)
+	g.broadcast32(15, 15)
+	g.p("MOVL $0x41000000, AX") // 8.0
+	g.p("VMOVD AX, X14")
+	g.p("VBROADCASTSS X14, Y14")
+	g.label("block")
+	for c := 0; c < 2; c++ {
+		g.p("VMOVUPS %d(SI), Y8", 32*c)
+		g.p("VMOVUPS %d(SI), Y12", 64+32*c)
+		for r := 0; r < 4; r++ {
+			g.p("VPMOVZXBD %s, Y9", wrow(r, 2+8*c))
+			g.p("VPSRLD $4, Y9, Y13")
+			g.p("VPAND Y15, Y9, Y9")
+			g.p("VCVTDQ2PS Y9, Y9")
+			g.p("VCVTDQ2PS Y13, Y13")
+			g.fma(c == 0, "Y8", "Y9", part(r))
+			g.fma(false, "Y12", "Y13", part(r))
+		}
+	}
+	g.p("VMOVUPS (DI), Y11")
+	for r := 0; r < 4; r++ {
+		g.p("VFNMADD231PS Y14, Y11, %s", part(r))
+		g.half(wrow(r, 0), 10)
+		g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $32, DI")
+	g.p("ADDQ $18, BX")
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
+	return name
+}
+
+// q4_k: nb super-blocks of 144 bytes (f16 d and dmin, 12 bytes of 6-bit
+// scales and mins, 128 bytes of nibbles). A first pass decodes every
+// super-block's eight d·scale per row into the scratch buffer (sc) and
+// takes the mins off with the sub-blocks' sums S32 (DI); the second pass
+// reads them back long after they were stored (a load of a lane of a
+// vector stored just before stalls on store forwarding).
+func (g *gen) q4_k() string {
+	name := "qQ4_KAVX2"
+	g.header(name, 0)
+	g.broadcast32(15, 15)
+	g.p("MOVQ BX, R13")
+	g.p("MOVQ sc+40(FP), R11")
+	g.label("scales")
+	for r := 0; r < 4; r++ {
+		// ggml's get_scale_min_k4 on whole words: bytes 0-3 of the scales
+		// are the low six bits of sub-blocks 0-3, bytes 4-7 of the mins;
+		// sub-blocks 4-7 take bytes 8-11's nibbles and the top two bits.
+		g.p("MOVL %s, AX", wrow(r, 4))
+		g.p("MOVL %s, DX", wrow(r, 8))
+		g.p("MOVL %s, R14", wrow(r, 12))
+		g.p("MOVL AX, R9")
+		g.p("SHRL $6, R9")
+		g.p("ANDL $0x03030303, R9")
+		g.p("SHLL $4, R9")
+		g.p("MOVL R14, R8")
+		g.p("ANDL $0x0f0f0f0f, R8")
+		g.p("ORL R8, R9")
+		g.p("ANDL $0x3f3f3f3f, AX")
+		g.p("SHLQ $32, R9")
+		g.p("ORQ R9, AX")
+		g.p("MOVL DX, R9")
+		g.p("SHRL $6, R9")
+		g.p("ANDL $0x03030303, R9")
+		g.p("SHLL $4, R9")
+		g.p("SHRL $4, R14")
+		g.p("ANDL $0x0f0f0f0f, R14")
+		g.p("ORL R14, R9")
+		g.p("ANDL $0x3f3f3f3f, DX")
+		g.p("SHLQ $32, R9")
+		g.p("ORQ R9, DX")
+		g.half(wrow(r, 0), 10)
+		g.p("VMOVQ AX, X12")
+		g.p("VPMOVZXBD X12, Y12")
+		g.p("VCVTDQ2PS Y12, Y12")
+		g.p("VMULPS Y10, Y12, Y12")
+		g.p("VMOVUPS Y12, %d(R11)", 32*r)
+		g.half(wrow(r, 2), 10)
+		g.p("VMOVQ DX, X12")
+		g.p("VPMOVZXBD X12, Y12")
+		g.p("VCVTDQ2PS Y12, Y12")
+		g.p("VMULPS Y10, Y12, Y12")
+		g.p("VFNMADD231PS (DI), Y12, %s", acc(r))
+	}
+	g.p("ADDQ $128, R11")
+	g.p("ADDQ $32, DI")
+	g.p("ADDQ $144, BX")
+	g.p("DECQ CX")
+	g.p("JNZ scales")
+	g.p("MOVQ R13, BX")
+	g.p("MOVQ sc+40(FP), R11")
+	g.p("MOVQ nb+72(FP), CX")
+	g.label("block")
+	for s := 0; s < 8; s++ {
+		for c := 0; c < 4; c++ {
+			g.p("VMOVUPS %d(SI), Y8", 4*(32*s+8*c))
+			for r := 0; r < 4; r++ {
+				g.p("VPMOVZXBD %s, Y9", wrow(r, 16+32*(s/2)+8*c))
+				if s%2 == 0 {
+					g.p("VPAND Y15, Y9, Y9")
+				} else {
+					g.p("VPSRLD $4, Y9, Y9")
+				}
+				g.p("VCVTDQ2PS Y9, Y9")
+				g.fma(c == 0, "Y8", "Y9", part(r))
+			}
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VBROADCASTSS %d(R11), Y10", 32*r+4*s)
+			g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+		}
+	}
+	g.p("ADDQ $1024, SI")
+	g.p("ADDQ $128, R11")
+	g.p("ADDQ $144, BX")
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
+	return name
+}
+
+// q6_k: nb super-blocks of 210 bytes (128 bytes of low nibbles, 64 of high
+// bit pairs, 16 int8 scales, f16 d). Values are widened without their
+// offset of 32, which the sub-blocks' sums times 32 (DI) take off per
+// scale. Scales are decoded in a first pass, as q4_k's.
+func (g *gen) q6_k() string {
+	name := "qQ6_KAVX2"
+	g.header(name, 0)
+	g.broadcast32(15, 15)
+	g.broadcast32(0x30, 14)
+	g.p("MOVQ BX, R13")
+	g.p("MOVQ sc+40(FP), R11")
+	g.label("scales")
+	for r := 0; r < 4; r++ {
+		g.half(wrow(r, 208), 10)
+		for h := 0; h < 2; h++ {
+			g.p("VPMOVSXBD %s, Y12", wrow(r, 192+8*h))
+			g.p("VCVTDQ2PS Y12, Y12")
+			g.p("VMULPS Y10, Y12, Y12")
+			g.p("VMOVUPS Y12, %d(R11)", 64*r+32*h)
+			g.p("VFNMADD231PS %d(DI), Y12, %s", 32*h, acc(r))
+		}
+	}
+	g.p("ADDQ $256, R11")
+	g.p("ADDQ $64, DI")
+	g.p("ADDQ $210, BX")
+	g.p("DECQ CX")
+	g.p("JNZ scales")
+	g.p("MOVQ R13, BX")
+	g.p("MOVQ sc+40(FP), R11")
+	g.p("MOVQ nb+72(FP), CX")
+	g.label("block")
+	// Sub-block s = 8n + 2v + i covers values 16s..16s+16: in half n,
+	// variant v of bytes l = 16i..16i+16 (ggml's dequantize_row_q6_K).
+	for s := 0; s < 16; s++ {
+		n, v, i := s/8, s%8/2, s%2
+		for c := 0; c < 2; c++ {
+			l := 16*i + 8*c
+			g.p("VMOVUPS %d(SI), Y8", 4*(16*s+8*c))
+			for r := 0; r < 4; r++ {
+				g.p("VPMOVZXBD %s, Y9", wrow(r, 64*n+l+32*(v&1)))
+				g.p("VPMOVZXBD %s, Y13", wrow(r, 128+32*n+l))
+				if v < 2 {
+					g.p("VPAND Y15, Y9, Y9")
+				} else {
+					g.p("VPSRLD $4, Y9, Y9")
+				}
+				// Bits 2v, 2v+1 of the high byte become bits 4, 5.
+				switch v {
+				case 0:
+					g.p("VPSLLD $4, Y13, Y13")
+				case 1:
+					g.p("VPSLLD $2, Y13, Y13")
+				case 3:
+					g.p("VPSRLD $2, Y13, Y13")
+				}
+				g.p("VPAND Y14, Y13, Y13")
+				g.p("VPOR Y13, Y9, Y9")
+				g.p("VCVTDQ2PS Y9, Y9")
+				g.fma(c == 0, "Y8", "Y9", part(r))
+			}
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VBROADCASTSS %d(R11), Y10", 64*r+4*s)
+			g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+		}
+	}
+	g.p("ADDQ $1024, SI")
+	g.p("ADDQ $256, R11")
+	g.p("ADDQ $210, BX")
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
+	return name
+}
+
+func main() {
+	var g gen
+	g.b.WriteString("// Code generated by qgen.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n\n")
+	var names []string
+	for _, f := range []string{"F32", "F16", "BF16"} {
+		names = append(names, g.affine8(f), g.affine4(f))
+	}
+	names = append(names, g.q8_0(), g.q4_0(), g.q4_k(), g.q6_k())
+	var d bytes.Buffer
+	d.WriteString("// Code generated by qgen.go; DO NOT EDIT.\n\n//go:build !purego\n\npackage vec\n\n")
+	for _, n := range names {
+		fmt.Fprintf(&d, "//go:noescape\nfunc %s(%s)\n\n", n, argList)
+	}
+	src, err := format.Source(d.Bytes())
+	if err != nil {
+		panic(err)
+	}
+	must(os.WriteFile("qdot_kernels_amd64.go", src, 0o644))
+	must(os.WriteFile("qdot_amd64.s", g.b.Bytes(), 0o644))
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
