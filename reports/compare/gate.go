@@ -116,11 +116,11 @@ const (
 
 // Units of a check: what one value of its test stands for.
 const (
-	// UnitPair: the ratio of the medians of two runs taken side by side
+	// UnitPair: the ratio of the values (runValue) of two runs taken side by side
 	// (ab's rounds): drift between rounds falls on both runs of a pair and
 	// cancels in its ratio.
 	UnitPair       = "pair of runs"
-	UnitRun        = "run"        // each run's median: drift between runs is noise, not change
+	UnitRun        = "run"        // each run's value (runValue): drift between runs is noise, not change
 	UnitRepetition = "repetition" // every repetition: only when a side has a single run
 )
 
@@ -322,12 +322,12 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 		return c
 	}
 	if paired {
-		if la, lb := pairedLogMedians(ca, cb, r.Metric); len(la) >= MinPairs {
+		if la, lb := pairedLogValues(ca, cb, r.Metric, r.Direction); len(la) >= MinPairs {
 			testPairs(&c, la, lb)
 			return c
 		}
 	}
-	ua, ub := runMedians(ca, r.Metric), runMedians(cb, r.Metric)
+	ua, ub := runValues(ca, r.Metric, r.Direction), runValues(cb, r.Metric, r.Direction)
 	c.Per = UnitRun
 	if len(ua) < 2 || len(ub) < 2 {
 		c.Per, ua, ub = UnitRepetition, r.A.Values, r.B.Values
@@ -345,9 +345,9 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 	return c
 }
 
-// pairedLogMedians is the log of each run's median of metric, for the runs
-// (by ID) that recorded it on both sides, in ID order.
-func pairedLogMedians(ca, cb *Case, metric string) (la, lb []float64) {
+// pairedLogValues is the log of each run's value of metric (runValue), for
+// the runs (by ID) that recorded it on both sides, in ID order.
+func pairedLogValues(ca, cb *Case, metric string, dir Direction) (la, lb []float64) {
 	bs := map[int64][]float64{}
 	for _, rv := range cb.ByRun[metric] {
 		bs[rv.Run] = rv.Values
@@ -359,7 +359,7 @@ func pairedLogMedians(ca, cb *Case, metric string) (la, lb []float64) {
 		if len(rv.Values) == 0 || len(vb) == 0 {
 			continue
 		}
-		ma, mb := stats.Summarize(slices.Clone(rv.Values)).Center, stats.Summarize(slices.Clone(vb)).Center
+		ma, mb := runValue(rv.Values, dir), runValue(vb, dir)
 		if !(ma > 0) || !(mb > 0) || math.IsInf(ma, 0) || math.IsInf(mb, 0) {
 			return nil, nil // a ratio needs positive finite medians: compare unpaired
 		}
@@ -369,8 +369,8 @@ func pairedLogMedians(ca, cb *Case, metric string) (la, lb []float64) {
 }
 
 // testPairs is the paired test: Student's t on the pairs' log ratios (each
-// pair's ratio is a run's median over a median of the run beside it, so
-// close to log-normal), the change their geometric mean, its uncertainty
+// pair's ratio is a run's value over that of the run beside it, both means
+// of several repetitions, so close to log-normal), the change their geometric mean, its uncertainty
 // the 95% interval's half-width.
 func testPairs(c *Check, la, lb []float64) {
 	n := len(la)
@@ -398,15 +398,36 @@ func testPairs(c *Check, la, lb []float64) {
 	c.Noise = math.Expm1(mstats.InvCDF(dist)(0.975) * sd / math.Sqrt(float64(n)))
 }
 
-// runMedians is each run's median of metric, for runs that recorded it.
-func runMedians(c *Case, metric string) []float64 {
+// runValues is each run's value of metric (runValue), for runs that
+// recorded it.
+func runValues(c *Case, metric string, dir Direction) []float64 {
 	var out []float64
 	for _, rv := range c.ByRun[metric] {
 		if len(rv.Values) > 0 {
-			out = append(out, stats.Summarize(slices.Clone(rv.Values)).Center)
+			out = append(out, runValue(rv.Values, dir))
 		}
 	}
 	return out
+}
+
+// runValue is what one run says of a metric: the mean of its better half
+// of repetitions (the faster, for times and throughputs), one more than
+// half of them. Interference from other work on the machine only ever
+// slows a repetition, so the slower ones say more about the machine than
+// about the code; the better half keeps the estimate steady under load
+// and still averages over more than one repetition (docs/perf-gate.md).
+func runValue(v []float64, dir Direction) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if dir == HigherIsBetter {
+		slices.Reverse(s)
+	}
+	s = s[:len(s)/2+1]
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	return sum / float64(len(s))
 }
 
 // adjustBH sets Q on every tested check: Benjamini-Hochberg's adjusted
@@ -455,7 +476,7 @@ func decide(c *Check, alpha float64) {
 	per := ""
 	switch c.Per {
 	case UnitRun:
-		per = fmt.Sprintf(", medians of %d+%d runs", c.A.N, c.B.N)
+		per = fmt.Sprintf(", %d+%d runs", c.A.N, c.B.N)
 	case UnitPair:
 		per = fmt.Sprintf(", %d pairs of runs", c.A.N)
 	}

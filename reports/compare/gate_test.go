@@ -352,3 +352,69 @@ func TestGatePairing(t *testing.T) {
 		t.Errorf("pairs by ID: %s per %q, %+.1f%%: %s", c.Outcome, c.Per, c.Delta, c.Reason)
 	}
 }
+
+func TestRunValue(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		dir  Direction
+		want float64
+	}{
+		{[]float64{10}, HigherIsBetter, 10},
+		{[]float64{10, 4}, HigherIsBetter, 7},
+		{[]float64{3, 9, 1}, HigherIsBetter, 6},
+		{[]float64{3, 9, 1}, LowerIsBetter, 2},
+		{[]float64{5, 100, 4, 6, 90}, LowerIsBetter, 5},
+		{[]float64{500, 800, 820, 300, 840}, HigherIsBetter, 820},
+	} {
+		if got := runValue(tc.v, tc.dir); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("runValue(%v, %v) = %g, want %g", tc.v, tc.dir, got, tc.want)
+		}
+	}
+}
+
+// TestGateUnderInterference: other work on the machine slows a random
+// 20% of the repetitions by 1.2x to 3x, as a busy 2-core machine does
+// (every repetition's interference its own). A run's better half keeps
+// the pairs' ratios steady enough to catch most 10% slowdowns in 5 rounds
+// with no false alarm (the runs' medians catch about half).
+func TestGateUnderInterference(t *testing.T) {
+	const trials = 100
+	disturbed := func(rng *rand.Rand, n int, mean float64) []float64 {
+		v := normal(rng, n, mean, 0.01)
+		for i := range v {
+			if rng.Float64() < 0.2 {
+				v[i] /= 1.2 + 1.8*rng.Float64()
+			}
+		}
+		return v
+	}
+	sides := func(rng *rand.Rand, ratio float64) (a, b *Side) {
+		a, b = NewSide("A"), NewSide("B")
+		for r := range 5 {
+			for _, s := range []struct {
+				side  *Side
+				speed float64
+			}{{a, 1000}, {b, 1000 * ratio}} {
+				s.side.AddRun(Run{ID: int64(r + 1), Backend: "cpu"})
+				c := decodeCase
+				c.RunID = int64(r + 1)
+				s.side.Add(c, samples("decode_tok_s", "tok/s", disturbed(rng, 5, s.speed)))
+			}
+		}
+		return a, b
+	}
+	alarms, caught := 0, 0
+	for seed := range uint64(trials) {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		if a, b := sides(rng, 1); Gate(a, b, GateOptions{Paired: true}).Status == ExitRegression {
+			alarms++
+		}
+		if a, b := sides(rng, 1/1.1); Gate(a, b, GateOptions{Paired: true}).Status == ExitRegression {
+			caught++
+		}
+	}
+	t.Logf("interference on 20%% of repetitions: %d/%d A/A false alarms, 10%% slowdown caught %d/%d", alarms, trials, caught, trials)
+	if alarms > 1 || caught < 75 {
+		t.Errorf("%d/%d A/A false alarms (want <= 1), 10%% slowdown caught %d/%d (want >= 75)", alarms, trials, caught, trials)
+	}
+}
