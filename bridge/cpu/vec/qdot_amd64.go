@@ -14,16 +14,31 @@ import (
 // (qgen.go): nb blocks (affine: groups) of ni inner steps each.
 type qkern func(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
 
-var (
-	qAffine8Kernels = [...]qkern{quant.F32: qAffine8F32AVX2, quant.F16: qAffine8F16AVX2, quant.BF16: qAffine8BF16AVX2}
-	qAffine4Kernels = [...]qkern{quant.F32: qAffine4F32AVX2, quant.F16: qAffine4F16AVX2, quant.BF16: qAffine4BF16AVX2}
-)
+// qkerns is one level's kernels.
+type qkerns struct {
+	affine8, affine4       [3]qkern // by scale dtype
+	q8_0, q4_0, q4_k, q6_k qkern
+}
+
+var qKernels = [...]qkerns{
+	levelAVX2: {
+		affine8: [...]qkern{quant.F32: qAffine8F32AVX2, quant.F16: qAffine8F16AVX2, quant.BF16: qAffine8BF16AVX2},
+		affine4: [...]qkern{quant.F32: qAffine4F32AVX2, quant.F16: qAffine4F16AVX2, quant.BF16: qAffine4BF16AVX2},
+		q8_0:    qQ8_0AVX2, q4_0: qQ4_0AVX2, q4_k: qQ4_KAVX2, q6_k: qQ6_KAVX2,
+	},
+	levelAVX512: {
+		affine8: [...]qkern{quant.F32: qAffine8F32AVX512, quant.F16: qAffine8F16AVX512, quant.BF16: qAffine8BF16AVX512},
+		affine4: [...]qkern{quant.F32: qAffine4F32AVX512, quant.F16: qAffine4F16AVX512, quant.BF16: qAffine4BF16AVX512},
+		q8_0:    qQ8_0AVX512, q4_0: qQ4_0AVX512, q4_k: qQ4_KAVX512, q6_k: qQ6_KAVX512,
+	},
+}
 
 // qdotsArch runs the row kernels on blocks of 4 rows; a row left over runs
 // as a block of that row 4 times (stride 0). Other bit widths than 4 and 8
 // fall back to the generic dots.
 func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
 	s, k := w.Spec, w.K
+	ks := &qKernels[level]
 	if len(x) < k || len(p) < QPrepLen(s, k) || lo < 0 || hi > w.Rows {
 		panic(fmt.Sprintf("vec: QDots rows [%d,%d) of %d, k=%d, with %d activations and %d prepared sums (want %d)",
 			lo, hi, w.Rows, k, len(x), len(p), QPrepLen(s, k)))
@@ -44,9 +59,9 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 	case quant.Affine:
 		switch s.Bits {
 		case 8:
-			kern = qAffine8Kernels[s.Scale]
+			kern = ks.affine8[s.Scale]
 		case 4:
-			kern = qAffine4Kernels[s.Scale]
+			kern = ks.affine4[s.Scale]
 			xd := p[k/16 : k/16+k]
 			xa, x2 = &xd[0], &xd[k/2]
 		default:
@@ -58,24 +73,24 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 			panic(fmt.Sprintf("vec: QDots: %d scale and %d bias bytes for %d rows of %d", len(sc), len(bi), hi, lds))
 		}
 	case quant.Q8_0:
-		kern = qQ8_0AVX2
+		kern = ks.q8_0
 	case quant.Q4_0:
-		kern = qQ4_0AVX2
+		kern = ks.q4_0
 	case quant.Q4_K, quant.Q6_K:
 		// The K kernels decode 4 rows' sub-block scales into a scratch
 		// buffer before they read the values (qgen.go).
-		kern, n := qQ4_KAVX2, 4*8*nb
+		kern, n := ks.q4_k, 4*8*nb
 		if s.Type == quant.Q6_K {
-			kern, n = qQ6_KAVX2, 4*16*nb
+			kern, n = ks.q6_k, 4*16*nb
 		}
 		buf := qScratch.Get().(*[]float32)
 		defer qScratch.Put(buf)
 		if len(*buf) < n {
 			*buf = make([]float32, n)
 		}
-		ks := unsafe.Pointer(&(*buf)[0])
+		scratch := unsafe.Pointer(&(*buf)[0])
 		return qRun(dst, w, lo, hi, func(r, ldw int, d *float32) {
-			kern(&x[0], nil, pe, &w.Data[r*rb], ldw, (*byte)(ks), nil, 0, d, nb, 1)
+			kern(&x[0], nil, pe, &w.Data[r*rb], ldw, (*byte)(scratch), nil, 0, d, nb, 1)
 		})
 	default:
 		return false

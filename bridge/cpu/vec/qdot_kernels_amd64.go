@@ -33,3 +33,33 @@ func qQ4_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *
 
 //go:noescape
 func qQ6_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qAffine4F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qAffine8F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qAffine4F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qAffine8BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qAffine4BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qQ8_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qQ4_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qQ4_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+
+//go:noescape
+func qQ6_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)

@@ -17,10 +17,49 @@ import (
 	"os"
 )
 
-type gen struct{ b bytes.Buffer }
+// gen writes one ISA's kernels: AVX2 (Y registers, 8 lanes) or AVX-512
+// (Z registers, 16 lanes; the same code, half the instructions a byte).
+type gen struct {
+	b   *bytes.Buffer
+	z   bool
+	vw  int    // f32 lanes
+	isa string // name suffix
+}
 
-func (g *gen) p(f string, a ...any) { fmt.Fprintf(&g.b, "\t"+f+"\n", a...) }
-func (g *gen) label(l string)       { fmt.Fprintf(&g.b, "%s:\n", l) }
+func (g *gen) p(f string, a ...any) { fmt.Fprintf(g.b, "\t"+f+"\n", a...) }
+func (g *gen) label(l string)       { fmt.Fprintf(g.b, "%s:\n", l) }
+
+// v names vector register n at the kernel's width.
+func (g *gen) v(n int) string {
+	if g.z {
+		return fmt.Sprintf("Z%d", n)
+	}
+	return fmt.Sprintf("Y%d", n)
+}
+
+// h names the half-width register n: the source of a full-width f16
+// conversion.
+func (g *gen) h(n int) string {
+	if g.z {
+		return fmt.Sprintf("Y%d", n)
+	}
+	return fmt.Sprintf("X%d", n)
+}
+
+// Integer logic has no unsized EVEX form.
+func (g *gen) and() string {
+	if g.z {
+		return "VPANDD"
+	}
+	return "VPAND"
+}
+
+func (g *gen) or() string {
+	if g.z {
+		return "VPORD"
+	}
+	return "VPOR"
+}
 
 // Register map shared by every kernel:
 //
@@ -31,7 +70,7 @@ func (g *gen) label(l string)       { fmt.Fprintf(&g.b, "%s:\n", l) }
 //	R8, R9  row 0's scales and biases (affine); rows at stride R11 (R12 = 3·R11)
 //	R11 K-quants: the scratch buffer (sc) of decoded scales
 //	CX  blocks left, DX inner iterations left, AX and R14 scratch
-//	Y0-Y3 the rows' sums, Y4-Y7 a block's partial dots, Y8 x, Y9 widened
+//	Y0-Y3 (Z0-Z3) the rows' sums, Y4-Y7 a block's partial dots, Y8 x, Y9 widened
 //	weights, Y10 a scale, Y11-Y14 scratch and constants, Y15 the nibble mask
 const (
 	argList = "x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int"
@@ -62,12 +101,12 @@ func srow(base string, r int) string {
 	return fmt.Sprintf("(%s)(R12*1)", base)
 }
 
-func acc(r int) string  { return fmt.Sprintf("Y%d", r) }
-func part(r int) string { return fmt.Sprintf("Y%d", 4+r) }
+func (g *gen) acc(r int) string  { return g.v(r) }
+func (g *gen) part(r int) string { return g.v(4 + r) }
 
 func (g *gen) header(name string, frame int) {
-	fmt.Fprintf(&g.b, "// func %s(%s)\n", name, argList)
-	fmt.Fprintf(&g.b, "TEXT ·%s(SB), NOSPLIT, $%d-%d\n", name, frame, argSize)
+	fmt.Fprintf(g.b, "// func %s(%s)\n", name, argList)
+	fmt.Fprintf(g.b, "TEXT ·%s(SB), NOSPLIT, $%d-%d\n", name, frame, argSize)
 	g.p("MOVQ x+0(FP), SI")
 	g.p("MOVQ x2+8(FP), R13")
 	g.p("MOVQ p+16(FP), DI")
@@ -80,35 +119,36 @@ func (g *gen) header(name string, frame int) {
 	g.p("LEAQ (R10)(R10*2), R15")
 	g.p("LEAQ (R11)(R11*2), R12")
 	for r := 0; r < 4; r++ {
-		g.p("VXORPS %s, %s, %s", acc(r), acc(r), acc(r))
+		// VEX zeroing clears a Z register too.
+		g.p("VXORPS Y%d, Y%d, Y%d", r, r, r)
 	}
 }
 
-// broadcast32 fills Y15 (or another register) with a dword constant.
+// broadcast32 fills vector register y with a dword constant.
 func (g *gen) broadcast32(v uint32, y int) {
 	g.p("MOVL $0x%x, AX", v)
 	g.p("VMOVD AX, X%d", y)
-	g.p("VPBROADCASTD X%d, Y%d", y, y)
+	g.p("VPBROADCASTD X%d, %s", y, g.v(y))
 }
 
-// half broadcasts the f16 at addr as float32 into Y<y>.
+// half broadcasts the f16 at addr as float32 into vector register y.
 func (g *gen) half(addr string, y int) {
-	g.p("VPBROADCASTW %s, X%d", addr, y)
-	g.p("VCVTPH2PS X%d, Y%d", y, y)
+	g.p("VPBROADCASTW %s, %s", addr, g.h(y))
+	g.p("VCVTPH2PS %s, %s", g.h(y), g.v(y))
 }
 
-// scale broadcasts an affine scale or bias of dtype f into Y<y>.
+// scale broadcasts an affine scale or bias of dtype f into register y.
 func (g *gen) scale(f, addr string, y int) {
 	switch f {
 	case "F32":
-		g.p("VBROADCASTSS %s, Y%d", addr, y)
+		g.p("VBROADCASTSS %s, %s", addr, g.v(y))
 	case "F16":
 		g.half(addr, y)
 	case "BF16":
 		// bf16 is the high half of a float32: each dword holds the value
 		// twice, and the left shift keeps one.
-		g.p("VPBROADCASTW %s, Y%d", addr, y)
-		g.p("VPSLLD $16, Y%d, Y%d", y, y)
+		g.p("VPBROADCASTW %s, %s", addr, g.v(y))
+		g.p("VPSLLD $16, %s, %s", g.v(y), g.v(y))
 	}
 }
 
@@ -118,6 +158,10 @@ var scaleSize = map[string]int{"F32": 4, "F16": 2, "BF16": 2}
 func (g *gen) footer() {
 	g.p("MOVQ dst+64(FP), AX")
 	for r := 0; r < 4; r++ {
+		if g.z {
+			g.p("VEXTRACTF64X4 $1, Z%d, Y9", r)
+			g.p("VADDPS Y9, Y%d, Y%d", r, r)
+		}
 		g.p("VEXTRACTF128 $1, Y%d, X9", r)
 		g.p("VADDPS X9, X%d, X%d", r, r)
 		g.p("VPERMILPS $0x4E, X%d, X9", r)
@@ -142,14 +186,15 @@ func (g *gen) fma(first bool, x, w, dst string) {
 }
 
 // affineTail applies a group's scales to its partial dots and its biases
-// to the group's lane sums (DI): sum += s·part + b·lanes.
+// to the group's lane sums (DI; 8 of them, the upper lanes of a Z register
+// zeroed by the VEX load): sum += s·part + b·lanes.
 func (g *gen) affineTail(f string) {
 	g.p("VMOVUPS (DI), Y11")
 	for r := 0; r < 4; r++ {
 		g.scale(f, srow("R8", r), 10)
-		g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+		g.p("VFMADD231PS %s, %s, %s", g.v(10), g.part(r), g.acc(r))
 		g.scale(f, srow("R9", r), 12)
-		g.p("VFMADD231PS Y12, Y11, %s", acc(r))
+		g.p("VFMADD231PS %s, %s, %s", g.v(12), g.v(11), g.acc(r))
 	}
 	g.p("ADDQ $32, DI")
 	g.p("ADDQ $%d, R8", scaleSize[f])
@@ -158,20 +203,20 @@ func (g *gen) affineTail(f string) {
 
 // affine8: nb groups of ni·32 unsigned bytes.
 func (g *gen) affine8(f string) string {
-	name := "qAffine8" + f + "AVX2"
+	name := "qAffine8" + f + g.isa
 	g.header(name, 0)
 	g.label("group")
 	g.p("MOVQ ni+80(FP), DX")
 	for r := 0; r < 4; r++ {
-		g.p("VXORPS %s, %s, %s", part(r), part(r), part(r))
+		g.p("VXORPS Y%d, Y%d, Y%d", 4+r, 4+r, 4+r)
 	}
 	g.label("inner")
-	for c := 0; c < 4; c++ {
-		g.p("VMOVUPS %d(SI), Y8", 32*c)
+	for c := 0; c < 32/g.vw; c++ {
+		g.p("VMOVUPS %d(SI), %s", 4*g.vw*c, g.v(8))
 		for r := 0; r < 4; r++ {
-			g.p("VPMOVZXBD %s, Y9", wrow(r, 8*c))
-			g.p("VCVTDQ2PS Y9, Y9")
-			g.fma(false, "Y8", "Y9", part(r))
+			g.p("VPMOVZXBD %s, %s", wrow(r, g.vw*c), g.v(9))
+			g.p("VCVTDQ2PS %s, %s", g.v(9), g.v(9))
+			g.fma(false, g.v(8), g.v(9), g.part(r))
 		}
 	}
 	g.p("ADDQ $128, SI")
@@ -188,29 +233,29 @@ func (g *gen) affine8(f string) string {
 // affine4: nb groups of ni·16 bytes; byte j's low nibble pairs with the
 // even values (SI), its high nibble with the odd ones (R13).
 func (g *gen) affine4(f string) string {
-	name := "qAffine4" + f + "AVX2"
+	name := "qAffine4" + f + g.isa
 	g.header(name, 0)
 	g.broadcast32(15, 15)
 	g.label("group")
 	g.p("MOVQ ni+80(FP), DX")
 	for r := 0; r < 4; r++ {
-		g.p("VXORPS %s, %s, %s", part(r), part(r), part(r))
+		g.p("VXORPS Y%d, Y%d, Y%d", 4+r, 4+r, 4+r)
 	}
 	g.label("inner")
-	for c := 0; c < 2; c++ {
-		g.p("VMOVUPS %d(SI), Y8", 32*c)
-		g.p("VMOVUPS %d(R13), Y12", 32*c)
+	for c := 0; c < 16/g.vw; c++ {
+		g.p("VMOVUPS %d(SI), %s", 4*g.vw*c, g.v(8))
+		g.p("VMOVUPS %d(R13), %s", 4*g.vw*c, g.v(12))
 		for r := 0; r < 4; r++ {
-			g.p("VPMOVZXBD %s, Y9", wrow(r, 8*c))
-			g.p("VPSRLD $4, Y9, Y13")
-			g.p("VPAND Y15, Y9, Y9")
-			g.p("VCVTDQ2PS Y9, Y9")
-			g.p("VCVTDQ2PS Y13, Y13")
+			g.p("VPMOVZXBD %s, %s", wrow(r, g.vw*c), g.v(9))
+			g.p("VPSRLD $4, %s, %s", g.v(9), g.v(13))
+			g.p("%s %s, %s, %s", g.and(), g.v(15), g.v(9), g.v(9))
+			g.p("VCVTDQ2PS %s, %s", g.v(9), g.v(9))
+			g.p("VCVTDQ2PS %s, %s", g.v(13), g.v(13))
 			// The low and high products are summed before they join the
-			// partial dot, so its chain has one add per 8 bytes.
-			g.p("VMULPS Y8, Y9, Y9")
-			g.p("VFMADD231PS Y12, Y13, Y9")
-			g.p("VADDPS Y9, %s, %s", part(r), part(r))
+			// partial dot, so its chain has one add per chunk.
+			g.p("VMULPS %s, %s, %s", g.v(8), g.v(9), g.v(9))
+			g.p("VFMADD231PS %s, %s, %s", g.v(12), g.v(13), g.v(9))
+			g.p("VADDPS %s, %s, %s", g.v(9), g.part(r), g.part(r))
 		}
 	}
 	g.p("ADDQ $64, SI")
@@ -227,20 +272,20 @@ func (g *gen) affine4(f string) string {
 
 // q8_0: nb blocks of 34 bytes (f16 d, 32 int8).
 func (g *gen) q8_0() string {
-	name := "qQ8_0AVX2"
+	name := "qQ8_0" + g.isa
 	g.header(name, 0)
 	g.label("block")
-	for c := 0; c < 4; c++ {
-		g.p("VMOVUPS %d(SI), Y8", 32*c)
+	for c := 0; c < 32/g.vw; c++ {
+		g.p("VMOVUPS %d(SI), %s", 4*g.vw*c, g.v(8))
 		for r := 0; r < 4; r++ {
-			g.p("VPMOVSXBD %s, Y9", wrow(r, 2+8*c))
-			g.p("VCVTDQ2PS Y9, Y9")
-			g.fma(c == 0, "Y8", "Y9", part(r))
+			g.p("VPMOVSXBD %s, %s", wrow(r, 2+g.vw*c), g.v(9))
+			g.p("VCVTDQ2PS %s, %s", g.v(9), g.v(9))
+			g.fma(c == 0, g.v(8), g.v(9), g.part(r))
 		}
 	}
 	for r := 0; r < 4; r++ {
 		g.half(wrow(r, 0), 10)
-		g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+		g.p("VFMADD231PS %s, %s, %s", g.v(10), g.part(r), g.acc(r))
 	}
 	g.p("ADDQ $128, SI")
 	g.p("ADDQ $34, BX")
@@ -254,31 +299,31 @@ func (g *gen) q8_0() string {
 // nibble, value j+16 its high one); w = d·(q-8), the 8 taken off with the
 // block's lane sums (DI).
 func (g *gen) q4_0() string {
-	name := "qQ4_0AVX2"
+	name := "qQ4_0" + g.isa
 	g.header(name, 0)
 	g.broadcast32(15, 15)
 	g.p("MOVL $0x41000000, AX") // 8.0
 	g.p("VMOVD AX, X14")
-	g.p("VBROADCASTSS X14, Y14")
+	g.p("VBROADCASTSS X14, %s", g.v(14))
 	g.label("block")
-	for c := 0; c < 2; c++ {
-		g.p("VMOVUPS %d(SI), Y8", 32*c)
-		g.p("VMOVUPS %d(SI), Y12", 64+32*c)
+	for c := 0; c < 16/g.vw; c++ {
+		g.p("VMOVUPS %d(SI), %s", 4*g.vw*c, g.v(8))
+		g.p("VMOVUPS %d(SI), %s", 64+4*g.vw*c, g.v(12))
 		for r := 0; r < 4; r++ {
-			g.p("VPMOVZXBD %s, Y9", wrow(r, 2+8*c))
-			g.p("VPSRLD $4, Y9, Y13")
-			g.p("VPAND Y15, Y9, Y9")
-			g.p("VCVTDQ2PS Y9, Y9")
-			g.p("VCVTDQ2PS Y13, Y13")
-			g.fma(c == 0, "Y8", "Y9", part(r))
-			g.fma(false, "Y12", "Y13", part(r))
+			g.p("VPMOVZXBD %s, %s", wrow(r, 2+g.vw*c), g.v(9))
+			g.p("VPSRLD $4, %s, %s", g.v(9), g.v(13))
+			g.p("%s %s, %s, %s", g.and(), g.v(15), g.v(9), g.v(9))
+			g.p("VCVTDQ2PS %s, %s", g.v(9), g.v(9))
+			g.p("VCVTDQ2PS %s, %s", g.v(13), g.v(13))
+			g.fma(c == 0, g.v(8), g.v(9), g.part(r))
+			g.fma(false, g.v(12), g.v(13), g.part(r))
 		}
 	}
 	g.p("VMOVUPS (DI), Y11")
 	for r := 0; r < 4; r++ {
-		g.p("VFNMADD231PS Y14, Y11, %s", part(r))
+		g.p("VFNMADD231PS %s, %s, %s", g.v(14), g.v(11), g.part(r))
 		g.half(wrow(r, 0), 10)
-		g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+		g.p("VFMADD231PS %s, %s, %s", g.v(10), g.part(r), g.acc(r))
 	}
 	g.p("ADDQ $128, SI")
 	g.p("ADDQ $32, DI")
@@ -296,7 +341,7 @@ func (g *gen) q4_0() string {
 // reads them back long after they were stored (a load of a lane of a
 // vector stored just before stalls on store forwarding).
 func (g *gen) q4_k() string {
-	name := "qQ4_KAVX2"
+	name := "qQ4_K" + g.isa
 	g.header(name, 0)
 	g.broadcast32(15, 15)
 	g.p("MOVQ BX, R13")
@@ -329,18 +374,23 @@ func (g *gen) q4_k() string {
 		g.p("ANDL $0x3f3f3f3f, DX")
 		g.p("SHLQ $32, R9")
 		g.p("ORQ R9, DX")
-		g.half(wrow(r, 0), 10)
+		// Eight lanes: VEX forms, which clear the upper half of a Z
+		// register, so the mins' product adds zeros there.
+		g.p("VPBROADCASTW %s, X10", wrow(r, 0))
+		g.p("VCVTPH2PS X10, Y10")
 		g.p("VMOVQ AX, X12")
 		g.p("VPMOVZXBD X12, Y12")
 		g.p("VCVTDQ2PS Y12, Y12")
 		g.p("VMULPS Y10, Y12, Y12")
 		g.p("VMOVUPS Y12, %d(R11)", 32*r)
-		g.half(wrow(r, 2), 10)
+		g.p("VPBROADCASTW %s, X10", wrow(r, 2))
+		g.p("VCVTPH2PS X10, Y10")
 		g.p("VMOVQ DX, X12")
 		g.p("VPMOVZXBD X12, Y12")
 		g.p("VCVTDQ2PS Y12, Y12")
 		g.p("VMULPS Y10, Y12, Y12")
-		g.p("VFNMADD231PS (DI), Y12, %s", acc(r))
+		g.p("VMULPS (DI), Y12, Y12")
+		g.p("VSUBPS %s, %s, %s", g.v(12), g.acc(r), g.acc(r))
 	}
 	g.p("ADDQ $128, R11")
 	g.p("ADDQ $32, DI")
@@ -352,22 +402,22 @@ func (g *gen) q4_k() string {
 	g.p("MOVQ nb+72(FP), CX")
 	g.label("block")
 	for s := 0; s < 8; s++ {
-		for c := 0; c < 4; c++ {
-			g.p("VMOVUPS %d(SI), Y8", 4*(32*s+8*c))
+		for c := 0; c < 32/g.vw; c++ {
+			g.p("VMOVUPS %d(SI), %s", 4*(32*s+g.vw*c), g.v(8))
 			for r := 0; r < 4; r++ {
-				g.p("VPMOVZXBD %s, Y9", wrow(r, 16+32*(s/2)+8*c))
+				g.p("VPMOVZXBD %s, %s", wrow(r, 16+32*(s/2)+g.vw*c), g.v(9))
 				if s%2 == 0 {
-					g.p("VPAND Y15, Y9, Y9")
+					g.p("%s %s, %s, %s", g.and(), g.v(15), g.v(9), g.v(9))
 				} else {
-					g.p("VPSRLD $4, Y9, Y9")
+					g.p("VPSRLD $4, %s, %s", g.v(9), g.v(9))
 				}
-				g.p("VCVTDQ2PS Y9, Y9")
-				g.fma(c == 0, "Y8", "Y9", part(r))
+				g.p("VCVTDQ2PS %s, %s", g.v(9), g.v(9))
+				g.fma(c == 0, g.v(8), g.v(9), g.part(r))
 			}
 		}
 		for r := 0; r < 4; r++ {
-			g.p("VBROADCASTSS %d(R11), Y10", 32*r+4*s)
-			g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+			g.p("VBROADCASTSS %d(R11), %s", 32*r+4*s, g.v(10))
+			g.p("VFMADD231PS %s, %s, %s", g.v(10), g.part(r), g.acc(r))
 		}
 	}
 	g.p("ADDQ $1024, SI")
@@ -384,7 +434,7 @@ func (g *gen) q4_k() string {
 // offset of 32, which the sub-blocks' sums times 32 (DI) take off per
 // scale. Scales are decoded in a first pass, as q4_k's.
 func (g *gen) q6_k() string {
-	name := "qQ6_KAVX2"
+	name := "qQ6_K" + g.isa
 	g.header(name, 0)
 	g.broadcast32(15, 15)
 	g.broadcast32(0x30, 14)
@@ -393,12 +443,12 @@ func (g *gen) q6_k() string {
 	g.label("scales")
 	for r := 0; r < 4; r++ {
 		g.half(wrow(r, 208), 10)
-		for h := 0; h < 2; h++ {
-			g.p("VPMOVSXBD %s, Y12", wrow(r, 192+8*h))
-			g.p("VCVTDQ2PS Y12, Y12")
-			g.p("VMULPS Y10, Y12, Y12")
-			g.p("VMOVUPS Y12, %d(R11)", 64*r+32*h)
-			g.p("VFNMADD231PS %d(DI), Y12, %s", 32*h, acc(r))
+		for h := 0; h < 16/g.vw; h++ {
+			g.p("VPMOVSXBD %s, %s", wrow(r, 192+g.vw*h), g.v(12))
+			g.p("VCVTDQ2PS %s, %s", g.v(12), g.v(12))
+			g.p("VMULPS %s, %s, %s", g.v(10), g.v(12), g.v(12))
+			g.p("VMOVUPS %s, %d(R11)", g.v(12), 64*r+4*g.vw*h)
+			g.p("VFNMADD231PS %d(DI), %s, %s", 4*g.vw*h, g.v(12), g.acc(r))
 		}
 	}
 	g.p("ADDQ $256, R11")
@@ -414,35 +464,35 @@ func (g *gen) q6_k() string {
 	// variant v of bytes l = 16i..16i+16 (ggml's dequantize_row_q6_K).
 	for s := 0; s < 16; s++ {
 		n, v, i := s/8, s%8/2, s%2
-		for c := 0; c < 2; c++ {
-			l := 16*i + 8*c
-			g.p("VMOVUPS %d(SI), Y8", 4*(16*s+8*c))
+		for c := 0; c < 16/g.vw; c++ {
+			l := 16*i + g.vw*c
+			g.p("VMOVUPS %d(SI), %s", 4*(16*s+g.vw*c), g.v(8))
 			for r := 0; r < 4; r++ {
-				g.p("VPMOVZXBD %s, Y9", wrow(r, 64*n+l+32*(v&1)))
-				g.p("VPMOVZXBD %s, Y13", wrow(r, 128+32*n+l))
+				g.p("VPMOVZXBD %s, %s", wrow(r, 64*n+l+32*(v&1)), g.v(9))
+				g.p("VPMOVZXBD %s, %s", wrow(r, 128+32*n+l), g.v(13))
 				if v < 2 {
-					g.p("VPAND Y15, Y9, Y9")
+					g.p("%s %s, %s, %s", g.and(), g.v(15), g.v(9), g.v(9))
 				} else {
-					g.p("VPSRLD $4, Y9, Y9")
+					g.p("VPSRLD $4, %s, %s", g.v(9), g.v(9))
 				}
 				// Bits 2v, 2v+1 of the high byte become bits 4, 5.
 				switch v {
 				case 0:
-					g.p("VPSLLD $4, Y13, Y13")
+					g.p("VPSLLD $4, %s, %s", g.v(13), g.v(13))
 				case 1:
-					g.p("VPSLLD $2, Y13, Y13")
+					g.p("VPSLLD $2, %s, %s", g.v(13), g.v(13))
 				case 3:
-					g.p("VPSRLD $2, Y13, Y13")
+					g.p("VPSRLD $2, %s, %s", g.v(13), g.v(13))
 				}
-				g.p("VPAND Y14, Y13, Y13")
-				g.p("VPOR Y13, Y9, Y9")
-				g.p("VCVTDQ2PS Y9, Y9")
-				g.fma(c == 0, "Y8", "Y9", part(r))
+				g.p("%s %s, %s, %s", g.and(), g.v(14), g.v(13), g.v(13))
+				g.p("%s %s, %s, %s", g.or(), g.v(13), g.v(9), g.v(9))
+				g.p("VCVTDQ2PS %s, %s", g.v(9), g.v(9))
+				g.fma(c == 0, g.v(8), g.v(9), g.part(r))
 			}
 		}
 		for r := 0; r < 4; r++ {
-			g.p("VBROADCASTSS %d(R11), Y10", 64*r+4*s)
-			g.p("VFMADD231PS Y10, %s, %s", part(r), acc(r))
+			g.p("VBROADCASTSS %d(R11), %s", 64*r+4*s, g.v(10))
+			g.p("VFMADD231PS %s, %s, %s", g.v(10), g.part(r), g.acc(r))
 		}
 	}
 	g.p("ADDQ $1024, SI")
@@ -455,24 +505,25 @@ func (g *gen) q6_k() string {
 }
 
 func main() {
-	var g gen
-	g.b.WriteString("// Code generated by qgen.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n\n")
-	var names []string
-	for _, f := range []string{"F32", "F16", "BF16"} {
-		names = append(names, g.affine8(f), g.affine4(f))
-	}
-	names = append(names, g.q8_0(), g.q4_0(), g.q4_k(), g.q6_k())
-	var d bytes.Buffer
+	var s, d bytes.Buffer
+	s.WriteString("// Code generated by qgen.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n\n")
 	d.WriteString("// Code generated by qgen.go; DO NOT EDIT.\n\n//go:build !purego\n\npackage vec\n\n")
-	for _, n := range names {
-		fmt.Fprintf(&d, "//go:noescape\nfunc %s(%s)\n\n", n, argList)
+	for _, g := range []*gen{{b: &s, vw: 8, isa: "AVX2"}, {b: &s, z: true, vw: 16, isa: "AVX512"}} {
+		var names []string
+		for _, f := range []string{"F32", "F16", "BF16"} {
+			names = append(names, g.affine8(f), g.affine4(f))
+		}
+		names = append(names, g.q8_0(), g.q4_0(), g.q4_k(), g.q6_k())
+		for _, n := range names {
+			fmt.Fprintf(&d, "//go:noescape\nfunc %s(%s)\n\n", n, argList)
+		}
 	}
 	src, err := format.Source(d.Bytes())
 	if err != nil {
 		panic(err)
 	}
 	must(os.WriteFile("qdot_kernels_amd64.go", src, 0o644))
-	must(os.WriteFile("qdot_amd64.s", g.b.Bytes(), 0o644))
+	must(os.WriteFile("qdot_amd64.s", s.Bytes(), 0o644))
 }
 
 func must(err error) {
