@@ -10,9 +10,10 @@ import (
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
-// qkern dots rows w, w+ldw, w+2·ldw, w+3·ldw with x into dst[0..4]
-// (qgen.go): nb blocks (affine: groups) of ni inner steps each.
-type qkern func(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+// qkern dots rows w, w+ldw, w+2·ldw, w+3·ldw with x into dst, dst+ldd,
+// dst+2·ldd, dst+3·ldd (strides in bytes; qgen.go): nb blocks (affine:
+// groups) of ni inner steps each.
+type qkern func(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 // qkerns is one level's kernels.
 type qkerns struct {
@@ -89,8 +90,8 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 			*buf = make([]float32, n)
 		}
 		scratch := unsafe.Pointer(&(*buf)[0])
-		return qRun(dst, w, lo, hi, func(r, ldw int, d *float32) {
-			kern(&x[0], nil, pe, &w.Data[r*rb], ldw, (*byte)(scratch), nil, 0, d, nb, 1)
+		return qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
+			kern(&x[0], nil, pe, &w.Data[r*rb], rows*rb, (*byte)(scratch), nil, 0, d, nb, 1, 4*rows)
 		})
 	default:
 		return false
@@ -101,27 +102,26 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 		}
 		return &b[r*lds]
 	}
-	return qRun(dst, w, lo, hi, func(r, ldw int, d *float32) {
-		l := lds
-		if ldw == 0 {
-			l = 0
-		}
-		kern(xa, x2, pe, &w.Data[r*rb], ldw, scale(sc, r), scale(bi, r), l, d, nb, ni)
+	return qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
+		kern(xa, x2, pe, &w.Data[r*rb], rows*rb, scale(sc, r), scale(bi, r), rows*lds, d, nb, ni, 4*rows)
 	})
 }
 
-// qRun calls kern on rows [lo,hi) in blocks of 4 (row r, its stride, where
-// the 4 sums go); a row left over runs as a block of that row 4 times.
-func qRun(dst []float32, w *quant.Matrix, lo, hi int, kern func(r, ldw int, d *float32)) bool {
+// qRun calls kern on rows [lo,hi) 4 at a time: kern(r, q, d) dots rows r,
+// r+q, r+2q, r+3q into d[0], d[q], d[2q], d[3q]. The 4 rows are a quarter
+// of the range apart, so each is read front to back as one long stream
+// (one core reaches DRAM bandwidth only with several in flight, as
+// gemmTiles says); a row left over runs as the same row 4 times (q = 0).
+func qRun(dst []float32, w *quant.Matrix, lo, hi int, kern func(r, q int, d *float32)) bool {
 	rb := w.Spec.RowBytes(w.K)
 	if len(w.Data) < hi*rb {
 		panic(fmt.Sprintf("vec: QDots: %d packed bytes for %d rows of %d", len(w.Data), hi, rb))
 	}
-	r := lo
-	for ; r+4 <= hi; r += 4 {
-		kern(r, rb, &dst[r-lo])
+	q := (hi - lo) / 4
+	for r := lo; r < lo+q; r++ {
+		kern(r, q, &dst[r-lo])
 	}
-	for ; r < hi; r++ {
+	for r := lo + 4*q; r < hi; r++ {
 		var t [4]float32
 		kern(r, 0, &t[0])
 		dst[r-lo] = t[0]

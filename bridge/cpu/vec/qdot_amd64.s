@@ -4,8 +4,8 @@
 
 #include "textflag.h"
 
-// func qAffine8F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine8F32AVX2(SB), NOSPLIT, $0-88
+// func qAffine8F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine8F32AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -107,39 +107,41 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine4F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine4F32AVX2(SB), NOSPLIT, $0-88
+// func qAffine4F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine4F32AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -261,39 +263,41 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine8F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine8F16AVX2(SB), NOSPLIT, $0-88
+// func qAffine8F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine8F16AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -403,39 +407,41 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine4F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine4F16AVX2(SB), NOSPLIT, $0-88
+// func qAffine4F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine4F16AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -565,39 +571,41 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine8BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine8BF16AVX2(SB), NOSPLIT, $0-88
+// func qAffine8BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine8BF16AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -707,39 +715,41 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine4BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine4BF16AVX2(SB), NOSPLIT, $0-88
+// func qAffine4BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine4BF16AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -869,39 +879,41 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ8_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ8_0AVX2(SB), NOSPLIT, $0-88
+// func qQ8_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ8_0AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -987,39 +999,41 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ4_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ4_0AVX2(SB), NOSPLIT, $0-88
+// func qQ4_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ4_0AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -1125,39 +1139,41 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ4_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ4_KAVX2(SB), NOSPLIT, $0-88
+// func qQ4_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ4_KAVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -1954,39 +1970,41 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ6_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ6_KAVX2(SB), NOSPLIT, $0-88
+// func qQ6_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ6_KAVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3226,39 +3244,41 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF128 $1, Y0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0x4E, X0, X9
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF128 $1, Y1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0x4E, X1, X9
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF128 $1, Y2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0x4E, X2, X9
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF128 $1, Y3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0x4E, X3, X9
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine8F32AVX512(SB), NOSPLIT, $0-88
+// func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine8F32AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3334,6 +3354,8 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -3342,7 +3364,7 @@ inner:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -3351,7 +3373,7 @@ inner:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -3360,7 +3382,7 @@ inner:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -3369,12 +3391,12 @@ inner:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine4F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine4F32AVX512(SB), NOSPLIT, $0-88
+// func qAffine4F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine4F32AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3462,6 +3484,8 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -3470,7 +3494,7 @@ inner:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -3479,7 +3503,7 @@ inner:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -3488,7 +3512,7 @@ inner:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -3497,12 +3521,12 @@ inner:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine8F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine8F16AVX512(SB), NOSPLIT, $0-88
+// func qAffine8F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine8F16AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3586,6 +3610,8 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -3594,7 +3620,7 @@ inner:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -3603,7 +3629,7 @@ inner:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -3612,7 +3638,7 @@ inner:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -3621,12 +3647,12 @@ inner:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine4F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine4F16AVX512(SB), NOSPLIT, $0-88
+// func qAffine4F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine4F16AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3722,6 +3748,8 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -3730,7 +3758,7 @@ inner:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -3739,7 +3767,7 @@ inner:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -3748,7 +3776,7 @@ inner:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -3757,12 +3785,12 @@ inner:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine8BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine8BF16AVX512(SB), NOSPLIT, $0-88
+// func qAffine8BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine8BF16AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3846,6 +3874,8 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -3854,7 +3884,7 @@ inner:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -3863,7 +3893,7 @@ inner:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -3872,7 +3902,7 @@ inner:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -3881,12 +3911,12 @@ inner:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qAffine4BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qAffine4BF16AVX512(SB), NOSPLIT, $0-88
+// func qAffine4BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qAffine4BF16AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -3982,6 +4012,8 @@ inner:
 	DECQ CX
 	JNZ group
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -3990,7 +4022,7 @@ inner:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -3999,7 +4031,7 @@ inner:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -4008,7 +4040,7 @@ inner:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -4017,12 +4049,12 @@ inner:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ8_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ8_0AVX512(SB), NOSPLIT, $0-88
+// func qQ8_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ8_0AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -4082,6 +4114,8 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -4090,7 +4124,7 @@ block:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -4099,7 +4133,7 @@ block:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -4108,7 +4142,7 @@ block:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -4117,12 +4151,12 @@ block:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ4_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ4_0AVX512(SB), NOSPLIT, $0-88
+// func qQ4_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ4_0AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -4198,6 +4232,8 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -4206,7 +4242,7 @@ block:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -4215,7 +4251,7 @@ block:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -4224,7 +4260,7 @@ block:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -4233,12 +4269,12 @@ block:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ4_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ4_KAVX512(SB), NOSPLIT, $0-88
+// func qQ4_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ4_KAVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -4763,6 +4799,8 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -4771,7 +4809,7 @@ block:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -4780,7 +4818,7 @@ block:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -4789,7 +4827,7 @@ block:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -4798,12 +4836,12 @@ block:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 
-// func qQ6_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
-TEXT ·qQ6_KAVX512(SB), NOSPLIT, $0-88
+// func qQ6_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+TEXT ·qQ6_KAVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ x2+8(FP), R13
 	MOVQ p+16(FP), DI
@@ -5511,6 +5549,8 @@ block:
 	DECQ CX
 	JNZ block
 	MOVQ dst+64(FP), AX
+	MOVQ ldd+88(FP), DX
+	LEAQ (DX)(DX*2), R14
 	VEXTRACTF64X4 $1, Z0, Y9
 	VADDPS Y9, Y0, Y0
 	VEXTRACTF128 $1, Y0, X9
@@ -5519,7 +5559,7 @@ block:
 	VADDPS X9, X0, X0
 	VPERMILPS $0xB1, X0, X9
 	VADDSS X9, X0, X0
-	VMOVSS X0, 0(AX)
+	VMOVSS X0, (AX)
 	VEXTRACTF64X4 $1, Z1, Y9
 	VADDPS Y9, Y1, Y1
 	VEXTRACTF128 $1, Y1, X9
@@ -5528,7 +5568,7 @@ block:
 	VADDPS X9, X1, X1
 	VPERMILPS $0xB1, X1, X9
 	VADDSS X9, X1, X1
-	VMOVSS X1, 4(AX)
+	VMOVSS X1, (AX)(DX*1)
 	VEXTRACTF64X4 $1, Z2, Y9
 	VADDPS Y9, Y2, Y2
 	VEXTRACTF128 $1, Y2, X9
@@ -5537,7 +5577,7 @@ block:
 	VADDPS X9, X2, X2
 	VPERMILPS $0xB1, X2, X9
 	VADDSS X9, X2, X2
-	VMOVSS X2, 8(AX)
+	VMOVSS X2, (AX)(DX*2)
 	VEXTRACTF64X4 $1, Z3, Y9
 	VADDPS Y9, Y3, Y3
 	VEXTRACTF128 $1, Y3, X9
@@ -5546,7 +5586,7 @@ block:
 	VADDPS X9, X3, X3
 	VPERMILPS $0xB1, X3, X9
 	VADDSS X9, X3, X3
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R14*1)
 	VZEROUPPER
 	RET
 

@@ -5,61 +5,61 @@
 package vec
 
 //go:noescape
-func qAffine8F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine8F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine4F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine4F32AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine8F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine8F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine4F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine4F16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine8BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine8BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine4BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine4BF16AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ8_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ8_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ4_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ4_0AVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ4_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ4_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ6_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ6_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine4F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine4F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine8F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine8F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine4F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine4F16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine8BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine8BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qAffine4BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qAffine4BF16AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ8_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ8_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ4_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ4_0AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ4_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ4_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qQ6_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int)
+func qQ6_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)

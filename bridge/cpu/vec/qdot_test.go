@@ -104,7 +104,8 @@ func TestQDots(t *testing.T) {
 }
 
 // BenchmarkQDots: one core's packed GEMV of TinyLlama's gate projection
-// (n=5632, k=2048), as packed bytes read per second.
+// (n=5632, k=2048, which the L3 partly holds) and its LM head (n=32000,
+// which no cache holds at 8 bits), as packed bytes read per second.
 func BenchmarkQDots(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, s := range []quant.Spec{
@@ -112,19 +113,21 @@ func BenchmarkQDots(b *testing.B) {
 		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
 		{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K},
 	} {
-		const n, k = 5632, 2048
-		w := randomQ(b, s, n, k, rng)
-		x := randF32(rng, k)
-		p := make([]float32, QPrepLen(s, k))
-		QPrepare(p, x, s)
-		dst := make([]float32, n)
-		b.Run(s.String(), func(b *testing.B) {
-			benchLevels(b, false, func(b *testing.B) {
-				b.SetBytes(s.Bytes(n*k, k))
-				for b.Loop() {
-					QDots(dst, w, 0, n, x, p)
-				}
+		for _, n := range []int{5632, 32000} {
+			const k = 2048
+			w := randomQ(b, s, n, k, rng)
+			x := randF32(rng, k)
+			p := make([]float32, QPrepLen(s, k))
+			QPrepare(p, x, s)
+			dst := make([]float32, n)
+			b.Run(fmt.Sprintf("%v/n=%d", s, n), func(b *testing.B) {
+				benchLevels(b, false, func(b *testing.B) {
+					b.SetBytes(s.Bytes(int64(n*k), k))
+					for b.Loop() {
+						QDots(dst, w, 0, n, x, p)
+					}
+				})
 			})
-		})
+		}
 	}
 }

@@ -66,15 +66,16 @@ func (g *gen) or() string {
 //	SI  activations (x; the even values for affine 4-bit)
 //	R13 the odd values (affine 4-bit)
 //	DI  prepared sums (QPrepare's lane sums, S32 or 32·S16 per block)
-//	BX  row 0 of the block of 4 weight rows; rows at stride R10 (R15 = 3·R10)
+//	BX  row 0 of the 4 weight rows; rows at stride R10 (R15 = 3·R10), which
+//	    the driver makes a quarter of its rows: 4 long streams (qRun)
 //	R8, R9  row 0's scales and biases (affine); rows at stride R11 (R12 = 3·R11)
 //	R11 K-quants: the scratch buffer (sc) of decoded scales
 //	CX  blocks left, DX inner iterations left, AX and R14 scratch
 //	Y0-Y3 (Z0-Z3) the rows' sums, Y4-Y7 a block's partial dots, Y8 x, Y9 widened
 //	weights, Y10 a scale, Y11-Y14 scratch and constants, Y15 the nibble mask
 const (
-	argList = "x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni int"
-	argSize = 88
+	argList = "x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int"
+	argSize = 96
 )
 
 func wrow(r, off int) string {
@@ -154,9 +155,11 @@ func (g *gen) scale(f, addr string, y int) {
 
 var scaleSize = map[string]int{"F32": 4, "F16": 2, "BF16": 2}
 
-// footer reduces each row's sum and stores dst[0..4].
+// footer reduces each row's sum and stores them at dst, ldd bytes apart.
 func (g *gen) footer() {
 	g.p("MOVQ dst+64(FP), AX")
+	g.p("MOVQ ldd+88(FP), DX")
+	g.p("LEAQ (DX)(DX*2), R14")
 	for r := 0; r < 4; r++ {
 		if g.z {
 			g.p("VEXTRACTF64X4 $1, Z%d, Y9", r)
@@ -168,7 +171,7 @@ func (g *gen) footer() {
 		g.p("VADDPS X9, X%d, X%d", r, r)
 		g.p("VPERMILPS $0xB1, X%d, X9", r)
 		g.p("VADDSS X9, X%d, X%d", r, r)
-		g.p("VMOVSS X%d, %d(AX)", r, 4*r)
+		g.p("VMOVSS X%d, %s", r, []string{"(AX)", "(AX)(DX*1)", "(AX)(DX*2)", "(AX)(R14*1)"}[r])
 	}
 	g.p("VZEROUPPER")
 	g.p("RET")
