@@ -16,6 +16,8 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
 				Try: b.tryGemvGroup, Always: true},
+			{Name: "qgemv_shared_input", Doc: "packed matmuls of one input and packing (q, k, v; gate, up) share a launch, with SiLU·up applied as gate and up are written",
+				Try: b.tryQGemvGroup, Always: true},
 			{Name: "flash_attention", Doc: "attention of a step of many tokens with half-precision weights on tensor cores (flash.cu)",
 				Try: b.tryFlashAttention, Always: true},
 		}

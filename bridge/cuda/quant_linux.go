@@ -55,10 +55,17 @@ func qKernel(s quant.Spec) string {
 func quantKernelNames() []string {
 	var n []string
 	for _, f := range []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k"} {
-		n = append(n, "qgemv_"+f, "qmoe_gate_up_"+f, "qmoe_down_"+f, "qembed_"+f)
+		for _, v := range qgemvVariants {
+			n = append(n, "qgemv_"+f+v)
+		}
+		n = append(n, "qmoe_gate_up_"+f, "qmoe_down_"+f, "qmoe_down_sum_"+f, "qrouter_route1_"+f, "qembed_"+f)
 	}
 	return n
 }
+
+// qgemvVariants are the qgemv kernels' activation rows a block (c) and
+// weight rows a warp (r), as quant.cu's QKERNELS instantiates them.
+var qgemvVariants = []string{"_c1_r1", "_c1_r2", "_c1_r4", "_c4_r2"}
 
 // SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K.
 func (b *Backend) SupportsQuant(s quant.Spec) error {
@@ -141,44 +148,209 @@ func (b *Backend) qtensorOf(x bridge.Tensor, what string) *qtensor {
 	return q
 }
 
-// qBlockRows are the weight rows one block of quant.cu computes (QWARPS
-// warps of QROWS rows), qCols the activation rows.
+// quant.cu's blocks: qWarps warps; qCols activation rows a block of
+// several; in the expert kernels qmoeRows weight rows a warp, qmoeKS warps
+// splitting k in qmoe_gate_up, qmoeDownRows rows a block of qmoe_down_sum.
 const (
-	qBlockRows = 8 * 2
-	qCols      = 4
+	qWarps       = 8
+	qCols        = 4
+	qmoeRows     = 2
+	qmoeKS       = 2
+	qmoeDownRows = 4
 )
 
 func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
-	o, xs, q := b.f32Tensor(out, "qmatmul out"), b.f32Tensor(x, "qmatmul x"), b.qtensorOf(w, "qmatmul weight")
-	if o == nil || xs == nil || q == nil {
+	g, ok := b.qgemvOf(out, x, w, bias, true)
+	if !ok {
 		return
 	}
-	var bp uint64
-	if bias != nil {
-		bt := b.f32Tensor(bias, "qmatmul bias")
-		if bt == nil {
-			return
+	b.launchQGemv(&g)
+}
+
+// qmatmul records out[m][n] = x·qᵀ + bias.
+func (b *Backend) qmatmul(out, x uint64, q *qtensor, bias uint64, m int) {
+	g := qgemv{x: x, m: m, k: q.Dims[1], segs: [3]qseg{{q: q, bias: bias, out: out}}, nsegs: 1}
+	b.launchQGemv(&g)
+}
+
+// qUnit is the values one lane of quant.cu takes at a time: a 256-value
+// super-block of the K formats, else 32.
+func qUnit(s quant.Spec) int {
+	if s.Type == quant.Q4_K || s.Type == quant.Q6_K {
+		return 256
+	}
+	return 32
+}
+
+// qseg is one matrix of a qgemv launch.
+type qseg struct {
+	q         *qtensor
+	bias, out uint64
+}
+
+// qgemv is one qgemv launch: up to three matrices of one packing and k
+// that read the same x (q, k, v), or with gu gate and up (segs 0 and 1)
+// with SwiGLU into seg 0's output.
+type qgemv struct {
+	x     uint64
+	m, k  int
+	segs  [3]qseg
+	nsegs int
+	gu    bool
+}
+
+// qgemvOf checks a packed matmul's tensors (reporting errors when report)
+// and returns its launch.
+func (b *Backend) qgemvOf(out, x, w, bias bridge.Tensor, report bool) (qgemv, bool) {
+	var o, xs *tensor
+	var q *qtensor
+	if report {
+		o, xs, q = b.f32Tensor(out, "qmatmul out"), b.f32Tensor(x, "qmatmul x"), b.qtensorOf(w, "qmatmul weight")
+	} else {
+		o, xs = b.asTensor(out), b.asTensor(x)
+		q, _ = w.(*qtensor)
+		if o != nil && o.dt != bridge.F32 || xs != nil && xs.dt != bridge.F32 {
+			return qgemv{}, false
 		}
-		bp = bt.ptr
+	}
+	if o == nil || xs == nil || q == nil {
+		return qgemv{}, false
 	}
 	n, k := q.Dims[0], q.Dims[1]
 	m := xs.n / k
-	if o.n < m*n {
-		b.fail("qmatmul: output of %d elements for %dx%d", o.n, m, n)
-		return
+	if xs.n%k != 0 || o.n < m*n {
+		if report {
+			b.fail("qmatmul: x of %d elements, output of %d for [%d, %d] weights", xs.n, o.n, n, k)
+		}
+		return qgemv{}, false
 	}
-	b.qmatmul(o.ptr, xs.ptr, q, bp, m)
+	var bp uint64
+	if bias != nil {
+		bt := b.asTensor(bias)
+		if bt == nil || bt.dt != bridge.F32 || bt.n < n {
+			if report {
+				b.fail("qmatmul: bias must be an f32 tensor of %d elements", n)
+			}
+			return qgemv{}, false
+		}
+		bp = bt.ptr
+	}
+	return qgemv{x: xs.ptr, m: m, k: k, segs: [3]qseg{{q: q, bias: bp, out: o.ptr}}, nsegs: 1}, true
 }
 
-func (b *Backend) qmatmul(out, x uint64, q *qtensor, bias uint64, m int) {
-	n, k := q.Dims[0], q.Dims[1]
-	if m == 0 || n == 0 {
+// qgemvShape picks a launch's weight rows a warp (r), activation rows a block
+// (c) and warps splitting k (ks): four rows a warp where that still gives
+// every SM a block, fewer and then split-K for short matrices, so small
+// projections keep enough loads in flight.
+func (b *Backend) qgemvShape(g *qgemv) (r, c, ks int) {
+	units := g.k / qUnit(g.segs[0].q.Spec)
+	blocks := func(r, ks int) int {
+		rows := qWarps / ks * r
+		if g.gu {
+			return cdiv(g.segs[0].q.Dims[0], rows)
+		}
+		n := 0
+		for _, s := range g.segs[:g.nsegs] {
+			n += cdiv(s.q.Dims[0], rows)
+		}
+		return n
+	}
+	sms := max(b.sms, 1)
+	c, r = 1, 1
+	switch {
+	case g.m > 1:
+		c, r = qCols, 2
+	case blocks(4, 1) >= sms:
+		r = 4
+	case blocks(2, 1) >= sms/2:
+		r = 2
+	}
+	ks = 1
+	for ks < qWarps && blocks(r, ks) < sms && units >= 64*ks {
+		ks *= 2
+	}
+	return r, c, ks
+}
+
+// launchQGemv records one qgemv launch.
+func (b *Backend) launchQGemv(g *qgemv) {
+	if g.m == 0 {
 		return
 	}
-	s, bi := q.sb()
-	rb, g, sdt := q.args()
-	b.launch("qgemv_"+qKernel(q.Spec), [3]int{cdiv(n, qBlockRows), cdiv(m, qCols), 1}, 256, x, q.data.ptr, s, bi, bias, out,
-		i32(m), i32(n), i32(k), i32(rb), i32(g), i32(sdt))
+	s0 := g.segs[0]
+	r, c, ks := b.qgemvShape(g)
+	rows := qWarps / ks * r
+	blocks := 0
+	var args [3][6]uint64
+	for i, s := range g.segs[:g.nsegs] {
+		if !g.gu || i == 0 {
+			blocks += cdiv(s.q.Dims[0], rows)
+		}
+		sp, bp := s.q.sb()
+		args[i] = [6]uint64{s.q.data.ptr, sp, bp, s.bias, s.out, i32(s.q.Dims[0])}
+	}
+	for i := g.nsegs; i < 3; i++ {
+		args[i] = [6]uint64{s0.q.data.ptr, s0.q.data.ptr, s0.q.data.ptr, 0, 0, 0}
+	}
+	rb, grp, sdt := s0.q.args()
+	a := []uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt), i32(ks), boolArg(g.gu)}
+	for _, s := range args {
+		a = append(a, s[:]...)
+	}
+	name := fmt.Sprintf("qgemv_%s_c%d_r%d", qKernel(s0.q.Spec), c, r)
+	b.launch(name, [3]int{blocks, cdiv(g.m, c), 1}, qWarps*32, a...)
+}
+
+// tryQGemvGroup: packed matmuls of one input and one packing (q, k, v;
+// gate and up, with the SiLUMul after them) in one launch.
+func (b *Backend) tryQGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	mm, ok := ops[0].(*bridge.QMatMulOp)
+	if !ok {
+		return 0, nil
+	}
+	g, ok := b.qgemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
+	if !ok {
+		return 0, nil
+	}
+	n := 1
+	for ; n < len(ops) && g.nsegs < 3; n++ {
+		o, ok := ops[n].(*bridge.QMatMulOp)
+		if !ok || o.X != mm.X {
+			break
+		}
+		h, ok := b.qgemvOf(o.Out, o.X, o.W, o.Bias, false)
+		hs := h.segs[0]
+		if !ok || h.k != g.k || h.m != g.m || hs.q.Spec != g.segs[0].q.Spec || hs.out == g.x {
+			break
+		}
+		dup := false
+		for _, s := range g.segs[:g.nsegs] {
+			dup = dup || s.out == hs.out
+		}
+		if dup || g.segs[0].out == g.x {
+			break
+		}
+		g.segs[g.nsegs] = hs
+		g.nsegs++
+	}
+	if g.nsegs == 2 && n < len(ops) {
+		if sm, ok := ops[n].(*bridge.SiLUMulOp); ok {
+			gate, up, out := b.asTensor(sm.Gate), b.asTensor(sm.Up), b.asTensor(sm.Out)
+			s0, s1 := g.segs[0], g.segs[1]
+			rows := s0.q.Dims[0]
+			if gate != nil && up != nil && out != nil && gate.ptr == s0.out && up.ptr == s1.out && out.ptr == s0.out &&
+				rows == s1.q.Dims[0] && s0.bias == 0 && s1.bias == 0 && out.n == g.m*rows && up.n == out.n {
+				g.gu = true
+				n++
+			}
+		}
+	}
+	if n < 2 {
+		return 0, nil
+	}
+	b.launchQGemv(&g)
+	return n, nil
 }
 
 func (b *Backend) QEmbedding(out, table bridge.Tensor) {
@@ -281,37 +453,69 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	slotCount := b.scratchBuf("moe.slot_count", int64(P)*4)
 	pairs := b.scratchBuf("moe.pairs", int64(P)*4)
 	hbuf := b.scratchBuf("moe.h", int64(P)*int64(I)*4)
-	y := b.scratchBuf("moe.y", int64(P)*int64(H)*4)
 	if b.stepErr != nil {
 		return
 	}
 	stat := min(1+b.moeCalls, statsCap-1)
 	b.moeCalls++
+	fused := !b.opts.NoFuse && !p.Unfused
 	b.subMark("router")
-	if rq, ok := w.Router.(*qtensor); ok {
-		b.qmatmul(logits, xs.ptr, rq, 0, T)
-	} else {
-		router := b.tensorOf(w.Router, "qmoe router")
-		if router == nil {
+	rq, packedRouter := w.Router.(*qtensor)
+	var router *tensor
+	if !packedRouter {
+		if router = b.tensorOf(w.Router, "qmoe router"); router == nil {
 			return
 		}
+	}
+	// One token: the router GEMV routes too (one launch fewer), as MoE's.
+	single := fused && T == 1
+	routed := false
+	switch {
+	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && H%qUnit(rq.Spec) == 0:
+		s, bi := rq.sb()
+		rb, g, sdt := rq.args()
+		b.launch("qrouter_route1_"+qKernel(rq.Spec), [3]int{cdiv(E, qWarps), 1, 1}, qWarps*32, xs.ptr, rq.data.ptr, s, bi,
+			logits, i32(H), i32(E), i32(K), boolArg(w.NormTopK), i32(rb), i32(g), i32(sdt), ids, wts, slotExpert, slotStart,
+			slotCount, pairs, b.stats.ptr, i32(stat), b.scratchZeroed("qmoe.route_counter", 4))
+		routed = true
+	case single && !packedRouter && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H:
+		b.launch("moe_router_route1_"+dtName(router.dt), [3]int{cdiv(E, 8), 1, 1}, 256, xs.ptr, router.ptr, logits,
+			i32(H), i32(E), i32(K), boolArg(w.NormTopK), ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr,
+			i32(stat), b.scratchZeroed("moe.route_counter", 4))
+		routed = true
+	case packedRouter:
+		b.qmatmul(logits, xs.ptr, rq, 0, T)
+	default:
 		b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
 	}
 	b.subMark("route")
-	if T == 1 {
+	switch {
+	case routed:
+	case T == 1:
 		b.launch("moe_route1", [3]int{1, 1, 1}, 32, logits, i32(E), i32(K), boolArg(w.NormTopK),
 			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
-	} else {
+	default:
 		b.launch("moe_route", [3]int{1, 1, 1}, 1024, logits, i32(T), i32(E), i32(K), boolArg(w.NormTopK), i32(P), i32(min(E, P)),
 			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
 	}
 	b.subMark("gate_up")
 	gs := tab.spec[0]
-	b.launch("qmoe_gate_up_"+qKernel(gs), [3]int{cdiv(I, qBlockRows), P, 1}, 256, xs.ptr, hbuf, tab.ptr, ids,
+	b.launch("qmoe_gate_up_"+qKernel(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
 		i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)
 	b.subMark("down")
 	ds := tab.spec[2]
-	b.launch("qmoe_down_"+qKernel(ds), [3]int{cdiv(H, qBlockRows), P, 1}, 256, hbuf, y, tab.ptr, ids,
+	if fused {
+		// The down projections and the weighted sum of the k experts in one
+		// launch, a block row of tokens.
+		b.launch("qmoe_down_sum_"+qKernel(ds), [3]int{cdiv(H, qmoeDownRows), T, 1}, qWarps*32, hbuf, o.ptr, tab.ptr, ids,
+			wts, i32(H), i32(I), i32(K), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr)
+		return
+	}
+	y := b.scratchBuf("moe.y", int64(P)*int64(H)*4)
+	if b.stepErr != nil {
+		return
+	}
+	b.launch("qmoe_down_"+qKernel(ds), [3]int{cdiv(H, qWarps*qmoeRows), P, 1}, qWarps*32, hbuf, y, tab.ptr, ids,
 		i32(H), i32(I), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr)
 	b.launch("moe_combine", [3]int{T, cdiv(H, 256), 1}, 256, o.ptr, y, wts, i32(H), i32(K))
 }

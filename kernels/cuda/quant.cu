@@ -1,10 +1,15 @@
 // quant.cu: GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine at 4 and 8 bits and
 // GGUF's Q8_0, Q4_0, Q4_K and Q6_K. Weights are dequantized in registers as
-// they are read, never into memory. A warp takes QROWS weight rows; each
-// lane whole units of a row (32 affine values: one or two 16-byte loads; a
-// 34- or 18-byte Q8_0/Q4_0 block; a 144-byte Q4_K or 210-byte Q6_K
-// super-block), the activations read through L1, up to QCOLS of them.
+// they are read, never into memory. A warp takes R weight rows at once, their
+// loads issued together. Affine rows (q_affine8): each lane 8 values of every
+// 256, so weights (4 or 8 bytes a lane) and activations are read contiguously
+// across the warp, several chunks loaded before any is used, the activations
+// once for all R rows. GGUF rows: each lane whole blocks (a 34- or 18-byte
+// Q8_0/Q4_0 block, a 144-byte Q4_K or 210-byte Q6_K super-block). Matrices
+// that share an input share a launch (q/k/v; gate/up with SwiGLU); a single
+// token's MoE router also routes, and the down projections also sum the
+// experts.
 
 #define QF_AFFINE4 0
 #define QF_AFFINE8 1
@@ -13,7 +18,6 @@
 #define QF_Q4_K 4
 #define QF_Q6_K 5
 
-#define QROWS 2
 #define QCOLS 4
 #define QWARPS 8
 
@@ -235,91 +239,388 @@ template <> __device__ __forceinline__ void q_unit<QF_Q6_K>(const QRow& r, int u
     }
 }
 
-// q_row_dots: the warp's dot products of row (values w, scales s, biases b)
-// with cols activation rows x (k apart), reduced over the warp.
-template <int F>
-__device__ __forceinline__ void q_row_dots(const QRow& r, const float* x, int k, int group, int cols, int lane, float* acc) {
-    const int U = QUnit<F>::values;
-    for (int u = lane; u < k / U; u += 32) q_unit<F>(r, u, group, x + (long)u * U, k, cols, acc);
+// q_rows adds unit u of R rows' dot products with cols (<= C) activation rows
+// (x: the unit's first value of activation row 0; rows xs floats apart) into
+// acc, each row's unit read as q_unit reads it; the rows are independent, so
+// their loads are in flight together. (Affine rows take q_affine8 instead.)
+template <int F, int R, int C>
+struct QRows {
+    static __device__ __forceinline__ void run(const QRow (&rw)[R], int u, int group, const float* x, long xs, int cols,
+                                               float (&acc)[R][C]) {
 #pragma unroll
-    for (int c = 0; c < QCOLS; c++) acc[c] = warp_sum(acc[c]);
+        for (int r = 0; r < R; r++) {
+            float a[QCOLS];
+#pragma unroll
+            for (int c = 0; c < QCOLS; c++) a[c] = 0.f;
+            q_unit<F>(rw[r], u, group, x, xs, min(cols, C), a);
+#pragma unroll
+            for (int c = 0; c < C; c++) acc[r][c] += a[c];
+        }
+    }
+};
+
+// ld_stream32 and ld_stream64 are ld_stream for 4 and 8 bytes.
+__device__ __forceinline__ u32 ld_stream32(const void* p) {
+    u32 v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint2 ld_stream64(const void* p) {
+    uint2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
 }
 
-// qgemv: out[m][n] = x[m][k]·wᵀ (+ bias) for packed w: QCOLS rows of x a
-// block (grid y), QROWS weight rows a warp (grid x).
-template <int F>
-__device__ void qgemv(const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,
-                      const unsigned char* __restrict__ b, const float* __restrict__ bias, float* __restrict__ out, int M, int N,
-                      int K, int rowBytes, int groups, int sdt) {
-    pdl_wait();
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int m0 = blockIdx.y * QCOLS, cols = min(QCOLS, M - m0);
-    int sz = groups * (sdt == 0 ? 4 : 2), group = K / groups;
-    for (int rr = 0; rr < QROWS; rr++) {
-        int n = (blockIdx.x * QWARPS + warp) * QROWS + rr;
-        if (n >= N) return;
-        QRow r = {w + (long)n * rowBytes, s + (long)n * sz, b + (long)n * sz, sdt};
-        float acc[QCOLS];
+// q_affine8 adds values [i, i+8) of R affine rows' dot products with cols
+// (<= C) activation rows (x: value i of activation row 0; rows xs apart)
+// into acc. Lane l takes values 8l.. of each 256, so a warp's weight loads
+// (4 or 8 bytes a lane) and activation loads are contiguous. A value becomes
+// a float without a conversion instruction: masked in place in its 16-bit
+// half word and OR-ed into 2^23's bits, it is 2^23 + q·2^(BITS·j) exactly;
+// minus 2^23 it is q·2^(BITS·j), and the activation it multiplies is scaled
+// by 2^-(BITS·j) (exact) instead of the value being shifted down.
+template <int BITS, int R, int C, int NCH>
+__device__ __forceinline__ void q_affine8(const QRow (&rw)[R], int i, int step, int group, const float* x, long xs,
+                                          int cols, float (&acc)[R][C]) {
+    constexpr int NW = BITS / 4, PH = 16 / BITS;  // words a lane; values a half word
+    // NCH chunks (step values apart) of every row are loaded before any is used.
+    u32 w[NCH][R][NW];
+    float sc[NCH][R], bi[NCH][R];
 #pragma unroll
-        for (int c = 0; c < QCOLS; c++) acc[c] = 0.f;
-        q_row_dots<F>(r, x + (long)m0 * K, K, group, cols, lane, acc);
-        if (lane == 0) {
-            for (int c = 0; c < cols; c++) out[(long)(m0 + c) * N + n] = acc[c] + (bias ? bias[n] : 0.f);
+    for (int n = 0; n < NCH; n++) {
+        const int in = i + n * step, g = in / group;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (BITS == 4) {
+                w[n][r][0] = ld_stream32(rw[r].w + in / 2);
+            } else {
+                uint2 v = ld_stream64(rw[r].w + in);
+                w[n][r][0] = v.x, w[n][r][NW - 1] = v.y;
+            }
+            sc[n][r] = q_scale(rw[r].s, g, rw[r].sdt);
+            bi[n][r] = q_scale(rw[r].b, g, rw[r].sdt);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+        if (c >= cols) break;
+#pragma unroll
+        for (int n = 0; n < NCH; n++) {
+            const float4* xv = (const float4*)(x + c * xs + n * step);
+            const float4 a = __ldg(xv), b = __ldg(xv + 1);
+            float xr[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            const float sx = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+#pragma unroll
+            for (int v = 0; v < 8; v++) xr[v] *= __uint_as_float((u32)(127 - BITS * (v % PH)) << 23);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float d = 0.f;
+#pragma unroll
+                for (int k = 0; k < NW; k++) {
+                    const u32 lo = w[n][r][k], hi = w[n][r][k] >> 16;
+#pragma unroll
+                    for (int j = 0; j < PH; j++) {
+                        const u32 m = ((1u << BITS) - 1u) << (BITS * j);
+                        d += xr[k * 2 * PH + j] * (__uint_as_float((lo & m) | 0x4b000000u) - 8388608.f);
+                        d += xr[k * 2 * PH + PH + j] * (__uint_as_float((hi & m) | 0x4b000000u) - 8388608.f);
+                    }
+                }
+                acc[r][c] += sc[n][r] * d + bi[n][r] * sx;
+            }
         }
     }
 }
 
-// qmoe_gate_up: per (token, expert) pair p (grid y), h[p] = silu(x·gateᵀ)·(x·upᵀ)
-// for the pair's expert (ids[p]); experts' pointers in tab: values, scales
-// and biases of gate (E each), up, then down.
-template <int F>
-__device__ void qmoe_gate_up(const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab,
-                             const int* __restrict__ ids, int H, int I, int K, int E, int rowBytes, int groups, int sdt,
-                             int* __restrict__ stats) {
-    pdl_wait();
-    int p = blockIdx.y, e = ids[p];
-    if (e < 0 || e >= E) {
-        if (threadIdx.x == 0) atomicOr(stats, ERR_BAD_EXPERT);
-        return;
-    }
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int sz = groups * (sdt == 0 ? 4 : 2), group = H / groups;
-    const float* xt = x + (long)(p / K) * H;
-    for (int rr = 0; rr < QROWS; rr++) {
-        int n = (blockIdx.x * QWARPS + warp) * QROWS + rr;
-        if (n >= I) return;
-        QRow g = {(const unsigned char*)tab[e] + (long)n * rowBytes, (const unsigned char*)tab[3 * E + e] + (long)n * sz,
-                  (const unsigned char*)tab[6 * E + e] + (long)n * sz, sdt};
-        QRow u = {(const unsigned char*)tab[E + e] + (long)n * rowBytes, (const unsigned char*)tab[4 * E + e] + (long)n * sz,
-                  (const unsigned char*)tab[7 * E + e] + (long)n * sz, sdt};
-        float a[QCOLS] = {0.f}, c[QCOLS] = {0.f};
-        q_row_dots<F>(g, xt, H, group, 1, lane, a);
-        q_row_dots<F>(u, xt, H, group, 1, lane, c);
-        if (lane == 0) h[(long)p * I + n] = a[0] / (1.f + __expf(-a[0])) * c[0];
+// q_dots adds R rows' dot products over k with cols (<= C) activation rows
+// (xs apart) into acc: this warp's share, the kp-th of ks warps splitting k.
+template <int F, int R, int C>
+__device__ __forceinline__ void q_dots(const QRow (&rw)[R], const float* __restrict__ x, int K, long xs, int cols, int group,
+                                       int kp, int ks, int lane, float (&acc)[R][C]) {
+    if (F == QF_AFFINE4 || F == QF_AFFINE8) {
+        constexpr int B = F == QF_AFFINE8 ? 8 : 4, N = C > 1 ? 2 : 4;
+        const int step = 256 * ks;
+        int i = (kp * 32 + lane) * 8;
+        for (; i + (N - 1) * step < K; i += N * step) q_affine8<B, R, C, N>(rw, i, step, group, x + i, xs, cols, acc);
+        if (N > 2 && i + step < K) {
+            q_affine8<B, R, C, 2>(rw, i, step, group, x + i, xs, cols, acc);
+            i += 2 * step;
+        }
+        if (i < K) q_affine8<B, R, C, 1>(rw, i, step, group, x + i, xs, cols, acc);
+    } else {
+        const int U = QUnit<F>::values, nu = K / U;
+#pragma unroll 2
+        for (int u = kp * 32 + lane; u < nu; u += 32 * ks) QRows<F, R, C>::run(rw, u, group, x + (long)u * U, xs, cols, acc);
     }
 }
 
-// qmoe_down: y[p] = h[p]·downᵀ for the pair's expert.
-template <int F>
-__device__ void qmoe_down(const float* __restrict__ h, float* __restrict__ y, const u64* __restrict__ tab,
-                          const int* __restrict__ ids, int H, int I, int E, int rowBytes, int groups, int sdt,
-                          int* __restrict__ stats) {
+// QMat is one packed matrix of a launch: values, scales, biases (the values'
+// pointer where there are none), an optional f32 bias, the output, rows.
+struct QMat {
+    const unsigned char* w;
+    const unsigned char* s;
+    const unsigned char* b;
+    const float* bias;
+    float* out;
+    int n;
+};
+
+// q_block: a block's rows of A (and with GU the same rows of B) against cols
+// (<= C) activation rows x (K apart), out rows ostride apart. Each warp takes R
+// rows; ks warps share them, each every ks-th 32 units of k (split-K inside
+// the block, for matrices with too few rows to fill the GPU). Outputs:
+// A.out = x·Aᵀ + A.bias; with GU, A.out = silu(x·Aᵀ)·(x·Bᵀ) and, when
+// B.out is set, B.out = x·Bᵀ. wsum: acc is scaled by it and the warp's sums
+// added into *wsum's caller (MoE down: see qmoe_down_sum).
+template <int F, int R, int C, bool GU>
+__device__ __forceinline__ void q_block(const QMat& A, const QMat& B, const float* __restrict__ x, int cols, int K,
+                                        long ostride, int rowBytes, int groups, int sdt, int blk, int ks) {
+    __shared__ float red[QWARPS][GU ? 2 : 1][R][C];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, kp = warp % ks;
+    const int row0 = (blk * (QWARPS / ks) + warp / ks) * R;
+    const int sz = groups * (sdt == 0 ? 4 : 2), group = K / groups;
+    // With GU the gate rows and the up rows are one set of 2R, so all their
+    // loads are in flight together.
+    constexpr int RR = GU ? 2 * R : R;
+    float acc[R][C], acc2[R][C], all[RR][C];
+#pragma unroll
+    for (int r = 0; r < RR; r++)
+#pragma unroll
+        for (int c = 0; c < C; c++) all[r][c] = 0.f;
+    if (row0 < A.n) {
+        QRow rw[RR];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const long n = min(row0 + r, A.n - 1);  // rows past the end repeat the last, unwritten
+            rw[r] = {A.w + n * rowBytes, A.s + n * sz, A.b + n * sz, sdt};
+            if (GU) rw[RR - R + r] = {B.w + n * rowBytes, B.s + n * sz, B.b + n * sz, sdt};
+        }
+        q_dots<F, RR, C>(rw, x, K, K, cols, group, kp, ks, lane, all);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < C; c++) acc[r][c] = all[r][c], acc2[r][c] = all[RR - R + r][c];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            if (c < cols) {
+                acc[r][c] = warp_sum(acc[r][c]);
+                if (GU) acc2[r][c] = warp_sum(acc2[r][c]);
+            }
+        }
+    if (ks > 1) {
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int c = 0; c < C; c++) {
+                    red[warp][0][r][c] = acc[r][c];
+                    if (GU) red[warp][GU ? 1 : 0][r][c] = acc2[r][c];
+                }
+        }
+        __syncthreads();
+        if (kp == 0 && lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int c = 0; c < C; c++) {
+                    float s = 0.f, s2 = 0.f;
+                    for (int j = 0; j < ks; j++) {
+                        s += red[warp + j][0][r][c];
+                        if (GU) s2 += red[warp + j][GU ? 1 : 0][r][c];
+                    }
+                    acc[r][c] = s, acc2[r][c] = s2;
+                }
+        }
+    }
+    // Lane 0 of each row group's first warp writes; no thread returns
+    // (qrouter_route1 syncs the block after).
+    const bool writer = kp == 0 && lane == 0 && row0 < A.n;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            const int n = row0 + r;
+            if (!writer || c >= cols || n >= A.n) continue;
+            const long o = (long)c * ostride + n;
+            if (GU) {
+                A.out[o] = silu(acc[r][c]) * acc2[r][c];
+                if (B.out) B.out[o] = acc2[r][c];
+            } else {
+                A.out[o] = acc[r][c] + (A.bias ? A.bias[n] : 0.f);
+            }
+        }
+}
+
+// qgemv: out = x[M][K]·wᵀ (+ bias) for up to three packed matrices of one
+// format that read the same x (q, k and v): the grid's x blocks are split
+// between them, its y blocks take C activation rows each. With gu, matrices
+// 0 and 1 are gate and up: out0 = silu(x·gateᵀ)·(x·upᵀ), out1 = x·upᵀ.
+template <int F, int R, int C>
+__device__ __forceinline__ void qgemv(const float* __restrict__ x, int M, int K, int rowBytes, int groups, int sdt, int ks,
+                                      int gu, const QMat& m0, const QMat& m1, const QMat& m2) {
     pdl_wait();
-    int p = blockIdx.y, e = ids[p];
+    const int rows = (QWARPS / ks) * R, c0 = blockIdx.y * C, cols = min(C, M - c0);
+    const float* xc = x + (long)c0 * K;
+    int b = blockIdx.x;
+    const int nb0 = (m0.n + rows - 1) / rows, nb1 = (m1.n + rows - 1) / rows;
+    if (gu) {
+        QMat a = m0, u = m1;
+        a.out += (long)c0 * m0.n;
+        u.out += (long)c0 * m0.n;
+        q_block<F, R, C, true>(a, u, xc, cols, K, m0.n, rowBytes, groups, sdt, b, ks);
+        return;
+    }
+    const QMat* m = &m0;
+    if (b >= nb0) {
+        b -= nb0;
+        m = &m1;
+        if (b >= nb1) {
+            b -= nb1;
+            m = &m2;
+        }
+    }
+    QMat a = *m;
+    a.out += (long)c0 * a.n;
+    q_block<F, R, C, false>(a, a, xc, cols, K, a.n, rowBytes, groups, sdt, b, ks);
+}
+
+// qmoe_mat: expert e's matrix i (0 gate, 1 up, 2 down) from the table of
+// the experts' pointers: values, scales and biases of gate (E each), up,
+// then down.
+__device__ __forceinline__ QMat qmoe_mat(const u64* __restrict__ tab, int i, int e, int E, float* out, int n) {
+    return {(const unsigned char*)tab[i * E + e], (const unsigned char*)tab[(3 + i) * E + e],
+            (const unsigned char*)tab[(6 + i) * E + e], 0, out, n};
+}
+
+// qmoe_gate_up: per (token, expert) pair p (grid y), h[p] =
+// silu(x·gateᵀ)·(x·upᵀ) for the pair's expert ids[p], QMOE_R rows of gate and
+// up a warp, QMOE_KS warps splitting k (an expert has few rows).
+#define QMOE_R 2
+#define QMOE_KS 2
+template <int F>
+__device__ __forceinline__ void qmoe_gate_up(const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab,
+                                             const int* __restrict__ ids, int H, int I, int K, int E, int rowBytes,
+                                             int groups, int sdt, int* __restrict__ stats) {
+    pdl_wait();
+    const int p = blockIdx.y, e = ids[p];
     if (e < 0 || e >= E) {
         if (threadIdx.x == 0) atomicOr(stats, ERR_BAD_EXPERT);
         return;
     }
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int sz = groups * (sdt == 0 ? 4 : 2), group = I / groups;
-    for (int rr = 0; rr < QROWS; rr++) {
-        int n = (blockIdx.x * QWARPS + warp) * QROWS + rr;
-        if (n >= H) return;
-        QRow d = {(const unsigned char*)tab[2 * E + e] + (long)n * rowBytes, (const unsigned char*)tab[5 * E + e] + (long)n * sz,
-                  (const unsigned char*)tab[8 * E + e] + (long)n * sz, sdt};
-        float a[QCOLS] = {0.f};
-        q_row_dots<F>(d, h + (long)p * I, I, group, 1, lane, a);
-        if (lane == 0) y[(long)p * H + n] = a[0];
+    QMat g = qmoe_mat(tab, 0, e, E, h + (long)p * I, I), u = qmoe_mat(tab, 1, e, E, 0, I);
+    q_block<F, QMOE_R, 1, true>(g, u, x + (long)(p / K) * H, 1, H, I, rowBytes, groups, sdt, blockIdx.x, QMOE_KS);
+}
+
+// qmoe_down: y[p] = h[p]·downᵀ for the pair's expert (grid y: pairs).
+template <int F>
+__device__ __forceinline__ void qmoe_down(const float* __restrict__ h, float* __restrict__ y, const u64* __restrict__ tab,
+                                          const int* __restrict__ ids, int H, int I, int E, int rowBytes, int groups,
+                                          int sdt, int* __restrict__ stats) {
+    pdl_wait();
+    const int p = blockIdx.y, e = ids[p];
+    if (e < 0 || e >= E) {
+        if (threadIdx.x == 0) atomicOr(stats, ERR_BAD_EXPERT);
+        return;
+    }
+    QMat d = qmoe_mat(tab, 2, e, E, y + (long)p * H, H);
+    q_block<F, QMOE_R, 1, false>(d, d, h + (long)p * I, 1, I, H, rowBytes, groups, sdt, blockIdx.x, 1);
+}
+
+// qmoe_down_sum: out[t] = Σ_j w[t·K+j] · h[t·K+j]·downᵀ of the pair's expert,
+// the down projections and moe_combine's weighted sum in one launch (grid:
+// QMOE_DR rows a block, tokens). Warp v takes pairs j = v, v+QWARPS, ... of
+// the block's rows, so the experts' loads are in flight together; the warps'
+// sums are added in warp order (the same every run).
+#define QMOE_DR 4
+template <int F>
+__device__ __forceinline__ void qmoe_down_sum(const float* __restrict__ h, float* __restrict__ out,
+                                              const u64* __restrict__ tab, const int* __restrict__ ids,
+                                              const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes,
+                                              int groups, int sdt, int* __restrict__ stats) {
+    __shared__ float red[QWARPS][QMOE_DR];
+    pdl_wait();
+    const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row0 = blockIdx.x * QMOE_DR;
+    const int sz = groups * (sdt == 0 ? 4 : 2), group = I / groups;
+    float acc[QMOE_DR][1];
+#pragma unroll
+    for (int r = 0; r < QMOE_DR; r++) acc[r][0] = 0.f;
+    for (int j = warp; j < K; j += QWARPS) {
+        const int p = t * K + j, e = ids[p];
+        const float wt = wts[p];
+        if (e < 0 || e >= E) {
+            if (lane == 0) atomicOr(stats, ERR_BAD_EXPERT);
+            continue;
+        }
+        const unsigned char *w = (const unsigned char*)tab[2 * E + e], *s = (const unsigned char*)tab[5 * E + e],
+                            *b = (const unsigned char*)tab[8 * E + e];
+        QRow rw[QMOE_DR];
+#pragma unroll
+        for (int r = 0; r < QMOE_DR; r++) {
+            const long n = min(row0 + r, H - 1);
+            rw[r] = {w + n * rowBytes, s + n * sz, b + n * sz, sdt};
+        }
+        float a[QMOE_DR][1];
+#pragma unroll
+        for (int r = 0; r < QMOE_DR; r++) a[r][0] = 0.f;
+        q_dots<F, QMOE_DR, 1>(rw, h + (long)p * I, I, I, 1, group, 0, 1, lane, a);
+#pragma unroll
+        for (int r = 0; r < QMOE_DR; r++) acc[r][0] += wt * a[r][0];
+    }
+#pragma unroll
+    for (int r = 0; r < QMOE_DR; r++) acc[r][0] = warp_sum(acc[r][0]);
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < QMOE_DR; r++) red[warp][r] = acc[r][0];
+    }
+    __syncthreads();
+    if (threadIdx.x < QMOE_DR && row0 + threadIdx.x < H) {
+        float s = 0.f;
+        for (int v = 0; v < QWARPS; v++) s += red[v][threadIdx.x];
+        out[(long)t * H + row0 + threadIdx.x] = s;
+    }
+}
+
+// qrouter_route1 is the packed router's GEMV and moe_route1 in one launch for
+// a single token (as moe.cu's router_route1_body): a warp a logit, and the
+// last block to finish routes. counter is zero between steps.
+template <int F>
+__device__ __forceinline__ void qrouter_route1(const float* __restrict__ x, const unsigned char* __restrict__ w,
+                                               const unsigned char* __restrict__ s, const unsigned char* __restrict__ b,
+                                               float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,
+                                               int groups, int sdt, int* __restrict__ topk_ids,
+                                               float* __restrict__ topk_w, int* __restrict__ slot_expert,
+                                               int* __restrict__ slot_start, int* __restrict__ slot_count,
+                                               int* __restrict__ pair_list, int* __restrict__ stats, int stat_index,
+                                               int* __restrict__ counter) {
+    __shared__ float s_logits[ROUTE_MAXE];
+    __shared__ int s_last;
+    pdl_wait();
+    QMat m = {w, s, b, 0, logits, E};
+    q_block<F, 1, 1, false>(m, m, x, 1, H, E, rowBytes, groups, sdt, blockIdx.x, 1);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < E; i += blockDim.x) s_logits[i] = __ldcg(logits + i);
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x >= 32) return;
+    route_token(s_logits, 0, E, K, norm, topk_ids, topk_w, stats);
+    __syncwarp();
+    for (int j = lane; j < K; j += 32) {
+        slot_expert[j] = topk_ids[j];
+        slot_start[j] = j;
+        slot_count[j] = 1;
+        pair_list[j] = j;
+    }
+    if (lane == 0) {
+        stats[stat_index] = K;
+        *counter = 0;
     }
 }
 
@@ -400,13 +701,23 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
     }
 }
 
+#define QGEMV_PARAMS                                                                                                   \
+    const float *__restrict__ x, int M, int K, int rowBytes, int groups, int sdt, int ks, int gu,                      \
+        const unsigned char *w0, const unsigned char *s0, const unsigned char *b0, const float *bias0, float *out0,    \
+        int n0, const unsigned char *w1, const unsigned char *s1, const unsigned char *b1, const float *bias1,         \
+        float *out1, int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2,                \
+        const float *bias2, float *out2, int n2
+#define QGEMV_KERNEL(F, S, R, C)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qgemv_##S##_c##C##_r##R(QGEMV_PARAMS) {                 \
+        QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
+        qgemv<F, R, C>(x, M, K, rowBytes, groups, sdt, ks, gu, m0, m1, m2);                                            \
+    }
+
 #define QKERNELS(F, S)                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qgemv_##S(                                              \
-        const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
-        const unsigned char* __restrict__ b, const float* __restrict__ bias, float* __restrict__ out, int M, int N,      \
-        int K, int rowBytes, int groups, int sdt) {                                                                     \
-        qgemv<F>(x, w, s, b, bias, out, M, N, K, rowBytes, groups, sdt);                                               \
-    }                                                                                                                   \
+    QGEMV_KERNEL(F, S, 1, 1)                                                                                            \
+    QGEMV_KERNEL(F, S, 2, 1)                                                                                            \
+    QGEMV_KERNEL(F, S, 4, 1)                                                                                            \
+    QGEMV_KERNEL(F, S, 2, 4)                                                                                            \
     extern "C" __global__ void __launch_bounds__(QWARPS * 32) qmoe_gate_up_##S(                                       \
         const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ ids,   \
         int H, int I, int K, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                        \
@@ -416,6 +727,21 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
         const float* __restrict__ h, float* __restrict__ y, const u64* __restrict__ tab, const int* __restrict__ ids,   \
         int H, int I, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                               \
         qmoe_down<F>(h, y, tab, ids, H, I, E, rowBytes, groups, sdt, stats);                                           \
+    }                                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qmoe_down_sum_##S(                                      \
+        const float* __restrict__ h, float* __restrict__ out, const u64* __restrict__ tab, const int* __restrict__ ids, \
+        const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
+        int* __restrict__ stats) {                                                                                      \
+        qmoe_down_sum<F>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats);                             \
+    }                                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qrouter_route1_##S(                                     \
+        const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
+        const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
+        int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \
+        int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                         \
+        int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                           \
+        qrouter_route1<F>(x, w, s, b, logits, H, E, K, norm, rowBytes, groups, sdt, topk_ids, topk_w, slot_expert,     \
+                          slot_start, slot_count, pair_list, stats, stat_index, counter);                               \
     }                                                                                                                   \
     extern "C" __global__ void __launch_bounds__(QWARPS * 32) qembed_##S(                                             \
         float* __restrict__ out, const int* __restrict__ ids, const unsigned char* __restrict__ w,                      \
