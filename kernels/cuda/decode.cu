@@ -13,6 +13,11 @@
 //    (cp.async into shared memory) before pdl_wait, while the kernel before
 //    (the q/k/v projection) still runs.
 //  - After the wait only this token's q, k and v are read.
+//  - With a half cache a block keeps two chunk buffers: the next chunk's
+//    copy is in flight while one is used.
+//  - Each lane's score and the value sums run as several chains of FMAs:
+//    at long contexts the kernel is bound by its per-chunk latency and
+//    issue rate more than by its bytes (docs/cuda.md).
 //  - Partitions are merged by the last block of the (sequence, KV head) to
 //    finish, not by another launch.
 // The new token's key and value (position seq_len-1) never go through the
@@ -40,12 +45,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 #endif
 }
 
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
-#endif
-}
-
 // dec_load_chunk starts the copy of the cached keys and values of positions
 // [c0, c1) (all older than the step's token) into rows 0.. of sk and sv.
 template <int KT, typename E = typename KVElem<KT>::T>
@@ -66,12 +65,13 @@ __device__ __forceinline__ void dec_load_chunk(E (*sk)[DecRow<KT>::STRIDE], E (*
 // cached key row of shared memory in KT.
 template <int KT, typename E = typename KVElem<KT>::T>
 __device__ __forceinline__ float dec_dot(const float* __restrict__ q, const E* __restrict__ kr, int D) {
-    float d = 0.f;
+    // Four sums, so the FMAs form four short chains, not one of D.
+    float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
     if (KT == DT_F32) {
 #pragma unroll 8
         for (int i = 0; i < D; i += 4) {
             const float4 a = *(const float4*)(q + i), b = *(const float4*)((const float*)kr + i);
-            d += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+            d0 += a.x * b.x, d1 += a.y * b.y, d2 += a.z * b.z, d3 += a.w * b.w;
         }
     } else {
 #pragma unroll 4
@@ -79,11 +79,11 @@ __device__ __forceinline__ float dec_dot(const float* __restrict__ q, const E* _
             float b[8];
             widen8<KT == DT_BF16 ? DT_BF16 : DT_F16>(*(const uint4*)((const u16*)kr + i), b);
             const float4 a0 = *(const float4*)(q + i), a1 = *(const float4*)(q + i + 4);
-            d += a0.x * b[0] + a0.y * b[1] + a0.z * b[2] + a0.w * b[3] + a1.x * b[4] + a1.y * b[5] + a1.z * b[6] +
-                 a1.w * b[7];
+            d0 += a0.x * b[0] + a0.y * b[1], d1 += a0.z * b[2] + a0.w * b[3];
+            d2 += a1.x * b[4] + a1.y * b[5], d3 += a1.z * b[6] + a1.w * b[7];
         }
     }
-    return d;
+    return (d0 + d1) + (d2 + d3);
 }
 
 // dec_rope_angles computes, before the wait, what RoPE needs of lane's
@@ -154,12 +154,16 @@ __device__ __forceinline__ void paged_decode_body(
     constexpr int STRIDE = DecRow<KT>::STRIDE;
     E* __restrict__ kc = (E*)kcv;
     E* __restrict__ vc = (E*)vcv;
-    __shared__ __align__(16) E sk[DEC_CHUNK][STRIDE];
-    __shared__ __align__(16) E sv[DEC_CHUNK][STRIDE];
+    // NBUF chunk buffers of keys and values: with a half cache two fit
+    // in the 48 KiB of static shared memory, and the next chunk streams in
+    // while one is used. The merge's factors (sf) reuse them.
+    constexpr int NBUF = sizeof(E) == 2 ? 2 : 1;
+    __shared__ __align__(16) E skv[NBUF][2][DEC_CHUNK][STRIDE];
     __shared__ __align__(16) float sq[DEC_WARPS][DEC_MAXD];
     __shared__ __align__(16) float snk[DEC_MAXD], snv[DEC_MAXD];
-    __shared__ float sf[DEC_WARPS][DEC_MAXPARTS];
     __shared__ int s_last;
+    static_assert(sizeof(skv) >= sizeof(float) * DEC_WARPS * DEC_MAXPARTS, "sf does not fit in the chunk buffers");
+    float(*sf)[DEC_MAXPARTS] = (float(*)[DEC_MAXPARTS])&skv[0][0][0][0];
 
     const int t = blockIdx.x, kh = blockIdx.y, part = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -171,7 +175,8 @@ __device__ __forceinline__ void paged_decode_body(
     const int* bt = block_table + (long)t * bt_stride;
 
     // Before the wait: the first chunk's cached rows, the RoPE angles.
-    dec_load_chunk<KT>(sk, sv, kc, vc, bt, p0, min(min(p1, cur), p0 + DEC_CHUNK), kh, KVH, BS, D);
+    dec_load_chunk<KT>(skv[0][0], skv[0][1], kc, vc, bt, p0, min(min(p1, cur), p0 + DEC_CHUNK), kh, KVH, BS, D);
+    cp_async_commit();
     DecRope rq = {}, rk = {};
     if (ROPE) {
         const float pos = (float)positions[t];
@@ -214,31 +219,57 @@ __device__ __forceinline__ void paged_decode_body(
     float m = NEG_INF, l = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     const int d4 = D / 4;
-    for (int c0 = p0; c0 < p1; c0 += DEC_CHUNK) {
-        if (c0 > p0) {
-            __syncthreads();  // the previous chunk is consumed
-            dec_load_chunk<KT>(sk, sv, kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
+    for (int c0 = p0, it = 0; c0 < p1; c0 += DEC_CHUNK, it++) {
+        const int b = NBUF == 2 ? it & 1 : 0;
+        if (NBUF == 2) {
+            // The next chunk into the other buffer, which the iteration
+            // before finished with; then wait for this one only.
+            if (c0 + DEC_CHUNK < p1)
+                dec_load_chunk<KT>(skv[b ^ 1][0], skv[b ^ 1][1], kc, vc, bt, c0 + DEC_CHUNK,
+                                   min(min(p1, cur), c0 + 2 * DEC_CHUNK), kh, KVH, BS, D);
+            cp_async_commit();
+            cp_async_wait_n<1>();
+        } else {
+            if (c0 > p0) dec_load_chunk<KT>(skv[0][0], skv[0][1], kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
+            cp_async_commit();
+            cp_async_wait_n<0>();
         }
-        cp_async_wait();
         __syncthreads();
-        if (warp >= group) continue;
-        const int n = min(DEC_CHUNK, p1 - c0);
-        float s = NEG_INF;
-        if (lane < n) s = c0 + lane == cur ? dec_dot<DT_F32>(sq[warp], snk, D) : dec_dot<KT>(sq[warp], sk[lane], D);
-        const float mx = fmaxf(m, warp_max(s));
-        const float corr = expf(m - mx);  // 0 on the first chunk (m = -inf)
-        const float p = lane < n ? expf(s - mx) : 0.f;
-        l = l * corr + warp_sum(p);
-        acc.x *= corr, acc.y *= corr, acc.z *= corr, acc.w *= corr;
-#pragma unroll 8
-        for (int j = 0; j < n; j++) {
-            const float pj = __shfl_sync(0xffffffffu, p, j);
-            if (lane < d4) {
-                const float4 b = c0 + j == cur ? *(const float4*)(snv + lane * 4) : kv_load4<KT>(sv[j], lane * 4);
-                acc.x += pj * b.x, acc.y += pj * b.y, acc.z += pj * b.z, acc.w += pj * b.w;
+        if (warp < group) {
+            const E(*sk)[STRIDE] = skv[b][0];
+            const E(*sv)[STRIDE] = skv[b][1];
+            const int n = min(DEC_CHUNK, p1 - c0);
+            const int nc = min(n, cur - c0);  // rows in sv: the step's token, if here, is row nc
+            float s = NEG_INF;
+            if (lane < n) s = lane == nc ? dec_dot<DT_F32>(sq[warp], snk, D) : dec_dot<KT>(sq[warp], sk[lane], D);
+            const float mx = fmaxf(m, warp_max(s));
+            const float corr = expf(m - mx);  // 0 on the first chunk (m = -inf)
+            const float p = lane < n ? expf(s - mx) : 0.f;
+            l = l * corr + warp_sum(p);
+            // Two sums over alternate rows, for two chains of FMAs.
+            float4 a0 = make_float4(acc.x * corr, acc.y * corr, acc.z * corr, acc.w * corr);
+            float4 a1 = make_float4(0.f, 0.f, 0.f, 0.f);
+            int j = 0;
+#pragma unroll 4
+            for (; j + 1 < nc; j += 2) {
+                const float p0j = __shfl_sync(0xffffffffu, p, j), p1j = __shfl_sync(0xffffffffu, p, j + 1);
+                if (lane < d4) {
+                    const float4 x = kv_load4<KT>(sv[j], lane * 4), y = kv_load4<KT>(sv[j + 1], lane * 4);
+                    a0.x += p0j * x.x, a0.y += p0j * x.y, a0.z += p0j * x.z, a0.w += p0j * x.w;
+                    a1.x += p1j * y.x, a1.y += p1j * y.y, a1.z += p1j * y.z, a1.w += p1j * y.w;
+                }
             }
+            for (; j < n; j++) {  // an odd row, and the step's token
+                const float pj = __shfl_sync(0xffffffffu, p, j);
+                if (lane < d4) {
+                    const float4 x = j == nc ? *(const float4*)(snv + lane * 4) : kv_load4<KT>(sv[j], lane * 4);
+                    a0.x += pj * x.x, a0.y += pj * x.y, a0.z += pj * x.z, a0.w += pj * x.w;
+                }
+            }
+            acc = make_float4(a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w);
+            m = mx;
         }
-        m = mx;
+        __syncthreads();  // this buffer is refilled next iteration (or holds sf)
     }
 
     const long base = (long)t * H + h;
