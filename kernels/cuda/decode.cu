@@ -299,15 +299,28 @@ __device__ __forceinline__ void paged_decode_body(
     __threadfence();
     if (threadIdx.x == 0) *counter = 0;
     if (warp >= group) return;
+    // Every (max, sum) pair of the partitions in one round of loads (a
+    // lane's share in registers), not one round trip to L2 per 32.
     const float* ml = tmp_ml + base * nparts * 2;
+    float mv[DEC_MAXPARTS / 32], lv[DEC_MAXPARTS / 32];
     float M = NEG_INF;
-    for (int i = lane; i < nlive; i += 32) M = fmaxf(M, __ldcg(ml + 2 * i));
+#pragma unroll
+    for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
+        const int i = lane + 32 * u;
+        const float2 x = i < nlive ? __ldcg((const float2*)(ml + 2 * i)) : make_float2(NEG_INF, 0.f);
+        mv[u] = x.x, lv[u] = x.y;
+        M = fmaxf(M, x.x);
+    }
     M = warp_max(M);
     float L = 0.f;
-    for (int i = lane; i < nlive; i += 32) {
-        const float f = expf(__ldcg(ml + 2 * i) - M);
-        sf[warp][i] = f;
-        L += f * __ldcg(ml + 2 * i + 1);
+#pragma unroll
+    for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
+        const int i = lane + 32 * u;
+        if (i < nlive) {
+            const float f = expf(mv[u] - M);
+            sf[warp][i] = f;
+            L += f * lv[u];
+        }
     }
     L = warp_sum(L);
     __syncwarp();
