@@ -366,16 +366,14 @@ func prefillVsDecode(t *testing.T, b *Backend, preset string, cfg *model.Config,
 
 // The decode split follows the context: no more partitions than chunks,
 // at most four chunks a block and 256 partitions, about four blocks an SM
-// where the context allows (two from the 8192 bucket up), and every
-// position covered.
+// where the context allows, and every position covered.
 func TestDecodeSplitFollowsContext(t *testing.T) {
 	for _, c := range []struct{ ctx, groups, chunks, nparts int }{
-		{128, 4, 1, 4},    // batch 1, 4 KV heads: one chunk a block
-		{128, 64, 1, 4},   // batch 16
-		{4096, 4, 1, 128}, // about 4 blocks an SM on 132 SMs
-		{4096, 64, 4, 32}, // batch 16: four chunks a block, no fewer partitions
-		{8192, 4, 4, 64},  // long buckets: about 2 blocks an SM
-		{8192, 64, 4, 64},
+		{128, 4, 1, 4},     // batch 1, 4 KV heads: one chunk a block
+		{128, 64, 1, 4},    // batch 16
+		{4096, 4, 1, 128},  // about 4 blocks an SM on 132 SMs
+		{4096, 64, 4, 32},  // batch 16: four chunks a block, no fewer partitions
+		{8192, 4, 2, 128},  // 128 partitions of 2 chunks, not 64 of 4
 		{16384, 4, 4, 128}, // long context: four chunks a block
 		{65536, 4, 8, 256}, // longer: 256 partitions at most
 		{32, 1, 1, 1},

@@ -230,28 +230,16 @@ func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSi
 	return decodeSplit(ctx, seqs*kvHeads, b.sms)
 }
 
-// decodeRule is paged_decode's default split (ops.SplitRule), and
-// decodeRuleLong its split of buckets of decodeLongCtx positions or more,
-// which aims at two blocks an SM: a block's chunks stream while it works
-// (two buffers), and the merge of fewer partitions is shorter. On an H100,
-// Qwen3-30B-A3B's shape at batch 1, bf16 cache (mtlbench tune): the 8192
-// bucket in 64 partitions of 4 chunks took 22.7 µs against 24.9 in 128 of
-// 2; the 32768 bucket splits alike under both rules (256 of 4); at batch
-// 16 the 256 bucket keeps one chunk a partition (13.1 µs against 18.6 in
-// partitions of 2).
-var (
-	decodeRule     = ops.SplitRule{Chunk: decodeChunk, MinChunks: 1, MaxChunks: 4, MaxParts: decodeMaxParts, BlocksPerCore: 4}
-	decodeRuleLong = ops.SplitRule{Chunk: decodeChunk, MinChunks: 1, MaxChunks: 4, MaxParts: decodeMaxParts, BlocksPerCore: 2}
-)
-
-const decodeLongCtx = 8192
+// decodeRule is paged_decode's default split (ops.SplitRule). In the
+// whole model the split with more, shorter partitions wins: at depth 4096
+// on an H100 (bucket 8192, bf16 cache) 64 partitions of 4 chunks, 8%
+// faster than 128 of 2 timed alone (mtlbench tune), made the decode step
+// 0.4 ms slower (docs/cuda.md).
+var decodeRule = ops.SplitRule{Chunk: decodeChunk, MinChunks: 1, MaxChunks: 4, MaxParts: decodeMaxParts, BlocksPerCore: 4}
 
 // decodeSplit is decodeConfig's default for a context bucket ctx, groups
 // (sequence, KV head) pairs and sms multiprocessors.
 func decodeSplit(ctx, groups, sms int) (chunks, nparts int) {
-	if ctx >= decodeLongCtx {
-		return decodeRuleLong.Split(ctx, groups, sms)
-	}
 	return decodeRule.Split(ctx, groups, sms)
 }
 
