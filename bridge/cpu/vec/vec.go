@@ -1,6 +1,7 @@
 // Package vec holds the hot loops of the pure-Go CPU inference backend:
-// matrix-vector / small-batch matrix products over bf16, f16 and f32 weights,
-// attention dot/axpy and a read-bandwidth probe. Half-precision conversions
+// matrix-vector / small-batch matrix products over bf16, f16 and f32 weights
+// and over packed quantized rows (QDots, qdot.go), attention dot/axpy and a
+// read-bandwidth probe. Half-precision conversions
 // live in bridge/half.
 //
 // On amd64 the loops are Go assembly (an AVX-512 path, else AVX2+FMA+F16C),
