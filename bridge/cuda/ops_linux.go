@@ -470,17 +470,22 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	if rope != nil {
 		kernel, r = "paged_decode_rope_"+dtName(kc.dt), *rope
 	}
+	// A head's slots: its partitions' partial sums, then the merged
+	// groups of decodeMergeGroup partitions; a counter for each (sequence,
+	// KV head), then one for each of its groups.
+	mg := min(decodeMergeGroup, nparts)
+	slots, groups := int64(nparts+cdiv(nparts, mg)), int64(cdiv(nparts, mg))
 	var tmpAcc, tmpML, counters uint64
 	if nparts > 1 {
-		tmpAcc = b.scratchBuf("attn.acc", int64(T)*int64(heads)*int64(nparts)*int64(headDim)*4)
-		tmpML = b.scratchBuf("attn.ml", int64(T)*int64(heads)*int64(nparts)*2*4)
-		counters = b.scratchZeroed("attn.counters", int64(T)*int64(heads)*4)
+		tmpAcc = b.scratchBuf("attn.acc", int64(T)*int64(heads)*slots*int64(headDim)*4)
+		tmpML = b.scratchBuf("attn.ml", int64(T)*int64(heads)*slots*2*4)
+		counters = b.scratchZeroed("attn.counters", max(int64(T)*int64(kvHeads)*(1+groups), int64(T)*int64(heads))*4)
 	}
 	b.subMark("attention")
 	b.launch(kernel, [3]int{T, kvHeads, nparts}, 256, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
-		i32(chunks), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
+		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
 }
 
 // ---- matmul ----

@@ -249,6 +249,12 @@ const (
 	decodeMaxParts = 256
 )
 
+// decodeMergeGroup is the partitions paged_decode merges in one block: with
+// more, the last block of each group of this many merges it, and the last
+// of those merges the groups (two levels), so no block reads more than 16
+// partitions' sums from L2 (docs/cuda.md).
+var decodeMergeGroup = 16
+
 // moeConfig is one MoE call's launch parameters.
 type moeConfig struct {
 	rows     int    // rows per warp of the expert GEMVs

@@ -142,12 +142,75 @@ __device__ __forceinline__ void dec_rope_head(const float* __restrict__ src, flo
     }
 }
 
+// dec_merge (one warp, lane owning dims lane*4..+3 when lane < D/4) merges
+// n partial softmax sums: (max, sum) pairs at ml[2i] and value sums at
+// acc + i*D, into M, L (every lane) and A (its lane's dims), unnormalised
+// like each partial. sf holds the warp's n factors.
+__device__ __forceinline__ void dec_merge(const float* ml, const float* acc, int n, int D, float* sf, float& M, float& L,
+                                          float4& A) {
+    const int lane = threadIdx.x & 31, d4 = D / 4;
+    // Every (max, sum) pair in one round of loads (a lane's share in
+    // registers), not one round trip to L2 per 32.
+    float mv[DEC_MAXPARTS / 32], lv[DEC_MAXPARTS / 32];
+    M = NEG_INF;
+#pragma unroll
+    for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
+        const int i = lane + 32 * u;
+        const float2 x = i < n ? __ldcg((const float2*)(ml + 2 * i)) : make_float2(NEG_INF, 0.f);
+        mv[u] = x.x, lv[u] = x.y;
+        M = fmaxf(M, x.x);
+    }
+    M = warp_max(M);
+    L = 0.f;
+#pragma unroll
+    for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
+        const int i = lane + 32 * u;
+        if (i < n) {
+            const float f = expf(mv[u] - M);
+            sf[i] = f;
+            L += f * lv[u];
+        }
+    }
+    L = warp_sum(L);
+    __syncwarp();
+    A = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (lane < d4) {
+        // Four partial sums, so 16 partials' loads are in flight at once:
+        // with a hundred partitions the merge is otherwise a chain of
+        // round trips to L2.
+        float4 B[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) B[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        const float* ap = acc + lane * 4;
+        int i = 0;
+#pragma unroll 4
+        for (; i + 4 <= n; i += 4) {
+            float4 b[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) b[u] = __ldcg((const float4*)(ap + (long)(i + u) * D));
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float f = sf[i + u];
+                B[u].x += f * b[u].x, B[u].y += f * b[u].y, B[u].z += f * b[u].z, B[u].w += f * b[u].w;
+            }
+        }
+        for (; i < n; i++) {
+            const float4 b = __ldcg((const float4*)(ap + (long)i * D));
+            const float f = sf[i];
+            B[0].x += f * b.x, B[0].y += f * b.y, B[0].z += f * b.z, B[0].w += f * b.w;
+        }
+        A = make_float4(B[0].x + B[1].x + B[2].x + B[3].x, B[0].y + B[1].y + B[2].y + B[3].y,
+                        B[0].z + B[1].z + B[2].z + B[3].z, B[0].w + B[1].w + B[2].w + B[3].w);
+    }
+    __syncwarp();  // sf is rewritten by the next merge
+}
+
 template <bool ROPE, int KT>
 __device__ __forceinline__ void paged_decode_body(
     float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     void* __restrict__ kcv, void* __restrict__ vcv, const int* __restrict__ seq_lens, const int* __restrict__ block_table,
     const int* __restrict__ slot_mapping, const int* __restrict__ positions, int H, int KVH, int D, int BS, int bt_stride,
-    int num_blocks, float scale, int chunks, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
+    int num_blocks, float scale, int chunks, int mgroup, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
     int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
     const float* __restrict__ inv_freq, float eps) {
     typedef typename KVElem<KT>::T E;
@@ -174,9 +237,14 @@ __device__ __forceinline__ void paged_decode_body(
     const int p1 = min(ctx, p0 + plen), nlive = (ctx + plen - 1) / plen;
     const int* bt = block_table + (long)t * bt_stride;
 
-    // Before the wait: the first chunk's cached rows, the RoPE angles.
-    dec_load_chunk<KT>(skv[0][0], skv[0][1], kc, vc, bt, p0, min(min(p1, cur), p0 + DEC_CHUNK), kh, KVH, BS, D);
-    cp_async_commit();
+    // Before the wait: the first NBUF chunks' cached rows (a commit group
+    // each, empty past the partition), the RoPE angles.
+#pragma unroll
+    for (int u = 0; u < NBUF; u++) {
+        const int c0 = p0 + u * DEC_CHUNK;
+        if (c0 < p1) dec_load_chunk<KT>(skv[u][0], skv[u][1], kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
+        cp_async_commit();
+    }
     DecRope rq = {}, rk = {};
     if (ROPE) {
         const float pos = (float)positions[t];
@@ -222,12 +290,8 @@ __device__ __forceinline__ void paged_decode_body(
     for (int c0 = p0, it = 0; c0 < p1; c0 += DEC_CHUNK, it++) {
         const int b = NBUF == 2 ? it & 1 : 0;
         if (NBUF == 2) {
-            // The next chunk into the other buffer, which the iteration
-            // before finished with; then wait for this one only.
-            if (c0 + DEC_CHUNK < p1)
-                dec_load_chunk<KT>(skv[b ^ 1][0], skv[b ^ 1][1], kc, vc, bt, c0 + DEC_CHUNK,
-                                   min(min(p1, cur), c0 + 2 * DEC_CHUNK), kh, KVH, BS, D);
-            cp_async_commit();
+            // Chunk it and it+1 are in flight (the latter maybe an empty
+            // group): wait for this one only.
             cp_async_wait_n<1>();
         } else {
             if (c0 > p0) dec_load_chunk<KT>(skv[0][0], skv[0][1], kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
@@ -269,7 +333,13 @@ __device__ __forceinline__ void paged_decode_body(
             acc = make_float4(a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w);
             m = mx;
         }
-        __syncthreads();  // this buffer is refilled next iteration (or holds sf)
+        __syncthreads();  // this buffer is refilled (or holds sf)
+        if (NBUF == 2) {
+            // Chunk it+2 into the buffer just used.
+            const int c2 = c0 + 2 * DEC_CHUNK;
+            if (c2 < p1) dec_load_chunk<KT>(skv[b][0], skv[b][1], kc, vc, bt, c2, min(min(p1, cur), c2 + DEC_CHUNK), kh, KVH, BS, D);
+            cp_async_commit();
+        }
     }
 
     const long base = (long)t * H + h;
@@ -280,79 +350,55 @@ __device__ __forceinline__ void paged_decode_body(
         }
         return;
     }
-    const int nparts = gridDim.z;
+    // Partials and merged groups share a head's slots: partitions at
+    // [0, nparts), the first level's groups after them.
+    const int nparts = gridDim.z, mg = mgroup >= 1 ? min(mgroup, nparts) : nparts, maxg = (nparts + mg - 1) / mg, NS = nparts + maxg;
+    const int ng = (nlive + mg - 1) / mg;  // live groups: one level when 1
+    float* ml_h = tmp_ml + base * NS * 2;
+    float* acc_h = tmp_acc + base * NS * D;
     if (warp < group) {
-        if (lane < d4) *(float4*)(tmp_acc + (base * nparts + part) * D + lane * 4) = acc;
-        if (lane == 0) {
-            tmp_ml[(base * nparts + part) * 2] = m;
-            tmp_ml[(base * nparts + part) * 2 + 1] = l;
-        }
+        if (lane < d4) *(float4*)(acc_h + (long)part * D + lane * 4) = acc;
+        if (lane == 0) ml_h[part * 2] = m, ml_h[part * 2 + 1] = l;
     }
-    // The last block of the (sequence, KV head) merges the partitions and
-    // resets the counter for the next step.
     __threadfence();
     __syncthreads();
+    if (ng > 1) {
+        // The last block of the partition's group merges the group into
+        // slot nparts + g, so no block reads more than mg partials' sums
+        // (the merge is bound by one SM's reads from L2).
+        const int g = part / mg, gl = min(mg, nlive - g * mg);
+        int* gc = counters + (long)gridDim.x * KVH + ((long)t * KVH + kh) * maxg + g;
+        if (threadIdx.x == 0) s_last = atomicAdd(gc, 1) == gl - 1;
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        if (threadIdx.x == 0) *gc = 0;
+        if (warp < group) {
+            float M, L;
+            float4 A;
+            dec_merge(ml_h + g * mg * 2, acc_h + (long)g * mg * D, gl, D, sf[warp], M, L, A);
+            if (lane < d4) *(float4*)(acc_h + (long)(nparts + g) * D + lane * 4) = A;
+            if (lane == 0) ml_h[(nparts + g) * 2] = M, ml_h[(nparts + g) * 2 + 1] = L;
+        }
+        __threadfence();
+        __syncthreads();
+    }
+    // The last block of the (sequence, KV head) merges the partitions (or
+    // the groups) and resets the counter for the next step.
     int* counter = counters + (long)t * KVH + kh;
-    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == nlive - 1;
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == (ng > 1 ? ng : nlive) - 1;
     __syncthreads();
     if (!s_last) return;
     __threadfence();
     if (threadIdx.x == 0) *counter = 0;
     if (warp >= group) return;
-    // Every (max, sum) pair of the partitions in one round of loads (a
-    // lane's share in registers), not one round trip to L2 per 32.
-    const float* ml = tmp_ml + base * nparts * 2;
-    float mv[DEC_MAXPARTS / 32], lv[DEC_MAXPARTS / 32];
-    float M = NEG_INF;
-#pragma unroll
-    for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
-        const int i = lane + 32 * u;
-        const float2 x = i < nlive ? __ldcg((const float2*)(ml + 2 * i)) : make_float2(NEG_INF, 0.f);
-        mv[u] = x.x, lv[u] = x.y;
-        M = fmaxf(M, x.x);
-    }
-    M = warp_max(M);
-    float L = 0.f;
-#pragma unroll
-    for (int u = 0; u < DEC_MAXPARTS / 32; u++) {
-        const int i = lane + 32 * u;
-        if (i < nlive) {
-            const float f = expf(mv[u] - M);
-            sf[warp][i] = f;
-            L += f * lv[u];
-        }
-    }
-    L = warp_sum(L);
-    __syncwarp();
+    const int first = ng > 1 ? nparts : 0;
+    float M, L;
+    float4 A;
+    dec_merge(ml_h + first * 2, acc_h + (long)first * D, ng > 1 ? ng : nlive, D, sf[warp], M, L, A);
     if (lane < d4) {
-        // Four partial sums, so 16 partitions' loads are in flight at once:
-        // with a hundred partitions the merge is otherwise a chain of
-        // round trips to L2.
-        float4 A[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) A[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        const float* ap = tmp_acc + base * nparts * D + lane * 4;
-        int i = 0;
-#pragma unroll 4
-        for (; i + 4 <= nlive; i += 4) {
-            float4 b[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) b[u] = __ldcg((const float4*)(ap + (long)(i + u) * D));
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const float f = sf[warp][i + u];
-                A[u].x += f * b[u].x, A[u].y += f * b[u].y, A[u].z += f * b[u].z, A[u].w += f * b[u].w;
-            }
-        }
-        for (; i < nlive; i++) {
-            const float4 b = __ldcg((const float4*)(ap + (long)i * D));
-            const float f = sf[warp][i];
-            A[0].x += f * b.x, A[0].y += f * b.y, A[0].z += f * b.z, A[0].w += f * b.w;
-        }
         const float il = 1.f / L;
-        *(float4*)(out + base * D + lane * 4) =
-            make_float4((A[0].x + A[1].x + A[2].x + A[3].x) * il, (A[0].y + A[1].y + A[2].y + A[3].y) * il,
-                        (A[0].z + A[1].z + A[2].z + A[3].z) * il, (A[0].w + A[1].w + A[2].w + A[3].w) * il);
+        *(float4*)(out + base * D + lane * 4) = make_float4(A.x * il, A.y * il, A.z * il, A.w * il);
     }
 }
 
@@ -360,12 +406,13 @@ __device__ __forceinline__ void paged_decode_body(
     float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,      \
         void *__restrict__ kc, void *__restrict__ vc, const int *__restrict__ seq_lens,                                  \
         const int *__restrict__ block_table, const int *__restrict__ slot_mapping, const int *__restrict__ positions,     \
-        int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int chunks, float *__restrict__ tmp_acc, \
+        int H, int KVH, int D, int BS, int bt_stride, int num_blocks, float scale, int chunks, int mgroup,                \
+        float *__restrict__ tmp_acc,                                                                                     \
         float *__restrict__ tmp_ml, int *__restrict__ err, int *__restrict__ counters, const float *__restrict__ qn,      \
         const float *__restrict__ kn, const float *__restrict__ inv_freq, float eps
 #define PAGED_DECODE_ARGS                                                                                             \
     out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H, KVH, D, BS, bt_stride, num_blocks, scale, \
-        chunks, tmp_acc, tmp_ml, err, counters, qn, kn, inv_freq, eps
+        chunks, mgroup, tmp_acc, tmp_ml, err, counters, qn, kn, inv_freq, eps
 
 // paged_decode_* takes q and k as they are; paged_decode_rope_* applies
 // QK-norm (when qn, kn are set) and RoPE at positions[t] first. The suffix
