@@ -9,3 +9,11 @@ func SetGraphedBeginMax(n int) func() {
 }
 
 var DecodeSplit = decodeSplit
+
+// SetDecodeMergeGroup sets the partitions paged_decode merges in one block,
+// and returns what restores it.
+func SetDecodeMergeGroup(n int) func() {
+	old := decodeMergeGroup
+	decodeMergeGroup = n
+	return func() { decodeMergeGroup = old }
+}

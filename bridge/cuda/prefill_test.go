@@ -117,6 +117,25 @@ func TestFlashAttentionMatchesReference(t *testing.T) {
 	}
 }
 
+// Decode steps whose partitions merge in two levels with groups of 2 (16
+// by default): most groups of two, last groups of one, a second level of
+// up to 64 groups, for every cache dtype.
+func TestDecodeMergeGroups(t *testing.T) {
+	b := gpu(t)
+	defer SetDecodeMergeGroup(2)()
+	for _, c := range []attnCase{
+		{32, 4, 128, []int{1, 1, 1}, []int{16383, 5000, 4128}, 1e-5},
+		{16, 1, 64, []int{1, 1}, []int{700, 33}, 1e-5},
+		{8, 2, 96, []int{1, 1}, []int{257, 31}, 1e-5},
+	} {
+		for _, kvdt := range KVDTypes {
+			t.Run(fmt.Sprintf("%d-%d-%d-%v/%v", c.heads, c.kvHeads, c.headDim, c.cached, kvdt), func(t *testing.T) {
+				checkAttention(t, b, kvdt, c)
+			})
+		}
+	}
+}
+
 // kvRound returns x as a cache of dtype dt stores it, and its bytes.
 func kvRound(dt bridge.DType, x []float32) ([]float32, []byte) {
 	out := make([]float32, len(x))

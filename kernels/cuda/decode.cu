@@ -10,8 +10,9 @@
 // chain of dependent memory round trips, so the chain is kept short:
 //  - The cached keys and values of earlier steps, the block table and the
 //    RoPE angles depend on nothing this step computes: they are fetched
-//    (cp.async into shared memory) before pdl_wait, while the kernel before
-//    (the q/k/v projection) still runs.
+//    (cp.async into shared memory, as many chunks as there are buffers)
+//    before pdl_wait, while the kernel before (the q/k/v projection) still
+//    runs.
 //  - After the wait only this token's q, k and v are read.
 //  - With a half cache a block keeps two chunk buffers: the next chunk's
 //    copy is in flight while one is used.
@@ -19,7 +20,9 @@
 //    at long contexts the kernel is bound by its per-chunk latency and
 //    issue rate more than by its bytes (docs/cuda.md).
 //  - Partitions are merged by the last block of the (sequence, KV head) to
-//    finish, not by another launch.
+//    finish, not by another launch; beyond mgroup partitions in two levels
+//    (the last block of each group of mgroup merges it, the last of those
+//    the groups), as one block's reads from L2 bound the merge.
 // The new token's key and value (position seq_len-1) never go through the
 // cache within the step: the block whose partition holds that position keeps
 // them in shared memory and is the only writer of their cache slot.
