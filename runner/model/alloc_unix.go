@@ -16,5 +16,6 @@ func allocWeights(n int) ([]byte, func(), bool) {
 	if err != nil {
 		return make([]byte, n), func() {}, false
 	}
+	adviseHugePages(b)
 	return b, func() { unix.Munmap(b) }, true
 }

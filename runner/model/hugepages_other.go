@@ -1,0 +1,7 @@
+//go:build !linux
+
+package model
+
+// adviseHugePages is Linux's transparent huge pages advice; other systems
+// choose page sizes themselves.
+func adviseHugePages(b []byte) {}
