@@ -28,20 +28,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	ids, weights := kernels.Route(logits, E, K, w.NormTopK)
 	b.stats.ExpertsTouched = append(b.stats.ExpertsTouched, len(sortedUnique(ids)))
 
-	var groups []pairGroup
-	switch p.Strategy {
-	case bridge.MoELoop:
-		for i, e := range ids {
-			groups = append(groups, pairGroup{expert: e, pairs: []int32{int32(i)}})
-		}
-	case bridge.MoEChunked:
-		chunk := max(p.ChunkSize, 1)
-		for lo := 0; lo < len(ids); lo += chunk {
-			groups = append(groups, groupByExpert(ids, lo, min(lo+chunk, len(ids)), E)...)
-		}
-	default: // grouped
-		groups = groupByExpert(ids, 0, len(ids), E)
-	}
+	groups := strategyGroups(ids, E, p)
 
 	// y holds every pair's expert output; the weighted sum per token happens
 	// after, in top-k order, so the result does not depend on the strategy's
@@ -79,6 +66,27 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 }
 
 // groupByExpert groups pairs [lo,hi) by expert, experts in ascending order.
+// strategyGroups is the work of a MoE step as the strategy schedules it:
+// one (token, expert) pair at a time (loop), the pairs grouped by expert in
+// chunks of tokens (chunked), or all of them grouped by expert (grouped).
+func strategyGroups(ids []int32, experts int, p bridge.MoEParams) []pairGroup {
+	var groups []pairGroup
+	switch p.Strategy {
+	case bridge.MoELoop:
+		for i, e := range ids {
+			groups = append(groups, pairGroup{expert: e, pairs: []int32{int32(i)}})
+		}
+	case bridge.MoEChunked:
+		chunk := max(p.ChunkSize, 1)
+		for lo := 0; lo < len(ids); lo += chunk {
+			groups = append(groups, groupByExpert(ids, lo, min(lo+chunk, len(ids)), experts)...)
+		}
+	default: // grouped
+		groups = groupByExpert(ids, 0, len(ids), experts)
+	}
+	return groups
+}
+
 func groupByExpert(ids []int32, lo, hi, experts int) []pairGroup {
 	byExpert := make([][]int32, experts)
 	for i := lo; i < hi; i++ {

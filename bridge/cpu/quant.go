@@ -106,20 +106,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	}
 	ids, weights := kernels.Route(logits, E, K, w.NormTopK)
 	b.stats.ExpertsTouched = append(b.stats.ExpertsTouched, len(sortedUnique(ids)))
-	var groups []pairGroup
-	switch p.Strategy {
-	case bridge.MoELoop:
-		for i, e := range ids {
-			groups = append(groups, pairGroup{expert: e, pairs: []int32{int32(i)}})
-		}
-	case bridge.MoEChunked:
-		chunk := max(p.ChunkSize, 1)
-		for lo := 0; lo < len(ids); lo += chunk {
-			groups = append(groups, groupByExpert(ids, lo, min(lo+chunk, len(ids)), E)...)
-		}
-	default:
-		groups = groupByExpert(ids, 0, len(ids), E)
-	}
+	groups := strategyGroups(ids, E, p)
 	y := b.buf("moe.y", len(ids)*H)
 	// Work items are (group, slice of rows) so one token's top-k experts
 	// still spread over every core.
