@@ -33,24 +33,6 @@ func (t *qtensor) args() (rowBytes, groups, sdt int) {
 	return t.Spec.RowBytes(t.Dims[1]), max(t.Spec.Groups(t.Dims[1]), 1), int(t.Spec.Scale)
 }
 
-func qKernel(s quant.Spec) string {
-	switch {
-	case s.Type == quant.Affine && s.Bits == 4:
-		return "affine4"
-	case s.Type == quant.Affine && s.Bits == 8:
-		return "affine8"
-	case s.Type == quant.Q8_0:
-		return "q8_0"
-	case s.Type == quant.Q4_0:
-		return "q4_0"
-	case s.Type == quant.Q4_K:
-		return "q4_k"
-	case s.Type == quant.Q6_K:
-		return "q6_k"
-	}
-	return ""
-}
-
 // quantKernelNames are quant.cu's kernels, for the compile test.
 func quantKernelNames() []string {
 	var n []string
@@ -69,7 +51,7 @@ var qgemvVariants = []string{"_c1_r1", "_c1_r2", "_c1_r4", "_c4_r2"}
 
 // SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K.
 func (b *Backend) SupportsQuant(s quant.Spec) error {
-	if qKernel(s) == "" {
+	if quant.KernelName(s) == "" {
 		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K)", s)
 	}
 	return nil
@@ -297,7 +279,7 @@ func (b *Backend) launchQGemv(g *qgemv) {
 	for _, s := range args {
 		a = append(a, s[:]...)
 	}
-	name := fmt.Sprintf("qgemv_%s_c%d_r%d", qKernel(s0.q.Spec), c, r)
+	name := fmt.Sprintf("qgemv_%s_c%d_r%d", quant.KernelName(s0.q.Spec), c, r)
 	b.launch(name, [3]int{blocks, cdiv(g.m, c), 1}, qWarps*32, a...)
 }
 
@@ -366,7 +348,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 	}
 	s, bi := q.sb()
 	rb, g, sdt := q.args()
-	b.launch("qembed_"+qKernel(q.Spec), [3]int{cdiv(T, 8), 1, 1}, 256, o.ptr, b.metaPtr(b.mo.tokens), q.data.ptr, s, bi,
+	b.launch("qembed_"+quant.KernelName(q.Spec), [3]int{cdiv(T, 8), 1, 1}, 256, o.ptr, b.metaPtr(b.mo.tokens), q.data.ptr, s, bi,
 		i32(T), i32(V), i32(W), i32(rb), i32(g), i32(sdt), b.stats.ptr)
 }
 
@@ -474,7 +456,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && H%qUnit(rq.Spec) == 0:
 		s, bi := rq.sb()
 		rb, g, sdt := rq.args()
-		b.launch("qrouter_route1_"+qKernel(rq.Spec), [3]int{cdiv(E, qWarps), 1, 1}, qWarps*32, xs.ptr, rq.data.ptr, s, bi,
+		b.launch("qrouter_route1_"+quant.KernelName(rq.Spec), [3]int{cdiv(E, qWarps), 1, 1}, qWarps*32, xs.ptr, rq.data.ptr, s, bi,
 			logits, i32(H), i32(E), i32(K), boolArg(w.NormTopK), i32(rb), i32(g), i32(sdt), ids, wts, slotExpert, slotStart,
 			slotCount, pairs, b.stats.ptr, i32(stat), b.scratchZeroed("qmoe.route_counter", 4))
 		routed = true
@@ -500,14 +482,14 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	}
 	b.subMark("gate_up")
 	gs := tab.spec[0]
-	b.launch("qmoe_gate_up_"+qKernel(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
+	b.launch("qmoe_gate_up_"+quant.KernelName(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
 		i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)
 	b.subMark("down")
 	ds := tab.spec[2]
 	if fused {
 		// The down projections and the weighted sum of the k experts in one
 		// launch, a block row of tokens.
-		b.launch("qmoe_down_sum_"+qKernel(ds), [3]int{cdiv(H, qmoeDownRows), T, 1}, qWarps*32, hbuf, o.ptr, tab.ptr, ids,
+		b.launch("qmoe_down_sum_"+quant.KernelName(ds), [3]int{cdiv(H, qmoeDownRows), T, 1}, qWarps*32, hbuf, o.ptr, tab.ptr, ids,
 			wts, i32(H), i32(I), i32(K), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr)
 		return
 	}
@@ -515,7 +497,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	if b.stepErr != nil {
 		return
 	}
-	b.launch("qmoe_down_"+qKernel(ds), [3]int{cdiv(H, qWarps*qmoeRows), P, 1}, qWarps*32, hbuf, y, tab.ptr, ids,
+	b.launch("qmoe_down_"+quant.KernelName(ds), [3]int{cdiv(H, qWarps*qmoeRows), P, 1}, qWarps*32, hbuf, y, tab.ptr, ids,
 		i32(H), i32(I), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr)
 	b.launch("moe_combine", [3]int{T, cdiv(H, 256), 1}, 256, o.ptr, y, wts, i32(H), i32(K))
 }

@@ -28,28 +28,9 @@ func (t *qtensor) part(x *tensor) view {
 	return x.view()
 }
 
-// qKernel names each format's kernel suffix.
-func qKernel(s quant.Spec) string {
-	switch {
-	case s.Type == quant.Affine && s.Bits == 4:
-		return "affine4"
-	case s.Type == quant.Affine && s.Bits == 8:
-		return "affine8"
-	case s.Type == quant.Q8_0:
-		return "q8_0"
-	case s.Type == quant.Q4_0:
-		return "q4_0"
-	case s.Type == quant.Q4_K:
-		return "q4_k"
-	case s.Type == quant.Q6_K:
-		return "q6_k"
-	}
-	return ""
-}
-
 // SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K.
 func (b *Backend) SupportsQuant(s quant.Spec) error {
-	if qKernel(s) == "" {
+	if quant.KernelName(s) == "" {
 		return fmt.Errorf("metal: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K)", s)
 	}
 	return nil
@@ -144,7 +125,7 @@ func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
 		return
 	}
 	rows, sgs, cols := qRows, qSimdgroups, min(m, 8)
-	p := b.pipeline("qmatvec_"+qKernel(q.Spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
+	p := b.pipeline("qmatvec_"+quant.KernelName(q.Spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -180,7 +161,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 		return
 	}
 	const sgs = 4
-	p := b.pipeline("qembedding_"+qKernel(q.Spec), fcNone)
+	p := b.pipeline("qembedding_"+quant.KernelName(q.Spec), fcNone)
 	sv, bv := q.sv()
 	b.args(argBytes(b, qArgs(q, T)))
 	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
@@ -340,7 +321,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		}
 		rows, sgs := qRows, qSimdgroups
 		spec := pk.spec[g]
-		p := b.pipeline("qmoe_mv_"+qKernel(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0])
+		p := b.pipeline("qmoe_mv_"+quant.KernelName(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0])
 		sgs = simdgroupsFor(p, sgs)
 		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 			return

@@ -102,6 +102,27 @@ func (s Spec) BlockBytes() int {
 // RowBytes is the packed bytes of a row of k values.
 func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 
+// KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
+// format: affine4, affine8, q8_0, q4_0, q4_k or q6_k; "" for a format
+// that has none (other affine bit widths run on the CPU only).
+func KernelName(s Spec) string {
+	switch {
+	case s.Type == Affine && s.Bits == 4:
+		return "affine4"
+	case s.Type == Affine && s.Bits == 8:
+		return "affine8"
+	case s.Type == Q8_0:
+		return "q8_0"
+	case s.Type == Q4_0:
+		return "q4_0"
+	case s.Type == Q4_K:
+		return "q4_k"
+	case s.Type == Q6_K:
+		return "q6_k"
+	}
+	return ""
+}
+
 // Groups is the scales (and biases) of a row of k values: affine only.
 func (s Spec) Groups(k int) int {
 	if s.Type != Affine {
