@@ -15,6 +15,9 @@ func detectLevel() int {
 		return levelGeneric
 	}
 	if x.HasAVX512 && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL {
+		if x.HasAVX512VNNI {
+			return levelVNNI
+		}
 		return levelAVX512
 	}
 	return levelAVX2
@@ -99,7 +102,7 @@ func addTail[T uint16 | float32](dst []float32, ldd int, x []float32, w []T, m, 
 
 func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool {
 	t := &gemmBF16AVX2Tiles
-	if level == levelAVX512 {
+	if level >= levelAVX512 {
 		t = &gemmBF16AVX512Tiles
 	}
 	gemmTiles(t, dst, ldd, x, w, m, n, k)
@@ -111,7 +114,7 @@ func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) 
 
 func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool {
 	t := &gemmF16AVX2Tiles
-	if level == levelAVX512 {
+	if level >= levelAVX512 {
 		t = &gemmF16AVX512Tiles
 	}
 	gemmTiles(t, dst, ldd, x, w, m, n, k)
@@ -123,7 +126,7 @@ func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) b
 
 func gemmF32Arch(dst []float32, ldd int, x []float32, w []float32, m, n, k int) bool {
 	t := &gemmF32AVX2Tiles
-	if level == levelAVX512 {
+	if level >= levelAVX512 {
 		t = &gemmF32AVX512Tiles
 	}
 	gemmTiles(t, dst, ldd, x, w, m, n, k)

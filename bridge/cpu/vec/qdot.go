@@ -3,6 +3,7 @@ package vec
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
@@ -17,6 +18,9 @@ import (
 // QPrepLen is the floats QPrepare writes for one activation row of k values
 // that rows of format s are dotted with.
 func QPrepLen(s quant.Spec, k int) int {
+	if qInt(s) {
+		return k/s.Group + qIntUnits(s, k)*qIntUnitFloats(s)
+	}
 	n := k / 16 // sums of every 16 values
 	if s.Type == quant.Affine && s.Bits == 4 {
 		n += k // the row deinterleaved: even values, then odd ones
@@ -45,6 +49,10 @@ func qExtraLen(s quant.Spec, k int) int {
 // p, which is QPrepLen(s, k) long.
 func QPrepare(p, x []float32, s quant.Spec) {
 	k := len(x)
+	if qInt(s) {
+		qPrepareInt(p[:QPrepLen(s, k)], x, s)
+		return
+	}
 	p = p[:QPrepLen(s, k)]
 	sums := p[:k/16]
 	for i := range sums {
@@ -244,3 +252,119 @@ func scaleAt(b []byte, i int, f quant.Float) float32 {
 
 // zeros stands for the half of a nibble dot a Q4_K sub-block does not use.
 var zeros [32]float32
+
+// Integer dots (levelVNNI): affine 4- and 8-bit rows are dotted with x made
+// 16-bit fixed point per block of 32 values, d = max|x|/32639 and
+// x16 = round(x/d), so each value is off by at most d/2, about 1.5e-5 of its
+// block's largest (docs/quantization.md). The biases still meet float sums
+// of x. x16 is stored as two int8 planes, hi = (x16+128)>>8 and
+// lo = x16-256·hi, both in [-128, 127]: VPDPBUSD multiplies the unsigned
+// weights with them, and 256·Σq·hi + Σq·lo is exact in int32.
+const (
+	qIntBlock = 32
+	qIntMax   = 32639 // the largest |x16| whose hi plane fits in int8
+)
+
+// qInt reports whether rows of format s are dotted in integers.
+func qInt(s quant.Spec) bool {
+	return level >= levelVNNI && s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8)
+}
+
+// qIntUnit is the values one 64-byte load of a row holds (a unit): the
+// prepared x is laid out per unit to match its lanes (qgen.go).
+func qIntUnit(s quant.Spec) int { return 512 / s.Bits }
+
+// qIntUnitFloats is a unit's prepared x in floats: its int8 planes (two a
+// value) and its 16 lanes' d.
+func qIntUnitFloats(s quant.Spec) int { return 2*qIntUnit(s)/4 + 16 }
+
+// qIntStep is the values of a kernel's step: a unit, or a group where a
+// group spans units.
+func qIntStep(s quant.Spec) int { return max(qIntUnit(s), s.Group) }
+
+// qIntUnits is the units the kernels dot for rows of k values: whole
+// steps; the groups left over (k not a multiple of a unit) are dotted in
+// floats (qIntTail).
+func qIntUnits(s quant.Spec, k int) int {
+	return k / qIntStep(s) * qIntStep(s) / qIntUnit(s)
+}
+
+// qPrepareInt writes x's group sums, then per unit its int8 planes and
+// lanes' d: 8 bits: hi[64] lo[64]; 4 bits: the even values' hi and lo, the
+// odd values' hi and lo (a 4-bit unit's byte j holds values 2j and 2j+1),
+// 64 bytes each; then 16 floats, lane i's block's d (lane i holds values
+// 4i..4i+3 at 8 bits, 8i..8i+7 at 4).
+func qPrepareInt(p, x []float32, s quant.Spec) {
+	k, G := len(x), s.Group
+	for g := range k / G {
+		var t float32
+		for _, v := range x[g*G : (g+1)*G] {
+			t += v
+		}
+		p[g] = t
+	}
+	n, U, uf := qIntUnits(s, k), qIntUnit(s), qIntUnitFloats(s)
+	if n == 0 {
+		return
+	}
+	all := unsafe.Slice((*byte)(unsafe.Pointer(&p[k/G])), 4*n*uf)
+	lanes := 32 / (U / 16) // lanes a block
+	for u := range n {
+		b := all[4*u*uf : 4*(u+1)*uf]
+		dv := p[k/G+u*uf+uf-16 : k/G+(u+1)*uf]
+		for blk := range U / qIntBlock {
+			xs := x[u*U+qIntBlock*blk : u*U+qIntBlock*(blk+1)]
+			var m float32
+			for _, v := range xs {
+				m = max(m, abs32(v))
+			}
+			var inv float32
+			if m > 0 {
+				inv = qIntMax / m
+			}
+			for l := range lanes {
+				dv[lanes*blk+l] = m / qIntMax
+			}
+			for i, v := range xs {
+				// Round to nearest: 1.5·2^23 added leaves the integer in
+				// the mantissa's low bits (|v·inv| < 2^22).
+				q := int32(math.Float32bits(v*inv+0x1.8p23)) - 0x4B400000
+				q = min(max(q, -qIntMax), qIntMax)
+				hi := (q + 128) >> 8
+				lo := q - 256*hi
+				pos := qIntBlock*blk + i
+				if s.Bits == 8 {
+					b[pos], b[64+pos] = byte(int8(hi)), byte(int8(lo))
+				} else {
+					o := 128*(pos&1) + pos>>1
+					b[o], b[64+o] = byte(int8(hi)), byte(int8(lo))
+				}
+			}
+		}
+	}
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// qIntTail is row r's scale·Σx·q over the groups from value k0 on, which
+// the integer kernels leave to it (their biases they did).
+func qIntTail(w *quant.Matrix, r, k0 int, x []float32) float32 {
+	rb := w.Spec.RowBytes(w.K)
+	row := w.Data[r*rb : (r+1)*rb]
+	G := w.Spec.Group
+	var acc float32
+	for g := k0 / G; g < w.K/G; g++ {
+		var dot float32
+		for i := g * G; i < (g+1)*G; i++ {
+			var q byte
+			if w.Spec.Bits == 8 {
+				q = row[i]
+			} else {
+				q = row[i/2] >> (4 * (i & 1)) & 15
+			}
+			dot += x[i] * float32(q)
+		}
+		acc += w.Scale(r, g) * dot
+	}
+	return acc
+}

@@ -34,17 +34,35 @@ var qKernels = [...]qkerns{
 	},
 }
 
+// qIntKernels are levelVNNI's integer affine kernels, by bits (8, 4),
+// group size (32, 64, 128) and scale dtype.
+var qIntKernels = [2][3][3]qkern{
+	{
+		{quant.F32: qAffine8G32F32VNNI, quant.F16: qAffine8G32F16VNNI, quant.BF16: qAffine8G32BF16VNNI},
+		{quant.F32: qAffine8G64F32VNNI, quant.F16: qAffine8G64F16VNNI, quant.BF16: qAffine8G64BF16VNNI},
+		{quant.F32: qAffine8G128F32VNNI, quant.F16: qAffine8G128F16VNNI, quant.BF16: qAffine8G128BF16VNNI},
+	},
+	{
+		{quant.F32: qAffine4G32F32VNNI, quant.F16: qAffine4G32F16VNNI, quant.BF16: qAffine4G32BF16VNNI},
+		{quant.F32: qAffine4G64F32VNNI, quant.F16: qAffine4G64F16VNNI, quant.BF16: qAffine4G64BF16VNNI},
+		{quant.F32: qAffine4G128F32VNNI, quant.F16: qAffine4G128F16VNNI, quant.BF16: qAffine4G128BF16VNNI},
+	},
+}
+
 // qdotsArch runs the row kernels on blocks of 4 rows; a row left over runs
 // as a block of that row 4 times (stride 0). Other bit widths than 4 and 8
 // fall back to the generic dots.
 func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
 	s, k := w.Spec, w.K
-	ks := &qKernels[level]
+	ks := &qKernels[min(level, levelAVX512)]
 	if len(x) < k || len(p) < QPrepLen(s, k) || lo < 0 || hi > w.Rows {
 		panic(fmt.Sprintf("vec: QDots rows [%d,%d) of %d, k=%d, with %d activations and %d prepared sums (want %d)",
 			lo, hi, w.Rows, k, len(x), len(p), QPrepLen(s, k)))
 	}
 	rb := s.RowBytes(k)
+	if qInt(s) {
+		return qdotsInt(dst, w, lo, hi, x, p)
+	}
 	var (
 		kern   qkern
 		xa     = &x[0]
@@ -105,6 +123,35 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 	return qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
 		kern(xa, x2, pe, &w.Data[r*rb], rows*rb, scale(sc, r), scale(bi, r), rows*lds, d, nb, ni, 4*rows)
 	})
+}
+
+// qdotsInt runs levelVNNI's integer kernels (qgen.go: affineInt) on x
+// prepared by qPrepareInt; groups past the last whole step are dotted in
+// floats.
+func qdotsInt(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
+	s, k := w.Spec, w.K
+	rb, G := s.RowBytes(k), s.Group
+	lds := s.Groups(k) * s.Scale.Size()
+	if len(w.Scales) < hi*lds || len(w.Biases) < hi*lds {
+		panic(fmt.Sprintf("vec: QDots: %d scale and %d bias bytes for %d rows of %d", len(w.Scales), len(w.Biases), hi, lds))
+	}
+	gi := map[int]int{32: 0, 64: 1, 128: 2}[G]
+	kern := qIntKernels[(8-s.Bits)/4][gi][s.Scale]
+	n := qIntUnits(s, k)
+	k0 := n * qIntUnit(s)
+	var units *float32
+	if n > 0 {
+		units = &p[k/G]
+	}
+	qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
+		kern(units, nil, &p[0], &w.Data[r*rb], rows*rb, &w.Scales[r*lds], &w.Biases[r*lds], rows*lds, d, k0/qIntStep(s), k/G, 4*rows)
+	})
+	if k0 < k {
+		for j := lo; j < hi; j++ {
+			dst[j-lo] += qIntTail(w, j, k0, x)
+		}
+	}
+	return true
 }
 
 // qRun calls kern on rows [lo,hi) 4 at a time: kern(r, q, d) dots rows r,

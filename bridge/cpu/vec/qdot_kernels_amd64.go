@@ -63,3 +63,57 @@ func qQ4_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst
 
 //go:noescape
 func qQ6_KAVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G32F32VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G32F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G32BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G64F32VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G64F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G64BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G128F32VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G128F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine8G128BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G32F32VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G32F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G32BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G64F32VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G64F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G64BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G128F32VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G128F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qAffine4G128BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)

@@ -585,6 +585,198 @@ func (g *gen) q6_k() string {
 	return name
 }
 
+// Integer dots (AVX-512 VNNI; docs/quantization.md): QPrepare has made x
+// 16-bit block fixed point, x ≈ d·x16 per 32 values, stored as the int8
+// planes hi = (x16+128)>>8 and lo = x16-256·hi, so VPDPBUSD with the
+// unsigned weights gives Σq·x16 = 256·Σq·hi + Σq·lo exactly in int32. A
+// unit is one 64-byte load of a row: 64 values at 8 bits, 128 at 4 (byte
+// j's low nibble value 2j, its high one 2j+1, which pair with x's even and
+// odd planes, so no shuffle is needed). The unit's lanes each cover 4 (8)
+// consecutive values, so one block's lanes share d: the prepared dvec holds
+// each lane's d, and a unit's sums become floats once, then times d and the
+// group's scale (a per-lane scale vector where a unit spans groups). The
+// biases meet the group sums of x in a first pass, 16 groups at a time.
+//
+// Unit layout (x, SI): 8 bits: hi[64] lo[64] dvec[16]f32; 4 bits: even hi,
+// even lo, odd hi, odd lo (64 bytes each), dvec. p (DI): the group sums.
+// nb: steps of max(unit, group) values; ni: groups of the row (biases).
+
+// intIdx is lane i's scale in a unit of `per` values a lane when a unit
+// spans several groups of g values.
+func intIdx(per, g, i int) int { return per * i / g }
+
+// affineInt: bits 4 or 8, group g, scale dtype f.
+func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
+	name := fmt.Sprintf("qAffine%dG%d%sVNNI", bits, grp, f)
+	unit, per, ub := 64, 4, 192 // values a unit, values a lane, unit bytes
+	if bits == 4 {
+		unit, per, ub = 128, 8, 320
+	}
+	units, spans := 1, 1 // units a step, groups a unit
+	if grp > unit {
+		units = grp / unit
+	} else {
+		spans = unit / grp
+	}
+	g.header(name, 0)
+	ss := scaleSize[f]
+	// The biases' pass: acc += bias·S over 16 groups at a time, the last
+	// ones masked.
+	g.p("MOVQ ni+80(FP), CX")
+	g.label("bias")
+	g.p("MOVL $0xffff, AX")
+	g.p("CMPQ CX, $16")
+	g.p("JGE biasfull")
+	g.p("MOVL $1, AX")
+	g.p("SHLL CX, AX")
+	g.p("DECL AX")
+	g.label("biasfull")
+	g.p("KMOVW AX, K2")
+	g.p("VMOVUPS.Z (DI), K2, Z8")
+	for r := 0; r < 4; r++ {
+		t := 24 + r
+		switch f {
+		case "F32":
+			g.p("VMOVUPS.Z %s, K2, Z%d", srow("R9", r), t)
+		case "F16":
+			g.p("VMOVDQU16.Z %s, K2, Y%d", srow("R9", r), t)
+			g.p("VCVTPH2PS Y%d, Z%d", t, t)
+		case "BF16":
+			g.p("VMOVDQU16.Z %s, K2, Y%d", srow("R9", r), t)
+			g.p("VPMOVZXWD Y%d, Z%d", t, t)
+			g.p("VPSLLD $16, Z%d, Z%d", t, t)
+		}
+		g.p("VFMADD231PS Z8, Z%d, Z%d", t, r)
+	}
+	g.p("ADDQ $64, DI")
+	g.p("ADDQ $%d, R9", 16*ss)
+	g.p("SUBQ $16, CX")
+	g.p("JG bias")
+
+	if bits == 4 {
+		g.broadcast32(0x0f0f0f0f, 13)
+	}
+	if spans > 1 {
+		// The scale vector: the unit's `spans` scales loaded (masked) and
+		// permuted to their lanes (qidx).
+		idx := fmt.Sprintf("qidx%dg%d%s<>", bits, grp, f)
+		switch f {
+		case "F32":
+			for i := 0; i < 16; i++ {
+				fmt.Fprintf(data, "DATA %s+%d(SB)/4, $%d\n", idx, 4*i, intIdx(per, grp, i))
+			}
+		case "BF16":
+			// Word 2i+1 (the high half of lane i) the scale, word 2i a
+			// zero word (31, which the masked load clears).
+			for i := 0; i < 16; i++ {
+				fmt.Fprintf(data, "DATA %s+%d(SB)/4, $0x%04x%04x\n", idx, 4*i, intIdx(per, grp, i), 31)
+			}
+		case "F16":
+			// 16 halves, converted after the permute.
+			for i := 0; i < 16; i += 2 {
+				fmt.Fprintf(data, "DATA %s+%d(SB)/4, $0x%04x%04x\n", idx, 2*i, intIdx(per, grp, i+1), intIdx(per, grp, i))
+			}
+			for i := 32; i < 64; i += 4 {
+				fmt.Fprintf(data, "DATA %s+%d(SB)/4, $0\n", idx, i)
+			}
+		}
+		fmt.Fprintf(data, "GLOBL %s(SB), RODATA|NOPTR, $64\n\n", idx)
+		g.p("VMOVDQU32 %s(SB), Z14", idx)
+		g.p("MOVL $0x%x, AX", 1<<spans-1)
+		g.p("KMOVW AX, K1")
+	}
+	g.p("MOVQ nb+72(FP), CX")
+	g.p("TESTQ CX, CX")
+	g.p("JZ done")
+	g.label("step")
+	for u := 0; u < units; u++ {
+		if bits == 8 {
+			g.p("VMOVDQU32 (SI), Z8")
+			g.p("VMOVDQU32 64(SI), Z9")
+			g.p("VMOVUPS 128(SI), Z12")
+		} else {
+			for i := 0; i < 4; i++ {
+				g.p("VMOVDQU32 %d(SI), Z%d", 64*i, 8+i)
+			}
+			g.p("VMOVUPS 256(SI), Z12")
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VMOVDQU32 %s, Z%d", wrow(r, 0), 24+r)
+			g.p("VPXORD Z%d, Z%d, Z%d", 16+r, 16+r, 16+r)
+			g.p("VPXORD Z%d, Z%d, Z%d", 20+r, 20+r, 20+r)
+		}
+		if bits == 8 {
+			for r := 0; r < 4; r++ {
+				g.p("VPDPBUSD Z8, Z%d, Z%d", 24+r, 16+r)
+				g.p("VPDPBUSD Z9, Z%d, Z%d", 24+r, 20+r)
+			}
+		} else {
+			for r := 0; r < 4; r++ {
+				g.p("VPSRLW $4, Z%d, Z%d", 24+r, 28+r)
+				g.p("VPANDD Z13, Z%d, Z%d", 24+r, 24+r)
+				g.p("VPANDD Z13, Z%d, Z%d", 28+r, 28+r)
+			}
+			for r := 0; r < 4; r++ {
+				g.p("VPDPBUSD Z8, Z%d, Z%d", 24+r, 16+r)
+				g.p("VPDPBUSD Z9, Z%d, Z%d", 24+r, 20+r)
+			}
+			for r := 0; r < 4; r++ {
+				g.p("VPDPBUSD Z10, Z%d, Z%d", 28+r, 16+r)
+				g.p("VPDPBUSD Z11, Z%d, Z%d", 28+r, 20+r)
+			}
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VPSLLD $8, Z%d, Z%d", 16+r, 16+r)
+			g.p("VPADDD Z%d, Z%d, Z%d", 20+r, 16+r, 16+r)
+			g.p("VCVTDQ2PS Z%d, Z%d", 16+r, 16+r)
+		}
+		for r := 0; r < 4; r++ {
+			switch {
+			case spans > 1 || units == 1:
+				g.p("VMULPS Z12, Z%d, Z%d", 16+r, 16+r)
+			case u == 0:
+				g.p("VMULPS Z12, Z%d, Z%d", 16+r, 4+r)
+			default:
+				g.p("VFMADD231PS Z12, Z%d, Z%d", 16+r, 4+r)
+			}
+		}
+		g.p("ADDQ $%d, SI", ub)
+		g.prefetch(64)
+		g.p("ADDQ $64, BX")
+	}
+	// The step's scales.
+	for r := 0; r < 4; r++ {
+		t := 24 + r
+		if spans == 1 {
+			g.scale(f, srow("R8", r), t)
+		} else {
+			switch f {
+			case "F32":
+				g.p("VMOVUPS.Z %s, K1, Z%d", srow("R8", r), t)
+				g.p("VPERMPS Z%d, Z14, Z%d", t, t)
+			case "BF16":
+				g.p("VMOVDQU16.Z %s, K1, Z%d", srow("R8", r), t)
+				g.p("VPERMW Z%d, Z14, Z%d", t, t)
+			case "F16":
+				g.p("VMOVDQU16.Z %s, K1, Y%d", srow("R8", r), t)
+				g.p("VPERMW Y%d, Y14, Y%d", t, t)
+				g.p("VCVTPH2PS Y%d, Z%d", t, t)
+			}
+		}
+		src := 16 + r
+		if spans == 1 && units > 1 {
+			src = 4 + r
+		}
+		g.p("VFMADD231PS Z%d, Z%d, Z%d", t, src, r)
+	}
+	g.p("ADDQ $%d, R8", spans*ss)
+	g.p("DECQ CX")
+	g.p("JNZ step")
+	g.label("done")
+	g.footer()
+	return name
+}
+
 func main() {
 	if d := os.Getenv("QPF"); d != "" {
 		fmt.Sscan(d, &pfDist)
@@ -603,6 +795,17 @@ func main() {
 			names = append(names, g.affine8(f), g.affine4(f))
 		}
 		names = append(names, g.q8_0(), g.q4_0(), g.q4_k(), g.q6_k())
+		if g.z {
+			var data bytes.Buffer
+			for _, bits := range []int{8, 4} {
+				for _, grp := range []int{32, 64, 128} {
+					for _, f := range []string{"F32", "F16", "BF16"} {
+						names = append(names, g.affineInt(bits, grp, f, &data))
+					}
+				}
+			}
+			s.Write(data.Bytes())
+		}
 		for _, n := range names {
 			fmt.Fprintf(&d, "//go:noescape\nfunc %s(%s)\n\n", n, argList)
 		}

@@ -23,6 +23,9 @@ const (
 	levelGeneric = iota
 	levelAVX2    // AVX2 + FMA + F16C
 	levelAVX512  // AVX-512 F/BW/VL on top of levelAVX2
+	// levelVNNI adds AVX-512 VNNI: affine 4- and 8-bit rows are dotted in
+	// integers with activations made 16-bit fixed point (QDots).
+	levelVNNI
 )
 
 // level is the implementation in use. It is a variable, not a constant, so
@@ -33,6 +36,8 @@ var level = detectLevel()
 // "avx2+fma+f16c" or "generic".
 func Features() string {
 	switch level {
+	case levelVNNI:
+		return "avx512+vnni"
 	case levelAVX512:
 		return "avx512"
 	case levelAVX2:

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var levelNames = map[int]string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512"}
+var levelNames = map[int]string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512", levelVNNI: "vnni"}
 
 // forLevels runs f once per implementation this machine can execute.
 func forLevels(t *testing.T, f func(t *testing.T)) {
