@@ -23,3 +23,5 @@ func dotI8Arch(x []float32, q []byte) float32 { return dotI8Generic(x, q) }
 func dotNibArch(lo, hi []float32, q []byte) float32 { return dotNibGeneric(lo, hi, q) }
 
 func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool { return false }
+
+func prepIntArch(bits int, x []float32, dst []byte, bs []float32, n int) bool { return false }

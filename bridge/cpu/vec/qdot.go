@@ -296,34 +296,57 @@ func qIntUnits(s quant.Spec, k int) int {
 // 4i..4i+3 at 8 bits, 8i..8i+7 at 4).
 func qPrepareInt(p, x []float32, s quant.Spec) {
 	k, G := len(x), s.Group
+	n, U, uf := qIntUnits(s, k), qIntUnit(s), qIntUnitFloats(s)
+	k0 := n * U
+	// Block sums (of the values in units) from the quantizing pass; a
+	// stack buffer for rows up to 16384 values.
+	var buf [512]float32
+	bs := buf[:]
+	if k0/qIntBlock > len(bs) {
+		bs = make([]float32, k0/qIntBlock)
+	}
+	bs = bs[:k0/qIntBlock]
+	if n > 0 {
+		units := unsafe.Slice((*byte)(unsafe.Pointer(&p[k/G])), 4*n*uf)
+		if !prepIntArch(s.Bits, x[:k0], units, bs, n) {
+			prepIntGeneric(s.Bits, x[:k0], units, bs, n)
+		}
+	}
 	for g := range k / G {
 		var t float32
-		for _, v := range x[g*G : (g+1)*G] {
-			t += v
+		if (g+1)*G <= k0 {
+			for _, v := range bs[g*G/qIntBlock : (g+1)*G/qIntBlock] {
+				t += v
+			}
+		} else {
+			for _, v := range x[g*G : (g+1)*G] {
+				t += v
+			}
 		}
 		p[g] = t
 	}
-	n, U, uf := qIntUnits(s, k), qIntUnit(s), qIntUnitFloats(s)
-	if n == 0 {
-		return
-	}
-	all := unsafe.Slice((*byte)(unsafe.Pointer(&p[k/G])), 4*n*uf)
+}
+
+// prepIntGeneric is qPrepInt's Go twin (a unit is 2·U bytes of planes,
+// then 16 floats of d).
+func prepIntGeneric(bits int, x []float32, dst []byte, bs []float32, n int) {
+	U := 512 / bits
+	ub := 2*U + 64
 	lanes := 32 / (U / 16) // lanes a block
 	for u := range n {
-		b := all[4*u*uf : 4*(u+1)*uf]
-		dv := p[k/G+u*uf+uf-16 : k/G+(u+1)*uf]
+		b := dst[u*ub : (u+1)*ub]
 		for blk := range U / qIntBlock {
 			xs := x[u*U+qIntBlock*blk : u*U+qIntBlock*(blk+1)]
-			var m float32
+			var m, sum float32
 			for _, v := range xs {
 				m = max(m, abs32(v))
+				sum += v
 			}
-			var inv float32
-			if m > 0 {
-				inv = qIntMax / m
-			}
+			bs[u*U/qIntBlock+blk] = sum
+			inv := qIntMax / max(m, 1e-30)
 			for l := range lanes {
-				dv[lanes*blk+l] = m / qIntMax
+				o := 2*U + 4*(lanes*blk+l)
+				binary.LittleEndian.PutUint32(b[o:], math.Float32bits(m/qIntMax))
 			}
 			for i, v := range xs {
 				// Round to nearest: 1.5·2^23 added leaves the integer in
@@ -333,7 +356,7 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 				hi := (q + 128) >> 8
 				lo := q - 256*hi
 				pos := qIntBlock*blk + i
-				if s.Bits == 8 {
+				if bits == 8 {
 					b[pos], b[64+pos] = byte(int8(hi)), byte(int8(lo))
 				} else {
 					o := 128*(pos&1) + pos>>1

@@ -177,3 +177,19 @@ func qRun(dst []float32, w *quant.Matrix, lo, hi int, kern func(r, q int, d *flo
 }
 
 var qScratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// prepIntArch runs qgen.go's prepInt kernels.
+func prepIntArch(bits int, x []float32, dst []byte, bs []float32, n int) bool {
+	if n == 0 {
+		return true
+	}
+	if len(x) < n*512/bits || len(dst) < n*(1024/bits+64) || len(bs) < n*16/bits {
+		panic(fmt.Sprintf("vec: prepIntArch: %d values, %d bytes, %d sums for %d units", len(x), len(dst), len(bs), n))
+	}
+	if bits == 8 {
+		qPrepInt8(&x[0], &dst[0], &bs[0], n)
+	} else {
+		qPrepInt4(&x[0], &dst[0], &bs[0], n)
+	}
+	return true
+}

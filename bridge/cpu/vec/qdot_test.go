@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/kernels/quant"
@@ -159,6 +160,51 @@ func BenchmarkQDots(b *testing.B) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// TestQPrepInt: the quantizing kernels (qgen.go: prepInt) write the same
+// planes and d as their Go twin, and block sums within float rounding,
+// for blocks of normal values, of zeros, and of values far apart in size.
+func TestQPrepInt(t *testing.T) {
+	if !slices.Contains(availableLevels(), levelVNNI) {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, bits := range []int{8, 4} {
+		U := 512 / bits
+		const n = 5
+		x := make([]float32, n*U)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+			switch i / qIntBlock % 4 {
+			case 1:
+				x[i] = 0
+			case 2:
+				x[i] *= 1e-20
+			case 3:
+				x[i] *= float32(math.Pow(10, float64(rng.IntN(20)-10)))
+			}
+		}
+		ub := 2*U + 64
+		got, want := make([]byte, n*ub), make([]byte, n*ub)
+		gs, ws := make([]float32, n*U/qIntBlock), make([]float32, n*U/qIntBlock)
+		prepIntArch(bits, x, got, gs, n)
+		prepIntGeneric(bits, x, want, ws, n)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%d bits: byte %d of unit %d = %#x, Go %#x", bits, i%ub, i/ub, got[i], want[i])
+			}
+		}
+		for b := range gs {
+			var a float64
+			for _, v := range x[b*qIntBlock : (b+1)*qIntBlock] {
+				a += math.Abs(float64(v))
+			}
+			if d := math.Abs(float64(gs[b] - ws[b])); d > 1e-6*a {
+				t.Fatalf("%d bits: block %d's sum %g, Go %g", bits, b, gs[b], ws[b])
+			}
 		}
 	}
 }

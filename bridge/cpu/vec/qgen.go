@@ -777,6 +777,105 @@ func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 	return name
 }
 
+// prepInt quantizes x for the integer dots (qPrepareInt's layout, which
+// affineInt reads): per block of 32 values d = max|x|/32639 and
+// x16 = round(x/d) (VCVTPS2DQ, to nearest), split into the planes
+// hi = (x16+128)>>8 and lo = x16-256·hi, each dword truncated to its byte
+// (at 4 bits the even and odd values to their own planes, a qword's low
+// and high dword); each block's d to its lanes of the unit's dvec and its
+// float sum to bs.
+//
+//	func qPrepInt{8,4}(x *float32, dst *byte, bs *float32, n int)
+func (g *gen) prepInt(bits int) string {
+	name := fmt.Sprintf("qPrepInt%d", bits)
+	ub, blocks, lanes := 192, 2, 8
+	if bits == 4 {
+		ub, blocks, lanes = 320, 4, 4
+	}
+	fmt.Fprintf(g.b, "// func %s(x *float32, dst *byte, bs *float32, n int)\n", name)
+	fmt.Fprintf(g.b, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
+	g.p("MOVQ x+0(FP), SI")
+	g.p("MOVQ dst+8(FP), DI")
+	g.p("MOVQ bs+16(FP), R8")
+	g.p("MOVQ n+24(FP), CX")
+	g.p("TESTQ CX, CX")
+	g.p("JZ done")
+	// Constants in Z16-Z19, which no VEX instruction clears.
+	g.p("MOVL $0x7fffffff, AX")
+	g.p("VPBROADCASTD AX, Z16")
+	g.p("MOVL $128, AX")
+	g.p("VPBROADCASTD AX, Z17")
+	g.p("MOVL $0x%08x, AX", math.Float32bits(32639))
+	g.p("VPBROADCASTD AX, Z18")
+	g.p("MOVL $0x%08x, AX", math.Float32bits(1e-30))
+	g.p("VPBROADCASTD AX, Z19")
+	g.label("unit")
+	for blk := 0; blk < blocks; blk++ {
+		g.p("VMOVUPS (SI), Z0")
+		g.p("VMOVUPS 64(SI), Z1")
+		g.p("VPANDD Z16, Z0, Z2")
+		g.p("VPANDD Z16, Z1, Z3")
+		g.p("VMAXPS Z3, Z2, Z2")
+		g.p("VADDPS Z1, Z0, Z4")
+		for _, op := range []struct{ v, s string; r int }{{"VMAXPS", "VMAXSS", 2}, {"VADDPS", "VADDSS", 4}} {
+			r := op.r
+			g.p("VEXTRACTF64X4 $1, Z%d, Y%d", r, r+1)
+			g.p("%s Y%d, Y%d, Y%d", op.v, r+1, r, r)
+			g.p("VEXTRACTF128 $1, Y%d, X%d", r, r+1)
+			g.p("%s X%d, X%d, X%d", op.v, r+1, r, r)
+			g.p("VPERMILPS $0x4E, X%d, X%d", r, r+1)
+			g.p("%s X%d, X%d, X%d", op.v, r+1, r, r)
+			g.p("VPERMILPS $0xB1, X%d, X%d", r, r+1)
+			g.p("%s X%d, X%d, X%d", op.s, r+1, r, r)
+		}
+		g.p("VMOVSS X4, %d(R8)", 4*blk)
+		// d to the block's lanes; x·(32639/max(m, 1e-30)) (0 for a block of
+		// zeros, whose d is 0).
+		g.p("VDIVSS X18, X2, X5")
+		if lanes == 8 {
+			g.p("VBROADCASTSS X5, Y5")
+			g.p("VMOVUPS Y5, %d(DI)", ub-64+4*lanes*blk)
+		} else {
+			g.p("VBROADCASTSS X5, X5")
+			g.p("VMOVUPS X5, %d(DI)", ub-64+4*lanes*blk)
+		}
+		g.p("VMAXSS X19, X2, X2")
+		g.p("VDIVSS X2, X18, X2")
+		g.p("VBROADCASTSS X2, Z6")
+		for h := 0; h < 2; h++ {
+			pos := 32*blk + 16*h
+			g.p("VMULPS Z6, Z%d, Z7", h)
+			g.p("VCVTPS2DQ Z7, Z7")
+			g.p("VPADDD Z17, Z7, Z8")
+			g.p("VPSRAD $8, Z8, Z8")
+			g.p("VPSLLD $8, Z8, Z9")
+			g.p("VPSUBD Z9, Z7, Z9")
+			if bits == 8 {
+				g.p("VPMOVDB Z8, %d(DI)", pos)
+				g.p("VPMOVDB Z9, %d(DI)", 64+pos)
+				continue
+			}
+			// Planes: even hi, even lo, odd hi, odd lo.
+			g.p("VPMOVQB Z8, %d(DI)", pos/2)
+			g.p("VPMOVQB Z9, %d(DI)", 64+pos/2)
+			g.p("VPSRLQ $32, Z8, Z8")
+			g.p("VPSRLQ $32, Z9, Z9")
+			g.p("VPMOVQB Z8, %d(DI)", 128+pos/2)
+			g.p("VPMOVQB Z9, %d(DI)", 192+pos/2)
+		}
+		g.p("ADDQ $128, SI")
+	}
+	g.p("ADDQ $%d, R8", 4*blocks)
+	g.p("ADDQ $%d, DI", ub)
+	g.p("DECQ CX")
+	g.p("JNZ unit")
+	g.label("done")
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.b.WriteString("\n")
+	return name
+}
+
 func main() {
 	if d := os.Getenv("QPF"); d != "" {
 		fmt.Sscan(d, &pfDist)
@@ -805,6 +904,9 @@ func main() {
 				}
 			}
 			s.Write(data.Bytes())
+			for _, bits := range []int{8, 4} {
+				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int)\n\n", g.prepInt(bits))
+			}
 		}
 		for _, n := range names {
 			fmt.Fprintf(&d, "//go:noescape\nfunc %s(%s)\n\n", n, argList)
