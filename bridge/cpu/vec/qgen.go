@@ -817,7 +817,10 @@ func (g *gen) prepInt(bits int) string {
 		g.p("VPANDD Z16, Z1, Z3")
 		g.p("VMAXPS Z3, Z2, Z2")
 		g.p("VADDPS Z1, Z0, Z4")
-		for _, op := range []struct{ v, s string; r int }{{"VMAXPS", "VMAXSS", 2}, {"VADDPS", "VADDSS", 4}} {
+		for _, op := range []struct {
+			v, s string
+			r    int
+		}{{"VMAXPS", "VMAXSS", 2}, {"VADDPS", "VADDSS", 4}} {
 			r := op.r
 			g.p("VEXTRACTF64X4 $1, Z%d, Y%d", r, r+1)
 			g.p("%s Y%d, Y%d, Y%d", op.v, r+1, r, r)
