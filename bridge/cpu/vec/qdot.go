@@ -367,6 +367,30 @@ func prepIntGeneric(bits int, x []float32, dst []byte, bs []float32, n int) {
 	}
 }
 
+// QBound is the most QDots' row r of w dotted with x may be off beyond
+// float rounding: 0 where w's format is dotted in floats; for the integer
+// dots, each x rounded to within half its block's d = max|x|/32639 (0.51
+// allows for the float rounding of x/d) meets scale·q of the weight, not
+// its bias (which meets float sums of x), so the bound is
+// Σ_blocks 0.51·d·Σ|scale·q|.
+func QBound(w *quant.Matrix, r int, x []float32) float64 {
+	if !qInt(w.Spec) {
+		return 0
+	}
+	row := make([]float32, w.K)
+	w.Row(r, row)
+	var b float64
+	for blk := 0; blk < w.K/qIntBlock; blk++ {
+		var m, sq float64
+		for i := blk * qIntBlock; i < (blk+1)*qIntBlock; i++ {
+			m = max(m, math.Abs(float64(x[i])))
+			sq += math.Abs(float64(row[i] - w.Bias(r, i/w.Spec.Group)))
+		}
+		b += 0.51 * m / qIntMax * sq
+	}
+	return b
+}
+
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // qIntTail is row r's scale·Σx·q over the groups from value k0 on, which

@@ -59,26 +59,6 @@ func randomQ(t testing.TB, s quant.Spec, rows, k int, rng *rand.Rand) *quant.Mat
 	return m
 }
 
-// qIntBound is the most the integer dots (qInt) may be off on row r of an
-// affine w: each x is rounded to within half its block's d =
-// max|x|/32639 (0.51 of it allows for the float rounding of x/d), and the
-// error meets scale·q of the weight, not its bias (which meets float sums
-// of x).
-func qIntBound(w *quant.Matrix, r int, x []float32) float64 {
-	row := make([]float32, w.K)
-	w.Row(r, row)
-	var b float64
-	for blk := 0; blk < w.K/qIntBlock; blk++ {
-		var m, sq float64
-		for i := blk * qIntBlock; i < (blk+1)*qIntBlock; i++ {
-			m = max(m, math.Abs(float64(x[i])))
-			sq += math.Abs(float64(row[i] - w.Bias(r, i/w.Spec.Group)))
-		}
-		b += 0.51 * m / qIntMax * sq
-	}
-	return b
-}
-
 // TestQDots: every format against kernels/quant's reference (rows
 // dequantized, dots in float64) for every implementation level, at row
 // counts and offsets that leave blocks of 4 rows incomplete, and row
@@ -86,7 +66,7 @@ func qIntBound(w *quant.Matrix, r int, x []float32) float64 {
 // block, which is a multiple of the vector width, so no format has a
 // partial vector. The float levels are held to 1e-5 of the largest
 // result; the integer dots (levelVNNI's affine 4 and 8 bits) to that plus
-// the bound of rounding x to 16-bit block fixed point (qIntBound), about
+// the bound of rounding x to 16-bit block fixed point (QBound), about
 // 1.5e-5 of each block's largest |x| times the block's Σ|scale·q|.
 func TestQDots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -110,10 +90,7 @@ func TestQDots(t *testing.T) {
 					}
 					tol := make([]float64, rows)
 					for j := range tol {
-						tol[j] = 1e-5*scale + 1e-6
-						if qInt(s) {
-							tol[j] += qIntBound(w, j, x)
-						}
+						tol[j] = 1e-5*scale + 1e-6 + QBound(w, j, x)
 					}
 					for _, r := range [][2]int{{0, rows}, {1, 6}, {3, 4}, {2, 10}, {5, 5}} {
 						got := make([]float32, r[1]-r[0]+1)
