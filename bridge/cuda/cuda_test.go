@@ -197,7 +197,8 @@ func miniRequests(vocab, n, prompt, gen int) []engine.Request {
 // by TestPrefillMatchesTokenByToken and TestFlashAttentionMatchesReference).
 func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []engine.Request, sync bool) ([]engine.Output, *engine.Engine) {
 	t.Helper()
-	cfg, src, err := model.Open(model.Spec{Model: preset, Layers: layers, Seed: 1})
+	name, quant, _ := strings.Cut(preset, "@") // "preset@q4": synthetic packed weights
+	cfg, src, err := model.Open(model.Spec{Model: name, Quant: quant, Layers: layers, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,6 +368,11 @@ func TestFusionsMatchUnfused(t *testing.T) {
 	}{
 		{"qwen3-moe-mini", 0, 2, 8192},
 		{"tinyllama-1.1b", 2, 3, 32000},
+		// Packed weights take the same fusions (quant_int.cu's staging
+		// folds the norm; the residual is the GEMV's in-place bias).
+		{"qwen3-moe-mini@q4", 0, 2, 8192},
+		{"tinyllama-1.1b@q4", 2, 3, 32000},
+		{"tinyllama-1.1b@q8", 2, 3, 32000},
 	} {
 		t.Run(c.preset, func(t *testing.T) {
 			reqs := miniRequests(c.vocab, 1, 5, 12)

@@ -10,9 +10,9 @@ func (b *Backend) Fusions() []bridge.Pattern {
 	if b.fusions == nil {
 		b.fusions = []bridge.Pattern{
 			{Name: "rope_attention", Doc: "RoPE (with QK-norm) in the decode attention kernel that writes the KV cache", Try: b.tryRoPEAttention},
-			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV normalises its input: the RMSNorm before it costs no launch", Try: b.tryNormGemv},
+			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV (float, or affine packed) normalises its input: the RMSNorm before it costs no launch", Try: b.tryNormGemv},
 			{Name: "layernorm_gemv", Doc: "a single-token GEMV takes in the LayerNorm before it (GPT-2), and the GELU after it", Try: b.tryLayerNormGemv},
-			{Name: "gemv_residual", Doc: "a single-token GEMV adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
+			{Name: "gemv_residual", Doc: "a single-token GEMV (float, or affine packed) adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
 				Try: b.tryGemvGroup, Always: true},
@@ -84,6 +84,9 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 	nm, ok := ops[0].(*bridge.RMSNormOp)
 	if !ok {
 		return 0, nil
+	}
+	if _, packed := ops[1].(*bridge.QMatMulOp); packed {
+		return b.qnormGemv(ops, nm.Out, nm.X, nm.W, nm.Eps)
 	}
 	return b.normGemv(ops, nm.Out, nm.X, nm.W, nil, nm.Eps, false)
 }
@@ -183,10 +186,6 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	if len(ops) < 2 {
 		return 0, nil
 	}
-	mm, ok := ops[0].(*bridge.MatMulOp)
-	if !ok {
-		return 0, nil
-	}
 	var x, residual bridge.Tensor
 	switch an := ops[1].(type) {
 	case *bridge.AddRMSNormOp:
@@ -196,16 +195,28 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	default:
 		return 0, nil
 	}
-	if x != mm.Out || residual == x {
+	if residual == x {
 		return 0, nil
 	}
-	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
-	r := b.asTensor(residual)
-	if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || !b.onGemv(g.m) {
+	switch mm := ops[0].(type) {
+	case *bridge.QMatMulOp:
+		if x != mm.Out || !b.qgemvResidual(mm, residual) {
+			return 0, nil
+		}
+	case *bridge.MatMulOp:
+		if x != mm.Out {
+			return 0, nil
+		}
+		g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
+		r := b.asTensor(residual)
+		if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || !b.onGemv(g.m) {
+			return 0, nil
+		}
+		g.residual = r.ptr
+		b.launchGemv(&g)
+	default:
 		return 0, nil
 	}
-	g.residual = r.ptr
-	b.launchGemv(&g)
 	if an, ok := ops[1].(*bridge.AddLayerNormOp); ok {
 		b.standInLN = bridge.LayerNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, B: an.B, Eps: an.Eps}
 		return 1, &b.standInLN

@@ -42,7 +42,50 @@ func quantKernelNames() []string {
 		}
 		n = append(n, "qmoe_gate_up_"+f, "qmoe_down_"+f, "qmoe_down_sum_"+f, "qrouter_route1_"+f, "qembed_"+f)
 	}
+	for _, f := range []string{"affine4", "affine8"} {
+		for _, v := range []string{"qagemv_%s_c1_r1", "qagemv_%s_c1_r2", "qagemv_%s_c1_r4", "qagemv_%s_c4_r1", "qagemv_%s_c4_r2",
+			"qagemv_gu_%s_c1_r1", "qagemv_gu_%s_c1_r2", "qagemv_gu_%s_c4_r1"} {
+			n = append(n, fmt.Sprintf(v, f))
+		}
+		n = append(n, "qamoe_gate_up_"+f, "qamoe_down_sum_"+f, "qarouter_route1_"+f)
+	}
 	return n
+}
+
+// quant_int.cu's affine kernels (integer dot products): qaXB activation
+// values staged a block at a time; qamoe_gate_up takes qaMoERows gate and
+// up rows a warp, qamoe_down_sum and the router one.
+const (
+	qaXB      = 8192
+	qaMoERows = 2
+	qaMaxK    = 64 // QA_MAXK: experts a token
+)
+
+// qaFits: the integer kernels take affine rows whose groups are whole
+// 32-value units.
+func qaFits(s quant.Spec) bool {
+	return s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8) && s.Group%32 == 0
+}
+
+// qaRows is a qagemv launch's rows a warp: the most of choices that still
+// gives every SM 16 warps (two blocks) for the grid's y rows, so a small
+// matrix is spread over the whole GPU and a large one keeps more loads of a
+// warp in flight.
+func (b *Backend) qaRows(rows, gy int, choices ...int) int {
+	want := 2 * qWarps * max(b.sms, 1) / max(gy, 1)
+	for _, r := range choices {
+		if cdiv(rows, r) >= want {
+			return r
+		}
+	}
+	return choices[len(choices)-1]
+}
+
+// qaBlocks is a qa launch's grid x: enough blocks for the row groups, at
+// most two a multiprocessor over the grid's y rows (each block stages its
+// activations once and loops over row groups).
+func (b *Backend) qaBlocks(groups, gy int) int {
+	return max(1, min(cdiv(groups, qWarps), 2*max(b.sms, 1)/max(gy, 1)))
 }
 
 // qgemvVariants are the qgemv kernels' activation rows a block (c) and
@@ -179,6 +222,12 @@ type qgemv struct {
 	segs  [3]qseg
 	nsegs int
 	gu    bool
+	// norm: the RMSNorm of x (weight w, output out) folded into the
+	// launch's staging (affine matrices only; x is then the norm's input)
+	norm struct {
+		w, out uint64
+		eps    float32
+	}
 }
 
 // qgemvOf checks a packed matmul's tensors (reporting errors when report)
@@ -260,6 +309,10 @@ func (b *Backend) launchQGemv(g *qgemv) {
 		return
 	}
 	s0 := g.segs[0]
+	if qaFits(s0.q.Spec) {
+		b.launchQAGemv(g)
+		return
+	}
 	r, c, ks := b.qgemvShape(g)
 	rows := qWarps / ks * r
 	blocks := 0
@@ -283,6 +336,57 @@ func (b *Backend) launchQGemv(g *qgemv) {
 	b.launch(name, [3]int{blocks, cdiv(g.m, c), 1}, qWarps*32, a...)
 }
 
+// launchQAGemv records a qgemv launch of affine matrices on quant_int.cu's
+// integer kernels: one activation row a block, or qCols.
+func (b *Backend) launchQAGemv(g *qgemv) {
+	s0 := g.segs[0]
+	c := 1
+	if g.m > 1 {
+		c = qCols
+	}
+	gy := cdiv(g.m, c)
+	rows := 0
+	for i, s := range g.segs[:g.nsegs] {
+		if !g.gu || i == 0 {
+			rows += s.q.Dims[0]
+		}
+	}
+	var r int
+	switch {
+	case g.gu && c == 1:
+		r = b.qaRows(rows, gy, 2, 1)
+	case g.gu:
+		r = 1
+	case c == 1:
+		r = b.qaRows(rows, gy, 4, 2, 1)
+	default:
+		r = b.qaRows(rows, gy, 2, 1)
+	}
+	groups := 0
+	var args [3][6]uint64
+	for i, s := range g.segs[:g.nsegs] {
+		if !g.gu || i == 0 {
+			groups += cdiv(s.q.Dims[0], r)
+		}
+		sp, bp := s.q.sb()
+		args[i] = [6]uint64{s.q.data.ptr, sp, bp, s.bias, s.out, i32(s.q.Dims[0])}
+	}
+	for i := g.nsegs; i < 3; i++ {
+		args[i] = [6]uint64{s0.q.data.ptr, s0.q.data.ptr, s0.q.data.ptr, 0, 0, 0}
+	}
+	rb, grp, sdt := s0.q.args()
+	a := []uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt)}
+	for _, s := range args {
+		a = append(a, s[:]...)
+	}
+	a = append(a, g.norm.w, g.norm.out, f32(g.norm.eps))
+	kind := "qagemv"
+	if g.gu {
+		kind = "qagemv_gu"
+	}
+	b.launch(fmt.Sprintf("%s_%s_c%d_r%d", kind, quant.KernelName(s0.q.Spec), c, r), [3]int{b.qaBlocks(groups, gy), gy, 1}, qWarps*32, a...)
+}
+
 // tryQGemvGroup: packed matmuls of one input and one packing (q, k, v;
 // gate and up, with the SiLUMul after them) in one launch.
 func (b *Backend) tryQGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
@@ -295,10 +399,23 @@ func (b *Backend) tryQGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 	if !ok {
 		return 0, nil
 	}
+	n := b.growQGemv(&g, ops)
+	if n < 2 {
+		return 0, nil
+	}
+	b.launchQGemv(&g)
+	return n, nil
+}
+
+// growQGemv adds to g (made from ops[0]) the packed matmuls of the same
+// input and packing that follow, and a SiLUMul of the first two outputs;
+// it returns the ops taken.
+func (b *Backend) growQGemv(g *qgemv, ops []bridge.Op) int {
+	x := ops[0].(*bridge.QMatMulOp).X
 	n := 1
 	for ; n < len(ops) && g.nsegs < 3; n++ {
 		o, ok := ops[n].(*bridge.QMatMulOp)
-		if !ok || o.X != mm.X {
+		if !ok || o.X != x {
 			break
 		}
 		h, ok := b.qgemvOf(o.Out, o.X, o.W, o.Bias, false)
@@ -328,11 +445,45 @@ func (b *Backend) tryQGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 			}
 		}
 	}
-	if n < 2 {
+	return n
+}
+
+// qnormGemv records the packed GEMV group after ops[0], an RMSNorm of x
+// (weight w) into out, with the norm folded into its staging
+// (quant_int.cu); a single token and affine matrices only.
+func (b *Backend) qnormGemv(ops []bridge.Op, out, x, w bridge.Tensor, eps float32) (int, bridge.Op) {
+	mm, ok := ops[1].(*bridge.QMatMulOp)
+	if !ok || out == x || mm.X != out {
 		return 0, nil
 	}
+	o, xs, ws := b.asTensor(out), b.asTensor(x), b.asTensor(w)
+	if o == nil || xs == nil || ws == nil || o.dt != bridge.F32 || xs.dt != bridge.F32 || ws.dt != bridge.F32 {
+		return 0, nil
+	}
+	g, ok := b.qgemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
+	if !ok || g.m != 1 || g.k != ws.n || xs.n != g.k || !qaFits(g.segs[0].q.Spec) {
+		return 0, nil
+	}
+	n := 1 + b.growQGemv(&g, ops[1:])
+	g.x = xs.ptr
+	g.norm.w, g.norm.out, g.norm.eps = ws.ptr, o.ptr, eps
 	b.launchQGemv(&g)
 	return n, nil
+}
+
+// qgemvResidual is tryGemvResidual for a lone single-token packed matmul:
+// its output is added into the residual in place (as a bias read and
+// written by the same thread), and the AddRMSNorm is left as an RMSNorm.
+func (b *Backend) qgemvResidual(mm *bridge.QMatMulOp, residual bridge.Tensor) bool {
+	g, ok := b.qgemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
+	r := b.asTensor(residual)
+	if !ok || g.m != 1 || mm.Bias != nil || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].q.Dims[0] ||
+		!qaFits(g.segs[0].q.Spec) || r.ptr == g.x {
+		return false
+	}
+	g.segs[0].out, g.segs[0].bias = r.ptr, r.ptr
+	b.launchQGemv(&g)
+	return true
 }
 
 func (b *Backend) QEmbedding(out, table bridge.Tensor) {
@@ -453,6 +604,13 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	single := fused && T == 1
 	routed := false
 	switch {
+	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && qaFits(rq.Spec):
+		s, bi := rq.sb()
+		rb, g, sdt := rq.args()
+		b.launch("qarouter_route1_"+quant.KernelName(rq.Spec), [3]int{b.qaBlocks(E, 1), 1, 1}, qWarps*32,
+			xs.ptr, rq.data.ptr, s, bi, logits, i32(H), i32(E), i32(K), boolArg(w.NormTopK), i32(rb), i32(g), i32(sdt), ids, wts,
+			slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat), b.scratchZeroed("qmoe.route_counter", 4))
+		routed = true
 	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && H%qUnit(rq.Spec) == 0:
 		s, bi := rq.sb()
 		rb, g, sdt := rq.args()
@@ -482,10 +640,20 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	}
 	b.subMark("gate_up")
 	gs := tab.spec[0]
-	b.launch("qmoe_gate_up_"+quant.KernelName(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
-		i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)
+	if qaFits(gs) && H <= qaXB {
+		b.launch("qamoe_gate_up_"+quant.KernelName(gs), [3]int{b.qaBlocks(K*cdiv(I, qaMoERows), T), T, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
+			i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)
+	} else {
+		b.launch("qmoe_gate_up_"+quant.KernelName(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
+			i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)
+	}
 	b.subMark("down")
 	ds := tab.spec[2]
+	if fused && qaFits(ds) && K*I <= qaXB && K <= qaMaxK {
+		b.launch("qamoe_down_sum_"+quant.KernelName(ds), [3]int{b.qaBlocks(H, T), T, 1}, qWarps*32, hbuf, o.ptr, tab.ptr, ids,
+			wts, i32(H), i32(I), i32(K), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr)
+		return
+	}
 	if fused {
 		// The down projections and the weighted sum of the k experts in one
 		// launch, a block row of tokens.

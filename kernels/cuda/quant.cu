@@ -585,21 +585,25 @@ __device__ __forceinline__ void qmoe_down_sum(const float* __restrict__ h, float
 
 // qrouter_route1 is the packed router's GEMV and moe_route1 in one launch for
 // a single token (as moe.cu's router_route1_body): a warp a logit, and the
-// last block to finish routes. counter is zero between steps.
+// last block to finish routes (qrouter_tail). counter is zero between steps.
 template <int F>
 __device__ __forceinline__ void qrouter_route1(const float* __restrict__ x, const unsigned char* __restrict__ w,
                                                const unsigned char* __restrict__ s, const unsigned char* __restrict__ b,
-                                               float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,
-                                               int groups, int sdt, int* __restrict__ topk_ids,
-                                               float* __restrict__ topk_w, int* __restrict__ slot_expert,
-                                               int* __restrict__ slot_start, int* __restrict__ slot_count,
-                                               int* __restrict__ pair_list, int* __restrict__ stats, int stat_index,
-                                               int* __restrict__ counter) {
-    __shared__ float s_logits[ROUTE_MAXE];
-    __shared__ int s_last;
+                                               float* __restrict__ logits, int H, int E, int rowBytes, int groups, int sdt) {
     pdl_wait();
     QMat m = {w, s, b, 0, logits, E};
     q_block<F, 1, 1, false>(m, m, x, 1, H, E, rowBytes, groups, sdt, blockIdx.x, 1);
+}
+
+// qrouter_tail: once every block's logits are written, the last block to
+// finish routes the token (route_token) and fills the expert slots.
+__device__ __forceinline__ void qrouter_tail(const float* __restrict__ logits, int E, int K, int norm,
+                                             int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                             int* __restrict__ slot_expert, int* __restrict__ slot_start,
+                                             int* __restrict__ slot_count, int* __restrict__ pair_list,
+                                             int* __restrict__ stats, int stat_index, int* __restrict__ counter) {
+    __shared__ float s_logits[ROUTE_MAXE];
+    __shared__ int s_last;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
@@ -740,8 +744,9 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
         int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \
         int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                         \
         int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                           \
-        qrouter_route1<F>(x, w, s, b, logits, H, E, K, norm, rowBytes, groups, sdt, topk_ids, topk_w, slot_expert,     \
-                          slot_start, slot_count, pair_list, stats, stat_index, counter);                               \
+        qrouter_route1<F>(x, w, s, b, logits, H, E, rowBytes, groups, sdt);                                             \
+        qrouter_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
+                     stat_index, counter);                                                                              \
     }                                                                                                                   \
     extern "C" __global__ void __launch_bounds__(QWARPS * 32) qembed_##S(                                             \
         float* __restrict__ out, const int* __restrict__ ids, const unsigned char* __restrict__ w,                      \

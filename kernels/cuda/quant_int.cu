@@ -1,0 +1,497 @@
+// quant_int.cu: MLX affine packed GEMVs on integer dot products
+// (docs/quantization.md). A block stages its activation rows once in shared
+// memory as 24-bit fixed point per 32-value unit, x ≈ d·(65536·h + 256·m +
+// l) with h and m int8 and l uint8 (as precise as the floats: d/2 is
+// 6e-8 of the unit's largest |x|), and the unit's float sum. A lane then
+// dots 32 packed values of a row with the three byte planes in 12 (4-bit)
+// or 24 (8-bit) dp4a, exact in int32, and adds scale·d·Σ + bias·Σx once per
+// unit: about 1.3 instructions a weight value, where widening to floats
+// took four. Weights are read 16 bytes a lane, a warp's rows (gate and up
+// rows together with SwiGLU) with eight 16-byte loads of each lane in
+// flight; blocks loop over row groups so the staging is paid once a block.
+
+#define QA_XB 8192              // activation values a block stages at a time
+#define QA_UNITS (QA_XB / 32)   // their 32-value units
+// |x| in units of d: at most 8355839 keeps h = (x + 2^15) >> 16 in int8;
+// the margin absorbs x·(QA_LIM/max) rounding up by an ulp (1.0 here).
+#define QA_LIM 8355776.f
+#define QA_QMAX 8355839
+
+// QAStage: unit u's six 16-byte vectors, plane P (h, m, l) of values
+// 0..15 (vector 2P) and 16..31 (2P+1), each 8 values as two words; vector k
+// at 8u + (k XOR (u & 7)), so the 8 lanes of a quarter warp reading units
+// u..u+7 hit 8 different bank groups. d and Σx per unit.
+struct QAStage {
+    uint4 q[QA_UNITS * 8];
+    float d[QA_UNITS], s[QA_UNITS];
+};
+
+__device__ __forceinline__ int qa_slot(int u, int k) { return 8 * u + (k ^ (u & 7)); }
+
+__device__ __forceinline__ u32 qa_pack(int a, int b, int c, int d) {
+    return (u32)(a & 0xff) | (u32)(b & 0xff) << 8 | (u32)(c & 0xff) << 16 | (u32)d << 24;
+}
+
+// dp4a: c + the four byte products of a (unsigned with UA, else signed) and
+// b (unsigned with UB, else signed).
+template <bool UA, bool UB>
+__device__ __forceinline__ int qa_dp4a(u32 a, u32 b, int c) {
+    int d;
+    if (UA && UB)
+        asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else if (UA)
+        asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else
+        asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// QANorm is an RMSNorm folded into a GEMV's staging (rmsnorm_gemv): the
+// staged rows are (x·inv[c])·w, as rms_norm computes them, and the first
+// block of grid x stores them to h, for whatever reads the norm's output.
+struct QANorm {
+    const float* w;
+    float* h;
+    const float* inv;  // per staged row, in shared memory
+};
+
+// qa_put stores plane P of 8 values (chunk j of unit u) as two words of
+// vector 2P + j/2: evens then odds at 4 bits, in order at 8.
+template <int BITS>
+__device__ __forceinline__ void qa_put(QAStage& st, int u, int j, int P, const int (&b)[8]) {
+    const uint2 w = BITS == 4 ? make_uint2(qa_pack(b[0], b[2], b[4], b[6]), qa_pack(b[1], b[3], b[5], b[7]))
+                              : make_uint2(qa_pack(b[0], b[1], b[2], b[3]), qa_pack(b[4], b[5], b[6], b[7]));
+    ((uint2*)&st.q[qa_slot(u, 2 * P + j / 2)])[j % 2] = w;
+}
+
+// qa_stage stages values [k0, k0+n) (n a multiple of 32) of cols activation
+// rows, xs floats apart, row c from staged unit c·ucap. Every thread of the
+// block calls it; four consecutive threads take a unit, 8 values each. The
+// byte order follows the packing: a 4-bit word holds values 0..7 as nibbles,
+// dotted as the even ones (w & 0x0f0f0f0f) and the odd ones (w >> 4 & ...),
+// so each plane stores evens then odds; an 8-bit word holds values 0..3.
+template <int BITS>
+__device__ __forceinline__ void qa_stage(QAStage& st, const float* __restrict__ x, long xs, int cols, int k0, int n, int ucap,
+                                         QANorm norm = {}) {
+    const int per = n / 8, total = cols * per;
+    for (int base = 0; base < total; base += blockDim.x) {
+        const int i = base + threadIdx.x;
+        const bool ok = i < total;
+        const int c = ok ? i / per : 0, v = ok ? i - c * per : 0;
+        float a[8];
+        if (ok) {
+            const float4* p = (const float4*)(x + c * xs + k0 + 8 * v);
+            float4 p0 = p[0], p1 = p[1];
+            if (norm.w) {
+                const float4* w = (const float4*)(norm.w + k0 + 8 * v);
+                const float inv = norm.inv[c];
+                p0 = norm4(p0, __ldg(w), inv), p1 = norm4(p1, __ldg(w + 1), inv);
+                if (norm.h && blockIdx.x == 0) {
+                    float4* o = (float4*)(norm.h + c * xs + k0 + 8 * v);
+                    o[0] = p0, o[1] = p1;
+                }
+            }
+            a[0] = p0.x, a[1] = p0.y, a[2] = p0.z, a[3] = p0.w, a[4] = p1.x, a[5] = p1.y, a[6] = p1.z, a[7] = p1.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) a[e] = 0.f;
+        }
+        float m = 0.f, s = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(a[e])), s += a[e];
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if (!ok) continue;
+        const float inv = m > 0.f ? QA_LIM / m : 0.f;
+        int ph[8], pm[8], pl[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int q = max(min(__float2int_rn(a[e] * inv), QA_QMAX), -QA_QMAX), h = (q + 32768) >> 16, r = q - h * 65536;
+            ph[e] = h, pm[e] = r >> 8, pl[e] = r & 255;
+        }
+        const int u = c * ucap + v / 4, j = v & 3;
+        qa_put<BITS>(st, u, j, 0, ph);
+        qa_put<BITS>(st, u, j, 1, pm);
+        qa_put<BITS>(st, u, j, 2, pl);
+        if (j == 0) {
+            st.d[u] = m / QA_LIM;
+            st.s[u] = s;
+        }
+    }
+}
+
+// qa_dot is a row's 32 values (w) dotted with a staged unit's six vectors,
+// as 65536·Σh + 256·Σm + Σl (the first two exact in int32).
+template <int BITS>
+__device__ __forceinline__ float qa_dot(const uint4 (&w)[BITS / 4], const uint4 (&xq)[6]) {
+    int ih = 0, im = 0, il = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint4 &H = xq[j / 2], &M = xq[2 + j / 2], &L = xq[4 + j / 2];
+        const u32 h0 = j % 2 ? H.z : H.x, h1 = j % 2 ? H.w : H.y;
+        const u32 m0 = j % 2 ? M.z : M.x, m1 = j % 2 ? M.w : M.y;
+        const u32 l0 = j % 2 ? L.z : L.x, l1 = j % 2 ? L.w : L.y;
+        u32 a0, a1;
+        if (BITS == 4) {
+            const u32 wd = (&w[0].x)[j];
+            a0 = wd & 0x0f0f0f0fu, a1 = (wd >> 4) & 0x0f0f0f0fu;
+        } else {
+            a0 = (&w[j / 2].x)[2 * (j % 2)], a1 = (&w[j / 2].x)[2 * (j % 2) + 1];
+        }
+        ih = qa_dp4a<true, false>(a0, h0, ih);
+        ih = qa_dp4a<true, false>(a1, h1, ih);
+        im = qa_dp4a<true, false>(a0, m0, im);
+        im = qa_dp4a<true, false>(a1, m1, im);
+        il = qa_dp4a<true, true>(a0, l0, il);
+        il = qa_dp4a<true, true>(a1, l1, il);
+    }
+    return (float)(ih * 256 + im) * 256.f + (float)il;
+}
+
+// QAMat is a row source of qa_rows: R consecutive rows of A from row0 and,
+// with GU, the same rows of B (rows past last repeat it, unwritten); unit v
+// of the chunk is unit ub+v of the row.
+template <int BITS, int R, bool GU>
+struct QAMat {
+    const unsigned char *wA, *sA, *bA, *wB, *sB, *bB;
+    int row0, last, rowBytes, sz, sdt, group, ub;
+    __device__ __forceinline__ bool at(int r, int v, const unsigned char*& w, float& sc, float& bi) const {
+        const bool up = GU && r >= R;
+        const size_t n = min(row0 + (up ? r - R : r), last), uu = ub + v;
+        w = (up ? wB : wA) + n * rowBytes + uu * 4 * BITS;
+        const int g = (int)(uu * 32 / group);
+        sc = q_scale((up ? sB : sA) + n * sz, g, sdt);
+        bi = q_scale((up ? bB : bA) + n * sz, g, sdt);
+        return true;
+    }
+};
+
+// QAExperts is the row source of qmoe_down_sum: row row0+r of the K experts'
+// down projections one after another, unit v of the concatenation in
+// expert j = v / upe, scaled by the pair's routing weight (pointers and
+// weights from the block's shared table; a bad expert adds nothing).
+#define QA_MAXK 64
+struct QAExperts {
+    const unsigned char* const* w;
+    const unsigned char* const* s;
+    const unsigned char* const* b;
+    const float* wt;
+    int row0, last, rowBytes, sz, sdt, group, upe, bits;
+    float inv;  // 1/upe
+    __device__ __forceinline__ bool at(int r, int v, const unsigned char*& wp, float& sc, float& bi) const {
+        const int j = __float2int_rz(((float)v + 0.5f) * inv), uu = v - j * upe;
+        const unsigned char* base = w[j];
+        if (!base) return false;
+        const size_t n = min(row0 + r, last);
+        wp = base + n * rowBytes + (size_t)uu * 4 * bits;
+        const int g = uu * 32 / group;
+        const float m = wt[j];
+        sc = m * q_scale(s[j] + n * sz, g, sdt);
+        bi = m * q_scale(b[j] + n * sz, g, sdt);
+        return true;
+    }
+};
+
+// qa_rows adds NR rows' dot products with C staged activation rows into acc:
+// the chunk's units [0, nu), column c's staged from unit su0 + c·ucap, the
+// rows' units where src puts them. Lane l takes units l, l+32, ..., U at a
+// time, so U·NR 16-byte weight loads (twice as many at 8 bits) are in
+// flight together.
+template <int BITS, int NR, int C, int U, class Src>
+__device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& st, int su0, int ucap, int cols, int lane,
+                                        float (&acc)[NR][C]) {
+    constexpr int NW = BITS / 4;
+    for (int u = lane; u < nu; u += 32 * U) {
+        uint4 w[U][NR][NW];
+        float sc[U][NR], bi[U][NR];
+#pragma unroll
+        for (int h = 0; h < U; h++) {
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                const unsigned char* p = 0;
+                sc[h][r] = bi[h][r] = 0.f;
+                if (u + 32 * h < nu && src.at(r, u + 32 * h, p, sc[h][r], bi[h][r])) {
+#pragma unroll
+                    for (int k = 0; k < NW; k++) w[h][r][k] = ld_stream(p + 16 * k);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < NW; k++) w[h][r][k] = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < U; h++) {
+            if (u + 32 * h >= nu) break;
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                if (c >= cols) break;
+                const int su = su0 + c * ucap + u + 32 * h;
+                uint4 xq[6];
+#pragma unroll
+                for (int k = 0; k < 6; k++) xq[k] = st.q[qa_slot(su, k)];
+                const float d = st.d[su], sx = st.s[su];
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    const float S = qa_dot<BITS>(w[h][r], xq);
+                    acc[r][c] += sc[h][r] * d * S + bi[h][r] * sx;
+                }
+            }
+        }
+    }
+}
+
+// QA_LOADS is the 16-byte loads a lane keeps in flight: U units of NR rows.
+#define QA_LOADS 8
+#define QA_U(BITS, NR) (QA_LOADS * 4 / (BITS) / (NR) > 0 ? QA_LOADS * 4 / (BITS) / (NR) : 1)
+
+// qa_gemv: out = x[M][K]·wᵀ (+ bias) for up to three affine matrices of one
+// format reading the same x (q, k, v), or with GU gate and up: out0 =
+// silu(x·gateᵀ)·(x·upᵀ) and out1 = x·upᵀ when set. Grid y: C activation
+// rows a block; grid x: blocks looping over row groups of R rows a warp.
+// K over QA_XB/C values is staged a chunk at a time.
+template <int BITS, int R, int C, bool GU>
+__device__ __forceinline__ void qa_gemv(const float* __restrict__ x, int M, int K, int rowBytes, int groups, int sdt,
+                                        const QMat& m0, const QMat& m1, const QMat& m2, const float* __restrict__ nw = 0,
+                                        float* __restrict__ nh = 0, float eps = 0.f) {
+    __shared__ QAStage st;
+    __shared__ float s_inv[C], red[32];
+    constexpr int NR = GU ? 2 * R : R;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int c0 = blockIdx.y * C, cols = min(C, M - c0);
+    const int ucap = QA_UNITS / C, kcap = ucap * 32, group = K / groups, sz = groups * (sdt == 0 ? 4 : 2);
+    const float* xc = x + (long)c0 * K;
+    const int g0 = (m0.n + R - 1) / R, g1 = GU ? 0 : (m1.n + R - 1) / R, g2 = GU ? 0 : (m2.n + R - 1) / R;
+    const int total = g0 + g1 + g2;
+    // The first row group's weights head for L2 while the kernel before
+    // this one finishes.
+    {
+        const int rg = blockIdx.x * QWARPS + warp;
+        if (rg < g0 && lane < NR) {
+            const QMat& m = (GU && lane >= R) ? m1 : m0;
+            const int n = min(rg * R + lane % R, m0.n - 1);
+            prefetch_l2(m.w + (long)n * rowBytes, rowBytes);
+        }
+    }
+    pdl_wait();
+    QANorm norm = {nw, nh ? nh + (long)c0 * K : 0, s_inv};
+    if (nw) {
+        // The norm's 1/rms of each staged row, over all of K.
+        for (int c = 0; c < cols; c++) {
+            float ss = 0.f;
+            for (int i = threadIdx.x * 4; i < K; i += blockDim.x * 4) {
+                const float4 v = __ldg((const float4*)(xc + (long)c * K + i));
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+            ss = block_sum(ss, red);
+            if (threadIdx.x == 0) s_inv[c] = (float)(1.0 / sqrt((double)ss / K + (double)eps));
+        }
+        __syncthreads();
+    }
+    const int nchunks = (K + kcap - 1) / kcap;
+    if (nchunks == 1) {
+        qa_stage<BITS>(st, xc, K, cols, 0, K, ucap, norm);
+        __syncthreads();
+    }
+    for (int base = blockIdx.x * QWARPS; base < total; base += gridDim.x * QWARPS) {
+        const int rg = base + warp;
+        const bool active = rg < total;
+        // The row group's matrix, selected by value (a pointer to one of
+        // three would put them in local memory).
+        int g = rg;
+        QMat m = m0;
+        if (!GU && g >= g0) {
+            g -= g0, m = m1;
+            if (g >= g1) g -= g1, m = m2;
+        }
+        QAMat<BITS, R, GU> src = {m.w, m.s, m.b, m1.w, m1.s, m1.b, g * R, max(m.n - 1, 0), rowBytes, sz, sdt, group, 0};
+        float acc[NR][C];
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int c = 0; c < C; c++) acc[r][c] = 0.f;
+        for (int k0 = 0; k0 < K; k0 += kcap) {
+            const int kc = min(kcap, K - k0);
+            if (nchunks > 1) {
+                __syncthreads();
+                qa_stage<BITS>(st, xc, K, cols, k0, kc, ucap, norm);
+                __syncthreads();
+            }
+            src.ub = k0 / 32;
+            if (active) qa_rows<BITS, NR, C, QA_U(BITS, NR)>(src, kc / 32, st, 0, ucap, cols, lane, acc);
+        }
+        if (!active) continue;
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int c = 0; c < C; c++) acc[r][c] = warp_sum(acc[r][c]);
+        if (lane != 0) continue;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int n = src.row0 + r;
+            if (n >= m.n) break;
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                if (c >= cols) break;
+                const long o = (long)(c0 + c) * m.n + n;
+                if (GU) {
+                    m0.out[o] = silu(acc[r][c]) * acc[R + r][c];
+                    if (m1.out) m1.out[o] = acc[R + r][c];
+                } else {
+                    m.out[o] = acc[r][c] + (m.bias ? m.bias[n] : 0.f);
+                }
+            }
+        }
+    }
+}
+
+// qa_moe_gate_up: h[p] = silu(x·gateᵀ)·(x·upᵀ) for each (token, expert)
+// pair p of token blockIdx.y, the token's x staged once a block and its
+// pairs' row groups shared among the blocks of grid x.
+template <int BITS, int R>
+__device__ __forceinline__ void qa_moe_gate_up(const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab,
+                                               const int* __restrict__ ids, int H, int I, int K, int E, int rowBytes,
+                                               int groups, int sdt, int* __restrict__ stats) {
+    __shared__ QAStage st;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
+    const int group = H / groups, sz = groups * (sdt == 0 ? 4 : 2), per = (I + R - 1) / R, total = K * per;
+    pdl_wait();
+    {
+        // The first row group's rows head for L2 while x is staged.
+        const int rg = blockIdx.x * QWARPS + warp;
+        if (rg < total && lane < 2 * R) {
+            const int j = rg / per, e = ids[t * K + j];
+            if (e >= 0 && e < E)
+                prefetch_l2((const unsigned char*)tab[(lane / R) * E + e] + (long)min((rg - j * per) * R + lane % R, I - 1) * rowBytes,
+                            rowBytes);
+        }
+    }
+    qa_stage<BITS>(st, x + (long)t * H, H, 1, 0, H, QA_UNITS);
+    __syncthreads();
+    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += gridDim.x * QWARPS) {
+        const int j = rg / per, row0 = (rg - j * per) * R, p = t * K + j, e = ids[p];
+        if (e < 0 || e >= E) {
+            if (lane == 0) atomicOr(stats, ERR_BAD_EXPERT);
+            continue;
+        }
+        const QMat gm = qmoe_mat(tab, 0, e, E, h + (long)p * I, I), um = qmoe_mat(tab, 1, e, E, 0, I);
+        const QAMat<BITS, R, true> src = {gm.w, gm.s, gm.b, um.w, um.s, um.b, row0, I - 1, rowBytes, sz, sdt, group, 0};
+        float acc[2 * R][1];
+#pragma unroll
+        for (int r = 0; r < 2 * R; r++) acc[r][0] = 0.f;
+        qa_rows<BITS, 2 * R, 1, QA_U(BITS, 2 * R)>(src, H / 32, st, 0, QA_UNITS, 1, lane, acc);
+#pragma unroll
+        for (int r = 0; r < 2 * R; r++) acc[r][0] = warp_sum(acc[r][0]);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < I) gm.out[row0 + r] = silu(acc[r][0]) * acc[R + r][0];
+        }
+    }
+}
+
+// qa_moe_down_sum: out[t] = Σ_j w[t·K+j] · h[t·K+j]·downᵀ of the pair's
+// expert, token blockIdx.y: its K rows of h (contiguous, K·I values) staged
+// once a block, a warp's R output rows dotted with all of them at once
+// (QAExperts), so every expert's loads are in flight together.
+template <int BITS, int R>
+__device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, float* __restrict__ out,
+                                                const u64* __restrict__ tab, const int* __restrict__ ids,
+                                                const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes,
+                                                int groups, int sdt, int* __restrict__ stats) {
+    __shared__ QAStage st;
+    __shared__ const unsigned char *s_w[QA_MAXK], *s_s[QA_MAXK], *s_b[QA_MAXK];
+    __shared__ float s_wt[QA_MAXK];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
+    const int upe = I / 32, total = (H + R - 1) / R;
+    pdl_wait();
+    if (threadIdx.x < K) {
+        const int p = t * K + threadIdx.x, e = ids[p];
+        const bool ok = e >= 0 && e < E;
+        if (!ok) atomicOr(stats, ERR_BAD_EXPERT);
+        s_w[threadIdx.x] = ok ? (const unsigned char*)tab[2 * E + e] : 0;
+        s_s[threadIdx.x] = ok ? (const unsigned char*)tab[5 * E + e] : 0;
+        s_b[threadIdx.x] = ok ? (const unsigned char*)tab[8 * E + e] : 0;
+        s_wt[threadIdx.x] = ok ? wts[p] : 0.f;
+    }
+    __syncthreads();
+    {
+        // The first row group's rows of every expert head for L2 while h is
+        // staged.
+        const int rg = blockIdx.x * QWARPS + warp;
+        for (int i = lane; i < K * R && rg < total; i += 32)
+            if (s_w[i / R]) prefetch_l2(s_w[i / R] + (long)min(rg * R + i % R, H - 1) * rowBytes, rowBytes);
+    }
+    qa_stage<BITS>(st, h + (long)t * K * I, K * I, 1, 0, K * I, QA_UNITS);
+    __syncthreads();
+    QAExperts src = {s_w, s_s, s_b, s_wt, 0, H - 1, rowBytes, groups * (sdt == 0 ? 4 : 2), sdt, I / groups, upe, BITS,
+                     1.f / (float)upe};
+    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += gridDim.x * QWARPS) {
+        src.row0 = rg * R;
+        float acc[R][1];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r][0] = 0.f;
+        qa_rows<BITS, R, 1, QA_U(BITS, R)>(src, K * upe, st, 0, QA_UNITS, 1, lane, acc);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r][0] = warp_sum(acc[r][0]);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (src.row0 + r < H) out[(long)t * H + src.row0 + r] = acc[r][0];
+        }
+    }
+}
+
+#define QA_GEMV_PARAMS                                                                                                 \
+    const float *__restrict__ x, int M, int K, int rowBytes, int groups, int sdt, const unsigned char *w0,             \
+        const unsigned char *s0, const unsigned char *b0, const float *bias0, float *out0, int n0,                     \
+        const unsigned char *w1, const unsigned char *s1, const unsigned char *b1, const float *bias1, float *out1,    \
+        int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2, const float *bias2,         \
+        float *out2, int n2, const float *nw, float *nh, float eps
+#define QA_GEMV_KERNEL(BITS, S, NAME, C, R, GU)                                                                        \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {            \
+        QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
+        qa_gemv<BITS, R, C, GU>(x, M, K, rowBytes, groups, sdt, m0, m1, m2, nw, nh, eps);                              \
+    }
+
+// Variants: one activation row a block (decode) with 1, 2 or 4 rows a warp
+// (the host takes the most that still gives every SM 16 warps), gate/up
+// pairs with 1 or 2; four activation rows a block with 1 or 2.
+#define QA_KERNELS(BITS, S)                                                                                             \
+    QA_GEMV_KERNEL(BITS, S, qagemv, 1, 1, false)                                                                        \
+    QA_GEMV_KERNEL(BITS, S, qagemv, 1, 2, false)                                                                        \
+    QA_GEMV_KERNEL(BITS, S, qagemv, 1, 4, false)                                                                        \
+    QA_GEMV_KERNEL(BITS, S, qagemv, 4, 1, false)                                                                        \
+    QA_GEMV_KERNEL(BITS, S, qagemv, 4, 2, false)                                                                        \
+    QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 1, true)                                                                      \
+    QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 2, true)                                                                      \
+    QA_GEMV_KERNEL(BITS, S, qagemv_gu, 4, 1, true)                                                                      \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                   \
+        const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ ids,   \
+        int H, int I, int K, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                        \
+        qa_moe_gate_up<BITS, QA_MOE_R>(x, h, tab, ids, H, I, K, E, rowBytes, groups, sdt, stats);                      \
+    }                                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                  \
+        const float* __restrict__ h, float* __restrict__ out, const u64* __restrict__ tab, const int* __restrict__ ids, \
+        const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
+        int* __restrict__ stats) {                                                                                      \
+        qa_moe_down_sum<BITS, 1>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats);                     \
+    }                                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                 \
+        const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
+        const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
+        int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \
+        int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                         \
+        int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                           \
+        QMat m = {w, s, b, 0, logits, E}, none = {w, s, b, 0, 0, 0};                                                    \
+        qa_gemv<BITS, 1, 1, false>(x, 1, H, rowBytes, groups, sdt, m, none, none);                                     \
+        qrouter_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
+                     stat_index, counter);                                                                              \
+    }
+
+// Gate and up rows a warp in qamoe_gate_up.
+#define QA_MOE_R 2
+
+QA_KERNELS(4, affine4)
+QA_KERNELS(8, affine8)
