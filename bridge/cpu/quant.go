@@ -50,13 +50,7 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	p := qprep(b.buf("qmatmul.prep", rows*vec.QPrepLen(m.Spec, k)), xs, m)
 	b.pool.forRange(n, matmulGrain, func(lo, hi int) { qgemmRows(o, n, xs, p, m, rows, lo, hi) })
 	if bias != nil {
-		bs := f32s(bias)
-		for i := 0; i < rows; i++ {
-			row := o[i*n : (i+1)*n]
-			for j := range row {
-				row[j] += bs[j]
-			}
-		}
+		addBias(o, f32s(bias), rows)
 	}
 }
 
@@ -167,3 +161,86 @@ var qmoeScratchPool = sync.Pool{New: func() any { return new(qmoeScratch) }}
 func dequantRow(m *quant.Matrix, r int, dst []float32) { m.Row(r, dst) }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// Fusions is the CPU backend's fusion table (bridge.Pattern).
+func (b *Backend) Fusions() []bridge.Pattern {
+	return []bridge.Pattern{{
+		Name: "qgemm_shared_input",
+		Doc:  "packed matmuls of one input and packing (q, k, v; gate, up) prepare the input once and split their rows over the threads together",
+		Try:  b.tryQGemmGroup, Always: true,
+	}}
+}
+
+// tryQGemmGroup runs up to 3 consecutive packed matmuls that read the same
+// input with weights of one packing as one: x prepared once (vec.QPrepare),
+// one split of all their rows over the threads, so the small ones (a
+// GQA model's k and v) neither take a fork and join of their own nor leave
+// a thread idle.
+func (b *Backend) tryQGemmGroup(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	var mms []*bridge.QMatMulOp
+	for _, op := range ops {
+		mm, ok := op.(*bridge.QMatMulOp)
+		if !ok || len(mms) == 3 {
+			break
+		}
+		w, ok := mm.W.(*tensor)
+		if !ok || w.q == nil || mm.X.Len()%w.q.K != 0 || mm.Out.Len() != mm.X.Len()/w.q.K*w.q.Rows {
+			break
+		}
+		if len(mms) > 0 {
+			w0 := mms[0].W.(*tensor).q
+			if mm.X != mms[0].X || w.q.Spec != w0.Spec || w.q.K != w0.K || mm.Out == mm.X {
+				break
+			}
+			dup := false
+			for _, o := range mms {
+				dup = dup || o.Out == mm.Out || o.Out == mm.X
+			}
+			if dup {
+				break
+			}
+		}
+		mms = append(mms, mm)
+	}
+	if len(mms) < 2 {
+		return 0, nil
+	}
+	w0 := mms[0].W.(*tensor).q
+	k := w0.K
+	xs := f32s(mms[0].X)
+	rows := len(xs) / k
+	p := qprep(b.buf("qmatmul.prep", rows*vec.QPrepLen(w0.Spec, k)), xs, w0)
+	// Rows of the group: matrix i's rows are [starts[i], starts[i+1]).
+	var starts [4]int
+	for i, mm := range mms {
+		starts[i+1] = starts[i] + mm.W.(*tensor).q.Rows
+	}
+	total := starts[len(mms)]
+	b.pool.forRange(total, matmulGrain, func(lo, hi int) {
+		for i, mm := range mms {
+			l, h := max(lo, starts[i]), min(hi, starts[i+1])
+			if l < h {
+				m := mm.W.(*tensor).q
+				qgemmRows(f32s(mm.Out), m.Rows, xs, p, m, rows, l-starts[i], h-starts[i])
+			}
+		}
+	})
+	for _, mm := range mms {
+		if mm.Bias != nil {
+			addBias(f32s(mm.Out), f32s(mm.Bias), rows)
+		}
+	}
+	return len(mms), nil
+}
+
+// addBias adds bias to each of out's rows.
+func addBias(out, bias []float32, rows int) {
+	n := len(bias)
+	for i := 0; i < rows; i++ {
+		row := out[i*n : (i+1)*n]
+		for j := range row {
+			row[j] += bias[j]
+		}
+	}
+}

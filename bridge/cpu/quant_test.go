@@ -113,3 +113,64 @@ func BenchmarkQMatMul(b *testing.B) {
 		})
 	}
 }
+
+// TestQGemmGroup: packed matmuls of one input run as one group
+// (qgemm_shared_input) give what each gives alone, bit for bit, with and
+// without biases, for a decode row and a batch; a matmul of another input
+// or packing ends the group.
+func TestQGemmGroup(t *testing.T) {
+	be := New(Options{Threads: 2})
+	for _, s := range []quant.Spec{{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, {Type: quant.Q4_K}} {
+		for _, m := range []int{1, 3} {
+			const k = 512
+			rng := rand.New(rand.NewPCG(9, uint64(m)))
+			x := make([]float32, m*k)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			xt, _ := be.Weight(bridge.F32, []int{m, k}, f32bytes(x))
+			x2, _ := be.Weight(bridge.F32, []int{m, k}, f32bytes(x))
+			var ops []bridge.Op
+			var want [][]float32
+			for i, n := range []int{96, 16, 16, 40} {
+				w := randomMatrix(t, s, n, k, uint64(20+i))
+				wt, err := be.QuantWeight(s, []int{n, k}, w.Data, w.Scales, w.Biases)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var bias bridge.Tensor
+				if i == 1 {
+					bv := make([]float32, n)
+					for j := range bv {
+						bv[j] = float32(j)
+					}
+					bias, _ = be.Weight(bridge.F32, []int{n}, f32bytes(bv))
+				}
+				in := xt
+				if i == 3 {
+					in = x2 // another input: not in the group
+				}
+				out, _ := be.Alloc(bridge.F32, m, n)
+				ops = append(ops, &bridge.QMatMulOp{Out: out, X: in, W: wt, Bias: bias})
+				ref, _ := be.Alloc(bridge.F32, m, n)
+				be.QMatMul(ref, in, wt, bias)
+				want = append(want, f32s(ref))
+			}
+			n, next := be.tryQGemmGroup(ops, len(ops))
+			if n != 3 || next != nil {
+				t.Fatalf("%v m=%d: group of %d ops, want 3", s, m, n)
+			}
+			for i := 0; i < 3; i++ {
+				got := f32s(ops[i].(*bridge.QMatMulOp).Out)
+				for j := range got {
+					if got[j] != want[i][j] {
+						t.Fatalf("%v m=%d: matmul %d out[%d] = %g grouped, %g alone", s, m, i, j, got[j], want[i][j])
+					}
+				}
+			}
+			if n, _ := be.tryQGemmGroup(ops[3:], 1); n != 0 {
+				t.Fatalf("a lone matmul made a group of %d", n)
+			}
+		}
+	}
+}
