@@ -12,6 +12,8 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "rope_attention", Doc: "RoPE (with QK-norm) in the decode attention kernel that writes the KV cache", Try: b.tryRoPEAttention},
 			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV (float, or affine packed) normalises its input: the RMSNorm before it costs no launch", Try: b.tryNormGemv},
 			{Name: "layernorm_gemv", Doc: "a single-token GEMV takes in the LayerNorm before it (GPT-2), and the GELU after it", Try: b.tryLayerNormGemv},
+			{Name: "rmsnorm_qmoe", Doc: "a single-token packed MoE's router kernel normalises its input, and its down projections add into the residual the AddRMSNorm after it would add", Try: b.tryNormQMoE},
+			{Name: "qmoe_residual", Doc: "a packed MoE's down projections add into the residual the AddRMSNorm after it would add", Try: b.tryQMoEResidual},
 			{Name: "gemv_residual", Doc: "a single-token GEMV (float, or affine packed) adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
@@ -291,4 +293,71 @@ func (b *Backend) tryFlashAttention(ops []bridge.Op, span int) (int, bridge.Op) 
 		return 0, nil
 	}
 	return 1, nil
+}
+
+// tryNormQMoE: an RMSNorm (residual already added) whose output a
+// single-token packed MoE reads: the router kernel computes the norm, and
+// the AddRMSNorm after the MoE is taken too when its down projections can
+// add into the residual.
+func (b *Backend) tryNormQMoE(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	nm, ok := ops[0].(*bridge.RMSNormOp)
+	mo, ok2 := ops[1].(*bridge.QMoEOp)
+	if !ok || !ok2 || mo.X != nm.Out || nm.X == nm.Out {
+		return 0, nil
+	}
+	o, xs, ws := b.asTensor(nm.Out), b.asTensor(nm.X), b.asTensor(nm.W)
+	if o == nil || xs == nil || ws == nil || o.dt != bridge.F32 || xs.dt != bridge.F32 || ws.dt != bridge.F32 ||
+		ws.n != mo.W.Hidden || xs.n != mo.W.Hidden || o.n != xs.n || !b.qmoeRouterFolds(mo.W, mo.Params, 1) {
+		return 0, nil
+	}
+	fold := qmoeFold{normX: xs.ptr, normW: ws.ptr, eps: nm.Eps}
+	n, stand := 2, bridge.Op(nil)
+	if len(ops) > 2 {
+		if r, s := b.qmoeResidualOf(mo, ops[2], ops[3:]); r != 0 {
+			fold.residual, stand = r, s
+		}
+	}
+	b.qmoe(mo.Out, mo.X, mo.W, mo.Params, fold)
+	return n, stand
+}
+
+// tryQMoEResidual: a packed MoE whose output the AddRMSNorm after it adds
+// into the residual.
+func (b *Backend) tryQMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	mo, ok := ops[0].(*bridge.QMoEOp)
+	if !ok {
+		return 0, nil
+	}
+	r, stand := b.qmoeResidualOf(mo, ops[1], ops[2:])
+	if r == 0 {
+		return 0, nil
+	}
+	b.qmoe(mo.Out, mo.X, mo.W, mo.Params, qmoeFold{residual: r})
+	return 1, stand
+}
+
+// qmoeResidualOf: when next is an AddRMSNorm adding mo's output into a
+// residual that qamoe_down_sum can add into (and nothing after reads the
+// output it then leaves unwritten), the residual's pointer and the plain
+// RMSNorm that stands in for next.
+func (b *Backend) qmoeResidualOf(mo *bridge.QMoEOp, next bridge.Op, after []bridge.Op) (uint64, bridge.Op) {
+	an, ok := next.(*bridge.AddRMSNormOp)
+	if !ok || an.X != mo.Out || an.Residual == an.X || an.Residual == mo.X || !b.qmoeDownFolds(mo.W, mo.Params) ||
+		bridge.ReadLater(after, mo.Out) {
+		return 0, nil
+	}
+	r, out := b.asTensor(an.Residual), b.asTensor(mo.Out)
+	if r == nil || out == nil || r.dt != bridge.F32 || r.n != out.n {
+		return 0, nil
+	}
+	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
+	return r.ptr, &b.standIn
 }

@@ -560,6 +560,37 @@ func (b *Backend) qmoeTable(w *bridge.MoEWeights) *qmoeTable {
 // float), the routing (moe_route1 / moe_route), per (token, expert) pair
 // the gate/up GEMV with SwiGLU and the down GEMV, and the weighted combine.
 func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	b.qmoe(out, x, w, p, qmoeFold{})
+}
+
+// qmoeFold is what a packed MoE launch takes in from the ops around it
+// (fusion_linux.go): the RMSNorm whose output x is, computed by the router
+// kernel from the norm's input (its first block stores x); and the residual
+// its down projections add into, in place of out.
+type qmoeFold struct {
+	normX, normW uint64
+	eps          float32
+	residual     uint64
+}
+
+// qmoeRouterFolds: a single-token MoE whose affine router routes in its
+// own kernel (qarouter_route1), which can take the norm in.
+func (b *Backend) qmoeRouterFolds(w *bridge.MoEWeights, p bridge.MoEParams, T int) bool {
+	rq, ok := w.Router.(*qtensor)
+	return ok && T == 1 && !b.opts.NoFuse && !p.Unfused && qaFits(rq.Spec) && rq.Dims[0] == len(w.Gate) && rq.Dims[1] == w.Hidden
+}
+
+// qmoeDownFolds: the expert down projections run in qamoe_down_sum, which
+// can add into the residual.
+func (b *Backend) qmoeDownFolds(w *bridge.MoEWeights, p bridge.MoEParams) bool {
+	if len(w.Down) == 0 {
+		return false
+	}
+	d, ok := w.Down[0].(*qtensor)
+	return ok && !b.opts.NoFuse && !p.Unfused && qaFits(d.Spec) && w.TopK*w.Inter <= qaXB && w.TopK <= qaMaxK
+}
+
+func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams, fold qmoeFold) {
 	o, xs := b.f32Tensor(out, "qmoe out"), b.f32Tensor(x, "qmoe x")
 	if o == nil || xs == nil {
 		return
@@ -607,9 +638,16 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && qaFits(rq.Spec):
 		s, bi := rq.sb()
 		rb, g, sdt := rq.args()
+		// With the norm folded in, the router reads the norm's input and
+		// its first block stores x for the expert kernels after it.
+		rx, nh := xs.ptr, uint64(0)
+		if fold.normW != 0 {
+			rx, nh = fold.normX, xs.ptr
+		}
 		b.launch("qarouter_route1_"+quant.KernelName(rq.Spec), [3]int{b.qaBlocks(E, 1), 1, 1}, qWarps*32,
-			xs.ptr, rq.data.ptr, s, bi, logits, i32(H), i32(E), i32(K), boolArg(w.NormTopK), i32(rb), i32(g), i32(sdt), ids, wts,
-			slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat), b.scratchZeroed("qmoe.route_counter", 4))
+			rx, rq.data.ptr, s, bi, logits, i32(H), i32(E), i32(K), boolArg(w.NormTopK), i32(rb), i32(g), i32(sdt), ids, wts,
+			slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat), b.scratchZeroed("qmoe.route_counter", 4),
+			fold.normW, nh, f32(fold.eps))
 		routed = true
 	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && H%qUnit(rq.Spec) == 0:
 		s, bi := rq.sb()
@@ -627,6 +665,10 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 		b.qmatmul(logits, xs.ptr, rq, 0, T)
 	default:
 		b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
+	}
+	if fold.normW != 0 && !routed {
+		b.fail("internal: qmoe: a folded norm without its router kernel")
+		return
 	}
 	b.subMark("route")
 	switch {
@@ -649,9 +691,18 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	}
 	b.subMark("down")
 	ds := tab.spec[2]
+	if fold.residual != 0 && !(fused && qaFits(ds) && K*I <= qaXB && K <= qaMaxK) {
+		b.fail("internal: qmoe: a folded residual without qamoe_down_sum")
+		return
+	}
 	if fused && qaFits(ds) && K*I <= qaXB && K <= qaMaxK {
-		b.launch("qamoe_down_sum_"+quant.KernelName(ds), [3]int{b.qaBlocks(H, T), T, 1}, qWarps*32, hbuf, o.ptr, tab.ptr, ids,
-			wts, i32(H), i32(I), i32(K), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr)
+		dst := o.ptr
+		if fold.residual != 0 {
+			dst = fold.residual
+		}
+		b.launch("qamoe_down_sum_"+quant.KernelName(ds), [3]int{b.qaBlocks(H, T), T, 1}, qWarps*32, hbuf, dst, tab.ptr, ids,
+			wts, i32(H), i32(I), i32(K), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr,
+			fold.residual)
 		return
 	}
 	if fused {

@@ -392,14 +392,15 @@ __device__ __forceinline__ void qa_moe_gate_up(const float* __restrict__ x, floa
 }
 
 // qa_moe_down_sum: out[t] = Σ_j w[t·K+j] · h[t·K+j]·downᵀ of the pair's
-// expert, token blockIdx.y: its K rows of h (contiguous, K·I values) staged
-// once a block, a warp's R output rows dotted with all of them at once
-// (QAExperts), so every expert's loads are in flight together.
+// expert (+ res[t], the residual, when set: out may be res), token
+// blockIdx.y: its K rows of h (contiguous, K·I values) staged once a block,
+// a warp's R output rows dotted with all of them at once (QAExperts), so
+// every expert's loads are in flight together.
 template <int BITS, int R>
-__device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, float* __restrict__ out,
+__device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, float* out,
                                                 const u64* __restrict__ tab, const int* __restrict__ ids,
                                                 const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes,
-                                                int groups, int sdt, int* __restrict__ stats) {
+                                                int groups, int sdt, int* __restrict__ stats, const float* res) {
     __shared__ QAStage st;
     __shared__ const unsigned char *s_w[QA_MAXK], *s_s[QA_MAXK], *s_b[QA_MAXK];
     __shared__ float s_wt[QA_MAXK];
@@ -438,7 +439,10 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < R; r++)
-                if (src.row0 + r < H) out[(long)t * H + src.row0 + r] = acc[r][0];
+                if (src.row0 + r < H) {
+                    const long o = (long)t * H + src.row0 + r;
+                    out[o] = acc[r][0] + (res ? res[o] : 0.f);
+                }
         }
     }
 }
@@ -473,19 +477,19 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
         qa_moe_gate_up<BITS, QA_MOE_R>(x, h, tab, ids, H, I, K, E, rowBytes, groups, sdt, stats);                      \
     }                                                                                                                   \
     extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                  \
-        const float* __restrict__ h, float* __restrict__ out, const u64* __restrict__ tab, const int* __restrict__ ids, \
+        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids, \
         const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
-        int* __restrict__ stats) {                                                                                      \
-        qa_moe_down_sum<BITS, 1>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats);                     \
+        int* __restrict__ stats, const float* res) {                                                                    \
+        qa_moe_down_sum<BITS, 1>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats, res);                \
     }                                                                                                                   \
     extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                 \
         const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
         const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
         int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \
         int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                         \
-        int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                           \
+        int* __restrict__ stats, int stat_index, int* __restrict__ counter, const float* nw, float* nh, float eps) {     \
         QMat m = {w, s, b, 0, logits, E}, none = {w, s, b, 0, 0, 0};                                                    \
-        qa_gemv<BITS, 1, 1, false>(x, 1, H, rowBytes, groups, sdt, m, none, none);                                     \
+        qa_gemv<BITS, 1, 1, false>(x, 1, H, rowBytes, groups, sdt, m, none, none, nw, nh, eps);                        \
         qrouter_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
                      stat_index, counter);                                                                              \
     }
