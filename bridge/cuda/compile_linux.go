@@ -6,10 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -17,32 +15,8 @@ import (
 	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
 )
 
-// source is the kernels as one translation unit: common.cu first, then the
-// other files in name order, each after a #line directive so NVRTC's
-// messages name the .cu file and line.
-func source() (string, []string, error) {
-	names, err := fs.Glob(kcuda.Sources, "*.cu")
-	if err != nil {
-		return "", nil, err
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == "common.cu") != (names[j] == "common.cu") {
-			return names[i] == "common.cu"
-		}
-		return names[i] < names[j]
-	})
-	var b strings.Builder
-	for _, n := range names {
-		data, err := kcuda.Sources.ReadFile(n)
-		if err != nil {
-			return "", nil, err
-		}
-		fmt.Fprintf(&b, "#line 1 \"kernels/cuda/%s\"\n", n)
-		b.Write(data)
-		b.WriteString("\n")
-	}
-	return b.String(), names, nil
-}
+// source is the kernels as one translation unit (kernels/cuda.Source).
+func source() (string, []string, error) { return kcuda.Source() }
 
 // compileOptions are NVRTC's flags for a device of compute capability cc
 // (e.g. 90).
