@@ -41,4 +41,3 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "\n[…]"
 }
-
