@@ -230,6 +230,35 @@ type qgemv struct {
 	}
 }
 
+// groups is the launch's groups of r weight rows: each matrix's, or with
+// gu the gate's (gate and up rows go together).
+func (g *qgemv) groups(r int) int {
+	n := 0
+	for i, s := range g.segs[:g.nsegs] {
+		if !g.gu || i == 0 {
+			n += cdiv(s.q.Dims[0], r)
+		}
+	}
+	return n
+}
+
+// segArgs appends the three matrices' kernel arguments to a: values,
+// scales, biases, bias, output, rows (unused ones repeat the first's
+// pointers with no rows).
+func (g *qgemv) segArgs(a []uint64) []uint64 {
+	s0 := g.segs[0].q.data.ptr
+	for i := range 3 {
+		if i >= g.nsegs {
+			a = append(a, s0, s0, s0, 0, 0, 0)
+			continue
+		}
+		s := g.segs[i]
+		sp, bp := s.q.sb()
+		a = append(a, s.q.data.ptr, sp, bp, s.bias, s.out, i32(s.q.Dims[0]))
+	}
+	return a
+}
+
 // qgemvOf checks a packed matmul's tensors (reporting errors when report)
 // and returns its launch.
 func (b *Backend) qgemvOf(out, x, w, bias bridge.Tensor, report bool) (qgemv, bool) {
@@ -275,17 +304,7 @@ func (b *Backend) qgemvOf(out, x, w, bias bridge.Tensor, report bool) (qgemv, bo
 // projections keep enough loads in flight.
 func (b *Backend) qgemvShape(g *qgemv) (r, c, ks int) {
 	units := g.k / qUnit(g.segs[0].q.Spec)
-	blocks := func(r, ks int) int {
-		rows := qWarps / ks * r
-		if g.gu {
-			return cdiv(g.segs[0].q.Dims[0], rows)
-		}
-		n := 0
-		for _, s := range g.segs[:g.nsegs] {
-			n += cdiv(s.q.Dims[0], rows)
-		}
-		return n
-	}
+	blocks := func(r, ks int) int { return g.groups(qWarps / ks * r) }
 	sms := max(b.sms, 1)
 	c, r = 1, 1
 	switch {
@@ -315,25 +334,10 @@ func (b *Backend) launchQGemv(g *qgemv) {
 	}
 	r, c, ks := b.qgemvShape(g)
 	rows := qWarps / ks * r
-	blocks := 0
-	var args [3][6]uint64
-	for i, s := range g.segs[:g.nsegs] {
-		if !g.gu || i == 0 {
-			blocks += cdiv(s.q.Dims[0], rows)
-		}
-		sp, bp := s.q.sb()
-		args[i] = [6]uint64{s.q.data.ptr, sp, bp, s.bias, s.out, i32(s.q.Dims[0])}
-	}
-	for i := g.nsegs; i < 3; i++ {
-		args[i] = [6]uint64{s0.q.data.ptr, s0.q.data.ptr, s0.q.data.ptr, 0, 0, 0}
-	}
 	rb, grp, sdt := s0.q.args()
-	a := []uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt), i32(ks), boolArg(g.gu)}
-	for _, s := range args {
-		a = append(a, s[:]...)
-	}
+	a := g.segArgs([]uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt), i32(ks), boolArg(g.gu)})
 	name := fmt.Sprintf("qgemv_%s_c%d_r%d", quant.KernelName(s0.q.Spec), c, r)
-	b.launch(name, [3]int{blocks, cdiv(g.m, c), 1}, qWarps*32, a...)
+	b.launch(name, [3]int{g.groups(rows), cdiv(g.m, c), 1}, qWarps*32, a...)
 }
 
 // launchQAGemv records a qgemv launch of affine matrices on quant_int.cu's
@@ -345,12 +349,7 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 		c = qCols
 	}
 	gy := cdiv(g.m, c)
-	rows := 0
-	for i, s := range g.segs[:g.nsegs] {
-		if !g.gu || i == 0 {
-			rows += s.q.Dims[0]
-		}
-	}
+	rows := g.groups(1)
 	var r int
 	switch {
 	case g.gu && c == 1:
@@ -362,29 +361,14 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 	default:
 		r = b.qaRows(rows, gy, 2, 1)
 	}
-	groups := 0
-	var args [3][6]uint64
-	for i, s := range g.segs[:g.nsegs] {
-		if !g.gu || i == 0 {
-			groups += cdiv(s.q.Dims[0], r)
-		}
-		sp, bp := s.q.sb()
-		args[i] = [6]uint64{s.q.data.ptr, sp, bp, s.bias, s.out, i32(s.q.Dims[0])}
-	}
-	for i := g.nsegs; i < 3; i++ {
-		args[i] = [6]uint64{s0.q.data.ptr, s0.q.data.ptr, s0.q.data.ptr, 0, 0, 0}
-	}
 	rb, grp, sdt := s0.q.args()
-	a := []uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt)}
-	for _, s := range args {
-		a = append(a, s[:]...)
-	}
+	a := g.segArgs([]uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt)})
 	a = append(a, g.norm.w, g.norm.out, f32(g.norm.eps))
 	kind := "qagemv"
 	if g.gu {
 		kind = "qagemv_gu"
 	}
-	b.launch(fmt.Sprintf("%s_%s_c%d_r%d", kind, quant.KernelName(s0.q.Spec), c, r), [3]int{b.qaBlocks(groups, gy), gy, 1}, qWarps*32, a...)
+	b.launch(fmt.Sprintf("%s_%s_c%d_r%d", kind, quant.KernelName(s0.q.Spec), c, r), [3]int{b.qaBlocks(g.groups(r), gy), gy, 1}, qWarps*32, a...)
 }
 
 // tryQGemvGroup: packed matmuls of one input and one packing (q, k, v;

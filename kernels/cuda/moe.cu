@@ -137,6 +137,40 @@ extern "C" __global__ void moe_route1(const float* __restrict__ logits, int E, i
     if (threadIdx.x == 0) stats[stat_index] = K;
 }
 
+// route1_tail ends a single token's router kernel: once every block's
+// logits are written, the last block to finish routes the token
+// (route_token) and fills the expert slots, and resets counter.
+__device__ __forceinline__ void route1_tail(const float* __restrict__ logits, int E, int K, int norm,
+                                            int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                            int* __restrict__ slot_expert, int* __restrict__ slot_start,
+                                            int* __restrict__ slot_count, int* __restrict__ pair_list,
+                                            int* __restrict__ stats, int stat_index, int* __restrict__ counter) {
+    __shared__ float s_logits[ROUTE_MAXE];
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < E; i += blockDim.x) s_logits[i] = __ldcg(logits + i);
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x >= 32) return;
+    route_token(s_logits, 0, E, K, norm, topk_ids, topk_w, stats);
+    __syncwarp();
+    for (int j = lane; j < K; j += 32) {
+        slot_expert[j] = topk_ids[j];
+        slot_start[j] = j;
+        slot_count[j] = 1;
+        pair_list[j] = j;
+    }
+    if (lane == 0) {
+        stats[stat_index] = K;
+        *counter = 0;
+    }
+}
+
 // moe_router_route1 is the router GEMV and moe_route1 in one launch, for a
 // single token: each warp computes one expert's logit (f32 activations,
 // f32 accumulation, as the f32 GEMV path does), and the last block to finish
@@ -148,8 +182,6 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
                                                    int* __restrict__ slot_expert, int* __restrict__ slot_start,
                                                    int* __restrict__ slot_count, int* __restrict__ pair_list,
                                                    int* __restrict__ stats, int stat_index, int* __restrict__ counter) {
-    __shared__ float s_logits[ROUTE_MAXE];
-    __shared__ int s_last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int e = blockIdx.x * MOE_WARPS + warp;
     // A half-precision row of up to 2048 weights is loaded before the wait:
@@ -189,27 +221,8 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
         acc = warp_sum(acc);
         if (lane == 0) logits[e] = acc;
     }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    for (int i = threadIdx.x; i < E; i += blockDim.x) s_logits[i] = __ldcg(logits + i);
-    __syncthreads();
-    if (warp != 0) return;
-    route_token(s_logits, 0, E, K, norm, topk_ids, topk_w, stats);
-    __syncwarp();
-    for (int j = lane; j < K; j += 32) {
-        slot_expert[j] = topk_ids[j];
-        slot_start[j] = j;
-        slot_count[j] = 1;
-        pair_list[j] = j;
-    }
-    if (lane == 0) {
-        stats[stat_index] = K;
-        *counter = 0;
-    }
+    route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats, stat_index,
+                counter);
 }
 
 #define ROUTER_ROUTE1(S, DT)                                                                                        \

@@ -585,7 +585,8 @@ __device__ __forceinline__ void qmoe_down_sum(const float* __restrict__ h, float
 
 // qrouter_route1 is the packed router's GEMV and moe_route1 in one launch for
 // a single token (as moe.cu's router_route1_body): a warp a logit, and the
-// last block to finish routes (qrouter_tail). counter is zero between steps.
+// last block to finish routes (moe.cu's route1_tail). counter is zero
+// between steps.
 template <int F>
 __device__ __forceinline__ void qrouter_route1(const float* __restrict__ x, const unsigned char* __restrict__ w,
                                                const unsigned char* __restrict__ s, const unsigned char* __restrict__ b,
@@ -593,39 +594,6 @@ __device__ __forceinline__ void qrouter_route1(const float* __restrict__ x, cons
     pdl_wait();
     QMat m = {w, s, b, 0, logits, E};
     q_block<F, 1, 1, false>(m, m, x, 1, H, E, rowBytes, groups, sdt, blockIdx.x, 1);
-}
-
-// qrouter_tail: once every block's logits are written, the last block to
-// finish routes the token (route_token) and fills the expert slots.
-__device__ __forceinline__ void qrouter_tail(const float* __restrict__ logits, int E, int K, int norm,
-                                             int* __restrict__ topk_ids, float* __restrict__ topk_w,
-                                             int* __restrict__ slot_expert, int* __restrict__ slot_start,
-                                             int* __restrict__ slot_count, int* __restrict__ pair_list,
-                                             int* __restrict__ stats, int stat_index, int* __restrict__ counter) {
-    __shared__ float s_logits[ROUTE_MAXE];
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    for (int i = threadIdx.x; i < E; i += blockDim.x) s_logits[i] = __ldcg(logits + i);
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    if (threadIdx.x >= 32) return;
-    route_token(s_logits, 0, E, K, norm, topk_ids, topk_w, stats);
-    __syncwarp();
-    for (int j = lane; j < K; j += 32) {
-        slot_expert[j] = topk_ids[j];
-        slot_start[j] = j;
-        slot_count[j] = 1;
-        pair_list[j] = j;
-    }
-    if (lane == 0) {
-        stats[stat_index] = K;
-        *counter = 0;
-    }
 }
 
 // q_values: the 32 values of row r from value i0 (a multiple of 32).
@@ -745,8 +713,8 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
         int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                         \
         int* __restrict__ stats, int stat_index, int* __restrict__ counter) {                                           \
         qrouter_route1<F>(x, w, s, b, logits, H, E, rowBytes, groups, sdt);                                             \
-        qrouter_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
-                     stat_index, counter);                                                                              \
+        route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
+                    stat_index, counter);                                                                               \
     }                                                                                                                   \
     extern "C" __global__ void __launch_bounds__(QWARPS * 32) qembed_##S(                                             \
         float* __restrict__ out, const int* __restrict__ ids, const unsigned char* __restrict__ w,                      \

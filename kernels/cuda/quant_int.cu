@@ -490,8 +490,8 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
         int* __restrict__ stats, int stat_index, int* __restrict__ counter, const float* nw, float* nh, float eps) {     \
         QMat m = {w, s, b, 0, logits, E}, none = {w, s, b, 0, 0, 0};                                                    \
         qa_gemv<BITS, 1, 1, false>(x, 1, H, rowBytes, groups, sdt, m, none, none, nw, nh, eps);                        \
-        qrouter_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
-                     stat_index, counter);                                                                              \
+        route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
+                    stat_index, counter);                                                                               \
     }
 
 // Gate and up rows a warp in qamoe_gate_up.
