@@ -19,7 +19,7 @@ import (
 // that rows of format s are dotted with.
 func QPrepLen(s quant.Spec, k int) int {
 	if qInt(s) {
-		return k/s.Group + qIntUnits(s, k)*qIntUnitFloats(s)
+		return qIntSums(s, k) + qIntUnits(s, k)*qIntUnitFloats(s)
 	}
 	n := k / 16 // sums of every 16 values
 	if s.Type == quant.Affine && s.Bits == 4 {
@@ -267,20 +267,63 @@ const (
 
 // qInt reports whether rows of format s are dotted in integers.
 func qInt(s quant.Spec) bool {
-	return level >= levelVNNI && s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8)
+	return level >= levelVNNI && (s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8) || s.Type == quant.Q4_K)
 }
 
-// qIntUnit is the values one 64-byte load of a row holds (a unit): the
-// prepared x is laid out per unit to match its lanes (qgen.go).
-func qIntUnit(s quant.Spec) int { return 512 / s.Bits }
+// Layouts of the prepared x, per unit (one 64-byte load of a weight row,
+// whose lanes the planes match; qgen.go): 8-bit affine, 4-bit affine
+// (byte j's nibbles are values 2j and 2j+1) and Q4_K (a 32-byte chunk's
+// low nibbles are one sub-block of 32, its high ones the next).
+const (
+	qlA8 = iota
+	qlA4
+	qlK4
+)
 
-// qIntUnitFloats is a unit's prepared x in floats: its int8 planes (two a
-// value) and its 16 lanes' d.
-func qIntUnitFloats(s quant.Spec) int { return 2*qIntUnit(s)/4 + 16 }
+func qLayout(s quant.Spec) int {
+	switch {
+	case s.Type == quant.Q4_K:
+		return qlK4
+	case s.Bits == 4:
+		return qlA4
+	}
+	return qlA8
+}
+
+// qlUnit is a layout's values a unit, qlBytes its prepared bytes: the int8
+// planes (two bytes a value) and 16 lanes' d for each accumulator (Q4_K
+// keeps the low and high nibbles' sums apart: their sub-blocks have
+// scales of their own).
+func qlUnit(l int) int { return [...]int{64, 128, 128}[l] }
+func qlBytes(l int) int {
+	return [...]int{2*64 + 64, 2*128 + 64, 2*128 + 128}[l]
+}
+
+// qlPlace is where value i of block b of a unit goes: the offset of its hi
+// byte (lo is 64 bytes on), and where the block's d goes in the unit (lanes
+// of one block are consecutive floats).
+func qlPlace(l, b, i int) (hi, d, lanes int) {
+	switch l {
+	case qlA8: // lane j holds values 4j..4j+3
+		return 32*b + i, 128 + 32*b, 8
+	case qlA4: // even values, then odd ones; lane j holds values 8j..8j+7
+		pos := 32*b + i
+		return 128*(pos&1) + pos>>1, 256 + 16*b, 4
+	}
+	// Q4_K: blocks 0 and 2 (low nibbles) in the first planes, 1 and 3 in
+	// the second; lanes 0-7 and 8-15 of each hold one block.
+	return 128*(b&1) + 32*(b>>1) + i, 256 + 64*(b&1) + 32*(b>>1), 8
+}
+
+// qIntUnitFloats is a unit's prepared x in floats.
+func qIntUnitFloats(s quant.Spec) int { return qlBytes(qLayout(s)) / 4 }
+
+// qIntUnit is the values of a unit.
+func qIntUnit(s quant.Spec) int { return qlUnit(qLayout(s)) }
 
 // qIntStep is the values of a kernel's step: a unit, or a group where a
 // group spans units.
-func qIntStep(s quant.Spec) int { return max(qIntUnit(s), s.Group) }
+func qIntStep(s quant.Spec) int { return max(qIntUnit(s), s.Block()) }
 
 // qIntUnits is the units the kernels dot for rows of k values: whole
 // steps; the groups left over (k not a multiple of a unit) are dotted in
@@ -289,15 +332,24 @@ func qIntUnits(s quant.Spec, k int) int {
 	return k / qIntStep(s) * qIntStep(s) / qIntUnit(s)
 }
 
-// qPrepareInt writes x's group sums, then per unit its int8 planes and
-// lanes' d: 8 bits: hi[64] lo[64]; 4 bits: the even values' hi and lo, the
-// odd values' hi and lo (a 4-bit unit's byte j holds values 2j and 2j+1),
-// 64 bytes each; then 16 floats, lane i's block's d (lane i holds values
-// 4i..4i+3 at 8 bits, 8i..8i+7 at 4).
+// qIntSums is the floats of sums before the units: the affine groups'
+// sums of x (which meet the biases), Q4_K's sums of every 32 values (its
+// mins).
+func qIntSums(s quant.Spec, k int) int {
+	if s.Type == quant.Q4_K {
+		return k / qIntBlock
+	}
+	return k / s.Group
+}
+
+// qPrepareInt writes x's sums (qIntSums), then per unit its int8 planes
+// and lanes' d (qlPlace).
 func qPrepareInt(p, x []float32, s quant.Spec) {
-	k, G := len(x), s.Group
-	n, U, uf := qIntUnits(s, k), qIntUnit(s), qIntUnitFloats(s)
+	k := len(x)
+	l := qLayout(s)
+	n, U, uf := qIntUnits(s, k), qlUnit(l), qIntUnitFloats(s)
 	k0 := n * U
+	ns := qIntSums(s, k)
 	// Block sums (of the values in units) from the quantizing pass; a
 	// stack buffer for rows up to 16384 values.
 	var buf [512]float32
@@ -306,12 +358,19 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 		bs = make([]float32, k0/qIntBlock)
 	}
 	bs = bs[:k0/qIntBlock]
+	if l == qlK4 {
+		bs = p[:k/qIntBlock] // its sums are the block sums
+	}
 	if n > 0 {
-		units := unsafe.Slice((*byte)(unsafe.Pointer(&p[k/G])), 4*n*uf)
-		if !prepIntArch(s.Bits, x[:k0], units, bs, n) {
-			prepIntGeneric(s.Bits, x[:k0], units, bs, n)
+		units := unsafe.Slice((*byte)(unsafe.Pointer(&p[ns])), 4*n*uf)
+		if !prepIntArch(l, x[:k0], units, bs, n) {
+			prepIntGeneric(l, x[:k0], units, bs, n)
 		}
 	}
+	if l == qlK4 {
+		return
+	}
+	G := s.Group
 	for g := range k / G {
 		var t float32
 		if (g+1)*G <= k0 {
@@ -327,12 +386,9 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 	}
 }
 
-// prepIntGeneric is qPrepInt's Go twin (a unit is 2·U bytes of planes,
-// then 16 floats of d).
-func prepIntGeneric(bits int, x []float32, dst []byte, bs []float32, n int) {
-	U := 512 / bits
-	ub := 2*U + 64
-	lanes := 32 / (U / 16) // lanes a block
+// prepIntGeneric is qPrepInt's Go twin.
+func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int) {
+	U, ub := qlUnit(l), qlBytes(l)
 	for u := range n {
 		b := dst[u*ub : (u+1)*ub]
 		for blk := range U / qIntBlock {
@@ -344,9 +400,9 @@ func prepIntGeneric(bits int, x []float32, dst []byte, bs []float32, n int) {
 			}
 			bs[u*U/qIntBlock+blk] = sum
 			inv := qIntMax / max(m, 1e-30)
-			for l := range lanes {
-				o := 2*U + 4*(lanes*blk+l)
-				binary.LittleEndian.PutUint32(b[o:], math.Float32bits(m/qIntMax))
+			_, do, lanes := qlPlace(l, blk, 0)
+			for j := range lanes {
+				binary.LittleEndian.PutUint32(b[do+4*j:], math.Float32bits(m/qIntMax))
 			}
 			for i, v := range xs {
 				// Round to nearest: 1.5·2^23 added leaves the integer in
@@ -355,13 +411,8 @@ func prepIntGeneric(bits int, x []float32, dst []byte, bs []float32, n int) {
 				q = min(max(q, -qIntMax), qIntMax)
 				hi := (q + 128) >> 8
 				lo := q - 256*hi
-				pos := qIntBlock*blk + i
-				if bits == 8 {
-					b[pos], b[64+pos] = byte(int8(hi)), byte(int8(lo))
-				} else {
-					o := 128*(pos&1) + pos>>1
-					b[o], b[64+o] = byte(int8(hi)), byte(int8(lo))
-				}
+				o, _, _ := qlPlace(l, blk, i)
+				b[o], b[64+o] = byte(int8(hi)), byte(int8(lo))
 			}
 		}
 	}
@@ -370,21 +421,31 @@ func prepIntGeneric(bits int, x []float32, dst []byte, bs []float32, n int) {
 // QBound is the most QDots' row r of w dotted with x may be off beyond
 // float rounding: 0 where w's format is dotted in floats; for the integer
 // dots, each x rounded to within half its block's d = max|x|/32639 (0.51
-// allows for the float rounding of x/d) meets scale·q of the weight, not
-// its bias (which meets float sums of x), so the bound is
-// Σ_blocks 0.51·d·Σ|scale·q|.
+// allows for the float rounding of x/d) meets the part of the weight that
+// multiplies the codes (scale·q), not an affine bias or Q4_K min (which
+// meet float sums of x), so the bound is Σ_blocks 0.51·d·Σ|scale·q|.
 func QBound(w *quant.Matrix, r int, x []float32) float64 {
 	if !qInt(w.Spec) {
 		return 0
 	}
 	row := make([]float32, w.K)
 	w.Row(r, row)
+	off := func(i int) float32 { // what w_i adds to scale·q
+		if w.Spec.Type == quant.Affine {
+			return w.Bias(r, i/w.Spec.Group)
+		}
+		rb := w.Spec.RowBytes(w.K)
+		blk := w.Data[r*rb+i/256*144:]
+		dmin := quant.HalfToF32(binary.LittleEndian.Uint16(blk[2:]))
+		_, m := quant.ScaleMinK4(i%256/32, blk[4:16])
+		return -dmin * float32(m)
+	}
 	var b float64
 	for blk := 0; blk < w.K/qIntBlock; blk++ {
 		var m, sq float64
 		for i := blk * qIntBlock; i < (blk+1)*qIntBlock; i++ {
 			m = max(m, math.Abs(float64(x[i])))
-			sq += math.Abs(float64(row[i] - w.Bias(r, i/w.Spec.Group)))
+			sq += math.Abs(float64(row[i] - off(i)))
 		}
 		b += 0.51 * m / qIntMax * sq
 	}

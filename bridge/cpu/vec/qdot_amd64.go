@@ -130,6 +130,21 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 // floats.
 func qdotsInt(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
 	s, k := w.Spec, w.K
+	if s.Type == quant.Q4_K {
+		// The first pass decodes 4 rows' d·scale into a scratch buffer
+		// (qgen.go: q4kScales), padded for the last row's 16-float table.
+		nb := k / 256
+		buf := qScratch.Get().(*[]float32)
+		defer qScratch.Put(buf)
+		if len(*buf) < 4*8*nb+16 {
+			*buf = make([]float32, 4*8*nb+16)
+		}
+		scratch := (*byte)(unsafe.Pointer(&(*buf)[0]))
+		rb := s.RowBytes(k)
+		return qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
+			qQ4_KVNNI(&p[k/qIntBlock], nil, &p[0], &w.Data[r*rb], rows*rb, scratch, nil, 0, d, nb, 1, 4*rows)
+		})
+	}
 	rb, G := s.RowBytes(k), s.Group
 	lds := s.Groups(k) * s.Scale.Size()
 	if len(w.Scales) < hi*lds || len(w.Biases) < hi*lds {
@@ -178,18 +193,15 @@ func qRun(dst []float32, w *quant.Matrix, lo, hi int, kern func(r, q int, d *flo
 
 var qScratch = sync.Pool{New: func() any { return new([]float32) }}
 
-// prepIntArch runs qgen.go's prepInt kernels.
-func prepIntArch(bits int, x []float32, dst []byte, bs []float32, n int) bool {
+// prepIntArch runs qgen.go's prepInt kernels for layout l.
+func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int) bool {
 	if n == 0 {
 		return true
 	}
-	if len(x) < n*512/bits || len(dst) < n*(1024/bits+64) || len(bs) < n*16/bits {
+	U := qlUnit(l)
+	if len(x) < n*U || len(dst) < n*qlBytes(l) || len(bs) < n*U/qIntBlock {
 		panic(fmt.Sprintf("vec: prepIntArch: %d values, %d bytes, %d sums for %d units", len(x), len(dst), len(bs), n))
 	}
-	if bits == 8 {
-		qPrepInt8(&x[0], &dst[0], &bs[0], n)
-	} else {
-		qPrepInt4(&x[0], &dst[0], &bs[0], n)
-	}
+	[...]func(x *float32, dst *byte, bs *float32, n int){qlA8: qPrepInt8, qlA4: qPrepInt4, qlK4: qPrepIntK4}[l](&x[0], &dst[0], &bs[0], n)
 	return true
 }

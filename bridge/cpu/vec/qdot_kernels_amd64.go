@@ -41,6 +41,9 @@ func qPrepInt8(x *float32, dst *byte, bs *float32, n int)
 func qPrepInt4(x *float32, dst *byte, bs *float32, n int)
 
 //go:noescape
+func qPrepIntK4(x *float32, dst *byte, bs *float32, n int)
+
+//go:noescape
 func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
@@ -123,3 +126,6 @@ func qAffine4G128F16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds 
 
 //go:noescape
 func qAffine4G128BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qQ4_KVNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)

@@ -149,8 +149,8 @@ func TestQPrepInt(t *testing.T) {
 		t.Skip("no AVX-512 VNNI on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, bits := range []int{8, 4} {
-		U := 512 / bits
+	for _, l := range []int{qlA8, qlA4, qlK4} {
+		U := qlUnit(l)
 		const n = 5
 		x := make([]float32, n*U)
 		for i := range x {
@@ -164,14 +164,14 @@ func TestQPrepInt(t *testing.T) {
 				x[i] *= float32(math.Pow(10, float64(rng.IntN(20)-10)))
 			}
 		}
-		ub := 2*U + 64
+		ub := qlBytes(l)
 		got, want := make([]byte, n*ub), make([]byte, n*ub)
 		gs, ws := make([]float32, n*U/qIntBlock), make([]float32, n*U/qIntBlock)
-		prepIntArch(bits, x, got, gs, n)
-		prepIntGeneric(bits, x, want, ws, n)
+		prepIntArch(l, x, got, gs, n)
+		prepIntGeneric(l, x, want, ws, n)
 		for i := range got {
 			if got[i] != want[i] {
-				t.Fatalf("%d bits: byte %d of unit %d = %#x, Go %#x", bits, i%ub, i/ub, got[i], want[i])
+				t.Fatalf("layout %d: byte %d of unit %d = %#x, Go %#x", l, i%ub, i/ub, got[i], want[i])
 			}
 		}
 		for b := range gs {
@@ -180,7 +180,7 @@ func TestQPrepInt(t *testing.T) {
 				a += math.Abs(float64(v))
 			}
 			if d := math.Abs(float64(gs[b] - ws[b])); d > 1e-6*a {
-				t.Fatalf("%d bits: block %d's sum %g, Go %g", bits, b, gs[b], ws[b])
+				t.Fatalf("layout %d: block %d's sum %g, Go %g", l, b, gs[b], ws[b])
 			}
 		}
 	}

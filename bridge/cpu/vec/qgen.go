@@ -424,59 +424,7 @@ func (g *gen) q4_k() string {
 	name := "qQ4_K" + g.isa
 	g.header(name, 0)
 	g.nibConst()
-	g.p("MOVQ BX, R13")
-	g.p("MOVQ sc+40(FP), R11")
-	g.label("scales")
-	for r := 0; r < 4; r++ {
-		// ggml's get_scale_min_k4 on whole words: bytes 0-3 of the scales
-		// are the low six bits of sub-blocks 0-3, bytes 4-7 of the mins;
-		// sub-blocks 4-7 take bytes 8-11's nibbles and the top two bits.
-		g.p("MOVL %s, AX", wrow(r, 4))
-		g.p("MOVL %s, DX", wrow(r, 8))
-		g.p("MOVL %s, R14", wrow(r, 12))
-		g.p("MOVL AX, R9")
-		g.p("SHRL $6, R9")
-		g.p("ANDL $0x03030303, R9")
-		g.p("SHLL $4, R9")
-		g.p("MOVL R14, R8")
-		g.p("ANDL $0x0f0f0f0f, R8")
-		g.p("ORL R8, R9")
-		g.p("ANDL $0x3f3f3f3f, AX")
-		g.p("SHLQ $32, R9")
-		g.p("ORQ R9, AX")
-		g.p("MOVL DX, R9")
-		g.p("SHRL $6, R9")
-		g.p("ANDL $0x03030303, R9")
-		g.p("SHLL $4, R9")
-		g.p("SHRL $4, R14")
-		g.p("ANDL $0x0f0f0f0f, R14")
-		g.p("ORL R14, R9")
-		g.p("ANDL $0x3f3f3f3f, DX")
-		g.p("SHLQ $32, R9")
-		g.p("ORQ R9, DX")
-		// Eight lanes: VEX forms, which clear the upper half of a Z
-		// register, so the mins' product adds zeros there.
-		g.p("VPBROADCASTW %s, X10", wrow(r, 0))
-		g.p("VCVTPH2PS X10, Y10")
-		g.p("VMOVQ AX, X12")
-		g.p("VPMOVZXBD X12, Y12")
-		g.p("VCVTDQ2PS Y12, Y12")
-		g.p("VMULPS Y10, Y12, Y12")
-		g.p("VMOVUPS Y12, %d(R11)", 32*r)
-		g.p("VPBROADCASTW %s, X10", wrow(r, 2))
-		g.p("VCVTPH2PS X10, Y10")
-		g.p("VMOVQ DX, X12")
-		g.p("VPMOVZXBD X12, Y12")
-		g.p("VCVTDQ2PS Y12, Y12")
-		g.p("VMULPS Y10, Y12, Y12")
-		g.p("VMULPS (DI), Y12, Y12")
-		g.p("VSUBPS %s, %s, %s", g.v(12), g.acc(r), g.acc(r))
-	}
-	g.p("ADDQ $128, R11")
-	g.p("ADDQ $32, DI")
-	g.p("ADDQ $144, BX")
-	g.p("DECQ CX")
-	g.p("JNZ scales")
+	g.q4kScales()
 	g.p("MOVQ R13, BX")
 	g.p("MOVQ sc+40(FP), R11")
 	g.p("MOVQ nb+72(FP), CX")
@@ -785,12 +733,22 @@ func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 // and high dword); each block's d to its lanes of the unit's dvec and its
 // float sum to bs.
 //
-//	func qPrepInt{8,4}(x *float32, dst *byte, bs *float32, n int)
-func (g *gen) prepInt(bits int) string {
-	name := fmt.Sprintf("qPrepInt%d", bits)
+//	func qPrepInt{8,4,K4}(x *float32, dst *byte, bs *float32, n int)
+func (g *gen) prepInt(layout string) string {
+	name := "qPrepInt" + layout
 	ub, blocks, lanes := 192, 2, 8
-	if bits == 4 {
+	switch layout {
+	case "4":
 		ub, blocks, lanes = 320, 4, 4
+	case "K4":
+		ub, blocks, lanes = 384, 4, 8
+	}
+	// dvecAt is where block blk's lanes of d go in the unit.
+	dvecAt := func(blk int) int {
+		if layout == "K4" {
+			return 256 + 64*(blk&1) + 32*(blk>>1)
+		}
+		return ub - 64 + 4*lanes*blk
 	}
 	fmt.Fprintf(g.b, "// func %s(x *float32, dst *byte, bs *float32, n int)\n", name)
 	fmt.Fprintf(g.b, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
@@ -837,10 +795,10 @@ func (g *gen) prepInt(bits int) string {
 		g.p("VDIVSS X18, X2, X5")
 		if lanes == 8 {
 			g.p("VBROADCASTSS X5, Y5")
-			g.p("VMOVUPS Y5, %d(DI)", ub-64+4*lanes*blk)
+			g.p("VMOVUPS Y5, %d(DI)", dvecAt(blk))
 		} else {
 			g.p("VBROADCASTSS X5, X5")
-			g.p("VMOVUPS X5, %d(DI)", ub-64+4*lanes*blk)
+			g.p("VMOVUPS X5, %d(DI)", dvecAt(blk))
 		}
 		g.p("VMAXSS X19, X2, X2")
 		g.p("VDIVSS X2, X18, X2")
@@ -853,9 +811,17 @@ func (g *gen) prepInt(bits int) string {
 			g.p("VPSRAD $8, Z8, Z8")
 			g.p("VPSLLD $8, Z8, Z9")
 			g.p("VPSUBD Z9, Z7, Z9")
-			if bits == 8 {
+			switch layout {
+			case "8":
 				g.p("VPMOVDB Z8, %d(DI)", pos)
 				g.p("VPMOVDB Z9, %d(DI)", 64+pos)
+				continue
+			case "K4":
+				// Blocks 0 and 2 (a chunk's low nibbles) in the first
+				// planes, 1 and 3 in the second.
+				o := 128*(blk&1) + 32*(blk>>1) + 16*h
+				g.p("VPMOVDB Z8, %d(DI)", o)
+				g.p("VPMOVDB Z9, %d(DI)", 64+o)
 				continue
 			}
 			// Planes: even hi, even lo, odd hi, odd lo.
@@ -876,6 +842,141 @@ func (g *gen) prepInt(bits int) string {
 	g.p("VZEROUPPER")
 	g.p("RET")
 	g.b.WriteString("\n")
+	return name
+}
+
+// q4kScales is the K-quant kernels' first pass over Q4_K super-blocks:
+// each row's eight d·scale into the scratch buffer (sc, 32 bytes a row,
+// 128 a super-block) and the mins taken off the sums with the sums of x
+// over every 32 values (DI).
+func (g *gen) q4kScales() {
+	g.p("MOVQ BX, R13")
+	g.p("MOVQ sc+40(FP), R11")
+	g.label("scales")
+	for r := 0; r < 4; r++ {
+		// ggml's get_scale_min_k4 on whole words: bytes 0-3 of the scales
+		// are the low six bits of sub-blocks 0-3, bytes 4-7 of the mins;
+		// sub-blocks 4-7 take bytes 8-11's nibbles and the top two bits.
+		g.p("MOVL %s, AX", wrow(r, 4))
+		g.p("MOVL %s, DX", wrow(r, 8))
+		g.p("MOVL %s, R14", wrow(r, 12))
+		g.p("MOVL AX, R9")
+		g.p("SHRL $6, R9")
+		g.p("ANDL $0x03030303, R9")
+		g.p("SHLL $4, R9")
+		g.p("MOVL R14, R8")
+		g.p("ANDL $0x0f0f0f0f, R8")
+		g.p("ORL R8, R9")
+		g.p("ANDL $0x3f3f3f3f, AX")
+		g.p("SHLQ $32, R9")
+		g.p("ORQ R9, AX")
+		g.p("MOVL DX, R9")
+		g.p("SHRL $6, R9")
+		g.p("ANDL $0x03030303, R9")
+		g.p("SHLL $4, R9")
+		g.p("SHRL $4, R14")
+		g.p("ANDL $0x0f0f0f0f, R14")
+		g.p("ORL R14, R9")
+		g.p("ANDL $0x3f3f3f3f, DX")
+		g.p("SHLQ $32, R9")
+		g.p("ORQ R9, DX")
+		// Eight lanes: VEX forms, which clear the upper half of a Z
+		// register, so the mins' product adds zeros there.
+		g.p("VPBROADCASTW %s, X10", wrow(r, 0))
+		g.p("VCVTPH2PS X10, Y10")
+		g.p("VMOVQ AX, X12")
+		g.p("VPMOVZXBD X12, Y12")
+		g.p("VCVTDQ2PS Y12, Y12")
+		g.p("VMULPS Y10, Y12, Y12")
+		g.p("VMOVUPS Y12, %d(R11)", 32*r)
+		g.p("VPBROADCASTW %s, X10", wrow(r, 2))
+		g.p("VCVTPH2PS X10, Y10")
+		g.p("VMOVQ DX, X12")
+		g.p("VPMOVZXBD X12, Y12")
+		g.p("VCVTDQ2PS Y12, Y12")
+		g.p("VMULPS Y10, Y12, Y12")
+		g.p("VMULPS (DI), Y12, Y12")
+		g.p("VSUBPS %s, %s, %s", g.v(12), g.acc(r), g.acc(r))
+	}
+	g.p("ADDQ $128, R11")
+	g.p("ADDQ $32, DI")
+	g.p("ADDQ $144, BX")
+	g.p("DECQ CX")
+	g.p("JNZ scales")
+}
+
+// q4kInt: Q4_K rows dotted in integers (AVX-512 VNNI) with x prepared in
+// the K4 layout (qPrepareInt): a super-block's 128 bytes of nibbles are 2
+// units of 64 bytes; a unit's low nibbles are sub-blocks 4u and 4u+2 (lanes
+// 0-7 and 8-15), its high ones 4u+1 and 4u+3, against planes of x ordered
+// the same way. The two sums stay apart (their sub-blocks' d·scale differ),
+// each becomes floats once, times its lanes' d of x and its lanes'
+// d·scale, permuted from the first pass's eight (qidxk4).
+func (g *gen) q4kInt(data *bytes.Buffer) string {
+	name := "qQ4_KVNNI"
+	for i, o := range []int{0, 1} {
+		for l := 0; l < 16; l++ {
+			fmt.Fprintf(data, "DATA qidxk4<>+%d(SB)/4, $%d\n", 64*i+4*l, o+2*(l/8))
+		}
+	}
+	fmt.Fprintf(data, "GLOBL qidxk4<>(SB), RODATA|NOPTR, $128\n\n")
+	g.header(name, 0)
+	g.q4kScales()
+	g.p("MOVQ R13, BX")
+	g.p("MOVQ sc+40(FP), R11")
+	g.p("MOVQ nb+72(FP), CX")
+	g.broadcast32(0x0f0f0f0f, 14)
+	g.p("VMOVDQU32 qidxk4<>(SB), Z15")
+	g.p("VMOVDQU32 qidxk4<>+64(SB), Z20")
+	g.label("block")
+	for u := 0; u < 2; u++ {
+		for i := 0; i < 4; i++ {
+			g.p("VMOVDQU32 %d(SI), Z%d", 64*i, 8+i)
+		}
+		g.p("VMOVUPS 256(SI), Z12")
+		g.p("VMOVUPS 320(SI), Z13")
+		for r := 0; r < 4; r++ {
+			g.p("VMOVDQU32 %s, Z%d", wrow(r, 16+64*u), 24+r)
+			g.p("VPSRLW $4, Z%d, Z%d", 24+r, 28+r)
+			g.p("VPANDD Z14, Z%d, Z%d", 24+r, 24+r)
+			g.p("VPANDD Z14, Z%d, Z%d", 28+r, 28+r)
+			g.p("VPXORD Z%d, Z%d, Z%d", 4+r, 4+r, 4+r)
+			g.p("VPXORD Z%d, Z%d, Z%d", 16+r, 16+r, 16+r)
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VPDPBUSD Z8, Z%d, Z%d", 24+r, 4+r)
+			g.p("VPDPBUSD Z10, Z%d, Z%d", 28+r, 16+r)
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VPSLLD $8, Z%d, Z%d", 4+r, 4+r)
+			g.p("VPSLLD $8, Z%d, Z%d", 16+r, 16+r)
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VPDPBUSD Z9, Z%d, Z%d", 24+r, 4+r)
+			g.p("VPDPBUSD Z11, Z%d, Z%d", 28+r, 16+r)
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VCVTDQ2PS Z%d, Z%d", 4+r, 4+r)
+			g.p("VCVTDQ2PS Z%d, Z%d", 16+r, 16+r)
+			g.p("VMULPS Z12, Z%d, Z%d", 4+r, 4+r)
+			g.p("VMULPS Z13, Z%d, Z%d", 16+r, 16+r)
+		}
+		for r := 0; r < 4; r++ {
+			// The table is read from the row's eight d·scale on: 16 floats,
+			// the buffer padded for the last row's.
+			g.p("VPERMPS %d(R11), Z15, Z%d", 32*r+16*u, 24+r)
+			g.p("VPERMPS %d(R11), Z20, Z%d", 32*r+16*u, 28+r)
+			g.p("VFMADD231PS Z%d, Z%d, Z%d", 24+r, 4+r, r)
+			g.p("VFMADD231PS Z%d, Z%d, Z%d", 28+r, 16+r, r)
+		}
+		g.p("ADDQ $384, SI")
+	}
+	g.p("ADDQ $128, R11")
+	g.prefetch(144)
+	g.p("ADDQ $144, BX")
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
 	return name
 }
 
@@ -906,9 +1007,10 @@ func main() {
 					}
 				}
 			}
+			names = append(names, g.q4kInt(&data))
 			s.Write(data.Bytes())
-			for _, bits := range []int{8, 4} {
-				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int)\n\n", g.prepInt(bits))
+			for _, l := range []string{"8", "4", "K4"} {
+				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int)\n\n", g.prepInt(l))
 			}
 		}
 		for _, n := range names {
