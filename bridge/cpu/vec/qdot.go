@@ -267,7 +267,16 @@ const (
 
 // qInt reports whether rows of format s are dotted in integers.
 func qInt(s quant.Spec) bool {
-	return level >= levelVNNI && (s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8) || s.Type == quant.Q4_K)
+	if level < levelVNNI {
+		return false
+	}
+	switch s.Type {
+	case quant.Affine:
+		return s.Bits == 4 || s.Bits == 8
+	case quant.Q4_K, quant.Q6_K:
+		return true
+	}
+	return false
 }
 
 // Layouts of the prepared x, per unit (one 64-byte load of a weight row,
@@ -334,10 +343,13 @@ func qIntUnits(s quant.Spec, k int) int {
 
 // qIntSums is the floats of sums before the units: the affine groups'
 // sums of x (which meet the biases), Q4_K's sums of every 32 values (its
-// mins).
+// mins), Q6_K's sums of every 16 values times 32 (its codes' offset).
 func qIntSums(s quant.Spec, k int) int {
-	if s.Type == quant.Q4_K {
+	switch s.Type {
+	case quant.Q4_K:
 		return k / qIntBlock
+	case quant.Q6_K:
+		return k / 16
 	}
 	return k / s.Group
 }
@@ -367,7 +379,17 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 			prepIntGeneric(l, x[:k0], units, bs, n)
 		}
 	}
-	if l == qlK4 {
+	switch s.Type {
+	case quant.Q4_K:
+		return
+	case quant.Q6_K:
+		for i := range k / 16 {
+			var t float32
+			for _, v := range x[16*i : 16*i+16] {
+				t += v
+			}
+			p[i] = 32 * t
+		}
 		return
 	}
 	G := s.Group
@@ -423,18 +445,24 @@ func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int) {
 // dots, each x rounded to within half its block's d = max|x|/32639 (0.51
 // allows for the float rounding of x/d) meets the part of the weight that
 // multiplies the codes (scale·q), not an affine bias or Q4_K min (which
-// meet float sums of x), so the bound is Σ_blocks 0.51·d·Σ|scale·q|.
+// meet float sums of x), nor Q6_K's offset of 32, so the bound is
+// Σ_blocks 0.51·d·Σ|scale·q|.
 func QBound(w *quant.Matrix, r int, x []float32) float64 {
 	if !qInt(w.Spec) {
 		return 0
 	}
 	row := make([]float32, w.K)
 	w.Row(r, row)
+	rb := w.Spec.RowBytes(w.K)
 	off := func(i int) float32 { // what w_i adds to scale·q
-		if w.Spec.Type == quant.Affine {
+		switch w.Spec.Type {
+		case quant.Affine:
 			return w.Bias(r, i/w.Spec.Group)
+		case quant.Q6_K:
+			blk := w.Data[r*rb+i/256*210:]
+			d := quant.HalfToF32(binary.LittleEndian.Uint16(blk[208:]))
+			return -32 * d * float32(int8(blk[192+i%256/16]))
 		}
-		rb := w.Spec.RowBytes(w.K)
 		blk := w.Data[r*rb+i/256*144:]
 		dmin := quant.HalfToF32(binary.LittleEndian.Uint16(blk[2:]))
 		_, m := quant.ScaleMinK4(i%256/32, blk[4:16])

@@ -130,19 +130,24 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 // floats.
 func qdotsInt(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
 	s, k := w.Spec, w.K
-	if s.Type == quant.Q4_K {
+	if s.Type == quant.Q4_K || s.Type == quant.Q6_K {
 		// The first pass decodes 4 rows' d·scale into a scratch buffer
-		// (qgen.go: q4kScales), padded for the last row's 16-float table.
+		// (qgen.go: q4kScales, q6kScales), padded for the last row's
+		// 16-float table.
 		nb := k / 256
+		kern, n := qkern(qQ4_KVNNI), 4*8*nb+16
+		if s.Type == quant.Q6_K {
+			kern, n = qQ6_KVNNI, 4*16*nb+16
+		}
 		buf := qScratch.Get().(*[]float32)
 		defer qScratch.Put(buf)
-		if len(*buf) < 4*8*nb+16 {
-			*buf = make([]float32, 4*8*nb+16)
+		if len(*buf) < n {
+			*buf = make([]float32, n)
 		}
 		scratch := (*byte)(unsafe.Pointer(&(*buf)[0]))
-		rb := s.RowBytes(k)
+		rb, units := s.RowBytes(k), &p[qIntSums(s, k)]
 		return qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
-			qQ4_KVNNI(&p[k/qIntBlock], nil, &p[0], &w.Data[r*rb], rows*rb, scratch, nil, 0, d, nb, 1, 4*rows)
+			kern(units, nil, &p[0], &w.Data[r*rb], rows*rb, scratch, nil, 0, d, nb, 1, 4*rows)
 		})
 	}
 	rb, G := s.RowBytes(k), s.Group

@@ -129,3 +129,6 @@ func qAffine4G128BF16VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds
 
 //go:noescape
 func qQ4_KVNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qQ6_KVNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)

@@ -466,24 +466,7 @@ func (g *gen) q6_k() string {
 	g.header(name, 0)
 	g.broadcast32(15, 15)
 	g.broadcast32(0x30, 14)
-	g.p("MOVQ BX, R13")
-	g.p("MOVQ sc+40(FP), R11")
-	g.label("scales")
-	for r := 0; r < 4; r++ {
-		g.half(wrow(r, 208), 10)
-		for h := 0; h < 16/g.vw; h++ {
-			g.p("VPMOVSXBD %s, %s", wrow(r, 192+g.vw*h), g.v(12))
-			g.p("VCVTDQ2PS %s, %s", g.v(12), g.v(12))
-			g.p("VMULPS %s, %s, %s", g.v(10), g.v(12), g.v(12))
-			g.p("VMOVUPS %s, %d(R11)", g.v(12), 64*r+4*g.vw*h)
-			g.p("VFNMADD231PS %d(DI), %s, %s", 4*g.vw*h, g.v(12), g.acc(r))
-		}
-	}
-	g.p("ADDQ $256, R11")
-	g.p("ADDQ $64, DI")
-	g.p("ADDQ $210, BX")
-	g.p("DECQ CX")
-	g.p("JNZ scales")
+	g.q6kScales()
 	g.p("MOVQ R13, BX")
 	g.p("MOVQ sc+40(FP), R11")
 	g.p("MOVQ nb+72(FP), CX")
@@ -980,6 +963,120 @@ func (g *gen) q4kInt(data *bytes.Buffer) string {
 	return name
 }
 
+// q6kScales is the first pass over Q6_K super-blocks: each row's sixteen
+// d·scale into the scratch buffer (sc, 64 bytes a row, 256 a super-block)
+// and the codes' offset of 32 taken off with 32 times the sums of x over
+// every 16 values (DI).
+func (g *gen) q6kScales() {
+	g.p("MOVQ BX, R13")
+	g.p("MOVQ sc+40(FP), R11")
+	g.label("scales")
+	for r := 0; r < 4; r++ {
+		g.half(wrow(r, 208), 10)
+		for h := 0; h < 16/g.vw; h++ {
+			g.p("VPMOVSXBD %s, %s", wrow(r, 192+g.vw*h), g.v(12))
+			g.p("VCVTDQ2PS %s, %s", g.v(12), g.v(12))
+			g.p("VMULPS %s, %s, %s", g.v(10), g.v(12), g.v(12))
+			g.p("VMOVUPS %s, %d(R11)", g.v(12), 64*r+4*g.vw*h)
+			g.p("VFNMADD231PS %d(DI), %s, %s", 4*g.vw*h, g.v(12), g.acc(r))
+		}
+	}
+	g.p("ADDQ $256, R11")
+	g.p("ADDQ $64, DI")
+	g.p("ADDQ $210, BX")
+	g.p("DECQ CX")
+	g.p("JNZ scales")
+}
+
+// q6kInt: Q6_K rows dotted in integers (AVX-512 VNNI). Half n of a
+// super-block is 64 bytes of low nibbles (ql) and 32 of high bit pairs
+// (qh): the unit of ql's low nibbles, with qh's pairs 0 and 1 (bytes 0-31
+// and 32-63) as bits 4-5, is values 0-63 of the half, its high nibbles
+// with pairs 2 and 3 values 64-127, so x is prepared as 8-bit affine
+// units (qPrepareInt: two a half). Each lane holds 4 values of one
+// sub-block of 16, whose d·scale the first pass decoded (q6kScales) and a
+// permute spreads (qidxk6).
+func (g *gen) q6kInt(data *bytes.Buffer) string {
+	name := "qQ6_KVNNI"
+	for l := 0; l < 16; l++ {
+		fmt.Fprintf(data, "DATA qidxk6<>+%d(SB)/4, $%d\n", 4*l, l/4)
+	}
+	// Word shifts of qh: pairs 0 and 1 for the low bytes' halves, 2 and 3
+	// for the high ones.
+	for v := 0; v < 2; v++ {
+		for i := 0; i < 32; i++ {
+			fmt.Fprintf(data, "DATA qshk6<>+%d(SB)/2, $%d\n", 64*v+2*i, 4*v+2*(i/16))
+		}
+	}
+	fmt.Fprintf(data, "GLOBL qidxk6<>(SB), RODATA|NOPTR, $64\n")
+	fmt.Fprintf(data, "GLOBL qshk6<>(SB), RODATA|NOPTR, $128\n\n")
+	g.header(name, 0)
+	g.q6kScales()
+	g.p("MOVQ R13, BX")
+	g.p("MOVQ sc+40(FP), R11")
+	g.p("MOVQ nb+72(FP), CX")
+	g.broadcast32(0x0f0f0f0f, 14)
+	g.broadcast32(0x03030303, 15)
+	g.p("VMOVDQU32 qshk6<>(SB), Z20")
+	g.p("VMOVDQU32 qshk6<>+64(SB), Z21")
+	g.p("VMOVDQU32 qidxk6<>(SB), Z22")
+	g.label("block")
+	for n := 0; n < 2; n++ {
+		for i := 0; i < 2; i++ {
+			g.p("VMOVDQU32 %d(SI), Z%d", 192*i, 8+2*i)
+			g.p("VMOVDQU32 %d(SI), Z%d", 192*i+64, 9+2*i)
+			g.p("VMOVUPS %d(SI), Z%d", 192*i+128, 12+i)
+		}
+		for r := 0; r < 4; r++ {
+			t := 24 + 4*(r&1) // two rows' temporaries in turn
+			lo, hi := 4+r, 16+r
+			g.p("VMOVDQU32 %s, Z%d", wrow(r, 64*n), t)
+			g.p("VBROADCASTI64X4 %s, Z%d", wrow(r, 128+32*n), t+2)
+			g.p("VPSRLW $4, Z%d, Z%d", t, t+1)
+			g.p("VPANDD Z14, Z%d, Z%d", t, t)
+			g.p("VPANDD Z14, Z%d, Z%d", t+1, t+1)
+			for j, sh := range []int{20, 21} {
+				g.p("VPSRLVW Z%d, Z%d, Z%d", sh, t+2, t+3)
+				g.p("VPANDD Z15, Z%d, Z%d", t+3, t+3)
+				g.p("VPSLLW $4, Z%d, Z%d", t+3, t+3)
+				g.p("VPORD Z%d, Z%d, Z%d", t+3, t+j, t+j)
+			}
+			g.p("VPXORD Z%d, Z%d, Z%d", lo, lo, lo)
+			g.p("VPXORD Z%d, Z%d, Z%d", hi, hi, hi)
+			g.p("VPDPBUSD Z8, Z%d, Z%d", t, lo)
+			g.p("VPDPBUSD Z10, Z%d, Z%d", t+1, hi)
+			g.p("VPSLLD $8, Z%d, Z%d", lo, lo)
+			g.p("VPSLLD $8, Z%d, Z%d", hi, hi)
+			g.p("VPDPBUSD Z9, Z%d, Z%d", t, lo)
+			g.p("VPDPBUSD Z11, Z%d, Z%d", t+1, hi)
+		}
+		for r := 0; r < 4; r++ {
+			lo, hi := 4+r, 16+r
+			g.p("VCVTDQ2PS Z%d, Z%d", lo, lo)
+			g.p("VCVTDQ2PS Z%d, Z%d", hi, hi)
+			g.p("VMULPS Z12, Z%d, Z%d", lo, lo)
+			g.p("VMULPS Z13, Z%d, Z%d", hi, hi)
+		}
+		for r := 0; r < 4; r++ {
+			// Tables from sub-blocks 8n and 8n+4 of the row on: 16
+			// floats, the buffer padded for the last row's.
+			t := 24 + 4*(r&1)
+			g.p("VPERMPS %d(R11), Z22, Z%d", 64*r+32*n, t)
+			g.p("VPERMPS %d(R11), Z22, Z%d", 64*r+32*n+16, t+1)
+			g.p("VFMADD231PS Z%d, Z%d, Z%d", t, 4+r, r)
+			g.p("VFMADD231PS Z%d, Z%d, Z%d", t+1, 16+r, r)
+		}
+		g.p("ADDQ $384, SI")
+	}
+	g.p("ADDQ $256, R11")
+	g.prefetch(210)
+	g.p("ADDQ $210, BX")
+	g.p("DECQ CX")
+	g.p("JNZ block")
+	g.footer()
+	return name
+}
+
 func main() {
 	if d := os.Getenv("QPF"); d != "" {
 		fmt.Sscan(d, &pfDist)
@@ -1007,7 +1104,7 @@ func main() {
 					}
 				}
 			}
-			names = append(names, g.q4kInt(&data))
+			names = append(names, g.q4kInt(&data), g.q6kInt(&data))
 			s.Write(data.Bytes())
 			for _, l := range []string{"8", "4", "K4"} {
 				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int)\n\n", g.prepInt(l))
