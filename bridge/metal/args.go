@@ -149,16 +149,17 @@ func argBytes[T any](b *Backend, v T) []byte {
 }
 
 type qMatArgs struct {
-	M        uint32 `msl:"m"`
-	N        uint32 `msl:"n"`
-	K        uint32 `msl:"k"`
-	RowBytes uint32 `msl:"row_bytes"`
-	Groups   uint32 `msl:"groups"`
-	ScaleDT  uint32 `msl:"scale_dt"`
-	TopK     uint32 `msl:"top_k"`
-	Experts  uint32 `msl:"experts"`
-	WStride  uint64 `msl:"w_stride"`
-	SStride  uint64 `msl:"s_stride"`
+	M        uint32  `msl:"m"`
+	N        uint32  `msl:"n"`
+	K        uint32  `msl:"k"`
+	RowBytes uint32  `msl:"row_bytes"`
+	Groups   uint32  `msl:"groups"`
+	ScaleDT  uint32  `msl:"scale_dt"`
+	TopK     uint32  `msl:"top_k"`
+	Experts  uint32  `msl:"experts"`
+	WStride  uint64  `msl:"w_stride"`
+	SStride  uint64  `msl:"s_stride"`
+	Eps      float32 `msl:"eps"`
 }
 
 func init() { argStructs["QMatArgs"] = qMatArgs{} }

@@ -157,8 +157,14 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 		return 0, nil
 	}
 	nm, ok := ops[0].(*bridge.RMSNormOp)
+	if !ok || nm.Out == nm.X {
+		return 0, nil
+	}
+	if _, packed := ops[1].(*bridge.QMatMulOp); packed {
+		return b.tryNormQGemv(nm, ops, span)
+	}
 	mm, ok2 := ops[1].(*bridge.MatMulOp)
-	if !ok || !ok2 || mm.X != nm.Out || nm.Out == nm.X {
+	if !ok2 || mm.X != nm.Out {
 		return 0, nil
 	}
 	x, w := tt(nm.X), tt(nm.W)
@@ -175,24 +181,71 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 	return n, nil
 }
 
+// tryNormQGemv is tryNormGemv for packed GEMVs, which take a dispatch each:
+// every packed matmul after the norm that reads its output computes the
+// norm itself as it stages x, and the norm's dispatch goes.
+func (b *Backend) tryNormQGemv(nm *bridge.RMSNormOp, ops []bridge.Op, span int) (int, bridge.Op) {
+	x, w := tt(nm.X), tt(nm.W)
+	if x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 {
+		return 0, nil
+	}
+	n := 1
+	for ; n < span; n++ {
+		mm, ok := ops[n].(*bridge.QMatMulOp)
+		if !ok || mm.X != nm.Out {
+			break
+		}
+		o, xs, _, q, _, ok := qmvOf(mm)
+		if !ok || q.Dims[1] != w.n || xs.n != x.n || o == x {
+			break
+		}
+	}
+	if n < 2 || bridge.ReadLater(ops[n:], nm.Out) {
+		return 0, nil // the norm's output is needed as it is
+	}
+	for _, op := range ops[1:n] {
+		o, _, bias, q, m, _ := qmvOf(op.(*bridge.QMatMulOp))
+		var bv view
+		if bias != nil {
+			bv = bias.view()
+		}
+		b.qmatmul(o.view(), x.view(), m, q, bv, qmvFold{g: w, eps: nm.Eps})
+	}
+	return n, nil
+}
+
 // tryGemvResidual: a GEMV whose output the AddRMSNorm after it adds into
 // the residual; that op is left as a plain RMSNorm of the residual.
 func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	if span < 2 {
 		return 0, nil
 	}
-	mm, ok := ops[0].(*bridge.MatMulOp)
-	an, ok2 := ops[1].(*bridge.AddRMSNormOp)
-	if !ok || !ok2 || an.X != mm.Out || an.Residual == an.X {
+	an, ok := ops[1].(*bridge.AddRMSNormOp)
+	if !ok || an.Residual == an.X {
 		return 0, nil
 	}
-	f, ok := b.mvOf(mm)
 	r := tt(an.Residual)
-	if !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.w[0].shape[0] {
+	switch mm := ops[0].(type) {
+	case *bridge.MatMulOp:
+		f, ok := b.mvOf(mm)
+		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.w[0].shape[0] {
+			return 0, nil
+		}
+		f.resid = r
+		b.matvecFused(&f)
+	case *bridge.QMatMulOp:
+		o, xs, bias, q, m, ok := qmvOf(mm)
+		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != o.n || r.n != m*q.Dims[0] || r == xs {
+			return 0, nil
+		}
+		var bv view
+		if bias != nil {
+			bv = bias.view()
+		}
+		b.qmatmul(o.view(), xs.view(), m, q, bv, qmvFold{resid: r})
+	default:
 		return 0, nil
 	}
-	f.resid = r
-	b.matvecFused(&f)
 	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
 	return 1, &b.standIn
 }

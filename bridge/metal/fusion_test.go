@@ -124,3 +124,50 @@ func TestFusionsMatchUnfused(t *testing.T) {
 		}
 	}
 }
+
+// Packed (MLX affine) GEMVs take the norm before them and the residual add
+// after them as float ones do: the same tokens and logits as unfused steps,
+// with fewer dispatches, for each of those patterns and for all of them.
+func TestPackedFusionsMatchUnfused(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	mb := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		name string
+		spec model.Spec
+	}{
+		{"llama-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "llama-q4")}},
+		{"qwen3_moe-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "qwen3_moe-q4")}},
+		{"qwen3-moe-mini-q8", model.Spec{Model: "qwen3-moe-mini", Quant: "q8", Seed: 3, Layers: 2}},
+	} {
+		cfg, src, err := model.Open(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Close()
+		mb.SetFusions()
+		offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 2)
+		for _, set := range [][]string{nil, {"rmsnorm_gemv"}, {"gemv_residual", "rmsnorm_gemv"}} {
+			only := "all"
+			if set != nil {
+				only = strings.Join(set, "+")
+			}
+			t.Run(c.name+"/"+only, func(t *testing.T) {
+				mb.SetFusions(set...)
+				defer mb.SetFusions()
+				toks, logits, on := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab, 2)
+				if fmt.Sprint(toks) != fmt.Sprint(offToks) {
+					t.Errorf("tokens %v fused, %v unfused", toks, offToks)
+				}
+				if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
+					t.Errorf("last-prompt logits differ by %.3g", d)
+				}
+				t.Logf("%d dispatches a decode step fused, %d unfused", on, off)
+				if on >= off {
+					t.Errorf("%d dispatches fused, not fewer than %d unfused", on, off)
+				}
+			})
+		}
+	}
+}

@@ -114,24 +114,54 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	if bs != nil {
 		bv = bs.view()
 	}
-	b.qmatmul(o.view(), xs.view(), m, q, bv)
+	b.qmatmul(o.view(), xs.view(), m, q, bv, qmvFold{})
+}
+
+// qmvFold is what a packed GEMV dispatch takes in from the ops around it
+// (fusion.go): the RMSNorm of its input (weights g and eps; x is then the
+// norm's input) and the residual its output is also added into.
+type qmvFold struct {
+	g     *tensor
+	eps   float32
+	resid *tensor
+}
+
+// qmvOf is a packed matmul op's tensors when the fusions can take it: f32
+// tensors of matching sizes, a packed weight; m is x's rows.
+func qmvOf(op *bridge.QMatMulOp) (o, x, bias *tensor, q *qtensor, m int, ok bool) {
+	o, x, bias = tt(op.Out), tt(op.X), tt(op.Bias)
+	q, ok = op.W.(*qtensor)
+	if !ok || o == nil || x == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || bias != nil && bias.dt != bridge.F32 {
+		return nil, nil, nil, nil, 0, false
+	}
+	n, k := q.Dims[0], q.Dims[1]
+	m = x.n / k
+	if x.n%k != 0 || o.n < m*n {
+		return nil, nil, nil, nil, 0, false
+	}
+	return o, x, bias, q, m, true
 }
 
 // qmatmul encodes out[m][n] = x[m][k]·wᵀ (+ bias) on a packed w: the GEMV
-// for up to 8 rows of x a threadgroup, more rows as more threadgroups.
-func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
+// for up to 8 rows of x a threadgroup, more rows as more threadgroups; with
+// fold's norm x is normalised as it is staged, with its residual the
+// output is added into it too.
+func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view, fold qmvFold) {
 	n := q.Dims[0]
 	if m == 0 || n == 0 {
 		return
 	}
 	rows, sgs, cols := qRows, qSimdgroups, min(m, 8)
-	p := b.pipeline("qmatvec_"+quant.KernelName(q.Spec), fcMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols))
+	p := b.pipeline("qmatvec_"+quant.KernelName(q.Spec), fcQMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols),
+		boolInt[fold.g != nil], boolInt[fold.resid != nil])
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
 	}
 	sv, bv := q.sv()
-	b.args(argBytes(b, qArgs(q, m)))
+	args := qArgs(q, m)
+	args.Eps = fold.eps
+	b.args(argBytes(b, args))
 	b.bind(1, x, false)
 	b.in(2, q.data)
 	b.bind(3, sv, false)
@@ -139,6 +169,12 @@ func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
 	b.bind(5, out, true)
 	if bias.buf != nil {
 		b.bind(6, bias, false)
+	}
+	if fold.g != nil {
+		b.bind(7, fold.g.view(), false)
+	}
+	if fold.resid != nil {
+		b.bind(8, fold.resid.view(), true)
 	}
 	b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), ceilDiv(m, cols), 1}, [3]int{32 * sgs, 1, 1})
 }
@@ -287,7 +323,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	P := T * K
 	logits := b.scratchView("moe.logits", 4*T*E)
 	if rq, ok := w.Router.(*qtensor); ok {
-		b.qmatmul(logits, xs.view(), T, rq, view{})
+		b.qmatmul(logits, xs.view(), T, rq, view{}, qmvFold{})
 	} else {
 		b.matmul(logits, xs.view(), T, tt(w.Router), view{})
 	}

@@ -141,17 +141,6 @@ inline void mv_tile(device const float* a, const thread int* src, device const W
   }
 }
 
-// mv_inv_rms reduces each row's sum of squares over the threadgroup and
-// returns 1/rms (RMSNorm with eps) in inv[c]; buf is 32 floats of
-// threadgroup memory.
-inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* buf, ushort lane, ushort sg, ushort nsg,
-                       thread float* inv) {
-  for (int c = 0; c < mv_cols; c++) {
-    const float t = tg_sum(ss[c], buf, lane, sg, nsg);
-    inv[c] = 1.0f / sqrt(t / float(k) + eps);
-  }
-}
-
 // ---------------------------------------------------------------------------
 // mm: simdgroup_matrix 8x8 tiles, for many rows (prefill; MoE tiles of one
 // expert's rows). A threadgroup of mm_sgm x mm_sgn simdgroups computes an

@@ -379,6 +379,17 @@ inline float tg_sum(float v, threadgroup float* buf, ushort lane, ushort sg, ush
   return t;
 }
 
+// mv_inv_rms reduces each row's sum of squares over the threadgroup and
+// returns 1/rms (RMSNorm with eps) in inv[c]; buf is 32 floats of
+// threadgroup memory.
+inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* buf, ushort lane, ushort sg, ushort nsg,
+                       thread float* inv) {
+  for (int c = 0; c < mv_cols; c++) {
+    const float t = tg_sum(ss[c], buf, lane, sg, nsg);
+    inv[c] = 1.0f / sqrt(t / float(k) + eps);
+  }
+}
+
 // tg_max is tg_sum's maximum.
 inline float tg_max(float v, threadgroup float* buf, ushort lane, ushort sg, ushort nsg) {
   v = simd_max(v);
@@ -435,6 +446,7 @@ struct QMatArgs {
   uint experts;    // experts: count, for bounds
   ulong w_stride;  // experts: bytes between experts' values
   ulong s_stride;  // experts: bytes between experts' scales
+  float eps;       // qmatvec with mv_norm: the folded RMSNorm's epsilon
 };
 
 #endif // MTLBENCH_H

@@ -230,15 +230,24 @@ inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
 }
 
 // q_stage copies chunk [k0, k0+kc) of the activation rows src[c] (-1: none,
-// zeros) into xs, float4 at a time (k is a multiple of 32).
+// zeros) into xs, float4 at a time (k is a multiple of 32). With norm
+// (qmatvec's mv_norm) the values are multiplied by the folded RMSNorm's weights g as they are
+// staged and ss[c] gathers the thread's part of their sum of squares (the
+// dot products are scaled by 1/rms at the end: every format's dot is linear
+// in x).
 inline void q_stage(device const float* x, thread const int* src, uint k, uint k0, uint kc, uint KC,
-                    threadgroup float* xs, ushort tid, ushort ntg) {
+                    threadgroup float* xs, ushort tid, ushort ntg, bool norm, device const float* g,
+                    thread float* ss) {
   const uint q = kc / 4;
   for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
     const uint c = i / q, j = 4 * (i % q);
     float4 v = 0.0f;
     if (src[c] >= 0) {
       v = *(device const float4*)(x + ulong(src[c]) * k + k0 + j);
+      if (norm) {
+        ss[c] += dot(v, v);
+        v *= *(device const float4*)(g + k0 + j);
+      }
     }
     *(threadgroup float4*)(xs + c * KC + j) = v;
   }
@@ -262,12 +271,16 @@ inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uch
 }
 
 // qmatvec: out[m][n] = x[m][k]·wᵀ (+ bias) for packed w, mv_cols rows of x
-// a threadgroup (grid y), mv_rows weight rows a simdgroup (grid x).
+// a threadgroup (grid y), mv_rows weight rows a simdgroup (grid x). With
+// mv_norm x is RMSNorm(x)·g, computed here (rmsnorm_gemv); with
+// mv_residual the output is also added into residual (gemv_residual).
 template <int F>
 kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                     device const uchar* w [[buffer(2)]], device const uchar* sc [[buffer(3)]],
                     device const uchar* bi [[buffer(4)]], device float* out [[buffer(5)]],
                     device const float* bias [[buffer(6), function_constant(has_bias)]],
+                    device const float* g [[buffer(7), function_constant(mv_norm)]],
+                    device float* residual [[buffer(8), function_constant(mv_residual)]],
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -276,9 +289,12 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   const uint m0 = tg.y * uint(mv_cols);
   int src[MV_MAX_COLS];
   int cols = 0;
+  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
   for (int c = 0; c < mv_cols; c++) {
     src[c] = m0 + c < a.m ? int(m0 + c) : -1;
     cols += src[c] >= 0 ? 1 : 0;
+    ss[c] = 0.0f;
+    inv[c] = 1.0f;
   }
   float acc[MV_MAX_ROWS][MV_MAX_COLS];
   for (int r = 0; r < MV_MAX_ROWS; r++) {
@@ -290,16 +306,24 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   const ushort ntg = nsg * 32;
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
-    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, mv_norm, g, ss);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     q_rows<F>(a, w, sc, bi, n0, k0, kc, KC, xs, lane, cols, acc);
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
+  if (mv_norm) {
+    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
+  }
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
-      const float v = simd_sum(acc[r][c]);
+      const float v = simd_sum(acc[r][c]) * inv[c];
       if (lane == 0 && n0 + r < a.n && src[c] >= 0) {
-        out[ulong(src[c]) * a.n + n0 + r] = v + (has_bias ? bias[n0 + r] : 0.0f);
+        const ulong o = ulong(src[c]) * a.n + n0 + r;
+        const float y = v + (has_bias ? bias[n0 + r] : 0.0f);
+        out[o] = y;
+        if (mv_residual) {
+          residual[o] += y;
+        }
       }
     }
   }
@@ -347,7 +371,7 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   const ushort ntg = nsg * 32;
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
-    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, false, x, 0);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     q_rows<F>(a, w + wo, sc + so, bi + so, n0, k0, kc, KC, xs, lane, 1, acc);
     if (mv_swiglu) {
@@ -467,7 +491,8 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
 #define INSTANTIATE_Q(F, mv, moe, emb)                                                                           \
   template [[host_name(#mv)]] kernel void qmatvec<F>(                                                            \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
-      device float*, device const float*, uint2, ushort, ushort, ushort, ushort);                                  \
+      device float*, device const float*, device const float*, device float*, uint2, ushort, ushort, ushort,     \
+      ushort);                                                                                                   \
   template [[host_name(#moe)]] kernel void qmoe_mv<F>(                                                           \
       constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
