@@ -160,6 +160,8 @@ type qMatArgs struct {
 	WStride  uint64  `msl:"w_stride"`
 	SStride  uint64  `msl:"s_stride"`
 	Eps      float32 `msl:"eps"`
+	N1       uint32  `msl:"n1"`
+	N2       uint32  `msl:"n2"`
 }
 
 func init() { argStructs["QMatArgs"] = qMatArgs{} }

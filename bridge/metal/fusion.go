@@ -181,37 +181,66 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 	return n, nil
 }
 
-// tryNormQGemv is tryNormGemv for packed GEMVs, which take a dispatch each:
-// every packed matmul after the norm that reads its output computes the
-// norm itself as it stages x, and the norm's dispatch goes.
+// tryNormQGemv is tryNormGemv for packed GEMVs: the packed matmuls after
+// the norm that read its output (grown as gemv_shared_input grows them)
+// compute the norm as they stage x.
 func (b *Backend) tryNormQGemv(nm *bridge.RMSNormOp, ops []bridge.Op, span int) (int, bridge.Op) {
 	x, w := tt(nm.X), tt(nm.W)
-	if x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 {
+	mm := ops[1].(*bridge.QMatMulOp)
+	f, ok := qmvOf(mm)
+	if mm.X != nm.Out || !ok || x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 ||
+		f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0] == x {
 		return 0, nil
 	}
-	n := 1
-	for ; n < span; n++ {
-		mm, ok := ops[n].(*bridge.QMatMulOp)
-		if !ok || mm.X != nm.Out {
-			break
-		}
-		o, xs, _, q, _, ok := qmvOf(mm)
-		if !ok || q.Dims[1] != w.n || xs.n != x.n || o == x {
-			break
-		}
-	}
-	if n < 2 || bridge.ReadLater(ops[n:], nm.Out) {
+	n := 1 + b.growQMV(&f, ops[1:], span-1)
+	if bridge.ReadLater(ops[n:], nm.Out) {
 		return 0, nil // the norm's output is needed as it is
 	}
-	for _, op := range ops[1:n] {
-		o, _, bias, q, m, _ := qmvOf(op.(*bridge.QMatMulOp))
-		var bv view
-		if bias != nil {
-			bv = bias.view()
-		}
-		b.qmatmul(o.view(), x.view(), m, q, bv, qmvFold{g: w, eps: nm.Eps})
-	}
+	f.x, f.g, f.eps = x, w, nm.Eps
+	b.encodeQMV(&f)
 	return n, nil
+}
+
+// growQMV adds to f (made from ops[0]) the packed matmuls of the same
+// input, format and depth that follow, and a SiLUMul of the first two
+// outputs; it returns the ops taken.
+func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
+	if !b.fusing("gemv_shared_input") {
+		return 1
+	}
+	x := ops[0].(*bridge.QMatMulOp).X
+	n := 1
+	for ; n < span && f.nsegs < 3; n++ {
+		mm, ok := ops[n].(*bridge.QMatMulOp)
+		if !ok || mm.X != x {
+			break
+		}
+		g, ok := qmvOf(mm)
+		if !ok || g.m != f.m || g.q[0].Spec != f.q[0].Spec || g.q[0].Dims[1] != f.q[0].Dims[1] ||
+			(g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0] == f.x {
+			break
+		}
+		dup := false
+		for _, o := range f.out[:f.nsegs] {
+			dup = dup || o == g.out[0]
+		}
+		if dup {
+			break
+		}
+		f.q[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.q[0], g.out[0], g.bias[0]
+		f.nsegs++
+	}
+	if f.nsegs == 2 && n < span && f.bias[0] == nil {
+		if sm, ok := ops[n].(*bridge.SiLUMulOp); ok {
+			gate, up, out := tt(sm.Gate), tt(sm.Up), tt(sm.Out)
+			if gate == f.out[0] && up == f.out[1] && out == f.out[0] && f.q[0].Dims[0] == f.q[1].Dims[0] &&
+				!bridge.ReadLater(ops[n+1:], sm.Up) {
+				f.swig = true
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // tryGemvResidual: a GEMV whose output the AddRMSNorm after it adds into
@@ -234,15 +263,12 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		f.resid = r
 		b.matvecFused(&f)
 	case *bridge.QMatMulOp:
-		o, xs, bias, q, m, ok := qmvOf(mm)
-		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != o.n || r.n != m*q.Dims[0] || r == xs {
+		f, ok := qmvOf(mm)
+		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r == f.x {
 			return 0, nil
 		}
-		var bv view
-		if bias != nil {
-			bv = bias.view()
-		}
-		b.qmatmul(o.view(), xs.view(), m, q, bv, qmvFold{resid: r})
+		f.resid = r
+		b.encodeQMV(&f)
 	default:
 		return 0, nil
 	}
@@ -250,8 +276,21 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	return 1, &b.standIn
 }
 
-// tryGemvGroup: GEMVs of one input (at least two) in one dispatch.
+// tryGemvGroup: GEMVs of one input (at least two) in one dispatch, float
+// or packed.
 func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
+	if qm, ok := ops[0].(*bridge.QMatMulOp); ok {
+		f, ok := qmvOf(qm)
+		if !ok {
+			return 0, nil
+		}
+		n := b.growQMV(&f, ops, span)
+		if n < 2 {
+			return 0, nil
+		}
+		b.encodeQMV(&f)
+		return n, nil
+	}
 	mm, ok := ops[0].(*bridge.MatMulOp)
 	if !ok {
 		return 0, nil

@@ -125,9 +125,11 @@ func TestFusionsMatchUnfused(t *testing.T) {
 	}
 }
 
-// Packed (MLX affine) GEMVs take the norm before them and the residual add
-// after them as float ones do: the same tokens and logits as unfused steps,
-// with fewer dispatches, for each of those patterns and for all of them.
+// Packed GEMVs of one input share a dispatch (with SwiGLU for gate and up)
+// and take the norm before them and the residual add after them, as float
+// ones do: the same tokens and logits as unfused steps, with fewer
+// dispatches, for each of those patterns (with those whose work it needs
+// alongside) and for all of them.
 func TestPackedFusionsMatchUnfused(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
@@ -148,7 +150,8 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 		src.Close()
 		mb.SetFusions()
 		offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 2)
-		for _, set := range [][]string{nil, {"rmsnorm_gemv"}, {"gemv_residual", "rmsnorm_gemv"}} {
+		for _, set := range [][]string{nil, {"gemv_shared_input"}, {"gemv_shared_input", "rmsnorm_gemv"},
+			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}} {
 			only := "all"
 			if set != nil {
 				only = strings.Join(set, "+")

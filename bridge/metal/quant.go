@@ -114,69 +114,111 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	if bs != nil {
 		bv = bs.view()
 	}
-	b.qmatmul(o.view(), xs.view(), m, q, bv, qmvFold{})
+	b.qmatmul(o.view(), xs.view(), m, q, bv)
 }
 
-// qmvFold is what a packed GEMV dispatch takes in from the ops around it
-// (fusion.go): the RMSNorm of its input (weights g and eps; x is then the
-// norm's input) and the residual its output is also added into.
-type qmvFold struct {
+// qmv is one qmatvec dispatch (quant.metal): up to three packed matrices
+// of one format and depth reading x (m rows), or with swiglu gate and up
+// into out[0]; with g, x is the input of an RMSNorm (weights g, eps)
+// computed as it is staged; with resid the output is also added into it.
+type qmv struct {
+	x     *tensor
+	m     int
+	q     [3]*qtensor
+	out   [3]*tensor
+	bias  [3]*tensor
+	nsegs int
+	swig  bool
 	g     *tensor
 	eps   float32
 	resid *tensor
 }
 
-// qmvOf is a packed matmul op's tensors when the fusions can take it: f32
-// tensors of matching sizes, a packed weight; m is x's rows.
-func qmvOf(op *bridge.QMatMulOp) (o, x, bias *tensor, q *qtensor, m int, ok bool) {
-	o, x, bias = tt(op.Out), tt(op.X), tt(op.Bias)
-	q, ok = op.W.(*qtensor)
+// qmvOf is a packed matmul op's dispatch when the fusions can take it: f32
+// tensors of matching sizes and a packed weight.
+func qmvOf(op *bridge.QMatMulOp) (qmv, bool) {
+	o, x, bias := tt(op.Out), tt(op.X), tt(op.Bias)
+	q, ok := op.W.(*qtensor)
 	if !ok || o == nil || x == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || bias != nil && bias.dt != bridge.F32 {
-		return nil, nil, nil, nil, 0, false
+		return qmv{}, false
 	}
 	n, k := q.Dims[0], q.Dims[1]
-	m = x.n / k
+	m := x.n / k
 	if x.n%k != 0 || o.n < m*n {
-		return nil, nil, nil, nil, 0, false
+		return qmv{}, false
 	}
-	return o, x, bias, q, m, true
+	return qmv{x: x, m: m, q: [3]*qtensor{q}, out: [3]*tensor{o}, bias: [3]*tensor{bias}, nsegs: 1}, true
 }
 
-// qmatmul encodes out[m][n] = x[m][k]·wᵀ (+ bias) on a packed w: the GEMV
-// for up to 8 rows of x a threadgroup, more rows as more threadgroups; with
-// fold's norm x is normalised as it is staged, with its residual the
-// output is added into it too.
-func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view, fold qmvFold) {
-	n := q.Dims[0]
-	if m == 0 || n == 0 {
+// qmatmul encodes out[m][n] = x[m][k]·wᵀ (+ bias) on a packed w.
+func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
+	b.qmatvec(&qmv{m: m, q: [3]*qtensor{q}, nsegs: 1}, x, [3]view{out}, [3]view{bias})
+}
+
+// qmatvec encodes f: the GEMV for up to 8 rows of x a threadgroup, more
+// rows as more threadgroups; x, outs and biases as views (f's tensors are
+// not read).
+func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
+	q0 := f.q[0]
+	if f.m == 0 || q0.Dims[0] == 0 {
 		return
 	}
-	rows, sgs, cols := qRows, qSimdgroups, min(m, 8)
-	p := b.pipeline("qmatvec_"+quant.KernelName(q.Spec), fcQMatVec, boolInt[bias.buf != nil], int32(rows), int32(cols),
-		boolInt[fold.g != nil], boolInt[fold.resid != nil])
+	rows, sgs, cols := qRows, qSimdgroups, min(f.m, 8)
+	hasBias := biases[0].buf != nil
+	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, boolInt[hasBias], int32(rows), int32(cols),
+		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig])
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
 	}
-	sv, bv := q.sv()
-	args := qArgs(q, m)
-	args.Eps = fold.eps
+	args := qArgs(q0, f.m)
+	args.Eps = f.eps
+	tiles := 0
+	for i, q := range f.q[:f.nsegs] {
+		switch i {
+		case 1:
+			args.N1 = uint32(q.Dims[0])
+		case 2:
+			args.N2 = uint32(q.Dims[0])
+		}
+		if i == 0 || !f.swig {
+			tiles += ceilDiv(q.Dims[0], rows)
+		}
+	}
 	b.args(argBytes(b, args))
 	b.bind(1, x, false)
-	b.in(2, q.data)
-	b.bind(3, sv, false)
-	b.bind(4, bv, false)
-	b.bind(5, out, true)
-	if bias.buf != nil {
-		b.bind(6, bias, false)
+	for i, q := range f.q[:f.nsegs] {
+		base := []int{2, 9, 14}[i]
+		sv, bv := q.sv()
+		b.in(base, q.data)
+		b.bind(base+1, sv, false)
+		b.bind(base+2, bv, false)
+		if i == 0 || !f.swig {
+			b.bind(base+3, outs[i], true)
+			if hasBias {
+				b.bind(base+4, biases[i], false)
+			}
+		}
 	}
-	if fold.g != nil {
-		b.bind(7, fold.g.view(), false)
+	if f.g != nil {
+		b.bind(7, f.g.view(), false)
 	}
-	if fold.resid != nil {
-		b.bind(8, fold.resid.view(), true)
+	if f.resid != nil {
+		b.bind(8, f.resid.view(), true)
 	}
-	b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), ceilDiv(m, cols), 1}, [3]int{32 * sgs, 1, 1})
+	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
+}
+
+// encode records f from its tensors.
+func (b *Backend) encodeQMV(f *qmv) {
+	var outs, biases [3]view
+	for i := range f.nsegs {
+		outs[i] = f.out[i].view()
+		if f.bias[i] != nil {
+			biases[i] = f.bias[i].view()
+		}
+	}
+	b.qmatvec(f, f.x.view(), outs, biases)
 }
 
 func (b *Backend) QEmbedding(out, table bridge.Tensor) {
@@ -323,7 +365,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	P := T * K
 	logits := b.scratchView("moe.logits", 4*T*E)
 	if rq, ok := w.Router.(*qtensor); ok {
-		b.qmatmul(logits, xs.view(), T, rq, view{}, qmvFold{})
+		b.qmatmul(logits, xs.view(), T, rq, view{})
 	} else {
 		b.matmul(logits, xs.view(), T, tt(w.Router), view{})
 	}

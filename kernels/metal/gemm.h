@@ -375,6 +375,4 @@ inline void mm_coord(ushort sg, ushort lane, int i, int j, thread int& row, thre
   col = (sg % mm_sgn) * TN * 8 + j * 8 + fn;
 }
 
-inline float silu(float g) { return g / (1.0f + exp(-g)); }
-
 #endif // MTLBENCH_GEMM_H

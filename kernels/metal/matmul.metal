@@ -88,11 +88,6 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 // products, one pass); mv_residual: the output is also added into residual.
 // Grid: (ceil(tiles / simdgroups), ceil(m / mv_cols)), a tile being mv_rows
 // rows of one segment.
-constant bool mv_two = mv_segs > 1;
-constant bool mv_three = mv_segs > 2;
-constant bool mv_out1 = mv_two && !mv_swiglu;
-constant bool mv_bias1 = has_bias && mv_two && !mv_swiglu;
-constant bool mv_bias2 = has_bias && mv_three;
 
 template <typename W>
 kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],

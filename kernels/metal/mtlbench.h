@@ -173,6 +173,14 @@ constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];
 constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
 constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
+// The buffers a GEMV of mv_segs matrices binds (matvec_fused, qmatvec): the
+// second and third matrices, their outputs unless gate and up go to one
+// (mv_swiglu), their biases.
+constant bool mv_two = mv_segs > 1;
+constant bool mv_three = mv_segs > 2;
+constant bool mv_out1 = mv_two && !mv_swiglu;
+constant bool mv_bias1 = has_bias && mv_two && !mv_swiglu;
+constant bool mv_bias2 = has_bias && mv_three;
 
 // Upper bounds of the register arrays the function constants index; after
 // specialisation the compiler unrolls the bounded loops and drops the rest.
@@ -362,6 +370,9 @@ inline void simd_frag_coord(ushort lane, thread short& fm, thread short& fn) {
   fn = (qid & 2) * 2 + (lane % 2) * 2;
 }
 
+// silu is SwiGLU's gate: g·sigmoid(g).
+inline float silu(float g) { return g / (1.0f + exp(-g)); }
+
 // tg_sum adds v over the threadgroup: simd_sum, then the simdgroup sums
 // through buf (32 floats). Every thread gets the total. The trailing
 // barrier lets the caller reuse buf.
@@ -447,6 +458,8 @@ struct QMatArgs {
   ulong w_stride;  // experts: bytes between experts' values
   ulong s_stride;  // experts: bytes between experts' scales
   float eps;       // qmatvec with mv_norm: the folded RMSNorm's epsilon
+  uint n1;         // qmatvec with mv_segs > 1: the second matrix's rows
+  uint n2;         // and the third's
 };
 
 #endif // MTLBENCH_H

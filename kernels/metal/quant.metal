@@ -253,15 +253,15 @@ inline void q_stage(device const float* x, thread const int* src, uint k, uint k
   }
 }
 
-// q_rows adds, for the simdgroup's mv_rows weight rows from n0, their dot
-// products with the staged rows into acc (each lane its units' part).
+// q_rows adds, for the simdgroup's mv_rows weight rows from n0 (of n), their
+// dot products with the staged rows into acc (each lane its units' part).
 template <int F>
-inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uchar* s, device const uchar* b,
+inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uchar* s, device const uchar* b, uint n,
                    uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
                    thread float (*acc)[MV_MAX_COLS]) {
   const uint U = QUnit<F>::values;
   const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
-  for (int r = 0; r < mv_rows && n0 + r < a.n; r++) {
+  for (int r = 0; r < mv_rows && n0 + r < n; r++) {
     const ulong row = n0 + r;
     QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
     for (uint u = lane; u < kc / U; u += 32) {
@@ -270,22 +270,53 @@ inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uch
   }
 }
 
-// qmatvec: out[m][n] = x[m][k]·wᵀ (+ bias) for packed w, mv_cols rows of x
-// a threadgroup (grid y), mv_rows weight rows a simdgroup (grid x). With
-// mv_norm x is RMSNorm(x)·g, computed here (rmsnorm_gemv); with
-// mv_residual the output is also added into residual (gemv_residual).
+// qmatvec: out[m][n] = x[m][k]·wᵀ (+ bias) for up to three packed matrices
+// of one format and depth that read the same x (mv_segs: q, k, v), mv_cols
+// rows of x a threadgroup (grid y), mv_rows weight rows of one matrix a
+// simdgroup (grid x: the first matrix's row tiles, then the second's, ...).
+// With mv_swiglu two matrices of equal rows (gate, up) give out0 =
+// silu(x·gateᵀ)·(x·upᵀ); with mv_norm x is RMSNorm(x)·g, computed here
+// (rmsnorm_gemv); with mv_residual the output is also added into residual
+// (gemv_residual).
 template <int F>
 kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
-                    device const uchar* w [[buffer(2)]], device const uchar* sc [[buffer(3)]],
-                    device const uchar* bi [[buffer(4)]], device float* out [[buffer(5)]],
-                    device const float* bias [[buffer(6), function_constant(has_bias)]],
+                    device const uchar* w0 [[buffer(2)]], device const uchar* s0 [[buffer(3)]],
+                    device const uchar* b0 [[buffer(4)]], device float* out0 [[buffer(5)]],
+                    device const float* bias0 [[buffer(6), function_constant(has_bias)]],
                     device const float* g [[buffer(7), function_constant(mv_norm)]],
                     device float* residual [[buffer(8), function_constant(mv_residual)]],
+                    device const uchar* w1 [[buffer(9), function_constant(mv_two)]],
+                    device const uchar* s1 [[buffer(10), function_constant(mv_two)]],
+                    device const uchar* b1 [[buffer(11), function_constant(mv_two)]],
+                    device float* out1 [[buffer(12), function_constant(mv_out1)]],
+                    device const float* bias1 [[buffer(13), function_constant(mv_bias1)]],
+                    device const uchar* w2 [[buffer(14), function_constant(mv_three)]],
+                    device const uchar* s2 [[buffer(15), function_constant(mv_three)]],
+                    device const uchar* b2 [[buffer(16), function_constant(mv_three)]],
+                    device float* out2 [[buffer(17), function_constant(mv_three)]],
+                    device const float* bias2 [[buffer(18), function_constant(mv_bias2)]],
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
   threadgroup float xs[QMV_STAGE_FLOATS];
-  const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
+  const uint R = uint(mv_rows);
+  const uint t0 = (a.n + R - 1) / R, t1 = (a.n1 + R - 1) / R;
+  uint tile = tg.x * nsg + sg;
+  device const uchar* w = w0;
+  device const uchar* s = s0;
+  device const uchar* b = b0;
+  device float* out = out0;
+  device const float* bias = bias0;
+  uint n = a.n;
+  if (mv_two && !mv_swiglu && tile >= t0) {
+    tile -= t0;
+    w = w1, s = s1, b = b1, out = out1, bias = bias1, n = a.n1;
+    if (mv_three && tile >= t1) {
+      tile -= t1;
+      w = w2, s = s2, b = b2, out = out2, bias = bias2, n = a.n2;
+    }
+  }
+  const uint n0 = tile * R; // past n: stages with the others, computes nothing
   const uint m0 = tg.y * uint(mv_cols);
   int src[MV_MAX_COLS];
   int cols = 0;
@@ -296,10 +327,11 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     ss[c] = 0.0f;
     inv[c] = 1.0f;
   }
-  float acc[MV_MAX_ROWS][MV_MAX_COLS];
+  float acc[MV_MAX_ROWS][MV_MAX_COLS], accu[MV_MAX_ROWS][MV_MAX_COLS];
   for (int r = 0; r < MV_MAX_ROWS; r++) {
     for (int c = 0; c < MV_MAX_COLS; c++) {
       acc[r][c] = 0.0f;
+      accu[r][c] = 0.0f;
     }
   }
   const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
@@ -308,7 +340,10 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     const uint kc = min(KC, a.k - k0);
     q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, mv_norm, g, ss);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    q_rows<F>(a, w, sc, bi, n0, k0, kc, KC, xs, lane, cols, acc);
+    q_rows<F>(a, w, s, b, n, n0, k0, kc, KC, xs, lane, cols, acc);
+    if (mv_swiglu) {
+      q_rows<F>(a, w1, s1, b1, n, n0, k0, kc, KC, xs, lane, cols, accu);
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
   if (mv_norm) {
@@ -316,10 +351,14 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
-      const float v = simd_sum(acc[r][c]) * inv[c];
-      if (lane == 0 && n0 + r < a.n && src[c] >= 0) {
-        const ulong o = ulong(src[c]) * a.n + n0 + r;
-        const float y = v + (has_bias ? bias[n0 + r] : 0.0f);
+      float y = simd_sum(acc[r][c]) * inv[c];
+      if (mv_swiglu) {
+        y = silu(y) * (simd_sum(accu[r][c]) * inv[c]);
+      } else if (has_bias) {
+        y += n0 + r < n ? bias[n0 + r] : 0.0f;
+      }
+      if (lane == 0 && n0 + r < n && src[c] >= 0) {
+        const ulong o = ulong(src[c]) * n + n0 + r;
         out[o] = y;
         if (mv_residual) {
           residual[o] += y;
@@ -373,9 +412,9 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     const uint kc = min(KC, a.k - k0);
     q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, false, x, 0);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    q_rows<F>(a, w + wo, sc + so, bi + so, n0, k0, kc, KC, xs, lane, 1, acc);
+    q_rows<F>(a, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc);
     if (mv_swiglu) {
-      q_rows<F>(a, w2 + wo, sc2 + so, bi2 + so, n0, k0, kc, KC, xs, lane, 1, acc2);
+      q_rows<F>(a, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc2);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -383,7 +422,7 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     const float g = simd_sum(acc[r][0]);
     const float u = mv_swiglu ? simd_sum(acc2[r][0]) : 0.0f;
     if (lane == 0 && n0 + r < a.n) {
-      out[ulong(p) * a.n + n0 + r] = mv_swiglu ? g / (1.0f + exp(-g)) * u : g;
+      out[ulong(p) * a.n + n0 + r] = mv_swiglu ? silu(g) * u : g;
     }
   }
 }
@@ -491,8 +530,10 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
 #define INSTANTIATE_Q(F, mv, moe, emb)                                                                           \
   template [[host_name(#mv)]] kernel void qmatvec<F>(                                                            \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
-      device float*, device const float*, device const float*, device float*, uint2, ushort, ushort, ushort,     \
-      ushort);                                                                                                   \
+      device float*, device const float*, device const float*, device float*, device const uchar*,               \
+      device const uchar*, device const uchar*, device float*, device const float*, device const uchar*,         \
+      device const uchar*, device const uchar*, device float*, device const float*, uint2, ushort, ushort,       \
+      ushort, ushort);                                                                                           \
   template [[host_name(#moe)]] kernel void qmoe_mv<F>(                                                           \
       constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
