@@ -322,16 +322,27 @@ func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	if span < 2 {
 		return 0, nil
 	}
-	mo, ok := ops[0].(*bridge.MoEOp)
-	an, ok2 := ops[1].(*bridge.AddRMSNormOp)
-	if !ok || !ok2 || an.X != mo.Out || an.Residual == an.X {
+	an, ok := ops[1].(*bridge.AddRMSNormOp)
+	if !ok || an.Residual == an.X {
 		return 0, nil
 	}
-	r, o := tt(an.Residual), tt(mo.Out)
-	if r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n {
+	r := tt(an.Residual)
+	switch mo := ops[0].(type) { // float or packed experts
+	case *bridge.MoEOp:
+		o := tt(mo.Out)
+		if an.X != mo.Out || r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n {
+			return 0, nil
+		}
+		b.moe(mo.Out, mo.X, mo.W, mo.Params, b.routeFused(mo), r)
+	case *bridge.QMoEOp:
+		o := tt(mo.Out)
+		if an.X != mo.Out || r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n || an.Residual == mo.X {
+			return 0, nil
+		}
+		b.qmoe(mo.Out, mo.X, mo.W, r)
+	default:
 		return 0, nil
 	}
-	b.moe(mo.Out, mo.X, mo.W, mo.Params, b.routeFused(mo), r)
 	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
 	return 1, &b.standIn
 }

@@ -151,7 +151,7 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 		mb.SetFusions()
 		offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 2)
 		for _, set := range [][]string{nil, {"gemv_shared_input"}, {"gemv_shared_input", "rmsnorm_gemv"},
-			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}} {
+			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, {"moe_residual", "rmsnorm_gemv", "gemv_shared_input"}} {
 			only := "all"
 			if set != nil {
 				only = strings.Join(set, "+")

@@ -340,6 +340,12 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 // float), the routing (moe_route), per (token, expert) pair the gate/up
 // GEMV with SwiGLU and the down GEMV (qmoe_mv), and the weighted combine.
 func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
+	b.qmoe(out, x, w, nil)
+}
+
+// qmoe encodes a packed MoE block; with residual (moe_residual) the
+// combine also adds its output into it.
+func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, residual *tensor) {
 	o, xs := tt(out), tt(x)
 	if !b.checkF32("qmoe", o, xs) {
 		return
@@ -445,7 +451,10 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	b.bind(3, ids, false)
 	b.bind(4, flags, true)
 	b.out(5, o)
-	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, 0), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+	if residual != nil {
+		b.bind(6, residual.view(), true)
+	}
+	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
 }
 
 // qRows weight rows a simdgroup and qSimdgroups simdgroups a threadgroup:
