@@ -24,4 +24,6 @@ func dotNibArch(lo, hi []float32, q []byte) float32 { return dotNibGeneric(lo, h
 
 func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool { return false }
 
-func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int) bool { return false }
+func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int, m float32) bool {
+	return false
+}

@@ -253,17 +253,25 @@ func scaleAt(b []byte, i int, f quant.Float) float32 {
 // zeros stands for the half of a nibble dot a Q4_K sub-block does not use.
 var zeros [32]float32
 
-// Integer dots (levelVNNI): affine 4- and 8-bit rows are dotted with x made
-// 16-bit fixed point per block of 32 values, d = max|x|/32639 and
-// x16 = round(x/d), so each value is off by at most d/2, about 1.5e-5 of its
-// block's largest (docs/quantization.md). The biases still meet float sums
-// of x. x16 is stored as two int8 planes, hi = (x16+128)>>8 and
-// lo = x16-256·hi, both in [-128, 127]: VPDPBUSD multiplies the unsigned
-// weights with them, and 256·Σq·hi + Σq·lo is exact in int32.
-const (
-	qIntBlock = 32
-	qIntMax   = 32639 // the largest |x16| whose hi plane fits in int8
-)
+// Integer dots (levelVNNI): affine 4- and 8-bit, Q4_K and Q6_K rows are
+// dotted with x made fixed point per block of 32 values, d = max|x|/M and
+// xq = round(x/d), so each value is off by at most d/2 (docs/quantization.md).
+// xq is stored as three int8 planes, p2 = (xq+32896)>>16, then of the rest
+// r = xq-65536·p2, p1 = (r+128)>>8 and p0 = r-256·p1: VPDPBUSD multiplies
+// the unsigned weights with each, and ((Σq·p2)·256 + Σq·p1)·256 + Σq·p0 =
+// Σq·xq is exact in int32 as long as a lane's |Σq·xq| stays below 2^31:
+// M is 2^23 less a margin (the planes' reach) where a lane sums 8 codes
+// below 16 or 4 below 64, and 2^21 less one for 4 codes below 256 (8-bit
+// affine). The biases, mins and offsets meet float sums of x.
+const qIntBlock = 32
+
+// qIntMax is M for rows of format s (qdot.go's comment).
+func qIntMax(s quant.Spec) float32 {
+	if s.Type == quant.Affine && s.Bits == 8 {
+		return 2105000 // 4·255·M < 2^31
+	}
+	return 8355000 // p2 ≤ 127 with room for x/d's float rounding
+}
 
 // qInt reports whether rows of format s are dotted in integers.
 func qInt(s quant.Spec) bool {
@@ -300,28 +308,28 @@ func qLayout(s quant.Spec) int {
 }
 
 // qlUnit is a layout's values a unit, qlBytes its prepared bytes: the int8
-// planes (two bytes a value) and 16 lanes' d for each accumulator (Q4_K
+// planes (three bytes a value) and 16 lanes' d for each accumulator (Q4_K
 // keeps the low and high nibbles' sums apart: their sub-blocks have
 // scales of their own).
 func qlUnit(l int) int { return [...]int{64, 128, 128}[l] }
 func qlBytes(l int) int {
-	return [...]int{2*64 + 64, 2*128 + 64, 2*128 + 128}[l]
+	return [...]int{3*64 + 64, 3*128 + 64, 3*128 + 128}[l]
 }
 
-// qlPlace is where value i of block b of a unit goes: the offset of its hi
-// byte (lo is 64 bytes on), and where the block's d goes in the unit (lanes
-// of one block are consecutive floats).
-func qlPlace(l, b, i int) (hi, d, lanes int) {
+// qlPlace is where value i of block b of a unit goes: the offset of its p2
+// byte (p1 and p0 are 64 and 128 bytes on), and where the block's d goes
+// in the unit (lanes of one block are consecutive floats).
+func qlPlace(l, b, i int) (p2, d, lanes int) {
 	switch l {
 	case qlA8: // lane j holds values 4j..4j+3
-		return 32*b + i, 128 + 32*b, 8
-	case qlA4: // even values, then odd ones; lane j holds values 8j..8j+7
+		return 32*b + i, 192 + 32*b, 8
+	case qlA4: // even values' planes, then odd ones'; lane j holds 8j..8j+7
 		pos := 32*b + i
-		return 128*(pos&1) + pos>>1, 256 + 16*b, 4
+		return 192*(pos&1) + pos>>1, 384 + 16*b, 4
 	}
-	// Q4_K: blocks 0 and 2 (low nibbles) in the first planes, 1 and 3 in
-	// the second; lanes 0-7 and 8-15 of each hold one block.
-	return 128*(b&1) + 32*(b>>1) + i, 256 + 64*(b&1) + 32*(b>>1), 8
+	// Q4_K: blocks 0 and 2 (low nibbles) in the first plane set, 1 and 3
+	// in the second; lanes 0-7 and 8-15 of each hold one block.
+	return 192*(b&1) + 32*(b>>1) + i, 384 + 64*(b&1) + 32*(b>>1), 8
 }
 
 // qIntUnitFloats is a unit's prepared x in floats.
@@ -375,8 +383,8 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 	}
 	if n > 0 {
 		units := unsafe.Slice((*byte)(unsafe.Pointer(&p[ns])), 4*n*uf)
-		if !prepIntArch(l, x[:k0], units, bs, n) {
-			prepIntGeneric(l, x[:k0], units, bs, n)
+		if !prepIntArch(l, x[:k0], units, bs, n, qIntMax(s)) {
+			prepIntGeneric(l, x[:k0], units, bs, n, qIntMax(s))
 		}
 	}
 	switch s.Type {
@@ -408,8 +416,8 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 	}
 }
 
-// prepIntGeneric is qPrepInt's Go twin.
-func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int) {
+// prepIntGeneric is qPrepInt's Go twin, for M = qm.
+func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int, qm float32) {
 	U, ub := qlUnit(l), qlBytes(l)
 	for u := range n {
 		b := dst[u*ub : (u+1)*ub]
@@ -421,20 +429,19 @@ func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int) {
 				sum += v
 			}
 			bs[u*U/qIntBlock+blk] = sum
-			inv := qIntMax / max(m, 1e-30)
+			inv := qm / max(m, 1e-30)
 			_, do, lanes := qlPlace(l, blk, 0)
 			for j := range lanes {
-				binary.LittleEndian.PutUint32(b[do+4*j:], math.Float32bits(m/qIntMax))
+				binary.LittleEndian.PutUint32(b[do+4*j:], math.Float32bits(m/qm))
 			}
 			for i, v := range xs {
-				// Round to nearest: 1.5·2^23 added leaves the integer in
-				// the mantissa's low bits (|v·inv| < 2^22).
-				q := int32(math.Float32bits(v*inv+0x1.8p23)) - 0x4B400000
-				q = min(max(q, -qIntMax), qIntMax)
-				hi := (q + 128) >> 8
-				lo := q - 256*hi
+				q := int32(math.RoundToEven(float64(v * inv))) // as VCVTPS2DQ
+				p2 := (q + 32896) >> 16
+				r := q - 65536*p2
+				p1 := (r + 128) >> 8
+				p0 := r - 256*p1
 				o, _, _ := qlPlace(l, blk, i)
-				b[o], b[64+o] = byte(int8(hi)), byte(int8(lo))
+				b[o], b[64+o], b[128+o] = byte(int8(p2)), byte(int8(p1)), byte(int8(p0))
 			}
 		}
 	}
@@ -442,7 +449,7 @@ func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int) {
 
 // QBound is the most QDots' row r of w dotted with x may be off beyond
 // float rounding: 0 where w's format is dotted in floats; for the integer
-// dots, each x rounded to within half its block's d = max|x|/32639 (0.51
+// dots, each x rounded to within half its block's d = max|x|/M (0.51
 // allows for the float rounding of x/d) meets the part of the weight that
 // multiplies the codes (scale·q), not an affine bias or Q4_K min (which
 // meet float sums of x), nor Q6_K's offset of 32, so the bound is
@@ -475,7 +482,7 @@ func QBound(w *quant.Matrix, r int, x []float32) float64 {
 			m = max(m, math.Abs(float64(x[i])))
 			sq += math.Abs(float64(row[i] - off(i)))
 		}
-		b += 0.51 * m / qIntMax * sq
+		b += 0.51 * m / float64(qIntMax(w.Spec)) * sq
 	}
 	return b
 }

@@ -199,7 +199,7 @@ func qRun(dst []float32, w *quant.Matrix, lo, hi int, kern func(r, q int, d *flo
 var qScratch = sync.Pool{New: func() any { return new([]float32) }}
 
 // prepIntArch runs qgen.go's prepInt kernels for layout l.
-func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int) bool {
+func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int, m float32) bool {
 	if n == 0 {
 		return true
 	}
@@ -207,6 +207,6 @@ func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int) bool {
 	if len(x) < n*U || len(dst) < n*qlBytes(l) || len(bs) < n*U/qIntBlock {
 		panic(fmt.Sprintf("vec: prepIntArch: %d values, %d bytes, %d sums for %d units", len(x), len(dst), len(bs), n))
 	}
-	[...]func(x *float32, dst *byte, bs *float32, n int){qlA8: qPrepInt8, qlA4: qPrepInt4, qlK4: qPrepIntK4}[l](&x[0], &dst[0], &bs[0], n)
+	[...]func(x *float32, dst *byte, bs *float32, n int, m float32){qlA8: qPrepInt8, qlA4: qPrepInt4, qlK4: qPrepIntK4}[l](&x[0], &dst[0], &bs[0], n, m)
 	return true
 }

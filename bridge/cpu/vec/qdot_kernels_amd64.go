@@ -35,13 +35,13 @@ func qQ4_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *
 func qQ6_KAVX2(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
-func qPrepInt8(x *float32, dst *byte, bs *float32, n int)
+func qPrepInt8(x *float32, dst *byte, bs *float32, n int, m float32)
 
 //go:noescape
-func qPrepInt4(x *float32, dst *byte, bs *float32, n int)
+func qPrepInt4(x *float32, dst *byte, bs *float32, n int, m float32)
 
 //go:noescape
-func qPrepIntK4(x *float32, dst *byte, bs *float32, n int)
+func qPrepIntK4(x *float32, dst *byte, bs *float32, n int, m float32)
 
 //go:noescape
 func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)

@@ -66,8 +66,9 @@ func randomQ(t testing.TB, s quant.Spec, rows, k int, rng *rand.Rand) *quant.Mat
 // block, which is a multiple of the vector width, so no format has a
 // partial vector. The float levels are held to 1e-5 of the largest
 // result; the integer dots (levelVNNI's affine 4 and 8 bits) to that plus
-// the bound of rounding x to 16-bit block fixed point (QBound), about
-// 1.5e-5 of each block's largest |x| times the block's Σ|scale·q|.
+// the bound of rounding x to block fixed point (QBound): half of d =
+// max|x|/M (M about 2^23, 2^21 for 8-bit affine) of each block's largest
+// |x|, times the block's Σ|scale·q|.
 func TestQDots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	forLevels(t, func(t *testing.T) {
@@ -167,8 +168,8 @@ func TestQPrepInt(t *testing.T) {
 		ub := qlBytes(l)
 		got, want := make([]byte, n*ub), make([]byte, n*ub)
 		gs, ws := make([]float32, n*U/qIntBlock), make([]float32, n*U/qIntBlock)
-		prepIntArch(l, x, got, gs, n)
-		prepIntGeneric(l, x, want, ws, n)
+		prepIntArch(l, x, got, gs, n, 8355000)
+		prepIntGeneric(l, x, want, ws, n, 8355000)
 		for i := range got {
 			if got[i] != want[i] {
 				t.Fatalf("layout %d: byte %d of unit %d = %#x, Go %#x", l, i%ub, i/ub, got[i], want[i])

@@ -517,20 +517,22 @@ func (g *gen) q6_k() string {
 }
 
 // Integer dots (AVX-512 VNNI; docs/quantization.md): QPrepare has made x
-// 16-bit block fixed point, x ≈ d·x16 per 32 values, stored as the int8
-// planes hi = (x16+128)>>8 and lo = x16-256·hi, so VPDPBUSD with the
-// unsigned weights gives Σq·x16 = 256·Σq·hi + Σq·lo exactly in int32. A
-// unit is one 64-byte load of a row: 64 values at 8 bits, 128 at 4 (byte
-// j's low nibble value 2j, its high one 2j+1, which pair with x's even and
-// odd planes, so no shuffle is needed). The unit's lanes each cover 4 (8)
+// block fixed point, x ≈ d·xq per 32 values (|xq| ≤ M, qdot.go), stored as
+// three int8 planes p2, p1, p0 with xq = 65536·p2 + 256·p1 + p0, so
+// VPDPBUSD with the unsigned weights gives, in one register,
+// ((Σq·p2)·256 + Σq·p1)·256 + Σq·p0 = Σq·xq exactly in int32. A unit is
+// one 64-byte load of a row: 64 values at 8 bits, 128 at 4 (byte j's low
+// nibble value 2j, its high one 2j+1, which pair with x's even and odd
+// planes, so no shuffle is needed). The unit's lanes each cover 4 (8)
 // consecutive values, so one block's lanes share d: the prepared dvec holds
 // each lane's d, and a unit's sums become floats once, then times d and the
 // group's scale (a per-lane scale vector where a unit spans groups). The
 // biases meet the group sums of x in a first pass, 16 groups at a time.
 //
-// Unit layout (x, SI): 8 bits: hi[64] lo[64] dvec[16]f32; 4 bits: even hi,
-// even lo, odd hi, odd lo (64 bytes each), dvec. p (DI): the group sums.
-// nb: steps of max(unit, group) values; ni: groups of the row (biases).
+// Unit layout (x, SI): 8 bits: p2[64] p1[64] p0[64] dvec[16]f32; 4 bits:
+// the even values' p2, p1, p0, the odd values', dvec. p (DI): the group
+// sums. nb: steps of max(unit, group) values; ni: groups of the row
+// (biases).
 
 // intIdx is lane i's scale in a unit of `per` values a lane when a unit
 // spans several groups of g values.
@@ -539,9 +541,9 @@ func intIdx(per, g, i int) int { return per * i / g }
 // affineInt: bits 4 or 8, group g, scale dtype f.
 func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 	name := fmt.Sprintf("qAffine%dG%d%sVNNI", bits, grp, f)
-	unit, per, ub := 64, 4, 192 // values a unit, values a lane, unit bytes
+	unit, per, ub := 64, 4, 256 // values a unit, values a lane, unit bytes
 	if bits == 4 {
-		unit, per, ub = 128, 8, 320
+		unit, per, ub = 128, 8, 448
 	}
 	units, spans := 1, 1 // units a step, groups a unit
 	if grp > unit {
@@ -621,44 +623,41 @@ func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 	g.p("JZ done")
 	g.label("step")
 	for u := 0; u < units; u++ {
-		if bits == 8 {
-			g.p("VMOVDQU32 (SI), Z8")
-			g.p("VMOVDQU32 64(SI), Z9")
-			g.p("VMOVUPS 128(SI), Z12")
-		} else {
-			for i := 0; i < 4; i++ {
-				g.p("VMOVDQU32 %d(SI), Z%d", 64*i, 8+i)
-			}
-			g.p("VMOVUPS 256(SI), Z12")
+		// Plane registers p2, p1, p0 (and at 4 bits the odd values').
+		ev, od := []int{8, 9, 10}, []int{11, 20, 21}
+		for i, z := range ev {
+			g.p("VMOVDQU32 %d(SI), Z%d", 64*i, z)
 		}
+		if bits == 4 {
+			for i, z := range od {
+				g.p("VMOVDQU32 %d(SI), Z%d", 192+64*i, z)
+			}
+		}
+		g.p("VMOVUPS %d(SI), Z12", ub-64)
 		for r := 0; r < 4; r++ {
 			g.p("VMOVDQU32 %s, Z%d", wrow(r, 0), 24+r)
 			g.p("VPXORD Z%d, Z%d, Z%d", 16+r, 16+r, 16+r)
-			g.p("VPXORD Z%d, Z%d, Z%d", 20+r, 20+r, 20+r)
-		}
-		if bits == 8 {
-			for r := 0; r < 4; r++ {
-				g.p("VPDPBUSD Z8, Z%d, Z%d", 24+r, 16+r)
-				g.p("VPDPBUSD Z9, Z%d, Z%d", 24+r, 20+r)
-			}
-		} else {
-			for r := 0; r < 4; r++ {
+			if bits == 4 {
 				g.p("VPSRLW $4, Z%d, Z%d", 24+r, 28+r)
 				g.p("VPANDD Z13, Z%d, Z%d", 24+r, 24+r)
 				g.p("VPANDD Z13, Z%d, Z%d", 28+r, 28+r)
 			}
-			for r := 0; r < 4; r++ {
-				g.p("VPDPBUSD Z8, Z%d, Z%d", 24+r, 16+r)
-				g.p("VPDPBUSD Z9, Z%d, Z%d", 24+r, 20+r)
+		}
+		// Σq·x24 = ((Σq·p2)·256 + Σq·p1)·256 + Σq·p0 in one register.
+		for i := 0; i < 3; i++ {
+			if i > 0 {
+				for r := 0; r < 4; r++ {
+					g.p("VPSLLD $8, Z%d, Z%d", 16+r, 16+r)
+				}
 			}
 			for r := 0; r < 4; r++ {
-				g.p("VPDPBUSD Z10, Z%d, Z%d", 28+r, 16+r)
-				g.p("VPDPBUSD Z11, Z%d, Z%d", 28+r, 20+r)
+				g.p("VPDPBUSD Z%d, Z%d, Z%d", ev[i], 24+r, 16+r)
+				if bits == 4 {
+					g.p("VPDPBUSD Z%d, Z%d, Z%d", od[i], 28+r, 16+r)
+				}
 			}
 		}
 		for r := 0; r < 4; r++ {
-			g.p("VPSLLD $8, Z%d, Z%d", 16+r, 16+r)
-			g.p("VPADDD Z%d, Z%d, Z%d", 20+r, 16+r, 16+r)
 			g.p("VCVTDQ2PS Z%d, Z%d", 16+r, 16+r)
 		}
 		for r := 0; r < 4; r++ {
@@ -708,48 +707,54 @@ func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 	return name
 }
 
-// prepInt quantizes x for the integer dots (qPrepareInt's layout, which
-// affineInt reads): per block of 32 values d = max|x|/32639 and
-// x16 = round(x/d) (VCVTPS2DQ, to nearest), split into the planes
-// hi = (x16+128)>>8 and lo = x16-256·hi, each dword truncated to its byte
-// (at 4 bits the even and odd values to their own planes, a qword's low
-// and high dword); each block's d to its lanes of the unit's dvec and its
-// float sum to bs.
+// prepInt quantizes x for the integer dots (qPrepareInt's layouts, which
+// the integer kernels read): per block of 32 values d = max|x|/M and
+// xq = round(x/d) (VCVTPS2DQ, to nearest), split into the planes
+// p2 = (xq+32896)>>16, p1 and p0 (qdot.go), each dword truncated to its
+// byte (at 4 bits the even and odd values to their own planes, a qword's
+// low and high dword); each block's d to its lanes of the unit's dvec and
+// its float sum to bs.
 //
-//	func qPrepInt{8,4,K4}(x *float32, dst *byte, bs *float32, n int)
+//	func qPrepInt{8,4,K4}(x *float32, dst *byte, bs *float32, n int, m float32)
 func (g *gen) prepInt(layout string) string {
 	name := "qPrepInt" + layout
-	ub, blocks, lanes := 192, 2, 8
+	// Unit bytes, blocks a unit, lanes a block; a plane set is the three
+	// planes (p2, p1, p0) of 64 bytes each.
+	ub, blocks, lanes := 256, 2, 8
 	switch layout {
 	case "4":
-		ub, blocks, lanes = 320, 4, 4
+		ub, blocks, lanes = 448, 4, 4
 	case "K4":
-		ub, blocks, lanes = 384, 4, 8
+		ub, blocks, lanes = 512, 4, 8
 	}
 	// dvecAt is where block blk's lanes of d go in the unit.
 	dvecAt := func(blk int) int {
-		if layout == "K4" {
-			return 256 + 64*(blk&1) + 32*(blk>>1)
+		switch layout {
+		case "4":
+			return 384 + 16*blk
+		case "K4":
+			return 384 + 64*(blk&1) + 32*(blk>>1)
 		}
-		return ub - 64 + 4*lanes*blk
+		return 192 + 32*blk
 	}
-	fmt.Fprintf(g.b, "// func %s(x *float32, dst *byte, bs *float32, n int)\n", name)
-	fmt.Fprintf(g.b, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
+	fmt.Fprintf(g.b, "// func %s(x *float32, dst *byte, bs *float32, n int, m float32)\n", name)
+	fmt.Fprintf(g.b, "TEXT ·%s(SB), NOSPLIT, $0-36\n", name)
 	g.p("MOVQ x+0(FP), SI")
 	g.p("MOVQ dst+8(FP), DI")
 	g.p("MOVQ bs+16(FP), R8")
 	g.p("MOVQ n+24(FP), CX")
 	g.p("TESTQ CX, CX")
 	g.p("JZ done")
-	// Constants in Z16-Z19, which no VEX instruction clears.
+	// Constants in Z16-Z20, which no VEX instruction clears.
 	g.p("MOVL $0x7fffffff, AX")
 	g.p("VPBROADCASTD AX, Z16")
 	g.p("MOVL $128, AX")
 	g.p("VPBROADCASTD AX, Z17")
-	g.p("MOVL $0x%08x, AX", math.Float32bits(32639))
-	g.p("VPBROADCASTD AX, Z18")
+	g.p("VBROADCASTSS m+32(FP), Z18")
 	g.p("MOVL $0x%08x, AX", math.Float32bits(1e-30))
 	g.p("VPBROADCASTD AX, Z19")
+	g.p("MOVL $32896, AX") // 128·256 + 128
+	g.p("VPBROADCASTD AX, Z20")
 	g.label("unit")
 	for blk := 0; blk < blocks; blk++ {
 		g.p("VMOVUPS (SI), Z0")
@@ -773,8 +778,8 @@ func (g *gen) prepInt(layout string) string {
 			g.p("%s X%d, X%d, X%d", op.s, r+1, r, r)
 		}
 		g.p("VMOVSS X4, %d(R8)", 4*blk)
-		// d to the block's lanes; x·(32639/max(m, 1e-30)) (0 for a block of
-		// zeros, whose d is 0).
+		// d = max/M to the block's lanes; x·(M/max(max, 1e-30)) (0 for a
+		// block of zeros, whose d is 0).
 		g.p("VDIVSS X18, X2, X5")
 		if lanes == 8 {
 			g.p("VBROADCASTSS X5, Y5")
@@ -788,32 +793,40 @@ func (g *gen) prepInt(layout string) string {
 		g.p("VBROADCASTSS X2, Z6")
 		for h := 0; h < 2; h++ {
 			pos := 32*blk + 16*h
+			// x24 in Z7; p2 = (x24+32896)>>16, r = x24-65536·p2,
+			// p1 = (r+128)>>8, p0 = r-256·p1, each in [-128, 127].
 			g.p("VMULPS Z6, Z%d, Z7", h)
 			g.p("VCVTPS2DQ Z7, Z7")
-			g.p("VPADDD Z17, Z7, Z8")
-			g.p("VPSRAD $8, Z8, Z8")
-			g.p("VPSLLD $8, Z8, Z9")
-			g.p("VPSUBD Z9, Z7, Z9")
+			g.p("VPADDD Z20, Z7, Z8")
+			g.p("VPSRAD $16, Z8, Z8")
+			g.p("VPSLLD $16, Z8, Z9")
+			g.p("VPSUBD Z9, Z7, Z7")
+			g.p("VPADDD Z17, Z7, Z9")
+			g.p("VPSRAD $8, Z9, Z9")
+			g.p("VPSLLD $8, Z9, Z10")
+			g.p("VPSUBD Z10, Z7, Z10")
+			planes := []int{8, 9, 10}
 			switch layout {
 			case "8":
-				g.p("VPMOVDB Z8, %d(DI)", pos)
-				g.p("VPMOVDB Z9, %d(DI)", 64+pos)
+				for i, z := range planes {
+					g.p("VPMOVDB Z%d, %d(DI)", z, 64*i+pos)
+				}
 				continue
 			case "K4":
 				// Blocks 0 and 2 (a chunk's low nibbles) in the first
-				// planes, 1 and 3 in the second.
-				o := 128*(blk&1) + 32*(blk>>1) + 16*h
-				g.p("VPMOVDB Z8, %d(DI)", o)
-				g.p("VPMOVDB Z9, %d(DI)", 64+o)
+				// plane set, 1 and 3 in the second.
+				o := 192*(blk&1) + 32*(blk>>1) + 16*h
+				for i, z := range planes {
+					g.p("VPMOVDB Z%d, %d(DI)", z, 64*i+o)
+				}
 				continue
 			}
-			// Planes: even hi, even lo, odd hi, odd lo.
-			g.p("VPMOVQB Z8, %d(DI)", pos/2)
-			g.p("VPMOVQB Z9, %d(DI)", 64+pos/2)
-			g.p("VPSRLQ $32, Z8, Z8")
-			g.p("VPSRLQ $32, Z9, Z9")
-			g.p("VPMOVQB Z8, %d(DI)", 128+pos/2)
-			g.p("VPMOVQB Z9, %d(DI)", 192+pos/2)
+			// The even values' plane set, then the odd values'.
+			for i, z := range planes {
+				g.p("VPMOVQB Z%d, %d(DI)", z, 64*i+pos/2)
+				g.p("VPSRLQ $32, Z%d, Z%d", z, z)
+				g.p("VPMOVQB Z%d, %d(DI)", z, 192+64*i+pos/2)
+			}
 		}
 		g.p("ADDQ $128, SI")
 	}
@@ -913,11 +926,13 @@ func (g *gen) q4kInt(data *bytes.Buffer) string {
 	g.p("VMOVDQU32 qidxk4<>+64(SB), Z20")
 	g.label("block")
 	for u := 0; u < 2; u++ {
-		for i := 0; i < 4; i++ {
-			g.p("VMOVDQU32 %d(SI), Z%d", 64*i, 8+i)
+		L, H := []int{8, 9, 10}, []int{11, 21, 22}
+		for i := 0; i < 3; i++ {
+			g.p("VMOVDQU32 %d(SI), Z%d", 64*i, L[i])
+			g.p("VMOVDQU32 %d(SI), Z%d", 192+64*i, H[i])
 		}
-		g.p("VMOVUPS 256(SI), Z12")
-		g.p("VMOVUPS 320(SI), Z13")
+		g.p("VMOVUPS 384(SI), Z12")
+		g.p("VMOVUPS 448(SI), Z13")
 		for r := 0; r < 4; r++ {
 			g.p("VMOVDQU32 %s, Z%d", wrow(r, 16+64*u), 24+r)
 			g.p("VPSRLW $4, Z%d, Z%d", 24+r, 28+r)
@@ -926,17 +941,17 @@ func (g *gen) q4kInt(data *bytes.Buffer) string {
 			g.p("VPXORD Z%d, Z%d, Z%d", 4+r, 4+r, 4+r)
 			g.p("VPXORD Z%d, Z%d, Z%d", 16+r, 16+r, 16+r)
 		}
-		for r := 0; r < 4; r++ {
-			g.p("VPDPBUSD Z8, Z%d, Z%d", 24+r, 4+r)
-			g.p("VPDPBUSD Z10, Z%d, Z%d", 28+r, 16+r)
-		}
-		for r := 0; r < 4; r++ {
-			g.p("VPSLLD $8, Z%d, Z%d", 4+r, 4+r)
-			g.p("VPSLLD $8, Z%d, Z%d", 16+r, 16+r)
-		}
-		for r := 0; r < 4; r++ {
-			g.p("VPDPBUSD Z9, Z%d, Z%d", 24+r, 4+r)
-			g.p("VPDPBUSD Z11, Z%d, Z%d", 28+r, 16+r)
+		for i := 0; i < 3; i++ {
+			if i > 0 {
+				for r := 0; r < 4; r++ {
+					g.p("VPSLLD $8, Z%d, Z%d", 4+r, 4+r)
+					g.p("VPSLLD $8, Z%d, Z%d", 16+r, 16+r)
+				}
+			}
+			for r := 0; r < 4; r++ {
+				g.p("VPDPBUSD Z%d, Z%d, Z%d", L[i], 24+r, 4+r)
+				g.p("VPDPBUSD Z%d, Z%d, Z%d", H[i], 28+r, 16+r)
+			}
 		}
 		for r := 0; r < 4; r++ {
 			g.p("VCVTDQ2PS Z%d, Z%d", 4+r, 4+r)
@@ -952,7 +967,7 @@ func (g *gen) q4kInt(data *bytes.Buffer) string {
 			g.p("VFMADD231PS Z%d, Z%d, Z%d", 24+r, 4+r, r)
 			g.p("VFMADD231PS Z%d, Z%d, Z%d", 28+r, 16+r, r)
 		}
-		g.p("ADDQ $384, SI")
+		g.p("ADDQ $512, SI")
 	}
 	g.p("ADDQ $128, R11")
 	g.prefetch(144)
@@ -1022,10 +1037,12 @@ func (g *gen) q6kInt(data *bytes.Buffer) string {
 	g.p("VMOVDQU32 qidxk6<>(SB), Z22")
 	g.label("block")
 	for n := 0; n < 2; n++ {
-		for i := 0; i < 2; i++ {
-			g.p("VMOVDQU32 %d(SI), Z%d", 192*i, 8+2*i)
-			g.p("VMOVDQU32 %d(SI), Z%d", 192*i+64, 9+2*i)
-			g.p("VMOVUPS %d(SI), Z%d", 192*i+128, 12+i)
+		// Units A (values 0-63 of the half) and B (64-127): planes p2,
+		// p1, p0 each; their d are read from memory where used.
+		A, B := []int{8, 9, 10}, []int{11, 12, 13}
+		for i := 0; i < 3; i++ {
+			g.p("VMOVDQU32 %d(SI), Z%d", 64*i, A[i])
+			g.p("VMOVDQU32 %d(SI), Z%d", 256+64*i, B[i])
 		}
 		for r := 0; r < 4; r++ {
 			t := 24 + 4*(r&1) // two rows' temporaries in turn
@@ -1043,19 +1060,21 @@ func (g *gen) q6kInt(data *bytes.Buffer) string {
 			}
 			g.p("VPXORD Z%d, Z%d, Z%d", lo, lo, lo)
 			g.p("VPXORD Z%d, Z%d, Z%d", hi, hi, hi)
-			g.p("VPDPBUSD Z8, Z%d, Z%d", t, lo)
-			g.p("VPDPBUSD Z10, Z%d, Z%d", t+1, hi)
-			g.p("VPSLLD $8, Z%d, Z%d", lo, lo)
-			g.p("VPSLLD $8, Z%d, Z%d", hi, hi)
-			g.p("VPDPBUSD Z9, Z%d, Z%d", t, lo)
-			g.p("VPDPBUSD Z11, Z%d, Z%d", t+1, hi)
+			for i := 0; i < 3; i++ {
+				if i > 0 {
+					g.p("VPSLLD $8, Z%d, Z%d", lo, lo)
+					g.p("VPSLLD $8, Z%d, Z%d", hi, hi)
+				}
+				g.p("VPDPBUSD Z%d, Z%d, Z%d", A[i], t, lo)
+				g.p("VPDPBUSD Z%d, Z%d, Z%d", B[i], t+1, hi)
+			}
 		}
 		for r := 0; r < 4; r++ {
 			lo, hi := 4+r, 16+r
 			g.p("VCVTDQ2PS Z%d, Z%d", lo, lo)
 			g.p("VCVTDQ2PS Z%d, Z%d", hi, hi)
-			g.p("VMULPS Z12, Z%d, Z%d", lo, lo)
-			g.p("VMULPS Z13, Z%d, Z%d", hi, hi)
+			g.p("VMULPS 192(SI), Z%d, Z%d", lo, lo)
+			g.p("VMULPS 448(SI), Z%d, Z%d", hi, hi)
 		}
 		for r := 0; r < 4; r++ {
 			// Tables from sub-blocks 8n and 8n+4 of the row on: 16
@@ -1066,7 +1085,7 @@ func (g *gen) q6kInt(data *bytes.Buffer) string {
 			g.p("VFMADD231PS Z%d, Z%d, Z%d", t, 4+r, r)
 			g.p("VFMADD231PS Z%d, Z%d, Z%d", t+1, 16+r, r)
 		}
-		g.p("ADDQ $384, SI")
+		g.p("ADDQ $512, SI")
 	}
 	g.p("ADDQ $256, R11")
 	g.prefetch(210)
@@ -1107,7 +1126,7 @@ func main() {
 			names = append(names, g.q4kInt(&data), g.q6kInt(&data))
 			s.Write(data.Bytes())
 			for _, l := range []string{"8", "4", "K4"} {
-				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int)\n\n", g.prepInt(l))
+				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int, m float32)\n\n", g.prepInt(l))
 			}
 		}
 		for _, n := range names {
