@@ -253,8 +253,8 @@ func scaleAt(b []byte, i int, f quant.Float) float32 {
 // zeros stands for the half of a nibble dot a Q4_K sub-block does not use.
 var zeros [32]float32
 
-// Integer dots (levelVNNI): affine 4- and 8-bit, Q4_K and Q6_K rows are
-// dotted with x made fixed point per block of 32 values, d = max|x|/M and
+// Integer dots (levelVNNI): affine 4- and 8-bit, Q4_0, Q4_K and Q6_K rows
+// are dotted with x made fixed point per block of 32 values, d = max|x|/M and
 // xq = round(x/d), so each value is off by at most d/2 (docs/quantization.md).
 // xq is stored as three int8 planes, p2 = (xq+32896)>>16, then of the rest
 // r = xq-65536·p2, p1 = (r+128)>>8 and p0 = r-256·p1: VPDPBUSD multiplies
@@ -281,7 +281,7 @@ func qInt(s quant.Spec) bool {
 	switch s.Type {
 	case quant.Affine:
 		return s.Bits == 4 || s.Bits == 8
-	case quant.Q4_K, quant.Q6_K:
+	case quant.Q4_K, quant.Q6_K, quant.Q4_0:
 		return true
 	}
 	return false
@@ -295,12 +295,15 @@ const (
 	qlA8 = iota
 	qlA4
 	qlK4
+	qlQ40 // 4 blocks' 16 bytes, byte j's nibbles values j and j+16 of its block
 )
 
 func qLayout(s quant.Spec) int {
 	switch {
 	case s.Type == quant.Q4_K:
 		return qlK4
+	case s.Type == quant.Q4_0:
+		return qlQ40
 	case s.Bits == 4:
 		return qlA4
 	}
@@ -310,10 +313,11 @@ func qLayout(s quant.Spec) int {
 // qlUnit is a layout's values a unit, qlBytes its prepared bytes: the int8
 // planes (three bytes a value) and 16 lanes' d for each accumulator (Q4_K
 // keeps the low and high nibbles' sums apart: their sub-blocks have
-// scales of their own).
-func qlUnit(l int) int { return [...]int{64, 128, 128}[l] }
+// scales of their own; Q4_0 adds each lane's 2·Σx of its block, which
+// takes the codes' offset of 8 off).
+func qlUnit(l int) int { return [...]int{64, 128, 128, 128}[l] }
 func qlBytes(l int) int {
-	return [...]int{3*64 + 64, 3*128 + 64, 3*128 + 128}[l]
+	return [...]int{3*64 + 64, 3*128 + 64, 3*128 + 128, 3*128 + 128}[l]
 }
 
 // qlPlace is where value i of block b of a unit goes: the offset of its p2
@@ -326,6 +330,8 @@ func qlPlace(l, b, i int) (p2, d, lanes int) {
 	case qlA4: // even values' planes, then odd ones'; lane j holds 8j..8j+7
 		pos := 32*b + i
 		return 192*(pos&1) + pos>>1, 384 + 16*b, 4
+	case qlQ40: // a block's first 16 values, then its second 16
+		return 192*(i/16) + 16*b + i%16, 384 + 16*b, 4
 	}
 	// Q4_K: blocks 0 and 2 (low nibbles) in the first plane set, 1 and 3
 	// in the second; lanes 0-7 and 8-15 of each hold one block.
@@ -358,6 +364,8 @@ func qIntSums(s quant.Spec, k int) int {
 		return k / qIntBlock
 	case quant.Q6_K:
 		return k / 16
+	case quant.Q4_0:
+		return 0
 	}
 	return k / s.Group
 }
@@ -388,7 +396,7 @@ func qPrepareInt(p, x []float32, s quant.Spec) {
 		}
 	}
 	switch s.Type {
-	case quant.Q4_K:
+	case quant.Q4_K, quant.Q4_0:
 		return
 	case quant.Q6_K:
 		for i := range k / 16 {
@@ -433,6 +441,9 @@ func prepIntGeneric(l int, x []float32, dst []byte, bs []float32, n int, qm floa
 			_, do, lanes := qlPlace(l, blk, 0)
 			for j := range lanes {
 				binary.LittleEndian.PutUint32(b[do+4*j:], math.Float32bits(m/qm))
+				if l == qlQ40 {
+					binary.LittleEndian.PutUint32(b[448+16*blk+4*j:], math.Float32bits(sum+sum))
+				}
 			}
 			for i, v := range xs {
 				q := int32(math.RoundToEven(float64(v * inv))) // as VCVTPS2DQ
@@ -465,6 +476,8 @@ func QBound(w *quant.Matrix, r int, x []float32) float64 {
 		switch w.Spec.Type {
 		case quant.Affine:
 			return w.Bias(r, i/w.Spec.Group)
+		case quant.Q4_0:
+			return -8 * quant.HalfToF32(binary.LittleEndian.Uint16(w.Data[r*rb+i/32*18:]))
 		case quant.Q6_K:
 			blk := w.Data[r*rb+i/256*210:]
 			d := quant.HalfToF32(binary.LittleEndian.Uint16(blk[208:]))
@@ -494,6 +507,19 @@ func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) 
 func qIntTail(w *quant.Matrix, r, k0 int, x []float32) float32 {
 	rb := w.Spec.RowBytes(w.K)
 	row := w.Data[r*rb : (r+1)*rb]
+	if w.Spec.Type == quant.Q4_0 {
+		var acc float32
+		for b := k0 / 32; b < w.K/32; b++ {
+			blk := row[b*18 : b*18+18]
+			xb := x[b*32 : b*32+32]
+			var s float32
+			for j, c := range blk[2:18] {
+				s += xb[j]*float32(int(c&15)-8) + xb[j+16]*float32(int(c>>4)-8)
+			}
+			acc += quant.HalfToF32(binary.LittleEndian.Uint16(blk)) * s
+		}
+		return acc
+	}
 	G := w.Spec.Group
 	var acc float32
 	for g := k0 / G; g < w.K/G; g++ {

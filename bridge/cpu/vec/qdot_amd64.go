@@ -130,6 +130,24 @@ func qdotsArch(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool 
 // floats.
 func qdotsInt(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) bool {
 	s, k := w.Spec, w.K
+	if s.Type == quant.Q4_0 {
+		n := qIntUnits(s, k)
+		k0 := n * qIntUnit(s)
+		var units *float32
+		if n > 0 {
+			units = &p[0]
+		}
+		rb := s.RowBytes(k)
+		qRun(dst, w, lo, hi, func(r, rows int, d *float32) {
+			qQ4_0VNNI(units, nil, nil, &w.Data[r*rb], rows*rb, nil, nil, 0, d, n, 1, 4*rows)
+		})
+		if k0 < k {
+			for j := lo; j < hi; j++ {
+				dst[j-lo] += qIntTail(w, j, k0, x)
+			}
+		}
+		return true
+	}
 	if s.Type == quant.Q4_K || s.Type == quant.Q6_K {
 		// The first pass decodes 4 rows' d·scale into a scratch buffer
 		// (qgen.go: q4kScales, q6kScales), padded for the last row's
@@ -207,6 +225,6 @@ func prepIntArch(l int, x []float32, dst []byte, bs []float32, n int, m float32)
 	if len(x) < n*U || len(dst) < n*qlBytes(l) || len(bs) < n*U/qIntBlock {
 		panic(fmt.Sprintf("vec: prepIntArch: %d values, %d bytes, %d sums for %d units", len(x), len(dst), len(bs), n))
 	}
-	[...]func(x *float32, dst *byte, bs *float32, n int, m float32){qlA8: qPrepInt8, qlA4: qPrepInt4, qlK4: qPrepIntK4}[l](&x[0], &dst[0], &bs[0], n, m)
+	[...]func(x *float32, dst *byte, bs *float32, n int, m float32){qlA8: qPrepInt8, qlA4: qPrepInt4, qlK4: qPrepIntK4, qlQ40: qPrepIntQ40}[l](&x[0], &dst[0], &bs[0], n, m)
 	return true
 }

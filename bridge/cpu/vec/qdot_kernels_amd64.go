@@ -44,6 +44,9 @@ func qPrepInt4(x *float32, dst *byte, bs *float32, n int, m float32)
 func qPrepIntK4(x *float32, dst *byte, bs *float32, n int, m float32)
 
 //go:noescape
+func qPrepIntQ40(x *float32, dst *byte, bs *float32, n int, m float32)
+
+//go:noescape
 func qAffine8F32AVX512(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
 
 //go:noescape
@@ -132,3 +135,6 @@ func qQ4_KVNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *
 
 //go:noescape
 func qQ6_KVNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)
+
+//go:noescape
+func qQ4_0VNNI(x, x2, p *float32, w *byte, ldw int, sc, bi *byte, lds int, dst *float32, nb, ni, ldd int)

@@ -1,6 +1,7 @@
 package vec
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -150,7 +151,7 @@ func TestQPrepInt(t *testing.T) {
 		t.Skip("no AVX-512 VNNI on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, l := range []int{qlA8, qlA4, qlK4} {
+	for _, l := range []int{qlA8, qlA4, qlK4, qlQ40} {
 		U := qlUnit(l)
 		const n = 5
 		x := make([]float32, n*U)
@@ -171,8 +172,27 @@ func TestQPrepInt(t *testing.T) {
 		prepIntArch(l, x, got, gs, n, 8355000)
 		prepIntGeneric(l, x, want, ws, n, 8355000)
 		for i := range got {
+			if l == qlQ40 && i%ub >= 448 {
+				continue // 2·Σx, a float sum: below
+			}
 			if got[i] != want[i] {
 				t.Fatalf("layout %d: byte %d of unit %d = %#x, Go %#x", l, i%ub, i/ub, got[i], want[i])
+			}
+		}
+		if l == qlQ40 {
+			for u := range n {
+				for j := 0; j < 16; j++ {
+					o := u*ub + 448 + 4*j
+					g := math.Float32frombits(binary.LittleEndian.Uint32(got[o:]))
+					w := math.Float32frombits(binary.LittleEndian.Uint32(want[o:]))
+					var a float64 // Σ|x| of the lane's block
+					for _, v := range x[u*U+j/4*qIntBlock : u*U+(j/4+1)*qIntBlock] {
+						a += math.Abs(float64(v))
+					}
+					if d := math.Abs(float64(g - w)); d > 2e-6*a {
+						t.Fatalf("unit %d lane %d: 2·Σx %g, Go %g", u, j, g, w)
+					}
+				}
 			}
 		}
 		for b := range gs {

@@ -715,7 +715,7 @@ func (g *gen) affineInt(bits, grp int, f string, data *bytes.Buffer) string {
 // low and high dword); each block's d to its lanes of the unit's dvec and
 // its float sum to bs.
 //
-//	func qPrepInt{8,4,K4}(x *float32, dst *byte, bs *float32, n int, m float32)
+//	func qPrepInt{8,4,K4,Q40}(x *float32, dst *byte, bs *float32, n int, m float32)
 func (g *gen) prepInt(layout string) string {
 	name := "qPrepInt" + layout
 	// Unit bytes, blocks a unit, lanes a block; a plane set is the three
@@ -726,6 +726,8 @@ func (g *gen) prepInt(layout string) string {
 		ub, blocks, lanes = 448, 4, 4
 	case "K4":
 		ub, blocks, lanes = 512, 4, 8
+	case "Q40":
+		ub, blocks, lanes = 512, 4, 4
 	}
 	// dvecAt is where block blk's lanes of d go in the unit.
 	dvecAt := func(blk int) int {
@@ -734,6 +736,8 @@ func (g *gen) prepInt(layout string) string {
 			return 384 + 16*blk
 		case "K4":
 			return 384 + 64*(blk&1) + 32*(blk>>1)
+		case "Q40":
+			return 384 + 16*blk
 		}
 		return 192 + 32*blk
 	}
@@ -778,6 +782,12 @@ func (g *gen) prepInt(layout string) string {
 			g.p("%s X%d, X%d, X%d", op.s, r+1, r, r)
 		}
 		g.p("VMOVSS X4, %d(R8)", 4*blk)
+		if layout == "Q40" {
+			// 2·Σx to each of the block's 4 lanes: 8·Σx over them.
+			g.p("VADDSS X4, X4, X3")
+			g.p("VBROADCASTSS X3, X3")
+			g.p("VMOVUPS X3, %d(DI)", 448+16*blk)
+		}
 		// d = max/M to the block's lanes; x·(M/max(max, 1e-30)) (0 for a
 		// block of zeros, whose d is 0).
 		g.p("VDIVSS X18, X2, X5")
@@ -810,6 +820,14 @@ func (g *gen) prepInt(layout string) string {
 			case "8":
 				for i, z := range planes {
 					g.p("VPMOVDB Z%d, %d(DI)", z, 64*i+pos)
+				}
+				continue
+			case "Q40":
+				// Each block's first 16 values in the first plane set,
+				// its second 16 in the second.
+				o := 192*h + 16*blk
+				for i, z := range planes {
+					g.p("VPMOVDB Z%d, %d(DI)", z, 64*i+o)
 				}
 				continue
 			case "K4":
@@ -1096,6 +1114,79 @@ func (g *gen) q6kInt(data *bytes.Buffer) string {
 	return name
 }
 
+// q40Int: Q4_0 rows dotted in integers (AVX-512 VNNI). A unit is 4 blocks
+// (72 bytes): their 16 bytes of nibbles gathered into one register, byte j
+// of block b's low nibble value j, its high one j+16, against plane sets
+// of x with each block's first and second 16 values (qPrepareInt's Q40
+// layout). A lane holds 8 values of one block, so one sum a row: times
+// the lanes' d of x and d of the weights (the 4 blocks' f16 d inserted and
+// spread by a permute, qidxq40), less the offset 8·d·Σx from the unit's
+// prepared 2·Σx a lane (4 lanes a block).
+func (g *gen) q40Int(data *bytes.Buffer) string {
+	name := "qQ4_0VNNI"
+	for l := 0; l < 16; l++ {
+		fmt.Fprintf(data, "DATA qidxq40<>+%d(SB)/4, $%d\n", 4*l, l/4)
+	}
+	fmt.Fprintf(data, "GLOBL qidxq40<>(SB), RODATA|NOPTR, $64\n\n")
+	g.header(name, 0)
+	g.broadcast32(0x0f0f0f0f, 14)
+	g.p("VMOVDQU32 Z14, Z17")
+	g.p("VMOVDQU32 qidxq40<>(SB), Z16")
+	g.p("TESTQ CX, CX")
+	g.p("JZ done")
+	g.label("unit")
+	lo, hi := []int{8, 9, 10}, []int{11, 21, 22}
+	for i := 0; i < 3; i++ {
+		g.p("VMOVDQU32 %d(SI), Z%d", 64*i, lo[i])
+		g.p("VMOVDQU32 %d(SI), Z%d", 192+64*i, hi[i])
+	}
+	g.p("VMOVUPS 384(SI), Z23")
+	for r := 0; r < 4; r++ {
+		w := 24 + r
+		g.p("VMOVDQU32 %s, X%d", wrow(r, 2), w)
+		for b := 1; b < 4; b++ {
+			g.p("VINSERTI32X4 $%d, %s, Z%d, Z%d", b, wrow(r, 2+18*b), w, w)
+		}
+		g.p("VPSRLW $4, Z%d, Z%d", w, w+4)
+		g.p("VPANDD Z17, Z%d, Z%d", w, w)
+		g.p("VPANDD Z17, Z%d, Z%d", w+4, w+4)
+		g.p("VPXORD Z%d, Z%d, Z%d", 4+r, 4+r, 4+r)
+	}
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			for r := 0; r < 4; r++ {
+				g.p("VPSLLD $8, Z%d, Z%d", 4+r, 4+r)
+			}
+		}
+		for r := 0; r < 4; r++ {
+			g.p("VPDPBUSD Z%d, Z%d, Z%d", lo[i], 24+r, 4+r)
+			g.p("VPDPBUSD Z%d, Z%d, Z%d", hi[i], 28+r, 4+r)
+		}
+	}
+	for r := 0; r < 4; r++ {
+		// The 4 blocks' d of row r: words of X12+r, then floats, then
+		// spread over their lanes.
+		t := 12 + r
+		for b := 0; b < 4; b++ {
+			g.p("VPINSRW $%d, %s, X%d, X%d", b, wrow(r, 18*b), t, t)
+		}
+		g.p("VCVTPH2PS X%d, Y%d", t, t)
+		g.p("VPERMPS Z%d, Z16, Z%d", t, 24+r)
+		g.p("VCVTDQ2PS Z%d, Z%d", 4+r, 4+r)
+		g.p("VMULPS Z23, Z%d, Z%d", 4+r, 4+r)
+		g.p("VFNMADD231PS 448(SI), Z%d, Z%d", 24+r, r)
+		g.p("VFMADD231PS Z%d, Z%d, Z%d", 24+r, 4+r, r)
+	}
+	g.p("ADDQ $512, SI")
+	g.prefetch(72)
+	g.p("ADDQ $72, BX")
+	g.p("DECQ CX")
+	g.p("JNZ unit")
+	g.label("done")
+	g.footer()
+	return name
+}
+
 func main() {
 	if d := os.Getenv("QPF"); d != "" {
 		fmt.Sscan(d, &pfDist)
@@ -1123,9 +1214,9 @@ func main() {
 					}
 				}
 			}
-			names = append(names, g.q4kInt(&data), g.q6kInt(&data))
+			names = append(names, g.q4kInt(&data), g.q6kInt(&data), g.q40Int(&data))
 			s.Write(data.Bytes())
-			for _, l := range []string{"8", "4", "K4"} {
+			for _, l := range []string{"8", "4", "K4", "Q40"} {
 				fmt.Fprintf(&d, "//go:noescape\nfunc %s(x *float32, dst *byte, bs *float32, n int, m float32)\n\n", g.prepInt(l))
 			}
 		}

@@ -23,7 +23,7 @@ const (
 	levelGeneric = iota
 	levelAVX2    // AVX2 + FMA + F16C
 	levelAVX512  // AVX-512 F/BW/VL on top of levelAVX2
-	// levelVNNI adds AVX-512 VNNI: affine 4- and 8-bit, Q4_K and Q6_K rows are dotted in
+	// levelVNNI adds AVX-512 VNNI: affine 4- and 8-bit, Q4_0, Q4_K and Q6_K rows are dotted in
 	// integers with activations made 24-bit fixed point (QDots).
 	levelVNNI
 )
