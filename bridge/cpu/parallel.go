@@ -1,10 +1,15 @@
 package cpu
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
-// pool runs index ranges on a fixed number of goroutines. Work is split in
-// contiguous ranges so each goroutine streams its own part of a weight
-// matrix.
+// pool runs index ranges on a fixed number of goroutines: the caller and
+// persistent workers (crew). Work is split in contiguous ranges so each
+// goroutine streams its own part of a weight matrix.
 type pool struct{ threads int }
 
 // forRange calls fn on [lo,hi) pieces of [0,n), at least grain wide.
@@ -13,22 +18,10 @@ func (p pool) forRange(n, grain int, fn func(lo, hi int)) {
 		return
 	}
 	parts := min(p.threads, (n+grain-1)/grain)
-	if parts <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
 	step := (n + parts - 1) / parts
 	step = (step + grain - 1) / grain * grain
-	for lo := step; lo < n; lo += step {
-		wg.Add(1)
-		go func(lo int) {
-			defer wg.Done()
-			fn(lo, min(lo+step, n))
-		}(lo)
-	}
-	fn(0, min(step, n))
-	wg.Wait()
+	parts = (n + step - 1) / step
+	crew.run(parts, func(i int) { fn(i*step, min((i+1)*step, n)) })
 }
 
 // forEach calls fn(i) for i in [0,n), handing items out dynamically for
@@ -36,30 +29,109 @@ func (p pool) forRange(n, grain int, fn func(lo, hi int)) {
 // different token counts).
 func (p pool) forEach(n int, fn func(i int)) {
 	workers := min(p.threads, n)
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
+	var next atomic.Int64
+	crew.run(workers, func(int) {
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			fn(i)
+		}
+	})
+}
+
+// crew is the process's workers. A decode step is hundreds of short
+// parallel ops (a GEMV of a few MB takes tens of microseconds), and waking a
+// parked OS thread can take as long, more so in a virtual machine: a
+// goroutine started per op often ran only after the caller had done its
+// own part, so two threads were no faster than one. The workers instead
+// wait for work spinning, for up to crewSpin after their last piece, and
+// only then park.
+var crew workers
+
+// crewSpin is how long an idle worker spins before it parks: longer than
+// the gaps between a step's parallel ops, short enough that an idle engine
+// costs no CPU.
+const crewSpin = 2 * time.Millisecond
+
+type workers struct {
+	mu   sync.Mutex // held by the dispatching goroutine for a whole run
+	list []*worker
+}
+
+// worker runs the pieces handed to it in slot; parked tells the dispatcher
+// to wake it through wake.
+type worker struct {
+	slot   atomic.Pointer[piece]
+	parked atomic.Bool
+	wake   chan struct{}
+}
+
+type piece struct {
+	fn      func(i int)
+	i       int
+	pending *atomic.Int32
+}
+
+// run calls fn(i) for i in [0,parts): the caller takes piece 0 and
+// workers the rest, all at once (pieces beyond GOMAXPROCS the caller takes
+// after its own). Called while another run holds the crew (from inside a
+// piece, or from another goroutine), it runs the pieces itself, in order.
+func (c *workers) run(parts int, fn func(i int)) {
+	if parts <= 1 || !c.mu.TryLock() {
+		for i := range parts {
 			fn(i)
 		}
 		return
 	}
-	var mu sync.Mutex
-	next := 0
-	take := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		i := next
-		next++
-		return i
+	defer c.mu.Unlock()
+	// A spinning worker holds a P: no more of them than the other Ps.
+	nw := min(parts-1, runtime.GOMAXPROCS(0)-1)
+	for len(c.list) < nw {
+		w := &worker{wake: make(chan struct{}, 1)}
+		c.list = append(c.list, w)
+		go w.loop()
 	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := take(); i < n; i = take() {
-				fn(i)
+	var pending atomic.Int32
+	pending.Store(int32(nw))
+	for i := 1; i <= nw; i++ {
+		w := c.list[i-1]
+		w.slot.Store(&piece{fn: fn, i: i, pending: &pending})
+		if w.parked.Load() {
+			select {
+			case w.wake <- struct{}{}:
+			default:
 			}
-		}()
+		}
 	}
-	wg.Wait()
+	fn(0)
+	for i := nw + 1; i < parts; i++ {
+		fn(i)
+	}
+	for spins := 0; pending.Load() > 0; spins++ {
+		if spins > 1000 {
+			runtime.Gosched() // a worker may be waiting for this P
+		}
+	}
+}
+
+func (w *worker) loop() {
+	last := time.Now()
+	for spins := 0; ; spins++ {
+		if w.slot.Load() != nil {
+			p := w.slot.Swap(nil)
+			p.fn(p.i)
+			p.pending.Add(-1)
+			last, spins = time.Now(), 0
+			continue
+		}
+		if spins%1024 != 1023 || time.Since(last) < crewSpin {
+			continue
+		}
+		// Park; a piece stored before parked was set is seen here, one
+		// stored after finds parked set and sends a wake-up.
+		w.parked.Store(true)
+		if w.slot.Load() == nil {
+			<-w.wake
+		}
+		w.parked.Store(false)
+		last = time.Now()
+	}
 }
