@@ -138,17 +138,18 @@ func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 		f.w[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.w[0], g.out[0], g.bias[0]
 		f.nsegs++
 	}
-	if f.nsegs == 2 && n < span && f.bias[0] == nil {
-		if sm, ok := ops[n].(*bridge.SiLUMulOp); ok {
-			gate, up, out := tt(sm.Gate), tt(sm.Up), tt(sm.Out)
-			if gate == f.out[0] && up == f.out[1] && out == f.out[0] && f.w[0].shape[0] == f.w[1].shape[0] &&
-				!bridge.ReadLater(ops[n+1:], sm.Up) {
-				f.swig = true
-				n++
-			}
-		}
+	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.w[0].shape[0] == f.w[1].shape[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
+		f.swig = true
+		n++
 	}
 	return n
+}
+
+// takesSiLUMul: ops[n] is the SiLUMul of a two-matrix GEMV's outputs
+// (gate, up) into gate's, and nothing after reads up.
+func takesSiLUMul(ops []bridge.Op, n int, gate, up *tensor) bool {
+	sm, ok := ops[n].(*bridge.SiLUMulOp)
+	return ok && tt(sm.Gate) == gate && tt(sm.Up) == up && tt(sm.Out) == gate && !bridge.ReadLater(ops[n+1:], sm.Up)
 }
 
 // tryNormGemv: an RMSNorm whose output only the GEMVs after it read.
@@ -230,15 +231,9 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 		f.q[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.q[0], g.out[0], g.bias[0]
 		f.nsegs++
 	}
-	if f.nsegs == 2 && n < span && f.bias[0] == nil {
-		if sm, ok := ops[n].(*bridge.SiLUMulOp); ok {
-			gate, up, out := tt(sm.Gate), tt(sm.Up), tt(sm.Out)
-			if gate == f.out[0] && up == f.out[1] && out == f.out[0] && f.q[0].Dims[0] == f.q[1].Dims[0] &&
-				!bridge.ReadLater(ops[n+1:], sm.Up) {
-				f.swig = true
-				n++
-			}
-		}
+	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.q[0].Dims[0] == f.q[1].Dims[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
+		f.swig = true
+		n++
 	}
 	return n
 }

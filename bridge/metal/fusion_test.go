@@ -48,6 +48,28 @@ func decodeRun(t *testing.T, mb *metal.Backend, spec model.Spec, opts engine.Opt
 	return toks, logits, last
 }
 
+// checkFused runs spec with only the named fusions (nil: all) and holds it
+// to the unfused run's tokens and last-prompt logits (within 1e-4) with
+// fewer dispatches than its off; it returns the fused dispatches.
+func checkFused(t *testing.T, mb *metal.Backend, spec model.Spec, vocab int, names []string, offToks [][]int32,
+	offLogits []float32, off int) int {
+	t.Helper()
+	mb.SetFusions(names...)
+	defer mb.SetFusions()
+	toks, logits, on := decodeRun(t, mb, spec, engine.Options{}, vocab, 2)
+	if fmt.Sprint(toks) != fmt.Sprint(offToks) {
+		t.Errorf("tokens %v fused, %v unfused", toks, offToks)
+	}
+	if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
+		t.Errorf("last-prompt logits differ by %.3g", d)
+	}
+	t.Logf("%d dispatches a decode step fused, %d unfused", on, off)
+	if on >= off {
+		t.Errorf("%d dispatches fused, not fewer than %d unfused", on, off)
+	}
+	return on
+}
+
 // Every entry of Metal's fusion table, alone and all together, gives the
 // tokens and logits of unfused steps, with fewer dispatches; with them all,
 // a qwen3-moe-mini decode step takes at most 70% of the unfused dispatches.
@@ -96,19 +118,7 @@ func TestFusionsMatchUnfused(t *testing.T) {
 				only = strings.Join(set.names, "+")
 			}
 			t.Run(fmt.Sprintf("%s/%s", c.name, only), func(t *testing.T) {
-				mb.SetFusions(set.names...)
-				defer mb.SetFusions()
-				toks, logits, on := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab, 2)
-				if fmt.Sprint(toks) != fmt.Sprint(offToks) {
-					t.Errorf("tokens %v fused, %v unfused", toks, offToks)
-				}
-				if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
-					t.Errorf("last-prompt logits differ by %.3g", d)
-				}
-				t.Logf("%d dispatches a decode step fused, %d unfused", on, off)
-				if on >= off {
-					t.Errorf("%d dispatches fused, not fewer than %d unfused", on, off)
-				}
+				on := checkFused(t, mb, c.spec, cfg.Vocab, set.names, offToks, offLogits, off)
 				if only == "all" && c.moe {
 					// And at batch 1, where decode is a row of GEMVs.
 					_, _, off1 := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 1)
@@ -157,19 +167,7 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 				only = strings.Join(set, "+")
 			}
 			t.Run(c.name+"/"+only, func(t *testing.T) {
-				mb.SetFusions(set...)
-				defer mb.SetFusions()
-				toks, logits, on := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab, 2)
-				if fmt.Sprint(toks) != fmt.Sprint(offToks) {
-					t.Errorf("tokens %v fused, %v unfused", toks, offToks)
-				}
-				if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
-					t.Errorf("last-prompt logits differ by %.3g", d)
-				}
-				t.Logf("%d dispatches a decode step fused, %d unfused", on, off)
-				if on >= off {
-					t.Errorf("%d dispatches fused, not fewer than %d unfused", on, off)
-				}
+				checkFused(t, mb, c.spec, cfg.Vocab, set, offToks, offLogits, off)
 			})
 		}
 	}
