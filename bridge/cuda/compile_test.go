@@ -3,6 +3,9 @@
 package cuda
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,5 +48,51 @@ func TestNoDriverError(t *testing.T) {
 	}
 	if _, err := New(Options{}); err == nil || !strings.HasPrefix(err.Error(), "no CUDA driver") {
 		t.Fatalf("New: %v", err)
+	}
+}
+
+// Every kernel the backend launches is defined by the sources, as
+// kernels/cuda's TestClangSyntax sees them: the names (many made by
+// macros) are looked up in the preprocessed translation unit, so a launch
+// of a kernel no source defines fails here, on machines with no GPU or
+// NVRTC.
+func TestKernelNamesDefined(t *testing.T) {
+	clang, err := exec.LookPath("clang++-19")
+	if err != nil {
+		t.Skip("clang++-19 not found (make clang installs it)")
+	}
+	src, _, err := source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kernels.cu")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shim := "../../kernels/cuda/testdata"
+	out, err := exec.Command(clang, "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib",
+		"-E", "-P", "-I"+shim+"/include", "-include", shim+"/nvrtc.h", path).Output()
+	if err != nil {
+		t.Fatalf("%s -E: %v", clang, err)
+	}
+	// The kernels' declarations: a name stands right before its
+	// parameter list ("... void attributes name(").
+	var decls strings.Builder
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, `extern "C"`) {
+			decls.WriteString(line)
+			decls.WriteString("\n")
+		}
+	}
+	if decls.Len() == 0 {
+		t.Fatal("no extern \"C\" kernels found in the preprocessed sources")
+	}
+	defined := func(n string) bool {
+		return strings.Contains(decls.String(), " "+n+"(") || strings.Contains(decls.String(), ")"+n+"(")
+	}
+	for _, n := range kernelNames() {
+		if !defined(n) {
+			t.Errorf("the backend launches %s, which no kernel source defines", n)
+		}
 	}
 }
