@@ -48,6 +48,20 @@ func decodeRun(t *testing.T, mb *metal.Backend, spec model.Spec, opts engine.Opt
 	return toks, logits, last
 }
 
+// unfusedRun is decodeRun of spec with fusion off: the model's vocabulary,
+// the tokens, the last-prompt logits and the decode step's dispatches.
+func unfusedRun(t *testing.T, mb *metal.Backend, spec model.Spec) (int, [][]int32, []float32, int) {
+	t.Helper()
+	cfg, src, err := model.Open(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	mb.SetFusions()
+	toks, logits, off := decodeRun(t, mb, spec, engine.Options{NoFusion: true}, cfg.Vocab, 2)
+	return cfg.Vocab, toks, logits, off
+}
+
 // checkFused runs spec with only the named fusions (nil: all) and holds it
 // to the unfused run's tokens and last-prompt logits (within 1e-4) with
 // fewer dispatches than its off; it returns the fused dispatches.
@@ -102,13 +116,7 @@ func TestFusionsMatchUnfused(t *testing.T) {
 		{"qwen2", model.Spec{Model: filepath.Join(fixtureDir, "qwen2")}, false},
 		{"llama", model.Spec{Model: filepath.Join(fixtureDir, "llama")}, false},
 	} {
-		cfg, src, err := model.Open(c.spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Close()
-		mb.SetFusions()
-		offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 2)
+		vocab, offToks, offLogits, off := unfusedRun(t, mb, c.spec)
 		for _, set := range sets {
 			if set.moe && !c.moe {
 				continue
@@ -118,11 +126,11 @@ func TestFusionsMatchUnfused(t *testing.T) {
 				only = strings.Join(set.names, "+")
 			}
 			t.Run(fmt.Sprintf("%s/%s", c.name, only), func(t *testing.T) {
-				on := checkFused(t, mb, c.spec, cfg.Vocab, set.names, offToks, offLogits, off)
+				on := checkFused(t, mb, c.spec, vocab, set.names, offToks, offLogits, off)
 				if only == "all" && c.moe {
 					// And at batch 1, where decode is a row of GEMVs.
-					_, _, off1 := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 1)
-					_, _, on1 := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab, 1)
+					_, _, off1 := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, vocab, 1)
+					_, _, on1 := decodeRun(t, mb, c.spec, engine.Options{}, vocab, 1)
 					t.Logf("batch 1: %d dispatches a decode step fused, %d unfused", on1, off1)
 					for _, r := range [][2]int{{on, off}, {on1, off1}} {
 						if float64(r[0]) > 0.7*float64(r[1]) {
@@ -153,13 +161,7 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 		{"qwen3_moe-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "qwen3_moe-q4")}},
 		{"qwen3-moe-mini-q8", model.Spec{Model: "qwen3-moe-mini", Quant: "q8", Seed: 3, Layers: 2}},
 	} {
-		cfg, src, err := model.Open(c.spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Close()
-		mb.SetFusions()
-		offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{NoFusion: true}, cfg.Vocab, 2)
+		vocab, offToks, offLogits, off := unfusedRun(t, mb, c.spec)
 		for _, set := range [][]string{nil, {"gemv_shared_input"}, {"gemv_shared_input", "rmsnorm_gemv"},
 			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, {"moe_residual", "rmsnorm_gemv", "gemv_shared_input"}} {
 			only := "all"
@@ -167,7 +169,7 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 				only = strings.Join(set, "+")
 			}
 			t.Run(c.name+"/"+only, func(t *testing.T) {
-				checkFused(t, mb, c.spec, cfg.Vocab, set, offToks, offLogits, off)
+				checkFused(t, mb, c.spec, vocab, set, offToks, offLogits, off)
 			})
 		}
 	}
