@@ -1,5 +1,7 @@
 package cuda
 
+import "github.com/mtlbench/mtlbench/bridge"
+
 // SetGraphedBeginMax sets the longest list whose step_begin is a node of its
 // graph, and returns what restores it.
 func SetGraphedBeginMax(n int) func() {
@@ -16,4 +18,22 @@ func SetDecodeMergeGroup(n int) func() {
 	old := decodeMergeGroup
 	decodeMergeGroup = n
 	return func() { decodeMergeGroup = old }
+}
+
+// SetNoDecodeMMA has b run decode attention on paged_decode (off true) or,
+// where it applies, paged_decode_mma, and returns what restores it.
+func (b *Backend) SetNoDecodeMMA(off bool) func() {
+	old := b.opts.NoDecodeMMA
+	b.opts.NoDecodeMMA = off
+	return func() { b.opts.NoDecodeMMA = old }
+}
+
+// DecodeKernel is the kernel of b's decode attention for a step of seqs
+// sequences whose longest context is maxSeqLen, with a cache of dtype cache.
+func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim int) string {
+	chunks, _ := b.decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, 16)
+	if b.decodeMMA(cache, heads/kvHeads, headDim, chunks) {
+		return "paged_decode_mma"
+	}
+	return "paged_decode"
 }

@@ -28,6 +28,7 @@ func kernelNames() []string {
 			"paged_attention_rope_w8_"+s, "paged_decode_"+s, "paged_decode_rope_"+s, "flash_attention_d64_"+s,
 			"flash_attention_d128_"+s)
 	}
+	n = append(n, decodeMMAKernels()...)
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
@@ -465,10 +466,14 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	m := b.meta
 	T := m.NumTokens
 	chunks, nparts := b.decodeConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
-	kernel := "paged_decode_" + dtName(kc.dt)
 	var r ropeArgs
+	ropeName := ""
 	if rope != nil {
-		kernel, r = "paged_decode_rope_"+dtName(kc.dt), *rope
+		r, ropeName = *rope, "rope_"
+	}
+	kernel := "paged_decode_" + ropeName + dtName(kc.dt)
+	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks) {
+		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_%s", ropeName, headDim, dtName(kc.dt))
 	}
 	// A head's slots: its partitions' partial sums, then the merged
 	// groups of decodeMergeGroup partitions; a counter for each (sequence,
@@ -487,6 +492,35 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
 		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
 }
+
+// decodeMMA reports whether a decode step takes paged_decode_mma, the
+// tensor-core kernel (decode.cu): half caches, head sizes 64 and 128, GQA
+// groups of at most 8 and partitions of at most its DEC_MMA_POS positions.
+func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks int) bool {
+	return !b.opts.NoDecodeMMA && (cache == bridge.BF16 || cache == bridge.F16) && group <= 8 &&
+		(headDim == 64 || headDim == 128) && chunks*decodeChunk <= decodeMMAPositions
+}
+
+// decodeMMAKernels are paged_decode_mma's kernels: with and without RoPE,
+// per head size and half cache dtype.
+func decodeMMAKernels() []string {
+	var n []string
+	for _, dt := range []bridge.DType{bridge.F16, bridge.BF16} {
+		for _, d := range []int{64, 128} {
+			for _, rope := range []string{"", "rope_"} {
+				n = append(n, fmt.Sprintf("paged_decode_mma_%sd%d_%s", rope, d, dtName(dt)))
+			}
+		}
+	}
+	return n
+}
+
+// decode.cu's DEC_MMA_POS, and paged_decode_mma's dynamic shared memory
+// (DEC_MMA_SMEM): keys and values of that many positions, rows of 136 halves.
+const (
+	decodeMMAPositions = 128
+	decodeMMASmem      = 2 * decodeMMAPositions * (128 + 8) * 2
+)
 
 // ---- matmul ----
 

@@ -30,6 +30,10 @@ type Options struct {
 	// others do (MTLBENCH_CUDA_PDL_EARLY=0). Letting it in first was 1-4%
 	// faster at batch-1 decode on an H100 and an H200.
 	NoPDLEarly bool
+	// NoDecodeMMA runs decode attention over a half cache on CUDA cores
+	// (paged_decode) instead of tensor cores (paged_decode_mma)
+	// (MTLBENCH_CUDA_DECODE_MMA=0).
+	NoDecodeMMA bool
 	// NoFuse keeps RoPE and decode attention, the single-token MoE router
 	// and routing, and a single-token GEMV and the RMSNorm before it (and
 	// the residual add after it) as separate launches (MTLBENCH_CUDA_FUSE=0).

@@ -117,6 +117,43 @@ func TestFlashAttentionMatchesReference(t *testing.T) {
 	}
 }
 
+// Decode steps over a half cache on tensor cores (paged_decode_mma) and on
+// CUDA cores (paged_decode), each against the reference: GQA groups of 1,
+// 4, 7 and 8, head sizes 64 and 128, contexts that end inside and at the
+// end of a warp's 16 positions and of a partition, and long ones split in
+// many partitions; the step's token lands in each kind of partition. The
+// tensor cores take q and the probabilities in several half parts, so they
+// are held to the f32 kernels' 1e-5.
+func TestDecodeMMAMatchesReference(t *testing.T) {
+	b := gpu(t)
+	for _, c := range []attnCase{
+		{32, 4, 128, []int{1, 1, 1, 1}, []int{16383, 5000, 4128, 0}, 1e-5},
+		{8, 2, 64, []int{1, 1, 1, 1, 1}, []int{15, 16, 17, 127, 2000}, 1e-5},
+		{14, 2, 64, []int{1, 1, 1}, []int{31, 32, 33}, 1e-5},
+		{4, 4, 128, []int{1, 1}, []int{255, 4097}, 1e-5},
+	} {
+		for _, kvdt := range []bridge.DType{bridge.BF16, bridge.F16} {
+			for _, mma := range []bool{true, false} {
+				kernel := "paged_decode"
+				if mma {
+					kernel = "paged_decode_mma"
+				}
+				t.Run(fmt.Sprintf("%s/%d-%d-%d-%v/%v", kernel, c.heads, c.kvHeads, c.headDim, c.cached, kvdt), func(t *testing.T) {
+					defer b.SetNoDecodeMMA(!mma)()
+					maxLen := 0
+					for _, n := range c.cached {
+						maxLen = max(maxLen, n+1)
+					}
+					if got := b.DecodeKernel(kvdt, len(c.queries), maxLen, c.heads, c.kvHeads, c.headDim); got != kernel {
+						t.Fatalf("decode runs %s, want %s", got, kernel)
+					}
+					checkAttention(t, b, kvdt, c)
+				})
+			}
+		}
+	}
+}
+
 // Decode steps whose partitions merge in two levels with groups of 2 (16
 // by default): most groups of two, last groups of one, a second level of
 // up to 64 groups, for every cache dtype.

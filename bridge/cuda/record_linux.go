@@ -104,6 +104,9 @@ func init() {
 			smemKernels[fmt.Sprintf("flash_attention_d%d_%s", d, dtName(dt))] = flashSmem(d)
 		}
 	}
+	for _, name := range decodeMMAKernels() {
+		smemKernels[name] = decodeMMASmem
+	}
 }
 
 func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint64) {

@@ -312,6 +312,12 @@ __device__ __forceinline__ void mma_bf16(float* c, const u32* a, const u32* b) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+__device__ __forceinline__ void mma_f16(float* c, const u32* a, const u32* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // ldsm_x4 loads four 8×8 bf16 matrices from shared memory: lanes 8i..8i+7
 // give the row addresses of matrix i, and r[i] is each lane's pair of it
 // (row lane/4, columns 2·(lane%4)..); ldsm_x4_t transposes each matrix.

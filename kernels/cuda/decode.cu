@@ -208,6 +208,82 @@ __device__ __forceinline__ void dec_merge(const float* ml, const float* acc, int
     __syncwarp();  // sf is rewritten by the next merge
 }
 
+// dec_finish ends a block of its (sequence t, KV head kh, partition part)
+// of nlive partitions: warp w < group holds head kh·group+w's max score m
+// (natural-log units), its sum l and its value sums acc (unnormalised; the
+// lane's dims lane·4..+3). With one partition it writes the output; else
+// the partition's partials, and the last block of the (sequence, KV head)
+// to finish merges them (in two levels beyond mgroup partitions). sf is
+// DEC_WARPS·DEC_MAXPARTS floats of shared memory, s_last a shared flag.
+__device__ __forceinline__ void dec_finish(float* __restrict__ out, int t, int kh, int part, int nlive, int H, int KVH,
+                                           int D, int mgroup, float m, float l, float4 acc, float* __restrict__ tmp_acc,
+                                           float* __restrict__ tmp_ml, int* __restrict__ counters, float* sfb,
+                                           int* s_last_p) {
+    int& s_last = *s_last_p;
+    float(*sf)[DEC_MAXPARTS] = (float(*)[DEC_MAXPARTS])sfb;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int group = H / KVH, h = kh * group + warp, d4 = D / 4;
+    const long base = (long)t * H + h;
+    if (nlive == 1) {
+        if (warp < group && lane < d4) {
+            const float il = 1.f / l;
+            *(float4*)(out + base * D + lane * 4) = make_float4(acc.x * il, acc.y * il, acc.z * il, acc.w * il);
+        }
+        return;
+    }
+    // Partials and merged groups share a head's slots: partitions at
+    // [0, nparts), the first level's groups after them.
+    const int nparts = gridDim.z, mg = mgroup >= 1 ? min(mgroup, nparts) : nparts, maxg = (nparts + mg - 1) / mg, NS = nparts + maxg;
+    const int ng = (nlive + mg - 1) / mg;  // live groups: one level when 1
+    float* ml_h = tmp_ml + base * NS * 2;
+    float* acc_h = tmp_acc + base * NS * D;
+    if (warp < group) {
+        if (lane < d4) *(float4*)(acc_h + (long)part * D + lane * 4) = acc;
+        if (lane == 0) ml_h[part * 2] = m, ml_h[part * 2 + 1] = l;
+    }
+    __threadfence();
+    __syncthreads();
+    if (ng > 1) {
+        // The last block of the partition's group merges the group into
+        // slot nparts + g, so no block reads more than mg partials' sums
+        // (the merge is bound by one SM's reads from L2).
+        const int g = part / mg, gl = min(mg, nlive - g * mg);
+        int* gc = counters + (long)gridDim.x * KVH + ((long)t * KVH + kh) * maxg + g;
+        if (threadIdx.x == 0) s_last = atomicAdd(gc, 1) == gl - 1;
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        if (threadIdx.x == 0) *gc = 0;
+        if (warp < group) {
+            float M, L;
+            float4 A;
+            dec_merge(ml_h + g * mg * 2, acc_h + (long)g * mg * D, gl, D, sf[warp], M, L, A);
+            if (lane < d4) *(float4*)(acc_h + (long)(nparts + g) * D + lane * 4) = A;
+            if (lane == 0) ml_h[(nparts + g) * 2] = M, ml_h[(nparts + g) * 2 + 1] = L;
+        }
+        __threadfence();
+        __syncthreads();
+    }
+    // The last block of the (sequence, KV head) merges the partitions (or
+    // the groups) and resets the counter for the next step.
+    int* counter = counters + (long)t * KVH + kh;
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == (ng > 1 ? ng : nlive) - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (threadIdx.x == 0) *counter = 0;
+    if (warp >= group) return;
+    const int first = ng > 1 ? nparts : 0;
+    float M, L;
+    float4 A;
+    dec_merge(ml_h + first * 2, acc_h + (long)first * D, ng > 1 ? ng : nlive, D, sf[warp], M, L, A);
+    if (lane < d4) {
+        const float il = 1.f / L;
+        *(float4*)(out + base * D + lane * 4) = make_float4(A.x * il, A.y * il, A.z * il, A.w * il);
+    }
+
+}
+
 template <bool ROPE, int KT>
 __device__ __forceinline__ void paged_decode_body(
     float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
@@ -345,64 +421,232 @@ __device__ __forceinline__ void paged_decode_body(
         }
     }
 
-    const long base = (long)t * H + h;
-    if (nlive == 1) {
-        if (warp < group && lane < d4) {
-            const float il = 1.f / l;
-            *(float4*)(out + base * D + lane * 4) = make_float4(acc.x * il, acc.y * il, acc.z * il, acc.w * il);
-        }
-        return;
+    dec_finish(out, t, kh, part, nlive, H, KVH, D, mgroup, m, l, acc, tmp_acc, tmp_ml, counters, &sf[0][0], &s_last);
+}
+
+// ---- paged_decode_mma: the same step on tensor cores ----
+// With a half cache, at long contexts paged_decode is bound by its issue
+// rate: each cache byte costs a GQA group of 8 about four FMAs, with their
+// shared-memory reads and widening (docs/cuda.md). paged_decode_mma takes
+// the same launch (grid, partitions, dec_finish) for half caches, head
+// sizes 64 and 128 and groups of at most 8, and computes the scores and
+// value sums as mma.sync products with the heads on the n (8) side, so no
+// part of a tile is padding: warp w takes positions [16w, 16w+16) of the
+// partition, S^T = K·Q^T (16 positions × 8 heads) and O^T += V^T·P^T
+// (head dims × 8 heads). The block loads its whole partition (at most
+// DEC_MMA_POS positions) before the wait, and combines its warps' softmax
+// sums in shared memory before dec_finish.
+// Operands are half; the f32 kernel's accuracy is kept by splitting q (in
+// log2 units) in three half parts (hi + mid + lo: 24 bits of mantissa) and
+// each probability in two, one product per part: a part is exact in half,
+// and the tensor cores accumulate in f32.
+#define DEC_MMA_POS (DEC_WARPS * 16)
+#define DEC_MMA_OSTRIDE (DEC_MAXD + 4)  // a head's value sums: 132 floats, so the quads' writes hit distinct banks
+#define DEC_LOG2E 1.4426950408889634f
+#define DEC_LN2 0.6931471805599453f
+// Dynamic shared memory: keys and values of DEC_MMA_POS positions (rows of
+// DecRow<DT_BF16>::STRIDE halves), later the warps' sums, (max, sum) pairs
+// and dec_finish's factors (bridge/cuda: decodeMMASmem).
+#define DEC_MMA_SMEM (2 * DEC_MMA_POS * (DEC_MAXD + 8) * 2)
+
+template <int KT>
+__device__ __forceinline__ void mma_half(float* c, const u32* a, const u32* b) {
+    if (KT == DT_BF16) {
+        mma_bf16(c, a, b);
+    } else {
+        mma_f16(c, a, b);
     }
-    // Partials and merged groups share a head's slots: partitions at
-    // [0, nparts), the first level's groups after them.
-    const int nparts = gridDim.z, mg = mgroup >= 1 ? min(mgroup, nparts) : nparts, maxg = (nparts + mg - 1) / mg, NS = nparts + maxg;
-    const int ng = (nlive + mg - 1) / mg;  // live groups: one level when 1
-    float* ml_h = tmp_ml + base * NS * 2;
-    float* acc_h = tmp_acc + base * NS * D;
+}
+
+// half_split writes x as N parts of KT (their bits) that sum to x: each
+// part is what remains after the ones before, rounded to KT.
+template <int KT, int N>
+__device__ __forceinline__ void half_split(float x, u16* parts) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const u16 b = KT == DT_BF16 ? f32_to_bf16(x) : f32_to_f16(x);
+        parts[i] = b;
+        x -= KT == DT_BF16 ? __uint_as_float(((u32)b) << 16) : f16_to_f32(b);
+    }
+}
+
+template <bool ROPE, int KT, int D>
+__device__ __forceinline__ void paged_decode_mma_body(
+    float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    void* __restrict__ kcv, void* __restrict__ vcv, const int* __restrict__ seq_lens, const int* __restrict__ block_table,
+    const int* __restrict__ slot_mapping, const int* __restrict__ positions, int H, int KVH, int BS, int bt_stride,
+    int num_blocks, float scale, int chunks, int mgroup, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
+    int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
+    const float* __restrict__ inv_freq, float eps) {
+    constexpr int STRIDE = DecRow<KT>::STRIDE;
+    extern __shared__ __align__(16) u16 dm_smem[];
+    u16(*sk)[STRIDE] = (u16(*)[STRIDE])dm_smem;
+    u16(*sv)[STRIDE] = (u16(*)[STRIDE])(dm_smem + DEC_MMA_POS * STRIDE);
+    __shared__ __align__(16) float sq[DEC_WARPS][DEC_MAXD];
+    __shared__ __align__(16) float snk[DEC_MAXD];
+    // A warp's probabilities as [part][head][position]: the B operand of
+    // O^T += V^T·P^T, whose fragments lie across the lanes from S^T's.
+    __shared__ __align__(16) u16 sp[DEC_WARPS][2][8][16];
+    __shared__ int s_last;
+
+    const int t = blockIdx.x, kh = blockIdx.y, part = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int group = H / KVH, h = kh * group + warp;
+    const int ctx = seq_lens[t], cur = ctx - 1;
+    const int plen = chunks * DEC_CHUNK, p0 = part * plen;
+    if (p0 >= ctx) return;
+    const int p1 = min(ctx, p0 + plen), nlive = (ctx + plen - 1) / plen, n = p1 - p0;
+    const int* bt = block_table + (long)t * bt_stride;
+
+    // Before the wait: the partition's cached rows, zeros in the rows
+    // after it up to the warp's 16 (a probability of 0 times a stale NaN
+    // would be NaN), the RoPE angles.
+    dec_load_chunk<KT>(sk, sv, (const u16*)kcv, (const u16*)vcv, bt, p0, min(p1, cur), kh, KVH, BS, D);
+    cp_async_commit();
+    for (int e = threadIdx.x; e < (((n + 15) & ~15) - n) * (D / 8); e += blockDim.x) {
+        const int r = n + e / (D / 8), c = (e % (D / 8)) * 8;
+        *(uint4*)&sk[r][c] = make_uint4(0u, 0u, 0u, 0u);
+        *(uint4*)&sv[r][c] = make_uint4(0u, 0u, 0u, 0u);
+    }
+    DecRope rq = {}, rk = {};
+    if (ROPE) {
+        const float pos = (float)positions[t];
+        rq = dec_rope_angles(qn, inv_freq, D, pos);
+        rk = dec_rope_angles(kn, inv_freq, D, pos);
+    }
+    pdl_wait_early();
+
+    if (warp < group)
+        dec_rope_head(q + ((long)t * H + h) * D, sq[warp], rq, ROPE && qn, ROPE, D, eps, scale * DEC_LOG2E);
+    if (cur < p1 && warp == DEC_WARPS - 1) {  // the step's token: into the cache and row cur-p0
+        const float* kr = k + ((long)t * KVH + kh) * D;
+        const float* vr = v + ((long)t * KVH + kh) * D;
+        if (ROPE) {
+            dec_rope_head(kr, snk, rk, kn != 0, true, D, eps, 1.f);
+        } else {
+            for (int i = lane; i < D; i += 32) snk[i] = kr[i];
+        }
+        __syncwarp();
+        const int slot = slot_mapping[t];
+        const bool ok = slot >= 0 && slot < num_blocks * BS;
+        const long o = ok ? (((long)(slot / BS) * KVH + kh) * BS + slot % BS) * D : 0;
+        for (int i = lane; i < D; i += 32) {
+            kv_store<KT>(kcv, o + i, snk[i]), kv_store<KT>(vcv, o + i, vr[i]);
+            kv_store<KT>(sk[cur - p0], i, snk[i]), kv_store<KT>(sv[cur - p0], i, vr[i]);
+        }
+        if (!ok && slot >= 0 && lane == 0) atomicOr(err, ERR_BAD_SLOT);
+    }
+    cp_async_wait_n<0>();
+    __syncthreads();
+
+    const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = warp * 16;
+    float o[D / 16][4];
+    float mx[2] = {NEG_INF, NEG_INF}, ls[2] = {0.f, 0.f};  // heads c2, c2+1
+    if (r0 < n) {
+        // Q^T's fragments (the lane's head g, dims kk·16 + c2, +1, +8, +9),
+        // in three parts.
+        u32 qb[3][D / 16][2];
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int c = kk * 16 + c2 + j * 8;
+                u16 a[3], b[3];
+                half_split<KT, 3>(g < group ? sq[g][c] : 0.f, a);
+                half_split<KT, 3>(g < group ? sq[g][c + 1] : 0.f, b);
+#pragma unroll
+                for (int u = 0; u < 3; u++) qb[u][kk][j] = (u32)a[u] | ((u32)b[u] << 16);
+            }
+        }
+        // Scores in log2 units: s[0], s[1] position r0+g, heads c2, c2+1;
+        // s[2], s[3] position r0+g+8.
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            u32 a[4];
+            ldsm_x4(a, &sk[r0 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
+#pragma unroll
+            for (int u = 0; u < 3; u++) mma_half<KT>(s, a, qb[u][kk]);
+        }
+        if (r0 + g >= n) s[0] = s[1] = NEG_INF;
+        if (r0 + g + 8 >= n) s[2] = s[3] = NEG_INF;
+        // Row r0 is live, so each head's max is finite.
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            float x = fmaxf(s[j], s[j + 2]);
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+            mx[j] = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+        }
+        float p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) p[i] = exp2f(s[i] - mx[i & 1]);
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            float x = p[j] + p[j + 2];
+            x += __shfl_xor_sync(0xffffffffu, x, 4);
+            x += __shfl_xor_sync(0xffffffffu, x, 8);
+            ls[j] = x + __shfl_xor_sync(0xffffffffu, x, 16);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            u16 b[2];
+            half_split<KT, 2>(p[i], b);
+            sp[warp][0][c2 + (i & 1)][g + (i >> 1) * 8] = b[0];
+            sp[warp][1][c2 + (i & 1)][g + (i >> 1) * 8] = b[1];
+        }
+        __syncwarp();
+        u32 pb[2][2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            pb[u][0] = *(const u32*)&sp[warp][u][g][c2];
+            pb[u][1] = *(const u32*)&sp[warp][u][g][c2 + 8];
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 16; dt++) {
+            o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+            u32 a[4];
+            ldsm_x4_t(a, &sv[r0 + ((lane >> 4) << 3) + (lane & 7)][dt * 16 + ((lane >> 3) & 1) * 8]);
+            mma_half<KT>(o[dt], a, pb[0]);
+            mma_half<KT>(o[dt], a, pb[1]);
+        }
+    }
+    __syncthreads();  // the keys and values are read: their memory takes the warps' sums
+
+    float* so = (float*)dm_smem;                                     // [warp][head][DEC_MMA_OSTRIDE]
+    float2* sml = (float2*)(so + DEC_WARPS * 8 * DEC_MMA_OSTRIDE);   // [warp][head]: (max, sum)
+    float* sf = (float*)(sml + DEC_WARPS * 8);                       // dec_finish's factors
+    if (r0 < n) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int hh = c2 + j;
+            if (hh < group) {
+                float* dst = so + (warp * 8 + hh) * DEC_MMA_OSTRIDE + g;
+#pragma unroll
+                for (int dt = 0; dt < D / 16; dt++) dst[dt * 16] = o[dt][j], dst[dt * 16 + 8] = o[dt][j + 2];
+                if (g == 0) sml[warp * 8 + hh] = make_float2(mx[j], ls[j]);
+            }
+        }
+    }
+    __syncthreads();
+    float m = NEG_INF, l = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (warp < group) {
-        if (lane < d4) *(float4*)(acc_h + (long)part * D + lane * 4) = acc;
-        if (lane == 0) ml_h[part * 2] = m, ml_h[part * 2 + 1] = l;
-    }
-    __threadfence();
-    __syncthreads();
-    if (ng > 1) {
-        // The last block of the partition's group merges the group into
-        // slot nparts + g, so no block reads more than mg partials' sums
-        // (the merge is bound by one SM's reads from L2).
-        const int g = part / mg, gl = min(mg, nlive - g * mg);
-        int* gc = counters + (long)gridDim.x * KVH + ((long)t * KVH + kh) * maxg + g;
-        if (threadIdx.x == 0) s_last = atomicAdd(gc, 1) == gl - 1;
-        __syncthreads();
-        if (!s_last) return;
-        __threadfence();
-        if (threadIdx.x == 0) *gc = 0;
-        if (warp < group) {
-            float M, L;
-            float4 A;
-            dec_merge(ml_h + g * mg * 2, acc_h + (long)g * mg * D, gl, D, sf[warp], M, L, A);
-            if (lane < d4) *(float4*)(acc_h + (long)(nparts + g) * D + lane * 4) = A;
-            if (lane == 0) ml_h[(nparts + g) * 2] = M, ml_h[(nparts + g) * 2 + 1] = L;
+        const int nw = (n + 15) / 16;
+        float M = NEG_INF;
+        for (int w = 0; w < nw; w++) M = fmaxf(M, sml[w * 8 + warp].x);
+        for (int w = 0; w < nw; w++) {
+            const float2 e = sml[w * 8 + warp];
+            const float f = exp2f(e.x - M);
+            l += f * e.y;
+            if (lane < D / 4) {
+                const float4 x = *(const float4*)(so + (w * 8 + warp) * DEC_MMA_OSTRIDE + lane * 4);
+                acc.x += f * x.x, acc.y += f * x.y, acc.z += f * x.z, acc.w += f * x.w;
+            }
         }
-        __threadfence();
-        __syncthreads();
+        m = M * DEC_LN2;
     }
-    // The last block of the (sequence, KV head) merges the partitions (or
-    // the groups) and resets the counter for the next step.
-    int* counter = counters + (long)t * KVH + kh;
-    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == (ng > 1 ? ng : nlive) - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    if (threadIdx.x == 0) *counter = 0;
-    if (warp >= group) return;
-    const int first = ng > 1 ? nparts : 0;
-    float M, L;
-    float4 A;
-    dec_merge(ml_h + first * 2, acc_h + (long)first * D, ng > 1 ? ng : nlive, D, sf[warp], M, L, A);
-    if (lane < d4) {
-        const float il = 1.f / L;
-        *(float4*)(out + base * D + lane * 4) = make_float4(A.x * il, A.y * il, A.z * il, A.w * il);
-    }
+    dec_finish(out, t, kh, part, nlive, H, KVH, D, mgroup, m, l, acc, tmp_acc, tmp_ml, counters, sf, &s_last);
 }
 
 #define PAGED_DECODE_PARAMS                                                                                              \
@@ -430,3 +674,22 @@ __device__ __forceinline__ void paged_decode_body(
 PAGED_DECODE(DT_F32, f32)
 PAGED_DECODE(DT_F16, f16)
 PAGED_DECODE(DT_BF16, bf16)
+
+// paged_decode_mma_[rope_]d<D>_<cache dtype>: paged_decode's parameters
+// (D must equal the kernel's), on tensor cores.
+#define PAGED_DECODE_MMA(KT, D, SFX)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2) paged_decode_mma_d##D##_##SFX(PAGED_DECODE_PARAMS) { \
+        paged_decode_mma_body<false, KT, D>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H,  \
+                                            KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc, tmp_ml,    \
+                                            err, counters, qn, kn, inv_freq, eps);                                     \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
+        paged_decode_mma_rope_d##D##_##SFX(PAGED_DECODE_PARAMS) {                                                     \
+        paged_decode_mma_body<true, KT, D>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H,   \
+                                           KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc, tmp_ml,     \
+                                           err, counters, qn, kn, inv_freq, eps);                                      \
+    }
+PAGED_DECODE_MMA(DT_F16, 64, f16)
+PAGED_DECODE_MMA(DT_F16, 128, f16)
+PAGED_DECODE_MMA(DT_BF16, 64, bf16)
+PAGED_DECODE_MMA(DT_BF16, 128, bf16)
