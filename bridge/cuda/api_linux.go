@@ -22,7 +22,7 @@ type api struct {
 	cuInit, cuDriverGetVersion, cuDeviceGet, cuDeviceGetCount, cuDeviceGetName, cuDeviceGetAttribute,
 	cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent,
 	cuMemAlloc, cuMemFree, cuMemGetInfo, cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync,
-	cuMemsetD8, cuMemsetD32Async, cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel, cuFuncSetAttribute,
+	cuMemsetD8, cuMemsetD32Async, cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel, cuFuncSetAttribute, cuFuncGetAttribute,
 	cuStreamCreate, cuStreamSynchronize, cuStreamDestroy, cuEventCreate, cuEventRecord, cuEventElapsedTime,
 	cuEventDestroy, cuLaunchKernelEx, cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch, cuGraphDestroy,
 	cuGraphExecDestroy, cuGetErrorName, cuGetErrorString, cuCtxSynchronize, cuMemAllocHost, cuMemFreeHost,
@@ -140,6 +140,7 @@ func loadAPI(wantCuBLAS bool, libs []string) (*api, error) {
 	d.get(&a.cuModuleGetFunction, "cuModuleGetFunction")
 	d.get(&a.cuLaunchKernel, "cuLaunchKernel")
 	d.get(&a.cuFuncSetAttribute, "cuFuncSetAttribute")
+	d.get(&a.cuFuncGetAttribute, "cuFuncGetAttribute")
 	if p, err := purego.Dlsym(h, "cuMemHostGetDevicePointer_v2"); err == nil {
 		a.cuMemHostGetDevicePointer = p
 	}

@@ -536,6 +536,35 @@ func TestQuantFixtures(t *testing.T) {
 
 // TestQuantSelftest: the packed-weight ops of every format against
 // kernels/quant's reference.
+// The integer affine kernels (quant_int.cu) keep a lane's loads in flight
+// in registers, within the 128 a thread their two blocks an SM allow: a
+// spill puts them through local memory (fetching a pass of loads before
+// the kernel's wait did, at 150-300 bytes a thread, and made TinyLlama's q4
+// decode 11% slower: docs/cuda.md). A frame of a few words is not that:
+// the four-row variant of qagemv keeps 24 bytes.
+const maxPackedLocalBytes = 32
+
+func TestPackedKernelsKeepToRegisters(t *testing.T) {
+	b := gpu(t)
+	n := 0
+	for _, name := range KernelNames() {
+		if !strings.HasPrefix(name, "qagemv") && !strings.HasPrefix(name, "qamoe") && !strings.HasPrefix(name, "qarouter") {
+			continue
+		}
+		n++
+		local, err := b.KernelLocalBytes(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if local > maxPackedLocalBytes {
+			t.Errorf("%s: %d bytes of local memory a thread (at most %d)", name, local, maxPackedLocalBytes)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no integer affine kernels loaded")
+	}
+}
+
 func TestQuantSelftest(t *testing.T) {
 	b := gpu(t)
 	for _, f := range []string{"qmatmul", "qmoe", "qembedding"} {

@@ -1,6 +1,11 @@
 package cuda
 
-import "github.com/mtlbench/mtlbench/bridge"
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+)
 
 // SetGraphedBeginMax sets the longest list whose step_begin is a node of its
 // graph, and returns what restores it.
@@ -37,3 +42,21 @@ func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHea
 	}
 	return "paged_decode"
 }
+
+// KernelLocalBytes is the local memory (stack frame and spills) a thread
+// of the loaded kernel name takes.
+func (b *Backend) KernelLocalBytes(name string) (int, error) {
+	f, ok := b.fns[name]
+	if !ok {
+		return 0, fmt.Errorf("no kernel %q", name)
+	}
+	var n int32
+	// CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	if err := b.check("cuFuncGetAttribute "+name, call(b.api.cuFuncGetAttribute, uintptr(unsafe.Pointer(&n)), 3, f)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// KernelNames lists every kernel the backend loads.
+var KernelNames = kernelNames

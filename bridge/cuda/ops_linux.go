@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -28,7 +29,7 @@ func kernelNames() []string {
 			"paged_attention_rope_w8_"+s, "paged_decode_"+s, "paged_decode_rope_"+s, "flash_attention_d64_"+s,
 			"flash_attention_d128_"+s)
 	}
-	n = append(n, decodeMMAKernels()...)
+	n = append(n, slices.Sorted(maps.Keys(decodeMMAKernels()))...)
 	for _, dt := range []string{"f32", "f16", "bf16"} {
 		for _, m := range gemvMs {
 			n = append(n, fmt.Sprintf("gemv_%s_m%d_r1", dt, m), fmt.Sprintf("gemv_gu_%s_m%d", dt, m))
@@ -473,7 +474,7 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	}
 	kernel := "paged_decode_" + ropeName + dtName(kc.dt)
 	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks) {
-		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_%s", ropeName, headDim, dtName(kc.dt))
+		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, decodeMMAPositions(chunks), dtName(kc.dt))
 	}
 	// A head's slots: its partitions' partial sums, then the merged
 	// groups of decodeMergeGroup partitions; a counter for each (sequence,
@@ -495,32 +496,44 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 
 // decodeMMA reports whether a decode step takes paged_decode_mma, the
 // tensor-core kernel (decode.cu): half caches, head sizes 64 and 128, GQA
-// groups of at most 8 and partitions of at most its DEC_MMA_POS positions.
+// groups of at most 8 and partitions of at most 128 positions.
 func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks int) bool {
 	return !b.opts.NoDecodeMMA && (cache == bridge.BF16 || cache == bridge.F16) && group <= 8 &&
-		(headDim == 64 || headDim == 128) && chunks*decodeChunk <= decodeMMAPositions
+		(headDim == 64 || headDim == 128) && chunks*decodeChunk <= decodeMMAMaxPositions
 }
 
+// decodeMMAPositions is the paged_decode_mma variant (the positions a block
+// holds) for partitions of chunks chunks: one-chunk partitions take the
+// small one, whose shared memory lets more blocks share an SM.
+func decodeMMAPositions(chunks int) int {
+	if chunks*decodeChunk <= decodeChunk {
+		return decodeChunk
+	}
+	return decodeMMAMaxPositions
+}
+
+// decodeMMASmem is paged_decode_mma's dynamic shared memory (DEC_MMA_KV):
+// keys and values of pos positions, rows of 136 halves.
+func decodeMMASmem(pos int) int { return 2 * pos * (128 + 8) * 2 }
+
+const decodeMMAMaxPositions = 128
+
 // decodeMMAKernels are paged_decode_mma's kernels: with and without RoPE,
-// per head size and half cache dtype.
-func decodeMMAKernels() []string {
-	var n []string
+// per head size, positions a block holds and half cache dtype, with their
+// dynamic shared memory.
+func decodeMMAKernels() map[string]int {
+	n := map[string]int{}
 	for _, dt := range []bridge.DType{bridge.F16, bridge.BF16} {
 		for _, d := range []int{64, 128} {
-			for _, rope := range []string{"", "rope_"} {
-				n = append(n, fmt.Sprintf("paged_decode_mma_%sd%d_%s", rope, d, dtName(dt)))
+			for _, pos := range []int{decodeChunk, decodeMMAMaxPositions} {
+				for _, rope := range []string{"", "rope_"} {
+					n[fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", rope, d, pos, dtName(dt))] = decodeMMASmem(pos)
+				}
 			}
 		}
 	}
 	return n
 }
-
-// decode.cu's DEC_MMA_POS, and paged_decode_mma's dynamic shared memory
-// (DEC_MMA_SMEM): keys and values of that many positions, rows of 136 halves.
-const (
-	decodeMMAPositions = 128
-	decodeMMASmem      = 2 * decodeMMAPositions * (128 + 8) * 2
-)
 
 // ---- matmul ----
 

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 
@@ -104,9 +105,7 @@ func init() {
 			smemKernels[fmt.Sprintf("flash_attention_d%d_%s", d, dtName(dt))] = flashSmem(d)
 		}
 	}
-	for _, name := range decodeMMAKernels() {
-		smemKernels[name] = decodeMMASmem
-	}
+	maps.Copy(smemKernels, decodeMMAKernels())
 }
 
 func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint64) {

@@ -433,21 +433,22 @@ __device__ __forceinline__ void paged_decode_body(
 // value sums as mma.sync products with the heads on the n (8) side, so no
 // part of a tile is padding: warp w takes positions [16w, 16w+16) of the
 // partition, S^T = K·Q^T (16 positions × 8 heads) and O^T += V^T·P^T
-// (head dims × 8 heads). The block loads its whole partition (at most
-// DEC_MMA_POS positions) before the wait, and combines its warps' softmax
-// sums in shared memory before dec_finish.
+// (head dims × 8 heads). The block loads its whole partition (at most POS
+// positions: 128, or 32 for one-chunk partitions, whose smaller shared
+// memory lets more blocks share an SM) before the wait, and combines its
+// warps' softmax sums in shared memory before dec_finish.
 // Operands are half; the f32 kernel's accuracy is kept by splitting q (in
 // log2 units) in three half parts (hi + mid + lo: 24 bits of mantissa) and
 // each probability in two, one product per part: a part is exact in half,
 // and the tensor cores accumulate in f32.
-#define DEC_MMA_POS (DEC_WARPS * 16)
 #define DEC_MMA_OSTRIDE (DEC_MAXD + 4)  // a head's value sums: 132 floats, so the quads' writes hit distinct banks
 #define DEC_LOG2E 1.4426950408889634f
 #define DEC_LN2 0.6931471805599453f
-// Dynamic shared memory: keys and values of DEC_MMA_POS positions (rows of
-// DecRow<DT_BF16>::STRIDE halves), later the warps' sums, (max, sum) pairs
-// and dec_finish's factors (bridge/cuda: decodeMMASmem).
-#define DEC_MMA_SMEM (2 * DEC_MMA_POS * (DEC_MAXD + 8) * 2)
+// Dynamic shared memory for POS positions: their keys and values (rows of
+// DecRow<DT_BF16>::STRIDE halves), later the working warps' sums and (max,
+// sum) pairs and dec_finish's factors (bridge/cuda: decodeMMASmem).
+#define DEC_MMA_KV(POS) (2 * (POS) * (DEC_MAXD + 8) * 2)
+#define DEC_MMA_SUMS(POS) ((POS) / 16 * 8 * (DEC_MMA_OSTRIDE * 4 + 8) + DEC_WARPS * DEC_MAXPARTS * 4)
 
 template <int KT>
 __device__ __forceinline__ void mma_half(float* c, const u32* a, const u32* b) {
@@ -470,7 +471,7 @@ __device__ __forceinline__ void half_split(float x, u16* parts) {
     }
 }
 
-template <bool ROPE, int KT, int D>
+template <bool ROPE, int KT, int D, int POS>
 __device__ __forceinline__ void paged_decode_mma_body(
     float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     void* __restrict__ kcv, void* __restrict__ vcv, const int* __restrict__ seq_lens, const int* __restrict__ block_table,
@@ -481,7 +482,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     constexpr int STRIDE = DecRow<KT>::STRIDE;
     extern __shared__ __align__(16) u16 dm_smem[];
     u16(*sk)[STRIDE] = (u16(*)[STRIDE])dm_smem;
-    u16(*sv)[STRIDE] = (u16(*)[STRIDE])(dm_smem + DEC_MMA_POS * STRIDE);
+    u16(*sv)[STRIDE] = (u16(*)[STRIDE])(dm_smem + POS * STRIDE);
     __shared__ __align__(16) float sq[DEC_WARPS][DEC_MAXD];
     __shared__ __align__(16) float snk[DEC_MAXD];
     // A warp's probabilities as [part][head][position]: the B operand of
@@ -539,7 +540,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     cp_async_wait_n<0>();
     __syncthreads();
 
-    const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = warp * 16;
+    const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = warp * 16;  // r0 < n only within POS
     float o[D / 16][4];
     float mx[2] = {NEG_INF, NEG_INF}, ls[2] = {0.f, 0.f};  // heads c2, c2+1
     if (r0 < n) {
@@ -613,9 +614,9 @@ __device__ __forceinline__ void paged_decode_mma_body(
     }
     __syncthreads();  // the keys and values are read: their memory takes the warps' sums
 
-    float* so = (float*)dm_smem;                                     // [warp][head][DEC_MMA_OSTRIDE]
-    float2* sml = (float2*)(so + DEC_WARPS * 8 * DEC_MMA_OSTRIDE);   // [warp][head]: (max, sum)
-    float* sf = (float*)(sml + DEC_WARPS * 8);                       // dec_finish's factors
+    float* so = (float*)dm_smem;                                // [warp][head][DEC_MMA_OSTRIDE], POS/16 warps
+    float2* sml = (float2*)(so + POS / 16 * 8 * DEC_MMA_OSTRIDE);   // [warp][head]: (max, sum)
+    float* sf = (float*)(sml + POS / 16 * 8);                       // dec_finish's factors
     if (r0 < n) {
 #pragma unroll
         for (int j = 0; j < 2; j++) {
@@ -675,20 +676,26 @@ PAGED_DECODE(DT_F32, f32)
 PAGED_DECODE(DT_F16, f16)
 PAGED_DECODE(DT_BF16, bf16)
 
-// paged_decode_mma_[rope_]d<D>_<cache dtype>: paged_decode's parameters
-// (D must equal the kernel's), on tensor cores.
-#define PAGED_DECODE_MMA(KT, D, SFX)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2) paged_decode_mma_d##D##_##SFX(PAGED_DECODE_PARAMS) { \
-        paged_decode_mma_body<false, KT, D>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H,  \
-                                            KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc, tmp_ml,    \
-                                            err, counters, qn, kn, inv_freq, eps);                                     \
+// paged_decode_mma_[rope_]d<D>_p<POS>_<cache dtype>: paged_decode's
+// parameters (D must equal the kernel's, and a partition hold at most POS
+// positions), on tensor cores.
+#define PAGED_DECODE_MMA_POS(KT, D, POS, SFX)                                                                        \
+    static_assert(DEC_MMA_SUMS(POS) <= DEC_MMA_KV(POS), "the sums overflow the key and value rows");                 \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
+        paged_decode_mma_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                                 \
+        paged_decode_mma_body<false, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, \
+                                                 H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,    \
+                                                 tmp_ml, err, counters, qn, kn, inv_freq, eps);                        \
     }                                                                                                                 \
     extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
-        paged_decode_mma_rope_d##D##_##SFX(PAGED_DECODE_PARAMS) {                                                     \
-        paged_decode_mma_body<true, KT, D>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, H,   \
-                                           KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc, tmp_ml,     \
-                                           err, counters, qn, kn, inv_freq, eps);                                      \
+        paged_decode_mma_rope_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                            \
+        paged_decode_mma_body<true, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions,  \
+                                                H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,     \
+                                                tmp_ml, err, counters, qn, kn, inv_freq, eps);                         \
     }
+#define PAGED_DECODE_MMA(KT, D, SFX)         \
+    PAGED_DECODE_MMA_POS(KT, D, 32, SFX)     \
+    PAGED_DECODE_MMA_POS(KT, D, 128, SFX)
 PAGED_DECODE_MMA(DT_F16, 64, f16)
 PAGED_DECODE_MMA(DT_F16, 128, f16)
 PAGED_DECODE_MMA(DT_BF16, 64, bf16)
