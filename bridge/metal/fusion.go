@@ -188,7 +188,7 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 func (b *Backend) tryNormQGemv(nm *bridge.RMSNormOp, ops []bridge.Op, span int) (int, bridge.Op) {
 	x, w := tt(nm.X), tt(nm.W)
 	mm := ops[1].(*bridge.QMatMulOp)
-	f, ok := qmvOf(mm)
+	f, ok := b.qmvOf(mm)
 	if mm.X != nm.Out || !ok || x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 ||
 		f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0] == x {
 		return 0, nil
@@ -216,7 +216,7 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 		if !ok || mm.X != x {
 			break
 		}
-		g, ok := qmvOf(mm)
+		g, ok := b.qmvOf(mm)
 		if !ok || g.m != f.m || g.q[0].Spec != f.q[0].Spec || g.q[0].Dims[1] != f.q[0].Dims[1] ||
 			(g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0] == f.x {
 			break
@@ -258,7 +258,7 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		f.resid = r
 		b.matvecFused(&f)
 	case *bridge.QMatMulOp:
-		f, ok := qmvOf(mm)
+		f, ok := b.qmvOf(mm)
 		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r == f.x {
 			return 0, nil
 		}
@@ -275,7 +275,7 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 // or packed.
 func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 	if qm, ok := ops[0].(*bridge.QMatMulOp); ok {
-		f, ok := qmvOf(qm)
+		f, ok := b.qmvOf(qm)
 		if !ok {
 			return 0, nil
 		}

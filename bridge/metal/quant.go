@@ -135,8 +135,9 @@ type qmv struct {
 }
 
 // qmvOf is a packed matmul op's dispatch when the fusions can take it: f32
-// tensors of matching sizes and a packed weight.
-func qmvOf(op *bridge.QMatMulOp) (qmv, bool) {
+// tensors of matching sizes, a packed weight, and few enough rows for the
+// GEMV (more go to qmatmul_mm's tiles, unfused, as the float matmuls do).
+func (b *Backend) qmvOf(op *bridge.QMatMulOp) (qmv, bool) {
 	o, x, bias := tt(op.Out), tt(op.X), tt(op.Bias)
 	q, ok := op.W.(*qtensor)
 	if !ok || o == nil || x == nil || o.dt != bridge.F32 || x.dt != bridge.F32 || bias != nil && bias.dt != bridge.F32 {
@@ -144,7 +145,7 @@ func qmvOf(op *bridge.QMatMulOp) (qmv, bool) {
 	}
 	n, k := q.Dims[0], q.Dims[1]
 	m := x.n / k
-	if x.n%k != 0 || o.n < m*n {
+	if x.n%k != 0 || o.n < m*n || m > b.matmulTuning(m, n, k).MatVecMaxM {
 		return qmv{}, false
 	}
 	return qmv{x: x, m: m, q: [3]*qtensor{q}, out: [3]*tensor{o}, bias: [3]*tensor{bias}, nsegs: 1}, true
@@ -157,10 +158,15 @@ func (b *Backend) qmatmul(out, x view, m int, q *qtensor, bias view) {
 
 // qmatvec encodes f: the GEMV for up to 8 rows of x a threadgroup, more
 // rows as more threadgroups; x, outs and biases as views (f's tensors are
-// not read).
+// not read). A lone matrix of more rows than the GEMVs take goes to
+// qmatmul_mm's tiles.
 func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	q0 := f.q[0]
 	if f.m == 0 || q0.Dims[0] == 0 {
+		return
+	}
+	if f.nsegs == 1 && f.g == nil && f.resid == nil && !f.swig &&
+		f.m > b.matmulTuning(f.m, q0.Dims[0], q0.Dims[1]).MatVecMaxM && b.qmm(f.m, q0, x, outs[0], biases[0]) {
 		return
 	}
 	rows, sgs, cols := qRows, qSimdgroups, min(f.m, 8)
@@ -208,6 +214,46 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	}
 	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
 }
+
+// qmm encodes out[m][n] = x·qᵀ (+ bias) on qmatmul_mm's tiles (the float
+// matmul's tile, whose k step it takes as 32), and reports false where that
+// tile's staging does not fit, for the GEMVs to take it.
+func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
+	n, k := q.Dims[0], q.Dims[1]
+	t := b.matmulTuning(m, n, k).MatMulTile
+	mem := qmmMemory(t)
+	if mem > tileMemory {
+		return false
+	}
+	hasBias := bias.buf != nil
+	p := b.pipeline("qmatmul_mm_"+quant.KernelName(q.Spec), fcMatMul, boolInt[hasBias], int32(t.BM), int32(t.BN),
+		int32(qmmBK), int32(t.SGM), int32(t.SGN), int32(1))
+	if !b.fits(p, [3]int{t.Threads(), 1, 1}) {
+		return true
+	}
+	b.args(argBytes(b, qArgs(q, m)))
+	b.bind(1, x, false)
+	sv, bv := q.sv()
+	b.in(2, q.data)
+	b.bind(3, sv, false)
+	b.bind(4, bv, false)
+	b.bind(5, out, true)
+	if hasBias {
+		b.bind(6, bias, false)
+	}
+	b.threadgroupMemory(mem)
+	b.dispatchGroups(p, [3]int{ceilDiv(n, t.BN), ceilDiv(m, t.BM), 1}, [3]int{t.Threads(), 1, 1})
+	return true
+}
+
+// qmmBK is quant.metal's QMM_BK: values of a k step, one unit of every
+// format's 32-value dequantization (q_values).
+const qmmBK = 32
+
+// qmmMemory is qmatmul_mm's threadgroup memory for tile t: its activation
+// and weight rows of one k step as floats, rows padded by 16 bytes
+// (QMM_LD).
+func qmmMemory(t Tile) int { return (t.BM + t.BN) * (qmmBK + 4) * 4 }
 
 // encode records f from its tensors.
 func (b *Backend) encodeQMV(f *qmv) {

@@ -7,7 +7,7 @@
 // at 4 bits, two at 8), one 32-value block of Q8_0/Q4_0 (34 and 18 bytes,
 // 2-byte aligned: read as ushorts), one 256-value super-block of Q4_K
 // (144 bytes, nine 16-byte loads) or Q6_K (210 bytes, ushorts).
-#include "mtlbench.h"
+#include "gemm.h"
 
 #define QF_AFFINE4 0
 #define QF_AFFINE8 1
@@ -527,7 +527,103 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
   }
 }
 
-#define INSTANTIATE_Q(F, mv, moe, emb)                                                                           \
+// qmatmul_mm: out[m][n] = x[m][k]·wᵀ (+ bias) on simdgroup_matrix tiles,
+// for many rows of x (prefill): the GEMVs above read a packed matrix once
+// per 8 rows of x, a tile once per mm_bm. A threadgroup of mm_sgm × mm_sgn
+// simdgroups computes an mm_bm × mm_bn tile of the output (gemm.h's MMAcc
+// and mm_coord), staging a k step of QMM_BK values of its activation rows
+// and of its weight rows, the latter dequantized as they are staged (each
+// a unit of 32 values: q_values), never into device memory. Grid:
+// (ceil(n / mm_bn), ceil(m / mm_bm)); threadgroup(0) holds
+// (mm_bm + mm_bn)·QMM_LD floats (bridge/metal: qmmMemory).
+#define QMM_BK 32
+#define QMM_LD (QMM_BK + 4) // staged row stride: 16 bytes of padding, as gemm.h's rows
+
+template <int F>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
+kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* s [[buffer(3)]],
+                       device const uchar* b [[buffer(4)]], device float* out [[buffer(5)]],
+                       device const float* bias [[buffer(6), function_constant(has_bias)]],
+                       threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
+                       ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
+                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x);
+  const int BM = mm_bm, BN = mm_bn, TM = BM / (8 * mm_sgm), TN = BN / (8 * mm_sgn);
+  const int sgm = sg / mm_sgn, sgn = sg % mm_sgn;
+  const uint m0 = tg.y * uint(BM), n0 = tg.x * uint(BN);
+  const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
+  threadgroup float* As = smem;
+  threadgroup float* Bs = smem + BM * QMM_LD;
+  MMAcc acc;
+  for (int i = 0; i < TM; i++) {
+    for (int j = 0; j < TN; j++) {
+      acc.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+    }
+  }
+  for (uint k0 = 0; k0 < a.k; k0 += QMM_BK) {
+    // The activation rows' k step, 16 bytes a thread at a time (k is a
+    // multiple of 32 in every packed format); rows past m as zeros.
+    for (int i = tid; i < BM * (QMM_BK / 4); i += ntg) {
+      const int r = i / (QMM_BK / 4), c = (i % (QMM_BK / 4)) * 4;
+      float4 v = 0.0f;
+      if (m0 + uint(r) < a.m) {
+        v = *(device const float4*)(x + ulong(m0 + r) * a.k + k0 + c);
+      }
+      *(threadgroup float4*)(As + r * QMM_LD + c) = v;
+    }
+    // The weight rows' k step: one 32-value unit each, dequantized.
+    for (int r = tid; r < BN; r += ntg) {
+      float v[32];
+      const uint row = n0 + uint(r);
+      if (row < a.n) {
+        QRow q = {w + ulong(row) * a.row_bytes, s + ulong(row) * sz, b + ulong(row) * sz};
+        q_values<F>(q, k0, a, v);
+      } else {
+        for (int i = 0; i < 32; i++) {
+          v[i] = 0.0f;
+        }
+      }
+      for (int i = 0; i < 32; i += 4) {
+        *(threadgroup float4*)(Bs + r * QMM_LD + i) = float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int kk = 0; kk < QMM_BK; kk += 8) {
+      simdgroup_float8x8 af[MM_MAX_TM], bf[MM_MAX_TN];
+      for (int i = 0; i < TM; i++) {
+        simdgroup_load(af[i], As + (sgm * TM * 8 + i * 8) * QMM_LD + kk, QMM_LD);
+      }
+      for (int j = 0; j < TN; j++) {
+        simdgroup_load(bf[j], Bs + (sgn * TN * 8 + j * 8) * QMM_LD + kk, QMM_LD, ulong2(0, 0), true);
+      }
+      for (int i = 0; i < TM; i++) {
+        for (int j = 0; j < TN; j++) {
+          simdgroup_multiply_accumulate(acc.t[i][j], af[i], bf[j], acc.t[i][j]);
+        }
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (int i = 0; i < TM; i++) {
+    for (int j = 0; j < TN; j++) {
+      int r, c;
+      mm_coord(sg, lane, i, j, r, c);
+      const float2 v = acc.t[i][j].thread_elements();
+      const uint row = m0 + uint(r), col = n0 + uint(c);
+      if (row >= a.m) {
+        continue;
+      }
+      for (int e = 0; e < 2; e++) {
+        if (col + uint(e) < a.n) {
+          out[ulong(row) * a.n + col + e] = v[e] + (has_bias ? bias[col + e] : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+#define INSTANTIATE_Q(F, mv, mm, moe, emb)                                                                           \
   template [[host_name(#mv)]] kernel void qmatvec<F>(                                                            \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
       device float*, device const float*, device const float*, device float*, device const uchar*,               \
@@ -540,11 +636,14 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
       device atomic_uint*, uint2, ushort, ushort, ushort, ushort);                                                 \
   template [[host_name(#emb)]] kernel void qembedding<F>(                                                        \
       constant QMatArgs&, device const int*, device const uchar*, device const uchar*, device const uchar*,       \
-      device float*, device atomic_uint*, uint2, ushort, ushort, ushort);
+      device float*, device atomic_uint*, uint2, ushort, ushort, ushort);                                         \
+  template [[host_name(#mm)]] kernel void qmatmul_mm<F>(                                                     \
+      constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
+      device float*, device const float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);
 
-INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmoe_mv_affine4, qembedding_affine4)
-INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmoe_mv_affine8, qembedding_affine8)
-INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmoe_mv_q8_0, qembedding_q8_0)
-INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmoe_mv_q4_0, qembedding_q4_0)
-INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmoe_mv_q4_k, qembedding_q4_k)
-INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmoe_mv_q6_k, qembedding_q6_k)
+INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmatmul_mm_affine4, qmoe_mv_affine4, qembedding_affine4)
+INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmatmul_mm_affine8, qmoe_mv_affine8, qembedding_affine8)
+INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qembedding_q8_0)
+INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qembedding_q4_0)
+INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qembedding_q4_k)
+INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qembedding_q6_k)
