@@ -176,4 +176,3 @@ func TestQMatMulTiles(t *testing.T) {
 		}
 	}
 }
-
