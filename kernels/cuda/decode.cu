@@ -111,6 +111,15 @@ __device__ __forceinline__ DecRope dec_rope_angles(const float* __restrict__ nw,
     return r;
 }
 
+// dec_step_angles is dec_rope_angles at token t's position with ROPE, and
+// the identity without.
+template <bool ROPE>
+__device__ __forceinline__ DecRope dec_step_angles(const float* __restrict__ nw, const float* __restrict__ inv_freq,
+                                                   int D, const int* __restrict__ positions, int t) {
+    if (!ROPE) return DecRope{};
+    return dec_rope_angles(nw, inv_freq, D, (float)positions[t]);
+}
+
 // dec_rope_head (one warp) writes head src (D values) to dst, QK-normed
 // when norm is set, rotated when rope is, and multiplied by mul: the same
 // arithmetic, in the same order, as rope_head (common.cu).
@@ -143,6 +152,19 @@ __device__ __forceinline__ void dec_rope_head(const float* __restrict__ src, flo
             dst[i + half] = y * mul;
         }
     }
+}
+
+// dec_step_key (one warp) writes the step's key kr to snk (shared memory):
+// QK-normed (when kn is set) and rotated with ROPE, else as it is.
+template <bool ROPE>
+__device__ __forceinline__ void dec_step_key(const float* __restrict__ kr, float* snk, const DecRope& rk,
+                                             const float* __restrict__ kn, int D, float eps) {
+    if (ROPE) {
+        dec_rope_head(kr, snk, rk, kn != 0, true, D, eps, 1.f);
+    } else {
+        for (int i = threadIdx.x & 31; i < D; i += 32) snk[i] = kr[i];
+    }
+    __syncwarp();
 }
 
 // dec_merge (one warp, lane owning dims lane*4..+3 when lane < D/4) merges
@@ -324,26 +346,16 @@ __device__ __forceinline__ void paged_decode_body(
         if (c0 < p1) dec_load_chunk<KT>(skv[u][0], skv[u][1], kc, vc, bt, c0, min(min(p1, cur), c0 + DEC_CHUNK), kh, KVH, BS, D);
         cp_async_commit();
     }
-    DecRope rq = {}, rk = {};
-    if (ROPE) {
-        const float pos = (float)positions[t];
-        rq = dec_rope_angles(qn, inv_freq, D, pos);
-        rk = dec_rope_angles(kn, inv_freq, D, pos);
-    }
+    const DecRope rq = dec_step_angles<ROPE>(qn, inv_freq, D, positions, t),
+                  rk = dec_step_angles<ROPE>(kn, inv_freq, D, positions, t);
     pdl_wait_early();
 
     const bool mine = cur < p1;  // this block holds the step's token
     if (warp < group)
         dec_rope_head(q + ((long)t * H + h) * D, sq[warp], rq, ROPE && qn, ROPE, D, eps, scale);
     if (mine && warp == DEC_WARPS - 1) {
-        const float* kr = k + ((long)t * KVH + kh) * D;
         const float* vr = v + ((long)t * KVH + kh) * D;
-        if (ROPE) {
-            dec_rope_head(kr, snk, rk, kn != 0, true, D, eps, 1.f);
-        } else {
-            for (int i = lane; i < D; i += 32) snk[i] = kr[i];
-        }
-        __syncwarp();
+        dec_step_key<ROPE>(k + ((long)t * KVH + kh) * D, snk, rk, kn, D, eps);
         // As the cache stores them: the step's token is used as it will
         // be read in the steps after.
         for (int i = lane; i < D; i += 32) {
@@ -509,25 +521,15 @@ __device__ __forceinline__ void paged_decode_mma_body(
         *(uint4*)&sk[r][c] = make_uint4(0u, 0u, 0u, 0u);
         *(uint4*)&sv[r][c] = make_uint4(0u, 0u, 0u, 0u);
     }
-    DecRope rq = {}, rk = {};
-    if (ROPE) {
-        const float pos = (float)positions[t];
-        rq = dec_rope_angles(qn, inv_freq, D, pos);
-        rk = dec_rope_angles(kn, inv_freq, D, pos);
-    }
+    const DecRope rq = dec_step_angles<ROPE>(qn, inv_freq, D, positions, t),
+                  rk = dec_step_angles<ROPE>(kn, inv_freq, D, positions, t);
     pdl_wait_early();
 
     if (warp < group)
         dec_rope_head(q + ((long)t * H + h) * D, sq[warp], rq, ROPE && qn, ROPE, D, eps, scale * DEC_LOG2E);
     if (cur < p1 && warp == DEC_WARPS - 1) {  // the step's token: into the cache and row cur-p0
-        const float* kr = k + ((long)t * KVH + kh) * D;
         const float* vr = v + ((long)t * KVH + kh) * D;
-        if (ROPE) {
-            dec_rope_head(kr, snk, rk, kn != 0, true, D, eps, 1.f);
-        } else {
-            for (int i = lane; i < D; i += 32) snk[i] = kr[i];
-        }
-        __syncwarp();
+        dec_step_key<ROPE>(k + ((long)t * KVH + kh) * D, snk, rk, kn, D, eps);
         const int slot = slot_mapping[t];
         const bool ok = slot >= 0 && slot < num_blocks * BS;
         const long o = ok ? (((long)(slot / BS) * KVH + kh) * BS + slot % BS) * D : 0;
