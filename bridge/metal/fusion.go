@@ -334,7 +334,7 @@ func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		if an.X != mo.Out || r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n || an.Residual == mo.X {
 			return 0, nil
 		}
-		b.qmoe(mo.Out, mo.X, mo.W, r)
+		b.qmoe(mo.Out, mo.X, mo.W, mo.Params, r)
 	default:
 		return 0, nil
 	}

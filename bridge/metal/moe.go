@@ -187,31 +187,11 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	}
 	b.dispatchGroups(route, [3]int{T, 1, 1}, [3]int{rt, 1, 1})
 
-	// Chunks of pairs by strategy; tiles of at most tileRows rows of one
-	// expert: an expert takes at most one pair per token, so few tokens
-	// make short tiles.
-	chunk := P
-	switch mp.Strategy {
-	case bridge.MoELoop:
-		chunk = 1
-	case bridge.MoEChunked:
-		chunk = min(max(mp.ChunkSize, 1), P)
-	}
 	tileRows := tile.BM
 	if useMV {
-		tileRows = min(8, T, chunk)
+		tileRows = min(8, T, moeChunk(mp, P))
 	}
-	chunks := ceilDiv(P, chunk)
-	perChunk := min(ceilDiv(chunk, tileRows)+min(E, chunk), chunk)
-	tiles := chunks * perChunk
-	perm := b.scratchView("moe.perm", 4*P)
-	tileList := b.scratchView("moe.tiles", moeTileSize*tiles)
-	b.args(argBytes(b, groupArgs{Pairs: uint32(P), Experts: uint32(E), Chunk: uint32(chunk), TileRows: uint32(tileRows), TilesPerChunk: uint32(perChunk)}))
-	b.bind(1, ids, false)
-	b.bind(2, perm, true)
-	b.bind(3, tileList, true)
-	b.threadgroupMemory(16 * E)
-	b.dispatchGroups(b.pipeline("moe_group", fcNone), [3]int{chunks, 1, 1}, [3]int{min(tu.MoEGroupThreads, max(32, align(chunk, 32))), 1, 1})
+	perm, tileList, tiles := b.moeGroup(ids, T, E, K, tileRows, mp, tu)
 
 	// Expert GEMMs: h = silu(x W_gate^T) * (x W_up^T) per pair, in expert
 	// order; y = h W_down^T, back in pair order.
@@ -291,6 +271,40 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		b.bind(6, residual.view(), true)
 	}
 	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+}
+
+// moeChunk is the pairs of one chunk by strategy: all P (grouped), one
+// (loop) or the given size (chunked).
+func moeChunk(mp bridge.MoEParams, P int) int {
+	switch mp.Strategy {
+	case bridge.MoELoop:
+		return 1
+	case bridge.MoEChunked:
+		return min(max(mp.ChunkSize, 1), P)
+	}
+	return P
+}
+
+// moeGroup encodes moe_group over the routed pairs (ids, T tokens of K of
+// E experts): chunks of pairs by strategy, each sorted by expert into
+// tiles of at most tileRows rows of one expert (an expert takes at most one
+// pair per token, so few tokens make short tiles). It returns the pairs in
+// expert order, the tiles and their count.
+func (b *Backend) moeGroup(ids view, T, E, K, tileRows int, mp bridge.MoEParams, tu *Tuning) (perm, tileList view, tiles int) {
+	P := T * K
+	chunk := moeChunk(mp, P)
+	chunks := ceilDiv(P, chunk)
+	perChunk := min(ceilDiv(chunk, tileRows)+min(E, chunk), chunk)
+	tiles = chunks * perChunk
+	perm = b.scratchView("moe.perm", 4*P)
+	tileList = b.scratchView("moe.tiles", moeTileSize*tiles)
+	b.args(argBytes(b, groupArgs{Pairs: uint32(P), Experts: uint32(E), Chunk: uint32(chunk), TileRows: uint32(tileRows), TilesPerChunk: uint32(perChunk)}))
+	b.bind(1, ids, false)
+	b.bind(2, perm, true)
+	b.bind(3, tileList, true)
+	b.threadgroupMemory(16 * E)
+	b.dispatchGroups(b.pipeline("moe_group", fcNone), [3]int{chunks, 1, 1}, [3]int{min(tu.MoEGroupThreads, max(32, align(chunk, 32))), 1, 1})
+	return perm, tileList, tiles
 }
 
 // tileOf reads a tile from its tuning-space knobs.

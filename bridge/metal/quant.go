@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -221,7 +223,7 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
 	n := q.Dims[0]
 	t := qmmTile
-	mem := qmmMemory(t)
+	mem := qmmMemory(t, 1)
 	if mem > tileMemory {
 		return false
 	}
@@ -260,10 +262,10 @@ var qmmTile = Tile{BM: 64, BN: 128, BK: qmmBK, SGM: 2, SGN: 4}
 // format's 32-value dequantization (q_values).
 const qmmBK = 32
 
-// qmmMemory is qmatmul_mm's threadgroup memory for tile t: its activation
-// and weight rows of one k step as floats, rows padded by 16 bytes
-// (QMM_LD).
-func qmmMemory(t Tile) int { return (t.BM + t.BN) * (qmmBK + 4) * 4 }
+// qmmMemory is a packed tile's threadgroup memory (quant.metal's
+// qmm_accumulate) for tile t and mats weight matrices: its activation and
+// weight rows of one k step as floats, rows padded by 16 bytes (QMM_LD).
+func qmmMemory(t Tile, mats int) int { return (t.BM + mats*t.BN) * (qmmBK + 4) * 4 }
 
 // encode records f from its tensors.
 func (b *Backend) encodeQMV(f *qmv) {
@@ -316,6 +318,16 @@ type qexperts struct {
 	data, scales, biases [3]int // byte offsets of each matrix's region
 	wStride, sStride     [3]int // bytes per expert
 	size                 int
+}
+
+// region is matrix i's (gate, up, down) values, scales and biases for E
+// experts; formats without scales bind their values there, never read.
+func (pk *qexperts) region(i, E int) (w, s, b view) {
+	d := view{pk.buf, pk.data[i], E * pk.wStride[i]}
+	if pk.sStride[i] == 0 {
+		return d, d, d
+	}
+	return d, view{pk.buf, pk.scales[i], E * pk.sStride[i]}, view{pk.buf, pk.biases[i], E * pk.sStride[i]}
 }
 
 func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
@@ -393,15 +405,19 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 }
 
 // QMoE encodes a MoE block with packed experts: the router (packed or
-// float), the routing (moe_route), per (token, expert) pair the gate/up
-// GEMV with SwiGLU and the down GEMV (qmoe_mv), and the weighted combine.
+// float), the routing (moe_route), then per (token, expert) pair the
+// gate/up GEMV with SwiGLU and the down GEMV (qmoe_mv) and the weighted
+// combine, or, where the experts' rows fill tiles (prefill), the pairs
+// grouped by expert (moe_group) and the experts' packed GEMMs
+// (qmoe_mm_gate_up, qmoe_mm_down, whose epilogue adds the weighted rows
+// into the output).
 func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
-	b.qmoe(out, x, w, nil)
+	b.qmoe(out, x, w, mp, nil)
 }
 
 // qmoe encodes a packed MoE block; with residual (moe_residual) the
 // combine also adds its output into it.
-func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, residual *tensor) {
+func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, residual *tensor) {
 	o, xs := tt(out), tt(x)
 	if !b.checkF32("qmoe", o, xs) {
 		return
@@ -445,8 +461,20 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, residual *ten
 	b.bind(3, weights, true)
 	b.bind(4, flags, true)
 	b.bind(5, view{counts, 0, 4 * countChunk}, true)
+	// The expert GEMMs take the block where the float ones would (the
+	// tuning's MoEMatVecMaxRows over the rows a routed expert gets); their
+	// down GEMM adds into out, which the routing then clears.
+	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
+	tiled := ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows
+	if tiled {
+		b.out(7, o)
+	}
 	b.threadgroupMemory(4 * E)
-	b.dispatchGroups(b.pipeline("moe_route", fcRoute, 0), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+	b.dispatchGroups(b.pipeline("moe_route", fcRoute, boolInt[tiled]), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+	if tiled {
+		b.qmoeTiles(pk, xs, o, ids, weights, flags, residual, T, E, K, H, I, mp, tu)
+		return
+	}
 
 	h := b.scratchView("moe.h", 4*P*I)
 	y := b.scratchView("moe.y", 4*P*H)
@@ -476,19 +504,12 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, residual *ten
 			b.bind(1, h, false)
 		}
 		b.bind(2, ids, false)
-		region := func(i int) (view, view, view) {
-			d := view{pk.buf, pk.data[i], E * pk.wStride[i]}
-			if pk.sStride[i] == 0 { // no scales: bind the values, never read
-				return d, d, d
-			}
-			return d, view{pk.buf, pk.scales[i], E * pk.sStride[i]}, view{pk.buf, pk.biases[i], E * pk.sStride[i]}
-		}
-		wv, sv, bv := region(g)
+		wv, sv, bv := pk.region(g, E)
 		b.bind(3, wv, false)
 		b.bind(4, sv, false)
 		b.bind(5, bv, false)
 		if pass == 0 {
-			wv2, sv2, bv2 := region(1)
+			wv2, sv2, bv2 := pk.region(1, E)
 			b.bind(6, wv2, false)
 			b.bind(7, sv2, false)
 			b.bind(8, bv2, false)
@@ -512,6 +533,71 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, residual *ten
 	}
 	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
 }
+
+// qmoeTiles encodes the grouped packed MoE: moe_group's tiles of one
+// expert's pairs, then qmoe_mm_gate_up (h in expert order) and
+// qmoe_mm_down (the weighted rows added into out, and residual) on
+// qmoeTile's tiles.
+func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags view, residual *tensor, T, E, K, H, I int,
+	mp bridge.MoEParams, tu *Tuning) {
+	t := qmoeTile
+	perm, tileList, tiles := b.moeGroup(ids, T, E, K, t.BM, mp, tu)
+	h := b.scratchView("moe.h", 4*T*K*I)
+	for pass := 0; pass < 2; pass++ {
+		n, k, g := I, H, 0 // gate (and up), then down
+		if pass == 1 {
+			n, k, g = H, I, 2
+		}
+		spec := pk.spec[g]
+		var p mtl.Pipeline
+		if pass == 0 {
+			p = b.pipeline("qmoe_mm_gate_up_"+quant.KernelName(spec), fcMoEMM, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
+				int32(t.SGN), 1)
+		} else {
+			p = b.pipeline("qmoe_mm_down_"+quant.KernelName(spec), fcMoEDown, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
+				int32(t.SGN), 1, boolInt[residual != nil])
+		}
+		tpg := [3]int{t.Threads(), 1, 1}
+		if !b.fits(p, tpg) {
+			return
+		}
+		b.args(argBytes(b, qMatArgs{M: uint32(T * K), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
+			Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(K), Experts: uint32(E),
+			WStride: uint64(pk.wStride[g]), SStride: uint64(pk.sStride[g])}))
+		if pass == 0 {
+			b.in(1, xs)
+		} else {
+			b.bind(1, h, false)
+		}
+		b.bind(2, perm, false)
+		b.bind(3, tileList, false)
+		wv, sv, bv := pk.region(g, E)
+		b.bind(4, wv, false)
+		b.bind(5, sv, false)
+		b.bind(6, bv, false)
+		if pass == 0 {
+			wv, sv, bv := pk.region(1, E)
+			b.bind(7, wv, false)
+			b.bind(8, sv, false)
+			b.bind(9, bv, false)
+			b.bind(10, h, true)
+		} else {
+			b.out(7, o)
+			b.bind(8, weights, false)
+			b.bind(9, flags, true)
+			if residual != nil {
+				b.bind(10, residual.view(), true)
+			}
+		}
+		b.threadgroupMemory(qmmMemory(t, 2-pass))
+		b.dispatchGroups(p, [3]int{ceilDiv(n, t.BN), tiles, 1}, tpg)
+	}
+}
+
+// qmoeTile is the grouped packed MoE's tile: 32 pairs of one expert by 64
+// outputs, 2 × 2 simdgroups, whose gate and up rows (two matrices) stage in
+// 23 KB.
+var qmoeTile = Tile{BM: 32, BN: 64, BK: qmmBK, SGM: 2, SGN: 2}
 
 // qRows weight rows a simdgroup and qSimdgroups simdgroups a threadgroup:
 // every threadgroup stages its activation rows once, which for packed

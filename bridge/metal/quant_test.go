@@ -130,6 +130,12 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.8},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15},
+		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each
+		// expert's weights read once per 32 of its pairs (36.9 MB counted,
+		// 0.398); one (token, expert) pair at a time they were read once per
+		// pair (285.3 MB, 0.052).
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 64, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 1024,
+			ops.Intermediate: 512}, DType: ops.Q4}, 0.3},
 	}
 	for _, c := range cases {
 		b, err := kbench.Prepare(be, c.args)
@@ -173,6 +179,60 @@ func TestQMatMulTiles(t *testing.T) {
 				}
 				b.Close()
 			}
+		}
+	}
+}
+
+// TestQMoETiles: packed MoE blocks of many tokens, whose experts' rows fill
+// tiles, run grouped by expert on qmoe_mm_gate_up and qmoe_mm_down, against
+// kernels/quant's reference for every format: 37 and 100 tokens over 8
+// experts (top 2), so experts take part-filled tiles and more than one, and
+// an intermediate size (96) that leaves a column tile part empty.
+func TestQMoETiles(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	type tc struct {
+		dt          ops.DType
+		tokens, mid int
+	}
+	var cases []tc
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q4_K, ops.Q6_K} {
+		for _, tokens := range []int{37, 100} {
+			cases = append(cases, tc{dt, tokens, 256})
+		}
+	}
+	cases = append(cases, tc{ops.Q8_0, 37, 96}, tc{ops.Q4_0, 37, 96})
+	for _, c := range cases {
+		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Experts: 8,
+			ops.TopK: 2, ops.Hidden: 256, ops.Intermediate: c.mid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := b.Check()
+		if err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("%s: max abs error %.2g", b.Describe(), e)
+		}
+		b.Close()
+	}
+	// The tiles ran: a witnessed step's dispatches name them.
+	b, err := kbench.Prepare(be, ops.Args{Op: ops.QMoE, DType: ops.Q4, Ints: ops.Shape{ops.Tokens: 37, ops.Experts: 8,
+		ops.TopK: 2, ops.Hidden: 256, ops.Intermediate: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, _, err := b.Witness(); err != nil {
+		t.Fatal(err)
+	}
+	stats, _ := be.LastStepCost()
+	var names []string
+	for _, s := range stats {
+		names = append(names, s.Kernel)
+	}
+	for _, k := range []string{"moe_group", "qmoe_mm_gate_up_affine4", "qmoe_mm_down_affine4"} {
+		if !slices.Contains(names, k) {
+			t.Errorf("no %s among the step's dispatches %v", k, names)
 		}
 	}
 }

@@ -527,65 +527,75 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
   }
 }
 
-// qmatmul_mm: out[m][n] = x[m][k]·wᵀ (+ bias) on simdgroup_matrix tiles,
-// for many rows of x (prefill): the GEMVs above read a packed matrix once
-// per 8 rows of x, a tile once per mm_bm. A threadgroup of mm_sgm × mm_sgn
-// simdgroups computes an mm_bm × mm_bn tile of the output (gemm.h's MMAcc
-// and mm_coord), staging a k step of QMM_BK values of its activation rows
-// and of its weight rows, the latter dequantized as they are staged (each
-// a unit of 32 values: q_values), never into device memory. Grid:
-// (ceil(n / mm_bn), ceil(m / mm_bm)); threadgroup(0) holds
-// (mm_bm + mm_bn)·QMM_LD floats (bridge/metal: qmmMemory).
+// ---------------------------------------------------------------------------
+// Packed GEMM tiles, for many rows of x (prefill): the GEMVs above read a
+// packed matrix once per 8 rows of x, a tile once per mm_bm. A threadgroup
+// of mm_sgm × mm_sgn simdgroups computes an mm_bm × mm_bn tile of the
+// output (gemm.h's MMAcc and mm_coord), staging a k step of QMM_BK values
+// of its activation rows and of its weight rows, the latter dequantized as
+// they are staged (each a unit of 32 values: q_values), never into device
+// memory. threadgroup(0) holds (mm_bm + mats·mm_bn)·QMM_LD floats
+// (bridge/metal: qmmMemory).
+// ---------------------------------------------------------------------------
 #define QMM_BK 32
 #define QMM_LD (QMM_BK + 4) // staged row stride: 16 bytes of padding, as gemm.h's rows
 
-template <int F>
-[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
-kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
-                       device const uchar* w [[buffer(2)]], device const uchar* s [[buffer(3)]],
-                       device const uchar* b [[buffer(4)]], device float* out [[buffer(5)]],
-                       device const float* bias [[buffer(6), function_constant(has_bias)]],
-                       threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
-                       ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
-                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
-  const ushort ntg = ushort(ntgv.x);
+// QRows is a packed matrix: its rows' values, scales and biases.
+struct QRows {
+  device const uchar* w;
+  device const uchar* s;
+  device const uchar* b;
+};
+
+// qmm_accumulate computes the tile's products over all of k into acc0 (w0)
+// and, when DUAL, acc1 (w1: gate and up over one activation tile): tile
+// row r is row src[r] of x (-1: none), columns are weight rows n0.. (of n).
+// Every thread of the threadgroup must call it, after src is written and a
+// barrier.
+template <int F, bool DUAL>
+inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgroup const int* src, QRows w0, QRows w1,
+                           uint n, uint n0, threadgroup float* smem, ushort tid, ushort ntg, ushort sg,
+                           thread MMAcc& acc0, thread MMAcc& acc1) {
   const int BM = mm_bm, BN = mm_bn, TM = BM / (8 * mm_sgm), TN = BN / (8 * mm_sgn);
   const int sgm = sg / mm_sgn, sgn = sg % mm_sgn;
-  const uint m0 = tg.y * uint(BM), n0 = tg.x * uint(BN);
   const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
   threadgroup float* As = smem;
   threadgroup float* Bs = smem + BM * QMM_LD;
-  MMAcc acc;
+  threadgroup float* Us = Bs + BN * QMM_LD;
   for (int i = 0; i < TM; i++) {
     for (int j = 0; j < TN; j++) {
-      acc.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+      acc0.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
+      acc1.t[i][j] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     }
   }
   for (uint k0 = 0; k0 < a.k; k0 += QMM_BK) {
     // The activation rows' k step, 16 bytes a thread at a time (k is a
-    // multiple of 32 in every packed format); rows past m as zeros.
+    // multiple of 32 in every packed format).
     for (int i = tid; i < BM * (QMM_BK / 4); i += ntg) {
       const int r = i / (QMM_BK / 4), c = (i % (QMM_BK / 4)) * 4;
       float4 v = 0.0f;
-      if (m0 + uint(r) < a.m) {
-        v = *(device const float4*)(x + ulong(m0 + r) * a.k + k0 + c);
+      if (src[r] >= 0) {
+        v = *(device const float4*)(x + ulong(src[r]) * a.k + k0 + c);
       }
       *(threadgroup float4*)(As + r * QMM_LD + c) = v;
     }
     // The weight rows' k step: one 32-value unit each, dequantized.
-    for (int r = tid; r < BN; r += ntg) {
-      float v[32];
+    for (int i = tid; i < (DUAL ? 2 : 1) * BN; i += ntg) {
+      const int r = i % BN;
+      const bool up = DUAL && i >= BN;
+      const QRows m = up ? w1 : w0;
       const uint row = n0 + uint(r);
-      if (row < a.n) {
-        QRow q = {w + ulong(row) * a.row_bytes, s + ulong(row) * sz, b + ulong(row) * sz};
-        q_values<F>(q, k0, a, v);
+      float v[32];
+      if (row < n) {
+        q_values<F>(QRow{m.w + ulong(row) * a.row_bytes, m.s + ulong(row) * sz, m.b + ulong(row) * sz}, k0, a, v);
       } else {
-        for (int i = 0; i < 32; i++) {
-          v[i] = 0.0f;
+        for (int e = 0; e < 32; e++) {
+          v[e] = 0.0f;
         }
       }
-      for (int i = 0; i < 32; i += 4) {
-        *(threadgroup float4*)(Bs + r * QMM_LD + i) = float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+      threadgroup float* dst = (up ? Us : Bs) + r * QMM_LD;
+      for (int e = 0; e < 32; e += 4) {
+        *(threadgroup float4*)(dst + e) = float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -599,12 +609,46 @@ kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x
       }
       for (int i = 0; i < TM; i++) {
         for (int j = 0; j < TN; j++) {
-          simdgroup_multiply_accumulate(acc.t[i][j], af[i], bf[j], acc.t[i][j]);
+          simdgroup_multiply_accumulate(acc0.t[i][j], af[i], bf[j], acc0.t[i][j]);
+        }
+      }
+      if (DUAL) {
+        for (int j = 0; j < TN; j++) {
+          simdgroup_load(bf[j], Us + (sgn * TN * 8 + j * 8) * QMM_LD + kk, QMM_LD, ulong2(0, 0), true);
+        }
+        for (int i = 0; i < TM; i++) {
+          for (int j = 0; j < TN; j++) {
+            simdgroup_multiply_accumulate(acc1.t[i][j], af[i], bf[j], acc1.t[i][j]);
+          }
         }
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
+}
+
+// qmatmul_mm: out[m][n] = x[m][k]·wᵀ (+ bias) on packed tiles. Grid:
+// (ceil(n / mm_bn), ceil(m / mm_bm)), mm_bm at most 64.
+template <int F>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
+kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                       device const uchar* w [[buffer(2)]], device const uchar* s [[buffer(3)]],
+                       device const uchar* b [[buffer(4)]], device float* out [[buffer(5)]],
+                       device const float* bias [[buffer(6), function_constant(has_bias)]],
+                       threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
+                       ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
+                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x);
+  threadgroup int src[64];
+  const uint m0 = tg.y * uint(mm_bm), n0 = tg.x * uint(mm_bn);
+  for (int r = tid; r < mm_bm; r += ntg) {
+    src[r] = m0 + uint(r) < a.m ? int(m0) + r : -1;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const QRows q = {w, s, b};
+  MMAcc acc, unused;
+  qmm_accumulate<F, false>(a, x, src, q, q, a.n, n0, smem, tid, ntg, sg, acc, unused);
+  const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
   for (int i = 0; i < TM; i++) {
     for (int j = 0; j < TN; j++) {
       int r, c;
@@ -623,7 +667,121 @@ kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x
   }
 }
 
-#define INSTANTIATE_Q(F, mv, mm, moe, emb)                                                                           \
+// qmoe_mm_gate_up: the packed experts' gate and up GEMMs over tiles of up
+// to mm_bm (token, expert) pairs of one expert (moe_group's tiles, as
+// moe_mm_gate_up), SwiGLU in the epilogue: h[pair slot] = silu(x·gateᵀ) ·
+// (x·upᵀ). Grid: (ceil(inter / mm_bn), tile slots).
+template <int F>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
+kernel void qmoe_mm_gate_up(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                            device const int* perm [[buffer(2)]], device const MoETile* tiles [[buffer(3)]],
+                            device const uchar* gw [[buffer(4)]], device const uchar* gs [[buffer(5)]],
+                            device const uchar* gb [[buffer(6)]], device const uchar* uw [[buffer(7)]],
+                            device const uchar* us [[buffer(8)]], device const uchar* ub [[buffer(9)]],
+                            device float* h [[buffer(10)]], threadgroup float* smem [[threadgroup(0)]],
+                            uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                            uint2 ntgv [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                            ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x);
+  threadgroup int src[64];
+  const MoETile tile = tiles[tg.y];
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts) {
+    return;
+  }
+  const uint n0 = tg.x * uint(mm_bn);
+  for (int r = tid; r < mm_bm; r += ntg) {
+    src[r] = r < tile.rows ? perm[tile.row0 + r] / int(a.top_k) : -1;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const ulong e = ulong(tile.expert);
+  const QRows g = {gw + e * a.w_stride, gs + e * a.s_stride, gb + e * a.s_stride};
+  const QRows u = {uw + e * a.w_stride, us + e * a.s_stride, ub + e * a.s_stride};
+  MMAcc ga, ua;
+  qmm_accumulate<F, true>(a, x, src, g, u, a.n, n0, smem, tid, ntg, sg, ga, ua);
+  const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
+  for (int i = 0; i < TM; i++) {
+    for (int j = 0; j < TN; j++) {
+      int r, c;
+      mm_coord(sg, lane, i, j, r, c);
+      const float2 gv = ga.t[i][j].thread_elements(), uv = ua.t[i][j].thread_elements();
+      if (r >= tile.rows) {
+        continue;
+      }
+      for (int k = 0; k < 2; k++) {
+        const uint col = n0 + uint(c + k);
+        if (col < a.n) {
+          h[ulong(tile.row0 + r) * a.n + col] = silu(gv[k]) * uv[k];
+        }
+      }
+    }
+  }
+}
+
+// qmoe_mm_down: out[token] += weight(pair) · (h[pair slot]·downᵀ), the
+// weighted scatter-add of every routed expert's rows into their tokens'
+// output rows (cleared by moe_route), also into residual with
+// moe_residual; it clears its expert's flag for the next call, as
+// moe_mm_down does. The adds are atomic, so their order, and the output's
+// last bits, vary from run to run. Grid: (ceil(hidden / mm_bn), tile slots).
+template <int F>
+[[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
+kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
+                         device const int* perm [[buffer(2)]], device const MoETile* tiles [[buffer(3)]],
+                         device const uchar* dw [[buffer(4)]], device const uchar* ds [[buffer(5)]],
+                         device const uchar* db [[buffer(6)]], device float* out [[buffer(7)]],
+                         device const float* weights [[buffer(8)]], device atomic_uint* flags [[buffer(9)]],
+                         device float* residual [[buffer(10), function_constant(moe_residual)]],
+                         threadgroup float* smem [[threadgroup(0)]], uint2 tg [[threadgroup_position_in_grid]],
+                         ushort tid [[thread_index_in_threadgroup]], uint2 ntgv [[threads_per_threadgroup]],
+                         ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]]) {
+  const ushort ntg = ushort(ntgv.x);
+  threadgroup int src[64];
+  threadgroup int tok[64];
+  threadgroup float wt[64];
+  const MoETile tile = tiles[tg.y];
+  if (tile.expert < 0 || uint(tile.expert) >= a.experts) {
+    return;
+  }
+  const uint n0 = tg.x * uint(mm_bn);
+  for (int r = tid; r < mm_bm; r += ntg) {
+    const int pair = r < tile.rows ? perm[tile.row0 + r] : -1;
+    src[r] = pair >= 0 ? tile.row0 + r : -1;
+    tok[r] = pair >= 0 ? pair / int(a.top_k) : 0;
+    wt[r] = pair >= 0 ? weights[pair] : 0.0f;
+  }
+  if (tg.x == 0 && tid == 0) {
+    atomic_store_explicit(&flags[tile.expert], 0u, memory_order_relaxed);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const ulong e = ulong(tile.expert);
+  const QRows d = {dw + e * a.w_stride, ds + e * a.s_stride, db + e * a.s_stride};
+  MMAcc acc, unused;
+  qmm_accumulate<F, false>(a, h, src, d, d, a.n, n0, smem, tid, ntg, sg, acc, unused);
+  const int TM = mm_bm / (8 * mm_sgm), TN = mm_bn / (8 * mm_sgn);
+  for (int i = 0; i < TM; i++) {
+    for (int j = 0; j < TN; j++) {
+      int r, c;
+      mm_coord(sg, lane, i, j, r, c);
+      const float2 v = acc.t[i][j].thread_elements();
+      if (r >= tile.rows) {
+        continue;
+      }
+      const ulong o = ulong(tok[r]) * a.n;
+      for (int k = 0; k < 2; k++) {
+        const uint col = n0 + uint(c + k);
+        if (col < a.n) {
+          const float y = wt[r] * v[k];
+          atomic_fetch_add_explicit((device atomic_float*)(out + o + col), y, memory_order_relaxed);
+          if (moe_residual) {
+            atomic_fetch_add_explicit((device atomic_float*)(residual + o + col), y, memory_order_relaxed);
+          }
+        }
+      }
+    }
+  }
+}
+
+#define INSTANTIATE_Q(F, mv, mm, moe, emb, mgu, mdn)                                                                           \
   template [[host_name(#mv)]] kernel void qmatvec<F>(                                                            \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
       device float*, device const float*, device const float*, device float*, device const uchar*,               \
@@ -639,11 +797,19 @@ kernel void qmatmul_mm(constant QMatArgs& a [[buffer(0)]], device const float* x
       device float*, device atomic_uint*, uint2, ushort, ushort, ushort);                                         \
   template [[host_name(#mm)]] kernel void qmatmul_mm<F>(                                                     \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
-      device float*, device const float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);
+      device float*, device const float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);             \
+  template [[host_name(#mgu)]] kernel void qmoe_mm_gate_up<F>(                                                   \
+      constant QMatArgs&, device const float*, device const int*, device const MoETile*, device const uchar*,    \
+      device const uchar*, device const uchar*, device const uchar*, device const uchar*, device const uchar*,   \
+      device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);                                  \
+  template [[host_name(#mdn)]] kernel void qmoe_mm_down<F>(                                                      \
+      constant QMatArgs&, device const float*, device const int*, device const MoETile*, device const uchar*,    \
+      device const uchar*, device const uchar*, device float*, device const float*, device atomic_uint*,         \
+      device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);
 
-INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmatmul_mm_affine4, qmoe_mv_affine4, qembedding_affine4)
-INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmatmul_mm_affine8, qmoe_mv_affine8, qembedding_affine8)
-INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qembedding_q8_0)
-INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qembedding_q4_0)
-INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qembedding_q4_k)
-INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qembedding_q6_k)
+INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmatmul_mm_affine4, qmoe_mv_affine4, qembedding_affine4, qmoe_mm_gate_up_affine4, qmoe_mm_down_affine4)
+INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmatmul_mm_affine8, qmoe_mv_affine8, qembedding_affine8, qmoe_mm_gate_up_affine8, qmoe_mm_down_affine8)
+INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qembedding_q8_0, qmoe_mm_gate_up_q8_0, qmoe_mm_down_q8_0)
+INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
+INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
+INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
