@@ -320,14 +320,27 @@ type qexperts struct {
 	size                 int
 }
 
-// region is matrix i's (gate, up, down) values, scales and biases for E
-// experts; formats without scales bind their values there, never read.
-func (pk *qexperts) region(i, E int) (w, s, b view) {
+// bindExperts binds matrix i's (gate, up, down) values, scales and biases
+// for E experts at buffer indices base.. base+2; formats without scales
+// bind their values there, never read.
+func (b *Backend) bindExperts(base int, pk *qexperts, i, E int) {
 	d := view{pk.buf, pk.data[i], E * pk.wStride[i]}
-	if pk.sStride[i] == 0 {
-		return d, d, d
+	s, bi := d, d
+	if pk.sStride[i] != 0 {
+		s, bi = view{pk.buf, pk.scales[i], E * pk.sStride[i]}, view{pk.buf, pk.biases[i], E * pk.sStride[i]}
 	}
-	return d, view{pk.buf, pk.scales[i], E * pk.sStride[i]}, view{pk.buf, pk.biases[i], E * pk.sStride[i]}
+	b.bind(base, d, false)
+	b.bind(base+1, s, false)
+	b.bind(base+2, bi, false)
+}
+
+// args are the expert kernels' arguments for matrix i (n rows of k) over
+// m rows of pairs (top-k of E experts).
+func (pk *qexperts) args(i, m, n, k, topK, E int) qMatArgs {
+	spec := pk.spec[i]
+	return qMatArgs{M: uint32(m), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
+		Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(topK), Experts: uint32(E),
+		WStride: uint64(pk.wStride[i]), SStride: uint64(pk.sStride[i])}
 }
 
 func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
@@ -494,25 +507,16 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 			return
 		}
-		a := qMatArgs{M: uint32(P), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
-			Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(K), Experts: uint32(E),
-			WStride: uint64(pk.wStride[g]), SStride: uint64(pk.sStride[g])}
-		b.args(argBytes(b, a))
+		b.args(argBytes(b, pk.args(g, P, n, k, K, E)))
 		if pass == 0 {
 			b.in(1, xs)
 		} else {
 			b.bind(1, h, false)
 		}
 		b.bind(2, ids, false)
-		wv, sv, bv := pk.region(g, E)
-		b.bind(3, wv, false)
-		b.bind(4, sv, false)
-		b.bind(5, bv, false)
+		b.bindExperts(3, pk, g, E)
 		if pass == 0 {
-			wv2, sv2, bv2 := pk.region(1, E)
-			b.bind(6, wv2, false)
-			b.bind(7, sv2, false)
-			b.bind(8, bv2, false)
+			b.bindExperts(6, pk, 1, E)
 			b.bind(9, h, true)
 		} else {
 			b.bind(9, y, true)
@@ -561,9 +565,7 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 		if !b.fits(p, tpg) {
 			return
 		}
-		b.args(argBytes(b, qMatArgs{M: uint32(T * K), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
-			Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(K), Experts: uint32(E),
-			WStride: uint64(pk.wStride[g]), SStride: uint64(pk.sStride[g])}))
+		b.args(argBytes(b, pk.args(g, T*K, n, k, K, E)))
 		if pass == 0 {
 			b.in(1, xs)
 		} else {
@@ -571,15 +573,9 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 		}
 		b.bind(2, perm, false)
 		b.bind(3, tileList, false)
-		wv, sv, bv := pk.region(g, E)
-		b.bind(4, wv, false)
-		b.bind(5, sv, false)
-		b.bind(6, bv, false)
+		b.bindExperts(4, pk, g, E)
 		if pass == 0 {
-			wv, sv, bv := pk.region(1, E)
-			b.bind(7, wv, false)
-			b.bind(8, sv, false)
-			b.bind(9, bv, false)
+			b.bindExperts(7, pk, 1, E)
 			b.bind(10, h, true)
 		} else {
 			b.out(7, o)

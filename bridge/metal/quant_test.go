@@ -167,17 +167,7 @@ func TestQMatMulTiles(t *testing.T) {
 	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K} {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
-				b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
-				if err != nil {
-					t.Fatal(err)
-				}
-				e, err := b.Check()
-				if err != nil {
-					t.Error(err)
-				} else {
-					t.Logf("%s: max abs error %.2g", b.Describe(), e)
-				}
-				b.Close()
+				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
 			}
 		}
 	}
@@ -202,18 +192,8 @@ func TestQMoETiles(t *testing.T) {
 	}
 	cases = append(cases, tc{ops.Q8_0, 37, 96}, tc{ops.Q4_0, 37, 96})
 	for _, c := range cases {
-		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Experts: 8,
+		checkOp(t, be, ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Experts: 8,
 			ops.TopK: 2, ops.Hidden: 256, ops.Intermediate: c.mid}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := b.Check()
-		if err != nil {
-			t.Error(err)
-		} else {
-			t.Logf("%s: max abs error %.2g", b.Describe(), e)
-		}
-		b.Close()
 	}
 	// The tiles ran: a witnessed step's dispatches name them.
 	b, err := kbench.Prepare(be, ops.Args{Op: ops.QMoE, DType: ops.Q4, Ints: ops.Shape{ops.Tokens: 37, ops.Experts: 8,
@@ -235,4 +215,20 @@ func TestQMoETiles(t *testing.T) {
 			t.Errorf("no %s among the step's dispatches %v", k, names)
 		}
 	}
+}
+
+// checkOp runs op once on be against its reference (kbench's tolerance).
+func checkOp(t *testing.T, be *metal.Backend, op ops.Args) {
+	t.Helper()
+	b, err := kbench.Prepare(be, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e, err := b.Check()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	t.Logf("%s: max abs error %.2g", b.Describe(), e)
 }
