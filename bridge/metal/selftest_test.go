@@ -88,7 +88,7 @@ func TestSelftestVariants(t *testing.T) {
 		{"partitions=3", metal.Tuning{AttnPartitions: 3, AttnHeadsPerGroup: 1, AttnSimdgroups: 8}, []string{"decode-attention", "prefill-attention"}, ""},
 		{"simdgroup-matrix", metal.Tuning{MatVecMaxM: 1, MoEMatVecMaxRows: -1,
 			MatMulTile: metal.Tile{BM: 16, BN: 64, BK: 8, SGM: 2, SGN: 2}, MoETile: metal.Tile{BM: 16, BN: 16, BK: 32, SGM: 2, SGN: 1}},
-			[]string{"matmul", "moe"}, ""},
+			[]string{"matmul", "moe", "qmatmul", "qmoe"}, ""},
 		{"small-groups", metal.Tuning{NormThreads: 32, EltThreads: 64, RoPEHeads: 1, ArgmaxThreads: 64, MatVecRows: 1, MatVecSimdgroups: 1,
 			MoEMatVecRows: 3, MoESimdgroups: 2, MoEGroupThreads: 32, MoEMatVecMaxRows: 40},
 			[]string{"rms-norm", "add-rms-norm", "rope", "silu-mul", "argmax", "embedding", "matmul", "moe"}, ""},
