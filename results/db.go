@@ -138,7 +138,7 @@ func open(path string, steps []migration) (*DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	if err := db.Ping(); err != nil {
+	if err := pingWhileBusy(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results: open %s: %w", abs, err)
 	}
@@ -147,6 +147,29 @@ func open(path string, steps []migration) (*DB, error) {
 		return nil, err
 	}
 	return &DB{sql: db, path: abs}, nil
+}
+
+// pingWhileBusy opens db's connection, retrying for up to BusyTimeout
+// while SQLite answers SQLITE_BUSY: connections opening a new file at once
+// race to switch it to WAL, and the losers get SQLITE_BUSY without the
+// busy handler being consulted.
+func pingWhileBusy(db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	wait := time.Millisecond
+	for {
+		err := db.Ping()
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var c interface{ Code() int }
+	return errors.As(err, &c) && c.Code()&0xff == 5
 }
 
 // dsn builds a file: URI so that any character in the path (even '?' or
