@@ -506,7 +506,7 @@ func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks int) bool
 // holds) for partitions of chunks chunks: one-chunk partitions take the
 // small one, whose shared memory lets more blocks share an SM.
 func decodeMMAPositions(chunks int) int {
-	if chunks*decodeChunk <= decodeChunk {
+	if chunks <= 1 {
 		return decodeChunk
 	}
 	return decodeMMAMaxPositions
