@@ -33,6 +33,14 @@ func (b *Backend) SetNoDecodeMMA(off bool) func() {
 	return func() { b.opts.NoDecodeMMA = old }
 }
 
+// SetPackedMMA has b run packed matmuls and experts of many-token steps
+// on tensor cores (on true) or on the GEMVs, and returns what restores it.
+func (b *Backend) SetPackedMMA(on bool) func() {
+	old := b.opts.PackedMMA
+	b.opts.PackedMMA = on
+	return func() { b.opts.PackedMMA = old }
+}
+
 // DecodeKernel is the kernel of b's decode attention for a step of seqs
 // sequences whose longest context is maxSeqLen, with a cache of dtype cache.
 func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim int) string {

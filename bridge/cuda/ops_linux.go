@@ -22,6 +22,7 @@ func kernelNames() []string {
 		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
 		"moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16", "moe_gemm_down_bf16", "zero_f32"}
 	n = append(n, quantKernelNames()...)
+	n = append(n, qmmaKernelNames()...)
 	for _, dt := range KVDTypes {
 		// The attention kernels, one per KV cache dtype.
 		s := dtName(dt)
@@ -992,16 +993,7 @@ func (b *Backend) moeGroupedGEMM(o, xs, router *tensor, w *bridge.MoEWeights, p 
 		router.dt == bridge.I32 || len(router.shape) != 2 || router.shape[0] != E || router.shape[1] != H {
 		return false
 	}
-	P := T * K
 	logits := b.scratchBuf("moe.logits", int64(T)*int64(E)*4)
-	ids := b.scratchBuf("moe.ids", int64(P)*4)
-	wts := b.scratchBuf("moe.w", int64(P)*4)
-	start := b.scratchBuf("moe.slot_start", int64(E)*4)
-	count := b.scratchBuf("moe.slot_count", int64(E)*4)
-	tileStart := b.scratchBuf("moe.tile_start", int64(E+1)*4)
-	pairs := b.scratchBuf("moe.pairs", int64(P)*4)
-	xh := b.scratchBuf("moe.xh", int64(T)*int64(H)*2)
-	hb := b.scratchBuf("moe.hb", int64(P)*int64(I)*2)
 	if b.stepErr != nil {
 		return true
 	}
@@ -1009,20 +1001,51 @@ func (b *Backend) moeGroupedGEMM(o, xs, router *tensor, w *bridge.MoEWeights, p 
 	b.moeCalls++
 	b.subMark("router")
 	b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
-	b.subMark("route")
-	b.launch("moe_route_tokens", [3]int{cdiv(T, 8), 1, 1}, 256, logits, i32(T), i32(E), i32(K), boolArg(w.NormTopK), ids, wts,
-		b.stats.ptr)
-	b.launch("moe_sort", [3]int{1, 1, 1}, 1024, ids, i32(P), i32(E), start, count, tileStart, pairs, b.stats.ptr, i32(stat))
-	b.launch("to_half", [3]int{elementwiseGrid(T * H), 1, 1}, 256, xs.ptr, xh, 0, i64(int64(T)*int64(H)), i32(int(bridge.BF16)))
-	// Row tiles: at most one partial tile per expert beyond the full ones.
-	tiles := cdiv(P, moeTileRows) + min(E, P)
+	gp := b.groupPairs(logits, xs, w, T, stat)
+	if b.stepErr != nil {
+		return true
+	}
 	gate, up, down := table, table+uint64(E)*8, table+uint64(2*E)*8
 	b.subMark("gate_up")
-	b.launch("moe_gemm_gate_up_bf16", [3]int{tiles, I / 64, 1}, 128, xh, gate, up, start, count, tileStart, pairs, hb,
-		i32(E), i32(K), i32(H), i32(I))
+	b.launch("moe_gemm_gate_up_bf16", [3]int{gp.tiles, I / 64, 1}, 128, gp.xh, gate, up, gp.start, gp.count, gp.tileStart,
+		gp.pairs, gp.h, i32(E), i32(K), i32(H), i32(I))
 	b.subMark("down")
 	b.launch("zero_f32", [3]int{elementwiseGrid(T * H / 4), 1, 1}, 256, ptr(o), i64(int64(T)*int64(H)))
-	b.launch("moe_gemm_down_bf16", [3]int{tiles, H / 128, 1}, 128, hb, down, start, count, tileStart, pairs, wts, ptr(o),
-		i32(E), i32(K), i32(H), i32(I))
+	b.launch("moe_gemm_down_bf16", [3]int{gp.tiles, H / 128, 1}, 128, gp.h, down, gp.start, gp.count, gp.tileStart, gp.pairs,
+		gp.wts, ptr(o), i32(E), i32(K), i32(H), i32(I))
 	return true
+}
+
+// groupedPairs are the buffers of a grouped MoE GEMM (moe_mma.cu): the
+// tokens' top-k experts and weights, the (token, expert) pairs sorted by
+// expert with each expert's start, count and first row tile, the tiles
+// bound for the grid, the activations as bf16 and the SwiGLU outputs h
+// (bf16, a row per pair).
+type groupedPairs struct {
+	ids, wts, start, count, tileStart, pairs, xh, h uint64
+	tiles                                           int
+}
+
+// groupPairs records the routing of T tokens from their router logits,
+// the sort of their pairs by expert, and xs rounded to bf16.
+func (b *Backend) groupPairs(logits uint64, xs *tensor, w *bridge.MoEWeights, T, stat int) groupedPairs {
+	H, I, K, E := w.Hidden, w.Inter, w.TopK, len(w.Gate)
+	P := T * K
+	gp := groupedPairs{
+		ids: b.scratchBuf("moe.ids", int64(P)*4), wts: b.scratchBuf("moe.w", int64(P)*4),
+		start: b.scratchBuf("moe.slot_start", int64(E)*4), count: b.scratchBuf("moe.slot_count", int64(E)*4),
+		tileStart: b.scratchBuf("moe.tile_start", int64(E+1)*4), pairs: b.scratchBuf("moe.pairs", int64(P)*4),
+		xh: b.scratchBuf("moe.xh", int64(T)*int64(H)*2), h: b.scratchBuf("moe.hb", int64(P)*int64(I)*2),
+		// Row tiles: at most one partial tile per expert beyond the full ones.
+		tiles: cdiv(P, moeTileRows) + min(E, P),
+	}
+	if b.stepErr != nil {
+		return gp
+	}
+	b.subMark("route")
+	b.launch("moe_route_tokens", [3]int{cdiv(T, 8), 1, 1}, 256, logits, i32(T), i32(E), i32(K), boolArg(w.NormTopK), gp.ids, gp.wts,
+		b.stats.ptr)
+	b.launch("moe_sort", [3]int{1, 1, 1}, 1024, gp.ids, i32(P), i32(E), gp.start, gp.count, gp.tileStart, gp.pairs, b.stats.ptr, i32(stat))
+	b.launch("to_half", [3]int{elementwiseGrid(T * H), 1, 1}, 256, xs.ptr, gp.xh, 0, i64(int64(T)*int64(H)), i32(int(bridge.BF16)))
+	return gp
 }

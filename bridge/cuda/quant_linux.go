@@ -192,9 +192,11 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	b.launchQGemv(&g)
 }
 
-// qmatmul records out[m][n] = x·qᵀ + bias.
-func (b *Backend) qmatmul(out, x uint64, q *qtensor, bias uint64, m int) {
-	g := qgemv{x: x, m: m, k: q.Dims[1], segs: [3]qseg{{q: q, bias: bias, out: out}}, nsegs: 1}
+// routerLogits records a packed router's logits out[m][E] = x·qᵀ with f32
+// activations at any m: its top-k would flip near ties under the bf16
+// rounding of the tensor-core path.
+func (b *Backend) routerLogits(out, x uint64, q *qtensor, m int) {
+	g := qgemv{x: x, m: m, k: q.Dims[1], segs: [3]qseg{{q: q, out: out}}, nsegs: 1, exact: true}
 	b.launchQGemv(&g)
 }
 
@@ -228,6 +230,8 @@ type qgemv struct {
 		w, out uint64
 		eps    float32
 	}
+	// exact keeps f32 activations at any m (a router's top-k)
+	exact bool
 }
 
 // groups is the launch's groups of r weight rows: each matrix's, or with
@@ -325,6 +329,10 @@ func (b *Backend) qgemvShape(g *qgemv) (r, c, ks int) {
 // launchQGemv records one qgemv launch.
 func (b *Backend) launchQGemv(g *qgemv) {
 	if g.m == 0 {
+		return
+	}
+	if g.norm.w == 0 && b.qmmaTakes(g.m, g.k, g.exact) {
+		b.launchQMMA(g)
 		return
 	}
 	s0 := g.segs[0]
@@ -589,7 +597,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 		return
 	}
 	tab := b.qmoeTable(w)
-	if tab == nil {
+	if tab == nil || b.qmoeGrouped(o, xs, w, p, tab, fold, T) {
 		return
 	}
 	P := T * K
@@ -646,7 +654,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 			i32(stat), b.scratchZeroed("moe.route_counter", 4))
 		routed = true
 	case packedRouter:
-		b.qmatmul(logits, xs.ptr, rq, 0, T)
+		b.routerLogits(logits, xs.ptr, rq, T)
 	default:
 		b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
 	}

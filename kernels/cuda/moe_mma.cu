@@ -80,6 +80,79 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) moe_sort(const int* 
     for (int i = threadIdx.x; i < P; i += blockDim.x) pair_list[atomicAdd(&s_base[topk_ids[i]], 1)] = i;
 }
 
+// mg_tile_expert is the expert whose row tiles hold grid tile x:
+// tile_start[e] <= x < tile_start[e+1].
+__device__ __forceinline__ int mg_tile_expert(int x, const int* __restrict__ tile_start, int E) {
+    int lo = 0, hi = E - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (tile_start[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// mg_tile_mma adds one MG_BK slice of a tile's products into acc: warp
+// (wm, wn) takes A rows wm·64.. and 64 B rows, wn·64.. or with GU 32 gate
+// rows (wn·32..) and the 32 up rows MG_BN/2 after them.
+template <bool GU>
+__device__ __forceinline__ void mg_tile_mma(float (&acc)[4][8][4], const u16 (*sa)[MG_LD], const u16 (*sb)[MG_LD], int wm,
+                                            int wn, int lane) {
+    const int lr = lane & 7, li = lane >> 3;
+#pragma unroll
+    for (int kk = 0; kk < MG_BK / 16; kk++) {
+        u32 af[4][4];
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++) ldsm_x4(af[mi], &sa[wm * 64 + mi * 16 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
+#pragma unroll
+        for (int nj = 0; nj < 4; nj++) {
+            const int j = nj * 2;
+            const int brow = GU ? (j < 4 ? wn * 32 + j * 8 : MG_BN / 2 + wn * 32 + (j - 4) * 8) : wn * 64 + j * 8;
+            u32 b[4];
+            ldsm_x4(b, &sb[brow + lr + ((li >> 1) << 3)][kk * 16 + (li & 1) * 8]);
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++) {
+                mma_bf16(acc[mi][j], af[mi], b);
+                mma_bf16(acc[mi][j + 1], af[mi], b + 2);
+            }
+        }
+    }
+}
+
+// mg_store_experts writes a grouped tile's results: with GU silu(gate)·up
+// as bf16 into h's pair rows (column tile blockIdx.y of MG_BN/2), else
+// each pair's row times its routing weight added into its token's row of
+// out (column tile blockIdx.y of MG_BN).
+template <bool GU>
+__device__ __forceinline__ void mg_store_experts(const float (&acc)[4][8][4], const int* __restrict__ pl, int rows, int wm,
+                                                 int wn, int lane, u16* __restrict__ hout, int I, float* __restrict__ out,
+                                                 const float* __restrict__ topk_w, int K, int H) {
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = wm * 64 + mi * 16 + g + hr * 8;
+            if (r >= rows) continue;
+            const int p = pl[r];
+            if (GU) {
+                u16* dst = hout + (long)p * I + blockIdx.y * (MG_BN / 2) + wn * 32 + c2;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float g0 = acc[mi][j][hr * 2], g1 = acc[mi][j][hr * 2 + 1];
+                    const float u0 = acc[mi][j + 4][hr * 2], u1 = acc[mi][j + 4][hr * 2 + 1];
+                    *(u32*)(dst + j * 8) = pack_bf16(silu(g0) * u0, silu(g1) * u1);
+                }
+            } else {
+                const float wt = topk_w[p];
+                float* dst = out + (long)(p / K) * H + blockIdx.y * MG_BN + wn * 64 + c2;
+#pragma unroll
+                for (int j = 0; j < 8; j++) red_add2(dst + j * 8, wt * acc[mi][j][hr * 2], wt * acc[mi][j][hr * 2 + 1]);
+            }
+        }
+    }
+}
+
 // moe_gemm_body: GU (gate_up) or down, for the block's (expert, row tile,
 // column tile). A rows are pairs: row p of A is a + (p / a_div)·kdim (bf16);
 // B is the expert's [n][kdim] matrix (for GU, gate and up: 64 rows of each).
@@ -96,13 +169,7 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
     pdl_wait();
     const int x = blockIdx.x;
     if (x >= tile_start[E]) return;
-    int lo = 0, hi = E - 1;  // the expert e with tile_start[e] <= x < tile_start[e+1]
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (tile_start[mid] <= x) lo = mid;
-        else hi = mid - 1;
-    }
-    const int e = lo, m0 = (x - tile_start[e]) * MG_BM;
+    const int e = mg_tile_expert(x, tile_start, E), m0 = (x - tile_start[e]) * MG_BM;
     const int rows = min(MG_BM, count[e] - m0);
     const int* pl = pair_list + start[e] + m0;
     const int tid = threadIdx.x;
@@ -146,7 +213,6 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
     };
 
     const int warp = tid >> 5, lane = tid & 31, wm = warp >> 1, wn = warp & 1;
-    const int lr = lane & 7, li = lane >> 3;
     float acc[4][8][4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -168,51 +234,11 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
             cp_async_commit();
         }
         const int st = kt % MG_STAGES;
-#pragma unroll
-        for (int kk = 0; kk < MG_BK / 16; kk++) {
-            u32 af[4][4];
-#pragma unroll
-            for (int mi = 0; mi < 4; mi++) ldsm_x4(af[mi], &sa[st][wm * 64 + mi * 16 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
-#pragma unroll
-            for (int nj = 0; nj < 4; nj++) {
-                const int j = nj * 2;
-                const int brow = GU ? (j < 4 ? wn * 32 + j * 8 : MG_BN / 2 + wn * 32 + (j - 4) * 8) : wn * 64 + j * 8;
-                u32 b[4];
-                ldsm_x4(b, &sb[st][brow + lr + ((li >> 1) << 3)][kk * 16 + (li & 1) * 8]);
-#pragma unroll
-                for (int mi = 0; mi < 4; mi++) {
-                    mma_bf16(acc[mi][j], af[mi], b);
-                    mma_bf16(acc[mi][j + 1], af[mi], b + 2);
-                }
-            }
-        }
+        mg_tile_mma<GU>(acc, sa[st], sb[st], wm, wn, lane);
     }
     cp_async_wait_n<0>();
 
-    const int g = lane >> 2, c2 = (lane & 3) * 2;
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++) {
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int r = wm * 64 + mi * 16 + g + hr * 8;
-            if (r >= rows) continue;
-            const int p = pl[r];
-            if (GU) {
-                u16* dst = hout + (long)p * I + blockIdx.y * (MG_BN / 2) + wn * 32 + c2;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float g0 = acc[mi][j][hr * 2], g1 = acc[mi][j][hr * 2 + 1];
-                    const float u0 = acc[mi][j + 4][hr * 2], u1 = acc[mi][j + 4][hr * 2 + 1];
-                    *(u32*)(dst + j * 8) = pack_bf16(silu(g0) * u0, silu(g1) * u1);
-                }
-            } else {
-                const float wt = topk_w[p];
-                float* dst = out + (long)(p / K) * H + blockIdx.y * MG_BN + wn * 64 + c2;
-#pragma unroll
-                for (int j = 0; j < 8; j++) red_add2(dst + j * 8, wt * acc[mi][j][hr * 2], wt * acc[mi][j][hr * 2 + 1]);
-            }
-        }
-    }
+    mg_store_experts<GU>(acc, pl, rows, wm, wn, lane, hout, I, out, topk_w, K, H);
 }
 
 // moe_gemm_gate_up: grid (row tiles bound, I / 64); h[pair] = silu(x·gateᵀ)·(x·upᵀ).

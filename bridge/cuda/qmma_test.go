@@ -1,0 +1,168 @@
+//go:build linux
+
+package cuda_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	. "github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// The packed formats the tensor-core kernels take (kernels/cuda/quant_mma.cu),
+// with affine group sizes and scale dtypes that move a unit's group.
+var qmmaSpecs = []quant.Spec{
+	{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
+	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F32},
+	{Type: quant.Affine, Bits: 8, Group: 128, Scale: quant.F16},
+	{Type: quant.Q8_0},
+	{Type: quant.Q4_0},
+	{Type: quant.Q4_K},
+	{Type: quant.Q6_K},
+}
+
+// randomPacked draws a packed [rows][k] matrix whose K-quant scales vary
+// from sub-block to sub-block (quant.Random gives them all one scale).
+func randomPacked(r *rand.Rand, s quant.Spec, rows, k int, amp float32) *quant.Matrix {
+	g := rows * s.Groups(k) * s.Scale.Size()
+	var sc, bi []byte
+	if s.Type == quant.Affine {
+		sc, bi = make([]byte, g), make([]byte, g)
+	}
+	m := quant.Random(s, rows, k, amp, r, make([]byte, rows*s.RowBytes(k)), sc, bi)
+	for blk := 0; blk < len(m.Data)/max(s.BlockBytes(), 1); blk++ {
+		p := m.Data[blk*s.BlockBytes():]
+		switch s.Type {
+		case quant.Q4_K:
+			for i := 4; i < 16; i++ {
+				p[i] = byte(r.Uint32())
+			}
+		case quant.Q6_K:
+			for i := 192; i < 208; i++ {
+				p[i] = byte(int8(r.IntN(64) - 32))
+			}
+		}
+	}
+	return m
+}
+
+func uploadPacked(t *testing.T, b *Backend, m *quant.Matrix) bridge.Tensor {
+	t.Helper()
+	w, err := b.QuantWeight(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free(w) })
+	return w
+}
+
+// inStep runs fn inside a step of T tokens.
+func inStep(t *testing.T, b *Backend, T int, fn func()) bridge.StepStats {
+	t.Helper()
+	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: make([]int32, T),
+		SlotMapping: make([]int32, T), QueryStartLoc: []int32{0, int32(T)}, SeqLens: []int32{int32(T)},
+		BlockTable: make([]int32, (T+15)/16), MaxBlocks: (T + 15) / 16, BlockSize: 16}
+	if err := b.BeginStep(meta, make([]int32, T), false); err != nil {
+		t.Fatal(err)
+	}
+	fn()
+	st, err := b.EndStep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func readF32(t *testing.T, b *Backend, x bridge.Tensor, n int) []float32 {
+	t.Helper()
+	got := make([]float32, n)
+	if err := b.Read(x, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// Packed matmuls of many rows (prefill) on tensor cores equal the
+// reference on the same packed bytes within the bf16 operand tolerance, at
+// row counts and matrix heights off the 128-row tiles, with a bias.
+func TestQuantMMAMatchesReference(t *testing.T) {
+	b := gpu(t)
+	t.Cleanup(b.SetPackedMMA(true))
+	r := rand.New(rand.NewPCG(5, 9))
+	for _, s := range qmmaSpecs {
+		for _, c := range []struct{ m, n, k int }{{128, 256, 512}, {300, 200, 768}, {1000, 72, 256}} {
+			w := randomPacked(r, s, c.n, c.k, 0.1)
+			wt := uploadPacked(t, b, w)
+			x := randn(r, c.m*c.k, 1)
+			bias := randn(r, c.n, 0.5)
+			want := make([]float32, c.m*c.n)
+			quant.MatMul(want, bf16Round(x), bias, w, c.m)
+			xt := upload(t, b, bridge.F32, f32Bytes(x), c.m, c.k)
+			bt := upload(t, b, bridge.F32, f32Bytes(bias), c.n)
+			out := upload(t, b, bridge.F32, make([]byte, 4*c.m*c.n), c.m, c.n)
+			inStep(t, b, c.m, func() { b.QMatMul(out, xt, wt, bt) })
+			e := relErr(readF32(t, b, out, c.m*c.n), want)
+			t.Logf("%v, m=%d n=%d k=%d: relative error %.2g", s, c.m, c.n, c.k, e)
+			if e > bf16RelTol {
+				t.Errorf("%v, m=%d n=%d k=%d: relative error %.3g > %g", s, c.m, c.n, c.k, e, bf16RelTol)
+			}
+		}
+	}
+}
+
+// A packed MoE block of many tokens (grouped GEMMs on tensor cores) equals
+// the reference on the same packed experts within the bf16 operand
+// tolerance; the router keeps f32 activations, so both pick the same
+// experts.
+func TestQuantMoEGroupedMatchesReference(t *testing.T) {
+	b := gpu(t)
+	t.Cleanup(b.SetPackedMMA(true))
+	const E, K, H, I = 16, 4, 256, 192
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, s := range qmmaSpecs {
+		gate, up, down := randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*H, I, 0.1)
+		router := randn(r, E*H, 0.5)
+		w := &bridge.MoEWeights{Router: upload(t, b, bridge.F32, f32Bytes(router), E, H), TopK: K, NormTopK: true, Hidden: H, Inter: I}
+		for e := 0; e < E; e++ {
+			for _, set := range []struct {
+				m   *quant.Matrix
+				dst *[]bridge.Tensor
+			}{{gate, &w.Gate}, {up, &w.Up}, {down, &w.Down}} {
+				*set.dst = append(*set.dst, uploadPacked(t, b, set.m.Expert(e, E)))
+			}
+		}
+		for _, T := range []int{128, 333} {
+			x := randn(r, T*H, 1)
+			want := make([]float32, T*H)
+			quant.MoE(want, x, nil, router, quant.Experts{Gate: gate, Up: up, Down: down, Count: E}, K, true, H, I)
+			xt := upload(t, b, bridge.F32, f32Bytes(x), T, H)
+			out := upload(t, b, bridge.F32, make([]byte, 4*T*H), T, H)
+			st := inStep(t, b, T, func() { b.QMoE(out, xt, w, bridge.MoEParams{Strategy: bridge.MoEGrouped}) })
+			e := relErr(readF32(t, b, out, T*H), want)
+			t.Logf("%v, %d tokens, %d experts top-%d: relative error %.2g, experts touched %v", s, T, E, K, e, st.ExpertsTouched)
+			if e > bf16RelTol {
+				t.Errorf("%v, %d tokens: relative error %.3g > %g", s, T, e, bf16RelTol)
+			}
+		}
+	}
+}
+
+// A packed model's prompt logits from one prefill step (tensor-core
+// kernels: q/k/v, gate and up with SwiGLU, the output projections) equal
+// those of token-by-token decode (the f32-activation GEMVs) within the
+// bf16 operand tolerance.
+func TestQuantPrefillMatchesTokenByToken(t *testing.T) {
+	b := gpu(t)
+	t.Cleanup(b.SetPackedMMA(true))
+	for _, q := range []string{"q4", "q4_k_m"} {
+		cfg, src, err := model.Open(model.Spec{Model: "tinyllama-1.1b", Layers: 2, Seed: 3, Quant: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		prefillVsDecode(t, b, "tinyllama-1.1b "+q, cfg, src, bridge.BF16)
+	}
+}
