@@ -272,3 +272,33 @@ func TestNoStaleThreadgroupMemory(t *testing.T) {
 		}
 	}
 }
+
+// Decode past the attention's partition size takes the split-K kernel and
+// its reduce; with RoPE and QK-norm fused into it (Qwen3) that dispatch
+// binds 17 buffers, more than a fixed table of 16 held. A partition of 16
+// keys puts a 40-token prompt's decode steps there: the same tokens and
+// logits as the CPU, fused or not.
+func TestSplitDecodeWithFusedRoPEMatchesCPU(t *testing.T) {
+	dir := filepath.Join(fixtureDir, "qwen3")
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32((i*37 + 5) % 512)
+	}
+	req := []engine.Request{{ID: 1, Prompt: prompt, MaxNewTokens: 6, WantLogits: true}}
+	want, err := openEngine(t, cpu.New(cpu.Options{}), model.Spec{Model: dir}, engine.Options{}).Generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb := newEmu(t, metal.Tuning{AttnPartitionSize: 16})
+	for _, fusion := range []bool{true, false} {
+		got, err := openEngine(t, mb, model.Spec{Model: dir}, engine.Options{NoFusion: !fusion}).Generate(req)
+		if err != nil {
+			t.Fatalf("fusion %v: %v", fusion, err)
+		}
+		d := maxAbsDiff(got[0].Logits, want[0].Logits)
+		t.Logf("fusion %v: tokens %v, logits max abs diff %.2g vs cpu", fusion, got[0].Tokens, d)
+		if !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
+			t.Errorf("fusion %v: tokens %v (cpu %v), logits %.3g off the CPU's", fusion, got[0].Tokens, want[0].Tokens, d)
+		}
+	}
+}

@@ -90,7 +90,8 @@ type stepState struct {
 	order   []opKey
 	gpu     time.Duration
 
-	binds [16]binding
+	// binds: a dispatch's arguments, at most Metal's 31 buffer indices.
+	binds [maxBindings]binding
 	nb    int
 	tgmem int
 	// tgmemSet: the open encoder holds a nonzero threadgroup memory length.
@@ -451,15 +452,25 @@ func (b *Backend) expertFlags(e int) *dbuf {
 // Building a dispatch: bind arguments, then run it.
 // ---------------------------------------------------------------------------
 
-func (b *Backend) args(data []byte) {
-	s := &b.step
-	s.binds[s.nb] = binding{index: 0, bytes: data}
-	s.nb++
-}
+// maxBindings is the buffer argument table of a Metal function: indices
+// 0..30.
+const maxBindings = 31
+
+func (b *Backend) args(data []byte) { b.push(binding{index: 0, bytes: data}) }
 
 func (b *Backend) bind(index int, v view, write bool) {
+	b.push(binding{index: index, v: v, write: write})
+}
+
+// push adds a binding of the next dispatch; an index past the table fails
+// the step (an encoding error, not a crash).
+func (b *Backend) push(x binding) {
 	s := &b.step
-	s.binds[s.nb] = binding{index: index, v: v, write: write}
+	if x.index < 0 || x.index >= maxBindings || s.nb == maxBindings {
+		b.fail("internal: buffer index %d of a dispatch (Metal binds 0..%d)", x.index, maxBindings-1)
+		return
+	}
+	s.binds[s.nb] = x
 	s.nb++
 }
 
