@@ -275,30 +275,51 @@ func TestNoStaleThreadgroupMemory(t *testing.T) {
 
 // Decode past the attention's partition size takes the split-K kernel and
 // its reduce; with RoPE and QK-norm fused into it (Qwen3) that dispatch
-// binds 17 buffers, more than a fixed table of 16 held. A partition of 16
-// keys puts a 40-token prompt's decode steps there: the same tokens and
-// logits as the CPU, fused or not.
-func TestSplitDecodeWithFusedRoPEMatchesCPU(t *testing.T) {
-	dir := filepath.Join(fixtureDir, "qwen3")
-	prompt := make([]int32, 40)
-	for i := range prompt {
-		prompt[i] = int32((i*37 + 5) % 512)
-	}
-	req := []engine.Request{{ID: 1, Prompt: prompt, MaxNewTokens: 6, WantLogits: true}}
-	want, err := openEngine(t, cpu.New(cpu.Options{}), model.Spec{Model: dir}, engine.Options{}).Generate(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+// binds 17 buffers, more than a fixed table of 16 held. Partitions of 16
+// keys put every fixture's decode there (float, mlx-lm and GGUF
+// checkpoints; three requests of 9, 40 and 70 tokens in one batch, so the
+// sequences of a step have one, three and five partitions): the same
+// tokens as the CPU and logits within 1e-4 of its, fused or not.
+func TestSplitDecodeMatchesCPU(t *testing.T) {
 	mb := newEmu(t, metal.Tuning{AttnPartitionSize: 16})
-	for _, fusion := range []bool{true, false} {
-		got, err := openEngine(t, mb, model.Spec{Model: dir}, engine.Options{NoFusion: !fusion}).Generate(req)
-		if err != nil {
-			t.Fatalf("fusion %v: %v", fusion, err)
-		}
-		d := maxAbsDiff(got[0].Logits, want[0].Logits)
-		t.Logf("fusion %v: tokens %v, logits max abs diff %.2g vs cpu", fusion, got[0].Tokens, d)
-		if !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
-			t.Errorf("fusion %v: tokens %v (cpu %v), logits %.3g off the CPU's", fusion, got[0].Tokens, want[0].Tokens, d)
-		}
+	var models []string
+	for _, arch := range []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt2"} {
+		models = append(models, filepath.Join(fixtureDir, arch))
+	}
+	for _, fx := range quantFixtures {
+		models = append(models, filepath.Join("../../runner/testdata", fx[0]))
+	}
+	for _, dir := range models {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			var reqs []engine.Request
+			for i, n := range []int{9, 40, 70} {
+				p := make([]int32, n)
+				for j := range p {
+					p[j] = int32((j*37 + 11*i + 5) % 256)
+				}
+				reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: 4, WantLogits: true})
+			}
+			// An f32 cache on both: a packed checkpoint's float dtype is
+			// half, and so by default is the cache a GPU backend keeps.
+			opts := engine.Options{KVDType: "f32"}
+			want, err := openEngine(t, cpu.New(cpu.Options{}), model.Spec{Model: dir}, opts).Generate(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fusion := range []bool{true, false} {
+				opts.NoFusion = !fusion
+				got, err := openEngine(t, mb, model.Spec{Model: dir}, opts).Generate(reqs)
+				if err != nil {
+					t.Fatalf("fusion %v: %v", fusion, err)
+				}
+				for i := range reqs {
+					d := maxAbsDiff(got[i].Logits, want[i].Logits)
+					if !slices.Equal(got[i].Tokens, want[i].Tokens) || d > 1e-4 {
+						t.Errorf("fusion %v, request %d: tokens %v (cpu %v), logits %.3g off the CPU's", fusion, i,
+							got[i].Tokens, want[i].Tokens, d)
+					}
+				}
+			}
+		})
 	}
 }
