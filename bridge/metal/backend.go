@@ -416,6 +416,7 @@ const (
 	fcMoEZeroOut     = 51
 	fcAttnKeys       = 43
 	fcAttnStages     = 44
+	fcAttnQBlocks    = 45
 )
 
 // fcSpec is one constant of a pipeline key: its index and whether it is a
@@ -437,7 +438,7 @@ var (
 	fcMoEDown = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false},
 		{fcMoEResidual, true}}
 	fcRoute   = []fcSpec{{fcMoEZeroOut, true}}
-	fcPrefill = []fcSpec{{fcAttnKeys, false}, {fcAttnStages, false}}
+	fcPrefill = []fcSpec{{fcAttnKeys, false}, {fcAttnStages, false}, {fcAttnQBlocks, false}}
 	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}}
 	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
 		{fcMVResidual, true}, {fcMVSwiGLU, true}}

@@ -154,9 +154,10 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 			err = fmt.Errorf("%s=0", ops.KnobPart)
 		}
 	case ops.PagedAttentionPrefill:
-		known = []string{ops.KnobHeads, ops.KnobKeys, ops.KnobMinQuery}
+		known = []string{ops.KnobHeads, ops.KnobKeys, ops.KnobQueries, ops.KnobMinQuery}
 		num(ops.KnobHeads, &t.AttnPrefillHeads)
 		num(ops.KnobKeys, &t.AttnPrefillKeys)
+		num(ops.KnobQueries, &t.AttnPrefillQueries)
 		word(ops.KnobMinQuery, "never", -1, &t.AttnPrefillMinQuery)
 		if err == nil && t.AttnPrefillMinQuery == 0 {
 			err = fmt.Errorf("%s=0", ops.KnobMinQuery)
@@ -240,7 +241,7 @@ var kernelPipelines = map[ops.ID][]struct {
 }{
 	ops.MatMul:                {{"matvec_bf16", fcMatVec, []int32{0, 4, 1}}, {"matmul_bf16", fcMatMul, []int32{0, 64, 64, 32, 2, 2, 2}}},
 	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0}}},
-	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcPrefill, []int32{16, 2}}},
+	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcPrefill, []int32{16, 2, 2}}},
 	ops.RMSNorm:               {{"rms_norm", fcNone, nil}},
 	ops.AddRMSNorm:            {{"add_rms_norm", fcNone, nil}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},

@@ -2,9 +2,11 @@ package metal
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
@@ -400,11 +402,10 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		parts = ceilDiv(m.MaxSeqLen, psize)
 	}
 	partitioned := parts > 1
-	tiled := tu.AttnPrefillMinQuery > 0 && m.MaxQueryLen >= tu.AttnPrefillMinQuery && BS%prefillTile == 0
+	tiled := tu.AttnPrefillMinQuery > 0 && m.MaxQueryLen >= tu.AttnPrefillMinQuery && BS%prefillRows == 0
 	a := attnArgs{NumTokens: uint32(T), NumSeqs: uint32(sec.numSeqs), Heads: uint32(heads), KVHeads: uint32(kvHeads),
 		HeadDim: uint32(D), BlockSize: uint32(BS), MaxBlocks: uint32(m.MaxBlocks), NumBlocks: uint32(kc.n / (kvHeads * BS * D)),
-		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale,
-		NumTiles: uint32(sec.numTiles)}
+		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale}
 	if rope != nil && (tu.AttnTwoPhase || tiled || m.MaxQueryLen > 1) {
 		b.fail("internal: RoPE fused into an attention that reads new keys from the cache")
 		return
@@ -478,8 +479,8 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 }
 
 // prefill encodes the tiled prefill attention (the keys already in the
-// cache): a threadgroup per 8-token query tile and slice of a KV head's
-// query heads, which share the K and V it stages.
+// cache): a threadgroup per query tile and slice of a KV head's query
+// heads, which share the K and V it stages.
 func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	s := &b.step
 	sec, D := s.sec, int(a.HeadDim)
@@ -495,14 +496,31 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 		b.fail("prefill attention: %d keys of head size %d take %d bytes of threadgroup memory", keys, D, mem)
 		return
 	}
-	p := b.pipeline(prefillKernel[attnKey{D, 0, kc.dt}], fcPrefill, int32(keys), int32(stages))
-	for qh > 1 && p != nil && 32*qh > p.MaxTotalThreadsPerThreadgroup() {
-		qh = attnGroupHeads(group, qh/2)
-	}
-	if !b.fits(p, [3]int{32 * qh, 1, 1}) {
+	// The tile's query blocks, then its heads, halved until the pipeline
+	// takes their simdgroups.
+	qi := slices.Index(prefillQueries[:], tu.AttnPrefillQueries)
+	if qi < 0 {
+		b.fail("prefill attention: a tile of %d queries (8, 16 or 32)", tu.AttnPrefillQueries)
 		return
 	}
-	a.HeadsPerGroup = uint32(qh)
+	var p mtl.Pipeline
+	for {
+		qb := prefillQueries[qi] / prefillRows
+		p = b.pipeline(prefillKernel[attnKey{D, 0, kc.dt}], fcPrefill, int32(keys), int32(stages), int32(qb))
+		if p == nil || 32*qh*qb <= p.MaxTotalThreadsPerThreadgroup() || qi == 0 && qh == 1 {
+			break
+		}
+		if qi > 0 {
+			qi--
+		} else {
+			qh = attnGroupHeads(group, qh/2)
+		}
+	}
+	threads := 32 * qh * prefillQueries[qi] / prefillRows
+	if !b.fits(p, [3]int{threads, 1, 1}) {
+		return
+	}
+	a.HeadsPerGroup, a.NumTiles = uint32(qh), uint32(sec.numTiles[qi])
 	b.args(argBytes(b, a))
 	b.in(1, qs)
 	b.in(2, kc)
@@ -511,11 +529,11 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	b.bind(5, b.metaView(sec.seqLens, sec.numSeqs), false)
 	b.bind(6, b.metaView(sec.queryStart, sec.numSeqs+1), false)
 	b.bind(7, b.metaView(sec.tokenSeq, sec.numTokens), false)
-	b.bind(8, b.metaView(sec.tiles, sec.numTiles), false)
+	b.bind(8, b.metaView(sec.tiles[qi], sec.numTiles[qi]), false)
 	b.out(9, o)
 	b.bind(10, view{s.errBuf, 0, 16}, true)
 	b.threadgroupMemory(mem)
-	b.dispatchGroups(p, [3]int{sec.numTiles, int(a.KVHeads) * group / qh, 1}, [3]int{32 * qh, 1, 1})
+	b.dispatchGroups(p, [3]int{sec.numTiles[qi], int(a.KVHeads) * group / qh, 1}, [3]int{threads, 1, 1})
 }
 
 func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {

@@ -52,12 +52,22 @@ type committed struct {
 // metaSections are the byte offsets of the step's metadata arrays in the
 // meta buffer (int32 each).
 type metaSections struct {
-	tokens, positions, slots, queryStart, seqLens, blockTable, logitRows, tokenSeq, tiles int
-	numTokens, numSeqs, numRows, numTiles                                                 int
+	tokens, positions, slots, queryStart, seqLens, blockTable, logitRows, tokenSeq int
+	numTokens, numSeqs, numRows                                                    int
+	// tiles[i] lists the first token of each query tile of
+	// prefillQueries[i] tokens (numTiles[i] of them).
+	tiles, numTiles [len(prefillQueries)]int
 }
 
-// prefillTile is the query tokens of a tile of paged_attention_prefill.
-const prefillTile = 8
+// prefillQueries are the query tiles paged_attention_prefill takes (one
+// simdgroup per prefillRows of them and query head): the tiles are listed
+// for each, so every dispatch of a step may take its own.
+var prefillQueries = [...]int{8, 16, 32}
+
+// prefillRows is the queries (and keys, per product) of one simdgroup's
+// 8x8 tiles in paged_attention_prefill; the cache blocks it reads hold
+// whole groups of them.
+const prefillRows = 8
 
 // countChunk is the MoE calls one expert-count buffer holds.
 const countChunk = 1024
@@ -199,7 +209,9 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	sec.blockTable = next(m.NumSeqs * m.MaxBlocks)
 	sec.logitRows = next(len(m.LogitRows))
 	sec.tokenSeq = next(m.NumTokens)
-	sec.tiles = next(m.NumTokens/prefillTile + m.NumSeqs)
+	for i, q := range prefillQueries {
+		sec.tiles[i] = next(m.NumTokens/q + m.NumSeqs)
+	}
 	if s.metaBuf == nil || s.metaBuf.Length() < off {
 		if s.metaBuf != nil {
 			b.release(s.metaBuf) // the last step finished: nothing uses it
@@ -219,13 +231,17 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	copy(c[sec.blockTable:], int32Bytes(m.BlockTable[:m.NumSeqs*m.MaxBlocks]))
 	copy(c[sec.logitRows:], int32Bytes(m.LogitRows))
 	ts := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tokenSeq])), m.NumTokens)
-	tiles := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tiles])), m.NumTokens/prefillTile+m.NumSeqs)
 	for q := 0; q < m.NumSeqs; q++ {
 		for t := m.QueryStartLoc[q]; t < m.QueryStartLoc[q+1]; t++ {
 			ts[t] = int32(q)
-			if (t-m.QueryStartLoc[q])%prefillTile == 0 {
-				tiles[sec.numTiles] = t
-				sec.numTiles++
+		}
+	}
+	for i, n := range prefillQueries {
+		tiles := unsafe.Slice((*int32)(unsafe.Pointer(&c[sec.tiles[i]])), m.NumTokens/n+m.NumSeqs)
+		for q := 0; q < m.NumSeqs; q++ {
+			for t := m.QueryStartLoc[q]; t < m.QueryStartLoc[q+1]; t += int32(n) {
+				tiles[sec.numTiles[i]] = t
+				sec.numTiles[i]++
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
@@ -110,6 +111,11 @@ type Tuning struct {
 	// AttnPrefillKeys is the keys a prefill threadgroup stages per step (8,
 	// 16 or 32; halved where an f32 cache's stage would not fit).
 	AttnPrefillKeys int
+	// AttnPrefillQueries is the query tokens of a prefill threadgroup's
+	// tile (8, 16 or 32; a simdgroup per 8 of them and query head), which
+	// share the K and V it stages; halved where the pipeline takes fewer
+	// threads.
+	AttnPrefillQueries int
 
 	// MoEMatVecMaxRows: a MoE call whose rows per routed expert
 	// (ops.MetalMoERows of its tokens, experts and top-k) are at most this
@@ -132,7 +138,7 @@ var DefaultTuning = Tuning{
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:     Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
-	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16,
+	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
 	MoEGroupThreads: 256,
 }
@@ -160,6 +166,7 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.AttnPrefillMinQuery, d.AttnPrefillMinQuery)
 	def(&t.AttnPrefillHeads, d.AttnPrefillHeads)
 	def(&t.AttnPrefillKeys, d.AttnPrefillKeys)
+	def(&t.AttnPrefillQueries, d.AttnPrefillQueries)
 	def(&t.MoEMatVecMaxRows, d.MoEMatVecMaxRows)
 	def(&t.MoEMatVecRows, d.MoEMatVecRows)
 	def(&t.MoESimdgroups, d.MoESimdgroups)
@@ -182,7 +189,8 @@ func (t Tuning) Check() error {
 	}{{"NormThreads", max(t.NormThreads, 32), 32}, {"EltThreads", t.EltThreads, 1}, {"ArgmaxThreads", t.ArgmaxThreads, 32},
 		{"MoEGroupThreads", t.MoEGroupThreads, 32}, {"RoPEHeads", 32 * t.RoPEHeads, 32},
 		{"MatVecSimdgroups", 32 * t.MatVecSimdgroups, 32}, {"AttnSimdgroups", 32 * t.AttnSimdgroups, 32},
-		{"MoESimdgroups", 32 * t.MoESimdgroups, 32}, {"AttnPrefillHeads", 32 * t.AttnPrefillHeads, 32}} {
+		{"MoESimdgroups", 32 * t.MoESimdgroups, 32},
+		{"AttnPrefillHeads, AttnPrefillQueries", 32 * t.AttnPrefillHeads * max(t.AttnPrefillQueries/8, 1), 32}} {
 		if err := threads(c.name, c.v, c.lo); err != nil {
 			return err
 		}
@@ -200,6 +208,8 @@ func (t Tuning) Check() error {
 		return fmt.Errorf("AttnPrefillHeads=%d: 1, 2, 4 or 8", t.AttnPrefillHeads)
 	case t.AttnPrefillKeys != 8 && t.AttnPrefillKeys != 16 && t.AttnPrefillKeys != 32:
 		return fmt.Errorf("AttnPrefillKeys=%d: 8, 16 or 32", t.AttnPrefillKeys)
+	case !slices.Contains(prefillQueries[:], t.AttnPrefillQueries):
+		return fmt.Errorf("AttnPrefillQueries=%d: 8, 16 or 32", t.AttnPrefillQueries)
 	}
 	if err := t.MatMulTile.check("MatMulTile", false); err != nil {
 		return err
@@ -257,7 +267,8 @@ func (t Tuning) String() string {
 	if t.AttnTwoPhase {
 		b.WriteString(",two-phase")
 	}
-	fmt.Fprintf(&b, ",prefill=q>=%d,qh<=%d,%dkeys", t.AttnPrefillMinQuery, t.AttnPrefillHeads, t.AttnPrefillKeys)
+	fmt.Fprintf(&b, ",prefill=q>=%d,qh<=%d,%dkeys,%dqueries", t.AttnPrefillMinQuery, t.AttnPrefillHeads, t.AttnPrefillKeys,
+		t.AttnPrefillQueries)
 	mm := "auto"
 	if t.MoETile != (Tile{}) {
 		mm = t.MoETile.String()

@@ -1,6 +1,7 @@
 package metal_test
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strconv"
@@ -46,6 +47,7 @@ func prefillWitnessCases(t int) []witnessCase {
 var (
 	witnessTokens = flag.String("witness", "", "TestWitnessFigures: prompt token counts, comma-separated (e.g. 64,256)")
 	witnessCases  = flag.String("witness.cases", "", "TestWitnessFigures: only cases whose names contain one of these, comma-separated")
+	witnessTuning = flag.String("witness.tuning", "", "TestWitnessFigures: a tuning's fields as JSON (e.g. {\"AttnPrefillQueries\":32})")
 )
 
 // TestWitnessFigures prints, as the rows of docs/metal-kernels.md's
@@ -60,7 +62,13 @@ func TestWitnessFigures(t *testing.T) {
 	if spec == "" {
 		t.Skip("-witness=N,... (prompt token counts) prints the witness figures")
 	}
-	be := newEmu(t, metal.Tuning{})
+	var tu metal.Tuning
+	if *witnessTuning != "" {
+		if err := json.Unmarshal([]byte(*witnessTuning), &tu); err != nil {
+			t.Fatalf("-witness.tuning=%s: %v", *witnessTuning, err)
+		}
+	}
+	be := newEmu(t, tu)
 	for _, f := range strings.Split(spec, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {

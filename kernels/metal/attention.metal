@@ -406,20 +406,21 @@ inline void prefill_stage(constant AttnArgs& a, device const KV* kc, device cons
 }
 
 // paged_attention_prefill: flash attention over the paged cache for long
-// queries (prefill, chunked prefill). One threadgroup per (tile of up to 8
-// query tokens of one sequence, slice of heads_per_group query heads of one
-// KV head), one simdgroup per query head: the threadgroup stages each step
-// of attn_keys keys of its KV head once in threadgroup memory, K and V in
-// the cache's dtype with rows padded by 16 bytes (two stages when
-// attn_stages == 2: the next step is staged after this one's products, one
-// barrier a step), and every query head of the slice works from them. S =
-// Q K^T and O += P V in 8x8 simdgroup_matrix tiles, online softmax per
-// query row, causal. Keys past the tile's last query (so past the
+// queries (prefill, chunked prefill). One threadgroup per (tile of up to
+// 8 * attn_qblocks query tokens of one sequence, slice of heads_per_group
+// query heads of one KV head), one simdgroup per (query head, block of 8
+// of the tile's queries): the threadgroup stages each step of attn_keys
+// keys of its KV head once in threadgroup memory, K and V in the cache's
+// dtype with rows padded by 16 bytes (two stages when attn_stages == 2: the
+// next step is staged after this one's products, one barrier a step), and
+// every simdgroup works from them, each only up to the keys its own queries
+// see. S = Q K^T and O += P V in 8x8 simdgroup_matrix tiles, online softmax
+// per query row, causal. Keys past the tile's last query (so past the
 // sequence) are staged as zeros: a value left in an unused cache slot, NaN
 // included, never meets a zero probability. tiles[i] is the first token of
-// tile i. Grid: (num_tiles, kv_heads * slices); threadgroup(0) holds
-// attn_stages * 2 * attn_keys rows of D + 16 / sizeof(stage_t<KV>::type)
-// elements.
+// tile i. Grid: (num_tiles, kv_heads * slices), heads_per_group *
+// attn_qblocks simdgroups; threadgroup(0) holds attn_stages * 2 * attn_keys
+// rows of D + 16 / sizeof(stage_t<KV>::type) elements.
 template <int D, typename KV>
 kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                                     device const KV* kc [[buffer(2)]], device const KV* vc [[buffer(3)]],
@@ -442,13 +443,18 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   const uint group = a.heads / a.kv_heads;
   const uint slices = group / a.heads_per_group;
   const uint kvh = tg.y / slices;
-  const uint h = kvh * group + (tg.y % slices) * a.heads_per_group + sg;
+  const uint h = kvh * group + (tg.y % slices) * a.heads_per_group + sg % a.heads_per_group;
   const int t0 = tiles[tg.x];
   const int s = token_seq[t0];
   const int q0 = query_start[s], q1 = query_start[s + 1];
-  const int rows = min(8, q1 - t0);
+  const int rows = min(8 * attn_qblocks, q1 - t0);
   const int pos0 = seq_lens[s] - (q1 - q0) + (t0 - q0); // position of the tile's first query
   const int kend = pos0 + rows;
+  // This simdgroup's queries: rows r0.. of the tile (none when brows <= 0),
+  // which see keys up to kmine.
+  const int r0 = 8 * int(sg / a.heads_per_group);
+  const int brows = rows - r0;
+  const int kmine = brows > 0 ? min(kend, pos0 + r0 + 8) : 0;
   device const int* bt = block_table + ulong(s) * a.max_blocks;
   threadgroup S* st = (threadgroup S*)smem; // stage i: K at st + 2*i*BK*LD, V after it
 
@@ -460,8 +466,8 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   simdgroup_float8x8 qf[DC], of[DC];
   for (int c = 0; c < DC; c++) {
     float2 v = 0.0f;
-    if (fm < rows) {
-      v = *(device const float2*)(q + (ulong(t0 + fm) * a.heads + h) * D + c * 8 + fn) * a.scale;
+    if (fm < brows) {
+      v = *(device const float2*)(q + (ulong(t0 + r0 + fm) * a.heads + h) * D + c * 8 + fn) * a.scale;
     }
     qf[c] = make_filled_simdgroup_matrix<float, 8>(0.0f);
     thread auto& qe = qf[c].thread_elements();
@@ -469,7 +475,7 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
     qe[1] = v.y;
     of[c] = make_filled_simdgroup_matrix<float, 8>(0.0f);
   }
-  const int qpos = pos0 + fm;
+  const int qpos = pos0 + r0 + fm;
   float m = NEG_MAX, l = 0.0f; // row fm's running max and sum
 
   int bi = -1, blk = -1;
@@ -486,7 +492,7 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
       prefill_stage<KV, S>(a, kc, vc, bt, step * BK, kend, kvh, Ks, Vs, D, LD, tid, ntg, stats, bi, blk);
       threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    for (int g = 0; g < BK && step * BK + g < kend; g += 8) {
+    for (int g = 0; g < BK && step * BK + g < kmine; g += 8) {
       const int j0 = step * BK + g;
       simdgroup_float8x8 sf = make_filled_simdgroup_matrix<float, 8>(0.0f);
       for (int c = 0; c < DC; c++) {
@@ -530,9 +536,9 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
       threadgroup_barrier(mem_flags::mem_threadgroup);
     }
   }
-  if (fm < rows) {
+  if (fm < brows) {
     const float inv = 1.0f / l;
-    device float* o = out + (ulong(t0 + fm) * a.heads + h) * D + fn;
+    device float* o = out + (ulong(t0 + r0 + fm) * a.heads + h) * D + fn;
     for (int c = 0; c < DC; c++) {
       *(device float2*)(o + c * 8) = float2(of[c].thread_elements()) * inv;
     }

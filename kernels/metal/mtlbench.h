@@ -147,6 +147,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_ATTN_ROPE 42     // bool: decode attention applies RoPE (and QK-norm) to q and the new k
 #define FC_ATTN_KEYS 43     // int: prefill attention's keys per staged step (8, 16 or 32)
 #define FC_ATTN_STAGES 44   // int: prefill attention's K/V staging buffers (2: double buffered)
+#define FC_ATTN_QBLOCKS 45  // int: prefill attention's 8-query blocks a tile (1, 2 or 4)
 #define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 
@@ -167,6 +168,7 @@ constant bool attn_new_kv [[function_constant(FC_ATTN_NEW_KV)]];
 constant bool attn_rope [[function_constant(FC_ATTN_ROPE)]];
 constant int attn_keys [[function_constant(FC_ATTN_KEYS)]];
 constant int attn_stages [[function_constant(FC_ATTN_STAGES)]];
+constant int attn_qblocks [[function_constant(FC_ATTN_QBLOCKS)]];
 constant int mv_segs [[function_constant(FC_MV_SEGS)]];
 constant bool mv_norm [[function_constant(FC_MV_NORM)]];
 constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];
@@ -280,7 +282,7 @@ struct AttnArgs {
   uint num_partitions;
   uint heads_per_group; // query heads of one threadgroup (QH)
   float scale;
-  uint num_tiles;      // prefill: 8-token query tiles
+  uint num_tiles;      // prefill: query tiles (8 * attn_qblocks tokens)
   float eps;           // QK-norm epsilon (attn_rope with has_qk_norm)
   uint _pad0;
   uint _pad1;

@@ -25,6 +25,7 @@ const (
 	KnobHeads      = "heads"
 	KnobMinQuery   = "min_query"
 	KnobKeys       = "keys"
+	KnobQueries    = "queries"
 	KnobMVMax      = "mv_max"
 	KnobBM         = "bm"
 	KnobBN         = "bn"
@@ -635,12 +636,12 @@ var metalAttention = &Space{
 var metalPrefillMinQuery = []string{"2", "4", "8", "16", "32", "64", "128"}
 
 // metalPrefill is prefill attention (bridge/metal ops.go prefill): the
-// tiled flash-attention kernel from min_query tokens on (8-token query
-// tiles; a threadgroup per tile and slice of a KV head's query heads, which
-// share its staged K and V), else the per-token kernel with the decode
-// launch.
+// tiled flash-attention kernel from min_query tokens on (query tiles of 8,
+// 16 or 32 tokens; a threadgroup per tile and slice of a KV head's query
+// heads, a simdgroup per 8 queries and head, all sharing its staged K and
+// V), else the per-token kernel with the decode launch.
 var metalPrefill = &Space{
-	Doc: "prefill attention: the tiled kernel (query heads sharing a KV head's staged keys per threadgroup, keys per staged step) from min_query tokens on, else the per-token kernel",
+	Doc: "prefill attention: the tiled kernel (query heads and query tokens sharing a KV head's staged keys per threadgroup, keys per staged step) from min_query tokens on, else the per-token kernel",
 	Dims: []Dim{
 		{Name: Seqs, Default: 1, Match: Log},
 		{Name: Tokens, Default: 256, Match: Log},
@@ -653,12 +654,13 @@ var metalPrefill = &Space{
 	Params: []Knob{
 		{Name: KnobHeads, Doc: "tiled: query heads per threadgroup (at most; the largest dividing the GQA group), one simdgroup each", Values: Enum("1", "2", "4", "8")},
 		{Name: KnobKeys, Doc: "tiled: keys staged per step", Values: Enum("8", "16", "32")},
+		{Name: KnobQueries, Doc: "tiled: query tokens per threadgroup, a simdgroup per 8 of them and query head", Values: Enum("8", "16", "32")},
 		{Name: KnobMinQuery, Doc: "the tiled kernel runs from this many query tokens on (never: always per token)",
 			Values: Enum(append([]string{"never"}, metalPrefillMinQuery...)...)},
 	},
 	Constraints: []Constraint{
 		metalSIMD,
-		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobHeads) }),
+		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobHeads) * max(c.Int(KnobQueries)/8, 1) }),
 		// One stage of K and V (bf16, the spaces' dtype); two when they fit.
 		metalMemory(0, func(c Config, s Shape) int {
 			if _, ok := c[KnobKeys]; !ok {
@@ -673,6 +675,15 @@ var metalPrefill = &Space{
 		if s[NumKVHeads] > 0 {
 			c[KnobHeads] = strconv.Itoa(metalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
 		}
+		// A query tile past the longest query adds only idle simdgroups.
+		if q := c.Int(KnobQueries); q > 8 {
+			for n := 8; n < q; n *= 2 {
+				if n >= t {
+					c[KnobQueries] = strconv.Itoa(n)
+					break
+				}
+			}
+		}
 		// The tiles need blocks of whole tiles.
 		if mq := c.Int(KnobMinQuery); mq > 0 && t >= mq && s[BlockSize]%8 == 0 {
 			for _, v := range metalPrefillMinQuery {
@@ -684,6 +695,7 @@ var metalPrefill = &Space{
 		}
 		delete(c, KnobHeads)
 		delete(c, KnobKeys)
+		delete(c, KnobQueries)
 		c[KnobMinQuery] = "never"
 		if s[BlockSize]%8 == 0 {
 			for _, v := range metalPrefillMinQuery {
@@ -695,10 +707,12 @@ var metalPrefill = &Space{
 		}
 		return c
 	},
-	Default: func(Shape, Limits) Config { return Config{KnobHeads: "8", KnobKeys: "16", KnobMinQuery: "8"} },
+	Default: func(Shape, Limits) Config {
+		return Config{KnobHeads: "8", KnobKeys: "16", KnobQueries: "16", KnobMinQuery: "8"}
+	},
 	Format: func(c Config) string {
 		if _, ok := c[KnobKeys]; ok {
-			return "tiled>=" + c[KnobMinQuery] + "/q" + c[KnobHeads] + "/k" + c[KnobKeys]
+			return "tiled>=" + c[KnobMinQuery] + "/q" + c[KnobHeads] + "/k" + c[KnobKeys] + "/t" + c[KnobQueries]
 		}
 		if c[KnobMinQuery] == "never" {
 			return "per-token"

@@ -52,11 +52,14 @@ func TestMetalSpaces(t *testing.T) {
 		{kernel: "matmul", shape: Shape{"m": 1, "n": 4096, "k": 4096}, lim: lim, n: 4*6 + 8*3},
 		// The tiled prefill kernel from 8 tokens on by default; 13 tokens
 		// of blocks of 8 tile with 1, 2 or 4 query heads of the GQA group
-		// of 4 per threadgroup (8 is 4) and 8, 16 or 32 keys a step, or
-		// run per token.
+		// of 4 per threadgroup (8 is 4), 8, 16 or 32 keys a step and
+		// query tiles of 8 or 16 tokens (32 is 16: the tile past the
+		// longest query would only idle), or run per token.
 		{kernel: "paged_attention_prefill", shape: Shape{"tokens": 13, "head_size": 32, "block_size": 8}, lim: lim,
-			cands: []string{"tiled>=8/q4/k16", "per-token<16", "tiled>=8/q1/k8", "tiled>=8/q1/k16", "tiled>=8/q1/k32", "tiled>=8/q2/k8",
-				"tiled>=8/q2/k16", "tiled>=8/q2/k32", "tiled>=8/q4/k8", "tiled>=8/q4/k32"}, n: 10},
+			cands: []string{"tiled>=8/q4/k16/t16", "per-token<16",
+				"tiled>=8/q1/k8/t8", "tiled>=8/q1/k8/t16", "tiled>=8/q1/k16/t8", "tiled>=8/q1/k16/t16", "tiled>=8/q1/k32/t8", "tiled>=8/q1/k32/t16",
+				"tiled>=8/q2/k8/t8", "tiled>=8/q2/k8/t16", "tiled>=8/q2/k16/t8", "tiled>=8/q2/k16/t16", "tiled>=8/q2/k32/t8", "tiled>=8/q2/k32/t16",
+				"tiled>=8/q4/k8/t8", "tiled>=8/q4/k8/t16", "tiled>=8/q4/k16/t8", "tiled>=8/q4/k32/t8", "tiled>=8/q4/k32/t16"}, n: 19},
 	}
 	for _, tc := range tests {
 		k, err := Find("metal", tc.kernel)
