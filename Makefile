@@ -65,8 +65,10 @@ clang:
 # self-test on the GPU (at the newest MSL, at MSL 3.0 as macOS 13 compiles
 # it, and with serial passes), the kernels' pipeline limits, the fallback to
 # the next backend when the kernels do not compile (MSL 2.0 lacks what they
-# use), a two-minute tune of one attention and one MoE shape, the fusion
-# on/off pair, and the same prompt on Metal and on the CPU. Every
+# use), a three-minute tune of one decode attention, one MoE and one
+# prefill attention shape, the fusion on/off pair, and the same prompts (a
+# short one, and one of 700 tokens whose decode runs split-K) on Metal and
+# on the CPU. Every
 # step runs even when one before it failed; each keeps its output in
 # $(SMOKE)-STEP.log, and all of them go into $(SMOKE)-report.tar.gz, the file
 # to send back (docs/metal-first-run.md).
@@ -78,6 +80,12 @@ SMOKE_DB  := --db $(SMOKE).db
 SMOKE_TUNE := tune --backend metal $(SMOKE_DB) --out $(SMOKE)-tuned.json --budget 1m --tag mac-smoke
 SMOKE_ATTN := --kernel paged_attention_decode --shape seqs=1,context=4096,num_heads=32,num_kv_heads=4,head_size=128,block_size=16
 SMOKE_MOE  := --kernel moe --shape tokens=1,experts=128,top_k=8,hidden=2048,intermediate=768
+SMOKE_PREFILL := --kernel paged_attention_prefill --shape seqs=1,tokens=512,num_heads=32,num_kv_heads=4,head_size=128,block_size=16
+# A 700-token prompt: decode past the attention's 512-key partition, so
+# split-K decode with RoPE and QK-norm fused into it, then the reduce; f32
+# weights (and so an f32 cache on Metal too), so Metal and the CPU agree to
+# rounding.
+SMOKE_LONG := generate --model qwen3-moe-mini --dtype f32 --tokens $(shell seq -s, 7 706) --max-new-tokens 8
 # smoke_step NAME, COMMAND: runs COMMAND with its output in $(SMOKE)-NAME.log
 # and on the terminal; a failure is noted in $(SMOKE)-failed and the next
 # step runs.
@@ -100,16 +108,22 @@ mac-smoke: build
 	$(call smoke_step,fallback,sh -c 'MTLBENCH_METAL_MSL=2.0 $(BIN) $(SMOKE_GEN) --backend auto 2>&1 | tee /dev/stderr | grep -q "warning: Metal did not open"')
 	$(call smoke_step,tune-attention,$(BIN) $(SMOKE_TUNE) $(SMOKE_ATTN))
 	$(call smoke_step,tune-moe,$(BIN) $(SMOKE_TUNE) $(SMOKE_MOE))
+	$(call smoke_step,tune-prefill,$(BIN) $(SMOKE_TUNE) $(SMOKE_PREFILL))
 	$(call smoke_step,fusion,$(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --tag mac-smoke-fusion)
 	$(call smoke_step,tokens-metal,$(BIN) $(SMOKE_GEN) --backend metal)
 	$(call smoke_step,tokens-metal-nofusion,$(BIN) $(SMOKE_GEN) --backend metal --fusion off)
 	$(call smoke_step,tokens-cpu,$(BIN) $(SMOKE_GEN) --backend cpu)
+	$(call smoke_step,tokens-long-metal,$(BIN) $(SMOKE_LONG) --backend metal)
+	$(call smoke_step,tokens-long-cpu,$(BIN) $(SMOKE_LONG) --backend cpu)
 	@m=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal.log); \
 	  n=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal-nofusion.log); c=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-cpu.log); \
-	  { echo "metal:           $$m"; echo "metal fusion off: $$n"; echo "cpu:             $$c"; } > $(SMOKE)-tokens.log; \
+	  lm=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-long-metal.log); lc=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-long-cpu.log); \
+	  { echo "metal:           $$m"; echo "metal fusion off: $$n"; echo "cpu:             $$c"; \
+	    echo "700-token prompt, metal: $$lm"; echo "700-token prompt, cpu:   $$lc"; } > $(SMOKE)-tokens.log; \
 	  cat $(SMOKE)-tokens.log; \
 	  if [ -z "$$m" ] || [ "$$m" != "$$n" ]; then echo "tokens: fusion on and off differ on Metal" >> $(SMOKE)-failed; fi; \
-	  if [ -z "$$m" ] || [ "$$m" != "$$c" ]; then echo "tokens: Metal and CPU differ (late: near-tie; early: bug)" >> $(SMOKE)-failed; fi
+	  if [ -z "$$m" ] || [ "$$m" != "$$c" ]; then echo "tokens: Metal and CPU differ (late: near-tie; early: bug)" >> $(SMOKE)-failed; fi; \
+	  if [ -z "$$lm" ] || [ "$$lm" != "$$lc" ]; then echo "tokens: Metal and CPU differ after a 700-token prompt (split-K decode)" >> $(SMOKE)-failed; fi
 	@tar czf $(SMOKE)-report.tar.gz $(SMOKE)-*.log $$(ls $(SMOKE)-failed $(SMOKE)-tuned.json $(SMOKE).db 2>/dev/null)
 	@if [ -s $(SMOKE)-failed ]; then echo "mac-smoke: FAILED:"; sed 's/^/  /' $(SMOKE)-failed; \
 	  echo "send $(SMOKE)-report.tar.gz (docs/metal-first-run.md, section 5)"; exit 1; \
