@@ -988,20 +988,11 @@ const (
 // tiles.
 func (b *Backend) moeGroupedGEMM(o, xs, router *tensor, w *bridge.MoEWeights, p bridge.MoEParams, table uint64, dt bridge.DType, T int) bool {
 	H, I, K, E := w.Hidden, w.Inter, w.TopK, len(w.Gate)
-	if dt != bridge.BF16 || !b.tensorCores(T, dt) || (p.Strategy != bridge.MoEGrouped && p.Strategy != "") ||
-		H%128 != 0 || I%64 != 0 || H%moeTileK != 0 || I%moeTileK != 0 || E > moeMaxExperts ||
+	if dt != bridge.BF16 || !b.tensorCores(T, dt) || !groupedFits(w, p) ||
 		router.dt == bridge.I32 || len(router.shape) != 2 || router.shape[0] != E || router.shape[1] != H {
 		return false
 	}
-	logits := b.scratchBuf("moe.logits", int64(T)*int64(E)*4)
-	if b.stepErr != nil {
-		return true
-	}
-	stat := min(1+b.moeCalls, statsCap-1)
-	b.moeCalls++
-	b.subMark("router")
-	b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
-	gp := b.groupPairs(logits, xs, w, T, stat)
+	gp := b.groupPairs(xs, w, T, func(logits uint64) { b.matmul(logits, xs.ptr, router, 0, T, E, H, true) })
 	if b.stepErr != nil {
 		return true
 	}
@@ -1026,11 +1017,28 @@ type groupedPairs struct {
 	tiles                                           int
 }
 
-// groupPairs records the routing of T tokens from their router logits,
-// the sort of their pairs by expert, and xs rounded to bf16.
-func (b *Backend) groupPairs(logits uint64, xs *tensor, w *bridge.MoEWeights, T, stat int) groupedPairs {
+// groupedFits: the grouped GEMMs' tiles take the block's sizes (hidden a
+// multiple of the down projection's 128 columns, intermediate of gate/up's
+// 64) and the strategy is grouped.
+func groupedFits(w *bridge.MoEWeights, p bridge.MoEParams) bool {
+	return (p.Strategy == bridge.MoEGrouped || p.Strategy == "") && w.Hidden%moeTileRows == 0 &&
+		w.Inter%(moeTileRows/2) == 0 && len(w.Gate) <= moeMaxExperts
+}
+
+// groupPairs records the router (router, into the logits it is given) of
+// T tokens, their routing, the sort of their pairs by expert, and xs
+// rounded to bf16.
+func (b *Backend) groupPairs(xs *tensor, w *bridge.MoEWeights, T int, router func(logits uint64)) groupedPairs {
 	H, I, K, E := w.Hidden, w.Inter, w.TopK, len(w.Gate)
 	P := T * K
+	logits := b.scratchBuf("moe.logits", int64(T)*int64(E)*4)
+	if b.stepErr != nil {
+		return groupedPairs{}
+	}
+	stat := min(1+b.moeCalls, statsCap-1)
+	b.moeCalls++
+	b.subMark("router")
+	router(logits)
 	gp := groupedPairs{
 		ids: b.scratchBuf("moe.ids", int64(P)*4), wts: b.scratchBuf("moe.w", int64(P)*4),
 		start: b.scratchBuf("moe.slot_start", int64(E)*4), count: b.scratchBuf("moe.slot_count", int64(E)*4),

@@ -79,27 +79,16 @@ func (b *Backend) launchQMMA(g *qgemv) {
 // than grouped, sizes off the tiles, or a norm folded into the router.
 func (b *Backend) qmoeGrouped(o, xs *tensor, w *bridge.MoEWeights, p bridge.MoEParams, tab *qmoeTable, fold qmoeFold, T int) bool {
 	H, I, K, E := w.Hidden, w.Inter, w.TopK, len(w.Gate)
-	if !b.qmmaTakes(T, H, false) || (p.Strategy != bridge.MoEGrouped && p.Strategy != "") || fold.normW != 0 ||
-		H%moeTileRows != 0 || I%(moeTileRows/2) != 0 || I%moeTileK != 0 || E > moeMaxExperts {
+	if !b.qmmaTakes(T, H, false) || !groupedFits(w, p) || fold.normW != 0 {
 		return false
 	}
-	logits := b.scratchBuf("moe.logits", int64(T)*int64(E)*4)
-	if b.stepErr != nil {
-		return true
-	}
-	stat := min(1+b.moeCalls, statsCap-1)
-	b.moeCalls++
-	b.subMark("router")
-	if rq, ok := w.Router.(*qtensor); ok {
-		b.routerLogits(logits, xs.ptr, rq, T)
-	} else {
-		router := b.tensorOf(w.Router, "qmoe router")
-		if router == nil {
-			return true
+	gp := b.groupPairs(xs, w, T, func(logits uint64) {
+		if rq, ok := w.Router.(*qtensor); ok {
+			b.routerLogits(logits, xs.ptr, rq, T)
+		} else if router := b.tensorOf(w.Router, "qmoe router"); router != nil {
+			b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
 		}
-		b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
-	}
-	gp := b.groupPairs(logits, xs, w, T, stat)
+	})
 	if b.stepErr != nil {
 		return true
 	}

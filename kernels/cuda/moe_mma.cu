@@ -92,6 +92,20 @@ __device__ __forceinline__ int mg_tile_expert(int x, const int* __restrict__ til
     return lo;
 }
 
+// mg_a_rows points a thread's A chunks (4 of 16 bytes a stage) at rows
+// row(r) of a (bf16, kdim apart), r < rows; chunks of rows past them are
+// zero-filled.
+template <typename RowOf>
+__device__ __forceinline__ void mg_a_rows(const u16* (&ap)[MG_BM * 4 / MG_THREADS], bool (&aok)[MG_BM * 4 / MG_THREADS],
+                                          const u16* __restrict__ a, int kdim, int rows, RowOf row) {
+#pragma unroll
+    for (int i = 0; i < MG_BM * 4 / MG_THREADS; i++) {
+        const int r = (threadIdx.x + i * MG_THREADS) >> 2;
+        aok[i] = r < rows;
+        ap[i] = a + (long)(aok[i] ? row(r) : 0) * kdim + ((threadIdx.x & 3) << 3);
+    }
+}
+
 // mg_tile_mma adds one MG_BK slice of a tile's products into acc: warp
 // (wm, wn) takes A rows wm·64.. and 64 B rows, wn·64.. or with GU 32 gate
 // rows (wn·32..) and the 32 up rows MG_BN/2 after them.
@@ -178,12 +192,7 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
     constexpr int AC = MG_BM * 4 / MG_THREADS;
     const u16* ap[AC];
     bool aok[AC];
-#pragma unroll
-    for (int i = 0; i < AC; i++) {
-        const int r = (tid + i * MG_THREADS) >> 2;
-        aok[i] = r < rows;
-        ap[i] = a + (long)(aok[i] ? pl[r] / a_div : 0) * kdim + ((tid & 3) << 3);
-    }
+    mg_a_rows(ap, aok, a, kdim, rows, [&](int r) { return pl[r] / a_div; });
     const u16* bp[4];
     {
         const u16* w = (const u16*)wtab[e];

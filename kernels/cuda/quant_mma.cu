@@ -253,19 +253,6 @@ __device__ __forceinline__ void qmma_mainloop(float (&acc)[4][8][4], const u16* 
     cp_async_wait_n<0>();
 }
 
-// qmma_a_rows points a thread's A chunks at rows row(r) of a (bf16, kdim
-// apart), r < rows.
-template <typename RowOf>
-__device__ __forceinline__ void qmma_a_rows(const u16* (&ap)[MG_BM * 4 / MG_THREADS], bool (&aok)[MG_BM * 4 / MG_THREADS],
-                                            const u16* __restrict__ a, int kdim, int rows, RowOf row) {
-#pragma unroll
-    for (int i = 0; i < MG_BM * 4 / MG_THREADS; i++) {
-        const int r = (threadIdx.x + i * MG_THREADS) >> 2;
-        aok[i] = r < rows;
-        ap[i] = a + (long)(aok[i] ? row(r) : 0) * kdim + ((threadIdx.x & 3) << 3);
-    }
-}
-
 // qmma_gemm: out[M][N] = xh[M][K]·wᵀ (+ bias), grid (M tiles, N tiles of
 // MG_BN). With GU (qmma_gemm_gu), w is the gate and w2 the up projection,
 // both [N][K], and out[M][N] = silu(xh·wᵀ)·(xh·w2ᵀ), grid (M tiles, N tiles
@@ -279,7 +266,7 @@ __device__ __forceinline__ void qmma_gemm_body(const u16* __restrict__ xh, int M
     const int m0 = blockIdx.x * MG_BM, tid = threadIdx.x;
     const u16* ap[MG_BM * 4 / MG_THREADS];
     bool aok[MG_BM * 4 / MG_THREADS];
-    qmma_a_rows(ap, aok, xh, K, min(MG_BM, M - m0), [&](int r) { return m0 + r; });
+    mg_a_rows(ap, aok, xh, K, min(MG_BM, M - m0), [&](int r) { return m0 + r; });
     QSrc src;
     if (GU) {
         const bool up = tid >= MG_BN / 2;
@@ -339,7 +326,7 @@ __device__ __forceinline__ void qmma_moe_body(const u16* __restrict__ a, int a_d
     const int tid = threadIdx.x;
     const u16* ap[MG_BM * 4 / MG_THREADS];
     bool aok[MG_BM * 4 / MG_THREADS];
-    qmma_a_rows(ap, aok, a, kdim, rows, [&](int r) { return pl[r] / a_div; });
+    mg_a_rows(ap, aok, a, kdim, rows, [&](int r) { return pl[r] / a_div; });
     // tab (bridge/cuda qmoeTable): data of gate, up and down (E entries
     // each), then their scales, then their biases.
     const int m = GU ? (tid >= MG_BN / 2 ? 1 : 0) : 2;
