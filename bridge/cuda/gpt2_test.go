@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	. "github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -85,5 +86,48 @@ func TestGPT2Batched(t *testing.T) {
 	t.Logf("a decode step: %d kernels fused, %d unfused", launches["fused"], launches["unfused"])
 	if launches["fused"] > launches["unfused"]-3*layers {
 		t.Errorf("%d kernels a decode step fused against %d unfused: want at least %d fewer", launches["fused"], launches["unfused"], 3*layers)
+	}
+}
+
+// Packed GPT-2 (a synthetic preset in MLX and GGUF packings, the packed
+// wte as embedding and tied LM head) gives the CPU's logits and tokens,
+// fused (q, k and v with their biases in one launch) and unfused.
+func TestPackedGPT2MatchesCPU(t *testing.T) {
+	b := gpu(t)
+	plain, err := New(Options{NoFuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	prompt := []int32{464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13}
+	req := []engine.Request{{ID: 1, Prompt: prompt, MaxNewTokens: 3, WantLogits: true}}
+	for _, q := range []string{"q4", "q8_0", "q4_k_m"} {
+		spec := model.Spec{Model: "gpt2", Layers: 2, Seed: 5, Quant: q}
+		var want []engine.Output
+		for _, be := range []bridge.Backend{cpu.New(cpu.Options{}), b, plain} {
+			cfg, src, err := model.Open(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 64, KVDType: "f32"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Generate(req)
+			src.Close()
+			if err != nil {
+				t.Fatalf("%s on %s: %v", q, be.Info().Backend, err)
+			}
+			if want == nil {
+				want = got
+				continue
+			}
+			d := maxAbsDiff(got[0].Logits, want[0].Logits)
+			t.Logf("%s: logits max abs diff %.2g vs cpu", q, d)
+			// The logits of this synthetic model reach a few hundred.
+			if d > 1e-3 || !equalTokens(got[0].Tokens, want[0].Tokens) {
+				t.Errorf("%s: tokens %v (cpu %v), logits %.3g off the CPU's", q, got[0].Tokens, want[0].Tokens, d)
+			}
+		}
 	}
 }

@@ -108,6 +108,24 @@ func (e *Engine) stepOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	return ws.ops[v]
 }
 
+// mm is out = x·wtᵀ (+ bias). A packed weight's matmul or embedding is its
+// own op type, which the backends' fusion patterns for float weights never
+// match.
+func mm(a bridge.At, out, x, wt, bias bridge.Tensor) bridge.Op {
+	if packed(wt) {
+		return &bridge.QMatMulOp{At: a, Out: out, X: x, W: wt, Bias: bias}
+	}
+	return &bridge.MatMulOp{At: a, Out: out, X: x, W: wt, Bias: bias}
+}
+
+// embeddingOp is out = the table's rows of the step's tokens.
+func embeddingOp(a bridge.At, out, table bridge.Tensor) bridge.Op {
+	if packed(table) {
+		return &bridge.QEmbeddingOp{At: a, Out: out, Table: table}
+	}
+	return &bridge.EmbeddingOp{At: a, Out: out, Table: table}
+}
+
 // buildOps reads like the model: what each layer computes, in order.
 func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	if e.cfg.GPT2() {
@@ -118,20 +136,7 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 	at := func(layer int, comp, name string) bridge.At {
 		return bridge.At{Layer: layer, Component: comp, Name: name}
 	}
-	// A packed weight's matmul or embedding is its own op type, which the
-	// backends' fusion patterns for float weights never match.
-	mm := func(a bridge.At, out, x, wt, bias bridge.Tensor) bridge.Op {
-		if packed(wt) {
-			return &bridge.QMatMulOp{At: a, Out: out, X: x, W: wt, Bias: bias}
-		}
-		return &bridge.MatMulOp{At: a, Out: out, X: x, W: wt, Bias: bias}
-	}
-	var ops []bridge.Op
-	if packed(w.embed) {
-		ops = append(ops, &bridge.QEmbeddingOp{At: at(-1, bridge.CompOther, "embedding"), Out: ws.resid, Table: w.embed})
-	} else {
-		ops = append(ops, &bridge.EmbeddingOp{At: at(-1, bridge.CompOther, "embedding"), Out: ws.resid, Table: w.embed})
-	}
+	ops := []bridge.Op{embeddingOp(at(-1, bridge.CompOther, "embedding"), ws.resid, w.embed)}
 	for l := range w.layers {
 		ly := &w.layers[l]
 		norm := at(l, bridge.CompNorm, "input_norm")
@@ -216,7 +221,7 @@ func (e *Engine) buildGPT2Ops(ws *workspace, gather, argmax bool) []bridge.Op {
 	}
 	emb := at(-1, bridge.CompOther, "embedding")
 	ops := []bridge.Op{
-		&bridge.EmbeddingOp{At: emb, Out: ws.resid, Table: w.embed},
+		embeddingOp(emb, ws.resid, w.embed),
 		&bridge.PositionEmbeddingOp{At: emb, X: ws.resid, Table: w.pos},
 	}
 	for l := range w.layers {
@@ -229,17 +234,17 @@ func (e *Engine) buildGPT2Ops(ws *workspace, gather, argmax bool) []bridge.Op {
 		}
 		qkv := at(l, bridge.CompAttention, "c_attn")
 		ops = append(ops,
-			&bridge.MatMulOp{At: qkv, Out: ws.q, X: ws.h, W: ly.wq, Bias: ly.bq},
-			&bridge.MatMulOp{At: qkv, Out: ws.k, X: ws.h, W: ly.wk, Bias: ly.bk},
-			&bridge.MatMulOp{At: qkv, Out: ws.v, X: ws.h, W: ly.wv, Bias: ly.bv},
+			mm(qkv, ws.q, ws.h, ly.wq, ly.bq),
+			mm(qkv, ws.k, ws.h, ly.wk, ly.bk),
+			mm(qkv, ws.v, ws.h, ly.wv, ly.bv),
 			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
 				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale, Operand: e.wdt},
-			&bridge.MatMulOp{At: at(l, bridge.CompAttention, "c_proj"), Out: ws.o, X: ws.attn, W: ly.wo, Bias: ly.bo},
+			mm(at(l, bridge.CompAttention, "c_proj"), ws.o, ws.attn, ly.wo, ly.bo),
 			&bridge.AddLayerNormOp{At: at(l, bridge.CompNorm, "ln_2"), Out: ws.h, Residual: ws.resid, X: ws.o,
 				W: ly.postNorm, B: ly.postNormB, Eps: c.Eps},
-			&bridge.MatMulOp{At: at(l, bridge.CompMLP, "c_fc"), Out: ws.gate, X: ws.h, W: ly.up, Bias: ly.bUp},
+			mm(at(l, bridge.CompMLP, "c_fc"), ws.gate, ws.h, ly.up, ly.bUp),
 			&bridge.GELUOp{At: at(l, bridge.CompMLP, "gelu"), Out: ws.gate, X: ws.gate},
-			&bridge.MatMulOp{At: at(l, bridge.CompMLP, "mlp_c_proj"), Out: ws.mlp, X: ws.gate, W: ly.down, Bias: ly.bDown},
+			mm(at(l, bridge.CompMLP, "mlp_c_proj"), ws.mlp, ws.gate, ly.down, ly.bDown),
 		)
 	}
 	if ws.hl == nil {
@@ -253,7 +258,7 @@ func (e *Engine) buildGPT2Ops(ws *workspace, gather, argmax bool) []bridge.Op {
 		ops = append(ops, &bridge.GatherRowsOp{At: head, Out: ws.hl, X: ws.h})
 		hl = ws.hl
 	}
-	ops = append(ops, &bridge.MatMulOp{At: head, Out: ws.logits, X: hl, W: w.lmHead})
+	ops = append(ops, mm(head, ws.logits, hl, w.lmHead, nil))
 	if argmax {
 		ops = append(ops, &bridge.ArgmaxOp{At: at(-1, bridge.CompOther, "argmax"), Out: ws.argmax, Logits: ws.logits})
 	}

@@ -9,8 +9,8 @@ import (
 
 // uploadGPT2 hands GPT-2's tensors to the backend. c_attn's weight and
 // bias are cut into q, k and v (rows of the [3·hidden, hidden] matrix the
-// source hands out), so attention sees the same three projections as in
-// every other model.
+// source hands out, packed or not), so attention sees the same three
+// projections as in every other model.
 func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
 	specs := map[string]model.TensorSpec{}
 	for _, s := range cfg.Tensors() {
@@ -27,6 +27,23 @@ func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weight
 		if !ok {
 			firstErr = fmt.Errorf("internal: no tensor spec %q", name)
 			return out
+		}
+		if ps, ok := src.(model.PackedSource); ok {
+			p, isPacked, err := ps.Packed(s)
+			if err != nil {
+				firstErr = err
+				return out
+			}
+			if isPacked {
+				for i, part := range p.Rows(s.Shape, n) {
+					ps := model.TensorSpec{Name: s.Name, Shape: []int{s.Shape[0] / n, s.Shape[1]}, Matrix: true}
+					if out[i], err = packedWeight(be, src, name, ps, part); err != nil {
+						firstErr = err
+						return out
+					}
+				}
+				return out
+			}
 		}
 		dt, data, err := src.Tensor(s)
 		if err != nil {

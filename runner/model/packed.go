@@ -18,6 +18,22 @@ type Packed struct {
 	Data, Scales, Biases []byte
 }
 
+// Rows cuts a packed [rows, k] matrix (shape) into n matrices of rows/n
+// rows each, views of its bytes: a packed row is whole bytes of values and,
+// for affine formats, whole groups of scales and biases.
+func (p Packed) Rows(shape []int, n int) []Packed {
+	rows, k := shape[0], shape[1]
+	rb, gb := p.Spec.RowBytes(k)*(rows/n), p.Spec.Groups(k)*p.Spec.Scale.Size()*(rows/n)
+	out := make([]Packed, n)
+	for i := range out {
+		out[i] = Packed{Spec: p.Spec, Data: p.Data[i*rb : (i+1)*rb]}
+		if p.Scales != nil {
+			out[i].Scales, out[i].Biases = p.Scales[i*gb:(i+1)*gb], p.Biases[i*gb:(i+1)*gb]
+		}
+	}
+	return out
+}
+
 // PackedSource is a Source some of whose matrices are stored packed.
 type PackedSource interface {
 	// Packed returns spec's tensor packed; ok false when it is stored as

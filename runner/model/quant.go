@@ -112,6 +112,21 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 		if cfg.TieEmbed {
 			q.Per["model.embed_tokens.weight"] = q6
 		}
+		if cfg.GPT2() {
+			// GPT-2's tied wte is its LM head; its MLP's c_proj is the
+			// down projection (llama.cpp's ffn_down). c_attn holds v with
+			// q and k, so it stays Q4_K as llama.cpp's fused attn_qkv does.
+			q.Per[GPT2Embed] = q6
+			for l := 0; l < n; l++ {
+				if useMoreBits(l, n) {
+					q.Per[GPT2LayerPrefix(l)+"mlp.c_proj.weight"] = q6
+				}
+			}
+		}
+	}
+	if cfg.GPT2() {
+		// The learned positions are added as floats (PositionEmbeddingOp).
+		q.Per[GPT2Positions] = nil
 	}
 	// A matrix whose rows do not divide into blocks: llama.cpp falls back
 	// to a 32-value type (Q8_0 here), mlx-lm leaves it in floats.
@@ -144,19 +159,7 @@ func PresetFormat(name string, f Format) (*Config, error) {
 		return nil, err
 	}
 	if f.Quant != "" {
-		if err := quantizable(c); err != nil {
-			return nil, err
-		}
 		c.Quant = presetScheme(c, f.Quant, f.DType)
 	}
 	return c, nil
-}
-
-// quantizable refuses packed formats for architectures whose forward pass
-// has no packed ops (GPT-2's transposed Conv1D weights).
-func quantizable(c *Config) error {
-	if c.GPT2() {
-		return fmt.Errorf("%s: packed dtypes (%s) are not supported for %s", c.Name, strings.Join(QuantFormats, ", "), c.Architecture)
-	}
-	return nil
 }

@@ -486,9 +486,6 @@ func Open(spec Spec) (*Config, Source, error) {
 			if !slices.Contains(QuantFormats, spec.Quant) {
 				return nil, nil, fmt.Errorf("unknown quantized format %q (want %s)", spec.Quant, strings.Join(QuantFormats, ", "))
 			}
-			if err := quantizable(c); err != nil {
-				return nil, nil, err
-			}
 			c.Quant = presetScheme(c, spec.Quant, dt)
 			syn.quant = c.Quant
 		}
