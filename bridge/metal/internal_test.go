@@ -120,6 +120,35 @@ func TestOutOfBoundsCaught(t *testing.T) {
 	t.Log(err)
 }
 
+// A dispatch binds buffers 0..30, as a Metal function's argument table
+// holds: every index up to 30 is taken (split-K decode attention with RoPE
+// and QK-norm fused binds 17 buffers), and one past it fails the step with
+// an error instead of a crash.
+func TestBindingsUpToMetalsTable(t *testing.T) {
+	be, err := New(emuDevice(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+	if err := be.BeginStep(meta, []int32{0}, false); err != nil {
+		t.Fatal(err)
+	}
+	be.args(nil)
+	for i := 1; i < maxBindings; i++ {
+		be.bind(i, view{}, false)
+	}
+	if be.step.err != nil || be.step.nb != maxBindings {
+		t.Fatalf("%d bindings held, error %v: want all %d", be.step.nb, be.step.err, maxBindings)
+	}
+	be.bind(maxBindings, view{}, false)
+	be.step.nb = 0
+	_, err = be.EndStep()
+	if err == nil || !strings.Contains(err.Error(), "buffer index 31") {
+		t.Fatalf("got %v, want the step failed at buffer index 31", err)
+	}
+}
+
 // TestRaceCaught plants a race in the real rms_norm: tg_sum without the
 // barrier between writing the simdgroup sums and reading them.
 func TestRaceCaught(t *testing.T) {
