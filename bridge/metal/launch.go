@@ -144,6 +144,9 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 		if err == nil && (t.MatVecMaxM < 0 || t.MatVecMaxM > 8) {
 			err = fmt.Errorf("%s=%d: 0 to 8", ops.KnobMVMax, t.MatVecMaxM)
 		}
+	case ops.QMatMul:
+		known = []string{ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
+		tile(&t.QMatMulTile)
 	case ops.PagedAttentionDecode:
 		known = []string{ops.KnobSimdgroups, ops.KnobHeads, ops.KnobPart}
 		num(ops.KnobSimdgroups, &t.AttnSimdgroups)
@@ -242,6 +245,7 @@ var kernelPipelines = map[ops.ID][]struct {
 	ops.MatMul:                {{"matvec_bf16", fcMatVec, []int32{0, 4, 1}}, {"matmul_bf16", fcMatMul, []int32{0, 64, 64, 32, 2, 2, 2}}},
 	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0}}},
 	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcPrefill, []int32{16, 2, 2}}},
+	ops.QMatMul:               {{"qmatmul_mm_affine4", fcMatMul, []int32{0, 64, 128, 32, 2, 4, 1}}},
 	ops.RMSNorm:               {{"rms_norm", fcNone, nil}},
 	ops.AddRMSNorm:            {{"add_rms_norm", fcNone, nil}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},

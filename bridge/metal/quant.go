@@ -217,12 +217,13 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
 }
 
-// qmm encodes out[m][n] = x·qᵀ (+ bias) on qmatmul_mm's tiles (qmmTile),
-// and reports false where the tile does not fit the device's threadgroup
-// memory or the pipeline's threads, for the GEMVs to take it.
+// qmm encodes out[m][n] = x·qᵀ (+ bias) on qmatmul_mm's tiles (the
+// tuning's QMatMulTile, tuned per shape as qmatmul), and reports false
+// where the tile does not fit the device's threadgroup memory or the
+// pipeline's threads, for the GEMVs to take it.
 func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
 	n := q.Dims[0]
-	t := qmmTile
+	t := b.tuned(ops.QMatMul, matmulDims, m, n, q.Dims[1]).QMatMulTile
 	mem := qmmMemory(t, 1)
 	if mem > tileMemory {
 		return false
@@ -251,8 +252,9 @@ func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
 	return true
 }
 
-// qmmTile is qmatmul_mm's tile: wide, because x (f32, read again for
-// each column tile) is most of a packed tile's traffic. At m=128, n=2048,
+// qmmTile is qmatmul_mm's untuned tile (ops' metalQMatMulTile): wide,
+// because x (f32, read again for each column tile) is most of a packed
+// tile's traffic. At m=128, n=2048,
 // k=2048, MLX 4-bit, the witness counts 23.1 MB for it, 28.3 MB for 32 ×
 // 128 and 39.9 MB for the float matmul's default 64 × 64
 // (docs/metal-kernels.md).

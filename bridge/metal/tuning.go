@@ -34,6 +34,40 @@ func (t Tile) memory(mats, stage int) (bytes, stages int) {
 const tileMemory = 32<<10 - 1024
 
 func (t Tile) check(what string, dual bool) error {
+	if err := t.rules(what); err != nil {
+		return err
+	}
+	mats := 1
+	if dual {
+		mats = 2
+	}
+	// Checked for f16/bf16 weights (2 bytes staged); f32 weights are
+	// checked at their dispatch.
+	if n, _ := t.memory(mats, 2); n > tileMemory {
+		return fmt.Errorf("%s tile %v: %d bytes of threadgroup memory exceed 31 KiB", what, t, n)
+	}
+	return nil
+}
+
+// checkPacked is check for a packed tile (quant.metal's qmm_accumulate):
+// k steps of one 32-value unit, and its float staging of mats weight
+// matrices within the tile memory.
+func (t Tile) checkPacked(what string, mats int) error {
+	if err := t.rules(what); err != nil {
+		return err
+	}
+	if t.BK != qmmBK {
+		return fmt.Errorf("%s tile %v: k steps of %d, not one %d-value unit", what, t, t.BK, qmmBK)
+	}
+	if n := qmmMemory(t, mats); n > tileMemory {
+		return fmt.Errorf("%s tile %v: %d bytes of threadgroup memory with %d weight matrices exceed 31 KiB", what, t, n, mats)
+	}
+	return nil
+}
+
+// rules are a tile's shape rules: simdgroups, 8x8 tiles a simdgroup, rows
+// (the kernels' per-row arrays) and k step.
+func (t Tile) rules(what string) error {
 	tm, tn := 0, 0
 	if t.SGM > 0 && t.SGN > 0 {
 		tm, tn = t.BM/(8*t.SGM), t.BN/(8*t.SGN)
@@ -49,15 +83,6 @@ func (t Tile) check(what string, dual bool) error {
 		return fmt.Errorf("%s tile %v: BM at most 64", what, t)
 	case t.BK != 8 && t.BK != 16 && t.BK != 32:
 		return fmt.Errorf("%s tile %v: BK is 8, 16 or 32", what, t)
-	}
-	mats := 1
-	if dual {
-		mats = 2
-	}
-	// Checked for f16/bf16 weights (2 bytes staged); f32 weights are
-	// checked at their dispatch.
-	if n, _ := t.memory(mats, 2); n > tileMemory {
-		return fmt.Errorf("%s tile %v: %d bytes of threadgroup memory exceed 31 KiB", what, t, n)
 	}
 	return nil
 }
@@ -83,6 +108,9 @@ type Tuning struct {
 	MatVecRows, MatVecSimdgroups int
 	// MatMulTile is the dense simdgroup_matrix tile.
 	MatMulTile Tile
+	// QMatMulTile is the packed matmul's tile (qmatmul_mm), for more rows
+	// than the GEMVs take; BK is one 32-value unit.
+	QMatMulTile Tile
 
 	// AttnSimdgroups is the simdgroups of an attention threadgroup (each
 	// runs its own online softmax over every n-th key).
@@ -137,6 +165,7 @@ var DefaultTuning = Tuning{
 	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: 1024,
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:     Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
+	QMatMulTile:    qmmTile,
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
@@ -159,6 +188,9 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.MatVecSimdgroups, d.MatVecSimdgroups)
 	if t.MatMulTile == (Tile{}) {
 		t.MatMulTile = d.MatMulTile
+	}
+	if t.QMatMulTile == (Tile{}) {
+		t.QMatMulTile = d.QMatMulTile
 	}
 	def(&t.AttnSimdgroups, d.AttnSimdgroups)
 	def(&t.AttnHeadsPerGroup, d.AttnHeadsPerGroup)
@@ -214,6 +246,9 @@ func (t Tuning) Check() error {
 	if err := t.MatMulTile.check("MatMulTile", false); err != nil {
 		return err
 	}
+	if err := t.QMatMulTile.checkPacked("QMatMulTile", 1); err != nil {
+		return err
+	}
 	if t.MoETile == (Tile{}) {
 		return nil
 	}
@@ -231,6 +266,7 @@ var kernelFiles = map[string][]string{
 	// The ops' names, as tuned configs key their kernels.
 	"paged_attention_decode":  {"mtlbench.h", "attention.metal"},
 	"paged_attention_prefill": {"mtlbench.h", "attention.metal"},
+	"qmatmul":                 {"mtlbench.h", "gemm.h", "quant.metal"},
 	"add_rms_norm":            {"mtlbench.h", "norm.metal"},
 }
 

@@ -26,6 +26,9 @@ var metalShapes = map[ops.ID][]tune.Shape{
 	// element-wise staging).
 	ops.MatMul: {{ops.M: 1, ops.N: 200, ops.K: 72}, {ops.M: 5, ops.N: 100, ops.K: 40}, {ops.M: 13, ops.N: 72, ops.K: 40},
 		{ops.M: 70, ops.N: 72, ops.K: 100}},
+	// Packed matmuls above the GEMV's rows, n and m off every tile (k
+	// whole units of every format: 256 for the K-quants).
+	ops.QMatMul: {{ops.M: 37, ops.N: 200, ops.K: 256}, {ops.M: 70, ops.N: 72, ops.K: 512}},
 	ops.PagedAttentionDecode: {
 		{ops.Seqs: 3, ops.Context: 300, ops.NumHeads: 8, ops.NumKVHeads: 2, ops.HeadSize: 32, ops.BlockSize: 16},
 		{ops.Seqs: 1, ops.Context: 77, ops.NumHeads: 4, ops.NumKVHeads: 4, ops.HeadSize: 64, ops.BlockSize: 8}},
@@ -131,7 +134,7 @@ func TestLaunchConfigsMatchReference(t *testing.T) {
 	}
 	// The configs reach the kernels: each variant is a pipeline of its own
 	// (function constants), built on first use.
-	for op, least := range map[ops.ID]int{ops.MatMul: 10, ops.MoE: 10, ops.PagedAttentionDecode: 4} {
+	for op, least := range map[ops.ID]int{ops.MatMul: 10, ops.MoE: 10, ops.PagedAttentionDecode: 4, ops.QMatMul: 10} {
 		if _, ran := pipes[op]; ran && pipes[op] < least {
 			t.Errorf("%s: %d new pipelines over its configs; the tuned variants did not run", op, pipes[op])
 		}
@@ -269,5 +272,57 @@ func TestEngineUsesTunedMetalConfigs(t *testing.T) {
 	if !strings.Contains(rec["matmul"], "8x32x8/1x2 (user cache)") || rec["paged_attention_decode"] != "2sg/q1/single (user cache)" ||
 		!strings.HasPrefix(rec["moe"], "loop/tiles>0rows/8x16x16/1x1") {
 		t.Errorf("recorded choices %v", rec)
+	}
+}
+
+// A packed model's prefill looks the packed matmul's tuned tiles up by the
+// model's packing (q4 here) and runs them: the default's tokens, and the
+// engine reports the tuned tile.
+func TestEngineUsesTunedPackedTiles(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, Seed: 1, Quant: "q4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	const prompt = 24
+	generate := func(o engine.Options) ([]engine.Output, map[string]string) {
+		e, err := engine.New(be, cfg, src, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]int32, prompt)
+		for j := range p {
+			p[j] = int32(j*37 + 5)
+		}
+		out, err := e.Generate([]engine.Request{{ID: 1, Prompt: p, MaxNewTokens: 3, WantLogits: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, e.TunedUsed()
+	}
+	want, _ := generate(engine.Options{KVDType: "f32"})
+	var l tune.Layer
+	l.Name = tune.FromUser
+	for _, s := range tune.MatMulShapes(cfg, prompt, 1) {
+		l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
+			Kernel: "qmatmul", DType: "q4", Shape: tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
+			Config: tune.Config{"bm": "16", "bn": "32", "bk": "32", "sgm": "2", "sgn": "1"}, Samples: 20,
+			SourceHash: metal.KernelSourceHash("qmatmul")}})
+	}
+	store := tune.NewStore(l)
+	lookup := func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
+		return store.ForEngine(be, cfg, dt, moe)
+	}
+	got, used := generate(engine.Options{KVDType: "f32", Tuned: lookup})
+	if w := store.Warnings(); len(w) > 0 {
+		t.Errorf("warnings: %v", w)
+	}
+	t.Logf("used: %v", used)
+	if !strings.Contains(used["qmatmul"], "16x32/2x1 (user cache)") {
+		t.Errorf("qmatmul used %q, want the tuned 16x32/2x1", used["qmatmul"])
+	}
+	if d := maxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
+		t.Errorf("tuned tokens %v (default %v), logits %.3g apart", got[0].Tokens, want[0].Tokens, d)
 	}
 }

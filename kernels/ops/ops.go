@@ -112,6 +112,14 @@ func (d DType) Quant() (quant.Spec, bool) {
 	return quant.Spec{}, false
 }
 
+// PackedDType is the packed dtype whose kernels run s (affine at 4 or 8
+// bits of any group and scale dtype as q4 or q8, GGUF's types as
+// themselves); ok false for a format no GPU kernel runs.
+func PackedDType(s quant.Spec) (DType, bool) {
+	d, ok := map[string]DType{"affine4": Q4, "affine8": Q8, "q8_0": Q8_0, "q4_0": Q4_0, "q4_k": Q4_K, "q6_k": Q6_K}[quant.KernelName(s)]
+	return d, ok
+}
+
 // Bytes is what rows of k values, n values in all, take in d: packed
 // values with their scales and biases for a packed format.
 func (d DType) Bytes(n, k int64) int64 {

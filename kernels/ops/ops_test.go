@@ -46,8 +46,8 @@ func TestSpacesMatchTheirOps(t *testing.T) {
 			}
 		}
 	}
-	if n != 13 {
-		t.Errorf("%d tuning spaces, want 13 (cpu moe, matmul; cuda matmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, layer_norm, add_layer_norm, matmul, moe)", n)
+	if n != 14 {
+		t.Errorf("%d tuning spaces, want 14 (cpu moe, matmul; cuda matmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, layer_norm, add_layer_norm, matmul, moe, qmatmul)", n)
 	}
 }
 

@@ -572,6 +572,52 @@ var metalMatMul = &Space{
 	Format:    func(c Config) string { return metalPathFormat(c, "m") },
 }
 
+// MetalQTileMemory is a packed tile's threadgroup memory as bridge/metal
+// sizes it (kernels/metal/quant.metal qmm_accumulate): one k step of bm
+// activation rows and mats weight matrices of bn rows, all as floats, each
+// row one 32-value unit plus 16 bytes of padding.
+func MetalQTileMemory(bm, bn, mats int) int { return (bm + mats*bn) * (32 + 4) * 4 }
+
+// metalQMatMulTile is the packed matmul's untuned tile (bridge/metal
+// qmmTile): wide, because the f32 activations, read again for each column
+// tile, are most of a packed tile's traffic.
+var metalQMatMulTile = Config{KnobBM: "64", KnobBN: "128", KnobBK: "32", KnobSGM: "2", KnobSGN: "4"}
+
+// metalQMatMul is qmatmul (bridge/metal quant.go qmm): a packed matmul of
+// more rows than the matmul's matvec takes runs simdgroup_matrix tiles that
+// dequantize each weight row's 32 values as they stage them; fewer rows run
+// the packed GEMV, which has nothing to tune here.
+var metalQMatMul = &Space{
+	Doc:   "packed matmul above the GEMV's rows: simdgroup_matrix tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing the weights as they stage them",
+	Dims:  matmulDims,
+	DType: "q4",
+	Params: []Knob{
+		{Name: KnobBM, Doc: "tile rows, a multiple of 8*sgm up to 64", Values: Pow2(8, 64)},
+		{Name: KnobBN, Doc: "tile columns, a multiple of 8*sgn", Values: Pow2(16, 128)},
+		{Name: KnobBK, Doc: "k per staged step: one 32-value unit of every packed format", Values: Enum("32")},
+		{Name: KnobSGM, Doc: "simdgroups down the tile", Values: Pow2(1, 4)},
+		{Name: KnobSGN, Doc: "simdgroups across the tile", Values: Pow2(1, 4)},
+	},
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(func(c Config, _ Shape) int { return metalTileThreads(c) }),
+		metalTileRules,
+		metalMemory(metalTileSlack, func(c Config, _ Shape) int { return MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), 1) }),
+		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
+	},
+	// Rows the GEMV takes (the matmul's untuned mv_max) run no tile.
+	Canonical: func(c Config, s Shape, _ Limits) Config {
+		if s[M] <= metalMatMulDef.Int(KnobMVMax) {
+			return metalQMatMulTile.Clone()
+		}
+		return c
+	},
+	Default: func(Shape, Limits) Config { return metalQMatMulTile.Clone() },
+	Format: func(c Config) string {
+		return fmt.Sprintf("%sx%s/%sx%s", c[KnobBM], c[KnobBN], c[KnobSGM], c[KnobSGN])
+	},
+}
+
 // metalAttnGroupHeads is the query heads one attention threadgroup serves:
 // the largest of 8, 4, 2, 1 within the cap that divides the GQA group (as
 // bridge/metal attnGroupHeads).

@@ -85,6 +85,12 @@ func (t *EngineTuning) launchPick(k *Kernel) func(map[string]int) (map[string]st
 	}
 	cache := map[string]answer{}
 	var mu sync.Mutex
+	// A packed-weight kernel's configs are looked up by the model's packing.
+	dtype := t.dtype
+	if _, packed := ops.DType(k.DType).Quant(); packed {
+		d, _ := PackedDType(t.cfg)
+		dtype = string(d)
+	}
 	return func(shape map[string]int) (map[string]string, bool) {
 		s := make(Shape, len(shape))
 		for name, v := range shape {
@@ -97,8 +103,8 @@ func (t *EngineTuning) launchPick(k *Kernel) func(map[string]int) (map[string]st
 		if seen {
 			return a.c, a.ok
 		}
-		if k.Applies == nil || k.Applies(s) {
-			if ch, err := lookup(t.store, t.be, string(k.Op), t.dtype, s); err == nil {
+		if dtype != "" && (k.Applies == nil || k.Applies(s)) {
+			if ch, err := lookup(t.store, t.be, string(k.Op), dtype, s); err == nil {
 				t.note(string(k.Op), ch)
 				if !ch.IsDefault() {
 					a = answer{ch.Config, true}
@@ -331,6 +337,30 @@ func matmulShapes(c *model.Config, tokens, logitRows int) [][3]int {
 // sampling logitRows rows, for the tuner to derive buckets from a model.
 func MatMulShapes(c *model.Config, tokens, logitRows int) [][3]int {
 	return matmulShapes(c, tokens, logitRows)
+}
+
+// PackedDType is the packed dtype of most of a packed model's matrices (a
+// Q4_K_M mix's Q4_K): what its packed-weight kernels' tuned configs are
+// looked up by; ok false for a float model.
+func PackedDType(c *model.Config) (ops.DType, bool) {
+	if c.Quant == nil {
+		return "", false
+	}
+	count := map[ops.DType]int{}
+	for _, t := range c.Tensors() {
+		if s, ok := c.Quant.For(t.Name); ok && t.Matrix {
+			if d, ok := ops.PackedDType(s); ok {
+				count[d]++
+			}
+		}
+	}
+	var best ops.DType
+	for _, d := range ops.QuantDTypes {
+		if count[d] > count[best] {
+			best = d
+		}
+	}
+	return best, count[best] > 0
 }
 
 // MoEShape is the moe bucket of a step of tokens tokens, for the tuner.

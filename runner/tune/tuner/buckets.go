@@ -45,10 +45,24 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 	if dtype == "" {
 		dtype = k.DType
 	}
-	if _, err := bridge.ParseDType(dtype); err != nil {
+	// A packed-weight kernel is tuned for a packed format, the others for
+	// a float dtype.
+	if _, packed := ops.DType(k.DType).Quant(); packed {
+		if !slices.Contains(ops.QuantDTypes, ops.DType(dtype)) {
+			return Bucket{}, fmt.Errorf("%s: dtype %q: a packed format (%s)", kernel, dtype, quantNames())
+		}
+	} else if _, err := bridge.ParseDType(dtype); err != nil {
 		return Bucket{}, err
 	}
 	return Bucket{Kernel: k, DType: dtype, Shape: s, Label: label}, nil
+}
+
+func quantNames() string {
+	var n []string
+	for _, d := range ops.QuantDTypes {
+		n = append(n, string(d))
+	}
+	return strings.Join(n, ", ")
 }
 
 // SuiteBuckets derives buckets from a suite: each model case's decode step
@@ -159,6 +173,14 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		for _, mnk := range tune.MatMulShapes(cfg, seqs, seqs) {
 			if err := add(string(ops.MatMul), dtype, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+			}
+		}
+		// A packed model's matmuls of the prompt (a GPU's packed tiles).
+		if qd, ok := tune.PackedDType(cfg); ok {
+			for _, mnk := range tune.MatMulShapes(cfg, seqs*max(mp.PromptLen, 1), seqs) {
+				if err := add(string(ops.QMatMul), string(qd), tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
+					return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+				}
 			}
 		}
 	}
