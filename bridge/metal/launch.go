@@ -147,6 +147,10 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 	case ops.QMatMul:
 		known = []string{ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
 		tile(&t.QMatMulTile)
+	case ops.QMoE:
+		known = []string{ops.KnobMVMax, ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
+		word(ops.KnobMVMax, "0", -1, &t.MoEMatVecMaxRows)
+		tile(&t.QMoETile)
 	case ops.PagedAttentionDecode:
 		known = []string{ops.KnobSimdgroups, ops.KnobHeads, ops.KnobPart}
 		num(ops.KnobSimdgroups, &t.AttnSimdgroups)
@@ -246,8 +250,10 @@ var kernelPipelines = map[ops.ID][]struct {
 	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0}}},
 	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcPrefill, []int32{16, 2, 2}}},
 	ops.QMatMul:               {{"qmatmul_mm_affine4", fcMatMul, []int32{0, 64, 128, 32, 2, 4, 1}}},
-	ops.RMSNorm:               {{"rms_norm", fcNone, nil}},
-	ops.AddRMSNorm:            {{"add_rms_norm", fcNone, nil}},
+	ops.QMoE: {{"qmoe_mm_gate_up_affine4", fcMoEMM, []int32{32, 64, 32, 2, 2, 1}},
+		{"qmoe_mm_down_affine4", fcMoEDown, []int32{32, 64, 32, 2, 2, 1, 0}}},
+	ops.RMSNorm:    {{"rms_norm", fcNone, nil}},
+	ops.AddRMSNorm: {{"add_rms_norm", fcNone, nil}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},
 		{"moe_mm_gate_up_bf16", fcMoEMM, []int32{32, 64, 32, 2, 2, 2}}, {"moe_mm_down_bf16", fcMoEDown, []int32{32, 64, 32, 2, 2, 2, 0}}},
 }

@@ -17,6 +17,7 @@ func TestSpacesAgreeWithTheBackend(t *testing.T) {
 		ops.PagedAttentionDecode:  {ops.Seqs: 4, ops.Context: 4000, ops.NumHeads: 32, ops.NumKVHeads: 4, ops.HeadSize: 128, ops.BlockSize: 16},
 		ops.PagedAttentionPrefill: {ops.Seqs: 2, ops.Tokens: 300, ops.NumHeads: 16, ops.NumKVHeads: 8, ops.HeadSize: 128, ops.BlockSize: 16},
 		ops.QMatMul:               {ops.M: 64, ops.N: 4096, ops.K: 4096},
+		ops.QMoE:                  {ops.Tokens: 64, ops.Experts: 8, ops.TopK: 2, ops.Hidden: 2048, ops.Intermediate: 768},
 		ops.RMSNorm:               {ops.Tokens: 4, ops.Width: 4096},
 		ops.AddRMSNorm:            {ops.Tokens: 4, ops.Width: 4096},
 		ops.LayerNorm:             {ops.Tokens: 4, ops.Width: 768},
@@ -40,8 +41,11 @@ func TestSpacesAgreeWithTheBackend(t *testing.T) {
 			}
 			tile := Tile{BM: c.Int(ops.KnobBM), BN: c.Int(ops.KnobBN), BK: c.Int(ops.KnobBK), SGM: c.Int(ops.KnobSGM), SGN: c.Int(ops.KnobSGN)}
 			check := func() error { return tile.check("tile", mats == 3) }
-			if k.Op == ops.QMatMul {
+			switch k.Op {
+			case ops.QMatMul:
 				check = func() error { return tile.checkPacked("tile", 1) }
+			case ops.QMoE:
+				check = func() error { return tile.checkPacked("tile", 2) }
 			}
 			backend := check() == nil
 			space := true

@@ -476,10 +476,10 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	b.bind(3, weights, true)
 	b.bind(4, flags, true)
 	b.bind(5, view{counts, 0, 4 * countChunk}, true)
-	// The expert GEMMs take the block where the float ones would (the
-	// tuning's MoEMatVecMaxRows over the rows a routed expert gets); their
-	// down GEMM adds into out, which the routing then clears.
-	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
+	// The expert GEMMs take the block above the tuning's MoEMatVecMaxRows
+	// rows a routed expert gets (tuned as qmoe); their down GEMM adds into
+	// out, which the routing then clears.
+	tu := b.tuned(ops.QMoE, moeDims, T, E, K, H, I)
 	tiled := ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows
 	if tiled {
 		b.out(7, o)
@@ -543,10 +543,10 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 // qmoeTiles encodes the grouped packed MoE: moe_group's tiles of one
 // expert's pairs, then qmoe_mm_gate_up (h in expert order) and
 // qmoe_mm_down (the weighted rows added into out, and residual) on
-// qmoeTile's tiles.
+// the tuning's QMoETile.
 func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags view, residual *tensor, T, E, K, H, I int,
 	mp bridge.MoEParams, tu *Tuning) {
-	t := qmoeTile
+	t := tu.QMoETile
 	perm, tileList, tiles := b.moeGroup(ids, T, E, K, t.BM, mp, tu)
 	h := b.scratchView("moe.h", 4*T*K*I)
 	for pass := 0; pass < 2; pass++ {
@@ -592,9 +592,9 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 	}
 }
 
-// qmoeTile is the grouped packed MoE's tile: 32 pairs of one expert by 64
-// outputs, 2 × 2 simdgroups, whose gate and up rows (two matrices) stage in
-// 23 KB.
+// qmoeTile is the grouped packed MoE's untuned tile (ops' metalQMoETile):
+// 32 pairs of one expert by 64 outputs, 2 × 2 simdgroups, whose gate and up
+// rows (two matrices) stage in 23 KB.
 var qmoeTile = Tile{BM: 32, BN: 64, BK: qmmBK, SGM: 2, SGN: 2}
 
 // qRows weight rows a simdgroup and qSimdgroups simdgroups a threadgroup:

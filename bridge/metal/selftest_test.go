@@ -162,7 +162,8 @@ func TestPipelineThreadLimits(t *testing.T) {
 		switch {
 		case limited(l.Kernel) > 0:
 			want = 64
-		case strings.HasPrefix(l.Kernel, "matmul_") || strings.HasPrefix(l.Kernel, "moe_mm_") || strings.HasPrefix(l.Kernel, "qmatmul_mm_"):
+		case strings.HasPrefix(l.Kernel, "matmul_") || strings.HasPrefix(l.Kernel, "moe_mm_") || strings.HasPrefix(l.Kernel, "qmatmul_mm_") ||
+			strings.HasPrefix(l.Kernel, "qmoe_mm_"):
 			want = 512 // [[max_total_threads_per_threadgroup(MM_MAX_THREADS)]]
 		}
 		if l.Err != nil || l.MaxThreads != want || l.SIMDWidth != 32 {

@@ -111,6 +111,10 @@ type Tuning struct {
 	// QMatMulTile is the packed matmul's tile (qmatmul_mm), for more rows
 	// than the GEMVs take; BK is one 32-value unit.
 	QMatMulTile Tile
+	// QMoETile is the packed experts' tile (qmoe_mm_gate_up, qmoe_mm_down)
+	// above MoEMatVecMaxRows rows per routed expert; BK is one 32-value
+	// unit.
+	QMoETile Tile
 
 	// AttnSimdgroups is the simdgroups of an attention threadgroup (each
 	// runs its own online softmax over every n-th key).
@@ -164,8 +168,8 @@ type Tuning struct {
 var DefaultTuning = Tuning{
 	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: 1024,
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
-	MatMulTile:     Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
-	QMatMulTile:    qmmTile,
+	MatMulTile:  Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
+	QMatMulTile: qmmTile, QMoETile: qmoeTile,
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
@@ -191,6 +195,9 @@ func (t Tuning) withDefaults() Tuning {
 	}
 	if t.QMatMulTile == (Tile{}) {
 		t.QMatMulTile = d.QMatMulTile
+	}
+	if t.QMoETile == (Tile{}) {
+		t.QMoETile = d.QMoETile
 	}
 	def(&t.AttnSimdgroups, d.AttnSimdgroups)
 	def(&t.AttnHeadsPerGroup, d.AttnHeadsPerGroup)
@@ -249,6 +256,9 @@ func (t Tuning) Check() error {
 	if err := t.QMatMulTile.checkPacked("QMatMulTile", 1); err != nil {
 		return err
 	}
+	if err := t.QMoETile.checkPacked("QMoETile", 2); err != nil {
+		return err
+	}
 	if t.MoETile == (Tile{}) {
 		return nil
 	}
@@ -267,6 +277,7 @@ var kernelFiles = map[string][]string{
 	"paged_attention_decode":  {"mtlbench.h", "attention.metal"},
 	"paged_attention_prefill": {"mtlbench.h", "attention.metal"},
 	"qmatmul":                 {"mtlbench.h", "gemm.h", "quant.metal"},
+	"qmoe":                    {"mtlbench.h", "gemm.h", "quant.metal", "moe.metal"},
 	"add_rms_norm":            {"mtlbench.h", "norm.metal"},
 }
 

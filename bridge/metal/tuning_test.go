@@ -29,6 +29,10 @@ var metalShapes = map[ops.ID][]tune.Shape{
 	// Packed matmuls above the GEMV's rows, n and m off every tile (k
 	// whole units of every format: 256 for the K-quants).
 	ops.QMatMul: {{ops.M: 37, ops.N: 200, ops.K: 256}, {ops.M: 70, ops.N: 72, ops.K: 512}},
+	// Packed experts of 1 and about 25 rows each (the GEMVs and the tiles
+	// by default), hidden and intermediate whole groups of 64.
+	ops.QMoE: {{ops.Tokens: 3, ops.Experts: 6, ops.TopK: 2, ops.Hidden: 128, ops.Intermediate: 64},
+		{ops.Tokens: 37, ops.Experts: 3, ops.TopK: 2, ops.Hidden: 128, ops.Intermediate: 192}},
 	ops.PagedAttentionDecode: {
 		{ops.Seqs: 3, ops.Context: 300, ops.NumHeads: 8, ops.NumKVHeads: 2, ops.HeadSize: 32, ops.BlockSize: 16},
 		{ops.Seqs: 1, ops.Context: 77, ops.NumHeads: 4, ops.NumKVHeads: 4, ops.HeadSize: 64, ops.BlockSize: 8}},
@@ -134,7 +138,7 @@ func TestLaunchConfigsMatchReference(t *testing.T) {
 	}
 	// The configs reach the kernels: each variant is a pipeline of its own
 	// (function constants), built on first use.
-	for op, least := range map[ops.ID]int{ops.MatMul: 10, ops.MoE: 10, ops.PagedAttentionDecode: 4, ops.QMatMul: 10} {
+	for op, least := range map[ops.ID]int{ops.MatMul: 10, ops.MoE: 10, ops.PagedAttentionDecode: 4, ops.QMatMul: 10, ops.QMoE: 10} {
 		if _, ran := pipes[op]; ran && pipes[op] < least {
 			t.Errorf("%s: %d new pipelines over its configs; the tuned variants did not run", op, pipes[op])
 		}
@@ -275,9 +279,9 @@ func TestEngineUsesTunedMetalConfigs(t *testing.T) {
 	}
 }
 
-// A packed model's prefill looks the packed matmul's tuned tiles up by the
-// model's packing (q4 here) and runs them: the default's tokens, and the
-// engine reports the tuned tile.
+// A packed model's prefill looks the packed matmul's and experts' tuned
+// tiles up by the model's packing (q4 here) and runs them: the default's
+// tokens, and the engine reports the tuned tiles.
 func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, Seed: 1, Quant: "q4"})
@@ -310,6 +314,11 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 			Config: tune.Config{"bm": "16", "bn": "32", "bk": "32", "sgm": "2", "sgn": "1"}, Samples: 20,
 			SourceHash: metal.KernelSourceHash("qmatmul")}})
 	}
+	// The prompt's 24 tokens give 3 rows a routed expert: tiles of 8 pairs.
+	l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
+		Kernel: "qmoe", DType: "q4", Shape: tune.MoEShape(cfg, prompt),
+		Config: tune.Config{"mv_max": "0", "bm": "8", "bn": "16", "bk": "32", "sgm": "1", "sgn": "1"}, Samples: 20,
+		SourceHash: metal.KernelSourceHash("qmoe")}})
 	store := tune.NewStore(l)
 	lookup := func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
 		return store.ForEngine(be, cfg, dt, moe)
@@ -319,8 +328,10 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 		t.Errorf("warnings: %v", w)
 	}
 	t.Logf("used: %v", used)
-	if !strings.Contains(used["qmatmul"], "16x32/2x1 (user cache)") {
-		t.Errorf("qmatmul used %q, want the tuned 16x32/2x1", used["qmatmul"])
+	for kernel, cfg := range map[string]string{"qmatmul": "16x32/2x1 (user cache)", "qmoe": "tiles>2rows/8x16/1x1 (user cache)"} {
+		if !strings.Contains(used[kernel], cfg) {
+			t.Errorf("%s used %q, want the tuned %s", kernel, used[kernel], cfg)
+		}
 	}
 	if d := maxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
 		t.Errorf("tuned tokens %v (default %v), logits %.3g apart", got[0].Tokens, want[0].Tokens, d)

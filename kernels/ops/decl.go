@@ -257,6 +257,7 @@ var quantDecls = []*Op{
 				FLOPs:   2*tok*e*h + tok*k*(6*h*i+5*i+2*h),
 			}
 		},
+		Tuning: map[Backend]*Space{Metal: metalQMoE},
 	},
 	{
 		ID:  QEmbedding,

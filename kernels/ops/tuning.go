@@ -618,6 +618,76 @@ var metalQMatMul = &Space{
 	},
 }
 
+// metalQMoETile is the packed MoE's untuned tile (bridge/metal qmoeTile):
+// 32 pairs of one expert by 64 outputs over 2x2 simdgroups, whose gate and
+// up rows stage together.
+var metalQMoETile = Config{KnobBM: "32", KnobBN: "64", KnobBK: "32", KnobSGM: "2", KnobSGN: "2"}
+
+// metalQMoE is qmoe (bridge/metal quant.go): packed experts run the packed
+// expert GEMVs up to mv_max rows per routed expert, else grouped by expert
+// on simdgroup_matrix tiles that dequantize as they stage (qmoe_mm_gate_up
+// with gate and up together, qmoe_mm_down).
+var metalQMoE = &Space{
+	Doc:   "packed experts: the expert GEMVs up to mv_max rows per routed expert, else tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing as they stage",
+	Dims:  moeDims,
+	DType: "q4",
+	Params: []Knob{
+		{Name: KnobMVMax, Doc: "the expert GEMVs run up to this many rows per routed expert (0: never)", Values: Enum(metalMoEMV...)},
+		{Name: KnobBM, Doc: "tile rows (pairs of one expert), a multiple of 8*sgm up to 64", Values: Pow2(8, 64), When: metalQMoETiled},
+		{Name: KnobBN, Doc: "tile columns, a multiple of 8*sgn", Values: Pow2(16, 128), When: metalQMoETiled},
+		{Name: KnobBK, Doc: "k per staged step: one 32-value unit of every packed format", Values: Enum("32"), When: metalQMoETiled},
+		{Name: KnobSGM, Doc: "simdgroups down the tile", Values: Pow2(1, 4), When: metalQMoETiled},
+		{Name: KnobSGN, Doc: "simdgroups across the tile", Values: Pow2(1, 4), When: metalQMoETiled},
+	},
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(func(c Config, _ Shape) int { return metalTileThreads(c) }),
+		metalTileRules,
+		// Gate and up stage together: two weight matrices.
+		metalMemory(metalTileSlack, func(c Config, _ Shape) int {
+			if !metalTiled(c) {
+				return 0
+			}
+			return MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), 2)
+		}),
+		metalTileFits(func(s Shape) int { return s[Tokens] }, func(s Shape) int { return max(s[Hidden], s[Intermediate]) }),
+	},
+	Canonical: func(c Config, s Shape, _ Limits) Config {
+		rows := metalMoERows(s)
+		if metalMVTaken(c, rows) {
+			for _, v := range metalMoEMV {
+				if t, _ := strconv.Atoi(v); t >= rows {
+					return Config{KnobMVMax: v}
+				}
+			}
+		}
+		c[KnobMVMax] = "0"
+		for _, v := range metalMoEMV {
+			if t, _ := strconv.Atoi(v); t < rows {
+				c[KnobMVMax] = v
+			}
+		}
+		for _, k := range metalTileNames {
+			if _, ok := c[k]; !ok {
+				c[k] = metalQMoETile[k]
+			}
+		}
+		return c
+	},
+	Default: func(Shape, Limits) Config {
+		return merge(Config{KnobMVMax: strconv.Itoa(MetalMoEMatVecMaxRows)}, metalQMoETile)
+	},
+	Format: func(c Config) string {
+		if !metalTiled(c) {
+			return "mv<=" + c[KnobMVMax] + "rows"
+		}
+		return fmt.Sprintf("tiles>%srows/%sx%s/%sx%s", c[KnobMVMax], c[KnobBM], c[KnobBN], c[KnobSGM], c[KnobSGN])
+	},
+}
+
+// metalQMoETiled: the packed experts run tiles under c's mv_max.
+func metalQMoETiled(c Config, s Shape) bool { return !metalMVTaken(c, metalMoERows(s)) }
+
 // metalAttnGroupHeads is the query heads one attention threadgroup serves:
 // the largest of 8, 4, 2, 1 within the cap that divides the GQA group (as
 // bridge/metal attnGroupHeads).

@@ -13,7 +13,7 @@ func TestMetalSpaces(t *testing.T) {
 		names = append(names, string(k.Op))
 	}
 	want := []string{"paged_attention_decode", "paged_attention_prefill", "rms_norm", "add_rms_norm", "matmul", "moe", "layer_norm",
-		"add_layer_norm", "qmatmul"}
+		"add_layer_norm", "qmatmul", "qmoe"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("metal-emu kernels %v, want Metal's %v", names, want)
 	}

@@ -175,8 +175,16 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}
-		// A packed model's matmuls of the prompt (a GPU's packed tiles).
+		// A packed model's matmuls and experts of the prompt (a GPU's packed
+		// tiles), and its experts of the decode step.
 		if qd, ok := tune.PackedDType(cfg); ok {
+			if cfg.NumExperts > 0 {
+				for _, tokens := range []int{seqs, seqs * max(mp.PromptLen, 1)} {
+					if err := add(string(ops.QMoE), string(qd), tune.MoEShape(cfg, tokens), label); err != nil {
+						return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+					}
+				}
+			}
 			for _, mnk := range tune.MatMulShapes(cfg, seqs*max(mp.PromptLen, 1), seqs) {
 				if err := add(string(ops.QMatMul), string(qd), tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 					return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
