@@ -578,6 +578,29 @@ var metalMatMul = &Space{
 // row one 32-value unit plus 16 bytes of padding.
 func MetalQTileMemory(bm, bn, mats int) int { return (bm + mats*bn) * (32 + 4) * 4 }
 
+// metalQTileKnobs are a packed tile's knobs (quant.metal qmm_accumulate),
+// each applying where when says (nil: always).
+func metalQTileKnobs(when func(Config, Shape) bool) []Knob {
+	return []Knob{
+		{Name: KnobBM, Doc: "tile rows, a multiple of 8*sgm up to 64", Values: Pow2(8, 64), When: when},
+		{Name: KnobBN, Doc: "tile columns, a multiple of 8*sgn", Values: Pow2(16, 128), When: when},
+		{Name: KnobBK, Doc: "k per staged step: one 32-value unit of every packed format", Values: Enum("32"), When: when},
+		{Name: KnobSGM, Doc: "simdgroups down the tile", Values: Pow2(1, 4), When: when},
+		{Name: KnobSGN, Doc: "simdgroups across the tile", Values: Pow2(1, 4), When: when},
+	}
+}
+
+// metalQTileMemory caps a packed tile of mats weight matrices
+// (MetalQTileMemory) at the device's threadgroup memory less the slack.
+func metalQTileMemory(mats int) Constraint {
+	return metalMemory(metalTileSlack, func(c Config, _ Shape) int {
+		if !metalTiled(c) {
+			return 0
+		}
+		return MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), mats)
+	})
+}
+
 // metalQMatMulTile is the packed matmul's untuned tile (bridge/metal
 // qmmTile): wide, because the f32 activations, read again for each column
 // tile, are most of a packed tile's traffic.
@@ -588,21 +611,15 @@ var metalQMatMulTile = Config{KnobBM: "64", KnobBN: "128", KnobBK: "32", KnobSGM
 // dequantize each weight row's 32 values as they stage them; fewer rows run
 // the packed GEMV, which has nothing to tune here.
 var metalQMatMul = &Space{
-	Doc:   "packed matmul above the GEMV's rows: simdgroup_matrix tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing the weights as they stage them",
-	Dims:  matmulDims,
-	DType: "q4",
-	Params: []Knob{
-		{Name: KnobBM, Doc: "tile rows, a multiple of 8*sgm up to 64", Values: Pow2(8, 64)},
-		{Name: KnobBN, Doc: "tile columns, a multiple of 8*sgn", Values: Pow2(16, 128)},
-		{Name: KnobBK, Doc: "k per staged step: one 32-value unit of every packed format", Values: Enum("32")},
-		{Name: KnobSGM, Doc: "simdgroups down the tile", Values: Pow2(1, 4)},
-		{Name: KnobSGN, Doc: "simdgroups across the tile", Values: Pow2(1, 4)},
-	},
+	Doc:    "packed matmul above the GEMV's rows: simdgroup_matrix tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing the weights as they stage them",
+	Dims:   matmulDims,
+	DType:  "q4",
+	Params: metalQTileKnobs(nil),
 	Constraints: []Constraint{
 		metalSIMD,
 		metalThreads(func(c Config, _ Shape) int { return metalTileThreads(c) }),
 		metalTileRules,
-		metalMemory(metalTileSlack, func(c Config, _ Shape) int { return MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), 1) }),
+		metalQTileMemory(1),
 		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
 	},
 	// Rows the GEMV takes (the matmul's untuned mv_max) run no tile.
@@ -631,25 +648,14 @@ var metalQMoE = &Space{
 	Doc:   "packed experts: the expert GEMVs up to mv_max rows per routed expert, else tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing as they stage",
 	Dims:  moeDims,
 	DType: "q4",
-	Params: []Knob{
+	Params: append([]Knob{
 		{Name: KnobMVMax, Doc: "the expert GEMVs run up to this many rows per routed expert (0: never)", Values: Enum(metalMoEMV...)},
-		{Name: KnobBM, Doc: "tile rows (pairs of one expert), a multiple of 8*sgm up to 64", Values: Pow2(8, 64), When: metalQMoETiled},
-		{Name: KnobBN, Doc: "tile columns, a multiple of 8*sgn", Values: Pow2(16, 128), When: metalQMoETiled},
-		{Name: KnobBK, Doc: "k per staged step: one 32-value unit of every packed format", Values: Enum("32"), When: metalQMoETiled},
-		{Name: KnobSGM, Doc: "simdgroups down the tile", Values: Pow2(1, 4), When: metalQMoETiled},
-		{Name: KnobSGN, Doc: "simdgroups across the tile", Values: Pow2(1, 4), When: metalQMoETiled},
-	},
+	}, metalQTileKnobs(metalQMoETiled)...),
 	Constraints: []Constraint{
 		metalSIMD,
 		metalThreads(func(c Config, _ Shape) int { return metalTileThreads(c) }),
 		metalTileRules,
-		// Gate and up stage together: two weight matrices.
-		metalMemory(metalTileSlack, func(c Config, _ Shape) int {
-			if !metalTiled(c) {
-				return 0
-			}
-			return MetalQTileMemory(c.Int(KnobBM), c.Int(KnobBN), 2)
-		}),
+		metalQTileMemory(2), // gate and up stage together
 		metalTileFits(func(s Shape) int { return s[Tokens] }, func(s Shape) int { return max(s[Hidden], s[Intermediate]) }),
 	},
 	Canonical: func(c Config, s Shape, _ Limits) Config {
