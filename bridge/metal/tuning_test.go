@@ -204,6 +204,47 @@ func TestTunerDisqualifiesOnEmulator(t *testing.T) {
 	}
 }
 
+// The tuner runs the packed kernels' candidates (its candidate backend
+// passes the packed ops through): the tiles of a packed matmul and of
+// packed experts are checked and timed, none disqualified.
+func TestTunerRunsPackedKernels(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		kernel, dtype string
+		shape         tune.Shape
+	}{
+		{"qmatmul", "q4_k", tune.Shape{ops.M: 40, ops.N: 96, ops.K: 256}},
+		{"qmoe", "q8_0", tune.Shape{ops.Tokens: 24, ops.Experts: 3, ops.TopK: 2, ops.Hidden: 64, ops.Intermediate: 96}},
+	} {
+		b, err := tuner.ShapeBucket(be, c.kernel, c.dtype, c.shape, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := tuner.Run(context.Background(), []tuner.Bucket{b}, tuner.Options{Backend: be, Rounds: 1, Confirm: 1,
+			SampleTime: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rep.Results[0]
+		if r.Err != nil {
+			t.Fatalf("%s: %v", c.kernel, r.Err)
+		}
+		timed := 0
+		for _, cand := range r.Candidates {
+			switch cand.Status {
+			case tuner.StatusTimed:
+				timed++
+			case tuner.StatusDisqualified:
+				t.Errorf("%s %s: %s %s", c.kernel, cand.Config.Key(), cand.Status, cand.Reason)
+			}
+		}
+		t.Logf("%s %s: %d candidates timed", c.kernel, c.dtype, timed)
+		if timed < 8 {
+			t.Errorf("%s: %d candidates timed", c.kernel, timed)
+		}
+	}
+}
+
 // The engine looks Metal's tuned configs up by device and runs them: a
 // decode step with every launch-tuned kernel on a non-default config gives
 // the default's tokens, and the engine reports which config each used.

@@ -37,6 +37,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/tune"
@@ -264,6 +265,40 @@ func (c *candidateBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bri
 		p = *c.moe
 	}
 	c.Backend.MoE(out, x, w, p)
+}
+
+// The packed-weight ops go through to a backend that runs them (kbench
+// asks QuantWeight first, so the others are never reached on one that
+// does not).
+
+func (c *candidateBackend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases []byte) (bridge.Tensor, error) {
+	qb, ok := c.Backend.(bridge.QuantBackend)
+	if !ok {
+		return nil, fmt.Errorf("the %s backend does not run packed weights", c.Backend.Info().Backend)
+	}
+	return qb.QuantWeight(spec, shape, data, scales, biases)
+}
+
+func (c *candidateBackend) SupportsQuant(spec quant.Spec) error {
+	if qs, ok := c.Backend.(bridge.QuantSupport); ok {
+		return qs.SupportsQuant(spec)
+	}
+	if _, ok := c.Backend.(bridge.QuantBackend); !ok {
+		return fmt.Errorf("the %s backend does not run packed weights", c.Backend.Info().Backend)
+	}
+	return nil
+}
+
+func (c *candidateBackend) QMatMul(out, x, w, bias bridge.Tensor) {
+	c.Backend.(bridge.QuantBackend).QMatMul(out, x, w, bias)
+}
+
+func (c *candidateBackend) QEmbedding(out, table bridge.Tensor) {
+	c.Backend.(bridge.QuantBackend).QEmbedding(out, table)
+}
+
+func (c *candidateBackend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
+	c.Backend.(bridge.QuantBackend).QMoE(out, x, w, p)
 }
 
 // apply makes cb run config for kernel: a GPU backend takes it as its
