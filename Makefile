@@ -87,7 +87,7 @@ SMOKE_QMM  := --kernel qmatmul --dtype q4 --shape m=512,n=2048,k=2048
 # split-K decode with RoPE and QK-norm fused into it, then the reduce; f32
 # weights (and so an f32 cache on Metal too), so Metal and the CPU agree to
 # rounding.
-SMOKE_LONG := generate --model qwen3-moe-mini --dtype f32 --tokens $(shell seq -s, 7 706) --max-new-tokens 8
+SMOKE_LONG := generate --model qwen3-moe-mini --dtype f32 --tokens $(shell seq 7 706 | paste -sd, -) --max-new-tokens 8
 # smoke_step NAME, COMMAND: runs COMMAND with its output in $(SMOKE)-NAME.log
 # and on the terminal; a failure is noted in $(SMOKE)-failed and the next
 # step runs.
