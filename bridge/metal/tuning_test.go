@@ -3,6 +3,8 @@ package metal_test
 import (
 	"context"
 	"flag"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/runner/tune/tuner"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // metalShapes are ragged shapes for every Metal tuning space: outputs and
@@ -376,5 +379,49 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	}
 	if d := maxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
 		t.Errorf("tuned tokens %v (default %v), logits %.3g apart", got[0].Tokens, want[0].Tokens, d)
+	}
+}
+
+// A packed MoE model's suite tunes the packed kernels its steps run: qmoe
+// at the decode step's and the prompt's tokens and qmatmul at the prompt's
+// matmuls, by its packing, and not the float moe and matmul kernels it
+// never runs.
+func TestSuiteBucketsOfAPackedModel(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte(`name: packed
+model: { preset: qwen3-moe-mini, dtype: q4_k_m, seed: 1 }
+backend: metal-emu
+params: { prompt_len: 32, gen_len: 4 }
+cases:
+  - name: decode
+    matrix: { batch: [1] }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := suites.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := tuner.SuiteBuckets(s, be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, b := range bs {
+		got[string(b.Kernel.Op)] = append(got[string(b.Kernel.Op)], b.DType+" "+b.Shape.Key())
+	}
+	t.Logf("buckets: %v", got)
+	if _, ok := got["moe"]; ok {
+		t.Errorf("float moe buckets %v for packed experts", got["moe"])
+	}
+	if len(got["qmoe"]) != 2 || !strings.HasPrefix(got["qmoe"][0], "q4_k ") {
+		t.Errorf("qmoe buckets %v: want the decode step's and the prompt's, q4_k", got["qmoe"])
+	}
+	if len(got["qmatmul"]) == 0 {
+		t.Error("no qmatmul buckets")
+	}
+	if _, ok := got["matmul"]; ok {
+		t.Errorf("float matmul buckets %v for a model whose matrices are all packed", got["matmul"])
 	}
 }

@@ -144,7 +144,11 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		mp := c.Model
 		seqs := min(mp.Requests, mp.MaxSeqs)
 		label := fmt.Sprintf("%s batch=%d", cfg.Name, mp.Batch)
-		if cfg.NumExperts > 0 {
+		// Packed experts and matrices run qmoe and qmatmul (below), never
+		// the float kernels.
+		qd, packed := tune.PackedDType(cfg)
+		floats := floatMatMuls(cfg)
+		if cfg.NumExperts > 0 && !packedExperts(cfg) {
 			if err := add(string(ops.MoE), dtype, tune.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
@@ -171,14 +175,17 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			}
 		}
 		for _, mnk := range tune.MatMulShapes(cfg, seqs, seqs) {
+			if !floats {
+				break
+			}
 			if err := add(string(ops.MatMul), dtype, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}
 		// A packed model's matmuls and experts of the prompt (a GPU's packed
 		// tiles), and its experts of the decode step.
-		if qd, ok := tune.PackedDType(cfg); ok {
-			if cfg.NumExperts > 0 {
+		if packed {
+			if packedExperts(cfg) {
 				for _, tokens := range []int{seqs, seqs * max(mp.PromptLen, 1)} {
 					if err := add(string(ops.QMoE), string(qd), tune.MoEShape(cfg, tokens), label); err != nil {
 						return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
@@ -196,6 +203,32 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		return nil, fmt.Errorf("%s: no case of the suite runs a tunable %s kernel", s.File, backend)
 	}
 	return out, nil
+}
+
+// packedExperts reports whether cfg's MoE experts are packed (the first
+// MoE layer's first gate, as the engine runs a layer's experts all packed or
+// none).
+func packedExperts(c *model.Config) bool {
+	for l := 0; l < c.Layers; l++ {
+		if c.IsMoELayer(l) {
+			_, ok := c.Quant.For(fmt.Sprintf("%smlp.experts.0.gate_proj.weight", model.LayerPrefix(l)))
+			return ok
+		}
+	}
+	return false
+}
+
+// floatMatMuls reports whether any of cfg's step matmuls has float
+// weights (a packed model's run qmatmul): a float matrix other than an
+// embedding table that is only gathered from.
+func floatMatMuls(c *model.Config) bool {
+	for _, t := range c.Tensors() {
+		gathered := (t.Name == "model.embed_tokens.weight" || t.Name == model.GPT2Embed) && !c.TieEmbed || t.Name == model.GPT2Positions
+		if _, packed := c.Quant.For(t.Name); t.Matrix && !packed && !gathered {
+			return true
+		}
+	}
+	return false
 }
 
 // openModel reads the suite model's config and weight dtype (a preset's
