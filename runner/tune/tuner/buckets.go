@@ -144,11 +144,14 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		mp := c.Model
 		seqs := min(mp.Requests, mp.MaxSeqs)
 		label := fmt.Sprintf("%s batch=%d", cfg.Name, mp.Batch)
-		// Packed experts and matrices run qmoe and qmatmul (below), never
-		// the float kernels.
+		// Where the backend has packed kernels of their own (qmoe, qmatmul:
+		// Metal), packed experts and matrices run them, never the float
+		// kernels; elsewhere the float kernels' configs serve both.
 		qd, packed := tune.PackedDType(cfg)
-		floats := floatMatMuls(cfg)
-		if cfg.NumExperts > 0 && !packedExperts(cfg) {
+		_, errQMoE := tune.Find(backend, string(ops.QMoE))
+		_, errQMatMul := tune.Find(backend, string(ops.QMatMul))
+		floats := floatMatMuls(cfg) || errQMatMul != nil
+		if cfg.NumExperts > 0 && (!packedExperts(cfg) || errQMoE != nil) {
 			if err := add(string(ops.MoE), dtype, tune.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}

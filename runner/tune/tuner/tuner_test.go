@@ -295,6 +295,19 @@ func TestSuiteBuckets(t *testing.T) {
 	if _, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"attention"}); err == nil {
 		t.Error("an undeclared kernel was accepted")
 	}
+	// A packed model on the CPU, which has no packed kernels of its own to
+	// tune: its MoE and matmul configs serve the packed ops too.
+	packed, err := SuiteBuckets(loadSuite(t, strings.Replace(miniSuite, "seed: 1", "seed: 1, dtype: q4", 1)), be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds = map[string]int{}
+	for _, b := range packed {
+		kinds[string(b.Kernel.Op)]++
+	}
+	if kinds["moe"] != 4 || kinds["matmul"] != 3*4 {
+		t.Errorf("packed model's kernels %v", kinds)
+	}
 }
 
 func TestParseShape(t *testing.T) {
