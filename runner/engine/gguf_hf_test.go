@@ -2,12 +2,10 @@ package engine
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -183,29 +181,11 @@ func TestGGUFDenseArchitecturesMatchTransformers(t *testing.T) {
 					t.Errorf("%s: GGUF %v, checkpoint %v", f.what, f.got, f.want)
 				}
 			}
-			raw, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref reference
-			if err := json.Unmarshal(raw, &ref); err != nil {
-				t.Fatal(err)
-			}
 			e, err := New(cpu.New(cpu.Options{}), cfg, src, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, p := range ref.Prompts {
-				out, err := e.Generate([]Request{{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := maxAbsDiff(out[0].Logits, p.LogitsLast)
-				t.Logf("prompt %d (%d tokens): logits max abs error %.2g", i, len(p.Tokens), d)
-				if d > 1e-4 || !slices.Equal(out[0].Tokens, p.Greedy) {
-					t.Errorf("prompt %d: logits %.3g off transformers', tokens %v, want %v", i, d, out[0].Tokens, p.Greedy)
-				}
-			}
+			checkAgainstReference(t, e, loadReference(t, c.hf), 1e-4)
 		})
 	}
 }

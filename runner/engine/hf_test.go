@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,6 +65,27 @@ func openFixture(t testing.TB, arch string, be bridge.Backend, opts Options) *En
 	return e
 }
 
+// checkAgainstReference generates each of ref's prompts alone on e and
+// holds its last-position logits to transformers' within tol and its
+// greedy tokens to transformers'.
+func checkAgainstReference(t *testing.T, e *Engine, ref *reference, tol float64) {
+	t.Helper()
+	for i, p := range ref.Prompts {
+		out, err := e.Generate([]Request{{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := maxAbsDiff(out[0].Logits, p.LogitsLast)
+		t.Logf("prompt %d (%d tokens): logits max abs error %.2g", i, len(p.Tokens), d)
+		if d > tol {
+			t.Errorf("prompt %d: logits max abs error %.3g > %g", i, d, tol)
+		}
+		if !slices.Equal(out[0].Tokens, p.Greedy) {
+			t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[0].Tokens, p.Greedy)
+		}
+	}
+}
+
 // maxAbsDiff is the largest elementwise difference.
 func maxAbsDiff(a, b []float32) float64 {
 	var m float64
@@ -84,23 +106,7 @@ func TestMatchesTransformers(t *testing.T) {
 			if e.Config().Architecture != ref.Architecture {
 				t.Fatalf("architecture %q, fixture says %q", e.Config().Architecture, ref.Architecture)
 			}
-			for i, p := range ref.Prompts {
-				out, err := e.Generate([]Request{{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := maxAbsDiff(out[0].Logits, p.LogitsLast)
-				t.Logf("prompt %d (%d tokens): logits max abs error %.2g", i, len(p.Tokens), d)
-				if d > tol {
-					t.Errorf("prompt %d: logits max abs error %.3g > %g", i, d, tol)
-				}
-				for j := range p.Greedy {
-					if out[0].Tokens[j] != p.Greedy[j] {
-						t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[0].Tokens, p.Greedy)
-						break
-					}
-				}
-			}
+			checkAgainstReference(t, e, ref, tol)
 		})
 	}
 }

@@ -59,23 +59,7 @@ func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol floa
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, p := range ref.Prompts {
-				out, err := e.Generate([]Request{{ID: i, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := maxAbsDiff(out[0].Logits, p.LogitsLast)
-				t.Logf("prompt %d (%d tokens): logits max abs error %.2g", i, len(p.Tokens), d)
-				if d > tol {
-					t.Errorf("prompt %d: logits max abs error %.3g > %g", i, d, tol)
-				}
-				for j := range p.Greedy {
-					if out[0].Tokens[j] != p.Greedy[j] {
-						t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[0].Tokens, p.Greedy)
-						break
-					}
-				}
-			}
+			checkAgainstReference(t, e, &ref, tol)
 		})
 	}
 }
