@@ -106,6 +106,25 @@ __device__ __forceinline__ void mg_a_rows(const u16* (&ap)[MG_BM * 4 / MG_THREAD
     }
 }
 
+// mg_load_a starts the copies of a thread's A chunks (mg_a_rows) of the k
+// step at k0 into one stage of the A tile.
+__device__ __forceinline__ void mg_load_a(u16 (*sa)[MG_LD], const u16* const (&ap)[MG_BM * 4 / MG_THREADS],
+                                          const bool (&aok)[MG_BM * 4 / MG_THREADS], int k0) {
+#pragma unroll
+    for (int i = 0; i < MG_BM * 4 / MG_THREADS; i++) {
+        const int c = threadIdx.x + i * MG_THREADS;
+        cp_async16z(&sa[c >> 2][(c & 3) << 3], ap[i] + k0, aok[i]);
+    }
+}
+
+// mg_zero clears a warp's accumulators.
+__device__ __forceinline__ void mg_zero(float (&acc)[4][8][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+}
+
 // mg_tile_mma adds one MG_BK slice of a tile's products into acc: warp
 // (wm, wn) takes A rows wm·64.. and 64 B rows, wn·64.. or with GU 32 gate
 // rows (wn·32..) and the 32 up rows MG_BN/2 after them.
@@ -212,21 +231,14 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
         }
     }
     auto load = [&](int stage, int k0) {
-#pragma unroll
-        for (int i = 0; i < AC; i++) {
-            const int c = tid + i * MG_THREADS;
-            cp_async16z(&sa[stage][c >> 2][(c & 3) << 3], ap[i] + k0, aok[i]);
-        }
+        mg_load_a(sa[stage], ap, aok, k0);
 #pragma unroll
         for (int i = 0; i < 4; i++) cp_async16z(&sb[stage][(tid >> 2) + 32 * i][(tid & 3) << 3], bp[i] + k0, true);
     };
 
     const int warp = tid >> 5, lane = tid & 31, wm = warp >> 1, wn = warp & 1;
     float acc[4][8][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    mg_zero(acc);
 
     const int KT = kdim / MG_BK;
 #pragma unroll

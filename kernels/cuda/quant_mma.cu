@@ -212,19 +212,9 @@ __device__ __forceinline__ void qmma_mainloop(float (&acc)[4][8][4], const u16* 
     extern __shared__ __align__(16) u16 mg_smem[];
     u16(*sa)[MG_BM][MG_LD] = (u16(*)[MG_BM][MG_LD])mg_smem;
     u16(*sb)[MG_BN][MG_LD] = (u16(*)[MG_BN][MG_LD])(mg_smem + MG_STAGES * MG_BM * MG_LD);
-    constexpr int AC = MG_BM * 4 / MG_THREADS;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wm = warp >> 1, wn = warp & 1;
-    auto load = [&](int stage, int k0) {
-#pragma unroll
-        for (int i = 0; i < AC; i++) {
-            const int c = tid + i * MG_THREADS;
-            cp_async16z(&sa[stage][c >> 2][(c & 3) << 3], ap[i] + k0, aok[i]);
-        }
-    };
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    auto load = [&](int stage, int k0) { mg_load_a(sa[stage], ap, aok, k0); };
+    mg_zero(acc);
 
     const int KT = kdim / MG_BK;
 #pragma unroll
