@@ -309,6 +309,7 @@ func (a *api) cuErr(what string, r int32) error {
 const (
 	cudaErrorOutOfMemory    = 2
 	cudaErrorNoDevice       = 100
+	cudaErrorNotFound       = 500
 	cudaErrorIllegalAddress = 700
 	cudaErrorLaunchFailure  = 719
 )

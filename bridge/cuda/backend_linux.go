@@ -50,7 +50,7 @@ type Backend struct {
 type device struct {
 	dev            int32
 	ctx, stream    uintptr
-	mod            uintptr
+	mods           []uintptr // one module per kernel unit (kernels/cuda.Units)
 	fns            map[string]uintptr
 	cublas         uintptr
 	cublasWS       uint64
@@ -229,6 +229,22 @@ func New(o Options) (*Backend, error) {
 
 func (b *Backend) check(what string, r int32) error { return b.api.cuErr(what, r) }
 
+// function finds kernel n in the module of the unit that generates it.
+func (b *Backend) function(n string) (uintptr, error) {
+	cn := cstr(n)
+	for _, m := range b.mods {
+		var f uintptr
+		r := call(b.api.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cn)))
+		if r == 0 {
+			return f, nil
+		}
+		if r != cudaErrorNotFound {
+			return 0, b.check("cuModuleGetFunction "+n, r)
+		}
+	}
+	return 0, fmt.Errorf("cuModuleGetFunction %s: no kernel of that name in the %d compiled programs (kernels/cuda)", n, len(b.mods))
+}
+
 func (b *Backend) init() error {
 	a := b.api
 	if r := call(a.cuInit, 0); r != 0 {
@@ -263,23 +279,30 @@ func (b *Backend) init() error {
 	}
 	b.nvrtcVersion = a.nvrtcVersionString()
 	start := time.Now()
-	cubin, cached, err := a.compileCached(b.opts, b.cc, b.name)
+	cubins, compiled, err := a.compileCached(b.opts, b.cc, b.name)
 	if err != nil {
 		return err
 	}
-	if cached {
+	switch compiled {
+	case 0:
 		b.compileNote = "kernels from cache"
-	} else {
+	case len(cubins):
 		b.compileNote = fmt.Sprintf("kernels compiled in %.1fs", time.Since(start).Seconds())
+	default:
+		b.compileNote = fmt.Sprintf("kernels compiled in %.1fs (%d of %d programs; the rest from cache)",
+			time.Since(start).Seconds(), compiled, len(cubins))
 	}
-	if err := b.check("cuModuleLoadData", call(a.cuModuleLoadData, uintptr(unsafe.Pointer(&b.mod)), uintptr(unsafe.Pointer(&cubin[0])))); err != nil {
-		return err
+	for _, cubin := range cubins {
+		var m uintptr
+		if err := b.check("cuModuleLoadData", call(a.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&cubin[0])))); err != nil {
+			return err
+		}
+		runtime.KeepAlive(cubin)
+		b.mods = append(b.mods, m)
 	}
-	runtime.KeepAlive(cubin)
 	for _, n := range kernelNames() {
-		var f uintptr
-		cn := cstr(n)
-		if err := b.check("cuModuleGetFunction "+n, call(a.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), b.mod, uintptr(unsafe.Pointer(cn)))); err != nil {
+		f, err := b.function(n)
+		if err != nil {
 			return err
 		}
 		b.fns[n] = f
@@ -393,9 +416,10 @@ func (b *Backend) release() error {
 		call(a.cublasDestroy, b.cublas)
 		b.cublas = 0
 	}
-	if b.mod != 0 {
-		call(a.cuModuleUnload, b.mod)
+	for _, m := range b.mods {
+		call(a.cuModuleUnload, m)
 	}
+	b.mods = nil
 	if b.stream != 0 {
 		call(a.cuStreamDestroy, b.stream)
 	}

@@ -4,7 +4,9 @@ package cuda_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sort"
 	"strconv"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	. "github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
@@ -199,6 +203,14 @@ func atoi(s string) int {
 	return n
 }
 
+// A chain is n copies of one op, each reading the one before's output.
+type chain struct {
+	name  string
+	n     int
+	bytes float64 // read per op
+	op    func(i int)
+}
+
 // TestOpChain measures what one op costs inside a replayed decode graph: a
 // step of n copies of the op, each reading the one before's output, timed
 // over repeated steps. It runs only with MTLBENCH_CUDA_CHAIN=1.
@@ -228,12 +240,6 @@ func TestOpChain(t *testing.T) {
 	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, NumDecodeTokens: 1,
 		Positions: []int32{0}, SlotMapping: []int32{0}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1},
 		BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16, LogitRows: []int32{0}}
-	type chain struct {
-		name  string
-		n     int
-		bytes float64 // read per op
-		op    func(i int)
-	}
 	const H, I = 2048, 5632
 	xs := []bridge.Tensor{alloc(bridge.F32, 1, H), alloc(bridge.F32, 1, H)}
 	xi := alloc(bridge.F32, 1, I)
@@ -262,6 +268,7 @@ func TestOpChain(t *testing.T) {
 			}
 		}},
 	}
+	chains = append(chains, packedChains(t, b)...)
 	for _, c := range chains {
 		var best time.Duration
 		for rep := 0; rep < 12; rep++ {
@@ -282,4 +289,62 @@ func TestOpChain(t *testing.T) {
 		us := best.Seconds() * 1e6 / float64(c.n)
 		t.Logf("CHAIN %-32s %7.2f µs/op  %6.0f GB/s", c.name, us, c.bytes/us/1e3)
 	}
+}
+
+// fastPacked is a packed [rows][k] affine matrix of random codes and fixed
+// scales, drawn a word at a time: the chains need gigabytes of experts,
+// not values a reference checks.
+func fastPacked(r *rand.Rand, s quant.Spec, rows, k int) *quant.Matrix {
+	data := make([]byte, rows*s.RowBytes(k))
+	for i := 0; i+8 <= len(data); i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], r.Uint64())
+	}
+	g := rows * s.Groups(k)
+	sc, bi := make([]byte, 2*g), make([]byte, 2*g)
+	for i := 0; i < g; i++ {
+		binary.LittleEndian.PutUint16(sc[2*i:], 0x3c00) // bf16 0.0078
+		binary.LittleEndian.PutUint16(bi[2*i:], 0xbd80) // bf16 -0.0625: codes centred on 0
+	}
+	return &quant.Matrix{Spec: s, Rows: rows, K: k, Data: data, Scales: sc, Biases: bi}
+}
+
+// packedChains are Qwen3-30B-A3B's decode ops at 4 bits (MLX affine, group
+// 64, bf16 scales; the router at 8 bits), one token: q/k/v, the output
+// projection and a routed MoE block, each over weights distinct enough
+// that the L2 holds none of them from one op to the next.
+func packedChains(t *testing.T, b *Backend) []chain {
+	const H, Q, KV, E, K, I = 2048, 4096, 512, 128, 8, 768
+	q4 := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
+	q8 := quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16}
+	r := rand.New(rand.NewPCG(1, 2))
+	x, xq, y := zeros(t, b, 1, H), zeros(t, b, 1, Q), zeros(t, b, 1, H)
+	out := zeros(t, b, 1, Q+2*KV)
+	var qkv, o []bridge.Tensor
+	for i := 0; i < 16; i++ {
+		qkv = append(qkv, uploadPacked(t, b, fastPacked(r, q4, Q+2*KV, H)))
+		o = append(o, uploadPacked(t, b, fastPacked(r, q4, H, Q)))
+	}
+	var moe []*bridge.MoEWeights
+	for l := 0; l < 4; l++ {
+		w := &bridge.MoEWeights{Router: uploadPacked(t, b, fastPacked(r, q8, E, H)), TopK: K, NormTopK: true, Hidden: H, Inter: I}
+		for e := 0; e < E; e++ {
+			w.Gate = append(w.Gate, uploadPacked(t, b, fastPacked(r, q4, I, H)))
+			w.Up = append(w.Up, uploadPacked(t, b, fastPacked(r, q4, I, H)))
+			w.Down = append(w.Down, uploadPacked(t, b, fastPacked(r, q4, H, I)))
+		}
+		moe = append(moe, w)
+	}
+	row := func(s quant.Spec, rows, k int) float64 { return float64(rows * (s.RowBytes(k) + 4*s.Groups(k))) }
+	return []chain{
+		{"q4 gemv q/k/v 5120x2048", 64, row(q4, Q+2*KV, H), func(i int) { b.QMatMul(out, x, qkv[i%16], nil) }},
+		{"q4 gemv o 2048x4096", 64, row(q4, H, Q), func(i int) { b.QMatMul(y, xq, o[i%16], nil) }},
+		{"q4 moe 128 experts top-8", 48, row(q8, E, H) + K*(2*row(q4, I, H)+row(q4, H, I)), func(i int) {
+			b.QMoE(y, x, moe[i%4], bridge.MoEParams{})
+		}},
+	}
+}
+
+// zeros is an f32 activation tensor of n rows of k, zeroed.
+func zeros(t *testing.T, b *Backend, n, k int) bridge.Tensor {
+	return upload(t, b, bridge.F32, make([]byte, 4*n*k), n, k)
 }

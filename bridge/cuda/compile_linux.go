@@ -5,11 +5,14 @@ package cuda
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
@@ -18,8 +21,6 @@ import (
 // source is the kernels as one translation unit (kernels/cuda.Source).
 func source() (string, []string, error) { return kcuda.Source() }
 
-// compileOptions are NVRTC's flags for a device of compute capability cc
-// (e.g. 90).
 func compileOptions(cc int, o Options) []string {
 	opts := []string{
 		fmt.Sprintf("--gpu-architecture=sm_%d", cc),
@@ -53,35 +54,59 @@ func cacheDir(o Options) string {
 	return filepath.Join(os.TempDir(), "mtlbench-cuda")
 }
 
-// compileCached returns the cubin of the kernels for the device, from the
-// cache when the same source was compiled for the same GPU and NVRTC before.
-// fromCache reports which it was.
-func (a *api) compileCached(o Options, cc int, gpu string) (cubin []byte, fromCache bool, err error) {
-	src, _, err := source()
+// compileCached returns the cubins of the kernels for the device, one per
+// unit (kernels/cuda.Units), each from the cache when the same unit was
+// compiled for the same GPU and NVRTC before. The units missing from the
+// cache compile side by side, as many at a time as there are CPUs: one
+// program of every kernel took NVRTC about three minutes on an H100's host.
+// compiled counts the units compiled rather than read from the cache.
+func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, compiled int, err error) {
+	units, err := kcuda.Units()
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	opts := compileOptions(cc, o)
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", gpu, cc, a.nvrtcVersionString(), strings.Join(opts, " "))
-	h.Write([]byte(src))
-	key := hex.EncodeToString(h.Sum(nil))[:24]
 	dir := cacheDir(o)
-	path := filepath.Join(dir, "kernels-sm"+strconv.Itoa(cc)+"-"+key+".cubin")
-	if data, err := os.ReadFile(path); err == nil && len(data) > 0 {
-		return data, true, nil
-	}
-	cubin, err = a.compile(src, opts)
-	if err != nil {
-		return nil, false, err
-	}
-	if os.MkdirAll(dir, 0o755) == nil {
-		tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-		if os.WriteFile(tmp, cubin, 0o644) == nil {
-			os.Rename(tmp, path) //nolint:errcheck // a cache miss next time at worst
+	cubins = make([][]byte, len(units))
+	var todo []int
+	paths := make([]string, len(units))
+	for i, u := range units {
+		h := sha256.New()
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", gpu, cc, a.nvrtcVersionString(), strings.Join(opts, " "))
+		h.Write([]byte(u.Source))
+		key := hex.EncodeToString(h.Sum(nil))[:24]
+		paths[i] = filepath.Join(dir, "kernels-sm"+strconv.Itoa(cc)+"-"+strings.TrimSuffix(u.Name, ".cu")+"-"+key+".cubin")
+		if data, err := os.ReadFile(paths[i]); err == nil && len(data) > 0 {
+			cubins[i] = data
+		} else {
+			todo = append(todo, i)
 		}
 	}
-	return cubin, false, nil
+	errs := make([]error, len(units))
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	var wg sync.WaitGroup
+	for _, i := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cubins[i], errs[i] = a.compile(units[i].Source, opts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
+	}
+	if len(todo) > 0 && os.MkdirAll(dir, 0o755) == nil {
+		for _, i := range todo {
+			tmp := paths[i] + ".tmp" + strconv.Itoa(os.Getpid())
+			if os.WriteFile(tmp, cubins[i], 0o644) == nil {
+				os.Rename(tmp, paths[i]) //nolint:errcheck // a cache miss next time at worst
+			}
+		}
+	}
+	return cubins, len(todo), nil
 }
 
 func (a *api) nvrtcErr(what string, r int32) error {

@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCompileKernels compiles kernels/cuda for sm_90 with NVRTC alone: it
@@ -18,22 +20,42 @@ func TestCompileKernels(t *testing.T) {
 	if err := a.loadNVRTC(dirs, strings.Join(dirs, ", ")); err != nil {
 		t.Skip(err)
 	}
-	src, files, err := source()
+	_, files, err := source()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if files[0] != "common.cu" {
 		t.Fatalf("common.cu must come first, got %v", files)
 	}
-	cubin, err := a.compile(src, compileOptions(90, Options{}))
+	o := Options{CacheDir: t.TempDir()}
+	start := time.Now()
+	cubins, compiled, err := a.compileCached(o, 90, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("NVRTC %s (%s): %d files, cubin of %d bytes", a.nvrtcVersionString(), a.nvrtcPath, len(files), len(cubin))
+	took := time.Since(start)
+	if compiled != len(cubins) {
+		t.Errorf("%d of %d programs compiled into an empty cache", compiled, len(cubins))
+	}
+	size := 0
+	for _, c := range cubins {
+		size += len(c)
+	}
+	t.Logf("NVRTC %s (%s): %d files in %d programs, %d cubin bytes, compiled in %v on %d CPUs",
+		a.nvrtcVersionString(), a.nvrtcPath, len(files), len(cubins), size, took.Round(time.Millisecond), runtime.NumCPU())
 	for _, n := range kernelNames() {
-		if !strings.Contains(string(cubin), n) {
-			t.Errorf("kernel %s missing from the cubin", n)
+		in := 0
+		for _, c := range cubins {
+			if strings.Contains(string(c), "\x00"+n+"\x00") || strings.Contains(string(c), "."+n+"\x00") {
+				in++
+			}
 		}
+		if in != 1 {
+			t.Errorf("kernel %s is in %d of the cubins, want 1", n, in)
+		}
+	}
+	if _, again, err := a.compileCached(o, 90, "test"); err != nil || again != 0 {
+		t.Errorf("second compile: %d programs compiled again (%v), want all from the cache", again, err)
 	}
 }
 

@@ -36,9 +36,9 @@ func (b *Backend) SetNoDecodeMMA(off bool) func() {
 // SetPackedMMA has b run packed matmuls and experts of many-token steps
 // on tensor cores (on true) or on the GEMVs, and returns what restores it.
 func (b *Backend) SetPackedMMA(on bool) func() {
-	old := b.opts.PackedMMA
-	b.opts.PackedMMA = on
-	return func() { b.opts.PackedMMA = old }
+	old := b.opts.NoPackedMMA
+	b.opts.NoPackedMMA = !on
+	return func() { b.opts.NoPackedMMA = old }
 }
 
 // DecodeKernel is the kernel of b's decode attention for a step of seqs

@@ -45,12 +45,12 @@ type Options struct {
 	// tensor cores with activations rounded to bf16, as bf16 engines do
 	// (docs/cuda.md, "Prefill").
 	ExactPrefill bool
-	// PackedMMA runs the packed matmuls and experts of steps of many
-	// tokens on tensor cores (kernels/cuda/quant_mma.cu), activations
-	// rounded to bf16, instead of the f32-activation GEMVs
-	// (MTLBENCH_CUDA_PACKED_MMA=1; docs/quantization.md says why it is off
-	// by default).
-	PackedMMA bool
+	// NoPackedMMA runs the packed matmuls and experts of steps of many
+	// tokens on the f32-activation GEMVs instead of tensor cores
+	// (MTLBENCH_CUDA_PACKED_MMA=0). By default they are GEMMs whose weight
+	// tiles are dequantized to bf16 as they are staged, activations rounded
+	// to bf16 (kernels/cuda/quant_mma.cu, docs/quantization.md).
+	NoPackedMMA bool
 	// NoStepKernels moves a step's metadata, token ids and results with
 	// copies and a memset around its graph, instead of the step_begin and
 	// step_end kernels inside it (MTLBENCH_CUDA_STEP_KERNELS=0).

@@ -7,8 +7,8 @@ import (
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
-// Packed weights in steps of many tokens run on tensor cores where
-// Options.PackedMMA asks (kernels/cuda/quant_mma.cu, docs/quantization.md):
+// Packed weights in steps of many tokens run on tensor cores unless
+// Options.NoPackedMMA says otherwise (kernels/cuda/quant_mma.cu, docs/quantization.md):
 // the activations are rounded to bf16, as the half-precision models'
 // prefill is, and each weight tile is dequantized to bf16 in shared memory
 // as it is staged.
@@ -35,11 +35,11 @@ func init() {
 }
 
 // qmmaTakes reports whether a packed product of m rows over k runs on
-// tensor cores: where the options ask, as many rows as a half-precision
+// tensor cores: unless the options say otherwise, as many rows as a half-precision
 // model's would (tensorCores), k in whole tiles, and not the exact path a
 // router asks for.
 func (b *Backend) qmmaTakes(m, k int, exact bool) bool {
-	return b.opts.PackedMMA && !exact && !b.opts.ExactPrefill && m >= tcMinRows && k%moeTileK == 0
+	return !b.opts.NoPackedMMA && !exact && !b.opts.ExactPrefill && m >= tcMinRows && k%moeTileK == 0
 }
 
 // launchQMMA records a qgemv launch's matrices as tensor-core GEMMs

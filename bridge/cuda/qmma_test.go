@@ -120,7 +120,7 @@ func TestQuantMMAMatchesReference(t *testing.T) {
 func TestQuantMoEGroupedMatchesReference(t *testing.T) {
 	b := gpu(t)
 	t.Cleanup(b.SetPackedMMA(true))
-	const E, K, H, I = 16, 4, 256, 192
+	const E, K, H, I = 16, 4, 256, 512
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, s := range qmmaSpecs {
 		gate, up, down := randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*H, I, 0.1)

@@ -226,19 +226,19 @@ __device__ __forceinline__ void paged_attention_body(
 // One kernel per warps per block, RoPE or not, and cache dtype (suffix
 // f32, f16, bf16: the Go side's kernel names).
 #define PAGED_ATTENTION(KT, SFX)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(128) paged_attention_w4_##SFX(PAGED_ATTENTION_PARAMS) {               \
+    MTLB_KERNEL void __launch_bounds__(128) paged_attention_w4_##SFX(PAGED_ATTENTION_PARAMS) {               \
         pdl_wait_early();                                                                                                   \
         paged_attention_body<4, false, KT>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);                                         \
     }                                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256) paged_attention_w8_##SFX(PAGED_ATTENTION_PARAMS) {               \
+    MTLB_KERNEL void __launch_bounds__(256) paged_attention_w8_##SFX(PAGED_ATTENTION_PARAMS) {               \
         pdl_wait_early();                                                                                                   \
         paged_attention_body<8, false, KT>(PAGED_ATTENTION_ARGS, 0, 0, 0, 0, 0.f);                                         \
     }                                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(128) paged_attention_rope_w4_##SFX(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) { \
+    MTLB_KERNEL void __launch_bounds__(128) paged_attention_rope_w4_##SFX(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) { \
         pdl_wait_early();                                                                                                   \
         paged_attention_body<4, true, KT>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);                         \
     }                                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256) paged_attention_rope_w8_##SFX(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) { \
+    MTLB_KERNEL void __launch_bounds__(256) paged_attention_rope_w8_##SFX(PAGED_ATTENTION_PARAMS, ROPE_PARAMS) { \
         pdl_wait_early();                                                                                                   \
         paged_attention_body<8, true, KT>(PAGED_ATTENTION_ARGS, qn, kn, positions, inv_freq, eps);                         \
     }

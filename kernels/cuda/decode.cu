@@ -668,10 +668,10 @@ __device__ __forceinline__ void paged_decode_mma_body(
 // QK-norm (when qn, kn are set) and RoPE at positions[t] first. The suffix
 // is the cache's dtype.
 #define PAGED_DECODE(KT, SFX)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode_##SFX(PAGED_DECODE_PARAMS) {      \
+    MTLB_KERNEL void __launch_bounds__(DEC_WARPS * 32) paged_decode_##SFX(PAGED_DECODE_PARAMS) {      \
         paged_decode_body<false, KT>(PAGED_DECODE_ARGS);                                                        \
     }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) paged_decode_rope_##SFX(PAGED_DECODE_PARAMS) { \
+    MTLB_KERNEL void __launch_bounds__(DEC_WARPS * 32) paged_decode_rope_##SFX(PAGED_DECODE_PARAMS) { \
         paged_decode_body<true, KT>(PAGED_DECODE_ARGS);                                                         \
     }
 PAGED_DECODE(DT_F32, f32)
@@ -683,13 +683,13 @@ PAGED_DECODE(DT_BF16, bf16)
 // positions), on tensor cores.
 #define PAGED_DECODE_MMA_POS(KT, D, POS, SFX)                                                                        \
     static_assert(DEC_MMA_SUMS(POS) <= DEC_MMA_KV(POS), "the sums overflow the key and value rows");                 \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
+    MTLB_KERNEL void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
         paged_decode_mma_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                                 \
         paged_decode_mma_body<false, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, \
                                                  H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,    \
                                                  tmp_ml, err, counters, qn, kn, inv_freq, eps);                        \
     }                                                                                                                 \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
+    MTLB_KERNEL void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
         paged_decode_mma_rope_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                            \
         paged_decode_mma_body<true, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions,  \
                                                 H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,     \

@@ -1,7 +1,7 @@
 // elementwise.cu: embedding gather, row gather, SwiGLU activation, add,
 // argmax and the MoE combine: small ops, launch-latency bound in decode.
 
-extern "C" __global__ void embedding(float* __restrict__ out, const int* __restrict__ ids, const void* __restrict__ table,
+MTLB_KERNEL void embedding(float* __restrict__ out, const int* __restrict__ ids, const void* __restrict__ table,
                                      int dt, int V, int W, int* __restrict__ err) {
     pdl_wait();
     int t = blockIdx.x;
@@ -17,7 +17,7 @@ extern "C" __global__ void embedding(float* __restrict__ out, const int* __restr
 }
 
 // gather_rows copies rows[r] of x into row r of out.
-extern "C" __global__ void gather_rows(float* __restrict__ out, const float* __restrict__ x, const int* __restrict__ rows, int W) {
+MTLB_KERNEL void gather_rows(float* __restrict__ out, const float* __restrict__ x, const int* __restrict__ rows, int W) {
     pdl_wait();
     int r = blockIdx.x;
     const float* s = x + (long)rows[r] * W;
@@ -25,14 +25,14 @@ extern "C" __global__ void gather_rows(float* __restrict__ out, const float* __r
     for (int i = threadIdx.x; i < W; i += blockDim.x) o[i] = s[i];
 }
 
-extern "C" __global__ void silu_mul(float* out, const float* gate, const float* up, long n) {
+MTLB_KERNEL void silu_mul(float* out, const float* gate, const float* up, long n) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long stride = (long)gridDim.x * blockDim.x;
     for (; i < n; i += stride) out[i] = silu(gate[i]) * up[i];
 }
 
-extern "C" __global__ void add(float* out, const float* a, const float* b, long n) {
+MTLB_KERNEL void add(float* out, const float* a, const float* b, long n) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long stride = (long)gridDim.x * blockDim.x;
@@ -73,7 +73,7 @@ __device__ __forceinline__ void block_argmax(float& bv, int& bi, float* sv, int*
 // parts): each block scans a slice of its row; the last block of a row to
 // finish reduces the parts' winners (a vocabulary of 150k is too long for one
 // block) and resets the row's counter for the next step.
-extern "C" __global__ void __launch_bounds__(256) argmax(int* __restrict__ out, const float* __restrict__ x, int V,
+MTLB_KERNEL void __launch_bounds__(256) argmax(int* __restrict__ out, const float* __restrict__ x, int V,
                                                         float* __restrict__ part_v, int* __restrict__ part_i,
                                                         int* __restrict__ counters) {
     pdl_wait();
@@ -120,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(256) argmax(int* __restrict__ out, 
 // read_bw streams n 16-byte words (the bandwidth probe); a block writes only
 // if its xor of everything read hits a fixed value, which keeps the loads
 // without a store per word.
-extern "C" __global__ void __launch_bounds__(256) read_bw(const uint4* __restrict__ p, long n, unsigned* __restrict__ out) {
+MTLB_KERNEL void __launch_bounds__(256) read_bw(const uint4* __restrict__ p, long n, unsigned* __restrict__ out) {
     unsigned acc = 0;
     const long stride = (long)gridDim.x * blockDim.x;
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;

@@ -232,7 +232,7 @@ __device__ __forceinline__ void flash_body(float* __restrict__ out, const float*
 }
 
 #define FLASH(D, KT, SFX)                                                                                               \
-    extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention_d##D##_##SFX(                          \
+    MTLB_KERNEL void __launch_bounds__(FA_WARPS * 32) flash_attention_d##D##_##SFX(                          \
         float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
         void* __restrict__ kc, void* __restrict__ vc, const u16* __restrict__ kb, const u16* __restrict__ vb,           \
         const int* __restrict__ qsl, const int* __restrict__ seq_lens,                                                  \

@@ -281,13 +281,13 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
 #define GEMV_ARGS X, k, m, W0, Y0, B0, n0, W1, Y1, B1, n1, W2, Y2, B2, n2, ks, RA, (flags & 2) != 0
 
 #define GEMV_KERNEL(NAME, DT, M, R, VEC)                                            \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) { \
+    MTLB_KERNEL void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) { \
         gemv3_prefetch<DT, R>(k, W0, n0, W1, n1, W2, n2, ks, flags);                  \
         pdl_wait();                                                                   \
         gemv3<DT, M, R, VEC, false>(GEMV_ARGS);                                       \
     }
 #define GEMV_NORM_KERNEL(NAME, DT, R)                                                                 \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {                   \
+    MTLB_KERNEL void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {                   \
         __shared__ __align__(16) float xn[GEMV_NORM_MAXK];                                              \
         gemv3_prefetch<DT, R>(k, W0, n0, W1, n1, W2, n2, ks, flags);                                    \
         pdl_wait();                                                                                     \
@@ -305,13 +305,13 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
         prefetch_rows(W1, blockIdx.x * rows, rows, n0, k, es);          \
     }
 #define GEMV_GU_KERNEL(NAME, DT, M, VEC)                                                \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {     \
+    MTLB_KERNEL void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {     \
         GEMV_GU_PREFETCH(DT)                                                              \
         pdl_wait();                                                                       \
         gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);   \
     }
 #define GEMV_GU_NORM_KERNEL(NAME, DT)                                                            \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {              \
+    MTLB_KERNEL void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {              \
         __shared__ __align__(16) float xn[GEMV_NORM_MAXK];                                         \
         GEMV_GU_PREFETCH(DT)                                                                       \
         pdl_wait();                                                                                \
@@ -361,7 +361,7 @@ GEMV_KERNEL(gemv_bf16_m16_r2, DT_BF16, 16, 2, true)
 // to_half rounds f32 activations to bf16 or f16 for cuBLAS (hi), and with
 // lo non-null also keeps the rest (hi + lo = x to about 16 bits): W·hi +
 // W·lo keeps the f32 activations' precision one rounding would lose.
-extern "C" __global__ void to_half(const float* __restrict__ x, u16* __restrict__ hi, u16* __restrict__ lo, long n, int dt) {
+MTLB_KERNEL void to_half(const float* __restrict__ x, u16* __restrict__ hi, u16* __restrict__ lo, long n, int dt) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long stride = (long)gridDim.x * blockDim.x;
@@ -380,7 +380,7 @@ extern "C" __global__ void to_half(const float* __restrict__ x, u16* __restrict_
 }
 
 // add_bias adds b[n] to every row of y[rows][n].
-extern "C" __global__ void add_bias(float* __restrict__ y, const float* __restrict__ b, long total, int n) {
+MTLB_KERNEL void add_bias(float* __restrict__ y, const float* __restrict__ b, long total, int n) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long stride = (long)gridDim.x * blockDim.x;

@@ -9,7 +9,7 @@
 // row, the variance taken about the mean (two reductions, as the
 // reference). With add non-null it first does residual += add and
 // normalises the new residual (x is then unused).
-extern "C" __global__ void __launch_bounds__(1024) layer_norm(float* __restrict__ out, const float* __restrict__ x,
+MTLB_KERNEL void __launch_bounds__(1024) layer_norm(float* __restrict__ out, const float* __restrict__ x,
                                                               float* __restrict__ residual, const float* __restrict__ add,
                                                               const float* __restrict__ w, const float* __restrict__ b,
                                                               int D, float eps) {
@@ -43,7 +43,7 @@ extern "C" __global__ void __launch_bounds__(1024) layer_norm(float* __restrict_
 
 // gelu_tanh: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (gemv.cu's
 // gelu_tanh1, also the c_fc GEMV's epilogue); out may be x.
-extern "C" __global__ void gelu_tanh(float* out, const float* x, long n) {
+MTLB_KERNEL void gelu_tanh(float* out, const float* x, long n) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long stride = (long)gridDim.x * blockDim.x;
@@ -53,7 +53,7 @@ extern "C" __global__ void gelu_tanh(float* out, const float* x, long n) {
 }
 
 // position_embedding: x[t] += table[positions[t]], one block per token.
-extern "C" __global__ void position_embedding(float* __restrict__ x, const int* __restrict__ positions,
+MTLB_KERNEL void position_embedding(float* __restrict__ x, const int* __restrict__ positions,
                                               const void* __restrict__ table, int dt, int P, int W, int* __restrict__ err) {
     pdl_wait();
     int t = blockIdx.x;

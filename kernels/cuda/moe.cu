@@ -120,7 +120,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits, in
 
 // moe_route1 is moe_route for a single token (one warp): its k experts are
 // distinct, so each pair is its own slot.
-extern "C" __global__ void moe_route1(const float* __restrict__ logits, int E, int K, int norm,
+MTLB_KERNEL void moe_route1(const float* __restrict__ logits, int E, int K, int norm,
                                       int* __restrict__ topk_ids, float* __restrict__ topk_w,
                                       int* __restrict__ slot_expert, int* __restrict__ slot_start,
                                       int* __restrict__ slot_count, int* __restrict__ pair_list, int* __restrict__ stats,
@@ -226,7 +226,7 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
 }
 
 #define ROUTER_ROUTE1(S, DT)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) moe_router_route1_##S(                            \
+    MTLB_KERNEL void __launch_bounds__(MOE_WARPS * 32) moe_router_route1_##S(                            \
         const float* __restrict__ x, const void* __restrict__ router, float* __restrict__ logits, int H, int E, int K, \
         int norm, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,           \
         int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                     \
@@ -235,7 +235,7 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
                                slot_count, pair_list, stats, stat_index, counter);                                    \
     }
 
-extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) moe_route(
+MTLB_KERNEL void __launch_bounds__(ROUTE_THREADS) moe_route(
     const float* __restrict__ logits, int T, int E, int K, int norm, int chunk, int slots_per_chunk,
     int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,
     int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,
@@ -500,19 +500,19 @@ __device__ __forceinline__ void moe_down_sum_prefetch(const u64* __restrict__ do
 // and were 5% slower).
 #define MOE_MIN_BLOCKS 6
 #define MOE_KERNELS(SUF, DT, M, R, VEC)                                                                  \
-    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_MIN_BLOCKS)                         \
+    MTLB_KERNEL void __launch_bounds__(MOE_WARPS * 32, MOE_MIN_BLOCKS)                         \
         moe_gate_up_##SUF(MOE_GU_PARAMS) {                                                               \
         pdl_wait();                                                                                      \
         moe_gate_up_body<DT, M, R, VEC>(MOE_GU_ARGS);                                                    \
     }                                                                                                    \
-    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_MIN_BLOCKS)                         \
+    MTLB_KERNEL void __launch_bounds__(MOE_WARPS * 32, MOE_MIN_BLOCKS)                         \
         moe_down_##SUF(MOE_DN_PARAMS) {                                                                  \
         pdl_wait();                                                                                      \
         moe_down_body<DT, M, R, VEC>(MOE_DN_ARGS);                                                       \
     }
 
 #define MOE_DS_KERNEL(NAME, DT, DS, VEC)                                                       \
-    extern "C" __global__ void __launch_bounds__(MOE_WARPS * 32) NAME(MOE_DS_PARAMS) {           \
+    MTLB_KERNEL void __launch_bounds__(MOE_WARPS * 32) NAME(MOE_DS_PARAMS) {           \
         moe_down_sum_prefetch(down_ptrs, topk_ids, DS, H, I, K, E, DT == DT_F32 ? 4 : 2, flags); \
         pdl_wait();                                                                              \
         moe_down_sum_body<DT, DS, VEC>(MOE_DS_ARGS);                                             \
@@ -540,7 +540,7 @@ MOE_DS_KERNEL(moe_down_sum_bf16_d2, DT_BF16, 2, true)
 MOE_DS_KERNEL(moe_down_sum_bf16_d8, DT_BF16, 8, true)
 
 // moe_combine writes out[t] = Σ_j w[t][j] · y[t·K+j], in top-k order.
-extern "C" __global__ void moe_combine(float* __restrict__ out, const float* __restrict__ y, const float* __restrict__ w,
+MTLB_KERNEL void moe_combine(float* __restrict__ out, const float* __restrict__ y, const float* __restrict__ w,
                                        int H, int K) {
     pdl_wait();
     int t = blockIdx.x;

@@ -39,7 +39,7 @@ __device__ __forceinline__ void red_add2(float* p, float a, float b) {
 }
 
 // moe_route_tokens: top-k experts and weights of every token, a warp each.
-extern "C" __global__ void __launch_bounds__(256) moe_route_tokens(const float* __restrict__ logits, int T, int E, int K,
+MTLB_KERNEL void __launch_bounds__(256) moe_route_tokens(const float* __restrict__ logits, int T, int E, int K,
                                                                     int norm, int* __restrict__ topk_ids,
                                                                     float* __restrict__ topk_w, int* __restrict__ stats) {
     pdl_wait();
@@ -50,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_tokens(const float* 
 // moe_sort (one block of ROUTE_THREADS) groups the P = T·K pairs by expert
 // and numbers each expert's row tiles; stats[stat_index] gets the experts
 // touched.
-extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) moe_sort(const int* __restrict__ topk_ids, int P, int E,
+MTLB_KERNEL void __launch_bounds__(ROUTE_THREADS) moe_sort(const int* __restrict__ topk_ids, int P, int E,
                                                                       int* __restrict__ start, int* __restrict__ count,
                                                                       int* __restrict__ tile_start,
                                                                       int* __restrict__ pair_list, int* __restrict__ stats,
@@ -263,7 +263,7 @@ __device__ __forceinline__ void moe_gemm_body(const u16* __restrict__ a, int a_d
 }
 
 // moe_gemm_gate_up: grid (row tiles bound, I / 64); h[pair] = silu(x·gateᵀ)·(x·upᵀ).
-extern "C" __global__ void __launch_bounds__(MG_THREADS) moe_gemm_gate_up_bf16(
+MTLB_KERNEL void __launch_bounds__(MG_THREADS) moe_gemm_gate_up_bf16(
     const u16* __restrict__ xh, const u64* __restrict__ gate, const u64* __restrict__ up, const int* __restrict__ start,
     const int* __restrict__ count, const int* __restrict__ tile_start, const int* __restrict__ pair_list,
     u16* __restrict__ h, int E, int K, int H, int I) {
@@ -271,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) moe_gemm_gate_up_bf16(
 }
 
 // moe_gemm_down: grid (row tiles bound, H / 128); out[token] += w·(h[pair]·downᵀ).
-extern "C" __global__ void __launch_bounds__(MG_THREADS) moe_gemm_down_bf16(
+MTLB_KERNEL void __launch_bounds__(MG_THREADS) moe_gemm_down_bf16(
     const u16* __restrict__ h, const u64* __restrict__ down, const int* __restrict__ start,
     const int* __restrict__ count, const int* __restrict__ tile_start, const int* __restrict__ pair_list,
     const float* __restrict__ topk_w, float* __restrict__ out, int E, int K, int H, int I) {
@@ -279,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) moe_gemm_down_bf16(
 }
 
 // zero_f32 clears n floats (n a multiple of 4, p 16-byte aligned).
-extern "C" __global__ void zero_f32(float* __restrict__ p, long n) {
+MTLB_KERNEL void zero_f32(float* __restrict__ p, long n) {
     pdl_wait();
     for (long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += (long)gridDim.x * blockDim.x * 4)
         *(float4*)(p + i) = make_float4(0.f, 0.f, 0.f, 0.f);

@@ -7,7 +7,7 @@
 
 // rms_norm writes out = x·rsqrt(mean(x²)+eps)·w. With add non-null it first
 // does residual += add and normalises the new residual (x is then unused).
-extern "C" __global__ void __launch_bounds__(1024) rms_norm(float* __restrict__ out, const float* __restrict__ x,
+MTLB_KERNEL void __launch_bounds__(1024) rms_norm(float* __restrict__ out, const float* __restrict__ x,
                                                             float* __restrict__ residual, const float* __restrict__ add,
                                                             const float* __restrict__ w, int D, float eps) {
     __shared__ float red[32];

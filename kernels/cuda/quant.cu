@@ -680,7 +680,7 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
         float *out1, int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2,                \
         const float *bias2, float *out2, int n2
 #define QGEMV_KERNEL(F, S, R, C)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qgemv_##S##_c##C##_r##R(QGEMV_PARAMS) {                 \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32) qgemv_##S##_c##C##_r##R(QGEMV_PARAMS) {                 \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
         qgemv<F, R, C>(x, M, K, rowBytes, groups, sdt, ks, gu, m0, m1, m2);                                            \
     }
@@ -690,23 +690,23 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
     QGEMV_KERNEL(F, S, 2, 1)                                                                                            \
     QGEMV_KERNEL(F, S, 4, 1)                                                                                            \
     QGEMV_KERNEL(F, S, 2, 4)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qmoe_gate_up_##S(                                       \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32) qmoe_gate_up_##S(                                       \
         const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ ids,   \
         int H, int I, int K, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                        \
         qmoe_gate_up<F>(x, h, tab, ids, H, I, K, E, rowBytes, groups, sdt, stats);                                     \
     }                                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qmoe_down_##S(                                          \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32) qmoe_down_##S(                                          \
         const float* __restrict__ h, float* __restrict__ y, const u64* __restrict__ tab, const int* __restrict__ ids,   \
         int H, int I, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                               \
         qmoe_down<F>(h, y, tab, ids, H, I, E, rowBytes, groups, sdt, stats);                                           \
     }                                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qmoe_down_sum_##S(                                      \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32) qmoe_down_sum_##S(                                      \
         const float* __restrict__ h, float* __restrict__ out, const u64* __restrict__ tab, const int* __restrict__ ids, \
         const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
         int* __restrict__ stats) {                                                                                      \
         qmoe_down_sum<F>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats);                             \
     }                                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qrouter_route1_##S(                                     \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32) qrouter_route1_##S(                                     \
         const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
         const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
         int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \
@@ -716,7 +716,7 @@ __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, con
         route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
                     stat_index, counter);                                                                               \
     }                                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32) qembed_##S(                                             \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32) qembed_##S(                                             \
         float* __restrict__ out, const int* __restrict__ ids, const unsigned char* __restrict__ w,                      \
         const unsigned char* __restrict__ s, const unsigned char* __restrict__ b, int T, int V, int K, int rowBytes,     \
         int groups, int sdt, int* __restrict__ err) {                                                                   \

@@ -454,7 +454,7 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
         int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2, const float *bias2,         \
         float *out2, int n2, const float *nw, float *nh, float eps
 #define QA_GEMV_KERNEL(BITS, S, NAME, C, R, GU)                                                                        \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {            \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {            \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
         qa_gemv<BITS, R, C, GU>(x, M, K, rowBytes, groups, sdt, m0, m1, m2, nw, nh, eps);                              \
     }
@@ -471,18 +471,18 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 1, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 2, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 4, 1, true)                                                                      \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                   \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                   \
         const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ ids,   \
         int H, int I, int K, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                        \
         qa_moe_gate_up<BITS, QA_MOE_R>(x, h, tab, ids, H, I, K, E, rowBytes, groups, sdt, stats);                      \
     }                                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                  \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                  \
         const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids, \
         const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
         int* __restrict__ stats, const float* res) {                                                                    \
         qa_moe_down_sum<BITS, 1>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats, res);                \
     }                                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                 \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                 \
         const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
         const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
         int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \

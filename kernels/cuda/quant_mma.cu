@@ -329,24 +329,24 @@ __device__ __forceinline__ void qmma_moe_body(const u16* __restrict__ a, int a_d
 }
 
 #define QMMA_KERNELS(sfx, F)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(MG_THREADS) qmma_gemm_##sfx(                                          \
+    MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_gemm_##sfx(                                          \
         const u16* __restrict__ xh, int M, int K, const void* w, const void* ws, const void* wb, int N, int rb, int g,   \
         int sdt, int group, const float* __restrict__ bias, float* __restrict__ out) {                                  \
         qmma_gemm_body<F, false>(xh, M, K, w, ws, wb, w, ws, wb, N, rb, g, sdt, group, bias, out);                      \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(MG_THREADS) qmma_gemm_gu_##sfx(                                       \
+    MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_gemm_gu_##sfx(                                       \
         const u16* __restrict__ xh, int M, int K, const void* w, const void* ws, const void* wb, const void* w2,        \
         const void* ws2, const void* wb2, int N, int rb, int g, int sdt, int group, float* __restrict__ out) {           \
         qmma_gemm_body<F, true>(xh, M, K, w, ws, wb, w2, ws2, wb2, N, rb, g, sdt, group, 0, out);                       \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(MG_THREADS) qmma_moe_gate_up_##sfx(                                   \
+    MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_moe_gate_up_##sfx(                                   \
         const u16* __restrict__ xh, const u64* __restrict__ tab, const int* __restrict__ start,                         \
         const int* __restrict__ count, const int* __restrict__ tile_start, const int* __restrict__ pair_list,          \
         u16* __restrict__ h, int E, int K, int H, int I, int rb, int g, int sdt, int group) {                          \
         qmma_moe_body<F, true>(xh, K, H, tab, E, I, rb, g, sdt, group, start, count, tile_start, pair_list, h, I, 0,    \
                                0, K, H);                                                                               \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(MG_THREADS) qmma_moe_down_##sfx(                                      \
+    MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_moe_down_##sfx(                                      \
         const u16* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ start,                          \
         const int* __restrict__ count, const int* __restrict__ tile_start, const int* __restrict__ pair_list,          \
         const float* __restrict__ topk_w, float* __restrict__ out, int E, int K, int H, int I, int rb, int g, int sdt,  \

@@ -5,7 +5,7 @@
 
 #define ROPE_WARPS 4
 
-extern "C" __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_qk(float* q, float* k, const float* __restrict__ qn,
+MTLB_KERNEL void __launch_bounds__(ROPE_WARPS * 32) rope_qk(float* q, float* k, const float* __restrict__ qn,
                                                                      const float* __restrict__ kn, const int* __restrict__ positions,
                                                                      int H, int KVH, int D, const float* __restrict__ inv_freq, float eps) {
     pdl_wait_early();

@@ -17,7 +17,7 @@ __device__ __forceinline__ void pdl_wait_only() {
 // it is set (the previous step's argmax, still on the device), and clears
 // the n_stats stats words. It lets no kernel in before it is done: every
 // later kernel, even one scheduled early, sees this step's metadata.
-extern "C" __global__ void step_begin(int* __restrict__ meta, const int* __restrict__ host, int n,
+MTLB_KERNEL void step_begin(int* __restrict__ meta, const int* __restrict__ host, int n,
                                       const int* __restrict__ src, int tok_off, int n_tok, int* __restrict__ stats,
                                       int n_stats) {
     pdl_wait_only();
@@ -32,7 +32,7 @@ extern "C" __global__ void step_begin(int* __restrict__ meta, const int* __restr
 // step_end hands the step's results to the host: the n_stats stats words
 // (the error word first), then the n_ids sampled ids, into the slot's pinned
 // buffer (ids at ids_off).
-extern "C" __global__ void step_end(int* __restrict__ host, const int* __restrict__ stats, int n_stats,
+MTLB_KERNEL void step_end(int* __restrict__ host, const int* __restrict__ stats, int n_stats,
                                     const int* __restrict__ ids, int ids_off, int n_ids) {
     pdl_wait_only();
     const int stride = gridDim.x * blockDim.x;

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -233,7 +234,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		params := p.c.Recorded()
 		if p.model != nil {
 			params["model"] = p.model.Config.Name
-			params["dtype"] = p.model.Source.DType().String()
+			params["dtype"] = weightFormat(p.model.Config, p.model.Source)
 			tunedParams(params, p)
 		}
 		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
@@ -568,4 +569,22 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		}
 	}
 	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
+}
+
+// weightFormat is the dtype a model case records: a packed model's format
+// (a preset's name; a checkpoint's kind and the packed type most of its
+// matrices use, e.g. gguf-q4_k), else its weights' float dtype. A packed
+// model's float dtype is only that of its scales and its unpacked tensors,
+// and would file a q4 run as a bf16 one.
+func weightFormat(c *model.Config, src model.Source) string {
+	if c.Quant == nil {
+		return src.DType().String()
+	}
+	if slices.Contains(model.QuantFormats, c.Quant.Name) {
+		return c.Quant.Name
+	}
+	if d, ok := tune.PackedDType(c); ok {
+		return c.Quant.Name + "-" + string(d)
+	}
+	return c.Quant.Name
 }

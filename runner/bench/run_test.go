@@ -366,3 +366,23 @@ cases:
 		}
 	}
 }
+
+// A packed model's cases record its format as their dtype, not the float
+// dtype of its scales: a q4 run is not filed as a bf16 one.
+func TestPackedRunsRecordTheirFormat(t *testing.T) {
+	for _, dt := range []string{"bf16", "q4", "q8_0"} {
+		t.Run(dt, func(t *testing.T) {
+			s := loadSuite(t, strings.Replace(tinySuite, "  layers: 1\n", "  layers: 1\n  dtype: "+dt+"\n", 1))
+			db := openDB(t)
+			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: 16 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range sum.Cases {
+				if c.Kind == results.CaseModel && c.Params["dtype"] != dt {
+					t.Errorf("case %s records dtype %q, want %q", c.Name, c.Params["dtype"], dt)
+				}
+			}
+		})
+	}
+}
