@@ -213,9 +213,12 @@ type chain struct {
 
 // TestOpChain measures what one op costs inside a replayed decode graph: a
 // step of n copies of the op, each reading the one before's output, timed
-// over repeated steps. It runs only with MTLBENCH_CUDA_CHAIN=1.
+// over repeated steps. It runs only with MTLBENCH_CUDA_CHAIN set: 1 for
+// every chain, otherwise the chains whose names contain its value (q4, say,
+// for a profiler's run).
 func TestOpChain(t *testing.T) {
-	if envconfig.Get("MTLBENCH_CUDA_CHAIN") != "1" {
+	only := envconfig.Get("MTLBENCH_CUDA_CHAIN")
+	if only == "" || only == "0" {
 		t.Skip("set MTLBENCH_CUDA_CHAIN=1 to run")
 	}
 	b := gpu(t)
@@ -270,6 +273,9 @@ func TestOpChain(t *testing.T) {
 	}
 	chains = append(chains, packedChains(t, b)...)
 	for _, c := range chains {
+		if only != "1" && !strings.Contains(c.name, only) {
+			continue
+		}
 		var best time.Duration
 		for rep := 0; rep < 12; rep++ {
 			start := time.Now()
@@ -310,7 +316,7 @@ func fastPacked(r *rand.Rand, s quant.Spec, rows, k int) *quant.Matrix {
 
 // packedChains are Qwen3-30B-A3B's decode ops at 4 bits (MLX affine, group
 // 64, bf16 scales; the router at 8 bits), one token: q/k/v, the output
-// projection and a routed MoE block, each over weights distinct enough
+// projection and a routed MoE block, and TinyLlama's q/k/v, each over weights distinct enough
 // that the L2 holds none of them from one op to the next.
 func packedChains(t *testing.T, b *Backend) []chain {
 	const H, Q, KV, E, K, I = 2048, 4096, 512, 128, 8, 768
@@ -319,10 +325,12 @@ func packedChains(t *testing.T, b *Backend) []chain {
 	r := rand.New(rand.NewPCG(1, 2))
 	x, xq, y := zeros(t, b, 1, H), zeros(t, b, 1, Q), zeros(t, b, 1, H)
 	out := zeros(t, b, 1, Q+2*KV)
-	var qkv, o []bridge.Tensor
+	out2 := zeros(t, b, 1, H+2*256)
+	var qkv, o, tl []bridge.Tensor
 	for i := 0; i < 16; i++ {
 		qkv = append(qkv, uploadPacked(t, b, fastPacked(r, q4, Q+2*KV, H)))
 		o = append(o, uploadPacked(t, b, fastPacked(r, q4, H, Q)))
+		tl = append(tl, uploadPacked(t, b, fastPacked(r, q4, H+2*256, H)))
 	}
 	var moe []*bridge.MoEWeights
 	for l := 0; l < 4; l++ {
@@ -338,6 +346,7 @@ func packedChains(t *testing.T, b *Backend) []chain {
 	return []chain{
 		{"q4 gemv q/k/v 5120x2048", 64, row(q4, Q+2*KV, H), func(i int) { b.QMatMul(out, x, qkv[i%16], nil) }},
 		{"q4 gemv o 2048x4096", 64, row(q4, H, Q), func(i int) { b.QMatMul(y, xq, o[i%16], nil) }},
+		{"q4 gemv q/k/v 2560x2048 (TinyLlama)", 64, row(q4, H+2*256, H), func(i int) { b.QMatMul(out2, x, tl[i%16], nil) }},
 		{"q4 moe 128 experts top-8", 48, row(q8, E, H) + K*(2*row(q4, I, H)+row(q4, H, I)), func(i int) {
 			b.QMoE(y, x, moe[i%4], bridge.MoEParams{})
 		}},

@@ -4,9 +4,11 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -357,18 +359,7 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 		c = qCols
 	}
 	gy := cdiv(g.m, c)
-	rows := g.groups(1)
-	var r int
-	switch {
-	case g.gu && c == 1:
-		r = b.qaRows(rows, gy, 2, 1)
-	case g.gu:
-		r = 1
-	case c == 1:
-		r = b.qaRows(rows, gy, 4, 2, 1)
-	default:
-		r = b.qaRows(rows, gy, 2, 1)
-	}
+	r := b.qaLaunchRows(g, c)
 	rb, grp, sdt := s0.q.args()
 	a := g.segArgs([]uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt)})
 	a = append(a, g.norm.w, g.norm.out, f32(g.norm.eps))
@@ -377,6 +368,28 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 		kind = "qagemv_gu"
 	}
 	b.launch(fmt.Sprintf("%s_%s_c%d_r%d", kind, quant.KernelName(s0.q.Spec), c, r), [3]int{b.qaBlocks(g.groups(r), gy), gy, 1}, qWarps*32, a...)
+}
+
+// qaLaunchRows is a qagemv launch's weight rows a warp with c activation
+// rows a block: the rows quant_int.cu instantiates for the variant, the
+// most that still fill the GPU (qaRows), or a tuned config's (the qmatmul
+// space's rows, looked up by the launch's first matrix: q of q/k/v, gate of
+// gate/up).
+func (b *Backend) qaLaunchRows(g *qgemv, c int) int {
+	choices := []int{2, 1}
+	switch {
+	case g.gu && c > 1:
+		choices = []int{1}
+	case !g.gu && c == 1:
+		choices = []int{4, 2, 1}
+	}
+	r := b.qaRows(g.groups(1), cdiv(g.m, c), choices...)
+	if t := b.tuned(string(ops.QMatMul), matmulDims, g.m, g.segs[0].q.Dims[0], g.k); t != nil {
+		if v, ok := configInt(t, ops.KnobRows); ok && slices.Contains(choices, v) {
+			r = v
+		}
+	}
+	return r
 }
 
 // tryQGemvGroup: packed matmuls of one input and one packing (q, k, v;

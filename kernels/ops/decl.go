@@ -226,7 +226,7 @@ var quantDecls = []*Op{
 			m, n, k := int64(s[M]), int64(s[N]), int64(s[K])
 			return Cost{Read: t.Weight.Bytes(n*k, k) + m*k*t.Act.Size(), Written: m * n * t.Act.Size(), FLOPs: 2 * m * n * k}
 		},
-		Tuning: map[Backend]*Space{Metal: metalQMatMul},
+		Tuning: map[Backend]*Space{CUDA: cudaQMatMul, Metal: metalQMatMul},
 	},
 	{
 		ID:  QMoE,

@@ -181,6 +181,32 @@ var cudaMatMul = &Space{
 	Format:  func(c Config) string { return "r" + c[KnobRows] + "/k" + c[KnobKSplit] },
 }
 
+// cudaQMatMul is the packed GEMV of steps of fewer tokens than take tensor
+// cores (bridge/cuda tcMinRows): quant_int.cu's integer-dot kernels, whose
+// warps each take a group of weight rows. More rows a warp keep more loads
+// in flight; fewer give more warps, and a group that does not fit the
+// resident warps waits a round (docs/cuda.md). Looked up by the launch's
+// first matrix (q of q/k/v, gate of gate/up).
+var cudaQMatMul = &Space{
+	Doc:   "packed decode GEMV (affine, integer dot products): weight rows per warp",
+	Dims:  matmulDims,
+	DType: "q4",
+	Params: []Knob{
+		{Name: KnobRows, Doc: "auto | 1 | 2 | 4 weight rows per warp (4 only for one token; gate/up pairs take at most 2)", Values: Enum("auto", "1", "2", "4")},
+	},
+	Applies: func(s Shape) bool { return s[M] < 128 },
+	Constraints: []Constraint{
+		{Name: "rows per warp", Check: func(c Config, s Shape, _ Limits) error {
+			if c[KnobRows] == "4" && s[M] > 1 {
+				return fmt.Errorf("4 rows per warp exist for one token a block, not m=%d", s[M])
+			}
+			return nil
+		}},
+	},
+	Default: func(Shape, Limits) Config { return Config{KnobRows: "auto"} },
+	Format:  func(c Config) string { return "r" + c[KnobRows] },
+}
+
 // cudaAttention is paged decode attention with the fused KV write: decode.cu
 // (head sizes up to 128, GQA groups up to 8) or, past those, attention.cu's
 // kernel with 8 warps per block.
@@ -622,7 +648,9 @@ var metalQMatMul = &Space{
 		metalQTileMemory(1),
 		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
 	},
-	// Rows the GEMV takes (the matmul's untuned mv_max) run no tile.
+	// Rows the GEMV takes (the matmul's untuned mv_max) run no tile: no
+	// bucket, no lookup.
+	Applies: func(s Shape) bool { return s[M] > metalMatMulDef.Int(KnobMVMax) },
 	Canonical: func(c Config, s Shape, _ Limits) Config {
 		if s[M] <= metalMatMulDef.Int(KnobMVMax) {
 			return metalQMatMulTile.Clone()

@@ -86,7 +86,7 @@ var Vars = []Var{
 	{"MTLBENCH_CUDA_BENCH_PROMPT", "128", "tests", "bridge/cuda TestDecodeSpeed prompt tokens"},
 	{"MTLBENCH_CUDA_BENCH_STEPS", "overlapped", "tests",
 		"bridge/cuda TestDecodeSpeed step modes to alternate: overlapped, synchronous"},
-	{"MTLBENCH_CUDA_CHAIN", "0", "tests", "1: run bridge/cuda TestOpChain (single ops back to back in a replayed graph)"},
+	{"MTLBENCH_CUDA_CHAIN", "0", "tests", "1: run bridge/cuda TestOpChain (single ops back to back in a replayed graph); other text: only the chains whose names contain it, e.g. q4"},
 	{"MTLBENCH_TUNE_COMPARE", "none (skipped)", "tests",
 		"tuned folder runner/tune/tuner TestCompareTunedSuite compares with the defaults"},
 	{"MTLBENCH_TUNE_PAIRS", "6", "tests", "runner/tune/tuner TestCompareTunedSuite ABBA pairs"},

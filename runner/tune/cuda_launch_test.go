@@ -34,6 +34,7 @@ func TestLaunchConfigsMatchReference(t *testing.T) {
 			{ops.Seqs: 1, ops.Context: 2000, ops.NumHeads: 4, ops.NumKVHeads: 4, ops.HeadSize: 64, ops.BlockSize: 32}},
 		ops.MoE: {{ops.Tokens: 1, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 512, ops.Intermediate: 256},
 			{ops.Tokens: 5, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 512, ops.Intermediate: 264}},
+		ops.QMatMul: {{ops.M: 1, ops.N: 1000, ops.K: 2048}, {ops.M: 3, ops.N: 4099, ops.K: 512}, {ops.M: 9, ops.N: 200, ops.K: 1024}},
 	}
 	lim := LimitsOf(b)
 	for _, k := range Kernels("cuda") {
@@ -42,7 +43,7 @@ func TestLaunchConfigsMatchReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bench, err := kbench.Prepare(b, ops.Args{Op: k.Op, Ints: k.OpParams(s), DType: ops.BF16})
+			bench, err := kbench.Prepare(b, ops.Args{Op: k.Op, Ints: k.OpParams(s), DType: ops.DType(k.DType)})
 			if err != nil {
 				t.Fatal(err)
 			}

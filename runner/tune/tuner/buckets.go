@@ -195,9 +195,13 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 					}
 				}
 			}
-			for _, mnk := range tune.MatMulShapes(cfg, seqs*max(mp.PromptLen, 1), seqs) {
-				if err := add(string(ops.QMatMul), string(qd), tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
-					return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+			// Each space's Applies keeps the steps its kernels take: the
+			// decode step's GEMVs on CUDA, the prompt's tiles on Metal.
+			for _, tokens := range []int{seqs, seqs * max(mp.PromptLen, 1)} {
+				for _, mnk := range tune.MatMulShapes(cfg, tokens, seqs) {
+					if err := add(string(ops.QMatMul), string(qd), tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
+						return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
+					}
 				}
 			}
 		}

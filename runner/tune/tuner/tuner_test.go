@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
@@ -318,6 +319,47 @@ func TestParseShape(t *testing.T) {
 	for _, bad := range []string{"tokens", "tokens=x", "tokens=0"} {
 		if _, err := ParseShape(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// asCUDA is the CPU backend reporting itself as CUDA: SuiteBuckets reads
+// only the backend's name and limits.
+type asCUDA struct{ bridge.Backend }
+
+func (a asCUDA) Info() bridge.DeviceInfo {
+	i := a.Backend.Info()
+	i.Backend = "cuda"
+	return i
+}
+
+// On CUDA a packed model's matmuls are tuned where its GEMVs run them (the
+// decode step's rows and short prompts'; tensor cores take 128 rows and
+// more), in its packed format, and its float matmul buckets go: no float
+// GEMV runs them.
+func TestSuiteBucketsOfAPackedModelOnCUDA(t *testing.T) {
+	be := asCUDA{cpu.New(cpu.Options{Threads: 2})}
+	bs, err := SuiteBuckets(loadSuite(t, strings.Replace(miniSuite, "seed: 1", "seed: 1, dtype: q4", 1)), be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := map[[3]int]bool{}
+	for _, b := range bs {
+		switch b.Kernel.Op {
+		case ops.MatMul:
+			t.Errorf("float matmul bucket %s for a packed model", b.Describe())
+		case ops.QMatMul:
+			shapes[[3]int{b.Shape[ops.M], b.Shape[ops.N], b.Shape[ops.K]}] = true
+			if b.DType != "q4" || b.Shape[ops.M] >= 128 {
+				t.Errorf("qmatmul bucket %s: want q4 at fewer rows than tensor cores take", b.Describe())
+			}
+		}
+	}
+	// q's projection (512 x 512) in the decode steps (batches 1, 4, 16)
+	// and in the short prompts (8 and 32 rows).
+	for _, m := range []int{1, 4, 16, 8, 32} {
+		if !shapes[[3]int{m, 512, 512}] {
+			t.Errorf("no qmatmul bucket for q's projection at %d rows (have %v)", m, shapes)
 		}
 	}
 }
