@@ -82,8 +82,13 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, com
 			todo = append(todo, i)
 		}
 	}
+	threads := max(1, runtime.NumCPU())
+	if len(todo) > 0 && o.Notice != nil {
+		o.Notice(fmt.Sprintf("compiling %d of %d CUDA kernel programs for %s (sm_%d) with NVRTC %s, %d at a time; later runs read them from %s",
+			len(todo), len(units), gpu, cc, a.nvrtcVersionString(), min(threads, len(todo)), dir))
+	}
 	errs := make([]error, len(units))
-	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	sem := make(chan struct{}, threads)
 	var wg sync.WaitGroup
 	for _, i := range todo {
 		wg.Add(1)

@@ -27,7 +27,8 @@ func TestCompileKernels(t *testing.T) {
 	if files[0] != "common.cu" {
 		t.Fatalf("common.cu must come first, got %v", files)
 	}
-	o := Options{CacheDir: t.TempDir()}
+	var notes []string
+	o := Options{CacheDir: t.TempDir(), Notice: func(m string) { notes = append(notes, m) }}
 	start := time.Now()
 	cubins, compiled, err := a.compileCached(o, 90, "test")
 	if err != nil {
@@ -56,6 +57,10 @@ func TestCompileKernels(t *testing.T) {
 	}
 	if _, again, err := a.compileCached(o, 90, "test"); err != nil || again != 0 {
 		t.Errorf("second compile: %d programs compiled again (%v), want all from the cache", again, err)
+	}
+	// One notice before compiling, none when the cache serves.
+	if len(notes) != 1 || !strings.Contains(notes[0], "compiling") {
+		t.Errorf("notices %q: want one, before the compile", notes)
 	}
 }
 

@@ -51,6 +51,9 @@ type Options struct {
 	// tiles are dequantized to bf16 as they are staged, activations rounded
 	// to bf16 (kernels/cuda/quant_mma.cu, docs/quantization.md).
 	NoPackedMMA bool
+	// Notice receives one line before kernels compile: a first run on a
+	// GPU compiles for a minute or more (docs/cuda.md); nil: not told.
+	Notice func(string)
 	// NoStepKernels moves a step's metadata, token ids and results with
 	// copies and a memset around its graph, instead of the step_begin and
 	// step_end kernels inside it (MTLBENCH_CUDA_STEP_KERNELS=0).

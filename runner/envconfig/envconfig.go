@@ -251,9 +251,10 @@ func Emu() emu.Options {
 }
 
 // Backends are the per-backend options of backends.Open; what "auto"
-// passes over is said on stderr.
+// passes over, and a CUDA compile before it starts, is said on stderr.
 func Backends() (backends.Options, error) {
 	c, err := CUDA()
 	warn := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) }
+	c.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench:", msg) }
 	return backends.Options{CUDA: c, Emu: Emu(), Metal: Metal(), Warn: warn}, err
 }
