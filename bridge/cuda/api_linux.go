@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -17,6 +18,9 @@ import (
 type api struct {
 	driverPath, nvrtcPath, cublasPath string
 	searched                          []string
+	// compileTimes is what each kernel program took NVRTC in the last
+	// compile (by .cu file): the longest is the first run's wait.
+	compileTimes map[string]time.Duration
 
 	// driver
 	cuInit, cuDriverGetVersion, cuDeviceGet, cuDeviceGetCount, cuDeviceGetName, cuDeviceGetAttribute,

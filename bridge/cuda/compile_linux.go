@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	kcuda "github.com/mtlbench/mtlbench/kernels/cuda"
@@ -88,6 +89,7 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, com
 			len(todo), len(units), gpu, cc, a.nvrtcVersionString(), min(threads, len(todo)), dir))
 	}
 	errs := make([]error, len(units))
+	times := make([]time.Duration, len(units))
 	sem := make(chan struct{}, threads)
 	var wg sync.WaitGroup
 	for _, i := range todo {
@@ -96,10 +98,16 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, com
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			start := time.Now()
 			cubins[i], errs[i] = a.compile(units[i].Source, opts)
+			times[i] = time.Since(start)
 		}()
 	}
 	wg.Wait()
+	a.compileTimes = map[string]time.Duration{}
+	for _, i := range todo {
+		a.compileTimes[units[i].Name] = times[i]
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, 0, err
 	}

@@ -3,10 +3,13 @@
 package cuda
 
 import (
+	"cmp"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +47,12 @@ func TestCompileKernels(t *testing.T) {
 	}
 	t.Logf("NVRTC %s (%s): %d files in %d programs, %d cubin bytes, compiled in %v on %d CPUs",
 		a.nvrtcVersionString(), a.nvrtcPath, len(files), len(cubins), size, took.Round(time.Millisecond), runtime.NumCPU())
+	// The longest programs first: the first run waits for the longest.
+	units := slices.Collect(maps.Keys(a.compileTimes))
+	slices.SortFunc(units, func(x, y string) int { return cmp.Compare(a.compileTimes[y], a.compileTimes[x]) })
+	for _, u := range units {
+		t.Logf("%-16s %v", u, a.compileTimes[u].Round(100*time.Millisecond))
+	}
 	for _, n := range kernelNames() {
 		in := 0
 		for _, c := range cubins {
