@@ -368,11 +368,26 @@ cases:
 }
 
 // A packed model's cases record its format as their dtype, not the float
-// dtype of its scales: a q4 run is not filed as a bf16 one.
+// dtype of its scales: a q4 run is not filed as a bf16 one. A checkpoint's
+// is its kind and the packed type most of its matrices use.
 func TestPackedRunsRecordTheirFormat(t *testing.T) {
-	for _, dt := range []string{"bf16", "q4", "q8_0"} {
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, c := range []struct{ model, want string }{
+		{"preset: qwen3-moe-mini\n  layers: 1\n  dtype: bf16", "bf16"},
+		{"preset: qwen3-moe-mini\n  layers: 1\n  dtype: q4", "q4"},
+		{"preset: qwen3-moe-mini\n  layers: 1\n  dtype: q8_0", "q8_0"},
+		{"path: " + abs("../testdata/mlx/qwen3_moe-q8"), "mlx-q8"},
+		{"path: " + abs("../testdata/gguf/llama-q4_k_m.gguf"), "gguf-q4_k"},
+	} {
+		dt := c.want
 		t.Run(dt, func(t *testing.T) {
-			s := loadSuite(t, strings.Replace(tinySuite, "  layers: 1\n", "  layers: 1\n  dtype: "+dt+"\n", 1))
+			s := loadSuite(t, strings.Replace(tinySuite, "  preset: qwen3-moe-mini\n  layers: 1\n", "  "+c.model+"\n", 1))
 			db := openDB(t)
 			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: 16 << 20})
 			if err != nil {
