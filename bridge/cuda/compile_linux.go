@@ -108,7 +108,7 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, com
 	for _, i := range todo {
 		a.compileTimes[units[i].Name] = times[i]
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := distinct(errs); err != nil {
 		return nil, 0, err
 	}
 	if len(todo) > 0 && os.MkdirAll(dir, 0o755) == nil {
@@ -120,6 +120,20 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, com
 		}
 	}
 	return cubins, len(todo), nil
+}
+
+// distinct joins errs, each message once: an error in a helper every
+// program includes fails them all with the same log.
+func distinct(errs []error) error {
+	var out []error
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if e != nil && !seen[e.Error()] {
+			seen[e.Error()] = true
+			out = append(out, e)
+		}
+	}
+	return errors.Join(out...)
 }
 
 func (a *api) nvrtcErr(what string, r int32) error {

@@ -1,8 +1,11 @@
 //go:build linux
 
+// Host-side rules of the backend that need no GPU.
 package cuda
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -56,5 +59,25 @@ func TestQAGemvTakesTunedRows(t *testing.T) {
 		if first := c.g.segs[0].q.Dims[0]; c.tuned != "" && asked != [3]int{c.g.m, first, 2048} {
 			t.Errorf("%s: looked up %v, want the first matrix's shape %v", c.name, asked, [3]int{c.g.m, first, 2048})
 		}
+	}
+}
+
+// A compile error in a helper every kernel program includes is reported
+// once, not once a program; distinct ones each once.
+func TestCompileErrorsReportedOnce(t *testing.T) {
+	helper := errors.New("kernels/cuda/common.cu(12): error: identifier \"x\" is undefined")
+	other := errors.New("kernels/cuda/flash.cu(3): error: expected a \";\"")
+	err := distinct([]error{nil, helper, errors.New(helper.Error()), nil, other, helper})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if got := strings.Count(err.Error(), "common.cu(12)"); got != 1 {
+		t.Errorf("the helper's error %d times in %q", got, err)
+	}
+	if !strings.Contains(err.Error(), "flash.cu(3)") {
+		t.Errorf("%q lost the second error", err)
+	}
+	if distinct([]error{nil, nil}) != nil {
+		t.Error("no errors joined into one")
 	}
 }
