@@ -316,8 +316,9 @@ func fastPacked(r *rand.Rand, s quant.Spec, rows, k int) *quant.Matrix {
 
 // packedChains are Qwen3-30B-A3B's decode ops at 4 bits (MLX affine, group
 // 64, bf16 scales; the router at 8 bits), one token: q/k/v, the output
-// projection and a routed MoE block, and TinyLlama's q/k/v, each over weights distinct enough
-// that the L2 holds none of them from one op to the next.
+// projection and a routed MoE block, and TinyLlama's q/k/v, each over
+// weights distinct enough that the L2 holds none of them from one op to
+// the next.
 func packedChains(t *testing.T, b *Backend) []chain {
 	const H, Q, KV, E, K, I = 2048, 4096, 512, 128, 8, 768
 	q4 := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
