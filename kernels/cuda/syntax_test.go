@@ -83,8 +83,8 @@ var (
 )
 
 // The units NVRTC compiles side by side generate every kernel of the one
-// translation unit exactly once between them, and a unit whose other
-// files' kernels are templates never instantiated still compiles.
+// translation unit exactly once between them, and every unit, the other
+// files' kernels in it templates never instantiated, still compiles.
 func TestUnitsSplitTheKernels(t *testing.T) {
 	clang, err := exec.LookPath("clang++-19")
 	if err != nil {
