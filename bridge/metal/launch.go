@@ -145,7 +145,9 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 			err = fmt.Errorf("%s=%d: 0 to 8", ops.KnobMVMax, t.MatVecMaxM)
 		}
 	case ops.QMatMul:
-		known = []string{ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
+		known = []string{ops.KnobRows, ops.KnobSimdgroups, ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
+		num(ops.KnobRows, &t.QMatVecRows)
+		num(ops.KnobSimdgroups, &t.QMatVecSimdgroups)
 		tile(&t.QMatMulTile)
 	case ops.QMoE:
 		known = []string{ops.KnobMVMax, ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}

@@ -171,7 +171,9 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 		f.m > b.matmulTuning(f.m, q0.Dims[0], q0.Dims[1]).MatVecMaxM && b.qmm(f.m, q0, x, outs[0], biases[0]) {
 		return
 	}
-	rows, sgs, cols := qRows, qSimdgroups, min(f.m, 8)
+	// The GEMV's launch, tuned per shape as qmatmul (by the first matrix).
+	tu := b.tuned(ops.QMatMul, matmulDims, f.m, q0.Dims[0], q0.Dims[1])
+	rows, sgs, cols := tu.QMatVecRows, tu.QMatVecSimdgroups, min(f.m, 8)
 	hasBias := biases[0].buf != nil
 	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, boolInt[hasBias], int32(rows), int32(cols),
 		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig])

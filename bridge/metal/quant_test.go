@@ -113,7 +113,7 @@ func TestQuantWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x2048 GEMV")
 	}
-	be := newEmu(t, metal.Tuning{})
+	be := newEmu(t, flagTuning(t))
 	// min: the traffic efficiency a case must reach (0: reported only).
 	// A 128-row q4 matmul (prefill) on qmatmul_mm's tiles reads its weights
 	// once per 64 rows of x; on the GEMVs it read them once per 8 (76.6 MB

@@ -111,6 +111,9 @@ type Tuning struct {
 	// QMatMulTile is the packed matmul's tile (qmatmul_mm), for more rows
 	// than the GEMVs take; BK is one 32-value unit.
 	QMatMulTile Tile
+	// QMatVecRows is the weight rows each packed GEMV simdgroup computes
+	// (qmatvec, 1..4), QMatVecSimdgroups the simdgroups of its threadgroup.
+	QMatVecRows, QMatVecSimdgroups int
 	// QMoETile is the packed experts' tile (qmoe_mm_gate_up, qmoe_mm_down)
 	// above MoEMatVecMaxRows rows per routed expert; BK is one 32-value
 	// unit.
@@ -169,7 +172,7 @@ var DefaultTuning = Tuning{
 	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: 1024,
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:  Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
-	QMatMulTile: qmmTile, QMoETile: qmoeTile,
+	QMatMulTile: qmmTile, QMoETile: qmoeTile, QMatVecRows: qRows, QMatVecSimdgroups: qSimdgroups,
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
@@ -190,6 +193,8 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.MatVecMaxM, d.MatVecMaxM)
 	def(&t.MatVecRows, d.MatVecRows)
 	def(&t.MatVecSimdgroups, d.MatVecSimdgroups)
+	def(&t.QMatVecRows, d.QMatVecRows)
+	def(&t.QMatVecSimdgroups, d.QMatVecSimdgroups)
 	if t.MatMulTile == (Tile{}) {
 		t.MatMulTile = d.MatMulTile
 	}
@@ -227,7 +232,8 @@ func (t Tuning) Check() error {
 		v, lo int
 	}{{"NormThreads", max(t.NormThreads, 32), 32}, {"EltThreads", t.EltThreads, 1}, {"ArgmaxThreads", t.ArgmaxThreads, 32},
 		{"MoEGroupThreads", t.MoEGroupThreads, 32}, {"RoPEHeads", 32 * t.RoPEHeads, 32},
-		{"MatVecSimdgroups", 32 * t.MatVecSimdgroups, 32}, {"AttnSimdgroups", 32 * t.AttnSimdgroups, 32},
+		{"MatVecSimdgroups", 32 * t.MatVecSimdgroups, 32}, {"QMatVecSimdgroups", 32 * t.QMatVecSimdgroups, 32},
+		{"AttnSimdgroups", 32 * t.AttnSimdgroups, 32},
 		{"MoESimdgroups", 32 * t.MoESimdgroups, 32},
 		{"AttnPrefillHeads, AttnPrefillQueries", 32 * t.AttnPrefillHeads * max(t.AttnPrefillQueries/8, 1), 32}} {
 		if err := threads(c.name, c.v, c.lo); err != nil {
@@ -239,6 +245,8 @@ func (t Tuning) Check() error {
 		return fmt.Errorf("MatVecMaxM=%d: 1 to 8", t.MatVecMaxM)
 	case t.MatVecRows < 1 || t.MatVecRows > 4:
 		return fmt.Errorf("MatVecRows=%d: 1 to 4", t.MatVecRows)
+	case t.QMatVecRows < 1 || t.QMatVecRows > 4:
+		return fmt.Errorf("QMatVecRows=%d: 1 to 4", t.QMatVecRows)
 	case t.MoEMatVecRows < 1 || t.MoEMatVecRows > 4:
 		return fmt.Errorf("MoEMatVecRows=%d: 1 to 4", t.MoEMatVecRows)
 	case t.AttnHeadsPerGroup != 1 && t.AttnHeadsPerGroup != 2 && t.AttnHeadsPerGroup != 4 && t.AttnHeadsPerGroup != 8:
@@ -321,5 +329,6 @@ func (t Tuning) String() string {
 		mm = t.MoETile.String()
 	}
 	fmt.Fprintf(&b, " moe=rows<=%d,%dr,%dsg,mm=%s,group=%d", t.MoEMatVecMaxRows, t.MoEMatVecRows, t.MoESimdgroups, mm, t.MoEGroupThreads)
+	fmt.Fprintf(&b, " qmv=%dr,%dsg qmm=%v", t.QMatVecRows, t.QMatVecSimdgroups, t.QMatMulTile)
 	return b.String()
 }

@@ -29,9 +29,11 @@ var metalShapes = map[ops.ID][]tune.Shape{
 	// element-wise staging).
 	ops.MatMul: {{ops.M: 1, ops.N: 200, ops.K: 72}, {ops.M: 5, ops.N: 100, ops.K: 40}, {ops.M: 13, ops.N: 72, ops.K: 40},
 		{ops.M: 70, ops.N: 72, ops.K: 100}},
-	// Packed matmuls above the GEMV's rows, n and m off every tile (k
+	// Packed GEMVs (1 and 5 rows: n off every rows-per-simdgroup choice)
+	// and packed matmuls above the GEMV's rows, n and m off every tile (k
 	// whole units of every format: 256 for the K-quants).
-	ops.QMatMul: {{ops.M: 37, ops.N: 200, ops.K: 256}, {ops.M: 70, ops.N: 72, ops.K: 512}},
+	ops.QMatMul: {{ops.M: 1, ops.N: 203, ops.K: 256}, {ops.M: 5, ops.N: 70, ops.K: 512},
+		{ops.M: 37, ops.N: 200, ops.K: 256}, {ops.M: 70, ops.N: 72, ops.K: 512}},
 	// Packed experts of 1 and about 25 rows each (the GEMVs and the tiles
 	// by default), hidden and intermediate whole groups of 64.
 	ops.QMoE: {{ops.Tokens: 3, ops.Experts: 6, ops.TopK: 2, ops.Hidden: 128, ops.Intermediate: 64},
@@ -324,8 +326,9 @@ func TestEngineUsesTunedMetalConfigs(t *testing.T) {
 }
 
 // A packed model's prefill looks the packed matmul's and experts' tuned
-// tiles up by the model's packing (q4 here) and runs them: the default's
-// tokens, and the engine reports the tuned tiles.
+// tiles up by the model's packing (q4 here), and its decode steps the
+// packed GEMVs' tuned launch, and runs them: the default's tokens, and the
+// engine reports the tuned configs.
 func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, Seed: 1, Quant: "q4"})
@@ -353,10 +356,19 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	var l tune.Layer
 	l.Name = tune.FromUser
 	for _, s := range tune.MatMulShapes(cfg, prompt, 1) {
+		if s[0] == 1 {
+			continue // the LM head's one row: a GEMV, below
+		}
 		l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
 			Kernel: "qmatmul", DType: "q4", Shape: tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
 			Config: tune.Config{"bm": "16", "bn": "32", "bk": "32", "sgm": "2", "sgn": "1"}, Samples: 20,
 			SourceHash: metal.KernelSourceHash("qmatmul")}})
+	}
+	// The decode steps' packed GEMVs: 2 rows a simdgroup, 8 simdgroups.
+	for _, s := range tune.MatMulShapes(cfg, 1, 1) {
+		l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
+			Kernel: "qmatmul", DType: "q4", Shape: tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
+			Config: tune.Config{"rows": "2", "simdgroups": "8"}, Samples: 20, SourceHash: metal.KernelSourceHash("qmatmul")}})
 	}
 	// The prompt's 24 tokens give 3 rows a routed expert: tiles of 8 pairs.
 	l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
@@ -372,19 +384,51 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 		t.Errorf("warnings: %v", w)
 	}
 	t.Logf("used: %v", used)
-	for kernel, cfg := range map[string]string{"qmatmul": "16x32/2x1 (user cache)", "qmoe": "tiles>2rows/8x16/1x1 (user cache)"} {
-		if !strings.Contains(used[kernel], cfg) {
-			t.Errorf("%s used %q, want the tuned %s", kernel, used[kernel], cfg)
+	for _, want := range [][2]string{{"qmatmul", "16x32/2x1 (user cache)"}, {"qmatmul", "mv/r2/8sg (user cache)"},
+		{"qmoe", "tiles>2rows/8x16/1x1 (user cache)"}} {
+		if !strings.Contains(used[want[0]], want[1]) {
+			t.Errorf("%s used %q, want the tuned %s", want[0], used[want[0]], want[1])
 		}
+	}
+	if strings.Contains(used["qmatmul"], "mv/r4/16sg") {
+		t.Errorf("a packed GEMV ran the default launch: %q", used["qmatmul"])
 	}
 	if d := maxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
 		t.Errorf("tuned tokens %v (default %v), logits %.3g apart", got[0].Tokens, want[0].Tokens, d)
 	}
 }
 
+// A tuned packed GEMV launch (rows a simdgroup, simdgroups) is the one
+// that runs: each rows value specializes its own pipeline, and each config
+// passes the reference.
+func TestTunedPackedGEMVRuns(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	bench, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 203, ops.K: 256}, DType: ops.Q4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bench.Close()
+	defer be.SetLaunchConfig(string(ops.QMatMul), nil)
+	if _, err := bench.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range []string{"1", "2", "3"} {
+		before := be.Pipelines()
+		be.SetLaunchConfig(string(ops.QMatMul), func(map[string]int) (map[string]string, bool) {
+			return map[string]string{ops.KnobRows: rows, ops.KnobSimdgroups: "2"}, true
+		})
+		if _, err := bench.Check(); err != nil {
+			t.Errorf("rows %s: %v", rows, err)
+		}
+		if be.Pipelines() != before+1 {
+			t.Errorf("rows %s: %d new pipelines, want the one of its rows", rows, be.Pipelines()-before)
+		}
+	}
+}
+
 // A packed MoE model's suite tunes the packed kernels its steps run: qmoe
-// at the decode step's and the prompt's tokens and qmatmul at the prompt's
-// matmuls, by its packing, and not the float moe and matmul kernels it
+// at the decode step's and the prompt's tokens and qmatmul at the decode
+// step's and the prompt's matmuls, by its packing, and not the float moe and matmul kernels it
 // never runs.
 func TestSuiteBucketsOfAPackedModel(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
@@ -418,8 +462,12 @@ cases:
 	if len(got["qmoe"]) != 2 || !strings.HasPrefix(got["qmoe"][0], "q4_k ") {
 		t.Errorf("qmoe buckets %v: want the decode step's and the prompt's, q4_k", got["qmoe"])
 	}
-	if len(got["qmatmul"]) == 0 {
-		t.Error("no qmatmul buckets")
+	// q's projection (512 x 512) as the decode step's GEMV and the
+	// prompt's tiles.
+	for _, want := range []string{"q4_k k=512,m=1,n=512", "q4_k k=512,m=32,n=512"} {
+		if !slices.Contains(got["qmatmul"], want) {
+			t.Errorf("qmatmul buckets %v: no %s", got["qmatmul"], want)
+		}
 	}
 	if _, ok := got["matmul"]; ok {
 		t.Errorf("float matmul buckets %v for a model whose matrices are all packed", got["matmul"])

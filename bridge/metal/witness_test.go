@@ -47,7 +47,7 @@ func prefillWitnessCases(t int) []witnessCase {
 var (
 	witnessTokens = flag.String("witness", "", "TestWitnessFigures: prompt token counts, comma-separated (e.g. 64,256)")
 	witnessCases  = flag.String("witness.cases", "", "TestWitnessFigures: only cases whose names contain one of these, comma-separated")
-	witnessTuning = flag.String("witness.tuning", "", "TestWitnessFigures: a tuning's fields as JSON (e.g. {\"AttnPrefillQueries\":32})")
+	witnessTuning = flag.String("witness.tuning", "", "TestWitnessFigures, TestQuantWitness: a tuning's fields as JSON (e.g. {\"AttnPrefillQueries\":32})")
 )
 
 // TestWitnessFigures prints, as the rows of docs/metal-kernels.md's
@@ -57,18 +57,24 @@ var (
 // request:
 //
 //	go test ./bridge/metal -run TestWitnessFigures -v -timeout 2h -args -witness=64,256
-func TestWitnessFigures(t *testing.T) {
-	spec, filter := *witnessTokens, *witnessCases
-	if spec == "" {
-		t.Skip("-witness=N,... (prompt token counts) prints the witness figures")
-	}
+// flagTuning is -witness.tuning's tuning (the defaults where unset).
+func flagTuning(t *testing.T) metal.Tuning {
+	t.Helper()
 	var tu metal.Tuning
 	if *witnessTuning != "" {
 		if err := json.Unmarshal([]byte(*witnessTuning), &tu); err != nil {
 			t.Fatalf("-witness.tuning=%s: %v", *witnessTuning, err)
 		}
 	}
-	be := newEmu(t, tu)
+	return tu
+}
+
+func TestWitnessFigures(t *testing.T) {
+	spec, filter := *witnessTokens, *witnessCases
+	if spec == "" {
+		t.Skip("-witness=N,... (prompt token counts) prints the witness figures")
+	}
+	be := newEmu(t, flagTuning(t))
 	for _, f := range strings.Split(spec, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {

@@ -632,33 +632,68 @@ func metalQTileMemory(mats int) Constraint {
 // tile, are most of a packed tile's traffic.
 var metalQMatMulTile = Config{KnobBM: "64", KnobBN: "128", KnobBK: "32", KnobSGM: "2", KnobSGN: "4"}
 
-// metalQMatMul is qmatmul (bridge/metal quant.go qmm): a packed matmul of
-// more rows than the matmul's matvec takes runs simdgroup_matrix tiles that
-// dequantize each weight row's 32 values as they stage them; fewer rows run
-// the packed GEMV, which has nothing to tune here.
+// metalQMatVec is the packed GEMV's untuned launch (bridge/metal qRows,
+// qSimdgroups): every threadgroup stages its activation rows once, so
+// packed GEMVs take large threadgroups (docs/metal-kernels.md).
+var metalQMatVec = Config{KnobRows: "4", KnobSimdgroups: "16"}
+
+// metalQMV reports whether a packed matmul of s's rows runs the GEMV: up to
+// the matmul's untuned mv_max rows (bridge/metal qmatvec).
+func metalQMV(s Shape) bool { return s[M] <= metalMatMulDef.Int(KnobMVMax) }
+
+// metalQMatMul is qmatmul (bridge/metal quant.go): up to the matmul's
+// matvec rows the packed GEMV (qmatvec: weight rows per simdgroup,
+// simdgroups per threadgroup), the decode step's kernel; more rows run
+// simdgroup_matrix tiles that dequantize each weight row's 32 values as
+// they stage them (qmm). A launch of several matrices (q, k and v; gate and
+// up) looks up its first matrix's shape.
 var metalQMatMul = &Space{
-	Doc:    "packed matmul above the GEMV's rows: simdgroup_matrix tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing the weights as they stage them",
-	Dims:   matmulDims,
-	DType:  "q4",
-	Params: metalQTileKnobs(nil),
+	Doc:   "packed matmul: the GEMV up to the matvec's rows (rows per simdgroup, simdgroups per threadgroup), else simdgroup_matrix tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing the weights as they stage them",
+	Dims:  matmulDims,
+	DType: "q4",
+	Params: append([]Knob{
+		{Name: KnobRows, Doc: "GEMV: weight rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"),
+			When: func(_ Config, s Shape) bool { return metalQMV(s) }},
+		{Name: KnobSimdgroups, Doc: "GEMV: simdgroups per threadgroup, each staging of the activation rows shared by all", Values: Pow2(1, 32),
+			When: func(_ Config, s Shape) bool { return metalQMV(s) }},
+	}, metalQTileKnobs(func(_ Config, s Shape) bool { return !metalQMV(s) })...),
 	Constraints: []Constraint{
 		metalSIMD,
-		metalThreads(func(c Config, _ Shape) int { return metalTileThreads(c) }),
+		metalThreads(func(c Config, _ Shape) int {
+			if metalTiled(c) {
+				return metalTileThreads(c)
+			}
+			return 32 * c.Int(KnobSimdgroups)
+		}),
 		metalTileRules,
 		metalQTileMemory(1),
 		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
 	},
-	// Rows the GEMV takes (the matmul's untuned mv_max) run no tile: no
-	// bucket, no lookup.
-	Applies: func(s Shape) bool { return s[M] > metalMatMulDef.Int(KnobMVMax) },
 	Canonical: func(c Config, s Shape, _ Limits) Config {
-		if s[M] <= metalMatMulDef.Int(KnobMVMax) {
-			return metalQMatMulTile.Clone()
+		keep, drop, def := metalTileNames, metalMVNames, metalQMatMulTile
+		if metalQMV(s) {
+			keep, drop, def = metalMVNames, metalTileNames, metalQMatVec
+		}
+		for _, k := range drop {
+			delete(c, k)
+		}
+		for _, k := range keep {
+			if _, ok := c[k]; !ok {
+				c[k] = def[k]
+			}
 		}
 		return c
 	},
-	Default: func(Shape, Limits) Config { return metalQMatMulTile.Clone() },
+	Default: func(s Shape, _ Limits) Config {
+		if metalQMV(s) {
+			return metalQMatVec.Clone()
+		}
+		return metalQMatMulTile.Clone()
+	},
 	Format: func(c Config) string {
+		if !metalTiled(c) {
+			return fmt.Sprintf("mv/r%s/%ssg", c[KnobRows], c[KnobSimdgroups])
+		}
 		return fmt.Sprintf("%sx%s/%sx%s", c[KnobBM], c[KnobBN], c[KnobSGM], c[KnobSGN])
 	},
 }
