@@ -57,6 +57,7 @@ var (
 // request:
 //
 //	go test ./bridge/metal -run TestWitnessFigures -v -timeout 2h -args -witness=64,256
+//
 // flagTuning is -witness.tuning's tuning (the defaults where unset).
 func flagTuning(t *testing.T) metal.Tuning {
 	t.Helper()
