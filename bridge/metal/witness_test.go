@@ -57,19 +57,6 @@ var (
 // request:
 //
 //	go test ./bridge/metal -run TestWitnessFigures -v -timeout 2h -args -witness=64,256
-//
-// flagTuning is -witness.tuning's tuning (the defaults where unset).
-func flagTuning(t *testing.T) metal.Tuning {
-	t.Helper()
-	var tu metal.Tuning
-	if *witnessTuning != "" {
-		if err := json.Unmarshal([]byte(*witnessTuning), &tu); err != nil {
-			t.Fatalf("-witness.tuning=%s: %v", *witnessTuning, err)
-		}
-	}
-	return tu
-}
-
 func TestWitnessFigures(t *testing.T) {
 	spec, filter := *witnessTokens, *witnessCases
 	if spec == "" {
@@ -159,4 +146,16 @@ func TestMoEOccupancy(t *testing.T) {
 				float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.BarriersPerThreadgroup())
 		}
 	}
+}
+
+// flagTuning is -witness.tuning's tuning (the defaults where unset).
+func flagTuning(t *testing.T) metal.Tuning {
+	t.Helper()
+	var tu metal.Tuning
+	if *witnessTuning != "" {
+		if err := json.Unmarshal([]byte(*witnessTuning), &tu); err != nil {
+			t.Fatalf("-witness.tuning=%s: %v", *witnessTuning, err)
+		}
+	}
+	return tu
 }
