@@ -150,8 +150,10 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 		num(ops.KnobSimdgroups, &t.QMatVecSimdgroups)
 		tile(&t.QMatMulTile)
 	case ops.QMoE:
-		known = []string{ops.KnobMVMax, ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
+		known = []string{ops.KnobMVMax, ops.KnobRows, ops.KnobSimdgroups, ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
 		word(ops.KnobMVMax, "0", -1, &t.MoEMatVecMaxRows)
+		num(ops.KnobRows, &t.QMoEMatVecRows)
+		num(ops.KnobSimdgroups, &t.QMoESimdgroups)
 		tile(&t.QMoETile)
 	case ops.PagedAttentionDecode:
 		known = []string{ops.KnobSimdgroups, ops.KnobHeads, ops.KnobPart}

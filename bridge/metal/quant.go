@@ -504,7 +504,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		if pass == 1 {
 			g = 2
 		}
-		rows, sgs := qRows, qSimdgroups
+		rows, sgs := tu.QMoEMatVecRows, tu.QMoESimdgroups
 		spec := pk.spec[g]
 		p := b.pipeline("qmoe_mv_"+quant.KernelName(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0])
 		sgs = simdgroupsFor(p, sgs)

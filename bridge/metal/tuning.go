@@ -114,6 +114,9 @@ type Tuning struct {
 	// QMatVecRows is the weight rows each packed GEMV simdgroup computes
 	// (qmatvec, 1..4), QMatVecSimdgroups the simdgroups of its threadgroup.
 	QMatVecRows, QMatVecSimdgroups int
+	// QMoEMatVecRows and QMoESimdgroups are the same for the packed expert
+	// GEMVs (qmoe_mv), up to MoEMatVecMaxRows rows per routed expert.
+	QMoEMatVecRows, QMoESimdgroups int
 	// QMoETile is the packed experts' tile (qmoe_mm_gate_up, qmoe_mm_down)
 	// above MoEMatVecMaxRows rows per routed expert; BK is one 32-value
 	// unit.
@@ -173,6 +176,7 @@ var DefaultTuning = Tuning{
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:  Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
 	QMatMulTile: qmmTile, QMoETile: qmoeTile, QMatVecRows: qRows, QMatVecSimdgroups: qSimdgroups,
+	QMoEMatVecRows: qRows, QMoESimdgroups: qSimdgroups,
 	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
@@ -195,6 +199,8 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.MatVecSimdgroups, d.MatVecSimdgroups)
 	def(&t.QMatVecRows, d.QMatVecRows)
 	def(&t.QMatVecSimdgroups, d.QMatVecSimdgroups)
+	def(&t.QMoEMatVecRows, d.QMoEMatVecRows)
+	def(&t.QMoESimdgroups, d.QMoESimdgroups)
 	if t.MatMulTile == (Tile{}) {
 		t.MatMulTile = d.MatMulTile
 	}
@@ -233,6 +239,7 @@ func (t Tuning) Check() error {
 	}{{"NormThreads", max(t.NormThreads, 32), 32}, {"EltThreads", t.EltThreads, 1}, {"ArgmaxThreads", t.ArgmaxThreads, 32},
 		{"MoEGroupThreads", t.MoEGroupThreads, 32}, {"RoPEHeads", 32 * t.RoPEHeads, 32},
 		{"MatVecSimdgroups", 32 * t.MatVecSimdgroups, 32}, {"QMatVecSimdgroups", 32 * t.QMatVecSimdgroups, 32},
+		{"QMoESimdgroups", 32 * t.QMoESimdgroups, 32},
 		{"AttnSimdgroups", 32 * t.AttnSimdgroups, 32},
 		{"MoESimdgroups", 32 * t.MoESimdgroups, 32},
 		{"AttnPrefillHeads, AttnPrefillQueries", 32 * t.AttnPrefillHeads * max(t.AttnPrefillQueries/8, 1), 32}} {
@@ -247,6 +254,8 @@ func (t Tuning) Check() error {
 		return fmt.Errorf("MatVecRows=%d: 1 to 4", t.MatVecRows)
 	case t.QMatVecRows < 1 || t.QMatVecRows > 4:
 		return fmt.Errorf("QMatVecRows=%d: 1 to 4", t.QMatVecRows)
+	case t.QMoEMatVecRows < 1 || t.QMoEMatVecRows > 4:
+		return fmt.Errorf("QMoEMatVecRows=%d: 1 to 4", t.QMoEMatVecRows)
 	case t.MoEMatVecRows < 1 || t.MoEMatVecRows > 4:
 		return fmt.Errorf("MoEMatVecRows=%d: 1 to 4", t.MoEMatVecRows)
 	case t.AttnHeadsPerGroup != 1 && t.AttnHeadsPerGroup != 2 && t.AttnHeadsPerGroup != 4 && t.AttnHeadsPerGroup != 8:
@@ -329,6 +338,7 @@ func (t Tuning) String() string {
 		mm = t.MoETile.String()
 	}
 	fmt.Fprintf(&b, " moe=rows<=%d,%dr,%dsg,mm=%s,group=%d", t.MoEMatVecMaxRows, t.MoEMatVecRows, t.MoESimdgroups, mm, t.MoEGroupThreads)
-	fmt.Fprintf(&b, " qmv=%dr,%dsg qmm=%v", t.QMatVecRows, t.QMatVecSimdgroups, t.QMatMulTile)
+	fmt.Fprintf(&b, " qmv=%dr,%dsg qmm=%v qmoe=%dr,%dsg,mm=%v", t.QMatVecRows, t.QMatVecSimdgroups, t.QMatMulTile,
+		t.QMoEMatVecRows, t.QMoESimdgroups, t.QMoETile)
 	return b.String()
 }

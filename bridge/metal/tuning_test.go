@@ -3,6 +3,7 @@ package metal_test
 import (
 	"context"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -370,6 +371,10 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 			Kernel: "qmatmul", DType: "q4", Shape: tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
 			Config: tune.Config{"rows": "2", "simdgroups": "8"}, Samples: 20, SourceHash: metal.KernelSourceHash("qmatmul")}})
 	}
+	// The decode steps' packed expert GEMVs: 2 rows a simdgroup, 8 simdgroups.
+	l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
+		Kernel: "qmoe", DType: "q4", Shape: tune.MoEShape(cfg, 1),
+		Config: tune.Config{"mv_max": "1", "rows": "2", "simdgroups": "8"}, Samples: 20, SourceHash: metal.KernelSourceHash("qmoe")}})
 	// The prompt's 24 tokens give 3 rows a routed expert: tiles of 8 pairs.
 	l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
 		Kernel: "qmoe", DType: "q4", Shape: tune.MoEShape(cfg, prompt),
@@ -385,7 +390,7 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	}
 	t.Logf("used: %v", used)
 	for _, want := range [][2]string{{"qmatmul", "16x32/2x1 (user cache)"}, {"qmatmul", "mv/r2/8sg (user cache)"},
-		{"qmoe", "tiles>2rows/8x16/1x1 (user cache)"}} {
+		{"qmoe", "tiles>2rows/8x16/1x1 (user cache)"}, {"qmoe", "mv<=1rows/r2/8sg (user cache)"}} {
 		if !strings.Contains(used[want[0]], want[1]) {
 			t.Errorf("%s used %q, want the tuned %s", want[0], used[want[0]], want[1])
 		}
@@ -398,31 +403,42 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	}
 }
 
-// A tuned packed GEMV launch (rows a simdgroup, simdgroups) is the one
-// that runs: each rows value specializes its own pipeline, and each config
-// passes the reference.
+// A tuned packed GEMV launch (rows a simdgroup, simdgroups), of a matrix
+// and of the experts at one token, is the one that runs: each rows value
+// specializes its own pipelines, and each config passes the reference.
 func TestTunedPackedGEMVRuns(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
-	bench, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 203, ops.K: 256}, DType: ops.Q4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bench.Close()
-	defer be.SetLaunchConfig(string(ops.QMatMul), nil)
-	if _, err := bench.Check(); err != nil {
-		t.Fatal(err)
-	}
-	for _, rows := range []string{"1", "2", "3"} {
-		before := be.Pipelines()
-		be.SetLaunchConfig(string(ops.QMatMul), func(map[string]int) (map[string]string, bool) {
-			return map[string]string{ops.KnobRows: rows, ops.KnobSimdgroups: "2"}, true
-		})
+	for _, c := range []struct {
+		args ops.Args
+		cfg  map[string]string
+		want int // pipelines a rows value adds
+	}{
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 203, ops.K: 256}, DType: ops.Q4}, nil, 1},
+		// gate/up (SwiGLU) and down: two pipelines a rows value.
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1, ops.Experts: 8, ops.TopK: 2, ops.Hidden: 128, ops.Intermediate: 192}, DType: ops.Q4},
+			map[string]string{ops.KnobMVMax: "2"}, 2},
+	} {
+		bench, err := kbench.Prepare(be, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := bench.Check(); err != nil {
-			t.Errorf("rows %s: %v", rows, err)
+			t.Fatal(err)
 		}
-		if be.Pipelines() != before+1 {
-			t.Errorf("rows %s: %d new pipelines, want the one of its rows", rows, be.Pipelines()-before)
+		for _, rows := range []string{"1", "2", "3"} {
+			cfg := map[string]string{ops.KnobRows: rows, ops.KnobSimdgroups: "2"}
+			maps.Copy(cfg, c.cfg)
+			before := be.Pipelines()
+			be.SetLaunchConfig(string(c.args.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
+			if _, err := bench.Check(); err != nil {
+				t.Errorf("%s rows %s: %v", c.args.Op, rows, err)
+			}
+			if got := be.Pipelines() - before; got != c.want {
+				t.Errorf("%s rows %s: %d new pipelines, want %d", c.args.Op, rows, got, c.want)
+			}
 		}
+		be.SetLaunchConfig(string(c.args.Op), nil)
+		bench.Close()
 	}
 }
 

@@ -708,15 +708,24 @@ var metalQMoETile = Config{KnobBM: "32", KnobBN: "64", KnobBK: "32", KnobSGM: "2
 // on simdgroup_matrix tiles that dequantize as they stage (qmoe_mm_gate_up
 // with gate and up together, qmoe_mm_down).
 var metalQMoE = &Space{
-	Doc:   "packed experts: the expert GEMVs up to mv_max rows per routed expert, else tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing as they stage",
+	Doc:   "packed experts: the expert GEMVs up to mv_max rows per routed expert (rows per simdgroup, simdgroups), else tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing as they stage",
 	Dims:  moeDims,
 	DType: "q4",
 	Params: append([]Knob{
 		{Name: KnobMVMax, Doc: "the expert GEMVs run up to this many rows per routed expert (0: never)", Values: Enum(metalMoEMV...)},
+		{Name: KnobRows, Doc: "expert GEMVs: weight rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"),
+			When: func(c Config, s Shape) bool { return !metalQMoETiled(c, s) }},
+		{Name: KnobSimdgroups, Doc: "expert GEMVs: simdgroups per threadgroup, each staging of the pair's activation row shared by all", Values: Pow2(1, 32),
+			When: func(c Config, s Shape) bool { return !metalQMoETiled(c, s) }},
 	}, metalQTileKnobs(metalQMoETiled)...),
 	Constraints: []Constraint{
 		metalSIMD,
-		metalThreads(func(c Config, _ Shape) int { return metalTileThreads(c) }),
+		metalThreads(func(c Config, _ Shape) int {
+			if metalTiled(c) {
+				return metalTileThreads(c)
+			}
+			return 32 * c.Int(KnobSimdgroups)
+		}),
 		metalTileRules,
 		metalQTileMemory(2), // gate and up stage together
 		metalTileFits(func(s Shape) int { return s[Tokens] }, func(s Shape) int { return max(s[Hidden], s[Intermediate]) }),
@@ -726,9 +735,18 @@ var metalQMoE = &Space{
 		if metalMVTaken(c, rows) {
 			for _, v := range metalMoEMV {
 				if t, _ := strconv.Atoi(v); t >= rows {
-					return Config{KnobMVMax: v}
+					mv := Config{KnobMVMax: v}
+					for _, k := range metalMVNames {
+						if mv[k] = c[k]; mv[k] == "" {
+							mv[k] = metalQMatVec[k]
+						}
+					}
+					return mv
 				}
 			}
+		}
+		for _, k := range metalMVNames {
+			delete(c, k)
 		}
 		c[KnobMVMax] = "0"
 		for _, v := range metalMoEMV {
@@ -744,11 +762,11 @@ var metalQMoE = &Space{
 		return c
 	},
 	Default: func(Shape, Limits) Config {
-		return merge(Config{KnobMVMax: strconv.Itoa(MetalMoEMatVecMaxRows)}, metalQMoETile)
+		return merge(Config{KnobMVMax: strconv.Itoa(MetalMoEMatVecMaxRows)}, metalQMatVec, metalQMoETile)
 	},
 	Format: func(c Config) string {
 		if !metalTiled(c) {
-			return "mv<=" + c[KnobMVMax] + "rows"
+			return fmt.Sprintf("mv<=%srows/r%s/%ssg", c[KnobMVMax], c[KnobRows], c[KnobSimdgroups])
 		}
 		return fmt.Sprintf("tiles>%srows/%sx%s/%sx%s", c[KnobMVMax], c[KnobBM], c[KnobBN], c[KnobSGM], c[KnobSGN])
 	},
