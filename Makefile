@@ -65,8 +65,9 @@ clang:
 # self-test on the GPU (at the newest MSL, at MSL 3.0 as macOS 13 compiles
 # it, and with serial passes), the kernels' pipeline limits, the fallback to
 # the next backend when the kernels do not compile (MSL 2.0 lacks what they
-# use), a four-minute tune of one decode attention, one MoE, one prefill
-# attention and one packed-matmul shape, the fusion on/off pair, and the
+# use), a six-minute tune of one decode attention, one MoE, one prefill
+# attention, one packed-matmul shape and the 4-bit decode's packed GEMV and
+# experts, the fusion on/off pair, and the
 # same prompts (a
 # short one, and one of 700 tokens whose decode runs split-K) on Metal and
 # on the CPU. Every
@@ -83,6 +84,9 @@ SMOKE_ATTN := --kernel paged_attention_decode --shape seqs=1,context=4096,num_he
 SMOKE_MOE  := --kernel moe --shape tokens=1,experts=128,top_k=8,hidden=2048,intermediate=768
 SMOKE_PREFILL := --kernel paged_attention_prefill --shape seqs=1,tokens=512,num_heads=32,num_kv_heads=4,head_size=128,block_size=16
 SMOKE_QMM  := --kernel qmatmul --dtype q4 --shape m=512,n=2048,k=2048
+# Qwen3-30B-A3B's 4-bit decode: the q projection's GEMV and the experts.
+SMOKE_QMV  := --kernel qmatmul --dtype q4 --shape m=1,n=4096,k=2048
+SMOKE_QMOE := --kernel qmoe --dtype q4 --shape tokens=1,experts=128,top_k=8,hidden=2048,intermediate=768
 # A 700-token prompt: decode past the attention's 512-key partition, so
 # split-K decode with RoPE and QK-norm fused into it, then the reduce; f32
 # weights (and so an f32 cache on Metal too), so Metal and the CPU agree to
@@ -112,6 +116,8 @@ mac-smoke: build
 	$(call smoke_step,tune-moe,$(BIN) $(SMOKE_TUNE) $(SMOKE_MOE))
 	$(call smoke_step,tune-prefill,$(BIN) $(SMOKE_TUNE) $(SMOKE_PREFILL))
 	$(call smoke_step,tune-packed,$(BIN) $(SMOKE_TUNE) $(SMOKE_QMM))
+	$(call smoke_step,tune-packed-decode,$(BIN) $(SMOKE_TUNE) $(SMOKE_QMV))
+	$(call smoke_step,tune-packed-experts,$(BIN) $(SMOKE_TUNE) $(SMOKE_QMOE))
 	$(call smoke_step,fusion,$(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --tag mac-smoke-fusion)
 	$(call smoke_step,tokens-metal,$(BIN) $(SMOKE_GEN) --backend metal)
 	$(call smoke_step,tokens-metal-nofusion,$(BIN) $(SMOKE_GEN) --backend metal --fusion off)
