@@ -175,19 +175,7 @@ func TestTunerDisqualifiesOnEmulator(t *testing.T) {
 	bad.Format = nil
 	defer tune.Register(&bad)()
 
-	b, err := tuner.ShapeBucket(be, string(ops.MatMul), "bf16", tune.Shape{ops.M: 3, ops.N: 100, ops.K: 40}, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := tuner.Run(context.Background(), []tuner.Bucket{b}, tuner.Options{Backend: be, Rounds: 2, Confirm: 2,
-		SampleTime: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rep.Results[0]
-	if r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	r := tuneBucket(t, be, string(ops.MatMul), "bf16", tune.Shape{ops.M: 3, ops.N: 100, ops.K: 40}, 2)
 	if !r.Emulated || r.Entry != nil || !strings.HasPrefix(r.Verdict, "emulated") {
 		t.Errorf("emulated %v, entry %v, verdict %q: want an emulated result without a tuned config", r.Emulated, r.Entry, r.Verdict)
 	}
@@ -222,19 +210,7 @@ func TestTunerRunsPackedKernels(t *testing.T) {
 		{"qmatmul", "q4_k", tune.Shape{ops.M: 40, ops.N: 96, ops.K: 256}},
 		{"qmoe", "q8_0", tune.Shape{ops.Tokens: 24, ops.Experts: 3, ops.TopK: 2, ops.Hidden: 64, ops.Intermediate: 96}},
 	} {
-		b, err := tuner.ShapeBucket(be, c.kernel, c.dtype, c.shape, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := tuner.Run(context.Background(), []tuner.Bucket{b}, tuner.Options{Backend: be, Rounds: 1, Confirm: 1,
-			SampleTime: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := rep.Results[0]
-		if r.Err != nil {
-			t.Fatalf("%s: %v", c.kernel, r.Err)
-		}
+		r := tuneBucket(t, be, c.kernel, c.dtype, c.shape, 1)
 		timed := 0
 		for _, cand := range r.Candidates {
 			switch cand.Status {
@@ -488,4 +464,24 @@ cases:
 	if _, ok := got["matmul"]; ok {
 		t.Errorf("float matmul buckets %v for a model whose matrices are all packed", got["matmul"])
 	}
+}
+
+// tuneBucket tunes one bucket of kernel at shape on be, with rounds timed
+// and confirming rounds of a millisecond each, and returns its result.
+func tuneBucket(t *testing.T, be bridge.Backend, kernel, dtype string, shape tune.Shape, rounds int) *tuner.Result {
+	t.Helper()
+	b, err := tuner.ShapeBucket(be, kernel, dtype, shape, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tuner.Run(context.Background(), []tuner.Bucket{b}, tuner.Options{Backend: be, Rounds: rounds, Confirm: rounds,
+		SampleTime: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if r.Err != nil {
+		t.Fatalf("%s: %v", kernel, r.Err)
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,15 @@ func TestClangSyntax(t *testing.T) {
 	if len(names) == 0 || names[0] != "common.cu" {
 		t.Fatalf("kernel files %v: want common.cu first", names)
 	}
+	if err := clangSyntax(t, clang, src); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clangSyntax checks src as NVRTC compiles it with clang's CUDA front end
+// for sm_90 (testdata/nvrtc.h declares what NVRTC predefines).
+func clangSyntax(t *testing.T, clang, src string) error {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "kernels.cu")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -33,8 +43,9 @@ func TestClangSyntax(t *testing.T) {
 		"-fsyntax-only", "-ferror-limit=20", "-Wno-unknown-cuda-version", "-Wno-cuda-compat", "-Itestdata/include", "-include", "testdata/nvrtc.h",
 		path).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", clang, err, clip(string(out), 6000))
+		return fmt.Errorf("%s: %v\n%s", clang, err, clip(string(out), 6000))
 	}
+	return nil
 }
 
 func clip(s string, n int) string {
@@ -125,15 +136,8 @@ func TestUnitsSplitTheKernels(t *testing.T) {
 	}
 	// Every unit compiles with the other files' kernels as templates.
 	for _, u := range units {
-		path := filepath.Join(t.TempDir(), "unit.cu")
-		if err := os.WriteFile(path, []byte(u.Source), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(clang, "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib",
-			"-fsyntax-only", "-ferror-limit=20", "-Wno-unknown-cuda-version", "-Wno-cuda-compat", "-Itestdata/include", "-include", "testdata/nvrtc.h",
-			path).CombinedOutput()
-		if err != nil {
-			t.Errorf("unit %s: %s: %v\n%s", u.Name, clang, err, clip(string(out), 6000))
+		if err := clangSyntax(t, clang, u.Source); err != nil {
+			t.Errorf("unit %s: %v", u.Name, err)
 		}
 	}
 	t.Logf("%d kernels in %d units", len(all), len(units))

@@ -604,6 +604,16 @@ var metalMatMul = &Space{
 // row one 32-value unit plus 16 bytes of padding.
 func MetalQTileMemory(bm, bn, mats int) int { return (bm + mats*bn) * (32 + 4) * 4 }
 
+// metalQMVKnobs are a packed GEMV's knobs (quant.metal qmatvec, qmoe_mv),
+// applying where when says: its weight rows per simdgroup and simdgroups
+// per threadgroup, which share one staging of the activation rows.
+func metalQMVKnobs(what string, when func(Config, Shape) bool) []Knob {
+	return []Knob{
+		{Name: KnobRows, Doc: what + ": weight rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"), When: when},
+		{Name: KnobSimdgroups, Doc: what + ": simdgroups per threadgroup, each staging of the activation rows shared by all", Values: Pow2(1, 32), When: when},
+	}
+}
+
 // metalQTileKnobs are a packed tile's knobs (quant.metal qmm_accumulate),
 // each applying where when says (nil: always).
 func metalQTileKnobs(when func(Config, Shape) bool) []Knob {
@@ -651,20 +661,11 @@ var metalQMatMul = &Space{
 	Doc:   "packed matmul: the GEMV up to the matvec's rows (rows per simdgroup, simdgroups per threadgroup), else simdgroup_matrix tiles (bm x bn over sgm x sgn simdgroups, k steps of one 32-value unit) dequantizing the weights as they stage them",
 	Dims:  matmulDims,
 	DType: "q4",
-	Params: append([]Knob{
-		{Name: KnobRows, Doc: "GEMV: weight rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"),
-			When: func(_ Config, s Shape) bool { return metalQMV(s) }},
-		{Name: KnobSimdgroups, Doc: "GEMV: simdgroups per threadgroup, each staging of the activation rows shared by all", Values: Pow2(1, 32),
-			When: func(_ Config, s Shape) bool { return metalQMV(s) }},
-	}, metalQTileKnobs(func(_ Config, s Shape) bool { return !metalQMV(s) })...),
+	Params: append(metalQMVKnobs("GEMV", func(_ Config, s Shape) bool { return metalQMV(s) }),
+		metalQTileKnobs(func(_ Config, s Shape) bool { return !metalQMV(s) })...),
 	Constraints: []Constraint{
 		metalSIMD,
-		metalThreads(func(c Config, _ Shape) int {
-			if metalTiled(c) {
-				return metalTileThreads(c)
-			}
-			return 32 * c.Int(KnobSimdgroups)
-		}),
+		metalThreads(metalPathThreads),
 		metalTileRules,
 		metalQTileMemory(1),
 		metalTileFits(func(s Shape) int { return s[M] }, func(s Shape) int { return s[N] }),
@@ -713,19 +714,11 @@ var metalQMoE = &Space{
 	DType: "q4",
 	Params: append([]Knob{
 		{Name: KnobMVMax, Doc: "the expert GEMVs run up to this many rows per routed expert (0: never)", Values: Enum(metalMoEMV...)},
-		{Name: KnobRows, Doc: "expert GEMVs: weight rows per simdgroup, 1..4", Values: Enum("1", "2", "3", "4"),
-			When: func(c Config, s Shape) bool { return !metalQMoETiled(c, s) }},
-		{Name: KnobSimdgroups, Doc: "expert GEMVs: simdgroups per threadgroup, each staging of the pair's activation row shared by all", Values: Pow2(1, 32),
-			When: func(c Config, s Shape) bool { return !metalQMoETiled(c, s) }},
-	}, metalQTileKnobs(metalQMoETiled)...),
+	}, append(metalQMVKnobs("expert GEMVs", func(c Config, s Shape) bool { return !metalQMoETiled(c, s) }),
+		metalQTileKnobs(metalQMoETiled)...)...),
 	Constraints: []Constraint{
 		metalSIMD,
-		metalThreads(func(c Config, _ Shape) int {
-			if metalTiled(c) {
-				return metalTileThreads(c)
-			}
-			return 32 * c.Int(KnobSimdgroups)
-		}),
+		metalThreads(metalPathThreads),
 		metalTileRules,
 		metalQTileMemory(2), // gate and up stage together
 		metalTileFits(func(s Shape) int { return s[Tokens] }, func(s Shape) int { return max(s[Hidden], s[Intermediate]) }),
