@@ -14,6 +14,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -391,27 +392,9 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 // prefillVsDecode compares one-step prefill logits with token-by-token
 // decode on engines that keep the KV cache in kv.
 func prefillVsDecode(t *testing.T, b *Backend, preset string, cfg *model.Config, src model.Source, kv bridge.DType) {
-	engines := map[int]*engine.Engine{}
-	for _, budget := range []int{2048, 1} {
-		e, err := engine.New(b, cfg, src, engine.Options{TokenBudget: budget, KVTokens: 2048, KVDType: kv.String()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		engines[budget] = e
-	}
-	for _, n := range []int{1, 15, 16, 17, 300, 1000} {
-		prompt := make([]int32, n)
-		for i := range prompt {
-			prompt[i] = int32((i*7919 + 13) % cfg.Vocab)
-		}
-		logits := func(budget int) []float32 {
-			out, err := engines[budget].Generate([]engine.Request{{ID: n, Prompt: prompt, MaxNewTokens: 1, WantLogits: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out[0].Logits
-		}
-		whole, single := logits(2048), logits(1)
+	run := enginetest.PrefillAndStep(t, b, cfg, src, engine.Options{TokenBudget: 2048, KVTokens: 2048, KVDType: kv.String()})
+	for _, n := range enginetest.PromptLengths {
+		whole, single := run(t, n)
 		e := relErr(whole, single)
 		t.Logf("%s, %v cache, %d-token prompt: one step against one token a step: relative error %.2g", preset, kv, n, e)
 		if e > bf16RelTol {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -28,33 +29,15 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { src.Close() })
-		engines := map[int]*engine.Engine{}
-		for _, budget := range []int{0, 1} {
-			e, err := engine.New(be, cfg, src, engine.Options{TokenBudget: budget, KVTokens: 2048})
-			if err != nil {
-				t.Fatal(err)
-			}
-			engines[budget] = e
-		}
+		run := enginetest.PrefillAndStep(t, be, cfg, src, engine.Options{KVTokens: 2048})
 		name := "f32"
 		if q != "" {
 			name = q
 		}
-		for _, n := range []int{1, 15, 16, 17, 300, 1000} {
+		for _, n := range enginetest.PromptLengths {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
-				prompt := make([]int32, n)
-				for i := range prompt {
-					prompt[i] = int32((i*7919 + 13) % cfg.Vocab)
-				}
-				var logits [2][]float32
-				for i, budget := range []int{0, 1} {
-					out, err := engines[budget].Generate([]engine.Request{{ID: n, Prompt: prompt, MaxNewTokens: 1, WantLogits: true}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					logits[i] = out[0].Logits
-				}
-				d := maxAbsDiff(logits[0], logits[1])
+				whole, single := run(t, n)
+				d := maxAbsDiff(whole, single)
 				t.Logf("%d-token prompt: max abs difference %.2g", n, d)
 				if d > 1e-4 {
 					t.Errorf("%d-token prompt: one step and a token a step differ by %.3g", n, d)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -20,31 +21,12 @@ func TestPrefillEqualsTokenByTokenOnCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	be := cpu.New(cpu.Options{})
-	engines := map[int]*engine.Engine{}
-	for _, budget := range []int{0, 1} {
-		e, err := engine.New(be, cfg, src, engine.Options{TokenBudget: budget, KVTokens: 2048})
-		if err != nil {
-			t.Fatal(err)
-		}
-		engines[budget] = e
-	}
-	for _, n := range []int{1, 15, 16, 17, 300, 1000} {
-		prompt := make([]int32, n)
-		for i := range prompt {
-			prompt[i] = int32((i*7919 + 13) % cfg.Vocab)
-		}
-		var logits [2][]float32
-		for i, budget := range []int{0, 1} {
-			out, err := engines[budget].Generate([]engine.Request{{ID: n, Prompt: prompt, MaxNewTokens: 1, WantLogits: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			logits[i] = out[0].Logits
-		}
+	run := enginetest.PrefillAndStep(t, cpu.New(cpu.Options{}), cfg, src, engine.Options{KVTokens: 2048})
+	for _, n := range enginetest.PromptLengths {
+		whole, single := run(t, n)
 		var d float64
-		for i := range logits[0] {
-			d = math.Max(d, math.Abs(float64(logits[0][i])-float64(logits[1][i])))
+		for i := range whole {
+			d = math.Max(d, math.Abs(float64(whole[i])-float64(single[i])))
 		}
 		t.Logf("%d-token prompt: max abs difference %.2g", n, d)
 		if d > 1e-4 {

@@ -1,0 +1,56 @@
+// Package enginetest holds the engine-level check every backend's tests
+// run: a prompt's logits from one prefill step against the same prompt fed
+// a token a step (runner/engine, bridge/metal and bridge/cuda
+// prefill_test.go), each backend with its own tolerance.
+package enginetest
+
+import (
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// PromptLengths cross the GPU kernels' tiles (32 and 64 rows), the cache's
+// blocks (16 slots) and the prefill attention's query blocks.
+var PromptLengths = []int{1, 15, 16, 17, 300, 1000}
+
+// Prompt is a deterministic n-token prompt over vocab token ids.
+func Prompt(n, vocab int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32((i*7919 + 13) % vocab)
+	}
+	return p
+}
+
+// PrefillAndStep opens two engines on be: one with o (its TokenBudget
+// takes whole prompts; 0 is the engine's default) and one that feeds a
+// token a step. The function it returns gives the logits after an n-token
+// Prompt from each, failing the test (or subtest) it is given.
+func PrefillAndStep(t testing.TB, be bridge.Backend, cfg *model.Config, src model.Source, o engine.Options) func(t testing.TB, n int) (whole, single []float32) {
+	t.Helper()
+	var engines [2]*engine.Engine
+	for i, budget := range []int{o.TokenBudget, 1} {
+		oo := o
+		oo.TokenBudget = budget
+		e, err := engine.New(be, cfg, src, oo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		engines[i] = e
+	}
+	return func(t testing.TB, n int) ([]float32, []float32) {
+		t.Helper()
+		var logits [2][]float32
+		for i, e := range engines {
+			out, err := e.Generate([]engine.Request{{ID: n, Prompt: Prompt(n, cfg.Vocab), MaxNewTokens: 1, WantLogits: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logits[i] = out[0].Logits
+		}
+		return logits[0], logits[1]
+	}
+}
