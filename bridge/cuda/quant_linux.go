@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -63,10 +64,10 @@ const (
 	qaMaxK    = 64 // QA_MAXK: experts a token
 )
 
-// qaFits: the integer kernels take affine rows whose groups are whole
-// 32-value units.
+// qaFits: the integer kernels take affine rows whose groups are a power of
+// two of whole 32-value units (a unit's group is a shift).
 func qaFits(s quant.Spec) bool {
-	return s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8) && s.Group%32 == 0
+	return s.Type == quant.Affine && (s.Bits == 4 || s.Bits == 8) && s.Group%32 == 0 && bits.OnesCount(uint(s.Group/32)) == 1
 }
 
 // qaRows is a qagemv launch's rows a warp: the most of choices that still

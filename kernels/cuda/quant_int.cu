@@ -3,10 +3,10 @@
 // memory as 24-bit fixed point per 32-value unit, x ≈ d·(65536·h + 256·m +
 // l) with h and m int8 and l uint8 (as precise as the floats: d/2 is
 // 6e-8 of the unit's largest |x|), and the unit's float sum. A lane then
-// dots 32 packed values of a row with the three byte planes in 12 (4-bit)
-// or 24 (8-bit) dp4a, exact in int32, and adds scale·d·Σ + bias·Σx once per
-// unit: about 1.3 instructions a weight value, where widening to floats
-// took four. Weights are read 16 bytes a lane, a warp's rows (gate and up
+// dots 32 packed values of a row with the three byte planes in 24 dp4a,
+// exact in int32, and adds scale·d·Σ + bias·Σx once per unit: about two
+// instructions a weight value at 4 bits (docs/cuda.md, "Where 4-bit decode
+// time goes"), where widening to floats took four. Weights are read 16 bytes a lane, a warp's rows (gate and up
 // rows together with SwiGLU) with eight 16-byte loads of each lane in
 // flight; blocks loop over row groups so the staging is paid once a block.
 
@@ -49,10 +49,16 @@ __device__ __forceinline__ int qa_dp4a(u32 a, u32 b, int c) {
 // QANorm is an RMSNorm folded into a GEMV's staging (rmsnorm_gemv): the
 // staged rows are (x·inv[c])·w, as rms_norm computes them, and the first
 // block of grid x stores them to h, for whatever reads the norm's output.
+// With red set, the staging call takes the whole row in one pass of the
+// block (one row of k values, at most 8 a thread) and finds its 1/rms from
+// the values it holds, over red (32 floats); else inv holds each row's.
 struct QANorm {
     const float* w;
     float* h;
     const float* inv;  // per staged row, in shared memory
+    float* red;
+    int k;
+    float eps;
 };
 
 // qa_put stores plane P of 8 values (chunk j of unit u) as two words of
@@ -78,24 +84,31 @@ __device__ __forceinline__ void qa_stage(QAStage& st, const float* __restrict__ 
         const int i = base + threadIdx.x;
         const bool ok = i < total;
         const int c = ok ? i / per : 0, v = ok ? i - c * per : 0;
-        float a[8];
+        float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0;
         if (ok) {
             const float4* p = (const float4*)(x + c * xs + k0 + 8 * v);
-            float4 p0 = p[0], p1 = p[1];
-            if (norm.w) {
+            p0 = p[0], p1 = p[1];
+        }
+        if (norm.w) {
+            float inv;
+            if (norm.red) {
+                const float ss = block_sum(p0.x * p0.x + p0.y * p0.y + p0.z * p0.z + p0.w * p0.w + p1.x * p1.x +
+                                               p1.y * p1.y + p1.z * p1.z + p1.w * p1.w,
+                                           norm.red);
+                inv = (float)(1.0 / sqrt((double)ss / norm.k + (double)norm.eps));
+            } else {
+                inv = norm.inv[c];
+            }
+            if (ok) {
                 const float4* w = (const float4*)(norm.w + k0 + 8 * v);
-                const float inv = norm.inv[c];
                 p0 = norm4(p0, __ldg(w), inv), p1 = norm4(p1, __ldg(w + 1), inv);
                 if (norm.h && blockIdx.x == 0) {
                     float4* o = (float4*)(norm.h + c * xs + k0 + 8 * v);
                     o[0] = p0, o[1] = p1;
                 }
             }
-            a[0] = p0.x, a[1] = p0.y, a[2] = p0.z, a[3] = p0.w, a[4] = p1.x, a[5] = p1.y, a[6] = p1.z, a[7] = p1.w;
-        } else {
-#pragma unroll
-            for (int e = 0; e < 8; e++) a[e] = 0.f;
         }
+        const float a[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
         float m = 0.f, s = 0.f;
 #pragma unroll
         for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(a[e])), s += a[e];
@@ -150,46 +163,79 @@ __device__ __forceinline__ float qa_dot(const uint4 (&w)[BITS / 4], const uint4 
     return (float)(ih * 256 + im) * 256.f + (float)il;
 }
 
+// qa_scale is scale or bias i of a row, of type SDT (bridge.DType's codes:
+// f32, f16, bf16): the kernels switch on the runtime type once, so the inner
+// loops carry no type test.
+template <int SDT>
+__device__ __forceinline__ float qa_scale(const unsigned char* p, int i) {
+    if (SDT == DT_F32) return __ldg((const float*)p + i);
+    const u16 h = __ldg((const unsigned short*)p + i);
+    return SDT == DT_BF16 ? __uint_as_float((u32)h << 16) : f16_to_f32(h);
+}
+
+// qa_gsh is log2 of a group's 32-value units (qaFits keeps it a power of
+// two), so a unit's group is a shift.
+__device__ __forceinline__ int qa_gsh(int group) { return __ffs(group / 32) - 1; }
+
 // QAMat is a row source of qa_rows: R consecutive rows of A from row0 and,
 // with GU, the same rows of B (rows past last repeat it, unwritten); unit v
-// of the chunk is unit ub+v of the row.
-template <int BITS, int R, bool GU>
+// of the chunk is unit ub+v of the row. Each row's offsets into the values
+// and the scales are found once, when the row group is set, and shared by
+// A and B.
+template <int BITS, int R, bool GU, int SDT>
 struct QAMat {
     const unsigned char *wA, *sA, *bA, *wB, *sB, *bB;
-    int row0, last, rowBytes, sz, sdt, group, ub;
-    __device__ __forceinline__ bool at(int r, int v, const unsigned char*& w, float& sc, float& bi) const {
+    long woff[R];
+    int soff[R];
+    int ub, gsh;
+    __device__ __forceinline__ QAMat(const QMat& A, const QMat& B, int row0, int last, int rowBytes, int sz, int gsh_)
+        : wA(A.w), sA(A.s), bA(A.b), wB(B.w), sB(B.s), bB(B.b), ub(0), gsh(gsh_) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int n = min(row0 + r, last);
+            woff[r] = (long)n * rowBytes, soff[r] = n * sz;
+        }
+    }
+    __device__ __forceinline__ bool at(int r, int v, const uint4*& p, float& sc, float& bi) const {
         const bool up = GU && r >= R;
-        const size_t n = min(row0 + (up ? r - R : r), last), uu = ub + v;
-        w = (up ? wB : wA) + n * rowBytes + uu * 4 * BITS;
-        const int g = (int)(uu * 32 / group);
-        sc = q_scale((up ? sB : sA) + n * sz, g, sdt);
-        bi = q_scale((up ? bB : bA) + n * sz, g, sdt);
+        const int i = up ? r - R : r, uu = ub + v, g = uu >> gsh;
+        p = (const uint4*)((up ? wB : wA) + woff[i]) + uu * (BITS / 4);
+        sc = qa_scale<SDT>((up ? sB : sA) + soff[i], g);
+        bi = qa_scale<SDT>((up ? bB : bA) + soff[i], g);
         return true;
     }
 };
 
-// QAExperts is the row source of qmoe_down_sum: row row0+r of the K experts'
-// down projections one after another, unit v of the concatenation in
-// expert j = v / upe, scaled by the pair's routing weight (pointers and
+// QAExperts is the row source of qa_moe_down_sum: row row0+r of the K
+// experts' down projections one after another, unit v of the concatenation
+// in expert j = v / upe, scaled by the pair's routing weight (pointers and
 // weights from the block's shared table; a bad expert adds nothing).
 #define QA_MAXK 64
+template <int BITS, int R, int SDT>
 struct QAExperts {
     const unsigned char* const* w;
     const unsigned char* const* s;
     const unsigned char* const* b;
     const float* wt;
-    int row0, last, rowBytes, sz, sdt, group, upe, bits;
+    int upe, gsh;
     float inv;  // 1/upe
-    __device__ __forceinline__ bool at(int r, int v, const unsigned char*& wp, float& sc, float& bi) const {
-        const int j = __float2int_rz(((float)v + 0.5f) * inv), uu = v - j * upe;
+    long woff[R];
+    int soff[R];
+    __device__ __forceinline__ void rows(int row0, int last, int rowBytes, int sz) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int n = min(row0 + r, last);
+            woff[r] = (long)n * rowBytes, soff[r] = n * sz;
+        }
+    }
+    __device__ __forceinline__ bool at(int r, int v, const uint4*& p, float& sc, float& bi) const {
+        const int j = __float2int_rz(((float)v + 0.5f) * inv), uu = v - j * upe, g = uu >> gsh;
         const unsigned char* base = w[j];
         if (!base) return false;
-        const size_t n = min(row0 + r, last);
-        wp = base + n * rowBytes + (size_t)uu * 4 * bits;
-        const int g = uu * 32 / group;
+        p = (const uint4*)(base + woff[r]) + uu * (BITS / 4);
         const float m = wt[j];
-        sc = m * q_scale(s[j] + n * sz, g, sdt);
-        bi = m * q_scale(b[j] + n * sz, g, sdt);
+        sc = m * qa_scale<SDT>(s[j] + soff[r], g);
+        bi = m * qa_scale<SDT>(b[j] + soff[r], g);
         return true;
     }
 };
@@ -210,11 +256,11 @@ __device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& s
         for (int h = 0; h < U; h++) {
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                const unsigned char* p = 0;
+                const uint4* p = 0;
                 sc[h][r] = bi[h][r] = 0.f;
                 if (u + 32 * h < nu && src.at(r, u + 32 * h, p, sc[h][r], bi[h][r])) {
 #pragma unroll
-                    for (int k = 0; k < NW; k++) w[h][r][k] = ld_stream(p + 16 * k);
+                    for (int k = 0; k < NW; k++) w[h][r][k] = ld_stream(p + k);
                 } else {
 #pragma unroll
                     for (int k = 0; k < NW; k++) w[h][r][k] = make_uint4(0, 0, 0, 0);
@@ -242,41 +288,64 @@ __device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& s
     }
 }
 
-// QA_LOADS is the 16-byte loads a lane keeps in flight: U units of NR rows.
+// QA_LOADS is the 16-byte loads a lane keeps in flight: U units of NR rows,
+// half as many with HALF (a GEMV of four or more row-by-column dot
+// products: they and its three matrices take the registers, and the whole
+// set would spill).
 #define QA_LOADS 8
-#define QA_U(BITS, NR) (QA_LOADS * 4 / (BITS) / (NR) > 0 ? QA_LOADS * 4 / (BITS) / (NR) : 1)
+#define QA_U(BITS, NR, HALF) (QA_LOADS * 4 / (BITS) / (NR) / ((HALF) ? 2 : 1) > 0 ? QA_LOADS * 4 / (BITS) / (NR) / ((HALF) ? 2 : 1) : 1)
+
+// qa_prefetch_row asks for a row of bytes in L2, 16 KiB a request.
+__device__ __forceinline__ void qa_prefetch_row(const unsigned char* p, int bytes) {
+    for (int off = 0; off < bytes; off += 16384) prefetch_l2(p + off, (unsigned)min(bytes - off, 16384));
+}
+
+// QAShared is what a qa kernel's block keeps in shared memory: the staged
+// activations, each staged row's 1/rms and a reduction's partials, and for
+// qa_moe_down_sum the token's experts. The kernels declare it once, outside
+// the scale-type switch, so the three instantiations share it.
+struct QAShared {
+    QAStage st;
+    float inv[4], red[32];
+    const unsigned char *w[QA_MAXK], *s[QA_MAXK], *b[QA_MAXK];
+    float wt[QA_MAXK];
+};
+
+// qa_pick is row group rg's matrix and its group index within it, among
+// g0 groups of m0, g1 of m1, then m2's (selected by value: a pointer to one
+// of three would put them in local memory).
+__device__ __forceinline__ QMat qa_pick(int& g, int g0, int g1, const QMat& m0, const QMat& m1, const QMat& m2) {
+    if (g < g0) return m0;
+    g -= g0;
+    if (g < g1) return m1;
+    g -= g1;
+    return m2;
+}
 
 // qa_gemv: out = x[M][K]·wᵀ (+ bias) for up to three affine matrices of one
 // format reading the same x (q, k, v), or with GU gate and up: out0 =
 // silu(x·gateᵀ)·(x·upᵀ) and out1 = x·upᵀ when set. Grid y: C activation
-// rows a block; grid x: blocks looping over row groups of R rows a warp.
+// rows a block; grid x: blocks looping over row groups of R rows a warp,
+// each warp's next group prefetched into L2 while it reads the current one.
 // K over QA_XB/C values is staged a chunk at a time.
-template <int BITS, int R, int C, bool GU>
-__device__ __forceinline__ void qa_gemv(const float* __restrict__ x, int M, int K, int rowBytes, int groups, int sdt,
-                                        const QMat& m0, const QMat& m1, const QMat& m2, const float* __restrict__ nw = 0,
-                                        float* __restrict__ nh = 0, float eps = 0.f) {
-    __shared__ QAStage st;
-    __shared__ float s_inv[C], red[32];
+template <int BITS, int R, int C, bool GU, int SDT>
+__device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ x, int M, int K, int rowBytes, int groups,
+                                        const QMat& m0, const QMat& m1, const QMat& m2, const float* __restrict__ nw,
+                                        float* __restrict__ nh, float eps) {
+    QAStage& st = sh.st;
     constexpr int NR = GU ? 2 * R : R;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int c0 = blockIdx.y * C, cols = min(C, M - c0);
-    const int ucap = QA_UNITS / C, kcap = ucap * 32, group = K / groups, sz = groups * (sdt == 0 ? 4 : 2);
+    const int ucap = QA_UNITS / C, kcap = ucap * 32, group = K / groups, sz = groups * (SDT == DT_F32 ? 4 : 2);
     const float* xc = x + (long)c0 * K;
     const int g0 = (m0.n + R - 1) / R, g1 = GU ? 0 : (m1.n + R - 1) / R, g2 = GU ? 0 : (m2.n + R - 1) / R;
-    const int total = g0 + g1 + g2;
-    // The first row group's weights head for L2 while the kernel before
-    // this one finishes.
-    {
-        const int rg = blockIdx.x * QWARPS + warp;
-        if (rg < g0 && lane < NR) {
-            const QMat& m = (GU && lane >= R) ? m1 : m0;
-            const int n = min(rg * R + lane % R, m0.n - 1);
-            prefetch_l2(m.w + (long)n * rowBytes, rowBytes);
-        }
-    }
-    pdl_wait();
-    QANorm norm = {nw, nh ? nh + (long)c0 * K : 0, s_inv};
-    if (nw) {
+    const int total = g0 + g1 + g2, stride = gridDim.x * QWARPS;
+    const int nchunks = (K + kcap - 1) / kcap;
+    // One row of at most 8 values a thread: the norm's sum of squares comes
+    // from the staging pass itself.
+    const bool onepass = nw && cols == 1 && nchunks == 1 && K <= 8 * (int)blockDim.x;
+    QANorm norm = {nw, nh ? nh + (long)c0 * K : 0, sh.inv, onepass ? sh.red : 0, K, eps};
+    if (nw && !onepass) {
         // The norm's 1/rms of each staged row, over all of K.
         for (int c = 0; c < cols; c++) {
             float ss = 0.f;
@@ -284,28 +353,26 @@ __device__ __forceinline__ void qa_gemv(const float* __restrict__ x, int M, int 
                 const float4 v = __ldg((const float4*)(xc + (long)c * K + i));
                 ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
             }
-            ss = block_sum(ss, red);
-            if (threadIdx.x == 0) s_inv[c] = (float)(1.0 / sqrt((double)ss / K + (double)eps));
+            ss = block_sum(ss, sh.red);
+            if (threadIdx.x == 0) sh.inv[c] = (float)(1.0 / sqrt((double)ss / K + (double)eps));
         }
         __syncthreads();
     }
-    const int nchunks = (K + kcap - 1) / kcap;
     if (nchunks == 1) {
         qa_stage<BITS>(st, xc, K, cols, 0, K, ucap, norm);
         __syncthreads();
     }
-    for (int base = blockIdx.x * QWARPS; base < total; base += gridDim.x * QWARPS) {
+    for (int base = blockIdx.x * QWARPS; base < total; base += stride) {
         const int rg = base + warp;
         const bool active = rg < total;
-        // The row group's matrix, selected by value (a pointer to one of
-        // three would put them in local memory).
-        int g = rg;
-        QMat m = m0;
-        if (!GU && g >= g0) {
-            g -= g0, m = m1;
-            if (g >= g1) g -= g1, m = m2;
+        if (rg + stride < total && lane < NR) {
+            int gn = rg + stride;
+            const QMat mn = GU ? (lane >= R ? m1 : m0) : qa_pick(gn, g0, g1, m0, m1, m2);
+            qa_prefetch_row(mn.w + (long)min(gn * R + lane % R, mn.n - 1) * rowBytes, rowBytes);
         }
-        QAMat<BITS, R, GU> src = {m.w, m.s, m.b, m1.w, m1.s, m1.b, g * R, max(m.n - 1, 0), rowBytes, sz, sdt, group, 0};
+        int g = rg;
+        const QMat m = GU ? m0 : qa_pick(g, g0, g1, m0, m1, m2);
+        QAMat<BITS, R, GU, SDT> src(m, m1, g * R, max(m.n - 1, 0), rowBytes, sz, qa_gsh(group));
         float acc[NR][C];
 #pragma unroll
         for (int r = 0; r < NR; r++)
@@ -319,7 +386,7 @@ __device__ __forceinline__ void qa_gemv(const float* __restrict__ x, int M, int 
                 __syncthreads();
             }
             src.ub = k0 / 32;
-            if (active) qa_rows<BITS, NR, C, QA_U(BITS, NR)>(src, kc / 32, st, 0, ucap, cols, lane, acc);
+            if (active) qa_rows<BITS, NR, C, QA_U(BITS, NR, NR * C >= 4)>(src, kc / 32, st, 0, ucap, cols, lane, acc);
         }
         if (!active) continue;
 #pragma unroll
@@ -329,7 +396,7 @@ __device__ __forceinline__ void qa_gemv(const float* __restrict__ x, int M, int 
         if (lane != 0) continue;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const int n = src.row0 + r;
+            const int n = g * R + r;
             if (n >= m.n) break;
 #pragma unroll
             for (int c = 0; c < C; c++) {
@@ -346,41 +413,50 @@ __device__ __forceinline__ void qa_gemv(const float* __restrict__ x, int M, int 
     }
 }
 
+// qa_gemv_prefetch: before the wait on the kernel before, the first row
+// group of each warp heads for L2 (weights do not depend on that kernel).
+template <int R, bool GU>
+__device__ __forceinline__ void qa_gemv_prefetch(int rowBytes, const QMat& m0, const QMat& m1) {
+    constexpr int NR = GU ? 2 * R : R;
+    const int rg = blockIdx.x * QWARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (rg < (m0.n + R - 1) / R && lane < NR) {
+        const QMat& m = (GU && lane >= R) ? m1 : m0;
+        qa_prefetch_row(m.w + (long)min(rg * R + lane % R, m0.n - 1) * rowBytes, rowBytes);
+    }
+}
+
 // qa_moe_gate_up: h[p] = silu(x·gateᵀ)·(x·upᵀ) for each (token, expert)
 // pair p of token blockIdx.y, the token's x staged once a block and its
 // pairs' row groups shared among the blocks of grid x.
-template <int BITS, int R>
-__device__ __forceinline__ void qa_moe_gate_up(const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab,
-                                               const int* __restrict__ ids, int H, int I, int K, int E, int rowBytes,
-                                               int groups, int sdt, int* __restrict__ stats) {
-    __shared__ QAStage st;
+template <int BITS, int R, int SDT>
+__device__ __forceinline__ void qa_moe_gate_up(QAShared& sh, const float* __restrict__ x, float* __restrict__ h,
+                                               const u64* __restrict__ tab, const int* __restrict__ ids, int H, int I,
+                                               int K, int E, int rowBytes, int groups, int* __restrict__ stats) {
+    QAStage& st = sh.st;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
-    const int group = H / groups, sz = groups * (sdt == 0 ? 4 : 2), per = (I + R - 1) / R, total = K * per;
-    pdl_wait();
-    {
-        // The first row group's rows head for L2 while x is staged.
-        const int rg = blockIdx.x * QWARPS + warp;
-        if (rg < total && lane < 2 * R) {
-            const int j = rg / per, e = ids[t * K + j];
-            if (e >= 0 && e < E)
-                prefetch_l2((const unsigned char*)tab[(lane / R) * E + e] + (long)min((rg - j * per) * R + lane % R, I - 1) * rowBytes,
-                            rowBytes);
-        }
-    }
+    const int group = H / groups, sz = groups * (SDT == DT_F32 ? 4 : 2), per = (I + R - 1) / R, total = K * per;
+    const int stride = gridDim.x * QWARPS;
     qa_stage<BITS>(st, x + (long)t * H, H, 1, 0, H, QA_UNITS);
     __syncthreads();
-    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += gridDim.x * QWARPS) {
+    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += stride) {
+        if (rg + stride < total && lane < 2 * R) {
+            const int jn = (rg + stride) / per, en = ids[t * K + jn];
+            if (en >= 0 && en < E)
+                qa_prefetch_row((const unsigned char*)tab[(lane / R) * E + en] +
+                                    (long)min((rg + stride - jn * per) * R + lane % R, I - 1) * rowBytes,
+                                rowBytes);
+        }
         const int j = rg / per, row0 = (rg - j * per) * R, p = t * K + j, e = ids[p];
         if (e < 0 || e >= E) {
             if (lane == 0) atomicOr(stats, ERR_BAD_EXPERT);
             continue;
         }
         const QMat gm = qmoe_mat(tab, 0, e, E, h + (long)p * I, I), um = qmoe_mat(tab, 1, e, E, 0, I);
-        const QAMat<BITS, R, true> src = {gm.w, gm.s, gm.b, um.w, um.s, um.b, row0, I - 1, rowBytes, sz, sdt, group, 0};
+        const QAMat<BITS, R, true, SDT> src(gm, um, row0, I - 1, rowBytes, sz, qa_gsh(group));
         float acc[2 * R][1];
 #pragma unroll
         for (int r = 0; r < 2 * R; r++) acc[r][0] = 0.f;
-        qa_rows<BITS, 2 * R, 1, QA_U(BITS, 2 * R)>(src, H / 32, st, 0, QA_UNITS, 1, lane, acc);
+        qa_rows<BITS, 2 * R, 1, QA_U(BITS, 2 * R, false)>(src, H / 32, st, 0, QA_UNITS, 1, lane, acc);
 #pragma unroll
         for (int r = 0; r < 2 * R; r++) acc[r][0] = warp_sum(acc[r][0]);
         if (lane == 0) {
@@ -391,61 +467,103 @@ __device__ __forceinline__ void qa_moe_gate_up(const float* __restrict__ x, floa
     }
 }
 
+// qa_moe_gate_up_prefetch: the first row group of each warp heads for L2
+// while x is staged. It follows the wait: the ids come from the router, the
+// kernel just before.
+template <int R>
+__device__ __forceinline__ void qa_moe_gate_up_prefetch(const u64* __restrict__ tab, const int* __restrict__ ids, int I,
+                                                        int K, int E, int rowBytes) {
+    const int rg = blockIdx.x * QWARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31, per = (I + R - 1) / R;
+    if (rg < K * per && lane < 2 * R) {
+        const int j = rg / per, e = ids[blockIdx.y * K + j];
+        if (e >= 0 && e < E)
+            qa_prefetch_row((const unsigned char*)tab[(lane / R) * E + e] + (long)min((rg - j * per) * R + lane % R, I - 1) * rowBytes,
+                            rowBytes);
+    }
+}
+
 // qa_moe_down_sum: out[t] = Σ_j w[t·K+j] · h[t·K+j]·downᵀ of the pair's
 // expert (+ res[t], the residual, when set: out may be res), token
 // blockIdx.y: its K rows of h (contiguous, K·I values) staged once a block,
 // a warp's R output rows dotted with all of them at once (QAExperts), so
-// every expert's loads are in flight together.
-template <int BITS, int R>
-__device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, float* out,
-                                                const u64* __restrict__ tab, const int* __restrict__ ids,
-                                                const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes,
-                                                int groups, int sdt, int* __restrict__ stats, const float* res) {
-    __shared__ QAStage st;
-    __shared__ const unsigned char *s_w[QA_MAXK], *s_s[QA_MAXK], *s_b[QA_MAXK];
-    __shared__ float s_wt[QA_MAXK];
+// every expert's loads are in flight together. The experts' table is in sh
+// (qa_moe_experts).
+template <int BITS, int R, int SDT>
+__device__ __forceinline__ void qa_moe_down_sum(QAShared& sh, const float* __restrict__ h, float* out, int H, int I, int K,
+                                                int rowBytes, int groups, const float* res) {
+    QAStage& st = sh.st;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
-    const int upe = I / 32, total = (H + R - 1) / R;
-    pdl_wait();
-    if (threadIdx.x < K) {
-        const int p = t * K + threadIdx.x, e = ids[p];
-        const bool ok = e >= 0 && e < E;
-        if (!ok) atomicOr(stats, ERR_BAD_EXPERT);
-        s_w[threadIdx.x] = ok ? (const unsigned char*)tab[2 * E + e] : 0;
-        s_s[threadIdx.x] = ok ? (const unsigned char*)tab[5 * E + e] : 0;
-        s_b[threadIdx.x] = ok ? (const unsigned char*)tab[8 * E + e] : 0;
-        s_wt[threadIdx.x] = ok ? wts[p] : 0.f;
-    }
-    __syncthreads();
-    {
-        // The first row group's rows of every expert head for L2 while h is
-        // staged.
-        const int rg = blockIdx.x * QWARPS + warp;
-        for (int i = lane; i < K * R && rg < total; i += 32)
-            if (s_w[i / R]) prefetch_l2(s_w[i / R] + (long)min(rg * R + i % R, H - 1) * rowBytes, rowBytes);
-    }
+    const int upe = I / 32, total = (H + R - 1) / R, stride = gridDim.x * QWARPS;
     qa_stage<BITS>(st, h + (long)t * K * I, K * I, 1, 0, K * I, QA_UNITS);
     __syncthreads();
-    QAExperts src = {s_w, s_s, s_b, s_wt, 0, H - 1, rowBytes, groups * (sdt == 0 ? 4 : 2), sdt, I / groups, upe, BITS,
-                     1.f / (float)upe};
-    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += gridDim.x * QWARPS) {
-        src.row0 = rg * R;
+    QAExperts<BITS, R, SDT> src;
+    src.w = sh.w, src.s = sh.s, src.b = sh.b, src.wt = sh.wt;
+    src.upe = upe, src.gsh = qa_gsh(I / groups), src.inv = 1.f / (float)upe;
+    const int sz = groups * (SDT == DT_F32 ? 4 : 2);
+    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += stride) {
+        for (int i = lane; i < K * R && rg + stride < total; i += 32)
+            if (sh.w[i / R]) qa_prefetch_row(sh.w[i / R] + (long)min((rg + stride) * R + i % R, H - 1) * rowBytes, rowBytes);
+        const int row0 = rg * R;
+        src.rows(row0, H - 1, rowBytes, sz);
         float acc[R][1];
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][0] = 0.f;
-        qa_rows<BITS, R, 1, QA_U(BITS, R)>(src, K * upe, st, 0, QA_UNITS, 1, lane, acc);
+        qa_rows<BITS, R, 1, QA_U(BITS, R, false)>(src, K * upe, st, 0, QA_UNITS, 1, lane, acc);
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][0] = warp_sum(acc[r][0]);
         if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < R; r++)
-                if (src.row0 + r < H) {
-                    const long o = (long)t * H + src.row0 + r;
+                if (row0 + r < H) {
+                    const long o = (long)t * H + row0 + r;
                     out[o] = acc[r][0] + (res ? res[o] : 0.f);
                 }
         }
     }
 }
+
+// qa_moe_experts fills sh's table of token blockIdx.y's K experts' down
+// pointers and routing weights (a bad expert: no pointer, flagged) and
+// prefetches the first row group of each warp. The ids are read after the
+// wait; they come from the router, two kernels back.
+template <int R>
+__device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restrict__ tab, const int* __restrict__ ids,
+                                               const float* __restrict__ wts, int H, int K, int E, int rowBytes,
+                                               int* __restrict__ stats) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
+    if (threadIdx.x < K) {
+        const int p = t * K + threadIdx.x, e = ids[p];
+        const bool ok = e >= 0 && e < E;
+        if (!ok) atomicOr(stats, ERR_BAD_EXPERT);
+        sh.w[threadIdx.x] = ok ? (const unsigned char*)tab[2 * E + e] : 0;
+        sh.s[threadIdx.x] = ok ? (const unsigned char*)tab[5 * E + e] : 0;
+        sh.b[threadIdx.x] = ok ? (const unsigned char*)tab[8 * E + e] : 0;
+        sh.wt[threadIdx.x] = ok ? wts[p] : 0.f;
+    }
+    __syncthreads();
+    const int rg = blockIdx.x * QWARPS + warp;
+    for (int i = lane; i < K * R && rg < (H + R - 1) / R; i += 32)
+        if (sh.w[i / R]) qa_prefetch_row(sh.w[i / R] + (long)min(rg * R + i % R, H - 1) * rowBytes, rowBytes);
+}
+
+// QA_SDT runs BODY with the scale type sdt as the template constant SDT.
+#define QA_SDT(sdt, BODY)                          \
+    switch (sdt) {                                 \
+    case DT_BF16: {                                \
+        constexpr int SDT = DT_BF16;               \
+        BODY;                                      \
+        break;                                     \
+    }                                              \
+    case DT_F16: {                                 \
+        constexpr int SDT = DT_F16;                \
+        BODY;                                      \
+        break;                                     \
+    }                                              \
+    default: {                                     \
+        constexpr int SDT = DT_F32;                \
+        BODY;                                      \
+    }                                              \
+    }
 
 #define QA_GEMV_PARAMS                                                                                                 \
     const float *__restrict__ x, int M, int K, int rowBytes, int groups, int sdt, const unsigned char *w0,             \
@@ -454,9 +572,12 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
         int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2, const float *bias2,         \
         float *out2, int n2, const float *nw, float *nh, float eps
 #define QA_GEMV_KERNEL(BITS, S, NAME, C, R, GU)                                                                        \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {            \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {                      \
+        __shared__ QAShared sh;                                                                                        \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
-        qa_gemv<BITS, R, C, GU>(x, M, K, rowBytes, groups, sdt, m0, m1, m2, nw, nh, eps);                              \
+        qa_gemv_prefetch<R, GU>(rowBytes, m0, m1);                                                                     \
+        pdl_wait();                                                                                                    \
+        QA_SDT(sdt, (qa_gemv<BITS, R, C, GU, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))            \
     }
 
 // Variants: one activation row a block (decode) with 1, 2 or 4 rows a warp
@@ -471,25 +592,34 @@ __device__ __forceinline__ void qa_moe_down_sum(const float* __restrict__ h, flo
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 1, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 2, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 4, 1, true)                                                                      \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                   \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                              \
         const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ ids,   \
         int H, int I, int K, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                        \
-        qa_moe_gate_up<BITS, QA_MOE_R>(x, h, tab, ids, H, I, K, E, rowBytes, groups, sdt, stats);                      \
+        __shared__ QAShared sh;                                                                                         \
+        pdl_wait();                                                                                                     \
+        qa_moe_gate_up_prefetch<QA_MOE_R>(tab, ids, I, K, E, rowBytes);                                                 \
+        QA_SDT(sdt, (qa_moe_gate_up<BITS, QA_MOE_R, SDT>(sh, x, h, tab, ids, H, I, K, E, rowBytes, groups, stats)))      \
     }                                                                                                                   \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                  \
-        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids, \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                             \
+        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids,              \
         const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
         int* __restrict__ stats, const float* res) {                                                                    \
-        qa_moe_down_sum<BITS, 1>(h, out, tab, ids, wts, H, I, K, E, rowBytes, groups, sdt, stats, res);                \
+        __shared__ QAShared sh;                                                                                         \
+        pdl_wait();                                                                                                     \
+        qa_moe_experts<1>(sh, tab, ids, wts, H, K, E, rowBytes, stats);                                                 \
+        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT>(sh, h, out, H, I, K, rowBytes, groups, res)))                        \
     }                                                                                                                   \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                 \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                            \
         const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
         const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
         int groups, int sdt, int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,     \
         int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,                         \
         int* __restrict__ stats, int stat_index, int* __restrict__ counter, const float* nw, float* nh, float eps) {     \
+        __shared__ QAShared sh;                                                                                         \
         QMat m = {w, s, b, 0, logits, E}, none = {w, s, b, 0, 0, 0};                                                    \
-        qa_gemv<BITS, 1, 1, false>(x, 1, H, rowBytes, groups, sdt, m, none, none, nw, nh, eps);                        \
+        qa_gemv_prefetch<1, false>(rowBytes, m, none);                                                                  \
+        pdl_wait();                                                                                                     \
+        QA_SDT(sdt, (qa_gemv<BITS, 1, 1, false, SDT>(sh, x, 1, H, rowBytes, groups, m, none, none, nw, nh, eps)))       \
         route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
                     stat_index, counter);                                                                               \
     }
