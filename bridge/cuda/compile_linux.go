@@ -37,11 +37,37 @@ func compileOptions(cc int, o Options) []string {
 
 // nvrtcVersionString is NVRTC's version, e.g. "13.0".
 func (a *api) nvrtcVersionString() string {
-	var maj, min int32
-	if call(a.nvrtcVersion, uintptr(unsafe.Pointer(&maj)), uintptr(unsafe.Pointer(&min))) != 0 {
+	maj, min, ok := a.nvrtcVersionNumbers()
+	if !ok {
 		return "?"
 	}
 	return fmt.Sprintf("%d.%d", maj, min)
+}
+
+func (a *api) nvrtcVersionNumbers() (maj, min int32, ok bool) {
+	if call(a.nvrtcVersion, uintptr(unsafe.Pointer(&maj)), uintptr(unsafe.Pointer(&min))) != 0 {
+		return 0, 0, false
+	}
+	return maj, min, true
+}
+
+// minNVRTC is the oldest NVRTC that compiles the kernels: they use PTX ISA
+// 8.1 (vector reductions, bulk L2 prefetch), which came with CUDA 12.1.
+var minNVRTC = [2]int32{12, 1}
+
+// checkNVRTC says, before any compile, when the NVRTC found is too old,
+// rather than leave it to a page of ptxas errors.
+func (a *api) checkNVRTC() error {
+	maj, min, ok := a.nvrtcVersionNumbers()
+	if !ok || nvrtcTooOld(maj, min) {
+		return fmt.Errorf("cuda: NVRTC %s (%s) cannot compile the kernels: they need %d.%d or later; "+
+			"point MTLBENCH_CUDA_LIBS at a newer libnvrtc", a.nvrtcVersionString(), a.nvrtcPath, minNVRTC[0], minNVRTC[1])
+	}
+	return nil
+}
+
+func nvrtcTooOld(maj, min int32) bool {
+	return maj < minNVRTC[0] || maj == minNVRTC[0] && min < minNVRTC[1]
 }
 
 // cacheDir is where compiled cubins are kept.
@@ -62,6 +88,9 @@ func cacheDir(o Options) string {
 // program of every kernel took NVRTC about three minutes on an H100's host.
 // compiled counts the units compiled rather than read from the cache.
 func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, compiled int, err error) {
+	if err := a.checkNVRTC(); err != nil {
+		return nil, 0, err
+	}
 	units, err := kcuda.Units()
 	if err != nil {
 		return nil, 0, err

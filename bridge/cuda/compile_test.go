@@ -23,6 +23,9 @@ func TestCompileKernels(t *testing.T) {
 	if err := a.loadNVRTC(dirs, strings.Join(dirs, ", ")); err != nil {
 		t.Skip(err)
 	}
+	if err := a.checkNVRTC(); err != nil {
+		t.Skip(err)
+	}
 	_, files, err := source()
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +132,17 @@ func TestKernelNamesDefined(t *testing.T) {
 	for _, n := range kernelNames() {
 		if !defined(n) {
 			t.Errorf("the backend launches %s, which no kernel source defines", n)
+		}
+	}
+}
+
+func TestNVRTCTooOld(t *testing.T) {
+	for _, c := range []struct {
+		maj, min int32
+		old      bool
+	}{{11, 8, true}, {12, 0, true}, {12, 1, false}, {12, 9, false}, {13, 0, false}} {
+		if got := nvrtcTooOld(c.maj, c.min); got != c.old {
+			t.Errorf("NVRTC %d.%d: too old %v, want %v", c.maj, c.min, got, c.old)
 		}
 	}
 }

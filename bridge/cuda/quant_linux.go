@@ -586,6 +586,15 @@ func (b *Backend) qmoeRouterFolds(w *bridge.MoEWeights, p bridge.MoEParams, T in
 	return ok && T == 1 && !b.opts.NoFuse && !p.Unfused && qaFits(rq.Spec) && rq.Dims[0] == len(w.Gate) && rq.Dims[1] == w.Hidden
 }
 
+// qmoeGateUpRoutes: a single token's MoE whose router and gate/up experts
+// run on the integer kernels routes in qamoe_gate_up, from the logits of a
+// plain router GEMV (which can take the norm in, as qarouter_route1 does).
+func (b *Backend) qmoeGateUpRoutes(w *bridge.MoEWeights, gs quant.Spec) bool {
+	rq, ok := w.Router.(*qtensor)
+	return ok && qaFits(rq.Spec) && rq.Dims[0] == len(w.Gate) && rq.Dims[1] == w.Hidden && qaFits(gs) &&
+		w.Hidden <= qaXB && w.TopK <= qaMaxK
+}
+
 // qmoeDownFolds: the expert down projections run in qamoe_down_sum, which
 // can add into the residual.
 func (b *Backend) qmoeDownFolds(w *bridge.MoEWeights, p bridge.MoEParams) bool {
@@ -637,10 +646,20 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 			return
 		}
 	}
-	// One token: the router GEMV routes too (one launch fewer), as MoE's.
+	// One token: the router GEMV routes too (one launch fewer), as MoE's,
+	// or with integer expert kernels qamoe_gate_up routes from its logits.
 	single := fused && T == 1
+	gs := tab.spec[0]
+	gateUpRoutes := single && b.qmoeGateUpRoutes(w, gs)
 	routed := false
 	switch {
+	case gateUpRoutes:
+		g := qgemv{x: xs.ptr, m: 1, k: H, segs: [3]qseg{{q: rq, out: logits}}, nsegs: 1, exact: true}
+		if fold.normW != 0 {
+			g.x, g.norm.w, g.norm.out, g.norm.eps = fold.normX, fold.normW, xs.ptr, fold.eps
+		}
+		b.launchQGemv(&g)
+		routed = true
 	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && qaFits(rq.Spec):
 		s, bi := rq.sb()
 		rb, g, sdt := rq.args()
@@ -687,10 +706,15 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))
 	}
 	b.subMark("gate_up")
-	gs := tab.spec[0]
 	if qaFits(gs) && H <= qaXB {
-		b.launch("qamoe_gate_up_"+quant.KernelName(gs), [3]int{b.qaBlocks(K*cdiv(I, qaMoERows), T), T, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
-			i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)
+		a := []uint64{xs.ptr, hbuf, tab.ptr, ids, i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)),
+			i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr}
+		if gateUpRoutes {
+			a = append(a, logits, boolArg(w.NormTopK), wts, slotExpert, slotStart, slotCount, pairs, i32(stat))
+		} else {
+			a = append(a, 0, 0, 0, 0, 0, 0, 0, 0)
+		}
+		b.launch("qamoe_gate_up_"+quant.KernelName(gs), [3]int{b.qaBlocks(K*cdiv(I, qaMoERows), T), T, 1}, qWarps*32, a...)
 	} else {
 		b.launch("qmoe_gate_up_"+quant.KernelName(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
 			i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)

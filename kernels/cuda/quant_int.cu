@@ -301,14 +301,16 @@ __device__ __forceinline__ void qa_prefetch_row(const unsigned char* p, int byte
 }
 
 // QAShared is what a qa kernel's block keeps in shared memory: the staged
-// activations, each staged row's 1/rms and a reduction's partials, and for
-// qa_moe_down_sum the token's experts. The kernels declare it once, outside
+// activations, each staged row's 1/rms and a reduction's partials, for
+// qa_moe_down_sum the token's experts, and for a qa_moe_gate_up that routes
+// its token's expert ids and weights. The kernels declare it once, outside
 // the scale-type switch, so the three instantiations share it.
 struct QAShared {
     QAStage st;
     float inv[4], red[32];
     const unsigned char *w[QA_MAXK], *s[QA_MAXK], *b[QA_MAXK];
     float wt[QA_MAXK];
+    int ids[QA_MAXK];
 };
 
 // qa_pick is row group rg's matrix and its group index within it, among
@@ -425,28 +427,64 @@ __device__ __forceinline__ void qa_gemv_prefetch(int rowBytes, const QMat& m0, c
     }
 }
 
+// QARoute is a single token's routing, done by qa_moe_gate_up itself from
+// the router's logits (a plain GEMV before it): every block routes the
+// token (one warp, while the others stage x) and block 0 stores the ids,
+// weights and expert slots for the kernels after it, as moe_route1 does.
+// Routing in the consumer spares the router kernel a last-block tail (a
+// fence, an atomic and a second read of the logits) on the step's path.
+struct QARoute {
+    const float* logits;
+    int norm, stat_index;
+    float* wts;
+    int *slot_expert, *slot_start, *slot_count, *pair_list;
+};
+
 // qa_moe_gate_up: h[p] = silu(x·gateᵀ)·(x·upᵀ) for each (token, expert)
 // pair p of token blockIdx.y, the token's x staged once a block and its
-// pairs' row groups shared among the blocks of grid x.
+// pairs' row groups shared among the blocks of grid x. With route.logits
+// set (one token) the kernel routes first and stores ids.
 template <int BITS, int R, int SDT>
 __device__ __forceinline__ void qa_moe_gate_up(QAShared& sh, const float* __restrict__ x, float* __restrict__ h,
-                                               const u64* __restrict__ tab, const int* __restrict__ ids, int H, int I,
-                                               int K, int E, int rowBytes, int groups, int* __restrict__ stats) {
+                                               const u64* __restrict__ tab, int* ids, int H, int I, int K, int E,
+                                               int rowBytes, int groups, int* __restrict__ stats, const QARoute& route) {
     QAStage& st = sh.st;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
     const int group = H / groups, sz = groups * (SDT == DT_F32 ? 4 : 2), per = (I + R - 1) / R, total = K * per;
     const int stride = gridDim.x * QWARPS;
+    if (route.logits && warp == 0) route_token(route.logits, 0, E, K, route.norm, sh.ids, sh.wt, stats);
     qa_stage<BITS>(st, x + (long)t * H, H, 1, 0, H, QA_UNITS);
+    if (!route.logits) {
+        for (int j = threadIdx.x; j < K; j += blockDim.x) sh.ids[j] = ids[t * K + j];
+    }
     __syncthreads();
+    if (route.logits && blockIdx.x == 0) {
+        for (int j = threadIdx.x; j < K; j += blockDim.x) {
+            ids[j] = route.slot_expert[j] = sh.ids[j];
+            route.wts[j] = sh.wt[j];
+            route.slot_start[j] = j, route.slot_count[j] = 1, route.pair_list[j] = j;
+        }
+        if (threadIdx.x == 0) stats[route.stat_index] = K;
+    }
+    {
+        // The first row group's rows head for L2 once the ids are known.
+        const int rg = blockIdx.x * QWARPS + warp;
+        if (rg < total && lane < 2 * R) {
+            const int j = rg / per, e = sh.ids[j];
+            if (e >= 0 && e < E)
+                qa_prefetch_row((const unsigned char*)tab[(lane / R) * E + e] + (long)min((rg - j * per) * R + lane % R, I - 1) * rowBytes,
+                                rowBytes);
+        }
+    }
     for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += stride) {
         if (rg + stride < total && lane < 2 * R) {
-            const int jn = (rg + stride) / per, en = ids[t * K + jn];
+            const int jn = (rg + stride) / per, en = sh.ids[jn];
             if (en >= 0 && en < E)
                 qa_prefetch_row((const unsigned char*)tab[(lane / R) * E + en] +
                                     (long)min((rg + stride - jn * per) * R + lane % R, I - 1) * rowBytes,
                                 rowBytes);
         }
-        const int j = rg / per, row0 = (rg - j * per) * R, p = t * K + j, e = ids[p];
+        const int j = rg / per, row0 = (rg - j * per) * R, p = t * K + j, e = sh.ids[j];
         if (e < 0 || e >= E) {
             if (lane == 0) atomicOr(stats, ERR_BAD_EXPERT);
             continue;
@@ -464,21 +502,6 @@ __device__ __forceinline__ void qa_moe_gate_up(QAShared& sh, const float* __rest
             for (int r = 0; r < R; r++)
                 if (row0 + r < I) gm.out[row0 + r] = silu(acc[r][0]) * acc[R + r][0];
         }
-    }
-}
-
-// qa_moe_gate_up_prefetch: the first row group of each warp heads for L2
-// while x is staged. It follows the wait: the ids come from the router, the
-// kernel just before.
-template <int R>
-__device__ __forceinline__ void qa_moe_gate_up_prefetch(const u64* __restrict__ tab, const int* __restrict__ ids, int I,
-                                                        int K, int E, int rowBytes) {
-    const int rg = blockIdx.x * QWARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31, per = (I + R - 1) / R;
-    if (rg < K * per && lane < 2 * R) {
-        const int j = rg / per, e = ids[blockIdx.y * K + j];
-        if (e >= 0 && e < E)
-            qa_prefetch_row((const unsigned char*)tab[(lane / R) * E + e] + (long)min((rg - j * per) * R + lane % R, I - 1) * rowBytes,
-                            rowBytes);
     }
 }
 
@@ -593,12 +616,13 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 2, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 4, 1, true)                                                                      \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                              \
-        const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, const int* __restrict__ ids,   \
-        int H, int I, int K, int E, int rowBytes, int groups, int sdt, int* __restrict__ stats) {                        \
+        const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, int* ids, int H, int I, int K,  \
+        int E, int rowBytes, int groups, int sdt, int* __restrict__ stats, const float* logits, int norm,               \
+        float* wts, int* slot_expert, int* slot_start, int* slot_count, int* pair_list, int stat_index) {                \
         __shared__ QAShared sh;                                                                                         \
+        const QARoute route = {logits, norm, stat_index, wts, slot_expert, slot_start, slot_count, pair_list};          \
         pdl_wait();                                                                                                     \
-        qa_moe_gate_up_prefetch<QA_MOE_R>(tab, ids, I, K, E, rowBytes);                                                 \
-        QA_SDT(sdt, (qa_moe_gate_up<BITS, QA_MOE_R, SDT>(sh, x, h, tab, ids, H, I, K, E, rowBytes, groups, stats)))      \
+        QA_SDT(sdt, (qa_moe_gate_up<BITS, QA_MOE_R, SDT>(sh, x, h, tab, ids, H, I, K, E, rowBytes, groups, stats, route))) \
     }                                                                                                                   \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                             \
         const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids,              \
