@@ -541,7 +541,8 @@ func TestQuantFixtures(t *testing.T) {
 // spill puts them through local memory (fetching a pass of loads before
 // the kernel's wait did, at 150-300 bytes a thread, and made TinyLlama's q4
 // decode 11% slower: docs/cuda.md). A frame of a few words is not that:
-// the four-row variant of qagemv keeps 24 bytes. The tensor-core packed
+// qagemv_affine4_c1_r2 and _c4_r1 keep 32 bytes with their first loads
+// held across the staging (NVRTC 13), and were faster for it. The tensor-core packed
 // kernels (quant_mma.cu) hold a tile's accumulators and a unit's loads the
 // same way.
 const maxPackedLocalBytes = 32

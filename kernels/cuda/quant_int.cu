@@ -118,16 +118,22 @@ __device__ __forceinline__ void qa_stage(QAStage& st, const float* __restrict__ 
         s += __shfl_xor_sync(0xffffffffu, s, 2);
         if (!ok) continue;
         const float inv = m > 0.f ? QA_LIM / m : 0.f;
-        int ph[8], pm[8], pl[8];
+        // q = 65536·h + 256·m + l: h rounds q to a multiple of 65536, and
+        // what is left is q's low 16 bits, signed. One plane at a time keeps
+        // few registers live (a GEMV holds its first loads across this).
+        int q[8], b[8];
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const int q = max(min(__float2int_rn(a[e] * inv), QA_QMAX), -QA_QMAX), h = (q + 32768) >> 16, r = q - h * 65536;
-            ph[e] = h, pm[e] = r >> 8, pl[e] = r & 255;
-        }
+        for (int e = 0; e < 8; e++) q[e] = max(min(__float2int_rn(a[e] * inv), QA_QMAX), -QA_QMAX);
         const int u = c * ucap + v / 4, j = v & 3;
-        qa_put<BITS>(st, u, j, 0, ph);
-        qa_put<BITS>(st, u, j, 1, pm);
-        qa_put<BITS>(st, u, j, 2, pl);
+#pragma unroll
+        for (int e = 0; e < 8; e++) b[e] = (q[e] + 32768) >> 16;
+        qa_put<BITS>(st, u, j, 0, b);
+#pragma unroll
+        for (int e = 0; e < 8; e++) b[e] = (int)(short)q[e] >> 8;
+        qa_put<BITS>(st, u, j, 1, b);
+#pragma unroll
+        for (int e = 0; e < 8; e++) b[e] = q[e] & 255;
+        qa_put<BITS>(st, u, j, 2, b);
         if (j == 0) {
             st.d[u] = m / QA_LIM;
             st.s[u] = s;
@@ -240,18 +246,15 @@ struct QAExperts {
     }
 };
 
-// qa_rows adds NR rows' dot products with C staged activation rows into acc:
-// the chunk's units [0, nu), column c's staged from unit su0 + c·ucap, the
-// rows' units where src puts them. Lane l takes units l, l+32, ..., U at a
-// time, so U·NR 16-byte weight loads (twice as many at 8 bits) are in
-// flight together.
-template <int BITS, int NR, int C, int U, class Src>
-__device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& st, int su0, int ucap, int cols, int lane,
-                                        float (&acc)[NR][C]) {
-    constexpr int NW = BITS / 4;
-    for (int u = lane; u < nu; u += 32 * U) {
-        uint4 w[U][NR][NW];
-        float sc[U][NR], bi[U][NR];
+// QALoads is one pass of a lane's weight loads: U units of NR rows, with
+// their scales and biases (zero past the chunk's units, or where the source
+// has no row).
+template <int BITS, int NR, int U>
+struct QALoads {
+    uint4 w[U][NR][BITS / 4];
+    float sc[U][NR], bi[U][NR];
+    template <class Src>
+    __device__ __forceinline__ void load(const Src& src, int u, int nu) {
 #pragma unroll
         for (int h = 0; h < U; h++) {
 #pragma unroll
@@ -260,13 +263,27 @@ __device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& s
                 sc[h][r] = bi[h][r] = 0.f;
                 if (u + 32 * h < nu && src.at(r, u + 32 * h, p, sc[h][r], bi[h][r])) {
 #pragma unroll
-                    for (int k = 0; k < NW; k++) w[h][r][k] = ld_stream(p + k);
+                    for (int k = 0; k < BITS / 4; k++) w[h][r][k] = ld_stream(p + k);
                 } else {
 #pragma unroll
-                    for (int k = 0; k < NW; k++) w[h][r][k] = make_uint4(0, 0, 0, 0);
+                    for (int k = 0; k < BITS / 4; k++) w[h][r][k] = make_uint4(0, 0, 0, 0);
                 }
             }
         }
+    }
+};
+
+// qa_rows adds NR rows' dot products with C staged activation rows into acc:
+// the chunk's units [0, nu), column c's staged from unit su0 + c·ucap, the
+// rows' units where src puts them. Lane l takes units l, l+32, ..., U at a
+// time, so U·NR 16-byte weight loads (twice as many at 8 bits) are in
+// flight together. With loaded, L already holds the first pass (issued
+// before the kernel's wait: weights do not depend on the kernel before).
+template <int BITS, int NR, int C, int U, class Src>
+__device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& st, int su0, int ucap, int cols, int lane,
+                                        float (&acc)[NR][C], QALoads<BITS, NR, U>& L, bool loaded = false) {
+    for (int u = lane; u < nu; u += 32 * U) {
+        if (!loaded || u != lane) L.load(src, u, nu);
 #pragma unroll
         for (int h = 0; h < U; h++) {
             if (u + 32 * h >= nu) break;
@@ -280,8 +297,8 @@ __device__ __forceinline__ void qa_rows(const Src& src, int nu, const QAStage& s
                 const float d = st.d[su], sx = st.s[su];
 #pragma unroll
                 for (int r = 0; r < NR; r++) {
-                    const float S = qa_dot<BITS>(w[h][r], xq);
-                    acc[r][c] += sc[h][r] * d * S + bi[h][r] * sx;
+                    const float S = qa_dot<BITS>(L.w[h][r], xq);
+                    acc[r][c] += L.sc[h][r] * d * S + L.bi[h][r] * sx;
                 }
             }
         }
@@ -329,7 +346,10 @@ __device__ __forceinline__ QMat qa_pick(int& g, int g0, int g1, const QMat& m0, 
 // silu(x·gateᵀ)·(x·upᵀ) and out1 = x·upᵀ when set. Grid y: C activation
 // rows a block; grid x: blocks looping over row groups of R rows a warp,
 // each warp's next group prefetched into L2 while it reads the current one.
-// K over QA_XB/C values is staged a chunk at a time.
+// K over QA_XB/C values is staged a chunk at a time. A warp's first pass of
+// weight loads is issued before the wait on the kernel before (pdl_wait,
+// called here), so their latency passes while that kernel ends and x is
+// staged.
 template <int BITS, int R, int C, bool GU, int SDT>
 __device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ x, int M, int K, int rowBytes, int groups,
                                         const QMat& m0, const QMat& m1, const QMat& m2, const float* __restrict__ nw,
@@ -343,6 +363,19 @@ __device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ 
     const int g0 = (m0.n + R - 1) / R, g1 = GU ? 0 : (m1.n + R - 1) / R, g2 = GU ? 0 : (m2.n + R - 1) / R;
     const int total = g0 + g1 + g2, stride = gridDim.x * QWARPS;
     const int nchunks = (K + kcap - 1) / kcap;
+    constexpr int U = QA_U(BITS, NR, NR * C >= 4);
+    // Not for 8-bit rows four at a time: held across the staging, their
+    // loads would spill (TestPackedKernelsKeepToRegisters).
+    constexpr bool PRE = NR * BITS / 4 < 8;
+    QALoads<BITS, NR, U> L;
+    const int first = blockIdx.x * QWARPS + warp;
+    if (PRE && first < total) {
+        int g = first;
+        const QMat m = GU ? m0 : qa_pick(g, g0, g1, m0, m1, m2);
+        L.load(QAMat<BITS, R, GU, SDT>(m, m1, g * R, max(m.n - 1, 0), rowBytes, sz, qa_gsh(group)), lane,
+               min(kcap, K) / 32);
+    }
+    pdl_wait();
     // One row of at most 8 values a thread: the norm's sum of squares comes
     // from the staging pass itself.
     const bool onepass = nw && cols == 1 && nchunks == 1 && K <= 8 * (int)blockDim.x;
@@ -388,7 +421,7 @@ __device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ 
                 __syncthreads();
             }
             src.ub = k0 / 32;
-            if (active) qa_rows<BITS, NR, C, QA_U(BITS, NR, NR * C >= 4)>(src, kc / 32, st, 0, ucap, cols, lane, acc);
+            if (active) qa_rows<BITS, NR, C, U>(src, kc / 32, st, 0, ucap, cols, lane, acc, L, PRE && rg == first && k0 == 0);
         }
         if (!active) continue;
 #pragma unroll
@@ -494,7 +527,8 @@ __device__ __forceinline__ void qa_moe_gate_up(QAShared& sh, const float* __rest
         float acc[2 * R][1];
 #pragma unroll
         for (int r = 0; r < 2 * R; r++) acc[r][0] = 0.f;
-        qa_rows<BITS, 2 * R, 1, QA_U(BITS, 2 * R, false)>(src, H / 32, st, 0, QA_UNITS, 1, lane, acc);
+        QALoads<BITS, 2 * R, QA_U(BITS, 2 * R, false)> L;
+        qa_rows<BITS, 2 * R, 1, QA_U(BITS, 2 * R, false)>(src, H / 32, st, 0, QA_UNITS, 1, lane, acc, L);
 #pragma unroll
         for (int r = 0; r < 2 * R; r++) acc[r][0] = warp_sum(acc[r][0]);
         if (lane == 0) {
@@ -531,7 +565,8 @@ __device__ __forceinline__ void qa_moe_down_sum(QAShared& sh, const float* __res
         float acc[R][1];
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][0] = 0.f;
-        qa_rows<BITS, R, 1, QA_U(BITS, R, false)>(src, K * upe, st, 0, QA_UNITS, 1, lane, acc);
+        QALoads<BITS, R, QA_U(BITS, R, false)> L;
+        qa_rows<BITS, R, 1, QA_U(BITS, R, false)>(src, K * upe, st, 0, QA_UNITS, 1, lane, acc, L);
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][0] = warp_sum(acc[r][0]);
         if (lane == 0) {
@@ -599,7 +634,6 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         __shared__ QAShared sh;                                                                                        \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
         qa_gemv_prefetch<R, GU>(rowBytes, m0, m1);                                                                     \
-        pdl_wait();                                                                                                    \
         QA_SDT(sdt, (qa_gemv<BITS, R, C, GU, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))            \
     }
 
@@ -642,7 +676,6 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         __shared__ QAShared sh;                                                                                         \
         QMat m = {w, s, b, 0, logits, E}, none = {w, s, b, 0, 0, 0};                                                    \
         qa_gemv_prefetch<1, false>(rowBytes, m, none);                                                                  \
-        pdl_wait();                                                                                                     \
         QA_SDT(sdt, (qa_gemv<BITS, 1, 1, false, SDT>(sh, x, 1, H, rowBytes, groups, m, none, none, nw, nh, eps)))       \
         route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
                     stat_index, counter);                                                                               \
