@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -173,4 +174,11 @@ func TestQGemmGroup(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPackedGEMVMatchesReference: bridge/quanttest's packed GEMVs (every
+// affine group size and scale type, every GGUF format) against the
+// reference.
+func TestPackedGEMVMatchesReference(t *testing.T) {
+	quanttest.GEMV(t, New(Options{Threads: 2}), 1e-5)
 }

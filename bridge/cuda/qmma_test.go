@@ -3,6 +3,7 @@
 package cuda_test
 
 import (
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"math/rand/v2"
 	"testing"
 
@@ -165,4 +166,12 @@ func TestQuantPrefillMatchesTokenByToken(t *testing.T) {
 		t.Cleanup(func() { src.Close() })
 		prefillVsDecode(t, b, "tinyllama-1.1b "+q, cfg, src, bridge.BF16)
 	}
+}
+
+// TestPackedGEMVMatchesReference: bridge/quanttest's packed GEMVs, the
+// integer affine kernels for every group size and scale type
+// (quant_int.cu's QA_SDT and group shift) and quant.cu's GGUF ones, at a
+// decode row and five rows staged in chunks.
+func TestPackedGEMVMatchesReference(t *testing.T) {
+	quanttest.GEMV(t, gpu(t), 1e-5)
 }

@@ -162,6 +162,8 @@ type qMatArgs struct {
 	Eps      float32 `msl:"eps"`
 	N1       uint32  `msl:"n1"`
 	N2       uint32  `msl:"n2"`
+	// GroupShift: log2 of an affine group's 32-value units (qGroupShift).
+	GroupShift uint32 `msl:"group_shift"`
 }
 
 func init() { argStructs["QMatArgs"] = qMatArgs{} }

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
@@ -93,7 +94,17 @@ func (b *Backend) packedBytes(data []byte, mapped bool) (*tensor, error) {
 // qArgs are a packed matrix's kernel arguments.
 func qArgs(q *qtensor, m int) qMatArgs {
 	return qMatArgs{M: uint32(m), N: uint32(q.Dims[0]), K: uint32(q.Dims[1]), RowBytes: uint32(q.rowBytes()),
-		Groups: uint32(max(q.Spec.Groups(q.Dims[1]), 1)), ScaleDT: uint32(q.Spec.Scale)}
+		Groups: uint32(max(q.Spec.Groups(q.Dims[1]), 1)), ScaleDT: uint32(q.Spec.Scale), GroupShift: qGroupShift(q.Spec)}
+}
+
+// qGroupShift is log2 of an affine group's 32-value units: the kernels find
+// a unit's group by a shift (mlx's group sizes, 32, 64 and 128, are powers
+// of two; quant.Spec refuses others). 0 for the GGUF formats.
+func qGroupShift(s quant.Spec) uint32 {
+	if s.Type != quant.Affine || s.Group < 32 {
+		return 0
+	}
+	return uint32(bits.TrailingZeros(uint(s.Group / 32)))
 }
 
 func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
@@ -344,7 +355,7 @@ func (pk *qexperts) args(i, m, n, k, topK, E int) qMatArgs {
 	spec := pk.spec[i]
 	return qMatArgs{M: uint32(m), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
 		Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(topK), Experts: uint32(E),
-		WStride: uint64(pk.wStride[i]), SStride: uint64(pk.sStride[i])}
+		WStride: uint64(pk.wStride[i]), SStride: uint64(pk.sStride[i]), GroupShift: qGroupShift(spec)}
 }
 
 func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {

@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"encoding/json"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"math"
 	"os"
 	"path/filepath"
@@ -231,4 +232,11 @@ func checkOp(t *testing.T, be *metal.Backend, op ops.Args) {
 		return
 	}
 	t.Logf("%s: max abs error %.2g", b.Describe(), e)
+}
+
+// TestPackedGEMVMatchesReference: bridge/quanttest's packed GEMVs on the
+// emulator: every affine group size (group_shift 0, 1, 2) and scale type,
+// every GGUF format, a decode row and five rows staged in chunks.
+func TestPackedGEMVMatchesReference(t *testing.T) {
+	quanttest.GEMV(t, newEmu(t, metal.Tuning{}), 1e-5)
 }

@@ -462,6 +462,8 @@ struct QMatArgs {
   float eps;       // qmatvec with mv_norm: the folded RMSNorm's epsilon
   uint n1;         // qmatvec with mv_segs > 1: the second matrix's rows
   uint n2;         // and the third's
+  uint group_shift; // affine: log2 of a group's 32-value units, so a unit's
+                    // group is unit >> group_shift (no division a unit)
 };
 
 #endif // MTLBENCH_H

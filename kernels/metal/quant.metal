@@ -65,7 +65,7 @@ inline void q_affine(QRow row, uint u, constant QMatArgs& a, threadgroup const f
       }
     }
   }
-  const uint g = u * 32 / (a.k / a.groups);
+  const uint g = u >> a.group_shift;
   const float sc = q_scale(row.s, g, a.scale_dt), bi = q_scale(row.b, g, a.scale_dt);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
@@ -433,7 +433,7 @@ template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thr
 
 template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uint4* p = (device const uint4*)(q.w + i0 / 32 * 4 * BITS);
-  const uint g = i0 / (a.k / a.groups);
+  const uint g = (i0 / 32) >> a.group_shift;
   const float sc = q_scale(q.s, g, a.scale_dt), bi = q_scale(q.b, g, a.scale_dt);
   for (int h = 0; h < BITS / 4; h++) {
     const uint4 x = p[h];

@@ -1,0 +1,158 @@
+// Package quanttest holds the packed-GEMV check every backend's tests run
+// (bridge/cpu, bridge/metal on the emulator, bridge/cuda): a packed matmul
+// at each affine group size and scale type, and at every GGUF format, at a
+// decode row and at several rows whose depth crosses the GPU kernels'
+// staging chunks, against kernels/quant's reference on the same packed
+// bytes. The GPU kernels find an affine unit's group by a shift and are
+// compiled for each scale type apart (docs/quantization.md), so each of
+// those paths has a case here.
+package quanttest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+)
+
+// Specs: every affine group size with each scale type among them, at 4 and
+// 8 bits, and the GGUF formats.
+var Specs = []quant.Spec{
+	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F32},
+	{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
+	{Type: quant.Affine, Bits: 4, Group: 128, Scale: quant.F16},
+	{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F16},
+	{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.F32},
+	{Type: quant.Affine, Bits: 8, Group: 128, Scale: quant.BF16},
+	{Type: quant.Q8_0},
+	{Type: quant.Q4_0},
+	{Type: quant.Q4_K},
+	{Type: quant.Q6_K},
+}
+
+// Shape is a matmul of M activation rows by an N×K packed matrix.
+type Shape struct{ M, N, K int }
+
+// Shapes: one decode row over a matrix whose height fills no warp or
+// simdgroup evenly, and five rows over a depth of 4608 values, which the
+// GPU kernels stage in several chunks.
+var Shapes = []Shape{{1, 300, 768}, {5, 37, 4608}}
+
+// GEMV runs every spec and shape on be (a bridge.QuantBackend), skipping
+// the formats it reports it cannot run, and fails where the output's
+// relative error (root of summed squares) exceeds tol.
+func GEMV(t *testing.T, be bridge.Backend, tol float64) {
+	t.Helper()
+	qb, ok := be.(bridge.QuantBackend)
+	if !ok {
+		t.Fatalf("%T runs no packed weights", be)
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	for _, s := range Specs {
+		if qs, ok := be.(bridge.QuantSupport); ok {
+			if err := qs.SupportsQuant(s); err != nil {
+				t.Logf("%v: %v", s, err)
+				continue
+			}
+		}
+		for _, c := range Shapes {
+			name := fmt.Sprintf("%v, m=%d n=%d k=%d", s, c.M, c.N, c.K)
+			e, err := gemv(be, qb, r, s, c)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			t.Logf("%s: relative error %.2g", name, e)
+			if !(e <= tol) {
+				t.Errorf("%s: relative error %.3g > %g", name, e, tol)
+			}
+		}
+	}
+}
+
+func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) (float64, error) {
+	g := c.N * s.Groups(c.K) * s.Scale.Size()
+	var sc, bi []byte
+	if s.Type == quant.Affine {
+		sc, bi = make([]byte, g), make([]byte, g)
+	}
+	w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*s.RowBytes(c.K)), sc, bi)
+	x, bias := randn(r, c.M*c.K), randn(r, c.N)
+	want := make([]float32, c.M*c.N)
+	quant.MatMul(want, x, bias, w, c.M)
+
+	var tensors []bridge.Tensor
+	defer func() {
+		for _, t := range tensors {
+			be.Free(t)
+		}
+	}()
+	keep := func(t bridge.Tensor, err error) (bridge.Tensor, error) {
+		if err == nil {
+			tensors = append(tensors, t)
+		}
+		return t, err
+	}
+	wt, err := keep(qb.QuantWeight(s, []int{c.N, c.K}, w.Data, w.Scales, w.Biases))
+	if err != nil {
+		return 0, err
+	}
+	xt, err := keep(be.Weight(bridge.F32, []int{c.M, c.K}, f32Bytes(x)))
+	if err != nil {
+		return 0, err
+	}
+	bt, err := keep(be.Weight(bridge.F32, []int{c.N}, f32Bytes(bias)))
+	if err != nil {
+		return 0, err
+	}
+	out, err := keep(be.Alloc(bridge.F32, c.M, c.N))
+	if err != nil {
+		return 0, err
+	}
+	T := c.M
+	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: make([]int32, T),
+		SlotMapping: make([]int32, T), QueryStartLoc: []int32{0, int32(T)}, SeqLens: []int32{int32(T)},
+		BlockTable: make([]int32, (T+15)/16), MaxBlocks: (T + 15) / 16, BlockSize: 16}
+	if err := be.BeginStep(meta, make([]int32, T), false); err != nil {
+		return 0, err
+	}
+	qb.QMatMul(out, xt, wt, bt)
+	if _, err := be.EndStep(); err != nil {
+		return 0, err
+	}
+	got := make([]float32, c.M*c.N)
+	if err := be.Read(out, got); err != nil {
+		return 0, err
+	}
+	return relErr(got, want), nil
+}
+
+func randn(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+func f32Bytes(v []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+// relErr is ‖got − want‖ / ‖want‖; +Inf when got holds a NaN or an Inf.
+func relErr(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		g := float64(got[i])
+		if math.IsNaN(g) || math.IsInf(g, 0) {
+			return math.Inf(1)
+		}
+		d := g - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}
