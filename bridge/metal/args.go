@@ -154,7 +154,6 @@ type qMatArgs struct {
 	K        uint32  `msl:"k"`
 	RowBytes uint32  `msl:"row_bytes"`
 	Groups   uint32  `msl:"groups"`
-	ScaleDT  uint32  `msl:"scale_dt"`
 	TopK     uint32  `msl:"top_k"`
 	Experts  uint32  `msl:"experts"`
 	WStride  uint64  `msl:"w_stride"`

@@ -389,7 +389,7 @@ func (b *Backend) Close() error {
 // pipeKey names a pipeline: kernel and function constants.
 type pipeKey struct {
 	name string
-	fc   [8]int32 // values in fcIndex order; bools as 0/1
+	fc   [12]int32 // values in specs order; bools as 0/1
 	nfc  int8
 }
 
@@ -417,6 +417,7 @@ const (
 	fcAttnKeys       = 43
 	fcAttnStages     = 44
 	fcAttnQBlocks    = 45
+	fcQScaleDT       = 60
 )
 
 // fcSpec is one constant of a pipeline key: its index and whether it is a
@@ -431,7 +432,7 @@ var (
 	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
 	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
 	fcQMatVec = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}, {fcMVResidual, true},
-		{fcMVSegs, false}, {fcMVSwiGLU, true}}
+		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}}
 	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
 	fcMoEMV   = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
 	fcMoEMM   = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
@@ -443,7 +444,12 @@ var (
 	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
 		{fcMVResidual, true}, {fcMVSwiGLU, true}}
 	fcCombine = []fcSpec{{fcMoEResidual, true}}
-	boolInt   = map[bool]int32{false: 0, true: 1}
+	// The packed kernels' tiles: the float ones' constants and the scale type.
+	fcQMatMul  = append(fcMatMul[:len(fcMatMul):len(fcMatMul)], fcSpec{fcQScaleDT, false})
+	fcQMoEMM   = append(fcMoEMM[:len(fcMoEMM):len(fcMoEMM)], fcSpec{fcQScaleDT, false})
+	fcQMoEDown = append(fcMoEDown[:len(fcMoEDown):len(fcMoEDown)], fcSpec{fcQScaleDT, false})
+	fcQEmbed   = []fcSpec{{fcQScaleDT, false}}
+	boolInt    = map[bool]int32{false: 0, true: 1}
 )
 
 // pipeline returns the cached pipeline of kernel with constants vals (in
@@ -460,6 +466,10 @@ func (b *Backend) pipeline(kernel string, specs []fcSpec, vals ...int32) mtl.Pip
 // buildPipeline is pipeline returning its error.
 func (b *Backend) buildPipeline(kernel string, specs []fcSpec, vals ...int32) (mtl.Pipeline, error) {
 	k := pipeKey{name: kernel, nfc: int8(len(vals))}
+	if len(vals) != len(specs) || len(vals) > len(k.fc) {
+		return nil, fmt.Errorf("internal: %s: %d function constant values for %d constants (at most %d)", kernel, len(vals),
+			len(specs), len(k.fc))
+	}
 	copy(k.fc[:], vals)
 	if p := b.pipes[k]; p != nil {
 		return p, nil

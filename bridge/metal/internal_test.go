@@ -231,3 +231,38 @@ func TestPackedTilesFit(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineKeysHoldEveryConstant: a pipeline's key holds every function
+// constant value, so pipelines that differ only in a late constant (the
+// packed kernels' scale type is their eighth) are two pipelines; values that
+// do not match the constants, or more than a key holds, are an error, not
+// a silently truncated key.
+func TestPipelineKeysHoldEveryConstant(t *testing.T) {
+	be, err := New(emuDevice(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	vals := func(dt int32) []int32 { return []int32{0, 1, 1, 0, 0, 1, 0, dt} }
+	a, err := be.buildPipeline("qmatvec_affine4", fcQMatVec, vals(2)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := be.buildPipeline("qmatvec_affine4", fcQMatVec, vals(1)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Error("bf16 and f16 scales share a pipeline")
+	}
+	if _, err := be.buildPipeline("rms_norm", fcNone, 1); err == nil {
+		t.Error("a value for a kernel of no constants was taken")
+	}
+	many := make([]fcSpec, 13)
+	for i := range many {
+		many[i] = fcSpec{fcMVRows, false}
+	}
+	if _, err := be.buildPipeline("qmatvec_affine4", many, make([]int32, 13)...); err == nil {
+		t.Error("13 constants were taken into a key of 12")
+	}
+}

@@ -94,7 +94,16 @@ func (b *Backend) packedBytes(data []byte, mapped bool) (*tensor, error) {
 // qArgs are a packed matrix's kernel arguments.
 func qArgs(q *qtensor, m int) qMatArgs {
 	return qMatArgs{M: uint32(m), N: uint32(q.Dims[0]), K: uint32(q.Dims[1]), RowBytes: uint32(q.rowBytes()),
-		Groups: uint32(max(q.Spec.Groups(q.Dims[1]), 1)), ScaleDT: uint32(q.Spec.Scale), GroupShift: qGroupShift(q.Spec)}
+		Groups: uint32(max(q.Spec.Groups(q.Dims[1]), 1)), GroupShift: qGroupShift(q.Spec)}
+}
+
+// qScaleDT is the packed kernels' FC_Q_SCALE_DT: the affine scales' dtype
+// (quant.Float's codes: 0 f32, 1 f16, 2 bf16), 0 for the GGUF formats.
+func qScaleDT(s quant.Spec) int32 {
+	if s.Type != quant.Affine {
+		return 0
+	}
+	return int32(s.Scale)
 }
 
 // qGroupShift is log2 of an affine group's 32-value units: the kernels find
@@ -187,7 +196,7 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	rows, sgs, cols := tu.QMatVecRows, tu.QMatVecSimdgroups, min(f.m, 8)
 	hasBias := biases[0].buf != nil
 	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, boolInt[hasBias], int32(rows), int32(cols),
-		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig])
+		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec))
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -242,8 +251,8 @@ func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
 		return false
 	}
 	hasBias := bias.buf != nil
-	p := b.pipeline("qmatmul_mm_"+quant.KernelName(q.Spec), fcMatMul, boolInt[hasBias], int32(t.BM), int32(t.BN),
-		int32(qmmBK), int32(t.SGM), int32(t.SGN), int32(1))
+	p := b.pipeline("qmatmul_mm_"+quant.KernelName(q.Spec), fcQMatMul, boolInt[hasBias], int32(t.BM), int32(t.BN),
+		int32(qmmBK), int32(t.SGM), int32(t.SGN), int32(1), qScaleDT(q.Spec))
 	if p == nil {
 		return true // the pipeline's failure is the step's
 	}
@@ -312,7 +321,7 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 		return
 	}
 	const sgs = 4
-	p := b.pipeline("qembedding_"+quant.KernelName(q.Spec), fcNone)
+	p := b.pipeline("qembedding_"+quant.KernelName(q.Spec), fcQEmbed, qScaleDT(q.Spec))
 	sv, bv := q.sv()
 	b.args(argBytes(b, qArgs(q, T)))
 	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
@@ -354,7 +363,7 @@ func (b *Backend) bindExperts(base int, pk *qexperts, i, E int) {
 func (pk *qexperts) args(i, m, n, k, topK, E int) qMatArgs {
 	spec := pk.spec[i]
 	return qMatArgs{M: uint32(m), N: uint32(n), K: uint32(k), RowBytes: uint32(spec.RowBytes(k)),
-		Groups: uint32(max(spec.Groups(k), 1)), ScaleDT: uint32(spec.Scale), TopK: uint32(topK), Experts: uint32(E),
+		Groups: uint32(max(spec.Groups(k), 1)), TopK: uint32(topK), Experts: uint32(E),
 		WStride: uint64(pk.wStride[i]), SStride: uint64(pk.sStride[i]), GroupShift: qGroupShift(spec)}
 }
 
@@ -517,7 +526,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		}
 		rows, sgs := tu.QMoEMatVecRows, tu.QMoESimdgroups
 		spec := pk.spec[g]
-		p := b.pipeline("qmoe_mv_"+quant.KernelName(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0])
+		p := b.pipeline("qmoe_mv_"+quant.KernelName(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0], qScaleDT(spec))
 		sgs = simdgroupsFor(p, sgs)
 		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 			return
@@ -570,11 +579,11 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 		spec := pk.spec[g]
 		var p mtl.Pipeline
 		if pass == 0 {
-			p = b.pipeline("qmoe_mm_gate_up_"+quant.KernelName(spec), fcMoEMM, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
-				int32(t.SGN), 1)
+			p = b.pipeline("qmoe_mm_gate_up_"+quant.KernelName(spec), fcQMoEMM, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
+				int32(t.SGN), 1, qScaleDT(spec))
 		} else {
-			p = b.pipeline("qmoe_mm_down_"+quant.KernelName(spec), fcMoEDown, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
-				int32(t.SGN), 1, boolInt[residual != nil])
+			p = b.pipeline("qmoe_mm_down_"+quant.KernelName(spec), fcQMoEDown, int32(t.BM), int32(t.BN), int32(qmmBK), int32(t.SGM),
+				int32(t.SGN), 1, boolInt[residual != nil], qScaleDT(spec))
 		}
 		tpg := [3]int{t.Threads(), 1, 1}
 		if !b.fits(p, tpg) {
@@ -620,8 +629,9 @@ const (
 	qSimdgroups = 16
 )
 
-// fcQMoE: rows a simdgroup, activation rows a threadgroup (1), SwiGLU.
-var fcQMoE = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}}
+// fcQMoE: rows a simdgroup, activation rows a threadgroup (1), SwiGLU, the
+// scale type.
+var fcQMoE = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}}
 
 var (
 	_ bridge.QuantBackend = (*Backend)(nil)

@@ -150,6 +150,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_ATTN_QBLOCKS 45  // int: prefill attention's 8-query blocks a tile (1, 2 or 4)
 #define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
+#define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
 
 // The constants themselves, declared once here: a Metal library is one
 // translation unit, whatever the number of .metal files it was made of.
@@ -175,6 +176,7 @@ constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];
 constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
 constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
+constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
 // The buffers a GEMV of mv_segs matrices binds (matvec_fused, qmatvec): the
 // second and third matrices, their outputs unless gate and up go to one
 // (mv_swiglu), their biases.
@@ -446,7 +448,7 @@ inline float tg_argmax(float v, uint idx, threadgroup float* bufv, threadgroup u
 
 // QMatArgs: a GEMV/GEMM or expert GEMV on packed weights (quant.metal).
 // A weight row is row_bytes of packed values; affine formats have groups
-// scales and biases per row, of scale_dt (0 f32, 1 f16, 2 bf16). Experts
+// scales and biases per row, of the pipeline's q_scale_dt. Experts
 // sit w_stride bytes (values) and s_stride bytes (scales) apart.
 struct QMatArgs {
   uint m;          // activation rows (pairs for experts)
@@ -454,7 +456,6 @@ struct QMatArgs {
   uint k;          // depth
   uint row_bytes;  // packed bytes of a row
   uint groups;     // affine: groups per row
-  uint scale_dt;   // affine: dtype of scales and biases
   uint top_k;      // experts: pairs per token
   uint experts;    // experts: count, for bounds
   ulong w_stride;  // experts: bytes between experts' values

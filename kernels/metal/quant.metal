@@ -25,15 +25,20 @@ template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 256;
 
 inline float q_half(device const uchar* p) { return float(as_type<half>(*(device const ushort*)p)); }
 
-inline float q_scale(device const uchar* s, uint i, uint dt) {
-  if (dt == 1) {
+// q_scale is scale or bias i of a row, of the pipeline's type (a function
+// constant, so the loops that read them carry no type test).
+inline float q_scale(device const uchar* s, uint i) {
+  if (q_scale_dt == 1) {
     return float(as_type<half>(*((device const ushort*)s + i)));
   }
-  if (dt == 2) {
+  if (q_scale_dt == 2) {
     return as_type<float>(uint(*((device const ushort*)s + i)) << 16);
   }
   return *((device const float*)s + i);
 }
+
+// q_scale_bytes is a row's scales (or biases) in bytes.
+inline uint q_scale_bytes(constant QMatArgs& a) { return a.groups * (q_scale_dt == 0 ? 4 : 2); }
 
 // QRow is one weight row: its packed values, and for affine formats its
 // scales and biases.
@@ -66,7 +71,7 @@ inline void q_affine(QRow row, uint u, constant QMatArgs& a, threadgroup const f
     }
   }
   const uint g = u >> a.group_shift;
-  const float sc = q_scale(row.s, g, a.scale_dt), bi = q_scale(row.b, g, a.scale_dt);
+  const float sc = q_scale(row.s, g), bi = q_scale(row.b, g);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float d = 0.0f, sx = 0.0f;
@@ -260,7 +265,7 @@ inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uch
                    uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
                    thread float (*acc)[MV_MAX_COLS]) {
   const uint U = QUnit<F>::values;
-  const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
+  const uint sz = q_scale_bytes(a);
   for (int r = 0; r < mv_rows && n0 + r < n; r++) {
     const ulong row = n0 + r;
     QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
@@ -434,7 +439,7 @@ template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thr
 template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uint4* p = (device const uint4*)(q.w + i0 / 32 * 4 * BITS);
   const uint g = (i0 / 32) >> a.group_shift;
-  const float sc = q_scale(q.s, g, a.scale_dt), bi = q_scale(q.b, g, a.scale_dt);
+  const float sc = q_scale(q.s, g), bi = q_scale(q.b, g);
   for (int h = 0; h < BITS / 4; h++) {
     const uint4 x = p[h];
     const uint wd[4] = {x.x, x.y, x.z, x.w};
@@ -515,7 +520,7 @@ kernel void qembedding(constant QMatArgs& a [[buffer(0)]], device const int* tok
     }
     return;
   }
-  const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
+  const uint sz = q_scale_bytes(a);
   QRow q = {w + ulong(id) * a.row_bytes, sc + ulong(id) * sz, bi + ulong(id) * sz};
   for (uint i0 = 32 * lane; i0 < a.k; i0 += 32 * 32) {
     float v[32];
@@ -558,7 +563,7 @@ inline void qmm_accumulate(constant QMatArgs& a, device const float* x, threadgr
                            thread MMAcc& acc0, thread MMAcc& acc1) {
   const int BM = mm_bm, BN = mm_bn, TM = BM / (8 * mm_sgm), TN = BN / (8 * mm_sgn);
   const int sgm = sg / mm_sgn, sgn = sg % mm_sgn;
-  const uint sz = a.groups * (a.scale_dt == 0 ? 4 : 2);
+  const uint sz = q_scale_bytes(a);
   threadgroup float* As = smem;
   threadgroup float* Bs = smem + BM * QMM_LD;
   threadgroup float* Us = Bs + BN * QMM_LD;
