@@ -1,13 +1,13 @@
 package cpu
 
 import (
-	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 

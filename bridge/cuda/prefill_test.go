@@ -12,6 +12,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	. "github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
@@ -57,19 +58,7 @@ func randn(r *rand.Rand, n int, scale float64) []float32 {
 	return x
 }
 
-func relErr(got, want []float32) float64 {
-	var num, den float64
-	for i := range want {
-		g := float64(got[i])
-		if math.IsNaN(g) || math.IsInf(g, 0) {
-			return math.Inf(1)
-		}
-		d := g - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
-}
+var relErr = quanttest.RelErr
 
 func upload(t *testing.T, be bridge.Backend, dt bridge.DType, data []byte, shape ...int) bridge.Tensor {
 	t.Helper()

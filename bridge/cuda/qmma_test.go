@@ -3,12 +3,12 @@
 package cuda_test
 
 import (
-	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	. "github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/model"
 )

@@ -586,13 +586,11 @@ func (b *Backend) qmoeRouterFolds(w *bridge.MoEWeights, p bridge.MoEParams, T in
 	return ok && T == 1 && !b.opts.NoFuse && !p.Unfused && qaFits(rq.Spec) && rq.Dims[0] == len(w.Gate) && rq.Dims[1] == w.Hidden
 }
 
-// qmoeGateUpRoutes: a single token's MoE whose router and gate/up experts
-// run on the integer kernels routes in qamoe_gate_up, from the logits of a
-// plain router GEMV (which can take the norm in, as qarouter_route1 does).
-func (b *Backend) qmoeGateUpRoutes(w *bridge.MoEWeights, gs quant.Spec) bool {
-	rq, ok := w.Router.(*qtensor)
-	return ok && qaFits(rq.Spec) && rq.Dims[0] == len(w.Gate) && rq.Dims[1] == w.Hidden && qaFits(gs) &&
-		w.Hidden <= qaXB && w.TopK <= qaMaxK
+// qmoeGateUpRoutes: a single token's MoE whose router folds (as for
+// qarouter_route1) and whose gate/up experts run on the integer kernels
+// routes in qamoe_gate_up, from the logits of a plain router GEMV.
+func (b *Backend) qmoeGateUpRoutes(w *bridge.MoEWeights, p bridge.MoEParams, T int, gs quant.Spec) bool {
+	return b.qmoeRouterFolds(w, p, T) && qaFits(gs) && w.Hidden <= qaXB && w.TopK <= qaMaxK
 }
 
 // qmoeDownFolds: the expert down projections run in qamoe_down_sum, which
@@ -650,7 +648,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	// or with integer expert kernels qamoe_gate_up routes from its logits.
 	single := fused && T == 1
 	gs := tab.spec[0]
-	gateUpRoutes := single && b.qmoeGateUpRoutes(w, gs)
+	gateUpRoutes := b.qmoeGateUpRoutes(w, p, T, gs)
 	routed := false
 	switch {
 	case gateUpRoutes:

@@ -2,7 +2,6 @@ package metal_test
 
 import (
 	"encoding/json"
-	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
 	"github.com/mtlbench/mtlbench/runner/selftest"
 )
 

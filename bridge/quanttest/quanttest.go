@@ -127,7 +127,7 @@ func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec,
 	if err := be.Read(out, got); err != nil {
 		return 0, err
 	}
-	return relErr(got, want), nil
+	return RelErr(got, want), nil
 }
 
 func randn(r *rand.Rand, n int) []float32 {
@@ -142,8 +142,9 @@ func f32Bytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
-// relErr is ‖got − want‖ / ‖want‖; +Inf when got holds a NaN or an Inf.
-func relErr(got, want []float32) float64 {
+// RelErr is ‖got − want‖ / ‖want‖; +Inf when got holds a NaN or an Inf.
+// The GPU backends' tests measure their errors with it too.
+func RelErr(got, want []float32) float64 {
 	var num, den float64
 	for i := range want {
 		g := float64(got[i])
