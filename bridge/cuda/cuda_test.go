@@ -398,6 +398,38 @@ func TestFusionsMatchUnfused(t *testing.T) {
 	}
 }
 
+// Decode steps of more tokens than the GEMV kernels take run their matmuls
+// on cuBLAS; q, k and v (and gate and up) round their shared input to half
+// once: two launches fewer a layer for q, k and v, one for gate and up, and
+// the same logits and tokens as with each matmul rounding its own.
+func TestGemmGroupSharesRounding(t *testing.T) {
+	b := gpu(t)
+	defer b.SetFusions()
+	var others []string
+	for _, p := range b.Fusions() {
+		if p.Name != "gemv_shared_input" {
+			others = append(others, p.Name)
+		}
+	}
+	reqs := miniRequests(32000, 10, 1, 6) // one prefill step, then decode steps of 10 tokens
+	b.SetFusions(others...)
+	apart, e := runMini(t, b, "tinyllama-1.1b", 2, reqs, false)
+	apartN := b.LastStepLaunches()
+	b.SetFusions()
+	shared, _ := runMini(t, b, "tinyllama-1.1b", 2, reqs, false)
+	sharedN := b.LastStepLaunches()
+	layers := e.Config().Layers
+	t.Logf("%d kernels a decode step of %d tokens with the rounding shared, %d apart", sharedN, len(reqs), apartN)
+	if want := apartN - 3*layers; sharedN != want {
+		t.Errorf("%d kernels a step, want %d (%d apart, 3 fewer a layer)", sharedN, want, apartN)
+	}
+	for i := range reqs {
+		if d := maxAbsDiff(shared[i].Logits, apart[i].Logits); d > 1e-6 || !equalTokens(shared[i].Tokens, apart[i].Tokens) {
+			t.Errorf("request %d: tokens %v against %v, logits within %.3g", i, shared[i].Tokens, apart[i].Tokens, d)
+		}
+	}
+}
+
 // Profile mode reports per-op timings under the engine's marks.
 func TestProfile(t *testing.T) {
 	b := gpu(t)

@@ -16,7 +16,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "qmoe_residual", Doc: "a packed MoE's down projections add into the residual the AddRMSNorm after it would add", Try: b.tryQMoEResidual},
 			{Name: "gemv_residual", Doc: "a single-token GEMV (float, or affine packed) adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
-			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written",
+			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written; on cuBLAS they share the rounding of the input to half",
 				Try: b.tryGemvGroup, Always: true},
 			{Name: "qgemv_shared_input", Doc: "packed matmuls of one input and packing (q, k, v; gate, up) share a launch, with SiLU·up applied as gate and up are written",
 				Try: b.tryQGemvGroup, Always: true},
@@ -229,7 +229,8 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 }
 
 // tryGemvGroup: matmuls of the same input in one launch (at least two, or
-// one whose SiLU·up follows).
+// one whose SiLU·up follows); on cuBLAS, matmuls of the same input share
+// the rounding of their activations to half.
 func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 	ops = ops[:span]
 	mm, ok := ops[0].(*bridge.MatMulOp)
@@ -237,12 +238,19 @@ func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 		return 0, nil
 	}
 	g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
-	if !ok || !b.onGemv(g.m) {
+	if !ok {
 		return 0, nil
 	}
 	n := b.growGemv(&g, ops)
+	if !b.onGemv(g.m) && g.silu {
+		n, g.silu = n-1, false // the SiLU·up stays its own op
+	}
 	if n < 2 {
 		return 0, nil
+	}
+	if !b.onGemv(g.m) {
+		b.gemms(g.x, g.m, g.k, false, g.segs[:g.nsegs])
+		return n, nil
 	}
 	b.launchGemv(&g)
 	return n, nil

@@ -20,7 +20,8 @@ func kernelNames() []string {
 	n := []string{"to_half", "add_bias", "rms_norm", "embedding", "gather_rows", "silu_mul", "add", "argmax",
 		"rope_qk", "moe_route", "moe_route1", "moe_combine", "read_bw",
 		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
-		"moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16", "moe_gemm_down_bf16", "zero_f32"}
+		"moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16", "moe_gemm_down_bf16", "zero_f32",
+		"moe_router_route_f16", "moe_router_route_bf16"}
 	n = append(n, quantKernelNames()...)
 	n = append(n, qmmaKernelNames()...)
 	for _, dt := range KVDTypes {
@@ -723,27 +724,40 @@ const (
 // has no mixed f32×bf16 product. exact asks for the split in any case (the
 // MoE router, whose top-k must see the activations as f32 would).
 func (b *Backend) gemm(out, x uint64, w *tensor, bias uint64, m, n, k int, exact bool) {
-	if w.dt == bridge.F32 {
-		b.gemmEntry(out, x, w, cudaR32F, m, n, k, 0)
+	b.gemms(x, m, k, exact, []gemvSeg{{w: w, out: out, bias: bias, n: n}})
+}
+
+// gemms records the GEMMs of matrices of one dtype over the same x[m][k]
+// (q, k and v): the activations are rounded to half once for all of them.
+func (b *Backend) gemms(x uint64, m, k int, exact bool, segs []gemvSeg) {
+	dt := segs[0].w.dt
+	if dt == bridge.F32 {
+		for _, s := range segs {
+			b.gemmEntry(s.out, x, s.w, cudaR32F, m, s.n, k, 0)
+		}
 	} else {
 		atype := uint64(cudaR16BF)
-		if w.dt == bridge.F16 {
+		if dt == bridge.F16 {
 			atype = cudaR16F
 		}
 		mk := int64(m) * int64(k)
 		hi := b.scratchBuf("gemm.hi", mk*2)
 		var lo uint64
-		if exact || (m > halfMaxM && !b.tensorCores(m, w.dt)) {
+		if exact || (m > halfMaxM && !b.tensorCores(m, dt)) {
 			lo = b.scratchBuf("gemm.lo", mk*2)
 		}
-		b.launch("to_half", [3]int{elementwiseGrid(m * k), 1, 1}, 256, x, hi, lo, i64(mk), i32(int(w.dt)))
-		b.gemmEntry(out, hi, w, atype, m, n, k, 0)
-		if lo != 0 {
-			b.gemmEntry(out, lo, w, atype, m, n, k, 1)
+		b.launch("to_half", [3]int{elementwiseGrid(m * k), 1, 1}, 256, x, hi, lo, i64(mk), i32(int(dt)))
+		for _, s := range segs {
+			b.gemmEntry(s.out, hi, s.w, atype, m, s.n, k, 0)
+			if lo != 0 {
+				b.gemmEntry(s.out, lo, s.w, atype, m, s.n, k, 1)
+			}
 		}
 	}
-	if bias != 0 {
-		b.launch("add_bias", [3]int{elementwiseGrid(m * n), 1, 1}, 256, out, bias, i64(int64(m)*int64(n)), i32(n))
+	for _, s := range segs {
+		if s.bias != 0 {
+			b.launch("add_bias", [3]int{elementwiseGrid(m * s.n), 1, 1}, 256, s.out, s.bias, i64(int64(m)*int64(s.n)), i32(s.n))
+		}
 	}
 }
 
@@ -846,6 +860,32 @@ func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 // moeRoute is the largest expert count moe_route handles.
 const moeMaxExperts = 512
 
+// moe_router_route (moe.cu) routes steps of 2 to routerRouteMaxT tokens
+// (ROUTE_MAXT) over at most routerRouteMaxE experts (a thread of its last
+// block for each).
+const (
+	routerRouteMaxT = 16
+	routerRouteMaxE = 256
+)
+
+// routerRoutes reports whether moe_router_route computes a T-token step's
+// router logits over this E×H router and routes from them in one launch.
+func routerRoutes(router *tensor, T, E, H int) bool {
+	return T >= 2 && T <= routerRouteMaxT && E <= routerRouteMaxE && H%8 == 0 &&
+		(router.dt == bridge.BF16 || router.dt == bridge.F16) &&
+		len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
+}
+
+// launchRouterRoute records moe_router_route: the router GEMV of T tokens
+// and moe_route's routing of them, with pairs in chunks of chunk and spc
+// slots a chunk.
+func (b *Backend) launchRouterRoute(x uint64, router *tensor, logits uint64, T, H, E, K int, norm bool, chunk, spc int,
+	ids, wts, slotExpert, slotStart, slotCount, pairs uint64, stat int) {
+	b.launch("moe_router_route_"+dtName(router.dt), [3]int{cdiv(E, 8), 1, 1}, 256, x, router.ptr, logits,
+		i32(T), i32(H), i32(E), i32(K), boolArg(norm), i32(chunk), i32(spc), ids, wts, slotExpert, slotStart, slotCount,
+		pairs, b.stats.ptr, i32(stat), b.scratchZeroed("moe.route_counter", 4))
+}
+
 func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {
 	o, xs := b.f32Tensor(out, "moe out"), b.f32Tensor(x, "moe x")
 	router := b.tensorOf(w.Router, "moe router")
@@ -897,20 +937,27 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 	stat := min(1+b.moeCalls, statsCap-1)
 	b.moeCalls++
 
-	// One token: the router GEMV routes too (one launch fewer).
-	fusedRoute := !b.opts.NoFuse && !p.Unfused && single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
+	// The router GEMV routes too (one launch fewer): one token, or a few
+	// over a half-precision router.
+	fuse := !b.opts.NoFuse && !p.Unfused
+	fusedRoute := fuse && single && H%8 == 0 && router.dt != bridge.I32 && len(router.shape) == 2 && router.shape[0] == E && router.shape[1] == H
+	manyRoute := fuse && routerRoutes(router, T, E, H)
 	b.subMark("router")
-	if fusedRoute {
+	switch {
+	case fusedRoute:
 		counter := b.scratchZeroed("moe.route_counter", 4)
 		b.launch("moe_router_route1_"+dtName(router.dt), [3]int{cdiv(E, 8), 1, 1}, 256, xs.ptr, router.ptr, logits,
 			i32(H), i32(E), i32(K), boolArg(w.NormTopK), ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr,
 			i32(stat), counter)
-	} else {
+	case manyRoute:
+		b.launchRouterRoute(xs.ptr, router, logits, T, H, E, K, w.NormTopK, chunk, spc, ids, wts, slotExpert, slotStart,
+			slotCount, pairs, stat)
+	default:
 		b.matmul(logits, xs.ptr, router, 0, T, E, H, true)
 	}
 	b.subMark("route")
 	switch {
-	case fusedRoute:
+	case fusedRoute, manyRoute:
 	case single:
 		b.launch("moe_route1", [3]int{1, 1, 1}, 32, logits, i32(E), i32(K), boolArg(w.NormTopK),
 			ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat))

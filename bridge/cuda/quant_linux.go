@@ -684,6 +684,10 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 			i32(H), i32(E), i32(K), boolArg(w.NormTopK), ids, wts, slotExpert, slotStart, slotCount, pairs, b.stats.ptr,
 			i32(stat), b.scratchZeroed("moe.route_counter", 4))
 		routed = true
+	case fused && !packedRouter && routerRoutes(router, T, E, H):
+		b.launchRouterRoute(xs.ptr, router, logits, T, H, E, K, w.NormTopK, P, min(E, P), ids, wts, slotExpert, slotStart,
+			slotCount, pairs, stat)
+		routed = true
 	case packedRouter:
 		b.routerLogits(logits, xs.ptr, rq, T)
 	default:

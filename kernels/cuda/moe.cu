@@ -20,8 +20,8 @@
 #define MOE_WARPS 8
 #define ROUTE_MAXE 512
 
-// block_scan_excl returns the exclusive prefix sum of v over the block
-// (ROUTE_THREADS threads) and the total in *total. tmp holds 32 ints.
+// block_scan_excl returns the exclusive prefix sum of v over the block and
+// the total in *total. tmp holds 32 ints.
 __device__ __forceinline__ int block_scan_excl(int v, int* tmp, int* total) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int x = v;
@@ -34,7 +34,7 @@ __device__ __forceinline__ int block_scan_excl(int v, int* tmp, int* total) {
     if (lane == 31) tmp[warp] = x;
     __syncthreads();
     if (warp == 0) {
-        int w = tmp[lane];
+        int w = lane < (blockDim.x >> 5) ? tmp[lane] : 0;  // blocks of fewer than 32 warps
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
             int y = __shfl_up_sync(0xffffffffu, w, o);
@@ -235,16 +235,18 @@ __device__ __forceinline__ void router_route1_body(const float* __restrict__ x, 
                                slot_count, pair_list, stats, stat_index, counter);                                    \
     }
 
-MTLB_KERNEL void __launch_bounds__(ROUTE_THREADS) moe_route(
-    const float* __restrict__ logits, int T, int E, int K, int norm, int chunk, int slots_per_chunk,
-    int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,
-    int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,
-    int* __restrict__ stats, int stat_index) {
-    pdl_wait();
-    __shared__ int s_cnt[ROUTE_MAXE];
-    __shared__ int s_base[ROUTE_MAXE];
-    __shared__ int s_tmp[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+// route_slots routes T tokens from their logits ([T][E]) with the whole
+// block (at least E threads): top-k per token (one warp each), the count of
+// distinct experts in stats[stat_index], then the slots of each chunk of
+// pairs: one per expert the chunk routes to, its pairs listed in
+// pair_list. s_cnt and s_base hold E ints, s_tmp 32.
+__device__ __forceinline__ void route_slots(const float* logits, int T, int E, int K, int norm, int chunk,
+                                            int slots_per_chunk, int* __restrict__ topk_ids,
+                                            float* __restrict__ topk_w, int* __restrict__ slot_expert,
+                                            int* __restrict__ slot_start, int* __restrict__ slot_count,
+                                            int* __restrict__ pair_list, int* __restrict__ stats, int stat_index,
+                                            int* s_cnt, int* s_base, int* s_tmp) {
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int P = T * K;
 
     // 1. Route: one warp per token.
@@ -303,6 +305,102 @@ MTLB_KERNEL void __launch_bounds__(ROUTE_THREADS) moe_route(
     }
 }
 
+MTLB_KERNEL void __launch_bounds__(ROUTE_THREADS) moe_route(
+    const float* __restrict__ logits, int T, int E, int K, int norm, int chunk, int slots_per_chunk,
+    int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ slot_expert,
+    int* __restrict__ slot_start, int* __restrict__ slot_count, int* __restrict__ pair_list,
+    int* __restrict__ stats, int stat_index) {
+    pdl_wait();
+    __shared__ int s_cnt[ROUTE_MAXE];
+    __shared__ int s_base[ROUTE_MAXE];
+    __shared__ int s_tmp[32];
+    route_slots(logits, T, E, K, norm, chunk, slots_per_chunk, topk_ids, topk_w, slot_expert, slot_start, slot_count,
+                pair_list, stats, stat_index, s_cnt, s_base, s_tmp);
+}
+
+// moe_router_route is the router GEMV and moe_route in one launch, for steps
+// of 2 to ROUTE_MAXT tokens, half-precision router rows and at most
+// MOE_WARPS·32 experts: each warp computes one expert's logit for every
+// token (f32 activations, f32 accumulation, as the GEMV path), x staged
+// through shared memory RR_CHUNK values at a time, and the last block to
+// finish routes (route_slots). counter is zero between steps (the last
+// block resets it).
+#define ROUTE_MAXT 16
+#define RR_CHUNK 512
+template <int DT>
+__device__ __forceinline__ void router_route_body(const float* __restrict__ x, const void* __restrict__ router,
+                                                  float* __restrict__ logits, int T, int H, int E, int K, int norm,
+                                                  int chunk, int slots_per_chunk, int* __restrict__ topk_ids,
+                                                  float* __restrict__ topk_w, int* __restrict__ slot_expert,
+                                                  int* __restrict__ slot_start, int* __restrict__ slot_count,
+                                                  int* __restrict__ pair_list, int* __restrict__ stats, int stat_index,
+                                                  int* __restrict__ counter) {
+    __shared__ __align__(16) float s_x[ROUTE_MAXT * RR_CHUNK];
+    __shared__ int s_cnt[MOE_WARPS * 32];
+    __shared__ int s_base[MOE_WARPS * 32];
+    __shared__ int s_tmp[32];
+    __shared__ int s_last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int e = blockIdx.x * MOE_WARPS + warp;
+    const u16* row = (const u16*)router + (long)min(e, E - 1) * H;
+    // Lane l holds weights c + 256h + 8l .. +7 of chunk c (h = 0, 1); the
+    // first chunk's are loaded before the wait (the router depends on no
+    // kernel of the step, only x does), each next one while this one is used.
+    uint4 w[2], wn[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = 256 * h + 8 * lane;
+        w[h] = i < H ? ld_stream(row + i) : make_uint4(0, 0, 0, 0);
+    }
+    pdl_wait();
+    float acc[ROUTE_MAXT];
+#pragma unroll
+    for (int t = 0; t < ROUTE_MAXT; t++) acc[t] = 0.f;
+    for (int c = 0; c < H; c += RR_CHUNK) {
+        const int n = min(RR_CHUNK, H - c);  // a multiple of 8
+        __syncthreads();
+        for (int j = threadIdx.x; j < T * (n / 4); j += blockDim.x) {
+            const int t = j / (n / 4), q = j - t * (n / 4);
+            ((float4*)s_x)[t * (RR_CHUNK / 4) + q] = __ldg((const float4*)(x + (long)t * H + c) + q);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int i = c + RR_CHUNK + 256 * h + 8 * lane;
+            wn[h] = i < H ? ld_stream(row + i) : make_uint4(0, 0, 0, 0);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (256 * h + 8 * lane < n) {  // past n, s_x holds an earlier chunk or nothing
+                float wf[8];
+                widen8<DT>(w[h], wf);
+                const float4* xs = (const float4*)(s_x + 256 * h + 8 * lane);
+#pragma unroll
+                for (int t = 0; t < ROUTE_MAXT; t++)
+                    if (t < T) acc[t] += dot8(wf, xs[t * (RR_CHUNK / 4)], xs[t * (RR_CHUNK / 4) + 1]);
+            }
+            w[h] = wn[h];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < ROUTE_MAXT; t++) {
+        if (t < T) {
+            const float v = warp_sum(acc[t]);
+            if (lane == t && e < E) logits[(long)t * E + e] = v;
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_x[i] = __ldcg(logits + i);
+    __syncthreads();
+    route_slots(s_x, T, E, K, norm, chunk, slots_per_chunk, topk_ids, topk_w, slot_expert, slot_start, slot_count,
+                pair_list, stats, stat_index, s_cnt, s_base, s_tmp);
+    if (threadIdx.x == 0) *counter = 0;
+}
 
 // moe_rows runs R rows of one expert matrix W ([rows][k]) over the pairs of a
 // slot, M at a time: out[pair][row] = f(x(pair) · W[row]), with x(pair) the
@@ -555,3 +653,16 @@ MTLB_KERNEL void moe_combine(float* __restrict__ out, const float* __restrict__ 
 ROUTER_ROUTE1(f32, DT_F32)
 ROUTER_ROUTE1(f16, DT_F16)
 ROUTER_ROUTE1(bf16, DT_BF16)
+
+#define ROUTER_ROUTE(S, DT)                                                                                          \
+    MTLB_KERNEL void __launch_bounds__(MOE_WARPS * 32) moe_router_route_##S(                                 \
+        const float* __restrict__ x, const void* __restrict__ router, float* __restrict__ logits, int T, int H, int E, \
+        int K, int norm, int chunk, int slots_per_chunk, int* __restrict__ topk_ids, float* __restrict__ topk_w,       \
+        int* __restrict__ slot_expert, int* __restrict__ slot_start, int* __restrict__ slot_count,                     \
+        int* __restrict__ pair_list, int* __restrict__ stats, int stat_index, int* __restrict__ counter) {             \
+        router_route_body<DT>(x, router, logits, T, H, E, K, norm, chunk, slots_per_chunk, topk_ids, topk_w,          \
+                              slot_expert, slot_start, slot_count, pair_list, stats, stat_index, counter);             \
+    }
+
+ROUTER_ROUTE(f16, DT_F16)
+ROUTER_ROUTE(bf16, DT_BF16)
