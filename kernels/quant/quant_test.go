@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -25,24 +26,165 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q4_K": Q4_K, "Q6_K": Q6_K}
-	if len(fx) != len(types) {
-		t.Fatalf("fixture has %d types, want %d", len(fx), len(types))
+	if len(fx) != len(types)+len(Transcoders) {
+		t.Fatalf("fixture has %d types, want %d", len(fx), len(types)+len(Transcoders))
 	}
 	for name, f := range fx {
 		t.Run(name, func(t *testing.T) {
 			data, _ := base64.StdEncoding.DecodeString(f.Blocks)
-			s := Spec{Type: types[name]}
-			m := &Matrix{Spec: s, Rows: 1, K: len(f.Values), Data: data}
+			m := &Matrix{Spec: Spec{Type: types[name]}, Rows: 1, K: len(f.Values), Data: data}
+			tc, transcoded := Transcoders[name]
+			if transcoded {
+				m = transcodeMatrix(t, tc, data, 1, len(f.Values))
+			}
 			if err := m.Check(name); err != nil {
 				t.Fatal(err)
 			}
 			got := m.Dequantize()
 			for i, want := range f.Values {
-				if d := math.Abs(float64(got[i] - want)); d > 1e-6*math.Abs(float64(want))+1e-12 {
+				d := math.Abs(float64(got[i] - want))
+				// A transcoded block holds the very values: its one rounding
+				// (scale·q + bias) is gguf-py's.
+				if transcoded && math.Float32bits(got[i]) != math.Float32bits(want) ||
+					d > 1e-6*math.Abs(float64(want))+1e-12 {
 					t.Fatalf("value %d: %g, gguf-py %g", i, got[i], want)
 				}
 			}
 		})
+	}
+}
+
+// transcodeMatrix rewrites rows of k values in tc's blocks as tc.Into.
+func transcodeMatrix(t *testing.T, tc Transcoder, src []byte, rows, k int) *Matrix {
+	t.Helper()
+	q := tc.Into
+	m := &Matrix{Spec: q, Rows: rows, K: k, Data: make([]byte, rows*q.RowBytes(k))}
+	if q.Type == Affine {
+		n := rows * q.Groups(k) * q.Scale.Size()
+		m.Scales, m.Biases = make([]byte, n), make([]byte, n)
+	}
+	if err := tc.Transcode(src, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// ggmlRef dequantizes one block of a transcoded format straight from
+// ggml-quants.c's dequantize_row_q4_1, _q5_0, _q5_1 and _q5_K: a second
+// reading of the formats, apart from the transcoders.
+func ggmlRef(name string, blk []byte) []float32 {
+	h := func(i int) float32 { return HalfToF32(uint16(blk[i]) | uint16(blk[i+1])<<8) }
+	u32 := func(i int) uint32 {
+		return uint32(blk[i]) | uint32(blk[i+1])<<8 | uint32(blk[i+2])<<16 | uint32(blk[i+3])<<24
+	}
+	y := make([]float32, 0, 256)
+	switch name {
+	case "Q4_1", "Q5_0", "Q5_1":
+		d, m, qs, qh := h(0), float32(0), blk[2:], uint32(0)
+		switch name {
+		case "Q4_1":
+			m, qs = h(2), blk[4:]
+		case "Q5_0":
+			qh, qs = u32(2), blk[6:]
+		case "Q5_1":
+			m, qh, qs = h(2), u32(4), blk[8:]
+		}
+		y = y[:32]
+		for j := 0; j < 16; j++ {
+			x0, x1 := int(qs[j]&0x0f), int(qs[j]>>4)
+			if name != "Q4_1" {
+				x0 |= int((qh>>j)<<4) & 0x10
+				x1 |= int(qh>>(j+12)) & 0x10
+			}
+			if name == "Q5_0" {
+				y[j], y[j+16] = float32(x0-16)*d, float32(x1-16)*d
+			} else {
+				y[j], y[j+16] = float32(x0)*d+m, float32(x1)*d+m
+			}
+		}
+	case "Q5_K":
+		d, dmin := h(0), h(2)
+		sc, qh, ql := blk[4:16], blk[16:48], blk[48:]
+		u1, u2 := uint8(1), uint8(2)
+		for j, is := 0, 0; j < 256; j, is = j+64, is+2 {
+			s1, m1 := ScaleMinK4(is, sc)
+			s2, m2 := ScaleMinK4(is+1, sc)
+			d1, mm1, d2, mm2 := d*float32(s1), dmin*float32(m1), d*float32(s2), dmin*float32(m2)
+			for l := 0; l < 32; l++ {
+				q := int(ql[l] & 0xf)
+				if qh[l]&u1 != 0 {
+					q += 16
+				}
+				y = append(y, d1*float32(q)-mm1)
+			}
+			for l := 0; l < 32; l++ {
+				q := int(ql[l] >> 4)
+				if qh[l]&u2 != 0 {
+					q += 16
+				}
+				y = append(y, d2*float32(q)-mm2)
+			}
+			ql = ql[32:]
+			u1, u2 = u1<<2, u2<<2
+		}
+	}
+	return y
+}
+
+// Every transcoder, on random blocks (finite scales), gives ggml's values
+// bit for bit; rows of several blocks keep their order.
+func TestTranscodersMatchGGML(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for name, tc := range Transcoders {
+		t.Run(name, func(t *testing.T) {
+			const rows = 3
+			k := 2 * tc.Values
+			src := make([]byte, rows*k/tc.Values*tc.Bytes)
+			for i := range src {
+				src[i] = byte(r.Uint32())
+			}
+			// Scales: f16 of magnitude about 2⁻⁸ (exponent 7), either sign.
+			for b := 0; b < len(src)/tc.Bytes; b++ {
+				blk := src[b*tc.Bytes:]
+				n := 2
+				if name != "Q5_0" {
+					n = 4 // d and m (dmin)
+				}
+				for i := 1; i < n; i += 2 {
+					blk[i] = blk[i]&0x83 | 7<<2
+				}
+			}
+			m := transcodeMatrix(t, tc, src, rows, k)
+			got := m.Dequantize()
+			for b := 0; b < len(src)/tc.Bytes; b++ {
+				want := ggmlRef(name, src[b*tc.Bytes:(b+1)*tc.Bytes])
+				for i, w := range want {
+					if g := got[b*tc.Values+i]; math.Float32bits(g) != math.Float32bits(w) {
+						t.Fatalf("block %d value %d: %g, ggml %g", b, i, g, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Transcode refuses buffers that do not fit the shape, naming the format.
+func TestTranscodeRefusesBadShapes(t *testing.T) {
+	tc := Transcoders["Q5_0"]
+	for _, c := range []struct {
+		src  int
+		m    *Matrix
+		want string
+	}{
+		{22, &Matrix{Spec: tc.Into, Rows: 1, K: 48, Data: make([]byte, 34)}, "blocks of 32"},
+		{21, &Matrix{Spec: tc.Into, Rows: 1, K: 32, Data: make([]byte, 34)}, "21 bytes"},
+		{22, &Matrix{Spec: tc.Into, Rows: 1, K: 32, Data: make([]byte, 33)}, "33 bytes"},
+		{22, &Matrix{Spec: Spec{Type: Q4_0}, Rows: 1, K: 32, Data: make([]byte, 18)}, "not Q4_0"},
+	} {
+		err := tc.Transcode(make([]byte, c.src), c.m)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Q5_0") {
+			t.Errorf("got %v, want an error naming Q5_0 and %q", err, c.want)
+		}
 	}
 }
 

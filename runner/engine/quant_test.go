@@ -28,6 +28,11 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/qwen3_moe-q8_0.gguf", "../testdata/gguf/qwen3_moe-q8_0.json"},
 	{"../testdata/gguf/qwen3_moe-q4_0.gguf", "../testdata/gguf/qwen3_moe-q4_0.json"},
 	{"../testdata/gguf/qwen3_moe-q4_k_m.gguf", "../testdata/gguf/qwen3_moe-q4_k_m.json"},
+	// Types read by transcoding (kernels/quant/ggml.go).
+	{"../testdata/gguf/llama-q4_1.gguf", "../testdata/gguf/llama-q4_1.json"},
+	{"../testdata/gguf/llama-q5_0.gguf", "../testdata/gguf/llama-q5_0.json"},
+	{"../testdata/gguf/llama-q5_1.gguf", "../testdata/gguf/llama-q5_1.json"},
+	{"../testdata/gguf/qwen3_moe-q5_k_m.gguf", "../testdata/gguf/qwen3_moe-q5_k_m.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
@@ -65,8 +70,9 @@ func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol floa
 }
 
 // TestQuantMatchesTransformers: MLX 4- and 8-bit (llama, qwen3,
-// qwen3_moe) and GGUF Q8_0, Q4_0, Q4_K_M (llama, qwen3moe) on the CPU,
-// logits within 1e-3.
+// qwen3_moe), GGUF Q8_0, Q4_0, Q4_K_M (llama, qwen3moe) and the transcoded
+// Q4_1, Q5_0, Q5_1 (llama) and Q5_K_M (qwen3moe) on the CPU, logits within
+// 1e-3.
 func TestQuantMatchesTransformers(t *testing.T) {
 	checkQuantFixtures(t, func() bridge.Backend { return cpu.New(cpu.Options{}) }, 1e-3)
 }

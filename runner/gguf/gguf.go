@@ -29,8 +29,12 @@ const (
 	F32  Type = 0
 	F16  Type = 1
 	Q4_0 Type = 2
+	Q4_1 Type = 3
+	Q5_0 Type = 6
+	Q5_1 Type = 7
 	Q8_0 Type = 8
 	Q4_K Type = 12
+	Q5_K Type = 13
 	Q6_K Type = 14
 	BF16 Type = 30
 )
@@ -62,10 +66,18 @@ func (t Type) Block() (values, bytes int, ok bool) {
 		return 1, 2, true
 	case Q4_0:
 		return 32, 18, true
+	case Q4_1:
+		return 32, 20, true
+	case Q5_0:
+		return 32, 22, true
+	case Q5_1:
+		return 32, 24, true
 	case Q8_0:
 		return 32, 34, true
 	case Q4_K:
 		return 256, 144, true
+	case Q5_K:
+		return 256, 176, true
 	case Q6_K:
 		return 256, 210, true
 	}

@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -140,4 +141,27 @@ func FuzzOpen(f *testing.F) {
 			g.Close()
 		}
 	})
+}
+
+// Dropped tensor bytes leave the resident set but not the file: read again,
+// they are what they were. Bytes outside the mapping are left alone.
+func TestDropKeepsBytes(t *testing.T) {
+	nb := 3 * os.Getpagesize() / 34 / 16 * 16 // blocks of a few pages, a multiple of 32 bytes
+	data := build(3, nil, []ti{{"big", []uint64{uint64(nb * 32)}, Q8_0, nb * 34}}, 32)
+	for i := len(data) - nb*34; i < len(data); i++ {
+		data[i] = byte(i * 7)
+	}
+	f, err := Open(write(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	info, _ := f.Tensor("big")
+	b := f.Bytes(info)
+	want := append([]byte(nil), b...)
+	f.Drop(b)
+	f.Drop(want) // not the file's: nothing happens
+	if !bytes.Equal(b, want) {
+		t.Fatal("bytes changed after Drop")
+	}
 }

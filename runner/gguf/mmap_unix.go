@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,4 +22,20 @@ func mapFile(fh *os.File, size int) ([]byte, func() error, bool, error) {
 		return nil, nil, false, fmt.Errorf("mmap: %w", err)
 	}
 	return data, func() error { return unix.Munmap(data) }, true, nil
+}
+
+// Drop tells the OS that b, bytes of the mapping, will not be read again
+// (a tensor that was transcoded): the whole pages it spans leave the
+// process's resident set. Pages are re-read from the file if touched.
+func (f *File) Drop(b []byte) {
+	if !f.Mapped(b) {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo, hi := (p+page-1)&^(page-1), (p+uintptr(len(b)))&^(page-1)
+	if hi <= lo {
+		return
+	}
+	_ = unix.Madvise(b[lo-p:hi-p], unix.MADV_DONTNEED)
 }

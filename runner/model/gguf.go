@@ -37,8 +37,9 @@ func openModelPath(p string, want *bridge.DType) (*Config, Source, error) {
 	return c, ck, nil
 }
 
-// GGUFSource reads a GGUF file's tensors: packed ones as they are, float
-// ones in their stored dtype (or converted to want).
+// GGUFSource reads a GGUF file's tensors: packed ones as they are (or
+// transcoded, quant.Transcoders), float ones in their stored dtype (or
+// converted to want).
 type GGUFSource struct {
 	f         *gguf.File
 	cfg       *Config
@@ -49,6 +50,8 @@ type GGUFSource struct {
 	// permute are the HF names whose rows llama.cpp's converter reordered
 	// for its interleaved RoPE (llama's q and k), with their head counts.
 	permute map[string]int
+	// transcoded are the packed tensors rewritten so far, by HF name.
+	transcoded map[string]Packed
 }
 
 // ggufName is the GGUF tensor holding HF tensor name, and for experts the
@@ -145,7 +148,8 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	return cfg, s, nil
 }
 
-// ggufQuant is the packing of a packed ggml type.
+// ggufQuant is the packing a packed ggml type runs as: its own, or for a
+// type read by transcoding (quant.Transcoders) the one it is rewritten into.
 func ggufQuant(t gguf.Type) (quant.Spec, bool) {
 	switch t {
 	case gguf.Q8_0:
@@ -157,8 +161,14 @@ func ggufQuant(t gguf.Type) (quant.Spec, bool) {
 	case gguf.Q6_K:
 		return quant.Spec{Type: quant.Q6_K}, true
 	}
+	if tc, ok := quant.Transcoders[t.String()]; ok {
+		return tc.Into, true
+	}
 	return quant.Spec{}, false
 }
+
+// ggufTypesRead names the ggml types mtlbench reads, for messages.
+const ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcoding Q4_1, Q5_0, Q5_1, Q5_K"
 
 // lookup finds spec's GGUF tensor and checks its type and shape.
 func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
@@ -168,7 +178,7 @@ func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", s.f.Path, name, spec.Name)
 	}
 	if _, _, ok := info.Type.Block(); !ok {
-		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", s.f.Path, name, info.Type)
+		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (%s)", s.f.Path, name, info.Type, ggufTypesRead)
 	}
 	want := spec.Shape
 	if e >= 0 {
@@ -250,7 +260,48 @@ func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
 		return Packed{}, false, nil
 	}
 	_, data, err := s.bytes(spec)
-	return Packed{Spec: q, Data: data}, true, err
+	if err != nil {
+		return Packed{}, true, err
+	}
+	if tc, ok := quant.Transcoders[info.Type.String()]; ok {
+		p, err := s.transcode(tc, spec, data)
+		return p, true, err
+	}
+	return Packed{Spec: q, Data: data}, true, nil
+}
+
+// transcode rewrites spec's blocks (data) in tc.Into, once per tensor, and
+// lets the OS drop the mapped pages it read: the model holds the rewritten
+// bytes only.
+func (s *GGUFSource) transcode(tc quant.Transcoder, spec TensorSpec, data []byte) (Packed, error) {
+	if p, ok := s.transcoded[spec.Name]; ok {
+		return p, nil
+	}
+	if len(spec.Shape) != 2 {
+		return Packed{}, fmt.Errorf("%s: tensor %s is %s but not a matrix", s.f.Path, spec.Name, tc.Name)
+	}
+	rows, k := spec.Shape[0], spec.Shape[1]
+	q := tc.Into
+	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
+	s.frees = append(s.frees, free)
+	if mapped {
+		s.converted.add(buf)
+	}
+	nd, ns := rows*q.RowBytes(k), rows*q.Groups(k)*q.Scale.Size()
+	m := &quant.Matrix{Spec: q, Rows: rows, K: k, Data: buf[:nd]}
+	if q.Type == quant.Affine {
+		m.Scales, m.Biases = buf[nd:nd+ns], buf[nd+ns:nd+2*ns]
+	}
+	if err := tc.Transcode(data, m); err != nil {
+		return Packed{}, fmt.Errorf("%s: tensor %s: %w", s.f.Path, spec.Name, err)
+	}
+	s.f.Drop(data)
+	p := Packed{Spec: q, Data: m.Data, Scales: m.Scales, Biases: m.Biases}
+	if s.transcoded == nil {
+		s.transcoded = map[string]Packed{}
+	}
+	s.transcoded[spec.Name] = p
+	return p, nil
 }
 
 // Tensor returns a float tensor: vectors in f32, matrices kept or converted.

@@ -201,7 +201,7 @@ func TestBadGGUF(t *testing.T) {
 		edit func([]byte) []byte
 		want []string
 	}{
-		{"type", func(b []byte) []byte { b[typeField(b, q)] = 13; return b }, []string{q, "Q5_K", "does not read"}},
+		{"type", func(b []byte) []byte { b[typeField(b, q)] = 11; return b }, []string{q, "Q3_K", "does not read", "Q5_K"}},
 		{"cut short", func(b []byte) []byte { return b[:len(b)-1000] }, []string{"output.weight", "cut short"}},
 		{"missing", func(b []byte) []byte {
 			i := strings.Index(string(b), q)

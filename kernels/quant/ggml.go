@@ -1,0 +1,135 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Transcoder is a ggml block format that no kernel reads but whose every
+// value another format holds exactly: a GGUF tensor in it is rewritten
+// once, as it is loaded, into Into, and runs as that on every backend
+// (docs/quantization.md, "GGUF formats that are transcoded"). llama.cpp
+// writes them into the files people download: Q4_K_M and Q5_K_M files
+// hold Q5_0 for rows of a length that is not a multiple of 256, and Q5_K
+// for some matrices.
+type Transcoder struct {
+	Name          string // ggml's name
+	Values, Bytes int    // one block's values and bytes
+	Into          Spec   // the format it runs as
+	decode        func(blk []byte, data, scales, biases []byte)
+}
+
+// Transcoders are the ggml formats read by transcoding, by ggml name.
+var Transcoders = map[string]Transcoder{
+	// Q4_1: f16 d and m, 16 bytes of nibbles; w = d·q + m, q in 0..15: an
+	// affine 4-bit group of 32 with f16 scale d and bias m, as many bytes.
+	"Q4_1": {Name: "Q4_1", Values: 32, Bytes: 20, Into: Spec{Type: Affine, Bits: 4, Group: 32, Scale: F16}, decode: q41},
+	// Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; w = d·(q − 16): a
+	// Q8_0 block (34 bytes for 22).
+	"Q5_0": {Name: "Q5_0", Values: 32, Bytes: 22, Into: Spec{Type: Q8_0}, decode: q50},
+	// Q5_1: f16 d and m, 32 high bits, 16 bytes of nibbles; w = d·q + m, q
+	// in 0..31: an affine 8-bit group of 32 with f16 scale and bias (36
+	// bytes for 24).
+	"Q5_1": {Name: "Q5_1", Values: 32, Bytes: 24, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F16}, decode: q51},
+	// Q5_K: super-blocks of 256 as Q4_K's with a fifth bit; w = d·s·q −
+	// dmin·m per 32 values, with d·s and dmin·m exact in f32 (an f16 times
+	// a 6-bit integer): affine 8-bit groups of 32 with f32 scales and
+	// biases (320 bytes for 176).
+	"Q5_K": {Name: "Q5_K", Values: 256, Bytes: 176, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: q5k},
+}
+
+// Transcode rewrites rows of k values in t's blocks (src) as t.Into: packed
+// values into m.Data, and for affine formats scales and biases into
+// m.Scales and m.Biases, each sized as m.Check wants.
+func (t Transcoder) Transcode(src []byte, m *Matrix) error {
+	if m.Spec != t.Into {
+		return fmt.Errorf("%s: transcodes into %v, not %v", t.Name, t.Into, m.Spec)
+	}
+	if m.K <= 0 || m.K%t.Values != 0 {
+		return fmt.Errorf("%s packs rows in blocks of %d values; a row of %d values does not divide", t.Name, t.Values, m.K)
+	}
+	if want := m.Rows * m.K / t.Values * t.Bytes; len(src) != want {
+		return fmt.Errorf("%s: %d bytes for %d rows of %d values (want %d)", t.Name, len(src), m.Rows, m.K, want)
+	}
+	if err := m.Check(t.Name + " transcoded"); err != nil {
+		return err
+	}
+	n := m.Rows * m.K / t.Values
+	db, sb := t.Into.BlockBytes()*t.Values/t.Into.Block(), 0
+	if t.Into.Type == Affine {
+		sb = t.Values / t.Into.Group * t.Into.Scale.Size()
+	}
+	for b := 0; b < n; b++ {
+		var sc, bi []byte
+		if sb > 0 {
+			sc, bi = m.Scales[b*sb:(b+1)*sb], m.Biases[b*sb:(b+1)*sb]
+		}
+		t.decode(src[b*t.Bytes:(b+1)*t.Bytes], m.Data[b*db:(b+1)*db], sc, bi)
+	}
+	return nil
+}
+
+// fifth returns value j's fifth bit (of 32) from a Q5 block's 4 high-bit
+// bytes, as 16 or 0 (ggml's qh: bit j for value j).
+func fifth(qh uint32, j int) uint8 { return uint8(qh>>j&1) << 4 }
+
+func q41(blk, data, scales, biases []byte) {
+	copy(scales, blk[0:2])
+	copy(biases, blk[2:4])
+	qs := blk[4:20]
+	// Q4_1 holds value j in byte j's low nibble and value j+16 in its high
+	// one; the affine layout, value i at bit 4i.
+	for p := 0; p < 16; p++ {
+		lo, hi := nibble(qs, 2*p), nibble(qs, 2*p+1)
+		data[p] = lo | hi<<4
+	}
+}
+
+// nibble is value i (of 32) of a Q4_0/Q4_1 block's 16 bytes.
+func nibble(qs []byte, i int) uint8 {
+	if i < 16 {
+		return qs[i] & 0xf
+	}
+	return qs[i-16] >> 4
+}
+
+func q50(blk, data, _, _ []byte) {
+	copy(data[0:2], blk[0:2])
+	qh := binary.LittleEndian.Uint32(blk[2:6])
+	qs := blk[6:22]
+	for i := 0; i < 32; i++ {
+		data[2+i] = byte(int8(int(nibble(qs, i)|fifth(qh, i)) - 16))
+	}
+}
+
+func q51(blk, data, scales, biases []byte) {
+	copy(scales, blk[0:2])
+	copy(biases, blk[2:4])
+	qh := binary.LittleEndian.Uint32(blk[4:8])
+	qs := blk[8:24]
+	for i := 0; i < 32; i++ {
+		data[i] = nibble(qs, i) | fifth(qh, i)
+	}
+}
+
+func q5k(blk, data, scales, biases []byte) {
+	d := HalfToF32(binary.LittleEndian.Uint16(blk[0:2]))
+	dmin := HalfToF32(binary.LittleEndian.Uint16(blk[2:4]))
+	sc, qh, ql := blk[4:16], blk[16:48], blk[48:176]
+	// Sub-block j (32 values) takes its low nibbles from ql[32·(j/2):] (low
+	// halves for even j, high for odd) and its fifth bits from bit j of qh.
+	for j := 0; j < 8; j++ {
+		s, m := ScaleMinK4(j, sc)
+		binary.LittleEndian.PutUint32(scales[4*j:], math.Float32bits(d*float32(s)))
+		binary.LittleEndian.PutUint32(biases[4*j:], math.Float32bits(-(dmin * float32(m))))
+		q := ql[32*(j/2):]
+		for l := 0; l < 32; l++ {
+			v := q[l] & 0xf
+			if j%2 == 1 {
+				v = q[l] >> 4
+			}
+			data[32*j+l] = v | (qh[l]>>j&1)<<4
+		}
+	}
+}
