@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // Transcoder is a ggml block format that no kernel reads but whose every
@@ -60,15 +62,35 @@ func (t Transcoder) Transcode(src []byte, m *Matrix) error {
 	if t.Into.Type == Affine {
 		sb = t.Values / t.Into.Group * t.Into.Scale.Size()
 	}
-	for b := 0; b < n; b++ {
-		var sc, bi []byte
-		if sb > 0 {
-			sc, bi = m.Scales[b*sb:(b+1)*sb], m.Biases[b*sb:(b+1)*sb]
+	blocks := func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			var sc, bi []byte
+			if sb > 0 {
+				sc, bi = m.Scales[b*sb:(b+1)*sb], m.Biases[b*sb:(b+1)*sb]
+			}
+			t.decode(src[b*t.Bytes:(b+1)*t.Bytes], m.Data[b*db:(b+1)*db], sc, bi)
 		}
-		t.decode(src[b*t.Bytes:(b+1)*t.Bytes], m.Data[b*db:(b+1)*db], sc, bi)
 	}
+	// A model's matrices are tens of megabytes: spread over the cores in
+	// runs of transcodeRun blocks.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < n; lo += transcodeRun {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(lo, hi int) {
+			defer wg.Done()
+			blocks(lo, hi)
+			<-sem
+		}(lo, min(n, lo+transcodeRun))
+	}
+	wg.Wait()
 	return nil
 }
+
+// transcodeRun is the blocks one goroutine transcodes: about 100 KB to 1 MB
+// of output.
+const transcodeRun = 4096
 
 // fifth returns value j's fifth bit (of 32) from a Q5 block's 4 high-bit
 // bytes, as 16 or 0 (ggml's qh: bit j for value j).
