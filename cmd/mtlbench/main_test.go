@@ -49,6 +49,29 @@ func TestModelsGolden(t *testing.T) {
 	golden(t, "models", out)
 }
 
+// models with checkpoints describes them: weights as they load, and a GGUF
+// file's tensors by stored type with what transcoded types run as.
+func TestModelsCheckpointsGolden(t *testing.T) {
+	out, _, err := mtl(t, "models", "../../runner/testdata/gguf/qwen3_moe-q5_k_m.gguf",
+		"../../runner/testdata/gguf/llama-q5_0.gguf", "../../runner/testdata/mlx/llama-q4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "models-checkpoints", out)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"models", "nope.gguf"}, `"nope.gguf" is neither a preset`},
+		{[]string{"models", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset"},
+		{[]string{"models", "--dtype", "q4", "../../runner/testdata/mlx/llama-q4"}, "--dtype is for presets"},
+	} {
+		if _, _, err := mtl(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}
+
 // env lists every variable; with a clean environment each shows its
 // default.
 func TestEnvGolden(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -14,17 +15,29 @@ import (
 
 func modelsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "models",
-		Usage: "list the model presets with their size and memory need",
+		Name:      "models",
+		Usage:     "list the model presets (or describe checkpoints) with their size and memory need",
+		ArgsUsage: "[CHECKPOINT ...]",
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
 			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
 			"formats q4, q8 (MLX affine, group 64), q4_k_m, q8_0 (GGUF) count packed bytes and scales)\n" +
-			"plus a 4096-token KV cache; --dtype all lists every format.",
+			"plus a 4096-token KV cache; --dtype all lists every format.\n\n" +
+			"With arguments, each a checkpoint folder or .gguf file, the checkpoints are described\n" +
+			"instead: their weights as they load (packed formats as they run), and for a GGUF file its\n" +
+			"tensors by stored type, with the formats transcoded types run as (docs/quantization.md).\n\n" +
+			"   mtlbench models --dtype all\n" +
+			"   mtlbench models ~/models/Qwen2-0.5B-Instruct-Q4_K_M.gguf",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (sizes in bytes)"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weights: f32, f16, bf16, " + strings.Join(model.QuantFormats, ", ") + ", or all"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				if c.IsSet("dtype") {
+					return fmt.Errorf("--dtype is for presets: a checkpoint's weights load in their own dtype")
+				}
+				return describeCheckpoints(c, c.Args().Slice())
+			}
 			var formats []model.Format
 			if d := c.String("dtype"); d == "all" {
 				formats = append(formats, model.Format{DType: bridge.BF16})
@@ -96,4 +109,49 @@ func human(n int64) string {
 		return fmt.Sprintf("%.0fM", float64(n)/1e6)
 	}
 	return fmt.Sprint(n)
+}
+
+// describeCheckpoints prints models' row for each checkpoint (folder or
+// GGUF file), with a GGUF file's tensors by stored type as notes.
+func describeCheckpoints(c *cli.Context, paths []string) error {
+	t := &table.Table{Header: []string{"checkpoint", "architecture", "layers", "params", "read/token", "weights", "KV/token", "memory need"},
+		Data: &table.Data{Columns: []string{"checkpoint", "architecture", "layers", "params", "read_bytes_per_token",
+			"weight_bytes", "kv_bytes_per_token_bf16", "memory_need_bytes", "max_positions"}}}
+	for _, p := range paths {
+		if model.IsPreset(p) {
+			return fmt.Errorf("%s is a preset: `mtlbench models` lists the presets; give checkpoints as paths", p)
+		}
+		cfg, src, err := model.Open(model.Spec{Model: p})
+		if err != nil {
+			return err
+		}
+		dt := src.DType()
+		kv := cfg.KVBytesPerToken(bridge.BF16)
+		w, read := cfg.WeightBytes(dt), cfg.ActiveBytesPerToken(dt)
+		need := w + cfg.KVBytesPerToken(bridge.F32)*4096
+		name := filepath.Base(p)
+		t.Rows = append(t.Rows, []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
+			engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)})
+		t.Data.Add(map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,
+			"params": cfg.Params(), "read_bytes_per_token": read, "weight_bytes": w, "kv_bytes_per_token_bf16": kv,
+			"memory_need_bytes": need, "max_positions": cfg.MaxPos})
+		if g, ok := src.(*model.GGUFSource); ok {
+			var parts []string
+			for _, f := range g.Formats() {
+				s := fmt.Sprintf("%s %d (%s)", f.Stored, f.Tensors, engine.GiB(f.FileBytes))
+				if f.RunsAs != "" {
+					s += fmt.Sprintf(" run as %s (%s)", f.RunsAs, engine.GiB(f.RunBytes))
+				}
+				parts = append(parts, s)
+			}
+			t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
+		}
+		src.Close()
+	}
+	t.Notes = append(t.Notes, "weights: as they load (packed formats as they run); memory need: the weights plus a 4096-token f32 KV cache on the CPU backend")
+	f, err := table.ParseFormat(c.String("format"))
+	if err != nil {
+		return err
+	}
+	return t.Render(c.App.Writer, f)
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -424,4 +425,61 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		return nil, bad("%v", err)
 	}
 	return c, nil
+}
+
+// FormatCount is the model's tensors of one stored format: how many, their
+// bytes in the file, and for packed formats what they run as and the
+// bytes they take then (RunsAs empty: as stored).
+type FormatCount struct {
+	Stored    string
+	Tensors   int
+	FileBytes int64
+	RunsAs    string
+	RunBytes  int64
+}
+
+// Formats lists the model's tensors by stored ggml type, in ggml's order;
+// a stacked expert tensor counts once.
+func (s *GGUFSource) Formats() []FormatCount {
+	byType := map[gguf.Type]*FormatCount{}
+	seen := map[string]bool{}
+	for _, t := range s.cfg.Tensors() {
+		info, _, err := s.lookup(t)
+		if err != nil || seen[info.Name] {
+			continue
+		}
+		seen[info.Name] = true
+		fc := byType[info.Type]
+		if fc == nil {
+			fc = &FormatCount{Stored: info.Type.String()}
+			byType[info.Type] = fc
+		}
+		fc.Tensors++
+		fc.FileBytes += int64(info.Size)
+		if _, ok := quant.Transcoders[info.Type.String()]; ok {
+			q, _ := ggufQuant(info.Type)
+			fc.RunsAs = q.String()
+			shape := info.Shape()
+			fc.RunBytes += q.Bytes(elems(shape), shape[len(shape)-1])
+		}
+	}
+	types := make([]gguf.Type, 0, len(byType))
+	for t := range byType {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	out := make([]FormatCount, 0, len(types))
+	for _, t := range types {
+		out = append(out, *byType[t])
+	}
+	return out
+}
+
+// elems is the element count of a tensor of shape.
+func elems(shape []int) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= int64(d)
+	}
+	return n
 }
