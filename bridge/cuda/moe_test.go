@@ -9,8 +9,11 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 )
 
 // The MoE block of steps of a few tokens, its router GEMV and routing in
@@ -120,4 +123,47 @@ func f16Round(x []float32) []float32 {
 		out[i] = half.F16ToFloat(half.F16(v))
 	}
 	return out
+}
+
+// Affine widths the kernels do not take (mlx-community's 2-, 3-, 5- and
+// 6-bit checkpoints) run widened to 4 or 8 bits, exactly: the same tokens
+// as the CPU, which runs them as stored, and logits within 1e-4.
+func TestNarrowAffineRunsWidened(t *testing.T) {
+	b := gpu(t)
+	for _, c := range []struct {
+		preset                   string
+		layers, bits, routerBits int
+		runs                     int // the width the GPU runs
+	}{
+		{"qwen3-moe-mini", 0, 6, 3, 8},
+		{"qwen3-moe-mini", 2, 5, 2, 8},
+		{"tinyllama-1.1b", 2, 3, 0, 4},
+		{"tinyllama-1.1b", 2, 2, 0, 4},
+	} {
+		t.Run(fmt.Sprintf("%s-%dbit", c.preset, c.bits), func(t *testing.T) {
+			cfg, src := enginetest.NarrowAffine(t, c.preset, c.layers, c.bits, c.routerBits)
+			reqs := miniRequests(cfg.Vocab, 3, 9, 6)
+			opts := engine.Options{KVTokens: 512, KVDType: "f32"}
+			var outs [2][]engine.Output
+			for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), b} {
+				e, err := engine.New(be, cfg, src, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := []int{c.bits, c.runs}[i]; e.Config().Quant.Default.Bits != want {
+					t.Errorf("%s runs %d-bit weights at %d bits, want %d", be.Info().Backend, c.bits, e.Config().Quant.Default.Bits, want)
+				}
+				if outs[i], err = e.Generate(reqs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range reqs {
+				d := maxAbsDiff(outs[1][i].Logits, outs[0][i].Logits)
+				t.Logf("request %d: tokens %v, logits within %.2g of the CPU's", i, outs[1][i].Tokens, d)
+				if !equalTokens(outs[1][i].Tokens, outs[0][i].Tokens) || d > 1e-4 {
+					t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
+				}
+			}
+		})
+	}
 }

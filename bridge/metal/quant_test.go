@@ -2,14 +2,18 @@ package metal_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 
@@ -243,4 +247,47 @@ func checkOp(t *testing.T, be *metal.Backend, op ops.Args) {
 // every GGUF format, a decode row and five rows staged in chunks.
 func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, newEmu(t, metal.Tuning{}), 1e-5)
+}
+
+// Affine widths the kernels do not take (mlx-community's 2-, 3-, 5- and
+// 6-bit checkpoints) run widened to 4 or 8 bits, exactly: the same tokens
+// as the CPU, which runs them as stored, and logits within 1e-4.
+func TestNarrowAffineRunsWidened(t *testing.T) {
+	mb := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		preset                   string
+		layers, bits, routerBits int
+		runs                     int // the width the emulator runs
+	}{
+		{"qwen3-moe-mini", 2, 6, 3, 8},
+		{"qwen3-moe-mini", 1, 5, 2, 8},
+		{"tinyllama-1.1b", 1, 3, 0, 4},
+	} {
+		t.Run(fmt.Sprintf("%s-%dbit", c.preset, c.bits), func(t *testing.T) {
+			cfg, src := enginetest.NarrowAffine(t, c.preset, c.layers, c.bits, c.routerBits)
+			reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
+				{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
+			opts := engine.Options{KVTokens: 256, KVDType: "f32"}
+			var outs [2][]engine.Output
+			for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), mb} {
+				e, err := engine.New(be, cfg, src, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := []int{c.bits, c.runs}[i]; e.Config().Quant.Default.Bits != want {
+					t.Errorf("%s runs %d-bit weights at %d bits, want %d", be.Info().Backend, c.bits, e.Config().Quant.Default.Bits, want)
+				}
+				if outs[i], err = e.Generate(reqs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range reqs {
+				d := maxAbsDiff(outs[1][i].Logits, outs[0][i].Logits)
+				t.Logf("request %d: tokens %v, logits within %.2g of the CPU's", i, outs[1][i].Tokens, d)
+				if !slices.Equal(outs[1][i].Tokens, outs[0][i].Tokens) || d > 1e-4 {
+					t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
+				}
+			}
+		})
+	}
 }

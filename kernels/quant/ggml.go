@@ -73,24 +73,29 @@ func (t Transcoder) Transcode(src []byte, m *Matrix) error {
 	}
 	// A model's matrices are tens of megabytes: spread over the cores in
 	// runs of transcodeRun blocks.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for lo := 0; lo < n; lo += transcodeRun {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(lo, hi int) {
-			defer wg.Done()
-			blocks(lo, hi)
-			<-sem
-		}(lo, min(n, lo+transcodeRun))
-	}
-	wg.Wait()
+	forRuns(n, transcodeRun, blocks)
 	return nil
 }
 
 // transcodeRun is the blocks one goroutine transcodes: about 100 KB to 1 MB
 // of output.
 const transcodeRun = 4096
+
+// forRuns calls f over [0, n) in runs of run items, on every core.
+func forRuns(n, run int, f func(lo, hi int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < n; lo += run {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+			<-sem
+		}(lo, min(n, lo+run))
+	}
+	wg.Wait()
+}
 
 // fifth returns value j's fifth bit (of 32) from a Q5 block's 4 high-bit
 // bytes, as 16 or 0 (ggml's qh: bit j for value j).

@@ -277,3 +277,43 @@ func BenchmarkTranscode(b *testing.B) {
 		})
 	}
 }
+
+// Widening keeps every value: a 2-, 3-, 5- or 6-bit affine matrix widened
+// to each wider kernel width dequantizes to the very same floats.
+func TestWidenKeepsValues(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	const rows, k = 5, 192
+	w := make([]float32, rows*k)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	for _, bits := range []int{2, 3, 4, 5, 6} {
+		for _, group := range []int{32, 64} {
+			m := PackAffine(w, rows, k, bits, group, BF16)
+			want := m.Dequantize()
+			for _, to := range Widenings(m.Spec) {
+				wide := &Matrix{Spec: to, Rows: rows, K: k, Data: make([]byte, rows*to.RowBytes(k)), Scales: m.Scales, Biases: m.Biases}
+				if err := m.Widen(to, wide.Data); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range wide.Dequantize() {
+					if math.Float32bits(v) != math.Float32bits(want[i]) {
+						t.Fatalf("%v widened to %d bits: value %d is %g, want %g", m.Spec, to.Bits, i, v, want[i])
+					}
+				}
+			}
+		}
+	}
+	if n := len(Widenings(Spec{Type: Affine, Bits: 8, Group: 64})); n != 0 {
+		t.Errorf("8 bits widen to %d formats, want none", n)
+	}
+	if n := len(Widenings(Spec{Type: Q4_K})); n != 0 {
+		t.Errorf("Q4_K widens to %d formats, want none", n)
+	}
+	m := PackAffine(w, rows, k, 6, 64, BF16)
+	for _, to := range []Spec{{Type: Affine, Bits: 4, Group: 64, Scale: BF16}, {Type: Affine, Bits: 8, Group: 32, Scale: BF16}} {
+		if err := m.Widen(to, make([]byte, rows*to.RowBytes(k))); err == nil {
+			t.Errorf("6 bits widened to %v: want an error", to)
+		}
+	}
+}

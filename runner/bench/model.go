@@ -94,7 +94,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		return nil, err
 	}
 	if m.bytes == nil {
-		m.bytes = newStepCost(m.Config, m.Source.DType(), e.KVDType())
+		m.bytes = newStepCost(e.Config(), m.Source.DType(), e.KVDType()) // the formats as the backend runs them
 	}
 	defer e.Drain() // a cancelled run may leave a step in flight
 	w := m.Work

@@ -552,7 +552,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 			src.Close()
 			return nil, s.ErrorAt(c.PosOf(suites.ParamKVDType), "%v", err)
 		}
-		if err := engine.CheckFit(cfg, src.DType(), kvdt, opts.KVTokens, avail, where); err != nil {
+		if err := engine.CheckFit(engine.RunConfig(be, cfg), src.DType(), kvdt, opts.KVTokens, avail, where); err != nil {
 			var fe *engine.FitError
 			if sm.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
 				src.Close()

@@ -178,6 +178,7 @@ func CheckFit(cfg *model.Config, dt, kvdt bridge.DType, kvTokens int, available 
 
 // New loads cfg's weights from src onto be and sets up the cache.
 func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (*Engine, error) {
+	cfg = RunConfig(be, cfg)
 	var tuned Tuned
 	if opts.Tuned != nil {
 		tuned = opts.Tuned(be, cfg, src.DType(), opts.MoE) // before defaults: it must see what was explicit

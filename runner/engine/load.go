@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -51,7 +52,7 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 				return nil, err
 			}
 			if packed {
-				return packedWeight(be, src, name, s, p)
+				return packedWeight(be, cfg, src, name, s, p)
 			}
 		}
 		dt, data, err := src.Tensor(s)
@@ -131,11 +132,20 @@ func weightOf(be bridge.Backend, src model.Source, dt bridge.DType, shape []int,
 	return be.Weight(dt, shape, data)
 }
 
-// packedWeight hands a packed matrix to a backend that runs packed weights.
-func packedWeight(be bridge.Backend, src model.Source, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
+// packedWeight hands a packed matrix to a backend that runs packed weights,
+// widened first where cfg (RunConfig) runs it wider than it is stored.
+func packedWeight(be bridge.Backend, cfg *model.Config, src model.Source, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
 	qb, ok := be.(bridge.QuantBackend)
 	if !ok {
 		return nil, fmt.Errorf("%s: the %s backend does not run packed weights (%v)", name, be.Info().Backend, p.Spec)
+	}
+	if run, ok := cfg.Quant.For(name); ok && run != p.Spec && len(s.Shape) == 2 {
+		m := &quant.Matrix{Spec: p.Spec, Rows: s.Shape[0], K: s.Shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
+		data := make([]byte, m.Rows*run.RowBytes(m.K))
+		if err := m.Widen(run, data); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		p = model.Packed{Spec: run, Data: data, Scales: p.Scales, Biases: p.Biases}
 	}
 	if qs, ok := be.(bridge.QuantSupport); ok {
 		if err := qs.SupportsQuant(p.Spec); err != nil {
@@ -154,6 +164,40 @@ func packedWeight(be bridge.Backend, src model.Source, name string, s model.Tens
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return t, nil
+}
+
+// RunConfig is cfg as be runs it: a packed format be lacks but whose values
+// a wider format it has holds exactly (quant.Widenings: an affine 3-bit
+// matrix at 4 bits, a 6-bit one at 8) is counted, and loaded, at that
+// width. cfg itself is left as it is.
+func RunConfig(be bridge.Backend, cfg *model.Config) *model.Config {
+	qs, ok := be.(bridge.QuantSupport)
+	if !ok || cfg.Quant == nil {
+		return cfg
+	}
+	widen := func(s *quant.Spec) *quant.Spec {
+		if s == nil || qs.SupportsQuant(*s) == nil {
+			return s
+		}
+		for _, w := range quant.Widenings(*s) {
+			if qs.SupportsQuant(w) == nil {
+				return &w
+			}
+		}
+		return s // refused at load, with the backend's reason
+	}
+	q := &model.QuantScheme{Name: cfg.Quant.Name, Default: widen(cfg.Quant.Default), Per: make(map[string]*quant.Spec, len(cfg.Quant.Per))}
+	changed := q.Default != cfg.Quant.Default
+	for n, s := range cfg.Quant.Per {
+		q.Per[n] = widen(s)
+		changed = changed || q.Per[n] != s
+	}
+	if !changed {
+		return cfg
+	}
+	c := *cfg
+	c.Quant = q
+	return &c
 }
 
 // packed reports whether t is a packed weight.

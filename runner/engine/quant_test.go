@@ -2,13 +2,17 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -75,4 +79,60 @@ func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol floa
 // 1e-3.
 func TestQuantMatchesTransformers(t *testing.T) {
 	checkQuantFixtures(t, func() bridge.Backend { return cpu.New(cpu.Options{}) }, 1e-3)
+}
+
+// fourEight is the CPU backend as a GPU backend sees packed formats: affine
+// at 4 and 8 bits only.
+type fourEight struct{ *cpu.Backend }
+
+func (f fourEight) SupportsQuant(s quant.Spec) error {
+	if s.Type == quant.Affine && s.Bits != 4 && s.Bits != 8 {
+		return fmt.Errorf("affine %d-bit weights are not supported", s.Bits)
+	}
+	return nil
+}
+
+// A backend without a width runs it widened (RunConfig): counted and
+// loaded at 4 or 8 bits, the same tokens and logits as the width run as
+// stored; widths it has keep their config.
+func TestRunConfigWidens(t *testing.T) {
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Quant: "q4", Layers: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if RunConfig(fourEight{cpu.New(cpu.Options{})}, cfg) != cfg {
+		t.Error("a config the backend runs as it is was copied")
+	}
+	cfg.Quant.Default.Bits = 3 // the source reads the same scheme
+	for name, s := range cfg.Quant.Per {
+		if s != nil && strings.HasSuffix(name, "mlp.gate.weight") {
+			s.Bits = 6
+		}
+	}
+	reqs := []Request{{ID: 1, Prompt: []int32{5, 17, 300, 42}, MaxNewTokens: 4, WantLogits: true}}
+	var outs [2][]Output
+	for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), fourEight{cpu.New(cpu.Options{})}} {
+		e, err := New(be, cfg, src, Options{KVDType: "f32"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		router, _ := e.Config().Quant.For(model.LayerPrefix(0) + "mlp.gate.weight")
+		if got, want := [2]int{e.Config().Quant.Default.Bits, router.Bits}, [2][2]int{{3, 6}, {4, 8}}[i]; got != want {
+			t.Errorf("backend %d runs 3- and 6-bit weights at %v bits, want %v", i, got, want)
+		}
+		if outs[i], err = e.Generate(reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cfg.Quant.Default.Bits != 3 {
+		t.Errorf("the model's own config changed to %d bits", cfg.Quant.Default.Bits)
+	}
+	var d float64
+	for i, v := range outs[1][0].Logits {
+		d = math.Max(d, math.Abs(float64(v-outs[0][0].Logits[i])))
+	}
+	if !slices.Equal(outs[1][0].Tokens, outs[0][0].Tokens) || d > 1e-5 {
+		t.Errorf("widened: tokens %v against %v, logits within %.3g", outs[1][0].Tokens, outs[0][0].Tokens, d)
+	}
 }

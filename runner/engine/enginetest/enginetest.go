@@ -5,6 +5,7 @@
 package enginetest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -53,4 +54,29 @@ func PrefillAndStep(t testing.TB, be bridge.Backend, cfg *model.Config, src mode
 		}
 		return logits[0], logits[1]
 	}
+}
+
+// NarrowAffine opens preset (cut to layers) with synthetic MLX affine
+// weights of bits bits, its MoE routers at routerBits (0: as the q4 preset
+// keeps them, 8): the 2-, 3-, 5- and 6-bit checkpoints mlx-community
+// publishes, which the GPU backends run widened (engine.RunConfig). The
+// source draws the weights at those widths.
+func NarrowAffine(t testing.TB, preset string, layers, bits, routerBits int) (*model.Config, model.Source) {
+	t.Helper()
+	cfg, src, err := model.Open(model.Spec{Model: preset, Quant: "q4", Layers: layers, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	// The source reads the same scheme: its specs are set in place.
+	cfg.Quant.Default.Bits = bits
+	for name, s := range cfg.Quant.Per {
+		if s != nil && routerBits > 0 && strings.HasSuffix(name, "mlp.gate.weight") {
+			s.Bits = routerBits
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, src
 }
