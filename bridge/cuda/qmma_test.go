@@ -19,6 +19,9 @@ var qmmaSpecs = []quant.Spec{
 	{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
 	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F32},
 	{Type: quant.Affine, Bits: 8, Group: 128, Scale: quant.F16},
+	// What GGUF's Q4_1 and Q5_K run as (quant.Transcoders).
+	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F16},
+	{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32},
 	{Type: quant.Q8_0},
 	{Type: quant.Q4_0},
 	{Type: quant.Q4_K},
