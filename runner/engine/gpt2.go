@@ -35,9 +35,13 @@ func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weight
 				return out
 			}
 			if isPacked {
+				if p, err = runPacked(cfg, src, s, p); err != nil {
+					firstErr = err
+					return out
+				}
 				for i, part := range p.Rows(s.Shape, n) {
 					ps := model.TensorSpec{Name: s.Name, Shape: []int{s.Shape[0] / n, s.Shape[1]}, Matrix: true}
-					if out[i], err = packedWeight(be, cfg, src, name, ps, part); err != nil {
+					if out[i], err = packedWeight(be, src, name, ps, part); err != nil {
 						firstErr = err
 						return out
 					}

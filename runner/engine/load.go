@@ -52,7 +52,10 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 				return nil, err
 			}
 			if packed {
-				return packedWeight(be, cfg, src, name, s, p)
+				if p, err = runPacked(cfg, src, s, p); err != nil {
+					return nil, err
+				}
+				return packedWeight(be, src, name, s, p)
 			}
 		}
 		dt, data, err := src.Tensor(s)
@@ -132,20 +135,29 @@ func weightOf(be bridge.Backend, src model.Source, dt bridge.DType, shape []int,
 	return be.Weight(dt, shape, data)
 }
 
-// packedWeight hands a packed matrix to a backend that runs packed weights,
-// widened first where cfg (RunConfig) runs it wider than it is stored.
-func packedWeight(be bridge.Backend, cfg *model.Config, src model.Source, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
+// runPacked is s's packed tensor p as cfg runs it: widened where cfg
+// (RunConfig) runs it wider than it is stored, through the source's memo
+// where it keeps one (model.PackedWidener).
+func runPacked(cfg *model.Config, src model.Source, s model.TensorSpec, p model.Packed) (model.Packed, error) {
+	run, ok := cfg.Quant.For(s.Name)
+	if !ok || run == p.Spec {
+		return p, nil
+	}
+	if w, ok := src.(model.PackedWidener); ok {
+		return w.Widened(s, run)
+	}
+	w, err := p.Widen(s.Shape, run)
+	if err != nil {
+		return model.Packed{}, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return w, nil
+}
+
+// packedWeight hands a packed matrix to a backend that runs packed weights.
+func packedWeight(be bridge.Backend, src model.Source, name string, s model.TensorSpec, p model.Packed) (bridge.Tensor, error) {
 	qb, ok := be.(bridge.QuantBackend)
 	if !ok {
 		return nil, fmt.Errorf("%s: the %s backend does not run packed weights (%v)", name, be.Info().Backend, p.Spec)
-	}
-	if run, ok := cfg.Quant.For(name); ok && run != p.Spec && len(s.Shape) == 2 {
-		m := &quant.Matrix{Spec: p.Spec, Rows: s.Shape[0], K: s.Shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
-		data := make([]byte, m.Rows*run.RowBytes(m.K))
-		if err := m.Widen(run, data); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		p = model.Packed{Spec: run, Data: data, Scales: p.Scales, Biases: p.Biases}
 	}
 	if qs, ok := be.(bridge.QuantSupport); ok {
 		if err := qs.SupportsQuant(p.Spec); err != nil {

@@ -34,6 +34,56 @@ func (p Packed) Rows(shape []int, n int) []Packed {
 	return out
 }
 
+// Widen returns p, a packed [rows, k] matrix (shape), with its values at
+// to's width (one of quant.Widenings(p.Spec)): new value bytes, the same
+// scales and biases.
+func (p Packed) Widen(shape []int, to quant.Spec) (Packed, error) {
+	if len(shape) != 2 {
+		return Packed{}, fmt.Errorf("widening %v: shape %v is not a matrix", p.Spec, shape)
+	}
+	m := &quant.Matrix{Spec: p.Spec, Rows: shape[0], K: shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
+	data := make([]byte, m.Rows*to.RowBytes(m.K))
+	if err := m.Widen(to, data); err != nil {
+		return Packed{}, err
+	}
+	return Packed{Spec: to, Data: data, Scales: p.Scales, Biases: p.Biases}, nil
+}
+
+// PackedWidener is a source that keeps the widened tensors it makes
+// (Packed.Widen), so engines made one after another over it (a benchmark's
+// repetitions) share one copy.
+type PackedWidener interface {
+	Widened(spec TensorSpec, to quant.Spec) (Packed, error)
+}
+
+// Widened widens spec's packed tensor to to, once per tensor and width.
+func (c *Cached) Widened(spec TensorSpec, to quant.Spec) (Packed, error) {
+	p, ok, err := c.Packed(spec)
+	if err != nil {
+		return Packed{}, err
+	}
+	if !ok {
+		return Packed{}, fmt.Errorf("%s is stored in floats, not packed", spec.Name)
+	}
+	key := spec.Name + " " + to.String()
+	c.mu.Lock()
+	w, ok := c.widened[key]
+	c.mu.Unlock()
+	if ok {
+		return w, nil
+	}
+	if w, err = p.Widen(spec.Shape, to); err != nil {
+		return Packed{}, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.widened == nil {
+		c.widened = map[string]Packed{}
+	}
+	c.widened[key] = w
+	return w, nil
+}
+
 // PackedSource is a Source some of whose matrices are stored packed.
 type PackedSource interface {
 	// Packed returns spec's tensor packed; ok false when it is stored as

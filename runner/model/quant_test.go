@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -229,5 +231,46 @@ func TestBadGGUF(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A cached source widens a packed tensor once per width: engines made one
+// after another share the copy, and it holds what Packed.Widen makes.
+func TestCachedWidensOnce(t *testing.T) {
+	cfg, src, err := Open(Spec{Model: "qwen3-moe-mini", Quant: "q4", Layers: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	cfg.Quant.Default.Bits = 3 // the source reads the same scheme
+	c := NewCached(src)
+	var spec TensorSpec
+	for _, s := range cfg.Tensors() {
+		if s.Name == LayerPrefix(0)+"self_attn.q_proj.weight" {
+			spec = s
+		}
+	}
+	to := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: cfg.Quant.Default.Scale}
+	a, err := c.Widened(spec, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Widened(spec, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &a.Data[0] != &b.Data[0] || a.Spec != to {
+		t.Errorf("widened twice: %v and %v, not one %v copy", a.Spec, b.Spec, to)
+	}
+	p, _, _ := c.Packed(spec)
+	want, err := p.Widen(spec.Shape, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Data, want.Data) || &a.Scales[0] != &p.Scales[0] {
+		t.Error("the cached widening differs from Packed.Widen, or copied the scales")
+	}
+	if _, err := c.Widened(spec, quant.Spec{Type: quant.Affine, Bits: 2, Group: 64, Scale: to.Scale}); err == nil {
+		t.Error("narrowing to 2 bits: want an error")
 	}
 }

@@ -562,9 +562,10 @@ func (r regions) contain(b []byte) bool {
 // once.
 type Cached struct {
 	Source
-	mu     sync.Mutex
-	m      map[string]cachedTensor
-	packed map[string]Packed
+	mu      sync.Mutex
+	m       map[string]cachedTensor
+	packed  map[string]Packed
+	widened map[string]Packed // by name and width (Widened)
 }
 
 type cachedTensor struct {
