@@ -58,6 +58,19 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "models-checkpoints", out)
+	out, _, err = mtl(t, "models", "--format", "json", "../../runner/testdata/gguf/llama-q5_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("json: %v, %d rows", err, len(rows))
+	}
+	// Q5_0 runs as Q8_0: 34 bytes for every 22.
+	fb, rb := rows[0]["file_bytes_Q5_0"].(float64), rows[0]["run_bytes_Q5_0"].(float64)
+	if rows[0]["tensors_Q5_0"] != float64(16) || fb == 0 || rb*22 != fb*34 {
+		t.Errorf("json row: %v", rows[0])
+	}
 	for _, c := range []struct {
 		args []string
 		want string

@@ -24,7 +24,8 @@ func modelsCommand() *cli.Command {
 			"plus a 4096-token KV cache; --dtype all lists every format.\n\n" +
 			"With arguments, each a checkpoint folder or .gguf file, the checkpoints are described\n" +
 			"instead: their weights as they load (packed formats as they run), and for a GGUF file its\n" +
-			"tensors by stored type, with the formats transcoded types run as (docs/quantization.md).\n\n" +
+			"tensors by stored type, with the formats transcoded types run as (docs/quantization.md;\n" +
+			"in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE columns).\n\n" +
 			"   mtlbench models --dtype all\n" +
 			"   mtlbench models ~/models/Qwen2-0.5B-Instruct-Q4_K_M.gguf",
 		Flags: []cli.Flag{
@@ -132,12 +133,17 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 		name := filepath.Base(p)
 		t.Rows = append(t.Rows, []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
 			engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)})
-		t.Data.Add(map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,
+		row := map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,
 			"params": cfg.Params(), "read_bytes_per_token": read, "weight_bytes": w, "kv_bytes_per_token_bf16": kv,
-			"memory_need_bytes": need, "max_positions": cfg.MaxPos})
+			"memory_need_bytes": need, "max_positions": cfg.MaxPos}
 		if g, ok := src.(*model.GGUFSource); ok {
 			var parts []string
 			for _, f := range g.Formats() {
+				run := f.FileBytes
+				if f.RunsAs != "" {
+					run = f.RunBytes
+				}
+				row["tensors_"+f.Stored], row["file_bytes_"+f.Stored], row["run_bytes_"+f.Stored] = f.Tensors, f.FileBytes, run
 				s := fmt.Sprintf("%s %d (%s)", f.Stored, f.Tensors, engine.GiB(f.FileBytes))
 				if f.RunsAs != "" {
 					s += fmt.Sprintf(" run as %s (%s)", f.RunsAs, engine.GiB(f.RunBytes))
@@ -146,6 +152,7 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 			}
 			t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
 		}
+		t.Data.Add(row)
 		src.Close()
 	}
 	t.Notes = append(t.Notes, "weights: as they load (packed formats as they run); memory need: the weights plus a 4096-token f32 KV cache on the CPU backend")
