@@ -3,16 +3,12 @@
 package cuda_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu"
-	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/kernels"
-	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 )
 
@@ -108,23 +104,6 @@ func TestRouterRouteMatchesReference(t *testing.T) {
 	}
 }
 
-func f16Bytes(x []float32) []byte {
-	b := make([]byte, 2*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint16(b[2*i:], half.F16(v))
-	}
-	return b
-}
-
-// f16Round returns x rounded to f16, as f32.
-func f16Round(x []float32) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		out[i] = half.F16ToFloat(half.F16(v))
-	}
-	return out
-}
-
 // Affine widths the kernels do not take (mlx-community's 2-, 3-, 5- and
 // 6-bit checkpoints) run widened to 4 or 8 bits, exactly: the same tokens
 // as the CPU, which runs them as stored, and logits within 1e-4.
@@ -141,29 +120,7 @@ func TestNarrowAffineRunsWidened(t *testing.T) {
 		{"tinyllama-1.1b", 2, 2, 0, 4},
 	} {
 		t.Run(fmt.Sprintf("%s-%dbit", c.preset, c.bits), func(t *testing.T) {
-			cfg, src := enginetest.NarrowAffine(t, c.preset, c.layers, c.bits, c.routerBits)
-			reqs := miniRequests(cfg.Vocab, 3, 9, 6)
-			opts := engine.Options{KVTokens: 512, KVDType: "f32"}
-			var outs [2][]engine.Output
-			for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), b} {
-				e, err := engine.New(be, cfg, src, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := []int{c.bits, c.runs}[i]; e.Config().Quant.Default.Bits != want {
-					t.Errorf("%s runs %d-bit weights at %d bits, want %d", be.Info().Backend, c.bits, e.Config().Quant.Default.Bits, want)
-				}
-				if outs[i], err = e.Generate(reqs); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := range reqs {
-				d := maxAbsDiff(outs[1][i].Logits, outs[0][i].Logits)
-				t.Logf("request %d: tokens %v, logits within %.2g of the CPU's", i, outs[1][i].Tokens, d)
-				if !equalTokens(outs[1][i].Tokens, outs[0][i].Tokens) || d > 1e-4 {
-					t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
-				}
-			}
+			enginetest.WidenedMatchesCPU(t, b, c.preset, c.layers, c.bits, c.routerBits, c.runs, 1e-4)
 		})
 	}
 }

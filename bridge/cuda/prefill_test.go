@@ -32,23 +32,29 @@ func f32Bytes(x []float32) []byte {
 	return b
 }
 
-func bf16Bytes(x []float32) []byte {
+// halfBytes encodes x in a half type (enc: half.BF16 or half.F16).
+func halfBytes(x []float32, enc func(float32) uint16) []byte {
 	b := make([]byte, 2*len(x))
 	for i, v := range x {
-		binary.LittleEndian.PutUint16(b[2*i:], half.BF16(v))
+		binary.LittleEndian.PutUint16(b[2*i:], enc(v))
 	}
 	return b
 }
 
-// bf16Round returns x rounded to bf16, as f32: weights the reference and
-// the GPU see alike.
-func bf16Round(x []float32) []float32 {
+// halfRound returns x rounded to a half type and back: weights the
+// reference and the GPU see alike.
+func halfRound(x []float32, enc func(float32) uint16, dec func(uint16) float32) []float32 {
 	out := make([]float32, len(x))
 	for i, v := range x {
-		out[i] = half.BF16ToFloat(half.BF16(v))
+		out[i] = dec(enc(v))
 	}
 	return out
 }
+
+func bf16Bytes(x []float32) []byte    { return halfBytes(x, half.BF16) }
+func bf16Round(x []float32) []float32 { return halfRound(x, half.BF16, half.BF16ToFloat) }
+func f16Bytes(x []float32) []byte     { return halfBytes(x, half.F16) }
+func f16Round(x []float32) []float32  { return halfRound(x, half.F16, half.F16ToFloat) }
 
 func randn(r *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
@@ -264,30 +262,7 @@ func TestNarrowAffineRunsWidened(t *testing.T) {
 		{"tinyllama-1.1b", 1, 3, 0, 4},
 	} {
 		t.Run(fmt.Sprintf("%s-%dbit", c.preset, c.bits), func(t *testing.T) {
-			cfg, src := enginetest.NarrowAffine(t, c.preset, c.layers, c.bits, c.routerBits)
-			reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
-				{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
-			opts := engine.Options{KVTokens: 256, KVDType: "f32"}
-			var outs [2][]engine.Output
-			for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), mb} {
-				e, err := engine.New(be, cfg, src, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := []int{c.bits, c.runs}[i]; e.Config().Quant.Default.Bits != want {
-					t.Errorf("%s runs %d-bit weights at %d bits, want %d", be.Info().Backend, c.bits, e.Config().Quant.Default.Bits, want)
-				}
-				if outs[i], err = e.Generate(reqs); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := range reqs {
-				d := maxAbsDiff(outs[1][i].Logits, outs[0][i].Logits)
-				t.Logf("request %d: tokens %v, logits within %.2g of the CPU's", i, outs[1][i].Tokens, d)
-				if !slices.Equal(outs[1][i].Tokens, outs[0][i].Tokens) || d > 1e-4 {
-					t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
-				}
-			}
+			enginetest.WidenedMatchesCPU(t, mb, c.preset, c.layers, c.bits, c.routerBits, c.runs, 1e-4)
 		})
 	}
 }

@@ -137,6 +137,23 @@ MTLB_KERNEL void moe_route1(const float* __restrict__ logits, int E, int K, int 
     if (threadIdx.x == 0) stats[stat_index] = K;
 }
 
+// last_block_gathers reports, to every thread of a block, whether the block
+// is the last of the grid to get here (counter counts them); the last one
+// first copies the n logits every block wrote from L2 into dst.
+__device__ __forceinline__ bool last_block_gathers(int* __restrict__ counter, const float* __restrict__ logits,
+                                                   float* dst, int n) {
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return false;
+    __threadfence();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(logits + i);
+    __syncthreads();
+    return true;
+}
+
 // route1_tail ends a single token's router kernel: once every block's
 // logits are written, the last block to finish routes the token
 // (route_token) and fills the expert slots, and resets counter.
@@ -146,15 +163,7 @@ __device__ __forceinline__ void route1_tail(const float* __restrict__ logits, in
                                             int* __restrict__ slot_count, int* __restrict__ pair_list,
                                             int* __restrict__ stats, int stat_index, int* __restrict__ counter) {
     __shared__ float s_logits[ROUTE_MAXE];
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    for (int i = threadIdx.x; i < E; i += blockDim.x) s_logits[i] = __ldcg(logits + i);
-    __syncthreads();
+    if (!last_block_gathers(counter, logits, s_logits, E)) return;
     const int lane = threadIdx.x & 31;
     if (threadIdx.x >= 32) return;
     route_token(s_logits, 0, E, K, norm, topk_ids, topk_w, stats);
@@ -339,7 +348,6 @@ __device__ __forceinline__ void router_route_body(const float* __restrict__ x, c
     __shared__ int s_cnt[MOE_WARPS * 32];
     __shared__ int s_base[MOE_WARPS * 32];
     __shared__ int s_tmp[32];
-    __shared__ int s_last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int e = blockIdx.x * MOE_WARPS + warp;
     const u16* row = (const u16*)router + (long)min(e, E - 1) * H;
@@ -389,14 +397,7 @@ __device__ __forceinline__ void router_route_body(const float* __restrict__ x, c
             if (lane == t && e < E) logits[(long)t * E + e] = v;
         }
     }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_x[i] = __ldcg(logits + i);
-    __syncthreads();
+    if (!last_block_gathers(counter, logits, s_x, T * E)) return;
     route_slots(s_x, T, E, K, norm, chunk, slots_per_chunk, topk_ids, topk_w, slot_expert, slot_start, slot_count,
                 pair_list, stats, stat_index, s_cnt, s_base, s_tmp);
     if (threadIdx.x == 0) *counter = 0;

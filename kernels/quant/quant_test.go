@@ -55,7 +55,7 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 }
 
 // transcodeMatrix rewrites rows of k values in tc's blocks as tc.Into.
-func transcodeMatrix(t *testing.T, tc Transcoder, src []byte, rows, k int) *Matrix {
+func transcodeMatrix(t testing.TB, tc Transcoder, src []byte, rows, k int) *Matrix {
 	t.Helper()
 	q := tc.Into
 	m := &Matrix{Spec: q, Rows: rows, K: k, Data: make([]byte, rows*q.RowBytes(k))}
@@ -193,10 +193,7 @@ func TestTranscodeRefusesBadShapes(t *testing.T) {
 func TestPackRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const rows, k = 4, 256
-	w := make([]float32, rows*k)
-	for i := range w {
-		w[i] = float32(rng.NormFloat64())
-	}
+	w := normals(rng, rows*k)
 	cases := []struct {
 		name string
 		m    *Matrix
@@ -262,12 +259,7 @@ func BenchmarkTranscode(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			const rows, k = 2048, 2048
 			src := make([]byte, rows*k/tc.Values*tc.Bytes)
-			q := tc.Into
-			m := &Matrix{Spec: q, Rows: rows, K: k, Data: make([]byte, rows*q.RowBytes(k))}
-			if q.Type == Affine {
-				n := rows * q.Groups(k) * q.Scale.Size()
-				m.Scales, m.Biases = make([]byte, n), make([]byte, n)
-			}
+			m := transcodeMatrix(b, tc, src, rows, k)
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
 				if err := tc.Transcode(src, m); err != nil {
@@ -281,12 +273,8 @@ func BenchmarkTranscode(b *testing.B) {
 // Widening keeps every value: a 2-, 3-, 5- or 6-bit affine matrix widened
 // to each wider kernel width dequantizes to the very same floats.
 func TestWidenKeepsValues(t *testing.T) {
-	r := rand.New(rand.NewPCG(8, 9))
 	const rows, k = 5, 192
-	w := make([]float32, rows*k)
-	for i := range w {
-		w[i] = float32(r.NormFloat64())
-	}
+	w := normals(rand.New(rand.NewPCG(8, 9)), rows*k)
 	for _, bits := range []int{2, 3, 4, 5, 6} {
 		for _, group := range []int{32, 64} {
 			m := PackAffine(w, rows, k, bits, group, BF16)
@@ -316,4 +304,13 @@ func TestWidenKeepsValues(t *testing.T) {
 			t.Errorf("6 bits widened to %v: want an error", to)
 		}
 	}
+}
+
+// normals draws n standard normal values.
+func normals(r *rand.Rand, n int) []float32 {
+	w := make([]float32, n)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	return w
 }

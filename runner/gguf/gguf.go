@@ -126,6 +126,15 @@ type TensorInfo struct {
 	Size   uint64 // bytes
 }
 
+// Elems is the tensor's element count.
+func (t TensorInfo) Elems() int64 {
+	n := int64(1)
+	for _, d := range t.Dims {
+		n *= int64(d)
+	}
+	return n
+}
+
 // Shape is the row-major shape: Dims reversed.
 func (t TensorInfo) Shape() []int {
 	s := make([]int, len(t.Dims))

@@ -460,7 +460,7 @@ func (s *GGUFSource) Formats() []FormatCount {
 			q, _ := ggufQuant(info.Type)
 			fc.RunsAs = q.String()
 			shape := info.Shape()
-			fc.RunBytes += q.Bytes(elems(shape), shape[len(shape)-1])
+			fc.RunBytes += q.Bytes(info.Elems(), shape[len(shape)-1])
 		}
 	}
 	types := make([]gguf.Type, 0, len(byType))
@@ -473,13 +473,4 @@ func (s *GGUFSource) Formats() []FormatCount {
 		out = append(out, *byType[t])
 	}
 	return out
-}
-
-// elems is the element count of a tensor of shape.
-func elems(shape []int) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= int64(d)
-	}
-	return n
 }

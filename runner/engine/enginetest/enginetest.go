@@ -5,10 +5,13 @@
 package enginetest
 
 import (
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -79,4 +82,38 @@ func NarrowAffine(t testing.TB, preset string, layers, bits, routerBits int) (*m
 		t.Fatal(err)
 	}
 	return cfg, src
+}
+
+// WidenedMatchesCPU runs NarrowAffine(preset, layers, bits, routerBits) on
+// be, which must run it at runs bits (engine.RunConfig), and on the CPU,
+// which runs it as stored: two prompts of 9 and 30 tokens give the CPU's
+// tokens and last logits within tol.
+func WidenedMatchesCPU(t *testing.T, be bridge.Backend, preset string, layers, bits, routerBits, runs int, tol float64) {
+	t.Helper()
+	cfg, src := NarrowAffine(t, preset, layers, bits, routerBits)
+	reqs := []engine.Request{{ID: 1, Prompt: Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
+		{ID: 2, Prompt: Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
+	var outs [2][]engine.Output
+	for i, b := range []bridge.Backend{cpu.New(cpu.Options{}), be} {
+		e, err := engine.New(b, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{bits, runs}[i]; e.Config().Quant.Default.Bits != want {
+			t.Errorf("%s runs %d-bit weights at %d bits, want %d", b.Info().Backend, bits, e.Config().Quant.Default.Bits, want)
+		}
+		if outs[i], err = e.Generate(reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range reqs {
+		var d float64
+		for j, v := range outs[1][i].Logits {
+			d = math.Max(d, math.Abs(float64(v-outs[0][i].Logits[j])))
+		}
+		t.Logf("request %d: tokens %v, logits within %.2g of the CPU's", i, outs[1][i].Tokens, d)
+		if !slices.Equal(outs[1][i].Tokens, outs[0][i].Tokens) || d > tol {
+			t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
+		}
+	}
 }
