@@ -271,6 +271,7 @@ func TestOpChain(t *testing.T) {
 			}
 		}},
 	}
+	chains = append(chains, batchedChains(t, b, weight)...)
 	chains = append(chains, packedChains(t, b)...)
 	for _, c := range chains {
 		if only != "1" && !strings.Contains(c.name, only) {
@@ -295,6 +296,35 @@ func TestOpChain(t *testing.T) {
 		us := best.Seconds() * 1e6 / float64(c.n)
 		t.Logf("CHAIN %-32s %7.2f µs/op  %6.0f GB/s", c.name, us, c.bytes/us/1e3)
 	}
+}
+
+// batchedChains are the q (4096×2048) and o (2048×4096) projections of a
+// 16-token decode step, taking turns, on cuBLAS (the default) and on the
+// tensor-core GEMV (Options.GemvMMA): docs/cuda.md, "Where batch-16 bf16
+// decode time goes".
+func batchedChains(t *testing.T, b *Backend, weight func(n, k int) bridge.Tensor) []chain {
+	const T, H, Q = 16, 2048, 4096
+	x, y := zeros(t, b, T, H), zeros(t, b, T, Q)
+	var wide, tall []bridge.Tensor
+	for i := 0; i < 16; i++ {
+		wide, tall = append(wide, weight(Q, H)), append(tall, weight(H, Q))
+	}
+	var chains []chain
+	for _, mma := range []bool{false, true} {
+		name := "b16 q/o cublas"
+		if mma {
+			name = "b16 q/o gemv_mma"
+		}
+		chains = append(chains, chain{name, 32, Q * H * 2, func(i int) {
+			defer b.SetGemvMMA(mma)()
+			if i%2 == 0 {
+				b.MatMul(y, x, wide[i/2], nil)
+			} else {
+				b.MatMul(x, y, tall[i/2], nil)
+			}
+		}})
+	}
+	return chains
 }
 
 // fastPacked is a packed [rows][k] affine matrix of random codes and fixed

@@ -68,3 +68,11 @@ func (b *Backend) KernelLocalBytes(name string) (int, error) {
 
 // KernelNames lists every kernel the backend loads.
 var KernelNames = kernelNames
+
+// SetGemvMMA has b run matmuls of 9 to 16 tokens over half weights on
+// gemv_mma (on true) or cuBLAS, and returns what restores it.
+func (b *Backend) SetGemvMMA(on bool) func() {
+	old := b.opts.GemvMMA
+	b.opts.GemvMMA = on
+	return func() { b.opts.GemvMMA = old }
+}

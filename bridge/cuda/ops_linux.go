@@ -21,7 +21,7 @@ func kernelNames() []string {
 		"rope_qk", "moe_route", "moe_route1", "moe_combine", "read_bw",
 		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
 		"moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16", "moe_gemm_down_bf16", "zero_f32",
-		"moe_router_route_f16", "moe_router_route_bf16"}
+		"moe_router_route_f16", "moe_router_route_bf16", "gemv_mma_bf16", "gemv_mma_f16"}
 	n = append(n, quantKernelNames()...)
 	n = append(n, qmmaKernelNames()...)
 	for _, dt := range KVDTypes {
@@ -731,6 +731,12 @@ func (b *Backend) gemm(out, x uint64, w *tensor, bias uint64, m, n, k int, exact
 // (q, k and v): the activations are rounded to half once for all of them.
 func (b *Backend) gemms(x uint64, m, k int, exact bool, segs []gemvSeg) {
 	dt := segs[0].w.dt
+	if !exact && b.onGemvMMA(m, k, dt) {
+		for i := 0; i < len(segs); i += 3 {
+			b.launchGemvMMA(x, m, k, segs[i:min(i+3, len(segs))])
+		}
+		return
+	}
 	if dt == bridge.F32 {
 		for _, s := range segs {
 			b.gemmEntry(s.out, x, s.w, cudaR32F, m, s.n, k, 0)
@@ -759,6 +765,62 @@ func (b *Backend) gemms(x uint64, m, k int, exact bool, segs []gemvSeg) {
 			b.launch("add_bias", [3]int{elementwiseGrid(m * s.n), 1, 1}, 256, s.out, s.bias, i64(int64(m)*int64(s.n)), i32(s.n))
 		}
 	}
+}
+
+// onGemvMMA reports whether a matmul of m rows (above gemvMaxM) over dtype
+// dt runs on gemv_mma.cu's kernels rather than cuBLAS: with Options.GemvMMA,
+// up to halfMaxM rows of half weights whose k is a multiple of the kernels'
+// 32-column step.
+func (b *Backend) onGemvMMA(m, k int, dt bridge.DType) bool {
+	return b.opts.GemvMMA && m <= halfMaxM && k%gemvMMAStep == 0 && (dt == bridge.BF16 || dt == bridge.F16)
+}
+
+// gemv_mma.cu's shape: columns a warp takes per step (GMMA_STEP), steps
+// whose weights load together (GMMA_U), rows a block (GMMA_ROWS) and the
+// most tokens (GMMA_TOKENS).
+const (
+	gemvMMAStep   = 32
+	gemvMMAU      = 4
+	gemvMMARows   = 128
+	gemvMMATokens = 16
+)
+
+// launchGemvMMA records one gemv_mma launch over up to three matrices of x:
+// out = half(x)·wᵀ + bias. Each matrix's 128-row groups take ksb blocks,
+// one a slice of k: ksb doubles (to 16 at most) until the launch has two
+// blocks an SM, while each warp keeps at least two steps of GMMA_U.
+func (b *Backend) launchGemvMMA(x uint64, m, k int, segs []gemvSeg) {
+	groups, rows := 0, 0
+	for _, s := range segs {
+		groups += cdiv(s.n, gemvMMARows)
+		rows += s.n
+	}
+	ksb, steps := 1, k/gemvMMAStep
+	for ksb < 16 && groups*ksb < 2*b.sms && steps/(2*ksb) >= gemvMMAU {
+		ksb *= 2
+	}
+	var part, counters uint64
+	if ksb > 1 {
+		part = b.scratchBuf("gemv_mma.part", int64(ksb)*gemvMMATokens*int64(rows)*4)
+		counters = b.scratchZeroed("gemv_mma.counters", int64(groups)*4)
+	}
+	args := []uint64{x, i32(k), i32(m)}
+	blocks := 0
+	for i := 0; i < 3; i++ {
+		if i >= len(segs) {
+			args = append(args, 0, 0, 0, 0, 0, 0)
+			continue
+		}
+		s := segs[i]
+		args = append(args, s.w.ptr, s.out, s.bias, i32(s.n), part, counters)
+		if ksb > 1 {
+			part += uint64(ksb) * gemvMMATokens * uint64(s.n) * 4
+			counters += uint64(cdiv(s.n, gemvMMARows)) * 4
+		}
+		blocks += cdiv(s.n, gemvMMARows) * ksb
+	}
+	args = append(args, i32(ksb))
+	b.launch("gemv_mma_"+dtName(segs[0].w.dt), [3]int{blocks, 1, 1}, 256, args...)
 }
 
 // gemmEntry records out = W·B (+ out when accumulate is 1), column-major:

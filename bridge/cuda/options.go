@@ -51,6 +51,11 @@ type Options struct {
 	// tiles are dequantized to bf16 as they are staged, activations rounded
 	// to bf16 (kernels/cuda/quant_mma.cu, docs/quantization.md).
 	NoPackedMMA bool
+	// GemvMMA runs the matmuls of 9 to 16 tokens over half weights (the
+	// batched decode steps) on gemv_mma.cu's tensor-core kernels instead of
+	// cuBLAS (MTLBENCH_CUDA_GEMV_MMA=1). Off by default: on an H200 they
+	// were slower (docs/cuda.md, "Where batch-16 bf16 decode time goes").
+	GemvMMA bool
 	// Notice receives one line before kernels compile: a first run on a
 	// GPU compiles for a minute or more (docs/cuda.md); nil: not told.
 	Notice func(string)

@@ -71,6 +71,8 @@ var Vars = []Var{
 		"1: steps of many tokens keep f32 accuracy on half-precision models (two-part GEMMs, f32 attention and experts) instead of bf16 tensor cores"},
 	{"MTLBENCH_CUDA_PACKED_MMA", "1", "cuda",
 		"0: packed weights in steps of many tokens run on the f32-activation GEMVs instead of tensor cores (bf16 activations, weight tiles dequantized as staged)"},
+	{"MTLBENCH_CUDA_GEMV_MMA", "0", "cuda",
+		"1: matmuls of 9-16 tokens over half weights run on the backend's tensor-core GEMVs instead of cuBLAS (slower on an H200)"},
 	{"MTLBENCH_CUDA_PREFETCH", "0", "cuda",
 		"1: GEMVs and the single-token MoE down projection prefetch their weight rows into L2 (cost 5-8% of batch-1 decode on an H100)"},
 	{"MTLBENCH_CUDA_STEP_KERNELS", "1", "cuda",
@@ -219,6 +221,7 @@ func CUDA() (cuda.Options, error) {
 		Prefetch:      on("MTLBENCH_CUDA_PREFETCH"),
 		ExactPrefill:  on("MTLBENCH_CUDA_EXACT_PREFILL"),
 		NoPackedMMA:   off("MTLBENCH_CUDA_PACKED_MMA"),
+		GemvMMA:       on("MTLBENCH_CUDA_GEMV_MMA"),
 		ProfileDetail: on("MTLBENCH_CUDA_PROFILE_DETAIL"),
 	}
 	for _, d := range strings.Split(Get("MTLBENCH_CUDA_LIBS"), ":") {
