@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -905,6 +906,56 @@ func TestBadDefines(t *testing.T) {
 	for _, defs := range []map[string]string{{"V": "\xff"}, {"1V": "1"}, {"V": "1\n#define W 2"}} {
 		if _, err := dev.NewLibrary(src, mtl.CompileOptions{LanguageVersion: "3.1", Defines: defs}); err == nil || !strings.Contains(err.Error(), "preprocessor macro") {
 			t.Errorf("defines %q: %v", defs, err)
+		}
+	}
+}
+
+// Float to bfloat conversions round to nearest even and keep NaNs, also
+// where clang lowers them to a call of __truncsfbf2 (x86-64 without
+// AVX512-BF16, forced here) and the system's libgcc lacks it (before GCC
+// 13): the runtime carries its own.
+func TestBFloatConversionRounds(t *testing.T) {
+	opts := emu.Options{}
+	if runtime.GOARCH == "amd64" {
+		opts.CFlags = []string{"-mno-avx512bf16"}
+	}
+	dev := newDevice(t, opts)
+	src := `#include <metal_stdlib>
+using namespace metal;
+kernel void to_bfloat(device const float* x [[buffer(0)]], device bfloat* y [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+	y[i] = bfloat(x[i]);
+}
+`
+	l, err := dev.NewLibrary(map[string]string{"bf.metal": src}, mtl.CompileOptions{LanguageVersion: "3.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bits := []uint32{
+		0x3f800000, // 1
+		0x3f808000, // a tie: to the even 0x3f80
+		0x3f818000, // a tie: to the even 0x3f82
+		0x3f80ffff, // above the tie
+		0xbf807fff, // below the tie, negative
+		0x00018000, // a subnormal tie
+		0x7f7fffff, // the largest float: rounds to infinity
+		0xff800000, // -infinity
+		0x7fa00001, // a signalling NaN: quiet, its sign and top payload kept
+		0xffc00000, // a negative quiet NaN
+	}
+	want := []uint16{0x3f80, 0x3f80, 0x3f82, 0x3f81, 0xbf80, 0x0002, 0x7f80, 0xff80, 0x7fe0, 0xffc0}
+	in := make([]float32, len(bits))
+	for i, b := range bits {
+		in[i] = math.Float32frombits(b)
+	}
+	out := newBuf(t, dev, 2*len(in))
+	if err := run(t, dev, pipe(t, l, "to_bfloat", nil), [3]int{1, 1, 1}, [3]int{len(in), 1, 1},
+		arg{buf: f32Buf(t, dev, in)}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got := binary.LittleEndian.Uint16(out.Contents()[2*i:]); got != w {
+			t.Errorf("bfloat(%#08x) = %#04x, want %#04x", bits[i], got, w)
 		}
 	}
 }

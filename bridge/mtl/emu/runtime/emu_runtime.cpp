@@ -28,6 +28,25 @@
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
+// Clang lowers float -> bfloat conversions to a call of __truncsfbf2 on
+// x86-64 CPUs without AVX512-BF16, and libgcc has it only from GCC 13 on
+// (Debian 12 ships GCC 12): each library carries its own, hidden, so the
+// call binds here. Round to nearest even; a NaN stays a (quiet) NaN.
+extern "C" __attribute__((visibility("hidden"), used)) __bf16 __truncsfbf2(float f) {
+  unsigned u;
+  __builtin_memcpy(&u, &f, 4);
+  unsigned short h;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    h = (unsigned short)((u >> 16) | 0x40u);
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+    h = (unsigned short)(u >> 16);
+  }
+  __bf16 r;
+  __builtin_memcpy(&r, &h, 2);
+  return r;
+}
+
 namespace metal {
 namespace __emu {
 
