@@ -318,6 +318,16 @@ __device__ __forceinline__ void mma_f16(float* c, const u32* a, const u32* b) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// mma_half is mma_bf16 or mma_f16 by the operands' half type DT.
+template <int DT>
+__device__ __forceinline__ void mma_half(float* c, const u32* a, const u32* b) {
+    if (DT == DT_BF16) {
+        mma_bf16(c, a, b);
+    } else {
+        mma_f16(c, a, b);
+    }
+}
+
 // ldsm_x4 loads four 8×8 bf16 matrices from shared memory: lanes 8i..8i+7
 // give the row addresses of matrix i, and r[i] is each lane's pair of it
 // (row lane/4, columns 2·(lane%4)..); ldsm_x4_t transposes each matrix.

@@ -462,15 +462,6 @@ __device__ __forceinline__ void paged_decode_body(
 #define DEC_MMA_KV(POS) (2 * (POS) * (DEC_MAXD + 8) * 2)
 #define DEC_MMA_SUMS(POS) ((POS) / 16 * 8 * (DEC_MMA_OSTRIDE * 4 + 8) + DEC_WARPS * DEC_MAXPARTS * 4)
 
-template <int KT>
-__device__ __forceinline__ void mma_half(float* c, const u32* a, const u32* b) {
-    if (KT == DT_BF16) {
-        mma_bf16(c, a, b);
-    } else {
-        mma_f16(c, a, b);
-    }
-}
-
 // half_split writes x as N parts of KT (their bits) that sum to x: each
 // part is what remains after the ones before, rounded to KT.
 template <int KT, int N>

@@ -43,15 +43,6 @@ __device__ __forceinline__ u32 gmma_pack(float lo, float hi) {
     return r;
 }
 
-template <int DT>
-__device__ __forceinline__ void gmma_mma(float* c, const u32* a, const u32* b) {
-    if (DT == DT_BF16) {
-        mma_bf16(c, a, b);
-    } else {
-        mma_f16(c, a, b);
-    }
-}
-
 // gmma_load_w loads the GMMA_U steps from s0 (those before end) of a warp's
 // rows g and g+8.
 __device__ __forceinline__ void gmma_load_w(uint4 (*w)[2], const u16* wa, const u16* wb, int s0, int end) {
@@ -122,8 +113,8 @@ __device__ __forceinline__ void gmma_block(const float* __restrict__ X, const u1
                         for (int j = 0; j < 2; j++) {
                             const uint4 b = *(const uint4*)&xs[s0 + u - c0][8 * j + g][4 * c];
                             const u32 b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
-                            gmma_mma<DT>(acc[j], a0, b0);
-                            gmma_mma<DT>(acc[j], a1, b1);
+                            mma_half<DT>(acc[j], a0, b0);
+                            mma_half<DT>(acc[j], a1, b1);
                         }
                     }
                 }
