@@ -592,7 +592,11 @@ func TestPackedKernelsKeepToRegisters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d bytes of local memory", name, local)
+		regs, err := b.KernelRegisters(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d registers, %d bytes of local memory", name, regs, local)
 		if local > maxPackedLocalBytes {
 			t.Errorf("%s: %d bytes of local memory a thread (at most %d)", name, local, maxPackedLocalBytes)
 		}

@@ -54,13 +54,21 @@ func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHea
 // KernelLocalBytes is the local memory (stack frame and spills) a thread
 // of the loaded kernel name takes.
 func (b *Backend) KernelLocalBytes(name string) (int, error) {
+	return b.kernelAttribute(name, 3) // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+}
+
+// KernelRegisters is a loaded kernel's registers a thread.
+func (b *Backend) KernelRegisters(name string) (int, error) {
+	return b.kernelAttribute(name, 4) // CU_FUNC_ATTRIBUTE_NUM_REGS
+}
+
+func (b *Backend) kernelAttribute(name string, attr uintptr) (int, error) {
 	f, ok := b.fns[name]
 	if !ok {
 		return 0, fmt.Errorf("no kernel %q", name)
 	}
 	var n int32
-	// CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
-	if err := b.check("cuFuncGetAttribute "+name, call(b.api.cuFuncGetAttribute, uintptr(unsafe.Pointer(&n)), 3, f)); err != nil {
+	if err := b.check("cuFuncGetAttribute "+name, call(b.api.cuFuncGetAttribute, uintptr(unsafe.Pointer(&n)), attr, f)); err != nil {
 		return 0, err
 	}
 	return int(n), nil
