@@ -84,6 +84,10 @@ type StepStats struct {
 	// Dispatches are the kernel launches (CUDA) or compute dispatches
 	// (Metal) the step took; 0 on the CPU, which launches none.
 	Dispatches int
+	// CountedBytes are the device bytes the step's dispatches read and
+	// wrote as a cost witness counted them (the Metal emulator:
+	// docs/msl-subset.md); 0 on devices that count nothing.
+	CountedBytes int64
 }
 
 // OpTiming is the time one op took in one layer.

@@ -136,6 +136,7 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 		if e := c.cb.Wait(); e != nil && err == nil {
 			err = fmt.Errorf("metal: command buffer: %w", e)
 		}
+		p.stats.CountedBytes += countedBytes(c.cb)
 	}
 	for i, q := range b.inFlight {
 		if q == p {

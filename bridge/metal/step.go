@@ -301,6 +301,15 @@ func (b *Backend) commit() {
 	s.reads, s.writes = s.reads[:0], s.writes[:0]
 }
 
+// countedBytes is what a finished command buffer's cost witness counted
+// its dispatches reading and writing; 0 on a device without one.
+func countedBytes(cb mtl.CommandBuffer) int64 {
+	if w, ok := cb.(mtl.CostWitness); ok {
+		return mtl.Sum(w.DispatchStats()).Bytes()
+	}
+	return 0
+}
+
 // wait waits for the committed command buffers, in order, and books their
 // GPU time.
 func (b *Backend) wait() {
@@ -345,7 +354,7 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	b.wait()
 	s.active = false
 	s.store()
-	st := bridge.StepStats{Dispatches: s.dispatches}
+	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: mtl.Sum(s.cost).Bytes()}
 	if s.err == nil {
 		s.err = stepError(s.errBuf)
 	}

@@ -75,6 +75,13 @@ var GPUColumns = []Column{
 	{"dispatches_per_step", "dispatches/step", 1, 0},
 }
 
+// WitnessColumns are the step witness's model-case metrics (the Metal
+// emulator: runner/bench witness.go), shown when a run has them.
+var WitnessColumns = []Column{
+	{"witness_traffic_efficiency", "traffic eff %", 100, 0},
+	{"witness_tok_s", "M3 Ultra ceiling tok/s", 1, 1},
+}
+
 // KernelColumns are the headline metrics of kernel cases.
 var KernelColumns = []Column{
 	{"us_per_call", "µs/call", 1, 2},

@@ -123,6 +123,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeSteps                            []time.Duration
 		decodeBytes                            float64
 		dispatches                             []float64
+		witness                                witnessSum
 		opSum                                  = map[[3]string]time.Duration{}
 		opOrder                                [][3]string
 		profiledSteps                          int
@@ -160,7 +161,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTokens += res.DecodeTokens
 		decodeTime += res.Duration
 		decodeSteps = append(decodeSteps, res.Duration)
-		decodeBytes += float64(m.stepBytes(res))
+		ideal := m.stepBytes(res)
+		decodeBytes += float64(ideal)
+		witness.add(res, ideal)
 		if res.Stats.Dispatches > 0 {
 			dispatches = append(dispatches, float64(res.Stats.Dispatches))
 		}
@@ -213,6 +216,11 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		// Kernel launches (CUDA) or dispatches (Metal) of a decode step:
 		// what fusion saves.
 		add("dispatches_per_step", quantile.Of(dispatches, 0.5), "count")
+	}
+	if witness.steps > 0 && witness.steps == len(decodeSteps) {
+		for _, s := range witness.samples() {
+			add(s.Metric, s.Value, s.Unit)
+		}
 	}
 	if prefillTime > 0 {
 		add("prefill_tok_s", float64(prefillTokens)/prefillTime.Seconds(), "tok/s")

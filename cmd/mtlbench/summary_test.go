@@ -1,0 +1,67 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/bench"
+)
+
+// The summary after a run shows the GPU and step-witness columns only for
+// runs that recorded them, the witness's with a note saying what they count.
+func TestRunTablesWitnessColumns(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	record := func(backend string, metrics map[string]float64) *bench.Summary {
+		r := &results.Run{SuiteName: "witness", Backend: backend}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		cases := []results.Case{{Key: "model/decode/fusion=on", Name: "decode/fusion=on", Kind: results.CaseModel}}
+		if err := db.AddCases(r.ID, cases); err != nil {
+			t.Fatal(err)
+		}
+		var s []results.Sample
+		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "witness_bytes_per_step",
+			"witness_traffic_efficiency", "witness_tok_s"} {
+			if v, ok := metrics[m]; ok {
+				for rep := range 3 {
+					s = append(s, results.Sample{Rep: rep, Metric: m, Value: v})
+				}
+			}
+		}
+		if err := db.FinishCase(cases[0].ID, s, nil, 6, 6); err != nil {
+			t.Fatal(err)
+		}
+		if cases, err = db.Cases(r.ID); err != nil {
+			t.Fatal(err)
+		}
+		return &bench.Summary{RunID: r.ID, Run: r, Cases: cases}
+	}
+	render := func(sum *bench.Summary) string {
+		tables, err := runTables(db, sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, tb := range tables {
+			if err := tb.Render(&b, table.FormatTable); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.String()
+	}
+	emu := render(record("metal-emu", map[string]float64{"decode_tok_s": 3.3, "step_ms": 311.7, "dispatches_per_step": 58,
+		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853, "witness_tok_s": 19638.5}))
+	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5}))
+	golden(t, "run-summary-witness", emu+"\n"+cpu)
+	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") {
+		t.Errorf("a CPU run's summary shows GPU or witness columns:\n%s", cpu)
+	}
+}

@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
+	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+)
+
+// The step witness: on a device whose cost witness counts what each
+// dispatch reads and writes (the Metal emulator, docs/msl-subset.md), a
+// model case reports the bytes its decode steps' kernels moved, against the
+// bytes the step had to read (stepBytes), and the decode rate those bytes
+// allow at an Apple GPU's bandwidth: what the kernels of a whole step would
+// cost on a Mac, without one (docs/metal-kernels.md, "A whole decode step").
+
+// witnessGPU is the Apple GPU whose bandwidth turns counted bytes into a
+// rate: the one kernel cases count simdgroups per core against.
+var witnessGPU, _ = applegpu.Lookup(kbench.DefaultAppleGPU)
+
+// witnessSum adds up the decode steps the witness counted.
+type witnessSum struct {
+	steps          int
+	tokens         int
+	counted, ideal int64
+}
+
+func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
+	if res.Stats.CountedBytes <= 0 {
+		return
+	}
+	w.steps++
+	w.tokens += res.DecodeTokens
+	w.counted += res.Stats.CountedBytes
+	w.ideal += ideal
+}
+
+// samples are the witness's metrics: counted bytes a step, the ideal bytes
+// over them, and the decode tok/s the counted bytes allow on witnessGPU (a
+// ceiling: a GPU also waits on latency and dispatches).
+func (w *witnessSum) samples() []results.Sample {
+	if w.steps == 0 || w.counted <= 0 {
+		return nil
+	}
+	out := []results.Sample{
+		{Metric: "witness_bytes_per_step", Value: float64(w.counted) / float64(w.steps), Unit: "B"},
+		{Metric: "witness_traffic_efficiency", Value: float64(w.ideal) / float64(w.counted), Unit: "ratio"},
+	}
+	if witnessGPU.BandwidthGBs > 0 {
+		out = append(out, results.Sample{Metric: "witness_tok_s",
+			Value: float64(w.tokens) / witnessGPU.SecondsFor(w.counted), Unit: "tok/s"})
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+)
+
+// On the Metal emulator a model case records the step witness: the bytes
+// its decode steps' kernels moved, the ideal bytes over them, and the rate
+// those bytes allow at the M3 Ultra's bandwidth; overlapped and synchronous
+// steps (pendingStep.Wait and EndStep) count the same kernels. The CPU
+// counts nothing, so its cases record none of it.
+func TestStepWitness(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	suite := `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: %BACKEND%
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 2, prompt_len: 8, gen_len: 4 }
+    matrix:
+      steps: [overlapped, synchronous]
+`
+	got := func(backend string) []map[string]float64 {
+		db := openDB(t)
+		sum, err := Run(context.Background(), loadSuite(t, suite, "%BACKEND%", backend), Options{DB: db, BandwidthBuffer: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]float64
+		for _, c := range sum.Cases {
+			samples, err := db.Samples(c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]float64{}
+			for _, s := range samples {
+				m[s.Metric] = s.Value
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, m := range got("cpu") {
+		for _, k := range []string{"witness_bytes_per_step", "witness_traffic_efficiency", "witness_tok_s"} {
+			if _, ok := m[k]; ok {
+				t.Errorf("the CPU recorded %s", k)
+			}
+		}
+	}
+	cases := got("metal-emu")
+	for i, m := range cases {
+		counted, ideal := m["witness_bytes_per_step"], m["bytes_per_step"]
+		eff := m["witness_traffic_efficiency"]
+		t.Logf("case %d: %.0f bytes counted a step, %.0f ideal, efficiency %.3f, %.1f tok/s at 819 GB/s", i, counted, ideal, eff,
+			m["witness_tok_s"])
+		if counted < ideal/2 || eff <= 0.3 || eff > 1.05 {
+			t.Errorf("case %d: %.0f bytes counted against %.0f ideal (efficiency %.3f)", i, counted, ideal, eff)
+		}
+		if math.Abs(eff-ideal/counted) > 1e-9 {
+			t.Errorf("case %d: efficiency %.6f, want ideal/counted %.6f", i, eff, ideal/counted)
+		}
+		if want := 2 * 819e9 / counted; math.Abs(m["witness_tok_s"]-want) > 1e-6*want {
+			t.Errorf("case %d: witness_tok_s %.3f, want two tokens a step at 819 GB/s: %.3f", i, m["witness_tok_s"], want)
+		}
+	}
+	if len(cases) == 2 {
+		a, b := cases[0]["witness_bytes_per_step"], cases[1]["witness_bytes_per_step"]
+		if math.Abs(a-b) > 0.01*b {
+			t.Errorf("overlapped steps counted %.0f bytes a step, synchronous %.0f", a, b)
+		}
+	}
+}
