@@ -579,6 +579,22 @@ func TestQuantFixtures(t *testing.T) {
 // same way.
 const maxPackedLocalBytes = 32
 
+// logKernelResources logs a loaded kernel's registers and local memory a
+// thread, and returns the latter.
+func logKernelResources(t *testing.T, b *Backend, name string) (localBytes int) {
+	t.Helper()
+	local, err := b.KernelLocalBytes(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, err := b.KernelRegisters(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d registers, %d bytes of local memory", name, regs, local)
+	return local
+}
+
 func TestPackedKernelsKeepToRegisters(t *testing.T) {
 	b := gpu(t)
 	n := 0
@@ -588,15 +604,7 @@ func TestPackedKernelsKeepToRegisters(t *testing.T) {
 			continue
 		}
 		n++
-		local, err := b.KernelLocalBytes(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		regs, err := b.KernelRegisters(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: %d registers, %d bytes of local memory", name, regs, local)
+		local := logKernelResources(t, b, name)
 		if local > maxPackedLocalBytes {
 			t.Errorf("%s: %d bytes of local memory a thread (at most %d)", name, local, maxPackedLocalBytes)
 		}

@@ -28,15 +28,7 @@ func TestGemvMMAMatchesReference(t *testing.T) {
 	// Registers decide how many of its 256-thread blocks share an SM
 	// (docs/cuda.md, "Where batch-16 bf16 decode time goes").
 	for _, name := range []string{"gemv_mma_bf16", "gemv_mma_f16"} {
-		regs, err := b.KernelRegisters(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		local, err := b.KernelLocalBytes(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: %d registers, %d bytes of local memory", name, regs, local)
+		logKernelResources(t, b, name)
 	}
 	cases := []struct {
 		dt    bridge.DType
