@@ -88,6 +88,10 @@ type StepStats struct {
 	// wrote as a cost witness counted them (the Metal emulator:
 	// docs/msl-subset.md); 0 on devices that count nothing.
 	CountedBytes int64
+	// FootprintBytes are the distinct bytes each dispatch read and wrote,
+	// summed over the step's dispatches: the traffic if each dispatch's
+	// caches held what it touched more than once; 0 where not counted.
+	FootprintBytes int64
 }
 
 // OpTiming is the time one op took in one layer.

@@ -136,7 +136,9 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 		if e := c.cb.Wait(); e != nil && err == nil {
 			err = fmt.Errorf("metal: command buffer: %w", e)
 		}
-		p.stats.CountedBytes += countedBytes(c.cb)
+		cost := witnessCost(c.cb)
+		p.stats.CountedBytes += cost.Bytes()
+		p.stats.FootprintBytes += cost.Footprint()
 	}
 	for i, q := range b.inFlight {
 		if q == p {

@@ -301,13 +301,13 @@ func (b *Backend) commit() {
 	s.reads, s.writes = s.reads[:0], s.writes[:0]
 }
 
-// countedBytes is what a finished command buffer's cost witness counted
-// its dispatches reading and writing; 0 on a device without one.
-func countedBytes(cb mtl.CommandBuffer) int64 {
+// witnessCost is what a finished command buffer's cost witness counted its
+// dispatches doing; zero on a device without one.
+func witnessCost(cb mtl.CommandBuffer) mtl.Cost {
 	if w, ok := cb.(mtl.CostWitness); ok {
-		return mtl.Sum(w.DispatchStats()).Bytes()
+		return mtl.Sum(w.DispatchStats()).Cost
 	}
-	return 0
+	return mtl.Cost{}
 }
 
 // wait waits for the committed command buffers, in order, and books their
@@ -354,7 +354,8 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	b.wait()
 	s.active = false
 	s.store()
-	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: mtl.Sum(s.cost).Bytes()}
+	cost := mtl.Sum(s.cost)
+	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint()}
 	if s.err == nil {
 		s.err = stepError(s.errBuf)
 	}

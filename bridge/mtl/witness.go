@@ -34,10 +34,24 @@ type Cost struct {
 	// ThreadgroupMemoryLaunched is each threadgroup's memory (dynamic and
 	// static) times the threadgroups launched, in bytes.
 	ThreadgroupMemoryLaunched int64
+	// FootprintRead and FootprintWritten are the distinct device bytes each
+	// dispatch read and wrote, summed over dispatches: the traffic if a
+	// dispatch's caches held every byte it touched more than once, where
+	// BytesRead counts every access. The counted bytes bound a kernel's
+	// traffic from above, the footprint from below.
+	FootprintRead, FootprintWritten int64
 }
 
 // Bytes is the device traffic: bytes read plus bytes written.
 func (c Cost) Bytes() int64 { return c.BytesRead + c.BytesWritten }
+
+// Footprint is the distinct bytes read plus the distinct bytes written.
+func (c Cost) Footprint() int64 { return c.FootprintRead + c.FootprintWritten }
+
+// FootprintEfficiency is ideal bytes over the footprint: below 1 the
+// kernels touch bytes the op does not need (padding, a second copy), not
+// only read the same bytes twice. 0 when no footprint was counted.
+func (c Cost) FootprintEfficiency(idealBytes int64) float64 { return ratio(idealBytes, c.Footprint()) }
 
 // BytesPerLoad is the average size of one lane's device load, in bytes: 2
 // for a lane loading one half, 16 for a float4 or eight halves at once.
@@ -75,6 +89,7 @@ func (c Cost) Add(o Cost) Cost {
 		Barriers: c.Barriers + o.Barriers, Threadgroups: c.Threadgroups + o.Threadgroups,
 		Simdgroups: c.Simdgroups + o.Simdgroups, Threads: c.Threads + o.Threads,
 		ThreadgroupMemoryLaunched: c.ThreadgroupMemoryLaunched + o.ThreadgroupMemoryLaunched,
+		FootprintRead:             c.FootprintRead + o.FootprintRead, FootprintWritten: c.FootprintWritten + o.FootprintWritten,
 	}
 }
 

@@ -70,8 +70,10 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			if t == model {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures")
 				if witness {
-					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, as the Metal emulator counted them; "+
-						"ceiling: the decode tok/s those bytes allow at an M3 Ultra's 819 GB/s (docs/metal-kernels.md)")
+					gpu, gbs := bench.WitnessGPU()
+					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
+						"footprint eff: the same over the distinct bytes of each dispatch; "+
+						fmt.Sprintf("ceiling: the decode tok/s the footprint allows at the %s's %.0f GB/s (docs/metal-kernels.md)", gpu, gbs))
 				}
 			}
 			out = append(out, t)

@@ -29,7 +29,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		}
 		var s []results.Sample
 		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "witness_bytes_per_step",
-			"witness_traffic_efficiency", "witness_tok_s"} {
+			"witness_traffic_efficiency", "witness_footprint_bytes_per_step", "witness_footprint_efficiency", "witness_tok_s"} {
 			if v, ok := metrics[m]; ok {
 				for rep := range 3 {
 					s = append(s, results.Sample{Rep: rep, Metric: m, Value: v})
@@ -58,9 +58,13 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		return b.String()
 	}
 	emu := render(record("metal-emu", map[string]float64{"decode_tok_s": 3.3, "step_ms": 311.7, "dispatches_per_step": 58,
-		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853, "witness_tok_s": 19638.5}))
+		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853,
+		"witness_footprint_bytes_per_step": 36.1e6, "witness_footprint_efficiency": 0.986, "witness_tok_s": 22686.9}))
 	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5}))
 	golden(t, "run-summary-witness", emu+"\n"+cpu)
+	if !strings.Contains(emu, "Apple M3 Ultra's 819 GB/s") {
+		t.Errorf("the witness note does not name the GPU and bandwidth of its ceiling:\n%s", emu)
+	}
 	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") {
 		t.Errorf("a CPU run's summary shows GPU or witness columns:\n%s", cpu)
 	}

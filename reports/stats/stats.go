@@ -79,7 +79,8 @@ var GPUColumns = []Column{
 // emulator: runner/bench witness.go), shown when a run has them.
 var WitnessColumns = []Column{
 	{"witness_traffic_efficiency", "traffic eff %", 100, 0},
-	{"witness_tok_s", "M3 Ultra ceiling tok/s", 1, 1},
+	{"witness_footprint_efficiency", "footprint eff %", 100, 0},
+	{"witness_tok_s", "ceiling tok/s", 1, 1},
 }
 
 // KernelColumns are the headline metrics of kernel cases.

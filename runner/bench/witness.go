@@ -18,11 +18,15 @@ import (
 // rate: the one kernel cases count simdgroups per core against.
 var witnessGPU, _ = applegpu.Lookup(kbench.DefaultAppleGPU)
 
+// WitnessGPU names the Apple GPU whose bandwidth witness_tok_s is taken at,
+// and that bandwidth in GB/s.
+func WitnessGPU() (name string, gbs float64) { return witnessGPU.Name(), witnessGPU.BandwidthGBs }
+
 // witnessSum adds up the decode steps the witness counted.
 type witnessSum struct {
-	steps          int
-	tokens         int
-	counted, ideal int64
+	steps                     int
+	tokens                    int
+	counted, footprint, ideal int64
 }
 
 func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
@@ -32,12 +36,16 @@ func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
 	w.steps++
 	w.tokens += res.DecodeTokens
 	w.counted += res.Stats.CountedBytes
+	w.footprint += res.Stats.FootprintBytes
 	w.ideal += ideal
 }
 
-// samples are the witness's metrics: counted bytes a step, the ideal bytes
-// over them, and the decode tok/s the counted bytes allow on witnessGPU (a
-// ceiling: a GPU also waits on latency and dispatches).
+// samples are the witness's metrics: counted bytes a step and the ideal
+// bytes over them; the footprint a step and the ideal over it; and the
+// decode tok/s the footprint allows on witnessGPU. The footprint is the
+// fewest bytes the step's dispatches can move, so the rate is a ceiling
+// (a GPU also waits on latency and dispatches); the counted bytes, every
+// access, bound the traffic from above.
 func (w *witnessSum) samples() []results.Sample {
 	if w.steps == 0 || w.counted <= 0 {
 		return nil
@@ -46,9 +54,15 @@ func (w *witnessSum) samples() []results.Sample {
 		{Metric: "witness_bytes_per_step", Value: float64(w.counted) / float64(w.steps), Unit: "B"},
 		{Metric: "witness_traffic_efficiency", Value: float64(w.ideal) / float64(w.counted), Unit: "ratio"},
 	}
+	if w.footprint <= 0 {
+		return out
+	}
+	out = append(out,
+		results.Sample{Metric: "witness_footprint_bytes_per_step", Value: float64(w.footprint) / float64(w.steps), Unit: "B"},
+		results.Sample{Metric: "witness_footprint_efficiency", Value: float64(w.ideal) / float64(w.footprint), Unit: "ratio"})
 	if witnessGPU.BandwidthGBs > 0 {
 		out = append(out, results.Sample{Metric: "witness_tok_s",
-			Value: float64(w.tokens) / witnessGPU.SecondsFor(w.counted), Unit: "tok/s"})
+			Value: float64(w.tokens) / witnessGPU.SecondsFor(w.footprint), Unit: "tok/s"})
 	}
 	return out
 }

@@ -49,7 +49,8 @@ cases:
 		return out
 	}
 	for _, m := range got("cpu") {
-		for _, k := range []string{"witness_bytes_per_step", "witness_traffic_efficiency", "witness_tok_s"} {
+		for _, k := range []string{"witness_bytes_per_step", "witness_traffic_efficiency", "witness_tok_s",
+			"witness_footprint_bytes_per_step", "witness_footprint_efficiency"} {
 			if _, ok := m[k]; ok {
 				t.Errorf("the CPU recorded %s", k)
 			}
@@ -67,14 +68,26 @@ cases:
 		if math.Abs(eff-ideal/counted) > 1e-9 {
 			t.Errorf("case %d: efficiency %.6f, want ideal/counted %.6f", i, eff, ideal/counted)
 		}
-		if want := 2 * 819e9 / counted; math.Abs(m["witness_tok_s"]-want) > 1e-6*want {
-			t.Errorf("case %d: witness_tok_s %.3f, want two tokens a step at 819 GB/s: %.3f", i, m["witness_tok_s"], want)
+		// The footprint counts each dispatch's bytes once: at most what was
+		// counted, near the ideal, and the ceiling's bytes.
+		fp, fpEff := m["witness_footprint_bytes_per_step"], m["witness_footprint_efficiency"]
+		t.Logf("case %d: footprint %.0f bytes a step, efficiency %.3f", i, fp, fpEff)
+		if fp <= 0 || fp > counted || fpEff < eff || fpEff > 1.05 {
+			t.Errorf("case %d: footprint %.0f bytes (efficiency %.3f) against %.0f counted (%.3f)", i, fp, fpEff, counted, eff)
+		}
+		if math.Abs(fpEff-ideal/fp) > 1e-9 {
+			t.Errorf("case %d: footprint efficiency %.6f, want ideal/footprint %.6f", i, fpEff, ideal/fp)
+		}
+		if want := 2 * 819e9 / fp; math.Abs(m["witness_tok_s"]-want) > 1e-6*want {
+			t.Errorf("case %d: witness_tok_s %.3f, want two tokens a step of the footprint at 819 GB/s: %.3f", i, m["witness_tok_s"], want)
 		}
 	}
 	if len(cases) == 2 {
-		a, b := cases[0]["witness_bytes_per_step"], cases[1]["witness_bytes_per_step"]
-		if math.Abs(a-b) > 0.01*b {
-			t.Errorf("overlapped steps counted %.0f bytes a step, synchronous %.0f", a, b)
+		for _, k := range []string{"witness_bytes_per_step", "witness_footprint_bytes_per_step"} {
+			a, b := cases[0][k], cases[1][k]
+			if math.Abs(a-b) > 0.01*b {
+				t.Errorf("%s: overlapped steps %.0f, synchronous %.0f", k, a, b)
+			}
 		}
 	}
 }

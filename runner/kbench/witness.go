@@ -27,9 +27,11 @@ type witness interface {
 type Witness struct {
 	mtl.StepStats
 	// Ideal is the op's ideal bytes (its cost model), Efficiency Ideal over
-	// the bytes counted.
-	Ideal      int64
-	Efficiency float64
+	// the bytes counted, FootprintEfficiency Ideal over the distinct bytes
+	// (0 where the device counts no footprint).
+	Ideal               int64
+	Efficiency          float64
+	FootprintEfficiency float64
 	// GPU is the Apple GPU SimdgroupsPerCore is counted against.
 	GPU               string
 	SimdgroupsPerCore float64
@@ -75,18 +77,24 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 		return nil, false, fmt.Errorf("no Apple GPU %q in the table (bridge/mtl/applegpu)", name)
 	}
 	st := mtl.Sum(ds)
-	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Name(),
+	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes),
+		FootprintEfficiency: st.FootprintEfficiency(b.bytes), GPU: gpu.Name(),
 		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds)}
 	return b.wit, true, nil
 }
 
 // witnessSamples are the witness's metrics of one call.
 func (w *Witness) samples() []Sample {
-	return []Sample{
+	out := []Sample{
 		{"traffic_efficiency", w.Efficiency, "ratio"},
 		{"bytes_counted", float64(w.Bytes()), "B"},
 		{"bytes_per_load", w.BytesPerLoad(), "B"},
 		{"simdgroups_per_core", w.SimdgroupsPerCore, "count"},
 		{"barriers_per_threadgroup", w.BarriersPerThreadgroup(), "count"},
 	}
+	if fp := w.Footprint(); fp > 0 {
+		out = append(out, Sample{"footprint_efficiency", w.FootprintEfficiency, "ratio"},
+			Sample{"bytes_footprint", float64(fp), "B"})
+	}
+	return out
 }

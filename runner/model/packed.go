@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -275,7 +274,7 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	get := func(suffix string) ([]byte, string, error) {
 		name := module + "." + suffix
 		data, info, err := c.ck.Bytes(name)
-		where := filepath.Base(c.ck.File(name))
+		where := c.fileOf(name)
 		if err != nil {
 			return nil, where, fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), spec.Name, module+".scales", name)
 		}
@@ -284,10 +283,10 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	sInfo, _ := c.ck.Info(module + ".scales")
 	scale, ok := floatOf(sInfo.DType)
 	if !ok {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; scales must be F32, F16 or BF16", filepath.Base(c.ck.File(module+".scales")), module+".scales", sInfo.DType)
+		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; scales must be F32, F16 or BF16", c.fileOf(module+".scales"), module+".scales", sInfo.DType)
 	}
 	q := c.mlx.spec(module, scale)
-	where := filepath.Base(c.ck.File(module + ".weight"))
+	where := c.fileOf(module + ".weight")
 	if err := q.Validate(k); err != nil {
 		return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
 	}
@@ -315,11 +314,11 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 		info, _ := c.ck.Info(module + "." + sfx)
 		if !sameShape(info.Shape, gshape) {
 			return Packed{}, false, fmt.Errorf("%s: tensor %q has shape %v; %d rows of %d values in groups of %d need %v",
-				filepath.Base(c.ck.File(module+"."+sfx)), module+"."+sfx, info.Shape, rows, k, q.Group, gshape)
+				c.fileOf(module+"."+sfx), module+"."+sfx, info.Shape, rows, k, q.Group, gshape)
 		}
 	}
 	if bdt != sInfo.DType {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q is %s but its scales are %s", filepath.Base(c.ck.File(module+".biases")), module+".biases", bdt, sInfo.DType)
+		return Packed{}, false, fmt.Errorf("%s: tensor %q is %s but its scales are %s", c.fileOf(module+".biases"), module+".biases", bdt, sInfo.DType)
 	}
 	p := Packed{Spec: q, Data: data, Scales: scales, Biases: biases}
 	if expert >= 0 {

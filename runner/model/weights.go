@@ -279,13 +279,13 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 			name, data, info, err = strings.TrimPrefix(name, GPT2Prefix), d, i, nil
 		}
 	}
-	where := filepath.Base(c.ck.File(name))
+	where := c.fileOf(name)
 	if err != nil {
 		sdata, sdt, sname, ok := c.stackedFloat(spec)
 		if !ok {
 			return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), spec.Name)
 		}
-		data, info, where = sdata, c.sliceInfo(sname, spec, sdt), filepath.Base(c.ck.File(sname))
+		data, info, where = sdata, c.sliceInfo(sname, spec, sdt), c.fileOf(sname)
 	}
 	stored := spec.Shape
 	if spec.Transposed {
@@ -587,4 +587,13 @@ func (c *Cached) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 		c.m[spec.Name] = cachedTensor{dt, data}
 	}
 	return dt, data, err
+}
+
+// fileOf is the path of the file holding tensor name, which errors about
+// the tensor name (the folder when no file holds it).
+func (c *Checkpoint) fileOf(name string) string {
+	if f := c.ck.File(name); f != "" {
+		return f
+	}
+	return c.ck.Dir()
 }

@@ -41,6 +41,10 @@ type Options struct {
 	// loads, barriers and launches (mtl.CostWitness); counting costs a few
 	// additions per device access.
 	NoCostWitness bool
+	// NoFootprint turns off the witness's footprint (Cost.FootprintRead and
+	// FootprintWritten), which marks each device access in a bitmap of its
+	// buffer and counts the bitmaps once a dispatch ends.
+	NoFootprint bool
 	// CacheDir is where compiled libraries are kept; empty means
 	// os.UserCacheDir()/mtlbench/msl-emu (MTLBENCH_EMU_CACHE).
 	CacheDir string

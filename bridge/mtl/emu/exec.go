@@ -32,6 +32,7 @@ type command struct {
 	desc  *cDesc
 	bufs  []*buffer // to check they were not released before execution
 	keep  [][]byte  // setBytes copies the descriptor points into
+	fp    footprint // filled when it ran, with the footprint on
 }
 
 type commandBuffer struct {
@@ -152,7 +153,8 @@ func (cb *commandBuffer) execute() {
 		if int64(workers) > groups {
 			workers = int(groups)
 		}
-		err := c.pipe.lib.lib.dispatch(c.desc, workers)
+		fp, err := c.pipe.lib.lib.dispatch(c.desc, workers)
+		c.fp = fp
 		if st := c.desc.staticTG; st > c.pipe.staticTG.Load() {
 			c.pipe.staticTG.Store(st)
 		}
@@ -208,6 +210,7 @@ func (c *command) stats() mtl.DispatchStats {
 		Barriers: d.cost.barriers, Threadgroups: groups,
 		Simdgroups: d.cost.simdgroups, Threads: d.cost.threads,
 		ThreadgroupMemoryLaunched: int64(s.ThreadgroupMemory) * groups,
+		FootprintRead:             c.fp.read, FootprintWritten: c.fp.written,
 	}
 	return s
 }
@@ -366,6 +369,9 @@ func (e *encoder) dispatch(groups, tpg, grid [3]int) {
 	}
 	if !p.lib.dev.opts.NoCostWitness {
 		d.flags |= 2
+		if !p.lib.dev.opts.NoFootprint {
+			d.flags |= 4
+		}
 	}
 	for i := 0; i < 3; i++ {
 		d.groups[i], d.tpg[i], d.grid[i] = int64(groups[i]), int64(tpg[i]), int64(grid[i])

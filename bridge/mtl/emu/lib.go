@@ -2,12 +2,13 @@ package emu
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
 
 // abi is the layout version of cDesc, checked against the runtime's.
-const abi = 5
+const abi = 6
 
 type cBinding struct {
 	ptr uintptr
@@ -39,7 +40,16 @@ type cDesc struct {
 	errflag  int64
 	staticTG int64
 	cost     cCost
+	fp       uintptr // *cFPRange
+	nfp      int64
 	err      [1024]byte
+}
+
+// cFPRange is a range of bound memory and its footprint bitmaps, a bit a
+// byte (emu_runtime.cpp's FPRange).
+type cFPRange struct {
+	lo, hi uintptr
+	rd, wr uintptr
 }
 
 // cCost is the cost witness of one dispatch, summed over its threadgroups
@@ -70,9 +80,34 @@ type clib struct {
 }
 
 // dispatch runs one dispatch on workers OS threads and returns its error.
-func (l *clib) dispatch(d *cDesc, workers int) error {
+// With the footprint asked for (flags & 4), it returns the distinct bytes
+// the dispatch read and wrote.
+func (l *clib) dispatch(d *cDesc, workers int) (footprint, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if d.flags&4 == 0 {
+		return footprint{}, l.run(d, workers)
+	}
+	m, err := newFootprintMaps(d.buf[:])
+	if err != nil {
+		return footprint{}, err
+	}
+	defer m.free()
+	if len(m.ranges) > 0 {
+		var pin runtime.Pinner
+		pin.Pin(&m.ranges[0])
+		defer pin.Unpin()
+		d.fp, d.nfp = uintptr(unsafe.Pointer(&m.ranges[0])), int64(len(m.ranges))
+		defer func() { d.fp, d.nfp = 0, 0 }()
+	}
+	if err := l.run(d, workers); err != nil {
+		return footprint{}, err
+	}
+	return m.count(), nil
+}
+
+// run runs the dispatch d describes; l.mu is held.
+func (l *clib) run(d *cDesc, workers int) error {
 	p := unsafe.Pointer(d)
 	if l.begin(p) != 0 {
 		return fmt.Errorf("msl-emu: bad dispatch (kernel %d)", d.kernel)

@@ -67,23 +67,27 @@ func TestCostWitness(t *testing.T) {
 		perSimdLoad  float64 // bytes per simdgroup load
 		barriers     int64
 		tgMem        int
+		// the footprint: distinct bytes read and written
+		fpRead, fpWritten int64
 	}{
-		{"copy_f32", 4 * n, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0},
-		{"copy_f16", 2 * n, nil, two, tpg, 2 * n, 2 * n, n, n, 2, 64, 0, 0},
-		{"copy_f32x4", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0},
-		{"copy_f16x4", 8 * n, nil, two, tpg, 8 * n, 8 * n, n, n, 8, 256, 0, 0},
-		{"copy_f16x8", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0},
-		{"copy_packed", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0},
-		// Twice the reads of copy_f32 for the same output.
-		{"read_twice", 4 * n, nil, two, tpg, 2 * 4 * n, 4 * n, 2 * n, n, 4, 128, 0, 0},
+		{"copy_f32", 4 * n, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0, 4 * n, 4 * n},
+		{"copy_f16", 2 * n, nil, two, tpg, 2 * n, 2 * n, n, n, 2, 64, 0, 0, 2 * n, 2 * n},
+		{"copy_f32x4", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0, 16 * n, 16 * n},
+		{"copy_f16x4", 8 * n, nil, two, tpg, 8 * n, 8 * n, n, n, 8, 256, 0, 0, 8 * n, 8 * n},
+		{"copy_f16x8", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0, 16 * n, 16 * n},
+		{"copy_packed", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0, 16 * n, 16 * n},
+		// Twice the reads of copy_f32 for the same output, the same
+		// footprint.
+		{"read_twice", 4 * n, nil, two, tpg, 2 * 4 * n, 4 * n, 2 * n, n, 4, 128, 0, 0, 4 * n, 4 * n},
 		// in, idx and the element added to: three loads; one store.
-		{"scatter_add", 4 * n, []arg{{buf: u32Buf(t, dev, perm)}}, two, tpg, 3 * 4 * n, 4 * n, 3 * n, n, 4, 128, 0, 0},
-		{"count_atomic", 4, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0},
+		{"scatter_add", 4 * n, []arg{{buf: u32Buf(t, dev, perm)}}, two, tpg, 3 * 4 * n, 4 * n, 3 * n, n, 4, 128, 0, 0, 3 * 4 * n, 4 * n},
+		// n atomics on one counter: 4 bytes read and written.
+		{"count_atomic", 4, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0, 4, 4},
 		// 7 barriers per threadgroup; 256 bytes of scratch set by the host
 		// plus the 256-byte array.
-		{"tg_reduce", 4 * n, []arg{{tg: 256}}, two, tpg, 4 * n, 2 * 4, n, 2, 4, 128, 2 * 7, 512},
+		{"tg_reduce", 4 * n, []arg{{tg: 256}}, two, tpg, 4 * n, 2 * 4, n, 2, 4, 128, 2 * 7, 512, 4 * n, 2 * 4},
 		// An 8x8 float tile per simdgroup: each lane one load of 8 bytes.
-		{"tile_copy", 4 * n, nil, two, [3]int{32, 1, 1}, 4 * n, 4 * n, 64, 64, 8, 256, 0, 0},
+		{"tile_copy", 4 * n, nil, two, [3]int{32, 1, 1}, 4 * n, 4 * n, 64, 64, 8, 256, 0, 0, 4 * n, 4 * n},
 	} {
 		t.Run(c.kernel, func(t *testing.T) {
 			in := newBuf(t, dev, c.inBytes)
@@ -111,6 +115,7 @@ func TestCostWitness(t *testing.T) {
 					SimdgroupLoads: s.SimdgroupLoads, Barriers: c.barriers, Threadgroups: 2,
 					Simdgroups: (threads + 31) / 32, Threads: threads,
 					ThreadgroupMemoryLaunched: 2 * int64(c.tgMem),
+					FootprintRead:             c.fpRead, FootprintWritten: c.fpWritten,
 				},
 			}
 			if s != want {
@@ -129,6 +134,43 @@ func TestCostWitness(t *testing.T) {
 				t.Errorf("ThreadgroupMemoryPerThreadgroup = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestFootprintOverlap: a buffer bound twice, at offsets whose ranges
+// overlap, counts its bytes once; with the footprint off nothing is
+// counted.
+func TestFootprintOverlap(t *testing.T) {
+	const n = 128
+	for _, off := range []bool{false, true} {
+		dev := newDevice(t, emu.Options{NoFootprint: off})
+		lib := testLibrary(t, dev, "witness.metal")
+		in, out := newBuf(t, dev, 4*2*n), newBuf(t, dev, 4*n)
+		q, _ := dev.NewCommandQueue()
+		cb, _ := q.CommandBuffer()
+		enc, _ := cb.ComputeEncoder()
+		enc.SetPipeline(pipe(t, lib, "add_two", nil))
+		enc.SetBuffer(in, 0, 0)
+		enc.SetBuffer(in, 4*n/2, 1) // floats n/2 .. 3n/2
+		enc.SetBuffer(out, 0, 2)
+		enc.DispatchThreads([3]int{n, 1, 1}, [3]int{64, 1, 1})
+		enc.End()
+		cb.Commit()
+		if err := cb.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		s := cb.(mtl.CostWitness).DispatchStats()[0]
+		var wantRead, wantWritten int64 = 4 * 3 * n / 2, 4 * n
+		if off {
+			wantRead, wantWritten = 0, 0
+		}
+		if s.BytesRead != 4*2*n || s.FootprintRead != wantRead || s.FootprintWritten != wantWritten {
+			t.Errorf("NoFootprint %v: read %d (footprint %d, written %d), want %d (%d, %d)",
+				off, s.BytesRead, s.FootprintRead, s.FootprintWritten, 4*2*n, wantRead, wantWritten)
+		}
+		if got, want := s.FootprintEfficiency(4*2*n), float64(4*2*n)/float64(wantRead+wantWritten); !off && got != want {
+			t.Errorf("FootprintEfficiency = %v, want %v", got, want)
+		}
 	}
 }
 
@@ -191,18 +233,24 @@ func TestCostWitnessSums(t *testing.T) {
 }
 
 // BenchmarkCostWitness times a memory-bound and a barrier-bound kernel with
-// counting on and off (docs/msl-subset.md quotes the difference).
+// counting off, on without the footprint, and on (docs/msl-subset.md quotes
+// the differences).
 func BenchmarkCostWitness(b *testing.B) {
-	for _, off := range []bool{false, true} {
-		dev := newDevice(b, emu.Options{NoCostWitness: off, NoRaceCheck: true})
+	for _, mode := range []struct {
+		name string
+		opts emu.Options
+	}{
+		{"witness", emu.Options{}},
+		{"nofootprint", emu.Options{NoFootprint: true}},
+		{"off", emu.Options{NoCostWitness: true}},
+	} {
+		mode.opts.NoRaceCheck = true
+		dev := newDevice(b, mode.opts)
 		lib := testLibrary(b, dev, "witness.metal")
 		const n = 1 << 16
 		in, out := newBuf(b, dev, 4*n), newBuf(b, dev, 4*n)
 		for _, k := range []string{"read_twice", "tg_reduce"} {
-			name := k + "/witness"
-			if off {
-				name = k + "/off"
-			}
+			name := k + "/" + mode.name
 			p := pipe(b, lib, k, nil)
 			b.Run(name, func(b *testing.B) {
 				for range b.N {

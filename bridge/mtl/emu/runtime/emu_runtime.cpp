@@ -50,8 +50,15 @@ extern "C" __attribute__((visibility("hidden"), used)) __bf16 __truncsfbf2(float
 namespace metal {
 namespace __emu {
 
-enum { ABI = 5, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
+enum { ABI = 6, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
 enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
+
+// FPRange is a range of device memory the dispatch binds and its footprint
+// bitmaps (bit i of word i/64 for byte lo+i), filled by Go (lib.go).
+struct FPRange {
+  const char *lo, *hi;
+  uint64_t *rd, *wr;
+};
 
 // Desc is one dispatch, filled by Go (bridge/mtl/emu/lib.go keeps the same
 // layout) and shared by the workers that run it.
@@ -75,6 +82,10 @@ struct Desc {
   // (the most any lane of it issued), threadgroup barriers released,
   // simdgroups and threads launched.
   int64_t c_rd, c_wr, c_ld, c_st, c_sgld, c_bar, c_sg, c_threads;
+  // The footprint's bitmaps (flags & 4): nfp disjoint ranges of the bound
+  // memory, each with a bit per byte read and per byte written.
+  const FPRange *fp;
+  int64_t nfp;
   char err[1024];
 };
 
@@ -118,6 +129,32 @@ struct Worker {
 __thread Fiber *cur __attribute__((tls_model("local-dynamic")));
 int race_enabled;
 int cost_enabled;
+int fp_enabled;
+static const FPRange *fp_ranges;
+static int64_t fp_nranges;
+
+void fp_mark(const void *p, size_t n, bool write) {
+  const char *c = (const char *)p;
+  for (int64_t i = 0; i < fp_nranges; i++) {
+    const FPRange &r = fp_ranges[i];
+    if (c < r.lo || c >= r.hi)
+      continue;
+    uint64_t *bm = write ? r.wr : r.rd;
+    size_t o = size_t(c - r.lo), e = o + n;
+    if (e > size_t(r.hi - r.lo))
+      e = size_t(r.hi - r.lo);
+    while (o < e) {
+      size_t b = o & 63, k = e - o < 64 - b ? e - o : 64 - b;
+      uint64_t mask = (k == 64 ? ~uint64_t(0) : (uint64_t(1) << k) - 1) << b;
+      uint64_t *w = &bm[o >> 6];
+      // Re-reads are the common case: test before the locked OR.
+      if ((__atomic_load_n(w, __ATOMIC_RELAXED) & mask) != mask)
+        __atomic_fetch_or(w, mask, __ATOMIC_RELAXED);
+      o += k;
+    }
+    return;
+  }
+}
 static thread_local Worker *tw;
 
 static const KernelEntry *kernels[8192];
@@ -556,7 +593,8 @@ static void sum_cost(Worker *w) {
   uint32_t n = w->g.n;
   uint64_t maxld = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const Fiber *f = &w->fibers[i];
+    Fiber *f = &w->fibers[i];
+    fp_flush(f); // the thread's last access was a load
     w->c[0] += int64_t(f->c_rd);
     w->c[1] += int64_t(f->c_wr);
     w->c[2] += int64_t(f->c_ld);
@@ -737,6 +775,9 @@ EXPORT int64_t msl_emu_begin(Desc *d) {
     return -1;
   race_enabled = (d->flags & 1) != 0;
   cost_enabled = (d->flags & 2) != 0;
+  fp_enabled = cost_enabled && (d->flags & 4) != 0 && d->nfp > 0;
+  fp_ranges = d->fp;
+  fp_nranges = d->nfp;
   for (int i = 0; i < nfcsets; i++)
     fcsets[i](d->fcs, d->nfc);
   d->next = 0;

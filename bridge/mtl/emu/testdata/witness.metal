@@ -51,6 +51,12 @@ kernel void read_twice(device const float* in [[buffer(0)]], device float* out [
   out[i] = s;
 }
 
+// Two inputs, which the host may bind to overlapping ranges of one buffer.
+kernel void add_two(device const float* a [[buffer(0)]], device const float* b [[buffer(1)]],
+                    device float* out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  out[i] = a[i] + b[i];
+}
+
 // A compound assignment reads and writes its element; the index comes from
 // a device load on the left side.
 kernel void scatter_add(device const float* in [[buffer(0)]], device const uint* idx [[buffer(1)]],
