@@ -100,6 +100,10 @@ type OpTiming struct {
 	Component string
 	Op        string
 	Duration  time.Duration
+	// CountedBytes and FootprintBytes are what the op's dispatches moved as
+	// a cost witness counted them (StepStats has the step's); 0 where
+	// nothing is counted.
+	CountedBytes, FootprintBytes int64
 }
 
 // Components of a layer's time, as the documented history breaks a decode

@@ -36,7 +36,9 @@
 //	             (e.g. 'decode_tok_s', 'ttft_ms'), value, unit.
 //	op_timings   per-op profile: case_id, rep, layer (-1 = outside the layers),
 //	             component ('attention'|'moe'|'mlp'|'norm'|'other'), op,
-//	             seconds, calls.
+//	             seconds, calls; bytes and footprint, what the Metal
+//	             emulator's cost witness counted the op moving (every
+//	             access, distinct bytes; 0 elsewhere).
 //
 // Views for people at the sqlite3 prompt: run_summary (runs with their
 // machine and case counts) and sample_stats (n/mean/min/max per case and

@@ -185,6 +185,13 @@ var migrations = []migration{
 			`ALTER TABLE cases ADD COLUMN reps_done INTEGER NOT NULL DEFAULT 0 CHECK (reps_done >= 0)`,
 		},
 	},
+	{
+		name: "op timings carry the cost witness's bytes (profile mode on the Metal emulator)",
+		stmts: []string{
+			`ALTER TABLE op_timings ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0 CHECK (bytes >= 0)`,
+			`ALTER TABLE op_timings ADD COLUMN footprint INTEGER NOT NULL DEFAULT 0 CHECK (footprint >= 0)`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

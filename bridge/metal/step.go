@@ -97,6 +97,7 @@ type stepState struct {
 	pending []committed
 	mark    opKey
 	timings map[opKey]time.Duration
+	opCost  map[opKey]mtl.Cost // the witness's, in profile mode
 	order   []opKey
 	gpu     time.Duration
 
@@ -121,6 +122,7 @@ type stepState struct {
 func (s *stepState) init() {
 	s.scratch = map[string]*dbuf{}
 	s.timings = map[opKey]time.Duration{}
+	s.opCost = map[opKey]mtl.Cost{}
 }
 
 // releaseAll frees the step's buffers (Close).
@@ -263,6 +265,7 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	s.mark = opKey{-1, bridge.CompOther, "begin"}
 	if profile {
 		clear(s.timings)
+		clear(s.opCost)
 		s.order = s.order[:0]
 	}
 	return nil
@@ -319,7 +322,11 @@ func (b *Backend) wait() {
 			s.err = fmt.Errorf("metal: command buffer: %w", err)
 		}
 		if w, ok := c.cb.(mtl.CostWitness); ok {
-			s.cost = append(s.cost, w.DispatchStats()...)
+			ds := w.DispatchStats()
+			s.cost = append(s.cost, ds...)
+			if s.profile {
+				s.opCost[c.key] = s.opCost[c.key].Add(mtl.Sum(ds).Cost)
+			}
 		}
 		start, end := c.cb.GPUTime()
 		d := time.Duration((end - start) * float64(time.Second))
@@ -365,7 +372,9 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 			if k.op == "begin" {
 				continue
 			}
-			st.Timings = append(st.Timings, bridge.OpTiming{Layer: k.layer, Component: k.component, Op: k.op, Duration: s.timings[k]})
+			cost := s.opCost[k]
+			st.Timings = append(st.Timings, bridge.OpTiming{Layer: k.layer, Component: k.component, Op: k.op, Duration: s.timings[k],
+				CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint()})
 		}
 	}
 	for _, buf := range s.retired {

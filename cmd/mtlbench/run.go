@@ -83,6 +83,7 @@ func runCommand() *cli.Command {
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
+			&cli.StringFlag{Name: "timing", Usage: "override the suite's timing: throughput, or profile (per-op timings; on metal-emu each op's witness bytes)"},
 			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl (one row per case and metric) or benchfmt"},
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
@@ -102,6 +103,14 @@ func runCommand() *cli.Command {
 			s, err := suites.Resolve(c.Args().First())
 			if err != nil {
 				return err
+			}
+			if c.IsSet("timing") {
+				switch tm := c.String("timing"); tm {
+				case results.TimingThroughput, results.TimingProfile:
+					s.Timing = tm
+				default:
+					return fmt.Errorf("--timing %q: want %s or %s", tm, results.TimingThroughput, results.TimingProfile)
+				}
 			}
 			set, err := bench.ParseOverrides(c.StringSlice("set"))
 			if err != nil {

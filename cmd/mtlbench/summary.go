@@ -79,5 +79,43 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			out = append(out, t)
 		}
 	}
+	for _, c := range sum.Cases {
+		if c.Kind == results.CaseKernel {
+			continue
+		}
+		ts, err := db.OpTimings(c.ID)
+		if err != nil {
+			return nil, err
+		}
+		if t := witnessByOpTable(sum.RunID, c.Name, stats.WitnessByOp(ts)); t != nil {
+			out = append(out, t)
+		}
+	}
 	return out, nil
+}
+
+// witnessByOpTable shows where a profiled decode step's bytes went on the
+// Metal emulator, op by op, with the time the footprint takes at the
+// witness GPU's bandwidth; nil without witness bytes.
+func witnessByOpTable(run int64, name string, ws []stats.OpWitness) *table.Table {
+	if len(ws) == 0 {
+		return nil
+	}
+	gpu, gbs := bench.WitnessGPU()
+	t := &table.Table{
+		Title:  fmt.Sprintf("run %d: %s, a decode step's bytes by op (cost witness)", run, name),
+		Header: []string{"component", "op", "layers", "counted MB", "footprint MB", "footprint %", "µs at " + gpu},
+	}
+	var total float64
+	for _, w := range ws {
+		total += w.Footprint
+	}
+	for _, w := range ws {
+		t.Rows = append(t.Rows, []string{w.Component, w.Op, fmt.Sprint(w.Layers),
+			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6),
+			fmt.Sprintf("%.1f", 100*w.Footprint/total), fmt.Sprintf("%.1f", w.Footprint/(gbs*1e3))})
+	}
+	t.Notes = append(t.Notes, fmt.Sprintf("summed over the layers, averaged over repetitions; µs: the footprint at the %s's %.0f GB/s, "+
+		"a floor on the op's time there (docs/metal-kernels.md)", gpu, gbs))
+	return t
 }

@@ -18,7 +18,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	record := func(backend string, metrics map[string]float64) *bench.Summary {
+	record := func(backend string, metrics map[string]float64, timings []results.OpTiming) *bench.Summary {
 		r := &results.Run{SuiteName: "witness", Backend: backend}
 		if _, err := db.CreateRun(r); err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 				}
 			}
 		}
-		if err := db.FinishCase(cases[0].ID, s, nil, 6, 6); err != nil {
+		if err := db.FinishCase(cases[0].ID, s, timings, 6, 6); err != nil {
 			t.Fatal(err)
 		}
 		if cases, err = db.Cases(r.ID); err != nil {
@@ -59,13 +59,28 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 	}
 	emu := render(record("metal-emu", map[string]float64{"decode_tok_s": 3.3, "step_ms": 311.7, "dispatches_per_step": 58,
 		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853,
-		"witness_footprint_bytes_per_step": 36.1e6, "witness_footprint_efficiency": 0.986, "witness_tok_s": 22686.9}))
-	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5}))
+		"witness_footprint_bytes_per_step": 36.1e6, "witness_footprint_efficiency": 0.986, "witness_tok_s": 22686.9},
+		// A profiled step: two layers' q/k/v GEMV and MoE in two
+		// repetitions, and the LM head once outside the layers.
+		[]results.OpTiming{
+			{0, 0, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
+			{0, 0, results.CompMoE, "moe", 0.02, 1, 12_000_000, 10_000_000},
+			{0, 1, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
+			{0, 1, results.CompMoE, "moe", 0.02, 1, 12_000_000, 10_000_000},
+			{0, -1, results.CompOther, "lm_head", 0.03, 1, 9_000_000, 8_000_000},
+			{1, 0, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
+			{1, 0, results.CompMoE, "moe", 0.02, 1, 12_000_000, 12_000_000},
+			{1, 1, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
+			{1, 1, results.CompMoE, "moe", 0.02, 1, 12_000_000, 12_000_000},
+			{1, -1, results.CompOther, "lm_head", 0.03, 1, 9_000_000, 8_000_000},
+		}))
+	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5},
+		[]results.OpTiming{{0, 0, results.CompMLP, "mlp", 0.001, 1, 0, 0}}))
 	golden(t, "run-summary-witness", emu+"\n"+cpu)
 	if !strings.Contains(emu, "Apple M3 Ultra's 819 GB/s") {
 		t.Errorf("the witness note does not name the GPU and bandwidth of its ceiling:\n%s", emu)
 	}
-	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") {
+	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") || strings.Contains(cpu, "bytes by op") {
 		t.Errorf("a CPU run's summary shows GPU or witness columns:\n%s", cpu)
 	}
 }

@@ -125,6 +125,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		dispatches                             []float64
 		witness                                witnessSum
 		opSum                                  = map[[3]string]time.Duration{}
+		opBytes                                = map[[3]string]opWitness{}
 		opOrder                                [][3]string
 		profiledSteps                          int
 	)
@@ -175,6 +176,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 					opOrder = append(opOrder, k)
 				}
 				opSum[k] += t.Duration
+				opBytes[k] = opWitness{opBytes[k].counted + t.CountedBytes, opBytes[k].footprint + t.FootprintBytes}
 			}
 		}
 	}
@@ -251,12 +253,18 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	if profile && profiledSteps > 0 {
 		for _, k := range opOrder {
 			layer, _ := strconv.Atoi(k[0])
+			w, n := opBytes[k], int64(profiledSteps)
 			r.Timings = append(r.Timings, results.OpTiming{Layer: layer, Component: k[1], Op: k[2],
-				Seconds: opSum[k].Seconds() / float64(profiledSteps), Calls: profiledSteps})
+				Seconds: opSum[k].Seconds() / float64(profiledSteps), Calls: profiledSteps,
+				Bytes: (w.counted + n/2) / n, Footprint: (w.footprint + n/2) / n})
 		}
 	}
 	return r, nil
 }
+
+// opWitness sums what the cost witness counted an op moving over the
+// profiled steps: every access and the distinct bytes.
+type opWitness struct{ counted, footprint int64 }
 
 // stepBytes is what a decode step had to read: the dense weights, the
 // experts it routed to, and each sequence's cached K and V.

@@ -91,3 +91,61 @@ cases:
 		}
 	}
 }
+
+// In profile mode on the emulator each op's timings carry what the witness
+// counted it moving, and the ops add up to the step's witness.
+func TestOpWitness(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	suite := `name: x
+model: { preset: qwen3-moe-mini, layers: 2 }
+backend: metal-emu
+timing: profile
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 8, gen_len: 4 }
+`
+	db := openDB(t)
+	sum, err := Run(context.Background(), loadSuite(t, suite), Options{DB: db, BandwidthBuffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sum.Cases[0]
+	ts, err := db.OpTimings(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted, footprint int64
+	for _, x := range ts {
+		if x.Footprint > x.Bytes {
+			t.Errorf("%s layer %d: footprint %d above the %d bytes counted", x.Op, x.Layer, x.Footprint, x.Bytes)
+		}
+		counted += x.Bytes
+		footprint += x.Footprint
+	}
+	samples, err := db.Samples(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]float64{}
+	for _, s := range samples {
+		m[s.Metric] = s.Value
+	}
+	t.Logf("%d op timings: %d bytes counted, %d footprint; the step's witness %.0f and %.0f",
+		len(ts), counted, footprint, m["witness_bytes_per_step"], m["witness_footprint_bytes_per_step"])
+	if counted <= 0 || footprint <= 0 {
+		t.Fatalf("no witness bytes in the op timings: %+v", ts)
+	}
+	for _, c := range []struct {
+		name     string
+		ops, all float64
+	}{{"counted", float64(counted), m["witness_bytes_per_step"]}, {"footprint", float64(footprint), m["witness_footprint_bytes_per_step"]}} {
+		// Each op's bytes are a mean over the profiled steps, rounded.
+		if math.Abs(c.ops-c.all) > float64(len(ts)) {
+			t.Errorf("%s: the ops add up to %.0f bytes a step, the step's witness %.0f", c.name, c.ops, c.all)
+		}
+	}
+}
