@@ -31,6 +31,8 @@ fuzz:
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzParseHFConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/safetensors -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/gguf -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenGGUF$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenMLX$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./results -run '^$$' -fuzz '^FuzzSchemaVersion$$' -fuzztime $(FUZZTIME)
 
 vet: tidy-check

@@ -63,19 +63,19 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		// A profiled step: two layers' q/k/v GEMV and MoE in two
 		// repetitions, and the LM head once outside the layers.
 		[]results.OpTiming{
-			{0, 0, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
-			{0, 0, results.CompMoE, "moe", 0.02, 1, 12_000_000, 10_000_000},
-			{0, 1, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
-			{0, 1, results.CompMoE, "moe", 0.02, 1, 12_000_000, 10_000_000},
-			{0, -1, results.CompOther, "lm_head", 0.03, 1, 9_000_000, 8_000_000},
-			{1, 0, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
-			{1, 0, results.CompMoE, "moe", 0.02, 1, 12_000_000, 12_000_000},
-			{1, 1, results.CompAttention, "qkv", 0.01, 1, 4_000_000, 3_500_000},
-			{1, 1, results.CompMoE, "moe", 0.02, 1, 12_000_000, 12_000_000},
-			{1, -1, results.CompOther, "lm_head", 0.03, 1, 9_000_000, 8_000_000},
+			{Rep: 0, Layer: 0, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
+			{Rep: 0, Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 10_000_000},
+			{Rep: 0, Layer: 1, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
+			{Rep: 0, Layer: 1, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 10_000_000},
+			{Rep: 0, Layer: -1, Component: results.CompOther, Op: "lm_head", Seconds: 0.03, Calls: 1, Bytes: 9_000_000, Footprint: 8_000_000},
+			{Rep: 1, Layer: 0, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
+			{Rep: 1, Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 12_000_000},
+			{Rep: 1, Layer: 1, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
+			{Rep: 1, Layer: 1, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 12_000_000},
+			{Rep: 1, Layer: -1, Component: results.CompOther, Op: "lm_head", Seconds: 0.03, Calls: 1, Bytes: 9_000_000, Footprint: 8_000_000},
 		}))
 	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5},
-		[]results.OpTiming{{0, 0, results.CompMLP, "mlp", 0.001, 1, 0, 0}}))
+		[]results.OpTiming{{Rep: 0, Layer: 0, Component: results.CompMLP, Op: "mlp", Seconds: 0.001, Calls: 1, Bytes: 0, Footprint: 0}}))
 	golden(t, "run-summary-witness", emu+"\n"+cpu)
 	if !strings.Contains(emu, "Apple M3 Ultra's 819 GB/s") {
 		t.Errorf("the witness note does not name the GPU and bandwidth of its ceiling:\n%s", emu)
