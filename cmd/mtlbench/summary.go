@@ -111,9 +111,12 @@ func witnessByOpTable(run int64, name string, ws []stats.OpWitness) *table.Table
 		total += w.Footprint
 	}
 	for _, w := range ws {
+		share, us := "-", "-" // no footprint counted (emu.Options.NoFootprint)
+		if total > 0 {
+			share, us = fmt.Sprintf("%.1f", 100*w.Footprint/total), fmt.Sprintf("%.1f", w.Footprint/(gbs*1e3))
+		}
 		t.Rows = append(t.Rows, []string{w.Component, w.Op, fmt.Sprint(w.Layers),
-			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6),
-			fmt.Sprintf("%.1f", 100*w.Footprint/total), fmt.Sprintf("%.1f", w.Footprint/(gbs*1e3))})
+			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6), share, us})
 	}
 	t.Notes = append(t.Notes, fmt.Sprintf("summed over the layers, averaged over repetitions; µs: the footprint at the %s's %.0f GB/s, "+
 		"a floor on the op's time there (docs/metal-kernels.md)", gpu, gbs))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
@@ -77,6 +78,10 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5},
 		[]results.OpTiming{{Rep: 0, Layer: 0, Component: results.CompMLP, Op: "mlp", Seconds: 0.001, Calls: 1, Bytes: 0, Footprint: 0}}))
 	golden(t, "run-summary-witness", emu+"\n"+cpu)
+	// Counted bytes without a footprint: no share, no time, no NaN.
+	if tb := witnessByOpTable(1, "c", []stats.OpWitness{{Component: "moe", Op: "moe", Layers: 1, Bytes: 1e6}}); tb.Rows[0][5] != "-" || tb.Rows[0][6] != "-" {
+		t.Errorf("a row without a footprint: %q", tb.Rows[0])
+	}
 	if !strings.Contains(emu, "Apple M3 Ultra's 819 GB/s") {
 		t.Errorf("the witness note does not name the GPU and bandwidth of its ceiling:\n%s", emu)
 	}

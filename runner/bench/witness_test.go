@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // On the Metal emulator a model case records the step witness: the bytes
@@ -36,15 +37,7 @@ cases:
 		}
 		var out []map[string]float64
 		for _, c := range sum.Cases {
-			samples, err := db.Samples(c.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := map[string]float64{}
-			for _, s := range samples {
-				m[s.Metric] = s.Value
-			}
-			out = append(out, m)
+			out = append(out, caseMetrics(t, db, c.ID))
 		}
 		return out
 	}
@@ -126,14 +119,7 @@ cases:
 		counted += x.Bytes
 		footprint += x.Footprint
 	}
-	samples, err := db.Samples(c.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]float64{}
-	for _, s := range samples {
-		m[s.Metric] = s.Value
-	}
+	m := caseMetrics(t, db, c.ID)
 	t.Logf("%d op timings: %d bytes counted, %d footprint; the step's witness %.0f and %.0f",
 		len(ts), counted, footprint, m["witness_bytes_per_step"], m["witness_footprint_bytes_per_step"])
 	if counted <= 0 || footprint <= 0 {
@@ -148,4 +134,18 @@ cases:
 			t.Errorf("%s: the ops add up to %.0f bytes a step, the step's witness %.0f", c.name, c.ops, c.all)
 		}
 	}
+}
+
+// caseMetrics is a case's samples by metric (the last repetition's value).
+func caseMetrics(t *testing.T, db *results.DB, caseID int64) map[string]float64 {
+	t.Helper()
+	samples, err := db.Samples(caseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]float64{}
+	for _, s := range samples {
+		m[s.Metric] = s.Value
+	}
+	return m
 }
