@@ -69,6 +69,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		if t != nil {
 			if t == model {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures")
+				t.Notes = append(t.Notes, hostBoundNotes(sum.Cases, byCase)...)
 				if witness {
 					gpu, gbs := bench.WitnessGPU()
 					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
@@ -92,6 +93,22 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		}
 	}
 	return out, nil
+}
+
+// hostBoundNotes names the model cases whose decode steps the host took
+// most of the time to encode (encode_frac at least stats.HostBound): their
+// figures measure the host's encoding, not the device's kernels.
+func hostBoundNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
+	var notes []string
+	for i, c := range cases {
+		f, enc, step := byCase[i]["encode_frac"], byCase[i]["encode_ms"], byCase[i]["step_ms"]
+		if c.Kind == results.CaseKernel || f == nil || enc == nil || step == nil || f.Center < stats.HostBound {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s is host-bound: encoding a decode step took the host %.2f of its %.2f ms (%.0f%%), "+
+			"so the device waited for the host (docs/architecture.md)", c.Name, enc.Center, step.Center, 100*f.Center))
+	}
+	return notes
 }
 
 // witnessByOpTable shows where a profiled decode step's bytes went on the

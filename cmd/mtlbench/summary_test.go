@@ -29,7 +29,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s []results.Sample
-		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "witness_bytes_per_step",
+		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "encode_ms", "encode_frac", "witness_bytes_per_step",
 			"witness_traffic_efficiency", "witness_footprint_bytes_per_step", "witness_footprint_efficiency", "witness_tok_s"} {
 			if v, ok := metrics[m]; ok {
 				for rep := range 3 {
@@ -59,6 +59,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		return b.String()
 	}
 	emu := render(record("metal-emu", map[string]float64{"decode_tok_s": 3.3, "step_ms": 311.7, "dispatches_per_step": 58,
+		"encode_ms": 301.2, "encode_frac": 0.966,
 		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853,
 		"witness_footprint_bytes_per_step": 36.1e6, "witness_footprint_efficiency": 0.986, "witness_tok_s": 22686.9},
 		// A profiled step: two layers' q/k/v GEMV and MoE in two
@@ -85,7 +86,11 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 	if !strings.Contains(emu, "Apple M3 Ultra's 819 GB/s") {
 		t.Errorf("the witness note does not name the GPU and bandwidth of its ceiling:\n%s", emu)
 	}
-	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") || strings.Contains(cpu, "bytes by op") {
+	if !strings.Contains(emu, "decode/fusion=on is host-bound: encoding a decode step took the host 301.20 of its 311.70 ms (97%)") {
+		t.Errorf("a step encoded in 97%% of its time is not called host-bound:\n%s", emu)
+	}
+	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") || strings.Contains(cpu, "bytes by op") ||
+		strings.Contains(cpu, "encode ms") || strings.Contains(cpu, "host-bound") {
 		t.Errorf("a CPU run's summary shows GPU or witness columns:\n%s", cpu)
 	}
 }

@@ -120,7 +120,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTokens, prefillTokens, preempted int
 		decodeTime, prefillTime                time.Duration
 		prefillFLOPs                           float64
-		decodeSteps                            []time.Duration
+		decodeSteps, encodes                   []time.Duration
 		decodeBytes                            float64
 		dispatches                             []float64
 		witness                                witnessSum
@@ -162,6 +162,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTokens += res.DecodeTokens
 		decodeTime += res.Duration
 		decodeSteps = append(decodeSteps, res.Duration)
+		if res.Encode > 0 {
+			encodes = append(encodes, res.Encode)
+		}
 		ideal := m.stepBytes(res)
 		decodeBytes += float64(ideal)
 		witness.add(res, ideal)
@@ -206,6 +209,11 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		med := quantile.Duration(decodeSteps, 0.5)
 		r.DecodeStepTime = med
 		add("step_ms", ms(med), "ms")
+		if len(encodes) > 0 {
+			enc := quantile.Duration(encodes, 0.5)
+			add("encode_ms", ms(enc), "ms")
+			add("encode_frac", float64(enc)/float64(med), "ratio")
+		}
 		bytesPerStep := decodeBytes / float64(len(decodeSteps))
 		add("bytes_per_step", bytesPerStep, "B")
 		gbs := bytesPerStep / (decodeTime.Seconds() / float64(len(decodeSteps)))

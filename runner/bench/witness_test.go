@@ -43,7 +43,7 @@ cases:
 	}
 	for _, m := range got("cpu") {
 		for _, k := range []string{"witness_bytes_per_step", "witness_traffic_efficiency", "witness_tok_s",
-			"witness_footprint_bytes_per_step", "witness_footprint_efficiency"} {
+			"witness_footprint_bytes_per_step", "witness_footprint_efficiency", "encode_ms", "encode_frac"} {
 			if _, ok := m[k]; ok {
 				t.Errorf("the CPU recorded %s", k)
 			}
@@ -51,6 +51,10 @@ cases:
 	}
 	cases := got("metal-emu")
 	for i, m := range cases {
+		// The host's encoding of a step, which the GPU runs apart from it.
+		if enc, f := m["encode_ms"], m["encode_frac"]; enc <= 0 || f <= 0 || math.Abs(f-enc/m["step_ms"]) > 1e-9 {
+			t.Errorf("case %d: encode_ms %g, encode_frac %g against step_ms %g", i, enc, f, m["step_ms"])
+		}
 		counted, ideal := m["witness_bytes_per_step"], m["bytes_per_step"]
 		eff := m["witness_traffic_efficiency"]
 		t.Logf("case %d: %.0f bytes counted a step, %.0f ideal, efficiency %.3f, %.1f tok/s at 819 GB/s", i, counted, ideal, eff,

@@ -101,7 +101,13 @@ type StepResult struct {
 	// LogitRows are the rows the LM head ran on.
 	LogitRows int
 	Duration  time.Duration
-	Stats     bridge.StepStats
+	// Encode is the host's time building and encoding the step, up to its
+	// hand-off to the device, on backends that run steps apart from the
+	// host (bridge.AsyncStepper); 0 on the others, whose ops run as they
+	// are encoded. A step whose Encode is most of its Duration is
+	// host-bound: the device waits for the host (docs/architecture.md).
+	Encode time.Duration
+	Stats  bridge.StepStats
 }
 
 // Engine runs one model on one backend.
@@ -355,6 +361,7 @@ func (e *Engine) Drain() {
 // set, holds the step's token ids on the device (the previous step's
 // argmax).
 func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
+	start := time.Now()
 	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
 	f := &flight{b: b, res: res}
 	for _, it := range b.Items {
@@ -407,7 +414,11 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 		if f.pend, err = async.SubmitStep(ids); err != nil {
 			return nil, err
 		}
+		res.Encode = time.Since(start)
 		return f, nil
+	}
+	if _, ok := e.be.(bridge.AsyncStepper); ok {
+		res.Encode = time.Since(start) // synchronous or profiled: EndStep waits
 	}
 	if f.stats, err = e.be.EndStep(); err != nil {
 		return nil, err

@@ -133,3 +133,51 @@ func TestOverlappedStepsMatchSynchronous(t *testing.T) {
 		}
 	}
 }
+
+// A step's Encode is the host's time up to handing the step to a backend
+// that runs it apart from the host: set on an AsyncStepper, overlapped or
+// synchronous (where it ends before EndStep's wait, within the step's
+// Duration), and 0 on the CPU, whose ops run as they are encoded.
+func TestStepEncodeTime(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		be    func() bridge.Backend
+		opts  Options
+		async bool
+	}{
+		{"cpu", func() bridge.Backend { return cpu.New(cpu.Options{}) }, Options{}, false},
+		{"overlapped", func() bridge.Backend { return &queued{Backend: cpu.New(cpu.Options{}), t: t} }, Options{}, true},
+		{"synchronous", func() bridge.Backend { return &queued{Backend: cpu.New(cpu.Options{}), t: t} }, Options{Synchronous: true}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := openFixture(t, "llama", c.be(), c.opts)
+			for _, r := range raggedRequests(512, 3) {
+				if err := e.Add(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			steps := 0
+			for e.Pending() {
+				res, err := e.Step()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Tokens == 0 {
+					continue
+				}
+				steps++
+				switch {
+				case !c.async && res.Encode != 0:
+					t.Errorf("step %d: encode %v on a backend that runs ops as they are encoded", steps, res.Encode)
+				case c.async && res.Encode <= 0:
+					t.Errorf("step %d: no encode time", steps)
+				case c.opts.Synchronous && res.Encode > res.Duration:
+					t.Errorf("step %d: encode %v longer than the step's %v", steps, res.Encode, res.Duration)
+				}
+			}
+			if steps < 3 {
+				t.Fatalf("%d steps", steps)
+			}
+		})
+	}
+}
