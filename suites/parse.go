@@ -22,12 +22,15 @@ var (
 	yamlLineRE  = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
 
+// Timings are the timing modes a suite's timing (and run --timing) may
+// name: throughput (whole steps) and profile (each op timed apart).
+var Timings = []string{"throughput", "profile"}
+
 var (
 	topKeys   = []string{"name", "description", "model", "backend", "timing", "repetitions", "warmup", "interleave", "cooldown", "thresholds", "params", "cases"}
 	modelKeys = []string{"preset", "path", "weights", "dtype", "seed", "layers", "fit"}
 	caseKeys  = []string{"name", "kind", "op", "params", "matrix"}
 	backends  = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
-	timings   = []string{"throughput", "profile"}
 	weights   = []string{"synthetic", "checkpoint"}
 	dtypes    = []string{"f32", "f16", "bf16"}
 	// modelDTypes adds the packed formats a preset's synthetic weights may
@@ -361,7 +364,7 @@ func (p *parser) setting(key string, n *yaml.Node) {
 			s.Backend = v
 		}
 	case "timing":
-		if v, ok := p.enum(n, "timing", timings); ok {
+		if v, ok := p.enum(n, "timing", Timings); ok {
 			s.Timing = v
 		}
 	case "repetitions":

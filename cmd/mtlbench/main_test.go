@@ -182,7 +182,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
 		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
-		{[]string{"run", "mac-smoke", "--timing", "profiled", "--db", filepath.Join(dir, "r.db")}, `--timing "profiled": want throughput or profile`},
+		{[]string{"run", "mac-smoke", "--timing", "profiled", "--db", filepath.Join(dir, "r.db")}, `--timing "profiled": want one of throughput, profile`},
 	} {
 		_, stderr, err := mtl(t, c.args...)
 		msg := stderr

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -105,12 +106,11 @@ func runCommand() *cli.Command {
 				return err
 			}
 			if c.IsSet("timing") {
-				switch tm := c.String("timing"); tm {
-				case results.TimingThroughput, results.TimingProfile:
-					s.Timing = tm
-				default:
-					return fmt.Errorf("--timing %q: want %s or %s", tm, results.TimingThroughput, results.TimingProfile)
+				tm := c.String("timing")
+				if !slices.Contains(suites.Timings, tm) {
+					return fmt.Errorf("--timing %q: want one of %s", tm, strings.Join(suites.Timings, ", "))
 				}
+				s.Timing = tm
 			}
 			set, err := bench.ParseOverrides(c.StringSlice("set"))
 			if err != nil {
