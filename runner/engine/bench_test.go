@@ -142,3 +142,60 @@ func stepBytes(cfg *model.Config, dt bridge.DType, res *engine.StepResult) float
 	}
 	return n
 }
+
+// nullBackend runs no op: over it a step costs only the engine's own host
+// work (the scheduler, the step's metadata, building the ops, sampling).
+type nullBackend struct{ bridge.Backend }
+
+func (nullBackend) Embedding(out, table bridge.Tensor)                                 {}
+func (nullBackend) GatherRows(out, x bridge.Tensor)                                    {}
+func (nullBackend) RMSNorm(out, x, w bridge.Tensor, eps float32)                       {}
+func (nullBackend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32)          {}
+func (nullBackend) MatMul(out, x, w, bias bridge.Tensor)                               {}
+func (nullBackend) SiLUMul(out, gate, up bridge.Tensor)                                {}
+func (nullBackend) Add(out, a, b bridge.Tensor)                                        {}
+func (nullBackend) Argmax(out, logits bridge.Tensor)                                   {}
+func (nullBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {}
+func (nullBackend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+}
+func (nullBackend) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
+}
+
+// BenchmarkStepHost is the engine's host cost of a batch-1 decode step
+// over a backend that runs nothing, at 2 and 6 layers, so the difference
+// is the cost a layer: the part of a step's encode_ms (docs/architecture.md,
+// "The host's share of a step") that is the engine's, not the backend's.
+//
+//	go test -run '^$' -bench StepHost ./runner/engine/
+func BenchmarkStepHost(b *testing.B) {
+	for _, preset := range []string{"qwen3-moe-mini", "tinyllama-1.1b"} {
+		for _, layers := range []int{2, 6} {
+			b.Run(preset+"/layers="+strconv.Itoa(layers), func(b *testing.B) {
+				cfg, src, err := model.Open(model.Spec{Model: preset, Layers: layers, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer src.Close()
+				e, err := engine.New(nullBackend{cpu.New(cpu.Options{Threads: 1})}, cfg, src, engine.Options{KVTokens: 64 + b.N})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := e.Add(engine.Request{ID: 0, Prompt: []int32{1, 2, 3}, MaxNewTokens: b.N + 4}); err != nil {
+					b.Fatal(err)
+				}
+				for range 2 { // prefill and the first decode step
+					if _, err := e.Step(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if res, err := e.Step(); err != nil || res.DecodeTokens != 1 {
+						b.Fatalf("step: %+v, %v", res, err)
+					}
+				}
+			})
+		}
+	}
+}
