@@ -153,3 +153,36 @@ func caseMetrics(t *testing.T, db *results.DB, caseID int64) map[string]float64 
 	}
 	return m
 }
+
+// A kernel case on the Metal emulator records the witness's traffic and
+// footprint of one call, both against the op's ideal bytes: the two
+// efficiencies times their bytes give the same ideal, and the distinct
+// bytes are at most the counted ones.
+func TestKernelWitness(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	suite := `name: x
+backend: metal-emu
+repetitions: 1
+warmup: 0
+cases:
+  - name: gemv
+    kind: kernel
+    op: matmul
+    params: { m: 1, n: 256, k: 512, dtype: bf16 }
+`
+	db := openDB(t)
+	sum, err := Run(context.Background(), loadSuite(t, suite), Options{DB: db, BandwidthBuffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := caseMetrics(t, db, sum.Cases[0].ID)
+	counted, fp := m["bytes_counted"], m["bytes_footprint"]
+	ideal, fpIdeal := m["traffic_efficiency"]*counted, m["footprint_efficiency"]*fp
+	t.Logf("%.0f bytes counted, %.0f distinct, %.0f ideal", counted, fp, ideal)
+	if fp <= 0 || fp > counted || math.Abs(ideal-fpIdeal) > 1e-6*ideal || ideal < 256*512*2 {
+		t.Errorf("counted %.0f bytes (efficiency %.4f), footprint %.0f (efficiency %.4f)", counted, m["traffic_efficiency"], fp,
+			m["footprint_efficiency"])
+	}
+}

@@ -27,11 +27,10 @@ type witness interface {
 type Witness struct {
 	mtl.StepStats
 	// Ideal is the op's ideal bytes (its cost model), Efficiency Ideal over
-	// the bytes counted, FootprintEfficiency Ideal over the distinct bytes
-	// (0 where the device counts no footprint).
-	Ideal               int64
-	Efficiency          float64
-	FootprintEfficiency float64
+	// the bytes counted (StepStats.FootprintEfficiency gives it over the
+	// distinct bytes).
+	Ideal      int64
+	Efficiency float64
 	// GPU is the Apple GPU SimdgroupsPerCore is counted against.
 	GPU               string
 	SimdgroupsPerCore float64
@@ -77,8 +76,7 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 		return nil, false, fmt.Errorf("no Apple GPU %q in the table (bridge/mtl/applegpu)", name)
 	}
 	st := mtl.Sum(ds)
-	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes),
-		FootprintEfficiency: st.FootprintEfficiency(b.bytes), GPU: gpu.Name(),
+	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Name(),
 		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds)}
 	return b.wit, true, nil
 }
@@ -93,7 +91,7 @@ func (w *Witness) samples() []Sample {
 		{"barriers_per_threadgroup", w.BarriersPerThreadgroup(), "count"},
 	}
 	if fp := w.Footprint(); fp > 0 {
-		out = append(out, Sample{"footprint_efficiency", w.FootprintEfficiency, "ratio"},
+		out = append(out, Sample{"footprint_efficiency", w.FootprintEfficiency(w.Ideal), "ratio"},
 			Sample{"bytes_footprint", float64(fp), "B"})
 	}
 	return out
