@@ -776,24 +776,6 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
-// TestStoreSpeed guards the insert path: 100k samples must store well
-// under 2 s. Skipped where timings mean nothing (race detector, -short).
-func TestStoreSpeed(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("timing check skipped with -short or -race")
-	}
-	db := openTemp(t)
-	for _, tc := range []struct{ cases, reps int }{{1, 100_000}, {1000, 100}} {
-		start := time.Now()
-		storeSamples(t, db, tc.cases, tc.reps)
-		d := time.Since(start)
-		t.Logf("%d cases x %d samples: %v", tc.cases, tc.reps, d)
-		if d > 2*time.Second {
-			t.Errorf("storing %d cases x %d samples took %v, want < 2s", tc.cases, tc.reps, d)
-		}
-	}
-}
-
 // storeSamples creates a run of nCases cases and finishes each with reps
 // samples.
 func storeSamples(t testing.TB, db *DB, nCases, reps int) {

@@ -516,15 +516,12 @@ func TestList(t *testing.T) {
 }
 
 // Aliases let a small file reference the same big node many times; the
-// work budget must keep parsing fast and say why it stopped.
+// work budget must stop the parse and say why. The budget counts nodes, so
+// the bound holds whatever the machine's speed.
 func TestAliasBlowup(t *testing.T) {
 	src := "name: s\nmodel: {preset: p}\nx-case: &c {name: c, matrix: {batch: [" + seq(2000) + "]}}\ncases: [" +
 		strings.Repeat("*c, ", 20000) + "*c]\n"
-	start := time.Now()
 	_, err := Parse("t.yaml", []byte(src))
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %v", d)
-	}
 	want := []string{
 		`t.yaml:3:19: duplicate case name "c" (first at line 3)`,
 		`t.yaml:3:38: suite is too complex (too many aliases or merge keys)`,
