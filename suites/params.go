@@ -2,7 +2,6 @@ package suites
 
 import (
 	"fmt"
-	"github.com/mtlbench/mtlbench/kernels/ops"
 	"math"
 	"sort"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"gopkg.in/yaml.v3"
 )
 
@@ -46,6 +47,9 @@ type paramSpec struct {
 	oneOf  []int64  // ints: the only allowed values, if set
 	enum   []string // strings: the only allowed values, if set
 	syntax func(string) (msg, hint string)
+	// key spells a valid value one way in case names and keys, where the
+	// value has several spellings; nil: the value as written, escaped.
+	key func(string) string
 }
 
 // params are the parameters a suite may set: the model cases' own, and
@@ -67,6 +71,7 @@ var params = func() map[string]paramSpec {
 		ParamSteps:         {kinds: forModel, enum: []string{"overlapped", "synchronous"}},
 		ParamFusion:        {kinds: forModel, enum: []string{"on", "off"}},
 		ParamKVDType:       {kinds: forModel, enum: []string{"auto", "f32", "f16", "bf16"}},
+		ParamWitnessGPU:    {kinds: forBoth, syntax: checkWitnessGPU, key: applegpu.Key},
 	}
 	var names []string
 	for _, id := range ops.IDs() {
@@ -262,6 +267,28 @@ func checkArrival(s string) (string, string) {
 	return "", ""
 }
 
+// checkWitnessGPU accepts an Apple GPU of applegpu's table: a chip ("M2
+// Pro", "Apple M4 Max"), or one bin of it ("M4 Max 32-core").
+func checkWitnessGPU(s string) (string, string) {
+	if _, ok := applegpu.Lookup(s); ok {
+		return "", ""
+	}
+	chips := applegpu.Chips()
+	chip, _ := applegpu.ChipOf(s)
+	if bins := applegpu.Bins(chip); chip != "" && len(bins) > 0 {
+		var cores []string
+		for _, b := range bins {
+			cores = append(cores, fmt.Sprintf("%q", fmt.Sprintf("%s %d-core", b.Chip, b.Cores)))
+		}
+		return fmt.Sprintf("no bin of the %s in the GPU table matches %q", bins[0].Chip, s), "one of " + strings.Join(cores, ", ") + ", or the chip alone for its largest bin"
+	}
+	hint := didYouMean(s, chips)
+	if hint == "" {
+		hint = "one of " + strings.Join(chips, ", ") + `; a core count picks a bin ("M4 Max 32-core")`
+	}
+	return fmt.Sprintf("unknown Apple GPU %q", s), hint
+}
+
 // checkSampling accepts "greedy" or "temperature:T[,top_k:K][,top_p:P]".
 func checkSampling(s string) (string, string) {
 	const hint = `want greedy or "temperature:T[,top_k:K][,top_p:P]"`
@@ -302,8 +329,14 @@ func checkSampling(s string) (string, string) {
 // canon is a parameter value as written into keys and names: integers in
 // decimal whatever their spelling (0x10, 1_000), everything else as written.
 func canon(name string, v Value) string {
-	if spec, ok := params[name]; ok && spec.isInt && v.IsNum && v.Float == float64(v.Int) {
+	spec, ok := params[name]
+	if ok && spec.isInt && v.IsNum && v.Float == float64(v.Int) {
 		return strconv.FormatInt(v.Int, 10)
+	}
+	if ok && spec.key != nil {
+		if k := spec.key(v.Raw); k != "" {
+			return escapeKey(k)
+		}
 	}
 	return escapeKey(v.Raw)
 }

@@ -277,6 +277,25 @@ name: s
 	}
 }
 
+// A GPU has several spellings; its case's name and key spell it one way,
+// so "M3 Ultra" and "apple m3 ultra" make the same case.
+func TestWitnessGPUKey(t *testing.T) {
+	for _, v := range []string{"M3 Ultra", "apple m3 ultra", "M3-Ultra", "Apple M3 Ultra"} {
+		s := mustParse(t, "name: s\ncases:\n  - name: g\n    op: rope\n    matrix: {witness_gpu: [\""+v+"\", M4 Max (32-core GPU)]}\n")
+		var names []string
+		for _, c := range s.Cases {
+			names = append(names, c.Name)
+		}
+		want := []string{"g/witness_gpu=M3-Ultra", "g/witness_gpu=M4-Max-32-core"}
+		if !reflect.DeepEqual(names, want) {
+			t.Errorf("%q: names %q, want %q", v, names, want)
+		}
+		if got := s.Cases[0].WitnessGPU(); got != v {
+			t.Errorf("%q: WitnessGPU() = %q; the case keeps the value as written", v, got)
+		}
+	}
+}
+
 func TestErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -364,6 +383,8 @@ func TestErrors(t *testing.T) {
 		{"string param bool", head + "  - name: c\n    params: {variant: true}\n", []string{`t.yaml:5:23: variant must be a string, got true`}},
 		{"arrival", head + "  - name: c\n    params: {arrival: \"stagger:0\"}\n", []string{`t.yaml:5:23: bad arrival "stagger:0": stagger step must be an integer >= 1 (want "all" or "stagger:N", N >= 1)`}},
 		{"arrival word", head + "  - name: c\n    params: {arrival: burst}\n", []string{`t.yaml:5:23: bad arrival "burst" (want "all" or "stagger:N", N >= 1)`}},
+		{"witness gpu typo", head + "  - name: c\n    params: {witness_gpu: M3 Ulta}\n", []string{`t.yaml:5:27: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`}},
+		{"witness gpu bin", head + "  - name: c\n    op: rope\n    matrix: {witness_gpu: [M2 Max 32-core]}\n", []string{`t.yaml:6:28: no bin of the M2 Max in the GPU table matches "M2 Max 32-core" (one of "M2 Max 30-core", "M2 Max 38-core", or the chip alone for its largest bin)`}},
 		{"sampling", head + "  - name: c\n    matrix: {sampling: [greedy, \"temperature:0.7,top_p:2\"]}\n", []string{`t.yaml:5:33: bad sampling "temperature:0.7,top_p:2": top_p must be in (0, 1] (want greedy or "temperature:T[,top_k:K][,top_p:P]")`}},
 		{"sampling option", head + "  - name: c\n    params: {sampling: \"temperature:1,min_p:0.1\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1,min_p:0.1": unknown option "min_p" (want greedy or "temperature:T[,top_k:K][,top_p:P]")`}},
 

@@ -28,7 +28,10 @@ const (
 	ParamSteps         = "steps"
 	ParamFusion        = "fusion"
 	ParamKVDType       = "kv_dtype"
-	ParamOp            = "op"
+	// ParamWitnessGPU is the Apple GPU the Metal emulator's cost witness
+	// reads its counts against (docs/metal-kernels.md); both kinds take it.
+	ParamWitnessGPU = "witness_gpu"
+	ParamOp         = "op"
 )
 
 // ModelParams are a model case's parameters, decoded and with defaults
@@ -81,6 +84,10 @@ func (c Case) PosOf(name string) Pos {
 	}
 	return c.Pos
 }
+
+// WitnessGPU is the case's witness_gpu as written, "" when it sets none
+// (the witness then reads its counts against the M3 Ultra).
+func (c Case) WitnessGPU() string { return c.Params[ParamWitnessGPU].Raw }
 
 // Recorded are the case's parameters as written, for the results store.
 func (c Case) Recorded() map[string]string {

@@ -78,6 +78,10 @@ func TestBenchCommand(t *testing.T) {
 	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-d", "0,512", "-p", "16", "--print-suite"); err != nil || !strings.Contains(out, "depth: [0, 512]") {
 		t.Errorf("bench -d 0,512 --print-suite: %v\n%s", err, out)
 	}
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Pro", "--print-suite"); err != nil ||
+		!strings.Contains(out, "params:\n      witness_gpu: M2 Pro\n") || !strings.Contains(out, `--witness-gpu "M2 Pro"`) {
+		t.Errorf("bench --witness-gpu --print-suite: %v\n%s", err, out)
+	}
 	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
@@ -91,6 +95,7 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be at least 1"},
 		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Prp", "--db", db}, `unknown Apple GPU "M2 Prp" (did you mean "M2 Pro"?)`},
 	} {
 		_, _, err := mtl(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

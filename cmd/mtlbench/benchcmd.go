@@ -45,6 +45,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU its cost witness reads the counts against, e.g. \"M2 Pro\" or \"M4 Max 32-core\" (default M3 Ultra; docs/metal-kernels.md)"},
 			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl or benchfmt"},
 			&cli.BoolFlag{Name: "print-suite", Usage: "print the suite the flags build and exit"},
@@ -59,7 +60,8 @@ func benchCommand() *cli.Command {
 				return err
 			}
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
-				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup")}
+				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
+				WitnessGPU: c.String("witness-gpu")}
 			for _, l := range []struct {
 				flag string
 				dst  *[]int
@@ -117,6 +119,7 @@ func benchCommand() *cli.Command {
 // quickSpec is what bench's flags ask for.
 type quickSpec struct {
 	Model, Backend, DType, Timing, Fit string
+	WitnessGPU                         string // the cases' witness_gpu, "" for the default
 	Repetitions, Warmup                int
 	Batch, Prompt, Gen, Depth          []int
 }
@@ -144,9 +147,10 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Depth     []int `yaml:"depth,flow,omitempty"` // the suites' depth: context before each prompt
 	}
 	type caseYAML struct {
-		Name   string     `yaml:"name"`
-		Kind   string     `yaml:"kind"`
-		Matrix matrixYAML `yaml:"matrix"`
+		Name   string            `yaml:"name"`
+		Kind   string            `yaml:"kind"`
+		Params map[string]string `yaml:"params,omitempty"`
+		Matrix matrixYAML        `yaml:"matrix"`
 	}
 	doc := struct {
 		Name        string     `yaml:"name"`
@@ -163,6 +167,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Model:   modelYAML{DType: q.DType, Seed: 1},
 		Backend: q.Backend, Timing: q.Timing, Repetitions: q.Repetitions, Warmup: q.Warmup, Interleave: true,
 		Cases: []caseYAML{{Name: "bench", Kind: "model", Matrix: matrixYAML{Batch: q.Batch, PromptLen: q.Prompt, GenLen: q.Gen}}},
+	}
+	if q.WitnessGPU != "" {
+		doc.Cases[0].Params = map[string]string{suites.ParamWitnessGPU: q.WitnessGPU}
 	}
 	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
 		doc.Cases[0].Matrix.Depth = q.Depth
@@ -192,5 +199,9 @@ func (q quickSpec) describe() string {
 		}
 		return strings.Join(s, ",")
 	}
-	return fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
+	d := fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
+	if q.WitnessGPU != "" {
+		d += fmt.Sprintf(" --witness-gpu %q", q.WitnessGPU)
+	}
+	return d
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
@@ -31,11 +33,20 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			}
 		}
 	}
+	kernelCols, kernelWitness := stats.KernelColumns, false
+	for _, col := range stats.KernelWitnessColumns {
+		for i, c := range sum.Cases {
+			if c.Kind == results.CaseKernel && byCase[i][col.Metric] != nil {
+				kernelCols, kernelWitness = append(kernelCols[:len(kernelCols):len(kernelCols)], col), true
+				break
+			}
+		}
+	}
 	for i, c := range sum.Cases {
 		m := byCase[i]
 		cols, t := modelCols, &model
 		if c.Kind == results.CaseKernel {
-			cols, t = stats.KernelColumns, &kernel
+			cols, t = kernelCols, &kernel
 		}
 		if *t == nil {
 			h := []string{"case"}
@@ -71,11 +82,16 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures")
 				t.Notes = append(t.Notes, hostBoundNotes(sum.Cases, byCase)...)
 				if witness {
-					gpu, gbs := bench.WitnessGPU()
 					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 						"footprint eff: the same over the distinct bytes of each dispatch; "+
-						fmt.Sprintf("ceiling: the decode tok/s the footprint allows at the %s's %.0f GB/s (docs/metal-kernels.md)", gpu, gbs))
+						"ceiling: the decode tok/s the footprint allows at the bandwidth of "+witnessGPUs(sum.Cases, byCase, results.CaseModel, "witness_tok_s")+" (witness_gpu, docs/metal-kernels.md)")
 				}
+			}
+			if t == kernel && kernelWitness {
+				t.Notes = append(t.Notes, "traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
+					"footprint eff: the same over the distinct bytes of each dispatch; B/load: a lane's average device load (16: four floats at once); "+
+					"simdgroups/core: simdgroups launched per GPU core (under 2 leaves cores idle); floor µs: the footprint at the GPU's bandwidth; "+
+					"GPU: "+witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")+" (witness_gpu, docs/metal-kernels.md)")
 			}
 			out = append(out, t)
 		}
@@ -88,7 +104,13 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t := witnessByOpTable(sum.RunID, c.Name, stats.WitnessByOp(ts)); t != nil {
+		if t := witnessByOpTable(sum.RunID, c, stats.WitnessByOp(ts)); t != nil {
+			if t == kernel && kernelWitness {
+				t.Notes = append(t.Notes, "traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
+					"footprint eff: the same over the distinct bytes of each dispatch; B/load: a lane's average device load (16: four floats at once); "+
+					"simdgroups/core: simdgroups launched per GPU core (under 2 leaves cores idle); floor µs: the footprint at the GPU's bandwidth; "+
+					"GPU: "+witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")+" (witness_gpu, docs/metal-kernels.md)")
+			}
 			out = append(out, t)
 		}
 	}
@@ -111,16 +133,56 @@ func hostBoundNotes(cases []results.Case, byCase []map[string]*stats.Summary) []
 	return notes
 }
 
+// witnessGPUs names the witness GPUs of the cases of a kind that recorded
+// metric: "the Apple M3 Ultra (80 cores, 819 GB/s)", or each GPU with its
+// cases when they differ.
+func witnessGPUs(cases []results.Case, byCase []map[string]*stats.Summary, kind, metric string) string {
+	var names []string
+	byGPU := map[string][]string{}
+	for i, c := range cases {
+		if c.Kind != kind || byCase[i][metric] == nil {
+			continue
+		}
+		g := witnessGPUName(c)
+		if byGPU[g] == nil {
+			names = append(names, g)
+		}
+		byGPU[g] = append(byGPU[g], c.Name)
+	}
+	if len(names) == 1 {
+		return "the " + names[0]
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + " for " + strings.Join(byGPU[n], ", ")
+	}
+	return "each case's GPU: " + strings.Join(parts, "; ")
+}
+
+// witnessGPUName is a case's witness GPU, "Apple M3 Ultra (80 cores, 819
+// GB/s)", or the recorded name where this build's table lacks it.
+func witnessGPUName(c results.Case) string {
+	g, ok := bench.WitnessGPU(c.Params[suites.ParamWitnessGPU])
+	if !ok {
+		return c.Params[suites.ParamWitnessGPU]
+	}
+	return fmt.Sprintf("%s (%d cores, %g GB/s)", g.Name(), g.Cores, g.BandwidthGBs)
+}
+
 // witnessByOpTable shows where a profiled decode step's bytes went on the
 // Metal emulator, op by op, with the time the footprint takes at the
-// witness GPU's bandwidth; nil without witness bytes.
-func witnessByOpTable(run int64, name string, ws []stats.OpWitness) *table.Table {
+// case's witness GPU's bandwidth; nil without witness bytes.
+func witnessByOpTable(run int64, c results.Case, ws []stats.OpWitness) *table.Table {
 	if len(ws) == 0 {
 		return nil
 	}
-	gpu, gbs := bench.WitnessGPU()
+	g, ok := bench.WitnessGPU(c.Params[suites.ParamWitnessGPU])
+	gpu, gbs := g.Name(), g.BandwidthGBs
+	if !ok {
+		gpu = c.Params[suites.ParamWitnessGPU] + " (not in this build's GPU table)"
+	}
 	t := &table.Table{
-		Title:  fmt.Sprintf("run %d: %s, a decode step's bytes by op (cost witness)", run, name),
+		Title:  fmt.Sprintf("run %d: %s, a decode step's bytes by op (cost witness)", run, c.Name),
 		Header: []string{"component", "op", "layers", "counted MB", "footprint MB", "footprint %", "µs at " + gpu},
 	}
 	var total float64
@@ -130,12 +192,15 @@ func witnessByOpTable(run int64, name string, ws []stats.OpWitness) *table.Table
 	for _, w := range ws {
 		share, us := "-", "-" // no footprint counted (emu.Options.NoFootprint)
 		if total > 0 {
-			share, us = fmt.Sprintf("%.1f", 100*w.Footprint/total), fmt.Sprintf("%.1f", w.Footprint/(gbs*1e3))
+			share = fmt.Sprintf("%.1f", 100*w.Footprint/total)
+			if gbs > 0 {
+				us = fmt.Sprintf("%.1f", w.Footprint/(gbs*1e3))
+			}
 		}
 		t.Rows = append(t.Rows, []string{w.Component, w.Op, fmt.Sprint(w.Layers),
 			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6), share, us})
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("summed over the layers, averaged over repetitions; µs: the footprint at the %s's %.0f GB/s, "+
-		"a floor on the op's time there (docs/metal-kernels.md)", gpu, gbs))
+	t.Notes = append(t.Notes, fmt.Sprintf("summed over the layers, averaged over repetitions; µs: the footprint at the bandwidth of the %s, "+
+		"a floor on the op's time there (witness_gpu, docs/metal-kernels.md)", witnessGPUName(c)))
 	return t
 }

@@ -80,10 +80,10 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		[]results.OpTiming{{Rep: 0, Layer: 0, Component: results.CompMLP, Op: "mlp", Seconds: 0.001, Calls: 1, Bytes: 0, Footprint: 0}}))
 	golden(t, "run-summary-witness", emu+"\n"+cpu)
 	// Counted bytes without a footprint: no share, no time, no NaN.
-	if tb := witnessByOpTable(1, "c", []stats.OpWitness{{Component: "moe", Op: "moe", Layers: 1, Bytes: 1e6}}); tb.Rows[0][5] != "-" || tb.Rows[0][6] != "-" {
+	if tb := witnessByOpTable(1, results.Case{Name: "c"}, []stats.OpWitness{{Component: "moe", Op: "moe", Layers: 1, Bytes: 1e6}}); tb.Rows[0][5] != "-" || tb.Rows[0][6] != "-" {
 		t.Errorf("a row without a footprint: %q", tb.Rows[0])
 	}
-	if !strings.Contains(emu, "Apple M3 Ultra's 819 GB/s") {
+	if !strings.Contains(emu, "Apple M3 Ultra (80 cores, 819 GB/s)") {
 		t.Errorf("the witness note does not name the GPU and bandwidth of its ceiling:\n%s", emu)
 	}
 	if !strings.Contains(emu, "decode/fusion=on is host-bound: encoding a decode step took the host 301.20 of its 311.70 ms (97%)") {
@@ -92,5 +92,74 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") || strings.Contains(cpu, "bytes by op") ||
 		strings.Contains(cpu, "encode ms") || strings.Contains(cpu, "host-bound") {
 		t.Errorf("a CPU run's summary shows GPU or witness columns:\n%s", cpu)
+	}
+}
+
+// Each case's witness figures are read against its own witness_gpu: the
+// ceiling note names every GPU with its cases, and a profiled case's
+// per-op times are its footprint at its GPU's bandwidth.
+func TestWitnessGPUNotes(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := &results.Run{SuiteName: "witness", Backend: "metal-emu"}
+	if _, err := db.CreateRun(r); err != nil {
+		t.Fatal(err)
+	}
+	cases := []results.Case{
+		{Key: "model/decode", Name: "decode", Kind: results.CaseModel},
+		{Key: "model/decode/witness_gpu=M2 Pro", Name: "decode/witness_gpu=M2 Pro", Kind: results.CaseModel,
+			Params: map[string]string{"witness_gpu": "M2 Pro"}},
+		{Key: "kernel/gemv", Name: "gemv", Kind: results.CaseKernel, Params: map[string]string{"op": "matmul", "witness_gpu": "M1"}},
+		{Key: "kernel/norm", Name: "norm", Kind: results.CaseKernel, Params: map[string]string{"op": "rms_norm"}},
+	}
+	if err := db.AddCases(r.ID, cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		s := []results.Sample{{Metric: "decode_tok_s", Value: 3}, {Metric: "witness_bytes_per_step", Value: 4e6},
+			{Metric: "witness_footprint_bytes_per_step", Value: 2e6}, {Metric: "witness_tok_s", Value: 100}}
+		ts := []results.OpTiming{{Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.01, Calls: 1, Bytes: 4e6, Footprint: 2e6}}
+		if c.Kind == results.CaseKernel {
+			// The norm ran where nothing counts its bytes: no witness.
+			s, ts = []results.Sample{{Metric: "us_per_call", Value: 9}}, nil
+			if c.Name == "gemv" {
+				s = append(s, results.Sample{Metric: "traffic_efficiency", Value: 0.89}, results.Sample{Metric: "footprint_efficiency", Value: 1},
+					results.Sample{Metric: "bytes_per_load", Value: 16}, results.Sample{Metric: "simdgroups_per_core", Value: 16},
+					results.Sample{Metric: "witness_us", Value: 15.45})
+			}
+		}
+		if err := db.FinishCase(c.ID, s, ts, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored, err := db.Cases(r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := runTables(db, &bench.Summary{RunID: r.ID, Run: r, Cases: stored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, tb := range tables {
+		if err := tb.Render(&b, table.FormatTable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := b.String()
+	for _, want := range []string{
+		"each case's GPU: Apple M3 Ultra (80 cores, 819 GB/s) for decode; Apple M2 Pro (19 cores, 200 GB/s) for decode/witness_gpu=M2 Pro",
+		"µs at Apple M2 Pro", "µs at Apple M3 Ultra",
+		"│ moe       │ moe │      1 │       4.00 │         2.00 │       100.0 │               10.0 │", // 2 MB at 200 GB/s
+		"│ gemv │ 9.00 (n=1) │ -    │ -       │ 89 (n=1)      │ 100 (n=1)       │ 16.0 (n=1) │ 16.0 (n=1)      │ 15.45 (n=1) │",
+		"│ norm │ 9.00 (n=1) │ -    │ -       │ -             │ -               │ -          │ -               │ -           │",
+		"floor µs: the footprint at the GPU's bandwidth; GPU: the Apple M1 (8 cores, 68.25 GB/s) (witness_gpu",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
 	}
 }

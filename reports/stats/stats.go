@@ -89,6 +89,16 @@ var WitnessColumns = []Column{
 	{"witness_tok_s", "ceiling tok/s", 1, 1},
 }
 
+// KernelWitnessColumns are the cost witness's kernel-case metrics (the Metal
+// emulator: runner/kbench witness.go), shown when a run has them.
+var KernelWitnessColumns = []Column{
+	{"traffic_efficiency", "traffic eff %", 100, 0},
+	{"footprint_efficiency", "footprint eff %", 100, 0},
+	{"bytes_per_load", "B/load", 1, 1},
+	{"simdgroups_per_core", "simdgroups/core", 1, 1},
+	{"witness_us", "floor µs", 1, 2},
+}
+
 // KernelColumns are the headline metrics of kernel cases.
 var KernelColumns = []Column{
 	{"us_per_call", "µs/call", 1, 2},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
@@ -64,6 +65,9 @@ type ModelCase struct {
 	// MatmulPeak is the device's measured matrix-multiply rate for the
 	// model's weight dtype, in FLOP/s (0: unknown): prefill's roofline.
 	MatmulPeak float64
+	// WitnessGPU is the Apple GPU whose bandwidth turns the bytes the cost
+	// witness counts into witness_tok_s (the case's witness_gpu).
+	WitnessGPU applegpu.GPU
 
 	bytes *stepCost
 	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
@@ -228,7 +232,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		add("dispatches_per_step", quantile.Of(dispatches, 0.5), "count")
 	}
 	if witness.steps > 0 && witness.steps == len(decodeSteps) {
-		for _, s := range witness.samples() {
+		for _, s := range witness.samples(m.WitnessGPU) {
 			add(s.Metric, s.Value, s.Unit)
 		}
 	}

@@ -451,6 +451,10 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdo
 				fail(c.Pos, "case %s: %v", c.Name, err)
 				continue
 			}
+			if err := b.SetAppleGPU(c.WitnessGPU()); err != nil {
+				fail(c.PosOf(suites.ParamWitnessGPU), "case %s: %v", c.Name, err)
+				continue
+			}
 			b.Slowdown = slowdown
 			p.kernel = b
 			out = append(out, p)
@@ -463,6 +467,10 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdo
 		mc, err := modelCase(s, c, be, models, bw, limit)
 		if mc != nil {
 			mc.Engine.Slowdown = slowdown
+			var ok bool
+			if mc.WitnessGPU, ok = WitnessGPU(c.WitnessGPU()); !ok && err == nil {
+				err = s.ErrorAt(c.PosOf(suites.ParamWitnessGPU), "case %s: no Apple GPU %q in the table (bridge/mtl/applegpu)", c.Name, c.WitnessGPU())
+			}
 		}
 		if err == nil {
 			err = checkPositions(s, c, mc.Config)

@@ -14,13 +14,15 @@ import (
 // allow at an Apple GPU's bandwidth: what the kernels of a whole step would
 // cost on a Mac, without one (docs/metal-kernels.md, "A whole decode step").
 
-// witnessGPU is the Apple GPU whose bandwidth turns counted bytes into a
-// rate: the one kernel cases count simdgroups per core against.
-var witnessGPU, _ = applegpu.Lookup(kbench.DefaultAppleGPU)
-
-// WitnessGPU names the Apple GPU whose bandwidth witness_tok_s is taken at,
-// and that bandwidth in GB/s.
-func WitnessGPU() (name string, gbs float64) { return witnessGPU.Name(), witnessGPU.BandwidthGBs }
+// WitnessGPU is the Apple GPU a case's witness figures are read against:
+// the GPU its witness_gpu parameter names (recorded with the case), or
+// kbench.DefaultAppleGPU for "". False for a name the table lacks.
+func WitnessGPU(name string) (applegpu.GPU, bool) {
+	if name == "" {
+		name = kbench.DefaultAppleGPU
+	}
+	return applegpu.Lookup(name)
+}
 
 // witnessSum adds up the decode steps the witness counted.
 type witnessSum struct {
@@ -42,11 +44,11 @@ func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
 
 // samples are the witness's metrics: counted bytes a step and the ideal
 // bytes over them; the footprint a step and the ideal over it; and the
-// decode tok/s the footprint allows on witnessGPU. The footprint is the
+// decode tok/s the footprint allows on gpu. The footprint is the
 // fewest bytes the step's dispatches can move, so the rate is a ceiling
 // (a GPU also waits on latency and dispatches); the counted bytes, every
 // access, bound the traffic from above.
-func (w *witnessSum) samples() []results.Sample {
+func (w *witnessSum) samples(gpu applegpu.GPU) []results.Sample {
 	if w.steps == 0 || w.counted <= 0 {
 		return nil
 	}
@@ -60,9 +62,9 @@ func (w *witnessSum) samples() []results.Sample {
 	out = append(out,
 		results.Sample{Metric: "witness_footprint_bytes_per_step", Value: float64(w.footprint) / float64(w.steps), Unit: "B"},
 		results.Sample{Metric: "witness_footprint_efficiency", Value: float64(w.ideal) / float64(w.footprint), Unit: "ratio"})
-	if witnessGPU.BandwidthGBs > 0 {
+	if gpu.BandwidthGBs > 0 {
 		out = append(out, results.Sample{Metric: "witness_tok_s",
-			Value: float64(w.tokens) / witnessGPU.SecondsFor(w.footprint), Unit: "tok/s"})
+			Value: float64(w.tokens) / gpu.SecondsFor(w.footprint), Unit: "tok/s"})
 	}
 	return out
 }

@@ -11,9 +11,10 @@ import (
 
 // On the Metal emulator a model case records the step witness: the bytes
 // its decode steps' kernels moved, the ideal bytes over them, and the rate
-// those bytes allow at the M3 Ultra's bandwidth; overlapped and synchronous
-// steps (pendingStep.Wait and EndStep) count the same kernels. The CPU
-// counts nothing, so its cases record none of it.
+// those bytes allow at the bandwidth of the case's witness_gpu (the M3
+// Ultra's by default); overlapped and synchronous steps (pendingStep.Wait
+// and EndStep) count the same kernels. The CPU counts nothing, so its cases
+// record none of it.
 func TestStepWitness(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
@@ -25,9 +26,9 @@ repetitions: 1
 warmup: 0
 cases:
   - name: c
-    params: { batch: 2, prompt_len: 8, gen_len: 4 }
-    matrix:
-      steps: [overlapped, synchronous]
+    params: { batch: 2, prompt_len: 8, gen_len: 4, steps: overlapped }
+  - name: s
+    params: { batch: 2, prompt_len: 8, gen_len: 4, steps: synchronous, witness_gpu: M2 Pro }
 `
 	got := func(backend string) []map[string]float64 {
 		db := openDB(t)
@@ -39,8 +40,12 @@ cases:
 		for _, c := range sum.Cases {
 			out = append(out, caseMetrics(t, db, c.ID))
 		}
+		if g := sum.Cases[1].Params["witness_gpu"]; g != "M2 Pro" {
+			t.Errorf("case s recorded witness_gpu %q", g)
+		}
 		return out
 	}
+	gbs := []float64{819, 200} // the M3 Ultra's, the M2 Pro's
 	for _, m := range got("cpu") {
 		for _, k := range []string{"witness_bytes_per_step", "witness_traffic_efficiency", "witness_tok_s",
 			"witness_footprint_bytes_per_step", "witness_footprint_efficiency", "encode_ms", "encode_frac"} {
@@ -57,8 +62,8 @@ cases:
 		}
 		counted, ideal := m["witness_bytes_per_step"], m["bytes_per_step"]
 		eff := m["witness_traffic_efficiency"]
-		t.Logf("case %d: %.0f bytes counted a step, %.0f ideal, efficiency %.3f, %.1f tok/s at 819 GB/s", i, counted, ideal, eff,
-			m["witness_tok_s"])
+		t.Logf("case %d: %.0f bytes counted a step, %.0f ideal, efficiency %.3f, %.1f tok/s at %g GB/s", i, counted, ideal, eff,
+			m["witness_tok_s"], gbs[i])
 		if counted < ideal/2 || eff <= 0.3 || eff > 1.05 {
 			t.Errorf("case %d: %.0f bytes counted against %.0f ideal (efficiency %.3f)", i, counted, ideal, eff)
 		}
@@ -75,8 +80,8 @@ cases:
 		if math.Abs(fpEff-ideal/fp) > 1e-9 {
 			t.Errorf("case %d: footprint efficiency %.6f, want ideal/footprint %.6f", i, fpEff, ideal/fp)
 		}
-		if want := 2 * 819e9 / fp; math.Abs(m["witness_tok_s"]-want) > 1e-6*want {
-			t.Errorf("case %d: witness_tok_s %.3f, want two tokens a step of the footprint at 819 GB/s: %.3f", i, m["witness_tok_s"], want)
+		if want := 2 * gbs[i] * 1e9 / fp; math.Abs(m["witness_tok_s"]-want) > 1e-6*want {
+			t.Errorf("case %d: witness_tok_s %.3f, want two tokens a step of the footprint at %g GB/s: %.3f", i, m["witness_tok_s"], gbs[i], want)
 		}
 	}
 	if len(cases) == 2 {
@@ -171,6 +176,8 @@ cases:
     kind: kernel
     op: matmul
     params: { m: 1, n: 256, k: 512, dtype: bf16 }
+    matrix:
+      witness_gpu: [M3 Ultra, M1 7-core]
 `
 	db := openDB(t)
 	sum, err := Run(context.Background(), loadSuite(t, suite), Options{DB: db, BandwidthBuffer: 1 << 20})
@@ -184,5 +191,10 @@ cases:
 	if fp <= 0 || fp > counted || math.Abs(ideal-fpIdeal) > 1e-6*ideal || ideal < 256*512*2 {
 		t.Errorf("counted %.0f bytes (efficiency %.4f), footprint %.0f (efficiency %.4f)", counted, m["traffic_efficiency"], fp,
 			m["footprint_efficiency"])
+	}
+	// The same launch over the cores of each case's witness_gpu.
+	m1 := caseMetrics(t, db, sum.Cases[1].ID)
+	if a, b := m["simdgroups_per_core"], m1["simdgroups_per_core"]; a <= 0 || math.Abs(b/a-80.0/7) > 1e-9 {
+		t.Errorf("simdgroups per core %g on an M3 Ultra (80 cores), %g on an M1 (7): want a ratio of 80/7", a, b)
 	}
 }

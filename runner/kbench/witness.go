@@ -31,9 +31,12 @@ type Witness struct {
 	// distinct bytes).
 	Ideal      int64
 	Efficiency float64
-	// GPU is the Apple GPU SimdgroupsPerCore is counted against.
+	// GPU is the Apple GPU SimdgroupsPerCore is counted against, and
+	// FloorSeconds the time the call's footprint takes at its bandwidth: a
+	// floor on the call's time there, as witness_tok_s caps a model's rate.
 	GPU               string
 	SimdgroupsPerCore float64
+	FloorSeconds      float64
 	Kernels           []mtl.KernelStats
 }
 
@@ -77,7 +80,8 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 	}
 	st := mtl.Sum(ds)
 	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Name(),
-		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds)}
+		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds),
+		FloorSeconds: gpu.SecondsFor(st.Footprint())}
 	return b.wit, true, nil
 }
 
@@ -92,7 +96,8 @@ func (w *Witness) samples() []Sample {
 	}
 	if fp := w.Footprint(); fp > 0 {
 		out = append(out, Sample{"footprint_efficiency", w.FootprintEfficiency(w.Ideal), "ratio"},
-			Sample{"bytes_footprint", float64(fp), "B"})
+			Sample{"bytes_footprint", float64(fp), "B"},
+			Sample{"witness_us", w.FloorSeconds * 1e6, "us"})
 	}
 	return out
 }

@@ -1,5 +1,5 @@
 // Package applegpu is the table of Apple silicon GPUs: GPU core count and
-// memory bandwidth of each chip bin from M1 to M4, with where Apple
+// memory bandwidth of each chip bin from M1 to M5, with where Apple
 // published them. The emulator's cost witness reads launches against a
 // chosen GPU's cores (docs/metal-kernels.md), and reports draw the
 // bandwidth roofline of a documented machine.
@@ -55,11 +55,14 @@ const (
 	srcM3Ultra = "https://www.apple.com/newsroom/2025/03/apple-reveals-m3-ultra-taking-apple-silicon-to-a-new-extreme/"
 	srcM4      = "https://www.apple.com/newsroom/2024/05/apple-introduces-m4-chip/"
 	srcM4ProMx = "https://www.apple.com/newsroom/2024/10/apple-introduces-m4-pro-and-m4-max/"
+	srcM5      = "https://www.apple.com/newsroom/2025/10/apple-unleashes-m5-the-next-big-leap-in-ai-performance-for-apple-silicon/"
+	srcM5ProMx = "https://www.apple.com/newsroom/2026/03/apple-debuts-m5-pro-and-m5-max-to-supercharge-the-most-demanding-pro-workflows/"
 
 	noteM1     = "bandwidth not stated for M1: LPDDR4X-4266 on a 128-bit bus; Apple's M2 page calls its 100GB/s 50% more than M1"
 	noteBins   = "per-bin bandwidth from the tech specs of the Macs with this chip; the newsroom page states the largest bin"
 	noteUltra3 = "the newsroom page says over 800GB/s; Mac Studio (2025) tech specs state 819GB/s"
 	noteBase   = "the smaller bin ships in MacBook Air and iMac configurations (their tech specs)"
+	noteTop    = "the newsroom page states the largest bin only; the smaller bins are left out until their bandwidth is stated"
 )
 
 // Table lists every bin, by generation, then tier, then cores.
@@ -94,15 +97,32 @@ var Table = []GPU{
 	{"M4 Pro", 20, 273, srcM4ProMx, ""},
 	{"M4 Max", 32, 410, srcM4ProMx, noteBins},
 	{"M4 Max", 40, 546, srcM4ProMx, noteBins},
+	{"M5", 10, 153, srcM5, ""},
+	{"M5 Pro", 20, 307, srcM5ProMx, noteTop},
+	{"M5 Max", 40, 614, srcM5ProMx, noteTop},
+}
+
+// Chips lists each chip of the table once, in the table's order: the names
+// a GPU may be given by ("M4 Max"), for help and error messages.
+func Chips() []string {
+	var out []string
+	for _, g := range Table {
+		if len(out) == 0 || out[len(out)-1] != g.Chip {
+			out = append(out, g.Chip)
+		}
+	}
+	return out
 }
 
 // nameRE reads "Apple M3 Max", "m3 max", "M3 Max (30-core GPU)" or
-// "M3 Max 30-core".
+// "M3 Max 30-core"; parse turns hyphens and underscores ("M3-Max") into
+// spaces first.
 var nameRE = regexp.MustCompile(`^(?:apple\s+)?(m\d+)(?:\s+(pro|max|ultra))?(?:\s*\(?\s*(\d+)[- ]?cores?\b.*)?$`)
 
 // parse splits a GPU name into its chip ("M3 Max") and core count (0: not
 // given).
 func parse(name string) (chip string, cores int, ok bool) {
+	name = strings.NewReplacer("-", " ", "_", " ").Replace(name)
 	m := nameRE.FindStringSubmatch(strings.ToLower(strings.Join(strings.Fields(name), " ")))
 	if m == nil {
 		return "", 0, false
@@ -115,6 +135,28 @@ func parse(name string) (chip string, cores int, ok bool) {
 		cores, _ = strconv.Atoi(m[3])
 	}
 	return chip, cores, true
+}
+
+// ChipOf is the chip a GPU name names ("Apple M4 Max 32-core": "M4 Max"),
+// whether or not the table has it; false when the name names no chip.
+func ChipOf(name string) (string, bool) {
+	chip, _, ok := parse(name)
+	return chip, ok
+}
+
+// Key spells a GPU name one way, without spaces, for case names and keys:
+// "Apple M3 Ultra" and "m3 ultra" give "M3-Ultra", "M4 Max (32-core GPU)"
+// gives "M4-Max-32-core"; "" when the name names no chip.
+func Key(name string) string {
+	chip, cores, ok := parse(name)
+	if !ok {
+		return ""
+	}
+	k := strings.ReplaceAll(chip, " ", "-")
+	if cores > 0 {
+		k += "-" + strconv.Itoa(cores) + "-core"
+	}
+	return k
 }
 
 // Bins lists a chip's bins, fewest cores first. The name is matched without

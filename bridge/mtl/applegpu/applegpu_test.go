@@ -1,6 +1,7 @@
 package applegpu
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,13 +22,18 @@ func TestLookup(t *testing.T) {
 		{"Apple M1", "M1", 8, 68.25},
 		{"Apple M2 Pro", "M2 Pro", 19, 200},
 		{"Apple M1 Ultra", "M1 Ultra", 64, 800},
+		{"Apple M5", "M5", 10, 153},
+		{"M5 Max", "M5 Max", 40, 614},
+		{"m5 pro 20-core", "M5 Pro", 20, 307},
+		{"M3-Ultra", "M3 Ultra", 80, 819},
+		{"M4_Max-32-core", "M4 Max", 32, 410},
 	} {
 		g, ok := Lookup(c.name)
 		if !ok || g.Chip != c.chip || g.Cores != c.cores || g.BandwidthGBs != c.gbs {
 			t.Errorf("Lookup(%q) = %+v, %v; want %s with %d cores at %v GB/s", c.name, g, ok, c.chip, c.cores, c.gbs)
 		}
 	}
-	for _, name := range []string{"", "Apple M9 Max", "NVIDIA H100", "Apple M3 Max 31-core", "msl-emu (Apple GPU emulated on the CPU)"} {
+	for _, name := range []string{"", "Apple M9 Max", "NVIDIA H100", "Apple M3 Max 31-core", "M5 Pro 16-core", "msl-emu (Apple GPU emulated on the CPU)"} {
 		if g, ok := Lookup(name); ok {
 			t.Errorf("Lookup(%q) = %+v, want none", name, g)
 		}
@@ -44,12 +50,17 @@ func TestLookup(t *testing.T) {
 // row with an Apple source, and bins listed in order.
 func TestTable(t *testing.T) {
 	want := []string{"M1", "M1 Pro", "M1 Max", "M1 Ultra", "M2", "M2 Pro", "M2 Max", "M2 Ultra",
-		"M3", "M3 Pro", "M3 Max", "M3 Ultra", "M4", "M4 Pro", "M4 Max"}
+		"M3", "M3 Pro", "M3 Max", "M3 Ultra", "M4", "M4 Pro", "M4 Max", "M5", "M5 Pro", "M5 Max"}
+	if got := Chips(); !slices.Equal(got, want) {
+		t.Errorf("Chips() = %q,\nwant %q", got, want)
+	}
+	rows := 0
 	for _, chip := range want {
 		bins := Bins("Apple " + chip)
 		if len(bins) == 0 {
 			t.Errorf("no row for %s", chip)
 		}
+		rows += len(bins)
 		for _, g := range bins {
 			if g.Cores <= 0 || g.BandwidthGBs <= 0 || !strings.HasPrefix(g.Source, "https://www.apple.com/") {
 				t.Errorf("%s: bad row %+v", chip, g)
@@ -59,8 +70,8 @@ func TestTable(t *testing.T) {
 			}
 		}
 	}
-	if len(Table) != 2*len(want) {
-		t.Errorf("%d rows, want two bins for each of %d chips", len(Table), len(want))
+	if len(Table) != rows {
+		t.Errorf("%d rows, %d of them found by chip", len(Table), rows)
 	}
 }
 
@@ -71,5 +82,21 @@ func TestDerived(t *testing.T) {
 	}
 	if got := g.SecondsFor(819e6); got != 1e-3 {
 		t.Errorf("SecondsFor(819 MB) = %v, want 1 ms", got)
+	}
+}
+
+func TestKey(t *testing.T) {
+	for name, want := range map[string]string{
+		"Apple M3 Ultra": "M3-Ultra", "m3 ultra": "M3-Ultra", "M3-Ultra": "M3-Ultra",
+		"M4 Max (32-core GPU)": "M4-Max-32-core", "Apple M1": "M1", "M9 Max": "M9-Max", "H100": "",
+	} {
+		if got := Key(name); got != want {
+			t.Errorf("Key(%q) = %q, want %q", name, got, want)
+		}
+		if g, ok := Lookup(name); ok && Key(name) != "" {
+			if k, _ := Lookup(Key(name)); k != g {
+				t.Errorf("Lookup(Key(%q)) = %+v, want %+v", name, k, g)
+			}
+		}
 	}
 }
