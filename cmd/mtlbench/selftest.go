@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -69,12 +70,18 @@ func selftestCommand() *cli.Command {
 }
 
 // selftestTable renders results: kernel, shape, max error (and time per
-// call when timed) and verdict.
+// call when timed, the cost witness's efficiencies where it counted) and
+// verdict.
 func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed bool) (*table.Table, int) {
-	t := &table.Table{Title: "selftest on " + backend, Header: []string{"case", "shape", "max error", "verdict"}}
+	t := &table.Table{Title: "selftest on " + backend, Header: []string{"case", "shape", "max error"}}
 	if timed {
-		t.Header = []string{"case", "shape", "max error", "us/call", "verdict"}
+		t.Header = append(t.Header, "us/call")
 	}
+	witness := slices.ContainsFunc(rs, func(r selftest.Result) bool { return r.Efficiency > 0 })
+	if witness {
+		t.Header = append(t.Header, "traffic eff %", "footprint eff %")
+	}
+	t.Header = append(t.Header, "verdict")
 	failed := 0
 	for _, r := range rs {
 		verdict := "ok"
@@ -96,10 +103,26 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 			}
 			row = append(row, us)
 		}
+		if witness {
+			row = append(row, effCell(r.Efficiency), effCell(r.FootprintEfficiency))
+		}
 		t.Rows = append(t.Rows, append(row, verdict))
 	}
 	t.Notes = append(t.Notes, fmt.Sprintf("%d checks, %d failed; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2", len(rs), failed))
+	if witness {
+		t.Notes = append(t.Notes, fmt.Sprintf("traffic eff: the op's ideal bytes over the bytes the cost witness counted its kernels moving; footprint eff: over the distinct bytes of each dispatch; "+
+			"a decode-path kernel of %d MiB or more fails under %.0f%% traffic or %.0f%% footprint (docs/metal-kernels.md)",
+			selftest.MinTrafficBytes>>20, 100/selftest.TrafficLimit, 100/selftest.FootprintLimit))
+	}
 	return t, failed
+}
+
+// effCell prints an efficiency as a whole percentage, "-" for none.
+func effCell(x float64) string {
+	if x <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", 100*x)
 }
 
 func devicesCommand() *cli.Command {

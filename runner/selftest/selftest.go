@@ -38,8 +38,9 @@ type Result struct {
 	// (Options.Timed), else 0.
 	UsPerCall float64
 	// Efficiency is the op's ideal bytes over the bytes the device's cost
-	// witness counted (0: no witness).
-	Efficiency float64
+	// witness counted, FootprintEfficiency over the distinct bytes of each
+	// dispatch (0: no witness, or no footprint counted).
+	Efficiency, FootprintEfficiency float64
 }
 
 // TrafficLimit is how many times its ideal bytes a decode-path kernel may
@@ -50,6 +51,14 @@ const (
 	TrafficLimit    = 1.25
 	MinTrafficBytes = 1 << 20
 )
+
+// FootprintLimit is how many times its ideal bytes a decode-path kernel's
+// dispatches may touch, each distinct byte counted once: bytes beyond the
+// ideal are ones the op does not need (padding, a whole buffer where a
+// slice would do), which re-reads from cache cannot excuse. Split-K decode
+// attention's partial results are such bytes by design: 6% of a Qwen3
+// layer's at 512 tokens of context.
+const FootprintLimit = 1.10
 
 // decodePath reports whether a kernel case is one a decode step runs many
 // of: GEMVs (a few rows), decode attention, MoE of a few tokens grouped by
@@ -209,9 +218,17 @@ func check(be bridge.Backend, c suites.Case, o Options) (r Result) {
 	}
 	if ok {
 		r.Efficiency = w.Efficiency
+		if w.Footprint() > 0 {
+			r.FootprintEfficiency = w.FootprintEfficiency(w.Ideal)
+		}
 		if decodePath(c.Kernel) && w.Ideal >= MinTrafficBytes && float64(w.Bytes()) > TrafficLimit*float64(w.Ideal) {
 			r.Err = fmt.Errorf("%s: moves %d bytes, %.2f× the op's ideal %d (a decode-path kernel may move %.2f×)",
 				r.Shape, w.Bytes(), float64(w.Bytes())/float64(w.Ideal), w.Ideal, TrafficLimit)
+			return r
+		}
+		if fp := w.Footprint(); decodePath(c.Kernel) && w.Ideal >= MinTrafficBytes && float64(fp) > FootprintLimit*float64(w.Ideal) {
+			r.Err = fmt.Errorf("%s: touches %d distinct bytes, %.2f× the op's ideal %d (a decode-path kernel may touch %.2f×)",
+				r.Shape, fp, float64(fp)/float64(w.Ideal), w.Ideal, FootprintLimit)
 			return r
 		}
 	}
