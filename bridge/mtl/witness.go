@@ -111,6 +111,62 @@ type DispatchStats struct {
 	// variables.
 	ThreadgroupMemory int
 	Cost
+	// Operands is what the dispatch did to each of its buffers, when the
+	// footprint was counted; nil otherwise.
+	Operands []Operand
+}
+
+// Operand is what a dispatch did to one buffer argument, or to several
+// bound over the same memory: the bytes read and written with every access
+// counted, and the distinct ones. Reads over distinct reads is how many
+// times the dispatch read the operand: a weight matrix streamed once reads
+// 1, activations every threadgroup stages read once per threadgroup.
+type Operand struct {
+	// Name is the kernel's parameter name ("w", "x"), names joined with
+	// "+" for buffers bound over one range of memory, or "buffer(N)".
+	Name                            string
+	Read, Written                   int64
+	FootprintRead, FootprintWritten int64
+}
+
+// Rereads is the bytes read over the distinct bytes read: 1 when every byte
+// was read once, 0 when nothing was read.
+func (o Operand) Rereads() float64 { return ratio(o.Read, o.FootprintRead) }
+
+// Excess is the bytes moved beyond the distinct ones: what a cache holding
+// the operand would save.
+func (o Operand) Excess() int64 { return o.Read + o.Written - o.FootprintRead - o.FootprintWritten }
+
+// KernelOperand is one operand of one kernel, summed over its dispatches.
+type KernelOperand struct {
+	Kernel string
+	Operand
+}
+
+// SumByOperand adds up each kernel's operands over dispatches, largest
+// excess first: the operands whose re-reads add the most traffic.
+func SumByOperand(ds []DispatchStats) []KernelOperand {
+	type key struct{ kernel, name string }
+	index := map[key]int{}
+	var out []KernelOperand
+	for _, d := range ds {
+		for _, o := range d.Operands {
+			k := key{d.Kernel, o.Name}
+			i, ok := index[k]
+			if !ok {
+				i = len(out)
+				index[k] = i
+				out = append(out, KernelOperand{Kernel: d.Kernel, Operand: Operand{Name: o.Name}})
+			}
+			x := &out[i].Operand
+			x.Read += o.Read
+			x.Written += o.Written
+			x.FootprintRead += o.FootprintRead
+			x.FootprintWritten += o.FootprintWritten
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Excess() > out[b].Excess() })
+	return out
 }
 
 // StepStats sums the dispatches of a step, or of a kernel case's

@@ -38,6 +38,9 @@ type Witness struct {
 	SimdgroupsPerCore float64
 	FloorSeconds      float64
 	Kernels           []mtl.KernelStats
+	// Operands are the kernels' buffer arguments, the most bytes moved
+	// beyond their distinct bytes first (empty without a footprint).
+	Operands []mtl.KernelOperand
 }
 
 // SetAppleGPU chooses the Apple GPU (applegpu's table) simdgroups per core
@@ -80,7 +83,7 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 	}
 	st := mtl.Sum(ds)
 	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Name(),
-		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds),
+		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds), Operands: mtl.SumByOperand(ds),
 		FloorSeconds: gpu.SecondsFor(st.Footprint())}
 	return b.wit, true, nil
 }

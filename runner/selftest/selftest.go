@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/suites"
@@ -59,6 +60,17 @@ const (
 // attention's partial results are such bytes by design: 6% of a Qwen3
 // layer's at 512 tokens of context.
 const FootprintLimit = 1.10
+
+// rereadNote names the operand whose re-reads add the most bytes, for a
+// traffic failure: "; most re-read: matvec_bf16's x, 320.0 reads of its
+// 65536 distinct bytes".
+func rereadNote(ops []mtl.KernelOperand) string {
+	if len(ops) == 0 || ops[0].Excess() <= 0 {
+		return ""
+	}
+	o := ops[0]
+	return fmt.Sprintf("; most re-read: %s's %s, %.1f reads of its %d distinct bytes", o.Kernel, o.Name, o.Rereads(), o.FootprintRead)
+}
 
 // decodePath reports whether a kernel case is one a decode step runs many
 // of: GEMVs (a few rows), decode attention, MoE of a few tokens grouped by
@@ -222,8 +234,8 @@ func check(be bridge.Backend, c suites.Case, o Options) (r Result) {
 			r.FootprintEfficiency = w.FootprintEfficiency(w.Ideal)
 		}
 		if decodePath(c.Kernel) && w.Ideal >= MinTrafficBytes && float64(w.Bytes()) > TrafficLimit*float64(w.Ideal) {
-			r.Err = fmt.Errorf("%s: moves %d bytes, %.2f× the op's ideal %d (a decode-path kernel may move %.2f×)",
-				r.Shape, w.Bytes(), float64(w.Bytes())/float64(w.Ideal), w.Ideal, TrafficLimit)
+			r.Err = fmt.Errorf("%s: moves %d bytes, %.2f× the op's ideal %d (a decode-path kernel may move %.2f×)%s",
+				r.Shape, w.Bytes(), float64(w.Bytes())/float64(w.Ideal), w.Ideal, TrafficLimit, rereadNote(w.Operands))
 			return r
 		}
 		if fp := w.Footprint(); decodePath(c.Kernel) && w.Ideal >= MinTrafficBytes && float64(fp) > FootprintLimit*float64(w.Ideal) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -212,7 +213,34 @@ func (c *command) stats() mtl.DispatchStats {
 		ThreadgroupMemoryLaunched: int64(s.ThreadgroupMemory) * groups,
 		FootprintRead:             c.fp.read, FootprintWritten: c.fp.written,
 	}
+	for _, r := range c.fp.ranges {
+		if r.read+r.written+r.distinctRead+r.distinctWritten == 0 {
+			continue
+		}
+		s.Operands = append(s.Operands, mtl.Operand{Name: c.pipe.operandName(r.bindings), Read: r.read, Written: r.written,
+			FootprintRead: r.distinctRead, FootprintWritten: r.distinctWritten})
+	}
 	return s
+}
+
+// operandName names buffer arguments by the kernel's parameter names,
+// joined with "+" where they share memory; "buffer(N)" for an index the
+// kernel does not declare.
+func (p *pipeline) operandName(indices []int) string {
+	names := make([]string, 0, len(indices))
+	for _, i := range indices {
+		name := fmt.Sprintf("buffer(%d)", i)
+		for _, prm := range p.k.Params {
+			if prm.Kind == "buffer" && prm.Index == i {
+				name = prm.Name
+				break
+			}
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return strings.Join(names, "+")
 }
 
 type binding struct {

@@ -8,7 +8,7 @@ import (
 )
 
 // abi is the layout version of cDesc, checked against the runtime's.
-const abi = 6
+const abi = 7
 
 type cBinding struct {
 	ptr uintptr
@@ -46,10 +46,12 @@ type cDesc struct {
 }
 
 // cFPRange is a range of bound memory and its footprint bitmaps, a bit a
-// byte (emu_runtime.cpp's FPRange).
+// byte, and the bytes read and written in it, every access counted
+// (emu_runtime.cpp's FPRange).
 type cFPRange struct {
-	lo, hi uintptr
-	rd, wr uintptr
+	lo, hi  uintptr
+	rd, wr  uintptr
+	counted [2]int64
 }
 
 // cCost is the cost witness of one dispatch, summed over its threadgroups

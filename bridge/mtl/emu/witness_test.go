@@ -1,6 +1,7 @@
 package emu_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl"
@@ -118,8 +119,24 @@ func TestCostWitness(t *testing.T) {
 					FootprintRead:             c.fpRead, FootprintWritten: c.fpWritten,
 				},
 			}
-			if s != want {
+			ops := s.Operands
+			s.Operands = nil
+			if !reflect.DeepEqual(s, want) {
 				t.Errorf("stats\n got %+v\nwant %+v", s, want)
+			}
+			// Every access lands in one operand, by the kernel's names.
+			var sum mtl.Operand
+			for _, o := range ops {
+				sum.Read += o.Read
+				sum.Written += o.Written
+				sum.FootprintRead += o.FootprintRead
+				sum.FootprintWritten += o.FootprintWritten
+			}
+			if sum.Read != c.read || sum.Written != c.wrote || sum.FootprintRead != c.fpRead || sum.FootprintWritten != c.fpWritten {
+				t.Errorf("operands %+v add up to %+v", ops, sum)
+			}
+			if ops[0].Name != "in" && ops[0].Name != "counter" {
+				t.Errorf("first operand %q, want the kernel's name for buffer(0)", ops[0].Name)
 			}
 			if got := s.BytesPerLoad(); got != c.bytesPerLoad {
 				t.Errorf("BytesPerLoad = %v, want %v", got, c.bytesPerLoad)
@@ -170,6 +187,17 @@ func TestFootprintOverlap(t *testing.T) {
 		}
 		if got, want := s.FootprintEfficiency(4*2*n), float64(4*2*n)/float64(wantRead+wantWritten); !off && got != want {
 			t.Errorf("FootprintEfficiency = %v, want %v", got, want)
+		}
+		// One buffer bound at two offsets: a byte belongs to the argument
+		// bound nearest below it, so a has the first n/2 floats and b the
+		// rest, which both read from n/2 to n; out is written once.
+		wantOps := []mtl.Operand{{Name: "a", Read: 4 * n / 2, FootprintRead: 4 * n / 2},
+			{Name: "b", Read: 4 * 3 * n / 2, FootprintRead: 4 * n}, {Name: "out", Written: 4 * n, FootprintWritten: 4 * n}}
+		if off {
+			wantOps = nil
+		}
+		if !reflect.DeepEqual(s.Operands, wantOps) {
+			t.Errorf("NoFootprint %v: operands %+v, want %+v", off, s.Operands, wantOps)
 		}
 	}
 }

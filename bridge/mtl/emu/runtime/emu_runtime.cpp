@@ -50,14 +50,16 @@ extern "C" __attribute__((visibility("hidden"), used)) __bf16 __truncsfbf2(float
 namespace metal {
 namespace __emu {
 
-enum { ABI = 6, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
+enum { ABI = 7, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
 enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
 
 // FPRange is a range of device memory the dispatch binds and its footprint
-// bitmaps (bit i of word i/64 for byte lo+i), filled by Go (lib.go).
+// bitmaps (bit i of word i/64 for byte lo+i), filled by Go (lib.go), and
+// the bytes the dispatch read and wrote in it, every access counted.
 struct FPRange {
   const char *lo, *hi;
   uint64_t *rd, *wr;
+  int64_t counted[2];
 };
 
 // Desc is one dispatch, filled by Go (bridge/mtl/emu/lib.go keeps the same
@@ -84,7 +86,7 @@ struct Desc {
   int64_t c_rd, c_wr, c_ld, c_st, c_sgld, c_bar, c_sg, c_threads;
   // The footprint's bitmaps (flags & 4): nfp disjoint ranges of the bound
   // memory, each with a bit per byte read and per byte written.
-  const FPRange *fp;
+  FPRange *fp;
   int64_t nfp;
   char err[1024];
 };
@@ -117,6 +119,7 @@ struct Worker {
   const KernelEntry *k;
   Group g;
   int64_t c[8]; // this worker's share of Desc's cost witness, same order
+  int64_t fpc[NBUF][2]; // its share of each FPRange's counted bytes
   alignas(64) char scratch[4096];
   char *big;
   size_t bigcap;
@@ -130,12 +133,14 @@ __thread Fiber *cur __attribute__((tls_model("local-dynamic")));
 int race_enabled;
 int cost_enabled;
 int fp_enabled;
-static const FPRange *fp_ranges;
+static FPRange *fp_ranges;
 static int64_t fp_nranges;
 
-void fp_mark(const void *p, size_t n, bool write) {
+void fp_mark(void *wp, const void *p, size_t n, bool write) {
   const char *c = (const char *)p;
-  for (int64_t i = 0; i < fp_nranges; i++) {
+  // Ranges are disjoint and sorted; an access may run from one into the
+  // next (two arguments laid out back to back).
+  for (int64_t i = 0; i < fp_nranges && n > 0; i++) {
     const FPRange &r = fp_ranges[i];
     if (c < r.lo || c >= r.hi)
       continue;
@@ -143,6 +148,9 @@ void fp_mark(const void *p, size_t n, bool write) {
     size_t o = size_t(c - r.lo), e = o + n;
     if (e > size_t(r.hi - r.lo))
       e = size_t(r.hi - r.lo);
+    ((Worker *)wp)->fpc[i][write] += int64_t(e - o);
+    c += e - o;
+    n -= e - o;
     while (o < e) {
       size_t b = o & 63, k = e - o < 64 - b ? e - o : 64 - b;
       uint64_t mask = (k == 64 ? ~uint64_t(0) : (uint64_t(1) << k) - 1) << b;
@@ -152,7 +160,6 @@ void fp_mark(const void *p, size_t n, bool write) {
         __atomic_fetch_or(w, mask, __ATOMIC_RELAXED);
       o += k;
     }
-    return;
   }
 }
 static thread_local Worker *tw;
@@ -800,6 +807,7 @@ EXPORT void msl_emu_work(Desc *d) {
   w->d = d;
   w->k = kernels[d->kernel];
   memset(w->c, 0, sizeof w->c);
+  memset(w->fpc, 0, sizeof w->fpc);
   int64_t total = d->groups[0] * d->groups[1] * d->groups[2];
   for (;;) {
     if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED))
@@ -817,6 +825,10 @@ EXPORT void msl_emu_work(Desc *d) {
   for (int i = 0; i < 8; i++)
     if (w->c[i])
       __atomic_fetch_add(&out[i], w->c[i], __ATOMIC_RELAXED);
+  for (int64_t i = 0; i < fp_nranges && i < NBUF; i++)
+    for (int k = 0; k < 2; k++)
+      if (w->fpc[i][k])
+        __atomic_fetch_add(&fp_ranges[i].counted[k], w->fpc[i][k], __ATOMIC_RELAXED);
   w->d = nullptr;
   w->k = nullptr;
 }
