@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -265,6 +266,19 @@ func checkArrival(s string) (string, string) {
 		return fmt.Sprintf("bad arrival %q: stagger step must be an integer >= 1", s), hint
 	}
 	return "", ""
+}
+
+// CheckWitnessGPU checks a witness_gpu value given elsewhere than in a
+// suite (a flag) by the suite's rule.
+func CheckWitnessGPU(v string) error {
+	msg, hint := checkWitnessGPU(v)
+	switch {
+	case msg == "":
+		return nil
+	case hint != "":
+		return fmt.Errorf("%s (%s)", msg, hint)
+	}
+	return errors.New(msg)
 }
 
 // checkWitnessGPU accepts an Apple GPU of applegpu's table: a chip ("M2

@@ -44,7 +44,10 @@ func tuneCommand() *cli.Command {
 			"--backend metal tunes the Metal kernels on this Mac's GPU; --backend metal-emu runs the\n" +
 			"same candidates on the CPU emulation of Metal, anywhere: every one is checked against\n" +
 			"the reference (wrong ones are disqualified and listed), but emulated timings are not a\n" +
-			"GPU's, so no tuned config is written. docs/tuning.md has more.",
+			"GPU's, so no tuned config is written. There the cost witness counts each candidate's\n" +
+			"bytes as a GPU would move them (--witness-gpu: against which Mac), stored with the run,\n" +
+			"and the verdict names the default's bytes and the candidate moving the fewest.\n" +
+			"docs/tuning.md has more.",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "kernel", Usage: "kernel(s) to tune, comma-separated (default: all the backend declares)"},
@@ -66,6 +69,7 @@ func tuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
 			&cli.StringFlag{Name: "tag", Usage: "label of the tune run in the database"},
+			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU the cost witness reads each candidate's counts against, e.g. \"M2 Pro\" (default M3 Ultra)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 		},
 		Action: tuneRun,
@@ -181,12 +185,18 @@ func tuneRun(c *cli.Context) error {
 	defer db.Close()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if g := c.String("witness-gpu"); g != "" {
+		if err := suites.CheckWitnessGPU(g); err != nil {
+			return fmt.Errorf("--witness-gpu: %w", err)
+		}
+	}
 	o := tuner.Options{
 		Backend: be, DB: db, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
 		Rounds: c.Int("rounds"), Confirm: c.Int("confirm"), Top: c.Int("top"), Trials: c.Int("trials"),
 		Alpha: c.Float64("alpha"), MinGain: c.Float64("min-gain"), SampleTime: c.Duration("sample-time"),
 		Seed: c.Uint64("seed"), ToolVersion: readBuildInfo().Version, GitCommit: gitCommit(), Tag: c.String("tag"),
 		SuiteName: "tune", Progress: newTuneProgress(c.App.ErrWriter, c.Bool("quiet")).event,
+		WitnessGPU: c.String("witness-gpu"),
 	}
 	if s != nil {
 		o.SuiteName, o.SuitePath, o.SuiteHash = s.Name, s.File, s.Hash

@@ -118,6 +118,7 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "--kernel", "attention", "--shape", "tokens=1"}, "no tunables"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokns=1"}, `unknown shape dimension "tokns"`},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--strategy", "genetic"}, "unknown search strategy"},
+		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--witness-gpu", "M3 Ulta"}, `--witness-gpu: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`},
 		{[]string{"tune", "export"}, "usage: mtlbench tune export FILE"},
 		{[]string{"tune", "import", "/nonexistent.json"}, "no such file"},
 	} {

@@ -260,7 +260,7 @@ func (b *Bench) Run() ([]Sample, error) {
 		return nil, err
 	}
 	if ok {
-		out = append(out, w.samples()...)
+		out = append(out, w.Samples()...)
 	}
 	return out, nil
 }

@@ -56,8 +56,17 @@ func (b *Bench) SetAppleGPU(name string) error {
 	return nil
 }
 
+// Rewitness forgets the call the witness counted and counts a new one: for
+// a backend whose launch configuration changed since (the tuner's
+// candidates).
+func (b *Bench) Rewitness() (*Witness, bool, error) {
+	b.wit = nil
+	return b.Witness()
+}
+
 // Witness runs the op once and returns what the cost witness counted, or
-// false when the backend's device counts nothing.
+// false when the backend's device counts nothing. The count is kept: later
+// calls return it.
 func (b *Bench) Witness() (*Witness, bool, error) {
 	if b.wit != nil {
 		return b.wit, true, nil
@@ -88,8 +97,8 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 	return b.wit, true, nil
 }
 
-// witnessSamples are the witness's metrics of one call.
-func (w *Witness) samples() []Sample {
+// Samples are the witness's metrics of one call.
+func (w *Witness) Samples() []Sample {
 	out := []Sample{
 		{"traffic_efficiency", w.Efficiency, "ratio"},
 		{"bytes_counted", float64(w.Bytes()), "B"},

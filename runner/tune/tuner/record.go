@@ -63,6 +63,11 @@ func record(db *results.DB, runID int64, r *Result) error {
 			for rep, v := range c.Confirm {
 				ss = append(ss, results.Sample{Rep: rep, Metric: "confirm_us_per_call", Value: v, Unit: "us"})
 			}
+			if c.Witness != nil { // exact and repeatable: one count
+				for _, x := range c.Witness.Samples() {
+					ss = append(ss, results.Sample{Metric: x.Metric, Value: x.Value, Unit: x.Unit})
+				}
+			}
 			err = db.FinishCase(id, ss, nil, 0, 0)
 		case c.Status == StatusDisqualified:
 			err = db.FailCase(id, c.Reason)

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/internal/quantile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
@@ -79,6 +80,9 @@ type Options struct {
 	// SampleTime is the length of one timed repetition (default 20 ms).
 	SampleTime time.Duration
 	Seed       uint64
+	// WitnessGPU is the Apple GPU the cost witness reads its counts
+	// against on metal-emu (applegpu's table; "" for the M3 Ultra).
+	WitnessGPU string
 
 	// The run record.
 	ToolVersion, GitCommit          string
@@ -148,6 +152,9 @@ type Candidate struct {
 	Confirm []float64 // us per call, confirmation rounds
 	Default bool
 	Winner  bool
+	// Witness is one call as the device's cost witness counted it (the
+	// Metal emulator), nil where nothing counts.
+	Witness *kbench.Witness
 	caseID  int64
 }
 
@@ -168,6 +175,12 @@ type Result struct {
 	// Emulated: the device is an emulation (metal-emu), whose timings are
 	// the CPU's; the candidates were checked, and nothing is written.
 	Emulated bool
+	// Fewest is the candidate the cost witness counted moving the fewest
+	// bytes (ties: the fewest distinct bytes, then the first) among those
+	// launching BusyCore simdgroups a core or more (among all where none
+	// does), nil where nothing counts: what an emulated run can say of a
+	// GPU.
+	Fewest *Candidate
 }
 
 // Report is a whole tuning run.
@@ -277,6 +290,17 @@ func (c *candidateBackend) QuantWeight(spec quant.Spec, shape []int, data, scale
 		return nil, fmt.Errorf("the %s backend does not run packed weights", c.Backend.Info().Backend)
 	}
 	return qb.QuantWeight(spec, shape, data, scales, biases)
+}
+
+// LastStepCost passes the device's cost witness through (the Metal
+// emulator's), so each candidate's launch is counted; false elsewhere.
+func (c *candidateBackend) LastStepCost() ([]mtl.DispatchStats, bool) {
+	if w, ok := c.Backend.(interface {
+		LastStepCost() ([]mtl.DispatchStats, bool)
+	}); ok {
+		return w.LastStepCost()
+	}
+	return nil, false
 }
 
 func (c *candidateBackend) SupportsQuant(spec quant.Spec) error {
@@ -393,6 +417,10 @@ func (t *bucketRun) run(ctx context.Context) *Result {
 		return t.res
 	}
 	defer b.Close()
+	if err := b.SetAppleGPU(t.o.WitnessGPU); err != nil {
+		t.res.Err = err
+		return t.res
+	}
 	t.bench = b
 
 	var timed []*Candidate
@@ -437,7 +465,47 @@ func (t *bucketRun) emulated(def *Candidate) {
 		}
 	}
 	r.Verdict = fmt.Sprintf("emulated: %d candidates checked against the reference, %d disqualified; timings are the emulator's, not a GPU's: no tuned config", checked, wrong)
+	// The fewest bytes among launches that keep the GPU's cores busy, else
+	// among all.
+	for _, busy := range []bool{true, false} {
+		for _, c := range r.Candidates {
+			if c.Status != StatusTimed || c.Witness == nil || busy && c.Witness.SimdgroupsPerCore < BusyCore {
+				continue
+			}
+			if f := r.Fewest; f == nil || c.Witness.Bytes() < f.Witness.Bytes() ||
+				c.Witness.Bytes() == f.Witness.Bytes() && c.Witness.Footprint() < f.Witness.Footprint() {
+				r.Fewest = c
+			}
+		}
+		if r.Fewest != nil {
+			break
+		}
+	}
+	if r.Fewest != nil && def.Witness != nil {
+		among := fmt.Sprintf("of the launches with %d or more simdgroups a core", BusyCore)
+		if r.Fewest.Witness.SimdgroupsPerCore < BusyCore {
+			among = fmt.Sprintf("of all launches (none has %d simdgroups a core)", BusyCore)
+		}
+		r.Verdict += "; the cost witness: the default moves " + witnessNote(def.Witness)
+		if r.Fewest != def && r.Fewest.Witness.Bytes() < def.Witness.Bytes() {
+			r.Verdict += "; " + among + ", " + t.b.Kernel.String(r.Fewest.Config) + " moves the fewest, " + witnessNote(r.Fewest.Witness)
+		} else {
+			r.Verdict += ", the fewest " + among
+		}
+	}
 	t.event("done", 0, 0, "%s", r.Verdict)
+}
+
+// BusyCore is the simdgroups a GPU core needs to hide memory latency
+// (docs/metal-kernels.md): the witness's pick among candidates prefers
+// those that launch at least this many per core.
+const BusyCore = 2
+
+// witnessNote is what the witness counted of one call: "4.33 MB (traffic
+// 89%, footprint 100%, 3.2 simdgroups a core of the Apple M3 Ultra)".
+func witnessNote(w *kbench.Witness) string {
+	return fmt.Sprintf("%.2f MB (traffic %.0f%%, footprint %.0f%%, %.1f simdgroups a core of the %s)",
+		float64(w.Bytes())/1e6, 100*w.Efficiency, 100*w.FootprintEfficiency(w.Ideal), w.SimdgroupsPerCore, w.GPU)
 }
 
 func (t *bucketRun) add(c *Candidate) {
@@ -485,6 +553,15 @@ func (t *bucketRun) prepare(c *Candidate) bool {
 	if _, err := t.bench.Run(); err != nil {
 		c.Status, c.Reason = StatusDisqualified, err.Error()
 		return false
+	}
+	// What the witness counts of this candidate's launch, where it counts.
+	w, ok, err := t.bench.Rewitness()
+	if err != nil {
+		c.Status, c.Reason = StatusDisqualified, err.Error()
+		return false
+	}
+	if ok {
+		c.Witness = w
 	}
 	c.Status, c.Reason = StatusTimed, ""
 	return true

@@ -1,0 +1,82 @@
+package tuner
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/runner/tune"
+)
+
+// On metal-emu each timed candidate carries what the cost witness counted
+// of its own launch (not the first candidate's), read against the chosen
+// GPU; the bucket names the candidate moving the fewest bytes among those
+// that keep an M1's cores busy, the verdict says so, and the witness's
+// samples are stored with each candidate.
+func TestEmulatedWitness(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	be, err := metal.New(emu.New(emu.Options{}), metal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	b, err := ShapeBucket(be, "matmul", "bf16", tune.Shape{"m": 1, "n": 256, "k": 512}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t)
+	o := quick(be, db)
+	o.Rounds, o.WitnessGPU = 1, "M1"
+	rep, err := Run(context.Background(), []Bucket{b}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if !r.Emulated || r.Fewest == nil {
+		t.Fatalf("emulated %v, fewest %v: %s", r.Emulated, r.Fewest, r.Verdict)
+	}
+	bytes := map[int64]bool{}
+	var def *Candidate
+	for _, c := range r.Candidates {
+		if c.Status != StatusTimed {
+			continue
+		}
+		if c.Witness == nil || c.Witness.GPU != "Apple M1" {
+			t.Fatalf("%s: witness %+v, want one read against the Apple M1", b.Kernel.String(c.Config), c.Witness)
+		}
+		bytes[c.Witness.Bytes()] = true
+		if c.Witness.SimdgroupsPerCore >= BusyCore && c.Witness.Bytes() < r.Fewest.Witness.Bytes() {
+			t.Errorf("%s moves %d bytes, fewer than the fewest's %d", b.Kernel.String(c.Config), c.Witness.Bytes(), r.Fewest.Witness.Bytes())
+		}
+		if c.Default {
+			def = c
+		}
+	}
+	if r.Fewest.Witness.SimdgroupsPerCore < BusyCore {
+		t.Errorf("the fewest bytes' launch has %.1f simdgroups a core, under %d", r.Fewest.Witness.SimdgroupsPerCore, BusyCore)
+	}
+	if len(bytes) < 2 {
+		t.Errorf("every candidate counted the same bytes (%v): the witness was not taken per candidate", bytes)
+	}
+	if !strings.Contains(r.Verdict, "the cost witness: the default moves") || !strings.Contains(r.Verdict, "a core of the Apple M1") {
+		t.Errorf("verdict %q", r.Verdict)
+	}
+	samples, err := db.Samples(def.caseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range samples {
+		if s.Metric == "traffic_efficiency" {
+			found = s.Value == def.Witness.Efficiency
+		}
+	}
+	if !found {
+		t.Errorf("the default's stored samples lack its traffic_efficiency %v: %+v", def.Witness.Efficiency, samples)
+	}
+	t.Logf("%s", r.Verdict)
+}
