@@ -117,13 +117,13 @@ type DispatchStats struct {
 }
 
 // Operand is what a dispatch did to one buffer argument, or to several
-// bound over the same memory: the bytes read and written with every access
+// bound at one address: the bytes read and written with every access
 // counted, and the distinct ones. Reads over distinct reads is how many
 // times the dispatch read the operand: a weight matrix streamed once reads
 // 1, activations every threadgroup stages read once per threadgroup.
 type Operand struct {
 	// Name is the kernel's parameter name ("w", "x"), names joined with
-	// "+" for buffers bound over one range of memory, or "buffer(N)".
+	// "+" for arguments bound at one address, or "buffer(N)".
 	Name                            string
 	Read, Written                   int64
 	FootprintRead, FootprintWritten int64
@@ -132,6 +132,9 @@ type Operand struct {
 // Rereads is the bytes read over the distinct bytes read: 1 when every byte
 // was read once, 0 when nothing was read.
 func (o Operand) Rereads() float64 { return ratio(o.Read, o.FootprintRead) }
+
+// Rewrites is the same for the bytes written.
+func (o Operand) Rewrites() float64 { return ratio(o.Written, o.FootprintWritten) }
 
 // Excess is the bytes moved beyond the distinct ones: what a cache holding
 // the operand would save.

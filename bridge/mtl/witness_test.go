@@ -30,7 +30,7 @@ func TestSumByOperand(t *testing.T) {
 	if r, e := got[0].Rereads(), got[0].Excess(); r != 10 || e != 1152 {
 		t.Errorf("x: %v re-reads, %d bytes of excess; want 10 and 1152", r, e)
 	}
-	if r := got[3].Rereads(); r != 0 {
-		t.Errorf("an operand only written: %v re-reads, want 0", r)
+	if r, w := got[3].Rereads(), got[3].Rewrites(); r != 0 || w != 1 {
+		t.Errorf("an operand written once: %v re-reads, %v re-writes; want 0 and 1", r, w)
 	}
 }

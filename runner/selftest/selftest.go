@@ -61,14 +61,17 @@ const (
 // layer's at 512 tokens of context.
 const FootprintLimit = 1.10
 
-// rereadNote names the operand whose re-reads add the most bytes, for a
-// traffic failure: "; most re-read: matvec_bf16's x, 320.0 reads of its
-// 65536 distinct bytes".
+// rereadNote names the operand whose re-reads (or re-writes) add the most
+// bytes, for a traffic failure: "; most re-read: matvec_bf16's x, 320.0
+// reads of its 65536 distinct bytes".
 func rereadNote(ops []mtl.KernelOperand) string {
 	if len(ops) == 0 || ops[0].Excess() <= 0 {
 		return ""
 	}
 	o := ops[0]
+	if o.Written-o.FootprintWritten > o.Read-o.FootprintRead {
+		return fmt.Sprintf("; most re-written: %s's %s, %.1f writes of its %d distinct bytes", o.Kernel, o.Name, o.Rewrites(), o.FootprintWritten)
+	}
 	return fmt.Sprintf("; most re-read: %s's %s, %.1f reads of its %d distinct bytes", o.Kernel, o.Name, o.Rereads(), o.FootprintRead)
 }
 

@@ -224,7 +224,7 @@ func (c *command) stats() mtl.DispatchStats {
 }
 
 // operandName names buffer arguments by the kernel's parameter names,
-// joined with "+" where they share memory; "buffer(N)" for an index the
+// joined with "+" where bound at one address; "buffer(N)" for an index the
 // kernel does not declare.
 func (p *pipeline) operandName(indices []int) string {
 	names := make([]string, 0, len(indices))
