@@ -120,6 +120,7 @@ struct Worker {
   Group g;
   int64_t c[8]; // this worker's share of Desc's cost witness, same order
   int64_t fpc[NBUF][2]; // its share of each FPRange's counted bytes
+  int64_t fphint;       // the FPRange of its last access
   alignas(64) char scratch[4096];
   char *big;
   size_t bigcap;
@@ -137,18 +138,37 @@ static FPRange *fp_ranges;
 static int64_t fp_nranges;
 
 void fp_mark(void *wp, const void *p, size_t n, bool write) {
+  Worker *wk = (Worker *)wp;
   const char *c = (const char *)p;
-  // Ranges are disjoint and sorted; an access may run from one into the
-  // next (two arguments laid out back to back).
-  for (int64_t i = 0; i < fp_nranges && n > 0; i++) {
+  // The range of the worker's last access first: accesses run through one
+  // operand at a time. Else the last range starting at or below c (ranges
+  // are sorted and disjoint).
+  int64_t i = wk->fphint;
+  if (i >= fp_nranges || c < fp_ranges[i].lo || c >= fp_ranges[i].hi) {
+    int64_t lo = 0, hi = fp_nranges;
+    while (lo < hi) {
+      int64_t mid = (lo + hi) / 2;
+      if (fp_ranges[mid].lo <= c)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    i = lo - 1;
+    if (i < 0 || c >= fp_ranges[i].hi)
+      return;
+    wk->fphint = i;
+  }
+  // An access may run from one range into the next (two arguments laid
+  // out back to back).
+  for (; i < fp_nranges && n > 0; i++) {
     const FPRange &r = fp_ranges[i];
     if (c < r.lo || c >= r.hi)
-      continue;
+      return;
     uint64_t *bm = write ? r.wr : r.rd;
     size_t o = size_t(c - r.lo), e = o + n;
     if (e > size_t(r.hi - r.lo))
       e = size_t(r.hi - r.lo);
-    ((Worker *)wp)->fpc[i][write] += int64_t(e - o);
+    wk->fpc[i][write] += int64_t(e - o);
     c += e - o;
     n -= e - o;
     while (o < e) {
@@ -808,6 +828,7 @@ EXPORT void msl_emu_work(Desc *d) {
   w->k = kernels[d->kernel];
   memset(w->c, 0, sizeof w->c);
   memset(w->fpc, 0, sizeof w->fpc);
+  w->fphint = 0;
   int64_t total = d->groups[0] * d->groups[1] * d->groups[2];
   for (;;) {
     if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED))
