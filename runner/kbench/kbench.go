@@ -90,8 +90,9 @@ type Bench struct {
 	avail   int64   // bytes the backend can still give, 0: unknown
 	used    int64
 
-	gpu string   // witness.go: the Apple GPU of simdgroups per core
-	wit *Witness // one call as the cost witness counted it
+	gpu   string   // witness.go: the Apple GPU of simdgroups per core
+	wit   *Witness // one call as the cost witness counted it
+	noWit bool     // the device counted nothing: no need to ask again
 }
 
 // Prepare validates the case's parameters against what the op supports and

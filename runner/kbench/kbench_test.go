@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -249,5 +250,40 @@ func TestCheckCatchesWrongOps(t *testing.T) {
 		if e, err := b.Check(); err == nil {
 			t.Errorf("%s: wrong op passed the check (max error %g)", b.Describe(), e)
 		}
+	}
+}
+
+// silentWitness is a backend that could count dispatches but counts none
+// (real Metal, or the tuner's wrapper over the CPU), and counts its steps.
+type silentWitness struct {
+	*cpu.Backend
+	steps int
+}
+
+func (s *silentWitness) BeginStep(m *bridge.StepMeta, ids []int32, profile bool) error {
+	s.steps++
+	return s.Backend.BeginStep(m, ids, profile)
+}
+
+func (s *silentWitness) LastStepCost() ([]mtl.DispatchStats, bool) { return nil, false }
+
+// Asking a device that counted nothing runs the op once, not at every
+// repetition; Rewitness asks again.
+func TestWitnessOfADeviceThatCountsNothing(t *testing.T) {
+	be := &silentWitness{Backend: newCPU()}
+	b, err := Prepare(be, kcase("matmul", "m", 1, "n", 8, "k", 16, "dtype", "f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if w, ok, err := b.Witness(); w != nil || ok || err != nil {
+			t.Fatalf("Witness() = %v, %v, %v; want nothing", w, ok, err)
+		}
+	}
+	if be.steps != 1 {
+		t.Errorf("three asks ran %d steps, want 1", be.steps)
+	}
+	if _, ok, _ := b.Rewitness(); ok || be.steps != 2 {
+		t.Errorf("Rewitness: %v after %d steps, want nothing after 2", ok, be.steps)
 	}
 }

@@ -60,19 +60,23 @@ func (b *Bench) SetAppleGPU(name string) error {
 // a backend whose launch configuration changed since (the tuner's
 // candidates).
 func (b *Bench) Rewitness() (*Witness, bool, error) {
-	b.wit = nil
+	b.wit, b.noWit = nil, false
 	return b.Witness()
 }
 
 // Witness runs the op once and returns what the cost witness counted, or
-// false when the backend's device counts nothing. The count is kept: later
-// calls return it.
+// false when the backend's device counts nothing. Either answer is kept:
+// later calls return it without running the op.
 func (b *Bench) Witness() (*Witness, bool, error) {
 	if b.wit != nil {
 		return b.wit, true, nil
 	}
+	if b.noWit {
+		return nil, false, nil
+	}
 	w, ok := b.be.(witness)
 	if !ok {
+		b.noWit = true
 		return nil, false, nil
 	}
 	if err := b.once(); err != nil {
@@ -80,6 +84,7 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 	}
 	ds, ok := w.LastStepCost()
 	if !ok {
+		b.noWit = true
 		return nil, false, nil
 	}
 	name := b.gpu
