@@ -268,10 +268,17 @@ func checkArrival(s string) (string, string) {
 	return "", ""
 }
 
-// CheckWitnessGPU checks a witness_gpu value given elsewhere than in a
-// suite (a flag) by the suite's rule.
-func CheckWitnessGPU(v string) error {
-	msg, hint := checkWitnessGPU(v)
+// CheckValue checks one value of a parameter given elsewhere than in a
+// suite (a flag) by the rule the suite's value obeys; unlike CheckOverride
+// it takes no list and its message names no --set.
+func CheckValue(name, value string) error {
+	spec, ok := params[name]
+	if !ok {
+		return fmt.Errorf("unknown parameter %q", name)
+	}
+	n := overrideNode(value) // read as YAML: 8 is a number, as in a file
+	v, isInt := makeValue(n, Pos{})
+	msg, hint := checkParam(name, spec, n, v, isInt)
 	switch {
 	case msg == "":
 		return nil

@@ -2,6 +2,7 @@ package suites
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -549,5 +550,22 @@ func TestAliasBlowup(t *testing.T) {
 	}
 	if err == nil || !reflect.DeepEqual(strings.Split(err.Error(), "\n"), want) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A flag's value is held to the suite's rule for its parameter.
+func TestCheckValue(t *testing.T) {
+	for _, c := range []struct{ name, value, want string }{
+		{"witness_gpu", "M2 Pro", ""},
+		{"witness_gpu", "M3 Ulta", `unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`},
+		{"batch", "4", ""},
+		{"batch", "0", "batch must be >= 1, got 0"},
+		{"batch", "[1, 2]", "batch must be a single value, got a list (put lists under matrix:)"},
+		{"bacth", "4", `unknown parameter "bacth"`},
+	} {
+		err := CheckValue(c.name, c.value)
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
+			t.Errorf("CheckValue(%s, %s) = %v, want %q", c.name, c.value, err, c.want)
+		}
 	}
 }

@@ -45,19 +45,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		}
 		return &bench.Summary{RunID: r.ID, Run: r, Cases: cases}
 	}
-	render := func(sum *bench.Summary) string {
-		tables, err := runTables(db, sum)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for _, tb := range tables {
-			if err := tb.Render(&b, table.FormatTable); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return b.String()
-	}
+	render := func(sum *bench.Summary) string { return renderRunTables(t, db, sum) }
 	emu := render(record("metal-emu", map[string]float64{"decode_tok_s": 3.3, "step_ms": 311.7, "dispatches_per_step": 58,
 		"encode_ms": 301.2, "encode_frac": 0.966,
 		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853,
@@ -139,17 +127,7 @@ func TestWitnessGPUNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, err := runTables(db, &bench.Summary{RunID: r.ID, Run: r, Cases: stored})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, tb := range tables {
-		if err := tb.Render(&b, table.FormatTable); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := b.String()
+	out := renderRunTables(t, db, &bench.Summary{RunID: r.ID, Run: r, Cases: stored})
 	for _, want := range []string{
 		"each case's GPU: Apple M3 Ultra (80 cores, 819 GB/s) for decode; Apple M2 Pro (19 cores, 200 GB/s) for decode/witness_gpu=M2 Pro",
 		"µs at Apple M2 Pro", "µs at Apple M3 Ultra",
@@ -162,4 +140,20 @@ func TestWitnessGPUNotes(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
 	}
+}
+
+// renderRunTables is the summary a run prints after it, as tables.
+func renderRunTables(t *testing.T, db *results.DB, sum *bench.Summary) string {
+	t.Helper()
+	tables, err := runTables(db, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, tb := range tables {
+		if err := tb.Render(&b, table.FormatTable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

@@ -186,7 +186,7 @@ func tuneRun(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if g := c.String("witness-gpu"); g != "" {
-		if err := suites.CheckWitnessGPU(g); err != nil {
+		if err := suites.CheckValue(suites.ParamWitnessGPU, g); err != nil {
 			return fmt.Errorf("--witness-gpu: %w", err)
 		}
 	}
