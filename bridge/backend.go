@@ -92,6 +92,13 @@ type StepStats struct {
 	// summed over the step's dispatches: the traffic if each dispatch's
 	// caches held what it touched more than once; 0 where not counted.
 	FootprintBytes int64
+	// DeviceTime is the step's span on the device's clock, from the device
+	// starting its first work to finishing its last (CUDA: events around
+	// the step on its stream; Metal: the command buffers' GPU start and
+	// end); 0 where the device keeps no clock of its own (the CPU). A step
+	// whose DeviceTime is well under its wall time left the device idle
+	// (docs/architecture.md, "The device's share of a step").
+	DeviceTime time.Duration
 }
 
 // OpTiming is the time one op took in one layer.

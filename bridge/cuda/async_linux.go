@@ -9,10 +9,6 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 )
 
-// cuEventDisableTiming is CU_EVENT_DISABLE_TIMING: the step's completion
-// event is only waited on, which is cheaper untimed.
-const cuEventDisableTiming = 2
-
 // hostBuf is page-locked host memory, which asynchronous copies read or
 // write when the stream reaches them rather than when they are queued.
 type hostBuf struct {
@@ -52,8 +48,10 @@ func (b *Backend) hostFree(h *hostBuf) {
 // ids it was submitted with, in pinned memory, and the event that marks its
 // end.
 type stepSlot struct {
-	busy         bool
-	event        uintptr
+	busy bool
+	// event marks the step's end; start, its first work (b.starts), both
+	// timed: their interval is the step's DeviceTime.
+	event, start uintptr
 	host         hostBuf
 	nStats, nIDs int
 	launches     int // kernels and cuBLAS calls the step made

@@ -127,6 +127,11 @@ type stepIO struct {
 	slots    [2]stepSlot
 	inflight int
 	chained  int
+	// starts are the timed events a step's DeviceTime counts from, one
+	// more than the slots: the step being recorded takes starts[startNext]
+	// while every slot may still hold an earlier one.
+	starts    [3]uintptr
+	startNext int
 }
 
 // graphCache is the CUDA graphs of lists seen twice (graph_linux.go), how
@@ -400,6 +405,12 @@ func (b *Backend) release() error {
 			s.event = 0
 		}
 		b.hostFree(&b.slots[i].host)
+	}
+	for i, e := range b.starts {
+		if e != 0 {
+			call(a.cuEventDestroy, e)
+			b.starts[i] = 0
+		}
 	}
 	b.hostFree(&b.metaBufs[0])
 	b.hostFree(&b.metaBufs[1])

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
@@ -275,6 +276,53 @@ func TestGraphsMatchDirect(t *testing.T) {
 		t.Logf("request %d: first logits within %.2g of the CPU's; %d/%d tokens as the CPU", i, diff, same, len(g[i].Tokens))
 		if diff > 1e-3 {
 			t.Errorf("request %d: logits differ from the CPU's by %.3g", i, diff)
+		}
+	}
+}
+
+// Every step the GPU runs reports its span on the GPU's clock, whether it
+// ran alone, streamed while recorded, overlapped with the next or profiled;
+// a step the host waited for took the host at least that long.
+func TestStepDeviceTime(t *testing.T) {
+	b := gpu(t)
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for _, opts := range []engine.Options{{Synchronous: true}, {}, {Profile: true}} {
+		opts.TokenBudget = 64
+		e, err := engine.New(b, cfg, src, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := miniRequests(cfg.Vocab, 2, 24, 12)
+		for _, r := range reqs {
+			r.WantLogits = false
+			if err := e.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := 0
+		for e.Pending() {
+			res, err := e.Step()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Tokens == 0 {
+				continue
+			}
+			steps++
+			d := res.Stats.DeviceTime
+			if d <= 0 || d > time.Second {
+				t.Errorf("%+v: step %d of %d tokens: device time %v", opts, steps, res.Tokens, d)
+			}
+			if (opts.Synchronous || opts.Profile) && d > res.Duration {
+				t.Errorf("%+v: step %d: device time %v longer than the host waited for it (%v)", opts, steps, d, res.Duration)
+			}
+		}
+		if steps < 10 {
+			t.Errorf("%+v: %d steps", opts, steps)
 		}
 	}
 }

@@ -146,6 +146,9 @@ func (b *Backend) streamSegment() {
 			return
 		}
 		if first {
+			if b.segErr = b.markStart(); b.segErr != nil {
+				return
+			}
 			if b.segErr = b.stepPrologue(); b.segErr != nil {
 				return
 			}

@@ -163,6 +163,18 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	return nil
 }
 
+// markStart records the step's start event ahead of its first work: the
+// device reaches it once the work queued before it is done (thread only).
+func (b *Backend) markStart() error {
+	ev := &b.starts[b.startNext]
+	if *ev == 0 {
+		if err := b.check("cuEventCreate", call(b.api.cuEventCreate, uintptr(unsafe.Pointer(ev)), 0)); err != nil {
+			return err
+		}
+	}
+	return b.check("cuEventRecord", call(b.api.cuEventRecord, *ev, b.stream))
+}
+
 // stepPrologue uploads the step's metadata (and copies in token ids still
 // on the device) and clears its error word and counters, ahead of its first
 // kernel, unless that kernel is step_begin, which does it (thread only).
@@ -281,6 +293,9 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 		return nil, fmt.Errorf("cuda: internal: no free step slot")
 	}
 	if !b.started {
+		if err := b.markStart(); err != nil {
+			return nil, err
+		}
 		if err := b.stepPrologue(); err != nil {
 			return nil, err
 		}
@@ -337,10 +352,12 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	b.ents, b.args = b.ents[:0], b.args[:0]
 
 	if slot.event == 0 {
-		if err := b.check("cuEventCreate", call(a.cuEventCreate, uintptr(unsafe.Pointer(&slot.event)), cuEventDisableTiming)); err != nil {
+		if err := b.check("cuEventCreate", call(a.cuEventCreate, uintptr(unsafe.Pointer(&slot.event)), 0)); err != nil {
 			return nil, err
 		}
 	}
+	slot.start = b.starts[b.startNext]
+	b.startNext = (b.startNext + 1) % len(b.starts)
 	host := slot.host.i32()
 	// Without step_end, the stats and ids come back by copies.
 	if !endKern {
@@ -390,6 +407,10 @@ func (b *Backend) waitLocked(slot *stepSlot) (bridge.StepStats, []int32, error) 
 	}
 	if err := b.check("step", r); err != nil {
 		return st, nil, err
+	}
+	var ms float32
+	if slot.start != 0 && call(b.api.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), slot.start, slot.event) == 0 {
+		st.DeviceTime = time.Duration(float64(ms) * 1e6)
 	}
 	host := slot.host.i32()
 	if e := host[0]; e != 0 {

@@ -131,7 +131,10 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 		return p.stats, p.idsOut, nil
 	}
 	b := p.b
-	var err error
+	var (
+		err error
+		dev gpuSpan
+	)
 	for _, c := range p.cbs {
 		if e := c.cb.Wait(); e != nil && err == nil {
 			err = fmt.Errorf("metal: command buffer: %w", e)
@@ -139,7 +142,9 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 		cost := witnessCost(c.cb)
 		p.stats.CountedBytes += cost.Bytes()
 		p.stats.FootprintBytes += cost.Footprint()
+		dev.add(c.cb)
 	}
+	p.stats.DeviceTime = dev.duration()
 	for i, q := range b.inFlight {
 		if q == p {
 			b.inFlight = append(b.inFlight[:i], b.inFlight[i+1:]...)

@@ -100,6 +100,7 @@ type stepState struct {
 	opCost  map[opKey]mtl.Cost // the witness's, in profile mode
 	order   []opKey
 	gpu     time.Duration
+	devSpan gpuSpan
 
 	// binds: a dispatch's arguments, at most Metal's 31 buffer indices.
 	binds [maxBindings]binding
@@ -260,7 +261,7 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	}
 	s.sec, s.meta, s.err, s.profile = sec, meta, nil, profile
 	s.active, s.moeCalls = true, 0
-	s.dispatches, s.barriers, s.commandBuffers, s.gpu = 0, 0, 0, 0
+	s.dispatches, s.barriers, s.commandBuffers, s.gpu, s.devSpan = 0, 0, 0, 0, gpuSpan{}
 	s.cost = s.cost[:0]
 	s.mark = opKey{-1, bridge.CompOther, "begin"}
 	if profile {
@@ -331,6 +332,7 @@ func (b *Backend) wait() {
 		start, end := c.cb.GPUTime()
 		d := time.Duration((end - start) * float64(time.Second))
 		s.gpu += d
+		s.devSpan.add(c.cb)
 		if s.profile {
 			if _, ok := s.timings[c.key]; !ok {
 				s.order = append(s.order, c.key)
@@ -340,6 +342,31 @@ func (b *Backend) wait() {
 	}
 	clear(s.pending)
 	s.pending = s.pending[:0]
+}
+
+// gpuSpan is the device's clock from the first of a step's command buffers
+// starting to the last one finishing: its DeviceTime, gaps included.
+type gpuSpan struct {
+	start, end float64
+	seen       bool
+}
+
+func (g *gpuSpan) add(cb mtl.CommandBuffer) {
+	start, end := cb.GPUTime()
+	if end <= start {
+		return // not run, or a device without a clock
+	}
+	if !g.seen || start < g.start {
+		g.start = start
+	}
+	g.end, g.seen = max(g.end, end), true
+}
+
+func (g gpuSpan) duration() time.Duration {
+	if !g.seen {
+		return 0
+	}
+	return time.Duration((g.end - g.start) * float64(time.Second))
 }
 
 // flush runs what the step encoded so far (Read inside a step).
@@ -362,7 +389,8 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	s.active = false
 	s.store()
 	cost := mtl.Sum(s.cost)
-	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint()}
+	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint(),
+		DeviceTime: s.devSpan.duration()}
 	if s.err == nil {
 		s.err = stepError(s.errBuf)
 	}

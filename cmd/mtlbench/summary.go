@@ -119,16 +119,26 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 
 // hostBoundNotes names the model cases whose decode steps the host took
 // most of the time to encode (encode_frac at least stats.HostBound): their
-// figures measure the host's encoding, not the device's kernels.
+// figures measure the host's encoding, not the device's kernels. Of the
+// others, it names those whose device ran less than stats.DeviceIdle of a
+// step (device_frac): the rest of the step went to neither.
 func hostBoundNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
 	var notes []string
 	for i, c := range cases {
-		f, enc, step := byCase[i]["encode_frac"], byCase[i]["encode_ms"], byCase[i]["step_ms"]
-		if c.Kind == results.CaseKernel || f == nil || enc == nil || step == nil || f.Center < stats.HostBound {
+		m := byCase[i]
+		step := m["step_ms"]
+		if c.Kind == results.CaseKernel || step == nil {
 			continue
 		}
-		notes = append(notes, fmt.Sprintf("%s is host-bound: encoding a decode step took the host %.2f of its %.2f ms (%.0f%%), "+
-			"so the device waited for the host (docs/architecture.md)", c.Name, enc.Center, step.Center, 100*f.Center))
+		if f, enc := m["encode_frac"], m["encode_ms"]; f != nil && enc != nil && f.Center >= stats.HostBound {
+			notes = append(notes, fmt.Sprintf("%s is host-bound: encoding a decode step took the host %.2f of its %.2f ms (%.0f%%), "+
+				"so the device waited for the host (docs/architecture.md)", c.Name, enc.Center, step.Center, 100*f.Center))
+			continue
+		}
+		if f, dev := m["device_frac"], m["device_ms"]; f != nil && dev != nil && f.Center < stats.DeviceIdle {
+			notes = append(notes, fmt.Sprintf("%s left the device idle: it ran %.2f ms of a %.2f ms decode step (%.0f%%), "+
+				"and waited the rest for steps to be handed to it (docs/architecture.md)", c.Name, dev.Center, step.Center, 100*f.Center))
+		}
 	}
 	return notes
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
+	"golang.org/x/perf/benchmath"
 )
 
 // The summary after a run shows the GPU and step-witness columns only for
@@ -29,7 +30,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s []results.Sample
-		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "encode_ms", "encode_frac", "witness_bytes_per_step",
+		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "encode_ms", "encode_frac", "device_ms", "device_frac", "witness_bytes_per_step",
 			"witness_traffic_efficiency", "witness_footprint_bytes_per_step", "witness_footprint_efficiency", "witness_tok_s"} {
 			if v, ok := metrics[m]; ok {
 				for rep := range 3 {
@@ -47,7 +48,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 	}
 	render := func(sum *bench.Summary) string { return renderRunTables(t, db, sum) }
 	emu := render(record("metal-emu", map[string]float64{"decode_tok_s": 3.3, "step_ms": 311.7, "dispatches_per_step": 58,
-		"encode_ms": 301.2, "encode_frac": 0.966,
+		"encode_ms": 301.2, "encode_frac": 0.966, "device_ms": 9.8, "device_frac": 0.031,
 		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853,
 		"witness_footprint_bytes_per_step": 36.1e6, "witness_footprint_efficiency": 0.986, "witness_tok_s": 22686.9},
 		// A profiled step: two layers' q/k/v GEMV and MoE in two
@@ -80,6 +81,38 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 	if strings.Contains(cpu, "traffic eff") || strings.Contains(cpu, "dispatches/step") || strings.Contains(cpu, "bytes by op") ||
 		strings.Contains(cpu, "encode ms") || strings.Contains(cpu, "host-bound") {
 		t.Errorf("a CPU run's summary shows GPU or witness columns:\n%s", cpu)
+	}
+}
+
+// A case is host-bound when encoding takes most of its step; one that is
+// not, but whose device ran under stats.DeviceIdle of the step, left the
+// device idle; a case without the figures, or busy, gets no note.
+func TestHostShareNotes(t *testing.T) {
+	cases := []results.Case{{Name: "host"}, {Name: "idle"}, {Name: "busy"}, {Name: "cpu"}, {Name: "kernel", Kind: results.CaseKernel}}
+	sum := func(kv ...float64) map[string]*stats.Summary {
+		m := map[string]*stats.Summary{}
+		names := []string{"step_ms", "encode_ms", "encode_frac", "device_ms", "device_frac"}
+		for i, v := range kv {
+			if v >= 0 {
+				m[names[i]] = &stats.Summary{Summary: benchmath.Summary{Center: v}}
+			}
+		}
+		return m
+	}
+	byCase := []map[string]*stats.Summary{
+		sum(2, 1.9, 0.95, 0.3, 0.15),
+		sum(0.74, 0.30, 0.41, 0.52, 0.70),
+		sum(2.39, 1.1, 0.46, 2.36, 0.99),
+		sum(10.5),
+		sum(1, -1, -1, 0.1, 0.1),
+	}
+	got := hostBoundNotes(cases, byCase)
+	want := []string{
+		"host is host-bound: encoding a decode step took the host 1.90 of its 2.00 ms (95%), so the device waited for the host (docs/architecture.md)",
+		"idle left the device idle: it ran 0.52 ms of a 0.74 ms decode step (70%), and waited the rest for steps to be handed to it (docs/architecture.md)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -74,12 +74,18 @@ var ModelColumns = []Column{
 var GPUColumns = []Column{
 	{"dispatches_per_step", "dispatches/step", 1, 0},
 	{"encode_ms", "encode ms", 1, 2},
+	{"device_ms", "device ms", 1, 2},
 }
 
 // HostBound is the share of a decode step the host spends encoding it
 // (encode_frac) from which the step is host-bound: with steps overlapped,
 // the device then waits for the host rather than the other way round.
 const HostBound = 0.9
+
+// DeviceIdle is the share of a decode step the device spends running it
+// (device_frac) under which the step left the device idle: it waited for
+// the host's hand-off, not for kernels.
+const DeviceIdle = 0.9
 
 // WitnessColumns are the step witness's model-case metrics (the Metal
 // emulator: runner/bench witness.go), shown when a run has them.

@@ -124,7 +124,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTokens, prefillTokens, preempted int
 		decodeTime, prefillTime                time.Duration
 		prefillFLOPs                           float64
-		decodeSteps, encodes                   []time.Duration
+		decodeSteps, encodes, devices          []time.Duration
 		decodeBytes                            float64
 		dispatches                             []float64
 		witness                                witnessSum
@@ -168,6 +168,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeSteps = append(decodeSteps, res.Duration)
 		if res.Encode > 0 {
 			encodes = append(encodes, res.Encode)
+		}
+		if res.Stats.DeviceTime > 0 {
+			devices = append(devices, res.Stats.DeviceTime)
 		}
 		ideal := m.stepBytes(res)
 		decodeBytes += float64(ideal)
@@ -217,6 +220,11 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			enc := quantile.Duration(encodes, 0.5)
 			add("encode_ms", ms(enc), "ms")
 			add("encode_frac", float64(enc)/float64(med), "ratio")
+		}
+		if len(devices) > 0 {
+			dev := quantile.Duration(devices, 0.5)
+			add("device_ms", ms(dev), "ms")
+			add("device_frac", float64(dev)/float64(med), "ratio")
 		}
 		bytesPerStep := decodeBytes / float64(len(decodeSteps))
 		add("bytes_per_step", bytesPerStep, "B")

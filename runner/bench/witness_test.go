@@ -48,7 +48,7 @@ cases:
 	gbs := []float64{819, 200} // the M3 Ultra's, the M2 Pro's
 	for _, m := range got("cpu") {
 		for _, k := range []string{"witness_bytes_per_step", "witness_traffic_efficiency", "witness_tok_s",
-			"witness_footprint_bytes_per_step", "witness_footprint_efficiency", "encode_ms", "encode_frac"} {
+			"witness_footprint_bytes_per_step", "witness_footprint_efficiency", "encode_ms", "encode_frac", "device_ms", "device_frac"} {
 			if _, ok := m[k]; ok {
 				t.Errorf("the CPU recorded %s", k)
 			}
@@ -59,6 +59,10 @@ cases:
 		// The host's encoding of a step, which the GPU runs apart from it.
 		if enc, f := m["encode_ms"], m["encode_frac"]; enc <= 0 || f <= 0 || math.Abs(f-enc/m["step_ms"]) > 1e-9 {
 			t.Errorf("case %d: encode_ms %g, encode_frac %g against step_ms %g", i, enc, f, m["step_ms"])
+		}
+		// The device's span of a step: the emulator's command buffers.
+		if dev, f := m["device_ms"], m["device_frac"]; dev <= 0 || f <= 0 || math.Abs(f-dev/m["step_ms"]) > 1e-9 {
+			t.Errorf("case %d: device_ms %g, device_frac %g against step_ms %g", i, dev, f, m["step_ms"])
 		}
 		counted, ideal := m["witness_bytes_per_step"], m["bytes_per_step"]
 		eff := m["witness_traffic_efficiency"]
