@@ -83,6 +83,23 @@ type OpTiming struct {
 	Footprint int64 `json:"footprint,omitempty"`
 }
 
+// OperandTraffic is what a cost witness (the Metal emulator) counted one
+// buffer argument of one kernel moving in one repetition's call of a
+// kernel case: every access, and the distinct bytes. Read over
+// DistinctRead is how often the kernel re-read the operand
+// (docs/msl-subset.md).
+type OperandTraffic struct {
+	Rep int `json:"rep"`
+	// Kernel is the kernel's function name, Operand its parameter name
+	// ("x", "w"), names joined with "+" for arguments bound at one address.
+	Kernel          string `json:"kernel"`
+	Operand         string `json:"operand"`
+	Read            int64  `json:"read"`
+	Written         int64  `json:"written"`
+	DistinctRead    int64  `json:"distinct_read"`
+	DistinctWritten int64  `json:"distinct_written"`
+}
+
 // CanonicalKey is the canonical text of a parameter set: name=value pairs
 // sorted by name, comma-separated, with a value quoted (Go syntax) when it
 // holds a character that would make the text ambiguous. Equal maps give
@@ -285,12 +302,13 @@ func caseStatus(tx *sql.Tx, caseID int64) (string, error) {
 	return st, nil
 }
 
-// FinishCase stores a case's samples and op timings and marks it done in one
-// transaction: on any error (an invalid value, a repetition recorded twice)
-// nothing is stored and the case keeps its status. Only a pending or failed
-// (being retried) case can be finished. layersRun/layersTotal are 0 for
-// cases that are not layer-limited model runs.
-func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, layersRun, layersTotal int) error {
+// FinishCase stores a case's samples, op timings and operand traffic and
+// marks it done in one transaction: on any error (an invalid value, a
+// repetition recorded twice) nothing is stored and the case keeps its
+// status. Only a pending or failed (being retried) case can be finished.
+// layersRun/layersTotal are 0 for cases that are not layer-limited model
+// runs.
+func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, layersRun, layersTotal int, operands ...OperandTraffic) error {
 	if layersRun < 0 || layersTotal < 0 || layersTotal > 0 && layersRun > layersTotal {
 		return fmt.Errorf("results: case %d: bad layer counts %d of %d", caseID, layersRun, layersTotal)
 	}
@@ -308,6 +326,9 @@ func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, lay
 		if err := insertTimings(tx, caseID, timings); err != nil {
 			return err
 		}
+		if err := insertOperands(tx, caseID, operands); err != nil {
+			return err
+		}
 		t := fmtTime(now())
 		_, err = tx.Exec(`UPDATE cases SET status = 'done', error = '', layers_run = ?, layers_total = ?,
 				started_at = coalesce(started_at, ?), ended_at = ? WHERE id = ?`,
@@ -319,12 +340,12 @@ func (db *DB) FinishCase(caseID int64, samples []Sample, timings []OpTiming, lay
 	})
 }
 
-// AddRep stores one finished repetition's samples and op timings and
-// counts it in the case's reps_done, in one transaction: an interrupted
-// run keeps every repetition it finished, and a resumed case starts at
-// reps_done. rep must be the next repetition (reps_done) of a pending or
-// failed case; every sample and timing must be of that repetition.
-func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming) error {
+// AddRep stores one finished repetition's samples, op timings and operand
+// traffic and counts it in the case's reps_done, in one transaction: an
+// interrupted run keeps every repetition it finished, and a resumed case
+// starts at reps_done. rep must be the next repetition (reps_done) of a
+// pending or failed case; every row must be of that repetition.
+func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming, operands ...OperandTraffic) error {
 	for i, s := range samples {
 		if s.Rep != rep {
 			return fmt.Errorf("results: case %d: sample %d is of rep %d, not %d", caseID, i, s.Rep, rep)
@@ -333,6 +354,11 @@ func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming
 	for i, t := range timings {
 		if t.Rep != rep {
 			return fmt.Errorf("results: case %d: op timing %d is of rep %d, not %d", caseID, i, t.Rep, rep)
+		}
+	}
+	for i, o := range operands {
+		if o.Rep != rep {
+			return fmt.Errorf("results: case %d: operand traffic %d is of rep %d, not %d", caseID, i, o.Rep, rep)
 		}
 	}
 	return db.tx(func(tx *sql.Tx) error {
@@ -357,6 +383,9 @@ func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming
 			return err
 		}
 		if err := insertTimings(tx, caseID, timings); err != nil {
+			return err
+		}
+		if err := insertOperands(tx, caseID, operands); err != nil {
 			return err
 		}
 		_, err = tx.Exec(`UPDATE cases SET reps_done = ?, started_at = coalesce(started_at, ?) WHERE id = ?`, rep+1, fmtTime(now()), caseID)
@@ -424,6 +453,41 @@ func insertTimings(tx *sql.Tx, caseID int64, timings []OpTiming) error {
 		}
 		if _, err := st.Exec(caseID, t.Rep, t.Layer, t.Component, t.Op, t.Seconds, t.Calls, t.Bytes, t.Footprint); err != nil {
 			return fmt.Errorf("results: case %d timing %d: %w", caseID, i, err)
+		}
+	}
+	return nil
+}
+
+func insertOperands(tx *sql.Tx, caseID int64, operands []OperandTraffic) error {
+	if len(operands) == 0 {
+		return nil
+	}
+	st, err := tx.Prepare(`INSERT INTO operand_traffic (case_id, rep, kernel, operand, read_bytes, written_bytes,
+		distinct_read, distinct_written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("results: store operand traffic: %w", err)
+	}
+	defer st.Close()
+	for i, o := range operands {
+		var bad string
+		switch {
+		case o.Kernel == "" || o.Operand == "":
+			bad = "needs a kernel and an operand name"
+		case o.Rep < 0:
+			bad = fmt.Sprintf("rep %d", o.Rep)
+		case o.DistinctRead < 0 || o.Read < o.DistinctRead:
+			bad = fmt.Sprintf("%d distinct bytes read of %d read", o.DistinctRead, o.Read)
+		case o.DistinctWritten < 0 || o.Written < o.DistinctWritten:
+			bad = fmt.Sprintf("%d distinct bytes written of %d written", o.DistinctWritten, o.Written)
+		}
+		if bad != "" {
+			return fmt.Errorf("results: case %d operand traffic %d (%q's %q): %s", caseID, i, o.Kernel, o.Operand, bad)
+		}
+		if _, err := st.Exec(caseID, o.Rep, o.Kernel, o.Operand, o.Read, o.Written, o.DistinctRead, o.DistinctWritten); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "PRIMARY KEY") {
+				return fmt.Errorf("results: case %d: %s's %s rep %d recorded twice", caseID, o.Kernel, o.Operand, o.Rep)
+			}
+			return fmt.Errorf("results: case %d operand traffic %d: %w", caseID, i, err)
 		}
 	}
 	return nil
@@ -516,6 +580,26 @@ func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
 			return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
 		}
 		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// OperandTraffic returns a case's operand traffic ordered by rep, kernel
+// and operand.
+func (db *DB) OperandTraffic(caseID int64) ([]OperandTraffic, error) {
+	rows, err := db.sql.Query(`SELECT rep, kernel, operand, read_bytes, written_bytes, distinct_read, distinct_written
+		FROM operand_traffic WHERE case_id = ? ORDER BY rep, kernel, operand`, caseID)
+	if err != nil {
+		return nil, fmt.Errorf("results: operand traffic of case %d: %w", caseID, err)
+	}
+	defer rows.Close()
+	var out []OperandTraffic
+	for rows.Next() {
+		var o OperandTraffic
+		if err := rows.Scan(&o.Rep, &o.Kernel, &o.Operand, &o.Read, &o.Written, &o.DistinctRead, &o.DistinctWritten); err != nil {
+			return nil, fmt.Errorf("results: operand traffic of case %d: %w", caseID, err)
+		}
+		out = append(out, o)
 	}
 	return out, rows.Err()
 }

@@ -16,11 +16,12 @@ type RunRecord struct {
 	Cases []CaseRecord `json:"cases"`
 }
 
-// CaseRecord is one case with its samples and op timings.
+// CaseRecord is one case with its samples, op timings and operand traffic.
 type CaseRecord struct {
-	Case    Case       `json:"case"`
-	Samples []Sample   `json:"samples"`
-	Timings []OpTiming `json:"timings,omitempty"`
+	Case     Case             `json:"case"`
+	Samples  []Sample         `json:"samples"`
+	Timings  []OpTiming       `json:"timings,omitempty"`
+	Operands []OperandTraffic `json:"operands,omitempty"`
 }
 
 // ImportRun stores rec as a new run in one transaction (all of it or
@@ -149,6 +150,9 @@ func (db *DB) ImportRun(rec *RunRecord) (int64, error) {
 			if err := insertTimings(tx, cid, cr.Timings); err != nil {
 				return err
 			}
+			if err := insertOperands(tx, cid, cr.Operands); err != nil {
+				return err
+			}
 			c.ID, c.RunID, c.Seq = cid, id, i
 		}
 		return nil
@@ -181,7 +185,11 @@ func (db *DB) ExportRun(id int64) (*RunRecord, error) {
 		if err != nil {
 			return nil, err
 		}
-		rec.Cases = append(rec.Cases, CaseRecord{Case: c, Samples: samples[c.ID], Timings: t})
+		ops, err := db.OperandTraffic(c.ID)
+		if err != nil {
+			return nil, err
+		}
+		rec.Cases = append(rec.Cases, CaseRecord{Case: c, Samples: samples[c.ID], Timings: t, Operands: ops})
 	}
 	return rec, nil
 }

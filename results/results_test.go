@@ -87,7 +87,7 @@ func TestOpenFresh(t *testing.T) {
 			t.Errorf("PRAGMA %s = %q, want %q", name, got, want)
 		}
 	}
-	for _, table := range []string{"machines", "runs", "cases", "case_params", "samples", "op_timings", "run_summary", "sample_stats"} {
+	for _, table := range []string{"machines", "runs", "cases", "case_params", "samples", "op_timings", "operand_traffic", "run_summary", "sample_stats"} {
 		if count(t, db, `SELECT count(*) FROM sqlite_master WHERE name = ?`, table) != 1 {
 			t.Errorf("no table or view %s", table)
 		}

@@ -192,6 +192,24 @@ var migrations = []migration{
 			`ALTER TABLE op_timings ADD COLUMN footprint INTEGER NOT NULL DEFAULT 0 CHECK (footprint >= 0)`,
 		},
 	},
+	{
+		name: "operand traffic: the cost witness's bytes per kernel argument (kernel cases on the Metal emulator)",
+		stmts: []string{
+			// One row per kernel and buffer argument of a repetition's call;
+			// the distinct bytes are at most the bytes moved.
+			`CREATE TABLE operand_traffic (
+				case_id          INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+				rep              INTEGER NOT NULL CHECK (rep >= 0),
+				kernel           TEXT NOT NULL,
+				operand          TEXT NOT NULL,
+				read_bytes       INTEGER NOT NULL CHECK (read_bytes >= 0),
+				written_bytes    INTEGER NOT NULL CHECK (written_bytes >= 0),
+				distinct_read    INTEGER NOT NULL CHECK (distinct_read >= 0 AND distinct_read <= read_bytes),
+				distinct_written INTEGER NOT NULL CHECK (distinct_written >= 0 AND distinct_written <= written_bytes),
+				PRIMARY KEY (case_id, rep, kernel, operand)
+			) WITHOUT ROWID`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

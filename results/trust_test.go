@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A user_version no mtlbench writes (negative) is a clear error, not a panic.
@@ -119,6 +121,85 @@ func TestAddRep(t *testing.T) {
 	}
 	if ss, _ := db.Samples(c); len(ss) != 2 {
 		t.Errorf("%d samples", len(ss))
+	}
+}
+
+// A repetition's operand traffic is stored with its samples, all or
+// nothing: a row of another rep, one with more distinct bytes than bytes,
+// no name or an operand recorded twice stores nothing of the repetition.
+// Stored rows read back in order, travel through export and import, and go
+// with their run.
+func TestOperandTraffic(t *testing.T) {
+	db := openTemp(t)
+	id, _ := db.CreateRun(&Run{SuiteName: "s", StartedAt: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)})
+	cs := []Case{{Key: "kernel/gemv", Kind: CaseKernel}}
+	if err := db.AddCases(id, cs); err != nil {
+		t.Fatal(err)
+	}
+	c := cs[0].ID
+	x := OperandTraffic{Kernel: "matvec_bf16", Operand: "x", Read: 2 << 20, DistinctRead: 65536}
+	w := OperandTraffic{Kernel: "matvec_bf16", Operand: "w", Read: 20 << 20, DistinctRead: 20 << 20}
+	out := OperandTraffic{Kernel: "matvec_bf16", Operand: "out", Written: 81920, DistinctWritten: 81920}
+	sample := []Sample{{Metric: "us_per_call", Value: 9}}
+	for _, bad := range []struct {
+		name string
+		ops  []OperandTraffic
+	}{
+		{"another rep", []OperandTraffic{x, {Rep: 1, Kernel: "k", Operand: "y"}}},
+		{"more distinct bytes read than read", []OperandTraffic{{Kernel: "k", Operand: "x", Read: 1, DistinctRead: 2}}},
+		{"more distinct bytes written than written", []OperandTraffic{{Kernel: "k", Operand: "o", Written: 1, DistinctWritten: 2}}},
+		{"no operand name", []OperandTraffic{{Kernel: "k"}}},
+		{"no kernel name", []OperandTraffic{{Operand: "x"}}},
+		{"an operand twice", []OperandTraffic{x, x}},
+	} {
+		if err := db.AddRep(c, 0, sample, nil, bad.ops...); err == nil {
+			t.Errorf("%s: accepted", bad.name)
+		} else {
+			t.Logf("%s: %v", bad.name, err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM samples`) + count(t, db, `SELECT count(*) FROM operand_traffic`); n != 0 {
+			t.Fatalf("%s: %d rows of a refused repetition stored", bad.name, n)
+		}
+	}
+	for rep := range 2 {
+		ops := []OperandTraffic{x, w, out}
+		for i := range ops {
+			ops[i].Rep = rep
+		}
+		if err := db.AddRep(c, rep, []Sample{{Rep: rep, Metric: "us_per_call", Value: 9}}, nil, ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FinishCase(c, nil, nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.OperandTraffic(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OperandTraffic{out, w, x, out, w, x}
+	for i := range want {
+		want[i].Rep = i / 3
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back:\n%+v\nwant:\n%+v", got, want)
+	}
+	rec, err := db.ExportRun(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteRun(id); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM operand_traffic`); n != 0 {
+		t.Errorf("%d operand rows left after DeleteRun", n)
+	}
+	if _, err := db.ImportRun(rec); err != nil {
+		t.Fatal(err)
+	}
+	again, err := db.OperandTraffic(rec.Cases[0].Case.ID)
+	if err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("after export and import: %+v, %v", again, err)
 	}
 }
 

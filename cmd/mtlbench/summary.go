@@ -105,16 +105,52 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			return nil, err
 		}
 		if t := witnessByOpTable(sum.RunID, c, stats.WitnessByOp(ts)); t != nil {
-			if t == kernel && kernelWitness {
-				t.Notes = append(t.Notes, "traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
-					"footprint eff: the same over the distinct bytes of each dispatch; B/load: a lane's average device load (16: four floats at once); "+
-					"simdgroups/core: simdgroups launched per GPU core (under 2 leaves cores idle); floor µs: the footprint at the GPU's bandwidth; "+
-					"GPU: "+witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")+" (witness_gpu, docs/metal-kernels.md)")
-			}
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	t, err := operandTable(db, sum)
+	if t != nil {
+		out = append(out, t)
+	}
+	return out, err
+}
+
+// operandTable shows, for the kernel cases whose device counted their
+// arguments (the Metal emulator), each kernel argument's bytes and how
+// often the call read or wrote each of its bytes; nil without any.
+func operandTable(db *results.DB, sum *bench.Summary) (*table.Table, error) {
+	t := &table.Table{
+		Title:  fmt.Sprintf("run %d: kernel cases' arguments (cost witness, one call)", sum.RunID),
+		Header: []string{"case", "kernel", "argument", "read MB", "reads a byte", "written MB", "writes a byte"},
+	}
+	per := func(n, distinct int64) string {
+		if distinct == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(n)/float64(distinct))
+	}
+	for _, c := range sum.Cases {
+		if c.Kind != results.CaseKernel {
+			continue
+		}
+		ops, err := db.OperandTraffic(c.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range ops {
+			if o.Rep != ops[0].Rep {
+				break // every repetition counts the same call
+			}
+			t.Rows = append(t.Rows, []string{c.Name, o.Kernel, o.Operand, fmt.Sprintf("%.3f", float64(o.Read)/1e6),
+				per(o.Read, o.DistinctRead), fmt.Sprintf("%.3f", float64(o.Written)/1e6), per(o.Written, o.DistinctWritten)})
+		}
+	}
+	if len(t.Rows) == 0 {
+		return nil, nil
+	}
+	t.Notes = append(t.Notes, "reads a byte: the bytes the call read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
+		"an argument read many times a byte is what a wider threadgroup, or a tile kept in threadgroup memory, would read once (docs/metal-kernels.md)")
+	return t, nil
 }
 
 // hostBoundNotes names the model cases whose decode steps the host took

@@ -152,6 +152,18 @@ func TestWitnessGPUNotes(t *testing.T) {
 					results.Sample{Metric: "witness_us", Value: 15.45})
 			}
 		}
+		if c.Name == "gemv" {
+			// Two repetitions of the same call's arguments: shown once.
+			for rep := range 2 {
+				ops := []results.OperandTraffic{
+					{Rep: rep, Kernel: "matvec_bf16", Operand: "x", Read: 32768, DistinctRead: 2048},
+					{Rep: rep, Kernel: "matvec_bf16", Operand: "out", Written: 1024, DistinctWritten: 1024},
+				}
+				if err := db.AddRep(c.ID, rep, nil, nil, ops...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		if err := db.FinishCase(c.ID, s, ts, 1, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +180,9 @@ func TestWitnessGPUNotes(t *testing.T) {
 		"│ gemv │ 9.00 (n=1) │ -    │ -       │ 89 (n=1)      │ 100 (n=1)       │ 16.0 (n=1) │ 16.0 (n=1)      │ 15.45 (n=1) │",
 		"│ norm │ 9.00 (n=1) │ -    │ -       │ -             │ -               │ -          │ -               │ -           │",
 		"floor µs: the footprint at the GPU's bandwidth; GPU: the Apple M1 (8 cores, 68.25 GB/s) (witness_gpu",
+		"run 1: kernel cases' arguments (cost witness, one call)",
+		"│ gemv │ matvec_bf16 │ out      │   0.000 │ -            │      0.001 │ 1.0           │",
+		"│ gemv │ matvec_bf16 │ x        │   0.033 │ 16.0         │      0.000 │ -             │",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)

@@ -77,6 +77,9 @@ type ModelCase struct {
 type RepResult struct {
 	Samples []results.Sample
 	Timings []results.OpTiming
+	// Operands are a kernel case's buffer arguments as the cost witness
+	// counted them (the Metal emulator); none for model cases.
+	Operands []results.OperandTraffic
 	// DecodeStepTime is the median pure-decode step, for overhead checks.
 	DecodeStepTime time.Duration
 	// Wall is the whole workload, from the first request to the last token.

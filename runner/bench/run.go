@@ -102,6 +102,10 @@ func (p *prepared) rep(ctx context.Context, profile bool) (*RepResult, error) {
 	for _, s := range ks {
 		r.Samples = append(r.Samples, results.Sample{Metric: s.Metric, Value: s.Value, Unit: s.Unit})
 	}
+	// Run took the witness's count, if the device keeps one.
+	if w, ok, err := p.kernel.Witness(); err == nil && ok {
+		r.Operands = w.OperandTraffic(0)
+	}
 	return r, nil
 }
 
@@ -342,8 +346,12 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 				t.Rep = rep
 				ts = append(ts, t)
 			}
+			ops := append([]results.OperandTraffic(nil), r.Operands...)
+			for i := range ops {
+				ops[i].Rep = rep
+			}
 			// Stored as it finishes: an interrupted run keeps it.
-			if err := o.DB.AddRep(p.id, rep, ss, ts); err != nil {
+			if err := o.DB.AddRep(p.id, rep, ss, ts, ops...); err != nil {
 				return err
 			}
 			p.steps = append(p.steps, r.DecodeStepTime)

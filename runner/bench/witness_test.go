@@ -196,6 +196,27 @@ cases:
 		t.Errorf("counted %.0f bytes (efficiency %.4f), footprint %.0f (efficiency %.4f)", counted, m["traffic_efficiency"], fp,
 			m["footprint_efficiency"])
 	}
+	// Its arguments as the kernel names them: the weights read once, the
+	// activations as often as the launch reads them, the output written;
+	// their bytes add up to what was counted.
+	ops, err := db.OperandTraffic(sum.Cases[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]results.OperandTraffic{}
+	var moved, distinct int64
+	for _, o := range ops {
+		t.Logf("%s %s: read %d (%d distinct), written %d (%d distinct)", o.Kernel, o.Operand, o.Read, o.DistinctRead, o.Written, o.DistinctWritten)
+		byName[o.Operand] = o
+		moved += o.Read + o.Written
+		distinct += o.DistinctRead + o.DistinctWritten
+	}
+	if w, x := byName["w"], byName["x"]; w.DistinctRead != 256*512*2 || w.Read != w.DistinctRead || x.DistinctRead != 512*4 || x.Read < x.DistinctRead {
+		t.Errorf("operands %+v: want w read once (%d bytes) and x's %d bytes read at least once", ops, 256*512*2, 512*4)
+	}
+	if float64(moved) != counted || float64(distinct) != fp {
+		t.Errorf("operands moved %d bytes (%d distinct), the witness counted %.0f (%.0f)", moved, distinct, counted, fp)
+	}
 	// The same launch over the cores of each case's witness_gpu.
 	m1 := caseMetrics(t, db, sum.Cases[1].ID)
 	if a, b := m["simdgroups_per_core"], m1["simdgroups_per_core"]; a <= 0 || math.Abs(b/a-80.0/7) > 1e-9 {

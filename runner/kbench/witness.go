@@ -5,6 +5,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // The cost witness (docs/msl-subset.md): on a device that counts what each
@@ -115,6 +116,17 @@ func (w *Witness) Samples() []Sample {
 		out = append(out, Sample{"footprint_efficiency", w.FootprintEfficiency(w.Ideal), "ratio"},
 			Sample{"bytes_footprint", float64(fp), "B"},
 			Sample{"witness_us", w.FloorSeconds * 1e6, "us"})
+	}
+	return out
+}
+
+// OperandTraffic is the call's kernel arguments as the results store keeps
+// them (docs/data.md), for repetition rep.
+func (w *Witness) OperandTraffic(rep int) []results.OperandTraffic {
+	out := make([]results.OperandTraffic, 0, len(w.Operands))
+	for _, o := range w.Operands {
+		out = append(out, results.OperandTraffic{Rep: rep, Kernel: o.Kernel, Operand: o.Name, Read: o.Read, Written: o.Written,
+			DistinctRead: o.FootprintRead, DistinctWritten: o.FootprintWritten})
 	}
 	return out
 }

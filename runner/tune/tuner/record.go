@@ -63,12 +63,14 @@ func record(db *results.DB, runID int64, r *Result) error {
 			for rep, v := range c.Confirm {
 				ss = append(ss, results.Sample{Rep: rep, Metric: "confirm_us_per_call", Value: v, Unit: "us"})
 			}
+			var ops []results.OperandTraffic
 			if c.Witness != nil { // exact and repeatable: one count
 				for _, x := range c.Witness.Samples() {
 					ss = append(ss, results.Sample{Metric: x.Metric, Value: x.Value, Unit: x.Unit})
 				}
+				ops = c.Witness.OperandTraffic(0)
 			}
-			err = db.FinishCase(id, ss, nil, 0, 0)
+			err = db.FinishCase(id, ss, nil, 0, 0, ops...)
 		case c.Status == StatusDisqualified:
 			err = db.FailCase(id, c.Reason)
 		default:

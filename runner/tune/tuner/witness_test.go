@@ -78,5 +78,17 @@ func TestEmulatedWitness(t *testing.T) {
 	if !found {
 		t.Errorf("the default's stored samples lack its traffic_efficiency %v: %+v", def.Witness.Efficiency, samples)
 	}
+	// And its arguments, whose bytes add up to the count.
+	ops, err := db.OperandTraffic(def.caseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved int64
+	for _, o := range ops {
+		moved += o.Read + o.Written
+	}
+	if len(ops) == 0 || moved != def.Witness.Bytes() {
+		t.Errorf("the default's stored arguments move %d bytes, its witness counted %d: %+v", moved, def.Witness.Bytes(), ops)
+	}
 	t.Logf("%s", r.Verdict)
 }
