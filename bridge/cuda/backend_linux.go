@@ -128,10 +128,10 @@ type stepIO struct {
 	inflight int
 	chained  int
 	// starts are the timed events a step's DeviceTime counts from, one
-	// more than the slots: the step being recorded takes starts[startNext]
-	// while every slot may still hold an earlier one.
-	starts    [3]uintptr
-	startNext int
+	// more than the slots: the step being recorded takes one no busy slot
+	// holds (starts[startCur]).
+	starts   [3]uintptr
+	startCur int
 }
 
 // graphCache is the CUDA graphs of lists seen twice (graph_linux.go), how

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -166,7 +167,13 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 // markStart records the step's start event ahead of its first work: the
 // device reaches it once the work queued before it is done (thread only).
 func (b *Backend) markStart() error {
-	ev := &b.starts[b.startNext]
+	b.startCur = slices.IndexFunc(b.starts[:], func(e uintptr) bool {
+		return !slices.ContainsFunc(b.slots[:], func(s stepSlot) bool { return s.busy && s.start == e && e != 0 })
+	})
+	if b.startCur < 0 {
+		return fmt.Errorf("cuda: internal: every step start event is held by a step in flight")
+	}
+	ev := &b.starts[b.startCur]
 	if *ev == 0 {
 		if err := b.check("cuEventCreate", call(b.api.cuEventCreate, uintptr(unsafe.Pointer(ev)), 0)); err != nil {
 			return err
@@ -356,8 +363,7 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 			return nil, err
 		}
 	}
-	slot.start = b.starts[b.startNext]
-	b.startNext = (b.startNext + 1) % len(b.starts)
+	slot.start = b.starts[b.startCur]
 	host := slot.host.i32()
 	// Without step_end, the stats and ids come back by copies.
 	if !endKern {
