@@ -80,7 +80,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		if t != nil {
 			if t == model {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures")
-				t.Notes = append(t.Notes, hostBoundNotes(sum.Cases, byCase)...)
+				t.Notes = append(t.Notes, stepShareNotes(sum.Cases, byCase)...)
 				if witness {
 					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 						"footprint eff: the same over the distinct bytes of each dispatch; "+
@@ -153,12 +153,12 @@ func operandTable(db *results.DB, sum *bench.Summary) (*table.Table, error) {
 	return t, nil
 }
 
-// hostBoundNotes names the model cases whose decode steps the host took
+// stepShareNotes names the model cases whose decode steps the host took
 // most of the time to encode (encode_frac at least stats.HostBound): their
 // figures measure the host's encoding, not the device's kernels. Of the
 // others, it names those whose device ran less than stats.DeviceIdle of a
-// step (device_frac): the rest of the step went to neither.
-func hostBoundNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
+// step (device_frac): it waited the rest for the host to hand steps over.
+func stepShareNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
 	var notes []string
 	for i, c := range cases {
 		m := byCase[i]

@@ -87,7 +87,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 // A case is host-bound when encoding takes most of its step; one that is
 // not, but whose device ran under stats.DeviceIdle of the step, left the
 // device idle; a case without the figures, or busy, gets no note.
-func TestHostShareNotes(t *testing.T) {
+func TestStepShareNotes(t *testing.T) {
 	cases := []results.Case{{Name: "host"}, {Name: "idle"}, {Name: "busy"}, {Name: "cpu"}, {Name: "kernel", Kind: results.CaseKernel}}
 	sum := func(kv ...float64) map[string]*stats.Summary {
 		m := map[string]*stats.Summary{}
@@ -106,7 +106,7 @@ func TestHostShareNotes(t *testing.T) {
 		sum(10.5),
 		sum(1, -1, -1, 0.1, 0.1),
 	}
-	got := hostBoundNotes(cases, byCase)
+	got := stepShareNotes(cases, byCase)
 	want := []string{
 		"host is host-bound: encoding a decode step took the host 1.90 of its 2.00 ms (95%), so the device waited for the host (docs/architecture.md)",
 		"idle left the device idle: it ran 0.52 ms of a 0.74 ms decode step (70%), and waited the rest for steps to be handed to it (docs/architecture.md)",
