@@ -99,6 +99,20 @@ type StepStats struct {
 	// whose DeviceTime is well under its wall time left the device idle
 	// (docs/architecture.md, "The device's share of a step").
 	DeviceTime time.Duration
+	// Operands are the cost witness's bytes by kernel argument, summed
+	// over the step's dispatches, the most bytes beyond their distinct ones
+	// first; nil where nothing counts them (all but the Metal emulator).
+	Operands []OperandBytes
+}
+
+// OperandBytes is what a cost witness counted one buffer argument of one
+// kernel moving: every access, and the distinct bytes. Read over
+// DistinctRead is how often the kernel read each byte of it.
+type OperandBytes struct {
+	// Kernel is the kernel's function name, Operand its parameter name.
+	Kernel, Operand               string
+	Read, Written                 int64
+	DistinctRead, DistinctWritten int64
 }
 
 // OpTiming is the time one op took in one layer.

@@ -84,10 +84,10 @@ type OpTiming struct {
 }
 
 // OperandTraffic is what a cost witness (the Metal emulator) counted one
-// buffer argument of one kernel moving in one repetition's call of a
-// kernel case: every access, and the distinct bytes. Read over
-// DistinctRead is how often the kernel re-read the operand
-// (docs/msl-subset.md).
+// buffer argument of one kernel moving in a repetition: in a kernel case's
+// call, or in a model case's decode step (the mean over its steps), every
+// access and the distinct bytes. Read over DistinctRead is how often the
+// kernel re-read the operand (docs/msl-subset.md).
 type OperandTraffic struct {
 	Rep int `json:"rep"`
 	// Kernel is the kernel's function name, Operand its parameter name

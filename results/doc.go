@@ -39,10 +39,11 @@
 //	             seconds, calls; bytes and footprint, what the Metal
 //	             emulator's cost witness counted the op moving (every
 //	             access, distinct bytes; 0 elsewhere).
-//	operand_traffic  per buffer argument of a kernel case's call, what the
-//	             Metal emulator's cost witness counted: case_id, rep, kernel,
-//	             operand (the kernel's parameter name), read_bytes,
-//	             written_bytes, distinct_read, distinct_written.
+//	operand_traffic  per buffer argument of a kernel case's call or a model
+//	             case's mean decode step, what the Metal emulator's cost
+//	             witness counted: case_id, rep, kernel, operand (the
+//	             kernel's parameter name), read_bytes, written_bytes,
+//	             distinct_read, distinct_written.
 //
 // Views for people at the sqlite3 prompt: run_summary (runs with their
 // machine and case counts) and sample_stats (n/mean/min/max per case and

@@ -193,10 +193,11 @@ var migrations = []migration{
 		},
 	},
 	{
-		name: "operand traffic: the cost witness's bytes per kernel argument (kernel cases on the Metal emulator)",
+		name: "operand traffic: the cost witness's bytes per kernel argument (the Metal emulator)",
 		stmts: []string{
-			// One row per kernel and buffer argument of a repetition's call;
-			// the distinct bytes are at most the bytes moved.
+			// One row per kernel and buffer argument of a repetition's call
+			// (kernel cases) or mean decode step (model cases); the distinct
+			// bytes are at most the bytes moved.
 			`CREATE TABLE operand_traffic (
 				case_id          INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
 				rep              INTEGER NOT NULL CHECK (rep >= 0),

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 )
 
 // Overlapped steps (bridge.AsyncStepper): a decode step is committed and
@@ -134,16 +135,18 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 	var (
 		err error
 		dev gpuSpan
+		ds  []mtl.DispatchStats
 	)
 	for _, c := range p.cbs {
 		if e := c.cb.Wait(); e != nil && err == nil {
 			err = fmt.Errorf("metal: command buffer: %w", e)
 		}
-		cost := witnessCost(c.cb)
-		p.stats.CountedBytes += cost.Bytes()
-		p.stats.FootprintBytes += cost.Footprint()
+		ds = append(ds, witnessStats(c.cb)...)
 		dev.add(c.cb)
 	}
+	cost := mtl.Sum(ds).Cost
+	p.stats.CountedBytes, p.stats.FootprintBytes = cost.Bytes(), cost.Footprint()
+	p.stats.Operands = operandBytes(ds)
 	p.stats.DeviceTime = dev.duration()
 	for i, q := range b.inFlight {
 		if q == p {

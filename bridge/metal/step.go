@@ -305,13 +305,24 @@ func (b *Backend) commit() {
 	s.reads, s.writes = s.reads[:0], s.writes[:0]
 }
 
-// witnessCost is what a finished command buffer's cost witness counted its
-// dispatches doing; zero on a device without one.
-func witnessCost(cb mtl.CommandBuffer) mtl.Cost {
+// witnessStats is what a finished command buffer's cost witness counted of
+// each of its dispatches; nil on a device without one.
+func witnessStats(cb mtl.CommandBuffer) []mtl.DispatchStats {
 	if w, ok := cb.(mtl.CostWitness); ok {
-		return mtl.Sum(w.DispatchStats()).Cost
+		return w.DispatchStats()
 	}
-	return mtl.Cost{}
+	return nil
+}
+
+// operandBytes sums a step's dispatches by kernel argument
+// (bridge.StepStats.Operands).
+func operandBytes(ds []mtl.DispatchStats) []bridge.OperandBytes {
+	var out []bridge.OperandBytes
+	for _, o := range mtl.SumByOperand(ds) {
+		out = append(out, bridge.OperandBytes{Kernel: o.Kernel, Operand: o.Name, Read: o.Read, Written: o.Written,
+			DistinctRead: o.FootprintRead, DistinctWritten: o.FootprintWritten})
+	}
+	return out
 }
 
 // wait waits for the committed command buffers, in order, and books their
@@ -390,7 +401,7 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	s.store()
 	cost := mtl.Sum(s.cost)
 	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint(),
-		DeviceTime: s.devSpan.duration()}
+		DeviceTime: s.devSpan.duration(), Operands: operandBytes(s.cost)}
 	if s.err == nil {
 		s.err = stepError(s.errBuf)
 	}

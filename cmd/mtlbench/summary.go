@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -108,20 +109,33 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			out = append(out, t)
 		}
 	}
-	t, err := operandTable(db, sum)
-	if t != nil {
-		out = append(out, t)
+	for _, kind := range []string{results.CaseModel, results.CaseKernel} {
+		t, err := operandTable(db, sum, kind)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			out = append(out, t)
+		}
 	}
-	return out, err
+	return out, nil
 }
 
-// operandTable shows, for the kernel cases whose device counted their
-// arguments (the Metal emulator), each kernel argument's bytes and how
-// often the call read or wrote each of its bytes; nil without any.
-func operandTable(db *results.DB, sum *bench.Summary) (*table.Table, error) {
+// modelOperandRows is how many arguments of a model case's decode step the
+// summary lists: those moving the most bytes beyond their distinct ones.
+const modelOperandRows = 8
+
+// operandTable shows, for the cases of a kind whose device counted their
+// kernel arguments (the Metal emulator), each argument's bytes and how
+// often the call or the decode step read or wrote each of its bytes: every
+// argument of a kernel case, a model case's most re-read; nil without any.
+func operandTable(db *results.DB, sum *bench.Summary, kind string) (*table.Table, error) {
 	t := &table.Table{
 		Title:  fmt.Sprintf("run %d: kernel cases' arguments (cost witness, one call)", sum.RunID),
 		Header: []string{"case", "kernel", "argument", "read MB", "reads a byte", "written MB", "writes a byte"},
+	}
+	if kind == results.CaseModel {
+		t.Title = fmt.Sprintf("run %d: a decode step's most re-read kernel arguments (cost witness, mean over the steps)", sum.RunID)
 	}
 	per := func(n, distinct int64) string {
 		if distinct == 0 {
@@ -130,17 +144,26 @@ func operandTable(db *results.DB, sum *bench.Summary) (*table.Table, error) {
 		return fmt.Sprintf("%.1f", float64(n)/float64(distinct))
 	}
 	for _, c := range sum.Cases {
-		if c.Kind != results.CaseKernel {
+		if c.Kind != kind {
 			continue
 		}
 		ops, err := db.OperandTraffic(c.ID)
 		if err != nil {
 			return nil, err
 		}
+		// Every repetition counts the same call, and the same steps: the
+		// first repetition stands for them.
+		n := 0
+		for n < len(ops) && ops[n].Rep == ops[0].Rep {
+			n++
+		}
+		ops = ops[:n]
+		if kind == results.CaseModel {
+			excess := func(o results.OperandTraffic) int64 { return o.Read + o.Written - o.DistinctRead - o.DistinctWritten }
+			slices.SortStableFunc(ops, func(a, b results.OperandTraffic) int { return cmp.Compare(excess(b), excess(a)) })
+			ops = ops[:min(len(ops), modelOperandRows)]
+		}
 		for _, o := range ops {
-			if o.Rep != ops[0].Rep {
-				break // every repetition counts the same call
-			}
 			t.Rows = append(t.Rows, []string{c.Name, o.Kernel, o.Operand, fmt.Sprintf("%.3f", float64(o.Read)/1e6),
 				per(o.Read, o.DistinctRead), fmt.Sprintf("%.3f", float64(o.Written)/1e6), per(o.Written, o.DistinctWritten)})
 		}
@@ -148,8 +171,11 @@ func operandTable(db *results.DB, sum *bench.Summary) (*table.Table, error) {
 	if len(t.Rows) == 0 {
 		return nil, nil
 	}
-	t.Notes = append(t.Notes, "reads a byte: the bytes the call read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
+	t.Notes = append(t.Notes, "reads a byte: the bytes the kernel read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
 		"an argument read many times a byte is what a wider threadgroup, or a tile kept in threadgroup memory, would read once (docs/metal-kernels.md)")
+	if kind == results.CaseModel {
+		t.Notes[0] = fmt.Sprintf("the %d arguments of each case moving the most bytes beyond their distinct ones, summed over a decode step's dispatches; ", modelOperandRows) + t.Notes[0]
+	}
 	return t, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,6 +153,17 @@ func TestWitnessGPUNotes(t *testing.T) {
 					results.Sample{Metric: "witness_us", Value: 15.45})
 			}
 		}
+		if c.Name == "decode" {
+			// Ten arguments of a decode step: the eight re-read most shown,
+			// most first.
+			var ops []results.OperandTraffic
+			for i := range 10 {
+				ops = append(ops, results.OperandTraffic{Kernel: fmt.Sprintf("k%d", i), Operand: "x", Read: int64(1000 * (i + 1)), DistinctRead: 1000})
+			}
+			if err := db.AddRep(c.ID, 0, nil, nil, ops...); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if c.Name == "gemv" {
 			// Two repetitions of the same call's arguments: shown once.
 			for rep := range 2 {
@@ -183,10 +195,16 @@ func TestWitnessGPUNotes(t *testing.T) {
 		"run 1: kernel cases' arguments (cost witness, one call)",
 		"│ gemv │ matvec_bf16 │ out      │   0.000 │ -            │      0.001 │ 1.0           │",
 		"│ gemv │ matvec_bf16 │ x        │   0.033 │ 16.0         │      0.000 │ -             │",
+		"run 1: a decode step's most re-read kernel arguments (cost witness, mean over the steps)",
+		"│ decode │ k9     │ x        │   0.010 │         10.0 │      0.000 │ -             │\n│ decode │ k8     │ x        │   0.009 │          9.0 │",
+		"the 8 arguments of each case moving the most bytes beyond their distinct ones",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "│ decode │ k1 ") {
+		t.Errorf("a decode step's ninth most re-read argument is listed:\n%s", out)
 	}
 }
 

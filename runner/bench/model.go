@@ -77,8 +77,9 @@ type ModelCase struct {
 type RepResult struct {
 	Samples []results.Sample
 	Timings []results.OpTiming
-	// Operands are a kernel case's buffer arguments as the cost witness
-	// counted them (the Metal emulator); none for model cases.
+	// Operands are the kernel arguments as the cost witness counted them
+	// (the Metal emulator): a kernel case's call, or a model case's decode
+	// step (the mean over its decode steps).
 	Operands []results.OperandTraffic
 	// DecodeStepTime is the median pure-decode step, for overhead checks.
 	DecodeStepTime time.Duration
@@ -246,6 +247,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		for _, s := range witness.samples(m.WitnessGPU) {
 			add(s.Metric, s.Value, s.Unit)
 		}
+		r.Operands = witness.operands()
 	}
 	if prefillTime > 0 {
 		add("prefill_tok_s", float64(prefillTokens)/prefillTime.Seconds(), "tok/s")

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
@@ -29,6 +30,9 @@ type witnessSum struct {
 	steps                     int
 	tokens                    int
 	counted, footprint, ideal int64
+	// ops sums the steps' kernel arguments, in the order first seen.
+	ops   []bridge.OperandBytes
+	opIdx map[[2]string]int
 }
 
 func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
@@ -40,6 +44,38 @@ func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
 	w.counted += res.Stats.CountedBytes
 	w.footprint += res.Stats.FootprintBytes
 	w.ideal += ideal
+	for _, o := range res.Stats.Operands {
+		k := [2]string{o.Kernel, o.Operand}
+		i, ok := w.opIdx[k]
+		if !ok {
+			if w.opIdx == nil {
+				w.opIdx = map[[2]string]int{}
+			}
+			i = len(w.ops)
+			w.opIdx[k] = i
+			w.ops = append(w.ops, bridge.OperandBytes{Kernel: o.Kernel, Operand: o.Operand})
+		}
+		x := &w.ops[i]
+		x.Read += o.Read
+		x.Written += o.Written
+		x.DistinctRead += o.DistinctRead
+		x.DistinctWritten += o.DistinctWritten
+	}
+}
+
+// operands are the kernel arguments of a decode step, the mean over the
+// counted steps (rows of repetition 0; the caller sets the repetition).
+func (w *witnessSum) operands() []results.OperandTraffic {
+	if w.steps == 0 {
+		return nil
+	}
+	n := int64(w.steps)
+	out := make([]results.OperandTraffic, 0, len(w.ops))
+	for _, o := range w.ops {
+		out = append(out, results.OperandTraffic{Kernel: o.Kernel, Operand: o.Operand, Read: o.Read / n, Written: o.Written / n,
+			DistinctRead: o.DistinctRead / n, DistinctWritten: o.DistinctWritten / n})
+	}
+	return out
 }
 
 // samples are the witness's metrics: counted bytes a step and the ideal

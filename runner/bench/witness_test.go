@@ -30,6 +30,7 @@ cases:
   - name: s
     params: { batch: 2, prompt_len: 8, gen_len: 4, steps: synchronous, witness_gpu: M2 Pro }
 `
+	var caseOps [][]results.OperandTraffic // the last backend's
 	got := func(backend string) []map[string]float64 {
 		db := openDB(t)
 		sum, err := Run(context.Background(), loadSuite(t, suite, "%BACKEND%", backend), Options{DB: db, BandwidthBuffer: 1 << 20})
@@ -37,8 +38,14 @@ cases:
 			t.Fatal(err)
 		}
 		var out []map[string]float64
+		caseOps = nil
 		for _, c := range sum.Cases {
 			out = append(out, caseMetrics(t, db, c.ID))
+			ops, err := db.OperandTraffic(c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caseOps = append(caseOps, ops)
 		}
 		if g := sum.Cases[1].Params["witness_gpu"]; g != "M2 Pro" {
 			t.Errorf("case s recorded witness_gpu %q", g)
@@ -54,8 +61,25 @@ cases:
 			}
 		}
 	}
+	for i, ops := range caseOps {
+		if len(ops) != 0 {
+			t.Errorf("the CPU's case %d stored %d kernel arguments", i, len(ops))
+		}
+	}
 	cases := got("metal-emu")
 	for i, m := range cases {
+		// A decode step's kernel arguments add up to its counted bytes
+		// (each a mean over the steps, rounded down).
+		var moved, distinct float64
+		for _, o := range caseOps[i] {
+			moved += float64(o.Read + o.Written)
+			distinct += float64(o.DistinctRead + o.DistinctWritten)
+		}
+		if n := float64(2 * len(caseOps[i])); len(caseOps[i]) == 0 || math.Abs(moved-m["witness_bytes_per_step"]) > n ||
+			math.Abs(distinct-m["witness_footprint_bytes_per_step"]) > n {
+			t.Errorf("case %d: %d kernel arguments move %.0f bytes a step (%.0f distinct); the witness counted %.0f (%.0f)", i,
+				len(caseOps[i]), moved, distinct, m["witness_bytes_per_step"], m["witness_footprint_bytes_per_step"])
+		}
 		// The host's encoding of a step, which the GPU runs apart from it.
 		if enc, f := m["encode_ms"], m["encode_frac"]; enc <= 0 || f <= 0 || math.Abs(f-enc/m["step_ms"]) > 1e-9 {
 			t.Errorf("case %d: encode_ms %g, encode_frac %g against step_ms %g", i, enc, f, m["step_ms"])
