@@ -130,12 +130,14 @@ const modelOperandRows = 8
 // often the call or the decode step read or wrote each of its bytes: every
 // argument of a kernel case, a model case's most re-read; nil without any.
 func operandTable(db *results.DB, sum *bench.Summary, kind string) (*table.Table, error) {
-	t := &table.Table{
-		Title:  fmt.Sprintf("run %d: kernel cases' arguments (cost witness, one call)", sum.RunID),
-		Header: []string{"case", "kernel", "argument", "read MB", "reads a byte", "written MB", "writes a byte"},
-	}
+	title, which := "kernel cases' arguments (cost witness, one call)", ""
 	if kind == results.CaseModel {
-		t.Title = fmt.Sprintf("run %d: a decode step's most re-read kernel arguments (cost witness, mean over the steps)", sum.RunID)
+		title = "a decode step's most re-read kernel arguments (cost witness, mean over the steps)"
+		which = fmt.Sprintf("the %d arguments of each case moving the most bytes beyond their distinct ones, summed over a decode step's dispatches; ", modelOperandRows)
+	}
+	t := &table.Table{
+		Title:  fmt.Sprintf("run %d: %s", sum.RunID, title),
+		Header: []string{"case", "kernel", "argument", "read MB", "reads a byte", "written MB", "writes a byte"},
 	}
 	per := func(n, distinct int64) string {
 		if distinct == 0 {
@@ -171,11 +173,8 @@ func operandTable(db *results.DB, sum *bench.Summary, kind string) (*table.Table
 	if len(t.Rows) == 0 {
 		return nil, nil
 	}
-	t.Notes = append(t.Notes, "reads a byte: the bytes the kernel read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
+	t.Notes = append(t.Notes, which+"reads a byte: the bytes the kernel read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
 		"an argument read many times a byte is what a wider threadgroup, or a tile kept in threadgroup memory, would read once (docs/metal-kernels.md)")
-	if kind == results.CaseModel {
-		t.Notes[0] = fmt.Sprintf("the %d arguments of each case moving the most bytes beyond their distinct ones, summed over a decode step's dispatches; ", modelOperandRows) + t.Notes[0]
-	}
 	return t, nil
 }
 
