@@ -1,6 +1,10 @@
 package bridge
 
-import "time"
+import (
+	"time"
+
+	"github.com/mtlbench/mtlbench/kernels"
+)
 
 // Tensor is a handle to memory a Backend owns. Shapes are row-major.
 type Tensor interface {
@@ -193,8 +197,8 @@ type Backend interface {
 	MatMul(out, x, w, bias Tensor)
 	// RoPE rotates q and k in place at the step's positions (neox style),
 	// after normalising each head with qNorm / kNorm when they are non-nil
-	// (Qwen3's QK-norm).
-	RoPE(q, k, qNorm, kNorm Tensor, heads, kvHeads, headDim int, theta float64, eps float32)
+	// (Qwen3's QK-norm), by rot's frequencies.
+	RoPE(q, k, qNorm, kNorm Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32)
 	// Attention writes k and v into the cache through the slot mapping, then
 	// runs causal paged attention of q over each sequence's cached context.
 	Attention(out, q, k, v Tensor, cache KVCache, heads, kvHeads, headDim int, scale float32)

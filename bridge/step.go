@@ -1,5 +1,7 @@
 package bridge
 
+import "github.com/mtlbench/mtlbench/kernels"
+
 // A step is an ordered list of ops over tensors (the buffers they name),
 // built by the engine from the model and handed to the backend whole, so a
 // backend can look ahead and fuse. docs/architecture.md describes the model.
@@ -61,7 +63,7 @@ type RoPEOp struct {
 	At
 	Q, K, QNorm, KNorm      Tensor
 	Heads, KVHeads, HeadDim int
-	Theta                   float64
+	Rotary                  kernels.Rotary
 	Eps                     float32
 }
 
@@ -362,7 +364,7 @@ func Exec(be Backend, op Op) {
 	case *MatMulOp:
 		be.MatMul(o.Out, o.X, o.W, o.Bias)
 	case *RoPEOp:
-		be.RoPE(o.Q, o.K, o.QNorm, o.KNorm, o.Heads, o.KVHeads, o.HeadDim, o.Theta, o.Eps)
+		be.RoPE(o.Q, o.K, o.QNorm, o.KNorm, o.Heads, o.KVHeads, o.HeadDim, o.Rotary, o.Eps)
 	case *AttentionOp:
 		be.Attention(o.Out, o.Q, o.K, o.V, o.Cache, o.Heads, o.KVHeads, o.HeadDim, o.Scale)
 	case *SiLUMulOp:

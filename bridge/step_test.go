@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/kernels"
 )
 
 // recorder is a Backend that writes down each op it is asked to run.
@@ -125,14 +127,14 @@ type counter struct {
 	n int
 }
 
-func (c *counter) Mark(int, string, string)                                  {}
-func (c *counter) RMSNorm(_, _, _ Tensor, _ float32)                         { c.n++ }
-func (c *counter) AddRMSNorm(_, _, _, _ Tensor, _ float32)                   { c.n++ }
-func (c *counter) MatMul(_, _, _, _ Tensor)                                  { c.n++ }
-func (c *counter) SiLUMul(_, _, _ Tensor)                                    { c.n++ }
-func (c *counter) Embedding(_, _ Tensor)                                     { c.n++ }
-func (c *counter) Argmax(_, _ Tensor)                                        { c.n++ }
-func (c *counter) RoPE(_, _, _, _ Tensor, _, _, _ int, _ float64, _ float32) { c.n++ }
+func (c *counter) Mark(int, string, string)                                         {}
+func (c *counter) RMSNorm(_, _, _ Tensor, _ float32)                                { c.n++ }
+func (c *counter) AddRMSNorm(_, _, _, _ Tensor, _ float32)                          { c.n++ }
+func (c *counter) MatMul(_, _, _, _ Tensor)                                         { c.n++ }
+func (c *counter) SiLUMul(_, _, _ Tensor)                                           { c.n++ }
+func (c *counter) Embedding(_, _ Tensor)                                            { c.n++ }
+func (c *counter) Argmax(_, _ Tensor)                                               { c.n++ }
+func (c *counter) RoPE(_, _, _, _ Tensor, _, _, _ int, _ kernels.Rotary, _ float32) { c.n++ }
 func (c *counter) Attention(_, _, _, _ Tensor, _ KVCache, _, _, _ int, _ float32) {
 	c.n++
 }

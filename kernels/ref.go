@@ -54,20 +54,10 @@ func MatMul(out, x, w, bias []float32, m, n, k int) {
 	}
 }
 
-// RoPEInvFreq returns the rotary frequencies as transformers computes them
-// (in f32), so positions far from zero agree with the HF reference.
-func RoPEInvFreq(headDim int, theta float64) []float32 {
-	f := make([]float32, headDim/2)
-	for i := range f {
-		f[i] = float32(1 / math.Pow(theta, float64(2*i)/float64(headDim)))
-	}
-	return f
-}
-
 // RoPE rotates x in place, neox style (the two halves of each head form the
 // pairs). x holds len(positions) tokens of heads*headDim elements.
-func RoPE(x []float32, positions []int32, heads, headDim int, theta float64) {
-	inv := RoPEInvFreq(headDim, theta)
+func RoPE(x []float32, positions []int32, heads, headDim int, rot Rotary) {
+	inv := rot.InvFreq(headDim)
 	half := headDim / 2
 	for t, p := range positions {
 		for h := 0; h < heads; h++ {

@@ -262,8 +262,12 @@ func gemmRows(out []float32, ldo int, x []float32, w *tensor, m, lo, hi, k int) 
 	}
 }
 
-func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
-	inv := kernels.RoPEInvFreq(headDim, theta)
+func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32) {
+	if err := rot.Check(headDim); err != nil {
+		b.fail("rope: %v", err)
+		return
+	}
+	inv := rot.InvFreq(headDim)
 	pos := b.meta.Positions
 	apply := func(x []float32, norm bridge.Tensor, nh int) {
 		var nw []float32

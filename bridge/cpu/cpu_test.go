@@ -98,11 +98,11 @@ func TestNormsRoPEAndActivations(t *testing.T) {
 	qn, kn := randF32(r, hd), randF32(r, hd)
 	qr, kr := append([]float32(nil), q...), append([]float32(nil), k...)
 	b.BeginStep(&bridge.StepMeta{NumTokens: len(pos), Positions: pos}, make([]int32, len(pos)), false)
-	b.RoPE(f32T(q, len(pos), heads*hd), f32T(k, len(pos), kvh*hd), f32T(qn, hd), f32T(kn, hd), heads, kvh, hd, 1e6, 1e-6)
+	b.RoPE(f32T(q, len(pos), heads*hd), f32T(k, len(pos), kvh*hd), f32T(qn, hd), f32T(kn, hd), heads, kvh, hd, kernels.Rotary{Theta: 1e6}, 1e-6)
 	kernels.RMSNorm(qr, qr, qn, hd, 1e-6)
 	kernels.RMSNorm(kr, kr, kn, hd, 1e-6)
-	kernels.RoPE(qr, pos, heads, hd, 1e6)
-	kernels.RoPE(kr, pos, kvh, hd, 1e6)
+	kernels.RoPE(qr, pos, heads, hd, kernels.Rotary{Theta: 1e6})
+	kernels.RoPE(kr, pos, kvh, hd, kernels.Rotary{Theta: 1e6})
 	if d := maxDiff(q, qr) + maxDiff(k, kr); d > 1e-5 {
 		t.Errorf("rope+qk_norm: %g", d)
 	}

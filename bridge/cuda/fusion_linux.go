@@ -68,7 +68,7 @@ func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
 		b.meta.MaxQueryLen > 1 || b.meta.NumTokens == 0 || b.asTensor(r.Q) == nil || b.asTensor(r.K) == nil {
 		return 0, nil
 	}
-	args, ok := b.ropeArgs(r.QNorm, r.KNorm, r.HeadDim, r.Theta, r.Eps)
+	args, ok := b.ropeArgs(r.QNorm, r.KNorm, r.HeadDim, r.Rotary, r.Eps)
 	if !ok {
 		return 0, nil
 	}

@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,9 +251,9 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 	b.launch("argmax", [3]int{o.n, parts, 1}, 256, ptr(o), ptr(l), i32(V), pv, pi, counters)
 }
 
-func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32) {
 	qs, ks := b.f32Tensor(q, "rope q"), b.f32Tensor(k, "rope k")
-	r, ok := b.ropeArgs(qNorm, kNorm, headDim, theta, eps)
+	r, ok := b.ropeArgs(qNorm, kNorm, headDim, rot, eps)
 	if qs == nil || ks == nil || !ok {
 		return
 	}
@@ -270,9 +269,13 @@ type ropeArgs struct {
 	eps         float32
 }
 
-func (b *Backend) ropeArgs(qNorm, kNorm bridge.Tensor, headDim int, theta float64, eps float32) (ropeArgs, bool) {
+func (b *Backend) ropeArgs(qNorm, kNorm bridge.Tensor, headDim int, rot kernels.Rotary, eps float32) (ropeArgs, bool) {
 	if headDim%2 != 0 || headDim > 256 {
 		b.fail("rope: head size %d unsupported (even, at most 256)", headDim)
+		return ropeArgs{}, false
+	}
+	if err := rot.Check(headDim); err != nil {
+		b.fail("rope: %v", err)
 		return ropeArgs{}, false
 	}
 	r := ropeArgs{eps: eps}
@@ -286,7 +289,7 @@ func (b *Backend) ropeArgs(qNorm, kNorm bridge.Tensor, headDim int, theta float6
 			r.kn = t.ptr
 		}
 	}
-	r.inv = b.ropeTable(headDim, theta)
+	r.inv = b.ropeTable(headDim, rot)
 	return r, r.inv != 0
 }
 
@@ -307,14 +310,14 @@ func (b *Backend) uploadTable(p unsafe.Pointer, size int) (*devAlloc, error) {
 	return d, err
 }
 
-// ropeTable returns the device copy of the rotary inverse frequencies for
-// (headDim, theta), as the reference computes them (kernels.RoPEInvFreq).
-func (b *Backend) ropeTable(headDim int, theta float64) uint64 {
-	key := fmt.Sprintf("rope/%d/%x", headDim, math.Float64bits(theta))
+// ropeTable returns the device copy of rot's frequencies for heads of
+// headDim, as the reference computes them (kernels.Rotary).
+func (b *Backend) ropeTable(headDim int, rot kernels.Rotary) uint64 {
+	key := "rope/" + rot.Key(headDim)
 	if p, ok := b.tables[key]; ok {
 		return p
 	}
-	inv := kernels.RoPEInvFreq(headDim, theta)
+	inv := rot.InvFreq(headDim)
 	d, err := b.uploadTable(unsafe.Pointer(&inv[0]), len(inv)*4)
 	if err != nil {
 		b.fail("%v", err)

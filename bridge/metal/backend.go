@@ -61,7 +61,7 @@ type Backend struct {
 	// weights
 	packed  map[*tensor]*packedExperts // by a layer's first gate tensor
 	qpacked map[*qtensor]*qexperts     // packed-weight experts, likewise (quant.go)
-	invFreq map[[2]uint64]*tensor
+	invFreq map[string]*tensor
 	owned   []*dbuf // buffers the backend owns beyond tensors (packed experts)
 
 	// fusions is the fusion table (fusion.go), standIn the op a fusion
@@ -141,7 +141,7 @@ func New(dev mtl.Device, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("metal: %w", err)
 	}
 	b := &Backend{dev: dev, opts: opts, lang: lang, tuning: opts.Tuning.withDefaults(), lib: lib, queue: q,
-		pipes: map[pipeKey]mtl.Pipeline{}, packed: map[*tensor]*packedExperts{}, invFreq: map[[2]uint64]*tensor{}}
+		pipes: map[pipeKey]mtl.Pipeline{}, packed: map[*tensor]*packedExperts{}, invFreq: map[string]*tensor{}}
 	b.step.init()
 	return b, nil
 }

@@ -158,7 +158,7 @@ func (m *benchModel) forward() {
 		be.MatMul(m.k, m.h, ly.wk, nil)
 		be.MatMul(m.v, m.h, ly.wv, nil)
 		be.Mark(l, bridge.CompAttention, "rope")
-		be.RoPE(m.q, m.k, ly.qNorm, ly.kNorm, c.Heads, c.KVHeads, c.HeadDim, c.RopeTheta, c.Eps)
+		be.RoPE(m.q, m.k, ly.qNorm, ly.kNorm, c.Heads, c.KVHeads, c.HeadDim, c.Rotary(), c.Eps)
 		be.Mark(l, bridge.CompAttention, "paged_attention")
 		be.Attention(m.attn, m.q, m.k, m.v, ly.cache, c.Heads, c.KVHeads, c.HeadDim, scale)
 		be.Mark(l, bridge.CompAttention, "o_proj")

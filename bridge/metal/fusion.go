@@ -69,7 +69,7 @@ func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
 	if !b.checkF32("rope", q, k, qn, kn) {
 		return 0, nil
 	}
-	freqs := b.ropeFreqs(r.HeadDim, r.Theta)
+	freqs := b.ropeFreqs(r.HeadDim, r.Rotary)
 	if freqs == nil {
 		return 0, nil
 	}

@@ -271,14 +271,18 @@ func (b *Backend) tileMemory(what string, t Tile, mats int, dt bridge.DType) (by
 	return bytes, stages, true
 }
 
-// ropeFreqs returns the rotary frequencies of (headDim, theta) as the
-// reference computes them, in a buffer made once.
-func (b *Backend) ropeFreqs(headDim int, theta float64) *tensor {
-	key := [2]uint64{uint64(headDim), math.Float64bits(theta)}
+// ropeFreqs returns rot's frequencies for heads of headDim as the reference
+// computes them, in a buffer made once.
+func (b *Backend) ropeFreqs(headDim int, rot kernels.Rotary) *tensor {
+	if err := rot.Check(headDim); err != nil {
+		b.fail("rope: %v", err)
+		return nil
+	}
+	key := rot.Key(headDim)
 	if t := b.invFreq[key]; t != nil {
 		return t
 	}
-	f := kernels.RoPEInvFreq(headDim, theta)
+	f := rot.InvFreq(headDim)
 	data := make([]byte, 4*len(f))
 	for i, v := range f {
 		u := math.Float32bits(v)
@@ -293,7 +297,7 @@ func (b *Backend) ropeFreqs(headDim int, theta float64) *tensor {
 	return t.(*tensor)
 }
 
-func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32) {
 	qs, ks, qn, kn := tt(q), tt(k), tt(qNorm), tt(kNorm)
 	if !b.checkF32("rope", qs, ks, qn, kn) {
 		return
@@ -306,7 +310,7 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 	if T == 0 {
 		return
 	}
-	freqs := b.ropeFreqs(headDim, theta)
+	freqs := b.ropeFreqs(headDim, rot)
 	if freqs == nil {
 		return
 	}

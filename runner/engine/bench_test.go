@@ -10,6 +10,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -156,7 +157,7 @@ func (nullBackend) SiLUMul(out, gate, up bridge.Tensor)                         
 func (nullBackend) Add(out, a, b bridge.Tensor)                                        {}
 func (nullBackend) Argmax(out, logits bridge.Tensor)                                   {}
 func (nullBackend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams) {}
-func (nullBackend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, theta float64, eps float32) {
+func (nullBackend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim int, rot kernels.Rotary, eps float32) {
 }
 func (nullBackend) Attention(out, q, k, v bridge.Tensor, c bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
 }

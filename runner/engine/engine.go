@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/cache"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
@@ -128,6 +129,9 @@ type Engine struct {
 	// wdt is the weights' dtype, which a backend may round prefill
 	// attention's operands to (bridge.AttentionOp.Operand).
 	wdt bridge.DType
+	// rotary is the model's RoPE frequencies (model.Config.Rotary), made
+	// once.
+	rotary kernels.Rotary
 	// flight is a step queued ahead of the one Step last returned (Step).
 	flight *flight
 }
@@ -214,7 +218,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt,
+	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt,
 		wdt: src.DType()}
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)

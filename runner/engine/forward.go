@@ -151,7 +151,7 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 			mm(qkv, ws.k, ws.h, ly.wk, ly.bk),
 			mm(qkv, ws.v, ws.h, ly.wv, ly.bv),
 			&bridge.RoPEOp{At: at(l, bridge.CompAttention, "rope"), Q: ws.q, K: ws.k, QNorm: ly.qNorm, KNorm: ly.kNorm,
-				Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Theta: c.RopeTheta, Eps: c.Eps},
+				Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Rotary: e.rotary, Eps: c.Eps},
 			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
 				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale, Operand: e.wdt},
 			mm(at(l, bridge.CompAttention, "o_proj"), ws.o, ws.attn, ly.wo, nil),

@@ -8,6 +8,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -225,8 +226,8 @@ func (f faulty) MatMul(out, x, w, bias bridge.Tensor) {
 	f.Backend.Add(out, out, out)
 }
 
-func (f faulty) RoPE(q, k, qn, kn bridge.Tensor, h, kvh, d int, theta float64, eps float32) {
-	f.Backend.RoPE(q, k, qn, kn, h, kvh, d, theta*1.001, eps)
+func (f faulty) RoPE(q, k, qn, kn bridge.Tensor, h, kvh, d int, rot kernels.Rotary, eps float32) {
+	f.Backend.RoPE(q, k, qn, kn, h, kvh, d, kernels.Rotary{Theta: rot.Theta * 1.001}, eps)
 }
 
 // MoE forgets to renormalise the top-k routing weights.

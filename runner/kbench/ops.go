@@ -133,7 +133,7 @@ func (b *Bench) prepareRoPE(p *params) error {
 	}
 	// RoPE works in place; QK-norm renormalises each head first, so
 	// repeated calls keep q and k bounded.
-	b.call = func(int) { b.be.RoPE(q.t, k.t, qn.t, kn.t, H, KVH, D, ropeTheta, eps) }
+	b.call = func(int) { b.be.RoPE(q.t, k.t, qn.t, kn.t, H, KVH, D, kernels.Rotary{Theta: ropeTheta}, eps) }
 	b.check = func() (float64, float64, error) {
 		before, after, err := b.around([]bridge.Tensor{q.t, k.t}, q.t, k.t)
 		if err != nil {
@@ -142,8 +142,8 @@ func (b *Bench) prepareRoPE(p *params) error {
 		qs, ks, gq, gk := before[0], before[1], after[0], after[1]
 		kernels.RMSNorm(qs, qs, qn.values(), D, eps)
 		kernels.RMSNorm(ks, ks, kn.values(), D, eps)
-		kernels.RoPE(qs, b.meta.Positions, H, D, ropeTheta)
-		kernels.RoPE(ks, b.meta.Positions, KVH, D, ropeTheta)
+		kernels.RoPE(qs, b.meta.Positions, H, D, kernels.Rotary{Theta: ropeTheta})
+		kernels.RoPE(ks, b.meta.Positions, KVH, D, kernels.Rotary{Theta: ropeTheta})
 		return max(maxDiff(gq, qs), maxDiff(gk, ks)), max(maxAbs(qs), maxAbs(ks)), nil
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/kernels"
 )
 
 // Config is the normalised shape of a model, whatever spelling it came from.
@@ -25,10 +27,15 @@ type Config struct {
 	Inter        int // dense MLP width
 	MaxPos       int
 	RopeTheta    float64
-	Eps          float32
-	TieEmbed     bool
-	QKVBias      bool
-	QKNorm       bool // Qwen3: RMSNorm over each q and k head before RoPE
+	// RopeScaling rescales the rotary frequencies (rope_scaling: linear,
+	// llama3) and RopeFreqFactors divides each of them (a GGUF file's
+	// rope_freqs); nil: plain RoPE. Rotary gives the frequencies.
+	RopeScaling     *kernels.RoPEScaling
+	RopeFreqFactors []float32
+	Eps             float32
+	TieEmbed        bool
+	QKVBias         bool
+	QKNorm          bool // Qwen3: RMSNorm over each q and k head before RoPE
 
 	// Mixture of experts (Qwen3-MoE); NumExperts == 0 means dense.
 	NumExperts    int
@@ -96,16 +103,16 @@ type hfConfig struct {
 	MaxPositionEmbeds int      `json:"max_position_embeddings"`
 	RMSNormEps        *float64 `json:"rms_norm_eps"`
 	RopeTheta         *float64 `json:"rope_theta"`
-	RopeParameters    *struct {
-		RopeTheta *float64 `json:"rope_theta"`
-		RopeType  string   `json:"rope_type"`
-	} `json:"rope_parameters"`
-	RopeScaling       map[string]any `json:"rope_scaling"`
-	TieWordEmbeddings *bool          `json:"tie_word_embeddings"`
-	AttentionBias     *bool          `json:"attention_bias"`
-	HiddenAct         string         `json:"hidden_act"`
-	SlidingWindow     *int           `json:"sliding_window"`
-	UseSlidingWindow  *bool          `json:"use_sliding_window"`
+	// rope_parameters (transformers 5) holds rope_theta and the scaling's
+	// fields, rope_scaling (earlier) the scaling's alone.
+	RopeParameters      map[string]any `json:"rope_parameters"`
+	RopeScaling         map[string]any `json:"rope_scaling"`
+	PartialRotaryFactor *float64       `json:"partial_rotary_factor"`
+	TieWordEmbeddings   *bool          `json:"tie_word_embeddings"`
+	AttentionBias       *bool          `json:"attention_bias"`
+	HiddenAct           string         `json:"hidden_act"`
+	SlidingWindow       *int           `json:"sliding_window"`
+	UseSlidingWindow    *bool          `json:"use_sliding_window"`
 
 	NumExperts        *int  `json:"num_experts"`
 	NumLocalExperts   *int  `json:"num_local_experts"`
@@ -159,19 +166,27 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.RMSNormEps != nil {
 		c.Eps = float32(*h.RMSNormEps)
 	}
-	switch {
-	case h.RopeParameters != nil && h.RopeParameters.RopeTheta != nil:
-		c.RopeTheta = *h.RopeParameters.RopeTheta
-		if t := h.RopeParameters.RopeType; t != "" && t != "default" {
-			return nil, fmt.Errorf("%s: rope_parameters.rope_type %q is not supported (only default RoPE)", name, t)
-		}
-	case h.RopeTheta != nil:
+	if h.RopeTheta != nil {
 		c.RopeTheta = *h.RopeTheta
 	}
-	if len(h.RopeScaling) > 0 {
-		if t, _ := h.RopeScaling["rope_type"].(string); t != "" && t != "default" {
-			return nil, fmt.Errorf("%s: rope_scaling type %q is not supported (only default RoPE)", name, t)
+	if v, ok := h.RopeParameters["rope_theta"]; ok {
+		f, isNum := v.(float64)
+		if !isNum {
+			return nil, fmt.Errorf("%s: rope_parameters.rope_theta %v is not a number", name, v)
 		}
+		c.RopeTheta = f
+	}
+	scaling, field := h.RopeParameters, "rope_parameters"
+	if ropeType(scaling) == "" {
+		scaling, field = h.RopeScaling, "rope_scaling"
+	}
+	sc, err := parseRopeScaling(scaling)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", name, field, err)
+	}
+	c.RopeScaling = sc
+	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
+		return nil, fmt.Errorf("%s: partial_rotary_factor=%g is not supported (RoPE over whole heads only)", name, *f)
 	}
 	if h.HiddenAct != "" && h.HiddenAct != "silu" {
 		return nil, fmt.Errorf("%s: hidden_act %q is not supported (only silu)", name, h.HiddenAct)
@@ -286,6 +301,22 @@ func (c *Config) Validate() error {
 	if !c.LearnedPositions() && (!(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0)) {
 		errs = append(errs, fmt.Sprintf("rope_theta=%g must be a finite number > 0", c.RopeTheta))
 	}
+	if c.RopeScaling != nil {
+		if err := c.RopeScaling.Check(); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if c.RopeFreqFactors != nil {
+		if len(c.RopeFreqFactors) != c.HeadDim/2 {
+			errs = append(errs, fmt.Sprintf("%d rope frequency factors for heads of %d (want %d)", len(c.RopeFreqFactors), c.HeadDim, c.HeadDim/2))
+		}
+		for i, f := range c.RopeFreqFactors {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				errs = append(errs, fmt.Sprintf("rope frequency factor %d is %g: each must be a finite number > 0", i, f))
+				break
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
@@ -305,3 +336,75 @@ const (
 	MaxParams       = 1 << 42 // 4.4e12 parameters
 	MaxTensors      = 1 << 22
 )
+
+// Rotary is the model's rotary embedding as every backend runs it: the
+// frequencies of Theta, rescaled by RopeScaling and divided by
+// RopeFreqFactors (docs/architecture.md, "Rotary embeddings").
+func (c *Config) Rotary() kernels.Rotary {
+	r := kernels.Rotary{Theta: c.RopeTheta}
+	if c.RopeScaling == nil && c.RopeFreqFactors == nil {
+		return r.Keyed(c.HeadDim)
+	}
+	f := r.InvFreq(c.HeadDim)
+	if c.RopeScaling != nil {
+		f = c.RopeScaling.Scaled(c.HeadDim, c.RopeTheta)
+	}
+	for i, d := range c.RopeFreqFactors {
+		if i < len(f) {
+			f[i] /= d
+		}
+	}
+	r.Freqs = f
+	return r.Keyed(c.HeadDim)
+}
+
+// ropeType is a rope_scaling or rope_parameters object's type ("type" in
+// older configs); "" for none or "default".
+func ropeType(m map[string]any) string {
+	t, _ := m["rope_type"].(string)
+	if t == "" {
+		t, _ = m["type"].(string)
+	}
+	if t == "default" {
+		return ""
+	}
+	return t
+}
+
+// parseRopeScaling reads a scaling of the types every backend runs (their
+// frequencies only change: kernels.RoPEScaling). Others, which change the
+// attention too (yarn's scaled logits, longrope's per-length tables) or the
+// frequencies as a sequence grows (dynamic), are refused by name.
+func parseRopeScaling(m map[string]any) (*kernels.RoPEScaling, error) {
+	t := ropeType(m)
+	if t == "" {
+		return nil, nil
+	}
+	if t != "linear" && t != "llama3" {
+		return nil, fmt.Errorf("rope type %q is not supported (default, linear, llama3)", t)
+	}
+	var missing []string
+	num := func(key string) float64 {
+		v, ok := m[key].(float64)
+		if !ok {
+			missing = append(missing, key)
+		}
+		return v
+	}
+	s := &kernels.RoPEScaling{Type: t, Factor: num("factor")}
+	if t == "llama3" {
+		s.LowFreqFactor, s.HighFreqFactor = num("low_freq_factor"), num("high_freq_factor")
+		orig := num("original_max_position_embeddings")
+		if orig != math.Trunc(orig) || orig > math.MaxInt32 {
+			return nil, fmt.Errorf("llama3: original_max_position_embeddings %g is not a whole number", orig)
+		}
+		s.OriginalMax = int(orig)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s: %s missing or not a number", t, strings.Join(missing, ", "))
+	}
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

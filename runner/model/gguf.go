@@ -1,12 +1,15 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 )
@@ -393,8 +396,30 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	c.MaxPos = num("context_length", 2048, false)
 	c.Eps = float32(flt("attention.layer_norm_rms_epsilon", 1e-6))
 	c.RopeTheta = flt("rope.freq_base", 10000)
-	if v, ok := f.KV[arch+".rope.scaling.type"]; ok && v.Str != "" && v.Str != "none" {
-		errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (only default RoPE)", v.Str))
+	if c.HeadDim > 0 {
+		if d := num("rope.dimension_count", c.HeadDim, false); d != c.HeadDim {
+			errs = append(errs, fmt.Sprintf("rope.dimension_count %d is not the head size %d (RoPE over whole heads only)", d, c.HeadDim))
+		}
+	}
+	if v, ok := f.KV[arch+".rope.scaling.type"]; ok {
+		switch {
+		case v.Type != gguf.String:
+			errs = append(errs, arch+".rope.scaling.type is not a string")
+		case v.Str == "linear":
+			c.RopeScaling = &kernels.RoPEScaling{Type: "linear", Factor: flt("rope.scaling.factor", 0)}
+		case v.Str != "" && v.Str != "none":
+			errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, or llama3's rope_freqs tensor)", v.Str))
+		}
+	}
+	if t, ok := f.Tensor("rope_freqs.weight"); ok {
+		if t.Type != gguf.F32 || len(t.Dims) != 1 {
+			return nil, bad("tensor \"rope_freqs.weight\" is %v of shape %v, not a 1-D F32 tensor", t.Type, t.Dims)
+		}
+		raw := f.Bytes(t)
+		c.RopeFreqFactors = make([]float32, len(raw)/4)
+		for i := range c.RopeFreqFactors {
+			c.RopeFreqFactors[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
 	}
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok || len(emb.Dims) != 2 {

@@ -2,12 +2,15 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -54,7 +57,7 @@ func TestConfigErrors(t *testing.T) {
 		{`{"hidden_size": 8}`, `no "architectures" field`},
 		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
-		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "yarn"}}`, "rope_scaling type \"yarn\""},
+		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, "rope_scaling: rope type \"yarn\" is not supported"},
 		{`{"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": 4096}`, "sliding_window=4096"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`, "needs num_experts"},
 	} {
@@ -200,5 +203,97 @@ func TestPresetsValidate(t *testing.T) {
 	}
 	if _, err := c.WithLayers(49); err == nil {
 		t.Error("WithLayers beyond the model succeeded")
+	}
+}
+
+// RoPE scaling as checkpoints spell it: rope_theta with rope_scaling
+// (Llama-3.2's config.json on the hub, "type" in older ones) and
+// transformers 5's rope_parameters; the types that change more than the
+// frequencies are refused by name, as is a bad field.
+func TestRopeScaling(t *testing.T) {
+	const head = `{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, `
+	llama3 := kernels.RoPEScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMax: 8192}
+	for _, c := range []struct {
+		name, json string
+		theta      float64
+		want       *kernels.RoPEScaling
+		err        string
+	}{
+		{"hub llama3", `"rope_theta": 500000.0, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}}`, 500000, &llama3, ""},
+		{"v5 llama3", `"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192}}`, 500000, &llama3, ""},
+		{"older linear", `"rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 4.0}}`, 10000, &kernels.RoPEScaling{Type: "linear", Factor: 4}, ""},
+		{"v5 default", `"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}`, 1e6, nil, ""},
+		{"null scaling", `"rope_theta": 10000.0, "rope_scaling": null}`, 10000, nil, ""},
+		{"yarn", `"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768}}`, 0, nil, `rope_parameters: rope type "yarn" is not supported (default, linear, llama3)`},
+		{"dynamic", `"rope_scaling": {"type": "dynamic", "factor": 2.0}}`, 0, nil, `rope_scaling: rope type "dynamic" is not supported`},
+		{"longrope", `"rope_scaling": {"type": "longrope", "long_factor": [1], "short_factor": [1]}}`, 0, nil, `rope type "longrope" is not supported`},
+		{"llama3 missing fields", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, 0, nil, "llama3: low_freq_factor, high_freq_factor, original_max_position_embeddings missing or not a number"},
+		{"llama3 low above high", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}}`, 0, nil, "must satisfy 0 < low < high"},
+		{"llama3 fractional context", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192.5}}`, 0, nil, "is not a whole number"},
+		{"linear below one", `"rope_scaling": {"rope_type": "linear", "factor": 0.5}}`, 0, nil, "factor 0.5 must be a finite number >= 1"},
+		{"linear factor a string", `"rope_scaling": {"rope_type": "linear", "factor": "4"}}`, 0, nil, "linear: factor missing or not a number"},
+		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta 1e6 is not a number"},
+		{"partial rotary", `"partial_rotary_factor": 0.5}`, 0, nil, "partial_rotary_factor=0.5 is not supported"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseHFConfig("config.json", []byte(head+c.json))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.HasPrefix(err.Error(), "config.json: ") {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.RopeTheta != c.theta || fmt.Sprint(cfg.RopeScaling) != fmt.Sprint(c.want) {
+				t.Fatalf("theta %g, scaling %+v; want %g, %+v", cfg.RopeTheta, cfg.RopeScaling, c.theta, c.want)
+			}
+			r := cfg.Rotary()
+			if (r.Freqs != nil) != (c.want != nil) {
+				t.Fatalf("rotary table %v for scaling %+v", r.Freqs, c.want)
+			}
+		})
+	}
+}
+
+// Llama 3's frequencies against the rule they come from: a period shorter
+// than OriginalMax/HighFreqFactor keeps its frequency, one longer than
+// OriginalMax/LowFreqFactor is divided by Factor, one between blends the
+// two; linear divides them all.
+func TestRopeScaledFrequencies(t *testing.T) {
+	const dim, theta = 128, 500000.0
+	base := (&Config{HeadDim: dim, RopeTheta: theta}).Rotary().InvFreq(dim)
+	s := kernels.RoPEScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMax: 8192}
+	got := (&Config{HeadDim: dim, RopeTheta: theta, RopeScaling: &s}).Rotary().InvFreq(dim)
+	kept, divided, blended := 0, 0, 0
+	for i, f := range got {
+		wave := 2 * math.Pi / float64(base[i])
+		switch {
+		case wave < 8192/4.0:
+			kept++
+			if f != base[i] {
+				t.Errorf("frequency %d (period %.0f): %g, want %g kept", i, wave, f, base[i])
+			}
+		case wave > 8192:
+			divided++
+			if math.Abs(float64(f)-float64(base[i])/32) > 1e-7*float64(base[i]) {
+				t.Errorf("frequency %d (period %.0f): %g, want %g / 32", i, wave, f, base[i])
+			}
+		default:
+			blended++
+			if !(f > base[i]/32 && f < base[i]) {
+				t.Errorf("frequency %d (period %.0f): %g, not between %g / 32 and it", i, wave, f, base[i])
+			}
+		}
+	}
+	if kept == 0 || divided == 0 || blended == 0 {
+		t.Fatalf("kept %d, divided %d, blended %d: the case does not cover each", kept, divided, blended)
+	}
+	lin := kernels.RoPEScaling{Type: "linear", Factor: 4}
+	for i, f := range (&Config{HeadDim: dim, RopeTheta: theta, RopeScaling: &lin}).Rotary().InvFreq(dim) {
+		if f != base[i]/4 {
+			t.Fatalf("linear frequency %d: %g, want %g", i, f, base[i]/4)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package model
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,5 +274,52 @@ func TestCachedWidensOnce(t *testing.T) {
 	}
 	if _, err := c.Widened(spec, quant.Spec{Type: quant.Affine, Bits: 2, Group: 64, Scale: to.Scale}); err == nil {
 		t.Error("narrowing to 2 bits: want an error")
+	}
+}
+
+// A GGUF file's RoPE as this build cannot run it, or as no converter
+// writes it, is refused with the file and what is wrong named.
+func TestBadGGUFRoPE(t *testing.T) {
+	// after returns the offset just past name's last occurrence in b.
+	after := func(b []byte, name string) int {
+		i := strings.LastIndex(string(b), name)
+		if i < 0 {
+			t.Fatalf("no %s in the fixture", name)
+		}
+		return i + len(name)
+	}
+	cases := []struct {
+		fixture string
+		edit    func([]byte)
+		want    string
+	}{
+		// key, then its u32 value type: the value follows.
+		{"linear", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "LINEAR") }, `rope scaling "LINEAR" is not supported`},
+		{"linear", func(b []byte) {
+			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.factor")+4:], math.Float32bits(0.5))
+		}, "rope scaling factor 0.5 must be a finite number >= 1"},
+		{"linear", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope.dimension_count")+4:], 16) }, "rope.dimension_count 16 is not the head size 32"},
+		// name, u32 dims, then the first dimension.
+		{"llama3", func(b []byte) { binary.LittleEndian.PutUint64(b[after(b, "rope_freqs.weight")+4:], 8) }, "8 rope frequency factors for heads of 32 (want 16)"},
+		{"llama3", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope_freqs.weight")+4+8:], 1) }, `"rope_freqs.weight" is F16 of shape [16], not a 1-D F32 tensor`},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			b, err := os.ReadFile("../testdata/gguf/llama-rope-" + c.fixture + ".gguf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(b)
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			os.WriteFile(p, b, 0o644)
+			_, s, err := Open(Spec{Model: p})
+			if err == nil {
+				s.Close()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("error %q does not say %q and the file", err, c.want)
+			}
+		})
 	}
 }
