@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/kernels"
 )
 
 // Presets are the models mtlbench's users tune for, with their real shapes
@@ -24,6 +26,11 @@ var presets = map[string]Config{
 	// GPT-2 small (124M), as openai-community/gpt2's config.json.
 	"gpt2": {Architecture: GPT2Architecture, Vocab: 50257, Hidden: 768, Layers: 12, Heads: 12, KVHeads: 12,
 		HeadDim: 64, Inter: 3072, MaxPos: 1024, Eps: 1e-5, TieEmbed: true, QKVBias: true},
+	// Llama-3.2-1B, as meta-llama's config.json: Llama 3's scaled RoPE, tied
+	// embeddings.
+	"llama-3.2-1b": {Architecture: "LlamaForCausalLM", Vocab: 128256, Hidden: 2048, Layers: 16,
+		Heads: 32, KVHeads: 8, HeadDim: 64, Inter: 8192, MaxPos: 131072, RopeTheta: 500000, Eps: 1e-5,
+		TieEmbed: true, RopeScaling: &kernels.RoPEScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMax: 8192}},
 	"devstral-small-22b": {Architecture: "MistralForCausalLM", Vocab: 131072, Hidden: 5120, Layers: 40,
 		Heads: 32, KVHeads: 8, HeadDim: 128, Inter: 32768, MaxPos: 131072, RopeTheta: 1e9, Eps: 1e-5},
 }
