@@ -152,6 +152,12 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 			}
 			t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
 		}
+		if cfg.Window > 0 {
+			row["sliding_window"] = cfg.Window
+			if n, what := cfg.Context(); n == cfg.Window {
+				t.Notes = append(t.Notes, fmt.Sprintf("%s: requests run up to its %s", name, what))
+			}
+		}
 		t.Data.Add(row)
 		src.Close()
 	}

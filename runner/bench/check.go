@@ -48,19 +48,21 @@ func Check(s *suites.Suite) error {
 	return nil
 }
 
-// checkPositions rejects a case whose sequences outgrow the positions the
-// model was trained for (its rotary tables and, for learned embeddings,
-// its position table end there).
+// checkPositions rejects a case whose sequences outgrow what the model runs
+// exactly (model.Config.Context): the positions it was trained for (its
+// rotary tables and, for learned embeddings, its position table end there)
+// or a shorter sliding window.
 func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	mp := c.Model
-	if cfg.MaxPos <= 0 || mp.Depth+mp.PromptLen+mp.GenLen <= cfg.MaxPos {
+	n, what := cfg.Context()
+	if n <= 0 || mp.Depth+mp.PromptLen+mp.GenLen <= n {
 		return nil
 	}
 	if mp.Depth > 0 {
-		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + prompt_len %d + gen_len %d = %d tokens, more than the %d positions of %s (hint: lower depth)",
-			c.Name, mp.Depth, mp.PromptLen, mp.GenLen, mp.Depth+mp.PromptLen+mp.GenLen, cfg.MaxPos, cfg.Name)
+		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + prompt_len %d + gen_len %d = %d tokens, more than the %s of %s (hint: lower depth)",
+			c.Name, mp.Depth, mp.PromptLen, mp.GenLen, mp.Depth+mp.PromptLen+mp.GenLen, what, cfg.Name)
 	}
 	pos := c.PosOf(suites.ParamPromptLen)
-	return s.ErrorAt(pos, "case %s: prompt_len %d + gen_len %d = %d tokens, more than the %d positions of %s (hint: lower prompt_len or gen_len)",
-		c.Name, mp.PromptLen, mp.GenLen, mp.PromptLen+mp.GenLen, cfg.MaxPos, cfg.Name)
+	return s.ErrorAt(pos, "case %s: prompt_len %d + gen_len %d = %d tokens, more than the %s of %s (hint: lower prompt_len or gen_len)",
+		c.Name, mp.PromptLen, mp.GenLen, mp.PromptLen+mp.GenLen, what, cfg.Name)
 }

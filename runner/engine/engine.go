@@ -267,8 +267,8 @@ func (e *Engine) Add(r Request) error {
 			return fmt.Errorf("request %d: token id %d at position %d is outside the vocabulary (0..%d)", r.ID, t, i, e.cfg.Vocab-1)
 		}
 	}
-	if e.cfg.MaxPos > 0 && len(r.Prompt)+r.MaxNewTokens > e.cfg.MaxPos {
-		return fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %d positions", r.ID, len(r.Prompt), r.MaxNewTokens, e.cfg.MaxPos)
+	if n, what := e.cfg.Context(); n > 0 && len(r.Prompt)+r.MaxNewTokens > n {
+		return fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
 	}
 	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens}
 	if err := e.sched.Add(seq); err != nil {

@@ -26,7 +26,10 @@ type Config struct {
 	HeadDim      int
 	Inter        int // dense MLP width
 	MaxPos       int
-	RopeTheta    float64
+	// Window is a sliding attention window (0: none): the model runs
+	// exactly, with full attention, while a sequence is at most this long.
+	Window    int
+	RopeTheta float64
 	// RopeScaling rescales the rotary frequencies (rope_scaling: linear,
 	// llama3) and RopeFreqFactors divides each of them (a GGUF file's
 	// rope_freqs); nil: plain RoPE. Rotary gives the frequencies.
@@ -113,6 +116,7 @@ type hfConfig struct {
 	HiddenAct           string         `json:"hidden_act"`
 	SlidingWindow       *int           `json:"sliding_window"`
 	UseSlidingWindow    *bool          `json:"use_sliding_window"`
+	LayerTypes          []string       `json:"layer_types"`
 
 	NumExperts        *int  `json:"num_experts"`
 	NumLocalExperts   *int  `json:"num_local_experts"`
@@ -194,10 +198,18 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.MLPBias {
 		return nil, fmt.Errorf("%s: mlp_bias is not supported", name)
 	}
-	// Sliding-window attention is only honoured as absent: a window changes
-	// results once a sequence outgrows it.
-	if h.SlidingWindow != nil && *h.SlidingWindow > 0 && (h.UseSlidingWindow == nil || *h.UseSlidingWindow) && arch == "MistralForCausalLM" {
-		return nil, fmt.Errorf("%s: sliding_window=%d is not supported (full attention only)", name, *h.SlidingWindow)
+	// A sliding window is attention over the last sliding_window tokens:
+	// full attention while a sequence is no longer, so the model runs
+	// exactly up to it (Window; the engine refuses longer requests).
+	// Mistral windows whenever sliding_window is set, Qwen2 and Qwen3 with
+	// use_sliding_window or a "sliding_attention" layer (transformers 5's
+	// layer_types).
+	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
+		on := arch == "MistralForCausalLM" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
+		on = on || slices.Contains(h.LayerTypes, "sliding_attention")
+		if on {
+			c.Window = *h.SlidingWindow
+		}
 	}
 	if h.AttentionBias != nil && *h.AttentionBias {
 		c.QKVBias = true
@@ -407,4 +419,14 @@ func parseRopeScaling(m map[string]any) (*kernels.RoPEScaling, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Context is the longest sequence the model runs exactly and what sets it:
+// its positions, or a shorter sliding window (attention over fewer tokens
+// than full attention past it, which mtlbench does not run); 0: no bound.
+func (c *Config) Context() (int, string) {
+	if c.Window > 0 && (c.MaxPos <= 0 || c.Window < c.MaxPos) {
+		return c.Window, fmt.Sprintf("%d-token sliding window (full attention only)", c.Window)
+	}
+	return c.MaxPos, fmt.Sprintf("%d positions", c.MaxPos)
 }

@@ -58,7 +58,6 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, "rope_scaling: rope type \"yarn\" is not supported"},
-		{`{"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": 4096}`, "sliding_window=4096"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`, "needs num_experts"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
@@ -295,5 +294,40 @@ func TestRopeScaledFrequencies(t *testing.T) {
 		if f != base[i]/4 {
 			t.Fatalf("linear frequency %d: %g, want %g", i, f, base[i]/4)
 		}
+	}
+}
+
+// A sliding window bounds the sequences a model runs exactly (Context):
+// Mistral's whenever it is set, Qwen2's and Qwen3's when use_sliding_window
+// or a "sliding_attention" layer turns it on; a window wider than the
+// positions bounds nothing.
+func TestSlidingWindow(t *testing.T) {
+	const dims = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 32768`
+	for _, c := range []struct {
+		arch, extra string
+		window, ctx int
+	}{
+		{"MistralForCausalLM", `"sliding_window": 4096`, 4096, 4096},
+		{"MistralForCausalLM", `"sliding_window": null`, 0, 32768},
+		{"MistralForCausalLM", `"sliding_window": 65536`, 65536, 32768},
+		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": false`, 0, 32768},
+		{"Qwen2ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true`, 4096, 4096},
+		{"Qwen3ForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "sliding_attention"]`, 4096, 4096},
+		{"Qwen3ForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "full_attention"]`, 0, 32768},
+		{"LlamaForCausalLM", `"sliding_window": 4096`, 0, 32768},
+	} {
+		t.Run(c.arch+" "+c.extra, func(t *testing.T) {
+			cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+dims+`, `+c.extra+`}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, what := cfg.Context()
+			if cfg.Window != c.window || n != c.ctx {
+				t.Fatalf("window %d, context %d (%s); want %d, %d", cfg.Window, n, what, c.window, c.ctx)
+			}
+			if c.window > 0 && c.window < 32768 && !strings.Contains(what, "sliding window") {
+				t.Errorf("context %q does not name the window", what)
+			}
+		})
 	}
 }

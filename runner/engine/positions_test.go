@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cpu"
@@ -78,4 +80,58 @@ func slicesClose(a, b []float32) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// A model with a sliding window runs exactly (transformers' full-attention
+// logits) up to it, and a request beyond it is refused before it runs,
+// saying why.
+func TestSlidingWindowBoundsRequests(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(fixtureDir, "mistral", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			m["sliding_window"] = 24
+			b, _ = json.Marshal(m)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := model.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := model.OpenCheckpoint(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	e, err := New(cpu.New(cpu.Options{}), cfg, src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := loadReference(t, "mistral")
+	within := *ref
+	within.Prompts = nil
+	for _, p := range ref.Prompts {
+		if len(p.Tokens)+len(p.Greedy) <= 24 {
+			within.Prompts = append(within.Prompts, p)
+		}
+	}
+	if len(within.Prompts) == 0 || len(within.Prompts) == len(ref.Prompts) {
+		t.Fatalf("%d of %d prompts within the window: the case tests nothing", len(within.Prompts), len(ref.Prompts))
+	}
+	checkAgainstReference(t, e, &within, 1e-4)
+	long := ref.Prompts[len(ref.Prompts)-1]
+	err = e.Add(Request{ID: 9, Prompt: long.Tokens, MaxNewTokens: len(long.Greedy)})
+	if err == nil || !strings.Contains(err.Error(), "24-token sliding window") {
+		t.Fatalf("a request of %d tokens in a window of 24: %v", len(long.Tokens)+len(long.Greedy), err)
+	}
 }
