@@ -24,7 +24,8 @@ test:
 	$(MAKE) fuzz
 
 # Each fuzz target for a bounded time (FUZZTIME each; with their instrumented builds about a minute in
-# all): the suite parser, config.json, the safetensors header and GGUF, and
+# all): the suite parser, config.json, the safetensors header and GGUF (a
+# scaled RoPE's too), and
 # the store's schema version.
 FUZZTIME ?= 5s
 fuzz:
@@ -33,6 +34,7 @@ fuzz:
 	$(GO) test ./runner/safetensors -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/gguf -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenGGUF$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenGGUFRoPE$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenMLX$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./results -run '^$$' -fuzz '^FuzzSchemaVersion$$' -fuzztime $(FUZZTIME)
 

@@ -80,6 +80,9 @@ type RoPEScaling struct {
 	OriginalMax                   int
 }
 
+// maxScale bounds a scaling's factors and context.
+const maxScale = 1 << 24
+
 // Check says what is wrong with s, if anything.
 func (s RoPEScaling) Check() error {
 	switch s.Type {
@@ -87,15 +90,17 @@ func (s RoPEScaling) Check() error {
 	default:
 		return fmt.Errorf("rope scaling type %q is not supported (linear, llama3)", s.Type)
 	}
-	if !(s.Factor >= 1) || math.IsInf(s.Factor, 0) {
-		return fmt.Errorf("rope scaling factor %g must be a finite number >= 1", s.Factor)
+	// The bounds are far beyond any published model's and keep every
+	// frequency a finite f32.
+	if !(s.Factor >= 1 && s.Factor <= maxScale) {
+		return fmt.Errorf("rope scaling factor %g must be a number from 1 to %g", s.Factor, float64(maxScale))
 	}
 	if s.Type == "llama3" {
-		if !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || math.IsInf(s.HighFreqFactor, 0) {
-			return fmt.Errorf("llama3 rope scaling: low_freq_factor %g and high_freq_factor %g must satisfy 0 < low < high", s.LowFreqFactor, s.HighFreqFactor)
+		if !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || !(s.HighFreqFactor <= maxScale) {
+			return fmt.Errorf("llama3 rope scaling: low_freq_factor %g and high_freq_factor %g must satisfy 0 < low < high <= %g", s.LowFreqFactor, s.HighFreqFactor, float64(maxScale))
 		}
-		if s.OriginalMax <= 0 {
-			return fmt.Errorf("llama3 rope scaling: original_max_position_embeddings %d must be > 0", s.OriginalMax)
+		if s.OriginalMax <= 0 || s.OriginalMax > maxScale {
+			return fmt.Errorf("llama3 rope scaling: original_max_position_embeddings %d must be from 1 to %d", s.OriginalMax, maxScale)
 		}
 	}
 	return nil

@@ -101,3 +101,28 @@ func FuzzOpenMLX(f *testing.F) {
 		openEvery(t, dir)
 	})
 }
+
+// FuzzOpenGGUFRoPE: FuzzOpenGGUF's patches on a file whose RoPE is scaled
+// (llama3's rope_freqs tensor), so the scaling's metadata and tensor are
+// what gets damaged.
+func FuzzOpenGGUFRoPE(f *testing.F) {
+	src, err := os.ReadFile("../testdata/gguf/llama-rope-llama3.gguf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	const header = 16 << 10
+	f.Add(uint32(0), []byte{}, uint32(0))
+	for _, key := range []string{"rope_freqs.weight", "llama.rope.dimension_count", "llama.rope.freq_base"} {
+		if i := strings.Index(string(src), key); i > 0 {
+			f.Add(uint32(i+len(key)), []byte{2, 0, 0, 0}, uint32(0))
+			f.Add(uint32(i+len(key)+4), []byte{0, 0, 0xc0, 0x7f}, uint32(0)) // a NaN
+		}
+	}
+	f.Fuzz(func(t *testing.T, off uint32, patch []byte, cut uint32) {
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(p, patchAt(src, header, off, patch, cut), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		openEvery(t, p)
+	})
+}

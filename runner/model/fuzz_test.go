@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +11,7 @@ import (
 // FuzzParseHFConfig: any config.json is a config or an error, quickly,
 // never a panic or a huge allocation (sizes are checked by arithmetic).
 func FuzzParseHFConfig(f *testing.F) {
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3_moe", "mistral", "gpt2"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3_moe", "mistral", "gpt2", "llama3"} {
 		if b, err := os.ReadFile(filepath.Join("..", "testdata", "hf", arch, "config.json")); err == nil {
 			f.Add(b)
 		}
@@ -26,6 +27,13 @@ func FuzzParseHFConfig(f *testing.F) {
 			}
 			if c.Params() <= 0 || c.WeightBytes(0) < 0 {
 				t.Fatalf("params %d", c.Params())
+			}
+			if !c.LearnedPositions() {
+				for i, f := range c.Rotary().InvFreq(c.HeadDim) {
+					if !(f >= 0) || math.IsInf(float64(f), 0) {
+						t.Fatalf("rotary frequency %d is %g", i, f)
+					}
+				}
 			}
 		}
 		if d := time.Since(start); d > 2*time.Second {

@@ -61,6 +61,9 @@ func openAll(dir string) error {
 		return err
 	}
 	defer src.Close()
+	if err := cfg.Rotary().Check(cfg.HeadDim); err != nil && !cfg.LearnedPositions() {
+		return err
+	}
 	for _, s := range cfg.Tensors() {
 		if _, ok, err := src.(PackedSource).Packed(s); err != nil {
 			return err
@@ -297,7 +300,7 @@ func TestBadGGUFRoPE(t *testing.T) {
 		{"linear", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "LINEAR") }, `rope scaling "LINEAR" is not supported`},
 		{"linear", func(b []byte) {
 			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.factor")+4:], math.Float32bits(0.5))
-		}, "rope scaling factor 0.5 must be a finite number >= 1"},
+		}, "rope scaling factor 0.5 must be a number from 1 to"},
 		{"linear", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope.dimension_count")+4:], 16) }, "rope.dimension_count 16 is not the head size 32"},
 		// name, u32 dims, then the first dimension.
 		{"llama3", func(b []byte) { binary.LittleEndian.PutUint64(b[after(b, "rope_freqs.weight")+4:], 8) }, "8 rope frequency factors for heads of 32 (want 16)"},
