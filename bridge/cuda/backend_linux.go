@@ -72,6 +72,7 @@ type memory struct {
 	arena   *chunk
 	weights map[weightKey]*tensor
 	tables  map[string]uint64 // MoE expert pointer tables by content
+	ropes   map[string]uint64 // RoPE frequency tables by kernels.Rotary.Key
 	// moeByW finds a MoE block's table without walking its experts: a
 	// decode step asks for every layer's, and the walk cost microseconds.
 	moeByW  map[*bridge.MoEWeights]moeTableRef
@@ -221,7 +222,7 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{api: a, opts: o, th: newThread(),
 		device: device{fns: map[string]uintptr{}},
-		memory: memory{weights: map[weightKey]*tensor{}, tables: map[string]uint64{}, moeByW: map[*bridge.MoEWeights]moeTableRef{},
+		memory: memory{weights: map[weightKey]*tensor{}, tables: map[string]uint64{}, ropes: map[string]uint64{}, moeByW: map[*bridge.MoEWeights]moeTableRef{},
 			scratch: map[string]*devAlloc{}},
 		graphCache: graphCache{graphs: map[uint64]*graph{}, seen: map[uint64]int{}}}
 	if err := b.th.do(b.init); err != nil {

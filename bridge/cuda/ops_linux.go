@@ -313,8 +313,8 @@ func (b *Backend) uploadTable(p unsafe.Pointer, size int) (*devAlloc, error) {
 // ropeTable returns the device copy of rot's frequencies for heads of
 // headDim, as the reference computes them (kernels.Rotary).
 func (b *Backend) ropeTable(headDim int, rot kernels.Rotary) uint64 {
-	key := "rope/" + rot.Key(headDim)
-	if p, ok := b.tables[key]; ok {
+	key := rot.Key(headDim) // made once for a model's ops: no allocation a step
+	if p, ok := b.ropes[key]; ok {
 		return p
 	}
 	inv := rot.InvFreq(headDim)
@@ -323,7 +323,7 @@ func (b *Backend) ropeTable(headDim int, rot kernels.Rotary) uint64 {
 		b.fail("%v", err)
 		return 0
 	}
-	b.tables[key] = d.ptr
+	b.ropes[key] = d.ptr
 	return d.ptr
 }
 

@@ -177,21 +177,42 @@ func BenchmarkStepHost(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer src.Close()
-				e, err := engine.New(nullBackend{cpu.New(cpu.Options{Threads: 1})}, cfg, src, engine.Options{KVTokens: 64 + b.N})
+				// A request decodes at most per steps, within the model's
+				// positions; the next one starts (prefill and first decode
+				// untimed) when it ends.
+				per := min(b.N, cfg.MaxPos-8)
+				e, err := engine.New(nullBackend{cpu.New(cpu.Options{Threads: 1})}, cfg, src, engine.Options{KVTokens: 64 + per})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := e.Add(engine.Request{ID: 0, Prompt: []int32{1, 2, 3}, MaxNewTokens: b.N + 4}); err != nil {
-					b.Fatal(err)
-				}
-				for range 2 { // prefill and the first decode step
-					if _, err := e.Step(); err != nil {
+				id, left := 0, 0
+				start := func() {
+					for e.Pending() { // the last request's final step
+						if _, err := e.Step(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					id++
+					if err := e.Add(engine.Request{ID: id, Prompt: []int32{1, 2, 3}, MaxNewTokens: per + 2}); err != nil {
 						b.Fatal(err)
 					}
+					for range 2 { // prefill and the first decode step
+						if _, err := e.Step(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					left = per
 				}
+				start()
 				b.ReportAllocs()
 				b.ResetTimer()
 				for range b.N {
+					if left == 0 {
+						b.StopTimer()
+						start()
+						b.StartTimer()
+					}
+					left--
 					if res, err := e.Step(); err != nil || res.DecodeTokens != 1 {
 						b.Fatalf("step: %+v, %v", res, err)
 					}
