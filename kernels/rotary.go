@@ -68,16 +68,35 @@ func baseInvFreq(headDim int, theta float64) []float32 {
 // RoPEScaling is a checkpoint's rescaling of the rotary frequencies, as
 // transformers' rope_scaling (or rope_parameters) names it.
 type RoPEScaling struct {
-	// Type is "linear" (every frequency divided by Factor) or "llama3"
-	// (low frequencies divided by Factor, high ones kept, a smooth blend
-	// between).
+	// Type is "linear" (every frequency divided by Factor), "llama3" (low
+	// frequencies divided by Factor, high ones kept, a smooth blend
+	// between) or "yarn" (the same by rotations per original context, and
+	// the attention logits scaled).
 	Type   string
 	Factor float64
-	// LowFreqFactor, HighFreqFactor and OriginalMax are llama3's: the
-	// wavelengths OriginalMax/LowFreqFactor and OriginalMax/HighFreqFactor
-	// bound the blend.
+	// OriginalMax is the context the model was trained at (llama3, yarn).
+	OriginalMax int
+	// LowFreqFactor and HighFreqFactor are llama3's: the wavelengths
+	// OriginalMax/LowFreqFactor and OriginalMax/HighFreqFactor bound the
+	// blend.
 	LowFreqFactor, HighFreqFactor float64
-	OriginalMax                   int
+	// BetaFast and BetaSlow are yarn's: the dimensions turning BetaFast and
+	// BetaSlow times over OriginalMax bound the blend, widened to whole
+	// dimensions unless NoTruncate.
+	BetaFast, BetaSlow float64
+	NoTruncate         bool
+	// Attention is yarn's scale of cos and sin (its attention_factor or
+	// mscale), which scales every attention logit by its square; 0 is 1.
+	Attention float64
+}
+
+// LogitScale is what the scaling multiplies attention logits by: cos and
+// sin scaled by Attention scale q and k both.
+func (s *RoPEScaling) LogitScale() float64 {
+	if s == nil || s.Attention == 0 {
+		return 1
+	}
+	return s.Attention * s.Attention
 }
 
 // maxScale bounds a scaling's factors and context.
@@ -86,9 +105,9 @@ const maxScale = 1 << 24
 // Check says what is wrong with s, if anything.
 func (s RoPEScaling) Check() error {
 	switch s.Type {
-	case "linear", "llama3":
+	case "linear", "llama3", "yarn":
 	default:
-		return fmt.Errorf("rope scaling type %q is not supported (linear, llama3)", s.Type)
+		return fmt.Errorf("rope scaling type %q is not supported (linear, llama3, yarn)", s.Type)
 	}
 	// The bounds are far beyond any published model's and keep every
 	// frequency a finite f32.
@@ -99,8 +118,16 @@ func (s RoPEScaling) Check() error {
 		if !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || !(s.HighFreqFactor <= maxScale) {
 			return fmt.Errorf("llama3 rope scaling: low_freq_factor %g and high_freq_factor %g must satisfy 0 < low < high <= %g", s.LowFreqFactor, s.HighFreqFactor, float64(maxScale))
 		}
-		if s.OriginalMax <= 0 || s.OriginalMax > maxScale {
-			return fmt.Errorf("llama3 rope scaling: original_max_position_embeddings %d must be from 1 to %d", s.OriginalMax, maxScale)
+	}
+	if (s.Type == "llama3" || s.Type == "yarn") && (s.OriginalMax <= 0 || s.OriginalMax > maxScale) {
+		return fmt.Errorf("%s rope scaling: original_max_position_embeddings %d must be from 1 to %d", s.Type, s.OriginalMax, maxScale)
+	}
+	if s.Type == "yarn" {
+		if !(s.BetaFast > 0 && s.BetaFast <= maxScale) || !(s.BetaSlow > 0 && s.BetaSlow <= maxScale) {
+			return fmt.Errorf("yarn rope scaling: beta_fast %g and beta_slow %g must be numbers from 0 to %g", s.BetaFast, s.BetaSlow, float64(maxScale))
+		}
+		if !(s.Attention > 0 && s.Attention <= 16) {
+			return fmt.Errorf("yarn rope scaling: attention factor %g must be a number above 0, at most 16", s.Attention)
 		}
 	}
 	return nil
@@ -109,8 +136,8 @@ func (s RoPEScaling) Check() error {
 // Scaled returns the frequencies of a head of headDim values under theta
 // and s, computed in f32 in transformers' order of operations
 // (modeling_rope_utils: _compute_linear_scaling_rope_parameters,
-// _compute_llama3_parameters), so they agree with its tables to the last
-// bit or so.
+// _compute_llama3_parameters, _compute_yarn_parameters), so they agree
+// with its tables to the last bit or so.
 func (s RoPEScaling) Scaled(headDim int, theta float64) []float32 {
 	f := baseInvFreq(headDim, theta)
 	factor := float32(s.Factor)
@@ -135,6 +162,28 @@ func (s RoPEScaling) Scaled(headDim int, theta float64) []float32 {
 				smooth := (old/wave - lo) / span
 				f[i] = float32((1-smooth)*inv)/factor + float32(smooth*inv)
 			}
+		}
+	case "yarn":
+		// The dimension that turns r times over the original context.
+		dim := float64(headDim)
+		corr := func(r float64) float64 {
+			return dim * math.Log(float64(s.OriginalMax)/(r*2*math.Pi)) / (2 * math.Log(theta))
+		}
+		low, high := corr(s.BetaFast), corr(s.BetaSlow)
+		if !s.NoTruncate {
+			low, high = math.Floor(low), math.Ceil(high)
+		}
+		low, high = max(low, 0), min(high, dim-1)
+		if low == high {
+			high += 0.001
+		}
+		lo, span := float32(low), float32(high-low)
+		for i := range f {
+			pos := float32(math.Pow(theta, float64(2*i)/dim))
+			extra, inter := 1/pos, 1/float32(factor*pos)
+			ramp := min(max((float32(i)-lo)/span, 0), 1)
+			keep := 1 - ramp // the share of the unscaled frequency
+			f[i] = float32(inter*(1-keep)) + float32(extra*keep)
 		}
 	}
 	return f

@@ -132,7 +132,7 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 		return e.buildGPT2Ops(ws, gather, argmax)
 	}
 	c, w := e.cfg, e.w
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)) * c.RopeScaling.LogitScale())
 	at := func(layer int, comp, name string) bridge.At {
 		return bridge.At{Layer: layer, Component: comp, Name: name}
 	}

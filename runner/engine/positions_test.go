@@ -12,16 +12,19 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
-// Scaled RoPE, as checkpoints spell it: Llama 3's rope_parameters in an HF
-// folder, and GGUF files (f32 weights) with llama3's rope_freqs tensor and
-// with linear scaling, as convert_hf_to_gguf writes them. Each runs with
-// transformers' own frequencies (to a few f32 ulps) and matches its logits
-// within 1e-4 and its greedy tokens.
+// Scaled RoPE, as checkpoints spell it: Llama 3's and YaRN's
+// rope_parameters in HF folders, and GGUF files (f32 weights) with llama3's
+// rope_freqs tensor, with linear scaling and with YaRN, as
+// convert_hf_to_gguf writes them. Each runs with transformers' own
+// frequencies (to a few f32 ulps) and attention factor and matches its
+// logits within 1e-4 and its greedy tokens.
 func TestScaledRoPEMatchesTransformers(t *testing.T) {
 	for _, fx := range []struct{ name, path, ref, scaling string }{
 		{"hf-llama3", "../testdata/hf/llama3", "../testdata/hf/llama3/reference.json", "llama3"},
 		{"gguf-llama3", "../testdata/gguf/llama-rope-llama3.gguf", "../testdata/gguf/llama-rope-llama3.json", ""},
 		{"gguf-linear", "../testdata/gguf/llama-rope-linear.gguf", "../testdata/gguf/llama-rope-linear.json", "linear"},
+		{"hf-yarn", "../testdata/hf/qwen3_yarn", "../testdata/hf/qwen3_yarn/reference.json", "yarn"},
+		{"gguf-yarn", "../testdata/gguf/llama-rope-yarn.gguf", "../testdata/gguf/llama-rope-yarn.json", "yarn"},
 	} {
 		t.Run(fx.name, func(t *testing.T) {
 			raw, err := os.ReadFile(fx.ref)
@@ -60,6 +63,12 @@ func TestScaledRoPEMatchesTransformers(t *testing.T) {
 			t.Logf("frequencies: largest relative difference from transformers' %.2g", worst)
 			if worst > 5e-7 {
 				t.Errorf("frequencies differ from transformers' by up to %.3g (relative)", worst)
+			}
+			if ref.AttentionScaling == 0 {
+				ref.AttentionScaling = 1 // files made before it was recorded: no scaling of theirs has one
+			}
+			if got := math.Sqrt(cfg.RopeScaling.LogitScale()); math.Abs(got-ref.AttentionScaling) > 1e-12 {
+				t.Errorf("attention factor %.15g, transformers %.15g", got, ref.AttentionScaling)
 			}
 			if base := (&model.Config{RopeTheta: cfg.RopeTheta, HeadDim: cfg.HeadDim}).Rotary().InvFreq(cfg.HeadDim); slicesClose(base, inv) {
 				t.Fatalf("the fixture's frequencies are RoPE's unscaled ones: it tests nothing")

@@ -184,7 +184,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if ropeType(scaling) == "" {
 		scaling, field = h.RopeScaling, "rope_scaling"
 	}
-	sc, err := parseRopeScaling(scaling)
+	sc, err := parseRopeScaling(scaling, h.MaxPositionEmbeds)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %v", name, field, err)
 	}
@@ -383,17 +383,19 @@ func ropeType(m map[string]any) string {
 	return t
 }
 
-// parseRopeScaling reads a scaling of the types every backend runs (their
-// frequencies only change: kernels.RoPEScaling). Others, which change the
-// attention too (yarn's scaled logits, longrope's per-length tables) or the
-// frequencies as a sequence grows (dynamic), are refused by name.
-func parseRopeScaling(m map[string]any) (*kernels.RoPEScaling, error) {
+// parseRopeScaling reads a scaling of the types every backend runs: each
+// is a table of frequencies (kernels.RoPEScaling), yarn's also a scale of
+// the attention logits, as transformers' modeling_rope_utils reads them
+// (maxPos is max_position_embeddings, which yarn falls back on). Others,
+// whose frequencies change as a sequence grows (dynamic, longrope's two
+// tables), are refused by name.
+func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error) {
 	t := ropeType(m)
 	if t == "" {
 		return nil, nil
 	}
-	if t != "linear" && t != "llama3" {
-		return nil, fmt.Errorf("rope type %q is not supported (default, linear, llama3)", t)
+	if t != "linear" && t != "llama3" && t != "yarn" {
+		return nil, fmt.Errorf("rope type %q is not supported (default, linear, llama3, yarn)", t)
 	}
 	var missing []string
 	num := func(key string) float64 {
@@ -403,14 +405,71 @@ func parseRopeScaling(m map[string]any) (*kernels.RoPEScaling, error) {
 		}
 		return v
 	}
-	s := &kernels.RoPEScaling{Type: t, Factor: num("factor")}
-	if t == "llama3" {
-		s.LowFreqFactor, s.HighFreqFactor = num("low_freq_factor"), num("high_freq_factor")
-		orig := num("original_max_position_embeddings")
-		if orig != math.Trunc(orig) || orig > math.MaxInt32 {
-			return nil, fmt.Errorf("llama3: original_max_position_embeddings %g is not a whole number", orig)
+	// opt is an optional number: absent or null is def.
+	opt := func(key string, def float64) float64 {
+		if v, ok := m[key]; ok && v != nil {
+			return num(key)
 		}
-		s.OriginalMax = int(orig)
+		return def
+	}
+	whole := func(key string, v float64) (int, error) {
+		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
+			return 0, fmt.Errorf("%s: %s %g is not a whole number", t, key, v)
+		}
+		return int(v), nil
+	}
+	s := &kernels.RoPEScaling{Type: t}
+	switch t {
+	case "linear":
+		s.Factor = num("factor")
+	case "llama3":
+		s.Factor = num("factor")
+		s.LowFreqFactor, s.HighFreqFactor = num("low_freq_factor"), num("high_freq_factor")
+		orig, err := whole("original_max_position_embeddings", num("original_max_position_embeddings"))
+		if err != nil {
+			return nil, err
+		}
+		s.OriginalMax = orig
+	case "yarn":
+		orig, err := whole("original_max_position_embeddings", opt("original_max_position_embeddings", float64(maxPos)))
+		if err != nil {
+			return nil, err
+		}
+		s.OriginalMax = orig
+		s.Factor = opt("factor", 0)
+		if s.Factor == 0 && orig > 0 { // DeepSeek-V3's spelling: the contexts' ratio
+			s.Factor = float64(maxPos) / float64(orig)
+		}
+		// "or" defaults, as transformers reads them: 0 is the default too.
+		s.BetaFast, s.BetaSlow = opt("beta_fast", 0), opt("beta_slow", 0)
+		if s.BetaFast == 0 {
+			s.BetaFast = 32
+		}
+		if s.BetaSlow == 0 {
+			s.BetaSlow = 1
+		}
+		if v, ok := m["truncate"]; ok && v != nil {
+			b, isBool := v.(bool)
+			if !isBool {
+				return nil, fmt.Errorf("yarn: truncate %v is not a boolean", v)
+			}
+			s.NoTruncate = !b
+		}
+		mscale := func(scale, m float64) float64 {
+			if scale <= 1 {
+				return 1
+			}
+			return 0.1*m*math.Log(scale) + 1
+		}
+		s.Attention = opt("attention_factor", 0)
+		if _, given := m["attention_factor"]; !given || m["attention_factor"] == nil {
+			ms, all := opt("mscale", 0), opt("mscale_all_dim", 0)
+			if ms != 0 && all != 0 {
+				s.Attention = mscale(s.Factor, ms) / mscale(s.Factor, all)
+			} else {
+				s.Attention = mscale(s.Factor, 1)
+			}
+		}
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%s: %s missing or not a number", t, strings.Join(missing, ", "))

@@ -407,8 +407,10 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 			errs = append(errs, arch+".rope.scaling.type is not a string")
 		case v.Str == "linear":
 			c.RopeScaling = &kernels.RoPEScaling{Type: "linear", Factor: flt("rope.scaling.factor", 0)}
+		case v.Str == "yarn":
+			c.RopeScaling = ggufYaRN(arch, f, num, flt, &errs)
 		case v.Str != "" && v.Str != "none":
-			errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, or llama3's rope_freqs tensor)", v.Str))
+			errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", v.Str))
 		}
 	}
 	if t, ok := f.Tensor("rope_freqs.weight"); ok {
@@ -450,6 +452,30 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		return nil, bad("%v", err)
 	}
 	return c, nil
+}
+
+// ggufYaRN reads YaRN as llama.cpp's rope does (ggml's rope_yarn): the
+// frequencies transformers' yarn gives, the cos and sin scaled by
+// 1 + 0.1·ln(factor). The keys that change that formula (an extrapolation
+// mix, an attention factor, DeepSeek's log multiplier) are refused by name.
+func ggufYaRN(arch string, f *gguf.File, num func(string, int, bool) int, flt func(string, float64) float64, errs *[]string) *kernels.RoPEScaling {
+	s := &kernels.RoPEScaling{Type: "yarn", Factor: flt("rope.scaling.factor", 0),
+		OriginalMax: num("rope.scaling.original_context_length", 0, true),
+		BetaFast:    flt("rope.scaling.yarn_beta_fast", 32), BetaSlow: flt("rope.scaling.yarn_beta_slow", 1)}
+	s.Attention = 1
+	if s.Factor > 1 {
+		s.Attention = 1 + 0.1*math.Log(s.Factor)
+	}
+	for _, k := range []struct {
+		key string
+		def float64
+	}{{"rope.scaling.yarn_ext_factor", 1}, {"rope.scaling.attn_factor", 1}, {"rope.scaling.yarn_attn_factor", 1}, {"rope.scaling.yarn_log_multiplier", 0}} {
+		key, def := k.key, k.def
+		if _, ok := f.KV[arch+"."+key]; ok && flt(key, def) != def {
+			*errs = append(*errs, fmt.Sprintf("%s.%s %g is not supported (yarn as llama.cpp's default: %g)", arch, key, flt(key, def), def))
+		}
+	}
+	return s
 }
 
 // FormatCount is the model's tensors of one stored format: how many, their

@@ -57,7 +57,7 @@ func TestConfigErrors(t *testing.T) {
 		{`{"hidden_size": 8}`, `no "architectures" field`},
 		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
-		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, "rope_scaling: rope type \"yarn\" is not supported"},
+		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "dynamic", "factor": 4}}`, "rope_scaling: rope type \"dynamic\" is not supported"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`, "needs num_experts"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
@@ -223,7 +223,17 @@ func TestRopeScaling(t *testing.T) {
 		{"older linear", `"rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 4.0}}`, 10000, &kernels.RoPEScaling{Type: "linear", Factor: 4}, ""},
 		{"v5 default", `"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}`, 1e6, nil, ""},
 		{"null scaling", `"rope_theta": 10000.0, "rope_scaling": null}`, 10000, nil, ""},
-		{"yarn", `"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768}}`, 0, nil, `rope_parameters: rope type "yarn" is not supported (default, linear, llama3)`},
+		{"qwen3 yarn", `"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768}}`, 1e6,
+			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, ""},
+		// DeepSeek-R1-0528-Qwen3-8B's: attn_factor is not a key transformers reads.
+		{"yarn with attn_factor", `"rope_theta": 1e6, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "attn_factor": 0.8782488562869419}}`, 1e6,
+			&kernels.RoPEScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, BetaFast: 32, BetaSlow: 1, Attention: 0.1*math.Log(4) + 1}, ""},
+		{"yarn mscale, no factor", `"max_position_embeddings": 163840, "rope_scaling": {"type": "yarn", "factor": null, "original_max_position_embeddings": 4096, "mscale": 0.707, "mscale_all_dim": 0.707, "beta_fast": 32, "beta_slow": 1, "truncate": false}}`, 10000,
+			&kernels.RoPEScaling{Type: "yarn", Factor: 40, OriginalMax: 4096, BetaFast: 32, BetaSlow: 1, NoTruncate: true, Attention: 1}, ""},
+		{"yarn attention_factor", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "attention_factor": 1.5, "beta_fast": 16}}`, 10000,
+			&kernels.RoPEScaling{Type: "yarn", Factor: 2, OriginalMax: 4096, BetaFast: 16, BetaSlow: 1, Attention: 1.5}, ""},
+		{"yarn truncate a string", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "truncate": "no"}}`, 0, nil, "yarn: truncate no is not a boolean"},
+		{"yarn negative beta", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "beta_slow": -1}}`, 0, nil, "beta_slow -1 must be"},
 		{"dynamic", `"rope_scaling": {"type": "dynamic", "factor": 2.0}}`, 0, nil, `rope_scaling: rope type "dynamic" is not supported`},
 		{"longrope", `"rope_scaling": {"type": "longrope", "long_factor": [1], "short_factor": [1]}}`, 0, nil, `rope type "longrope" is not supported`},
 		{"llama3 missing fields", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, 0, nil, "llama3: low_freq_factor, high_freq_factor, original_max_position_embeddings missing or not a number"},

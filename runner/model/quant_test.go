@@ -302,6 +302,10 @@ func TestBadGGUFRoPE(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.factor")+4:], math.Float32bits(0.5))
 		}, "rope scaling factor 0.5 must be a number from 1 to"},
 		{"linear", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope.dimension_count")+4:], 16) }, "rope.dimension_count 16 is not the head size 32"},
+		{"yarn", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "yarm") }, `rope scaling "yarm" is not supported`},
+		{"yarn", func(b []byte) {
+			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.original_context_length")+4:], 0)
+		}, "original_max_position_embeddings 0 must be from 1"},
 		// name, u32 dims, then the first dimension.
 		{"llama3", func(b []byte) { binary.LittleEndian.PutUint64(b[after(b, "rope_freqs.weight")+4:], 8) }, "8 rope frequency factors for heads of 32 (want 16)"},
 		{"llama3", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope_freqs.weight")+4+8:], 1) }, `"rope_freqs.weight" is F16 of shape [16], not a 1-D F32 tensor`},
