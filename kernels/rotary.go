@@ -11,8 +11,8 @@ import (
 // backend rotates q and k by (docs/architecture.md, "Rotary embeddings"). With
 // Freqs nil, frequency i of a head of headDim values is
 // Theta^(-2i/headDim), as transformers computes it in f32. A scaled RoPE
-// (linear, llama3, a GGUF file's rope_freqs) sets Freqs to its own table of
-// headDim/2 frequencies, which then stands for Theta's.
+// (linear, llama3, yarn, a GGUF file's rope_freqs) sets Freqs to its own
+// table of headDim/2 frequencies, which then stands for Theta's.
 type Rotary struct {
 	Theta float64
 	Freqs []float32
@@ -124,7 +124,7 @@ func (s RoPEScaling) Check() error {
 	}
 	if s.Type == "yarn" {
 		if !(s.BetaFast > 0 && s.BetaFast <= maxScale) || !(s.BetaSlow > 0 && s.BetaSlow <= maxScale) {
-			return fmt.Errorf("yarn rope scaling: beta_fast %g and beta_slow %g must be numbers from 0 to %g", s.BetaFast, s.BetaSlow, float64(maxScale))
+			return fmt.Errorf("yarn rope scaling: beta_fast %g and beta_slow %g must be numbers above 0, at most %g", s.BetaFast, s.BetaSlow, float64(maxScale))
 		}
 		if !(s.Attention > 0 && s.Attention <= 16) {
 			return fmt.Errorf("yarn rope scaling: attention factor %g must be a number above 0, at most 16", s.Attention)

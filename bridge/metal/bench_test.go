@@ -141,7 +141,8 @@ func newModel(b *testing.B, be *metal.Backend, c *model.Config, batch, context i
 // then greedy sampling.
 func (m *benchModel) forward() {
 	c, be := m.cfg, m.be
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)) * c.RopeScaling.LogitScale())
+	rot := c.Rotary()
 	moe := bridge.MoEParams{Strategy: bridge.MoEGrouped, ChunkSize: 64}
 	be.Mark(-1, bridge.CompOther, "embedding")
 	be.Embedding(m.resid, m.embed)
@@ -158,7 +159,7 @@ func (m *benchModel) forward() {
 		be.MatMul(m.k, m.h, ly.wk, nil)
 		be.MatMul(m.v, m.h, ly.wv, nil)
 		be.Mark(l, bridge.CompAttention, "rope")
-		be.RoPE(m.q, m.k, ly.qNorm, ly.kNorm, c.Heads, c.KVHeads, c.HeadDim, c.Rotary(), c.Eps)
+		be.RoPE(m.q, m.k, ly.qNorm, ly.kNorm, c.Heads, c.KVHeads, c.HeadDim, rot, c.Eps)
 		be.Mark(l, bridge.CompAttention, "paged_attention")
 		be.Attention(m.attn, m.q, m.k, m.v, ly.cache, c.Heads, c.KVHeads, c.HeadDim, scale)
 		be.Mark(l, bridge.CompAttention, "o_proj")

@@ -31,8 +31,9 @@ type Config struct {
 	Window    int
 	RopeTheta float64
 	// RopeScaling rescales the rotary frequencies (rope_scaling: linear,
-	// llama3) and RopeFreqFactors divides each of them (a GGUF file's
-	// rope_freqs); nil: plain RoPE. Rotary gives the frequencies.
+	// llama3, yarn, which also scales the attention logits) and
+	// RopeFreqFactors divides each of them (a GGUF file's rope_freqs); nil:
+	// plain RoPE. Rotary gives the frequencies.
 	RopeScaling     *kernels.RoPEScaling
 	RopeFreqFactors []float32
 	Eps             float32
