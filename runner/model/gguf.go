@@ -432,6 +432,10 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	c.TieEmbed = !hasOut
 	_, c.QKVBias = f.Tensor("blk.0.attn_q.bias")
 	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
+	if n := num("expert_count", 0, false); n > 0 && arch != "qwen3moe" {
+		// llama.cpp writes Mixtral as llama with experts.
+		errs = append(errs, fmt.Sprintf("%s with %s.expert_count %d (a Mixtral-style MoE) is not supported (MoE: qwen3moe)", arch, arch, n))
+	}
 	if arch == "qwen3moe" {
 		c.NumExperts = num("expert_count", 0, true)
 		c.TopK = num("expert_used_count", 0, true)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -328,5 +330,50 @@ func TestBadGGUFRoPE(t *testing.T) {
 				t.Fatalf("error %q does not say %q and the file", err, c.want)
 			}
 		})
+	}
+}
+
+// A llama GGUF file with experts (how llama.cpp writes Mixtral) is refused
+// when it opens, not when its dense tensors are found missing.
+func TestGGUFLlamaWithExperts(t *testing.T) {
+	// A GGUF v3 header of llama metadata with expert_count and one tensor,
+	// the embedding, as gguf-py lays it out (data aligned to 32).
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
+	kv := map[string]uint32{"llama.embedding_length": 8, "llama.block_count": 1, "llama.feed_forward_length": 16,
+		"llama.attention.head_count": 2, "llama.expert_count": 8, "llama.expert_used_count": 2}
+	keys := slices.Sorted(maps.Keys(kv))
+	b = append(b, "GGUF"...)
+	u32(3)
+	u64(1)
+	u64(uint64(len(keys) + 1))
+	str("general.architecture")
+	u32(8)
+	str("llama")
+	for _, k := range keys {
+		str(k)
+		u32(4)
+		u32(kv[k])
+	}
+	str("token_embd.weight")
+	u32(2)
+	u64(8)
+	u64(16)
+	u32(0)
+	u64(0)
+	b = append(b, make([]byte, (32-len(b)%32)%32+8*16*4)...)
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, s, err := Open(Spec{Model: p})
+	if err == nil {
+		s.Close()
+		t.Fatal("no error")
+	}
+	if !strings.Contains(err.Error(), "llama with llama.expert_count 8 (a Mixtral-style MoE) is not supported") || !strings.Contains(err.Error(), p) {
+		t.Fatalf("error %q", err)
 	}
 }
