@@ -58,6 +58,13 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "models-checkpoints", out)
+	// Scaled RoPE, as each checkpoint spells it.
+	out, _, err = mtl(t, "models", "../../runner/testdata/gguf/llama-rope-yarn.gguf", "../../runner/testdata/hf/llama3",
+		"../../runner/testdata/gguf/llama-rope-llama3.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "models-rope", out)
 	out, _, err = mtl(t, "models", "--format", "json", "../../runner/testdata/gguf/llama-q5_0.gguf")
 	if err != nil {
 		t.Fatal(err)

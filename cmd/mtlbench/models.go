@@ -152,6 +152,21 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 			}
 			t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
 		}
+		if r := cfg.RopeScaling; r != nil {
+			row["rope_scaling"] = r.Type
+			s := fmt.Sprintf("%s: RoPE scaled by %s (factor %g", name, r.Type, r.Factor)
+			if r.OriginalMax > 0 {
+				s += fmt.Sprintf(", from a %d-token context", r.OriginalMax)
+			}
+			if r.LogitScale() != 1 {
+				s += fmt.Sprintf(", attention factor %.4g", r.Attention)
+			}
+			t.Notes = append(t.Notes, s+")")
+		}
+		if cfg.RopeFreqFactors != nil {
+			row["rope_scaling"] = "rope_freqs"
+			t.Notes = append(t.Notes, name+": RoPE frequencies divided by the file's rope_freqs (llama3)")
+		}
 		if cfg.Window > 0 {
 			row["sliding_window"] = cfg.Window
 			if n, what := cfg.Context(); n == cfg.Window {
