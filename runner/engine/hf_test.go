@@ -32,20 +32,31 @@ type reference struct {
 
 func loadReference(t testing.TB, arch string) *reference {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(fixtureDir, arch, "reference.json"))
+	var r reference
+	readJSON(t, filepath.Join(fixtureDir, arch, "reference.json"), &r)
+	return &r
+}
+
+// readJSON decodes the JSON file at path into v.
+func readJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r reference
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatal(err)
 	}
-	return &r
 }
 
 func openFixture(t testing.TB, arch string, be bridge.Backend, opts Options) *Engine {
 	t.Helper()
-	dir := filepath.Join(fixtureDir, arch)
+	return openDir(t, filepath.Join(fixtureDir, arch), be, opts)
+}
+
+// openDir is an engine on be over the HF checkpoint folder dir.
+func openDir(t testing.TB, dir string, be bridge.Backend, opts Options) *Engine {
+	t.Helper()
 	cfg, err := model.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)

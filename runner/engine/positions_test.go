@@ -27,18 +27,12 @@ func TestScaledRoPEMatchesTransformers(t *testing.T) {
 		{"gguf-yarn", "../testdata/gguf/llama-rope-yarn.gguf", "../testdata/gguf/llama-rope-yarn.json", "yarn"},
 	} {
 		t.Run(fx.name, func(t *testing.T) {
-			raw, err := os.ReadFile(fx.ref)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var ref struct {
 				reference
 				InvFreq          []float64 `json:"inv_freq"`
 				AttentionScaling float64   `json:"attention_scaling"`
 			}
-			if err := json.Unmarshal(raw, &ref); err != nil {
-				t.Fatal(err)
-			}
+			readJSON(t, fx.ref, &ref)
 			cfg, src, err := model.Open(model.Spec{Model: fx.path})
 			if err != nil {
 				t.Fatal(err)
@@ -113,19 +107,7 @@ func TestSlidingWindowBoundsRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := model.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := model.OpenCheckpoint(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	e, err := New(cpu.New(cpu.Options{}), cfg, src, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openDir(t, dir, cpu.New(cpu.Options{}), Options{})
 	ref := loadReference(t, "mistral")
 	within := *ref
 	within.Prompts = nil
@@ -139,7 +121,7 @@ func TestSlidingWindowBoundsRequests(t *testing.T) {
 	}
 	checkAgainstReference(t, e, &within, 1e-4)
 	long := ref.Prompts[len(ref.Prompts)-1]
-	err = e.Add(Request{ID: 9, Prompt: long.Tokens, MaxNewTokens: len(long.Greedy)})
+	err := e.Add(Request{ID: 9, Prompt: long.Tokens, MaxNewTokens: len(long.Greedy)})
 	if err == nil || !strings.Contains(err.Error(), "24-token sliding window") {
 		t.Fatalf("a request of %d tokens in a window of 24: %v", len(long.Tokens)+len(long.Greedy), err)
 	}

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,14 +43,8 @@ var quantFixtures = []struct{ path, ref string }{
 func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol float64) {
 	for _, fx := range quantFixtures {
 		t.Run(strings.TrimSuffix(filepath.Base(fx.path), ".gguf"), func(t *testing.T) {
-			raw, err := os.ReadFile(fx.ref)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var ref reference
-			if err := json.Unmarshal(raw, &ref); err != nil {
-				t.Fatal(err)
-			}
+			readJSON(t, fx.ref, &ref)
 			cfg, src, err := model.Open(model.Spec{Model: fx.path})
 			if err != nil {
 				t.Fatal(err)
