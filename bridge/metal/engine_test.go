@@ -55,17 +55,18 @@ func maxAbsDiff(a, b []float32) float64 {
 // Metal backend and the CPU backend: the same greedy tokens (also those
 // transformers chose), last-prompt logits within f32 rounding of the CPU's
 // and within 1e-4 of transformers', and the same distinct experts per MoE
-// layer and step. Among them are scaled RoPEs (llama3, qwen3_yarn) and GGUF
-// files of f32 weights with llama3's rope_freqs, linear scaling and YaRN.
+// layer and step. Among them are scaled RoPEs (llama3, qwen3_yarn), Mixtral
+// (as transformers and as llama.cpp write it) and GGUF files of f32 weights
+// with llama3's rope_freqs, linear scaling and YaRN.
 func TestGenerateMatchesCPU(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	var fixtures [][2]string // model, reference
-	for _, arch := range []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt2", "llama3", "qwen3_yarn"} {
+	for _, arch := range []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "llama3", "qwen3_yarn"} {
 		fixtures = append(fixtures, [2]string{filepath.Join(fixtureDir, arch), filepath.Join(fixtureDir, arch, "reference.json")})
 	}
-	for _, name := range []string{"llama-rope-llama3", "llama-rope-linear", "llama-rope-yarn"} {
+	for _, name := range []string{"llama-rope-llama3", "llama-rope-linear", "llama-rope-yarn", "mixtral-f32"} {
 		base := filepath.Join(fixtureDir, "..", "gguf", name)
 		fixtures = append(fixtures, [2]string{base + ".gguf", base + ".json"})
 	}

@@ -18,7 +18,7 @@ import (
 // logits it computed (tools/fixtures/make_fixtures.py).
 const fixtureDir = "../testdata/hf"
 
-var fixtureArchs = []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt2", "llama3", "qwen3_yarn"}
+var fixtureArchs = []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "llama3", "qwen3_yarn"}
 
 type reference struct {
 	Architecture string `json:"architecture"`

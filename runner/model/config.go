@@ -70,11 +70,15 @@ func (c *Config) Truncated() bool { return c.Layers < c.ModelLayers }
 type archSpec struct {
 	qkvBias, qkNorm, moe bool
 	gpt2                 bool // GPT-2's config keys and layout (gpt2.go)
+	// sparse is Mixtral's MoE: every layer's MLP a block_sparse_moe, the
+	// experts' intermediate size intermediate_size, the top-k renormalised
+	sparse bool
 }
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {},
 	"MistralForCausalLM":  {},
+	"MixtralForCausalLM":  {moe: true, sparse: true},
 	"Qwen2ForCausalLM":    {qkvBias: true},
 	"Qwen3ForCausalLM":    {qkNorm: true},
 	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true},
@@ -206,7 +210,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// use_sliding_window or a "sliding_attention" layer (transformers 5's
 	// layer_types).
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
-		on := arch == "MistralForCausalLM" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
+		on := arch == "MistralForCausalLM" || arch == "MixtralForCausalLM" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
 		on = on || slices.Contains(h.LayerTypes, "sliding_attention")
 		if on {
 			c.Window = *h.SlidingWindow
@@ -238,6 +242,11 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			c.SparseStep = *h.DecoderSparseStep
 		}
 		c.MLPOnlyLayers = h.MLPOnlyLayers
+		if spec.sparse {
+			// transformers' MixtralSparseMoeBlock: softmax over the experts,
+			// top-k, the k weights divided by their sum.
+			c.MoEInter, c.NormTopK, c.SparseStep, c.MLPOnlyLayers = h.IntermediateSize, true, 1, nil
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -126,7 +126,8 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 			}
 		}
 	}
-	if cfg.Architecture == "LlamaForCausalLM" {
+	if f.KV["general.architecture"].Str == "llama" {
+		// convert_hf_to_gguf reorders llama's (and Mixtral's) q and k rows.
 		for l := 0; l < cfg.ModelLayers; l++ {
 			s.permute[LayerPrefix(l)+"self_attn.q_proj.weight"] = cfg.Heads
 			s.permute[LayerPrefix(l)+"self_attn.k_proj.weight"] = cfg.KVHeads
@@ -432,11 +433,23 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	c.TieEmbed = !hasOut
 	_, c.QKVBias = f.Tensor("blk.0.attn_q.bias")
 	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
-	if n := num("expert_count", 0, false); n > 0 && arch != "qwen3moe" {
-		// llama.cpp writes Mixtral as llama with experts.
-		errs = append(errs, fmt.Sprintf("%s with %s.expert_count %d (a Mixtral-style MoE) is not supported (MoE: qwen3moe)", arch, arch, n))
-	}
-	if arch == "qwen3moe" {
+	experts := num("expert_count", 0, false)
+	switch {
+	case experts > 0 && arch == "llama":
+		// llama.cpp writes Mixtral as llama with experts, stacked in
+		// ffn_{gate,up,down}_exps (its graph renormalises the top-k).
+		c.Architecture = "MixtralForCausalLM"
+		c.NumExperts, c.TopK = experts, num("expert_used_count", 0, true)
+		c.Inter = num("feed_forward_length", 0, true)
+		c.MoEInter, c.NormTopK, c.SparseStep = c.Inter, true, 1
+		if _, stacked := f.Tensor("blk.0.ffn_gate_exps.weight"); !stacked {
+			if _, old := f.Tensor("blk.0.ffn_gate.0.weight"); old {
+				errs = append(errs, "experts stored a tensor each (blk.0.ffn_gate.0.weight), as llama.cpp's converter wrote them before it stacked them in ffn_gate_exps: convert the model again")
+			}
+		}
+	case experts > 0 && arch != "qwen3moe":
+		errs = append(errs, fmt.Sprintf("%s with %s.expert_count %d is not supported (MoE: qwen3moe, and llama with experts as Mixtral)", arch, arch, experts))
+	case arch == "qwen3moe":
 		c.NumExperts = num("expert_count", 0, true)
 		c.TopK = num("expert_used_count", 0, true)
 		c.MoEInter = num("expert_feed_forward_length", 0, true)
@@ -446,7 +459,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		}
 		c.SparseStep = 1
 		c.Inter = num("feed_forward_length", 0, false)
-	} else {
+	default:
 		c.Inter = num("feed_forward_length", 0, true)
 	}
 	if len(errs) > 0 {

@@ -203,6 +203,10 @@ func TestPresetsValidate(t *testing.T) {
 	if _, err := c.WithLayers(49); err == nil {
 		t.Error("WithLayers beyond the model succeeded")
 	}
+	m, _ := Preset("mixtral-8x7b")
+	if p := m.Params(); p < 46.5e9 || p > 46.9e9 {
+		t.Errorf("mixtral-8x7b has %d parameters, want about 46.7B", p)
+	}
 }
 
 // RoPE scaling as checkpoints spell it: rope_theta with rope_scaling
@@ -325,6 +329,8 @@ func TestSlidingWindow(t *testing.T) {
 		{"Qwen3ForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "sliding_attention"]`, 4096, 4096},
 		{"Qwen3ForCausalLM", `"sliding_window": 4096, "layer_types": ["full_attention", "full_attention"]`, 0, 32768},
 		{"LlamaForCausalLM", `"sliding_window": 4096`, 0, 32768},
+		{"MixtralForCausalLM", `"sliding_window": 4096, "num_local_experts": 4, "num_experts_per_tok": 2`, 4096, 4096},
+		{"MixtralForCausalLM", `"sliding_window": null, "num_local_experts": 4, "num_experts_per_tok": 2`, 0, 32768},
 	} {
 		t.Run(c.arch+" "+c.extra, func(t *testing.T) {
 			cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+dims+`, `+c.extra+`}`))
@@ -339,5 +345,48 @@ func TestSlidingWindow(t *testing.T) {
 				t.Errorf("context %q does not name the window", what)
 			}
 		})
+	}
+}
+
+// Mixtral's config.json: every layer an MoE block of num_local_experts
+// experts intermediate_size wide, the top-k weights renormalised (as
+// transformers' MixtralSparseMoeBlock does), whatever Qwen3-MoE's keys say;
+// and its checkpoint's block_sparse_moe tensors load under the names
+// Tensors gives.
+func TestMixtralConfig(t *testing.T) {
+	const base = `"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 3,
+		"num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": 64`
+	cfg, err := ParseHFConfig("config.json", []byte(`{`+base+`, "num_local_experts": 4, "num_experts_per_tok": 2,
+		"moe_intermediate_size": 5, "norm_topk_prob": false, "decoder_sparse_step": 2, "mlp_only_layers": [0]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NumExperts != 4 || cfg.TopK != 2 || cfg.MoEInter != 24 || !cfg.NormTopK {
+		t.Errorf("experts %d, top-k %d, expert width %d, renormalised %v; want 4, 2, 24, true", cfg.NumExperts, cfg.TopK, cfg.MoEInter, cfg.NormTopK)
+	}
+	for l := range 3 {
+		if !cfg.IsMoELayer(l) {
+			t.Errorf("layer %d is not an MoE layer", l)
+		}
+	}
+	if _, err := ParseHFConfig("config.json", []byte(`{`+base+`, "num_experts_per_tok": 2}`)); err == nil ||
+		!strings.Contains(err.Error(), "num_local_experts") {
+		t.Errorf("no experts: error %v", err)
+	}
+	c, ck, err := OpenDir(filepath.Join(fixtures, "mixtral"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for _, name := range []string{"model.layers.1.mlp.gate.weight", "model.layers.1.mlp.experts.7.gate_proj.weight",
+		"model.layers.1.mlp.experts.7.up_proj.weight", "model.layers.1.mlp.experts.7.down_proj.weight"} {
+		if !ck.Has(name) {
+			t.Errorf("%s: not found", name)
+		}
+	}
+	for _, spec := range c.Tensors() {
+		if _, _, err := ck.Tensor(spec); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

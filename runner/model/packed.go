@@ -259,9 +259,9 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	if c.mlx == nil || !spec.Matrix {
 		return Packed{}, false, nil
 	}
-	module, expert, experts := strings.TrimSuffix(spec.Name, ".weight"), -1, 0
+	module, expert, experts := strings.TrimSuffix(c.stored(spec.Name), ".weight"), -1, 0
 	if l, e, proj, ok := expertName(spec.Name); ok && !c.Has(spec.Name) {
-		module, expert, experts = strings.TrimSuffix(stackedName(l, proj, "weight"), ".weight"), e, c.experts
+		module, expert, experts = strings.TrimSuffix(c.stored(stackedName(l, proj, "weight")), ".weight"), e, c.experts
 	}
 	if !c.Has(module + ".scales") {
 		return Packed{}, false, nil
@@ -276,7 +276,7 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 		data, info, err := c.ck.Bytes(name)
 		where := c.fileOf(name)
 		if err != nil {
-			return nil, where, fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), spec.Name, module+".scales", name)
+			return nil, where, fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), module+".weight", module+".scales", name)
 		}
 		return data, info.DType, nil
 	}
@@ -339,9 +339,9 @@ func (c *Checkpoint) mlxScheme(cfg *Config) *QuantScheme {
 		if !t.Matrix {
 			continue
 		}
-		module := strings.TrimSuffix(t.Name, ".weight")
+		module := strings.TrimSuffix(c.stored(t.Name), ".weight")
 		if l, _, proj, ok := expertName(t.Name); ok && !c.Has(t.Name) {
-			module = strings.TrimSuffix(stackedName(l, proj, "weight"), ".weight")
+			module = strings.TrimSuffix(c.stored(stackedName(l, proj, "weight")), ".weight")
 		}
 		info, ok := c.ck.Info(module + ".scales")
 		if !ok {
@@ -362,7 +362,7 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 	if !ok {
 		return nil, 0, "", false
 	}
-	name := stackedName(l, proj, "weight")
+	name := c.stored(stackedName(l, proj, "weight"))
 	data, info, err := c.ck.Bytes(name)
 	if err != nil || len(info.Shape) != 3 || info.Shape[0] != c.experts || !sameShape(info.Shape[1:], spec.Shape) {
 		return nil, 0, "", false

@@ -31,6 +31,11 @@ var presets = map[string]Config{
 	"llama-3.2-1b": {Architecture: "LlamaForCausalLM", Vocab: 128256, Hidden: 2048, Layers: 16,
 		Heads: 32, KVHeads: 8, HeadDim: 64, Inter: 8192, MaxPos: 131072, RopeTheta: 500000, Eps: 1e-5,
 		TieEmbed: true, RopeScaling: &kernels.RoPEScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMax: 8192}},
+	// Mixtral-8x7B, as mistralai's config.json: every layer 8 experts of
+	// 14336, top-2.
+	"mixtral-8x7b": {Architecture: "MixtralForCausalLM", Vocab: 32000, Hidden: 4096, Layers: 32,
+		Heads: 32, KVHeads: 8, HeadDim: 128, Inter: 14336, MaxPos: 32768, RopeTheta: 1e6, Eps: 1e-5,
+		NumExperts: 8, TopK: 2, MoEInter: 14336, NormTopK: true, SparseStep: 1},
 	"devstral-small-22b": {Architecture: "MistralForCausalLM", Vocab: 131072, Hidden: 5120, Layers: 40,
 		Heads: 32, KVHeads: 8, HeadDim: 128, Inter: 32768, MaxPos: 131072, RopeTheta: 1e9, Eps: 1e-5},
 }

@@ -225,6 +225,7 @@ type Checkpoint struct {
 	keep      bool         // keep each matrix's stored dtype
 	mlx       *mlxQuant    // mlx-lm's quantization, nil for float checkpoints
 	experts   int          // experts per MoE layer, to slice switch_mlp stacks
+	sparse    bool         // MoE layers stored under Mixtral's names (stored)
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
@@ -235,6 +236,12 @@ func OpenCheckpoint(dir string, want *bridge.DType) (*Checkpoint, error) {
 		return nil, err
 	}
 	c := &Checkpoint{ck: ck}
+	for _, n := range ck.Names() {
+		if strings.Contains(n, ".block_sparse_moe.") {
+			c.sparse = true
+			break
+		}
+	}
 	if want != nil {
 		c.dtype = *want
 	} else {
@@ -265,13 +272,40 @@ func (c *Checkpoint) Close() error {
 func (c *Checkpoint) Mapped(b []byte) bool { return c.ck.Mapped(b) || c.converted.contain(b) }
 
 // Has reports whether the checkpoint holds a tensor.
-func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(name); return ok }
+func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(c.stored(name)); return ok }
+
+// mixtralProj are Mixtral's names for an expert's projections.
+var mixtralProj = map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+
+// stored is the name the checkpoint keeps tensor name under. Tensors names
+// an MoE layer's router and experts as Qwen3-MoE does (mlp.gate,
+// mlp.experts.E.gate_proj, mlx-lm's mlp.switch_mlp stacks); Mixtral keeps
+// them under block_sparse_moe, its experts' gate, up and down as w1, w3 and
+// w2 (mlx-lm's stacks keep the projections' names). Other names, and names
+// already stored, are their own.
+func (c *Checkpoint) stored(name string) string {
+	if !c.sparse {
+		return name
+	}
+	var l, e int
+	var rest string
+	if n, _ := fmt.Sscanf(name, "model.layers.%d.mlp.experts.%d.%s", &l, &e, &rest); n == 3 {
+		proj, suffix, _ := strings.Cut(rest, ".")
+		if w, ok := mixtralProj[proj]; ok {
+			return fmt.Sprintf("model.layers.%d.block_sparse_moe.experts.%d.%s.%s", l, e, w, suffix)
+		}
+	}
+	if n, _ := fmt.Sscanf(name, "model.layers.%d.mlp.%s", &l, &rest); n == 2 && (strings.HasPrefix(rest, "gate.") || strings.HasPrefix(rest, "switch_mlp.")) {
+		return fmt.Sprintf("model.layers.%d.block_sparse_moe.%s", l, rest)
+	}
+	return name
+}
 
 // CheckpointBytes is the size of the tensors in the folder.
 func (c *Checkpoint) CheckpointBytes() int64 { return c.ck.TotalBytes() }
 
 func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
-	name := spec.Name
+	name := c.stored(spec.Name)
 	data, info, err := c.ck.Bytes(name)
 	if err != nil && strings.HasPrefix(name, GPT2Prefix) {
 		// The hub's GPT-2 checkpoints name tensors without the prefix.
@@ -283,7 +317,7 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if err != nil {
 		sdata, sdt, sname, ok := c.stackedFloat(spec)
 		if !ok {
-			return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), spec.Name)
+			return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), name)
 		}
 		data, info, where = sdata, c.sliceInfo(sname, spec, sdt), c.fileOf(sname)
 	}
