@@ -70,9 +70,9 @@ func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol floa
 }
 
 // TestQuantMatchesTransformers: MLX 4- and 8-bit (llama, qwen3,
-// qwen3_moe), GGUF Q8_0, Q4_0, Q4_K_M (llama, qwen3moe) and the transcoded
-// Q4_1, Q5_0, Q5_1 (llama) and Q5_K_M (qwen3moe) on the CPU, logits within
-// 1e-3.
+// qwen3_moe; Mixtral at 4), GGUF Q8_0, Q4_0, Q4_K_M (llama, qwen3moe), the
+// transcoded Q4_1, Q5_0, Q5_1 (llama) and Q5_K_M (qwen3moe), and Mixtral as
+// llama.cpp writes it, on the CPU, logits within 1e-3.
 func TestQuantMatchesTransformers(t *testing.T) {
 	checkQuantFixtures(t, func() bridge.Backend { return cpu.New(cpu.Options{}) }, 1e-3)
 }
