@@ -73,12 +73,14 @@ type archSpec struct {
 	// sparse is Mixtral's MoE: every layer's MLP a block_sparse_moe, the
 	// experts' intermediate size intermediate_size, the top-k renormalised
 	sparse bool
+	// slides: attention slides whenever sliding_window is set
+	slides bool
 }
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {},
-	"MistralForCausalLM":  {},
-	"MixtralForCausalLM":  {moe: true, sparse: true},
+	"MistralForCausalLM":  {slides: true},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true},
 	"Qwen2ForCausalLM":    {qkvBias: true},
 	"Qwen3ForCausalLM":    {qkNorm: true},
 	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true},
@@ -206,11 +208,11 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// A sliding window is attention over the last sliding_window tokens:
 	// full attention while a sequence is no longer, so the model runs
 	// exactly up to it (Window; the engine refuses longer requests).
-	// Mistral windows whenever sliding_window is set, Qwen2 and Qwen3 with
+	// Mistral and Mixtral window whenever sliding_window is set (slides), Qwen2 and Qwen3 with
 	// use_sliding_window or a "sliding_attention" layer (transformers 5's
 	// layer_types).
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
-		on := arch == "MistralForCausalLM" || arch == "MixtralForCausalLM" || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
+		on := spec.slides || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
 		on = on || slices.Contains(h.LayerTypes, "sliding_attention")
 		if on {
 			c.Window = *h.SlidingWindow

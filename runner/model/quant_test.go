@@ -227,16 +227,7 @@ func TestBadGGUF(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "m.gguf")
 			os.WriteFile(p, c.edit(append([]byte(nil), src...)), 0o644)
-			_, s, err := Open(Spec{Model: p})
-			if err == nil {
-				s.Close()
-				t.Fatal("no error")
-			}
-			for _, w := range append(c.want, p) {
-				if !strings.Contains(err.Error(), w) {
-					t.Fatalf("error %q does not say %q", err, w)
-				}
-			}
+			openRefused(t, p, c.want...)
 		})
 	}
 }
@@ -321,15 +312,24 @@ func TestBadGGUFRoPE(t *testing.T) {
 			c.edit(b)
 			p := filepath.Join(t.TempDir(), "m.gguf")
 			os.WriteFile(p, b, 0o644)
-			_, s, err := Open(Spec{Model: p})
-			if err == nil {
-				s.Close()
-				t.Fatal("no error")
-			}
-			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
-				t.Fatalf("error %q does not say %q and the file", err, c.want)
-			}
+			openRefused(t, p, c.want)
 		})
+	}
+}
+
+// openRefused opens the model at p and wants an error naming p and each of
+// want.
+func openRefused(t *testing.T, p string, want ...string) {
+	t.Helper()
+	_, s, err := Open(Spec{Model: p})
+	if err == nil {
+		s.Close()
+		t.Fatal("no error")
+	}
+	for _, w := range append(want, p) {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q does not say %q", err, w)
+		}
 	}
 }
 
@@ -400,14 +400,7 @@ func TestGGUFLlamaWithExperts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := tinyGGUF(t, c.arch, moe(c.arch), c.tensors...)
-			_, s, err := Open(Spec{Model: p})
-			if err == nil {
-				s.Close()
-				t.Fatal("no error")
-			}
-			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
-				t.Fatalf("error %q does not say %q and the file", err, c.want)
-			}
+			openRefused(t, p, c.want)
 		})
 	}
 }
