@@ -154,6 +154,52 @@ func TestQuantMoEGroupedMatchesReference(t *testing.T) {
 	}
 }
 
+// A packed MoE block of a few tokens on the integer affine kernels (the
+// router GEMV at 8 bits, qamoe_gate_up, qamoe_down_sum) equals the
+// reference on the same packed experts. The shapes cross qamoe_down_sum's
+// staging: a token's k rows of h (k·I values) fit in one stage, or take
+// two or four chunks whose bounds fall inside an expert's row (Mixtral's
+// down projection is 2·14336).
+func TestPackedMoEDecodeMatchesReference(t *testing.T) {
+	b := gpu(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	router8 := quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16}
+	for _, c := range []struct {
+		s          quant.Spec
+		E, K, H, I int
+	}{
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 8, 2, 256, 512},
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 8, 2, 256, 4608},
+		{quant.Spec{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}, 16, 4, 192, 2112},
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 128, Scale: quant.F16}, 4, 2, 128, 14336},
+	} {
+		gate, up, down := randomPacked(r, c.s, c.E*c.I, c.H, 0.1), randomPacked(r, c.s, c.E*c.I, c.H, 0.1), randomPacked(r, c.s, c.E*c.H, c.I, 0.05)
+		router := randomPacked(r, router8, c.E, c.H, 0.5)
+		w := &bridge.MoEWeights{Router: uploadPacked(t, b, router), TopK: c.K, NormTopK: true, Hidden: c.H, Inter: c.I}
+		for e := 0; e < c.E; e++ {
+			for _, set := range []struct {
+				m   *quant.Matrix
+				dst *[]bridge.Tensor
+			}{{gate, &w.Gate}, {up, &w.Up}, {down, &w.Down}} {
+				*set.dst = append(*set.dst, uploadPacked(t, b, set.m.Expert(e, c.E)))
+			}
+		}
+		for _, T := range []int{1, 3} {
+			x := randn(r, T*c.H, 1)
+			want := make([]float32, T*c.H)
+			quant.MoE(want, x, router, nil, quant.Experts{Gate: gate, Up: up, Down: down, Count: c.E}, c.K, true, c.H, c.I)
+			xt := upload(t, b, bridge.F32, f32Bytes(x), T, c.H)
+			out := upload(t, b, bridge.F32, make([]byte, 4*T*c.H), T, c.H)
+			inStep(t, b, T, func() { b.QMoE(out, xt, w, bridge.MoEParams{}) })
+			e := relErr(readF32(t, b, out, T*c.H), want)
+			t.Logf("%v, %d experts top-%d, %d -> %d, %d tokens: relative error %.2g", c.s, c.E, c.K, c.H, c.I, T, e)
+			if e > 1e-4 {
+				t.Errorf("%v, %d -> %d (k·I = %d), %d tokens: relative error %.3g > 1e-4", c.s, c.H, c.I, c.K*c.I, T, e)
+			}
+		}
+	}
+}
+
 // A packed model's prompt logits from one prefill step (tensor-core
 // kernels: q/k/v, gate and up with SwiGLU, the output projections) equal
 // those of token-by-token decode (the f32-activation GEMVs) within the

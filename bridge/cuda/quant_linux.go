@@ -50,7 +50,7 @@ func quantKernelNames() []string {
 			"qagemv_gu_%s_c1_r1", "qagemv_gu_%s_c1_r2", "qagemv_gu_%s_c4_r1"} {
 			n = append(n, fmt.Sprintf(v, f))
 		}
-		n = append(n, "qamoe_gate_up_"+f, "qamoe_down_sum_"+f, "qarouter_route1_"+f)
+		n = append(n, "qamoe_gate_up_"+f, "qamoe_down_sum_"+f, "qamoe_down_chunks_"+f, "qarouter_route1_"+f)
 	}
 	return n
 }
@@ -593,14 +593,14 @@ func (b *Backend) qmoeGateUpRoutes(w *bridge.MoEWeights, p bridge.MoEParams, T i
 	return b.qmoeRouterFolds(w, p, T) && qaFits(gs) && w.Hidden <= qaXB && w.TopK <= qaMaxK
 }
 
-// qmoeDownFolds: the expert down projections run in qamoe_down_sum, which
-// can add into the residual.
+// qmoeDownFolds: the expert down projections run in qamoe_down_sum (or
+// qamoe_down_chunks), which can add into the residual.
 func (b *Backend) qmoeDownFolds(w *bridge.MoEWeights, p bridge.MoEParams) bool {
 	if len(w.Down) == 0 {
 		return false
 	}
 	d, ok := w.Down[0].(*qtensor)
-	return ok && !b.opts.NoFuse && !p.Unfused && qaFits(d.Spec) && w.TopK*w.Inter <= qaXB && w.TopK <= qaMaxK
+	return ok && !b.opts.NoFuse && !p.Unfused && qaFits(d.Spec) && w.TopK <= qaMaxK
 }
 
 func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEParams, fold qmoeFold) {
@@ -723,16 +723,22 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 	}
 	b.subMark("down")
 	ds := tab.spec[2]
-	if fold.residual != 0 && !(fused && qaFits(ds) && K*I <= qaXB && K <= qaMaxK) {
-		b.fail("internal: qmoe: a folded residual without qamoe_down_sum")
+	if fold.residual != 0 && !(fused && qaFits(ds) && K <= qaMaxK) {
+		b.fail("internal: qmoe: a folded residual without qamoe_down_sum or qamoe_down_chunks")
 		return
 	}
-	if fused && qaFits(ds) && K*I <= qaXB && K <= qaMaxK {
+	if fused && qaFits(ds) && K <= qaMaxK {
 		dst := o.ptr
 		if fold.residual != 0 {
 			dst = fold.residual
 		}
-		b.launch("qamoe_down_sum_"+quant.KernelName(ds), [3]int{b.qaBlocks(H, T), T, 1}, qWarps*32, hbuf, dst, tab.ptr, ids,
+		// A token's k rows of h staged once a block, or in chunks
+		// (qamoe_down_chunks) when they are more than a stage holds.
+		name := "qamoe_down_sum_"
+		if K*I > qaXB {
+			name = "qamoe_down_chunks_"
+		}
+		b.launch(name+quant.KernelName(ds), [3]int{b.qaBlocks(H, T), T, 1}, qWarps*32, hbuf, dst, tab.ptr, ids,
 			wts, i32(H), i32(I), i32(K), i32(E), i32(ds.RowBytes(I)), i32(max(ds.Groups(I), 1)), i32(int(ds.Scale)), b.stats.ptr,
 			fold.residual)
 		return

@@ -213,8 +213,8 @@ struct QAMat {
 };
 
 // QAExperts is the row source of qa_moe_down_sum: row row0+r of the K
-// experts' down projections one after another, unit v of the concatenation
-// in expert j = v / upe, scaled by the pair's routing weight (pointers and
+// experts' down projections one after another, unit v of the chunk unit
+// ub+v of the concatenation, in expert j = (ub+v) / upe, scaled by the pair's routing weight (pointers and
 // weights from the block's shared table; a bad expert adds nothing).
 #define QA_MAXK 64
 template <int BITS, int R, int SDT>
@@ -223,8 +223,8 @@ struct QAExperts {
     const unsigned char* const* s;
     const unsigned char* const* b;
     const float* wt;
-    int upe, gsh;
-    float inv;  // 1/upe
+    int upe, gsh, ub;  // ub: the chunk's first unit of the concatenation
+    float inv;         // 1/upe
     long woff[R];
     int soff[R];
     __device__ __forceinline__ void rows(int row0, int last, int rowBytes, int sz) {
@@ -235,6 +235,7 @@ struct QAExperts {
         }
     }
     __device__ __forceinline__ bool at(int r, int v, const uint4*& p, float& sc, float& bi) const {
+        v += ub;
         const int j = __float2int_rz(((float)v + 0.5f) * inv), uu = v - j * upe, g = uu >> gsh;
         const unsigned char* base = w[j];
         if (!base) return false;
@@ -542,22 +543,31 @@ __device__ __forceinline__ void qa_moe_gate_up(QAShared& sh, const float* __rest
 // qa_moe_down_sum: out[t] = Σ_j w[t·K+j] · h[t·K+j]·downᵀ of the pair's
 // expert (+ res[t], the residual, when set: out may be res), token
 // blockIdx.y: its K rows of h (contiguous, K·I values) staged once a block,
-// a warp's R output rows dotted with all of them at once (QAExperts), so
-// every expert's loads are in flight together. The experts' table is in sh
-// (qa_moe_experts).
-template <int BITS, int R, int SDT>
+// or with CHUNKED (more than QA_XB values: Mixtral's 2·14336) a chunk at a
+// time for each row group; a warp's R output rows dotted with all of them
+// at once (QAExperts), so every expert's loads are in flight together. The
+// experts' table is in sh (qa_moe_experts).
+template <int BITS, int R, int SDT, bool CHUNKED>
 __device__ __forceinline__ void qa_moe_down_sum(QAShared& sh, const float* __restrict__ h, float* out, int H, int I, int K,
                                                 int rowBytes, int groups, const float* res) {
     QAStage& st = sh.st;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.y;
-    const int upe = I / 32, total = (H + R - 1) / R, stride = gridDim.x * QWARPS;
-    qa_stage<BITS>(st, h + (long)t * K * I, K * I, 1, 0, K * I, QA_UNITS);
-    __syncthreads();
+    const int upe = I / 32, nu = K * upe, total = (H + R - 1) / R, stride = gridDim.x * QWARPS;
+    const float* ht = h + (long)t * K * I;
+    if (!CHUNKED) {
+        qa_stage<BITS>(st, ht, K * I, 1, 0, K * I, QA_UNITS);
+        __syncthreads();
+    }
     QAExperts<BITS, R, SDT> src;
     src.w = sh.w, src.s = sh.s, src.b = sh.b, src.wt = sh.wt;
-    src.upe = upe, src.gsh = qa_gsh(I / groups), src.inv = 1.f / (float)upe;
+    src.upe = upe, src.gsh = qa_gsh(I / groups), src.inv = 1.f / (float)upe, src.ub = 0;
     const int sz = groups * (SDT == DT_F32 ? 4 : 2);
-    for (int rg = blockIdx.x * QWARPS + warp; rg < total; rg += stride) {
+    // Chunked, every round stages between barriers, so a block's warps go
+    // round together (block-uniform), those past the rows idle.
+    for (int base = blockIdx.x * QWARPS; base < total; base += stride) {
+        const int rg = base + warp;
+        const bool active = rg < total;
+        if (!CHUNKED && !active) break;
         for (int i = lane; i < K * R && rg + stride < total; i += 32)
             if (sh.w[i / R]) qa_prefetch_row(sh.w[i / R] + (long)min((rg + stride) * R + i % R, H - 1) * rowBytes, rowBytes);
         const int row0 = rg * R;
@@ -566,7 +576,19 @@ __device__ __forceinline__ void qa_moe_down_sum(QAShared& sh, const float* __res
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][0] = 0.f;
         QALoads<BITS, R, QA_U(BITS, R, false)> L;
-        qa_rows<BITS, R, 1, QA_U(BITS, R, false)>(src, K * upe, st, 0, QA_UNITS, 1, lane, acc, L);
+        if (CHUNKED) {
+            for (int u0 = 0; u0 < nu; u0 += QA_UNITS) {
+                const int n = min(QA_UNITS, nu - u0);
+                __syncthreads();
+                qa_stage<BITS>(st, ht, K * I, 1, 32 * u0, 32 * n, QA_UNITS);
+                __syncthreads();
+                src.ub = u0;
+                if (active) qa_rows<BITS, R, 1, QA_U(BITS, R, false)>(src, n, st, 0, QA_UNITS, 1, lane, acc, L);
+            }
+            if (!active) continue;
+        } else {
+            qa_rows<BITS, R, 1, QA_U(BITS, R, false)>(src, nu, st, 0, QA_UNITS, 1, lane, acc, L);
+        }
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r][0] = warp_sum(acc[r][0]);
         if (lane == 0) {
@@ -665,7 +687,17 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         __shared__ QAShared sh;                                                                                         \
         pdl_wait();                                                                                                     \
         qa_moe_experts<1>(sh, tab, ids, wts, H, K, E, rowBytes, stats);                                                 \
-        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT>(sh, h, out, H, I, K, rowBytes, groups, res)))                        \
+        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT, false>(sh, h, out, H, I, K, rowBytes, groups, res)))                 \
+    }                                                                                                                   \
+    /* K·I over QA_XB: a kernel of its own, so the one-stage kernel keeps its registers. */                            \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_chunks_##S(                                          \
+        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids,              \
+        const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
+        int* __restrict__ stats, const float* res) {                                                                    \
+        __shared__ QAShared sh;                                                                                         \
+        pdl_wait();                                                                                                     \
+        qa_moe_experts<1>(sh, tab, ids, wts, H, K, E, rowBytes, stats);                                                 \
+        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT, true>(sh, h, out, H, I, K, rowBytes, groups, res)))                  \
     }                                                                                                                   \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                            \
         const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
