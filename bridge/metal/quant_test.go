@@ -57,6 +57,7 @@ var quantFixtures = [][2]string{
 	{"gguf/llama-q4_k_m.gguf", "gguf/llama-q4_k_m.json"},
 	{"gguf/qwen3_moe-q8_0.gguf", "gguf/qwen3_moe-q8_0.json"},
 	{"gguf/qwen3_moe-q4_k_m.gguf", "gguf/qwen3_moe-q4_k_m.json"},
+	{"gguf/mixtral-split-q4_0.gguf", "gguf/mixtral-split-q4_0.json"},
 	{"gguf/llama-q4_1.gguf", "gguf/llama-q4_1.json"},
 	{"gguf/llama-q5_0.gguf", "gguf/llama-q5_0.json"},
 	{"gguf/llama-q5_1.gguf", "gguf/llama-q5_1.json"},

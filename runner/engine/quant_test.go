@@ -31,9 +31,12 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/qwen3_moe-q4_0.gguf", "../testdata/gguf/qwen3_moe-q4_0.json"},
 	{"../testdata/gguf/qwen3_moe-q4_k_m.gguf", "../testdata/gguf/qwen3_moe-q4_k_m.json"},
 	// Mixtral: mlx-lm's 4-bit layout (block_sparse_moe.switch_mlp, a 4-bit
-	// router) and llama.cpp's (llama with stacked experts), f32 weights.
+	// router) and llama.cpp's (llama with stacked experts), f32 weights; and
+	// llama.cpp's older layout, each expert's matrices a tensor of its own
+	// (Q4_0, the down projections Q8_0).
 	{"../testdata/mlx/mixtral-q4", "../testdata/mlx/mixtral-q4/reference.json"},
 	{"../testdata/gguf/mixtral-f32.gguf", "../testdata/gguf/mixtral-f32.json"},
+	{"../testdata/gguf/mixtral-split-q4_0.gguf", "../testdata/gguf/mixtral-split-q4_0.json"},
 	// Types read by transcoding (kernels/quant/ggml.go).
 	{"../testdata/gguf/llama-q4_1.gguf", "../testdata/gguf/llama-q4_1.json"},
 	{"../testdata/gguf/llama-q5_0.gguf", "../testdata/gguf/llama-q5_0.json"},

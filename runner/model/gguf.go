@@ -56,22 +56,37 @@ type GGUFSource struct {
 	permute map[string]int
 	// transcoded are the packed tensors rewritten so far, by HF name.
 	transcoded map[string]Packed
+	// splitExperts: each expert's matrices are tensors of their own
+	// (blk.N.ffn_gate.E.weight), as llama.cpp's converter wrote Mixtral
+	// before it stacked them in ffn_gate_exps.
+	splitExperts bool
 }
 
-// ggufName is the GGUF tensor holding HF tensor name, and for experts the
-// expert's index in the stacked tensor (-1 otherwise).
-func ggufName(name string) (string, int) {
+// ggufProj is an expert projection's GGUF name, stacked (ffn_gate_exps) or
+// one expert's (ffn_gate.E).
+var ggufProj = map[string]string{"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+
+// name is the GGUF tensor holding HF tensor name, and for stacked experts
+// the expert's index in it (-1 otherwise).
+func (s *GGUFSource) name(name string) (string, int) {
 	if l, e, proj, ok := expertName(name); ok {
-		p := map[string]string{"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}[proj]
-		return fmt.Sprintf("blk.%d.%s.weight", l, p), e
+		if s.splitExperts {
+			return fmt.Sprintf("blk.%d.%s.%d.weight", l, ggufProj[proj], e), -1
+		}
+		return fmt.Sprintf("blk.%d.%s_exps.weight", l, ggufProj[proj]), e
 	}
+	return ggufName(name), -1
+}
+
+// ggufName is the GGUF tensor holding HF tensor name, outside the experts.
+func ggufName(name string) string {
 	switch name {
 	case "model.embed_tokens.weight":
-		return "token_embd.weight", -1
+		return "token_embd.weight"
 	case "model.norm.weight":
-		return "output_norm.weight", -1
+		return "output_norm.weight"
 	case "lm_head.weight":
-		return "output.weight", -1
+		return "output.weight"
 	}
 	var l int
 	var rest string
@@ -94,10 +109,10 @@ func ggufName(name string) (string, int) {
 			"mlp.gate.weight":                 "ffn_gate_inp.weight",
 		}
 		if g, ok := m[rest]; ok {
-			return fmt.Sprintf("blk.%d.%s", l, g), -1
+			return fmt.Sprintf("blk.%d.%s", l, g)
 		}
 	}
-	return name, -1
+	return name
 }
 
 // OpenGGUF opens a GGUF file: its configuration and its tensors.
@@ -111,7 +126,7 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	s := &GGUFSource{f: f, cfg: cfg, permute: map[string]int{}}
+	s := &GGUFSource{f: f, cfg: cfg, permute: map[string]int{}, splitExperts: ggufSplitExperts(f)}
 	if want != nil {
 		s.dtype = *want
 	} else {
@@ -136,11 +151,24 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	// Every tensor the model needs must be there, readable, of the shape
 	// the metadata implies: checked now, before any work.
 	q := &QuantScheme{Name: "gguf", Per: map[string]*quant.Spec{}}
+	// The kernels read a layer's experts of one projection as one packing:
+	// experts stored a tensor each must agree on theirs.
+	first := map[string]gguf.TensorInfo{}
 	for _, t := range cfg.Tensors() {
 		info, e, err := s.lookup(t)
 		if err != nil {
 			f.Close()
 			return nil, nil, err
+		}
+		if l, _, proj, ok := expertName(t.Name); ok && s.splitExperts {
+			key := fmt.Sprintf("blk.%d.%s", l, ggufProj[proj])
+			if f0, ok := first[key]; !ok {
+				first[key] = info
+			} else if f0.Type != info.Type {
+				f.Close()
+				return nil, nil, fmt.Errorf("%s: the experts of %s differ in type: %q is %v, %q %v (a layer's experts must share one)",
+					path, key, f0.Name, f0.Type, info.Name, info.Type)
+			}
 		}
 		if spec, ok := ggufQuant(info.Type); ok {
 			q.Per[t.Name] = &spec
@@ -151,6 +179,23 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	}
 	cfg.Quant = q
 	return cfg, s, nil
+}
+
+// ggufSplitExperts: f stores its experts a tensor each (blk.N.ffn_gate.E.weight)
+// and not stacked (blk.N.ffn_gate_exps.weight).
+func ggufSplitExperts(f *gguf.File) bool {
+	split := false
+	for _, t := range f.Tensors {
+		var l, e int
+		var rest string
+		if strings.Contains(t.Name, "_exps.") {
+			return false
+		}
+		if n, _ := fmt.Sscanf(t.Name, "blk.%d.ffn_gate.%d.%s", &l, &e, &rest); n == 3 {
+			split = true
+		}
+	}
+	return split
 }
 
 // ggufQuant is the packing a packed ggml type runs as: its own, or for a
@@ -177,7 +222,7 @@ const ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcodin
 
 // lookup finds spec's GGUF tensor and checks its type and shape.
 func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
-	name, e := ggufName(spec.Name)
+	name, e := s.name(spec.Name)
 	info, ok := s.f.Tensor(name)
 	if !ok {
 		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", s.f.Path, name, spec.Name)
@@ -442,11 +487,6 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		c.NumExperts, c.TopK = experts, num("expert_used_count", 0, true)
 		c.Inter = num("feed_forward_length", 0, true)
 		c.MoEInter, c.NormTopK, c.SparseStep = c.Inter, true, 1
-		if _, stacked := f.Tensor("blk.0.ffn_gate_exps.weight"); !stacked {
-			if _, old := f.Tensor("blk.0.ffn_gate.0.weight"); old {
-				errs = append(errs, "experts stored a tensor each (blk.0.ffn_gate.0.weight), as llama.cpp's converter wrote them before it stacked them in ffn_gate_exps: convert the model again")
-			}
-		}
 	case experts > 0 && arch != "qwen3moe":
 		errs = append(errs, fmt.Sprintf("%s with %s.expert_count %d is not supported (MoE: qwen3moe, and llama with experts as Mixtral)", arch, arch, experts))
 	case arch == "qwen3moe":

@@ -276,14 +276,7 @@ func TestCachedWidensOnce(t *testing.T) {
 // A GGUF file's RoPE as this build cannot run it, or as no converter
 // writes it, is refused with the file and what is wrong named.
 func TestBadGGUFRoPE(t *testing.T) {
-	// after returns the offset just past name's last occurrence in b.
-	after := func(b []byte, name string) int {
-		i := strings.LastIndex(string(b), name)
-		if i < 0 {
-			t.Fatalf("no %s in the fixture", name)
-		}
-		return i + len(name)
-	}
+	after := func(b []byte, name string) int { return after(t, b, name) }
 	cases := []struct {
 		fixture string
 		edit    func([]byte)
@@ -315,6 +308,16 @@ func TestBadGGUFRoPE(t *testing.T) {
 			openRefused(t, p, c.want)
 		})
 	}
+}
+
+// after returns the offset just past name's last occurrence in b.
+func after(t *testing.T, b []byte, name string) int {
+	t.Helper()
+	i := strings.LastIndex(string(b), name)
+	if i < 0 {
+		t.Fatalf("no %s in the fixture", name)
+	}
+	return i + len(name)
 }
 
 // openRefused opens the model at p and wants an error naming p and each of
@@ -371,10 +374,9 @@ func tinyGGUF(t *testing.T, arch string, kv map[string]uint32, names ...string) 
 }
 
 // llama.cpp writes Mixtral as llama with experts: such a file opens as
-// Mixtral when its experts are stacked (ffn_*_exps; the mixtral fixture's
-// logits are checked in runner/engine), and is refused by name, as it opens,
-// when an older converter wrote them a tensor each; other architectures
-// with experts are refused too.
+// Mixtral (the mixtral fixture's logits, and those of the same file with
+// its experts a tensor each, are checked in runner/engine); other
+// architectures with experts are refused by name, as they open.
 func TestGGUFLlamaWithExperts(t *testing.T) {
 	cfg, s, err := Open(Spec{Model: "../testdata/gguf/mixtral-f32.gguf"})
 	if err != nil {
@@ -385,6 +387,38 @@ func TestGGUFLlamaWithExperts(t *testing.T) {
 		!cfg.IsMoELayer(0) || !cfg.IsMoELayer(1) || cfg.QKNorm {
 		t.Fatalf("config %+v", cfg)
 	}
+	// The same model as llama.cpp's converter wrote it before it stacked
+	// the experts: a tensor each (blk.N.ffn_gate.E.weight).
+	split, s, err := Open(Spec{Model: "../testdata/gguf/mixtral-split-q4_0.gguf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if split.Architecture != cfg.Architecture || split.NumExperts != 4 || split.TopK != 2 || split.MoEInter != 128 {
+		t.Fatalf("experts a tensor each: config %+v", split)
+	}
+	for _, c := range []struct {
+		name string
+		want *quant.Spec
+	}{{"model.layers.1.mlp.experts.3.gate_proj.weight", &quant.Spec{Type: quant.Q4_0}},
+		{"model.layers.1.mlp.experts.3.down_proj.weight", &quant.Spec{Type: quant.Q8_0}}} {
+		if got, _ := split.Quant.For(c.name); got != *c.want {
+			t.Errorf("%s runs as %v, want %v", c.name, got, *c.want)
+		}
+	}
+	// Experts of one projection in a layer stored in two types: refused as
+	// the file opens, both tensors named (a tensor's type follows its name,
+	// its two dimensions).
+	b, err := os.ReadFile("../testdata/gguf/mixtral-split-q4_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[after(t, b, "blk.1.ffn_down.2.weight")+4+16:], 2) // Q8_0 -> Q4_0
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	openRefused(t, p, `the experts of blk.1.ffn_down differ in type: "blk.1.ffn_down.0.weight" is Q8_0, "blk.1.ffn_down.2.weight" Q4_0`)
 	moe := func(arch string) map[string]uint32 {
 		return map[string]uint32{arch + ".embedding_length": 8, arch + ".block_count": 1, arch + ".feed_forward_length": 16,
 			arch + ".attention.head_count": 2, arch + ".expert_count": 8, arch + ".expert_used_count": 2}
@@ -394,8 +428,6 @@ func TestGGUFLlamaWithExperts(t *testing.T) {
 		tensors    []string
 		want       string
 	}{
-		{"one tensor an expert", "llama", []string{"token_embd.weight", "blk.0.ffn_gate.0.weight"},
-			"experts stored a tensor each (blk.0.ffn_gate.0.weight)"},
 		{"qwen2 with experts", "qwen2", []string{"token_embd.weight"}, "qwen2 with qwen2.expert_count 8 is not supported"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
