@@ -204,10 +204,12 @@ func elems(shape []int) (int, error) {
 	return n, nil
 }
 
-// dbuf is a device buffer the backend allocated; dispatches compare them
-// by pointer when they look for hazards.
+// dbuf is a device buffer the backend allocated, or with mapped one that
+// aliases mmap'd weights (no-copy: not counted against the working set);
+// dispatches compare them by pointer when they look for hazards.
 type dbuf struct {
 	mtl.Buffer
+	mapped bool
 }
 
 // newBuffer allocates a shared buffer of at least 16 bytes (Metal refuses
@@ -220,13 +222,15 @@ func (b *Backend) newBuffer(n int) (*dbuf, error) {
 	b.mu.Lock()
 	b.allocated += int64(buf.Length())
 	b.mu.Unlock()
-	return &dbuf{buf}, nil
+	return &dbuf{Buffer: buf}, nil
 }
 
 func (b *Backend) release(buf *dbuf) {
-	b.mu.Lock()
-	b.allocated -= int64(buf.Length())
-	b.mu.Unlock()
+	if !buf.mapped {
+		b.mu.Lock()
+		b.allocated -= int64(buf.Length())
+		b.mu.Unlock()
+	}
 	buf.Release()
 }
 
@@ -278,7 +282,7 @@ func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridg
 	if err != nil {
 		return b.Weight(dt, shape, data)
 	}
-	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: &dbuf{Buffer: buf}, off: int(p - base), owned: true}, nil
+	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: &dbuf{Buffer: buf, mapped: true}, off: int(p - base), owned: true}, nil
 }
 
 // weightAlign is the alignment a mapped weight tensor needs to be used in

@@ -3,6 +3,7 @@
 package metal
 
 import (
+	"math/rand/v2"
 	"os"
 	"testing"
 	"unsafe"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/bridge/quanttest"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
 // Weights in mmap'd memory are aliased, not copied, also when they start
@@ -55,5 +58,125 @@ func TestWeightMappedAliases(t *testing.T) {
 	}
 	if cc := c.(*tensor).contents(); unsafe.SliceData(cc) == unsafe.SliceData(data) || string(cc) != string(data) {
 		t.Fatal("Weight did not make an equal copy")
+	}
+}
+
+// A MoE layer's packed experts stacked in mapped memory, as mlx-lm's
+// switch_mlp and GGUF's ffn_*_exps tensors lie in their files, are read in
+// place: the expert kernels' regions alias the mapping and nothing is
+// counted against the working set for them. Experts from the heap are
+// gathered into a buffer of the backend's. Both give the reference's
+// output.
+func TestStackedExpertsAliased(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip(err)
+	}
+	const E, K, H, I = 4, 2, 128, 256
+	spec := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
+	sizes := func(rows, k int) (int, int) {
+		return rows * spec.RowBytes(k), rows * spec.Groups(k) * spec.Scale.Size()
+	}
+	gd, gs := sizes(E*I, H)
+	dd, ds := sizes(E*H, I)
+	page := os.Getpagesize()
+	total := 3*(gd+2*gs) + 16*9 // three matrices' values, scales and biases, each region 16-byte aligned
+	mem, err := unix.Mmap(-1, 0, (total+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	off := 0
+	take := func(n int) []byte {
+		b := mem[off : off+n : off+n]
+		off = (off + n + 15) &^ 15
+		return b
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	gate := quant.Random(spec, E*I, H, 0.1, r, take(gd), take(gs), take(gs))
+	up := quant.Random(spec, E*I, H, 0.1, r, take(gd), take(gs), take(gs))
+	down := quant.Random(spec, E*H, I, 0.05, r, take(dd), take(ds), take(ds))
+	router := make([]float32, E*H)
+	x := make([]float32, H)
+	for i := range router {
+		router[i] = float32(r.NormFloat64()) * 0.5
+	}
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	want := make([]float32, H)
+	quant.MoE(want, x, nil, router, quant.Experts{Gate: gate, Up: up, Down: down, Count: E}, K, true, H, I)
+
+	for _, mapped := range []bool{true, false} {
+		be, err := New(emu.New(emu.Options{}), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		upload := func(m *quant.Matrix) bridge.Tensor {
+			var q bridge.Tensor
+			var err error
+			if mapped {
+				q, err = be.QuantWeightMapped(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+			} else {
+				q, err = be.QuantWeight(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q
+		}
+		rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
+		for e := 0; e < E; e++ {
+			w.Gate = append(w.Gate, upload(gate.Expert(e, E)))
+			w.Up = append(w.Up, upload(up.Expert(e, E)))
+			w.Down = append(w.Down, upload(down.Expert(e, E)))
+		}
+		xt, err := be.Weight(bridge.F32, []int{1, H}, quanttest.F32Bytes(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := be.Alloc(bridge.F32, 1, H)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, Positions: []int32{0},
+			SlotMapping: []int32{0}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}, BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16}
+		if err := be.BeginStep(meta, []int32{0}, false); err != nil {
+			t.Fatal(err)
+		}
+		be.QMoE(out, xt, w, bridge.MoEParams{})
+		if _, err := be.EndStep(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, H)
+		if err := be.Read(out, got); err != nil {
+			t.Fatal(err)
+		}
+		e := quanttest.RelErr(got, want)
+		info := be.Info()
+		used := info.MemoryBytes - info.AvailableBytes
+		t.Logf("mapped %v: relative error %.2g, %d bytes of the working set in use", mapped, e, used)
+		if e > 1e-5 {
+			t.Errorf("mapped %v: relative error %.3g", mapped, e)
+		}
+		pk := be.qpacked[w.Gate[0].(*qtensor)]
+		for i, m := range []*quant.Matrix{gate, up, down} {
+			for _, part := range []struct {
+				v    view
+				want []byte
+			}{{pk.data[i], m.Data}, {pk.scales[i], m.Scales}, {pk.biases[i], m.Biases}} {
+				got := part.v.buf.Contents()[part.v.off : part.v.off+part.v.size]
+				if aliased := unsafe.SliceData(got) == unsafe.SliceData(part.want); aliased != mapped || string(got) != string(part.want) {
+					t.Errorf("mapped %v, matrix %d: aliased %v (equal bytes: %v)", mapped, i, aliased, string(got) == string(part.want))
+				}
+			}
+		}
+		if experts := int64(len(gate.Data) + len(up.Data) + len(down.Data)); mapped && used >= experts || !mapped && used < experts {
+			t.Errorf("mapped %v: %d bytes of the working set in use, the experts' values are %d", mapped, used, experts)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package metal
 import (
 	"fmt"
 	"math/bits"
+	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
@@ -333,27 +334,25 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 	b.dispatchGroups(p, [3]int{ceilDiv(T, sgs), 1, 1}, [3]int{32 * sgs, 1, 1})
 }
 
-// qexperts are a MoE layer's packed experts gathered into one buffer, so a
-// dispatch reaches every expert: per matrix (gate, up, down) the values of
-// all experts, then their scales and biases, each at a fixed stride.
+// qexperts are a MoE layer's packed experts as the expert kernels reach
+// them: per matrix (gate, up, down) the values of all experts one after
+// another at a fixed stride, and their scales and biases likewise
+// (expertRegion).
 type qexperts struct {
 	spec                 [3]quant.Spec // gate and up alike; down may differ (Q4_K_M)
-	buf                  *dbuf
-	data, scales, biases [3]int // byte offsets of each matrix's region
-	wStride, sStride     [3]int // bytes per expert
-	size                 int
+	data, scales, biases [3]view       // E experts' bytes each
+	wStride, sStride     [3]int        // bytes per expert
 }
 
 // bindExperts binds matrix i's (gate, up, down) values, scales and biases
-// for E experts at buffer indices base.. base+2; formats without scales
-// bind their values there, never read.
-func (b *Backend) bindExperts(base int, pk *qexperts, i, E int) {
-	d := view{pk.buf, pk.data[i], E * pk.wStride[i]}
-	s, bi := d, d
+// at buffer indices base.. base+2; formats without scales bind their
+// values there, never read.
+func (b *Backend) bindExperts(base int, pk *qexperts, i int) {
+	s, bi := pk.data[i], pk.data[i]
 	if pk.sStride[i] != 0 {
-		s, bi = view{pk.buf, pk.scales[i], E * pk.sStride[i]}, view{pk.buf, pk.biases[i], E * pk.sStride[i]}
+		s, bi = pk.scales[i], pk.biases[i]
 	}
-	b.bind(base, d, false)
+	b.bind(base, pk.data[i], false)
 	b.bind(base+1, s, false)
 	b.bind(base+2, bi, false)
 }
@@ -381,64 +380,88 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 	if pk := b.qpacked[first]; pk != nil {
 		return pk
 	}
-	mats := [3][]bridge.Tensor{w.Gate, w.Up, w.Down}
 	pk := &qexperts{}
-	off := 0
-	for i, ts := range mats {
-		q, ok := ts[0].(*qtensor)
-		if !ok {
-			b.fail("qmoe: %T experts", ts[0])
-			return nil
-		}
-		pk.spec[i] = q.Spec
-		pk.wStride[i], pk.sStride[i] = q.Dims[0]*q.rowBytes(), q.Dims[0]*q.scaleRowBytes()
-		pk.data[i] = off
-		off = align(off+E*pk.wStride[i], 16)
-		pk.scales[i] = off
-		off = align(off+E*pk.sStride[i], 16)
-		pk.biases[i] = off
-		off = align(off+E*pk.sStride[i], 16)
-	}
-	buf, err := b.newBuffer(max(off, 16))
-	if err != nil {
-		b.fail("qmoe: packing the experts: %v", err)
-		return nil
-	}
-	b.owned = append(b.owned, buf)
-	dst := buf.Contents()
-	for i, ts := range mats {
+	for i, ts := range [3][]bridge.Tensor{w.Gate, w.Up, w.Down} {
+		var data, scales, biases []**tensor
 		for e, t := range ts {
 			q, ok := t.(*qtensor)
-			if !ok || q.Spec != pk.spec[i] || q.Dims[0]*q.rowBytes() != pk.wStride[i] {
+			if !ok {
+				b.fail("qmoe: %T experts", t)
+				return nil
+			}
+			if e == 0 {
+				pk.spec[i] = q.Spec
+				pk.wStride[i], pk.sStride[i] = q.Dims[0]*q.rowBytes(), q.Dims[0]*q.scaleRowBytes()
+			}
+			if q.Spec != pk.spec[i] || q.Dims[0]*q.rowBytes() != pk.wStride[i] || q.Dims[0]*q.scaleRowBytes() != pk.sStride[i] {
 				b.fail("qmoe: expert %d is not packed as expert 0 (%v)", e, pk.spec[i])
 				return nil
 			}
-			copy(dst[pk.data[i]+e*pk.wStride[i]:], q.data.contents())
+			data = append(data, &q.data)
 			if q.scales != nil {
-				copy(dst[pk.scales[i]+e*pk.sStride[i]:], q.scales.contents())
-				copy(dst[pk.biases[i]+e*pk.sStride[i]:], q.biases.contents())
-			}
-			// The per-expert buffers are no longer read: the experts live
-			// in the layer's buffer from now on.
-			for _, x := range []*tensor{q.data, q.scales, q.biases} {
-				if x != nil && x.owned {
-					b.release(x.buf)
-					x.owned = false
-				}
-			}
-			q.data = &tensor{dt: bridge.Packed, shape: []int{pk.wStride[i]}, n: pk.wStride[i], buf: buf, off: pk.data[i] + e*pk.wStride[i]}
-			if q.scales != nil {
-				q.scales = &tensor{dt: bridge.Packed, shape: []int{pk.sStride[i]}, n: pk.sStride[i], buf: buf, off: pk.scales[i] + e*pk.sStride[i]}
-				q.biases = &tensor{dt: bridge.Packed, shape: []int{pk.sStride[i]}, n: pk.sStride[i], buf: buf, off: pk.biases[i] + e*pk.sStride[i]}
+				scales, biases = append(scales, &q.scales), append(biases, &q.biases)
 			}
 		}
+		pk.data[i] = b.expertRegion(data, pk.wStride[i])
+		if pk.sStride[i] != 0 {
+			pk.scales[i], pk.biases[i] = b.expertRegion(scales, pk.sStride[i]), b.expertRegion(biases, pk.sStride[i])
+		}
+		if b.step.err != nil {
+			return nil
+		}
 	}
-	pk.buf, pk.size = buf, off
 	if b.qpacked == nil {
 		b.qpacked = map[*qtensor]*qexperts{}
 	}
 	b.qpacked[first] = pk
 	return pk
+}
+
+// expertRegion lays the experts' parts (values, scales or biases of one
+// matrix, stride bytes each) one after another in one region and points
+// each expert's tensor at its place there. Parts that already lie so in
+// mapped memory, a stacked checkpoint's tensor (mlx-lm's switch_mlp,
+// GGUF's ffn_*_exps), are aliased in place: a quantized MoE model then
+// takes its file's bytes and no more. Others are copied into a buffer.
+func (b *Backend) expertRegion(parts []**tensor, stride int) view {
+	E := len(parts)
+	base := unsafe.Pointer(unsafe.SliceData((*parts[0]).contents()))
+	stacked := true
+	for e, p := range parts {
+		c := (*p).contents()
+		if !(*p).buf.mapped || len(c) != stride || unsafe.Pointer(unsafe.SliceData(c)) != unsafe.Add(base, e*stride) {
+			stacked = false
+			break
+		}
+	}
+	var region view
+	if stacked {
+		if t, err := b.WeightMapped(bridge.Packed, []int{E * stride}, unsafe.Slice((*byte)(base), E*stride)); err == nil {
+			region = t.(*tensor).view()
+		}
+	}
+	if region.buf == nil {
+		buf, err := b.newBuffer(E * stride)
+		if err != nil {
+			b.fail("qmoe: gathering the experts: %v", err)
+			return view{}
+		}
+		dst := buf.Contents()
+		for e, p := range parts {
+			copy(dst[e*stride:(e+1)*stride], (*p).contents())
+		}
+		region = view{buf, 0, E * stride}
+	}
+	b.owned = append(b.owned, region.buf)
+	// The experts' own buffers are no longer read: they live in the region
+	// from now on.
+	for e, p := range parts {
+		if (*p).owned {
+			b.release((*p).buf)
+		}
+		*p = &tensor{dt: bridge.Packed, shape: []int{stride}, n: stride, buf: region.buf, off: region.off + e*stride}
+	}
+	return region
 }
 
 // QMoE encodes a MoE block with packed experts: the router (packed or
@@ -538,9 +561,9 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 			b.bind(1, h, false)
 		}
 		b.bind(2, ids, false)
-		b.bindExperts(3, pk, g, E)
+		b.bindExperts(3, pk, g)
 		if pass == 0 {
-			b.bindExperts(6, pk, 1, E)
+			b.bindExperts(6, pk, 1)
 			b.bind(9, h, true)
 		} else {
 			b.bind(9, y, true)
@@ -597,9 +620,9 @@ func (b *Backend) qmoeTiles(pk *qexperts, xs, o *tensor, ids, weights, flags vie
 		}
 		b.bind(2, perm, false)
 		b.bind(3, tileList, false)
-		b.bindExperts(4, pk, g, E)
+		b.bindExperts(4, pk, g)
 		if pass == 0 {
-			b.bindExperts(7, pk, 1, E)
+			b.bindExperts(7, pk, 1)
 			b.bind(10, h, true)
 		} else {
 			b.out(7, o)

@@ -103,11 +103,11 @@ func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec,
 	if err != nil {
 		return 0, err
 	}
-	xt, err := keep(be.Weight(bridge.F32, []int{c.M, c.K}, f32Bytes(x)))
+	xt, err := keep(be.Weight(bridge.F32, []int{c.M, c.K}, F32Bytes(x)))
 	if err != nil {
 		return 0, err
 	}
-	bt, err := keep(be.Weight(bridge.F32, []int{c.N}, f32Bytes(bias)))
+	bt, err := keep(be.Weight(bridge.F32, []int{c.N}, F32Bytes(bias)))
 	if err != nil {
 		return 0, err
 	}
@@ -141,7 +141,8 @@ func randn(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-func f32Bytes(v []float32) []byte {
+// F32Bytes is v's memory as bytes, as backends take float weights.
+func F32Bytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
