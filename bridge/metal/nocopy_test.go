@@ -79,7 +79,7 @@ func TestStackedExpertsAliased(t *testing.T) {
 	gd, gs := sizes(E*I, H)
 	dd, ds := sizes(E*H, I)
 	page := os.Getpagesize()
-	total := 3*(gd+2*gs) + 16*9 // three matrices' values, scales and biases, each region 16-byte aligned
+	total := 2*(gd+2*gs) + dd + 2*ds + 9*16 // gate, up and down: values, scales and biases, each 16-byte aligned
 	mem, err := unix.Mmap(-1, 0, (total+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		t.Fatal(err)

@@ -213,9 +213,10 @@ struct QAMat {
 };
 
 // QAExperts is the row source of qa_moe_down_sum: row row0+r of the K
-// experts' down projections one after another, unit v of the chunk unit
-// ub+v of the concatenation, in expert j = (ub+v) / upe, scaled by the pair's routing weight (pointers and
-// weights from the block's shared table; a bad expert adds nothing).
+// experts' down projections one after another; unit v of the staged chunk
+// is unit ub+v of the concatenation, in expert j = (ub+v) / upe, scaled by
+// the pair's routing weight (pointers and weights from the block's shared
+// table; a bad expert adds nothing).
 #define QA_MAXK 64
 template <int BITS, int R, int SDT>
 struct QAExperts {
