@@ -33,7 +33,7 @@ func benchCommand() *cli.Command {
 			"printed by --print-suite; save it to change anything the flags do not reach.",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models) or checkpoint folder", Required: true},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
 			&cli.StringFlag{Name: "batch", Aliases: []string{"b"}, Value: "1", Usage: "concurrent sequences: list or range"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "512", Usage: "prompt tokens per sequence: list or range"},
 			&cli.StringFlag{Name: "gen", Aliases: []string{"n"}, Value: "128", Usage: "generated tokens per sequence: list or range"},

@@ -19,7 +19,7 @@ import (
 // modelFlags are shared by every command that opens a model.
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them) or HF checkpoint folder", Required: true},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
 		&cli.StringFlag{Name: "dtype", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q4, q8 (MLX affine), q4_k_m, q8_0 (GGUF) (presets default to bf16; checkpoints keep theirs)"},
 		&cli.IntFlag{Name: "layers", Usage: "run only the first N layers (results say so)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of synthetic weights"},
