@@ -660,6 +660,20 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         QA_SDT(sdt, (qa_gemv<BITS, R, C, GU, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))            \
     }
 
+// QA_DOWN_KERNEL: a token's expert down projections and weighted sum; with
+// CHUNKED (k·I over QA_XB) a kernel of its own, so the one-stage kernel
+// keeps its registers.
+#define QA_DOWN_KERNEL(BITS, S, NAME, CHUNKED)                                                                         \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) NAME##_##S(                                                      \
+        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids,              \
+        const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
+        int* __restrict__ stats, const float* res) {                                                                    \
+        __shared__ QAShared sh;                                                                                         \
+        pdl_wait();                                                                                                     \
+        qa_moe_experts<1>(sh, tab, ids, wts, H, K, E, rowBytes, stats);                                                 \
+        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT, CHUNKED>(sh, h, out, H, I, K, rowBytes, groups, res)))               \
+    }
+
 // Variants: one activation row a block (decode) with 1, 2 or 4 rows a warp
 // (the host takes the most that still gives every SM 16 warps), gate/up
 // pairs with 1 or 2; four activation rows a block with 1 or 2.
@@ -681,25 +695,8 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         pdl_wait();                                                                                                     \
         QA_SDT(sdt, (qa_moe_gate_up<BITS, QA_MOE_R, SDT>(sh, x, h, tab, ids, H, I, K, E, rowBytes, groups, stats, route))) \
     }                                                                                                                   \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_sum_##S(                                             \
-        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids,              \
-        const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
-        int* __restrict__ stats, const float* res) {                                                                    \
-        __shared__ QAShared sh;                                                                                         \
-        pdl_wait();                                                                                                     \
-        qa_moe_experts<1>(sh, tab, ids, wts, H, K, E, rowBytes, stats);                                                 \
-        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT, false>(sh, h, out, H, I, K, rowBytes, groups, res)))                 \
-    }                                                                                                                   \
-    /* K·I over QA_XB: a kernel of its own, so the one-stage kernel keeps its registers. */                            \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_down_chunks_##S(                                          \
-        const float* __restrict__ h, float* out, const u64* __restrict__ tab, const int* __restrict__ ids,              \
-        const float* __restrict__ wts, int H, int I, int K, int E, int rowBytes, int groups, int sdt,                   \
-        int* __restrict__ stats, const float* res) {                                                                    \
-        __shared__ QAShared sh;                                                                                         \
-        pdl_wait();                                                                                                     \
-        qa_moe_experts<1>(sh, tab, ids, wts, H, K, E, rowBytes, stats);                                                 \
-        QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT, true>(sh, h, out, H, I, K, rowBytes, groups, res)))                  \
-    }                                                                                                                   \
+    QA_DOWN_KERNEL(BITS, S, qamoe_down_sum, false)                                                                      \
+    QA_DOWN_KERNEL(BITS, S, qamoe_down_chunks, true)                                                                    \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                            \
         const float* __restrict__ x, const unsigned char* __restrict__ w, const unsigned char* __restrict__ s,          \
         const unsigned char* __restrict__ b, float* __restrict__ logits, int H, int E, int K, int norm, int rowBytes,    \
