@@ -232,6 +232,17 @@ type MappedWeighter interface {
 	WeightMapped(dt DType, shape []int, data []byte) (Tensor, error)
 }
 
+// CopyDropper is implemented by backends that copy some weights out of the
+// host bytes they are handed: a GPU with memory of its own, or Metal where a
+// tensor cannot be wrapped in place (unaligned, or gathered with others).
+// DropCopied gives the backend a function to call on bytes it has copied and
+// will not read again; the loader's gives back the pages those bytes hold in
+// a mapped checkpoint and leaves any other memory alone, so a copied weight
+// is resident once rather than also as its file's pages.
+type CopyDropper interface {
+	DropCopied(drop func(b []byte))
+}
+
 // LaunchTuner is implemented by backends whose kernels take tuned launch
 // parameters (runner/tune declares each kernel's space). pick maps one
 // launch's shape, in the kernel's tuning dimensions, to its config; ok

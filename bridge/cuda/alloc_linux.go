@@ -240,6 +240,37 @@ func fingerprint(data []byte) uint64 {
 	return h.Sum64()
 }
 
+// upload copies a weight's host bytes into the arena, then hands them to the
+// loader's drop: the device holds them from now on.
+func (b *Backend) upload(data []byte) (*devAlloc, error) {
+	var d *devAlloc
+	err := b.th.do(func() error {
+		if !b.inStep {
+			b.processFrees()
+		}
+		var err error
+		if d, err = b.arenaAlloc(int64(len(data))); err != nil {
+			return err
+		}
+		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&data[0])), uintptr(len(data))))
+	})
+	if err != nil {
+		if d != nil {
+			b.releaseAlloc(d)
+		}
+		return nil, err
+	}
+	if b.drop != nil {
+		b.drop(data)
+	}
+	return d, nil
+}
+
+// DropCopied takes the loader's drop (bridge.CopyDropper): once a weight is
+// on the device, the pages of the file it came from leave the process's
+// resident set.
+func (b *Backend) DropCopied(drop func([]byte)) { b.drop = drop }
+
 // Weight copies host bytes to the device.
 func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
 	n, err := elems(shape)
@@ -262,21 +293,8 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 	if t != nil && sameShape(t.shape, shape) && t.mem != nil && !t.mem.freed.Load() {
 		return t, nil
 	}
-	var d *devAlloc
-	err = b.th.do(func() error {
-		if !b.inStep {
-			b.processFrees()
-		}
-		var err error
-		if d, err = b.arenaAlloc(int64(len(data))); err != nil {
-			return err
-		}
-		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&data[0])), uintptr(len(data))))
-	})
+	d, err := b.upload(data)
 	if err != nil {
-		if d != nil {
-			b.releaseAlloc(d)
-		}
 		return nil, err
 	}
 	t = b.newTensor(dt, shape, n, d)

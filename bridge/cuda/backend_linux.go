@@ -79,6 +79,9 @@ type memory struct {
 	qmoeByW map[*bridge.MoEWeights]*qmoeTable // packed experts' pointer tables (quant_linux.go)
 	scratch map[string]*devAlloc
 	retired []*devAlloc // scratch replaced during a step, freed at its end
+	// drop gives back the file pages of weights copied to the device
+	// (bridge.CopyDropper); nil drops nothing.
+	drop func([]byte)
 }
 
 // recorder is the step being recorded (record_linux.go): entries, arguments,

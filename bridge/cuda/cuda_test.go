@@ -17,6 +17,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	. "github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/selftest"
@@ -610,6 +611,18 @@ func TestQuantFixtures(t *testing.T) {
 					t.Errorf("prompt %d: greedy %v, transformers %v", i, out[0].Tokens, p.Greedy)
 				}
 			}
+		})
+	}
+}
+
+// An mlx-lm folder as mlx writes it (no header padding, its tensors at odd
+// offsets) runs as transformers does, and every weight's file pages are
+// handed back once on the device (bridge.CopyDropper).
+func TestMLXWrittenCopiedOnce(t *testing.T) {
+	b := gpu(t)
+	for _, fx := range []string{"llama-q4", "qwen3_moe-q4"} {
+		t.Run(fx, func(t *testing.T) {
+			enginetest.CopiedOnce(t, b, filepath.Join(quantFixtureDir, "mlx", fx), engine.Options{KVDType: "f32"}, 1e-3)
 		})
 	}
 }

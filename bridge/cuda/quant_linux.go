@@ -142,21 +142,8 @@ func (b *Backend) packedBytes(data []byte) (*tensor, error) {
 	if t != nil && t.mem != nil && !t.mem.freed.Load() {
 		return t, nil
 	}
-	var d *devAlloc
-	err := b.th.do(func() error {
-		if !b.inStep {
-			b.processFrees()
-		}
-		var err error
-		if d, err = b.arenaAlloc(int64(len(data))); err != nil {
-			return err
-		}
-		return b.check("cuMemcpyHtoD", call(b.api.cuMemcpyHtoD, uintptr(d.ptr), uintptr(unsafe.Pointer(&data[0])), uintptr(len(data))))
-	})
+	d, err := b.upload(data)
 	if err != nil {
-		if d != nil {
-			b.releaseAlloc(d)
-		}
 		return nil, err
 	}
 	t = b.newTensor(bridge.Packed, []int{len(data)}, len(data), d)

@@ -63,6 +63,9 @@ type Backend struct {
 	qpacked map[*qtensor]*qexperts     // packed-weight experts, likewise (quant.go)
 	invFreq map[string]*tensor
 	owned   []*dbuf // buffers the backend owns beyond tensors (packed experts)
+	// drop gives back the file pages of host bytes copied into a buffer
+	// (bridge.CopyDropper); nil drops nothing.
+	drop func([]byte)
 
 	// fusions is the fusion table (fusion.go), standIn the op a fusion
 	// leaves for the runner to run next.
@@ -304,7 +307,22 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 		return nil, err
 	}
 	copy(t.(*tensor).buf.Contents(), data)
+	b.dropCopied(data)
 	return t, nil
+}
+
+// DropCopied takes the loader's drop (bridge.CopyDropper): a weight copied
+// into a buffer, because it was not aligned for the kernels or not stacked
+// as they read a layer's experts, no longer keeps its file's pages resident
+// beside the copy.
+func (b *Backend) DropCopied(drop func([]byte)) { b.drop = drop }
+
+// dropCopied hands host bytes the backend has copied, and will not read
+// again, to the loader's drop.
+func (b *Backend) dropCopied(data []byte) {
+	if b.drop != nil {
+		b.drop(data)
+	}
 }
 
 // contents is the tensor's bytes in its buffer.

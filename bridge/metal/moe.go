@@ -89,9 +89,13 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 		for e := 0; e < E; e++ {
 			for i, x := range []*tensor{tt(w.Gate[e]), tt(w.Up[e]), tt(w.Down[e])} {
 				off := (e*3 + i) * ih * es
-				copy(dst[off:off+ih*es], x.contents())
+				c := x.contents()
+				copy(dst[off:off+ih*es], c)
 				if x.owned {
 					b.release(x.buf)
+				}
+				if x.buf.mapped {
+					b.dropCopied(c)
 				}
 				x.buf, x.off, x.owned = buf, off, false
 			}

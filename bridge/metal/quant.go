@@ -89,6 +89,7 @@ func (b *Backend) packedBytes(data []byte, mapped bool) (*tensor, error) {
 		return nil, err
 	}
 	copy(buf.Contents(), data)
+	b.dropCopied(data)
 	return &tensor{dt: bridge.Packed, shape: []int{len(data)}, n: len(data), buf: buf, owned: true}, nil
 }
 
@@ -440,7 +441,8 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 			region = t.(*tensor).view()
 		}
 	}
-	if region.buf == nil {
+	gathered := region.buf == nil
+	if gathered {
 		buf, err := b.newBuffer(E * stride)
 		if err != nil {
 			b.fail("qmoe: gathering the experts: %v", err)
@@ -454,10 +456,15 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 	}
 	b.owned = append(b.owned, region.buf)
 	// The experts' own buffers are no longer read: they live in the region
-	// from now on.
+	// from now on, and mapped bytes that were copied there give back their
+	// file's pages.
 	for e, p := range parts {
-		if (*p).owned {
-			b.release((*p).buf)
+		old := *p
+		if gathered && old.buf.mapped {
+			b.dropCopied(old.contents())
+		}
+		if old.owned {
+			b.release(old.buf)
 		}
 		*p = &tensor{dt: bridge.Packed, shape: []int{stride}, n: stride, buf: region.buf, off: region.off + e*stride}
 	}

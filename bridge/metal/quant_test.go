@@ -1,10 +1,7 @@
 package metal_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -71,20 +68,7 @@ func TestQuantMatchesTransformers(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	for _, fx := range quantFixtures {
 		t.Run(fx[0], func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join("../../runner/testdata", fx[1]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref struct {
-				Prompts []struct {
-					Tokens     []int32   `json:"tokens"`
-					LogitsLast []float32 `json:"logits_last"`
-					Greedy     []int32   `json:"greedy"`
-				} `json:"prompts"`
-			}
-			if err := json.Unmarshal(raw, &ref); err != nil {
-				t.Fatal(err)
-			}
+			ref := enginetest.ReadReference(t, filepath.Join("../../runner/testdata", fx[1]))
 			cfg, src, err := model.Open(model.Spec{Model: filepath.Join("../../runner/testdata", fx[0])})
 			if err != nil {
 				t.Fatal(err)
@@ -94,22 +78,7 @@ func TestQuantMatchesTransformers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := ref.Prompts[len(ref.Prompts)-1]
-			out, err := e.Generate([]engine.Request{{ID: 1, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var d float64
-			for i, v := range p.LogitsLast {
-				d = math.Max(d, math.Abs(float64(out[0].Logits[i]-v)))
-			}
-			t.Logf("logits max abs error %.2g", d)
-			if d > 1e-3 {
-				t.Errorf("logits max abs error %.3g > 1e-3", d)
-			}
-			if !slices.Equal(out[0].Tokens, p.Greedy) {
-				t.Errorf("greedy tokens %v, transformers %v", out[0].Tokens, p.Greedy)
-			}
+			enginetest.MatchesReference(t, e, ref, 1, 1e-3)
 		})
 	}
 }

@@ -34,6 +34,16 @@ type weights struct {
 
 // uploadWeights hands every tensor of cfg to the backend.
 func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*weights, error) {
+	// A copied weight's file pages are given back, so the weights are
+	// resident once (docs/quantization.md, "Memory"); a backend reused for
+	// another source forgets the last one's.
+	if cd, ok := be.(bridge.CopyDropper); ok {
+		var drop func([]byte)
+		if pd, ok := src.(model.PageDropper); ok {
+			drop = pd.Drop
+		}
+		cd.DropCopied(drop)
+	}
 	if cfg.GPT2() {
 		return uploadGPT2(be, cfg, src)
 	}

@@ -18,7 +18,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"unsafe"
+
+	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
 // Type is a tensor's ggml type.
@@ -153,10 +154,9 @@ type File struct {
 	Keys      []string // in file order
 	Tensors   []TensorInfo
 	byName    map[string]int
-	data      []byte // the whole file, mapped
+	data      []byte // the whole file: m's bytes
 	dataStart uint64
-	release   func() error
-	mapped    bool
+	m         *mapfile.Mapping
 }
 
 // maxDims is ggml's GGML_MAX_DIMS.
@@ -179,13 +179,13 @@ func Open(path string) (*File, error) {
 	if st.Size() > math.MaxInt {
 		return nil, fmt.Errorf("%s: too large to map", path)
 	}
-	data, release, mapped, err := mapFile(fh, int(st.Size()))
+	m, err := mapfile.Map(fh, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := &File{Path: path, data: data, release: release, mapped: mapped, KV: map[string]Value{}, byName: map[string]int{}}
+	f := &File{Path: path, data: m.Bytes(), m: m, KV: map[string]Value{}, byName: map[string]int{}}
 	if err := f.parse(); err != nil {
-		release()
+		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
@@ -193,23 +193,17 @@ func Open(path string) (*File, error) {
 
 // Close unmaps the file; tensor bytes become invalid.
 func (f *File) Close() error {
-	if f.release == nil {
-		return nil
-	}
-	err := f.release()
-	f.release = nil
-	return err
+	f.data = nil
+	return f.m.Close()
 }
 
 // Mapped reports whether b lies in this file's mapping (not a heap copy).
-func (f *File) Mapped(b []byte) bool {
-	if !f.mapped || len(b) == 0 || len(f.data) == 0 {
-		return false
-	}
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	q := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
-	return p >= q && p+uintptr(len(b)) <= q+uintptr(len(f.data))
-}
+func (f *File) Mapped(b []byte) bool { return f.m.Mapped(b) }
+
+// Drop gives back the pages of b, bytes of this file's mapping that will not
+// be read again (a tensor transcoded, or copied by a backend); other memory
+// is left alone (mapfile.Mapping.Drop).
+func (f *File) Drop(b []byte) { f.m.Drop(b) }
 
 // Tensor returns the named tensor's info.
 func (f *File) Tensor(name string) (TensorInfo, bool) {
@@ -431,16 +425,4 @@ func (r *reader) value(vt ValueType, depth int) (Value, error) {
 		return v, fmt.Errorf("unknown value type %d", vt)
 	}
 	return v, nil
-}
-
-func readAll(fh *os.File, size int) ([]byte, func() error, error) {
-	buf := make([]byte, size)
-	n, err := fh.ReadAt(buf, 0)
-	if n == size {
-		return buf, func() error { return nil }, nil
-	}
-	if err == nil {
-		err = errors.New("short read")
-	}
-	return nil, nil, fmt.Errorf("file changed while reading: %w", err)
 }

@@ -249,6 +249,10 @@ func (s *GGUFSource) Mapped(b []byte) bool {
 	return s.f.Mapped(b) || s.converted.contain(b)
 }
 
+// Drop gives back the pages of b that lie in the file (PageDropper); a
+// transcoded tensor's memory is left alone.
+func (s *GGUFSource) Drop(b []byte) { s.f.Drop(b) }
+
 func (s *GGUFSource) Close() error {
 	for _, f := range s.frees {
 		f()

@@ -271,6 +271,10 @@ func (c *Checkpoint) Close() error {
 // mmap'd memory of a converted tensor (MappedSource).
 func (c *Checkpoint) Mapped(b []byte) bool { return c.ck.Mapped(b) || c.converted.contain(b) }
 
+// Drop gives back the pages of b that lie in the checkpoint's files
+// (PageDropper); a converted tensor's memory is left alone.
+func (c *Checkpoint) Drop(b []byte) { c.ck.Drop(b) }
+
 // Has reports whether the checkpoint holds a tensor.
 func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(c.stored(name)); return ok }
 
@@ -566,10 +570,26 @@ type MappedSource interface {
 	Mapped(b []byte) bool
 }
 
+// PageDropper is a MappedSource whose mapped files' pages can be given back
+// once a backend has copied their bytes: Drop releases the whole pages of b
+// that lie in a file mapping (read from the file again if touched) and
+// leaves any other memory alone, so it never loses data
+// (docs/quantization.md, "Memory").
+type PageDropper interface {
+	Drop(b []byte)
+}
+
 // Mapped forwards to the wrapped source.
 func (c *Cached) Mapped(b []byte) bool {
 	m, ok := c.Source.(MappedSource)
 	return ok && m.Mapped(b)
+}
+
+// Drop forwards to the wrapped source.
+func (c *Cached) Drop(b []byte) {
+	if d, ok := c.Source.(PageDropper); ok {
+		d.Drop(b)
+	}
 }
 
 // regions are mmap'd allocations.

@@ -212,3 +212,14 @@ func (c *Checkpoint) Mapped(b []byte) bool {
 	}
 	return false
 }
+
+// Drop gives back the pages of b where it lies in one of the checkpoint's
+// file mappings (File.Drop); other memory is left alone.
+func (c *Checkpoint) Drop(b []byte) {
+	for _, f := range c.files {
+		if f.Mapped(b) {
+			f.Drop(b)
+			return
+		}
+	}
+}

@@ -1,21 +1,20 @@
 package safetensors
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"os"
-	"unsafe"
+
+	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
 // File is one memory-mapped .safetensors file. Its methods may be called
 // concurrently, except Close, which must come after all other use.
 type File struct {
 	path      string
-	data      []byte       // the whole file
-	release   func() error // unmaps (or is a no-op for heap copies)
-	mapped    bool         // data is an mmap of the file, not a heap copy
+	data      []byte // the whole file: m's bytes, nil once closed
+	m         *mapfile.Mapping
 	dataStart int64
 	tensors   []TensorInfo // sorted by Begin
 	byName    map[string]int
@@ -70,16 +69,16 @@ func Open(path string) (*File, error) {
 	if size > math.MaxInt {
 		return nil, fmt.Errorf("%s: %d bytes is too large to map on this platform", path, size)
 	}
-	data, release, mapped, err := mapFile(fh, int(size))
+	m, err := mapfile.Map(fh, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	tensors, meta, dataStart, err := ParseHeader(data, size)
+	tensors, meta, dataStart, err := ParseHeader(m.Bytes(), size)
 	if err != nil {
-		release()
+		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := &File{path: path, data: data, release: release, mapped: mapped, dataStart: dataStart, tensors: tensors, meta: meta}
+	f := &File{path: path, data: m.Bytes(), m: m, dataStart: dataStart, tensors: tensors, meta: meta}
 	f.byName = make(map[string]int, len(tensors))
 	for i, t := range tensors {
 		f.byName[t.Name] = i
@@ -139,34 +138,21 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.data = nil
-	if err := f.release(); err != nil {
+	if err := f.m.Close(); err != nil {
 		return fmt.Errorf("%s: %w", f.path, err)
 	}
 	return nil
 }
 
-// readAll is the fallback where mapping is unavailable.
-func readAll(fh *os.File, size int) ([]byte, func() error, error) {
-	buf := make([]byte, size)
-	n, err := fh.ReadAt(buf, 0)
-	if n == size {
-		return buf, func() error { return nil }, nil
-	}
-	if err == nil {
-		err = errors.New("short read")
-	}
-	return nil, nil, fmt.Errorf("file changed while reading: %w", err)
-}
-
 // Mapped reports whether b lies inside this file's mmap (not a heap copy):
 // memory a GPU may wrap without copying.
-func (f *File) Mapped(b []byte) bool {
-	return f.mapped && len(b) > 0 && len(f.data) > 0 && within(b, f.data)
-}
+func (f *File) Mapped(b []byte) bool { return f.data != nil && f.m.Mapped(b) }
 
-// within reports whether b lies inside region.
-func within(b, region []byte) bool {
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	r := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
-	return p >= r && p+uintptr(len(b)) <= r+uintptr(len(region))
+// Drop gives back the pages of b, bytes of this file's mapping that a
+// backend has copied and will not read again; other memory is left alone
+// (mapfile.Mapping.Drop).
+func (f *File) Drop(b []byte) {
+	if f.data != nil {
+		f.m.Drop(b)
+	}
 }

@@ -5,7 +5,11 @@
 package enginetest
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
 // PromptLengths cross the GPU kernels' tiles (32 and 64 rows), the cache's
@@ -115,5 +120,138 @@ func WidenedMatchesCPU(t *testing.T, be bridge.Backend, preset string, layers, b
 		if !slices.Equal(outs[1][i].Tokens, outs[0][i].Tokens) || d > tol {
 			t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
 		}
+	}
+}
+
+// MLXWritten copies the checkpoint folder dir into a temporary folder with
+// each .safetensors header as mlx's save_safetensors writes it: the JSON
+// unpadded, so the data, and every tensor in it, may start at any byte.
+// Here it starts at an odd offset, which no kernel's widest load allows.
+func MLXWritten(t testing.TB, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(e.Name(), ".safetensors") {
+			n := binary.LittleEndian.Uint64(b)
+			header := strings.TrimRight(string(b[8:8+n]), " ")
+			if (8+len(header))%2 == 0 {
+				header += " "
+			}
+			nb := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+			b = append(append(nb, header...), b[8+n:]...)
+		}
+		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Reference is a fixture's reference.json (tools/fixtures): for each
+// prompt, the logits transformers gave at its last position and its greedy
+// continuation.
+type Reference struct {
+	Architecture string `json:"architecture"`
+	Prompts      []struct {
+		Tokens     []int32   `json:"tokens"`
+		LogitsLast []float32 `json:"logits_last"`
+		Greedy     []int32   `json:"greedy"`
+	} `json:"prompts"`
+}
+
+// ReadReference reads a fixture's reference.json.
+func ReadReference(t testing.TB, path string) *Reference {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Reference
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &r
+}
+
+// MatchesReference generates ref's last n prompts (every prompt when n is
+// 0) on e: the last position's logits within tol of transformers', and the
+// same greedy tokens.
+func MatchesReference(t testing.TB, e *engine.Engine, ref *Reference, n int, tol float64) {
+	t.Helper()
+	prompts := ref.Prompts
+	if n > 0 && n < len(prompts) {
+		prompts = prompts[len(prompts)-n:]
+	}
+	for i, p := range prompts {
+		out, err := e.Generate([]engine.Request{{ID: i + 1, Prompt: p.Tokens, MaxNewTokens: len(p.Greedy), WantLogits: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d float64
+		for j, v := range p.LogitsLast {
+			d = math.Max(d, math.Abs(float64(out[0].Logits[j]-v)))
+		}
+		t.Logf("%d-token prompt: logits max abs error %.2g", len(p.Tokens), d)
+		if d > tol {
+			t.Errorf("%d-token prompt: logits max abs error %.3g > %g", len(p.Tokens), d, tol)
+		}
+		if !slices.Equal(out[0].Tokens, p.Greedy) {
+			t.Errorf("%d-token prompt: greedy tokens %v, transformers %v", len(p.Tokens), out[0].Tokens, p.Greedy)
+		}
+	}
+}
+
+// dropCounter is a checkpoint that counts the mapped bytes a backend hands
+// back (bridge.CopyDropper) before their pages are given back.
+type dropCounter struct {
+	*model.Checkpoint
+	dropped int64
+}
+
+func (d *dropCounter) Drop(b []byte) {
+	if d.Mapped(b) {
+		d.dropped += int64(len(b))
+	}
+	d.Checkpoint.Drop(b)
+}
+
+// CopiedOnce runs the mlx fixture dir, laid out as mlx writes it
+// (MLXWritten), on a backend that cannot read its unaligned tensors in place
+// (a discrete GPU, or Metal's 16-byte loads): the logits within tol of
+// transformers', and every byte of the weights handed back once copied, so
+// the file's pages do not stay resident beside the copy.
+func CopiedOnce(t *testing.T, be bridge.Backend, dir string, o engine.Options, tol float64) {
+	t.Helper()
+	odd := MLXWritten(t, dir)
+	cfg, ck, err := model.OpenDir(odd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	src := &dropCounter{Checkpoint: ck}
+	e, err := engine.New(be, cfg, src, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	MatchesReference(t, e, ReadReference(t, filepath.Join(dir, "reference.json")), 1, tol)
+	sc, err := safetensors.OpenDir(odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	t.Logf("%d of the weights' %d bytes copied and handed back", src.dropped, sc.TotalBytes())
+	if src.dropped != sc.TotalBytes() {
+		t.Errorf("%d of the weights' %d bytes handed back, want all", src.dropped, sc.TotalBytes())
 	}
 }
