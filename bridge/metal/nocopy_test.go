@@ -5,6 +5,7 @@ package metal
 import (
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -64,9 +65,10 @@ func TestWeightMappedAliases(t *testing.T) {
 // A MoE layer's packed experts stacked in mapped memory, as mlx-lm's
 // switch_mlp and GGUF's ffn_*_exps tensors lie in their files, are read in
 // place: the expert kernels' regions alias the mapping and nothing is
-// counted against the working set for them. Experts from the heap are
-// gathered into a buffer of the backend's. Both give the reference's
-// output.
+// counted against the working set for them. Experts mapped apart from each
+// other are gathered into a buffer of the backend's and their mapped bytes
+// handed to the loader's drop (bridge.CopyDropper); experts from the heap
+// are gathered too. All three give the reference's output.
 func TestStackedExpertsAliased(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skip(err)
@@ -106,19 +108,43 @@ func TestStackedExpertsAliased(t *testing.T) {
 	want := make([]float32, H)
 	quant.MoE(want, x, nil, router, quant.Experts{Gate: gate, Up: up, Down: down, Count: E}, K, true, H, I)
 
-	for _, mapped := range []bool{true, false} {
+	// apart holds each expert's parts copied one by one, 16 bytes between
+	// them, so no matrix's experts lie at a fixed stride.
+	apart, err := unix.Mmap(-1, 0, (total+E*9*32+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(apart)
+	aoff := 0
+	spread := func(b []byte) []byte {
+		c := apart[aoff : aoff+len(b) : aoff+len(b)]
+		copy(c, b)
+		aoff = (aoff + len(b) + 16 + 15) &^ 15
+		return c
+	}
+	for _, layout := range []string{"stacked", "apart", "heap"} {
 		be, err := New(emu.New(emu.Options{}), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer be.Close()
+		var dropped int
+		be.DropCopied(func(b []byte) {
+			if p := uintptr(unsafe.Pointer(unsafe.SliceData(b))); p >= uintptr(unsafe.Pointer(&apart[0])) && p < uintptr(unsafe.Pointer(&apart[0]))+uintptr(len(apart)) ||
+				p >= uintptr(unsafe.Pointer(&mem[0])) && p < uintptr(unsafe.Pointer(&mem[0]))+uintptr(len(mem)) {
+				dropped += len(b)
+			}
+		})
 		upload := func(m *quant.Matrix) bridge.Tensor {
 			var q bridge.Tensor
 			var err error
-			if mapped {
+			switch layout {
+			case "stacked":
 				q, err = be.QuantWeightMapped(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
-			} else {
-				q, err = be.QuantWeight(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+			case "apart":
+				q, err = be.QuantWeightMapped(m.Spec, []int{m.Rows, m.K}, spread(m.Data), spread(m.Scales), spread(m.Biases))
+			default:
+				q, err = be.QuantWeight(m.Spec, []int{m.Rows, m.K}, slices.Clone(m.Data), slices.Clone(m.Scales), slices.Clone(m.Biases))
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -159,24 +185,30 @@ func TestStackedExpertsAliased(t *testing.T) {
 		e := quanttest.RelErr(got, want)
 		info := be.Info()
 		used := info.MemoryBytes - info.AvailableBytes
-		t.Logf("mapped %v: relative error %.2g, %d bytes of the working set in use", mapped, e, used)
+		t.Logf("%s: relative error %.2g, %d bytes of the working set in use, %d handed back", layout, e, used, dropped)
 		if e > 1e-5 {
-			t.Errorf("mapped %v: relative error %.3g", mapped, e)
+			t.Errorf("%s: relative error %.3g", layout, e)
 		}
+		inPlace := layout == "stacked"
 		pk := be.qpacked[w.Gate[0].(*qtensor)]
+		all := 0
 		for i, m := range []*quant.Matrix{gate, up, down} {
 			for _, part := range []struct {
 				v    view
 				want []byte
 			}{{pk.data[i], m.Data}, {pk.scales[i], m.Scales}, {pk.biases[i], m.Biases}} {
 				got := part.v.buf.Contents()[part.v.off : part.v.off+part.v.size]
-				if aliased := unsafe.SliceData(got) == unsafe.SliceData(part.want); aliased != mapped || string(got) != string(part.want) {
-					t.Errorf("mapped %v, matrix %d: aliased %v (equal bytes: %v)", mapped, i, aliased, string(got) == string(part.want))
+				if aliased := unsafe.SliceData(got) == unsafe.SliceData(part.want); aliased != inPlace || string(got) != string(part.want) {
+					t.Errorf("%s, matrix %d: aliased %v (equal bytes: %v)", layout, i, aliased, string(got) == string(part.want))
 				}
+				all += len(part.want)
 			}
 		}
-		if experts := int64(len(gate.Data) + len(up.Data) + len(down.Data)); mapped && used >= experts || !mapped && used < experts {
-			t.Errorf("mapped %v: %d bytes of the working set in use, the experts' values are %d", mapped, used, experts)
+		if experts := int64(len(gate.Data) + len(up.Data) + len(down.Data)); inPlace && used >= experts || !inPlace && used < experts {
+			t.Errorf("%s: %d bytes of the working set in use, the experts' values are %d", layout, used, experts)
+		}
+		if want := map[bool]int{true: all}[layout == "apart"]; dropped != want {
+			t.Errorf("%s: %d bytes handed back to the loader, want %d", layout, dropped, want)
 		}
 	}
 }

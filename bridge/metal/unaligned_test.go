@@ -2,11 +2,14 @@ package metal_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
+	"github.com/mtlbench/mtlbench/runner/gguf"
+	"github.com/mtlbench/mtlbench/runner/model"
 )
 
 // An mlx-lm folder as mlx's save_safetensors writes it has no header
@@ -19,6 +22,54 @@ func TestMLXWrittenCopiedOnce(t *testing.T) {
 	for _, fx := range []string{"llama-q4", "qwen3_moe-q4"} {
 		t.Run(fx, func(t *testing.T) {
 			enginetest.CopiedOnce(t, be, filepath.Join("../../runner/testdata/mlx", fx), engine.Options{KVTokens: 256, KVDType: "f32"}, 1e-3)
+		})
+	}
+}
+
+// Experts the backend aliased where the file put them but has to gather
+// into one region for its kernels give their file pages back once
+// gathered: float experts, which the float kernels read interleaved (gate,
+// up, down of an expert together), hand back every expert byte. GGUF's
+// older one-tensor-an-expert files lie stacked when each tensor's size is a
+// multiple of the alignment, as the fixture's and Mixtral's are: those are
+// read in place and nothing is copied or handed back.
+func TestGatheredExpertsGiveBackPages(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		fx       string
+		gathered bool
+	}{{"mixtral-f32", true}, {"mixtral-split-q4_0", false}} {
+		t.Run(c.fx, func(t *testing.T) {
+			path := filepath.Join("../../runner/testdata/gguf", c.fx+".gguf")
+			cfg, g, err := model.OpenGGUF(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			src, dropped := enginetest.CountDrops(t, g)
+			e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enginetest.MatchesReference(t, e, enginetest.ReadReference(t, filepath.Join("../../runner/testdata/gguf", c.fx+".json")), 1, 1e-3)
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var experts, want int64
+			for _, ti := range f.Tensors {
+				if n := ti.Name; strings.Contains(n, ".ffn_") && !strings.Contains(n, "ffn_gate_inp") && !strings.Contains(n, "ffn_norm") {
+					experts += int64(ti.Size)
+				}
+			}
+			if c.gathered {
+				want = experts
+			}
+			t.Logf("%d bytes handed back of the experts' %d", dropped(), experts)
+			if experts == 0 || dropped() != want {
+				t.Errorf("%d bytes handed back, want %d (the experts': %d)", dropped(), want, experts)
+			}
 		})
 	}
 }

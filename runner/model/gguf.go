@@ -282,7 +282,8 @@ func (s *GGUFSource) bytes(spec TensorSpec) (gguf.TensorInfo, []byte, error) {
 // unpermute undoes llama.cpp's convert_hf_to_gguf permute of q and k:
 // within each head, GGUF row 2j+t holds HF row t·d/2+j. Rows are whole
 // packed blocks, so this moves bytes without decoding them; it is the one
-// copy a llama GGUF costs (q and k only).
+// copy a llama GGUF costs (q and k only), and the file's pages it was made
+// from are given back (docs/quantization.md, "Memory").
 func (s *GGUFSource) unpermute(data []byte, rows, heads int) []byte {
 	rb := len(data) / rows
 	out, free, mapped := allocWeights(len(data))
@@ -299,6 +300,7 @@ func (s *GGUFSource) unpermute(data []byte, rows, heads int) []byte {
 			}
 		}
 	}
+	s.f.Drop(data)
 	return out
 }
 

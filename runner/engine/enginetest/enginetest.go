@@ -212,18 +212,45 @@ func MatchesReference(t testing.TB, e *engine.Engine, ref *Reference, n int, tol
 	}
 }
 
-// dropCounter is a checkpoint that counts the mapped bytes a backend hands
-// back (bridge.CopyDropper) before their pages are given back.
-type dropCounter struct {
-	*model.Checkpoint
-	dropped int64
+// drops counts the mapped bytes a backend hands back to a source
+// (bridge.CopyDropper).
+type drops struct{ n int64 }
+
+func (d *drops) add(src model.MappedSource, b []byte) {
+	if src.Mapped(b) {
+		d.n += int64(len(b))
+	}
 }
 
-func (d *dropCounter) Drop(b []byte) {
-	if d.Mapped(b) {
-		d.dropped += int64(len(b))
+type checkpointDrops struct {
+	*model.Checkpoint
+	drops
+}
+
+func (c *checkpointDrops) Drop(b []byte) { c.add(c.Checkpoint, b); c.Checkpoint.Drop(b) }
+
+type ggufDrops struct {
+	*model.GGUFSource
+	drops
+}
+
+func (g *ggufDrops) Drop(b []byte) { g.add(g.GGUFSource, b); g.GGUFSource.Drop(b) }
+
+// CountDrops wraps a checkpoint folder's or a GGUF file's source in one
+// that counts the mapped bytes a backend hands back once it has copied them
+// (bridge.CopyDropper), as the pages are given back; n reports the count.
+func CountDrops(t testing.TB, src model.Source) (counted model.Source, n func() int64) {
+	t.Helper()
+	switch s := src.(type) {
+	case *model.Checkpoint:
+		c := &checkpointDrops{Checkpoint: s}
+		return c, func() int64 { return c.n }
+	case *model.GGUFSource:
+		g := &ggufDrops{GGUFSource: s}
+		return g, func() int64 { return g.n }
 	}
-	d.Checkpoint.Drop(b)
+	t.Fatalf("no drop counter for a %T", src)
+	return nil, nil
 }
 
 // CopiedOnce runs the mlx fixture dir, laid out as mlx writes it
@@ -239,7 +266,7 @@ func CopiedOnce(t *testing.T, be bridge.Backend, dir string, o engine.Options, t
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	src := &dropCounter{Checkpoint: ck}
+	src, dropped := CountDrops(t, ck)
 	e, err := engine.New(be, cfg, src, o)
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +277,8 @@ func CopiedOnce(t *testing.T, be bridge.Backend, dir string, o engine.Options, t
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	t.Logf("%d of the weights' %d bytes copied and handed back", src.dropped, sc.TotalBytes())
-	if src.dropped != sc.TotalBytes() {
-		t.Errorf("%d of the weights' %d bytes handed back, want all", src.dropped, sc.TotalBytes())
+	t.Logf("%d of the weights' %d bytes copied and handed back", dropped(), sc.TotalBytes())
+	if dropped() != sc.TotalBytes() {
+		t.Errorf("%d of the weights' %d bytes handed back, want all", dropped(), sc.TotalBytes())
 	}
 }
