@@ -15,9 +15,8 @@ import (
 // Mapping is a whole file's bytes: an mmap where the platform and the file
 // system allow it, else a copy on the heap.
 type Mapping struct {
-	data   []byte
-	mapped bool
-	unmap  func() error
+	data  []byte
+	unmap func() error // nil when the file was read into the heap
 }
 
 // Map maps size bytes of fh read-only. The mapping outlives fh, which may be
@@ -28,7 +27,7 @@ func Map(fh *os.File, size int) (*Mapping, error) {
 	}
 	data, unmap, err := mmap(fh, size)
 	if err == nil {
-		return &Mapping{data: data, mapped: true, unmap: unmap}, nil
+		return &Mapping{data: data, unmap: unmap}, nil
 	}
 	if !errors.Is(err, errNoMap) {
 		return nil, fmt.Errorf("mmap: %w", err)
@@ -51,7 +50,7 @@ func (m *Mapping) Bytes() []byte { return m.data }
 // Mapped reports whether b lies inside the mmap (false when the file was
 // read into the heap): memory a GPU may wrap without copying.
 func (m *Mapping) Mapped(b []byte) bool {
-	return m.mapped && len(b) > 0 && within(b, m.data)
+	return m.unmap != nil && len(b) > 0 && within(b, m.data)
 }
 
 // Drop tells the OS that b, bytes of the mapping, will not be read again

@@ -146,13 +146,9 @@ func (f *File) Close() error {
 
 // Mapped reports whether b lies inside this file's mmap (not a heap copy):
 // memory a GPU may wrap without copying.
-func (f *File) Mapped(b []byte) bool { return f.data != nil && f.m.Mapped(b) }
+func (f *File) Mapped(b []byte) bool { return f.m.Mapped(b) }
 
 // Drop gives back the pages of b, bytes of this file's mapping that a
 // backend has copied and will not read again; other memory is left alone
 // (mapfile.Mapping.Drop).
-func (f *File) Drop(b []byte) {
-	if f.data != nil {
-		f.m.Drop(b)
-	}
-}
+func (f *File) Drop(b []byte) { f.m.Drop(b) }
