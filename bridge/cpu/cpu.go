@@ -345,7 +345,7 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 }
 
 func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {
-	kernels.SiLUMul(f32s(out), f32s(gate), f32s(up))
+	vec.SiLUMul(f32s(out), f32s(gate), f32s(up))
 }
 
 func (b *Backend) Add(out, a, c bridge.Tensor) { kernels.Add(f32s(out), f32s(a), f32s(c)) }

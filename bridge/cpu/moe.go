@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -45,7 +46,7 @@ func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEPa
 		}
 		gemmRows(gate, I, xg, w.Gate[g.expert].(*tensor), m, 0, I, H)
 		gemmRows(up, I, xg, w.Up[g.expert].(*tensor), m, 0, I, H)
-		kernels.SiLUMul(gate, gate, up)
+		vec.SiLUMul(gate, gate, up)
 		gemmRows(yg, H, gate, w.Down[g.expert].(*tensor), m, 0, H, I)
 		for r, pi := range g.pairs {
 			copy(y[int(pi)*H:(int(pi)+1)*H], yg[r*H:(r+1)*H])

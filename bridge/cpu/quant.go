@@ -121,7 +121,7 @@ func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 		}
 		qgemmRows(gate, I, xg, pg, gw, m, 0, I)
 		qgemmRows(up, I, xg, pu, uw, m, 0, I)
-		kernels.SiLUMul(gate, gate, up)
+		vec.SiLUMul(gate, gate, up)
 		pd := qprep(grow(&sc.pd, m*vec.QPrepLen(dw.Spec, I)), gate, dw)
 		qgemmRows(yg, H, gate, pd, dw, m, 0, H)
 		for r, pi := range g.pairs {

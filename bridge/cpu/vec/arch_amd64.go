@@ -159,6 +159,17 @@ func sumBytesArch(buf []byte) (int, uint64) {
 }
 
 //go:noescape
+func siluMulAVX2(out, gate, up *float32, n int)
+
+func siluMulArch(out, gate, up []float32) int {
+	n := len(out) &^ 7
+	if n > 0 {
+		siluMulAVX2(&out[0], &gate[0], &up[0], n)
+	}
+	return n
+}
+
+//go:noescape
 func dotU8AVX2(x *float32, q *byte, n int) float32
 
 //go:noescape

@@ -229,3 +229,16 @@ func TestBandwidthReport(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSiLUMul: the SwiGLU activation over TinyLlama's 5632-wide row.
+func BenchmarkSiLUMul(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 7))
+	g, u := randF32(r, 5632), randF32(r, 5632)
+	out := make([]float32, len(g))
+	benchLevels(b, true, func(b *testing.B) {
+		b.SetBytes(int64(len(g)) * 12)
+		for b.Loop() {
+			SiLUMul(out, g, u)
+		}
+	})
+}

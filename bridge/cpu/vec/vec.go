@@ -1,8 +1,8 @@
 // Package vec holds the hot loops of the pure-Go CPU inference backend:
 // matrix-vector / small-batch matrix products over bf16, f16 and f32 weights
-// and over packed quantized rows (QDots, qdot.go), attention dot/axpy and a
-// read-bandwidth probe. Half-precision conversions
-// live in bridge/half.
+// and over packed quantized rows (QDots, qdot.go), attention dot/axpy, the
+// SwiGLU activation (SiLUMul) and a read-bandwidth probe. Half-precision
+// conversions live in bridge/half.
 //
 // On amd64 the loops are Go assembly (an AVX-512 path, else AVX2+FMA+F16C),
 // chosen once at start-up from golang.org/x/sys/cpu; everywhere else, on older
@@ -16,6 +16,8 @@ package vec
 
 import (
 	"fmt"
+
+	"github.com/mtlbench/mtlbench/kernels"
 )
 
 // Implementation levels, in increasing order of capability.
@@ -146,6 +148,19 @@ func SumBytes(buf []byte) uint64 {
 		i, s = sumBytesArch(buf)
 	}
 	return s + sumBytesGeneric(buf[i:])
+}
+
+// SiLUMul writes silu(gate)·up to out (the SwiGLU activation), as
+// kernels.SiLUMul does, within a few float32 rounding steps: on amd64 e^x
+// is a polynomial in registers, 8 values at a time, where math.Exp took
+// most of the 50 µs of a 5632-wide row. out may alias gate or up.
+func SiLUMul(out, gate, up []float32) {
+	gate, up = gate[:len(out)], up[:len(out)]
+	i := 0
+	if level != levelGeneric {
+		i = siluMulArch(out, gate, up)
+	}
+	kernels.SiLUMul(out[i:], gate[i:], up[i:])
 }
 
 // DotU8F32 returns sum x[i]*float(q[i]) over len(q) unsigned bytes (packed

@@ -302,3 +302,90 @@ nibdone:
 	VZEROUPPER
 	MOVSS X0, ret+32(FP)
 	RET
+
+// expf's constants (Cephes): |t| is clamped where 2^round(t·log2 e) still
+// has a normal exponent, ln 2 is split in two for an exact reduction, and
+// e^r on |r| <= ln2/2 is 1 + r + r²·p(r).
+DATA expc<>+0(SB)/4, $88.3762626647949
+DATA expc<>+4(SB)/4, $-88.3762626647949
+DATA expc<>+8(SB)/4, $1.44269504088896341
+DATA expc<>+12(SB)/4, $0.693359375
+DATA expc<>+16(SB)/4, $-2.12194440e-4
+DATA expc<>+20(SB)/4, $1.9875691500e-4
+DATA expc<>+24(SB)/4, $1.3981999507e-3
+DATA expc<>+28(SB)/4, $8.3334519073e-3
+DATA expc<>+32(SB)/4, $4.1665795894e-2
+DATA expc<>+36(SB)/4, $1.6666665459e-1
+DATA expc<>+40(SB)/4, $5.0000001201e-1
+DATA expc<>+44(SB)/4, $1.0
+DATA expc<>+48(SB)/4, $127
+DATA expc<>+52(SB)/4, $0x80000000
+GLOBL expc<>(SB), RODATA|NOPTR, $56
+
+// func siluMulAVX2(out, gate, up *float32, n int)
+// out[i] = gate[i] / (1 + e^-gate[i]) * up[i] for n a multiple of 8; out
+// may be gate or up. A gate that is NaN gives NaN (the clamps keep the
+// exponent's bound, the division keeps the NaN).
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), DX
+	MOVQ         gate+8(FP), SI
+	MOVQ         up+16(FP), DI
+	MOVQ         n+24(FP), CX
+	LEAQ         expc<>(SB), AX
+	VBROADCASTSS 0(AX), Y14
+	VBROADCASTSS 4(AX), Y13
+	VBROADCASTSS 8(AX), Y12
+	VBROADCASTSS 12(AX), Y11
+	VBROADCASTSS 16(AX), Y10
+	VBROADCASTSS 20(AX), Y8
+	VBROADCASTSS 24(AX), Y7
+	VBROADCASTSS 28(AX), Y6
+	VBROADCASTSS 32(AX), Y5
+	VBROADCASTSS 36(AX), Y4
+	VBROADCASTSS 40(AX), Y3
+	VBROADCASTSS 44(AX), Y15
+	VPBROADCASTD 48(AX), Y9
+	SUBQ         $8, CX
+	JL           silu_done
+
+silu_loop:
+	// t = -gate, clamped; n = round(t·log2 e); r = t - n·ln 2.
+	VBROADCASTSS 52(AX), Y1
+	VXORPS       (SI), Y1, Y1
+	VMINPS       Y14, Y1, Y1
+	VMAXPS       Y13, Y1, Y1
+	VMULPS       Y12, Y1, Y2
+	VROUNDPS     $0, Y2, Y2
+	VFNMADD231PS Y11, Y2, Y1
+	VFNMADD231PS Y10, Y2, Y1
+
+	// e^r = 1 + r + r²·p(r)
+	VMOVAPS     Y8, Y0
+	VFMADD213PS Y7, Y1, Y0
+	VFMADD213PS Y6, Y1, Y0
+	VFMADD213PS Y5, Y1, Y0
+	VFMADD213PS Y4, Y1, Y0
+	VFMADD213PS Y3, Y1, Y0
+	VMULPS      Y1, Y0, Y0
+	VFMADD213PS Y1, Y1, Y0
+	VADDPS      Y15, Y0, Y0
+
+	// e^t = e^r·2^n; out = gate / (1 + e^t) · up.
+	VCVTPS2DQ Y2, Y2
+	VPADDD    Y9, Y2, Y2
+	VPSLLD    $23, Y2, Y2
+	VMULPS    Y2, Y0, Y0
+	VADDPS    Y15, Y0, Y0
+	VMOVUPS   (SI), Y1
+	VDIVPS    Y0, Y1, Y1
+	VMULPS    (DI), Y1, Y1
+	VMOVUPS   Y1, (DX)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	ADDQ      $32, DX
+	SUBQ      $8, CX
+	JGE       silu_loop
+
+silu_done:
+	VZEROUPPER
+	RET

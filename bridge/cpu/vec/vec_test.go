@@ -2,10 +2,13 @@ package vec
 
 import (
 	"fmt"
-	"github.com/mtlbench/mtlbench/bridge/half"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/kernels"
 )
 
 var levelNames = map[int]string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512", levelVNNI: "vnni"}
@@ -326,4 +329,34 @@ func TestDotBytes(t *testing.T) {
 			t.Errorf("n=%d: DotNibF32 = %g, want %g", n, got, wn)
 		}
 	}
+}
+
+// TestSiLUMul holds the vector SiLU to the reference's (kernels.SiLUMul,
+// e^x in float64) within 8·2^-24 of the result (4.4 seen), over every
+// length up to a few vectors (the tails), gates from -100 to 100 (past
+// where e^-x leaves float32), zeros and NaN, and out aliasing gate.
+func TestSiLUMul(t *testing.T) {
+	special := []float32{0, float32(math.Copysign(0, -1)), -100, -89, -88.5, -88.3, -87, -30, -1e-30, 1e-30, 30, 88.5, 100, float32(math.NaN())}
+	forLevels(t, func(t *testing.T) {
+		for _, n := range vecLens {
+			r := rand.New(rand.NewPCG(uint64(n), 9))
+			gate, up := make([]float32, n), randF32(r, n)
+			for i := range gate {
+				gate[i] = float32(r.Float64()*40 - 20)
+				if i%5 == 4 {
+					gate[i] = special[(i/5)%len(special)]
+				}
+			}
+			want := make([]float32, n)
+			kernels.SiLUMul(want, gate, up)
+			got := slices.Clone(gate) // out aliasing gate
+			SiLUMul(got, got, up)
+			for i := range want {
+				w, g := float64(want[i]), float64(got[i])
+				if math.IsNaN(w) != math.IsNaN(g) || math.Abs(g-w) > 8*0x1p-24*math.Abs(w)+1e-35 {
+					t.Fatalf("n=%d: silu(%g)·%g = %g, reference %g", n, gate[i], up[i], g, w)
+				}
+			}
+		}
+	})
 }
