@@ -6,15 +6,16 @@ package cpu
 
 import (
 	"fmt"
-	"github.com/mtlbench/mtlbench/bridge/half"
-	"github.com/mtlbench/mtlbench/bridge/host"
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
+	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -307,42 +308,67 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	kernels.KVWrite(kc, vc, f32s(k), f32s(v), m.SlotMapping, l)
 	qs, o := f32s(q), f32s(out)
 	// One work item per (sequence, kv head): the query heads of a GQA group
-	// share the K and V rows they read.
-	group := heads / kvHeads
+	// share the K and V rows they read, so a token's scores are one GEMM of
+	// the group's q rows with each block's keys (a kv head's rows of a block
+	// are contiguous), and its output one GEMM of the probabilities with the
+	// values, transposed once per item so positions are the GEMM's depth.
+	group, bs := heads/kvHeads, l.BlockSize
 	b.pool.forEach(m.NumSeqs*kvHeads, func(item int) {
 		s, kh := item/kvHeads, item%kvHeads
 		q0, q1 := int(m.QueryStartLoc[s]), int(m.QueryStartLoc[s+1])
-		seqLen := int(m.SeqLens[s])
+		n := int(m.SeqLens[s])
+		if q0 == q1 {
+			return
+		}
 		table := m.BlockTable[s*m.MaxBlocks : (s+1)*m.MaxBlocks]
-		scores := make([]float32, seqLen)
-		acc := make([]float32, headDim)
-		for t := q0; t < q1; t++ {
-			pos := seqLen - (q1 - q0) + (t - q0)
-			for h := kh * group; h < (kh+1)*group; h++ {
-				qv := qs[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
-				mx := float32(math.Inf(-1))
-				for j := 0; j <= pos; j++ {
-					off := l.Index(table[j/l.BlockSize]*int32(l.BlockSize)+int32(j%l.BlockSize), kh)
-					sc := vec.DotF32(qv, kc[off:off+headDim]) * scale
-					scores[j] = sc
-					mx = max(mx, sc)
+		buf := attnScratch.Get().(*[]float32)
+		defer attnScratch.Put(buf)
+		if need := (group + headDim) * n; cap(*buf) < need {
+			*buf = make([]float32, need)
+		}
+		p, vt := (*buf)[:group*n], (*buf)[group*n:(group+headDim)*n]
+		for j0 := 0; j0 < n; j0 += bs {
+			w := min(bs, n-j0)
+			blk := vc[l.Index(table[j0/bs]*int32(bs), kh):][:w*headDim]
+			for d := range headDim { // each vᵀ row's stretch written in order
+				dst := vt[d*n+j0 : d*n+j0+w]
+				for j := range dst {
+					dst[j] = blk[j*headDim+d]
 				}
-				var sum float32
-				for j := 0; j <= pos; j++ {
-					e := float32(math.Exp(float64(scores[j] - mx)))
-					scores[j] = e
-					sum += e
-				}
-				clear(acc)
-				for j := 0; j <= pos; j++ {
-					off := l.Index(table[j/l.BlockSize]*int32(l.BlockSize)+int32(j%l.BlockSize), kh)
-					vec.AxpyF32(scores[j]/sum, vc[off:off+headDim], acc)
-				}
-				copy(o[(t*heads+h)*headDim:], acc)
 			}
+		}
+		for t := q0; t < q1; t++ {
+			// Positions past the token's own (later tokens of its prompt
+			// in this step) get probability 0: the value GEMM spans all n.
+			valid := n - (q1 - q0) + (t - q0) + 1
+			qt := qs[(t*heads+kh*group)*headDim : (t*heads+(kh+1)*group)*headDim]
+			for j0 := 0; j0 < valid; j0 += bs {
+				w := min(bs, valid-j0)
+				kb := kc[l.Index(table[j0/bs]*int32(bs), kh):]
+				vec.GemmF32(p[j0:], n, qt, kb[:w*headDim], group, w, headDim)
+			}
+			for h := 0; h < group; h++ {
+				row := p[h*n : h*n+valid]
+				mx := float32(math.Inf(-1))
+				for j := range row {
+					row[j] *= scale
+					if row[j] > mx {
+						mx = row[j]
+					}
+				}
+				sum := vec.ExpSub(row, mx)
+				for j := range row {
+					row[j] /= sum
+				}
+				clear(p[h*n+valid : (h+1)*n])
+			}
+			vec.GemmF32(o[(t*heads+kh*group)*headDim:], headDim, p, vt, group, headDim, n)
 		}
 	})
 }
+
+// attnScratch holds a work item's probabilities and transposed values.
+var attnScratch = sync.Pool{New: func() any { return new([]float32) }}
 
 func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {
 	vec.SiLUMul(f32s(out), f32s(gate), f32s(up))

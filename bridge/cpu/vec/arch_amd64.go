@@ -170,6 +170,17 @@ func siluMulArch(out, gate, up []float32) int {
 }
 
 //go:noescape
+func expSubAVX2(x *float32, n int, m float32) float32
+
+func expSubArch(x []float32, m float32) (int, float32) {
+	n := len(x) &^ 7
+	if n == 0 {
+		return 0, 0
+	}
+	return n, expSubAVX2(&x[0], n, m)
+}
+
+//go:noescape
 func dotU8AVX2(x *float32, q *byte, n int) float32
 
 //go:noescape

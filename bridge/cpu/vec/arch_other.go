@@ -10,10 +10,11 @@ func gemmBF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) 
 func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) bool  { return false }
 func gemmF32Arch(dst []float32, ldd int, x []float32, w []float32, m, n, k int) bool { return false }
 
-func dotF32Arch(a, b []float32) float32         { return dotF32Generic(a, b) }
-func axpyF32Arch(alpha float32, x, y []float32) { axpyF32Generic(alpha, x, y) }
-func sumBytesArch(buf []byte) (int, uint64)     { return 0, 0 }
-func siluMulArch(out, gate, up []float32) int   { return 0 }
+func dotF32Arch(a, b []float32) float32                { return dotF32Generic(a, b) }
+func axpyF32Arch(alpha float32, x, y []float32)        { axpyF32Generic(alpha, x, y) }
+func sumBytesArch(buf []byte) (int, uint64)            { return 0, 0 }
+func siluMulArch(out, gate, up []float32) int          { return 0 }
+func expSubArch(x []float32, m float32) (int, float32) { return 0, 0 }
 
 // availableLevels lists the implementations tests can switch between.
 func availableLevels() []int { return []int{levelGeneric} }

@@ -16,6 +16,7 @@ package vec
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/mtlbench/mtlbench/kernels"
 )
@@ -161,6 +162,22 @@ func SiLUMul(out, gate, up []float32) {
 		i = siluMulArch(out, gate, up)
 	}
 	kernels.SiLUMul(out[i:], gate[i:], up[i:])
+}
+
+// ExpSub sets x[i] = e^(x[i]-m) and returns their sum: a softmax's
+// numerators, for m the largest x (a NaN m makes every value and the sum
+// NaN or 0). On amd64 e^x is SiLUMul's polynomial, within 2 float32
+// roundings of math.Exp.
+func ExpSub(x []float32, m float32) float32 {
+	i, s := 0, float32(0)
+	if level != levelGeneric {
+		i, s = expSubArch(x, m)
+	}
+	for j := i; j < len(x); j++ {
+		x[j] = float32(math.Exp(float64(x[j] - m)))
+		s += x[j]
+	}
+	return s
 }
 
 // DotU8F32 returns sum x[i]*float(q[i]) over len(q) unsigned bytes (packed

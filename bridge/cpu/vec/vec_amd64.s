@@ -322,6 +322,43 @@ DATA expc<>+48(SB)/4, $127
 DATA expc<>+52(SB)/4, $0x80000000
 GLOBL expc<>(SB), RODATA|NOPTR, $56
 
+// EXPC loads the constants EXPF keeps in registers (AX: expc).
+#define EXPC \
+	VBROADCASTSS 4(AX), Y13; \
+	VBROADCASTSS 8(AX), Y12; \
+	VBROADCASTSS 12(AX), Y11; \
+	VBROADCASTSS 16(AX), Y10; \
+	VBROADCASTSS 24(AX), Y7; \
+	VBROADCASTSS 28(AX), Y6; \
+	VBROADCASTSS 32(AX), Y5; \
+	VBROADCASTSS 36(AX), Y4; \
+	VBROADCASTSS 40(AX), Y3; \
+	VBROADCASTSS 44(AX), Y15; \
+	VPBROADCASTD 48(AX), Y9
+
+// EXPF sets Y0 = e^Y1 for Y1 at most the upper clamp (or NaN), lanes below
+// the lower clamp giving 0; clobbers Y1 and Y2. n = round(t·log2 e),
+// r = t - n·ln 2, e^t = (1 + r + r²·p(r))·2^n.
+#define EXPF \
+	VMAXPS       Y13, Y1, Y1; \
+	VMULPS       Y12, Y1, Y2; \
+	VROUNDPS     $0, Y2, Y2; \
+	VFNMADD231PS Y11, Y2, Y1; \
+	VFNMADD231PS Y10, Y2, Y1; \
+	VBROADCASTSS 20(AX), Y0; \
+	VFMADD213PS  Y7, Y1, Y0; \
+	VFMADD213PS  Y6, Y1, Y0; \
+	VFMADD213PS  Y5, Y1, Y0; \
+	VFMADD213PS  Y4, Y1, Y0; \
+	VFMADD213PS  Y3, Y1, Y0; \
+	VMULPS       Y1, Y0, Y0; \
+	VFMADD213PS  Y1, Y1, Y0; \
+	VADDPS       Y15, Y0, Y0; \
+	VCVTPS2DQ    Y2, Y2; \
+	VPADDD       Y9, Y2, Y2; \
+	VPSLLD       $23, Y2, Y2; \
+	VMULPS       Y2, Y0, Y0
+
 // func siluMulAVX2(out, gate, up *float32, n int)
 // out[i] = gate[i] / (1 + e^-gate[i]) * up[i] for n a multiple of 8; out
 // may be gate or up. A gate that is NaN gives NaN (the clamps keep the
@@ -332,60 +369,61 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
 	MOVQ         up+16(FP), DI
 	MOVQ         n+24(FP), CX
 	LEAQ         expc<>(SB), AX
+	EXPC
 	VBROADCASTSS 0(AX), Y14
-	VBROADCASTSS 4(AX), Y13
-	VBROADCASTSS 8(AX), Y12
-	VBROADCASTSS 12(AX), Y11
-	VBROADCASTSS 16(AX), Y10
-	VBROADCASTSS 20(AX), Y8
-	VBROADCASTSS 24(AX), Y7
-	VBROADCASTSS 28(AX), Y6
-	VBROADCASTSS 32(AX), Y5
-	VBROADCASTSS 36(AX), Y4
-	VBROADCASTSS 40(AX), Y3
-	VBROADCASTSS 44(AX), Y15
-	VPBROADCASTD 48(AX), Y9
+	VBROADCASTSS 52(AX), Y8
 	SUBQ         $8, CX
 	JL           silu_done
 
 silu_loop:
-	// t = -gate, clamped; n = round(t·log2 e); r = t - n·ln 2.
-	VBROADCASTSS 52(AX), Y1
-	VXORPS       (SI), Y1, Y1
-	VMINPS       Y14, Y1, Y1
-	VMAXPS       Y13, Y1, Y1
-	VMULPS       Y12, Y1, Y2
-	VROUNDPS     $0, Y2, Y2
-	VFNMADD231PS Y11, Y2, Y1
-	VFNMADD231PS Y10, Y2, Y1
-
-	// e^r = 1 + r + r²·p(r)
-	VMOVAPS     Y8, Y0
-	VFMADD213PS Y7, Y1, Y0
-	VFMADD213PS Y6, Y1, Y0
-	VFMADD213PS Y5, Y1, Y0
-	VFMADD213PS Y4, Y1, Y0
-	VFMADD213PS Y3, Y1, Y0
-	VMULPS      Y1, Y0, Y0
-	VFMADD213PS Y1, Y1, Y0
-	VADDPS      Y15, Y0, Y0
-
-	// e^t = e^r·2^n; out = gate / (1 + e^t) · up.
-	VCVTPS2DQ Y2, Y2
-	VPADDD    Y9, Y2, Y2
-	VPSLLD    $23, Y2, Y2
-	VMULPS    Y2, Y0, Y0
-	VADDPS    Y15, Y0, Y0
-	VMOVUPS   (SI), Y1
-	VDIVPS    Y0, Y1, Y1
-	VMULPS    (DI), Y1, Y1
-	VMOVUPS   Y1, (DX)
-	ADDQ      $32, SI
-	ADDQ      $32, DI
-	ADDQ      $32, DX
-	SUBQ      $8, CX
-	JGE       silu_loop
+	VXORPS  (SI), Y8, Y1
+	VMINPS  Y14, Y1, Y1
+	EXPF
+	VADDPS  Y15, Y0, Y0
+	VMOVUPS (SI), Y1
+	VDIVPS  Y0, Y1, Y1
+	VMULPS  (DI), Y1, Y1
+	VMOVUPS Y1, (DX)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JGE     silu_loop
 
 silu_done:
 	VZEROUPPER
+	RET
+
+// func expSubAVX2(x *float32, n int, m float32) float32
+// x[i] = e^(x[i]-m) for n a multiple of 8, returning their sum: softmax's
+// numerators, m the row's largest value (so no lane needs the upper clamp).
+TEXT ·expSubAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y14
+	LEAQ         expc<>(SB), AX
+	EXPC
+	VXORPS       Y8, Y8, Y8
+	SUBQ         $8, CX
+	JL           exp_done
+
+exp_loop:
+	VMOVUPS (SI), Y1
+	VSUBPS  Y14, Y1, Y1
+	EXPF
+	VMOVUPS Y0, (SI)
+	VADDPS  Y0, Y8, Y8
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JGE     exp_loop
+
+exp_done:
+	VEXTRACTF128 $1, Y8, X1
+	VADDPS       X1, X8, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
 	RET

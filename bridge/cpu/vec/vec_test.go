@@ -360,3 +360,39 @@ func TestSiLUMul(t *testing.T) {
 		}
 	})
 }
+
+// TestExpSub holds softmax's numerators to float32(math.Exp) within
+// 4·2^-24 of each value (0 where e^x is below float32's normal range) and
+// their sum to 1e-6 of it, over every length up to a few vectors.
+func TestExpSub(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
+		for _, n := range vecLens {
+			r := rand.New(rand.NewPCG(uint64(n), 11))
+			x := make([]float32, n)
+			m := float32(3)
+			for i := range x {
+				x[i] = m - float32(r.ExpFloat64()*8)
+				if i%7 == 6 {
+					x[i] = m - float32(80+r.Float64()*30) // around where e^x leaves float32
+				}
+			}
+			want := make([]float32, n)
+			var ws float64
+			for i, v := range x {
+				want[i] = float32(math.Exp(float64(v - m)))
+				ws += float64(want[i])
+			}
+			got := slices.Clone(x)
+			s := ExpSub(got, m)
+			for i := range want {
+				w, g := float64(want[i]), float64(got[i])
+				if math.Abs(g-w) > 4*0x1p-24*w && !(w < 0x1p-126 && g < 0x1p-126) {
+					t.Fatalf("n=%d: e^(%g-%g) = %g, math.Exp %g", n, x[i], m, g, w)
+				}
+			}
+			if math.Abs(float64(s)-ws) > 1e-6*ws {
+				t.Fatalf("n=%d: sum %g, want %g", n, s, ws)
+			}
+		}
+	})
+}
