@@ -140,15 +140,11 @@ func gemmF32Arch(dst []float32, ldd int, x []float32, w []float32, m, n, k int) 
 func dotAVX2(a, b *float32, n int) float32
 
 //go:noescape
-func axpyAVX2(alpha float32, x, y *float32, n int)
-
-//go:noescape
 func sumBytesAVX2(p *byte, n int) uint64
 
-// The dot/axpy kernels finish their tails with masked loads; vectors are
-// attention-head sized, where 256-bit registers are as fast as 512-bit.
-func dotF32Arch(a, b []float32) float32         { return dotAVX2(&a[0], &b[0], len(a)) }
-func axpyF32Arch(alpha float32, x, y []float32) { axpyAVX2(alpha, &x[0], &y[0], len(x)) }
+// The dot kernel (RMSNorm's sums of squares) finishes its tail with masked
+// loads.
+func dotF32Arch(a, b []float32) float32 { return dotAVX2(&a[0], &b[0], len(a)) }
 
 func sumBytesArch(buf []byte) (int, uint64) {
 	n := len(buf) &^ 511

@@ -11,7 +11,6 @@ func gemmF16Arch(dst []float32, ldd int, x []float32, w []uint16, m, n, k int) b
 func gemmF32Arch(dst []float32, ldd int, x []float32, w []float32, m, n, k int) bool { return false }
 
 func dotF32Arch(a, b []float32) float32                { return dotF32Generic(a, b) }
-func axpyF32Arch(alpha float32, x, y []float32)        { axpyF32Generic(alpha, x, y) }
 func sumBytesArch(buf []byte) (int, uint64)            { return 0, 0 }
 func siluMulArch(out, gate, up []float32) int          { return 0 }
 func expSubArch(x []float32, m float32) (int, float32) { return 0, 0 }

@@ -129,17 +129,6 @@ func BenchmarkDotF32(b *testing.B) {
 	})
 }
 
-func BenchmarkAxpyF32(b *testing.B) {
-	r := rand.New(rand.NewPCG(6, 7))
-	x, y := randF32(r, 128), randF32(r, 128)
-	benchLevels(b, true, func(b *testing.B) {
-		b.SetBytes(128 * 8)
-		for b.Loop() {
-			AxpyF32(1e-3, x, y)
-		}
-	})
-}
-
 // TestBandwidthReport (VEC_REPORT=1, VEC_REPS=n) interleaves SumBytes and
 // GemmBF16 at m=1..16 over 64 MiB weights, on one goroutine and then split
 // over two, and keeps each one's best time, so the ratios hold up on a machine

@@ -115,13 +115,6 @@ func dotF32Generic(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-func axpyF32Generic(alpha float32, x, y []float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += alpha * v
-	}
-}
-
 func sumBytesGeneric(buf []byte) uint64 {
 	var s0, s1, s2, s3 uint64
 	i := 0

@@ -1,8 +1,8 @@
 // Package vec holds the hot loops of the pure-Go CPU inference backend:
 // matrix-vector / small-batch matrix products over bf16, f16 and f32 weights
-// and over packed quantized rows (QDots, qdot.go), attention dot/axpy, the
-// SwiGLU activation (SiLUMul) and a read-bandwidth probe. Half-precision
-// conversions live in bridge/half.
+// and over packed quantized rows (QDots, qdot.go), dot products, softmax's
+// numerators (ExpSub), the SwiGLU activation (SiLUMul) and a read-bandwidth
+// probe. Half-precision conversions live in bridge/half.
 //
 // On amd64 the loops are Go assembly (an AVX-512 path, else AVX2+FMA+F16C),
 // chosen once at start-up from golang.org/x/sys/cpu; everywhere else, on older
@@ -129,16 +129,6 @@ func DotF32(a, b []float32) float32 {
 	return dotF32Generic(a, b)
 }
 
-// AxpyF32 computes y[i] += alpha*x[i] over len(x); y must be at least as long.
-func AxpyF32(alpha float32, x, y []float32) {
-	y = y[:len(x)]
-	if level != levelGeneric && len(x) > 0 {
-		axpyF32Arch(alpha, x, y)
-		return
-	}
-	axpyF32Generic(alpha, x, y)
-}
-
 // SumBytes reads every byte of buf with the widest loads available and
 // returns a checksum (the sum of its little-endian 8-byte words plus the
 // trailing bytes, mod 2^64). It exists to measure memory read bandwidth.
@@ -166,8 +156,8 @@ func SiLUMul(out, gate, up []float32) {
 
 // ExpSub sets x[i] = e^(x[i]-m) and returns their sum: a softmax's
 // numerators, for m the largest x (a NaN m makes every value and the sum
-// NaN or 0). On amd64 e^x is SiLUMul's polynomial, within 2 float32
-// roundings of math.Exp.
+// NaN or 0). On amd64 e^x is SiLUMul's polynomial, within 2·2^-24 of
+// math.Exp's value.
 func ExpSub(x []float32, m float32) float32 {
 	i, s := 0, float32(0)
 	if level != levelGeneric {

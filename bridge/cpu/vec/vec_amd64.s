@@ -78,62 +78,6 @@ reduce:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-// func axpyAVX2(alpha float32, x, y *float32, n int)
-TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
-	VBROADCASTSS alpha+0(FP), Y15
-	MOVQ         x+8(FP), SI
-	MOVQ         y+16(FP), DI
-	MOVQ         n+24(FP), CX
-	SUBQ         $32, CX
-	JL           end32
-
-loop32:
-	VMOVUPS     (DI), Y0
-	VMOVUPS     32(DI), Y1
-	VMOVUPS     64(DI), Y2
-	VMOVUPS     96(DI), Y3
-	VFMADD231PS (SI), Y15, Y0
-	VFMADD231PS 32(SI), Y15, Y1
-	VFMADD231PS 64(SI), Y15, Y2
-	VFMADD231PS 96(SI), Y15, Y3
-	VMOVUPS     Y0, (DI)
-	VMOVUPS     Y1, 32(DI)
-	VMOVUPS     Y2, 64(DI)
-	VMOVUPS     Y3, 96(DI)
-	ADDQ        $128, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	JGE         loop32
-
-end32:
-	ADDQ $24, CX
-	JL   end8
-
-loop8:
-	VMOVUPS     (DI), Y0
-	VFMADD231PS (SI), Y15, Y0
-	VMOVUPS     Y0, (DI)
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	SUBQ        $8, CX
-	JGE         loop8
-
-end8:
-	ADDQ $8, CX
-	JZ   done
-	MOVQ $8, AX
-	SUBQ CX, AX
-	LEAQ masktab<>(SB), DX
-	VMOVDQU     (DX)(AX*4), Y8
-	VMASKMOVPS  (SI), Y8, Y4
-	VMASKMOVPS  (DI), Y8, Y0
-	VFMADD231PS Y4, Y15, Y0
-	VMASKMOVPS  Y0, Y8, (DI)
-
-done:
-	VZEROUPPER
-	RET
-
 // func sumBytesAVX2(p *byte, n int) uint64
 // n is a positive multiple of 512. The buffer is read as 8 concurrent
 // sequential streams (one per eighth): one stream leaves DRAM bandwidth
