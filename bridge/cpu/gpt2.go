@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/bridge/cpu/vec"
 )
 
 // GPT-2's ops: LayerNorm with bias, GELU (tanh) and learned positions.
@@ -55,7 +55,7 @@ func layerNormRows(out, x, w, bias []float32, dim int, eps float32) {
 func (b *Backend) GELU(out, x bridge.Tensor) {
 	o, xs := f32s(out), f32s(x)
 	b.pool.forRange(len(o), 4096, func(lo, hi int) {
-		kernels.GELU(o[lo:hi], xs[lo:hi])
+		vec.GELU(o[lo:hi], xs[lo:hi])
 	})
 }
 

@@ -166,6 +166,17 @@ func siluMulArch(out, gate, up []float32) int {
 }
 
 //go:noescape
+func geluAVX2(out, x *float32, n int)
+
+func geluArch(out, x []float32) int {
+	n := len(out) &^ 7
+	if n > 0 {
+		geluAVX2(&out[0], &x[0], n)
+	}
+	return n
+}
+
+//go:noescape
 func expSubAVX2(x *float32, n int, m float32) float32
 
 func expSubArch(x []float32, m float32) (int, float32) {

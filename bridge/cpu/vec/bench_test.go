@@ -231,3 +231,16 @@ func BenchmarkSiLUMul(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGELU: GPT-2's MLP activation over its 3072-wide row.
+func BenchmarkGELU(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 7))
+	x := randF32(r, 3072)
+	out := make([]float32, len(x))
+	benchLevels(b, true, func(b *testing.B) {
+		b.SetBytes(int64(len(x)) * 8)
+		for b.Loop() {
+			GELU(out, x)
+		}
+	})
+}

@@ -1,8 +1,8 @@
 // Package vec holds the hot loops of the pure-Go CPU inference backend:
 // matrix-vector / small-batch matrix products over bf16, f16 and f32 weights
 // and over packed quantized rows (QDots, qdot.go), dot products, softmax's
-// numerators (ExpSub), the SwiGLU activation (SiLUMul) and a read-bandwidth
-// probe. Half-precision conversions live in bridge/half.
+// numerators (ExpSub), the SwiGLU and GELU activations (SiLUMul, GELU) and a
+// read-bandwidth probe. Half-precision conversions live in bridge/half.
 //
 // On amd64 the loops are Go assembly (an AVX-512 path, else AVX2+FMA+F16C),
 // chosen once at start-up from golang.org/x/sys/cpu; everywhere else, on older
@@ -152,6 +152,18 @@ func SiLUMul(out, gate, up []float32) {
 		i = siluMulArch(out, gate, up)
 	}
 	kernels.SiLUMul(out[i:], gate[i:], up[i:])
+}
+
+// GELU writes GPT-2's GELU (the tanh approximation) of x to out, as
+// kernels.GELU does: on amd64 as x / (1 + e^-2u), e^x SiLUMul's
+// polynomial. out may alias x.
+func GELU(out, x []float32) {
+	x = x[:len(out)]
+	i := 0
+	if level != levelGeneric {
+		i = geluArch(out, x)
+	}
+	kernels.GELU(out[i:], x[i:])
 }
 
 // ExpSub sets x[i] = e^(x[i]-m) and returns their sum: a softmax's

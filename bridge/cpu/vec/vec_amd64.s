@@ -264,7 +264,9 @@ DATA expc<>+40(SB)/4, $5.0000001201e-1
 DATA expc<>+44(SB)/4, $1.0
 DATA expc<>+48(SB)/4, $127
 DATA expc<>+52(SB)/4, $0x80000000
-GLOBL expc<>(SB), RODATA|NOPTR, $56
+DATA expc<>+56(SB)/4, $-1.5957691216057308
+DATA expc<>+60(SB)/4, $-0.07135481627260025
+GLOBL expc<>(SB), RODATA|NOPTR, $64
 
 // EXPC loads the constants EXPF keeps in registers (AX: expc).
 #define EXPC \
@@ -370,4 +372,41 @@ exp_done:
 	VADDSS       X1, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
+	RET
+
+// func geluAVX2(out, x *float32, n int)
+// out[i] = GELU(x[i]) with the tanh approximation, for n a multiple of 8;
+// out may be x. 0.5·x·(1 + tanh u) is x / (1 + e^-2u), u = √(2/π)·(x +
+// 0.044715·x³): SiLU's form, with no cancellation near tanh u = -1.
+TEXT ·geluAVX2(SB), NOSPLIT, $0-24
+	MOVQ         out+0(FP), DX
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	LEAQ         expc<>(SB), AX
+	EXPC
+	VBROADCASTSS 0(AX), Y14
+	VBROADCASTSS 56(AX), Y8
+	SUBQ         $8, CX
+	JL           gelu_done
+
+gelu_loop:
+	// t = -2u = x·(-2√(2/π) - 2√(2/π)·0.044715·x²), clamped.
+	VMOVUPS      (SI), Y1
+	VMULPS       Y1, Y1, Y2
+	VBROADCASTSS 60(AX), Y0
+	VFMADD213PS  Y8, Y2, Y0
+	VMULPS       Y0, Y1, Y1
+	VMINPS       Y14, Y1, Y1
+	EXPF
+	VADDPS       Y15, Y0, Y0
+	VMOVUPS      (SI), Y1
+	VDIVPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (DX)
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	SUBQ         $8, CX
+	JGE          gelu_loop
+
+gelu_done:
+	VZEROUPPER
 	RET
