@@ -282,9 +282,9 @@ GLOBL expc<>(SB), RODATA|NOPTR, $64
 	VBROADCASTSS 44(AX), Y15; \
 	VPBROADCASTD 48(AX), Y9
 
-// EXPF sets Y0 = e^Y1 for Y1 at most the upper clamp (or NaN), lanes below
-// the lower clamp giving 0; clobbers Y1 and Y2. n = round(t·log2 e),
-// r = t - n·ln 2, e^t = (1 + r + r²·p(r))·2^n.
+// EXPF sets Y0 = e^Y1 for Y1 at most the upper clamp; lanes below the
+// lower clamp, and NaN lanes, give 0. Clobbers Y1 and Y2.
+// n = round(t·log2 e), r = t - n·ln 2, e^t = (1 + r + r²·p(r))·2^n.
 #define EXPF \
 	VMAXPS       Y13, Y1, Y1; \
 	VMULPS       Y12, Y1, Y2; \
