@@ -310,37 +310,22 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	// One work item per (sequence, kv head): the query heads of a GQA group
 	// share the K and V rows they read, so a token's scores are one GEMM of
 	// the group's q rows with each block's keys (a kv head's rows of a block
-	// are contiguous), and its output one GEMM of the probabilities with the
-	// values, transposed once per item so positions are the GEMM's depth.
+	// are contiguous), and each head's output the block's value rows
+	// weighted by its probabilities (vec.AxpyRows), in position order.
 	group, bs := heads/kvHeads, l.BlockSize
 	b.pool.forEach(m.NumSeqs*kvHeads, func(item int) {
 		s, kh := item/kvHeads, item%kvHeads
 		q0, q1 := int(m.QueryStartLoc[s]), int(m.QueryStartLoc[s+1])
 		n := int(m.SeqLens[s])
-		if q0 == q1 {
-			return
-		}
 		table := m.BlockTable[s*m.MaxBlocks : (s+1)*m.MaxBlocks]
 		buf := attnScratch.Get().(*[]float32)
 		defer attnScratch.Put(buf)
-		if need := (group + headDim) * n; cap(*buf) < need {
-			*buf = make([]float32, need)
+		if cap(*buf) < group*n {
+			*buf = make([]float32, group*n)
 		}
-		p, vt := (*buf)[:group*n], (*buf)[group*n:(group+headDim)*n]
-		for j0 := 0; j0 < n; j0 += bs {
-			w := min(bs, n-j0)
-			blk := vc[l.Index(table[j0/bs]*int32(bs), kh):][:w*headDim]
-			for d := range headDim { // each vᵀ row's stretch written in order
-				dst := vt[d*n+j0 : d*n+j0+w]
-				for j := range dst {
-					dst[j] = blk[j*headDim+d]
-				}
-			}
-		}
+		p := (*buf)[:group*n]
 		for t := q0; t < q1; t++ {
-			// Positions past the token's own (later tokens of its prompt
-			// in this step) get probability 0: the value GEMM spans all n.
-			valid := n - (q1 - q0) + (t - q0) + 1
+			valid := n - (q1 - q0) + (t - q0) + 1 // the token's own position and those before
 			qt := qs[(t*heads+kh*group)*headDim : (t*heads+(kh+1)*group)*headDim]
 			for j0 := 0; j0 < valid; j0 += bs {
 				w := min(bs, valid-j0)
@@ -360,14 +345,19 @@ func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 				for j := range row {
 					row[j] /= sum
 				}
-				clear(p[h*n+valid : (h+1)*n])
+				acc := o[(t*heads+kh*group+h)*headDim : (t*heads+kh*group+h+1)*headDim]
+				clear(acc)
+				for j0 := 0; j0 < valid; j0 += bs {
+					w := min(bs, valid-j0)
+					vb := vc[l.Index(table[j0/bs]*int32(bs), kh):]
+					vec.AxpyRows(acc, row[j0:j0+w], vb[:w*headDim], headDim)
+				}
 			}
-			vec.GemmF32(o[(t*heads+kh*group)*headDim:], headDim, p, vt, group, headDim, n)
 		}
 	})
 }
 
-// attnScratch holds a work item's probabilities and transposed values.
+// attnScratch holds a work item's scores, then probabilities.
 var attnScratch = sync.Pool{New: func() any { return new([]float32) }}
 
 func (b *Backend) SiLUMul(out, gate, up bridge.Tensor) {

@@ -200,31 +200,38 @@ func TestMoEAgainstReference(t *testing.T) {
 	}
 }
 
-// BenchmarkAttentionDecode: one decode token's attention for TinyLlama's
-// heads (32 query heads over 4 kv heads of 64) at a context of n cached
-// positions, in 16-position blocks laid out in order.
+// BenchmarkAttentionDecode: one decode token's attention at a context of n
+// cached positions in 16-position blocks laid out in order, for
+// TinyLlama's heads (32 query heads over 4 kv heads of 64) and GPT-2's
+// (12 heads, each its own kv head).
 func BenchmarkAttentionDecode(b *testing.B) {
-	const heads, kv, dim, bs = 32, 4, 64, 16
-	for _, n := range []int{128, 1024, 2048} {
-		b.Run(fmt.Sprintf("ctx=%d", n), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, uint64(n)))
-			blocks := (n + bs - 1) / bs
-			meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxBlocks: blocks, BlockSize: bs,
-				QueryStartLoc: []int32{0, 1}, SeqLens: []int32{int32(n)}, Positions: []int32{int32(n - 1)},
-				SlotMapping: []int32{int32(n - 1)}}
-			for j := range blocks {
-				meta.BlockTable = append(meta.BlockTable, int32(j))
-			}
-			kc, vc := randF32(r, blocks*kv*bs*dim), randF32(r, blocks*kv*bs*dim)
-			q, k, v := randF32(r, heads*dim), randF32(r, kv*dim), randF32(r, kv*dim)
-			out := make([]float32, heads*dim)
-			be := New(Options{})
-			be.BeginStep(meta, []int32{0}, false)
-			cache := bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: bs}
-			for b.Loop() {
-				be.Attention(f32T(out, 1, heads*dim), f32T(q, 1, heads*dim), f32T(k, 1, kv*dim), f32T(v, 1, kv*dim),
-					cache, heads, kv, dim, 0.125)
-			}
-		})
+	const dim, bs = 64, 16
+	for _, m := range []struct {
+		name      string
+		heads, kv int
+	}{{"tinyllama", 32, 4}, {"gpt2", 12, 12}} {
+		heads, kv := m.heads, m.kv
+		for _, n := range []int{128, 1024, 2048} {
+			b.Run(fmt.Sprintf("%s/ctx=%d", m.name, n), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, uint64(n)))
+				blocks := (n + bs - 1) / bs
+				meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxBlocks: blocks, BlockSize: bs,
+					QueryStartLoc: []int32{0, 1}, SeqLens: []int32{int32(n)}, Positions: []int32{int32(n - 1)},
+					SlotMapping: []int32{int32(n - 1)}}
+				for j := range blocks {
+					meta.BlockTable = append(meta.BlockTable, int32(j))
+				}
+				kc, vc := randF32(r, blocks*kv*bs*dim), randF32(r, blocks*kv*bs*dim)
+				q, k, v := randF32(r, heads*dim), randF32(r, kv*dim), randF32(r, kv*dim)
+				out := make([]float32, heads*dim)
+				be := New(Options{})
+				be.BeginStep(meta, []int32{0}, false)
+				cache := bridge.KVCache{K: f32T(kc, len(kc)), V: f32T(vc, len(vc)), BlockSize: bs}
+				for b.Loop() {
+					be.Attention(f32T(out, 1, heads*dim), f32T(q, 1, heads*dim), f32T(k, 1, kv*dim), f32T(v, 1, kv*dim),
+						cache, heads, kv, dim, 0.125)
+				}
+			})
+		}
 	}
 }

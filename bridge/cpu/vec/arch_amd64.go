@@ -166,6 +166,17 @@ func siluMulArch(out, gate, up []float32) int {
 }
 
 //go:noescape
+func axpyRowsAVX2(acc, p, v *float32, n, d int)
+
+func axpyRowsArch(acc, p, v []float32, d int) int {
+	c := d &^ 7
+	if c > 0 && len(p) > 0 {
+		axpyRowsAVX2(&acc[0], &p[0], &v[0], len(p), d)
+	}
+	return c
+}
+
+//go:noescape
 func geluAVX2(out, x *float32, n int)
 
 func geluArch(out, x []float32) int {

@@ -15,6 +15,7 @@ func sumBytesArch(buf []byte) (int, uint64)            { return 0, 0 }
 func siluMulArch(out, gate, up []float32) int          { return 0 }
 func expSubArch(x []float32, m float32) (int, float32) { return 0, 0 }
 func geluArch(out, x []float32) int                    { return 0 }
+func axpyRowsArch(acc, p, v []float32, d int) int      { return 0 }
 
 // availableLevels lists the implementations tests can switch between.
 func availableLevels() []int { return []int{levelGeneric} }

@@ -1,7 +1,7 @@
 // Package vec holds the hot loops of the pure-Go CPU inference backend:
 // matrix-vector / small-batch matrix products over bf16, f16 and f32 weights
 // and over packed quantized rows (QDots, qdot.go), dot products, softmax's
-// numerators (ExpSub), the SwiGLU and GELU activations (SiLUMul, GELU) and a
+// numerators (ExpSub) and rows weighted by them (AxpyRows), the SwiGLU and GELU activations (SiLUMul, GELU) and a
 // read-bandwidth probe. Half-precision conversions live in bridge/half.
 //
 // On amd64 the loops are Go assembly (an AVX-512 path, else AVX2+FMA+F16C),
@@ -152,6 +152,24 @@ func SiLUMul(out, gate, up []float32) {
 		i = siluMulArch(out, gate, up)
 	}
 	kernels.SiLUMul(out[i:], gate[i:], up[i:])
+}
+
+// AxpyRows adds Σ_j p[j]·v[j·d:(j+1)·d] into acc[:d], row after row in j
+// order (attention's probabilities times the value rows of a cache block):
+// on amd64 acc stays in registers, 64 columns at a time, while the rows
+// stream past.
+func AxpyRows(acc, p, v []float32, d int) {
+	acc, v = acc[:d], v[:len(p)*d]
+	c := 0
+	if level != levelGeneric {
+		c = axpyRowsArch(acc, p, v, d)
+	}
+	for j, pj := range p {
+		row := v[j*d : (j+1)*d]
+		for i := c; i < d; i++ {
+			acc[i] += pj * row[i]
+		}
+	}
 }
 
 // GELU writes GPT-2's GELU (the tanh approximation) of x to out, as

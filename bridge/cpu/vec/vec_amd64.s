@@ -410,3 +410,82 @@ gelu_loop:
 gelu_done:
 	VZEROUPPER
 	RET
+
+// func axpyRowsAVX2(acc, p, v *float32, n, d int)
+// acc[c] += p[j]·v[j·d+c] for j < n, c < d&^7, in j order (one FMA each),
+// 64 columns at a time in registers while the rows stream past, then 8.
+TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ v+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ d+32(FP), R8
+	SHLQ $2, R8         // row stride in bytes
+	MOVQ R8, R9
+	ANDQ $-256, R9      // bytes of the 64-column chunks
+	MOVQ R8, R10
+	ANDQ $-32, R10      // bytes of the 8-column chunks
+	XORQ R11, R11       // column offset in bytes
+	TESTQ CX, CX
+	JZ   rows_done
+
+rows_c64:
+	CMPQ R11, R9
+	JGE  rows_c8
+	VMOVUPS 0(DI)(R11*1), Y0
+	VMOVUPS 32(DI)(R11*1), Y1
+	VMOVUPS 64(DI)(R11*1), Y2
+	VMOVUPS 96(DI)(R11*1), Y3
+	VMOVUPS 128(DI)(R11*1), Y4
+	VMOVUPS 160(DI)(R11*1), Y5
+	VMOVUPS 192(DI)(R11*1), Y6
+	VMOVUPS 224(DI)(R11*1), Y7
+	LEAQ (DX)(R11*1), AX
+	XORQ BX, BX
+
+rows_j64:
+	VBROADCASTSS (SI)(BX*4), Y8
+	VFMADD231PS  0(AX), Y8, Y0
+	VFMADD231PS  32(AX), Y8, Y1
+	VFMADD231PS  64(AX), Y8, Y2
+	VFMADD231PS  96(AX), Y8, Y3
+	VFMADD231PS  128(AX), Y8, Y4
+	VFMADD231PS  160(AX), Y8, Y5
+	VFMADD231PS  192(AX), Y8, Y6
+	VFMADD231PS  224(AX), Y8, Y7
+	ADDQ         R8, AX
+	INCQ         BX
+	CMPQ         BX, CX
+	JL           rows_j64
+	VMOVUPS Y0, 0(DI)(R11*1)
+	VMOVUPS Y1, 32(DI)(R11*1)
+	VMOVUPS Y2, 64(DI)(R11*1)
+	VMOVUPS Y3, 96(DI)(R11*1)
+	VMOVUPS Y4, 128(DI)(R11*1)
+	VMOVUPS Y5, 160(DI)(R11*1)
+	VMOVUPS Y6, 192(DI)(R11*1)
+	VMOVUPS Y7, 224(DI)(R11*1)
+	ADDQ $256, R11
+	JMP  rows_c64
+
+rows_c8:
+	CMPQ R11, R10
+	JGE  rows_done
+	VMOVUPS 0(DI)(R11*1), Y0
+	LEAQ (DX)(R11*1), AX
+	XORQ BX, BX
+
+rows_j8:
+	VBROADCASTSS (SI)(BX*4), Y8
+	VFMADD231PS  0(AX), Y8, Y0
+	ADDQ         R8, AX
+	INCQ         BX
+	CMPQ         BX, CX
+	JL           rows_j8
+	VMOVUPS Y0, 0(DI)(R11*1)
+	ADDQ $32, R11
+	JMP  rows_c8
+
+rows_done:
+	VZEROUPPER
+	RET

@@ -413,3 +413,37 @@ func TestGELU(t *testing.T) {
 		}
 	})
 }
+
+// TestAxpyRows holds the weighted row sums to a float64 sum, within 1e-6
+// of the magnitudes added, for head sizes around the kernel's 64- and
+// 8-column chunks and any number of rows; columns past d stay untouched.
+func TestAxpyRows(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
+		for _, d := range []int{1, 7, 8, 9, 63, 64, 65, 72, 80, 96, 128, 130, 256} {
+			for _, n := range []int{0, 1, 2, 5, 17} {
+				r := rand.New(rand.NewPCG(uint64(d), uint64(n)))
+				p, v := randF32(r, n), randF32(r, n*d)
+				acc := randF32(r, d+3)
+				want, mag := make([]float64, d), make([]float64, d)
+				for i := range want {
+					want[i], mag[i] = float64(acc[i]), math.Abs(float64(acc[i]))
+					for j := range n {
+						x := float64(p[j]) * float64(v[j*d+i])
+						want[i] += x
+						mag[i] += math.Abs(x)
+					}
+				}
+				past := slices.Clone(acc[d:])
+				AxpyRows(acc, p, v, d)
+				for i := range want {
+					if math.Abs(float64(acc[i])-want[i]) > 1e-6*mag[i] {
+						t.Fatalf("d=%d n=%d: acc[%d] = %g, want %g", d, n, i, acc[i], want[i])
+					}
+				}
+				if !slices.Equal(acc[d:], past) {
+					t.Fatalf("d=%d n=%d: wrote past d", d, n)
+				}
+			}
+		}
+	})
+}
