@@ -59,6 +59,8 @@ var quantFixtures = [][2]string{
 	{"gguf/llama-q5_0.gguf", "gguf/llama-q5_0.json"},
 	{"gguf/llama-q5_1.gguf", "gguf/llama-q5_1.json"},
 	{"gguf/qwen3_moe-q5_k_m.gguf", "gguf/qwen3_moe-q5_k_m.json"},
+	{"gguf/llama-iq4_nl.gguf", "gguf/llama-iq4_nl.json"},
+	{"gguf/qwen3_moe-q3_k_m.gguf", "gguf/qwen3_moe-q3_k_m.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

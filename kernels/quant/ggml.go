@@ -14,7 +14,8 @@ import (
 // (docs/quantization.md, "GGUF formats that are transcoded"). llama.cpp
 // writes them into the files people download: Q4_K_M and Q5_K_M files
 // hold Q5_0 for rows of a length that is not a multiple of 256, and Q5_K
-// for some matrices.
+// for some matrices; Q3_K_M files are mostly Q3_K, and IQ4_NL is what
+// llama.cpp writes for such rows in Q3_K and IQ files.
 type Transcoder struct {
 	Name          string // ggml's name
 	Values, Bytes int    // one block's values and bytes
@@ -39,6 +40,13 @@ var Transcoders = map[string]Transcoder{
 	// a 6-bit integer): affine 8-bit groups of 32 with f32 scales and
 	// biases (320 bytes for 176).
 	"Q5_K": {Name: "Q5_K", Values: 256, Bytes: 176, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: q5k},
+	// Q3_K: super-blocks of 256, w = d·s·q with an f16 d, a 6-bit s − 32
+	// per 16 values and q in −4..3. s·q lies in −124..128, so −s·q is an
+	// int8 and each 32 values a Q8_0 block of scale −d (272 bytes for 110).
+	"Q3_K": {Name: "Q3_K", Values: 256, Bytes: 110, Into: Spec{Type: Q8_0}, decode: q3k},
+	// IQ4_NL: f16 d and 16 bytes of 4-bit indices into a table of 16 int8
+	// levels; w = d·level: a Q8_0 block holding the levels (34 bytes for 18).
+	"IQ4_NL": {Name: "IQ4_NL", Values: 32, Bytes: 18, Into: Spec{Type: Q8_0}, decode: iq4nl},
 }
 
 // Transcode rewrites rows of k values in t's blocks (src) as t.Into: packed
@@ -158,5 +166,47 @@ func q5k(blk, data, scales, biases []byte) {
 			}
 			data[32*j+l] = v | (qh[l]>>j&1)<<4
 		}
+	}
+}
+
+// ScaleK3 is Q3_K's sub-block scale i (of 16) from its 12 scale bytes, as
+// a 6-bit value: the low 4 bits from byte i%8 (its high nibble for i ≥ 8),
+// the high 2 from byte 8+i%4 at bit 2·(i/4).
+func ScaleK3(i int, sc []byte) int {
+	lo := sc[i%8] >> (4 * (i / 8)) & 0xf
+	hi := sc[8+i%4] >> (2 * (i / 4)) & 3
+	return int(lo | hi<<4)
+}
+
+func q3k(blk, data, _, _ []byte) {
+	hm, qs, sc := blk[0:32], blk[32:96], blk[96:108]
+	// −d: the f16 with its sign bit flipped, so that −s·q fits an int8.
+	negD := binary.LittleEndian.Uint16(blk[108:110]) ^ 0x8000
+	// Value p = 128h + 32j + l takes 2 bits from qs[32h + l%32] at bit 2j,
+	// its third (set: no offset of −4) from hm[l%32] at bit 4h + j, and
+	// scale 8h + 2j + l/16; each 32 values (one h, j) are a Q8_0 block.
+	for h := 0; h < 2; h++ {
+		for j := 0; j < 4; j++ {
+			out := data[34*(4*h+j) : 34*(4*h+j+1)]
+			binary.LittleEndian.PutUint16(out, negD)
+			q2, bit := qs[32*h:32*h+32], uint(4*h+j)
+			for half := 0; half < 32; half += 16 {
+				ns := 32 - ScaleK3(8*h+2*j+half/16, sc)
+				for l := half; l < half+16; l++ {
+					q := int(q2[l]>>(2*j)&3) - 4 + 4*int(hm[l]>>bit&1)
+					out[2+l] = byte(int8(ns * q))
+				}
+			}
+		}
+	}
+}
+
+// IQ4NLLevels are IQ4_NL's 16 levels (ggml's kvalues_iq4nl).
+var IQ4NLLevels = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func iq4nl(blk, data, _, _ []byte) {
+	copy(data[0:2], blk[0:2])
+	for i := 0; i < 32; i++ {
+		data[2+i] = byte(IQ4NLLevels[nibble(blk[2:18], i)])
 	}
 }

@@ -43,9 +43,9 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 			got := m.Dequantize()
 			for i, want := range f.Values {
 				d := math.Abs(float64(got[i] - want))
-				// A transcoded block holds the very values: its one rounding
-				// (scale·q + bias) is gguf-py's.
-				if transcoded && math.Float32bits(got[i]) != math.Float32bits(want) ||
+				// A transcoded block holds the very values (a zero's sign
+				// aside): its one rounding (scale·q + bias) is gguf-py's.
+				if transcoded && got[i] != want ||
 					d > 1e-6*math.Abs(float64(want))+1e-12 {
 					t.Fatalf("value %d: %g, gguf-py %g", i, got[i], want)
 				}
@@ -70,8 +70,8 @@ func transcodeMatrix(t testing.TB, tc Transcoder, src []byte, rows, k int) *Matr
 }
 
 // ggmlRef dequantizes one block of a transcoded format straight from
-// ggml-quants.c's dequantize_row_q4_1, _q5_0, _q5_1 and _q5_K: a second
-// reading of the formats, apart from the transcoders.
+// ggml-quants.c's dequantize_row_q4_1, _q5_0, _q5_1, _q5_K, _q3_K and
+// _iq4_nl: a second reading of the formats, apart from the transcoders.
 func ggmlRef(name string, blk []byte) []float32 {
 	h := func(i int) float32 { return HalfToF32(uint16(blk[i]) | uint16(blk[i+1])<<8) }
 	u32 := func(i int) uint32 {
@@ -127,12 +127,52 @@ func ggmlRef(name string, blk []byte) []float32 {
 			ql = ql[32:]
 			u1, u2 = u1<<2, u2<<2
 		}
+	case "Q3_K":
+		// ggml unpacks the 12 scale bytes as four words: kmask1 0x03030303,
+		// kmask2 0x0f0f0f0f.
+		hm, q, d := blk[0:32], blk[32:96], h(108)
+		a := [4]uint32{u32(96), u32(100), u32(104)}
+		tmp := a[2]
+		a[2] = a[0]>>4&0x0f0f0f0f | (tmp>>4&0x03030303)<<4
+		a[3] = a[1]>>4&0x0f0f0f0f | (tmp>>6&0x03030303)<<4
+		a[0] = a[0]&0x0f0f0f0f | (tmp&0x03030303)<<4
+		a[1] = a[1]&0x0f0f0f0f | (tmp>>2&0x03030303)<<4
+		scale := func(is int) float32 { return float32(int8(a[is/4]>>(8*(is%4))) - 32) }
+		m, is := uint8(1), 0
+		for n := 0; n < 256; n += 128 {
+			for shift := 0; shift < 8; shift += 2 {
+				for half := 0; half < 32; half += 16 {
+					dl := d * scale(is)
+					is++
+					for l := half; l < half+16; l++ {
+						v := int8(q[l]>>shift&3) - 4
+						if hm[l]&m != 0 {
+							v += 4
+						}
+						y = append(y, dl*float32(v))
+					}
+				}
+				m <<= 1
+			}
+			q = q[32:]
+		}
+	case "IQ4_NL":
+		kv := [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+		d := h(0)
+		y = y[:32]
+		for j := 0; j < 16; j++ {
+			y[j], y[j+16] = d*kv[blk[2+j]&0xf], d*kv[blk[2+j]>>4]
+		}
 	}
 	return y
 }
 
+// f16At are the offsets of each transcoded format's f16 scales in a block.
+var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}}
+
 // Every transcoder, on random blocks (finite scales), gives ggml's values
-// bit for bit; rows of several blocks keep their order.
+// exactly (bit for bit but for the sign of a zero, which no dot product
+// sees); rows of several blocks keep their order.
 func TestTranscodersMatchGGML(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for name, tc := range Transcoders {
@@ -144,14 +184,14 @@ func TestTranscodersMatchGGML(t *testing.T) {
 				src[i] = byte(r.Uint32())
 			}
 			// Scales: f16 of magnitude about 2⁻⁸ (exponent 7), either sign.
+			at, ok := f16At[name]
+			if !ok {
+				t.Fatalf("no scale offsets for %s", name)
+			}
 			for b := 0; b < len(src)/tc.Bytes; b++ {
 				blk := src[b*tc.Bytes:]
-				n := 2
-				if name != "Q5_0" {
-					n = 4 // d and m (dmin)
-				}
-				for i := 1; i < n; i += 2 {
-					blk[i] = blk[i]&0x83 | 7<<2
+				for _, i := range at {
+					blk[i+1] = blk[i+1]&0x83 | 7<<2
 				}
 			}
 			m := transcodeMatrix(t, tc, src, rows, k)
@@ -159,7 +199,7 @@ func TestTranscodersMatchGGML(t *testing.T) {
 			for b := 0; b < len(src)/tc.Bytes; b++ {
 				want := ggmlRef(name, src[b*tc.Bytes:(b+1)*tc.Bytes])
 				for i, w := range want {
-					if g := got[b*tc.Values+i]; math.Float32bits(g) != math.Float32bits(w) {
+					if g := got[b*tc.Values+i]; g != w {
 						t.Fatalf("block %d value %d: %g, ggml %g", b, i, g, w)
 					}
 				}

@@ -42,6 +42,8 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llama-q5_0.gguf", "../testdata/gguf/llama-q5_0.json"},
 	{"../testdata/gguf/llama-q5_1.gguf", "../testdata/gguf/llama-q5_1.json"},
 	{"../testdata/gguf/qwen3_moe-q5_k_m.gguf", "../testdata/gguf/qwen3_moe-q5_k_m.json"},
+	{"../testdata/gguf/llama-iq4_nl.gguf", "../testdata/gguf/llama-iq4_nl.json"},
+	{"../testdata/gguf/qwen3_moe-q3_k_m.gguf", "../testdata/gguf/qwen3_moe-q3_k_m.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
@@ -74,8 +76,9 @@ func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol floa
 
 // TestQuantMatchesTransformers: MLX 4- and 8-bit (llama, qwen3,
 // qwen3_moe; Mixtral at 4), GGUF Q8_0, Q4_0, Q4_K_M (llama, qwen3moe), the
-// transcoded Q4_1, Q5_0, Q5_1 (llama) and Q5_K_M (qwen3moe), and Mixtral as
-// llama.cpp writes it, on the CPU, logits within 1e-3.
+// transcoded Q4_1, Q5_0, Q5_1, IQ4_NL (llama), Q5_K_M and Q3_K_M
+// (qwen3moe), and Mixtral as llama.cpp writes it, on the CPU, logits
+// within 1e-3.
 func TestQuantMatchesTransformers(t *testing.T) {
 	checkQuantFixtures(t, func() bridge.Backend { return cpu.New(cpu.Options{}) }, 1e-3)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -210,7 +211,7 @@ func TestBadGGUF(t *testing.T) {
 		edit func([]byte) []byte
 		want []string
 	}{
-		{"type", func(b []byte) []byte { b[typeField(b, q)] = 11; return b }, []string{q, "Q3_K", "does not read", "Q5_K"}},
+		{"type", func(b []byte) []byte { b[typeField(b, q)] = 10; return b }, []string{q, "Q2_K", "does not read", "IQ4_NL"}},
 		{"cut short", func(b []byte) []byte { return b[:len(b)-1000] }, []string{"output.weight", "cut short"}},
 		{"missing", func(b []byte) []byte {
 			i := strings.Index(string(b), q)
@@ -434,5 +435,27 @@ func TestGGUFLlamaWithExperts(t *testing.T) {
 			p := tinyGGUF(t, c.arch, moe(c.arch), c.tensors...)
 			openRefused(t, p, c.want)
 		})
+	}
+}
+
+// Every type read by transcoding is one the GGUF reader sizes as its
+// transcoder does, and one the unsupported-type message names.
+func TestGGUFTranscodedTypesRead(t *testing.T) {
+	seen := 0
+	for ty := gguf.Type(0); ty < 64; ty++ {
+		tc, ok := quant.Transcoders[ty.String()]
+		if !ok {
+			continue
+		}
+		seen++
+		if vals, bytes, ok := ty.Block(); !ok || vals != tc.Values || bytes != tc.Bytes {
+			t.Errorf("%v: the reader's blocks are %d values in %d bytes (ok %v), the transcoder's %d in %d", ty, vals, bytes, ok, tc.Values, tc.Bytes)
+		}
+		if !strings.Contains(ggufTypesRead, " "+tc.Name) {
+			t.Errorf("ggufTypesRead (%q) does not name %s", ggufTypesRead, tc.Name)
+		}
+	}
+	if seen != len(quant.Transcoders) {
+		t.Errorf("%d of %d transcoders have a GGUF type", seen, len(quant.Transcoders))
 	}
 }
