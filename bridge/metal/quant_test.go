@@ -61,6 +61,7 @@ var quantFixtures = [][2]string{
 	{"gguf/qwen3_moe-q5_k_m.gguf", "gguf/qwen3_moe-q5_k_m.json"},
 	{"gguf/llama-iq4_nl.gguf", "gguf/llama-iq4_nl.json"},
 	{"gguf/qwen3_moe-q3_k_m.gguf", "gguf/qwen3_moe-q3_k_m.json"},
+	{"gguf/qwen3_moe-iq4_xs.gguf", "gguf/qwen3_moe-iq4_xs.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

@@ -14,8 +14,8 @@ import (
 // (docs/quantization.md, "GGUF formats that are transcoded"). llama.cpp
 // writes them into the files people download: Q4_K_M and Q5_K_M files
 // hold Q5_0 for rows of a length that is not a multiple of 256, and Q5_K
-// for some matrices; Q3_K_M files are mostly Q3_K, and IQ4_NL is what
-// llama.cpp writes for such rows in Q3_K and IQ files.
+// for some matrices; Q3_K_M files are mostly Q3_K, IQ4_XS files IQ4_XS, and
+// IQ4_NL is what llama.cpp writes for such rows in Q3_K and IQ files.
 type Transcoder struct {
 	Name          string // ggml's name
 	Values, Bytes int    // one block's values and bytes
@@ -47,6 +47,13 @@ var Transcoders = map[string]Transcoder{
 	// IQ4_NL: f16 d and 16 bytes of 4-bit indices into a table of 16 int8
 	// levels; w = d·level: a Q8_0 block holding the levels (34 bytes for 18).
 	"IQ4_NL": {Name: "IQ4_NL", Values: 32, Bytes: 18, Into: Spec{Type: Q8_0}, decode: iq4nl},
+	// IQ4_XS: super-blocks of 256, IQ4_NL's levels under a scale d·(s − 32)
+	// per 32 values (an f16 times a 6-bit s: at most 16 significant bits).
+	// With the level + 128 as an 8-bit code, an affine group of 32 with f32
+	// scale d·(s − 32) and bias −128·d·(s − 32) gives d·(s − 32)·level
+	// exactly, as every product and the sum fit f32's 24 bits (320 bytes
+	// for 136).
+	"IQ4_XS": {Name: "IQ4_XS", Values: 256, Bytes: 136, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: iq4xs},
 }
 
 // Transcode rewrites rows of k values in t's blocks (src) as t.Into: packed
@@ -208,5 +215,23 @@ func iq4nl(blk, data, _, _ []byte) {
 	copy(data[0:2], blk[0:2])
 	for i := 0; i < 32; i++ {
 		data[2+i] = byte(IQ4NLLevels[nibble(blk[2:18], i)])
+	}
+}
+
+func iq4xs(blk, data, scales, biases []byte) {
+	d := HalfToF32(binary.LittleEndian.Uint16(blk[0:2]))
+	sh := binary.LittleEndian.Uint16(blk[2:4])
+	sl, qs := blk[4:8], blk[8:136]
+	// Sub-block b (32 values): its scale's low 4 bits from sl[b/2] (the
+	// high nibble for odd b), its high 2 from sh at bit 2b; values j and
+	// j+16 in qs[16b+j]'s low and high nibbles.
+	for b := 0; b < 8; b++ {
+		ls := int(sl[b/2]>>(4*(b%2))&0xf) | int(sh>>(2*b)&3)<<4
+		dl := d * float32(ls-32)
+		binary.LittleEndian.PutUint32(scales[4*b:], math.Float32bits(dl))
+		binary.LittleEndian.PutUint32(biases[4*b:], math.Float32bits(-128*dl))
+		for i := 0; i < 32; i++ {
+			data[32*b+i] = byte(int(IQ4NLLevels[nibble(qs[16*b:16*b+16], i)]) + 128)
+		}
 	}
 }

@@ -70,8 +70,9 @@ func transcodeMatrix(t testing.TB, tc Transcoder, src []byte, rows, k int) *Matr
 }
 
 // ggmlRef dequantizes one block of a transcoded format straight from
-// ggml-quants.c's dequantize_row_q4_1, _q5_0, _q5_1, _q5_K, _q3_K and
-// _iq4_nl: a second reading of the formats, apart from the transcoders.
+// ggml-quants.c's dequantize_row_q4_1, _q5_0, _q5_1, _q5_K, _q3_K,
+// _iq4_nl and _iq4_xs: a second reading of the formats, apart from the
+// transcoders.
 func ggmlRef(name string, blk []byte) []float32 {
 	h := func(i int) float32 { return HalfToF32(uint16(blk[i]) | uint16(blk[i+1])<<8) }
 	u32 := func(i int) uint32 {
@@ -157,18 +158,32 @@ func ggmlRef(name string, blk []byte) []float32 {
 			q = q[32:]
 		}
 	case "IQ4_NL":
-		kv := [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 		d := h(0)
 		y = y[:32]
 		for j := 0; j < 16; j++ {
-			y[j], y[j+16] = d*kv[blk[2+j]&0xf], d*kv[blk[2+j]>>4]
+			y[j], y[j+16] = d*kvaluesIQ4NL[blk[2+j]&0xf], d*kvaluesIQ4NL[blk[2+j]>>4]
+		}
+	case "IQ4_XS":
+		d, sh, qs := h(0), uint16(blk[2])|uint16(blk[3])<<8, blk[8:]
+		for ib := 0; ib < 8; ib++ {
+			ls := int(blk[4+ib/2]>>(4*(ib%2))&0xf) | int(sh>>(2*ib)&3)<<4
+			dl := d * float32(ls-32)
+			y = y[:len(y)+32]
+			out := y[len(y)-32:]
+			for j := 0; j < 16; j++ {
+				out[j], out[j+16] = dl*kvaluesIQ4NL[qs[j]&0xf], dl*kvaluesIQ4NL[qs[j]>>4]
+			}
+			qs = qs[16:]
 		}
 	}
 	return y
 }
 
+// kvaluesIQ4NL is ggml's kvalues_iq4nl, typed apart from IQ4NLLevels.
+var kvaluesIQ4NL = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
 // f16At are the offsets of each transcoded format's f16 scales in a block.
-var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}}
+var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}, "IQ4_XS": {0}}
 
 // Every transcoder, on random blocks (finite scales), gives ggml's values
 // exactly (bit for bit but for the sign of a zero, which no dot product

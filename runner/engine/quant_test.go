@@ -44,6 +44,7 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/qwen3_moe-q5_k_m.gguf", "../testdata/gguf/qwen3_moe-q5_k_m.json"},
 	{"../testdata/gguf/llama-iq4_nl.gguf", "../testdata/gguf/llama-iq4_nl.json"},
 	{"../testdata/gguf/qwen3_moe-q3_k_m.gguf", "../testdata/gguf/qwen3_moe-q3_k_m.json"},
+	{"../testdata/gguf/qwen3_moe-iq4_xs.gguf", "../testdata/gguf/qwen3_moe-iq4_xs.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
@@ -76,7 +77,7 @@ func checkQuantFixtures(t *testing.T, newBackend func() bridge.Backend, tol floa
 
 // TestQuantMatchesTransformers: MLX 4- and 8-bit (llama, qwen3,
 // qwen3_moe; Mixtral at 4), GGUF Q8_0, Q4_0, Q4_K_M (llama, qwen3moe), the
-// transcoded Q4_1, Q5_0, Q5_1, IQ4_NL (llama), Q5_K_M and Q3_K_M
+// transcoded Q4_1, Q5_0, Q5_1, IQ4_NL (llama), Q5_K_M, Q3_K_M and IQ4_XS
 // (qwen3moe), and Mixtral as llama.cpp writes it, on the CPU, logits
 // within 1e-3.
 func TestQuantMatchesTransformers(t *testing.T) {

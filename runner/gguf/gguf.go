@@ -39,6 +39,7 @@ const (
 	Q5_K   Type = 13
 	Q6_K   Type = 14
 	IQ4_NL Type = 20
+	IQ4_XS Type = 23
 	BF16   Type = 30
 )
 
@@ -87,6 +88,8 @@ func (t Type) Block() (values, bytes int, ok bool) {
 		return 256, 210, true
 	case IQ4_NL:
 		return 32, 18, true
+	case IQ4_XS:
+		return 256, 136, true
 	}
 	return 0, 0, false
 }

@@ -218,7 +218,7 @@ func ggufQuant(t gguf.Type) (quant.Spec, bool) {
 }
 
 // ggufTypesRead names the ggml types mtlbench reads, for messages.
-const ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcoding Q3_K, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_NL"
+const ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcoding Q3_K, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS"
 
 // lookup finds spec's GGUF tensor and checks its type and shape.
 func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
