@@ -13,11 +13,13 @@
 package gguf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
@@ -358,9 +360,30 @@ func (f *File) parse() error {
 		if t.Offset%f.Alignment != 0 {
 			return fmt.Errorf("tensor %q: data offset %d is not a multiple of the alignment %d", t.Name, t.Offset, f.Alignment)
 		}
-		end := f.dataStart + t.Offset + t.Size
-		if f.dataStart+t.Offset < f.dataStart || end > uint64(len(f.data)) {
-			return fmt.Errorf("tensor %q is cut short: its %d bytes end at byte %d, the file at %d", t.Name, t.Size, end, len(f.data))
+		// Compared as lengths, not as sums: an offset near 2^64 must not
+		// wrap around to a place inside the file.
+		if avail := uint64(len(f.data)) - min(f.dataStart, uint64(len(f.data))); t.Offset > avail || t.Size > avail-t.Offset {
+			return fmt.Errorf("tensor %q is cut short: its %d bytes at data offset %d run past the end of the file (%d bytes, data from byte %d)", t.Name, t.Size, t.Offset, len(f.data), f.dataStart)
+		}
+	}
+	return f.checkOverlaps()
+}
+
+// checkOverlaps refuses tensors whose bytes overlap: gguf-py writes each
+// tensor's data apart, so overlapping ones are a broken file, and a type
+// misread would otherwise run one tensor into the next silently.
+func (f *File) checkOverlaps() error {
+	var sized []int
+	for i, t := range f.Tensors {
+		if _, _, ok := t.Type.Block(); ok {
+			sized = append(sized, i)
+		}
+	}
+	slices.SortFunc(sized, func(a, b int) int { return cmp.Compare(f.Tensors[a].Offset, f.Tensors[b].Offset) })
+	for j := 1; j < len(sized); j++ {
+		a, b := f.Tensors[sized[j-1]], f.Tensors[sized[j]]
+		if b.Offset < a.Offset+a.Size {
+			return fmt.Errorf("tensors %q (data bytes %d to %d) and %q (from %d) overlap", a.Name, a.Offset, a.Offset+a.Size, b.Name, b.Offset)
 		}
 	}
 	return nil

@@ -110,6 +110,21 @@ func TestBadFiles(t *testing.T) {
 			binary.LittleEndian.PutUint64(b[i:], 8)
 			return b
 		}, "not a multiple of the alignment"},
+		{"offset wraps", func() []byte {
+			b := good()
+			// an offset that, added to the data section's start, wraps
+			// around to byte 64 of the file
+			data := uint64(len(b) - 96)
+			i := strings.Index(string(b), "w") + 1 + 4 + 16 + 4
+			binary.LittleEndian.PutUint64(b[i:], -(data + 64))
+			return b
+		}, `tensor "w" is cut short`},
+		{"overlap", func() []byte {
+			b := build(3, nil, []ti{{"v", []uint64{32, 2}, Q4_0, 2 * 18}, {"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32)
+			i := strings.Index(string(b), "w") + 1 + 4 + 16 + 4
+			binary.LittleEndian.PutUint64(b[i:], 32)
+			return b
+		}, `tensors "v" (data bytes 0 to 36) and "w" (from 32) overlap`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
