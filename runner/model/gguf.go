@@ -418,18 +418,36 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		}
 		switch v.Type {
 		case gguf.U8, gguf.I8, gguf.U16, gguf.I16, gguf.U32, gguf.I32, gguf.U64, gguf.I64:
-			return int(v.Int)
+		default:
+			errs = append(errs, fmt.Sprintf("%s.%s is not an integer", arch, key))
+			return def
 		}
-		errs = append(errs, fmt.Sprintf("%s.%s is not an integer", arch, key))
-		return def
+		// Every integer read here is a count or a size: checked as the
+		// file says it, before an int could wrap it or a 0 could pass for
+		// a key the model cannot do without.
+		switch {
+		case v.Type == gguf.U64 && v.Uint > math.MaxInt32 || v.Type != gguf.U64 && (v.Int < 0 || v.Int > math.MaxInt32):
+			val := fmt.Sprint(v.Int)
+			if v.Type == gguf.U64 {
+				val = fmt.Sprint(v.Uint)
+			}
+			errs = append(errs, fmt.Sprintf("%s.%s = %s is out of range (0 to %d)", arch, key, val, math.MaxInt32))
+			return def
+		case v.Int == 0 && (need || !zeroMeansNone[key]):
+			errs = append(errs, fmt.Sprintf("%s.%s is 0", arch, key))
+			return def
+		}
+		return int(v.Int)
 	}
 	flt := func(key string, def float64) float64 {
 		v, ok := f.KV[arch+"."+key]
 		if !ok {
 			return def
 		}
-		if v.Type == gguf.String || v.Type == gguf.Array {
+		switch v.Type {
+		case gguf.String, gguf.Array, gguf.Bool:
 			errs = append(errs, fmt.Sprintf("%s.%s is not a number", arch, key))
+			return def
 		}
 		return v.Float
 	}
@@ -516,6 +534,10 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	}
 	return c, nil
 }
+
+// zeroMeansNone are the metadata counts a file may set to 0: a model
+// without experts, a MoE model without a dense feed-forward size.
+var zeroMeansNone = map[string]bool{"expert_count": true, "feed_forward_length": true}
 
 // ggufYaRN reads YaRN as llama.cpp's rope does (ggml's rope_yarn): the
 // frequencies transformers' yarn gives, the cos and sin scaled by

@@ -292,7 +292,7 @@ func TestBadGGUFRoPE(t *testing.T) {
 		{"yarn", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "yarm") }, `rope scaling "yarm" is not supported`},
 		{"yarn", func(b []byte) {
 			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.original_context_length")+4:], 0)
-		}, "original_max_position_embeddings 0 must be from 1"},
+		}, "llama.rope.scaling.original_context_length is 0"},
 		// name, u32 dims, then the first dimension.
 		{"llama3", func(b []byte) { binary.LittleEndian.PutUint64(b[after(b, "rope_freqs.weight")+4:], 8) }, "8 rope frequency factors for heads of 32 (want 16)"},
 		{"llama3", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope_freqs.weight")+4+8:], 1) }, `"rope_freqs.weight" is F16 of shape [16], not a 1-D F32 tensor`},
@@ -300,6 +300,46 @@ func TestBadGGUFRoPE(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
 			b, err := os.ReadFile("../testdata/gguf/llama-rope-" + c.fixture + ".gguf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(b)
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			os.WriteFile(p, b, 0o644)
+			openRefused(t, p, c.want)
+		})
+	}
+}
+
+// Counts and sizes in a GGUF file's metadata are checked as the file
+// states them, each error naming the key.
+func TestBadGGUFMetadata(t *testing.T) {
+	after := func(b []byte, name string) int { return after(t, b, name) }
+	// keyAt is the offset of key's value type: past its length and name,
+	// so that a key is not found inside a longer one.
+	keyAt := func(b []byte, key string) int {
+		return after(b, string(binary.LittleEndian.AppendUint64(nil, uint64(len(key))))+key)
+	}
+	u32 := func(key string, v uint32) func([]byte) {
+		return func(b []byte) { binary.LittleEndian.PutUint32(b[keyAt(b, key)+4:], v) }
+	}
+	cases := []struct {
+		edit func([]byte)
+		want string
+	}{
+		{u32("qwen3moe.block_count", math.MaxUint32), "qwen3moe.block_count = 4294967295 is out of range (0 to 2147483647)"},
+		{u32("qwen3moe.attention.head_count", 0), "qwen3moe.attention.head_count is 0"},
+		{u32("qwen3moe.attention.head_count_kv", 0), "qwen3moe.attention.head_count_kv is 0"},
+		{u32("qwen3moe.expert_count", 0), "qwen3moe.expert_count is 0"},
+		{func(b []byte) {
+			i := keyAt(b, "qwen3moe.expert_count")
+			binary.LittleEndian.PutUint32(b[i:], 5) // i32
+			binary.LittleEndian.PutUint32(b[i+4:], uint32(0xfffffffc))
+		}, "qwen3moe.expert_count = -4 is out of range"},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			b, err := os.ReadFile("../testdata/gguf/qwen3_moe-q4_0.gguf")
 			if err != nil {
 				t.Fatal(err)
 			}
