@@ -143,6 +143,11 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if !e.Pending() && next < len(reqs) {
+			// Nothing runs until the next arrival: its steps would be
+			// empty, so the clock jumps to it.
+			step = max(step, next*w.Stagger)
+		}
 		if err := admit(step); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -399,5 +400,29 @@ func TestPackedRunsRecordTheirFormat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Requests staggered further apart than the engine takes to serve one
+// arrive as soon as it is idle: the steps between would be empty, so a
+// stagger of a billion steps does not spin through them.
+func TestStaggerSkipsIdleSteps(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 4, gen_len: 2, requests: 3, arrival: "stagger:1000000000" }
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum, err := Run(ctx, s, Options{DB: openDB(t), BandwidthBuffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Cases) != 1 {
+		t.Fatalf("%d cases", len(sum.Cases))
 	}
 }
