@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/cache"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
@@ -201,6 +202,14 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	case bridge.MoELoop, bridge.MoEChunked, bridge.MoEGrouped:
 	default:
 		return nil, fmt.Errorf("unknown MoE strategy %q (want loop, chunked or grouped)", opts.MoE.Strategy)
+	}
+	// The block sizes the attention kernels take (ops.Specs); any other
+	// would also size the cache past what the fit check counts.
+	if bs := ops.Specs[ops.BlockSize].OneOf; !slices.Contains(bs, opts.BlockSize) {
+		return nil, fmt.Errorf("KV cache block size %d is not supported (block sizes: %v tokens)", opts.BlockSize, bs)
+	}
+	if opts.KVTokens < 0 {
+		return nil, fmt.Errorf("KV cache of %d tokens: want a positive size", opts.KVTokens)
 	}
 	kvdt, err := KVDType(be, src.DType(), opts.KVDType)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cpu"
@@ -31,6 +32,31 @@ func TestPrefillEqualsTokenByTokenOnCPU(t *testing.T) {
 		t.Logf("%d-token prompt: max abs difference %.2g", n, d)
 		if d > 1e-4 {
 			t.Errorf("%d-token prompt: one step and a token a step differ by %.3g", n, d)
+		}
+	}
+}
+
+// Cache options the kernels cannot run are refused as the engine is made,
+// before a byte is allocated: a block size of a hundred million tokens once
+// sized the cache past the fit check and ran out of memory.
+func TestNewRefusesCacheOptions(t *testing.T) {
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for _, c := range []struct {
+		opts engine.Options
+		want string
+	}{
+		{engine.Options{BlockSize: 7}, "block size 7 is not supported (block sizes: [8 16 32] tokens)"},
+		{engine.Options{BlockSize: 100_000_000}, "block size 100000000 is not supported"},
+		{engine.Options{BlockSize: -16}, "block size -16 is not supported"},
+		{engine.Options{KVTokens: -1}, "KV cache of -1 tokens"},
+	} {
+		_, err := engine.New(cpu.New(cpu.Options{}), cfg, src, c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error saying %q", c.opts, err, c.want)
 		}
 	}
 }
