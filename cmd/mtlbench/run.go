@@ -61,6 +61,9 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 // backendOptions are the backends' options from the environment, with the
 // command's CPU threads.
 func backendOptions(threads int) (backends.Options, error) {
+	if threads < 0 {
+		return backends.Options{}, fmt.Errorf("--threads %d: want a positive count (0: every core)", threads)
+	}
 	o, err := envconfig.Backends()
 	o.Threads = threads
 	return o, err

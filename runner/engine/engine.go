@@ -208,6 +208,9 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if bs := ops.Specs[ops.BlockSize].OneOf; !slices.Contains(bs, opts.BlockSize) {
 		return nil, fmt.Errorf("KV cache block size %d is not supported (block sizes: %v tokens)", opts.BlockSize, bs)
 	}
+	if opts.MoE.ChunkSize < 0 {
+		return nil, fmt.Errorf("MoE chunk of %d pairs: want a positive size", opts.MoE.ChunkSize)
+	}
 	if opts.KVTokens < 0 {
 		return nil, fmt.Errorf("KV cache of %d tokens: want a positive size", opts.KVTokens)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
@@ -53,6 +54,7 @@ func TestNewRefusesCacheOptions(t *testing.T) {
 		{engine.Options{BlockSize: 100_000_000}, "block size 100000000 is not supported"},
 		{engine.Options{BlockSize: -16}, "block size -16 is not supported"},
 		{engine.Options{KVTokens: -1}, "KV cache of -1 tokens"},
+		{engine.Options{MoE: bridge.MoEParams{ChunkSize: -5}}, "MoE chunk of -5 pairs"},
 	} {
 		_, err := engine.New(cpu.New(cpu.Options{}), cfg, src, c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

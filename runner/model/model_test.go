@@ -390,3 +390,18 @@ func TestMixtralConfig(t *testing.T) {
 		}
 	}
 }
+
+// A negative layer count is refused, naming the model, before anything is
+// read: it once ran the whole model silently.
+func TestOpenRefusesNegativeLayers(t *testing.T) {
+	for _, m := range []string{"qwen3-moe-mini", "../testdata/gguf/llama-q8_0.gguf"} {
+		_, src, err := Open(Spec{Model: m, Layers: -1})
+		if err == nil {
+			src.Close()
+			t.Fatalf("%s with -1 layers opened", m)
+		}
+		if !strings.Contains(err.Error(), m) || !strings.Contains(err.Error(), "-1 layers") {
+			t.Errorf("%s: error %q does not name the model and the count", m, err)
+		}
+	}
+}

@@ -508,6 +508,9 @@ func IsPreset(name string) bool { _, ok := presets[name]; return ok }
 
 // Open resolves spec to a config and a weight source.
 func Open(spec Spec) (*Config, Source, error) {
+	if spec.Layers < 0 {
+		return nil, nil, fmt.Errorf("%s: %d layers: want a positive count (0: all of them)", spec.Model, spec.Layers)
+	}
 	var cfg *Config
 	var src Source
 	if IsPreset(spec.Model) {
