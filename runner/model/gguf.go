@@ -38,6 +38,10 @@ func openModelPath(p string, want *bridge.DType) (*Config, Source, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := ck.Check(c); err != nil {
+		ck.Close()
+		return nil, nil, err
+	}
 	return c, ck, nil
 }
 

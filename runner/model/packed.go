@@ -356,21 +356,27 @@ func (c *Checkpoint) mlxScheme(cfg *Config) *QuantScheme {
 }
 
 // stackedFloat reads expert e's slice of a float switch_mlp stack (mlx-lm
-// stores unquantized Qwen3-MoE experts stacked too).
-func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string, bool) {
+// stores unquantized Qwen3-MoE experts stacked too): nil data when spec is
+// no expert or there is no stack, an error naming the stack when it is
+// there but cannot hold the expert.
+func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string, error) {
 	l, e, proj, ok := expertName(spec.Name)
 	if !ok {
-		return nil, 0, "", false
+		return nil, 0, "", nil
 	}
 	name := c.stored(stackedName(l, proj, "weight"))
 	data, info, err := c.ck.Bytes(name)
-	if err != nil || len(info.Shape) != 3 || info.Shape[0] != c.experts || !sameShape(info.Shape[1:], spec.Shape) {
-		return nil, 0, "", false
+	if err != nil {
+		return nil, 0, "", nil
 	}
-	dt, err := bridge.ParseDType(info.DType)
-	if err != nil || dt == bridge.I32 {
-		return nil, 0, "", false
+	where := c.fileOf(name)
+	dt, err := floatWeights(where, name, info.DType)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if want := append([]int{c.experts}, spec.Shape...); !sameShape(info.Shape, want) {
+		return nil, 0, "", fmt.Errorf("%s: expert stack %q has shape %v, the config implies %v", where, name, info.Shape, want)
 	}
 	n := len(data) / c.experts
-	return data[e*n : (e+1)*n], dt, name, true
+	return data[e*n : (e+1)*n], dt, name, nil
 }

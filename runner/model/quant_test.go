@@ -24,6 +24,12 @@ const mlxFixture = "../testdata/mlx/llama-q4"
 // quantization edited by q and its tensors by edit (nil: unchanged).
 func mlxCopy(t *testing.T, q func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
 	t.Helper()
+	return mlxCopyOf(t, mlxFixture, q, edit)
+}
+
+// mlxCopyOf is mlxCopy of another fixture folder.
+func mlxCopyOf(t *testing.T, mlxFixture string, q func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
+	t.Helper()
 	dir := t.TempDir()
 	raw, err := os.ReadFile(filepath.Join(mlxFixture, "config.json"))
 	if err != nil {
@@ -117,40 +123,50 @@ func TestBadMLXCheckpoints(t *testing.T) {
 		}
 	}
 	const q = "model.layers.0.self_attn.q_proj"
+	const gate = "model.layers.0.mlp.switch_mlp.gate_proj"
+	drop := func(names ...string) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			return slices.DeleteFunc(ts, func(w safetensors.WriteTensor) bool { return slices.Contains(names, w.Name) })
+		}
+	}
 	cases := []struct {
-		name  string
-		quant func(map[string]any)
-		edit  func([]safetensors.WriteTensor) []safetensors.WriteTensor
-		want  []string
+		name    string
+		quant   func(map[string]any)
+		edit    func([]safetensors.WriteTensor) []safetensors.WriteTensor
+		want    []string
+		fixture string // mlxFixture if empty
 	}{
-		{"bits", func(m map[string]any) { m["bits"] = 7 }, nil, []string{"config.json", "7 bits is not supported"}},
-		{"group", func(m map[string]any) { m["group_size"] = 48 }, nil, []string{"config.json", "group size 48"}},
-		{"mode", func(m map[string]any) { m["mode"] = "mxfp4" }, nil, []string{"config.json", `mode "mxfp4"`}},
-		{"module bits", func(m map[string]any) { m[q] = map[string]any{"bits": 5, "group_size": 96} }, nil, []string{q, "group size 96"}},
+		{"bits", func(m map[string]any) { m["bits"] = 7 }, nil, []string{"config.json", "7 bits is not supported"}, ""},
+		{"group", func(m map[string]any) { m["group_size"] = 48 }, nil, []string{"config.json", "group size 48"}, ""},
+		{"mode", func(m map[string]any) { m["mode"] = "mxfp4" }, nil, []string{"config.json", `mode "mxfp4"`}, ""},
+		{"module bits", func(m map[string]any) { m[q] = map[string]any{"bits": 5, "group_size": 96} }, nil, []string{q, "group size 96"}, ""},
 		{"scales shape", nil, replace(q+".scales", func(w *safetensors.WriteTensor) {
 			w.Shape = []int{w.Shape[0] * 2, w.Shape[1] / 2}
-		}), []string{"model.safetensors", q + ".scales", "groups of 64"}},
-		{"weight dtype", nil, replace(q+".weight", func(w *safetensors.WriteTensor) { w.DType = "F32" }), []string{"model.safetensors", q + ".weight", "want U32"}},
+		}), []string{"model.safetensors", q + ".scales", "groups of 64"}, ""},
+		{"weight dtype", nil, replace(q+".weight", func(w *safetensors.WriteTensor) { w.DType = "F32" }), []string{"model.safetensors", q + ".weight", "want U32"}, ""},
 		{"packed shape", nil, replace(q+".weight", func(w *safetensors.WriteTensor) {
 			w.Shape = []int{w.Shape[0] / 2, w.Shape[1] * 2}
-		}), []string{"model.safetensors", q + ".weight", "shape"}},
-		{"no biases", nil, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
-			var out []safetensors.WriteTensor
-			for _, w := range ts {
-				if w.Name != q+".biases" {
-					out = append(out, w)
-				}
-			}
-			return out
-		}, []string{q + ".biases"}},
+		}), []string{"model.safetensors", q + ".weight", "shape"}, ""},
+		{"no biases", nil, drop(q + ".biases"), []string{q + ".biases"}, ""},
 		{"scale dtype", nil, replace(q+".scales", func(w *safetensors.WriteTensor) {
 			w.DType = "U16"
-		}), []string{"model.safetensors", q + ".scales"}},
+		}), []string{"model.safetensors", q + ".scales"}, ""},
+		{"config bits", func(m map[string]any) { m["bits"] = 3 }, nil, []string{"model.safetensors", "3-bit values"}, ""},
+		{"no tensors", nil, func([]safetensors.WriteTensor) []safetensors.WriteTensor { return nil }, []string{"is missing"}, ""},
+		{"experts without scales", nil, drop(gate+".scales", gate+".biases"),
+			[]string{"model.safetensors", gate + ".weight", "U32", gate + ".scales"}, "../testdata/mlx/qwen3_moe-q4"},
+		{"experts missing", nil, drop(gate+".weight", gate+".scales", gate+".biases"),
+			[]string{"experts.0.gate_proj.weight", "is missing", gate + ".weight"}, "../testdata/mlx/qwen3_moe-q4"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := openAll(mlxCopy(t, c.quant, c.edit))
+			if c.fixture == "" {
+				c.fixture = mlxFixture
+			}
+			// Refused as the checkpoint opens, before anything reads it.
+			_, src, err := Open(Spec{Model: mlxCopyOf(t, c.fixture, c.quant, c.edit)})
 			if err == nil {
+				src.Close()
 				t.Fatal("no error")
 			}
 			for _, w := range c.want {

@@ -309,32 +309,9 @@ func (c *Checkpoint) stored(name string) string {
 func (c *Checkpoint) CheckpointBytes() int64 { return c.ck.TotalBytes() }
 
 func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
-	name := c.stored(spec.Name)
-	data, info, err := c.ck.Bytes(name)
-	if err != nil && strings.HasPrefix(name, GPT2Prefix) {
-		// The hub's GPT-2 checkpoints name tensors without the prefix.
-		if d, i, err2 := c.ck.Bytes(strings.TrimPrefix(name, GPT2Prefix)); err2 == nil {
-			name, data, info, err = strings.TrimPrefix(name, GPT2Prefix), d, i, nil
-		}
-	}
-	where := c.fileOf(name)
+	data, info, src, err := c.resolve(spec)
 	if err != nil {
-		sdata, sdt, sname, ok := c.stackedFloat(spec)
-		if !ok {
-			return 0, nil, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), name)
-		}
-		data, info, where = sdata, c.sliceInfo(sname, spec, sdt), c.fileOf(sname)
-	}
-	stored := spec.Shape
-	if spec.Transposed {
-		stored = []int{spec.Shape[1], spec.Shape[0]}
-	}
-	if !sameShape(info.Shape, stored) {
-		return 0, nil, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, name, info.Shape, stored)
-	}
-	src, err := bridge.ParseDType(info.DType)
-	if err != nil || src == bridge.I32 {
-		return 0, nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", where, name, info.DType)
+		return 0, nil, err
 	}
 	dst := c.dtype
 	if !spec.Matrix {
@@ -365,6 +342,79 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	}
 	convert(out, data, src, dst)
 	return dst, out, nil
+}
+
+// resolve finds spec's float tensor (by its stored name, without GPT-2's
+// prefix, or as an expert's slice of a stack) and checks its shape and
+// dtype, reading none of its bytes.
+func (c *Checkpoint) resolve(spec TensorSpec) ([]byte, safetensors.TensorInfo, bridge.DType, error) {
+	name := c.stored(spec.Name)
+	data, info, err := c.ck.Bytes(name)
+	if err != nil && strings.HasPrefix(name, GPT2Prefix) {
+		// The hub's GPT-2 checkpoints name tensors without the prefix.
+		if d, i, err2 := c.ck.Bytes(strings.TrimPrefix(name, GPT2Prefix)); err2 == nil {
+			name, data, info, err = strings.TrimPrefix(name, GPT2Prefix), d, i, nil
+		}
+	}
+	where := c.fileOf(name)
+	if err != nil {
+		sdata, sdt, sname, serr := c.stackedFloat(spec)
+		if serr != nil {
+			return nil, info, 0, serr
+		}
+		if sdata == nil {
+			if l, _, proj, ok := expertName(spec.Name); ok {
+				return nil, info, 0, fmt.Errorf("%s: tensor %q is missing, and so is its experts' stack %q", c.ck.Dir(), name, c.stored(stackedName(l, proj, "weight")))
+			}
+			return nil, info, 0, fmt.Errorf("%s: tensor %q is missing", c.ck.Dir(), name)
+		}
+		name, data, info, where = sname, sdata, c.sliceInfo(sname, spec, sdt), c.fileOf(sname)
+	}
+	src, err := floatWeights(where, name, info.DType)
+	if err != nil {
+		return nil, info, 0, err
+	}
+	stored := spec.Shape
+	if spec.Transposed {
+		stored = []int{spec.Shape[1], spec.Shape[0]}
+	}
+	if !sameShape(info.Shape, stored) {
+		return nil, info, 0, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, name, info.Shape, stored)
+	}
+	return data, info, src, nil
+}
+
+// floatWeights is a float tensor's dtype, or an error naming it (file
+// where, tensor name): a U32 one is packed values whose scales are not
+// there, which the message says.
+func floatWeights(where, name, dtype string) (bridge.DType, error) {
+	dt, err := bridge.ParseDType(dtype)
+	switch {
+	case dtype == "U32" && strings.HasSuffix(name, ".weight"):
+		module := strings.TrimSuffix(name, ".weight")
+		return 0, fmt.Errorf("%s: tensor %q has dtype U32, packed values with no %q and %q to read them by", where, name, module+".scales", module+".biases")
+	case err != nil || dt == bridge.I32:
+		return 0, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", where, name, dtype)
+	}
+	return dt, nil
+}
+
+// Check finds every tensor cfg needs and checks its shape and dtype (and a
+// packed one's scales and biases), reading none of their bytes: a broken
+// checkpoint is refused as it opens, whatever then uses it.
+func (c *Checkpoint) Check(cfg *Config) error {
+	for _, t := range cfg.Tensors() {
+		if _, packed, err := c.Packed(t); err != nil || packed {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if _, _, _, err := c.resolve(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // transpose writes the rows x cols matrix data (elements of size 2 or 4
