@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -116,6 +115,7 @@ type StepResult struct {
 type Engine struct {
 	be    bridge.Backend
 	cfg   *model.Config
+	src   model.Source // its weights, read again only to explain non-finite logits
 	opts  Options
 	w     *weights
 	kv    *cache.Manager
@@ -230,7 +230,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt,
+	e := &Engine{be: be, cfg: cfg, src: src, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt,
 		wdt: src.DType()}
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
@@ -475,8 +475,8 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 		s := Sampled{ReqID: it.Seq.ID, First: at == it.Seq.Prompt}
 		if logits != nil {
 			lr := logits[row*e.cfg.Vocab : (row+1)*e.cfg.Vocab]
-			if i, v, bad := nonFinite(lr); bad {
-				return nil, &NonFiniteError{Req: it.Seq.ID, Pos: at - 1, Token: i, Value: v}
+			if i, v, bad := model.NonFinite(lr); bad {
+				return nil, e.nonFiniteError(it.Seq.ID, at-1, i, v)
 			}
 			s.Token = st.sampler.Next(lr)
 			if st.req.WantLogits && s.First {
@@ -499,26 +499,34 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 	return res, nil
 }
 
-// nonFinite finds the first NaN or infinite value of x.
-func nonFinite(x []float32) (int, float32, bool) {
-	for i, v := range x {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return i, v, true
-		}
-	}
-	return 0, 0, false
-}
-
 // NonFiniteError: a step computed NaN or infinite logits, so the model's
 // weights or configuration are broken and any figure from it is garbage.
+// Model is its source and Tensor the first weight holding a NaN or an
+// infinity ("" when every weight is finite).
 type NonFiniteError struct {
 	Req, Pos, Token int
 	Value           float32
+	Model, Tensor   string
 }
 
 func (e *NonFiniteError) Error() string {
-	return fmt.Sprintf("the model computed non-finite logits (%v for token %d at position %d of request %d): its weights or config.json are broken (NaN or Inf weights, a bad rope_theta or rms_norm_eps)",
-		e.Value, e.Token, e.Pos, e.Req)
+	msg := fmt.Sprintf("%s: the model computed non-finite logits (%v for token %d at position %d of request %d)", e.Model, e.Value, e.Token, e.Pos, e.Req)
+	if e.Tensor != "" {
+		return msg + fmt.Sprintf(": its tensor %s holds a NaN or an infinity", e.Tensor)
+	}
+	return msg + ": every weight is finite, so its configuration (rope_theta, rms_norm_eps) or weights too large for the arithmetic are to blame"
+}
+
+// nonFiniteError explains non-finite logits by the first weight that holds
+// a NaN or an infinity: the whole model is read, once, on the way out.
+func (e *Engine) nonFiniteError(req, pos, token int, v float32) error {
+	err := &NonFiniteError{Req: req, Pos: pos, Token: token, Value: v, Model: e.src.Describe()}
+	name, scanErr := model.FindNonFinite(e.cfg, e.src)
+	if scanErr != nil {
+		return fmt.Errorf("%w (and its weights could not be read again: %v)", err, scanErr)
+	}
+	err.Tensor = name
+	return err
 }
 
 // CheckFinite runs a short request through a fresh engine and fails with a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -66,12 +67,51 @@ func TestNonFiniteLogitsFail(t *testing.T) {
 	if err := CheckFinite(be, cfg, src, Options{}); err != nil {
 		t.Fatalf("the healthy fixture: %v", err)
 	}
+	const q = "model.layers.0.self_attn.q_proj.weight"
 	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
-		bad := poisoned{Source: src, name: "model.layers.0.self_attn.q_proj.weight", v: v}
+		bad := poisoned{Source: src, name: q, v: v}
 		err := CheckFinite(be, cfg, bad, Options{})
 		var nf *NonFiniteError
 		if !errors.As(err, &nf) {
 			t.Errorf("weights of %v: %v, want a NonFiniteError", v, err)
+			continue
 		}
+		// The error names the model and the tensor at fault.
+		if nf.Tensor != q || !strings.Contains(err.Error(), q) || !strings.Contains(err.Error(), src.Describe()) {
+			t.Errorf("weights of %v: %q, want it to name %s and %s", v, err, src.Describe(), q)
+		}
+	}
+}
+
+// poisonedPacked hands out one packed tensor with its first block's f16
+// scale (Q8_0, Q4_0: the block's first two bytes) set to NaN.
+type poisonedPacked struct {
+	model.Source
+	name string
+}
+
+func (p poisonedPacked) Packed(spec model.TensorSpec) (model.Packed, bool, error) {
+	pk, ok, err := p.Source.(model.PackedSource).Packed(spec)
+	if err != nil || !ok || spec.Name != p.name {
+		return pk, ok, err
+	}
+	pk.Data = append([]byte(nil), pk.Data...)
+	binary.LittleEndian.PutUint16(pk.Data, 0x7e00)
+	return pk, ok, nil
+}
+
+// A NaN scale in a packed GGUF tensor is found where it is, not blamed on
+// the configuration.
+func TestNonFinitePackedNamesTheTensor(t *testing.T) {
+	cfg, src, err := model.Open(model.Spec{Model: "../testdata/gguf/qwen3_moe-q4_0.gguf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	const k = "model.layers.1.self_attn.k_proj.weight"
+	err = CheckFinite(cpu.New(cpu.Options{}), cfg, poisonedPacked{Source: src, name: k}, Options{})
+	var nf *NonFiniteError
+	if !errors.As(err, &nf) || nf.Tensor != k || !strings.Contains(err.Error(), "qwen3_moe-q4_0.gguf") {
+		t.Fatalf("got %v, want a NonFiniteError naming the file and %s", err, k)
 	}
 }
