@@ -72,9 +72,17 @@ func ParseIntList(s string, min int) ([]int, error) {
 			if err := add(v); err != nil {
 				return nil, fmt.Errorf("range %q: %w", item, err)
 			}
+			// Stop before the next value passes last: computed as a
+			// bound, so a range up to the largest int does not wrap.
 			if op == '*' {
+				if v > hi/step {
+					break
+				}
 				v *= step
 			} else {
+				if v > hi-step {
+					break
+				}
 				v += step
 			}
 		}
