@@ -171,6 +171,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
 	}
+	if h.HeadDim != nil && *h.HeadDim < 0 {
+		return nil, fmt.Errorf("%s: head_dim=%d must be positive", name, *h.HeadDim)
+	}
 	if h.HeadDim != nil && *h.HeadDim > 0 {
 		c.HeadDim = *h.HeadDim
 	}
@@ -310,6 +313,9 @@ func (c *Config) Validate() error {
 	most(c.MoEInter, MaxIntermediate, "moe_intermediate_size")
 	most(c.NumExperts, MaxExperts, "num_experts")
 	most(c.MaxPos, MaxPositions, "max_position_embeddings")
+	if c.MaxPos < 0 {
+		errs = append(errs, fmt.Sprintf("max_position_embeddings=%d must not be negative (0: not given)", c.MaxPos))
+	}
 	if len(errs) == 0 {
 		if m, v := c.elems(); m+v > MaxParams {
 			errs = append(errs, fmt.Sprintf("the config describes %.3g parameters, beyond what mtlbench runs (%.3g)", m+v, float64(MaxParams)))
@@ -402,6 +408,13 @@ func ropeType(m map[string]any) string {
 // whose frequencies change as a sequence grows (dynamic, longrope's two
 // tables), are refused by name.
 func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error) {
+	for _, k := range []string{"rope_type", "type"} {
+		if v, ok := m[k]; ok && v != nil {
+			if _, isStr := v.(string); !isStr {
+				return nil, fmt.Errorf("%s %v is not a string (default, linear, llama3, yarn)", k, v)
+			}
+		}
+	}
 	t := ropeType(m)
 	if t == "" {
 		return nil, nil

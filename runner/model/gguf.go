@@ -522,7 +522,10 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		c.TopK = num("expert_used_count", 0, true)
 		c.MoEInter = num("expert_feed_forward_length", 0, true)
 		c.NormTopK = true // llama.cpp's qwen3moe graph renormalises the top-k weights
-		if v, ok := f.KV[arch+".expert_weights_norm"]; ok && v.Type == gguf.Bool {
+		if v, ok := f.KV[arch+".expert_weights_norm"]; ok {
+			if v.Type != gguf.Bool {
+				errs = append(errs, arch+".expert_weights_norm is not a bool")
+			}
 			c.NormTopK = v.Uint == 1
 		}
 		c.SparseStep = 1

@@ -247,6 +247,9 @@ func TestRopeScaling(t *testing.T) {
 		{"linear factor a string", `"rope_scaling": {"rope_type": "linear", "factor": "4"}}`, 0, nil, "linear: factor missing or not a number"},
 		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta 1e6 is not a number"},
 		{"partial rotary", `"partial_rotary_factor": 0.5}`, 0, nil, "partial_rotary_factor=0.5 is not supported"},
+		{"rope type a number", `"rope_scaling": {"rope_type": 3, "factor": 4.0}}`, 0, nil, "rope_scaling: rope_type 3 is not a string"},
+		{"negative head_dim", `"head_dim": -32}`, 0, nil, "head_dim=-32 must be positive"},
+		{"negative positions", `"max_position_embeddings": -1}`, 0, nil, "max_position_embeddings=-1 must not be negative"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := ParseHFConfig("config.json", []byte(head+c.json))
