@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -185,6 +186,9 @@ func tuneRun(c *cli.Context) error {
 	defer db.Close()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal stops tuning at its next check and keeps what was
+	// measured; a second one kills at once.
+	context.AfterFunc(ctx, stop)
 	if g := c.String("witness-gpu"); g != "" {
 		if err := suites.CheckValue(suites.ParamWitnessGPU, g); err != nil {
 			return fmt.Errorf("--witness-gpu: %w", err)

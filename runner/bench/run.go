@@ -153,7 +153,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}
-	cases, closeModels, err := prepare(s, be, bw, o.MemoryLimit, o.Slowdown)
+	cases, closeModels, err := prepare(ctx, s, be, bw, o.MemoryLimit, o.Slowdown)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +435,7 @@ type modelKey struct{ layers int }
 
 // prepare turns every case into something runnable, or fails with the
 // positions of everything wrong before a single case runs.
-func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdown float64) ([]*prepared, func(), error) {
+func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdown float64) ([]*prepared, func(), error) {
 	var errs suites.ErrorList
 	fail := func(p suites.Pos, format string, args ...any) {
 		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
@@ -454,7 +454,11 @@ func prepare(s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdo
 	for _, c := range s.Cases {
 		p := &prepared{c: c}
 		if c.Kind == suites.KindKernel {
-			b, err := kbench.Prepare(be, c.Kernel)
+			b, err := kbench.PrepareContext(ctx, be, c.Kernel)
+			if err != nil && ctx.Err() != nil {
+				closeAll()
+				return nil, nil, ErrInterrupted
+			}
 			if err != nil {
 				fail(c.Pos, "case %s: %v", c.Name, err)
 				continue

@@ -59,26 +59,7 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 
 	L := C + T
 	nb := (L + BS - 1) / BS
-	perm := b.rng.Perm(S * nb)
-	m := &bridge.StepMeta{
-		NumTokens: S * T, NumSeqs: S, MaxQueryLen: T, MaxSeqLen: L,
-		MaxBlocks: nb, BlockSize: BS, QueryStartLoc: []int32{0},
-	}
-	if T == 1 {
-		m.NumDecodeTokens = S
-	}
-	for s := range S {
-		for j := range nb {
-			m.BlockTable = append(m.BlockTable, int32(perm[s*nb+j]))
-		}
-		table := m.BlockTable[s*nb:]
-		for pos := C; pos < L; pos++ {
-			m.Positions = append(m.Positions, int32(pos))
-			m.SlotMapping = append(m.SlotMapping, table[pos/BS]*int32(BS)+int32(pos%BS))
-		}
-		m.QueryStartLoc = append(m.QueryStartLoc, int32((s+1)*T))
-		m.SeqLens = append(m.SeqLens, int32(L))
-	}
+	m := b.attentionMeta(S, T, C, BS)
 	b.meta = m
 	b.tokenIDs(S * T)
 
@@ -112,9 +93,22 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 	}
 	// Copies of the cache (identical, and written alike) keep a GPU's L2
 	// from holding the context between calls.
-	n := b.rotation(2 * elems(shape) * int64(kvdt.Size()))
-	kcs, vcs := b.copies(kc, n), b.copies(vc, n)
+	cache := mulSat(2*elems(shape), int64(kvdt.Size()))
+	n := b.rotate(cache, cache)
+	kcs, err := b.copies(kc, n)
+	if err != nil {
+		return err
+	}
+	vcs, err := b.copies(vc, n)
+	if err != nil {
+		return err
+	}
 	n = min(len(kcs), len(vcs))
+	// The check reads the caches, q, k and v before the call and the caches
+	// and out after it; the reference's rows, and its scores and sums of
+	// each row and head.
+	rows := min(S, checkSeqs) * min(T, 2*checkEndTokens)
+	b.needScratch(4*f32(S*nb, KVH, BS, D) + 2*f32(S*T, H*D) + 3*f32(S*T, KVH*D) + 3*f32(rows, H*D) + f32(rows*H, 2*(L+D)))
 	scale := float32(1 / math.Sqrt(float64(D)))
 	// Every call writes the same k/v into the same slots, so repeating it
 	// leaves the cache as one call does.
@@ -164,4 +158,38 @@ func (b *Bench) prepareAttention(p *params, prefill bool) error {
 		return max(maxDiff(gatherRows(got, rows, H*D), want), cacheErr), maxAbs(want), nil
 	}
 	return nil
+}
+
+// attentionMeta is the step of S sequences of T new tokens after C cached
+// ones, their blocks of BS shuffled (as a long-running allocator leaves
+// them). A plan counts its slices and the shuffle and gets an empty step.
+func (b *Bench) attentionMeta(S, T, C, BS int) *bridge.StepMeta {
+	L := C + T
+	nb := (L + BS - 1) / BS
+	b.reserve(mulSat(4, int64(S)*int64(nb)+2*int64(S)*int64(T)+2*int64(S)+1))
+	b.needScratch(mulSat(8, int64(S)*int64(nb)))
+	if b.plan {
+		return &bridge.StepMeta{}
+	}
+	perm := b.rng.Perm(S * nb)
+	m := &bridge.StepMeta{
+		NumTokens: S * T, NumSeqs: S, MaxQueryLen: T, MaxSeqLen: L,
+		MaxBlocks: nb, BlockSize: BS, QueryStartLoc: []int32{0},
+	}
+	if T == 1 {
+		m.NumDecodeTokens = S
+	}
+	for s := range S {
+		for j := range nb {
+			m.BlockTable = append(m.BlockTable, int32(perm[s*nb+j]))
+		}
+		table := m.BlockTable[s*nb:]
+		for pos := C; pos < L; pos++ {
+			m.Positions = append(m.Positions, int32(pos))
+			m.SlotMapping = append(m.SlotMapping, table[pos/BS]*int32(BS)+int32(pos%BS))
+		}
+		m.QueryStartLoc = append(m.QueryStartLoc, int32((s+1)*T))
+		m.SeqLens = append(m.SeqLens, int32(L))
+	}
+	return m
 }

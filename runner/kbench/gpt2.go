@@ -40,6 +40,7 @@ func (b *Bench) prepareLayerNorm(p *params, add bool) error {
 		return err
 	}
 	if !add {
+		b.needScratch(3 * f32(T, W)) // x and out read back, the reference
 		b.call = func(int) { b.be.LayerNorm(out, x.t, w.t, bias.t, gpt2Eps) }
 		b.check = func() (float64, float64, error) {
 			in, res, err := b.around([]bridge.Tensor{x.t}, out)
@@ -58,15 +59,11 @@ func (b *Bench) prepareLayerNorm(p *params, add bool) error {
 	if err != nil {
 		return err
 	}
-	xv := x.values()
-	neg, err := b.uploadFrom(b.act, []int{T, W}, func(lo int64, dst []float32) {
-		for i := range dst {
-			dst[i] = -xv[lo+int64(i)]
-		}
-	})
+	neg, err := b.uploadFrom(b.act, []int{T, W}, negated(x))
 	if err != nil {
 		return err
 	}
+	b.needScratch(5 * f32(T, W)) // res, x, out and res read back, the reference
 	xin := func(i int) *host {
 		if i%2 == 0 {
 			return x
@@ -104,6 +101,7 @@ func (b *Bench) prepareGELU(p *params) error {
 	if err != nil {
 		return err
 	}
+	b.needScratch(3 * f32(T, I)) // x and out read back, the reference
 	b.call = func(int) { b.be.GELU(out, x.t) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
@@ -125,7 +123,7 @@ func (b *Bench) preparePositionEmbedding(p *params) error {
 	}
 	b.desc = fmt.Sprintf("position_embedding tokens=%d positions=%d hidden=%d dtype=%v", T, N, W, dt)
 	b.tokenIDs(T)
-	b.meta = plainMeta(T)
+	b.meta = b.plainMeta(T)
 	for i := range b.meta.Positions {
 		b.meta.Positions[i] = int32(b.rng.IntN(N))
 	}
@@ -137,12 +135,7 @@ func (b *Bench) preparePositionEmbedding(p *params) error {
 	if err != nil {
 		return err
 	}
-	tv := table.values()
-	neg, err := b.uploadFrom(dt, []int{N, W}, func(lo int64, dst []float32) {
-		for i := range dst {
-			dst[i] = -tv[lo+int64(i)]
-		}
-	})
+	neg, err := b.uploadFrom(dt, []int{N, W}, negated(table))
 	if err != nil {
 		return err
 	}
@@ -156,6 +149,7 @@ func (b *Bench) preparePositionEmbedding(p *params) error {
 		}
 		return neg
 	}
+	b.needScratch(2*f32(T, W) + f32(N, W)) // x read back before and after, the table widened
 	b.call = func(i int) { b.be.PositionEmbedding(x.t, tin(i).t) }
 	b.check = func() (float64, float64, error) {
 		before, after, err := b.around([]bridge.Tensor{x.t}, x.t)
@@ -163,7 +157,7 @@ func (b *Bench) preparePositionEmbedding(p *params) error {
 			return 0, 0, err
 		}
 		want := before[0]
-		kernels.AddPositions(want, tv, b.meta.Positions, W)
+		kernels.AddPositions(want, table.values(), b.meta.Positions, W)
 		return maxDiff(after[0], want), maxAbs(want), nil
 	}
 	return nil

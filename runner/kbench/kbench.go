@@ -2,11 +2,13 @@
 // backend contract (bridge.Backend) on synthetic tensors, timed in isolation,
 // as an op is measured before it is integrated into a model.
 //
-// A case is prepared once (parameters validated, tensors allocated and filled
-// from a fixed seed), checked once against the pure-Go reference in package
-// kernels on the very values the backend holds, then timed: each repetition
-// calls the op Iters times inside one BeginStep/EndStep, so a GPU backend
-// pays one synchronisation per repetition, not per call.
+// A case is prepared once (parameters validated, its whole memory worked out
+// and checked against what the backend has before anything is allocated,
+// tensors allocated and filled from a fixed seed), checked once against the
+// pure-Go reference in package kernels on the very values the backend
+// holds, then timed: each repetition calls the op Iters times inside one
+// BeginStep/EndStep, so a GPU backend pays one synchronisation per
+// repetition, not per call.
 //
 // Parameters and their defaults (kernels/ops declares them, with the
 // cost model that gives Bytes and Flops):
@@ -34,6 +36,7 @@
 package kbench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -41,6 +44,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
@@ -66,8 +70,9 @@ type Bench struct {
 	op   ops.ID
 	desc string
 
-	meta *bridge.StepMeta
-	ids  []int32
+	meta   *bridge.StepMeta
+	ids    []int32
+	tokens int // the step's tokens (len(ids), also while planning)
 	// call runs the op once; i counts the calls of the step, so ops that
 	// update an input in place can alternate inputs to keep it bounded, and
 	// ops can rotate through copies of their inputs.
@@ -87,8 +92,20 @@ type Bench struct {
 	rng     *rand.Rand
 	tensors []bridge.Tensor
 	hosts   []*host // keeps host memory alive: Weight may alias it
-	avail   int64   // bytes the backend can still give, 0: unknown
-	used    int64
+
+	// ctx ends filling tensors and checking early (an interrupt).
+	ctx context.Context
+	// plan: count what the case needs, allocate nothing (memory.go).
+	plan    bool
+	used    int64 // bytes of tensors and step metadata
+	scratch int64 // the most the check or routing allocates at once
+	// want copies of perCopy bytes rotation asks for; fit the copies
+	// memory allows (0: no limit, while planning).
+	want, fit int
+	perCopy   int64
+	mem       Memory
+	// refExperts are the MoE check's widened experts, kept between checks.
+	refExperts []kernels.Expert
 
 	gpu   string   // witness.go: the Apple GPU of simdgroups per core
 	wit   *Witness // one call as the cost witness counted it
@@ -100,18 +117,52 @@ type Bench struct {
 // values (joined when there are several), so a runner can point at the
 // value in the suite file.
 func Prepare(be bridge.Backend, a ops.Args) (*Bench, error) {
-	op, ok := ops.Lookup(a.Op)
+	return PrepareContext(context.Background(), be, a)
+}
+
+// PrepareContext is Prepare that stops filling tensors when ctx ends. The
+// whole case's memory (Need) is checked before the first allocation: a
+// case that cannot fit fails with a *MemoryError, and rotated copies are
+// cut to what fits (Memory says so).
+func PrepareContext(ctx context.Context, be bridge.Backend, a ops.Args) (*Bench, error) {
+	m, err := Need(be, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Err(); err != nil {
+		return nil, err
+	}
+	b, err := newBench(ctx, be, a.Op)
+	if err != nil {
+		return nil, err
+	}
+	b.fit, b.mem = m.Fit, m
+	if err := b.prepare(a); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// newBench is an empty case of op on be, its data seeded.
+func newBench(ctx context.Context, be bridge.Backend, op ops.ID) (*Bench, error) {
+	_, ok := ops.Lookup(op)
 	switch {
-	case a.Op == "":
+	case op == "":
 		return nil, &ParamError{Param: "op", Msg: "a kernel case needs an op (one of " + joinIDs(ops.IDs()) + ")"}
 	case !ok:
-		return nil, &ParamError{Param: "op", Value: string(a.Op), Msg: "unknown op (want one of " + joinIDs(ops.IDs()) + ")"}
+		return nil, &ParamError{Param: "op", Value: string(op), Msg: "unknown op (want one of " + joinIDs(ops.IDs()) + ")"}
 	}
-	b := &Bench{
-		be: be, act: be.ActDType(), op: a.Op,
-		rng:   rand.New(rand.NewPCG(1, 0x6b62656e6368)), // fixed: every run sees the same data
-		avail: be.Info().AvailableBytes,
-	}
+	return &Bench{
+		be: be, act: be.ActDType(), op: op, ctx: ctx,
+		rng: rand.New(rand.NewPCG(1, 0x6b62656e6368)), // fixed: every run sees the same data
+	}, nil
+}
+
+// prepare reads the case's parameters and allocates its tensors (counts
+// them when planning).
+func (b *Bench) prepare(a ops.Args) error {
+	op, _ := ops.Lookup(a.Op)
 	p := &params{op: op, a: a}
 	var err error
 	switch a.Op {
@@ -120,7 +171,7 @@ func Prepare(be bridge.Backend, a ops.Args) (*Bench, error) {
 	case ops.PagedAttentionPrefill:
 		err = b.prepareAttention(p, true)
 	case ops.KVWrite:
-		return nil, unsupported("op=kv_write: kv_write is fused into attention on this backend (time paged_attention_prefill instead)")
+		return unsupported("op=kv_write: kv_write is fused into attention on this backend (time paged_attention_prefill instead)")
 	case ops.RMSNorm, ops.AddRMSNorm:
 		err = b.prepareNorm(p, a.Op == ops.AddRMSNorm)
 	case ops.RoPE:
@@ -148,16 +199,15 @@ func Prepare(be bridge.Backend, a ops.Args) (*Bench, error) {
 	case ops.QEmbedding:
 		err = b.prepareQEmbedding(p)
 	default:
-		return nil, unsupported("op=" + string(a.Op) + ": kbench does not time it")
+		return unsupported("op=" + string(a.Op) + ": kbench does not time it")
 	}
 	if err != nil {
-		b.Close()
-		return nil, err
+		return err
 	}
 	if b.meta == nil {
-		b.meta = plainMeta(len(b.ids))
+		b.meta = b.plainMeta(b.tokens)
 	}
-	return b, nil
+	return nil
 }
 
 // unsupportedError is an op the backend cannot run in isolation.
@@ -171,7 +221,12 @@ func unsupported(msg string) error { return &unsupportedError{msg} }
 // plainMeta is the metadata of a step of n tokens of one fresh sequence
 // that writes no cache: what ops other than attention need (positions, a
 // token count), complete so a GPU backend's BeginStep finds it consistent.
-func plainMeta(n int) *bridge.StepMeta {
+// A plan counts its slices and gets an empty one.
+func (b *Bench) plainMeta(n int) *bridge.StepMeta {
+	b.reserve(mulSat(int64(n), 8))
+	if b.plan {
+		return &bridge.StepMeta{}
+	}
 	m := &bridge.StepMeta{
 		NumTokens: n, NumSeqs: 1, MaxQueryLen: n, MaxSeqLen: n, BlockSize: 16,
 		Positions: make([]int32, n), SlotMapping: make([]int32, n),
@@ -210,7 +265,7 @@ func (b *Bench) Close() {
 	for _, t := range b.tensors {
 		b.be.Free(t)
 	}
-	b.tensors, b.hosts = nil, nil
+	b.tensors, b.hosts, b.refExperts = nil, nil, nil
 }
 
 // Check runs the op once and compares its output against the kernels

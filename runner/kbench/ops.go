@@ -23,9 +23,6 @@ const (
 	checkMoETokens  = 32
 )
 
-// tokenIDs gives the step n token ids; only Embedding reads them.
-func (b *Bench) tokenIDs(n int) { b.ids = make([]int32, n) }
-
 func (b *Bench) prepareNorm(p *params, add bool) error {
 	T, W := p.int(ops.Tokens), p.int(ops.Width)
 	if err := p.err(); err != nil {
@@ -48,6 +45,7 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 		return err
 	}
 	if !add {
+		b.needScratch(3 * f32(T, W)) // x and out read back, the reference
 		b.call = func(int) { b.be.RMSNorm(out, x.t, w.t, eps) }
 		b.check = func() (float64, float64, error) {
 			in, res, err := b.around([]bridge.Tensor{x.t}, out)
@@ -70,15 +68,11 @@ func (b *Bench) prepareNorm(p *params, add bool) error {
 	// -x from x's values, already rounded to the activation dtype (where
 	// negation is exact), so each pair of calls returns the residual to
 	// within rounding of where it was.
-	xv := x.values()
-	neg, err := b.uploadFrom(b.act, []int{T, W}, func(lo int64, dst []float32) {
-		for i := range dst {
-			dst[i] = -xv[lo+int64(i)]
-		}
-	})
+	neg, err := b.uploadFrom(b.act, []int{T, W}, negated(x))
 	if err != nil {
 		return err
 	}
+	b.needScratch(5 * f32(T, W)) // res, x, out and res read back, the reference
 	xin := func(i int) *host {
 		if i%2 == 0 {
 			return x
@@ -109,12 +103,13 @@ func (b *Bench) prepareRoPE(p *params) error {
 	}
 	b.desc = fmt.Sprintf("rope tokens=%d heads=%d/%d head_size=%d qk_norm", T, H, KVH, D)
 	b.tokenIDs(T)
-	b.meta = plainMeta(T)
+	b.meta = b.plainMeta(T)
 	for i := range b.meta.Positions {
 		b.meta.Positions[i] = int32(pos0 + i)
 	}
 	b.tolerance()
 	b.cost(p, b.act)
+	b.needScratch(2 * (f32(T, H*D) + f32(T, KVH*D))) // q and k read back before and after
 	q, err := b.upload(b.act, []int{T, H * D}, 0, 1)
 	if err != nil {
 		return err
@@ -170,6 +165,7 @@ func (b *Bench) prepareSiLUMul(p *params) error {
 	if err != nil {
 		return err
 	}
+	b.needScratch(4 * f32(T, I)) // g, u and out read back, the reference
 	b.call = func(int) { b.be.SiLUMul(out, g.t, u.t) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{g.t, u.t}, out)
@@ -208,7 +204,15 @@ func (b *Bench) prepareMatMul(p *params) error {
 	if err != nil {
 		return err
 	}
-	ws := b.copies(w, b.rotation(int64(N)*int64(K)*int64(dt.Size())))
+	wb := mulSat(int64(N)*int64(K), int64(dt.Size()))
+	ws, err := b.copies(w, b.rotate(wb, wb))
+	if err != nil {
+		return err
+	}
+	rows := min(M, checkMatMulRows)
+	// x and out read back, the checked rows of both, the reference and
+	// the block of weight rows it widens.
+	b.needScratch(f32(M, K) + f32(M, N) + f32(rows, K) + 2*f32(rows, N) + f32(refRows(N, K), K+rows))
 	b.call = func(i int) { b.be.MatMul(out, x.t, ws[i%len(ws)].t, nil) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
@@ -218,8 +222,36 @@ func (b *Bench) prepareMatMul(p *params) error {
 		xs, got := in[0], res[0]
 		rows := spread(M, checkMatMulRows)
 		want := make([]float32, len(rows)*N)
-		kernels.MatMul(want, gatherRows(xs, rows, K), w.values(), nil, len(rows), N, K)
+		if err := b.matmulRef(want, gatherRows(xs, rows, K), w, len(rows), N, K); err != nil {
+			return 0, 0, err
+		}
 		return maxDiff(gatherRows(got, rows, N), want), maxAbs(want), nil
+	}
+	return nil
+}
+
+// refBlock is the weight elements the matmul check widens to f32 at a time.
+const refBlock = 1 << 16
+
+// refRows is the weight rows (of k) the matmul check widens at a time.
+func refRows(n, k int) int { return max(1, min(n, refBlock/k)) }
+
+// matmulRef is want = xs·wᵀ for rows rows of xs, the weight widened a block
+// of rows at a time: widening it whole doubled a bf16 case's memory (16 GiB
+// more for a 64k x 64k weight), at every check of every tune candidate.
+func (b *Bench) matmulRef(want, xs []float32, w *host, rows, n, k int) error {
+	blk := refRows(n, k)
+	wf, part := make([]float32, blk*k), make([]float32, rows*blk)
+	for lo := 0; lo < n; lo += blk {
+		if err := b.ctx.Err(); err != nil {
+			return err
+		}
+		c := min(blk, n-lo)
+		w.valuesAt(int64(lo)*int64(k), wf[:c*k])
+		kernels.MatMul(part[:rows*c], xs, wf[:c*k], nil, rows, c, k)
+		for r := range rows {
+			copy(want[r*n+lo:r*n+lo+c], part[r*c:(r+1)*c])
+		}
 	}
 	return nil
 }
@@ -246,28 +278,17 @@ func (b *Bench) prepareMoE(p *params) error {
 	if err != nil {
 		return err
 	}
-	hs, is := float32(1/math.Sqrt(float64(H))), float32(1/math.Sqrt(float64(I)))
-	router, err := b.upload(dt, []int{E, H}, 0, hs)
+	router, err := b.upload(dt, []int{E, H}, 0, float32(1/math.Sqrt(float64(H))))
 	if err != nil {
 		return err
 	}
 	mw := &bridge.MoEWeights{Router: router.t, TopK: K, NormTopK: true, Hidden: H, Inter: I}
-	var gate, up, down []*host
-	for range E {
-		g, err := b.upload(dt, []int{I, H}, 0, hs)
-		if err != nil {
-			return err
-		}
-		u, err := b.upload(dt, []int{I, H}, 0, hs)
-		if err != nil {
-			return err
-		}
-		d, err := b.upload(dt, []int{H, I}, 0, is)
-		if err != nil {
-			return err
-		}
-		gate, up, down = append(gate, g), append(up, u), append(down, d)
-		mw.Gate, mw.Up, mw.Down = append(mw.Gate, g.t), append(mw.Up, u.t), append(mw.Down, d.t)
+	gate, up, down, err := b.experts(dt, E, H, I)
+	if err != nil {
+		return err
+	}
+	for e := range gate {
+		mw.Gate, mw.Up, mw.Down = append(mw.Gate, gate[e].t), append(mw.Up, up[e].t), append(mw.Down, down[e].t)
 	}
 	out, err := b.output(b.act, T, H)
 	if err != nil {
@@ -276,29 +297,33 @@ func (b *Bench) prepareMoE(p *params) error {
 	mp := bridge.MoEParams{Strategy: strategy, ChunkSize: chunk}
 
 	// The experts the tokens route to decide the weight bytes a call must
-	// read; route on the host, with the reference, from the same values.
-	xs := x.values()
-	rv := router.values()
-	logits := make([]float32, T*E)
-	kernels.MatMul(logits, xs, rv, nil, T, E, H)
-	ids, _ := kernels.Route(logits, E, K, true)
-	touched := map[int32]bool{}
-	for _, id := range ids {
-		touched[id] = true
+	// read; route on the host, with the reference, from the same values. A
+	// plan takes the fewest (top_k), which asks for the most copies below.
+	b.needScratch(routeScratch(T, E, K, H))
+	p.shape[ops.Routed] = K
+	if !b.plan {
+		p.shape[ops.Routed] = routed(x.values(), router.values(), T, E, K, H)
 	}
-	p.shape[ops.Routed] = len(touched)
 	b.cost(p, dt)
 
 	// Other tokens route to other experts: cycling through inputs keeps a
 	// GPU's L2 from serving the routed experts' weights call after call.
 	inputs := []*host{x}
-	for range b.rotation(b.bytes) - 1 {
+	for range b.rotate(b.bytes, mulSat(elems([]int{T, H}), int64(b.act.Size()))) - 1 {
 		xi, err := b.upload(b.act, []int{T, H}, 0, 1)
 		if err != nil {
+			if b.ctx.Err() != nil {
+				return err
+			}
 			break
 		}
 		inputs = append(inputs, xi)
 	}
+	rows := min(T, checkMoETokens)
+	// x and out read back, the checked rows of both, the reference, the
+	// router and top_k widened experts; each token's routing and SwiGLUs.
+	b.needScratch(2*f32(T, H) + 3*f32(rows, H) + f32(E, H+1) + mulSat(int64(E), 72) +
+		3*int64(K)*f32(I, H) + f32(rows, 3*E+3*H+2*K*I+10*K))
 	b.call = func(i int) { b.be.MoE(out, inputs[i%len(inputs)].t, mw, mp) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
@@ -307,24 +332,95 @@ func (b *Bench) prepareMoE(p *params) error {
 		}
 		xs, got := in[0], res[0]
 		rows := spread(T, checkMoETokens)
-		xsub := gatherRows(xs, rows, H)
-		rv := router.values()
-		// Widen only the experts the checked tokens use: all of them in f32
-		// would be gigabytes for a real model's shapes.
-		lg := make([]float32, len(rows)*E)
-		kernels.MatMul(lg, xsub, rv, nil, len(rows), E, H)
-		sel, _ := kernels.Route(lg, E, K, true)
-		experts := make([]kernels.Expert, E)
-		for _, e := range sel {
-			if experts[e].Gate == nil {
-				experts[e] = kernels.Expert{Gate: gate[e].values(), Up: up[e].values(), Down: down[e].values()}
-			}
+		want, err := b.moeRef(gatherRows(xs, rows, H), router.values(), [3][]*host{gate, up, down}, K, H, I)
+		if err != nil {
+			return 0, 0, err
 		}
-		want := make([]float32, len(rows)*H)
-		kernels.MoE(want, xsub, rv, experts, K, true, H, I)
 		return maxDiff(gatherRows(got, rows, H), want), maxAbs(want), nil
 	}
 	return nil
+}
+
+// experts uploads E experts' gate and up ([I][H]) and down ([H][I])
+// weights; a plan counts them in one go (E may be large).
+func (b *Bench) experts(dt bridge.DType, E, H, I int) (gate, up, down []*host, err error) {
+	if b.plan {
+		b.reserve(mulSat(int64(E), mulSat(3*int64(H)*int64(I), int64(dt.Size()))))
+		return nil, nil, nil, nil
+	}
+	hs, is := float32(1/math.Sqrt(float64(H))), float32(1/math.Sqrt(float64(I)))
+	for range E {
+		g, err := b.upload(dt, []int{I, H}, 0, hs)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		u, err := b.upload(dt, []int{I, H}, 0, hs)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		d, err := b.upload(dt, []int{H, I}, 0, is)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		gate, up, down = append(gate, g), append(up, u), append(down, d)
+	}
+	return gate, up, down, nil
+}
+
+// routed is how many distinct experts tokens xs route to.
+func routed(xs, rv []float32, T, E, K, H int) int {
+	logits := make([]float32, T*E)
+	kernels.MatMul(logits, xs, rv, nil, T, E, H)
+	ids, _ := kernels.Route(logits, E, K, true)
+	touched := map[int32]bool{}
+	for _, id := range ids {
+		touched[id] = true
+	}
+	return len(touched)
+}
+
+// routeScratch is what routed allocates: the tokens and router widened,
+// the logits, the chosen ids and weights.
+func routeScratch(T, E, K, H int) int64 {
+	return f32(T, H) + f32(E, H) + f32(T, E) + 2*f32(T, K)
+}
+
+// moeRef is the reference MoE of the tokens xs, a token at a time with
+// only its top-k experts widened to f32, into buffers every token and
+// every check reuses: widening every routed expert at once took twice the
+// experts' bf16 bytes at each check, and a tune checks each candidate. w
+// holds the experts' gate, up and down weights.
+func (b *Bench) moeRef(xs, rv []float32, w [3][]*host, topK, H, I int) ([]float32, error) {
+	E := len(w[0])
+	want := make([]float32, len(xs))
+	experts := make([]kernels.Expert, E)
+	if b.refExperts == nil {
+		b.refExperts = make([]kernels.Expert, topK)
+		for j := range b.refExperts {
+			b.refExperts[j] = kernels.Expert{Gate: make([]float32, I*H), Up: make([]float32, I*H), Down: make([]float32, H*I)}
+		}
+	}
+	bufs := b.refExperts
+	lg := make([]float32, E)
+	for r := range len(xs) / H {
+		if err := b.ctx.Err(); err != nil {
+			return nil, err
+		}
+		x := xs[r*H : (r+1)*H]
+		kernels.MatMul(lg, x, rv, nil, 1, E, H)
+		sel, _ := kernels.Route(lg, E, topK, true)
+		for j, e := range sel {
+			w[0][e].valuesAt(0, bufs[j].Gate)
+			w[1][e].valuesAt(0, bufs[j].Up)
+			w[2][e].valuesAt(0, bufs[j].Down)
+			experts[e] = bufs[j]
+		}
+		kernels.MoE(want[r*H:(r+1)*H], x, rv, experts, topK, true, H, I)
+		for _, e := range sel {
+			experts[e] = kernels.Expert{}
+		}
+	}
+	return want, nil
 }
 
 func (b *Bench) prepareArgmax(p *params) error {
@@ -345,6 +441,7 @@ func (b *Bench) prepareArgmax(p *params) error {
 	if err != nil {
 		return err
 	}
+	b.needScratch(f32(T, V) + f32(T)) // logits read back, the picks
 	b.call = func(int) { b.be.Argmax(out, logits.t) }
 	b.check = func() (float64, float64, error) {
 		in, _, err := b.around([]bridge.Tensor{logits.t})
@@ -379,12 +476,13 @@ func (b *Bench) prepareEmbedding(p *params) error {
 		return err
 	}
 	b.desc = fmt.Sprintf("embedding tokens=%d vocab=%d hidden=%d dtype=%v", T, V, W, dt)
-	b.ids = make([]int32, T)
+	b.tokenIDs(T)
 	for i := range b.ids {
 		b.ids[i] = int32(b.rng.IntN(V))
 	}
 	b.tolerance(dt)
 	b.cost(p, dt)
+	b.needScratch(2 * f32(T, W)) // out read back, the rows it should hold
 	table, err := b.upload(dt, []int{V, W}, 0, 1)
 	if err != nil {
 		return err

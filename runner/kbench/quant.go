@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
@@ -40,9 +39,12 @@ func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, b
 	if err := q.Validate(k); err != nil {
 		return nil, nil, &ParamError{Param: string(ops.K), Value: fmt.Sprint(k), Msg: err.Error()}
 	}
-	n := int64(rows) * int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())
-	if err := b.reserve(n); err != nil {
-		return nil, nil, err
+	b.reserve(mulSat(int64(rows), int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())))
+	if b.plan {
+		return nil, nil, nil
+	}
+	if err := b.ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%s: filling its tensors: %w", b.desc, err)
 	}
 	gb := rows * q.Groups(k) * q.Scale.Size()
 	var sc, bi []byte
@@ -80,7 +82,11 @@ func (b *Bench) prepareQMatMul(p *params) error {
 	if err != nil {
 		return err
 	}
-	qb := b.be.(bridge.QuantBackend)
+	rows := min(M, checkMatMulRows)
+	// x and out read back, the checked rows of both, the reference, a
+	// dequantized weight row.
+	b.needScratch(f32(M, K) + f32(M, N) + f32(rows, K) + 2*f32(rows, N) + f32(K))
+	qb, _ := b.be.(bridge.QuantBackend)
 	b.call = func(int) { qb.QMatMul(out, x.t, wt, nil) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
@@ -105,7 +111,7 @@ func (b *Bench) prepareQEmbedding(p *params) error {
 	b.desc = fmt.Sprintf("qembedding tokens=%d width=%d n=%d dtype=%v", T, W, V, dt)
 	b.tolerance()
 	b.bytesFor(p, dt)
-	b.ids = make([]int32, T)
+	b.tokenIDs(T)
 	for i := range b.ids {
 		b.ids[i] = int32(b.rng.IntN(V))
 	}
@@ -117,7 +123,8 @@ func (b *Bench) prepareQEmbedding(p *params) error {
 	if err != nil {
 		return err
 	}
-	qb := b.be.(bridge.QuantBackend)
+	b.needScratch(2 * f32(T, W)) // out read back, the rows it should hold
+	qb, _ := b.be.(bridge.QuantBackend)
 	b.call = func(int) { qb.QEmbedding(out, wt) }
 	b.check = func() (float64, float64, error) {
 		_, res, err := b.around(nil, out)
@@ -171,8 +178,8 @@ func (b *Bench) prepareQMoE(p *params) error {
 		return err
 	}
 	mw := &bridge.MoEWeights{Router: router.t, TopK: K, NormTopK: true, Hidden: H, Inter: I}
-	qb := b.be.(bridge.QuantBackend)
-	for e := 0; e < E; e++ {
+	qb, _ := b.be.(bridge.QuantBackend)
+	for e := 0; e < E && !b.plan; e++ {
 		for _, s := range []struct {
 			m   *quant.Matrix
 			dst *[]bridge.Tensor
@@ -191,16 +198,17 @@ func (b *Bench) prepareQMoE(p *params) error {
 		return err
 	}
 	mp := bridge.MoEParams{Strategy: strategy, ChunkSize: chunk}
-	xs, rv := x.values(), router.values()
-	logits := make([]float32, T*E)
-	kernels.MatMul(logits, xs, rv, nil, T, E, H)
-	ids, _ := kernels.Route(logits, E, K, true)
-	touched := map[int32]bool{}
-	for _, id := range ids {
-		touched[id] = true
+	b.needScratch(routeScratch(T, E, K, H))
+	p.shape[ops.Routed] = K // a plan's guess, as prepareMoE's
+	if !b.plan {
+		p.shape[ops.Routed] = routed(x.values(), router.values(), T, E, K, H)
 	}
-	p.shape[ops.Routed] = len(touched)
 	b.bytesFor(p, dt)
+	rows := min(T, checkMoETokens)
+	// x and out read back, the checked rows of both, the reference, the
+	// router widened and its logits, an expert's rows dequantized, each
+	// token's sums.
+	b.needScratch(2*f32(T, H) + 3*f32(rows, H) + f32(E, H) + f32(rows, E) + f32(2*I+H) + f32(rows, 2*K+2*H))
 	ex := quant.Experts{Gate: gate, Up: up, Down: down, Count: E}
 	b.call = func(int) { qb.QMoE(out, x.t, mw, mp) }
 	b.check = func() (float64, float64, error) {
@@ -225,9 +233,12 @@ func (b *Bench) packedStack(q quant.Spec, E, rows, k int) (*quant.Matrix, bridge
 	if err := q.Validate(k); err != nil {
 		return nil, nil, &ParamError{Param: string(ops.Hidden), Value: fmt.Sprint(k), Msg: err.Error()}
 	}
-	n := int64(E*rows) * int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())
-	if err := b.reserve(n); err != nil {
-		return nil, nil, err
+	b.reserve(mulSat(int64(E)*int64(rows), int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())))
+	if b.plan {
+		return nil, nil, nil
+	}
+	if err := b.ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%s: filling its tensors: %w", b.desc, err)
 	}
 	gb := E * rows * q.Groups(k) * q.Scale.Size()
 	var sc, bi []byte

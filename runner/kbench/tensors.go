@@ -30,6 +30,16 @@ func (h *host) values() []float32 {
 	return out
 }
 
+// valuesAt writes the len(dst) values from element lo on into dst as f32:
+// a piece of a tensor at a time, never the whole of a large one.
+func (h *host) valuesAt(lo int64, dst []float32) {
+	if h.dt == bridge.F32 {
+		copy(dst, h.f32[lo:])
+		return
+	}
+	widen(h.dt, dst, h.u16[lo:lo+int64(len(dst))])
+}
+
 // rows returns rows ids of a [rows][width] tensor as f32.
 func (h *host) rows(ids []int32, width int) []float32 {
 	out := make([]float32, len(ids)*width)
@@ -70,25 +80,6 @@ func roundTo(dt bridge.DType, xs []float32) {
 	widen(dt, xs, u)
 }
 
-// reserve counts n bytes against what the backend said it can still give,
-// so an oversized case fails with the figures instead of an out-of-memory
-// kill halfway through filling its tensors.
-func (b *Bench) reserve(n int64) error {
-	b.used += n
-	if b.avail > 0 && b.used > b.avail {
-		return fmt.Errorf("%s needs more than the %d MiB the %s backend has available", b.op, b.avail>>20, b.be.Info().Backend)
-	}
-	return nil
-}
-
-func elems(shape []int) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= int64(d)
-	}
-	return n
-}
-
 // filler writes the elements of a tensor starting at element lo into dst.
 type filler func(lo int64, dst []float32)
 
@@ -104,6 +95,17 @@ func (b *Bench) random(mean, scale float32) filler {
 	}
 }
 
+// negated fills a tensor with -h's values, already rounded to h's dtype
+// (where negation is exact), a chunk at a time.
+func negated(h *host) filler {
+	return func(lo int64, dst []float32) {
+		h.valuesAt(lo, dst)
+		for i := range dst {
+			dst[i] = -dst[i]
+		}
+	}
+}
+
 // upload fills a dt tensor with random values around mean and hands it to
 // the backend through Weight, the only way the contract gives to put host
 // data on the device (activations and the KV cache included).
@@ -111,28 +113,25 @@ func (b *Bench) upload(dt bridge.DType, shape []int, mean, scale float32) (*host
 	return b.uploadFrom(dt, shape, b.random(mean, scale))
 }
 
-// uploadFrom is upload with the values from fill, rounded to dt.
+// uploadFrom is upload with the values from fill, rounded to dt. A plan
+// counts the tensor and returns an empty host.
 func (b *Bench) uploadFrom(dt bridge.DType, shape []int, fill filler) (*host, error) {
 	n := elems(shape)
-	if err := b.reserve(n * int64(dt.Size())); err != nil {
-		return nil, err
-	}
+	b.reserve(mulSat(n, int64(dt.Size())))
 	h := &host{dt: dt, shape: shape}
+	if b.plan {
+		return h, nil
+	}
 	switch dt {
 	case bridge.F32:
 		h.f32 = make([]float32, n)
-		fill(0, h.f32)
 	case bridge.F16, bridge.BF16:
-		// Drawn and rounded in chunks: no f32 copy of a large matrix.
 		h.u16 = make([]uint16, n)
-		tmp := make([]float32, min(n, 1<<16))
-		for lo := int64(0); lo < n; lo += int64(len(tmp)) {
-			c := tmp[:min(int64(len(tmp)), n-lo)]
-			fill(lo, c)
-			narrow(dt, h.u16[lo:lo+int64(len(c))], c)
-		}
 	default:
 		return nil, fmt.Errorf("internal: cannot fill a %v tensor", dt)
+	}
+	if err := b.fill(h, n, fill); err != nil {
+		return nil, err
 	}
 	t, err := b.be.Weight(dt, shape, h.bytes())
 	if err != nil {
@@ -144,6 +143,34 @@ func (b *Bench) uploadFrom(dt bridge.DType, shape []int, fill filler) (*host, er
 	return h, nil
 }
 
+// fillChunk is the elements filled between looks at the context: a
+// fraction of a millisecond of drawing, where a large tensor takes seconds.
+const fillChunk = 1 << 16
+
+// fill draws h's n values a chunk at a time, rounded to its dtype through
+// one chunk of f32 (no f32 copy of a large matrix), until the case's
+// context ends.
+func (b *Bench) fill(h *host, n int64, fill filler) error {
+	var tmp []float32
+	if h.dt != bridge.F32 {
+		tmp = make([]float32, min(n, fillChunk))
+	}
+	for lo := int64(0); lo < n; lo += fillChunk {
+		if err := b.ctx.Err(); err != nil {
+			return fmt.Errorf("%s: filling its tensors: %w", b.desc, err)
+		}
+		hi := min(lo+fillChunk, n)
+		if h.dt == bridge.F32 {
+			fill(lo, h.f32[lo:hi])
+			continue
+		}
+		c := tmp[:hi-lo]
+		fill(lo, c)
+		narrow(h.dt, h.u16[lo:hi], c)
+	}
+	return nil
+}
+
 // bytes views the host values as the little-endian bytes Weight takes.
 func (h *host) bytes() []byte {
 	if h.dt == bridge.F32 {
@@ -152,10 +179,12 @@ func (h *host) bytes() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(h.u16))), 2*len(h.u16))
 }
 
-// output allocates a zeroed tensor the op writes.
+// output allocates a zeroed tensor the op writes (a plan counts it and
+// gets nil).
 func (b *Bench) output(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
-	if err := b.reserve(elems(shape) * int64(dt.Size())); err != nil {
-		return nil, err
+	b.reserve(mulSat(elems(shape), int64(dt.Size())))
+	if b.plan {
+		return nil, nil
 	}
 	t, err := b.be.Alloc(dt, shape...)
 	if err != nil {
@@ -163,6 +192,15 @@ func (b *Bench) output(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
 	}
 	b.tensors = append(b.tensors, t)
 	return t, nil
+}
+
+// tokenIDs gives the step n token ids; only Embedding reads them.
+func (b *Bench) tokenIDs(n int) {
+	b.tokens = n
+	b.reserve(mulSat(int64(n), 4))
+	if !b.plan {
+		b.ids = make([]int32, n)
+	}
 }
 
 // read copies a tensor back as f32: the values as the backend holds them,
@@ -269,30 +307,42 @@ func (b *Bench) rotation(perCall int64) int {
 	return int(min(max((3*c+perCall-1)/perCall, 1), 64))
 }
 
+// rotate is how many copies (perCopy bytes each) of the inputs of a call
+// moving perCall bytes to cycle through: rotation's count, cut to what the
+// plan found fits. A plan records the count and makes none, so its tensors
+// hold one copy and Need adds the rest.
+func (b *Bench) rotate(perCall, perCopy int64) int {
+	n := b.rotation(perCall)
+	b.want, b.perCopy = n, perCopy
+	if b.plan {
+		return 1
+	}
+	// What is made, for Memory: MoE's routing, known only now, may ask for
+	// fewer than the plan's guess.
+	b.mem.Copies, b.mem.Fit = n, min(n, b.fit)
+	return b.mem.Fit
+}
+
 // duplicate uploads another tensor with h's exact values, from host memory
 // of its own (backends may share the device copy of the same host bytes).
 func (b *Bench) duplicate(h *host) (*host, error) {
-	return b.uploadFrom(h.dt, h.shape, func(lo int64, dst []float32) {
-		if h.dt == bridge.F32 {
-			copy(dst, h.f32[lo:])
-			return
-		}
-		widen(h.dt, dst, h.u16[lo:lo+int64(len(dst))])
-	})
+	return b.uploadFrom(h.dt, h.shape, h.valuesAt)
 }
 
-// copies returns h and n-1 duplicates of it; it stops early, without an
-// error, when the backend runs short of memory (fewer copies time a warmer
-// cache, nothing worse).
-func (b *Bench) copies(h *host, n int) []*host {
+// copies returns h and n-1 duplicates of it. A backend that refuses one
+// ends the copies without an error (fewer copies time a warmer cache,
+// nothing worse); an interrupt is an error.
+func (b *Bench) copies(h *host, n int) ([]*host, error) {
 	out := []*host{h}
-	size := elems(h.shape) * int64(h.dt.Size())
-	for len(out) < n && (b.avail <= 0 || b.used+size <= b.avail/2) {
+	for len(out) < n {
 		d, err := b.duplicate(h)
 		if err != nil {
+			if b.ctx.Err() != nil {
+				return nil, err
+			}
 			break
 		}
 		out = append(out, d)
 	}
-	return out
+	return out, nil
 }

@@ -206,6 +206,9 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 	if o.Backend == nil {
 		return nil, errors.New("tuner: no backend")
 	}
+	if err := fits(o.Backend, buckets); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	rep := &Report{}
 	info := o.Backend.Info()
@@ -264,6 +267,31 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		}
 	}
 	return rep, err
+}
+
+// fits works out every bucket's memory before anything is allocated or
+// recorded (kbench.Need, what Prepare checks again): a bucket too large
+// for this machine fails the run at once, naming its kernel and shape, what
+// it needs and what there is, instead of filling gigabytes first. Other
+// problems are left to the bucket, which reports them as it always has.
+func fits(be bridge.Backend, buckets []Bucket) error {
+	var errs []error
+	for _, b := range buckets {
+		m, err := kbench.Need(&candidateBackend{Backend: be}, kernelCase(b))
+		if err != nil {
+			continue
+		}
+		if err := m.Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// interrupted reports whether err is the run's context ending, not a
+// failure of the candidate or bucket that returned it.
+func interrupted(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // candidateBackend applies one candidate: it rewrites the MoE params of
@@ -374,11 +402,14 @@ type bucketRun struct {
 	idx, n int
 	budget time.Duration
 	start  time.Time
-	rng    *rand.Rand
-	cb     *candidateBackend
-	bench  *kbench.Bench
-	res    *Result
-	byKey  map[string]*Candidate
+	// setup is the last candidate's check and calibration: with a large
+	// shape's reference check, far more than its timed rounds.
+	setup time.Duration
+	rng   *rand.Rand
+	cb    *candidateBackend
+	bench *kbench.Bench
+	res   *Result
+	byKey map[string]*Candidate
 }
 
 func (t *bucketRun) event(phase string, round, rounds int, format string, args ...any) {
@@ -411,12 +442,16 @@ func (t *bucketRun) run(ctx context.Context) *Result {
 
 	t.cb = &candidateBackend{Backend: t.o.Backend}
 	defer reset(t.cb)
-	b, err := kbench.Prepare(t.cb, kernelCase(t.b))
+	b, err := kbench.PrepareContext(ctx, t.cb, kernelCase(t.b))
+	if interrupted(err) {
+		err = ErrInterrupted // while filling: the bucket was not tuned, nothing is wrong with it
+	}
 	if err != nil {
 		t.res.Err = err
 		return t.res
 	}
 	defer b.Close()
+	t.event("space", 0, 0, "memory: %s", b.Memory())
 	if err := b.SetAppleGPU(t.o.WitnessGPU); err != nil {
 		t.res.Err = err
 		return t.res
@@ -521,6 +556,7 @@ func kernelCase(b Bucket) ops.Args {
 // prepare checks a candidate against the reference and calibrates its
 // repetition; it reports whether the candidate may be timed.
 func (t *bucketRun) prepare(c *Candidate) bool {
+	defer func(start time.Time) { t.setup = time.Since(start) }(time.Now())
 	k := t.b.Kernel
 	if err := apply(t.cb, string(k.Op), c.Config); err != nil {
 		c.Status, c.Reason = StatusDisqualified, err.Error()
@@ -528,6 +564,10 @@ func (t *bucketRun) prepare(c *Candidate) bool {
 	}
 	maxErr, err := t.bench.Check()
 	c.MaxErr = maxErr
+	if interrupted(err) {
+		c.Reason = "interrupted" // not a wrong answer: the check was cut short
+		return false
+	}
 	if err != nil {
 		c.Status, c.Reason = StatusDisqualified, "wrong answer: "+err.Error()
 		t.event("check", 0, 0, "%s disqualified: %v", k.String(c.Config), err)
@@ -619,7 +659,8 @@ func (t *bucketRun) plan(n int) (cands, rounds int) {
 	st := t.o.SampleTime
 	confirm := time.Duration(t.o.Confirm*(t.o.Top+1)) * st
 	avail := t.left() - confirm
-	per := func(r int) time.Duration { return time.Duration(r+3) * st } // rounds + calibration
+	// rounds, then the check and calibration: at least three samples' worth
+	per := func(r int) time.Duration { return time.Duration(r)*st + max(t.setup, 3*st) }
 	for rounds > 5 && time.Duration(n)*per(rounds) > avail {
 		rounds--
 	}
@@ -634,6 +675,15 @@ func (t *bucketRun) plan(n int) (cands, rounds int) {
 // default always, then all others (exhaustive) or a random draw of Trials
 // (random), as many as the budget allows.
 func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidate, error) {
+	// The default first: what its setup takes, the plan leaves for each
+	// other candidate's.
+	if ctx.Err() != nil {
+		return nil, ErrInterrupted
+	}
+	var timed []*Candidate
+	if def := t.byKey[cands[0].Key()]; t.prepare(def) {
+		timed = append(timed, def)
+	}
 	n, rounds := t.plan(len(cands))
 	why := "budget exhausted"
 	if t.o.Strategy == Random && n > t.o.Trials+1 {
@@ -647,9 +697,7 @@ func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidat
 		t.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		t.event("space", 0, 0, "timing %d of %d candidates (%s)", n, len(cands), why)
 	}
-	chosen := append([]int{0}, order[:n-1]...)
-	var timed []*Candidate
-	for _, i := range chosen {
+	for _, i := range order[:n-1] {
 		if ctx.Err() != nil {
 			return nil, ErrInterrupted
 		}
