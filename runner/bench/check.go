@@ -1,15 +1,28 @@
 package bench
 
 import (
+	"fmt"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Check is what `suites validate` adds to the suite parser's rules: the
-// checks that need the model's configuration (no weights are read), so a
+// checks that need the model's configuration (no weights are read) and a
+// kernel case's parameters as `run` reads them (nothing is allocated), so a
 // suite that would fail at run time fails here first.
 func Check(s *suites.Suite) error {
+	errs, err := checkKernels(s)
+	if err != nil {
+		return err
+	}
 	if s.Model == nil {
+		if len(errs) > 0 {
+			return errs
+		}
 		return nil
 	}
 	sm := s.Model
@@ -29,7 +42,6 @@ func Check(s *suites.Suite) error {
 		return s.ErrorAt(sm.Pos, "%v", err)
 	}
 	src.Close()
-	var errs suites.ErrorList
 	for _, c := range s.Cases {
 		if c.Kind != suites.KindModel {
 			continue
@@ -65,4 +77,31 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	pos := c.PosOf(suites.ParamPromptLen)
 	return s.ErrorAt(pos, "case %s: prompt_len %d + gen_len %d = %d tokens, more than the %s of %s (hint: lower prompt_len or gen_len)",
 		c.Name, mp.PromptLen, mp.GenLen, mp.PromptLen+mp.GenLen, what, cfg.Name)
+}
+
+// checkKernels plans each kernel case as run prepares it (kbench.Need) on
+// the CPU backend: the parameters' errors are run's, word for word. Memory
+// is left to run, on the machine and backend that has it.
+func checkKernels(s *suites.Suite) (suites.ErrorList, error) {
+	var errs suites.ErrorList
+	var be bridge.Backend
+	for _, c := range s.Cases {
+		if c.Kind != suites.KindKernel {
+			continue
+		}
+		if be == nil {
+			b, err := backends.Open("cpu", backends.Options{})
+			if err != nil {
+				return nil, fmt.Errorf("checking kernel cases: %w", err)
+			}
+			defer b.Close()
+			be = b
+		}
+		if _, err := kbench.Need(be, c.Kernel); err != nil {
+			if e, ok := s.ErrorAt(c.Pos, "case %s: %v", c.Name, err).(*suites.Error); ok {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errs, nil
 }

@@ -1,0 +1,46 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// Check refuses the kernel parameters run refuses, with run's words and
+// the case's line, and leaves memory to run.
+func TestCheckKernelCases(t *testing.T) {
+	s := loadSuite(t, `name: k
+backend: cpu
+cases:
+  - name: packed
+    kind: kernel
+    op: matmul
+    params: { m: 1, n: 64, k: 64, dtype: q4 }
+  - name: wide
+    kind: kernel
+    op: matmul
+    params: { m: 1, n: 2147483647, k: 64 }
+  - name: large
+    kind: kernel
+    op: matmul
+    params: { m: 65536, n: 65536, k: 65536 }
+  - name: fine
+    kind: kernel
+    op: rms_norm
+    params: { tokens: 4, width: 256 }
+`)
+	err := Check(s)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{":4:5: case packed: dtype=q4: supported dtypes are f32, f16, bf16", ":8:5: case wide: n=2147483647: must be at most"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not say %q", msg, want)
+		}
+	}
+	for _, not := range []string{"large", "fine"} {
+		if strings.Contains(msg, "case "+not) {
+			t.Errorf("%q refuses case %s, which run may take", msg, not)
+		}
+	}
+}
