@@ -25,7 +25,11 @@ func ParseShape(s string) (tune.Shape, error) {
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("shape %q: %s=%s is not a positive integer", s, k, v)
 		}
-		out[ops.Param(strings.TrimSpace(k))] = n
+		name := ops.Param(strings.TrimSpace(k))
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("shape %q: %s is given twice", s, name)
+		}
+		out[name] = n
 	}
 	return out, nil
 }

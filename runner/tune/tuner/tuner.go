@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/perf/benchmath"
@@ -90,6 +91,37 @@ type Options struct {
 	Tag                             string
 
 	Progress func(Event)
+}
+
+// check refuses settings no default stands for: a zero is the default, a
+// negative count or duration, a significance level outside (0, 1) or a
+// negative gain is an error, named as the command's flag.
+func (o *Options) check() error {
+	var bad []string
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"rounds", o.Rounds}, {"confirm", o.Confirm}, {"top", o.Top}, {"trials", o.Trials}} {
+		if c.v < 0 {
+			bad = append(bad, fmt.Sprintf("--%s %d: want a positive count (0: the default)", c.flag, c.v))
+		}
+	}
+	if o.Budget < 0 {
+		bad = append(bad, fmt.Sprintf("--budget %v: want a positive duration (0: none)", o.Budget))
+	}
+	if o.SampleTime < 0 {
+		bad = append(bad, fmt.Sprintf("--sample-time %v: want a positive duration (0: the default)", o.SampleTime))
+	}
+	if o.Alpha < 0 || o.Alpha >= 1 || math.IsNaN(o.Alpha) {
+		bad = append(bad, fmt.Sprintf("--alpha %g: want a significance level between 0 and 1", o.Alpha))
+	}
+	if o.MinGain < 0 || math.IsNaN(o.MinGain) || math.IsInf(o.MinGain, 0) {
+		bad = append(bad, fmt.Sprintf("--min-gain %g: want a speedup of 0 or more", o.MinGain))
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 func (o *Options) defaults() {
@@ -197,6 +229,9 @@ var ErrInterrupted = errors.New("tuning interrupted")
 // Run tunes every bucket in order and returns their results; a bucket that
 // cannot be tuned has Err set and the others go on.
 func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	o.defaults()
 	switch o.Strategy {
 	case Exhaustive, Random, Local:

@@ -316,9 +316,31 @@ func TestParseShape(t *testing.T) {
 	if err != nil || s["tokens"] != 4 || s["experts"] != 32 {
 		t.Errorf("%v %v", s, err)
 	}
-	for _, bad := range []string{"tokens", "tokens=x", "tokens=0"} {
+	for _, bad := range []string{"tokens", "tokens=x", "tokens=0", "m=1,m=2"} {
 		if _, err := ParseShape(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// Settings no default stands for are refused before anything runs, each
+// named as its flag.
+func TestRunRefusesBadOptions(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Rounds: -1}, "--rounds -1"},
+		{Options{Top: -1}, "--top -1"},
+		{Options{Alpha: 2}, "--alpha 2"},
+		{Options{MinGain: -1}, "--min-gain -1"},
+		{Options{SampleTime: -time.Second}, "--sample-time -1s"},
+		{Options{Budget: -time.Minute}, "--budget -1m0s"},
+	} {
+		c.o.Backend = be
+		if _, err := Run(context.Background(), nil, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error naming %s", c.o, err, c.want)
 		}
 	}
 }
