@@ -417,11 +417,8 @@ func insertSamples(tx *sql.Tx, caseID int64, samples []Sample) error {
 	for i, s := range samples {
 		// Checked here, row by row, rather than up front: the transaction
 		// is what guarantees all-or-nothing, and the tests rely on that.
-		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-			return fmt.Errorf("results: case %d sample %d (%s rep %d): value %v is not finite", caseID, i, s.Metric, s.Rep, s.Value)
-		}
-		if s.Metric == "" || s.Rep < 0 {
-			return fmt.Errorf("results: case %d sample %d: needs a metric and rep >= 0 (got %q, %d)", caseID, i, s.Metric, s.Rep)
+		if err := CheckSample(s); err != nil {
+			return fmt.Errorf("results: case %d sample %d: %w", caseID, i, err)
 		}
 		if _, err := st.Exec(caseID, s.Rep, s.Metric, s.Value, s.Unit); err != nil {
 			if strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "PRIMARY KEY") {

@@ -45,7 +45,8 @@ func DefaultPath() string {
 // database at path and upgrades its schema to the latest version. A
 // database this process may not write (a read-only file or folder) is
 // opened read-only instead, when its schema is current: it can be read,
-// and writes fail.
+// and writes fail. A database another program made (tables, but not
+// mtlbench's) is refused with ErrNotResults, unchanged.
 func Open(path string) (*DB, error) {
 	db, err := open(path, migrations)
 	if err != nil && isReadOnlyErr(err) {
@@ -69,7 +70,7 @@ func isReadOnlyErr(err error) bool {
 
 // OpenReadOnly opens an existing database for reading only: nothing is
 // created, migrated or written. Its schema must be the latest (an older one
-// needs Open, with write access, to be upgraded).
+// needs Open, with write access, to be upgraded) and mtlbench's.
 func OpenReadOnly(path string) (*DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -92,16 +93,18 @@ func OpenReadOnly(path string) (*DB, error) {
 			continue
 		}
 		db.SetMaxOpenConns(1)
-		v, err := userVersion(db)
-		if err != nil {
+		// A connection that cannot read here may with the next mode.
+		if _, err := userVersion(db); err != nil {
 			db.Close()
 			last = err
 			continue
 		}
-		switch {
-		case v < 0:
+		v, err := checkSchema(db, abs)
+		if err != nil {
 			db.Close()
-			return nil, badVersion(abs, v)
+			return nil, err
+		}
+		switch {
 		case v > len(migrations):
 			db.Close()
 			return nil, tooNew(abs, v, len(migrations))
@@ -138,7 +141,17 @@ func open(path string, steps []migration) (*DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	if err := pingWhileBusy(db); err != nil {
+	if err := whileBusy(db.Ping); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results: open %s: %w", abs, err)
+	}
+	// Nothing is written before the file is known to be new or mtlbench's:
+	// WAL mode and the schema would both change another program's database.
+	if err := whileBusy(func() error { _, err := checkSchema(db, abs); return err }); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := whileBusy(func() error { return setWAL(db) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results: open %s: %w", abs, err)
 	}
@@ -149,15 +162,22 @@ func open(path string, steps []migration) (*DB, error) {
 	return &DB{sql: db, path: abs}, nil
 }
 
-// pingWhileBusy opens db's connection, retrying for up to BusyTimeout
-// while SQLite answers SQLITE_BUSY: connections opening a new file at once
-// race to switch it to WAL, and the losers get SQLITE_BUSY without the
-// busy handler being consulted.
-func pingWhileBusy(db *sql.DB) error {
+// setWAL switches the file to WAL, so readers never block the writer and
+// processes can share it; the mode is kept in the file.
+func setWAL(db *sql.DB) error {
+	var mode string
+	return db.QueryRow(`PRAGMA journal_mode = WAL`).Scan(&mode)
+}
+
+// whileBusy runs f, retrying for up to BusyTimeout while SQLite answers
+// SQLITE_BUSY: connections opening a new file at once race to switch it to
+// WAL, and the losers get SQLITE_BUSY without the busy handler being
+// consulted.
+func whileBusy(f func() error) error {
 	deadline := time.Now().Add(BusyTimeout)
 	wait := time.Millisecond
 	for {
-		err := db.Ping()
+		err := f()
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
@@ -173,9 +193,9 @@ func isBusy(err error) bool {
 }
 
 // dsn builds a file: URI so that any character in the path (even '?' or
-// '#') survives, with the connection settings as driver parameters:
-//   - busy_timeout first, so that switching to WAL waits too;
-//   - WAL so readers never block the writer and processes can share the file;
+// '#') survives, with the connection settings as driver parameters (WAL is
+// not one: open switches to it once it knows the file is mtlbench's):
+//   - busy_timeout, so that a connection waits for another's locks;
 //   - synchronous=NORMAL, safe in WAL (a power cut may lose the last commits,
 //     never corrupts) and much faster per commit;
 //   - _txlock=immediate: every transaction takes the write lock at BEGIN, so
@@ -185,7 +205,6 @@ func dsn(abs string) string {
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")

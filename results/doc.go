@@ -11,7 +11,8 @@
 //
 // The schema is versioned with PRAGMA user_version and upgraded in place by
 // Open (see migrations in schema.go); a file written by a newer mtlbench is
-// refused rather than guessed at.
+// refused rather than guessed at, and so is a database another program
+// made (tables but no mtlbench schema), before anything in it changes.
 //
 // # Tables
 //

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // migration is one schema step. Step i (0-based) takes a database from
@@ -223,12 +225,9 @@ var ErrSchemaTooNew = errors.New("results: database schema is newer than this mt
 // IMMEDIATE transaction and re-reads user_version inside it, so two processes
 // opening a fresh file at once apply each step exactly once.
 func migrate(db *sql.DB, path string, steps []migration) error {
-	v, err := userVersion(db)
+	v, err := checkSchema(db, path)
 	if err != nil {
 		return err
-	}
-	if v < 0 {
-		return badVersion(path, v)
 	}
 	if v > len(steps) {
 		return tooNew(path, v, len(steps))
@@ -254,12 +253,10 @@ func migrateStep(db *sql.DB, path string, steps []migration) (err error) {
 			tx.Rollback()
 		}
 	}()
-	var v int
-	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
-		return fmt.Errorf("results: read schema version: %w", err)
-	}
-	if v < 0 {
-		return badVersion(path, v)
+	// Checked again under the write lock: what open saw may have changed.
+	v, err := checkSchema(tx, path)
+	if err != nil {
+		return err
 	}
 	if v > len(steps) {
 		return tooNew(path, v, len(steps))
@@ -301,4 +298,100 @@ func badVersion(path string, v int) error {
 func tooNew(path string, have, know int) error {
 	return fmt.Errorf("%w: %s has schema version %d, this mtlbench knows up to %d; use a newer mtlbench or another database file",
 		ErrSchemaTooNew, path, have, know)
+}
+
+// ErrNotResults: the file is a database another program made.
+var ErrNotResults = errors.New("not an mtlbench results database")
+
+// coreTables are the tables every mtlbench results database has had since
+// schema version 1 (steps are append-only: none drops them).
+var coreTables = []string{"machines", "runs", "cases", "case_params", "samples"}
+
+// querier is what the schema is read through: the database or a
+// transaction.
+type querier interface {
+	Query(query string, args ...any) (*sql.Rows, error)
+}
+
+// checkSchema returns the schema version of a file mtlbench may use, and
+// refuses the others: a version no mtlbench writes, or another program's
+// database (recognise).
+func checkSchema(q querier, path string) (int, error) {
+	v, names, err := schemaOf(q)
+	if err != nil {
+		return 0, fmt.Errorf("results: read the schema of %s: %w", path, err)
+	}
+	if v < 0 {
+		return v, badVersion(path, v)
+	}
+	return v, recognise(path, v, names)
+}
+
+// schemaOf reads the schema version and the tables and views (SQLite's own
+// left out) in one statement, so both come from one snapshot while another
+// process may be creating the schema.
+func schemaOf(q querier) (v int, names []string, err error) {
+	rows, err := q.Query(`SELECT u.user_version, m.name FROM pragma_user_version AS u
+		LEFT JOIN (SELECT name FROM sqlite_master WHERE type IN ('table', 'view')
+			AND name NOT LIKE 'sqlite\_%' ESCAPE '\') AS m
+		ORDER BY m.name`)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n sql.NullString
+		if err := rows.Scan(&v, &n); err != nil {
+			return 0, nil, err
+		}
+		if n.Valid {
+			names = append(names, n.String)
+		}
+	}
+	return v, names, rows.Err()
+}
+
+// recognise tells whether mtlbench may use a file at schema version v with
+// these tables: an empty database (user_version 0, no tables) to
+// initialise, or one with mtlbench's core tables. Another program's
+// database is refused before anything is written to it: migration 1 would
+// fail on a table it has ("runs"), or quietly add mtlbench's beside its own.
+func recognise(path string, v int, names []string) error {
+	if v == 0 && len(names) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, t := range coreTables {
+		if !slices.Contains(names, t) {
+			missing = append(missing, t)
+		}
+	}
+	if v > 0 && len(missing) == 0 {
+		return nil
+	}
+	return notResults(path, v, names, missing)
+}
+
+// notResults says what the file holds instead of mtlbench's schema.
+func notResults(path string, v int, names, missing []string) error {
+	has := "no tables"
+	if len(names) > 0 {
+		shown := names
+		if len(shown) > 8 {
+			shown = shown[:8]
+		}
+		has = "tables " + strings.Join(shown, ", ")
+		if len(names) > len(shown) {
+			has += fmt.Sprintf(" and %d more", len(names)-len(shown))
+		}
+	}
+	why := "no mtlbench schema"
+	switch {
+	case v > 0:
+		why = fmt.Sprintf("schema version %d (PRAGMA user_version) without mtlbench's %s", v, strings.Join(missing, ", "))
+	case len(missing) == 0:
+		why = "schema version 0 (PRAGMA user_version), which no mtlbench database has: is it damaged?"
+	}
+	return fmt.Errorf("results: %s is %w (it has %s, but %s); use another database file",
+		path, ErrNotResults, has, why)
 }

@@ -164,6 +164,9 @@ func readExport(path string) ([]*results.RunRecord, error) {
 		if l.Run.StartedAt.IsZero() {
 			return nil, fmt.Errorf("%s:%d: the run has no start time", path, line)
 		}
+		if err := l.RunRecord.Check(); err != nil {
+			return nil, fmt.Errorf("%s:%d: run %d: %w", path, line, l.Run.ID, err)
+		}
 		rec := l.RunRecord
 		out = append(out, &rec)
 	}

@@ -188,8 +188,24 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 		if r.SuiteName == "" {
 			r.SuiteName = "bench"
 		}
+		if err := checkSamples(r); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, format, err)
+		}
 	}
 	return runs, nil
+}
+
+// checkSamples holds a peer's figures to the rule the store keeps
+// (results.CheckSample), before anything is stored.
+func checkSamples(r *Run) error {
+	for _, c := range r.Cases {
+		for j, s := range c.Samples {
+			if err := results.CheckSample(s); err != nil {
+				return fmt.Errorf("case %q sample %d: %w", c.Name, j, err)
+			}
+		}
+	}
+	return nil
 }
 
 // modelName is o.Model, else the tool's name for the model.

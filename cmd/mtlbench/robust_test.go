@@ -1,0 +1,190 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// exportLineWith is one export line of a run whose one case has the given
+// roofline fraction samples.
+func exportLineWith(fracs ...string) string {
+	var ss []string
+	for i, f := range fracs {
+		ss = append(ss, fmt.Sprintf(`{"rep":%d,"metric":"decode_tok_s","value":50,"unit":"tok/s"}`, i),
+			fmt.Sprintf(`{"rep":%d,"metric":"roofline_frac","value":%s,"unit":"ratio"}`, i, f))
+	}
+	return `{"format":"mtlbench-run/1","run":{"id":3,"suite_name":"s","started_at":"2026-01-02T03:04:05Z","machine":{"hostname":"h"}},` +
+		`"cases":[{"case":{"key":"batch=1","name":"decode/batch=1","kind":"model","params":{"batch":"1"}},"samples":[` +
+		strings.Join(ss, ",") + `]}]}`
+}
+
+// import refuses a value its metric cannot take, naming the file, the line
+// and the metric, before anything is stored (the store is not even made).
+func TestImportRefusesImpossibleValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, want string
+	}{
+		{"a fraction of -1e308", "-1e308", "b.jsonl:2: run 3: case 0 \"decode/batch=1\" sample 3: roofline_frac rep 1: value -1e+308 is negative, and a fraction cannot be"},
+		{"a fraction of -0.1", "-0.1", "b.jsonl:2: run 3: case 0 \"decode/batch=1\" sample 3: roofline_frac rep 1: value -0.1 is negative"},
+		{"a fraction past JSON's range", "1e999", "b.jsonl:2: not an mtlbench export line"},
+		{"a fraction of 0.4", "0.4", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file, db := filepath.Join(dir, "b.jsonl"), filepath.Join(dir, "r.db")
+			data := exportLineWith("0.5") + "\n" + strings.Replace(exportLineWith("0.5", tc.value), `"id":3,"suite_name":"s"`, `"id":3,"suite_name":"t"`, 1) + "\n"
+			if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := mtl(t, "import", file, "--db", db)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("import: %v\n%s", err, stderr)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), file[:len(file)-len("b.jsonl")]+tc.want) {
+				t.Fatalf("import: err = %v\nwant %q", err, tc.want)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Error("a refused import made the store")
+			}
+		})
+	}
+}
+
+// storeWithRoofline records a finished run of two model cases, then sets
+// their roofline fractions in SQL as a store written before import checked
+// values may hold them; it returns the store's path.
+func storeWithRoofline(t *testing.T, set string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.CreateRun(&results.Run{SuiteName: "s", Tag: "old", Backend: "cpu", Status: results.RunComplete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []results.Case{
+		{Name: "decode/batch=1", Kind: results.CaseModel, Params: map[string]string{"model": "qwen3-moe-mini", "batch": "1"}},
+		{Name: "decode/batch=2", Kind: results.CaseModel, Params: map[string]string{"model": "qwen3-moe-mini", "batch": "2"}},
+	}
+	if err := db.AddCases(id, cases); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		var ss []results.Sample
+		for rep := range 3 {
+			ss = append(ss, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(40 + 10*i + rep), Unit: "tok/s"},
+				results.Sample{Rep: rep, Metric: "roofline_frac", Value: 0.5 + 0.01*float64(rep), Unit: "ratio"})
+		}
+		if err := db.FinishCase(c.ID, ss, nil, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.SQL().Exec(`UPDATE samples SET value = ` + set + ` WHERE metric = 'roofline_frac'`); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// report finishes on whatever values a store holds: the roofline chart
+// leaves out what it cannot draw and says so, or, with nothing it can draw,
+// fails saying why. Before, a fraction of -1e307 or less never finished.
+func TestReportOnImpossibleStoredValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, set string
+		noted     bool   // the chart says a value was left out
+		fails     string // "": the report is written
+	}{
+		{"one case at -1e308", "CASE WHEN case_id = 1 THEN -1e308 ELSE value END", true, ""},
+		{"one case at +Inf", "CASE WHEN case_id = 1 THEN 9e999 ELSE value END", true, ""},
+		{"one case at 1e308", "CASE WHEN case_id = 1 THEN 1e308 ELSE value END", true, ""},
+		// The median of three is drawn; three give no interval to leave out.
+		{"one sample at -1e307", "CASE WHEN case_id = 2 AND rep = 0 THEN -1e307 ELSE value END", false, ""},
+		{"every sample at -1e308", "-1e308", false, "charts: roofline: no value can be drawn: all 2 are negative, not finite or over 1e+300 (-1e+308)"},
+		{"every sample at +Inf", "9e999", false, "charts: roofline: no value can be drawn"},
+		{"every sample at 1e308", "1e308", false, "charts: roofline: no value can be drawn"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := storeWithRoofline(t, tc.set)
+			out := filepath.Join(t.TempDir(), "report")
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := mtl(t, "report", "old", "--db", path, "--out", out)
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("report still running after 60 s")
+			}
+			if tc.fails != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.fails) {
+					t.Fatalf("report: err = %v, want %q", err, tc.fails)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			svg, err := os.ReadFile(filepath.Join(out, "roofline.svg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if noted := strings.Contains(string(svg), "not drawn"); noted != tc.noted {
+				t.Errorf("the roofline chart says a value was left out: %v, want %v", noted, tc.noted)
+			}
+		})
+	}
+}
+
+// A database another program made is refused by every command, by path,
+// and left as it was; a read-only command (runs) once gave it mtlbench's
+// tables.
+func TestForeignDatabaseRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stmts []string
+		has   string
+	}{
+		{"with a runs table", []string{`CREATE TABLE runs (id INTEGER PRIMARY KEY)`, `CREATE TABLE app_data (x)`}, "app_data, runs"},
+		{"without one", []string{`CREATE TABLE app_data (x)`}, "app_data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "foreign.sqlite")
+			raw, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.stmts {
+				if _, err := raw.Exec(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			raw.Close()
+			before, _ := os.ReadFile(path)
+			want := path + " is not an mtlbench results database (it has tables " + tc.has + ", but no mtlbench schema)"
+			for _, args := range [][]string{{"runs"}, {"show", "latest"}, {"export"}} {
+				_, _, err := mtl(t, append(args, "--db", path)...)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: err = %v\nwant %q", args[0], err, want)
+				}
+			}
+			if after, _ := os.ReadFile(path); string(after) != string(before) {
+				t.Error("the foreign file changed")
+			}
+		})
+	}
+}
