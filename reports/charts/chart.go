@@ -117,7 +117,15 @@ func (c *Chart) size() (w, h, legendW vg.Length) {
 	return w, h, legendW
 }
 
-func (c *Chart) drawOn(vc vg.CanvasSizer) {
+// drawOn draws the chart through a guard, so that a shape far off the
+// canvas is an error rather than a rasteriser that never returns.
+func (c *Chart) drawOn(vc vg.CanvasSizer) error {
+	g := newGuard(vc)
+	c.draw(g)
+	return g.err
+}
+
+func (c *Chart) draw(vc vg.CanvasSizer) {
 	_, _, legendW := c.size()
 	dc := draw.New(vc)
 	dc.SetColor(color.White)
@@ -140,7 +148,9 @@ func (c *Chart) drawOn(vc vg.CanvasSizer) {
 func (c *Chart) PNG() ([]byte, error) {
 	w, h, _ := c.size()
 	vc := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(pngDPI))}
-	c.drawOn(vc)
+	if err := c.drawOn(vc); err != nil {
+		return nil, fmt.Errorf("charts: %s: png: %w", c.Title, err)
+	}
 	var b bytes.Buffer
 	if _, err := vc.WriteTo(&b); err != nil {
 		return nil, fmt.Errorf("charts: %s: png: %w", c.Title, err)
@@ -154,7 +164,9 @@ func (c *Chart) PNG() ([]byte, error) {
 func (c *Chart) SVG() ([]byte, error) {
 	w, h, _ := c.size()
 	vc := vgsvg.New(w, h)
-	c.drawOn(vc)
+	if err := c.drawOn(vc); err != nil {
+		return nil, fmt.Errorf("charts: %s: svg: %w", c.Title, err)
+	}
 	var b bytes.Buffer
 	if _, err := vc.WriteTo(&b); err != nil {
 		return nil, fmt.Errorf("charts: %s: svg: %w", c.Title, err)
@@ -262,6 +274,9 @@ func componentName(c string) string {
 // pow2Ticks labels every power of two in [lo, hi]: batch sizes and chunk
 // sizes are powers of two, so these are the values people look for.
 func pow2Ticks(lo, hi float64) plot.ConstantTicks {
+	if !finiteRange(lo, hi) {
+		return nil
+	}
 	var ts []plot.Tick
 	for v := 1.0 / 1024; v <= hi*1.0001; v *= 2 {
 		if v >= lo*0.9999 {
@@ -286,10 +301,19 @@ func valueTicks(vals []float64) plot.ConstantTicks {
 
 // logTicks labels 1, 2 and 5 times each power of ten in [lo, hi], with
 // unlabelled minor ticks between; plot.LogTicks labels only the powers
-// of ten, which leaves a narrow range (say 3..40 tok/s) unreadable.
+// of ten, which leaves a narrow range (say 3..40 tok/s) unreadable. Over
+// more than a dozen decades it labels a power of ten every few decades:
+// thousands of ticks take seconds to draw, and none can be read.
 func logTicks(lo, hi float64) plot.ConstantTicks {
+	if !finiteRange(lo, hi) || lo <= 0 {
+		return nil
+	}
+	e0, e1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if e1-e0 > 12 {
+		return sparseLogTicks(lo, hi, e0, e1)
+	}
 	var ts []plot.Tick
-	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+	for e := e0; e <= e1; e++ {
 		base := math.Pow(10, e)
 		for m := 1; m < 10; m++ {
 			v := float64(m) * base
@@ -306,10 +330,31 @@ func logTicks(lo, hi float64) plot.ConstantTicks {
 	return ts
 }
 
+// sparseLogTicks labels about a dozen powers of ten from 10^e0 to 10^e1.
+func sparseLogTicks(lo, hi, e0, e1 float64) plot.ConstantTicks {
+	step := math.Ceil((e1 - e0) / 12)
+	var ts []plot.Tick
+	for e := math.Ceil(e0/step) * step; e <= e1; e += step {
+		if v := math.Pow(10, e); v >= lo*0.9999 && v <= hi*1.0001 {
+			ts = append(ts, plot.Tick{Value: v, Label: fmtNum(v)})
+		}
+	}
+	return ts
+}
+
+// finiteRange reports whether lo..hi is an axis range ticks can be put on:
+// an infinite bound would have the tick loops run for ever.
+func finiteRange(lo, hi float64) bool {
+	return !math.IsInf(lo, 0) && !math.IsInf(hi, 0) && !math.IsNaN(lo) && !math.IsNaN(hi) && hi >= lo
+}
+
 // linearTicks labels about six round values (1, 2, 2.5 or 5 times a power
 // of ten apart) in [lo, hi], with an unlabelled minor tick between each;
 // plot.DefaultTicks often labels only two or three values.
 func linearTicks(lo, hi float64) plot.ConstantTicks {
+	if !finiteRange(lo, hi) {
+		return nil
+	}
 	if !(hi > lo) {
 		return plot.ConstantTicks{{Value: lo, Label: fmtNum(lo)}}
 	}
@@ -341,6 +386,9 @@ func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
 	case a == 0:
 		return "0"
+	case a >= 1e9:
+		// Past any real figure; hundreds of digits would push the plot aside.
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	case a >= 1000 || a == math.Trunc(a):
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case a >= 10:
@@ -356,7 +404,5 @@ func textStyle(size vg.Length, c color.Color) text.Style {
 	return text.Style{Font: font.From(sans, size), Color: c, Handler: plot.DefaultTextHandler}
 }
 
-// hasCI reports whether p carries a usable confidence interval.
-func hasCI(p Point) bool {
-	return !math.IsNaN(p.Lo) && !math.IsNaN(p.Hi) && !math.IsInf(p.Lo, 0) && !math.IsInf(p.Hi, 0) && p.Hi > p.Lo
-}
+// hasCI reports whether p carries a confidence interval a chart can draw.
+func hasCI(p Point) bool { return drawable(p.Lo) && drawable(p.Hi) && p.Hi > p.Lo }

@@ -45,9 +45,11 @@ const (
 // the axis label's layout box at the arithmetic midpoint, which squeezes
 // the plot.
 func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
+	var out leftOut
+	series = out.series(series)
 	var xs []float64
 	ymax, xmin, xmax := 0.0, math.Inf(1), math.Inf(-1)
-	ok := func(p Point) bool { return !math.IsNaN(p.Y) && !math.IsInf(p.Y, 0) && p.X > 0 }
+	ok := func(p Point) bool { return p.X > 0 && p.X <= maxValue }
 	for _, s := range series {
 		for _, p := range s.Points {
 			if !ok(p) {
@@ -62,6 +64,9 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
 		}
 	}
 	if len(xs) == 0 {
+		if out.n > 0 {
+			return false, out.nothingDrawable()
+		}
 		return false, ErrNoData
 	}
 	logX := xkind == xChunk || xmax/xmin >= 3.9
@@ -127,6 +132,7 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
 	// Throughput and time start at zero so that ratios read true.
 	c.plot.Y.Min, c.plot.Y.Max = 0, ymax*1.1
 	c.plot.Y.Tick.Marker = linearTicks(0, ymax*1.1)
+	out.note(c)
 	return ci, nil
 }
 
@@ -213,6 +219,8 @@ func ComponentBreakdown(d BreakdownData) (*Chart, error) {
 		title = "Decode step breakdown per layer"
 	}
 	c := newChart(title, "time per layer per decode step (ms)", "")
+	var out leftOut
+	d.Bars = out.breakdown(d.Bars)
 	width := barGeometry(c, len(d.Bars), 1)
 	n := len(d.Bars)
 	names := make([]string, n)
@@ -249,6 +257,9 @@ func ComponentBreakdown(d BreakdownData) (*Chart, error) {
 		c.addLegend(componentName(comp), bc)
 	}
 	if below == nil {
+		if out.n > 0 {
+			return nil, out.nothingDrawable()
+		}
 		return nil, ErrNoData
 	}
 	maxT := 0.0
@@ -266,6 +277,7 @@ func ComponentBreakdown(d BreakdownData) (*Chart, error) {
 	c.legendHeader("bar end: total per layer")
 	c.legendHeader("ops outside layers (lm_head...)")
 	c.legendHeader("  are not included")
+	out.note(c)
 	return c, nil
 }
 
@@ -283,7 +295,11 @@ func fmtMS(v float64) string {
 // roofline per case as horizontal bars (one colour per run), with 95% CI
 // error bars and a dashed line at 1.0.
 func RooflineFraction(d RooflineData) (*Chart, error) {
-	if len(d.Bars) == 0 {
+	var out leftOut
+	if d.Bars = out.roofline(d.Bars); len(d.Bars) == 0 {
+		if out.n > 0 {
+			return nil, out.nothingDrawable()
+		}
 		return nil, ErrNoData
 	}
 	title := d.Title
@@ -382,6 +398,7 @@ func RooflineFraction(d RooflineData) (*Chart, error) {
 		c.legendHeader("  set came from caches (small or truncated")
 		c.legendHeader("  models); not a whole-model figure")
 	}
+	out.note(c)
 	return c, nil
 }
 
@@ -426,14 +443,13 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		}
 	}
 	c := newChart(title, "date (documented or recorded)", "decode throughput (tok/s)")
+	var out leftOut
+	d.Series = out.timeline(d.Series)
 	dateSet := map[string]bool{}
 	ymin, ymax := math.Inf(1), math.Inf(-1)
 	undated := false
 	for _, s := range d.Series {
 		for _, p := range s.Points {
-			if p.Value <= 0 || math.IsNaN(p.Value) {
-				continue
-			}
 			if p.Date == Undated {
 				undated = true
 			} else {
@@ -449,12 +465,15 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		}
 	}
 	if math.IsInf(ymin, 1) {
+		if out.n > 0 {
+			return nil, out.nothingDrawable()
+		}
 		return nil, ErrNoData
 	}
 	// The rooflines are on the chart even when far above the figures: how
 	// far is the point of drawing them.
 	for _, r := range d.Rooflines {
-		if r.TokS > 0 && !math.IsInf(r.TokS, 0) {
+		if r.TokS > 0 && drawable(r.TokS) {
 			ymax = math.Max(ymax, r.TokS)
 		}
 	}
@@ -531,7 +550,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		var joined plotter.XYs // dated points only: undated ones have no time order
 		dates := map[string]bool{}
 		for _, p := range pts {
-			if _, dated := pos[p.Date]; !dated || p.Value <= 0 || math.IsNaN(p.Value) {
+			if _, dated := pos[p.Date]; !dated {
 				continue
 			}
 			x, y := pos[p.Date]+offset(p.Date, i), ty(p.Value)
@@ -592,6 +611,9 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	c.plot.X.Min, c.plot.X.Max = x0, x1
 	if logY {
 		lo, hi := ymin/1.35, ymax*1.35
+		if lo == 0 {
+			lo = ymin // a subnormal figure: dividing lost it
+		}
 		ticks := logTicks(lo, hi)
 		for i := range ticks {
 			ticks[i].Value = math.Log10(ticks[i].Value)
@@ -605,6 +627,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	}
 	c.plot.X.Tick.Label.Rotation = math.Pi / 6
 	c.plot.X.Tick.Label.XAlign = draw.XRight
+	out.note(c)
 	return c, nil
 }
 
@@ -649,7 +672,7 @@ func drawRooflines(c *Chart, lines []roofline.Line, x0, x1 float64, ty func(floa
 	var ltxt []string
 	first := true
 	for i, r := range lines {
-		if !(r.TokS > 0) || math.IsInf(r.TokS, 0) {
+		if !(r.TokS > 0) || !drawable(r.TokS) {
 			continue
 		}
 		if first {
