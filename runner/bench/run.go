@@ -562,6 +562,12 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		if err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
+		// Positions first: a case past the model's context would also size
+		// its cache past memory, and the positions are what is wrong.
+		if err := checkPositions(s, c, cfg); err != nil {
+			src.Close()
+			return nil, err
+		}
 		info := be.Info()
 		avail, where := info.AvailableBytes, info.Backend+" ("+info.Name+")"
 		if limit > 0 && (avail <= 0 || limit < avail) {

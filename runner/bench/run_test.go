@@ -191,6 +191,14 @@ cases:
   - name: c
     params: { batch: 1 }
 `, "needs"},
+		// Past the model's positions and past memory: the positions are
+		// what is wrong, and what is said.
+		{"positions", `name: x
+model: { preset: qwen3-moe-mini }
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 8, gen_len: 100000000 }
+`, "more than the"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
