@@ -104,6 +104,9 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 		if r.NPrompt == nil || r.NGen == nil {
 			return nil, fmt.Errorf("result %d has no n_prompt or n_gen: not llama-bench output", i+1)
 		}
+		if *r.NPrompt < 0 || *r.NGen < 0 || r.NDepth < 0 {
+			return nil, fmt.Errorf("result %d: n_prompt %d, n_gen %d, n_depth %d: token counts cannot be negative", i+1, *r.NPrompt, *r.NGen, r.NDepth)
+		}
 		k := r.config()
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)

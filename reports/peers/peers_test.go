@@ -81,6 +81,7 @@ func TestParseErrors(t *testing.T) {
 		{FormatMLX, "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\nTrial 1:  prompt_tps=-1e308, generation_tps=2, peak_memory=3\n",
 			`f: mlx-lm: case "bench/batch=1/prompt_len=16/gen_len=8" sample 0: prefill_tok_s rep 0: value -1e+308 is negative, and a rate cannot be`},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20, -3]}]`, "decode_tok_s rep 1: value -3 is negative"},
+		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "n_depth": -5, "samples_ts": [20]}]`, "n_depth -5: token counts cannot be negative"},
 		{"xml", `{}`, `unknown peer format "xml"`},
 	} {
 		_, err := Parse(tc.format, "f", []byte(tc.data), Options{})
