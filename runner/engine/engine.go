@@ -209,10 +209,10 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 		return nil, fmt.Errorf("KV cache block size %d is not supported (block sizes: %v tokens)", opts.BlockSize, bs)
 	}
 	if opts.MoE.ChunkSize < 0 {
-		return nil, fmt.Errorf("MoE chunk of %d pairs: want a positive size", opts.MoE.ChunkSize)
+		return nil, fmt.Errorf("MoE chunk of %d pairs: want a positive size (0: the default)", opts.MoE.ChunkSize)
 	}
 	if opts.KVTokens < 0 {
-		return nil, fmt.Errorf("KV cache of %d tokens: want a positive size", opts.KVTokens)
+		return nil, fmt.Errorf("KV cache of %d tokens: want a positive size (0: the default)", opts.KVTokens)
 	}
 	kvdt, err := KVDType(be, src.DType(), opts.KVDType)
 	if err != nil {

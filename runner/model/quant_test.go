@@ -27,11 +27,11 @@ func mlxCopy(t *testing.T, q func(map[string]any), edit func([]safetensors.Write
 	return mlxCopyOf(t, mlxFixture, q, edit)
 }
 
-// mlxCopyOf is mlxCopy of another fixture folder.
-func mlxCopyOf(t *testing.T, mlxFixture string, q func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
+// mlxCopyOf is mlxCopy of the fixture folder from.
+func mlxCopyOf(t *testing.T, from string, q func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
 	t.Helper()
 	dir := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(mlxFixture, "config.json"))
+	raw, err := os.ReadFile(filepath.Join(from, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func mlxCopyOf(t *testing.T, mlxFixture string, q func(map[string]any), edit fun
 	}
 	raw, _ = json.Marshal(conf)
 	os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644)
-	f, err := safetensors.Open(filepath.Join(mlxFixture, "model.safetensors"))
+	f, err := safetensors.Open(filepath.Join(from, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
