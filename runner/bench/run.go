@@ -484,9 +484,6 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 				err = s.ErrorAt(c.PosOf(suites.ParamWitnessGPU), "case %s: no Apple GPU %q in the table (bridge/mtl/applegpu)", c.Name, c.WitnessGPU())
 			}
 		}
-		if err == nil {
-			err = checkPositions(s, c, mc.Config)
-		}
 		if err != nil {
 			var se *suites.Error
 			if errors.As(err, &se) {
@@ -593,6 +590,8 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		if err := engine.CheckFinite(be, lm.cfg, lm.src, opts); err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
+	} else if err := checkPositions(s, c, lm.cfg); err != nil {
+		return nil, err // a model loaded for an earlier case
 	}
 	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
 }

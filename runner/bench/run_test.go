@@ -199,6 +199,15 @@ cases:
   - name: c
     params: { batch: 1, prompt_len: 8, gen_len: 100000000 }
 `, "more than the"},
+		// The same, for a case whose model an earlier case loaded.
+		{"positions-later", `name: x
+model: { preset: qwen3-moe-mini }
+cases:
+  - name: a
+    params: { batch: 1, prompt_len: 8, gen_len: 4 }
+  - name: b
+    params: { batch: 1, prompt_len: 8, gen_len: 100000000 }
+`, "suite.yaml:7:"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

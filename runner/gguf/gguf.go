@@ -21,28 +21,23 @@ import (
 	"os"
 	"slices"
 
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
 // Type is a tensor's ggml type.
 type Type uint32
 
-// The ggml types mtlbench reads (ggml.h's enum ggml_type).
+// The ggml types the kernels read (ggml.h's enum ggml_type); those read
+// by transcoding are quant.Transcoders', by name.
 const (
-	F32    Type = 0
-	F16    Type = 1
-	Q4_0   Type = 2
-	Q4_1   Type = 3
-	Q5_0   Type = 6
-	Q5_1   Type = 7
-	Q8_0   Type = 8
-	Q3_K   Type = 11
-	Q4_K   Type = 12
-	Q5_K   Type = 13
-	Q6_K   Type = 14
-	IQ4_NL Type = 20
-	IQ4_XS Type = 23
-	BF16   Type = 30
+	F32  Type = 0
+	F16  Type = 1
+	Q4_0 Type = 2
+	Q8_0 Type = 8
+	Q4_K Type = 12
+	Q6_K Type = 14
+	BF16 Type = 30
 )
 
 // typeNames are every ggml type's name, for messages about those mtlbench
@@ -72,26 +67,16 @@ func (t Type) Block() (values, bytes int, ok bool) {
 		return 1, 2, true
 	case Q4_0:
 		return 32, 18, true
-	case Q4_1:
-		return 32, 20, true
-	case Q5_0:
-		return 32, 22, true
-	case Q5_1:
-		return 32, 24, true
 	case Q8_0:
 		return 32, 34, true
-	case Q3_K:
-		return 256, 110, true
 	case Q4_K:
 		return 256, 144, true
-	case Q5_K:
-		return 256, 176, true
 	case Q6_K:
 		return 256, 210, true
-	case IQ4_NL:
-		return 32, 18, true
-	case IQ4_XS:
-		return 256, 136, true
+	}
+	// The types read by transcoding are sized as their transcoders are.
+	if tc, ok := quant.Transcoders[t.String()]; ok {
+		return tc.Values, tc.Bytes, true
 	}
 	return 0, 0, false
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -221,8 +222,10 @@ func ggufQuant(t gguf.Type) (quant.Spec, bool) {
 	return quant.Spec{}, false
 }
 
-// ggufTypesRead names the ggml types mtlbench reads, for messages.
-const ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcoding Q3_K, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS"
+// ggufTypesRead names the ggml types mtlbench reads, for messages: those
+// the kernels read, then quant.Transcoders'.
+var ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcoding " +
+	strings.Join(slices.Sorted(maps.Keys(quant.Transcoders)), ", ")
 
 // lookup finds spec's GGUF tensor and checks its type and shape.
 func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
