@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 var (
@@ -420,6 +422,15 @@ func (p *parser) thresholds(n *yaml.Node) {
 		p.s.Positions["thresholds."+e.key] = p.at(v)
 		if e.key == "" {
 			p.errorf(e.k, "", "empty metric name in thresholds")
+			continue
+		}
+		// A threshold on a metric no gate compares would pass every run.
+		if err := metrics.CheckThreshold(e.key); err != nil {
+			hint := didYouMean(e.key, metrics.Gated())
+			if hint == "" {
+				hint = "gated metrics: " + strings.Join(metrics.Gated(), ", ")
+			}
+			p.errorf(e.k, hint, "threshold: %v", err)
 			continue
 		}
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {

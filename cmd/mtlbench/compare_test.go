@@ -241,6 +241,9 @@ func TestGateCLI(t *testing.T) {
 		{"emulated baseline", []string{"--baseline", "emu"}, 3, "emulated timings are never compared"},
 		{"A/A", []string{"--candidate", "base"}, 0, "perf gate passed"},
 		{"bad threshold", []string{"--threshold", "0.05"}, 2, "percentage"},
+		// A threshold on a metric no case records would gate nothing.
+		{"threshold typo", []string{"--threshold", "decode_toks=5%"}, 2, `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
+		{"informational threshold", []string{"--threshold", "bytes_per_step=5%"}, 2, "bytes_per_step is informational"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"gate", "--db", db, "--baseline", "base", "--candidate", "cand"}

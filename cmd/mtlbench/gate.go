@@ -15,6 +15,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results/metrics"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -175,6 +176,9 @@ func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o com
 		metric = strings.TrimSpace(metric)
 		if metric == "" {
 			return o, nil, fmt.Errorf("--threshold %s: no metric before =", v)
+		}
+		if err := metrics.CheckThreshold(metric); err != nil {
+			return o, nil, fmt.Errorf("--threshold %s: %w (gated metrics: %s)", v, err, strings.Join(metrics.Gated(), ", "))
 		}
 		o.Thresholds[metric] = t
 		if !slices.Contains(o.Metrics, metric) {

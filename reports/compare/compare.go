@@ -33,6 +33,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // DefaultAlpha is the significance level of a plain comparison, benchstat's.
@@ -68,7 +69,7 @@ func newStat(values []float64) Stat {
 type Row struct {
 	Key, Case, Kind string
 	Metric, Unit    string
-	Direction       Direction
+	Direction       metrics.Direction
 	A, B            Stat
 	// Delta is B against A in percent, (B/A - 1) * 100; NaN when A's
 	// median is 0 and B's is not.
@@ -162,7 +163,7 @@ func caseMetrics(a, b *Case) []string {
 	var out []string
 	for _, c := range []*Case{a, b} {
 		for m := range c.Samples {
-			if MetricDirection(m) != Informational && !slices.Contains(out, m) {
+			if metrics.Of(m) != metrics.Informational && !slices.Contains(out, m) {
 				out = append(out, m)
 			}
 		}
@@ -177,7 +178,7 @@ func compareMetric(ca, cb *Case, metric string, alpha float64) *Row {
 		unit = cb.Units[metric]
 	}
 	r := &Row{Key: ca.Key, Case: ca.DisplayName(), Kind: ca.Kind, Metric: metric, Unit: unit,
-		Direction: MetricDirection(metric), A: newStat(ca.Samples[metric]), B: newStat(cb.Samples[metric]),
+		Direction: metrics.Of(metric), A: newStat(ca.Samples[metric]), B: newStat(cb.Samples[metric]),
 		Delta: math.NaN(), P: math.NaN(), ErrorsA: ca.Errors, ErrorsB: cb.Errors}
 	if r.A.N == 0 || r.B.N == 0 {
 		r.Verdict = VerdictNoData
@@ -194,7 +195,7 @@ func compareMetric(ca, cb *Case, metric string, alpha float64) *Row {
 	r.Verdict = VerdictSame
 	if r.P < alpha && r.B.Center != r.A.Center {
 		r.Significant = true
-		r.Better = (r.B.Center > r.A.Center) == (r.Direction == HigherIsBetter)
+		r.Better = (r.B.Center > r.A.Center) == (r.Direction == metrics.HigherIsBetter)
 		switch {
 		case r.Better && isSpeed(metric):
 			r.Verdict = VerdictFaster

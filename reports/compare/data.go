@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // Data is the comparison as tidy rows: one per matched case × metric with
@@ -45,9 +46,9 @@ func (c *Comparison) Data() *table.Data {
 		for _, r := range c.Rows {
 			better := ""
 			switch r.Direction {
-			case HigherIsBetter:
+			case metrics.HigherIsBetter:
 				better = "higher"
-			case LowerIsBetter:
+			case metrics.LowerIsBetter:
 				better = "lower"
 			}
 			row := map[string]any{"case": r.Case, "key": r.Key, "case_kind": r.Kind, "metric": r.Metric, "unit": r.Unit,

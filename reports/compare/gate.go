@@ -13,6 +13,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // Exit statuses of the gate (and of `mtlbench gate` and `mtlbench ab`).
@@ -154,7 +155,7 @@ type Check struct {
 // Worse is how much worse B is than A, as a fraction (negative when B is
 // better); NaN when undefined.
 func (c Check) Worse() float64 {
-	if c.Direction == LowerIsBetter {
+	if c.Direction == metrics.LowerIsBetter {
 		return c.Delta / 100
 	}
 	return -c.Delta / 100
@@ -214,7 +215,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	var gated []string
 	for _, m := range o.GatedMetrics() {
-		if MetricDirection(m) == Informational {
+		if metrics.Of(m) == metrics.Informational {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s is informational (no better or worse direction); not gated", m))
 			continue
 		}
@@ -347,7 +348,7 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 
 // pairedLogValues is the log of each run's value of metric (runValue), for
 // the runs (by ID) that recorded it on both sides, in ID order.
-func pairedLogValues(ca, cb *Case, metric string, dir Direction) (la, lb []float64) {
+func pairedLogValues(ca, cb *Case, metric string, dir metrics.Direction) (la, lb []float64) {
 	bs := map[int64][]float64{}
 	for _, rv := range cb.ByRun[metric] {
 		bs[rv.Run] = rv.Values
@@ -400,7 +401,7 @@ func testPairs(c *Check, la, lb []float64) {
 
 // runValues is each run's value of metric (runValue), for runs that
 // recorded it.
-func runValues(c *Case, metric string, dir Direction) []float64 {
+func runValues(c *Case, metric string, dir metrics.Direction) []float64 {
 	var out []float64
 	for _, rv := range c.ByRun[metric] {
 		if len(rv.Values) > 0 {
@@ -416,10 +417,10 @@ func runValues(c *Case, metric string, dir Direction) []float64 {
 // slows a repetition, so the slower ones say more about the machine than
 // about the code; the better half keeps the estimate steady under load
 // and still averages over more than one repetition (docs/perf-gate.md).
-func runValue(v []float64, dir Direction) float64 {
+func runValue(v []float64, dir metrics.Direction) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
-	if dir == HigherIsBetter {
+	if dir == metrics.HigherIsBetter {
 		slices.Reverse(s)
 	}
 	s = s[:len(s)/2+1]

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 var decodeCase = results.Case{Key: "model/decode/batch=4", Name: "decode/batch=4", Kind: "model", Status: results.CaseDone}
@@ -152,19 +153,6 @@ func TestGateOptions(t *testing.T) {
 	}
 	if p := minUTestP(5, 5); p < 0.0079 || p > 0.008 {
 		t.Errorf("minUTestP(5,5) = %v", p)
-	}
-}
-
-func TestDirections(t *testing.T) {
-	for m, want := range map[string]Direction{
-		"decode_tok_s": HigherIsBetter, "output_tok_s": HigherIsBetter, "gb_s": HigherIsBetter, "achieved_gb_s": HigherIsBetter,
-		"gflop_s": HigherIsBetter, "roofline_frac": HigherIsBetter, "ttft_ms": LowerIsBetter, "itl_p99_ms": LowerIsBetter,
-		"us_per_call": LowerIsBetter, "step_ms": LowerIsBetter, "peak_rss_bytes": LowerIsBetter,
-		"bytes_per_step": Informational, "preemptions": Informational, "profile_overhead_pct": Informational, "mystery": Informational,
-	} {
-		if got := MetricDirection(m); got != want {
-			t.Errorf("%s: %v, want %v", m, got, want)
-		}
 	}
 }
 
@@ -356,15 +344,15 @@ func TestGatePairing(t *testing.T) {
 func TestRunValue(t *testing.T) {
 	for _, tc := range []struct {
 		v    []float64
-		dir  Direction
+		dir  metrics.Direction
 		want float64
 	}{
-		{[]float64{10}, HigherIsBetter, 10},
-		{[]float64{10, 4}, HigherIsBetter, 7},
-		{[]float64{3, 9, 1}, HigherIsBetter, 6},
-		{[]float64{3, 9, 1}, LowerIsBetter, 2},
-		{[]float64{5, 100, 4, 6, 90}, LowerIsBetter, 5},
-		{[]float64{500, 800, 820, 300, 840}, HigherIsBetter, 820},
+		{[]float64{10}, metrics.HigherIsBetter, 10},
+		{[]float64{10, 4}, metrics.HigherIsBetter, 7},
+		{[]float64{3, 9, 1}, metrics.HigherIsBetter, 6},
+		{[]float64{3, 9, 1}, metrics.LowerIsBetter, 2},
+		{[]float64{5, 100, 4, 6, 90}, metrics.LowerIsBetter, 5},
+		{[]float64{500, 800, 820, 300, 840}, metrics.HigherIsBetter, 820},
 	} {
 		if got := runValue(tc.v, tc.dir); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("runValue(%v, %v) = %g, want %g", tc.v, tc.dir, got, tc.want)

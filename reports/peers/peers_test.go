@@ -3,8 +3,11 @@ package peers
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // The samples in testdata are written in each tool's documented output
@@ -54,6 +57,16 @@ func TestDetectAndParse(t *testing.T) {
 		}
 		if strings.Join(keys, " ") != strings.Join(tc.keys, " ") {
 			t.Errorf("%s: keys\n%v\nwant\n%v", tc.file, keys, tc.keys)
+		}
+		for _, r := range runs {
+			for _, c := range r.Cases {
+				for _, s := range c.Samples {
+					// Suites may gate only what metrics.Recorded lists.
+					if !slices.Contains(metrics.Recorded, s.Metric) {
+						t.Errorf("%s: %s is imported, but metrics.Recorded does not list it", tc.file, s.Metric)
+					}
+				}
+			}
 		}
 		got := -1.0
 		for _, s := range runs[0].Cases[0].Samples {

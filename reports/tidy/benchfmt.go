@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 
-	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // exact are metrics that count the workload (bytes a step reads, dispatches,
@@ -32,27 +32,27 @@ func BenchUnit(metric string) string { return strings.ReplaceAll(metric, "_", "-
 // repetition, so benchstat reads a run as it reads `go test -bench`.
 func WriteBenchfmt(w io.Writer, runs []*Run) error {
 	bw := benchfmt.NewWriter(w)
-	metrics := map[string]bool{}
+	seen := map[string]bool{}
 	for _, r := range runs {
 		for _, ss := range r.Samples {
 			for _, s := range ss {
-				metrics[s.Metric] = true
+				seen[s.Metric] = true
 			}
 		}
 	}
-	names := make([]string, 0, len(metrics))
-	for m := range metrics {
+	names := make([]string, 0, len(seen))
+	for m := range seen {
 		names = append(names, m)
 	}
 	slices.Sort(names)
 	for _, m := range names {
 		u := BenchUnit(m)
-		switch compare.MetricDirection(m) {
-		case compare.HigherIsBetter:
+		switch metrics.Of(m) {
+		case metrics.HigherIsBetter:
 			if err := bw.Write(unitMeta(u, "better", "higher")); err != nil {
 				return err
 			}
-		case compare.LowerIsBetter:
+		case metrics.LowerIsBetter:
 			if err := bw.Write(unitMeta(u, "better", "lower")); err != nil {
 				return err
 			}

@@ -9,10 +9,10 @@ package tidy
 import (
 	"slices"
 
-	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // RunColumns are the columns that say which run a row belongs to.
@@ -102,10 +102,10 @@ func caseRow(row map[string]any, c results.Case) {
 
 // Better is "higher", "lower" or "" (informational) for a metric.
 func Better(metric string) string {
-	switch compare.MetricDirection(metric) {
-	case compare.HigherIsBetter:
+	switch metrics.Of(metric) {
+	case metrics.HigherIsBetter:
 		return "higher"
-	case compare.LowerIsBetter:
+	case metrics.LowerIsBetter:
 		return "lower"
 	}
 	return ""
@@ -119,18 +119,18 @@ func Summaries(runs []*Run) *table.Data {
 	for _, r := range runs {
 		for _, c := range r.Cases {
 			byMetric := stats.ByMetric(r.Samples[c.ID])
-			metrics := make([]string, 0, len(byMetric))
+			names := make([]string, 0, len(byMetric))
 			for m := range byMetric {
-				metrics = append(metrics, m)
+				names = append(names, m)
 			}
-			slices.Sort(metrics)
-			if len(metrics) == 0 {
+			slices.Sort(names)
+			if len(names) == 0 {
 				row := RunRow(r.Run)
 				caseRow(row, c)
 				d.add(row)
 				continue
 			}
-			for _, m := range metrics {
+			for _, m := range names {
 				s := byMetric[m]
 				row := RunRow(r.Run)
 				caseRow(row, c)

@@ -6,11 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/results/metrics"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -88,6 +90,10 @@ func TestRunRecordsEveryRepetition(t *testing.T) {
 				reps := map[int]bool{}
 				for _, s := range samples {
 					reps[s.Rep] = true
+					// Suites may gate only what metrics.Recorded lists.
+					if !slices.Contains(metrics.Recorded, s.Metric) {
+						t.Errorf("case %s records %s, which metrics.Recorded does not list", c.Name, s.Metric)
+					}
 				}
 				if len(reps) != 2 {
 					t.Errorf("case %s: samples for reps %v, want 2 reps", c.Name, reps)

@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // On the Metal emulator a model case records the step witness: the bytes
@@ -182,6 +184,9 @@ func caseMetrics(t *testing.T, db *results.DB, caseID int64) map[string]float64 
 	}
 	m := map[string]float64{}
 	for _, s := range samples {
+		if !slices.Contains(metrics.Recorded, s.Metric) {
+			t.Errorf("case %d records %s, which metrics.Recorded does not list", caseID, s.Metric)
+		}
 		m[s.Metric] = s.Value
 	}
 	return m

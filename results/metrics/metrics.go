@@ -1,0 +1,107 @@
+// Package metrics names what mtlbench measures: which way each metric
+// improves, and which names a perf gate can hold to a threshold. It depends
+// on nothing, so the suite parser checks a suite's thresholds: with the
+// same rule the gate applies (docs/data.md, "Metrics").
+package metrics
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Direction says which way a metric improves.
+type Direction int
+
+// Directions. Informational metrics (bytes moved per step, preemptions,
+// profiling overhead) describe the workload rather than its speed, so they
+// are never compared.
+const (
+	Informational  Direction = 0
+	HigherIsBetter Direction = 1
+	LowerIsBetter  Direction = -1
+)
+
+func (d Direction) String() string {
+	switch d {
+	case HigherIsBetter:
+		return "higher is better"
+	case LowerIsBetter:
+		return "lower is better"
+	}
+	return "informational"
+}
+
+// informational metrics are listed by name so that a suffix rule of Of
+// can never turn them into compared ones by accident.
+var informational = map[string]bool{
+	"bytes_per_step":       true,
+	"preemptions":          true,
+	"profile_overhead_pct": true,
+}
+
+// Of returns how metric improves. Throughputs (…tok_s, …gb_s, …gflop_s)
+// and roofline_frac are higher-is-better; times (…_ms, …_us, us_per_call)
+// and peak_rss_bytes are lower-is-better. Anything else is informational:
+// a metric whose direction is guessed could pass a gate the wrong way
+// round.
+func Of(metric string) Direction {
+	switch {
+	case informational[metric]:
+		return Informational
+	case strings.HasSuffix(metric, "tok_s"), strings.HasSuffix(metric, "gb_s"),
+		strings.HasSuffix(metric, "gflop_s"), metric == "roofline_frac", metric == "prefill_roofline_frac":
+		return HigherIsBetter
+	case strings.HasSuffix(metric, "_ms"), strings.HasSuffix(metric, "_us"),
+		metric == "us_per_call", metric == "peak_rss_bytes":
+		return LowerIsBetter
+	}
+	return Informational
+}
+
+// Recorded are the metrics mtlbench's cases record (runner/bench: model
+// cases, kernel cases, the cost witness, profiling) and its imports read
+// from other tools (reports/peers: llama-bench, mlx-lm, vLLM, transformers
+// peer runs). Tests hold both to this list (runner/bench, reports/peers).
+var Recorded = []string{
+	// model cases
+	"decode_tok_s", "prefill_tok_s", "output_tok_s", "ttft_ms", "tpot_ms",
+	"itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "step_ms", "encode_ms", "encode_frac",
+	"device_ms", "device_frac", "bytes_per_step", "achieved_gb_s", "roofline_frac",
+	"dispatches_per_step", "prefill_gflop_s", "prefill_roofline_frac", "peak_rss_bytes",
+	"preemptions", "profile_overhead_pct",
+	// the Metal cost witness
+	"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
+	"witness_footprint_efficiency", "witness_tok_s",
+	// kernel cases, and the cost witness of a kernel call
+	"us_per_call", "gb_s", "gflop_s",
+	"traffic_efficiency", "bytes_counted", "bytes_per_load", "simdgroups_per_core",
+	"barriers_per_threadgroup", "footprint_efficiency", "bytes_footprint", "witness_us",
+	// imports: llama-bench, mlx_lm.benchmark, vllm bench serve
+	"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s", "request_per_s",
+	"ttft_p99_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms",
+}
+
+// Gated are the Recorded metrics a gate compares: those with a direction.
+func Gated() []string {
+	var g []string
+	for _, m := range Recorded {
+		if Of(m) != Informational {
+			g = append(g, m)
+		}
+	}
+	return g
+}
+
+// CheckThreshold says why a threshold on metric could never act: a name no
+// case records (a typo), or an informational metric, which no gate
+// compares. Callers add the choices (Gated) in their own words.
+func CheckThreshold(metric string) error {
+	if !slices.Contains(Recorded, metric) {
+		return fmt.Errorf("no case records a metric %q", metric)
+	}
+	if Of(metric) == Informational {
+		return fmt.Errorf("%s is informational (no better or worse direction): no gate compares it", metric)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestOf(t *testing.T) {
+	for m, want := range map[string]Direction{
+		"decode_tok_s": HigherIsBetter, "output_tok_s": HigherIsBetter, "gb_s": HigherIsBetter, "achieved_gb_s": HigherIsBetter,
+		"gflop_s": HigherIsBetter, "roofline_frac": HigherIsBetter, "ttft_ms": LowerIsBetter, "itl_p99_ms": LowerIsBetter,
+		"us_per_call": LowerIsBetter, "step_ms": LowerIsBetter, "peak_rss_bytes": LowerIsBetter,
+		"bytes_per_step": Informational, "preemptions": Informational, "profile_overhead_pct": Informational, "mystery": Informational,
+	} {
+		if got := Of(m); got != want {
+			t.Errorf("%s: %v, want %v", m, got, want)
+		}
+	}
+}
+
+func TestCheckThreshold(t *testing.T) {
+	for _, c := range []struct{ metric, err string }{
+		{"decode_tok_s", ""},
+		{"ttft_ms", ""},
+		{"us_per_call", ""},
+		{"peak_rss_bytes", ""},
+		{"total_tok_s", ""}, // vLLM's, through import
+		{"decode_toks", `no case records a metric "decode_toks"`},
+		{"decod_tok_s", `no case records a metric "decod_tok_s"`}, // a direction by its suffix, but never recorded
+		{"bytes_per_step", "bytes_per_step is informational"},
+		{"encode_frac", "encode_frac is informational"},
+	} {
+		err := CheckThreshold(c.metric)
+		if c.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.metric, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: error %v, want %q", c.metric, err, c.err)
+		}
+	}
+	for _, m := range Gated() {
+		if Of(m) == Informational {
+			t.Errorf("gated metric %s has no direction", m)
+		}
+	}
+}
