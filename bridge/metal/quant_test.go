@@ -62,6 +62,14 @@ var quantFixtures = [][2]string{
 	{"gguf/llama-iq4_nl.gguf", "gguf/llama-iq4_nl.json"},
 	{"gguf/qwen3_moe-q3_k_m.gguf", "gguf/qwen3_moe-q3_k_m.json"},
 	{"gguf/qwen3_moe-iq4_xs.gguf", "gguf/qwen3_moe-iq4_xs.json"},
+	// written by llama.cpp's converter and llama-quantize
+	// (tools/fixtures/make_llamacpp_fixtures.py)
+	{"gguf/llamacpp-llama-q4_k_m.gguf", "gguf/llamacpp-llama-q4_k_m.json"},
+	{"gguf/llamacpp-llama-q3_k_m.gguf", "gguf/llamacpp-llama-q3_k_m.json"},
+	{"gguf/llamacpp-qwen2-q4_k_m.gguf", "gguf/llamacpp-qwen2-q4_k_m.json"},
+	{"gguf/llamacpp-qwen3-q8_0.gguf", "gguf/llamacpp-qwen3-q8_0.json"},
+	{"gguf/llamacpp-qwen3_moe-q4_k_m.gguf", "gguf/llamacpp-qwen3_moe-q4_k_m.json"},
+	{"gguf/llamacpp-qwen3_moe-iq4_xs.gguf", "gguf/llamacpp-qwen3_moe-iq4_xs.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

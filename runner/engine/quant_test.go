@@ -45,6 +45,15 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llama-iq4_nl.gguf", "../testdata/gguf/llama-iq4_nl.json"},
 	{"../testdata/gguf/qwen3_moe-q3_k_m.gguf", "../testdata/gguf/qwen3_moe-q3_k_m.json"},
 	{"../testdata/gguf/qwen3_moe-iq4_xs.gguf", "../testdata/gguf/qwen3_moe-iq4_xs.json"},
+	// Files llama.cpp's own tools wrote (tools/fixtures/make_llamacpp_fixtures.py):
+	// convert_hf_to_gguf.py's metadata, names and tokenizer, then
+	// llama-quantize's type mixes and fallbacks, or the converter's Q8_0.
+	{"../testdata/gguf/llamacpp-llama-q4_k_m.gguf", "../testdata/gguf/llamacpp-llama-q4_k_m.json"},
+	{"../testdata/gguf/llamacpp-llama-q3_k_m.gguf", "../testdata/gguf/llamacpp-llama-q3_k_m.json"},
+	{"../testdata/gguf/llamacpp-qwen2-q4_k_m.gguf", "../testdata/gguf/llamacpp-qwen2-q4_k_m.json"},
+	{"../testdata/gguf/llamacpp-qwen3-q8_0.gguf", "../testdata/gguf/llamacpp-qwen3-q8_0.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-q4_k_m.gguf", "../testdata/gguf/llamacpp-qwen3_moe-q4_k_m.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-iq4_xs.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq4_xs.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
