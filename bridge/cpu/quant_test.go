@@ -20,7 +20,7 @@ var quantSpecs = []quant.Spec{
 	{Type: quant.Affine, Bits: 3, Group: 64, Scale: quant.BF16},
 	{Type: quant.Affine, Bits: 5, Group: 32, Scale: quant.F16},
 	{Type: quant.Affine, Bits: 6, Group: 64, Scale: quant.BF16},
-	{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K},
+	{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K}, {Type: quant.Q2_K},
 }
 
 func randomMatrix(t testing.TB, s quant.Spec, rows, k int, seed uint64) *quant.Matrix {
@@ -95,7 +95,7 @@ func BenchmarkQMatMul(b *testing.B) {
 	for _, s := range []quant.Spec{
 		{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
 		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
-		{Type: quant.Q8_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K},
+		{Type: quant.Q8_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K}, {Type: quant.Q2_K},
 	} {
 		b.Run(s.String(), func(b *testing.B) {
 			const n, k = 5632, 2048

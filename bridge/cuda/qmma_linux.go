@@ -18,7 +18,7 @@ import (
 const qmmaSmem = (4*128 + 2*128) * 40 * 2
 
 // qmmaFormats are quant_mma.cu's kernel suffixes (quant.KernelName).
-var qmmaFormats = []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k"}
+var qmmaFormats = []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k", "q2_k"}
 
 func qmmaKernelNames() []string {
 	var n []string

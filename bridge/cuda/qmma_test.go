@@ -26,6 +26,7 @@ var qmmaSpecs = []quant.Spec{
 	{Type: quant.Q4_0},
 	{Type: quant.Q4_K},
 	{Type: quant.Q6_K},
+	{Type: quant.Q2_K},
 }
 
 // randomPacked draws a packed [rows][k] matrix whose K-quant scales vary

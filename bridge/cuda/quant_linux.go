@@ -39,7 +39,7 @@ func (t *qtensor) args() (rowBytes, groups, sdt int) {
 // quantKernelNames are quant.cu's kernels, for the compile test.
 func quantKernelNames() []string {
 	var n []string
-	for _, f := range []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k"} {
+	for _, f := range []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k", "q2_k"} {
 		for _, v := range qgemvVariants {
 			n = append(n, "qgemv_"+f+v)
 		}
@@ -95,10 +95,10 @@ func (b *Backend) qaBlocks(groups, gy int) int {
 // weight rows a warp (r), as quant.cu's QKERNELS instantiates them.
 var qgemvVariants = []string{"_c1_r1", "_c1_r2", "_c1_r4", "_c4_r2"}
 
-// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K.
+// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K.
 func (b *Backend) SupportsQuant(s quant.Spec) error {
 	if quant.KernelName(s) == "" {
-		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K)", s)
+		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K)", s)
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ func (b *Backend) routerLogits(out, x uint64, q *qtensor, m int) {
 // qUnit is the values one lane of quant.cu takes at a time: a 256-value
 // super-block of the K formats, else 32.
 func qUnit(s quant.Spec) int {
-	if s.Type == quant.Q4_K || s.Type == quant.Q6_K {
+	if s.Block() == 256 {
 		return 256
 	}
 	return 32

@@ -32,10 +32,10 @@ func (t *qtensor) part(x *tensor) view {
 	return x.view()
 }
 
-// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K.
+// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K.
 func (b *Backend) SupportsQuant(s quant.Spec) error {
 	if quant.KernelName(s) == "" {
-		return fmt.Errorf("metal: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K)", s)
+		return fmt.Errorf("metal: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K)", s)
 	}
 	return nil
 }

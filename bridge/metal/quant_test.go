@@ -70,6 +70,8 @@ var quantFixtures = [][2]string{
 	{"gguf/llamacpp-qwen3-q8_0.gguf", "gguf/llamacpp-qwen3-q8_0.json"},
 	{"gguf/llamacpp-qwen3_moe-q4_k_m.gguf", "gguf/llamacpp-qwen3_moe-q4_k_m.json"},
 	{"gguf/llamacpp-qwen3_moe-iq4_xs.gguf", "gguf/llamacpp-qwen3_moe-iq4_xs.json"},
+	{"gguf/llamacpp-llama-q2_k.gguf", "gguf/llamacpp-llama-q2_k.json"},
+	{"gguf/llamacpp-qwen3_moe-q2_k.gguf", "gguf/llamacpp-qwen3_moe-q2_k.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last
@@ -117,6 +119,7 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4_K}, 0.8},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.8},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15},
 		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each
@@ -153,7 +156,7 @@ func TestQuantWitness(t *testing.T) {
 // leave a column tile part empty (37, 130).
 func TestQMatMulTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K} {
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K, ops.Q2_K} {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
 				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
@@ -174,7 +177,7 @@ func TestQMoETiles(t *testing.T) {
 		tokens, mid int
 	}
 	var cases []tc
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q4_K, ops.Q6_K} {
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q4_K, ops.Q6_K, ops.Q2_K} {
 		for _, tokens := range []int{37, 100} {
 			cases = append(cases, tc{dt, tokens, 256})
 		}

@@ -35,6 +35,7 @@ var Specs = []quant.Spec{
 	{Type: quant.Q4_0},
 	{Type: quant.Q4_K},
 	{Type: quant.Q6_K},
+	{Type: quant.Q2_K},
 }
 
 // Shape is a matmul of M activation rows by an N×K packed matrix.

@@ -1,12 +1,12 @@
 // quant.cu: GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine at 4 and 8 bits and
-// GGUF's Q8_0, Q4_0, Q4_K and Q6_K. Weights are dequantized in registers as
+// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K. Weights are dequantized in registers as
 // they are read, never into memory. A warp takes R weight rows at once, their
 // loads issued together. Affine rows (q_affine8): each lane 8 values of every
 // 256, so weights (4 or 8 bytes a lane) and activations are read contiguously
 // across the warp, several chunks loaded before any is used, the activations
 // once for all R rows. GGUF rows: each lane whole blocks (a 34- or 18-byte
-// Q8_0/Q4_0 block, a 144-byte Q4_K or 210-byte Q6_K super-block). Matrices
+// Q8_0/Q4_0 block, a 144-byte Q4_K, 210-byte Q6_K or 84-byte Q2_K super-block). Matrices
 // that share an input share a launch (q/k/v; gate/up with SwiGLU); a single
 // token's MoE router also routes, and the down projections also sum the
 // experts.
@@ -17,6 +17,7 @@
 #define QF_Q4_0 3
 #define QF_Q4_K 4
 #define QF_Q6_K 5
+#define QF_Q2_K 6
 
 #define QCOLS 4
 #define QWARPS 8
@@ -54,6 +55,7 @@ __device__ __forceinline__ void q4k_scale_min(int j, const unsigned char* q, flo
 template <int F> struct QUnit { static const int values = 32; };
 template <> struct QUnit<QF_Q4_K> { static const int values = 256; };
 template <> struct QUnit<QF_Q6_K> { static const int values = 256; };
+template <> struct QUnit<QF_Q2_K> { static const int values = 256; };
 
 // q_unit adds unit u of row's dot products with cols activation rows (x:
 // the unit's first value of row 0; rows xs floats apart) into acc.
@@ -234,6 +236,55 @@ template <> __device__ __forceinline__ void q_unit<QF_Q6_K>(const QRow& r, int u
                     a1 += b.x * q1[4 * i] + b.y * q1[4 * i + 1] + b.z * q1[4 * i + 2] + b.w * q1[4 * i + 3];
                 }
                 acc[c] += s0 * a0 + s1 * a1;
+            }
+        }
+    }
+}
+
+// Q2_K: 84 bytes (16 of 4-bit scales and mins, 64 of 2-bit values, f16 d
+// and dmin), read as 21 words (blocks keep 4-byte alignment); half n's 32
+// bytes hold four 2-bit planes, plane j of bytes 0..15 sub-block 8n+2j and
+// of bytes 16..31 sub-block 8n+2j+1; w = d·sc·q − dmin·m.
+template <> __device__ __forceinline__ void q_unit<QF_Q2_K>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
+    const u32* p = (const u32*)(r.w + (long)u * 84);
+    const u32 dmw = __ldg(p + 20);
+    const float d = f16_to_f32((u16)(dmw & 0xffffu)), dmin = f16_to_f32((u16)(dmw >> 16));
+    u32 sw[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) sw[i] = __ldg(p + i);
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+        u32 qw[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) qw[i] = __ldg(p + 4 + 8 * n + i);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float q0[16], q1[16];
+#pragma unroll
+            for (int l = 0; l < 16; l++) {
+                const int sh = 8 * (l % 4) + 2 * j;
+                q0[l] = (float)((qw[l / 4] >> sh) & 3u);
+                q1[l] = (float)((qw[4 + l / 4] >> sh) & 3u);
+            }
+            const int i0 = 8 * n + 2 * j;
+            const u32 s2 = sw[i0 / 4] >> (8 * (i0 % 4));
+            const float d0 = d * (float)(s2 & 0xfu), m0 = dmin * (float)((s2 >> 4) & 0xfu);
+            const float d1 = d * (float)((s2 >> 8) & 0xfu), m1 = dmin * (float)((s2 >> 12) & 0xfu);
+            const float* xq = x + 128 * n + 32 * j;
+#pragma unroll
+            for (int c = 0; c < QCOLS; c++) {
+                if (c >= cols) break;
+                const float4* xv = (const float4*)(xq + c * xs);
+                float a0 = 0.f, a1 = 0.f, x0 = 0.f, x1 = 0.f;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float4 a = __ldg(xv + i), b = __ldg(xv + 4 + i);
+                    a0 += a.x * q0[4 * i] + a.y * q0[4 * i + 1] + a.z * q0[4 * i + 2] + a.w * q0[4 * i + 3];
+                    a1 += b.x * q1[4 * i] + b.y * q1[4 * i + 1] + b.z * q1[4 * i + 2] + b.w * q1[4 * i + 3];
+                    x0 += a.x + a.y + a.z + a.w;
+                    x1 += b.x + b.y + b.z + b.w;
+                }
+                acc[c] += d0 * a0 - m0 * x0 + d1 * a1 - m1 * x1;
             }
         }
     }
@@ -648,6 +699,16 @@ template <> __device__ __forceinline__ void q_values<QF_Q6_K>(const QRow& r, int
         v[l] = d * (float)(signed char)blk[192 + 8 * n + 2 * qq + l / 16] * (float)x;
     }
 }
+template <> __device__ __forceinline__ void q_values<QF_Q2_K>(const QRow& r, int i0, int g, float* v) {
+    const unsigned char* blk = r.w + (long)(i0 / 256) * 84;
+    int c = (i0 % 256) / 32, n = c / 4, j = c % 4;
+    float d = q_half(blk + 80), dmin = q_half(blk + 82);
+    for (int h = 0; h < 2; h++) {
+        u32 sc = blk[2 * c + h];
+        float dl = d * (float)(sc & 0xfu), ml = dmin * (float)(sc >> 4);
+        for (int l = 0; l < 16; l++) v[16 * h + l] = dl * (float)(((u32)blk[16 + 32 * n + 16 * h + l] >> (2 * j)) & 3u) - ml;
+    }
+}
 
 // qembed: out[t] = row ids[t] of the packed table; a warp a token.
 template <int F>
@@ -729,3 +790,4 @@ QKERNELS(QF_Q8_0, q8_0)
 QKERNELS(QF_Q4_0, q4_0)
 QKERNELS(QF_Q4_K, q4_k)
 QKERNELS(QF_Q6_K, q6_k)
+QKERNELS(QF_Q2_K, q2_k)

@@ -203,6 +203,36 @@ template <> struct QRaw<QF_Q6_K> {
     }
 };
 
+// Q2_K: unit u is 32-value chunk c = u%8 of super-block u/8 (84 bytes: 16
+// of 4-bit scales and mins, 64 of 2-bit values, f16 d and dmin); chunk
+// c = 4n + j is sub-blocks 2c and 2c+1, bits 2j of bytes 16 + 32n + l;
+// w = d·sc·q − dmin·m.
+template <> struct QRaw<QF_Q2_K> {
+    u32 q[8];
+    u32 sc, dm;
+    int j;
+    __device__ __forceinline__ void fetch(const QSrc& r, int u) {
+        const unsigned char* blk = r.w + (long)(u >> 3) * 84;
+        const int c = u & 7;
+        j = c & 3;
+        q_ld16<32>(q, blk + 16 + 32 * (c >> 2));
+        sc = __ldg((const u16*)(blk + 2 * c));
+        dm = __ldg((const u32*)(blk + 80));
+    }
+    __device__ __forceinline__ void store(u16* dst, bool ok) const {
+        const float d = f16_to_f32((u16)(dm & 0xffffu)), dmin = f16_to_f32((u16)(dm >> 16));
+        const float d0 = d * (float)(sc & 0xfu), m0 = dmin * (float)((sc >> 4) & 0xfu);
+        const float d1 = d * (float)((sc >> 8) & 0xfu), m1 = dmin * (float)((sc >> 12) & 0xfu);
+        float v[32];
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const float q2 = (float)((q[l / 4] >> (8 * (l % 4) + 2 * j)) & 3u);
+            v[l] = l < 16 ? d0 * q2 - m0 : d1 * q2 - m1;
+        }
+        q_store32(dst, v, ok);
+    }
+};
+
 // qmma_mainloop accumulates a tile's products over k (kdim, a multiple of
 // MG_BK): A rows ap[i] (bf16, kdim apart, aok false for rows past the
 // tile's), the thread's weight row src dequantized into the B tile.
@@ -361,3 +391,4 @@ QMMA_KERNELS(q8_0, QF_Q8_0)
 QMMA_KERNELS(q4_0, QF_Q4_0)
 QMMA_KERNELS(q4_k, QF_Q4_K)
 QMMA_KERNELS(q6_k, QF_Q6_K)
+QMMA_KERNELS(q2_k, QF_Q2_K)

@@ -1,12 +1,13 @@
 // GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine (4 and 8 bits) and
-// GGUF's Q8_0, Q4_0, Q4_K and Q6_K. Weights are dequantized in registers
+// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K. Weights are dequantized in registers
 // as they are read, never into memory. The threadgroup stages its
 // activation rows once per chunk of k (as gemm.h's mv_tile), and each lane
 // takes whole units of a row: 32 values of an affine row (one 16-byte load
 // at 4 bits, two at 8), one 32-value block of Q8_0/Q4_0 (34 and 18 bytes,
 // 2-byte aligned: read as ushorts), one 256-value super-block of Q4_K
-// (144 bytes, nine 16-byte loads) or Q6_K (210 bytes, ushorts).
+// (144 bytes, nine 16-byte loads), Q6_K (210 bytes, ushorts) or Q2_K (84
+// bytes, uints).
 #include "gemm.h"
 
 #define QF_AFFINE4 0
@@ -15,6 +16,7 @@
 #define QF_Q4_0 3
 #define QF_Q4_K 4
 #define QF_Q6_K 5
+#define QF_Q2_K 6
 
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
@@ -22,6 +24,7 @@
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 256; };
 template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 256; };
+template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 256; };
 
 inline float q_half(device const uchar* p) { return float(as_type<half>(*(device const ushort*)p)); }
 
@@ -229,6 +232,47 @@ inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
           a1 += xc[16 + l] * q[16 + l];
         }
         acc[c] += s0 * a0 + s1 * a1;
+      }
+    }
+  }
+}
+
+// Q2_K: 16 scale bytes (4-bit scale, 4-bit min per 16 values), 64 bytes of
+// 2-bit values, f16 d and dmin, read as 21 uints (84-byte blocks keep 4-byte
+// alignment). Each half's 32 bytes hold four 2-bit planes; plane j of bytes
+// 0..15 is sub-block 8n+2j, of bytes 16..31 sub-block 8n+2j+1.
+template <>
+inline void q_unit<QF_Q2_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uint* p = (device const uint*)(row.w + u * 84);
+  const float2 dm = float2(as_type<half2>(p[20]));
+  const uint sw[4] = {p[0], p[1], p[2], p[3]};
+  for (int n = 0; n < 2; n++) {
+    uint qw[8];
+    for (int i = 0; i < 8; i++) {
+      qw[i] = p[4 + 8 * n + i];
+    }
+    for (int j = 0; j < 4; j++) {
+      float q0[16], q1[16];
+      for (int l = 0; l < 16; l++) {
+        const uint sh = 8 * (l % 4) + 2 * j;
+        q0[l] = float((qw[l / 4] >> sh) & 3u);
+        q1[l] = float((qw[4 + l / 4] >> sh) & 3u);
+      }
+      const uint i0 = 8 * n + 2 * j;
+      const uint s0 = (sw[i0 / 4] >> (8 * (i0 % 4))) & 0xffu, s1 = (sw[i0 / 4] >> (8 * (i0 % 4) + 8)) & 0xffu;
+      const float d0 = dm.x * float(s0 & 0xfu), m0 = dm.y * float(s0 >> 4);
+      const float d1 = dm.x * float(s1 & 0xfu), m1 = dm.y * float(s1 >> 4);
+      for (int c = 0; c < cols; c++) {
+        threadgroup const float* xc = x + c * xstride + 128 * n + 32 * j;
+        float a0 = 0.0f, a1 = 0.0f, x0 = 0.0f, x1 = 0.0f;
+        for (int l = 0; l < 16; l++) {
+          a0 += xc[l] * q0[l];
+          x0 += xc[l];
+          a1 += xc[16 + l] * q1[l];
+          x1 += xc[16 + l];
+        }
+        acc[c] += d0 * a0 - m0 * x0 + d1 * a1 - m1 * x1;
       }
     }
   }
@@ -497,6 +541,18 @@ template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a,
     const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
     const int x = int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32;
     v[l] = d * float(as_type<char>(blk[192 + 8 * n + 2 * qq + l / 16])) * float(x);
+  }
+}
+template <> inline void q_values<QF_Q2_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 256 * 84;
+  const uint c = (i0 % 256) / 32, n = c / 4, j = c % 4;
+  const float d = q_half(blk + 80), dmin = q_half(blk + 82);
+  for (int h = 0; h < 2; h++) {
+    const uint sc = blk[2 * c + h];
+    const float dl = d * float(sc & 0xfu), ml = dmin * float(sc >> 4);
+    for (int l = 0; l < 16; l++) {
+      v[16 * h + l] = dl * float((uint(blk[16 + 32 * n + 16 * h + l]) >> (2 * j)) & 3u) - ml;
+    }
   }
 }
 
@@ -818,3 +874,4 @@ INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qembedding_q
 INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
 INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
 INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
+INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)

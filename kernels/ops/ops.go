@@ -73,13 +73,14 @@ const (
 	Q4_0 DType = "q4_0"
 	Q4_K DType = "q4_k"
 	Q6_K DType = "q6_k"
+	Q2_K DType = "q2_k"
 )
 
 // DTypes are the dtypes a case may give, in the order messages list them.
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q8_0, Q4_0, Q4_K, Q6_K}
+var QuantDTypes = []DType{Q4, Q8, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).
@@ -108,6 +109,8 @@ func (d DType) Quant() (quant.Spec, bool) {
 		return quant.Spec{Type: quant.Q4_K}, true
 	case Q6_K:
 		return quant.Spec{Type: quant.Q6_K}, true
+	case Q2_K:
+		return quant.Spec{Type: quant.Q2_K}, true
 	}
 	return quant.Spec{}, false
 }
@@ -116,7 +119,7 @@ func (d DType) Quant() (quant.Spec, bool) {
 // bits of any group and scale dtype as q4 or q8, GGUF's types as
 // themselves); ok false for a format no GPU kernel runs.
 func PackedDType(s quant.Spec) (DType, bool) {
-	d, ok := map[string]DType{"affine4": Q4, "affine8": Q8, "q8_0": Q8_0, "q4_0": Q4_0, "q4_k": Q4_K, "q6_k": Q6_K}[quant.KernelName(s)]
+	d, ok := map[string]DType{"affine4": Q4, "affine8": Q8, "q8_0": Q8_0, "q4_0": Q4_0, "q4_k": Q4_K, "q6_k": Q6_K, "q2_k": Q2_K}[quant.KernelName(s)]
 	return d, ok
 }
 

@@ -71,7 +71,7 @@ var Specs = map[Param]Spec{
 	TopK:         {Name: TopK, Kind: IntKind, Min: 1, Doc: "experts per token; at most experts"},
 	Intermediate: {Name: Intermediate, Kind: IntKind, Min: 1, Doc: "FFN (expert) width"},
 	DTypeParam: {Name: DTypeParam, Kind: EnumKind, Values: []string{string(F32), string(F16), string(BF16),
-		string(Q4), string(Q8), string(Q8_0), string(Q4_0), string(Q4_K), string(Q6_K)}, Doc: "weight dtype (packed formats for the q ops)"},
+		string(Q4), string(Q8), string(Q8_0), string(Q4_0), string(Q4_K), string(Q6_K), string(Q2_K)}, Doc: "weight dtype (packed formats for the q ops)"},
 	Partitions:       {Name: Partitions, Kind: IntKind, Min: 0, Doc: "split-context partitions, a label (0 = auto)"},
 	MoEStrategyParam: {Name: MoEStrategyParam, Kind: EnumKind, Values: []string{string(MoELoop), string(MoEChunked), string(MoEGrouped)}, Doc: "MoE dispatch"},
 	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Doc: "(token, expert) pairs per chunk, chunked only"},

@@ -122,7 +122,29 @@ func (m *Matrix) Row(r int, dst []float32) {
 				}
 			}
 		}
+	case Q2_K:
+		for b := 0; b < m.K/256; b++ {
+			blk := row[b*84:]
+			d := HalfToF32(binary.LittleEndian.Uint16(blk[80:]))
+			dmin := HalfToF32(binary.LittleEndian.Uint16(blk[82:]))
+			y := dst[b*256:]
+			for i := 0; i < 16; i++ { // sub-blocks of 16
+				dl, ml := d*float32(blk[i]&0xf), dmin*float32(blk[i]>>4)
+				q, shift := Q2KValues(blk, i)
+				for l := 0; l < 16; l++ {
+					y[16*i+l] = dl*float32(q[l]>>shift&3) - ml
+				}
+			}
+		}
 	}
+}
+
+// Q2KValues locates sub-block i (of 16) of a Q2_K block: its 16 values are
+// bits shift, shift+1 of q's bytes (ggml's dequantize_row_q2_K: each 32
+// bytes of a half hold four 2-bit planes of two sub-blocks each).
+func Q2KValues(blk []byte, i int) (q []byte, shift uint) {
+	off := 16 + 32*(i/8) + 16*(i%2)
+	return blk[off : off+16], uint(2 * (i % 8 / 2))
 }
 
 // ScaleMinK4 unpacks sub-block j's 6-bit scale and min from a Q4_K block's

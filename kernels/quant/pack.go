@@ -169,6 +169,16 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			}
 			binary.LittleEndian.PutUint16(blk[208:], ToF16(amp/(32*16)*jitter()))
 		}
+	case Q2_K:
+		// Random 4-bit scales and mins (q in 0..3): w = d·sc·q − dmin·m,
+		// centred when dmin·m = 1.5·d·sc on average (sc and m both average
+		// 7.5), so dmin = 1.5·d.
+		for b := 0; b < len(data)/84; b++ {
+			blk := data[b*84:]
+			d := amp / (1.5 * 7.5) * jitter()
+			binary.LittleEndian.PutUint16(blk[80:], ToF16(d))
+			binary.LittleEndian.PutUint16(blk[82:], ToF16(1.5*d))
+		}
 	}
 	return m
 }

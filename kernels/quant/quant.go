@@ -31,6 +31,10 @@ const (
 	// Q6_K is GGUF's super-blocks of 256: 128 bytes of low nibbles, 64 of
 	// high 2-bit pairs, 16 int8 sub-block scales, f16 d.
 	Q6_K
+	// Q2_K is GGUF's super-blocks of 256: 16 bytes of 4-bit sub-block
+	// scales (low nibble) and mins (high nibble), one per 16 values, 64
+	// bytes of 2-bit values, f16 d and dmin; w = d·sc·q − dmin·m.
+	Q2_K
 )
 
 // Float is the element type of an affine format's scales and biases: the
@@ -75,7 +79,7 @@ func (s Spec) Block() int {
 		return s.Group
 	case Q8_0, Q4_0:
 		return 32
-	case Q4_K, Q6_K:
+	case Q4_K, Q6_K, Q2_K:
 		return 256
 	}
 	return 0
@@ -95,6 +99,8 @@ func (s Spec) BlockBytes() int {
 		return 144
 	case Q6_K:
 		return 210
+	case Q2_K:
+		return 84
 	}
 	return 0
 }
@@ -103,7 +109,7 @@ func (s Spec) BlockBytes() int {
 func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 
 // KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
-// format: affine4, affine8, q8_0, q4_0, q4_k or q6_k; "" for a format
+// format: affine4, affine8, q8_0, q4_0, q4_k, q6_k or q2_k; "" for a format
 // that has none (other affine bit widths run on the CPU only).
 func KernelName(s Spec) string {
 	switch {
@@ -119,6 +125,8 @@ func KernelName(s Spec) string {
 		return "q4_k"
 	case s.Type == Q6_K:
 		return "q6_k"
+	case s.Type == Q2_K:
+		return "q2_k"
 	}
 	return ""
 }
@@ -150,6 +158,8 @@ func (s Spec) String() string {
 		return "Q4_K"
 	case Q6_K:
 		return "Q6_K"
+	case Q2_K:
+		return "Q2_K"
 	}
 	return fmt.Sprintf("quant(%d)", uint8(s.Type))
 }
@@ -167,7 +177,7 @@ func (s Spec) Validate(k int) error {
 		if s.Scale > BF16 {
 			return fmt.Errorf("affine scales of dtype %d are not supported", s.Scale)
 		}
-	case Q8_0, Q4_0, Q4_K, Q6_K:
+	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K:
 	default:
 		return fmt.Errorf("unknown quantization type %d", s.Type)
 	}

@@ -25,7 +25,7 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 	if err := json.Unmarshal(raw, &fx); err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q4_K": Q4_K, "Q6_K": Q6_K}
+	types := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q4_K": Q4_K, "Q6_K": Q6_K, "Q2_K": Q2_K}
 	if len(fx) != len(types)+len(Transcoders) {
 		t.Fatalf("fixture has %d types, want %d", len(fx), len(types)+len(Transcoders))
 	}

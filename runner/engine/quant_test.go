@@ -54,6 +54,8 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llamacpp-qwen3-q8_0.gguf", "../testdata/gguf/llamacpp-qwen3-q8_0.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-q4_k_m.gguf", "../testdata/gguf/llamacpp-qwen3_moe-q4_k_m.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-iq4_xs.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq4_xs.json"},
+	{"../testdata/gguf/llamacpp-llama-q2_k.gguf", "../testdata/gguf/llamacpp-llama-q2_k.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-q2_k.gguf", "../testdata/gguf/llamacpp-qwen3_moe-q2_k.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position

@@ -35,6 +35,7 @@ const (
 	F16  Type = 1
 	Q4_0 Type = 2
 	Q8_0 Type = 8
+	Q2_K Type = 10
 	Q4_K Type = 12
 	Q6_K Type = 14
 	BF16 Type = 30
@@ -73,6 +74,8 @@ func (t Type) Block() (values, bytes int, ok bool) {
 		return 256, 144, true
 	case Q6_K:
 		return 256, 210, true
+	case Q2_K:
+		return 256, 84, true
 	}
 	// The types read by transcoding are sized as their transcoders are.
 	if tc, ok := quant.Transcoders[t.String()]; ok {

@@ -215,6 +215,8 @@ func ggufQuant(t gguf.Type) (quant.Spec, bool) {
 		return quant.Spec{Type: quant.Q4_K}, true
 	case gguf.Q6_K:
 		return quant.Spec{Type: quant.Q6_K}, true
+	case gguf.Q2_K:
+		return quant.Spec{Type: quant.Q2_K}, true
 	}
 	if tc, ok := quant.Transcoders[t.String()]; ok {
 		return tc.Into, true
@@ -224,7 +226,7 @@ func ggufQuant(t gguf.Type) (quant.Spec, bool) {
 
 // ggufTypesRead names the ggml types mtlbench reads, for messages: those
 // the kernels read, then quant.Transcoders'.
-var ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, and by transcoding " +
+var ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q4_K, Q6_K, and by transcoding " +
 	strings.Join(slices.Sorted(maps.Keys(quant.Transcoders)), ", ")
 
 // lookup finds spec's GGUF tensor and checks its type and shape.

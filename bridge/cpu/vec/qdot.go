@@ -190,6 +190,30 @@ func qdotGeneric(w *quant.Matrix, r int, x, sums, xd []float32) float32 {
 			acc += d * s
 		}
 		return acc
+	case quant.Q2_K:
+		// A super-block's values times their sub-block's scale, sc·q ≤ 45,
+		// as int8 bytes (a 2-bit plane of 8 bytes masked and multiplied at
+		// once: no product carries into the next byte), dotted with x in
+		// one SIMD pass; the mins meet x's sums of every 16 values.
+		var acc float32
+		var e [256]byte
+		for b := 0; b < len(row)/84; b++ {
+			blk := row[b*84 : b*84+84]
+			d := quant.HalfToF32(binary.LittleEndian.Uint16(blk[80:]))
+			dmin := quant.HalfToF32(binary.LittleEndian.Uint16(blk[82:]))
+			var sm float32
+			for i := 0; i < 16; i++ {
+				q, shift := quant.Q2KValues(blk, i)
+				sc := uint64(blk[i] & 0xf)
+				for h := 0; h < 16; h += 8 {
+					w := binary.LittleEndian.Uint64(q[h:])
+					binary.LittleEndian.PutUint64(e[16*i+h:], (w>>shift&0x0303030303030303)*sc)
+				}
+				sm += float32(blk[i]>>4) * sums[b*16+i]
+			}
+			acc += d*DotI8F32(x[b*256:b*256+256], e[:]) - dmin*sm
+		}
+		return acc
 	}
 	return float32(math.NaN())
 }
