@@ -72,6 +72,7 @@ var quantFixtures = [][2]string{
 	{"gguf/llamacpp-qwen3_moe-iq4_xs.gguf", "gguf/llamacpp-qwen3_moe-iq4_xs.json"},
 	{"gguf/llamacpp-llama-q2_k.gguf", "gguf/llamacpp-llama-q2_k.json"},
 	{"gguf/llamacpp-qwen3_moe-q2_k.gguf", "gguf/llamacpp-qwen3_moe-q2_k.json"},
+	{"gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "gguf/llamacpp-qwen3_moe-mxfp4_moe.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

@@ -54,6 +54,15 @@ var Transcoders = map[string]Transcoder{
 	// exactly, as every product and the sum fit f32's 24 bits (320 bytes
 	// for 136).
 	"IQ4_XS": {Name: "IQ4_XS", Values: 256, Bytes: 136, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: iq4xs},
+	// MXFP4: an E8M0 exponent e and 16 bytes of 4-bit E2M1 codes (value j
+	// the low nibble of byte j, value j+16 its high one); w = 2^(e−128)·
+	// level, the levels E2M1's values doubled (integers −12..12). With the
+	// level + 12 as an 8-bit code, an affine group of 32 with f32 scale
+	// 2^(e−128) and bias −12·2^(e−128) gives every value exactly: powers of
+	// two times integers below 32 (40 bytes for 17). Only past e = 251,
+	// where ggml's largest values near f32's limit too, does 24·2^(e−128)
+	// overflow first.
+	"MXFP4": {Name: "MXFP4", Values: 32, Bytes: 17, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: mxfp4},
 }
 
 // Transcode rewrites rows of k values in t's blocks (src) as t.Into: packed
@@ -233,5 +242,20 @@ func iq4xs(blk, data, scales, biases []byte) {
 		for i := 0; i < 32; i++ {
 			data[32*b+i] = byte(int(IQ4NLLevels[nibble(qs[16*b:16*b+16], i)]) + 128)
 		}
+	}
+}
+
+// MXFP4Levels are E2M1's magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6: the OCP
+// Microscaling formats' FP4) doubled, positive codes then negative ones.
+var MXFP4Levels = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+func mxfp4(blk, data, scales, biases []byte) {
+	// 2^(e−128): half the E8M0 scale, as ggml applies it to the doubled
+	// levels; e of 0 and 1 give f32 subnormals, exact.
+	d := float32(math.Ldexp(1, int(blk[0])-128))
+	binary.LittleEndian.PutUint32(scales, math.Float32bits(d))
+	binary.LittleEndian.PutUint32(biases, math.Float32bits(-12*d))
+	for i := 0; i < 32; i++ {
+		data[i] = byte(MXFP4Levels[nibble(blk[1:17], i)] + 12)
 	}
 }

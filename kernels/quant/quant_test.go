@@ -175,15 +175,30 @@ func ggmlRef(name string, blk []byte) []float32 {
 			}
 			qs = qs[16:]
 		}
+	case "MXFP4":
+		// ggml_e8m0_to_fp32_half: 2^(e−127)/2, built from its bits.
+		e := uint32(blk[0])
+		bits := (e - 1) << 23
+		if e < 2 {
+			bits = 0x00200000 << e
+		}
+		d := math.Float32frombits(bits)
+		y = y[:32]
+		for j := 0; j < 16; j++ {
+			y[j], y[j+16] = kvaluesMXFP4[blk[1+j]&0xf]*d, kvaluesMXFP4[blk[1+j]>>4]*d
+		}
 	}
 	return y
 }
+
+// kvaluesMXFP4 is ggml's kvalues_mxfp4, typed apart from MXFP4Levels.
+var kvaluesMXFP4 = [16]float32{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 
 // kvaluesIQ4NL is ggml's kvalues_iq4nl, typed apart from IQ4NLLevels.
 var kvaluesIQ4NL = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
 // f16At are the offsets of each transcoded format's f16 scales in a block.
-var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}, "IQ4_XS": {0}}
+var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}, "IQ4_XS": {0}, "MXFP4": {}}
 
 // Every transcoder, on random blocks (finite scales), gives ggml's values
 // exactly (bit for bit but for the sign of a zero, which no dot product
@@ -207,6 +222,9 @@ func TestTranscodersMatchGGML(t *testing.T) {
 				blk := src[b*tc.Bytes:]
 				for _, i := range at {
 					blk[i+1] = blk[i+1]&0x83 | 7<<2
+				}
+				if name == "MXFP4" {
+					blk[0] %= 252 // exponents whose largest values stay finite
 				}
 			}
 			m := transcodeMatrix(t, tc, src, rows, k)

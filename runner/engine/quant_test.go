@@ -56,6 +56,7 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llamacpp-qwen3_moe-iq4_xs.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq4_xs.json"},
 	{"../testdata/gguf/llamacpp-llama-q2_k.gguf", "../testdata/gguf/llamacpp-llama-q2_k.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-q2_k.gguf", "../testdata/gguf/llamacpp-qwen3_moe-q2_k.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "../testdata/gguf/llamacpp-qwen3_moe-mxfp4_moe.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
