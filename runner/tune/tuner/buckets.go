@@ -16,10 +16,25 @@ import (
 // ParseShape reads "tokens=4,experts=32" (also with spaces or ';').
 func ParseShape(s string) (tune.Shape, error) {
 	out := tune.Shape{}
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+	// Items are separated by commas or semicolons (and spaces within one);
+	// an empty item is a value left out, not a separator.
+	var fields []string
+	if items := strings.Split(strings.ReplaceAll(s, ";", ","), ","); len(items) > 1 || strings.TrimSpace(s) != "" {
+		for _, item := range items {
+			f := strings.Fields(item)
+			if len(f) == 0 {
+				return nil, fmt.Errorf("shape %q: an empty item between separators", s)
+			}
+			fields = append(fields, f...)
+		}
+	}
+	for _, f := range fields {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
 			return nil, fmt.Errorf("shape %q: want name=value pairs, got %q", s, f)
+		}
+		if strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("shape %q: no name before = in %q", s, f)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {

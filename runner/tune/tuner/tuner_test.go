@@ -316,7 +316,13 @@ func TestParseShape(t *testing.T) {
 	if err != nil || s["tokens"] != 4 || s["experts"] != 32 {
 		t.Errorf("%v %v", s, err)
 	}
-	for _, bad := range []string{"tokens", "tokens=x", "tokens=0", "m=1,m=2"} {
+	for _, good := range []string{"tokens=4;experts=32", "tokens=4 experts=32", " tokens=4 ,experts=32 "} {
+		if s, err := ParseShape(good); err != nil || len(s) != 2 {
+			t.Errorf("%q: %v %v", good, s, err)
+		}
+	}
+	// An empty item is a value left out, and =8 a name.
+	for _, bad := range []string{"tokens", "tokens=x", "tokens=0", "m=1,m=2", "m=1,,n=8", "m=1,", ",m=1", "m=1;;n=8", "m=1, ,n=8", "=8"} {
 		if _, err := ParseShape(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
