@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/mtlbench/mtlbench/results/metrics"
+	"github.com/mtlbench/mtlbench/internal/metrics"
 )
 
 var (

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mtlbench/mtlbench/results/metrics"
+	"github.com/mtlbench/mtlbench/internal/metrics"
 )
 
 // head is the common start of the inline suites below: lines 1-3, so the

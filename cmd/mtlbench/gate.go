@@ -13,9 +13,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/results/metrics"
 	"github.com/mtlbench/mtlbench/suites"
 )
 

@@ -31,9 +31,9 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // DefaultAlpha is the significance level of a plain comparison, benchstat's.

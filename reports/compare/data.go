@@ -3,8 +3,8 @@ package compare
 import (
 	"math"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // Data is the comparison as tidy rows: one per matched case × metric with

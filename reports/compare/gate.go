@@ -11,9 +11,9 @@ import (
 	mstats "github.com/aclements/go-moremath/stats"
 	"golang.org/x/perf/benchmath"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // Exit statuses of the gate (and of `mtlbench gate` and `mtlbench ab`).

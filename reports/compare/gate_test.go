@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 var decodeCase = results.Case{Key: "model/decode/batch=4", Name: "decode/batch=4", Kind: "model", Status: results.CaseDone}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtlbench/mtlbench/results/metrics"
+	"github.com/mtlbench/mtlbench/internal/metrics"
 )
 
 // The samples in testdata are written in each tool's documented output

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // exact are metrics that count the workload (bytes a step reads, dispatches,

@@ -9,10 +9,10 @@ package tidy
 import (
 	"slices"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // RunColumns are the columns that say which run a row belongs to.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
-	"github.com/mtlbench/mtlbench/results/metrics"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
-	"github.com/mtlbench/mtlbench/results/metrics"
 )
 
 // On the Metal emulator a model case records the step witness: the bytes

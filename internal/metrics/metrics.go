@@ -1,7 +1,7 @@
 // Package metrics names what mtlbench measures: which way each metric
 // improves, and which names a perf gate can hold to a threshold. It depends
-// on nothing, so the suite parser checks a suite's thresholds: with the
-// same rule the gate applies (docs/data.md, "Metrics").
+// on nothing, so the suite parser, below results and reports, checks a
+// suite's thresholds with the rule the gate applies (docs/data.md, "Metrics").
 package metrics
 
 import (
