@@ -190,14 +190,9 @@ func (b *Backend) routerLogits(out, x uint64, q *qtensor, m int) {
 	b.launchQGemv(&g)
 }
 
-// qUnit is the values one lane of quant.cu takes at a time: a 256-value
-// super-block of the K formats, else 32.
-func qUnit(s quant.Spec) int {
-	if s.Block() == 256 {
-		return 256
-	}
-	return 32
-}
+// qUnitValues is the values one lane of quant.cu takes at a time, in every
+// format (its QUnit).
+const qUnitValues = 32
 
 // qseg is one matrix of a qgemv launch.
 type qseg struct {
@@ -297,7 +292,7 @@ func (b *Backend) qgemvOf(out, x, w, bias bridge.Tensor, report bool) (qgemv, bo
 // every SM a block, fewer and then split-K for short matrices, so small
 // projections keep enough loads in flight.
 func (b *Backend) qgemvShape(g *qgemv) (r, c, ks int) {
-	units := g.k / qUnit(g.segs[0].q.Spec)
+	units := g.k / qUnitValues
 	blocks := func(r, ks int) int { return g.groups(qWarps / ks * r) }
 	sms := max(b.sms, 1)
 	c, r = 1, 1
@@ -659,7 +654,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 			slotExpert, slotStart, slotCount, pairs, b.stats.ptr, i32(stat), b.scratchZeroed("qmoe.route_counter", 4),
 			fold.normW, nh, f32(fold.eps))
 		routed = true
-	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && H%qUnit(rq.Spec) == 0:
+	case single && packedRouter && rq.Dims[0] == E && rq.Dims[1] == H && H%qUnitValues == 0:
 		s, bi := rq.sb()
 		rb, g, sdt := rq.args()
 		b.launch("qrouter_route1_"+quant.KernelName(rq.Spec), [3]int{cdiv(E, qWarps), 1, 1}, qWarps*32, xs.ptr, rq.data.ptr, s, bi,

@@ -5,8 +5,9 @@
 // loads issued together. Affine rows (q_affine8): each lane 8 values of every
 // 256, so weights (4 or 8 bytes a lane) and activations are read contiguously
 // across the warp, several chunks loaded before any is used, the activations
-// once for all R rows. GGUF rows: each lane whole blocks (a 34- or 18-byte
-// Q8_0/Q4_0 block, a 144-byte Q4_K, 210-byte Q6_K or 84-byte Q2_K super-block). Matrices
+// once for all R rows. GGUF rows: each lane 32 values at a time (a 34- or
+// 18-byte Q8_0/Q4_0 block, a sub-block of a 144-byte Q4_K, a quarter of a
+// 210-byte Q6_K, two sub-blocks of an 84-byte Q2_K super-block). Matrices
 // that share an input share a launch (q/k/v; gate/up with SwiGLU); a single
 // token's MoE router also routes, and the down projections also sum the
 // experts.
@@ -52,10 +53,10 @@ __device__ __forceinline__ void q4k_scale_min(int j, const unsigned char* q, flo
     }
 }
 
+// A lane's unit is 32 values in every format: for the K formats a
+// sub-block (Q4_K) or two (Q6_K, Q2_K) of a super-block, so a row of 2048
+// keeps all 32 lanes busy where whole 256-value super-blocks kept 8.
 template <int F> struct QUnit { static const int values = 32; };
-template <> struct QUnit<QF_Q4_K> { static const int values = 256; };
-template <> struct QUnit<QF_Q6_K> { static const int values = 256; };
-template <> struct QUnit<QF_Q2_K> { static const int values = 256; };
 
 // q_unit adds unit u of row's dot products with cols activation rows (x:
 // the unit's first value of row 0; rows xs floats apart) into acc.
@@ -143,151 +144,90 @@ template <> __device__ __forceinline__ void q_unit<QF_Q4_0>(const QRow& r, int u
     dot32(q, q_half(blk), x, xs, cols, acc);
 }
 
+// dotm adds d·Σx·q − m·Σx over N values (a K sub-block: its scale, and
+// its min where the format has one).
+template <int N>
+__device__ __forceinline__ void dotm(const float* q, float d, float m, const float* x, long xs, int cols, float* acc) {
+#pragma unroll
+    for (int c = 0; c < QCOLS; c++) {
+        if (c >= cols) break;
+        const float4* xv = (const float4*)(x + c * xs);
+        float s = 0.f, sx = 0.f;
+#pragma unroll
+        for (int i = 0; i < N / 4; i++) {
+            float4 a = __ldg(xv + i);
+            s += a.x * q[4 * i] + a.y * q[4 * i + 1] + a.z * q[4 * i + 2] + a.w * q[4 * i + 3];
+            sx += a.x + a.y + a.z + a.w;
+        }
+        acc[c] += d * s - m * sx;
+    }
+}
+
+// Q4_K, unit u: sub-block u%8 of super-block u/8 (144 bytes: f16 d and
+// dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles whose
+// 32-byte chunk j holds sub-block 2j in its low nibbles, 2j+1 in its high).
 template <> __device__ __forceinline__ void q_unit<QF_Q4_K>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
-    const uint4* p = (const uint4*)(r.w + (long)u * 144);
-    uint4 h = ld_stream(p);
-    float d = f16_to_f32((u16)(h.x & 0xffff)), dmin = f16_to_f32((u16)(h.x >> 16));
+    const unsigned char* blk = r.w + (long)(u >> 3) * 144;
+    const int c = u & 7, sh = (c & 1) * 4;
+    const uint4 h = ld_stream(blk);
+    const uint4* p = (const uint4*)(blk + 16 + 32 * (c >> 1));
+    const uint4 q0 = ld_stream(p), q1 = ld_stream(p + 1);
     unsigned char sc[12];
-    u32 hw[3] = {h.y, h.z, h.w};
+    const u32 hw[3] = {h.y, h.z, h.w};
 #pragma unroll
     for (int i = 0; i < 12; i++) sc[i] = (unsigned char)(hw[i / 4] >> (8 * (i % 4)));
+    float s, m;
+    q4k_scale_min(c, sc, s, m);
+    const u32 qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    float q[32];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        uint4 q0 = ld_stream(p + 1 + 2 * j), q1 = ld_stream(p + 2 + 2 * j);
-        u32 qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        float lo[32], hi[32];
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            u32 byte = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
-            lo[i] = (float)(byte & 0xfu);
-            hi[i] = (float)(byte >> 4);
-        }
-        float s1, m1, s2, m2;
-        q4k_scale_min(2 * j, sc, s1, m1);
-        q4k_scale_min(2 * j + 1, sc, s2, m2);
-        float t[QCOLS], t2[QCOLS];
-#pragma unroll
-        for (int c = 0; c < QCOLS; c++) t[c] = t2[c] = 0.f;
-        dot32(lo, d * s1, x + 64 * j, xs, cols, t);
-        dot32(hi, d * s2, x + 64 * j + 32, xs, cols, t2);
-#pragma unroll
-        for (int c = 0; c < QCOLS; c++) {
-            if (c >= cols) break;
-            const float4* xv = (const float4*)(x + c * xs + 64 * j);
-            float sl = 0.f, sh = 0.f;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                float4 a = __ldg(xv + i), b = __ldg(xv + 8 + i);
-                sl += a.x + a.y + a.z + a.w;
-                sh += b.x + b.y + b.z + b.w;
-            }
-            acc[c] += t[c] + t2[c] - dmin * (m1 * sl + m2 * sh);
-        }
-    }
+    for (int i = 0; i < 32; i++) q[i] = (float)((qw[i / 4] >> (8 * (i % 4) + sh)) & 0xfu);
+    dotm<32>(q, f16_to_f32((u16)(h.x & 0xffff)) * s, f16_to_f32((u16)(h.x >> 16)) * m, x, xs, cols, acc);
 }
 
+// Q6_K, unit u: quarter u%4 of half (u%8)/4 of super-block u/8 (210 bytes:
+// 128 of low nibbles, 64 of high bit pairs, 16 int8 scales, f16 d); in half
+// n, quarter qq's value l takes ql[64n + 32·(qq&1) + l]'s low (qq < 2) or
+// high nibble and bits 2qq of qh[32n + l], scale 8n + 2qq + l/16.
 template <> __device__ __forceinline__ void q_unit<QF_Q6_K>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
-    const unsigned char* blk = r.w + (long)u * 210;
-    const u16* ps = (const u16*)blk;
-    float d = q_half(blk + 208);
-    float scl[16];
+    const unsigned char* blk = r.w + (long)(u >> 3) * 210;
+    const int n = (u >> 2) & 1, qq = u & 3, lsh = qq < 2 ? 0 : 4;
+    const u16* ql = (const u16*)(blk + 64 * n + 32 * (qq & 1));
+    const u16* qh = (const u16*)(blk + 128 + 32 * n);
+    const u32 scw = __ldg((const u16*)(blk + 192 + 8 * n + 2 * qq));
+    const float d = q_half(blk + 208);
+    float q[32];
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const u32 lo = __ldg(ql + i), hi = __ldg(qh + i);
+#pragma unroll
+        for (int b = 0; b < 2; b++) {
+            const u32 lv = (lo >> (8 * b + lsh)) & 0xfu, hv = (hi >> (8 * b + 2 * qq)) & 3u;
+            q[2 * i + b] = (float)((int)(lv | (hv << 4)) - 32);
+        }
+    }
+    dotm<16>(q, d * (float)(signed char)(scw & 0xffu), 0.f, x, xs, cols, acc);
+    dotm<16>(q + 16, d * (float)(signed char)(scw >> 8), 0.f, x + 16, xs, cols, acc);
+}
+
+// Q2_K, unit u: 32-value chunk c = u%8 of super-block u/8 (84 bytes: 16
+// of 4-bit scales and mins, 64 of 2-bit values, f16 d and dmin); chunk
+// c = 4n + j is sub-blocks 2c and 2c+1, bits 2j of bytes 16 + 32n + l.
+template <> __device__ __forceinline__ void q_unit<QF_Q2_K>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
+    const unsigned char* blk = r.w + (long)(u >> 3) * 84;
+    const int c = u & 7, j = c & 3;
+    const u32* p = (const u32*)(blk + 16 + 32 * (c >> 2));
+    const u32 dmw = __ldg((const u32*)(blk + 80)), scw = __ldg((const u16*)(blk + 2 * c));
+    const float d = f16_to_f32((u16)(dmw & 0xffffu)), dmin = f16_to_f32((u16)(dmw >> 16));
+    float q[32];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        u16 v = ps[96 + i];
-        scl[2 * i] = (float)(signed char)(v & 0xff);
-        scl[2 * i + 1] = (float)(signed char)(v >> 8);
+        const u32 w = __ldg(p + i);
+#pragma unroll
+        for (int b = 0; b < 4; b++) q[4 * i + b] = (float)((w >> (8 * b + 2 * j)) & 3u);
     }
-#pragma unroll
-    for (int n = 0; n < 2; n++) {
-        unsigned char ql[64], qh[32];
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            u16 v = ps[32 * n + i];
-            ql[2 * i] = (unsigned char)(v & 0xff);
-            ql[2 * i + 1] = (unsigned char)(v >> 8);
-        }
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            u16 v = ps[64 + 16 * n + i];
-            qh[2 * i] = (unsigned char)(v & 0xff);
-            qh[2 * i + 1] = (unsigned char)(v >> 8);
-        }
-#pragma unroll
-        for (int qq = 0; qq < 4; qq++) {
-            float q0[16], q1[16];
-#pragma unroll
-            for (int l = 0; l < 32; l++) {
-                u32 lq = (qq & 1) ? ql[l + 32] : ql[l];
-                u32 lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
-                float v = (float)((int)(lo | (((u32)qh[l] >> (2 * qq)) & 3u) << 4) - 32);
-                if (l < 16) q0[l] = v; else q1[l - 16] = v;
-            }
-            const float* xq = x + 128 * n + 32 * qq;
-            float s0 = d * scl[8 * n + 2 * qq], s1 = d * scl[8 * n + 2 * qq + 1];
-#pragma unroll
-            for (int c = 0; c < QCOLS; c++) {
-                if (c >= cols) break;
-                const float4* xv = (const float4*)(xq + c * xs);
-                float a0 = 0.f, a1 = 0.f;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float4 a = __ldg(xv + i), b = __ldg(xv + 4 + i);
-                    a0 += a.x * q0[4 * i] + a.y * q0[4 * i + 1] + a.z * q0[4 * i + 2] + a.w * q0[4 * i + 3];
-                    a1 += b.x * q1[4 * i] + b.y * q1[4 * i + 1] + b.z * q1[4 * i + 2] + b.w * q1[4 * i + 3];
-                }
-                acc[c] += s0 * a0 + s1 * a1;
-            }
-        }
-    }
-}
-
-// Q2_K: 84 bytes (16 of 4-bit scales and mins, 64 of 2-bit values, f16 d
-// and dmin), read as 21 words (blocks keep 4-byte alignment); half n's 32
-// bytes hold four 2-bit planes, plane j of bytes 0..15 sub-block 8n+2j and
-// of bytes 16..31 sub-block 8n+2j+1; w = d·sc·q − dmin·m.
-template <> __device__ __forceinline__ void q_unit<QF_Q2_K>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
-    const u32* p = (const u32*)(r.w + (long)u * 84);
-    const u32 dmw = __ldg(p + 20);
-    const float d = f16_to_f32((u16)(dmw & 0xffffu)), dmin = f16_to_f32((u16)(dmw >> 16));
-    u32 sw[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) sw[i] = __ldg(p + i);
-#pragma unroll
-    for (int n = 0; n < 2; n++) {
-        u32 qw[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) qw[i] = __ldg(p + 4 + 8 * n + i);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float q0[16], q1[16];
-#pragma unroll
-            for (int l = 0; l < 16; l++) {
-                const int sh = 8 * (l % 4) + 2 * j;
-                q0[l] = (float)((qw[l / 4] >> sh) & 3u);
-                q1[l] = (float)((qw[4 + l / 4] >> sh) & 3u);
-            }
-            const int i0 = 8 * n + 2 * j;
-            const u32 s2 = sw[i0 / 4] >> (8 * (i0 % 4));
-            const float d0 = d * (float)(s2 & 0xfu), m0 = dmin * (float)((s2 >> 4) & 0xfu);
-            const float d1 = d * (float)((s2 >> 8) & 0xfu), m1 = dmin * (float)((s2 >> 12) & 0xfu);
-            const float* xq = x + 128 * n + 32 * j;
-#pragma unroll
-            for (int c = 0; c < QCOLS; c++) {
-                if (c >= cols) break;
-                const float4* xv = (const float4*)(xq + c * xs);
-                float a0 = 0.f, a1 = 0.f, x0 = 0.f, x1 = 0.f;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float4 a = __ldg(xv + i), b = __ldg(xv + 4 + i);
-                    a0 += a.x * q0[4 * i] + a.y * q0[4 * i + 1] + a.z * q0[4 * i + 2] + a.w * q0[4 * i + 3];
-                    a1 += b.x * q1[4 * i] + b.y * q1[4 * i + 1] + b.z * q1[4 * i + 2] + b.w * q1[4 * i + 3];
-                    x0 += a.x + a.y + a.z + a.w;
-                    x1 += b.x + b.y + b.z + b.w;
-                }
-                acc[c] += d0 * a0 - m0 * x0 + d1 * a1 - m1 * x1;
-            }
-        }
-    }
+    dotm<16>(q, d * (float)(scw & 0xfu), dmin * (float)((scw >> 4) & 0xfu), x, xs, cols, acc);
+    dotm<16>(q + 16, d * (float)((scw >> 8) & 0xfu), dmin * (float)((scw >> 12) & 0xfu), x + 16, xs, cols, acc);
 }
 
 // q_rows adds unit u of R rows' dot products with cols (<= C) activation rows
