@@ -21,10 +21,16 @@
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
 
+// A lane's unit of a row. The K formats' are parts of a 256-value
+// super-block, so a row of 2048 keeps 32 (Q4_K) or 16 lanes busy where whole
+// super-blocks kept 8: a Q4_K unit is the two sub-blocks one 32-byte chunk
+// of nibbles holds, a Q6_K or Q2_K unit a half, whose bytes are read whole;
+// each unit reads only the scale bytes it uses, so the super-block's
+// header costs a few bytes more a unit (docs/metal-kernels.md).
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
-template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 256; };
-template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 256; };
-template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 256; };
+template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
+template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 128; };
+template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 128; };
 
 inline float q_half(device const uchar* p) { return float(as_type<half>(*(device const ushort*)p)); }
 
@@ -155,125 +161,130 @@ inline void q4k_scale_min(int j, thread const uchar* q, thread float& sc, thread
   }
 }
 
+// Q4_K, unit u: chunk j = u%4 of super-block u/4, sub-block 2j in its 32
+// bytes' low nibbles and 2j+1 in their high ones. Their 6-bit scales and
+// mins (q4k_scale_min) take scale bytes 2j, 2j+1, 2j+4, 2j+5 and, from
+// j = 2 on, 2j-4, 2j-3: read as ushorts, with d and dmin as one uint.
 template <>
 inline void q_unit<QF_Q4_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uint4* p = (device const uint4*)(row.w + u * 144);
-  const uint4 h = p[0];
-  const float d = float(as_type<half2>(h.x).x), dmin = float(as_type<half2>(h.x).y);
-  uchar sc[12];
-  const uint hw[3] = {h.y, h.z, h.w};
-  for (int i = 0; i < 12; i++) {
-    sc[i] = uchar(hw[i / 4] >> (8 * (i % 4)));
+  device const uchar* blk = row.w + (u / 4) * 144;
+  const uint j = u % 4;
+  const float2 dm = float2(as_type<half2>(*(device const uint*)blk));
+  device const ushort* hs = (device const ushort*)(blk + 4);
+  uchar sc[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (uint i = (j >= 2 ? j - 2 : j); i <= j + 2; i += 2) {
+    const ushort v = hs[i];
+    sc[2 * i] = uchar(v & 0xff);
+    sc[2 * i + 1] = uchar(v >> 8);
   }
-  for (int j = 0; j < 4; j++) {
-    const uint4 q0 = p[1 + 2 * j], q1 = p[2 + 2 * j];
-    const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    float lo[32], hi[32];
+  device const uint4* p = (device const uint4*)(blk + 16 + 32 * j);
+  const uint4 q0 = p[0], q1 = p[1];
+  const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+  float lo[32], hi[32];
+  for (int i = 0; i < 32; i++) {
+    const uint byte = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
+    lo[i] = float(byte & 0xfu);
+    hi[i] = float(byte >> 4);
+  }
+  float s1, m1, s2, m2;
+  q4k_scale_min(int(2 * j), sc, s1, m1);
+  q4k_scale_min(int(2 * j + 1), sc, s2, m2);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float dl = 0.0f, dh = 0.0f, sl = 0.0f, sh = 0.0f;
     for (int i = 0; i < 32; i++) {
-      const uint byte = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
-      lo[i] = float(byte & 0xfu);
-      hi[i] = float(byte >> 4);
+      dl += xc[i] * lo[i];
+      sl += xc[i];
+      dh += xc[32 + i] * hi[i];
+      sh += xc[32 + i];
     }
-    float s1, m1, s2, m2;
-    q4k_scale_min(2 * j, sc, s1, m1);
-    q4k_scale_min(2 * j + 1, sc, s2, m2);
-    for (int c = 0; c < cols; c++) {
-      threadgroup const float* xc = x + c * xstride + 64 * j;
-      float dl = 0.0f, dh = 0.0f, sl = 0.0f, sh = 0.0f;
-      for (int i = 0; i < 32; i++) {
-        dl += xc[i] * lo[i];
-        sl += xc[i];
-        dh += xc[32 + i] * hi[i];
-        sh += xc[32 + i];
-      }
-      acc[c] += d * (s1 * dl + s2 * dh) - dmin * (m1 * sl + m2 * sh);
-    }
+    acc[c] += dm.x * (s1 * dl + s2 * dh) - dm.y * (m1 * sl + m2 * sh);
   }
 }
 
+// Q6_K, unit u: half n = u%2 of super-block u/2 (210 bytes, ushorts): 64
+// bytes of low nibbles, 32 of high bit pairs, 8 int8 scales, and d.
 template <>
 inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + u * 210;
+  device const uchar* blk = row.w + (u / 2) * 210;
   device const ushort* ps = (device const ushort*)blk;
+  const uint n = u % 2;
   const float d = q_half(blk + 208);
-  float scl[16];
-  for (int i = 0; i < 8; i++) {
-    const ushort v = ps[96 + i];
+  float scl[8];
+  for (int i = 0; i < 4; i++) {
+    const ushort v = ps[96 + 4 * n + i];
     scl[2 * i] = float(as_type<char>(uchar(v & 0xff)));
     scl[2 * i + 1] = float(as_type<char>(uchar(v >> 8)));
   }
-  for (int n = 0; n < 2; n++) {
-    uchar ql[64], qh[32];
-    for (int i = 0; i < 32; i++) {
-      const ushort v = ps[32 * n + i];
-      ql[2 * i] = uchar(v & 0xff);
-      ql[2 * i + 1] = uchar(v >> 8);
+  uchar ql[64], qh[32];
+  for (int i = 0; i < 32; i++) {
+    const ushort v = ps[32 * n + i];
+    ql[2 * i] = uchar(v & 0xff);
+    ql[2 * i + 1] = uchar(v >> 8);
+  }
+  for (int i = 0; i < 16; i++) {
+    const ushort v = ps[64 + 16 * n + i];
+    qh[2 * i] = uchar(v & 0xff);
+    qh[2 * i + 1] = uchar(v >> 8);
+  }
+  for (int qq = 0; qq < 4; qq++) { // quarter: values 32·qq.. of the half
+    float q[32];
+    for (int l = 0; l < 32; l++) {
+      const uint lq = qq & 1 ? ql[l + 32] : ql[l];
+      const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
+      q[l] = float(int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32);
     }
-    for (int i = 0; i < 16; i++) {
-      const ushort v = ps[64 + 16 * n + i];
-      qh[2 * i] = uchar(v & 0xff);
-      qh[2 * i + 1] = uchar(v >> 8);
-    }
-    for (int qq = 0; qq < 4; qq++) { // quarter: values 32·qq.. of the half
-      float q[32];
-      for (int l = 0; l < 32; l++) {
-        const uint lq = qq & 1 ? ql[l + 32] : ql[l];
-        const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
-        q[l] = float(int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32);
+    const float s0 = d * scl[2 * qq], s1 = d * scl[2 * qq + 1];
+    for (int c = 0; c < cols; c++) {
+      threadgroup const float* xc = x + c * xstride + 32 * qq;
+      float a0 = 0.0f, a1 = 0.0f;
+      for (int l = 0; l < 16; l++) {
+        a0 += xc[l] * q[l];
+        a1 += xc[16 + l] * q[16 + l];
       }
-      const float s0 = d * scl[8 * n + 2 * qq], s1 = d * scl[8 * n + 2 * qq + 1];
-      for (int c = 0; c < cols; c++) {
-        threadgroup const float* xc = x + c * xstride + 128 * n + 32 * qq;
-        float a0 = 0.0f, a1 = 0.0f;
-        for (int l = 0; l < 16; l++) {
-          a0 += xc[l] * q[l];
-          a1 += xc[16 + l] * q[16 + l];
-        }
-        acc[c] += s0 * a0 + s1 * a1;
-      }
+      acc[c] += s0 * a0 + s1 * a1;
     }
   }
 }
 
 // Q2_K: 16 scale bytes (4-bit scale, 4-bit min per 16 values), 64 bytes of
-// 2-bit values, f16 d and dmin, read as 21 uints (84-byte blocks keep 4-byte
-// alignment). Each half's 32 bytes hold four 2-bit planes; plane j of bytes
-// 0..15 is sub-block 8n+2j, of bytes 16..31 sub-block 8n+2j+1.
+// 2-bit values, f16 d and dmin (84-byte blocks keep 4-byte alignment: read
+// as uints). Unit u is half n = u%2 of super-block u/2: its 32 bytes hold
+// four 2-bit planes, plane j of bytes 0..15 sub-block 8n+2j and of bytes
+// 16..31 sub-block 8n+2j+1, whose scale bytes are the half's 8.
 template <>
 inline void q_unit<QF_Q2_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uint* p = (device const uint*)(row.w + u * 84);
+  device const uint* p = (device const uint*)(row.w + (u / 2) * 84);
+  const uint n = u % 2;
   const float2 dm = float2(as_type<half2>(p[20]));
-  const uint sw[4] = {p[0], p[1], p[2], p[3]};
-  for (int n = 0; n < 2; n++) {
-    uint qw[8];
-    for (int i = 0; i < 8; i++) {
-      qw[i] = p[4 + 8 * n + i];
+  const uint sw[2] = {p[2 * n], p[2 * n + 1]};
+  uint qw[8];
+  for (int i = 0; i < 8; i++) {
+    qw[i] = p[4 + 8 * n + i];
+  }
+  for (int j = 0; j < 4; j++) {
+    float q0[16], q1[16];
+    for (int l = 0; l < 16; l++) {
+      const uint sh = 8 * (l % 4) + 2 * j;
+      q0[l] = float((qw[l / 4] >> sh) & 3u);
+      q1[l] = float((qw[4 + l / 4] >> sh) & 3u);
     }
-    for (int j = 0; j < 4; j++) {
-      float q0[16], q1[16];
+    const uint s2 = (sw[j / 2] >> (16 * (j % 2))) & 0xffffu; // scale bytes 2j, 2j+1 of the half
+    const float d0 = dm.x * float(s2 & 0xfu), m0 = dm.y * float((s2 >> 4) & 0xfu);
+    const float d1 = dm.x * float((s2 >> 8) & 0xfu), m1 = dm.y * float((s2 >> 12) & 0xfu);
+    for (int c = 0; c < cols; c++) {
+      threadgroup const float* xc = x + c * xstride + 32 * j;
+      float a0 = 0.0f, a1 = 0.0f, x0 = 0.0f, x1 = 0.0f;
       for (int l = 0; l < 16; l++) {
-        const uint sh = 8 * (l % 4) + 2 * j;
-        q0[l] = float((qw[l / 4] >> sh) & 3u);
-        q1[l] = float((qw[4 + l / 4] >> sh) & 3u);
+        a0 += xc[l] * q0[l];
+        x0 += xc[l];
+        a1 += xc[16 + l] * q1[l];
+        x1 += xc[16 + l];
       }
-      const uint i0 = 8 * n + 2 * j;
-      const uint s0 = (sw[i0 / 4] >> (8 * (i0 % 4))) & 0xffu, s1 = (sw[i0 / 4] >> (8 * (i0 % 4) + 8)) & 0xffu;
-      const float d0 = dm.x * float(s0 & 0xfu), m0 = dm.y * float(s0 >> 4);
-      const float d1 = dm.x * float(s1 & 0xfu), m1 = dm.y * float(s1 >> 4);
-      for (int c = 0; c < cols; c++) {
-        threadgroup const float* xc = x + c * xstride + 128 * n + 32 * j;
-        float a0 = 0.0f, a1 = 0.0f, x0 = 0.0f, x1 = 0.0f;
-        for (int l = 0; l < 16; l++) {
-          a0 += xc[l] * q0[l];
-          x0 += xc[l];
-          a1 += xc[16 + l] * q1[l];
-          x1 += xc[16 + l];
-        }
-        acc[c] += d0 * a0 - m0 * x0 + d1 * a1 - m1 * x1;
-      }
+      acc[c] += d0 * a0 - m0 * x0 + d1 * a1 - m1 * x1;
     }
   }
 }
