@@ -3,48 +3,14 @@ package results
 import (
 	"fmt"
 	"math"
-	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/metrics"
 )
 
 // What a sample's value can be. Every path that stores samples (a run's
 // repetitions, import, peer imports) checks them with CheckSample, so the
 // store never holds a value its metric cannot take: reports draw, compare
 // and gate whatever the store holds.
-
-// nonNegativeUnits are the units whose quantities cannot be negative, with
-// what each measures (for the error).
-var nonNegativeUnits = map[string]string{
-	"tok/s": "a rate", "GB/s": "a rate", "GFLOP/s": "a rate",
-	"ms": "a time", "us": "a time", "s": "a time",
-	"B": "a size", "count": "a count", "ratio": "a fraction",
-}
-
-// nonNegativeNames are the metric name endings that say the same, for a
-// sample whose unit is missing or another one (a hand-edited export, a peer
-// tool's file): the names mtlbench records its metrics under.
-var nonNegativeNames = []struct{ suffix, what string }{
-	{"tok_s", "a rate"}, {"gb_s", "a rate"}, {"gflop_s", "a rate"},
-	{"_ms", "a time"}, {"_us", "a time"}, {"us_per_call", "a time"},
-	{"_frac", "a fraction"}, {"_efficiency", "a fraction"},
-	{"_bytes", "a size"}, {"bytes_per_step", "a size"}, {"bytes_per_load", "a size"},
-	{"dispatches_per_step", "a count"}, {"simdgroups_per_core", "a count"}, {"preemptions", "a count"},
-}
-
-// MetricMin is the least value metric, recorded in unit, can take: 0 for a
-// rate, time, size, count or fraction (by its unit or its name), else -Inf
-// (a percentage change such as profile_overhead_pct may be negative). what
-// says which of those it is ("" for -Inf).
-func MetricMin(metric, unit string) (min float64, what string) {
-	if w, ok := nonNegativeUnits[unit]; ok {
-		return 0, w
-	}
-	for _, n := range nonNegativeNames {
-		if strings.HasSuffix(metric, n.suffix) {
-			return 0, n.what
-		}
-	}
-	return math.Inf(-1), ""
-}
 
 // CheckSample says why s cannot be stored: no metric, a negative repetition,
 // a value that is not finite, or one below what its metric can be.
@@ -55,7 +21,7 @@ func CheckSample(s Sample) error {
 	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 		return fmt.Errorf("%s rep %d: value %v is not finite", s.Metric, s.Rep, s.Value)
 	}
-	if min, what := MetricMin(s.Metric, s.Unit); s.Value < min {
+	if min, what := metrics.Min(s.Metric, s.Unit); s.Value < min {
 		return fmt.Errorf("%s rep %d: value %v is negative, and %s cannot be", s.Metric, s.Rep, s.Value, what)
 	}
 	return nil

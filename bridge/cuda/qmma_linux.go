@@ -17,12 +17,10 @@ import (
 // buffers of MG_BN weight rows, each MG_LD halves.
 const qmmaSmem = (4*128 + 2*128) * 40 * 2
 
-// qmmaFormats are quant_mma.cu's kernel suffixes (quant.KernelName).
-var qmmaFormats = []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k", "q2_k"}
-
+// qmmaKernelNames are quant_mma.cu's kernels: four for every packed format.
 func qmmaKernelNames() []string {
 	var n []string
-	for _, f := range qmmaFormats {
+	for _, f := range packedFormats() {
 		n = append(n, "qmma_gemm_"+f, "qmma_gemm_gu_"+f, "qmma_moe_gate_up_"+f, "qmma_moe_down_"+f)
 	}
 	return n

@@ -39,7 +39,7 @@ func (t *qtensor) args() (rowBytes, groups, sdt int) {
 // quantKernelNames are quant.cu's kernels, for the compile test.
 func quantKernelNames() []string {
 	var n []string
-	for _, f := range []string{"affine4", "affine8", "q8_0", "q4_0", "q4_k", "q6_k", "q2_k"} {
+	for _, f := range packedFormats() {
 		for _, v := range qgemvVariants {
 			n = append(n, "qgemv_"+f+v)
 		}
@@ -53,6 +53,17 @@ func quantKernelNames() []string {
 		n = append(n, "qamoe_gate_up_"+f, "qamoe_down_sum_"+f, "qamoe_down_chunks_"+f, "qarouter_route1_"+f)
 	}
 	return n
+}
+
+// packedFormats are the kernel suffixes of the packed formats
+// (quant.KernelName), one a packed dtype (ops.QuantDTypes).
+func packedFormats() []string {
+	var f []string
+	for _, d := range ops.QuantDTypes {
+		q, _ := d.Quant()
+		f = append(f, quant.KernelName(q))
+	}
+	return f
 }
 
 // quant_int.cu's affine kernels (integer dot products): qaXB activation
@@ -191,7 +202,7 @@ func (b *Backend) routerLogits(out, x uint64, q *qtensor, m int) {
 }
 
 // qUnitValues is the values one lane of quant.cu takes at a time, in every
-// format (its QUnit).
+// format (quant.cu's QUNIT).
 const qUnitValues = 32
 
 // qseg is one matrix of a qgemv launch.

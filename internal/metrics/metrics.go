@@ -1,11 +1,13 @@
 // Package metrics names what mtlbench measures: which way each metric
-// improves, and which names a perf gate can hold to a threshold. It depends
-// on nothing, so the suite parser, below results and reports, checks a
-// suite's thresholds with the rule the gate applies (docs/data.md, "Metrics").
+// improves, the least value each can take (results.CheckSample), and which
+// names a perf gate can hold to a threshold. It depends on nothing, so the
+// suite parser, below results and reports, checks a suite's thresholds with
+// the rule the gate applies (docs/data.md, "Metrics").
 package metrics
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -104,4 +106,39 @@ func CheckThreshold(metric string) error {
 		return fmt.Errorf("%s is informational (no better or worse direction): no gate compares it", metric)
 	}
 	return nil
+}
+
+// nonNegativeUnits are the units whose quantities cannot be negative, with
+// what each measures (for the error).
+var nonNegativeUnits = map[string]string{
+	"tok/s": "a rate", "GB/s": "a rate", "GFLOP/s": "a rate",
+	"ms": "a time", "us": "a time", "s": "a time",
+	"B": "a size", "count": "a count", "ratio": "a fraction",
+}
+
+// nonNegativeNames are the metric name endings that say the same, for a
+// sample whose unit is missing or another one (a hand-edited export, a peer
+// tool's file): the names mtlbench records its metrics under.
+var nonNegativeNames = []struct{ suffix, what string }{
+	{"tok_s", "a rate"}, {"gb_s", "a rate"}, {"gflop_s", "a rate"},
+	{"_ms", "a time"}, {"_us", "a time"}, {"us_per_call", "a time"},
+	{"_frac", "a fraction"}, {"_efficiency", "a fraction"},
+	{"_bytes", "a size"}, {"bytes_per_step", "a size"}, {"bytes_per_load", "a size"},
+	{"dispatches_per_step", "a count"}, {"simdgroups_per_core", "a count"}, {"preemptions", "a count"},
+}
+
+// Min is the least value metric, recorded in unit, can take: 0 for a
+// rate, time, size, count or fraction (by its unit or its name), else -Inf
+// (a percentage change such as profile_overhead_pct may be negative). what
+// says which of those it is ("" for -Inf).
+func Min(metric, unit string) (min float64, what string) {
+	if w, ok := nonNegativeUnits[unit]; ok {
+		return 0, w
+	}
+	for _, n := range nonNegativeNames {
+		if strings.HasSuffix(metric, n.suffix) {
+			return 0, n.what
+		}
+	}
+	return math.Inf(-1), ""
 }

@@ -56,7 +56,7 @@ __device__ __forceinline__ void q4k_scale_min(int j, const unsigned char* q, flo
 // A lane's unit is 32 values in every format: for the K formats a
 // sub-block (Q4_K) or two (Q6_K, Q2_K) of a super-block, so a row of 2048
 // keeps all 32 lanes busy where whole 256-value super-blocks kept 8.
-template <int F> struct QUnit { static const int values = 32; };
+constexpr int QUNIT = 32;
 
 // q_unit adds unit u of row's dot products with cols activation rows (x:
 // the unit's first value of row 0; rows xs floats apart) into acc.
@@ -338,7 +338,7 @@ __device__ __forceinline__ void q_dots(const QRow (&rw)[R], const float* __restr
         }
         if (i < K) q_affine8<B, R, C, 1>(rw, i, step, group, x + i, xs, cols, acc);
     } else {
-        const int U = QUnit<F>::values, nu = K / U;
+        const int U = QUNIT, nu = K / U;
 #pragma unroll 2
         for (int u = kp * 32 + lane; u < nu; u += 32 * ks) QRows<F, R, C>::run(rw, u, group, x + (long)u * U, xs, cols, acc);
     }

@@ -119,8 +119,13 @@ func (d DType) Quant() (quant.Spec, bool) {
 // bits of any group and scale dtype as q4 or q8, GGUF's types as
 // themselves); ok false for a format no GPU kernel runs.
 func PackedDType(s quant.Spec) (DType, bool) {
-	d, ok := map[string]DType{"affine4": Q4, "affine8": Q8, "q8_0": Q8_0, "q4_0": Q4_0, "q4_k": Q4_K, "q6_k": Q6_K, "q2_k": Q2_K}[quant.KernelName(s)]
-	return d, ok
+	name := quant.KernelName(s)
+	for _, d := range QuantDTypes {
+		if q, _ := d.Quant(); name != "" && quant.KernelName(q) == name {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 // Bytes is what rows of k values, n values in all, take in d: packed

@@ -1,5 +1,7 @@
 package ops
 
+import "slices"
+
 // Param names a parameter of an op, as suites write it.
 type Param string
 
@@ -55,26 +57,34 @@ type Spec struct {
 
 // Specs are the rules of the ops' parameters.
 var Specs = map[Param]Spec{
-	Tokens:       {Name: Tokens, Kind: IntKind, Min: 1, Doc: "tokens of the call (decode: 1 per sequence)"},
-	Seqs:         {Name: Seqs, Kind: IntKind, Min: 1, Doc: "sequences of an attention call"},
-	Context:      {Name: Context, Kind: IntKind, Min: 1, Doc: "tokens already in the KV cache (rope: first position)"},
-	NumHeads:     {Name: NumHeads, Kind: IntKind, Min: 1, Doc: "query heads"},
-	NumKVHeads:   {Name: NumKVHeads, Kind: IntKind, Min: 1, Doc: "KV heads; num_heads is a multiple"},
-	HeadSize:     {Name: HeadSize, Kind: IntKind, OneOf: []int{32, 64, 96, 128}, Doc: "elements per head"},
-	BlockSize:    {Name: BlockSize, Kind: IntKind, OneOf: []int{8, 16, 32}, Doc: "tokens per KV cache block"},
-	Hidden:       {Name: Hidden, Kind: IntKind, Min: 1, Doc: "model width"},
-	Width:        {Name: Width, Kind: IntKind, Min: 1, Doc: "row length (norms: hidden; argmax: vocabulary)"},
-	M:            {Name: M, Kind: IntKind, Min: 1, Doc: "matmul rows (tokens)"},
-	N:            {Name: N, Kind: IntKind, Min: 1, Doc: "matmul outputs per row (embedding: vocabulary; position_embedding: positions)"},
-	K:            {Name: K, Kind: IntKind, Min: 1, Doc: "matmul inner size"},
-	Experts:      {Name: Experts, Kind: IntKind, Min: 1, Doc: "MoE experts"},
-	TopK:         {Name: TopK, Kind: IntKind, Min: 1, Doc: "experts per token; at most experts"},
-	Intermediate: {Name: Intermediate, Kind: IntKind, Min: 1, Doc: "FFN (expert) width"},
-	DTypeParam: {Name: DTypeParam, Kind: EnumKind, Values: []string{string(F32), string(F16), string(BF16),
-		string(Q4), string(Q8), string(Q8_0), string(Q4_0), string(Q4_K), string(Q6_K), string(Q2_K)}, Doc: "weight dtype (packed formats for the q ops)"},
+	Tokens:           {Name: Tokens, Kind: IntKind, Min: 1, Doc: "tokens of the call (decode: 1 per sequence)"},
+	Seqs:             {Name: Seqs, Kind: IntKind, Min: 1, Doc: "sequences of an attention call"},
+	Context:          {Name: Context, Kind: IntKind, Min: 1, Doc: "tokens already in the KV cache (rope: first position)"},
+	NumHeads:         {Name: NumHeads, Kind: IntKind, Min: 1, Doc: "query heads"},
+	NumKVHeads:       {Name: NumKVHeads, Kind: IntKind, Min: 1, Doc: "KV heads; num_heads is a multiple"},
+	HeadSize:         {Name: HeadSize, Kind: IntKind, OneOf: []int{32, 64, 96, 128}, Doc: "elements per head"},
+	BlockSize:        {Name: BlockSize, Kind: IntKind, OneOf: []int{8, 16, 32}, Doc: "tokens per KV cache block"},
+	Hidden:           {Name: Hidden, Kind: IntKind, Min: 1, Doc: "model width"},
+	Width:            {Name: Width, Kind: IntKind, Min: 1, Doc: "row length (norms: hidden; argmax: vocabulary)"},
+	M:                {Name: M, Kind: IntKind, Min: 1, Doc: "matmul rows (tokens)"},
+	N:                {Name: N, Kind: IntKind, Min: 1, Doc: "matmul outputs per row (embedding: vocabulary; position_embedding: positions)"},
+	K:                {Name: K, Kind: IntKind, Min: 1, Doc: "matmul inner size"},
+	Experts:          {Name: Experts, Kind: IntKind, Min: 1, Doc: "MoE experts"},
+	TopK:             {Name: TopK, Kind: IntKind, Min: 1, Doc: "experts per token; at most experts"},
+	Intermediate:     {Name: Intermediate, Kind: IntKind, Min: 1, Doc: "FFN (expert) width"},
+	DTypeParam:       {Name: DTypeParam, Kind: EnumKind, Values: dtypeNames(), Doc: "weight dtype (packed formats for the q ops)"},
 	Partitions:       {Name: Partitions, Kind: IntKind, Min: 0, Doc: "split-context partitions, a label (0 = auto)"},
 	MoEStrategyParam: {Name: MoEStrategyParam, Kind: EnumKind, Values: []string{string(MoELoop), string(MoEChunked), string(MoEGrouped)}, Doc: "MoE dispatch"},
 	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Doc: "(token, expert) pairs per chunk, chunked only"},
 	Threads:          {Name: Threads, Kind: IntKind, Min: 1, Doc: "CPU goroutines"},
 	Variant:          {Name: Variant, Kind: TextKind, Doc: "a free label for a code variant"},
+}
+
+// dtypeNames are the float dtypes, then the packed formats.
+func dtypeNames() []string {
+	var n []string
+	for _, d := range append(slices.Clone(DTypes), QuantDTypes...) {
+		n = append(n, string(d))
+	}
+	return n
 }

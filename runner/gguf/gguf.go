@@ -17,9 +17,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
@@ -58,6 +60,23 @@ func (t Type) String() string {
 	return fmt.Sprintf("type %d", uint32(t))
 }
 
+// kernelTypes are the packed ggml types the kernels read as they are, with
+// their kernels/quant format.
+var kernelTypes = map[Type]quant.Type{Q4_0: quant.Q4_0, Q8_0: quant.Q8_0, Q2_K: quant.Q2_K, Q4_K: quant.Q4_K, Q6_K: quant.Q6_K}
+
+// Packing is the format a packed type runs as: its own where the kernels
+// read it, else for a type read by transcoding (quant.Transcoders) the one
+// it is rewritten into; ok false for float types and those not read.
+func (t Type) Packing() (quant.Spec, bool) {
+	if q, ok := kernelTypes[t]; ok {
+		return quant.Spec{Type: q}, true
+	}
+	if tc, ok := quant.Transcoders[t.String()]; ok {
+		return tc.Into, true
+	}
+	return quant.Spec{}, false
+}
+
 // Block is the values of one block and BlockBytes its bytes, for the
 // types mtlbench reads; ok false for the others.
 func (t Type) Block() (values, bytes int, ok bool) {
@@ -66,22 +85,28 @@ func (t Type) Block() (values, bytes int, ok bool) {
 		return 1, 4, true
 	case F16, BF16:
 		return 1, 2, true
-	case Q4_0:
-		return 32, 18, true
-	case Q8_0:
-		return 32, 34, true
-	case Q4_K:
-		return 256, 144, true
-	case Q6_K:
-		return 256, 210, true
-	case Q2_K:
-		return 256, 84, true
+	}
+	if q, ok := kernelTypes[t]; ok {
+		s := quant.Spec{Type: q}
+		return s.Block(), s.BlockBytes(), true
 	}
 	// The types read by transcoding are sized as their transcoders are.
 	if tc, ok := quant.Transcoders[t.String()]; ok {
 		return tc.Values, tc.Bytes, true
 	}
 	return 0, 0, false
+}
+
+// TypesRead names the ggml types mtlbench reads, for messages: the float
+// types, the packed ones the kernels read, then those read by transcoding.
+func TypesRead() string {
+	native := slices.Sorted(maps.Keys(kernelTypes))
+	names := []string{"F32", "F16", "BF16"}
+	for _, t := range native {
+		names = append(names, t.String())
+	}
+	return strings.Join(names, ", ") + ", and by transcoding " +
+		strings.Join(slices.Sorted(maps.Keys(quant.Transcoders)), ", ")
 }
 
 // ValueType is a metadata value's type.

@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -141,7 +140,7 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 				s.dtype = map[gguf.Type]bridge.DType{gguf.F16: bridge.F16, gguf.BF16: bridge.BF16}[t.Type]
 				break
 			}
-			if _, packed := ggufQuant(t.Type); packed {
+			if _, packed := t.Type.Packing(); packed {
 				s.dtype = bridge.F16
 			}
 		}
@@ -175,7 +174,7 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 					path, key, f0.Name, f0.Type, info.Name, info.Type)
 			}
 		}
-		if spec, ok := ggufQuant(info.Type); ok {
+		if spec, ok := info.Type.Packing(); ok {
 			q.Per[t.Name] = &spec
 		} else {
 			q.Per[t.Name] = nil
@@ -203,32 +202,6 @@ func ggufSplitExperts(f *gguf.File) bool {
 	return split
 }
 
-// ggufQuant is the packing a packed ggml type runs as: its own, or for a
-// type read by transcoding (quant.Transcoders) the one it is rewritten into.
-func ggufQuant(t gguf.Type) (quant.Spec, bool) {
-	switch t {
-	case gguf.Q8_0:
-		return quant.Spec{Type: quant.Q8_0}, true
-	case gguf.Q4_0:
-		return quant.Spec{Type: quant.Q4_0}, true
-	case gguf.Q4_K:
-		return quant.Spec{Type: quant.Q4_K}, true
-	case gguf.Q6_K:
-		return quant.Spec{Type: quant.Q6_K}, true
-	case gguf.Q2_K:
-		return quant.Spec{Type: quant.Q2_K}, true
-	}
-	if tc, ok := quant.Transcoders[t.String()]; ok {
-		return tc.Into, true
-	}
-	return quant.Spec{}, false
-}
-
-// ggufTypesRead names the ggml types mtlbench reads, for messages: those
-// the kernels read, then quant.Transcoders'.
-var ggufTypesRead = "F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q4_K, Q6_K, and by transcoding " +
-	strings.Join(slices.Sorted(maps.Keys(quant.Transcoders)), ", ")
-
 // lookup finds spec's GGUF tensor and checks its type and shape.
 func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 	name, e := s.name(spec.Name)
@@ -237,7 +210,7 @@ func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", s.f.Path, name, spec.Name)
 	}
 	if _, _, ok := info.Type.Block(); !ok {
-		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (%s)", s.f.Path, name, info.Type, ggufTypesRead)
+		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (%s)", s.f.Path, name, info.Type, gguf.TypesRead())
 	}
 	want := spec.Shape
 	if e >= 0 {
@@ -246,7 +219,7 @@ func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 	if !sameShape(info.Shape(), want) {
 		return info, e, fmt.Errorf("%s: tensor %q has shape %v, the metadata implies %v", s.f.Path, name, info.Shape(), want)
 	}
-	if _, packed := ggufQuant(info.Type); packed && !spec.Matrix {
+	if _, packed := info.Type.Packing(); packed && !spec.Matrix {
 		return info, e, fmt.Errorf("%s: tensor %q is %v; mtlbench reads norms and biases in F32, F16 or BF16", s.f.Path, name, info.Type)
 	}
 	return info, e, nil
@@ -320,7 +293,7 @@ func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
 		return Packed{}, false, err
 	}
 	_ = e
-	q, ok := ggufQuant(info.Type)
+	q, ok := info.Type.Packing()
 	if !ok {
 		return Packed{}, false, nil
 	}
@@ -605,7 +578,7 @@ func (s *GGUFSource) Formats() []FormatCount {
 		fc.Tensors++
 		fc.FileBytes += int64(info.Size)
 		if _, ok := quant.Transcoders[info.Type.String()]; ok {
-			q, _ := ggufQuant(info.Type)
+			q, _ := info.Type.Packing()
 			fc.RunsAs = q.String()
 			shape := info.Shape()
 			fc.RunBytes += q.Bytes(info.Elems(), shape[len(shape)-1])

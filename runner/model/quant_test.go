@@ -507,8 +507,8 @@ func TestGGUFTranscodedTypesRead(t *testing.T) {
 		if vals, bytes, ok := ty.Block(); !ok || vals != tc.Values || bytes != tc.Bytes {
 			t.Errorf("%v: the reader's blocks are %d values in %d bytes (ok %v), the transcoder's %d in %d", ty, vals, bytes, ok, tc.Values, tc.Bytes)
 		}
-		if !strings.Contains(ggufTypesRead, " "+tc.Name) {
-			t.Errorf("ggufTypesRead (%q) does not name %s", ggufTypesRead, tc.Name)
+		if !strings.Contains(gguf.TypesRead(), " "+tc.Name) {
+			t.Errorf("gguf.TypesRead() (%q) does not name %s", gguf.TypesRead(), tc.Name)
 		}
 	}
 	if seen != len(quant.Transcoders) {

@@ -16,17 +16,18 @@ import (
 // ParseShape reads "tokens=4,experts=32" (also with spaces or ';').
 func ParseShape(s string) (tune.Shape, error) {
 	out := tune.Shape{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
 	// Items are separated by commas or semicolons (and spaces within one);
 	// an empty item is a value left out, not a separator.
 	var fields []string
-	if items := strings.Split(strings.ReplaceAll(s, ";", ","), ","); len(items) > 1 || strings.TrimSpace(s) != "" {
-		for _, item := range items {
-			f := strings.Fields(item)
-			if len(f) == 0 {
-				return nil, fmt.Errorf("shape %q: an empty item between separators", s)
-			}
-			fields = append(fields, f...)
+	for _, item := range strings.Split(strings.ReplaceAll(s, ";", ","), ",") {
+		f := strings.Fields(item)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("shape %q: an empty item between separators", s)
 		}
+		fields = append(fields, f...)
 	}
 	for _, f := range fields {
 		k, v, ok := strings.Cut(f, "=")
