@@ -250,12 +250,18 @@ func iq4xs(blk, data, scales, biases []byte) {
 var MXFP4Levels = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 
 func mxfp4(blk, data, scales, biases []byte) {
-	// 2^(e−128): half the E8M0 scale, as ggml applies it to the doubled
-	// levels; e of 0 and 1 give f32 subnormals, exact.
-	d := float32(math.Ldexp(1, int(blk[0])-128))
-	binary.LittleEndian.PutUint32(scales, math.Float32bits(d))
-	binary.LittleEndian.PutUint32(biases, math.Float32bits(-12*d))
+	mxfp4Scale(blk[0], scales, biases)
 	for i := 0; i < 32; i++ {
 		data[i] = byte(MXFP4Levels[nibble(blk[1:17], i)] + 12)
 	}
+}
+
+// mxfp4Scale writes an MXFP4 group's affine scale and bias from its E8M0
+// exponent e: 2^(e−128), half the E8M0 scale, as it applies to the doubled
+// levels, and −12 times that for the codes level + 12. e of 0 and 1 give
+// f32 subnormals, exact.
+func mxfp4Scale(e byte, scales, biases []byte) {
+	d := float32(math.Ldexp(1, int(e)-128))
+	binary.LittleEndian.PutUint32(scales, math.Float32bits(d))
+	binary.LittleEndian.PutUint32(biases, math.Float32bits(-12*d))
 }

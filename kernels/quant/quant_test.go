@@ -387,3 +387,49 @@ func normals(r *rand.Rand, n int) []float32 {
 	}
 	return w
 }
+
+// TestMLXMXFP4MatchesMLX: mlx's "mxfp4" rows transcoded give, exactly,
+// mlx's dequantize (mlx/ops.cpp fp_dequantize): a 16-entry E2M1 table,
+// codes taken from each byte's low nibble then its high one, times
+// 2^(e−127), for every exponent whose largest value stays finite.
+func TestMLXMXFP4MatchesMLX(t *testing.T) {
+	e2m1 := [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6}
+	r := rand.New(rand.NewPCG(7, 8))
+	const rows, k = 5, 256
+	words, exps := make([]byte, rows*k/2), make([]byte, rows*k/32)
+	for i := range words {
+		words[i] = byte(r.Uint32())
+	}
+	for i := range exps {
+		exps[i] = byte(i * 251 / (len(exps) - 1)) // 0 (subnormal scales) to 251
+	}
+	m := &Matrix{Spec: MLXMXFP4, Rows: rows, K: k, Data: make([]byte, rows*k),
+		Scales: make([]byte, 4*len(exps)), Biases: make([]byte, 4*len(exps))}
+	if err := TranscodeMLXMXFP4(words, exps, m); err != nil {
+		t.Fatal(err)
+	}
+	got := m.Dequantize()
+	for i, g := range got {
+		code := words[i/2] >> (4 * (i % 2)) & 0xf
+		want := float32(e2m1[code] * math.Ldexp(1, int(exps[i/32])-127))
+		if g != want {
+			t.Fatalf("value %d (code %d, exponent %d): %g, mlx %g", i, code, exps[i/32], g, want)
+		}
+	}
+	bad := []struct {
+		words, exps, k int
+		spec           Spec
+		want           string
+	}{
+		{8, 1, 16, MLXMXFP4, "groups of 32"},
+		{15, 1, 32, MLXMXFP4, "15 bytes of values"},
+		{16, 2, 32, MLXMXFP4, "2 scales"},
+		{16, 1, 32, Spec{Type: Affine, Bits: 4, Group: 32, Scale: F32}, "not"},
+	}
+	for _, c := range bad {
+		m := &Matrix{Spec: c.spec, Rows: 1, K: c.k, Data: make([]byte, c.k), Scales: make([]byte, 4), Biases: make([]byte, 4)}
+		if err := TranscodeMLXMXFP4(make([]byte, c.words), make([]byte, c.exps), m); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error saying %q", c, err, c.want)
+		}
+	}
+}

@@ -24,6 +24,11 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/mlx/qwen3-q8", "../testdata/mlx/qwen3-q8/reference.json"},
 	{"../testdata/mlx/qwen3_moe-q4", "../testdata/mlx/qwen3_moe-q4/reference.json"},
 	{"../testdata/mlx/qwen3_moe-q8", "../testdata/mlx/qwen3_moe-q8/reference.json"},
+	// mlx's "mxfp4" mode (transcoded, kernels/quant/mlxfp.go); Qwen3-MoE's
+	// router an affine 8-bit override that names no mode.
+	{"../testdata/mlx/llama-mxfp4", "../testdata/mlx/llama-mxfp4/reference.json"},
+	{"../testdata/mlx/qwen3-mxfp4", "../testdata/mlx/qwen3-mxfp4/reference.json"},
+	{"../testdata/mlx/qwen3_moe-mxfp4", "../testdata/mlx/qwen3_moe-mxfp4/reference.json"},
 	{"../testdata/gguf/llama-q8_0.gguf", "../testdata/gguf/llama-q8_0.json"},
 	{"../testdata/gguf/llama-q4_0.gguf", "../testdata/gguf/llama-q4_0.json"},
 	{"../testdata/gguf/llama-q4_k_m.gguf", "../testdata/gguf/llama-q4_k_m.json"},

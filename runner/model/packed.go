@@ -115,20 +115,28 @@ func (c *Cached) Packed(spec TensorSpec) (Packed, bool, error) {
 // defaults, and per-module entries (a dict of overrides, or false for a
 // module left in floats).
 type mlxQuant struct {
-	GroupSize int
-	Bits      int
-	Mode      string
-	Modules   map[string]*mlxModule // nil value: not quantized
+	mlxModule
+	Modules map[string]*mlxModule // nil value: not quantized
 }
 
+// mlxModule is how one module is quantized: mlx's mode (affine or a
+// floating-point one), its group size and bits.
 type mlxModule struct {
 	GroupSize, Bits int
 	Mode            string
 }
 
+// mlxModeDefaults are each mlx mode's group size and bits, which a config
+// entry that leaves them out takes (mlx.nn's _defaults_for_mode).
+var mlxModeDefaults = map[string][2]int{"affine": {64, 4}, "mxfp4": {32, 4}, "nvfp4": {16, 4}, "mxfp8": {32, 8}}
+
 // parseMLXQuant reads the "quantization" (or, from older converters,
 // "quantization_config") object of an mlx-lm config.json; nil when the
-// checkpoint is not quantized.
+// checkpoint is not quantized. It reads the entries as mlx-lm's loader
+// applies them: the top level to every module with scales, through
+// nn.quantize; a per-module object as to_quantized's arguments, so what it
+// leaves out is to_quantized's default (mode affine, that mode's group size
+// and bits), not the top level's; true as the top level.
 func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 	var raw struct {
 		Q  map[string]json.RawMessage `json:"quantization"`
@@ -146,83 +154,112 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		if _, hf := m["quant_method"]; hf {
 			var method string
 			json.Unmarshal(m["quant_method"], &method)
-			return nil, fmt.Errorf("%s: quantization_config.quant_method %q is not supported (mtlbench reads mlx-lm's affine quantization and GGUF files)", name, method)
+			return nil, fmt.Errorf("%s: quantization_config.quant_method %q is not supported (mtlbench reads mlx-lm's quantization and GGUF files)", name, method)
 		}
 	}
-	q := &mlxQuant{GroupSize: 64, Bits: 4, Mode: "affine", Modules: map[string]*mlxModule{}}
-	for k, v := range m {
+	type entry struct {
+		GroupSize *int    `json:"group_size"`
+		Bits      *int    `json:"bits"`
+		Mode      *string `json:"mode"`
+	}
+	read := func(where string, e entry) (*mlxModule, error) {
+		mod := &mlxModule{Mode: "affine"}
+		if e.Mode != nil {
+			mod.Mode = *e.Mode
+		}
+		def, ok := mlxModeDefaults[mod.Mode]
+		if !ok {
+			return nil, fmt.Errorf("%s: mode %q is not one of mlx's (affine, mxfp4, nvfp4, mxfp8)", where, mod.Mode)
+		}
+		mod.GroupSize, mod.Bits = def[0], def[1]
+		if e.GroupSize != nil {
+			mod.GroupSize = *e.GroupSize
+		}
+		if e.Bits != nil {
+			mod.Bits = *e.Bits
+		}
+		if err := mod.check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		return mod, nil
+	}
+	var top entry
+	for _, k := range []string{"group_size", "bits", "mode"} {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		var err error
 		switch k {
 		case "group_size":
-			if err := json.Unmarshal(v, &q.GroupSize); err != nil {
-				return nil, fmt.Errorf("%s: quantization.group_size: %v", name, err)
-			}
+			err = json.Unmarshal(v, &top.GroupSize)
 		case "bits":
-			if err := json.Unmarshal(v, &q.Bits); err != nil {
-				return nil, fmt.Errorf("%s: quantization.bits: %v", name, err)
-			}
+			err = json.Unmarshal(v, &top.Bits)
 		case "mode":
-			if err := json.Unmarshal(v, &q.Mode); err != nil {
-				return nil, fmt.Errorf("%s: quantization.mode: %v", name, err)
-			}
-		default:
-			var b bool
-			if json.Unmarshal(v, &b) == nil {
-				if !b {
-					q.Modules[k] = nil
-				}
-				continue
-			}
-			var mod struct {
-				GroupSize *int   `json:"group_size"`
-				Bits      *int   `json:"bits"`
-				Mode      string `json:"mode"`
-			}
-			if err := json.Unmarshal(v, &mod); err != nil {
-				return nil, fmt.Errorf("%s: quantization[%q]: want an object or a boolean: %v", name, k, err)
-			}
-			e := &mlxModule{GroupSize: q.GroupSize, Bits: q.Bits, Mode: mod.Mode}
-			if mod.GroupSize != nil {
-				e.GroupSize = *mod.GroupSize
-			}
-			if mod.Bits != nil {
-				e.Bits = *mod.Bits
-			}
-			q.Modules[k] = e
+			err = json.Unmarshal(v, &top.Mode)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: quantization.%s: %v", name, k, err)
 		}
 	}
-	// Modules' defaults are the top-level values, read in any order.
-	for _, e := range q.Modules {
-		if e != nil && e.Mode == "" {
-			e.Mode = q.Mode
+	def, err := read(name+": quantization", top)
+	if err != nil {
+		return nil, err
+	}
+	q := &mlxQuant{mlxModule: *def, Modules: map[string]*mlxModule{}}
+	for k, v := range m {
+		if k == "group_size" || k == "bits" || k == "mode" {
+			continue
 		}
-	}
-	if err := q.check(q.Mode, q.Bits, q.GroupSize); err != nil {
-		return nil, fmt.Errorf("%s: quantization: %w", name, err)
-	}
-	for k, e := range q.Modules {
-		if e != nil {
-			if err := q.check(e.Mode, e.Bits, e.GroupSize); err != nil {
-				return nil, fmt.Errorf("%s: quantization[%q]: %w", name, k, err)
+		var b bool
+		if json.Unmarshal(v, &b) == nil {
+			if b {
+				q.Modules[k] = def
+			} else {
+				q.Modules[k] = nil
 			}
+			continue
+		}
+		var e entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil, fmt.Errorf("%s: quantization[%q]: want an object or a boolean: %v", name, k, err)
+		}
+		if q.Modules[k], err = read(fmt.Sprintf("%s: quantization[%q]", name, k), e); err != nil {
+			return nil, err
 		}
 	}
 	return q, nil
 }
 
-func (q *mlxQuant) check(mode string, bits, group int) error {
-	if mode != "affine" {
-		return fmt.Errorf("mode %q is not supported (only affine)", mode)
+// check says whether mtlbench runs the module's mode, group size and bits.
+func (m *mlxModule) check() error {
+	switch m.Mode {
+	case "affine":
+		return quant.Spec{Type: quant.Affine, Bits: m.Bits, Group: m.GroupSize}.Validate(m.GroupSize)
+	case "mxfp4":
+		if m.GroupSize != quant.MLXMXFP4Group || m.Bits != quant.MLXMXFP4Bits {
+			return fmt.Errorf("mode mxfp4 takes groups of %d values of %d bits, not %d of %d", quant.MLXMXFP4Group, quant.MLXMXFP4Bits, m.GroupSize, m.Bits)
+		}
+		return nil
 	}
-	return quant.Spec{Type: quant.Affine, Bits: bits, Group: group}.Validate(group)
+	return fmt.Errorf("mode %q is not supported (affine, mxfp4): its E4M3 floats have no kernels here", m.Mode)
 }
 
-// spec is how module (a weight's name without ".weight") is packed.
-func (q *mlxQuant) spec(module string, scale quant.Float) quant.Spec {
-	bits, group := q.Bits, q.GroupSize
+// module is how module (a weight's name without ".weight") is quantized.
+func (q *mlxQuant) module(module string) *mlxModule {
 	if e := q.Modules[module]; e != nil {
-		bits, group = e.Bits, e.GroupSize
+		return e
 	}
-	return quant.Spec{Type: quant.Affine, Bits: bits, Group: group, Scale: scale}
+	return &q.mlxModule
+}
+
+// spec is the format module's matrix runs as, with scale its scales'
+// dtype: affine as stored, mxfp4 transcoded (quant.MLXMXFP4).
+func (m *mlxModule) spec(scale quant.Float) quant.Spec {
+	if m.Mode == "mxfp4" {
+		return quant.MLXMXFP4
+	}
+	return quant.Spec{Type: quant.Affine, Bits: m.Bits, Group: m.GroupSize, Scale: scale}
 }
 
 // expertName splits "model.layers.L.mlp.experts.E.P.weight".
@@ -254,8 +291,15 @@ func floatOf(dtype string) (quant.Float, bool) {
 }
 
 // Packed reads an mlx-lm packed matrix: name.weight (U32), name.scales and
-// name.biases, or expert e's slice of the switch_mlp stack.
+// name.biases, or expert e's slice of the switch_mlp stack. A matrix in
+// mode mxfp4 is transcoded (quant.TranscodeMLXMXFP4) once.
 func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
+	return c.packed(spec, true)
+}
+
+// packed finds and checks spec's packed tensors; with read false it stops
+// there (Check), reading and transcoding nothing.
+func (c *Checkpoint) packed(spec TensorSpec, read bool) (Packed, bool, error) {
 	if c.mlx == nil || !spec.Matrix {
 		return Packed{}, false, nil
 	}
@@ -271,24 +315,33 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	if expert >= 0 {
 		lead = []int{experts}
 	}
+	mod := c.mlx.module(module)
+	fp := mod.Mode == "mxfp4"
 	get := func(suffix string) ([]byte, string, error) {
 		name := module + "." + suffix
 		data, info, err := c.ck.Bytes(name)
-		where := c.fileOf(name)
 		if err != nil {
-			return nil, where, fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), module+".weight", module+".scales", name)
+			return nil, "", fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), module+".weight", module+".scales", name)
 		}
 		return data, info.DType, nil
 	}
 	sInfo, _ := c.ck.Info(module + ".scales")
 	scale, ok := floatOf(sInfo.DType)
-	if !ok {
+	switch {
+	case fp && sInfo.DType != "U8":
+		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; mode %s keeps a U8 exponent a group", c.fileOf(module+".scales"), module+".scales", sInfo.DType, mod.Mode)
+	case !fp && !ok:
 		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; scales must be F32, F16 or BF16", c.fileOf(module+".scales"), module+".scales", sInfo.DType)
 	}
-	q := c.mlx.spec(module, scale)
+	// Packed values: bits of each of k values in U32 words.
 	where := c.fileOf(module + ".weight")
-	if err := q.Validate(k); err != nil {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
+	stored := quant.Spec{Type: quant.Affine, Bits: mod.Bits, Group: mod.GroupSize, Scale: scale}
+	if !fp {
+		if err := stored.Validate(k); err != nil {
+			return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
+		}
+	} else if k%mod.GroupSize != 0 {
+		return Packed{}, false, fmt.Errorf("%s: tensor %q: mxfp4 packs rows in groups of %d values; a row of %d values does not divide", where, module+".weight", mod.GroupSize, k)
 	}
 	data, dt, err := get("weight")
 	if err != nil {
@@ -298,37 +351,84 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has dtype %s, want U32 (it has scales, so the config's quantization applies)", where, module+".weight", dt)
 	}
 	wInfo, _ := c.ck.Info(module + ".weight")
-	if want := append(slices.Clone(lead), rows, k*q.Bits/32); !sameShape(wInfo.Shape, want) {
-		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has shape %v; %d-bit values of the config's %v need %v", where, module+".weight", wInfo.Shape, q.Bits, append(slices.Clone(lead), rows, k), want)
+	if want := append(slices.Clone(lead), rows, k*mod.Bits/32); !sameShape(wInfo.Shape, want) {
+		return Packed{}, false, fmt.Errorf("%s: packed tensor %q has shape %v; %d-bit values of the config's %v need %v", where, module+".weight", wInfo.Shape, mod.Bits, append(slices.Clone(lead), rows, k), want)
 	}
 	scales, _, err := get("scales")
 	if err != nil {
 		return Packed{}, false, err
 	}
-	biases, bdt, err := get("biases")
-	if err != nil {
-		return Packed{}, false, err
+	gshape := append(slices.Clone(lead), rows, k/mod.GroupSize)
+	groupTensors := []string{"scales", "biases"}
+	var biases []byte
+	if fp {
+		if c.Has(module + ".biases") {
+			return Packed{}, false, fmt.Errorf("%s: tensor %q: mode %s has no biases", c.fileOf(module+".biases"), module+".biases", mod.Mode)
+		}
+		groupTensors = groupTensors[:1]
+	} else {
+		var bdt string
+		if biases, bdt, err = get("biases"); err != nil {
+			return Packed{}, false, err
+		}
+		if bdt != sInfo.DType {
+			return Packed{}, false, fmt.Errorf("%s: tensor %q is %s but its scales are %s", c.fileOf(module+".biases"), module+".biases", bdt, sInfo.DType)
+		}
 	}
-	gshape := append(slices.Clone(lead), rows, k/q.Group)
-	for _, sfx := range []string{"scales", "biases"} {
+	for _, sfx := range groupTensors {
 		info, _ := c.ck.Info(module + "." + sfx)
 		if !sameShape(info.Shape, gshape) {
 			return Packed{}, false, fmt.Errorf("%s: tensor %q has shape %v; %d rows of %d values in groups of %d need %v",
-				c.fileOf(module+"."+sfx), module+"."+sfx, info.Shape, rows, k, q.Group, gshape)
+				c.fileOf(module+"."+sfx), module+"."+sfx, info.Shape, rows, k, mod.GroupSize, gshape)
 		}
 	}
-	if bdt != sInfo.DType {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q is %s but its scales are %s", c.fileOf(module+".biases"), module+".biases", bdt, sInfo.DType)
+	if !read {
+		return Packed{}, true, nil
 	}
-	p := Packed{Spec: q, Data: data, Scales: scales, Biases: biases}
+	if fp {
+		p, err := c.transcodeMXFP4(spec, data, scales, expert, experts)
+		return p, true, err
+	}
+	p := Packed{Spec: stored, Data: data, Scales: scales, Biases: biases}
 	if expert >= 0 {
-		if expert >= experts {
-			return Packed{}, false, fmt.Errorf("%s: tensor %q holds %d experts, the config %d", where, module+".weight", wInfo.Shape[0], experts)
-		}
-		m := (&quant.Matrix{Spec: q, Rows: rows * experts, K: k, Data: data, Scales: scales, Biases: biases}).Expert(expert, experts)
+		m := (&quant.Matrix{Spec: stored, Rows: rows * experts, K: k, Data: data, Scales: scales, Biases: biases}).Expert(expert, experts)
 		p.Data, p.Scales, p.Biases = m.Data, m.Scales, m.Biases
 	}
 	return p, true, nil
+}
+
+// transcodeMXFP4 rewrites spec's mxfp4 values (expert's slice of a stack
+// of experts when expert >= 0) as quant.MLXMXFP4, once per tensor, and
+// lets the OS drop the file's pages it read.
+func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, words, exps []byte, expert, experts int) (Packed, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.transcoded[spec.Name]; ok {
+		return p, nil
+	}
+	if expert >= 0 {
+		nw, ne := len(words)/experts, len(exps)/experts
+		words, exps = words[expert*nw:(expert+1)*nw], exps[expert*ne:(expert+1)*ne]
+	}
+	rows, k := spec.Shape[0], spec.Shape[1]
+	q := quant.MLXMXFP4
+	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
+	c.frees = append(c.frees, free)
+	if mapped {
+		c.converted.add(buf)
+	}
+	nd, ns := rows*q.RowBytes(k), rows*q.Groups(k)*q.Scale.Size()
+	m := &quant.Matrix{Spec: q, Rows: rows, K: k, Data: buf[:nd], Scales: buf[nd : nd+ns], Biases: buf[nd+ns : nd+2*ns]}
+	if err := quant.TranscodeMLXMXFP4(words, exps, m); err != nil {
+		return Packed{}, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
+	}
+	c.ck.Drop(words)
+	p := Packed{Spec: q, Data: m.Data, Scales: m.Scales, Biases: m.Biases}
+	if c.transcoded == nil {
+		c.transcoded = map[string]Packed{}
+	}
+	c.transcoded[spec.Name] = p
+	return p, nil
 }
 
 // mlxScheme is the QuantScheme an mlx-lm checkpoint's tensors make: a
@@ -349,7 +449,7 @@ func (c *Checkpoint) mlxScheme(cfg *Config) *QuantScheme {
 			continue
 		}
 		f, _ := floatOf(info.DType)
-		s := c.mlx.spec(module, f)
+		s := c.mlx.module(module).spec(f)
 		q.Per[t.Name] = &s
 	}
 	return q

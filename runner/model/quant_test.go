@@ -138,7 +138,17 @@ func TestBadMLXCheckpoints(t *testing.T) {
 	}{
 		{"bits", func(m map[string]any) { m["bits"] = 7 }, nil, []string{"config.json", "7 bits is not supported"}, ""},
 		{"group", func(m map[string]any) { m["group_size"] = 48 }, nil, []string{"config.json", "group size 48"}, ""},
-		{"mode", func(m map[string]any) { m["mode"] = "mxfp4" }, nil, []string{"config.json", `mode "mxfp4"`}, ""},
+		{"mode", func(m map[string]any) { m["mode"] = "fp3" }, nil, []string{"config.json", `mode "fp3" is not one of mlx's`}, ""},
+		{"mode nvfp4", func(m map[string]any) { m["mode"] = "nvfp4" }, nil, []string{"config.json", `mode "nvfp4" is not supported`}, ""},
+		{"mode mxfp8", func(m map[string]any) { m[q] = map[string]any{"mode": "mxfp8"} }, nil, []string{"config.json", q, `mode "mxfp8" is not supported`}, ""},
+		{"mxfp4 group", func(m map[string]any) { m["mode"] = "mxfp4" }, nil, []string{"config.json", "mxfp4 takes groups of 32 values of 4 bits, not 64 of 4"}, ""},
+		{"mxfp4 scales", func(m map[string]any) { m["mode"] = "mxfp4"; m["group_size"] = 32; m["bits"] = 4 }, nil,
+			[]string{"model.safetensors", ".scales", "mode mxfp4 keeps a U8 exponent"}, ""},
+		// A module's object leaves out its group size: to_quantized takes
+		// affine's 64, not the top level's 128, and the stored scales
+		// (groups of 128) do not fit.
+		{"module defaults", func(m map[string]any) { m[q] = map[string]any{"bits": 8} }, nil,
+			[]string{"model.safetensors", q + ".scales", "groups of 64"}, "../testdata/mlx/qwen3-q8"},
 		{"module bits", func(m map[string]any) { m[q] = map[string]any{"bits": 5, "group_size": 96} }, nil, []string{q, "group size 96"}, ""},
 		{"scales shape", nil, replace(q+".scales", func(w *safetensors.WriteTensor) {
 			w.Shape = []int{w.Shape[0] * 2, w.Shape[1] / 2}

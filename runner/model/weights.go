@@ -226,6 +226,9 @@ type Checkpoint struct {
 	mlx       *mlxQuant    // mlx-lm's quantization, nil for float checkpoints
 	experts   int          // experts per MoE layer, to slice switch_mlp stacks
 	sparse    bool         // MoE layers stored under Mixtral's names (stored)
+
+	mu         sync.Mutex
+	transcoded map[string]Packed // mxfp4 matrices rewritten so far, by HF name
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
@@ -404,7 +407,7 @@ func floatWeights(where, name, dtype string) (bridge.DType, error) {
 // checkpoint is refused as it opens, whatever then uses it.
 func (c *Checkpoint) Check(cfg *Config) error {
 	for _, t := range cfg.Tensors() {
-		if _, packed, err := c.Packed(t); err != nil || packed {
+		if _, packed, err := c.packed(t, false); err != nil || packed {
 			if err != nil {
 				return err
 			}
