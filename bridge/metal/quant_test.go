@@ -67,6 +67,7 @@ var quantFixtures = [][2]string{
 	// written by llama.cpp's converter and llama-quantize
 	// (tools/fixtures/make_llamacpp_fixtures.py)
 	{"gguf/llamacpp-llama-q4_k_m.gguf", "gguf/llamacpp-llama-q4_k_m.json"},
+	{"gguf/llamacpp-gpt2-q4_k_m.gguf", "gguf/llamacpp-gpt2-q4_k_m.json"},
 	{"gguf/llamacpp-llama-q3_k_m.gguf", "gguf/llamacpp-llama-q3_k_m.json"},
 	{"gguf/llamacpp-qwen2-q4_k_m.gguf", "gguf/llamacpp-qwen2-q4_k_m.json"},
 	{"gguf/llamacpp-qwen3-q8_0.gguf", "gguf/llamacpp-qwen3-q8_0.json"},

@@ -68,6 +68,9 @@ func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weight
 	w := &weights{embed: one(model.GPT2Embed), pos: one(model.GPT2Positions),
 		norm: one(model.GPT2FinalNorm + "weight"), normB: one(model.GPT2FinalNorm + "bias")}
 	w.lmHead = w.embed
+	if !cfg.TieEmbed {
+		w.lmHead = one("lm_head.weight")
+	}
 	for l := 0; l < cfg.Layers; l++ {
 		p := model.GPT2LayerPrefix(l)
 		qkv, bqkv := parts(p+"attn.c_attn.weight", 3), parts(p+"attn.c_attn.bias", 3)

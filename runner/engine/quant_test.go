@@ -62,6 +62,11 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llamacpp-llama-q2_k.gguf", "../testdata/gguf/llamacpp-llama-q2_k.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-q2_k.gguf", "../testdata/gguf/llamacpp-qwen3_moe-q2_k.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "../testdata/gguf/llamacpp-qwen3_moe-mxfp4_moe.json"},
+	// GPT-2 as the converter writes it (Conv1D weights transposed, c_attn
+	// as attn_qkv, learned positions in F32), in its Q8_0 and in
+	// llama-quantize's Q4_K_M mix (Q4_K, Q6_K).
+	{"../testdata/gguf/llamacpp-gpt2-q8_0.gguf", "../testdata/gguf/llamacpp-gpt2-q8_0.json"},
+	{"../testdata/gguf/llamacpp-gpt2-q4_k_m.gguf", "../testdata/gguf/llamacpp-gpt2-q4_k_m.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position

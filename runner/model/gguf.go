@@ -25,6 +25,7 @@ var ggufArchs = map[string]string{
 	"qwen2":    "Qwen2ForCausalLM",
 	"qwen3":    "Qwen3ForCausalLM",
 	"qwen3moe": "Qwen3MoeForCausalLM",
+	"gpt2":     GPT2Architecture,
 }
 
 func isGGUFPath(p string) bool { return strings.EqualFold(filepath.Ext(p), ".gguf") }
@@ -82,8 +83,34 @@ func (s *GGUFSource) name(name string) (string, int) {
 	return ggufName(name), -1
 }
 
+// gpt2GGUF are GPT-2's tensors as convert_hf_to_gguf.py names them (its
+// Conv1D weights transposed to [out, in], as the engine reads them), by
+// transformers' names: the whole-model ones, then a block's by the part
+// after "transformer.h.N.".
+var (
+	gpt2GGUF = map[string]string{
+		GPT2Embed: "token_embd.weight", GPT2Positions: "position_embd.weight",
+		GPT2FinalNorm + "weight": "output_norm.weight", GPT2FinalNorm + "bias": "output_norm.bias",
+	}
+	gpt2GGUFBlock = map[string]string{
+		"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output",
+		"ln_2": "ffn_norm", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",
+	}
+)
+
 // ggufName is the GGUF tensor holding HF tensor name, outside the experts.
 func ggufName(name string) string {
+	if g, ok := gpt2GGUF[name]; ok {
+		return g
+	}
+	var l int
+	var rest string
+	if n, _ := fmt.Sscanf(name, GPT2Prefix+"h.%d.%s", &l, &rest); n == 2 {
+		dot := strings.LastIndexByte(rest, '.')
+		if g, ok := gpt2GGUFBlock[rest[:max(dot, 0)]]; ok {
+			return fmt.Sprintf("blk.%d.%s%s", l, g, rest[dot:]) // .weight or .bias
+		}
+	}
 	switch name {
 	case "model.embed_tokens.weight":
 		return "token_embd.weight"
@@ -92,8 +119,6 @@ func ggufName(name string) string {
 	case "lm_head.weight":
 		return "output.weight"
 	}
-	var l int
-	var rest string
 	if n, _ := fmt.Sscanf(name, "model.layers.%d.%s", &l, &rest); n == 2 {
 		m := map[string]string{
 			"input_layernorm.weight":          "attn_norm.weight",
@@ -387,7 +412,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	arch := av.Str
 	hf, ok := ggufArchs[arch]
 	if !ok {
-		return nil, bad("architecture %q is not supported (llama, qwen2, qwen3, qwen3moe)", arch)
+		return nil, bad("architecture %q is not supported (llama, qwen2, qwen3, qwen3moe, gpt2)", arch)
 	}
 	var errs []string
 	num := func(key string, def int, need bool) int {
@@ -445,8 +470,13 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	if v := num("attention.value_length", c.HeadDim, false); v != c.HeadDim {
 		errs = append(errs, fmt.Sprintf("value_length %d differs from key_length %d", v, c.HeadDim))
 	}
-	c.MaxPos = num("context_length", 2048, false)
+	gpt2 := hf == GPT2Architecture
+	// GPT-2's learned positions are a table of context_length rows.
+	c.MaxPos = num("context_length", 2048, gpt2)
 	c.Eps = float32(flt("attention.layer_norm_rms_epsilon", 1e-6))
+	if gpt2 {
+		c.Eps = float32(flt("attention.layer_norm_epsilon", 1e-5))
+	}
 	c.RopeTheta = flt("rope.freq_base", 10000)
 	if c.HeadDim > 0 {
 		if d := num("rope.dimension_count", c.HeadDim, false); d != c.HeadDim {
@@ -483,6 +513,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	_, hasOut := f.Tensor("output.weight")
 	c.TieEmbed = !hasOut
 	_, c.QKVBias = f.Tensor("blk.0.attn_q.bias")
+	c.QKVBias = c.QKVBias || gpt2 // in attn_qkv.bias
 	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
 	experts := num("expert_count", 0, false)
 	switch {

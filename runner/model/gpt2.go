@@ -125,5 +125,11 @@ func (c *Config) gpt2Tensors() []TensorSpec {
 			conv(p+"mlp.c_fc.weight", c.Inter, h), vec(p+"mlp.c_fc.bias", c.Inter),
 			conv(p+"mlp.c_proj.weight", h, c.Inter), vec(p+"mlp.c_proj.bias", h))
 	}
-	return append(t, vec(GPT2FinalNorm+"weight", h), vec(GPT2FinalNorm+"bias", h))
+	t = append(t, vec(GPT2FinalNorm+"weight", h), vec(GPT2FinalNorm+"bias", h))
+	if !c.TieEmbed {
+		// A GGUF file may hold the LM head apart (output.weight), as
+		// llama.cpp then reads it; transformers' GPT-2 always ties it.
+		t = append(t, TensorSpec{Name: "lm_head.weight", Shape: []int{c.Vocab, h}, Matrix: true, FanIn: h})
+	}
+	return t
 }

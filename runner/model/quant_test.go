@@ -525,3 +525,45 @@ func TestGGUFTranscodedTypesRead(t *testing.T) {
 		t.Errorf("%d of %d transcoders have a GGUF type", seen, len(quant.Transcoders))
 	}
 }
+
+// TestBadGPT2GGUF: a GPT-2 GGUF file needs its positions' row count, and
+// its fused q/k/v as the metadata shapes it; each is refused by name.
+func TestBadGPT2GGUF(t *testing.T) {
+	const fixture = "../testdata/gguf/llamacpp-gpt2-q8_0.gguf"
+	cfg, s, err := Open(Spec{Model: fixture})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !cfg.GPT2() || !cfg.TieEmbed || !cfg.QKVBias || cfg.MaxPos != 256 || cfg.Eps != 1e-5 {
+		t.Fatalf("config %+v: want GPT-2, tied, q/k/v biases, 256 positions, eps 1e-5", cfg)
+	}
+	src, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rename := func(from, to string) func([]byte) []byte {
+		return func(b []byte) []byte {
+			i := strings.Index(string(b), from)
+			if i < 0 {
+				t.Fatalf("no %s in the fixture", from)
+			}
+			copy(b[i:], to)
+			return b
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func([]byte) []byte
+		want []string
+	}{
+		{"no context length", rename("gpt2.context_length", "gpt2.context_lengtX"), []string{"missing gpt2.context_length"}},
+		{"no qkv", rename("blk.1.attn_qkv.weight", "blk.1.attn_qkx.weight"), []string{"blk.1.attn_qkv.weight", "missing", "transformer.h.1.attn.c_attn.weight"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			os.WriteFile(p, c.edit(append([]byte(nil), src...)), 0o644)
+			openRefused(t, p, c.want...)
+		})
+	}
+}
