@@ -103,35 +103,39 @@ func TestQuantMatchesTransformers(t *testing.T) {
 // TestQuantWitness: the emulator's cost witness of the packed GEMVs at
 // Qwen3-30B-A3B's q projection (n=4096, k=2048) and its MoE block at one
 // token: formats read with 16-byte loads (affine, Q4_K) move at most 1.25x
-// their packed bytes and scales (docs/metal-kernels.md).
+// their packed bytes and scales, and every format's decode loads keep at
+// least half of a simdgroup's lanes busy (docs/metal-kernels.md). A lane
+// that took a whole K-format super-block kept 8.1-8.6 of 32 busy.
 func TestQuantWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x2048 GEMV")
 	}
 	be := newEmu(t, flagTuning(t))
-	// min: the traffic efficiency a case must reach (0: reported only).
+	// min: the traffic efficiency a case must reach (0: reported only);
+	// lanes: the fewest lanes its loads may keep busy on average.
 	// A 128-row q4 matmul (prefill) on qmatmul_mm's tiles reads its weights
 	// once per 64 rows of x; on the GEMVs it read them once per 8 (76.6 MB
 	// counted, efficiency 0.058; now 23.1 MB, 0.193, most of it x read
 	// again for each column tile, as the float tiles do).
 	cases := []struct {
-		args ops.Args
-		min  float64
+		args  ops.Args
+		min   float64
+		lanes float64
 	}{
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4}, 0.8},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8}, 0.8},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4_K}, 0.8},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0},
-		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.8},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4}, 0.8, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8}, 0.8, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4_K}, 0.8, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 16},
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.8, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15, 0},
 		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each
 		// expert's weights read once per 32 of its pairs (36.9 MB counted,
 		// 0.398); one (token, expert) pair at a time they were read once per
 		// pair (285.3 MB, 0.052).
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 64, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 1024,
-			ops.Intermediate: 512}, DType: ops.Q4}, 0.3},
+			ops.Intermediate: 512}, DType: ops.Q4}, 0.3, 0},
 	}
 	for _, c := range cases {
 		b, err := kbench.Prepare(be, c.args)
@@ -145,10 +149,16 @@ func TestQuantWitness(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%s: witness %v %v", b.Describe(), ok, err)
 		}
-		t.Logf("%s: counted %.2f MB, ideal %.2f MB, efficiency %.3f, %.1f B/load, %.1f simdgroups/core",
-			b.Describe(), float64(w.Cost.Bytes())/1e6, float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.SimdgroupsPerCore)
+		t.Logf("%s: counted %.2f MB, ideal %.2f MB, efficiency %.3f, %.1f B/load, %.1f lanes/load, %.1f simdgroups/core",
+			b.Describe(), float64(w.Cost.Bytes())/1e6, float64(w.Ideal)/1e6, w.Efficiency, w.BytesPerLoad(), w.LanesPerLoad(), w.SimdgroupsPerCore)
+		for _, k := range w.Kernels {
+			t.Logf("    %s: %.1f lanes/load", k.Kernel, k.LanesPerLoad())
+		}
 		if w.Efficiency < c.min {
 			t.Errorf("%s: traffic efficiency %.3f < %g", b.Describe(), w.Efficiency, c.min)
+		}
+		if l := w.LanesPerLoad(); l < c.lanes {
+			t.Errorf("%s: its loads keep %.1f lanes of 32 busy, want at least %g", b.Describe(), l, c.lanes)
 		}
 		b.Close()
 	}

@@ -57,6 +57,13 @@ func (c Cost) FootprintEfficiency(idealBytes int64) float64 { return ratio(ideal
 // for a lane loading one half, 16 for a float4 or eight halves at once.
 func (c Cost) BytesPerLoad() float64 { return ratio(c.BytesRead, c.Loads) }
 
+// LanesPerLoad is the lanes one simdgroup load instruction keeps busy, on
+// average, of 32: the loads summed over lanes over the loads counted by
+// simdgroup (each its busiest lane's). Below 32, lanes of a simdgroup sit
+// out its loads (a loop some lanes leave early, rows split over too few
+// lanes), and its loads take as many issue slots as if all were busy.
+func (c Cost) LanesPerLoad() float64 { return ratio(c.Loads, c.SimdgroupLoads) }
+
 // BytesPerSimdgroupLoad is the average bytes one simdgroup load
 // instruction moves over all its lanes (32 lanes of 16 bytes: 512).
 func (c Cost) BytesPerSimdgroupLoad() float64 { return ratio(c.BytesRead, c.SimdgroupLoads) }

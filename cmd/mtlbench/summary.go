@@ -91,6 +91,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			if t == kernel && kernelWitness {
 				t.Notes = append(t.Notes, "traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 					"footprint eff: the same over the distinct bytes of each dispatch; B/load: a lane's average device load (16: four floats at once); "+
+					"lanes/load: the lanes of 32 a simdgroup load keeps busy; "+
 					"simdgroups/core: simdgroups launched per GPU core (under 2 leaves cores idle); floor µs: the footprint at the GPU's bandwidth; "+
 					"GPU: "+witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")+" (witness_gpu, docs/metal-kernels.md)")
 			}

@@ -149,7 +149,8 @@ func TestWitnessGPUNotes(t *testing.T) {
 			s, ts = []results.Sample{{Metric: "us_per_call", Value: 9}}, nil
 			if c.Name == "gemv" {
 				s = append(s, results.Sample{Metric: "traffic_efficiency", Value: 0.89}, results.Sample{Metric: "footprint_efficiency", Value: 1},
-					results.Sample{Metric: "bytes_per_load", Value: 16}, results.Sample{Metric: "simdgroups_per_core", Value: 16},
+					results.Sample{Metric: "bytes_per_load", Value: 16}, results.Sample{Metric: "lanes_per_load", Value: 29.4},
+					results.Sample{Metric: "simdgroups_per_core", Value: 16},
 					results.Sample{Metric: "witness_us", Value: 15.45})
 			}
 		}
@@ -189,8 +190,8 @@ func TestWitnessGPUNotes(t *testing.T) {
 		"each case's GPU: Apple M3 Ultra (80 cores, 819 GB/s) for decode; Apple M2 Pro (19 cores, 200 GB/s) for decode/witness_gpu=M2 Pro",
 		"µs at Apple M2 Pro", "µs at Apple M3 Ultra",
 		"│ moe       │ moe │      1 │       4.00 │         2.00 │       100.0 │               10.0 │", // 2 MB at 200 GB/s
-		"│ gemv │ 9.00 (n=1) │ -    │ -       │ 89 (n=1)      │ 100 (n=1)       │ 16.0 (n=1) │ 16.0 (n=1)      │ 15.45 (n=1) │",
-		"│ norm │ 9.00 (n=1) │ -    │ -       │ -             │ -               │ -          │ -               │ -           │",
+		"│ gemv │ 9.00 (n=1) │ -    │ -       │ 89 (n=1)      │ 100 (n=1)       │ 16.0 (n=1) │ 29.4 (n=1) │ 16.0 (n=1)      │ 15.45 (n=1) │",
+		"│ norm │ 9.00 (n=1) │ -    │ -       │ -             │ -               │ -          │ -          │ -               │ -           │",
 		"floor µs: the footprint at the GPU's bandwidth; GPU: the Apple M1 (8 cores, 68.25 GB/s) (witness_gpu",
 		"run 1: kernel cases' arguments (cost witness, one call)",
 		"│ gemv │ matvec_bf16 │ out      │   0.000 │ -            │      0.001 │ 1.0           │",

@@ -77,7 +77,7 @@ var Recorded = []string{
 	"witness_footprint_efficiency", "witness_tok_s",
 	// kernel cases, and the cost witness of a kernel call
 	"us_per_call", "gb_s", "gflop_s",
-	"traffic_efficiency", "bytes_counted", "bytes_per_load", "simdgroups_per_core",
+	"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "simdgroups_per_core",
 	"barriers_per_threadgroup", "footprint_efficiency", "bytes_footprint", "witness_us",
 	// imports: llama-bench, mlx_lm.benchmark, vllm bench serve
 	"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s", "request_per_s",
@@ -124,7 +124,8 @@ var nonNegativeNames = []struct{ suffix, what string }{
 	{"_ms", "a time"}, {"_us", "a time"}, {"us_per_call", "a time"},
 	{"_frac", "a fraction"}, {"_efficiency", "a fraction"},
 	{"_bytes", "a size"}, {"bytes_per_step", "a size"}, {"bytes_per_load", "a size"},
-	{"dispatches_per_step", "a count"}, {"simdgroups_per_core", "a count"}, {"preemptions", "a count"},
+	{"dispatches_per_step", "a count"}, {"simdgroups_per_core", "a count"}, {"lanes_per_load", "a count"},
+	{"preemptions", "a count"},
 }
 
 // Min is the least value metric, recorded in unit, can take: 0 for a

@@ -101,6 +101,7 @@ var KernelWitnessColumns = []Column{
 	{"traffic_efficiency", "traffic eff %", 100, 0},
 	{"footprint_efficiency", "footprint eff %", 100, 0},
 	{"bytes_per_load", "B/load", 1, 1},
+	{"lanes_per_load", "lanes/load", 1, 1},
 	{"simdgroups_per_core", "simdgroups/core", 1, 1},
 	{"witness_us", "floor µs", 1, 2},
 }

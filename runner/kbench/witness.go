@@ -109,6 +109,7 @@ func (w *Witness) Samples() []Sample {
 		{"traffic_efficiency", w.Efficiency, "ratio"},
 		{"bytes_counted", float64(w.Bytes()), "B"},
 		{"bytes_per_load", w.BytesPerLoad(), "B"},
+		{"lanes_per_load", w.LanesPerLoad(), "count"},
 		{"simdgroups_per_core", w.SimdgroupsPerCore, "count"},
 		{"barriers_per_threadgroup", w.BarriersPerThreadgroup(), "count"},
 	}

@@ -66,29 +66,33 @@ func TestCostWitness(t *testing.T) {
 		stores       int64
 		bytesPerLoad float64
 		perSimdLoad  float64 // bytes per simdgroup load
+		lanes        float64 // lanes per simdgroup load
 		barriers     int64
 		tgMem        int
 		// the footprint: distinct bytes read and written
 		fpRead, fpWritten int64
 	}{
-		{"copy_f32", 4 * n, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0, 4 * n, 4 * n},
-		{"copy_f16", 2 * n, nil, two, tpg, 2 * n, 2 * n, n, n, 2, 64, 0, 0, 2 * n, 2 * n},
-		{"copy_f32x4", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0, 16 * n, 16 * n},
-		{"copy_f16x4", 8 * n, nil, two, tpg, 8 * n, 8 * n, n, n, 8, 256, 0, 0, 8 * n, 8 * n},
-		{"copy_f16x8", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0, 16 * n, 16 * n},
-		{"copy_packed", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 0, 0, 16 * n, 16 * n},
+		{"copy_f32", 4 * n, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 32, 0, 0, 4 * n, 4 * n},
+		{"copy_f16", 2 * n, nil, two, tpg, 2 * n, 2 * n, n, n, 2, 64, 32, 0, 0, 2 * n, 2 * n},
+		{"copy_f32x4", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 32, 0, 0, 16 * n, 16 * n},
+		{"copy_f16x4", 8 * n, nil, two, tpg, 8 * n, 8 * n, n, n, 8, 256, 32, 0, 0, 8 * n, 8 * n},
+		{"copy_f16x8", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 32, 0, 0, 16 * n, 16 * n},
+		{"copy_packed", 16 * n, nil, two, tpg, 16 * n, 16 * n, n, n, 16, 512, 32, 0, 0, 16 * n, 16 * n},
+		// copy_f32's bytes, loaded by a quarter of the lanes: each
+		// simdgroup issues 4 loads with 8 lanes busy.
+		{"copy_quarter_lanes", 4 * n, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 32, 8, 0, 0, 4 * n, 4 * n},
 		// Twice the reads of copy_f32 for the same output, the same
 		// footprint.
-		{"read_twice", 4 * n, nil, two, tpg, 2 * 4 * n, 4 * n, 2 * n, n, 4, 128, 0, 0, 4 * n, 4 * n},
+		{"read_twice", 4 * n, nil, two, tpg, 2 * 4 * n, 4 * n, 2 * n, n, 4, 128, 32, 0, 0, 4 * n, 4 * n},
 		// in, idx and the element added to: three loads; one store.
-		{"scatter_add", 4 * n, []arg{{buf: u32Buf(t, dev, perm)}}, two, tpg, 3 * 4 * n, 4 * n, 3 * n, n, 4, 128, 0, 0, 3 * 4 * n, 4 * n},
+		{"scatter_add", 4 * n, []arg{{buf: u32Buf(t, dev, perm)}}, two, tpg, 3 * 4 * n, 4 * n, 3 * n, n, 4, 128, 32, 0, 0, 3 * 4 * n, 4 * n},
 		// n atomics on one counter: 4 bytes read and written.
-		{"count_atomic", 4, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 0, 0, 4, 4},
+		{"count_atomic", 4, nil, two, tpg, 4 * n, 4 * n, n, n, 4, 128, 32, 0, 0, 4, 4},
 		// 7 barriers per threadgroup; 256 bytes of scratch set by the host
 		// plus the 256-byte array.
-		{"tg_reduce", 4 * n, []arg{{tg: 256}}, two, tpg, 4 * n, 2 * 4, n, 2, 4, 128, 2 * 7, 512, 4 * n, 2 * 4},
+		{"tg_reduce", 4 * n, []arg{{tg: 256}}, two, tpg, 4 * n, 2 * 4, n, 2, 4, 128, 32, 2 * 7, 512, 4 * n, 2 * 4},
 		// An 8x8 float tile per simdgroup: each lane one load of 8 bytes.
-		{"tile_copy", 4 * n, nil, two, [3]int{32, 1, 1}, 4 * n, 4 * n, 64, 64, 8, 256, 0, 0, 4 * n, 4 * n},
+		{"tile_copy", 4 * n, nil, two, [3]int{32, 1, 1}, 4 * n, 4 * n, 64, 64, 8, 256, 32, 0, 0, 4 * n, 4 * n},
 	} {
 		t.Run(c.kernel, func(t *testing.T) {
 			in := newBuf(t, dev, c.inBytes)
@@ -143,6 +147,9 @@ func TestCostWitness(t *testing.T) {
 			}
 			if got := s.BytesPerSimdgroupLoad(); got != c.perSimdLoad {
 				t.Errorf("BytesPerSimdgroupLoad = %v, want %v", got, c.perSimdLoad)
+			}
+			if got := s.LanesPerLoad(); got != c.lanes {
+				t.Errorf("LanesPerLoad = %v, want %v", got, c.lanes)
 			}
 			if got, want := s.BarriersPerThreadgroup(), float64(c.barriers)/2; got != want {
 				t.Errorf("BarriersPerThreadgroup = %v, want %v", got, want)

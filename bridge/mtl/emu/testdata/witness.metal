@@ -10,6 +10,17 @@ kernel void copy_f32(device const float* in [[buffer(0)]], device float* out [[b
   out[i] = in[i] * 2.0f;
 }
 
+// A quarter of the lanes load, four elements each (a row split over too
+// few lanes): as many bytes as copy_f32, a quarter of the lanes busy in
+// each of a simdgroup's four load instructions.
+kernel void copy_quarter_lanes(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],
+                               uint i [[thread_position_in_grid]]) {
+  if (i % 4 != 0)
+    return;
+  for (uint j = 0; j < 4; j++)
+    out[i + j] = in[i + j] * 2.0f;
+}
+
 // One 2-byte load per lane: the GEMV shape of loading one half at a time.
 kernel void copy_f16(device const half* in [[buffer(0)]], device half* out [[buffer(1)]],
                      uint i [[thread_position_in_grid]]) {
