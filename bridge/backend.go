@@ -96,6 +96,11 @@ type StepStats struct {
 	// summed over the step's dispatches: the traffic if each dispatch's
 	// caches held what it touched more than once; 0 where not counted.
 	FootprintBytes int64
+	// Loads are the device load instructions the step's dispatches issued,
+	// summed over lanes, and SimdgroupLoads each simdgroup's count of its
+	// busiest lane's: Loads over SimdgroupLoads is the lanes of 32 a load
+	// kept busy (mtl.Cost.LanesPerLoad). 0 where not counted.
+	Loads, SimdgroupLoads int64
 	// DeviceTime is the step's span on the device's clock, from the device
 	// starting its first work to finishing its last (CUDA: events around
 	// the step on its stream; Metal: the command buffers' GPU start and

@@ -401,7 +401,7 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	s.store()
 	cost := mtl.Sum(s.cost)
 	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint(),
-		DeviceTime: s.devSpan.duration(), Operands: operandBytes(s.cost)}
+		Loads: cost.Loads, SimdgroupLoads: cost.SimdgroupLoads, DeviceTime: s.devSpan.duration(), Operands: operandBytes(s.cost)}
 	if s.err == nil {
 		s.err = stepError(s.errBuf)
 	}

@@ -84,7 +84,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				t.Notes = append(t.Notes, stepShareNotes(sum.Cases, byCase)...)
 				if witness {
 					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
-						"footprint eff: the same over the distinct bytes of each dispatch; "+
+						"footprint eff: the same over the distinct bytes of each dispatch; lanes/load: the lanes of 32 the step's loads kept busy; "+
 						"ceiling: the decode tok/s the footprint allows at the bandwidth of "+witnessGPUs(sum.Cases, byCase, results.CaseModel, "witness_tok_s")+" (witness_gpu, docs/metal-kernels.md)")
 				}
 			}

@@ -74,7 +74,7 @@ var Recorded = []string{
 	"preemptions", "profile_overhead_pct",
 	// the Metal cost witness
 	"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
-	"witness_footprint_efficiency", "witness_tok_s",
+	"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load",
 	// kernel cases, and the cost witness of a kernel call
 	"us_per_call", "gb_s", "gflop_s",
 	"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "simdgroups_per_core",

@@ -92,6 +92,7 @@ const DeviceIdle = 0.9
 var WitnessColumns = []Column{
 	{"witness_traffic_efficiency", "traffic eff %", 100, 0},
 	{"witness_footprint_efficiency", "footprint eff %", 100, 0},
+	{"witness_lanes_per_load", "lanes/load", 1, 1},
 	{"witness_tok_s", "ceiling tok/s", 1, 1},
 }
 

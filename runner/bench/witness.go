@@ -30,6 +30,7 @@ type witnessSum struct {
 	steps                     int
 	tokens                    int
 	counted, footprint, ideal int64
+	loads, simdgroupLoads     int64
 	// ops sums the steps' kernel arguments, in the order first seen.
 	ops   []bridge.OperandBytes
 	opIdx map[[2]string]int
@@ -43,6 +44,8 @@ func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
 	w.tokens += res.DecodeTokens
 	w.counted += res.Stats.CountedBytes
 	w.footprint += res.Stats.FootprintBytes
+	w.loads += res.Stats.Loads
+	w.simdgroupLoads += res.Stats.SimdgroupLoads
 	w.ideal += ideal
 	for _, o := range res.Stats.Operands {
 		k := [2]string{o.Kernel, o.Operand}
@@ -79,8 +82,9 @@ func (w *witnessSum) operands() []results.OperandTraffic {
 }
 
 // samples are the witness's metrics: counted bytes a step and the ideal
-// bytes over them; the footprint a step and the ideal over it; and the
-// decode tok/s the footprint allows on gpu. The footprint is the
+// bytes over them; the lanes of 32 the step's loads kept busy; the
+// footprint a step and the ideal over it; and the decode tok/s the
+// footprint allows on gpu. The footprint is the
 // fewest bytes the step's dispatches can move, so the rate is a ceiling
 // (a GPU also waits on latency and dispatches); the counted bytes, every
 // access, bound the traffic from above.
@@ -91,6 +95,9 @@ func (w *witnessSum) samples(gpu applegpu.GPU) []results.Sample {
 	out := []results.Sample{
 		{Metric: "witness_bytes_per_step", Value: float64(w.counted) / float64(w.steps), Unit: "B"},
 		{Metric: "witness_traffic_efficiency", Value: float64(w.ideal) / float64(w.counted), Unit: "ratio"},
+	}
+	if w.simdgroupLoads > 0 {
+		out = append(out, results.Sample{Metric: "witness_lanes_per_load", Value: float64(w.loads) / float64(w.simdgroupLoads), Unit: "count"})
 	}
 	if w.footprint <= 0 {
 		return out
