@@ -51,6 +51,7 @@ var quantFixtures = [][2]string{
 	{"mlx/mixtral-q4", "mlx/mixtral-q4/reference.json"},
 	{"mlx/qwen3-mxfp4", "mlx/qwen3-mxfp4/reference.json"},
 	{"mlx/qwen3_moe-mxfp4", "mlx/qwen3_moe-mxfp4/reference.json"},
+	{"mlx/gpt2-q4", "mlx/gpt2-q4/reference.json"},
 	{"gguf/llama-q8_0.gguf", "gguf/llama-q8_0.json"},
 	{"gguf/llama-q4_0.gguf", "gguf/llama-q4_0.json"},
 	{"gguf/llama-q4_k_m.gguf", "gguf/llama-q4_k_m.json"},

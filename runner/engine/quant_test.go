@@ -29,6 +29,10 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/mlx/llama-mxfp4", "../testdata/mlx/llama-mxfp4/reference.json"},
 	{"../testdata/mlx/qwen3-mxfp4", "../testdata/mlx/qwen3-mxfp4/reference.json"},
 	{"../testdata/mlx/qwen3_moe-mxfp4", "../testdata/mlx/qwen3_moe-mxfp4/reference.json"},
+	// GPT-2 as mlx-lm saves it: "model." names, Linear [out, in] weights,
+	// wte (the LM head) and wpe (dequantized once: positions are added as
+	// floats) at 4 bits.
+	{"../testdata/mlx/gpt2-q4", "../testdata/mlx/gpt2-q4/reference.json"},
 	{"../testdata/gguf/llama-q8_0.gguf", "../testdata/gguf/llama-q8_0.json"},
 	{"../testdata/gguf/llama-q4_0.gguf", "../testdata/gguf/llama-q4_0.json"},
 	{"../testdata/gguf/llama-q4_k_m.gguf", "../testdata/gguf/llama-q4_k_m.json"},

@@ -98,6 +98,10 @@ const (
 	GPT2FinalNorm = GPT2Prefix + "ln_f."
 )
 
+// mlxGPT2Prefix is where mlx-lm's GPT-2 keeps what transformers keeps
+// under GPT2Prefix.
+const mlxGPT2Prefix = "model."
+
 // GPT2LayerPrefix is the name prefix of GPT-2 block l.
 func GPT2LayerPrefix(l int) string { return fmt.Sprintf("%sh.%d.", GPT2Prefix, l) }
 

@@ -294,6 +294,9 @@ func floatOf(dtype string) (quant.Float, bool) {
 // name.biases, or expert e's slice of the switch_mlp stack. A matrix in
 // mode mxfp4 is transcoded (quant.TranscodeMLXMXFP4) once.
 func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
+	if c.floatsOfPacked(spec) {
+		return Packed{}, false, nil // Tensor dequantizes it
+	}
 	return c.packed(spec, true)
 }
 
@@ -444,7 +447,7 @@ func (c *Checkpoint) mlxScheme(cfg *Config) *QuantScheme {
 			module = strings.TrimSuffix(c.stored(stackedName(l, proj, "weight")), ".weight")
 		}
 		info, ok := c.ck.Info(module + ".scales")
-		if !ok {
+		if !ok || c.floatsOfPacked(t) {
 			q.Per[t.Name] = nil
 			continue
 		}

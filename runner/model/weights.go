@@ -226,6 +226,10 @@ type Checkpoint struct {
 	mlx       *mlxQuant    // mlx-lm's quantization, nil for float checkpoints
 	experts   int          // experts per MoE layer, to slice switch_mlp stacks
 	sparse    bool         // MoE layers stored under Mixtral's names (stored)
+	// mlxGPT2: GPT-2 as mlx-lm saves it, under "model." and with its Conv1D
+	// weights transposed to [out, in] (its sanitize), so they are read in
+	// place; Transposed specs are stored as they are handed out.
+	mlxGPT2 bool
 
 	mu         sync.Mutex
 	transcoded map[string]Packed // mxfp4 matrices rewritten so far, by HF name
@@ -291,6 +295,9 @@ var mixtralProj = map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_pr
 // w2 (mlx-lm's stacks keep the projections' names). Other names, and names
 // already stored, are their own.
 func (c *Checkpoint) stored(name string) string {
+	if c.mlxGPT2 && strings.HasPrefix(name, GPT2Prefix) {
+		return mlxGPT2Prefix + strings.TrimPrefix(name, GPT2Prefix)
+	}
 	if !c.sparse {
 		return name
 	}
@@ -312,6 +319,9 @@ func (c *Checkpoint) stored(name string) string {
 func (c *Checkpoint) CheckpointBytes() int64 { return c.ck.TotalBytes() }
 
 func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
+	if c.floatsOfPacked(spec) {
+		return c.dequantized(spec)
+	}
 	data, info, src, err := c.resolve(spec)
 	if err != nil {
 		return 0, nil, err
@@ -322,7 +332,7 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	} else if c.keep {
 		dst = src
 	}
-	if spec.Transposed {
+	if c.transposed(spec) {
 		// [in, out] to [out, in], then any conversion: one copy either way.
 		t, free, mapped := allocWeights(len(data))
 		c.frees = append(c.frees, free)
@@ -378,13 +388,47 @@ func (c *Checkpoint) resolve(spec TensorSpec) ([]byte, safetensors.TensorInfo, b
 		return nil, info, 0, err
 	}
 	stored := spec.Shape
-	if spec.Transposed {
+	if c.transposed(spec) {
 		stored = []int{spec.Shape[1], spec.Shape[0]}
 	}
 	if !sameShape(info.Shape, stored) {
 		return nil, info, 0, fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", where, name, info.Shape, stored)
 	}
 	return data, info, src, nil
+}
+
+// transposed reports whether spec's tensor is stored [in, out]: GPT-2's
+// Conv1D weights as transformers saves them, not as mlx-lm does.
+func (c *Checkpoint) transposed(spec TensorSpec) bool { return spec.Transposed && !c.mlxGPT2 }
+
+// floatsOfPacked reports whether spec's tensor is one the engine takes as
+// floats (GPT-2's learned positions, added as they are) that the
+// checkpoint stores packed: mlx-lm quantizes wpe like any embedding.
+func (c *Checkpoint) floatsOfPacked(spec TensorSpec) bool {
+	return c.mlx != nil && spec.Name == GPT2Positions && c.Has(strings.TrimSuffix(c.stored(spec.Name), ".weight")+".scales")
+}
+
+// dequantized returns spec's packed tensor as f32, one copy made once: a
+// table of context x hidden values (GPT-2's 1024 x 768, 3 MiB).
+func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) {
+	p, _, err := c.packed(spec, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	m := &quant.Matrix{Spec: p.Spec, Rows: spec.Shape[0], K: spec.Shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
+	out, free, mapped := allocWeights(4 * m.Rows * m.K)
+	c.frees = append(c.frees, free)
+	if mapped {
+		c.converted.add(out)
+	}
+	row := make([]float32, m.K)
+	for r := range m.Rows {
+		m.Row(r, row)
+		for i, v := range row {
+			binary.LittleEndian.PutUint32(out[4*(r*m.K+i):], math.Float32bits(v))
+		}
+	}
+	return bridge.F32, out, nil
 }
 
 // floatWeights is a float tensor's dtype, or an error naming it (file
@@ -516,6 +560,8 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		return nil, nil, err
 	}
 	ck.mlx, ck.experts = mq, cfg.NumExperts
+	_, ck.mlxGPT2 = ck.ck.Info(mlxGPT2Prefix + "wte.weight")
+	ck.mlxGPT2 = ck.mlxGPT2 && cfg.GPT2()
 	// HF ties the LM head to the embedding when the checkpoint has none.
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") {
 		cfg.TieEmbed = true
