@@ -163,6 +163,14 @@ func TestBadMLXCheckpoints(t *testing.T) {
 		}), []string{"model.safetensors", q + ".scales"}, ""},
 		{"config bits", func(m map[string]any) { m["bits"] = 3 }, nil, []string{"model.safetensors", "3-bit values"}, ""},
 		{"no tensors", nil, func([]safetensors.WriteTensor) []safetensors.WriteTensor { return nil }, []string{"is missing"}, ""},
+		// mlx-lm's GPT-2: its positions are packed too, checked as any
+		// packed tensor though the engine takes them as floats.
+		{"positions scales", nil, replace("model.wpe.scales", func(w *safetensors.WriteTensor) {
+			w.Shape = []int{w.Shape[0] / 2, w.Shape[1] * 2}
+		}), []string{"model.safetensors", "model.wpe.scales", "groups of 64"}, "../testdata/mlx/gpt2-q4"},
+		{"c_attn shape", nil, replace("model.h.1.attn.c_attn.weight", func(w *safetensors.WriteTensor) {
+			w.Shape = []int{w.Shape[1] * 8, w.Shape[0] / 8}
+		}), []string{"model.safetensors", "model.h.1.attn.c_attn.weight", "shape"}, "../testdata/mlx/gpt2-q4"},
 		{"experts without scales", nil, drop(gate+".scales", gate+".biases"),
 			[]string{"model.safetensors", gate + ".weight", "U32", gate + ".scales"}, "../testdata/mlx/qwen3_moe-q4"},
 		{"experts missing", nil, drop(gate+".weight", gate+".scales", gate+".biases"),
@@ -565,5 +573,36 @@ func TestBadGPT2GGUF(t *testing.T) {
 			os.WriteFile(p, c.edit(append([]byte(nil), src...)), 0o644)
 			openRefused(t, p, c.want...)
 		})
+	}
+}
+
+// mlx-lm's GPT-2 opens with its tensors under "model.", its matrices packed
+// as stored ([out, in]) and its learned positions as floats.
+func TestMLXGPT2(t *testing.T) {
+	cfg, src, err := Open(Spec{Model: "../testdata/mlx/gpt2-q4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if !cfg.GPT2() {
+		t.Fatalf("architecture %s", cfg.Architecture)
+	}
+	for _, name := range []string{GPT2Embed, GPT2LayerPrefix(0) + "attn.c_attn.weight", GPT2LayerPrefix(1) + "mlp.c_proj.weight"} {
+		if _, ok := cfg.Quant.For(name); !ok {
+			t.Errorf("%s: not packed", name)
+		}
+	}
+	if q, ok := cfg.Quant.For(GPT2Positions); ok {
+		t.Errorf("positions packed as %v: the engine adds them as floats", q)
+	}
+	var pos TensorSpec
+	for _, s := range cfg.Tensors() {
+		if s.Name == GPT2Positions {
+			pos = s
+		}
+	}
+	dt, data, err := src.Tensor(pos)
+	if err != nil || dt != bridge.F32 || len(data) != 4*pos.Shape[0]*pos.Shape[1] {
+		t.Fatalf("positions: %v, %d bytes, %v", dt, len(data), err)
 	}
 }
