@@ -69,6 +69,7 @@ var quantFixtures = [][2]string{
 	// (tools/fixtures/make_llamacpp_fixtures.py)
 	{"gguf/llamacpp-llama-q4_k_m.gguf", "gguf/llamacpp-llama-q4_k_m.json"},
 	{"gguf/llamacpp-gpt2-q4_k_m.gguf", "gguf/llamacpp-gpt2-q4_k_m.json"},
+	{"gguf/llamacpp-gpt2_untied-q8_0.gguf", "gguf/llamacpp-gpt2_untied-q8_0.json"},
 	{"gguf/llamacpp-llama-q3_k_m.gguf", "gguf/llamacpp-llama-q3_k_m.json"},
 	{"gguf/llamacpp-qwen2-q4_k_m.gguf", "gguf/llamacpp-qwen2-q4_k_m.json"},
 	{"gguf/llamacpp-qwen3-q8_0.gguf", "gguf/llamacpp-qwen3-q8_0.json"},

@@ -71,6 +71,8 @@ var quantFixtures = []struct{ path, ref string }{
 	// llama-quantize's Q4_K_M mix (Q4_K, Q6_K).
 	{"../testdata/gguf/llamacpp-gpt2-q8_0.gguf", "../testdata/gguf/llamacpp-gpt2-q8_0.json"},
 	{"../testdata/gguf/llamacpp-gpt2-q4_k_m.gguf", "../testdata/gguf/llamacpp-gpt2-q4_k_m.json"},
+	// and with an LM head of its own (output.weight), as llama.cpp reads it.
+	{"../testdata/gguf/llamacpp-gpt2_untied-q8_0.gguf", "../testdata/gguf/llamacpp-gpt2_untied-q8_0.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
