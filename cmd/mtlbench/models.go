@@ -136,7 +136,7 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 		row := map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,
 			"params": cfg.Params(), "read_bytes_per_token": read, "weight_bytes": w, "kv_bytes_per_token_bf16": kv,
 			"memory_need_bytes": need, "max_positions": cfg.MaxPos}
-		if g, ok := src.(*model.GGUFSource); ok {
+		if g, ok := src.(interface{ Formats() []model.FormatCount }); ok {
 			var parts []string
 			for _, f := range g.Formats() {
 				run := f.FileBytes
@@ -150,7 +150,9 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 				}
 				parts = append(parts, s)
 			}
-			t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
+			if len(parts) > 0 {
+				t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
+			}
 		}
 		if r := cfg.RopeScaling; r != nil {
 			row["rope_scaling"] = r.Type

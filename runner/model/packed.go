@@ -483,3 +483,69 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 	n := len(data) / c.experts
 	return data[e*n : (e+1)*n], dt, name, nil
 }
+
+// Formats lists an mlx-lm folder's tensors by stored format (floats by
+// dtype, packed modules by mode, bits, group size and scale dtype), with
+// what mxfp4 runs as (GGUFSource.Formats does the same for GGUF files); a
+// switch_mlp stack counts once. nil for a folder OpenDir did not open.
+func (c *Checkpoint) Formats() []FormatCount {
+	if c.cfg == nil {
+		return nil
+	}
+	by := map[string]*FormatCount{}
+	var order []string
+	seen := map[string]bool{}
+	add := func(stored string, bytes int64, runsAs string, runBytes int64) {
+		fc := by[stored]
+		if fc == nil {
+			fc = &FormatCount{Stored: stored, RunsAs: runsAs}
+			by[stored] = fc
+			order = append(order, stored)
+		}
+		fc.Tensors++
+		fc.FileBytes += bytes
+		fc.RunBytes += runBytes
+	}
+	size := func(name string) int64 {
+		info, _ := c.ck.Info(name)
+		return info.Size()
+	}
+	for _, t := range c.cfg.Tensors() {
+		name, lead := c.stored(t.Name), int64(1)
+		if l, _, proj, ok := expertName(t.Name); ok && !c.Has(t.Name) {
+			name, lead = c.stored(stackedName(l, proj, "weight")), int64(c.experts)
+		}
+		module := strings.TrimSuffix(name, ".weight")
+		if !t.Matrix || !c.Has(module+".scales") {
+			info, ok := c.ck.Info(name)
+			if !ok { // the hub's GPT-2 names, without the prefix (resolve)
+				name = strings.TrimPrefix(name, GPT2Prefix)
+				info, ok = c.ck.Info(name)
+			}
+			if ok && !seen[name] {
+				seen[name] = true
+				add(info.DType, info.Size(), "", 0)
+			}
+			continue
+		}
+		if seen[module] {
+			continue
+		}
+		seen[module] = true
+		mod := c.mlx.module(module)
+		bytes := size(module+".weight") + size(module+".scales") + size(module+".biases")
+		sInfo, _ := c.ck.Info(module + ".scales")
+		f, _ := floatOf(sInfo.DType)
+		if mod.Mode == "mxfp4" {
+			run := quant.MLXMXFP4.Bytes(lead*t.Elems(), t.Shape[len(t.Shape)-1])
+			add("mxfp4", bytes, quant.MLXMXFP4.String(), run)
+			continue
+		}
+		add(mod.spec(f).String(), bytes, "", 0)
+	}
+	out := make([]FormatCount, 0, len(order))
+	for _, k := range order {
+		out = append(out, *by[k])
+	}
+	return out
+}

@@ -606,3 +606,30 @@ func TestMLXGPT2(t *testing.T) {
 		t.Fatalf("positions: %v, %d bytes, %v", dt, len(data), err)
 	}
 }
+
+// An mxfp4 folder lists its mxfp4 matrices with what they run as: 40
+// bytes a group of 32 for the 17 stored, the router apart (affine 8-bit),
+// a switch_mlp stack once.
+func TestMLXFormats(t *testing.T) {
+	_, src, err := Open(Spec{Model: "../testdata/mlx/qwen3_moe-mxfp4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	fs := src.(interface{ Formats() []FormatCount }).Formats()
+	got := map[string]FormatCount{}
+	for _, f := range fs {
+		got[f.Stored] = f
+	}
+	mx, ok := got["mxfp4"]
+	// 2 layers: q, k, v, o and three expert stacks; the embedding and LM head.
+	if !ok || mx.Tensors != 16 || mx.RunsAs != quant.MLXMXFP4.String() {
+		t.Fatalf("formats %+v: want 16 mxfp4 tensors run as %v", fs, quant.MLXMXFP4)
+	}
+	if r := float64(mx.RunBytes) / float64(mx.FileBytes); r < 2.3 || r > 2.36 {
+		t.Errorf("mxfp4 runs at %.3f× its stored bytes, want 40/17 = 2.35", r)
+	}
+	if r, ok := got["affine 8-bit, group 64, bf16 scales"]; !ok || r.Tensors != 2 {
+		t.Errorf("formats %+v: want the 2 routers at affine 8 bits", fs)
+	}
+}

@@ -230,6 +230,7 @@ type Checkpoint struct {
 	// weights transposed to [out, in] (its sanitize), so they are read in
 	// place; Transposed specs are stored as they are handed out.
 	mlxGPT2 bool
+	cfg     *Config // the model, once OpenDir has read it (Formats)
 
 	mu         sync.Mutex
 	transcoded map[string]Packed // mxfp4 matrices rewritten so far, by HF name
@@ -562,6 +563,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	ck.mlx, ck.experts = mq, cfg.NumExperts
 	_, ck.mlxGPT2 = ck.ck.Info(mlxGPT2Prefix + "wte.weight")
 	ck.mlxGPT2 = ck.mlxGPT2 && cfg.GPT2()
+	ck.cfg = cfg
 	// HF ties the LM head to the embedding when the checkpoint has none.
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") {
 		cfg.TieEmbed = true
