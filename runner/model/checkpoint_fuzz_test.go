@@ -68,29 +68,43 @@ func FuzzOpenGGUF(f *testing.F) {
 	})
 }
 
+// FuzzOpenMLX damages one of three mlx-lm folders: Qwen3-MoE at 4 bits
+// (switch_mlp stacks, an 8-bit router), the same in mxfp4 (U8 exponents,
+// transcoded), and GPT-2 (model. names, packed positions).
 func FuzzOpenMLX(f *testing.F) {
-	const fixture = "../testdata/mlx/qwen3_moe-q4"
-	cfg, err := os.ReadFile(filepath.Join(fixture, "config.json"))
-	if err != nil {
-		f.Fatal(err)
+	fixtures := []string{"../testdata/mlx/qwen3_moe-q4", "../testdata/mlx/qwen3_moe-mxfp4", "../testdata/mlx/gpt2-q4"}
+	var cfgs, sts [][]byte
+	var headers []int
+	for _, fx := range fixtures {
+		cfg, err := os.ReadFile(filepath.Join(fx, "config.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		st, err := os.ReadFile(filepath.Join(fx, "model.safetensors"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		cfgs, sts, headers = append(cfgs, cfg), append(sts, st), append(headers, 8+int(binary.LittleEndian.Uint64(st)))
 	}
-	st, err := os.ReadFile(filepath.Join(fixture, "model.safetensors"))
-	if err != nil {
-		f.Fatal(err)
+	for i := range fixtures {
+		cfg, st := string(cfgs[i]), string(sts[i])
+		fx := uint8(i)
+		f.Add(fx, false, uint32(0), []byte{}, uint32(0))
+		f.Add(fx, false, uint32(strings.Index(cfg, `"bits"`)), []byte(`"bits": 3,`), uint32(0))
+		f.Add(fx, false, uint32(strings.Index(cfg, `"group_size"`)), []byte(`"group_size": 48,`), uint32(0))
+		f.Add(fx, true, uint32(strings.Index(st, `"shape"`)), []byte(`"shape":[1,`), uint32(0))
+		f.Add(fx, true, uint32(0), []byte{}, uint32(1000))
 	}
-	header := 8 + int(binary.LittleEndian.Uint64(st))
-	f.Add(false, uint32(0), []byte{}, uint32(0))
-	f.Add(false, uint32(strings.Index(string(cfg), `"bits"`)), []byte(`"bits": 3,`), uint32(0))
-	f.Add(false, uint32(strings.Index(string(cfg), `"group_size"`)), []byte(`"group_size": 48,`), uint32(0))
-	f.Add(true, uint32(strings.Index(string(st), `"shape"`)), []byte(`"shape":[1,`), uint32(0))
-	f.Add(true, uint32(0), []byte{}, uint32(1000))
-	f.Fuzz(func(t *testing.T, tensors bool, off uint32, patch []byte, cut uint32) {
+	f.Add(uint8(1), false, uint32(strings.Index(string(cfgs[1]), `"mxfp4"`)), []byte(`"mxfp8"`), uint32(0))
+	f.Add(uint8(1), true, uint32(strings.Index(string(sts[1]), `"U8"`)), []byte(`"U16"`), uint32(0))
+	f.Fuzz(func(t *testing.T, fx uint8, tensors bool, off uint32, patch []byte, cut uint32) {
+		i := int(fx) % len(fixtures)
 		dir := t.TempDir()
-		c, s := cfg, st
+		c, s := cfgs[i], sts[i]
 		if tensors {
-			s = patchAt(st, header, off, patch, cut)
+			s = patchAt(s, headers[i], off, patch, cut)
 		} else {
-			c = patchAt(cfg, len(cfg), off, patch, cut)
+			c = patchAt(c, len(c), off, patch, cut)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "config.json"), c, 0o644); err != nil {
 			t.Fatal(err)
