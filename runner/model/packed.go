@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -207,7 +208,8 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		return nil, err
 	}
 	q := &mlxQuant{mlxModule: *def, Modules: map[string]*mlxModule{}}
-	for k, v := range m {
+	for _, k := range slices.Sorted(maps.Keys(m)) { // the first bad module, the same each time
+		v := m[k]
 		if k == "group_size" || k == "bits" || k == "mode" {
 			continue
 		}
