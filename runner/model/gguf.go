@@ -343,23 +343,12 @@ func (s *GGUFSource) transcode(tc quant.Transcoder, spec TensorSpec, data []byte
 	if len(spec.Shape) != 2 {
 		return Packed{}, fmt.Errorf("%s: tensor %s is %s but not a matrix", s.f.Path, spec.Name, tc.Name)
 	}
-	rows, k := spec.Shape[0], spec.Shape[1]
-	q := tc.Into
-	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
-	s.frees = append(s.frees, free)
-	if mapped {
-		s.converted.add(buf)
-	}
-	nd, ns := rows*q.RowBytes(k), rows*q.Groups(k)*q.Scale.Size()
-	m := &quant.Matrix{Spec: q, Rows: rows, K: k, Data: buf[:nd]}
-	if q.Type == quant.Affine {
-		m.Scales, m.Biases = buf[nd:nd+ns], buf[nd+ns:nd+2*ns]
-	}
+	m := transcodeTarget(tc.Into, spec.Shape[0], spec.Shape[1], &s.frees, &s.converted)
 	if err := tc.Transcode(data, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", s.f.Path, spec.Name, err)
 	}
 	s.f.Drop(data)
-	p := Packed{Spec: q, Data: m.Data, Scales: m.Scales, Biases: m.Biases}
+	p := Packed{Spec: m.Spec, Data: m.Data, Scales: m.Scales, Biases: m.Biases}
 	if s.transcoded == nil {
 		s.transcoded = map[string]Packed{}
 	}

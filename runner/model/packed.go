@@ -415,20 +415,12 @@ func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, words, exps []byte, expert,
 		nw, ne := len(words)/experts, len(exps)/experts
 		words, exps = words[expert*nw:(expert+1)*nw], exps[expert*ne:(expert+1)*ne]
 	}
-	rows, k := spec.Shape[0], spec.Shape[1]
-	q := quant.MLXMXFP4
-	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
-	c.frees = append(c.frees, free)
-	if mapped {
-		c.converted.add(buf)
-	}
-	nd, ns := rows*q.RowBytes(k), rows*q.Groups(k)*q.Scale.Size()
-	m := &quant.Matrix{Spec: q, Rows: rows, K: k, Data: buf[:nd], Scales: buf[nd : nd+ns], Biases: buf[nd+ns : nd+2*ns]}
+	m := transcodeTarget(quant.MLXMXFP4, spec.Shape[0], spec.Shape[1], &c.frees, &c.converted)
 	if err := quant.TranscodeMLXMXFP4(words, exps, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
 	}
 	c.ck.Drop(words)
-	p := Packed{Spec: q, Data: m.Data, Scales: m.Scales, Biases: m.Biases}
+	p := Packed{Spec: m.Spec, Data: m.Data, Scales: m.Scales, Biases: m.Biases}
 	if c.transcoded == nil {
 		c.transcoded = map[string]Packed{}
 	}

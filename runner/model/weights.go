@@ -561,8 +561,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		return nil, nil, err
 	}
 	ck.mlx, ck.experts = mq, cfg.NumExperts
-	_, ck.mlxGPT2 = ck.ck.Info(mlxGPT2Prefix + "wte.weight")
-	ck.mlxGPT2 = ck.mlxGPT2 && cfg.GPT2()
+	ck.mlxGPT2 = cfg.GPT2() && ck.Has(mlxGPT2Prefix+"wte.weight")
 	ck.cfg = cfg
 	// HF ties the LM head to the embedding when the checkpoint has none.
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") {
@@ -700,6 +699,23 @@ func (c *Cached) Drop(b []byte) {
 type regions [][]byte
 
 func (r *regions) add(b []byte) { *r = append(*r, b) }
+
+// transcodeTarget is rows x k values of q in memory a source owns (its
+// frees and converted regions, as allocWeights hands it out), for a
+// transcoder to fill: GGUF's ggml formats, mlx's mxfp4.
+func transcodeTarget(q quant.Spec, rows, k int, frees *[]func(), converted *regions) *quant.Matrix {
+	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
+	*frees = append(*frees, free)
+	if mapped {
+		converted.add(buf)
+	}
+	nd, ns := rows*q.RowBytes(k), rows*q.Groups(k)*q.Scale.Size()
+	m := &quant.Matrix{Spec: q, Rows: rows, K: k, Data: buf[:nd]}
+	if q.Type == quant.Affine {
+		m.Scales, m.Biases = buf[nd:nd+ns], buf[nd+ns:nd+2*ns]
+	}
+	return m
+}
 
 func (r regions) contain(b []byte) bool {
 	if len(b) == 0 {
