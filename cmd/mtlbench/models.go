@@ -136,7 +136,7 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 		row := map[string]any{"checkpoint": p, "architecture": cfg.Architecture, "layers": cfg.Layers,
 			"params": cfg.Params(), "read_bytes_per_token": read, "weight_bytes": w, "kv_bytes_per_token_bf16": kv,
 			"memory_need_bytes": need, "max_positions": cfg.MaxPos}
-		if g, ok := src.(interface{ Formats() []model.FormatCount }); ok {
+		if g, ok := src.(model.FormatLister); ok {
 			var parts []string
 			for _, f := range g.Formats() {
 				run := f.FileBytes

@@ -568,6 +568,12 @@ func ggufYaRN(arch string, f *gguf.File, num func(string, int, bool) int, flt fu
 	return s
 }
 
+// FormatLister is a source that lists its tensors by stored format:
+// GGUF files and mlx-lm or HF folders (`mtlbench models`).
+type FormatLister interface {
+	Formats() []FormatCount
+}
+
 // FormatCount is the model's tensors of one stored format: how many, their
 // bytes in the file, and for packed formats what they run as and the
 // bytes they take then (RunsAs empty: as stored).

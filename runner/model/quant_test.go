@@ -616,7 +616,7 @@ func TestMLXFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	fs := src.(interface{ Formats() []FormatCount }).Formats()
+	fs := src.(FormatLister).Formats()
 	got := map[string]FormatCount{}
 	for _, f := range fs {
 		got[f.Stored] = f
