@@ -45,6 +45,8 @@ type paramSpec struct {
 	kinds  kindSet
 	isInt  bool
 	min    int64    // ints: smallest allowed value
+	max    int64    // ints: largest allowed value, if set
+	step   int64    // ints: allowed values are multiples of it, if set
 	oneOf  []int64  // ints: the only allowed values, if set
 	enum   []string // strings: the only allowed values, if set
 	syntax func(string) (msg, hint string)
@@ -87,7 +89,7 @@ var params = func() map[string]paramSpec {
 		}
 		switch o.Kind {
 		case ops.IntKind:
-			s.isInt, s.min = true, int64(o.Min)
+			s.isInt, s.min, s.max, s.step = true, int64(o.Min), int64(o.Max), int64(o.Step)
 			for _, v := range o.OneOf {
 				s.oneOf = append(s.oneOf, int64(v))
 			}
@@ -216,6 +218,12 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 				return fmt.Sprintf("%s must be >= 0 (0 = auto), got %d", name, v.Int), ""
 			}
 			return fmt.Sprintf("%s must be >= %d, got %d", name, spec.min, v.Int), ""
+		}
+		if spec.max > 0 && v.Int > spec.max {
+			return fmt.Sprintf("%s must be at most %d, got %d", name, spec.max, v.Int), ""
+		}
+		if spec.step > 1 && v.Int%spec.step != 0 {
+			return fmt.Sprintf("%s must be a multiple of %d, got %d", name, spec.step, v.Int), ""
 		}
 		return "", ""
 	}

@@ -439,6 +439,7 @@ const (
 	fcAttnKeys       = 43
 	fcAttnStages     = 44
 	fcAttnQBlocks    = 45
+	fcAttnPadded     = 46
 	fcQScaleDT       = 60
 )
 
@@ -462,7 +463,7 @@ var (
 		{fcMoEResidual, true}}
 	fcRoute   = []fcSpec{{fcMoEZeroOut, true}}
 	fcPrefill = []fcSpec{{fcAttnKeys, false}, {fcAttnStages, false}, {fcAttnQBlocks, false}}
-	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}}
+	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}, {fcAttnPadded, true}}
 	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
 		{fcMVResidual, true}, {fcMVSwiGLU, true}}
 	fcCombine = []fcSpec{{fcMoEResidual, true}}

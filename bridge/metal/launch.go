@@ -251,7 +251,7 @@ var kernelPipelines = map[ops.ID][]struct {
 	vals  []int32
 }{
 	ops.MatMul:                {{"matvec_bf16", fcMatVec, []int32{0, 4, 1}}, {"matmul_bf16", fcMatMul, []int32{0, 64, 64, 32, 2, 2, 2}}},
-	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0}}},
+	ops.PagedAttentionDecode:  {{"paged_attention_d128_q8_bf16", fcAttn, []int32{0, 1, 0, 0, 0}}, {"paged_attention_d128_q1_bf16", fcAttn, []int32{1, 1, 0, 0, 0}}},
 	ops.PagedAttentionPrefill: {{"paged_attention_prefill_d128_bf16", fcPrefill, []int32{16, 2, 2}}},
 	ops.QMatMul:               {{"qmatmul_mm_affine4", fcQMatMul, []int32{0, 64, 128, 32, 2, 4, 1, 2}}},
 	ops.QMoE: {{"qmoe_mm_gate_up_affine4", fcQMoEMM, []int32{32, 64, 32, 2, 2, 1, 2}},

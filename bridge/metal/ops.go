@@ -42,6 +42,23 @@ var (
 	kvWriteKernel = map[bridge.DType]string{bridge.F32: "kv_write_f32", bridge.F16: "kv_write_f16", bridge.BF16: "kv_write_bf16"}
 )
 
+// attnHeadSizes are the head sizes the decode attention is instantiated
+// for; a head of another size (at most the largest) runs in the next larger
+// one with the lanes past it idle (attn_padded), and the tiled prefill only
+// at its own size.
+var attnHeadSizes = []int{32, 64, 96, 128, 256}
+
+// attnKernelSize is the instantiated head size a head of d elements runs
+// in: the smallest at least d, or 0 when d is larger than them all.
+func attnKernelSize(d int) int {
+	for _, s := range attnHeadSizes {
+		if d <= s {
+			return s
+		}
+	}
+	return 0
+}
+
 type attnKey struct {
 	d, qh int
 	kv    bridge.DType
@@ -52,11 +69,13 @@ func init() {
 		moeKernels[dt] = [4]string{"moe_mv_gate_up_" + s, "moe_mv_down_" + s, "moe_mm_gate_up_" + s, "moe_mm_down_" + s}
 	}
 	for _, kv := range KVDTypes {
-		for _, d := range []int{32, 64, 96, 128} {
+		for _, d := range attnHeadSizes {
 			for _, qh := range []int{1, 2, 4, 8} {
 				attnKernel[attnKey{d, qh, kv}] = "paged_attention_d" + strconv.Itoa(d) + "_q" + strconv.Itoa(qh) + "_" + dtName(kv)
 			}
-			prefillKernel[attnKey{d, 0, kv}] = "paged_attention_prefill_d" + strconv.Itoa(d) + "_" + dtName(kv)
+			if d <= 128 {
+				prefillKernel[attnKey{d, 0, kv}] = "paged_attention_prefill_d" + strconv.Itoa(d) + "_" + dtName(kv)
+			}
 		}
 	}
 }
@@ -382,9 +401,10 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		tu = b.tuned(ops.PagedAttentionPrefill, prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
 	}
 	qh := attnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
-	name := attnKernel[attnKey{D, qh, kvdt}]
-	if name == "" {
-		b.fail("attention: head size %d (supported: 32, 64, 96, 128)", D)
+	KD := attnKernelSize(D)
+	name := attnKernel[attnKey{KD, qh, kvdt}]
+	if name == "" || D <= 0 {
+		b.fail("attention: head size %d (at most %d)", D, attnHeadSizes[len(attnHeadSizes)-1])
 		return
 	}
 	if m.BlockSize != 0 && m.BlockSize != BS {
@@ -406,7 +426,8 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		parts = ceilDiv(m.MaxSeqLen, psize)
 	}
 	partitioned := parts > 1
-	tiled := tu.AttnPrefillMinQuery > 0 && m.MaxQueryLen >= tu.AttnPrefillMinQuery && BS%prefillRows == 0
+	tiled := tu.AttnPrefillMinQuery > 0 && m.MaxQueryLen >= tu.AttnPrefillMinQuery && BS%prefillRows == 0 &&
+		prefillKernel[attnKey{D, 0, kvdt}] != ""
 	a := attnArgs{NumTokens: uint32(T), NumSeqs: uint32(sec.numSeqs), Heads: uint32(heads), KVHeads: uint32(kvHeads),
 		HeadDim: uint32(D), BlockSize: uint32(BS), MaxBlocks: uint32(m.MaxBlocks), NumBlocks: uint32(kc.n / (kvHeads * BS * D)),
 		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale}
@@ -432,7 +453,8 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.prefill(tu, a, o, qs, kc, vc)
 		return
 	}
-	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase], boolInt[rope != nil], boolInt[rope != nil && rope.qn != nil])
+	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase], boolInt[rope != nil], boolInt[rope != nil && rope.qn != nil],
+		boolInt[KD != D])
 	nsg = simdgroupsFor(p, nsg)
 	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
 		return
@@ -479,7 +501,8 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	b.bind(4, b.metaView(sec.queryStart, sec.numSeqs+1), false)
 	b.bind(5, b.metaView(sec.tokenSeq, T), false)
 	b.out(6, o)
-	b.dispatchGroups(pr, [3]int{T, heads, 1}, [3]int{D, 1, 1})
+	// At least a simdgroup: the reduction weighs 32 partitions at a time.
+	b.dispatchGroups(pr, [3]int{T, heads, 1}, [3]int{32 * ceilDiv(D, 32), 1, 1})
 }
 
 // prefill encodes the tiled prefill attention (the keys already in the

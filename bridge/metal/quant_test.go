@@ -78,6 +78,15 @@ var quantFixtures = [][2]string{
 	{"gguf/llamacpp-llama-q2_k.gguf", "gguf/llamacpp-llama-q2_k.json"},
 	{"gguf/llamacpp-qwen3_moe-q2_k.gguf", "gguf/llamacpp-qwen3_moe-q2_k.json"},
 	{"gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "gguf/llamacpp-qwen3_moe-mxfp4_moe.json"},
+	// heads of 16, 48 and 80: the decode attention runs them padded
+	// (attn_padded); Qwen3's QK-norm takes RoPE into it at 16
+	{"gguf/llamacpp-qwen3-hd16-q4_k_m.gguf", "gguf/llamacpp-qwen3-hd16-q4_k_m.json"},
+	{"gguf/llamacpp-qwen3_moe-hd80-q8_0.gguf", "gguf/llamacpp-qwen3_moe-hd80-q8_0.json"},
+	{"gguf/llamacpp-llama-hd48-q4_0.gguf", "gguf/llamacpp-llama-hd48-q4_0.json"},
+	{"gguf/llamacpp-gpt2-hd16-q8_0.gguf", "gguf/llamacpp-gpt2-hd16-q8_0.json"},
+	// experts packed in part, run in f32 (runner/engine, packedCount)
+	{"gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", "gguf/llamacpp-qwen3_moe-partial-q8_0.json"},
+	{"mlx/qwen3_moe-q4-partial", "mlx/qwen3_moe-q4-partial/reference.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

@@ -29,6 +29,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
 		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy"},
 		&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on: the backend may fuse ops; off: every op is its own kernel (same tokens expected)"},
+		&cli.StringFlag{Name: "kv-dtype", Value: "auto", Usage: "KV cache dtype: auto (the model's where the backend keeps it, else its activation dtype), f32, f16 or bf16 (the suites' kv_dtype)"},
 	}
 }
 
@@ -67,7 +68,7 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 	info := be.Info()
 	e, err := engine.New(be, cfg, src, engine.Options{
 		NoFusion:  noFusion,
-		BlockSize: c.Int("block-size"), KVTokens: kvTokens,
+		BlockSize: c.Int("block-size"), KVTokens: kvTokens, KVDType: c.String("kv-dtype"),
 		MoE:             bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe-strategy")), ChunkSize: c.Int("moe-chunk")},
 		AvailableMemory: info.AvailableBytes, MemoryWhere: info.Backend + " (" + info.Name + ")",
 	})

@@ -18,7 +18,7 @@ func selftestCommand() *cli.Command {
 		Name:  "selftest",
 		Usage: "check every kernel of a backend against the reference",
 		Description: "Runs each op of the backend contract on seeded random inputs and edge cases\n" +
-			"(contexts that end mid-block, one token, GQA ratios 1/4/8, head sizes 32-128,\n" +
+			"(contexts that end mid-block, one token, GQA ratios 1/4/8, head sizes 16-256,\n" +
 			"experts no token routes to) and compares with the pure-Go reference. Prints\n" +
 			"kernel, shape, max error and verdict; exits 1 if any check fails. Run it first\n" +
 			"on a new machine: mtlbench selftest --backend metal",

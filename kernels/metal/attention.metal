@@ -72,28 +72,33 @@ INSTANTIATE_KV_WRITE(float, f32)
 INSTANTIATE_KV_WRITE(half, f16)
 INSTANTIATE_KV_WRITE(bf16_t, bf16)
 
-// rope_lane gives lane's elements (lane * D/32 + e) of head x after QK-norm
-// (weight nw, when attn_qk_norm) and RoPE at pos, as rope_qk computes them:
-// attention with attn_rope takes the step's RoPE in (decode steps only,
-// where the new key is the query token's own).
+// rope_lane gives lane's elements (lane * EPL + e, those below the head
+// size D; zeros past it) of head x after QK-norm (weight nw, when
+// attn_qk_norm) and RoPE at pos, as rope_qk computes them: attention with
+// attn_rope takes the step's RoPE in (decode steps only, where the new key
+// is the query token's own).
 constant bool attn_qk_norm = attn_rope && has_qk_norm;
 
-template <int D>
+template <int EPL>
 inline void rope_lane(device const float* x, device const float* nw, device const float* inv_freq, float pos, float eps,
-                      ushort lane, thread float* r) {
-  constexpr int EPL = D / 32;
-  constexpr uint H = D / 2;
+                      ushort lane, uint D, thread float* r) {
+  const uint H = D / 2;
   float inv = 1.0f;
   if (attn_qk_norm) {
     float ss = 0.0f;
     for (int e = 0; e < EPL; e++) {
-      const float u = x[lane * EPL + e];
+      const uint d = lane * EPL + e;
+      const float u = d < D ? x[d] : 0.0f;
       ss += u * u;
     }
     inv = 1.0f / sqrt(simd_sum(ss) / float(D) + eps);
   }
   for (int e = 0; e < EPL; e++) {
     const uint d = lane * EPL + e, i = d % H;
+    if (d >= D) {
+      r[e] = 0.0f;
+      continue;
+    }
     float u = x[i], v = x[i + H];
     if (attn_qk_norm) {
       u = u * inv * nw[i];
@@ -105,8 +110,28 @@ inline void rope_lane(device const float* x, device const float* nw, device cons
   }
 }
 
+// kv_lane reads lane's EPL elements of a key or value row at p: one vector
+// load for a whole head of D elements, else element by element, zeros past
+// the head size hd (attn_padded).
+template <int EPL, typename KV>
+inline void kv_lane(device const KV* p, ushort lane, uint hd, thread float* r) {
+  if (!attn_padded) {
+    kv_read<EPL>(p + lane * EPL, r);
+    return;
+  }
+  for (int e = 0; e < EPL; e++) {
+    const uint d = lane * EPL + e;
+    r[e] = 0.0f;
+    if (d < hd) {
+      kv_read<1>(p + d, r + e);
+    }
+  }
+}
+
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
-// nsg * QH * (D + 2) floats of threadgroup(0).
+// nsg * QH * (hd + 2) floats of threadgroup(0). D is the head size the
+// lanes hold (D/32 elements each); with attn_padded the head is
+// a.head_dim < D elements and the lanes past it idle.
 template <int D, int QH, typename KV>
 kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                             device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],
@@ -126,6 +151,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
                             ushort nsg [[simdgroups_per_threadgroup]]) {
   const ushort ntg = ushort(ntgv.x); // declared as tg is: MSL wants them alike
   constexpr int EPL = D / 32; // elements of a head per lane
+  const uint hd = attn_padded ? a.head_dim : uint(D);
   const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
   const int s = token_seq[t];
   const int q0 = query_start[s];
@@ -134,7 +160,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   const int pos = new0 + int(t) - q0;
   const uint group = a.heads / a.kv_heads;
   const uint kvh = h0 / group;
-  const uint kvw = a.kv_heads * D;
+  const uint kvw = a.kv_heads * hd;
   int kbeg = 0, kend = pos + 1;
   if (attn_partitioned) {
     kbeg = int(part * a.partition_size);
@@ -145,7 +171,7 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   // projection wrote it).
   float krot[EPL];
   if (attn_rope) {
-    rope_lane<D>(k + ulong(t) * kvw + kvh * D, kn, inv_freq, float(pos), a.eps, lane, krot);
+    rope_lane<EPL>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, lane, hd, krot);
   }
 
   // The cache write of this token's key and value, once per kv head.
@@ -157,9 +183,12 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
       }
     } else if (slot >= 0) {
       const ulong o = cache_offset(a, uint(slot) / a.block_size, kvh, uint(slot) % a.block_size);
-      const ulong i = ulong(t) * kvw + kvh * D;
+      const ulong i = ulong(t) * kvw + kvh * hd;
       for (int e = 0; e < EPL; e++) {
         const uint d = lane * EPL + e;
+        if (d >= hd) {
+          break;
+        }
         kv_store(kc + o + d, attn_rope ? krot[e] : k[i + d]);
         kv_store(vc + o + d, v[i + d]);
       }
@@ -176,22 +205,30 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   if (attn_rope) {
     for (int h = sg; h < QH; h += nsg) {
       float r[EPL];
-      rope_lane<D>(q + (ulong(t) * a.heads + h0 + h) * D, qn, inv_freq, float(pos), a.eps, lane, r);
+      rope_lane<EPL>(q + (ulong(t) * a.heads + h0 + h) * hd, qn, inv_freq, float(pos), a.eps, lane, hd, r);
       for (int e = 0; e < EPL; e++) {
-        qs[h * D + lane * EPL + e] = r[e] * a.scale;
+        if (lane * EPL + e < hd) {
+          qs[h * hd + lane * EPL + e] = r[e] * a.scale;
+        }
       }
     }
-  } else {
+  } else if (!attn_padded) {
     device const float4* q4 = (device const float4*)(q + (ulong(t) * a.heads + h0) * D);
     for (uint i = tid; i < uint(QH * D / 4); i += ntg) {
       ((threadgroup float4*)qs)[i] = q4[i] * a.scale;
+    }
+  } else {
+    device const float* q1 = q + (ulong(t) * a.heads + h0) * hd;
+    for (uint i = tid; i < QH * hd; i += ntg) {
+      qs[i] = q1[i] * a.scale;
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   float qr[QH][EPL], o[QH][EPL], m[QH], l[QH];
   for (int h = 0; h < QH; h++) {
     for (int e = 0; e < EPL; e++) {
-      qr[h][e] = qs[h * D + lane * EPL + e];
+      const uint d = lane * EPL + e;
+      qr[h][e] = d < hd ? qs[h * hd + d] : 0.0f;
       o[h][e] = 0.0f;
     }
     m[h] = NEG_MAX;
@@ -204,11 +241,12 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     float kr[EPL], vr[EPL];
     if (attn_new_kv && j >= new0) {
       // The step's own keys, from k/v, rounded as the cache stores them.
-      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * D + lane * EPL;
+      const ulong r = ulong(q0 + (j - new0)) * kvw + kvh * hd + lane * EPL;
       const bool own = attn_rope && j == pos;
       for (int e = 0; e < EPL; e++) {
-        kr[e] = kv_round(own ? krot[e] : k[r + e], KV());
-        vr[e] = kv_round(v[r + e], KV());
+        const bool in = lane * EPL + e < hd;
+        kr[e] = in ? kv_round(own ? krot[e] : k[r + e], KV()) : 0.0f;
+        vr[e] = in ? kv_round(v[r + e], KV()) : 0.0f;
       }
     } else {
       const uint bi = uint(j) / a.block_size;
@@ -227,9 +265,9 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
         }
         continue;
       }
-      const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size) + lane * EPL;
-      kv_read<EPL>(kc + off, kr);
-      kv_read<EPL>(vc + off, vr);
+      const ulong off = cache_offset(a, uint(blk), kvh, uint(j) % a.block_size);
+      kv_lane<EPL, KV>(kc + off, lane, hd, kr);
+      kv_lane<EPL, KV>(vc + off, lane, hd, vr);
     }
     for (int h = 0; h < QH; h++) {
       float d = 0.0f;
@@ -249,39 +287,41 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   }
 
   // The simdgroups' (o, m, l) meet in threadgroup memory.
-  const uint stride = D + 2;
+  const uint stride = hd + 2;
   threadgroup float* mine = smem + uint(sg) * QH * stride;
   for (int h = 0; h < QH; h++) {
     for (int e = 0; e < EPL; e++) {
-      mine[h * stride + lane * EPL + e] = o[h][e];
+      if (lane * EPL + e < hd) {
+        mine[h * stride + lane * EPL + e] = o[h][e];
+      }
     }
     if (lane == 0) {
-      mine[h * stride + D] = m[h];
-      mine[h * stride + D + 1] = l[h];
+      mine[h * stride + hd] = m[h];
+      mine[h * stride + hd + 1] = l[h];
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (uint idx = tid; idx < uint(QH * D); idx += ntg) {
-    const uint h = idx / D, d = idx % D;
+  for (uint idx = tid; idx < QH * hd; idx += ntg) {
+    const uint h = idx / hd, d = idx % hd;
     float M = NEG_MAX;
     for (ushort g = 0; g < nsg; g++) {
-      M = max(M, smem[(g * QH + h) * stride + D]);
+      M = max(M, smem[(g * QH + h) * stride + hd]);
     }
     float Ls = 0.0f, O = 0.0f;
     for (ushort g = 0; g < nsg; g++) {
       threadgroup const float* r = smem + (g * QH + h) * stride;
-      if (r[D] == NEG_MAX) {
+      if (r[hd] == NEG_MAX) {
         continue; // a simdgroup that saw no key
       }
-      const float f = exp(r[D] - M);
-      Ls += f * r[D + 1];
+      const float f = exp(r[hd] - M);
+      Ls += f * r[hd + 1];
       O += f * r[d];
     }
     if (!attn_partitioned) {
-      out[(ulong(t) * a.heads + h0 + h) * D + d] = O / Ls;
+      out[(ulong(t) * a.heads + h0 + h) * hd + d] = O / Ls;
     } else {
       const ulong pi = (ulong(t) * a.heads + h0 + h) * a.num_partitions + part;
-      out[pi * D + d] = O;
+      out[pi * hd + d] = O;
       if (d == 0) {
         part_ml[2 * pi] = M;
         part_ml[2 * pi + 1] = Ls;
@@ -312,6 +352,7 @@ INSTANTIATE_ATTN_D(32)
 INSTANTIATE_ATTN_D(64)
 INSTANTIATE_ATTN_D(96)
 INSTANTIATE_ATTN_D(128)
+INSTANTIATE_ATTN_D(256)
 
 // paged_attention_reduce combines the partitions of split-K attention: one
 // threadgroup per (token, head) of head_dim threads. Only the partitions

@@ -148,6 +148,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_ATTN_KEYS 43     // int: prefill attention's keys per staged step (8, 16 or 32)
 #define FC_ATTN_STAGES 44   // int: prefill attention's K/V staging buffers (2: double buffered)
 #define FC_ATTN_QBLOCKS 45  // int: prefill attention's 8-query blocks a tile (1, 2 or 4)
+#define FC_ATTN_PADDED 46   // bool: the head (head_dim) is shorter than the decode kernel's D
 #define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 #define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
@@ -167,6 +168,7 @@ constant int mm_stages [[function_constant(FC_MM_STAGES)]];
 constant bool attn_partitioned [[function_constant(FC_ATTN_PARTITIONED)]];
 constant bool attn_new_kv [[function_constant(FC_ATTN_NEW_KV)]];
 constant bool attn_rope [[function_constant(FC_ATTN_ROPE)]];
+constant bool attn_padded [[function_constant(FC_ATTN_PADDED)]];
 constant int attn_keys [[function_constant(FC_ATTN_KEYS)]];
 constant int attn_stages [[function_constant(FC_ATTN_STAGES)]];
 constant int attn_qblocks [[function_constant(FC_ATTN_QBLOCKS)]];

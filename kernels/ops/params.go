@@ -50,6 +50,8 @@ type Spec struct {
 	Name   Param
 	Kind   Kind
 	Min    int      // Int: smallest allowed value
+	Max    int      // Int: largest allowed value, if set
+	Step   int      // Int: allowed values are multiples of it, if set
 	OneOf  []int    // Int: the only allowed values, if set
 	Values []string // Enum: the allowed values
 	Doc    string
@@ -62,7 +64,7 @@ var Specs = map[Param]Spec{
 	Context:          {Name: Context, Kind: IntKind, Min: 1, Doc: "tokens already in the KV cache (rope: first position)"},
 	NumHeads:         {Name: NumHeads, Kind: IntKind, Min: 1, Doc: "query heads"},
 	NumKVHeads:       {Name: NumKVHeads, Kind: IntKind, Min: 1, Doc: "KV heads; num_heads is a multiple"},
-	HeadSize:         {Name: HeadSize, Kind: IntKind, OneOf: []int{32, 64, 96, 128}, Doc: "elements per head"},
+	HeadSize:         {Name: HeadSize, Kind: IntKind, Min: 2, Max: 256, Step: 2, Doc: "elements per head (even: RoPE rotates pairs)"},
 	BlockSize:        {Name: BlockSize, Kind: IntKind, OneOf: []int{8, 16, 32}, Doc: "tokens per KV cache block"},
 	Hidden:           {Name: Hidden, Kind: IntKind, Min: 1, Doc: "model width"},
 	Width:            {Name: Width, Kind: IntKind, Min: 1, Doc: "row length (norms: hidden; argmax: vocabulary)"},

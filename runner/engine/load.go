@@ -4,10 +4,13 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -79,16 +82,26 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		return t, nil
 	}
 	var firstErr error
-	must := func(name string) bridge.Tensor {
-		if firstErr != nil {
-			return nil
+	mustBy := func(get func(string) (bridge.Tensor, error)) func(string) bridge.Tensor {
+		return func(name string) bridge.Tensor {
+			if firstErr != nil {
+				return nil
+			}
+			t, err := get(name)
+			if err != nil {
+				firstErr = err
+			}
+			return t
 		}
-		t, err := get(name)
-		if err != nil {
-			firstErr = err
-		}
-		return t
 	}
+	must := mustBy(get)
+	mustFloat := mustBy(func(name string) (bridge.Tensor, error) {
+		s, ok := specs[name]
+		if !ok {
+			return nil, fmt.Errorf("internal: no tensor spec %q", name)
+		}
+		return floatWeight(be, src, s)
+	})
 	w := &weights{embed: must("model.embed_tokens.weight"), norm: must("model.norm.weight")}
 	if cfg.TieEmbed {
 		w.lmHead = w.embed
@@ -109,23 +122,36 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 			ly.qNorm, ly.kNorm = must(p+"self_attn.q_norm.weight"), must(p+"self_attn.k_norm.weight")
 		}
 		if cfg.IsMoELayer(l) {
-			m := &bridge.MoEWeights{Router: must(p + "mlp.gate.weight"), TopK: cfg.TopK, NormTopK: cfg.NormTopK, Hidden: cfg.Hidden, Inter: cfg.MoEInter}
+			m := &bridge.MoEWeights{TopK: cfg.TopK, NormTopK: cfg.NormTopK, Hidden: cfg.Hidden, Inter: cfg.MoEInter}
+			var names []string
 			for e := 0; e < cfg.NumExperts; e++ {
-				ep := fmt.Sprintf("%smlp.experts.%d.", p, e)
-				m.Gate = append(m.Gate, must(ep+"gate_proj.weight"))
-				m.Up = append(m.Up, must(ep+"up_proj.weight"))
-				m.Down = append(m.Down, must(ep+"down_proj.weight"))
-			}
-			np := 0
-			for e := range m.Gate {
-				for _, t := range []bridge.Tensor{m.Gate[e], m.Up[e], m.Down[e]} {
-					if t != nil && packed(t) {
-						np++
-					}
+				for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
+					names = append(names, fmt.Sprintf("%smlp.experts.%d.%s.weight", p, e, proj))
 				}
 			}
-			if firstErr == nil && np != 0 && np != 3*len(m.Gate) {
-				firstErr = fmt.Errorf("%smlp: %d of %d expert matrices are packed; the engine runs all of a layer's experts packed or none", p, np, 3*len(m.Gate))
+			// The expert kernels take a layer's experts all packed or all
+			// in floats, and float experts a float router. A file packs
+			// them in part where a projection's rows are no whole number of
+			// its blocks or groups (mlx-lm leaves those in floats,
+			// llama-quantize falls back to F16): that layer's experts then
+			// run in f32, the packed ones (and a packed router) dequantized
+			// once as they load.
+			load, router := must, must
+			n := packedCount(cfg, names)
+			if n > 0 && n < len(names) {
+				load = mustFloat
+			}
+			if n < len(names) && packedCount(cfg, []string{p + "mlp.gate.weight"}) == 1 {
+				router = mustFloat
+			}
+			m.Router = router(p + "mlp.gate.weight")
+			for i := 0; i < len(names); i += 3 {
+				m.Gate = append(m.Gate, load(names[i]))
+				m.Up = append(m.Up, load(names[i+1]))
+				m.Down = append(m.Down, load(names[i+2]))
+			}
+			if firstErr == nil {
+				firstErr = mixedExperts(p, m)
 			}
 			ly.moe = m
 		} else {
@@ -223,6 +249,86 @@ func RunConfig(be bridge.Backend, cfg *model.Config) *model.Config {
 }
 
 // packed reports whether t is a packed weight.
+// packedCount counts the tensors of names that cfg packs.
+func packedCount(cfg *model.Config, names []string) int {
+	n := 0
+	for _, name := range names {
+		if _, ok := cfg.Quant.For(name); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// floatWeight loads s in f32 whatever the source keeps it in: a packed
+// matrix dequantized, an f16 or bf16 one widened.
+func floatWeight(be bridge.Backend, src model.Source, s model.TensorSpec) (bridge.Tensor, error) {
+	var f []float32
+	if ps, ok := src.(model.PackedSource); ok {
+		p, packed, err := ps.Packed(s)
+		if err != nil {
+			return nil, err
+		}
+		if packed {
+			if len(s.Shape) != 2 {
+				return nil, fmt.Errorf("%s: packed tensor of shape %v", s.Name, s.Shape)
+			}
+			m := &quant.Matrix{Spec: p.Spec, Rows: s.Shape[0], K: s.Shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
+			f = m.Dequantize()
+		}
+	}
+	if f == nil {
+		dt, data, err := src.Tensor(s)
+		if err != nil {
+			return nil, err
+		}
+		if dt == bridge.F32 {
+			return be.Weight(dt, s.Shape, data)
+		}
+		if dt != bridge.F16 && dt != bridge.BF16 {
+			return nil, fmt.Errorf("%s: %v weights where floats are expected", s.Name, dt)
+		}
+		f = make([]float32, len(data)/2)
+		for i := range f {
+			h := binary.LittleEndian.Uint16(data[2*i:])
+			if dt == bridge.F16 {
+				f[i] = half.F16ToFloat(h)
+			} else {
+				f[i] = half.BF16ToFloat(h)
+			}
+		}
+	}
+	b := make([]byte, 4*len(f))
+	for i, v := range f {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return be.Weight(bridge.F32, s.Shape, b)
+}
+
+// mixedExperts refuses a layer whose experts are packed in part, which
+// the loader runs in floats (packedCount): the expert kernels take a
+// layer's experts all packed or all in floats. It names one tensor of each
+// kind.
+func mixedExperts(prefix string, m *bridge.MoEWeights) error {
+	var flt, pck string
+	var spec quant.Spec
+	var dt bridge.DType
+	for e := range m.Gate {
+		for i, t := range []bridge.Tensor{m.Gate[e], m.Up[e], m.Down[e]} {
+			name := fmt.Sprintf("%smlp.experts.%d.%s.weight", prefix, e, [...]string{"gate_proj", "up_proj", "down_proj"}[i])
+			if q, ok := bridge.QuantOf(t); ok && pck == "" {
+				pck, spec = name, q
+			} else if !ok && t != nil && flt == "" {
+				flt, dt = name, t.DType()
+			}
+		}
+	}
+	if flt == "" || pck == "" {
+		return nil
+	}
+	return fmt.Errorf("%s is %v while %s is packed (%v): the engine runs a layer's experts all packed or all in floats", flt, dt, pck, spec)
+}
+
 func packed(t bridge.Tensor) bool {
 	_, ok := bridge.QuantOf(t)
 	return ok

@@ -73,6 +73,15 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llamacpp-gpt2-q4_k_m.gguf", "../testdata/gguf/llamacpp-gpt2-q4_k_m.json"},
 	// and with an LM head of its own (output.weight), as llama.cpp reads it.
 	{"../testdata/gguf/llamacpp-gpt2_untied-q8_0.gguf", "../testdata/gguf/llamacpp-gpt2_untied-q8_0.json"},
+	// Heads of 16, 48 and 80 (no Metal kernel of their own: run padded).
+	{"../testdata/gguf/llamacpp-qwen3-hd16-q4_k_m.gguf", "../testdata/gguf/llamacpp-qwen3-hd16-q4_k_m.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-hd80-q8_0.gguf", "../testdata/gguf/llamacpp-qwen3_moe-hd80-q8_0.json"},
+	{"../testdata/gguf/llamacpp-llama-hd48-q4_0.gguf", "../testdata/gguf/llamacpp-llama-hd48-q4_0.json"},
+	{"../testdata/gguf/llamacpp-gpt2-hd16-q8_0.gguf", "../testdata/gguf/llamacpp-gpt2-hd16-q8_0.json"},
+	// Experts packed in part (floats where rows are no whole number of
+	// blocks or groups): run in f32 (load.go, packedCount).
+	{"../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", "../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.json"},
+	{"../testdata/mlx/qwen3_moe-q4-partial", "../testdata/mlx/qwen3_moe-q4-partial/reference.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position

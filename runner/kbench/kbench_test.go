@@ -140,8 +140,8 @@ func TestBadParams(t *testing.T) {
 		param string
 		want  string
 	}{
-		{kcase("paged_attention_decode", "head_size", 80), "head_size", "head_size=80: supported head sizes are 32, 64, 96, 128"},
-		{kcase("rope", "head_size", 80), "head_size", "head_size=80: supported head sizes are 32, 64, 96, 128"},
+		{kcase("paged_attention_decode", "head_size", 81), "head_size", "head_size=81: must be a multiple of 2"},
+		{kcase("rope", "head_size", 512), "head_size", "head_size=512: must be at most 256"},
 		{kcase("paged_attention_prefill", "block_size", 12), "block_size", "block_size=12: supported block sizes are 8, 16, 32"},
 		{kcase("paged_attention_decode", "num_heads", 6, "num_kv_heads", 4), "num_heads", "num_heads=6: must be a multiple of num_kv_heads=4"},
 		{kcase("moe", "experts", 4, "top_k", 8), "top_k", "top_k=8: must be at most experts=4"},
@@ -164,8 +164,8 @@ func TestBadParams(t *testing.T) {
 	}
 
 	// Every problem of a case is reported at once.
-	_, err := Prepare(newCPU(), kcase("paged_attention_decode", "head_size", 80, "block_size", 12))
-	if err == nil || !strings.Contains(err.Error(), "head_size=80") || !strings.Contains(err.Error(), "block_size=12") {
+	_, err := Prepare(newCPU(), kcase("paged_attention_decode", "head_size", 81, "block_size", 12))
+	if err == nil || !strings.Contains(err.Error(), "head_size=81") || !strings.Contains(err.Error(), "block_size=12") {
 		t.Errorf("both problems: %v", err)
 	}
 

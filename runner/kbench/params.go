@@ -55,8 +55,16 @@ func (p *params) int(name ops.Param) int {
 			v = u.Default
 		}
 	}
-	if spec := ops.Specs[name]; spec.OneOf != nil && !slices.Contains(spec.OneOf, v) {
+	spec := ops.Specs[name]
+	switch {
+	case spec.OneOf != nil && !slices.Contains(spec.OneOf, v):
 		p.fail(name, strconv.Itoa(v), "supported %s are %s", strings.ReplaceAll(string(name), "_", " ")+"s", joinInts(spec.OneOf))
+		v = u.Default
+	case spec.Max > 0 && v > spec.Max:
+		p.fail(name, strconv.Itoa(v), "must be at most %d", spec.Max)
+		v = u.Default
+	case spec.Step > 1 && v%spec.Step != 0:
+		p.fail(name, strconv.Itoa(v), "must be a multiple of %d", spec.Step)
 		v = u.Default
 	}
 	if p.shape == nil {
