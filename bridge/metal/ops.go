@@ -44,9 +44,13 @@ var (
 
 // attnHeadSizes are the head sizes the decode attention is instantiated
 // for; a head of another size (at most the largest) runs in the next larger
-// one with the lanes past it idle (attn_padded), and the tiled prefill only
-// at its own size.
-var attnHeadSizes = []int{32, 64, 96, 128, 256}
+// one with the lanes past it idle (attn_padded). The tiled prefill (8x8
+// tiles along the head) has kernels of prefillHeadSizes; longer queries of
+// other sizes take the decode kernel.
+var (
+	attnHeadSizes    = []int{32, 64, 96, 128, 256}
+	prefillHeadSizes = []int{16, 32, 48, 64, 80, 96, 128, 256}
+)
 
 // attnKernelSize is the instantiated head size a head of d elements runs
 // in: the smallest at least d, or 0 when d is larger than them all.
@@ -73,9 +77,9 @@ func init() {
 			for _, qh := range []int{1, 2, 4, 8} {
 				attnKernel[attnKey{d, qh, kv}] = "paged_attention_d" + strconv.Itoa(d) + "_q" + strconv.Itoa(qh) + "_" + dtName(kv)
 			}
-			if d <= 128 {
-				prefillKernel[attnKey{d, 0, kv}] = "paged_attention_prefill_d" + strconv.Itoa(d) + "_" + dtName(kv)
-			}
+		}
+		for _, d := range prefillHeadSizes {
+			prefillKernel[attnKey{d, 0, kv}] = "paged_attention_prefill_d" + strconv.Itoa(d) + "_" + dtName(kv)
 		}
 	}
 }

@@ -597,7 +597,11 @@ kernel void paged_attention_prefill(constant AttnArgs& a [[buffer(0)]], device c
   INSTANTIATE_PREFILL_KV(D, half, f16)                                                                            \
   INSTANTIATE_PREFILL_KV(D, bf16_t, bf16)
 
+INSTANTIATE_PREFILL(16)
 INSTANTIATE_PREFILL(32)
+INSTANTIATE_PREFILL(48)
 INSTANTIATE_PREFILL(64)
+INSTANTIATE_PREFILL(80)
 INSTANTIATE_PREFILL(96)
 INSTANTIATE_PREFILL(128)
+INSTANTIATE_PREFILL(256)
