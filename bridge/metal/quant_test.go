@@ -84,7 +84,7 @@ var quantFixtures = [][2]string{
 	{"gguf/llamacpp-qwen3_moe-hd80-q8_0.gguf", "gguf/llamacpp-qwen3_moe-hd80-q8_0.json"},
 	{"gguf/llamacpp-llama-hd48-q4_0.gguf", "gguf/llamacpp-llama-hd48-q4_0.json"},
 	{"gguf/llamacpp-gpt2-hd16-q8_0.gguf", "gguf/llamacpp-gpt2-hd16-q8_0.json"},
-	// experts packed in part, run in f32 (runner/engine, packedCount)
+	// experts packed in part, run in f32 (model.Config.ExpertsInF32)
 	{"gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", "gguf/llamacpp-qwen3_moe-partial-q8_0.json"},
 	{"mlx/qwen3_moe-q4-partial", "mlx/qwen3_moe-q4-partial/reference.json"},
 }

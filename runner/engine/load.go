@@ -123,32 +123,22 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		}
 		if cfg.IsMoELayer(l) {
 			m := &bridge.MoEWeights{TopK: cfg.TopK, NormTopK: cfg.NormTopK, Hidden: cfg.Hidden, Inter: cfg.MoEInter}
-			var names []string
-			for e := 0; e < cfg.NumExperts; e++ {
-				for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
-					names = append(names, fmt.Sprintf("%smlp.experts.%d.%s.weight", p, e, proj))
-				}
-			}
-			// The expert kernels take a layer's experts all packed or all
-			// in floats, and float experts a float router. A file packs
-			// them in part where a projection's rows are no whole number of
-			// its blocks or groups (mlx-lm leaves those in floats,
-			// llama-quantize falls back to F16): that layer's experts then
-			// run in f32, the packed ones (and a packed router) dequantized
-			// once as they load.
+			// A layer whose experts a file packs in part runs them in f32,
+			// the packed ones (and a packed router beside float experts)
+			// dequantized once as they load (model.Config.ExpertsInF32).
 			load, router := must, must
-			n := packedCount(cfg, names)
-			if n > 0 && n < len(names) {
+			if cfg.ExpertsInF32(l) {
 				load = mustFloat
 			}
-			if n < len(names) && packedCount(cfg, []string{p + "mlp.gate.weight"}) == 1 {
+			if cfg.RouterInF32(l) {
 				router = mustFloat
 			}
 			m.Router = router(p + "mlp.gate.weight")
-			for i := 0; i < len(names); i += 3 {
-				m.Gate = append(m.Gate, load(names[i]))
-				m.Up = append(m.Up, load(names[i+1]))
-				m.Down = append(m.Down, load(names[i+2]))
+			for e := 0; e < cfg.NumExperts; e++ {
+				ep := fmt.Sprintf("%smlp.experts.%d.", p, e)
+				m.Gate = append(m.Gate, load(ep+"gate_proj.weight"))
+				m.Up = append(m.Up, load(ep+"up_proj.weight"))
+				m.Down = append(m.Down, load(ep+"down_proj.weight"))
 			}
 			if firstErr == nil {
 				firstErr = mixedExperts(p, m)
@@ -249,17 +239,6 @@ func RunConfig(be bridge.Backend, cfg *model.Config) *model.Config {
 }
 
 // packed reports whether t is a packed weight.
-// packedCount counts the tensors of names that cfg packs.
-func packedCount(cfg *model.Config, names []string) int {
-	n := 0
-	for _, name := range names {
-		if _, ok := cfg.Quant.For(name); ok {
-			n++
-		}
-	}
-	return n
-}
-
 // floatWeight loads s in f32 whatever the source keeps it in: a packed
 // matrix dequantized, an f16 or bf16 one widened.
 func floatWeight(be bridge.Backend, src model.Source, s model.TensorSpec) (bridge.Tensor, error) {
@@ -306,7 +285,7 @@ func floatWeight(be bridge.Backend, src model.Source, s model.TensorSpec) (bridg
 }
 
 // mixedExperts refuses a layer whose experts are packed in part, which
-// the loader runs in floats (packedCount): the expert kernels take a
+// the loader runs in floats (model.Config.ExpertsInF32): the expert kernels take a
 // layer's experts all packed or all in floats. It names one tensor of each
 // kind.
 func mixedExperts(prefix string, m *bridge.MoEWeights) error {

@@ -79,7 +79,7 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llamacpp-llama-hd48-q4_0.gguf", "../testdata/gguf/llamacpp-llama-hd48-q4_0.json"},
 	{"../testdata/gguf/llamacpp-gpt2-hd16-q8_0.gguf", "../testdata/gguf/llamacpp-gpt2-hd16-q8_0.json"},
 	// Experts packed in part (floats where rows are no whole number of
-	// blocks or groups): run in f32 (load.go, packedCount).
+	// blocks or groups): run in f32 (model.Config.ExpertsInF32).
 	{"../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", "../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.json"},
 	{"../testdata/mlx/qwen3_moe-q4-partial", "../testdata/mlx/qwen3_moe-q4-partial/reference.json"},
 }

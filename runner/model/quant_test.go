@@ -633,3 +633,56 @@ func TestMLXFormats(t *testing.T) {
 		t.Errorf("formats %+v: want the 2 routers at affine 8 bits", fs)
 	}
 }
+
+// A layer whose experts a file packs in part is counted as the engine
+// loads it, in f32 (ExpertsInF32), with a packed router beside them
+// (RouterInF32); a file that packs them all is counted packed.
+func TestPartlyPackedExpertsCountedInF32(t *testing.T) {
+	for _, tc := range []struct {
+		path            string
+		experts, router bool
+	}{
+		// gate and up packed, down (64 wide, groups of 128) in floats,
+		// the router at 8 bits
+		{"../testdata/mlx/qwen3_moe-q4-partial", true, true},
+		// router, gate and up in F16 (rows of 48), down in Q8_0
+		{"../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", true, false},
+		{"../testdata/mlx/qwen3_moe-q4", false, false},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			cfg, src, err := Open(Spec{Model: tc.path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			for l := range cfg.Layers {
+				if got := cfg.ExpertsInF32(l); got != tc.experts {
+					t.Errorf("layer %d: ExpertsInF32 %v, want %v", l, got, tc.experts)
+				}
+				if got := cfg.RouterInF32(l); got != tc.router {
+					t.Errorf("layer %d: RouterInF32 %v, want %v", l, got, tc.router)
+				}
+			}
+			for _, s := range cfg.Tensors() {
+				if !isExpertTensor(s.Name) && !strings.HasSuffix(s.Name, "mlp.gate.weight") {
+					continue
+				}
+				q, packed := cfg.Quant.For(s.Name)
+				want := s.Elems() * int64(bridge.BF16.Size())
+				f32 := tc.experts
+				if !isExpertTensor(s.Name) {
+					f32 = tc.router
+				}
+				switch {
+				case f32:
+					want = s.Elems() * 4
+				case packed:
+					want = q.Bytes(s.Elems(), s.Shape[len(s.Shape)-1])
+				}
+				if got := cfg.TensorBytes(s, bridge.BF16); got != want {
+					t.Errorf("%s: %d bytes, want %d", s.Name, got, want)
+				}
+			}
+		})
+	}
+}

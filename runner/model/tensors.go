@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -144,7 +145,7 @@ func (c *Config) elems() (matrix, vector float64) {
 // TensorBytes is the memory tensor t takes: packed under c.Quant, else
 // matrices in dt and vectors in f32.
 func (c *Config) TensorBytes(t TensorSpec, dt bridge.DType) int64 {
-	if !t.Matrix {
+	if !t.Matrix || c.LoadsInF32(t.Name) {
 		return t.Elems() * 4
 	}
 	if q, ok := c.Quant.For(t.Name); ok {
@@ -209,6 +210,60 @@ func isExpertTensor(name string) bool {
 	var rest string
 	k, _ := fmt.Sscanf(name, "model.layers.%d.mlp.experts.%d.%s", &l, &e, &rest)
 	return k == 3
+}
+
+// ExpertsInF32 reports whether the engine loads layer l's experts in f32:
+// the expert kernels take a layer's experts all packed or all in floats,
+// and a file may pack them in part (mlx-lm leaves a projection whose rows
+// its group size does not divide in floats; llama.cpp's tools keep rows no
+// block of the type divides in F16). Experts of one projection share a
+// format (one stacked tensor in GGUF and mlx-lm), so expert 0's tell.
+func (c *Config) ExpertsInF32(l int) bool {
+	n := c.packedExpertProjections(l)
+	return n > 0 && n < 3
+}
+
+// RouterInF32 reports whether layer l's router, packed, is loaded in f32
+// beside experts in floats (all or in part): the float expert kernels take
+// a float router.
+func (c *Config) RouterInF32(l int) bool {
+	_, packed := c.Quant.For(LayerPrefix(l) + "mlp.gate.weight")
+	return packed && c.packedExpertProjections(l) < 3
+}
+
+func (c *Config) packedExpertProjections(l int) int {
+	n := 0
+	for _, p := range []string{"gate_proj", "up_proj", "down_proj"} {
+		if _, ok := c.Quant.For(LayerPrefix(l) + "mlp.experts.0." + p + ".weight"); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// LoadsInF32 reports whether the tensor called name is loaded in f32
+// whatever its file keeps (ExpertsInF32, RouterInF32).
+func (c *Config) LoadsInF32(name string) bool {
+	if c.Quant == nil || c.NumExperts == 0 {
+		return false
+	}
+	// Called for every tensor a size is asked of: no Sscanf.
+	rest, ok := strings.CutPrefix(name, "model.layers.")
+	i := strings.IndexByte(rest, '.')
+	if !ok || i < 0 {
+		return false
+	}
+	l, err := strconv.Atoi(rest[:i])
+	if err != nil || !c.IsMoELayer(l) {
+		return false
+	}
+	switch rest = rest[i+1:]; {
+	case rest == "mlp.gate.weight":
+		return c.RouterInF32(l)
+	case strings.HasPrefix(rest, "mlp.experts."):
+		return c.ExpertsInF32(l)
+	}
+	return false
 }
 
 // ExpertBytes is one expert's weights (gate, up and down) in dt or packed,
