@@ -54,13 +54,14 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 		return nil, fmt.Errorf("%s: scale_attn_weights=false is not supported", name)
 	case g.AddCrossAttention:
 		return nil, fmt.Errorf("%s: add_cross_attention is not supported (decoder-only models)", name)
-	case h.TieWordEmbeddings != nil && !*h.TieWordEmbeddings:
-		return nil, fmt.Errorf("%s: tie_word_embeddings=false is not supported: GPT2LMHeadModel ties its LM head to wte", name)
 	}
 	c := &Config{
 		Name: name, Architecture: arch, Vocab: h.VocabSize, Hidden: g.NEmbd,
 		Layers: g.NLayer, ModelLayers: g.NLayer, Heads: g.NHead, KVHeads: g.NHead,
-		Inter: 4 * g.NEmbd, MaxPos: g.NPositions, Eps: 1e-5, TieEmbed: true, QKVBias: true,
+		Inter: 4 * g.NEmbd, MaxPos: g.NPositions, Eps: 1e-5, QKVBias: true,
+		// transformers ties lm_head to wte unless the config says not to;
+		// an untied one is saved as lm_head.weight.
+		TieEmbed: h.TieWordEmbeddings == nil || *h.TieWordEmbeddings,
 	}
 	if g.NHead > 0 {
 		c.HeadDim = g.NEmbd / g.NHead
