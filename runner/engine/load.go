@@ -238,7 +238,6 @@ func RunConfig(be bridge.Backend, cfg *model.Config) *model.Config {
 	return &c
 }
 
-// packed reports whether t is a packed weight.
 // floatWeight loads s in f32 whatever the source keeps it in: a packed
 // matrix dequantized, an f16 or bf16 one widened.
 func floatWeight(be bridge.Backend, src model.Source, s model.TensorSpec) (bridge.Tensor, error) {
@@ -284,10 +283,10 @@ func floatWeight(be bridge.Backend, src model.Source, s model.TensorSpec) (bridg
 	return be.Weight(bridge.F32, s.Shape, b)
 }
 
-// mixedExperts refuses a layer whose experts are packed in part, which
-// the loader runs in floats (model.Config.ExpertsInF32): the expert kernels take a
-// layer's experts all packed or all in floats. It names one tensor of each
-// kind.
+// mixedExperts refuses a layer whose experts still came out packed in
+// part (the loader runs such a layer in f32: model.Config.ExpertsInF32,
+// which reads expert 0's formats): the expert kernels take a layer's
+// experts all packed or all in floats. It names one tensor of each kind.
 func mixedExperts(prefix string, m *bridge.MoEWeights) error {
 	var flt, pck string
 	var spec quant.Spec
@@ -308,6 +307,7 @@ func mixedExperts(prefix string, m *bridge.MoEWeights) error {
 	return fmt.Errorf("%s is %v while %s is packed (%v): the engine runs a layer's experts all packed or all in floats", flt, dt, pck, spec)
 }
 
+// packed reports whether t is a packed weight.
 func packed(t bridge.Tensor) bool {
 	_, ok := bridge.QuantOf(t)
 	return ok
