@@ -156,9 +156,8 @@ func ScaleMinK4(j int, q []byte) (sc, m uint8) {
 	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
 }
 
-// Dequantize returns the whole matrix as float32: for tests, fixtures and
-// the loader's f32 fallback (runner/engine, partlyPacked), never on a
-// backend's path.
+// Dequantize returns the whole matrix as float32: for tests and fixtures,
+// never on a backend's path.
 func (m *Matrix) Dequantize() []float32 {
 	out := make([]float32, m.Rows*m.K)
 	for r := 0; r < m.Rows; r++ {

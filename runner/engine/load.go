@@ -4,13 +4,10 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
-	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
@@ -100,7 +97,11 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		if !ok {
 			return nil, fmt.Errorf("internal: no tensor spec %q", name)
 		}
-		return floatWeight(be, src, s)
+		b, err := model.F32(src, s)
+		if err != nil {
+			return nil, err
+		}
+		return be.Weight(bridge.F32, s.Shape, b)
 	})
 	w := &weights{embed: must("model.embed_tokens.weight"), norm: must("model.norm.weight")}
 	if cfg.TieEmbed {
@@ -236,51 +237,6 @@ func RunConfig(be bridge.Backend, cfg *model.Config) *model.Config {
 	c := *cfg
 	c.Quant = q
 	return &c
-}
-
-// floatWeight loads s in f32 whatever the source keeps it in: a packed
-// matrix dequantized, an f16 or bf16 one widened.
-func floatWeight(be bridge.Backend, src model.Source, s model.TensorSpec) (bridge.Tensor, error) {
-	var f []float32
-	if ps, ok := src.(model.PackedSource); ok {
-		p, packed, err := ps.Packed(s)
-		if err != nil {
-			return nil, err
-		}
-		if packed {
-			if len(s.Shape) != 2 {
-				return nil, fmt.Errorf("%s: packed tensor of shape %v", s.Name, s.Shape)
-			}
-			m := &quant.Matrix{Spec: p.Spec, Rows: s.Shape[0], K: s.Shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
-			f = m.Dequantize()
-		}
-	}
-	if f == nil {
-		dt, data, err := src.Tensor(s)
-		if err != nil {
-			return nil, err
-		}
-		if dt == bridge.F32 {
-			return be.Weight(dt, s.Shape, data)
-		}
-		if dt != bridge.F16 && dt != bridge.BF16 {
-			return nil, fmt.Errorf("%s: %v weights where floats are expected", s.Name, dt)
-		}
-		f = make([]float32, len(data)/2)
-		for i := range f {
-			h := binary.LittleEndian.Uint16(data[2*i:])
-			if dt == bridge.F16 {
-				f[i] = half.F16ToFloat(h)
-			} else {
-				f[i] = half.BF16ToFloat(h)
-			}
-		}
-	}
-	b := make([]byte, 4*len(f))
-	for i, v := range f {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return be.Weight(bridge.F32, s.Shape, b)
 }
 
 // mixedExperts refuses a layer whose experts still came out packed in

@@ -416,12 +416,19 @@ func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	m := &quant.Matrix{Spec: p.Spec, Rows: spec.Shape[0], K: spec.Shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
-	out, free, mapped := allocWeights(4 * m.Rows * m.K)
+	out, free, mapped := allocWeights(4 * int(spec.Elems()))
 	c.frees = append(c.frees, free)
 	if mapped {
 		c.converted.add(out)
 	}
+	dequantizeInto(out, p, spec.Shape)
+	return bridge.F32, out, nil
+}
+
+// dequantizeInto writes packed matrix p of shape [rows, k] into out as
+// little-endian f32, row by row.
+func dequantizeInto(out []byte, p Packed, shape []int) {
+	m := &quant.Matrix{Spec: p.Spec, Rows: shape[0], K: shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
 	row := make([]float32, m.K)
 	for r := range m.Rows {
 		m.Row(r, row)
@@ -429,7 +436,36 @@ func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 			binary.LittleEndian.PutUint32(out[4*(r*m.K+i):], math.Float32bits(v))
 		}
 	}
-	return bridge.F32, out, nil
+}
+
+// F32 returns spec's tensor of src as little-endian f32 bytes in a new
+// slice, whatever src keeps it in: a packed matrix dequantized, f16 and
+// bf16 widened, f32 copied.
+func F32(src Source, spec TensorSpec) ([]byte, error) {
+	if ps, ok := src.(PackedSource); ok {
+		p, packed, err := ps.Packed(spec)
+		if err != nil {
+			return nil, err
+		}
+		if packed {
+			if len(spec.Shape) != 2 {
+				return nil, fmt.Errorf("%s: packed tensor of shape %v", spec.Name, spec.Shape)
+			}
+			out := make([]byte, 4*spec.Elems())
+			dequantizeInto(out, p, spec.Shape)
+			return out, nil
+		}
+	}
+	dt, data, err := src.Tensor(spec)
+	if err != nil {
+		return nil, err
+	}
+	if dt != bridge.F32 && dt != bridge.F16 && dt != bridge.BF16 {
+		return nil, fmt.Errorf("%s: %v weights where floats are expected", spec.Name, dt)
+	}
+	out := make([]byte, 4*(len(data)/dt.Size()))
+	convert(out, data, dt, bridge.F32)
+	return out, nil
 }
 
 // floatWeights is a float tensor's dtype, or an error naming it (file
