@@ -74,13 +74,25 @@ const (
 	Q4_K DType = "q4_k"
 	Q6_K DType = "q6_k"
 	Q2_K DType = "q2_k"
+
+	IQ2_XXS DType = "iq2_xxs"
+	IQ2_XS  DType = "iq2_xs"
+	IQ2_S   DType = "iq2_s"
+	IQ3_XXS DType = "iq3_xxs"
+	IQ3_S   DType = "iq3_s"
+	IQ1_S   DType = "iq1_s"
+	IQ1_M   DType = "iq1_m"
 )
+
+// iqDTypes are the IQ formats' dtypes, by their packing.
+var iqDTypes = map[DType]quant.Type{IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S,
+	IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S, IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
 // DTypes are the dtypes a case may give, in the order messages list them.
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K}
+var QuantDTypes = []DType{Q4, Q8, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).
@@ -111,6 +123,9 @@ func (d DType) Quant() (quant.Spec, bool) {
 		return quant.Spec{Type: quant.Q6_K}, true
 	case Q2_K:
 		return quant.Spec{Type: quant.Q2_K}, true
+	}
+	if t, ok := iqDTypes[d]; ok {
+		return quant.Spec{Type: t}, true
 	}
 	return quant.Spec{}, false
 }

@@ -52,6 +52,10 @@ func (m *Matrix) Bias(r, g int) float32 { return float(m.Biases, r*m.Spec.Groups
 func (m *Matrix) Row(r int, dst []float32) {
 	rb := m.Spec.RowBytes(m.K)
 	row := m.Data[r*rb : (r+1)*rb]
+	if IsIQ(m.Spec.Type) {
+		iqRow(m.Spec.Type, row, dst[:m.K])
+		return
+	}
 	switch m.Spec.Type {
 	case Affine:
 		bits := m.Spec.Bits

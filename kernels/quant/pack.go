@@ -180,6 +180,37 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			binary.LittleEndian.PutUint16(blk[82:], ToF16(1.5*d))
 		}
 	}
+	if IsIQ(s.Type) {
+		// Random grid rows, signs and scales under a d that keeps the
+		// largest code (43 or 62 for IQ2 and IQ3; 9/8 of IQ1's 8) at about
+		// the average scale times amp. IQ1_M's d is spread over the top
+		// nibbles of its scales (IQUnit).
+		nb := iqBytes[s.Type]
+		for b := 0; b < len(data)/nb; b++ {
+			blk := data[b*nb : (b+1)*nb]
+			var d float32
+			switch s.Type {
+			case IQ2_XXS, IQ2_XS, IQ2_S:
+				d = amp / (2 * 43) * jitter()
+			case IQ3_XXS:
+				d = amp / (4 * 62) * jitter()
+			case IQ3_S:
+				d = amp / (16 * 15) * jitter()
+			default:
+				d = amp / 8 * jitter()
+			}
+			h := ToF16(d)
+			if s.Type == IQ1_M {
+				for i := 0; i < 4; i++ {
+					o := 48 + 2*i
+					w := binary.LittleEndian.Uint16(blk[o:])&0x0fff | (h>>(4*i)&15)<<12
+					binary.LittleEndian.PutUint16(blk[o:], w)
+				}
+				continue
+			}
+			binary.LittleEndian.PutUint16(blk, h)
+		}
+	}
 	return m
 }
 

@@ -35,7 +35,20 @@ const (
 	// scales (low nibble) and mins (high nibble), one per 16 values, 64
 	// bytes of 2-bit values, f16 d and dmin; w = d·sc·q − dmin·m.
 	Q2_K
+	// The IQ formats: super-blocks of 256 whose values are rows of a grid
+	// (iq.go), 2.06, 2.31, 2.56, 3.06, 3.44, 1.56 and 1.75 bits a value.
+	IQ2_XXS
+	IQ2_XS
+	IQ2_S
+	IQ3_XXS
+	IQ3_S
+	IQ1_S
+	IQ1_M
 )
+
+// iqNames are the IQ formats' ggml names, which are also their String.
+var iqNames = map[Type]string{IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S", IQ3_XXS: "IQ3_XXS",
+	IQ3_S: "IQ3_S", IQ1_S: "IQ1_S", IQ1_M: "IQ1_M"}
 
 // Float is the element type of an affine format's scales and biases: the
 // checkpoint's float dtype.
@@ -82,6 +95,9 @@ func (s Spec) Block() int {
 	case Q4_K, Q6_K, Q2_K:
 		return 256
 	}
+	if IsIQ(s.Type) {
+		return 256
+	}
 	return 0
 }
 
@@ -102,14 +118,15 @@ func (s Spec) BlockBytes() int {
 	case Q2_K:
 		return 84
 	}
-	return 0
+	return iqBytes[s.Type]
 }
 
 // RowBytes is the packed bytes of a row of k values.
 func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 
 // KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
-// format: affine4, affine8, q8_0, q4_0, q4_k, q6_k or q2_k; "" for a format
+// format: affine4, affine8, q8_0, q4_0, q4_k, q6_k, q2_k or an IQ format's
+// ggml name in lower case (iq2_xxs); "" for a format
 // that has none (other affine bit widths run on the CPU only).
 func KernelName(s Spec) string {
 	switch {
@@ -127,6 +144,8 @@ func KernelName(s Spec) string {
 		return "q6_k"
 	case s.Type == Q2_K:
 		return "q2_k"
+	case IsIQ(s.Type):
+		return strings.ToLower(iqNames[s.Type])
 	}
 	return ""
 }
@@ -161,6 +180,9 @@ func (s Spec) String() string {
 	case Q2_K:
 		return "Q2_K"
 	}
+	if IsIQ(s.Type) {
+		return iqNames[s.Type]
+	}
 	return fmt.Sprintf("quant(%d)", uint8(s.Type))
 }
 
@@ -179,7 +201,9 @@ func (s Spec) Validate(k int) error {
 		}
 	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K:
 	default:
-		return fmt.Errorf("unknown quantization type %d", s.Type)
+		if !IsIQ(s.Type) {
+			return fmt.Errorf("unknown quantization type %d", s.Type)
+		}
 	}
 	if k <= 0 || k%s.Block() != 0 {
 		return fmt.Errorf("%v packs rows in blocks of %d values; a row of %d values does not divide", s, s.Block(), k)

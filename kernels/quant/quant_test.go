@@ -26,6 +26,9 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q4_K": Q4_K, "Q6_K": Q6_K, "Q2_K": Q2_K}
+	for t, name := range iqNames {
+		types[name] = t
+	}
 	if len(fx) != len(types)+len(Transcoders) {
 		t.Fatalf("fixture has %d types, want %d", len(fx), len(types)+len(Transcoders))
 	}
@@ -45,7 +48,8 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 				d := math.Abs(float64(got[i] - want))
 				// A transcoded block holds the very values (a zero's sign
 				// aside): its one rounding (scale·q + bias) is gguf-py's.
-				if transcoded && got[i] != want ||
+				// An IQ value is a product exact in f32 (IQUnit).
+				if (transcoded || IsIQ(m.Spec.Type)) && got[i] != want ||
 					d > 1e-6*math.Abs(float64(want))+1e-12 {
 					t.Fatalf("value %d: %g, gguf-py %g", i, got[i], want)
 				}

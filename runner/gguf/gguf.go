@@ -40,6 +40,15 @@ const (
 	Q2_K Type = 10
 	Q4_K Type = 12
 	Q6_K Type = 14
+
+	IQ2_XXS Type = 16
+	IQ2_XS  Type = 17
+	IQ3_XXS Type = 18
+	IQ1_S   Type = 19
+	IQ3_S   Type = 21
+	IQ2_S   Type = 22
+	IQ1_M   Type = 29
+
 	BF16 Type = 30
 )
 
@@ -62,7 +71,9 @@ func (t Type) String() string {
 
 // kernelTypes are the packed ggml types the kernels read as they are, with
 // their kernels/quant format.
-var kernelTypes = map[Type]quant.Type{Q4_0: quant.Q4_0, Q8_0: quant.Q8_0, Q2_K: quant.Q2_K, Q4_K: quant.Q4_K, Q6_K: quant.Q6_K}
+var kernelTypes = map[Type]quant.Type{Q4_0: quant.Q4_0, Q8_0: quant.Q8_0, Q2_K: quant.Q2_K, Q4_K: quant.Q4_K, Q6_K: quant.Q6_K,
+	IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S, IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S,
+	IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
 // Packing is the format a packed type runs as: its own where the kernels
 // read it, else for a type read by transcoding (quant.Transcoders) the one
