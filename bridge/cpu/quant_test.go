@@ -21,6 +21,8 @@ var quantSpecs = []quant.Spec{
 	{Type: quant.Affine, Bits: 5, Group: 32, Scale: quant.F16},
 	{Type: quant.Affine, Bits: 6, Group: 64, Scale: quant.BF16},
 	{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K}, {Type: quant.Q2_K},
+	{Type: quant.IQ2_XXS}, {Type: quant.IQ2_XS}, {Type: quant.IQ2_S}, {Type: quant.IQ3_XXS}, {Type: quant.IQ3_S},
+	{Type: quant.IQ1_S}, {Type: quant.IQ1_M},
 }
 
 func randomMatrix(t testing.TB, s quant.Spec, rows, k int, seed uint64) *quant.Matrix {
@@ -96,6 +98,7 @@ func BenchmarkQMatMul(b *testing.B) {
 		{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
 		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
 		{Type: quant.Q8_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K}, {Type: quant.Q2_K},
+		{Type: quant.IQ2_XXS}, {Type: quant.IQ3_S}, {Type: quant.IQ1_M},
 	} {
 		b.Run(s.String(), func(b *testing.B) {
 			const n, k = 5632, 2048

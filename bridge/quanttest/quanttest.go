@@ -36,6 +36,8 @@ var Specs = []quant.Spec{
 	{Type: quant.Q4_K},
 	{Type: quant.Q6_K},
 	{Type: quant.Q2_K},
+	{Type: quant.IQ2_XXS}, {Type: quant.IQ2_XS}, {Type: quant.IQ2_S},
+	{Type: quant.IQ3_XXS}, {Type: quant.IQ3_S}, {Type: quant.IQ1_S}, {Type: quant.IQ1_M},
 }
 
 // Shape is a matmul of M activation rows by an N×K packed matrix.

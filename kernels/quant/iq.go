@@ -147,3 +147,24 @@ func iqRow(t Type, row []byte, dst []float32) {
 		}
 	}
 }
+
+// Grid is IQ format t's grid: rows of 8 values a word (IQ2, IQ1) or of 4
+// (IQ3), value j in byte j; IQ1_M shares IQ1_S's. For backends that decode
+// the formats their own way; the slices must not be written.
+func Grid(t Type) (rows8 []uint64, rows4 []uint32) {
+	switch t {
+	case IQ2_XXS:
+		return iq2xxsGrid[:], nil
+	case IQ2_XS:
+		return iq2xsGrid[:], nil
+	case IQ2_S:
+		return iq2sGrid[:], nil
+	case IQ3_XXS:
+		return nil, iq3xxsGrid[:]
+	case IQ3_S:
+		return nil, iq3sGrid[:]
+	case IQ1_S, IQ1_M:
+		return iq1sGrid[:], nil
+	}
+	return nil, nil
+}

@@ -82,6 +82,14 @@ var quantFixtures = []struct{ path, ref string }{
 	// blocks or groups): run in f32 (model.Config.ExpertsInF32).
 	{"../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", "../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.json"},
 	{"../testdata/mlx/qwen3_moe-q4-partial", "../testdata/mlx/qwen3_moe-q4-partial/reference.json"},
+	// The IQ grid formats, each file llama-quantize's mix of it (with a
+	// random importance matrix for the 1- and 2-bit ones).
+	{"../testdata/gguf/llamacpp-llama-iq2_xxs.gguf", "../testdata/gguf/llamacpp-llama-iq2_xxs.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-iq2_xs.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq2_xs.json"},
+	{"../testdata/gguf/llamacpp-llama-iq2_m.gguf", "../testdata/gguf/llamacpp-llama-iq2_m.json"},
+	{"../testdata/gguf/llamacpp-llama-iq3_m.gguf", "../testdata/gguf/llamacpp-llama-iq3_m.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-iq1_s.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq1_s.json"},
+	{"../testdata/gguf/llamacpp-llama-iq1_m.gguf", "../testdata/gguf/llamacpp-llama-iq1_m.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position

@@ -124,6 +124,9 @@ func QDots(dst []float32, w *quant.Matrix, lo, hi int, x, p []float32) {
 func qdotGeneric(w *quant.Matrix, r int, x, sums, xd []float32) float32 {
 	rb := w.Spec.RowBytes(w.K)
 	row := w.Data[r*rb : (r+1)*rb]
+	if quant.IsIQ(w.Spec.Type) {
+		return iqDot(w.Spec.Type, row, x)
+	}
 	switch w.Spec.Type {
 	case quant.Affine:
 		return affineDot(w, r, row, x, sums, xd)

@@ -27,7 +27,10 @@ func qSpecs() []quant.Spec {
 		s = append(s, quant.Spec{Type: quant.Affine, Bits: bits, Group: 64, Scale: quant.BF16})
 	}
 	return append(s, quant.Spec{Type: quant.Q8_0}, quant.Spec{Type: quant.Q4_0},
-		quant.Spec{Type: quant.Q4_K}, quant.Spec{Type: quant.Q6_K}, quant.Spec{Type: quant.Q2_K})
+		quant.Spec{Type: quant.Q4_K}, quant.Spec{Type: quant.Q6_K}, quant.Spec{Type: quant.Q2_K},
+		quant.Spec{Type: quant.IQ2_XXS}, quant.Spec{Type: quant.IQ2_XS}, quant.Spec{Type: quant.IQ2_S},
+		quant.Spec{Type: quant.IQ3_XXS}, quant.Spec{Type: quant.IQ3_S}, quant.Spec{Type: quant.IQ1_S},
+		quant.Spec{Type: quant.IQ1_M})
 }
 
 // randomQ is a random matrix whose K-quant sub-block scales are random too
@@ -122,6 +125,7 @@ func BenchmarkQDots(b *testing.B) {
 		{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
 		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
 		{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K}, {Type: quant.Q2_K},
+		{Type: quant.IQ2_XXS}, {Type: quant.IQ3_S}, {Type: quant.IQ1_M},
 	} {
 		for _, n := range []int{5632, 32000} {
 			const k = 2048
