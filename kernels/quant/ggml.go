@@ -63,6 +63,14 @@ var Transcoders = map[string]Transcoder{
 	// where ggml's largest values near f32's limit too, does 24·2^(e−128)
 	// overflow first.
 	"MXFP4": {Name: "MXFP4", Values: 32, Bytes: 17, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: mxfp4},
+	// TQ2_0: super-blocks of 256, 2-bit q in Q2_K's very order and an f16
+	// d; w = d·(q − 1). A Q2_K block with every scale and min 1 and dmin
+	// = d gives d·q − d, the same value (84 bytes for 66).
+	"TQ2_0": {Name: "TQ2_0", Values: 256, Bytes: 66, Into: Spec{Type: Q2_K}, decode: tq20},
+	// TQ1_0: super-blocks of 256 ternary values, five (four) base-3 digits
+	// a byte, and an f16 d; w = d·(t − 1), t in 0..2: Q2_K as TQ2_0 (84
+	// bytes for 54).
+	"TQ1_0": {Name: "TQ1_0", Values: 256, Bytes: 54, Into: Spec{Type: Q2_K}, decode: tq10},
 }
 
 // Transcode rewrites rows of k values in t's blocks (src) as t.Into: packed
@@ -264,4 +272,52 @@ func mxfp4Scale(e byte, scales, biases []byte) {
 	d := float32(math.Ldexp(1, int(e)-128))
 	binary.LittleEndian.PutUint32(scales, math.Float32bits(d))
 	binary.LittleEndian.PutUint32(biases, math.Float32bits(-12*d))
+}
+
+// ternaryQ2K writes Q2_K's header for a ternary block of scale d (f16
+// bits): every sub-block's scale and min 1, dmin = d.
+func ternaryQ2K(data []byte, d uint16) {
+	for i := 0; i < 16; i++ {
+		data[i] = 0x11
+	}
+	binary.LittleEndian.PutUint16(data[80:], d)
+	binary.LittleEndian.PutUint16(data[82:], d)
+}
+
+func tq20(blk, data, _, _ []byte) {
+	copy(data[16:80], blk[0:64])
+	ternaryQ2K(data, binary.LittleEndian.Uint16(blk[64:]))
+}
+
+func tq10(blk, data, _, _ []byte) {
+	clear(data[16:80])
+	// Value v is digit k of byte i: bytes 0..31 hold values 32k + i (k <
+	// 5), bytes 32..47 values 160 + 16k + i, bytes 48..51 values 240 + 4k
+	// + i (k < 4). Digit k is the top of (b·3^k mod 256)·3, ggml's
+	// fixed-point base 3. In Q2_K, v's 2 bits are at byte 32·(v/128) + v%32,
+	// bit 2·(v%128/32).
+	put := func(v int, b byte, k int) {
+		x := b
+		for ; k > 0; k-- {
+			x *= 3
+		}
+		t := byte(uint16(x) * 3 >> 8)
+		data[16+32*(v/128)+v%32] |= t << (2 * (v % 128 / 32))
+	}
+	for i := 0; i < 32; i++ {
+		for k := 0; k < 5; k++ {
+			put(32*k+i, blk[i], k)
+		}
+	}
+	for i := 0; i < 16; i++ {
+		for k := 0; k < 5; k++ {
+			put(160+16*k+i, blk[32+i], k)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		for k := 0; k < 4; k++ {
+			put(240+4*k+i, blk[48+i], k)
+		}
+	}
+	ternaryQ2K(data, binary.LittleEndian.Uint16(blk[52:]))
 }

@@ -75,7 +75,7 @@ func transcodeMatrix(t testing.TB, tc Transcoder, src []byte, rows, k int) *Matr
 
 // ggmlRef dequantizes one block of a transcoded format straight from
 // ggml-quants.c's dequantize_row_q4_1, _q5_0, _q5_1, _q5_K, _q3_K,
-// _iq4_nl and _iq4_xs: a second reading of the formats, apart from the
+// _iq4_nl, _iq4_xs, _tq1_0 and _tq2_0: a second reading of the formats, apart from the
 // transcoders.
 func ggmlRef(name string, blk []byte) []float32 {
 	h := func(i int) float32 { return HalfToF32(uint16(blk[i]) | uint16(blk[i+1])<<8) }
@@ -179,6 +179,28 @@ func ggmlRef(name string, blk []byte) []float32 {
 			}
 			qs = qs[16:]
 		}
+	case "TQ1_0":
+		// dequantize_row_tq1_0: digit n of byte m is the top of
+		// (q·3^n mod 256)·3, over 32 bytes, then 16, then the 4 of qh.
+		d := h(52)
+		pow3 := [5]uint8{1, 3, 9, 27, 81}
+		for _, run := range []struct{ at, n, digits int }{{0, 32, 5}, {32, 16, 5}, {48, 4, 4}} {
+			for n := 0; n < run.digits; n++ {
+				for m := 0; m < run.n; m++ {
+					q := blk[run.at+m] * pow3[n]
+					y = append(y, float32(int16(uint16(q)*3>>8)-1)*d)
+				}
+			}
+		}
+	case "TQ2_0":
+		d := h(64)
+		for j := 0; j < 64; j += 32 {
+			for l := 0; l < 4; l++ {
+				for m := 0; m < 32; m++ {
+					y = append(y, float32(int8(blk[j+m]>>(2*l)&3)-1)*d)
+				}
+			}
+		}
 	case "MXFP4":
 		// ggml_e8m0_to_fp32_half: 2^(e−127)/2, built from its bits.
 		e := uint32(blk[0])
@@ -202,7 +224,7 @@ var kvaluesMXFP4 = [16]float32{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -
 var kvaluesIQ4NL = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
 // f16At are the offsets of each transcoded format's f16 scales in a block.
-var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}, "IQ4_XS": {0}, "MXFP4": {}}
+var f16At = map[string][]int{"Q4_1": {0, 2}, "Q5_0": {0}, "Q5_1": {0, 2}, "Q5_K": {0, 2}, "Q3_K": {108}, "IQ4_NL": {0}, "IQ4_XS": {0}, "MXFP4": {}, "TQ1_0": {52}, "TQ2_0": {64}}
 
 // Every transcoder, on random blocks (finite scales), gives ggml's values
 // exactly (bit for bit but for the sign of a zero, which no dot product

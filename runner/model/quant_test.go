@@ -245,7 +245,7 @@ func TestBadGGUF(t *testing.T) {
 		edit func([]byte) []byte
 		want []string
 	}{
-		{"type", func(b []byte) []byte { b[typeField(b, q)] = 16; return b }, []string{q, "IQ2_XXS", "does not read", "IQ4_NL"}},
+		{"type", func(b []byte) []byte { b[typeField(b, q)] = 15; return b }, []string{q, "Q8_K", "does not read", "IQ4_NL"}},
 		{"cut short", func(b []byte) []byte { return b[:len(b)-1000] }, []string{"output.weight", "cut short"}},
 		{"missing", func(b []byte) []byte {
 			i := strings.Index(string(b), q)
