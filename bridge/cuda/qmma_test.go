@@ -27,6 +27,9 @@ var qmmaSpecs = []quant.Spec{
 	{Type: quant.Q4_K},
 	{Type: quant.Q6_K},
 	{Type: quant.Q2_K},
+	// The IQ grid formats (iqSpecs).
+	{Type: quant.IQ2_XXS}, {Type: quant.IQ2_XS}, {Type: quant.IQ2_S}, {Type: quant.IQ3_XXS}, {Type: quant.IQ3_S},
+	{Type: quant.IQ1_S}, {Type: quant.IQ1_M},
 }
 
 // randomPacked draws a packed [rows][k] matrix whose K-quant scales vary

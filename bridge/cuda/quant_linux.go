@@ -106,10 +106,12 @@ func (b *Backend) qaBlocks(groups, gy int) int {
 // weight rows a warp (r), as quant.cu's QKERNELS instantiates them.
 var qgemvVariants = []string{"_c1_r1", "_c1_r2", "_c1_r4", "_c4_r2"}
 
-// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K.
+// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K and
+// the IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M).
 func (b *Backend) SupportsQuant(s quant.Spec) error {
 	if quant.KernelName(s) == "" {
-		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K)", s)
+		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, "+
+			"IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)", s)
 	}
 	return nil
 }

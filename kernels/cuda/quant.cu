@@ -1,13 +1,15 @@
 // quant.cu: GEMV/GEMM, expert GEMVs and embedding rows on packed weights
-// (kernels/quant, docs/quantization.md): MLX affine at 4 and 8 bits and
-// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K. Weights are dequantized in registers as
+// (kernels/quant, docs/quantization.md): MLX affine at 4 and 8 bits,
+// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K, and the IQ grid formats (IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M). Weights are dequantized in registers as
 // they are read, never into memory. A warp takes R weight rows at once, their
 // loads issued together. Affine rows (q_affine8): each lane 8 values of every
 // 256, so weights (4 or 8 bytes a lane) and activations are read contiguously
 // across the warp, several chunks loaded before any is used, the activations
 // once for all R rows. GGUF rows: each lane 32 values at a time (a 34- or
 // 18-byte Q8_0/Q4_0 block, a sub-block of a 144-byte Q4_K, a quarter of a
-// 210-byte Q6_K, two sub-blocks of an 84-byte Q2_K super-block). Matrices
+// 210-byte Q6_K, two sub-blocks of an 84-byte Q2_K super-block, four or
+// eight grid rows of an IQ super-block, their codes from iqgrid.cu). Matrices
 // that share an input share a launch (q/k/v; gate/up with SwiGLU); a single
 // token's MoE router also routes, and the down projections also sum the
 // experts.
@@ -19,6 +21,13 @@
 #define QF_Q4_K 4
 #define QF_Q6_K 5
 #define QF_Q2_K 6
+#define QF_IQ2_XXS 7
+#define QF_IQ2_XS 8
+#define QF_IQ2_S 9
+#define QF_IQ3_XXS 10
+#define QF_IQ3_S 11
+#define QF_IQ1_S 12
+#define QF_IQ1_M 13
 
 #define QCOLS 4
 #define QWARPS 8
@@ -229,6 +238,272 @@ template <> __device__ __forceinline__ void q_unit<QF_Q2_K>(const QRow& r, int u
     dotm<16>(q, d * (float)(scw & 0xfu), dmin * (float)((scw >> 4) & 0xfu), x, xs, cols, acc);
     dotm<16>(q + 16, d * (float)((scw >> 8) & 0xfu), dmin * (float)((scw >> 12) & 0xfu), x + 16, xs, cols, acc);
 }
+
+// The IQ grid formats (kernels/quant iq.go, docs/quantization.md): 256-value
+// super-blocks whose 32-value units are four grid rows of 8 values (IQ2,
+// IQ1) or eight of 4 (IQ3; grids in iqgrid.cu), sign masks and one or two
+// 4-bit scales under the super-block's f16 d. IQRaw<F> is a unit's bytes in
+// registers: fetch issues its loads (the blocks are 2-byte aligned: 66, 74,
+// 82, 98, 110 and 50 bytes; IQ1_M's 56 are 8), decode turns them into 32
+// codes q (exact small integers) and the scales of values 0..15 (s0) and
+// 16..31 (s1): w = s·q, as IQUnit. ONE is whether s0 == s1.
+
+// iq_ld16 and iq_ld32 read 2 and 4 bytes at a 2-byte aligned address.
+__device__ __forceinline__ u32 iq_ld16(const unsigned char* p) { return __ldg((const u16*)p); }
+__device__ __forceinline__ u32 iq_ld32(const unsigned char* p) {
+    const u16* q = (const u16*)p;
+    return (u32)__ldg(q) | ((u32)__ldg(q + 1) << 16);
+}
+
+// iq_ksign is sign mask i (quant.KSign): seven stored bits and an eighth
+// that makes the count of set bits even.
+__device__ __forceinline__ u32 iq_ksign(u32 i) {
+    i &= 127u;
+    return i | ((u32)(__popc(i) & 1) << 7);
+}
+
+// iq_grid8 writes grid row g's 8 values (byte j value j, int8) to q, value
+// j negated where bit j of sign is set; iq_grid4 the same for 4.
+__device__ __forceinline__ void iq_grid8(u64 g, u32 sign, float* q) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float v = (float)(signed char)(u32)(g >> (8 * j));
+        q[j] = (sign >> j) & 1u ? -v : v;
+    }
+}
+__device__ __forceinline__ void iq_grid4(u32 g, u32 sign, float* q) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float v = (float)(signed char)(g >> (8 * j));
+        q[j] = (sign >> j) & 1u ? -v : v;
+    }
+}
+
+// iq1_row writes IQ1's grid row g as codes in eighths: 8·g + 1, or 8·g − 1
+// where neg.
+__device__ __forceinline__ void iq1_row(u64 g, bool neg, float* q) {
+    const int off = neg ? -1 : 1;
+#pragma unroll
+    for (int j = 0; j < 8; j++) q[j] = (float)(8 * (int)(signed char)(u32)(g >> (8 * j)) + off);
+}
+
+template <int F> struct IQRaw;
+
+// IQ2_XXS, 66 bytes: f16 d, then 8 bytes a unit: four grid indices (u32),
+// then four 7-bit sign masks and the 4-bit scale in the top bits (u32);
+// s = d·(0.5 + sc)/4.
+template <> struct IQRaw<QF_IQ2_XXS> {
+    static const int bytes = 66;
+    static const bool ONE = true;
+    u32 d, idx, aux;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int c) {
+        d = iq_ld16(blk);
+        idx = iq_ld32(blk + 2 + 8 * c);
+        aux = iq_ld32(blk + 6 + 8 * c);
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 4; l++) iq_grid8(iq2xxs_grid[(idx >> (8 * l)) & 255u], iq_ksign(aux >> (7 * l)), q + 8 * l);
+        s0 = s1 = f16_to_f32((u16)d) * (0.5f + (float)(aux >> 28)) * 0.25f;
+    }
+};
+
+// IQ2_XS, 74 bytes: f16 d, 64 bytes of 16-bit words (a 9-bit grid index,
+// a 7-bit sign mask; four a unit), 8 bytes of scales (two nibbles a unit).
+template <> struct IQRaw<QF_IQ2_XS> {
+    static const int bytes = 74;
+    static const bool ONE = false;
+    u32 d, q01, q23, sc;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int c) {
+        d = iq_ld16(blk);
+        q01 = iq_ld32(blk + 2 + 8 * c);
+        q23 = iq_ld32(blk + 6 + 8 * c);
+        sc = iq_ld16(blk + 66 + (c & ~1)) >> (8 * (c & 1));
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const u32 w = ((l < 2 ? q01 : q23) >> (16 * (l & 1))) & 0xffffu;
+            iq_grid8(iq2xs_grid[w & 511u], iq_ksign(w >> 9), q + 8 * l);
+        }
+        const float dd = f16_to_f32((u16)d);
+        s0 = dd * (0.5f + (float)(sc & 15u)) * 0.25f;
+        s1 = dd * (0.5f + (float)((sc >> 4) & 15u)) * 0.25f;
+    }
+};
+
+// IQ2_S, 82 bytes: f16 d, 32 bytes of grid indices' low 8 bits, 32 of
+// sign masks (a byte a row), 8 of the indices' top 2 bits (a byte a unit),
+// 8 of scales (two nibbles a unit).
+template <> struct IQRaw<QF_IQ2_S> {
+    static const int bytes = 82;
+    static const bool ONE = false;
+    u32 d, qs, sg, qh, sc;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int c) {
+        d = iq_ld16(blk);
+        qs = iq_ld32(blk + 2 + 4 * c);
+        sg = iq_ld32(blk + 34 + 4 * c);
+        qh = iq_ld16(blk + 66 + (c & ~1)) >> (8 * (c & 1));
+        sc = iq_ld16(blk + 74 + (c & ~1)) >> (8 * (c & 1));
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const u32 i = ((qs >> (8 * l)) & 255u) | (((qh >> (2 * l)) & 3u) << 8);
+            iq_grid8(iq2s_grid[i], (sg >> (8 * l)) & 255u, q + 8 * l);
+        }
+        const float dd = f16_to_f32((u16)d);
+        s0 = dd * (0.5f + (float)(sc & 15u)) * 0.25f;
+        s1 = dd * (0.5f + (float)((sc >> 4) & 15u)) * 0.25f;
+    }
+};
+
+// IQ3_XXS, 98 bytes: f16 d, 64 bytes of grid indices (8 rows of 4 a unit),
+// 32 of a u32 a unit: four 7-bit sign masks (each for two rows) and the
+// 4-bit scale; s = d·(0.5 + sc)/2.
+template <> struct IQRaw<QF_IQ3_XXS> {
+    static const int bytes = 98;
+    static const bool ONE = true;
+    u32 d, qa, qb, aux;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int c) {
+        d = iq_ld16(blk);
+        qa = iq_ld32(blk + 2 + 8 * c);
+        qb = iq_ld32(blk + 6 + 8 * c);
+        aux = iq_ld32(blk + 66 + 4 * c);
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const u32 sign = iq_ksign(aux >> (7 * l)), w = (l < 2 ? qa : qb) >> (16 * (l & 1));
+            iq_grid4(iq3xxs_grid[w & 255u], sign, q + 8 * l);
+            iq_grid4(iq3xxs_grid[(w >> 8) & 255u], sign >> 4, q + 8 * l + 4);
+        }
+        s0 = s1 = f16_to_f32((u16)d) * (0.5f + (float)(aux >> 28)) * 0.5f;
+    }
+};
+
+// IQ3_S, 110 bytes: f16 d, 64 bytes of grid indices' low 8 bits (8 rows of
+// 4 a unit), 8 of their top bits (a byte a unit), 32 of sign nibbles (a
+// row each), 4 of scales (a nibble a unit); s = d·(1 + 2·sc).
+template <> struct IQRaw<QF_IQ3_S> {
+    static const int bytes = 110;
+    static const bool ONE = true;
+    u32 d, qa, qb, qh, sg, sc;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int c) {
+        d = iq_ld16(blk);
+        qa = iq_ld32(blk + 2 + 8 * c);
+        qb = iq_ld32(blk + 6 + 8 * c);
+        qh = iq_ld16(blk + 66 + (c & ~1)) >> (8 * (c & 1));
+        sg = iq_ld32(blk + 74 + 4 * c);
+        sc = iq_ld16(blk + 106 + 2 * (c >> 2)) >> (4 * (c & 3));
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            const u32 i = (((l < 4 ? qa : qb) >> (8 * (l & 3))) & 255u) | (((qh >> l) & 1u) << 8);
+            iq_grid4(iq3s_grid[i], sg >> (4 * l), q + 4 * l);
+        }
+        s0 = s1 = f16_to_f32((u16)d) * (float)(1u + 2u * (sc & 15u));
+    }
+};
+
+// IQ1_S, 50 bytes: f16 d, 32 bytes of grid indices' low 8 bits (four rows
+// a unit), a u16 a unit: the indices' top 3 bits each, the 3-bit scale k
+// and the sign of the ±1/8 offset; w = d·(2k+1)·(g ± 1/8), codes 8·g ± 1
+// under d·(2k+1)/8.
+template <> struct IQRaw<QF_IQ1_S> {
+    static const int bytes = 50;
+    static const bool ONE = true;
+    u32 d, qs, qh;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int c) {
+        d = iq_ld16(blk);
+        qs = iq_ld32(blk + 2 + 4 * c);
+        qh = iq_ld16(blk + 34 + 2 * c);
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 4; l++)
+            iq1_row(iq1s_grid[((qs >> (8 * l)) & 255u) | (((qh >> (3 * l)) & 7u) << 8)], (qh & 0x8000u) != 0, q + 8 * l);
+        s0 = s1 = f16_to_f32((u16)d) * (float)(2u * ((qh >> 12) & 7u) + 1u) * 0.125f;
+    }
+};
+
+// IQ1_M, 56 bytes: 32 bytes of grid indices' low 8 bits (four rows a
+// unit), a u16 a unit of nibbles (a row's top 3 index bits and its offset's
+// sign), four u16 of 3-bit scales (two a unit) whose top nibbles hold the
+// f16 d, least significant first.
+template <> struct IQRaw<QF_IQ1_M> {
+    static const int bytes = 56;
+    static const bool ONE = false;
+    u32 qs, qh, s01, s23;
+    int c;
+    __device__ __forceinline__ void fetch(const unsigned char* blk, int cc) {
+        c = cc;
+        qs = __ldg((const u32*)(blk + 4 * c));
+        qh = iq_ld16(blk + 32 + 2 * c);
+        s01 = __ldg((const u32*)(blk + 48));
+        s23 = __ldg((const u32*)(blk + 52));
+    }
+    __device__ __forceinline__ void decode(float* q, float& s0, float& s1) const {
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const u32 nib = (qh >> (4 * l)) & 15u;
+            iq1_row(iq1s_grid[((qs >> (8 * l)) & 255u) | ((nib & 7u) << 8)], (nib & 8u) != 0, q + 8 * l);
+        }
+        const u32 dh = ((s01 >> 12) & 0xfu) | ((s01 >> 24) & 0xf0u) | ((s23 >> 4) & 0xf00u) | ((s23 >> 16) & 0xf000u);
+        const float d = f16_to_f32((u16)dh);
+        const u32 s = (c < 4 ? s01 : s23) >> (16 * ((c >> 1) & 1) + 6 * (c & 1));
+        s0 = d * (float)(2u * (s & 7u) + 1u) * 0.125f;
+        s1 = d * (float)(2u * ((s >> 3) & 7u) + 1u) * 0.125f;
+    }
+};
+
+// iq_fetch loads unit u of a row of IQ format F (unit u%8 of super-block
+// u/8).
+template <int F>
+__device__ __forceinline__ IQRaw<F> iq_fetch(const unsigned char* row, int u) {
+    IQRaw<F> raw;
+    raw.fetch(row + (long)(u >> 3) * IQRaw<F>::bytes, u & 7);
+    return raw;
+}
+
+// iq_unit: q_unit for the IQ formats.
+template <int F>
+__device__ __forceinline__ void iq_unit(const QRow& r, int u, const float* x, long xs, int cols, float* acc) {
+    const IQRaw<F> raw = iq_fetch<F>(r.w, u);
+    float q[32], s0, s1;
+    raw.decode(q, s0, s1);
+    if (IQRaw<F>::ONE) {
+        dot32(q, s0, x, xs, cols, acc);
+        return;
+    }
+#pragma unroll
+    for (int c = 0; c < QCOLS; c++) {
+        if (c >= cols) break;
+        const float4* xv = (const float4*)(x + c * xs);
+        float a = 0.f, b = 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 p = __ldg(xv + i), h = __ldg(xv + 4 + i);
+            a += p.x * q[4 * i] + p.y * q[4 * i + 1] + p.z * q[4 * i + 2] + p.w * q[4 * i + 3];
+            b += h.x * q[16 + 4 * i] + h.y * q[16 + 4 * i + 1] + h.z * q[16 + 4 * i + 2] + h.w * q[16 + 4 * i + 3];
+        }
+        acc[c] += s0 * a + s1 * b;
+    }
+}
+
+#define IQ_Q_UNIT(F)                                                                                                   \
+    template <> __device__ __forceinline__ void q_unit<F>(const QRow& r, int u, int g, const float* x, long xs, int cols, \
+                                                          float* acc) {                                                \
+        iq_unit<F>(r, u, x, xs, cols, acc);                                                                            \
+    }
+IQ_Q_UNIT(QF_IQ2_XXS)
+IQ_Q_UNIT(QF_IQ2_XS)
+IQ_Q_UNIT(QF_IQ2_S)
+IQ_Q_UNIT(QF_IQ3_XXS)
+IQ_Q_UNIT(QF_IQ3_S)
+IQ_Q_UNIT(QF_IQ1_S)
+IQ_Q_UNIT(QF_IQ1_M)
 
 // q_rows adds unit u of R rows' dot products with cols (<= C) activation rows
 // (x: the unit's first value of activation row 0; rows xs floats apart) into
@@ -650,6 +925,24 @@ template <> __device__ __forceinline__ void q_values<QF_Q2_K>(const QRow& r, int
     }
 }
 
+// The IQ formats' values: IQRaw's codes times their scales, as IQUnit.
+template <int F> __device__ __forceinline__ void iq_values(const QRow& r, int i0, float* v) {
+    const IQRaw<F> raw = iq_fetch<F>(r.w, i0 / 32);
+    float q[32], s0, s1;
+    raw.decode(q, s0, s1);
+#pragma unroll
+    for (int l = 0; l < 32; l++) v[l] = (l < 16 ? s0 : s1) * q[l];
+}
+#define IQ_Q_VALUES(F)                                                                                                 \
+    template <> __device__ __forceinline__ void q_values<F>(const QRow& r, int i0, int g, float* v) { iq_values<F>(r, i0, v); }
+IQ_Q_VALUES(QF_IQ2_XXS)
+IQ_Q_VALUES(QF_IQ2_XS)
+IQ_Q_VALUES(QF_IQ2_S)
+IQ_Q_VALUES(QF_IQ3_XXS)
+IQ_Q_VALUES(QF_IQ3_S)
+IQ_Q_VALUES(QF_IQ1_S)
+IQ_Q_VALUES(QF_IQ1_M)
+
 // qembed: out[t] = row ids[t] of the packed table; a warp a token.
 template <int F>
 __device__ void qembed(float* __restrict__ out, const int* __restrict__ ids, const unsigned char* __restrict__ w,
@@ -731,3 +1024,10 @@ QKERNELS(QF_Q4_0, q4_0)
 QKERNELS(QF_Q4_K, q4_k)
 QKERNELS(QF_Q6_K, q6_k)
 QKERNELS(QF_Q2_K, q2_k)
+QKERNELS(QF_IQ2_XXS, iq2_xxs)
+QKERNELS(QF_IQ2_XS, iq2_xs)
+QKERNELS(QF_IQ2_S, iq2_s)
+QKERNELS(QF_IQ3_XXS, iq3_xxs)
+QKERNELS(QF_IQ3_S, iq3_s)
+QKERNELS(QF_IQ1_S, iq1_s)
+QKERNELS(QF_IQ1_M, iq1_m)

@@ -233,6 +233,27 @@ template <> struct QRaw<QF_Q2_K> {
     }
 };
 
+// The IQ formats: quant.cu's IQRaw, fetched with the unit's loads and
+// decoded to s·q as the values are stored.
+template <int F> struct QRawIQ {
+    IQRaw<F> raw;
+    __device__ __forceinline__ void fetch(const QSrc& r, int u) { raw = iq_fetch<F>(r.w, u); }
+    __device__ __forceinline__ void store(u16* dst, bool ok) const {
+        float q[32], s0, s1;
+        raw.decode(q, s0, s1);
+#pragma unroll
+        for (int l = 0; l < 32; l++) q[l] *= l < 16 ? s0 : s1;
+        q_store32(dst, q, ok);
+    }
+};
+template <> struct QRaw<QF_IQ2_XXS> : QRawIQ<QF_IQ2_XXS> {};
+template <> struct QRaw<QF_IQ2_XS> : QRawIQ<QF_IQ2_XS> {};
+template <> struct QRaw<QF_IQ2_S> : QRawIQ<QF_IQ2_S> {};
+template <> struct QRaw<QF_IQ3_XXS> : QRawIQ<QF_IQ3_XXS> {};
+template <> struct QRaw<QF_IQ3_S> : QRawIQ<QF_IQ3_S> {};
+template <> struct QRaw<QF_IQ1_S> : QRawIQ<QF_IQ1_S> {};
+template <> struct QRaw<QF_IQ1_M> : QRawIQ<QF_IQ1_M> {};
+
 // qmma_mainloop accumulates a tile's products over k (kdim, a multiple of
 // MG_BK): A rows ap[i] (bf16, kdim apart, aok false for rows past the
 // tile's), the thread's weight row src dequantized into the B tile.
@@ -392,3 +413,10 @@ QMMA_KERNELS(q4_0, QF_Q4_0)
 QMMA_KERNELS(q4_k, QF_Q4_K)
 QMMA_KERNELS(q6_k, QF_Q6_K)
 QMMA_KERNELS(q2_k, QF_Q2_K)
+QMMA_KERNELS(iq2_xxs, QF_IQ2_XXS)
+QMMA_KERNELS(iq2_xs, QF_IQ2_XS)
+QMMA_KERNELS(iq2_s, QF_IQ2_S)
+QMMA_KERNELS(iq3_xxs, QF_IQ3_XXS)
+QMMA_KERNELS(iq3_s, QF_IQ3_S)
+QMMA_KERNELS(iq1_s, QF_IQ1_S)
+QMMA_KERNELS(iq1_m, QF_IQ1_M)
