@@ -40,9 +40,10 @@ func (q *QuantScheme) For(name string) (quant.Spec, bool) {
 }
 
 // QuantFormats are the synthetic quantized formats a preset runs in: MLX
-// affine at 4 and 8 bits (group 64, the checkpoint's float dtype for scales)
-// and GGUF's Q4_K_M mix and Q8_0. suites/parse.go lists the same names.
-var QuantFormats = []string{"q4", "q8", "q4_k_m", "q8_0"}
+// affine at 4 and 8 bits (group 64, the checkpoint's float dtype for scales),
+// GGUF's Q4_K_M mix and Q8_0, and the IQ2_XXS and IQ3_XXS grid types.
+// suites/parse.go lists the same names.
+var QuantFormats = []string{"q4", "q8", "q4_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
 
 // Format is the dtype a preset's weights take: a float dtype, or a packed
 // format with its floats (norms stay f32; affine scales and unpacked
@@ -69,6 +70,18 @@ func ParseFormat(s string) (Format, error) {
 		return Format{}, fmt.Errorf("unknown dtype %q (want f32, f16, bf16, %s)", s, strings.Join(QuantFormats, ", "))
 	}
 	return Format{DType: dt}, nil
+}
+
+// sixBitHead puts the LM head (and a tied embedding, GPT-2's wte) in Q6_K.
+func sixBitHead(cfg *Config, q *QuantScheme) {
+	q6 := &quant.Spec{Type: quant.Q6_K}
+	q.Per["lm_head.weight"] = q6
+	if cfg.TieEmbed {
+		q.Per["model.embed_tokens.weight"] = q6
+	}
+	if cfg.GPT2() {
+		q.Per[GPT2Embed] = q6
+	}
 }
 
 // presetScheme is a quantized preset's scheme for cfg. Q4_K_M follows
@@ -108,21 +121,26 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 				}
 			}
 		}
-		q.Per["lm_head.weight"] = q6
-		if cfg.TieEmbed {
-			q.Per["model.embed_tokens.weight"] = q6
-		}
+		sixBitHead(cfg, q)
 		if cfg.GPT2() {
-			// GPT-2's tied wte is its LM head; its MLP's c_proj is the
-			// down projection (llama.cpp's ffn_down). c_attn holds v with
-			// q and k, so it stays Q4_K as llama.cpp's fused attn_qkv does.
-			q.Per[GPT2Embed] = q6
+			// GPT-2's MLP's c_proj is the down projection (llama.cpp's
+			// ffn_down). c_attn holds v with q and k, so it stays Q4_K as
+			// llama.cpp's fused attn_qkv does.
 			for l := 0; l < n; l++ {
 				if useMoreBits(l, n) {
 					q.Per[GPT2LayerPrefix(l)+"mlp.c_proj.weight"] = q6
 				}
 			}
 		}
+	case "iq2_xxs", "iq3_xxs":
+		// The grid type everywhere but the LM head, in Q6_K as llama.cpp's
+		// low-bit mixes keep it in six bits or so.
+		t := quant.IQ2_XXS
+		if name == "iq3_xxs" {
+			t = quant.IQ3_XXS
+		}
+		q.Default = &quant.Spec{Type: t}
+		sixBitHead(cfg, q)
 	}
 	if cfg.GPT2() {
 		// The learned positions are added as floats (PositionEmbeddingOp).
@@ -135,7 +153,7 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 		k := t.Shape[len(t.Shape)-1]
 		if s, ok := q.For(t.Name); ok && t.Matrix && s.Validate(k) != nil {
 			q.Per[t.Name] = nil
-			if s.Type == quant.Q4_K || s.Type == quant.Q6_K {
+			if s.Type == quant.Q4_K || s.Type == quant.Q6_K || quant.IsIQ(s.Type) {
 				if q8.Validate(k) == nil {
 					q.Per[t.Name] = q8
 				}
