@@ -2,7 +2,7 @@
 // The IQ formats' grids (docs/quantization.md, "IQ formats").
 
 // iq2xxs_grid: one grid row a word, value j in byte j (kernels/quant iqgrid.go).
-static __constant__ unsigned long long iq2xxs_grid[256] = {
+static __device__ const unsigned long long iq2xxs_grid[256] = {
   0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08, 0x0808080808082b2b, 0x0808080808190819, 0x0808080808191908, 0x08080808082b0808,
   0x08080808082b082b, 0x08080808082b2b08, 0x08080808082b2b2b, 0x0808080819080819, 0x0808080819081908, 0x0808080819190808, 0x0808080819192b08, 0x08080808192b0819,
   0x08080808192b1908, 0x080808082b080808, 0x080808082b08082b, 0x080808082b082b2b, 0x080808082b2b082b, 0x0808081908080819, 0x0808081908081908, 0x0808081908190808,
@@ -38,7 +38,7 @@ static __constant__ unsigned long long iq2xxs_grid[256] = {
 };
 
 // iq2xs_grid: one grid row a word, value j in byte j (kernels/quant iqgrid.go).
-static __constant__ unsigned long long iq2xs_grid[512] = {
+static __device__ const unsigned long long iq2xs_grid[512] = {
   0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08, 0x0808080808082b2b, 0x0808080808190819, 0x0808080808191908, 0x080808080819192b,
   0x0808080808192b19, 0x08080808082b0808, 0x08080808082b082b, 0x08080808082b1919, 0x08080808082b2b08, 0x0808080819080819, 0x0808080819081908, 0x080808081908192b,
   0x0808080819082b19, 0x0808080819190808, 0x080808081919082b, 0x0808080819191919, 0x0808080819192b08, 0x08080808192b0819, 0x08080808192b1908, 0x080808082b080808,
@@ -106,7 +106,7 @@ static __constant__ unsigned long long iq2xs_grid[512] = {
 };
 
 // iq2s_grid: one grid row a word, value j in byte j (kernels/quant iqgrid.go).
-static __constant__ unsigned long long iq2s_grid[1024] = {
+static __device__ const unsigned long long iq2s_grid[1024] = {
   0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08, 0x0808080808082b2b, 0x0808080808190819, 0x0808080808191908, 0x080808080819192b,
   0x0808080808192b19, 0x08080808082b0808, 0x08080808082b082b, 0x08080808082b1919, 0x08080808082b2b08, 0x0808080819080819, 0x0808080819081908, 0x080808081908192b,
   0x0808080819082b19, 0x0808080819190808, 0x080808081919082b, 0x0808080819191919, 0x0808080819192b08, 0x08080808192b0819, 0x08080808192b1908, 0x08080808192b192b,
@@ -238,7 +238,7 @@ static __constant__ unsigned long long iq2s_grid[1024] = {
 };
 
 // iq3xxs_grid: one grid row a word, value j in byte j (kernels/quant iqgrid.go).
-static __constant__ unsigned int iq3xxs_grid[256] = {
+static __device__ const unsigned int iq3xxs_grid[256] = {
   0x04040404, 0x04040414, 0x04040424, 0x04040c0c, 0x04040c1c, 0x04040c3e, 0x04041404, 0x04041414,
   0x04041c0c, 0x04042414, 0x04043e1c, 0x04043e2c, 0x040c040c, 0x040c041c, 0x040c0c04, 0x040c0c14,
   0x040c140c, 0x040c142c, 0x040c1c04, 0x040c1c14, 0x040c240c, 0x040c2c24, 0x040c3e04, 0x04140404,
@@ -274,7 +274,7 @@ static __constant__ unsigned int iq3xxs_grid[256] = {
 };
 
 // iq3s_grid: one grid row a word, value j in byte j (kernels/quant iqgrid.go).
-static __constant__ unsigned int iq3s_grid[512] = {
+static __device__ const unsigned int iq3s_grid[512] = {
   0x01010101, 0x01010103, 0x01010105, 0x0101010b, 0x0101010f, 0x01010301, 0x01010303, 0x01010305,
   0x01010309, 0x0101030d, 0x01010501, 0x01010503, 0x0101050b, 0x01010707, 0x01010901, 0x01010905,
   0x0101090b, 0x0101090f, 0x01010b03, 0x01010b07, 0x01010d01, 0x01010d05, 0x01010f03, 0x01010f09,
@@ -342,7 +342,7 @@ static __constant__ unsigned int iq3s_grid[512] = {
 };
 
 // iq1s_grid: one grid row a word, value j in byte j (kernels/quant iqgrid.go).
-static __constant__ unsigned long long iq1s_grid[2048] = {
+static __device__ const unsigned long long iq1s_grid[2048] = {
   0xffffffffffffffff, 0xffffffffffffff01, 0xffffffffffff0000, 0xffffffffffff01ff, 0xffffffffffff0101, 0xffffffffff00ff00, 0xffffffffff000000, 0xffffffffff01ffff,
   0xffffffffff01ff01, 0xffffffffff0101ff, 0xffffffffff010101, 0xffffffff00ff0000, 0xffffffff0000ff00, 0xffffffff000000ff, 0xffffffff00000001, 0xffffffff00010000,
   0xffffffff01ffffff, 0xffffffff01ffff01, 0xffffffff01ff01ff, 0xffffffff01ff0101, 0xffffffff01000000, 0xffffffff0101ffff, 0xffffffff0101ff01, 0xffffffff010101ff,

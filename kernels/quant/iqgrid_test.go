@@ -22,7 +22,7 @@ var gridHeaders = map[string]struct {
 		u64:  "constant ulong %s[%d]", u32: "constant uint %s[%d]",
 	},
 	"../cuda/iqgrid.cu": {
-		u64: "static __constant__ unsigned long long %s[%d]", u32: "static __constant__ unsigned int %s[%d]",
+		u64: "static __device__ const unsigned long long %s[%d]", u32: "static __device__ const unsigned int %s[%d]",
 	},
 }
 
