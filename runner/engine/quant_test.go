@@ -90,6 +90,10 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/gguf/llamacpp-llama-iq3_m.gguf", "../testdata/gguf/llamacpp-llama-iq3_m.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-iq1_s.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq1_s.json"},
 	{"../testdata/gguf/llamacpp-llama-iq1_m.gguf", "../testdata/gguf/llamacpp-llama-iq1_m.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-iq3_xxs.gguf", "../testdata/gguf/llamacpp-qwen3_moe-iq3_xxs.json"},
+	// The ternary types, transcoded into Q2_K.
+	{"../testdata/gguf/llamacpp-llama-tq1_0.gguf", "../testdata/gguf/llamacpp-llama-tq1_0.json"},
+	{"../testdata/gguf/llamacpp-qwen3_moe-tq2_0.gguf", "../testdata/gguf/llamacpp-qwen3_moe-tq2_0.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position
