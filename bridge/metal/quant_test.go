@@ -78,6 +78,14 @@ var quantFixtures = [][2]string{
 	{"gguf/llamacpp-llama-q2_k.gguf", "gguf/llamacpp-llama-q2_k.json"},
 	{"gguf/llamacpp-qwen3_moe-q2_k.gguf", "gguf/llamacpp-qwen3_moe-q2_k.json"},
 	{"gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "gguf/llamacpp-qwen3_moe-mxfp4_moe.json"},
+	// the IQ grid formats, by llama-quantize with an importance matrix
+	// (IQ2_M files are IQ2_S and IQ3_S, IQ3_M IQ3_S; IQ3_XXS is in none)
+	{"gguf/llamacpp-llama-iq2_xxs.gguf", "gguf/llamacpp-llama-iq2_xxs.json"},
+	{"gguf/llamacpp-llama-iq2_m.gguf", "gguf/llamacpp-llama-iq2_m.json"},
+	{"gguf/llamacpp-llama-iq3_m.gguf", "gguf/llamacpp-llama-iq3_m.json"},
+	{"gguf/llamacpp-llama-iq1_m.gguf", "gguf/llamacpp-llama-iq1_m.json"},
+	{"gguf/llamacpp-qwen3_moe-iq1_s.gguf", "gguf/llamacpp-qwen3_moe-iq1_s.json"},
+	{"gguf/llamacpp-qwen3_moe-iq2_xs.gguf", "gguf/llamacpp-qwen3_moe-iq2_xs.json"},
 	// heads of 16, 48 and 80: the decode attention runs them padded
 	// (attn_padded); Qwen3's QK-norm takes RoPE into it at 16
 	{"gguf/llamacpp-qwen3-hd16-q4_k_m.gguf", "gguf/llamacpp-qwen3-hd16-q4_k_m.json"},
@@ -139,6 +147,20 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0, 16},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0, 16},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 16},
+		// The IQ formats: a 32-value unit reads its own grid indices, signs
+		// and scale bytes and the super-block's d, 2 bytes a load (their
+		// blocks are 2-byte aligned); the grids are program-scope constants,
+		// which the witness does not count (docs/metal-kernels.md, "IQ
+		// formats"). Held a little under what they count now (0.692,
+		// 0.715, 0.736, 0.768, 0.766, 0.630, 0.543), so that a unit reading
+		// a byte twice fails.
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XXS}, 0.66, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XS}, 0.68, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_S}, 0.7, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_XXS}, 0.73, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_S}, 0.73, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_S}, 0.6, 16},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_M}, 0.51, 16},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.8, 16},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15, 0},
 		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each
@@ -181,7 +203,7 @@ func TestQuantWitness(t *testing.T) {
 // leave a column tile part empty (37, 130).
 func TestQMatMulTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K, ops.Q2_K} {
+	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K, ops.Q2_K}, iqDTypes...) {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
 				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
@@ -208,6 +230,9 @@ func TestQMoETiles(t *testing.T) {
 		}
 	}
 	cases = append(cases, tc{ops.Q8_0, 37, 96}, tc{ops.Q4_0, 37, 96})
+	for _, dt := range iqDTypes {
+		cases = append(cases, tc{dt, 37, 256})
+	}
 	for _, c := range cases {
 		checkOp(t, be, ops.Args{Op: ops.QMoE, DType: c.dt, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Experts: 8,
 			ops.TopK: 2, ops.Hidden: 256, ops.Intermediate: c.mid}})
@@ -232,6 +257,68 @@ func TestQMoETiles(t *testing.T) {
 			t.Errorf("no %s among the step's dispatches %v", k, names)
 		}
 	}
+}
+
+// iqDTypes are the IQ grid formats (kernels/quant iq.go).
+var iqDTypes = []ops.DType{ops.IQ2_XXS, ops.IQ2_XS, ops.IQ2_S, ops.IQ3_XXS, ops.IQ3_S, ops.IQ1_S, ops.IQ1_M}
+
+// TestIQKernels: the IQ formats' GEMVs (qmatvec at one and five rows, over
+// a depth of 4608 values, staged in two chunks), expert GEMVs (qmoe_mv:
+// one token and three) and embedding rows (qembedding) against
+// kernels/quant's reference (IQUnit); TestQMatMulTiles and TestQMoETiles
+// check their tiles, TestPackedGEMVMatchesReference their GEMVs again
+// through bridge/quanttest.
+func TestIQKernels(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, dt := range iqDTypes {
+		for _, m := range []int{1, 5} {
+			checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: 37, ops.K: 4608}, DType: dt})
+		}
+		for _, tokens := range []int{1, 3} {
+			checkOp(t, be, ops.Args{Op: ops.QMoE, DType: dt, Ints: ops.Shape{ops.Tokens: tokens, ops.Experts: 8,
+				ops.TopK: 2, ops.Hidden: 256, ops.Intermediate: 512}})
+		}
+		checkOp(t, be, ops.Args{Op: ops.QEmbedding, DType: dt, Ints: ops.Shape{ops.Tokens: 17, ops.N: 100, ops.Width: 768}})
+	}
+	// Each path ran its IQ kernel: a witnessed step's dispatches name it.
+	for _, dt := range iqDTypes {
+		for _, c := range []struct {
+			args   ops.Args
+			kernel string
+		}{
+			{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 5, ops.N: 8, ops.K: 256}, DType: dt}, "qmatvec_"},
+			{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 70, ops.N: 8, ops.K: 256}, DType: dt}, "qmatmul_mm_"},
+			{ops.Args{Op: ops.QMoE, DType: dt, Ints: ops.Shape{ops.Tokens: 1, ops.Experts: 8, ops.TopK: 2,
+				ops.Hidden: 256, ops.Intermediate: 256}}, "qmoe_mv_"},
+			{ops.Args{Op: ops.QMoE, DType: dt, Ints: ops.Shape{ops.Tokens: 37, ops.Experts: 8, ops.TopK: 2,
+				ops.Hidden: 256, ops.Intermediate: 256}}, "qmoe_mm_down_"},
+			{ops.Args{Op: ops.QEmbedding, DType: dt, Ints: ops.Shape{ops.Tokens: 3, ops.N: 10, ops.Width: 256}}, "qembedding_"},
+		} {
+			if want := c.kernel + string(dt); !slices.Contains(stepKernels(t, be, c.args), want) {
+				t.Errorf("%v: no %s among the step's dispatches", c.args, want)
+			}
+		}
+	}
+}
+
+// stepKernels runs op in a witnessed step and returns its dispatches'
+// kernels.
+func stepKernels(t *testing.T, be *metal.Backend, op ops.Args) []string {
+	t.Helper()
+	b, err := kbench.Prepare(be, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, _, err := b.Witness(); err != nil {
+		t.Fatal(err)
+	}
+	stats, _ := be.LastStepCost()
+	var names []string
+	for _, s := range stats {
+		names = append(names, s.Kernel)
+	}
+	return names
 }
 
 // checkOp runs op once on be against its reference (kbench's tolerance).

@@ -7,8 +7,12 @@
 // at 4 bits, two at 8), one 32-value block of Q8_0/Q4_0 (34 and 18 bytes,
 // 2-byte aligned: read as ushorts), one 256-value super-block of Q4_K
 // (144 bytes, nine 16-byte loads), Q6_K (210 bytes, ushorts) or Q2_K (84
-// bytes, uints).
+// bytes, uints). The IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+// IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take one 32-value unit of a
+// 256-value super-block: its grid indices, signs and scale, and the
+// super-block's d; their grids are program-scope constants (iqgrid.h).
 #include "gemm.h"
+#include "iqgrid.h"
 
 #define QF_AFFINE4 0
 #define QF_AFFINE8 1
@@ -17,6 +21,13 @@
 #define QF_Q4_K 4
 #define QF_Q6_K 5
 #define QF_Q2_K 6
+#define QF_IQ2_XXS 7
+#define QF_IQ2_XS 8
+#define QF_IQ2_S 9
+#define QF_IQ3_XXS 10
+#define QF_IQ3_S 11
+#define QF_IQ1_S 12
+#define QF_IQ1_M 13
 
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
@@ -26,11 +37,22 @@
 // super-blocks kept 8: a Q4_K unit is the two sub-blocks one 32-byte chunk
 // of nibbles holds, a Q6_K or Q2_K unit a half, whose bytes are read whole;
 // each unit reads only the scale bytes it uses, so the super-block's
-// header costs a few bytes more a unit (docs/metal-kernels.md).
+// header costs a few bytes more a unit (docs/metal-kernels.md). An IQ unit
+// is 32 values, one eighth of a super-block (q_iq).
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 128; };
 template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 128; };
+
+// QBlockBytes: an IQ format's super-block (256 values) in bytes.
+template <int F> struct QBlockBytes;
+template <> struct QBlockBytes<QF_IQ2_XXS> { static constant constexpr uint bytes = 66; };
+template <> struct QBlockBytes<QF_IQ2_XS> { static constant constexpr uint bytes = 74; };
+template <> struct QBlockBytes<QF_IQ2_S> { static constant constexpr uint bytes = 82; };
+template <> struct QBlockBytes<QF_IQ3_XXS> { static constant constexpr uint bytes = 98; };
+template <> struct QBlockBytes<QF_IQ3_S> { static constant constexpr uint bytes = 110; };
+template <> struct QBlockBytes<QF_IQ1_S> { static constant constexpr uint bytes = 50; };
+template <> struct QBlockBytes<QF_IQ1_M> { static constant constexpr uint bytes = 56; };
 
 inline float q_half(device const uchar* p) { return float(as_type<half>(*(device const ushort*)p)); }
 
@@ -288,6 +310,187 @@ inline void q_unit<QF_Q2_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
     }
   }
 }
+
+// ---------------------------------------------------------------------------
+// The IQ grid formats (kernels/quant iq.go, which defines their layouts):
+// unit u is values 32·(u%8).. of super-block u/8. The super-blocks are
+// 2-byte aligned (66, 74, 82, 98, 110, 50 bytes: read as ushorts and
+// uchars), IQ1_M's 8 (56 bytes: uints). q_iq decodes unit j of super-block
+// b into 32 signed codes (grid values, or IQ1's 8·g ± 1) and the scales of
+// its two halves, w = s·code, reading only the unit's bytes and d.
+// ---------------------------------------------------------------------------
+
+// q_ksign is sign mask s of IQ2_XXS, IQ2_XS and IQ3_XXS: 7 stored bits, the
+// eighth their parity (ggml's ksigns_iq2xs, computed: no table to read).
+inline uint q_ksign(uint s) {
+  s &= 127u;
+  return s | (popcount(s) & 1u) << 7;
+}
+
+// q_u32 is the little-endian uint at p, a 2-byte aligned address.
+inline uint q_u32(device const uchar* p) {
+  device const ushort* h = (device const ushort*)p;
+  return uint(h[0]) | uint(h[1]) << 16;
+}
+
+// q_grid8 writes grid row g's 8 values (byte j, unsigned) into q, negated
+// where bit j of sign is set; q_grid4 likewise for a 4-value row.
+inline void q_grid8(ulong g, uint sign, thread float* q) {
+  for (int j = 0; j < 8; j++) {
+    const float v = float(uint(g >> (8 * j)) & 0xffu);
+    q[j] = (sign >> j) & 1u ? -v : v;
+  }
+}
+inline void q_grid4(uint g, uint sign, thread float* q) {
+  for (int j = 0; j < 4; j++) {
+    const float v = float((g >> (8 * j)) & 0xffu);
+    q[j] = (sign >> j) & 1u ? -v : v;
+  }
+}
+
+// q_grid1 writes IQ1 grid row g's codes 8·g + off (g's bytes are int8 -1, 0,
+// 1; off ±1, IQ1Delta in eighths) into q.
+inline void q_grid1(ulong g, int off, thread float* q) {
+  for (int j = 0; j < 8; j++) {
+    q[j] = float(8 * int(as_type<char>(uchar(g >> (8 * j)))) + off);
+  }
+}
+
+template <int F>
+inline void q_iq(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1);
+
+// IQ2_XXS: unit j is 8 bytes at 2+8j: four grid indices, then four 7-bit
+// sign masks under a 4-bit scale.
+template <>
+inline void q_iq<QF_IQ2_XXS>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  const uint idx = q_u32(b + 2 + 8 * j), aux = q_u32(b + 6 + 8 * j);
+  for (int l = 0; l < 4; l++) {
+    q_grid8(iq2xxs_grid[(idx >> (8 * l)) & 255u], q_ksign(aux >> (7 * l)), q + 8 * l);
+  }
+  s0 = s1 = q_half(b) * (0.5f + float(aux >> 28)) * 0.25f;
+}
+
+// IQ2_XS: four ushorts at 2+8j (9-bit index, 7-bit sign mask) and scale
+// byte 66+j, a nibble a half.
+template <>
+inline void q_iq<QF_IQ2_XS>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  device const ushort* p = (device const ushort*)(b + 2 + 8 * j);
+  for (int l = 0; l < 4; l++) {
+    const uint v = p[l];
+    q_grid8(iq2xs_grid[v & 511u], q_ksign(v >> 9), q + 8 * l);
+  }
+  const float d = q_half(b);
+  const uint sc = b[66 + j];
+  s0 = d * (0.5f + float(sc & 15u)) * 0.25f;
+  s1 = d * (0.5f + float(sc >> 4)) * 0.25f;
+}
+
+// IQ2_S: index bytes 2+4j.., sign bytes 34+4j.., the indices' high bit
+// pairs in byte 66+j and the scale nibbles in byte 74+j.
+template <>
+inline void q_iq<QF_IQ2_S>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  const uint qs = q_u32(b + 2 + 4 * j), signs = q_u32(b + 34 + 4 * j), qh = b[66 + j];
+  for (int l = 0; l < 4; l++) {
+    const uint i = ((qs >> (8 * l)) & 255u) | ((qh >> (2 * l)) & 3u) << 8;
+    q_grid8(iq2s_grid[i], (signs >> (8 * l)) & 255u, q + 8 * l);
+  }
+  const float d = q_half(b);
+  const uint sc = b[74 + j];
+  s0 = d * (0.5f + float(sc & 15u)) * 0.25f;
+  s1 = d * (0.5f + float(sc >> 4)) * 0.25f;
+}
+
+// IQ3_XXS: eight index bytes at 2+8j (4-value rows), and at 66+4j four
+// 7-bit sign masks (one per 8 values) under a 4-bit scale.
+template <>
+inline void q_iq<QF_IQ3_XXS>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  device const ushort* p = (device const ushort*)(b + 2 + 8 * j);
+  const uint aux = q_u32(b + 66 + 4 * j);
+  for (int l = 0; l < 4; l++) {
+    const uint v = p[l], sign = q_ksign(aux >> (7 * l));
+    q_grid4(iq3xxs_grid[v & 255u], sign, q + 8 * l);
+    q_grid4(iq3xxs_grid[v >> 8], sign >> 4, q + 8 * l + 4);
+  }
+  s0 = s1 = q_half(b) * (0.5f + float(aux >> 28)) * 0.5f;
+}
+
+// IQ3_S: eight index bytes at 2+8j with their high bits in byte 66+j, four
+// sign bytes at 74+4j (a nibble a row), the scale nibble j of bytes 106...
+template <>
+inline void q_iq<QF_IQ3_S>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  const uint qs[2] = {q_u32(b + 2 + 8 * j), q_u32(b + 6 + 8 * j)}; // each byte read once
+  const uint qh = b[66 + j], signs = q_u32(b + 74 + 4 * j);
+  for (int l = 0; l < 8; l++) {
+    const uint i = ((qs[l / 4] >> (8 * (l % 4))) & 255u) | ((qh >> l) & 1u) << 8;
+    q_grid4(iq3s_grid[i], signs >> (4 * l), q + 4 * l);
+  }
+  const uint sc = (uint(b[106 + j / 2]) >> (4 * (j % 2))) & 15u;
+  s0 = s1 = q_half(b) * float(1u + 2u * sc);
+}
+
+// IQ1_S: four index bytes at 2+4j, and the ushort at 34+2j: four 3-bit
+// high index parts, a 3-bit scale and the sign of the unit's offset.
+template <>
+inline void q_iq<QF_IQ1_S>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  const uint qs = q_u32(b + 2 + 4 * j), qh = *(device const ushort*)(b + 34 + 2 * j);
+  const int off = qh & 0x8000u ? -1 : 1;
+  for (int l = 0; l < 4; l++) {
+    q_grid1(iq1s_grid[((qs >> (8 * l)) & 255u) | ((qh >> (3 * l)) & 7u) << 8], off, q + 8 * l);
+  }
+  s0 = s1 = q_half(b) * float(2u * ((qh >> 12) & 7u) + 1u) * 0.125f;
+}
+
+// IQ1_M (56 bytes: uints): four index bytes at 4j, a nibble per row at
+// 32+2j (3 high index bits, the offset's sign), and four scale ushorts at
+// 48, ushort j/2 holding the unit's two 3-bit scales; d is their top
+// nibbles, so a unit reads its own ushort and the other three's high bytes.
+template <>
+inline void q_iq<QF_IQ1_M>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+  const uint qs = *(device const uint*)(b + 4 * j), qh = *(device const ushort*)(b + 32 + 2 * j);
+  const uint sw = *(device const ushort*)(b + 48 + 2 * (j / 2));
+  uint dh = 0;
+  for (uint i = 0; i < 4; i++) {
+    dh |= (i == j / 2 ? sw >> 12 : uint(b[49 + 2 * i]) >> 4) << (4 * i);
+  }
+  const float d = float(as_type<half>(ushort(dh)));
+  for (int l = 0; l < 4; l++) {
+    const uint nib = (qh >> (4 * l)) & 15u;
+    q_grid1(iq1s_grid[((qs >> (8 * l)) & 255u) | (nib & 7u) << 8], nib & 8u ? -1 : 1, q + 8 * l);
+  }
+  const uint s = sw >> (6 * (j % 2));
+  s0 = d * float(2u * (s & 7u) + 1u) * 0.125f;
+  s1 = d * float(2u * ((s >> 3) & 7u) + 1u) * 0.125f;
+}
+
+// q_iq_unit: an IQ unit's dot products, each half under its own scale.
+template <int F>
+inline void q_iq_unit(QRow row, uint u, threadgroup const float* x, uint xstride, int cols, thread float* acc) {
+  float q[32], s0, s1;
+  q_iq<F>(row.w + ulong(u / 8) * QBlockBytes<F>::bytes, u % 8, q, s0, s1);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float a0 = 0.0f, a1 = 0.0f;
+    for (int l = 0; l < 16; l++) {
+      a0 += xc[l] * q[l];
+      a1 += xc[16 + l] * q[16 + l];
+    }
+    acc[c] += s0 * a0 + s1 * a1;
+  }
+}
+
+#define Q_IQ_UNIT(F)                                                                                              \
+  template <>                                                                                                     \
+  inline void q_unit<F>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,        \
+                        int cols, thread float* acc) {                                                            \
+    q_iq_unit<F>(row, u, x, xstride, cols, acc);                                                                  \
+  }
+Q_IQ_UNIT(QF_IQ2_XXS)
+Q_IQ_UNIT(QF_IQ2_XS)
+Q_IQ_UNIT(QF_IQ2_S)
+Q_IQ_UNIT(QF_IQ3_XXS)
+Q_IQ_UNIT(QF_IQ3_S)
+Q_IQ_UNIT(QF_IQ1_S)
+Q_IQ_UNIT(QF_IQ1_M)
 
 // q_stage copies chunk [k0, k0+kc) of the activation rows src[c] (-1: none,
 // zeros) into xs, float4 at a time (k is a multiple of 32). With norm
@@ -566,6 +769,28 @@ template <> inline void q_values<QF_Q2_K>(QRow q, uint i0, constant QMatArgs& a,
     }
   }
 }
+
+// The IQ formats' values: a unit is a 32-value slice, so q_values is q_iq
+// scaled (exactly kernels/quant's s·code).
+template <int F> inline void q_iq_values(QRow q, uint i0, thread float* v) {
+  float c[32], s0, s1;
+  q_iq<F>(q.w + ulong(i0 / 256) * QBlockBytes<F>::bytes, (i0 % 256) / 32, c, s0, s1);
+  for (int l = 0; l < 16; l++) {
+    v[l] = s0 * c[l];
+    v[16 + l] = s1 * c[16 + l];
+  }
+}
+#define Q_IQ_VALUES(F)                                                                                            \
+  template <> inline void q_values<F>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {                  \
+    q_iq_values<F>(q, i0, v);                                                                                     \
+  }
+Q_IQ_VALUES(QF_IQ2_XXS)
+Q_IQ_VALUES(QF_IQ2_XS)
+Q_IQ_VALUES(QF_IQ2_S)
+Q_IQ_VALUES(QF_IQ3_XXS)
+Q_IQ_VALUES(QF_IQ3_S)
+Q_IQ_VALUES(QF_IQ1_S)
+Q_IQ_VALUES(QF_IQ1_M)
 
 // qembedding: out[t] = row tokens[t] of the packed table, dequantized; one
 // simdgroup a token, each lane 32 values at a time.
@@ -886,3 +1111,10 @@ INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qembedding_q
 INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
 INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
 INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
+INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)
+INSTANTIATE_Q(QF_IQ2_XS, qmatvec_iq2_xs, qmatmul_mm_iq2_xs, qmoe_mv_iq2_xs, qembedding_iq2_xs, qmoe_mm_gate_up_iq2_xs, qmoe_mm_down_iq2_xs)
+INSTANTIATE_Q(QF_IQ2_S, qmatvec_iq2_s, qmatmul_mm_iq2_s, qmoe_mv_iq2_s, qembedding_iq2_s, qmoe_mm_gate_up_iq2_s, qmoe_mm_down_iq2_s)
+INSTANTIATE_Q(QF_IQ3_XXS, qmatvec_iq3_xxs, qmatmul_mm_iq3_xxs, qmoe_mv_iq3_xxs, qembedding_iq3_xxs, qmoe_mm_gate_up_iq3_xxs, qmoe_mm_down_iq3_xxs)
+INSTANTIATE_Q(QF_IQ3_S, qmatvec_iq3_s, qmatmul_mm_iq3_s, qmoe_mv_iq3_s, qembedding_iq3_s, qmoe_mm_gate_up_iq3_s, qmoe_mm_down_iq3_s)
+INSTANTIATE_Q(QF_IQ1_S, qmatvec_iq1_s, qmatmul_mm_iq1_s, qmoe_mv_iq1_s, qembedding_iq1_s, qmoe_mm_gate_up_iq1_s, qmoe_mm_down_iq1_s)
+INSTANTIATE_Q(QF_IQ1_M, qmatvec_iq1_m, qmatmul_mm_iq1_m, qmoe_mv_iq1_m, qembedding_iq1_m, qmoe_mm_gate_up_iq1_m, qmoe_mm_down_iq1_m)
