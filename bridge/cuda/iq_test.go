@@ -66,14 +66,7 @@ func TestIQMoEDecodeMatchesReference(t *testing.T) {
 		gate, up, down := randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*H, I, 0.05)
 		router := randomPacked(r, s, E, H, 0.5)
 		w := &bridge.MoEWeights{Router: uploadPacked(t, b, router), TopK: K, NormTopK: true, Hidden: H, Inter: I}
-		for e := 0; e < E; e++ {
-			for _, set := range []struct {
-				m   *quant.Matrix
-				dst *[]bridge.Tensor
-			}{{gate, &w.Gate}, {up, &w.Up}, {down, &w.Down}} {
-				*set.dst = append(*set.dst, uploadPacked(t, b, set.m.Expert(e, E)))
-			}
-		}
+		uploadExperts(t, b, w, gate, up, down, E)
 		for _, T := range []int{1, 3} {
 			x := randn(r, T*H, 1)
 			want := make([]float32, T*H)

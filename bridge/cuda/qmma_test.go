@@ -134,14 +134,7 @@ func TestQuantMoEGroupedMatchesReference(t *testing.T) {
 		gate, up, down := randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*I, H, 0.1), randomPacked(r, s, E*H, I, 0.1)
 		router := randn(r, E*H, 0.5)
 		w := &bridge.MoEWeights{Router: upload(t, b, bridge.F32, f32Bytes(router), E, H), TopK: K, NormTopK: true, Hidden: H, Inter: I}
-		for e := 0; e < E; e++ {
-			for _, set := range []struct {
-				m   *quant.Matrix
-				dst *[]bridge.Tensor
-			}{{gate, &w.Gate}, {up, &w.Up}, {down, &w.Down}} {
-				*set.dst = append(*set.dst, uploadPacked(t, b, set.m.Expert(e, E)))
-			}
-		}
+		uploadExperts(t, b, w, gate, up, down, E)
 		for _, T := range []int{128, 333} {
 			x := randn(r, T*H, 1)
 			want := make([]float32, T*H)
@@ -227,4 +220,15 @@ func TestQuantPrefillMatchesTokenByToken(t *testing.T) {
 // decode row and five rows staged in chunks.
 func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, gpu(t), 1e-5)
+}
+
+// uploadExperts puts each of E stacked experts' gate, up and down
+// projections on the GPU as w's expert tensors.
+func uploadExperts(t *testing.T, b *Backend, w *bridge.MoEWeights, gate, up, down *quant.Matrix, E int) {
+	t.Helper()
+	for e := 0; e < E; e++ {
+		w.Gate = append(w.Gate, uploadPacked(t, b, gate.Expert(e, E)))
+		w.Up = append(w.Up, uploadPacked(t, b, up.Expert(e, E)))
+		w.Down = append(w.Down, uploadPacked(t, b, down.Expert(e, E)))
+	}
 }
