@@ -10,7 +10,9 @@
 // bytes, uints). The IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
 // IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take one 32-value unit of a
 // 256-value super-block: its grid indices, signs and scale, and the
-// super-block's d; their grids are program-scope constants (iqgrid.h).
+// super-block's d; their grids are program-scope constants (iqgrid.h),
+// which qmatvec and qmoe_mv copy into threadgroup memory for IQ2 and IQ3
+// (QMVGrid).
 #include "gemm.h"
 #include "iqgrid.h"
 
@@ -356,28 +358,74 @@ inline void q_grid1(ulong g, int off, thread float* q) {
   }
 }
 
-template <int F>
-inline void q_iq(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1);
+// The grids' accessors: q_iq reads row i of its format's grid as grid[i],
+// from the program-scope constant (QGridConst) or from a copy in
+// threadgroup memory (QGridShared), wherever its kernel keeps the grid
+// (QMVGrid; docs/metal-kernels.md, "IQ formats").
+template <int F> struct QGridConst;
+template <> struct QGridConst<QF_IQ2_XXS> {
+  using row = ulong;
+  static constant constexpr uint rows = 256;
+  row operator[](uint i) const { return iq2xxs_grid[i]; }
+};
+template <> struct QGridConst<QF_IQ2_XS> {
+  using row = ulong;
+  static constant constexpr uint rows = 512;
+  row operator[](uint i) const { return iq2xs_grid[i]; }
+};
+template <> struct QGridConst<QF_IQ2_S> {
+  using row = ulong;
+  static constant constexpr uint rows = 1024;
+  row operator[](uint i) const { return iq2s_grid[i]; }
+};
+template <> struct QGridConst<QF_IQ3_XXS> {
+  using row = uint;
+  static constant constexpr uint rows = 256;
+  row operator[](uint i) const { return iq3xxs_grid[i]; }
+};
+template <> struct QGridConst<QF_IQ3_S> {
+  using row = uint;
+  static constant constexpr uint rows = 512;
+  row operator[](uint i) const { return iq3s_grid[i]; }
+};
+template <> struct QGridConst<QF_IQ1_S> {
+  using row = ulong;
+  static constant constexpr uint rows = 2048;
+  row operator[](uint i) const { return iq1s_grid[i]; }
+};
+template <> struct QGridConst<QF_IQ1_M> : QGridConst<QF_IQ1_S> {}; // IQ1_S's grid
+
+template <class T> struct QGridShared {
+  threadgroup const T* rows;
+  T operator[](uint i) const { return rows[i]; }
+};
+
+// q_iq(QFormat<F>(), grid, b, j, q, s0, s1) decodes unit j of F's
+// super-block b (overloads by format, each templated on its grid's
+// accessor G).
+template <int F> struct QFormat {};
 
 // IQ2_XXS: unit j is 8 bytes at 2+8j: four grid indices, then four 7-bit
 // sign masks under a 4-bit scale.
-template <>
-inline void q_iq<QF_IQ2_XXS>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ2_XXS>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   const uint idx = q_u32(b + 2 + 8 * j), aux = q_u32(b + 6 + 8 * j);
   for (int l = 0; l < 4; l++) {
-    q_grid8(iq2xxs_grid[(idx >> (8 * l)) & 255u], q_ksign(aux >> (7 * l)), q + 8 * l);
+    q_grid8(grid[(idx >> (8 * l)) & 255u], q_ksign(aux >> (7 * l)), q + 8 * l);
   }
   s0 = s1 = q_half(b) * (0.5f + float(aux >> 28)) * 0.25f;
 }
 
 // IQ2_XS: four ushorts at 2+8j (9-bit index, 7-bit sign mask) and scale
 // byte 66+j, a nibble a half.
-template <>
-inline void q_iq<QF_IQ2_XS>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ2_XS>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   device const ushort* p = (device const ushort*)(b + 2 + 8 * j);
   for (int l = 0; l < 4; l++) {
     const uint v = p[l];
-    q_grid8(iq2xs_grid[v & 511u], q_ksign(v >> 9), q + 8 * l);
+    q_grid8(grid[v & 511u], q_ksign(v >> 9), q + 8 * l);
   }
   const float d = q_half(b);
   const uint sc = b[66 + j];
@@ -387,12 +435,13 @@ inline void q_iq<QF_IQ2_XS>(device const uchar* b, uint j, thread float* q, thre
 
 // IQ2_S: index bytes 2+4j.., sign bytes 34+4j.., the indices' high bit
 // pairs in byte 66+j and the scale nibbles in byte 74+j.
-template <>
-inline void q_iq<QF_IQ2_S>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   const uint qs = q_u32(b + 2 + 4 * j), signs = q_u32(b + 34 + 4 * j), qh = b[66 + j];
   for (int l = 0; l < 4; l++) {
     const uint i = ((qs >> (8 * l)) & 255u) | ((qh >> (2 * l)) & 3u) << 8;
-    q_grid8(iq2s_grid[i], (signs >> (8 * l)) & 255u, q + 8 * l);
+    q_grid8(grid[i], (signs >> (8 * l)) & 255u, q + 8 * l);
   }
   const float d = q_half(b);
   const uint sc = b[74 + j];
@@ -402,27 +451,29 @@ inline void q_iq<QF_IQ2_S>(device const uchar* b, uint j, thread float* q, threa
 
 // IQ3_XXS: eight index bytes at 2+8j (4-value rows), and at 66+4j four
 // 7-bit sign masks (one per 8 values) under a 4-bit scale.
-template <>
-inline void q_iq<QF_IQ3_XXS>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ3_XXS>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   device const ushort* p = (device const ushort*)(b + 2 + 8 * j);
   const uint aux = q_u32(b + 66 + 4 * j);
   for (int l = 0; l < 4; l++) {
     const uint v = p[l], sign = q_ksign(aux >> (7 * l));
-    q_grid4(iq3xxs_grid[v & 255u], sign, q + 8 * l);
-    q_grid4(iq3xxs_grid[v >> 8], sign >> 4, q + 8 * l + 4);
+    q_grid4(grid[v & 255u], sign, q + 8 * l);
+    q_grid4(grid[v >> 8], sign >> 4, q + 8 * l + 4);
   }
   s0 = s1 = q_half(b) * (0.5f + float(aux >> 28)) * 0.5f;
 }
 
 // IQ3_S: eight index bytes at 2+8j with their high bits in byte 66+j, four
 // sign bytes at 74+4j (a nibble a row), the scale nibble j of bytes 106...
-template <>
-inline void q_iq<QF_IQ3_S>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ3_S>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   const uint qs[2] = {q_u32(b + 2 + 8 * j), q_u32(b + 6 + 8 * j)}; // each byte read once
   const uint qh = b[66 + j], signs = q_u32(b + 74 + 4 * j);
   for (int l = 0; l < 8; l++) {
     const uint i = ((qs[l / 4] >> (8 * (l % 4))) & 255u) | ((qh >> l) & 1u) << 8;
-    q_grid4(iq3s_grid[i], signs >> (4 * l), q + 4 * l);
+    q_grid4(grid[i], signs >> (4 * l), q + 4 * l);
   }
   const uint sc = (uint(b[106 + j / 2]) >> (4 * (j % 2))) & 15u;
   s0 = s1 = q_half(b) * float(1u + 2u * sc);
@@ -430,12 +481,13 @@ inline void q_iq<QF_IQ3_S>(device const uchar* b, uint j, thread float* q, threa
 
 // IQ1_S: four index bytes at 2+4j, and the ushort at 34+2j: four 3-bit
 // high index parts, a 3-bit scale and the sign of the unit's offset.
-template <>
-inline void q_iq<QF_IQ1_S>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ1_S>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   const uint qs = q_u32(b + 2 + 4 * j), qh = *(device const ushort*)(b + 34 + 2 * j);
   const int off = qh & 0x8000u ? -1 : 1;
   for (int l = 0; l < 4; l++) {
-    q_grid1(iq1s_grid[((qs >> (8 * l)) & 255u) | ((qh >> (3 * l)) & 7u) << 8], off, q + 8 * l);
+    q_grid1(grid[((qs >> (8 * l)) & 255u) | ((qh >> (3 * l)) & 7u) << 8], off, q + 8 * l);
   }
   s0 = s1 = q_half(b) * float(2u * ((qh >> 12) & 7u) + 1u) * 0.125f;
 }
@@ -444,8 +496,9 @@ inline void q_iq<QF_IQ1_S>(device const uchar* b, uint j, thread float* q, threa
 // 32+2j (3 high index bits, the offset's sign), and four scale ushorts at
 // 48, ushort j/2 holding the unit's two 3-bit scales; d is their top
 // nibbles, so a unit reads its own ushort and the other three's high bytes.
-template <>
-inline void q_iq<QF_IQ1_M>(device const uchar* b, uint j, thread float* q, thread float& s0, thread float& s1) {
+template <class G>
+inline void q_iq(QFormat<QF_IQ1_M>, G grid, device const uchar* b, uint j, thread float* q, thread float& s0,
+                 thread float& s1) {
   const uint qs = *(device const uint*)(b + 4 * j), qh = *(device const ushort*)(b + 32 + 2 * j);
   const uint sw = *(device const ushort*)(b + 48 + 2 * (j / 2));
   uint dh = 0;
@@ -455,7 +508,7 @@ inline void q_iq<QF_IQ1_M>(device const uchar* b, uint j, thread float* q, threa
   const float d = float(as_type<half>(ushort(dh)));
   for (int l = 0; l < 4; l++) {
     const uint nib = (qh >> (4 * l)) & 15u;
-    q_grid1(iq1s_grid[((qs >> (8 * l)) & 255u) | (nib & 7u) << 8], nib & 8u ? -1 : 1, q + 8 * l);
+    q_grid1(grid[((qs >> (8 * l)) & 255u) | (nib & 7u) << 8], nib & 8u ? -1 : 1, q + 8 * l);
   }
   const uint s = sw >> (6 * (j % 2));
   s0 = d * float(2u * (s & 7u) + 1u) * 0.125f;
@@ -463,10 +516,11 @@ inline void q_iq<QF_IQ1_M>(device const uchar* b, uint j, thread float* q, threa
 }
 
 // q_iq_unit: an IQ unit's dot products, each half under its own scale.
-template <int F>
-inline void q_iq_unit(QRow row, uint u, threadgroup const float* x, uint xstride, int cols, thread float* acc) {
+template <int F, class G>
+inline void q_iq_unit(G grid, QRow row, uint u, threadgroup const float* x, uint xstride, int cols,
+                      thread float* acc) {
   float q[32], s0, s1;
-  q_iq<F>(row.w + ulong(u / 8) * QBlockBytes<F>::bytes, u % 8, q, s0, s1);
+  q_iq(QFormat<F>(), grid, row.w + ulong(u / 8) * QBlockBytes<F>::bytes, u % 8, q, s0, s1);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float a0 = 0.0f, a1 = 0.0f;
@@ -478,19 +532,56 @@ inline void q_iq_unit(QRow row, uint u, threadgroup const float* x, uint xstride
   }
 }
 
-#define Q_IQ_UNIT(F)                                                                                              \
-  template <>                                                                                                     \
-  inline void q_unit<F>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,        \
-                        int cols, thread float* acc) {                                                            \
-    q_iq_unit<F>(row, u, x, xstride, cols, acc);                                                                  \
+// QMVGrid<F>: where the GEMVs (qmatvec, qmoe_mv) read F's grid. A
+// simdgroup's lanes read different rows, and constant memory is built for
+// shared addresses, so the IQ2 and IQ3 grids (1 to 8 KiB) are copied into
+// threadgroup memory, as ggml's kernels do; IQ1's 16 KiB stays in constant
+// memory (docs/metal-kernels.md, "IQ formats"). stage copies the grid into
+// floats of threadgroup memory (strided over the threadgroup, read after the
+// barrier that ends the first staging) and returns its accessor, type.
+struct QNoGrid {};
+template <int F> struct QMVGrid {
+  using type = QNoGrid;
+  static constant constexpr uint floats = 0;
+  type stage(threadgroup float* mem, ushort tid, ushort ntg) { return type(); }
+};
+template <int F> struct QMVGridConst {
+  using type = QGridConst<F>;
+  static constant constexpr uint floats = 0;
+  type stage(threadgroup float* mem, ushort tid, ushort ntg) { return type(); }
+};
+template <int F> struct QMVGridShared {
+  using row = typename QGridConst<F>::row;
+  using type = QGridShared<row>;
+  static constant constexpr uint floats = QGridConst<F>::rows * uint(sizeof(row)) / 4;
+  type stage(threadgroup float* mem, ushort tid, ushort ntg) {
+    threadgroup row* g = (threadgroup row*)mem;
+    for (uint i = tid; i < QGridConst<F>::rows; i += ntg) {
+      g[i] = QGridConst<F>()[i];
+    }
+    return type{g};
   }
-Q_IQ_UNIT(QF_IQ2_XXS)
-Q_IQ_UNIT(QF_IQ2_XS)
-Q_IQ_UNIT(QF_IQ2_S)
-Q_IQ_UNIT(QF_IQ3_XXS)
-Q_IQ_UNIT(QF_IQ3_S)
-Q_IQ_UNIT(QF_IQ1_S)
-Q_IQ_UNIT(QF_IQ1_M)
+};
+template <> struct QMVGrid<QF_IQ2_XXS> : QMVGridShared<QF_IQ2_XXS> {};
+template <> struct QMVGrid<QF_IQ2_XS> : QMVGridShared<QF_IQ2_XS> {};
+template <> struct QMVGrid<QF_IQ2_S> : QMVGridShared<QF_IQ2_S> {};
+template <> struct QMVGrid<QF_IQ3_XXS> : QMVGridShared<QF_IQ3_XXS> {};
+template <> struct QMVGrid<QF_IQ3_S> : QMVGridShared<QF_IQ3_S> {};
+template <> struct QMVGrid<QF_IQ1_S> : QMVGridConst<QF_IQ1_S> {};
+template <> struct QMVGrid<QF_IQ1_M> : QMVGridConst<QF_IQ1_M> {};
+
+// q_unit_at is q_unit, or for the IQ formats q_iq_unit reading the grid
+// through grid (QMVGrid<F>::type).
+template <int F>
+inline void q_unit_at(QNoGrid, QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                      int cols, thread float* acc) {
+  q_unit<F>(row, u, a, x, xstride, cols, acc);
+}
+template <int F, class G>
+inline void q_unit_at(G grid, QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                      int cols, thread float* acc) {
+  q_iq_unit<F>(grid, row, u, x, xstride, cols, acc);
+}
 
 // q_stage copies chunk [k0, k0+kc) of the activation rows src[c] (-1: none,
 // zeros) into xs, float4 at a time (k is a multiple of 32). With norm
@@ -518,9 +609,9 @@ inline void q_stage(device const float* x, thread const int* src, uint k, uint k
 
 // q_rows adds, for the simdgroup's mv_rows weight rows from n0 (of n), their
 // dot products with the staged rows into acc (each lane its units' part).
-template <int F>
-inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uchar* s, device const uchar* b, uint n,
-                   uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
+template <int F, class G>
+inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device const uchar* s, device const uchar* b,
+                   uint n, uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
                    thread float (*acc)[MV_MAX_COLS]) {
   const uint U = QUnit<F>::values;
   const uint sz = q_scale_bytes(a);
@@ -528,7 +619,7 @@ inline void q_rows(constant QMatArgs& a, device const uchar* w, device const uch
     const ulong row = n0 + r;
     QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
     for (uint u = lane; u < kc / U; u += 32) {
-      q_unit<F>(q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
+      q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
     }
   }
 }
@@ -561,7 +652,9 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
-  threadgroup float xs[QMV_STAGE_FLOATS];
+  // The staged activations, then the grid's copy if any (QMVGrid): one
+  // allocation, so formats without one keep exactly the staging's 16 KiB.
+  threadgroup float xs[QMV_STAGE_FLOATS + QMVGrid<F>::floats];
   const uint R = uint(mv_rows);
   const uint t0 = (a.n + R - 1) / R, t1 = (a.n1 + R - 1) / R;
   uint tile = tg.x * nsg + sg;
@@ -599,13 +692,14 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
   const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
   const ushort ntg = nsg * 32;
+  const auto grid = QMVGrid<F>().stage(xs + QMV_STAGE_FLOATS, tid, ntg); // read after the first barrier
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
     q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, mv_norm, g, ss);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    q_rows<F>(a, w, s, b, n, n0, k0, kc, KC, xs, lane, cols, acc);
+    q_rows<F>(a, grid, w, s, b, n, n0, k0, kc, KC, xs, lane, cols, acc);
     if (mv_swiglu) {
-      q_rows<F>(a, w1, s1, b1, n, n0, k0, kc, KC, xs, lane, cols, accu);
+      q_rows<F>(a, grid, w1, s1, b1, n, n0, k0, kc, KC, xs, lane, cols, accu);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -646,7 +740,9 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
-  threadgroup float xs[QMV_STAGE_FLOATS];
+  // The staged activations, then the grid's copy if any (QMVGrid): one
+  // allocation, so formats without one keep exactly the staging's 16 KiB.
+  threadgroup float xs[QMV_STAGE_FLOATS + QMVGrid<F>::floats];
   const uint p = tg.y;
   const int e = ids[p];
   if (e < 0 || uint(e) >= a.experts) {
@@ -671,13 +767,14 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
   const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
   const ushort ntg = nsg * 32;
+  const auto grid = QMVGrid<F>().stage(xs + QMV_STAGE_FLOATS, tid, ntg); // read after the first barrier
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
     q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, false, x, 0);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    q_rows<F>(a, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc);
+    q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc);
     if (mv_swiglu) {
-      q_rows<F>(a, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc2);
+      q_rows<F>(a, grid, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc2);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -774,7 +871,7 @@ template <> inline void q_values<QF_Q2_K>(QRow q, uint i0, constant QMatArgs& a,
 // scaled (exactly kernels/quant's s·code).
 template <int F> inline void q_iq_values(QRow q, uint i0, thread float* v) {
   float c[32], s0, s1;
-  q_iq<F>(q.w + ulong(i0 / 256) * QBlockBytes<F>::bytes, (i0 % 256) / 32, c, s0, s1);
+  q_iq(QFormat<F>(), QGridConst<F>(), q.w + ulong(i0 / 256) * QBlockBytes<F>::bytes, (i0 % 256) / 32, c, s0, s1);
   for (int l = 0; l < 16; l++) {
     v[l] = s0 * c[l];
     v[16 + l] = s1 * c[16 + l];
