@@ -80,13 +80,17 @@ var quantFixtures = [][2]string{
 	{"gguf/llamacpp-qwen3_moe-q2_k.gguf", "gguf/llamacpp-qwen3_moe-q2_k.json"},
 	{"gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "gguf/llamacpp-qwen3_moe-mxfp4_moe.json"},
 	// the IQ grid formats, by llama-quantize with an importance matrix
-	// (IQ2_M files are IQ2_S and IQ3_S, IQ3_M IQ3_S; IQ3_XXS is in none)
+	// (IQ2_M files are IQ2_S and IQ3_S, IQ3_M IQ3_S)
 	{"gguf/llamacpp-llama-iq2_xxs.gguf", "gguf/llamacpp-llama-iq2_xxs.json"},
 	{"gguf/llamacpp-llama-iq2_m.gguf", "gguf/llamacpp-llama-iq2_m.json"},
 	{"gguf/llamacpp-llama-iq3_m.gguf", "gguf/llamacpp-llama-iq3_m.json"},
 	{"gguf/llamacpp-llama-iq1_m.gguf", "gguf/llamacpp-llama-iq1_m.json"},
 	{"gguf/llamacpp-qwen3_moe-iq1_s.gguf", "gguf/llamacpp-qwen3_moe-iq1_s.json"},
 	{"gguf/llamacpp-qwen3_moe-iq2_xs.gguf", "gguf/llamacpp-qwen3_moe-iq2_xs.json"},
+	{"gguf/llamacpp-qwen3_moe-iq3_xxs.gguf", "gguf/llamacpp-qwen3_moe-iq3_xxs.json"},
+	// the ternary types, transcoded into Q2_K
+	{"gguf/llamacpp-llama-tq1_0.gguf", "gguf/llamacpp-llama-tq1_0.json"},
+	{"gguf/llamacpp-qwen3_moe-tq2_0.gguf", "gguf/llamacpp-qwen3_moe-tq2_0.json"},
 	// heads of 16, 48 and 80: the decode attention runs them padded
 	// (attn_padded); Qwen3's QK-norm takes RoPE into it at 16
 	{"gguf/llamacpp-qwen3-hd16-q4_k_m.gguf", "gguf/llamacpp-qwen3-hd16-q4_k_m.json"},
