@@ -17,7 +17,7 @@ var gridHeaders = map[string]struct {
 	u64, u32   string // declarations of a table of 64- and 32-bit words
 }{
 	"../metal/iqgrid.h": {
-		head: "#ifndef MTLBENCH_IQGRID_H\n#define MTLBENCH_IQGRID_H\n\n",
+		head: "#ifndef MTLB_IQGRID_H\n#define MTLB_IQGRID_H\n\n",
 		tail: "#endif\n",
 		u64:  "constant ulong %s[%d]", u32: "constant uint %s[%d]",
 	},
