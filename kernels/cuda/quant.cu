@@ -308,6 +308,13 @@ template <> struct IQRaw<QF_IQ2_XXS> {
     }
 };
 
+// iq2_halves gives an IQ2_XS or IQ2_S unit's half scales: d·(0.5 + s)/4
+// for the low and high nibble of its scale byte (sc's low 8 bits).
+__device__ __forceinline__ void iq2_halves(float d, u32 sc, float& s0, float& s1) {
+    s0 = d * (0.5f + (float)(sc & 15u)) * 0.25f;
+    s1 = d * (0.5f + (float)((sc >> 4) & 15u)) * 0.25f;
+}
+
 // IQ2_XS, 74 bytes: f16 d, 64 bytes of 16-bit words (a 9-bit grid index,
 // a 7-bit sign mask; four a unit), 8 bytes of scales (two nibbles a unit).
 template <> struct IQRaw<QF_IQ2_XS> {
@@ -326,9 +333,7 @@ template <> struct IQRaw<QF_IQ2_XS> {
             const u32 w = ((l < 2 ? q01 : q23) >> (16 * (l & 1))) & 0xffffu;
             iq_grid8(iq2xs_grid[w & 511u], iq_ksign(w >> 9), q + 8 * l);
         }
-        const float dd = f16_to_f32((u16)d);
-        s0 = dd * (0.5f + (float)(sc & 15u)) * 0.25f;
-        s1 = dd * (0.5f + (float)((sc >> 4) & 15u)) * 0.25f;
+        iq2_halves(f16_to_f32((u16)d), sc, s0, s1);
     }
 };
 
@@ -352,9 +357,7 @@ template <> struct IQRaw<QF_IQ2_S> {
             const u32 i = ((qs >> (8 * l)) & 255u) | (((qh >> (2 * l)) & 3u) << 8);
             iq_grid8(iq2s_grid[i], (sg >> (8 * l)) & 255u, q + 8 * l);
         }
-        const float dd = f16_to_f32((u16)d);
-        s0 = dd * (0.5f + (float)(sc & 15u)) * 0.25f;
-        s1 = dd * (0.5f + (float)((sc >> 4) & 15u)) * 0.25f;
+        iq2_halves(f16_to_f32((u16)d), sc, s0, s1);
     }
 };
 

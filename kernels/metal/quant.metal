@@ -417,6 +417,13 @@ inline void q_iq(QFormat<QF_IQ2_XXS>, G grid, device const uchar* b, uint j, thr
   s0 = s1 = q_half(b) * (0.5f + float(aux >> 28)) * 0.25f;
 }
 
+// q_iq2_halves gives an IQ2_XS or IQ2_S unit's half scales: d·(0.5 + s)/4
+// for the low and high nibble of its scale byte.
+inline void q_iq2_halves(float d, uint sc, thread float& s0, thread float& s1) {
+  s0 = d * (0.5f + float(sc & 15u)) * 0.25f;
+  s1 = d * (0.5f + float(sc >> 4)) * 0.25f;
+}
+
 // IQ2_XS: four ushorts at 2+8j (9-bit index, 7-bit sign mask) and scale
 // byte 66+j, a nibble a half.
 template <class G>
@@ -427,10 +434,7 @@ inline void q_iq(QFormat<QF_IQ2_XS>, G grid, device const uchar* b, uint j, thre
     const uint v = p[l];
     q_grid8(grid[v & 511u], q_ksign(v >> 9), q + 8 * l);
   }
-  const float d = q_half(b);
-  const uint sc = b[66 + j];
-  s0 = d * (0.5f + float(sc & 15u)) * 0.25f;
-  s1 = d * (0.5f + float(sc >> 4)) * 0.25f;
+  q_iq2_halves(q_half(b), b[66 + j], s0, s1);
 }
 
 // IQ2_S: index bytes 2+4j.., sign bytes 34+4j.., the indices' high bit
@@ -443,10 +447,7 @@ inline void q_iq(QFormat<QF_IQ2_S>, G grid, device const uchar* b, uint j, threa
     const uint i = ((qs >> (8 * l)) & 255u) | ((qh >> (2 * l)) & 3u) << 8;
     q_grid8(grid[i], (signs >> (8 * l)) & 255u, q + 8 * l);
   }
-  const float d = q_half(b);
-  const uint sc = b[74 + j];
-  s0 = d * (0.5f + float(sc & 15u)) * 0.25f;
-  s1 = d * (0.5f + float(sc >> 4)) * 0.25f;
+  q_iq2_halves(q_half(b), b[74 + j], s0, s1);
 }
 
 // IQ3_XXS: eight index bytes at 2+8j (4-value rows), and at 66+4j four

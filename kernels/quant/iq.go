@@ -84,16 +84,14 @@ func IQUnit(t Type, blk []byte, u int, c *[4]uint64) (s0, s1 float32) {
 			q := uint32(binary.LittleEndian.Uint16(blk[2+2*(4*u+l):]))
 			c[l] = signed(iq2xsGrid[q&511], signMask[KSign(q>>9)])
 		}
-		sc, db := blk[66+u], d()
-		return db * (0.5 + float32(sc&15)) * 0.25, db * (0.5 + float32(sc>>4)) * 0.25
+		return iq2Halves(d(), blk[66+u])
 	case IQ2_S:
 		// index bytes, sign bytes, two high index bits a row, scale nibbles
 		qh := uint32(blk[66+u])
 		for l := 0; l < 4; l++ {
 			c[l] = signed(iq2sGrid[uint32(blk[2+4*u+l])|(qh>>(2*l)&3)<<8], signMask[blk[34+4*u+l]])
 		}
-		sc, db := blk[74+u], d()
-		return db * (0.5 + float32(sc&15)) * 0.25, db * (0.5 + float32(sc>>4)) * 0.25
+		return iq2Halves(d(), blk[74+u])
 	case IQ3_XXS:
 		// eight 4-value rows a unit, then a word of four sign masks and
 		// the scale
@@ -143,6 +141,12 @@ func IQUnit(t Type, blk []byte, u int, c *[4]uint64) (s0, s1 float32) {
 		return db * float32(2*(s&7)+1) * IQ1Delta, db * float32(2*(s>>3&7)+1) * IQ1Delta
 	}
 	panic("quant: IQUnit of " + Spec{Type: t}.String())
+}
+
+// iq2Halves are the scales of an IQ2_XS or IQ2_S unit's halves: d·(0.5 +
+// s)/4 for the low and high nibble of its scale byte.
+func iq2Halves(d float32, sc byte) (s0, s1 float32) {
+	return d * (0.5 + float32(sc&15)) * 0.25, d * (0.5 + float32(sc>>4)) * 0.25
 }
 
 // iqRow dequantizes a row of IQ super-blocks into dst.
