@@ -163,6 +163,9 @@ type qMatArgs struct {
 	N2       uint32  `msl:"n2"`
 	// GroupShift: log2 of an affine group's 32-value units (qGroupShift).
 	GroupShift uint32 `msl:"group_shift"`
+	// NormTopK and StatsSlot: qmoe_mv's routing (routeArgs' fields).
+	NormTopK  uint32 `msl:"norm_topk"`
+	StatsSlot uint32 `msl:"stats_slot"`
 }
 
 func init() { argStructs["QMatArgs"] = qMatArgs{} }

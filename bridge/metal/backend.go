@@ -434,6 +434,7 @@ const (
 	fcMVNorm         = 24
 	fcMVResidual     = 25
 	fcMVSwiGLU       = 26
+	fcMVRoute        = 27
 	fcMoEResidual    = 50
 	fcMoEZeroOut     = 51
 	fcAttnKeys       = 43

@@ -11,6 +11,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 		b.fusions = []bridge.Pattern{
 			{Name: "rope_attention", Doc: "RoPE and QK-norm of q and the new k inside the decode attention that writes the KV cache", Try: b.tryRoPEAttention},
 			{Name: "rmsnorm_gemv", Doc: "the GEMVs that read an RMSNorm's output normalise their input as they read it", Try: b.tryNormGemv},
+			{Name: "rmsnorm_qmoe", Doc: "a decode step's packed MoE block normalises its input in its router and gate/up GEMVs, and with moe_residual adds its output into the residual", Try: b.tryNormQMoE},
 			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
 			{Name: "moe_residual", Doc: "the MoE combine adds its output into the residual the AddRMSNorm after it would add", Try: b.tryMoEResidual},
 			{Name: "moe_router_topk", Doc: "the MoE router GEMV, softmax and top-k in one dispatch", Try: b.tryMoERoute},
@@ -334,12 +335,52 @@ func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		if an.X != mo.Out || r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n || an.Residual == mo.X {
 			return 0, nil
 		}
-		b.qmoe(mo.Out, mo.X, mo.W, mo.Params, r)
+		b.qmoe(mo.Out, mo.X, mo.W, mo.Params, qmoeFold{residual: r})
 	default:
 		return 0, nil
 	}
 	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
 	return 1, &b.standIn
+}
+
+// tryNormQMoE: an RMSNorm whose output only the packed MoE block after it
+// reads, in a decode step (the block on its GEMVs): the router and the
+// gate/up GEMVs normalise their input as they stage it, as rmsnorm_gemv's
+// GEMVs do. With moe_residual the AddRMSNorm after the block is taken as
+// tryMoEResidual takes it.
+func (b *Backend) tryNormQMoE(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	nm, ok := ops[0].(*bridge.RMSNormOp)
+	mo, ok2 := ops[1].(*bridge.QMoEOp)
+	if !ok || !ok2 || mo.X != nm.Out || nm.X == nm.Out || mo.Params.Unfused {
+		return 0, nil
+	}
+	x, g, xo := tt(nm.X), tt(nm.W), tt(mo.X)
+	H := mo.W.Hidden
+	if x == nil || g == nil || xo == nil || x.dt != bridge.F32 || g.dt != bridge.F32 || H == 0 || g.n != H ||
+		x.n != xo.n || x.n%H != 0 || len(mo.W.Gate) == 0 {
+		return 0, nil
+	}
+	T := x.n / H
+	if tiled, _ := b.qmoeTiled(T, len(mo.W.Gate), mo.W.TopK, H, mo.W.Inter); tiled || !b.qmoeRouterFolds(mo.W, T) ||
+		bridge.ReadLater(ops[2:], nm.Out) {
+		return 0, nil
+	}
+	fold := qmoeFold{g: g, eps: nm.Eps}
+	n, stand := 2, bridge.Op(nil)
+	if span > 2 && b.fusing("moe_residual") {
+		if an, ok := ops[2].(*bridge.AddRMSNormOp); ok && an.X == mo.Out && an.Residual != an.X {
+			if r, o := tt(an.Residual), tt(mo.Out); r != nil && o != nil && r.dt == bridge.F32 && r.n == o.n {
+				fold.residual = r
+				b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
+				stand = &b.standIn
+			}
+		}
+	}
+	b.qmoe(mo.Out, nm.X, mo.W, mo.Params, fold)
+	return n, stand
 }
 
 // tryMoERoute: a decode step's MoE block with its routing in the router's

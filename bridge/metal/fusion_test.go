@@ -3,6 +3,7 @@ package metal_test
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,12 +162,17 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 		{"qwen3_moe-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "qwen3_moe-q4")}},
 		{"qwen3-moe-mini-q8", model.Spec{Model: "qwen3-moe-mini", Quant: "q8", Seed: 3, Layers: 2}},
 	} {
+		moe := strings.Contains(c.name, "moe")
 		vocab, offToks, offLogits, off := unfusedRun(t, mb, c.spec)
 		for _, set := range [][]string{nil, {"gemv_shared_input"}, {"gemv_shared_input", "rmsnorm_gemv"},
-			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, {"moe_residual", "rmsnorm_gemv", "gemv_shared_input"}} {
+			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, {"moe_residual", "rmsnorm_gemv", "gemv_shared_input"},
+			{"rmsnorm_qmoe"}, {"rmsnorm_qmoe", "moe_residual"}} {
 			only := "all"
 			if set != nil {
 				only = strings.Join(set, "+")
+			}
+			if !moe && slices.Contains(set, "rmsnorm_qmoe") {
+				continue // only MoE models have it
 			}
 			t.Run(c.name+"/"+only, func(t *testing.T) {
 				checkFused(t, mb, c.spec, vocab, set, offToks, offLogits, off)

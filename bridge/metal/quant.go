@@ -474,19 +474,57 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 }
 
 // QMoE encodes a MoE block with packed experts: the router (packed or
-// float), the routing (moe_route), then per (token, expert) pair the
-// gate/up GEMV with SwiGLU and the down GEMV (qmoe_mv) and the weighted
-// combine, or, where the experts' rows fill tiles (prefill), the pairs
-// grouped by expert (moe_group) and the experts' packed GEMMs
-// (qmoe_mm_gate_up, qmoe_mm_down, whose epilogue adds the weighted rows
-// into the output).
+// float), then per (token, expert) pair the gate/up GEMV with SwiGLU and
+// the down GEMV (qmoe_mv), the routing inside the first and the weighted
+// combine inside the second (moe_route and moe_combine on their own with
+// fusion off); or, where the experts' rows fill tiles (prefill), the
+// routing, the pairs grouped by expert (moe_group) and the experts' packed
+// GEMMs (qmoe_mm_gate_up, qmoe_mm_down, whose epilogue adds the weighted
+// rows into the output).
 func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
-	b.qmoe(out, x, w, mp, nil)
+	b.qmoe(out, x, w, mp, qmoeFold{})
 }
 
-// qmoe encodes a packed MoE block; with residual (moe_residual) the
-// combine also adds its output into it.
-func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, residual *tensor) {
+// qmoeFold is what a packed MoE block takes in from the ops around it
+// (fusion.go): the RMSNorm before it, whose input x then is (weights g,
+// eps), and the residual the AddRMSNorm after it adds its output into.
+type qmoeFold struct {
+	g        *tensor
+	eps      float32
+	residual *tensor
+}
+
+// qmoeRouteExperts bounds the experts qmoe_mv routes itself
+// (quant.metal's QMOE_ROUTE_LANE a lane); larger MoEs route in moe_route.
+// qmoeSumTopK bounds the experts a token qmoe_mv_sum sums (the K pairs'
+// staged chunks of 256 values at least); more go to moe_combine.
+const (
+	qmoeRouteExperts = 32 * 8
+	qmoeSumTopK      = 16
+)
+
+// qmoeTiled reports whether a packed MoE of T tokens runs on the tiles
+// (the tuning's MoEMatVecMaxRows rows a routed expert, tuned as qmoe).
+func (b *Backend) qmoeTiled(T, E, K, H, I int) (bool, *Tuning) {
+	tu := b.tuned(ops.QMoE, moeDims, T, E, K, H, I)
+	return ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows, tu
+}
+
+// qmoeRouterFolds reports whether the router of a packed MoE over T tokens
+// can take the RMSNorm before the block: a packed router on qmatvec, a
+// float one on matvec_fused's rows.
+func (b *Backend) qmoeRouterFolds(w *bridge.MoEWeights, T int) bool {
+	if _, ok := w.Router.(*qtensor); ok {
+		return true
+	}
+	r := tt(w.Router)
+	return r != nil && len(r.shape) == 2 && matvecFusedKernel[r.dt] != "" &&
+		T <= b.matmulTuning(T, r.shape[0], r.shape[1]).MatVecMaxM
+}
+
+// qmoe encodes a packed MoE block with what it folds in (qmoeFold; its
+// norm only on the GEMVs, which the fusion checks first).
+func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fold qmoeFold) {
 	o, xs := tt(out), tt(x)
 	if !b.checkF32("qmoe", o, xs) {
 		return
@@ -509,11 +547,21 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		b.fail("qmoe: gate (%v) and up (%v) experts packed differently", pk.spec[0], pk.spec[1])
 		return
 	}
+	tiled, tu := b.qmoeTiled(T, E, K, H, I)
+	if fold.g != nil && (tiled || !b.qmoeRouterFolds(w, T)) {
+		b.fail("qmoe: an RMSNorm folded into a block that cannot take it")
+		return
+	}
 	P := T * K
 	logits := b.scratchView("moe.logits", 4*T*E)
-	if rq, ok := w.Router.(*qtensor); ok {
-		b.qmatmul(logits, xs.view(), T, rq, view{})
-	} else {
+	switch rq, packed := w.Router.(*qtensor); {
+	case packed:
+		b.qmatvec(&qmv{m: T, q: [3]*qtensor{rq}, nsegs: 1, g: fold.g, eps: fold.eps}, xs.view(), [3]view{logits}, [3]view{})
+	case fold.g != nil:
+		r := tt(w.Router)
+		lt := &tensor{dt: bridge.F32, shape: []int{T, E}, n: T * E, buf: logits.buf, off: logits.off}
+		b.matvecFused(&mvFused{x: xs, m: T, k: H, dt: r.dt, w: [3]*tensor{r}, out: [3]*tensor{lt}, nsegs: 1, norm: fold.g, eps: fold.eps})
+	default:
 		b.matmul(logits, xs.view(), T, tt(w.Router), view{})
 	}
 	ids := b.scratchView("moe.ids", 4*P)
@@ -523,63 +571,105 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	if flags.buf == nil || counts == nil {
 		return
 	}
-	b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: uint32(boolInt[w.NormTopK]),
-		StatsSlot: uint32(slot), Hidden: uint32(H)}))
-	b.bind(1, logits, false)
-	b.bind(2, ids, true)
-	b.bind(3, weights, true)
-	b.bind(4, flags, true)
-	b.bind(5, view{counts, 0, 4 * countChunk}, true)
-	// The expert GEMMs take the block above the tuning's MoEMatVecMaxRows
-	// rows a routed expert gets (tuned as qmoe); their down GEMM adds into
-	// out, which the routing then clears.
-	tu := b.tuned(ops.QMoE, moeDims, T, E, K, H, I)
-	tiled := ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows
-	if tiled {
-		b.out(7, o)
+	// A decode step's block routes in its gate/up GEMV and sums the experts
+	// in its down GEMV (docs/metal-kernels.md, "The packed MoE block").
+	route := !tiled && !mp.Unfused && E <= qmoeRouteExperts
+	var sum mtl.Pipeline
+	sumSgs := 0
+	if !tiled && !mp.Unfused && K <= qmoeSumTopK {
+		sum = b.pipeline("qmoe_mv_sum_"+quant.KernelName(pk.spec[2]), fcQMoESum, int32(tu.QMoEMatVecRows), 1, qScaleDT(pk.spec[2]),
+			boolInt[fold.residual != nil])
+		if sum == nil {
+			return // the pipeline's failure is the step's
+		}
+		// As many simdgroups as the pipeline takes (up to 32), a multiple of
+		// K: every threadgroup stages all K pairs' activations, so it takes
+		// as many rows as it can (docs/metal-kernels.md).
+		sumSgs = K * max(1, simdgroupsFor(sum, 32)/K)
+		if 32*sumSgs > sum.MaxTotalThreadsPerThreadgroup() {
+			sum = nil
+		}
 	}
-	b.threadgroupMemory(4 * E)
-	b.dispatchGroups(b.pipeline("moe_route", fcRoute, boolInt[tiled]), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+	if !route {
+		b.args(argBytes(b, routeArgs{Tokens: uint32(T), Experts: uint32(E), TopK: uint32(K), NormTopK: uint32(boolInt[w.NormTopK]),
+			StatsSlot: uint32(slot), Hidden: uint32(H)}))
+		b.bind(1, logits, false)
+		b.bind(2, ids, true)
+		b.bind(3, weights, true)
+		b.bind(4, flags, true)
+		b.bind(5, view{counts, 0, 4 * countChunk}, true)
+		// The expert GEMMs take the block above the tuning's MoEMatVecMaxRows
+		// rows a routed expert gets; their down GEMM adds into out, which the
+		// routing then clears.
+		if tiled {
+			b.out(7, o)
+		}
+		b.threadgroupMemory(4 * E)
+		b.dispatchGroups(b.pipeline("moe_route", fcRoute, boolInt[tiled]), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+	}
 	if tiled {
-		b.qmoeTiles(pk, xs, o, ids, weights, flags, residual, T, E, K, H, I, mp, tu)
+		b.qmoeTiles(pk, xs, o, ids, weights, flags, fold.residual, T, E, K, H, I, mp, tu)
 		return
 	}
 
+	// Gate and up, with SwiGLU (and the norm and the routing).
 	h := b.scratchView("moe.h", 4*P*I)
-	y := b.scratchView("moe.y", 4*P*H)
-	for pass := 0; pass < 2; pass++ {
-		n, k := I, H
-		if pass == 1 {
-			n, k = H, I
-		}
-		g := pass * 2 // gate (and up at 1) or down
-		if pass == 1 {
-			g = 2
-		}
-		rows, sgs := tu.QMoEMatVecRows, tu.QMoESimdgroups
-		spec := pk.spec[g]
-		p := b.pipeline("qmoe_mv_"+quant.KernelName(spec), fcQMoE, int32(rows), 1, boolInt[pass == 0], qScaleDT(spec))
-		sgs = simdgroupsFor(p, sgs)
-		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
-			return
-		}
-		b.args(argBytes(b, pk.args(g, P, n, k, K, E)))
-		if pass == 0 {
-			b.in(1, xs)
-		} else {
-			b.bind(1, h, false)
-		}
-		b.bind(2, ids, false)
-		b.bindExperts(3, pk, g)
-		if pass == 0 {
-			b.bindExperts(6, pk, 1)
-			b.bind(9, h, true)
-		} else {
-			b.bind(9, y, true)
-		}
-		b.bind(10, view{b.step.errBuf, 0, 16}, true)
-		b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), P, 1}, [3]int{32 * sgs, 1, 1})
+	rows, sgs := tu.QMoEMatVecRows, tu.QMoESimdgroups
+	p := b.pipeline("qmoe_mv_"+quant.KernelName(pk.spec[0]), fcQMoE, int32(rows), 1, 1, qScaleDT(pk.spec[0]),
+		boolInt[fold.g != nil], boolInt[route])
+	sgs = simdgroupsFor(p, sgs)
+	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
+		return
 	}
+	args := pk.args(0, P, I, H, K, E)
+	args.Eps, args.NormTopK, args.StatsSlot = fold.eps, uint32(boolInt[w.NormTopK]), uint32(slot)
+	b.args(argBytes(b, args))
+	b.in(1, xs)
+	b.bind(2, ids, route)
+	b.bindExperts(3, pk, 0)
+	b.bindExperts(6, pk, 1)
+	b.bind(9, h, true)
+	b.bind(10, view{b.step.errBuf, 0, 16}, true)
+	if fold.g != nil {
+		b.in(11, fold.g)
+	}
+	if route {
+		b.bind(12, logits, false)
+		b.bind(13, weights, true)
+		b.bind(14, flags, true)
+		b.bind(15, view{counts, 0, 4 * countChunk}, true)
+	}
+	b.dispatchGroups(p, [3]int{ceilDiv(I, sgs*rows), P, 1}, [3]int{32 * sgs, 1, 1})
+
+	// Down: summed under the routing weights (and into the residual).
+	if sum != nil {
+		b.args(argBytes(b, pk.args(2, P, H, I, K, E)))
+		b.bind(1, h, false)
+		b.bind(2, ids, false)
+		b.bindExperts(3, pk, 2)
+		b.bind(6, weights, false)
+		b.bind(7, flags, true)
+		b.out(8, o)
+		b.bind(9, view{b.step.errBuf, 0, 16}, true)
+		if fold.residual != nil {
+			b.bind(10, fold.residual.view(), true)
+		}
+		b.dispatchGroups(sum, [3]int{ceilDiv(H, sumSgs/K*rows), T, 1}, [3]int{32 * sumSgs, 1, 1})
+		return
+	}
+	y := b.scratchView("moe.y", 4*P*H)
+	p = b.pipeline("qmoe_mv_"+quant.KernelName(pk.spec[2]), fcQMoE, int32(rows), 1, 0, qScaleDT(pk.spec[2]), 0, 0)
+	sgs = simdgroupsFor(p, tu.QMoESimdgroups)
+	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
+		return
+	}
+	b.args(argBytes(b, pk.args(2, P, H, I, K, E)))
+	b.bind(1, h, false)
+	b.bind(2, ids, false)
+	b.bindExperts(3, pk, 2)
+	b.bind(9, y, true)
+	b.bind(10, view{b.step.errBuf, 0, 16}, true)
+	b.dispatchGroups(p, [3]int{ceilDiv(H, sgs*rows), P, 1}, [3]int{32 * sgs, 1, 1})
 
 	ct := min(1024, max(32, align(ceilDiv(H, 4), 32)))
 	b.args(argBytes(b, combineArgs{Tokens: uint32(T), Hidden: uint32(H), TopK: uint32(K), Experts: uint32(E)}))
@@ -588,10 +678,10 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	b.bind(3, ids, false)
 	b.bind(4, flags, true)
 	b.out(5, o)
-	if residual != nil {
-		b.bind(6, residual.view(), true)
+	if fold.residual != nil {
+		b.bind(6, fold.residual.view(), true)
 	}
-	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[fold.residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
 }
 
 // qmoeTiles encodes the grouped packed MoE: moe_group's tiles of one
@@ -662,8 +752,13 @@ const (
 )
 
 // fcQMoE: rows a simdgroup, activation rows a threadgroup (1), SwiGLU, the
-// scale type.
-var fcQMoE = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}}
+// scale type, and what a decode step's gate/up folds in: the norm and the
+// routing. fcQMoESum: qmoe_mv_sum's rows, columns (1), scale type and
+// residual.
+var (
+	fcQMoE    = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVNorm, true}, {fcMVRoute, true}}
+	fcQMoESum = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcQScaleDT, false}, {fcMoEResidual, true}}
+)
 
 var (
 	_ bridge.QuantBackend = (*Backend)(nil)

@@ -136,6 +136,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_MV_NORM 24       // bool: matvec_fused RMS-normalises its input as it reads it
 #define FC_MV_RESIDUAL 25   // bool: matvec_fused adds its output into the residual
 #define FC_MV_SWIGLU 26     // bool: matvec_fused writes silu(gate)·up of its two matrices
+#define FC_MV_ROUTE 27      // bool: qmoe_mv (gate/up) routes its token from the router's logits itself
 #define FC_MM_BM 30         // int: rows of a matmul tile (8..64, multiple of 8*SGM)
 #define FC_MM_BN 31         // int: columns of a matmul tile (8..64, multiple of 8*SGN)
 #define FC_MM_BK 32         // int: depth of a k step (8, 16 or 32)
@@ -149,7 +150,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_ATTN_STAGES 44   // int: prefill attention's K/V staging buffers (2: double buffered)
 #define FC_ATTN_QBLOCKS 45  // int: prefill attention's 8-query blocks a tile (1, 2 or 4)
 #define FC_ATTN_PADDED 46   // bool: the head (head_dim) is shorter than the decode kernel's D
-#define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down add the output into the residual
+#define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down / qmoe_mv_sum add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 #define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
 
@@ -178,6 +179,7 @@ constant bool mv_residual [[function_constant(FC_MV_RESIDUAL)]];
 constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
 constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
+constant bool mv_route [[function_constant(FC_MV_ROUTE)]];
 constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
 // The buffers a GEMV of mv_segs matrices binds (matvec_fused, qmatvec): the
 // second and third matrices, their outputs unless gate and up go to one
@@ -467,6 +469,8 @@ struct QMatArgs {
   uint n2;         // and the third's
   uint group_shift; // affine: log2 of a group's 32-value units, so a unit's
                     // group is unit >> group_shift (no division a unit)
+  uint norm_topk;   // qmoe_mv with mv_route: renormalise the top-k weights
+  uint stats_slot;  // and the word of the counts buffer its distinct experts bump
 };
 
 #endif // MTLBENCH_H

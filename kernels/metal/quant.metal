@@ -726,36 +726,135 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
 }
 
+// QMOE_ROUTE_LANE: the experts a lane of qmoe_route_pair holds (lane l
+// experts l, l+32, ...): MoEs of at most 32·QMOE_ROUTE_LANE experts route in
+// qmoe_mv (bridge/metal quant.go's qmoeRouteExperts).
+#define QMOE_ROUTE_LANE 8
+
+// qmoe_route_pair is one simdgroup's routing of a token (its E logits at l)
+// as route_token routes it: softmax, top-k by repeated argmax (the first
+// index on ties), the weights renormalised over the k with norm_topk. It
+// returns the weight of the token's j-th pick and sets expert to it. Every
+// lane gets the same answer; registers and simd reductions only, so the
+// simdgroup routes while the rest of the threadgroup stages x.
+inline float qmoe_route_pair(constant QMatArgs& a, device const float* l, uint j, ushort lane, thread uint& expert) {
+  const uint E = a.experts;
+  float v[QMOE_ROUTE_LANE];
+  float mx = NEG_MAX;
+  for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
+    const uint e = lane + 32 * i;
+    v[i] = e < E ? l[e] : NEG_MAX;
+    mx = max(mx, v[i]);
+  }
+  mx = simd_max(mx);
+  float s = 0.0f;
+  for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
+    if (lane + 32 * i < E) {
+      v[i] = exp(v[i] - mx);
+      s += v[i];
+    }
+  }
+  s = simd_sum(s);
+  for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
+    if (lane + 32 * i < E) {
+      v[i] = v[i] / s;
+    }
+  }
+  float sum = 0.0f, mine = 0.0f;
+  expert = 0;
+  for (uint r = 0; r < a.top_k; r++) {
+    float bv = NEG_MAX;
+    uint bi = 0xffffffffu;
+    for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
+      if (v[i] > bv) {
+        bv = v[i];
+        bi = lane + 32 * i;
+      }
+    }
+    const float m = simd_max(bv);
+    const uint sel = simd_min(bv == m ? bi : 0xffffffffu);
+    sum += m;
+    if (r == j) {
+      mine = m;
+      expert = sel;
+    }
+    for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
+      if (lane + 32 * i == sel) {
+        v[i] = -1.0f; // taken: below every probability
+      }
+    }
+  }
+  return a.norm_topk ? mine / sum : mine;
+}
+
 // qmoe_mv: one (token, expert) pair a threadgroup column (grid y): with
 // SwiGLU (pass 0) h[p] = silu(x[t]·gateᵀ)·(x[t]·upᵀ), the gate's values at
 // w and the up's at w2; else (pass 1) y[p] = h[p]·downᵀ. Expert e's values
-// sit e·w_stride bytes in, its scales e·s_stride.
+// sit e·w_stride bytes in, its scales e·s_stride. In a decode step's MoE
+// block (docs/metal-kernels.md, "The packed MoE block") pass 0 also takes
+//  - mv_norm: x is the input of the RMSNorm before the block (weights g),
+//    normalised as it is staged (qmatvec's rmsnorm_gemv);
+//  - mv_route: simdgroup 0 routes the pair's token from the router's
+//    logits while the others stage x, and the pair's first threadgroup
+//    writes its expert, its weight and the distinct-expert count, as the
+//    moe_route kernel would;
+// and qmoe_mv_sum takes pass 1's place.
 template <int F>
 kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
-                    device const int* ids [[buffer(2)]], device const uchar* w [[buffer(3)]],
+                    device int* ids [[buffer(2)]], device const uchar* w [[buffer(3)]],
                     device const uchar* sc [[buffer(4)]], device const uchar* bi [[buffer(5)]],
                     device const uchar* w2 [[buffer(6), function_constant(mv_swiglu)]],
                     device const uchar* sc2 [[buffer(7), function_constant(mv_swiglu)]],
                     device const uchar* bi2 [[buffer(8), function_constant(mv_swiglu)]],
                     device float* out [[buffer(9)]], device atomic_uint* stats [[buffer(10)]],
+                    device const float* g [[buffer(11), function_constant(mv_norm)]],
+                    device const float* logits [[buffer(12), function_constant(mv_route)]],
+                    device float* weights [[buffer(13), function_constant(mv_route)]],
+                    device atomic_uint* flags [[buffer(14), function_constant(mv_route)]],
+                    device atomic_uint* counts [[buffer(15), function_constant(mv_route)]],
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
-  // The staged activations, then the grid's copy if any (QMVGrid): one
-  // allocation, so formats without one keep exactly the staging's 16 KiB.
-  threadgroup float xs[QMV_STAGE_FLOATS + QMVGrid<F>::floats];
+  // The staged activations, the grid's copy if any (QMVGrid) and a word
+  // for simdgroup 0's routed expert (mv_route), read after the first
+  // barrier: one allocation.
+  threadgroup float xs[QMV_STAGE_FLOATS + QMVGrid<F>::floats + 1];
+  threadgroup uint* routed = (threadgroup uint*)(xs + QMV_STAGE_FLOATS + QMVGrid<F>::floats);
   const uint p = tg.y;
-  const int e = ids[p];
-  if (e < 0 || uint(e) >= a.experts) {
-    if (tid == 0 && tg.x == 0) {
-      record_error(stats, ERR_EXPERT, uint(e));
+  uint e = 0;
+  if (mv_route) {
+    if (sg == 0) {
+      const float wt = qmoe_route_pair(a, logits + ulong(p / a.top_k) * a.experts, p % a.top_k, lane, e);
+      if (lane == 0) {
+        routed[0] = e;
+        if (tg.x == 0) {
+          ids[p] = int(e);
+          weights[p] = wt;
+          if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
+            atomic_fetch_add_explicit(&counts[a.stats_slot], 1u, memory_order_relaxed);
+          }
+        }
+      }
     }
-    return;
+  } else {
+    // One lane's load a simdgroup: a GPU broadcasts a uniform load, but the
+    // witness counts every lane's.
+    const int id = simd_broadcast_first(lane == 0 ? ids[p] : 0);
+    if (id < 0 || uint(id) >= a.experts) {
+      if (tid == 0 && tg.x == 0) {
+        record_error(stats, ERR_EXPERT, uint(id));
+      }
+      return;
+    }
+    e = uint(id);
   }
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
   int src[MV_MAX_COLS];
+  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
   for (int c = 0; c < MV_MAX_COLS; c++) {
     src[c] = -1;
+    ss[c] = 0.0f;
+    inv[c] = 1.0f;
   }
   src[0] = mv_swiglu ? int(p / a.top_k) : int(p);
   float acc[MV_MAX_ROWS][MV_MAX_COLS], acc2[MV_MAX_ROWS][MV_MAX_COLS];
@@ -765,25 +864,116 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
       acc2[r][c] = 0.0f;
     }
   }
-  const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
   const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
   const ushort ntg = nsg * 32;
   const auto grid = QMVGrid<F>().stage(xs + QMV_STAGE_FLOATS, tid, ntg); // read after the first barrier
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
-    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, false, x, 0);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, mv_norm, g, ss);
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (mv_route) {
+      e = routed[0];
+    }
+    const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
     q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc);
     if (mv_swiglu) {
       q_rows<F>(a, grid, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc2);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
+  if (mv_norm) {
+    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
+  }
   for (int r = 0; r < mv_rows; r++) {
-    const float g = simd_sum(acc[r][0]);
-    const float u = mv_swiglu ? simd_sum(acc2[r][0]) : 0.0f;
+    const float gv = simd_sum(acc[r][0]) * inv[0];
+    const float u = mv_swiglu ? simd_sum(acc2[r][0]) * inv[0] : 0.0f;
     if (lane == 0 && n0 + r < a.n) {
-      out[ulong(p) * a.n + n0 + r] = mv_swiglu ? silu(g) * u : g;
+      out[ulong(p) * a.n + n0 + r] = mv_swiglu ? silu(gv) * u : gv;
+    }
+  }
+}
+
+// qmoe_mv_sum: a token's down projections summed under their routing
+// weights (grid y: tokens), what qmoe_mv's pass 1 and moe_combine compute:
+// out[t] = Σ_j weights[t·K+j]·(h[t·K+j]·down_eᵀ), j in top-k order (the
+// combine's sum), also added into residual with moe_residual; the token's
+// first threadgroup clears its experts' flags, as moe_combine does.
+// Simdgroup s dots pair s / G's rows of row group s % G (G = simdgroups /
+// K: the host gives a multiple of K), so a threadgroup spends as many
+// simdgroups on a pair as qmoe_mv's, and the K pairs' chunks of h are
+// staged side by side (QMV_STAGE_FLOATS / K values each, at least 256).
+template <int F>
+kernel void qmoe_mv_sum(constant QMatArgs& a [[buffer(0)]], device const float* h [[buffer(1)]],
+                        device const int* ids [[buffer(2)]], device const uchar* w [[buffer(3)]],
+                        device const uchar* sc [[buffer(4)]], device const uchar* bi [[buffer(5)]],
+                        device const float* weights [[buffer(6)]], device atomic_uint* flags [[buffer(7)]],
+                        device float* out [[buffer(8)]], device atomic_uint* stats [[buffer(9)]],
+                        device float* residual [[buffer(10), function_constant(moe_residual)]],
+                        uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                        ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                        ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[QMV_STAGE_FLOATS + QMVGrid<F>::floats];
+  const uint K = a.top_k, G = max(1u, uint(nsg) / K), R = uint(mv_rows);
+  const uint j = sg / G, gi = sg % G; // j >= K: a simdgroup that only stages
+  const uint t = tg.y, p0 = t * K;
+  const uint n0 = (tg.x * G + gi) * R;
+  const uint KC = uint(QMV_STAGE_FLOATS) / K / 256u * 256u;
+  const ushort ntg = nsg * 32;
+  const auto grid = QMVGrid<F>().stage(xs + QMV_STAGE_FLOATS, tid, ntg); // read after the first barrier
+  bool live = j < K;
+  uint e = 0;
+  if (live) {
+    const int id = simd_broadcast_first(lane == 0 ? ids[p0 + j] : 0);
+    live = id >= 0 && uint(id) < a.experts;
+    if (!live && lane == 0 && tg.x == 0) {
+      record_error(stats, ERR_EXPERT, uint(id));
+    }
+    e = live ? uint(id) : 0u;
+  }
+  float acc[MV_MAX_ROWS][MV_MAX_COLS];
+  for (int r = 0; r < MV_MAX_ROWS; r++) {
+    for (int c = 0; c < MV_MAX_COLS; c++) {
+      acc[r][c] = 0.0f;
+    }
+  }
+  const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
+  for (uint k0 = 0; k0 < a.k; k0 += KC) {
+    const uint kc = min(KC, a.k - k0), q = kc / 4;
+    for (uint i = tid; i < K * q; i += ntg) {
+      const uint jj = i / q, c = 4 * (i % q);
+      *(threadgroup float4*)(xs + jj * KC + c) = *(device const float4*)(h + ulong(p0 + jj) * a.k + k0 + c);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (live) {
+      q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs + j * KC, lane, 1, acc);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  // Each pair's rows into xs (the chunks are done with it), then each row
+  // group's first simdgroup sums them, a lane a row.
+  const uint RG = G * R;
+  for (uint r = 0; r < R; r++) {
+    const float y = simd_sum(acc[r][0]);
+    if (j < K && lane == 0) {
+      xs[j * RG + gi * R + r] = y;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (j == 0 && lane < R && n0 + lane < a.n) {
+    float s = 0.0f;
+    for (uint jj = 0; jj < K; jj++) {
+      s += weights[p0 + jj] * xs[jj * RG + gi * R + lane];
+    }
+    const ulong o = ulong(t) * a.n + n0 + lane;
+    out[o] = s;
+    if (moe_residual) {
+      residual[o] += s;
+    }
+  }
+  if (tg.x == 0 && tid < K) {
+    const int id = ids[p0 + tid];
+    if (id >= 0 && uint(id) < a.experts) {
+      atomic_store_explicit(&flags[uint(id)], 0u, memory_order_relaxed);
     }
   }
 }
@@ -1176,7 +1366,7 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
   }
 }
 
-#define INSTANTIATE_Q(F, mv, mm, moe, emb, mgu, mdn)                                                                           \
+#define INSTANTIATE_Q(F, mv, mm, moe, msum, emb, mgu, mdn)                                                                           \
   template [[host_name(#mv)]] kernel void qmatvec<F>(                                                            \
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
       device float*, device const float*, device const float*, device float*, device const uchar*,               \
@@ -1184,9 +1374,14 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
       device const uchar*, device const uchar*, device float*, device const float*, uint2, ushort, ushort,       \
       ushort, ushort);                                                                                           \
   template [[host_name(#moe)]] kernel void qmoe_mv<F>(                                                           \
-      constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
+      constant QMatArgs&, device const float*, device int*, device const uchar*, device const uchar*,             \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
+      device atomic_uint*, device const float*, device const float*, device float*, device atomic_uint*,          \
       device atomic_uint*, uint2, ushort, ushort, ushort, ushort);                                                 \
+  template [[host_name(#msum)]] kernel void qmoe_mv_sum<F>(                                                \
+      constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
+      device const uchar*, device const float*, device atomic_uint*, device float*, device atomic_uint*,          \
+      device float*, uint2, ushort, ushort, ushort, ushort);                                                       \
   template [[host_name(#emb)]] kernel void qembedding<F>(                                                        \
       constant QMatArgs&, device const int*, device const uchar*, device const uchar*, device const uchar*,       \
       device float*, device atomic_uint*, uint2, ushort, ushort, ushort);                                         \
@@ -1202,17 +1397,17 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
       device const uchar*, device const uchar*, device float*, device const float*, device atomic_uint*,         \
       device float*, threadgroup float*, uint2, ushort, uint2, ushort, ushort);
 
-INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmatmul_mm_affine4, qmoe_mv_affine4, qembedding_affine4, qmoe_mm_gate_up_affine4, qmoe_mm_down_affine4)
-INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmatmul_mm_affine8, qmoe_mv_affine8, qembedding_affine8, qmoe_mm_gate_up_affine8, qmoe_mm_down_affine8)
-INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qembedding_q8_0, qmoe_mm_gate_up_q8_0, qmoe_mm_down_q8_0)
-INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
-INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
-INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
-INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
-INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)
-INSTANTIATE_Q(QF_IQ2_XS, qmatvec_iq2_xs, qmatmul_mm_iq2_xs, qmoe_mv_iq2_xs, qembedding_iq2_xs, qmoe_mm_gate_up_iq2_xs, qmoe_mm_down_iq2_xs)
-INSTANTIATE_Q(QF_IQ2_S, qmatvec_iq2_s, qmatmul_mm_iq2_s, qmoe_mv_iq2_s, qembedding_iq2_s, qmoe_mm_gate_up_iq2_s, qmoe_mm_down_iq2_s)
-INSTANTIATE_Q(QF_IQ3_XXS, qmatvec_iq3_xxs, qmatmul_mm_iq3_xxs, qmoe_mv_iq3_xxs, qembedding_iq3_xxs, qmoe_mm_gate_up_iq3_xxs, qmoe_mm_down_iq3_xxs)
-INSTANTIATE_Q(QF_IQ3_S, qmatvec_iq3_s, qmatmul_mm_iq3_s, qmoe_mv_iq3_s, qembedding_iq3_s, qmoe_mm_gate_up_iq3_s, qmoe_mm_down_iq3_s)
-INSTANTIATE_Q(QF_IQ1_S, qmatvec_iq1_s, qmatmul_mm_iq1_s, qmoe_mv_iq1_s, qembedding_iq1_s, qmoe_mm_gate_up_iq1_s, qmoe_mm_down_iq1_s)
-INSTANTIATE_Q(QF_IQ1_M, qmatvec_iq1_m, qmatmul_mm_iq1_m, qmoe_mv_iq1_m, qembedding_iq1_m, qmoe_mm_gate_up_iq1_m, qmoe_mm_down_iq1_m)
+INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmatmul_mm_affine4, qmoe_mv_affine4, qmoe_mv_sum_affine4, qembedding_affine4, qmoe_mm_gate_up_affine4, qmoe_mm_down_affine4)
+INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmatmul_mm_affine8, qmoe_mv_affine8, qmoe_mv_sum_affine8, qembedding_affine8, qmoe_mm_gate_up_affine8, qmoe_mm_down_affine8)
+INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qmoe_mv_sum_q8_0, qembedding_q8_0, qmoe_mm_gate_up_q8_0, qmoe_mm_down_q8_0)
+INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qmoe_mv_sum_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
+INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qmoe_mv_sum_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
+INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qmoe_mv_sum_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
+INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qmoe_mv_sum_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
+INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qmoe_mv_sum_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)
+INSTANTIATE_Q(QF_IQ2_XS, qmatvec_iq2_xs, qmatmul_mm_iq2_xs, qmoe_mv_iq2_xs, qmoe_mv_sum_iq2_xs, qembedding_iq2_xs, qmoe_mm_gate_up_iq2_xs, qmoe_mm_down_iq2_xs)
+INSTANTIATE_Q(QF_IQ2_S, qmatvec_iq2_s, qmatmul_mm_iq2_s, qmoe_mv_iq2_s, qmoe_mv_sum_iq2_s, qembedding_iq2_s, qmoe_mm_gate_up_iq2_s, qmoe_mm_down_iq2_s)
+INSTANTIATE_Q(QF_IQ3_XXS, qmatvec_iq3_xxs, qmatmul_mm_iq3_xxs, qmoe_mv_iq3_xxs, qmoe_mv_sum_iq3_xxs, qembedding_iq3_xxs, qmoe_mm_gate_up_iq3_xxs, qmoe_mm_down_iq3_xxs)
+INSTANTIATE_Q(QF_IQ3_S, qmatvec_iq3_s, qmatmul_mm_iq3_s, qmoe_mv_iq3_s, qmoe_mv_sum_iq3_s, qembedding_iq3_s, qmoe_mm_gate_up_iq3_s, qmoe_mm_down_iq3_s)
+INSTANTIATE_Q(QF_IQ1_S, qmatvec_iq1_s, qmatmul_mm_iq1_s, qmoe_mv_iq1_s, qmoe_mv_sum_iq1_s, qembedding_iq1_s, qmoe_mm_gate_up_iq1_s, qmoe_mm_down_iq1_s)
+INSTANTIATE_Q(QF_IQ1_M, qmatvec_iq1_m, qmatmul_mm_iq1_m, qmoe_mv_iq1_m, qmoe_mv_sum_iq1_m, qembedding_iq1_m, qmoe_mm_gate_up_iq1_m, qmoe_mm_down_iq1_m)

@@ -1,0 +1,139 @@
+package metal_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// TestQMoEDecodeBlock: a decode step's packed MoE block is three dispatches
+// (the router GEMV with the norm before the block folded in, gate/up with
+// the routing, down with the weighted combine and the residual add:
+// docs/metal-kernels.md, "The packed MoE block"), and gives the tokens,
+// logits (within 1e-4) and distinct experts a layer of the unfused block
+// (router, moe_route, the two expert GEMVs and moe_combine), with the top-k
+// weights renormalised and not.
+func TestQMoEDecodeBlock(t *testing.T) {
+	mini := func(q string) model.Spec { return model.Spec{Model: "qwen3-moe-mini", Quant: q, Seed: 5, Layers: 2} }
+	for _, c := range []struct {
+		name     string
+		spec     model.Spec
+		normTopK bool
+		uniform  bool // one format for q, k and v in every layer
+	}{
+		{"q4", mini("q4"), true, true}, // an 8-bit router, as mlx-lm writes it
+		{"q4", mini("q4"), false, true},
+		{"q4_k_m", mini("q4_k_m"), true, true},
+		// llama-quantize's file: an f32 router on matvec_fused's rows, v in
+		// Q6_K in some layers.
+		{"llamacpp-q4_k_m", model.Spec{Model: "../../runner/testdata/gguf/llamacpp-qwen3_moe-q4_k_m.gguf"}, true, false},
+	} {
+		t.Run(fmt.Sprintf("%s/norm_topk=%v", c.name, c.normTopK), func(t *testing.T) {
+			off, mb := newEmu(t, metal.Tuning{}), newEmu(t, metal.Tuning{})
+			spec := c.spec
+			var engs [2]*engine.Engine
+			for i, be := range []*metal.Backend{off, mb} {
+				cfg, src, err := model.Open(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { src.Close() })
+				cfg.NormTopK = c.normTopK
+				if engs[i], err = engine.New(be, cfg, src, engine.Options{Synchronous: true, NoFusion: i == 0}); err != nil {
+					t.Fatal(err)
+				}
+				// One prompt token: its step is a decode-shaped one, whose
+				// logits come back.
+				if err := engs[i].Add(engine.Request{Prompt: []int32{7}, MaxNewTokens: 4, WantLogits: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for step := 0; engs[0].Pending(); step++ {
+				or, err := engs[0].Step()
+				if err != nil {
+					t.Fatal(err)
+				}
+				mr, err := engs[1].Step()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(or.Stats.ExpertsTouched, mr.Stats.ExpertsTouched) {
+					t.Errorf("step %d: experts touched %v, unfused %v", step, mr.Stats.ExpertsTouched, or.Stats.ExpertsTouched)
+				}
+				if len(or.Sampled) != 1 || len(mr.Sampled) != 1 || or.Sampled[0].Token != mr.Sampled[0].Token {
+					t.Fatalf("step %d: sampled %v, unfused %v", step, mr.Sampled, or.Sampled)
+				}
+				if ol := or.Sampled[0].Logits; ol != nil {
+					d := maxAbsDiff(mr.Sampled[0].Logits, ol)
+					t.Logf("step %d: logits within %.2g of the unfused block's", step, d)
+					if d > 1e-4 || len(ol) == 0 {
+						t.Errorf("step %d: logits differ from the unfused block's by %.3g", step, d)
+					}
+				}
+				st, _ := mb.LastStepCost()
+				var names []string
+				for _, s := range st {
+					names = append(names, s.Kernel)
+				}
+				got := strings.Join(names, " ")
+				// Each layer's block: the router right after the o GEMV (its
+				// norm folded in), then gate/up and down, nothing after.
+				blocks := 0
+				for i, k := range names {
+					if !strings.HasPrefix(k, "qmoe_mv_") || strings.HasPrefix(names[i-1], "qmoe_mv_") {
+						continue
+					}
+					blocks++
+					if i < 3 || !strings.HasPrefix(names[i+1], "qmoe_mv_") || strings.Contains(names[i-2], "norm") ||
+						slices.Contains([]string{"moe_route", "moe_combine"}, names[min(i+2, len(names)-1)]) {
+						t.Errorf("step %d: a MoE block of more than three dispatches: %s", step, got)
+					}
+				}
+				if blocks != engs[1].Config().Layers || strings.Contains(got, "moe_route") || strings.Contains(got, "moe_combine") {
+					t.Errorf("step %d: %d MoE blocks: %s", step, blocks, got)
+				}
+				// Where every layer's q/k/v share a format: per layer q/k/v,
+				// attention, o, router, gate/up and down; the embedding and
+				// the LM head, and the argmax where the step samples on the
+				// device.
+				want := 2 + 6*engs[1].Config().Layers
+				if mr.Sampled[0].Logits == nil {
+					want++
+				}
+				if n := len(names); c.uniform && n != want {
+					t.Errorf("step %d: %d dispatches, want %d: %s", step, n, want, got)
+				}
+			}
+		})
+	}
+}
+
+// TestQMoEBounds: MoEs of up to 256 experts route inside qmoe_mv and up
+// to 16 experts a token are summed inside qmoe_mv_sum; beyond, moe_route
+// and moe_combine keep their dispatches. All match the reference.
+func TestQMoEBounds(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		experts, topK  int
+		route, combine bool // moe_route, moe_combine dispatched
+	}{{8, 2, false, false}, {8, 3, false, false}, {256, 8, false, false}, {257, 8, true, false}, {40, 16, false, false},
+		{40, 17, false, true}} {
+		args := ops.Args{Op: ops.QMoE, DType: ops.Q4, Ints: ops.Shape{ops.Tokens: 1, ops.Experts: c.experts, ops.TopK: c.topK,
+			ops.Hidden: 256, ops.Intermediate: 64}}
+		checkOp(t, be, args)
+		var names []string
+		for _, s := range stepStats(t, be, args) {
+			names = append(names, s.Kernel)
+		}
+		if slices.Contains(names, "moe_route") != c.route || slices.Contains(names, "moe_combine") != c.combine ||
+			slices.Contains(names, "qmoe_mv_sum_affine4") == c.combine {
+			t.Errorf("%d experts, top %d: dispatches %v", c.experts, c.topK, names)
+		}
+	}
+}
