@@ -120,7 +120,12 @@ type moeGemmArgs struct {
 	WOffset      uint64 `msl:"w_offset"`
 	W2Offset     uint64 `msl:"w2_offset"`
 	Experts      uint32 `msl:"experts"`
-	Pad0         uint32 `msl:"_pad0"`
+	// NormTopK, StatsSlot and Eps: moe_mv_pair's routing and folded norm.
+	NormTopK  uint32  `msl:"norm_topk"`
+	StatsSlot uint32  `msl:"stats_slot"`
+	Eps       float32 `msl:"eps"`
+	Pad0      uint32  `msl:"_pad0"`
+	Pad1      uint32  `msl:"_pad1"`
 }
 
 type combineArgs struct {

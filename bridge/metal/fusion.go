@@ -11,7 +11,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 		b.fusions = []bridge.Pattern{
 			{Name: "rope_attention", Doc: "RoPE and QK-norm of q and the new k inside the decode attention that writes the KV cache", Try: b.tryRoPEAttention},
 			{Name: "rmsnorm_gemv", Doc: "the GEMVs that read an RMSNorm's output normalise their input as they read it", Try: b.tryNormGemv},
-			{Name: "rmsnorm_qmoe", Doc: "a decode step's packed MoE block normalises its input in its router and gate/up GEMVs, and with moe_residual adds its output into the residual", Try: b.tryNormQMoE},
+			{Name: "rmsnorm_moe", Doc: "a decode step's MoE block normalises its input in its router and gate/up GEMVs, and with moe_residual adds its output into the residual", Try: b.tryNormMoE},
 			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
 			{Name: "moe_residual", Doc: "the MoE combine adds its output into the residual the AddRMSNorm after it would add", Try: b.tryMoEResidual},
 			{Name: "moe_router_topk", Doc: "the MoE router GEMV, softmax and top-k in one dispatch", Try: b.tryMoERoute},
@@ -329,13 +329,13 @@ func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		if an.X != mo.Out || r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n {
 			return 0, nil
 		}
-		b.moe(mo.Out, mo.X, mo.W, mo.Params, b.routeFused(mo), r)
+		b.moe(mo.Out, mo.X, mo.W, mo.Params, b.routeFused(mo), moeFold{residual: r})
 	case *bridge.QMoEOp:
 		o := tt(mo.Out)
 		if an.X != mo.Out || r == nil || o == nil || r.dt != bridge.F32 || r.n != o.n || an.Residual == mo.X {
 			return 0, nil
 		}
-		b.qmoe(mo.Out, mo.X, mo.W, mo.Params, qmoeFold{residual: r})
+		b.qmoe(mo.Out, mo.X, mo.W, mo.Params, moeFold{residual: r})
 	default:
 		return 0, nil
 	}
@@ -343,44 +343,66 @@ func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	return 1, &b.standIn
 }
 
-// tryNormQMoE: an RMSNorm whose output only the packed MoE block after it
-// reads, in a decode step (the block on its GEMVs): the router and the
-// gate/up GEMVs normalise their input as they stage it, as rmsnorm_gemv's
-// GEMVs do. With moe_residual the AddRMSNorm after the block is taken as
-// tryMoEResidual takes it.
-func (b *Backend) tryNormQMoE(ops []bridge.Op, span int) (int, bridge.Op) {
+// tryNormMoE: an RMSNorm whose output only the MoE block after it reads,
+// in a decode step (the block in three dispatches: moeDecode, qmoe): the
+// router and the gate/up GEMVs normalise their input as they stage it, as
+// rmsnorm_gemv's GEMVs do. With moe_residual the AddRMSNorm after the
+// block is taken as tryMoEResidual takes it.
+func (b *Backend) tryNormMoE(ops []bridge.Op, span int) (int, bridge.Op) {
 	if span < 2 {
 		return 0, nil
 	}
 	nm, ok := ops[0].(*bridge.RMSNormOp)
-	mo, ok2 := ops[1].(*bridge.QMoEOp)
-	if !ok || !ok2 || mo.X != nm.Out || nm.X == nm.Out || mo.Params.Unfused {
+	if !ok || nm.X == nm.Out {
 		return 0, nil
 	}
-	x, g, xo := tt(nm.X), tt(nm.W), tt(mo.X)
-	H := mo.W.Hidden
-	if x == nil || g == nil || xo == nil || x.dt != bridge.F32 || g.dt != bridge.F32 || H == 0 || g.n != H ||
-		x.n != xo.n || x.n%H != 0 || len(mo.W.Gate) == 0 {
+	var out, in bridge.Tensor
+	var w *bridge.MoEWeights
+	var mp bridge.MoEParams
+	switch mo := ops[1].(type) {
+	case *bridge.MoEOp:
+		out, in, w, mp = mo.Out, mo.X, mo.W, mo.Params
+	case *bridge.QMoEOp:
+		out, in, w, mp = mo.Out, mo.X, mo.W, mo.Params
+	default:
+		return 0, nil
+	}
+	x, g, xo := tt(nm.X), tt(nm.W), tt(in)
+	H, E := w.Hidden, len(w.Gate)
+	if in != nm.Out || x == nil || g == nil || xo == nil || x.dt != bridge.F32 || g.dt != bridge.F32 || H == 0 || E == 0 ||
+		g.n != H || x.n != xo.n || x.n%H != 0 || mp.Unfused || bridge.ReadLater(ops[2:], nm.Out) {
 		return 0, nil
 	}
 	T := x.n / H
-	if tiled, _ := b.qmoeTiled(T, len(mo.W.Gate), mo.W.TopK, H, mo.W.Inter); tiled || !b.qmoeRouterFolds(mo.W, T) ||
-		bridge.ReadLater(ops[2:], nm.Out) {
+	if !b.moeRouterFolds(w, T) {
 		return 0, nil
 	}
-	fold := qmoeFold{g: g, eps: nm.Eps}
-	n, stand := 2, bridge.Op(nil)
+	packed := false
+	if _, ok := ops[1].(*bridge.QMoEOp); ok {
+		packed = true
+		if tiled, _ := b.qmoeTiled(T, E, w.TopK, H, w.Inter); tiled {
+			return 0, nil
+		}
+	} else if !b.moeBlock(w, T, mp) {
+		return 0, nil
+	}
+	fold := moeFold{g: g, eps: nm.Eps}
+	stand := bridge.Op(nil)
 	if span > 2 && b.fusing("moe_residual") {
-		if an, ok := ops[2].(*bridge.AddRMSNormOp); ok && an.X == mo.Out && an.Residual != an.X {
-			if r, o := tt(an.Residual), tt(mo.Out); r != nil && o != nil && r.dt == bridge.F32 && r.n == o.n {
+		if an, ok := ops[2].(*bridge.AddRMSNormOp); ok && an.X == out && an.Residual != an.X {
+			if r, o := tt(an.Residual), tt(out); r != nil && o != nil && r.dt == bridge.F32 && r.n == o.n {
 				fold.residual = r
 				b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
 				stand = &b.standIn
 			}
 		}
 	}
-	b.qmoe(mo.Out, nm.X, mo.W, mo.Params, fold)
-	return n, stand
+	if packed {
+		b.qmoe(out, nm.X, w, mp, fold)
+	} else {
+		b.moe(out, nm.X, w, mp, false, fold)
+	}
+	return 2, stand
 }
 
 // tryMoERoute: a decode step's MoE block with its routing in the router's
@@ -390,7 +412,7 @@ func (b *Backend) tryMoERoute(ops []bridge.Op, span int) (int, bridge.Op) {
 	if !ok || !b.routeFused(mo) {
 		return 0, nil
 	}
-	b.moe(mo.Out, mo.X, mo.W, mo.Params, true, nil)
+	b.moe(mo.Out, mo.X, mo.W, mo.Params, true, moeFold{})
 	return 1, nil
 }
 

@@ -107,6 +107,8 @@ func TestFusionsMatchUnfused(t *testing.T) {
 		{[]string{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, false},
 		{[]string{"moe_residual", "rmsnorm_gemv", "gemv_shared_input"}, true},
 		{[]string{"moe_router_topk"}, true},
+		{[]string{"rmsnorm_moe"}, true},
+		{[]string{"rmsnorm_moe", "moe_residual"}, true},
 	}
 	for _, c := range []struct {
 		name string
@@ -166,12 +168,12 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 		vocab, offToks, offLogits, off := unfusedRun(t, mb, c.spec)
 		for _, set := range [][]string{nil, {"gemv_shared_input"}, {"gemv_shared_input", "rmsnorm_gemv"},
 			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, {"moe_residual", "rmsnorm_gemv", "gemv_shared_input"},
-			{"rmsnorm_qmoe"}, {"rmsnorm_qmoe", "moe_residual"}} {
+			{"rmsnorm_moe"}, {"rmsnorm_moe", "moe_residual"}} {
 			only := "all"
 			if set != nil {
 				only = strings.Join(set, "+")
 			}
-			if !moe && slices.Contains(set, "rmsnorm_qmoe") {
+			if !moe && slices.Contains(set, "rmsnorm_moe") {
 				continue // only MoE models have it
 			}
 			t.Run(c.name+"/"+only, func(t *testing.T) {

@@ -112,13 +112,16 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 // combine. Nothing is read back: the tile grid is sized for the worst case
 // and unused tiles exit at once.
 func (b *Backend) MoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
-	b.moe(out, x, w, mp, false, nil)
+	b.moe(out, x, w, mp, false, moeFold{})
 }
 
-// moe encodes a MoE block; fusedRoute runs the router GEMV and the routing
-// as one dispatch (moe_router_route), and residual, when set, receives the
-// output added into it by the combine (fusion.go).
-func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fusedRoute bool, residual *tensor) {
+// moe encodes a MoE block: a decode step's in three dispatches (moeDecode),
+// others as above, where fusedRoute runs the router GEMV and the routing as
+// one dispatch (moe_router_route); fold's residual, when set, receives the
+// output added into it by the combine, and its norm only a decode step's
+// block takes (fusion.go).
+func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fusedRoute bool, fold moeFold) {
+	residual := fold.residual
 	o, xs, router := tt(out), tt(x), tt(w.Router)
 	if !b.checkF32("moe", o, xs) {
 		return
@@ -139,6 +142,14 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	}
 	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
 	P := T * K
+	if b.moeBlock(w, T, mp) {
+		b.moeDecode(o, xs, w, pk, T, E, K, H, I, tu, fold)
+		return
+	}
+	if fold.g != nil {
+		b.fail("moe: an RMSNorm folded into a block that cannot take it")
+		return
+	}
 
 	// Router logits, then routing.
 	var logits view
@@ -146,11 +157,8 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		logits = b.scratchView("moe.logits", 4*T*E)
 		b.matmul(logits, xs.view(), T, router, view{})
 	}
-	ids := b.scratchView("moe.ids", 4*P)
-	weights := b.scratchView("moe.weights", 4*P)
-	flags := view{b.expertFlags(E), 0, 4 * E}
-	counts, slot := b.countSlot()
-	if flags.buf == nil || counts == nil {
+	ids, weights, flags, counts, slot, ok := b.routing(E, P)
+	if !ok {
 		return
 	}
 	norm := uint32(0)
@@ -275,6 +283,93 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		b.bind(6, residual.view(), true)
 	}
 	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+}
+
+// moeBlock reports whether a float MoE block over T tokens runs as a decode step's three dispatches (moeDecode): few enough rows a
+// routed expert for the GEMVs, fusion on, the grouped strategy (the others
+// are measured as they chunk the pairs), and within the kernels' bounds.
+func (b *Backend) moeBlock(w *bridge.MoEWeights, T int, mp bridge.MoEParams) bool {
+	E, K := len(w.Gate), w.TopK
+	if mp.Unfused || mp.Strategy == bridge.MoELoop || mp.Strategy == bridge.MoEChunked || E > moeRouteExperts || K > moeSumTopK {
+		return false
+	}
+	return ops.MetalMoERows(T, E, K) <= b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter).MoEMatVecMaxRows
+}
+
+// moeDecode encodes a decode step's float MoE block in three dispatches, as
+// qmoe does a packed one (docs/metal-kernels.md, "The MoE block in a decode
+// step"): the router GEMV (with fold's norm), moe_mv_pair (gate/up with
+// SwiGLU, each pair routing its token from the logits) and moe_mv_sum (the
+// down projections summed under the routing weights, and fold's residual).
+func (b *Backend) moeDecode(o, xs *tensor, w *bridge.MoEWeights, pk *packedExperts, T, E, K, H, I int, tu *Tuning,
+	fold moeFold) {
+	P := T * K
+	logits := b.routerLogits(xs, w, T, fold)
+	ids, weights, flags, counts, slot, ok := b.routing(E, P)
+	if !ok {
+		return
+	}
+	names := moeBlockKernels[pk.dt]
+	r := tu.MoEMatVecRows
+	pair := b.pipeline(names[0], fcMoEPair, int32(r), 1, boolInt[fold.g != nil])
+	sum := b.pipeline(names[1], fcMoESum, int32(r), 1, boolInt[fold.residual != nil])
+	if pair == nil || sum == nil {
+		return // the pipeline's failure is the step's
+	}
+	sgs, sumSgs := simdgroupsFor(pair, tu.MoESimdgroups), sumSimdgroups(sum, K)
+	if sumSgs == 0 {
+		b.fail("moe: %s takes %d threads, fewer than a simdgroup for each of %d experts", names[1],
+			sum.MaxTotalThreadsPerThreadgroup(), K)
+		return
+	}
+	h := b.scratchView("moe.h", 4*P*I)
+	wv := view{pk.buf, pk.base, pk.size}
+	b.args(argBytes(b, moeGemmArgs{N: uint32(I), K: uint32(H), TopK: uint32(K), ExpertStride: uint64(pk.stride),
+		W2Offset: uint64(I * H), Experts: uint32(E), NormTopK: uint32(boolInt[w.NormTopK]), StatsSlot: uint32(slot),
+		Eps: fold.eps}))
+	b.in(1, xs)
+	b.bind(2, wv, false)
+	b.bind(3, ids, true)
+	b.bind(4, h, true)
+	b.bind(5, logits, false)
+	b.bind(6, weights, true)
+	b.bind(7, flags, true)
+	b.bind(8, view{counts, 0, 4 * countChunk}, true)
+	if fold.g != nil {
+		b.in(9, fold.g)
+	}
+	b.dispatchGroups(pair, [3]int{ceilDiv(I, sgs*r), P, 1}, [3]int{32 * sgs, 1, 1})
+
+	b.args(argBytes(b, moeGemmArgs{N: uint32(H), K: uint32(I), TopK: uint32(K), ExpertStride: uint64(pk.stride),
+		WOffset: uint64(2 * I * H), Experts: uint32(E)}))
+	b.bind(1, h, false)
+	b.bind(2, wv, false)
+	b.bind(3, ids, false)
+	b.bind(4, weights, false)
+	b.bind(5, flags, true)
+	b.out(6, o)
+	if fold.residual != nil {
+		b.bind(7, fold.residual.view(), true)
+	}
+	b.dispatchGroups(sum, [3]int{ceilDiv(H, sumSgs/K*r), T, 1}, [3]int{32 * sumSgs, 1, 1})
+}
+
+// fcMoEPair: moe_mv_pair's rows a simdgroup, columns (1) and folded norm;
+// fcMoESum: moe_mv_sum's rows, columns (1) and residual.
+var (
+	fcMoEPair = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}}
+	fcMoESum  = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMoEResidual, true}}
+)
+
+// routing returns a MoE call's routing scratch for P pairs of E experts:
+// the pairs' experts and weights, the experts' flags, and the buffer and
+// word of the call's distinct-expert count (countSlot); ok false when a
+// buffer could not be had (the step has failed).
+func (b *Backend) routing(E, P int) (ids, weights, flags view, counts *dbuf, slot int, ok bool) {
+	ids, weights = b.scratchView("moe.ids", 4*P), b.scratchView("moe.weights", 4*P)
+	flags = view{b.expertFlags(E), 0, 4 * E}
+	counts, slot = b.countSlot()
+	return ids, weights, flags, counts, slot, flags.buf != nil && counts != nil
 }
 
 // moeChunk is the pairs of one chunk by strategy: all P (grouped), one

@@ -36,6 +36,8 @@ var (
 		bridge.BF16: "moe_router_route_bf16"}
 	matmulKernel = map[bridge.DType]string{bridge.F32: "matmul_f32", bridge.F16: "matmul_f16", bridge.BF16: "matmul_bf16"}
 	moeKernels   = map[bridge.DType][4]string{}
+	// moeBlockKernels: a decode step's float MoE block (moe_mv_pair, moe_mv_sum).
+	moeBlockKernels = map[bridge.DType][2]string{}
 	// Attention by head size, query heads per threadgroup and KV cache dtype.
 	attnKernel    = map[attnKey]string{}
 	prefillKernel = map[attnKey]string{}
@@ -71,6 +73,7 @@ type attnKey struct {
 func init() {
 	for dt, s := range map[bridge.DType]string{bridge.F32: "f32", bridge.F16: "f16", bridge.BF16: "bf16"} {
 		moeKernels[dt] = [4]string{"moe_mv_gate_up_" + s, "moe_mv_down_" + s, "moe_mm_gate_up_" + s, "moe_mm_down_" + s}
+		moeBlockKernels[dt] = [2]string{"moe_mv_pair_" + s, "moe_mv_sum_" + s}
 	}
 	for _, kv := range KVDTypes {
 		for _, d := range attnHeadSizes {

@@ -482,25 +482,26 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 // GEMMs (qmoe_mm_gate_up, qmoe_mm_down, whose epilogue adds the weighted
 // rows into the output).
 func (b *Backend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams) {
-	b.qmoe(out, x, w, mp, qmoeFold{})
+	b.qmoe(out, x, w, mp, moeFold{})
 }
 
-// qmoeFold is what a packed MoE block takes in from the ops around it
-// (fusion.go): the RMSNorm before it, whose input x then is (weights g,
-// eps), and the residual the AddRMSNorm after it adds its output into.
-type qmoeFold struct {
+// moeFold is what a MoE block takes in from the ops around it (fusion.go):
+// the RMSNorm before it, whose input x then is (weights g, eps), and the
+// residual the AddRMSNorm after it adds its output into.
+type moeFold struct {
 	g        *tensor
 	eps      float32
 	residual *tensor
 }
 
-// qmoeRouteExperts bounds the experts qmoe_mv routes itself
-// (quant.metal's QMOE_ROUTE_LANE a lane); larger MoEs route in moe_route.
-// qmoeSumTopK bounds the experts a token qmoe_mv_sum sums (the K pairs'
-// staged chunks of 256 values at least); more go to moe_combine.
+// moeRouteExperts bounds the experts a decode step's gate/up GEMV routes
+// itself (qmoe_mv, moe_mv_pair: mtlbench.h's MOE_ROUTE_LANE a lane);
+// larger MoEs route in moe_route. moeSumTopK bounds the experts a token its
+// down GEMV sums (qmoe_mv_sum, moe_mv_sum: the K pairs' staged chunks of
+// 256 values at least); more go to moe_combine.
 const (
-	qmoeRouteExperts = 32 * 8
-	qmoeSumTopK      = 16
+	moeRouteExperts = 32 * 8
+	moeSumTopK      = 16
 )
 
 // qmoeTiled reports whether a packed MoE of T tokens runs on the tiles
@@ -510,10 +511,30 @@ func (b *Backend) qmoeTiled(T, E, K, H, I int) (bool, *Tuning) {
 	return ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows, tu
 }
 
-// qmoeRouterFolds reports whether the router of a packed MoE over T tokens
+// routerLogits encodes a MoE block's router GEMV over xs (T tokens) into
+// scratch and returns its logits: packed routers on qmatvec, float ones on
+// matmul, or with fold's norm on matvec_fused (moeRouterFolds).
+func (b *Backend) routerLogits(xs *tensor, w *bridge.MoEWeights, T int, fold moeFold) view {
+	E := len(w.Gate)
+	logits := b.scratchView("moe.logits", 4*T*E)
+	switch rq, packed := w.Router.(*qtensor); {
+	case packed:
+		b.qmatvec(&qmv{m: T, q: [3]*qtensor{rq}, nsegs: 1, g: fold.g, eps: fold.eps}, xs.view(), [3]view{logits}, [3]view{})
+	case fold.g != nil:
+		r := tt(w.Router)
+		lt := &tensor{dt: bridge.F32, shape: []int{T, E}, n: T * E, buf: logits.buf, off: logits.off}
+		b.matvecFused(&mvFused{x: xs, m: T, k: w.Hidden, dt: r.dt, w: [3]*tensor{r}, out: [3]*tensor{lt}, nsegs: 1, norm: fold.g,
+			eps: fold.eps})
+	default:
+		b.matmul(logits, xs.view(), T, tt(w.Router), view{})
+	}
+	return logits
+}
+
+// moeRouterFolds reports whether the router of a MoE block over T tokens
 // can take the RMSNorm before the block: a packed router on qmatvec, a
 // float one on matvec_fused's rows.
-func (b *Backend) qmoeRouterFolds(w *bridge.MoEWeights, T int) bool {
+func (b *Backend) moeRouterFolds(w *bridge.MoEWeights, T int) bool {
 	if _, ok := w.Router.(*qtensor); ok {
 		return true
 	}
@@ -522,9 +543,21 @@ func (b *Backend) qmoeRouterFolds(w *bridge.MoEWeights, T int) bool {
 		T <= b.matmulTuning(T, r.shape[0], r.shape[1]).MatVecMaxM
 }
 
-// qmoe encodes a packed MoE block with what it folds in (qmoeFold; its
+// sumSimdgroups is a down-and-sum kernel's simdgroups a threadgroup for K
+// experts a token: as many as pipeline p takes (up to 32), a multiple of K,
+// since every threadgroup stages all K pairs' activations and so takes as
+// many rows as it can (docs/metal-kernels.md); 0 when p takes fewer than K.
+func sumSimdgroups(p mtl.Pipeline, K int) int {
+	n := K * (simdgroupsFor(p, 32) / K)
+	if n == 0 || 32*n > p.MaxTotalThreadsPerThreadgroup() {
+		return 0
+	}
+	return n
+}
+
+// qmoe encodes a packed MoE block with what it folds in (moeFold; its
 // norm only on the GEMVs, which the fusion checks first).
-func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fold qmoeFold) {
+func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEParams, fold moeFold) {
 	o, xs := tt(out), tt(x)
 	if !b.checkF32("qmoe", o, xs) {
 		return
@@ -548,45 +581,28 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		return
 	}
 	tiled, tu := b.qmoeTiled(T, E, K, H, I)
-	if fold.g != nil && (tiled || !b.qmoeRouterFolds(w, T)) {
+	if fold.g != nil && (tiled || !b.moeRouterFolds(w, T)) {
 		b.fail("qmoe: an RMSNorm folded into a block that cannot take it")
 		return
 	}
 	P := T * K
-	logits := b.scratchView("moe.logits", 4*T*E)
-	switch rq, packed := w.Router.(*qtensor); {
-	case packed:
-		b.qmatvec(&qmv{m: T, q: [3]*qtensor{rq}, nsegs: 1, g: fold.g, eps: fold.eps}, xs.view(), [3]view{logits}, [3]view{})
-	case fold.g != nil:
-		r := tt(w.Router)
-		lt := &tensor{dt: bridge.F32, shape: []int{T, E}, n: T * E, buf: logits.buf, off: logits.off}
-		b.matvecFused(&mvFused{x: xs, m: T, k: H, dt: r.dt, w: [3]*tensor{r}, out: [3]*tensor{lt}, nsegs: 1, norm: fold.g, eps: fold.eps})
-	default:
-		b.matmul(logits, xs.view(), T, tt(w.Router), view{})
-	}
-	ids := b.scratchView("moe.ids", 4*P)
-	weights := b.scratchView("moe.weights", 4*P)
-	flags := view{b.expertFlags(E), 0, 4 * E}
-	counts, slot := b.countSlot()
-	if flags.buf == nil || counts == nil {
+	logits := b.routerLogits(xs, w, T, fold)
+	ids, weights, flags, counts, slot, ok := b.routing(E, P)
+	if !ok {
 		return
 	}
 	// A decode step's block routes in its gate/up GEMV and sums the experts
-	// in its down GEMV (docs/metal-kernels.md, "The packed MoE block").
-	route := !tiled && !mp.Unfused && E <= qmoeRouteExperts
+	// in its down GEMV (docs/metal-kernels.md, "The MoE block in a decode step").
+	route := !tiled && !mp.Unfused && E <= moeRouteExperts
 	var sum mtl.Pipeline
 	sumSgs := 0
-	if !tiled && !mp.Unfused && K <= qmoeSumTopK {
+	if !tiled && !mp.Unfused && K <= moeSumTopK {
 		sum = b.pipeline("qmoe_mv_sum_"+quant.KernelName(pk.spec[2]), fcQMoESum, int32(tu.QMoEMatVecRows), 1, qScaleDT(pk.spec[2]),
 			boolInt[fold.residual != nil])
 		if sum == nil {
 			return // the pipeline's failure is the step's
 		}
-		// As many simdgroups as the pipeline takes (up to 32), a multiple of
-		// K: every threadgroup stages all K pairs' activations, so it takes
-		// as many rows as it can (docs/metal-kernels.md).
-		sumSgs = K * max(1, simdgroupsFor(sum, 32)/K)
-		if 32*sumSgs > sum.MaxTotalThreadsPerThreadgroup() {
+		if sumSgs = sumSimdgroups(sum, K); sumSgs == 0 {
 			sum = nil
 		}
 	}

@@ -169,7 +169,7 @@ func TestQuantWitness(t *testing.T) {
 		// One token's MoE block, three dispatches: qmoe_mv_sum's threadgroups
 		// each stage all eight pairs' activations (28.28 MB counted, 0.770;
 		// the five dispatches before counted 26.71 MB, 0.815: docs/metal-
-		// kernels.md, "The packed MoE block").
+		// kernels.md, "The MoE block in a decode step").
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.75, 16},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15, 0},
 		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each

@@ -51,6 +51,49 @@ inline void load8(device const bf16_t* p, thread float* v) {
   }
 }
 
+// mv_rows_dot adds, for weight rows n0.. of w0 (mv_rows of them, those
+// < n; rows of k values) and of w1 when DUAL, their dot products over
+// chunk [k0, k0+kc) with cols staged activation rows (xs, KC floats apart)
+// into acc0 and acc1: 16-byte weight loads where rows start 16-byte
+// aligned (vec), element by element where not.
+template <typename W, bool DUAL>
+inline void mv_rows_dot(device const W* w0, device const W* w1, uint n, uint k, uint n0, uint k0, uint kc, uint KC,
+                        bool vec, threadgroup const float* xs, ushort lane, int cols, thread MVAcc& acc0,
+                        thread MVAcc& acc1) {
+  for (int r = 0; r < mv_rows && n0 + r < n; r++) {
+    device const W* p0 = w0 + ulong(n0 + r) * k + k0;
+    device const W* p1 = w1 + ulong(n0 + r) * k + k0;
+    uint j = lane * 8;
+    for (; vec && j + 8 <= kc; j += 256) {
+      float wv[8], uv[8];
+      load8(p0 + j, wv);
+      if (DUAL) {
+        load8(p1 + j, uv);
+      }
+      for (int c = 0; c < cols; c++) {
+        threadgroup const float4* xv = (threadgroup const float4*)(xs + c * KC + j);
+        const float4 x0 = xv[0], x1 = xv[1];
+        acc0.v[r][c] += dot(float4(wv[0], wv[1], wv[2], wv[3]), x0) + dot(float4(wv[4], wv[5], wv[6], wv[7]), x1);
+        if (DUAL) {
+          acc1.v[r][c] += dot(float4(uv[0], uv[1], uv[2], uv[3]), x0) + dot(float4(uv[4], uv[5], uv[6], uv[7]), x1);
+        }
+      }
+    }
+    if (!vec) { // unaligned rows: element by element
+      for (uint e = lane; e < kc; e += 32) {
+        const float wv = float(p0[e]);
+        const float uv = DUAL ? float(p1[e]) : 0.0f;
+        for (int c = 0; c < cols; c++) {
+          acc0.v[r][c] += wv * xs[c * KC + e];
+          if (DUAL) {
+            acc1.v[r][c] += uv * xs[c * KC + e];
+          }
+        }
+      }
+    }
+  }
+}
+
 // mv_tile adds the dot products of weight rows n0.. (mv_rows of them,
 // those < n; a simdgroup with n0 >= n computes nothing but stages and
 // waits with the others) with the activation rows src[c] into acc0, and
@@ -105,38 +148,7 @@ inline void mv_tile(device const float* a, const thread int* src, device const W
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (int r = 0; r < mv_rows && n0 + r < n; r++) {
-      device const W* p0 = w0 + ulong(n0 + r) * k + k0;
-      device const W* p1 = w1 + ulong(n0 + r) * k + k0;
-      uint j = lane * 8;
-      for (; vec && j + 8 <= kc; j += 256) {
-        float wv[8], uv[8];
-        load8(p0 + j, wv);
-        if (DUAL) {
-          load8(p1 + j, uv);
-        }
-        for (int c = 0; c < mv_cols; c++) {
-          threadgroup const float4* xv = (threadgroup const float4*)(xs + c * KC + j);
-          const float4 x0 = xv[0], x1 = xv[1];
-          acc0.v[r][c] += dot(float4(wv[0], wv[1], wv[2], wv[3]), x0) + dot(float4(wv[4], wv[5], wv[6], wv[7]), x1);
-          if (DUAL) {
-            acc1.v[r][c] += dot(float4(uv[0], uv[1], uv[2], uv[3]), x0) + dot(float4(uv[4], uv[5], uv[6], uv[7]), x1);
-          }
-        }
-      }
-      if (!vec) { // unaligned rows: element by element
-        for (uint e = lane; e < kc; e += 32) {
-          const float wv = float(p0[e]);
-          const float uv = DUAL ? float(p1[e]) : 0.0f;
-          for (int c = 0; c < mv_cols; c++) {
-            acc0.v[r][c] += wv * xs[c * KC + e];
-            if (DUAL) {
-              acc1.v[r][c] += uv * xs[c * KC + e];
-            }
-          }
-        }
-      }
-    }
+    mv_rows_dot<W, DUAL>(w0, w1, n, k, n0, k0, kc, KC, vec, xs, lane, mv_cols, acc0, acc1);
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
 }

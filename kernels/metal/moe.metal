@@ -425,6 +425,148 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
   }
 }
 
+// moe_mv_pair: a decode step's gate/up with SwiGLU, h[p] =
+// silu(x[t]·gateᵀ)·(x[t]·upᵀ), one (token, expert) pair a threadgroup
+// column (grid y: pairs) with no grouping: simdgroup 0 routes the pair's
+// token from the router's logits (moe_route_pair) and the pair's first
+// threadgroup writes its expert, its weight and the distinct-expert count,
+// as moe_route would; with mv_norm x is the input of the RMSNorm before the
+// block (weights g), normalised as it is staged. The float experts' side of
+// docs/metal-kernels.md's "The MoE block in a decode step".
+template <typename W>
+kernel void moe_mv_pair(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                        device const W* w [[buffer(2)]], device int* ids [[buffer(3)]], device float* h [[buffer(4)]],
+                        device const float* logits [[buffer(5)]], device float* weights [[buffer(6)]],
+                        device atomic_uint* flags [[buffer(7)]], device atomic_uint* counts [[buffer(8)]],
+                        device const float* g [[buffer(9), function_constant(mv_norm)]],
+                        uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                        ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                        ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[MV_STAGE_FLOATS];
+  threadgroup uint routed[1];
+  const uint p = tg.y;
+  if (sg == 0) {
+    uint e;
+    const float wt = moe_route_pair(logits + ulong(p / a.top_k) * a.experts, a.experts, a.top_k, a.norm_topk != 0u,
+                                    p % a.top_k, lane, e);
+    if (lane == 0) {
+      routed[0] = e;
+      if (tg.x == 0) {
+        ids[p] = int(e);
+        weights[p] = wt;
+        if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
+          atomic_fetch_add_explicit(&counts[a.stats_slot], 1u, memory_order_relaxed);
+        }
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  device const W* base = w + ulong(routed[0]) * a.expert_stride;
+  int src[MV_MAX_COLS];
+  for (int c = 0; c < MV_MAX_COLS; c++) {
+    src[c] = c == 0 ? int(p / a.top_k) : -1;
+  }
+  const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
+  MVAcc gacc, uacc;
+  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
+  for (int c = 0; c < MV_MAX_COLS; c++) {
+    inv[c] = 1.0f;
+  }
+  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, mv_norm,
+                   g, ss, gacc, uacc);
+  if (mv_norm) {
+    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
+  }
+  for (int r = 0; r < mv_rows; r++) {
+    const float gs = simd_sum(gacc.v[r][0]) * inv[0];
+    const float us = simd_sum(uacc.v[r][0]) * inv[0];
+    if (lane == 0 && n0 + r < a.n) {
+      h[ulong(p) * a.n + n0 + r] = silu(gs) * us;
+    }
+  }
+}
+
+// moe_mv_sum: a decode step's down projections of a token's experts summed
+// under their routing weights (grid y: tokens), what moe_mv_down and
+// moe_combine compute: out[t] = Σ_j weights[t·K+j]·(h[t·K+j]·down_eᵀ), j
+// in top-k order, also added into residual with moe_residual; the token's
+// first threadgroup clears its experts' flags. As quant.metal's
+// qmoe_mv_sum: simdgroup s dots pair s / G's rows of row group s % G (G =
+// simdgroups / K), the K pairs' chunks of h staged side by side
+// (MV_STAGE_FLOATS / K values each, at least 256).
+template <typename W>
+kernel void moe_mv_sum(constant MoEGemmArgs& a [[buffer(0)]], device const float* hs [[buffer(1)]],
+                       device const W* w [[buffer(2)]], device const int* ids [[buffer(3)]],
+                       device const float* weights [[buffer(4)]], device atomic_uint* flags [[buffer(5)]],
+                       device float* out [[buffer(6)]], device float* residual [[buffer(7), function_constant(moe_residual)]],
+                       uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
+                       ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float xs[MV_STAGE_FLOATS];
+  const uint K = a.top_k, G = max(1u, uint(nsg) / K), R = uint(mv_rows);
+  const uint j = sg / G, gi = sg % G; // j >= K: a simdgroup that only stages
+  const uint t = tg.y, p0 = t * K;
+  const uint n0 = (tg.x * G + gi) * R;
+  const uint KC = uint(MV_STAGE_FLOATS) / K / 256u * 256u;
+  const ushort ntg = nsg * 32;
+  const bool vec = a.k % 8 == 0;
+  uint e = 0;
+  if (j < K) {
+    e = uint(simd_broadcast_first(lane == 0 ? ids[p0 + j] : 0));
+  }
+  device const W* base = w + ulong(e) * a.expert_stride + a.w_offset;
+  MVAcc acc, unused;
+  for (int r = 0; r < MV_MAX_ROWS; r++) {
+    for (int c = 0; c < MV_MAX_COLS; c++) {
+      acc.v[r][c] = 0.0f;
+    }
+  }
+  for (uint k0 = 0; k0 < a.k; k0 += KC) {
+    const uint kc = min(KC, a.k - k0);
+    if (vec) {
+      const uint q = kc / 4;
+      for (uint i = tid; i < K * q; i += ntg) {
+        const uint jj = i / q, c = 4 * (i % q);
+        *(threadgroup float4*)(xs + jj * KC + c) = *(device const float4*)(hs + ulong(p0 + jj) * a.k + k0 + c);
+      }
+    } else {
+      for (uint i = tid; i < K * kc; i += ntg) {
+        const uint jj = i / kc, c = i % kc;
+        xs[jj * KC + c] = hs[ulong(p0 + jj) * a.k + k0 + c];
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (j < K) {
+      mv_rows_dot<W, false>(base, base, a.n, a.k, n0, k0, kc, KC, vec, xs + j * KC, lane, 1, acc, unused);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  // Each pair's rows into xs (the chunks are done with it), then each row
+  // group's first simdgroup sums them, a lane a row.
+  const uint RG = G * R;
+  for (uint r = 0; r < R; r++) {
+    const float y = simd_sum(acc.v[r][0]);
+    if (j < K && lane == 0) {
+      xs[j * RG + gi * R + r] = y;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (j == 0 && lane < R && n0 + lane < a.n) {
+    float s = 0.0f;
+    for (uint jj = 0; jj < K; jj++) {
+      s += weights[p0 + jj] * xs[jj * RG + gi * R + lane];
+    }
+    const ulong o = ulong(t) * a.n + n0 + lane;
+    out[o] = s;
+    if (moe_residual) {
+      residual[o] += s;
+    }
+  }
+  if (tg.x == 0 && tid < K) {
+    atomic_store_explicit(&flags[uint(ids[p0 + tid])], 0u, memory_order_relaxed);
+  }
+}
+
 #define INSTANTIATE_MOE(sfx, T)                                                                                  \
   template [[host_name(MTL_STR(moe_mv_gate_up_##sfx))]] kernel void moe_mv_gate_up<T>(                                  \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
@@ -438,7 +580,14 @@ kernel void moe_mm_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
   template [[host_name(MTL_STR(moe_mm_down_##sfx))]] kernel void moe_mm_down<T>(                                        \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
       device float*, device const float*, device atomic_uint*, device float*, threadgroup float*, uint2, ushort,  \
-      uint2, ushort, ushort);
+      uint2, ushort, ushort);                                                                                  \
+  template [[host_name(MTL_STR(moe_mv_pair_##sfx))]] kernel void moe_mv_pair<T>(                                        \
+      constant MoEGemmArgs&, device const float*, device const T*, device int*, device float*,                   \
+      device const float*, device float*, device atomic_uint*, device atomic_uint*, device const float*, uint2,   \
+      ushort, ushort, ushort, ushort);                                                                           \
+  template [[host_name(MTL_STR(moe_mv_sum_##sfx))]] kernel void moe_mv_sum<T>(                                          \
+      constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const float*,       \
+      device atomic_uint*, device float*, device float*, uint2, ushort, ushort, ushort, ushort);
 
 INSTANTIATE_MOE(f32, float)
 INSTANTIATE_MOE(f16, half)

@@ -332,7 +332,11 @@ struct MoEGemmArgs {
   ulong w_offset;      // elements from an expert's base to this matrix
   ulong w2_offset;     // elements to the second matrix (up of gate/up)
   uint experts;
+  uint norm_topk;  // moe_mv_pair: renormalise the top-k weights
+  uint stats_slot; // and the word of the counts buffer its distinct experts bump
+  float eps;       // moe_mv_pair with mv_norm: the folded RMSNorm's epsilon
   uint _pad0;
+  uint _pad1;
 };
 
 struct CombineArgs {
@@ -472,5 +476,66 @@ struct QMatArgs {
   uint norm_topk;   // qmoe_mv with mv_route: renormalise the top-k weights
   uint stats_slot;  // and the word of the counts buffer its distinct experts bump
 };
+
+// MOE_ROUTE_LANE: the experts a lane of moe_route_pair holds (lane l
+// experts l, l+32, ...): MoEs of at most 32·MOE_ROUTE_LANE experts route in
+// qmoe_mv (bridge/metal quant.go's qmoeRouteExperts).
+#define MOE_ROUTE_LANE 8
+
+// moe_route_pair is one simdgroup's routing of a token (its E logits at l)
+// as route_token routes it: softmax, top-k by repeated argmax (the first
+// index on ties), the weights renormalised over the k with norm_topk. It
+// returns the weight of the token's j-th pick and sets expert to it. Every
+// lane gets the same answer; registers and simd reductions only, so the
+// simdgroup routes while the rest of the threadgroup stages x.
+inline float moe_route_pair(device const float* l, uint E, uint K, bool norm_topk, uint j, ushort lane,
+                           thread uint& expert) {
+  float v[MOE_ROUTE_LANE];
+  float mx = NEG_MAX;
+  for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
+    const uint e = lane + 32 * i;
+    v[i] = e < E ? l[e] : NEG_MAX;
+    mx = max(mx, v[i]);
+  }
+  mx = simd_max(mx);
+  float s = 0.0f;
+  for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
+    if (lane + 32 * i < E) {
+      v[i] = exp(v[i] - mx);
+      s += v[i];
+    }
+  }
+  s = simd_sum(s);
+  for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
+    if (lane + 32 * i < E) {
+      v[i] = v[i] / s;
+    }
+  }
+  float sum = 0.0f, mine = 0.0f;
+  expert = 0;
+  for (uint r = 0; r < K; r++) {
+    float bv = NEG_MAX;
+    uint bi = 0xffffffffu;
+    for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
+      if (v[i] > bv) {
+        bv = v[i];
+        bi = lane + 32 * i;
+      }
+    }
+    const float m = simd_max(bv);
+    const uint sel = simd_min(bv == m ? bi : 0xffffffffu);
+    sum += m;
+    if (r == j) {
+      mine = m;
+      expert = sel;
+    }
+    for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
+      if (lane + 32 * i == sel) {
+        v[i] = -1.0f; // taken: below every probability
+      }
+    }
+  }
+  return norm_topk ? mine / sum : mine;
+}
 
 #endif // MTLBENCH_H

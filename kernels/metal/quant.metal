@@ -726,72 +726,11 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
 }
 
-// QMOE_ROUTE_LANE: the experts a lane of qmoe_route_pair holds (lane l
-// experts l, l+32, ...): MoEs of at most 32·QMOE_ROUTE_LANE experts route in
-// qmoe_mv (bridge/metal quant.go's qmoeRouteExperts).
-#define QMOE_ROUTE_LANE 8
-
-// qmoe_route_pair is one simdgroup's routing of a token (its E logits at l)
-// as route_token routes it: softmax, top-k by repeated argmax (the first
-// index on ties), the weights renormalised over the k with norm_topk. It
-// returns the weight of the token's j-th pick and sets expert to it. Every
-// lane gets the same answer; registers and simd reductions only, so the
-// simdgroup routes while the rest of the threadgroup stages x.
-inline float qmoe_route_pair(constant QMatArgs& a, device const float* l, uint j, ushort lane, thread uint& expert) {
-  const uint E = a.experts;
-  float v[QMOE_ROUTE_LANE];
-  float mx = NEG_MAX;
-  for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
-    const uint e = lane + 32 * i;
-    v[i] = e < E ? l[e] : NEG_MAX;
-    mx = max(mx, v[i]);
-  }
-  mx = simd_max(mx);
-  float s = 0.0f;
-  for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
-    if (lane + 32 * i < E) {
-      v[i] = exp(v[i] - mx);
-      s += v[i];
-    }
-  }
-  s = simd_sum(s);
-  for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
-    if (lane + 32 * i < E) {
-      v[i] = v[i] / s;
-    }
-  }
-  float sum = 0.0f, mine = 0.0f;
-  expert = 0;
-  for (uint r = 0; r < a.top_k; r++) {
-    float bv = NEG_MAX;
-    uint bi = 0xffffffffu;
-    for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
-      if (v[i] > bv) {
-        bv = v[i];
-        bi = lane + 32 * i;
-      }
-    }
-    const float m = simd_max(bv);
-    const uint sel = simd_min(bv == m ? bi : 0xffffffffu);
-    sum += m;
-    if (r == j) {
-      mine = m;
-      expert = sel;
-    }
-    for (uint i = 0; i < QMOE_ROUTE_LANE; i++) {
-      if (lane + 32 * i == sel) {
-        v[i] = -1.0f; // taken: below every probability
-      }
-    }
-  }
-  return a.norm_topk ? mine / sum : mine;
-}
-
 // qmoe_mv: one (token, expert) pair a threadgroup column (grid y): with
 // SwiGLU (pass 0) h[p] = silu(x[t]·gateᵀ)·(x[t]·upᵀ), the gate's values at
 // w and the up's at w2; else (pass 1) y[p] = h[p]·downᵀ. Expert e's values
 // sit e·w_stride bytes in, its scales e·s_stride. In a decode step's MoE
-// block (docs/metal-kernels.md, "The packed MoE block") pass 0 also takes
+// block (docs/metal-kernels.md, "The MoE block in a decode step") pass 0 also takes
 //  - mv_norm: x is the input of the RMSNorm before the block (weights g),
 //    normalised as it is staged (qmatvec's rmsnorm_gemv);
 //  - mv_route: simdgroup 0 routes the pair's token from the router's
@@ -824,7 +763,8 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   uint e = 0;
   if (mv_route) {
     if (sg == 0) {
-      const float wt = qmoe_route_pair(a, logits + ulong(p / a.top_k) * a.experts, p % a.top_k, lane, e);
+      const float wt = moe_route_pair(logits + ulong(p / a.top_k) * a.experts, a.experts, a.top_k, a.norm_topk != 0u,
+                                      p % a.top_k, lane, e);
       if (lane == 0) {
         routed[0] = e;
         if (tg.x == 0) {

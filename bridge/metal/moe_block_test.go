@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,14 +13,14 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
-// TestQMoEDecodeBlock: a decode step's packed MoE block is three dispatches
-// (the router GEMV with the norm before the block folded in, gate/up with
-// the routing, down with the weighted combine and the residual add:
-// docs/metal-kernels.md, "The packed MoE block"), and gives the tokens,
-// logits (within 1e-4) and distinct experts a layer of the unfused block
-// (router, moe_route, the two expert GEMVs and moe_combine), with the top-k
-// weights renormalised and not.
-func TestQMoEDecodeBlock(t *testing.T) {
+// TestMoEDecodeBlock: a decode step's MoE block, packed or float, is three
+// dispatches (the router GEMV with the norm before the block folded in,
+// gate/up with the routing, down with the weighted combine and the residual
+// add: docs/metal-kernels.md, "The MoE block in a decode step"), and gives
+// the tokens, logits (within 1e-4) and distinct experts a layer of the
+// unfused block (router, moe_route, the expert GEMVs and moe_combine), with
+// the top-k weights renormalised and not.
+func TestMoEDecodeBlock(t *testing.T) {
 	mini := func(q string) model.Spec { return model.Spec{Model: "qwen3-moe-mini", Quant: q, Seed: 5, Layers: 2} }
 	for _, c := range []struct {
 		name     string
@@ -33,6 +34,10 @@ func TestQMoEDecodeBlock(t *testing.T) {
 		// llama-quantize's file: an f32 router on matvec_fused's rows, v in
 		// Q6_K in some layers.
 		{"llamacpp-q4_k_m", model.Spec{Model: "../../runner/testdata/gguf/llamacpp-qwen3_moe-q4_k_m.gguf"}, true, false},
+		// Float experts: bf16, and transformers' f32 checkpoint.
+		{"bf16", mini(""), true, true},
+		{"bf16", mini(""), false, true},
+		{"hf-f32", model.Spec{Model: filepath.Join(fixtureDir, "qwen3_moe")}, true, false}, // a dense layer too
 	} {
 		t.Run(fmt.Sprintf("%s/norm_topk=%v", c.name, c.normTopK), func(t *testing.T) {
 			off, mb := newEmu(t, metal.Tuning{}), newEmu(t, metal.Tuning{})
@@ -83,20 +88,30 @@ func TestQMoEDecodeBlock(t *testing.T) {
 				}
 				got := strings.Join(names, " ")
 				// Each layer's block: the router right after the o GEMV (its
-				// norm folded in), then gate/up and down, nothing after.
+				// norm folded in), then gate/up and the sum, nothing after.
+				gateUp := func(k string) bool {
+					return strings.HasPrefix(k, "moe_mv_pair_") || strings.HasPrefix(k, "qmoe_mv_") && !strings.HasPrefix(k, "qmoe_mv_sum_")
+				}
+				sum := func(k string) bool {
+					return strings.HasPrefix(k, "moe_mv_sum_") || strings.HasPrefix(k, "qmoe_mv_sum_")
+				}
 				blocks := 0
 				for i, k := range names {
-					if !strings.HasPrefix(k, "qmoe_mv_") || strings.HasPrefix(names[i-1], "qmoe_mv_") {
+					if !gateUp(k) {
 						continue
 					}
 					blocks++
-					if i < 3 || !strings.HasPrefix(names[i+1], "qmoe_mv_") || strings.Contains(names[i-2], "norm") ||
-						slices.Contains([]string{"moe_route", "moe_combine"}, names[min(i+2, len(names)-1)]) {
+					if i < 2 || i+1 == len(names) || !sum(names[i+1]) || strings.Contains(names[i-2], "norm") {
 						t.Errorf("step %d: a MoE block of more than three dispatches: %s", step, got)
 					}
 				}
-				if blocks != engs[1].Config().Layers || strings.Contains(got, "moe_route") || strings.Contains(got, "moe_combine") {
+				if cfg := engs[1].Config(); blocks != cfg.Layers-len(cfg.MLPOnlyLayers) {
 					t.Errorf("step %d: %d MoE blocks: %s", step, blocks, got)
+				}
+				for _, k := range []string{"moe_route", "moe_router_route", "moe_group", "moe_combine"} {
+					if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, k) }) {
+						t.Errorf("step %d: %s in a fused decode step: %s", step, k, got)
+					}
 				}
 				// Where every layer's q/k/v share a format: per layer q/k/v,
 				// attention, o, router, gate/up and down; the embedding and
