@@ -285,15 +285,28 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
 }
 
-// moeBlock reports whether a float MoE block over T tokens runs as a decode step's three dispatches (moeDecode): few enough rows a
-// routed expert for the GEMVs, fusion on, the grouped strategy (the others
-// are measured as they chunk the pairs), and within the kernels' bounds.
+// moeBlock reports whether a float MoE block over T tokens runs as a decode
+// step's three dispatches (moeDecode): few enough rows a routed expert for
+// the GEMVs, fusion on, the grouped strategy (the others are measured as
+// they chunk the pairs), and within the kernels' bounds, the device's
+// threads a threadgroup among them.
 func (b *Backend) moeBlock(w *bridge.MoEWeights, T int, mp bridge.MoEParams) bool {
 	E, K := len(w.Gate), w.TopK
-	if mp.Unfused || mp.Strategy == bridge.MoELoop || mp.Strategy == bridge.MoEChunked || E > moeRouteExperts || K > moeSumTopK {
+	if mp.Unfused || mp.Strategy == bridge.MoELoop || mp.Strategy == bridge.MoEChunked || E == 0 || E > moeRouteExperts ||
+		K > moeSumTopK {
 		return false
 	}
-	return ops.MetalMoERows(T, E, K) <= b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter).MoEMatVecMaxRows
+	tu := b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter)
+	if ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows {
+		return false
+	}
+	// moe_mv_sum wants a simdgroup for each of a token's experts.
+	g := tt(w.Gate[0])
+	if g == nil || moeBlockKernels[g.dt][1] == "" {
+		return false
+	}
+	sum := b.pipeline(moeBlockKernels[g.dt][1], fcMoESum, int32(tu.MoEMatVecRows), 1, 0)
+	return sum != nil && sumSimdgroups(sum, K) > 0
 }
 
 // moeDecode encodes a decode step's float MoE block in three dispatches, as
