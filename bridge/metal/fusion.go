@@ -268,8 +268,7 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	default:
 		return 0, nil
 	}
-	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
-	return 1, &b.standIn
+	return 1, b.residualNorm(an)
 }
 
 // tryGemvGroup: GEMVs of one input (at least two) in one dispatch, float
@@ -339,8 +338,15 @@ func (b *Backend) tryMoEResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	default:
 		return 0, nil
 	}
+	return 1, b.residualNorm(an)
+}
+
+// residualNorm is what stands in for an AddRMSNorm whose add a fused
+// kernel before it took (gemv_residual, moe_residual): the plain RMSNorm of
+// the residual.
+func (b *Backend) residualNorm(an *bridge.AddRMSNormOp) bridge.Op {
 	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
-	return 1, &b.standIn
+	return &b.standIn
 }
 
 // tryNormMoE: an RMSNorm whose output only the MoE block after it reads,
@@ -391,9 +397,7 @@ func (b *Backend) tryNormMoE(ops []bridge.Op, span int) (int, bridge.Op) {
 	if span > 2 && b.fusing("moe_residual") {
 		if an, ok := ops[2].(*bridge.AddRMSNormOp); ok && an.X == out && an.Residual != an.X {
 			if r, o := tt(an.Residual), tt(out); r != nil && o != nil && r.dt == bridge.F32 && r.n == o.n {
-				fold.residual = r
-				b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
-				stand = &b.standIn
+				fold.residual, stand = r, b.residualNorm(an)
 			}
 		}
 	}
