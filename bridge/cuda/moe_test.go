@@ -120,7 +120,7 @@ func TestNarrowAffineRunsWidened(t *testing.T) {
 		{"tinyllama-1.1b", 2, 2, 0, 4},
 	} {
 		t.Run(fmt.Sprintf("%s-%dbit", c.preset, c.bits), func(t *testing.T) {
-			enginetest.WidenedMatchesCPU(t, b, c.preset, c.layers, c.bits, c.routerBits, c.runs, 1e-4)
+			enginetest.NarrowAffineMatchesCPU(t, b, c.preset, c.layers, c.bits, c.routerBits, c.runs, 1e-4)
 		})
 	}
 }

@@ -55,15 +55,23 @@ func quantKernelNames() []string {
 	return n
 }
 
-// packedFormats are the kernel suffixes of the packed formats
-// (quant.KernelName), one a packed dtype (ops.QuantDTypes).
+// packedFormats are the kernel suffixes (quant.KernelName) of the packed
+// dtypes (ops.QuantDTypes) that quant.cu has kernels for.
 func packedFormats() []string {
 	var f []string
 	for _, d := range ops.QuantDTypes {
-		q, _ := d.Quant()
-		f = append(f, quant.KernelName(q))
+		if q, _ := d.Quant(); hasKernels(q) {
+			f = append(f, quant.KernelName(q))
+		}
 	}
 	return f
+}
+
+// hasKernels: quant.cu has kernels for every format with a kernel name but
+// affine widths other than 4 and 8, which the engine runs widened
+// (engine.RunConfig).
+func hasKernels(s quant.Spec) bool {
+	return quant.KernelName(s) != "" && (s.Type != quant.Affine || s.Bits == 4 || s.Bits == 8)
 }
 
 // quant_int.cu's affine kernels (integer dot products): qaXB activation
@@ -109,7 +117,7 @@ var qgemvVariants = []string{"_c1_r1", "_c1_r2", "_c1_r4", "_c4_r2"}
 // SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K and
 // the IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M).
 func (b *Backend) SupportsQuant(s quant.Spec) error {
-	if quant.KernelName(s) == "" {
+	if !hasKernels(s) {
 		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, "+
 			"IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)", s)
 	}

@@ -212,7 +212,8 @@ func TestQuantWitness(t *testing.T) {
 // leave a column tile part empty (37, 130).
 func TestQMatMulTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
-	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K, ops.Q2_K}, iqDTypes...) {
+	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q2, ops.Q3, ops.Q5, ops.Q6, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q6_K,
+		ops.Q2_K}, iqDTypes...) {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
 				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
@@ -233,7 +234,7 @@ func TestQMoETiles(t *testing.T) {
 		tokens, mid int
 	}
 	var cases []tc
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q4_K, ops.Q6_K, ops.Q2_K} {
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q6_K, ops.Q2_K} {
 		for _, tokens := range []int{37, 100} {
 			cases = append(cases, tc{dt, tokens, 256})
 		}
@@ -364,22 +365,24 @@ func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, newEmu(t, metal.Tuning{}), 1e-5)
 }
 
-// Affine widths the kernels do not take (mlx-community's 2-, 3-, 5- and
-// 6-bit checkpoints) run widened to 4 or 8 bits, exactly: the same tokens
-// as the CPU, which runs them as stored, and logits within 1e-4.
-func TestNarrowAffineRunsWidened(t *testing.T) {
+// mlx-community's 2-, 3-, 5- and 6-bit checkpoints run as stored, on the
+// affine kernels of their own width: the CPU's tokens, and its logits
+// within 1e-4, with routers at 8 bits (as mlx-lm keeps them) and at 3.
+// Decode runs the GEMVs and the MoE block's expert GEMVs, the 30-token
+// prompt the tiles.
+func TestNarrowAffineRunsNative(t *testing.T) {
 	mb := newEmu(t, metal.Tuning{})
 	for _, c := range []struct {
 		preset                   string
 		layers, bits, routerBits int
-		runs                     int // the width the emulator runs
 	}{
-		{"qwen3-moe-mini", 2, 6, 3, 8},
-		{"qwen3-moe-mini", 1, 5, 2, 8},
-		{"tinyllama-1.1b", 1, 3, 0, 4},
+		{"qwen3-moe-mini", 2, 6, 3},
+		{"qwen3-moe-mini", 1, 5, 0},
+		{"qwen3-moe-mini", 1, 2, 0},
+		{"tinyllama-1.1b", 1, 3, 0},
 	} {
 		t.Run(fmt.Sprintf("%s-%dbit", c.preset, c.bits), func(t *testing.T) {
-			enginetest.WidenedMatchesCPU(t, mb, c.preset, c.layers, c.bits, c.routerBits, c.runs, 1e-4)
+			enginetest.NarrowAffineMatchesCPU(t, mb, c.preset, c.layers, c.bits, c.routerBits, c.bits, 1e-4)
 		})
 	}
 }

@@ -20,8 +20,9 @@ import (
 )
 
 // Specs: every affine group size with each scale type among them, at 4 and
-// 8 bits, the formats GGUF's transcoded types run as (quant.Transcoders),
-// and the GGUF formats.
+// 8 bits and at the widths whose codes cross word boundaries (3, 5, 6) or
+// fill them (2), the formats GGUF's transcoded types run as
+// (quant.Transcoders), and the GGUF formats.
 var Specs = []quant.Spec{
 	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F32},
 	{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
@@ -31,6 +32,10 @@ var Specs = []quant.Spec{
 	{Type: quant.Affine, Bits: 8, Group: 128, Scale: quant.BF16},
 	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F16}, // Q4_1
 	{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}, // Q5_K
+	{Type: quant.Affine, Bits: 2, Group: 64, Scale: quant.BF16},
+	{Type: quant.Affine, Bits: 3, Group: 32, Scale: quant.F16},
+	{Type: quant.Affine, Bits: 5, Group: 128, Scale: quant.F32},
+	{Type: quant.Affine, Bits: 6, Group: 64, Scale: quant.BF16},
 	{Type: quant.Q8_0},
 	{Type: quant.Q4_0},
 	{Type: quant.Q4_K},

@@ -1,23 +1,27 @@
 // GEMV/GEMM, expert GEMVs and embedding rows on packed weights
-// (kernels/quant, docs/quantization.md): MLX affine (4 and 8 bits) and
-// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K. Weights are dequantized in registers
-// as they are read, never into memory. The threadgroup stages its
-// activation rows once per chunk of k (as gemm.h's mv_tile), and each lane
-// takes whole units of a row: 32 values of an affine row (one 16-byte load
-// at 4 bits, two at 8), one 32-value block of Q8_0/Q4_0 (34 and 18 bytes,
-// 2-byte aligned: read as ushorts), one 256-value super-block of Q4_K
-// (144 bytes, nine 16-byte loads), Q6_K (210 bytes, ushorts) or Q2_K (84
-// bytes, uints). The IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-// IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take one 32-value unit of a
-// 256-value super-block: its grid indices, signs and scale, and the
-// super-block's d; their grids are program-scope constants (iqgrid.h),
-// which qmatvec and qmoe_mv copy into threadgroup memory for IQ2 and IQ3
-// (QMVGrid).
+// (kernels/quant, docs/quantization.md): MLX affine (2, 3, 4, 5, 6 and 8
+// bits) and GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K. Weights are dequantized
+// in registers as they are read, never into memory. The threadgroup stages
+// its activation rows once per chunk of k (as gemm.h's mv_tile), and each
+// lane takes whole units of a row: 32 values of an affine row (4·bits
+// bytes: one 16-byte load at 4 bits, two at 8), one 32-value block of
+// Q8_0/Q4_0 (34 and 18 bytes, 2-byte aligned: read as ushorts), one
+// 256-value super-block of Q4_K (144 bytes, nine 16-byte loads), Q6_K (210
+// bytes, ushorts) or Q2_K (84 bytes, uints). The IQ grid formats (IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take
+// one 32-value unit of a 256-value super-block: its grid indices, signs and
+// scale, and the super-block's d; their grids are program-scope constants
+// (iqgrid.h), which qmatvec and qmoe_mv copy into threadgroup memory for
+// IQ2 and IQ3 (QMVGrid).
 #include "gemm.h"
 #include "iqgrid.h"
 
 #define QF_AFFINE4 0
 #define QF_AFFINE8 1
+#define QF_AFFINE2 14
+#define QF_AFFINE3 15
+#define QF_AFFINE5 16
+#define QF_AFFINE6 17
 #define QF_Q8_0 2
 #define QF_Q4_0 3
 #define QF_Q4_K 4
@@ -88,21 +92,48 @@ template <int F>
 inline void q_unit(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride, int cols,
                    thread float* acc);
 
+// q_affine_codes unpacks the 32 codes of an affine unit: BITS words, code
+// j at bit j·BITS of their little-endian stream (mlx's packing), so at 3, 5
+// and 6 bits a code may straddle two words. The words are read with the
+// widest load their alignment allows (a unit starts at a multiple of
+// 4·BITS bytes): 16 bytes at 4 and 8 bits, 8 at 2 and 6, 4 at 3 and 5.
+template <int BITS> inline void q_affine_codes(device const uchar* unit, thread float* q) {
+  uint wd[BITS];
+  if (BITS % 4 == 0) {
+    for (int h = 0; h < BITS / 4; h++) {
+      const uint4 v = ((device const uint4*)unit)[h];
+      wd[4 * h] = v.x;
+      wd[4 * h + 1] = v.y;
+      wd[4 * h + 2] = v.z;
+      wd[4 * h + 3] = v.w;
+    }
+  } else if (BITS % 2 == 0) {
+    for (int h = 0; h < BITS / 2; h++) {
+      const uint2 v = ((device const uint2*)unit)[h];
+      wd[2 * h] = v.x;
+      wd[2 * h + 1] = v.y;
+    }
+  } else {
+    for (int h = 0; h < BITS; h++) {
+      wd[h] = ((device const uint*)unit)[h];
+    }
+  }
+  for (int j = 0; j < 32; j++) {
+    const int w = j * BITS / 32, s = j * BITS % 32;
+    uint c = wd[w] >> s;
+    if (s + BITS > 32) {
+      c |= wd[w + 1] << (32 - s);
+    }
+    q[j] = float(c & ((1u << BITS) - 1u));
+  }
+}
+
 // Affine: sum of scale·q + bias over the unit's 32 values, one group.
 template <int BITS>
 inline void q_affine(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride, int cols,
                      thread float* acc) {
   float q[32];
-  device const uint4* p = (device const uint4*)(row.w + u * 4 * BITS);
-  for (int h = 0; h < BITS / 4; h++) {
-    const uint4 v = p[h];
-    const uint wd[4] = {v.x, v.y, v.z, v.w};
-    for (int i = 0; i < 4; i++) {
-      for (int j = 0; j < 32 / BITS; j++) {
-        q[h * 16 + i * (32 / BITS) + j] = float((wd[i] >> (BITS * j)) & ((1u << BITS) - 1u));
-      }
-    }
-  }
+  q_affine_codes<BITS>(row.w + u * 4 * BITS, q);
   const uint g = u >> a.group_shift;
   const float sc = q_scale(row.s, g), bi = q_scale(row.b, g);
   for (int c = 0; c < cols; c++) {
@@ -116,17 +147,18 @@ inline void q_affine(QRow row, uint u, constant QMatArgs& a, threadgroup const f
   }
 }
 
-template <>
-inline void q_unit<QF_AFFINE4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
-                               int cols, thread float* acc) {
-  q_affine<4>(row, u, a, x, xstride, cols, acc);
-}
-
-template <>
-inline void q_unit<QF_AFFINE8>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
-                               int cols, thread float* acc) {
-  q_affine<8>(row, u, a, x, xstride, cols, acc);
-}
+#define Q_UNIT_AFFINE(F, BITS)                                                                                   \
+  template <>                                                                                                    \
+  inline void q_unit<F>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,       \
+                        int cols, thread float* acc) {                                                           \
+    q_affine<BITS>(row, u, a, x, xstride, cols, acc);                                                            \
+  }
+Q_UNIT_AFFINE(QF_AFFINE4, 4)
+Q_UNIT_AFFINE(QF_AFFINE8, 8)
+Q_UNIT_AFFINE(QF_AFFINE2, 2)
+Q_UNIT_AFFINE(QF_AFFINE3, 3)
+Q_UNIT_AFFINE(QF_AFFINE5, 5)
+Q_UNIT_AFFINE(QF_AFFINE6, 6)
 
 template <>
 inline void q_unit<QF_Q8_0>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
@@ -923,25 +955,23 @@ kernel void qmoe_mv_sum(constant QMatArgs& a [[buffer(0)]], device const float* 
 template <int F> inline void q_values(QRow q, uint i0, constant QMatArgs& a, thread float* v);
 
 template <int BITS> inline void q_affine_values(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uint4* p = (device const uint4*)(q.w + i0 / 32 * 4 * BITS);
+  q_affine_codes<BITS>(q.w + i0 / 32 * 4 * BITS, v);
   const uint g = (i0 / 32) >> a.group_shift;
   const float sc = q_scale(q.s, g), bi = q_scale(q.b, g);
-  for (int h = 0; h < BITS / 4; h++) {
-    const uint4 x = p[h];
-    const uint wd[4] = {x.x, x.y, x.z, x.w};
-    for (int i = 0; i < 4; i++) {
-      for (int j = 0; j < 32 / BITS; j++) {
-        v[h * 16 + i * (32 / BITS) + j] = sc * float((wd[i] >> (BITS * j)) & ((1u << BITS) - 1u)) + bi;
-      }
-    }
+  for (int i = 0; i < 32; i++) {
+    v[i] = sc * v[i] + bi;
   }
 }
-template <> inline void q_values<QF_AFFINE4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  q_affine_values<4>(q, i0, a, v);
-}
-template <> inline void q_values<QF_AFFINE8>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  q_affine_values<8>(q, i0, a, v);
-}
+#define Q_VALUES_AFFINE(F, BITS)                                                                                 \
+  template <> inline void q_values<F>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {                 \
+    q_affine_values<BITS>(q, i0, a, v);                                                                          \
+  }
+Q_VALUES_AFFINE(QF_AFFINE4, 4)
+Q_VALUES_AFFINE(QF_AFFINE8, 8)
+Q_VALUES_AFFINE(QF_AFFINE2, 2)
+Q_VALUES_AFFINE(QF_AFFINE3, 3)
+Q_VALUES_AFFINE(QF_AFFINE5, 5)
+Q_VALUES_AFFINE(QF_AFFINE6, 6)
 template <> inline void q_values<QF_Q8_0>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 32 * 34;
   const float d = q_half(blk);
@@ -1339,6 +1369,10 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
 
 INSTANTIATE_Q(QF_AFFINE4, qmatvec_affine4, qmatmul_mm_affine4, qmoe_mv_affine4, qmoe_mv_sum_affine4, qembedding_affine4, qmoe_mm_gate_up_affine4, qmoe_mm_down_affine4)
 INSTANTIATE_Q(QF_AFFINE8, qmatvec_affine8, qmatmul_mm_affine8, qmoe_mv_affine8, qmoe_mv_sum_affine8, qembedding_affine8, qmoe_mm_gate_up_affine8, qmoe_mm_down_affine8)
+INSTANTIATE_Q(QF_AFFINE2, qmatvec_affine2, qmatmul_mm_affine2, qmoe_mv_affine2, qmoe_mv_sum_affine2, qembedding_affine2, qmoe_mm_gate_up_affine2, qmoe_mm_down_affine2)
+INSTANTIATE_Q(QF_AFFINE3, qmatvec_affine3, qmatmul_mm_affine3, qmoe_mv_affine3, qmoe_mv_sum_affine3, qembedding_affine3, qmoe_mm_gate_up_affine3, qmoe_mm_down_affine3)
+INSTANTIATE_Q(QF_AFFINE5, qmatvec_affine5, qmatmul_mm_affine5, qmoe_mv_affine5, qmoe_mv_sum_affine5, qembedding_affine5, qmoe_mm_gate_up_affine5, qmoe_mm_down_affine5)
+INSTANTIATE_Q(QF_AFFINE6, qmatvec_affine6, qmatmul_mm_affine6, qmoe_mv_affine6, qmoe_mv_sum_affine6, qembedding_affine6, qmoe_mm_gate_up_affine6, qmoe_mm_down_affine6)
 INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qmoe_mv_sum_q8_0, qembedding_q8_0, qmoe_mm_gate_up_q8_0, qmoe_mm_down_q8_0)
 INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qmoe_mv_sum_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
 INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qmoe_mv_sum_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)

@@ -64,11 +64,15 @@ const (
 	BF16 DType = "bf16"
 )
 
-// The packed weight formats (kernels/quant): MLX affine at 4 and 8 bits
-// (group 64, bf16 scales and biases) and GGUF's block types.
+// The packed weight formats (kernels/quant): MLX affine at 2, 3, 4, 5, 6
+// and 8 bits (group 64, bf16 scales and biases) and GGUF's block types.
 const (
 	Q4   DType = "q4"
 	Q8   DType = "q8"
+	Q2   DType = "q2"
+	Q3   DType = "q3"
+	Q5   DType = "q5"
+	Q6   DType = "q6"
 	Q8_0 DType = "q8_0"
 	Q4_0 DType = "q4_0"
 	Q4_K DType = "q4_k"
@@ -84,6 +88,9 @@ const (
 	IQ1_M   DType = "iq1_m"
 )
 
+// affineDTypes are the MLX affine dtypes' bit widths.
+var affineDTypes = map[DType]int{Q2: 2, Q3: 3, Q4: 4, Q5: 5, Q6: 6, Q8: 8}
+
 // iqDTypes are the IQ formats' dtypes, by their packing.
 var iqDTypes = map[DType]quant.Type{IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S,
 	IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S, IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
@@ -92,7 +99,7 @@ var iqDTypes = map[DType]quant.Type{IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
+var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).
@@ -108,11 +115,10 @@ func (d DType) Size() int64 {
 
 // Quant is a packed format's packing; ok false for a float dtype.
 func (d DType) Quant() (quant.Spec, bool) {
+	if b, ok := affineDTypes[d]; ok {
+		return quant.Spec{Type: quant.Affine, Bits: b, Group: 64, Scale: quant.BF16}, true
+	}
 	switch d {
-	case Q4:
-		return quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, true
-	case Q8:
-		return quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16}, true
 	case Q8_0:
 		return quant.Spec{Type: quant.Q8_0}, true
 	case Q4_0:
@@ -130,9 +136,9 @@ func (d DType) Quant() (quant.Spec, bool) {
 	return quant.Spec{}, false
 }
 
-// PackedDType is the packed dtype whose kernels run s (affine at 4 or 8
-// bits of any group and scale dtype as q4 or q8, GGUF's types as
-// themselves); ok false for a format no GPU kernel runs.
+// PackedDType is the packed dtype whose kernels run s (affine of any group
+// and scale dtype as the dtype of its bit width, q4 for 4 bits, GGUF's
+// types as themselves); ok false for a format no GPU kernel runs.
 func PackedDType(s quant.Spec) (DType, bool) {
 	name := quant.KernelName(s)
 	for _, d := range QuantDTypes {

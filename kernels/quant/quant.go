@@ -125,15 +125,13 @@ func (s Spec) BlockBytes() int {
 func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 
 // KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
-// format: affine4, affine8, q8_0, q4_0, q4_k, q6_k, q2_k or an IQ format's
-// ggml name in lower case (iq2_xxs); "" for a format
-// that has none (other affine bit widths run on the CPU only).
+// format: affine2 to affine8 by bit width, q8_0, q4_0, q4_k, q6_k, q2_k or
+// an IQ format's ggml name in lower case (iq2_xxs); "" for a format that
+// has none. A backend may lack some of them (SupportsQuant says which).
 func KernelName(s Spec) string {
 	switch {
-	case s.Type == Affine && s.Bits == 4:
-		return "affine4"
-	case s.Type == Affine && s.Bits == 8:
-		return "affine8"
+	case s.Type == Affine && slices.Contains(AffineBits, s.Bits):
+		return fmt.Sprintf("affine%d", s.Bits)
 	case s.Type == Q8_0:
 		return "q8_0"
 	case s.Type == Q4_0:

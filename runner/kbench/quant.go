@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
@@ -19,7 +20,11 @@ func (p *params) quantDType() (ops.DType, quant.Spec) {
 	s := p.op.WeightDType(p.a)
 	q, ok := s.Quant()
 	if !ok || !slices.Contains(ops.QuantDTypes, s) {
-		p.fail(ops.DTypeParam, string(s), "the packed formats are q4, q8, q8_0, q4_0, q4_k, q6_k")
+		names := make([]string, len(ops.QuantDTypes))
+		for i, d := range ops.QuantDTypes {
+			names[i] = string(d)
+		}
+		p.fail(ops.DTypeParam, string(s), "the packed formats are %s", strings.Join(names, ", "))
 	}
 	return s, q
 }

@@ -13,7 +13,7 @@ import (
 // quantized preset's name, an mlx-lm config's "quantization", or a GGUF
 // file's tensor types. docs/quantization.md describes the formats.
 type QuantScheme struct {
-	// Name is the preset format (q4, q8, q4_k_m, q8_0), "mlx" or "gguf".
+	// Name is the preset format (q4, q6, q4_k_m, q8_0, ...), "mlx" or "gguf".
 	Name string
 	// Default packs every matrix not in Per.
 	Default *quant.Spec
@@ -40,10 +40,13 @@ func (q *QuantScheme) For(name string) (quant.Spec, bool) {
 }
 
 // QuantFormats are the synthetic quantized formats a preset runs in: MLX
-// affine at 4 and 8 bits (group 64, the checkpoint's float dtype for scales),
-// GGUF's Q4_K_M mix and Q8_0, and the IQ2_XXS and IQ3_XXS grid types.
-// suites/parse.go lists the same names.
-var QuantFormats = []string{"q4", "q8", "q4_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+// affine at 2, 3, 4, 5, 6 and 8 bits (group 64, the checkpoint's float
+// dtype for scales), GGUF's Q4_K_M mix and Q8_0, and the IQ2_XXS and
+// IQ3_XXS grid types. suites/parse.go lists the same names.
+var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "q4_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+
+// affineBits are the MLX affine formats' bit widths.
+var affineBits = map[string]int{"q2": 2, "q3": 3, "q4": 4, "q5": 5, "q6": 6, "q8": 8}
 
 // Format is the dtype a preset's weights take: a float dtype, or a packed
 // format with its floats (norms stay f32; affine scales and unpacked
@@ -96,15 +99,14 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 		sf = quant.F32
 	}
 	q := &QuantScheme{Name: name, Per: map[string]*quant.Spec{}}
-	switch name {
-	case "q4":
-		q.Default = &quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: sf}
+	if bits, ok := affineBits[name]; ok {
+		q.Default = &quant.Spec{Type: quant.Affine, Bits: bits, Group: 64, Scale: sf}
 		// mlx-lm keeps MoE routers at 8 bits (its quant_predicate).
-		for l := 0; l < cfg.ModelLayers; l++ {
+		for l := 0; l < cfg.ModelLayers && bits < 8; l++ {
 			q.Per[LayerPrefix(l)+"mlp.gate.weight"] = &quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: sf}
 		}
-	case "q8":
-		q.Default = &quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: sf}
+	}
+	switch name {
 	case "q8_0":
 		q.Default = &quant.Spec{Type: quant.Q8_0}
 	case "q4_k_m":

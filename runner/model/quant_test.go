@@ -197,7 +197,8 @@ func TestBadMLXCheckpoints(t *testing.T) {
 }
 
 // TestQuantPresets: every preset opens in every packed format, with memory
-// below its bf16 figure, and q4 below q8.
+// below its bf16 figure, q4 below q4_k_m, and the MLX widths in order
+// (q2 below q3 ... below q8).
 func TestQuantPresets(t *testing.T) {
 	for _, name := range PresetNames() {
 		bf, _ := PresetFormat(name, Format{DType: bridge.BF16})
@@ -217,8 +218,24 @@ func TestQuantPresets(t *testing.T) {
 			prev = w
 		}
 	}
-	if _, err := ParseFormat("q3"); err == nil {
-		t.Fatal("q3 parsed")
+	for _, name := range PresetNames() {
+		prev := int64(0)
+		for _, f := range []string{"q2", "q3", "q4", "q5", "q6", "q8"} {
+			c, err := PresetFormat(name, Format{DType: bridge.BF16, Quant: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := c.WeightBytes(bridge.BF16); w <= prev {
+				t.Errorf("%s %s: %d bytes, not above the narrower width's %d", name, f, w, prev)
+			} else {
+				prev = w
+			}
+		}
+	}
+	for _, bad := range []string{"q7", "q1", "q16"} {
+		if _, err := ParseFormat(bad); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
 	}
 }
 

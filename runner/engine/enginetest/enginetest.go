@@ -67,8 +67,8 @@ func PrefillAndStep(t testing.TB, be bridge.Backend, cfg *model.Config, src mode
 // NarrowAffine opens preset (cut to layers) with synthetic MLX affine
 // weights of bits bits, its MoE routers at routerBits (0: as the q4 preset
 // keeps them, 8): the 2-, 3-, 5- and 6-bit checkpoints mlx-community
-// publishes, which the GPU backends run widened (engine.RunConfig). The
-// source draws the weights at those widths.
+// publishes, which Metal runs as stored and CUDA widened
+// (engine.RunConfig). The source draws the weights at those widths.
 func NarrowAffine(t testing.TB, preset string, layers, bits, routerBits int) (*model.Config, model.Source) {
 	t.Helper()
 	cfg, src, err := model.Open(model.Spec{Model: preset, Quant: "q4", Layers: layers, Seed: 1})
@@ -89,11 +89,11 @@ func NarrowAffine(t testing.TB, preset string, layers, bits, routerBits int) (*m
 	return cfg, src
 }
 
-// WidenedMatchesCPU runs NarrowAffine(preset, layers, bits, routerBits) on
-// be, which must run it at runs bits (engine.RunConfig), and on the CPU,
+// NarrowAffineMatchesCPU runs NarrowAffine(preset, layers, bits, routerBits)
+// on be, which must run it at runs bits (engine.RunConfig), and on the CPU,
 // which runs it as stored: two prompts of 9 and 30 tokens give the CPU's
 // tokens and last logits within tol.
-func WidenedMatchesCPU(t *testing.T, be bridge.Backend, preset string, layers, bits, routerBits, runs int, tol float64) {
+func NarrowAffineMatchesCPU(t *testing.T, be bridge.Backend, preset string, layers, bits, routerBits, runs int, tol float64) {
 	t.Helper()
 	cfg, src := NarrowAffine(t, preset, layers, bits, routerBits)
 	reqs := []engine.Request{{ID: 1, Prompt: Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
