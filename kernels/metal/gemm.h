@@ -51,6 +51,45 @@ inline void load8(device const bf16_t* p, thread float* v) {
   }
 }
 
+// moe_sum_rows is the tail of the decode step's MoE sum kernels
+// (moe_mv_sum, qmoe_mv_sum): simdgroup j's sums of its R rows of row group
+// gi (acc[r][0], R = mv_rows) go into xs (the kernel is done with its
+// chunks), then each row group's first simdgroup adds its rows' K sums in
+// top-k order under the routing weights, a lane a row, into out (and the
+// residual with moe_residual); the token's first threadgroup clears its
+// experts' flags, as moe_combine does, for the ids in range. j >= K: a
+// simdgroup that only staged.
+inline void moe_sum_rows(thread const float (*acc)[MV_MAX_COLS], threadgroup float* xs, uint K, uint G,
+                         uint j, uint gi, uint t, uint n0, uint n, device const int* ids,
+                         device const float* weights, device atomic_uint* flags, uint experts, device float* out,
+                         device float* residual, uint tgx, ushort tid, ushort lane) {
+  const uint R = uint(mv_rows), RG = G * R, p0 = t * K;
+  for (uint r = 0; r < R; r++) {
+    const float y = simd_sum(acc[r][0]);
+    if (j < K && lane == 0) {
+      xs[j * RG + gi * R + r] = y;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (j == 0 && lane < R && n0 + lane < n) {
+    float s = 0.0f;
+    for (uint jj = 0; jj < K; jj++) {
+      s += weights[p0 + jj] * xs[jj * RG + gi * R + lane];
+    }
+    const ulong o = ulong(t) * n + n0 + lane;
+    out[o] = s;
+    if (moe_residual) {
+      residual[o] += s;
+    }
+  }
+  if (tgx == 0 && tid < K) {
+    const int id = ids[p0 + tid];
+    if (id >= 0 && uint(id) < experts) {
+      atomic_store_explicit(&flags[uint(id)], 0u, memory_order_relaxed);
+    }
+  }
+}
+
 // mv_rows_dot adds, for weight rows n0.. of w0 (mv_rows of them, those
 // < n; rows of k values) and of w1 when DUAL, their dot products over
 // chunk [k0, k0+kc) with cols staged activation rows (xs, KC floats apart)

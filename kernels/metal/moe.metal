@@ -541,30 +541,7 @@ kernel void moe_mv_sum(constant MoEGemmArgs& a [[buffer(0)]], device const float
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  // Each pair's rows into xs (the chunks are done with it), then each row
-  // group's first simdgroup sums them, a lane a row.
-  const uint RG = G * R;
-  for (uint r = 0; r < R; r++) {
-    const float y = simd_sum(acc.v[r][0]);
-    if (j < K && lane == 0) {
-      xs[j * RG + gi * R + r] = y;
-    }
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (j == 0 && lane < R && n0 + lane < a.n) {
-    float s = 0.0f;
-    for (uint jj = 0; jj < K; jj++) {
-      s += weights[p0 + jj] * xs[jj * RG + gi * R + lane];
-    }
-    const ulong o = ulong(t) * a.n + n0 + lane;
-    out[o] = s;
-    if (moe_residual) {
-      residual[o] += s;
-    }
-  }
-  if (tg.x == 0 && tid < K) {
-    atomic_store_explicit(&flags[uint(ids[p0 + tid])], 0u, memory_order_relaxed);
-  }
+  moe_sum_rows(acc.v, xs, K, G, j, gi, t, n0, a.n, ids, weights, flags, a.experts, out, residual, tg.x, tid, lane);
 }
 
 #define INSTANTIATE_MOE(sfx, T)                                                                                  \

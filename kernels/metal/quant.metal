@@ -921,33 +921,7 @@ kernel void qmoe_mv_sum(constant QMatArgs& a [[buffer(0)]], device const float* 
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  // Each pair's rows into xs (the chunks are done with it), then each row
-  // group's first simdgroup sums them, a lane a row.
-  const uint RG = G * R;
-  for (uint r = 0; r < R; r++) {
-    const float y = simd_sum(acc[r][0]);
-    if (j < K && lane == 0) {
-      xs[j * RG + gi * R + r] = y;
-    }
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (j == 0 && lane < R && n0 + lane < a.n) {
-    float s = 0.0f;
-    for (uint jj = 0; jj < K; jj++) {
-      s += weights[p0 + jj] * xs[jj * RG + gi * R + lane];
-    }
-    const ulong o = ulong(t) * a.n + n0 + lane;
-    out[o] = s;
-    if (moe_residual) {
-      residual[o] += s;
-    }
-  }
-  if (tg.x == 0 && tid < K) {
-    const int id = ids[p0 + tid];
-    if (id >= 0 && uint(id) < a.experts) {
-      atomic_store_explicit(&flags[uint(id)], 0u, memory_order_relaxed);
-    }
-  }
+  moe_sum_rows(acc, xs, K, G, j, gi, t, n0, a.n, ids, weights, flags, a.experts, out, residual, tg.x, tid, lane);
 }
 
 // q_values writes the 32 values of row q from value i0 (a multiple of 32)
