@@ -2,6 +2,7 @@ package kbench
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -172,6 +174,38 @@ func TestBadParams(t *testing.T) {
 	_, err = Prepare(newCPU(), kcase("kv_write", "tokens", 4))
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "kv_write is fused into attention") {
 		t.Errorf("kv_write: %v", err)
+	}
+}
+
+// noNarrow is the CPU backend refusing affine widths other than 4 and 8,
+// as the CUDA backend does.
+type noNarrow struct{ *cpu.Backend }
+
+func (b noNarrow) SupportsQuant(s quant.Spec) error {
+	if s.Type == quant.Affine && s.Bits != 4 && s.Bits != 8 {
+		return fmt.Errorf("no %d-bit kernels", s.Bits)
+	}
+	return nil
+}
+
+// A packed-weight case of a format the backend refuses is unsupported (a
+// skip), for every packed op: the experts were refused as they uploaded,
+// which failed the case.
+func TestPackedFormatRefused(t *testing.T) {
+	for _, a := range []ops.Args{
+		kcase("qmatmul", "m", 1, "n", 64, "k", 128, "dtype", "q3"),
+		kcase("qmoe", "tokens", 1, "experts", 4, "top_k", 2, "hidden", 128, "intermediate", 64, "dtype", "q6"),
+		kcase("qembedding", "tokens", 2, "n", 50, "width", 128, "dtype", "q5"),
+	} {
+		_, err := Prepare(noNarrow{newCPU()}, a)
+		if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "-bit kernels") {
+			t.Errorf("%s %s: %v, want unsupported", a.Op, a.DType, err)
+		}
+		b, err := Prepare(newCPU(), a)
+		if err != nil {
+			t.Fatalf("%s %s on the CPU: %v", a.Op, a.DType, err)
+		}
+		b.Close()
 	}
 }
 

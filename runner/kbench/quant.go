@@ -29,16 +29,27 @@ func (p *params) quantDType() (ops.DType, quant.Spec) {
 	return s, q
 }
 
-// packed draws a [rows][k] packed matrix and uploads it.
-func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, bridge.Tensor, error) {
+// quantBackend is the backend's packed-weight interface for q, or an
+// unsupported error (the case is skipped, not failed) where the backend
+// runs no packed weights or not q's format.
+func (b *Bench) quantBackend(q quant.Spec) (bridge.QuantBackend, error) {
 	qb, ok := b.be.(bridge.QuantBackend)
 	if !ok {
-		return nil, nil, unsupported(fmt.Sprintf("op=%s: the %s backend does not run packed weights", b.op, b.be.Info().Backend))
+		return nil, unsupported(fmt.Sprintf("op=%s: the %s backend does not run packed weights", b.op, b.be.Info().Backend))
 	}
 	if qs, ok := b.be.(bridge.QuantSupport); ok {
 		if err := qs.SupportsQuant(q); err != nil {
-			return nil, nil, unsupported(fmt.Sprintf("op=%s: %v", b.op, err))
+			return nil, unsupported(fmt.Sprintf("op=%s: %v", b.op, err))
 		}
+	}
+	return qb, nil
+}
+
+// packed draws a [rows][k] packed matrix and uploads it.
+func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, bridge.Tensor, error) {
+	qb, err := b.quantBackend(q)
+	if err != nil {
+		return nil, nil, err
 	}
 	rows, k := shape[0], shape[1]
 	if err := q.Validate(k); err != nil {
@@ -232,8 +243,8 @@ func (b *Bench) prepareQMoE(p *params) error {
 
 // packedStack draws experts stacked [E][rows][k] in one packed matrix.
 func (b *Bench) packedStack(q quant.Spec, E, rows, k int) (*quant.Matrix, bridge.Tensor, error) {
-	if _, ok := b.be.(bridge.QuantBackend); !ok {
-		return nil, nil, unsupported(fmt.Sprintf("op=%s: the %s backend does not run packed weights", b.op, b.be.Info().Backend))
+	if _, err := b.quantBackend(q); err != nil {
+		return nil, nil, err
 	}
 	if err := q.Validate(k); err != nil {
 		return nil, nil, &ParamError{Param: string(ops.Hidden), Value: fmt.Sprint(k), Msg: err.Error()}
