@@ -245,17 +245,10 @@ func affineDot(w *quant.Matrix, r int, row []byte, x, sums, xd []float32) float3
 				xv := xg[4*j : 4*j+4]
 				dot += xv[0]*float32(c&3) + xv[1]*float32(c>>2&3) + xv[2]*float32(c>>4&3) + xv[3]*float32(c>>6)
 			}
-		default: // 3, 5, 6 bits: values straddle bytes
-			mask := uint32(1)<<bits - 1
-			base := g * G * bits
-			for i := 0; i < G; i++ {
-				bit := base + i*bits
-				v := uint32(row[bit/8])
-				if bit/8+1 < len(row) {
-					v |= uint32(row[bit/8+1]) << 8
-				}
-				dot += xg[i] * float32(v>>(bit%8)&mask)
-			}
+		default: // 3, 5, 6 bits: codes straddle bytes; unpacked to bytes, then the SIMD dot
+			var codes [128]byte
+			unpackCodes(codes[:G], row[g*G*bits/8:(g+1)*G*bits/8], bits)
+			dot = DotU8F32(xg, codes[:G])
 		}
 		var sx float32
 		for _, s := range sums[g*G/16 : (g+1)*G/16] {
@@ -264,6 +257,35 @@ func affineDot(w *quant.Matrix, r int, row []byte, x, sums, xd []float32) float3
 		acc += scaleAt(w.Scales, so+g, w.Spec.Scale)*dot + scaleAt(w.Biases, so+g, w.Spec.Scale)*sx
 	}
 	return acc
+}
+
+// unpackCodes writes the len(dst) codes of bits bits (3, 5 or 6) packed
+// in src, code i at bit i·bits of its little-endian stream, one a byte: 8
+// codes at a time from bits bytes read as one word.
+func unpackCodes(dst, src []byte, bits int) {
+	mask := uint64(1)<<bits - 1
+	n := len(dst) / 8
+	for c := 0; c < n; c++ {
+		// A chunk's bits bytes, read as 8 where the row has them.
+		o := c * bits
+		var w uint64
+		if o+8 <= len(src) {
+			w = binary.LittleEndian.Uint64(src[o:])
+		} else {
+			for j, b := range src[o : o+bits] {
+				w |= uint64(b) << (8 * j)
+			}
+		}
+		d := (*[8]byte)(dst[8*c:])
+		d[0] = byte(w & mask)
+		d[1] = byte(w >> bits & mask)
+		d[2] = byte(w >> (2 * bits) & mask)
+		d[3] = byte(w >> (3 * bits) & mask)
+		d[4] = byte(w >> (4 * bits) & mask)
+		d[5] = byte(w >> (5 * bits) & mask)
+		d[6] = byte(w >> (6 * bits) & mask)
+		d[7] = byte(w >> (7 * bits) & mask)
+	}
 }
 
 // scaleAt reads value i of a scale or bias array.

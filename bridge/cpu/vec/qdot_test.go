@@ -124,6 +124,8 @@ func BenchmarkQDots(b *testing.B) {
 	for _, s := range []quant.Spec{
 		{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
 		{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16},
+		{Type: quant.Affine, Bits: 3, Group: 64, Scale: quant.BF16},
+		{Type: quant.Affine, Bits: 6, Group: 64, Scale: quant.BF16},
 		{Type: quant.Q8_0}, {Type: quant.Q4_0}, {Type: quant.Q4_K}, {Type: quant.Q6_K}, {Type: quant.Q2_K},
 		{Type: quant.IQ2_XXS}, {Type: quant.IQ3_S}, {Type: quant.IQ1_M},
 	} {
