@@ -124,6 +124,10 @@ func (s Spec) BlockBytes() int {
 // RowBytes is the packed bytes of a row of k values.
 func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 
+// affineKernels are the affine widths' kernel suffixes, by bit width: the
+// GPU backends look a pipeline up by name for every dispatch they encode.
+var affineKernels = [...]string{2: "affine2", 3: "affine3", 4: "affine4", 5: "affine5", 6: "affine6", 8: "affine8"}
+
 // KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
 // format: affine2 to affine8 by bit width, q8_0, q4_0, q4_k, q6_k, q2_k or
 // an IQ format's ggml name in lower case (iq2_xxs); "" for a format that
@@ -131,7 +135,7 @@ func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 func KernelName(s Spec) string {
 	switch {
 	case s.Type == Affine && slices.Contains(AffineBits, s.Bits):
-		return fmt.Sprintf("affine%d", s.Bits)
+		return affineKernels[s.Bits]
 	case s.Type == Q8_0:
 		return "q8_0"
 	case s.Type == Q4_0:

@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -457,5 +458,18 @@ func TestMLXMXFP4MatchesMLX(t *testing.T) {
 		if err := TranscodeMLXMXFP4(make([]byte, c.words), make([]byte, c.exps), m); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want an error saying %q", c, err, c.want)
 		}
+	}
+}
+
+// Every affine width mlx writes has a kernel name, affine<bits>: the table
+// KernelName reads stays in step with AffineBits.
+func TestAffineKernelNames(t *testing.T) {
+	for _, b := range AffineBits {
+		if got, want := KernelName(Spec{Type: Affine, Bits: b, Group: 64, Scale: BF16}), fmt.Sprintf("affine%d", b); got != want {
+			t.Errorf("%d bits: kernel name %q, want %q", b, got, want)
+		}
+	}
+	if n := KernelName(Spec{Type: Affine, Bits: 7, Group: 64}); n != "" {
+		t.Errorf("7 bits: kernel name %q, want none", n)
 	}
 }

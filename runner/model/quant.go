@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -44,9 +45,6 @@ func (q *QuantScheme) For(name string) (quant.Spec, bool) {
 // dtype for scales), GGUF's Q4_K_M mix and Q8_0, and the IQ2_XXS and
 // IQ3_XXS grid types. suites/parse.go lists the same names.
 var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "q4_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
-
-// affineBits are the MLX affine formats' bit widths.
-var affineBits = map[string]int{"q2": 2, "q3": 3, "q4": 4, "q5": 5, "q6": 6, "q8": 8}
 
 // Format is the dtype a preset's weights take: a float dtype, or a packed
 // format with its floats (norms stay f32; affine scales and unpacked
@@ -99,7 +97,9 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 		sf = quant.F32
 	}
 	q := &QuantScheme{Name: name, Per: map[string]*quant.Spec{}}
-	if bits, ok := affineBits[name]; ok {
+	// The MLX formats are the affine kernel dtypes of the same names.
+	if a, ok := ops.DType(name).Quant(); ok && a.Type == quant.Affine {
+		bits := a.Bits
 		q.Default = &quant.Spec{Type: quant.Affine, Bits: bits, Group: 64, Scale: sf}
 		// mlx-lm keeps MoE routers at 8 bits (its quant_predicate).
 		for l := 0; l < cfg.ModelLayers && bits < 8; l++ {
