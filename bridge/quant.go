@@ -52,6 +52,14 @@ type QuantSupport interface {
 	SupportsQuant(spec quant.Spec) error
 }
 
+// QuantPreference is a backend that runs some formats it supports faster
+// at a wider width that holds their values exactly (quant.Widenings): the
+// engine loads those widened, spending memory for speed, as it widens the
+// formats a backend lacks (engine.RunConfig).
+type QuantPreference interface {
+	PrefersWider(spec quant.Spec) bool
+}
+
 // PackedMatrix describes a packed [rows][k] matrix; a backend's packed
 // tensor embeds it for its Tensor and QuantTensor methods.
 type PackedMatrix struct {

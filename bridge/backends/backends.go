@@ -39,6 +39,21 @@ var appleGPU = func() (mtl.Device, error) { return darwin.New() }
 // Names lists the backend names a user may ask for.
 var Names = []string{"auto", "cpu", "metal", "metal-emu", "cuda"}
 
+// QuantRules are the packed formats the backend called name runs, known
+// without opening it (its QuantRules): what `mtlbench models` counts a
+// checkpoint's weights by. "auto" has none, as it depends on the machine.
+func QuantRules(name string) (bridge.QuantSupport, error) {
+	switch name {
+	case "cpu":
+		return cpu.QuantRules{}, nil
+	case "cuda":
+		return cuda.QuantRules{}, nil
+	case "metal", "metal-emu":
+		return metal.QuantRules{}, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (want cpu, metal, metal-emu or cuda)", name)
+}
+
 // Open returns the backend called name. "auto" picks the best one present:
 // Metal on a Mac, CUDA where a driver and GPU answer, else the CPU.
 func Open(name string, o Options) (bridge.Backend, error) {

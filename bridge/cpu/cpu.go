@@ -27,6 +27,7 @@ type Options struct {
 
 // Backend implements bridge.Backend on the CPU.
 type Backend struct {
+	QuantRules
 	pool  pool
 	meta  *bridge.StepMeta
 	ids   []int32

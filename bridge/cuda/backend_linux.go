@@ -27,6 +27,7 @@ import (
 //
 // Its state is kept by job, in the structs embedded below.
 type Backend struct {
+	QuantRules
 	api  *api
 	th   *thread
 	opts Options

@@ -67,13 +67,6 @@ func packedFormats() []string {
 	return f
 }
 
-// hasKernels: quant.cu has kernels for every format with a kernel name but
-// affine widths other than 4 and 8, which the engine runs widened
-// (engine.RunConfig).
-func hasKernels(s quant.Spec) bool {
-	return quant.KernelName(s) != "" && (s.Type != quant.Affine || s.Bits == 4 || s.Bits == 8)
-}
-
 // quant_int.cu's affine kernels (integer dot products): qaXB activation
 // values staged a block at a time; qamoe_gate_up takes qaMoERows gate and
 // up rows a warp, qamoe_down_sum and the router one.
@@ -113,16 +106,6 @@ func (b *Backend) qaBlocks(groups, gy int) int {
 // qgemvVariants are the qgemv kernels' activation rows a block (c) and
 // weight rows a warp (r), as quant.cu's QKERNELS instantiates them.
 var qgemvVariants = []string{"_c1_r1", "_c1_r2", "_c1_r4", "_c4_r2"}
-
-// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K and
-// the IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M).
-func (b *Backend) SupportsQuant(s quant.Spec) error {
-	if !hasKernels(s) {
-		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, "+
-			"IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)", s)
-	}
-	return nil
-}
 
 func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases []byte) (bridge.Tensor, error) {
 	if err := b.SupportsQuant(spec); err != nil {

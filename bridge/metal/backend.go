@@ -47,6 +47,7 @@ const TimingMode = "command buffer per op group (GPU start/end times)"
 
 // Backend implements bridge.Backend on an mtl.Device.
 type Backend struct {
+	QuantRules
 	dev    mtl.Device
 	opts   Options
 	lang   string // the MSL version the kernels were compiled for

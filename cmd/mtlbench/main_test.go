@@ -50,14 +50,22 @@ func TestModelsGolden(t *testing.T) {
 }
 
 // models with checkpoints describes them: weights as they load, and a GGUF
-// file's tensors by stored type with what transcoded types run as.
+// file's tensors by stored type with what transcoded types run as, on the
+// CPU (Q5_K and Q5_0 at 8 bits) and on Metal (at 5, as mxfp4 and a 3-bit
+// folder).
 func TestModelsCheckpointsGolden(t *testing.T) {
-	out, _, err := mtl(t, "models", "../../runner/testdata/gguf/qwen3_moe-q5_k_m.gguf",
+	out, _, err := mtl(t, "models", "--backend", "cpu", "../../runner/testdata/gguf/qwen3_moe-q5_k_m.gguf",
 		"../../runner/testdata/gguf/llama-q5_0.gguf", "../../runner/testdata/mlx/llama-q4")
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "models-checkpoints", out)
+	out, _, err = mtl(t, "models", "--backend", "metal", "../../runner/testdata/gguf/qwen3_moe-q5_k_m.gguf",
+		"../../runner/testdata/gguf/llama-q5_0.gguf", "../../runner/testdata/mlx/qwen3_moe-mxfp4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "models-checkpoints-metal", out)
 	// Scaled RoPE, as each checkpoint spells it.
 	out, _, err = mtl(t, "models", "../../runner/testdata/gguf/llama-rope-yarn.gguf", "../../runner/testdata/hf/llama3",
 		"../../runner/testdata/gguf/llama-rope-llama3.gguf")
@@ -65,18 +73,24 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "models-rope", out)
-	out, _, err = mtl(t, "models", "--format", "json", "../../runner/testdata/gguf/llama-q5_0.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
-		t.Fatalf("json: %v, %d rows", err, len(rows))
-	}
-	// Q5_0 runs as Q8_0: 34 bytes for every 22.
-	fb, rb := rows[0]["file_bytes_Q5_0"].(float64), rows[0]["run_bytes_Q5_0"].(float64)
-	if rows[0]["tensors_Q5_0"] != float64(16) || fb == 0 || rb*22 != fb*34 {
-		t.Errorf("json row: %v", rows[0])
+	// Q5_0 runs as 5-bit affine groups of 32 with f16 scales and biases on
+	// Metal, 24 bytes for every 22, and at 8 bits on CUDA and the CPU, 36.
+	for _, c := range []struct {
+		backend string
+		bytes   float64
+	}{{"metal", 24}, {"cuda", 36}, {"cpu", 36}} {
+		out, _, err = mtl(t, "models", "--format", "json", "--backend", c.backend, "../../runner/testdata/gguf/llama-q5_0.gguf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("json: %v, %d rows", err, len(rows))
+		}
+		fb, rb := rows[0]["file_bytes_Q5_0"].(float64), rows[0]["run_bytes_Q5_0"].(float64)
+		if rows[0]["tensors_Q5_0"] != float64(16) || fb == 0 || rb*22 != fb*c.bytes {
+			t.Errorf("%s: json row: %v", c.backend, rows[0])
+		}
 	}
 	for _, c := range []struct {
 		args []string
@@ -85,6 +99,7 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		{[]string{"models", "nope.gguf"}, `"nope.gguf" is neither a preset`},
 		{[]string{"models", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset"},
 		{[]string{"models", "--dtype", "q4", "../../runner/testdata/mlx/llama-q4"}, "--dtype is for presets"},
+		{[]string{"models", "--backend", "tpu"}, `--backend: unknown backend "tpu"`},
 	} {
 		if _, _, err := mtl(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)

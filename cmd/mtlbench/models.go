@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -20,24 +22,32 @@ func modelsCommand() *cli.Command {
 		ArgsUsage: "[CHECKPOINT ...]",
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
 			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
-			"formats q4, q8 (MLX affine, group 64), q4_k_m, q8_0 (GGUF) count packed bytes and scales)\n" +
-			"plus a 4096-token KV cache; --dtype all lists every format.\n\n" +
+			"formats q2 to q8 (MLX affine, group 64), q4_k_m, q5_k_m, q8_0 and the IQ types (GGUF)\n" +
+			"count packed bytes and scales) plus a 4096-token KV cache; --dtype all lists every format.\n\n" +
 			"With arguments, each a checkpoint folder or .gguf file, the checkpoints are described\n" +
 			"instead: their weights as they load (packed formats as they run), and for a GGUF file its\n" +
 			"tensors by stored type, with the formats transcoded types run as (docs/quantization.md;\n" +
 			"in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE columns).\n\n" +
+			"Packed weights count as --backend runs them: Metal runs every format as stored (a\n" +
+			"transcoded GGUF type in its narrowest exact form), CUDA and the CPU run 2-, 3-, 5- and\n" +
+			"6-bit affine widened to 4 or 8 bits (the default: metal on a Mac, else cpu).\n\n" +
 			"   mtlbench models --dtype all\n" +
-			"   mtlbench models ~/models/Qwen2-0.5B-Instruct-Q4_K_M.gguf",
+			"   mtlbench models --backend metal ~/models/Qwen3-30B-A3B-Q5_K_M.gguf",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (sizes in bytes)"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weights: f32, f16, bf16, " + strings.Join(model.QuantFormats, ", ") + ", or all"},
+			&cli.StringFlag{Name: "backend", Value: localBackend(), Usage: "count packed weights as cpu, metal or cuda runs them"},
 		},
 		Action: func(c *cli.Context) error {
+			rules, err := backends.QuantRules(c.String("backend"))
+			if err != nil {
+				return fmt.Errorf("--backend: %w", err)
+			}
 			if c.NArg() > 0 {
 				if c.IsSet("dtype") {
 					return fmt.Errorf("--dtype is for presets: a checkpoint's weights load in their own dtype")
 				}
-				return describeCheckpoints(c, c.Args().Slice())
+				return describeCheckpoints(c, rules, c.Args().Slice())
 			}
 			var formats []model.Format
 			if d := c.String("dtype"); d == "all" {
@@ -70,6 +80,7 @@ func modelsCommand() *cli.Command {
 					if err != nil {
 						continue // a packed format the architecture does not run
 					}
+					cfg = cfg.RunOn(rules)
 					kv := cfg.KVBytesPerToken(bridge.BF16)
 					w, read := cfg.WeightBytes(f.DType), cfg.ActiveBytesPerToken(f.DType)
 					need := w + cfg.KVBytesPerToken(bridge.F32)*4096
@@ -91,7 +102,7 @@ func modelsCommand() *cli.Command {
 				what = "the weights"
 			}
 			t.Notes = []string{"read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)",
-				"memory need: " + what + " plus a 4096-token f32 KV cache on the CPU backend"}
+				"memory need: " + what + " plus a 4096-token f32 KV cache; packed weights as the " + c.String("backend") + " backend runs them"}
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
@@ -99,6 +110,15 @@ func modelsCommand() *cli.Command {
 			return t.Render(c.App.Writer, f)
 		},
 	}
+}
+
+// localBackend is the backend `mtlbench models` counts weights for by
+// default: Metal on a Mac, else the CPU.
+func localBackend() string {
+	if runtime.GOOS == "darwin" {
+		return "metal"
+	}
+	return "cpu"
 }
 
 // human prints a parameter count as 1.1B / 494M.
@@ -114,7 +134,7 @@ func human(n int64) string {
 
 // describeCheckpoints prints models' row for each checkpoint (folder or
 // GGUF file), with a GGUF file's tensors by stored type as notes.
-func describeCheckpoints(c *cli.Context, paths []string) error {
+func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []string) error {
 	t := &table.Table{Header: []string{"checkpoint", "architecture", "layers", "params", "read/token", "weights", "KV/token", "memory need"},
 		Data: &table.Data{Columns: []string{"checkpoint", "architecture", "layers", "params", "read_bytes_per_token",
 			"weight_bytes", "kv_bytes_per_token_bf16", "memory_need_bytes", "max_positions"}}}
@@ -126,6 +146,7 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 		if err != nil {
 			return err
 		}
+		cfg = cfg.RunOn(rules)
 		dt := src.DType()
 		kv := cfg.KVBytesPerToken(bridge.BF16)
 		w, read := cfg.WeightBytes(dt), cfg.ActiveBytesPerToken(dt)
@@ -138,7 +159,7 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 			"memory_need_bytes": need, "max_positions": cfg.MaxPos}
 		if g, ok := src.(model.FormatLister); ok {
 			var parts []string
-			for _, f := range g.Formats() {
+			for _, f := range g.Formats(rules) {
 				run := f.FileBytes
 				if f.RunsAs != "" {
 					run = f.RunBytes
@@ -178,7 +199,7 @@ func describeCheckpoints(c *cli.Context, paths []string) error {
 		t.Data.Add(row)
 		src.Close()
 	}
-	t.Notes = append(t.Notes, "weights: as they load (packed formats as they run); memory need: the weights plus a 4096-token f32 KV cache on the CPU backend")
+	t.Notes = append(t.Notes, "weights: as they load, packed formats as the "+c.String("backend")+" backend runs them; memory need: the weights plus a 4096-token f32 KV cache")
 	f, err := table.ParseFormat(c.String("format"))
 	if err != nil {
 		return err

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 )
 
 // Transcoder is a ggml block format that no kernel reads but whose every
 // value another format holds exactly: a GGUF tensor in it is rewritten
-// once, as it is loaded, into Into, and runs as that on every backend
+// once, as it is loaded, into Into or, where the backend runs that wider
+// (quant.Widenings), straight into the wider form (Forms), and runs as that
 // (docs/quantization.md, "GGUF formats that are transcoded"). llama.cpp
 // writes them into the files people download: Q4_K_M and Q5_K_M files
 // hold Q5_0 for rows of a length that is not a multiple of 256, and Q5_K
@@ -19,27 +22,35 @@ import (
 type Transcoder struct {
 	Name          string // ggml's name
 	Values, Bytes int    // one block's values and bytes
-	Into          Spec   // the format it runs as
-	decode        func(blk []byte, data, scales, biases []byte)
+	Into          Spec   // the narrowest format that holds it exactly
+	// decode writes one block: for an affine Into, one code a byte
+	// (Values bytes, packed at the form's width by Transcode) and its
+	// groups' scales and biases; for another format, that format's block.
+	decode func(blk, data, scales, biases []byte) error
 }
+
+// Forms are the formats t writes: Into, then the wider affine formats that
+// hold Into's values with the same scales and biases (Widenings).
+func (t Transcoder) Forms() []Spec { return append([]Spec{t.Into}, Widenings(t.Into)...) }
 
 // Transcoders are the ggml formats read by transcoding, by ggml name.
 var Transcoders = map[string]Transcoder{
 	// Q4_1: f16 d and m, 16 bytes of nibbles; w = d·q + m, q in 0..15: an
 	// affine 4-bit group of 32 with f16 scale d and bias m, as many bytes.
 	"Q4_1": {Name: "Q4_1", Values: 32, Bytes: 20, Into: Spec{Type: Affine, Bits: 4, Group: 32, Scale: F16}, decode: q41},
-	// Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; w = d·(q − 16): a
-	// Q8_0 block (34 bytes for 22).
-	"Q5_0": {Name: "Q5_0", Values: 32, Bytes: 22, Into: Spec{Type: Q8_0}, decode: q50},
+	// Q5_0: f16 d, 32 high bits, 16 bytes of nibbles; w = d·(q − 16), q in
+	// 0..31: an affine 5-bit group of 32 with f16 scale d and bias −16·d
+	// (24 bytes for 22), exact as −16·d is d with its exponent moved.
+	"Q5_0": {Name: "Q5_0", Values: 32, Bytes: 22, Into: Spec{Type: Affine, Bits: 5, Group: 32, Scale: F16}, decode: q50},
 	// Q5_1: f16 d and m, 32 high bits, 16 bytes of nibbles; w = d·q + m, q
-	// in 0..31: an affine 8-bit group of 32 with f16 scale and bias (36
-	// bytes for 24).
-	"Q5_1": {Name: "Q5_1", Values: 32, Bytes: 24, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F16}, decode: q51},
+	// in 0..31: an affine 5-bit group of 32 with f16 scale and bias, as
+	// many bytes.
+	"Q5_1": {Name: "Q5_1", Values: 32, Bytes: 24, Into: Spec{Type: Affine, Bits: 5, Group: 32, Scale: F16}, decode: q51},
 	// Q5_K: super-blocks of 256 as Q4_K's with a fifth bit; w = d·s·q −
 	// dmin·m per 32 values, with d·s and dmin·m exact in f32 (an f16 times
-	// a 6-bit integer): affine 8-bit groups of 32 with f32 scales and
-	// biases (320 bytes for 176).
-	"Q5_K": {Name: "Q5_K", Values: 256, Bytes: 176, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: q5k},
+	// a 6-bit integer): affine 5-bit groups of 32 with f32 scales and
+	// biases (224 bytes for 176).
+	"Q5_K": {Name: "Q5_K", Values: 256, Bytes: 176, Into: Spec{Type: Affine, Bits: 5, Group: 32, Scale: F32}, decode: q5k},
 	// Q3_K: super-blocks of 256, w = d·s·q with an f16 d, a 6-bit s − 32
 	// per 16 values and q in −4..3. s·q lies in −124..128, so −s·q is an
 	// int8 and each 32 values a Q8_0 block of scale −d (272 bytes for 110).
@@ -57,12 +68,12 @@ var Transcoders = map[string]Transcoder{
 	// MXFP4: an E8M0 exponent e and 16 bytes of 4-bit E2M1 codes (value j
 	// the low nibble of byte j, value j+16 its high one); w = 2^(e−128)·
 	// level, the levels E2M1's values doubled (integers −12..12). With the
-	// level + 12 as an 8-bit code, an affine group of 32 with f32 scale
+	// level + 12 as a 5-bit code, an affine group of 32 with f32 scale
 	// 2^(e−128) and bias −12·2^(e−128) gives every value exactly: powers of
-	// two times integers below 32 (40 bytes for 17). Only past e = 251,
+	// two times integers below 32 (28 bytes for 17). Only past e = 251,
 	// where ggml's largest values near f32's limit too, does 24·2^(e−128)
 	// overflow first.
-	"MXFP4": {Name: "MXFP4", Values: 32, Bytes: 17, Into: Spec{Type: Affine, Bits: 8, Group: 32, Scale: F32}, decode: mxfp4},
+	"MXFP4": {Name: "MXFP4", Values: 32, Bytes: 17, Into: Spec{Type: Affine, Bits: 5, Group: 32, Scale: F32}, decode: mxfp4},
 	// TQ2_0: super-blocks of 256, 2-bit q in Q2_K's very order and an f16
 	// d; w = d·(q − 1). A Q2_K block with every scale and min 1 and dmin
 	// = d gives d·q − d, the same value (84 bytes for 66).
@@ -73,12 +84,12 @@ var Transcoders = map[string]Transcoder{
 	"TQ1_0": {Name: "TQ1_0", Values: 256, Bytes: 54, Into: Spec{Type: Q2_K}, decode: tq10},
 }
 
-// Transcode rewrites rows of k values in t's blocks (src) as t.Into: packed
-// values into m.Data, and for affine formats scales and biases into
-// m.Scales and m.Biases, each sized as m.Check wants.
+// Transcode rewrites rows of k values in t's blocks (src) as m.Spec, one of
+// t.Forms(): packed values into m.Data, and for affine formats scales and
+// biases into m.Scales and m.Biases, each sized as m.Check wants.
 func (t Transcoder) Transcode(src []byte, m *Matrix) error {
-	if m.Spec != t.Into {
-		return fmt.Errorf("%s: transcodes into %v, not %v", t.Name, t.Into, m.Spec)
+	if !slices.Contains(t.Forms(), m.Spec) {
+		return fmt.Errorf("%s: transcodes into %v, not %v", t.Name, formsString(t.Forms()), m.Spec)
 	}
 	if m.K <= 0 || m.K%t.Values != 0 {
 		return fmt.Errorf("%s packs rows in blocks of %d values; a row of %d values does not divide", t.Name, t.Values, m.K)
@@ -90,23 +101,80 @@ func (t Transcoder) Transcode(src []byte, m *Matrix) error {
 		return err
 	}
 	n := m.Rows * m.K / t.Values
-	db, sb := t.Into.BlockBytes()*t.Values/t.Into.Block(), 0
+	db, sb := m.Spec.BlockBytes()*t.Values/m.Spec.Block(), 0
 	if t.Into.Type == Affine {
 		sb = t.Values / t.Into.Group * t.Into.Scale.Size()
 	}
-	blocks := func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			var sc, bi []byte
-			if sb > 0 {
-				sc, bi = m.Scales[b*sb:(b+1)*sb], m.Biases[b*sb:(b+1)*sb]
-			}
-			t.decode(src[b*t.Bytes:(b+1)*t.Bytes], m.Data[b*db:(b+1)*db], sc, bi)
-		}
-	}
+	var errs firstError
 	// A model's matrices are tens of megabytes: spread over the cores in
 	// runs of transcodeRun blocks.
-	forRuns(n, transcodeRun, blocks)
+	forRuns(n, transcodeRun, func(lo, hi int) {
+		var codes []byte
+		if sb > 0 {
+			codes = make([]byte, t.Values)
+		}
+		for b := lo; b < hi; b++ {
+			blk, out := src[b*t.Bytes:(b+1)*t.Bytes], m.Data[b*db:(b+1)*db]
+			if sb == 0 {
+				errs.set(b, t.decode(blk, out, nil, nil))
+				continue
+			}
+			errs.set(b, t.decode(blk, codes, m.Scales[b*sb:(b+1)*sb], m.Biases[b*sb:(b+1)*sb]))
+			packCodes(out, codes, m.Spec.Bits)
+		}
+	})
+	if errs.err != nil {
+		return fmt.Errorf("%s: block %d: %w", t.Name, errs.at, errs.err)
+	}
 	return nil
+}
+
+// formsString names a transcoder's forms for a message.
+func formsString(forms []Spec) string {
+	s := make([]string, len(forms))
+	for i, f := range forms {
+		s[i] = f.String()
+	}
+	return strings.Join(s, " or ")
+}
+
+// firstError keeps the error of the lowest block that had one, from many
+// goroutines.
+type firstError struct {
+	mu  sync.Mutex
+	at  int
+	err error
+}
+
+func (f *firstError) set(at int, err error) {
+	if err == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil || at < f.at {
+		f.at, f.err = at, err
+	}
+}
+
+// packCodes writes codes (one a byte, each below 2^bits) at bits each into
+// dst, code i at bit i·bits of its little-endian stream (mlx's affine
+// packing); len(codes) is a multiple of 8, so every 8 codes are bits bytes.
+func packCodes(dst, codes []byte, bits int) {
+	if bits == 8 {
+		copy(dst, codes)
+		return
+	}
+	for i := 0; i < len(codes); i += 8 {
+		var v uint64
+		for j, c := range codes[i : i+8] {
+			v |= uint64(c) << (j * bits)
+		}
+		o := dst[i*bits/8 : (i+8)*bits/8]
+		for j := range o {
+			o[j] = byte(v >> (8 * j))
+		}
+	}
 }
 
 // transcodeRun is the blocks one goroutine transcodes: about 100 KB to 1 MB
@@ -133,19 +201,17 @@ func forRuns(n, run int, f func(lo, hi int)) {
 // bytes, as 16 or 0 (ggml's qh: bit j for value j).
 func fifth(qh uint32, j int) uint8 { return uint8(qh>>j&1) << 4 }
 
-func q41(blk, data, scales, biases []byte) {
+func q41(blk, codes, scales, biases []byte) error {
 	copy(scales, blk[0:2])
 	copy(biases, blk[2:4])
-	qs := blk[4:20]
-	// Q4_1 holds value j in byte j's low nibble and value j+16 in its high
-	// one; the affine layout, value i at bit 4i.
-	for p := 0; p < 16; p++ {
-		lo, hi := nibble(qs, 2*p), nibble(qs, 2*p+1)
-		data[p] = lo | hi<<4
+	for i := range 32 {
+		codes[i] = nibble(blk[4:20], i)
 	}
+	return nil
 }
 
-// nibble is value i (of 32) of a Q4_0/Q4_1 block's 16 bytes.
+// nibble is value i (of 32) of a Q4_0/Q4_1 block's 16 bytes: value j is
+// byte j's low nibble and value j+16 its high one.
 func nibble(qs []byte, i int) uint8 {
 	if i < 16 {
 		return qs[i] & 0xf
@@ -153,26 +219,36 @@ func nibble(qs []byte, i int) uint8 {
 	return qs[i-16] >> 4
 }
 
-func q50(blk, data, _, _ []byte) {
-	copy(data[0:2], blk[0:2])
-	qh := binary.LittleEndian.Uint32(blk[2:6])
-	qs := blk[6:22]
-	for i := 0; i < 32; i++ {
-		data[2+i] = byte(int8(int(nibble(qs, i)|fifth(qh, i)) - 16))
+// maxHalf is f16's largest finite value.
+const maxHalf = 65504
+
+func q50(blk, codes, scales, biases []byte) error {
+	copy(scales, blk[0:2])
+	d := HalfToF32(binary.LittleEndian.Uint16(blk[0:2]))
+	// −16·d is d with its exponent moved, exact in f16 unless it leaves
+	// f16's range, which only a block of values beyond 65504 reaches.
+	if b := -16 * d; math.Abs(float64(b)) > maxHalf && !math.IsInf(float64(d), 0) {
+		return fmt.Errorf("scale %g: its offset −16·scale = %g is beyond f16's range", d, b)
 	}
+	binary.LittleEndian.PutUint16(biases, ToF16(-16*d))
+	qh := binary.LittleEndian.Uint32(blk[2:6])
+	for i := range 32 {
+		codes[i] = nibble(blk[6:22], i) | fifth(qh, i)
+	}
+	return nil
 }
 
-func q51(blk, data, scales, biases []byte) {
+func q51(blk, codes, scales, biases []byte) error {
 	copy(scales, blk[0:2])
 	copy(biases, blk[2:4])
 	qh := binary.LittleEndian.Uint32(blk[4:8])
-	qs := blk[8:24]
-	for i := 0; i < 32; i++ {
-		data[i] = nibble(qs, i) | fifth(qh, i)
+	for i := range 32 {
+		codes[i] = nibble(blk[8:24], i) | fifth(qh, i)
 	}
+	return nil
 }
 
-func q5k(blk, data, scales, biases []byte) {
+func q5k(blk, codes, scales, biases []byte) error {
 	d := HalfToF32(binary.LittleEndian.Uint16(blk[0:2]))
 	dmin := HalfToF32(binary.LittleEndian.Uint16(blk[2:4]))
 	sc, qh, ql := blk[4:16], blk[16:48], blk[48:176]
@@ -188,9 +264,10 @@ func q5k(blk, data, scales, biases []byte) {
 			if j%2 == 1 {
 				v = q[l] >> 4
 			}
-			data[32*j+l] = v | (qh[l]>>j&1)<<4
+			codes[32*j+l] = v | (qh[l]>>j&1)<<4
 		}
 	}
+	return nil
 }
 
 // ScaleK3 is Q3_K's sub-block scale i (of 16) from its 12 scale bytes, as
@@ -202,7 +279,7 @@ func ScaleK3(i int, sc []byte) int {
 	return int(lo | hi<<4)
 }
 
-func q3k(blk, data, _, _ []byte) {
+func q3k(blk, data, _, _ []byte) error {
 	hm, qs, sc := blk[0:32], blk[32:96], blk[96:108]
 	// −d: the f16 with its sign bit flipped, so that −s·q fits an int8.
 	negD := binary.LittleEndian.Uint16(blk[108:110]) ^ 0x8000
@@ -223,19 +300,21 @@ func q3k(blk, data, _, _ []byte) {
 			}
 		}
 	}
+	return nil
 }
 
 // IQ4NLLevels are IQ4_NL's 16 levels (ggml's kvalues_iq4nl).
 var IQ4NLLevels = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
-func iq4nl(blk, data, _, _ []byte) {
+func iq4nl(blk, data, _, _ []byte) error {
 	copy(data[0:2], blk[0:2])
 	for i := 0; i < 32; i++ {
 		data[2+i] = byte(IQ4NLLevels[nibble(blk[2:18], i)])
 	}
+	return nil
 }
 
-func iq4xs(blk, data, scales, biases []byte) {
+func iq4xs(blk, codes, scales, biases []byte) error {
 	d := HalfToF32(binary.LittleEndian.Uint16(blk[0:2]))
 	sh := binary.LittleEndian.Uint16(blk[2:4])
 	sl, qs := blk[4:8], blk[8:136]
@@ -248,20 +327,22 @@ func iq4xs(blk, data, scales, biases []byte) {
 		binary.LittleEndian.PutUint32(scales[4*b:], math.Float32bits(dl))
 		binary.LittleEndian.PutUint32(biases[4*b:], math.Float32bits(-128*dl))
 		for i := 0; i < 32; i++ {
-			data[32*b+i] = byte(int(IQ4NLLevels[nibble(qs[16*b:16*b+16], i)]) + 128)
+			codes[32*b+i] = byte(int(IQ4NLLevels[nibble(qs[16*b:16*b+16], i)]) + 128)
 		}
 	}
+	return nil
 }
 
 // MXFP4Levels are E2M1's magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6: the OCP
 // Microscaling formats' FP4) doubled, positive codes then negative ones.
 var MXFP4Levels = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 
-func mxfp4(blk, data, scales, biases []byte) {
+func mxfp4(blk, codes, scales, biases []byte) error {
 	mxfp4Scale(blk[0], scales, biases)
 	for i := 0; i < 32; i++ {
-		data[i] = byte(MXFP4Levels[nibble(blk[1:17], i)] + 12)
+		codes[i] = byte(MXFP4Levels[nibble(blk[1:17], i)] + 12)
 	}
+	return nil
 }
 
 // mxfp4Scale writes an MXFP4 group's affine scale and bias from its E8M0
@@ -284,12 +365,13 @@ func ternaryQ2K(data []byte, d uint16) {
 	binary.LittleEndian.PutUint16(data[82:], d)
 }
 
-func tq20(blk, data, _, _ []byte) {
+func tq20(blk, data, _, _ []byte) error {
 	copy(data[16:80], blk[0:64])
 	ternaryQ2K(data, binary.LittleEndian.Uint16(blk[64:]))
+	return nil
 }
 
-func tq10(blk, data, _, _ []byte) {
+func tq10(blk, data, _, _ []byte) error {
 	clear(data[16:80])
 	// Value v is digit k of byte i: bytes 0..31 hold values 32k + i (k <
 	// 5), bytes 32..47 values 160 + 16k + i, bytes 48..51 values 240 + 4k
@@ -320,4 +402,5 @@ func tq10(blk, data, _, _ []byte) {
 		}
 	}
 	ternaryQ2K(data, binary.LittleEndian.Uint16(blk[52:]))
+	return nil
 }

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -36,33 +37,39 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 	for name, f := range fx {
 		t.Run(name, func(t *testing.T) {
 			data, _ := base64.StdEncoding.DecodeString(f.Blocks)
-			m := &Matrix{Spec: Spec{Type: types[name]}, Rows: 1, K: len(f.Values), Data: data}
+			ms := []*Matrix{{Spec: Spec{Type: types[name]}, Rows: 1, K: len(f.Values), Data: data}}
 			tc, transcoded := Transcoders[name]
 			if transcoded {
-				m = transcodeMatrix(t, tc, data, 1, len(f.Values))
+				ms = ms[:0]
+				for _, form := range tc.Forms() {
+					ms = append(ms, transcodeMatrix(t, tc, form, data, 1, len(f.Values)))
+				}
 			}
-			if err := m.Check(name); err != nil {
-				t.Fatal(err)
-			}
-			got := m.Dequantize()
-			for i, want := range f.Values {
-				d := math.Abs(float64(got[i] - want))
-				// A transcoded block holds the very values (a zero's sign
-				// aside): its one rounding (scale·q + bias) is gguf-py's.
-				// An IQ value is a product exact in f32 (IQUnit).
-				if (transcoded || IsIQ(m.Spec.Type)) && got[i] != want ||
-					d > 1e-6*math.Abs(float64(want))+1e-12 {
-					t.Fatalf("value %d: %g, gguf-py %g", i, got[i], want)
+			for _, m := range ms {
+				if err := m.Check(name); err != nil {
+					t.Fatal(err)
+				}
+				got := m.Dequantize()
+				for i, want := range f.Values {
+					d := math.Abs(float64(got[i] - want))
+					// A transcoded block holds the very values (a zero's
+					// sign aside) in every form: its one rounding (scale·q
+					// + bias) is gguf-py's. An IQ value is a product exact
+					// in f32 (IQUnit).
+					if (transcoded || IsIQ(m.Spec.Type)) && got[i] != want ||
+						d > 1e-6*math.Abs(float64(want))+1e-12 {
+						t.Fatalf("%v value %d: %g, gguf-py %g", m.Spec, i, got[i], want)
+					}
 				}
 			}
 		})
 	}
 }
 
-// transcodeMatrix rewrites rows of k values in tc's blocks as tc.Into.
-func transcodeMatrix(t testing.TB, tc Transcoder, src []byte, rows, k int) *Matrix {
+// transcodeMatrix rewrites rows of k values in tc's blocks as q, one of
+// tc.Forms().
+func transcodeMatrix(t testing.TB, tc Transcoder, q Spec, src []byte, rows, k int) *Matrix {
 	t.Helper()
-	q := tc.Into
 	m := &Matrix{Spec: q, Rows: rows, K: k, Data: make([]byte, rows*q.RowBytes(k))}
 	if q.Type == Affine {
 		n := rows * q.Groups(k) * q.Scale.Size()
@@ -254,13 +261,14 @@ func TestTranscodersMatchGGML(t *testing.T) {
 					blk[0] %= 252 // exponents whose largest values stay finite
 				}
 			}
-			m := transcodeMatrix(t, tc, src, rows, k)
-			got := m.Dequantize()
-			for b := 0; b < len(src)/tc.Bytes; b++ {
-				want := ggmlRef(name, src[b*tc.Bytes:(b+1)*tc.Bytes])
-				for i, w := range want {
-					if g := got[b*tc.Values+i]; g != w {
-						t.Fatalf("block %d value %d: %g, ggml %g", b, i, g, w)
+			for _, form := range tc.Forms() {
+				got := transcodeMatrix(t, tc, form, src, rows, k).Dequantize()
+				for b := 0; b < len(src)/tc.Bytes; b++ {
+					want := ggmlRef(name, src[b*tc.Bytes:(b+1)*tc.Bytes])
+					for i, w := range want {
+						if g := got[b*tc.Values+i]; g != w {
+							t.Fatalf("%v: block %d value %d: %g, ggml %g", form, b, i, g, w)
+						}
 					}
 				}
 			}
@@ -276,15 +284,35 @@ func TestTranscodeRefusesBadShapes(t *testing.T) {
 		m    *Matrix
 		want string
 	}{
-		{22, &Matrix{Spec: tc.Into, Rows: 1, K: 48, Data: make([]byte, 34)}, "blocks of 32"},
-		{21, &Matrix{Spec: tc.Into, Rows: 1, K: 32, Data: make([]byte, 34)}, "21 bytes"},
-		{22, &Matrix{Spec: tc.Into, Rows: 1, K: 32, Data: make([]byte, 33)}, "33 bytes"},
+		{22, &Matrix{Spec: tc.Into, Rows: 1, K: 48, Data: make([]byte, 30), Scales: make([]byte, 4), Biases: make([]byte, 4)}, "blocks of 32"},
+		{21, &Matrix{Spec: tc.Into, Rows: 1, K: 32, Data: make([]byte, 20), Scales: make([]byte, 2), Biases: make([]byte, 2)}, "21 bytes"},
+		{22, &Matrix{Spec: tc.Into, Rows: 1, K: 32, Data: make([]byte, 21), Scales: make([]byte, 2), Biases: make([]byte, 2)}, "21 bytes of packed"},
 		{22, &Matrix{Spec: Spec{Type: Q4_0}, Rows: 1, K: 32, Data: make([]byte, 18)}, "not Q4_0"},
+		{22, &Matrix{Spec: Spec{Type: Affine, Bits: 6, Group: 32, Scale: F16}, Rows: 1, K: 32, Data: make([]byte, 24), Scales: make([]byte, 2), Biases: make([]byte, 2)}, "affine"},
 	} {
 		err := tc.Transcode(make([]byte, c.src), c.m)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Q5_0") {
 			t.Errorf("got %v, want an error naming Q5_0 and %q", err, c.want)
 		}
+	}
+}
+
+// A Q5_0 block whose offset −16·d leaves f16's range (values beyond 65504)
+// cannot be held exactly as an f16 affine bias: refused, naming the block,
+// where every finite smaller scale transcodes exactly.
+func TestQ50OffsetRange(t *testing.T) {
+	tc := Transcoders["Q5_0"]
+	src := make([]byte, 3*22)
+	for b, d := range []float32{4094, 1, 4096} {
+		binary.LittleEndian.PutUint16(src[22*b:], ToF16(d))
+	}
+	m := transcodeMatrix(t, tc, tc.Into, src[:44], 1, 64)
+	if got := m.Dequantize(); got[0] != -16*4094 || got[32] != -16 {
+		t.Errorf("values %g and %g, want %g and -16", got[0], got[32], float32(-16*4094))
+	}
+	m = &Matrix{Spec: tc.Into, Rows: 1, K: 96, Data: make([]byte, 60), Scales: make([]byte, 6), Biases: make([]byte, 6)}
+	if err := tc.Transcode(src, m); err == nil || !strings.Contains(err.Error(), "block 2") || !strings.Contains(err.Error(), "f16") {
+		t.Errorf("got %v, want an error naming block 2 and f16", err)
 	}
 }
 
@@ -359,7 +387,7 @@ func BenchmarkTranscode(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			const rows, k = 2048, 2048
 			src := make([]byte, rows*k/tc.Values*tc.Bytes)
-			m := transcodeMatrix(b, tc, src, rows, k)
+			m := transcodeMatrix(b, tc, tc.Into, src, rows, k)
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
 				if err := tc.Transcode(src, m); err != nil {
@@ -430,17 +458,18 @@ func TestMLXMXFP4MatchesMLX(t *testing.T) {
 	for i := range exps {
 		exps[i] = byte(i * 251 / (len(exps) - 1)) // 0 (subnormal scales) to 251
 	}
-	m := &Matrix{Spec: MLXMXFP4, Rows: rows, K: k, Data: make([]byte, rows*k),
-		Scales: make([]byte, 4*len(exps)), Biases: make([]byte, 4*len(exps))}
-	if err := TranscodeMLXMXFP4(words, exps, m); err != nil {
-		t.Fatal(err)
-	}
-	got := m.Dequantize()
-	for i, g := range got {
-		code := words[i/2] >> (4 * (i % 2)) & 0xf
-		want := float32(e2m1[code] * math.Ldexp(1, int(exps[i/32])-127))
-		if g != want {
-			t.Fatalf("value %d (code %d, exponent %d): %g, mlx %g", i, code, exps[i/32], g, want)
+	for _, form := range Transcoders["MXFP4"].Forms() {
+		m := &Matrix{Spec: form, Rows: rows, K: k, Data: make([]byte, rows*form.RowBytes(k)),
+			Scales: make([]byte, 4*len(exps)), Biases: make([]byte, 4*len(exps))}
+		if err := TranscodeMLXMXFP4(words, exps, m); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range m.Dequantize() {
+			code := words[i/2] >> (4 * (i % 2)) & 0xf
+			want := float32(e2m1[code] * math.Ldexp(1, int(exps[i/32])-127))
+			if g != want {
+				t.Fatalf("%v: value %d (code %d, exponent %d): %g, mlx %g", form, i, code, exps[i/32], g, want)
+			}
 		}
 	}
 	bad := []struct {
@@ -452,6 +481,7 @@ func TestMLXMXFP4MatchesMLX(t *testing.T) {
 		{15, 1, 32, MLXMXFP4, "15 bytes of values"},
 		{16, 2, 32, MLXMXFP4, "2 scales"},
 		{16, 1, 32, Spec{Type: Affine, Bits: 4, Group: 32, Scale: F32}, "not"},
+		{16, 1, 32, Spec{Type: Affine, Bits: 8, Group: 32, Scale: F16}, "not"},
 	}
 	for _, c := range bad {
 		m := &Matrix{Spec: c.spec, Rows: 1, K: c.k, Data: make([]byte, c.k), Scales: make([]byte, 4), Biases: make([]byte, 4)}

@@ -28,26 +28,18 @@ func uploadGPT2(be bridge.Backend, cfg *model.Config, src model.Source) (*weight
 			firstErr = fmt.Errorf("internal: no tensor spec %q", name)
 			return out
 		}
-		if ps, ok := src.(model.PackedSource); ok {
-			p, isPacked, err := ps.Packed(s)
-			if err != nil {
-				firstErr = err
-				return out
-			}
-			if isPacked {
-				if p, err = runPacked(cfg, src, s, p); err != nil {
+		if p, isPacked, err := runPacked(cfg, src, s); err != nil {
+			firstErr = err
+			return out
+		} else if isPacked {
+			for i, part := range p.Rows(s.Shape, n) {
+				ps := model.TensorSpec{Name: s.Name, Shape: []int{s.Shape[0] / n, s.Shape[1]}, Matrix: true}
+				if out[i], err = packedWeight(be, src, name, ps, part); err != nil {
 					firstErr = err
 					return out
 				}
-				for i, part := range p.Rows(s.Shape, n) {
-					ps := model.TensorSpec{Name: s.Name, Shape: []int{s.Shape[0] / n, s.Shape[1]}, Matrix: true}
-					if out[i], err = packedWeight(be, src, name, ps, part); err != nil {
-						firstErr = err
-						return out
-					}
-				}
-				return out
 			}
+			return out
 		}
 		dt, data, err := src.Tensor(s)
 		if err != nil {

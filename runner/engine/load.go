@@ -56,17 +56,10 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		if !ok {
 			return nil, fmt.Errorf("internal: no tensor spec %q", name)
 		}
-		if ps, ok := src.(model.PackedSource); ok {
-			p, packed, err := ps.Packed(s)
-			if err != nil {
-				return nil, err
-			}
-			if packed {
-				if p, err = runPacked(cfg, src, s, p); err != nil {
-					return nil, err
-				}
-				return packedWeight(be, src, name, s, p)
-			}
+		if p, packed, err := runPacked(cfg, src, s); err != nil {
+			return nil, err
+		} else if packed {
+			return packedWeight(be, src, name, s, p)
 		}
 		dt, data, err := src.Tensor(s)
 		if err != nil {
@@ -162,22 +155,19 @@ func weightOf(be bridge.Backend, src model.Source, dt bridge.DType, shape []int,
 	return be.Weight(dt, shape, data)
 }
 
-// runPacked is s's packed tensor p as cfg runs it: widened where cfg
-// (RunConfig) runs it wider than it is stored, through the source's memo
-// where it keeps one (model.PackedWidener).
-func runPacked(cfg *model.Config, src model.Source, s model.TensorSpec, p model.Packed) (model.Packed, error) {
-	run, ok := cfg.Quant.For(s.Name)
-	if !ok || run == p.Spec {
-		return p, nil
+// runPacked is s's tensor of src as cfg runs it, when src keeps it packed:
+// in the format cfg (RunConfig) gives it, written so where src transcodes it
+// and widened where cfg runs it wider than it is stored, through the
+// source's memo where it keeps one (model.Cached). packed false: floats.
+func runPacked(cfg *model.Config, src model.Source, s model.TensorSpec) (p model.Packed, packed bool, err error) {
+	ps, ok := src.(model.PackedSource)
+	if !ok {
+		return model.Packed{}, false, nil
 	}
-	if w, ok := src.(model.PackedWidener); ok {
-		return w.Widened(s, run)
+	if run, ok := cfg.Quant.For(s.Name); ok {
+		return model.PackedAs(src, s, run)
 	}
-	w, err := p.Widen(s.Shape, run)
-	if err != nil {
-		return model.Packed{}, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	return w, nil
+	return ps.Packed(s)
 }
 
 // packedWeight hands a packed matrix to a backend that runs packed weights.
@@ -205,38 +195,15 @@ func packedWeight(be bridge.Backend, src model.Source, name string, s model.Tens
 	return t, nil
 }
 
-// RunConfig is cfg as be runs it: a packed format be lacks but whose values
-// a wider format it has holds exactly (quant.Widenings: an affine 3-bit
-// matrix at 4 bits, a 6-bit one at 8) is counted, and loaded, at that
-// width. cfg itself is left as it is.
+// RunConfig is cfg as be runs it (model.Config.RunOn): a packed format be
+// lacks, or runs faster wider, is counted and loaded at the wider format
+// that holds its values exactly. cfg itself is left as it is.
 func RunConfig(be bridge.Backend, cfg *model.Config) *model.Config {
 	qs, ok := be.(bridge.QuantSupport)
-	if !ok || cfg.Quant == nil {
+	if !ok {
 		return cfg
 	}
-	widen := func(s *quant.Spec) *quant.Spec {
-		if s == nil || qs.SupportsQuant(*s) == nil {
-			return s
-		}
-		for _, w := range quant.Widenings(*s) {
-			if qs.SupportsQuant(w) == nil {
-				return &w
-			}
-		}
-		return s // refused at load, with the backend's reason
-	}
-	q := &model.QuantScheme{Name: cfg.Quant.Name, Default: widen(cfg.Quant.Default), Per: make(map[string]*quant.Spec, len(cfg.Quant.Per))}
-	changed := q.Default != cfg.Quant.Default
-	for n, s := range cfg.Quant.Per {
-		q.Per[n] = widen(s)
-		changed = changed || q.Per[n] != s
-	}
-	if !changed {
-		return cfg
-	}
-	c := *cfg
-	c.Quant = q
-	return &c
+	return cfg.RunOn(qs)
 }
 
 // mixedExperts refuses a layer whose experts still came out packed in

@@ -144,9 +144,16 @@ func (f fourEight) SupportsQuant(s quant.Spec) error {
 	return nil
 }
 
-// A backend without a width runs it widened (RunConfig): counted and
-// loaded at 4 or 8 bits, the same tokens and logits as the width run as
-// stored; widths it has keep their config.
+// asStored is the CPU backend running every affine width as stored, with
+// no preference for wider ones.
+type asStored struct{ *cpu.Backend }
+
+func (asStored) PrefersWider(quant.Spec) bool { return false }
+
+// A backend without a width, or one that runs it faster wider (the CPU's
+// 3- and 6-bit dots), runs it widened (RunConfig): counted and loaded at 4
+// or 8 bits, the same tokens and logits as the width run as stored; widths
+// it has keep their config.
 func TestRunConfigWidens(t *testing.T) {
 	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Quant: "q4", Layers: 2, Seed: 1})
 	if err != nil {
@@ -163,14 +170,14 @@ func TestRunConfigWidens(t *testing.T) {
 		}
 	}
 	reqs := []Request{{ID: 1, Prompt: []int32{5, 17, 300, 42}, MaxNewTokens: 4, WantLogits: true}}
-	var outs [2][]Output
-	for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), fourEight{cpu.New(cpu.Options{})}} {
+	var outs [3][]Output
+	for i, be := range []bridge.Backend{asStored{cpu.New(cpu.Options{})}, fourEight{cpu.New(cpu.Options{})}, cpu.New(cpu.Options{})} {
 		e, err := New(be, cfg, src, Options{KVDType: "f32"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		router, _ := e.Config().Quant.For(model.LayerPrefix(0) + "mlp.gate.weight")
-		if got, want := [2]int{e.Config().Quant.Default.Bits, router.Bits}, [2][2]int{{3, 6}, {4, 8}}[i]; got != want {
+		if got, want := [2]int{e.Config().Quant.Default.Bits, router.Bits}, [3][2]int{{3, 6}, {4, 8}, {4, 8}}[i]; got != want {
 			t.Errorf("backend %d runs 3- and 6-bit weights at %v bits, want %v", i, got, want)
 		}
 		if outs[i], err = e.Generate(reqs); err != nil {
@@ -180,11 +187,13 @@ func TestRunConfigWidens(t *testing.T) {
 	if cfg.Quant.Default.Bits != 3 {
 		t.Errorf("the model's own config changed to %d bits", cfg.Quant.Default.Bits)
 	}
-	var d float64
-	for i, v := range outs[1][0].Logits {
-		d = math.Max(d, math.Abs(float64(v-outs[0][0].Logits[i])))
-	}
-	if !slices.Equal(outs[1][0].Tokens, outs[0][0].Tokens) || d > 1e-5 {
-		t.Errorf("widened: tokens %v against %v, logits within %.3g", outs[1][0].Tokens, outs[0][0].Tokens, d)
+	for _, o := range outs[1:] {
+		var d float64
+		for i, v := range o[0].Logits {
+			d = math.Max(d, math.Abs(float64(v-outs[0][0].Logits[i])))
+		}
+		if !slices.Equal(o[0].Tokens, outs[0][0].Tokens) || d > 1e-5 {
+			t.Errorf("widened: tokens %v against %v, logits within %.3g", o[0].Tokens, outs[0][0].Tokens, d)
+		}
 	}
 }

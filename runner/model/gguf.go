@@ -59,7 +59,8 @@ type GGUFSource struct {
 	// permute are the HF names whose rows llama.cpp's converter reordered
 	// for its interleaved RoPE (llama's q and k), with their head counts.
 	permute map[string]int
-	// transcoded are the packed tensors rewritten so far, by HF name.
+	// transcoded are the packed tensors rewritten so far, by HF name and
+	// form.
 	transcoded map[string]Packed
 	// splitExperts: each expert's matrices are tensors of their own
 	// (blk.N.ffn_gate.E.weight), as llama.cpp's converter wrote Mixtral
@@ -327,23 +328,44 @@ func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
 		return Packed{}, true, err
 	}
 	if tc, ok := quant.Transcoders[info.Type.String()]; ok {
-		p, err := s.transcode(tc, spec, data)
+		p, err := s.transcode(tc, tc.Into, spec, data)
 		return p, true, err
 	}
 	return Packed{Spec: q, Data: data}, true, nil
 }
 
-// transcode rewrites spec's blocks (data) in tc.Into, once per tensor, and
-// lets the OS drop the mapped pages it read: the model holds the rewritten
-// bytes only.
-func (s *GGUFSource) transcode(tc quant.Transcoder, spec TensorSpec, data []byte) (Packed, error) {
-	if p, ok := s.transcoded[spec.Name]; ok {
+// PackedAs is Packed with a transcoded tensor written as to, where to is one
+// of its transcoder's forms (a Q5_K tensor straight into 8-bit affine
+// groups for a backend that runs those).
+func (s *GGUFSource) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
+	info, _, err := s.lookup(spec)
+	if err != nil {
+		return Packed{}, false, err
+	}
+	tc, ok := quant.Transcoders[info.Type.String()]
+	if !ok || !slices.Contains(tc.Forms(), to) {
+		return s.Packed(spec)
+	}
+	_, data, err := s.bytes(spec)
+	if err != nil {
+		return Packed{}, true, err
+	}
+	p, err := s.transcode(tc, to, spec, data)
+	return p, true, err
+}
+
+// transcode rewrites spec's blocks (data) as form, once per tensor and
+// form, and lets the OS drop the mapped pages it read: the model holds the
+// rewritten bytes only.
+func (s *GGUFSource) transcode(tc quant.Transcoder, form quant.Spec, spec TensorSpec, data []byte) (Packed, error) {
+	key := spec.Name + " " + form.String()
+	if p, ok := s.transcoded[key]; ok {
 		return p, nil
 	}
 	if len(spec.Shape) != 2 {
 		return Packed{}, fmt.Errorf("%s: tensor %s is %s but not a matrix", s.f.Path, spec.Name, tc.Name)
 	}
-	m := transcodeTarget(tc.Into, spec.Shape[0], spec.Shape[1], &s.frees, &s.converted)
+	m := transcodeTarget(form, spec.Shape[0], spec.Shape[1], &s.frees, &s.converted)
 	if err := tc.Transcode(data, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", s.f.Path, spec.Name, err)
 	}
@@ -352,7 +374,7 @@ func (s *GGUFSource) transcode(tc quant.Transcoder, spec TensorSpec, data []byte
 	if s.transcoded == nil {
 		s.transcoded = map[string]Packed{}
 	}
-	s.transcoded[spec.Name] = p
+	s.transcoded[key] = p
 	return p, nil
 }
 
@@ -571,7 +593,9 @@ func ggufYaRN(arch string, f *gguf.File, num func(string, int, bool) int, flt fu
 // FormatLister is a source that lists its tensors by stored format:
 // GGUF files and mlx-lm or HF folders (`mtlbench models`).
 type FormatLister interface {
-	Formats() []FormatCount
+	// Formats lists them as a backend with rules runs them (RunFormat);
+	// rules nil: in the narrowest formats that hold them exactly.
+	Formats(rules bridge.QuantSupport) []FormatCount
 }
 
 // FormatCount is the model's tensors of one stored format: how many, their
@@ -585,9 +609,10 @@ type FormatCount struct {
 	RunBytes  int64
 }
 
-// Formats lists the model's tensors by stored ggml type, in ggml's order;
-// a stacked expert tensor counts once.
-func (s *GGUFSource) Formats() []FormatCount {
+// Formats lists the model's tensors by stored ggml type, in ggml's order,
+// the transcoded ones with the format rules runs them in; a stacked expert
+// tensor counts once.
+func (s *GGUFSource) Formats(rules bridge.QuantSupport) []FormatCount {
 	byType := map[gguf.Type]*FormatCount{}
 	seen := map[string]bool{}
 	for _, t := range s.cfg.Tensors() {
@@ -605,6 +630,7 @@ func (s *GGUFSource) Formats() []FormatCount {
 		fc.FileBytes += int64(info.Size)
 		if _, ok := quant.Transcoders[info.Type.String()]; ok {
 			q, _ := info.Type.Packing()
+			q = RunFormat(rules, q)
 			fc.RunsAs = q.String()
 			shape := info.Shape()
 			fc.RunBytes += q.Bytes(info.Elems(), shape[len(shape)-1])

@@ -49,39 +49,80 @@ func (p Packed) Widen(shape []int, to quant.Spec) (Packed, error) {
 	return Packed{Spec: to, Data: data, Scales: p.Scales, Biases: p.Biases}, nil
 }
 
-// PackedWidener is a source that keeps the widened tensors it makes
-// (Packed.Widen), so engines made one after another over it (a benchmark's
-// repetitions) share one copy.
-type PackedWidener interface {
-	Widened(spec TensorSpec, to quant.Spec) (Packed, error)
+// PackedFormer is a PackedSource that writes the tensors it transcodes
+// (GGUF's Q5_K, mlx's mxfp4: quant.Transcoder) straight into the form a
+// backend runs (quant.Transcoder.Forms), so no narrower copy is made on the
+// way.
+type PackedFormer interface {
+	// PackedAs is Packed with a transcoded tensor written as to, where to is
+	// one of its forms; any other tensor comes as Packed gives it.
+	PackedAs(spec TensorSpec, to quant.Spec) (p Packed, ok bool, err error)
 }
 
-// Widened widens spec's packed tensor to to, once per tensor and width.
-func (c *Cached) Widened(spec TensorSpec, to quant.Spec) (Packed, error) {
-	p, ok, err := c.Packed(spec)
+// PackedAs returns spec's tensor of src packed as to: written so by a
+// PackedFormer, else widened from the format Packed gives
+// (quant.Widenings). ok false when it is stored as floats.
+func PackedAs(src Source, spec TensorSpec, to quant.Spec) (Packed, bool, error) {
+	var p Packed
+	var ok bool
+	var err error
+	switch s := src.(type) {
+	case PackedFormer:
+		p, ok, err = s.PackedAs(spec, to)
+	case PackedSource:
+		p, ok, err = s.Packed(spec)
+	}
+	if err != nil || !ok {
+		return p, ok, err
+	}
+	p, err = p.as(spec, to)
+	return p, true, err
+}
+
+// as is p, spec's packed tensor, in to: itself, or widened.
+func (p Packed) as(spec TensorSpec, to quant.Spec) (Packed, error) {
+	if p.Spec == to {
+		return p, nil
+	}
+	w, err := p.Widen(spec.Shape, to)
 	if err != nil {
-		return Packed{}, err
+		return Packed{}, fmt.Errorf("%s: %w", spec.Name, err)
 	}
-	if !ok {
-		return Packed{}, fmt.Errorf("%s is stored in floats, not packed", spec.Name)
-	}
+	return w, nil
+}
+
+// PackedAs is PackedAs of the wrapped source, once per tensor and form, so
+// engines made one after another over it (a benchmark's repetitions) share
+// one copy of what it makes; what it widens, it widens from Packed's copy.
+func (c *Cached) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	key := spec.Name + " " + to.String()
 	c.mu.Lock()
-	w, ok := c.widened[key]
+	p, ok := c.formed[key]
 	c.mu.Unlock()
 	if ok {
-		return w, nil
+		return p, true, nil
 	}
-	if w, err = p.Widen(spec.Shape, to); err != nil {
-		return Packed{}, fmt.Errorf("%s: %w", spec.Name, err)
+	var err error
+	if f, isF := c.Source.(PackedFormer); isF {
+		c.mu.Lock()
+		p, ok, err = f.PackedAs(spec, to)
+		c.mu.Unlock()
+	} else {
+		p, ok, err = c.Packed(spec)
+	}
+	if err != nil || !ok {
+		return p, ok, err
+	}
+	if p, err = p.as(spec, to); err != nil {
+		return Packed{}, true, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.widened == nil {
-		c.widened = map[string]Packed{}
+	if c.formed == nil {
+		c.formed = map[string]Packed{}
 	}
-	c.widened[key] = w
-	return w, nil
+	c.formed[key] = p
+	return p, true, nil
 }
 
 // PackedSource is a Source some of whose matrices are stored packed.
@@ -299,12 +340,25 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	if c.floatsOfPacked(spec) {
 		return Packed{}, false, nil // Tensor dequantizes it
 	}
-	return c.packed(spec, true)
+	return c.packed(spec, true, quant.MLXMXFP4)
+}
+
+// PackedAs is Packed with an mxfp4 matrix written as to, where to is one of
+// its forms (quant.Transcoders["MXFP4"].Forms()).
+func (c *Checkpoint) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
+	if c.floatsOfPacked(spec) {
+		return Packed{}, false, nil
+	}
+	if !slices.Contains(quant.Transcoders["MXFP4"].Forms(), to) {
+		to = quant.MLXMXFP4
+	}
+	return c.packed(spec, true, to)
 }
 
 // packed finds and checks spec's packed tensors; with read false it stops
-// there (Check), reading and transcoding nothing.
-func (c *Checkpoint) packed(spec TensorSpec, read bool) (Packed, bool, error) {
+// there (Check), reading and transcoding nothing. An mxfp4 matrix is
+// transcoded into fpForm.
+func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Packed, bool, error) {
 	if c.mlx == nil || !spec.Matrix {
 		return Packed{}, false, nil
 	}
@@ -391,7 +445,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool) (Packed, bool, error) {
 		return Packed{}, true, nil
 	}
 	if fp {
-		p, err := c.transcodeMXFP4(spec, data, scales, expert, experts)
+		p, err := c.transcodeMXFP4(spec, fpForm, data, scales, expert, experts)
 		return p, true, err
 	}
 	p := Packed{Spec: stored, Data: data, Scales: scales, Biases: biases}
@@ -403,19 +457,20 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool) (Packed, bool, error) {
 }
 
 // transcodeMXFP4 rewrites spec's mxfp4 values (expert's slice of a stack
-// of experts when expert >= 0) as quant.MLXMXFP4, once per tensor, and
-// lets the OS drop the file's pages it read.
-func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, words, exps []byte, expert, experts int) (Packed, error) {
+// of experts when expert >= 0) as form, once per tensor and form, and lets
+// the OS drop the file's pages it read.
+func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, form quant.Spec, words, exps []byte, expert, experts int) (Packed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p, ok := c.transcoded[spec.Name]; ok {
+	key := spec.Name + " " + form.String()
+	if p, ok := c.transcoded[key]; ok {
 		return p, nil
 	}
 	if expert >= 0 {
 		nw, ne := len(words)/experts, len(exps)/experts
 		words, exps = words[expert*nw:(expert+1)*nw], exps[expert*ne:(expert+1)*ne]
 	}
-	m := transcodeTarget(quant.MLXMXFP4, spec.Shape[0], spec.Shape[1], &c.frees, &c.converted)
+	m := transcodeTarget(form, spec.Shape[0], spec.Shape[1], &c.frees, &c.converted)
 	if err := quant.TranscodeMLXMXFP4(words, exps, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
 	}
@@ -424,7 +479,7 @@ func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, words, exps []byte, expert,
 	if c.transcoded == nil {
 		c.transcoded = map[string]Packed{}
 	}
-	c.transcoded[spec.Name] = p
+	c.transcoded[key] = p
 	return p, nil
 }
 
@@ -480,9 +535,10 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 
 // Formats lists an mlx-lm folder's tensors by stored format (floats by
 // dtype, packed modules by mode, bits, group size and scale dtype), with
-// what mxfp4 runs as (GGUFSource.Formats does the same for GGUF files); a
-// switch_mlp stack counts once. nil for a folder OpenDir did not open.
-func (c *Checkpoint) Formats() []FormatCount {
+// what mxfp4 and the widths rules widen run as (GGUFSource.Formats does the
+// same for GGUF files); a switch_mlp stack counts once. nil for a folder
+// OpenDir did not open.
+func (c *Checkpoint) Formats(rules bridge.QuantSupport) []FormatCount {
 	if c.cfg == nil {
 		return nil
 	}
@@ -530,12 +586,16 @@ func (c *Checkpoint) Formats() []FormatCount {
 		bytes := size(module+".weight") + size(module+".scales") + size(module+".biases")
 		sInfo, _ := c.ck.Info(module + ".scales")
 		f, _ := floatOf(sInfo.DType)
+		spec, k := mod.spec(f), t.Shape[len(t.Shape)-1]
+		run := RunFormat(rules, spec)
+		stored := spec.String()
 		if mod.Mode == "mxfp4" {
-			run := quant.MLXMXFP4.Bytes(lead*t.Elems(), t.Shape[len(t.Shape)-1])
-			add("mxfp4", bytes, quant.MLXMXFP4.String(), run)
+			stored = "mxfp4"
+		} else if run == spec {
+			add(stored, bytes, "", 0)
 			continue
 		}
-		add(mod.spec(f).String(), bytes, "", 0)
+		add(stored, bytes, run.String(), run.Bytes(lead*t.Elems(), k))
 	}
 	out := make([]FormatCount, 0, len(order))
 	for _, k := range order {

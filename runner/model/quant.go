@@ -40,11 +40,63 @@ func (q *QuantScheme) For(name string) (quant.Spec, bool) {
 	return *q.Default, true
 }
 
+// RunFormat is the format a backend with rules (a backend, or its
+// QuantRules) runs a packed format s in: s itself, or where the backend
+// lacks s or runs it faster wider (bridge.QuantPreference), the first
+// wider format it has that holds s's values exactly (quant.Widenings: an
+// affine 3-bit matrix at 4 bits, a 5-bit one or a transcoded Q5_K at 8).
+// A format neither it nor a widening runs is returned as it is, for the
+// load to refuse with the backend's reason.
+func RunFormat(rules bridge.QuantSupport, s quant.Spec) quant.Spec {
+	if rules == nil {
+		return s
+	}
+	pref, _ := rules.(bridge.QuantPreference)
+	if rules.SupportsQuant(s) == nil && (pref == nil || !pref.PrefersWider(s)) {
+		return s
+	}
+	for _, w := range quant.Widenings(s) {
+		if rules.SupportsQuant(w) == nil {
+			return w
+		}
+	}
+	return s
+}
+
+// RunOn is c as a backend with rules runs it (RunFormat for every packed
+// tensor): c itself when nothing changes, else a copy, c left as it is.
+func (c *Config) RunOn(rules bridge.QuantSupport) *Config {
+	if rules == nil || c.Quant == nil {
+		return c
+	}
+	run := func(s *quant.Spec) *quant.Spec {
+		if s == nil {
+			return nil
+		}
+		if r := RunFormat(rules, *s); r != *s {
+			return &r
+		}
+		return s
+	}
+	q := &QuantScheme{Name: c.Quant.Name, Default: run(c.Quant.Default), Per: make(map[string]*quant.Spec, len(c.Quant.Per))}
+	changed := q.Default != c.Quant.Default
+	for n, s := range c.Quant.Per {
+		q.Per[n] = run(s)
+		changed = changed || q.Per[n] != s
+	}
+	if !changed {
+		return c
+	}
+	out := *c
+	out.Quant = q
+	return &out
+}
+
 // QuantFormats are the synthetic quantized formats a preset runs in: MLX
 // affine at 2, 3, 4, 5, 6 and 8 bits (group 64, the checkpoint's float
-// dtype for scales), GGUF's Q4_K_M mix and Q8_0, and the IQ2_XXS and
-// IQ3_XXS grid types. suites/parse.go lists the same names.
-var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "q4_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+// dtype for scales), GGUF's Q4_K_M and Q5_K_M mixes and Q8_0, and the
+// IQ2_XXS and IQ3_XXS grid types. suites/parse.go lists the same names.
+var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
 
 // Format is the dtype a preset's weights take: a float dtype, or a packed
 // format with its floats (norms stay f32; affine scales and unpacked
@@ -88,6 +140,8 @@ func sixBitHead(cfg *Config, q *QuantScheme) {
 // presetScheme is a quantized preset's scheme for cfg. Q4_K_M follows
 // llama.cpp's mix: Q4_K everywhere, Q6_K for the LM head and for the value
 // projections and down projections of the layers its use_more_bits picks.
+// Q5_K_M is the same mix around Q5_K, which runs as it is transcoded
+// (quant.Transcoders: 5-bit affine groups of 32 with f32 scales).
 func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 	sf := quant.BF16
 	switch scale {
@@ -109,8 +163,20 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 	switch name {
 	case "q8_0":
 		q.Default = &quant.Spec{Type: quant.Q8_0}
-	case "q4_k_m":
-		q.Default = &quant.Spec{Type: quant.Q4_K}
+	case "q4_k_m", "q5_k_m":
+		// Rows that 256 does not divide fall back as llama.cpp's
+		// tensor_type_fallback has it: Q4_K to Q5_0, Q5_K to Q5_1, each
+		// run as it is transcoded (Q6_K's fallback, Q8_0, comes below).
+		main, fallback := quant.Spec{Type: quant.Q4_K}, quant.Transcoders["Q5_0"].Into
+		if name == "q5_k_m" {
+			main, fallback = quant.Transcoders["Q5_K"].Into, quant.Transcoders["Q5_1"].Into
+		}
+		q.Default = &main
+		for _, t := range cfg.Tensors() {
+			if t.Matrix && t.Shape[len(t.Shape)-1]%256 != 0 {
+				q.Per[t.Name] = &fallback
+			}
+		}
 		q6 := &quant.Spec{Type: quant.Q6_K}
 		n := cfg.ModelLayers
 		for l := 0; l < n; l++ {

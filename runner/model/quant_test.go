@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -232,6 +233,38 @@ func TestQuantPresets(t *testing.T) {
 			}
 		}
 	}
+	// Q5_K_M runs as Q5_K is transcoded, 5-bit affine groups of 32 with f32
+	// scales (Q5_1's f16 where 256 does not divide a row), Q6_K as
+	// Q4_K_M keeps it: between Q4_K_M and Q8_0 in bytes, and on a backend
+	// that runs 5 bits wider, at 8 (RunOn).
+	for _, name := range PresetNames() {
+		var w [3]int64
+		for i, f := range []string{"q4_k_m", "q5_k_m", "q8_0"} {
+			c, err := PresetFormat(name, Format{DType: bridge.BF16, Quant: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w[i] = c.WeightBytes(bridge.BF16)
+		}
+		if !(w[0] < w[1] && w[1] < w[2]) {
+			t.Errorf("%s: q4_k_m, q5_k_m and q8_0 take %v bytes", name, w)
+		}
+		c, _ := PresetFormat(name, Format{DType: bridge.BF16, Quant: "q5_k_m"})
+		wide := c.RunOn(eightBits{})
+		for _, tn := range c.Tensors() {
+			s, ok := c.Quant.For(tn.Name)
+			if !ok || !tn.Matrix || s.Type != quant.Affine {
+				continue
+			}
+			k := tn.Shape[len(tn.Shape)-1]
+			if want := map[bool]quant.Float{true: quant.F32, false: quant.F16}[k%256 == 0]; s.Bits != 5 || s.Group != 32 || s.Scale != want {
+				t.Errorf("%s q5_k_m: %s (k %d) is %v", name, tn.Name, k, s)
+			}
+			if r, _ := wide.Quant.For(tn.Name); r.Bits != 8 || r.Scale != s.Scale {
+				t.Errorf("%s q5_k_m: %s runs as %v where 5 bits are widened", name, tn.Name, r)
+			}
+		}
+	}
 	for _, bad := range []string{"q7", "q1", "q16"} {
 		if _, err := ParseFormat(bad); err == nil {
 			t.Errorf("%s parsed", bad)
@@ -301,11 +334,11 @@ func TestCachedWidensOnce(t *testing.T) {
 		}
 	}
 	to := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: cfg.Quant.Default.Scale}
-	a, err := c.Widened(spec, to)
+	a, _, err := c.PackedAs(spec, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Widened(spec, to)
+	b, _, err := c.PackedAs(spec, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,9 +353,19 @@ func TestCachedWidensOnce(t *testing.T) {
 	if !bytes.Equal(a.Data, want.Data) || &a.Scales[0] != &p.Scales[0] {
 		t.Error("the cached widening differs from Packed.Widen, or copied the scales")
 	}
-	if _, err := c.Widened(spec, quant.Spec{Type: quant.Affine, Bits: 2, Group: 64, Scale: to.Scale}); err == nil {
+	if _, _, err := c.PackedAs(spec, quant.Spec{Type: quant.Affine, Bits: 2, Group: 64, Scale: to.Scale}); err == nil {
 		t.Error("narrowing to 2 bits: want an error")
 	}
+}
+
+// eightBits are the rules of a backend that widens 5-bit affine to 8.
+type eightBits struct{}
+
+func (eightBits) SupportsQuant(s quant.Spec) error {
+	if s.Type == quant.Affine && s.Bits == 5 {
+		return fmt.Errorf("no 5-bit kernels")
+	}
+	return nil
 }
 
 // A GGUF file's RoPE as this build cannot run it, or as no converter
@@ -624,16 +667,16 @@ func TestMLXGPT2(t *testing.T) {
 	}
 }
 
-// An mxfp4 folder lists its mxfp4 matrices with what they run as: 40
-// bytes a group of 32 for the 17 stored, the router apart (affine 8-bit),
-// a switch_mlp stack once.
+// An mxfp4 folder lists its mxfp4 matrices with what they run as: 28
+// bytes a group of 32 for the 17 stored (5-bit affine codes, f32 scales and
+// biases), the router apart (affine 8-bit), a switch_mlp stack once.
 func TestMLXFormats(t *testing.T) {
 	_, src, err := Open(Spec{Model: "../testdata/mlx/qwen3_moe-mxfp4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	fs := src.(FormatLister).Formats()
+	fs := src.(FormatLister).Formats(nil)
 	got := map[string]FormatCount{}
 	for _, f := range fs {
 		got[f.Stored] = f
@@ -643,8 +686,8 @@ func TestMLXFormats(t *testing.T) {
 	if !ok || mx.Tensors != 16 || mx.RunsAs != quant.MLXMXFP4.String() {
 		t.Fatalf("formats %+v: want 16 mxfp4 tensors run as %v", fs, quant.MLXMXFP4)
 	}
-	if r := float64(mx.RunBytes) / float64(mx.FileBytes); r < 2.3 || r > 2.36 {
-		t.Errorf("mxfp4 runs at %.3f× its stored bytes, want 40/17 = 2.35", r)
+	if r := float64(mx.RunBytes) / float64(mx.FileBytes); r < 1.64 || r > 1.65 {
+		t.Errorf("mxfp4 runs at %.3f× its stored bytes, want 28/17 = 1.647", r)
 	}
 	if r, ok := got["affine 8-bit, group 64, bf16 scales"]; !ok || r.Tensors != 2 {
 		t.Errorf("formats %+v: want the 2 routers at affine 8 bits", fs)
@@ -701,5 +744,52 @@ func TestPartlyPackedExpertsCountedInF32(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A transcoded GGUF tensor asked for in a wider form (PackedAs, as the CPU
+// and CUDA load Q5_K at 8 bits) is written straight into it: one copy, not
+// the 5-bit form and then a widening of it, holding the same values; the
+// engines over a Cached source share it.
+func TestGGUFPackedAsWritesOneForm(t *testing.T) {
+	cfg, src, err := OpenGGUF("../testdata/gguf/qwen3_moe-q5_k_m.gguf", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var spec TensorSpec
+	var narrow quant.Spec
+	for _, s := range cfg.Tensors() {
+		if q, ok := cfg.Quant.For(s.Name); ok && q.Type == quant.Affine && q.Bits == 5 && len(s.Shape) == 2 {
+			spec, narrow = s, q
+			break
+		}
+	}
+	if spec.Name == "" {
+		t.Fatal("no tensor of the file reads as 5-bit affine")
+	}
+	wide := quant.Spec{Type: quant.Affine, Bits: 8, Group: narrow.Group, Scale: narrow.Scale}
+	c := NewCached(src)
+	p, ok, err := c.PackedAs(spec, wide)
+	if err != nil || !ok || p.Spec != wide {
+		t.Fatalf("PackedAs: %v, %v, %v", p.Spec, ok, err)
+	}
+	if len(src.transcoded) != 1 {
+		t.Errorf("%d forms transcoded for one tensor asked for once: %v", len(src.transcoded), slices.Collect(maps.Keys(src.transcoded)))
+	}
+	if q, _, _ := c.PackedAs(spec, wide); &q.Data[0] != &p.Data[0] {
+		t.Error("a second PackedAs made another copy")
+	}
+	n, _, err := src.Packed(spec)
+	if err != nil || n.Spec != narrow {
+		t.Fatalf("Packed: %v, %v", n.Spec, err)
+	}
+	rows, k := spec.Shape[0], spec.Shape[1]
+	a := (&quant.Matrix{Spec: wide, Rows: rows, K: k, Data: p.Data, Scales: p.Scales, Biases: p.Biases}).Dequantize()
+	b := (&quant.Matrix{Spec: narrow, Rows: rows, K: k, Data: n.Data, Scales: n.Scales, Biases: n.Biases}).Dequantize()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("value %d: %g at 8 bits, %g at 5", i, a[i], b[i])
+		}
 	}
 }

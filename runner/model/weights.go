@@ -233,7 +233,7 @@ type Checkpoint struct {
 	cfg     *Config // the model, once OpenDir has read it (Formats)
 
 	mu         sync.Mutex
-	transcoded map[string]Packed // mxfp4 matrices rewritten so far, by HF name
+	transcoded map[string]Packed // mxfp4 matrices rewritten so far, by HF name and form
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
@@ -412,7 +412,7 @@ func (c *Checkpoint) floatsOfPacked(spec TensorSpec) bool {
 // dequantized returns spec's packed tensor as f32, one copy made once: a
 // table of context x hidden values (GPT-2's 1024 x 768, 3 MiB).
 func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) {
-	p, _, err := c.packed(spec, true)
+	p, _, err := c.packed(spec, true, quant.MLXMXFP4)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -488,7 +488,7 @@ func floatWeights(where, name, dtype string) (bridge.DType, error) {
 // checkpoint is refused as it opens, whatever then uses it.
 func (c *Checkpoint) Check(cfg *Config) error {
 	for _, t := range cfg.Tensors() {
-		if _, packed, err := c.packed(t, false); err != nil || packed {
+		if _, packed, err := c.packed(t, false, quant.MLXMXFP4); err != nil || packed {
 			if err != nil {
 				return err
 			}
@@ -772,10 +772,10 @@ func (r regions) contain(b []byte) bool {
 // once.
 type Cached struct {
 	Source
-	mu      sync.Mutex
-	m       map[string]cachedTensor
-	packed  map[string]Packed
-	widened map[string]Packed // by name and width (Widened)
+	mu     sync.Mutex
+	m      map[string]cachedTensor
+	packed map[string]Packed
+	formed map[string]Packed // by name and form (PackedAs)
 }
 
 type cachedTensor struct {

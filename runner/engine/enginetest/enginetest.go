@@ -16,6 +16,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
@@ -89,9 +90,17 @@ func NarrowAffine(t testing.TB, preset string, layers, bits, routerBits int) (*m
 	return cfg, src
 }
 
+// AsStored is the CPU backend running every affine width as stored, where
+// the engine would load its 2-, 3-, 5- and 6-bit matrices widened
+// (cpu.QuantRules.PrefersWider): the reference for the narrow kernels.
+type AsStored struct{ *cpu.Backend }
+
+// PrefersWider: none.
+func (AsStored) PrefersWider(quant.Spec) bool { return false }
+
 // NarrowAffineMatchesCPU runs NarrowAffine(preset, layers, bits, routerBits)
-// on be, which must run it at runs bits (engine.RunConfig), and on the CPU,
-// which runs it as stored: two prompts of 9 and 30 tokens give the CPU's
+// on be, which must run it at runs bits (engine.RunConfig), and on the CPU
+// running it as stored (AsStored): two prompts of 9 and 30 tokens give the CPU's
 // tokens and last logits within tol.
 func NarrowAffineMatchesCPU(t *testing.T, be bridge.Backend, preset string, layers, bits, routerBits, runs int, tol float64) {
 	t.Helper()
@@ -99,7 +108,7 @@ func NarrowAffineMatchesCPU(t *testing.T, be bridge.Backend, preset string, laye
 	reqs := []engine.Request{{ID: 1, Prompt: Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
 		{ID: 2, Prompt: Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
 	var outs [2][]engine.Output
-	for i, b := range []bridge.Backend{cpu.New(cpu.Options{}), be} {
+	for i, b := range []bridge.Backend{AsStored{cpu.New(cpu.Options{})}, be} {
 		e, err := engine.New(b, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
 		if err != nil {
 			t.Fatal(err)

@@ -376,6 +376,13 @@ func (c *candidateBackend) SupportsQuant(spec quant.Spec) error {
 	return nil
 }
 
+// PrefersWider passes the backend's preference through, so a tuned engine
+// loads packed weights as the backend's own would (engine.RunConfig).
+func (c *candidateBackend) PrefersWider(spec quant.Spec) bool {
+	p, ok := c.Backend.(bridge.QuantPreference)
+	return ok && p.PrefersWider(spec)
+}
+
 func (c *candidateBackend) QMatMul(out, x, w, bias bridge.Tensor) {
 	c.Backend.(bridge.QuantBackend).QMatMul(out, x, w, bias)
 }
