@@ -31,8 +31,15 @@ func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases
 // (bridge.QuantSupport, bridge.QuantPreference); Backend has them.
 type QuantRules struct{}
 
-// SupportsQuant: the CPU runs every format of kernels/quant.
-func (QuantRules) SupportsQuant(spec quant.Spec) error { return nil }
+// SupportsQuant: the CPU runs every format of kernels/quant but Q5_K,
+// which it runs as its transcoded forms (quant.Forms: 8-bit affine groups,
+// on the SIMD dots).
+func (QuantRules) SupportsQuant(spec quant.Spec) error {
+	if spec.Type == quant.Q5_K {
+		return fmt.Errorf("cpu: Q5_K weights run transcoded (%v)", quant.Forms(spec)[len(quant.Forms(spec))-1])
+	}
+	return nil
+}
 
 // PrefersWider: the CPU's 2-, 3-, 5- and 6-bit affine rows run the generic
 // Go dots, a tenth of the speed of the 4- and 8-bit SIMD ones a value

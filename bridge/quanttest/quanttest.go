@@ -31,7 +31,9 @@ var Specs = []quant.Spec{
 	{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.F32},
 	{Type: quant.Affine, Bits: 8, Group: 128, Scale: quant.BF16},
 	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F16}, // Q4_1
-	{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}, // Q5_K
+	{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}, // Q5_K, MXFP4 widened
+	{Type: quant.Affine, Bits: 5, Group: 32, Scale: quant.F32}, // Q5_K, MXFP4
+	{Type: quant.Affine, Bits: 5, Group: 32, Scale: quant.F16}, // Q5_0, Q5_1
 	{Type: quant.Affine, Bits: 2, Group: 64, Scale: quant.BF16},
 	{Type: quant.Affine, Bits: 3, Group: 32, Scale: quant.F16},
 	{Type: quant.Affine, Bits: 5, Group: 128, Scale: quant.F32},
@@ -39,6 +41,7 @@ var Specs = []quant.Spec{
 	{Type: quant.Q8_0},
 	{Type: quant.Q4_0},
 	{Type: quant.Q4_K},
+	{Type: quant.Q5_K},
 	{Type: quant.Q6_K},
 	{Type: quant.Q2_K},
 	{Type: quant.IQ2_XXS}, {Type: quant.IQ2_XS}, {Type: quant.IQ2_S},

@@ -1,13 +1,14 @@
 // GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine (2, 3, 4, 5, 6 and 8
-// bits) and GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K. Weights are dequantized
+// bits) and GGUF's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q2_K. Weights are dequantized
 // in registers as they are read, never into memory. The threadgroup stages
 // its activation rows once per chunk of k (as gemm.h's mv_tile), and each
 // lane takes whole units of a row: 32 values of an affine row (4·bits
 // bytes: one 16-byte load at 4 bits, two at 8), one 32-value block of
 // Q8_0/Q4_0 (34 and 18 bytes, 2-byte aligned: read as ushorts), one
 // 256-value super-block of Q4_K (144 bytes, nine 16-byte loads), Q6_K (210
-// bytes, ushorts) or Q2_K (84 bytes, uints). The IQ grid formats (IQ2_XXS,
+// bytes, ushorts) or Q2_K (84 bytes, uints), or a half of Q5_K's (176
+// bytes, 16-byte loads). The IQ grid formats (IQ2_XXS,
 // IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take
 // one 32-value unit of a 256-value super-block: its grid indices, signs and
 // scale, and the super-block's d; their grids are program-scope constants
@@ -34,6 +35,7 @@
 #define QF_IQ3_S 11
 #define QF_IQ1_S 12
 #define QF_IQ1_M 13
+#define QF_Q5_K 18
 
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
@@ -48,6 +50,7 @@
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 128; };
+template <> struct QUnit<QF_Q5_K> { static constant constexpr uint values = 128; };
 template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 128; };
 
 // QBlockBytes: an IQ format's super-block (256 values) in bytes.
@@ -256,6 +259,55 @@ inline void q_unit<QF_Q4_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
       sh += xc[32 + i];
     }
     acc[c] += dm.x * (s1 * dl + s2 * dh) - dm.y * (m1 * sl + m2 * sh);
+  }
+}
+
+// Q5_K (176 bytes: f16 d and dmin, Q4_K's 12 scale bytes, 32 bytes of
+// fifth bits, 128 of nibbles as Q4_K's), unit u: half n = u%2 of
+// super-block u/2, sub-blocks 4n..4n+3 in the nibbles of chunks 2n and
+// 2n+1. Sub-block j's fifth bits are bit j of every qh byte, so each half
+// reads all 32 (its other half's lanes read them too, from the cache):
+// a unit is 64 bytes of nibbles, 32 of fifth bits and 16 of header, in
+// seven 16-byte loads.
+template <>
+inline void q_unit<QF_Q5_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uchar* blk = row.w + (u / 2) * 176;
+  const uint n = u % 2;
+  device const uint4* p = (device const uint4*)blk;
+  const uint4 head = p[0], h0 = p[1], h1 = p[2];
+  const float2 dm = float2(as_type<half2>(head.x));
+  const uint sw[3] = {head.y, head.z, head.w};
+  uchar sc[12];
+  for (int i = 0; i < 12; i++) {
+    sc[i] = uchar((sw[i / 4] >> (8 * (i % 4))) & 0xffu);
+  }
+  const uint hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+  for (uint c2 = 0; c2 < 2; c2++) { // chunk 2n + c2: sub-blocks j (low nibbles) and j + 1
+    const uint4 q0 = p[3 + 4 * n + 2 * c2], q1 = p[4 + 4 * n + 2 * c2];
+    const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    const uint j = 4 * n + 2 * c2;
+    float lo[32], hi[32];
+    for (int i = 0; i < 32; i++) {
+      const uint byte = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
+      const uint h = (hw[i / 4] >> (8 * (i % 4))) >> j;
+      lo[i] = float((byte & 0xfu) | ((h & 1u) << 4));
+      hi[i] = float((byte >> 4) | ((h & 2u) << 3));
+    }
+    float s1, m1, s2, m2;
+    q4k_scale_min(int(j), sc, s1, m1);
+    q4k_scale_min(int(j + 1), sc, s2, m2);
+    for (int c = 0; c < cols; c++) {
+      threadgroup const float* xc = x + c * xstride + 64 * c2;
+      float dl = 0.0f, dh = 0.0f, sl = 0.0f, sh = 0.0f;
+      for (int i = 0; i < 32; i++) {
+        dl += xc[i] * lo[i];
+        sl += xc[i];
+        dh += xc[32 + i] * hi[i];
+        sh += xc[32 + i];
+      }
+      acc[c] += dm.x * (s1 * dl + s2 * dh) - dm.y * (m1 * sl + m2 * sh);
+    }
   }
 }
 
@@ -976,6 +1028,22 @@ template <> inline void q_values<QF_Q4_K>(QRow q, uint i0, constant QMatArgs& a,
     v[l] = d * float(hi ? b >> 4 : b & 0xfu) - dm;
   }
 }
+template <> inline void q_values<QF_Q5_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 256 * 176;
+  const uint j = (i0 % 256) / 32; // sub-block: chunk j/2, nibble j%2
+  uchar sc[12];
+  for (int i = 0; i < 12; i++) {
+    sc[i] = blk[4 + i];
+  }
+  float s, m;
+  q4k_scale_min(int(j), sc, s, m);
+  const float d = q_half(blk) * s, dm = q_half(blk + 2) * m;
+  for (int l = 0; l < 32; l++) {
+    const uint b = blk[48 + 32 * (j / 2) + l];
+    const uint lo = j % 2 ? b >> 4 : b & 0xfu;
+    v[l] = d * float(lo | (((uint(blk[16 + l]) >> j) & 1u) << 4)) - dm;
+  }
+}
 template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 210;
   const uint n = (i0 % 256) / 128, qq = (i0 % 128) / 32;
@@ -1350,6 +1418,7 @@ INSTANTIATE_Q(QF_AFFINE6, qmatvec_affine6, qmatmul_mm_affine6, qmoe_mv_affine6, 
 INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qmoe_mv_sum_q8_0, qembedding_q8_0, qmoe_mm_gate_up_q8_0, qmoe_mm_down_q8_0)
 INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qmoe_mv_sum_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
 INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qmoe_mv_sum_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
+INSTANTIATE_Q(QF_Q5_K, qmatvec_q5_k, qmatmul_mm_q5_k, qmoe_mv_q5_k, qmoe_mv_sum_q5_k, qembedding_q5_k, qmoe_mm_gate_up_q5_k, qmoe_mm_down_q5_k)
 INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qmoe_mv_sum_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
 INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qmoe_mv_sum_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
 INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qmoe_mv_sum_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)

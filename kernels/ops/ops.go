@@ -77,6 +77,7 @@ const (
 	Q4_0 DType = "q4_0"
 	Q4_K DType = "q4_k"
 	Q6_K DType = "q6_k"
+	Q5_K DType = "q5_k"
 	Q2_K DType = "q2_k"
 
 	IQ2_XXS DType = "iq2_xxs"
@@ -99,7 +100,7 @@ var iqDTypes = map[DType]quant.Type{IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
+var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).
@@ -127,6 +128,8 @@ func (d DType) Quant() (quant.Spec, bool) {
 		return quant.Spec{Type: quant.Q4_K}, true
 	case Q6_K:
 		return quant.Spec{Type: quant.Q6_K}, true
+	case Q5_K:
+		return quant.Spec{Type: quant.Q5_K}, true
 	case Q2_K:
 		return quant.Spec{Type: quant.Q2_K}, true
 	}

@@ -105,6 +105,20 @@ func (m *Matrix) Row(r int, dst []float32) {
 				}
 			}
 		}
+	case Q5_K:
+		// As it transcodes (ggml.go, q5k): each 32 values' d·sc and dmin·m
+		// are exact in f32, so w = (d·sc)·q − dmin·m rounds once, as ggml's
+		// dequantize_row_q5_K does.
+		var codes [256]byte
+		var scales, biases [32]byte
+		for b := 0; b < m.K/256; b++ {
+			_ = q5k(row[b*176:(b+1)*176], codes[:], scales[:], biases[:])
+			for i, c := range codes {
+				sc := math.Float32frombits(binary.LittleEndian.Uint32(scales[4*(i/32):]))
+				bi := math.Float32frombits(binary.LittleEndian.Uint32(biases[4*(i/32):]))
+				dst[b*256+i] = sc*float32(c) + bi
+			}
+		}
 	case Q6_K:
 		for b := 0; b < m.K/256; b++ {
 			blk := row[b*210:]

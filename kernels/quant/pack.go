@@ -161,6 +161,21 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			binary.LittleEndian.PutUint16(blk, ToF16(d))
 			binary.LittleEndian.PutUint16(blk[2:], ToF16(d*15/2))
 		}
+	case Q5_K:
+		for b := 0; b < len(data)/176; b++ {
+			blk := data[b*176:]
+			// Scales and mins of 32 as Q4_K's (above): w = 32·d·q − 32·dmin
+			// with q in 0..31, centred when dmin = 15.5·d.
+			for j := 0; j < 8; j++ {
+				blk[4+j] = 2<<6 | 32
+			}
+			for j := 8; j < 12; j++ {
+				blk[4+j] = 0
+			}
+			d := 2 * amp / (31 * 32) * jitter()
+			binary.LittleEndian.PutUint16(blk, ToF16(d))
+			binary.LittleEndian.PutUint16(blk[2:], ToF16(d*31/2))
+		}
 	case Q6_K:
 		for b := 0; b < len(data)/210; b++ {
 			blk := data[b*210:]

@@ -44,6 +44,12 @@ const (
 	IQ3_S
 	IQ1_S
 	IQ1_M
+	// Q5_K is GGUF's super-blocks of 256 (176 bytes): f16 d and dmin,
+	// Q4_K's 12 bytes of 6-bit scales and mins, 32 bytes of fifth bits
+	// (bit j of byte l: value l of sub-block j), 128 bytes of nibbles as
+	// Q4_K's; w = d·sc·q − dmin·m per 32 values. Metal has kernels for it;
+	// the other backends run it transcoded (Transcoders, Forms).
+	Q5_K
 )
 
 // iqNames are the IQ formats' ggml names, which are also their String.
@@ -92,7 +98,7 @@ func (s Spec) Block() int {
 		return s.Group
 	case Q8_0, Q4_0:
 		return 32
-	case Q4_K, Q6_K, Q2_K:
+	case Q4_K, Q6_K, Q2_K, Q5_K:
 		return 256
 	}
 	if IsIQ(s.Type) {
@@ -117,6 +123,8 @@ func (s Spec) BlockBytes() int {
 		return 210
 	case Q2_K:
 		return 84
+	case Q5_K:
+		return 176
 	}
 	return iqBytes[s.Type]
 }
@@ -129,7 +137,7 @@ func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 var affineKernels = [...]string{2: "affine2", 3: "affine3", 4: "affine4", 5: "affine5", 6: "affine6", 8: "affine8"}
 
 // KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
-// format: affine2 to affine8 by bit width, q8_0, q4_0, q4_k, q6_k, q2_k or
+// format: affine2 to affine8 by bit width, q8_0, q4_0, q4_k, q6_k, q2_k, q5_k or
 // an IQ format's ggml name in lower case (iq2_xxs); "" for a format that
 // has none. A backend may lack some of them (SupportsQuant says which).
 func KernelName(s Spec) string {
@@ -146,6 +154,8 @@ func KernelName(s Spec) string {
 		return "q6_k"
 	case s.Type == Q2_K:
 		return "q2_k"
+	case s.Type == Q5_K:
+		return "q5_k"
 	case IsIQ(s.Type):
 		return strings.ToLower(iqNames[s.Type])
 	}
@@ -181,6 +191,8 @@ func (s Spec) String() string {
 		return "Q6_K"
 	case Q2_K:
 		return "Q2_K"
+	case Q5_K:
+		return "Q5_K"
 	}
 	if IsIQ(s.Type) {
 		return iqNames[s.Type]
@@ -201,7 +213,7 @@ func (s Spec) Validate(k int) error {
 		if s.Scale > BF16 {
 			return fmt.Errorf("affine scales of dtype %d are not supported", s.Scale)
 		}
-	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K:
+	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K:
 	default:
 		if !IsIQ(s.Type) {
 			return fmt.Errorf("unknown quantization type %d", s.Type)

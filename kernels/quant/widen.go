@@ -1,6 +1,9 @@
 package quant
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Widenings are the affine formats whose values hold a narrower affine
 // format's exactly, narrowest first: the same groups, scales and biases,
@@ -18,6 +21,37 @@ func Widenings(s Spec) []Spec {
 		}
 	}
 	return out
+}
+
+// Forms are the formats other than s that hold s's values exactly, the
+// fewest bytes first, for a backend that lacks s or runs it faster in
+// another: an affine format's Widenings, and a format with kernels of its
+// own that is also read by transcoding (Q5_K) its transcoder's forms
+// (Transcoder.Forms; Matrix.Convert writes them).
+func Forms(s Spec) []Spec {
+	if s.Type == Affine {
+		return Widenings(s)
+	}
+	if tc, ok := Transcoders[s.String()]; ok {
+		return tc.Forms()
+	}
+	return nil
+}
+
+// Convert returns m in to, one of Forms(m.Spec): widened, or transcoded
+// from its blocks, into new memory.
+func (m *Matrix) Convert(to Spec) (*Matrix, error) {
+	if !slices.Contains(Forms(m.Spec), to) {
+		return nil, fmt.Errorf("%v does not convert to %v", m.Spec, to)
+	}
+	out := &Matrix{Spec: to, Rows: m.Rows, K: m.K, Data: make([]byte, m.Rows*to.RowBytes(m.K))}
+	if m.Spec.Type == Affine {
+		out.Scales, out.Biases = m.Scales, m.Biases
+		return out, m.Widen(to, out.Data)
+	}
+	n := m.Rows * to.Groups(m.K) * to.Scale.Size()
+	out.Scales, out.Biases = make([]byte, n), make([]byte, n)
+	return out, Transcoders[m.Spec.String()].Transcode(m.Data, out)
 }
 
 // Widen writes m's values at to's width into data (m.Rows·to.RowBytes(m.K)

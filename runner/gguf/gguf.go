@@ -39,6 +39,7 @@ const (
 	Q8_0 Type = 8
 	Q2_K Type = 10
 	Q4_K Type = 12
+	Q5_K Type = 13
 	Q6_K Type = 14
 
 	IQ2_XXS Type = 16
@@ -71,7 +72,7 @@ func (t Type) String() string {
 
 // kernelTypes are the packed ggml types the kernels read as they are, with
 // their kernels/quant format.
-var kernelTypes = map[Type]quant.Type{Q4_0: quant.Q4_0, Q8_0: quant.Q8_0, Q2_K: quant.Q2_K, Q4_K: quant.Q4_K, Q6_K: quant.Q6_K,
+var kernelTypes = map[Type]quant.Type{Q4_0: quant.Q4_0, Q8_0: quant.Q8_0, Q2_K: quant.Q2_K, Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K,
 	IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S, IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S,
 	IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
@@ -109,15 +110,21 @@ func (t Type) Block() (values, bytes int, ok bool) {
 }
 
 // TypesRead names the ggml types mtlbench reads, for messages: the float
-// types, the packed ones the kernels read, then those read by transcoding.
+// types, the packed ones the kernels read (Q5_K by Metal's, transcoded on
+// the other backends), then those read by transcoding only.
 func TypesRead() string {
 	native := slices.Sorted(maps.Keys(kernelTypes))
 	names := []string{"F32", "F16", "BF16"}
 	for _, t := range native {
 		names = append(names, t.String())
 	}
-	return strings.Join(names, ", ") + ", and by transcoding " +
-		strings.Join(slices.Sorted(maps.Keys(quant.Transcoders)), ", ")
+	var transcoded []string
+	for _, n := range slices.Sorted(maps.Keys(quant.Transcoders)) {
+		if !slices.Contains(names, n) {
+			transcoded = append(transcoded, n)
+		}
+	}
+	return strings.Join(names, ", ") + ", and by transcoding " + strings.Join(transcoded, ", ")
 }
 
 // ValueType is a metadata value's type.

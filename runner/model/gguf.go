@@ -327,16 +327,16 @@ func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
 	if err != nil {
 		return Packed{}, true, err
 	}
-	if tc, ok := quant.Transcoders[info.Type.String()]; ok {
+	if tc, ok := quant.Transcoders[info.Type.String()]; ok && q == tc.Into {
 		p, err := s.transcode(tc, tc.Into, spec, data)
 		return p, true, err
 	}
 	return Packed{Spec: q, Data: data}, true, nil
 }
 
-// PackedAs is Packed with a transcoded tensor written as to, where to is one
-// of its transcoder's forms (a Q5_K tensor straight into 8-bit affine
-// groups for a backend that runs those).
+// PackedAs is Packed with a tensor of a type read by transcoding written as
+// to, where to is one of its transcoder's forms (a Q5_K tensor straight
+// into 8-bit affine groups for a backend that runs those).
 func (s *GGUFSource) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	info, _, err := s.lookup(spec)
 	if err != nil {
@@ -628,12 +628,12 @@ func (s *GGUFSource) Formats(rules bridge.QuantSupport) []FormatCount {
 		}
 		fc.Tensors++
 		fc.FileBytes += int64(info.Size)
-		if _, ok := quant.Transcoders[info.Type.String()]; ok {
-			q, _ := info.Type.Packing()
-			q = RunFormat(rules, q)
-			fc.RunsAs = q.String()
-			shape := info.Shape()
-			fc.RunBytes += q.Bytes(info.Elems(), shape[len(shape)-1])
+		if q, ok := info.Type.Packing(); ok {
+			if run := RunFormat(rules, q); run.String() != info.Type.String() {
+				fc.RunsAs = run.String()
+				shape := info.Shape()
+				fc.RunBytes += run.Bytes(info.Elems(), shape[len(shape)-1])
+			}
 		}
 	}
 	types := make([]gguf.Type, 0, len(byType))

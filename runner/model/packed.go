@@ -34,19 +34,19 @@ func (p Packed) Rows(shape []int, n int) []Packed {
 	return out
 }
 
-// Widen returns p, a packed [rows, k] matrix (shape), with its values at
-// to's width (one of quant.Widenings(p.Spec)): new value bytes, the same
-// scales and biases.
-func (p Packed) Widen(shape []int, to quant.Spec) (Packed, error) {
+// Convert returns p, a packed [rows, k] matrix (shape), in to, one of
+// quant.Forms(p.Spec): widened (new value bytes, the same scales and
+// biases) or transcoded, into new memory.
+func (p Packed) Convert(shape []int, to quant.Spec) (Packed, error) {
 	if len(shape) != 2 {
-		return Packed{}, fmt.Errorf("widening %v: shape %v is not a matrix", p.Spec, shape)
+		return Packed{}, fmt.Errorf("converting %v: shape %v is not a matrix", p.Spec, shape)
 	}
 	m := &quant.Matrix{Spec: p.Spec, Rows: shape[0], K: shape[1], Data: p.Data, Scales: p.Scales, Biases: p.Biases}
-	data := make([]byte, m.Rows*to.RowBytes(m.K))
-	if err := m.Widen(to, data); err != nil {
+	c, err := m.Convert(to)
+	if err != nil {
 		return Packed{}, err
 	}
-	return Packed{Spec: to, Data: data, Scales: p.Scales, Biases: p.Biases}, nil
+	return Packed{Spec: to, Data: c.Data, Scales: c.Scales, Biases: c.Biases}, nil
 }
 
 // PackedFormer is a PackedSource that writes the tensors it transcodes
@@ -60,8 +60,8 @@ type PackedFormer interface {
 }
 
 // PackedAs returns spec's tensor of src packed as to: written so by a
-// PackedFormer, else widened from the format Packed gives
-// (quant.Widenings). ok false when it is stored as floats.
+// PackedFormer, else converted from the format Packed gives (quant.Forms).
+// ok false when it is stored as floats.
 func PackedAs(src Source, spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	var p Packed
 	var ok bool
@@ -79,12 +79,12 @@ func PackedAs(src Source, spec TensorSpec, to quant.Spec) (Packed, bool, error) 
 	return p, true, err
 }
 
-// as is p, spec's packed tensor, in to: itself, or widened.
+// as is p, spec's packed tensor, in to: itself, or converted.
 func (p Packed) as(spec TensorSpec, to quant.Spec) (Packed, error) {
 	if p.Spec == to {
 		return p, nil
 	}
-	w, err := p.Widen(spec.Shape, to)
+	w, err := p.Convert(spec.Shape, to)
 	if err != nil {
 		return Packed{}, fmt.Errorf("%s: %w", spec.Name, err)
 	}
@@ -93,7 +93,7 @@ func (p Packed) as(spec TensorSpec, to quant.Spec) (Packed, error) {
 
 // PackedAs is PackedAs of the wrapped source, once per tensor and form, so
 // engines made one after another over it (a benchmark's repetitions) share
-// one copy of what it makes; what it widens, it widens from Packed's copy.
+// one copy of what it makes; what it converts, it converts from Packed's.
 func (c *Cached) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	key := spec.Name + " " + to.String()
 	c.mu.Lock()

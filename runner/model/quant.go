@@ -43,24 +43,32 @@ func (q *QuantScheme) For(name string) (quant.Spec, bool) {
 // RunFormat is the format a backend with rules (a backend, or its
 // QuantRules) runs a packed format s in: s itself, or where the backend
 // lacks s or runs it faster wider (bridge.QuantPreference), the first
-// wider format it has that holds s's values exactly (quant.Widenings: an
-// affine 3-bit matrix at 4 bits, a 5-bit one or a transcoded Q5_K at 8).
-// A format neither it nor a widening runs is returned as it is, for the
-// load to refuse with the backend's reason.
+// format that holds s's values exactly (quant.Forms: an affine 3-bit
+// matrix at 4 bits, a 5-bit one at 8, Q5_K as 5- or 8-bit affine groups)
+// that it runs and does not prefer wider; failing that, the last it runs.
+// A format neither it nor a form runs is returned as it is, for the load
+// to refuse with the backend's reason.
 func RunFormat(rules bridge.QuantSupport, s quant.Spec) quant.Spec {
 	if rules == nil {
 		return s
 	}
 	pref, _ := rules.(bridge.QuantPreference)
-	if rules.SupportsQuant(s) == nil && (pref == nil || !pref.PrefersWider(s)) {
+	good := func(f quant.Spec) bool {
+		return rules.SupportsQuant(f) == nil && (pref == nil || !pref.PrefersWider(f))
+	}
+	if good(s) {
 		return s
 	}
-	for _, w := range quant.Widenings(s) {
-		if rules.SupportsQuant(w) == nil {
-			return w
+	run := s
+	for _, f := range quant.Forms(s) {
+		if good(f) {
+			return f
+		}
+		if rules.SupportsQuant(f) == nil {
+			run = f
 		}
 	}
-	return s
+	return run
 }
 
 // RunOn is c as a backend with rules runs it (RunFormat for every packed
@@ -140,8 +148,7 @@ func sixBitHead(cfg *Config, q *QuantScheme) {
 // presetScheme is a quantized preset's scheme for cfg. Q4_K_M follows
 // llama.cpp's mix: Q4_K everywhere, Q6_K for the LM head and for the value
 // projections and down projections of the layers its use_more_bits picks.
-// Q5_K_M is the same mix around Q5_K, which runs as it is transcoded
-// (quant.Transcoders: 5-bit affine groups of 32 with f32 scales).
+// Q5_K_M is the same mix around Q5_K.
 func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 	sf := quant.BF16
 	switch scale {
@@ -169,7 +176,7 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 		// run as it is transcoded (Q6_K's fallback, Q8_0, comes below).
 		main, fallback := quant.Spec{Type: quant.Q4_K}, quant.Transcoders["Q5_0"].Into
 		if name == "q5_k_m" {
-			main, fallback = quant.Transcoders["Q5_K"].Into, quant.Transcoders["Q5_1"].Into
+			main, fallback = quant.Spec{Type: quant.Q5_K}, quant.Transcoders["Q5_1"].Into
 		}
 		q.Default = &main
 		for _, t := range cfg.Tensors() {

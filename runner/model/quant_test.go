@@ -233,10 +233,10 @@ func TestQuantPresets(t *testing.T) {
 			}
 		}
 	}
-	// Q5_K_M runs as Q5_K is transcoded, 5-bit affine groups of 32 with f32
-	// scales (Q5_1's f16 where 256 does not divide a row), Q6_K as
-	// Q4_K_M keeps it: between Q4_K_M and Q8_0 in bytes, and on a backend
-	// that runs 5 bits wider, at 8 (RunOn).
+	// Q5_K_M is Q5_K (Q5_1, as it is transcoded, where 256 does not divide
+	// a row), Q6_K as Q4_K_M keeps it: between Q4_K_M and Q8_0 in bytes,
+	// and on a backend without Q5_K and 5-bit affine kernels at 8 bits
+	// (RunOn).
 	for _, name := range PresetNames() {
 		var w [3]int64
 		for i, f := range []string{"q4_k_m", "q5_k_m", "q8_0"} {
@@ -253,15 +253,16 @@ func TestQuantPresets(t *testing.T) {
 		wide := c.RunOn(eightBits{})
 		for _, tn := range c.Tensors() {
 			s, ok := c.Quant.For(tn.Name)
-			if !ok || !tn.Matrix || s.Type != quant.Affine {
+			if !ok || !tn.Matrix || s.Type == quant.Q6_K || s.Type == quant.Q8_0 {
 				continue
 			}
 			k := tn.Shape[len(tn.Shape)-1]
-			if want := map[bool]quant.Float{true: quant.F32, false: quant.F16}[k%256 == 0]; s.Bits != 5 || s.Group != 32 || s.Scale != want {
-				t.Errorf("%s q5_k_m: %s (k %d) is %v", name, tn.Name, k, s)
+			want := map[bool]quant.Spec{true: {Type: quant.Q5_K}, false: quant.Transcoders["Q5_1"].Into}[k%256 == 0]
+			if s != want {
+				t.Errorf("%s q5_k_m: %s (k %d) is %v, want %v", name, tn.Name, k, s, want)
 			}
-			if r, _ := wide.Quant.For(tn.Name); r.Bits != 8 || r.Scale != s.Scale {
-				t.Errorf("%s q5_k_m: %s runs as %v where 5 bits are widened", name, tn.Name, r)
+			if r, _ := wide.Quant.For(tn.Name); r.Type != quant.Affine || r.Bits != 8 || r.Group != 32 {
+				t.Errorf("%s q5_k_m: %s runs as %v without Q5_K and 5-bit kernels", name, tn.Name, r)
 			}
 		}
 	}
@@ -346,7 +347,7 @@ func TestCachedWidensOnce(t *testing.T) {
 		t.Errorf("widened twice: %v and %v, not one %v copy", a.Spec, b.Spec, to)
 	}
 	p, _, _ := c.Packed(spec)
-	want, err := p.Widen(spec.Shape, to)
+	want, err := p.Convert(spec.Shape, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,12 +359,13 @@ func TestCachedWidensOnce(t *testing.T) {
 	}
 }
 
-// eightBits are the rules of a backend that widens 5-bit affine to 8.
+// eightBits are the rules of a backend with neither Q5_K nor 5-bit affine
+// kernels.
 type eightBits struct{}
 
 func (eightBits) SupportsQuant(s quant.Spec) error {
-	if s.Type == quant.Affine && s.Bits == 5 {
-		return fmt.Errorf("no 5-bit kernels")
+	if s.Type == quant.Q5_K || s.Type == quant.Affine && s.Bits == 5 {
+		return fmt.Errorf("no %v kernels", s)
 	}
 	return nil
 }
@@ -747,10 +749,11 @@ func TestPartlyPackedExpertsCountedInF32(t *testing.T) {
 	}
 }
 
-// A transcoded GGUF tensor asked for in a wider form (PackedAs, as the CPU
-// and CUDA load Q5_K at 8 bits) is written straight into it: one copy, not
-// the 5-bit form and then a widening of it, holding the same values; the
-// engines over a Cached source share it.
+// A GGUF Q5_K tensor asked for in a form of the CPU and CUDA (PackedAs,
+// 8-bit affine groups) is transcoded straight into it: one copy, not the
+// 5-bit form and then a widening of it, holding the values of the tensor as
+// stored (which Packed hands out mapped, as Metal runs it); the engines
+// over a Cached source share it.
 func TestGGUFPackedAsWritesOneForm(t *testing.T) {
 	cfg, src, err := OpenGGUF("../testdata/gguf/qwen3_moe-q5_k_m.gguf", nil)
 	if err != nil {
@@ -758,38 +761,37 @@ func TestGGUFPackedAsWritesOneForm(t *testing.T) {
 	}
 	defer src.Close()
 	var spec TensorSpec
-	var narrow quant.Spec
 	for _, s := range cfg.Tensors() {
-		if q, ok := cfg.Quant.For(s.Name); ok && q.Type == quant.Affine && q.Bits == 5 && len(s.Shape) == 2 {
-			spec, narrow = s, q
+		if q, ok := cfg.Quant.For(s.Name); ok && q.Type == quant.Q5_K && len(s.Shape) == 2 {
+			spec = s
 			break
 		}
 	}
 	if spec.Name == "" {
-		t.Fatal("no tensor of the file reads as 5-bit affine")
+		t.Fatal("no tensor of the file reads as Q5_K")
 	}
-	wide := quant.Spec{Type: quant.Affine, Bits: 8, Group: narrow.Group, Scale: narrow.Scale}
+	wide := quant.Spec{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}
 	c := NewCached(src)
 	p, ok, err := c.PackedAs(spec, wide)
 	if err != nil || !ok || p.Spec != wide {
 		t.Fatalf("PackedAs: %v, %v, %v", p.Spec, ok, err)
 	}
-	if len(src.transcoded) != 1 {
-		t.Errorf("%d forms transcoded for one tensor asked for once: %v", len(src.transcoded), slices.Collect(maps.Keys(src.transcoded)))
-	}
 	if q, _, _ := c.PackedAs(spec, wide); &q.Data[0] != &p.Data[0] {
 		t.Error("a second PackedAs made another copy")
 	}
 	n, _, err := src.Packed(spec)
-	if err != nil || n.Spec != narrow {
+	if err != nil || n.Spec != (quant.Spec{Type: quant.Q5_K}) {
 		t.Fatalf("Packed: %v, %v", n.Spec, err)
+	}
+	if len(src.transcoded) != 1 {
+		t.Errorf("%d forms transcoded for one tensor: %v", len(src.transcoded), slices.Collect(maps.Keys(src.transcoded)))
 	}
 	rows, k := spec.Shape[0], spec.Shape[1]
 	a := (&quant.Matrix{Spec: wide, Rows: rows, K: k, Data: p.Data, Scales: p.Scales, Biases: p.Biases}).Dequantize()
-	b := (&quant.Matrix{Spec: narrow, Rows: rows, K: k, Data: n.Data, Scales: n.Scales, Biases: n.Biases}).Dequantize()
+	b := (&quant.Matrix{Spec: n.Spec, Rows: rows, K: k, Data: n.Data}).Dequantize()
 	for i := range a {
 		if a[i] != b[i] {
-			t.Fatalf("value %d: %g at 8 bits, %g at 5", i, a[i], b[i])
+			t.Fatalf("value %d: %g at 8 bits, %g as Q5_K", i, a[i], b[i])
 		}
 	}
 }
