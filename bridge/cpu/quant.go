@@ -31,12 +31,14 @@ func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases
 // (bridge.QuantSupport, bridge.QuantPreference); Backend has them.
 type QuantRules struct{}
 
-// SupportsQuant: the CPU runs every format of kernels/quant but Q5_K,
-// which it runs as its transcoded forms (quant.Forms: 8-bit affine groups,
-// on the SIMD dots).
+// SupportsQuant: the CPU runs every format of kernels/quant but those with
+// kernels on Metal only (quant.MetalOnly: Q5_K, Q3_K, IQ4_XS, IQ4_NL),
+// which it runs in their transcoders' forms (quant.Forms: Q8_0 or 8-bit
+// affine groups, on the SIMD dots).
 func (QuantRules) SupportsQuant(spec quant.Spec) error {
-	if spec.Type == quant.Q5_K {
-		return fmt.Errorf("cpu: Q5_K weights run transcoded (%v)", quant.Forms(spec)[len(quant.Forms(spec))-1])
+	if quant.MetalOnly(spec) {
+		f := quant.Forms(spec)
+		return fmt.Errorf("cpu: %v weights run transcoded (%v)", spec, f[len(f)-1])
 	}
 	return nil
 }

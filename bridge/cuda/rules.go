@@ -11,10 +11,11 @@ import (
 type QuantRules struct{}
 
 // hasKernels: quant.cu has kernels for every format with a kernel name but
-// affine widths other than 4 and 8, which the engine runs widened, and
-// Q5_K, which it runs transcoded (model.RunFormat, quant.Forms).
+// affine widths other than 4 and 8, which the engine runs widened, and the
+// formats with kernels on Metal only, which it runs transcoded
+// (quant.MetalOnly, model.RunFormat, quant.Forms).
 func hasKernels(s quant.Spec) bool {
-	return quant.KernelName(s) != "" && s.Type != quant.Q5_K && (s.Type != quant.Affine || s.Bits == 4 || s.Bits == 8)
+	return quant.KernelName(s) != "" && !quant.MetalOnly(s) && (s.Type != quant.Affine || s.Bits == 4 || s.Bits == 8)
 }
 
 // SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K and

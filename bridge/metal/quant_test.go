@@ -166,6 +166,13 @@ func TestQuantWitness(t *testing.T) {
 		// matrix once, a footprint efficiency of 1.0; counted twice in the
 		// traffic, 0.735), in 16-byte loads.
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q5_K}, 0.72, 16, 0.99},
+		// Q3_K (a half super-block a unit, ushorts, its 32 bytes of high bits
+		// read by both halves), IQ4_XS (a sub-block a unit, 8-byte loads,
+		// each reading its super-block's 8-byte header) and IQ4_NL (a block
+		// a unit, ushorts).
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3_K}, 0, 16, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_XS}, 0, 16, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_NL}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 16, 0},
 		// The IQ formats: a 32-value unit reads its own grid indices, signs
 		// and scale bytes and the super-block's d, 2 bytes a load (their
@@ -232,7 +239,7 @@ func TestQuantWitness(t *testing.T) {
 func TestQMatMulTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q2, ops.Q3, ops.Q5, ops.Q6, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q5_K,
-		ops.Q6_K, ops.Q2_K}, iqDTypes...) {
+		ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL}, iqDTypes...) {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
 				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
@@ -253,7 +260,7 @@ func TestQMoETiles(t *testing.T) {
 		tokens, mid int
 	}
 	var cases []tc
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q5_K, ops.Q6_K, ops.Q2_K} {
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q5_K, ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL} {
 		for _, tokens := range []int{37, 100} {
 			cases = append(cases, tc{dt, tokens, 256})
 		}
@@ -406,32 +413,34 @@ func TestNarrowAffineRunsNative(t *testing.T) {
 	}
 }
 
-// GGUF's Q5_0, Q5_1 and Q5_K and the MXFP4 of llama.cpp and mlx run on
-// Metal as stored (Q5_K, on kernels of its own) or in their narrowest exact
-// form, 5-bit affine groups of 32 (quant.Transcoders), where the CPU runs
-// them as 8-bit groups: 1.0, 1.09, 1.0 and 1.65 times their file's bytes
-// instead of 1.5 to 2.35. Their values against transformers are
-// TestQuantMatchesTransformers'.
+// GGUF's Q3_K, Q5_K, IQ4_XS and IQ4_NL run on Metal as stored, on kernels
+// of their own, and its Q5_0 and Q5_1 and the MXFP4 of llama.cpp and mlx in
+// their narrowest exact form, 5-bit affine groups of 32
+// (quant.Transcoders), where the CPU runs them transcoded to 8 bits a
+// value (Q8_0 or 8-bit groups): 1.0 times their file's bytes (1.09 for
+// Q5_0, 1.65 for MXFP4) instead of 1.5 to 2.5. Their values against
+// transformers are TestQuantMatchesTransformers'.
 func TestTranscodedRunNarrow(t *testing.T) {
 	mb := newEmu(t, metal.Tuning{})
 	for _, path := range []string{"gguf/llama-q5_0.gguf", "gguf/llama-q5_1.gguf", "gguf/qwen3_moe-q5_k_m.gguf",
-		"gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "mlx/qwen3_moe-mxfp4"} {
+		"gguf/llamacpp-qwen3_moe-mxfp4_moe.gguf", "mlx/qwen3_moe-mxfp4", "gguf/qwen3_moe-q3_k_m.gguf",
+		"gguf/qwen3_moe-iq4_xs.gguf", "gguf/llama-iq4_nl.gguf"} {
 		t.Run(path, func(t *testing.T) {
 			cfg, src, err := model.Open(model.Spec{Model: filepath.Join("../../runner/testdata", path)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			// The matrices in 5 bits a value: Q5_K, and 5-bit affine groups
-			// of 32.
+			// The matrices in a format with kernels on Metal only, or in
+			// 5-bit affine groups of 32.
 			var five []string
 			for _, tn := range cfg.Tensors() {
-				if s, ok := cfg.Quant.For(tn.Name); ok && tn.Matrix && (s.Type == quant.Q5_K || s.Type == quant.Affine && s.Bits == 5 && s.Group == 32) {
+				if s, ok := cfg.Quant.For(tn.Name); ok && tn.Matrix && (quant.MetalOnly(s) || s.Type == quant.Affine && s.Bits == 5 && s.Group == 32) {
 					five = append(five, tn.Name)
 				}
 			}
 			if len(five) == 0 {
-				t.Fatal("no matrix reads as Q5_K or as 5-bit affine groups of 32")
+				t.Fatal("no matrix reads as a Metal-only format or as 5-bit affine groups of 32")
 			}
 			for _, be := range []bridge.Backend{mb, cpu.New(cpu.Options{})} {
 				e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 64, KVDType: "f32"})
@@ -445,11 +454,54 @@ func TestTranscodedRunNarrow(t *testing.T) {
 					if be != mb {
 						want = quant.Forms(stored)[len(quant.Forms(stored))-1]
 					}
-					if run != want || be != mb && (run.Type != quant.Affine || run.Bits != 8) {
+					if run != want || be != mb && run.Type != quant.Q8_0 && (run.Type != quant.Affine || run.Bits != 8) {
 						t.Errorf("%s runs %s (%v) as %v, want %v", be.Info().Backend, name, stored, run, want)
 					}
 				}
 			}
+		})
+	}
+}
+
+// A Q5_K_M model (the q5_k_m preset: Q5_K, with Q6_K where llama.cpp's mix
+// puts it) runs on Metal's Q5_K kernels and on the CPU transcoded to 8-bit
+// groups (quant.Forms): the CPU's tokens, and its logits within 1e-4,
+// decode GEMVs, the MoE block and prefill tiles alike.
+func TestQ5KMMatchesCPU(t *testing.T) {
+	mb := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		preset string
+		layers int
+	}{{"qwen3-moe-mini", 2}, {"tinyllama-1.1b", 1}} {
+		t.Run(c.preset, func(t *testing.T) {
+			cfg, src, err := model.Open(model.Spec{Model: c.preset, Quant: "q5_k_m", Layers: c.layers, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			src = model.NewCached(src)
+			reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
+				{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
+			var outs [2][]engine.Output
+			for i, be := range []bridge.Backend{mb, cpu.New(cpu.Options{})} {
+				e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				q5 := 0
+				for _, tn := range e.Config().Tensors() {
+					if s, ok := e.Config().Quant.For(tn.Name); ok && tn.Matrix && s.Type == quant.Q5_K {
+						q5++
+					}
+				}
+				if (q5 > 0) != (i == 0) {
+					t.Errorf("%s runs %d matrices as Q5_K", be.Info().Backend, q5)
+				}
+				if outs[i], err = e.Generate(reqs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
 		})
 	}
 }

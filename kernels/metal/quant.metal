@@ -1,14 +1,15 @@
 // GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine (2, 3, 4, 5, 6 and 8
-// bits) and GGUF's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q2_K. Weights are dequantized
-// in registers as they are read, never into memory. The threadgroup stages
-// its activation rows once per chunk of k (as gemm.h's mv_tile), and each
-// lane takes whole units of a row: 32 values of an affine row (4·bits
-// bytes: one 16-byte load at 4 bits, two at 8), one 32-value block of
-// Q8_0/Q4_0 (34 and 18 bytes, 2-byte aligned: read as ushorts), one
-// 256-value super-block of Q4_K (144 bytes, nine 16-byte loads), Q6_K (210
-// bytes, ushorts) or Q2_K (84 bytes, uints), or a half of Q5_K's (176
-// bytes, 16-byte loads). The IQ grid formats (IQ2_XXS,
+// bits) and GGUF's Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and
+// IQ4_NL. Weights are dequantized in registers as they are read, never into
+// memory. The threadgroup stages its activation rows once per chunk of k
+// (as gemm.h's mv_tile), and each lane takes whole units of a row: 32
+// values of an affine row (4·bits bytes: one 16-byte load at 4 bits, two at
+// 8), one 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte
+// aligned: read as ushorts) or sub-block of IQ4_XS (8-byte loads), or part
+// of a 256-value super-block: of Q4_K (144 bytes, 16-byte loads), Q5_K (176
+// bytes, 16-byte loads), Q3_K and Q6_K (110 and 210 bytes, ushorts) or Q2_K
+// (84 bytes, uints) (QUnit). The IQ grid formats (IQ2_XXS,
 // IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take
 // one 32-value unit of a 256-value super-block: its grid indices, signs and
 // scale, and the super-block's d; their grids are program-scope constants
@@ -36,6 +37,9 @@
 #define QF_IQ1_S 12
 #define QF_IQ1_M 13
 #define QF_Q5_K 18
+#define QF_Q3_K 19
+#define QF_IQ4_XS 20
+#define QF_IQ4_NL 21
 
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
@@ -51,6 +55,7 @@ template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 128; };
 template <> struct QUnit<QF_Q5_K> { static constant constexpr uint values = 128; };
+template <> struct QUnit<QF_Q3_K> { static constant constexpr uint values = 128; };
 template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 128; };
 
 // QBlockBytes: an IQ format's super-block (256 values) in bytes.
@@ -308,6 +313,124 @@ inline void q_unit<QF_Q5_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
       }
       acc[c] += dm.x * (s1 * dl + s2 * dh) - dm.y * (m1 * sl + m2 * sh);
     }
+  }
+}
+
+// q3k_scale is Q3_K's 6-bit scale i (of 16) from its 12 scale bytes: the
+// low 4 bits from byte i%8 (its high nibble from i = 8 on), the high 2 from
+// byte 8 + i%4 at bit 2·(i/4).
+inline int q3k_scale(int i, thread const uchar* sc) {
+  const uint lo = (uint(sc[i % 8]) >> (4 * (i / 8))) & 0xfu;
+  const uint hi = (uint(sc[8 + i % 4]) >> (2 * (i / 4))) & 3u;
+  return int(lo | (hi << 4));
+}
+
+// Q3_K (110 bytes, 2-byte aligned: ushorts): 32 bytes of high bits (hm), 64
+// of 2-bit values (qs), 12 of 6-bit scales, f16 d. Unit u: half h = u%2 of
+// super-block u/2, values 128h + 32j + l (j < 4): 2 bits from qs[32h + l]
+// at bit 2j, the third from hm[l] at bit 4h + j (clear: q − 4), the scale
+// 8h + 2j + l/16 (less 32), w = d·scale·q.
+template <>
+inline void q_unit<QF_Q3_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                            int cols, thread float* acc) {
+  device const uchar* blk = row.w + (u / 2) * 110;
+  device const ushort* ps = (device const ushort*)blk;
+  const uint h = u % 2;
+  const float d = q_half(blk + 108);
+  uchar hm[32], qs[32], sc[12];
+  for (int i = 0; i < 16; i++) {
+    const ushort vh = ps[i], vq = ps[16 + 16 * h + i];
+    hm[2 * i] = uchar(vh & 0xff);
+    hm[2 * i + 1] = uchar(vh >> 8);
+    qs[2 * i] = uchar(vq & 0xff);
+    qs[2 * i + 1] = uchar(vq >> 8);
+  }
+  for (int i = 0; i < 6; i++) {
+    const ushort v = ps[48 + i];
+    sc[2 * i] = uchar(v & 0xff);
+    sc[2 * i + 1] = uchar(v >> 8);
+  }
+  for (int j = 0; j < 4; j++) {
+    float q[32];
+    for (int l = 0; l < 32; l++) {
+      const int lo = int((uint(qs[l]) >> (2 * j)) & 3u);
+      q[l] = float(((uint(hm[l]) >> (4 * h + j)) & 1u) ? lo : lo - 4);
+    }
+    const float s0 = d * float(q3k_scale(int(8 * h + 2 * j), sc) - 32);
+    const float s1 = d * float(q3k_scale(int(8 * h + 2 * j + 1), sc) - 32);
+    for (int c = 0; c < cols; c++) {
+      threadgroup const float* xc = x + c * xstride + 32 * j;
+      float a0 = 0.0f, a1 = 0.0f;
+      for (int l = 0; l < 16; l++) {
+        a0 += xc[l] * q[l];
+        a1 += xc[16 + l] * q[16 + l];
+      }
+      acc[c] += s0 * a0 + s1 * a1;
+    }
+  }
+}
+
+// IQ4_NL's 16 levels (kernels/quant IQ4NLLevels), which IQ4_XS shares.
+constant float iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// iq4_levels writes the 32 values of 16 bytes of IQ4 indices as Q4_0 orders
+// them (value j byte j's low nibble, value j+16 its high one), from four
+// words.
+inline void iq4_levels(thread const uint* w, thread float* q) {
+  for (int i = 0; i < 16; i++) {
+    const uint b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
+    q[i] = iq4nl_levels[b & 0xfu];
+    q[i + 16] = iq4nl_levels[b >> 4];
+  }
+}
+
+// IQ4_NL (18 bytes, 2-byte aligned: ushorts), unit u: block u, f16 d and
+// 16 bytes of indices; w = d·level.
+template <>
+inline void q_unit<QF_IQ4_NL>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                              int cols, thread float* acc) {
+  device const uchar* blk = row.w + u * 18;
+  device const ushort* ps = (device const ushort*)blk;
+  uint w[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = uint(ps[1 + 2 * i]) | (uint(ps[2 + 2 * i]) << 16);
+  }
+  float q[32];
+  iq4_levels(w, q);
+  const float d = q_half(blk);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float s = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      s += xc[i] * q[i];
+    }
+    acc[c] += d * s;
+  }
+}
+
+// IQ4_XS (136 bytes, 8-byte aligned): f16 d, 16 bits of scales' high pairs,
+// 4 bytes of their low nibbles, 128 bytes of indices. Unit u: sub-block
+// b = u%8 of super-block u/8, its 16 index bytes (two 8-byte loads) and the
+// 8-byte header; w = d·(scale − 32)·level.
+template <>
+inline void q_unit<QF_IQ4_XS>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                              int cols, thread float* acc) {
+  device const uchar* blk = row.w + (u / 8) * 136;
+  const uint b = u % 8;
+  device const uint2* p = (device const uint2*)blk;
+  const uint2 head = p[0], q0 = p[1 + 2 * b], q1 = p[2 + 2 * b];
+  const uint ls = ((head.y >> (4 * b)) & 0xfu) | (((head.x >> (16 + 2 * b)) & 3u) << 4);
+  const float dl = float(as_type<half>(ushort(head.x & 0xffffu))) * float(int(ls) - 32);
+  const uint w[4] = {q0.x, q0.y, q1.x, q1.y};
+  float q[32];
+  iq4_levels(w, q);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float s = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      s += xc[i] * q[i];
+    }
+    acc[c] += dl * s;
   }
 }
 
@@ -1044,6 +1167,42 @@ template <> inline void q_values<QF_Q5_K>(QRow q, uint i0, constant QMatArgs& a,
     v[l] = d * float(lo | (((uint(blk[16 + l]) >> j) & 1u) << 4)) - dm;
   }
 }
+template <> inline void q_values<QF_Q3_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 256 * 110;
+  const uint h = (i0 % 256) / 128, j = (i0 % 128) / 32;
+  uchar sc[12];
+  for (int i = 0; i < 12; i++) {
+    sc[i] = blk[96 + i];
+  }
+  const float d = q_half(blk + 108);
+  const float s0 = d * float(q3k_scale(int(8 * h + 2 * j), sc) - 32);
+  const float s1 = d * float(q3k_scale(int(8 * h + 2 * j + 1), sc) - 32);
+  for (int l = 0; l < 32; l++) {
+    const int lo = int((uint(blk[32 + 32 * h + l]) >> (2 * j)) & 3u);
+    const int x = ((uint(blk[l]) >> (4 * h + j)) & 1u) ? lo : lo - 4;
+    v[l] = (l < 16 ? s0 : s1) * float(x);
+  }
+}
+template <> inline void q_values<QF_IQ4_NL>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 32 * 18;
+  const float d = q_half(blk);
+  for (int i = 0; i < 16; i++) {
+    v[i] = d * iq4nl_levels[blk[2 + i] & 0xfu];
+    v[i + 16] = d * iq4nl_levels[blk[2 + i] >> 4];
+  }
+}
+template <> inline void q_values<QF_IQ4_XS>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 256 * 136;
+  const uint b = (i0 % 256) / 32;
+  const uint sh = uint(blk[2]) | (uint(blk[3]) << 8);
+  const uint ls = ((uint(blk[4 + b / 2]) >> (4 * (b % 2))) & 0xfu) | (((sh >> (2 * b)) & 3u) << 4);
+  const float dl = q_half(blk) * float(int(ls) - 32);
+  for (int i = 0; i < 16; i++) {
+    const uint x = blk[8 + 16 * b + i];
+    v[i] = dl * iq4nl_levels[x & 0xfu];
+    v[i + 16] = dl * iq4nl_levels[x >> 4];
+  }
+}
 template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 210;
   const uint n = (i0 % 256) / 128, qq = (i0 % 128) / 32;
@@ -1419,6 +1578,9 @@ INSTANTIATE_Q(QF_Q8_0, qmatvec_q8_0, qmatmul_mm_q8_0, qmoe_mv_q8_0, qmoe_mv_sum_
 INSTANTIATE_Q(QF_Q4_0, qmatvec_q4_0, qmatmul_mm_q4_0, qmoe_mv_q4_0, qmoe_mv_sum_q4_0, qembedding_q4_0, qmoe_mm_gate_up_q4_0, qmoe_mm_down_q4_0)
 INSTANTIATE_Q(QF_Q4_K, qmatvec_q4_k, qmatmul_mm_q4_k, qmoe_mv_q4_k, qmoe_mv_sum_q4_k, qembedding_q4_k, qmoe_mm_gate_up_q4_k, qmoe_mm_down_q4_k)
 INSTANTIATE_Q(QF_Q5_K, qmatvec_q5_k, qmatmul_mm_q5_k, qmoe_mv_q5_k, qmoe_mv_sum_q5_k, qembedding_q5_k, qmoe_mm_gate_up_q5_k, qmoe_mm_down_q5_k)
+INSTANTIATE_Q(QF_Q3_K, qmatvec_q3_k, qmatmul_mm_q3_k, qmoe_mv_q3_k, qmoe_mv_sum_q3_k, qembedding_q3_k, qmoe_mm_gate_up_q3_k, qmoe_mm_down_q3_k)
+INSTANTIATE_Q(QF_IQ4_XS, qmatvec_iq4_xs, qmatmul_mm_iq4_xs, qmoe_mv_iq4_xs, qmoe_mv_sum_iq4_xs, qembedding_iq4_xs, qmoe_mm_gate_up_iq4_xs, qmoe_mm_down_iq4_xs)
+INSTANTIATE_Q(QF_IQ4_NL, qmatvec_iq4_nl, qmatmul_mm_iq4_nl, qmoe_mv_iq4_nl, qmoe_mv_sum_iq4_nl, qembedding_iq4_nl, qmoe_mm_gate_up_iq4_nl, qmoe_mm_down_iq4_nl)
 INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qmoe_mv_sum_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
 INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qmoe_mv_sum_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
 INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qmoe_mv_sum_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)

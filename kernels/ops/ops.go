@@ -78,7 +78,12 @@ const (
 	Q4_K DType = "q4_k"
 	Q6_K DType = "q6_k"
 	Q5_K DType = "q5_k"
-	Q2_K DType = "q2_k"
+	Q3_K DType = "q3_k"
+	// IQ4_XS and IQ4_NL are GGUF's non-linear 4-bit formats (kernels on
+	// Metal; transcoded on CUDA and the CPU).
+	IQ4_XS DType = "iq4_xs"
+	IQ4_NL DType = "iq4_nl"
+	Q2_K   DType = "q2_k"
 
 	IQ2_XXS DType = "iq2_xxs"
 	IQ2_XS  DType = "iq2_xs"
@@ -92,15 +97,17 @@ const (
 // affineDTypes are the MLX affine dtypes' bit widths.
 var affineDTypes = map[DType]int{Q2: 2, Q3: 3, Q4: 4, Q5: 5, Q6: 6, Q8: 8}
 
-// iqDTypes are the IQ formats' dtypes, by their packing.
-var iqDTypes = map[DType]quant.Type{IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S,
-	IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S, IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
+// ggufDTypes are GGUF's block types' dtypes, by their packing.
+var ggufDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: quant.Q2_K, Q3_K: quant.Q3_K,
+	Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL,
+	IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S, IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S,
+	IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
 // DTypes are the dtypes a case may give, in the order messages list them.
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
+var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).
@@ -119,21 +126,7 @@ func (d DType) Quant() (quant.Spec, bool) {
 	if b, ok := affineDTypes[d]; ok {
 		return quant.Spec{Type: quant.Affine, Bits: b, Group: 64, Scale: quant.BF16}, true
 	}
-	switch d {
-	case Q8_0:
-		return quant.Spec{Type: quant.Q8_0}, true
-	case Q4_0:
-		return quant.Spec{Type: quant.Q4_0}, true
-	case Q4_K:
-		return quant.Spec{Type: quant.Q4_K}, true
-	case Q6_K:
-		return quant.Spec{Type: quant.Q6_K}, true
-	case Q5_K:
-		return quant.Spec{Type: quant.Q5_K}, true
-	case Q2_K:
-		return quant.Spec{Type: quant.Q2_K}, true
-	}
-	if t, ok := iqDTypes[d]; ok {
+	if t, ok := ggufDTypes[d]; ok {
 		return quant.Spec{Type: t}, true
 	}
 	return quant.Spec{}, false

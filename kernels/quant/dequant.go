@@ -105,19 +105,14 @@ func (m *Matrix) Row(r int, dst []float32) {
 				}
 			}
 		}
-	case Q5_K:
-		// As it transcodes (ggml.go, q5k): each 32 values' d·sc and dmin·m
-		// are exact in f32, so w = (d·sc)·q − dmin·m rounds once, as ggml's
-		// dequantize_row_q5_K does.
-		var codes [256]byte
-		var scales, biases [32]byte
-		for b := 0; b < m.K/256; b++ {
-			_ = q5k(row[b*176:(b+1)*176], codes[:], scales[:], biases[:])
-			for i, c := range codes {
-				sc := math.Float32frombits(binary.LittleEndian.Uint32(scales[4*(i/32):]))
-				bi := math.Float32frombits(binary.LittleEndian.Uint32(biases[4*(i/32):]))
-				dst[b*256+i] = sc*float32(c) + bi
-			}
+	case Q5_K, Q3_K, IQ4_XS, IQ4_NL:
+		// As each transcodes (ggml.go), block by block: the values of its
+		// narrowest form, which are ggml's exactly (TestTranscodersMatchGGML).
+		tc := Transcoders[m.Spec.String()]
+		for b := 0; b < m.K/tc.Values; b++ {
+			// Only Q5_0's decoder can fail, which is not among these.
+			blk, _ := tc.Block(row[b*tc.Bytes : (b+1)*tc.Bytes])
+			blk.Row(0, dst[b*tc.Values:(b+1)*tc.Values])
 		}
 	case Q6_K:
 		for b := 0; b < m.K/256; b++ {

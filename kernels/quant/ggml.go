@@ -129,6 +129,16 @@ func (t Transcoder) Transcode(src []byte, m *Matrix) error {
 	return nil
 }
 
+// Block is one block of t's (blk) in t.Into, a matrix of one row.
+func (t Transcoder) Block(blk []byte) (*Matrix, error) {
+	m := &Matrix{Spec: t.Into, Rows: 1, K: t.Values, Data: make([]byte, t.Into.RowBytes(t.Values))}
+	if t.Into.Type == Affine {
+		n := t.Into.Groups(t.Values) * t.Into.Scale.Size()
+		m.Scales, m.Biases = make([]byte, n), make([]byte, n)
+	}
+	return m, t.Transcode(blk, m)
+}
+
 // formsString names a transcoder's forms for a message.
 func formsString(forms []Spec) string {
 	s := make([]string, len(forms))

@@ -176,6 +176,21 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			binary.LittleEndian.PutUint16(blk, ToF16(d))
 			binary.LittleEndian.PutUint16(blk[2:], ToF16(d*31/2))
 		}
+	case Q3_K:
+		// Random 6-bit scales (sc − 32 in −32..31) and q in −4..3: the
+		// values average 16·3.5 in magnitude times d.
+		for b := 0; b < len(data)/110; b++ {
+			binary.LittleEndian.PutUint16(data[b*110+108:], ToF16(amp/(16*3.5)*jitter()))
+		}
+	case IQ4_XS:
+		// Random 6-bit scales and levels (|level| up to 127).
+		for b := 0; b < len(data)/136; b++ {
+			binary.LittleEndian.PutUint16(data[b*136:], ToF16(amp/(16*64)*jitter()))
+		}
+	case IQ4_NL:
+		for b := 0; b < len(data)/18; b++ {
+			binary.LittleEndian.PutUint16(data[b*18:], ToF16(amp/64*jitter()))
+		}
 	case Q6_K:
 		for b := 0; b < len(data)/210; b++ {
 			blk := data[b*210:]

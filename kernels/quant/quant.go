@@ -50,11 +50,46 @@ const (
 	// Q4_K's; w = d·sc·q − dmin·m per 32 values. Metal has kernels for it;
 	// the other backends run it transcoded (Transcoders, Forms).
 	Q5_K
+	// Q3_K is GGUF's super-blocks of 256 (110 bytes): 32 bytes of high
+	// bits, 64 of 2-bit values, 12 of 6-bit scales (one per 16 values), f16
+	// d; w = d·(sc − 32)·q with q in −4..3. Metal has kernels for it; the
+	// other backends run it transcoded (Q8_0).
+	Q3_K
+	// IQ4_XS is GGUF's super-blocks of 256 (136 bytes): f16 d, 6-bit
+	// scales per 32 values in 2 + 4 bytes, 128 bytes of 4-bit indices into
+	// IQ4_NL's 16 int8 levels; w = d·(sc − 32)·level. Metal has kernels for
+	// it; the other backends run it transcoded.
+	IQ4_XS
+	// IQ4_NL is GGUF's blocks of 32 (18 bytes): f16 d and 16 bytes of
+	// 4-bit indices into 16 int8 levels, Q4_0's order; w = d·level. Metal
+	// has kernels for it; the other backends run it transcoded (Q8_0).
+	IQ4_NL
 )
 
-// iqNames are the IQ formats' ggml names, which are also their String.
-var iqNames = map[Type]string{IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S", IQ3_XXS: "IQ3_XXS",
-	IQ3_S: "IQ3_S", IQ1_S: "IQ1_S", IQ1_M: "IQ1_M"}
+// transcodedElsewhere are the GGUF formats with kernels on Metal only:
+// CUDA and the CPU run them in their transcoders' forms (Forms).
+var transcodedElsewhere = []Type{Q5_K, Q3_K, IQ4_XS, IQ4_NL}
+
+// MetalOnly reports whether s's format has kernels on Metal only: CUDA
+// and the CPU run it in one of Forms(s).
+func MetalOnly(s Spec) bool { return slices.Contains(transcodedElsewhere, s.Type) }
+
+// ggmlNames are GGUF's block formats' ggml names, which are also their
+// String, and kernelNames the suffixes of their GPU kernels, the same in
+// lower case: the GPU backends look a pipeline up by name for every
+// dispatch they encode.
+var (
+	ggmlNames = map[Type]string{Q8_0: "Q8_0", Q4_0: "Q4_0", Q2_K: "Q2_K", Q3_K: "Q3_K", Q4_K: "Q4_K", Q5_K: "Q5_K",
+		Q6_K: "Q6_K", IQ4_XS: "IQ4_XS", IQ4_NL: "IQ4_NL", IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S",
+		IQ3_XXS: "IQ3_XXS", IQ3_S: "IQ3_S", IQ1_S: "IQ1_S", IQ1_M: "IQ1_M"}
+	kernelNames = func() map[Type]string {
+		m := make(map[Type]string, len(ggmlNames))
+		for t, n := range ggmlNames {
+			m[t] = strings.ToLower(n)
+		}
+		return m
+	}()
+)
 
 // Float is the element type of an affine format's scales and biases: the
 // checkpoint's float dtype.
@@ -98,8 +133,10 @@ func (s Spec) Block() int {
 		return s.Group
 	case Q8_0, Q4_0:
 		return 32
-	case Q4_K, Q6_K, Q2_K, Q5_K:
+	case Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS:
 		return 256
+	case IQ4_NL:
+		return 32
 	}
 	if IsIQ(s.Type) {
 		return 256
@@ -125,6 +162,12 @@ func (s Spec) BlockBytes() int {
 		return 84
 	case Q5_K:
 		return 176
+	case Q3_K:
+		return 110
+	case IQ4_XS:
+		return 136
+	case IQ4_NL:
+		return 18
 	}
 	return iqBytes[s.Type]
 }
@@ -137,29 +180,17 @@ func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
 var affineKernels = [...]string{2: "affine2", 3: "affine3", 4: "affine4", 5: "affine5", 6: "affine6", 8: "affine8"}
 
 // KernelName is the suffix of the GPU kernels (Metal and CUDA) for s's
-// format: affine2 to affine8 by bit width, q8_0, q4_0, q4_k, q6_k, q2_k, q5_k or
-// an IQ format's ggml name in lower case (iq2_xxs); "" for a format that
-// has none. A backend may lack some of them (SupportsQuant says which).
+// format: affine2 to affine8 by bit width, a GGUF format's ggml name in
+// lower case (q4_k, iq2_xxs); "" for a format that has none. A backend may
+// lack some of them (SupportsQuant says which).
 func KernelName(s Spec) string {
-	switch {
-	case s.Type == Affine && slices.Contains(AffineBits, s.Bits):
-		return affineKernels[s.Bits]
-	case s.Type == Q8_0:
-		return "q8_0"
-	case s.Type == Q4_0:
-		return "q4_0"
-	case s.Type == Q4_K:
-		return "q4_k"
-	case s.Type == Q6_K:
-		return "q6_k"
-	case s.Type == Q2_K:
-		return "q2_k"
-	case s.Type == Q5_K:
-		return "q5_k"
-	case IsIQ(s.Type):
-		return strings.ToLower(iqNames[s.Type])
+	if s.Type == Affine {
+		if slices.Contains(AffineBits, s.Bits) {
+			return affineKernels[s.Bits]
+		}
+		return ""
 	}
-	return ""
+	return kernelNames[s.Type]
 }
 
 // Groups is the scales (and biases) of a row of k values: affine only.
@@ -178,24 +209,11 @@ func (s Spec) Bytes(n int64, k int) int64 {
 }
 
 func (s Spec) String() string {
-	switch s.Type {
-	case Affine:
+	if s.Type == Affine {
 		return fmt.Sprintf("affine %d-bit, group %d, %v scales", s.Bits, s.Group, s.Scale)
-	case Q8_0:
-		return "Q8_0"
-	case Q4_0:
-		return "Q4_0"
-	case Q4_K:
-		return "Q4_K"
-	case Q6_K:
-		return "Q6_K"
-	case Q2_K:
-		return "Q2_K"
-	case Q5_K:
-		return "Q5_K"
 	}
-	if IsIQ(s.Type) {
-		return iqNames[s.Type]
+	if n, ok := ggmlNames[s.Type]; ok {
+		return n
 	}
 	return fmt.Sprintf("quant(%d)", uint8(s.Type))
 }
@@ -213,7 +231,7 @@ func (s Spec) Validate(k int) error {
 		if s.Scale > BF16 {
 			return fmt.Errorf("affine scales of dtype %d are not supported", s.Scale)
 		}
-	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K:
+	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS, IQ4_NL:
 	default:
 		if !IsIQ(s.Type) {
 			return fmt.Errorf("unknown quantization type %d", s.Type)

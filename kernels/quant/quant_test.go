@@ -27,8 +27,8 @@ func TestBlocksMatchGGUFPy(t *testing.T) {
 	if err := json.Unmarshal(raw, &fx); err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q4_K": Q4_K, "Q6_K": Q6_K, "Q2_K": Q2_K, "Q5_K": Q5_K}
-	for t, name := range iqNames {
+	types := map[string]Type{}
+	for t, name := range ggmlNames {
 		types[name] = t
 	}
 	names := map[string]bool{}

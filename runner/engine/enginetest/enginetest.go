@@ -120,14 +120,21 @@ func NarrowAffineMatchesCPU(t *testing.T, be bridge.Backend, preset string, laye
 			t.Fatal(err)
 		}
 	}
-	for i := range reqs {
+	OutputsMatch(t, outs[1], outs[0], "the CPU's", tol)
+}
+
+// OutputsMatch fails t unless every request of got has the tokens of
+// want's (the reference, named by whose) and its last logits within tol.
+func OutputsMatch(t testing.TB, got, want []engine.Output, whose string, tol float64) {
+	t.Helper()
+	for i := range want {
 		var d float64
-		for j, v := range outs[1][i].Logits {
-			d = math.Max(d, math.Abs(float64(v-outs[0][i].Logits[j])))
+		for j, v := range got[i].Logits {
+			d = math.Max(d, math.Abs(float64(v-want[i].Logits[j])))
 		}
-		t.Logf("request %d: tokens %v, logits within %.2g of the CPU's", i, outs[1][i].Tokens, d)
-		if !slices.Equal(outs[1][i].Tokens, outs[0][i].Tokens) || d > tol {
-			t.Errorf("request %d: tokens %v (cpu %v), logits %.3g off the CPU's", i, outs[1][i].Tokens, outs[0][i].Tokens, d)
+		t.Logf("request %d: tokens %v, logits within %.2g of %s", i, got[i].Tokens, d, whose)
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) || d > tol {
+			t.Errorf("request %d: tokens %v (%s %v), logits %.3g off %s", i, got[i].Tokens, whose, want[i].Tokens, d, whose)
 		}
 	}
 }
