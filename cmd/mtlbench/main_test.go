@@ -42,7 +42,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestModelsGolden(t *testing.T) {
-	out, _, err := mtl(t, "models")
+	out, _, err := mtl(t, "models", "--backend", "cpu") // the default is metal on a Mac
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 	}
 	golden(t, "models-checkpoints-metal", out)
 	// Scaled RoPE, as each checkpoint spells it.
-	out, _, err = mtl(t, "models", "../../runner/testdata/gguf/llama-rope-yarn.gguf", "../../runner/testdata/hf/llama3",
+	out, _, err = mtl(t, "models", "--backend", "cpu", "../../runner/testdata/gguf/llama-rope-yarn.gguf", "../../runner/testdata/hf/llama3",
 		"../../runner/testdata/gguf/llama-rope-llama3.gguf")
 	if err != nil {
 		t.Fatal(err)
