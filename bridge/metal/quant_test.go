@@ -173,6 +173,8 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3_K}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_XS}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_NL}, 0, 16, 0.99},
+		// MXFP4: a block a unit, byte loads (17-byte blocks).
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP4}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 16, 0},
 		// The IQ formats: a 32-value unit reads its own grid indices, signs
 		// and scale bytes and the super-block's d, 2 bytes a load (their
@@ -239,7 +241,7 @@ func TestQuantWitness(t *testing.T) {
 func TestQMatMulTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q2, ops.Q3, ops.Q5, ops.Q6, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q5_K,
-		ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL}, iqDTypes...) {
+		ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4}, iqDTypes...) {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
 				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
@@ -260,7 +262,7 @@ func TestQMoETiles(t *testing.T) {
 		tokens, mid int
 	}
 	var cases []tc
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q5_K, ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL} {
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q5_K, ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4} {
 		for _, tokens := range []int{37, 100} {
 			cases = append(cases, tc{dt, tokens, 256})
 		}

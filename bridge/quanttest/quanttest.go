@@ -46,6 +46,7 @@ var Specs = []quant.Spec{
 	{Type: quant.Q3_K},
 	{Type: quant.IQ4_XS},
 	{Type: quant.IQ4_NL},
+	{Type: quant.MXFP4},
 	{Type: quant.Q2_K},
 	{Type: quant.IQ2_XXS}, {Type: quant.IQ2_XS}, {Type: quant.IQ2_S},
 	{Type: quant.IQ3_XXS}, {Type: quant.IQ3_S}, {Type: quant.IQ1_S}, {Type: quant.IQ1_M},

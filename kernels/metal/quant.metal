@@ -1,12 +1,13 @@
 // GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine (2, 3, 4, 5, 6 and 8
-// bits) and GGUF's Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and
-// IQ4_NL. Weights are dequantized in registers as they are read, never into
+// bits) and GGUF's Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+// IQ4_NL and MXFP4. Weights are dequantized in registers as they are read, never into
 // memory. The threadgroup stages its activation rows once per chunk of k
 // (as gemm.h's mv_tile), and each lane takes whole units of a row: 32
 // values of an affine row (4·bits bytes: one 16-byte load at 4 bits, two at
 // 8), one 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte
-// aligned: read as ushorts) or sub-block of IQ4_XS (8-byte loads), or part
+// aligned: read as ushorts) or MXFP4 (17 bytes: uchars) or sub-block of
+// IQ4_XS (8-byte loads), or part
 // of a 256-value super-block: of Q4_K (144 bytes, 16-byte loads), Q5_K (176
 // bytes, 16-byte loads), Q3_K and Q6_K (110 and 210 bytes, ushorts) or Q2_K
 // (84 bytes, uints) (QUnit). The IQ grid formats (IQ2_XXS,
@@ -40,6 +41,7 @@
 #define QF_Q3_K 19
 #define QF_IQ4_XS 20
 #define QF_IQ4_NL 21
+#define QF_MXFP4 22
 
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
@@ -431,6 +433,36 @@ inline void q_unit<QF_IQ4_XS>(QRow row, uint u, constant QMatArgs& a, threadgrou
       s += xc[i] * q[i];
     }
     acc[c] += dl * s;
+  }
+}
+
+// MXFP4's E2M1 values (kernels/quant MXFP4Levels, halved).
+constant float mxfp4_values[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+// mxfp4_scale is 2^(e−127) for an E8M0 exponent e (0: the f32 subnormal
+// 2^−127, as ggml's e8m0 conversion).
+inline float mxfp4_scale(uint e) { return as_type<float>(e == 0 ? 0x00400000u : e << 23); }
+
+// MXFP4 (17 bytes, byte aligned: uchars), unit u: block u, its exponent and
+// 16 bytes of codes in Q4_0's order; w = E2M1(code)·2^(e−127).
+template <>
+inline void q_unit<QF_MXFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                             int cols, thread float* acc) {
+  device const uchar* blk = row.w + u * 17;
+  float q[32];
+  for (int i = 0; i < 16; i++) {
+    const uint b = blk[1 + i];
+    q[i] = mxfp4_values[b & 0xfu];
+    q[i + 16] = mxfp4_values[b >> 4];
+  }
+  const float d = mxfp4_scale(blk[0]);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float s = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      s += xc[i] * q[i];
+    }
+    acc[c] += d * s;
   }
 }
 
@@ -1203,6 +1235,14 @@ template <> inline void q_values<QF_IQ4_XS>(QRow q, uint i0, constant QMatArgs& 
     v[i + 16] = dl * iq4nl_levels[x >> 4];
   }
 }
+template <> inline void q_values<QF_MXFP4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 32 * 17;
+  const float d = mxfp4_scale(blk[0]);
+  for (int i = 0; i < 16; i++) {
+    v[i] = d * mxfp4_values[blk[1 + i] & 0xfu];
+    v[i + 16] = d * mxfp4_values[blk[1 + i] >> 4];
+  }
+}
 template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 210;
   const uint n = (i0 % 256) / 128, qq = (i0 % 128) / 32;
@@ -1581,6 +1621,7 @@ INSTANTIATE_Q(QF_Q5_K, qmatvec_q5_k, qmatmul_mm_q5_k, qmoe_mv_q5_k, qmoe_mv_sum_
 INSTANTIATE_Q(QF_Q3_K, qmatvec_q3_k, qmatmul_mm_q3_k, qmoe_mv_q3_k, qmoe_mv_sum_q3_k, qembedding_q3_k, qmoe_mm_gate_up_q3_k, qmoe_mm_down_q3_k)
 INSTANTIATE_Q(QF_IQ4_XS, qmatvec_iq4_xs, qmatmul_mm_iq4_xs, qmoe_mv_iq4_xs, qmoe_mv_sum_iq4_xs, qembedding_iq4_xs, qmoe_mm_gate_up_iq4_xs, qmoe_mm_down_iq4_xs)
 INSTANTIATE_Q(QF_IQ4_NL, qmatvec_iq4_nl, qmatmul_mm_iq4_nl, qmoe_mv_iq4_nl, qmoe_mv_sum_iq4_nl, qembedding_iq4_nl, qmoe_mm_gate_up_iq4_nl, qmoe_mm_down_iq4_nl)
+INSTANTIATE_Q(QF_MXFP4, qmatvec_mxfp4, qmatmul_mm_mxfp4, qmoe_mv_mxfp4, qmoe_mv_sum_mxfp4, qembedding_mxfp4, qmoe_mm_gate_up_mxfp4, qmoe_mm_down_mxfp4)
 INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qmoe_mv_sum_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
 INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qmoe_mv_sum_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
 INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qmoe_mv_sum_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)

@@ -83,6 +83,9 @@ const (
 	// Metal; transcoded on CUDA and the CPU).
 	IQ4_XS DType = "iq4_xs"
 	IQ4_NL DType = "iq4_nl"
+	// MXFP4 is GGUF's E2M1 codes with an E8M0 exponent per 32 (mlx's mxfp4
+	// too: kernels on Metal; transcoded on CUDA and the CPU).
+	MXFP4 DType = "mxfp4"
 	Q2_K   DType = "q2_k"
 
 	IQ2_XXS DType = "iq2_xxs"
@@ -99,7 +102,7 @@ var affineDTypes = map[DType]int{Q2: 2, Q3: 3, Q4: 4, Q5: 5, Q6: 6, Q8: 8}
 
 // ggufDTypes are GGUF's block types' dtypes, by their packing.
 var ggufDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: quant.Q2_K, Q3_K: quant.Q3_K,
-	Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL,
+	Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL, MXFP4: quant.MXFP4,
 	IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S, IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S,
 	IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
@@ -107,7 +110,7 @@ var ggufDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: 
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
+var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).

@@ -105,7 +105,7 @@ func (m *Matrix) Row(r int, dst []float32) {
 				}
 			}
 		}
-	case Q5_K, Q3_K, IQ4_XS, IQ4_NL:
+	case Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4:
 		// As each transcodes (ggml.go), block by block: the values of its
 		// narrowest form, which are ggml's exactly (TestTranscodersMatchGGML).
 		tc := Transcoders[m.Spec.String()]

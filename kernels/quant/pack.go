@@ -187,6 +187,13 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 		for b := 0; b < len(data)/136; b++ {
 			binary.LittleEndian.PutUint16(data[b*136:], ToF16(amp/(16*64)*jitter()))
 		}
+	case MXFP4:
+		// w = E2M1(code)·2^(e−127), |E2M1| up to 6: an exponent that keeps
+		// the largest values about amp.
+		e := 127 + int(math.Round(math.Log2(float64(amp)/4)))
+		for b := 0; b < len(data)/17; b++ {
+			data[b*17] = byte(e + int(rng.Uint64()%2))
+		}
 	case IQ4_NL:
 		for b := 0; b < len(data)/18; b++ {
 			binary.LittleEndian.PutUint16(data[b*18:], ToF16(amp/64*jitter()))

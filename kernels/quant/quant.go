@@ -64,11 +64,16 @@ const (
 	// 4-bit indices into 16 int8 levels, Q4_0's order; w = d·level. Metal
 	// has kernels for it; the other backends run it transcoded (Q8_0).
 	IQ4_NL
+	// MXFP4 is GGUF's blocks of 32 (17 bytes): an E8M0 exponent e and 16
+	// bytes of 4-bit E2M1 codes (Q4_0's order); w = E2M1(code)·2^(e−127).
+	// mlx's mxfp4 matrices are read into it (TranscodeMLXMXFP4). Metal has
+	// kernels for it; the other backends run it transcoded.
+	MXFP4
 )
 
 // transcodedElsewhere are the GGUF formats with kernels on Metal only:
 // CUDA and the CPU run them in their transcoders' forms (Forms).
-var transcodedElsewhere = []Type{Q5_K, Q3_K, IQ4_XS, IQ4_NL}
+var transcodedElsewhere = []Type{Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4}
 
 // MetalOnly reports whether s's format has kernels on Metal only: CUDA
 // and the CPU run it in one of Forms(s).
@@ -80,7 +85,7 @@ func MetalOnly(s Spec) bool { return slices.Contains(transcodedElsewhere, s.Type
 // dispatch they encode.
 var (
 	ggmlNames = map[Type]string{Q8_0: "Q8_0", Q4_0: "Q4_0", Q2_K: "Q2_K", Q3_K: "Q3_K", Q4_K: "Q4_K", Q5_K: "Q5_K",
-		Q6_K: "Q6_K", IQ4_XS: "IQ4_XS", IQ4_NL: "IQ4_NL", IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S",
+		Q6_K: "Q6_K", IQ4_XS: "IQ4_XS", IQ4_NL: "IQ4_NL", MXFP4: "MXFP4", IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S",
 		IQ3_XXS: "IQ3_XXS", IQ3_S: "IQ3_S", IQ1_S: "IQ1_S", IQ1_M: "IQ1_M"}
 	kernelNames = func() map[Type]string {
 		m := make(map[Type]string, len(ggmlNames))
@@ -135,7 +140,7 @@ func (s Spec) Block() int {
 		return 32
 	case Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS:
 		return 256
-	case IQ4_NL:
+	case IQ4_NL, MXFP4:
 		return 32
 	}
 	if IsIQ(s.Type) {
@@ -168,6 +173,8 @@ func (s Spec) BlockBytes() int {
 		return 136
 	case IQ4_NL:
 		return 18
+	case MXFP4:
+		return 17
 	}
 	return iqBytes[s.Type]
 }
@@ -231,7 +238,7 @@ func (s Spec) Validate(k int) error {
 		if s.Scale > BF16 {
 			return fmt.Errorf("affine scales of dtype %d are not supported", s.Scale)
 		}
-	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS, IQ4_NL:
+	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4:
 	default:
 		if !IsIQ(s.Type) {
 			return fmt.Errorf("unknown quantization type %d", s.Type)

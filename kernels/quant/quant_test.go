@@ -467,7 +467,7 @@ func TestMLXMXFP4MatchesMLX(t *testing.T) {
 	for i := range exps {
 		exps[i] = byte(i * 251 / (len(exps) - 1)) // 0 (subnormal scales) to 251
 	}
-	for _, form := range Transcoders["MXFP4"].Forms() {
+	for _, form := range append([]Spec{MLXMXFP4}, Forms(MLXMXFP4)...) {
 		m := &Matrix{Spec: form, Rows: rows, K: k, Data: make([]byte, rows*form.RowBytes(k)),
 			Scales: make([]byte, 4*len(exps)), Biases: make([]byte, 4*len(exps))}
 		if err := TranscodeMLXMXFP4(words, exps, m); err != nil {

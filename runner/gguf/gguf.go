@@ -52,6 +52,7 @@ const (
 	IQ2_S   Type = 22
 	IQ4_XS  Type = 23
 	IQ1_M   Type = 29
+	MXFP4   Type = 39
 
 	BF16 Type = 30
 )
@@ -76,7 +77,7 @@ func (t Type) String() string {
 // kernelTypes are the packed ggml types the kernels read as they are, with
 // their kernels/quant format.
 var kernelTypes = map[Type]quant.Type{Q4_0: quant.Q4_0, Q8_0: quant.Q8_0, Q2_K: quant.Q2_K, Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K,
-	Q3_K: quant.Q3_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL,
+	Q3_K: quant.Q3_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL, MXFP4: quant.MXFP4,
 	IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S, IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S,
 	IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
@@ -114,9 +115,9 @@ func (t Type) Block() (values, bytes int, ok bool) {
 }
 
 // TypesRead names the ggml types mtlbench reads, for messages: the float
-// types, the packed ones the kernels read (Q5_K, Q3_K, IQ4_XS and IQ4_NL
-// Metal's only, transcoded on the other backends), then those read by
-// transcoding only.
+// types, the packed ones the kernels read (Q5_K, Q3_K, IQ4_XS, IQ4_NL and
+// MXFP4 Metal's only, transcoded on the other backends), then those read
+// by transcoding only.
 func TypesRead() string {
 	native := slices.Sorted(maps.Keys(kernelTypes))
 	names := []string{"F32", "F16", "BF16"}

@@ -296,8 +296,8 @@ func (q *mlxQuant) module(module string) *mlxModule {
 	return &q.mlxModule
 }
 
-// spec is the format module's matrix runs as, with scale its scales'
-// dtype: affine as stored, mxfp4 transcoded (quant.MLXMXFP4).
+// spec is the format module's matrix is read as, with scale its scales'
+// dtype: affine as stored, mxfp4 as GGUF's MXFP4 blocks (quant.MLXMXFP4).
 func (m *mlxModule) spec(scale quant.Float) quant.Spec {
 	if m.Mode == "mxfp4" {
 		return quant.MLXMXFP4
@@ -590,8 +590,9 @@ func (c *Checkpoint) Formats(rules bridge.QuantSupport) []FormatCount {
 		run := RunFormat(rules, spec)
 		stored := spec.String()
 		if mod.Mode == "mxfp4" {
-			stored = "mxfp4"
-		} else if run == spec {
+			stored = "mxfp4" // mlx's layout: as many bytes as MXFP4's blocks
+		}
+		if run == spec {
 			add(stored, bytes, "", 0)
 			continue
 		}

@@ -359,12 +359,12 @@ func TestCachedWidensOnce(t *testing.T) {
 	}
 }
 
-// eightBits are the rules of a backend with neither Q5_K nor 5-bit affine
-// kernels.
+// eightBits are the rules of a backend with neither the Metal-only formats'
+// kernels nor 5-bit affine ones.
 type eightBits struct{}
 
 func (eightBits) SupportsQuant(s quant.Spec) error {
-	if s.Type == quant.Q5_K || s.Type == quant.Affine && s.Bits == 5 {
+	if quant.MetalOnly(s) || s.Type == quant.Affine && s.Bits == 5 {
 		return fmt.Errorf("no %v kernels", s)
 	}
 	return nil
@@ -669,30 +669,37 @@ func TestMLXGPT2(t *testing.T) {
 	}
 }
 
-// An mxfp4 folder lists its mxfp4 matrices with what they run as: 28
-// bytes a group of 32 for the 17 stored (5-bit affine codes, f32 scales and
-// biases), the router apart (affine 8-bit), a switch_mlp stack once.
+// An mxfp4 folder lists its mxfp4 matrices with what they run as: as
+// stored where MXFP4 has kernels (Metal, rules nil), else 40 bytes a group
+// of 32 for the 17 stored (8-bit affine codes, f32 scales and biases); the
+// router apart (affine 8-bit), a switch_mlp stack once.
 func TestMLXFormats(t *testing.T) {
 	_, src, err := Open(Spec{Model: "../testdata/mlx/qwen3_moe-mxfp4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	fs := src.(FormatLister).Formats(nil)
-	got := map[string]FormatCount{}
-	for _, f := range fs {
-		got[f.Stored] = f
-	}
-	mx, ok := got["mxfp4"]
-	// 2 layers: q, k, v, o and three expert stacks; the embedding and LM head.
-	if !ok || mx.Tensors != 16 || mx.RunsAs != quant.MLXMXFP4.String() {
-		t.Fatalf("formats %+v: want 16 mxfp4 tensors run as %v", fs, quant.MLXMXFP4)
-	}
-	if r := float64(mx.RunBytes) / float64(mx.FileBytes); r < 1.64 || r > 1.65 {
-		t.Errorf("mxfp4 runs at %.3f× its stored bytes, want 28/17 = 1.647", r)
-	}
-	if r, ok := got["affine 8-bit, group 64, bf16 scales"]; !ok || r.Tensors != 2 {
-		t.Errorf("formats %+v: want the 2 routers at affine 8 bits", fs)
+	for _, c := range []struct {
+		rules bridge.QuantSupport
+		runs  string
+		ratio float64
+	}{{nil, "", 1}, {eightBits{}, "affine 8-bit, group 32, f32 scales", 40.0 / 17}} {
+		fs := src.(FormatLister).Formats(c.rules)
+		got := map[string]FormatCount{}
+		for _, f := range fs {
+			got[f.Stored] = f
+		}
+		mx, ok := got["mxfp4"]
+		// 2 layers: q, k, v, o and three expert stacks; the embedding and LM head.
+		if !ok || mx.Tensors != 16 || mx.RunsAs != c.runs {
+			t.Fatalf("formats %+v: want 16 mxfp4 tensors run as %q", fs, c.runs)
+		}
+		if r := float64(mx.RunBytes) / float64(mx.FileBytes); c.runs != "" && math.Abs(r-c.ratio) > 0.01 {
+			t.Errorf("mxfp4 runs at %.3f× its stored bytes, want %.3f", r, c.ratio)
+		}
+		if r, ok := got["affine 8-bit, group 64, bf16 scales"]; !ok || r.Tensors != 2 {
+			t.Errorf("formats %+v: want the 2 routers at affine 8 bits", fs)
+		}
 	}
 }
 
