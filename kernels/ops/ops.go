@@ -86,7 +86,7 @@ const (
 	// MXFP4 is GGUF's E2M1 codes with an E8M0 exponent per 32 (mlx's mxfp4
 	// too: kernels on Metal; transcoded on CUDA and the CPU).
 	MXFP4 DType = "mxfp4"
-	Q2_K   DType = "q2_k"
+	Q2_K  DType = "q2_k"
 
 	IQ2_XXS DType = "iq2_xxs"
 	IQ2_XS  DType = "iq2_xs"
