@@ -144,37 +144,28 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 		for b := 0; b < len(data)/18; b++ {
 			binary.LittleEndian.PutUint16(data[b*18:], ToF16(amp/8*jitter()))
 		}
-	case Q4_K:
-		for b := 0; b < len(data)/144; b++ {
-			blk := data[b*144:]
+	case Q4_K, Q5_K:
+		// Q5_K is Q4_K's super-block with a fifth bit a value: codes up to
+		// 15 or 31 (levels), in 144- or 176-byte blocks.
+		nb, levels := 144, float32(15)
+		if s.Type == Q5_K {
+			nb, levels = 176, 31
+		}
+		for b := 0; b < len(data)/nb; b++ {
+			blk := data[b*nb:]
 			// Every sub-block's 6-bit scale and min is 32 (ScaleMinK4: bytes
 			// 0..7 hold 32 in their low six bits and 2 in their top two, which
 			// make the 32 of sub-blocks 4..7; bytes 8..11 are 0), so
-			// w = 32·d·q - 32·dmin, centred when dmin = 7.5·d.
+			// w = 32·d·q - 32·dmin, centred when dmin = levels/2·d.
 			for j := 0; j < 8; j++ {
 				blk[4+j] = 2<<6 | 32
 			}
 			for j := 8; j < 12; j++ {
 				blk[4+j] = 0
 			}
-			d := 2 * amp / (15 * 32) * jitter()
+			d := 2 * amp / (levels * 32) * jitter()
 			binary.LittleEndian.PutUint16(blk, ToF16(d))
-			binary.LittleEndian.PutUint16(blk[2:], ToF16(d*15/2))
-		}
-	case Q5_K:
-		for b := 0; b < len(data)/176; b++ {
-			blk := data[b*176:]
-			// Scales and mins of 32 as Q4_K's (above): w = 32·d·q − 32·dmin
-			// with q in 0..31, centred when dmin = 15.5·d.
-			for j := 0; j < 8; j++ {
-				blk[4+j] = 2<<6 | 32
-			}
-			for j := 8; j < 12; j++ {
-				blk[4+j] = 0
-			}
-			d := 2 * amp / (31 * 32) * jitter()
-			binary.LittleEndian.PutUint16(blk, ToF16(d))
-			binary.LittleEndian.PutUint16(blk[2:], ToF16(d*31/2))
+			binary.LittleEndian.PutUint16(blk[2:], ToF16(d*levels/2))
 		}
 	case Q3_K:
 		// Random 6-bit scales (sc − 32 in −32..31) and q in −4..3: the
