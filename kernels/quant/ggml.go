@@ -10,15 +10,17 @@ import (
 	"sync"
 )
 
-// Transcoder is a ggml block format that no kernel reads but whose every
-// value another format holds exactly: a GGUF tensor in it is rewritten
-// once, as it is loaded, into Into or, where the backend runs that wider
-// (quant.Widenings), straight into the wider form (Forms), and runs as that
-// (docs/quantization.md, "GGUF formats that are transcoded"). llama.cpp
-// writes them into the files people download: Q4_K_M and Q5_K_M files
-// hold Q5_0 for rows of a length that is not a multiple of 256, and Q5_K
-// for some matrices; Q3_K_M files are mostly Q3_K, IQ4_XS files IQ4_XS, and
-// IQ4_NL is what llama.cpp writes for such rows in Q3_K and IQ files.
+// Transcoder is a ggml block format that some backend has no kernels for
+// (any backend, or CUDA and the CPU for the MetalOnly formats) but whose
+// every value another format holds exactly: for such a backend a GGUF
+// tensor in it is rewritten once, as it is loaded, into Into or, where the
+// backend runs that wider (Widenings), straight into the wider form
+// (Forms), and runs as that (docs/quantization.md, "GGUF formats that are
+// transcoded"). llama.cpp writes them into the files people download:
+// Q4_K_M and Q5_K_M files hold Q5_0 for rows of a length that is not a
+// multiple of 256, and Q5_K for some matrices; Q3_K_M files are mostly
+// Q3_K, IQ4_XS files IQ4_XS, and IQ4_NL is what llama.cpp writes for such
+// rows in Q3_K and IQ files.
 type Transcoder struct {
 	Name          string // ggml's name
 	Values, Bytes int    // one block's values and bytes
@@ -33,7 +35,8 @@ type Transcoder struct {
 // hold Into's values with the same scales and biases (Widenings).
 func (t Transcoder) Forms() []Spec { return append([]Spec{t.Into}, Widenings(t.Into)...) }
 
-// Transcoders are the ggml formats read by transcoding, by ggml name.
+// Transcoders are the ggml formats read by transcoding where a backend has
+// no kernels for them, by ggml name.
 var Transcoders = map[string]Transcoder{
 	// Q4_1: f16 d and m, 16 bytes of nibbles; w = d·q + m, q in 0..15: an
 	// affine 4-bit group of 32 with f16 scale d and bias m, as many bytes.
