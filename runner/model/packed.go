@@ -344,12 +344,12 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 }
 
 // PackedAs is Packed with an mxfp4 matrix written as to, where to is one of
-// its forms (quant.Transcoders["MXFP4"].Forms()).
+// its forms (quant.Forms(quant.MLXMXFP4)).
 func (c *Checkpoint) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	if c.floatsOfPacked(spec) {
 		return Packed{}, false, nil
 	}
-	if !slices.Contains(quant.Transcoders["MXFP4"].Forms(), to) {
+	if !slices.Contains(quant.Forms(quant.MLXMXFP4), to) {
 		to = quant.MLXMXFP4
 	}
 	return c.packed(spec, true, to)
