@@ -37,7 +37,7 @@ var (
 	dtypes    = []string{"f32", "f16", "bf16"}
 	// modelDTypes adds the packed formats a preset's synthetic weights may
 	// take (runner/model QuantFormats).
-	modelDTypes = []string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+	modelDTypes = []string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "nvfp4", "mxfp8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
 	fits        = []string{"strict", "truncate-layers"}
 	kinds       = []string{KindModel, KindKernel}
 )

@@ -55,6 +55,10 @@ var quantFixtures = [][2]string{
 	{"mlx/mixtral-q4", "mlx/mixtral-q4/reference.json"},
 	{"mlx/qwen3-mxfp4", "mlx/qwen3-mxfp4/reference.json"},
 	{"mlx/qwen3_moe-mxfp4", "mlx/qwen3_moe-mxfp4/reference.json"},
+	{"mlx/qwen3-nvfp4", "mlx/qwen3-nvfp4/reference.json"},
+	{"mlx/qwen3_moe-nvfp4", "mlx/qwen3_moe-nvfp4/reference.json"},
+	{"mlx/llama-mxfp8", "mlx/llama-mxfp8/reference.json"},
+	{"mlx/qwen3_moe-mxfp8", "mlx/qwen3_moe-mxfp8/reference.json"},
 	{"mlx/gpt2-q4", "mlx/gpt2-q4/reference.json"},
 	{"gguf/llama-q8_0.gguf", "gguf/llama-q8_0.json"},
 	{"gguf/llama-q4_0.gguf", "gguf/llama-q4_0.json"},
@@ -173,8 +177,11 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3_K}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_XS}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_NL}, 0, 16, 0.99},
-		// MXFP4: a block a unit, byte loads (17-byte blocks).
+		// MXFP4 and MXFP8: a block a unit, byte loads (17- and 33-byte
+		// blocks); NVFP4: a block a unit, ushorts (18-byte blocks).
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP4}, 0, 16, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.NVFP4}, 0, 16, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP8}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 16, 0},
 		// The IQ formats: a 32-value unit reads its own grid indices, signs
 		// and scale bytes and the super-block's d, 2 bytes a load (their
@@ -241,7 +248,7 @@ func TestQuantWitness(t *testing.T) {
 func TestQMatMulTiles(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	for _, dt := range append([]ops.DType{ops.Q4, ops.Q8, ops.Q2, ops.Q3, ops.Q5, ops.Q6, ops.Q8_0, ops.Q4_0, ops.Q4_K, ops.Q5_K,
-		ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4}, iqDTypes...) {
+		ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4, ops.NVFP4, ops.MXFP8}, iqDTypes...) {
 		for _, m := range []int{9, 70} {
 			for _, n := range []int{37, 130} {
 				checkOp(t, be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: m, ops.N: n, ops.K: 512}, DType: dt})
@@ -262,7 +269,8 @@ func TestQMoETiles(t *testing.T) {
 		tokens, mid int
 	}
 	var cases []tc
-	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q5_K, ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4} {
+	for _, dt := range []ops.DType{ops.Q4, ops.Q8, ops.Q3, ops.Q6, ops.Q4_K, ops.Q5_K, ops.Q6_K, ops.Q2_K, ops.Q3_K, ops.IQ4_XS, ops.IQ4_NL, ops.MXFP4,
+		ops.NVFP4, ops.MXFP8} {
 		for _, tokens := range []int{37, 100} {
 			cases = append(cases, tc{dt, tokens, 256})
 		}
@@ -498,6 +506,55 @@ func TestQ5KMMatchesCPU(t *testing.T) {
 				}
 				if (q5 > 0) != (i == 0) {
 					t.Errorf("%s runs %d matrices as Q5_K", be.Info().Backend, q5)
+				}
+				if outs[i], err = e.Generate(reqs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
+		})
+	}
+}
+
+// The nvfp4 and mxfp8 presets (mlx's modes, laid out as NVFP4 and MXFP8
+// blocks) run as stored on Metal and on the CPU, each on kernels of its
+// own: the CPU's tokens, and its logits within 1e-4, decode GEMVs, the MoE
+// block and prefill tiles alike.
+func TestMLXFPPresetsMatchCPU(t *testing.T) {
+	mb := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		preset, dtype string
+		layers        int
+		want          quant.Type
+	}{
+		{"qwen3-moe-mini", "nvfp4", 2, quant.NVFP4},
+		{"tinyllama-1.1b", "nvfp4", 1, quant.NVFP4},
+		{"qwen3-moe-mini", "mxfp8", 2, quant.MXFP8},
+		{"tinyllama-1.1b", "mxfp8", 1, quant.MXFP8},
+	} {
+		t.Run(c.preset+"/"+c.dtype, func(t *testing.T) {
+			cfg, src, err := model.Open(model.Spec{Model: c.preset, Quant: c.dtype, Layers: c.layers, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			src = model.NewCached(src)
+			reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
+				{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
+			var outs [2][]engine.Output
+			for i, be := range []bridge.Backend{mb, cpu.New(cpu.Options{})} {
+				e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, tn := range e.Config().Tensors() {
+					if s, ok := e.Config().Quant.For(tn.Name); ok && tn.Matrix && s.Type == c.want {
+						n++
+					}
+				}
+				if n == 0 {
+					t.Errorf("%s runs no matrix as %v", be.Info().Backend, quant.Spec{Type: c.want})
 				}
 				if outs[i], err = e.Generate(reqs); err != nil {
 					t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 // Specs: every affine group size with each scale type among them, at 4 and
 // 8 bits and at the widths whose codes cross word boundaries (3, 5, 6) or
 // fill them (2), the formats GGUF's transcoded types run as
-// (quant.Transcoders), and the GGUF formats.
+// (quant.Transcoders), the GGUF formats, and mlx's floating-point ones.
 var Specs = []quant.Spec{
 	{Type: quant.Affine, Bits: 4, Group: 32, Scale: quant.F32},
 	{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16},
@@ -47,6 +47,8 @@ var Specs = []quant.Spec{
 	{Type: quant.IQ4_XS},
 	{Type: quant.IQ4_NL},
 	{Type: quant.MXFP4},
+	{Type: quant.NVFP4},
+	{Type: quant.MXFP8},
 	{Type: quant.Q2_K},
 	{Type: quant.IQ2_XXS}, {Type: quant.IQ2_XS}, {Type: quant.IQ2_S},
 	{Type: quant.IQ3_XXS}, {Type: quant.IQ3_S}, {Type: quant.IQ1_S}, {Type: quant.IQ1_M},

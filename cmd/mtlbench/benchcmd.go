@@ -41,7 +41,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
 			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, cpu, cuda, metal or metal-emu"},
-			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
+			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},

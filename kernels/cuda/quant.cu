@@ -1,7 +1,8 @@
 // quant.cu: GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine at 4 and 8 bits,
-// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K, and the IQ grid formats (IQ2_XXS,
-// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M). Weights are dequantized in registers as
+// GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K, the IQ grid formats (IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), and mlx's nvfp4 and mxfp8
+// laid out in 18- and 33-byte blocks of 32 (NVFP4, MXFP8). Weights are dequantized in registers as
 // they are read, never into memory. A warp takes R weight rows at once, their
 // loads issued together. Affine rows (q_affine8): each lane 8 values of every
 // 256, so weights (4 or 8 bytes a lane) and activations are read contiguously
@@ -28,6 +29,8 @@
 #define QF_IQ3_S 11
 #define QF_IQ1_S 12
 #define QF_IQ1_M 13
+#define QF_NVFP4 23
+#define QF_MXFP8 24
 
 #define QCOLS 4
 #define QWARPS 8
@@ -151,6 +154,55 @@ template <> __device__ __forceinline__ void q_unit<QF_Q4_0>(const QRow& r, int u
         q[2 * i + 17] = (float)((int)(v >> 12) - 8);
     }
     dot32(q, q_half(blk), x, xs, cols, acc);
+}
+
+// e2m1_value is an E2M1 code's value (kernels/quant E2M1Values).
+__device__ __forceinline__ float e2m1_value(u32 c) {
+    const float mag = (c & 6u) == 0 ? 0.5f * (float)(c & 1u) : (float)(2u + (c & 1u)) * __uint_as_float((((c >> 1) & 3u) + 125u) << 23);
+    return (c & 8u) ? -mag : mag;
+}
+
+// e4m3_value is an E4M3 byte's value as mlx reads it (kernels/quant
+// E4M3ToF32): its low seven bits as the top of an f16's, times 256.
+__device__ __forceinline__ float e4m3_value(u32 b) {
+    return f16_to_f32((u16)(((b & 0x80u) << 8) | ((b & 0x7fu) << 7))) * 256.f;
+}
+
+// e8m0_value is 2^(e−127), e = 0 the f32 subnormal 2^−127.
+__device__ __forceinline__ float e8m0_value(u32 e) { return __uint_as_float(e == 0 ? 0x00400000u : e << 23); }
+
+// NVFP4: an 18-byte block, the E4M3 scales of values 0-15 and 16-31, then
+// 16 bytes of E2M1 codes in Q4_0's order (low nibbles the first group).
+template <> __device__ __forceinline__ void q_unit<QF_NVFP4>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
+    const u16* p = (const u16*)(r.w + (long)u * 18);
+    float q[32];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        u32 v = p[1 + i];
+        q[2 * i] = e2m1_value(v & 0xf);
+        q[2 * i + 16] = e2m1_value((v >> 4) & 0xf);
+        q[2 * i + 1] = e2m1_value((v >> 8) & 0xf);
+        q[2 * i + 17] = e2m1_value(v >> 12);
+    }
+    // E2M1·E4M3 is exact in f32: the scales go into the values.
+    const u32 sc = p[0];
+    const float s0 = e4m3_value(sc & 0xff), s1 = e4m3_value(sc >> 8);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        q[i] *= s0;
+        q[i + 16] *= s1;
+    }
+    dot32(q, 1.f, x, xs, cols, acc);
+}
+
+// MXFP8: a 33-byte block (byte aligned), an E8M0 exponent and 32 E4M3
+// values.
+template <> __device__ __forceinline__ void q_unit<QF_MXFP8>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
+    const unsigned char* blk = r.w + (long)u * 33;
+    float q[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) q[i] = e4m3_value(blk[1 + i]);
+    dot32(q, e8m0_value(blk[0]), x, xs, cols, acc);
 }
 
 // dotm adds d·Σx·q − m·Σx over N values (a K sub-block: its scale, and
@@ -893,6 +945,19 @@ template <> __device__ __forceinline__ void q_values<QF_Q4_0>(const QRow& r, int
         v[i + 16] = d * (float)((int)(blk[2 + i] >> 4) - 8);
     }
 }
+template <> __device__ __forceinline__ void q_values<QF_NVFP4>(const QRow& r, int i0, int g, float* v) {
+    const unsigned char* blk = r.w + (long)(i0 / 32) * 18;
+    const float s0 = e4m3_value(blk[0]), s1 = e4m3_value(blk[1]);
+    for (int i = 0; i < 16; i++) {
+        v[i] = s0 * e2m1_value(blk[2 + i] & 0xf);
+        v[i + 16] = s1 * e2m1_value(blk[2 + i] >> 4);
+    }
+}
+template <> __device__ __forceinline__ void q_values<QF_MXFP8>(const QRow& r, int i0, int g, float* v) {
+    const unsigned char* blk = r.w + (long)(i0 / 32) * 33;
+    const float d = e8m0_value(blk[0]);
+    for (int i = 0; i < 32; i++) v[i] = e4m3_value(blk[1 + i]) * d;
+}
 template <> __device__ __forceinline__ void q_values<QF_Q4_K>(const QRow& r, int i0, int g, float* v) {
     const unsigned char* blk = r.w + (long)(i0 / 256) * 144;
     int j = (i0 % 256) / 64, hi = (i0 % 64) / 32;
@@ -1034,3 +1099,5 @@ QKERNELS(QF_IQ3_XXS, iq3_xxs)
 QKERNELS(QF_IQ3_S, iq3_s)
 QKERNELS(QF_IQ1_S, iq1_s)
 QKERNELS(QF_IQ1_M, iq1_m)
+QKERNELS(QF_NVFP4, nvfp4)
+QKERNELS(QF_MXFP8, mxfp8)

@@ -246,6 +246,51 @@ template <int F> struct QRawIQ {
         q_store32(dst, q, ok);
     }
 };
+// NVFP4: an 18-byte block, two E4M3 scales then 16 bytes of E2M1 codes
+// in Q4_0's order (low nibbles values 0-15).
+template <> struct QRaw<QF_NVFP4> {
+    u32 q[4];
+    u32 sc;
+    __device__ __forceinline__ void fetch(const QSrc& r, int u) {
+        const unsigned char* blk = r.w + (long)u * 18;
+        sc = __ldg((const u16*)blk);
+        q_ld16<16>(q, blk + 2);
+    }
+    __device__ __forceinline__ void store(u16* dst, bool ok) const {
+        const float s0 = e4m3_value(sc & 0xffu), s1 = e4m3_value(sc >> 8);
+        float v[32];
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const u32 byte = (q[j / 4] >> (8 * (j % 4))) & 0xffu;
+            v[j] = s0 * e2m1_value(byte & 0xfu);
+            v[j + 16] = s1 * e2m1_value(byte >> 4);
+        }
+        q_store32(dst, v, ok);
+    }
+};
+
+// MXFP8: a 33-byte block (byte aligned), an E8M0 exponent and 32 E4M3
+// values.
+template <> struct QRaw<QF_MXFP8> {
+    u32 q[8];
+    u32 e;
+    __device__ __forceinline__ void fetch(const QSrc& r, int u) {
+        const unsigned char* blk = r.w + (long)u * 33;
+        e = __ldg(blk);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            q[i] = (u32)__ldg(blk + 1 + 4 * i) | ((u32)__ldg(blk + 2 + 4 * i) << 8) | ((u32)__ldg(blk + 3 + 4 * i) << 16) |
+                   ((u32)__ldg(blk + 4 + 4 * i) << 24);
+    }
+    __device__ __forceinline__ void store(u16* dst, bool ok) const {
+        const float d = e8m0_value(e);
+        float v[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = d * e4m3_value((q[i / 4] >> (8 * (i % 4))) & 0xffu);
+        q_store32(dst, v, ok);
+    }
+};
+
 template <> struct QRaw<QF_IQ2_XXS> : QRawIQ<QF_IQ2_XXS> {};
 template <> struct QRaw<QF_IQ2_XS> : QRawIQ<QF_IQ2_XS> {};
 template <> struct QRaw<QF_IQ2_S> : QRawIQ<QF_IQ2_S> {};
@@ -420,3 +465,5 @@ QMMA_KERNELS(iq3_xxs, QF_IQ3_XXS)
 QMMA_KERNELS(iq3_s, QF_IQ3_S)
 QMMA_KERNELS(iq1_s, QF_IQ1_S)
 QMMA_KERNELS(iq1_m, QF_IQ1_M)
+QMMA_KERNELS(nvfp4, QF_NVFP4)
+QMMA_KERNELS(mxfp8, QF_MXFP8)

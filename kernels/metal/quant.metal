@@ -1,21 +1,21 @@
 // GEMV/GEMM, expert GEMVs and embedding rows on packed weights
 // (kernels/quant, docs/quantization.md): MLX affine (2, 3, 4, 5, 6 and 8
-// bits) and GGUF's Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
-// IQ4_NL and MXFP4. Weights are dequantized in registers as they are read, never into
-// memory. The threadgroup stages its activation rows once per chunk of k
-// (as gemm.h's mv_tile), and each lane takes whole units of a row: 32
-// values of an affine row (4·bits bytes: one 16-byte load at 4 bits, two at
-// 8), one 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte
-// aligned: read as ushorts) or MXFP4 (17 bytes: uchars) or sub-block of
-// IQ4_XS (8-byte loads), or part
-// of a 256-value super-block: of Q4_K (144 bytes, 16-byte loads), Q5_K (176
-// bytes, 16-byte loads), Q3_K and Q6_K (110 and 210 bytes, ushorts) or Q2_K
-// (84 bytes, uints) (QUnit). The IQ grid formats (IQ2_XXS,
-// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M: kernels/quant iq.go) take
-// one 32-value unit of a 256-value super-block: its grid indices, signs and
-// scale, and the super-block's d; their grids are program-scope constants
-// (iqgrid.h), which qmatvec and qmoe_mv copy into threadgroup memory for
-// IQ2 and IQ3 (QMVGrid).
+// bits), GGUF's Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL
+// and MXFP4, and mlx's nvfp4 and mxfp8 (NVFP4, MXFP8). Weights are
+// dequantized in registers as they are read, never into memory. The
+// threadgroup stages its activation rows once per chunk of k (as gemm.h's
+// mv_tile), and each lane takes whole units of a row: 32 values of an
+// affine row (4·bits bytes: one 16-byte load at 4 bits, two at 8), one
+// 32-value block of Q8_0/Q4_0/IQ4_NL/NVFP4 (34 and 18 bytes, 2-byte
+// aligned: read as ushorts) or MXFP4/MXFP8 (17 and 33 bytes: uchars) or
+// sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
+// of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
+// and Q6_K (110 and 210 bytes, ushorts) or Q2_K (84 bytes, uints) (QUnit).
+// The IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
+// IQ1_M: kernels/quant iq.go) take one 32-value unit of a 256-value
+// super-block: its grid indices, signs and scale, and the super-block's d;
+// their grids are program-scope constants (iqgrid.h), which qmatvec and
+// qmoe_mv copy into threadgroup memory for IQ2 and IQ3 (QMVGrid).
 #include "gemm.h"
 #include "iqgrid.h"
 
@@ -42,6 +42,8 @@
 #define QF_IQ4_XS 20
 #define QF_IQ4_NL 21
 #define QF_MXFP4 22
+#define QF_NVFP4 23
+#define QF_MXFP8 24
 
 // QMV_STAGE_FLOATS: threadgroup memory for staged activations (16 KiB).
 #define QMV_STAGE_FLOATS 4096
@@ -454,6 +456,62 @@ inline void q_unit<QF_MXFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup
     const uint b = blk[1 + i];
     q[i] = mxfp4_values[b & 0xfu];
     q[i + 16] = mxfp4_values[b >> 4];
+  }
+  const float d = mxfp4_scale(blk[0]);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float s = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      s += xc[i] * q[i];
+    }
+    acc[c] += d * s;
+  }
+}
+
+// e4m3_value is an E4M3 byte's value as mlx reads it (kernels/quant
+// E4M3ToF32): its low seven bits as the top of an f16's, times 256.
+inline float e4m3_value(uint b) {
+  return float(as_type<half>(ushort(((b & 0x80u) << 8) | ((b & 0x7fu) << 7)))) * 256.0f;
+}
+
+// NVFP4 (mlx's nvfp4 in 18-byte blocks, 2-byte aligned: ushorts), unit u:
+// block u, the E4M3 scales of its two groups of 16 and 16 bytes of E2M1
+// codes in Q4_0's order, so the low nibbles are the first group and the
+// high ones the second; w = E2M1(code)·E4M3(scale).
+template <>
+inline void q_unit<QF_NVFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                             int cols, thread float* acc) {
+  device const ushort* ps = (device const ushort*)(row.w + u * 18);
+  float q[32];
+  for (int i = 0; i < 8; i++) {
+    const uint v = ps[1 + i];
+    q[2 * i] = mxfp4_values[v & 0xfu];
+    q[2 * i + 16] = mxfp4_values[(v >> 4) & 0xfu];
+    q[2 * i + 1] = mxfp4_values[(v >> 8) & 0xfu];
+    q[2 * i + 17] = mxfp4_values[v >> 12];
+  }
+  const uint sc = ps[0];
+  const float s0 = e4m3_value(sc & 0xffu), s1 = e4m3_value(sc >> 8);
+  for (int c = 0; c < cols; c++) {
+    threadgroup const float* xc = x + c * xstride;
+    float d0 = 0.0f, d1 = 0.0f;
+    for (int i = 0; i < 16; i++) {
+      d0 += xc[i] * q[i];
+      d1 += xc[i + 16] * q[i + 16];
+    }
+    acc[c] += s0 * d0 + s1 * d1;
+  }
+}
+
+// MXFP8 (mlx's mxfp8 in 33-byte blocks, byte aligned: uchars), unit u:
+// block u, its E8M0 exponent and 32 E4M3 values; w = E4M3(q)·2^(e−127).
+template <>
+inline void q_unit<QF_MXFP8>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
+                             int cols, thread float* acc) {
+  device const uchar* blk = row.w + u * 33;
+  float q[32];
+  for (int i = 0; i < 32; i++) {
+    q[i] = e4m3_value(blk[1 + i]);
   }
   const float d = mxfp4_scale(blk[0]);
   for (int c = 0; c < cols; c++) {
@@ -1243,6 +1301,21 @@ template <> inline void q_values<QF_MXFP4>(QRow q, uint i0, constant QMatArgs& a
     v[i + 16] = d * mxfp4_values[blk[1 + i] >> 4];
   }
 }
+template <> inline void q_values<QF_NVFP4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 32 * 18;
+  const float s0 = e4m3_value(blk[0]), s1 = e4m3_value(blk[1]);
+  for (int i = 0; i < 16; i++) {
+    v[i] = s0 * mxfp4_values[blk[2 + i] & 0xfu];
+    v[i + 16] = s1 * mxfp4_values[blk[2 + i] >> 4];
+  }
+}
+template <> inline void q_values<QF_MXFP8>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
+  device const uchar* blk = q.w + i0 / 32 * 33;
+  const float d = mxfp4_scale(blk[0]);
+  for (int i = 0; i < 32; i++) {
+    v[i] = e4m3_value(blk[1 + i]) * d;
+  }
+}
 template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
   device const uchar* blk = q.w + i0 / 256 * 210;
   const uint n = (i0 % 256) / 128, qq = (i0 % 128) / 32;
@@ -1622,6 +1695,8 @@ INSTANTIATE_Q(QF_Q3_K, qmatvec_q3_k, qmatmul_mm_q3_k, qmoe_mv_q3_k, qmoe_mv_sum_
 INSTANTIATE_Q(QF_IQ4_XS, qmatvec_iq4_xs, qmatmul_mm_iq4_xs, qmoe_mv_iq4_xs, qmoe_mv_sum_iq4_xs, qembedding_iq4_xs, qmoe_mm_gate_up_iq4_xs, qmoe_mm_down_iq4_xs)
 INSTANTIATE_Q(QF_IQ4_NL, qmatvec_iq4_nl, qmatmul_mm_iq4_nl, qmoe_mv_iq4_nl, qmoe_mv_sum_iq4_nl, qembedding_iq4_nl, qmoe_mm_gate_up_iq4_nl, qmoe_mm_down_iq4_nl)
 INSTANTIATE_Q(QF_MXFP4, qmatvec_mxfp4, qmatmul_mm_mxfp4, qmoe_mv_mxfp4, qmoe_mv_sum_mxfp4, qembedding_mxfp4, qmoe_mm_gate_up_mxfp4, qmoe_mm_down_mxfp4)
+INSTANTIATE_Q(QF_NVFP4, qmatvec_nvfp4, qmatmul_mm_nvfp4, qmoe_mv_nvfp4, qmoe_mv_sum_nvfp4, qembedding_nvfp4, qmoe_mm_gate_up_nvfp4, qmoe_mm_down_nvfp4)
+INSTANTIATE_Q(QF_MXFP8, qmatvec_mxfp8, qmatmul_mm_mxfp8, qmoe_mv_mxfp8, qmoe_mv_sum_mxfp8, qembedding_mxfp8, qmoe_mm_gate_up_mxfp8, qmoe_mm_down_mxfp8)
 INSTANTIATE_Q(QF_Q6_K, qmatvec_q6_k, qmatmul_mm_q6_k, qmoe_mv_q6_k, qmoe_mv_sum_q6_k, qembedding_q6_k, qmoe_mm_gate_up_q6_k, qmoe_mm_down_q6_k)
 INSTANTIATE_Q(QF_Q2_K, qmatvec_q2_k, qmatmul_mm_q2_k, qmoe_mv_q2_k, qmoe_mv_sum_q2_k, qembedding_q2_k, qmoe_mm_gate_up_q2_k, qmoe_mm_down_q2_k)
 INSTANTIATE_Q(QF_IQ2_XXS, qmatvec_iq2_xxs, qmatmul_mm_iq2_xxs, qmoe_mv_iq2_xxs, qmoe_mv_sum_iq2_xxs, qembedding_iq2_xxs, qmoe_mm_gate_up_iq2_xxs, qmoe_mm_down_iq2_xxs)

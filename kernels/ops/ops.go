@@ -86,6 +86,10 @@ const (
 	// MXFP4 is GGUF's E2M1 codes with an E8M0 exponent per 32 (mlx's mxfp4
 	// too: kernels on Metal; transcoded on CUDA and the CPU).
 	MXFP4 DType = "mxfp4"
+	// NVFP4 and MXFP8 are mlx's E2M1 codes with an E4M3 scale per 16, and
+	// E4M3 values with an E8M0 exponent per 32 (kernels on every backend).
+	NVFP4 DType = "nvfp4"
+	MXFP8 DType = "mxfp8"
 	Q2_K  DType = "q2_k"
 
 	IQ2_XXS DType = "iq2_xxs"
@@ -100,9 +104,11 @@ const (
 // affineDTypes are the MLX affine dtypes' bit widths.
 var affineDTypes = map[DType]int{Q2: 2, Q3: 3, Q4: 4, Q5: 5, Q6: 6, Q8: 8}
 
-// ggufDTypes are GGUF's block types' dtypes, by their packing.
-var ggufDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: quant.Q2_K, Q3_K: quant.Q3_K,
+// blockDTypes are the block formats' dtypes (GGUF's, and mlx's nvfp4 and
+// mxfp8 laid out in blocks), by their packing.
+var blockDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: quant.Q2_K, Q3_K: quant.Q3_K,
 	Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL, MXFP4: quant.MXFP4,
+	NVFP4: quant.NVFP4, MXFP8: quant.MXFP8,
 	IQ2_XXS: quant.IQ2_XXS, IQ2_XS: quant.IQ2_XS, IQ2_S: quant.IQ2_S, IQ3_XXS: quant.IQ3_XXS, IQ3_S: quant.IQ3_S,
 	IQ1_S: quant.IQ1_S, IQ1_M: quant.IQ1_M}
 
@@ -110,7 +116,7 @@ var ggufDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: 
 var DTypes = []DType{F32, F16, BF16}
 
 // QuantDTypes are the packed formats a case of a packed-weight op may give.
-var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
+var QuantDTypes = []DType{Q4, Q8, Q2, Q3, Q5, Q6, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4, NVFP4, MXFP8, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // Size is the bytes of one element (a packed format: rounded up; use
 // Bytes for its exact size).
@@ -129,7 +135,7 @@ func (d DType) Quant() (quant.Spec, bool) {
 	if b, ok := affineDTypes[d]; ok {
 		return quant.Spec{Type: quant.Affine, Bits: b, Group: 64, Scale: quant.BF16}, true
 	}
-	if t, ok := ggufDTypes[d]; ok {
+	if t, ok := blockDTypes[d]; ok {
 		return quant.Spec{Type: t}, true
 	}
 	return quant.Spec{}, false

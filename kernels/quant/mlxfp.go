@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -68,6 +69,94 @@ func TranscodeMLXMXFP4(words, exps []byte, m *Matrix) error {
 				codes[2*p+1] = byte(MXFP4Levels[b>>4] + 12)
 			}
 			packCodes(m.Data[4*bits*g:4*bits*(g+1)], codes[:], bits)
+		}
+	})
+	return nil
+}
+
+// MLXFP is one of mlx's floating-point modes: its only group size and
+// width, and the format its matrices are read as (the mode's bytes laid out
+// in blocks of 32 values, as many bytes as mlx stores).
+type MLXFP struct {
+	Group, Bits int
+	Spec        Spec
+}
+
+// MLXFPModes are mlx's floating-point modes by name (mlx's fp_quantize:
+// mxfp4 and mxfp8 an E8M0 exponent a group of 32, nvfp4 an E4M3 scale a
+// group of 16).
+var MLXFPModes = map[string]MLXFP{
+	"mxfp4": {Group: MLXMXFP4Group, Bits: MLXMXFP4Bits, Spec: MLXMXFP4},
+	"nvfp4": {Group: 16, Bits: 4, Spec: Spec{Type: NVFP4}},
+	"mxfp8": {Group: 32, Bits: 8, Spec: Spec{Type: MXFP8}},
+}
+
+// E2M1Values are E2M1's 16 codes' values (MXFP4Levels halved).
+var E2M1Values = func() (v [16]float32) {
+	for i, l := range MXFP4Levels {
+		v[i] = float32(l) / 2
+	}
+	return v
+}()
+
+// E4M3ToF32 is an E4M3 byte's value as mlx reads it (its fp8_e4m3
+// conversion: the low seven bits as the top of an f16's, times 256), so
+// 0x7f and 0xff, which OCP's E4M3FN leaves NaN and mlx never writes (it
+// saturates to ±448), read ±480.
+func E4M3ToF32(b byte) float32 { return HalfToF32(uint16(b&0x80)<<8|uint16(b&0x7f)<<7) * 256 }
+
+// E8M0ToF32 is 2^(e−127), with e = 0 the f32 subnormal 2^−127 (mlx's and
+// ggml's reading; 255 is infinite).
+func E8M0ToF32(e byte) float32 {
+	if e == 0 {
+		return math.Float32frombits(0x00400000)
+	}
+	return math.Float32frombits(uint32(e) << 23)
+}
+
+// TranscodeMLXFP lays out rows of k values that mlx packed in a
+// floating-point mode as MLXFPModes[mode].Spec's blocks in m (for mxfp4
+// also its forms: TranscodeMLXMXFP4): words holds a row's codes, 4-bit
+// ones eight to a little-endian uint32 with value i at bit 4i, 8-bit ones
+// a byte each; scales one byte a group.
+func TranscodeMLXFP(mode string, words, scales []byte, m *Matrix) error {
+	fp, ok := MLXFPModes[mode]
+	if !ok {
+		return fmt.Errorf("mlx mode %q is not a floating-point one (mxfp4, nvfp4, mxfp8)", mode)
+	}
+	if mode == "mxfp4" {
+		return TranscodeMLXMXFP4(words, scales, m)
+	}
+	if m.Spec != fp.Spec {
+		return fmt.Errorf("%s: transcodes into %v, not %v", mode, fp.Spec, m.Spec)
+	}
+	if m.K <= 0 || m.K%32 != 0 {
+		return fmt.Errorf("%s is laid out in blocks of 32 values; a row of %d values does not divide", mode, m.K)
+	}
+	blocks := m.Rows * m.K / 32
+	wb, sb := 32*fp.Bits/8, 32/fp.Group // a block's bytes of values and of scales
+	if len(words) != blocks*wb || len(scales) != blocks*sb {
+		return fmt.Errorf("%s: %d bytes of values and %d scales for %d rows of %d values (want %d and %d)",
+			mode, len(words), len(scales), m.Rows, m.K, blocks*wb, blocks*sb)
+	}
+	if err := m.Check(mode + " laid out"); err != nil {
+		return err
+	}
+	nb := fp.Spec.BlockBytes()
+	forRuns(blocks, transcodeRun, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			blk, src := m.Data[nb*b:nb*(b+1)], words[wb*b:wb*(b+1)]
+			copy(blk, scales[sb*b:sb*(b+1)])
+			if fp.Bits == 8 {
+				copy(blk[sb:], src)
+				continue
+			}
+			// Values j and j+16 (nibble j%2 of bytes j/2 and 8+j/2) into
+			// byte j's low and high nibbles.
+			for j := 0; j < 16; j++ {
+				lo, hi := src[j/2]>>(4*(j%2))&0xf, src[8+j/2]>>(4*(j%2))&0xf
+				blk[sb+j] = lo | hi<<4
+			}
 		}
 	})
 	return nil

@@ -197,6 +197,17 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			}
 			binary.LittleEndian.PutUint16(blk[208:], ToF16(amp/(32*16)*jitter()))
 		}
+	case NVFP4:
+		// E4M3 scales of about amp/6 (|E2M1| up to 6).
+		for b := 0; b < len(data)/18; b++ {
+			data[b*18], data[b*18+1] = E4M3Near(amp/6*jitter()), E4M3Near(amp/6*jitter())
+		}
+	case MXFP8:
+		// |E4M3| up to 448: an exponent that keeps the largest about amp.
+		e := 127 + int(math.Round(math.Log2(float64(amp)/448)))
+		for b := 0; b < len(data)/33; b++ {
+			data[b*33] = byte(e + int(rng.Uint64()%2))
+		}
 	case Q2_K:
 		// Random 4-bit scales and mins (q in 0..3): w = d·sc·q − dmin·m,
 		// centred when dmin·m = 1.5·d·sc on average (sc and m both average
@@ -240,6 +251,18 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 		}
 	}
 	return m
+}
+
+// E4M3Near is the non-negative E4M3 byte nearest v ≥ 0, at most 448 (the
+// largest mlx writes).
+func E4M3Near(v float32) byte {
+	best := byte(0)
+	for c := byte(1); c <= 0x7e; c++ {
+		if math.Abs(float64(E4M3ToF32(c)-v)) < math.Abs(float64(E4M3ToF32(best)-v)) {
+			best = c
+		}
+	}
+	return best
 }
 
 // ToF16 rounds float32 to IEEE half bits (round to nearest even).

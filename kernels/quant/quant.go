@@ -69,6 +69,15 @@ const (
 	// mlx's mxfp4 matrices are read into it (TranscodeMLXMXFP4). Metal has
 	// kernels for it; the other backends run it transcoded.
 	MXFP4
+	// NVFP4 is mlx's "nvfp4" (E2M1 codes, an E4M3 scale a group of 16)
+	// laid out in blocks of 32 (18 bytes): the E4M3 scales of values 0-15
+	// and 16-31, then 16 bytes of codes in Q4_0's order (value j in byte
+	// j's low nibble, j+16 in its high one); w = E2M1(code)·E4M3(scale).
+	// Every backend has kernels for it, as for MXFP8.
+	NVFP4
+	// MXFP8 is mlx's "mxfp8" in blocks of 32 (33 bytes): an E8M0 exponent
+	// e and 32 E4M3 values; w = E4M3(q)·2^(e−127).
+	MXFP8
 )
 
 // transcodedElsewhere are the GGUF formats with kernels on Metal only:
@@ -80,17 +89,21 @@ var transcodedElsewhere = []Type{Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4}
 func MetalOnly(s Spec) bool { return slices.Contains(transcodedElsewhere, s.Type) }
 
 // ggmlNames are GGUF's block formats' ggml names, which are also their
-// String, and kernelNames the suffixes of their GPU kernels, the same in
+// String (as mlxNames are mlx's), and kernelNames the suffixes of their GPU kernels, the same in
 // lower case: the GPU backends look a pipeline up by name for every
 // dispatch they encode.
 var (
 	ggmlNames = map[Type]string{Q8_0: "Q8_0", Q4_0: "Q4_0", Q2_K: "Q2_K", Q3_K: "Q3_K", Q4_K: "Q4_K", Q5_K: "Q5_K",
 		Q6_K: "Q6_K", IQ4_XS: "IQ4_XS", IQ4_NL: "IQ4_NL", MXFP4: "MXFP4", IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S",
 		IQ3_XXS: "IQ3_XXS", IQ3_S: "IQ3_S", IQ1_S: "IQ1_S", IQ1_M: "IQ1_M"}
+	// mlxNames are the block layouts of mlx's floating-point modes.
+	mlxNames    = map[Type]string{NVFP4: "NVFP4", MXFP8: "MXFP8"}
 	kernelNames = func() map[Type]string {
-		m := make(map[Type]string, len(ggmlNames))
-		for t, n := range ggmlNames {
-			m[t] = strings.ToLower(n)
+		m := make(map[Type]string, len(ggmlNames)+len(mlxNames))
+		for _, names := range []map[Type]string{ggmlNames, mlxNames} {
+			for t, n := range names {
+				m[t] = strings.ToLower(n)
+			}
 		}
 		return m
 	}()
@@ -140,7 +153,7 @@ func (s Spec) Block() int {
 		return 32
 	case Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS:
 		return 256
-	case IQ4_NL, MXFP4:
+	case IQ4_NL, MXFP4, NVFP4, MXFP8:
 		return 32
 	}
 	if IsIQ(s.Type) {
@@ -175,6 +188,10 @@ func (s Spec) BlockBytes() int {
 		return 18
 	case MXFP4:
 		return 17
+	case NVFP4:
+		return 18
+	case MXFP8:
+		return 33
 	}
 	return iqBytes[s.Type]
 }
@@ -222,6 +239,9 @@ func (s Spec) String() string {
 	if n, ok := ggmlNames[s.Type]; ok {
 		return n
 	}
+	if n, ok := mlxNames[s.Type]; ok {
+		return n
+	}
 	return fmt.Sprintf("quant(%d)", uint8(s.Type))
 }
 
@@ -238,7 +258,7 @@ func (s Spec) Validate(k int) error {
 		if s.Scale > BF16 {
 			return fmt.Errorf("affine scales of dtype %d are not supported", s.Scale)
 		}
-	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4:
+	case Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4, NVFP4, MXFP8:
 	default:
 		if !IsIQ(s.Type) {
 			return fmt.Errorf("unknown quantization type %d", s.Type)

@@ -500,6 +500,84 @@ func TestMLXMXFP4MatchesMLX(t *testing.T) {
 	}
 }
 
+// e4m3 is an E4M3 byte's value from the OCP format's definition (bias 7,
+// subnormals m/8·2^−6), with E4M3FN's NaN codes read as the formula gives
+// them (±480), as mlx does.
+func e4m3(b byte) float64 {
+	e, m := int(b>>3&15), float64(b&7)
+	v := math.Ldexp(1+m/8, e-7)
+	if e == 0 {
+		v = math.Ldexp(m/8, -6)
+	}
+	if b&0x80 != 0 {
+		return -v
+	}
+	return v
+}
+
+// TestMLXFPMatchesMLX: mlx's "nvfp4" and "mxfp8" rows laid out as NVFP4
+// and MXFP8 blocks give, exactly, mlx's dequantize (mlx/ops.cpp
+// fp_dequantize): nvfp4 a 16-entry E2M1 table times an E4M3 scale a group
+// of 16, every scale byte; mxfp8 E4M3 values, every byte, times 2^(e−127).
+func TestMLXFPMatchesMLX(t *testing.T) {
+	e2m1 := [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6}
+	r := rand.New(rand.NewPCG(9, 10))
+	const rows, k = 8, 512
+	for _, mode := range []string{"nvfp4", "mxfp8"} {
+		fp := MLXFPModes[mode]
+		words, scales := make([]byte, rows*k*fp.Bits/8), make([]byte, rows*k/fp.Group)
+		for i := range words {
+			words[i] = byte(r.Uint32())
+		}
+		for i := range scales {
+			if mode == "nvfp4" {
+				scales[i] = byte(i) & 0x7f // every non-negative E4M3 scale mlx may write
+			} else {
+				scales[i] = byte(i * 251 / (len(scales) - 1))
+			}
+		}
+		m := &Matrix{Spec: fp.Spec, Rows: rows, K: k, Data: make([]byte, rows*fp.Spec.RowBytes(k))}
+		if err := TranscodeMLXFP(mode, words, scales, m); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range m.Dequantize() {
+			var want float64
+			if mode == "nvfp4" {
+				want = e2m1[words[i/2]>>(4*(i%2))&0xf] * e4m3(scales[i/16])
+			} else {
+				want = e4m3(words[i]) * math.Ldexp(1, int(scales[i/32])-127)
+			}
+			if g != float32(want) {
+				t.Fatalf("%s: value %d: %g, mlx %g", mode, i, g, want)
+			}
+		}
+	}
+	for b := 0; b < 256; b++ {
+		if got, want := E4M3ToF32(byte(b)), float32(e4m3(byte(b))); got != want {
+			t.Errorf("E4M3 %#x: %g, want %g", b, got, want)
+		}
+	}
+	bad := []struct {
+		mode          string
+		words, scales int
+		k             int
+		spec          Spec
+		want          string
+	}{
+		{"nvfp4", 8, 1, 16, Spec{Type: NVFP4}, "blocks of 32"},
+		{"nvfp4", 16, 1, 32, Spec{Type: NVFP4}, "1 scales"},
+		{"mxfp8", 31, 1, 32, Spec{Type: MXFP8}, "31 bytes of values"},
+		{"mxfp8", 32, 1, 32, Spec{Type: NVFP4}, "not NVFP4"},
+		{"int4", 16, 1, 32, Spec{Type: NVFP4}, "not a floating-point"},
+	}
+	for _, c := range bad {
+		m := &Matrix{Spec: c.spec, Rows: 1, K: c.k, Data: make([]byte, c.spec.BlockBytes()*max(1, c.k/32))}
+		if err := TranscodeMLXFP(c.mode, make([]byte, c.words), make([]byte, c.scales), m); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error saying %q", c, err, c.want)
+		}
+	}
+}
+
 // Every affine width mlx writes has a kernel name, affine<bits>: the table
 // KernelName reads stays in step with AffineBits.
 func TestAffineKernelNames(t *testing.T) {

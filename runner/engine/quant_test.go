@@ -29,6 +29,14 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/mlx/llama-mxfp4", "../testdata/mlx/llama-mxfp4/reference.json"},
 	{"../testdata/mlx/qwen3-mxfp4", "../testdata/mlx/qwen3-mxfp4/reference.json"},
 	{"../testdata/mlx/qwen3_moe-mxfp4", "../testdata/mlx/qwen3_moe-mxfp4/reference.json"},
+	// mlx's "nvfp4" and "mxfp8" modes (laid out in blocks, kernels on
+	// every backend: NVFP4, MXFP8).
+	{"../testdata/mlx/llama-nvfp4", "../testdata/mlx/llama-nvfp4/reference.json"},
+	{"../testdata/mlx/qwen3-nvfp4", "../testdata/mlx/qwen3-nvfp4/reference.json"},
+	{"../testdata/mlx/qwen3_moe-nvfp4", "../testdata/mlx/qwen3_moe-nvfp4/reference.json"},
+	{"../testdata/mlx/llama-mxfp8", "../testdata/mlx/llama-mxfp8/reference.json"},
+	{"../testdata/mlx/qwen3-mxfp8", "../testdata/mlx/qwen3-mxfp8/reference.json"},
+	{"../testdata/mlx/qwen3_moe-mxfp8", "../testdata/mlx/qwen3_moe-mxfp8/reference.json"},
 	// GPT-2 as mlx-lm saves it: "model." names, Linear [out, in] weights,
 	// wte (the LM head) and wpe (dequantized once: positions are added as
 	// floats) at 4 bits.

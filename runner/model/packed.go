@@ -279,13 +279,15 @@ func (m *mlxModule) check() error {
 	switch m.Mode {
 	case "affine":
 		return quant.Spec{Type: quant.Affine, Bits: m.Bits, Group: m.GroupSize}.Validate(m.GroupSize)
-	case "mxfp4":
-		if m.GroupSize != quant.MLXMXFP4Group || m.Bits != quant.MLXMXFP4Bits {
-			return fmt.Errorf("mode mxfp4 takes groups of %d values of %d bits, not %d of %d", quant.MLXMXFP4Group, quant.MLXMXFP4Bits, m.GroupSize, m.Bits)
-		}
-		return nil
 	}
-	return fmt.Errorf("mode %q is not supported (affine, mxfp4): its E4M3 floats have no kernels here", m.Mode)
+	fp, ok := quant.MLXFPModes[m.Mode]
+	if !ok {
+		return fmt.Errorf("mode %q is not supported (affine, mxfp4, nvfp4, mxfp8)", m.Mode)
+	}
+	if m.GroupSize != fp.Group || m.Bits != fp.Bits {
+		return fmt.Errorf("mode %s takes groups of %d values of %d bits, not %d of %d", m.Mode, fp.Group, fp.Bits, m.GroupSize, m.Bits)
+	}
+	return nil
 }
 
 // module is how module (a weight's name without ".weight") is quantized.
@@ -297,10 +299,11 @@ func (q *mlxQuant) module(module string) *mlxModule {
 }
 
 // spec is the format module's matrix is read as, with scale its scales'
-// dtype: affine as stored, mxfp4 as GGUF's MXFP4 blocks (quant.MLXMXFP4).
+// dtype: affine as stored, a floating-point mode laid out in blocks
+// (quant.MLXFPModes: mxfp4 as GGUF's MXFP4).
 func (m *mlxModule) spec(scale quant.Float) quant.Spec {
-	if m.Mode == "mxfp4" {
-		return quant.MLXMXFP4
+	if fp, ok := quant.MLXFPModes[m.Mode]; ok {
+		return fp.Spec
 	}
 	return quant.Spec{Type: quant.Affine, Bits: m.Bits, Group: m.GroupSize, Scale: scale}
 }
@@ -334,31 +337,29 @@ func floatOf(dtype string) (quant.Float, bool) {
 }
 
 // Packed reads an mlx-lm packed matrix: name.weight (U32), name.scales and
-// name.biases, or expert e's slice of the switch_mlp stack. A matrix in
-// mode mxfp4 is transcoded (quant.TranscodeMLXMXFP4) once.
+// name.biases, or expert e's slice of the switch_mlp stack. A matrix in a
+// floating-point mode is laid out in blocks (quant.TranscodeMLXFP) once.
 func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	if c.floatsOfPacked(spec) {
 		return Packed{}, false, nil // Tensor dequantizes it
 	}
-	return c.packed(spec, true, quant.MLXMXFP4)
+	return c.packed(spec, true, quant.Spec{})
 }
 
-// PackedAs is Packed with an mxfp4 matrix written as to, where to is one of
-// its forms (quant.Forms(quant.MLXMXFP4)).
+// PackedAs is Packed with a matrix in a floating-point mode written as to
+// where to is one of its forms (quant.Forms: mxfp4's affine ones).
 func (c *Checkpoint) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	if c.floatsOfPacked(spec) {
 		return Packed{}, false, nil
-	}
-	if !slices.Contains(quant.Forms(quant.MLXMXFP4), to) {
-		to = quant.MLXMXFP4
 	}
 	return c.packed(spec, true, to)
 }
 
 // packed finds and checks spec's packed tensors; with read false it stops
-// there (Check), reading and transcoding nothing. An mxfp4 matrix is
-// transcoded into fpForm.
-func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Packed, bool, error) {
+// there (Check), reading and transcoding nothing. A matrix in a
+// floating-point mode is laid out as its blocks, or as to where to is one
+// of their forms.
+func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, bool, error) {
 	if c.mlx == nil || !spec.Matrix {
 		return Packed{}, false, nil
 	}
@@ -375,7 +376,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Pack
 		lead = []int{experts}
 	}
 	mod := c.mlx.module(module)
-	fp := mod.Mode == "mxfp4"
+	fp := mod.Mode != "affine"
 	get := func(suffix string) ([]byte, string, error) {
 		name := module + "." + suffix
 		data, info, err := c.ck.Bytes(name)
@@ -388,7 +389,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Pack
 	scale, ok := floatOf(sInfo.DType)
 	switch {
 	case fp && sInfo.DType != "U8":
-		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; mode %s keeps a U8 exponent a group", c.fileOf(module+".scales"), module+".scales", sInfo.DType, mod.Mode)
+		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; mode %s keeps a U8 scale a group", c.fileOf(module+".scales"), module+".scales", sInfo.DType, mod.Mode)
 	case !fp && !ok:
 		return Packed{}, false, fmt.Errorf("%s: tensor %q has dtype %s; scales must be F32, F16 or BF16", c.fileOf(module+".scales"), module+".scales", sInfo.DType)
 	}
@@ -399,8 +400,8 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Pack
 		if err := stored.Validate(k); err != nil {
 			return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
 		}
-	} else if k%mod.GroupSize != 0 {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q: mxfp4 packs rows in groups of %d values; a row of %d values does not divide", where, module+".weight", mod.GroupSize, k)
+	} else if k%32 != 0 {
+		return Packed{}, false, fmt.Errorf("%s: tensor %q: mode %s is laid out in blocks of 32 values; a row of %d values does not divide", where, module+".weight", mod.Mode, k)
 	}
 	data, dt, err := get("weight")
 	if err != nil {
@@ -445,7 +446,11 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Pack
 		return Packed{}, true, nil
 	}
 	if fp {
-		p, err := c.transcodeMXFP4(spec, fpForm, data, scales, expert, experts)
+		form := mod.spec(0)
+		if slices.Contains(quant.Forms(form), to) {
+			form = to
+		}
+		p, err := c.transcodeFP(spec, mod.Mode, form, data, scales, expert, experts)
 		return p, true, err
 	}
 	p := Packed{Spec: stored, Data: data, Scales: scales, Biases: biases}
@@ -456,10 +461,10 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, fpForm quant.Spec) (Pack
 	return p, true, nil
 }
 
-// transcodeMXFP4 rewrites spec's mxfp4 values (expert's slice of a stack
-// of experts when expert >= 0) as form, once per tensor and form, and lets
-// the OS drop the file's pages it read.
-func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, form quant.Spec, words, exps []byte, expert, experts int) (Packed, error) {
+// transcodeFP rewrites spec's values in mlx's floating-point mode (expert's
+// slice of a stack of experts when expert >= 0) as form, once per tensor
+// and form, and lets the OS drop the file's pages it read.
+func (c *Checkpoint) transcodeFP(spec TensorSpec, mode string, form quant.Spec, words, exps []byte, expert, experts int) (Packed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := spec.Name + " " + form.String()
@@ -471,7 +476,7 @@ func (c *Checkpoint) transcodeMXFP4(spec TensorSpec, form quant.Spec, words, exp
 		words, exps = words[expert*nw:(expert+1)*nw], exps[expert*ne:(expert+1)*ne]
 	}
 	m := transcodeTarget(form, spec.Shape[0], spec.Shape[1], &c.frees, &c.converted)
-	if err := quant.TranscodeMLXMXFP4(words, exps, m); err != nil {
+	if err := quant.TranscodeMLXFP(mode, words, exps, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
 	}
 	c.ck.Drop(words)
@@ -589,8 +594,8 @@ func (c *Checkpoint) Formats(rules bridge.QuantSupport) []FormatCount {
 		spec, k := mod.spec(f), t.Shape[len(t.Shape)-1]
 		run := RunFormat(rules, spec)
 		stored := spec.String()
-		if mod.Mode == "mxfp4" {
-			stored = "mxfp4" // mlx's layout: as many bytes as MXFP4's blocks
+		if mod.Mode != "affine" {
+			stored = mod.Mode // mlx's layout: as many bytes as its blocks
 		}
 		if run == spec {
 			add(stored, bytes, "", 0)

@@ -102,9 +102,10 @@ func (c *Config) RunOn(rules bridge.QuantSupport) *Config {
 
 // QuantFormats are the synthetic quantized formats a preset runs in: MLX
 // affine at 2, 3, 4, 5, 6 and 8 bits (group 64, the checkpoint's float
-// dtype for scales), GGUF's Q4_K_M and Q5_K_M mixes and Q8_0, and the
-// IQ2_XXS and IQ3_XXS grid types. suites/parse.go lists the same names.
-var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+// dtype for scales), mlx's nvfp4 and mxfp8 modes, GGUF's Q4_K_M and Q5_K_M
+// mixes and Q8_0, and the IQ2_XXS and IQ3_XXS grid types. suites/parse.go
+// lists the same names.
+var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "nvfp4", "mxfp8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
 
 // Format is the dtype a preset's weights take: a float dtype, or a packed
 // format with its floats (norms stay f32; affine scales and unpacked
@@ -168,6 +169,14 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 		}
 	}
 	switch name {
+	case "nvfp4", "mxfp8":
+		// As mlx-lm's --q-mode writes them: every matrix in the mode, the
+		// MoE routers affine at 8 bits (its quant_predicate).
+		s := quant.MLXFPModes[name].Spec
+		q.Default = &s
+		for l := 0; l < cfg.ModelLayers; l++ {
+			q.Per[LayerPrefix(l)+"mlp.gate.weight"] = &quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: sf}
+		}
 	case "q8_0":
 		q.Default = &quant.Spec{Type: quant.Q8_0}
 	case "q4_k_m", "q5_k_m":

@@ -140,11 +140,14 @@ func TestBadMLXCheckpoints(t *testing.T) {
 		{"bits", func(m map[string]any) { m["bits"] = 7 }, nil, []string{"config.json", "7 bits is not supported"}, ""},
 		{"group", func(m map[string]any) { m["group_size"] = 48 }, nil, []string{"config.json", "group size 48"}, ""},
 		{"mode", func(m map[string]any) { m["mode"] = "fp3" }, nil, []string{"config.json", `mode "fp3" is not one of mlx's`}, ""},
-		{"mode nvfp4", func(m map[string]any) { m["mode"] = "nvfp4" }, nil, []string{"config.json", `mode "nvfp4" is not supported`}, ""},
-		{"mode mxfp8", func(m map[string]any) { m[q] = map[string]any{"mode": "mxfp8"} }, nil, []string{"config.json", q, `mode "mxfp8" is not supported`}, ""},
+		{"nvfp4 group", func(m map[string]any) { m["mode"] = "nvfp4" }, nil, []string{"config.json", "nvfp4 takes groups of 16 values of 4 bits, not 64 of 4"}, ""},
+		// A module in mode mxfp8 (group 32, 8 bits: its defaults) whose
+		// tensors are affine ones.
+		{"mxfp8 scales", func(m map[string]any) { m[q] = map[string]any{"mode": "mxfp8"} }, nil,
+			[]string{"model.safetensors", q + ".scales", "mode mxfp8 keeps a U8 scale"}, ""},
 		{"mxfp4 group", func(m map[string]any) { m["mode"] = "mxfp4" }, nil, []string{"config.json", "mxfp4 takes groups of 32 values of 4 bits, not 64 of 4"}, ""},
 		{"mxfp4 scales", func(m map[string]any) { m["mode"] = "mxfp4"; m["group_size"] = 32; m["bits"] = 4 }, nil,
-			[]string{"model.safetensors", ".scales", "mode mxfp4 keeps a U8 exponent"}, ""},
+			[]string{"model.safetensors", ".scales", "mode mxfp4 keeps a U8 scale"}, ""},
 		// A module's object leaves out its group size: to_quantized takes
 		// affine's 64, not the top level's 128, and the stored scales
 		// (groups of 128) do not fit.
@@ -700,6 +703,53 @@ func TestMLXFormats(t *testing.T) {
 		if r, ok := got["affine 8-bit, group 64, bf16 scales"]; !ok || r.Tensors != 2 {
 			t.Errorf("formats %+v: want the 2 routers at affine 8 bits", fs)
 		}
+	}
+}
+
+// mlx's nvfp4 and mxfp8 folders are listed by mode and laid out as NVFP4
+// and MXFP8 blocks in as many bytes as the file's values and scales.
+func TestMLXFPFolders(t *testing.T) {
+	for _, c := range []struct {
+		mode string
+		spec quant.Spec
+	}{{"nvfp4", quant.Spec{Type: quant.NVFP4}}, {"mxfp8", quant.Spec{Type: quant.MXFP8}}} {
+		t.Run(c.mode, func(t *testing.T) {
+			cfg, src, err := Open(Spec{Model: "../testdata/mlx/qwen3_moe-" + c.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			fs := src.(FormatLister).Formats(nil)
+			var got *FormatCount
+			for i := range fs {
+				if fs[i].Stored == c.mode {
+					got = &fs[i]
+				}
+			}
+			if got == nil || got.Tensors != 16 || got.RunsAs != "" {
+				t.Fatalf("formats %+v: want 16 %s tensors run as stored", fs, c.mode)
+			}
+			var laid int64
+			for _, tn := range cfg.Tensors() {
+				s, ok := cfg.Quant.For(tn.Name)
+				if !ok || !tn.Matrix {
+					continue
+				}
+				p, packed, err := src.(PackedSource).Packed(tn)
+				if err != nil || !packed {
+					t.Fatalf("%s: packed %v, %v", tn.Name, packed, err)
+				}
+				if p.Spec != s {
+					t.Fatalf("%s: read as %v, the scheme says %v", tn.Name, p.Spec, s)
+				}
+				if p.Spec == c.spec {
+					laid += int64(len(p.Data))
+				}
+			}
+			if laid != got.FileBytes {
+				t.Errorf("%s matrices laid out in %d bytes, the file holds %d", c.mode, laid, got.FileBytes)
+			}
+		})
 	}
 }
 

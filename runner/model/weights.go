@@ -233,7 +233,7 @@ type Checkpoint struct {
 	cfg     *Config // the model, once OpenDir has read it (Formats)
 
 	mu         sync.Mutex
-	transcoded map[string]Packed // mxfp4 matrices rewritten so far, by HF name and form
+	transcoded map[string]Packed // floating-point modes' matrices laid out so far, by HF name and form
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
@@ -412,7 +412,7 @@ func (c *Checkpoint) floatsOfPacked(spec TensorSpec) bool {
 // dequantized returns spec's packed tensor as f32, one copy made once: a
 // table of context x hidden values (GPT-2's 1024 x 768, 3 MiB).
 func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) {
-	p, _, err := c.packed(spec, true, quant.MLXMXFP4)
+	p, _, err := c.packed(spec, true, quant.Spec{})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -488,7 +488,7 @@ func floatWeights(where, name, dtype string) (bridge.DType, error) {
 // checkpoint is refused as it opens, whatever then uses it.
 func (c *Checkpoint) Check(cfg *Config) error {
 	for _, t := range cfg.Tensors() {
-		if _, packed, err := c.packed(t, false, quant.MLXMXFP4); err != nil || packed {
+		if _, packed, err := c.packed(t, false, quant.Spec{}); err != nil || packed {
 			if err != nil {
 				return err
 			}
@@ -738,7 +738,7 @@ func (r *regions) add(b []byte) { *r = append(*r, b) }
 
 // transcodeTarget is rows x k values of q in memory a source owns (its
 // frees and converted regions, as allocWeights hands it out), for a
-// transcoder to fill: GGUF's ggml formats, mlx's mxfp4.
+// transcoder to fill: GGUF's ggml formats, mlx's floating-point modes.
 func transcodeTarget(q quant.Spec, rows, k int, frees *[]func(), converted *regions) *quant.Matrix {
 	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
 	*frees = append(*frees, free)

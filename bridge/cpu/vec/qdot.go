@@ -201,6 +201,31 @@ func qdotGeneric(w *quant.Matrix, r int, x, sums, xd []float32) float32 {
 			acc += d * s
 		}
 		return acc
+	case quant.NVFP4:
+		// Each group's E2M1 codes doubled are int8 (0..±12), dotted in
+		// SIMD under half its E4M3 scale.
+		var acc float32
+		var q [32]byte
+		for b := 0; b < len(row)/18; b++ {
+			blk := row[b*18 : b*18+18]
+			for j, c := range blk[2:18] {
+				q[j], q[j+16] = byte(quant.MXFP4Levels[c&0xf]), byte(quant.MXFP4Levels[c>>4])
+			}
+			xb := x[b*32 : b*32+32]
+			acc += quant.E4M3ToF32(blk[0])/2*DotI8F32(xb[:16], q[:16]) + quant.E4M3ToF32(blk[1])/2*DotI8F32(xb[16:], q[16:])
+		}
+		return acc
+	case quant.MXFP8:
+		var acc float32
+		var v [32]float32
+		for b := 0; b < len(row)/33; b++ {
+			blk := row[b*33 : b*33+33]
+			for j, c := range blk[1:33] {
+				v[j] = e4m3Values[c]
+			}
+			acc += quant.E8M0ToF32(blk[0]) * DotF32(x[b*32:b*32+32], v[:])
+		}
+		return acc
 	case quant.Q2_K:
 		// A super-block's values times their sub-block's scale, sc·q ≤ 45,
 		// as int8 bytes (a 2-bit plane of 8 bytes masked and multiplied at
@@ -306,6 +331,14 @@ func scaleAt(b []byte, i int, f quant.Float) float32 {
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 }
+
+// e4m3Values are the 256 E4M3 bytes' values (quant.E4M3ToF32).
+var e4m3Values = func() (v [256]float32) {
+	for i := range v {
+		v[i] = quant.E4M3ToF32(byte(i))
+	}
+	return v
+}()
 
 // zeros stands for the half of a nibble dot a Q4_K sub-block does not use.
 var zeros [32]float32
