@@ -111,7 +111,10 @@ func (b *Backend) qmoeGrouped(o, xs *tensor, w *bridge.MoEWeights, p bridge.MoEP
 }
 
 // qmmaSpecArgs are a packed matrix's last kernel arguments, for rows of k
-// values: bytes a row, scale groups a row, the scales' dtype, the group.
+// values: bytes a row, scale groups a row, the scales' dtype, and the
+// values a group: an affine group, else (one group a row) k, where NVFP4's
+// and MXFP8's scales follow the values (quant.FPRowValues).
 func qmmaSpecArgs(s quant.Spec, k int) []uint64 {
-	return []uint64{i32(s.RowBytes(k)), i32(max(s.Groups(k), 1)), i32(int(s.Scale)), i32(max(s.Group, 1))}
+	g := max(s.Groups(k), 1)
+	return []uint64{i32(s.RowBytes(k)), i32(g), i32(int(s.Scale)), i32(k / g)}
 }

@@ -241,6 +241,28 @@ func TestQuantWitness(t *testing.T) {
 	}
 }
 
+// NVFP4's and MXFP8's rows keep their values 16-byte aligned, so a lane
+// reads a unit in one or two 16-byte loads and its scales in one more: 8
+// bytes a load or more at the q projection (9.4 and 11.2 now; 2.2 and 1.1
+// in blocks of 32 with the scales first, docs/metal-kernels.md).
+func TestFPLoadWidth(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, dt := range []ops.DType{ops.NVFP4, ops.MXFP8} {
+		b, err := kbench.Prepare(be, ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: dt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok, err := b.Witness()
+		if err != nil || !ok {
+			t.Fatalf("%s: witness %v %v", b.Describe(), ok, err)
+		}
+		if got := w.BytesPerLoad(); got < 8 {
+			t.Errorf("%s: %.1f bytes a load, want at least 8", b.Describe(), got)
+		}
+		b.Close()
+	}
+}
+
 // TestQMatMulTiles: packed matmuls of more rows than the GEMVs take, on
 // qmatmul_mm's tiles, against kernels/quant's reference for every format:
 // row counts that leave a tile part empty (9, 70) and weight rows that

@@ -2,7 +2,7 @@
 // (kernels/quant, docs/quantization.md): MLX affine at 4 and 8 bits,
 // GGUF's Q8_0, Q4_0, Q4_K, Q6_K and Q2_K, the IQ grid formats (IQ2_XXS,
 // IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), and mlx's nvfp4 and mxfp8
-// laid out in 18- and 33-byte blocks of 32 (NVFP4, MXFP8). Weights are dequantized in registers as
+// (NVFP4, MXFP8: a row's values, then its scales). Weights are dequantized in registers as
 // they are read, never into memory. A warp takes R weight rows at once, their
 // loads issued together. Affine rows (q_affine8): each lane 8 values of every
 // 256, so weights (4 or 8 bytes a lane) and activations are read contiguously
@@ -171,38 +171,31 @@ __device__ __forceinline__ float e4m3_value(u32 b) {
 // e8m0_value is 2^(e−127), e = 0 the f32 subnormal 2^−127.
 __device__ __forceinline__ float e8m0_value(u32 e) { return __uint_as_float(e == 0 ? 0x00400000u : e << 23); }
 
-// NVFP4: an 18-byte block, the E4M3 scales of values 0-15 and 16-31, then
-// 16 bytes of E2M1 codes in Q4_0's order (low nibbles the first group).
+// NVFP4: a row's codes (mlx's order, value i in nibble i), then its E4M3
+// scales, one a group of 16, from byte K/2; the kernels take g = K (the
+// host's groups a row is 1). A unit is one 16-byte load and one ushort.
 template <> __device__ __forceinline__ void q_unit<QF_NVFP4>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
-    const u16* p = (const u16*)(r.w + (long)u * 18);
+    const uint4 v = ld_stream((const uint4*)r.w + u);
+    const u32 sc = ((const u16*)(r.w + g / 2))[u];
+    const u32 wd[4] = {v.x, v.y, v.z, v.w};
+    // E2M1·E4M3 is exact in f32: the scales go into the values.
+    const float s0 = e4m3_value(sc & 0xff), s1 = e4m3_value(sc >> 8);
     float q[32];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        u32 v = p[1 + i];
-        q[2 * i] = e2m1_value(v & 0xf);
-        q[2 * i + 16] = e2m1_value((v >> 4) & 0xf);
-        q[2 * i + 1] = e2m1_value((v >> 8) & 0xf);
-        q[2 * i + 17] = e2m1_value(v >> 12);
-    }
-    // E2M1·E4M3 is exact in f32: the scales go into the values.
-    const u32 sc = p[0];
-    const float s0 = e4m3_value(sc & 0xff), s1 = e4m3_value(sc >> 8);
-#pragma unroll
-    for (int i = 0; i < 16; i++) {
-        q[i] *= s0;
-        q[i + 16] *= s1;
-    }
+    for (int i = 0; i < 32; i++) q[i] = (i < 16 ? s0 : s1) * e2m1_value((wd[i / 8] >> (4 * (i % 8))) & 0xf);
     dot32(q, 1.f, x, xs, cols, acc);
 }
 
-// MXFP8: a 33-byte block (byte aligned), an E8M0 exponent and 32 E4M3
-// values.
+// MXFP8: a row's E4M3 values, then its E8M0 exponents, one a group of 32,
+// from byte K (g): a unit is two 16-byte loads and one byte.
 template <> __device__ __forceinline__ void q_unit<QF_MXFP8>(const QRow& r, int u, int g, const float* x, long xs, int cols, float* acc) {
-    const unsigned char* blk = r.w + (long)u * 33;
+    const uint4* p = (const uint4*)(r.w + (long)u * 32);
+    const uint4 v0 = ld_stream(p), v1 = ld_stream(p + 1);
+    const u32 wd[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     float q[32];
 #pragma unroll
-    for (int i = 0; i < 32; i++) q[i] = e4m3_value(blk[1 + i]);
-    dot32(q, e8m0_value(blk[0]), x, xs, cols, acc);
+    for (int i = 0; i < 32; i++) q[i] = e4m3_value((wd[i / 4] >> (8 * (i % 4))) & 0xff);
+    dot32(q, e8m0_value(r.w[g + u]), x, xs, cols, acc);
 }
 
 // dotm adds d·Σx·q − m·Σx over N values (a K sub-block: its scale, and
@@ -946,17 +939,12 @@ template <> __device__ __forceinline__ void q_values<QF_Q4_0>(const QRow& r, int
     }
 }
 template <> __device__ __forceinline__ void q_values<QF_NVFP4>(const QRow& r, int i0, int g, float* v) {
-    const unsigned char* blk = r.w + (long)(i0 / 32) * 18;
-    const float s0 = e4m3_value(blk[0]), s1 = e4m3_value(blk[1]);
-    for (int i = 0; i < 16; i++) {
-        v[i] = s0 * e2m1_value(blk[2 + i] & 0xf);
-        v[i + 16] = s1 * e2m1_value(blk[2 + i] >> 4);
-    }
+    const unsigned char* c = r.w + i0 / 2;
+    for (int i = 0; i < 32; i++) v[i] = e4m3_value(r.w[g / 2 + (i0 + i) / 16]) * e2m1_value((c[i / 2] >> (4 * (i % 2))) & 0xf);
 }
 template <> __device__ __forceinline__ void q_values<QF_MXFP8>(const QRow& r, int i0, int g, float* v) {
-    const unsigned char* blk = r.w + (long)(i0 / 32) * 33;
-    const float d = e8m0_value(blk[0]);
-    for (int i = 0; i < 32; i++) v[i] = e4m3_value(blk[1 + i]) * d;
+    const float d = e8m0_value(r.w[g + i0 / 32]);
+    for (int i = 0; i < 32; i++) v[i] = e4m3_value(r.w[i0 + i]) * d;
 }
 template <> __device__ __forceinline__ void q_values<QF_Q4_K>(const QRow& r, int i0, int g, float* v) {
     const unsigned char* blk = r.w + (long)(i0 / 256) * 144;

@@ -246,47 +246,43 @@ template <int F> struct QRawIQ {
         q_store32(dst, q, ok);
     }
 };
-// NVFP4: an 18-byte block, two E4M3 scales then 16 bytes of E2M1 codes
-// in Q4_0's order (low nibbles values 0-15).
+// NVFP4: 16 bytes of a row's codes (value i in nibble i) and the ushort
+// of their two E4M3 scales, which follow the row's K/2 bytes of codes
+// (group: K).
 template <> struct QRaw<QF_NVFP4> {
-    u32 q[4];
+    uint4 q;
     u32 sc;
     __device__ __forceinline__ void fetch(const QSrc& r, int u) {
-        const unsigned char* blk = r.w + (long)u * 18;
-        sc = __ldg((const u16*)blk);
-        q_ld16<16>(q, blk + 2);
+        q = __ldg((const uint4*)r.w + u);
+        sc = __ldg((const u16*)(r.w + r.group / 2) + u);
     }
     __device__ __forceinline__ void store(u16* dst, bool ok) const {
         const float s0 = e4m3_value(sc & 0xffu), s1 = e4m3_value(sc >> 8);
+        const u32 w[4] = {q.x, q.y, q.z, q.w};
         float v[32];
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const u32 byte = (q[j / 4] >> (8 * (j % 4))) & 0xffu;
-            v[j] = s0 * e2m1_value(byte & 0xfu);
-            v[j + 16] = s1 * e2m1_value(byte >> 4);
-        }
+        for (int i = 0; i < 32; i++) v[i] = (i < 16 ? s0 : s1) * e2m1_value((w[i / 8] >> (4 * (i % 8))) & 0xfu);
         q_store32(dst, v, ok);
     }
 };
 
-// MXFP8: a 33-byte block (byte aligned), an E8M0 exponent and 32 E4M3
-// values.
+// MXFP8: 32 bytes of a row's E4M3 values and their E8M0 exponent, which
+// follows the row's K values (group: K).
 template <> struct QRaw<QF_MXFP8> {
-    u32 q[8];
+    uint4 q0, q1;
     u32 e;
     __device__ __forceinline__ void fetch(const QSrc& r, int u) {
-        const unsigned char* blk = r.w + (long)u * 33;
-        e = __ldg(blk);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            q[i] = (u32)__ldg(blk + 1 + 4 * i) | ((u32)__ldg(blk + 2 + 4 * i) << 8) | ((u32)__ldg(blk + 3 + 4 * i) << 16) |
-                   ((u32)__ldg(blk + 4 + 4 * i) << 24);
+        const uint4* p = (const uint4*)(r.w + (long)u * 32);
+        q0 = __ldg(p);
+        q1 = __ldg(p + 1);
+        e = __ldg(r.w + r.group + u);
     }
     __device__ __forceinline__ void store(u16* dst, bool ok) const {
         const float d = e8m0_value(e);
+        const u32 w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
         float v[32];
 #pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = d * e4m3_value((q[i / 4] >> (8 * (i % 4))) & 0xffu);
+        for (int i = 0; i < 32; i++) v[i] = d * e4m3_value((w[i / 4] >> (8 * (i % 4))) & 0xffu);
         q_store32(dst, v, ok);
     }
 };

@@ -5,9 +5,10 @@
 // dequantized in registers as they are read, never into memory. The
 // threadgroup stages its activation rows once per chunk of k (as gemm.h's
 // mv_tile), and each lane takes whole units of a row: 32 values of an
-// affine row (4·bits bytes: one 16-byte load at 4 bits, two at 8), one
-// 32-value block of Q8_0/Q4_0/IQ4_NL/NVFP4 (34 and 18 bytes, 2-byte
-// aligned: read as ushorts) or MXFP4/MXFP8 (17 and 33 bytes: uchars) or
+// affine, NVFP4 or MXFP8 row (4·bits bytes: one 16-byte load at 4 bits,
+// two at 8; NVFP4's and MXFP8's scales follow the row's values), one
+// 32-value block of Q8_0/Q4_0/IQ4_NL (34 and 18 bytes, 2-byte aligned:
+// read as ushorts) or MXFP4 (17 bytes: uchars) or
 // sub-block of IQ4_XS (8-byte loads), or part of a 256-value super-block:
 // of Q4_K (144 bytes, 16-byte loads), Q5_K (176 bytes, 16-byte loads), Q3_K
 // and Q6_K (110 and 210 bytes, ushorts) or Q2_K (84 bytes, uints) (QUnit).
@@ -474,23 +475,22 @@ inline float e4m3_value(uint b) {
   return float(as_type<half>(ushort(((b & 0x80u) << 8) | ((b & 0x7fu) << 7)))) * 256.0f;
 }
 
-// NVFP4 (mlx's nvfp4 in 18-byte blocks, 2-byte aligned: ushorts), unit u:
-// block u, the E4M3 scales of its two groups of 16 and 16 bytes of E2M1
-// codes in Q4_0's order, so the low nibbles are the first group and the
-// high ones the second; w = E2M1(code)·E4M3(scale).
+// NVFP4 (mlx's nvfp4: a row's codes, value i in nibble i, then its E4M3
+// scales, one a group of 16), unit u: its 16 bytes of codes at a 16-byte
+// aligned offset, one load, and its two groups' scales, one ushort after
+// the row's codes; w = E2M1(code)·E4M3(scale).
 template <>
 inline void q_unit<QF_NVFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                              int cols, thread float* acc) {
-  device const ushort* ps = (device const ushort*)(row.w + u * 18);
+  const uint4 v = ((device const uint4*)row.w)[u];
+  const uint sc = ((device const ushort*)(row.w + a.k / 2))[u];
+  const uint wd[4] = {v.x, v.y, v.z, v.w};
   float q[32];
-  for (int i = 0; i < 8; i++) {
-    const uint v = ps[1 + i];
-    q[2 * i] = mxfp4_values[v & 0xfu];
-    q[2 * i + 16] = mxfp4_values[(v >> 4) & 0xfu];
-    q[2 * i + 1] = mxfp4_values[(v >> 8) & 0xfu];
-    q[2 * i + 17] = mxfp4_values[v >> 12];
+  for (int i = 0; i < 4; i++) {
+    for (int j = 0; j < 8; j++) {
+      q[8 * i + j] = mxfp4_values[(wd[i] >> (4 * j)) & 0xfu];
+    }
   }
-  const uint sc = ps[0];
   const float s0 = e4m3_value(sc & 0xffu), s1 = e4m3_value(sc >> 8);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
@@ -503,17 +503,21 @@ inline void q_unit<QF_NVFP4>(QRow row, uint u, constant QMatArgs& a, threadgroup
   }
 }
 
-// MXFP8 (mlx's mxfp8 in 33-byte blocks, byte aligned: uchars), unit u:
-// block u, its E8M0 exponent and 32 E4M3 values; w = E4M3(q)·2^(e−127).
+// MXFP8 (mlx's mxfp8: a row's E4M3 values, then its E8M0 exponents, one a
+// group of 32), unit u: its 32 values at a 16-byte aligned offset, two
+// loads, and its exponent, one byte after the row's values;
+// w = E4M3(q)·2^(e−127).
 template <>
 inline void q_unit<QF_MXFP8>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                              int cols, thread float* acc) {
-  device const uchar* blk = row.w + u * 33;
+  device const uint4* p = (device const uint4*)(row.w + u * 32);
+  const uint4 v0 = p[0], v1 = p[1];
+  const uint wd[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
   float q[32];
   for (int i = 0; i < 32; i++) {
-    q[i] = e4m3_value(blk[1 + i]);
+    q[i] = e4m3_value((wd[i / 4] >> (8 * (i % 4))) & 0xffu);
   }
-  const float d = mxfp4_scale(blk[0]);
+  const float d = mxfp4_scale(row.w[a.k + u]);
   for (int c = 0; c < cols; c++) {
     threadgroup const float* xc = x + c * xstride;
     float s = 0.0f;
@@ -1302,18 +1306,17 @@ template <> inline void q_values<QF_MXFP4>(QRow q, uint i0, constant QMatArgs& a
   }
 }
 template <> inline void q_values<QF_NVFP4>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 32 * 18;
-  const float s0 = e4m3_value(blk[0]), s1 = e4m3_value(blk[1]);
+  device const uchar* c = q.w + i0 / 2;
+  const float s0 = e4m3_value(q.w[a.k / 2 + i0 / 16]), s1 = e4m3_value(q.w[a.k / 2 + i0 / 16 + 1]);
   for (int i = 0; i < 16; i++) {
-    v[i] = s0 * mxfp4_values[blk[2 + i] & 0xfu];
-    v[i + 16] = s1 * mxfp4_values[blk[2 + i] >> 4];
+    v[2 * i] = (i < 8 ? s0 : s1) * mxfp4_values[c[i] & 0xfu];
+    v[2 * i + 1] = (i < 8 ? s0 : s1) * mxfp4_values[c[i] >> 4];
   }
 }
 template <> inline void q_values<QF_MXFP8>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {
-  device const uchar* blk = q.w + i0 / 32 * 33;
-  const float d = mxfp4_scale(blk[0]);
+  const float d = mxfp4_scale(q.w[a.k + i0 / 32]);
   for (int i = 0; i < 32; i++) {
-    v[i] = e4m3_value(blk[1 + i]) * d;
+    v[i] = e4m3_value(q.w[i0 + i]) * d;
   }
 }
 template <> inline void q_values<QF_Q6_K>(QRow q, uint i0, constant QMatArgs& a, thread float* v) {

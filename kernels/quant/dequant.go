@@ -115,21 +115,14 @@ func (m *Matrix) Row(r int, dst []float32) {
 			blk.Row(0, dst[b*tc.Values:(b+1)*tc.Values])
 		}
 	case NVFP4:
-		for b := 0; b < m.K/32; b++ {
-			blk := row[b*18:]
-			s0, s1 := E4M3ToF32(blk[0]), E4M3ToF32(blk[1])
-			for j := 0; j < 16; j++ {
-				dst[b*32+j] = s0 * E2M1Values[blk[2+j]&0xf]
-				dst[b*32+j+16] = s1 * E2M1Values[blk[2+j]>>4]
-			}
+		sc := row[m.K/2:]
+		for i := 0; i < m.K; i++ {
+			dst[i] = E4M3ToF32(sc[i/16]) * E2M1Values[row[i/2]>>(4*(i%2))&0xf]
 		}
 	case MXFP8:
-		for b := 0; b < m.K/32; b++ {
-			blk := row[b*33:]
-			d := E8M0ToF32(blk[0])
-			for j := 0; j < 32; j++ {
-				dst[b*32+j] = E4M3ToF32(blk[1+j]) * d
-			}
+		sc := row[m.K:]
+		for i := 0; i < m.K; i++ {
+			dst[i] = E4M3ToF32(row[i]) * E8M0ToF32(sc[i/32])
 		}
 	case Q6_K:
 		for b := 0; b < m.K/256; b++ {

@@ -75,8 +75,8 @@ func TranscodeMLXMXFP4(words, exps []byte, m *Matrix) error {
 }
 
 // MLXFP is one of mlx's floating-point modes: its only group size and
-// width, and the format its matrices are read as (the mode's bytes laid out
-// in blocks of 32 values, as many bytes as mlx stores).
+// width, and the format its matrices are read as (mxfp4 as GGUF's MXFP4
+// blocks; nvfp4 and mxfp8 as rows of their values, then their scales).
 type MLXFP struct {
 	Group, Bits int
 	Spec        Spec
@@ -89,6 +89,25 @@ var MLXFPModes = map[string]MLXFP{
 	"mxfp4": {Group: MLXMXFP4Group, Bits: MLXMXFP4Bits, Spec: MLXMXFP4},
 	"nvfp4": {Group: 16, Bits: 4, Spec: Spec{Type: NVFP4}},
 	"mxfp8": {Group: 32, Bits: 8, Spec: Spec{Type: MXFP8}},
+}
+
+// fpGroup is an NVFP4 or MXFP8 row's values a scale.
+func fpGroup(t Type) int {
+	if t == NVFP4 {
+		return 16
+	}
+	return 32
+}
+
+// FPRowValues is the bytes of an NVFP4 or MXFP8 row's values, where its
+// scales begin: mlx's packing of the row, whole, so a kernel's unit of 32
+// values is 16 (NVFP4) or 32 (MXFP8) bytes at a 16-byte aligned offset of
+// a row, its scales one ushort or one byte further on (docs/quantization.md).
+func FPRowValues(s Spec, k int) int {
+	if s.Type == NVFP4 {
+		return k / 2
+	}
+	return k
 }
 
 // E2M1Values are E2M1's 16 codes' values (MXFP4Levels halved).
@@ -115,10 +134,11 @@ func E8M0ToF32(e byte) float32 {
 }
 
 // TranscodeMLXFP lays out rows of k values that mlx packed in a
-// floating-point mode as MLXFPModes[mode].Spec's blocks in m (for mxfp4
-// also its forms: TranscodeMLXMXFP4): words holds a row's codes, 4-bit
-// ones eight to a little-endian uint32 with value i at bit 4i, 8-bit ones
-// a byte each; scales one byte a group.
+// floating-point mode as MLXFPModes[mode].Spec in m (for mxfp4 also its
+// forms: TranscodeMLXMXFP4): words holds a row's codes, 4-bit ones eight
+// to a little-endian uint32 with value i at bit 4i, 8-bit ones a byte
+// each; scales one byte a group. An nvfp4 or mxfp8 row is copied whole,
+// its scales after it.
 func TranscodeMLXFP(mode string, words, scales []byte, m *Matrix) error {
 	fp, ok := MLXFPModes[mode]
 	if !ok {
@@ -131,32 +151,22 @@ func TranscodeMLXFP(mode string, words, scales []byte, m *Matrix) error {
 		return fmt.Errorf("%s: transcodes into %v, not %v", mode, fp.Spec, m.Spec)
 	}
 	if m.K <= 0 || m.K%32 != 0 {
-		return fmt.Errorf("%s is laid out in blocks of 32 values; a row of %d values does not divide", mode, m.K)
+		return fmt.Errorf("%s is read in units of 32 values; a row of %d values does not divide", mode, m.K)
 	}
-	blocks := m.Rows * m.K / 32
-	wb, sb := 32*fp.Bits/8, 32/fp.Group // a block's bytes of values and of scales
-	if len(words) != blocks*wb || len(scales) != blocks*sb {
+	vb, sb := FPRowValues(fp.Spec, m.K), m.K/fp.Group // a row's bytes of values and of scales
+	if len(words) != m.Rows*vb || len(scales) != m.Rows*sb {
 		return fmt.Errorf("%s: %d bytes of values and %d scales for %d rows of %d values (want %d and %d)",
-			mode, len(words), len(scales), m.Rows, m.K, blocks*wb, blocks*sb)
+			mode, len(words), len(scales), m.Rows, m.K, m.Rows*vb, m.Rows*sb)
 	}
 	if err := m.Check(mode + " laid out"); err != nil {
 		return err
 	}
-	nb := fp.Spec.BlockBytes()
-	forRuns(blocks, transcodeRun, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			blk, src := m.Data[nb*b:nb*(b+1)], words[wb*b:wb*(b+1)]
-			copy(blk, scales[sb*b:sb*(b+1)])
-			if fp.Bits == 8 {
-				copy(blk[sb:], src)
-				continue
-			}
-			// Values j and j+16 (nibble j%2 of bytes j/2 and 8+j/2) into
-			// byte j's low and high nibbles.
-			for j := 0; j < 16; j++ {
-				lo, hi := src[j/2]>>(4*(j%2))&0xf, src[8+j/2]>>(4*(j%2))&0xf
-				blk[sb+j] = lo | hi<<4
-			}
+	rb := m.Spec.RowBytes(m.K)
+	forRuns(m.Rows, max(1, transcodeRun*32/m.K), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := m.Data[r*rb : (r+1)*rb]
+			copy(row, words[r*vb:(r+1)*vb])
+			clear(row[vb+copy(row[vb:], scales[r*sb:(r+1)*sb]):])
 		}
 	})
 	return nil

@@ -197,16 +197,23 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			}
 			binary.LittleEndian.PutUint16(blk[208:], ToF16(amp/(32*16)*jitter()))
 		}
-	case NVFP4:
-		// E4M3 scales of about amp/6 (|E2M1| up to 6).
-		for b := 0; b < len(data)/18; b++ {
-			data[b*18], data[b*18+1] = E4M3Near(amp/6*jitter()), E4M3Near(amp/6*jitter())
-		}
-	case MXFP8:
-		// |E4M3| up to 448: an exponent that keeps the largest about amp.
+	case NVFP4, MXFP8:
+		// NVFP4: E4M3 scales of about amp/6 (|E2M1| up to 6); MXFP8:
+		// |E4M3| up to 448, an exponent that keeps the largest about amp.
+		rb, v, g := s.RowBytes(k), FPRowValues(s, k), fpGroup(s.Type)
 		e := 127 + int(math.Round(math.Log2(float64(amp)/448)))
-		for b := 0; b < len(data)/33; b++ {
-			data[b*33] = byte(e + int(rng.Uint64()%2))
+		for r := 0; r < rows; r++ {
+			sc := data[r*rb+v : (r+1)*rb]
+			for i := range sc {
+				switch {
+				case i >= k/g:
+					sc[i] = 0 // the row's padding
+				case s.Type == NVFP4:
+					sc[i] = E4M3Near(amp / 6 * jitter())
+				default:
+					sc[i] = byte(e + int(rng.Uint64()%2))
+				}
+			}
 		}
 	case Q2_K:
 		// Random 4-bit scales and mins (q in 0..3): w = d·sc·q − dmin·m,

@@ -69,14 +69,13 @@ const (
 	// mlx's mxfp4 matrices are read into it (TranscodeMLXMXFP4). Metal has
 	// kernels for it; the other backends run it transcoded.
 	MXFP4
-	// NVFP4 is mlx's "nvfp4" (E2M1 codes, an E4M3 scale a group of 16)
-	// laid out in blocks of 32 (18 bytes): the E4M3 scales of values 0-15
-	// and 16-31, then 16 bytes of codes in Q4_0's order (value j in byte
-	// j's low nibble, j+16 in its high one); w = E2M1(code)·E4M3(scale).
+	// NVFP4 is mlx's "nvfp4": a row is its k/2 bytes of 4-bit E2M1 codes
+	// (mlx's order: value i in nibble i), then its k/16 E4M3 scales, one a
+	// group of 16, padded to 16 bytes (FPRowValues); w = E2M1(code)·E4M3(s).
 	// Every backend has kernels for it, as for MXFP8.
 	NVFP4
-	// MXFP8 is mlx's "mxfp8" in blocks of 32 (33 bytes): an E8M0 exponent
-	// e and 32 E4M3 values; w = E4M3(q)·2^(e−127).
+	// MXFP8 is mlx's "mxfp8": a row is its k E4M3 values, then its k/32
+	// E8M0 exponents, padded to 16 bytes; w = E4M3(q)·2^(e−127).
 	MXFP8
 )
 
@@ -189,7 +188,7 @@ func (s Spec) BlockBytes() int {
 	case MXFP4:
 		return 17
 	case NVFP4:
-		return 18
+		return 18 // and a row's padding (RowBytes)
 	case MXFP8:
 		return 33
 	}
@@ -197,7 +196,12 @@ func (s Spec) BlockBytes() int {
 }
 
 // RowBytes is the packed bytes of a row of k values.
-func (s Spec) RowBytes(k int) int { return k / s.Block() * s.BlockBytes() }
+func (s Spec) RowBytes(k int) int {
+	if s.Type == NVFP4 || s.Type == MXFP8 {
+		return (FPRowValues(s, k) + k/fpGroup(s.Type) + 15) &^ 15
+	}
+	return k / s.Block() * s.BlockBytes()
+}
 
 // affineKernels are the affine widths' kernel suffixes, by bit width: the
 // GPU backends look a pipeline up by name for every dispatch they encode.

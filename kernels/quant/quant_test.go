@@ -522,8 +522,14 @@ func e4m3(b byte) float64 {
 func TestMLXFPMatchesMLX(t *testing.T) {
 	e2m1 := [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6}
 	r := rand.New(rand.NewPCG(9, 10))
-	const rows, k = 8, 512
-	for _, mode := range []string{"nvfp4", "mxfp8"} {
+	const rows = 8
+	// A row of 96 values ends in padding: 64 bytes for 54 (nvfp4), 112 for
+	// 99 (mxfp8).
+	for _, c := range []struct {
+		mode string
+		k    int
+	}{{"nvfp4", 512}, {"mxfp8", 512}, {"nvfp4", 96}, {"mxfp8", 96}} {
+		mode, k := c.mode, c.k
 		fp := MLXFPModes[mode]
 		words, scales := make([]byte, rows*k*fp.Bits/8), make([]byte, rows*k/fp.Group)
 		for i := range words {
@@ -551,6 +557,9 @@ func TestMLXFPMatchesMLX(t *testing.T) {
 				t.Fatalf("%s: value %d: %g, mlx %g", mode, i, g, want)
 			}
 		}
+		if rb := fp.Spec.RowBytes(k); rb%16 != 0 || rb < k*fp.Bits/8+k/fp.Group || rb >= k*fp.Bits/8+k/fp.Group+16 {
+			t.Errorf("%s: rows of %d values take %d bytes", mode, k, rb)
+		}
 	}
 	for b := 0; b < 256; b++ {
 		if got, want := E4M3ToF32(byte(b)), float32(e4m3(byte(b))); got != want {
@@ -564,14 +573,14 @@ func TestMLXFPMatchesMLX(t *testing.T) {
 		spec          Spec
 		want          string
 	}{
-		{"nvfp4", 8, 1, 16, Spec{Type: NVFP4}, "blocks of 32"},
+		{"nvfp4", 8, 1, 16, Spec{Type: NVFP4}, "units of 32"},
 		{"nvfp4", 16, 1, 32, Spec{Type: NVFP4}, "1 scales"},
 		{"mxfp8", 31, 1, 32, Spec{Type: MXFP8}, "31 bytes of values"},
 		{"mxfp8", 32, 1, 32, Spec{Type: NVFP4}, "not NVFP4"},
 		{"int4", 16, 1, 32, Spec{Type: NVFP4}, "not a floating-point"},
 	}
 	for _, c := range bad {
-		m := &Matrix{Spec: c.spec, Rows: 1, K: c.k, Data: make([]byte, c.spec.BlockBytes()*max(1, c.k/32))}
+		m := &Matrix{Spec: c.spec, Rows: 1, K: c.k, Data: make([]byte, c.spec.RowBytes(max(32, c.k)))}
 		if err := TranscodeMLXFP(c.mode, make([]byte, c.words), make([]byte, c.scales), m); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want an error saying %q", c, err, c.want)
 		}

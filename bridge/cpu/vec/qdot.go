@@ -205,25 +205,24 @@ func qdotGeneric(w *quant.Matrix, r int, x, sums, xd []float32) float32 {
 		// Each group's E2M1 codes doubled are int8 (0..±12), dotted in
 		// SIMD under half its E4M3 scale.
 		var acc float32
-		var q [32]byte
-		for b := 0; b < len(row)/18; b++ {
-			blk := row[b*18 : b*18+18]
-			for j, c := range blk[2:18] {
-				q[j], q[j+16] = byte(quant.MXFP4Levels[c&0xf]), byte(quant.MXFP4Levels[c>>4])
+		var q [16]byte
+		sc := row[w.K/2:]
+		for g := 0; g < w.K/16; g++ {
+			for j, c := range row[8*g : 8*g+8] {
+				q[2*j], q[2*j+1] = byte(quant.MXFP4Levels[c&0xf]), byte(quant.MXFP4Levels[c>>4])
 			}
-			xb := x[b*32 : b*32+32]
-			acc += quant.E4M3ToF32(blk[0])/2*DotI8F32(xb[:16], q[:16]) + quant.E4M3ToF32(blk[1])/2*DotI8F32(xb[16:], q[16:])
+			acc += quant.E4M3ToF32(sc[g]) / 2 * DotI8F32(x[16*g:16*g+16], q[:])
 		}
 		return acc
 	case quant.MXFP8:
 		var acc float32
 		var v [32]float32
-		for b := 0; b < len(row)/33; b++ {
-			blk := row[b*33 : b*33+33]
-			for j, c := range blk[1:33] {
+		sc := row[w.K:]
+		for b := 0; b < w.K/32; b++ {
+			for j, c := range row[32*b : 32*b+32] {
 				v[j] = e4m3Values[c]
 			}
-			acc += quant.E8M0ToF32(blk[0]) * DotF32(x[b*32:b*32+32], v[:])
+			acc += quant.E8M0ToF32(sc[b]) * DotF32(x[b*32:b*32+32], v[:])
 		}
 		return acc
 	case quant.Q2_K:
