@@ -401,7 +401,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 			return Packed{}, false, fmt.Errorf("%s: tensor %q: %w", where, module+".weight", err)
 		}
 	} else if k%32 != 0 {
-		return Packed{}, false, fmt.Errorf("%s: tensor %q: mode %s is laid out in blocks of 32 values; a row of %d values does not divide", where, module+".weight", mod.Mode, k)
+		return Packed{}, false, fmt.Errorf("%s: tensor %q: mode %s is read in units of 32 values; a row of %d values does not divide", where, module+".weight", mod.Mode, k)
 	}
 	data, dt, err := get("weight")
 	if err != nil {
