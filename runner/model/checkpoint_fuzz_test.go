@@ -72,7 +72,8 @@ func FuzzOpenGGUF(f *testing.F) {
 // (switch_mlp stacks, an 8-bit router), the same in mxfp4 (U8 exponents,
 // transcoded), and GPT-2 (model. names, packed positions).
 func FuzzOpenMLX(f *testing.F) {
-	fixtures := []string{"../testdata/mlx/qwen3_moe-q4", "../testdata/mlx/qwen3_moe-mxfp4", "../testdata/mlx/gpt2-q4"}
+	fixtures := []string{"../testdata/mlx/qwen3_moe-q4", "../testdata/mlx/qwen3_moe-mxfp4", "../testdata/mlx/gpt2-q4",
+		"../testdata/mlx/qwen3_moe-nvfp4", "../testdata/mlx/qwen3_moe-mxfp8"}
 	var cfgs, sts [][]byte
 	var headers []int
 	for _, fx := range fixtures {
@@ -97,6 +98,9 @@ func FuzzOpenMLX(f *testing.F) {
 	}
 	f.Add(uint8(1), false, uint32(strings.Index(string(cfgs[1]), `"mxfp4"`)), []byte(`"mxfp8"`), uint32(0))
 	f.Add(uint8(1), true, uint32(strings.Index(string(sts[1]), `"U8"`)), []byte(`"U16"`), uint32(0))
+	// One floating-point mode's tensors read as another's.
+	f.Add(uint8(3), false, uint32(strings.Index(string(cfgs[3]), `"nvfp4"`)), []byte(`"mxfp8"`), uint32(0))
+	f.Add(uint8(4), false, uint32(strings.Index(string(cfgs[4]), `"mxfp8"`)), []byte(`"nvfp4"`), uint32(0))
 	f.Fuzz(func(t *testing.T, fx uint8, tensors bool, off uint32, patch []byte, cut uint32) {
 		i := int(fx) % len(fixtures)
 		dir := t.TempDir()
