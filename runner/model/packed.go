@@ -183,9 +183,15 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 	var raw struct {
 		Q  map[string]json.RawMessage `json:"quantization"`
 		QC map[string]json.RawMessage `json:"quantization_config"`
+		QA bool                       `json:"quantize_activations"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
+	}
+	if raw.QA {
+		// mlx-lm's QQLinear: a different product from the one the kernels
+		// compute, so its logits are not this checkpoint's.
+		return nil, fmt.Errorf("%s: quantize_activations is true: mlx-lm then quantizes every product's activations to the weights' mode (QQLinear), which mtlbench does not (its activations stay floats)", name)
 	}
 	m := raw.Q
 	if m == nil {

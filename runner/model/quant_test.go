@@ -756,6 +756,40 @@ func TestMLXFPFolders(t *testing.T) {
 	}
 }
 
+// mlx-lm's quantize_activations (its QQLinear products) is refused by
+// name as the folder opens; false is read as absent.
+func TestMLXQuantizedActivations(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		dir := t.TempDir()
+		from := "../testdata/mlx/qwen3-nvfp4"
+		raw, err := os.ReadFile(filepath.Join(from, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conf map[string]any
+		json.Unmarshal(raw, &conf)
+		conf["quantize_activations"] = on
+		raw, _ = json.Marshal(conf)
+		os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644)
+		st, err := os.ReadFile(filepath.Join(from, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "model.safetensors"), st, 0o644)
+		_, src, err := Open(Spec{Model: dir})
+		if on {
+			if err == nil || !strings.Contains(err.Error(), "config.json") || !strings.Contains(err.Error(), "quantize_activations") {
+				t.Errorf("quantize_activations true: got %v, want an error naming config.json and the key", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("quantize_activations false: %v", err)
+		}
+		src.Close()
+	}
+}
+
 // A layer whose experts a file packs in part is counted as the engine
 // loads it, in f32 (ExpertsInF32), with a packed router beside them
 // (RouterInF32); a file that packs them all is counted packed.
