@@ -198,20 +198,22 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 			binary.LittleEndian.PutUint16(blk[208:], ToF16(amp/(32*16)*jitter()))
 		}
 	case NVFP4, MXFP8:
-		// NVFP4: E4M3 scales of about amp/6 (|E2M1| up to 6); MXFP8:
-		// |E4M3| up to 448, an exponent that keeps the largest about amp.
+		// NVFP4: E4M3 scales of about amp/6 (|E2M1| up to 6), drawn among
+		// the codes of amp/6 times 0.75 to 1.25 (a non-negative E4M3 code's
+		// value grows with it); MXFP8: |E4M3| up to 448, an exponent that
+		// keeps the largest about amp.
 		rb, v, g := s.RowBytes(k), FPRowValues(s, k), fpGroup(s.Type)
-		e := 127 + int(math.Round(math.Log2(float64(amp)/448)))
+		lo, hi := uint64(E4M3Near(amp/6*0.75)), uint64(E4M3Near(amp/6*1.25))
+		e := uint64(127 + int(math.Round(math.Log2(float64(amp)/448))))
+		if s.Type == MXFP8 {
+			lo, hi = e, e+1
+		}
 		for r := 0; r < rows; r++ {
 			sc := data[r*rb+v : (r+1)*rb]
 			for i := range sc {
-				switch {
-				case i >= k/g:
-					sc[i] = 0 // the row's padding
-				case s.Type == NVFP4:
-					sc[i] = E4M3Near(amp / 6 * jitter())
-				default:
-					sc[i] = byte(e + int(rng.Uint64()%2))
+				sc[i] = 0 // the row's padding
+				if i < k/g {
+					sc[i] = byte(lo + rng.Uint64()%(hi-lo+1))
 				}
 			}
 		}
