@@ -506,42 +506,15 @@ func TestQ5KMMatchesCPU(t *testing.T) {
 		layers int
 	}{{"qwen3-moe-mini", 2}, {"tinyllama-1.1b", 1}} {
 		t.Run(c.preset, func(t *testing.T) {
-			cfg, src, err := model.Open(model.Spec{Model: c.preset, Quant: "q5_k_m", Layers: c.layers, Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Close()
-			src = model.NewCached(src)
-			reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
-				{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
-			var outs [2][]engine.Output
-			for i, be := range []bridge.Backend{mb, cpu.New(cpu.Options{})} {
-				e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				q5 := 0
-				for _, tn := range e.Config().Tensors() {
-					if s, ok := e.Config().Quant.For(tn.Name); ok && tn.Matrix && s.Type == quant.Q5_K {
-						q5++
-					}
-				}
-				if (q5 > 0) != (i == 0) {
-					t.Errorf("%s runs %d matrices as Q5_K", be.Info().Backend, q5)
-				}
-				if outs[i], err = e.Generate(reqs); err != nil {
-					t.Fatal(err)
-				}
-			}
-			enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
+			presetAgainstCPU(t, mb, c.preset, "q5_k_m", c.layers, quant.Q5_K, [2]bool{true, false})
 		})
 	}
 }
 
-// The nvfp4 and mxfp8 presets (mlx's modes, laid out as NVFP4 and MXFP8
-// blocks) run as stored on Metal and on the CPU, each on kernels of its
-// own: the CPU's tokens, and its logits within 1e-4, decode GEMVs, the MoE
-// block and prefill tiles alike.
+// The nvfp4 and mxfp8 presets (mlx's modes, read as NVFP4 and MXFP8 rows)
+// run as stored on Metal and on the CPU, each on kernels of its own: the
+// CPU's tokens, and its logits within 1e-4, decode GEMVs, the MoE block and
+// prefill tiles alike.
 func TestMLXFPPresetsMatchCPU(t *testing.T) {
 	mb := newEmu(t, metal.Tuning{})
 	for _, c := range []struct {
@@ -555,34 +528,43 @@ func TestMLXFPPresetsMatchCPU(t *testing.T) {
 		{"tinyllama-1.1b", "mxfp8", 1, quant.MXFP8},
 	} {
 		t.Run(c.preset+"/"+c.dtype, func(t *testing.T) {
-			cfg, src, err := model.Open(model.Spec{Model: c.preset, Quant: c.dtype, Layers: c.layers, Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Close()
-			src = model.NewCached(src)
-			reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
-				{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
-			var outs [2][]engine.Output
-			for i, be := range []bridge.Backend{mb, cpu.New(cpu.Options{})} {
-				e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := 0
-				for _, tn := range e.Config().Tensors() {
-					if s, ok := e.Config().Quant.For(tn.Name); ok && tn.Matrix && s.Type == c.want {
-						n++
-					}
-				}
-				if n == 0 {
-					t.Errorf("%s runs no matrix as %v", be.Info().Backend, quant.Spec{Type: c.want})
-				}
-				if outs[i], err = e.Generate(reqs); err != nil {
-					t.Fatal(err)
-				}
-			}
-			enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
+			presetAgainstCPU(t, mb, c.preset, c.dtype, c.layers, c.want, [2]bool{true, true})
 		})
 	}
+}
+
+// presetAgainstCPU runs a preset's first layers in a packed dtype on mb and
+// on the CPU, two requests of 9 and 30 prompt tokens, and holds mb's tokens
+// and logits to the CPU's (1e-4); runs says whether each (mb, then the CPU)
+// must run some matrix in format typ.
+func presetAgainstCPU(t *testing.T, mb bridge.Backend, preset, dtype string, layers int, typ quant.Type, runs [2]bool) {
+	t.Helper()
+	cfg, src, err := model.Open(model.Spec{Model: preset, Quant: dtype, Layers: layers, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	src = model.NewCached(src)
+	reqs := []engine.Request{{ID: 1, Prompt: enginetest.Prompt(9, cfg.Vocab), MaxNewTokens: 3, WantLogits: true},
+		{ID: 2, Prompt: enginetest.Prompt(30, cfg.Vocab), MaxNewTokens: 3, WantLogits: true}}
+	var outs [2][]engine.Output
+	for i, be := range []bridge.Backend{mb, cpu.New(cpu.Options{})} {
+		e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 256, KVDType: "f32"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, tn := range e.Config().Tensors() {
+			if s, ok := e.Config().Quant.For(tn.Name); ok && tn.Matrix && s.Type == typ {
+				n++
+			}
+		}
+		if (n > 0) != runs[i] {
+			t.Errorf("%s runs %d matrices as %v", be.Info().Backend, n, quant.Spec{Type: typ})
+		}
+		if outs[i], err = e.Generate(reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
 }
