@@ -177,8 +177,9 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3_K}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_XS}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_NL}, 0, 16, 0.99},
-		// MXFP4 and MXFP8: a block a unit, byte loads (17- and 33-byte
-		// blocks); NVFP4: a block a unit, ushorts (18-byte blocks).
+		// MXFP4: a block a unit, byte loads (17-byte blocks); NVFP4 and
+		// MXFP8: 32 values of a row a unit, 16-byte loads, and the scales
+		// after the row's values (TestFPLoadWidth).
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP4}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.NVFP4}, 0, 16, 0.99},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP8}, 0, 16, 0.99},

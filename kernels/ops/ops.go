@@ -104,8 +104,8 @@ const (
 // affineDTypes are the MLX affine dtypes' bit widths.
 var affineDTypes = map[DType]int{Q2: 2, Q3: 3, Q4: 4, Q5: 5, Q6: 6, Q8: 8}
 
-// blockDTypes are the block formats' dtypes (GGUF's, and mlx's nvfp4 and
-// mxfp8 laid out in blocks), by their packing.
+// blockDTypes are the dtypes of the formats with no bit width or group to
+// give (GGUF's blocks, and mlx's nvfp4 and mxfp8 rows), by their packing.
 var blockDTypes = map[DType]quant.Type{Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q2_K: quant.Q2_K, Q3_K: quant.Q3_K,
 	Q4_K: quant.Q4_K, Q5_K: quant.Q5_K, Q6_K: quant.Q6_K, IQ4_XS: quant.IQ4_XS, IQ4_NL: quant.IQ4_NL, MXFP4: quant.MXFP4,
 	NVFP4: quant.NVFP4, MXFP8: quant.MXFP8,

@@ -87,28 +87,26 @@ type MLXFP struct {
 // group of 16).
 var MLXFPModes = map[string]MLXFP{
 	"mxfp4": {Group: MLXMXFP4Group, Bits: MLXMXFP4Bits, Spec: MLXMXFP4},
-	"nvfp4": {Group: 16, Bits: 4, Spec: Spec{Type: NVFP4}},
-	"mxfp8": {Group: 32, Bits: 8, Spec: Spec{Type: MXFP8}},
+	"nvfp4": fpRows[NVFP4],
+	"mxfp8": fpRows[MXFP8],
 }
 
-// fpGroup is an NVFP4 or MXFP8 row's values a scale.
-func fpGroup(t Type) int {
-	if t == NVFP4 {
-		return 16
-	}
-	return 32
+// fpRows are the formats whose rows are mlx's values, then their scales
+// (NVFP4, MXFP8), by type.
+var fpRows = map[Type]MLXFP{
+	NVFP4: {Group: 16, Bits: 4, Spec: Spec{Type: NVFP4}},
+	MXFP8: {Group: 32, Bits: 8, Spec: Spec{Type: MXFP8}},
 }
 
 // FPRowValues is the bytes of an NVFP4 or MXFP8 row's values, where its
 // scales begin: mlx's packing of the row, whole, so a kernel's unit of 32
 // values is 16 (NVFP4) or 32 (MXFP8) bytes at a 16-byte aligned offset of
 // a row, its scales one ushort or one byte further on (docs/quantization.md).
-func FPRowValues(s Spec, k int) int {
-	if s.Type == NVFP4 {
-		return k / 2
-	}
-	return k
-}
+func FPRowValues(s Spec, k int) int { return k * fpRows[s.Type].Bits / 8 }
+
+// fpRowBytes is an NVFP4 or MXFP8 row of k values: its values and its
+// scales, padded to 16 bytes.
+func fpRowBytes(fp MLXFP, k int) int { return (k*fp.Bits/8 + k/fp.Group + 15) &^ 15 }
 
 // E2M1Values are E2M1's 16 codes' values (MXFP4Levels halved).
 var E2M1Values = func() (v [16]float32) {

@@ -202,7 +202,7 @@ func Random(s Spec, rows, k int, amp float32, rng Rand, data, scales, biases []b
 		// the codes of amp/6 times 0.75 to 1.25 (a non-negative E4M3 code's
 		// value grows with it); MXFP8: |E4M3| up to 448, an exponent that
 		// keeps the largest about amp.
-		rb, v, g := s.RowBytes(k), FPRowValues(s, k), fpGroup(s.Type)
+		rb, v, g := s.RowBytes(k), FPRowValues(s, k), fpRows[s.Type].Group
 		lo, hi := uint64(E4M3Near(amp/6*0.75)), uint64(E4M3Near(amp/6*1.25))
 		e := uint64(127 + int(math.Round(math.Log2(float64(amp)/448))))
 		if s.Type == MXFP8 {

@@ -95,7 +95,7 @@ var (
 	ggmlNames = map[Type]string{Q8_0: "Q8_0", Q4_0: "Q4_0", Q2_K: "Q2_K", Q3_K: "Q3_K", Q4_K: "Q4_K", Q5_K: "Q5_K",
 		Q6_K: "Q6_K", IQ4_XS: "IQ4_XS", IQ4_NL: "IQ4_NL", MXFP4: "MXFP4", IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ2_S: "IQ2_S",
 		IQ3_XXS: "IQ3_XXS", IQ3_S: "IQ3_S", IQ1_S: "IQ1_S", IQ1_M: "IQ1_M"}
-	// mlxNames are the block layouts of mlx's floating-point modes.
+	// mlxNames are the formats of mlx's nvfp4 and mxfp8 modes.
 	mlxNames    = map[Type]string{NVFP4: "NVFP4", MXFP8: "MXFP8"}
 	kernelNames = func() map[Type]string {
 		m := make(map[Type]string, len(ggmlNames)+len(mlxNames))
@@ -162,7 +162,8 @@ func (s Spec) Block() int {
 }
 
 // BlockBytes is the packed bytes of one block (affine: its values only;
-// its scale and bias are in their own tensors).
+// its scale and bias are in their own tensors); 0 for NVFP4 and MXFP8,
+// whose rows are no blocks (RowBytes).
 func (s Spec) BlockBytes() int {
 	switch s.Type {
 	case Affine:
@@ -187,18 +188,14 @@ func (s Spec) BlockBytes() int {
 		return 18
 	case MXFP4:
 		return 17
-	case NVFP4:
-		return 18 // and a row's padding (RowBytes)
-	case MXFP8:
-		return 33
 	}
 	return iqBytes[s.Type]
 }
 
 // RowBytes is the packed bytes of a row of k values.
 func (s Spec) RowBytes(k int) int {
-	if s.Type == NVFP4 || s.Type == MXFP8 {
-		return (FPRowValues(s, k) + k/fpGroup(s.Type) + 15) &^ 15
+	if fp, ok := fpRows[s.Type]; ok {
+		return fpRowBytes(fp, k)
 	}
 	return k / s.Block() * s.BlockBytes()
 }

@@ -516,7 +516,7 @@ func e4m3(b byte) float64 {
 }
 
 // TestMLXFPMatchesMLX: mlx's "nvfp4" and "mxfp8" rows laid out as NVFP4
-// and MXFP8 blocks give, exactly, mlx's dequantize (mlx/ops.cpp
+// and MXFP8 rows give, exactly, mlx's dequantize (mlx/ops.cpp
 // fp_dequantize): nvfp4 a 16-entry E2M1 table times an E4M3 scale a group
 // of 16, every scale byte; mxfp8 E4M3 values, every byte, times 2^(e−127).
 func TestMLXFPMatchesMLX(t *testing.T) {

@@ -305,8 +305,9 @@ func (q *mlxQuant) module(module string) *mlxModule {
 }
 
 // spec is the format module's matrix is read as, with scale its scales'
-// dtype: affine as stored, a floating-point mode laid out in blocks
-// (quant.MLXFPModes: mxfp4 as GGUF's MXFP4).
+// dtype: affine as stored, a floating-point mode as its format
+// (quant.MLXFPModes: mxfp4 as GGUF's MXFP4 blocks, nvfp4 and mxfp8 as
+// NVFP4 and MXFP8 rows).
 func (m *mlxModule) spec(scale quant.Float) quant.Spec {
 	if fp, ok := quant.MLXFPModes[m.Mode]; ok {
 		return fp.Spec
@@ -344,7 +345,7 @@ func floatOf(dtype string) (quant.Float, bool) {
 
 // Packed reads an mlx-lm packed matrix: name.weight (U32), name.scales and
 // name.biases, or expert e's slice of the switch_mlp stack. A matrix in a
-// floating-point mode is laid out in blocks (quant.TranscodeMLXFP) once.
+// floating-point mode is laid out in its format (quant.TranscodeMLXFP) once.
 func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 	if c.floatsOfPacked(spec) {
 		return Packed{}, false, nil // Tensor dequantizes it
@@ -363,8 +364,8 @@ func (c *Checkpoint) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, err
 
 // packed finds and checks spec's packed tensors; with read false it stops
 // there (Check), reading and transcoding nothing. A matrix in a
-// floating-point mode is laid out as its blocks, or as to where to is one
-// of their forms.
+// floating-point mode is laid out in its format, or as to where to is one
+// of that format's forms.
 func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, bool, error) {
 	if c.mlx == nil || !spec.Matrix {
 		return Packed{}, false, nil
@@ -601,7 +602,7 @@ func (c *Checkpoint) Formats(rules bridge.QuantSupport) []FormatCount {
 		run := RunFormat(rules, spec)
 		stored := spec.String()
 		if mod.Mode != "affine" {
-			stored = mod.Mode // mlx's layout: as many bytes as its blocks
+			stored = mod.Mode // mlx's layout, read in a format of its bytes
 		}
 		if run == spec {
 			add(stored, bytes, "", 0)
