@@ -44,6 +44,10 @@ type Backend struct {
 	tuning   launchTuning
 	prefetch bool
 	closed   bool
+	// persistent GEMV chains (persist_linux.go): the ring's slots (0: no
+	// chains) and the grid barrier's word
+	qcSlots int
+	qcBar   *devAlloc
 }
 
 // device is the GPU as the driver API hands it out: the context, stream,
@@ -149,7 +153,7 @@ type graphCache struct {
 	events   []uintptr
 	// kernels the last step launched
 	lastLaunches, lastSegments int
-	params                     [48]uintptr
+	params                     [256]uintptr
 }
 
 // launcher is programmatic dependent launch (sm_90+): each kernel may be
@@ -274,7 +278,7 @@ func (b *Backend) init() error {
 		return err
 	}
 	d := deviceInfo(a, b.dev)
-	b.name, b.cc, b.sms, b.totalMem, b.l2 = d.name, d.cc, d.sms, d.mem, d.l2
+	b.name, b.cc, b.sms, b.totalMem, b.l2, b.maxSharedBlock = d.name, d.cc, d.sms, d.mem, d.l2, d.smemOptin
 	var v int32
 	call(a.cuDriverGetVersion, uintptr(unsafe.Pointer(&v)))
 	b.driverVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
@@ -348,14 +352,15 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.stats = st
-	return nil
+	return b.qcSetup()
 }
 
 type devInfo struct {
-	name    string
-	cc, sms int
-	mem     int64
-	l2      int64
+	name      string
+	cc, sms   int
+	mem       int64
+	l2        int64
+	smemOptin int
 }
 
 func deviceInfo(a *api, dev int32) devInfo {
@@ -371,6 +376,7 @@ func deviceInfo(a *api, dev int32) devInfo {
 	d.cc = attr(75)*10 + attr(76) // compute capability major, minor
 	d.sms = attr(16)              // multiprocessors
 	d.l2 = int64(attr(38))        // L2 cache size
+	d.smemOptin = attr(97)        // shared memory a block may ask for
 	var mem uint64
 	call(a.cuDeviceTotalMem, uintptr(unsafe.Pointer(&mem)), uintptr(dev))
 	d.mem = int64(mem)

@@ -448,6 +448,63 @@ func TestFusionsMatchUnfused(t *testing.T) {
 	}
 }
 
+// Single-token affine GEMVs recorded one after another run as one
+// persistent launch (quant_persist.cu): o, gate/up, down and the next
+// layer's q/k/v of a dense model, o and the router of a MoE one. The
+// logits match the GEMVs launched apart (the same staging and dots, summed
+// in another order), and a chain takes the launches it joins.
+func TestChainsMatchSeparate(t *testing.T) {
+	gpu(t)
+	opts := envOptions(t)
+	opts.Chains = false
+	apart, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer apart.Close()
+	opts.Chains = true
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.ChainSlots() == 0 {
+		t.Skip("no persistent chains on this GPU (sm_90 and a ring of 4 slots needed)")
+	}
+	for _, c := range []struct {
+		preset   string
+		layers   int
+		perLayer int // kernels fewer a layer
+		vocab    int
+	}{
+		{"tinyllama-1.1b@q4", 2, 3, 32000},
+		{"tinyllama-1.1b@q8", 2, 3, 32000},
+		{"qwen3-moe-mini@q4", 0, 1, 8192},
+		{"qwen2-0.5b@q4", 2, 0, 151936}, // k = 896: scales of 28 bytes a row, so no chains
+	} {
+		t.Run(c.preset, func(t *testing.T) {
+			reqs := miniRequests(c.vocab, 1, 5, 12)
+			ch, e := runMini(t, b, c.preset, c.layers, reqs, false)
+			chained := b.LastStepLaunches()
+			ap, _ := runMini(t, apart, c.preset, c.layers, reqs, false)
+			separate := apart.LastStepLaunches()
+			d := maxAbsDiff(ch[0].Logits, ap[0].Logits)
+			layers := e.Config().Layers
+			t.Logf("%d layers: %d kernels a decode step chained, %d apart; logits within %.2g; tokens %v",
+				layers, chained, separate, d, ch[0].Tokens)
+			if d > 1e-4 {
+				t.Errorf("chained logits differ by %.3g", d)
+			}
+			if !equalTokens(ch[0].Tokens, ap[0].Tokens) {
+				t.Errorf("chained tokens %v, apart %v", ch[0].Tokens, ap[0].Tokens)
+			}
+			if c.perLayer == 0 && chained != separate || chained > separate-c.perLayer*layers {
+				t.Errorf("%d kernels chained against %d apart: want %d fewer", chained, separate, c.perLayer*layers)
+			}
+		})
+	}
+}
+
 // Decode steps of more tokens than the GEMV kernels take run their matmuls
 // on cuBLAS; q, k and v (and gate and up) round their shared input to half
 // once: two launches fewer a layer for q, k and v, one for gate and up, and
@@ -661,8 +718,7 @@ func TestPackedKernelsKeepToRegisters(t *testing.T) {
 	b := gpu(t)
 	n := 0
 	for _, name := range KernelNames() {
-		if !strings.HasPrefix(name, "qagemv") && !strings.HasPrefix(name, "qamoe") && !strings.HasPrefix(name, "qarouter") &&
-			!strings.HasPrefix(name, "qmma") {
+		if !strings.HasPrefix(name, "qa") && !strings.HasPrefix(name, "qmma") { // qagemv, qamoe, qarouter, qachain
 			continue
 		}
 		n++

@@ -84,3 +84,6 @@ func (b *Backend) SetGemvMMA(on bool) func() {
 	b.opts.GemvMMA = on
 	return func() { b.opts.GemvMMA = old }
 }
+
+// ChainSlots is the ring slots of b's persistent GEMV chains (0: none).
+func (b *Backend) ChainSlots() int { return b.qcSlots }

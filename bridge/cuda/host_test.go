@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
 // A packed decode GEMV takes the rows a warp the GPU fills with by default
@@ -79,5 +80,57 @@ func TestCompileErrorsReportedOnce(t *testing.T) {
 	}
 	if distinct([]error{nil, nil}) != nil {
 		t.Error("no errors joined into one")
+	}
+}
+
+// A persistent chain (persist_linux.go) takes single-token affine GEMVs
+// whose rows the bulk copies can move whole and a slot holds, and writes
+// each as quant_persist.cu's QCIns, field for field.
+func TestChainTakes(t *testing.T) {
+	mat := func(bits, group int, scale quant.Float, n, k int) *qtensor {
+		return &qtensor{PackedMatrix: bridge.PackedMatrix{Spec: quant.Spec{Type: quant.Affine, Bits: bits, Group: group, Scale: scale}, Dims: []int{n, k}},
+			data: &tensor{ptr: 0x1000}, scales: &tensor{ptr: 0x2000}, biases: &tensor{ptr: 0x3000}}
+	}
+	gemv := func(m, k int, gu bool, q *qtensor) *qgemv {
+		g := &qgemv{x: 0x4000, m: m, k: k, gu: gu, segs: [3]qseg{{q: q, out: 0x5000}}, nsegs: 1}
+		if gu {
+			g.segs[1], g.nsegs = qseg{q: q, out: 0x6000}, 2
+		}
+		return g
+	}
+	on := &Backend{device: device{sms: 132}, qcSlots: 11}
+	for _, c := range []struct {
+		name string
+		b    *Backend
+		g    *qgemv
+		want bool
+	}{
+		{"TinyLlama q/k/v, 4-bit", on, gemv(1, 2048, false, mat(4, 64, quant.BF16, 2560, 2048)), true},
+		{"down, k 5632", on, gemv(1, 5632, false, mat(4, 64, quant.BF16, 2048, 5632)), true},
+		{"gate/up, 8-bit, f32 scales", on, gemv(1, 2048, true, mat(8, 64, quant.F32, 5632, 2048)), true},
+		{"two tokens", on, gemv(2, 2048, false, mat(4, 64, quant.BF16, 2048, 2048)), false},
+		{"k 896: 28 bytes of scales a row", on, gemv(1, 896, false, mat(4, 64, quant.BF16, 1152, 896)), false},
+		{"k over what is staged at once", on, gemv(1, 14336, false, mat(4, 64, quant.BF16, 4096, 14336)), false},
+		{"gate/up rows over a slot", on, gemv(1, 8192, true, mat(8, 32, quant.F32, 1024, 8192)), false},
+		{"no chains on this GPU", &Backend{}, gemv(1, 2048, false, mat(4, 64, quant.BF16, 2048, 2048)), false},
+	} {
+		if got := c.b.qcTakes(c.g); got != c.want {
+			t.Errorf("%s: taken %v, want %v", c.name, got, c.want)
+		}
+	}
+	g := gemv(1, 2048, false, mat(4, 64, quant.BF16, 2560, 2048))
+	g.norm.w, g.norm.out, g.norm.eps = 0x7000, 0x8000, 1e-5
+	a := qcIns(g, 4)
+	if len(a) != qcInsSlots {
+		t.Fatalf("QCIns of %d slots, want %d", len(a), qcInsSlots)
+	}
+	// x, K, rowBytes, groups, sdt, bits, gu, nmat, w[3], s[3], b[3],
+	// bias[3], out[3], n[3], nw, nh, eps
+	want := map[int]uint64{0: 0x4000, 1: 2048, 2: 1024, 3: 32, 5: 4, 6: 0, 7: 1, 8: 0x1000, 11: 0x2000, 14: 0x3000,
+		20: 0x5000, 23: 2560, 26: 0x7000, 27: 0x8000, 28: f64(float64(float32(1e-5)))}
+	for i, v := range want {
+		if a[i] != v {
+			t.Errorf("QCIns slot %d = %#x, want %#x", i, a[i], v)
+		}
 	}
 }

@@ -20,7 +20,7 @@ func kernelNames() []string {
 		"rope_qk", "moe_route", "moe_route1", "moe_combine", "read_bw",
 		"moe_down_sum_bf16_d2", "moe_down_sum_bf16_d8", "step_begin", "step_end", "layer_norm", "gelu_tanh", "position_embedding",
 		"moe_route_tokens", "moe_sort", "moe_gemm_gate_up_bf16", "moe_gemm_down_bf16", "zero_f32",
-		"moe_router_route_f16", "moe_router_route_bf16", "gemv_mma_bf16", "gemv_mma_f16"}
+		"moe_router_route_f16", "moe_router_route_bf16", "gemv_mma_bf16", "gemv_mma_f16", "qachain"}
 	n = append(n, quantKernelNames()...)
 	n = append(n, qmmaKernelNames()...)
 	for _, dt := range KVDTypes {

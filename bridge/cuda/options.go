@@ -67,6 +67,11 @@ type Options struct {
 	// starting its first kernels while the rest is recorded
 	// (MTLBENCH_CUDA_STREAM=0).
 	NoStream bool
+	// Chains joins runs of single-token affine GEMVs into one persistent
+	// launch each (qachain, MTLBENCH_CUDA_CHAINS=1). Off by default: on an
+	// H200 TinyLlama's 4-bit decode was slower (docs/cuda.md, "Persistent
+	// GEMV chains").
+	Chains bool
 	// ProfileDetail splits profiled ops into their kernels: moe into
 	// moe:router, moe:route, moe:gate_up, moe:down, and attention
 	// (MTLBENCH_CUDA_PROFILE_DETAIL=1).

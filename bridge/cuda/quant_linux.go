@@ -341,6 +341,10 @@ func (b *Backend) launchQGemv(g *qgemv) {
 // integer kernels: one activation row a block, or qCols.
 func (b *Backend) launchQAGemv(g *qgemv) {
 	s0 := g.segs[0]
+	if b.qcTakes(g) {
+		b.chainQA(g, s0.q.Spec.Bits)
+		return
+	}
 	c := 1
 	if g.m > 1 {
 		c = qCols

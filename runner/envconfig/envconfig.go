@@ -79,6 +79,8 @@ var Vars = []Var{
 		"0: move a step's metadata, token ids and results with copies and a memset around its graph instead of step_begin and step_end kernels"},
 	{"MTLBENCH_CUDA_STREAM", "1", "cuda",
 		"0: run a step only once it is wholly recorded (by default its first kernels start while the rest is recorded)"},
+	{"MTLBENCH_CUDA_CHAINS", "0", "cuda",
+		"1: runs of single-token affine GEMVs as one persistent launch each (qachain; slower on an H200)"},
 	{"MTLBENCH_CUDA_PROFILE_DETAIL", "0", "cuda",
 		"1: profiles split moe into router, route, gate_up and down, and attention into its kernels"},
 
@@ -223,6 +225,7 @@ func CUDA() (cuda.Options, error) {
 		NoPackedMMA:   off("MTLBENCH_CUDA_PACKED_MMA"),
 		GemvMMA:       on("MTLBENCH_CUDA_GEMV_MMA"),
 		ProfileDetail: on("MTLBENCH_CUDA_PROFILE_DETAIL"),
+		Chains:        on("MTLBENCH_CUDA_CHAINS"),
 	}
 	for _, d := range strings.Split(Get("MTLBENCH_CUDA_LIBS"), ":") {
 		if d != "" {

@@ -9,6 +9,7 @@
 #define __constant__ __attribute__((constant))
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#define __grid_constant__
 #define __CUDACC__ 1
 #define __CUDA_ARCH__ 900
 #define __CUDACC_VER_MAJOR__ 13
