@@ -12,7 +12,8 @@
 // quant_int.cu does, then the rows from shared memory with its integer
 // dots. The backend joins GEMVs into it only when asked
 // (MTLBENCH_CUDA_CHAINS=1): on an H200 it is still slower than the
-// kernels apart, its dots bound by the latency of each warp's chain.
+// kernels apart, its warps stalled at the barriers on the slowest one and
+// on their dots' latency (docs/cuda.md).
 
 #define QC_MAXI 8      // instructions a launch
 #define QC_CWARPS 16   // consumer warps; one producer warp after them
