@@ -70,6 +70,45 @@ __device__ __forceinline__ void qa_put(QAStage& st, int u, int j, int P, const i
     ((uint2*)&st.q[qa_slot(u, 2 * P + j / 2)])[j % 2] = w;
 }
 
+// qa_quantize stages 8 values (p0, p1), chunk v of activation row c, as
+// chunk v & 3 of unit c·ucap + v/4: the unit's largest |x| and sum over
+// its four chunks' threads (consecutive lanes), then the three planes, d
+// and Σx. Every thread of the unit calls it (the shuffles); only those
+// with ok store.
+template <int BITS>
+__device__ __forceinline__ void qa_quantize(QAStage& st, float4 p0, float4 p1, bool ok, int c, int ucap, int v) {
+    const float a[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+    float m = 0.f, s = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(a[e])), s += a[e];
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if (!ok) return;
+    const float inv = m > 0.f ? QA_LIM / m : 0.f;
+    // q = 65536·h + 256·m + l: h rounds q to a multiple of 65536, and
+    // what is left is q's low 16 bits, signed. One plane at a time keeps
+    // few registers live (a GEMV holds its first loads across this).
+    int q[8], b[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) q[e] = max(min(__float2int_rn(a[e] * inv), QA_QMAX), -QA_QMAX);
+    const int u = c * ucap + v / 4, j = v & 3;
+#pragma unroll
+    for (int e = 0; e < 8; e++) b[e] = (q[e] + 32768) >> 16;
+    qa_put<BITS>(st, u, j, 0, b);
+#pragma unroll
+    for (int e = 0; e < 8; e++) b[e] = (int)(short)q[e] >> 8;
+    qa_put<BITS>(st, u, j, 1, b);
+#pragma unroll
+    for (int e = 0; e < 8; e++) b[e] = q[e] & 255;
+    qa_put<BITS>(st, u, j, 2, b);
+    if (j == 0) {
+        st.d[u] = m / QA_LIM;
+        st.s[u] = s;
+    }
+}
+
 // qa_stage stages values [k0, k0+n) (n a multiple of 32) of cols activation
 // rows, xs floats apart, row c from staged unit c·ucap. Every thread of the
 // block calls it; four consecutive threads take a unit, 8 values each. The
@@ -108,36 +147,7 @@ __device__ __forceinline__ void qa_stage(QAStage& st, const float* __restrict__ 
                 }
             }
         }
-        const float a[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-        float m = 0.f, s = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(a[e])), s += a[e];
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        if (!ok) continue;
-        const float inv = m > 0.f ? QA_LIM / m : 0.f;
-        // q = 65536·h + 256·m + l: h rounds q to a multiple of 65536, and
-        // what is left is q's low 16 bits, signed. One plane at a time keeps
-        // few registers live (a GEMV holds its first loads across this).
-        int q[8], b[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) q[e] = max(min(__float2int_rn(a[e] * inv), QA_QMAX), -QA_QMAX);
-        const int u = c * ucap + v / 4, j = v & 3;
-#pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = (q[e] + 32768) >> 16;
-        qa_put<BITS>(st, u, j, 0, b);
-#pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = (int)(short)q[e] >> 8;
-        qa_put<BITS>(st, u, j, 1, b);
-#pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = q[e] & 255;
-        qa_put<BITS>(st, u, j, 2, b);
-        if (j == 0) {
-            st.d[u] = m / QA_LIM;
-            st.s[u] = s;
-        }
+        qa_quantize<BITS>(st, p0, p1, ok, c, ucap, v);
     }
 }
 

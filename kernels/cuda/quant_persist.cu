@@ -136,7 +136,7 @@ __device__ __forceinline__ void qc_grid_sync(unsigned* bar) {
 }
 
 // qc_stage stages x (K values, at most 16 a consumer thread) as qa_stage
-// does, in one pass: every value is loaded once, into registers, and the
+// does (qa_quantize), in one pass: every value is loaded once, into registers, and the
 // RMSNorm's sum of squares comes from them. x is read through L2 (it was
 // written in this launch, so not through the read-only path).
 template <int BITS>
@@ -178,33 +178,7 @@ __device__ __forceinline__ void qc_stage(QAStage& st, const QCIns& I, float* red
                 o[0] = p0, o[1] = p1;
             }
         }
-        const float a[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-        float m = 0.f, s = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) m = fmaxf(m, fabsf(a[e])), s += a[e];
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        if (!ok) continue;
-        const float qi = m > 0.f ? QA_LIM / m : 0.f;
-        int q[8], b[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) q[e] = max(min(__float2int_rn(a[e] * qi), QA_QMAX), -QA_QMAX);
-        const int u = v / 4, j = v & 3;
-#pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = (q[e] + 32768) >> 16;
-        qa_put<BITS>(st, u, j, 0, b);
-#pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = (int)(short)q[e] >> 8;
-        qa_put<BITS>(st, u, j, 1, b);
-#pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = q[e] & 255;
-        qa_put<BITS>(st, u, j, 2, b);
-        if (j == 0) {
-            st.d[u] = m / QA_LIM;
-            st.s[u] = s;
-        }
+        qa_quantize<BITS>(st, p0, p1, ok, 0, 0, v);
     }
 }
 
