@@ -410,12 +410,7 @@ func TestFusionsMatchUnfused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	for _, c := range []struct {
-		preset   string
-		layers   int
-		perLayer int // kernels fewer per layer
-		vocab    int
-	}{
+	fewerLaunches(t, "fused", b, "unfused", plain, []launchCase{
 		{"qwen3-moe-mini", 0, 2, 8192},
 		{"tinyllama-1.1b", 2, 3, 32000},
 		// Packed weights take the same fusions (quant_int.cu's staging
@@ -424,25 +419,41 @@ func TestFusionsMatchUnfused(t *testing.T) {
 		{"qwen3-moe-mini@q4", 0, 4, 8192},
 		{"tinyllama-1.1b@q4", 2, 3, 32000},
 		{"tinyllama-1.1b@q8", 2, 3, 32000},
-	} {
+	})
+}
+
+// launchCase is a preset (layers 0: the preset's) whose decode steps on one
+// backend take perLayer kernels fewer a layer than on another (0: as many).
+type launchCase struct {
+	preset   string
+	layers   int
+	perLayer int
+	vocab    int
+}
+
+// fewerLaunches runs each case on backends a and b: the same tokens,
+// logits within 1e-4, and a's decode steps perLayer kernels a layer fewer.
+func fewerLaunches(t *testing.T, aName string, a *Backend, bName string, b *Backend, cases []launchCase) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.preset, func(t *testing.T) {
 			reqs := miniRequests(c.vocab, 1, 5, 12)
-			f, fe := runMini(t, b, c.preset, c.layers, reqs, false)
-			fused := b.LastStepLaunches()
-			u, _ := runMini(t, plain, c.preset, c.layers, reqs, false)
-			unfused := plain.LastStepLaunches()
-			d := maxAbsDiff(f[0].Logits, u[0].Logits)
-			layers := fe.Config().Layers
-			t.Logf("%d layers: %d kernels a decode step fused, %d unfused; logits within %.2g; tokens %v",
-				layers, fused, unfused, d, f[0].Tokens)
+			ao, e := runMini(t, a, c.preset, c.layers, reqs, false)
+			an := a.LastStepLaunches()
+			bo, _ := runMini(t, b, c.preset, c.layers, reqs, false)
+			bn := b.LastStepLaunches()
+			d := maxAbsDiff(ao[0].Logits, bo[0].Logits)
+			layers := e.Config().Layers
+			t.Logf("%d layers: %d kernels a decode step %s, %d %s; logits within %.2g; tokens %v",
+				layers, an, aName, bn, bName, d, ao[0].Tokens)
 			if d > 1e-4 {
-				t.Errorf("fused logits differ by %.3g", d)
+				t.Errorf("%s logits differ by %.3g", aName, d)
 			}
-			if !equalTokens(f[0].Tokens, u[0].Tokens) {
-				t.Errorf("fused tokens %v, unfused %v", f[0].Tokens, u[0].Tokens)
+			if !equalTokens(ao[0].Tokens, bo[0].Tokens) {
+				t.Errorf("%s tokens %v, %s %v", aName, ao[0].Tokens, bName, bo[0].Tokens)
 			}
-			if fused > unfused-c.perLayer*layers {
-				t.Errorf("%d kernels fused against %d unfused: want at least %d fewer", fused, unfused, c.perLayer*layers)
+			if c.perLayer == 0 && an != bn || an > bn-c.perLayer*layers {
+				t.Errorf("%d kernels %s against %d %s: want %d fewer", an, aName, bn, bName, c.perLayer*layers)
 			}
 		})
 	}
@@ -471,38 +482,12 @@ func TestChainsMatchSeparate(t *testing.T) {
 	if b.ChainSlots() == 0 {
 		t.Skip("no persistent chains on this GPU (sm_90 and a ring of 4 slots needed)")
 	}
-	for _, c := range []struct {
-		preset   string
-		layers   int
-		perLayer int // kernels fewer a layer
-		vocab    int
-	}{
+	fewerLaunches(t, "chained", b, "apart", apart, []launchCase{
 		{"tinyllama-1.1b@q4", 2, 3, 32000},
 		{"tinyllama-1.1b@q8", 2, 3, 32000},
 		{"qwen3-moe-mini@q4", 0, 1, 8192},
 		{"qwen2-0.5b@q4", 2, 0, 151936}, // k = 896: scales of 28 bytes a row, so no chains
-	} {
-		t.Run(c.preset, func(t *testing.T) {
-			reqs := miniRequests(c.vocab, 1, 5, 12)
-			ch, e := runMini(t, b, c.preset, c.layers, reqs, false)
-			chained := b.LastStepLaunches()
-			ap, _ := runMini(t, apart, c.preset, c.layers, reqs, false)
-			separate := apart.LastStepLaunches()
-			d := maxAbsDiff(ch[0].Logits, ap[0].Logits)
-			layers := e.Config().Layers
-			t.Logf("%d layers: %d kernels a decode step chained, %d apart; logits within %.2g; tokens %v",
-				layers, chained, separate, d, ch[0].Tokens)
-			if d > 1e-4 {
-				t.Errorf("chained logits differ by %.3g", d)
-			}
-			if !equalTokens(ch[0].Tokens, ap[0].Tokens) {
-				t.Errorf("chained tokens %v, apart %v", ch[0].Tokens, ap[0].Tokens)
-			}
-			if c.perLayer == 0 && chained != separate || chained > separate-c.perLayer*layers {
-				t.Errorf("%d kernels chained against %d apart: want %d fewer", chained, separate, c.perLayer*layers)
-			}
-		})
-	}
+	})
 }
 
 // Decode steps of more tokens than the GEMV kernels take run their matmuls
