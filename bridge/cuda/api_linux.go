@@ -32,10 +32,7 @@ type api struct {
 	cuGraphExecDestroy, cuGetErrorName, cuGetErrorString, cuCtxSynchronize, cuMemAllocHost, cuMemFreeHost,
 	cuMemcpyDtoDAsync, cuEventSynchronize uintptr
 	cuMemHostGetDevicePointer uintptr // optional: 0 keeps steps on copies
-	// optional, all or none: setting the arguments of a graph's kernel
-	// node before a launch (graphPatch)
-	cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGetParams, cuGraphExecKernelNodeSetParams uintptr
-	graphPatch                                                                                      bool
+	cuModuleGetGlobal         uintptr // optional: only the in-place timeline reads a kernel's global
 
 	// NVRTC
 	nvrtcVersion, nvrtcCreateProgram, nvrtcCompileProgram, nvrtcGetProgramLogSize, nvrtcGetProgramLog,
@@ -148,15 +145,8 @@ func loadAPI(wantCuBLAS bool, libs []string) (*api, error) {
 	if p, err := purego.Dlsym(h, "cuMemHostGetDevicePointer_v2"); err == nil {
 		a.cuMemHostGetDevicePointer = p
 	}
-	a.graphPatch = true
-	for _, f := range []struct {
-		p    *uintptr
-		name string
-	}{{&a.cuGraphGetNodes, "cuGraphGetNodes"}, {&a.cuGraphNodeGetType, "cuGraphNodeGetType"},
-		{&a.cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2"},
-		{&a.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2"}} {
-		p, err := purego.Dlsym(h, f.name)
-		*f.p, a.graphPatch = p, a.graphPatch && err == nil
+	if p, err := purego.Dlsym(h, "cuModuleGetGlobal_v2"); err == nil {
+		a.cuModuleGetGlobal = p
 	}
 	if p, err := purego.Dlsym(h, "cuLaunchKernelEx"); err == nil {
 		a.cuLaunchKernelEx = p // CUDA 11.8+: programmatic dependent launch

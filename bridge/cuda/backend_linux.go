@@ -38,6 +38,7 @@ type Backend struct {
 	stepIO
 	graphCache
 	launcher
+	timeline
 
 	// tuned launch parameters (tuning_linux.go), and the default for the
 	// L2 weight prefetch of the GEMVs and the MoE down projection

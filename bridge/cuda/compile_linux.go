@@ -32,6 +32,9 @@ func compileOptions(cc int, o Options) []string {
 	if !o.NoPDLEarly {
 		opts = append(opts, "-DMTLB_PDL_EARLY")
 	}
+	if o.Timeline {
+		opts = append(opts, "-DMTLB_TIMELINE")
+	}
 	return opts
 }
 

@@ -3,35 +3,15 @@
 package cuda
 
 import (
-	"fmt"
 	"hash/maphash"
 	"math"
-	"slices"
 	"unsafe"
 )
 
 type graph struct {
-	key     []uint64
-	exec    uintptr
-	gr      uintptr // the captured graph, kept for its nodes while exec has patches
-	patches []graphPatch
-	used    uint64
-}
-
-// graphPatch is a kernel node whose arguments are set before each launch:
-// ent is its entry in the list, cur the arguments it holds.
-type graphPatch struct {
-	ent  int
-	node uintptr
-	cur  []uint64
-}
-
-// kernelNodeParams is CUDA_KERNEL_NODE_PARAMS_v2.
-type kernelNodeParams struct {
-	fn                                                uintptr
-	gridX, gridY, gridZ, blockX, blockY, blockZ, smem uint32
-	_                                                 uint32
-	params, extra, kern, ctx                          uintptr
+	key  []uint64
+	exec uintptr
+	used uint64
 }
 
 const maxGraphs = 64
@@ -54,11 +34,9 @@ func (b *Backend) listKey(ents []entry, args []uint64) []uint64 {
 			k = append(k, uint64(e.kind)|uint64(e.a0)<<8)
 			continue
 		}
-		k = append(k, uint64(e.kind)|uint64(e.block)<<8|uint64(e.a1-e.a0)<<40|uint64(boolArg(e.patch))<<56, uint64(e.fn),
+		k = append(k, uint64(e.kind)|uint64(e.block)<<8|uint64(e.a1-e.a0)<<40, uint64(e.fn),
 			uint64(e.grid[0])|uint64(e.grid[1])<<32, uint64(e.grid[2]))
-		if !e.patch {
-			k = append(k, args[e.a0:e.a1]...)
-		}
+		k = append(k, args[e.a0:e.a1]...)
 	}
 	b.keyBuf = k
 	return k
@@ -87,6 +65,7 @@ func equalKeys(a, c []uint64) bool {
 // is seen for the second time, and otherwise launches directly.
 func (b *Backend) runGraph(ents []entry, args []uint64) error {
 	a := b.api
+	b.tlRecord(ents)
 	if b.opts.NoGraphs {
 		return b.runDirect(ents, args, nil)
 	}
@@ -101,9 +80,6 @@ func (b *Backend) runGraph(ents []entry, args []uint64) error {
 	b.useCount++
 	if g := b.graphs[h]; g != nil && equalKeys(g.key, k) {
 		g.used = b.useCount
-		if err := b.patchGraph(g, ents, args); err != nil {
-			return err
-		}
 		return b.check("cuGraphLaunch", call(a.cuGraphLaunch, g.exec, b.stream))
 	}
 	b.seen[h]++
@@ -126,15 +102,9 @@ func (b *Backend) runGraph(ents []entry, args []uint64) error {
 		b.seen[h] = math.MinInt32 // do not try this list again
 		return b.runDirect(ents, args, nil)
 	}
-	g := &graph{key: append([]uint64(nil), k...), gr: gr, used: b.useCount}
+	g := &graph{key: append([]uint64(nil), k...), used: b.useCount}
 	err := b.check("cuGraphInstantiate", call(a.cuGraphInstantiate, uintptr(unsafe.Pointer(&g.exec)), gr, 0))
-	if err == nil {
-		g.patches, err = b.findPatches(gr, ents, args)
-	}
-	if g.patches == nil {
-		call(a.cuGraphDestroy, gr)
-		g.gr = 0
-	}
+	call(a.cuGraphDestroy, gr)
 	if err != nil {
 		b.dropGraph(g)
 		b.seen[h] = math.MinInt32
@@ -162,79 +132,6 @@ func (b *Backend) dropGraph(g *graph) {
 	if g.exec != 0 {
 		call(b.api.cuGraphExecDestroy, g.exec)
 	}
-	if g.gr != 0 {
-		call(b.api.cuGraphDestroy, g.gr)
-	}
-}
-
-// findPatches finds the kernel nodes of the list's patched entries in the
-// captured graph gr, by their function (each is in a list at most once).
-func (b *Backend) findPatches(gr uintptr, ents []entry, args []uint64) ([]graphPatch, error) {
-	var ps []graphPatch
-	for i, e := range ents {
-		if e.patch {
-			ps = append(ps, graphPatch{ent: i, cur: append([]uint64(nil), args[e.a0:e.a1]...)})
-		}
-	}
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	a := b.api
-	var n uintptr
-	if err := b.check("cuGraphGetNodes", call(a.cuGraphGetNodes, gr, 0, uintptr(unsafe.Pointer(&n)))); err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("cuda: the captured graph has no nodes")
-	}
-	nodes := make([]uintptr, n)
-	if err := b.check("cuGraphGetNodes", call(a.cuGraphGetNodes, gr, uintptr(unsafe.Pointer(&nodes[0])), uintptr(unsafe.Pointer(&n)))); err != nil {
-		return nil, err
-	}
-	for _, nd := range nodes[:n] {
-		var typ int32
-		var p kernelNodeParams
-		if call(a.cuGraphNodeGetType, nd, uintptr(unsafe.Pointer(&typ))) != 0 || typ != 0 /* kernel */ ||
-			call(a.cuGraphKernelNodeGetParams, nd, uintptr(unsafe.Pointer(&p))) != 0 {
-			continue
-		}
-		for j := range ps {
-			if ps[j].node == 0 && ents[ps[j].ent].fn == p.fn {
-				ps[j].node = nd
-				break
-			}
-		}
-	}
-	for _, p := range ps {
-		if p.node == 0 {
-			return nil, fmt.Errorf("cuda: no node of %s in the captured graph", b.fnName(ents[p.ent].fn))
-		}
-	}
-	return ps, nil
-}
-
-// patchGraph sets the arguments this launch gives the graph's patched
-// nodes, where they differ from what the nodes hold. Launches already
-// queued keep the arguments they were queued with.
-func (b *Backend) patchGraph(g *graph, ents []entry, args []uint64) error {
-	for i := range g.patches {
-		p := &g.patches[i]
-		e := ents[p.ent]
-		a := args[e.a0:e.a1]
-		if slices.Equal(a, p.cur) {
-			continue
-		}
-		for j := range a {
-			b.params[j] = uintptr(unsafe.Pointer(&a[j]))
-		}
-		kp := kernelNodeParams{fn: e.fn, gridX: e.grid[0], gridY: e.grid[1], gridZ: e.grid[2], blockX: e.block, blockY: 1, blockZ: 1,
-			params: uintptr(unsafe.Pointer(&b.params[0]))}
-		if err := b.check("cuGraphExecKernelNodeSetParams", call(b.api.cuGraphExecKernelNodeSetParams, g.exec, p.node, uintptr(unsafe.Pointer(&kp)))); err != nil {
-			return err
-		}
-		p.cur = append(p.cur[:0], a...)
-	}
-	return nil
 }
 
 // runDirect issues the entries on the stream (thread only). events, in

@@ -5,6 +5,7 @@ package cuda
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +133,23 @@ func TestChainTakes(t *testing.T) {
 		if a[i] != v {
 			t.Errorf("QCIns slot %d = %#x, want %#x", i, a[i], v)
 		}
+	}
+}
+
+// Every argument of a list is in its graph's key: a decode step's
+// step_begin and step_end read pinned buffers that alternate from step to
+// step, so consecutive steps replay graphs of their own and no launch
+// changes the arguments of a graph the step before may still be running.
+func TestGraphKeyHoldsEveryArgument(t *testing.T) {
+	b := &Backend{}
+	ents := []entry{{kind: entLaunch, fn: 1, grid: [3]uint32{1, 1, 1}, block: 256, a0: 0, a1: 2},
+		{kind: entLaunch, fn: 2, grid: [3]uint32{64, 1, 1}, block: 256, a0: 2, a1: 3}}
+	key := func(args ...uint64) []uint64 { return slices.Clone(b.listKey(ents, args)) }
+	even, odd := key(0x1000, 7, 0x2000), key(0x1800, 7, 0x2000)
+	if equalKeys(even, odd) || hashKey(even) == hashKey(odd) {
+		t.Error("lists differing only in a pinned buffer's address share a graph")
+	}
+	if !equalKeys(even, key(0x1000, 7, 0x2000)) {
+		t.Error("the same list gives two keys")
 	}
 }

@@ -72,6 +72,11 @@ type Options struct {
 	// H200 TinyLlama's 4-bit decode was slower (docs/cuda.md, "Persistent
 	// GEMV chains").
 	Chains bool
+	// Timeline compiles the kernels to note when each launch was let go by
+	// the one before it, so TimelineStart and Timeline give what each
+	// kernel costs in place, graphs and overlapped launches as they run
+	// (MTLBENCH_CUDA_TIMELINE=1; docs/cuda.md, "The in-place timeline").
+	Timeline bool
 	// ProfileDetail splits profiled ops into their kernels: moe into
 	// moe:router, moe:route, moe:gate_up, moe:down, and attention
 	// (MTLBENCH_CUDA_PROFILE_DETAIL=1).

@@ -30,14 +30,16 @@ type entry struct {
 	// (smemKernels), so a graph's key need not hold it.
 	smem   uint32
 	a0, a1 int32
-	// patch: the arguments change from step to step (step_begin's and
-	// step_end's pinned buffers); they are left out of the graph's key and
-	// set on its node before each launch
-	patch bool
+	// at is the op the launch belongs to, for the in-place timeline
+	// (b.tlAts; not part of a graph's key)
+	at int32
 }
 
 // Mark starts a profile span: an event is recorded between ops.
 func (b *Backend) Mark(layer int, component, op string) {
+	if b.opts.Timeline {
+		b.tlMark(layer, component, op)
+	}
 	if !b.profile || !b.inStep {
 		return
 	}
@@ -112,7 +114,7 @@ func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint6
 	a0 := len(b.args)
 	b.args = append(b.args, args...)
 	b.ents = append(b.ents, entry{kind: entLaunch, fn: fn, grid: [3]uint32{uint32(grid[0]), uint32(grid[1]), uint32(grid[2])},
-		block: uint32(block), a0: int32(a0), a1: int32(len(b.args))})
+		block: uint32(block), a0: int32(a0), a1: int32(len(b.args)), at: b.tlCur})
 }
 
 // firstSegment is how many entries the first hand-off of a step waits for;
@@ -123,8 +125,8 @@ const firstSegment = 24
 // streamSegment hands the entries recorded so far to the CUDA thread once
 // there are enough of them, and records on: a deep model's decode step
 // takes the host hundreds of microseconds to record, which the GPU would
-// otherwise spend idle. The newest entry stays behind, since its caller
-// may still mark it (step_begin's patched arguments).
+// otherwise spend idle. The newest entry stays behind, since the next op
+// may still fuse into it.
 func (b *Backend) streamSegment() {
 	cut := len(b.ents) - 1
 	if !b.streaming || b.stepErr != nil || cut-b.flushed < b.segNext {

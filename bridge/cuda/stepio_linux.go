@@ -154,12 +154,11 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	// The step's first kernel brings its metadata in. A profiled step keeps
 	// the copies, so that its spans time the model's kernels alone.
 	hb := &b.metaBufs[b.metaSlot]
-	b.stepKern = !profile && !b.opts.NoStepKernels && hb.dev != 0 && (b.opts.NoGraphs || b.api.graphPatch)
+	b.stepKern = !profile && !b.opts.NoStepKernels && hb.dev != 0
 	if b.stepKern {
 		n := max(mo.total, statsCap)
 		b.launch("step_begin", [3]int{min(cdiv(n, 256), 64), 1, 1}, 256, b.metaPtr(0), hb.dev, i32(mo.total),
 			tokSrc, i32(mo.tokens), i32(T), b.stats.ptr, i32(statsCap))
-		b.ents[len(b.ents)-1].patch = true
 	}
 	return nil
 }
@@ -323,7 +322,6 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	endKern := b.stepKern && slot.host.dev != 0
 	if endKern {
 		b.appendLaunch(b.fns["step_end"], [3]int{1, 1, 1}, 256, slot.host.dev, b.stats.ptr, i32(n), idPtr(ids), i32(statsCap), i32(nIDs))
-		b.ents[len(b.ents)-1].patch = true
 	}
 	switch rest := b.ents[b.flushed:]; {
 	case b.profile:
@@ -335,6 +333,7 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 		}
 		// Direct launches: event records captured in a graph between
 		// programmatically dependent kernels did not time them.
+		b.tlRecord(rest)
 		if err := b.runDirect(rest, b.args, b.events); err != nil {
 			return nil, err
 		}
@@ -507,6 +506,7 @@ func (b *Backend) drain() error {
 			}
 			b.started = true
 		}
+		b.tlRecord(b.ents[b.flushed:])
 		if err := b.runDirect(b.ents[b.flushed:], b.args, nil); err != nil {
 			return err
 		}

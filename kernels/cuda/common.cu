@@ -18,13 +18,49 @@ typedef unsigned long long u64;
 
 #define NEG_INF (__int_as_float(0xff800000))
 
+// The in-place timeline (MTLB_TIMELINE; docs/cuda.md, "The in-place
+// timeline"): thread 0 of every block notes on the GPU's global clock when
+// the wait on the previous kernel let it go, how long it waited there, and
+// its launch's shape, in the log the host hands every module (mtlb_tl_log:
+// the entries taken, the capacity, then two words an entry). A launch's
+// blocks pass their wait only once the launch before has ended, so the log
+// holds the launches in order, graph replays and all, whatever module
+// each kernel comes from.
+#ifdef MTLB_TIMELINE
+__device__ u64* mtlb_tl_log;
+__device__ __forceinline__ u64 tl_now() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void tl_note(u64 reached) {
+    u64* log = mtlb_tl_log;
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) || !log) return;
+    const u64 t = tl_now();
+    const u64 i = atomicAdd(&log[0], 1ull);
+    if (i >= log[1]) return;
+    const u64 blocks = ((u64)gridDim.x * gridDim.y * gridDim.z) & 0xffffff;
+    const u64 warps = (blockDim.x * blockDim.y * blockDim.z + 31) >> 5;
+    log[2 + 2 * i] = t;
+    const u64 waited = t - reached < 0xffffffffull ? t - reached : 0xffffffffull;
+    log[3 + 2 * i] = waited << 32 | blocks << 8 | warps;
+}
+#define TL_REACHED const u64 tl_reached = tl_now();
+#define TL_RELEASED tl_note(tl_reached);
+#else
+#define TL_REACHED
+#define TL_RELEASED
+#endif
+
 // pdl_wait starts every kernel: with programmatic dependent launch (sm_90)
 // a kernel may be scheduled while the previous one still runs; it waits here
 // until that one has finished and its writes are visible, then lets the
 // next kernel be scheduled in turn. Without PDL both are no-ops.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    TL_REACHED
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    TL_RELEASED
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
@@ -36,7 +72,9 @@ __device__ __forceinline__ void pdl_wait() {
 __device__ __forceinline__ void pdl_wait_early() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(MTLB_PDL_EARLY)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    TL_REACHED
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    TL_RELEASED
 #else
     pdl_wait();
 #endif

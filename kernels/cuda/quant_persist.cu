@@ -337,7 +337,9 @@ MTLB_KERNEL void __launch_bounds__((QC_CWARPS + 1) * 32, 1) qachain(const __grid
         if (lane == 0) qc_produce(P, qc_ring, full, empty);
         return;
     }
+    TL_REACHED
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    TL_RELEASED
     int c = 0;
     for (int i = 0; i < (int)P.n; i++) {
         if (i > 0) {

@@ -8,7 +8,9 @@
 // step_begin, which rewrites what the step reads and clears what it wrote.
 __device__ __forceinline__ void pdl_wait_only() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    TL_REACHED
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    TL_RELEASED
 #endif
 }
 

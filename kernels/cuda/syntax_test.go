@@ -26,8 +26,13 @@ func TestClangSyntax(t *testing.T) {
 	if len(names) == 0 || names[0] != "common.cu" {
 		t.Fatalf("kernel files %v: want common.cu first", names)
 	}
-	if err := clangSyntax(t, clang, src); err != nil {
-		t.Fatal(err)
+	// As compiled by default, and with what options turn on
+	// (bridge/cuda.compileOptions): the short kernels' early launch and the
+	// in-place timeline.
+	for _, defines := range []string{"", "#define MTLB_PDL_EARLY\n#define MTLB_TIMELINE\n"} {
+		if err := clangSyntax(t, clang, defines+src); err != nil {
+			t.Fatalf("%q: %v", defines, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -95,7 +96,12 @@ type reqTimes struct {
 // Rep runs the workload once on a fresh engine (the weights are shared).
 func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	opts := m.Engine
-	opts.Profile = profile
+	// A backend keeping an in-place timeline gives the per-op times from
+	// the steps as they run, graphs and overlapped launches and all,
+	// instead of profiling them one op at a time.
+	tl, _ := m.Backend.(bridge.Timeliner)
+	inPlace := profile && tl != nil && tl.TimelineOn()
+	opts.Profile = profile && !inPlace
 	opts.AvailableMemory = 0 // checked once before the run
 	e, err := engine.New(m.Backend, m.Config, m.Source, opts)
 	if err != nil {
@@ -137,6 +143,13 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		opOrder                                [][3]string
 		profiledSteps                          int
 	)
+	var spans []stepSpan // each step's launches, for the in-place timeline
+	launched := 0        // launches since the timeline started
+	if inPlace {
+		if err := tl.TimelineStart(); err != nil {
+			return nil, err
+		}
+	}
 	host.ResetPeakRSS()
 	start := time.Now()
 	for step := 0; next < len(reqs) || e.Pending(); step++ {
@@ -160,6 +173,11 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			times[s.ReqID].tokens = append(times[s.ReqID].tokens, now)
 		}
 		preempted += res.Preempted
+		if inPlace {
+			spans = append(spans, stepSpan{from: launched, to: launched + res.Stats.Dispatches,
+				decode: res.PrefillTokens == 0 && res.Tokens > 0})
+			launched += res.Stats.Dispatches
+		}
 		if res.PrefillTokens > 0 && res.PrefillFrom < w.Depth {
 			continue // filling the context before the measured prompt
 		}
@@ -187,7 +205,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if res.Stats.Dispatches > 0 {
 			dispatches = append(dispatches, float64(res.Stats.Dispatches))
 		}
-		if profile {
+		if opts.Profile {
 			profiledSteps++
 			for _, t := range res.Stats.Timings {
 				k := [3]string{strconv.Itoa(t.Layer), t.Component, t.Op}
@@ -200,6 +218,21 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		}
 	}
 	wall := time.Since(start)
+	if inPlace {
+		ls, err := tl.Timeline()
+		if err != nil {
+			return nil, fmt.Errorf("in-place timeline: %w", err)
+		}
+		var ts []bridge.OpTiming
+		ts, profiledSteps = inPlaceTimings(ls, spans)
+		for _, t := range ts {
+			k := [3]string{strconv.Itoa(t.Layer), t.Component, t.Op}
+			if _, ok := opSum[k]; !ok {
+				opOrder = append(opOrder, k)
+			}
+			opSum[k] += t.Duration
+		}
+	}
 
 	r := &RepResult{Wall: wall}
 	add := func(metric string, v float64, unit string) {

@@ -81,6 +81,8 @@ var Vars = []Var{
 		"0: run a step only once it is wholly recorded (by default its first kernels start while the rest is recorded)"},
 	{"MTLBENCH_CUDA_CHAINS", "0", "cuda",
 		"1: runs of single-token affine GEMVs as one persistent launch each (qachain; slower on an H200)"},
+	{"MTLBENCH_CUDA_TIMELINE", "0", "cuda",
+		"1: kernels note when each launch was let go by the one before it, so per-op timings (--timing profile) come from steps as they run, graphs and overlapped launches kept"},
 	{"MTLBENCH_CUDA_PROFILE_DETAIL", "0", "cuda",
 		"1: profiles split moe into router, route, gate_up and down, and attention into its kernels"},
 
@@ -226,6 +228,7 @@ func CUDA() (cuda.Options, error) {
 		GemvMMA:       on("MTLBENCH_CUDA_GEMV_MMA"),
 		ProfileDetail: on("MTLBENCH_CUDA_PROFILE_DETAIL"),
 		Chains:        on("MTLBENCH_CUDA_CHAINS"),
+		Timeline:      on("MTLBENCH_CUDA_TIMELINE"),
 	}
 	for _, d := range strings.Split(Get("MTLBENCH_CUDA_LIBS"), ":") {
 		if d != "" {

@@ -94,6 +94,7 @@ __device__ int atomicOr(int*, int);
 __device__ int atomicMax(int*, int);
 __device__ int atomicExch(int*, int);
 __device__ int atomicCAS(int*, int, int);
+__device__ unsigned long long atomicAdd(unsigned long long*, unsigned long long);
 __device__ void __syncthreads();
 __device__ void __threadfence();
 __device__ int __syncthreads_or(int);
