@@ -468,6 +468,9 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	if b.pdl {
 		graphs += ", PDL on"
 	}
+	if b.opts.Timeline {
+		graphs += ", in-place timeline"
+	}
 	return bridge.DeviceInfo{
 		Backend: "cuda", Name: b.name, Cores: b.sms, MemoryBytes: b.totalMem, AvailableBytes: int64(free), CacheBytes: b.l2,
 		Notes: fmt.Sprintf("sm_%d, %d SMs, driver %s, NVRTC %s, %s, %s, %s", b.cc, b.sms, b.driverVersion,

@@ -43,9 +43,10 @@ type tlIssued struct {
 // whose blocks reached a wait leaves none, seen when the next note is the
 // next launch's shape; notes of a shape the launch does not have before its
 // own are a launch the host did not log. The launches after the last note
-// are past the window. More than a few of either kind means the two lists
+// are past the window, and so are the notes after the last launch when the
+// host's log is full. More than a few of either kind means the two lists
 // do not describe the same launches, and that is an error.
-func matchTimeline(issued []tlIssued, notes []tlNote) ([]bridge.TimelineLaunch, error) {
+func matchTimeline(issued []tlIssued, notes []tlNote, full bool) ([]bridge.TimelineLaunch, error) {
 	var out []bridge.TimelineLaunch
 	var t0 uint64
 	extra, missing := 0, 0
@@ -92,6 +93,9 @@ func matchTimeline(issued []tlIssued, notes []tlNote) ([]bridge.TimelineLaunch, 
 		}
 		out = append(out, bridge.TimelineLaunch{Seq: seq, Kernel: l.kernel, Layer: l.at.Layer, Component: l.at.Component, Op: l.at.Op,
 			Blocks: int(l.blocks), Reached: since(reached, t0), Released: since(first, t0), LastReleased: since(last, t0)})
+	}
+	if !full {
+		extra += len(notes) - j
 	}
 	if missing > 2+len(issued)/100 || extra > 2+len(notes)/100 {
 		return nil, fmt.Errorf("cuda: timeline: %d launches issued and %d blocks noted, %d launches with no note and %d notes of no issued launch: they do not describe the same launches",

@@ -21,6 +21,10 @@ import (
 // Qwen3-30B-A3B decode step notes about 60,000.
 const tlCap = 1 << 23
 
+// tlLaunches is how many launches the host logs in a window (32 bytes
+// each): a Qwen3-30B-A3B decode step issues about 300.
+const tlLaunches = 1 << 19
+
 // timeline is the host's side: the ops launches belong to, the launches
 // issued since TimelineStart (thread only) and the log.
 type timeline struct {
@@ -61,8 +65,8 @@ func (b *Backend) tlRecord(ents []entry) {
 		return
 	}
 	for _, e := range ents {
-		if len(b.tlLog) >= tlCap {
-			return // past the window: the log is full before this
+		if len(b.tlLog) >= tlLaunches {
+			return // past the window: the notes after the last logged launch go unread
 		}
 		switch e.kind {
 		case entLaunch:
@@ -128,6 +132,7 @@ func (b *Backend) TimelineStart() error {
 func (b *Backend) Timeline() ([]bridge.TimelineLaunch, error) {
 	var notes []uint64
 	var log []tlLaunch
+	var full bool
 	err := b.th.do(func() error {
 		a := b.api
 		if !b.opts.Timeline || b.tlBuf == nil {
@@ -147,7 +152,7 @@ func (b *Backend) Timeline() ([]bridge.TimelineLaunch, error) {
 				return err
 			}
 		}
-		log = slices.Clone(b.tlLog)
+		log, full = slices.Clone(b.tlLog), len(b.tlLog) >= tlLaunches
 		return nil
 	})
 	if err != nil {
@@ -167,5 +172,5 @@ func (b *Backend) Timeline() ([]bridge.TimelineLaunch, error) {
 			issued[i].at.Op += ":" + issued[i].kernel
 		}
 	}
-	return matchTimeline(issued, decodeNotes(notes))
+	return matchTimeline(issued, decodeNotes(notes), full)
 }

@@ -39,20 +39,23 @@ func TestMatchTimeline(t *testing.T) {
 		name    string
 		issued  []tlIssued
 		notes   []tlNote
+		full    bool
 		seqs    []int
 		wantErr string
 	}{
-		{"one note a block", []tlIssued{a, b, a}, cat(notes(4, 256, 1000), notes(2, 128, 2000), notes(4, 256, 3000)), []int{0, 1, 2}, ""},
-		{"the same shape twice running", []tlIssued{a, a, b}, cat(notes(4, 256, 1000), notes(4, 256, 2000), notes(2, 128, 3000)), []int{0, 1, 2}, ""},
-		{"a GEMM's gap", []tlIssued{a, gemm, b}, cat(notes(4, 256, 1000), notes(2, 128, 3000)), []int{0, 2}, ""},
-		{"a launch that never waited", []tlIssued{a, c, b}, cat(notes(4, 256, 1000), notes(2, 128, 3000)), []int{0, 2}, ""},
-		{"an unlogged launch between", []tlIssued{a, b}, cat(notes(4, 256, 1000), notes(2, 64, 1500), notes(2, 128, 2000)), []int{0, 1}, ""},
-		{"past the window", []tlIssued{a, b, a, b}, cat(notes(4, 256, 1000), notes(2, 128, 2000)), []int{0, 1}, ""},
-		{"other launches", []tlIssued{a, a, a, a, a, a}, cat(notes(5, 256, 1000), notes(5, 256, 2000), notes(5, 256, 3000)), nil, "do not describe the same launches"},
+		{"one note a block", []tlIssued{a, b, a}, cat(notes(4, 256, 1000), notes(2, 128, 2000), notes(4, 256, 3000)), false, []int{0, 1, 2}, ""},
+		{"the same shape twice running", []tlIssued{a, a, b}, cat(notes(4, 256, 1000), notes(4, 256, 2000), notes(2, 128, 3000)), false, []int{0, 1, 2}, ""},
+		{"a GEMM's gap", []tlIssued{a, gemm, b}, cat(notes(4, 256, 1000), notes(2, 128, 3000)), false, []int{0, 2}, ""},
+		{"a launch that never waited", []tlIssued{a, c, b}, cat(notes(4, 256, 1000), notes(2, 128, 3000)), false, []int{0, 2}, ""},
+		{"an unlogged launch between", []tlIssued{a, b}, cat(notes(4, 256, 1000), notes(2, 64, 1500), notes(2, 128, 2000)), false, []int{0, 1}, ""},
+		{"past the window", []tlIssued{a, b, a, b}, cat(notes(4, 256, 1000), notes(2, 128, 2000)), false, []int{0, 1}, ""},
+		{"the host's log full", []tlIssued{a, b}, cat(notes(4, 256, 1000), notes(2, 128, 2000), notes(4, 256, 3000), notes(4, 256, 4000), notes(4, 256, 5000)), true, []int{0, 1}, ""},
+		{"notes past the last launch", []tlIssued{a, b}, cat(notes(4, 256, 1000), notes(2, 128, 2000), notes(4, 256, 3000), notes(4, 256, 4000), notes(4, 256, 5000)), false, nil, "do not describe the same launches"},
+		{"other launches", []tlIssued{a, a, a, a, a, a}, cat(notes(5, 256, 1000), notes(5, 256, 2000), notes(5, 256, 3000)), false, nil, "do not describe the same launches"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := matchTimeline(c.issued, c.notes)
+			got, err := matchTimeline(c.issued, c.notes, c.full)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err %v, want %q", err, c.wantErr)

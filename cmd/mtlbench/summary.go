@@ -109,6 +109,11 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		if t := witnessByOpTable(sum.RunID, c, stats.WitnessByOp(ts)); t != nil {
 			out = append(out, t)
 		}
+		if sum.Run == nil || !sum.Run.Emulated { // an emulator's times are its own, not a GPU's
+			if t := timeByOpTable(sum.RunID, c, stats.TimeByOp(ts)); t != nil {
+				out = append(out, t)
+			}
+		}
 	}
 	for _, kind := range []string{results.CaseModel, results.CaseKernel} {
 		t, err := operandTable(db, sum, kind)
@@ -244,6 +249,30 @@ func witnessGPUName(c results.Case) string {
 // witnessByOpTable shows where a profiled decode step's bytes went on the
 // Metal emulator, op by op, with the time the footprint takes at the
 // case's witness GPU's bandwidth; nil without witness bytes.
+// timeByOpTable shows where a profiled model case's decode step went, op
+// by op; nil without timings.
+func timeByOpTable(run int64, c results.Case, ts []stats.OpTime) *table.Table {
+	if len(ts) == 0 {
+		return nil
+	}
+	t := &table.Table{
+		Title:  fmt.Sprintf("run %d: %s, a decode step's time by op (profile)", run, c.Name),
+		Header: []string{"component", "op", "layers", "ms a step", "µs a call", "share %"},
+	}
+	var total float64
+	for _, o := range ts {
+		total += o.Seconds
+	}
+	for _, o := range ts {
+		t.Rows = append(t.Rows, []string{o.Component, o.Op, fmt.Sprint(o.Layers), fmt.Sprintf("%.3f", o.Seconds*1e3),
+			fmt.Sprintf("%.1f", o.Seconds*1e6/float64(o.Layers)), fmt.Sprintf("%.1f", 100*o.Seconds/total)})
+	}
+	t.Notes = append(t.Notes, "summed over the layers, averaged over repetitions; a fused launch counts under the first op it covers. "+
+		"Profile timing times each op by itself; a CUDA run whose backend notes say \"in-place timeline\" "+
+		"timed each kernel from its release to the next one's, as the steps ran (docs/architecture.md, \"Per-op time in place\")")
+	return t
+}
+
 func witnessByOpTable(run int64, c results.Case, ws []stats.OpWitness) *table.Table {
 	if len(ws) == 0 {
 		return nil
