@@ -84,7 +84,7 @@ var Vars = []Var{
 	{"MTLBENCH_CUDA_TIMELINE", "0", "cuda",
 		"1: kernels note when each launch was let go by the one before it, so per-op timings (--timing profile) come from steps as they run, graphs and overlapped launches kept"},
 	{"MTLBENCH_CUDA_PROFILE_DETAIL", "0", "cuda",
-		"1: profiles split moe into router, route, gate_up and down, and attention into its kernels"},
+		"1: profiles split moe into router, route, gate_up and down, and attention into its kernels; with the timeline, every op into its kernels"},
 
 	{"MTLBENCH_CUDA_BENCH", "none (skipped)", "tests",
 		"bridge/cuda TestDecodeSpeed cases: preset@batch,batch;... e.g. qwen3-30b-a3b@1,16;tinyllama-1.1b@1"},
