@@ -61,6 +61,20 @@ func envOptions(t *testing.T) Options {
 	return o
 }
 
+// openWith opens a second backend on the environment's options as change
+// leaves them, closed when the test ends.
+func openWith(t *testing.T, change func(*Options)) *Backend {
+	t.Helper()
+	o := envOptions(t)
+	change(&o)
+	b, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
@@ -223,13 +237,7 @@ func runMini(t *testing.T, be bridge.Backend, preset string, layers int, reqs []
 // CPU on a bf16 MoE model with chunked prefill.
 func TestGraphsMatchDirect(t *testing.T) {
 	b := gpu(t)
-	directOpts := envOptions(t)
-	directOpts.NoGraphs = true
-	direct, err := New(directOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := openWith(t, func(o *Options) { o.NoGraphs = true })
 	reqs := miniRequests(8192, 4, 40, 24)
 	g, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, true)
 	if b.GraphCount() == 0 {
@@ -248,13 +256,7 @@ func TestGraphsMatchDirect(t *testing.T) {
 			t.Errorf("request %d: overlapped steps differ from synchronous ones: tokens %v, %v", i, o[i].Tokens, g[i].Tokens)
 		}
 	}
-	wholeOpts := envOptions(t)
-	wholeOpts.NoStream = true
-	whole, err := New(wholeOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer whole.Close()
+	whole := openWith(t, func(o *Options) { o.NoStream = true })
 	w, _ := runMini(t, whole, "qwen3-moe-mini", 0, reqs, false)
 	if n := whole.LastStepSegments(); n != 1 {
 		t.Errorf("with NoStream the last step ran in %d segments", n)
@@ -466,19 +468,8 @@ func fewerLaunches(t *testing.T, aName string, a *Backend, bName string, b *Back
 // in another order), and a chain takes the launches it joins.
 func TestChainsMatchSeparate(t *testing.T) {
 	gpu(t)
-	opts := envOptions(t)
-	opts.Chains = false
-	apart, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer apart.Close()
-	opts.Chains = true
-	b, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	apart := openWith(t, func(o *Options) { o.Chains = false })
+	b := openWith(t, func(o *Options) { o.Chains = true })
 	if b.ChainSlots() == 0 {
 		t.Skip("no persistent chains on this GPU (sm_90 and a ring of 4 slots needed)")
 	}

@@ -27,13 +27,7 @@ func TestInPlaceTimeline(t *testing.T) {
 			t.Errorf("TimelineStart with the timeline off: %v", err)
 		}
 	}
-	opts := envOptions(t)
-	opts.Timeline = true
-	b, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openWith(t, func(o *Options) { o.Timeline = true })
 	for _, preset := range []string{"tinyllama-1.1b@q4", "qwen3-moe-mini@q4"} {
 		t.Run(preset, func(t *testing.T) {
 			name, quant, _ := strings.Cut(preset, "@")

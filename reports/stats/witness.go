@@ -20,38 +20,57 @@ type OpWitness struct {
 // WitnessByOp groups a case's op timings that carry witness bytes by
 // component and op, the largest footprint first; nil when none carries any.
 func WitnessByOp(ts []results.OpTiming) []OpWitness {
-	type key struct{ comp, op string }
-	sums := map[key]*OpWitness{}
-	var order []key
-	layers := map[key]map[int]bool{}
-	reps := map[int]bool{}
-	for _, t := range ts {
-		if t.Bytes <= 0 && t.Footprint <= 0 {
-			continue
-		}
-		k := key{t.Component, t.Op}
-		w := sums[k]
-		if w == nil {
-			w = &OpWitness{Component: t.Component, Op: t.Op}
-			sums[k], layers[k] = w, map[int]bool{}
-			order = append(order, k)
-		}
-		w.Bytes += float64(t.Bytes)
-		w.Footprint += float64(t.Footprint)
-		layers[k][t.Layer] = true
-		reps[t.Rep] = true
-	}
-	if len(order) == 0 {
+	groups, reps := byOp(ts, func(t results.OpTiming) bool { return t.Bytes > 0 || t.Footprint > 0 })
+	if len(groups) == 0 {
 		return nil
 	}
-	out := make([]OpWitness, 0, len(order))
-	for _, k := range order {
-		w := *sums[k]
-		w.Layers = len(layers[k])
-		w.Bytes /= float64(len(reps))
-		w.Footprint /= float64(len(reps))
+	out := make([]OpWitness, 0, len(groups))
+	for _, g := range groups {
+		w := OpWitness{Component: g.component, Op: g.op, Layers: g.layers}
+		for _, t := range g.timings {
+			w.Bytes += float64(t.Bytes)
+			w.Footprint += float64(t.Footprint)
+		}
+		w.Bytes /= float64(reps)
+		w.Footprint /= float64(reps)
 		out = append(out, w)
 	}
 	slices.SortStableFunc(out, func(a, b OpWitness) int { return cmp.Compare(b.Footprint, a.Footprint) })
 	return out
+}
+
+// opGroup is one op's timings: every layer and repetition of it.
+type opGroup struct {
+	component, op string
+	timings       []results.OpTiming
+	layers        int // the distinct layers (or places outside them) among them
+}
+
+// byOp groups the timings keep accepts by component and op, in the order
+// first seen, and counts the repetitions they come from.
+func byOp(ts []results.OpTiming, keep func(results.OpTiming) bool) (groups []opGroup, reps int) {
+	type key struct{ comp, op string }
+	at := map[key]int{}
+	layers := []map[int]bool{}
+	repSet := map[int]bool{}
+	for _, t := range ts {
+		if !keep(t) {
+			continue
+		}
+		k := key{t.Component, t.Op}
+		i, ok := at[k]
+		if !ok {
+			i = len(groups)
+			at[k] = i
+			groups = append(groups, opGroup{component: t.Component, op: t.Op})
+			layers = append(layers, map[int]bool{})
+		}
+		groups[i].timings = append(groups[i].timings, t)
+		layers[i][t.Layer] = true
+		repSet[t.Rep] = true
+	}
+	for i := range groups {
+		groups[i].layers = len(layers[i])
+	}
+	return groups, len(repSet)
 }
