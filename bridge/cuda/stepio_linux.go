@@ -155,6 +155,9 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	// the copies, so that its spans time the model's kernels alone.
 	hb := &b.metaBufs[b.metaSlot]
 	b.stepKern = !profile && !b.opts.NoStepKernels && hb.dev != 0
+	if b.opts.Timeline {
+		b.tlMark(-1, bridge.CompOther, "step") // step_begin belongs to no op of the model
+	}
 	if b.stepKern {
 		n := max(mo.total, statsCap)
 		b.launch("step_begin", [3]int{min(cdiv(n, 256), 64), 1, 1}, 256, b.metaPtr(0), hb.dev, i32(mo.total),
@@ -321,6 +324,9 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	n := min(b.moeCalls+1, statsCap)
 	endKern := b.stepKern && slot.host.dev != 0
 	if endKern {
+		if b.opts.Timeline {
+			b.tlMark(-1, bridge.CompOther, "step")
+		}
 		b.appendLaunch(b.fns["step_end"], [3]int{1, 1, 1}, 256, slot.host.dev, b.stats.ptr, i32(n), idPtr(ids), i32(statsCap), i32(nIDs))
 	}
 	switch rest := b.ents[b.flushed:]; {
