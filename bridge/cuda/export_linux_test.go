@@ -17,6 +17,28 @@ func SetGraphedBeginMax(n int) func() {
 
 var DecodeSplit = decodeSplit
 
+// SetSMs has b size its launches for n multiprocessors, and returns what
+// restores it.
+func (b *Backend) SetSMs(n int) func() {
+	old := b.sms
+	b.sms = n
+	return func() { b.sms = old }
+}
+
+// QAMoERows is qamoe_gate_up's gate and up rows a warp for t tokens of k
+// experts of i rows.
+func (b *Backend) QAMoERows(t, k, i int) int { return b.qaMoERows(t, k, i) }
+
+// QAGateUpRows is a one-token fused packed gate/up GEMV's rows a warp for
+// n gate (and n up) rows of k values.
+func (b *Backend) QAGateUpRows(n, k int) int {
+	g := &qgemv{m: 1, k: k, gu: true, nsegs: 2}
+	for i := range 2 {
+		g.segs[i] = qseg{q: &qtensor{PackedMatrix: bridge.PackedMatrix{Dims: []int{n, k}}}}
+	}
+	return b.qaLaunchRows(g, 1)
+}
+
 // SetDecodeMergeGroup sets the partitions paged_decode merges in one block,
 // and returns what restores it.
 func SetDecodeMergeGroup(n int) func() {

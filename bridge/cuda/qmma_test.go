@@ -3,6 +3,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -161,6 +162,7 @@ func TestPackedMoEDecodeMatchesReference(t *testing.T) {
 	b := gpu(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	router8 := quant.Spec{Type: quant.Affine, Bits: 8, Group: 64, Scale: quant.BF16}
+	ran := map[int]bool{}
 	for _, c := range []struct {
 		s          quant.Spec
 		E, K, H, I int
@@ -181,19 +183,53 @@ func TestPackedMoEDecodeMatchesReference(t *testing.T) {
 				*set.dst = append(*set.dst, uploadPacked(t, b, set.m.Expert(e, c.E)))
 			}
 		}
-		for _, T := range []int{1, 3} {
-			x := randn(r, T*c.H, 1)
-			want := make([]float32, T*c.H)
-			quant.MoE(want, x, router, nil, quant.Experts{Gate: gate, Up: up, Down: down, Count: c.E}, c.K, true, c.H, c.I)
-			xt := upload(t, b, bridge.F32, f32Bytes(x), T, c.H)
-			out := upload(t, b, bridge.F32, make([]byte, 4*T*c.H), T, c.H)
-			inStep(t, b, T, func() { b.QMoE(out, xt, w, bridge.MoEParams{}) })
-			e := relErr(readF32(t, b, out, T*c.H), want)
-			t.Logf("%v, %d experts top-%d, %d -> %d, %d tokens: relative error %.2g", c.s, c.E, c.K, c.H, c.I, T, e)
-			if e > 1e-4 {
-				t.Errorf("%v, %d -> %d (k·I = %d), %d tokens: relative error %.3g > 1e-4", c.s, c.H, c.I, c.K*c.I, T, e)
+		// The GPU's own SMs (0), and one: the row rule then takes more gate
+		// and up rows a warp, so both qamoe_gate_up variants run.
+		for _, sms := range []int{0, 1} {
+			for _, T := range []int{1, 3} {
+				x := randn(r, T*c.H, 1)
+				want := make([]float32, T*c.H)
+				quant.MoE(want, x, router, nil, quant.Experts{Gate: gate, Up: up, Down: down, Count: c.E}, c.K, true, c.H, c.I)
+				xt := upload(t, b, bridge.F32, f32Bytes(x), T, c.H)
+				out := upload(t, b, bridge.F32, make([]byte, 4*T*c.H), T, c.H)
+				restore := func() {}
+				if sms > 0 {
+					restore = b.SetSMs(sms)
+				}
+				rows := b.QAMoERows(T, c.K, c.I)
+				ran[rows] = true
+				inStep(t, b, T, func() { b.QMoE(out, xt, w, bridge.MoEParams{}) })
+				restore()
+				e := relErr(readF32(t, b, out, T*c.H), want)
+				t.Logf("%v, %d experts top-%d, %d -> %d, %d tokens, %d SMs (%d gate/up rows a warp): relative error %.2g",
+					c.s, c.E, c.K, c.H, c.I, T, sms, rows, e)
+				if e > 1e-4 {
+					t.Errorf("%v, %d -> %d (k·I = %d), %d tokens, %d rows a warp: relative error %.3g > 1e-4",
+						c.s, c.H, c.I, c.K*c.I, T, rows, e)
+				}
 			}
 		}
+	}
+	if !ran[2] || !ran[3] {
+		t.Errorf("qamoe_gate_up ran with %v gate/up rows a warp, want 2 and 3", ran)
+	}
+}
+
+// Every rows-a-warp variant of the fused packed gate/up GEMV (qagemv_gu
+// with SwiGLU) gives the unfused GEMVs' logits: the SMs qaPassRows counts
+// steer it through 1, 2 and 3 rows for TinyLlama's 5632 (132 SMs: 3).
+func TestGateUpRowsMatchUnfused(t *testing.T) {
+	gpu(t)
+	plain := openWith(t, func(o *Options) { o.NoFuse = true })
+	for _, c := range []struct{ sms, rows int }{{132, 3}, {200, 2}, {400, 1}} {
+		t.Run(fmt.Sprintf("%d rows", c.rows), func(t *testing.T) {
+			b := openWith(t, func(*Options) {})
+			b.SetSMs(c.sms)
+			if got := b.QAGateUpRows(5632, 2048); got != c.rows {
+				t.Fatalf("%d SMs: %d gate/up rows a warp, want %d", c.sms, got, c.rows)
+			}
+			fewerLaunches(t, "fused", b, "unfused", plain, []launchCase{{"tinyllama-1.1b@q4", 2, 3, 32000}})
+		})
 	}
 }
 

@@ -47,10 +47,11 @@ func quantKernelNames() []string {
 	}
 	for _, f := range []string{"affine4", "affine8"} {
 		for _, v := range []string{"qagemv_%s_c1_r1", "qagemv_%s_c1_r2", "qagemv_%s_c1_r4", "qagemv_%s_c4_r1", "qagemv_%s_c4_r2",
-			"qagemv_gu_%s_c1_r1", "qagemv_gu_%s_c1_r2", "qagemv_gu_%s_c4_r1"} {
+			"qagemv_gu_%s_c1_r1", "qagemv_gu_%s_c1_r2", "qagemv_gu_%s_c1_r3", "qagemv_gu_%s_c4_r1",
+			"qamoe_gate_up_%s_r2", "qamoe_gate_up_%s_r3"} {
 			n = append(n, fmt.Sprintf(v, f))
 		}
-		n = append(n, "qamoe_gate_up_"+f, "qamoe_down_sum_"+f, "qamoe_down_chunks_"+f, "qarouter_route1_"+f)
+		n = append(n, "qamoe_down_sum_"+f, "qamoe_down_chunks_"+f, "qarouter_route1_"+f)
 	}
 	return n
 }
@@ -68,12 +69,11 @@ func packedFormats() []string {
 }
 
 // quant_int.cu's affine kernels (integer dot products): qaXB activation
-// values staged a block at a time; qamoe_gate_up takes qaMoERows gate and
-// up rows a warp, qamoe_down_sum and the router one.
+// values staged a block at a time; qamoe_gate_up takes 2 or 3 gate and up
+// rows a warp (qaMoERows), qamoe_down_sum and the router one.
 const (
-	qaXB      = 8192
-	qaMoERows = 2
-	qaMaxK    = 64 // QA_MAXK: experts a token
+	qaXB   = 8192
+	qaMaxK = 64 // QA_MAXK: experts a token
 )
 
 // qaFits: the integer kernels take affine rows whose groups are a power of
@@ -87,7 +87,7 @@ func qaFits(s quant.Spec) bool {
 // matrix is spread over the whole GPU and a large one keeps more loads of a
 // warp in flight.
 func (b *Backend) qaRows(rows, gy int, choices ...int) int {
-	want := 2 * qWarps * max(b.sms, 1) / max(gy, 1)
+	want := b.qaWarps(gy)
 	for _, r := range choices {
 		if cdiv(rows, r) >= want {
 			return r
@@ -96,11 +96,38 @@ func (b *Backend) qaRows(rows, gy int, choices ...int) int {
 	return choices[len(choices)-1]
 }
 
+// qaWarps is the warps resident at once for a qa launch of gy grid rows:
+// two blocks an SM.
+func (b *Backend) qaWarps(gy int) int { return max(1, 2*qWarps*max(b.sms, 1)/max(gy, 1)) }
+
+// qaPassRows is a launch's rows a warp that takes the fewest rounds of its
+// resident warps over the row groups, and of those the fewest rows: a warp
+// that loops back for a second group puts a second chain of loads and dots
+// on the kernel's path, which costs more than a third row in the first.
+// groups(r) is the launch's row groups at r rows a warp.
+func (b *Backend) qaPassRows(gy int, groups func(r int) int, choices ...int) int {
+	warps := b.qaWarps(gy)
+	best, rounds := 0, 0
+	for _, r := range choices {
+		n := cdiv(groups(r), warps)
+		if best == 0 || n < rounds || n == rounds && r < best {
+			best, rounds = r, n
+		}
+	}
+	return best
+}
+
 // qaBlocks is a qa launch's grid x: enough blocks for the row groups, at
 // most two a multiprocessor over the grid's y rows (each block stages its
 // activations once and loops over row groups).
 func (b *Backend) qaBlocks(groups, gy int) int {
 	return max(1, min(cdiv(groups, qWarps), 2*max(b.sms, 1)/max(gy, 1)))
+}
+
+// qaMoERows is qamoe_gate_up's gate and up rows a warp for t tokens of k
+// experts each, i rows an expert.
+func (b *Backend) qaMoERows(t, k, i int) int {
+	return b.qaPassRows(t, func(r int) int { return k * cdiv(i, r) }, 3, 2)
 }
 
 // qgemvVariants are the qgemv kernels' activation rows a block (c) and
@@ -367,14 +394,22 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 // space's rows, looked up by the launch's first matrix: q of q/k/v, gate of
 // gate/up).
 func (b *Backend) qaLaunchRows(g *qgemv, c int) int {
-	choices := []int{2, 1}
-	switch {
+	var choices []int
+	var r int
+	switch gy := cdiv(g.m, c); {
 	case g.gu && c > 1:
 		choices = []int{1}
-	case !g.gu && c == 1:
+		r = 1
+	case g.gu:
+		choices = []int{3, 2, 1}
+		r = b.qaPassRows(gy, g.groups, choices...)
+	case c == 1:
 		choices = []int{4, 2, 1}
+		r = b.qaRows(g.groups(1), gy, choices...)
+	default:
+		choices = []int{2, 1}
+		r = b.qaRows(g.groups(1), gy, choices...)
 	}
-	r := b.qaRows(g.groups(1), cdiv(g.m, c), choices...)
 	if t := b.tuned(string(ops.QMatMul), matmulDims, g.m, g.segs[0].q.Dims[0], g.k); t != nil {
 		if v, ok := configInt(t, ops.KnobRows); ok && slices.Contains(choices, v) {
 			r = v
@@ -706,7 +741,8 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, p bridge.MoEP
 		} else {
 			a = append(a, 0, 0, 0, 0, 0, 0, 0, 0)
 		}
-		b.launch("qamoe_gate_up_"+quant.KernelName(gs), [3]int{b.qaBlocks(K*cdiv(I, qaMoERows), T), T, 1}, qWarps*32, a...)
+		r := b.qaMoERows(T, K, I)
+		b.launch(fmt.Sprintf("qamoe_gate_up_%s_r%d", quant.KernelName(gs), r), [3]int{b.qaBlocks(K*cdiv(I, r), T), T, 1}, qWarps*32, a...)
 	} else {
 		b.launch("qmoe_gate_up_"+quant.KernelName(gs), [3]int{cdiv(I, qWarps/qmoeKS*qmoeRows), P, 1}, qWarps*32, xs.ptr, hbuf, tab.ptr, ids,
 			i32(H), i32(I), i32(K), i32(E), i32(gs.RowBytes(H)), i32(max(gs.Groups(H), 1)), i32(int(gs.Scale)), b.stats.ptr)

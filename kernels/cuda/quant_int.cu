@@ -376,9 +376,10 @@ __device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ 
     const int total = g0 + g1 + g2, stride = gridDim.x * QWARPS;
     const int nchunks = (K + kcap - 1) / kcap;
     constexpr int U = QA_U(BITS, NR, NR * C >= 4);
-    // Not for 8-bit rows four at a time: held across the staging, their
-    // loads would spill (TestPackedKernelsKeepToRegisters).
-    constexpr bool PRE = NR * BITS / 4 < 8;
+    // Not for six or more rows' 16-byte loads a lane (8-bit rows three at
+    // a time, 4-bit gate/up rows three): held across the staging, they
+    // would spill (TestPackedKernelsKeepToRegisters).
+    constexpr bool PRE = NR * BITS / 4 < 6;
     QALoads<BITS, NR, U> L;
     const int first = blockIdx.x * QWARPS + warp;
     if (PRE && first < total) {
@@ -684,9 +685,23 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         QA_SDT(sdt, (qa_moe_down_sum<BITS, 1, SDT, CHUNKED>(sh, h, out, H, I, K, rowBytes, groups, res)))               \
     }
 
+// QA_GATE_UP_KERNEL: qamoe_gate_up with R gate and up rows a warp.
+#define QA_GATE_UP_KERNEL(BITS, S, R)                                                                                  \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S##_r##R(                                       \
+        const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, int* ids, int H, int I, int K,  \
+        int E, int rowBytes, int groups, int sdt, int* __restrict__ stats, const float* logits, int norm,               \
+        float* wts, int* slot_expert, int* slot_start, int* slot_count, int* pair_list, int stat_index) {                \
+        __shared__ QAShared sh;                                                                                         \
+        const QARoute route = {logits, norm, stat_index, wts, slot_expert, slot_start, slot_count, pair_list};          \
+        pdl_wait();                                                                                                     \
+        QA_SDT(sdt, (qa_moe_gate_up<BITS, R, SDT>(sh, x, h, tab, ids, H, I, K, E, rowBytes, groups, stats, route)))    \
+    }
+
 // Variants: one activation row a block (decode) with 1, 2 or 4 rows a warp
 // (the host takes the most that still gives every SM 16 warps), gate/up
-// pairs with 1 or 2; four activation rows a block with 1 or 2.
+// pairs with 1, 2 or 3 (the fewest rounds of the resident warps: one
+// round of 3 rows beats two of 2); four activation rows a block with 1 or
+// 2. qamoe_gate_up takes 2 or 3 by the same rule.
 #define QA_KERNELS(BITS, S)                                                                                             \
     QA_GEMV_KERNEL(BITS, S, qagemv, 1, 1, false)                                                                        \
     QA_GEMV_KERNEL(BITS, S, qagemv, 1, 2, false)                                                                        \
@@ -695,16 +710,10 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
     QA_GEMV_KERNEL(BITS, S, qagemv, 4, 2, false)                                                                        \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 1, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 2, true)                                                                      \
+    QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 3, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 4, 1, true)                                                                      \
-    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qamoe_gate_up_##S(                                              \
-        const float* __restrict__ x, float* __restrict__ h, const u64* __restrict__ tab, int* ids, int H, int I, int K,  \
-        int E, int rowBytes, int groups, int sdt, int* __restrict__ stats, const float* logits, int norm,               \
-        float* wts, int* slot_expert, int* slot_start, int* slot_count, int* pair_list, int stat_index) {                \
-        __shared__ QAShared sh;                                                                                         \
-        const QARoute route = {logits, norm, stat_index, wts, slot_expert, slot_start, slot_count, pair_list};          \
-        pdl_wait();                                                                                                     \
-        QA_SDT(sdt, (qa_moe_gate_up<BITS, QA_MOE_R, SDT>(sh, x, h, tab, ids, H, I, K, E, rowBytes, groups, stats, route))) \
-    }                                                                                                                   \
+    QA_GATE_UP_KERNEL(BITS, S, 2)                                                                                       \
+    QA_GATE_UP_KERNEL(BITS, S, 3)                                                                                       \
     QA_DOWN_KERNEL(BITS, S, qamoe_down_sum, false)                                                                      \
     QA_DOWN_KERNEL(BITS, S, qamoe_down_chunks, true)                                                                    \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qarouter_route1_##S(                                            \
@@ -720,9 +729,6 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         route1_tail(logits, E, K, norm, topk_ids, topk_w, slot_expert, slot_start, slot_count, pair_list, stats,       \
                     stat_index, counter);                                                                               \
     }
-
-// Gate and up rows a warp in qamoe_gate_up.
-#define QA_MOE_R 2
 
 QA_KERNELS(4, affine4)
 QA_KERNELS(8, affine8)

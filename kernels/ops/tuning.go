@@ -192,13 +192,13 @@ var cudaQMatMul = &Space{
 	Dims:  matmulDims,
 	DType: "q4",
 	Params: []Knob{
-		{Name: KnobRows, Doc: "auto | 1 | 2 | 4 weight rows per warp (4 only for one token; gate/up pairs take at most 2)", Values: Enum("auto", "1", "2", "4")},
+		{Name: KnobRows, Doc: "auto | 1 | 2 | 3 | 4 weight rows per warp (3 and 4 only for one token; 3 only for gate/up pairs, 4 not for them)", Values: Enum("auto", "1", "2", "3", "4")},
 	},
 	Applies: func(s Shape) bool { return s[M] < 128 },
 	Constraints: []Constraint{
 		{Name: "rows per warp", Check: func(c Config, s Shape, _ Limits) error {
-			if c[KnobRows] == "4" && s[M] > 1 {
-				return fmt.Errorf("4 rows per warp exist for one token a block, not m=%d", s[M])
+			if (c[KnobRows] == "3" || c[KnobRows] == "4") && s[M] > 1 {
+				return fmt.Errorf("%s rows per warp exist for one token a block, not m=%d", c[KnobRows], s[M])
 			}
 			return nil
 		}},
