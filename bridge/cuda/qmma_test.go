@@ -157,7 +157,9 @@ func TestQuantMoEGroupedMatchesReference(t *testing.T) {
 // reference on the same packed experts. The shapes cross qamoe_down_sum's
 // staging: a token's k rows of h (k·I values) fit in one stage, or take
 // two or four chunks whose bounds fall inside an expert's row (Mixtral's
-// down projection is 2·14336).
+// down projection is 2·14336). One router of 128 experts has its rows in
+// equal pairs, so a single token's routing (in qamoe_gate_up)
+// breaks every tie, to the lower index.
 func TestPackedMoEDecodeMatchesReference(t *testing.T) {
 	b := gpu(t)
 	r := rand.New(rand.NewPCG(11, 12))
@@ -166,14 +168,25 @@ func TestPackedMoEDecodeMatchesReference(t *testing.T) {
 	for _, c := range []struct {
 		s          quant.Spec
 		E, K, H, I int
+		tied       bool // router rows in equal pairs: every logit tied with its neighbour's
 	}{
-		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 8, 2, 256, 512},
-		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 8, 2, 256, 4608},
-		{quant.Spec{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}, 16, 4, 192, 2112},
-		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 128, Scale: quant.F16}, 4, 2, 128, 14336},
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 8, 2, 256, 512, false},
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 128, 8, 256, 256, true},
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}, 8, 2, 256, 4608, false},
+		{quant.Spec{Type: quant.Affine, Bits: 8, Group: 32, Scale: quant.F32}, 16, 4, 192, 2112, false},
+		{quant.Spec{Type: quant.Affine, Bits: 4, Group: 128, Scale: quant.F16}, 4, 2, 128, 14336, false},
 	} {
 		gate, up, down := randomPacked(r, c.s, c.E*c.I, c.H, 0.1), randomPacked(r, c.s, c.E*c.I, c.H, 0.1), randomPacked(r, c.s, c.E*c.H, c.I, 0.05)
 		router := randomPacked(r, router8, c.E, c.H, 0.5)
+		if c.tied {
+			// Ties go to the lower index, as torch.topk's do.
+			rb, sb := router8.RowBytes(c.H), router8.Groups(c.H)*router8.Scale.Size()
+			for e := 1; e < c.E; e += 2 {
+				copy(router.Data[e*rb:(e+1)*rb], router.Data[(e-1)*rb:e*rb])
+				copy(router.Scales[e*sb:(e+1)*sb], router.Scales[(e-1)*sb:e*sb])
+				copy(router.Biases[e*sb:(e+1)*sb], router.Biases[(e-1)*sb:e*sb])
+			}
+		}
 		w := &bridge.MoEWeights{Router: uploadPacked(t, b, router), TopK: c.K, NormTopK: true, Hidden: c.H, Inter: c.I}
 		for e := 0; e < c.E; e++ {
 			for _, set := range []struct {
