@@ -21,7 +21,9 @@ const maxGraphs = 64
 // H100, step_begin in the graph took 41 µs off TinyLlama's 116-kernel step
 // but added about 70 µs to Qwen3-30B-A3B's (48 layers, about 390 kernels):
 // the longer a graph, the longer its first node waits for the launch, which
-// work queued ahead of the graph overlaps.
+// work queued ahead of the graph overlaps. On an H200 with a graph a step
+// slot, Qwen3-30B-A3B at 4 bits (293 kernels) gained nothing from it
+// either (docs/cuda.md, "Gate/up rows in one round").
 var graphedBeginMax = 256
 
 var graphSeed = maphash.MakeSeed()
