@@ -121,7 +121,7 @@ func (b *Backend) qaPassRows(gy int, groups func(r int) int, choices ...int) int
 // most two a multiprocessor over the grid's y rows (each block stages its
 // activations once and loops over row groups).
 func (b *Backend) qaBlocks(groups, gy int) int {
-	return max(1, min(cdiv(groups, qWarps), 2*max(b.sms, 1)/max(gy, 1)))
+	return max(1, min(cdiv(groups, qWarps), b.qaWarps(gy)/qWarps))
 }
 
 // qaMoERows is qamoe_gate_up's gate and up rows a warp for t tokens of k
