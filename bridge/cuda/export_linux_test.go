@@ -66,8 +66,8 @@ func (b *Backend) SetPackedMMA(on bool) func() {
 // DecodeKernel is the kernel of b's decode attention for a step of seqs
 // sequences whose longest context is maxSeqLen, with a cache of dtype cache.
 func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim int) string {
-	chunks, _ := b.decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, 16)
-	if b.decodeMMA(cache, heads/kvHeads, headDim, chunks) {
+	chunks, nparts := b.decodeConfig(cache, seqs, maxSeqLen, heads, kvHeads, headDim, 16)
+	if b.decodeMMA(cache, heads/kvHeads, headDim, chunks, nparts) {
 		return "paged_decode_mma"
 	}
 	return "paged_decode"

@@ -471,14 +471,14 @@ func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32, rope *ropeArgs) {
 	m := b.meta
 	T := m.NumTokens
-	chunks, nparts := b.decodeConfig(m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
+	chunks, nparts := b.decodeConfig(kc.dt, m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
 	var r ropeArgs
 	ropeName := ""
 	if rope != nil {
 		r, ropeName = *rope, "rope_"
 	}
 	kernel := "paged_decode_" + ropeName + dtName(kc.dt)
-	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks) {
+	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks, nparts) {
 		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, decodeMMAPositions(chunks), dtName(kc.dt))
 	}
 	// A head's slots: its partitions' partial sums, then the merged
@@ -499,29 +499,49 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
 }
 
-// decodeMMA reports whether a decode step takes paged_decode_mma, the
-// tensor-core kernel (decode.cu): half caches, head sizes 64 and 128, GQA
-// groups of at most 8 and partitions of at most 128 positions.
-func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks int) bool {
+// decodeMMA reports whether a decode step of nparts partitions of chunks
+// chunks takes paged_decode_mma, the tensor-core kernel (decode.cu): it
+// has one (decodeMMAFits), and the partitions hold at most
+// decodeMMAPartPositions, or the one partition a whole context of at most
+// decodeMMAWholePositions.
+func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks, nparts int) bool {
+	pos := chunks * decodeChunk
+	return b.decodeMMAFits(cache, group, headDim) &&
+		(pos <= decodeMMAPartPositions || nparts == 1 && pos <= decodeMMAWholePositions)
+}
+
+// decodeMMAFits reports whether paged_decode_mma has a kernel for the
+// step: half caches, head sizes 64 and 128, GQA groups of at most 8.
+func (b *Backend) decodeMMAFits(cache bridge.DType, group, headDim int) bool {
 	return !b.opts.NoDecodeMMA && (cache == bridge.BF16 || cache == bridge.F16) && group <= 8 &&
-		(headDim == 64 || headDim == 128) && chunks*decodeChunk <= decodeMMAMaxPositions
+		(headDim == 64 || headDim == 128)
 }
 
 // decodeMMAPositions is the paged_decode_mma variant (the positions a block
 // holds) for partitions of chunks chunks: one-chunk partitions take the
-// small one, whose shared memory lets more blocks share an SM.
+// small one, whose shared memory lets more blocks share an SM, and a whole
+// context of more than decodeMMAPartPositions the large one.
 func decodeMMAPositions(chunks int) int {
-	if chunks <= 1 {
+	switch pos := chunks * decodeChunk; {
+	case pos <= decodeChunk:
 		return decodeChunk
+	case pos <= decodeMMAPartPositions:
+		return decodeMMAPartPositions
 	}
-	return decodeMMAMaxPositions
+	return decodeMMAWholePositions
 }
 
 // decodeMMASmem is paged_decode_mma's dynamic shared memory (DEC_MMA_KV):
 // keys and values of pos positions, rows of 136 halves.
 func decodeMMASmem(pos int) int { return 2 * pos * (128 + 8) * 2 }
 
-const decodeMMAMaxPositions = 128
+// paged_decode_mma's largest partition of a split context, and its
+// largest whole context (one partition, no merge: docs/cuda.md, "Short
+// contexts in one block").
+const (
+	decodeMMAPartPositions  = 128
+	decodeMMAWholePositions = 256
+)
 
 // decodeMMAKernels are paged_decode_mma's kernels: with and without RoPE,
 // per head size, positions a block holds and half cache dtype, with their
@@ -530,7 +550,7 @@ func decodeMMAKernels() map[string]int {
 	n := map[string]int{}
 	for _, dt := range []bridge.DType{bridge.F16, bridge.BF16} {
 		for _, d := range []int{64, 128} {
-			for _, pos := range []int{decodeChunk, decodeMMAMaxPositions} {
+			for _, pos := range []int{decodeChunk, decodeMMAPartPositions, decodeMMAWholePositions} {
 				for _, rope := range []string{"", "rope_"} {
 					n[fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", rope, d, pos, dtName(dt))] = decodeMMASmem(pos)
 				}

@@ -116,8 +116,10 @@ func TestFlashAttentionMatchesReference(t *testing.T) {
 // Decode steps over a half cache on tensor cores (paged_decode_mma) and on
 // CUDA cores (paged_decode), each against the reference: GQA groups of 1,
 // 4, 7 and 8, head sizes 64 and 128, contexts that end inside and at the
-// end of a warp's 16 positions and of a partition, and long ones split in
-// many partitions; the step's token lands in each kind of partition. The
+// end of a warp's 16 positions and of a partition, whole contexts of up to
+// 256 positions in one block (a warp's second 16 positions, some of them
+// the step's token, rescale its first), and long ones split in many
+// partitions; the step's token lands in each kind of partition. The
 // tensor cores take q and the probabilities in several half parts, so they
 // are held to the f32 kernels' 1e-5.
 func TestDecodeMMAMatchesReference(t *testing.T) {
@@ -127,6 +129,9 @@ func TestDecodeMMAMatchesReference(t *testing.T) {
 		{8, 2, 64, []int{1, 1, 1, 1, 1}, []int{15, 16, 17, 127, 2000}, 1e-5},
 		{14, 2, 64, []int{1, 1, 1}, []int{31, 32, 33}, 1e-5},
 		{4, 4, 128, []int{1, 1}, []int{255, 4097}, 1e-5},
+		{8, 2, 64, []int{1, 1, 1, 1}, []int{15, 128, 200, 255}, 1e-5},
+		{32, 4, 128, []int{1, 1}, []int{150, 191}, 1e-5},
+		{14, 2, 64, []int{1, 1}, []int{95, 140}, 1e-5},
 	} {
 		for _, kvdt := range []bridge.DType{bridge.BF16, bridge.F16} {
 			for _, mma := range []bool{true, false} {
@@ -400,21 +405,33 @@ func prefillVsDecode(t *testing.T, b *Backend, preset string, cfg *model.Config,
 
 // The decode split follows the context: no more partitions than chunks,
 // at most four chunks a block and 256 partitions, about four blocks an SM
-// where the context allows, and every position covered.
+// where the context allows, and every position covered. Where the tensor
+// cores take the step (mma), a context of up to 256 positions is one
+// partition at any batch.
 func TestDecodeSplitFollowsContext(t *testing.T) {
-	for _, c := range []struct{ ctx, groups, chunks, nparts int }{
-		{128, 4, 1, 4},     // batch 1, 4 KV heads: one chunk a block
-		{128, 64, 1, 4},    // batch 16
-		{4096, 4, 1, 128},  // about 4 blocks an SM on 132 SMs
-		{4096, 64, 4, 32},  // batch 16: four chunks a block, no fewer partitions
-		{8192, 4, 2, 128},  // 128 partitions of 2 chunks, not 64 of 4
-		{16384, 4, 4, 128}, // long context: four chunks a block
-		{65536, 4, 8, 256}, // longer: 256 partitions at most
-		{32, 1, 1, 1},
+	for _, c := range []struct {
+		ctx, groups    int
+		mma            bool
+		chunks, nparts int
+	}{
+		{128, 4, false, 1, 4},     // batch 1, 4 KV heads: one chunk a block
+		{128, 64, false, 1, 4},    // batch 16
+		{4096, 4, false, 1, 128},  // about 4 blocks an SM on 132 SMs
+		{4096, 64, false, 4, 32},  // batch 16: four chunks a block, no fewer partitions
+		{8192, 4, false, 2, 128},  // 128 partitions of 2 chunks, not 64 of 4
+		{16384, 4, false, 4, 128}, // long context: four chunks a block
+		{65536, 4, false, 8, 256}, // longer: 256 partitions at most
+		{32, 1, false, 1, 1},
+		{32, 4, true, 1, 1},
+		{128, 4, true, 4, 1},
+		{256, 4, true, 8, 1},
+		{256, 64, true, 8, 1},
+		{512, 4, true, 1, 16}, // past a whole block: split as paged_decode's
+		{4096, 64, true, 4, 32},
 	} {
-		chunks, nparts := DecodeSplit(c.ctx, c.groups, 132)
+		chunks, nparts := DecodeSplit(c.ctx, c.groups, 132, c.mma)
 		if chunks != c.chunks || nparts != c.nparts || chunks*32*nparts < c.ctx {
-			t.Errorf("context %d, %d groups: %d chunks × %d partitions, want %d × %d", c.ctx, c.groups, chunks, nparts, c.chunks, c.nparts)
+			t.Errorf("context %d, %d groups, mma %v: %d chunks × %d partitions, want %d × %d", c.ctx, c.groups, c.mma, chunks, nparts, c.chunks, c.nparts)
 		}
 	}
 }

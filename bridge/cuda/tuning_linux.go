@@ -216,7 +216,7 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 // one after the other), and at most decodeMaxParts partitions. (Fewer,
 // longer partitions whose blocks load the next chunk while using one were
 // slower on an H100 at 4k and 16k positions: docs/cuda.md.)
-func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
+func (b *Backend) decodeConfig(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
 	ctx := ops.ContextBucket(maxSeqLen, decodeChunk)
 	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
 		if p, ok := configInt(c, ops.KnobPart); ok && p >= decodeChunk && p%decodeChunk == 0 {
@@ -227,7 +227,7 @@ func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSi
 			return part / decodeChunk, cdiv(ctx, part)
 		}
 	}
-	return decodeSplit(ctx, seqs*kvHeads, b.sms)
+	return decodeSplit(ctx, seqs*kvHeads, b.sms, b.decodeMMAFits(cache, heads/kvHeads, headDim))
 }
 
 // decodeRule is paged_decode's default split (ops.SplitRule). In the
@@ -238,9 +238,17 @@ func (b *Backend) decodeConfig(seqs, maxSeqLen, heads, kvHeads, headDim, blockSi
 var decodeRule = ops.SplitRule{Chunk: decodeChunk, MinChunks: 1, MaxChunks: 4, MaxParts: decodeMaxParts, BlocksPerCore: 4}
 
 // decodeSplit is decodeConfig's default for a context bucket ctx, groups
-// (sequence, KV head) pairs and sms multiprocessors.
-func decodeSplit(ctx, groups, sms int) (chunks, nparts int) {
-	return decodeRule.Split(ctx, groups, sms)
+// (sequence, KV head) pairs and sms multiprocessors; with mma (the step
+// runs paged_decode_mma where it may), a context of at most
+// decodeMMAWholePositions is one partition: the merge of a split costs a
+// short context more than its blocks' parallelism saves (docs/cuda.md,
+// "Short contexts in one block").
+func decodeSplit(ctx, groups, sms int, mma bool) (chunks, nparts int) {
+	r := decodeRule
+	if mma {
+		r.Whole = decodeMMAWholePositions
+	}
+	return r.Split(ctx, groups, sms)
 }
 
 // decode.cu's DEC_CHUNK and DEC_MAXPARTS.

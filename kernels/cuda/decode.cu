@@ -445,10 +445,13 @@ __device__ __forceinline__ void paged_decode_body(
 // value sums as mma.sync products with the heads on the n (8) side, so no
 // part of a tile is padding: warp w takes positions [16w, 16w+16) of the
 // partition, S^T = K·Q^T (16 positions × 8 heads) and O^T += V^T·P^T
-// (head dims × 8 heads). The block loads its whole partition (at most POS
-// positions: 128, or 32 for one-chunk partitions, whose smaller shared
-// memory lets more blocks share an SM) before the wait, and combines its
-// warps' softmax sums in shared memory before dec_finish.
+// (head dims × 8 heads), and positions 16(w+8).. after them with its sums
+// rescaled (an online softmax) where the partition holds more than 128.
+// The block loads its whole partition (at most POS positions: 256 for a
+// whole short context, which then needs no merge; 128; or 32 for one-chunk
+// partitions, whose smaller shared memory lets more blocks share an SM)
+// before the wait, and combines its warps' softmax sums in shared memory
+// before dec_finish.
 // Operands are half; the f32 kernel's accuracy is kept by splitting q (in
 // log2 units) in three half parts (hi + mid + lo: 24 bits of mantissa) and
 // each probability in two, one product per part: a part is exact in half,
@@ -460,7 +463,8 @@ __device__ __forceinline__ void paged_decode_body(
 // DecRow<DT_BF16>::STRIDE halves), later the working warps' sums and (max,
 // sum) pairs and dec_finish's factors (bridge/cuda: decodeMMASmem).
 #define DEC_MMA_KV(POS) (2 * (POS) * (DEC_MAXD + 8) * 2)
-#define DEC_MMA_SUMS(POS) ((POS) / 16 * 8 * (DEC_MMA_OSTRIDE * 4 + 8) + DEC_WARPS * DEC_MAXPARTS * 4)
+#define DEC_MMA_SW(POS) ((POS) / 16 < DEC_WARPS ? (POS) / 16 : DEC_WARPS)  // warps with positions
+#define DEC_MMA_SUMS(POS) (DEC_MMA_SW(POS) * 8 * (DEC_MMA_OSTRIDE * 4 + 8) + DEC_WARPS * DEC_MAXPARTS * 4)
 
 // half_split writes x as N parts of KT (their bits) that sum to x: each
 // part is what remains after the ones before, rounded to KT.
@@ -533,10 +537,13 @@ __device__ __forceinline__ void paged_decode_mma_body(
     cp_async_wait_n<0>();
     __syncthreads();
 
-    const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = warp * 16;  // r0 < n only within POS
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+    const bool busy = warp * 16 < n;  // the warp has positions
     float o[D / 16][4];
     float mx[2] = {NEG_INF, NEG_INF}, ls[2] = {0.f, 0.f};  // heads c2, c2+1
-    if (r0 < n) {
+#pragma unroll
+    for (int dt = 0; dt < D / 16; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+    if (busy) {
         // Q^T's fragments (the lane's head g, dims kk·16 + c2, +1, +8, +9),
         // in three parts.
         u32 qb[3][D / 16][2];
@@ -552,65 +559,75 @@ __device__ __forceinline__ void paged_decode_mma_body(
                 for (int u = 0; u < 3; u++) qb[u][kk][j] = (u32)a[u] | ((u32)b[u] << 16);
             }
         }
-        // Scores in log2 units: s[0], s[1] position r0+g, heads c2, c2+1;
-        // s[2], s[3] position r0+g+8.
-        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        // The warp's tiles: 16 positions from r0, then from r0 + 128 where
+        // the block holds more (POS 256).
+        for (int r0 = warp * 16; r0 < n; r0 += DEC_WARPS * 16) {
+            // Scores in log2 units: s[0], s[1] position r0+g, heads c2,
+            // c2+1; s[2], s[3] position r0+g+8.
+            float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            u32 a[4];
-            ldsm_x4(a, &sk[r0 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
+            for (int kk = 0; kk < D / 16; kk++) {
+                u32 a[4];
+                ldsm_x4(a, &sk[r0 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
 #pragma unroll
-            for (int u = 0; u < 3; u++) mma_half<KT>(s, a, qb[u][kk]);
-        }
-        if (r0 + g >= n) s[0] = s[1] = NEG_INF;
-        if (r0 + g + 8 >= n) s[2] = s[3] = NEG_INF;
-        // Row r0 is live, so each head's max is finite.
+                for (int u = 0; u < 3; u++) mma_half<KT>(s, a, qb[u][kk]);
+            }
+            if (r0 + g >= n) s[0] = s[1] = NEG_INF;
+            if (r0 + g + 8 >= n) s[2] = s[3] = NEG_INF;
+            // Row r0 is live, so each head's max is finite; the sums so far
+            // (none on the first tile: exp2(-inf) = 0) scale to it.
+            float f[2];
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            float x = fmaxf(s[j], s[j + 2]);
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-            mx[j] = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-        }
-        float p[4];
+            for (int j = 0; j < 2; j++) {
+                float x = fmaxf(s[j], s[j + 2]);
+                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+                x = fmaxf(mx[j], fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16)));
+                f[j] = exp2f(mx[j] - x);
+                mx[j] = x;
+            }
+            float p[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) p[i] = exp2f(s[i] - mx[i & 1]);
+            for (int i = 0; i < 4; i++) p[i] = exp2f(s[i] - mx[i & 1]);
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            float x = p[j] + p[j + 2];
-            x += __shfl_xor_sync(0xffffffffu, x, 4);
-            x += __shfl_xor_sync(0xffffffffu, x, 8);
-            ls[j] = x + __shfl_xor_sync(0xffffffffu, x, 16);
-        }
+            for (int j = 0; j < 2; j++) {
+                float x = p[j] + p[j + 2];
+                x += __shfl_xor_sync(0xffffffffu, x, 4);
+                x += __shfl_xor_sync(0xffffffffu, x, 8);
+                ls[j] = ls[j] * f[j] + x + __shfl_xor_sync(0xffffffffu, x, 16);
+            }
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            u16 b[2];
-            half_split<KT, 2>(p[i], b);
-            sp[warp][0][c2 + (i & 1)][g + (i >> 1) * 8] = b[0];
-            sp[warp][1][c2 + (i & 1)][g + (i >> 1) * 8] = b[1];
-        }
-        __syncwarp();
-        u32 pb[2][2];
+            for (int i = 0; i < 4; i++) {
+                u16 b[2];
+                half_split<KT, 2>(p[i], b);
+                sp[warp][0][c2 + (i & 1)][g + (i >> 1) * 8] = b[0];
+                sp[warp][1][c2 + (i & 1)][g + (i >> 1) * 8] = b[1];
+            }
+            __syncwarp();
+            u32 pb[2][2];
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            pb[u][0] = *(const u32*)&sp[warp][u][g][c2];
-            pb[u][1] = *(const u32*)&sp[warp][u][g][c2 + 8];
-        }
+            for (int u = 0; u < 2; u++) {
+                pb[u][0] = *(const u32*)&sp[warp][u][g][c2];
+                pb[u][1] = *(const u32*)&sp[warp][u][g][c2 + 8];
+            }
+            __syncwarp();  // the next tile rewrites sp
 #pragma unroll
-        for (int dt = 0; dt < D / 16; dt++) {
-            o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
-            u32 a[4];
-            ldsm_x4_t(a, &sv[r0 + ((lane >> 4) << 3) + (lane & 7)][dt * 16 + ((lane >> 3) & 1) * 8]);
-            mma_half<KT>(o[dt], a, pb[0]);
-            mma_half<KT>(o[dt], a, pb[1]);
+            for (int dt = 0; dt < D / 16; dt++) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) o[dt][i] *= f[i & 1];
+                u32 a[4];
+                ldsm_x4_t(a, &sv[r0 + ((lane >> 4) << 3) + (lane & 7)][dt * 16 + ((lane >> 3) & 1) * 8]);
+                mma_half<KT>(o[dt], a, pb[0]);
+                mma_half<KT>(o[dt], a, pb[1]);
+            }
         }
     }
     __syncthreads();  // the keys and values are read: their memory takes the warps' sums
 
-    float* so = (float*)dm_smem;                                // [warp][head][DEC_MMA_OSTRIDE], POS/16 warps
-    float2* sml = (float2*)(so + POS / 16 * 8 * DEC_MMA_OSTRIDE);   // [warp][head]: (max, sum)
-    float* sf = (float*)(sml + POS / 16 * 8);                       // dec_finish's factors
-    if (r0 < n) {
+    float* so = (float*)dm_smem;                                        // [warp][head][DEC_MMA_OSTRIDE]
+    float2* sml = (float2*)(so + DEC_MMA_SW(POS) * 8 * DEC_MMA_OSTRIDE);  // [warp][head]: (max, sum)
+    float* sf = (float*)(sml + DEC_MMA_SW(POS) * 8);                      // dec_finish's factors
+    if (busy) {
 #pragma unroll
         for (int j = 0; j < 2; j++) {
             const int hh = c2 + j;
@@ -626,7 +643,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     float m = NEG_INF, l = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (warp < group) {
-        const int nw = (n + 15) / 16;
+        const int nw = min((n + 15) / 16, DEC_WARPS);
         float M = NEG_INF;
         for (int w = 0; w < nw; w++) M = fmaxf(M, sml[w * 8 + warp].x);
         for (int w = 0; w < nw; w++) {
@@ -688,7 +705,8 @@ PAGED_DECODE(DT_BF16, bf16)
     }
 #define PAGED_DECODE_MMA(KT, D, SFX)         \
     PAGED_DECODE_MMA_POS(KT, D, 32, SFX)     \
-    PAGED_DECODE_MMA_POS(KT, D, 128, SFX)
+    PAGED_DECODE_MMA_POS(KT, D, 128, SFX)    \
+    PAGED_DECODE_MMA_POS(KT, D, 256, SFX)
 PAGED_DECODE_MMA(DT_F16, 64, f16)
 PAGED_DECODE_MMA(DT_F16, 128, f16)
 PAGED_DECODE_MMA(DT_BF16, 64, bf16)

@@ -29,4 +29,20 @@ func TestSplitRule(t *testing.T) {
 			t.Errorf("Split(%d, %d groups) = %d chunks × %d, want %d × %d", c.ctx, c.groups, chunks, parts, c.chunks, c.parts)
 		}
 	}
+	// With Whole, a context that fits is one partition at any batch; a
+	// longer one splits as before.
+	r.Whole = 256
+	for _, c := range []struct{ ctx, groups, chunks, parts int }{
+		{0, 4, 1, 1},
+		{33, 4, 2, 1},
+		{256, 4, 8, 1},
+		{256, 64, 8, 1},
+		{257, 4, 1, 9},
+		{4096, 64, 4, 32},
+	} {
+		chunks, parts := r.Split(c.ctx, c.groups, 132)
+		if chunks != c.chunks || parts != c.parts || chunks*32*parts < c.ctx {
+			t.Errorf("Whole 256: Split(%d, %d groups) = %d chunks × %d, want %d × %d", c.ctx, c.groups, chunks, parts, c.chunks, c.parts)
+		}
+	}
 }
