@@ -477,9 +477,11 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	if rope != nil {
 		r, ropeName = *rope, "rope_"
 	}
-	kernel := "paged_decode_" + ropeName + dtName(kc.dt)
+	kernel, threads := "paged_decode_"+ropeName+dtName(kc.dt), 256
 	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks, nparts) {
-		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, decodeMMAPositions(chunks), dtName(kc.dt))
+		pos := decodeMMAPositions(chunks)
+		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, pos, dtName(kc.dt))
+		threads = 32 * max(pos/16, 8) // decode.cu's DEC_MMA_WARPS
 	}
 	// A head's slots: its partitions' partial sums, then the merged
 	// groups of decodeMergeGroup partitions; a counter for each (sequence,
@@ -493,7 +495,7 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 		counters = b.scratchZeroed("attn.counters", max(int64(T)*int64(kvHeads)*(1+groups), int64(T)*int64(heads))*4)
 	}
 	b.subMark("attention")
-	b.launch(kernel, [3]int{T, kvHeads, nparts}, 256, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
+	b.launch(kernel, [3]int{T, kvHeads, nparts}, threads, ptr(o), ptr(qs), ptr(ks), ptr(vs), ptr(kc), ptr(vc),
 		b.metaPtr(b.mo.seqLens), b.metaPtr(b.mo.blockTable), b.metaPtr(b.mo.slots), b.metaPtr(b.mo.positions),
 		i32(heads), i32(kvHeads), i32(headDim), i32(BS), i32(b.mo.stride), i32(kc.shape[0]), f32(scale),
 		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))

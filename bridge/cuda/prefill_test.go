@@ -117,8 +117,7 @@ func TestFlashAttentionMatchesReference(t *testing.T) {
 // CUDA cores (paged_decode), each against the reference: GQA groups of 1,
 // 4, 7 and 8, head sizes 64 and 128, contexts that end inside and at the
 // end of a warp's 16 positions and of a partition, whole contexts of up to
-// 256 positions in one block (a warp's second 16 positions, some of them
-// the step's token, rescale its first), and long ones split in many
+// 256 positions in one block of 16 warps, and long ones split in many
 // partitions; the step's token lands in each kind of partition. The
 // tensor cores take q and the probabilities in several half parts, so they
 // are held to the f32 kernels' 1e-5.

@@ -445,13 +445,11 @@ __device__ __forceinline__ void paged_decode_body(
 // value sums as mma.sync products with the heads on the n (8) side, so no
 // part of a tile is padding: warp w takes positions [16w, 16w+16) of the
 // partition, S^T = K·Q^T (16 positions × 8 heads) and O^T += V^T·P^T
-// (head dims × 8 heads), and positions 16(w+8).. after them with its sums
-// rescaled (an online softmax) where the partition holds more than 128.
-// The block loads its whole partition (at most POS positions: 256 for a
-// whole short context, which then needs no merge; 128; or 32 for one-chunk
-// partitions, whose smaller shared memory lets more blocks share an SM)
-// before the wait, and combines its warps' softmax sums in shared memory
-// before dec_finish.
+// (head dims × 8 heads). The block loads its whole partition (at most POS
+// positions: 256 for a whole short context, which then needs no merge, in
+// a block of 16 warps; 128; or 32 for one-chunk partitions, whose smaller
+// shared memory lets more blocks share an SM) before the wait, and
+// combines its warps' softmax sums in shared memory before dec_finish.
 // Operands are half; the f32 kernel's accuracy is kept by splitting q (in
 // log2 units) in three half parts (hi + mid + lo: 24 bits of mantissa) and
 // each probability in two, one product per part: a part is exact in half,
@@ -463,8 +461,9 @@ __device__ __forceinline__ void paged_decode_body(
 // DecRow<DT_BF16>::STRIDE halves), later the working warps' sums and (max,
 // sum) pairs and dec_finish's factors (bridge/cuda: decodeMMASmem).
 #define DEC_MMA_KV(POS) (2 * (POS) * (DEC_MAXD + 8) * 2)
-#define DEC_MMA_SW(POS) ((POS) / 16 < DEC_WARPS ? (POS) / 16 : DEC_WARPS)  // warps with positions
-#define DEC_MMA_SUMS(POS) (DEC_MMA_SW(POS) * 8 * (DEC_MMA_OSTRIDE * 4 + 8) + DEC_WARPS * DEC_MAXPARTS * 4)
+// A block's warps: DEC_WARPS, or one for each 16 positions of POS.
+#define DEC_MMA_WARPS(POS) ((POS) / 16 > DEC_WARPS ? (POS) / 16 : DEC_WARPS)
+#define DEC_MMA_SUMS(POS) ((POS) / 16 * 8 * (DEC_MMA_OSTRIDE * 4 + 8) + DEC_WARPS * DEC_MAXPARTS * 4)
 
 // half_split writes x as N parts of KT (their bits) that sum to x: each
 // part is what remains after the ones before, rounded to KT.
@@ -486,7 +485,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     int num_blocks, float scale, int chunks, int mgroup, float* __restrict__ tmp_acc, float* __restrict__ tmp_ml,
     int* __restrict__ err, int* __restrict__ counters, const float* __restrict__ qn, const float* __restrict__ kn,
     const float* __restrict__ inv_freq, float eps) {
-    constexpr int STRIDE = DecRow<KT>::STRIDE;
+    constexpr int STRIDE = DecRow<KT>::STRIDE, W = DEC_MMA_WARPS(POS);
     extern __shared__ __align__(16) u16 dm_smem[];
     u16(*sk)[STRIDE] = (u16(*)[STRIDE])dm_smem;
     u16(*sv)[STRIDE] = (u16(*)[STRIDE])(dm_smem + POS * STRIDE);
@@ -494,7 +493,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     __shared__ __align__(16) float snk[DEC_MAXD];
     // A warp's probabilities as [part][head][position]: the B operand of
     // O^T += V^T·P^T, whose fragments lie across the lanes from S^T's.
-    __shared__ __align__(16) u16 sp[DEC_WARPS][2][8][16];
+    __shared__ __align__(16) u16 sp[W][2][8][16];
     __shared__ int s_last;
 
     const int t = blockIdx.x, kh = blockIdx.y, part = blockIdx.z;
@@ -522,7 +521,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
 
     if (warp < group)
         dec_rope_head(q + ((long)t * H + h) * D, sq[warp], rq, ROPE && qn, ROPE, D, eps, scale * DEC_LOG2E);
-    if (cur < p1 && warp == DEC_WARPS - 1) {  // the step's token: into the cache and row cur-p0
+    if (cur < p1 && warp == W - 1) {  // the step's token: into the cache and row cur-p0
         const float* vr = v + ((long)t * KVH + kh) * D;
         dec_step_key<ROPE>(k + ((long)t * KVH + kh) * D, snk, rk, kn, D, eps);
         const int slot = slot_mapping[t];
@@ -537,13 +536,10 @@ __device__ __forceinline__ void paged_decode_mma_body(
     cp_async_wait_n<0>();
     __syncthreads();
 
-    const int g = lane >> 2, c2 = (lane & 3) * 2;
-    const bool busy = warp * 16 < n;  // the warp has positions
+    const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = warp * 16;  // r0 < n only within POS
     float o[D / 16][4];
     float mx[2] = {NEG_INF, NEG_INF}, ls[2] = {0.f, 0.f};  // heads c2, c2+1
-#pragma unroll
-    for (int dt = 0; dt < D / 16; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
-    if (busy) {
+    if (r0 < n) {
         // Q^T's fragments (the lane's head g, dims kk·16 + c2, +1, +8, +9),
         // in three parts.
         u32 qb[3][D / 16][2];
@@ -559,75 +555,65 @@ __device__ __forceinline__ void paged_decode_mma_body(
                 for (int u = 0; u < 3; u++) qb[u][kk][j] = (u32)a[u] | ((u32)b[u] << 16);
             }
         }
-        // The warp's tiles: 16 positions from r0, then from r0 + 128 where
-        // the block holds more (POS 256).
-        for (int r0 = warp * 16; r0 < n; r0 += DEC_WARPS * 16) {
-            // Scores in log2 units: s[0], s[1] position r0+g, heads c2,
-            // c2+1; s[2], s[3] position r0+g+8.
-            float s[4] = {0.f, 0.f, 0.f, 0.f};
+        // Scores in log2 units: s[0], s[1] position r0+g, heads c2, c2+1;
+        // s[2], s[3] position r0+g+8.
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                u32 a[4];
-                ldsm_x4(a, &sk[r0 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
+        for (int kk = 0; kk < D / 16; kk++) {
+            u32 a[4];
+            ldsm_x4(a, &sk[r0 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
 #pragma unroll
-                for (int u = 0; u < 3; u++) mma_half<KT>(s, a, qb[u][kk]);
-            }
-            if (r0 + g >= n) s[0] = s[1] = NEG_INF;
-            if (r0 + g + 8 >= n) s[2] = s[3] = NEG_INF;
-            // Row r0 is live, so each head's max is finite; the sums so far
-            // (none on the first tile: exp2(-inf) = 0) scale to it.
-            float f[2];
+            for (int u = 0; u < 3; u++) mma_half<KT>(s, a, qb[u][kk]);
+        }
+        if (r0 + g >= n) s[0] = s[1] = NEG_INF;
+        if (r0 + g + 8 >= n) s[2] = s[3] = NEG_INF;
+        // Row r0 is live, so each head's max is finite.
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                float x = fmaxf(s[j], s[j + 2]);
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-                x = fmaxf(mx[j], fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16)));
-                f[j] = exp2f(mx[j] - x);
-                mx[j] = x;
-            }
-            float p[4];
+        for (int j = 0; j < 2; j++) {
+            float x = fmaxf(s[j], s[j + 2]);
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+            mx[j] = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+        }
+        float p[4];
 #pragma unroll
-            for (int i = 0; i < 4; i++) p[i] = exp2f(s[i] - mx[i & 1]);
+        for (int i = 0; i < 4; i++) p[i] = exp2f(s[i] - mx[i & 1]);
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                float x = p[j] + p[j + 2];
-                x += __shfl_xor_sync(0xffffffffu, x, 4);
-                x += __shfl_xor_sync(0xffffffffu, x, 8);
-                ls[j] = ls[j] * f[j] + x + __shfl_xor_sync(0xffffffffu, x, 16);
-            }
+        for (int j = 0; j < 2; j++) {
+            float x = p[j] + p[j + 2];
+            x += __shfl_xor_sync(0xffffffffu, x, 4);
+            x += __shfl_xor_sync(0xffffffffu, x, 8);
+            ls[j] = x + __shfl_xor_sync(0xffffffffu, x, 16);
+        }
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                u16 b[2];
-                half_split<KT, 2>(p[i], b);
-                sp[warp][0][c2 + (i & 1)][g + (i >> 1) * 8] = b[0];
-                sp[warp][1][c2 + (i & 1)][g + (i >> 1) * 8] = b[1];
-            }
-            __syncwarp();
-            u32 pb[2][2];
+        for (int i = 0; i < 4; i++) {
+            u16 b[2];
+            half_split<KT, 2>(p[i], b);
+            sp[warp][0][c2 + (i & 1)][g + (i >> 1) * 8] = b[0];
+            sp[warp][1][c2 + (i & 1)][g + (i >> 1) * 8] = b[1];
+        }
+        __syncwarp();
+        u32 pb[2][2];
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
-                pb[u][0] = *(const u32*)&sp[warp][u][g][c2];
-                pb[u][1] = *(const u32*)&sp[warp][u][g][c2 + 8];
-            }
-            __syncwarp();  // the next tile rewrites sp
+        for (int u = 0; u < 2; u++) {
+            pb[u][0] = *(const u32*)&sp[warp][u][g][c2];
+            pb[u][1] = *(const u32*)&sp[warp][u][g][c2 + 8];
+        }
 #pragma unroll
-            for (int dt = 0; dt < D / 16; dt++) {
-#pragma unroll
-                for (int i = 0; i < 4; i++) o[dt][i] *= f[i & 1];
-                u32 a[4];
-                ldsm_x4_t(a, &sv[r0 + ((lane >> 4) << 3) + (lane & 7)][dt * 16 + ((lane >> 3) & 1) * 8]);
-                mma_half<KT>(o[dt], a, pb[0]);
-                mma_half<KT>(o[dt], a, pb[1]);
-            }
+        for (int dt = 0; dt < D / 16; dt++) {
+            o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+            u32 a[4];
+            ldsm_x4_t(a, &sv[r0 + ((lane >> 4) << 3) + (lane & 7)][dt * 16 + ((lane >> 3) & 1) * 8]);
+            mma_half<KT>(o[dt], a, pb[0]);
+            mma_half<KT>(o[dt], a, pb[1]);
         }
     }
     __syncthreads();  // the keys and values are read: their memory takes the warps' sums
 
-    float* so = (float*)dm_smem;                                        // [warp][head][DEC_MMA_OSTRIDE]
-    float2* sml = (float2*)(so + DEC_MMA_SW(POS) * 8 * DEC_MMA_OSTRIDE);  // [warp][head]: (max, sum)
-    float* sf = (float*)(sml + DEC_MMA_SW(POS) * 8);                      // dec_finish's factors
-    if (busy) {
+    float* so = (float*)dm_smem;                                // [warp][head][DEC_MMA_OSTRIDE], POS/16 warps
+    float2* sml = (float2*)(so + POS / 16 * 8 * DEC_MMA_OSTRIDE);   // [warp][head]: (max, sum)
+    float* sf = (float*)(sml + POS / 16 * 8);                       // dec_finish's factors
+    if (r0 < n) {
 #pragma unroll
         for (int j = 0; j < 2; j++) {
             const int hh = c2 + j;
@@ -643,7 +629,7 @@ __device__ __forceinline__ void paged_decode_mma_body(
     float m = NEG_INF, l = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (warp < group) {
-        const int nw = min((n + 15) / 16, DEC_WARPS);
+        const int nw = (n + 15) / 16;
         float M = NEG_INF;
         for (int w = 0; w < nw; w++) M = fmaxf(M, sml[w * 8 + warp].x);
         for (int w = 0; w < nw; w++) {
@@ -691,13 +677,13 @@ PAGED_DECODE(DT_BF16, bf16)
 // positions), on tensor cores.
 #define PAGED_DECODE_MMA_POS(KT, D, POS, SFX)                                                                        \
     static_assert(DEC_MMA_SUMS(POS) <= DEC_MMA_KV(POS), "the sums overflow the key and value rows");                 \
-    MTLB_KERNEL void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
+    MTLB_KERNEL void __launch_bounds__(DEC_MMA_WARPS(POS) * 32, 2 * DEC_WARPS / DEC_MMA_WARPS(POS))          \
         paged_decode_mma_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                                 \
         paged_decode_mma_body<false, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions, \
                                                  H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,    \
                                                  tmp_ml, err, counters, qn, kn, inv_freq, eps);                        \
     }                                                                                                                 \
-    MTLB_KERNEL void __launch_bounds__(DEC_WARPS * 32, 2)                                                   \
+    MTLB_KERNEL void __launch_bounds__(DEC_MMA_WARPS(POS) * 32, 2 * DEC_WARPS / DEC_MMA_WARPS(POS))          \
         paged_decode_mma_rope_d##D##_p##POS##_##SFX(PAGED_DECODE_PARAMS) {                                            \
         paged_decode_mma_body<true, KT, D, POS>(out, q, k, v, kc, vc, seq_lens, block_table, slot_mapping, positions,  \
                                                 H, KVH, BS, bt_stride, num_blocks, scale, chunks, mgroup, tmp_acc,     \
