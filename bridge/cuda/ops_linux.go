@@ -481,7 +481,7 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks, nparts) {
 		pos := decodeMMAPositions(chunks)
 		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, pos, dtName(kc.dt))
-		threads = 32 * max(pos/16, 8) // decode.cu's DEC_MMA_WARPS
+		threads = decodeMMAThreads(pos)
 	}
 	// A head's slots: its partitions' partial sums, then the merged
 	// groups of decodeMergeGroup partitions; a counter for each (sequence,
@@ -532,6 +532,10 @@ func decodeMMAPositions(chunks int) int {
 	}
 	return decodeMMAWholePositions
 }
+
+// decodeMMAThreads is the block of the paged_decode_mma variant holding
+// pos positions (DEC_MMA_WARPS): 8 warps, or a warp for each 16 positions.
+func decodeMMAThreads(pos int) int { return 32 * max(pos/16, 8) }
 
 // decodeMMASmem is paged_decode_mma's dynamic shared memory (DEC_MMA_KV):
 // keys and values of pos positions, rows of 136 halves.
