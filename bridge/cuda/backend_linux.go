@@ -322,6 +322,12 @@ func (b *Backend) init() error {
 		}
 		b.fns[n] = f
 		if sm := smemKernels[n]; sm > 0 {
+			if b.maxSharedBlock > 0 && sm > b.maxSharedBlock {
+				// More than a block may ask for on this device: never
+				// launched (decodeMMAWhole keeps decode off it).
+				delete(b.fns, n)
+				continue
+			}
 			// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 			if err := b.check("cuFuncSetAttribute "+n, call(a.cuFuncSetAttribute, f, 8, uintptr(sm))); err != nil {
 				return err

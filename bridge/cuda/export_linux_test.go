@@ -66,11 +66,22 @@ func (b *Backend) SetPackedMMA(on bool) func() {
 // DecodeKernel is the kernel of b's decode attention for a step of seqs
 // sequences whose longest context is maxSeqLen, with a cache of dtype cache.
 func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim int) string {
-	chunks, nparts := b.decodeConfig(cache, seqs, maxSeqLen, heads, kvHeads, headDim, 16)
-	if b.decodeMMA(cache, heads/kvHeads, headDim, chunks, nparts) {
+	if _, _, pos := b.decodeLaunch(cache, seqs, maxSeqLen, heads, kvHeads, headDim, 16); pos > 0 {
 		return "paged_decode_mma"
 	}
 	return "paged_decode"
+}
+
+// DecodeLaunchOn is the decode attention launch of a step (the kernel, its
+// block and split) on a device of sms multiprocessors whose blocks may ask
+// for maxShared bytes of shared memory; no GPU is needed.
+func DecodeLaunchOn(sms, maxShared int, cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim int) (kernel string, threads, chunks, nparts int) {
+	b := &Backend{device: device{sms: sms, maxSharedBlock: maxShared}}
+	chunks, nparts, pos := b.decodeLaunch(cache, seqs, maxSeqLen, heads, kvHeads, headDim, 16)
+	if pos == 0 {
+		return "paged_decode", 256, chunks, nparts
+	}
+	return fmt.Sprintf("paged_decode_mma_p%d", pos), decodeMMAThreads(pos), chunks, nparts
 }
 
 // KernelLocalBytes is the local memory (stack frame and spills) a thread

@@ -471,15 +471,14 @@ func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads, headDim, BS int, scale float32, rope *ropeArgs) {
 	m := b.meta
 	T := m.NumTokens
-	chunks, nparts := b.decodeConfig(kc.dt, m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
+	chunks, nparts, pos := b.decodeLaunch(kc.dt, m.NumSeqs, m.MaxSeqLen, heads, kvHeads, headDim, BS)
 	var r ropeArgs
 	ropeName := ""
 	if rope != nil {
 		r, ropeName = *rope, "rope_"
 	}
 	kernel, threads := "paged_decode_"+ropeName+dtName(kc.dt), 256
-	if b.decodeMMA(kc.dt, heads/kvHeads, headDim, chunks, nparts) {
-		pos := decodeMMAPositions(chunks)
+	if pos > 0 {
 		kernel = fmt.Sprintf("paged_decode_mma_%sd%d_p%d_%s", ropeName, headDim, pos, dtName(kc.dt))
 		threads = decodeMMAThreads(pos)
 	}
@@ -501,15 +500,37 @@ func (b *Backend) decodeAttention(o, qs, ks, vs, kc, vc *tensor, heads, kvHeads,
 		i32(chunks), i32(mg), tmpAcc, tmpML, b.stats.ptr, counters, r.qn, r.kn, r.inv, f32(r.eps))
 }
 
+// decodeLaunch is a decode step's split (decodeConfig) and kernel: pos is
+// the positions of the paged_decode_mma variant it takes, 0 for
+// paged_decode.
+func (b *Backend) decodeLaunch(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim, BS int) (chunks, nparts, pos int) {
+	chunks, nparts = b.decodeConfig(cache, seqs, maxSeqLen, heads, kvHeads, headDim, BS)
+	if b.decodeMMA(cache, heads/kvHeads, headDim, chunks, nparts) {
+		pos = decodeMMAPositions(chunks)
+	}
+	return chunks, nparts, pos
+}
+
 // decodeMMA reports whether a decode step of nparts partitions of chunks
 // chunks takes paged_decode_mma, the tensor-core kernel (decode.cu): it
 // has one (decodeMMAFits), and the partitions hold at most
 // decodeMMAPartPositions, or the one partition a whole context of at most
-// decodeMMAWholePositions.
+// decodeMMAWhole.
 func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks, nparts int) bool {
 	pos := chunks * decodeChunk
 	return b.decodeMMAFits(cache, group, headDim) &&
-		(pos <= decodeMMAPartPositions || nparts == 1 && pos <= decodeMMAWholePositions)
+		(pos <= decodeMMAPartPositions || nparts == 1 && pos <= b.decodeMMAWhole())
+}
+
+// decodeMMAWhole is the longest context paged_decode_mma holds in one
+// block: decodeMMAWholePositions where the device lets a block ask for that
+// variant's shared memory (139 KB: not on GPUs of 99 KB a block, such as
+// sm_86 and sm_89), else decodeMMAPartPositions.
+func (b *Backend) decodeMMAWhole() int {
+	if b.maxSharedBlock > 0 && decodeMMASmem(decodeMMAWholePositions) > b.maxSharedBlock {
+		return decodeMMAPartPositions
+	}
+	return decodeMMAWholePositions
 }
 
 // decodeMMAFits reports whether paged_decode_mma has a kernel for the

@@ -409,28 +409,58 @@ func prefillVsDecode(t *testing.T, b *Backend, preset string, cfg *model.Config,
 // partition at any batch.
 func TestDecodeSplitFollowsContext(t *testing.T) {
 	for _, c := range []struct {
-		ctx, groups    int
-		mma            bool
+		ctx, groups, whole int
+		chunks, nparts     int
+	}{
+		{128, 4, 0, 1, 4},     // batch 1, 4 KV heads: one chunk a block
+		{128, 64, 0, 1, 4},    // batch 16
+		{4096, 4, 0, 1, 128},  // about 4 blocks an SM on 132 SMs
+		{4096, 64, 0, 4, 32},  // batch 16: four chunks a block, no fewer partitions
+		{8192, 4, 0, 2, 128},  // 128 partitions of 2 chunks, not 64 of 4
+		{16384, 4, 0, 4, 128}, // long context: four chunks a block
+		{65536, 4, 0, 8, 256}, // longer: 256 partitions at most
+		{32, 1, 0, 1, 1},
+		{32, 4, 256, 1, 1},
+		{128, 4, 256, 4, 1},
+		{256, 4, 256, 8, 1},
+		{256, 64, 256, 8, 1},
+		{512, 4, 256, 1, 16}, // past a whole block: split as paged_decode's
+		{4096, 64, 256, 4, 32},
+	} {
+		chunks, nparts := DecodeSplit(c.ctx, c.groups, 132, c.whole)
+		if chunks != c.chunks || nparts != c.nparts || chunks*32*nparts < c.ctx {
+			t.Errorf("context %d, %d groups, whole %d: %d chunks × %d partitions, want %d × %d", c.ctx, c.groups, c.whole, chunks, nparts, c.chunks, c.nparts)
+		}
+	}
+}
+
+// A whole short context takes the 256-position block only where a block
+// may ask for its 139 KB (an H100's 227 KB); on a GPU of 99 KB a block
+// (sm_86, sm_89) contexts of up to 128 positions are whole in the
+// 128-position block and longer ones split, so every kernel it launches
+// fits. A cache the tensor cores do not take keeps paged_decode's split.
+func TestDecodeWholeFitsTheDevice(t *testing.T) {
+	const h100, ada = 232448, 101376
+	for _, c := range []struct {
+		maxShared      int
+		cache          bridge.DType
+		maxSeqLen      int
+		kernel         string
+		threads        int
 		chunks, nparts int
 	}{
-		{128, 4, false, 1, 4},     // batch 1, 4 KV heads: one chunk a block
-		{128, 64, false, 1, 4},    // batch 16
-		{4096, 4, false, 1, 128},  // about 4 blocks an SM on 132 SMs
-		{4096, 64, false, 4, 32},  // batch 16: four chunks a block, no fewer partitions
-		{8192, 4, false, 2, 128},  // 128 partitions of 2 chunks, not 64 of 4
-		{16384, 4, false, 4, 128}, // long context: four chunks a block
-		{65536, 4, false, 8, 256}, // longer: 256 partitions at most
-		{32, 1, false, 1, 1},
-		{32, 4, true, 1, 1},
-		{128, 4, true, 4, 1},
-		{256, 4, true, 8, 1},
-		{256, 64, true, 8, 1},
-		{512, 4, true, 1, 16}, // past a whole block: split as paged_decode's
-		{4096, 64, true, 4, 32},
+		{h100, bridge.BF16, 192, "paged_decode_mma_p256", 512, 8, 1},
+		{h100, bridge.BF16, 100, "paged_decode_mma_p128", 256, 4, 1},
+		{h100, bridge.BF16, 20, "paged_decode_mma_p32", 256, 1, 1},
+		{h100, bridge.BF16, 300, "paged_decode_mma_p32", 256, 1, 16},
+		{ada, bridge.BF16, 192, "paged_decode_mma_p32", 256, 1, 8},
+		{ada, bridge.BF16, 100, "paged_decode_mma_p128", 256, 4, 1},
+		{h100, bridge.F32, 192, "paged_decode", 256, 1, 8},
 	} {
-		chunks, nparts := DecodeSplit(c.ctx, c.groups, 132, c.mma)
-		if chunks != c.chunks || nparts != c.nparts || chunks*32*nparts < c.ctx {
-			t.Errorf("context %d, %d groups, mma %v: %d chunks × %d partitions, want %d × %d", c.ctx, c.groups, c.mma, chunks, nparts, c.chunks, c.nparts)
+		kernel, threads, chunks, nparts := DecodeLaunchOn(132, c.maxShared, c.cache, 1, c.maxSeqLen, 32, 4, 64)
+		if kernel != c.kernel || threads != c.threads || chunks != c.chunks || nparts != c.nparts {
+			t.Errorf("%d bytes a block, %v cache, context %d: %s of %d threads, %d chunks × %d; want %s of %d, %d × %d",
+				c.maxShared, c.cache, c.maxSeqLen, kernel, threads, chunks, nparts, c.kernel, c.threads, c.chunks, c.nparts)
 		}
 	}
 }

@@ -227,7 +227,11 @@ func (b *Backend) decodeConfig(cache bridge.DType, seqs, maxSeqLen, heads, kvHea
 			return part / decodeChunk, cdiv(ctx, part)
 		}
 	}
-	return decodeSplit(ctx, seqs*kvHeads, b.sms, b.decodeMMAFits(cache, heads/kvHeads, headDim))
+	whole := 0
+	if b.decodeMMAFits(cache, heads/kvHeads, headDim) {
+		whole = b.decodeMMAWhole()
+	}
+	return decodeSplit(ctx, seqs*kvHeads, b.sms, whole)
 }
 
 // decodeRule is paged_decode's default split (ops.SplitRule). In the
@@ -238,16 +242,14 @@ func (b *Backend) decodeConfig(cache bridge.DType, seqs, maxSeqLen, heads, kvHea
 var decodeRule = ops.SplitRule{Chunk: decodeChunk, MinChunks: 1, MaxChunks: 4, MaxParts: decodeMaxParts, BlocksPerCore: 4}
 
 // decodeSplit is decodeConfig's default for a context bucket ctx, groups
-// (sequence, KV head) pairs and sms multiprocessors; with mma (the step
-// runs paged_decode_mma where it may), a context of at most
-// decodeMMAWholePositions is one partition: the merge of a split costs a
-// short context more than its blocks' parallelism saves (docs/cuda.md,
-// "Short contexts in one block").
-func decodeSplit(ctx, groups, sms int, mma bool) (chunks, nparts int) {
+// (sequence, KV head) pairs and sms multiprocessors. A context of at most
+// whole positions (the longest the step's kernel holds in one block,
+// decodeMMAWhole; 0 for paged_decode) is one partition: the merge of a
+// split costs a short context more than its blocks' parallelism saves
+// (docs/cuda.md, "Short contexts in one block").
+func decodeSplit(ctx, groups, sms, whole int) (chunks, nparts int) {
 	r := decodeRule
-	if mma {
-		r.Whole = decodeMMAWholePositions
-	}
+	r.Whole = whole
 	return r.Split(ctx, groups, sms)
 }
 
