@@ -22,7 +22,8 @@ func ContextBucket(n, min int) int {
 // partitions of a split must then be merged, a dependent round that costs
 // a short context more than its parallelism saves. A tuned part (KnobPart)
 // for the context bucket replaces the rule; CUDA's paged_decode uses {32,
-// 1, 4, 256, 4}, and paged_decode_mma adds Whole 256 (docs/cuda.md); a
+// 1, 4, 256, 4}, and paged_decode_mma adds Whole, the longest context it
+// holds in one block on the device (256 or 128; docs/cuda.md); a
 // Metal decode kernel that splits the context can use the same rule with
 // its own numbers.
 type SplitRule struct {
