@@ -322,7 +322,9 @@ func (b *Backend) init() error {
 		}
 		b.fns[n] = f
 		if sm := smemKernels[n]; sm > 0 {
-			if b.maxSharedBlock > 0 && sm > b.maxSharedBlock {
+			var static int32 // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+			call(a.cuFuncGetAttribute, uintptr(unsafe.Pointer(&static)), 1, f)
+			if b.maxSharedBlock > 0 && sm+int(static) > b.maxSharedBlock {
 				// More than a block may ask for on this device: never
 				// launched (decodeMMAWhole keeps decode off it).
 				delete(b.fns, n)

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -72,6 +74,12 @@ func (b *Backend) DecodeKernel(cache bridge.DType, seqs, maxSeqLen, heads, kvHea
 	return "paged_decode"
 }
 
+// DecodeMMAStatic bounds paged_decode_mma's static shared memory.
+const DecodeMMAStatic = decodeMMAStatic
+
+// DecodeMMAKernels are paged_decode_mma's kernels.
+func DecodeMMAKernels() []string { return slices.Sorted(maps.Keys(decodeMMAKernels())) }
+
 // DecodeLaunchOn is the decode attention launch of a step (the kernel, its
 // block and split) on a device of sms multiprocessors whose blocks may ask
 // for maxShared bytes of shared memory; no GPU is needed.
@@ -82,6 +90,12 @@ func DecodeLaunchOn(sms, maxShared int, cache bridge.DType, seqs, maxSeqLen, hea
 		return "paged_decode", 256, chunks, nparts
 	}
 	return fmt.Sprintf("paged_decode_mma_p%d", pos), decodeMMAThreads(pos), chunks, nparts
+}
+
+// KernelStaticShared is the static shared memory a block of the loaded
+// kernel name takes.
+func (b *Backend) KernelStaticShared(name string) (int, error) {
+	return b.kernelAttribute(name, 1) // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
 }
 
 // KernelLocalBytes is the local memory (stack frame and spills) a thread

@@ -524,10 +524,10 @@ func (b *Backend) decodeMMA(cache bridge.DType, group, headDim, chunks, nparts i
 
 // decodeMMAWhole is the longest context paged_decode_mma holds in one
 // block: decodeMMAWholePositions where the device lets a block ask for that
-// variant's shared memory (139 KB: not on GPUs of 99 KB a block, such as
-// sm_86 and sm_89), else decodeMMAPartPositions.
+// variant's shared memory (139 KB and its static arrays: not on GPUs of 99
+// KB a block, such as sm_86 and sm_89), else decodeMMAPartPositions.
 func (b *Backend) decodeMMAWhole() int {
-	if b.maxSharedBlock > 0 && decodeMMASmem(decodeMMAWholePositions) > b.maxSharedBlock {
+	if b.maxSharedBlock > 0 && decodeMMASmem(decodeMMAWholePositions)+decodeMMAStatic > b.maxSharedBlock {
 		return decodeMMAPartPositions
 	}
 	return decodeMMAWholePositions
@@ -561,6 +561,11 @@ func decodeMMAThreads(pos int) int { return 32 * max(pos/16, 8) }
 // decodeMMASmem is paged_decode_mma's dynamic shared memory (DEC_MMA_KV):
 // keys and values of pos positions, rows of 136 halves.
 func decodeMMASmem(pos int) int { return 2 * pos * (128 + 8) * 2 }
+
+// decodeMMAStatic bounds paged_decode_mma's static shared memory (its q
+// rows, the step's key and the warps' probabilities: 12.6 KB with 16
+// warps; TestDecodeMMAStaticShared).
+const decodeMMAStatic = 16 << 10
 
 // paged_decode_mma's largest partition of a split context, and its
 // largest whole context (one partition, no merge: docs/cuda.md, "Short

@@ -464,3 +464,19 @@ func TestDecodeWholeFitsTheDevice(t *testing.T) {
 		}
 	}
 }
+
+// decodeMMAWhole's bound on paged_decode_mma's static shared memory holds
+// for every variant, so no kernel it picks needs more than the device
+// gives a block.
+func TestDecodeMMAStaticShared(t *testing.T) {
+	b := gpu(t)
+	for _, name := range DecodeMMAKernels() {
+		n, err := b.KernelStaticShared(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > DecodeMMAStatic {
+			t.Errorf("%s: %d bytes of static shared memory, more than the %d decodeMMAWhole allows for", name, n, DecodeMMAStatic)
+		}
+	}
+}
