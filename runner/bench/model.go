@@ -110,7 +110,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	if m.bytes == nil {
 		m.bytes = newStepCost(e.Config(), m.Source.DType(), e.KVDType()) // the formats as the backend runs them
 	}
-	defer e.Drain() // a cancelled run may leave a step in flight
+	// A cancelled run may leave a step in flight; the next repetition's
+	// engine takes this one's memory.
+	defer e.Close()
 	w := m.Work
 	reqs := make([]engine.Request, w.Requests)
 	for i, p := range w.Prompts(m.Config.Vocab) {

@@ -235,10 +235,13 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
+			e.Close()
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
 		v, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)
 		if err != nil {
+			be.Free(k)
+			e.Close()
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
 		e.cache = append(e.cache, bridge.KVCache{K: k, V: v, BlockSize: opts.BlockSize})
@@ -359,6 +362,24 @@ func lengthen(start time.Time, frac float64) time.Duration {
 	for time.Now().Before(until) {
 	}
 	return time.Since(start)
+}
+
+// Close waits for a step still in flight and hands the backend back the
+// engine's KV cache and workspaces, so that an engine made after it on the
+// same backend allocates into that memory instead of beside it, waiting
+// for the garbage collector (the weights stay: the backend keeps them).
+// The engine is not used after Close.
+func (e *Engine) Close() {
+	e.Drain()
+	for k, w := range e.ws {
+		e.freeWorkspace(w)
+		delete(e.ws, k)
+	}
+	for _, c := range e.cache {
+		e.be.Free(c.K)
+		e.be.Free(c.V)
+	}
+	e.cache = nil
 }
 
 // Drain waits for a step still in flight and drops its result, for an
@@ -539,7 +560,7 @@ func CheckFinite(be bridge.Backend, cfg *model.Config, src model.Source, opts Op
 	if err != nil {
 		return err
 	}
-	defer e.Drain()
+	defer e.Close()
 	prompt := make([]int32, min(4, cfg.Vocab))
 	for i := range prompt {
 		prompt[i] = int32((i*7919 + 1) % cfg.Vocab)

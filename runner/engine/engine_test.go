@@ -297,3 +297,44 @@ func TestKVDType(t *testing.T) {
 		}
 	}
 }
+
+// allocCounter is a backend that keeps the tensors an engine allocates
+// until it frees them.
+type allocCounter struct {
+	bridge.Backend
+	allocs int
+	live   map[bridge.Tensor]bool
+}
+
+func (a *allocCounter) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
+	t, err := a.Backend.Alloc(dt, shape...)
+	if err == nil {
+		a.allocs++
+		a.live[t] = true
+	}
+	return t, err
+}
+
+func (a *allocCounter) Free(t bridge.Tensor) {
+	delete(a.live, t)
+	a.Backend.Free(t)
+}
+
+// Close hands back everything the engine allocated (its KV cache and the
+// workspaces of every step shape it ran), so the next engine on the backend
+// reuses that memory; a second Close does nothing.
+func TestCloseFreesWhatTheEngineAllocated(t *testing.T) {
+	be := &allocCounter{Backend: cpu.New(cpu.Options{}), live: map[bridge.Tensor]bool{}}
+	e := openFixture(t, "llama", be, Options{BlockSize: 8, KVTokens: 80})
+	if _, err := e.Generate(raggedRequests(e.Config().Vocab, 3)[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if be.allocs <= 2*e.Config().Layers {
+		t.Fatalf("%d tensors allocated: the test ran no workspace", be.allocs)
+	}
+	e.Close()
+	if len(be.live) != 0 {
+		t.Errorf("%d of %d tensors still allocated after Close", len(be.live), be.allocs)
+	}
+	e.Close()
+}
