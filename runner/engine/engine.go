@@ -330,7 +330,7 @@ func (e *Engine) Step() (*StepResult, error) {
 			return nil, err
 		}
 	}
-	if p.pend != nil && p.argmax && !p.needLogits && p.res.PrefillTokens == 0 {
+	if p.pend != nil && p.argmax && !p.needLogits {
 		next, err := e.sched.Ahead(p.b)
 		if err == nil && next != nil {
 			e.flight, err = e.launch(next, p.ws.argmax)

@@ -92,6 +92,11 @@ func TestOverlappedStepsMatchSynchronous(t *testing.T) {
 			{"chunked-max-seqs", Options{TokenBudget: 7, MaxSeqs: 3}, raggedRequests(512, 9), 0},
 			{"arriving", Options{}, raggedRequests(512, 10), 3},
 			{"sampled", Options{}, mix, 2},
+			// Without first-token logits, each prompt's last chunk has the
+			// first decode step queued behind it.
+			{"no-logits", Options{}, withoutLogits(raggedRequests(512, 12)), 0},
+			{"no-logits-chunked", Options{TokenBudget: 7, MaxSeqs: 3}, withoutLogits(raggedRequests(512, 9)), 0},
+			{"no-logits-arriving", Options{}, withoutLogits(raggedRequests(512, 10)), 3},
 		} {
 			t.Run(arch+"/"+c.name, func(t *testing.T) {
 				run := func(be bridge.Backend) [][]int32 {
@@ -131,6 +136,48 @@ func TestOverlappedStepsMatchSynchronous(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func withoutLogits(reqs []Request) []Request {
+	for i := range reqs {
+		reqs[i].WantLogits = false
+	}
+	return reqs
+}
+
+// A greedy request that asks for no logits has every decode step queued
+// behind the step computing its token, the first one behind its prompt's
+// last chunk: the device never waits for the host between them.
+func TestEveryDecodeStepQueuedBehind(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		opts   Options
+		prompt int
+	}{
+		{"one prefill step", Options{}, 9},
+		{"chunked prefill", Options{TokenBudget: 4}, 9},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := &queued{Backend: cpu.New(cpu.Options{}), t: t}
+			e := openFixture(t, "llama", q, c.opts)
+			const gen = 6
+			req := withoutLogits(raggedRequests(512, gen))[0]
+			req.Prompt = make([]int32, c.prompt)
+			for i := range req.Prompt {
+				req.Prompt[i] = int32(3 + 5*i)
+			}
+			out, err := e.Generate([]Request{req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out[0].Tokens) != gen {
+				t.Fatalf("%d tokens, want %d", len(out[0].Tokens), gen)
+			}
+			if q.chained != gen-1 {
+				t.Errorf("%d of %d decode steps were queued behind the step computing their token", q.chained, gen-1)
+			}
+		})
 	}
 }
 

@@ -205,10 +205,10 @@ const Pending int32 = -1
 // that records one step while the device computes the one before. Every
 // sequence of prev decodes the token prev is sampling, stored as Pending
 // until Put fills it in. It returns nil unless that step is exactly what
-// Next would build once prev's tokens are known: prev decoded one token of
-// every running sequence, in order; none of them finishes with it; nothing
-// waits to be admitted; the budget and the free blocks cover every
-// sequence, so no one is preempted.
+// Next would build once prev's tokens are known: prev sampled a token for
+// every running sequence, in order (a decode token, or a prompt's last
+// chunk); none of them finishes with it; nothing waits to be admitted; the
+// budget and the free blocks cover every sequence, so no one is preempted.
 func (s *Scheduler) Ahead(prev *Batch) (*Batch, error) {
 	n := len(prev.Items)
 	if n == 0 || n != len(s.running) || len(s.waiting) > 0 || len(prev.Preempted) > 0 ||
@@ -218,7 +218,7 @@ func (s *Scheduler) Ahead(prev *Batch) (*Batch, error) {
 	need := 0
 	for i, it := range prev.Items {
 		q := it.Seq
-		if q != s.running[i] || it.N != 1 || !it.Sample || q.Finished ||
+		if q != s.running[i] || !it.Sample || q.Finished ||
 			q.Computed != len(q.Tokens) || it.Start+it.N != len(q.Tokens) || q.Generated()+1 >= q.MaxNew {
 			return nil, nil
 		}

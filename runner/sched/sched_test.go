@@ -98,6 +98,65 @@ func TestPreemptsNewest(t *testing.T) {
 	}
 }
 
+// The step that ends a prompt samples its first token, so the first decode
+// step can be built behind it; a chunk that leaves part of the prompt, or a
+// sequence that ends with the token being sampled, has none built ahead.
+func TestAheadFollowsAPromptsLastChunk(t *testing.T) {
+	kv, _ := cache.New(64, 4)
+	s := New(Config{TokenBudget: 4}, kv)
+	a, b := seq(1, 6, 3), seq(2, 3, 1)
+	for _, q := range []*Seq{a, b} {
+		if err := s.Add(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := s.Next() // a's first 4 prompt tokens
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead, err := s.Ahead(first); err != nil || ahead != nil {
+		t.Fatalf("Ahead of a chunk inside the prompt = %v, %v; want none", ahead, err)
+	}
+	last, err := s.Next() // a's last 2 prompt tokens, b's 3 cut to 2 by the budget
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead, err := s.Ahead(last); err != nil || ahead != nil {
+		t.Fatalf("Ahead of a step with b's prompt unfinished = %v, %v; want none", ahead, err)
+	}
+	s.Put(a, 6, 100)
+	third, err := s.Next() // a decodes, b's last prompt token samples b's only token
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead, err := s.Ahead(third); err != nil || ahead != nil {
+		t.Fatalf("Ahead of a step finishing b = %v, %v; want none", ahead, err)
+	}
+
+	kv, _ = cache.New(64, 4)
+	s = New(Config{TokenBudget: 8}, kv)
+	c, d := seq(3, 5, 4), seq(4, 2, 2)
+	for _, q := range []*Seq{c, d} {
+		if err := s.Add(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefill, err := s.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, err := s.Ahead(prefill)
+	if err != nil || ahead == nil {
+		t.Fatalf("Ahead of both prompts' last chunks = %v, %v; want their first decode step", ahead, err)
+	}
+	for i, it := range ahead.Items {
+		q := []*Seq{c, d}[i]
+		if it.Seq != q || it.Start != q.Prompt || it.N != 1 || !it.Sample || q.Tokens[it.Start] != Pending {
+			t.Errorf("item %d: sequence %d at %d+%d (sample %v), want sequence %d's first decode of a pending token", i, it.Seq.ID, it.Start, it.N, it.Sample, q.ID)
+		}
+	}
+}
+
 // Scheduling each step ahead of the previous step's tokens (as an engine
 // that overlaps steps does) builds exactly the batches Next would, with the
 // same slots, or refuses; the placeholders all end up filled.
@@ -112,6 +171,7 @@ func TestAheadMatchesNext(t *testing.T) {
 		{"tight cache", 6, 4, Config{}, []int{6, 6}, []int{9, 9}},
 		{"budget below the batch", 64, 4, Config{TokenBudget: 2}, []int{2, 2, 2}, []int{5, 5, 5}},
 		{"seat cap", 64, 4, Config{MaxSeqs: 2}, []int{3, 4, 5}, []int{6, 2, 4}},
+		{"chunked prompts", 64, 4, Config{TokenBudget: 5}, []int{7, 4, 2}, []int{3, 1, 6}},
 	}
 	tok := func(q *Seq, at int) int32 { return int32(q.ID*1000 + at) }
 	describe := func(b *Batch) string {
