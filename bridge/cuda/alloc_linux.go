@@ -19,6 +19,7 @@ import (
 type devAlloc struct {
 	ptr   uint64
 	size  int64
+	order uint64 // when the driver gave it (blockPool); 0 for arena pieces
 	chunk *chunk
 	freed atomic.Bool
 }
@@ -36,12 +37,16 @@ const (
 	allocRetries = 3
 )
 
-// devAlloc allocates size bytes (thread only). On out-of-memory it drops the
-// weight cache, collects garbage so unreachable tensors free their memory,
-// and tries again.
+// devAlloc allocates size bytes (thread only), a freed block of that size
+// first. On out-of-memory it drops the weight cache, collects garbage so
+// unreachable tensors free their memory, hands the freed blocks back to the
+// driver and tries again.
 func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 	if size <= 0 {
 		size = arenaAlign
+	}
+	if p, order, ok := b.pool.take(size); ok {
+		return &devAlloc{ptr: p, size: size, order: order}, nil
 	}
 	var p uint64
 	var r int32
@@ -56,11 +61,27 @@ func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond)
 		b.processFrees()
+		b.releasePool()
 	}
 	if r != 0 {
 		return nil, fmt.Errorf("cuda: allocating %s: %w", human(size), b.check("cuMemAlloc", r))
 	}
-	return &devAlloc{ptr: p, size: size}, nil
+	return &devAlloc{ptr: p, size: size, order: b.pool.stamp()}, nil
+}
+
+// releasePool hands the blocks kept for reuse back to the driver (thread
+// only).
+func (b *Backend) releasePool() {
+	for _, p := range b.pool.drain() {
+		call(b.api.cuMemFree, uintptr(p))
+	}
+}
+
+// freeMemory is the device memory an allocation can still have: the
+// driver's free memory and the blocks kept for reuse (thread only).
+func (b *Backend) freeMemory() (free, total uint64, err error) {
+	err = b.check("cuMemGetInfo", call(b.api.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
+	return free + uint64(b.pool.bytes), total, err
 }
 
 func human(n int64) string {
@@ -135,7 +156,16 @@ func (b *Backend) freeList(q []*devAlloc) {
 			}
 			continue
 		}
-		b.freeNow(d)
+		b.recycle(d)
+	}
+}
+
+// recycle keeps a freed block for the next allocation of its size (thread
+// only).
+func (b *Backend) recycle(d *devAlloc) {
+	if d != nil && d.ptr != 0 {
+		b.pool.put(d.ptr, d.size, d.order)
+		d.ptr = 0
 	}
 }
 

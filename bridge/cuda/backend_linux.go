@@ -71,10 +71,12 @@ type device struct {
 }
 
 // memory is device allocation (alloc_linux.go): the weight arena, the
-// queue of frees, cached weights and tables, and the scratch buffers.
+// queue of frees, the freed blocks kept for reuse, cached weights and
+// tables, and the scratch buffers.
 type memory struct {
 	memMu   sync.Mutex
 	freeQ   []*devAlloc
+	pool    blockPool
 	arena   *chunk
 	weights map[weightKey]*tensor
 	tables  map[string]uint64 // MoE expert pointer tables by content
@@ -151,6 +153,7 @@ type graphCache struct {
 	seen     map[uint64]int
 	keyBuf   []uint64
 	useCount uint64
+	misses   int // lists run without a graph held for them
 	events   []uintptr
 	// kernels the last step launched
 	lastLaunches, lastSegments int
@@ -461,9 +464,11 @@ func (b *Backend) release() error {
 }
 
 func (b *Backend) Info() bridge.DeviceInfo {
-	var free, total uint64
+	var free uint64
 	b.th.do(func() error { //nolint:errcheck // zero on failure: unknown
-		return b.check("cuMemGetInfo", call(b.api.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
+		var err error
+		free, _, err = b.freeMemory()
+		return err
 	})
 	cublas := "no cuBLAS (own GEMM kernels)"
 	if b.cublas != 0 {

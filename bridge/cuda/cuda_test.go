@@ -284,6 +284,62 @@ func TestGraphsMatchDirect(t *testing.T) {
 	}
 }
 
+// An engine made again on the same weights, as each repetition of a
+// benchmark makes one, gets the device addresses the one before it had, so
+// its steps replay the graphs already held: from the third engine on (the
+// second captures what the first ran once), no step list is launched
+// directly or captured again. The requests ask for no logits, so every
+// decode step, the first behind its prompt, is queued behind the step
+// computing its tokens, and the tokens are those of steps run one by one.
+func TestEnginesAgainReplayTheirGraphs(t *testing.T) {
+	gpu(t)
+	b := openWith(t, func(*Options) {})
+	const gen = 24
+	reqs := miniRequests(8192, 1, 40, gen)
+	reqs[0].WantLogits = false
+	for _, preset := range []string{"qwen3-moe-mini", "qwen3-moe-mini@q4"} {
+		name, quant, _ := strings.Cut(preset, "@")
+		cfg, opened, err := model.Open(model.Spec{Model: name, Quant: quant, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer opened.Close()
+		src := model.NewCached(opened) // the weights a benchmark's repetitions share
+		generate := func(opts engine.Options) []engine.Output {
+			opts.TokenBudget, opts.KVDType = 64, "f32"
+			e, err := engine.New(b, cfg, src, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			out, err := e.Generate(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		want := generate(engine.Options{Synchronous: true})
+		var misses []int
+		for range 4 {
+			before, chained := b.GraphMisses(), b.ChainedSteps()
+			out := generate(engine.Options{})
+			misses = append(misses, b.GraphMisses()-before)
+			if n := b.ChainedSteps() - chained; n != gen-1 {
+				t.Errorf("%s: %d of %d decode steps queued behind the step computing their tokens", preset, n, gen-1)
+			}
+			for i := range reqs {
+				if !equalTokens(out[i].Tokens, want[i].Tokens) {
+					t.Errorf("%s, request %d: tokens %v, one step at a time %v", preset, i, out[i].Tokens, want[i].Tokens)
+				}
+			}
+		}
+		t.Logf("%s: step lists without a graph, engine by engine: %v", preset, misses)
+		if misses[0] == 0 || misses[2] != 0 || misses[3] != 0 {
+			t.Errorf("%s: step lists without a graph, engine by engine: %v; want none from the third engine on", preset, misses)
+		}
+	}
+}
+
 // Every step the GPU runs reports its span on the GPU's clock, whether it
 // ran alone, streamed while recorded, overlapped with the next or profiled;
 // a step the host waited for took the host at least that long.

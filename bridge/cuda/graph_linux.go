@@ -84,6 +84,7 @@ func (b *Backend) runGraph(ents []entry, args []uint64) error {
 		g.used = b.useCount
 		return b.check("cuGraphLaunch", call(a.cuGraphLaunch, g.exec, b.stream))
 	}
+	b.misses++
 	b.seen[h]++
 	if b.seen[h] < 2 {
 		if len(b.seen) > 4096 {
@@ -190,6 +191,10 @@ func (b *Backend) fnName(fn uintptr) string {
 
 // GraphCount is the number of CUDA graphs held (for tests).
 func (b *Backend) GraphCount() int { return len(b.graphs) }
+
+// GraphMisses is the number of lists run without a graph held for them,
+// launched directly or captured (for tests).
+func (b *Backend) GraphMisses() int { return b.misses }
 
 // LastStepLaunches is the number of kernels the last step launched (for
 // tests of the fusions).

@@ -947,31 +947,37 @@ func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 			ptrs = append(ptrs, t.ptr)
 		}
 	}
-	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&ptrs[0])), len(ptrs)*8))
-	remember := func(p uint64) {
-		if len(b.moeByW) > 1024 {
-			clear(b.moeByW)
-		}
-		b.moeByW[w] = moeTableRef{ptr: p, dt: dt, n: E, first: w.Gate[0], last: w.Up[E-1], down: w.Down[E-1], router: w.Router}
-	}
-	if p, ok := b.tables[key]; ok {
-		remember(p)
-		return p, dt, true
-	}
-	d, err := b.uploadTable(unsafe.Pointer(&ptrs[0]), len(ptrs)*8)
+	p, err := b.pointerTable(ptrs)
 	if err != nil {
 		b.fail("%v", err)
 		return 0, 0, false
+	}
+	if len(b.moeByW) > 1024 {
+		clear(b.moeByW)
+	}
+	b.moeByW[w] = moeTableRef{ptr: p, dt: dt, n: E, first: w.Gate[0], last: w.Up[E-1], down: w.Down[E-1], router: w.Router}
+	return p, dt, true
+}
+
+// pointerTable returns a device copy of ptrs, one per content: an engine
+// made again on the same weights gets the table, and so the kernel
+// arguments, the one before it had (blockPool).
+func (b *Backend) pointerTable(ptrs []uint64) (uint64, error) {
+	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&ptrs[0])), len(ptrs)*8))
+	if p, ok := b.tables[key]; ok {
+		return p, nil
+	}
+	d, err := b.uploadTable(unsafe.Pointer(&ptrs[0]), len(ptrs)*8)
+	if err != nil {
+		return 0, err
 	}
 	if len(b.tables) > 256 {
 		for k := range b.tables { // old engines' tables; their memory stays until Close
 			delete(b.tables, k)
 		}
-		clear(b.moeByW)
 	}
 	b.tables[key] = d.ptr
-	remember(d.ptr)
-	return d.ptr, dt, true
+	return d.ptr, nil
 }
 
 // moeRoute is the largest expert count moe_route handles.

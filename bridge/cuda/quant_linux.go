@@ -537,10 +537,9 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 // qmoeTable is a MoE layer's expert pointer table for quant.cu: values,
 // scales and biases of gate (E each), up, down, in that order of nine.
 type qmoeTable struct {
-	ptr       uint64
-	spec      [3]quant.Spec
-	first     bridge.Tensor
-	rowsBytes [3]int
+	ptr   uint64
+	spec  [3]quant.Spec
+	first bridge.Tensor
 }
 
 func (b *Backend) qmoeTable(w *bridge.MoEWeights) *qmoeTable {
@@ -574,12 +573,12 @@ func (b *Backend) qmoeTable(w *bridge.MoEWeights) *qmoeTable {
 		b.fail("qmoe: gate (%v) and up (%v) experts packed differently", t.spec[0], t.spec[1])
 		return nil
 	}
-	d, err := b.uploadTable(unsafe.Pointer(&ptrs[0]), len(ptrs)*8)
+	p, err := b.pointerTable(ptrs)
 	if err != nil {
 		b.fail("%v", err)
 		return nil
 	}
-	t.ptr = d.ptr
+	t.ptr = p
 	if b.qmoeByW == nil || len(b.qmoeByW) > 1024 {
 		b.qmoeByW = map[*bridge.MoEWeights]*qmoeTable{}
 	}

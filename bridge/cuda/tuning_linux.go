@@ -323,8 +323,8 @@ func (b *Backend) MeasureBandwidth() (float64, error) {
 	var best float64
 	err := b.th.do(func() error {
 		a := b.api
-		var free, total uint64
-		if err := b.check("cuMemGetInfo", call(a.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total)))); err != nil {
+		free, _, err := b.freeMemory()
+		if err != nil {
 			return err
 		}
 		size := min(int64(1)<<30, int64(free)/4) &^ 4095
