@@ -38,9 +38,9 @@ const (
 )
 
 // devAlloc allocates size bytes (thread only), a freed block of that size
-// first. On out-of-memory it drops the weight cache, collects garbage so
-// unreachable tensors free their memory, hands the freed blocks back to the
-// driver and tries again.
+// first. On out-of-memory it hands the freed blocks it keeps back to the
+// driver; if that is not enough, it drops the weight cache, collects
+// garbage so unreachable tensors free their memory, and tries again.
 func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 	if size <= 0 {
 		size = arenaAlign
@@ -49,12 +49,13 @@ func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 		return &devAlloc{ptr: p, size: size, order: order}, nil
 	}
 	var p uint64
-	var r int32
-	for try := 0; ; try++ {
-		r = call(b.api.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size))
-		if r != cudaErrorOutOfMemory || try >= allocRetries {
-			break
-		}
+	alloc := func() int32 { return call(b.api.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size)) }
+	r := alloc()
+	if r == cudaErrorOutOfMemory && b.pool.bytes > 0 {
+		b.releasePool()
+		r = alloc()
+	}
+	for try := 0; r == cudaErrorOutOfMemory && try < allocRetries; try++ {
 		b.memMu.Lock()
 		b.weights = map[weightKey]*tensor{}
 		b.memMu.Unlock()
@@ -62,6 +63,7 @@ func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 		time.Sleep(20 * time.Millisecond)
 		b.processFrees()
 		b.releasePool()
+		r = alloc()
 	}
 	if r != 0 {
 		return nil, fmt.Errorf("cuda: allocating %s: %w", human(size), b.check("cuMemAlloc", r))

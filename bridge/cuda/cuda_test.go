@@ -340,6 +340,32 @@ func TestEnginesAgainReplayTheirGraphs(t *testing.T) {
 	}
 }
 
+// The blocks the pool keeps count as available memory, and go back to the
+// driver when an allocation of another size would not fit beside them.
+func TestPoolGivesWayToOtherSizes(t *testing.T) {
+	b := gpu(t)
+	free := b.Info().AvailableBytes
+	n := int(free / 4 * 6 / 10) // f32 values: 60% of what is free
+	x, err := b.Alloc(bridge.F32, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free(x)
+	y, err := b.Alloc(bridge.F32, 1) // takes in the free: x's block joins the pool
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free(y)
+	if got := b.Info().AvailableBytes; got < free-64<<20 {
+		t.Errorf("%d bytes available with the freed block pooled, want about %d", got, free)
+	}
+	z, err := b.Alloc(bridge.F32, n+1<<20) // another size, which fits only without x's block
+	if err != nil {
+		t.Fatalf("allocating 60%% of the free memory after freeing as much: %v", err)
+	}
+	b.Free(z)
+}
+
 // Every step the GPU runs reports its span on the GPU's clock, whether it
 // ran alone, streamed while recorded, overlapped with the next or profiled;
 // a step the host waited for took the host at least that long.
