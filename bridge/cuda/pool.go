@@ -1,6 +1,9 @@
 package cuda
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // blockPool keeps the device blocks a backend freed, for the next allocation
 // of the same size. An engine made again for each repetition of a benchmark
@@ -32,15 +35,7 @@ func (p *blockPool) put(ptr uint64, size int64, order uint64) {
 		p.free = map[int64][]pooledBlock{}
 	}
 	l := p.free[size]
-	i, _ := slices.BinarySearchFunc(l, order, func(b pooledBlock, o uint64) int {
-		switch {
-		case b.order < o:
-			return -1
-		case b.order > o:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(l, order, func(b pooledBlock, o uint64) int { return cmp.Compare(b.order, o) })
 	p.free[size] = slices.Insert(l, i, pooledBlock{ptr, order})
 	p.bytes += size
 }
