@@ -438,6 +438,7 @@ func (b *Backend) release() error {
 	b.hostFree(&b.metaBufs[0])
 	b.hostFree(&b.metaBufs[1])
 	b.inflight = 0
+	b.releasePool() // another backend may hold the primary context on
 	for _, g := range b.graphs {
 		b.dropGraph(g)
 	}
