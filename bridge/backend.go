@@ -108,6 +108,9 @@ type StepStats struct {
 	// whose DeviceTime is well under its wall time left the device idle
 	// (docs/architecture.md, "The device's share of a step").
 	DeviceTime time.Duration
+	// GraphMisses are the step's launch lists that ran without a graph
+	// held for them, launched directly or captured (CUDA); 0 elsewhere.
+	GraphMisses int
 	// Operands are the cost witness's bytes by kernel argument, summed
 	// over the step's dispatches, the most bytes beyond their distinct ones
 	// first; nil where nothing counts them (all but the Metal emulator).

@@ -55,6 +55,7 @@ type stepSlot struct {
 	host         hostBuf
 	nStats, nIDs int
 	launches     int // kernels and cuBLAS calls the step made
+	misses       int // its lists run without a graph held for them
 	profile      bool
 	metaBuf      int         // the metadata buffer the step uploads from
 	frees        []*devAlloc // released before the step was submitted

@@ -154,7 +154,9 @@ type graphCache struct {
 	keyBuf   []uint64
 	useCount uint64
 	misses   int // lists run without a graph held for them
-	events   []uintptr
+	// stepMisses is misses when the step being recorded began.
+	stepMisses int
+	events     []uintptr
 	// kernels the last step launched
 	lastLaunches, lastSegments int
 	params                     [256]uintptr

@@ -144,6 +144,7 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 		}
 	}
 	b.mo, b.meta, b.tokSrc = mo, meta, tokSrc
+	b.stepMisses = b.misses
 	b.inStep, b.profile, b.stepErr = true, profile, nil
 	// Segments are handed off only while the device would otherwise wait
 	// for them: behind a step in flight, it has work.
@@ -393,6 +394,7 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	b.freeQ = nil
 	b.memMu.Unlock()
 	slot.busy, slot.nStats, slot.nIDs, slot.profile, slot.metaBuf = true, n, nIDs, b.profile, b.metaSlot
+	slot.misses = b.misses - b.stepMisses
 	b.inflight++
 	return slot, nil
 }
@@ -407,7 +409,7 @@ func idPtr(ids *tensor) uint64 {
 
 // waitLocked waits for a submitted step and reads its results (thread only).
 func (b *Backend) waitLocked(slot *stepSlot) (bridge.StepStats, []int32, error) {
-	st := bridge.StepStats{Dispatches: slot.launches}
+	st := bridge.StepStats{Dispatches: slot.launches, GraphMisses: slot.misses}
 	r := call(b.api.cuEventSynchronize, slot.event)
 	slot.busy = false
 	b.inflight--

@@ -50,11 +50,17 @@ func TestParseIntList(t *testing.T) {
 
 // bench builds a suite from flags and runs it through the runner and store.
 func TestBenchCommand(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "r.db")
+	dir := t.TempDir()
+	db, steps := filepath.Join(dir, "r.db"), filepath.Join(dir, "steps.jsonl")
 	_, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "--warmup", "0",
-		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "quick")
+		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "quick", "--steps", steps)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	// 2 cases of 2 repetitions, each a prefill step and 7 decode steps.
+	if log, err := os.ReadFile(steps); err != nil || strings.Count(string(log), "\n") != 32 ||
+		!strings.HasPrefix(string(log), `{"case":"bench/batch=1/prompt_len=16/gen_len=8","rep":0,"step":0,"kind":"prefill","tokens":16,"seqs":1,"ms":`) {
+		t.Errorf("--steps wrote %v:\n%s", err, log)
 	}
 	out, _, err := mtl(t, "show", "quick", "--db", db, "--format", "csv")
 	if err != nil {
@@ -96,6 +102,7 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Prp", "--db", db}, `unknown Apple GPU "M2 Prp" (did you mean "M2 Pro"?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--db", db, "--steps", filepath.Join(dir, "no", "s.jsonl")}, "--steps: open"},
 	} {
 		_, _, err := mtl(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -50,6 +50,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl or benchfmt"},
 			&cli.BoolFlag{Name: "print-suite", Usage: "print the suite the flags build and exit"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+			stepsFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -94,13 +95,20 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			stepLog, closeSteps, err := openStepLog(c)
+			if err != nil {
+				return err
+			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), ToolVersion: readBuildInfo().Version,
-				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo,
+				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Steps: stepLog,
 			})
 			prog.done()
+			if cerr := closeSteps(); cerr != nil && err == nil {
+				err = cerr
+			}
 			if sum == nil {
 				return err
 			}

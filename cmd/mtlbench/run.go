@@ -93,6 +93,7 @@ func runCommand() *cli.Command {
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+			stepsFlag(),
 			&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, keeping case keys: --set moe_chunk=1 (repeatable)"},
 			&cli.BoolFlag{Name: "lockstep", Hidden: true, Usage: "before each repetition print a ready line and wait for a line on stdin (`ab` drives two runs in turn)"},
 		},
@@ -137,14 +138,21 @@ func runCommand() *cli.Command {
 			if slow > 0 {
 				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: MTLBENCH_TEST_SLOWDOWN lengthens every step by %g%%: these timings are deliberately slow\n", slow*100)
 			}
+			stepLog, closeSteps, err := openStepLog(c)
+			if err != nil {
+				return err
+			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
-				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c),
+				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog,
 			})
 			prog.done()
+			if cerr := closeSteps(); cerr != nil && err == nil {
+				err = cerr
+			}
 			if sum == nil {
 				return err
 			}

@@ -70,6 +70,10 @@ type ModelCase struct {
 	// witness counts into witness_tok_s (the case's witness_gpu).
 	WitnessGPU applegpu.GPU
 
+	// StepLog, when set, is given every step of a repetition that ran
+	// tokens, in order (Case and Rep left for the caller to fill).
+	StepLog func(StepRecord)
+
 	bytes *stepCost
 	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
 }
@@ -145,6 +149,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		opOrder                                [][3]string
 		profiledSteps                          int
 	)
+	logged := 0          // steps given to StepLog
 	var spans []stepSpan // each step's launches, for the in-place timeline
 	launched := 0        // launches since the timeline started
 	if inPlace {
@@ -171,6 +176,10 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			return nil, err
 		}
 		now := time.Now()
+		if m.StepLog != nil && res.Tokens > 0 {
+			m.StepLog(stepRecord(logged, res))
+			logged++
+		}
 		for _, s := range res.Sampled {
 			times[s.ReqID].tokens = append(times[s.ReqID].tokens, now)
 		}

@@ -6,8 +6,10 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -59,6 +61,9 @@ type Options struct {
 	// Slowdown lengthens every engine and kernel step by this fraction
 	// (MTLBENCH_TEST_SLOWDOWN): only for measuring the perf gate's power.
 	Slowdown float64
+	// Steps, when set, receives every step of the model cases' warm-ups
+	// and repetitions as a JSON line (StepRecord).
+	Steps io.Writer
 }
 
 // Event reports progress.
@@ -300,6 +305,10 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		total += len(cases)
 	}
 	done := 0
+	var steps *json.Encoder // the step log
+	if o.Steps != nil {
+		steps = json.NewEncoder(o.Steps)
+	}
 	step := func(p *prepared, rep int) error {
 		if p.failed != nil {
 			return nil
@@ -318,7 +327,19 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 				return err
 			}
 		}
+		var logErr error
+		if steps != nil && p.model != nil {
+			p.model.StepLog = func(r StepRecord) {
+				r.Case, r.Rep = p.c.Name, rep
+				if err := steps.Encode(r); err != nil && logErr == nil {
+					logErr = err
+				}
+			}
+		}
 		r, err := p.rep(ctx, profile)
+		if p.model != nil {
+			p.model.StepLog = nil
+		}
 		done++
 		ev := Event{Done: done, Total: total, Case: p.c.Name, Rep: rep}
 		if err != nil {
@@ -358,6 +379,10 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		if o.Progress != nil {
 			o.Progress(ev)
+		}
+		if logErr != nil {
+			// Stopped once this repetition is stored; resume finishes the run.
+			return fmt.Errorf("step log: %w", logErr)
 		}
 		return nil
 	}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func stepsFlag() cli.Flag {
+	return &cli.StringFlag{Name: "steps", Usage: "write every step of the model cases (warm-ups included) to `FILE`, a JSON object a line: " +
+		"case, rep, step, kind, tokens, seqs, ms, encode_ms, device_ms, graph_misses (docs/data.md, \"Step logs\")"}
+}
+
+// openStepLog opens --steps' file before any work, or returns a nil writer
+// without the flag; done flushes and closes it.
+func openStepLog(c *cli.Context) (w io.Writer, done func() error, err error) {
+	path := c.String("steps")
+	if path == "" {
+		return nil, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--steps: %w", err)
+	}
+	b := bufio.NewWriter(f)
+	return b, func() error {
+		err := b.Flush()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("--steps: %w", err)
+		}
+		return nil
+	}, nil
+}
