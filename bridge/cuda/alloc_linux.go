@@ -81,9 +81,10 @@ func (b *Backend) releasePool() {
 
 // freeMemory is the device memory an allocation can still have: the
 // driver's free memory and the blocks kept for reuse (thread only).
-func (b *Backend) freeMemory() (free, total uint64, err error) {
-	err = b.check("cuMemGetInfo", call(b.api.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
-	return free + uint64(b.pool.bytes), total, err
+func (b *Backend) freeMemory() (uint64, error) {
+	var free, total uint64
+	err := b.check("cuMemGetInfo", call(b.api.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
+	return free + uint64(b.pool.bytes), err
 }
 
 func human(n int64) string {

@@ -470,7 +470,7 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	var free uint64
 	b.th.do(func() error { //nolint:errcheck // zero on failure: unknown
 		var err error
-		free, _, err = b.freeMemory()
+		free, err = b.freeMemory()
 		return err
 	})
 	cublas := "no cuBLAS (own GEMM kernels)"

@@ -972,9 +972,7 @@ func (b *Backend) pointerTable(ptrs []uint64) (uint64, error) {
 		return 0, err
 	}
 	if len(b.tables) > 256 {
-		for k := range b.tables { // old engines' tables; their memory stays until Close
-			delete(b.tables, k)
-		}
+		clear(b.tables) // old engines' tables; their memory stays until Close
 	}
 	b.tables[key] = d.ptr
 	return d.ptr, nil

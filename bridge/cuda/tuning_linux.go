@@ -323,7 +323,7 @@ func (b *Backend) MeasureBandwidth() (float64, error) {
 	var best float64
 	err := b.th.do(func() error {
 		a := b.api
-		free, _, err := b.freeMemory()
+		free, err := b.freeMemory()
 		if err != nil {
 			return err
 		}
