@@ -85,8 +85,7 @@ type memory struct {
 	// decode step asks for every layer's, and the walk cost microseconds.
 	moeByW  map[*bridge.MoEWeights]moeTableRef
 	qmoeByW map[*bridge.MoEWeights]*qmoeTable // packed experts' pointer tables (quant_linux.go)
-	scratch map[string]*devAlloc
-	retired []*devAlloc // scratch replaced during a step, freed at its end
+	scratch map[string]shelf[*devAlloc]
 	// drop gives back the file pages of weights copied to the device
 	// (bridge.CopyDropper); nil drops nothing.
 	drop func([]byte)
@@ -125,7 +124,11 @@ type stepIO struct {
 	meta     *bridge.StepMeta
 	mo       metaOffsets
 	metaHost []int32
-	metaDev  *devAlloc
+	metaDev  *devAlloc // where the step's kernels read metaHost
+	// metaDevs and metaBufs are shelves, so a step of one shape keeps its
+	// metadata's addresses, and its CUDA graph, whatever larger steps ran
+	// between.
+	metaDevs shelf[*devAlloc]
 	stats    *devAlloc
 	tokSrc   uint64 // where the device reads the step's token ids (0: the host's)
 	// stepKern: the step opens with step_begin and closes with step_end
@@ -133,7 +136,7 @@ type stepIO struct {
 	stepKern bool
 	// metaBufs are pinned, so the upload runs when the step does; the step
 	// being recorded uses metaBufs[metaSlot], a step in flight the other.
-	metaBufs [2]hostBuf
+	metaBufs [2]shelf[*hostBuf]
 	metaSlot int
 	// submitted steps not yet waited for, and what each reads back
 	slots    [2]stepSlot
@@ -237,7 +240,7 @@ func New(o Options) (*Backend, error) {
 	b := &Backend{api: a, opts: o, th: newThread(),
 		device: device{fns: map[string]uintptr{}},
 		memory: memory{weights: map[weightKey]*tensor{}, tables: map[string]uint64{}, ropes: map[string]uint64{}, moeByW: map[*bridge.MoEWeights]moeTableRef{},
-			scratch: map[string]*devAlloc{}},
+			scratch: map[string]shelf[*devAlloc]{}},
 		graphCache: graphCache{graphs: map[uint64]*graph{}, seen: map[uint64]int{}}}
 	if err := b.th.do(b.init); err != nil {
 		b.th.do(b.release) //nolint:errcheck // best effort
@@ -437,8 +440,13 @@ func (b *Backend) release() error {
 			b.starts[i] = 0
 		}
 	}
-	b.hostFree(&b.metaBufs[0])
-	b.hostFree(&b.metaBufs[1])
+	for i, s := range b.metaBufs {
+		for _, h := range s {
+			b.hostFree(h.buf)
+		}
+		b.metaBufs[i] = nil
+	}
+	b.metaDev, b.metaDevs = nil, nil // the context's release frees them
 	b.inflight = 0
 	b.releasePool() // another backend may hold the primary context on
 	for _, g := range b.graphs {

@@ -104,12 +104,24 @@ func (b *Backend) f32Tensor(x bridge.Tensor, what string) *tensor {
 }
 
 // scratchBuf returns a device buffer of at least size bytes kept across
-// steps under name (thread-safe; may allocate). A buffer outgrown during a
-// step is freed when the step ends, as earlier entries may still use it.
+// steps under name (thread-safe; may allocate). Each name keeps a shelf of
+// buffers, so a step of one shape gets the same address whatever larger
+// steps ran between: a CUDA graph is keyed by its arguments, and a decode
+// step after a long prefill would otherwise miss every graph it had.
 func (b *Backend) scratchBuf(name string, size int64) uint64 {
+	d, _ := b.scratchFor(name, size)
+	if d == nil {
+		return 0
+	}
+	return d.ptr
+}
+
+// scratchFor is scratchBuf's buffer, and whether it was just allocated.
+func (b *Backend) scratchFor(name string, size int64) (*devAlloc, bool) {
 	size = max(size, 256)
-	if d := b.scratch[name]; d != nil && d.size >= size {
-		return d.ptr
+	s := b.scratch[name]
+	if d, ok := s.take(size); ok {
+		return d, false
 	}
 	var d *devAlloc
 	err := b.th.do(func() error {
@@ -119,33 +131,29 @@ func (b *Backend) scratchBuf(name string, size int64) uint64 {
 	})
 	if err != nil {
 		b.fail("%v", err)
-		return 0
+		return nil, false
 	}
-	if old := b.scratch[name]; old != nil {
-		b.retired = append(b.retired, old)
-	}
-	b.scratch[name] = d
-	return d.ptr
+	s.put(d.size, d)
+	b.scratch[name] = s
+	return d, true
 }
 
 // scratchZeroed is scratchBuf for buffers kernels expect zeroed at the
 // start of a step (and leave zeroed: the attention merge counters).
 func (b *Backend) scratchZeroed(name string, size int64) uint64 {
-	if d := b.scratch[name]; d != nil && d.size >= max(size, 256) {
-		return d.ptr
-	}
-	p := b.scratchBuf(name, size)
-	if p == 0 {
+	d, fresh := b.scratchFor(name, size)
+	if d == nil {
 		return 0
 	}
-	d := b.scratch[name]
-	if err := b.th.do(func() error {
-		return b.check("cuMemsetD8", call(b.api.cuMemsetD8, uintptr(d.ptr), 0, uintptr(d.size)))
-	}); err != nil {
-		b.fail("%v", err)
-		return 0
+	if fresh {
+		if err := b.th.do(func() error {
+			return b.check("cuMemsetD8", call(b.api.cuMemsetD8, uintptr(d.ptr), 0, uintptr(d.size)))
+		}); err != nil {
+			b.fail("%v", err)
+			return 0
+		}
 	}
-	return p
+	return d.ptr
 }
 
 // ---- small ops ----

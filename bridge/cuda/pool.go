@@ -69,3 +69,31 @@ func (p *blockPool) drain() []uint64 {
 	slices.Sort(ptrs)
 	return ptrs
 }
+
+// shelf keeps the buffers of one use (a scratch buffer's name, a step's
+// metadata) in the order they were made, each larger than the ones before:
+// a request takes the first that holds it, and a new buffer is made only
+// when none does. What a step of one shape gets then never changes, whatever
+// larger steps ran between, where a buffer grown in place would move the
+// arguments of every graph that held it (docs/cuda.md, "Device memory").
+type shelf[T any] []shelved[T]
+
+type shelved[T any] struct {
+	size int64
+	buf  T
+}
+
+// take returns the first buffer of at least n.
+func (s shelf[T]) take(n int64) (T, bool) {
+	for _, b := range s {
+		if b.size >= n {
+			return b.buf, true
+		}
+	}
+	var none T
+	return none, false
+}
+
+// put adds a buffer of size bytes, made for a request take found no buffer
+// for: it is the largest. Sizes are the caller's unit (bytes, int32s).
+func (s *shelf[T]) put(size int64, buf T) { *s = append(*s, shelved[T]{size, buf}) }

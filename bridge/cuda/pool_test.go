@@ -59,3 +59,31 @@ func TestBlockPoolDrain(t *testing.T) {
 		t.Fatalf("pool not empty after drain: %d bytes", p.bytes)
 	}
 }
+
+// A step of one shape gets the same buffer whatever larger steps came
+// before or between (a suite's prefill case between two decode repetitions).
+func TestShelfKeepsWhatEachSizeTook(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		sizes []int64
+		want  []int // which buffer each request gets, in the order made
+	}{
+		{"small first", []int64{100, 5000, 100, 5000, 125, 300}, []int{0, 1, 0, 1, 0, 1}},
+		{"large first", []int64{5000, 100, 70000, 100, 5000}, []int{0, 0, 1, 0, 0}},
+		{"growing", []int64{4, 8, 12, 20, 36, 12}, []int{0, 1, 2, 3, 4, 2}},
+	} {
+		var s shelf[int]
+		made := 0
+		for i, n := range c.sizes {
+			got, ok := s.take(n)
+			if !ok {
+				got = made
+				made++
+				s.put(n*5/4, got)
+			}
+			if got != c.want[i] {
+				t.Errorf("%s: request %d (%d bytes) got buffer %d, want %d", c.name, i, n, got, c.want[i])
+			}
+		}
+	}
+}

@@ -87,16 +87,15 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 			b.metaSlot = 1
 		}
 	}
-	if hb := &b.metaBufs[b.metaSlot]; hb.n < mo.total {
-		err := b.th.do(func() error {
-			b.hostFree(hb)
-			return b.hostAlloc(hb, mo.total*5/4)
-		})
-		if err != nil {
+	hb, ok := b.metaBufs[b.metaSlot].take(int64(mo.total))
+	if !ok {
+		hb = &hostBuf{}
+		if err := b.th.do(func() error { return b.hostAlloc(hb, mo.total*5/4) }); err != nil {
 			return err
 		}
+		b.metaBufs[b.metaSlot].put(int64(hb.n), hb)
 	}
-	b.metaHost = b.metaBufs[b.metaSlot].i32()
+	b.metaHost = hb.i32()
 	h := b.metaHost[:mo.total]
 	clear(h)
 	copy(h[mo.tokens:], tokens)
@@ -123,18 +122,8 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 		}
 		h[mo.logitRows+i] = r
 	}
-	if b.metaDev == nil || b.metaDev.size < int64(mo.total)*4 {
+	if b.metaDev, ok = b.metaDevs.take(int64(mo.total) * 4); !ok {
 		err := b.th.do(func() error {
-			if b.inflight > 0 {
-				// a step in flight reads the old buffer
-				if err := b.check("cuStreamSynchronize", call(b.api.cuStreamSynchronize, b.stream)); err != nil {
-					return err
-				}
-			}
-			b.processFrees()
-			if b.metaDev != nil {
-				b.freeNow(b.metaDev)
-			}
 			var err error
 			b.metaDev, err = b.devAlloc(int64(mo.total) * 4 * 2)
 			return err
@@ -142,6 +131,7 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 		if err != nil {
 			return err
 		}
+		b.metaDevs.put(b.metaDev.size, b.metaDev)
 	}
 	b.mo, b.meta, b.tokSrc = mo, meta, tokSrc
 	b.stepMisses = b.misses
@@ -154,7 +144,6 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	b.moeCalls = 0
 	// The step's first kernel brings its metadata in. A profiled step keeps
 	// the copies, so that its spans time the model's kernels alone.
-	hb := &b.metaBufs[b.metaSlot]
 	b.stepKern = !profile && !b.opts.NoStepKernels && hb.dev != 0
 	if b.opts.Timeline {
 		b.tlMark(-1, bridge.CompOther, "step") // step_begin belongs to no op of the model
@@ -275,8 +264,6 @@ func (b *Backend) endStep(ids *tensor, wait bool) (*stepSlot, []int32, bridge.St
 // reused, and frees what the step released (thread only).
 func (b *Backend) abandon() {
 	call(b.api.cuStreamSynchronize, b.stream)
-	b.freeList(b.retired)
-	b.retired = b.retired[:0]
 	b.ents, b.args = b.ents[:0], b.args[:0]
 	b.processFrees()
 }
@@ -385,12 +372,10 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 	if err := b.check("cuEventRecord", call(a.cuEventRecord, slot.event, b.stream)); err != nil {
 		return nil, err
 	}
-	// What was released or replaced up to here may be in use until this
-	// step has run; later steps cannot use it.
-	slot.frees = append(slot.frees[:0], b.retired...)
-	b.retired = b.retired[:0]
+	// What was released up to here may be in use until this step has run;
+	// later steps cannot use it.
 	b.memMu.Lock()
-	slot.frees = append(slot.frees, b.freeQ...)
+	slot.frees = append(slot.frees[:0], b.freeQ...)
 	b.freeQ = nil
 	b.memMu.Unlock()
 	slot.busy, slot.nStats, slot.nIDs, slot.profile, slot.metaBuf = true, n, nIDs, b.profile, b.metaSlot
