@@ -126,7 +126,7 @@ func (b *Backend) scratchFor(name string, size int64) (*devAlloc, bool) {
 	var d *devAlloc
 	err := b.th.do(func() error {
 		var err error
-		d, err = b.devAlloc(size + size/4)
+		d, err = b.devAlloc(s.next(size + size/4))
 		return err
 	})
 	if err != nil {

@@ -71,7 +71,8 @@ func (p *blockPool) drain() []uint64 {
 }
 
 // shelf keeps the buffers of one use (a scratch buffer's name, a step's
-// metadata) in the order they were made, each larger than the ones before:
+// metadata) in the order they were made, each larger than the ones before
+// (next):
 // a request takes the first that holds it, and a new buffer is made only
 // when none does. What a step of one shape gets then never changes, whatever
 // larger steps ran between, where a buffer grown in place would move the
@@ -97,3 +98,13 @@ func (s shelf[T]) take(n int64) (T, bool) {
 // put adds a buffer of size bytes, made for a request take found no buffer
 // for: it is the largest. Sizes are the caller's unit (bytes, int32s).
 func (s *shelf[T]) put(size int64, buf T) { *s = append(*s, shelved[T]{size, buf}) }
+
+// next is the size to make for a request of n that no buffer holds (n with
+// the caller's headroom): at least twice the largest, so the buffers of one
+// use add up to less than twice the last.
+func (s shelf[T]) next(n int64) int64 {
+	if len(s) == 0 {
+		return n
+	}
+	return max(n, 2*s[len(s)-1].size)
+}

@@ -70,20 +70,25 @@ func TestShelfKeepsWhatEachSizeTook(t *testing.T) {
 	}{
 		{"small first", []int64{100, 5000, 100, 5000, 125, 300}, []int{0, 1, 0, 1, 0, 1}},
 		{"large first", []int64{5000, 100, 70000, 100, 5000}, []int{0, 0, 1, 0, 0}},
-		{"growing", []int64{4, 8, 12, 20, 36, 12}, []int{0, 1, 2, 3, 4, 2}},
+		{"growing", []int64{4, 8, 12, 20, 44, 12, 21}, []int{0, 1, 2, 2, 3, 2, 3}},
 	} {
 		var s shelf[int]
-		made := 0
+		made, total := 0, int64(0)
 		for i, n := range c.sizes {
 			got, ok := s.take(n)
 			if !ok {
 				got = made
 				made++
-				s.put(n*5/4, got)
+				size := s.next(n * 5 / 4)
+				s.put(size, got)
+				total += size
 			}
 			if got != c.want[i] {
 				t.Errorf("%s: request %d (%d bytes) got buffer %d, want %d", c.name, i, n, got, c.want[i])
 			}
+		}
+		if last := s[len(s)-1].size; total >= 2*last {
+			t.Errorf("%s: buffers of %d bytes in all, the largest %d", c.name, total, last)
 		}
 	}
 }

@@ -90,7 +90,8 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	hb, ok := b.metaBufs[b.metaSlot].take(int64(mo.total))
 	if !ok {
 		hb = &hostBuf{}
-		if err := b.th.do(func() error { return b.hostAlloc(hb, mo.total*5/4) }); err != nil {
+		n := int(b.metaBufs[b.metaSlot].next(int64(mo.total * 5 / 4)))
+		if err := b.th.do(func() error { return b.hostAlloc(hb, n) }); err != nil {
 			return err
 		}
 		b.metaBufs[b.metaSlot].put(int64(hb.n), hb)
@@ -125,7 +126,7 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	if b.metaDev, ok = b.metaDevs.take(int64(mo.total) * 4); !ok {
 		err := b.th.do(func() error {
 			var err error
-			b.metaDev, err = b.devAlloc(int64(mo.total) * 4 * 2)
+			b.metaDev, err = b.devAlloc(b.metaDevs.next(int64(mo.total) * 4 * 2))
 			return err
 		})
 		if err != nil {
