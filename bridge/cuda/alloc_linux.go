@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math"
 	"runtime"
 	"sync/atomic"
@@ -19,7 +18,7 @@ import (
 type devAlloc struct {
 	ptr   uint64
 	size  int64
-	order uint64 // when the driver gave it (blockPool); 0 for arena pieces
+	order uint64 // when the driver gave it (pool.Blocks); 0 for arena pieces
 	chunk *chunk
 	freed atomic.Bool
 }
@@ -45,19 +44,19 @@ func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 	if size <= 0 {
 		size = arenaAlign
 	}
-	if p, order, ok := b.pool.take(size); ok {
+	if p, order, ok := b.pool.Take(size); ok {
 		return &devAlloc{ptr: p, size: size, order: order}, nil
 	}
 	var p uint64
 	alloc := func() int32 { return call(b.api.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size)) }
 	r := alloc()
-	if r == cudaErrorOutOfMemory && b.pool.bytes > 0 {
+	if r == cudaErrorOutOfMemory && b.pool.Bytes() > 0 {
 		b.releasePool()
 		r = alloc()
 	}
 	for try := 0; r == cudaErrorOutOfMemory && try < allocRetries; try++ {
 		b.memMu.Lock()
-		b.weights = map[weightKey]*tensor{}
+		b.weights = map[bridge.HostKey]*tensor{}
 		b.memMu.Unlock()
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond)
@@ -68,13 +67,13 @@ func (b *Backend) devAlloc(size int64) (*devAlloc, error) {
 	if r != 0 {
 		return nil, fmt.Errorf("cuda: allocating %s: %w", human(size), b.check("cuMemAlloc", r))
 	}
-	return &devAlloc{ptr: p, size: size, order: b.pool.stamp()}, nil
+	return &devAlloc{ptr: p, size: size, order: b.pool.Stamp()}, nil
 }
 
 // releasePool hands the blocks kept for reuse back to the driver (thread
 // only).
 func (b *Backend) releasePool() {
-	for _, p := range b.pool.drain() {
+	for _, p := range b.pool.Drain() {
 		call(b.api.cuMemFree, uintptr(p))
 	}
 }
@@ -84,7 +83,7 @@ func (b *Backend) releasePool() {
 func (b *Backend) freeMemory() (uint64, error) {
 	var free, total uint64
 	err := b.check("cuMemGetInfo", call(b.api.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
-	return free + uint64(b.pool.bytes), err
+	return free + uint64(b.pool.Bytes()), err
 }
 
 func human(n int64) string {
@@ -167,7 +166,7 @@ func (b *Backend) freeList(q []*devAlloc) {
 // only).
 func (b *Backend) recycle(d *devAlloc) {
 	if d != nil && d.ptr != 0 {
-		b.pool.put(d.ptr, d.size, d.order)
+		b.pool.Put(d.ptr, d.size, d.order)
 		d.ptr = 0
 	}
 }
@@ -186,7 +185,7 @@ type tensor struct {
 	n     int
 	ptr   uint64
 	mem   *devAlloc
-	wkey  *weightKey // set for cached weights
+	wkey  *bridge.HostKey // set for cached weights
 }
 
 func (t *tensor) DType() bridge.DType { return t.dt }
@@ -251,28 +250,6 @@ func (b *Backend) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
 	return b.newTensor(dt, shape, n, d), nil
 }
 
-// weightKey identifies host bytes already uploaded: engines made again for
-// each repetition of a benchmark hand the same cached bytes over, and get
-// the same device tensor instead of another copy.
-type weightKey struct {
-	addr uintptr
-	size int
-	dt   bridge.DType
-	fp   uint64 // sampled content, in case the host memory was reused
-}
-
-func fingerprint(data []byte) uint64 {
-	h := fnv.New64a()
-	const samples = 64
-	step := max(len(data)/samples, 1)
-	for i := 0; i < len(data); i += step {
-		j := min(i+8, len(data))
-		h.Write(data[i:j])
-	}
-	h.Write(data[max(len(data)-8, 0):])
-	return h.Sum64()
-}
-
 // upload copies a weight's host bytes into the arena, then hands them to the
 // loader's drop: the device holds them from now on.
 func (b *Backend) upload(data []byte) (*devAlloc, error) {
@@ -319,7 +296,7 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 	if n == 0 {
 		return b.newTensor(dt, shape, 0, nil), nil
 	}
-	key := weightKey{addr: uintptr(unsafe.Pointer(&data[0])), size: len(data), dt: dt, fp: fingerprint(data)}
+	key := bridge.KeyOf(dt, data)
 	b.memMu.Lock()
 	t := b.weights[key]
 	b.memMu.Unlock()

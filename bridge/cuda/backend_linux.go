@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/pool"
 )
 
 // Backend implements bridge.Backend on one NVIDIA GPU.
@@ -76,16 +77,16 @@ type device struct {
 type memory struct {
 	memMu   sync.Mutex
 	freeQ   []*devAlloc
-	pool    blockPool
+	pool    pool.Blocks[uint64]
 	arena   *chunk
-	weights map[weightKey]*tensor
+	weights map[bridge.HostKey]*tensor
 	tables  map[string]uint64 // MoE expert pointer tables by content
 	ropes   map[string]uint64 // RoPE frequency tables by kernels.Rotary.Key
 	// moeByW finds a MoE block's table without walking its experts: a
 	// decode step asks for every layer's, and the walk cost microseconds.
 	moeByW  map[*bridge.MoEWeights]moeTableRef
 	qmoeByW map[*bridge.MoEWeights]*qmoeTable // packed experts' pointer tables (quant_linux.go)
-	scratch map[string]shelf[*devAlloc]
+	scratch map[string]pool.Shelf[*devAlloc]
 	// drop gives back the file pages of weights copied to the device
 	// (bridge.CopyDropper); nil drops nothing.
 	drop func([]byte)
@@ -128,7 +129,7 @@ type stepIO struct {
 	// metaDevs and metaBufs are shelves, so a step of one shape keeps its
 	// metadata's addresses, and its CUDA graph, whatever larger steps ran
 	// between.
-	metaDevs shelf[*devAlloc]
+	metaDevs pool.Shelf[*devAlloc]
 	stats    *devAlloc
 	tokSrc   uint64 // where the device reads the step's token ids (0: the host's)
 	// stepKern: the step opens with step_begin and closes with step_end
@@ -136,7 +137,7 @@ type stepIO struct {
 	stepKern bool
 	// metaBufs are pinned, so the upload runs when the step does; the step
 	// being recorded uses metaBufs[metaSlot], a step in flight the other.
-	metaBufs [2]shelf[*hostBuf]
+	metaBufs [2]pool.Shelf[*hostBuf]
 	metaSlot int
 	// submitted steps not yet waited for, and what each reads back
 	slots    [2]stepSlot
@@ -239,8 +240,8 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{api: a, opts: o, th: newThread(),
 		device: device{fns: map[string]uintptr{}},
-		memory: memory{weights: map[weightKey]*tensor{}, tables: map[string]uint64{}, ropes: map[string]uint64{}, moeByW: map[*bridge.MoEWeights]moeTableRef{},
-			scratch: map[string]shelf[*devAlloc]{}},
+		memory: memory{weights: map[bridge.HostKey]*tensor{}, tables: map[string]uint64{}, ropes: map[string]uint64{}, moeByW: map[*bridge.MoEWeights]moeTableRef{},
+			scratch: map[string]pool.Shelf[*devAlloc]{}},
 		graphCache: graphCache{graphs: map[uint64]*graph{}, seen: map[uint64]int{}}}
 	if err := b.th.do(b.init); err != nil {
 		b.th.do(b.release) //nolint:errcheck // best effort
@@ -441,9 +442,7 @@ func (b *Backend) release() error {
 		}
 	}
 	for i, s := range b.metaBufs {
-		for _, h := range s {
-			b.hostFree(h.buf)
-		}
+		s.Each(b.hostFree)
 		b.metaBufs[i] = nil
 	}
 	b.metaDev, b.metaDevs = nil, nil // the context's release frees them

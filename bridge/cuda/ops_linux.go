@@ -120,20 +120,20 @@ func (b *Backend) scratchBuf(name string, size int64) uint64 {
 func (b *Backend) scratchFor(name string, size int64) (*devAlloc, bool) {
 	size = max(size, 256)
 	s := b.scratch[name]
-	if d, ok := s.take(size); ok {
+	if d, ok := s.Take(size); ok {
 		return d, false
 	}
 	var d *devAlloc
 	err := b.th.do(func() error {
 		var err error
-		d, err = b.devAlloc(s.next(size + size/4))
+		d, err = b.devAlloc(s.Next(size + size/4))
 		return err
 	})
 	if err != nil {
 		b.fail("%v", err)
 		return nil, false
 	}
-	s.put(d.size, d)
+	s.Put(d.size, d)
 	b.scratch[name] = s
 	return d, true
 }
@@ -969,7 +969,7 @@ func (b *Backend) moeTable(w *bridge.MoEWeights) (uint64, bridge.DType, bool) {
 
 // pointerTable returns a device copy of ptrs, one per content: an engine
 // made again on the same weights gets the table, and so the kernel
-// arguments, the one before it had (blockPool).
+// arguments, the one before it had (pool.Blocks).
 func (b *Backend) pointerTable(ptrs []uint64) (uint64, error) {
 	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&ptrs[0])), len(ptrs)*8))
 	if p, ok := b.tables[key]; ok {

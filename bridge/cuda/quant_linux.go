@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
@@ -161,12 +160,12 @@ func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases
 	return q, nil
 }
 
-// packedBytes copies bytes to the device once per host range (weightKey).
+// packedBytes copies bytes to the device once per host range (bridge.HostKey).
 func (b *Backend) packedBytes(data []byte) (*tensor, error) {
 	if len(data) == 0 {
 		return b.newTensor(bridge.Packed, []int{0}, 0, nil), nil
 	}
-	key := weightKey{addr: uintptr(unsafe.Pointer(&data[0])), size: len(data), dt: bridge.Packed, fp: fingerprint(data)}
+	key := bridge.KeyOf(bridge.Packed, data)
 	b.memMu.Lock()
 	t := b.weights[key]
 	b.memMu.Unlock()

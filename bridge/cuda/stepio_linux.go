@@ -87,14 +87,14 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 			b.metaSlot = 1
 		}
 	}
-	hb, ok := b.metaBufs[b.metaSlot].take(int64(mo.total))
+	hb, ok := b.metaBufs[b.metaSlot].Take(int64(mo.total))
 	if !ok {
 		hb = &hostBuf{}
-		n := int(b.metaBufs[b.metaSlot].next(int64(mo.total * 5 / 4)))
+		n := int(b.metaBufs[b.metaSlot].Next(int64(mo.total * 5 / 4)))
 		if err := b.th.do(func() error { return b.hostAlloc(hb, n) }); err != nil {
 			return err
 		}
-		b.metaBufs[b.metaSlot].put(int64(hb.n), hb)
+		b.metaBufs[b.metaSlot].Put(int64(hb.n), hb)
 	}
 	b.metaHost = hb.i32()
 	h := b.metaHost[:mo.total]
@@ -123,16 +123,16 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 		}
 		h[mo.logitRows+i] = r
 	}
-	if b.metaDev, ok = b.metaDevs.take(int64(mo.total) * 4); !ok {
+	if b.metaDev, ok = b.metaDevs.Take(int64(mo.total) * 4); !ok {
 		err := b.th.do(func() error {
 			var err error
-			b.metaDev, err = b.devAlloc(b.metaDevs.next(int64(mo.total) * 4 * 2))
+			b.metaDev, err = b.devAlloc(b.metaDevs.Next(int64(mo.total) * 4 * 2))
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		b.metaDevs.put(b.metaDev.size, b.metaDev)
+		b.metaDevs.Put(b.metaDev.size, b.metaDev)
 	}
 	b.mo, b.meta, b.tokSrc = mo, meta, tokSrc
 	b.stepMisses = b.misses

@@ -26,6 +26,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/pool"
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
 )
 
@@ -56,10 +57,22 @@ type Backend struct {
 	queue  mtl.CommandQueue
 	pipes  map[pipeKey]mtl.Pipeline
 
-	mu        sync.Mutex // guards allocated (Alloc may be called from loaders)
+	mu        sync.Mutex // guards allocated and pool (Alloc may be called from loaders)
 	allocated int64
+	// pool keeps released buffers for the next allocation of their size:
+	// the next repetition's engine gets the last one's KV cache and
+	// workspaces, cleared, instead of new ones the system must map and
+	// zero-fill again (docs/architecture.md, "A repetition's engine").
+	pool pool.Blocks[*dbuf]
 
 	// weights
+	// byHost are the tensors made of host bytes (Weight, WeightMapped, packed
+	// bytes), qbyHost the packed matrices, by their bytes' keys: the engine
+	// of each repetition of a benchmark gets the first one's tensors, and
+	// with them the experts packed for it, instead of copies it would keep
+	// until the backend closes.
+	byHost  map[bridge.HostKey]*tensor
+	qbyHost map[qkey]*qtensor
 	packed  map[*tensor]*packedExperts // by a layer's first gate tensor
 	qpacked map[*qtensor]*qexperts     // packed-weight experts, likewise (quant.go)
 	invFreq map[string]*tensor
@@ -214,28 +227,64 @@ func elems(shape []int) (int, error) {
 type dbuf struct {
 	mtl.Buffer
 	mapped bool
+	size   int64  // the bytes asked for: the pool's key
+	order  uint64 // when the device gave it (pool.Blocks)
 }
 
-// newBuffer allocates a shared buffer of at least 16 bytes (Metal refuses
-// empty ones), counted against the working set.
+// newBuffer returns a zeroed shared buffer of at least 16 bytes (Metal
+// refuses empty ones), counted against the working set: a released one of
+// the same size if the pool holds one. The pool gives its buffers back to
+// the device before a new buffer would take the working set past its
+// recommended size.
 func (b *Backend) newBuffer(n int) (*dbuf, error) {
-	buf, err := b.dev.NewBuffer(max(n, 16))
+	size := int64(max(n, 16))
+	b.mu.Lock()
+	if buf, _, ok := b.pool.Take(size); ok {
+		b.allocated += int64(buf.Length())
+		b.mu.Unlock()
+		clear(buf.Contents())
+		return buf, nil
+	}
+	var drained []*dbuf
+	if b.pool.Bytes() > 0 && b.allocated+b.pool.Bytes()+size > int64(b.dev.RecommendedMaxWorkingSetSize()) {
+		drained = b.pool.Drain()
+	}
+	b.mu.Unlock()
+	for _, d := range drained {
+		d.Release()
+	}
+	buf, err := b.dev.NewBuffer(int(size))
 	if err != nil {
 		return nil, fmt.Errorf("metal: %w", err)
 	}
 	b.mu.Lock()
 	b.allocated += int64(buf.Length())
+	d := &dbuf{Buffer: buf, size: size, order: b.pool.Stamp()}
 	b.mu.Unlock()
-	return &dbuf{Buffer: buf}, nil
+	return d, nil
 }
 
+// release hands a buffer no command buffer still uses to the pool (a
+// mapped one back to the system).
 func (b *Backend) release(buf *dbuf) {
-	if !buf.mapped {
-		b.mu.Lock()
-		b.allocated -= int64(buf.Length())
-		b.mu.Unlock()
+	if buf.mapped {
+		buf.Release()
+		return
 	}
-	buf.Release()
+	b.mu.Lock()
+	b.allocated -= int64(buf.Length())
+	b.pool.Put(buf, buf.size, buf.order)
+	b.mu.Unlock()
+}
+
+// releasePool gives the pool's buffers back to the device.
+func (b *Backend) releasePool() {
+	b.mu.Lock()
+	drained := b.pool.Drain()
+	b.mu.Unlock()
+	for _, d := range drained {
+		d.Release()
+	}
 }
 
 func (b *Backend) Alloc(dt bridge.DType, shape ...int) (bridge.Tensor, error) {
@@ -263,6 +312,10 @@ func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridg
 	if !ok || len(data) == 0 {
 		return b.Weight(dt, shape, data)
 	}
+	key := bridge.KeyOf(dt, data)
+	if t := b.kept(key, shape); t != nil {
+		return t, nil
+	}
 	n, err := elems(shape)
 	if err != nil {
 		return nil, err
@@ -286,7 +339,30 @@ func (b *Backend) WeightMapped(dt bridge.DType, shape []int, data []byte) (bridg
 	if err != nil {
 		return b.Weight(dt, shape, data)
 	}
-	return &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: &dbuf{Buffer: buf, mapped: true}, off: int(p - base), owned: true}, nil
+	t := &tensor{dt: dt, shape: append([]int(nil), shape...), n: n, buf: &dbuf{Buffer: buf, mapped: true}, off: int(p - base), owned: true}
+	b.keep(key, t)
+	return t, nil
+}
+
+// kept is the live tensor made of the host bytes key names, as shape.
+func (b *Backend) kept(key bridge.HostKey, shape []int) *tensor {
+	b.mu.Lock()
+	t := b.byHost[key]
+	b.mu.Unlock()
+	if t == nil || t.buf == nil || !slices.Equal(t.shape, shape) {
+		return nil
+	}
+	return t
+}
+
+// keep remembers the tensor made of the host bytes key names.
+func (b *Backend) keep(key bridge.HostKey, t *tensor) {
+	b.mu.Lock()
+	if b.byHost == nil {
+		b.byHost = map[bridge.HostKey]*tensor{}
+	}
+	b.byHost[key] = t
+	b.mu.Unlock()
 }
 
 // weightAlign is the alignment a mapped weight tensor needs to be used in
@@ -303,12 +379,19 @@ func (b *Backend) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 	if len(data) != n*dt.Size() {
 		return nil, fmt.Errorf("metal: %d bytes for a %v tensor of shape %v (want %d)", len(data), dt, shape, n*dt.Size())
 	}
+	key := bridge.KeyOf(dt, data)
+	if t := b.kept(key, shape); t != nil {
+		return t, nil
+	}
 	t, err := b.Alloc(dt, shape...)
 	if err != nil {
 		return nil, err
 	}
 	copy(t.(*tensor).buf.Contents(), data)
 	b.dropCopied(data)
+	if n > 0 {
+		b.keep(key, t.(*tensor))
+	}
 	return t, nil
 }
 
@@ -405,7 +488,9 @@ func (b *Backend) Close() error {
 		b.release(buf)
 	}
 	b.owned = nil
+	b.byHost, b.qbyHost = nil, nil
 	b.step.releaseAll(b)
+	b.releasePool()
 	return nil
 }
 

@@ -67,7 +67,14 @@ func (b *Backend) quantWeight(spec quant.Spec, shape []int, data, scales, biases
 	if err := m.Check("metal: packed weight"); err != nil {
 		return nil, err
 	}
-	q := &qtensor{PackedMatrix: bridge.PackedMatrix{Spec: spec, Dims: append([]int(nil), shape...)}}
+	key := qkey{spec, shape[0], shape[1], bridge.KeyOf(bridge.Packed, data), bridge.KeyOf(bridge.Packed, scales), bridge.KeyOf(bridge.Packed, biases)}
+	b.mu.Lock()
+	q := b.qbyHost[key]
+	b.mu.Unlock()
+	if q != nil && q.data != nil && q.data.buf != nil {
+		return q, nil
+	}
+	q = &qtensor{PackedMatrix: bridge.PackedMatrix{Spec: spec, Dims: append([]int(nil), shape...)}}
 	var err error
 	if q.data, err = b.packedBytes(data, mapped); err != nil {
 		return nil, err
@@ -80,7 +87,21 @@ func (b *Backend) quantWeight(spec quant.Spec, shape []int, data, scales, biases
 			return nil, err
 		}
 	}
+	b.mu.Lock()
+	if b.qbyHost == nil {
+		b.qbyHost = map[qkey]*qtensor{}
+	}
+	b.qbyHost[key] = q
+	b.mu.Unlock()
 	return q, nil
+}
+
+// qkey names a packed matrix by its spec, shape and host bytes
+// (bridge.HostKey).
+type qkey struct {
+	spec                 quant.Spec
+	rows, k              int
+	data, scales, biases bridge.HostKey
 }
 
 // packedBytes puts bytes in a buffer: aliased when mapped (and 16-byte
@@ -91,13 +112,21 @@ func (b *Backend) packedBytes(data []byte, mapped bool) (*tensor, error) {
 			return t.(*tensor), nil
 		}
 	}
+	key := bridge.KeyOf(bridge.Packed, data)
+	if t := b.kept(key, []int{len(data)}); t != nil {
+		return t, nil
+	}
 	buf, err := b.newBuffer(max(len(data), 16))
 	if err != nil {
 		return nil, err
 	}
 	copy(buf.Contents(), data)
 	b.dropCopied(data)
-	return &tensor{dt: bridge.Packed, shape: []int{len(data)}, n: len(data), buf: buf, owned: true}, nil
+	t := &tensor{dt: bridge.Packed, shape: []int{len(data)}, n: len(data), buf: buf, owned: true}
+	if len(data) > 0 {
+		b.keep(key, t)
+	}
+	return t, nil
 }
 
 // qArgs are a packed matrix's kernel arguments.
@@ -472,6 +501,7 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 		}
 		if old.owned {
 			b.release(old.buf)
+			old.buf = nil // byHost may hold it: no longer a tensor of its bytes
 		}
 		*p = &tensor{dt: bridge.Packed, shape: []int{stride}, n: stride, buf: region.buf, off: region.off + e*stride}
 	}

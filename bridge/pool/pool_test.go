@@ -1,4 +1,4 @@
-package cuda
+package pool
 
 import (
 	"slices"
@@ -8,8 +8,8 @@ import (
 // An engine made again asks for the sizes the last one freed, in the same
 // order: each request gets the block the driver gave that request the first
 // time, whatever order the blocks were freed in.
-func TestBlockPoolGivesBackTheFirstAddresses(t *testing.T) {
-	var p blockPool
+func TestBlocksGivesBackTheFirstAddresses(t *testing.T) {
+	var p Blocks[uint64]
 	type block struct {
 		ptr   uint64
 		size  int64
@@ -18,45 +18,45 @@ func TestBlockPoolGivesBackTheFirstAddresses(t *testing.T) {
 	// The driver's addresses need not rise with the order it gives them.
 	first := []block{{0x9000, 256, 0}, {0x1000, 512, 0}, {0x5000, 256, 0}, {0x3000, 256, 0}, {0x7000, 512, 0}}
 	for i := range first {
-		first[i].order = p.stamp()
+		first[i].order = p.Stamp()
 	}
 	for _, i := range []int{3, 0, 4, 2, 1} { // freed out of order
 		b := first[i]
-		p.put(b.ptr, b.size, b.order)
+		p.Put(b.ptr, b.size, b.order)
 	}
-	if p.bytes != 256*3+512*2 {
-		t.Fatalf("pool holds %d bytes, want %d", p.bytes, 256*3+512*2)
+	if p.Bytes() != 256*3+512*2 {
+		t.Fatalf("pool holds %d bytes, want %d", p.Bytes(), 256*3+512*2)
 	}
 	for _, want := range first {
-		ptr, order, ok := p.take(want.size)
+		ptr, order, ok := p.Take(want.size)
 		if !ok || ptr != want.ptr || order != want.order {
 			t.Fatalf("take(%d) = %#x (order %d, %v), want %#x (order %d)", want.size, ptr, order, ok, want.ptr, want.order)
 		}
 	}
-	if p.bytes != 0 || len(p.free) != 0 {
-		t.Fatalf("pool not empty after every block was taken: %d bytes, %v", p.bytes, p.free)
+	if p.Bytes() != 0 || len(p.free) != 0 {
+		t.Fatalf("pool not empty after every block was taken: %d bytes, %v", p.Bytes(), p.free)
 	}
-	if _, _, ok := p.take(256); ok {
+	if _, _, ok := p.Take(256); ok {
 		t.Fatal("take from an empty pool succeeded")
 	}
 }
 
-// A size nobody freed is not served from a block of another size, and drain
-// hands every block back once.
-func TestBlockPoolDrain(t *testing.T) {
-	var p blockPool
-	p.put(0x2000, 1024, p.stamp())
-	p.put(0x1000, 4096, p.stamp())
-	p.put(0x3000, 1024, p.stamp())
-	if _, _, ok := p.take(2048); ok {
+// A size nobody freed is not served from a block of another size, and Drain
+// hands every block back once, in the order the device gave them.
+func TestBlocksDrain(t *testing.T) {
+	var p Blocks[uint64]
+	p.Put(0x2000, 1024, p.Stamp())
+	p.Put(0x1000, 4096, p.Stamp())
+	p.Put(0x3000, 1024, p.Stamp())
+	if _, _, ok := p.Take(2048); ok {
 		t.Fatal("take(2048) served from blocks of other sizes")
 	}
-	got := p.drain()
-	if want := []uint64{0x1000, 0x2000, 0x3000}; !slices.Equal(got, want) {
+	got := p.Drain()
+	if want := []uint64{0x2000, 0x1000, 0x3000}; !slices.Equal(got, want) { // the order given
 		t.Fatalf("drain = %#x, want %#x", got, want)
 	}
-	if p.bytes != 0 || len(p.drain()) != 0 {
-		t.Fatalf("pool not empty after drain: %d bytes", p.bytes)
+	if p.Bytes() != 0 || len(p.Drain()) != 0 {
+		t.Fatalf("pool not empty after drain: %d bytes", p.Bytes())
 	}
 }
 
@@ -72,15 +72,15 @@ func TestShelfKeepsWhatEachSizeTook(t *testing.T) {
 		{"large first", []int64{5000, 100, 70000, 100, 5000}, []int{0, 0, 1, 0, 0}},
 		{"growing", []int64{4, 8, 12, 20, 44, 12, 21}, []int{0, 1, 2, 2, 3, 2, 3}},
 	} {
-		var s shelf[int]
+		var s Shelf[int]
 		made, total := 0, int64(0)
 		for i, n := range c.sizes {
-			got, ok := s.take(n)
+			got, ok := s.Take(n)
 			if !ok {
 				got = made
 				made++
-				size := s.next(n * 5 / 4)
-				s.put(size, got)
+				size := s.Next(n * 5 / 4)
+				s.Put(size, got)
 				total += size
 			}
 			if got != c.want[i] {
