@@ -464,10 +464,15 @@ func (b *Backend) Free(t bridge.Tensor) {
 	if !ok || !x.owned || x.buf == nil {
 		return
 	}
-	if b.step.active {
+	switch n := len(b.inFlight); {
+	case b.step.active:
 		// An encoded dispatch may still use it: release after the step.
 		b.step.retired = append(b.step.retired, x.buf)
-	} else {
+	case n > 0:
+		// A committed step may: release it once the newest has run, before
+		// the pool hands it out again.
+		b.inFlight[n-1].retired = append(b.inFlight[n-1].retired, x.buf)
+	default:
 		b.release(x.buf)
 	}
 	x.buf, x.owned = nil, false

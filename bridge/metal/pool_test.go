@@ -108,3 +108,37 @@ func TestPoolGivesWayAndCloses(t *testing.T) {
 		t.Errorf("after Close: pool %d bytes, %d allocated", be.pool.Bytes(), be.allocated)
 	}
 }
+
+// A tensor freed while a committed step may still use it goes to the pool
+// only once that step has run: no allocation in between gets its buffer.
+func TestFreedDuringAStepInFlight(t *testing.T) {
+	be, err := New(emuDevice(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	out, _ := be.Alloc(bridge.F32, 256)
+	x, _ := be.Alloc(bridge.F32, 256)
+	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+	if err := be.BeginStep(meta, []int32{0}, false); err != nil {
+		t.Fatal(err)
+	}
+	be.Add(out, x, x)
+	p, err := be.SubmitStep(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := bufOf(t, out)
+	be.Free(out)
+	again, _ := be.Alloc(bridge.F32, 256)
+	if bufOf(t, again) == used {
+		t.Fatal("a buffer a step in flight writes was handed out again before the step ran")
+	}
+	if _, _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := be.Alloc(bridge.F32, 256)
+	if bufOf(t, after) != used {
+		t.Error("the freed buffer did not come back once the step had run")
+	}
+}
