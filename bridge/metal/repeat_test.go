@@ -24,22 +24,31 @@ func (d *madeCounter) NewBuffer(n int) (mtl.Buffer, error) {
 
 // Each repetition of a benchmark runs an engine of its own on weights the
 // source caches (runner/bench). From the second engine on, its weights are
-// the tensors the first engine got (with its experts packed once), its KV
+// the tensors the first engine got (with its experts packed once, or
+// dequantized once where a file packs them in part), its KV
 // cache and workspaces buffers the engine before it released, taken back
 // from the backend's pool and cleared: no new buffer, and the same tokens.
 func TestEnginesReuseTheirBuffers(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	for _, quant := range []string{"", "q4"} {
-		t.Run("dtype="+quant, func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		spec model.Spec
+	}{
+		{"f32", model.Spec{Model: "qwen3-moe-mini", Seed: 5, Layers: 2}},
+		{"q4", model.Spec{Model: "qwen3-moe-mini", Quant: "q4", Seed: 5, Layers: 2}},
+		// experts packed in part, run in f32 (model.Config.ExpertsInF32)
+		{"q4-partial", model.Spec{Model: "../../runner/testdata/mlx/qwen3_moe-q4-partial"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			dev := &madeCounter{Device: emu.New(emu.Options{})}
 			be, err := metal.New(dev, metal.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer be.Close()
-			cfg, opened, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Quant: quant, Seed: 5, Layers: 2})
+			cfg, opened, err := model.Open(c.spec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -362,6 +362,44 @@ func TestCachedWidensOnce(t *testing.T) {
 	}
 }
 
+// A cached source converts a tensor to f32 once: engines made one after
+// another over it get the same bytes, as the uncached conversion makes
+// them, and a backend keying copies by host bytes copies them once.
+func TestCachedConvertsToF32Once(t *testing.T) {
+	cfg, src, err := Open(Spec{Model: "qwen3-moe-mini", Quant: "q4", Layers: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c := NewCached(src)
+	for _, name := range []string{LayerPrefix(0) + "mlp.experts.0.gate_proj.weight", LayerPrefix(0) + "input_layernorm.weight"} {
+		var spec TensorSpec
+		for _, s := range cfg.Tensors() {
+			if s.Name == name {
+				spec = s
+			}
+		}
+		a, err := F32(c, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := F32(c, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := F32(src, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &a[0] != &b[0] {
+			t.Errorf("%s: converted twice", name)
+		}
+		if !bytes.Equal(a, want) || int64(len(a)) != 4*spec.Elems() {
+			t.Errorf("%s: the cached f32 bytes differ from the conversion's", name)
+		}
+	}
+}
+
 // eightBits are the rules of a backend with neither the Metal-only formats'
 // kernels nor 5-bit affine ones.
 type eightBits struct{}

@@ -440,8 +440,41 @@ func dequantizeInto(out []byte, p Packed, shape []int) {
 
 // F32 returns spec's tensor of src as little-endian f32 bytes in a new
 // slice, whatever src keeps it in: a packed matrix dequantized, f16 and
-// bf16 widened, f32 copied.
+// bf16 widened, f32 copied. A Cached source makes the slice once and hands
+// the same one to every engine made over it, so a backend that keys the
+// weights it copies by their host bytes (bridge.HostKey) copies it once.
 func F32(src Source, spec TensorSpec) ([]byte, error) {
+	if c, ok := src.(*Cached); ok {
+		return c.f32(spec)
+	}
+	return toF32(src, spec)
+}
+
+// f32 is F32 of the wrapped source, once per tensor.
+func (c *Cached) f32(spec TensorSpec) ([]byte, error) {
+	c.mu.Lock()
+	b, ok := c.floats[spec.Name]
+	c.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := toF32(c, spec)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.floats == nil {
+		c.floats = map[string][]byte{}
+	}
+	if kept, ok := c.floats[spec.Name]; ok {
+		return kept, nil
+	}
+	c.floats[spec.Name] = b
+	return b, nil
+}
+
+func toF32(src Source, spec TensorSpec) ([]byte, error) {
 	if ps, ok := src.(PackedSource); ok {
 		p, packed, err := ps.Packed(spec)
 		if err != nil {
@@ -776,6 +809,7 @@ type Cached struct {
 	m      map[string]cachedTensor
 	packed map[string]Packed
 	formed map[string]Packed // by name and form (PackedAs)
+	floats map[string][]byte // F32's
 }
 
 type cachedTensor struct {
