@@ -16,6 +16,11 @@ import (
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
 )
 
+// oneToken is the metadata of a step of one token that writes no KV cache.
+func oneToken() *bridge.StepMeta {
+	return &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+}
+
 func emuDevice(t testing.TB) *emu.Device {
 	t.Helper()
 	if _, err := emu.FindCompiler(""); err != nil {
@@ -107,7 +112,7 @@ func TestOutOfBoundsCaught(t *testing.T) {
 	out, _ := be.Alloc(bridge.F32, 100)
 	short, _ := be.Alloc(bridge.F32, 10)
 	long, _ := be.Alloc(bridge.F32, 100)
-	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+	meta := oneToken()
 	if err := be.BeginStep(meta, []int32{0}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +135,7 @@ func TestBindingsUpToMetalsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+	meta := oneToken()
 	if err := be.BeginStep(meta, []int32{0}, false); err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestFreedDuringAStepInFlight(t *testing.T) {
 	defer be.Close()
 	out, _ := be.Alloc(bridge.F32, 256)
 	x, _ := be.Alloc(bridge.F32, 256)
-	meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, Positions: []int32{0}, SlotMapping: []int32{-1}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}}
+	meta := oneToken()
 	if err := be.BeginStep(meta, []int32{0}, false); err != nil {
 		t.Fatal(err)
 	}
