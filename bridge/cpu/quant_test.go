@@ -185,3 +185,9 @@ func TestQGemmGroup(t *testing.T) {
 func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, New(Options{Threads: 2}), 1e-5)
 }
+
+// TestPackedGEMVArgmax: the LM head's packed GEMV and the argmax after it, through the
+// fusion table (bridge/quanttest).
+func TestPackedGEMVArgmax(t *testing.T) {
+	quanttest.GEMVArgmax(t, New(Options{Threads: 2}))
+}

@@ -10,11 +10,12 @@ func (b *Backend) Fusions() []bridge.Pattern {
 	if b.fusions == nil {
 		b.fusions = []bridge.Pattern{
 			{Name: "rope_attention", Doc: "RoPE (with QK-norm) in the decode attention kernel that writes the KV cache", Try: b.tryRoPEAttention},
-			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV (float, or affine packed) normalises its input: the RMSNorm before it costs no launch", Try: b.tryNormGemv},
+			{Name: "rmsnorm_gemv", Doc: "a single-token GEMV (float, or affine packed) normalises its input: the RMSNorm before it costs no launch (and a packed one takes in the argmax after it, as qgemv_argmax)", Try: b.tryNormGemv},
 			{Name: "layernorm_gemv", Doc: "a single-token GEMV takes in the LayerNorm before it (GPT-2), and the GELU after it", Try: b.tryLayerNormGemv},
 			{Name: "rmsnorm_qmoe", Doc: "a single-token packed MoE's router kernel normalises its input, and its down projections add into the residual the AddRMSNorm after it would add", Try: b.tryNormQMoE},
 			{Name: "qmoe_residual", Doc: "a packed MoE's down projections add into the residual the AddRMSNorm after it would add", Try: b.tryQMoEResidual},
 			{Name: "gemv_residual", Doc: "a single-token GEMV (float, or affine packed) adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
+			{Name: "qgemv_argmax", Doc: "a packed GEMV (the LM head) finds each row's argmax as it writes its outputs, the last block writing the indices", Try: b.tryQGemvArgmax},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written; on cuBLAS they share the rounding of the input to half",
 				Try: b.tryGemvGroup, Always: true},
@@ -368,4 +369,23 @@ func (b *Backend) qmoeResidualOf(mo *bridge.QMoEOp, next bridge.Op, after []brid
 	}
 	b.standIn = bridge.RMSNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, Eps: an.Eps}
 	return r.ptr, &b.standIn
+}
+
+// tryQGemvArgmax: a packed matmul whose output the ArgmaxOp after it reads
+// (the LM head when no norm is folded into it).
+func (b *Backend) tryQGemvArgmax(ops []bridge.Op, span int) (int, bridge.Op) {
+	ops = ops[:span]
+	if len(ops) < 2 {
+		return 0, nil
+	}
+	mm, ok := ops[0].(*bridge.QMatMulOp)
+	if !ok {
+		return 0, nil
+	}
+	g, ok := b.qgemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
+	if !ok || b.takeArgmax(&g, mm, ops[1:]) == 0 {
+		return 0, nil
+	}
+	b.launchQGemv(&g)
+	return 2, nil
 }

@@ -241,7 +241,7 @@ func TestGateUpRowsMatchUnfused(t *testing.T) {
 			if got := b.QAGateUpRows(5632, 2048); got != c.rows {
 				t.Fatalf("%d SMs: %d gate/up rows a warp, want %d", c.sms, got, c.rows)
 			}
-			fewerLaunches(t, "fused", b, "unfused", plain, []launchCase{{"tinyllama-1.1b@q4", 2, 3, 32000}})
+			fewerLaunches(t, "fused", b, "unfused", plain, []launchCase{{"tinyllama-1.1b@q4", 2, 3, 32000, 1}})
 		})
 	}
 }
@@ -280,4 +280,10 @@ func uploadExperts(t *testing.T, b *Backend, w *bridge.MoEWeights, gate, up, dow
 		w.Up = append(w.Up, uploadPacked(t, b, up.Expert(e, E)))
 		w.Down = append(w.Down, uploadPacked(t, b, down.Expert(e, E)))
 	}
+}
+
+// TestPackedGEMVArgmax: the LM head's packed GEMV and the argmax after it, through the
+// fusion table on the GPU: quant_int.cu folds the argmax into the GEMV (bridge/quanttest).
+func TestPackedGEMVArgmax(t *testing.T) {
+	quanttest.GEMVArgmax(t, gpu(t))
 }

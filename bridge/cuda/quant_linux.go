@@ -46,6 +46,7 @@ func quantKernelNames() []string {
 	}
 	for _, f := range []string{"affine4", "affine8"} {
 		for _, v := range []string{"qagemv_%s_c1_r1", "qagemv_%s_c1_r2", "qagemv_%s_c1_r4", "qagemv_%s_c4_r1", "qagemv_%s_c4_r2",
+			"qagemv_am_%s_c1_r1", "qagemv_am_%s_c1_r4",
 			"qagemv_gu_%s_c1_r1", "qagemv_gu_%s_c1_r2", "qagemv_gu_%s_c1_r3", "qagemv_gu_%s_c4_r1",
 			"qamoe_gate_up_%s_r2", "qamoe_gate_up_%s_r3"} {
 			n = append(n, fmt.Sprintf(v, f))
@@ -247,6 +248,10 @@ type qgemv struct {
 	}
 	// exact keeps f32 activations at any m (a router's top-k)
 	exact bool
+	// argmax, when set, receives the activation row's largest output's
+	// index (the ArgmaxOp after a decode step's LM head, folded into its
+	// launch: qagemv_am)
+	argmax uint64
 }
 
 // groups is the launch's groups of r weight rows: each matrix's, or with
@@ -380,9 +385,18 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 	rb, grp, sdt := s0.q.args()
 	a := g.segArgs([]uint64{g.x, i32(g.m), i32(g.k), i32(rb), i32(grp), i32(sdt)})
 	a = append(a, g.norm.w, g.norm.out, f32(g.norm.eps))
+	if g.argmax != 0 {
+		// The keys and the count are left cleared by the launch's last block.
+		a = append(a, g.argmax, b.scratchZeroed("qargmax.keys", int64(g.m)*8), b.scratchZeroed("qargmax.count", 4))
+	} else {
+		a = append(a, 0, 0, 0)
+	}
 	kind := "qagemv"
-	if g.gu {
+	switch {
+	case g.gu:
 		kind = "qagemv_gu"
+	case g.argmax != 0:
+		kind = "qagemv_am"
 	}
 	b.launch(fmt.Sprintf("%s_%s_c%d_r%d", kind, quant.KernelName(s0.q.Spec), c, r), [3]int{b.qaBlocks(g.groups(r), gy), gy, 1}, qWarps*32, a...)
 }
@@ -497,8 +511,42 @@ func (b *Backend) qnormGemv(ops []bridge.Op, out, x, w bridge.Tensor, eps float3
 	n := 1 + b.growQGemv(&g, ops[1:])
 	g.x = xs.ptr
 	g.norm.w, g.norm.out, g.norm.eps = ws.ptr, o.ptr, eps
+	n += b.takeArgmax(&g, mm, ops[n:])
 	b.launchQGemv(&g)
 	return n, nil
+}
+
+// takeArgmax folds the ArgmaxOp that may follow a lone single-row packed
+// GEMV (a decode step's LM head) into its launch, where quant_int.cu has a
+// qagemv_am kernel for it; it returns the ops taken (0 or 1). Launches of
+// more rows keep the argmax apart: folded, they ran slower (docs/cuda.md,
+// "The argmax in the LM head").
+func (b *Backend) takeArgmax(g *qgemv, mm *bridge.QMatMulOp, rest []bridge.Op) int {
+	if len(rest) == 0 || g.m != 1 || g.nsegs != 1 || g.gu || !b.qaArgmaxTakes(g) {
+		return 0
+	}
+	am, ok := rest[0].(*bridge.ArgmaxOp)
+	if !ok || am.Logits != mm.Out {
+		return 0
+	}
+	o := b.asTensor(am.Out)
+	if o == nil || o.dt != bridge.I32 || o.n != g.m {
+		return 0
+	}
+	g.argmax = o.ptr
+	return 1
+}
+
+// qaArgmaxTakes reports whether g would run on a quant_int.cu GEMV kernel
+// with a qagemv_am twin (not tensor cores, not a persistent chain, and
+// rows a warp that the twin is compiled for).
+func (b *Backend) qaArgmaxTakes(g *qgemv) bool {
+	s := g.segs[0].q.Spec
+	if !qaFits(s) || g.norm.w == 0 && b.qmmaTakes(g.m, g.k, g.exact) || b.qcTakes(g) {
+		return false
+	}
+	_, ok := b.fns[fmt.Sprintf("qagemv_am_%s_c1_r%d", quant.KernelName(s), b.qaLaunchRows(g, 1))]
+	return ok
 }
 
 // qgemvResidual is tryGemvResidual for a lone single-token packed matmul:

@@ -569,3 +569,9 @@ func presetAgainstCPU(t *testing.T, mb bridge.Backend, preset, dtype string, lay
 	}
 	enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
 }
+
+// TestPackedGEMVArgmax: the LM head's packed GEMV and the argmax after it, through the
+// fusion table on the emulator (bridge/quanttest).
+func TestPackedGEMVArgmax(t *testing.T) {
+	quanttest.GEMVArgmax(t, newEmu(t, metal.Tuning{}))
+}

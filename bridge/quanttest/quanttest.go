@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -177,4 +178,137 @@ func RelErr(got, want []float32) float64 {
 		den += float64(want[i]) * float64(want[i])
 	}
 	return math.Sqrt(num / den)
+}
+
+// ArgmaxShapes: decode rows over vocabularies that fill no warp evenly and
+// that the GPU kernels take 1, 2 and 4 rows a warp of (on the GPUs tested:
+// 1 and 4 fold the argmax in), and rows enough for two of their four-row
+// blocks.
+var ArgmaxShapes = []Shape{{1, 4099, 768}, {1, 5003, 256}, {1, 9001, 256}, {6, 1031, 512}}
+
+// GEMVArgmax runs a packed matmul and the ArgmaxOp after it through the
+// backend's fusion table (the LM head and the greedy pick of a decode
+// step), at each affine spec, and checks the indices against the
+// reference argmax of the outputs the backend wrote: a tie between a
+// row's planted copy and the winner goes to the lower index, and a row of
+// NaN (an activation row holding one) gives 0.
+func GEMVArgmax(t *testing.T, be bridge.Backend) {
+	t.Helper()
+	qb, ok := be.(bridge.QuantBackend)
+	if !ok {
+		t.Fatalf("%T runs no packed weights", be)
+	}
+	r := rand.New(rand.NewPCG(5, 3))
+	for _, s := range Specs[:6] {
+		for _, c := range ArgmaxShapes {
+			name := fmt.Sprintf("%v, m=%d n=%d k=%d", s, c.M, c.N, c.K)
+			if err := gemvArgmax(be, qb, r, s, c); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+}
+
+func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) error {
+	g := s.Groups(c.K) * s.Scale.Size()
+	rb := s.RowBytes(c.K)
+	w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*rb), make([]byte, c.N*g), make([]byte, c.N*g))
+	x, bias := randn(r, c.M*c.K), randn(r, c.N)
+	if c.M > 1 {
+		x[c.K+7] = float32(math.NaN()) // activation row 1: every output NaN
+	}
+	// Row 1 (or 0) becomes a copy of the first activation row's winner, so
+	// the two tie and the lower index must win.
+	want := make([]float32, c.N)
+	quant.MatMul(want, x[:c.K], bias, w, 1)
+	top, dst := kernels.Argmax(want), 1
+	if top == 1 {
+		dst = 0
+	}
+	copy(w.Data[dst*rb:(dst+1)*rb], w.Data[top*rb:(top+1)*rb])
+	copy(w.Scales[dst*g:(dst+1)*g], w.Scales[top*g:(top+1)*g])
+	copy(w.Biases[dst*g:(dst+1)*g], w.Biases[top*g:(top+1)*g])
+	bias[dst] = bias[top]
+
+	var tensors []bridge.Tensor
+	defer func() {
+		for _, t := range tensors {
+			be.Free(t)
+		}
+	}()
+	keep := func(t bridge.Tensor, err error) (bridge.Tensor, error) {
+		if err == nil {
+			tensors = append(tensors, t)
+		}
+		return t, err
+	}
+	wt, err := keep(qb.QuantWeight(s, []int{c.N, c.K}, w.Data, w.Scales, w.Biases))
+	if err != nil {
+		return err
+	}
+	xt, err := keep(be.Weight(bridge.F32, []int{c.M, c.K}, F32Bytes(x)))
+	if err != nil {
+		return err
+	}
+	bt, err := keep(be.Weight(bridge.F32, []int{c.N}, F32Bytes(bias)))
+	if err != nil {
+		return err
+	}
+	out, err := keep(be.Alloc(bridge.F32, c.M, c.N))
+	if err != nil {
+		return err
+	}
+	ids, err := keep(be.Alloc(bridge.I32, c.M))
+	if err != nil {
+		return err
+	}
+	T := c.M
+	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: make([]int32, T),
+		SlotMapping: make([]int32, T), QueryStartLoc: []int32{0, int32(T)}, SeqLens: []int32{int32(T)},
+		BlockTable: make([]int32, (T+15)/16), MaxBlocks: (T + 15) / 16, BlockSize: 16}
+	at := bridge.At{Layer: -1, Component: bridge.CompOther, Name: "lm_head"}
+	ops := []bridge.Op{
+		&bridge.QMatMulOp{At: at, Out: out, X: xt, W: wt, Bias: bt},
+		&bridge.ArgmaxOp{At: at, Out: ids, Logits: out},
+	}
+	// Twice: a GPU kernel that keeps state between launches must leave it
+	// as it found it.
+	for range 2 {
+		if err := be.BeginStep(meta, make([]int32, T), false); err != nil {
+			return err
+		}
+		var run bridge.Runner
+		run.Run(be, ops, true, false)
+		if _, err := be.EndStep(); err != nil {
+			return err
+		}
+		logits := make([]float32, c.M*c.N)
+		if err := be.Read(out, logits); err != nil {
+			return err
+		}
+		got := make([]int32, c.M)
+		if err := be.ReadI32(ids, got); err != nil {
+			return err
+		}
+		for m := range c.M {
+			row := logits[m*c.N : (m+1)*c.N]
+			if want := kernels.Argmax(row); int(got[m]) != want {
+				return fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", m, got[m], at32(row, got[m]), want, row[want])
+			}
+		}
+		if logits[dst] != logits[top] {
+			return fmt.Errorf("row 0: rows %d and %d hold the same weights but gave %g and %g", dst, top, logits[dst], logits[top])
+		}
+		if c.M > 1 && got[1] != 0 {
+			return fmt.Errorf("row 1 is all NaN: argmax %d, want 0", got[1])
+		}
+	}
+	return nil
+}
+
+func at32(v []float32, i int32) float32 {
+	if i < 0 || int(i) >= len(v) {
+		return float32(math.NaN())
+	}
+	return v[i]
 }

@@ -353,6 +353,71 @@ __device__ __forceinline__ QMat qa_pick(int& g, int g0, int g1, const QMat& m0, 
     return m2;
 }
 
+// QAArgmax is where qagemv_am puts its activation row's largest output's
+// index (the argmax after a decode step's LM head, folded into its
+// launch): each block's best goes to keys[row] by an atomic max on a key
+// that orders values and then lower indices first, and the last block to
+// finish writes out[row] and clears keys and count for the next launch.
+struct QAArgmax {
+    int* out;
+    unsigned long long* keys;
+    int* count;
+};
+
+// QAArgmaxShared is a qagemv_am block's: each warp's best key, and whether
+// the block finished last.
+struct QAArgmaxShared {
+    unsigned long long key[QWARPS];
+    int last;
+};
+
+// qa_argmax_key orders (v, i) as ArgmaxOp does: larger values first, then
+// lower indices; -0 is +0, and a NaN gets 0, the least key (NaN never wins).
+__device__ __forceinline__ unsigned long long qa_argmax_key(float v, int i) {
+    if (v != v) return 0ull;
+    if (v == 0.f) v = 0.f;
+    const u32 b = __float_as_uint(v), ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ((unsigned long long)ord << 32) | (u32)~(u32)i;
+}
+
+// qa_argmax follows qa_gemv<BITS, R, 1, ...> of one matrix of N rows in
+// qagemv_am: the block reads back the outputs its warps wrote (its row
+// groups, as qa_gemv hands them out), its best key joins its activation
+// row's, and the block that finishes last turns the M rows' keys into
+// indices. Reading back, rather than keeping the best in the GEMV's loop,
+// leaves that loop's registers as they are.
+template <int R>
+__device__ __forceinline__ void qa_argmax(QAArgmaxShared& sh, const QAArgmax& am, const float* out, int M, int N) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int total = (N + R - 1) / R, stride = gridDim.x * QWARPS;
+    const float* o = out + (long)blockIdx.y * N;
+    __syncthreads();  // the block's outputs are written
+    unsigned long long k = 0;
+    for (int base = blockIdx.x * QWARPS; base < total; base += stride) {
+        const int hi = min((base + QWARPS) * R, N);
+        for (int n = base * R + threadIdx.x; n < hi; n += blockDim.x) k = max(k, qa_argmax_key(o[n], n));
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, d));
+    if (lane == 0) sh.key[warp] = k;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int w = 0; w < QWARPS; w++) k = max(k, sh.key[w]);
+        if (k) atomicMax(am.keys + blockIdx.y, k);
+        __threadfence();
+        sh.last = atomicAdd(am.count, 1) == (int)(gridDim.x * gridDim.y) - 1;
+    }
+    __syncthreads();
+    if (!sh.last) return;
+    __threadfence();
+    for (int r = threadIdx.x; r < M; r += blockDim.x) {
+        const unsigned long long key = atomicExch(am.keys + r, 0ull);
+        am.out[r] = key ? (int)~(u32)key : 0;
+    }
+    if (threadIdx.x == 0) *am.count = 0;
+}
+
 // qa_gemv: out = x[M][K]·wᵀ (+ bias) for up to three affine matrices of one
 // format reading the same x (q, k, v), or with GU gate and up: out0 =
 // silu(x·gateᵀ)·(x·upᵀ) and out1 = x·upᵀ when set. Grid y: C activation
@@ -662,13 +727,26 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         const unsigned char *s0, const unsigned char *b0, const float *bias0, float *out0, int n0,                     \
         const unsigned char *w1, const unsigned char *s1, const unsigned char *b1, const float *bias1, float *out1,    \
         int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2, const float *bias2,         \
-        float *out2, int n2, const float *nw, float *nh, float eps
-#define QA_GEMV_KERNEL(BITS, S, NAME, C, R, GU)                                                                        \
+        float *out2, int n2, const float *nw, float *nh, float eps, int *am_out, unsigned long long *am_keys,   \
+        int *am_count
+#define QA_GEMV_KERNEL(BITS, S, NAME, C, R, GU)                                                                      \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {                      \
         __shared__ QAShared sh;                                                                                        \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
         qa_gemv_prefetch<R, GU>(rowBytes, m0, m1);                                                                     \
         QA_SDT(sdt, (qa_gemv<BITS, R, C, GU, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))            \
+    }
+
+// QA_GEMV_AM_KERNEL: qagemv_am, a lone matrix's single-row GEMV with the
+// argmax of its output folded in (QAArgmax).
+#define QA_GEMV_AM_KERNEL(BITS, S, R)                                                                                  \
+    MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) qagemv_am_##S##_c1_r##R(QA_GEMV_PARAMS) {                       \
+        __shared__ QAShared sh;                                                                                        \
+        __shared__ QAArgmaxShared ash;                                                                                 \
+        QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
+        qa_gemv_prefetch<R, false>(rowBytes, m0, m1);                                                                  \
+        QA_SDT(sdt, (qa_gemv<BITS, R, 1, false, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))         \
+        qa_argmax<R>(ash, QAArgmax{am_out, am_keys, am_count}, out0, M, n0);                                           \
     }
 
 // QA_DOWN_KERNEL: a token's expert down projections and weighted sum; with
@@ -698,7 +776,9 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
     }
 
 // Variants: one activation row a block (decode) with 1, 2 or 4 rows a warp
-// (the host takes the most that still gives every SM 16 warps), gate/up
+// (the host takes the most that still gives every SM 16 warps), with 1
+// or 4 the argmax after them folded in (qagemv_am: the LM head; 2 rows
+// spill), gate/up
 // pairs with 1, 2 or 3 (the fewest rounds of the resident warps: one
 // round of 3 rows beats two of 2); four activation rows a block with 1 or
 // 2. qamoe_gate_up takes 2 or 3 by the same rule.
@@ -708,6 +788,8 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
     QA_GEMV_KERNEL(BITS, S, qagemv, 1, 4, false)                                                                        \
     QA_GEMV_KERNEL(BITS, S, qagemv, 4, 1, false)                                                                        \
     QA_GEMV_KERNEL(BITS, S, qagemv, 4, 2, false)                                                                        \
+    QA_GEMV_AM_KERNEL(BITS, S, 1)                                                                                      \
+    QA_GEMV_AM_KERNEL(BITS, S, 4)                                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 1, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 2, true)                                                                      \
     QA_GEMV_KERNEL(BITS, S, qagemv_gu, 1, 3, true)                                                                      \

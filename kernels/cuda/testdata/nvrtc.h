@@ -93,6 +93,8 @@ __device__ float atomicAdd(float*, float);
 __device__ int atomicOr(int*, int);
 __device__ int atomicMax(int*, int);
 __device__ int atomicExch(int*, int);
+__device__ unsigned long long atomicMax(unsigned long long*, unsigned long long);
+__device__ unsigned long long atomicExch(unsigned long long*, unsigned long long);
 __device__ int atomicCAS(int*, int, int);
 __device__ unsigned long long atomicAdd(unsigned long long*, unsigned long long);
 __device__ void __syncthreads();
