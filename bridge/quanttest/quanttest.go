@@ -105,47 +105,20 @@ func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec,
 	want := make([]float32, c.M*c.N)
 	quant.MatMul(want, x, bias, w, c.M)
 
-	var tensors []bridge.Tensor
-	defer func() {
-		for _, t := range tensors {
-			be.Free(t)
-		}
-	}()
-	keep := func(t bridge.Tensor, err error) (bridge.Tensor, error) {
-		if err == nil {
-			tensors = append(tensors, t)
-		}
-		return t, err
-	}
-	wt, err := keep(qb.QuantWeight(s, []int{c.N, c.K}, w.Data, w.Scales, w.Biases))
+	m, err := upload(be, qb, s, c, w, x, bias)
+	defer m.free()
 	if err != nil {
 		return 0, err
 	}
-	xt, err := keep(be.Weight(bridge.F32, []int{c.M, c.K}, F32Bytes(x)))
-	if err != nil {
+	if err := be.BeginStep(stepMeta(c.M), make([]int32, c.M), false); err != nil {
 		return 0, err
 	}
-	bt, err := keep(be.Weight(bridge.F32, []int{c.N}, F32Bytes(bias)))
-	if err != nil {
-		return 0, err
-	}
-	out, err := keep(be.Alloc(bridge.F32, c.M, c.N))
-	if err != nil {
-		return 0, err
-	}
-	T := c.M
-	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: make([]int32, T),
-		SlotMapping: make([]int32, T), QueryStartLoc: []int32{0, int32(T)}, SeqLens: []int32{int32(T)},
-		BlockTable: make([]int32, (T+15)/16), MaxBlocks: (T + 15) / 16, BlockSize: 16}
-	if err := be.BeginStep(meta, make([]int32, T), false); err != nil {
-		return 0, err
-	}
-	qb.QMatMul(out, xt, wt, bt)
+	qb.QMatMul(m.out, m.x, m.w, m.bias)
 	if _, err := be.EndStep(); err != nil {
 		return 0, err
 	}
 	got := make([]float32, c.M*c.N)
-	if err := be.Read(out, got); err != nil {
+	if err := be.Read(m.out, got); err != nil {
 		return 0, err
 	}
 	return RelErr(got, want), nil
@@ -230,51 +203,24 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 	copy(w.Biases[dst*g:(dst+1)*g], w.Biases[top*g:(top+1)*g])
 	bias[dst] = bias[top]
 
-	var tensors []bridge.Tensor
-	defer func() {
-		for _, t := range tensors {
-			be.Free(t)
-		}
-	}()
-	keep := func(t bridge.Tensor, err error) (bridge.Tensor, error) {
-		if err == nil {
-			tensors = append(tensors, t)
-		}
-		return t, err
-	}
-	wt, err := keep(qb.QuantWeight(s, []int{c.N, c.K}, w.Data, w.Scales, w.Biases))
+	m, err := upload(be, qb, s, c, w, x, bias)
+	defer m.free()
 	if err != nil {
 		return err
 	}
-	xt, err := keep(be.Weight(bridge.F32, []int{c.M, c.K}, F32Bytes(x)))
+	ids, err := m.keep(be.Alloc(bridge.I32, c.M))
 	if err != nil {
 		return err
 	}
-	bt, err := keep(be.Weight(bridge.F32, []int{c.N}, F32Bytes(bias)))
-	if err != nil {
-		return err
-	}
-	out, err := keep(be.Alloc(bridge.F32, c.M, c.N))
-	if err != nil {
-		return err
-	}
-	ids, err := keep(be.Alloc(bridge.I32, c.M))
-	if err != nil {
-		return err
-	}
-	T := c.M
-	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: make([]int32, T),
-		SlotMapping: make([]int32, T), QueryStartLoc: []int32{0, int32(T)}, SeqLens: []int32{int32(T)},
-		BlockTable: make([]int32, (T+15)/16), MaxBlocks: (T + 15) / 16, BlockSize: 16}
 	at := bridge.At{Layer: -1, Component: bridge.CompOther, Name: "lm_head"}
 	ops := []bridge.Op{
-		&bridge.QMatMulOp{At: at, Out: out, X: xt, W: wt, Bias: bt},
-		&bridge.ArgmaxOp{At: at, Out: ids, Logits: out},
+		&bridge.QMatMulOp{At: at, Out: m.out, X: m.x, W: m.w, Bias: m.bias},
+		&bridge.ArgmaxOp{At: at, Out: ids, Logits: m.out},
 	}
 	// Twice: a GPU kernel that keeps state between launches must leave it
 	// as it found it.
 	for range 2 {
-		if err := be.BeginStep(meta, make([]int32, T), false); err != nil {
+		if err := be.BeginStep(stepMeta(c.M), make([]int32, c.M), false); err != nil {
 			return err
 		}
 		var run bridge.Runner
@@ -283,17 +229,17 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 			return err
 		}
 		logits := make([]float32, c.M*c.N)
-		if err := be.Read(out, logits); err != nil {
+		if err := be.Read(m.out, logits); err != nil {
 			return err
 		}
 		got := make([]int32, c.M)
 		if err := be.ReadI32(ids, got); err != nil {
 			return err
 		}
-		for m := range c.M {
-			row := logits[m*c.N : (m+1)*c.N]
-			if want := kernels.Argmax(row); int(got[m]) != want {
-				return fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", m, got[m], at32(row, got[m]), want, row[want])
+		for i := range c.M {
+			row := logits[i*c.N : (i+1)*c.N]
+			if want := kernels.Argmax(row); int(got[i]) != want {
+				return fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", i, got[i], at32(row, got[i]), want, row[want])
 			}
 		}
 		if logits[dst] != logits[top] {
@@ -311,4 +257,50 @@ func at32(v []float32, i int32) float32 {
 		return float32(math.NaN())
 	}
 	return v[i]
+}
+
+// matmul is a packed matmul's tensors on a backend, freed together.
+type matmul struct {
+	be              bridge.Backend
+	w, x, bias, out bridge.Tensor
+	kept            []bridge.Tensor
+}
+
+// keep records t to be freed with the rest.
+func (m *matmul) keep(t bridge.Tensor, err error) (bridge.Tensor, error) {
+	if err == nil {
+		m.kept = append(m.kept, t)
+	}
+	return t, err
+}
+
+func (m *matmul) free() {
+	for _, t := range m.kept {
+		m.be.Free(t)
+	}
+}
+
+// upload puts a shape c matmul's packed weights w, activations x and bias
+// on be, with an output for it.
+func upload(be bridge.Backend, qb bridge.QuantBackend, s quant.Spec, c Shape, w *quant.Matrix, x, bias []float32) (*matmul, error) {
+	m := &matmul{be: be}
+	var err error
+	if m.w, err = m.keep(qb.QuantWeight(s, []int{c.N, c.K}, w.Data, w.Scales, w.Biases)); err != nil {
+		return m, err
+	}
+	if m.x, err = m.keep(be.Weight(bridge.F32, []int{c.M, c.K}, F32Bytes(x))); err != nil {
+		return m, err
+	}
+	if m.bias, err = m.keep(be.Weight(bridge.F32, []int{c.N}, F32Bytes(bias))); err != nil {
+		return m, err
+	}
+	m.out, err = m.keep(be.Alloc(bridge.F32, c.M, c.N))
+	return m, err
+}
+
+// stepMeta is the metadata of a step of T tokens of one sequence.
+func stepMeta(T int) *bridge.StepMeta {
+	return &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: make([]int32, T),
+		SlotMapping: make([]int32, T), QueryStartLoc: []int32{0, int32(T)}, SeqLens: []int32{int32(T)},
+		BlockTable: make([]int32, (T+15)/16), MaxBlocks: (T + 15) / 16, BlockSize: 16}
 }
