@@ -15,7 +15,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "rmsnorm_qmoe", Doc: "a single-token packed MoE's router kernel normalises its input, and its down projections add into the residual the AddRMSNorm after it would add", Try: b.tryNormQMoE},
 			{Name: "qmoe_residual", Doc: "a packed MoE's down projections add into the residual the AddRMSNorm after it would add", Try: b.tryQMoEResidual},
 			{Name: "gemv_residual", Doc: "a single-token GEMV (float, or affine packed) adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
-			{Name: "qgemv_argmax", Doc: "a packed GEMV (the LM head) finds each row's argmax as it writes its outputs, the last block writing the indices", Try: b.tryQGemvArgmax},
+			{Name: "qgemv_argmax", Doc: "a single-row affine packed GEMV (a decode step's LM head) finds the argmax after it: each block reads back its outputs, the last block writes the index", Try: b.tryQGemvArgmax},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "gemv_shared_input", Doc: "matmuls of one input (q, k, v; gate, up) share a GEMV launch, with SiLU·up applied as gate and up are written; on cuBLAS they share the rounding of the input to half",
 				Try: b.tryGemvGroup, Always: true},
