@@ -88,6 +88,17 @@ func TestBenchCommand(t *testing.T) {
 		!strings.Contains(out, "params:\n      witness_gpu: M2 Pro\n") || !strings.Contains(out, `--witness-gpu "M2 Pro"`) {
 		t.Errorf("bench --witness-gpu --print-suite: %v\n%s", err, out)
 	}
+	// --layers is the suites' layers: the first N layers run, and the run
+	// says so.
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--layers", "2", "--print-suite"); err != nil ||
+		!strings.Contains(out, "params:\n      layers: 2\n") || !strings.Contains(out, "--layers 2") {
+		t.Errorf("bench --layers 2 --print-suite: %v\n%s", err, out)
+	}
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--db", filepath.Join(dir, "layers.db"), "--format", "csv"); err != nil {
+		t.Errorf("bench --layers 1: %v", err)
+	} else if rows := csvRows(t, out); len(rows) == 0 || rows[0]["layers_run"] != "1" || rows[0]["layers_total"] != "6" {
+		t.Errorf("bench --layers 1 ran %v", rows)
+	}
 	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
@@ -99,6 +110,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "0"}, "--batch: 0 is below 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "-1"}, "--depth"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be at least 1"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--layers", "-1"}, "--layers must be at least 0"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--layers", "7", "--db", db}, "layers"},
 		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Prp", "--db", db}, `unknown Apple GPU "M2 Prp" (did you mean "M2 Pro"?)`},

@@ -44,6 +44,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
+			&cli.IntFlag{Name: "layers", Usage: "run only the first N layers of the model (0: all), as the suites' layers; results say so"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU its cost witness reads the counts against, e.g. \"M2 Pro\" or \"M4 Max 32-core\" (default M3 Ultra; docs/metal-kernels.md)"},
 			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
@@ -62,7 +63,7 @@ func benchCommand() *cli.Command {
 			}
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
 				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
-				WitnessGPU: c.String("witness-gpu")}
+				Layers: c.Int("layers"), WitnessGPU: c.String("witness-gpu")}
 			for _, l := range []struct {
 				flag string
 				dst  *[]int
@@ -129,6 +130,7 @@ type quickSpec struct {
 	Model, Backend, DType, Timing, Fit string
 	WitnessGPU                         string // the cases' witness_gpu, "" for the default
 	Repetitions, Warmup                int
+	Layers                             int // the cases' layers, 0 for the whole model
 	Batch, Prompt, Gen, Depth          []int
 }
 
@@ -139,6 +141,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.Warmup < 0 {
 		return nil, fmt.Errorf("--warmup must be at least 0, got %d", q.Warmup)
+	}
+	if q.Layers < 0 {
+		return nil, fmt.Errorf("--layers must be at least 0 (0: every layer), got %d", q.Layers)
 	}
 	type modelYAML struct {
 		Preset  string `yaml:"preset,omitempty"`
@@ -155,10 +160,10 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Depth     []int `yaml:"depth,flow,omitempty"` // the suites' depth: context before each prompt
 	}
 	type caseYAML struct {
-		Name   string            `yaml:"name"`
-		Kind   string            `yaml:"kind"`
-		Params map[string]string `yaml:"params,omitempty"`
-		Matrix matrixYAML        `yaml:"matrix"`
+		Name   string         `yaml:"name"`
+		Kind   string         `yaml:"kind"`
+		Params map[string]any `yaml:"params,omitempty"`
+		Matrix matrixYAML     `yaml:"matrix"`
 	}
 	doc := struct {
 		Name        string     `yaml:"name"`
@@ -176,8 +181,15 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Backend: q.Backend, Timing: q.Timing, Repetitions: q.Repetitions, Warmup: q.Warmup, Interleave: true,
 		Cases: []caseYAML{{Name: "bench", Kind: "model", Matrix: matrixYAML{Batch: q.Batch, PromptLen: q.Prompt, GenLen: q.Gen}}},
 	}
+	params := map[string]any{}
 	if q.WitnessGPU != "" {
-		doc.Cases[0].Params = map[string]string{suites.ParamWitnessGPU: q.WitnessGPU}
+		params[suites.ParamWitnessGPU] = q.WitnessGPU
+	}
+	if q.Layers > 0 {
+		params[suites.ParamLayers] = q.Layers
+	}
+	if len(params) > 0 {
+		doc.Cases[0].Params = params
 	}
 	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
 		doc.Cases[0].Matrix.Depth = q.Depth
@@ -208,6 +220,9 @@ func (q quickSpec) describe() string {
 		return strings.Join(s, ",")
 	}
 	d := fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
+	if q.Layers > 0 {
+		d += fmt.Sprintf(" --layers %d", q.Layers)
+	}
 	if q.WitnessGPU != "" {
 		d += fmt.Sprintf(" --witness-gpu %q", q.WitnessGPU)
 	}
