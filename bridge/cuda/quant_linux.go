@@ -346,17 +346,45 @@ func (b *Backend) qgemvShape(g *qgemv) (r, c, ks int) {
 	return r, c, ks
 }
 
+// qgemvRoute is where a qgemv runs: tensor cores (qmma), a persistent
+// chain (quant_persist.cu), quant_int.cu's integer kernels, or quant.cu's.
+type qgemvRoute int
+
+const (
+	routeQGemv qgemvRoute = iota
+	routeQMMA
+	routeChain
+	routeQA
+)
+
+// qgemvRoute is g's route; launchQGemv follows it, and the fusions that
+// need one kernel family (the argmax's qagemv_am) ask it.
+func (b *Backend) qgemvRoute(g *qgemv) qgemvRoute {
+	switch {
+	case g.norm.w == 0 && b.qmmaTakes(g.m, g.k, g.exact):
+		return routeQMMA
+	case !qaFits(g.segs[0].q.Spec):
+		return routeQGemv
+	case b.qcTakes(g):
+		return routeChain
+	}
+	return routeQA
+}
+
 // launchQGemv records one qgemv launch.
 func (b *Backend) launchQGemv(g *qgemv) {
 	if g.m == 0 {
 		return
 	}
-	if g.norm.w == 0 && b.qmmaTakes(g.m, g.k, g.exact) {
+	s0 := g.segs[0]
+	switch b.qgemvRoute(g) {
+	case routeQMMA:
 		b.launchQMMA(g)
 		return
-	}
-	s0 := g.segs[0]
-	if qaFits(s0.q.Spec) {
+	case routeChain:
+		b.chainQA(g, s0.q.Spec.Bits)
+		return
+	case routeQA:
 		b.launchQAGemv(g)
 		return
 	}
@@ -372,10 +400,6 @@ func (b *Backend) launchQGemv(g *qgemv) {
 // integer kernels: one activation row a block, or qCols.
 func (b *Backend) launchQAGemv(g *qgemv) {
 	s0 := g.segs[0]
-	if b.qcTakes(g) {
-		b.chainQA(g, s0.q.Spec.Bits)
-		return
-	}
 	c := 1
 	if g.m > 1 {
 		c = qCols
@@ -537,15 +561,13 @@ func (b *Backend) takeArgmax(g *qgemv, mm *bridge.QMatMulOp, rest []bridge.Op) i
 	return 1
 }
 
-// qaArgmaxTakes reports whether g would run on a quant_int.cu GEMV kernel
-// with a qagemv_am twin (not tensor cores, not a persistent chain, and
-// rows a warp that the twin is compiled for).
+// qaArgmaxTakes reports whether g runs on a quant_int.cu GEMV kernel with a
+// qagemv_am twin at the rows a warp it would take.
 func (b *Backend) qaArgmaxTakes(g *qgemv) bool {
-	s := g.segs[0].q.Spec
-	if !qaFits(s) || g.norm.w == 0 && b.qmmaTakes(g.m, g.k, g.exact) || b.qcTakes(g) {
+	if b.qgemvRoute(g) != routeQA {
 		return false
 	}
-	_, ok := b.fns[fmt.Sprintf("qagemv_am_%s_c1_r%d", quant.KernelName(s), b.qaLaunchRows(g, 1))]
+	_, ok := b.fns[fmt.Sprintf("qagemv_am_%s_c1_r%d", quant.KernelName(g.segs[0].q.Spec), b.qaLaunchRows(g, 1))]
 	return ok
 }
 
