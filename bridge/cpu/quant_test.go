@@ -191,3 +191,9 @@ func TestPackedGEMVMatchesReference(t *testing.T) {
 func TestPackedGEMVArgmax(t *testing.T) {
 	quanttest.GEMVArgmax(t, New(Options{Threads: 2}))
 }
+
+// TestNormGEMV: norms before GEMVs and the GELU after, through the fusion
+// table (bridge/quanttest).
+func TestNormGEMV(t *testing.T) {
+	quanttest.NormGEMV(t, New(Options{Threads: 2}), 2e-5, 0)
+}

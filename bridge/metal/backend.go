@@ -81,13 +81,14 @@ type Backend struct {
 	// (bridge.CopyDropper); nil drops nothing.
 	drop func([]byte)
 
-	// fusions is the fusion table (fusion.go), standIn the op a fusion
-	// leaves for the runner to run next.
 	// launch holds the tuned launch configs' picks (launch.go).
 	launch launchState
 
-	fusions []bridge.Pattern
-	standIn bridge.RMSNormOp
+	// fusions is the fusion table (fusion.go); standIn and standInLN are
+	// the op a fusion leaves for the runner to run next.
+	fusions   []bridge.Pattern
+	standIn   bridge.RMSNormOp
+	standInLN bridge.LayerNormOp
 
 	// the step, and the steps committed and not yet waited for (async.go)
 	step       stepState
@@ -526,6 +527,8 @@ const (
 	fcMVResidual     = 25
 	fcMVSwiGLU       = 26
 	fcMVRoute        = 27
+	fcMVLayerNorm    = 28
+	fcMVGELU         = 29
 	fcMoEResidual    = 50
 	fcMoEZeroOut     = 51
 	fcAttnKeys       = 43
@@ -547,7 +550,7 @@ var (
 	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
 	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
 	fcQMatVec = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}, {fcMVResidual, true},
-		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}}
+		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVLayerNorm, true}, {fcMVGELU, true}}
 	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
 	fcMoEMV   = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
 	fcMoEMM   = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
@@ -557,7 +560,7 @@ var (
 	fcPrefill = []fcSpec{{fcAttnKeys, false}, {fcAttnStages, false}, {fcAttnQBlocks, false}}
 	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}, {fcAttnPadded, true}}
 	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
-		{fcMVResidual, true}, {fcMVSwiGLU, true}}
+		{fcMVResidual, true}, {fcMVSwiGLU, true}, {fcMVLayerNorm, true}, {fcMVGELU, true}}
 	fcCombine = []fcSpec{{fcMoEResidual, true}}
 	// The packed kernels' tiles: the float ones' constants and the scale type.
 	fcQMatMul  = append(fcMatMul[:len(fcMatMul):len(fcMatMul)], fcSpec{fcQScaleDT, false})

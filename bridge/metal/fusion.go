@@ -11,8 +11,10 @@ func (b *Backend) Fusions() []bridge.Pattern {
 		b.fusions = []bridge.Pattern{
 			{Name: "rope_attention", Doc: "RoPE and QK-norm of q and the new k inside the decode attention that writes the KV cache", Try: b.tryRoPEAttention},
 			{Name: "rmsnorm_gemv", Doc: "the GEMVs that read an RMSNorm's output normalise their input as they read it", Try: b.tryNormGemv},
+			{Name: "layernorm_gemv", Doc: "the GEMVs that read a LayerNorm's output (GPT-2's ln_1, ln_2, ln_f) normalise their input as they read it, and a lone one takes the GELU after it", Try: b.tryLayerNormGemv},
 			{Name: "rmsnorm_moe", Doc: "a decode step's MoE block normalises its input in its router and gate/up GEMVs, and with moe_residual adds its output into the residual", Try: b.tryNormMoE},
-			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm after it would add", Try: b.tryGemvResidual},
+			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
+			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "moe_residual", Doc: "the MoE combine adds its output into the residual the AddRMSNorm after it would add", Try: b.tryMoEResidual},
 			{Name: "moe_router_topk", Doc: "the MoE router GEMV, softmax and top-k in one dispatch", Try: b.tryMoERoute},
 			{Name: "gemv_shared_input", Doc: "GEMVs of one input (q, k, v; gate, up) in one dispatch, SwiGLU applied as gate and up are written", Try: b.tryGemvGroup},
@@ -87,10 +89,12 @@ type mvFused struct {
 	out   [3]*tensor
 	bias  [3]*tensor
 	nsegs int
-	norm  *tensor // RMSNorm weight: normalise x as it is read
+	norm  *tensor // RMSNorm (LayerNorm with normB) weight: normalise x as it is read
+	normB *tensor // LayerNorm bias
 	eps   float32
 	resid *tensor // add the output into it
 	swig  bool    // silu(segment 0)·segment 1 into out[0]
+	gelu  bool    // GELU of the output (a lone segment)
 }
 
 // mvOf returns op as a one-segment matvec_fused, when it runs as a matvec.
@@ -159,48 +163,116 @@ func (b *Backend) tryNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
 		return 0, nil
 	}
 	nm, ok := ops[0].(*bridge.RMSNormOp)
-	if !ok || nm.Out == nm.X {
+	if !ok {
 		return 0, nil
 	}
-	if _, packed := ops[1].(*bridge.QMatMulOp); packed {
-		return b.tryNormQGemv(nm, ops, span)
-	}
-	mm, ok2 := ops[1].(*bridge.MatMulOp)
-	if !ok2 || mm.X != nm.Out {
-		return 0, nil
-	}
-	x, w := tt(nm.X), tt(nm.W)
-	f, ok := b.mvOf(mm)
-	if !ok || x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 || w.n != f.k {
-		return 0, nil
-	}
-	n := 1 + b.growMV(&f, ops[1:], span-1)
-	if bridge.ReadLater(ops[n:], nm.Out) {
-		return 0, nil // the norm's output is needed as it is
-	}
-	f.x, f.norm, f.eps = x, w, nm.Eps
-	b.matvecFused(&f)
-	return n, nil
+	return b.normGemv(ops, span, foldedNorm{out: nm.Out, x: nm.X, w: nm.W, eps: nm.Eps})
 }
 
-// tryNormQGemv is tryNormGemv for packed GEMVs: the packed matmuls after
-// the norm that read its output (grown as gemv_shared_input grows them)
-// compute the norm as they stage x.
-func (b *Backend) tryNormQGemv(nm *bridge.RMSNormOp, ops []bridge.Op, span int) (int, bridge.Op) {
-	x, w := tt(nm.X), tt(nm.W)
-	mm := ops[1].(*bridge.QMatMulOp)
-	f, ok := b.qmvOf(mm)
-	if mm.X != nm.Out || !ok || x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 ||
-		f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0] == x {
+// tryLayerNormGemv: a LayerNorm (GPT-2's, with a bias) whose output only
+// the GEMVs after it read; a lone GEMV (c_fc) also takes the GELU after
+// it, as gemv_gelu does.
+func (b *Backend) tryLayerNormGemv(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
 		return 0, nil
 	}
-	n := 1 + b.growQMV(&f, ops[1:], span-1)
-	if bridge.ReadLater(ops[n:], nm.Out) {
-		return 0, nil // the norm's output is needed as it is
+	nm, ok := ops[0].(*bridge.LayerNormOp)
+	if !ok || nm.B == nil {
+		return 0, nil
 	}
-	f.x, f.g, f.eps = x, w, nm.Eps
-	b.encodeQMV(&f)
-	return n, nil
+	return b.normGemv(ops, span, foldedNorm{out: nm.Out, x: nm.X, w: nm.W, b: nm.B, eps: nm.Eps})
+}
+
+// foldedNorm is the norm ops[0] of a normGemv: its output, input, weight,
+// bias (a LayerNorm's; nil for an RMSNorm) and eps.
+type foldedNorm struct {
+	out, x, w, b bridge.Tensor
+	eps          float32
+}
+
+// normGemv records the GEMVs after ops[0], the norm nm, that read its
+// output (grown as gemv_shared_input grows them), float or packed, with
+// the norm computed as they stage their input; it takes nothing unless
+// they are the norm's only readers.
+func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridge.Op) {
+	x, w, nb := tt(nm.x), tt(nm.w), tt(nm.b)
+	if nm.out == nm.x || x == nil || w == nil || x.dt != bridge.F32 || w.dt != bridge.F32 ||
+		nm.b != nil && (nb == nil || nb.dt != bridge.F32 || nb.n != w.n) {
+		return 0, nil
+	}
+	switch mm := ops[1].(type) {
+	case *bridge.QMatMulOp:
+		f, ok := b.qmvOf(mm)
+		if mm.X != nm.out || !ok || f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0] == x {
+			return 0, nil
+		}
+		n := 1 + b.growQMV(&f, ops[1:], span-1)
+		if nm.b != nil && f.nsegs == 1 && !f.swig && n < span && b.takesGELU(ops[n], f.out[0], f.m*f.q[0].Dims[0]) {
+			f.gelu = true
+			n++
+		}
+		if bridge.ReadLater(ops[n:], nm.out) {
+			return 0, nil // the norm's output is needed as it is
+		}
+		f.x, f.g, f.gb, f.eps = x, w, nb, nm.eps
+		b.encodeQMV(&f)
+		return n, nil
+	case *bridge.MatMulOp:
+		f, ok := b.mvOf(mm)
+		if mm.X != nm.out || !ok || w.n != f.k || f.x.n != x.n || f.out[0].buf == x.buf && f.out[0].off == x.off {
+			return 0, nil
+		}
+		n := 1 + b.growMV(&f, ops[1:], span-1)
+		if nm.b != nil && f.nsegs == 1 && !f.swig && n < span && b.takesGELU(ops[n], f.out[0], f.m*f.w[0].shape[0]) {
+			f.gelu = true
+			n++
+		}
+		if bridge.ReadLater(ops[n:], nm.out) {
+			return 0, nil // the norm's output is needed as it is
+		}
+		f.x, f.norm, f.normB, f.eps = x, w, nb, nm.eps
+		b.matvecFused(&f)
+		return n, nil
+	}
+	return 0, nil
+}
+
+// takesGELU: op is the GELU, in place, of a lone GEMV's output out (its
+// rows elements), and gemv_gelu is in the table.
+func (b *Backend) takesGELU(op bridge.Op, out *tensor, elems int) bool {
+	ge, ok := op.(*bridge.GELUOp)
+	if !ok || !b.fusing("gemv_gelu") {
+		return false
+	}
+	o, x := tt(ge.Out), tt(ge.X)
+	return o != nil && x != nil && o.buf == out.buf && o.off == out.off && x.buf == o.buf && x.off == o.off && o.n == elems
+}
+
+// tryGemvGELU: a lone GEMV (float or packed) whose output the GELU after it
+// transforms in place.
+func (b *Backend) tryGemvGELU(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	switch mm := ops[0].(type) {
+	case *bridge.QMatMulOp:
+		f, ok := b.qmvOf(mm)
+		if !ok || !b.takesGELU(ops[1], f.out[0], f.m*f.q[0].Dims[0]) {
+			return 0, nil
+		}
+		f.gelu = true
+		b.encodeQMV(&f)
+	case *bridge.MatMulOp:
+		f, ok := b.mvOf(mm)
+		if !ok || !b.takesGELU(ops[1], f.out[0], f.m*f.w[0].shape[0]) {
+			return 0, nil
+		}
+		f.gelu = true
+		b.matvecFused(&f)
+	default:
+		return 0, nil
+	}
+	return 2, nil
 }
 
 // growQMV adds to f (made from ops[0]) the packed matmuls of the same
@@ -239,28 +311,37 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 	return n
 }
 
-// tryGemvResidual: a GEMV whose output the AddRMSNorm after it adds into
-// the residual; that op is left as a plain RMSNorm of the residual.
+// tryGemvResidual: a GEMV whose output the AddRMSNorm (AddLayerNorm) after
+// it adds into the residual; that op is left as a plain RMSNorm (LayerNorm)
+// of the residual, which the GEMVs after it may take in turn.
 func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	if span < 2 {
 		return 0, nil
 	}
-	an, ok := ops[1].(*bridge.AddRMSNormOp)
-	if !ok || an.Residual == an.X {
+	var xo, res bridge.Tensor
+	switch an := ops[1].(type) {
+	case *bridge.AddRMSNormOp:
+		xo, res = an.X, an.Residual
+	case *bridge.AddLayerNormOp:
+		xo, res = an.X, an.Residual
+	default:
 		return 0, nil
 	}
-	r := tt(an.Residual)
+	r := tt(res)
+	if res == xo || r == nil || r.dt != bridge.F32 {
+		return 0, nil
+	}
 	switch mm := ops[0].(type) {
 	case *bridge.MatMulOp:
 		f, ok := b.mvOf(mm)
-		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.w[0].shape[0] {
+		if xo != mm.Out || !ok || r.n != f.out[0].n || r.n != f.m*f.w[0].shape[0] {
 			return 0, nil
 		}
 		f.resid = r
 		b.matvecFused(&f)
 	case *bridge.QMatMulOp:
 		f, ok := b.qmvOf(mm)
-		if an.X != mm.Out || !ok || r == nil || r.dt != bridge.F32 || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r == f.x {
+		if xo != mm.Out || !ok || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r == f.x {
 			return 0, nil
 		}
 		f.resid = r
@@ -268,7 +349,11 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	default:
 		return 0, nil
 	}
-	return 1, b.residualNorm(an)
+	if an, ok := ops[1].(*bridge.AddLayerNormOp); ok {
+		b.standInLN = bridge.LayerNormOp{At: an.At, Out: an.Out, X: an.Residual, W: an.W, B: an.B, Eps: an.Eps}
+		return 1, &b.standInLN
+	}
+	return 1, b.residualNorm(ops[1].(*bridge.AddRMSNormOp))
 }
 
 // tryGemvGroup: GEMVs of one input (at least two) in one dispatch, float
@@ -435,7 +520,7 @@ func (b *Backend) matvecFused(f *mvFused) {
 	}
 	hasBias := f.bias[0] != nil
 	p := b.pipeline(matvecFusedKernel[f.dt], fcMVFused, boolInt[hasBias], int32(rows), int32(f.m), int32(f.nsegs),
-		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig])
+		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig], boolInt[f.normB != nil], boolInt[f.gelu])
 	b.args(argBytes(b, fusedMVArgs{M: uint32(f.m), K: uint32(f.k), N0: uint32(n[0]), N1: uint32(n[1]), N2: uint32(n[2]), Eps: f.eps}))
 	b.in(1, f.x)
 	for i := 0; i < f.nsegs; i++ {
@@ -452,6 +537,9 @@ func (b *Backend) matvecFused(f *mvFused) {
 	}
 	if f.resid != nil {
 		b.bind(12, f.resid.view(), true)
+	}
+	if f.normB != nil {
+		b.in(13, f.normB)
 	}
 	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), 1, 1}, [3]int{32 * sgs, 1, 1})
 }

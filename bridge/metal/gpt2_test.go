@@ -3,6 +3,7 @@ package metal_test
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cpu"
@@ -12,28 +13,54 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
-// GPT-2's decode steps fused (q, k and v with their biases in one
-// dispatch) and unfused give the same tokens and logits, the fused with
-// fewer dispatches.
-func TestGPT2FusedMatchesUnfused(t *testing.T) {
+// GPT-2's decode steps, float and packed (MLX and llama.cpp's GGUF), give
+// the unfused steps' tokens and logits with each GPT-2 pattern of Metal's
+// fusion table (with those whose work it needs alongside) and with them
+// all, in fewer dispatches; with them all a GPT-2 block is five dispatches
+// (q/k/v with ln_1, attention, c_proj with the residual add, c_fc with ln_2
+// and GELU, mlp_c_proj with the next add), not ten.
+func TestGPT2FusionsMatchUnfused(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
 	mb := newEmu(t, metal.Tuning{})
-	spec := model.Spec{Model: filepath.Join(fixtureDir, "gpt2")}
-	offToks, offLogits, off := decodeRun(t, mb, spec, engine.Options{NoFusion: true}, 512, 2)
-	toks, logits, on := decodeRun(t, mb, spec, engine.Options{}, 512, 2)
-	t.Logf("%d dispatches a decode step fused, %d unfused; logits differ by %.2g", on, off, maxAbsDiff(logits, offLogits))
-	for i := range toks {
-		if !slices.Equal(toks[i], offToks[i]) {
-			t.Errorf("request %d: tokens %v fused, %v unfused", i, toks[i], offToks[i])
+	sets := [][]string{
+		nil,
+		{"gemv_shared_input"},
+		{"gemv_gelu"},
+		{"layernorm_gemv", "gemv_gelu"}, // c_fc alone: q, k and v need gemv_shared_input to share ln_1
+		{"layernorm_gemv", "gemv_shared_input"},
+		{"gemv_residual", "layernorm_gemv", "gemv_shared_input"},
+	}
+	for _, c := range []struct {
+		name string
+		spec model.Spec
+	}{
+		{"gpt2", model.Spec{Model: filepath.Join(fixtureDir, "gpt2")}},
+		{"gpt2-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "gpt2-q4")}},
+		{"gpt2-q4_k_m.gguf", model.Spec{Model: filepath.Join("../../runner/testdata", "gguf", "llamacpp-gpt2-q4_k_m.gguf")}},
+	} {
+		vocab, offToks, offLogits, off := unfusedRun(t, mb, c.spec)
+		for _, set := range sets {
+			only := "all"
+			if set != nil {
+				only = strings.Join(set, "+")
+			}
+			t.Run(c.name+"/"+only, func(t *testing.T) {
+				on := checkFused(t, mb, c.spec, vocab, set, offToks, offLogits, off)
+				if set != nil {
+					return
+				}
+				one := c.spec
+				one.Layers = 1
+				_, _, on1 := decodeRun(t, mb, one, engine.Options{}, vocab, 2)
+				_, _, off1 := decodeRun(t, mb, one, engine.Options{NoFusion: true}, vocab, 2)
+				t.Logf("a block: %d dispatches fused, %d unfused", on-on1, off-off1)
+				if on-on1 > 5 {
+					t.Errorf("a GPT-2 block takes %d dispatches fused (%d unfused), want at most 5", on-on1, off-off1)
+				}
+			})
 		}
-	}
-	if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
-		t.Errorf("last-prompt logits differ by %.3g", d)
-	}
-	if on >= off {
-		t.Errorf("%d dispatches fused, not fewer than %d unfused", on, off)
 	}
 }
 

@@ -248,7 +248,7 @@ func TestPipelineKeysHoldEveryConstant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	vals := func(dt int32) []int32 { return []int32{0, 1, 1, 0, 0, 1, 0, dt} }
+	vals := func(dt int32) []int32 { return []int32{0, 1, 1, 0, 0, 1, 0, dt, 0, 0} }
 	a, err := be.buildPipeline("qmatvec_affine4", fcQMatVec, vals(2)...)
 	if err != nil {
 		t.Fatal(err)

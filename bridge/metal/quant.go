@@ -189,9 +189,11 @@ type qmv struct {
 	bias  [3]*tensor
 	nsegs int
 	swig  bool
-	g     *tensor
+	g     *tensor // a folded RMSNorm's weight (a LayerNorm's with gb)
+	gb    *tensor // a folded LayerNorm's bias
 	eps   float32
 	resid *tensor
+	gelu  bool // GELU of the output (a lone matrix)
 }
 
 // qmvOf is a packed matmul op's dispatch when the fusions can take it: f32
@@ -225,7 +227,7 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	if f.m == 0 || q0.Dims[0] == 0 {
 		return
 	}
-	if f.nsegs == 1 && f.g == nil && f.resid == nil && !f.swig &&
+	if f.nsegs == 1 && f.g == nil && f.resid == nil && !f.swig && !f.gelu &&
 		f.m > b.matmulTuning(f.m, q0.Dims[0], q0.Dims[1]).MatVecMaxM && b.qmm(f.m, q0, x, outs[0], biases[0]) {
 		return
 	}
@@ -234,7 +236,8 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	rows, sgs, cols := tu.QMatVecRows, tu.QMatVecSimdgroups, min(f.m, 8)
 	hasBias := biases[0].buf != nil
 	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, boolInt[hasBias], int32(rows), int32(cols),
-		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec))
+		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec),
+		boolInt[f.gb != nil], boolInt[f.gelu])
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -273,6 +276,9 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	}
 	if f.resid != nil {
 		b.bind(8, f.resid.view(), true)
+	}
+	if f.gb != nil {
+		b.bind(19, f.gb.view(), false)
 	}
 	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
 }

@@ -575,3 +575,10 @@ func presetAgainstCPU(t *testing.T, mb bridge.Backend, preset, dtype string, lay
 func TestPackedGEMVArgmax(t *testing.T) {
 	quanttest.GEMVArgmax(t, newEmu(t, metal.Tuning{}))
 }
+
+// TestNormGEMV: an RMSNorm, a LayerNorm and a LayerNorm with the GELU after
+// the GEMV fold into one dispatch of float and packed GEMVs, staged whole
+// and in chunks (bridge/quanttest).
+func TestNormGEMV(t *testing.T) {
+	quanttest.NormGEMV(t, newEmu(t, metal.Tuning{}), 2e-5, 1)
+}

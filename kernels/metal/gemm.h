@@ -136,23 +136,19 @@ inline void mv_rows_dot(device const W* w0, device const W* w1, uint n, uint k, 
 // mv_tile adds the dot products of weight rows n0.. (mv_rows of them,
 // those < n; a simdgroup with n0 >= n computes nothing but stages and
 // waits with the others) with the activation rows src[c] into acc0, and
-// with w1's rows into acc1 when DUAL. With norm, each activation is
-// multiplied by g[kk] as it is staged and ss[c] gathers the thread's part
-// of row c's sum of squares (the caller reduces it over the threadgroup).
-// xs is MV_STAGE_FLOATS floats of threadgroup memory; every thread of the
+// with w1's rows into acc1 when DUAL. Each activation goes through the
+// folded norm nm (mtlbench.h's MVNorm, when on) as it is staged. xs is
+// MV_STAGE_FLOATS floats of threadgroup memory; every thread of the
 // threadgroup must call it.
 template <typename W, bool DUAL>
 inline void mv_tile(device const float* a, const thread int* src, device const W* w0, device const W* w1, uint n,
-                    uint k, uint n0, threadgroup float* xs, ushort tid, ushort ntg, ushort lane, bool norm,
-                    device const float* g, thread float* ss, thread MVAcc& acc0, thread MVAcc& acc1) {
+                    uint k, uint n0, threadgroup float* xs, ushort tid, ushort ntg, ushort lane, thread MVNorm& nm,
+                    thread MVAcc& acc0, thread MVAcc& acc1) {
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       acc0.v[r][c] = 0.0f;
       acc1.v[r][c] = 0.0f;
     }
-  }
-  for (int c = 0; c < mv_cols; c++) {
-    ss[c] = 0.0f;
   }
   const uint KC = mv_chunk();
   const bool vec = k % 8 == 0; // rows start 16-byte aligned
@@ -165,9 +161,8 @@ inline void mv_tile(device const float* a, const thread int* src, device const W
         float4 x = 0.0f;
         if (src[c] >= 0) {
           x = *(device const float4*)(a + ulong(src[c]) * k + k0 + j);
-          if (norm) {
-            ss[c] += dot(x, x);
-            x *= *(device const float4*)(g + k0 + j);
+          if (nm.on) {
+            x = mv_norm4(nm, int(c), k0 + j, x);
           }
         }
         *(threadgroup float4*)(xs + c * KC + j) = x;
@@ -178,14 +173,14 @@ inline void mv_tile(device const float* a, const thread int* src, device const W
         float x = 0.0f;
         if (src[c] >= 0) {
           x = a[ulong(src[c]) * k + k0 + j];
-          if (norm) {
-            ss[c] += x * x;
-            x *= g[k0 + j];
+          if (nm.on) {
+            x = mv_norm1(nm, int(c), k0 + j, x);
           }
         }
         xs[c * KC + j] = x;
       }
     }
+    mv_ln_staged(nm, xs, src, k, KC, vec, tid, ntg, lane);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     mv_rows_dot<W, DUAL>(w0, w1, n, k, n0, k0, kc, KC, vec, xs, lane, mv_cols, acc0, acc1);
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -6,16 +6,13 @@
 // bridge/metal step.go's errPosition).
 #define ERR_POSITION 5
 
-// gelu_tanh: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in place
-// allowed. precise::tanh: the fast one is off by more than the 1e-4 the
-// engine holds against transformers.
+// gelu_tanh: out = gelu_tanh_of(x) (mtlbench.h), in place allowed.
 kernel void gelu_tanh(constant EltArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                       device float* out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
   if (i >= a.n) {
     return;
   }
-  const float v = x[i];
-  out[i] = 0.5f * v * (1.0f + precise::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  out[i] = gelu_tanh_of(x[i]);
 }
 
 // position_embedding: x[t][i] += table[positions[t]][i], one thread per

@@ -18,8 +18,8 @@ kernel void matvec(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
     src[c] = m0 + c < a.m ? int(m0 + c) : -1;
   }
   MVAcc acc, unused;
-  float ss[MV_MAX_COLS];
-  mv_tile<W, false>(x, src, w, w, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, x, ss, acc, unused);
+  MVNorm nm = mv_norm_of(false, false, x, x);
+  mv_tile<W, false>(x, src, w, w, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, acc, unused);
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       const float s = simd_sum(acc.v[r][c]);
@@ -85,9 +85,11 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 // mv_swiglu: two matrices of equal rows (gate, up) on the same grid rows,
 // silu(gate)·up written to out0; mv_norm: the input rows are RMS-normalised
 // with weight g as they are read (the sum of squares beside the dot
-// products, one pass); mv_residual: the output is also added into residual.
-// Grid: (ceil(tiles / simdgroups), ceil(m / mv_cols)), a tile being mv_rows
-// rows of one segment.
+// products, one pass), or with mv_layernorm LayerNorm-ed with weight g and
+// bias beta (each row's mean and 1/σ found first); mv_gelu: the output goes
+// through GELU (GPT-2's c_fc); mv_residual: the output is also added into
+// residual. Grid: (ceil(tiles / simdgroups), ceil(m / mv_cols)), a tile
+// being mv_rows rows of one segment.
 
 template <typename W>
 kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -101,6 +103,7 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
                          device const float* bias2 [[buffer(10), function_constant(mv_bias2)]],
                          device const float* g [[buffer(11), function_constant(mv_norm)]],
                          device float* residual [[buffer(12), function_constant(mv_residual)]],
+                         device const float* beta [[buffer(13), function_constant(mv_ln_bias)]],
                          uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                          ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                          ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -137,18 +140,15 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
     src[c] = m0 + c < a.m ? int(m0 + c) : -1;
   }
   MVAcc acc, accu;
-  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
+  MVNorm nm = mv_norm_of(mv_norm, mv_layernorm, g, beta);
+  mv_ln_rows(nm, x, src, a.k, mv_chunk(), a.eps, xs, tid, ushort(nsg * 32), lane, sg, nsg);
   if (mv_swiglu) {
-    mv_tile<W, true>(x, src, w, wu, n, a.k, n0, xs, tid, ushort(nsg * 32), lane, mv_norm, g, ss, acc, accu);
+    mv_tile<W, true>(x, src, w, wu, n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, acc, accu);
   } else {
-    mv_tile<W, false>(x, src, w, w, n, a.k, n0, xs, tid, ushort(nsg * 32), lane, mv_norm, g, ss, acc, accu);
+    mv_tile<W, false>(x, src, w, w, n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, acc, accu);
   }
-  for (int c = 0; c < mv_cols; c++) {
-    inv[c] = 1.0f;
-  }
-  if (mv_norm) {
-    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
-  }
+  float inv[MV_MAX_COLS];
+  mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
   for (int c = 0; c < mv_cols; c++) {
     for (int r = 0; r < mv_rows; r++) {
       float s = simd_sum(acc.v[r][c]) * inv[c];
@@ -156,6 +156,9 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
         s = silu(s) * (simd_sum(accu.v[r][c]) * inv[c]);
       } else if (has_bias) {
         s += n0 + r < n ? bias[n0 + r] : 0.0f;
+      }
+      if (mv_gelu) {
+        s = gelu_tanh_of(s);
       }
       if (lane == 0 && n0 + r < n && src[c] >= 0) {
         const ulong o = ulong(src[c]) * n + n0 + r;
@@ -180,7 +183,7 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   template [[host_name(#name)]] kernel void matvec_fused<T>(                                                     \
       constant FusedMVArgs&, device const float*, device const T*, device float*, device const float*,          \
       device const T*, device float*, device const float*, device const T*, device float*, device const float*, \
-      device const float*, device float*, uint2, ushort, ushort, ushort, ushort);
+      device const float*, device float*, device const float*, uint2, ushort, ushort, ushort, ushort);
 
 INSTANTIATE_MATVEC_FUSED(matvec_fused_f32, float)
 INSTANTIATE_MATVEC_FUSED(matvec_fused_f16, half)

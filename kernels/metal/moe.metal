@@ -260,9 +260,8 @@ kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
     src[c] = simd_broadcast(mine, ushort(c));
   }
   MVAcc g, u;
-  float ss[MV_MAX_COLS];
-  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, x, ss,
-                   g, u);
+  MVNorm nm = mv_norm_of(false, false, x, x);
+  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, g, u);
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       const float gs = simd_sum(g.v[r][c]);
@@ -294,9 +293,9 @@ kernel void moe_mv_down(constant MoEGemmArgs& a [[buffer(0)]], device const floa
     src[c] = c < tile.rows ? tile.row0 + c : -1;
   }
   MVAcc acc, unused;
-  float ss[MV_MAX_COLS];
-  mv_tile<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, false, h, ss,
-                    acc, unused);
+  MVNorm nm = mv_norm_of(false, false, h, h);
+  mv_tile<W, false>(h, src, base + a.w_offset, base + a.w_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, acc,
+                    unused);
   const int dst = int(lane) < min(tile.rows, mv_cols) ? perm[tile.row0 + lane] : 0;
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
@@ -468,15 +467,11 @@ kernel void moe_mv_pair(constant MoEGemmArgs& a [[buffer(0)]], device const floa
   }
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
   MVAcc gacc, uacc;
-  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
-  for (int c = 0; c < MV_MAX_COLS; c++) {
-    inv[c] = 1.0f;
-  }
-  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, mv_norm,
-                   g, ss, gacc, uacc);
-  if (mv_norm) {
-    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
-  }
+  MVNorm nm = mv_norm_of(mv_norm, false, g, g);
+  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, gacc,
+                   uacc);
+  float inv[MV_MAX_COLS];
+  mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
   for (int r = 0; r < mv_rows; r++) {
     const float gs = simd_sum(gacc.v[r][0]) * inv[0];
     const float us = simd_sum(uacc.v[r][0]) * inv[0];

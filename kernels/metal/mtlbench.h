@@ -137,6 +137,8 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_MV_RESIDUAL 25   // bool: matvec_fused adds its output into the residual
 #define FC_MV_SWIGLU 26     // bool: matvec_fused writes silu(gate)·up of its two matrices
 #define FC_MV_ROUTE 27      // bool: qmoe_mv (gate/up) routes its token from the router's logits itself
+#define FC_MV_LAYERNORM 28  // bool: the norm matvec_fused / qmatvec fold (mv_norm) is a LayerNorm with a bias
+#define FC_MV_GELU 29       // bool: matvec_fused / qmatvec apply GELU (tanh) to their output
 #define FC_MM_BM 30         // int: rows of a matmul tile (8..64, multiple of 8*SGM)
 #define FC_MM_BN 31         // int: columns of a matmul tile (8..64, multiple of 8*SGN)
 #define FC_MM_BK 32         // int: depth of a k step (8, 16 or 32)
@@ -180,6 +182,8 @@ constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
 constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
 constant bool mv_route [[function_constant(FC_MV_ROUTE)]];
+constant bool mv_layernorm [[function_constant(FC_MV_LAYERNORM)]];
+constant bool mv_gelu [[function_constant(FC_MV_GELU)]];
 constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
 // The buffers a GEMV of mv_segs matrices binds (matvec_fused, qmatvec): the
 // second and third matrices, their outputs unless gate and up go to one
@@ -189,6 +193,8 @@ constant bool mv_three = mv_segs > 2;
 constant bool mv_out1 = mv_two && !mv_swiglu;
 constant bool mv_bias1 = has_bias && mv_two && !mv_swiglu;
 constant bool mv_bias2 = has_bias && mv_three;
+// A folded LayerNorm's bias (layernorm_gemv).
+constant bool mv_ln_bias = mv_norm && mv_layernorm;
 
 // Upper bounds of the register arrays the function constants index; after
 // specialisation the compiler unrolls the bounded loops and drops the rest.
@@ -385,6 +391,13 @@ inline void simd_frag_coord(ushort lane, thread short& fm, thread short& fn) {
 // silu is SwiGLU's gate: g·sigmoid(g).
 inline float silu(float g) { return g / (1.0f + exp(-g)); }
 
+// gelu_tanh_of is GPT-2's GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+// precise::tanh: the fast one is off by more than the 1e-4 the engine holds
+// against transformers.
+inline float gelu_tanh_of(float v) {
+  return 0.5f * v * (1.0f + precise::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+
 // tg_sum adds v over the threadgroup: simd_sum, then the simdgroup sums
 // through buf (32 floats). Every thread gets the total. The trailing
 // barrier lets the caller reuse buf.
@@ -410,6 +423,170 @@ inline void mv_inv_rms(thread float* ss, uint k, float eps, threadgroup float* b
   for (int c = 0; c < mv_cols; c++) {
     const float t = tg_sum(ss[c], buf, lane, sg, nsg);
     inv[c] = 1.0f / sqrt(t / float(k) + eps);
+  }
+}
+
+// MVNorm is the norm a GEMV folds into the staging of its input rows
+// (mv_norm): an RMSNorm, whose 1/rms scales the dot products at the end
+// (each thread gathers its part of a row's sum of squares as it stages), or
+// a LayerNorm with a bias (ln), whose mean and 1/σ the values need before
+// they are used (mv_ln_rows). Neither changes what the weights are.
+struct MVNorm {
+  bool on, ln;
+  bool staged;              // LayerNorm: rows fit one chunk, normalised where staged (mv_ln_staged)
+  device const float* g;    // the norm's weight
+  device const float* beta; // the LayerNorm's bias
+  threadgroup float* red;   // LayerNorm: 32 floats of the staging for the threadgroup's sums
+  float eps;                // LayerNorm: inside the root
+  float ss[MV_MAX_COLS];    // RMSNorm: this thread's part of each row's sum of squares
+  float mean[MV_MAX_COLS];  // LayerNorm: each row's mean
+  float inv[MV_MAX_COLS];   // LayerNorm: each row's 1/σ
+};
+
+inline MVNorm mv_norm_of(bool on, bool ln, device const float* g, device const float* beta) {
+  MVNorm nm;
+  nm.on = on;
+  nm.ln = on && ln;
+  nm.staged = false;
+  nm.g = g;
+  nm.beta = beta;
+  nm.red = nullptr;
+  nm.eps = 0.0f;
+  for (int c = 0; c < MV_MAX_COLS; c++) {
+    nm.ss[c] = 0.0f;
+    nm.mean[c] = 0.0f;
+    nm.inv[c] = 1.0f;
+  }
+  return nm;
+}
+
+// mv_ln_rows readies a folded LayerNorm before any staging into xs (chunks
+// of KC values a row, row c at c·KC). Rows that fit one chunk with 32
+// floats to spare are staged as they are and normalised in place
+// (mv_ln_staged), so device memory serves them once, as without the norm;
+// the threadgroup's sums go in the last row's spare floats, so the kernel
+// needs no threadgroup memory beyond its staging. Longer rows get their
+// mean and 1/σ here, the sums going through xs before it stages: the mean
+// first, then the variance about it, two passes over each row in device
+// memory as the layer_norm kernel makes, so a row with a large mean loses
+// nothing. src[c] (-1: none) is the same for the whole threadgroup, every
+// thread of which calls it.
+inline void mv_ln_rows(thread MVNorm& nm, device const float* x, thread const int* src, uint k, uint KC, float eps,
+                       threadgroup float* xs, ushort tid, ushort ntg, ushort lane, ushort sg, ushort nsg) {
+  nm.eps = eps;
+  if (!nm.ln) {
+    return;
+  }
+  if (k + 32 <= KC) {
+    nm.staged = true;
+    nm.red = xs + uint(mv_cols) * KC - 32;
+    return;
+  }
+  threadgroup float* red = xs;
+  for (int c = 0; c < mv_cols; c++) {
+    if (src[c] < 0) {
+      continue;
+    }
+    device const float* r = x + ulong(src[c]) * k;
+    float s = 0.0f;
+    for (uint i = tid; i < k; i += ntg) {
+      s += r[i];
+    }
+    const float mean = tg_sum(s, red, lane, sg, nsg) / float(k);
+    float d2 = 0.0f;
+    for (uint i = tid; i < k; i += ntg) {
+      const float d = r[i] - mean;
+      d2 += d * d;
+    }
+    nm.mean[c] = mean;
+    nm.inv[c] = 1.0f / sqrt(tg_sum(d2, red, lane, sg, nsg) / float(k) + eps);
+  }
+}
+
+// mv_norm4 normalises the values x[kk..kk+3] of row c as they are staged
+// (a LayerNorm of rows that fit one chunk waits for mv_ln_staged).
+inline float4 mv_norm4(thread MVNorm& nm, int c, uint kk, float4 v) {
+  if (nm.ln) {
+    return nm.staged ? v
+                     : (v - nm.mean[c]) * nm.inv[c] * *(device const float4*)(nm.g + kk) +
+                           *(device const float4*)(nm.beta + kk);
+  }
+  nm.ss[c] += dot(v, v);
+  return v * *(device const float4*)(nm.g + kk);
+}
+
+// mv_norm1 is mv_norm4 for one value.
+inline float mv_norm1(thread MVNorm& nm, int c, uint kk, float v) {
+  if (nm.ln) {
+    return nm.staged ? v : (v - nm.mean[c]) * nm.inv[c] * nm.g[kk] + nm.beta[kk];
+  }
+  nm.ss[c] += v * v;
+  return v * nm.g[kk];
+}
+
+// mv_ln_staged LayerNorms in place the rows a thread has just staged whole
+// into xs (row c at c·KC, k values; vec: staged float4 at a time, as
+// mv_tile and q_stage map them to threads), before the barrier that
+// publishes them: each thread sums the values it wrote itself, the
+// threadgroup reduces the sums in red, and each thread normalises its own
+// values again. Every thread of the threadgroup calls it.
+inline void mv_ln_staged(thread MVNorm& nm, threadgroup float* xs, thread const int* src, uint k, uint KC, bool vec,
+                         ushort tid, ushort ntg, ushort lane) {
+  if (!nm.staged) {
+    return;
+  }
+  const ushort sg = tid / 32, nsg = ntg / 32; // Apple GPUs' SIMD width
+  const uint w = vec ? 4u : 1u, q = k / w; // k values a row, w a thread's turn
+  float s[MV_MAX_COLS];
+  for (int c = 0; c < mv_cols; c++) {
+    s[c] = 0.0f;
+  }
+  for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
+    const uint c = i / q, j = w * (i % q);
+    s[c] += vec ? dot(*(threadgroup float4*)(xs + c * KC + j), float4(1.0f)) : xs[c * KC + j];
+  }
+  for (int c = 0; c < mv_cols; c++) {
+    nm.mean[c] = tg_sum(s[c], nm.red, lane, sg, nsg) / float(k);
+    s[c] = 0.0f;
+  }
+  for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
+    const uint c = i / q, j = w * (i % q);
+    if (vec) {
+      const float4 d = *(threadgroup float4*)(xs + c * KC + j) - nm.mean[c];
+      s[c] += dot(d, d);
+    } else {
+      const float d = xs[c * KC + j] - nm.mean[c];
+      s[c] += d * d;
+    }
+  }
+  for (int c = 0; c < mv_cols; c++) {
+    nm.inv[c] = 1.0f / sqrt(tg_sum(s[c], nm.red, lane, sg, nsg) / float(k) + nm.eps);
+  }
+  for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
+    const uint c = i / q, j = w * (i % q);
+    if (src[c] < 0) {
+      continue; // stays zeros
+    }
+    if (vec) {
+      threadgroup float4* v = (threadgroup float4*)(xs + c * KC + j);
+      *v = (*v - nm.mean[c]) * nm.inv[c] * *(device const float4*)(nm.g + j) + *(device const float4*)(nm.beta + j);
+    } else {
+      xs[c * KC + j] = (xs[c * KC + j] - nm.mean[c]) * nm.inv[c] * nm.g[j] + nm.beta[j];
+    }
+  }
+}
+
+// mv_norm_scale gives in scale[c] what row c's dot products are multiplied
+// by once staged: an RMSNorm's 1/rms (reduced over the threadgroup through
+// buf, 32 floats, which every thread must call together), else 1.
+inline void mv_norm_scale(thread MVNorm& nm, uint k, float eps, threadgroup float* buf, ushort lane, ushort sg,
+                          ushort nsg, thread float* scale) {
+  if (nm.on && !nm.ln) {
+    mv_inv_rms(nm.ss, k, eps, buf, lane, sg, nsg, scale);
+    return;
+  }
+  for (int c = 0; c < mv_cols; c++) {
+    scale[c] = 1.0f;
   }
 }
 

@@ -886,23 +886,20 @@ inline void q_unit_at(G grid, QRow row, uint u, constant QMatArgs& a, threadgrou
 }
 
 // q_stage copies chunk [k0, k0+kc) of the activation rows src[c] (-1: none,
-// zeros) into xs, float4 at a time (k is a multiple of 32). With norm
-// (qmatvec's mv_norm) the values are multiplied by the folded RMSNorm's weights g as they are
-// staged and ss[c] gathers the thread's part of their sum of squares (the
-// dot products are scaled by 1/rms at the end: every format's dot is linear
+// zeros) into xs, float4 at a time (k is a multiple of 32), each value
+// through the folded norm nm (mtlbench.h's MVNorm, when on: an RMSNorm's
+// 1/rms scales the dot products at the end, as every format's dot is linear
 // in x).
 inline void q_stage(device const float* x, thread const int* src, uint k, uint k0, uint kc, uint KC,
-                    threadgroup float* xs, ushort tid, ushort ntg, bool norm, device const float* g,
-                    thread float* ss) {
+                    threadgroup float* xs, ushort tid, ushort ntg, thread MVNorm& nm) {
   const uint q = kc / 4;
   for (uint i = tid; i < uint(mv_cols) * q; i += ntg) {
     const uint c = i / q, j = 4 * (i % q);
     float4 v = 0.0f;
     if (src[c] >= 0) {
       v = *(device const float4*)(x + ulong(src[c]) * k + k0 + j);
-      if (norm) {
-        ss[c] += dot(v, v);
-        v *= *(device const float4*)(g + k0 + j);
+      if (nm.on) {
+        v = mv_norm4(nm, int(c), k0 + j, v);
       }
     }
     *(threadgroup float4*)(xs + c * KC + j) = v;
@@ -932,7 +929,9 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
 // simdgroup (grid x: the first matrix's row tiles, then the second's, ...).
 // With mv_swiglu two matrices of equal rows (gate, up) give out0 =
 // silu(x·gateᵀ)·(x·upᵀ); with mv_norm x is RMSNorm(x)·g, computed here
-// (rmsnorm_gemv); with mv_residual the output is also added into residual
+// (rmsnorm_gemv), or with mv_layernorm LayerNorm(x)·g + beta
+// (layernorm_gemv); with mv_gelu the output goes through GELU (GPT-2's
+// c_fc); with mv_residual the output is also added into residual
 // (gemv_residual).
 template <int F>
 kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -951,6 +950,7 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
                     device const uchar* b2 [[buffer(16), function_constant(mv_three)]],
                     device float* out2 [[buffer(17), function_constant(mv_three)]],
                     device const float* bias2 [[buffer(18), function_constant(mv_bias2)]],
+                    device const float* beta [[buffer(19), function_constant(mv_ln_bias)]],
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -978,12 +978,9 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   const uint m0 = tg.y * uint(mv_cols);
   int src[MV_MAX_COLS];
   int cols = 0;
-  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
   for (int c = 0; c < mv_cols; c++) {
     src[c] = m0 + c < a.m ? int(m0 + c) : -1;
     cols += src[c] >= 0 ? 1 : 0;
-    ss[c] = 0.0f;
-    inv[c] = 1.0f;
   }
   float acc[MV_MAX_ROWS][MV_MAX_COLS], accu[MV_MAX_ROWS][MV_MAX_COLS];
   for (int r = 0; r < MV_MAX_ROWS; r++) {
@@ -994,10 +991,13 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
   const uint KC = uint(QMV_STAGE_FLOATS / mv_cols) / 256u * 256u;
   const ushort ntg = nsg * 32;
+  MVNorm nm = mv_norm_of(mv_norm, mv_layernorm, g, beta);
+  mv_ln_rows(nm, x, src, a.k, KC, a.eps, xs, tid, ntg, lane, sg, nsg);
   const auto grid = QMVGrid<F>().stage(xs + QMV_STAGE_FLOATS, tid, ntg); // read after the first barrier
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
-    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, mv_norm, g, ss);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, nm);
+    mv_ln_staged(nm, xs, src, a.k, KC, true, tid, ntg, lane);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     q_rows<F>(a, grid, w, s, b, n, n0, k0, kc, KC, xs, lane, cols, acc);
     if (mv_swiglu) {
@@ -1005,9 +1005,8 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  if (mv_norm) {
-    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
-  }
+  float inv[MV_MAX_COLS];
+  mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       float y = simd_sum(acc[r][c]) * inv[c];
@@ -1015,6 +1014,9 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
         y = silu(y) * (simd_sum(accu[r][c]) * inv[c]);
       } else if (has_bias) {
         y += n0 + r < n ? bias[n0 + r] : 0.0f;
+      }
+      if (mv_gelu) {
+        y = gelu_tanh_of(y);
       }
       if (lane == 0 && n0 + r < n && src[c] >= 0) {
         const ulong o = ulong(src[c]) * n + n0 + r;
@@ -1091,13 +1093,11 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
   int src[MV_MAX_COLS];
-  float ss[MV_MAX_COLS], inv[MV_MAX_COLS];
   for (int c = 0; c < MV_MAX_COLS; c++) {
     src[c] = -1;
-    ss[c] = 0.0f;
-    inv[c] = 1.0f;
   }
   src[0] = mv_swiglu ? int(p / a.top_k) : int(p);
+  MVNorm nm = mv_norm_of(mv_norm, false, g, g);
   float acc[MV_MAX_ROWS][MV_MAX_COLS], acc2[MV_MAX_ROWS][MV_MAX_COLS];
   for (int r = 0; r < MV_MAX_ROWS; r++) {
     for (int c = 0; c < MV_MAX_COLS; c++) {
@@ -1110,7 +1110,7 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   const auto grid = QMVGrid<F>().stage(xs + QMV_STAGE_FLOATS, tid, ntg); // read after the first barrier
   for (uint k0 = 0; k0 < a.k; k0 += KC) {
     const uint kc = min(KC, a.k - k0);
-    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, mv_norm, g, ss);
+    q_stage(x, src, a.k, k0, kc, KC, xs, tid, ntg, nm);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (mv_route) {
       e = routed[0];
@@ -1122,9 +1122,8 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  if (mv_norm) {
-    mv_inv_rms(ss, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
-  }
+  float inv[MV_MAX_COLS];
+  mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
   for (int r = 0; r < mv_rows; r++) {
     const float gv = simd_sum(acc[r][0]) * inv[0];
     const float u = mv_swiglu ? simd_sum(acc2[r][0]) * inv[0] : 0.0f;
@@ -1658,8 +1657,8 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
       device float*, device const float*, device const float*, device float*, device const uchar*,               \
       device const uchar*, device const uchar*, device float*, device const float*, device const uchar*,         \
-      device const uchar*, device const uchar*, device float*, device const float*, uint2, ushort, ushort,       \
-      ushort, ushort);                                                                                           \
+      device const uchar*, device const uchar*, device float*, device const float*, device const float*, uint2,  \
+      ushort, ushort, ushort, ushort);                                                                           \
   template [[host_name(#moe)]] kernel void qmoe_mv<F>(                                                           \
       constant QMatArgs&, device const float*, device int*, device const uchar*, device const uchar*,             \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
