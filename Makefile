@@ -83,6 +83,11 @@ clang:
 # to send back (docs/metal-first-run.md).
 SMOKE     := $(BIN).smoke
 SMOKE_GEN := generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16
+# 4-bit GPT-2 (two blocks): its LayerNorms, GELU and residual adds fold
+# into the packed GEMVs (layernorm_gemv, gemv_gelu, gemv_residual). Its
+# greedy tokens repeat the prompt's last, so its logits are compared (an
+# f32 KV cache on both sides).
+SMOKE_GPT2 := generate --model gpt2 --dtype q4 --layers 2 --kv-dtype f32 --tokens 464,2068,7586,21831,18045 --max-new-tokens 8 --tolerance 1e-4
 SMOKE_DB  := --db $(SMOKE).db
 # Winners go to a file of their own, not the user's cache: a first run must
 # not change what later runs pick.
@@ -131,6 +136,8 @@ mac-smoke: build
 	$(call smoke_step,tokens-cpu,$(BIN) $(SMOKE_GEN) --backend cpu)
 	$(call smoke_step,tokens-long-metal,$(BIN) $(SMOKE_LONG) --backend metal)
 	$(call smoke_step,tokens-long-cpu,$(BIN) $(SMOKE_LONG) --backend cpu)
+	$(call smoke_step,gpt2-metal-cpu,$(BIN) $(SMOKE_GPT2) --backend metal --against cpu)
+	$(call smoke_step,gpt2-metal-nofusion,$(BIN) $(SMOKE_GPT2) --backend metal --against metal --against-fusion off)
 	@m=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal.log); \
 	  n=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal-nofusion.log); c=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-cpu.log); \
 	  lm=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-long-metal.log); lc=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-long-cpu.log); \

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,16 +37,21 @@ func modelFlags() []cli.Flag {
 
 // openEngine opens the backend and the model the flags name.
 func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
+	return openEngineOn(c, c.String("backend"), "--fusion", c.String("fusion"), kvTokens)
+}
+
+// openEngineOn is openEngine on the named backend, with fusion (the value
+// of the flag named flag) on or off.
+func openEngineOn(c *cli.Context, backend, flag, fusion string, kvTokens int) (*engine.Engine, func(), error) {
 	spec := model.Spec{Model: c.String("model"), Layers: c.Int("layers"), Seed: c.Uint64("seed")}
-	// make mac-smoke compares the tokens of fusion on and off
-	// (docs/metal-first-run.md).
+	// make mac-smoke compares fusion on and off (docs/metal-first-run.md).
 	var noFusion bool
-	switch f := c.String("fusion"); f {
+	switch fusion {
 	case "on":
 	case "off":
 		noFusion = true
 	default:
-		return nil, nil, fmt.Errorf("--fusion %q: want on or off", f)
+		return nil, nil, fmt.Errorf("%s %q: want on or off", flag, fusion)
 	}
 	if s := c.String("dtype"); s != "" {
 		f, err := model.ParseFormat(s)
@@ -57,7 +64,7 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	be, err := backends.Open(c.String("backend"), bo)
+	be, err := backends.Open(backend, bo)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,6 +81,7 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 	})
 	if err != nil {
 		src.Close()
+		be.Close()
 		return nil, nil, err
 	}
 	return e, func() { src.Close(); be.Close() }, nil
@@ -86,17 +94,29 @@ func generateCommand() *cli.Command {
 		ArgsUsage: " ",
 		Description: "Runs the engine on one prompt and prints the generated token ids. With --json it\n" +
 			"prints {\"tokens\": [...], \"logits_last\": [...]}, the logits being those of the\n" +
-			"last prompt position. Example:\n\n" +
-			"   mtlbench generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16",
+			"last prompt position.\n\n" +
+			"With --against BACKEND the prompt runs again on BACKEND (the CPU: the reference), with\n" +
+			"fusion as --against-fusion says, and the command fails unless the tokens are the same\n" +
+			"and the last prompt position's logits differ by at most --tolerance of the largest\n" +
+			"(in absolute value): how a new Mac shows its Metal kernels compute what the CPU does.\n" +
+			"Examples:\n\n" +
+			"   mtlbench generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16\n" +
+			"   mtlbench generate --model gpt2 --dtype q4 --tokens 464,2068 --backend metal --against cpu",
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated", Required: true},
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S]"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},
+			&cli.StringFlag{Name: "against", Usage: "also run on this backend and fail unless its tokens and logits agree (e.g. cpu)"},
+			&cli.StringFlag{Name: "against-fusion", Usage: "fusion on or off in the --against run (default: as --fusion)"},
+			&cli.Float64Flag{Name: "tolerance", Value: 1e-3, Usage: "--against: the largest logit difference allowed, as a fraction of the largest logit's magnitude"},
 		),
 		Action: func(c *cli.Context) error {
 			prompt, err := parseTokens(c.String("tokens"))
 			if err != nil {
+				return err
+			}
+			if err := checkAgainst(c); err != nil {
 				return err
 			}
 			sp, err := sample.Parse(c.String("sampling"))
@@ -123,19 +143,80 @@ func generateCommand() *cli.Command {
 					LogitsLast []float32 `json:"logits_last"`
 				}{out[0].Tokens, out[0].Logits})
 			}
-			ids := make([]string, len(out[0].Tokens))
-			for i, t := range out[0].Tokens {
-				ids[i] = strconv.Itoa(int(t))
-			}
-			fmt.Fprintln(c.App.Writer, strings.Join(ids, " "))
+			fmt.Fprintln(c.App.Writer, tokenLine(out[0].Tokens))
 			cfg := e.Config()
 			fmt.Fprintf(c.App.ErrWriter, "%s on %s: %d prompt + %d new tokens in %v\n", cfg.Name, e.Backend().Info().Backend, len(prompt), len(out[0].Tokens), el.Round(time.Millisecond))
 			if cfg.Truncated() {
 				fmt.Fprintf(c.App.ErrWriter, "note: ran %d of the model's %d layers\n", cfg.Layers, cfg.ModelLayers)
 			}
-			return nil
+			if c.String("against") == "" {
+				return nil
+			}
+			return generateAgainst(c, e.Backend().Info().Backend, engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}, out[0])
 		},
 	}
+}
+
+// checkAgainst refuses --against's flags before any run.
+func checkAgainst(c *cli.Context) error {
+	if tol := c.Float64("tolerance"); !(tol >= 0) {
+		return fmt.Errorf("--tolerance %g: want a fraction of 0 or more", tol)
+	}
+	if f := c.String("against-fusion"); f != "" && f != "on" && f != "off" {
+		return fmt.Errorf("--against-fusion %q: want on or off", f)
+	}
+	if b := c.String("against"); b != "" && !slices.Contains(backends.Names, b) {
+		return fmt.Errorf("--against %q: want one of %s", b, strings.Join(backends.Names, ", "))
+	}
+	return nil
+}
+
+// generateAgainst runs req on the --against backend and fails unless its
+// tokens are got's and its logits are within --tolerance of got's largest.
+func generateAgainst(c *cli.Context, backend string, req engine.Request, got engine.Output) error {
+	tol := c.Float64("tolerance")
+	fusion := c.String("fusion")
+	if f := c.String("against-fusion"); f != "" {
+		fusion = f
+	}
+	e, closeAll, err := openEngineOn(c, c.String("against"), "--against-fusion", fusion, len(req.Prompt)+req.MaxNewTokens+16)
+	if err != nil {
+		return fmt.Errorf("--against %s: %w", c.String("against"), err)
+	}
+	defer closeAll()
+	out, err := e.Generate([]engine.Request{req})
+	if err != nil {
+		return fmt.Errorf("--against %s: %w", c.String("against"), err)
+	}
+	ref := out[0]
+	other := fmt.Sprintf("%s (fusion %s)", e.Backend().Info().Backend, fusion)
+	if len(ref.Logits) != len(got.Logits) {
+		return fmt.Errorf("%d logits on %s, %d on %s", len(got.Logits), backend, len(ref.Logits), other)
+	}
+	var diff, scale float64
+	for i, v := range ref.Logits {
+		diff = max(diff, math.Abs(float64(got.Logits[i])-float64(v)))
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	fmt.Fprintf(c.App.ErrWriter, "against %s: tokens %s; the last prompt position's logits differ by at most %.3g (largest %.3g)\n",
+		other, tokenLine(ref.Tokens), diff, scale)
+	if !slices.Equal(got.Tokens, ref.Tokens) {
+		return fmt.Errorf("tokens differ: %s on %s, %s on %s", tokenLine(got.Tokens), backend, tokenLine(ref.Tokens), other)
+	}
+	if !(diff <= tol*max(scale, 1)) {
+		return fmt.Errorf("the last prompt position's logits differ by %.3g between %s and %s: more than %g of the largest (%.3g)",
+			diff, backend, other, tol, scale)
+	}
+	return nil
+}
+
+// tokenLine is token ids separated by spaces.
+func tokenLine(toks []int32) string {
+	ids := make([]string, len(toks))
+	for i, t := range toks {
+		ids[i] = strconv.Itoa(int(t))
+	}
+	return strings.Join(ids, " ")
 }
 
 func parseTokens(s string) ([]int32, error) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
@@ -186,6 +187,30 @@ func TestGenerateJSONMatchesTransformers(t *testing.T) {
 	}
 }
 
+// generate --against runs the prompt on a second backend and fails unless
+// the tokens agree and the logits are within --tolerance of the largest:
+// the CPU against itself with fusion off passes; the emulated Metal
+// (a bf16 KV cache) against the CPU (f32) passes at 1e-3 and fails at 1e-7
+// with the difference named.
+func TestGenerateAgainst(t *testing.T) {
+	args := []string{"generate", "--model", "gpt2", "--dtype", "q4", "--layers", "1", "--tokens", "464,2068,7586", "--max-new-tokens", "3"}
+	out, errOut, err := mtl(t, append(args, "--backend", "cpu", "--against", "cpu", "--against-fusion", "off")...)
+	if err != nil || !strings.Contains(errOut, "against cpu (fusion off): tokens "+strings.TrimSpace(out)) {
+		t.Fatalf("cpu against cpu: %v\n%s%s", err, out, errOut)
+	}
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping metal-emu: %v", err)
+	}
+	metal := append(args, "--backend", "metal-emu", "--against", "cpu")
+	if _, errOut, err := mtl(t, append(metal, "--tolerance", "1e-3")...); err != nil {
+		t.Errorf("metal-emu against cpu at 1e-3: %v\n%s", err, errOut)
+	}
+	_, _, err = mtl(t, append(metal, "--tolerance", "1e-7")...)
+	if err == nil || !strings.Contains(err.Error(), "logits differ by") || !strings.Contains(err.Error(), "more than 1e-07 of the largest") {
+		t.Errorf("metal-emu against cpu at 1e-7: %v, want the logits' difference named", err)
+	}
+}
+
 func TestErrorsAreClear(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
@@ -199,6 +224,9 @@ func TestErrorsAreClear(t *testing.T) {
 	}{
 		{[]string{"generate", "--model", "nope", "--tokens", "1"}, `model "nope" is neither a preset`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,x"}, `item 2 ("x") is not a token id`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "tpu"}, `--against "tpu": want one of`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--against-fusion", "maybe"}, `--against-fusion "maybe": want on or off`},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--tolerance", "-1"}, "--tolerance -1: want a fraction of 0 or more"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "9000"}, "outside the vocabulary"},
 		{[]string{"generate", "--model", broken, "--tokens", "1"}, `unknown architecture "GPTNeoXForCausalLM"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
