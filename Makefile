@@ -88,6 +88,9 @@ SMOKE_GEN := generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 
 # greedy tokens repeat the prompt's last, so its logits are compared (an
 # f32 KV cache on both sides).
 SMOKE_GPT2 := generate --model gpt2 --dtype q4 --layers 2 --kv-dtype f32 --tokens 464,2068,7586,21831,18045 --max-new-tokens 8 --tolerance 1e-4
+# 4-bit qwen3-moe-mini: the packed decode path of Qwen3-30B-A3B at 4 bits
+# (packed GEMVs with their norms, the packed MoE block in three dispatches).
+SMOKE_Q4 := generate --model qwen3-moe-mini --dtype q4 --kv-dtype f32 --tokens 12,7,300 --max-new-tokens 16 --tolerance 1e-4
 SMOKE_DB  := --db $(SMOKE).db
 # Winners go to a file of their own, not the user's cache: a first run must
 # not change what later runs pick.
@@ -136,6 +139,8 @@ mac-smoke: build
 	$(call smoke_step,tokens-cpu,$(BIN) $(SMOKE_GEN) --backend cpu)
 	$(call smoke_step,tokens-long-metal,$(BIN) $(SMOKE_LONG) --backend metal)
 	$(call smoke_step,tokens-long-cpu,$(BIN) $(SMOKE_LONG) --backend cpu)
+	$(call smoke_step,q4-metal-cpu,$(BIN) $(SMOKE_Q4) --backend metal --against cpu)
+	$(call smoke_step,q4-metal-nofusion,$(BIN) $(SMOKE_Q4) --backend metal --against metal --against-fusion off)
 	$(call smoke_step,gpt2-metal-cpu,$(BIN) $(SMOKE_GPT2) --backend metal --against cpu)
 	$(call smoke_step,gpt2-metal-nofusion,$(BIN) $(SMOKE_GPT2) --backend metal --against metal --against-fusion off)
 	@m=$$(grep -E '^[0-9 ]+$$' $(SMOKE)-tokens-metal.log); \
