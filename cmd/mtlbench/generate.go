@@ -138,12 +138,16 @@ func generateCommand() *cli.Command {
 			}
 			el := time.Since(start)
 			if c.Bool("json") {
-				return json.NewEncoder(c.App.Writer).Encode(struct {
+				err := json.NewEncoder(c.App.Writer).Encode(struct {
 					Tokens     []int32   `json:"tokens"`
 					LogitsLast []float32 `json:"logits_last"`
 				}{out[0].Tokens, out[0].Logits})
+				if err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintln(c.App.Writer, tokenLine(out[0].Tokens))
 			}
-			fmt.Fprintln(c.App.Writer, tokenLine(out[0].Tokens))
 			cfg := e.Config()
 			fmt.Fprintf(c.App.ErrWriter, "%s on %s: %d prompt + %d new tokens in %v\n", cfg.Name, e.Backend().Info().Backend, len(prompt), len(out[0].Tokens), el.Round(time.Millisecond))
 			if cfg.Truncated() {

@@ -198,6 +198,11 @@ func TestGenerateAgainst(t *testing.T) {
 	if err != nil || !strings.Contains(errOut, "against cpu (fusion off): tokens "+strings.TrimSpace(out)) {
 		t.Fatalf("cpu against cpu: %v\n%s%s", err, out, errOut)
 	}
+	// With --json too: the JSON, then the comparison.
+	out, errOut, err = mtl(t, append(args, "--backend", "cpu", "--against", "cpu", "--json")...)
+	if err != nil || !strings.HasPrefix(out, `{"tokens":`) || !strings.Contains(errOut, "against cpu (fusion on)") {
+		t.Fatalf("cpu against cpu, --json: %v\n%s%s", err, out, errOut)
+	}
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping metal-emu: %v", err)
 	}
