@@ -99,6 +99,23 @@ func TestBenchCommand(t *testing.T) {
 	} else if rows := csvRows(t, out); len(rows) == 0 || rows[0]["layers_run"] != "1" || rows[0]["layers_total"] != "6" {
 		t.Errorf("bench --layers 1 ran %v", rows)
 	}
+	// --fusion on,off runs both, as the suites' fusion matrix; off alone is
+	// a parameter.
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--fusion", "off", "--print-suite"); err != nil ||
+		!strings.Contains(out, "params:\n      fusion: \"off\"\n") || !strings.Contains(out, "--fusion off") {
+		t.Errorf("bench --fusion off --print-suite: %v\n%s", err, out)
+	}
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--fusion", "on,off", "-p", "4", "-n", "2", "-r", "1", "--db", filepath.Join(dir, "fusion.db"), "--format", "csv"); err != nil {
+		t.Errorf("bench --fusion on,off: %v", err)
+	} else {
+		got := map[string]bool{}
+		for _, r := range csvRows(t, out) {
+			got[r["fusion"]] = true
+		}
+		if !got["on"] || !got["off"] || len(got) != 2 {
+			t.Errorf("bench --fusion on,off ran fusion %v, want on and off", got)
+		}
+	}
 	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
@@ -111,6 +128,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "-1"}, "--depth"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be at least 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--layers", "-1"}, "--layers must be at least 0"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--fusion", "maybe"}, `--fusion "maybe": want on, off, or on,off`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--fusion", "off,off"}, `--fusion "off,off"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--layers", "7", "--db", db}, "layers"},
 		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},

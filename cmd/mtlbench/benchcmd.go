@@ -45,6 +45,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
 			&cli.IntFlag{Name: "layers", Usage: "run only the first N layers of the model (0: all), as the suites' layers; results say so"},
+			&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on, off, or on,off: the backend's fusions (the suites' fusion); on,off runs both, interleaved, to compare"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU its cost witness reads the counts against, e.g. \"M2 Pro\" or \"M4 Max 32-core\" (default M3 Ultra; docs/metal-kernels.md)"},
 			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
@@ -63,7 +64,7 @@ func benchCommand() *cli.Command {
 			}
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
 				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
-				Layers: c.Int("layers"), WitnessGPU: c.String("witness-gpu")}
+				Layers: c.Int("layers"), Fusion: strings.Split(c.String("fusion"), ","), WitnessGPU: c.String("witness-gpu")}
 			for _, l := range []struct {
 				flag string
 				dst  *[]int
@@ -130,7 +131,8 @@ type quickSpec struct {
 	Model, Backend, DType, Timing, Fit string
 	WitnessGPU                         string // the cases' witness_gpu, "" for the default
 	Repetitions, Warmup                int
-	Layers                             int // the cases' layers, 0 for the whole model
+	Layers                             int      // the cases' layers, 0 for the whole model
+	Fusion                             []string // the cases' fusion: on, off, or both
 	Batch, Prompt, Gen, Depth          []int
 }
 
@@ -145,6 +147,11 @@ func (q quickSpec) yaml() ([]byte, error) {
 	if q.Layers < 0 {
 		return nil, fmt.Errorf("--layers must be at least 0 (0: every layer), got %d", q.Layers)
 	}
+	for i, f := range q.Fusion {
+		if f != "on" && f != "off" || slices.Contains(q.Fusion[:i], f) {
+			return nil, fmt.Errorf("--fusion %q: want on, off, or on,off", strings.Join(q.Fusion, ","))
+		}
+	}
 	type modelYAML struct {
 		Preset  string `yaml:"preset,omitempty"`
 		Path    string `yaml:"path,omitempty"`
@@ -154,10 +161,11 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Fit     string `yaml:"fit,omitempty"`
 	}
 	type matrixYAML struct {
-		Batch     []int `yaml:"batch,flow"`
-		PromptLen []int `yaml:"prompt_len,flow"`
-		GenLen    []int `yaml:"gen_len,flow"`
-		Depth     []int `yaml:"depth,flow,omitempty"` // the suites' depth: context before each prompt
+		Batch     []int    `yaml:"batch,flow"`
+		PromptLen []int    `yaml:"prompt_len,flow"`
+		GenLen    []int    `yaml:"gen_len,flow"`
+		Depth     []int    `yaml:"depth,flow,omitempty"` // the suites' depth: context before each prompt
+		Fusion    []string `yaml:"fusion,flow,omitempty"`
 	}
 	type caseYAML struct {
 		Name   string         `yaml:"name"`
@@ -187,6 +195,12 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.Layers > 0 {
 		params[suites.ParamLayers] = q.Layers
+	}
+	switch {
+	case len(q.Fusion) > 1:
+		doc.Cases[0].Matrix.Fusion = q.Fusion
+	case len(q.Fusion) == 1 && q.Fusion[0] == "off":
+		params[suites.ParamFusion] = "off"
 	}
 	if len(params) > 0 {
 		doc.Cases[0].Params = params
@@ -222,6 +236,9 @@ func (q quickSpec) describe() string {
 	d := fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
 	if q.Layers > 0 {
 		d += fmt.Sprintf(" --layers %d", q.Layers)
+	}
+	if f := strings.Join(q.Fusion, ","); f != "" && f != "on" {
+		d += " --fusion " + f
 	}
 	if q.WitnessGPU != "" {
 		d += fmt.Sprintf(" --witness-gpu %q", q.WitnessGPU)
