@@ -207,12 +207,8 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 			return 0, nil
 		}
 		n := 1 + b.growQMV(&f, ops[1:], span-1)
-		if nm.b != nil && f.nsegs == 1 && !f.swig && n < span && b.takesGELU(ops[n], f.out[0], f.m*f.q[0].Dims[0]) {
-			f.gelu = true
-			n++
-		}
-		if bridge.ReadLater(ops[n:], nm.out) {
-			return 0, nil // the norm's output is needed as it is
+		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.q[0].Dims[0]); !ok {
+			return 0, nil
 		}
 		f.x, f.g, f.gb, f.eps = x, w, nb, nm.eps
 		b.encodeQMV(&f)
@@ -223,18 +219,26 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 			return 0, nil
 		}
 		n := 1 + b.growMV(&f, ops[1:], span-1)
-		if nm.b != nil && f.nsegs == 1 && !f.swig && n < span && b.takesGELU(ops[n], f.out[0], f.m*f.w[0].shape[0]) {
-			f.gelu = true
-			n++
-		}
-		if bridge.ReadLater(ops[n:], nm.out) {
-			return 0, nil // the norm's output is needed as it is
+		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.w[0].shape[0]); !ok {
+			return 0, nil
 		}
 		f.x, f.norm, f.normB, f.eps = x, w, nb, nm.eps
 		b.matvecFused(&f)
 		return n, nil
 	}
 	return 0, nil
+}
+
+// normTail finishes a normGemv whose GEMVs are ops[1:n]: a lone one (its
+// output out, of elems values) after a LayerNorm takes the GELU at ops[n];
+// it returns the ops taken, whether the GELU was, and whether the fold may
+// go ahead (nothing after reads the norm's output).
+func (b *Backend) normTail(ops []bridge.Op, n, span int, nm foldedNorm, lone bool, out *tensor, elems int) (int, bool, bool) {
+	gelu := nm.b != nil && lone && n < span && b.takesGELU(ops[n], out, elems)
+	if gelu {
+		n++
+	}
+	return n, gelu, !bridge.ReadLater(ops[n:], nm.out)
 }
 
 // takesGELU: op is the GELU, in place, of a lone GEMV's output out (its
