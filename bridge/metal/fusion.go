@@ -130,12 +130,12 @@ func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 			break
 		}
 		g, ok := b.mvOf(mm)
-		if !ok || g.m != f.m || g.k != f.k || g.dt != f.dt || (g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0] == f.x {
+		if !ok || g.m != f.m || g.k != f.k || g.dt != f.dt || (g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0].sameStart(f.x) {
 			break
 		}
 		dup := false
 		for _, o := range f.out[:f.nsegs] {
-			dup = dup || o.buf == g.out[0].buf && o.off == g.out[0].off
+			dup = dup || o.sameStart(g.out[0])
 		}
 		if dup {
 			break
@@ -203,7 +203,7 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 	switch mm := ops[1].(type) {
 	case *bridge.QMatMulOp:
 		f, ok := b.qmvOf(mm)
-		if mm.X != nm.out || !ok || f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0] == x {
+		if mm.X != nm.out || !ok || f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0].sameStart(x) {
 			return 0, nil
 		}
 		n := 1 + b.growQMV(&f, ops[1:], span-1)
@@ -215,7 +215,7 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 		return n, nil
 	case *bridge.MatMulOp:
 		f, ok := b.mvOf(mm)
-		if mm.X != nm.out || !ok || w.n != f.k || f.x.n != x.n || f.out[0].buf == x.buf && f.out[0].off == x.off {
+		if mm.X != nm.out || !ok || w.n != f.k || f.x.n != x.n || f.out[0].sameStart(x) {
 			return 0, nil
 		}
 		n := 1 + b.growMV(&f, ops[1:], span-1)
@@ -249,7 +249,7 @@ func (b *Backend) takesGELU(op bridge.Op, out *tensor, elems int) bool {
 		return false
 	}
 	o, x := tt(ge.Out), tt(ge.X)
-	return o != nil && x != nil && o.buf == out.buf && o.off == out.off && x.buf == o.buf && x.off == o.off && o.n == elems
+	return o != nil && x != nil && o.sameStart(out) && x.sameStart(o) && o.n == elems
 }
 
 // tryGemvGELU: a lone GEMV (float or packed) whose output the GELU after it
@@ -295,12 +295,12 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 		}
 		g, ok := b.qmvOf(mm)
 		if !ok || g.m != f.m || g.q[0].Spec != f.q[0].Spec || g.q[0].Dims[1] != f.q[0].Dims[1] ||
-			(g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0] == f.x {
+			(g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0].sameStart(f.x) {
 			break
 		}
 		dup := false
 		for _, o := range f.out[:f.nsegs] {
-			dup = dup || o == g.out[0]
+			dup = dup || o.sameStart(g.out[0])
 		}
 		if dup {
 			break
@@ -345,7 +345,7 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		b.matvecFused(&f)
 	case *bridge.QMatMulOp:
 		f, ok := b.qmvOf(mm)
-		if xo != mm.Out || !ok || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r == f.x {
+		if xo != mm.Out || !ok || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r.sameStart(f.x) {
 			return 0, nil
 		}
 		f.resid = r

@@ -20,6 +20,10 @@ type view struct {
 
 func (t *tensor) view() view { return view{t.buf, t.off, t.bytes()} }
 
+// sameStart reports whether t and u begin at the same byte of one buffer:
+// two tensors of one workspace slot, whichever op made them.
+func (t *tensor) sameStart(u *tensor) bool { return t.buf == u.buf && t.off == u.off }
+
 // binding is one argument of the dispatch being built.
 type binding struct {
 	index int
