@@ -242,6 +242,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "tpu"}, `--against "tpu": want one of`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--against-fusion", "maybe"}, `--against-fusion "maybe": want on or off`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--tolerance", "-1"}, "--tolerance -1: want a fraction of 0 or more"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "cpu", "--kv-dtype", "bf16"}, "--against cpu: kv_dtype bf16: the cpu backend keeps its KV cache in f32"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "9000"}, "outside the vocabulary"},
 		{[]string{"generate", "--model", broken, "--tokens", "1"}, `unknown architecture "GPTNeoXForCausalLM"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
