@@ -178,21 +178,20 @@ func checkAgainst(c *cli.Context) error {
 	if !slices.Contains(backends.Names, b) {
 		return fmt.Errorf("--against %q: want one of %s", b, strings.Join(backends.Names, ", "))
 	}
-	// The comparison keeps a --kv-dtype asked for; a backend that cannot
-	// keep it says so now rather than after the first run.
-	if kv := c.String("kv-dtype"); kv != "" && kv != "auto" {
-		bo, err := backendOptions(c.Int("threads"))
-		if err != nil {
-			return err
-		}
-		be, err := backends.Open(b, bo)
-		if err != nil {
-			return fmt.Errorf("--against %s: %w", b, err)
-		}
-		defer be.Close()
-		if _, err := engine.KVDType(be, be.ActDType(), kv); err != nil {
-			return fmt.Errorf("--against %s: %w", b, err)
-		}
+	// A backend this machine lacks, or one that cannot keep the --kv-dtype
+	// asked for (the comparison keeps it), says so now rather than after
+	// the first run.
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	be, err := backends.Open(b, bo)
+	if err != nil {
+		return fmt.Errorf("--against %s: %w", b, err)
+	}
+	defer be.Close()
+	if _, err := engine.KVDType(be, be.ActDType(), c.String("kv-dtype")); err != nil {
+		return fmt.Errorf("--against %s: %w", b, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,6 +195,14 @@ func TestGenerateJSONMatchesTransformers(t *testing.T) {
 // with the difference named.
 func TestGenerateAgainst(t *testing.T) {
 	args := []string{"generate", "--model", "gpt2", "--dtype", "q4", "--layers", "1", "--tokens", "464,2068,7586", "--max-new-tokens", "3"}
+	// A backend the comparison cannot open, or one that cannot keep the
+	// --kv-dtype asked for, is refused before the first run prints anything.
+	for _, bad := range [][]string{{"--against", absentGPU()}, {"--against", "cpu", "--kv-dtype", "bf16"}} {
+		out, _, err := mtl(t, append(append(args, "--backend", "cpu"), bad...)...)
+		if err == nil || !strings.HasPrefix(err.Error(), bad[0]+" "+bad[1]+": ") || out != "" {
+			t.Errorf("%v: err=%v, stdout %q; want --against's error before any tokens", bad, err, out)
+		}
+	}
 	out, errOut, err := mtl(t, append(args, "--backend", "cpu", "--against", "cpu", "--against-fusion", "off")...)
 	if err != nil || !strings.Contains(errOut, "against cpu (fusion off): tokens "+strings.TrimSpace(out)) {
 		t.Fatalf("cpu against cpu: %v\n%s%s", err, out, errOut)
@@ -224,6 +233,15 @@ func TestGenerateAgainst(t *testing.T) {
 	if err != nil || strings.Contains(errOut, "keeps its KV cache") {
 		t.Errorf("metal-emu against cpu, both caches f32: %v\n%s", err, errOut)
 	}
+}
+
+// absentGPU is a GPU backend no machine of this OS has: CUDA on macOS,
+// Metal elsewhere.
+func absentGPU() string {
+	if runtime.GOOS == "darwin" {
+		return "cuda"
+	}
+	return "metal"
 }
 
 func TestErrorsAreClear(t *testing.T) {
