@@ -37,12 +37,31 @@ func modelFlags() []cli.Flag {
 
 // openEngine opens the backend and the model the flags name.
 func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
-	return openEngineOn(c, c.String("backend"), "--fusion", c.String("fusion"), kvTokens)
+	be, err := openBackend(c, c.String("backend"))
+	if err != nil {
+		return nil, nil, err
+	}
+	e, closeModel, err := openEngineOn(c, be, "--fusion", c.String("fusion"), kvTokens)
+	if err != nil {
+		be.Close()
+		return nil, nil, err
+	}
+	return e, func() { closeModel(); be.Close() }, nil
 }
 
-// openEngineOn is openEngine on the named backend, with fusion (the value
-// of the flag named flag) on or off.
-func openEngineOn(c *cli.Context, backend, flag, fusion string, kvTokens int) (*engine.Engine, func(), error) {
+// openBackend opens the named backend with the flags' options.
+func openBackend(c *cli.Context, name string) (bridge.Backend, error) {
+	bo, err := backendOptions(c.Int("threads"))
+	if err != nil {
+		return nil, err
+	}
+	return backends.Open(name, bo)
+}
+
+// openEngineOn opens the model the flags name on be, with fusion (the
+// value of the flag named flag) on or off; the func it returns closes the
+// model, and the caller closes be.
+func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvTokens int) (*engine.Engine, func(), error) {
 	spec := model.Spec{Model: c.String("model"), Layers: c.Int("layers"), Seed: c.Uint64("seed")}
 	// make mac-smoke compares fusion on and off (docs/metal-first-run.md).
 	var noFusion bool
@@ -60,14 +79,6 @@ func openEngineOn(c *cli.Context, backend, flag, fusion string, kvTokens int) (*
 		}
 		spec.DType, spec.Quant = &f.DType, f.Quant
 	}
-	bo, err := backendOptions(c.Int("threads"))
-	if err != nil {
-		return nil, nil, err
-	}
-	be, err := backends.Open(backend, bo)
-	if err != nil {
-		return nil, nil, err
-	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {
 		return nil, nil, err
@@ -81,10 +92,9 @@ func openEngineOn(c *cli.Context, backend, flag, fusion string, kvTokens int) (*
 	})
 	if err != nil {
 		src.Close()
-		be.Close()
 		return nil, nil, err
 	}
-	return e, func() { src.Close(); be.Close() }, nil
+	return e, func() { src.Close() }, nil
 }
 
 func generateCommand() *cli.Command {
@@ -118,8 +128,12 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkAgainst(c); err != nil {
+			against, err := checkAgainst(c)
+			if err != nil {
 				return err
+			}
+			if against != nil {
+				defer against.Close()
 			}
 			sp, err := sample.Parse(c.String("sampling"))
 			if err != nil {
@@ -158,55 +172,51 @@ func generateCommand() *cli.Command {
 			if c.String("against") == "" {
 				return nil
 			}
-			return generateAgainst(c, e, engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}, out[0])
+			return generateAgainst(c, e, against, engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}, out[0])
 		},
 	}
 }
 
-// checkAgainst refuses --against's flags before any run.
-func checkAgainst(c *cli.Context) error {
+// checkAgainst refuses --against's flags before any run, and opens its
+// backend (nil without --against; the caller closes it): one this machine
+// lacks, or one that cannot keep the --kv-dtype asked for (the comparison
+// keeps it), says so now rather than after the first run.
+func checkAgainst(c *cli.Context) (bridge.Backend, error) {
 	if tol := c.Float64("tolerance"); !(tol >= 0) {
-		return fmt.Errorf("--tolerance %g: want a fraction of 0 or more", tol)
+		return nil, fmt.Errorf("--tolerance %g: want a fraction of 0 or more", tol)
 	}
 	if f := c.String("against-fusion"); f != "" && f != "on" && f != "off" {
-		return fmt.Errorf("--against-fusion %q: want on or off", f)
+		return nil, fmt.Errorf("--against-fusion %q: want on or off", f)
 	}
 	b := c.String("against")
 	if b == "" {
-		return nil
+		return nil, nil
 	}
 	if !slices.Contains(backends.Names, b) {
-		return fmt.Errorf("--against %q: want one of %s", b, strings.Join(backends.Names, ", "))
+		return nil, fmt.Errorf("--against %q: want one of %s", b, strings.Join(backends.Names, ", "))
 	}
-	// A backend this machine lacks, or one that cannot keep the --kv-dtype
-	// asked for (the comparison keeps it), says so now rather than after
-	// the first run.
-	bo, err := backendOptions(c.Int("threads"))
+	be, err := openBackend(c, b)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("--against %s: %w", b, err)
 	}
-	be, err := backends.Open(b, bo)
-	if err != nil {
-		return fmt.Errorf("--against %s: %w", b, err)
-	}
-	defer be.Close()
 	if _, err := engine.KVDType(be, be.ActDType(), c.String("kv-dtype")); err != nil {
-		return fmt.Errorf("--against %s: %w", b, err)
+		be.Close()
+		return nil, fmt.Errorf("--against %s: %w", b, err)
 	}
-	return nil
+	return be, nil
 }
 
-// generateAgainst runs req on the --against backend and fails unless its
-// tokens are got's (first's output) and its logits are within --tolerance
-// of got's largest.
-func generateAgainst(c *cli.Context, first *engine.Engine, req engine.Request, got engine.Output) error {
+// generateAgainst runs req on against (the --against backend) and fails
+// unless its tokens are got's (first's output) and its logits are within
+// --tolerance of got's largest.
+func generateAgainst(c *cli.Context, first *engine.Engine, against bridge.Backend, req engine.Request, got engine.Output) error {
 	backend := first.Backend().Info().Backend
 	tol := c.Float64("tolerance")
 	fusion := c.String("fusion")
 	if f := c.String("against-fusion"); f != "" {
 		fusion = f
 	}
-	e, closeAll, err := openEngineOn(c, c.String("against"), "--against-fusion", fusion, len(req.Prompt)+req.MaxNewTokens+16)
+	e, closeAll, err := openEngineOn(c, against, "--against-fusion", fusion, len(req.Prompt)+req.MaxNewTokens+16)
 	if err != nil {
 		return fmt.Errorf("--against %s: %w", c.String("against"), err)
 	}
