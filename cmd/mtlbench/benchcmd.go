@@ -84,7 +84,7 @@ func benchCommand() *cli.Command {
 			}
 			s, err := suites.Parse("bench", text)
 			if err != nil {
-				return err
+				return benchFlagErrors(text, err)
 			}
 			db, err := openDB(c)
 			if err != nil {
@@ -112,7 +112,7 @@ func benchCommand() *cli.Command {
 				err = cerr
 			}
 			if sum == nil {
-				return err
+				return benchFlagErrors(text, err)
 			}
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
@@ -124,6 +124,44 @@ func benchCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// benchKeyFlags maps the keys of the suite bench builds to the flags that
+// set them.
+var benchKeyFlags = map[string]string{
+	"preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend",
+	"timing": "--timing", "repetitions": "--repetitions", "warmup": "--warmup", "batch": "--batch",
+	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
+	suites.ParamWitnessGPU: "--witness-gpu", suites.ParamLayers: "--layers",
+}
+
+// benchFlagErrors names, for each problem found at a position of the suite
+// bench built (text: its checks, and the runner's before any case runs),
+// the flag behind it instead of a line of a file the user never wrote; a
+// problem no flag explains keeps its position.
+func benchFlagErrors(text []byte, err error) error {
+	var list suites.ErrorList
+	switch e := err.(type) {
+	case suites.ErrorList:
+		list = e
+	case *suites.Error:
+		list = suites.ErrorList{e}
+	default:
+		return err
+	}
+	lines := strings.Split(string(text), "\n")
+	msgs := make([]string, len(list))
+	for i, e := range list {
+		msgs[i] = e.Error()
+		if e.Pos.Line < 1 || e.Pos.Line > len(lines) {
+			continue
+		}
+		key, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(lines[e.Pos.Line-1]), "- "), ":")
+		if flag, ok := benchKeyFlags[key]; ok {
+			msgs[i] = flag + ": " + strings.TrimPrefix(e.Error(), e.Pos.String()+": ")
+		}
+	}
+	return errors.New(strings.Join(msgs, "\n"))
 }
 
 // quickSpec is what bench's flags ask for.

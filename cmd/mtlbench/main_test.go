@@ -271,6 +271,13 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
 		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
 		{[]string{"run", "mac-smoke", "--timing", "profiled", "--db", filepath.Join(dir, "r.db")}, `--timing "profiled": want one of throughput, profile`},
+		// bench's flags build a suite; its problems name the flag, not a
+		// line of that suite.
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--dtype", "q9", "--db", filepath.Join(dir, "r.db")}, `--dtype: unknown dtype "q9" (did you mean "q2"?)`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--backend", "tpu", "--dtype", "q9", "--db", filepath.Join(dir, "r.db")},
+			"--dtype: unknown dtype \"q9\" (did you mean \"q2\"?)\n--backend: unknown backend \"tpu\""},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M9", "--db", filepath.Join(dir, "r.db")}, `--witness-gpu: unknown Apple GPU "M9"`},
+		{[]string{"bench", "-m", "nope", "--db", filepath.Join(dir, "r.db")}, `--model: model "nope" is neither a preset`},
 	} {
 		_, stderr, err := mtl(t, c.args...)
 		msg := stderr
