@@ -49,3 +49,32 @@ func TestHistoryImportToUserFolder(t *testing.T) {
 		t.Error("--dry-run wrote a file")
 	}
 }
+
+// history show's filters that leave no figures are an error naming the
+// filter and what the figures the filters before it keep have, not an
+// empty table.
+func TestHistoryShowNamesEmptyFilter(t *testing.T) {
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(t.TempDir(), "history"))
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--model", "nope"}, []string{`--model "nope": no documented figures (documented models: `, "Qwen3-30B-A3B", "GPT-2"}},
+		{[]string{"--model", "qwen3-30b-a3b", "--metric", "tok/s"}, []string{`--metric "tok/s": no documented figures with --model "qwen3-30b-a3b" (their metrics: `, "tok_s"}},
+		{[]string{"--model", "gpt2", "--series", "nope"}, []string{`--series "nope": no documented figures with --model "gpt2" (their series: working models)`}},
+	} {
+		out, _, err := mtl(t, append([]string{"history", "show"}, c.args...)...)
+		if err == nil {
+			t.Errorf("history show %v: no error, printed %q", c.args, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("history show %v: %v, want %q in it", c.args, err, w)
+			}
+		}
+	}
+	if out, _, err := mtl(t, "history", "show", "--model", "gpt2", "--metric", "tok_s", "--format", "csv"); err != nil || len(csvRows(t, out)) == 0 {
+		t.Errorf("history show of a documented figure: %v %q", err, out)
+	}
+}

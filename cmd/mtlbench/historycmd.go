@@ -86,7 +86,12 @@ func historyCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return render(c, pointsTable(history.Filter(pts, c.String("model"), c.String("metric"), c.String("series"))))
+					model, metric, series := c.String("model"), c.String("metric"), c.String("series")
+					sel := history.Filter(pts, model, metric, series)
+					if len(sel) == 0 && len(pts) > 0 {
+						return historyNone(pts, "--model", model, metric, series)
+					}
+					return render(c, pointsTable(sel))
 				},
 			},
 			{
@@ -170,6 +175,51 @@ func validDate(s string) bool {
 		}
 	}
 	return false
+}
+
+// historyNone is the error of filters that leave no documented figures
+// (history show's; report's --history-model, modelFlag): the first filter
+// that leaves none, and the values of the figures the filters before it
+// keep.
+func historyNone(pts []history.Point, modelFlag, model, metric, series string) error {
+	var with string
+	for _, f := range []struct {
+		flag, want, noun string
+		of               func(history.Point) string
+	}{
+		{modelFlag, model, "models", func(p history.Point) string { return p.Model }},
+		{"--metric", metric, "metrics", func(p history.Point) string { return p.Metric }},
+		{"--series", series, "series", func(p history.Point) string { return p.Series }},
+	} {
+		if f.want == "" {
+			continue
+		}
+		var next []history.Point
+		switch f.noun {
+		case "models":
+			next = history.Filter(pts, f.want, "", "")
+		case "metrics":
+			next = history.Filter(pts, "", f.want, "")
+		default:
+			next = history.Filter(pts, "", "", f.want)
+		}
+		if len(next) > 0 {
+			pts, with = next, with+fmt.Sprintf(" %s %q", f.flag, f.want)
+			continue
+		}
+		var have []string
+		for _, p := range pts {
+			if v := f.of(p); v != "" && !slices.Contains(have, v) {
+				have = append(have, v)
+			}
+		}
+		slices.Sort(have)
+		if with == "" {
+			return fmt.Errorf("%s %q: no documented figures (documented %s: %s)", f.flag, f.want, f.noun, strings.Join(have, ", "))
+		}
+		return fmt.Errorf("%s %q: no documented figures with%s (their %s: %s)", f.flag, f.want, with, f.noun, strings.Join(have, ", "))
+	}
+	return nil
 }
 
 func pointsTable(pts []history.Point) *table.Table {

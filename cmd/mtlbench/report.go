@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/htmlreport"
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -50,6 +51,9 @@ func reportCommand() *cli.Command {
 			hist, herr := historyPoints()
 			if herr != nil {
 				fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
+			}
+			if m := c.String("history-model"); m != "" && len(hist) > 0 && len(history.Filter(hist, m, "", "")) == 0 {
+				return historyNone(hist, "--history-model", m, "", "")
 			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,

@@ -244,6 +244,18 @@ func TestReport(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out2, "index.html")); err != nil {
 			t.Error(err)
 		}
+
+		// A history model with no documented figures is refused before
+		// anything is written, naming the documented ones.
+		out3 := filepath.Join(dir, "no-history")
+		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", out3, "--history-model", "llama-9"}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `--history-model "llama-9": no documented figures (documented models: `) ||
+			!strings.Contains(err.Error(), "Qwen3-30B-A3B") {
+			t.Errorf("report --history-model llama-9: %v", err)
+		}
+		if _, err := os.Stat(out3); err == nil {
+			t.Error("report --history-model llama-9 wrote a report")
+		}
 	})
 
 	t.Run("WriteCharts", func(t *testing.T) {
