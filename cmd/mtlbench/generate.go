@@ -128,6 +128,10 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			n := c.Int("max-new-tokens")
+			if n < 1 {
+				return fmt.Errorf("--max-new-tokens %d: want at least 1", n)
+			}
 			against, err := checkAgainst(c)
 			if err != nil {
 				return err
@@ -139,7 +143,6 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			n := c.Int("max-new-tokens")
 			e, closeAll, err := openEngine(c, len(prompt)+n+16)
 			if err != nil {
 				return err

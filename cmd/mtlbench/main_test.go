@@ -268,6 +268,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--layers", "-1"}, "-1 layers: want a positive count"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "block size 100000000 is not supported"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "MoE chunk of -5 pairs"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--max-new-tokens", "0"}, "--max-new-tokens 0: want at least 1"},
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
 		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
 		{[]string{"run", "mac-smoke", "--timing", "profiled", "--db", filepath.Join(dir, "r.db")}, `--timing "profiled": want one of throughput, profile`},
