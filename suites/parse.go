@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -722,6 +723,51 @@ func hasKey(n *yaml.Node, key string) bool {
 	return false
 }
 
+// rangeHint is the hint of an integer range a matrix cannot read.
+const rangeHint = "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2"
+
+// isRange reports whether n is a string an integer parameter's matrix reads
+// as a range or a comma list.
+func isRange(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && strings.ContainsAny(n.Value, "-,")
+}
+
+// expandRanges returns an integer parameter's matrix list with its ranges
+// (the list itself, or some of its items) replaced by their values, each at
+// the range's position; ok is false when a range is bad (reported).
+func (p *parser) expandRanges(key string, spec paramSpec, list *yaml.Node) (*yaml.Node, bool) {
+	ints := func(n *yaml.Node) ([]*yaml.Node, bool) {
+		vals, err := ParseIntList(n.Value, int(spec.min))
+		if err != nil {
+			p.errorf(n, rangeHint, "matrix %s: %v", key, err)
+			return nil, false
+		}
+		out := make([]*yaml.Node, len(vals))
+		for i, v := range vals {
+			out[i] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v), Line: n.Line, Column: n.Column}
+		}
+		return out, true
+	}
+	switch {
+	case isRange(list):
+		vals, ok := ints(list)
+		return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column, Content: vals}, ok
+	case list.Kind == yaml.SequenceNode && slices.ContainsFunc(list.Content, func(n *yaml.Node) bool { return isRange(resolve(n)) }):
+		out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column}
+		ok := true
+		for _, item := range list.Content {
+			if it := resolve(item); isRange(it) {
+				vals, good := ints(it)
+				out.Content, ok = append(out.Content, vals...), ok && good
+				continue
+			}
+			out.Content = append(out.Content, item)
+		}
+		return out, ok
+	}
+	return list, true
+}
+
 func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
 	ents, ok := p.mapping(n, "matrix")
 	if !ok {
@@ -741,20 +787,14 @@ func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
 			continue
 		}
 		list := resolve(e.v)
-		if list.Kind == yaml.ScalarNode && spec.isInt && list.ShortTag() == "!!str" && strings.ContainsAny(list.Value, "-,") {
-			// An integer range, as bench's flags take it: 1-16*2, 16-64+16,
-			// 1-8, or a comma list.
-			vals, err := ParseIntList(list.Value, int(spec.min))
-			if err != nil {
-				p.errorf(list, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "matrix %s: %v", e.key, err)
+		if spec.isInt {
+			// Integer ranges, as bench's flags take them: the whole list
+			// (1-16*2, 16-64+16, 1-8, or a comma list) or items of a list
+			// ([1-8, 16, 32]).
+			var ok bool
+			if list, ok = p.expandRanges(e.key, spec, list); !ok {
 				continue
 			}
-			expanded := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column}
-			for _, v := range vals {
-				expanded.Content = append(expanded.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int",
-					Value: strconv.Itoa(v), Line: list.Line, Column: list.Column})
-			}
-			list = expanded
 		}
 		if list.Kind != yaml.SequenceNode {
 			hint := ""

@@ -2,6 +2,7 @@ package suites
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,5 +59,28 @@ func TestMatrixRange(t *testing.T) {
 	}
 	if len(s.Cases) != 10 || s.Cases[8].Model.Batch != 16 || s.Cases[0].Name != "d/batch=1/prompt_len=16" {
 		t.Errorf("cases %v", names)
+	}
+
+	// Ranges as items of a list, each value at its range's position.
+	head := "name: r\nmodel: {preset: qwen3-moe-mini}\ncases:\n  - name: d\n    kind: model\n    matrix: "
+	s, err = Parse("r.yaml", []byte(head+"{batch: [1-4, 16, 32-64*2], gen_len: [8]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches []int
+	for _, c := range s.Cases {
+		batches = append(batches, c.Model.Batch)
+	}
+	if !slices.Equal(batches, []int{1, 2, 3, 4, 16, 32, 64}) {
+		t.Errorf("batch: [1-4, 16, 32-64*2] ran %v", batches)
+	}
+	for _, c := range []struct{ matrix, want string }{
+		{"{batch: [1-4, 2]}", `r.yaml:6:27: duplicate value 2 in matrix batch (first at line 6, col 22)`},
+		{"{batch: [16, 8-1]}", `r.yaml:6:26: matrix batch: range "8-1" ends before it starts (` + "a range is first-last"},
+		{"{batch: [0-3]}", `r.yaml:6:22: matrix batch: range "0-3": 0 is below 1`},
+	} {
+		if _, err := Parse("r.yaml", []byte(head+c.matrix+"\n")); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("matrix %s: %v, want %q", c.matrix, err, c.want)
+		}
 	}
 }
