@@ -186,23 +186,19 @@ func historyNone(pts []history.Point, modelFlag, model, metric, series string) e
 	for _, f := range []struct {
 		flag, want, noun string
 		of               func(history.Point) string
+		keep             func([]history.Point) []history.Point
 	}{
-		{modelFlag, model, "models", func(p history.Point) string { return p.Model }},
-		{"--metric", metric, "metrics", func(p history.Point) string { return p.Metric }},
-		{"--series", series, "series", func(p history.Point) string { return p.Series }},
+		{modelFlag, model, "models", func(p history.Point) string { return p.Model },
+			func(p []history.Point) []history.Point { return history.Filter(p, model, "", "") }},
+		{"--metric", metric, "metrics", func(p history.Point) string { return p.Metric },
+			func(p []history.Point) []history.Point { return history.Filter(p, "", metric, "") }},
+		{"--series", series, "series", func(p history.Point) string { return p.Series },
+			func(p []history.Point) []history.Point { return history.Filter(p, "", "", series) }},
 	} {
 		if f.want == "" {
 			continue
 		}
-		var next []history.Point
-		switch f.noun {
-		case "models":
-			next = history.Filter(pts, f.want, "", "")
-		case "metrics":
-			next = history.Filter(pts, "", f.want, "")
-		default:
-			next = history.Filter(pts, "", "", f.want)
-		}
+		next := f.keep(pts)
 		if len(next) > 0 {
 			pts, with = next, with+fmt.Sprintf(" %s %q", f.flag, f.want)
 			continue
