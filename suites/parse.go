@@ -723,9 +723,6 @@ func hasKey(n *yaml.Node, key string) bool {
 	return false
 }
 
-// rangeHint is the hint of an integer range a matrix cannot read.
-const rangeHint = "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2"
-
 // isRange reports whether n is a string an integer parameter's matrix reads
 // as a range or a comma list.
 func isRange(n *yaml.Node) bool {
@@ -736,36 +733,32 @@ func isRange(n *yaml.Node) bool {
 // (the list itself, or some of its items) replaced by their values, each at
 // the range's position; ok is false when a range is bad (reported).
 func (p *parser) expandRanges(key string, spec paramSpec, list *yaml.Node) (*yaml.Node, bool) {
-	ints := func(n *yaml.Node) ([]*yaml.Node, bool) {
-		vals, err := ParseIntList(n.Value, int(spec.min))
-		if err != nil {
-			p.errorf(n, rangeHint, "matrix %s: %v", key, err)
-			return nil, false
-		}
-		out := make([]*yaml.Node, len(vals))
-		for i, v := range vals {
-			out[i] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v), Line: n.Line, Column: n.Column}
-		}
-		return out, true
-	}
+	items := list.Content
 	switch {
 	case isRange(list):
-		vals, ok := ints(list)
-		return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column, Content: vals}, ok
-	case list.Kind == yaml.SequenceNode && slices.ContainsFunc(list.Content, func(n *yaml.Node) bool { return isRange(resolve(n)) }):
-		out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column}
-		ok := true
-		for _, item := range list.Content {
-			if it := resolve(item); isRange(it) {
-				vals, good := ints(it)
-				out.Content, ok = append(out.Content, vals...), ok && good
-				continue
-			}
-			out.Content = append(out.Content, item)
-		}
-		return out, ok
+		items = []*yaml.Node{list}
+	case list.Kind != yaml.SequenceNode || !slices.ContainsFunc(items, func(n *yaml.Node) bool { return isRange(resolve(n)) }):
+		return list, true
 	}
-	return list, true
+	out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: list.Line, Column: list.Column}
+	ok := true
+	for _, item := range items {
+		it := resolve(item)
+		if !isRange(it) {
+			out.Content = append(out.Content, item)
+			continue
+		}
+		vals, err := ParseIntList(it.Value, int(spec.min))
+		if err != nil {
+			p.errorf(it, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "matrix %s: %v", key, err)
+			ok = false
+			continue
+		}
+		for _, v := range vals {
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v), Line: it.Line, Column: it.Column})
+		}
+	}
+	return out, ok
 }
 
 func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
