@@ -135,8 +135,10 @@ func TestQuantMatchesTransformers(t *testing.T) {
 // Qwen3-30B-A3B's q projection (n=4096, k=2048) and its MoE block at one
 // token: formats read with 16-byte loads (affine, Q4_K) move at most 1.25x
 // their packed bytes and scales, and every format's decode loads keep at
-// least half of a simdgroup's lanes busy (docs/metal-kernels.md). A lane
-// that took a whole K-format super-block kept 8.1-8.6 of 32 busy.
+// least 29 of a simdgroup's 32 lanes busy, the one-token MoE block 27
+// (docs/metal-kernels.md, "Short rows"). A lane that took a whole K-format
+// super-block kept 8.1-8.6 of 32 busy; one row a simdgroup of 128-value
+// units 16.1-16.6, and the MoE block 20.3.
 func TestQuantWitness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: emulates a 4096x2048 GEMV")
@@ -155,35 +157,35 @@ func TestQuantWitness(t *testing.T) {
 		lanes float64
 		foot  float64
 	}{
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4}, 0.8, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8}, 0.8, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4_K}, 0.8, 16, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4}, 0.8, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8}, 0.8, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q4_K}, 0.8, 29, 0},
 		// Affine widths whose codes cross words: each unit's words read once,
 		// with narrower loads at 3 bits (4 bytes) than at 6 (8 bytes); held
 		// a little under what they count now (0.780, 0.868).
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3}, 0.76, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6}, 0.85, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0, 16, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3}, 0.76, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6}, 0.85, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0, 29, 0},
 		// Q5_K: a half super-block a unit, whose 32 bytes of fifth bits its
 		// other half reads too (from the cache on a GPU: every byte of the
 		// matrix once, a footprint efficiency of 1.0; counted twice in the
 		// traffic, 0.735), in 16-byte loads.
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q5_K}, 0.72, 16, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q5_K}, 0.72, 29, 0.99},
 		// Q3_K (a half super-block a unit, ushorts, its 32 bytes of high bits
 		// read by both halves), IQ4_XS (a sub-block a unit, 8-byte loads,
 		// each reading its super-block's 8-byte header) and IQ4_NL (a block
 		// a unit, ushorts).
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3_K}, 0, 16, 0.99},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_XS}, 0, 16, 0.99},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_NL}, 0, 16, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q3_K}, 0, 29, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_XS}, 0, 29, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ4_NL}, 0, 29, 0.99},
 		// MXFP4: a block a unit, byte loads (17-byte blocks); NVFP4 and
 		// MXFP8: 32 values of a row a unit, 16-byte loads, and the scales
 		// after the row's values (TestFPLoadWidth).
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP4}, 0, 16, 0.99},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.NVFP4}, 0, 16, 0.99},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP8}, 0, 16, 0.99},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 16, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP4}, 0, 29, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.NVFP4}, 0, 29, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.MXFP8}, 0, 29, 0.99},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q2_K}, 0, 29, 0},
 		// The IQ formats: a 32-value unit reads its own grid indices, signs
 		// and scale bytes and the super-block's d, 2 bytes a load (their
 		// blocks are 2-byte aligned); the grids (program-scope constants,
@@ -191,18 +193,20 @@ func TestQuantWitness(t *testing.T) {
 		// are not counted (docs/metal-kernels.md, "IQ formats"). Held a little under what they count now (0.692,
 		// 0.715, 0.736, 0.768, 0.766, 0.630, 0.543), so that a unit reading
 		// a byte twice fails.
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XXS}, 0.66, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XS}, 0.68, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_S}, 0.7, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_XXS}, 0.73, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_S}, 0.73, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_S}, 0.6, 16, 0},
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_M}, 0.51, 16, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XXS}, 0.66, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_XS}, 0.68, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ2_S}, 0.7, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_XXS}, 0.73, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ3_S}, 0.73, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_S}, 0.6, 29, 0},
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.IQ1_M}, 0.51, 29, 0},
 		// One token's MoE block, three dispatches: qmoe_mv_sum's threadgroups
 		// each stage all eight pairs' activations (28.28 MB counted, 0.770;
 		// the five dispatches before counted 26.71 MB, 0.815: docs/metal-
-		// kernels.md, "The MoE block in a decode step").
-		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.75, 16, 0},
+		// kernels.md, "The MoE block in a decode step"); its down projections'
+		// rows, chunks of 16 and 8 units, share a simdgroup's lanes in blocks
+		// of 16.
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.75, 27, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15, 0, 0},
 		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each
 		// expert's weights read once per 32 of its pairs (36.9 MB counted,

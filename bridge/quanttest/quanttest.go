@@ -95,6 +95,25 @@ func GEMV(t *testing.T, be bridge.Backend, tol float64) {
 }
 
 func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) (float64, error) {
+	got, want, err := run(be, qb, r, s, c)
+	if err != nil {
+		return 0, err
+	}
+	return RelErr(got, want), nil
+}
+
+// Run runs one packed matmul of spec s and shape c on be, its weights,
+// activations and bias drawn from seed, and returns its output and the
+// reference's.
+func Run(be bridge.Backend, s quant.Spec, c Shape, seed uint64) (got, want []float32, err error) {
+	qb, ok := be.(bridge.QuantBackend)
+	if !ok {
+		return nil, nil, fmt.Errorf("%T runs no packed weights", be)
+	}
+	return run(be, qb, rand.New(rand.NewPCG(seed, 11)), s, c)
+}
+
+func run(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) (got, want []float32, err error) {
 	g := c.N * s.Groups(c.K) * s.Scale.Size()
 	var sc, bi []byte
 	if s.Type == quant.Affine {
@@ -102,26 +121,26 @@ func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec,
 	}
 	w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*s.RowBytes(c.K)), sc, bi)
 	x, bias := randn(r, c.M*c.K), randn(r, c.N)
-	want := make([]float32, c.M*c.N)
+	want = make([]float32, c.M*c.N)
 	quant.MatMul(want, x, bias, w, c.M)
 
 	m, err := upload(be, qb, s, c, w, x, bias)
 	defer m.free()
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	if err := be.BeginStep(stepMeta(c.M), make([]int32, c.M), false); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	qb.QMatMul(m.out, m.x, m.w, m.bias)
 	if _, err := be.EndStep(); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	got := make([]float32, c.M*c.N)
+	got = make([]float32, c.M*c.N)
 	if err := be.Read(m.out, got); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	return RelErr(got, want), nil
+	return got, want, nil
 }
 
 func randn(r *rand.Rand, n int) []float32 {

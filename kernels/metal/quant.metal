@@ -908,17 +908,55 @@ inline void q_stage(device const float* x, thread const int* src, uint k, uint k
 
 // q_rows adds, for the simdgroup's mv_rows weight rows from n0 (of n), their
 // dot products with the staged rows into acc (each lane its units' part).
+// Chunks of at most 16 units a row would leave lanes out of every load, so
+// rows then share the simdgroup: row r takes the aligned block of L lanes
+// (the first chunk's units rounded up to a power of two, the same for every
+// chunk) at (r mod 32/L)·L, unit u at its lane u, and one load serves 32/L
+// rows. simd_sum over a row's block, the other lanes' zeros added exactly,
+// is the sum of its units at lanes 0..L-1 (docs/metal-kernels.md, "Short
+// rows").
 template <int F, class G>
 inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device const uchar* s, device const uchar* b,
                    uint n, uint n0, uint k0, uint kc, uint KC, threadgroup const float* xs, ushort lane, int cols,
                    thread float (*acc)[MV_MAX_COLS]) {
   const uint U = QUnit<F>::values;
   const uint sz = q_scale_bytes(a);
-  for (int r = 0; r < mv_rows && n0 + r < n; r++) {
-    const ulong row = n0 + r;
+  const uint nu = kc / U, nu0 = min(KC, a.k) / U;
+  if (nu0 > 16 || mv_rows == 1) {
+    for (int r = 0; r < mv_rows && n0 + r < n; r++) {
+      const ulong row = n0 + r;
+      QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
+      for (uint u = lane; u < nu; u += 32) {
+        q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
+      }
+    }
+    return;
+  }
+  const uint L = nu0 > 8 ? 16u : nu0 > 4 ? 8u : nu0 > 2 ? 4u : nu0 > 1 ? 2u : 1u;
+  const int P = int(32u / L); // rows a load serves
+  const int sub = int(lane / L);
+  const uint u = lane % L;
+  for (int r0 = 0; r0 < mv_rows; r0 += P) {
+    const int r = r0 + sub; // this lane's row
+    if (r >= mv_rows || n0 + uint(r) >= n || u >= nu) {
+      continue;
+    }
+    // The row's sums, picked from the rows' registers by selects, not an
+    // index a lane computes (that would put acc in memory).
+    float cur[MV_MAX_COLS];
+    for (int c = 0; c < MV_MAX_COLS; c++) {
+      cur[c] = acc[0][c];
+      for (int i = 1; i < mv_rows; i++) {
+        cur[c] = r == i ? acc[i][c] : cur[c];
+      }
+    }
+    const ulong row = n0 + uint(r);
     QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
-    for (uint u = lane; u < kc / U; u += 32) {
-      q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, acc[r]);
+    q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, cur);
+    for (int i = 0; i < mv_rows; i++) {
+      for (int c = 0; c < MV_MAX_COLS; c++) {
+        acc[i][c] = r == i ? cur[c] : acc[i][c];
+      }
     }
   }
 }
