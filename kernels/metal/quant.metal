@@ -58,7 +58,7 @@
 // is 32 values, one eighth of a super-block (q_iq).
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
-template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 128; };
+template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q5_K> { static constant constexpr uint values = 128; };
 template <> struct QUnit<QF_Q3_K> { static constant constexpr uint values = 128; };
 template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 128; };
@@ -528,48 +528,47 @@ inline void q_unit<QF_MXFP8>(QRow row, uint u, constant QMatArgs& a, threadgroup
   }
 }
 
-// Q6_K, unit u: half n = u%2 of super-block u/2 (210 bytes, ushorts): 64
-// bytes of low nibbles, 32 of high bit pairs, 8 int8 scales, and d.
+// Q6_K, unit u: 64 values of super-block u/4 (210 bytes, ushorts), half
+// n = u/2%2, its positions l in [16h, 16h+16) (h = u%2) of each of the
+// half's four 32-value quarters: value 32q+l has its low nibble in byte l
+// (q even) or l+32 (q odd) of the half's 64 (q < 2 low, else high), its
+// high pair in bits 2q of byte l of the half's 32, and the scale of its 16
+// values. So a unit reads 32 bytes of nibbles, 16 of high pairs, 4 scale
+// bytes and d, each byte but d by one unit only, and a row of 768 values is
+// 12 units (docs/metal-kernels.md, "Short rows").
 template <>
 inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + (u / 2) * 210;
+  device const uchar* blk = row.w + (u / 4) * 210;
   device const ushort* ps = (device const ushort*)blk;
-  const uint n = u % 2;
+  const uint n = (u / 2) % 2, h = u % 2;
   const float d = q_half(blk + 208);
-  float scl[8];
-  for (int i = 0; i < 4; i++) {
-    const ushort v = ps[96 + 4 * n + i];
-    scl[2 * i] = float(as_type<char>(uchar(v & 0xff)));
-    scl[2 * i + 1] = float(as_type<char>(uchar(v >> 8)));
+  uchar lo[32], qh[16];
+  for (int i = 0; i < 8; i++) {
+    const ushort v0 = ps[32 * n + 8 * h + i], v1 = ps[32 * n + 16 + 8 * h + i], v2 = ps[64 + 16 * n + 8 * h + i];
+    lo[2 * i] = uchar(v0 & 0xff);
+    lo[2 * i + 1] = uchar(v0 >> 8);
+    lo[16 + 2 * i] = uchar(v1 & 0xff);
+    lo[16 + 2 * i + 1] = uchar(v1 >> 8);
+    qh[2 * i] = uchar(v2 & 0xff);
+    qh[2 * i + 1] = uchar(v2 >> 8);
   }
-  uchar ql[64], qh[32];
-  for (int i = 0; i < 32; i++) {
-    const ushort v = ps[32 * n + i];
-    ql[2 * i] = uchar(v & 0xff);
-    ql[2 * i + 1] = uchar(v >> 8);
-  }
-  for (int i = 0; i < 16; i++) {
-    const ushort v = ps[64 + 16 * n + i];
-    qh[2 * i] = uchar(v & 0xff);
-    qh[2 * i + 1] = uchar(v >> 8);
-  }
-  for (int qq = 0; qq < 4; qq++) { // quarter: values 32·qq.. of the half
-    float q[32];
-    for (int l = 0; l < 32; l++) {
-      const uint lq = qq & 1 ? ql[l + 32] : ql[l];
-      const uint lo = qq < 2 ? (lq & 0xfu) : (lq >> 4);
-      q[l] = float(int(lo | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32);
+  threadgroup const float* xh = x - 64 * h; // the half's first value: x is the unit's (u·64)
+  for (int qq = 0; qq < 4; qq++) {         // quarter: values 32·qq + 16h.. of the half
+    const float s = d * float(as_type<char>(blk[192 + 8 * n + 2 * qq + h])); // its 16 values' scale
+    float q[16];
+    for (int l = 0; l < 16; l++) {
+      const uint lq = lo[16 * (qq & 1) + l];
+      const uint low = qq < 2 ? (lq & 0xfu) : (lq >> 4);
+      q[l] = float(int(low | (((uint(qh[l]) >> (2 * qq)) & 3u) << 4)) - 32);
     }
-    const float s0 = d * scl[2 * qq], s1 = d * scl[2 * qq + 1];
     for (int c = 0; c < cols; c++) {
-      threadgroup const float* xc = x + c * xstride + 32 * qq;
-      float a0 = 0.0f, a1 = 0.0f;
+      threadgroup const float* xc = xh + c * xstride + 32 * qq + 16 * h;
+      float acq = 0.0f;
       for (int l = 0; l < 16; l++) {
-        a0 += xc[l] * q[l];
-        a1 += xc[16 + l] * q[16 + l];
+        acq += xc[l] * q[l];
       }
-      acc[c] += s0 * a0 + s1 * a1;
+      acc[c] += s * acq;
     }
   }
 }
