@@ -941,9 +941,10 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
       continue;
     }
     // The row's sums, picked from the rows' registers by selects, not an
-    // index a lane computes (that would put acc in memory).
+    // index a lane computes (that would put acc in memory); a unit adds to
+    // the first cols <= mv_cols of them.
     float cur[MV_MAX_COLS];
-    for (int c = 0; c < MV_MAX_COLS; c++) {
+    for (int c = 0; c < mv_cols; c++) {
       cur[c] = acc[0][c];
       for (int i = 1; i < mv_rows; i++) {
         cur[c] = r == i ? acc[i][c] : cur[c];
@@ -953,7 +954,7 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
     QRow q = {w + row * a.row_bytes, s + row * sz, b + row * sz};
     q_unit_at<F>(grid, q, k0 / U + u, a, xs + u * U, KC, cols, cur);
     for (int i = 0; i < mv_rows; i++) {
-      for (int c = 0; c < MV_MAX_COLS; c++) {
+      for (int c = 0; c < mv_cols; c++) {
         acc[i][c] = r == i ? cur[c] : acc[i][c];
       }
     }
