@@ -15,8 +15,8 @@ import (
 // block of lanes (docs/metal-kernels.md, "Short rows"). Its outputs are bit
 // for bit those of one row a simdgroup, where a row's units sit at lanes
 // 0.., for units of 32 values (affine, at 3 bits across words, NVFP4, an
-// IQ grid) and of 64 and 128 (Q4_K and Q6_K, Q3_K), rows of 3 to 16 units a chunk,
-// a last chunk shorter than the first, and row counts that leave a
+// IQ grid), of 64 (Q4_K, Q6_K) and of 128 (Q3_K), rows of 3 to 16 units a
+// chunk, a last chunk shorter than the first, and row counts that leave a
 // simdgroup part filled.
 func TestShortRowsShareLanes(t *testing.T) {
 	if testing.Short() {

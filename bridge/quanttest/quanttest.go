@@ -82,24 +82,17 @@ func GEMV(t *testing.T, be bridge.Backend, tol float64) {
 		}
 		for _, c := range Shapes {
 			name := fmt.Sprintf("%v, m=%d n=%d k=%d", s, c.M, c.N, c.K)
-			e, err := gemv(be, qb, r, s, c)
+			got, want, err := run(be, qb, r, s, c)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
+			e := RelErr(got, want)
 			t.Logf("%s: relative error %.2g", name, e)
 			if !(e <= tol) {
 				t.Errorf("%s: relative error %.3g > %g", name, e, tol)
 			}
 		}
 	}
-}
-
-func gemv(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) (float64, error) {
-	got, want, err := run(be, qb, r, s, c)
-	if err != nil {
-		return 0, err
-	}
-	return RelErr(got, want), nil
 }
 
 // Run runs one packed matmul of spec s and shape c on be, its weights,
