@@ -207,11 +207,14 @@ func TestQuantWitness(t *testing.T) {
 		// rows, chunks of 16 and 8 units, share a simdgroup's lanes in blocks
 		// of 16.
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.75, 27, 0},
-		// The same block in Q4_K (down rows of 12 units of 64) and Q6_K,
-		// which Q4_K_M files give half their layers' down projections (6
-		// units of 128 kept 16 lanes and then 8; 12 of 64 fill them).
+		// The same block in Q4_K (down rows of 12 units of 64), Q6_K, which
+		// Q4_K_M files give half their layers' down projections, Q3_K and
+		// Q2_K (6 units of 128 kept 16 lanes and then 8; 12 of 64 fill
+		// them).
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4_K}, 0, 25, 0},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q6_K}, 0, 27, 0},
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q3_K}, 0, 27, 0},
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q2_K}, 0, 27, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15, 0, 0},
 		// A MoE block of 64 tokens grouped by expert on qmoe_mm tiles: each
 		// expert's weights read once per 32 of its pairs (36.9 MB counted,

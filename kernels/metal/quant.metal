@@ -50,18 +50,20 @@
 #define QMV_STAGE_FLOATS 4096
 
 // A lane's unit of a row. The K formats' are parts of a 256-value
-// super-block, so a row of 2048 keeps 32 (Q4_K) or 16 lanes busy where whole
-// super-blocks kept 8: a Q4_K unit is the two sub-blocks one 32-byte chunk
-// of nibbles holds, a Q6_K or Q2_K unit a half, whose bytes are read whole;
-// each unit reads only the scale bytes it uses, so the super-block's
-// header costs a few bytes more a unit (docs/metal-kernels.md). An IQ unit
-// is 32 values, one eighth of a super-block (q_iq).
+// super-block, so a row of 2048 keeps 32 lanes busy where whole super-blocks
+// kept 8: a Q4_K unit is the two sub-blocks one 32-byte chunk of nibbles
+// holds, a Q6_K, Q3_K or Q2_K unit 16 positions of each of a half's four
+// 32-value quarters (64 values), a Q5_K unit a half (its fifth bits span
+// the block); each unit reads only the scale bytes it uses, so the
+// super-block's header costs a few bytes more a unit (docs/metal-kernels.md,
+// "Packed weights" and "Short rows"). An IQ unit is 32 values, one eighth
+// of a super-block (q_iq).
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q5_K> { static constant constexpr uint values = 128; };
-template <> struct QUnit<QF_Q3_K> { static constant constexpr uint values = 128; };
-template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 128; };
+template <> struct QUnit<QF_Q3_K> { static constant constexpr uint values = 64; };
+template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 64; };
 
 // QBlockBytes: an IQ format's super-block (256 values) in bytes.
 template <int F> struct QBlockBytes;
@@ -331,46 +333,48 @@ inline int q3k_scale(int i, thread const uchar* sc) {
 }
 
 // Q3_K (110 bytes, 2-byte aligned: ushorts): 32 bytes of high bits (hm), 64
-// of 2-bit values (qs), 12 of 6-bit scales, f16 d. Unit u: half h = u%2 of
-// super-block u/2, values 128h + 32j + l (j < 4): 2 bits from qs[32h + l]
-// at bit 2j, the third from hm[l] at bit 4h + j (clear: q − 4), the scale
-// 8h + 2j + l/16 (less 32), w = d·scale·q.
+// of 2-bit values (qs), 12 of 6-bit scales, f16 d. Value 128n + 32j + l
+// (j < 4) takes 2 bits from qs[32n + l] at bit 2j, the third from hm[l] at
+// bit 4n + j (clear: q − 4), and scale 8n + 2j + l/16 (less 32); w =
+// d·scale·q. Unit u: the 64 values of super-block u/4 with n = u/2%2 and l
+// in [16p, 16p+16) (p = u%2): 16 bytes of qs, 16 of hm, 6 scale bytes and
+// d. hm's and the scales' bytes hold both halves' bits, so both n read them,
+// as the half-block unit did (docs/metal-kernels.md, "Short rows").
 template <>
 inline void q_unit<QF_Q3_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + (u / 2) * 110;
+  device const uchar* blk = row.w + (u / 4) * 110;
   device const ushort* ps = (device const ushort*)blk;
-  const uint h = u % 2;
+  const uint n = (u / 2) % 2, p = u % 2;
   const float d = q_half(blk + 108);
-  uchar hm[32], qs[32], sc[12];
-  for (int i = 0; i < 16; i++) {
-    const ushort vh = ps[i], vq = ps[16 + 16 * h + i];
+  uchar hm[16], qs[16];
+  for (int i = 0; i < 8; i++) {
+    const ushort vh = ps[8 * p + i], vq = ps[16 + 16 * n + 8 * p + i];
     hm[2 * i] = uchar(vh & 0xff);
     hm[2 * i + 1] = uchar(vh >> 8);
     qs[2 * i] = uchar(vq & 0xff);
     qs[2 * i + 1] = uchar(vq >> 8);
   }
-  for (int i = 0; i < 6; i++) {
-    const ushort v = ps[48 + i];
-    sc[2 * i] = uchar(v & 0xff);
-    sc[2 * i + 1] = uchar(v >> 8);
-  }
+  // Scale i = 8n + 2j + p: its low nibble is nibble n of byte 2j + p, its
+  // high pair bits 2(2n + j/2) of byte 8 + (2j + p)%4.
+  const uint sh[2] = {blk[104 + p], blk[106 + p]};
+  threadgroup const float* xh = x - 64 * p; // the half's first value: x is the unit's (u·64)
   for (int j = 0; j < 4; j++) {
-    float q[32];
-    for (int l = 0; l < 32; l++) {
-      const int lo = int((uint(qs[l]) >> (2 * j)) & 3u);
-      q[l] = float(((uint(hm[l]) >> (4 * h + j)) & 1u) ? lo : lo - 4);
+    const uint lo = (uint(blk[96 + 2 * j + p]) >> (4 * n)) & 0xfu;
+    const uint hi = (sh[j % 2] >> (2 * (2 * n + j / 2))) & 3u;
+    const float s = d * float(int(lo | (hi << 4)) - 32);
+    float q[16];
+    for (int l = 0; l < 16; l++) {
+      const int v = int((uint(qs[l]) >> (2 * j)) & 3u);
+      q[l] = float(((uint(hm[l]) >> (4 * n + j)) & 1u) ? v : v - 4);
     }
-    const float s0 = d * float(q3k_scale(int(8 * h + 2 * j), sc) - 32);
-    const float s1 = d * float(q3k_scale(int(8 * h + 2 * j + 1), sc) - 32);
     for (int c = 0; c < cols; c++) {
-      threadgroup const float* xc = x + c * xstride + 32 * j;
-      float a0 = 0.0f, a1 = 0.0f;
+      threadgroup const float* xc = xh + c * xstride + 32 * j + 16 * p;
+      float acq = 0.0f;
       for (int l = 0; l < 16; l++) {
-        a0 += xc[l] * q[l];
-        a1 += xc[16 + l] * q[16 + l];
+        acq += xc[l] * q[l];
       }
-      acc[c] += s0 * a0 + s1 * a1;
+      acc[c] += s * acq;
     }
   }
 }
@@ -575,40 +579,38 @@ inline void q_unit<QF_Q6_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
 
 // Q2_K: 16 scale bytes (4-bit scale, 4-bit min per 16 values), 64 bytes of
 // 2-bit values, f16 d and dmin (84-byte blocks keep 4-byte alignment: read
-// as uints). Unit u is half n = u%2 of super-block u/2: its 32 bytes hold
-// four 2-bit planes, plane j of bytes 0..15 sub-block 8n+2j and of bytes
-// 16..31 sub-block 8n+2j+1, whose scale bytes are the half's 8.
+// as uints). Half n's 32 bytes hold four 2-bit planes: plane j of bytes
+// 16p..16p+15 is sub-block 8n + 2j + p, values 128n + 32j + 16p.., whose
+// scale byte is 8n + 2j + p. Unit u: the 64 values of super-block u/4 with
+// n = u/2%2 and p = u%2, its 16 bytes of values (four uints) and 4 scale
+// bytes (docs/metal-kernels.md, "Short rows").
 template <>
 inline void q_unit<QF_Q2_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uint* p = (device const uint*)(row.w + (u / 2) * 84);
-  const uint n = u % 2;
-  const float2 dm = float2(as_type<half2>(p[20]));
-  const uint sw[2] = {p[2 * n], p[2 * n + 1]};
-  uint qw[8];
-  for (int i = 0; i < 8; i++) {
-    qw[i] = p[4 + 8 * n + i];
+  device const uchar* blk = row.w + (u / 4) * 84;
+  device const uint* pw = (device const uint*)blk;
+  const uint n = (u / 2) % 2, p = u % 2;
+  const float2 dm = float2(as_type<half2>(pw[20]));
+  uint qw[4];
+  for (int i = 0; i < 4; i++) {
+    qw[i] = pw[4 + 8 * n + 4 * p + i];
   }
+  threadgroup const float* xh = x - 64 * p; // the half's first value: x is the unit's (u·64)
   for (int j = 0; j < 4; j++) {
-    float q0[16], q1[16];
+    const uint sc = blk[8 * n + 2 * j + p];
+    const float dj = dm.x * float(sc & 0xfu), mj = dm.y * float(sc >> 4);
+    float q[16];
     for (int l = 0; l < 16; l++) {
-      const uint sh = 8 * (l % 4) + 2 * j;
-      q0[l] = float((qw[l / 4] >> sh) & 3u);
-      q1[l] = float((qw[4 + l / 4] >> sh) & 3u);
+      q[l] = float((qw[l / 4] >> (8 * (l % 4) + 2 * j)) & 3u);
     }
-    const uint s2 = (sw[j / 2] >> (16 * (j % 2))) & 0xffffu; // scale bytes 2j, 2j+1 of the half
-    const float d0 = dm.x * float(s2 & 0xfu), m0 = dm.y * float((s2 >> 4) & 0xfu);
-    const float d1 = dm.x * float((s2 >> 8) & 0xfu), m1 = dm.y * float((s2 >> 12) & 0xfu);
     for (int c = 0; c < cols; c++) {
-      threadgroup const float* xc = x + c * xstride + 32 * j;
-      float a0 = 0.0f, a1 = 0.0f, x0 = 0.0f, x1 = 0.0f;
+      threadgroup const float* xc = xh + c * xstride + 32 * j + 16 * p;
+      float aq = 0.0f, ax = 0.0f;
       for (int l = 0; l < 16; l++) {
-        a0 += xc[l] * q0[l];
-        x0 += xc[l];
-        a1 += xc[16 + l] * q1[l];
-        x1 += xc[16 + l];
+        aq += xc[l] * q[l];
+        ax += xc[l];
       }
-      acc[c] += d0 * a0 - m0 * x0 + d1 * a1 - m1 * x1;
+      acc[c] += dj * aq - mj * ax;
     }
   }
 }
