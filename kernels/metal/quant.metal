@@ -922,7 +922,7 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
                    thread float (*acc)[MV_MAX_COLS]) {
   const uint U = QUnit<F>::values;
   const uint sz = q_scale_bytes(a);
-  const uint nu = kc / U, nu0 = min(KC, a.k) / U;
+  const uint nu = kc / U, nu0 = min(KC, uint(a.k)) / U;
   if (nu0 > 16 || mv_rows == 1) {
     for (int r = 0; r < mv_rows && n0 + r < n; r++) {
       const ulong row = n0 + r;
