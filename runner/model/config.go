@@ -289,7 +289,10 @@ func (c *Config) Validate() error {
 	if dense {
 		pos(c.Inter, "intermediate_size")
 	}
-	if c.NumExperts > 0 {
+	// Any non-zero count makes layers MoE (IsMoELayer), so a negative one
+	// is refused here rather than sized from.
+	if c.NumExperts != 0 {
+		pos(c.NumExperts, "num_experts")
 		pos(c.MoEInter, "moe_intermediate_size")
 		if c.TopK <= 0 || c.TopK > c.NumExperts {
 			errs = append(errs, fmt.Sprintf("num_experts_per_tok=%d must be in 1..num_experts=%d", c.TopK, c.NumExperts))

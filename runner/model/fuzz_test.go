@@ -18,6 +18,7 @@ func FuzzParseHFConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"architectures":["Qwen3MoeForCausalLM"],"num_hidden_layers":1000000000,"num_experts":1000000000}`))
 	f.Add([]byte(`{"architectures":["LlamaForCausalLM"],"rope_theta":-1,"rms_norm_eps":-1}`))
+	f.Add([]byte(`{"architectures":["Qwen3MoeForCausalLM"],"vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"num_experts":-1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		start := time.Now()
 		c, err := ParseHFConfig("config.json", data)

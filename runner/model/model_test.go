@@ -59,6 +59,8 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "dynamic", "factor": 4}}`, "rope_scaling: rope type \"dynamic\" is not supported"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`, "needs num_experts"},
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": -3, "num_experts_per_tok": 1, "moe_intermediate_size": 4}`, "num_experts must be positive, got -3"},
+		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_local_experts": -2, "num_experts_per_tok": 1}`, "num_experts must be positive, got -2"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "config.json") {
