@@ -167,11 +167,13 @@ func TestQuantWitness(t *testing.T) {
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6}, 0.85, 29, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q8_0}, 0, 29, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q6_K}, 0, 29, 0},
-		// Q5_K: a half super-block a unit, whose 32 bytes of fifth bits its
-		// other half reads too (from the cache on a GPU: every byte of the
-		// matrix once, a footprint efficiency of 1.0; counted twice in the
-		// traffic, 0.735), in 16-byte loads.
-		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q5_K}, 0.72, 29, 0.99},
+		// Q5_K: 64 values a unit in four 16-byte loads, whose 16 bytes of
+		// fifth bits the unit of the other half at the same positions reads
+		// too, and whose 16-byte header the block's four units read (from
+		// the cache on a GPU, in the same load instruction: every byte of
+		// the matrix once, a footprint efficiency of 1.0; counted in the
+		// traffic, 0.649; half-block units counted 0.735).
+		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 1, ops.N: 4096, ops.K: 2048}, DType: ops.Q5_K}, 0.63, 29, 0.99},
 		// Q3_K (a half super-block a unit, ushorts, its 32 bytes of high bits
 		// read by both halves), IQ4_XS (a sub-block a unit, 8-byte loads,
 		// each reading its super-block's 8-byte header) and IQ4_NL (a block
@@ -208,11 +210,13 @@ func TestQuantWitness(t *testing.T) {
 		// of 16.
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4}, 0.75, 27, 0},
 		// The same block in Q4_K (down rows of 12 units of 64), Q6_K, which
-		// Q4_K_M files give half their layers' down projections, Q3_K and
-		// Q2_K (6 units of 128 kept 16 lanes and then 8; 12 of 64 fill
-		// them).
+		// Q4_K_M files give half their layers' down projections, Q5_K (a
+		// Q5_K_M file's other down projections), Q3_K and Q2_K (6 units of
+		// 128 kept 16 lanes and then 8, the Q5_K block 20.2 a load; 12 of
+		// 64 fill them).
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q4_K}, 0, 25, 0},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q6_K}, 0, 27, 0},
+		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q5_K}, 0, 26, 0},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q3_K}, 0, 27, 0},
 		{ops.Args{Op: ops.QMoE, Ints: ops.Shape{ops.Tokens: 1}, DType: ops.Q2_K}, 0, 27, 0},
 		{ops.Args{Op: ops.QMatMul, Ints: ops.Shape{ops.M: 128, ops.N: 2048, ops.K: 2048}, DType: ops.Q4}, 0.15, 0, 0},

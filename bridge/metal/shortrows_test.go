@@ -15,8 +15,8 @@ import (
 // block of lanes (docs/metal-kernels.md, "Short rows"). Its outputs are bit
 // for bit those of one row a simdgroup, where a row's units sit at lanes
 // 0.., for units of 32 values (affine, at 3 bits across words, NVFP4, an
-// IQ grid), of 64 (Q4_K, Q6_K, Q3_K, Q2_K) and of 128 (Q5_K), rows of 3 to
-// 16 units a chunk, a last chunk shorter than the first, and row counts
+// IQ grid) and of 64 (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K), rows of 3 to 16
+// units a chunk, a last chunk shorter than the first, and row counts
 // that leave a simdgroup part filled.
 func TestShortRowsShareLanes(t *testing.T) {
 	if testing.Short() {
@@ -40,12 +40,11 @@ func TestShortRowsShareLanes(t *testing.T) {
 		{quant.Spec{Type: quant.Affine, Bits: 3, Group: 64, Scale: quant.BF16}, []quanttest.Shape{{M: 1, N: 21, K: 320}}},
 		{quant.Spec{Type: quant.NVFP4}, []quanttest.Shape{{M: 1, N: 11, K: 160}}},
 		{quant.Spec{Type: quant.IQ2_XXS}, []quanttest.Shape{{M: 1, N: 7, K: 256}}},
-		// 16 units of 64 values; Q6_K's 12 and 16, and at eight rows of x
-		// chunks of 8 and 4 (Q3_K too); 16 units of 128, and at two rows of
-		// x chunks of 16, 16 and 4.
+		// 16 units of 64 values; Q6_K's and Q5_K's 12 and 16, and at eight
+		// rows of x chunks of 8 and 4 (Q3_K too).
 		{quant.Spec{Type: quant.Q4_K}, []quanttest.Shape{{M: 1, N: 19, K: 1024}}},
 		{quant.Spec{Type: quant.Q6_K}, []quanttest.Shape{{M: 1, N: 19, K: 768}, {M: 1, N: 19, K: 1024}, {M: 8, N: 6, K: 768}}},
-		{quant.Spec{Type: quant.Q5_K}, []quanttest.Shape{{M: 1, N: 19, K: 2048}, {M: 2, N: 6, K: 4608}}},
+		{quant.Spec{Type: quant.Q5_K}, []quanttest.Shape{{M: 1, N: 19, K: 768}, {M: 1, N: 19, K: 1024}, {M: 8, N: 6, K: 768}}},
 		{quant.Spec{Type: quant.Q3_K}, []quanttest.Shape{{M: 8, N: 6, K: 768}}},
 		{quant.Spec{Type: quant.Q2_K}, []quanttest.Shape{{M: 1, N: 19, K: 768}}},
 	}

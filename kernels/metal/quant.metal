@@ -52,16 +52,15 @@
 // A lane's unit of a row. The K formats' are parts of a 256-value
 // super-block, so a row of 2048 keeps 32 lanes busy where whole super-blocks
 // kept 8: a Q4_K unit is the two sub-blocks one 32-byte chunk of nibbles
-// holds, a Q6_K, Q3_K or Q2_K unit 16 positions of each of a half's four
-// 32-value quarters (64 values), a Q5_K unit a half (its fifth bits span
-// the block); each unit reads only the scale bytes it uses, so the
+// holds, a Q5_K, Q6_K, Q3_K or Q2_K unit 16 positions of each of a half's
+// four 32-value quarters (64 values); each unit reads only the scale bytes it uses, so the
 // super-block's header costs a few bytes more a unit (docs/metal-kernels.md,
 // "Packed weights" and "Short rows"). An IQ unit is 32 values, one eighth
 // of a super-block (q_iq).
 template <int F> struct QUnit { static constant constexpr uint values = 32; };
 template <> struct QUnit<QF_Q4_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q6_K> { static constant constexpr uint values = 64; };
-template <> struct QUnit<QF_Q5_K> { static constant constexpr uint values = 128; };
+template <> struct QUnit<QF_Q5_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q3_K> { static constant constexpr uint values = 64; };
 template <> struct QUnit<QF_Q2_K> { static constant constexpr uint values = 64; };
 
@@ -275,44 +274,48 @@ inline void q_unit<QF_Q4_K>(QRow row, uint u, constant QMatArgs& a, threadgroup 
 }
 
 // Q5_K (176 bytes: f16 d and dmin, Q4_K's 12 scale bytes, 32 bytes of
-// fifth bits, 128 of nibbles as Q4_K's), unit u: half n = u%2 of
-// super-block u/2, sub-blocks 4n..4n+3 in the nibbles of chunks 2n and
-// 2n+1. Sub-block j's fifth bits are bit j of every qh byte, so each half
-// reads all 32 (its other half's lanes read them too, from the cache):
-// a unit is 64 bytes of nibbles, 32 of fifth bits and 16 of header, in
-// seven 16-byte loads.
+// fifth bits, 128 of nibbles as Q4_K's), unit u: 64 values of super-block
+// u/4, half n = u/2%2 (sub-blocks 4n..4n+3), its positions l in [16h,
+// 16h+16) (h = u%2) of each of the half's four 32-value sub-blocks. Value
+// 32k+l of the half has its nibble in byte l of chunk 2n + k/2 (low for k
+// even, high for k odd) and its fifth bit at bit 4n+k of qh byte l. So a
+// unit is 32 bytes of nibbles, 16 of fifth bits and the 16-byte header in
+// four 16-byte loads; each fifth-bit byte is read by the two units of its
+// positions, as by the two halves of a 128-value unit, and a row of 768
+// values is 12 units (docs/metal-kernels.md, "Short rows").
 template <>
 inline void q_unit<QF_Q5_K>(QRow row, uint u, constant QMatArgs& a, threadgroup const float* x, uint xstride,
                             int cols, thread float* acc) {
-  device const uchar* blk = row.w + (u / 2) * 176;
-  const uint n = u % 2;
+  device const uchar* blk = row.w + (u / 4) * 176;
+  const uint n = (u / 2) % 2, h = u % 2;
   device const uint4* p = (device const uint4*)blk;
-  const uint4 head = p[0], h0 = p[1], h1 = p[2];
+  const uint4 head = p[0], qh = p[1 + h];
   const float2 dm = float2(as_type<half2>(head.x));
   const uint sw[3] = {head.y, head.z, head.w};
   uchar sc[12];
   for (int i = 0; i < 12; i++) {
     sc[i] = uchar((sw[i / 4] >> (8 * (i % 4))) & 0xffu);
   }
-  const uint hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-  for (uint c2 = 0; c2 < 2; c2++) { // chunk 2n + c2: sub-blocks j (low nibbles) and j + 1
-    const uint4 q0 = p[3 + 4 * n + 2 * c2], q1 = p[4 + 4 * n + 2 * c2];
-    const uint qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+  const uint hw[4] = {qh.x, qh.y, qh.z, qh.w};
+  threadgroup const float* xh = x - 64 * h; // the half's first value: x is the unit's (u·64)
+  for (uint c2 = 0; c2 < 2; c2++) {         // chunk 2n + c2: sub-blocks 4n + 2·c2 (low nibbles) and one more
+    const uint4 q = p[3 + 2 * (2 * n + c2) + h];
+    const uint qw[4] = {q.x, q.y, q.z, q.w};
     const uint j = 4 * n + 2 * c2;
-    float lo[32], hi[32];
-    for (int i = 0; i < 32; i++) {
+    float lo[16], hi[16];
+    for (int i = 0; i < 16; i++) {
       const uint byte = (qw[i / 4] >> (8 * (i % 4))) & 0xffu;
-      const uint h = (hw[i / 4] >> (8 * (i % 4))) >> j;
-      lo[i] = float((byte & 0xfu) | ((h & 1u) << 4));
-      hi[i] = float((byte >> 4) | ((h & 2u) << 3));
+      const uint b5 = (hw[i / 4] >> (8 * (i % 4))) >> j;
+      lo[i] = float((byte & 0xfu) | ((b5 & 1u) << 4));
+      hi[i] = float((byte >> 4) | ((b5 & 2u) << 3));
     }
     float s1, m1, s2, m2;
     q4k_scale_min(int(j), sc, s1, m1);
     q4k_scale_min(int(j + 1), sc, s2, m2);
     for (int c = 0; c < cols; c++) {
-      threadgroup const float* xc = x + c * xstride + 64 * c2;
+      threadgroup const float* xc = xh + c * xstride + 64 * c2 + 16 * h;
       float dl = 0.0f, dh = 0.0f, sl = 0.0f, sh = 0.0f;
-      for (int i = 0; i < 32; i++) {
+      for (int i = 0; i < 16; i++) {
         dl += xc[i] * lo[i];
         sl += xc[i];
         dh += xc[32 + i] * hi[i];
