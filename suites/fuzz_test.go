@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-// FuzzParse checks that no input panics and that every result is either a
+// FuzzParse checks that no input panics or takes long (YAML aliases and
+// matrices expand within limits) and that every result is either a
 // consistent suite or positioned errors.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.y*ml"))
@@ -30,6 +32,12 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		start := time.Now()
+		defer func() {
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("took %v", d)
+			}
+		}()
 		s, err := Parse("f.yaml", data)
 		if err != nil {
 			if s != nil {
