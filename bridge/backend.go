@@ -304,6 +304,21 @@ type KVCacheDTypes interface {
 	KVDTypes() []DType
 }
 
+// ModelShape is what of a model a backend's kernels must take: its
+// attention heads and, for a model with MoE layers, its experts.
+type ModelShape struct {
+	Heads, KVHeads, HeadDim int
+	Experts, TopK           int // 0 and 0 without MoE layers
+}
+
+// ShapeChecker is a backend whose kernels take only some model shapes (a
+// largest head, a largest top-k). The engine asks before it loads a weight,
+// so a model the backend cannot run fails at once with the reason, not at
+// its first step.
+type ShapeChecker interface {
+	CheckShape(s ModelShape) error
+}
+
 // PipelineLimits is a backend that says what each of its tunable kernels
 // allows on this device: on Metal a pipeline's maxTotalThreadsPerThreadgroup,
 // which the kernel's register use may put below the device's limit.

@@ -278,8 +278,8 @@ type ropeArgs struct {
 }
 
 func (b *Backend) ropeArgs(qNorm, kNorm bridge.Tensor, headDim int, rot kernels.Rotary, eps float32) (ropeArgs, bool) {
-	if headDim%2 != 0 || headDim > 256 {
-		b.fail("rope: head size %d unsupported (even, at most 256)", headDim)
+	if headDim%2 != 0 || headDim > attnMaxHeadDim {
+		b.fail("rope: head size %d unsupported (even, at most %d)", headDim, attnMaxHeadDim)
 		return ropeArgs{}, false
 	}
 	if err := rot.Check(headDim); err != nil {
@@ -348,8 +348,8 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	if o == nil || qs == nil || ks == nil || vs == nil || kc == nil || vc == nil {
 		return
 	}
-	if headDim > 256 || heads%kvHeads != 0 {
-		b.fail("attention: head size %d (at most 256) or %d heads over %d KV heads unsupported", headDim, heads, kvHeads)
+	if headDim > attnMaxHeadDim || heads%kvHeads != 0 {
+		b.fail("attention: head size %d (at most %d) or %d heads over %d KV heads unsupported", headDim, attnMaxHeadDim, heads, kvHeads)
 		return
 	}
 	m := b.meta
@@ -986,8 +986,23 @@ func (b *Backend) pointerTable(ptrs []uint64) (uint64, error) {
 	return d.ptr, nil
 }
 
-// moeRoute is the largest expert count moe_route handles.
+// moeMaxExperts is the largest expert count moe_route handles.
 const moeMaxExperts = 512
+
+// attnMaxHeadDim is the largest head the RoPE and attention kernels take.
+const attnMaxHeadDim = 256
+
+// CheckShape refuses, before any weight is loaded, a model whose heads or
+// expert count the kernels do not take (bridge.ShapeChecker).
+func (b *Backend) CheckShape(s bridge.ModelShape) error {
+	if s.HeadDim > attnMaxHeadDim {
+		return fmt.Errorf("cuda: heads of %d values: the attention kernels take at most %d", s.HeadDim, attnMaxHeadDim)
+	}
+	if s.Experts > moeMaxExperts {
+		return fmt.Errorf("cuda: %d experts: the routing takes at most %d", s.Experts, moeMaxExperts)
+	}
+	return nil
+}
 
 // moe_router_route (moe.cu) routes steps of 2 to routerRouteMaxT tokens
 // (ROUTE_MAXT) over at most routerRouteMaxE experts (a thread of its last

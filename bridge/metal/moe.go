@@ -132,8 +132,8 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if T == 0 {
 		return
 	}
-	if K < 1 || K > E || K > 32 {
-		b.fail("moe: top-k %d of %d experts (1 to min(32, experts))", K, E)
+	if K < 1 || K > E || K > moeMaxTopK {
+		b.fail("moe: top-k %d of %d experts (1 to min(%d, experts))", K, E, moeMaxTopK)
 		return
 	}
 	pk := b.experts(w)
@@ -414,7 +414,7 @@ func (b *Backend) moeGroup(ids view, T, E, K, tileRows int, mp bridge.MoEParams,
 	b.bind(1, ids, false)
 	b.bind(2, perm, true)
 	b.bind(3, tileList, true)
-	b.threadgroupMemory(16 * E)
+	b.threadgroupMemory(moeGroupBytes * E)
 	b.dispatchGroups(b.pipeline("moe_group", fcNone), [3]int{chunks, 1, 1}, [3]int{min(tu.MoEGroupThreads, max(32, align(chunk, 32))), 1, 1})
 	return perm, tileList, tiles
 }

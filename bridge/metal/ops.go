@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -63,6 +64,34 @@ func attnKernelSize(d int) int {
 		}
 	}
 	return 0
+}
+
+// moeMaxTopK is the most experts a token is routed to: the routing keeps
+// its picks in threadgroup arrays of 32 (moe.metal, route_token).
+const moeMaxTopK = 32
+
+// moeGroupBytes is moe_group's threadgroup memory an expert (its counting
+// sort's 4 uints); the kernel keeps a few more bytes of its own.
+const moeGroupBytes = 16
+
+// CheckShape refuses, before any weight is loaded, a model whose heads are
+// larger than the attention kernels hold, whose experts are more than the
+// grouping sorts in a threadgroup's memory, or whose tokens go to more
+// experts than the routing picks (bridge.ShapeChecker).
+func (b *Backend) CheckShape(s bridge.ModelShape) error {
+	if attnKernelSize(s.HeadDim) == 0 {
+		return fmt.Errorf("metal: heads of %d values: the attention kernels take at most %d", s.HeadDim, attnHeadSizes[len(attnHeadSizes)-1])
+	}
+	if s.Experts == 0 {
+		return nil
+	}
+	if most := b.dev.MaxThreadgroupMemoryLength()/moeGroupBytes - 1; s.Experts > most {
+		return fmt.Errorf("metal: %d experts: the grouping takes at most %d in this device's %d bytes of threadgroup memory", s.Experts, most, b.dev.MaxThreadgroupMemoryLength())
+	}
+	if s.TopK > moeMaxTopK {
+		return fmt.Errorf("metal: top-%d of %d experts: the routing takes at most %d experts a token", s.TopK, s.Experts, moeMaxTopK)
+	}
+	return nil
 }
 
 type attnKey struct {

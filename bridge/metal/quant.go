@@ -609,8 +609,8 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	if T == 0 {
 		return
 	}
-	if K < 1 || K > E || K > 32 {
-		b.fail("qmoe: top-k %d of %d experts (1 to min(32, experts))", K, E)
+	if K < 1 || K > E || K > moeMaxTopK {
+		b.fail("qmoe: top-k %d of %d experts (1 to min(%d, experts))", K, E, moeMaxTopK)
 		return
 	}
 	pk := b.qexperts(w)

@@ -610,6 +610,12 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 			return
 		}
 	}
+	// A length past the device's is undefined behaviour on a GPU, not an
+	// error Metal reports: the step fails here instead.
+	if static, most := p.StaticThreadgroupMemoryLength(), b.dev.MaxThreadgroupMemoryLength(); tg+static > most {
+		b.fail("kernel %s: %d bytes of threadgroup memory (%d of them its own), more than the device's %d", p.Name(), tg+static, static, most)
+		return
+	}
 	enc := b.encoder()
 	if enc == nil {
 		return

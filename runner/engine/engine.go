@@ -198,6 +198,11 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
+	if sc, ok := be.(bridge.ShapeChecker); ok {
+		if err := sc.CheckShape(ShapeOf(cfg)); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+		}
+	}
 	switch opts.MoE.Strategy {
 	case bridge.MoELoop, bridge.MoEChunked, bridge.MoEGrouped:
 	default:

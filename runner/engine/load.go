@@ -195,6 +195,18 @@ func packedWeight(be bridge.Backend, src model.Source, name string, s model.Tens
 	return t, nil
 }
 
+// ShapeOf is what of cfg a backend's kernels must take (bridge.ShapeChecker).
+func ShapeOf(cfg *model.Config) bridge.ModelShape {
+	s := bridge.ModelShape{Heads: cfg.Heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
+	for l := 0; l < cfg.Layers; l++ {
+		if cfg.IsMoELayer(l) {
+			s.Experts, s.TopK = cfg.NumExperts, cfg.TopK
+			break
+		}
+	}
+	return s
+}
+
 // RunConfig is cfg as be runs it (model.Config.RunOn): a packed format be
 // lacks, or runs faster wider, is counted and loaded at the wider format
 // that holds its values exactly. cfg itself is left as it is.

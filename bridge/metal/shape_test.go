@@ -1,0 +1,119 @@
+package metal_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// countingSource counts the tensors read from a synthetic source.
+type countingSource struct {
+	*model.Synthetic
+	reads atomic.Int64
+}
+
+func (s *countingSource) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error) {
+	s.reads.Add(1)
+	return s.Synthetic.Tensor(spec)
+}
+
+// TestShapeRefusedBeforeLoading: a model whose heads are larger than the
+// attention kernels hold, or whose tokens go to more experts than the
+// routing picks, is refused by engine.New with the reason before a weight
+// is read (bridge.ShapeChecker), where it failed at its first step; the
+// largest of each that the kernels take passes.
+func TestShapeRefusedBeforeLoading(t *testing.T) {
+	be, err := metal.New(metal.NullDevice{}, metal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	const llama = `{"architectures": ["LlamaForCausalLM"], "vocab_size": 16, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 8, `
+	const moe = `{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 16, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 8, "moe_intermediate_size": 4, `
+	for _, c := range []struct{ name, json, err string }{
+		{"heads of 320", llama + `"head_dim": 320}`, "metal: heads of 320 values: the attention kernels take at most 256"},
+		{"heads of 256", llama + `"head_dim": 256}`, ""},
+		{"top-40", moe + `"head_dim": 4, "num_experts": 64, "num_experts_per_tok": 40}`, "metal: top-40 of 64 experts: the routing takes at most 32 experts a token"},
+		{"top-32", moe + `"head_dim": 4, "num_experts": 64, "num_experts_per_tok": 32}`, ""},
+		{"top-40, no MoE layer", moe + `"head_dim": 4, "num_experts": 64, "num_experts_per_tok": 40, "mlp_only_layers": [0]}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := model.ParseHFConfig("config.json", []byte(c.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.err == "" {
+				if err := be.CheckShape(engine.ShapeOf(cfg)); err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			src := &countingSource{Synthetic: model.NewSynthetic(1, bridge.F32)}
+			e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 64})
+			if err == nil {
+				e.Close()
+				t.Fatal("engine.New took the model")
+			}
+			if !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("err = %v, want %q", err, c.err)
+			}
+			if n := src.reads.Load(); n != 0 {
+				t.Fatalf("%d tensors read before the refusal", n)
+			}
+		})
+	}
+}
+
+// Metal's grouping sorts a step's pairs by expert in threadgroup memory, 16
+// bytes an expert: a model of 2047 experts runs its steps on a 32 KiB
+// device and one of 2048 is refused by engine.New. A dispatch past the
+// device's threadgroup memory (the same grouping as a kernel case, which
+// no engine checks first) fails its step with the kernel named, where a
+// GPU would run it with undefined results.
+func TestThreadgroupMemoryPastTheDevice(t *testing.T) {
+	be, err := metal.New(metal.NullDevice{}, metal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for _, c := range []struct {
+		experts int
+		err     string
+	}{
+		{2047, ""},
+		{2048, "metal: 2048 experts: the grouping takes at most 2047 in this device's 32768 bytes of threadgroup memory"},
+	} {
+		js := fmt.Sprintf(`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 16, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+			"num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 8, "moe_intermediate_size": 4, "num_experts": %d, "num_experts_per_tok": 2}`, c.experts)
+		cfg, err := model.ParseHFConfig("config.json", []byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(be, cfg, model.NewSynthetic(1, bridge.F32), engine.Options{KVTokens: 64})
+		if err == nil {
+			_, err = e.Generate([]engine.Request{{ID: 0, Prompt: []int32{1, 2, 3}, MaxNewTokens: 2}})
+			e.Close()
+		}
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%d experts: err = %v, want %q", c.experts, err, c.err)
+		}
+	}
+	b, err := kbench.Prepare(be, ops.Args{Op: ops.MoE, Ints: ops.Shape{ops.Tokens: 4, ops.Experts: 2049, ops.TopK: 2, ops.Hidden: 8,
+		ops.Intermediate: 4}, DType: ops.F32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const want = "kernel moe_group: 32784 bytes of threadgroup memory (0 of them its own), more than the device's 32768"
+	if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
