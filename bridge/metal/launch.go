@@ -238,6 +238,16 @@ func simdgroupsFor(p mtl.Pipeline, n int) int {
 	return n
 }
 
+// threadsFor is n threads a threadgroup, or the most whole simdgroups p
+// takes when a kernel's register use puts its limit below n (kernels sized
+// in threads stride over their work, so any whole simdgroups will do).
+func threadsFor(p mtl.Pipeline, n int) int {
+	if p == nil || n <= p.MaxTotalThreadsPerThreadgroup() {
+		return n
+	}
+	return max(32, p.MaxTotalThreadsPerThreadgroup()/32*32)
+}
+
 // Limits are the device's, as the tuning spaces' constraints read them.
 func (b *Backend) Limits() ops.Limits {
 	return ops.Limits{MaxThreads: b.dev.MaxThreadsPerThreadgroup(), ThreadgroupMemory: b.dev.MaxThreadgroupMemoryLength(), SIMDWidth: 32}

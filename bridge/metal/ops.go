@@ -639,5 +639,5 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 	b.args(argBytes(b, argmaxArgs{Rows: uint32(rows), N: uint32(n)}))
 	b.in(1, l)
 	b.out(2, o)
-	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{b.tuning.ArgmaxThreads, 1, 1})
+	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{threadsFor(p, b.tuning.ArgmaxThreads), 1, 1})
 }

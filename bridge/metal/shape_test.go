@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -115,5 +116,69 @@ func TestThreadgroupMemoryPastTheDevice(t *testing.T) {
 	const want = "kernel moe_group: 32784 bytes of threadgroup memory (0 of them its own), more than the device's 32768"
 	if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+// narrowDevice's pipelines take at most most threads a threadgroup, as
+// Apple's compiler may leave a kernel heavy in registers.
+type narrowDevice struct {
+	metal.NullDevice
+	most int
+}
+
+func (d narrowDevice) NewLibrary(f map[string]string, o mtl.CompileOptions) (mtl.Library, error) {
+	l, err := d.NullDevice.NewLibrary(f, o)
+	return narrowLibrary{l, d.most}, err
+}
+
+type narrowLibrary struct {
+	mtl.Library
+	most int
+}
+
+func (l narrowLibrary) Pipeline(k string, fc mtl.FunctionConstants) (mtl.Pipeline, error) {
+	p, err := l.Library.Pipeline(k, fc)
+	return narrowPipeline{p, l.most}, err
+}
+
+type narrowPipeline struct {
+	mtl.Pipeline
+	most int
+}
+
+func (p narrowPipeline) MaxTotalThreadsPerThreadgroup() int { return p.most }
+
+// A dispatch of more threads a threadgroup than its pipeline takes fails
+// its step with the kernel named, where a GPU would run it with undefined
+// results (a grouping of 1024 threads on pipelines of 512); the argmax,
+// which takes any whole simdgroups, runs on fewer than its 1024.
+func TestThreadsPastThePipeline(t *testing.T) {
+	for _, c := range []struct {
+		tu  metal.Tuning
+		err string
+	}{
+		{metal.Tuning{}, ""},
+		{metal.Tuning{MoEGroupThreads: 1024}, "metal: kernel moe_group: threadgroups of 1024 threads, where the pipeline takes 1 to 512"},
+	} {
+		be, err := metal.New(narrowDevice{most: 512}, metal.Options{Tuning: c.tu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dt := bridge.F32
+		cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, DType: &dt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Generate([]engine.Request{{ID: 0, Prompt: make([]int32, 300), MaxNewTokens: 2}})
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%v: err = %v, want %q", c.tu, err, c.err)
+		}
+		e.Close()
+		src.Close()
+		be.Close()
 	}
 }

@@ -610,10 +610,15 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 			return
 		}
 	}
-	// A length past the device's is undefined behaviour on a GPU, not an
+	// Threadgroup memory past the device's, or threads past what the
+	// pipeline's registers allow, is undefined behaviour on a GPU, not an
 	// error Metal reports: the step fails here instead.
 	if static, most := p.StaticThreadgroupMemoryLength(), b.dev.MaxThreadgroupMemoryLength(); tg+static > most {
 		b.fail("kernel %s: %d bytes of threadgroup memory (%d of them its own), more than the device's %d", p.Name(), tg+static, static, most)
+		return
+	}
+	if n, most := tpg[0]*tpg[1]*tpg[2], p.MaxTotalThreadsPerThreadgroup(); n > most || n < 1 {
+		b.fail("kernel %s: threadgroups of %d threads, where the pipeline takes 1 to %d", p.Name(), n, most)
 		return
 	}
 	enc := b.encoder()
