@@ -197,7 +197,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		// Every simdgroup computes logits: the router is the step's read.
 		route, rt = b.pipeline(routerRouteKernel[router.dt], fcRoute, boolInt[!useMV]), 1024
 	}
-	b.dispatchGroups(route, [3]int{T, 1, 1}, [3]int{rt, 1, 1})
+	b.dispatchGroups(route, [3]int{T, 1, 1}, [3]int{threadsFor(route, rt), 1, 1})
 
 	tileRows := tile.BM
 	if useMV {
@@ -282,7 +282,8 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if residual != nil {
 		b.bind(6, residual.view(), true)
 	}
-	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+	p := b.pipeline("moe_combine", fcCombine, boolInt[residual != nil])
+	b.dispatchGroups(p, [3]int{T, 1, 1}, [3]int{threadsFor(p, ct), 1, 1})
 }
 
 // moeBlock reports whether a float MoE block over T tokens runs as a decode
@@ -415,7 +416,8 @@ func (b *Backend) moeGroup(ids view, T, E, K, tileRows int, mp bridge.MoEParams,
 	b.bind(2, perm, true)
 	b.bind(3, tileList, true)
 	b.threadgroupMemory(moeGroupBytes * E)
-	b.dispatchGroups(b.pipeline("moe_group", fcNone), [3]int{chunks, 1, 1}, [3]int{min(tu.MoEGroupThreads, max(32, align(chunk, 32))), 1, 1})
+	p := b.pipeline("moe_group", fcNone)
+	b.dispatchGroups(p, [3]int{chunks, 1, 1}, [3]int{threadsFor(p, min(tu.MoEGroupThreads, max(32, align(chunk, 32)))), 1, 1})
 	return perm, tileList, tiles
 }
 

@@ -364,8 +364,8 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 		b.fail("qembedding: output of %d elements for %d tokens of %d", o.n, T, dim)
 		return
 	}
-	const sgs = 4
 	p := b.pipeline("qembedding_"+quant.KernelName(q.Spec), fcQEmbed, qScaleDT(q.Spec))
+	sgs := simdgroupsFor(p, 4)
 	sv, bv := q.sv()
 	b.args(argBytes(b, qArgs(q, T)))
 	b.bind(1, b.metaView(b.step.sec.tokens, T), false)
@@ -662,7 +662,8 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 			b.out(7, o)
 		}
 		b.threadgroupMemory(4 * E)
-		b.dispatchGroups(b.pipeline("moe_route", fcRoute, boolInt[tiled]), [3]int{T, 1, 1}, [3]int{min(1024, max(32, align(E, 32))), 1, 1})
+		rp := b.pipeline("moe_route", fcRoute, boolInt[tiled])
+		b.dispatchGroups(rp, [3]int{T, 1, 1}, [3]int{threadsFor(rp, min(1024, max(32, align(E, 32)))), 1, 1})
 	}
 	if tiled {
 		b.qmoeTiles(pk, xs, o, ids, weights, flags, fold.residual, T, E, K, H, I, mp, tu)
@@ -738,7 +739,8 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	if fold.residual != nil {
 		b.bind(6, fold.residual.view(), true)
 	}
-	b.dispatchGroups(b.pipeline("moe_combine", fcCombine, boolInt[fold.residual != nil]), [3]int{T, 1, 1}, [3]int{ct, 1, 1})
+	cp := b.pipeline("moe_combine", fcCombine, boolInt[fold.residual != nil])
+	b.dispatchGroups(cp, [3]int{T, 1, 1}, [3]int{threadsFor(cp, ct), 1, 1})
 }
 
 // qmoeTiles encodes the grouped packed MoE: moe_group's tiles of one

@@ -148,37 +148,43 @@ type narrowPipeline struct {
 
 func (p narrowPipeline) MaxTotalThreadsPerThreadgroup() int { return p.most }
 
-// A dispatch of more threads a threadgroup than its pipeline takes fails
-// its step with the kernel named, where a GPU would run it with undefined
-// results (a grouping of 1024 threads on pipelines of 512); the argmax,
-// which takes any whole simdgroups, runs on fewer than its 1024.
+// Kernels sized in threads (the embeddings, routing, grouping, combine,
+// argmax and element-wise kernels) run on pipelines that take fewer than
+// the threads asked for, with fewer; a pipeline that cannot take a
+// simdgroup fails the step with the kernel named, where a GPU would run it
+// with undefined results.
 func TestThreadsPastThePipeline(t *testing.T) {
 	for _, c := range []struct {
-		tu  metal.Tuning
-		err string
+		most int
+		tu   metal.Tuning
+		err  string
 	}{
-		{metal.Tuning{}, ""},
-		{metal.Tuning{MoEGroupThreads: 1024}, "metal: kernel moe_group: threadgroups of 1024 threads, where the pipeline takes 1 to 512"},
+		{512, metal.Tuning{}, ""},
+		{256, metal.Tuning{MoEGroupThreads: 1024, ArgmaxThreads: 1024, EltThreads: 1024}, ""},
+		{16, metal.Tuning{}, "threads, where the pipeline takes 1 to 16"},
 	} {
-		be, err := metal.New(narrowDevice{most: 512}, metal.Options{Tuning: c.tu})
+		be, err := metal.New(narrowDevice{most: c.most}, metal.Options{Tuning: c.tu})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dt := bridge.F32
-		cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, DType: &dt})
-		if err != nil {
-			t.Fatal(err)
+		for _, m := range []struct{ preset, quant string }{{"qwen3-moe-mini", ""}, {"qwen3-moe-mini", "q4"}, {"tinyllama-1.1b", "q4_k_m"}, {"gpt2", ""}} {
+			dt := bridge.F32
+			cfg, src, err := model.Open(model.Spec{Model: m.preset, Layers: 1, DType: &dt, Quant: m.quant})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 1024})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := make([]int32, 300)
+			_, err = e.Generate([]engine.Request{{ID: 0, Prompt: p, MaxNewTokens: 3}, {ID: 1, Prompt: p[:5], MaxNewTokens: 3}})
+			if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+				t.Errorf("pipelines of %d threads, %v, %s %s: err = %v, want %q", c.most, c.tu, m.preset, m.quant, err, c.err)
+			}
+			e.Close()
+			src.Close()
 		}
-		e, err := engine.New(be, cfg, src, engine.Options{KVTokens: 1024})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = e.Generate([]engine.Request{{ID: 0, Prompt: make([]int32, 300), MaxNewTokens: 2}})
-		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("%v: err = %v, want %q", c.tu, err, c.err)
-		}
-		e.Close()
-		src.Close()
 		be.Close()
 	}
 }

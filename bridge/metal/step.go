@@ -693,4 +693,10 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 func (b *Backend) dispatchGroups(p mtl.Pipeline, groups, tpg [3]int) {
 	b.dispatch(p, groups, tpg, false)
 }
-func (b *Backend) dispatchThreads(p mtl.Pipeline, grid, tpg [3]int) { b.dispatch(p, grid, tpg, true) }
+
+// dispatchThreads covers a grid of threads, each its own work, so its
+// threadgroups may be as small as the pipeline needs.
+func (b *Backend) dispatchThreads(p mtl.Pipeline, grid, tpg [3]int) {
+	tpg[0] = threadsFor(p, tpg[0])
+	b.dispatch(p, grid, tpg, true)
+}
