@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,7 +66,8 @@ var params = func() map[string]paramSpec {
 		ParamDepth:         {kinds: forModel, isInt: true, min: 0},
 		ParamGenLen:        {kinds: forModel, isInt: true, min: 1},
 		ParamRequests:      {kinds: forModel, isInt: true, min: 1},
-		ParamArrival:       {kinds: forModel, syntax: checkArrival},
+		ParamArrival:       {kinds: forModel, syntax: checkArrival, key: arrivalKey},
+		ParamSLO:           {kinds: forModel, syntax: checkSLO, key: sloKey},
 		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0},
 		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1},
 		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1},
@@ -259,21 +261,113 @@ func joinInts(xs []int64) string {
 	return strings.Join(s, ", ")
 }
 
-// checkArrival accepts "all" (every request at step 0) or "stagger:N" (one
-// new request every N steps).
+// checkArrival accepts "all" (every request at step 0), "stagger:N" (one
+// new request every N steps) or "poisson:R" (requests arriving on the wall
+// clock as a Poisson process of R a second, vLLM's --request-rate).
 func checkArrival(s string) (string, string) {
-	const hint = `want "all" or "stagger:N", N >= 1`
+	const hint = `want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000)`
 	if s == "all" {
 		return "", ""
 	}
-	rest, ok := strings.CutPrefix(s, "stagger:")
-	if !ok {
-		return fmt.Sprintf("bad arrival %q", s), hint
+	if rest, ok := strings.CutPrefix(s, "stagger:"); ok {
+		if n, err := strconv.Atoi(rest); err != nil || n < 1 {
+			return fmt.Sprintf("bad arrival %q: stagger step must be an integer >= 1", s), hint
+		}
+		return "", ""
 	}
-	if n, err := strconv.Atoi(rest); err != nil || n < 1 {
-		return fmt.Sprintf("bad arrival %q: stagger step must be an integer >= 1", s), hint
+	if rest, ok := strings.CutPrefix(s, "poisson:"); ok {
+		if _, err := ParseRate(rest); err != nil {
+			return fmt.Sprintf("bad arrival %q: %v", s, err), hint
+		}
+		return "", ""
+	}
+	return fmt.Sprintf("bad arrival %q", s), hint
+}
+
+// The request rates a poisson arrival takes: below one request in 1000 s
+// a case of a few requests would run for hours, and above a million a
+// second every request arrives within the first step anyway.
+const (
+	minRate = 1e-3
+	maxRate = 1e6
+)
+
+// ParseRate reads a poisson arrival's rate in requests a second.
+func ParseRate(s string) (float64, error) {
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(r) {
+		return 0, fmt.Errorf("rate %q is not a number", s)
+	}
+	if r < minRate || r > maxRate {
+		return 0, fmt.Errorf("rate %g requests a second is outside %g to %g", r, minRate, float64(maxRate))
+	}
+	return r, nil
+}
+
+// arrivalKey spells a poisson rate one way (poisson:4.0 and poisson:4 are
+// one case); "" keeps the value as written.
+func arrivalKey(s string) string {
+	if rest, ok := strings.CutPrefix(s, "poisson:"); ok {
+		if r, err := ParseRate(rest); err == nil {
+			return "poisson:" + strconv.FormatFloat(r, 'g', -1, 64)
+		}
+	}
+	return ""
+}
+
+// sloTargets are the latencies an slo may bound, as vLLM's --goodput names
+// them: a request meets the objective when each it names is at most its
+// bound.
+var sloTargets = []string{"ttft", "tpot", "e2el"}
+
+// checkSLO accepts "ttft:MS[,tpot:MS][,e2el:MS]" in any order, each at
+// most once, each bound a positive number of milliseconds.
+func checkSLO(s string) (string, string) {
+	const hint = `want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0)`
+	if _, err := ParseSLO(s); err != nil {
+		return fmt.Sprintf("bad slo %q: %v", s, err), hint
 	}
 	return "", ""
+}
+
+// ParseSLO reads an slo value into its bounds in milliseconds, keyed by
+// target (ttft, tpot, e2el).
+func ParseSLO(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		key, val, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q is not target:milliseconds", part)
+		}
+		if !slices.Contains(sloTargets, key) {
+			return nil, fmt.Errorf("unknown target %q (ttft, tpot, e2el)", key)
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("%s given twice", key)
+		}
+		ms, err := strconv.ParseFloat(val, 64)
+		if err != nil || !(ms > 0) || math.IsInf(ms, 0) {
+			return nil, fmt.Errorf("%s bound %q must be a number of milliseconds > 0", key, val)
+		}
+		out[key] = ms
+	}
+	return out, nil
+}
+
+// sloKey spells an slo one way: its targets in ttft, tpot, e2el order,
+// each bound as the shortest decimal.
+func sloKey(s string) string {
+	m, err := ParseSLO(s)
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for _, t := range sloTargets {
+		if ms, ok := m[t]; ok {
+			parts = append(parts, t+":"+strconv.FormatFloat(ms, 'g', -1, 64))
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // CheckValue checks one value of a parameter given elsewhere than in a

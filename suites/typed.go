@@ -14,12 +14,15 @@ import (
 
 // The model cases' parameter names; kernel cases' are the ops' (ops.Specs).
 const (
-	ParamBatch         = "batch"
-	ParamPromptLen     = "prompt_len"
-	ParamDepth         = "depth"
-	ParamGenLen        = "gen_len"
-	ParamRequests      = "requests"
-	ParamArrival       = "arrival"
+	ParamBatch     = "batch"
+	ParamPromptLen = "prompt_len"
+	ParamDepth     = "depth"
+	ParamGenLen    = "gen_len"
+	ParamRequests  = "requests"
+	ParamArrival   = "arrival"
+	// ParamSLO bounds a request's latencies (ttft, tpot, e2el, in ms) for
+	// goodput: the requests a second that meet every bound.
+	ParamSLO           = "slo"
 	ParamKVBlocks      = "kv_blocks"
 	ParamPrefillBudget = "prefill_budget"
 	ParamMaxSeqs       = "max_seqs"
@@ -47,7 +50,13 @@ type ModelParams struct {
 	Requests int // default Batch
 	// Stagger is the arrival: 0 for every request at step 0 ("all"), N
 	// for one new request every N steps ("stagger:N").
-	Stagger       int
+	Stagger int
+	// Rate, when positive, is a poisson arrival's requests a second: the
+	// requests arrive on the wall clock instead of by step.
+	Rate float64
+	// SLO bounds each request's latencies in ms by target (ttft, tpot,
+	// e2el), for goodput; nil when the case sets none.
+	SLO           map[string]float64
 	KVBlocks      int // 0: sized from the workload
 	PrefillBudget int // tokens per prefill step, 0: no limit
 	MaxSeqs       int // default Batch
@@ -131,6 +140,12 @@ func decodeModel(ps map[string]Value) ModelParams {
 		if rest, ok := strings.CutPrefix(v.Raw, "stagger:"); ok {
 			m.Stagger, _ = strconv.Atoi(rest)
 		}
+		if rest, ok := strings.CutPrefix(v.Raw, "poisson:"); ok {
+			m.Rate, _ = ParseRate(rest)
+		}
+	}
+	if v, ok := ps[ParamSLO]; ok {
+		m.SLO, _ = ParseSLO(v.Raw)
 	}
 	if v, ok := ps[ParamSampling]; ok {
 		m.Sampling = decodeSampling(v.Raw)

@@ -25,6 +25,8 @@ func TestDecodeModel(t *testing.T) {
 		{"cache", "{kv_blocks: 100, prefill_budget: 256, block_size: 32}", with(func(m *ModelParams) { m.KVBlocks, m.PrefillBudget, m.BlockSize = 100, 256, 32 })},
 		{"arrival all", "{arrival: all}", def},
 		{"arrival stagger", `{arrival: "stagger:3"}`, with(func(m *ModelParams) { m.Stagger = 3 })},
+		{"arrival poisson", `{arrival: "poisson:2.5"}`, with(func(m *ModelParams) { m.Rate = 2.5 })},
+		{"slo", `{slo: "ttft:500,tpot:40.5"}`, with(func(m *ModelParams) { m.SLO = map[string]float64{"ttft": 500, "tpot": 40.5} })},
 		{"greedy", "{sampling: greedy}", def},
 		{"sampling", `{sampling: "temperature:0.7,top_k:40,top_p:0.9"}`, with(func(m *ModelParams) { m.Sampling = Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9} })},
 		{"steps", "{steps: synchronous}", with(func(m *ModelParams) { m.Synchronous = true })},

@@ -116,6 +116,26 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("bench --fusion on,off ran fusion %v, want on and off", got)
 		}
 	}
+	// --request-rate, --requests and --slo are the suites' serving load: a
+	// case a rate, keyed as a vLLM bench serve import at that rate is.
+	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--layers", "1", "-b", "2", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0",
+		"--request-rate", "200,400.0", "--requests", "3", "--slo", "ttft:60000", "--backend", "cpu", "--db", filepath.Join(dir, "serve.db"), "--format", "csv"); err != nil {
+		t.Errorf("bench --request-rate: %v", err)
+	} else {
+		got := map[string][]string{}
+		for _, r := range csvRows(t, out) {
+			got[r["key"]] = append(got[r["key"]], r["metric"])
+		}
+		for _, k := range []string{"model/bench/arrival=poisson:200/batch=2/gen_len=2/layers=1/prompt_len=4/requests=3/slo=ttft:60000",
+			"model/bench/arrival=poisson:400/batch=2/gen_len=2/layers=1/prompt_len=4/requests=3/slo=ttft:60000"} {
+			if !slices.Contains(got[k], "goodput_per_s") || !slices.Contains(got[k], "request_per_s") || !slices.Contains(got[k], "e2el_p99_ms") {
+				t.Errorf("bench --request-rate: case %s records %v", k, got[k])
+			}
+		}
+		if len(got) != 2 {
+			t.Errorf("bench --request-rate ran %d cases, want 2: %v", len(got), got)
+		}
+	}
 	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
@@ -135,6 +155,12 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Prp", "--db", db}, `unknown Apple GPU "M2 Prp" (did you mean "M2 Pro"?)`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--db", db, "--steps", filepath.Join(dir, "no", "s.jsonl")}, "--steps: open"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4"}, "--request-rate needs --requests"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,0", "--requests", "8"}, "--request-rate: item 2: rate 0 requests a second is outside 0.001 to 1e+06"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,x", "--requests", "8"}, `--request-rate: item 2: rate "x" is not a number`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,4", "--requests", "8"}, "--request-rate: 4 given twice"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--requests", "-2"}, "--requests must be at least 1"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--slo", "ttft:-5", "--db", db}, `--slo: bad slo "ttft:-5": ttft bound "-5" must be a number of milliseconds > 0`},
 	} {
 		_, _, err := mtl(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -238,13 +264,18 @@ func TestBinaryFromEmptyDir(t *testing.T) {
 // bench --print-suite shows the suite the flags build, as a file would say
 // it.
 func TestBenchPrintSuiteGolden(t *testing.T) {
-	out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "1-8*2", "-p", "16,32", "-n", "8", "-r", "3", "--print-suite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "bench-print-suite", out)
-	if _, err := suites.Parse("bench", []byte(out)); err != nil {
-		t.Errorf("the printed suite does not parse: %v", err)
+	for name, args := range map[string][]string{
+		"bench-print-suite":         {"-b", "1-8*2", "-p", "16,32", "-n", "8", "-r", "3"},
+		"bench-print-suite-serving": {"-b", "8", "-p", "256", "-n", "64", "--request-rate", "0.5,2,8", "--requests", "64", "--slo", "ttft:500,tpot:50"},
+	} {
+		out, _, err := mtl(t, append([]string{"bench", "-m", "qwen3-moe-mini", "--print-suite"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, name, out)
+		if _, err := suites.Parse("bench", []byte(out)); err != nil {
+			t.Errorf("%s: the printed suite does not parse: %v", name, err)
+		}
 	}
 }
 

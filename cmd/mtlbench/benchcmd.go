@@ -30,7 +30,11 @@ func benchCommand() *cli.Command {
 			"of batch, prompt, gen and depth (-d: context in the cache before each prompt) is one case, named and keyed as a suite's would be\n" +
 			"(bench/batch=1/gen_len=128/prompt_len=512), so compare pairs it with the same case of\n" +
 			"another run or of a peer engine (mtlbench peer import). The suite it builds is\n" +
-			"printed by --print-suite; save it to change anything the flags do not reach.",
+			"printed by --print-suite; save it to change anything the flags do not reach.\n\n" +
+			"Serving load, as vllm bench serve measures it: --request-rate 1,2,4 --requests 64 -b 8\n" +
+			"--slo ttft:500,tpot:50 sends 64 requests arriving as a Poisson process at each rate, at\n" +
+			"most 8 served at once, and records requests and goodput a second, TTFT, TPOT and\n" +
+			"end-to-end latency (docs/suites.md, \"Serving load\").",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
@@ -38,6 +42,9 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Value: "512", Usage: "prompt tokens per sequence: list or range"},
 			&cli.StringFlag{Name: "gen", Aliases: []string{"n"}, Value: "128", Usage: "generated tokens per sequence: list or range"},
 			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens of context in the KV cache before each prompt, as llama-bench's -d (the suites' depth); e.g. 0,4096"},
+			&cli.StringFlag{Name: "request-rate", Usage: "serving load: requests arriving a second as a Poisson process (vLLM's --request-rate), a list such as 1,2,4 for a case each; --batch is then the most served at once; needs --requests"},
+			&cli.IntFlag{Name: "requests", Usage: "requests in all (vLLM's --num-prompts; default: the batch), more than the batch queue"},
+			&cli.StringFlag{Name: "slo", Usage: "latency bounds for goodput_per_s, vLLM's --goodput: ttft:MS,tpot:MS,e2el:MS (any of them)"},
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
 			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, cpu, cuda, metal or metal-emu"},
@@ -64,7 +71,11 @@ func benchCommand() *cli.Command {
 			}
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
 				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
-				Layers: c.Int("layers"), Fusion: strings.Split(c.String("fusion"), ","), WitnessGPU: c.String("witness-gpu")}
+				Layers: c.Int("layers"), Fusion: strings.Split(c.String("fusion"), ","), WitnessGPU: c.String("witness-gpu"),
+				Requests: c.Int("requests"), SLO: c.String("slo")}
+			if spec.Rates, err = parseRates(c.String("request-rate")); err != nil {
+				return fmt.Errorf("--request-rate: %w", err)
+			}
 			for _, l := range []struct {
 				flag string
 				dst  *[]int
@@ -132,6 +143,7 @@ var benchKeyFlags = map[string]string{
 	"preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend",
 	"timing": "--timing", "repetitions": "--repetitions", "warmup": "--warmup", "batch": "--batch",
 	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
+	suites.ParamArrival: "--request-rate", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
 	suites.ParamWitnessGPU: "--witness-gpu", suites.ParamLayers: "--layers",
 }
 
@@ -172,6 +184,32 @@ type quickSpec struct {
 	Layers                             int      // the cases' layers, 0 for the whole model
 	Fusion                             []string // the cases' fusion: on, off, or both
 	Batch, Prompt, Gen, Depth          []int
+	// Rates are the serving cases' poisson arrivals, requests a second
+	// (none: every request at once); Requests the requests of each case
+	// (0: the batch) and SLO the cases' slo ("" for none).
+	Rates    []string
+	Requests int
+	SLO      string
+}
+
+// parseRates reads --request-rate's list: each a rate the suites' poisson
+// arrival takes (suites.ParseRate, so a flag and a file refuse the same).
+func parseRates(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for i, r := range strings.Split(s, ",") {
+		r = strings.TrimSpace(r)
+		if _, err := suites.ParseRate(r); err != nil {
+			return nil, fmt.Errorf("item %d: %v", i+1, err)
+		}
+		if slices.Contains(out, r) {
+			return nil, fmt.Errorf("%s given twice", r)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // yaml is the suite the flags describe, as a suite file would say it.
@@ -184,6 +222,12 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.Layers < 0 {
 		return nil, fmt.Errorf("--layers must be at least 0 (0: every layer), got %d", q.Layers)
+	}
+	if q.Requests < 0 {
+		return nil, fmt.Errorf("--requests must be at least 1 (0: the batch), got %d", q.Requests)
+	}
+	if len(q.Rates) > 0 && q.Requests == 0 {
+		return nil, fmt.Errorf("--request-rate needs --requests: how many requests arrive at that rate (vLLM's --num-prompts)")
 	}
 	for i, f := range q.Fusion {
 		if f != "on" && f != "off" || slices.Contains(q.Fusion[:i], f) {
@@ -203,6 +247,7 @@ func (q quickSpec) yaml() ([]byte, error) {
 		PromptLen []int    `yaml:"prompt_len,flow"`
 		GenLen    []int    `yaml:"gen_len,flow"`
 		Depth     []int    `yaml:"depth,flow,omitempty"` // the suites' depth: context before each prompt
+		Arrival   []string `yaml:"arrival,flow,omitempty"`
 		Fusion    []string `yaml:"fusion,flow,omitempty"`
 	}
 	type caseYAML struct {
@@ -233,6 +278,15 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.Layers > 0 {
 		params[suites.ParamLayers] = q.Layers
+	}
+	if q.Requests > 0 {
+		params[suites.ParamRequests] = q.Requests
+	}
+	if q.SLO != "" {
+		params[suites.ParamSLO] = q.SLO
+	}
+	for _, r := range q.Rates {
+		doc.Cases[0].Matrix.Arrival = append(doc.Cases[0].Matrix.Arrival, "poisson:"+r)
 	}
 	switch {
 	case len(q.Fusion) > 1:
@@ -272,8 +326,20 @@ func (q quickSpec) describe() string {
 		return strings.Join(s, ",")
 	}
 	d := fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
+	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
+		d += " -d " + j(q.Depth)
+	}
 	if q.Layers > 0 {
 		d += fmt.Sprintf(" --layers %d", q.Layers)
+	}
+	if len(q.Rates) > 0 {
+		d += " --request-rate " + strings.Join(q.Rates, ",")
+	}
+	if q.Requests > 0 {
+		d += fmt.Sprintf(" --requests %d", q.Requests)
+	}
+	if q.SLO != "" {
+		d += " --slo " + q.SLO
 	}
 	if f := strings.Join(q.Fusion, ","); f != "" && f != "on" {
 		d += " --fusion " + f

@@ -244,6 +244,9 @@ func (p *progress) event(e bench.Event) {
 		rep = "warm-up"
 	}
 	msg := e.Headline
+	if msg == "" {
+		msg = "done" // a warm-up records nothing
+	}
 	if e.Err != nil {
 		msg = "FAILED: " + e.Err.Error()
 	}

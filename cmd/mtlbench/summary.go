@@ -13,6 +13,13 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
+// serving says whether c is a serving case: its requests arrive on the
+// wall clock, or it bounds their latencies.
+func serving(c results.Case) bool {
+	return c.Kind != results.CaseKernel &&
+		(strings.HasPrefix(c.Params[suites.ParamArrival], "poisson:") || c.Params[suites.ParamSLO] != "")
+}
+
 func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	var model, kernel *table.Table
 	byCase := make([]map[string]*stats.Summary, len(sum.Cases))
@@ -23,6 +30,13 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			return nil, err
 		}
 		byCase[i] = stats.ByMetric(samples)
+	}
+	if slices.ContainsFunc(sum.Cases, serving) {
+		for _, col := range stats.ServingColumns {
+			if col.Metric != "goodput_per_s" || slices.ContainsFunc(sum.Cases, func(c results.Case) bool { return c.Params[suites.ParamSLO] != "" }) {
+				modelCols = append(modelCols[:len(modelCols):len(modelCols)], col)
+			}
+		}
 	}
 	witness := false
 	for _, col := range append(stats.GPUColumns[:len(stats.GPUColumns):len(stats.GPUColumns)], stats.WitnessColumns...) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -227,4 +228,60 @@ func renderRunTables(t *testing.T, db *results.DB, sum *bench.Summary) string {
 		}
 	}
 	return b.String()
+}
+
+// Serving cases (poisson arrivals, or an slo) add the serving columns, and
+// goodput only when a case bounds its latencies.
+func TestRunTablesServingColumns(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	record := func(params ...map[string]string) string {
+		r := &results.Run{SuiteName: "serving", Backend: "cpu"}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		var cases []results.Case
+		for i, p := range params {
+			cases = append(cases, results.Case{Key: fmt.Sprintf("model/c%d", i), Name: fmt.Sprintf("c%d", i), Kind: results.CaseModel, Params: p})
+		}
+		if err := db.AddCases(r.ID, cases); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			var s []results.Sample
+			for m, v := range map[string]float64{"decode_tok_s": 50, "request_per_s": 3.2, "goodput_per_s": 2.9, "ttft_p99_ms": 412, "e2el_ms": 900} {
+				s = append(s, results.Sample{Metric: m, Value: v})
+			}
+			if err := db.FinishCase(c.ID, s, nil, 6, 6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cases, err = db.Cases(r.ID); err != nil {
+			t.Fatal(err)
+		}
+		return renderRunTables(t, db, &bench.Summary{RunID: r.ID, Run: r, Cases: cases})
+	}
+	serving := []string{"req/s", "goodput req/s", "TTFT p99 ms", "E2EL ms"}
+	for _, tc := range []struct {
+		name   string
+		params []map[string]string
+		want   []string
+	}{
+		{"plain", []map[string]string{{"batch": "1"}}, nil},
+		{"stagger", []map[string]string{{"arrival": "stagger:2"}}, nil},
+		{"poisson", []map[string]string{{"batch": "1"}, {"arrival": "poisson:4"}}, []string{"req/s", "TTFT p99 ms", "E2EL ms"}},
+		{"poisson and slo", []map[string]string{{"arrival": "poisson:4", "slo": "ttft:500"}}, serving},
+		{"slo alone", []map[string]string{{"slo": "e2el:2000"}}, serving},
+	} {
+		out := record(tc.params...)
+		header := strings.SplitN(out, "\n", 4)[2]
+		for _, col := range serving {
+			if got, want := strings.Contains(header, "│ "+col+" "), slices.Contains(tc.want, col); got != want {
+				t.Errorf("%s: column %q shown %v, want %v\n%s", tc.name, col, got, want, out)
+			}
+		}
+	}
 }

@@ -52,7 +52,8 @@ func Of(metric string) Direction {
 	case informational[metric]:
 		return Informational
 	case strings.HasSuffix(metric, "tok_s"), strings.HasSuffix(metric, "gb_s"),
-		strings.HasSuffix(metric, "gflop_s"), metric == "roofline_frac", metric == "prefill_roofline_frac":
+		strings.HasSuffix(metric, "gflop_s"), strings.HasSuffix(metric, "_per_s"),
+		metric == "roofline_frac", metric == "prefill_roofline_frac":
 		return HigherIsBetter
 	case strings.HasSuffix(metric, "_ms"), strings.HasSuffix(metric, "_us"),
 		metric == "us_per_call", metric == "peak_rss_bytes":
@@ -71,7 +72,8 @@ var Recorded = []string{
 	"itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "step_ms", "encode_ms", "encode_frac",
 	"device_ms", "device_frac", "bytes_per_step", "achieved_gb_s", "roofline_frac",
 	"dispatches_per_step", "prefill_gflop_s", "prefill_roofline_frac", "peak_rss_bytes",
-	"preemptions", "profile_overhead_pct",
+	"preemptions", "profile_overhead_pct", "request_per_s", "goodput_per_s",
+	"ttft_p99_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms",
 	// the Metal cost witness
 	"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
 	"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load",
@@ -80,8 +82,7 @@ var Recorded = []string{
 	"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "simdgroups_per_core",
 	"barriers_per_threadgroup", "footprint_efficiency", "bytes_footprint", "witness_us",
 	// imports: llama-bench, mlx_lm.benchmark, vllm bench serve
-	"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s", "request_per_s",
-	"ttft_p99_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms",
+	"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s",
 }
 
 // Gated are the Recorded metrics a gate compares: those with a direction.
@@ -111,7 +112,7 @@ func CheckThreshold(metric string) error {
 // nonNegativeUnits are the units whose quantities cannot be negative, with
 // what each measures (for the error).
 var nonNegativeUnits = map[string]string{
-	"tok/s": "a rate", "GB/s": "a rate", "GFLOP/s": "a rate",
+	"tok/s": "a rate", "GB/s": "a rate", "GFLOP/s": "a rate", "req/s": "a rate",
 	"ms": "a time", "us": "a time", "s": "a time",
 	"B": "a size", "count": "a count", "ratio": "a fraction",
 }
@@ -120,7 +121,7 @@ var nonNegativeUnits = map[string]string{
 // sample whose unit is missing or another one (a hand-edited export, a peer
 // tool's file): the names mtlbench records its metrics under.
 var nonNegativeNames = []struct{ suffix, what string }{
-	{"tok_s", "a rate"}, {"gb_s", "a rate"}, {"gflop_s", "a rate"},
+	{"tok_s", "a rate"}, {"gb_s", "a rate"}, {"gflop_s", "a rate"}, {"_per_s", "a rate"},
 	{"_ms", "a time"}, {"_us", "a time"}, {"us_per_call", "a time"},
 	{"_frac", "a fraction"}, {"_efficiency", "a fraction"},
 	{"_bytes", "a size"}, {"bytes_per_step", "a size"}, {"bytes_per_load", "a size"},

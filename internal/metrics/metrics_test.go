@@ -7,7 +7,7 @@ import (
 
 func TestOf(t *testing.T) {
 	for m, want := range map[string]Direction{
-		"decode_tok_s": HigherIsBetter, "output_tok_s": HigherIsBetter, "gb_s": HigherIsBetter, "achieved_gb_s": HigherIsBetter,
+		"decode_tok_s": HigherIsBetter, "request_per_s": HigherIsBetter, "goodput_per_s": HigherIsBetter, "output_tok_s": HigherIsBetter, "gb_s": HigherIsBetter, "achieved_gb_s": HigherIsBetter,
 		"gflop_s": HigherIsBetter, "roofline_frac": HigherIsBetter, "ttft_ms": LowerIsBetter, "itl_p99_ms": LowerIsBetter,
 		"us_per_call": LowerIsBetter, "step_ms": LowerIsBetter, "peak_rss_bytes": LowerIsBetter,
 		"bytes_per_step": Informational, "preemptions": Informational, "profile_overhead_pct": Informational, "mystery": Informational,

@@ -27,6 +27,9 @@ func TestDetectAndParse(t *testing.T) {
 			"prefill_tok_s", 9512.4},
 		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 8400},
 		{"vllm-serve.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 390.24},
+		// At --request-rate 4 (Poisson) with --goodput: the case mtlbench's
+		// arrival "poisson:4" makes, and its goodput.
+		{"vllm-serve-rate.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6"}, "goodput_per_s", 3.5},
 		{"vllm-latency.json", FormatVLLMLatency, Options{Batch: 2, PromptLen: 16, GenLen: 8}, 1,
 			[]string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 16 / 0.0412},
 		{"vllm-latency.json", FormatVLLMLatency, Options{}, 1, []string{"model/bench/batch=8/gen_len=128/prompt_len=32"}, "output_tok_s", 8 * 128 / 0.0412},
@@ -116,6 +119,27 @@ func TestQuantOf(t *testing.T) {
 	} {
 		if got := quantOf(in); got != want {
 			t.Errorf("quantOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Only a finite rate of Poisson arrivals is an arrival mtlbench makes.
+func TestVLLMArrival(t *testing.T) {
+	one, two := 1.0, 2.0
+	for _, tc := range []struct {
+		rate       string
+		burstiness *float64
+		want       string
+	}{
+		{"4.0", &one, "poisson:4"},
+		{"0.5", nil, "poisson:0.5"}, // files before --burstiness
+		{"4", &two, ""},             // gamma arrivals
+		{`"inf"`, &one, ""},         // every request at once
+		{"0", &one, ""},
+		{"null", nil, ""},
+	} {
+		if got := vllmArrival([]byte(tc.rate), tc.burstiness); got != tc.want {
+			t.Errorf("rate %s: %q, want %q", tc.rate, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // vllmServe is what `vllm bench serve --save-result` writes
@@ -18,6 +20,7 @@ type vllmServe struct {
 	ModelID        string          `json:"model_id"`
 	NumPrompts     int             `json:"num_prompts"`
 	RequestRate    json.RawMessage `json:"request_rate"` // a number or "inf"
+	Burstiness     *float64        `json:"burstiness"`   // the arrivals' gamma shape: 1 is Poisson
 	MaxConcurrency *int            `json:"max_concurrency"`
 	Completed      int             `json:"completed"`
 	TotalInput     int             `json:"total_input_tokens"`
@@ -46,6 +49,7 @@ var vllmServeMetrics = []struct{ key, metric, unit string }{
 	{"p99_tpot_ms", "tpot_p99_ms", "ms"},
 	{"median_e2el_ms", "e2el_ms", "ms"},
 	{"p99_e2el_ms", "e2el_p99_ms", "ms"},
+	{"request_goodput", "goodput_per_s", "req/s"}, // null unless --goodput was given
 }
 
 // parseVLLMServe maps one serving run onto one case: batch is
@@ -83,17 +87,20 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	if v.NumPrompts != batch {
 		labels["requests"] = strconv.Itoa(v.NumPrompts)
 	}
+	if a := vllmArrival(v.RequestRate, v.Burstiness); a != "" {
+		labels["arrival"] = a
+	}
 	c := newCase(batch, prompt, gen, labels)
 	for _, m := range vllmServeMetrics {
 		raw, ok := v.raw[m.key]
 		if !ok {
 			continue
 		}
-		var f float64
-		if json.Unmarshal(raw, &f) != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		var f *float64 // null (a goodput not asked for) is no figure, not 0
+		if json.Unmarshal(raw, &f) != nil || f == nil || math.IsNaN(*f) || math.IsInf(*f, 0) {
 			continue
 		}
-		c.add(0, m.metric, f, m.unit)
+		c.add(0, m.metric, *f, m.unit)
 	}
 	if len(c.Samples) == 0 {
 		return nil, fmt.Errorf("no metric vLLM writes (output_throughput, median_ttft_ms...) is in the file")
@@ -105,6 +112,22 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 		run.StartedAt = t
 	}
 	return []*Run{run}, nil
+}
+
+// vllmArrival is the suites' arrival of a run at a finite --request-rate
+// with Poisson arrivals (burstiness 1, vLLM's default), so the case pairs
+// with mtlbench's case of that rate; "" for every request at once ("inf")
+// or gamma arrivals, which mtlbench does not make (the rate stays a
+// peer_request_rate label either way).
+func vllmArrival(rate json.RawMessage, burstiness *float64) string {
+	var r float64
+	if json.Unmarshal(rate, &r) != nil || burstiness != nil && *burstiness != 1 {
+		return ""
+	}
+	if _, err := suites.ParseRate(strconv.FormatFloat(r, 'g', -1, 64)); err != nil {
+		return ""
+	}
+	return "poisson:" + strconv.FormatFloat(r, 'g', -1, 64)
 }
 
 // perRequest is tokens per request: the common length when the per-request

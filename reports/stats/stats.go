@@ -77,6 +77,17 @@ var GPUColumns = []Column{
 	{"device_ms", "device ms", 1, 2},
 }
 
+// ServingColumns are the serving figures of model cases whose requests
+// arrive on the wall clock or that set an slo (docs/suites.md, "Serving
+// load"): requests a second served, and within the slo, and the latencies
+// a request sees from its arrival.
+var ServingColumns = []Column{
+	{"request_per_s", "req/s", 1, 2},
+	{"goodput_per_s", "goodput req/s", 1, 2},
+	{"ttft_p99_ms", "TTFT p99 ms", 1, 1},
+	{"e2el_ms", "E2EL ms", 1, 1},
+}
+
 // HostBound is the share of a decode step the host spends encoding it
 // (encode_frac) from which the step is host-bound: with steps overlapped,
 // the device then waits for the host rather than the other way round.

@@ -29,9 +29,36 @@ type Workload struct {
 	Depth int
 	// Stagger, when positive, adds one request every Stagger steps instead
 	// of all at once.
-	Stagger  int
+	Stagger int
+	// Rate, when positive, has the requests arrive on the wall clock as a
+	// Poisson process of Rate a second (Arrivals), each added to the
+	// engine at its first step boundary after it arrives.
+	Rate float64
+	// SLO bounds a request's latencies in ms by target (ttft, tpot, e2el):
+	// the requests meeting every bound make goodput_per_s.
+	SLO      map[string]float64
 	Sampling sample.Params
 	Seed     uint64
+}
+
+// Arrivals are the requests' arrival times from the workload's start: the
+// first at once, the gaps after it exponential with mean 1/Rate, seeded so
+// every repetition and every build sees the same ones; nil unless Rate is
+// set.
+func (w Workload) Arrivals() []time.Duration {
+	if w.Rate <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(w.Seed, 11))
+	out := make([]time.Duration, w.Requests)
+	var t float64 // seconds
+	for i := range out {
+		if i > 0 {
+			t += rng.ExpFloat64() / w.Rate
+		}
+		out[i] = time.Duration(t * float64(time.Second))
+	}
+	return out
 }
 
 // Prompts are the workload's prompts: seeded random token ids, the same for
@@ -126,12 +153,29 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	}
 	times := make([]reqTimes, len(reqs))
 	next := 0
+	arrivals := w.Arrivals()
+	var start time.Time
+	// due says whether request i has arrived by step (or, on the wall
+	// clock, by now), and when it did.
+	due := func(i, step int) (bool, time.Time) {
+		if arrivals != nil {
+			at := start.Add(arrivals[i])
+			return !time.Now().Before(at), at
+		}
+		return w.Stagger == 0 || step >= i*w.Stagger, time.Now()
+	}
 	admit := func(step int) error {
-		for next < len(reqs) && (w.Stagger == 0 || step >= next*w.Stagger) {
+		for next < len(reqs) {
+			ok, at := due(next, step)
+			if !ok {
+				break
+			}
 			if err := e.Add(reqs[next]); err != nil {
 				return err
 			}
-			times[next].added = time.Now()
+			// A request's latencies count from its arrival: waiting for
+			// the step in flight to end is part of its time to first token.
+			times[next].added = at
 			next++
 		}
 		return nil
@@ -158,15 +202,21 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		}
 	}
 	host.ResetPeakRSS()
-	start := time.Now()
+	start = time.Now()
 	for step := 0; next < len(reqs) || e.Pending(); step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		if !e.Pending() && next < len(reqs) {
 			// Nothing runs until the next arrival: its steps would be
-			// empty, so the clock jumps to it.
-			step = max(step, next*w.Stagger)
+			// empty, so the clock jumps to it (on the wall clock, waits).
+			if arrivals != nil {
+				if err := sleepUntil(ctx, start.Add(arrivals[next])); err != nil {
+					return nil, err
+				}
+			} else {
+				step = max(step, next*w.Stagger)
+			}
 		}
 		if err := admit(step); err != nil {
 			return nil, err
@@ -249,21 +299,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	add := func(metric string, v float64, unit string) {
 		r.Samples = append(r.Samples, results.Sample{Metric: metric, Value: v, Unit: unit})
 	}
-	generated := 0
-	var ttft, tpot, itl []float64
-	for _, t := range times {
-		generated += len(t.tokens)
-		if len(t.tokens) == 0 {
-			continue
-		}
-		ttft = append(ttft, ms(t.tokens[0].Sub(t.added)))
-		if n := len(t.tokens); n > 1 {
-			tpot = append(tpot, ms(t.tokens[n-1].Sub(t.tokens[0]))/float64(n-1))
-		}
-		for i := 1; i < len(t.tokens); i++ {
-			itl = append(itl, ms(t.tokens[i].Sub(t.tokens[i-1])))
-		}
-	}
+	req := requestLatencies(times, w.SLO)
 	if decodeTime > 0 {
 		add("decode_tok_s", float64(decodeTokens)/decodeTime.Seconds(), "tok/s")
 		med := quantile.Duration(decodeSteps, 0.5)
@@ -308,17 +344,8 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			add("prefill_roofline_frac", rate/m.MatmulPeak, "ratio")
 		}
 	}
-	add("output_tok_s", float64(generated)/wall.Seconds(), "tok/s")
-	if len(ttft) > 0 {
-		add("ttft_ms", quantile.Of(ttft, 0.5), "ms")
-	}
-	if len(tpot) > 0 {
-		add("tpot_ms", quantile.Of(tpot, 0.5), "ms")
-	}
-	if len(itl) > 0 {
-		add("itl_p50_ms", quantile.Of(itl, 0.5), "ms")
-		add("itl_p90_ms", quantile.Of(itl, 0.9), "ms")
-		add("itl_p99_ms", quantile.Of(itl, 0.99), "ms")
+	for _, smp := range req.samples(wall) {
+		add(smp.Metric, smp.Value, smp.Unit)
 	}
 	if rss := host.PeakRSS(); rss > 0 {
 		add("peak_rss_bytes", float64(rss), "B")
@@ -374,3 +401,104 @@ func newStepCost(c *model.Config, dt, kvdt bridge.DType) *stepCost {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// sleepUntil waits for t or for ctx to end.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// latencies are a repetition's per-request figures, in ms: each request's
+// time to first token and end-to-end latency from its arrival, its time
+// per output token after the first, and every gap between its tokens.
+type latencies struct {
+	ttft, tpot, e2el, itl []float64
+	generated, completed  int
+	// good counts the completed requests that met every bound of the
+	// case's slo; -1 when it sets none.
+	good int
+}
+
+// requestLatencies reads the latencies off each request's arrival and
+// token times. A request of one token has no time per output token and
+// meets any tpot bound, as vLLM counts it.
+func requestLatencies(times []reqTimes, slo map[string]float64) latencies {
+	l := latencies{good: -1}
+	if slo != nil {
+		l.good = 0
+	}
+	for _, t := range times {
+		n := len(t.tokens)
+		l.generated += n
+		if n == 0 {
+			continue
+		}
+		l.completed++
+		ttft, e2el := ms(t.tokens[0].Sub(t.added)), ms(t.tokens[n-1].Sub(t.added))
+		l.ttft, l.e2el = append(l.ttft, ttft), append(l.e2el, e2el)
+		tpot := 0.0
+		if n > 1 {
+			tpot = (e2el - ttft) / float64(n-1)
+			l.tpot = append(l.tpot, tpot)
+		}
+		for i := 1; i < n; i++ {
+			l.itl = append(l.itl, ms(t.tokens[i].Sub(t.tokens[i-1])))
+		}
+		if slo != nil && meets(slo, ttft, tpot, e2el) {
+			l.good++
+		}
+	}
+	return l
+}
+
+// meets says whether a request's latencies are within every bound of slo.
+func meets(slo map[string]float64, ttft, tpot, e2el float64) bool {
+	got := map[string]float64{"ttft": ttft, "tpot": tpot, "e2el": e2el}
+	for target, bound := range slo {
+		if got[target] > bound {
+			return false
+		}
+	}
+	return true
+}
+
+// samples are the latencies as a case's metrics, under the names vLLM's
+// bench serve results take in mtlbench (reports/peers), so a serving case
+// pairs with an imported vLLM run in compare. wall is the repetition's,
+// from the first arrival to the last token.
+func (l latencies) samples(wall time.Duration) []results.Sample {
+	var out []results.Sample
+	add := func(metric string, v float64, unit string) {
+		out = append(out, results.Sample{Metric: metric, Value: v, Unit: unit})
+	}
+	add("output_tok_s", float64(l.generated)/wall.Seconds(), "tok/s")
+	add("request_per_s", float64(l.completed)/wall.Seconds(), "req/s")
+	if l.good >= 0 {
+		add("goodput_per_s", float64(l.good)/wall.Seconds(), "req/s")
+	}
+	for _, m := range []struct {
+		name string
+		xs   []float64
+		p    float64
+	}{
+		{"ttft_ms", l.ttft, 0.5}, {"ttft_p99_ms", l.ttft, 0.99},
+		{"tpot_ms", l.tpot, 0.5}, {"tpot_p99_ms", l.tpot, 0.99},
+		{"itl_p50_ms", l.itl, 0.5}, {"itl_p90_ms", l.itl, 0.9}, {"itl_p99_ms", l.itl, 0.99},
+		{"e2el_ms", l.e2el, 0.5}, {"e2el_p99_ms", l.e2el, 0.99},
+	} {
+		if len(m.xs) > 0 {
+			add(m.name, quantile.Of(m.xs, m.p), "ms")
+		}
+	}
+	return out
+}

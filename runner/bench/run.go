@@ -355,11 +355,16 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		if rep >= 0 {
 			var ss []results.Sample
+			// The headline: the first of the case's headline metrics it
+			// recorded, else its first sample.
+			heads, best := headlines(p), -1
 			for _, sm := range r.Samples {
 				sm.Rep = rep
 				ss = append(ss, sm)
-				if ev.Headline == "" || sm.Metric == "decode_tok_s" {
+				i := slices.Index(heads, sm.Metric)
+				if ev.Headline == "" || i >= 0 && (best < 0 || i < best) {
 					ev.Headline = fmt.Sprintf("%s %.4g %s", sm.Metric, sm.Value, sm.Unit)
+					best = i
 				}
 			}
 			var ts []results.OpTiming
@@ -537,7 +542,7 @@ type loadedModel struct {
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Depth: mp.Depth, Seed: uint64(sm.Seed),
-		Stagger: mp.Stagger, Sampling: samplingOf(mp.Sampling)}
+		Stagger: mp.Stagger, Rate: mp.Rate, SLO: mp.SLO, Sampling: samplingOf(mp.Sampling)}
 	opts := engine.Options{
 		BlockSize:   mp.BlockSize,
 		TokenBudget: mp.PrefillBudget,
@@ -637,4 +642,14 @@ func weightFormat(c *model.Config, src model.Source) string {
 		return c.Quant.Name + "-" + string(d)
 	}
 	return c.Quant.Name
+}
+
+// headlines are the metrics a case's progress line shows, the first it
+// records: a serving case's requests a second within its slo, else its
+// decode speed.
+func headlines(p *prepared) []string {
+	if p.model != nil && (p.model.Work.Rate > 0 || p.model.Work.SLO != nil) {
+		return []string{"goodput_per_s", "request_per_s"}
+	}
+	return []string{"decode_tok_s"}
 }

@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// A poisson arrival's times are the same for every repetition of a seed,
+// start at once, and their gaps average 1/rate.
+func TestArrivals(t *testing.T) {
+	if a := (Workload{Requests: 4}).Arrivals(); a != nil {
+		t.Fatalf("arrivals without a rate: %v", a)
+	}
+	w := Workload{Requests: 20000, Rate: 50, Seed: 3}
+	a := w.Arrivals()
+	if !slices.Equal(a, w.Arrivals()) {
+		t.Fatal("the same seed gave other arrivals")
+	}
+	if other := (Workload{Requests: 20000, Rate: 50, Seed: 4}).Arrivals(); slices.Equal(a, other) {
+		t.Fatal("another seed gave the same arrivals")
+	}
+	if a[0] != 0 {
+		t.Errorf("first arrival at %v, want at once", a[0])
+	}
+	if !slices.IsSorted(a) {
+		t.Fatal("arrivals out of order")
+	}
+	// 19999 exponential gaps of mean 20 ms: their mean is within 3% with
+	// odds far past a billion to one (its standard error is 0.7%).
+	mean := a[len(a)-1].Seconds() / float64(len(a)-1)
+	if math.Abs(mean-1.0/50) > 0.03/50 {
+		t.Errorf("mean gap %.5f s, want %.5f", mean, 1.0/50)
+	}
+	// Exponential gaps: about e^-1 of them are longer than the mean.
+	longer := 0
+	for i := 1; i < len(a); i++ {
+		if a[i]-a[i-1] > 20*time.Millisecond {
+			longer++
+		}
+	}
+	if f := float64(longer) / float64(len(a)-1); math.Abs(f-math.Exp(-1)) > 0.02 {
+		t.Errorf("%.3f of the gaps are longer than the mean, want %.3f (exponential)", f, math.Exp(-1))
+	}
+}
+
+// A request's latencies count from its arrival, and goodput counts the
+// requests within every bound of the slo.
+func TestRequestLatencies(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms ...float64) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, t0.Add(time.Duration(m*float64(time.Millisecond))))
+		}
+		return out
+	}
+	times := []reqTimes{
+		{added: t0, tokens: at(100, 110, 120)},                       // ttft 100, tpot 10, e2el 120
+		{added: t0.Add(50 * time.Millisecond), tokens: at(400, 440)}, // waited: ttft 350, tpot 40, e2el 390
+		{added: t0.Add(60 * time.Millisecond), tokens: at(160)},      // one token: ttft 100, no tpot
+		{added: t0.Add(70 * time.Millisecond)},                       // never served
+	}
+	for _, tt := range []struct {
+		slo  map[string]float64
+		good int
+	}{
+		{nil, -1},
+		{map[string]float64{"ttft": 200}, 2},
+		{map[string]float64{"ttft": 400, "tpot": 20}, 2}, // a one-token request meets any tpot bound
+		{map[string]float64{"e2el": 120}, 2},
+		{map[string]float64{"e2el": 119.9}, 1},
+		{map[string]float64{"ttft": 1000, "tpot": 1000, "e2el": 1000}, 3},
+	} {
+		l := requestLatencies(times, tt.slo)
+		if l.good != tt.good {
+			t.Errorf("slo %v: %d good requests, want %d", tt.slo, l.good, tt.good)
+		}
+		if l.completed != 3 || l.generated != 6 {
+			t.Errorf("%d completed, %d tokens; want 3 and 6", l.completed, l.generated)
+		}
+		if want := []float64{100, 350, 100}; !approxEqual(l.ttft, want) {
+			t.Errorf("ttft %v, want %v", l.ttft, want)
+		}
+		if want := []float64{120, 390, 100}; !approxEqual(l.e2el, want) {
+			t.Errorf("e2el %v, want %v", l.e2el, want)
+		}
+		if want := []float64{10, 40}; !approxEqual(l.tpot, want) {
+			t.Errorf("tpot %v, want %v", l.tpot, want)
+		}
+		if want := []float64{10, 10, 40}; !approxEqual(l.itl, want) {
+			t.Errorf("itl %v, want %v", l.itl, want)
+		}
+		got := map[string]float64{}
+		for _, s := range l.samples(2 * time.Second) {
+			got[s.Metric] = s.Value
+		}
+		if got["request_per_s"] != 1.5 || got["output_tok_s"] != 3 || got["ttft_ms"] != 100 || got["e2el_ms"] != 120 {
+			t.Errorf("samples %v", got)
+		}
+		if g, ok := got["goodput_per_s"]; ok != (tt.slo != nil) || ok && g != float64(tt.good)/2 {
+			t.Errorf("slo %v: goodput_per_s %v (recorded %v)", tt.slo, g, ok)
+		}
+	}
+}
+
+func approxEqual(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+// A serving case runs its requests as they arrive on the wall clock: a
+// repetition lasts at least until the last arrival, every request is
+// served, and its figures are recorded under vLLM's names.
+func TestServingCase(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 2
+warmup: 0
+cases:
+  - name: serve
+    params: { batch: 2, prompt_len: 4, gen_len: 3, requests: 5, arrival: "poisson:40", slo: "ttft:60000,e2el:60000" }
+`)
+	arrivals := Workload{Requests: 5, Rate: 40, Seed: uint64(s.Model.Seed)}.Arrivals()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	db := openDB(t)
+	sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := db.Samples(sum.Cases[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRep := map[int]map[string]results.Sample{}
+	for _, smp := range samples {
+		if byRep[smp.Rep] == nil {
+			byRep[smp.Rep] = map[string]results.Sample{}
+		}
+		byRep[smp.Rep][smp.Metric] = smp
+	}
+	if len(byRep) != 2 {
+		t.Fatalf("%d repetitions recorded", len(byRep))
+	}
+	for rep, m := range byRep {
+		for _, name := range []string{"request_per_s", "goodput_per_s", "ttft_ms", "ttft_p99_ms", "tpot_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms", "output_tok_s"} {
+			if _, ok := m[name]; !ok {
+				t.Errorf("rep %d records no %s", rep, name)
+			}
+		}
+		// Five requests over a wall of at least the last arrival.
+		if limit := 5 / arrivals[4].Seconds(); m["request_per_s"].Value > limit {
+			t.Errorf("rep %d: %.2f requests a second, more than the %.2f the arrivals allow", rep, m["request_per_s"].Value, limit)
+		}
+		// Every request met the generous slo.
+		if g, r := m["goodput_per_s"].Value, m["request_per_s"].Value; g != r {
+			t.Errorf("rep %d: goodput %.3f of %.3f requests a second", rep, g, r)
+		}
+		if m["e2el_ms"].Value < m["ttft_ms"].Value || m["output_tok_s"].Unit != "tok/s" || m["request_per_s"].Unit != "req/s" {
+			t.Errorf("rep %d: %v", rep, m)
+		}
+	}
+}
