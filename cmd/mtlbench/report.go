@@ -17,7 +17,8 @@ func reportCommand() *cli.Command {
 		ArgsUsage: "[RUN...] (id, tag or git commit; default: the latest benchmark run, not a tune or peer run)",
 		Description: "Writes DIR/index.html, a self-contained page (charts inlined as SVG) with the runs'\n" +
 			"metadata, summary tables (medians ± 95% CI), throughput vs batch, the per-component\n" +
-			"breakdown, the MoE chunk curve, the roofline fraction and the documented history\n" +
+			"breakdown, the MoE chunk curve, serving sweeps (requests served and latency against the\n" +
+			"offered request rate), the roofline fraction and the documented history\n" +
 			"(with the memory-bandwidth roofline of each documented Apple machine),\n" +
 			"and saves each chart beside it as PNG and SVG. Prints the paths written.",
 		Flags: []cli.Flag{

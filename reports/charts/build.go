@@ -83,6 +83,14 @@ func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
 	if err := add(NameMoEChunk, c, err); err != nil {
 		return nil, err
 	}
+	c, err = ServingCurve(ServingSeries(runs, servingThroughput, "Requests served vs offered load", "requests a second"))
+	if err := add(NameServing, c, err); err != nil {
+		return nil, err
+	}
+	c, err = ServingCurve(ServingSeries(runs, servingLatency, "Latency vs offered load", "latency from arrival (ms)"))
+	if err := add(NameServingLatency, c, err); err != nil {
+		return nil, err
+	}
 	c, err = RooflineFraction(Roofline(runs))
 	if err := add(NameRoofline, c, err,
 		"Above 1.0 the working set is served from caches faster than the measured DRAM read bandwidth (small or truncated models)."); err != nil {

@@ -159,11 +159,13 @@ func suiteNames(runs []charts.RunData) string {
 
 // captions say how to read each chart.
 var captions = map[string]string{
-	charts.NameThroughput: "Median decode throughput against batch size for the cases of each run that sweep batch alone; error bars are the 95% confidence interval of the median.",
-	charts.NameBreakdown:  "Time per layer of one decode step by component, from profile-mode op timings averaged over the layers run (median over repetitions). Ops outside the layers (embedding, lm_head, sampling) are in the table below, not in the bars.",
-	charts.NameMoEChunk:   "MoE time against chunk size, one line per batch size; dashed lines are the documents' chunk-size tables of the same model.",
-	charts.NameRoofline:   "Achieved memory read bandwidth of a decode step as a fraction of the machine's measured peak (metric roofline_frac).",
-	charts.NameHistory:    "Throughput figures of the project's documents over the date they carry, with this report's runs of the same model overlaid. Each series is one document series on one piece of hardware; truncated-model runs are never joined to whole-model figures. Horizontal lines are the memory-bandwidth rooflines of batch-1 decode on the documented Apple machines.",
+	charts.NameThroughput:     "Median decode throughput against batch size for the cases of each run that sweep batch alone; error bars are the 95% confidence interval of the median.",
+	charts.NameBreakdown:      "Time per layer of one decode step by component, from profile-mode op timings averaged over the layers run (median over repetitions). Ops outside the layers (embedding, lm_head, sampling) are in the table below, not in the bars.",
+	charts.NameMoEChunk:       "MoE time against chunk size, one line per batch size; dashed lines are the documents' chunk-size tables of the same model.",
+	charts.NameServing:        "Requests served a second (and, for cases with an slo, those within it: goodput) against the rate at which Poisson arrivals offered them; past what the engine sustains, served falls below offered and goodput below served. Error bars are the 95% confidence interval of the median.",
+	charts.NameServingLatency: "The 99th-percentile time to first token and the median end-to-end latency, from each request's arrival, against the offered rate: queueing shows as latency growing with the rate.",
+	charts.NameRoofline:       "Achieved memory read bandwidth of a decode step as a fraction of the machine's measured peak (metric roofline_frac).",
+	charts.NameHistory:        "Throughput figures of the project's documents over the date they carry, with this report's runs of the same model overlaid. Each series is one document series on one piece of hardware; truncated-model runs are never joined to whole-model figures. Horizontal lines are the memory-bandwidth rooflines of batch-1 decode on the documented Apple machines.",
 }
 
 type figure struct {
