@@ -68,6 +68,7 @@ var params = func() map[string]paramSpec {
 		ParamRequests:      {kinds: forModel, isInt: true, min: 1},
 		ParamArrival:       {kinds: forModel, syntax: checkArrival, key: arrivalKey},
 		ParamSLO:           {kinds: forModel, syntax: checkSLO, key: sloKey},
+		ParamRangeRatio:    {kinds: forModel, syntax: checkRangeRatio, key: rangeRatioKey},
 		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0},
 		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1},
 		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1},
@@ -315,6 +316,33 @@ func arrivalKey(s string) string {
 	return ""
 }
 
+// parseRangeRatio reads a range_ratio: a number from 0 up to, not
+// including, 1 (at 1 a length could be 0).
+func parseRangeRatio(s string) (float64, error) {
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(r) {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	if r < 0 || r >= 1 {
+		return 0, fmt.Errorf("%g is outside [0, 1)", r)
+	}
+	return r, nil
+}
+
+func checkRangeRatio(s string) (string, string) {
+	if _, err := parseRangeRatio(s); err != nil {
+		return fmt.Sprintf("bad range_ratio: %v", err), "each request's lengths are drawn from prompt_len and gen_len times 1-r to 1+r"
+	}
+	return "", ""
+}
+
+func rangeRatioKey(s string) string {
+	if r, err := parseRangeRatio(s); err == nil {
+		return strconv.FormatFloat(r, 'g', -1, 64)
+	}
+	return ""
+}
+
 // sloTargets are the latencies an slo may bound, as vLLM's --goodput names
 // them: a request meets the objective when each it names is at most its
 // bound.
@@ -368,6 +396,18 @@ func sloKey(s string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// Canonical checks value as CheckValue does and returns it spelt as case
+// keys spell it (poisson:4.0 as poisson:4), for keys made outside a suite
+// (peer imports) to match a suite's.
+func Canonical(name, value string) (string, error) {
+	if err := CheckValue(name, value); err != nil {
+		return "", err
+	}
+	n := overrideNode(value)
+	v, _ := makeValue(n, Pos{})
+	return canon(name, v), nil
 }
 
 // CheckValue checks one value of a parameter given elsewhere than in a

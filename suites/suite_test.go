@@ -164,9 +164,9 @@ func TestExpansion(t *testing.T) {
 		},
 		{
 			name:  "rates and objectives are canonical in keys and names",
-			src:   head + "  - name: serve\n    params: {slo: \"e2el:2000.0,ttft:500\"}\n    matrix: {arrival: [\"poisson:4.0\", \"poisson:0.5\"]}\n",
+			src:   head + "  - name: serve\n    params: {slo: \"e2el:2000.0,ttft:500\", range_ratio: 0.50}\n    matrix: {arrival: [\"poisson:4.0\", \"poisson:0.5\"]}\n",
 			names: []string{"serve/arrival=poisson:4", "serve/arrival=poisson:0.5"},
-			keys:  []string{"model/serve/arrival=poisson:4/slo=ttft:500,e2el:2000", "model/serve/arrival=poisson:0.5/slo=ttft:500,e2el:2000"},
+			keys:  []string{"model/serve/arrival=poisson:4/range_ratio=0.5/slo=ttft:500,e2el:2000", "model/serve/arrival=poisson:0.5/range_ratio=0.5/slo=ttft:500,e2el:2000"},
 		},
 		{
 			name:  "anchors and merge keys",
@@ -404,6 +404,8 @@ func TestErrors(t *testing.T) {
 		{"slo target", head + "  - name: c\n    params: {slo: \"ttft:200,itl:50\"}\n", []string{`t.yaml:5:19: bad slo "ttft:200,itl:50": unknown target "itl" (ttft, tpot, e2el) (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
 		{"slo bound", head + "  - name: c\n    params: {slo: \"ttft:0\"}\n", []string{`t.yaml:5:19: bad slo "ttft:0": ttft bound "0" must be a number of milliseconds > 0 (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
 		{"slo twice", head + "  - name: c\n    params: {slo: \"tpot:5,tpot:6\"}\n", []string{`t.yaml:5:19: bad slo "tpot:5,tpot:6": tpot given twice (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
+		{"range ratio one", head + "  - name: c\n    params: {range_ratio: 1}\n", []string{`t.yaml:5:27: bad range_ratio: 1 is outside [0, 1) (each request's lengths are drawn from prompt_len and gen_len times 1-r to 1+r)`}},
+		{"range ratio word", head + "  - name: c\n    params: {range_ratio: wide}\n", []string{`t.yaml:5:27: bad range_ratio: "wide" is not a number (each request's lengths are drawn from prompt_len and gen_len times 1-r to 1+r)`}},
 		{"slo form", head + "  - name: c\n    params: {slo: \"500\"}\n", []string{`t.yaml:5:19: bad slo "500": "500" is not target:milliseconds (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
 		{"witness gpu typo", head + "  - name: c\n    params: {witness_gpu: M3 Ulta}\n", []string{`t.yaml:5:27: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`}},
 		{"witness gpu bin", head + "  - name: c\n    op: rope\n    matrix: {witness_gpu: [M2 Max 32-core]}\n", []string{`t.yaml:6:28: no bin of the M2 Max in the GPU table matches "M2 Max 32-core" (one of "M2 Max 30-core", "M2 Max 38-core", or the chip alone for its largest bin)`}},

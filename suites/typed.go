@@ -3,6 +3,7 @@ package suites
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +21,9 @@ const (
 	ParamGenLen    = "gen_len"
 	ParamRequests  = "requests"
 	ParamArrival   = "arrival"
+	// ParamRangeRatio spreads each request's prompt and output lengths
+	// around prompt_len and gen_len (vLLM's --random-range-ratio).
+	ParamRangeRatio = "range_ratio"
 	// ParamSLO bounds a request's latencies (ttft, tpot, e2el, in ms) for
 	// goodput: the requests a second that meet every bound.
 	ParamSLO           = "slo"
@@ -56,7 +60,11 @@ type ModelParams struct {
 	Rate float64
 	// SLO bounds each request's latencies in ms by target (ttft, tpot,
 	// e2el), for goodput; nil when the case sets none.
-	SLO           map[string]float64
+	SLO map[string]float64
+	// RangeRatio, when positive, draws each request's prompt and output
+	// lengths from LenBounds of PromptLen and GenLen instead of taking them
+	// as they are.
+	RangeRatio    float64
 	KVBlocks      int // 0: sized from the workload
 	PrefillBudget int // tokens per prefill step, 0: no limit
 	MaxSeqs       int // default Batch
@@ -76,6 +84,28 @@ type ModelParams struct {
 	// KVDType is the KV cache's dtype: auto (the default: the model's where
 	// the backend reads it), f32, f16 or bf16.
 	KVDType string
+}
+
+// MaxLens are the longest prompt and output a request of the case may have.
+func (m ModelParams) MaxLens() (prompt, gen int) {
+	_, prompt = LenBounds(m.PromptLen, m.RangeRatio, 0)
+	_, gen = LenBounds(m.GenLen, m.RangeRatio, 1)
+	return prompt, gen
+}
+
+// LenBounds are the lengths a request draws from around n at range ratio
+// r, both ends included, as vLLM's random dataset draws them:
+// floor(n·(1-r)) to ceil(n·(1+r)), the lower no less than least.
+func LenBounds(n int, r float64, least int) (lo, hi int) {
+	if r <= 0 {
+		return n, n
+	}
+	// Rounded to a millionth first: 3000·1.1 is 3300.0000000000005 in
+	// floats, whose ceiling would reach a token further than meant.
+	round := func(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+	lo = max(int(math.Floor(round(float64(n)*(1-r)))), least)
+	hi = max(int(math.Ceil(round(float64(n)*(1+r)))), lo)
+	return lo, hi
 }
 
 // Sampling is a decoded sampling parameter; a zero Temperature is greedy.
@@ -146,6 +176,9 @@ func decodeModel(ps map[string]Value) ModelParams {
 	}
 	if v, ok := ps[ParamSLO]; ok {
 		m.SLO, _ = ParseSLO(v.Raw)
+	}
+	if v, ok := ps[ParamRangeRatio]; ok {
+		m.RangeRatio, _ = parseRangeRatio(v.Raw)
 	}
 	if v, ok := ps[ParamSampling]; ok {
 		m.Sampling = decodeSampling(v.Raw)

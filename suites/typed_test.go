@@ -26,6 +26,7 @@ func TestDecodeModel(t *testing.T) {
 		{"arrival all", "{arrival: all}", def},
 		{"arrival stagger", `{arrival: "stagger:3"}`, with(func(m *ModelParams) { m.Stagger = 3 })},
 		{"arrival poisson", `{arrival: "poisson:2.5"}`, with(func(m *ModelParams) { m.Rate = 2.5 })},
+		{"range ratio", `{range_ratio: 0.25}`, with(func(m *ModelParams) { m.RangeRatio = 0.25 })},
 		{"slo", `{slo: "ttft:500,tpot:40.5"}`, with(func(m *ModelParams) { m.SLO = map[string]float64{"ttft": 500, "tpot": 40.5} })},
 		{"greedy", "{sampling: greedy}", def},
 		{"sampling", `{sampling: "temperature:0.7,top_k:40,top_p:0.9"}`, with(func(m *ModelParams) { m.Sampling = Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9} })},
@@ -180,5 +181,35 @@ func TestOverride(t *testing.T) {
 	}
 	if s.Cases[0].Key == s.Cases[1].Key || s.Cases[1].Model.Batch != 8 {
 		t.Errorf("swept case keys %q %q, batch %d", s.Cases[0].Key, s.Cases[1].Key, s.Cases[1].Model.Batch)
+	}
+}
+
+// A range ratio's bounds are vLLM's: floor(n·(1-r)) to ceil(n·(1+r)), the
+// lower bound no less than the least length, without float dust past an
+// exact product.
+func TestLenBounds(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		r     float64
+		least int
+		lo    int
+		hi    int
+	}{
+		{128, 0, 1, 128, 128},
+		{128, 0.5, 1, 64, 192},
+		{100, 0.25, 1, 75, 125},
+		{3000, 0.1, 1, 2700, 3300},
+		{7, 0.3, 1, 4, 10}, // 4.9 down, 9.1 up
+		{1, 0.9, 1, 1, 2},
+		{2, 0.99, 1, 1, 4},
+		{2, 0.99, 0, 0, 4},
+	} {
+		lo, hi := LenBounds(tc.n, tc.r, tc.least)
+		if lo != tc.lo || hi != tc.hi {
+			t.Errorf("LenBounds(%d, %g, %d) = %d, %d; want %d, %d", tc.n, tc.r, tc.least, lo, hi, tc.lo, tc.hi)
+		}
+	}
+	if p, g := (ModelParams{PromptLen: 100, GenLen: 10, RangeRatio: 0.5}).MaxLens(); p != 150 || g != 15 {
+		t.Errorf("MaxLens = %d, %d; want 150, 15", p, g)
 	}
 }

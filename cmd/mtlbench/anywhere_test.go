@@ -160,6 +160,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,x", "--requests", "8"}, `--request-rate: item 2: rate "x" is not a number`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,4", "--requests", "8"}, "--request-rate: 4 given twice"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--requests", "-2"}, "--requests must be at least 1"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--range-ratio", "1", "--db", db}, "--range-ratio: bad range_ratio: 1 is outside [0, 1)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "3000", "-n", "900", "--range-ratio", "0.1", "--db", db}, "prompt_len 3000 and gen_len 900 at range_ratio 0.1 reach 3300 + 990 = 4290 tokens, more than the 4096 positions"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--slo", "ttft:-5", "--db", db}, `--slo: bad slo "ttft:-5": ttft bound "-5" must be a number of milliseconds > 0`},
 	} {
 		_, _, err := mtl(t, c.args...)
@@ -266,7 +268,7 @@ func TestBinaryFromEmptyDir(t *testing.T) {
 func TestBenchPrintSuiteGolden(t *testing.T) {
 	for name, args := range map[string][]string{
 		"bench-print-suite":         {"-b", "1-8*2", "-p", "16,32", "-n", "8", "-r", "3"},
-		"bench-print-suite-serving": {"-b", "8", "-p", "256", "-n", "64", "--request-rate", "0.5,2,8", "--requests", "64", "--slo", "ttft:500,tpot:50"},
+		"bench-print-suite-serving": {"-b", "8", "-p", "256", "-n", "64", "--request-rate", "0.5,2,8", "--requests", "64", "--slo", "ttft:500,tpot:50", "--range-ratio", "0.5"},
 	} {
 		out, _, err := mtl(t, append([]string{"bench", "-m", "qwen3-moe-mini", "--print-suite"}, args...)...)
 		if err != nil {

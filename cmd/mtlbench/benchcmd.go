@@ -44,6 +44,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens of context in the KV cache before each prompt, as llama-bench's -d (the suites' depth); e.g. 0,4096"},
 			&cli.StringFlag{Name: "request-rate", Usage: "serving load: requests arriving a second as a Poisson process (vLLM's --request-rate), a list such as 1,2,4 for a case each; --batch is then the most served at once; needs --requests"},
 			&cli.IntFlag{Name: "requests", Usage: "requests in all (vLLM's --num-prompts; default: the batch), more than the batch queue"},
+			&cli.Float64Flag{Name: "range-ratio", Usage: "each request's prompt and output lengths drawn uniformly from -p and -n times 1-r to 1+r (vLLM's --random-range-ratio; 0: as given)"},
 			&cli.StringFlag{Name: "slo", Usage: "latency bounds for goodput_per_s, vLLM's --goodput: ttft:MS,tpot:MS,e2el:MS (any of them)"},
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
 			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
@@ -72,7 +73,7 @@ func benchCommand() *cli.Command {
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
 				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
 				Layers: c.Int("layers"), Fusion: strings.Split(c.String("fusion"), ","), WitnessGPU: c.String("witness-gpu"),
-				Requests: c.Int("requests"), SLO: c.String("slo")}
+				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio")}
 			if spec.Rates, err = parseRates(c.String("request-rate")); err != nil {
 				return fmt.Errorf("--request-rate: %w", err)
 			}
@@ -144,6 +145,7 @@ var benchKeyFlags = map[string]string{
 	"timing": "--timing", "repetitions": "--repetitions", "warmup": "--warmup", "batch": "--batch",
 	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
 	suites.ParamArrival: "--request-rate", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
+	suites.ParamRangeRatio: "--range-ratio",
 	suites.ParamWitnessGPU: "--witness-gpu", suites.ParamLayers: "--layers",
 }
 
@@ -190,6 +192,8 @@ type quickSpec struct {
 	Rates    []string
 	Requests int
 	SLO      string
+	// RangeRatio is the cases' range_ratio (0: every request of -p and -n).
+	RangeRatio float64
 }
 
 // parseRates reads --request-rate's list: each a rate the suites' poisson
@@ -285,6 +289,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 	if q.SLO != "" {
 		params[suites.ParamSLO] = q.SLO
 	}
+	if q.RangeRatio != 0 {
+		params[suites.ParamRangeRatio] = q.RangeRatio
+	}
 	for _, r := range q.Rates {
 		doc.Cases[0].Matrix.Arrival = append(doc.Cases[0].Matrix.Arrival, "poisson:"+r)
 	}
@@ -340,6 +347,9 @@ func (q quickSpec) describe() string {
 	}
 	if q.SLO != "" {
 		d += " --slo " + q.SLO
+	}
+	if q.RangeRatio != 0 {
+		d += " --range-ratio " + strconv.FormatFloat(q.RangeRatio, 'g', -1, 64)
 	}
 	if f := strings.Join(q.Fusion, ","); f != "" && f != "on" {
 		d += " --fusion " + f

@@ -12,6 +12,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 func peerCommand() *cli.Command {
@@ -39,12 +40,25 @@ func peerCommand() *cli.Command {
 				&cli.IntFlag{Name: "batch", Usage: "batch the tool ran (vllm bench latency --batch-size; default its 8)"},
 				&cli.IntFlag{Name: "prompt-len", Usage: "prompt tokens (vllm bench latency --input-len; default its 32)"},
 				&cli.IntFlag{Name: "gen-len", Usage: "generated tokens (vllm bench latency --output-len; default its 128)"},
+				&cli.StringFlag{Name: "range-ratio", Usage: "vllm bench serve's --random-range-ratio, which its file does not record: keys the case as mtlbench's range_ratio"},
+				&cli.StringFlag{Name: "slo", Usage: "vllm bench serve's --goodput bounds as the suites' slo (ttft:MS,tpot:MS,e2el:MS), which its file does not record: keys the case as mtlbench's"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.NArg() == 0 {
 					return fmt.Errorf("peer import needs one or more files")
 				}
 				o := peers.Options{Model: c.String("model"), Batch: c.Int("batch"), PromptLen: c.Int("prompt-len"), GenLen: c.Int("gen-len")}
+				for _, f := range []struct {
+					flag, param string
+					dst         *string
+				}{{"range-ratio", suites.ParamRangeRatio, &o.RangeRatio}, {"slo", suites.ParamSLO, &o.SLO}} {
+					if v := c.String(f.flag); v != "" {
+						var err error
+						if *f.dst, err = suites.Canonical(f.param, v); err != nil {
+							return fmt.Errorf("--%s: %w", f.flag, err)
+						}
+					}
+				}
 				// Read and convert every file before storing anything.
 				type pending struct {
 					path string
@@ -62,6 +76,9 @@ func peerCommand() *cli.Command {
 						if format, err = peers.Detect(data); err != nil {
 							return fmt.Errorf("%s: %w (name the format with --from)", path, err)
 						}
+					}
+					if (o.RangeRatio != "" || o.SLO != "") && format != peers.FormatVLLMServe {
+						return fmt.Errorf("%s: --range-ratio and --slo describe vllm bench serve runs, and this file is %s", path, format)
 					}
 					runs, err := peers.Parse(format, path, data, o)
 					if err != nil {

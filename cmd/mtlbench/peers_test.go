@@ -112,6 +112,32 @@ func TestPeerImportsCompare(t *testing.T) {
 		t.Errorf("vllm serve ttft row %v", r)
 	}
 
+	// vllm bench serve at --request-rate 4 with --goodput and a range ratio,
+	// which the file does not record: given as flags, the case pairs with
+	// mtlbench's serving case of the same rate, bounds and lengths.
+	if _, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "2", "-p", "16", "-n", "8", "-r", "2", "--warmup", "0",
+		"--request-rate", "4", "--requests", "6", "--slo", "ttft:500,e2el:2000", "--range-ratio", "0.5",
+		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "mine-serve"); err != nil {
+		t.Fatalf("bench --request-rate: %v\n%s", err, stderr)
+	}
+	peer("vllm-serve-rate.json", "--tag", "vllm-rate", "--slo", "e2el:2000.0,ttft:500", "--range-ratio", "0.50")
+	out, stderr, err := mtl(t, "compare", "mine-serve", "vllm-rate", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatalf("compare mine-serve vllm-rate: %v\n%s", err, stderr)
+	}
+	serve := "model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/range_ratio=0.5/requests=6/slo=ttft:500,e2el:2000"
+	rows = csvRows(t, out)
+	if r := compareRow(t, rows, serve, "goodput_per_s"); median(r, "b") != 3.5 || r["a_n"] != "2" {
+		t.Errorf("vllm serve goodput row %v", r)
+	}
+	if r := compareRow(t, rows, serve, "request_per_s"); median(r, "b") != 48.78 || r["a_n"] != "2" {
+		t.Errorf("vllm serve request rate row %v", r)
+	}
+	if _, _, err := mtl(t, "peer", "import", filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json"), "--db", db, "--slo", "ttft:5"); err == nil ||
+		!strings.Contains(err.Error(), "--range-ratio and --slo describe vllm bench serve runs, and this file is llama-bench") {
+		t.Errorf("--slo on a llama-bench file: %v", err)
+	}
+
 	// vllm bench latency: the workload comes from the flags it ran with.
 	peer("vllm-latency.json", "--tag", "vllm-lat", "--batch", "2", "--prompt-len", "16", "--gen-len", "8")
 	rows = cmp("vllm-lat")

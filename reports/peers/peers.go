@@ -65,6 +65,10 @@ type Options struct {
 	// write it (vLLM's bench latency: --batch-size, --input-len,
 	// --output-len); 0 means the tool's default.
 	Batch, PromptLen, GenLen int
+	// RangeRatio and SLO are a vLLM serving run's --random-range-ratio and
+	// --goodput, which its result file does not record, as the suites'
+	// range_ratio and slo spell them (suites.Canonical); "" for none.
+	RangeRatio, SLO string
 }
 
 // benchKey is the key `mtlbench bench` gives a case: the kind, the group

@@ -90,6 +90,7 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	if a := vllmArrival(v.RequestRate, v.Burstiness); a != "" {
 		labels["arrival"] = a
 	}
+	labels["range_ratio"], labels["slo"] = o.RangeRatio, o.SLO // "" leaves them out
 	c := newCase(batch, prompt, gen, labels)
 	for _, m := range vllmServeMetrics {
 		raw, ok := v.raw[m.key]

@@ -67,16 +67,22 @@ func Check(s *suites.Suite) error {
 func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	mp := c.Model
 	n, what := cfg.Context()
-	if n <= 0 || mp.Depth+mp.PromptLen+mp.GenLen <= n {
+	// A range ratio's longest request must fit as well as the nominal one.
+	prompt, gen := mp.MaxLens()
+	if n <= 0 || mp.Depth+prompt+gen <= n {
 		return nil
 	}
+	lens := fmt.Sprintf("prompt_len %d + gen_len %d", prompt, gen)
+	if mp.RangeRatio > 0 {
+		lens = fmt.Sprintf("prompt_len %d and gen_len %d at range_ratio %g reach %d + %d", mp.PromptLen, mp.GenLen, mp.RangeRatio, prompt, gen)
+	}
 	if mp.Depth > 0 {
-		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + prompt_len %d + gen_len %d = %d tokens, more than the %s of %s (hint: lower depth)",
-			c.Name, mp.Depth, mp.PromptLen, mp.GenLen, mp.Depth+mp.PromptLen+mp.GenLen, what, cfg.Name)
+		return s.ErrorAt(c.PosOf(suites.ParamDepth), "case %s: depth %d + %s = %d tokens, more than the %s of %s (hint: lower depth)",
+			c.Name, mp.Depth, lens, mp.Depth+prompt+gen, what, cfg.Name)
 	}
 	pos := c.PosOf(suites.ParamPromptLen)
-	return s.ErrorAt(pos, "case %s: prompt_len %d + gen_len %d = %d tokens, more than the %s of %s (hint: lower prompt_len or gen_len)",
-		c.Name, mp.PromptLen, mp.GenLen, mp.PromptLen+mp.GenLen, what, cfg.Name)
+	return s.ErrorAt(pos, "case %s: %s = %d tokens, more than the %s of %s (hint: lower prompt_len or gen_len)",
+		c.Name, lens, prompt+gen, what, cfg.Name)
 }
 
 // checkKernels plans each kernel case as run prepares it (kbench.Need) on

@@ -16,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Workload is what one model case asks of the engine.
@@ -36,9 +37,33 @@ type Workload struct {
 	Rate float64
 	// SLO bounds a request's latencies in ms by target (ttft, tpot, e2el):
 	// the requests meeting every bound make goodput_per_s.
-	SLO      map[string]float64
-	Sampling sample.Params
-	Seed     uint64
+	SLO map[string]float64
+	// RangeRatio, when positive, draws each request's prompt and output
+	// lengths around PromptLen and GenLen (suites.LenBounds, Lengths).
+	RangeRatio float64
+	Sampling   sample.Params
+	Seed       uint64
+}
+
+// Lengths are each request's prompt (after the depth) and output lengths:
+// PromptLen and GenLen, or with a range ratio drawn uniformly from their
+// bounds, seeded so every repetition and build runs the same requests.
+func (w Workload) Lengths() (prompt, gen []int) {
+	prompt, gen = make([]int, w.Requests), make([]int, w.Requests)
+	plo, phi := suites.LenBounds(w.PromptLen, w.RangeRatio, 1)
+	glo, ghi := suites.LenBounds(w.GenLen, w.RangeRatio, 1)
+	rng := rand.New(rand.NewPCG(w.Seed, 13))
+	for i := range prompt {
+		prompt[i], gen[i] = plo+rng.IntN(phi-plo+1), glo+rng.IntN(ghi-glo+1)
+	}
+	return prompt, gen
+}
+
+// maxLens are the longest prompt and output Lengths may draw.
+func (w Workload) maxLens() (prompt, gen int) {
+	_, prompt = suites.LenBounds(w.PromptLen, w.RangeRatio, 1)
+	_, gen = suites.LenBounds(w.GenLen, w.RangeRatio, 1)
+	return prompt, gen
 }
 
 // Arrivals are the requests' arrival times from the workload's start: the
@@ -66,8 +91,9 @@ func (w Workload) Arrivals() []time.Duration {
 func (w Workload) Prompts(vocab int) [][]int32 {
 	rng := rand.New(rand.NewPCG(w.Seed, 7))
 	out := make([][]int32, w.Requests)
+	lens, _ := w.Lengths()
 	for i := range out {
-		out[i] = make([]int32, w.Depth+w.PromptLen)
+		out[i] = make([]int32, w.Depth+lens[i])
 		for j := range out[i] {
 			out[i][j] = int32(rng.IntN(vocab))
 		}
@@ -75,9 +101,23 @@ func (w Workload) Prompts(vocab int) [][]int32 {
 	return out
 }
 
+// requests are the workload's engine requests: its prompts, each to its
+// output length, each sampling from a seed of its own.
+func (w Workload) requests(vocab int) []engine.Request {
+	reqs := make([]engine.Request, w.Requests)
+	_, gens := w.Lengths()
+	for i, p := range w.Prompts(vocab) {
+		sp := w.Sampling
+		sp.Seed += uint64(i)
+		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: gens[i], Sampling: sp}
+	}
+	return reqs
+}
+
 // KVTokens is the cache a workload needs to run without preemption.
 func (w Workload) KVTokens(blockSize int) int {
-	per := (w.Depth + w.PromptLen + w.GenLen + blockSize - 1) / blockSize * blockSize
+	p, g := w.maxLens()
+	per := (w.Depth + p + g + blockSize - 1) / blockSize * blockSize
 	return w.Requests * per
 }
 
@@ -145,12 +185,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	// engine takes this one's memory.
 	defer e.Close()
 	w := m.Work
-	reqs := make([]engine.Request, w.Requests)
-	for i, p := range w.Prompts(m.Config.Vocab) {
-		sp := w.Sampling
-		sp.Seed += uint64(i)
-		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: w.GenLen, Sampling: sp}
-	}
+	reqs := w.requests(m.Config.Vocab)
 	times := make([]reqTimes, len(reqs))
 	next := 0
 	arrivals := w.Arrivals()

@@ -542,7 +542,7 @@ type loadedModel struct {
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Depth: mp.Depth, Seed: uint64(sm.Seed),
-		Stagger: mp.Stagger, Rate: mp.Rate, SLO: mp.SLO, Sampling: samplingOf(mp.Sampling)}
+		Stagger: mp.Stagger, Rate: mp.Rate, SLO: mp.SLO, RangeRatio: mp.RangeRatio, Sampling: samplingOf(mp.Sampling)}
 	opts := engine.Options{
 		BlockSize:   mp.BlockSize,
 		TokenBudget: mp.PrefillBudget,
@@ -560,10 +560,11 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	opts.KVTokens = w.KVTokens(opts.BlockSize)
 	if kb := mp.KVBlocks; kb > 0 {
 		// The batch must run side by side: max_seqs requests at once.
-		per := (w.Depth + w.PromptLen + w.GenLen + opts.BlockSize - 1) / opts.BlockSize
+		pl, gl := w.maxLens()
+		per := (w.Depth + pl + gl + opts.BlockSize - 1) / opts.BlockSize
 		if need := per * min(opts.MaxSeqs, w.Requests); need > kb {
 			return nil, s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
-				kb, kb*opts.BlockSize, min(opts.MaxSeqs, w.Requests), w.PromptLen, w.GenLen, need, opts.BlockSize)
+				kb, kb*opts.BlockSize, min(opts.MaxSeqs, w.Requests), pl, gl, need, opts.BlockSize)
 		}
 		opts.KVTokens = kb * opts.BlockSize
 	}

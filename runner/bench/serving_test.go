@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -172,5 +173,99 @@ cases:
 		if m["e2el_ms"].Value < m["ttft_ms"].Value || m["output_tok_s"].Unit != "tok/s" || m["request_per_s"].Unit != "req/s" {
 			t.Errorf("rep %d: %v", rep, m)
 		}
+	}
+}
+
+// Without a range ratio every request has the case's lengths and the
+// prompts are those of the build before range ratios; with one, lengths
+// are drawn over the whole of their bounds, the same for every repetition.
+func TestLengths(t *testing.T) {
+	w := Workload{Requests: 4000, PromptLen: 100, GenLen: 10, Seed: 2}
+	p, g := w.Lengths()
+	for i := range p {
+		if p[i] != 100 || g[i] != 10 {
+			t.Fatalf("request %d: %d, %d tokens without a range ratio", i, p[i], g[i])
+		}
+	}
+	// The prompts draw their ids from a stream of their own, as they did
+	// before lengths could vary, so recorded workloads keep their tokens.
+	prompts := w.Prompts(1000)
+	ids := rand.New(rand.NewPCG(2, 7))
+	for i, pr := range prompts[:2] {
+		for j, id := range pr {
+			if want := int32(ids.IntN(1000)); id != want {
+				t.Fatalf("prompt %d token %d: id %d, want %d", i, j, id, want)
+			}
+		}
+	}
+	if len(prompts[0]) != 100 || len(prompts[3999]) != 100 {
+		t.Fatalf("prompts of %d and %d tokens", len(prompts[0]), len(prompts[3999]))
+	}
+	w.RangeRatio = 0.5
+	p, g = w.Lengths()
+	p2, g2 := w.Lengths()
+	if !slices.Equal(p, p2) || !slices.Equal(g, g2) {
+		t.Fatal("the same seed drew other lengths")
+	}
+	seenP, seenG := map[int]int{}, map[int]int{}
+	for i := range p {
+		seenP[p[i]]++
+		seenG[g[i]]++
+	}
+	// 50..150 and 5..15, every length drawn (101 and 11 of them, each
+	// expected about 40 and 364 times in 4000 draws).
+	for l := 50; l <= 150; l++ {
+		if seenP[l] == 0 {
+			t.Errorf("prompt length %d never drawn", l)
+		}
+	}
+	for l := 5; l <= 15; l++ {
+		if seenG[l] == 0 {
+			t.Errorf("output length %d never drawn", l)
+		}
+	}
+	if len(seenP) != 101 || len(seenG) != 11 {
+		t.Errorf("%d prompt lengths and %d output lengths drawn, want 101 and 11", len(seenP), len(seenG))
+	}
+	for i, pr := range w.Prompts(1000) {
+		if len(pr) != p[i] {
+			t.Fatalf("request %d: a prompt of %d tokens, its length %d", i, len(pr), p[i])
+		}
+	}
+	if got, want := w.KVTokens(16), 4000*176; got != want {
+		t.Errorf("KVTokens = %d, want %d (the longest request, 150+15 tokens, in blocks of 16)", got, want)
+	}
+}
+
+// A case with a range ratio runs requests of its drawn lengths.
+func TestRangeRatioCase(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: spread
+    params: { batch: 3, prompt_len: 8, gen_len: 6, requests: 6, range_ratio: 0.5, arrival: "poisson:1000" }
+`)
+	mp := s.Cases[0].Model
+	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, RangeRatio: mp.RangeRatio, Seed: uint64(s.Model.Seed)}
+	prompts, gens := w.Lengths()
+	if slices.Min(gens) == slices.Max(gens) || slices.Min(prompts) == slices.Max(prompts) {
+		t.Fatalf("the seed drew equal lengths %v, %v: the test would not tell", prompts, gens)
+	}
+	for i, r := range w.requests(100) {
+		if len(r.Prompt) != prompts[i] || r.MaxNewTokens != gens[i] {
+			t.Errorf("request %d: %d prompt tokens to %d new, want %d to %d", i, len(r.Prompt), r.MaxNewTokens, prompts[i], gens[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	sum, err := Run(ctx, s, Options{DB: openDB(t), BandwidthBuffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed > 0 {
+		t.Fatalf("%d cases failed", sum.Failed)
 	}
 }
