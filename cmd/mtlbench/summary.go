@@ -13,17 +13,9 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// serving says whether c is a serving case: its requests arrive on the
-// wall clock, or it bounds their latencies.
-func serving(c results.Case) bool {
-	return c.Kind != results.CaseKernel &&
-		(strings.HasPrefix(c.Params[suites.ParamArrival], "poisson:") || c.Params[suites.ParamSLO] != "")
-}
-
 func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	var model, kernel *table.Table
 	byCase := make([]map[string]*stats.Summary, len(sum.Cases))
-	modelCols := stats.ModelColumns
 	for i, c := range sum.Cases {
 		samples, err := db.Samples(c.ID)
 		if err != nil {
@@ -31,23 +23,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		}
 		byCase[i] = stats.ByMetric(samples)
 	}
-	if slices.ContainsFunc(sum.Cases, serving) {
-		for _, col := range stats.ServingColumns {
-			if col.Metric != "goodput_per_s" || slices.ContainsFunc(sum.Cases, func(c results.Case) bool { return c.Params[suites.ParamSLO] != "" }) {
-				modelCols = append(modelCols[:len(modelCols):len(modelCols)], col)
-			}
-		}
-	}
-	witness := false
-	for _, col := range append(stats.GPUColumns[:len(stats.GPUColumns):len(stats.GPUColumns)], stats.WitnessColumns...) {
-		for i, c := range sum.Cases {
-			if c.Kind != results.CaseKernel && byCase[i][col.Metric] != nil {
-				modelCols = append(modelCols[:len(modelCols):len(modelCols)], col)
-				witness = witness || slices.Contains(stats.WitnessColumns, col)
-				break
-			}
-		}
-	}
+	modelCols, witness := stats.ModelColumnsFor(sum.Cases, byCase)
 	kernelCols, kernelWitness := stats.KernelColumns, false
 	for _, col := range stats.KernelWitnessColumns {
 		for i, c := range sum.Cases {

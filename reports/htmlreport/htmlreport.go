@@ -352,8 +352,13 @@ func summaries(runs []charts.RunData) []htmlTable {
 			Title:  fmt.Sprintf("Run %d: every metric (median and 95%% CI)", rd.Run.ID),
 			Header: []string{"case", "metric", "unit", "n", "median", "95% CI low", "95% CI high"},
 		}
+		cases, byCase := make([]results.Case, len(rd.Cases)), make([]map[string]*stats.Summary, len(rd.Cases))
+		for i, c := range rd.Cases {
+			cases[i], byCase[i] = c.Case, c.Stats
+		}
+		modelCols, _ := stats.ModelColumnsFor(cases, byCase)
 		for _, c := range rd.Cases {
-			cols, t := stats.ModelColumns, &model
+			cols, t := modelCols, &model
 			if c.Kind == results.CaseKernel {
 				cols, t = stats.KernelColumns, &kernel
 			}

@@ -6,12 +6,15 @@ package stats
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Confidence is the level of every interval mtlbench prints.
@@ -86,6 +89,41 @@ var ServingColumns = []Column{
 	{"goodput_per_s", "goodput req/s", 1, 2},
 	{"ttft_p99_ms", "TTFT p99 ms", 1, 1},
 	{"e2el_ms", "E2EL ms", 1, 1},
+}
+
+// Serving says whether c is a serving case (docs/suites.md, "Serving
+// load"): a model case whose requests arrive on the wall clock, or that
+// bounds their latencies.
+func Serving(c results.Case) bool {
+	return c.Kind != results.CaseKernel &&
+		(strings.HasPrefix(c.Params[suites.ParamArrival], "poisson:") || c.Params[suites.ParamSLO] != "")
+}
+
+// ModelColumnsFor are the columns of a run's model-case summary: the
+// headline ones; the serving ones when a case is a serving one (goodput
+// when a case sets an slo); then the GPU and witness ones any model case
+// records (byCase[i] are cases[i]'s summaries by metric). witness says
+// whether witness columns are among them.
+func ModelColumnsFor(cases []results.Case, byCase []map[string]*Summary) (cols []Column, witness bool) {
+	cols = slices.Clone(ModelColumns)
+	if slices.ContainsFunc(cases, Serving) {
+		slo := slices.ContainsFunc(cases, func(c results.Case) bool { return c.Kind != results.CaseKernel && c.Params[suites.ParamSLO] != "" })
+		for _, col := range ServingColumns {
+			if col.Metric != "goodput_per_s" || slo {
+				cols = append(cols, col)
+			}
+		}
+	}
+	for _, col := range append(slices.Clone(GPUColumns), WitnessColumns...) {
+		for i, c := range cases {
+			if c.Kind != results.CaseKernel && byCase[i][col.Metric] != nil {
+				cols = append(cols, col)
+				witness = witness || slices.Contains(WitnessColumns, col)
+				break
+			}
+		}
+	}
+	return cols, witness
 }
 
 // HostBound is the share of a decode step the host spends encoding it
