@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
+	"github.com/mtlbench/mtlbench/runner/tokenizer"
 )
 
 // modelFlags are shared by every command that opens a model.
@@ -113,9 +116,14 @@ func generateCommand() *cli.Command {
 			"otherwise: --kv-dtype f32 compares the kernels alone.\n" +
 			"Examples:\n\n" +
 			"   mtlbench generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16\n" +
-			"   mtlbench generate --model gpt2 --dtype q4 --tokens 464,2068 --backend metal --kv-dtype f32 --against cpu",
+			"   mtlbench generate --model gpt2 --dtype q4 --tokens 464,2068 --backend metal --kv-dtype f32 --against cpu\n" +
+			"   mtlbench generate --model ~/models/Qwen3-0.6B-4bit --prompt \"The capital of France is\" -n 8\n\n" +
+			"With --prompt the checkpoint's tokenizer.json encodes the text (docs/tokenizer.md) and the\n" +
+			"new tokens are printed decoded after their ids.",
 		Flags: append(modelFlags(),
-			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated", Required: true},
+			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
+			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},
+			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, or a folder holding one, for a preset or a .gguf file (a checkpoint folder's own is used otherwise)"},
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S]"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},
@@ -124,9 +132,27 @@ func generateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "tolerance", Value: 1e-3, Usage: "--against: the largest logit difference allowed, as a fraction of the largest logit's magnitude"},
 		),
 		Action: func(c *cli.Context) error {
-			prompt, err := parseTokens(c.String("tokens"))
+			tok, err := openTokenizer(c)
 			if err != nil {
 				return err
+			}
+			var prompt []int32
+			switch text := c.String("prompt"); {
+			case c.IsSet("prompt") == c.IsSet("tokens"):
+				return fmt.Errorf("give the prompt as --tokens (ids) or --prompt (text), one of them")
+			case c.IsSet("tokens"):
+				if prompt, err = parseTokens(c.String("tokens")); err != nil {
+					return err
+				}
+			case tok == nil:
+				return fmt.Errorf("--prompt needs a tokenizer: %s has no tokenizer.json; give --tokenizer PATH (a tokenizer.json or a folder with one) or --tokens", c.String("model"))
+			default:
+				if prompt, err = tok.Encode(text, true); err != nil {
+					return fmt.Errorf("--prompt: %w", err)
+				}
+				if len(prompt) == 0 {
+					return fmt.Errorf("--prompt %q encodes to no tokens", text)
+				}
 			}
 			n := c.Int("max-new-tokens")
 			if n < 1 {
@@ -156,16 +182,29 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			el := time.Since(start)
+			var text *string // the new tokens decoded, where a tokenizer is at hand
+			if tok != nil {
+				s, err := tok.Decode(out[0].Tokens, true)
+				if err != nil {
+					return fmt.Errorf("decoding the output: %w", err)
+				}
+				text = &s
+			}
 			if c.Bool("json") {
 				err := json.NewEncoder(c.App.Writer).Encode(struct {
+					Prompt     []int32   `json:"prompt,omitempty"`
 					Tokens     []int32   `json:"tokens"`
+					Text       *string   `json:"text,omitempty"`
 					LogitsLast []float32 `json:"logits_last"`
-				}{out[0].Tokens, out[0].Logits})
+				}{promptIDs(c, prompt), out[0].Tokens, text, out[0].Logits})
 				if err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintln(c.App.Writer, tokenLine(out[0].Tokens))
+				if text != nil {
+					fmt.Fprintln(c.App.Writer, *text)
+				}
 			}
 			cfg := e.Config()
 			fmt.Fprintf(c.App.ErrWriter, "%s on %s: %d prompt + %d new tokens in %v\n", cfg.Name, e.Backend().Info().Backend, len(prompt), len(out[0].Tokens), el.Round(time.Millisecond))
@@ -278,4 +317,30 @@ func parseTokens(s string) ([]int32, error) {
 		out = append(out, int32(v))
 	}
 	return out, nil
+}
+
+// promptIDs are the prompt's ids for --json when they came from --prompt
+// (the reader gave none), nil otherwise.
+func promptIDs(c *cli.Context, prompt []int32) []int32 {
+	if c.IsSet("prompt") {
+		return prompt
+	}
+	return nil
+}
+
+// openTokenizer loads --tokenizer, or a checkpoint folder's own
+// tokenizer.json; nil when neither is there (a preset, a .gguf file).
+func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
+	if p := c.String("tokenizer"); p != "" {
+		t, err := tokenizer.Load(p)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		return t, nil
+	}
+	dir := c.String("model")
+	if st, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil || st.IsDir() {
+		return nil, nil
+	}
+	return tokenizer.Load(dir)
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/tokenizer"
+)
+
+// generate --prompt encodes the text with the tokenizer, runs what
+// --tokens with those ids runs, and decodes the new tokens.
+func TestGeneratePrompt(t *testing.T) {
+	tokDir := filepath.Join("..", "..", "runner", "tokenizer", "testdata", "llama")
+	tok, err := tokenizer.Load(tokDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const text = "Hello, world! 123"
+	ids, err := tok.Encode(text, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] != 1 {
+		t.Fatalf("the llama fixture's encoding starts with %d, want <s> (1)", ids[0])
+	}
+	common := []string{"generate", "-m", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu", "-n", "6", "--json"}
+	type out struct {
+		Prompt []int32 `json:"prompt"`
+		Tokens []int32 `json:"tokens"`
+		Text   *string `json:"text"`
+	}
+	run := func(args ...string) out {
+		t.Helper()
+		stdout, stderr, err := mtl(t, append(slices.Clone(common), args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		var o out
+		if err := json.Unmarshal([]byte(stdout), &o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	byText := run("--prompt", text, "--tokenizer", tokDir)
+	var idList []string
+	for _, id := range ids {
+		idList = append(idList, strconv.Itoa(int(id)))
+	}
+	byIDs := run("--tokens", strings.Join(idList, ","))
+	if !slices.Equal(byText.Prompt, ids) {
+		t.Errorf("prompt ids %v, want the tokenizer's %v", byText.Prompt, ids)
+	}
+	if !slices.Equal(byText.Tokens, byIDs.Tokens) {
+		t.Errorf("tokens %v from --prompt, %v from --tokens", byText.Tokens, byIDs.Tokens)
+	}
+	want, _ := tok.Decode(byText.Tokens, true)
+	if byText.Text == nil || *byText.Text != want || byIDs.Text != nil {
+		t.Errorf("text %v, want %q (and none without a tokenizer: %v)", byText.Text, want, byIDs.Text)
+	}
+
+	// A checkpoint folder's own tokenizer.json is found without the flag;
+	// bad flags say what is wrong.
+	dir := t.TempDir()
+	data, _ := os.ReadFile(filepath.Join(tokDir, "tokenizer.json"))
+	os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644)
+	ck := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "runner", "testdata", "hf", "llama", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(ck, f), data, 0o644)
+	}
+	os.WriteFile(filepath.Join(ck, "tokenizer.json"), data, 0o644)
+	stdout, stderr, err := mtl(t, "generate", "-m", ck, "--backend", "cpu", "-n", "3", "--prompt", "a", "--json")
+	var own out
+	if err != nil || json.Unmarshal([]byte(stdout), &own) != nil || own.Text == nil || !slices.Equal(own.Prompt, []int32{1, 326, 292}) {
+		t.Errorf("a checkpoint's own tokenizer: %v %s\n%s", err, stdout, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prompt", "hi"}, "--prompt needs a tokenizer: qwen3-moe-mini has no tokenizer.json"},
+		{[]string{"--prompt", "hi", "--tokens", "1"}, "give the prompt as --tokens (ids) or --prompt (text), one of them"},
+		{nil, "give the prompt as --tokens (ids) or --prompt (text), one of them"},
+		{[]string{"--prompt", "hi", "--tokenizer", t.TempDir()}, "--tokenizer: "},
+		{[]string{"--prompt", "", "--tokenizer", filepath.Join("..", "..", "runner", "tokenizer", "testdata", "qwen2")}, `--prompt "" encodes to no tokens`},
+		{[]string{"--prompt", "bad \xff", "--tokenizer", dir}, "--prompt: the text is not valid UTF-8"},
+	} {
+		_, _, err := mtl(t, append(slices.Clone(common), c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

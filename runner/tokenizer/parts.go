@@ -1,0 +1,635 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
+	"golang.org/x/text/unicode/norm"
+)
+
+// part is the "type" of a normalizer, pre-tokenizer, post-processor or
+// decoder object, with the object for its own fields.
+type part struct {
+	Type string `json:"type"`
+	raw  json.RawMessage
+}
+
+// readParts reads raw (null, one object, or a Sequence of them under key)
+// as the list of its members in order.
+func readParts(raw json.RawMessage, key string) ([]part, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var p part
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	p.raw = raw
+	if p.Type != "Sequence" {
+		return []part{p}, nil
+	}
+	var seq map[string]json.RawMessage
+	var members []json.RawMessage
+	if err := json.Unmarshal(raw, &seq); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(seq[key], &members); err != nil {
+		return nil, fmt.Errorf("Sequence: %s: %v", key, err)
+	}
+	var out []part
+	for _, r := range members {
+		ps, err := readParts(r, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+// pattern is a Replace's or Split's {"String": s} or {"Regex": r}.
+type pattern struct {
+	String *string `json:"String"`
+	Regex  *string `json:"Regex"`
+}
+
+// matchTimeout bounds one regex match: tokenizer patterns are linear, so a
+// match that runs this long is a hostile pattern, refused, not a hang.
+const matchTimeout = 2 * time.Second
+
+func (p pattern) compile() (*regexp2.Regexp, string, error) {
+	switch {
+	case p.String != nil:
+		return nil, *p.String, nil
+	case p.Regex != nil:
+		re, err := regexp2.Compile(*p.Regex, regexp2.None)
+		if err != nil {
+			return nil, "", fmt.Errorf("regex %q: %v", *p.Regex, err)
+		}
+		re.MatchTimeout = matchTimeout
+		return re, "", nil
+	}
+	return nil, "", fmt.Errorf("pattern names neither String nor Regex")
+}
+
+// spans are the [start, end) byte offsets of re's (or the literal's)
+// matches in s, left to right.
+func spans(re *regexp2.Regexp, lit, s string) ([][2]int, error) {
+	var out [][2]int
+	if re == nil {
+		if lit == "" {
+			return nil, nil
+		}
+		for off := 0; ; {
+			i := strings.Index(s[off:], lit)
+			if i < 0 {
+				return out, nil
+			}
+			out = append(out, [2]int{off + i, off + i + len(lit)})
+			off += i + len(lit)
+		}
+	}
+	runes := []rune(s)
+	// Rune index to byte offset.
+	at := make([]int, len(runes)+1)
+	for i, r := range runes {
+		at[i+1] = at[i] + utf8.RuneLen(r)
+	}
+	m, err := re.FindRunesMatch(runes)
+	for ; m != nil && err == nil; m, err = re.FindNextMatch(m) {
+		if m.Length > 0 {
+			out = append(out, [2]int{at[m.Index], at[m.Index+m.Length]})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("regex %q: %v", re.String(), err)
+	}
+	return out, nil
+}
+
+type normalizer interface{ apply(string) string }
+
+type normFunc func(string) string
+
+func (f normFunc) apply(s string) string { return f(s) }
+
+func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
+	parts, err := readParts(raw, "normalizers")
+	if err != nil {
+		return nil, err
+	}
+	var out []normalizer
+	for _, p := range parts {
+		switch p.Type {
+		case "NFC":
+			out = append(out, normFunc(norm.NFC.String))
+		case "NFD":
+			out = append(out, normFunc(norm.NFD.String))
+		case "NFKC":
+			out = append(out, normFunc(norm.NFKC.String))
+		case "NFKD":
+			out = append(out, normFunc(norm.NFKD.String))
+		case "Lowercase":
+			out = append(out, normFunc(strings.ToLower))
+		case "Prepend":
+			var v struct{ Prepend string }
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			out = append(out, normFunc(func(s string) string {
+				if s == "" {
+					return s
+				}
+				return v.Prepend + s
+			}))
+		case "Replace":
+			var v struct {
+				Pattern pattern
+				Content string
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			re, lit, err := v.Pattern.compile()
+			if err != nil {
+				return nil, err
+			}
+			if re != nil {
+				return nil, fmt.Errorf("Replace by a regex is not supported")
+			}
+			out = append(out, normFunc(func(s string) string { return strings.ReplaceAll(s, lit, v.Content) }))
+		default:
+			return nil, fmt.Errorf("%q is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence)", p.Type)
+		}
+	}
+	return out, nil
+}
+
+// preTokenizer splits pieces further; first says the text is the input's
+// first (no added token before it), which Metaspace's prepend_scheme reads.
+type preTokenizer interface {
+	split(pieces []string, first bool) ([]string, error)
+}
+
+type splitPre struct {
+	re     *regexp2.Regexp
+	lit    string
+	remove bool // Removed: the matches go; Isolated: every part stays
+	invert bool
+}
+
+func (p splitPre) split(pieces []string, _ bool) ([]string, error) {
+	var out []string
+	for _, s := range pieces {
+		sp, err := spans(p.re, p.lit, s)
+		if err != nil {
+			return nil, err
+		}
+		prev := 0
+		for _, m := range sp {
+			if m[0] > prev && !(p.remove && p.invert) {
+				out = append(out, s[prev:m[0]])
+			}
+			if !(p.remove && !p.invert) {
+				out = append(out, s[m[0]:m[1]])
+			}
+			prev = m[1]
+		}
+		if prev < len(s) && !(p.remove && p.invert) {
+			out = append(out, s[prev:])
+		}
+	}
+	return out, nil
+}
+
+// gpt2Split is GPT-2's pre-tokenizing regex, which ByteLevel applies with
+// use_regex.
+const gpt2Split = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+type byteLevelPre struct {
+	prefixSpace bool
+	regex       *splitPre
+}
+
+func (p byteLevelPre) split(pieces []string, first bool) ([]string, error) {
+	if p.prefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
+		pieces = append([]string{" " + pieces[0]}, pieces[1:]...)
+	}
+	if p.regex != nil {
+		var err error
+		if pieces, err = p.regex.split(pieces, first); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]string, len(pieces))
+	for i, s := range pieces {
+		var b strings.Builder
+		for j := 0; j < len(s); j++ {
+			b.WriteRune(byteChar[s[j]])
+		}
+		out[i] = b.String()
+	}
+	return out, nil
+}
+
+type metaspacePre struct {
+	repl   string
+	scheme string // always, first, never
+	each   bool   // split: each replacement starts a piece
+}
+
+func (p metaspacePre) split(pieces []string, first bool) ([]string, error) {
+	var out []string
+	for i, s := range pieces {
+		s = strings.ReplaceAll(s, " ", p.repl)
+		if (p.scheme == "always" || p.scheme == "first" && first && i == 0) && !strings.HasPrefix(s, p.repl) {
+			s = p.repl + s
+		}
+		if !p.each {
+			out = append(out, s)
+			continue
+		}
+		// Each replacement starts a piece (MergedWithNext).
+		start := 0
+		for j := 1; j < len(s); j++ {
+			if strings.HasPrefix(s[j:], p.repl) {
+				out = append(out, s[start:j])
+				start = j
+			}
+		}
+		out = append(out, s[start:])
+	}
+	return out, nil
+}
+
+type digitsPre struct{ individual bool }
+
+func (p digitsPre) split(pieces []string, _ bool) ([]string, error) {
+	var out []string
+	for _, s := range pieces {
+		start, inDigits := 0, false
+		for i, r := range s {
+			d := unicode.IsDigit(r)
+			if i > start && (d != inDigits || d && p.individual) {
+				out = append(out, s[start:i])
+				start = i
+			}
+			inDigits = d
+		}
+		if start < len(s) {
+			out = append(out, s[start:])
+		}
+	}
+	return out, nil
+}
+
+func readPreTokenizers(raw json.RawMessage) ([]preTokenizer, error) {
+	parts, err := readParts(raw, "pretokenizers")
+	if err != nil {
+		return nil, err
+	}
+	var out []preTokenizer
+	for _, p := range parts {
+		switch p.Type {
+		case "Split":
+			var v struct {
+				Pattern  pattern
+				Behavior string
+				Invert   bool
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			re, lit, err := v.Pattern.compile()
+			if err != nil {
+				return nil, err
+			}
+			if v.Behavior != "Isolated" && v.Behavior != "Removed" {
+				return nil, fmt.Errorf("Split behavior %q is not supported (Isolated, Removed)", v.Behavior)
+			}
+			out = append(out, splitPre{re: re, lit: lit, remove: v.Behavior == "Removed", invert: v.Invert})
+		case "ByteLevel":
+			var v struct {
+				AddPrefixSpace bool  `json:"add_prefix_space"`
+				UseRegex       *bool `json:"use_regex"`
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			b := byteLevelPre{prefixSpace: v.AddPrefixSpace}
+			if v.UseRegex == nil || *v.UseRegex {
+				re := regexp2.MustCompile(gpt2Split, regexp2.None)
+				re.MatchTimeout = matchTimeout
+				b.regex = &splitPre{re: re}
+			}
+			out = append(out, b)
+		case "Metaspace":
+			var v struct {
+				Replacement    string `json:"replacement"`
+				PrependScheme  string `json:"prepend_scheme"`
+				AddPrefixSpace *bool  `json:"add_prefix_space"` // before prepend_scheme
+				Split          *bool  `json:"split"`
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			m := metaspacePre{repl: v.Replacement, scheme: v.PrependScheme, each: v.Split == nil || *v.Split}
+			if m.scheme == "" {
+				m.scheme = "always"
+				if v.AddPrefixSpace != nil && !*v.AddPrefixSpace {
+					m.scheme = "never"
+				}
+			}
+			if m.repl == "" || (m.scheme != "always" && m.scheme != "first" && m.scheme != "never") {
+				return nil, fmt.Errorf("Metaspace replacement %q, prepend_scheme %q: want a replacement and always, first or never", v.Replacement, v.PrependScheme)
+			}
+			out = append(out, m)
+		case "Digits":
+			var v struct {
+				Individual bool `json:"individual_digits"`
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			out = append(out, digitsPre{v.Individual})
+		default:
+			return nil, fmt.Errorf("%q is not supported (Split, ByteLevel, Metaspace, Digits, Sequence)", p.Type)
+		}
+	}
+	return out, nil
+}
+
+// readPostProcessor reads the special tokens a single text gets before and
+// after it.
+func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int32, err error) {
+	parts, err := readParts(raw, "processors")
+	if err != nil {
+		return nil, nil, err
+	}
+	idOf := func(tok string, id *int) (int32, error) {
+		if id != nil {
+			return int32(*id), nil
+		}
+		v, ok := t.vocab[tok]
+		if !ok {
+			return 0, fmt.Errorf("special token %q is not in the vocabulary", tok)
+		}
+		return v, nil
+	}
+	for _, p := range parts {
+		switch p.Type {
+		case "ByteLevel":
+		case "TemplateProcessing":
+			var v struct {
+				Single []struct {
+					SpecialToken *struct{ ID string } `json:"SpecialToken"`
+					Sequence     *struct{ ID string } `json:"Sequence"`
+				} `json:"single"`
+				SpecialTokens map[string]struct {
+					IDs []int `json:"ids"`
+				} `json:"special_tokens"`
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, nil, err
+			}
+			seen := false
+			for _, it := range v.Single {
+				switch {
+				case it.Sequence != nil:
+					if seen {
+						return nil, nil, fmt.Errorf("TemplateProcessing: the text appears twice in the single template")
+					}
+					seen = true
+				case it.SpecialToken != nil:
+					st, ok := v.SpecialTokens[it.SpecialToken.ID]
+					if !ok {
+						return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has no ids", it.SpecialToken.ID)
+					}
+					for _, id := range st.IDs {
+						if id < 0 || id >= len(t.pieces) {
+							return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has id %d, outside the vocabulary", it.SpecialToken.ID, id)
+						}
+						if seen {
+							suffix = append(suffix, int32(id))
+						} else {
+							prefix = append(prefix, int32(id))
+						}
+					}
+				}
+			}
+		case "RobertaProcessing", "BertProcessing":
+			var v struct {
+				Sep [2]json.RawMessage `json:"sep"`
+				Cls [2]json.RawMessage `json:"cls"`
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, nil, err
+			}
+			for i, tk := range [][2]json.RawMessage{v.Cls, v.Sep} {
+				var tok string
+				var id int
+				if json.Unmarshal(tk[0], &tok) != nil || json.Unmarshal(tk[1], &id) != nil {
+					return nil, nil, fmt.Errorf("%s: cls and sep are [token, id]", p.Type)
+				}
+				x, err := idOf(tok, &id)
+				if err != nil {
+					return nil, nil, err
+				}
+				if i == 0 {
+					prefix = append(prefix, x)
+				} else {
+					suffix = append(suffix, x)
+				}
+			}
+		default:
+			return nil, nil, fmt.Errorf("%q is not supported (TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)", p.Type)
+		}
+	}
+	return prefix, suffix, nil
+}
+
+type decoder interface{ apply([]string) []string }
+
+type decFunc func([]string) []string
+
+func (f decFunc) apply(t []string) []string { return f(t) }
+
+func perToken(f func(i int, s string) string) decFunc {
+	return func(toks []string) []string {
+		out := make([]string, len(toks))
+		for i, s := range toks {
+			out[i] = f(i, s)
+		}
+		return out
+	}
+}
+
+func readDecoders(raw json.RawMessage) ([]decoder, error) {
+	parts, err := readParts(raw, "decoders")
+	if err != nil {
+		return nil, err
+	}
+	if parts == nil {
+		// No decoder: HF joins the tokens with spaces.
+		return []decoder{decFunc(func(t []string) []string { return []string{strings.Join(t, " ")} })}, nil
+	}
+	var out []decoder
+	for _, p := range parts {
+		switch p.Type {
+		case "ByteLevel":
+			out = append(out, decFunc(byteLevelDecode))
+		case "ByteFallback":
+			out = append(out, decFunc(byteFallbackDecode))
+		case "Fuse":
+			out = append(out, decFunc(func(t []string) []string { return []string{strings.Join(t, "")} }))
+		case "Replace":
+			var v struct {
+				Pattern pattern
+				Content string
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			re, lit, err := v.Pattern.compile()
+			if err != nil {
+				return nil, err
+			}
+			if re != nil {
+				return nil, fmt.Errorf("Replace by a regex is not supported")
+			}
+			out = append(out, perToken(func(_ int, s string) string { return strings.ReplaceAll(s, lit, v.Content) }))
+		case "Strip":
+			var v struct {
+				Content string
+				Start   int
+				Stop    int
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			c, n := utf8.DecodeRuneInString(v.Content)
+			if n == 0 || n != len(v.Content) {
+				return nil, fmt.Errorf("Strip content %q: want one character", v.Content)
+			}
+			out = append(out, perToken(func(_ int, s string) string {
+				r := []rune(s)
+				lo, hi := 0, len(r)
+				for lo < v.Start && lo < hi && r[lo] == c {
+					lo++
+				}
+				for k := 0; k < v.Stop && hi > lo && r[hi-1] == c; k++ {
+					hi--
+				}
+				return string(r[lo:hi])
+			}))
+		case "Metaspace":
+			var v struct {
+				Replacement   string `json:"replacement"`
+				PrependScheme string `json:"prepend_scheme"`
+			}
+			if err := json.Unmarshal(p.raw, &v); err != nil {
+				return nil, err
+			}
+			repl, n := utf8.DecodeRuneInString(v.Replacement)
+			if n == 0 {
+				return nil, fmt.Errorf("Metaspace decoder: no replacement")
+			}
+			// The first token loses its replacements, others read as spaces.
+			out = append(out, perToken(func(i int, s string) string {
+				var b strings.Builder
+				for _, r := range s {
+					switch {
+					case r != repl:
+						b.WriteRune(r)
+					case i > 0 || v.PrependScheme == "never":
+						b.WriteByte(' ')
+					}
+				}
+				return b.String()
+			}))
+		default:
+			return nil, fmt.Errorf("%q is not supported (ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace, Sequence)", p.Type)
+		}
+	}
+	return out, nil
+}
+
+// byteChar is GPT-2's byte-level alphabet: printable Latin-1 bytes stand
+// for themselves, the others for the characters from U+0100 on, in order.
+var byteChar, charByte = func() ([256]rune, map[rune]byte) {
+	var bc [256]rune
+	cb := map[rune]byte{}
+	n := 0
+	for b := 0; b < 256; b++ {
+		if b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE && b <= 0xFF {
+			bc[b] = rune(b)
+		} else {
+			bc[b] = rune(256 + n)
+			n++
+		}
+		cb[bc[b]] = byte(b)
+	}
+	return bc, cb
+}()
+
+// byteLevelDecode maps each token's characters back to bytes (a token with
+// a character outside the alphabet, an added token say, keeps its own
+// bytes) and reads them as UTF-8, invalid bytes as U+FFFD.
+func byteLevelDecode(toks []string) []string {
+	var buf []byte
+	for _, t := range toks {
+		var bs []byte
+		ok := true
+		for _, r := range t {
+			b, in := charByte[r]
+			if !in {
+				ok = false
+				break
+			}
+			bs = append(bs, b)
+		}
+		if !ok {
+			bs = []byte(t)
+		}
+		buf = append(buf, bs...)
+	}
+	return []string{strings.ToValidUTF8(string(buf), "\uFFFD")}
+}
+
+// byteFallbackDecode turns runs of <0xXX> tokens into their bytes' text, or
+// a U+FFFD a byte where they are not valid UTF-8.
+func byteFallbackDecode(toks []string) []string {
+	var out []string
+	var run []byte
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		if utf8.Valid(run) {
+			out = append(out, string(run))
+		} else {
+			for range run {
+				out = append(out, "\uFFFD")
+			}
+		}
+		run = run[:0]
+	}
+	for _, t := range toks {
+		var b byte
+		if len(t) == 6 && strings.HasPrefix(t, "<0x") && t[5] == '>' {
+			if _, err := fmt.Sscanf(t[3:5], "%02X", &b); err == nil {
+				run = append(run, b)
+				continue
+			}
+		}
+		flush()
+		out = append(out, t)
+	}
+	flush()
+	return out
+}

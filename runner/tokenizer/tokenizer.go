@@ -1,0 +1,372 @@
+// Package tokenizer turns text into a checkpoint's token ids and back, as
+// the checkpoint's tokenizer.json (HF tokenizers' file) says: BPE over
+// byte-level pieces (GPT-2, Qwen2, Llama 3) or SentencePiece pieces with
+// byte fallback (Llama 2, TinyLlama, Mistral), with the normalizers,
+// pre-tokenizers, post-processors and decoders those files use. A file
+// asking for anything else is refused at load, naming it (docs/tokenizer.md).
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Tokenizer encodes and decodes text for one checkpoint.
+type Tokenizer struct {
+	vocab  map[string]int32
+	pieces []string // by id; "" where the file names no token
+	ranks  map[[2]string]int
+	unk    int32 // -1: none
+	// byteFallback spells a piece the vocabulary lacks as its bytes'
+	// <0xXX> tokens; fuseUnk makes a run of unknown pieces one <unk>.
+	byteFallback, fuseUnk, ignoreMerges bool
+
+	added     []addedToken // longest first, for matching
+	special   map[int32]bool
+	normalize []normalizer
+	preTok    []preTokenizer
+	prefix    []int32 // the post-processor's tokens before and after the text
+	suffix    []int32
+	decode    []decoder
+}
+
+type addedToken struct {
+	content string
+	id      int32
+}
+
+// Load reads dir/tokenizer.json (or the file itself when path is one).
+func Load(path string) (*Tokenizer, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "tokenizer.json")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("%s: no tokenizer.json (the checkpoint ships none; give token ids instead)", path)
+		}
+		return nil, err
+	}
+	t, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+type fileJSON struct {
+	Model struct {
+		Type                    string          `json:"type"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		FuseUnk                 bool            `json:"fuse_unk"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+		Dropout                 *float64        `json:"dropout"`
+	} `json:"model"`
+	AddedTokens []struct {
+		ID         int    `json:"id"`
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+		Special    bool   `json:"special"`
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+}
+
+// maxVocab bounds the ids a file may give: past it a hostile file could ask
+// for a table of any size.
+const maxVocab = 1 << 24
+
+// Parse reads a tokenizer.json's bytes.
+func Parse(data []byte) (*Tokenizer, error) {
+	// The model's type first: another type's vocab has another shape.
+	var head struct {
+		Model struct {
+			Type string `json:"type"`
+		} `json:"model"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %v", err)
+	}
+	if head.Model.Type != "BPE" {
+		return nil, fmt.Errorf("model type %q is not supported (BPE)", head.Model.Type)
+	}
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %v", err)
+	}
+	m := f.Model
+	for name, v := range map[string]*string{"continuing_subword_prefix": m.ContinuingSubwordPrefix, "end_of_word_suffix": m.EndOfWordSuffix} {
+		if v != nil && *v != "" {
+			return nil, fmt.Errorf("model.%s %q is not supported", name, *v)
+		}
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return nil, fmt.Errorf("model.dropout %g: a tokenizer that drops merges at random gives other ids each time", *m.Dropout)
+	}
+	t := &Tokenizer{vocab: map[string]int32{}, ranks: map[[2]string]int{}, unk: -1, special: map[int32]bool{},
+		byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, ignoreMerges: m.IgnoreMerges}
+	maxID := -1
+	put := func(piece string, id int, where string) error {
+		if id < 0 || id >= maxVocab {
+			return fmt.Errorf("%s: token %q has id %d, outside 0..%d", where, piece, id, maxVocab-1)
+		}
+		t.vocab[piece] = int32(id)
+		maxID = max(maxID, id)
+		return nil
+	}
+	for piece, id := range m.Vocab {
+		if err := put(piece, id, "model.vocab"); err != nil {
+			return nil, err
+		}
+	}
+	for i, a := range f.AddedTokens {
+		if a.SingleWord || a.LStrip || a.RStrip {
+			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
+		}
+		if a.Content == "" {
+			return nil, fmt.Errorf("added_tokens[%d]: empty content", i)
+		}
+		if err := put(a.Content, a.ID, fmt.Sprintf("added_tokens[%d]", i)); err != nil {
+			return nil, err
+		}
+		t.added = append(t.added, addedToken{a.Content, int32(a.ID)})
+		if a.Special {
+			t.special[int32(a.ID)] = true
+		}
+	}
+	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
+	t.pieces = make([]string, maxID+1)
+	for piece, id := range t.vocab {
+		t.pieces[id] = piece
+	}
+	if m.UnkToken != nil {
+		id, ok := t.vocab[*m.UnkToken]
+		if !ok {
+			return nil, fmt.Errorf("model.unk_token %q is not in the vocabulary", *m.UnkToken)
+		}
+		t.unk = id
+	}
+	if err := t.readMerges(m.Merges); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.normalize, err = readNormalizers(f.Normalizer); err != nil {
+		return nil, fmt.Errorf("normalizer: %w", err)
+	}
+	if t.preTok, err = readPreTokenizers(f.PreTokenizer); err != nil {
+		return nil, fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	if t.prefix, t.suffix, err = t.readPostProcessor(f.PostProcessor); err != nil {
+		return nil, fmt.Errorf("post_processor: %w", err)
+	}
+	if t.decode, err = readDecoders(f.Decoder); err != nil {
+		return nil, fmt.Errorf("decoder: %w", err)
+	}
+	return t, nil
+}
+
+// readMerges reads the merges in either spelling HF writes: "a b" strings
+// (older files) or [a, b] pairs.
+func (t *Tokenizer) readMerges(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return fmt.Errorf("model.merges: %v", err)
+	}
+	for i, it := range items {
+		var pair [2]string
+		var s string
+		var arr []string
+		switch {
+		case json.Unmarshal(it, &s) == nil:
+			a, b, ok := strings.Cut(s, " ")
+			if !ok {
+				return fmt.Errorf("model.merges[%d] %q: want two pieces separated by a space", i, s)
+			}
+			pair = [2]string{a, b}
+		case json.Unmarshal(it, &arr) == nil && len(arr) == 2:
+			pair = [2]string{arr[0], arr[1]}
+		default:
+			return fmt.Errorf("model.merges[%d]: want \"a b\" or [a, b], got %s", i, it)
+		}
+		if _, dup := t.ranks[pair]; !dup {
+			t.ranks[pair] = i
+		}
+	}
+	return nil
+}
+
+// VocabSize is one past the largest id the tokenizer gives.
+func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
+
+// Encode turns text into ids, with the post-processor's special tokens
+// (Llama's <s>) around them when special is set, as HF's encode does by
+// default.
+func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
+	if !utf8.ValidString(text) {
+		return nil, fmt.Errorf("the text is not valid UTF-8")
+	}
+	var ids []int32
+	if special {
+		ids = append(ids, t.prefix...)
+	}
+	first := true
+	for _, seg := range t.splitAdded(text) {
+		if seg.added >= 0 {
+			ids = append(ids, seg.added)
+			first = false
+			continue
+		}
+		s := seg.text
+		for _, n := range t.normalize {
+			s = n.apply(s)
+		}
+		if s == "" {
+			continue
+		}
+		pieces := []string{s}
+		for _, p := range t.preTok {
+			var err error
+			if pieces, err = p.split(pieces, first); err != nil {
+				return nil, err
+			}
+		}
+		first = false
+		for _, p := range pieces {
+			ids = t.bpe(ids, p)
+		}
+	}
+	if special {
+		ids = append(ids, t.suffix...)
+	}
+	return ids, nil
+}
+
+type segment struct {
+	text  string
+	added int32 // -1: text to tokenize
+}
+
+// splitAdded cuts text at the added tokens (the longest at each place),
+// which are their own ids whatever surrounds them.
+func (t *Tokenizer) splitAdded(text string) []segment {
+	var out []segment
+	start := 0
+	for i := 0; i < len(text); {
+		matched := false
+		for _, a := range t.added {
+			if strings.HasPrefix(text[i:], a.content) {
+				if i > start {
+					out = append(out, segment{text[start:i], -1})
+				}
+				out = append(out, segment{added: a.id})
+				i += len(a.content)
+				start, matched = i, true
+				break
+			}
+		}
+		if !matched {
+			_, n := utf8.DecodeRuneInString(text[i:])
+			i += n
+		}
+	}
+	if start < len(text) {
+		out = append(out, segment{text[start:], -1})
+	}
+	return out
+}
+
+// bpe appends the ids of one pre-tokenized piece: its characters merged by
+// rank, lowest first and leftmost among equals, as HF's BPE merges them.
+func (t *Tokenizer) bpe(ids []int32, piece string) []int32 {
+	if t.ignoreMerges {
+		if id, ok := t.vocab[piece]; ok {
+			return append(ids, id)
+		}
+	}
+	var syms []string
+	for _, r := range piece {
+		syms = append(syms, string(r))
+	}
+	for len(syms) > 1 {
+		best, at := -1, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+				best, at = r, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] += syms[at+1]
+		syms = append(syms[:at+1], syms[at+2:]...)
+	}
+	unkRun := false
+	for _, s := range syms {
+		if id, ok := t.vocab[s]; ok {
+			ids, unkRun = append(ids, id), false
+			continue
+		}
+		if t.byteFallback {
+			if bs, ok := t.byteIDs(s); ok {
+				ids, unkRun = append(ids, bs...), false
+				continue
+			}
+		}
+		if t.unk >= 0 && !(t.fuseUnk && unkRun) {
+			ids = append(ids, t.unk)
+		}
+		unkRun = t.unk >= 0
+	}
+	return ids
+}
+
+// byteIDs spells s as its bytes' <0xXX> tokens, if the vocabulary has all.
+func (t *Tokenizer) byteIDs(s string) ([]int32, bool) {
+	out := make([]int32, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		id, ok := t.vocab[fmt.Sprintf("<0x%02X>", s[i])]
+		if !ok {
+			return nil, false
+		}
+		out = append(out, id)
+	}
+	return out, true
+}
+
+// Decode turns ids back into text; skipSpecial leaves out the special
+// tokens (<s>, <|endoftext|>), as HF's decode(skip_special_tokens=True).
+// An id the vocabulary lacks is left out, as HF leaves it: a model's
+// embedding table is often padded past its tokenizer's last id.
+func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) (string, error) {
+	var toks []string
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.pieces) || t.pieces[id] == "" {
+			continue
+		}
+		if skipSpecial && t.special[id] {
+			continue
+		}
+		toks = append(toks, t.pieces[id])
+	}
+	for _, d := range t.decode {
+		toks = d.apply(toks)
+	}
+	return strings.Join(toks, ""), nil
+}

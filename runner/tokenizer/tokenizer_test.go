@@ -1,0 +1,152 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testdata holds tokenizer.json files in the shapes checkpoints ship,
+// trained by HF tokenizers, with its own encodings and decodings of test
+// strings (tools/fixtures/make_tokenizer_fixtures.py): ids and text must
+// match it exactly.
+func TestMatchesHFTokenizers(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join("testdata", "*", "expected.json"))
+	if len(dirs) < 7 {
+		t.Fatalf("%d fixtures, want 7", len(dirs))
+	}
+	for _, exp := range dirs {
+		dir := filepath.Dir(exp)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			tok, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(exp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want struct {
+				Cases []struct {
+					Text           string  `json:"text"`
+					IDs            []int32 `json:"ids"`
+					Decoded        string  `json:"decoded"`
+					DecodedSpecial string  `json:"decoded_special"`
+				} `json:"cases"`
+			}
+			if err := json.Unmarshal(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range want.Cases {
+				got, err := tok.Encode(c.Text, true)
+				if err != nil {
+					t.Errorf("%q: %v", c.Text, err)
+					continue
+				}
+				if c.IDs == nil {
+					c.IDs = []int32{}
+				}
+				if got == nil {
+					got = []int32{}
+				}
+				if !slices.Equal(got, c.IDs) {
+					t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
+				}
+				for _, d := range []struct {
+					skip bool
+					want string
+				}{{true, c.Decoded}, {false, c.DecodedSpecial}} {
+					text, err := tok.Decode(c.IDs, d.skip)
+					if err != nil || text != d.want {
+						t.Errorf("decode %v (skip special %v): %q, %v; want %q", c.IDs, d.skip, text, err, d.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Files the tokenizer cannot follow are refused at load, naming what; text
+// and ids it cannot take are errors, never a panic.
+func TestBadInput(t *testing.T) {
+	base := `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}%s}`
+	for _, tc := range []struct {
+		name, json, want string
+	}{
+		{"not json", `{"model": `, "not a tokenizer.json"},
+		{"unigram", `{"model": {"type": "Unigram", "vocab": []}}`, `model type "Unigram" is not supported (BPE)`},
+		{"id out of range", `{"model": {"type": "BPE", "vocab": {"a": -1}}}`, `model.vocab: token "a" has id -1`},
+		{"huge id", `{"model": {"type": "BPE", "vocab": {"a": 4000000000}}}`, `outside 0..16777215`},
+		{"merge form", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}}`, `model.merges[0] "ab": want two pieces separated by a space`},
+		{"merge pair", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a"]]}}`, `model.merges[0]: want "a b" or [a, b]`},
+		{"unk", `{"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}}`, `model.unk_token "<unk>" is not in the vocabulary`},
+		{"dropout", `{"model": {"type": "BPE", "vocab": {"a": 0}, "dropout": 0.1}}`, "model.dropout 0.1"},
+		{"suffix", `{"model": {"type": "BPE", "vocab": {"a": 0}, "end_of_word_suffix": "</w>"}}`, `model.end_of_word_suffix "</w>" is not supported`},
+		{"normalizer", fmtBase(base, `, "normalizer": {"type": "BertNormalizer"}`), `normalizer: "BertNormalizer" is not supported`},
+		{"pre-tokenizer", fmtBase(base, `, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}]}`), `pre_tokenizer: "Whitespace" is not supported`},
+		{"bad regex", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated", "invert": false}`), `pre_tokenizer: regex "(a"`},
+		{"behavior", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Contiguous", "invert": false}`), `Split behavior "Contiguous" is not supported`},
+		{"sequence", fmtBase(base, `, "decoder": {"type": "Sequence", "decoders": 3}`), "decoder: Sequence: decoders"},
+		{"template id", fmtBase(base, `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {"<s>": {"ids": [99]}}}`), `special token "<s>" has id 99, outside the vocabulary`},
+		{"added lstrip", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<m>", "lstrip": true}]}`, `added_tokens[0] "<m>": single_word, lstrip and rstrip are not supported`},
+	} {
+		_, err := Parse([]byte(tc.json))
+		if err == nil || !contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	tok, err := Load(filepath.Join("testdata", "qwen2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tok.Encode("bad \xff byte", true); err == nil || !contains(err.Error(), "not valid UTF-8") {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+	// Ids past the vocabulary (a padded embedding table's) are left out.
+	if got, err := tok.Decode([]int32{40, 1 << 20, -1, 41}, true); err != nil || got != mustDecode(t, tok, 40, 41) {
+		t.Errorf("ids past the vocabulary: %q, %v", got, err)
+	}
+	if _, err := Load(t.TempDir()); err == nil || !contains(err.Error(), "no tokenizer.json") {
+		t.Errorf("no file: %v", err)
+	}
+}
+
+func mustDecode(t *testing.T, tok *Tokenizer, ids ...int32) string {
+	t.Helper()
+	s, err := tok.Decode(ids, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func fmtBase(base, extra string) string { return fmt.Sprintf(base, extra) }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// FuzzParse checks that no tokenizer.json panics at load or while it
+// encodes and decodes text.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*", "tokenizer.json"))
+	for _, name := range files {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data, "Hello  world 123 <s>ok</s> 🙂")
+		}
+	}
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "<0x62>": 1}, "merges": [], "byte_fallback": true}, "decoder": {"type": "ByteFallback"}}`), "ab")
+	f.Fuzz(func(t *testing.T, data []byte, text string) {
+		tok, err := Parse(data)
+		if err != nil {
+			return
+		}
+		ids, err := tok.Encode(text, true)
+		if err != nil {
+			return
+		}
+		tok.Decode(ids, false)
+	})
+}
