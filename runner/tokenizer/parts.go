@@ -217,8 +217,16 @@ type byteLevelPre struct {
 }
 
 func (p byteLevelPre) split(pieces []string, first bool) ([]string, error) {
-	if p.prefixSpace && len(pieces) > 0 && !strings.HasPrefix(pieces[0], " ") {
-		pieces = append([]string{" " + pieces[0]}, pieces[1:]...)
+	if p.prefixSpace {
+		// Every piece it is given, as HF's ByteLevel does after a Split.
+		spaced := make([]string, len(pieces))
+		for i, s := range pieces {
+			if !strings.HasPrefix(s, " ") {
+				s = " " + s
+			}
+			spaced[i] = s
+		}
+		pieces = spaced
 	}
 	if p.regex != nil {
 		var err error

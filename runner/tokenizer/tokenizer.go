@@ -7,6 +7,7 @@
 package tokenizer
 
 import (
+	"container/heap"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -294,31 +295,16 @@ func (t *Tokenizer) splitAdded(text string) []segment {
 
 // bpe appends the ids of one pre-tokenized piece: its characters merged by
 // rank, lowest first and leftmost among equals, as HF's BPE merges them.
+// A heap of candidate pairs keeps it O(n log n): without a pre-tokenizer
+// (Llama's files) a whole prompt is one piece.
 func (t *Tokenizer) bpe(ids []int32, piece string) []int32 {
 	if t.ignoreMerges {
 		if id, ok := t.vocab[piece]; ok {
 			return append(ids, id)
 		}
 	}
-	var syms []string
-	for _, r := range piece {
-		syms = append(syms, string(r))
-	}
-	for len(syms) > 1 {
-		best, at := -1, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
-				best, at = r, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] += syms[at+1]
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
 	unkRun := false
-	for _, s := range syms {
+	for _, s := range t.merge(piece) {
 		if id, ok := t.vocab[s]; ok {
 			ids, unkRun = append(ids, id), false
 			continue
@@ -335,6 +321,79 @@ func (t *Tokenizer) bpe(ids []int32, piece string) []int32 {
 		unkRun = t.unk >= 0
 	}
 	return ids
+}
+
+// merge is a piece's symbols after every merge the ranks allow.
+func (t *Tokenizer) merge(piece string) []string {
+	type sym struct {
+		s          string
+		prev, next int
+		dead       bool
+	}
+	var syms []sym
+	for _, r := range piece {
+		syms = append(syms, sym{s: string(r), prev: len(syms) - 1, next: len(syms) + 1})
+	}
+	if len(syms) > 0 {
+		syms[len(syms)-1].next = -1
+	}
+	h := &pairHeap{}
+	push := func(i int) {
+		if j := syms[i].next; j >= 0 {
+			if r, ok := t.ranks[[2]string{syms[i].s, syms[j].s}]; ok {
+				heap.Push(h, pair{rank: r, pos: i, left: syms[i].s, right: syms[j].s})
+			}
+		}
+	}
+	for i := range syms {
+		push(i)
+	}
+	for h.Len() > 0 {
+		m := heap.Pop(h).(pair)
+		i := m.pos
+		j := syms[i].next
+		// A pair whose symbols have merged since is stale.
+		if syms[i].dead || j < 0 || syms[i].s != m.left || syms[j].s != m.right {
+			continue
+		}
+		syms[i].s += syms[j].s
+		syms[j].dead = true
+		syms[i].next = syms[j].next
+		if n := syms[j].next; n >= 0 {
+			syms[n].prev = i
+		}
+		if p := syms[i].prev; p >= 0 {
+			push(p)
+		}
+		push(i)
+	}
+	var merged []string
+	for i := 0; len(syms) > 0 && i >= 0; i = syms[i].next {
+		merged = append(merged, syms[i].s)
+	}
+	return merged
+}
+
+// pair is a candidate merge of the symbols at pos and after it.
+type pair struct {
+	rank, pos   int
+	left, right string
+}
+
+// pairHeap orders candidate merges by rank, then position.
+type pairHeap []pair
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	return h[i].rank < h[j].rank || h[i].rank == h[j].rank && h[i].pos < h[j].pos
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pair)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // byteIDs spells s as its bytes' <0xXX> tokens, if the vocabulary has all.

@@ -3,11 +3,13 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // testdata holds tokenizer.json files in the shapes checkpoints ship,
@@ -149,4 +151,61 @@ func FuzzParse(f *testing.F) {
 		}
 		tok.Decode(ids, false)
 	})
+}
+
+// naiveMerge is BPE as its definition reads: merge the lowest-ranked
+// adjacent pair, leftmost among equals, until none is left.
+func naiveMerge(t *Tokenizer, piece string) []string {
+	var syms []string
+	for _, r := range piece {
+		syms = append(syms, string(r))
+	}
+	for len(syms) > 1 {
+		best, at := -1, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+				best, at = r, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] += syms[at+1]
+		syms = append(syms[:at+1], syms[at+2:]...)
+	}
+	return syms
+}
+
+// The heap-ordered merges give the definition's pieces on random strings
+// of each fixture's own characters, long ones included (a Llama-style file
+// tokenizes a whole prompt as one piece).
+func TestMergesMatchDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, name := range []string{"gpt2", "llama", "qwen2"} {
+		tok, err := Load(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var alphabet []string
+		for piece := range tok.vocab {
+			if utf8.RuneCountInString(piece) == 1 {
+				alphabet = append(alphabet, piece)
+			}
+		}
+		slices.Sort(alphabet)
+		for trial := range 300 {
+			n := 1 + rng.IntN(40)
+			if trial%50 == 0 {
+				n = 3000
+			}
+			var b strings.Builder
+			for range n {
+				b.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			piece := b.String()
+			if got, want := tok.merge(piece), naiveMerge(tok, piece); !slices.Equal(got, want) {
+				t.Fatalf("%s: %q:\n got %q\nwant %q", name, piece, got, want)
+			}
+		}
+	}
 }
