@@ -26,7 +26,7 @@ test:
 # Each fuzz target for a bounded number of executions, each count about 5 s
 # on two cores (with their instrumented builds under a minute in all): the
 # suite parser, config.json, the safetensors header and GGUF (a scaled
-# RoPE's too), and the store's schema version. A count, not a duration:
+# RoPE's too), the store's schema version and tokenizer.json. A count, not a duration:
 # Go 1.26's fuzzing coordinator can report its own -fuzztime deadline as a
 # failure when a worker is still busy at it (go.dev/issue/75804, fixed in
 # Go 1.27).
@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenGGUFRoPE$$' -fuzztime 2500x
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenMLX$$' -fuzztime 4000x
 	$(GO) test ./results -run '^$$' -fuzz '^FuzzSchemaVersion$$' -fuzztime 800x
+	$(GO) test ./runner/tokenizer -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x
 
 vet: tidy-check
 	$(GO) vet ./...

@@ -419,7 +419,7 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 						return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has no ids", it.SpecialToken.ID)
 					}
 					for _, id := range st.IDs {
-						if id < 0 || id >= len(t.pieces) {
+						if _, ok := t.pieces[int32(id)]; !ok || id < 0 || id >= maxVocab {
 							return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has id %d, outside the vocabulary", it.SpecialToken.ID, id)
 						}
 						if seen {

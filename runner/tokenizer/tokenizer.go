@@ -20,7 +20,10 @@ import (
 // Tokenizer encodes and decodes text for one checkpoint.
 type Tokenizer struct {
 	vocab  map[string]int32
-	pieces []string // by id; "" where the file names no token
+	// pieces are the tokens by id: a map, as a file's ids need not be
+	// dense and a table sized by its largest would be its to choose.
+	pieces map[int32]string
+	size   int // one past the largest id
 	ranks  map[[2]string]int
 	unk    int32 // -1: none
 	// byteFallback spells a piece the vocabulary lacks as its bytes'
@@ -150,7 +153,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
-	t.pieces = make([]string, maxID+1)
+	t.pieces, t.size = make(map[int32]string, len(t.vocab)), maxID+1
 	for piece, id := range t.vocab {
 		t.pieces[id] = piece
 	}
@@ -214,7 +217,7 @@ func (t *Tokenizer) readMerges(raw json.RawMessage) error {
 }
 
 // VocabSize is one past the largest id the tokenizer gives.
-func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
+func (t *Tokenizer) VocabSize() int { return t.size }
 
 // Encode turns text into ids, with the post-processor's special tokens
 // (Llama's <s>) around them when special is set, as HF's encode does by
@@ -416,13 +419,14 @@ func (t *Tokenizer) byteIDs(s string) ([]int32, bool) {
 func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) (string, error) {
 	var toks []string
 	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.pieces) || t.pieces[id] == "" {
+		piece, ok := t.pieces[id]
+		if !ok {
 			continue
 		}
 		if skipSpecial && t.special[id] {
 			continue
 		}
-		toks = append(toks, t.pieces[id])
+		toks = append(toks, piece)
 	}
 	for _, d := range t.decode {
 		toks = d.apply(toks)

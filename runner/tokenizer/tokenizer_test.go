@@ -101,6 +101,11 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
+	// Sparse ids cost what the file holds, not a table up to the largest.
+	sparse, err := Parse([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 16000000}, "merges": []}}`))
+	if err != nil || sparse.VocabSize() != 16000001 || mustDecode(t, sparse, 16000000, 0) != "b a" {
+		t.Errorf("sparse ids: %v", err)
+	}
 	tok, err := Load(filepath.Join("testdata", "qwen2"))
 	if err != nil {
 		t.Fatal(err)
