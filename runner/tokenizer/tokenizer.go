@@ -19,7 +19,7 @@ import (
 
 // Tokenizer encodes and decodes text for one checkpoint.
 type Tokenizer struct {
-	vocab  map[string]int32
+	vocab map[string]int32
 	// pieces are the tokens by id: a map, as a file's ids need not be
 	// dense and a table sized by its largest would be its to choose.
 	pieces map[int32]string
