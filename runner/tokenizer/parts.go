@@ -112,6 +112,30 @@ func spans(re *regexp2.Regexp, lit, s string) ([][2]int, error) {
 	return out, nil
 }
 
+// replace is a Replace normalizer's or decoder's literal substitution, the
+// one form both take here.
+type replace struct{ from, to string }
+
+func (r replace) apply(s string) string { return strings.ReplaceAll(s, r.from, r.to) }
+
+func readReplace(raw json.RawMessage) (replace, error) {
+	var v struct {
+		Pattern pattern
+		Content string
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return replace{}, err
+	}
+	re, lit, err := v.Pattern.compile()
+	if err != nil {
+		return replace{}, err
+	}
+	if re != nil {
+		return replace{}, fmt.Errorf("Replace by a regex is not supported")
+	}
+	return replace{lit, v.Content}, nil
+}
+
 type normalizer interface{ apply(string) string }
 
 type normFunc func(string) string
@@ -148,21 +172,11 @@ func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
 				return v.Prepend + s
 			}))
 		case "Replace":
-			var v struct {
-				Pattern pattern
-				Content string
-			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
-				return nil, err
-			}
-			re, lit, err := v.Pattern.compile()
+			r, err := readReplace(p.raw)
 			if err != nil {
 				return nil, err
 			}
-			if re != nil {
-				return nil, fmt.Errorf("Replace by a regex is not supported")
-			}
-			out = append(out, normFunc(func(s string) string { return strings.ReplaceAll(s, lit, v.Content) }))
+			out = append(out, normFunc(r.apply))
 		default:
 			return nil, fmt.Errorf("%q is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence)", p.Type)
 		}
@@ -496,21 +510,11 @@ func readDecoders(raw json.RawMessage) ([]decoder, error) {
 		case "Fuse":
 			out = append(out, decFunc(func(t []string) []string { return []string{strings.Join(t, "")} }))
 		case "Replace":
-			var v struct {
-				Pattern pattern
-				Content string
-			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
-				return nil, err
-			}
-			re, lit, err := v.Pattern.compile()
+			r, err := readReplace(p.raw)
 			if err != nil {
 				return nil, err
 			}
-			if re != nil {
-				return nil, fmt.Errorf("Replace by a regex is not supported")
-			}
-			out = append(out, perToken(func(_ int, s string) string { return strings.ReplaceAll(s, lit, v.Content) }))
+			out = append(out, perToken(func(_ int, s string) string { return r.apply(s) }))
 		case "Strip":
 			var v struct {
 				Content string
