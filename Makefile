@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenMLX$$' -fuzztime 4000x
 	$(GO) test ./results -run '^$$' -fuzz '^FuzzSchemaVersion$$' -fuzztime 800x
 	$(GO) test ./runner/tokenizer -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x
+	$(GO) test ./runner/tokenizer -run '^$$' -fuzz '^FuzzFromGGUF$$' -fuzztime 15000x
 
 vet: tidy-check
 	$(GO) vet ./...

@@ -123,7 +123,7 @@ func generateCommand() *cli.Command {
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},
-			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, or a folder holding one, for a preset or a .gguf file (a checkpoint folder's own is used otherwise)"},
+			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json or a .gguf file's own is used otherwise)"},
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S]"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},
@@ -132,20 +132,19 @@ func generateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "tolerance", Value: 1e-3, Usage: "--against: the largest logit difference allowed, as a fraction of the largest logit's magnitude"},
 		),
 		Action: func(c *cli.Context) error {
+			if c.IsSet("prompt") == c.IsSet("tokens") {
+				return fmt.Errorf("give the prompt as --tokens (ids) or --prompt (text), one of them")
+			}
 			tok, err := openTokenizer(c)
-			if err != nil {
+			if err != nil && (c.IsSet("tokenizer") || c.IsSet("prompt")) {
 				return err
 			}
 			var prompt []int32
 			switch text := c.String("prompt"); {
-			case c.IsSet("prompt") == c.IsSet("tokens"):
-				return fmt.Errorf("give the prompt as --tokens (ids) or --prompt (text), one of them")
 			case c.IsSet("tokens"):
 				if prompt, err = parseTokens(c.String("tokens")); err != nil {
 					return err
 				}
-			case tok == nil:
-				return fmt.Errorf("--prompt needs a tokenizer: %s has no tokenizer.json; give --tokenizer PATH (a tokenizer.json or a folder with one) or --tokens", c.String("model"))
 			default:
 				if prompt, err = tok.Encode(text, true); err != nil {
 					return fmt.Errorf("--prompt: %w", err)
@@ -328,8 +327,10 @@ func promptIDs(c *cli.Context, prompt []int32) []int32 {
 	return nil
 }
 
-// openTokenizer loads --tokenizer, or a checkpoint folder's own
-// tokenizer.json; nil when neither is there (a preset, a .gguf file).
+// openTokenizer loads --tokenizer, or the checkpoint's own: a folder's
+// tokenizer.json, a .gguf file's tokenizer.ggml.* metadata. Without either
+// it says why, for --prompt to report; a run given --tokens goes on
+// without text.
 func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 	if p := c.String("tokenizer"); p != "" {
 		t, err := tokenizer.Load(p)
@@ -338,9 +339,25 @@ func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 		}
 		return t, nil
 	}
-	dir := c.String("model")
-	if st, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil || st.IsDir() {
-		return nil, nil
+	const hint = "give --tokenizer PATH (a tokenizer.json, a folder with one, or a .gguf file) or --tokens"
+	m := c.String("model")
+	st, err := os.Stat(m)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("--prompt needs a tokenizer: %s is a preset, with none; %s", m, hint)
+	case !st.IsDir():
+		t, err := tokenizer.Load(m)
+		if err != nil {
+			return nil, fmt.Errorf("--prompt needs the checkpoint's tokenizer: %w; %s", err, hint)
+		}
+		return t, nil
 	}
-	return tokenizer.Load(dir)
+	if st, err := os.Stat(filepath.Join(m, "tokenizer.json")); err != nil || st.IsDir() {
+		return nil, fmt.Errorf("--prompt needs a tokenizer: %s has no tokenizer.json; %s", m, hint)
+	}
+	t, err := tokenizer.Load(m)
+	if err != nil {
+		return nil, fmt.Errorf("--prompt needs the checkpoint's tokenizer: %w; %s", err, hint)
+	}
+	return t, nil
 }

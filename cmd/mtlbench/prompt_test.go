@@ -82,11 +82,31 @@ func TestGeneratePrompt(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(stdout), &own) != nil || own.Text == nil || !slices.Equal(own.Prompt, []int32{1, 326, 292}) {
 		t.Errorf("a checkpoint's own tokenizer: %v %s\n%s", err, stdout, stderr)
 	}
+	// A .gguf file's own tokenizer (tokenizer.ggml.*, as llama.cpp's
+	// converter wrote it) is used without the flag, and as --tokenizer.
+	gg := filepath.Join("..", "..", "runner", "testdata", "gguf", "llamacpp-qwen3-q8_0.gguf")
+	ggTok, err := tokenizer.Load(gg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ggIDs, _ := ggTok.Encode(text, true)
+	for _, args := range [][]string{{"-m", gg}, {"-m", "qwen3-moe-mini", "--layers", "1", "--tokenizer", gg}} {
+		stdout, stderr, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "3", "--json", "--prompt", text}, args...)...)
+		var o out
+		if err != nil || json.Unmarshal([]byte(stdout), &o) != nil || o.Text == nil || !slices.Equal(o.Prompt, ggIDs) {
+			t.Errorf("%v: %v %s (want prompt %v)\n%s", args, err, stdout, ggIDs, stderr)
+		}
+	}
+	noTok := filepath.Join("..", "..", "runner", "testdata", "gguf", "llama-q8_0.gguf")
+	if _, _, err := mtl(t, "generate", "-m", noTok, "--backend", "cpu", "-n", "2", "--tokens", "1,2"); err != nil {
+		t.Errorf("--tokens with a .gguf file that carries no tokenizer: %v", err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--prompt", "hi"}, "--prompt needs a tokenizer: qwen3-moe-mini has no tokenizer.json"},
+		{[]string{"-m", noTok, "--prompt", "hi"}, "carries no tokenizer (no tokenizer.ggml.model)"},
+		{[]string{"--prompt", "hi"}, "--prompt needs a tokenizer: qwen3-moe-mini is a preset, with none"},
 		{[]string{"--prompt", "hi", "--tokens", "1"}, "give the prompt as --tokens (ids) or --prompt (text), one of them"},
 		{nil, "give the prompt as --tokens (ids) or --prompt (text), one of them"},
 		{[]string{"--prompt", "hi", "--tokenizer", t.TempDir()}, "--tokenizer: "},

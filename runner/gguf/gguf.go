@@ -136,6 +136,15 @@ func TypesRead() string {
 // ValueType is a metadata value's type.
 type ValueType uint32
 
+var valueTypeNames = [...]string{"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"}
+
+func (t ValueType) String() string {
+	if int(t) < len(valueTypeNames) {
+		return valueTypeNames[t]
+	}
+	return fmt.Sprintf("type %d", uint32(t))
+}
+
 const (
 	U8 ValueType = iota
 	I8
@@ -159,6 +168,7 @@ type Value struct {
 	Type  ValueType
 	Elem  ValueType // arrays
 	Len   uint64    // arrays
+	Off   uint64    // arrays: where the first element starts in the file
 	Int   int64
 	Uint  uint64
 	Float float64
@@ -266,6 +276,59 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 func (f *File) Bytes(t TensorInfo) []byte {
 	o := f.dataStart + t.Offset
 	return f.data[o : o+t.Size]
+}
+
+// Strings is the string array under key. The header keeps only its
+// length and place (a vocabulary of 150,000 tokens is copied only when
+// asked for); the elements were checked as the file opened.
+func (f *File) Strings(key string) ([]string, error) {
+	v, r, err := f.array(key, String)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, v.Len)
+	for i := uint64(0); i < v.Len; i++ {
+		out = append(out, r.str())
+	}
+	return out, r.err
+}
+
+// Numbers is the numeric array under key, each element as a float64
+// (exact for every type but 64-bit integers past 2^53).
+func (f *File) Numbers(key string) ([]float64, error) {
+	v, ok := f.KV[key]
+	if ok && v.Type == Array && (v.Elem == String || v.Elem == Array) {
+		return nil, fmt.Errorf("metadata %s is an array of %s, want numbers", key, v.Elem)
+	}
+	v, r, err := f.array(key, v.Elem)
+	if err != nil {
+		return nil, err
+	}
+	if v.Nums != nil || v.Len == 0 {
+		return v.Nums, nil
+	}
+	out := make([]float64, 0, v.Len)
+	for i := uint64(0); i < v.Len; i++ {
+		e, err := r.value(v.Elem, 1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e.Float)
+	}
+	return out, r.err
+}
+
+func (f *File) array(key string, elem ValueType) (Value, *reader, error) {
+	v, ok := f.KV[key]
+	switch {
+	case !ok:
+		return v, nil, fmt.Errorf("no metadata %s", key)
+	case v.Type != Array:
+		return v, nil, fmt.Errorf("metadata %s is a %s, want an array", key, v.Type)
+	case v.Elem != elem:
+		return v, nil, fmt.Errorf("metadata %s is an array of %s, want %s", key, v.Elem, elem)
+	}
+	return v, &reader{b: f.data, off: v.Off}, nil
 }
 
 // reader walks the header, refusing to read past the end.
@@ -478,6 +541,7 @@ func (r *reader) value(vt ValueType, depth int) (Value, error) {
 			return v, fmt.Errorf("nested arrays are not supported")
 		}
 		v.Elem, v.Len = ValueType(r.u32()), r.u64()
+		v.Off = r.off
 		if v.Len > uint64(len(r.b)) {
 			return v, fmt.Errorf("array of %d values is longer than the file", v.Len)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -190,3 +191,66 @@ func TestTypeNames(t *testing.T) {
 		}
 	}
 }
+
+// Arrays are read from the file when asked for: strings always (the header
+// keeps none), numbers past the 65,536 the header keeps.
+func TestArrays(t *testing.T) {
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
+	b = append(b, "GGUF"...)
+	u32(3)
+	u64(0)
+	u64(3)
+	str("words")
+	u32(uint32(Array))
+	u32(uint32(String))
+	u64(3)
+	for _, s := range []string{"a", "", "ĠHello"} {
+		str(s)
+	}
+	const n = 70000
+	str("types")
+	u32(uint32(Array))
+	u32(uint32(I32))
+	u64(n)
+	for i := 0; i < n; i++ {
+		u32(uint32(int32(i - 5)))
+	}
+	str("scores")
+	u32(uint32(Array))
+	u32(uint32(F32Value))
+	u64(2)
+	u32(0xbf800000) // -1
+	u32(0x3f000000) // 0.5
+	f, err := Open(write(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, err := f.Strings("words"); err != nil || !slices.Equal(got, []string{"a", "", "ĠHello"}) {
+		t.Errorf("Strings: %q, %v", got, err)
+	}
+	got, err := f.Numbers("types")
+	if err != nil || len(got) != n || got[0] != -5 || got[n-1] != n-6 {
+		t.Errorf("Numbers: %d values, %v", len(got), err)
+	}
+	if got, err := f.Numbers("scores"); err != nil || !slices.Equal(got, []float64{-1, 0.5}) {
+		t.Errorf("Numbers: %v, %v", got, err)
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{second(f.Strings("types")), "metadata types is an array of i32, want string"},
+		{second(f.Numbers("words")), "metadata words is an array of string, want numbers"},
+		{second(f.Strings("none")), "no metadata none"},
+	} {
+		if c.err == nil || c.err.Error() != c.want {
+			t.Errorf("%v, want %q", c.err, c.want)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

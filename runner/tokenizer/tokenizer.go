@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mtlbench/mtlbench/runner/gguf"
 )
 
 // Tokenizer encodes and decodes text for one checkpoint.
@@ -25,7 +27,10 @@ type Tokenizer struct {
 	pieces map[int32]string
 	size   int // one past the largest id
 	ranks  map[[2]string]int
-	unk    int32 // -1: none
+	// pieceRanks, when set, rank a pair by the piece it joins into
+	// (SentencePiece's scores in a GGUF file) instead of by ranks.
+	pieceRanks map[string]int
+	unk        int32 // -1: none
 	// byteFallback spells a piece the vocabulary lacks as its bytes'
 	// <0xXX> tokens; fuseUnk makes a run of unknown pieces one <unk>.
 	byteFallback, fuseUnk, ignoreMerges bool
@@ -44,10 +49,22 @@ type addedToken struct {
 	id      int32
 }
 
-// Load reads dir/tokenizer.json (or the file itself when path is one).
+// Load reads dir/tokenizer.json, or the file itself when path is one: a
+// tokenizer.json, or a GGUF file's tokenizer (FromGGUF).
 func Load(path string) (*Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "tokenizer.json")
+	} else if err == nil && isGGUF(path) {
+		f, err := gguf.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		t, err := FromGGUF(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return t, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -61,6 +78,18 @@ func Load(path string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// isGGUF says whether the file at path starts with GGUF's magic.
+func isGGUF(path string) bool {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	var magic [4]byte
+	n, _ := fh.Read(magic[:])
+	return n == 4 && string(magic[:]) == "GGUF"
 }
 
 type fileJSON struct {
@@ -343,7 +372,7 @@ func (t *Tokenizer) merge(piece string) []string {
 	h := &pairHeap{}
 	push := func(i int) {
 		if j := syms[i].next; j >= 0 {
-			if r, ok := t.ranks[[2]string{syms[i].s, syms[j].s}]; ok {
+			if r, ok := t.rank(syms[i].s, syms[j].s); ok {
 				heap.Push(h, pair{rank: r, pos: i, left: syms[i].s, right: syms[j].s})
 			}
 		}
@@ -375,6 +404,16 @@ func (t *Tokenizer) merge(piece string) []string {
 		merged = append(merged, syms[i].s)
 	}
 	return merged
+}
+
+// rank is the merge rank of the pair a, b, lower first.
+func (t *Tokenizer) rank(a, b string) (int, bool) {
+	if t.pieceRanks != nil {
+		r, ok := t.pieceRanks[a+b]
+		return r, ok
+	}
+	r, ok := t.ranks[[2]string{a, b}]
+	return r, ok
 }
 
 // pair is a candidate merge of the symbols at pos and after it.

@@ -1,0 +1,318 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/runner/gguf"
+)
+
+// Token types in tokenizer.ggml.token_type (llama.cpp's llama_token_type).
+const (
+	ggufNormal      = 1
+	ggufUnknown     = 2
+	ggufControl     = 3
+	ggufUserDefined = 4
+	ggufUnused      = 5
+)
+
+// ggufPre is what a tokenizer.ggml.pre name stands for in llama.cpp
+// (src/llama-vocab.cpp): the regexes that split text before byte-level BPE,
+// applied one after the other, each keeping the text between its matches;
+// whether a whole piece found in the vocabulary skips the merges; and
+// whether a prompt starts with BOS unless the file says otherwise.
+type ggufPre struct {
+	regexes      []string
+	ignoreMerges bool
+	addBOS       bool
+}
+
+// The regexes are the ones the models' own tokenizer.json files hold (HF
+// tokenizers is the oracle, docs/tokenizer.md); llama.cpp rewrites some of
+// them for its regex engine to the same effect.
+const (
+	llama3Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	qwen2Split  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	tekkenSplit = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	gpt4oSplit  = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	seedSplit   = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// gpt2SplitStrict is GPT-2's pattern without the trailing \s+: the
+	// form llama.cpp's default and StarCoder groups apply.
+	gpt2SplitStrict = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
+)
+
+var ggufPres = func() map[string]ggufPre {
+	m := map[string]ggufPre{
+		// Also what llama.cpp takes for a file that names no pre-tokenizer.
+		"default": {regexes: []string{`[\p{P}\$\+<=>\^~\|]+`, gpt2SplitStrict, `\p{N}+`, `[0-9][0-9][0-9]`}},
+		"tekken":  {regexes: []string{tekkenSplit}, ignoreMerges: true, addBOS: true},
+	}
+	group := func(p ggufPre, names ...string) {
+		for _, n := range names {
+			m[n] = p
+		}
+	}
+	group(ggufPre{regexes: []string{llama3Split}, ignoreMerges: true, addBOS: true},
+		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")
+	group(ggufPre{regexes: []string{llama3Split}}, "dbrx", "smaug-bpe", "chatglm-bpe", "glm4")
+	group(ggufPre{regexes: []string{gpt2Split}},
+		"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+		"exaone4", "mpt", "olmo", "jais", "trillion", "granite-docling")
+	group(ggufPre{regexes: []string{qwen2Split}}, "qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", "hunyuan")
+	group(ggufPre{regexes: []string{`\p{N}`, gpt2SplitStrict}},
+		"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b")
+	group(ggufPre{regexes: []string{gpt4oSplit}}, "gpt-4o", "llama4")
+	group(ggufPre{regexes: []string{seedSplit}}, "seed-coder")
+	return m
+}()
+
+// PreTokenizersRead lists the tokenizer.ggml.pre names FromGGUF reads.
+func PreTokenizersRead() []string {
+	var names []string
+	for n := range ggufPres {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// FromGGUF reads the tokenizer a GGUF file carries in its metadata
+// (tokenizer.ggml.*), as llama.cpp reads it: "llama" vocabularies are
+// SentencePiece's BPE, merging the adjacent pair whose joined piece has the
+// highest score; "gpt2" ones are byte-level BPE over tokenizer.ggml.merges,
+// split first as tokenizer.ggml.pre names. Control, user-defined and
+// unknown tokens are matched in the text, as llama.cpp matches them when it
+// parses special tokens (docs/tokenizer.md, "GGUF files").
+func FromGGUF(f *gguf.File) (*Tokenizer, error) {
+	model, ok := f.KV["tokenizer.ggml.model"]
+	if !ok {
+		return nil, fmt.Errorf("the file carries no tokenizer (no tokenizer.ggml.model); give the model's tokenizer.json with --tokenizer")
+	}
+	if model.Type != gguf.String {
+		return nil, fmt.Errorf("tokenizer.ggml.model is a %s, want a string", model.Type)
+	}
+	switch model.Str {
+	case "llama", "gpt2":
+	case "none", "no_vocab":
+		return nil, fmt.Errorf("tokenizer.ggml.model %q: the file carries no vocabulary; give the model's tokenizer.json with --tokenizer", model.Str)
+	default:
+		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", model.Str)
+	}
+	tokens, err := f.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) == 0 || len(tokens) > maxVocab {
+		return nil, fmt.Errorf("tokenizer.ggml.tokens holds %d tokens (1 to %d)", len(tokens), maxVocab)
+	}
+	types := make([]float64, len(tokens))
+	if _, ok := f.KV["tokenizer.ggml.token_type"]; ok {
+		if types, err = f.Numbers("tokenizer.ggml.token_type"); err != nil {
+			return nil, err
+		}
+		if len(types) != len(tokens) {
+			return nil, fmt.Errorf("tokenizer.ggml.token_type holds %d types for %d tokens", len(types), len(tokens))
+		}
+	}
+	t := &Tokenizer{vocab: make(map[string]int32, len(tokens)), pieces: make(map[int32]string, len(tokens)),
+		size: len(tokens), ranks: map[[2]string]int{}, unk: -1, special: map[int32]bool{}}
+	for i, tok := range tokens {
+		if tok == "" {
+			tok = fmt.Sprintf("[EMPTY_%d]", i) // as llama.cpp names an empty token
+		}
+		t.vocab[tok], t.pieces[int32(i)] = int32(i), tok
+		switch types[i] {
+		case ggufControl, ggufUnknown:
+			t.special[int32(i)] = true
+			t.added = append(t.added, addedToken{tok, int32(i)})
+		case ggufUserDefined:
+			t.added = append(t.added, addedToken{tok, int32(i)})
+		case ggufUnused:
+			// The converter's padding ([PAD123]): llama.cpp decodes it to
+			// nothing, and so does Decode an id it has no piece for.
+			delete(t.pieces, int32(i))
+		}
+	}
+	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
+
+	// What a prompt gets around it: llama.cpp's defaults for the model and
+	// pre-tokenizer, then the file's own keys.
+	var pre ggufPre
+	addBOS, addEOS := false, false
+	bos, eos := int64(11), int64(11)
+	if model.Str == "llama" {
+		addBOS, bos, eos = true, 1, 2
+		if err := t.readSentencePiece(f); err != nil {
+			return nil, err
+		}
+	} else {
+		if pre, err = t.readByteLevel(f); err != nil {
+			return nil, err
+		}
+		addBOS = pre.addBOS
+	}
+	for key, dst := range map[string]*bool{"tokenizer.ggml.add_bos_token": &addBOS, "tokenizer.ggml.add_eos_token": &addEOS} {
+		if *dst, err = ggufBool(f, key, *dst); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []struct {
+		key  string
+		id   *int64
+		add  bool
+		list *[]int32
+	}{{"tokenizer.ggml.bos_token_id", &bos, addBOS, &t.prefix}, {"tokenizer.ggml.eos_token_id", &eos, addEOS, &t.suffix}} {
+		if v, ok := f.KV[s.key]; ok {
+			if v.Type != gguf.U32 && v.Type != gguf.I32 {
+				return nil, fmt.Errorf("%s is a %s, want u32", s.key, v.Type)
+			}
+			*s.id = v.Int
+		}
+		if !s.add {
+			continue
+		}
+		// llama.cpp would put its default in place of an id past the
+		// vocabulary; a token the file did not mean is refused instead.
+		if *s.id < 0 || *s.id >= int64(len(tokens)) {
+			return nil, fmt.Errorf("%s %d is outside the vocabulary of %d tokens, and the file asks for it around every prompt", s.key, *s.id, len(tokens))
+		}
+		*s.list = []int32{int32(*s.id)}
+	}
+	return t, nil
+}
+
+// readSentencePiece sets up a "llama" vocabulary: spaces as ▁ (one before
+// the text unless tokenizer.ggml.add_space_prefix is false), merges by the
+// joined piece's score, bytes the vocabulary lacks as <0xXX> tokens.
+func (t *Tokenizer) readSentencePiece(f *gguf.File) error {
+	prefix, err := ggufBool(f, "tokenizer.ggml.add_space_prefix", true)
+	if err != nil {
+		return err
+	}
+	scores := make([]float64, t.size)
+	if _, ok := f.KV["tokenizer.ggml.scores"]; ok {
+		if scores, err = f.Numbers("tokenizer.ggml.scores"); err != nil {
+			return err
+		}
+		if len(scores) != t.size {
+			return fmt.Errorf("tokenizer.ggml.scores holds %d scores for %d tokens", len(scores), t.size)
+		}
+	}
+	// Ranks are the scores' order, highest first, equal scores one rank:
+	// merge() then takes the best pair and the leftmost among equals, as
+	// llama.cpp's SentencePiece tokenizer does.
+	distinct := map[float64]bool{}
+	for i, s := range scores {
+		if math.IsNaN(s) {
+			return fmt.Errorf("tokenizer.ggml.scores[%d] (token %q) is NaN", i, t.pieces[int32(i)])
+		}
+		distinct[s] = true
+	}
+	order := make([]float64, 0, len(distinct))
+	for s := range distinct {
+		order = append(order, s)
+	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(order)))
+	rankOf := make(map[float64]int, len(order))
+	for r, s := range order {
+		rankOf[s] = r
+	}
+	t.pieceRanks = make(map[string]int, t.size)
+	for piece, id := range t.vocab {
+		t.pieceRanks[piece] = rankOf[scores[id]]
+	}
+	t.byteFallback = true
+	if v, ok := f.KV["tokenizer.ggml.unknown_token_id"]; ok {
+		if v.Int < 0 || v.Int >= int64(t.size) {
+			return fmt.Errorf("tokenizer.ggml.unknown_token_id %d is outside the vocabulary of %d tokens", v.Int, t.size)
+		}
+		t.unk = int32(v.Int)
+	} else if t.size > 0 {
+		t.unk = 0 // llama.cpp's default for these files
+	}
+	norms := []any{map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": "▁"}}
+	decs := []any{
+		map[string]any{"type": "Replace", "pattern": map[string]string{"String": "▁"}, "content": " "},
+		map[string]any{"type": "ByteFallback"},
+		map[string]any{"type": "Fuse"},
+	}
+	if prefix {
+		norms = append([]any{map[string]any{"type": "Prepend", "prepend": "▁"}}, norms...)
+		decs = append(decs, map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0})
+	}
+	if t.normalize, err = readNormalizers(sequence("normalizers", norms)); err != nil {
+		return err
+	}
+	t.decode, err = readDecoders(sequence("decoders", decs))
+	return err
+}
+
+// readByteLevel sets up a "gpt2" vocabulary: its merges, and the split its
+// pre-tokenizer name stands for before the bytes are mapped to GPT-2's
+// alphabet.
+func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
+	name := "default"
+	if v, ok := f.KV["tokenizer.ggml.pre"]; ok {
+		if v.Type != gguf.String {
+			return ggufPre{}, fmt.Errorf("tokenizer.ggml.pre is a %s, want a string", v.Type)
+		}
+		name = v.Str
+	}
+	pre, ok := ggufPres[name]
+	if !ok {
+		return pre, fmt.Errorf("tokenizer.ggml.pre %q is not supported (%s); give the model's tokenizer.json with --tokenizer",
+			name, strings.Join(PreTokenizersRead(), ", "))
+	}
+	merges, err := f.Strings("tokenizer.ggml.merges")
+	if err != nil {
+		return pre, err
+	}
+	for i, m := range merges {
+		// The first piece may itself be a space: llama.cpp cuts at the
+		// first space after the first byte.
+		cut := strings.IndexByte(m[min(1, len(m)):], ' ')
+		if cut < 0 {
+			return pre, fmt.Errorf("tokenizer.ggml.merges[%d] %q: want two pieces separated by a space", i, m)
+		}
+		cut += min(1, len(m))
+		pair := [2]string{m[:cut], m[cut+1:]}
+		if _, dup := t.ranks[pair]; !dup {
+			t.ranks[pair] = i
+		}
+	}
+	t.ignoreMerges = pre.ignoreMerges
+	var parts []any
+	for _, re := range pre.regexes {
+		parts = append(parts, map[string]any{"type": "Split", "pattern": map[string]string{"Regex": re}, "behavior": "Isolated", "invert": false})
+	}
+	parts = append(parts, map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false})
+	if t.preTok, err = readPreTokenizers(sequence("pretokenizers", parts)); err != nil {
+		return pre, fmt.Errorf("tokenizer.ggml.pre %q: %w", name, err)
+	}
+	t.decode, err = readDecoders(json.RawMessage(`{"type": "ByteLevel"}`))
+	return pre, err
+}
+
+// sequence is a tokenizer.json Sequence of parts, for the readers of
+// tokenizer.json's parts to build a GGUF file's pipeline from.
+func sequence(key string, parts []any) json.RawMessage {
+	b, err := json.Marshal(map[string]any{"type": "Sequence", key: parts})
+	if err != nil {
+		panic(err) // maps of strings, numbers and bools always marshal
+	}
+	return b
+}
+
+func ggufBool(f *gguf.File, key string, def bool) (bool, error) {
+	v, ok := f.KV[key]
+	if !ok {
+		return def, nil
+	}
+	if v.Type != gguf.Bool {
+		return false, fmt.Errorf("%s is a %s, want a bool", key, v.Type)
+	}
+	return v.Uint != 0, nil
+}

@@ -1,0 +1,333 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type ggufCase struct {
+	Text           string  `json:"text"`
+	IDs            []int32 `json:"ids"`
+	Decoded        string  `json:"decoded"`
+	DecodedSpecial *string `json:"decoded_special"`
+}
+
+func readGGUFCases(t *testing.T, path string) []ggufCase {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Cases []ggufCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Cases) == 0 {
+		t.Fatalf("%s: no cases", path)
+	}
+	return want.Cases
+}
+
+func checkGGUFCases(t *testing.T, tok *Tokenizer, cases []ggufCase) {
+	t.Helper()
+	for _, c := range cases {
+		got, err := tok.Encode(c.Text, true)
+		if err != nil {
+			t.Errorf("%q: %v", c.Text, err)
+			continue
+		}
+		if !slices.Equal(got, c.IDs) && !(len(got) == 0 && len(c.IDs) == 0) {
+			t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
+		}
+		if text, _ := tok.Decode(c.IDs, true); text != c.Decoded {
+			t.Errorf("decode %v: %q, want %q", c.IDs, text, c.Decoded)
+		}
+		if c.DecodedSpecial != nil {
+			if text, _ := tok.Decode(c.IDs, false); text != *c.DecodedSpecial {
+				t.Errorf("decode %v keeping special tokens: %q, want %q", c.IDs, text, *c.DecodedSpecial)
+			}
+		}
+	}
+}
+
+// testdata/gguf holds vocabulary-only GGUF files as llama.cpp's converter
+// writes them, with the ids and text of their tokenizers' own
+// implementations (tools/fixtures/make_gguf_tokenizer_fixtures.py):
+// sentencepiece for the "llama" vocabularies (with and without the space
+// prefix), HF tokenizers for the byte-level ones (GPT-2's, Qwen2's and
+// Llama 3's splits, the last with ignore_merges).
+func TestMatchesGGUFOracles(t *testing.T) {
+	for _, name := range []string{"spm", "spm-no-prefix", "gpt2", "qwen2", "llama3"} {
+		t.Run(name, func(t *testing.T) {
+			tok, err := Load(filepath.Join("testdata", "gguf", name+".gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGGUFCases(t, tok, readGGUFCases(t, filepath.Join("testdata", "gguf", name+".json")))
+		})
+	}
+}
+
+// A checkpoint that llama.cpp's own converter wrote: its vocabulary, read
+// back by HF tokenizers as the byte-level BPE it was converted from, is the
+// oracle.
+func TestLlamaCppConvertedVocabulary(t *testing.T) {
+	path := filepath.Join("..", "testdata", "gguf", "llamacpp-qwen3-q8_0.gguf")
+	tok, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGGUFCases(t, tok, readGGUFCases(t, filepath.Join("testdata", "gguf", "llamacpp.json")))
+	// The converter's padding tokens decode to nothing, as in llama.cpp.
+	if s, _ := tok.Decode([]int32{'a' - 33, 509}, false); s != "a" {
+		t.Errorf("[PAD509] decodes as part of %q", s)
+	}
+}
+
+// kv is one metadata entry of a test GGUF file: value is a string, bool,
+// uint32, int32, float32, or a slice of strings, int32s or float32s.
+type kv struct {
+	key   string
+	value any
+}
+
+// ggufFile writes a GGUF v3 file of metadata only.
+func ggufFile(t *testing.T, entries ...kv) string {
+	t.Helper()
+	var b bytes.Buffer
+	w := func(v any) { binary.Write(&b, binary.LittleEndian, v) }
+	str := func(s string) { w(uint64(len(s))); b.WriteString(s) }
+	b.WriteString("GGUF")
+	w(uint32(3))
+	w(uint64(0))
+	w(uint64(len(entries)))
+	for _, e := range entries {
+		str(e.key)
+		switch v := e.value.(type) {
+		case string:
+			w(uint32(8))
+			str(v)
+		case bool:
+			w(uint32(7))
+			w(v)
+		case uint32:
+			w(uint32(4))
+			w(v)
+		case int32:
+			w(uint32(5))
+			w(v)
+		case float32:
+			w(uint32(6))
+			w(v)
+		case []string:
+			w(uint32(9))
+			w(uint32(8))
+			w(uint64(len(v)))
+			for _, s := range v {
+				str(s)
+			}
+		case []int32:
+			w(uint32(9))
+			w(uint32(5))
+			w(uint64(len(v)))
+			w(v)
+		case []float32:
+			w(uint32(9))
+			w(uint32(6))
+			w(uint64(len(v)))
+			w(v)
+		default:
+			t.Fatalf("kv %s: %T", e.key, v)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "vocab.gguf")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// byteLevelVocab is GPT-2's byte alphabet as tokens 0-255, then extra.
+func byteLevelVocab(extra ...string) []string {
+	v := make([]string, 0, 256+len(extra))
+	for b := 0; b < 256; b++ {
+		v = append(v, string(byteChar[b]))
+	}
+	return append(v, extra...)
+}
+
+// Every pre-tokenizer name read compiles, and the groups split text as
+// their patterns say: the default's four regexes one after the other,
+// Tekken's and GPT-4o's case-aware words, digits alone or in threes.
+func TestGGUFPreTokenizers(t *testing.T) {
+	text := "HelloWorld's 1234"
+	want := map[string][]string{
+		"default":   {"HelloWorld", "'", "s", " ", "123", "4"},
+		"gpt-2":     {"HelloWorld", "'s", " 1234"},
+		"llama-bpe": {"HelloWorld", "'s", " ", "123", "4"},
+		"qwen2":     {"HelloWorld", "'s", " ", "1", "2", "3", "4"},
+		"tekken":    {"Hello", "World", "'s", " ", "1", "2", "3", "4"},
+		"gpt-4o":    {"Hello", "World's", " ", "123", "4"},
+		"starcoder": {"HelloWorld", "'s", " ", "1", "2", "3", "4"},
+	}
+	for _, name := range PreTokenizersRead() {
+		path := ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", name},
+			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}})
+		tok, err := Load(path)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		w, ok := want[name]
+		if !ok {
+			continue
+		}
+		pieces := []string{text}
+		for _, p := range tok.preTok {
+			if pieces, err = p.split(pieces, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var plain []string
+		for _, p := range pieces {
+			var b []byte
+			for _, r := range p {
+				b = append(b, charByte[r])
+			}
+			plain = append(plain, string(b))
+		}
+		if !slices.Equal(plain, w) {
+			t.Errorf("%s splits %q as %q, want %q", name, text, plain, w)
+		}
+	}
+	if len(want) > len(PreTokenizersRead()) {
+		t.Errorf("%d names read", len(PreTokenizersRead()))
+	}
+}
+
+// What a prompt gets around it follows llama.cpp: BOS for "llama" files and
+// the Llama 3 and Tekken groups, none for GPT-2's, unless the file's own
+// add_bos_token/add_eos_token say otherwise; a file that names no
+// pre-tokenizer takes the default.
+func TestGGUFSpecialTokens(t *testing.T) {
+	spm := []string{"<unk>", "<s>", "</s>", "▁a", "a", "▁"}
+	spmTypes := []int32{ggufUnknown, ggufControl, ggufControl, ggufNormal, ggufNormal, ggufNormal}
+	spmScores := []float32{0, 0, 0, -1, -2, -3}
+	bl := byteLevelVocab("<|begin|>", "<|end|>", "ab", "abc")
+	blTypes := make([]int32, len(bl))
+	for i := range blTypes {
+		blTypes[i] = ggufNormal
+	}
+	blTypes[256], blTypes[257] = ggufControl, ggufControl
+	byteLevel := func(pre string, extra ...kv) []kv {
+		e := []kv{{"tokenizer.ggml.model", "gpt2"}, {"tokenizer.ggml.tokens", bl}, {"tokenizer.ggml.token_type", blTypes},
+			{"tokenizer.ggml.merges", []string{"a b"}}, {"tokenizer.ggml.bos_token_id", uint32(256)}, {"tokenizer.ggml.eos_token_id", uint32(257)}}
+		if pre != "" {
+			e = append(e, kv{"tokenizer.ggml.pre", pre})
+		}
+		return append(e, extra...)
+	}
+	for _, tc := range []struct {
+		name string
+		kvs  []kv
+		text string
+		want []int32
+	}{
+		{"spm", []kv{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", spm}, {"tokenizer.ggml.token_type", spmTypes},
+			{"tokenizer.ggml.scores", spmScores}}, "a a", []int32{1, 3, 3}},
+		{"spm without the prefix, with EOS", []kv{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", spm},
+			{"tokenizer.ggml.token_type", spmTypes}, {"tokenizer.ggml.scores", spmScores},
+			{"tokenizer.ggml.add_space_prefix", false}, {"tokenizer.ggml.add_eos_token", true}}, "a a", []int32{1, 4, 3, 2}},
+		{"spm, control tokens in the text", []kv{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", spm},
+			{"tokenizer.ggml.token_type", spmTypes}, {"tokenizer.ggml.scores", spmScores}}, "<s>a</s>", []int32{1, 1, 3, 2}},
+		{"gpt-2", byteLevel("gpt-2"), "ab", []int32{258}},
+		{"gpt-2 merges", byteLevel("gpt-2"), "abc", []int32{258, 'c'}},
+		{"llama-bpe adds BOS", byteLevel("llama-bpe"), "ab<|end|>", []int32{256, 258, 257}},
+		{"llama-bpe takes a whole word in the vocabulary", byteLevel("llama-bpe"), "abc", []int32{256, 259}},
+		{"llama-bpe told not to", byteLevel("llama-bpe", kv{"tokenizer.ggml.add_bos_token", false}), "ab", []int32{258}},
+		{"no pre-tokenizer named", byteLevel(""), "ab", []int32{258}},
+	} {
+		tok, err := Load(ggufFile(t, tc.kvs...))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		got, err := tok.Encode(tc.text, true)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q encodes as %v, %v; want %v", tc.name, tc.text, got, err, tc.want)
+		}
+	}
+}
+
+// A GGUF file whose tokenizer cannot be read is refused, naming the key
+// and the file, never a panic.
+func TestGGUFBadInput(t *testing.T) {
+	tokens := kv{"tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "a"}}
+	spm := kv{"tokenizer.ggml.model", "llama"}
+	gpt2 := kv{"tokenizer.ggml.model", "gpt2"}
+	for _, tc := range []struct {
+		name string
+		kvs  []kv
+		want string
+	}{
+		{"no tokenizer", []kv{{"general.architecture", "llama"}}, "carries no tokenizer (no tokenizer.ggml.model)"},
+		{"model not a string", []kv{{"tokenizer.ggml.model", uint32(1)}}, "tokenizer.ggml.model is a u32, want a string"},
+		{"no vocabulary", []kv{{"tokenizer.ggml.model", "none"}}, "carries no vocabulary"},
+		{"unknown model", []kv{{"tokenizer.ggml.model", "t5"}, tokens}, `tokenizer.ggml.model "t5" is not supported`},
+		{"no tokens", []kv{spm}, "no metadata tokenizer.ggml.tokens"},
+		{"tokens of numbers", []kv{spm, {"tokenizer.ggml.tokens", []int32{1, 2}}}, "tokenizer.ggml.tokens is an array of i32, want string"},
+		{"empty vocabulary", []kv{spm, {"tokenizer.ggml.tokens", []string{}}}, "holds 0 tokens"},
+		{"types short", []kv{spm, tokens, {"tokenizer.ggml.token_type", []int32{1}}}, "holds 1 types for 4 tokens"},
+		{"types of strings", []kv{spm, tokens, {"tokenizer.ggml.token_type", []string{"a"}}}, "token_type is an array of string, want numbers"},
+		{"scores short", []kv{spm, tokens, {"tokenizer.ggml.scores", []float32{0}}}, "holds 1 scores for 4 tokens"},
+		{"NaN score", []kv{spm, tokens, {"tokenizer.ggml.scores", []float32{0, 0, 0, float32(math.NaN())}}}, `scores[3] (token "a") is NaN`},
+		{"bos past the vocabulary", []kv{spm, tokens, {"tokenizer.ggml.bos_token_id", uint32(9)}}, "bos_token_id 9 is outside the vocabulary of 4 tokens"},
+		{"bos of the wrong type", []kv{spm, tokens, {"tokenizer.ggml.bos_token_id", "x"}}, "bos_token_id is a string, want u32"},
+		{"add_bos not a bool", []kv{spm, tokens, {"tokenizer.ggml.add_bos_token", uint32(1)}}, "add_bos_token is a u32, want a bool"},
+		{"unk past the vocabulary", []kv{spm, tokens, {"tokenizer.ggml.unknown_token_id", uint32(4)}}, "unknown_token_id 4 is outside"},
+		{"no merges", []kv{gpt2, tokens, {"tokenizer.ggml.pre", "gpt-2"}}, "no metadata tokenizer.ggml.merges"},
+		{"merge without a space", []kv{gpt2, tokens, {"tokenizer.ggml.merges", []string{"ab"}}}, `merges[0] "ab": want two pieces`},
+		{"unknown pre-tokenizer", []kv{gpt2, tokens, {"tokenizer.ggml.pre", "nope"}, {"tokenizer.ggml.merges", []string{}}},
+			`tokenizer.ggml.pre "nope" is not supported (`},
+	} {
+		path := ggufFile(t, tc.kvs...)
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", tc.name, err, path, tc.want)
+		}
+	}
+}
+
+// No GGUF file or text makes the tokenizer panic or hang.
+func FuzzFromGGUF(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "gguf", "*.gguf"))
+	for _, name := range files {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data, "Hello  world 123 <s>ok</s> 🙂")
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, text string) {
+		path := filepath.Join(t.TempDir(), "f.gguf")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := Load(path)
+		if err != nil {
+			return
+		}
+		ids, err := tok.Encode(text, true)
+		if err != nil {
+			return
+		}
+		tok.Decode(ids, false)
+	})
+}
