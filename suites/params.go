@@ -262,38 +262,91 @@ func joinInts(xs []int64) string {
 	return strings.Join(s, ", ")
 }
 
-// checkArrival accepts "all" (every request at step 0), "stagger:N" (one
-// new request every N steps) or "poisson:R" (requests arriving on the wall
-// clock as a Poisson process of R a second, vLLM's --request-rate).
-func checkArrival(s string) (string, string) {
-	const hint = `want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000)`
-	if s == "all" {
-		return "", ""
-	}
-	if rest, ok := strings.CutPrefix(s, "stagger:"); ok {
-		if n, err := strconv.Atoi(rest); err != nil || n < 1 {
-			return fmt.Sprintf("bad arrival %q: stagger step must be an integer >= 1", s), hint
-		}
-		return "", ""
-	}
-	if rest, ok := strings.CutPrefix(s, "poisson:"); ok {
-		if _, err := ParseRate(rest); err != nil {
-			return fmt.Sprintf("bad arrival %q: %v", s, err), hint
-		}
-		return "", ""
-	}
-	return fmt.Sprintf("bad arrival %q", s), hint
+// Arrival is an arrival value read (docs/suites.md, "Serving load").
+type Arrival struct {
+	// Stagger is "stagger:N": one new request every N steps. With no Rate
+	// either, every request is there at step 0 ("all").
+	Stagger int
+	// Rate is requests a second arriving on the wall clock: "poisson:R",
+	// or "gamma:R:B".
+	Rate float64
+	// Burstiness is the gamma gaps' shape, vLLM's --burstiness: 1 is a
+	// Poisson process, below 1 the requests come in bursts, above 1 more
+	// evenly. The mean gap is 1/Rate either way.
+	Burstiness float64
 }
 
-// The request rates a poisson arrival takes: below one request in 1000 s
-// a case of a few requests would run for hours, and above a million a
-// second every request arrives within the first step anyway.
+// ParseArrival reads "all", "stagger:N", "poisson:R" or "gamma:R:B".
+func ParseArrival(s string) (Arrival, error) {
+	if s == "all" {
+		return Arrival{}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "stagger:"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 1 {
+			return Arrival{}, fmt.Errorf("stagger step must be an integer >= 1")
+		}
+		return Arrival{Stagger: n}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "poisson:"); ok {
+		r, err := ParseRate(rest)
+		return Arrival{Rate: r, Burstiness: 1}, err
+	}
+	if rest, ok := strings.CutPrefix(s, "gamma:"); ok {
+		rs, bs, ok := strings.Cut(rest, ":")
+		if !ok {
+			return Arrival{}, fmt.Errorf("want gamma:R:B, a rate and a burstiness")
+		}
+		r, err := ParseRate(rs)
+		if err != nil {
+			return Arrival{}, err
+		}
+		b, err := ParseBurstiness(bs)
+		return Arrival{Rate: r, Burstiness: b}, err
+	}
+	return Arrival{}, errNotArrival
+}
+
+var errNotArrival = errors.New("not an arrival")
+
+// String spells the arrival as case keys do: numbers one way, and a gamma
+// arrival of burstiness 1 as the Poisson one it is, so the two are one case.
+func (a Arrival) String() string {
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	switch {
+	case a.Rate > 0 && a.Burstiness != 1:
+		return "gamma:" + g(a.Rate) + ":" + g(a.Burstiness)
+	case a.Rate > 0:
+		return "poisson:" + g(a.Rate)
+	case a.Stagger > 0:
+		return "stagger:" + strconv.Itoa(a.Stagger)
+	}
+	return "all"
+}
+
+// checkArrival accepts what ParseArrival reads.
+func checkArrival(s string) (string, string) {
+	const hint = `want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000)`
+	if _, err := ParseArrival(s); err == errNotArrival {
+		return fmt.Sprintf("bad arrival %q", s), hint
+	} else if err != nil {
+		return fmt.Sprintf("bad arrival %q: %v", s, err), hint
+	}
+	return "", ""
+}
+
+// The request rates an arrival takes: below one request in 1000 s a case
+// of a few requests would run for hours, and above a million a second
+// every request arrives within the first step anyway. Burstiness past
+// those bounds is every request at once, or a clock.
 const (
-	minRate = 1e-3
-	maxRate = 1e6
+	minRate       = 1e-3
+	maxRate       = 1e6
+	minBurstiness = 1e-3
+	maxBurstiness = 1e3
 )
 
-// ParseRate reads a poisson arrival's rate in requests a second.
+// ParseRate reads an arrival's rate in requests a second.
 func ParseRate(s string) (float64, error) {
 	r, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(r) {
@@ -305,13 +358,23 @@ func ParseRate(s string) (float64, error) {
 	return r, nil
 }
 
-// arrivalKey spells a poisson rate one way (poisson:4.0 and poisson:4 are
-// one case); "" keeps the value as written.
+// ParseBurstiness reads a gamma arrival's burstiness.
+func ParseBurstiness(s string) (float64, error) {
+	b, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(b) {
+		return 0, fmt.Errorf("burstiness %q is not a number", s)
+	}
+	if b < minBurstiness || b > maxBurstiness {
+		return 0, fmt.Errorf("burstiness %g is outside %g to %g", b, minBurstiness, float64(maxBurstiness))
+	}
+	return b, nil
+}
+
+// arrivalKey spells an arrival one way (poisson:4.0 and poisson:4 are one
+// case, and gamma:4:1 with them); "" keeps the value as written.
 func arrivalKey(s string) string {
-	if rest, ok := strings.CutPrefix(s, "poisson:"); ok {
-		if r, err := ParseRate(rest); err == nil {
-			return "poisson:" + strconv.FormatFloat(r, 'g', -1, 64)
-		}
+	if a, err := ParseArrival(s); err == nil {
+		return a.String()
 	}
 	return ""
 }

@@ -164,9 +164,10 @@ func TestExpansion(t *testing.T) {
 		},
 		{
 			name:  "rates and objectives are canonical in keys and names",
-			src:   head + "  - name: serve\n    params: {slo: \"e2el:2000.0,ttft:500\", range_ratio: 0.50}\n    matrix: {arrival: [\"poisson:4.0\", \"poisson:0.5\"]}\n",
-			names: []string{"serve/arrival=poisson:4", "serve/arrival=poisson:0.5"},
-			keys:  []string{"model/serve/arrival=poisson:4/range_ratio=0.5/slo=ttft:500,e2el:2000", "model/serve/arrival=poisson:0.5/range_ratio=0.5/slo=ttft:500,e2el:2000"},
+			src:   head + "  - name: serve\n    params: {slo: \"e2el:2000.0,ttft:500\", range_ratio: 0.50}\n    matrix: {arrival: [\"poisson:4.0\", \"poisson:0.5\", \"gamma:2.0:0.50\", \"gamma:8:1.0\"]}\n",
+			names: []string{"serve/arrival=poisson:4", "serve/arrival=poisson:0.5", "serve/arrival=gamma:2:0.5", "serve/arrival=poisson:8"},
+			keys: []string{"model/serve/arrival=poisson:4/range_ratio=0.5/slo=ttft:500,e2el:2000", "model/serve/arrival=poisson:0.5/range_ratio=0.5/slo=ttft:500,e2el:2000",
+				"model/serve/arrival=gamma:2:0.5/range_ratio=0.5/slo=ttft:500,e2el:2000", "model/serve/arrival=poisson:8/range_ratio=0.5/slo=ttft:500,e2el:2000"},
 		},
 		{
 			name:  "anchors and merge keys",
@@ -395,12 +396,16 @@ func TestErrors(t *testing.T) {
 		{"moe strategy", head + "  - name: c\n    params: {moe_strategy: groupd}\n", []string{`t.yaml:5:28: unknown moe_strategy "groupd" (did you mean "grouped"?)`}},
 		{"kernel dtype", head + "  - name: c\n    op: matmul\n    params: {dtype: fp16}\n", []string{`t.yaml:6:21: unknown dtype "fp16" (did you mean "f16"?)`}},
 		{"string param bool", head + "  - name: c\n    params: {variant: true}\n", []string{`t.yaml:5:23: variant must be a string, got true`}},
-		{"arrival", head + "  - name: c\n    params: {arrival: \"stagger:0\"}\n", []string{`t.yaml:5:23: bad arrival "stagger:0": stagger step must be an integer >= 1 (want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000))`}},
-		{"arrival word", head + "  - name: c\n    params: {arrival: burst}\n", []string{`t.yaml:5:23: bad arrival "burst" (want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000))`}},
-		{"arrival rate zero", head + "  - name: c\n    params: {arrival: \"poisson:0\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:0": rate 0 requests a second is outside 0.001 to 1e+06 (want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000))`}},
-		{"arrival rate word", head + "  - name: c\n    matrix: {arrival: [\"poisson:4\", \"poisson:fast\"]}\n", []string{`t.yaml:5:37: bad arrival "poisson:fast": rate "fast" is not a number (want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000))`}},
-		{"arrival rate nan", head + "  - name: c\n    params: {arrival: \"poisson:NaN\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:NaN": rate "NaN" is not a number (want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000))`}},
-		{"arrival rate inf", head + "  - name: c\n    params: {arrival: \"poisson:+Inf\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:+Inf": rate +Inf requests a second is outside 0.001 to 1e+06 (want "all", "stagger:N" (N >= 1) or "poisson:R" (R requests a second, 0.001 to 1000000))`}},
+		{"arrival", head + "  - name: c\n    params: {arrival: \"stagger:0\"}\n", []string{`t.yaml:5:23: bad arrival "stagger:0": stagger step must be an integer >= 1 (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
+		{"arrival word", head + "  - name: c\n    params: {arrival: burst}\n", []string{`t.yaml:5:23: bad arrival "burst" (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
+		{"arrival rate zero", head + "  - name: c\n    params: {arrival: \"poisson:0\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:0": rate 0 requests a second is outside 0.001 to 1e+06 (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
+		{"arrival rate word", head + "  - name: c\n    matrix: {arrival: [\"poisson:4\", \"poisson:fast\"]}\n", []string{`t.yaml:5:37: bad arrival "poisson:fast": rate "fast" is not a number (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
+		{"arrival rate nan", head + "  - name: c\n    params: {arrival: \"poisson:NaN\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:NaN": rate "NaN" is not a number (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
+		{"gamma without a burstiness", head + "  - name: c\n    params: {arrival: \"gamma:4\"}\n", []string{`t.yaml:5:23: bad arrival "gamma:4": want gamma:R:B, a rate and a burstiness ` + hintGamma}},
+		{"gamma burstiness zero", head + "  - name: c\n    params: {arrival: \"gamma:4:0\"}\n", []string{`t.yaml:5:23: bad arrival "gamma:4:0": burstiness 0 is outside 0.001 to 1000 ` + hintGamma}},
+		{"gamma burstiness word", head + "  - name: c\n    params: {arrival: \"gamma:4:x\"}\n", []string{`t.yaml:5:23: bad arrival "gamma:4:x": burstiness "x" is not a number ` + hintGamma}},
+		{"gamma rate", head + "  - name: c\n    params: {arrival: \"gamma:0:1\"}\n", []string{`t.yaml:5:23: bad arrival "gamma:0:1": rate 0 requests a second is outside 0.001 to 1e+06 ` + hintGamma}},
+		{"arrival rate inf", head + "  - name: c\n    params: {arrival: \"poisson:+Inf\"}\n", []string{`t.yaml:5:23: bad arrival "poisson:+Inf": rate +Inf requests a second is outside 0.001 to 1e+06 (want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`}},
 		{"slo target", head + "  - name: c\n    params: {slo: \"ttft:200,itl:50\"}\n", []string{`t.yaml:5:19: bad slo "ttft:200,itl:50": unknown target "itl" (ttft, tpot, e2el) (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
 		{"slo bound", head + "  - name: c\n    params: {slo: \"ttft:0\"}\n", []string{`t.yaml:5:19: bad slo "ttft:0": ttft bound "0" must be a number of milliseconds > 0 (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
 		{"slo twice", head + "  - name: c\n    params: {slo: \"tpot:5,tpot:6\"}\n", []string{`t.yaml:5:19: bad slo "tpot:5,tpot:6": tpot given twice (want "ttft:MS,tpot:MS,e2el:MS" (any of the three, milliseconds > 0))`}},
@@ -592,3 +597,5 @@ func TestCheckValue(t *testing.T) {
 		}
 	}
 }
+
+const hintGamma = `(want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`

@@ -55,9 +55,10 @@ type ModelParams struct {
 	// Stagger is the arrival: 0 for every request at step 0 ("all"), N
 	// for one new request every N steps ("stagger:N").
 	Stagger int
-	// Rate, when positive, is a poisson arrival's requests a second: the
-	// requests arrive on the wall clock instead of by step.
-	Rate float64
+	// Rate, when positive, is a poisson or gamma arrival's requests a
+	// second: the requests arrive on the wall clock instead of by step,
+	// the gaps' shape Burstiness (1: Poisson).
+	Rate, Burstiness float64
 	// SLO bounds each request's latencies in ms by target (ttft, tpot,
 	// e2el), for goodput; nil when the case sets none.
 	SLO map[string]float64
@@ -167,12 +168,8 @@ func decodeModel(ps map[string]Value) ModelParams {
 		m.MaxSeqs = int(v.Int)
 	}
 	if v, ok := ps[ParamArrival]; ok {
-		if rest, ok := strings.CutPrefix(v.Raw, "stagger:"); ok {
-			m.Stagger, _ = strconv.Atoi(rest)
-		}
-		if rest, ok := strings.CutPrefix(v.Raw, "poisson:"); ok {
-			m.Rate, _ = ParseRate(rest)
-		}
+		a, _ := ParseArrival(v.Raw)
+		m.Stagger, m.Rate, m.Burstiness = a.Stagger, a.Rate, a.Burstiness
 	}
 	if v, ok := ps[ParamSLO]; ok {
 		m.SLO, _ = ParseSLO(v.Raw)

@@ -158,6 +158,8 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4"}, "--request-rate needs --requests"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,0", "--requests", "8"}, "--request-rate: item 2: rate 0 requests a second is outside 0.001 to 1e+06"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,x", "--requests", "8"}, `--request-rate: item 2: rate "x" is not a number`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4", "--requests", "8", "--burstiness", "0"}, "--burstiness: burstiness 0 is outside 0.001 to 1000"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--burstiness", "0.5"}, "--burstiness shapes the gaps between requests arriving at --request-rate; give a rate"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,4", "--requests", "8"}, "--request-rate: 4 given twice"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--requests", "-2"}, "--requests must be at least 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--range-ratio", "1", "--db", db}, "--range-ratio: bad range_ratio: 1 is outside [0, 1)"},
@@ -269,6 +271,7 @@ func TestBenchPrintSuiteGolden(t *testing.T) {
 	for name, args := range map[string][]string{
 		"bench-print-suite":         {"-b", "1-8*2", "-p", "16,32", "-n", "8", "-r", "3"},
 		"bench-print-suite-serving": {"-b", "8", "-p", "256", "-n", "64", "--request-rate", "0.5,2,8", "--requests", "64", "--slo", "ttft:500,tpot:50", "--range-ratio", "0.5"},
+		"bench-print-suite-bursty":  {"-b", "8", "-p", "256", "-n", "64", "--request-rate", "2,8", "--burstiness", "0.25", "--requests", "64"},
 	} {
 		out, _, err := mtl(t, append([]string{"bench", "-m", "qwen3-moe-mini", "--print-suite"}, args...)...)
 		if err != nil {

@@ -34,7 +34,7 @@ func benchCommand() *cli.Command {
 			"Serving load, as vllm bench serve measures it: --request-rate 1,2,4 --requests 64 -b 8\n" +
 			"--slo ttft:500,tpot:50 sends 64 requests arriving as a Poisson process at each rate, at\n" +
 			"most 8 served at once, and records requests and goodput a second, TTFT, TPOT and\n" +
-			"end-to-end latency (docs/suites.md, \"Serving load\").",
+			"end-to-end latency (docs/suites.md, \"Serving load\"); --burstiness 0.5 sends them in bursts.",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
@@ -43,6 +43,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "gen", Aliases: []string{"n"}, Value: "128", Usage: "generated tokens per sequence: list or range"},
 			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens of context in the KV cache before each prompt, as llama-bench's -d (the suites' depth); e.g. 0,4096"},
 			&cli.StringFlag{Name: "request-rate", Usage: "serving load: requests arriving a second as a Poisson process (vLLM's --request-rate), a list such as 1,2,4 for a case each; --batch is then the most served at once; needs --requests"},
+			&cli.StringFlag{Name: "burstiness", Value: "1", Usage: "--request-rate's gaps as a gamma distribution of this shape (vLLM's --burstiness): 1 is Poisson, below 1 burstier, above more even"},
 			&cli.IntFlag{Name: "requests", Usage: "requests in all (vLLM's --num-prompts; default: the batch), more than the batch queue"},
 			&cli.Float64Flag{Name: "range-ratio", Usage: "each request's prompt and output lengths drawn uniformly from -p and -n times 1-r to 1+r (vLLM's --random-range-ratio; 0: as given)"},
 			&cli.StringFlag{Name: "slo", Usage: "latency bounds for goodput_per_s, vLLM's --goodput: ttft:MS,tpot:MS,e2el:MS (any of them)"},
@@ -76,6 +77,12 @@ func benchCommand() *cli.Command {
 				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio")}
 			if spec.Rates, err = parseRates(c.String("request-rate")); err != nil {
 				return fmt.Errorf("--request-rate: %w", err)
+			}
+			if spec.Burstiness, err = suites.ParseBurstiness(c.String("burstiness")); err != nil {
+				return fmt.Errorf("--burstiness: %w", err)
+			}
+			if c.IsSet("burstiness") && spec.Rates == nil {
+				return fmt.Errorf("--burstiness shapes the gaps between requests arriving at --request-rate; give a rate")
 			}
 			for _, l := range []struct {
 				flag string
@@ -144,7 +151,7 @@ var benchKeyFlags = map[string]string{
 	"preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend",
 	"timing": "--timing", "repetitions": "--repetitions", "warmup": "--warmup", "batch": "--batch",
 	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
-	suites.ParamArrival: "--request-rate", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
+	suites.ParamArrival: "--request-rate and --burstiness", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
 	suites.ParamRangeRatio: "--range-ratio",
 	suites.ParamWitnessGPU: "--witness-gpu", suites.ParamLayers: "--layers",
 }
@@ -194,6 +201,8 @@ type quickSpec struct {
 	SLO      string
 	// RangeRatio is the cases' range_ratio (0: every request of -p and -n).
 	RangeRatio float64
+	// Burstiness is the rates' gamma shape (1: Poisson).
+	Burstiness float64
 }
 
 // parseRates reads --request-rate's list: each a rate the suites' poisson
@@ -293,7 +302,11 @@ func (q quickSpec) yaml() ([]byte, error) {
 		params[suites.ParamRangeRatio] = q.RangeRatio
 	}
 	for _, r := range q.Rates {
-		doc.Cases[0].Matrix.Arrival = append(doc.Cases[0].Matrix.Arrival, "poisson:"+r)
+		a := "poisson:" + r
+		if q.Burstiness != 1 {
+			a = "gamma:" + r + ":" + strconv.FormatFloat(q.Burstiness, 'g', -1, 64)
+		}
+		doc.Cases[0].Matrix.Arrival = append(doc.Cases[0].Matrix.Arrival, a)
 	}
 	switch {
 	case len(q.Fusion) > 1:
@@ -341,6 +354,9 @@ func (q quickSpec) describe() string {
 	}
 	if len(q.Rates) > 0 {
 		d += " --request-rate " + strings.Join(q.Rates, ",")
+		if q.Burstiness != 1 {
+			d += " --burstiness " + strconv.FormatFloat(q.Burstiness, 'g', -1, 64)
+		}
 	}
 	if q.Requests > 0 {
 		d += fmt.Sprintf(" --requests %d", q.Requests)

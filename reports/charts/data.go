@@ -433,6 +433,9 @@ func titleWith(title string, descs [][]part) string {
 	if t := shared(descs, "timing"); t == "profile timing" {
 		extra = append(extra, t)
 	}
+	if a := shared(descs, "arrivals"); strings.HasPrefix(a, "gamma") {
+		extra = append(extra, a) // Poisson is what a rate means unless said
+	}
 	if len(extra) > 0 {
 		title += " — " + strings.Join(extra, ", ")
 	}

@@ -3,9 +3,9 @@ package charts
 import (
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Serving chart names: a serving sweep's requests a second and latencies
@@ -30,14 +30,19 @@ var (
 	servingLatency    = []servingMetric{{"ttft_p99_ms", "TTFT p99"}, {"e2el_ms", "E2EL median"}}
 )
 
-// rateOf is a case's poisson arrival rate, requests a second.
-func rateOf(c *CaseData) (float64, bool) {
-	rest, ok := strings.CutPrefix(c.Params["arrival"], "poisson:")
-	if !ok {
-		return 0, false
+// arrivalOf is a case's arrival on the wall clock: its rate, requests a
+// second, and its burstiness.
+func arrivalOf(c *CaseData) (suites.Arrival, bool) {
+	a, err := suites.ParseArrival(c.Params["arrival"])
+	return a, err == nil && a.Rate > 0
+}
+
+// arrivalsNote names the gaps' distribution, for a series' legend.
+func arrivalsNote(a suites.Arrival) string {
+	if a.Burstiness == 1 {
+		return "Poisson arrivals"
 	}
-	r, err := strconv.ParseFloat(rest, 64)
-	return r, err == nil && r > 0
+	return "gamma arrivals, burstiness " + strconv.FormatFloat(a.Burstiness, 'g', -1, 64)
 }
 
 // rateGroup is a set of a run's model cases that differ in their rate only.
@@ -47,8 +52,8 @@ type rateGroup struct {
 	cases []*CaseData
 }
 
-// rateGroups picks, per run, the cases that sweep the poisson rate: at
-// least two rates, every other parameter equal.
+// rateGroups picks, per run, the cases that sweep the rate: at least two
+// rates, every other parameter (the burstiness too) equal.
 func rateGroups(runs []RunData) []rateGroup {
 	var out []rateGroup
 	for ri := range runs {
@@ -57,10 +62,11 @@ func rateGroups(runs []RunData) []rateGroup {
 		var order []string
 		for ci := range run.Cases {
 			c := &run.Cases[ci]
-			if _, ok := rateOf(c); !ok || !c.done() || c.Kind != results.CaseModel {
+			a, ok := arrivalOf(c)
+			if !ok || !c.done() || c.Kind != results.CaseModel {
 				continue
 			}
-			k := c.group() + "\x00" + c.paramsWithout("arrival")
+			k := c.group() + "\x00" + c.paramsWithout("arrival") + "\x00" + arrivalsNote(a)
 			if byKey[k] == nil {
 				byKey[k] = &rateGroup{run: run, name: c.group()}
 				order = append(order, k)
@@ -71,8 +77,8 @@ func rateGroups(runs []RunData) []rateGroup {
 			g := byKey[k]
 			rates := map[float64]bool{}
 			for _, c := range g.cases {
-				r, _ := rateOf(c)
-				rates[r] = true
+				a, _ := arrivalOf(c)
+				rates[a.Rate] = true
 			}
 			if len(rates) >= 2 {
 				out = append(out, *g)
@@ -95,8 +101,8 @@ func ServingSeries(runs []RunData, ms []servingMetric, title, ylabel string) Rat
 			s := Series{}
 			for _, c := range g.cases {
 				if st := c.Stats[m.metric]; st != nil {
-					r, _ := rateOf(c)
-					s.Points = append(s.Points, pointOf(r, st))
+					a, _ := arrivalOf(c)
+					s.Points = append(s.Points, pointOf(a.Rate, st))
 				}
 			}
 			if len(s.Points) == 0 {
@@ -105,8 +111,9 @@ func ServingSeries(runs []RunData, ms []servingMetric, title, ylabel string) Rat
 			sort.Slice(s.Points, func(i, j int) bool { return s.Points[i].X < s.Points[j].X })
 			series = append(series, s)
 			c0 := g.cases[0]
+			a0, _ := arrivalOf(c0)
 			descs = append(descs, []part{
-				{"run", RunLabel(g.run.Run)}, {"backend", g.run.Run.Backend},
+				{"run", RunLabel(g.run.Run)}, {"backend", g.run.Run.Backend}, {"arrivals", arrivalsNote(a0)},
 				{"model", c0.Params["model"]}, {"entry", g.name}, {"batch", "batch " + c0.Params["batch"]},
 				{"layers", c0.layersNote()}, {"metric", m.label},
 			})
@@ -123,7 +130,7 @@ func ServingSeries(runs []RunData, ms []servingMetric, title, ylabel string) Rat
 // per series, with 95% CI error bars; the x axis is log2 when the rates
 // span a factor of 4 or more, with ticks at the rates.
 func ServingCurve(d RateData) (*Chart, error) {
-	c := newChart(d.Title, "offered load (requests a second, Poisson arrivals)", d.YLabel)
+	c := newChart(d.Title, "offered load (requests a second)", d.YLabel)
 	ci, err := xyPlot(c, d.Series, xBatch)
 	if err != nil {
 		return nil, err

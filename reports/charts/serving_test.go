@@ -37,6 +37,11 @@ func servingRun() RunData {
 		add("serve/arrival=poisson:"+rate, map[string]string{"batch": "1", "arrival": "poisson:" + rate},
 			map[string]float64{"request_per_s": min(x, 2), "ttft_p99_ms": 90 * x, "e2el_ms": 900 + 10*x})
 	}
+	// A sweep of gamma arrivals is a line of its own.
+	for _, a := range []string{"gamma:2:0.5", "gamma:8:0.5"} {
+		add("serve/arrival="+a, map[string]string{"batch": "8", "arrival": a, "slo": "ttft:500"},
+			map[string]float64{"request_per_s": 1})
+	}
 	add("alone", map[string]string{"batch": "8", "arrival": "poisson:3"}, map[string]float64{"request_per_s": 3})
 	add("stagger", map[string]string{"batch": "8", "arrival": "stagger:2"}, map[string]float64{"request_per_s": 3})
 	return r
@@ -53,9 +58,10 @@ func TestServingSeries(t *testing.T) {
 		got = append(got, s.Label+" = "+strings.Join(xs, " "))
 	}
 	want := []string{
-		"run 5, cpu, batch 8, served = 2:2.00 4:4.00 8:5.00",
-		"run 5, cpu, batch 8, goodput = 2:1.60 4:3.20 8:4.00",
-		"run 5, cpu, batch 1, served = 2:2.00 4:2.00 8:2.00",
+		"run 5, cpu, Poisson arrivals, batch 8, served = 2:2.00 4:4.00 8:5.00",
+		"run 5, cpu, Poisson arrivals, batch 8, goodput = 2:1.60 4:3.20 8:4.00",
+		"run 5, cpu, Poisson arrivals, batch 1, served = 2:2.00 4:2.00 8:2.00",
+		"run 5, cpu, gamma arrivals, burstiness 0.5, batch 8, served = 2:1.00 8:1.00",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("series\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -67,7 +73,7 @@ func TestServingSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkChart(t, c, "offered load (requests a second, Poisson arrivals)", "requests a second", "run 5, cpu, batch 8, goodput")
+	checkChart(t, c, "offered load (requests a second)", "requests a second", "Poisson arrivals, batch 8, goodput")
 	keep(t, c, "serving")
 	lat, err := ServingCurve(ServingSeries([]RunData{servingRun()}, servingLatency, "Latency vs offered load", "latency from arrival (ms)"))
 	if err != nil {

@@ -123,9 +123,10 @@ func TestQuantOf(t *testing.T) {
 	}
 }
 
-// Only a finite rate of Poisson arrivals is an arrival mtlbench makes.
+// A finite rate of Poisson or gamma arrivals is an arrival mtlbench makes,
+// keyed as its suites key it.
 func TestVLLMArrival(t *testing.T) {
-	one, two := 1.0, 2.0
+	one, two, half, zero := 1.0, 2.0, 0.5, 0.0
 	for _, tc := range []struct {
 		rate       string
 		burstiness *float64
@@ -133,8 +134,10 @@ func TestVLLMArrival(t *testing.T) {
 	}{
 		{"4.0", &one, "poisson:4"},
 		{"0.5", nil, "poisson:0.5"}, // files before --burstiness
-		{"4", &two, ""},             // gamma arrivals
-		{`"inf"`, &one, ""},         // every request at once
+		{"4", &two, "gamma:4:2"},
+		{"8.0", &half, "gamma:8:0.5"},
+		{"8", &zero, ""},    // vLLM refuses it too
+		{`"inf"`, &one, ""}, // every request at once
 		{"0", &one, ""},
 		{"null", nil, ""},
 	} {

@@ -115,20 +115,25 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	return []*Run{run}, nil
 }
 
-// vllmArrival is the suites' arrival of a run at a finite --request-rate
-// with Poisson arrivals (burstiness 1, vLLM's default), so the case pairs
-// with mtlbench's case of that rate; "" for every request at once ("inf")
-// or gamma arrivals, which mtlbench does not make (the rate stays a
-// peer_request_rate label either way).
+// vllmArrival is the suites' arrival of a run at a finite --request-rate:
+// poisson:R (burstiness 1, vLLM's default) or gamma:R:B, spelt as the
+// suites spell it, so the case pairs with mtlbench's case of those
+// arrivals; "" for every request at once ("inf") or values the suites do
+// not take (the rate stays a peer_request_rate label either way).
 func vllmArrival(rate json.RawMessage, burstiness *float64) string {
 	var r float64
-	if json.Unmarshal(rate, &r) != nil || burstiness != nil && *burstiness != 1 {
+	if json.Unmarshal(rate, &r) != nil {
 		return ""
 	}
-	if _, err := suites.ParseRate(strconv.FormatFloat(r, 'g', -1, 64)); err != nil {
+	b := 1.0
+	if burstiness != nil {
+		b = *burstiness
+	}
+	a, err := suites.ParseArrival("gamma:" + strconv.FormatFloat(r, 'g', -1, 64) + ":" + strconv.FormatFloat(b, 'g', -1, 64))
+	if err != nil {
 		return ""
 	}
-	return "poisson:" + strconv.FormatFloat(r, 'g', -1, 64)
+	return a.String()
 }
 
 // perRequest is tokens per request: the common length when the per-request

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"golang.org/x/perf/benchmath"
 
@@ -96,7 +95,12 @@ var ServingColumns = []Column{
 // bounds their latencies.
 func Serving(c results.Case) bool {
 	return c.Kind != results.CaseKernel &&
-		(strings.HasPrefix(c.Params[suites.ParamArrival], "poisson:") || c.Params[suites.ParamSLO] != "")
+		(arrivesOnClock(c.Params[suites.ParamArrival]) || c.Params[suites.ParamSLO] != "")
+}
+
+func arrivesOnClock(arrival string) bool {
+	a, err := suites.ParseArrival(arrival)
+	return err == nil && a.Rate > 0
 }
 
 // ModelColumnsFor are the columns of a run's model-case summary: the

@@ -17,6 +17,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Workload is what one model case asks of the engine.
@@ -35,6 +36,9 @@ type Workload struct {
 	// Poisson process of Rate a second (Arrivals), each added to the
 	// engine at its first step boundary after it arrives.
 	Rate float64
+	// Burstiness, other than 0 and 1, draws the gaps from a gamma
+	// distribution of that shape instead (vLLM's --burstiness).
+	Burstiness float64
 	// SLO bounds a request's latencies in ms by target (ttft, tpot, e2el):
 	// the requests meeting every bound make goodput_per_s.
 	SLO map[string]float64
@@ -67,19 +71,23 @@ func (w Workload) maxLens() (prompt, gen int) {
 }
 
 // Arrivals are the requests' arrival times from the workload's start: the
-// first at once, the gaps after it exponential with mean 1/Rate, seeded so
-// every repetition and every build sees the same ones; nil unless Rate is
-// set.
+// first at once, the gaps after it exponential with mean 1/Rate, or gamma
+// of shape Burstiness and the same mean as vLLM draws them, seeded so every
+// repetition and every build sees the same ones; nil unless Rate is set.
 func (w Workload) Arrivals() []time.Duration {
 	if w.Rate <= 0 {
 		return nil
 	}
-	rng := rand.New(rand.NewPCG(w.Seed, 11))
+	src := rand.NewPCG(w.Seed, 11)
+	gap := rand.New(src).ExpFloat64 // Poisson: the draws recorded runs were made with
+	if w.Burstiness > 0 && w.Burstiness != 1 {
+		gap = distuv.Gamma{Alpha: w.Burstiness, Beta: w.Burstiness, Src: src}.Rand
+	}
 	out := make([]time.Duration, w.Requests)
 	var t float64 // seconds
 	for i := range out {
 		if i > 0 {
-			t += rng.ExpFloat64() / w.Rate
+			t += gap() / w.Rate
 		}
 		out[i] = time.Duration(t * float64(time.Second))
 	}

@@ -49,6 +49,38 @@ func TestArrivals(t *testing.T) {
 	}
 }
 
+// Gamma arrivals, as vLLM's --burstiness draws them: the same mean gap,
+// a variance of 1/(R^2 B); burstiness 1 is the Poisson arrivals exactly.
+func TestGammaArrivals(t *testing.T) {
+	poisson := Workload{Requests: 500, Rate: 50, Seed: 3}.Arrivals()
+	if one := (Workload{Requests: 500, Rate: 50, Seed: 3, Burstiness: 1}).Arrivals(); !slices.Equal(one, poisson) {
+		t.Error("burstiness 1 gave other arrivals than Poisson ones")
+	}
+	for _, b := range []float64{0.25, 0.5, 4} {
+		w := Workload{Requests: 20000, Rate: 50, Seed: 3, Burstiness: b}
+		a := w.Arrivals()
+		if !slices.Equal(a, w.Arrivals()) || a[0] != 0 || !slices.IsSorted(a) {
+			t.Fatalf("burstiness %g: not seeded, not from 0 or out of order", b)
+		}
+		var sum, sq float64
+		for i := 1; i < len(a); i++ {
+			g := (a[i] - a[i-1]).Seconds()
+			sum, sq = sum+g, sq+g*g
+		}
+		n := float64(len(a) - 1)
+		mean := sum / n
+		variance := sq/n - mean*mean
+		// The mean's standard error is 1/sqrt(n*B) of it (at most 1.4%
+		// here) and the variance's sqrt((2+6/B)/n) of it (at most 3.7%).
+		if math.Abs(mean-1.0/50) > 0.06/50 {
+			t.Errorf("burstiness %g: mean gap %.5f s, want %.5f", b, mean, 1.0/50)
+		}
+		if want := 1 / (50 * 50 * b); math.Abs(variance-want) > 0.2*want {
+			t.Errorf("burstiness %g: gap variance %.3g, want %.3g", b, variance, want)
+		}
+	}
+}
+
 // A request's latencies count from its arrival, and goodput counts the
 // requests within every bound of the slo.
 func TestRequestLatencies(t *testing.T) {
