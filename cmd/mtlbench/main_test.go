@@ -75,6 +75,11 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "models-rope", out)
+	// The checkpoint's tokenizer, as generate --prompt would read it.
+	out, _, err = mtl(t, "models", "--format", "json", "../../runner/testdata/gguf/llamacpp-qwen3-q8_0.gguf")
+	if err != nil || !strings.Contains(out, `"tokenizer": "byte-level BPE, pre-tokenizer gpt-2 (GGUF), 512 tokens"`) {
+		t.Errorf("models --format json: the tokenizer: %v\n%s", err, out)
+	}
 	// Q5_0 runs as 5-bit affine groups of 32 with f16 scales and biases on
 	// Metal, 24 bytes for every 22, and at 8 bits on CUDA and the CPU, 36.
 	for _, c := range []struct {

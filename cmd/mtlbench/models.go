@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/tokenizer"
 )
 
 func modelsCommand() *cli.Command {
@@ -27,7 +29,8 @@ func modelsCommand() *cli.Command {
 			"With arguments, each a checkpoint folder or .gguf file, the checkpoints are described\n" +
 			"instead: their weights as they load (packed formats as they run), and for a GGUF file its\n" +
 			"tensors by stored type, with the formats transcoded types run as (docs/quantization.md;\n" +
-			"in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE columns).\n\n" +
+			"in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE columns), and the\n" +
+			"tokenizer generate --prompt would encode with (docs/tokenizer.md).\n\n" +
 			"Packed weights count as --backend runs them: Metal runs every format as stored (a\n" +
 			"transcoded GGUF type in its narrowest exact form), CUDA and the CPU run 2-, 3-, 5- and\n" +
 			"6-bit affine widened to 4 or 8 bits (the default: metal on a Mac, else cpu).\n\n" +
@@ -174,6 +177,17 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 			if len(parts) > 0 {
 				t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
 			}
+		}
+		// What generate --prompt would encode with: the checkpoint's own
+		// tokenizer, or why there is none to use.
+		switch tok, err := tokenizer.Load(p); {
+		case err == nil:
+			row["tokenizer"] = tok.Describe()
+			t.Notes = append(t.Notes, name+": tokenizer: "+tok.Describe())
+		case errors.Is(err, tokenizer.ErrNoTokenizer):
+			t.Notes = append(t.Notes, name+": no tokenizer: generate takes --tokens, or --prompt with --tokenizer")
+		default:
+			t.Notes = append(t.Notes, name+": tokenizer not read: "+strings.TrimPrefix(err.Error(), p+": "))
 		}
 		if r := cfg.RopeScaling; r != nil {
 			row["rope_scaling"] = r.Type

@@ -89,7 +89,7 @@ func PreTokenizersRead() []string {
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	model, ok := f.KV["tokenizer.ggml.model"]
 	if !ok {
-		return nil, fmt.Errorf("the file carries no tokenizer (no tokenizer.ggml.model); give the model's tokenizer.json with --tokenizer")
+		return nil, fmt.Errorf("the file carries %w (no tokenizer.ggml.model); give the model's tokenizer.json with --tokenizer", ErrNoTokenizer)
 	}
 	if model.Type != gguf.String {
 		return nil, fmt.Errorf("tokenizer.ggml.model is a %s, want a string", model.Type)
@@ -97,7 +97,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	switch model.Str {
 	case "llama", "gpt2":
 	case "none", "no_vocab":
-		return nil, fmt.Errorf("tokenizer.ggml.model %q: the file carries no vocabulary; give the model's tokenizer.json with --tokenizer", model.Str)
+		return nil, fmt.Errorf("tokenizer.ggml.model %q: the file carries %w; give the model's tokenizer.json with --tokenizer", model.Str, ErrNoTokenizer)
 	default:
 		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", model.Str)
 	}
@@ -144,6 +144,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	addBOS, addEOS := false, false
 	bos, eos := int64(11), int64(11)
 	if model.Str == "llama" {
+		t.kind = "SentencePiece BPE (GGUF)"
 		addBOS, bos, eos = true, 1, 2
 		if err := t.readSentencePiece(f); err != nil {
 			return nil, err
@@ -284,6 +285,7 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 		}
 	}
 	t.ignoreMerges = pre.ignoreMerges
+	t.kind = "byte-level BPE, pre-tokenizer " + name + " (GGUF)"
 	var parts []any
 	for _, re := range pre.regexes {
 		parts = append(parts, map[string]any{"type": "Split", "pattern": map[string]string{"Regex": re}, "behavior": "Isolated", "invert": false})

@@ -281,7 +281,7 @@ func TestGGUFBadInput(t *testing.T) {
 	}{
 		{"no tokenizer", []kv{{"general.architecture", "llama"}}, "carries no tokenizer (no tokenizer.ggml.model)"},
 		{"model not a string", []kv{{"tokenizer.ggml.model", uint32(1)}}, "tokenizer.ggml.model is a u32, want a string"},
-		{"no vocabulary", []kv{{"tokenizer.ggml.model", "none"}}, "carries no vocabulary"},
+		{"no vocabulary", []kv{{"tokenizer.ggml.model", "none"}}, `tokenizer.ggml.model "none": the file carries no tokenizer`},
 		{"unknown model", []kv{{"tokenizer.ggml.model", "t5"}, tokens}, `tokenizer.ggml.model "t5" is not supported`},
 		{"no tokens", []kv{spm}, "no metadata tokenizer.ggml.tokens"},
 		{"tokens of numbers", []kv{spm, {"tokenizer.ggml.tokens", []int32{1, 2}}}, "tokenizer.ggml.tokens is an array of i32, want string"},

@@ -9,6 +9,7 @@ package tokenizer
 import (
 	"container/heap"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,12 +43,23 @@ type Tokenizer struct {
 	prefix    []int32 // the post-processor's tokens before and after the text
 	suffix    []int32
 	decode    []decoder
+	kind      string // what Describe says it is
+}
+
+// Describe says what the tokenizer is and where it came from, for
+// mtlbench models: "BPE (tokenizer.json), 151669 tokens".
+func (t *Tokenizer) Describe() string {
+	return fmt.Sprintf("%s, %d tokens", t.kind, t.size)
 }
 
 type addedToken struct {
 	content string
 	id      int32
 }
+
+// ErrNoTokenizer is what Load's error wraps when the checkpoint has no
+// tokenizer at all, as opposed to one it cannot read.
+var ErrNoTokenizer = errors.New("no tokenizer")
 
 // Load reads dir/tokenizer.json, or the file itself when path is one: a
 // tokenizer.json, or a GGUF file's tokenizer (FromGGUF).
@@ -69,7 +81,7 @@ func Load(path string) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("%s: no tokenizer.json (the checkpoint ships none; give token ids instead)", path)
+			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json; give token ids instead)", path, ErrNoTokenizer)
 		}
 		return nil, err
 	}
@@ -151,7 +163,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("model.dropout %g: a tokenizer that drops merges at random gives other ids each time", *m.Dropout)
 	}
 	t := &Tokenizer{vocab: map[string]int32{}, ranks: map[[2]string]int{}, unk: -1, special: map[int32]bool{},
-		byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, ignoreMerges: m.IgnoreMerges}
+		byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, ignoreMerges: m.IgnoreMerges, kind: "BPE (tokenizer.json)"}
 	maxID := -1
 	put := func(piece string, id int, where string) error {
 		if id < 0 || id >= maxVocab {
