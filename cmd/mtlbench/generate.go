@@ -173,6 +173,13 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			defer closeAll()
+			if v := e.Config().Vocab; c.IsSet("prompt") {
+				for _, id := range prompt {
+					if int(id) >= v {
+						return fmt.Errorf("--prompt: the tokenizer gives id %d, past %s's vocabulary of %d tokens: it is another model's tokenizer", id, c.String("model"), v)
+					}
+				}
+			}
 			start := time.Now()
 			// Logits are always read for the last prompt position: the engine
 			// fails on non-finite ones instead of printing garbage tokens.

@@ -101,11 +101,15 @@ func TestGeneratePrompt(t *testing.T) {
 	if _, _, err := mtl(t, "generate", "-m", noTok, "--backend", "cpu", "-n", "2", "--tokens", "1,2"); err != nil {
 		t.Errorf("--tokens with a .gguf file that carries no tokenizer: %v", err)
 	}
+	// A tokenizer of another model: its ids run past this one's vocabulary.
+	bigTok := filepath.Join(t.TempDir(), "tokenizer.json")
+	os.WriteFile(bigTok, []byte(`{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [{"id": 9000, "content": "<big>", "special": true}]}`), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"-m", noTok, "--prompt", "hi"}, "carries no tokenizer (no tokenizer.ggml.model)"},
+		{[]string{"--prompt", "a<big>", "--tokenizer", bigTok}, "--prompt: the tokenizer gives id 9000, past qwen3-moe-mini's vocabulary of 8192 tokens: it is another model's tokenizer"},
 		{[]string{"--prompt", "hi"}, "--prompt needs a tokenizer: qwen3-moe-mini is a preset, with none"},
 		{[]string{"--prompt", "hi", "--tokens", "1"}, "give the prompt as --tokens (ids) or --prompt (text), one of them"},
 		{nil, "give the prompt as --tokens (ids) or --prompt (text), one of them"},

@@ -17,6 +17,7 @@ const (
 	ggufControl     = 3
 	ggufUserDefined = 4
 	ggufUnused      = 5
+	ggufByte        = 6
 )
 
 // ggufPre is what a tokenizer.ggml.pre name stands for in llama.cpp
@@ -89,7 +90,7 @@ func PreTokenizersRead() []string {
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	model, ok := f.KV["tokenizer.ggml.model"]
 	if !ok {
-		return nil, fmt.Errorf("the file carries %w (no tokenizer.ggml.model); give the model's tokenizer.json with --tokenizer", ErrNoTokenizer)
+		return nil, fmt.Errorf("the file carries %w (no tokenizer.ggml.model)", ErrNoTokenizer)
 	}
 	if model.Type != gguf.String {
 		return nil, fmt.Errorf("tokenizer.ggml.model is a %s, want a string", model.Type)
@@ -97,7 +98,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	switch model.Str {
 	case "llama", "gpt2":
 	case "none", "no_vocab":
-		return nil, fmt.Errorf("tokenizer.ggml.model %q: the file carries %w; give the model's tokenizer.json with --tokenizer", model.Str, ErrNoTokenizer)
+		return nil, fmt.Errorf("tokenizer.ggml.model %q: the file carries %w", model.Str, ErrNoTokenizer)
 	default:
 		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", model.Str)
 	}
@@ -109,12 +110,20 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer.ggml.tokens holds %d tokens (1 to %d)", len(tokens), maxVocab)
 	}
 	types := make([]float64, len(tokens))
-	if _, ok := f.KV["tokenizer.ggml.token_type"]; ok {
+	if v, ok := f.KV["tokenizer.ggml.token_type"]; ok {
+		if v.Type == gguf.Array && v.Elem != gguf.I32 && v.Elem != gguf.U32 {
+			return nil, fmt.Errorf("tokenizer.ggml.token_type is an array of %s, want i32", v.Elem)
+		}
 		if types, err = f.Numbers("tokenizer.ggml.token_type"); err != nil {
 			return nil, err
 		}
 		if len(types) != len(tokens) {
 			return nil, fmt.Errorf("tokenizer.ggml.token_type holds %d types for %d tokens", len(types), len(tokens))
+		}
+		for i, ty := range types {
+			if ty < 0 || ty > ggufByte {
+				return nil, fmt.Errorf("tokenizer.ggml.token_type[%d] (token %q) is %g, not a token type (0 to %d)", i, tokens[i], ty, ggufByte)
+			}
 		}
 	}
 	t := &Tokenizer{vocab: make(map[string]int32, len(tokens)), pieces: make(map[int32]string, len(tokens)),
@@ -137,6 +146,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 	}
 	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
+	t.addedIx = newAddedIndex(t.added)
 
 	// What a prompt gets around it: llama.cpp's defaults for the model and
 	// pre-tokenizer, then the file's own keys.
@@ -166,11 +176,10 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		add  bool
 		list *[]int32
 	}{{"tokenizer.ggml.bos_token_id", &bos, addBOS, &t.prefix}, {"tokenizer.ggml.eos_token_id", &eos, addEOS, &t.suffix}} {
-		if v, ok := f.KV[s.key]; ok {
-			if v.Type != gguf.U32 && v.Type != gguf.I32 {
-				return nil, fmt.Errorf("%s is a %s, want u32", s.key, v.Type)
-			}
-			*s.id = v.Int
+		if id, ok, err := ggufID(f, s.key); err != nil {
+			return nil, err
+		} else if ok {
+			*s.id = id
 		}
 		if !s.add {
 			continue
@@ -226,13 +235,14 @@ func (t *Tokenizer) readSentencePiece(f *gguf.File) error {
 		t.pieceRanks[piece] = rankOf[scores[id]]
 	}
 	t.byteFallback = true
-	if v, ok := f.KV["tokenizer.ggml.unknown_token_id"]; ok {
-		if v.Int < 0 || v.Int >= int64(t.size) {
-			return fmt.Errorf("tokenizer.ggml.unknown_token_id %d is outside the vocabulary of %d tokens", v.Int, t.size)
-		}
-		t.unk = int32(v.Int)
-	} else if t.size > 0 {
+	if id, ok, err := ggufID(f, "tokenizer.ggml.unknown_token_id"); err != nil {
+		return err
+	} else if !ok {
 		t.unk = 0 // llama.cpp's default for these files
+	} else if id >= int64(t.size) {
+		return fmt.Errorf("tokenizer.ggml.unknown_token_id %d is outside the vocabulary of %d tokens", id, t.size)
+	} else {
+		t.unk = int32(id)
 	}
 	norms := []any{map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": "▁"}}
 	decs := []any{
@@ -264,8 +274,7 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	}
 	pre, ok := ggufPres[name]
 	if !ok {
-		return pre, fmt.Errorf("tokenizer.ggml.pre %q is not supported (%s); give the model's tokenizer.json with --tokenizer",
-			name, strings.Join(PreTokenizersRead(), ", "))
+		return pre, fmt.Errorf("tokenizer.ggml.pre %q is not supported (%s)", name, strings.Join(PreTokenizersRead(), ", "))
 	}
 	merges, err := f.Strings("tokenizer.ggml.merges")
 	if err != nil {
@@ -306,6 +315,21 @@ func sequence(key string, parts []any) json.RawMessage {
 		panic(err) // maps of strings, numbers and bools always marshal
 	}
 	return b
+}
+
+// ggufID reads a token id key, a u32 as the converter writes it.
+func ggufID(f *gguf.File, key string) (int64, bool, error) {
+	v, ok := f.KV[key]
+	if !ok {
+		return 0, false, nil
+	}
+	if v.Type != gguf.U32 && v.Type != gguf.I32 {
+		return 0, false, fmt.Errorf("%s is a %s, want u32", key, v.Type)
+	}
+	if v.Int < 0 {
+		return 0, false, fmt.Errorf("%s is %d, not a token id", key, v.Int)
+	}
+	return v.Int, true, nil
 }
 
 func ggufBool(f *gguf.File, key string, def bool) (bool, error) {

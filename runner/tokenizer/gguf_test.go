@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 type ggufCase struct {
@@ -193,7 +195,7 @@ func TestGGUFPreTokenizers(t *testing.T) {
 		}
 		pieces := []string{text}
 		for _, p := range tok.preTok {
-			if pieces, err = p.split(pieces, true); err != nil {
+			if pieces, err = p.split(pieces, pass{first: true, deadline: time.Now().Add(time.Minute)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -287,7 +289,11 @@ func TestGGUFBadInput(t *testing.T) {
 		{"tokens of numbers", []kv{spm, {"tokenizer.ggml.tokens", []int32{1, 2}}}, "tokenizer.ggml.tokens is an array of i32, want string"},
 		{"empty vocabulary", []kv{spm, {"tokenizer.ggml.tokens", []string{}}}, "holds 0 tokens"},
 		{"types short", []kv{spm, tokens, {"tokenizer.ggml.token_type", []int32{1}}}, "holds 1 types for 4 tokens"},
-		{"types of strings", []kv{spm, tokens, {"tokenizer.ggml.token_type", []string{"a"}}}, "token_type is an array of string, want numbers"},
+		{"types of strings", []kv{spm, tokens, {"tokenizer.ggml.token_type", []string{"a"}}}, "token_type is an array of string, want i32"},
+		{"token type past the types", []kv{spm, tokens, {"tokenizer.ggml.token_type", []int32{1, 3, 3, 99}}}, `token_type[3] (token "a") is 99, not a token type (0 to 6)`},
+		{"token types as floats", []kv{spm, tokens, {"tokenizer.ggml.token_type", []float32{1, 3, 3, 1}}}, "token_type is an array of f32, want i32"},
+		{"unk of the wrong type", []kv{spm, tokens, {"tokenizer.ggml.unknown_token_id", "x"}}, "unknown_token_id is a string, want u32"},
+		{"negative bos", []kv{spm, tokens, {"tokenizer.ggml.bos_token_id", int32(-1)}}, "bos_token_id is -1, not a token id"},
 		{"scores short", []kv{spm, tokens, {"tokenizer.ggml.scores", []float32{0}}}, "holds 1 scores for 4 tokens"},
 		{"NaN score", []kv{spm, tokens, {"tokenizer.ggml.scores", []float32{0, 0, 0, float32(math.NaN())}}}, `scores[3] (token "a") is NaN`},
 		{"bos past the vocabulary", []kv{spm, tokens, {"tokenizer.ggml.bos_token_id", uint32(9)}}, "bos_token_id 9 is outside the vocabulary of 4 tokens"},
@@ -330,4 +336,42 @@ func FuzzFromGGUF(f *testing.F) {
 		}
 		tok.Decode(ids, false)
 	})
+}
+
+// A file named .gguf that is not one says so, not that it is bad JSON.
+func TestGGUFByName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.gguf")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "too short for a GGUF header") {
+		t.Errorf("an empty .gguf file: %v", err)
+	}
+}
+
+// Many added tokens cost a few lookups a position, not one a token: a
+// vocabulary of 50,000 user-defined tokens encodes a long text at once.
+func TestManyAddedTokens(t *testing.T) {
+	tokens := byteLevelVocab()
+	types := make([]int32, 256, 256+50000)
+	for i := range types {
+		types[i] = ggufNormal
+	}
+	for i := 0; i < 50000; i++ {
+		tokens = append(tokens, fmt.Sprintf("<tok%d>", i))
+		types = append(types, ggufUserDefined)
+	}
+	tok, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", "gpt-2"}, kv{"tokenizer.ggml.tokens", tokens},
+		kv{"tokenizer.ggml.token_type", types}, kv{"tokenizer.ggml.merges", []string{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("<tok7><tok49999>x<to", 20000)
+	ids, err := tok.Encode(text, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 20000*6 || ids[0] != 256+7 || ids[1] != 256+49999 || ids[2] != 'x' {
+		t.Errorf("%d ids, first %v", len(ids), ids[:6])
+	}
 }

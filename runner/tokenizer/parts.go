@@ -19,9 +19,20 @@ type part struct {
 	raw  json.RawMessage
 }
 
+// maxNesting bounds Sequences in Sequences: the files HF writes nest one
+// or two deep, and each level is read again by the one above.
+const maxNesting = 16
+
 // readParts reads raw (null, one object, or a Sequence of them under key)
 // as the list of its members in order.
 func readParts(raw json.RawMessage, key string) ([]part, error) {
+	return readPartsAt(raw, key, 0)
+}
+
+func readPartsAt(raw json.RawMessage, key string, depth int) ([]part, error) {
+	if depth > maxNesting {
+		return nil, fmt.Errorf("Sequence nested deeper than %d", maxNesting)
+	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -43,7 +54,7 @@ func readParts(raw json.RawMessage, key string) ([]part, error) {
 	}
 	var out []part
 	for _, r := range members {
-		ps, err := readParts(r, key)
+		ps, err := readPartsAt(r, key, depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -78,8 +89,9 @@ func (p pattern) compile() (*regexp2.Regexp, string, error) {
 }
 
 // spans are the [start, end) byte offsets of re's (or the literal's)
-// matches in s, left to right.
-func spans(re *regexp2.Regexp, lit, s string) ([][2]int, error) {
+// matches in s, left to right. Past deadline it stops with an error: a
+// pattern that is quick on each match can still be quadratic in the text.
+func spans(re *regexp2.Regexp, lit, s string, deadline time.Time) ([][2]int, error) {
 	var out [][2]int
 	if re == nil {
 		if lit == "" {
@@ -104,6 +116,9 @@ func spans(re *regexp2.Regexp, lit, s string) ([][2]int, error) {
 	for ; m != nil && err == nil; m, err = re.FindNextMatch(m) {
 		if m.Length > 0 {
 			out = append(out, [2]int{at[m.Index], at[m.Index+m.Length]})
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("regex %q: %w", re.String(), errBudget)
 		}
 	}
 	if err != nil {
@@ -133,14 +148,38 @@ func readReplace(raw json.RawMessage) (replace, error) {
 	if re != nil {
 		return replace{}, fmt.Errorf("Replace by a regex is not supported")
 	}
+	if lit == "" {
+		return replace{}, fmt.Errorf("Replace of an empty pattern is not supported")
+	}
 	return replace{lit, v.Content}, nil
 }
 
-type normalizer interface{ apply(string) string }
+// grown is what r makes of s, or an error when that is past limit bytes,
+// found before the text is built.
+func (r replace) grown(s string, limit int) (string, error) {
+	if d := len(r.to) - len(r.from); d > 0 {
+		if n := len(s) + strings.Count(s, r.from)*d; n > limit {
+			return "", fmt.Errorf("Replace %q with %q: %w", r.from, r.to, errGrowth)
+		}
+	}
+	return r.apply(s), nil
+}
 
+// normalizer rewrites a stretch of text; limit is the most bytes it may
+// grow it to.
+type normalizer interface {
+	apply(s string, limit int) (string, error)
+}
+
+// normFunc is a normalizer of bounded growth (Unicode normalization forms
+// expand a character at most 18 times; lowercasing, Prepend a little).
 type normFunc func(string) string
 
-func (f normFunc) apply(s string) string { return f(s) }
+func (f normFunc) apply(s string, _ int) (string, error) { return f(s), nil }
+
+type replaceNorm struct{ replace }
+
+func (r replaceNorm) apply(s string, limit int) (string, error) { return r.grown(s, limit) }
 
 func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
 	parts, err := readParts(raw, "normalizers")
@@ -176,7 +215,7 @@ func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, normFunc(r.apply))
+			out = append(out, replaceNorm{r})
 		default:
 			return nil, fmt.Errorf("%q is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence)", p.Type)
 		}
@@ -184,10 +223,17 @@ func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
 	return out, nil
 }
 
-// preTokenizer splits pieces further; first says the text is the input's
-// first (no added token before it), which Metaspace's prepend_scheme reads.
+// preTokenizer splits pieces further.
 type preTokenizer interface {
-	split(pieces []string, first bool) ([]string, error)
+	split(pieces []string, at pass) ([]string, error)
+}
+
+// pass is what a pre-tokenizer is told of the text it splits: whether it is
+// the input's first (no added token before it), which Metaspace's
+// prepend_scheme reads, and when the encoding's time is up.
+type pass struct {
+	first    bool
+	deadline time.Time
 }
 
 type splitPre struct {
@@ -197,10 +243,10 @@ type splitPre struct {
 	invert bool
 }
 
-func (p splitPre) split(pieces []string, _ bool) ([]string, error) {
+func (p splitPre) split(pieces []string, at pass) ([]string, error) {
 	var out []string
 	for _, s := range pieces {
-		sp, err := spans(p.re, p.lit, s)
+		sp, err := spans(p.re, p.lit, s, at.deadline)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +276,7 @@ type byteLevelPre struct {
 	regex       *splitPre
 }
 
-func (p byteLevelPre) split(pieces []string, first bool) ([]string, error) {
+func (p byteLevelPre) split(pieces []string, at pass) ([]string, error) {
 	if p.prefixSpace {
 		// Every piece it is given, as HF's ByteLevel does after a Split.
 		spaced := make([]string, len(pieces))
@@ -244,7 +290,7 @@ func (p byteLevelPre) split(pieces []string, first bool) ([]string, error) {
 	}
 	if p.regex != nil {
 		var err error
-		if pieces, err = p.regex.split(pieces, first); err != nil {
+		if pieces, err = p.regex.split(pieces, at); err != nil {
 			return nil, err
 		}
 	}
@@ -265,7 +311,8 @@ type metaspacePre struct {
 	each   bool   // split: each replacement starts a piece
 }
 
-func (p metaspacePre) split(pieces []string, first bool) ([]string, error) {
+func (p metaspacePre) split(pieces []string, at pass) ([]string, error) {
+	first := at.first
 	var out []string
 	for i, s := range pieces {
 		s = strings.ReplaceAll(s, " ", p.repl)
@@ -291,7 +338,7 @@ func (p metaspacePre) split(pieces []string, first bool) ([]string, error) {
 
 type digitsPre struct{ individual bool }
 
-func (p digitsPre) split(pieces []string, _ bool) ([]string, error) {
+func (p digitsPre) split(pieces []string, _ pass) ([]string, error) {
 	var out []string
 	for _, s := range pieces {
 		start, inDigits := 0, false
@@ -395,6 +442,9 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 	}
 	idOf := func(tok string, id *int) (int32, error) {
 		if id != nil {
+			if _, ok := t.pieces[int32(*id)]; !ok || *id < 0 || *id >= maxVocab {
+				return 0, fmt.Errorf("special token %q has id %d, outside the vocabulary", tok, *id)
+			}
 			return int32(*id), nil
 		}
 		v, ok := t.vocab[tok]

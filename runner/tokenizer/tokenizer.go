@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/runner/gguf"
@@ -36,7 +38,8 @@ type Tokenizer struct {
 	// <0xXX> tokens; fuseUnk makes a run of unknown pieces one <unk>.
 	byteFallback, fuseUnk, ignoreMerges bool
 
-	added     []addedToken // longest first, for matching
+	added     []addedToken // longest first
+	addedIx   addedIndex   // added, indexed
 	special   map[int32]bool
 	normalize []normalizer
 	preTok    []preTokenizer
@@ -66,7 +69,7 @@ var ErrNoTokenizer = errors.New("no tokenizer")
 func Load(path string) (*Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "tokenizer.json")
-	} else if err == nil && isGGUF(path) {
+	} else if err == nil && (isGGUF(path) || strings.EqualFold(filepath.Ext(path), ".gguf")) {
 		f, err := gguf.Open(path)
 		if err != nil {
 			return nil, err
@@ -131,9 +134,19 @@ type fileJSON struct {
 	Decoder       json.RawMessage `json:"decoder"`
 }
 
-// maxVocab bounds the ids a file may give: past it a hostile file could ask
-// for a table of any size.
-const maxVocab = 1 << 24
+// maxVocab bounds the ids a file may give, and a GGUF file's tokens: past
+// it a hostile file could ask for tables of any size. The largest
+// vocabularies published hold about 262,000 tokens.
+const maxVocab = 1 << 21
+
+// encodeBudget bounds the time one Encode may take: a pattern quick on each
+// match can still be quadratic in a long text.
+var encodeBudget = 10 * time.Second
+
+var (
+	errBudget = errors.New("tokenizing ran past its time budget: the text is too long for the tokenizer's patterns")
+	errGrowth = errors.New("the normalizers grow the text past 64 times its length")
+)
 
 // Parse reads a tokenizer.json's bytes.
 func Parse(data []byte) (*Tokenizer, error) {
@@ -194,6 +207,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
+	t.addedIx = newAddedIndex(t.added)
 	t.pieces, t.size = make(map[int32]string, len(t.vocab)), maxID+1
 	for piece, id := range t.vocab {
 		t.pieces[id] = piece
@@ -267,34 +281,46 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 	if !utf8.ValidString(text) {
 		return nil, fmt.Errorf("the text is not valid UTF-8")
 	}
+	at := pass{first: true, deadline: time.Now().Add(encodeBudget)}
 	var ids []int32
 	if special {
 		ids = append(ids, t.prefix...)
 	}
-	first := true
-	for _, seg := range t.splitAdded(text) {
+	segs, err := t.splitAdded(text, at.deadline)
+	if err != nil {
+		return nil, err
+	}
+	for _, seg := range segs {
 		if seg.added >= 0 {
 			ids = append(ids, seg.added)
-			first = false
+			at.first = false
 			continue
 		}
 		s := seg.text
-		for _, n := range t.normalize {
-			s = n.apply(s)
+		limit := 64*len(s) + 1<<16
+		for i, n := range t.normalize {
+			if s, err = n.apply(s, limit); err != nil {
+				return nil, fmt.Errorf("normalizer %d: %w", i, err)
+			}
+			if len(s) > limit {
+				return nil, fmt.Errorf("normalizer %d: %w", i, errGrowth)
+			}
 		}
 		if s == "" {
 			continue
 		}
 		pieces := []string{s}
 		for _, p := range t.preTok {
-			var err error
-			if pieces, err = p.split(pieces, first); err != nil {
+			if pieces, err = p.split(pieces, at); err != nil {
 				return nil, err
 			}
 		}
-		first = false
+		at.first = false
 		for _, p := range pieces {
 			ids = t.bpe(ids, p)
+		}
+		if time.Now().After(at.deadline) {
+			return nil, errBudget
 		}
 	}
 	if special {
@@ -308,33 +334,79 @@ type segment struct {
 	added int32 // -1: text to tokenize
 }
 
-// splitAdded cuts text at the added tokens (the longest at each place),
-// which are their own ids whatever surrounds them.
-func (t *Tokenizer) splitAdded(text string) []segment {
-	var out []segment
-	start := 0
-	for i := 0; i < len(text); {
-		matched := false
-		for _, a := range t.added {
-			if strings.HasPrefix(text[i:], a.content) {
-				if i > start {
-					out = append(out, segment{text[start:i], -1})
-				}
-				out = append(out, segment{added: a.id})
-				i += len(a.content)
-				start, matched = i, true
-				break
+// addedIndex finds added tokens in text: by their first byte, then by
+// each length such tokens have, longest first, so a position costs a few
+// map lookups however many added tokens there are.
+type addedIndex map[byte]*addedBucket
+
+type addedBucket struct {
+	lens []int // distinct lengths, longest first
+	ids  map[string]int32
+}
+
+func newAddedIndex(added []addedToken) addedIndex {
+	ix := addedIndex{}
+	for _, a := range added {
+		b := ix[a.content[0]]
+		if b == nil {
+			b = &addedBucket{ids: map[string]int32{}}
+			ix[a.content[0]] = b
+		}
+		if _, dup := b.ids[a.content]; dup {
+			continue // the first listed keeps the text, as before
+		}
+		b.ids[a.content] = a.id
+		if !slices.Contains(b.lens, len(a.content)) {
+			b.lens = append(b.lens, len(a.content))
+		}
+	}
+	for _, b := range ix {
+		slices.SortFunc(b.lens, func(x, y int) int { return y - x })
+	}
+	return ix
+}
+
+// longest is the longest added token at the start of s.
+func (ix addedIndex) longest(s string) (int32, int, bool) {
+	b := ix[s[0]]
+	if b == nil {
+		return 0, 0, false
+	}
+	for _, n := range b.lens {
+		if n <= len(s) {
+			if id, ok := b.ids[s[:n]]; ok {
+				return id, n, true
 			}
 		}
-		if !matched {
-			_, n := utf8.DecodeRuneInString(text[i:])
-			i += n
+	}
+	return 0, 0, false
+}
+
+// splitAdded cuts text at the added tokens (the longest at each place),
+// which are their own ids whatever surrounds them.
+func (t *Tokenizer) splitAdded(text string, deadline time.Time) ([]segment, error) {
+	var out []segment
+	start := 0
+	for i, steps := 0, 0; i < len(text); steps++ {
+		if steps&4095 == 4095 && time.Now().After(deadline) {
+			return nil, errBudget
 		}
+		if id, n, ok := t.addedIx.longest(text[i:]); ok {
+			if i > start {
+				out = append(out, segment{text[start:i], -1})
+			}
+			out = append(out, segment{added: id})
+			i += n
+			start = i
+			continue
+		}
+		_, n := utf8.DecodeRuneInString(text[i:])
+		i += n
 	}
 	if start < len(text) {
 		out = append(out, segment{text[start:], -1})
 	}
-	return out
+	return out, nil
 }
 
 // bpe appends the ids of one pre-tokenized piece: its characters merged by

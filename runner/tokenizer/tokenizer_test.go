@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -82,7 +83,10 @@ func TestBadInput(t *testing.T) {
 		{"not json", `{"model": `, "not a tokenizer.json"},
 		{"unigram", `{"model": {"type": "Unigram", "vocab": []}}`, `model type "Unigram" is not supported (BPE)`},
 		{"id out of range", `{"model": {"type": "BPE", "vocab": {"a": -1}}}`, `model.vocab: token "a" has id -1`},
-		{"huge id", `{"model": {"type": "BPE", "vocab": {"a": 4000000000}}}`, `outside 0..16777215`},
+		{"empty Replace", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": {"type": "Replace", "pattern": {"String": ""}, "content": "x"}}`, "Replace of an empty pattern is not supported"},
+		{"deep Sequence", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": ` + strings.Repeat(`{"type": "Sequence", "normalizers": [`, 40) + `{"type": "NFC"}` + strings.Repeat(`]}`, 40) + `}`, "Sequence nested deeper than 16"},
+		{"Bert cls past the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "post_processor": {"type": "BertProcessing", "sep": ["a", 0], "cls": ["x", 2147483655]}}`, `special token "x" has id 2147483655, outside the vocabulary`},
+		{"huge id", `{"model": {"type": "BPE", "vocab": {"a": 4000000000}}}`, `outside 0..2097151`},
 		{"merge form", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}}`, `model.merges[0] "ab": want two pieces separated by a space`},
 		{"merge pair", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a"]]}}`, `model.merges[0]: want "a b" or [a, b]`},
 		{"unk", `{"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}}`, `model.unk_token "<unk>" is not in the vocabulary`},
@@ -102,8 +106,8 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	// Sparse ids cost what the file holds, not a table up to the largest.
-	sparse, err := Parse([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 16000000}, "merges": []}}`))
-	if err != nil || sparse.VocabSize() != 16000001 || mustDecode(t, sparse, 16000000, 0) != "b a" {
+	sparse, err := Parse([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2000000}, "merges": []}}`))
+	if err != nil || sparse.VocabSize() != 2000001 || mustDecode(t, sparse, 2000000, 0) != "b a" {
 		t.Errorf("sparse ids: %v", err)
 	}
 	tok, err := Load(filepath.Join("testdata", "qwen2"))
@@ -212,5 +216,31 @@ func TestMergesMatchDefinition(t *testing.T) {
 				t.Fatalf("%s: %q:\n got %q\nwant %q", name, piece, got, want)
 			}
 		}
+	}
+}
+
+// Text that would grow without bound, or take quadratic time in a
+// pattern that is quick on each match, is an error, not an out-of-memory
+// crash or a hang.
+func TestEncodeBounds(t *testing.T) {
+	grow := `{"model": {"type": "BPE", "vocab": {"l": 0}}, "normalizer": {"type": "Sequence", "normalizers": [` +
+		strings.TrimSuffix(strings.Repeat(`{"type": "Replace", "pattern": {"String": "l"}, "content": "llllllllll"},`, 12), ",") + `]}}`
+	tok, err := Parse([]byte(grow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tok.Encode("Hello world lll", true); err == nil || !strings.Contains(err.Error(), "grow the text past 64 times") {
+		t.Errorf("a Replace chain: %v", err)
+	}
+	slow := `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a*b|a"}, "behavior": "Isolated"}}`
+	if tok, err = Parse([]byte(slow)); err != nil {
+		t.Fatal(err)
+	}
+	defer func(b time.Duration) { encodeBudget = b }(encodeBudget)
+	encodeBudget = time.Second
+	start := time.Now()
+	_, err = tok.Encode(strings.Repeat("a", 100000), true)
+	if err == nil || !strings.Contains(err.Error(), "ran past its time budget") || time.Since(start) > 3*encodeBudget {
+		t.Errorf("a quadratic split: %v after %v", err, time.Since(start))
 	}
 }
