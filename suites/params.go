@@ -56,22 +56,34 @@ type paramSpec struct {
 	key func(string) string
 }
 
+// Bounds on a model case's sizes, far past any model's context and any
+// machine's memory, so sums and products of them cannot overflow: a value
+// past them is a typo, refused where it is written.
+const (
+	maxTokens   = 1 << 24 // prompt_len, gen_len, depth, kv_blocks, prefill_budget
+	maxSeqs     = 1 << 16 // batch, max_seqs
+	maxRequests = 1 << 20
+	// MaxTokens is maxTokens for flags that set a token count outside a
+	// suite (generate --max-new-tokens).
+	MaxTokens = maxTokens
+)
+
 // params are the parameters a suite may set: the model cases' own, and
 // the ops' (kernels/ops declares their rules), some of which model cases
 // take too.
 var params = func() map[string]paramSpec {
 	m := map[string]paramSpec{
-		ParamBatch:         {kinds: forModel, isInt: true, min: 1},
-		ParamPromptLen:     {kinds: forModel, isInt: true, min: 1},
-		ParamDepth:         {kinds: forModel, isInt: true, min: 0},
-		ParamGenLen:        {kinds: forModel, isInt: true, min: 1},
-		ParamRequests:      {kinds: forModel, isInt: true, min: 1},
+		ParamBatch:         {kinds: forModel, isInt: true, min: 1, max: maxSeqs},
+		ParamPromptLen:     {kinds: forModel, isInt: true, min: 1, max: maxTokens},
+		ParamDepth:         {kinds: forModel, isInt: true, min: 0, max: maxTokens},
+		ParamGenLen:        {kinds: forModel, isInt: true, min: 1, max: maxTokens},
+		ParamRequests:      {kinds: forModel, isInt: true, min: 1, max: maxRequests},
 		ParamArrival:       {kinds: forModel, syntax: checkArrival, key: arrivalKey},
 		ParamSLO:           {kinds: forModel, syntax: checkSLO, key: sloKey},
 		ParamRangeRatio:    {kinds: forModel, syntax: checkRangeRatio, key: rangeRatioKey},
-		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0},
-		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1},
-		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1},
+		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0, max: maxTokens},
+		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1, max: maxTokens},
+		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1, max: maxSeqs},
 		ParamSampling:      {kinds: forModel, syntax: checkSampling},
 		ParamLayers:        {kinds: forModel, isInt: true, min: 1},
 		ParamSteps:         {kinds: forModel, enum: []string{"overlapped", "synchronous"}},

@@ -111,7 +111,7 @@ func TestDecodeSpeed(t *testing.T) {
 			batch := atoi(bs)
 			w := bench.Workload{Requests: batch, PromptLen: prompt, GenLen: gen, Seed: 1}
 			mc := &bench.ModelCase{Backend: b, Config: cfg, Source: ps, Work: w,
-				Engine: engine.Options{BlockSize: 16, KVTokens: w.KVTokens(16)}}
+				Engine: engine.Options{BlockSize: 16, KVTokens: w.KVTokens(16, 0)}}
 			if _, err := mc.Rep(context.Background(), false); err != nil { // warm-up: upload, compile, graphs
 				t.Fatal(err)
 			}

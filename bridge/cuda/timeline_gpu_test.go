@@ -38,7 +38,7 @@ func TestInPlaceTimeline(t *testing.T) {
 			defer src.Close()
 			w := bench.Workload{Requests: 1, PromptLen: 32, GenLen: 24, Seed: 1}
 			mc := &bench.ModelCase{Backend: b, Config: cfg, Source: src, Work: w,
-				Engine: engine.Options{BlockSize: 16, KVTokens: w.KVTokens(16)}}
+				Engine: engine.Options{BlockSize: 16, KVTokens: w.KVTokens(16, 0)}}
 			if _, err := mc.Rep(context.Background(), false); err != nil { // graphs, compiled kernels
 				t.Fatal(err)
 			}

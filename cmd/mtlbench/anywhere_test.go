@@ -161,6 +161,7 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4", "--requests", "8", "--burstiness", "0"}, "--burstiness: burstiness 0 is outside 0.001 to 1000"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--burstiness", "0.5"}, "--burstiness shapes the gaps between requests arriving at --request-rate; give a rate"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,4", "--requests", "8"}, "--request-rate: 4 given twice"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "1,1.0", "--requests", "8"}, "--request-rate: 1 given twice (as 1 and 1.0)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--requests", "-2"}, "--requests must be at least 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--range-ratio", "1", "--db", db}, "--range-ratio: bad range_ratio: 1 is outside [0, 1)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "3000", "-n", "900", "--range-ratio", "0.1", "--db", db}, "prompt_len 3000 and gen_len 900 at range_ratio 0.1 reach 3300 + 990 = 4290 tokens, more than the 4096 positions"},

@@ -212,14 +212,17 @@ func parseRates(s string) ([]string, error) {
 		return nil, nil
 	}
 	var out []string
+	seen := map[float64]string{}
 	for i, r := range strings.Split(s, ",") {
 		r = strings.TrimSpace(r)
-		if _, err := suites.ParseRate(r); err != nil {
+		x, err := suites.ParseRate(r)
+		if err != nil {
 			return nil, fmt.Errorf("item %d: %v", i+1, err)
 		}
-		if slices.Contains(out, r) {
-			return nil, fmt.Errorf("%s given twice", r)
+		if prev, dup := seen[x]; dup {
+			return nil, fmt.Errorf("%s given twice (as %s and %s)", strconv.FormatFloat(x, 'g', -1, 64), prev, r)
 		}
+		seen[x] = r
 		out = append(out, r)
 	}
 	return out, nil

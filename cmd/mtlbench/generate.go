@@ -19,6 +19,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tokenizer"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // modelFlags are shared by every command that opens a model.
@@ -154,8 +155,8 @@ func generateCommand() *cli.Command {
 				}
 			}
 			n := c.Int("max-new-tokens")
-			if n < 1 {
-				return fmt.Errorf("--max-new-tokens %d: want at least 1", n)
+			if n < 1 || n > suites.MaxTokens {
+				return fmt.Errorf("--max-new-tokens %d: want 1 to %d", n, suites.MaxTokens)
 			}
 			against, err := checkAgainst(c)
 			if err != nil {

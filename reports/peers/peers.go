@@ -115,9 +115,61 @@ func (c *Case) add(rep int, metric string, v float64, unit string) {
 	c.Samples = append(c.Samples, results.Sample{Rep: rep, Metric: metric, Value: v, Unit: unit})
 }
 
+// pythonJSON rewrites the number literals Python's json module writes and
+// JSON lacks (NaN, Infinity, -Infinity: a metric of no requests, a rate of
+// inf) as null, "inf" and "-inf", outside strings, so the peers' files
+// parse; a figure there is then no figure, as a null is.
+func pythonJSON(data []byte) []byte {
+	var out []byte // nil until a literal is found
+	inString, escaped := false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			if out != nil {
+				out = append(out, c)
+			}
+			continue
+		}
+		var lit, repl string
+		switch {
+		case c == '"':
+			inString = true
+		case bytes.HasPrefix(data[i:], []byte("NaN")):
+			lit, repl = "NaN", "null"
+		case bytes.HasPrefix(data[i:], []byte("-Infinity")):
+			lit, repl = "-Infinity", `"-inf"`
+		case bytes.HasPrefix(data[i:], []byte("Infinity")):
+			lit, repl = "Infinity", `"inf"`
+		}
+		if lit == "" {
+			if out != nil {
+				out = append(out, c)
+			}
+			continue
+		}
+		if out == nil {
+			out = append([]byte{}, data[:i]...)
+		}
+		out = append(out, repl...)
+		i += len(lit) - 1
+	}
+	if out == nil {
+		return data
+	}
+	return out
+}
+
 // Detect names the format of data: the first one whose shape it has.
 func Detect(data []byte) (string, error) {
-	t := bytes.TrimSpace(data)
+	t := bytes.TrimSpace(pythonJSON(data))
 	if len(t) == 0 {
 		return "", fmt.Errorf("empty file")
 	}
@@ -165,6 +217,9 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 		runs []*Run
 		err  error
 	)
+	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		data = pythonJSON(data)
+	}
 	switch format {
 	case FormatLlamaBench:
 		runs, err = parseLlamaBench(data, o)

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -124,25 +125,78 @@ func TestQuantOf(t *testing.T) {
 }
 
 // A finite rate of Poisson or gamma arrivals is an arrival mtlbench makes,
-// keyed as its suites key it.
+// keyed as its suites key it; a rate or burstiness the suites refuse is an
+// error, not a run keyed as if every request came at once.
 func TestVLLMArrival(t *testing.T) {
-	one, two, half, zero := 1.0, 2.0, 0.5, 0.0
+	one, two, half, zero, neg := 1.0, 2.0, 0.5, 0.0, -1.0
 	for _, tc := range []struct {
 		rate       string
 		burstiness *float64
-		want       string
+		want       string // "error: ..." for an error holding it
 	}{
 		{"4.0", &one, "poisson:4"},
 		{"0.5", nil, "poisson:0.5"}, // files before --burstiness
 		{"4", &two, "gamma:4:2"},
 		{"8.0", &half, "gamma:8:0.5"},
-		{"8", &zero, ""},    // vLLM refuses it too
 		{`"inf"`, &one, ""}, // every request at once
-		{"0", &one, ""},
+		{`"Infinity"`, nil, ""},
 		{"null", nil, ""},
+		{"8", &zero, "error: burstiness 0 is outside 0.001 to 1000"},
+		{"8", &neg, "error: burstiness -1 is outside"},
+		{"0", &one, "error: request_rate 0, burstiness 1: rate 0 requests a second is outside"},
+		{"-4", nil, "error: rate -4 requests a second is outside"},
+		{`"4"`, nil, `error: request_rate "4": want a number of requests a second or "inf"`},
+		{`{}`, nil, `error: request_rate {}: want a number`},
 	} {
-		if got := vllmArrival([]byte(tc.rate), tc.burstiness); got != tc.want {
-			t.Errorf("rate %s: %q, want %q", tc.rate, got, tc.want)
+		got, err := vllmArrival([]byte(tc.rate), tc.burstiness)
+		if w, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("rate %s: %q, %v; want an error saying %q", tc.rate, got, err, w)
+			}
+		} else if err != nil || got != tc.want {
+			t.Errorf("rate %s: %q, %v; want %q", tc.rate, got, err, tc.want)
 		}
+	}
+}
+
+// Python's json writes NaN and Infinity, which JSON lacks: a vLLM file with
+// them imports, its NaN figures left out; wrong types and counts are named.
+func TestVLLMServeBadValues(t *testing.T) {
+	base := `{"date": "20250101-120000", "backend": "vllm", "model_id": "m", "num_prompts": 8, "request_rate": %s,
+"burstiness": 1.0, "max_concurrency": 4, "completed": 8, "total_input_tokens": %s, "total_output_tokens": 1024,
+"duration": 2.0, "output_throughput": 512.0, "median_ttft_ms": NaN, "p99_ttft_ms": Infinity, "request_throughput": 4.0}`
+	runs, err := Parse(FormatVLLMServe, "serve.json", []byte(fmt.Sprintf(base, "Infinity", "1024")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runs[0].Cases[0]
+	if c.Params["arrival"] != "" || c.Params["prompt_len"] != "128" {
+		t.Errorf("params %v", c.Params)
+	}
+	for _, s := range c.Samples {
+		if s.Metric == "ttft_ms" || s.Metric == "ttft_p99_ms" {
+			t.Errorf("a NaN or infinite figure recorded: %v", s)
+		}
+	}
+	if f, err := Detect([]byte(fmt.Sprintf(base, "4", "1024"))); err != nil || f != FormatVLLMServe {
+		t.Errorf("Detect: %q, %v", f, err)
+	}
+	for _, tc := range []struct{ rate, input, want string }{
+		{"4", "-16", "total_input_tokens holds -16, a negative count of tokens"},
+		{"4", `"1024"`, "total_input_tokens is a JSON string, want a number"},
+		{"-4", "1024", "rate -4 requests a second is outside"},
+	} {
+		_, err := Parse(FormatVLLMServe, "serve.json", []byte(fmt.Sprintf(base, tc.rate, tc.input)), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "serve.json") {
+			t.Errorf("rate %s, input %s: %v, want %q", tc.rate, tc.input, err, tc.want)
+		}
+	}
+	if _, err := Parse(FormatVLLMServe, "serve.json", []byte(strings.Replace(fmt.Sprintf(base, "4", "1024"), `"num_prompts": 8`, `"num_prompts": 0`, 1)), Options{}); err == nil ||
+		!strings.Contains(err.Error(), "num_prompts is 0, fewer than the 8 completed") {
+		t.Errorf("num_prompts 0: %v", err)
+	}
+	// A string holding NaN is a string.
+	if got := string(pythonJSON([]byte(`{"a": "NaN \" Infinity", "b": [NaN, -Infinity]}`))); got != `{"a": "NaN \" Infinity", "b": [null, "-inf"]}` {
+		t.Errorf("pythonJSON: %s", got)
 	}
 }

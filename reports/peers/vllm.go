@@ -2,8 +2,10 @@ package peers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -59,13 +61,30 @@ var vllmServeMetrics = []struct{ key, metric, unit string }{
 func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	var v vllmServe
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("not vllm bench serve JSON: %v", err)
+		return nil, fmt.Errorf("not vllm bench serve JSON: %w", jsonFieldError(err))
 	}
 	if err := json.Unmarshal(data, &v.raw); err != nil {
 		return nil, err
 	}
 	if v.Completed <= 0 {
 		return nil, fmt.Errorf("completed is %d: no request finished", v.Completed)
+	}
+	if v.NumPrompts < v.Completed {
+		return nil, fmt.Errorf("num_prompts is %d, fewer than the %d completed", v.NumPrompts, v.Completed)
+	}
+	for _, n := range []struct {
+		key  string
+		vals []int
+	}{{"total_input_tokens", []int{v.TotalInput}}, {"total_output_tokens", []int{v.TotalOutput}}, {"input_lens", v.InputLens}, {"output_lens", v.OutputLens}} {
+		for _, x := range n.vals {
+			if x < 0 {
+				return nil, fmt.Errorf("%s holds %d, a negative count of tokens", n.key, x)
+			}
+		}
+	}
+	arrival, err := vllmArrival(v.RequestRate, v.Burstiness)
+	if err != nil {
+		return nil, err
 	}
 	batch := v.NumPrompts
 	if v.MaxConcurrency != nil && *v.MaxConcurrency > 0 && *v.MaxConcurrency < batch {
@@ -82,13 +101,16 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	if o.GenLen > 0 {
 		gen = o.GenLen
 	}
+	if prompt < 1 || gen < 1 {
+		return nil, fmt.Errorf("%d input and %d output tokens a request: give the lengths with --prompt-len and --gen-len", prompt, gen)
+	}
 	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": v.Backend,
 		"peer_request_rate": string(v.RequestRate)}
 	if v.NumPrompts != batch {
 		labels["requests"] = strconv.Itoa(v.NumPrompts)
 	}
-	if a := vllmArrival(v.RequestRate, v.Burstiness); a != "" {
-		labels["arrival"] = a
+	if arrival != "" {
+		labels["arrival"] = arrival
 	}
 	labels["range_ratio"], labels["slo"] = o.RangeRatio, o.SLO // "" leaves them out
 	c := newCase(batch, prompt, gen, labels)
@@ -118,12 +140,19 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 // vllmArrival is the suites' arrival of a run at a finite --request-rate:
 // poisson:R (burstiness 1, vLLM's default) or gamma:R:B, spelt as the
 // suites spell it, so the case pairs with mtlbench's case of those
-// arrivals; "" for every request at once ("inf") or values the suites do
-// not take (the rate stays a peer_request_rate label either way).
-func vllmArrival(rate json.RawMessage, burstiness *float64) string {
+// arrivals; "" for every request at once (a rate of inf, or none). A rate
+// or burstiness the suites would refuse is an error: keyed without it,
+// the run would pair with cases of other arrivals.
+func vllmArrival(rate json.RawMessage, burstiness *float64) (string, error) {
 	var r float64
-	if json.Unmarshal(rate, &r) != nil {
-		return ""
+	var word string
+	switch {
+	case len(rate) == 0 || string(rate) == "null":
+		return "", nil
+	case json.Unmarshal(rate, &word) == nil && (word == "inf" || word == "Infinity"):
+		return "", nil
+	case json.Unmarshal(rate, &r) != nil:
+		return "", fmt.Errorf("request_rate %s: want a number of requests a second or \"inf\"", rate)
 	}
 	b := 1.0
 	if burstiness != nil {
@@ -131,9 +160,30 @@ func vllmArrival(rate json.RawMessage, burstiness *float64) string {
 	}
 	a, err := suites.ParseArrival("gamma:" + strconv.FormatFloat(r, 'g', -1, 64) + ":" + strconv.FormatFloat(b, 'g', -1, 64))
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("request_rate %s, burstiness %g: %v", rate, b, err)
 	}
-	return a.String()
+	return a.String(), nil
+}
+
+// jsonFieldError says which field of the file has the wrong type, in the
+// file's terms rather than Go's.
+func jsonFieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" {
+		return err
+	}
+	want := "a number"
+	switch te.Type.Kind() {
+	case reflect.String:
+		want = "a string"
+	case reflect.Slice:
+		want = "a list"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	case reflect.Bool:
+		want = "true or false"
+	}
+	return fmt.Errorf("%s is a JSON %s, want %s", te.Field, te.Value, want)
 }
 
 // perRequest is tokens per request: the common length when the per-request

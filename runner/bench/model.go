@@ -122,11 +122,18 @@ func (w Workload) requests(vocab int) []engine.Request {
 	return reqs
 }
 
-// KVTokens is the cache a workload needs to run without preemption.
-func (w Workload) KVTokens(blockSize int) int {
+// KVTokens is the cache a workload needs to run without preemption: its
+// longest request's blocks for each request running at once, at most
+// maxSeqs of them (0: every request). A finished request's blocks go to
+// the next, so requests queued past maxSeqs need none of their own.
+func (w Workload) KVTokens(blockSize, maxSeqs int) int {
 	p, g := w.maxLens()
 	per := (w.Depth + p + g + blockSize - 1) / blockSize * blockSize
-	return w.Requests * per
+	n := w.Requests
+	if maxSeqs > 0 {
+		n = min(n, maxSeqs)
+	}
+	return n * per
 }
 
 // ModelCase runs a workload end to end through the scheduler.

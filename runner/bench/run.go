@@ -557,7 +557,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		// of their own (one prompt_len chunk a step, llama-bench's pp @ d).
 		opts.TokenBudget = mp.PromptLen
 	}
-	opts.KVTokens = w.KVTokens(opts.BlockSize)
+	opts.KVTokens = w.KVTokens(opts.BlockSize, opts.MaxSeqs)
 	if kb := mp.KVBlocks; kb > 0 {
 		// The batch must run side by side: max_seqs requests at once.
 		pl, gl := w.maxLens()

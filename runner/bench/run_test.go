@@ -203,7 +203,7 @@ cases:
 model: { preset: qwen3-moe-mini }
 cases:
   - name: c
-    params: { batch: 1, prompt_len: 8, gen_len: 100000000 }
+    params: { batch: 1, prompt_len: 8, gen_len: 10000000 }
 `, "more than the"},
 		// The same, for a case whose model an earlier case loaded.
 		{"positions-later", `name: x
@@ -212,7 +212,7 @@ cases:
   - name: a
     params: { batch: 1, prompt_len: 8, gen_len: 4 }
   - name: b
-    params: { batch: 1, prompt_len: 8, gen_len: 100000000 }
+    params: { batch: 1, prompt_len: 8, gen_len: 10000000 }
 `, "suite.yaml:7:"},
 	}
 	for _, c := range cases {

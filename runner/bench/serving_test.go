@@ -198,6 +198,10 @@ cases:
 		if limit := 5 / arrivals[4].Seconds(); m["request_per_s"].Value > limit {
 			t.Errorf("rep %d: %.2f requests a second, more than the %.2f the arrivals allow", rep, m["request_per_s"].Value, limit)
 		}
+		// A cache for the two running at once serves all five.
+		if p := m["preemptions"].Value; p != 0 {
+			t.Errorf("rep %d: %g preemptions", rep, p)
+		}
 		// Every request met the generous slo.
 		if g, r := m["goodput_per_s"].Value, m["request_per_s"].Value; g != r {
 			t.Errorf("rep %d: goodput %.3f of %.3f requests a second", rep, g, r)
@@ -264,8 +268,11 @@ func TestLengths(t *testing.T) {
 			t.Fatalf("request %d: a prompt of %d tokens, its length %d", i, len(pr), p[i])
 		}
 	}
-	if got, want := w.KVTokens(16), 4000*176; got != want {
+	if got, want := w.KVTokens(16, 0), 4000*176; got != want {
 		t.Errorf("KVTokens = %d, want %d (the longest request, 150+15 tokens, in blocks of 16)", got, want)
+	}
+	if got, want := w.KVTokens(16, 8), 8*176; got != want {
+		t.Errorf("KVTokens at 8 at once = %d, want %d", got, want)
 	}
 }
 

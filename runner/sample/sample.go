@@ -3,6 +3,7 @@
 package sample
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -73,6 +74,14 @@ func Parse(s string) (Params, error) {
 			p.Seed, err = strconv.ParseUint(v, 10, 64)
 		default:
 			err = fmt.Errorf("unknown key (want temperature, top_k, top_p, seed)")
+		}
+		var ne *strconv.NumError
+		if errors.As(err, &ne) {
+			// strconv's own words name Go's functions, not the value.
+			err = fmt.Errorf("%q is not a number", v)
+			if ne.Err == strconv.ErrRange {
+				err = fmt.Errorf("%s is out of range", v)
+			}
 		}
 		if err != nil {
 			return p, fmt.Errorf("sampling %q: %s: %v", s, k, err)

@@ -86,3 +86,16 @@ func TestSeededIsReproducible(t *testing.T) {
 		t.Fatal("different streams gave identical tokens")
 	}
 }
+
+// Errors name the value in the flag's terms, not strconv's.
+func TestParseErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		"temperature:1e308":    `sampling "temperature:1e308": temperature: 1e308 is out of range`,
+		"temperature:warm":     `sampling "temperature:warm": temperature: "warm" is not a number`,
+		"temperature:1,seed:x": `sampling "temperature:1,seed:x": seed: "x" is not a number`,
+	} {
+		if _, err := Parse(in); err == nil || err.Error() != want {
+			t.Errorf("Parse(%q): %v, want %q", in, err, want)
+		}
+	}
+}
