@@ -102,12 +102,13 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	default:
 		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", model.Str)
 	}
+	// The count before the strings: a file may claim millions of empty ones.
+	if v := f.KV["tokenizer.ggml.tokens"]; v.Type == gguf.Array && (v.Len == 0 || v.Len > maxVocab) {
+		return nil, fmt.Errorf("tokenizer.ggml.tokens holds %d tokens (1 to %d)", v.Len, maxVocab)
+	}
 	tokens, err := f.Strings("tokenizer.ggml.tokens")
 	if err != nil {
 		return nil, err
-	}
-	if len(tokens) == 0 || len(tokens) > maxVocab {
-		return nil, fmt.Errorf("tokenizer.ggml.tokens holds %d tokens (1 to %d)", len(tokens), maxVocab)
 	}
 	types := make([]float64, len(tokens))
 	if v, ok := f.KV["tokenizer.ggml.token_type"]; ok {
