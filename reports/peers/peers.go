@@ -117,8 +117,9 @@ func (c *Case) add(rep int, metric string, v float64, unit string) {
 
 // pythonJSON rewrites the number literals Python's json module writes and
 // JSON lacks (NaN, Infinity, -Infinity: a metric of no requests, a rate of
-// inf) as null, "inf" and "-inf", outside strings, so the peers' files
-// parse; a figure there is then no figure, as a null is.
+// inf) as null, "inf" and "-inf", outside strings, so vLLM's files parse;
+// a figure there is then no figure, as a null is, and a list of figures
+// reads them as pointers to tell.
 func pythonJSON(data []byte) []byte {
 	var out []byte // nil until a literal is found
 	inString, escaped := false, false
@@ -217,8 +218,8 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 		runs []*Run
 		err  error
 	)
-	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-		data = pythonJSON(data)
+	if format == FormatVLLMServe || format == FormatVLLMLatency {
+		data = pythonJSON(data) // vLLM writes its files with Python's json
 	}
 	switch format {
 	case FormatLlamaBench:
@@ -258,6 +259,9 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 // (results.CheckSample), before anything is stored.
 func checkSamples(r *Run) error {
 	for _, c := range r.Cases {
+		if len(c.Samples) == 0 {
+			return fmt.Errorf("case %q: no figure could be read", c.Name)
+		}
 		for j, s := range c.Samples {
 			if err := results.CheckSample(s); err != nil {
 				return fmt.Errorf("case %q sample %d: %w", c.Name, j, err)

@@ -200,3 +200,18 @@ func TestVLLMServeBadValues(t *testing.T) {
 		t.Errorf("pythonJSON: %s", got)
 	}
 }
+
+// NaN is no measurement: a file holding one is refused where it stands, not
+// stored as 0, and a case of no figure at all is refused too.
+func TestNaNIsNoFigure(t *testing.T) {
+	for _, tc := range []struct{ format, data, want string }{
+		{FormatVLLMLatency, `{"avg_latency": 1.0, "latencies": [1.0, NaN], "percentiles": {}}`, "latency 2 is NaN or null"},
+		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 100, "samples_ts": [NaN, 100]}]`, "invalid character 'N'"},
+		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 0, "samples_ts": []}]`, "no figure could be read"},
+	} {
+		_, err := Parse(tc.format, "f.json", []byte(tc.data), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: %v, want %q", tc.format, tc.data, err, tc.want)
+		}
+	}
+}

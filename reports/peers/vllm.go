@@ -208,14 +208,14 @@ func perRequest(total, n int, lens []int) int {
 // defaults (8, 32, 128).
 type vllmLatency struct {
 	AvgLatency float64            `json:"avg_latency"`
-	Latencies  []float64          `json:"latencies"`
+	Latencies  []*float64         `json:"latencies"` // null: NaN in the file
 	Pct        map[string]float64 `json:"percentiles"`
 }
 
 func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
 	var v vllmLatency
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("not vllm bench latency JSON: %v", err)
+		return nil, fmt.Errorf("not vllm bench latency JSON: %w", jsonFieldError(err))
 	}
 	if len(v.Latencies) == 0 {
 		return nil, fmt.Errorf("no latencies")
@@ -231,7 +231,11 @@ func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
 		gen = o.GenLen
 	}
 	c := newCase(batch, prompt, gen, map[string]string{"model": o.modelName("")})
-	for i, l := range v.Latencies {
+	for i, lp := range v.Latencies {
+		if lp == nil {
+			return nil, fmt.Errorf("latency %d is NaN or null", i+1)
+		}
+		l := *lp
 		if !(l > 0) || math.IsInf(l, 0) {
 			return nil, fmt.Errorf("latency %d is %v seconds", i+1, l)
 		}
