@@ -279,6 +279,12 @@ func (c *Config) Validate() error {
 	if c.HeadDim%2 != 0 && !c.LearnedPositions() {
 		errs = append(errs, fmt.Sprintf("head_dim=%d must be even for RoPE", c.HeadDim))
 	}
+	// GPT-2's fused c_attn is three hidden-wide blocks, split into the heads:
+	// a GGUF file states heads and head size apart, so they must agree.
+	if c.GPT2() && c.Heads > 0 && (c.Heads*c.HeadDim != c.Hidden || c.KVHeads != c.Heads) {
+		errs = append(errs, fmt.Sprintf("num_attention_heads=%d (key/value heads %d) of head_dim=%d do not make hidden_size=%d, as GPT-2's attention needs",
+			c.Heads, c.KVHeads, c.HeadDim, c.Hidden))
+	}
 	if c.LearnedPositions() {
 		pos(c.MaxPos, "n_positions")
 	}

@@ -149,3 +149,28 @@ func TestGPT2WrongLayout(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// GPT-2's fused attention is heads × head size = hidden: a GGUF file states
+// the three apart, and a file where they disagree is refused before the
+// kernels read past a row.
+func TestGPT2HeadsMakeHidden(t *testing.T) {
+	cfg, src, err := Open(Spec{Model: filepath.Join("..", "testdata", "gguf", "llamacpp-gpt2-q8_0.gguf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	for name, edit := range map[string]func(c *Config){
+		"heads that do not divide": func(c *Config) { c.Heads, c.KVHeads, c.HeadDim = 3, 3, c.Hidden/3 },
+		"a smaller head size":      func(c *Config) { c.HeadDim /= 2 },
+		"fewer key/value heads":    func(c *Config) { c.KVHeads = c.Heads / 2 },
+	} {
+		c := *cfg
+		edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "as GPT-2's attention needs") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the file as written: %v", err)
+	}
+}
