@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -174,12 +175,32 @@ func runCommand() *cli.Command {
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
 			if errors.Is(err, bench.ErrInterrupted) {
-				fmt.Fprintf(c.App.ErrWriter, "resume with: mtlbench run %s --resume %d\n", c.Args().First(), sum.RunID)
+				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", resumeCommand(c, sum.RunID))
 				return &exitError{code: 130, err: err}
 			}
 			return err
 		},
 	}
+}
+
+// resumeCommand is the command that finishes run id: the suite and every
+// flag that shaped what its cases measured, or where they are stored.
+func resumeCommand(c *cli.Context, id int64) string {
+	cmd := []string{"mtlbench", "run", c.Args().First()}
+	for _, f := range []string{"db", "backend", "timing", "threads"} {
+		if c.IsSet(f) {
+			cmd = append(cmd, "--"+f, c.String(f))
+		}
+	}
+	for _, kv := range c.StringSlice("set") {
+		cmd = append(cmd, "--set", kv)
+	}
+	for i, a := range cmd {
+		if strings.ContainsAny(a, " \t'\"$") {
+			cmd[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(append(cmd, "--resume", strconv.FormatInt(id, 10)), " ")
 }
 
 // lockstepReady is the line a --lockstep run prints before each

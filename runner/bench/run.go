@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -210,6 +211,21 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		}
 		if run.SuiteHash != s.Hash {
 			return nil, fmt.Errorf("resume: run %d was made from a different version of %s (suite hash %.12s, now %.12s)", run.ID, s.File, run.SuiteHash, s.Hash)
+		}
+		// The rest of what the run's cases measured under: repetitions of
+		// other settings would be stored as the same cases.
+		var differ []string
+		if was, now := results.OverridesText(run.Overrides), results.OverridesText(o.Set); was != now {
+			differ = append(differ, fmt.Sprintf("overrides %q (now %q)", was, now))
+		}
+		if run.Backend != info.Backend {
+			differ = append(differ, fmt.Sprintf("backend %s (now %s)", run.Backend, info.Backend))
+		}
+		if run.TimingMode != s.Timing && s.Timing != "" {
+			differ = append(differ, fmt.Sprintf("timing %s (now %s)", run.TimingMode, s.Timing))
+		}
+		if len(differ) > 0 {
+			return nil, fmt.Errorf("resume: run %d was recorded with %s: resume it with the settings it was made with", run.ID, strings.Join(differ, ", "))
 		}
 		// Claim the run first: a run another live process is running is
 		// refused, and two resumes of one run cannot both proceed.

@@ -156,6 +156,12 @@ func TestInterruptAndResume(t *testing.T) {
 	}
 	first, _ := db.Samples(cases[0].ID)
 
+	// Resumed with other overrides, its repetitions would measure other
+	// settings under the same cases: refused, the run left to resume.
+	if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID, Set: map[string]string{"fusion": "off"}}); err == nil ||
+		!strings.Contains(err.Error(), `was recorded with overrides "" (now "fusion=off")`) {
+		t.Fatalf("resume with other overrides: %v", err)
+	}
 	sum2, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID})
 	if err != nil {
 		t.Fatal(err)
