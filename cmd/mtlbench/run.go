@@ -62,8 +62,11 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 // backendOptions are the backends' options from the environment, with the
 // command's CPU threads.
 func backendOptions(threads int) (backends.Options, error) {
-	if threads < 0 {
-		return backends.Options{}, fmt.Errorf("--threads %d: want a positive count (0: every core)", threads)
+	// Past maxThreads a CPU is oversubscribed many times over, and tune
+	// would list every count up to it as a candidate.
+	const maxThreads = 1024
+	if threads < 0 || threads > maxThreads {
+		return backends.Options{}, fmt.Errorf("--threads %d: want 1 to %d (0: every core)", threads, maxThreads)
 	}
 	o, err := envconfig.Backends()
 	o.Threads = threads

@@ -102,6 +102,35 @@ func tuneCommand() *cli.Command {
 	}
 }
 
+// checkTunedOut refuses, before any timing, a place the winners could not
+// be merged into: a directory or special file, a file that is not a tuned
+// config, a folder that is a file.
+func checkTunedOut(out string) error {
+	st, err := os.Stat(out)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file: want a tuned-config file to merge the winners into (--out, --dir)", out)
+	case err == nil:
+		if _, rerr := tune.ReadFile(out); rerr != nil {
+			return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", rerr)
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		return err
+	}
+	for d := filepath.Dir(out); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a folder: the tuned configs cannot go in it (--out, --dir)", d)
+			}
+			return nil
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
 // tunedDir is --dir or the user's cache folder.
 func tunedDir(c *cli.Context) (string, error) {
 	if d := c.String("dir"); d != "" {
@@ -178,6 +207,9 @@ func tuneRun(c *cli.Context) error {
 			return err
 		}
 		out = filepath.Join(dir, tune.FileName(tune.DeviceName(be), be.Info().Backend))
+	}
+	if err := checkTunedOut(out); err != nil {
+		return err
 	}
 	db, err := openDB(c)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -110,11 +111,19 @@ func TestTuneDryRunShowsPruning(t *testing.T) {
 
 func TestTuneErrors(t *testing.T) {
 	isolate(t)
+	// Refused before any timing: the tuning would be lost.
+	notJSON := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(notJSON, []byte("not a tuned config"), 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"tune"}, "tune needs a suite"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", os.TempDir()}, "is not a regular file: want a tuned-config file"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", notJSON}, "not overwritten; fix or remove it"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dir", notJSON}, "is not a folder: the tuned configs cannot go in it"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--threads", "100000", "--dry-run"}, "--threads 100000: want 1 to 1024 (0: every core)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--threads", "-1"}, "--threads -1: want 1 to 1024"},
 		{[]string{"tune", "--kernel", "attention", "--shape", "tokens=1"}, "no tunables"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokns=1"}, `unknown shape dimension "tokns"`},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--strategy", "genetic"}, "unknown search strategy"},
