@@ -45,6 +45,8 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	single := filepath.Join(dir, "model.safetensors")
 	if _, err := os.Stat(single); err == nil {
 		return openFiles(dir, []string{single}, nil)
+	} else if err := danglingLink(single); err != nil {
+		return nil, err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -59,12 +61,29 @@ func OpenDir(dir string) (*Checkpoint, error) {
 		// Stat, not e.Type(): HuggingFace caches hold shards as symlinks.
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			paths = append(paths, p)
+		} else if err := danglingLink(p); err != nil {
+			return nil, err
 		}
 	}
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: no .safetensors files (and no %s)", dir, IndexName)
 	}
 	return openFiles(dir, paths, nil)
+}
+
+// danglingLink names a symlink whose target is missing, as a half-cleaned
+// HuggingFace cache leaves a shard: skipped, its tensors would be reported
+// missing with no word of why.
+func danglingLink(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	if _, err := os.Stat(p); err != nil {
+		target, _ := os.Readlink(p)
+		return fmt.Errorf("%s: a symlink to %s, which is missing (%v)", p, target, errors.Unwrap(err))
+	}
+	return nil
 }
 
 func openIndexed(dir, idxPath string, raw []byte) (*Checkpoint, error) {

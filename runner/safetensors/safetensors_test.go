@@ -519,3 +519,17 @@ func BenchmarkParseHeader(b *testing.B) {
 		}
 	}
 }
+
+// A shard that is a symlink to a missing file is named, not skipped.
+func TestDanglingShard(t *testing.T) {
+	for _, name := range []string{"model.safetensors", "model-00002-of-00002.safetensors"} {
+		dir := t.TempDir()
+		if err := os.Symlink("/nonexistent/blob", filepath.Join(dir, name)); err != nil {
+			t.Skip("no symlinks here:", err)
+		}
+		_, err := OpenDir(dir)
+		if err == nil || !strings.Contains(err.Error(), name+": a symlink to /nonexistent/blob, which is missing") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
