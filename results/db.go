@@ -48,6 +48,14 @@ func DefaultPath() string {
 // and writes fail. A database another program made (tables, but not
 // mtlbench's) is refused with ErrNotResults, unchanged.
 func Open(path string) (*DB, error) {
+	// SQLite's own words for these ("disk I/O error") say nothing of why.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		what := "not a regular file"
+		if st.IsDir() {
+			what = "a directory"
+		}
+		return nil, fmt.Errorf("results: %s is %s: want a results database file", path, what)
+	}
 	db, err := open(path, migrations)
 	if err != nil && isReadOnlyErr(err) {
 		ro, rerr := OpenReadOnly(path)
