@@ -39,8 +39,11 @@ func compareCommand() *cli.Command {
 				return err
 			}
 			alpha := c.Float64("alpha")
-			if alpha <= 0 || alpha >= 1 {
-				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
+			if err := checkAlpha(alpha); err != nil {
+				return err
+			}
+			if c.Int("latest") < 0 {
+				return fmt.Errorf("--latest %d: want a count of runs (0: all)", c.Int("latest"))
 			}
 			db, err := openExistingDB(c)
 			if err != nil {
@@ -108,4 +111,12 @@ func compareCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// checkAlpha refuses a significance level outside (0, 1), NaN too.
+func checkAlpha(alpha float64) error {
+	if !(alpha > 0 && alpha < 1) {
+		return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
+	}
+	return nil
 }

@@ -58,8 +58,11 @@ func gateCommand() *cli.Command {
 				return err
 			}
 			alpha := c.Float64("alpha")
-			if alpha <= 0 || alpha >= 1 {
-				return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
+			if err := checkAlpha(alpha); err != nil {
+				return err
+			}
+			if c.Int("latest") < 0 {
+				return fmt.Errorf("--latest %d: want a count of runs (0: all)", c.Int("latest"))
 			}
 			if c.Int("min-samples") < 1 {
 				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))

@@ -35,6 +35,9 @@ func runsCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
+			if c.Int("limit") < 0 {
+				return fmt.Errorf("--limit %d: want a count of runs (0: all)", c.Int("limit"))
+			}
 			runs, err := db.Runs(results.RunFilter{Tag: c.String("tag"), SuiteName: c.String("suite"), Limit: c.Int("limit")})
 			if err != nil {
 				return err
@@ -107,6 +110,9 @@ func showCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return fmt.Errorf("show needs a run (id, tag, \"latest\" or commit)")
+			}
+			if c.Int("latest") < 0 {
+				return fmt.Errorf("--latest %d: want a count of runs (0: all)", c.Int("latest"))
 			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {

@@ -56,6 +56,10 @@ func selftestCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if len(rs) == 0 && o.Filter != "" {
+				// A typo would otherwise pass, having checked nothing.
+				return fmt.Errorf("--filter %q matches no check (mtlbench selftest --backend %s lists them)", o.Filter, info.Backend)
+			}
 			t, failed := selftestTable(info.Backend, rs, c.Bool("failures"), o.Timed)
 			if err := t.Render(c.App.Writer, f); err != nil {
 				return err
