@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
@@ -330,5 +331,38 @@ func TestPeerImport(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"format": "other"}`), 0o644)
 	if _, _, err := mtl(t, "peer", "import", bad, "--db", db); err == nil || !strings.Contains(err.Error(), "want \"mtlbench-peer-run/1\"") {
 		t.Fatalf("bad format: %v", err)
+	}
+}
+
+// An interrupted case shows what its stored repetitions measured, marked
+// unfinished, not "pending" in every column.
+func TestShowUnfinishedCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Kind: results.KindSuite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := []results.Case{{Key: "model/c/batch=1", Name: "c", Kind: results.CaseModel, Params: map[string]string{"batch": "1"}},
+		{Key: "model/d/batch=1", Name: "d", Kind: results.CaseModel, Params: map[string]string{"batch": "1"}}}
+	if err := db.AddCases(id, cs); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := db.Cases(id)
+	for rep, v := range []float64{100, 110} {
+		if err := db.AddRep(stored[0].ID, rep, []results.Sample{{Rep: rep, Metric: "decode_tok_s", Value: v, Unit: "tok/s"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	out, _, err := mtl(t, "show", "1", "--db", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "c (unfinished)") || !strings.Contains(out, "105.0") || !strings.Contains(out, "│ d ") || !strings.Contains(out, "pending") {
+		t.Errorf("show of an interrupted run:\n%s", out)
 	}
 }

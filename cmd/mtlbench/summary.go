@@ -49,7 +49,12 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			}
 			*t = &table.Table{Title: fmt.Sprintf("run %d: %s cases (median ± 95%% CI)", sum.RunID, c.Kind), Header: h}
 		}
+		// An interrupted case shows what its stored repetitions measured.
+		partial := c.Status == results.CasePending && len(m) > 0
 		row := []string{c.Name}
+		if partial {
+			row[0] += " (unfinished)"
+		}
 		if c.Kind != results.CaseKernel {
 			l := "-"
 			if c.LayersTotal > 0 {
@@ -58,7 +63,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			row = append(row, l)
 		}
 		for _, col := range cols {
-			if c.Status == results.CaseFailed || c.Status == results.CasePending {
+			if c.Status == results.CaseFailed || c.Status == results.CasePending && !partial {
 				row = append(row, c.Status)
 				continue
 			}
