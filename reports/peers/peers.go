@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Formats peers reads, as --from names them.
@@ -241,6 +242,24 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 	for _, r := range runs {
 		if len(r.Cases) == 0 {
 			return nil, fmt.Errorf("%s: %s: no case could be read", name, format)
+		}
+		// Sizes within the suites' bounds (a peer's prefill-only test has
+		// no generated tokens): a case of batch=0 or a prompt of 2^62
+		// tokens pairs with nothing mtlbench measures.
+		for _, c := range r.Cases {
+			for _, p := range []string{suites.ParamBatch, suites.ParamPromptLen, suites.ParamGenLen, suites.ParamRequests} {
+				v, ok := c.Params[p]
+				if !ok {
+					continue
+				}
+				least := 0
+				if p == suites.ParamBatch || p == suites.ParamRequests {
+					least = 1
+				}
+				if n, err := strconv.Atoi(v); err != nil || n < least || n > suites.MaxTokens {
+					return nil, fmt.Errorf("%s: %s: case %q: %s %s is outside %d to %d", name, format, c.Name, p, v, least, suites.MaxTokens)
+				}
+			}
 		}
 		if r.TimingMode == "" {
 			r.TimingMode = results.TimingThroughput

@@ -215,3 +215,13 @@ func TestNaNIsNoFigure(t *testing.T) {
 		}
 	}
 }
+
+// A peer's sizes stay within the suites' bounds.
+func TestPeerSizesBounded(t *testing.T) {
+	data := `{"date": "20250101-120000", "backend": "vllm", "model_id": "m", "num_prompts": 8, "request_rate": "inf",
+"max_concurrency": 4, "completed": 8, "total_input_tokens": 9223372036854775800, "total_output_tokens": 1024,
+"duration": 2.0, "output_throughput": 512.0}`
+	if _, err := Parse(FormatVLLMServe, "serve.json", []byte(data), Options{}); err == nil || !strings.Contains(err.Error(), "prompt_len 1152921504606846976 is outside 0 to 16777216") {
+		t.Errorf("a prompt of 2^60 tokens: %v", err)
+	}
+}
