@@ -214,6 +214,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// Mistral and Mixtral window whenever sliding_window is set (slides), Qwen2 and Qwen3 with
 	// use_sliding_window or a "sliding_attention" layer (transformers 5's
 	// layer_types).
+	if h.SlidingWindow != nil && *h.SlidingWindow < 0 {
+		return nil, fmt.Errorf("%s: sliding_window=%d must not be negative (null or 0: none)", name, *h.SlidingWindow)
+	}
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
 		on := spec.slides || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
 		on = on || slices.Contains(h.LayerTypes, "sliding_attention")
@@ -298,6 +301,8 @@ func (c *Config) Validate() error {
 	// Any non-zero count makes layers MoE (IsMoELayer), so a negative one
 	// is refused here rather than sized from.
 	if c.NumExperts != 0 {
+		// transformers divides by it: (layer + 1) % decoder_sparse_step.
+		pos(c.SparseStep, "decoder_sparse_step")
 		pos(c.NumExperts, "num_experts")
 		pos(c.MoEInter, "moe_intermediate_size")
 		if c.TopK <= 0 || c.TopK > c.NumExperts {

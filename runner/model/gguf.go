@@ -416,6 +416,11 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 // ggufConfig reads the model's shape from the metadata.
 func ggufConfig(f *gguf.File) (*Config, error) {
 	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", f.Path, fmt.Sprintf(format, a...)) }
+	// One part of a split file (llama.cpp's gguf-split) holds some of the
+	// tensors only: said so, not as the first tensor found missing.
+	if n, ok := f.KV["split.count"]; ok && n.Uint > 1 {
+		return nil, bad("part %d of %d of a split GGUF file (split.count): merge the parts into one file first (llama-gguf-split --merge FIRST-PART OUT.gguf)", f.KV["split.no"].Uint+1, n.Uint)
+	}
 	av, ok := f.KV["general.architecture"]
 	if !ok || av.Type != gguf.String {
 		return nil, bad("no general.architecture string in the metadata")
