@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/internal/gguftest"
 )
 
 // build writes a GGUF file with the given version, key/values (u32 values
@@ -195,35 +197,16 @@ func TestTypeNames(t *testing.T) {
 // Arrays are read from the file when asked for: strings always (the header
 // keeps none), numbers past the 65,536 the header keeps.
 func TestArrays(t *testing.T) {
-	var b []byte
-	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
-	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
-	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
-	b = append(b, "GGUF"...)
-	u32(3)
-	u64(0)
-	u64(3)
-	str("words")
-	u32(uint32(Array))
-	u32(uint32(String))
-	u64(3)
-	for _, s := range []string{"a", "", "ĠHello"} {
-		str(s)
-	}
 	const n = 70000
-	str("types")
-	u32(uint32(Array))
-	u32(uint32(I32))
-	u64(n)
-	for i := 0; i < n; i++ {
-		u32(uint32(int32(i - 5)))
+	types := make([]int32, n)
+	for i := range types {
+		types[i] = int32(i - 5)
 	}
-	str("scores")
-	u32(uint32(Array))
-	u32(uint32(F32Value))
-	u64(2)
-	u32(0xbf800000) // -1
-	u32(0x3f000000) // 0.5
+	b, err := gguftest.Bytes(gguftest.KV{Key: "words", Value: []string{"a", "", "ĠHello"}},
+		gguftest.KV{Key: "types", Value: types}, gguftest.KV{Key: "scores", Value: []float32{-1, 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := Open(write(t, b))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/gguftest"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -177,24 +178,11 @@ func TestGPT2HeadsMakeHidden(t *testing.T) {
 
 // One part of a split GGUF file is named as such, not by a missing tensor.
 func TestSplitGGUFPart(t *testing.T) {
-	var b []byte
-	u16 := func(v uint16) { b = binary.LittleEndian.AppendUint16(b, v) }
-	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
-	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
-	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
-	b = append(b, "GGUF"...)
-	u32(3)
-	u64(0)
-	u64(3)
-	str("general.architecture")
-	u32(8)
-	str("llama")
-	str("split.no")
-	u32(2)
-	u16(0)
-	str("split.count")
-	u32(2)
-	u16(3)
+	b, err := gguftest.Bytes(gguftest.KV{Key: "general.architecture", Value: "llama"},
+		gguftest.KV{Key: "split.no", Value: uint16(0)}, gguftest.KV{Key: "split.count", Value: uint16(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "m-00001-of-00003.gguf")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mtlbench/mtlbench/internal/gguftest"
 )
 
 type ggufCase struct {
@@ -95,64 +95,25 @@ func TestLlamaCppConvertedVocabulary(t *testing.T) {
 	}
 }
 
-// kv is one metadata entry of a test GGUF file: value is a string, bool,
-// uint32, int32, float32, or a slice of strings, int32s or float32s.
+// kv is one metadata entry of a test GGUF file (gguftest.KV's).
 type kv struct {
 	key   string
 	value any
 }
 
-// ggufFile writes a GGUF v3 file of metadata only.
+// ggufFile writes a GGUF file of metadata only.
 func ggufFile(t *testing.T, entries ...kv) string {
 	t.Helper()
-	var b bytes.Buffer
-	w := func(v any) { binary.Write(&b, binary.LittleEndian, v) }
-	str := func(s string) { w(uint64(len(s))); b.WriteString(s) }
-	b.WriteString("GGUF")
-	w(uint32(3))
-	w(uint64(0))
-	w(uint64(len(entries)))
+	var kvs []gguftest.KV
 	for _, e := range entries {
-		str(e.key)
-		switch v := e.value.(type) {
-		case string:
-			w(uint32(8))
-			str(v)
-		case bool:
-			w(uint32(7))
-			w(v)
-		case uint32:
-			w(uint32(4))
-			w(v)
-		case int32:
-			w(uint32(5))
-			w(v)
-		case float32:
-			w(uint32(6))
-			w(v)
-		case []string:
-			w(uint32(9))
-			w(uint32(8))
-			w(uint64(len(v)))
-			for _, s := range v {
-				str(s)
-			}
-		case []int32:
-			w(uint32(9))
-			w(uint32(5))
-			w(uint64(len(v)))
-			w(v)
-		case []float32:
-			w(uint32(9))
-			w(uint32(6))
-			w(uint64(len(v)))
-			w(v)
-		default:
-			t.Fatalf("kv %s: %T", e.key, v)
-		}
+		kvs = append(kvs, gguftest.KV{Key: e.key, Value: e.value})
+	}
+	data, err := gguftest.Bytes(kvs...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "vocab.gguf")
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
