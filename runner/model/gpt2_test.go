@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -189,5 +190,22 @@ func TestSplitGGUFPart(t *testing.T) {
 	}
 	if _, _, err := Open(Spec{Model: path}); err == nil || !strings.Contains(err.Error(), "part 1 of 3 of a split GGUF file") {
 		t.Errorf("a split part: %v", err)
+	}
+}
+
+// A quantization_config of another tool names its method as the file
+// spells it, a string or not.
+func TestForeignQuantMethod(t *testing.T) {
+	for _, method := range []string{`"gptq"`, `5`} {
+		dir := t.TempDir()
+		cfg := `{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+			"num_attention_heads": 2, "intermediate_size": 8, "quantization_config": {"quant_method": ` + method + `}}`
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := `quant_method ` + strconv.Quote(strings.Trim(method, `"`)) + ` is not supported`
+		if _, _, err := Open(Spec{Model: dir}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("quant_method %s: %v, want %q", method, err, want)
+		}
 	}
 }

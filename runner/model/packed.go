@@ -201,7 +201,9 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		}
 		if _, hf := m["quant_method"]; hf {
 			var method string
-			json.Unmarshal(m["quant_method"], &method)
+			if json.Unmarshal(m["quant_method"], &method) != nil {
+				method = string(m["quant_method"]) // not a string: as the file spells it
+			}
 			return nil, fmt.Errorf("%s: quantization_config.quant_method %q is not supported (mtlbench reads mlx-lm's quantization and GGUF files)", name, method)
 		}
 	}
