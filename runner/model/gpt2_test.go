@@ -209,3 +209,17 @@ func TestForeignQuantMethod(t *testing.T) {
 		}
 	}
 }
+
+// A per-module entry of null in mlx-lm's quantization is neither false (left
+// unquantized) nor a setting.
+func TestMLXModuleNull(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+		"num_attention_heads": 2, "intermediate_size": 8, "quantization": {"group_size": 64, "bits": 4, "lm_head": null}}`
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(Spec{Model: dir}); err == nil || !strings.Contains(err.Error(), `quantization["lm_head"] is null: want an object or a boolean`) {
+		t.Errorf("a null module: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -261,6 +262,11 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		v := m[k]
 		if k == "group_size" || k == "bits" || k == "mode" {
 			continue
+		}
+		if string(bytes.TrimSpace(v)) == "null" {
+			// mlx-lm writes false for a module it left unquantized; null is
+			// neither that nor a setting.
+			return nil, fmt.Errorf("%s: quantization[%q] is null: want an object or a boolean", name, k)
 		}
 		var b bool
 		if json.Unmarshal(v, &b) == nil {
