@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,8 +37,7 @@ type Tokenizer struct {
 	// <0xXX> tokens; fuseUnk makes a run of unknown pieces one <unk>.
 	byteFallback, fuseUnk, ignoreMerges bool
 
-	added     []addedToken // longest first
-	addedIx   addedIndex   // added, indexed
+	addedIx   addedIndex // the added tokens, to find in text
 	special   map[int32]bool
 	normalize []normalizer
 	preTok    []preTokenizer
@@ -191,6 +189,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
+	var added []addedToken // in the file's order: the first of a text keeps it
 	for i, a := range f.AddedTokens {
 		if a.SingleWord || a.LStrip || a.RStrip {
 			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
@@ -201,13 +200,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if err := put(a.Content, a.ID, fmt.Sprintf("added_tokens[%d]", i)); err != nil {
 			return nil, err
 		}
-		t.added = append(t.added, addedToken{a.Content, int32(a.ID)})
+		added = append(added, addedToken{a.Content, int32(a.ID)})
 		if a.Special {
 			t.special[int32(a.ID)] = true
 		}
 	}
-	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
-	t.addedIx = newAddedIndex(t.added)
+	t.addedIx = newAddedIndex(added)
 	t.pieces, t.size = make(map[int32]string, len(t.vocab)), maxID+1
 	for piece, id := range t.vocab {
 		t.pieces[id] = piece
