@@ -87,7 +87,7 @@ func runCommand() *cli.Command {
 		Description: "Runs every case of the suite (warm-up, repetitions, interleaving as the suite says),\n" +
 			"stores each repetition in the results database as it finishes, and prints a summary.\n" +
 			"Ctrl-C stops after the current step; finished repetitions are kept and --resume RUN\n" +
-			"runs exactly the missing ones, under the --set, --backend and --timing the run was made with\n" +
+			"runs exactly the missing ones, under the --set, --backend, --timing and --threads the run was made with\n" +
 			"(the command it prints repeats them; others are refused). A run another live process runs\n" +
 			"cannot be resumed.",
 		Flags: []cli.Flag{

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -224,6 +225,10 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		if run.TimingMode != s.Timing && s.Timing != "" {
 			differ = append(differ, fmt.Sprintf("timing %s (now %s)", run.TimingMode, s.Timing))
 		}
+		// Runs recorded before the thread count was are not checked on it.
+		if was, ok := run.Machine.Extra[threadsKey]; ok && was != threadsText(o.Threads) {
+			differ = append(differ, fmt.Sprintf("threads %s (now %s)", was, threadsText(o.Threads)))
+		}
 		if len(differ) > 0 {
 			return nil, fmt.Errorf("resume: run %d was recorded with %s: resume it with the settings it was made with", run.ID, strings.Join(differ, ", "))
 		}
@@ -251,6 +256,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
 		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
+	run.Machine.Extra[threadsKey] = threadsText(o.Threads)
 	if _, err := o.DB.CreateRun(run); err != nil {
 		return nil, err
 	}
@@ -296,6 +302,18 @@ func probeMatmulPeak(be bridge.Backend, o Options, cases []*prepared) (float64, 
 		c.model.MatmulPeak = peak
 	}
 	return peak, nil
+}
+
+// threadsKey records a run's --threads in its machine's extra fields, so a
+// resume can be held to it.
+const threadsKey = "threads"
+
+// threadsText is how a run's --threads is recorded: "default" when unset.
+func threadsText(n int) string {
+	if n <= 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
 }
 
 func machineOf(info bridge.DeviceInfo) results.Machine {

@@ -162,6 +162,10 @@ func TestInterruptAndResume(t *testing.T) {
 		!strings.Contains(err.Error(), `was recorded with overrides "" (now "fusion=off")`) {
 		t.Fatalf("resume with other overrides: %v", err)
 	}
+	if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID, Threads: 1}); err == nil ||
+		!strings.Contains(err.Error(), `was recorded with threads default (now 1)`) {
+		t.Fatalf("resume with other threads: %v", err)
+	}
 	sum2, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID})
 	if err != nil {
 		t.Fatal(err)
