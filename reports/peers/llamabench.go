@@ -66,8 +66,9 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 	}
 	var rows []lbRow
 	sc := bufio.NewScanner(bytes.NewReader(t))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for line := 1; sc.Scan(); line++ {
+	sc.Buffer(nil, maxPeerLine)
+	line := 1
+	for ; sc.Scan(); line++ {
 		l := bytes.TrimSpace(sc.Bytes())
 		if len(l) == 0 {
 			continue
@@ -78,7 +79,10 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 		}
 		rows = append(rows, r)
 	}
-	return rows, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, scanError(line, err, "llama-bench")
+	}
+	return rows, nil
 }
 
 // parseLlamaBench maps llama-bench's tests onto bench cases. llama-bench

@@ -27,15 +27,20 @@ var (
 func parseMLX(data []byte, o Options) ([]*Run, error) {
 	run := &Run{Tool: "mlx_lm.benchmark", Backend: "mlx"}
 	var cur *Case
+	var caseLine int
+	seen := map[string]int{} // the current case's figures: the line of each trial's metric
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	for line := 1; sc.Scan(); line++ {
+	sc.Buffer(nil, maxPeerLine)
+	line := 1
+	for ; sc.Scan(); line++ {
 		text := sc.Text()
 		if m := mlxTiming.FindStringSubmatch(text); m != nil {
 			p, _ := strconv.Atoi(m[1])
 			g, _ := strconv.Atoi(m[2])
 			b, _ := strconv.Atoi(m[3])
 			run.Cases = append(run.Cases, newCase(b, p, g, map[string]string{"model": o.modelName("")}))
-			cur = &run.Cases[len(run.Cases)-1]
+			cur, caseLine = &run.Cases[len(run.Cases)-1], line
+			clear(seen)
 			continue
 		}
 		m := mlxTrial.FindStringSubmatch(text)
@@ -45,12 +50,20 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 		if cur == nil {
 			return nil, fmt.Errorf("line %d: a trial before any \"Timing with\" line", line)
 		}
-		rep, _ := strconv.Atoi(m[1])
+		rep, err := strconv.Atoi(m[1])
+		if err != nil || rep < 1 || rep > maxPeerReps {
+			return nil, fmt.Errorf("line %d: Trial %s (trials count from 1 to %d)", line, m[1], maxPeerReps)
+		}
 		for _, kv := range mlxKV.FindAllStringSubmatch(m[2], -1) {
 			v, err := strconv.ParseFloat(kv[2], 64)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %s=%s is not a number", line, kv[1], kv[2])
 			}
+			key := fmt.Sprintf("%d %s", rep, kv[1])
+			if at, dup := seen[key]; dup {
+				return nil, fmt.Errorf("line %d: Trial %d's %s again (line %d has it) in the case of line %d", line, rep, kv[1], at, caseLine)
+			}
+			seen[key] = line
 			switch kv[1] {
 			case "prompt_tps":
 				cur.add(rep-1, "prefill_tok_s", v, "tok/s")
@@ -62,7 +75,7 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, scanError(line, err, run.Tool)
 	}
 	for _, c := range run.Cases {
 		if len(c.Samples) == 0 {

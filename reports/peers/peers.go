@@ -9,8 +9,10 @@
 package peers
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -110,6 +112,21 @@ func newCase(batch, prompt, gen int, labels map[string]string) Case {
 		}
 	}
 	return Case{Key: benchKey(p), Name: benchName(p), Kind: results.CaseModel, Params: p}
+}
+
+// Bounds on what a peer's text output may hold: a line longer than any
+// tool prints, a trial number past any run's repetitions.
+const (
+	maxPeerLine = 16 << 20
+	maxPeerReps = 1 << 20
+)
+
+// scanError is a text output's read error at line, in its terms.
+func scanError(line int, err error, tool string) error {
+	if errors.Is(err, bufio.ErrTooLong) {
+		return fmt.Errorf("line %d: longer than %d bytes, which %s does not print", line, maxPeerLine, tool)
+	}
+	return fmt.Errorf("line %d: %w", line, err)
 }
 
 func (c *Case) add(rep int, metric string, v float64, unit string) {

@@ -84,6 +84,9 @@ func TestDetectAndParse(t *testing.T) {
 	}
 }
 
+// mlxTiming1 is an mlx_lm.benchmark case's first line.
+const mlxTiming1 = "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\n"
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		format, data, want string
@@ -100,6 +103,14 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20, -3]}]`, "decode_tok_s rep 1: value -3 is negative"},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "n_depth": -5, "samples_ts": [20]}]`, "n_depth -5: token counts cannot be negative"},
 		{"xml", `{}`, `unknown peer format "xml"`},
+		// A trial twice in one case, numbered 0, or past any run; a line
+		// longer than any tool prints, by its number.
+		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1, generation_tps=2\nTrial 1:  prompt_tps=3\n",
+			"line 3: Trial 1's prompt_tps again (line 2 has it) in the case of line 1"},
+		{FormatMLX, mlxTiming1 + "Trial 0:  prompt_tps=1\n", "line 2: Trial 0 (trials count from 1 to 1048576)"},
+		{FormatMLX, mlxTiming1 + "Trial 99999999999999999999:  prompt_tps=1\n", "line 2: Trial 99999999999999999999"},
+		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1\n" + strings.Repeat("x", 17<<20), "line 3: longer than 16777216 bytes"},
+		{FormatLlamaBench, "{\"n_prompt\": 1, \"n_gen\": 0}\n" + strings.Repeat(" ", 17<<20) + "x", "line 2: longer than 16777216 bytes, which llama-bench does not print"},
 	} {
 		_, err := Parse(tc.format, "f", []byte(tc.data), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
