@@ -527,39 +527,10 @@ func checkWitnessGPU(s string) (string, string) {
 	return fmt.Sprintf("unknown Apple GPU %q", s), hint
 }
 
-// checkSampling accepts "greedy" or "temperature:T[,top_k:K][,top_p:P]".
+// checkSampling accepts what ParseSampling reads.
 func checkSampling(s string) (string, string) {
-	const hint = `want greedy or "temperature:T[,top_k:K][,top_p:P]"`
-	if s == "greedy" {
-		return "", ""
-	}
-	parts := strings.Split(s, ",")
-	t, ok := strings.CutPrefix(parts[0], "temperature:")
-	if !ok {
-		return fmt.Sprintf("bad sampling %q", s), hint
-	}
-	if f, err := strconv.ParseFloat(t, 64); err != nil || !(f >= 0) || math.IsInf(f, 0) {
-		return fmt.Sprintf("bad sampling %q: temperature must be a number >= 0", s), hint
-	}
-	seen := map[string]bool{}
-	for _, part := range parts[1:] {
-		key, val, _ := strings.Cut(part, ":")
-		if seen[key] {
-			return fmt.Sprintf("bad sampling %q: %s given twice", s, key), hint
-		}
-		seen[key] = true
-		switch key {
-		case "top_k":
-			if k, err := strconv.Atoi(val); err != nil || k < 1 {
-				return fmt.Sprintf("bad sampling %q: top_k must be an integer >= 1", s), hint
-			}
-		case "top_p":
-			if p, err := strconv.ParseFloat(val, 64); err != nil || !(p > 0 && p <= 1) {
-				return fmt.Sprintf("bad sampling %q: top_p must be in (0, 1]", s), hint
-			}
-		default:
-			return fmt.Sprintf("bad sampling %q: unknown option %q", s, key), hint
-		}
+	if _, err := ParseSampling(s); err != nil {
+		return "bad " + err.Error(), "want " + SamplingSyntax
 	}
 	return "", ""
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/kernels/ops"
@@ -109,13 +108,6 @@ func LenBounds(n int, r float64, least int) (lo, hi int) {
 	return lo, hi
 }
 
-// Sampling is a decoded sampling parameter; a zero Temperature is greedy.
-type Sampling struct {
-	Temperature float64
-	TopK        int     // 0: no limit
-	TopP        float64 // 0: no limit
-}
-
 // PosOf is where parameter name was written for c (the case's own position
 // when it was not), for errors a runner finds later.
 func (c Case) PosOf(name string) Pos {
@@ -178,7 +170,7 @@ func decodeModel(ps map[string]Value) ModelParams {
 		m.RangeRatio, _ = parseRangeRatio(v.Raw)
 	}
 	if v, ok := ps[ParamSampling]; ok {
-		m.Sampling = decodeSampling(v.Raw)
+		m.Sampling, _ = ParseSampling(v.Raw)
 	}
 	m.Synchronous = ps[ParamSteps].Raw == "synchronous"
 	s, hasS := ps[string(ops.MoEStrategyParam)]
@@ -201,26 +193,6 @@ func decodeModel(ps map[string]Value) ModelParams {
 		m.KVDType = v.Raw
 	}
 	return m
-}
-
-// decodeSampling reads a value checkSampling accepted.
-func decodeSampling(s string) Sampling {
-	var out Sampling
-	if s == "greedy" {
-		return out
-	}
-	for i, part := range strings.Split(s, ",") {
-		key, val, _ := strings.Cut(part, ":")
-		switch {
-		case i == 0:
-			out.Temperature, _ = strconv.ParseFloat(val, 64)
-		case key == "top_k":
-			out.TopK, _ = strconv.Atoi(val)
-		case key == "top_p":
-			out.TopP, _ = strconv.ParseFloat(val, 64)
-		}
-	}
-	return out
 }
 
 func decodeKernel(op ops.ID, ps map[string]Value) ops.Args {

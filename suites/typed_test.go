@@ -31,6 +31,8 @@ func TestDecodeModel(t *testing.T) {
 		{"slo", `{slo: "ttft:500,tpot:40.5"}`, with(func(m *ModelParams) { m.SLO = map[string]float64{"ttft": 500, "tpot": 40.5} })},
 		{"greedy", "{sampling: greedy}", def},
 		{"sampling", `{sampling: "temperature:0.7,top_k:40,top_p:0.9"}`, with(func(m *ModelParams) { m.Sampling = Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9} })},
+		{"sampling seed", `{sampling: "seed:7,temperature:1"}`, with(func(m *ModelParams) { m.Sampling = Sampling{Temperature: 1, Seed: 7} })},
+		{"temperature 0", `{sampling: "temperature:0"}`, def},
 		{"steps", "{steps: synchronous}", with(func(m *ModelParams) { m.Synchronous = true })},
 		{"steps overlapped", "{steps: overlapped}", def},
 		{"moe strategy alone", "{moe_strategy: loop}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoELoop, 64 })},
@@ -134,7 +136,7 @@ func TestOverride(t *testing.T) {
 		{"batch", "[1, x]", `batch must be an integer, got string "x"`},
 		{"batch", "[]", "an empty list sweeps nothing"},
 		{"batch", "{a: 1}", "batch takes a value or a list of values, not a map"},
-		{"sampling", "temperature:NaN", `bad sampling "temperature:NaN": temperature must be a number >= 0 (want greedy or "temperature:T[,top_k:K][,top_p:P]")`},
+		{"sampling", "temperature:NaN", `bad sampling "temperature:NaN": temperature: must be a number >= 0 (0 is greedy) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`},
 	} {
 		if err := CheckOverride(tt.name, tt.value); err == nil || !strings.HasSuffix(err.Error(), tt.want) {
 			t.Errorf("%s=%s: got %v, want %s", tt.name, tt.value, err, tt.want)

@@ -126,7 +126,7 @@ func generateCommand() *cli.Command {
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},
 			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json or a .gguf file's own is used otherwise)"},
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate"},
-			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S]"},
+			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},
 			&cli.StringFlag{Name: "against", Usage: "also run on this backend and fail unless its tokens and logits agree (e.g. cpu)"},
 			&cli.StringFlag{Name: "against-fusion", Usage: "fusion on or off in the --against run (default: as --fusion)"},

@@ -26,6 +26,7 @@ import (
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -576,7 +577,7 @@ type loadedModel struct {
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Depth: mp.Depth, Seed: uint64(sm.Seed),
-		Stagger: mp.Stagger, Rate: mp.Rate, Burstiness: mp.Burstiness, SLO: mp.SLO, RangeRatio: mp.RangeRatio, Sampling: samplingOf(mp.Sampling)}
+		Stagger: mp.Stagger, Rate: mp.Rate, Burstiness: mp.Burstiness, SLO: mp.SLO, RangeRatio: mp.RangeRatio, Sampling: sample.Of(mp.Sampling)}
 	opts := engine.Options{
 		BlockSize:   mp.BlockSize,
 		TokenBudget: mp.PrefillBudget,

@@ -8,9 +8,7 @@ import (
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
-	"github.com/mtlbench/mtlbench/runner/sample"
 	"github.com/mtlbench/mtlbench/runner/tune"
-	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Tuned kernel configs in suite runs: a model case without moe_strategy or
@@ -18,12 +16,6 @@ import (
 // a GPU's launch configs) up in the tuned configs; the case records what it
 // used, as "tuned.<kernel>" parameters, so a run says which config every
 // kernel ran with and where that config came from.
-
-// samplingOf is a case's decoded sampling as the sampler takes it; a zero
-// temperature is greedy.
-func samplingOf(s suites.Sampling) sample.Params {
-	return sample.Params{Temperature: float32(s.Temperature), TopK: s.TopK, TopP: float32(s.TopP)}
-}
 
 // tunedStore is o.Tuned, or the default lookup (the user's cache, the
 // shipped configs) with warnings on stderr.

@@ -3,13 +3,12 @@
 package sample
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Params configure sampling. Temperature 0 means greedy.
@@ -37,60 +36,17 @@ func (p Params) String() string {
 	return s
 }
 
-// Parse reads "greedy" or "temperature:T[,top_k:K][,top_p:P][,seed:S]".
+// Parse reads a sampling value in the suites' grammar
+// (suites.ParseSampling): "greedy", or "temperature:T[,top_k:K][,top_p:P][,seed:S]"
+// in any order, temperature 0 being greedy.
 func Parse(s string) (Params, error) {
-	var p Params
-	if s == "" || s == "greedy" {
-		return p, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), ":")
-		if !ok {
-			return p, fmt.Errorf("sampling %q: %q is not key:value", s, part)
-		}
-		var err error
-		switch k {
-		case "temperature":
-			var f float64
-			f, err = strconv.ParseFloat(v, 32)
-			p.Temperature = float32(f)
-			if err == nil && !(f > 0 && f <= math.MaxFloat32) {
-				// !(> 0) also catches NaN, which compares false to everything.
-				err = fmt.Errorf("must be a finite number > 0 (use greedy for argmax)")
-			}
-		case "top_k":
-			p.TopK, err = strconv.Atoi(v)
-			if err == nil && p.TopK < 0 {
-				err = fmt.Errorf("must not be negative")
-			}
-		case "top_p":
-			var f float64
-			f, err = strconv.ParseFloat(v, 32)
-			p.TopP = float32(f)
-			if err == nil && !(f > 0 && f <= 1) {
-				err = fmt.Errorf("must be in (0, 1]")
-			}
-		case "seed":
-			p.Seed, err = strconv.ParseUint(v, 10, 64)
-		default:
-			err = fmt.Errorf("unknown key (want temperature, top_k, top_p, seed)")
-		}
-		var ne *strconv.NumError
-		if errors.As(err, &ne) {
-			// strconv's own words name Go's functions, not the value.
-			err = fmt.Errorf("%q is not a number", v)
-			if ne.Err == strconv.ErrRange {
-				err = fmt.Errorf("%s is out of range", v)
-			}
-		}
-		if err != nil {
-			return p, fmt.Errorf("sampling %q: %s: %v", s, k, err)
-		}
-	}
-	if p.Temperature == 0 {
-		return p, fmt.Errorf("sampling %q: top_k/top_p need a temperature", s)
-	}
-	return p, nil
+	p, err := suites.ParseSampling(s)
+	return Of(p), err
+}
+
+// Of is a decoded sampling value as the sampler takes it.
+func Of(s suites.Sampling) Params {
+	return Params{Temperature: float32(s.Temperature), TopK: s.TopK, TopP: float32(s.TopP), Seed: s.Seed}
 }
 
 // Sampler draws tokens for one request; its generator is seeded so a run is

@@ -1,0 +1,92 @@
+package suites
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Sampling is a decoded sampling parameter; a zero Temperature is greedy.
+// One grammar serves a suite's sampling and generate's --sampling.
+type Sampling struct {
+	Temperature float64
+	TopK        int     // 0: no limit
+	TopP        float64 // 0: no limit
+	Seed        uint64
+}
+
+// SamplingSyntax is the grammar ParseSampling reads, for help and hints.
+const SamplingSyntax = `greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]"`
+
+// SamplingError is a sampling value ParseSampling refused, and why.
+type SamplingError struct{ Value, Why string }
+
+func (e *SamplingError) Error() string { return fmt.Sprintf("sampling %q: %s", e.Value, e.Why) }
+
+// ParseSampling reads "greedy" (or "") or comma-separated key:value pairs
+// in any order: temperature (0 is greedy, as vLLM takes it), top_k (0: no
+// limit), top_p (in (0, 1]) and seed; top_k, top_p and seed need a
+// temperature above 0.
+func ParseSampling(s string) (Sampling, error) {
+	var out Sampling
+	if s == "" || s == "greedy" {
+		return out, nil
+	}
+	bad := func(format string, a ...any) (Sampling, error) {
+		return Sampling{}, &SamplingError{Value: s, Why: fmt.Sprintf(format, a...)}
+	}
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return bad("%q is not key:value", part)
+		}
+		if seen[k] {
+			return bad("%s given twice", k)
+		}
+		seen[k] = true
+		var err error
+		switch k {
+		case "temperature":
+			out.Temperature, err = strconv.ParseFloat(v, 64)
+			switch t := out.Temperature; {
+			case err != nil:
+			case !(t >= 0): // NaN too
+				err = fmt.Errorf("must be a number >= 0 (0 is greedy)")
+			case t > math.MaxFloat32: // the sampler divides in float32
+				err = fmt.Errorf("%s is out of range", v)
+			}
+		case "top_k":
+			out.TopK, err = strconv.Atoi(v)
+			if err == nil && out.TopK < 0 {
+				err = fmt.Errorf("must not be negative")
+			}
+		case "top_p":
+			out.TopP, err = strconv.ParseFloat(v, 64)
+			if err == nil && !(out.TopP > 0 && out.TopP <= 1) {
+				err = fmt.Errorf("must be in (0, 1]")
+			}
+		case "seed":
+			out.Seed, err = strconv.ParseUint(v, 10, 64)
+		default:
+			return bad("unknown key %q (temperature, top_k, top_p and seed are read)", k)
+		}
+		var ne *strconv.NumError
+		if errors.As(err, &ne) {
+			// strconv's own words name Go's functions, not the value.
+			err = fmt.Errorf("%q is not a number", v)
+			if ne.Err == strconv.ErrRange {
+				err = fmt.Errorf("%s is out of range", v)
+			}
+		}
+		if err != nil {
+			return bad("%s: %v", k, err)
+		}
+	}
+	if out.Temperature == 0 && (seen["top_k"] || seen["top_p"] || seen["seed"]) {
+		return bad("top_k, top_p and seed need a temperature above 0")
+	}
+	return out, nil
+}
