@@ -705,11 +705,18 @@ func TestQuantFixtures(t *testing.T) {
 	if len(refs) == 0 {
 		t.Skip("no quantized fixtures at " + quantFixtureDir)
 	}
+	var paths []string
 	for _, ref := range refs {
 		path := filepath.Dir(ref)
 		if strings.HasSuffix(filepath.Dir(ref), "gguf") {
 			path = strings.TrimSuffix(ref, ".json") + ".gguf"
 		}
+		paths = append(paths, path)
+	}
+	parts, splitRefs := enginetest.SplitFixtures(t, quantFixtureDir)
+	paths, refs = append(paths, parts...), append(refs, splitRefs...)
+	for i, path := range paths {
+		ref := refs[i]
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			raw, err := os.ReadFile(ref)
 			if err != nil {

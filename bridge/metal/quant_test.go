@@ -114,10 +114,18 @@ var quantFixtures = [][2]string{
 // greedy tokens (the longest prompt of each fixture).
 func TestQuantMatchesTransformers(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
-	for _, fx := range quantFixtures {
+	const testdata = "../../runner/testdata"
+	fixtures := quantFixtures
+	parts, refs := enginetest.SplitFixtures(t, testdata)
+	for i := range parts {
+		part, _ := filepath.Rel(testdata, parts[i])
+		ref, _ := filepath.Rel(testdata, refs[i])
+		fixtures = append(fixtures, [2]string{part, ref})
+	}
+	for _, fx := range fixtures {
 		t.Run(fx[0], func(t *testing.T) {
-			ref := enginetest.ReadReference(t, filepath.Join("../../runner/testdata", fx[1]))
-			cfg, src, err := model.Open(model.Spec{Model: filepath.Join("../../runner/testdata", fx[0])})
+			ref := enginetest.ReadReference(t, filepath.Join(testdata, fx[1]))
+			cfg, src, err := model.Open(model.Spec{Model: filepath.Join(testdata, fx[0])})
 			if err != nil {
 				t.Fatal(err)
 			}

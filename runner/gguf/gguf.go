@@ -1,4 +1,4 @@
-// Package gguf reads GGUF files, llama.cpp's single-file model format: the
+// Package gguf reads GGUF files, llama.cpp's model format: the
 // header (versions 2 and 3), the metadata key/values, the tensor infos and
 // the aligned tensor data, which is memory-mapped and handed out as
 // sub-slices, never copied. Every count, length and offset is checked
@@ -9,7 +9,8 @@
 // u32 version, u64 tensor count, u64 key/value count, the key/values, the
 // tensor infos (name, u32 dims, u64 sizes innermost first, u32 type, u64
 // offset into the data), then the data at the next multiple of
-// general.alignment (32 by default).
+// general.alignment (32 by default). A file split into parts (split.go)
+// opens as one.
 package gguf
 
 import (
@@ -183,6 +184,7 @@ type TensorInfo struct {
 	Type   Type
 	Offset uint64 // into the data section
 	Size   uint64 // bytes
+	part   int    // which part of a split file holds it: 0 the first
 }
 
 // Elems is the tensor's element count.
@@ -203,9 +205,11 @@ func (t TensorInfo) Shape() []int {
 	return s
 }
 
-// File is an open GGUF file.
+// File is an open GGUF file, or the parts of a split one as one: the
+// metadata the first part's, the tensors every part's.
 type File struct {
-	Path      string
+	Path      string   // the first part's, for a split file
+	Parts     []string // a split file's parts in order; nil for one file
 	Version   uint32
 	Alignment uint64
 	KV        map[string]Value
@@ -215,13 +219,14 @@ type File struct {
 	data      []byte // the whole file: m's bytes
 	dataStart uint64
 	m         *mapfile.Mapping
+	more      []*File // a split file's parts after the first
 }
 
 // maxDims is ggml's GGML_MAX_DIMS.
 const maxDims = 4
 
-// Open maps and validates path.
-func Open(path string) (*File, error) {
+// openPart maps and validates the one file at path.
+func openPart(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -249,19 +254,42 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
-// Close unmaps the file; tensor bytes become invalid.
+// Close unmaps the file, every part of it; tensor bytes become invalid.
 func (f *File) Close() error {
 	f.data = nil
-	return f.m.Close()
+	err := f.m.Close()
+	for _, p := range f.more {
+		err = errors.Join(err, p.Close())
+	}
+	return err
 }
 
-// Mapped reports whether b lies in this file's mapping (not a heap copy).
-func (f *File) Mapped(b []byte) bool { return f.m.Mapped(b) }
+// part is the file of the part that holds t.
+func (f *File) part(t TensorInfo) *File {
+	if t.part > 0 {
+		return f.more[t.part-1]
+	}
+	return f
+}
+
+// PathOf is the path of the file, or the part of a split one, that holds t.
+func (f *File) PathOf(t TensorInfo) string { return f.part(t).Path }
+
+// Mapped reports whether b lies in this file's mapping, or a part's (not a
+// heap copy).
+func (f *File) Mapped(b []byte) bool {
+	return f.m.Mapped(b) || slices.ContainsFunc(f.more, func(p *File) bool { return p.m.Mapped(b) })
+}
 
 // Drop gives back the pages of b, bytes of this file's mapping that will not
 // be read again (a tensor transcoded, or copied by a backend); other memory
 // is left alone (mapfile.Mapping.Drop).
-func (f *File) Drop(b []byte) { f.m.Drop(b) }
+func (f *File) Drop(b []byte) {
+	f.m.Drop(b)
+	for _, p := range f.more {
+		p.m.Drop(b)
+	}
+}
 
 // Tensor returns the named tensor's info.
 func (f *File) Tensor(name string) (TensorInfo, bool) {
@@ -272,10 +300,11 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 	return f.Tensors[i], true
 }
 
-// Bytes returns the tensor's bytes: a sub-slice of the mapping.
+// Bytes returns the tensor's bytes: a sub-slice of its part's mapping.
 func (f *File) Bytes(t TensorInfo) []byte {
-	o := f.dataStart + t.Offset
-	return f.data[o : o+t.Size]
+	p := f.part(t)
+	o := p.dataStart + t.Offset
+	return p.data[o : o+t.Size]
 }
 
 // Strings is the string array under key. The header keeps only its

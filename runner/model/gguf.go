@@ -233,26 +233,35 @@ func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 	name, e := s.name(spec.Name)
 	info, ok := s.f.Tensor(name)
 	if !ok {
-		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", s.f.Path, name, spec.Name)
+		where := s.f.Path
+		if n := len(s.f.Parts); n > 0 {
+			where = fmt.Sprintf("%s (and its %d other parts)", where, n-1)
+		}
+		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", where, name, spec.Name)
 	}
 	if _, _, ok := info.Type.Block(); !ok {
-		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (%s)", s.f.Path, name, info.Type, gguf.TypesRead())
+		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (%s)", s.f.PathOf(info), name, info.Type, gguf.TypesRead())
 	}
 	want := spec.Shape
 	if e >= 0 {
 		want = append([]int{s.cfg.NumExperts}, spec.Shape...)
 	}
 	if !sameShape(info.Shape(), want) {
-		return info, e, fmt.Errorf("%s: tensor %q has shape %v, the metadata implies %v", s.f.Path, name, info.Shape(), want)
+		return info, e, fmt.Errorf("%s: tensor %q has shape %v, the metadata implies %v", s.f.PathOf(info), name, info.Shape(), want)
 	}
 	if _, packed := info.Type.Packing(); packed && !spec.Matrix {
-		return info, e, fmt.Errorf("%s: tensor %q is %v; mtlbench reads norms and biases in F32, F16 or BF16", s.f.Path, name, info.Type)
+		return info, e, fmt.Errorf("%s: tensor %q is %v; mtlbench reads norms and biases in F32, F16 or BF16", s.f.PathOf(info), name, info.Type)
 	}
 	return info, e, nil
 }
 
 func (s *GGUFSource) DType() bridge.DType { return s.dtype }
-func (s *GGUFSource) Describe() string    { return "gguf " + s.f.Path }
+func (s *GGUFSource) Describe() string {
+	if n := len(s.f.Parts); n > 0 {
+		return fmt.Sprintf("gguf %s (%d parts)", s.f.Path, n)
+	}
+	return "gguf " + s.f.Path
+}
 func (s *GGUFSource) Mapped(b []byte) bool {
 	return s.f.Mapped(b) || s.converted.contain(b)
 }
@@ -393,7 +402,7 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	case gguf.BF16:
 		src = bridge.BF16
 	default:
-		return 0, nil, fmt.Errorf("%s: tensor %q is %v, packed; the engine reads it packed", s.f.Path, info.Name, info.Type)
+		return 0, nil, fmt.Errorf("%s: tensor %q is %v, packed; the engine reads it packed", s.f.PathOf(info), info.Name, info.Type)
 	}
 	dst := s.dtype
 	if !spec.Matrix {
@@ -416,11 +425,6 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 // ggufConfig reads the model's shape from the metadata.
 func ggufConfig(f *gguf.File) (*Config, error) {
 	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", f.Path, fmt.Sprintf(format, a...)) }
-	// One part of a split file (llama.cpp's gguf-split) holds some of the
-	// tensors only: said so, not as the first tensor found missing.
-	if n, ok := f.KV["split.count"]; ok && n.Uint > 1 {
-		return nil, bad("part %d of %d of a split GGUF file (split.count): merge the parts into one file first (llama-gguf-split --merge FIRST-PART OUT.gguf)", f.KV["split.no"].Uint+1, n.Uint)
-	}
 	av, ok := f.KV["general.architecture"]
 	if !ok || av.Type != gguf.String {
 		return nil, bad("no general.architecture string in the metadata")

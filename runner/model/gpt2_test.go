@@ -177,7 +177,8 @@ func TestGPT2HeadsMakeHidden(t *testing.T) {
 	}
 }
 
-// One part of a split GGUF file is named as such, not by a missing tensor.
+// One part of a split GGUF file without the others is named as such, not by
+// a missing tensor.
 func TestSplitGGUFPart(t *testing.T) {
 	b, err := gguftest.Bytes(gguftest.KV{Key: "general.architecture", Value: "llama"},
 		gguftest.KV{Key: "split.no", Value: uint16(0)}, gguftest.KV{Key: "split.count", Value: uint16(3)})
@@ -188,7 +189,7 @@ func TestSplitGGUFPart(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Open(Spec{Model: path}); err == nil || !strings.Contains(err.Error(), "part 1 of 3 of a split GGUF file") {
+	if _, _, err := Open(Spec{Model: path}); err == nil || !strings.Contains(err.Error(), "m-00002-of-00003.gguf: part 2 of 3 of the split GGUF file is missing") {
 		t.Errorf("a split part: %v", err)
 	}
 }

@@ -95,6 +95,33 @@ func TestLlamaCppConvertedVocabulary(t *testing.T) {
 	}
 }
 
+// A split GGUF file's tokenizer is its first part's metadata, whichever
+// part names the file (tools/fixtures/make_split_fixtures.py).
+func TestSplitGGUFTokenizer(t *testing.T) {
+	parts, _ := filepath.Glob(filepath.Join("..", "testdata", "gguf", "split", "*-of-*.gguf"))
+	if len(parts) == 0 {
+		t.Fatal("no split GGUF fixtures")
+	}
+	for _, p := range parts {
+		stem := filepath.Base(p)
+		whole, err := Load(filepath.Join("..", "testdata", "gguf", stem[:strings.LastIndex(stem, "-of-")-len("-00001")]+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := Load(p)
+		if err != nil {
+			t.Fatalf("%s: %v", stem, err)
+		}
+		for _, text := range []string{"Hello, world! 123", " héllo\n\tthere"} {
+			got, err1 := tok.Encode(text, true)
+			want, err2 := whole.Encode(text, true)
+			if err1 != nil || err2 != nil || !slices.Equal(got, want) {
+				t.Errorf("%s: %q encodes as %v (%v), the whole file's %v (%v)", stem, text, got, err1, want, err2)
+			}
+		}
+	}
+}
+
 // kv is one metadata entry of a test GGUF file (gguftest.KV's).
 type kv struct {
 	key   string

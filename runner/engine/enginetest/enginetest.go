@@ -200,6 +200,24 @@ func ReadReference(t testing.TB, path string) *Reference {
 	return &r
 }
 
+// SplitFixtures are the split GGUF fixtures under root (runner/testdata),
+// each as the path of its second part (a part other than the first, which
+// must find the rest) and the reference of the whole file it was split
+// from (tools/fixtures/make_split_fixtures.py).
+func SplitFixtures(t testing.TB, root string) (parts, refs []string) {
+	t.Helper()
+	seconds, _ := filepath.Glob(filepath.Join(root, "gguf", "split", "*-00002-of-*.gguf"))
+	if len(seconds) == 0 {
+		t.Fatalf("no split GGUF fixtures under %s", filepath.Join(root, "gguf", "split"))
+	}
+	for _, p := range seconds {
+		stem := filepath.Base(p)
+		stem = stem[:strings.LastIndex(stem, "-00002-of-")]
+		parts, refs = append(parts, p), append(refs, filepath.Join(root, "gguf", stem+".json"))
+	}
+	return parts, refs
+}
+
 // MatchesReference generates ref's last n prompts (every prompt when n is
 // 0) on e: the last position's logits within tol of transformers', and the
 // same greedy tokens.
