@@ -104,7 +104,7 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 func generateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "generate",
-		Usage:     "generate tokens from a prompt of token ids",
+		Usage:     "generate tokens from a prompt (token ids, or text through the checkpoint's tokenizer)",
 		ArgsUsage: " ",
 		Description: "Runs the engine on one prompt and prints the generated token ids. With --json it\n" +
 			"prints {\"tokens\": [...], \"logits_last\": [...]}, the logits being those of the\n" +
@@ -118,9 +118,11 @@ func generateCommand() *cli.Command {
 			"Examples:\n\n" +
 			"   mtlbench generate --model qwen3-moe-mini --tokens 12,7,300 --max-new-tokens 16\n" +
 			"   mtlbench generate --model gpt2 --dtype q4 --tokens 464,2068 --backend metal --kv-dtype f32 --against cpu\n" +
-			"   mtlbench generate --model ~/models/Qwen3-0.6B-4bit --prompt \"The capital of France is\" -n 8\n\n" +
-			"With --prompt the checkpoint's tokenizer.json encodes the text (docs/tokenizer.md) and the\n" +
-			"new tokens are printed decoded after their ids.",
+			"   mtlbench generate --model ~/models/Qwen3-0.6B-4bit --prompt \"The capital of France is\" -n 8\n" +
+			"   mtlbench generate --model ~/models/Qwen3-30B-A3B-Q8_0-00001-of-00002.gguf --prompt \"Hello\"\n\n" +
+			"With --prompt the checkpoint's tokenizer.json, or a .gguf file's own tokenizer, encodes the\n" +
+			"text (docs/tokenizer.md) and the new tokens are printed decoded after their ids. A GGUF file\n" +
+			"split into parts is named by any one of them (docs/quantization.md, \"GGUF files\").",
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},

@@ -26,11 +26,11 @@ func modelsCommand() *cli.Command {
 			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
 			"formats q2 to q8 (MLX affine, group 64), q4_k_m, q5_k_m, q8_0 and the IQ types (GGUF)\n" +
 			"count packed bytes and scales) plus a 4096-token KV cache; --dtype all lists every format.\n\n" +
-			"With arguments, each a checkpoint folder or .gguf file, the checkpoints are described\n" +
-			"instead: their weights as they load (packed formats as they run), and for a GGUF file its\n" +
-			"tensors by stored type, with the formats transcoded types run as (docs/quantization.md;\n" +
-			"in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE columns), and the\n" +
-			"tokenizer generate --prompt would encode with (docs/tokenizer.md).\n\n" +
+			"With arguments, each a checkpoint folder or .gguf file (a split one by any of its parts),\n" +
+			"the checkpoints are described instead: their weights as they load (packed formats as they\n" +
+			"run), and for a GGUF file its tensors by stored type, with the formats transcoded types run\n" +
+			"as (docs/quantization.md; in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE\n" +
+			"columns), and the tokenizer generate --prompt would encode with (docs/tokenizer.md).\n\n" +
 			"Packed weights count as --backend runs them: Metal runs every format as stored (a\n" +
 			"transcoded GGUF type in its narrowest exact form), CUDA and the CPU run 2-, 3-, 5- and\n" +
 			"6-bit affine widened to 4 or 8 bits (the default: metal on a Mac, else cpu).\n\n" +
