@@ -30,6 +30,9 @@ func TestSplitGGUFMatchesTransformers(t *testing.T) {
 				if want := fmt.Sprintf("(%d parts)", len(all)); !strings.HasSuffix(src.Describe(), want) {
 					t.Errorf("described as %q, want the %d parts", src.Describe(), len(all))
 				}
+				if want := strings.TrimSuffix(filepath.Base(refs[i]), ".json"); cfg.Name != want {
+					t.Errorf("named %q, want the whole file's %q", cfg.Name, want)
+				}
 				e, err := engine.New(cpu.New(cpu.Options{}), cfg, src, engine.Options{})
 				if err != nil {
 					t.Fatal(err)

@@ -478,7 +478,13 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		}
 		return v.Float
 	}
-	c := &Config{Name: strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path)), Architecture: hf}
+	// A split file is named as the model its parts make, without the first
+	// part's number.
+	name := strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
+	if n := len(f.Parts); n > 0 {
+		name = strings.TrimSuffix(name, fmt.Sprintf("-%05d-of-%05d", 1, n))
+	}
+	c := &Config{Name: name, Architecture: hf}
 	c.Hidden = num("embedding_length", 0, true)
 	c.Layers = num("block_count", 0, true)
 	c.ModelLayers = c.Layers
