@@ -42,8 +42,8 @@ func compareCommand() *cli.Command {
 			if err := checkAlpha(alpha); err != nil {
 				return err
 			}
-			if c.Int("latest") < 0 {
-				return fmt.Errorf("--latest %d: want a count of runs (0: all)", c.Int("latest"))
+			if err := checkRunCount(c, "latest"); err != nil {
+				return err
 			}
 			db, err := openExistingDB(c)
 			if err != nil {
@@ -111,6 +111,15 @@ func compareCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// checkRunCount refuses a negative count of runs in flag (0 is all),
+// before any database is opened.
+func checkRunCount(c *cli.Context, flag string) error {
+	if n := c.Int(flag); n < 0 {
+		return fmt.Errorf("--%s %d: want a count of runs (0: all)", flag, n)
+	}
+	return nil
 }
 
 // checkAlpha refuses a significance level outside (0, 1), NaN too.

@@ -61,8 +61,8 @@ func gateCommand() *cli.Command {
 			if err := checkAlpha(alpha); err != nil {
 				return err
 			}
-			if c.Int("latest") < 0 {
-				return fmt.Errorf("--latest %d: want a count of runs (0: all)", c.Int("latest"))
+			if err := checkRunCount(c, "latest"); err != nil {
+				return err
 			}
 			if c.Int("min-samples") < 1 {
 				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))

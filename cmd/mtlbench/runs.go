@@ -30,14 +30,14 @@ func runsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkRunCount(c, "limit"); err != nil {
+				return err
+			}
 			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if c.Int("limit") < 0 {
-				return fmt.Errorf("--limit %d: want a count of runs (0: all)", c.Int("limit"))
-			}
 			runs, err := db.Runs(results.RunFilter{Tag: c.String("tag"), SuiteName: c.String("suite"), Limit: c.Int("limit")})
 			if err != nil {
 				return err
@@ -111,8 +111,8 @@ func showCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return fmt.Errorf("show needs a run (id, tag, \"latest\" or commit)")
 			}
-			if c.Int("latest") < 0 {
-				return fmt.Errorf("--latest %d: want a count of runs (0: all)", c.Int("latest"))
+			if err := checkRunCount(c, "latest"); err != nil {
+				return err
 			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
