@@ -236,6 +236,13 @@ func openPart(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !st.Mode().IsRegular() {
+		what := "a special file"
+		if st.IsDir() {
+			what = "a folder"
+		}
+		return nil, fmt.Errorf("%s: is %s, not a GGUF file", path, what)
+	}
 	if st.Size() < 24 {
 		return nil, fmt.Errorf("%s: %d bytes is too short for a GGUF header", path, st.Size())
 	}

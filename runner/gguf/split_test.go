@@ -107,6 +107,10 @@ func TestBadSplit(t *testing.T) {
 			g[1] = splitPart(2, 3, 3, "b")
 			return g
 		}, nil, "model-00002-of-00003.gguf: split.no 2 and split.count 3 make it part 3 of 3"},
+		{"a part that is a folder", good, func(_ string, p []string) {
+			os.Remove(p[2])
+			os.Mkdir(p[2], 0o755)
+		}, "model-00003-of-00003.gguf: is a folder, not a GGUF file"},
 		{"a tensor twice", func() [][]byte {
 			g := good()
 			g[2] = splitPart(2, 3, 3, "a")
