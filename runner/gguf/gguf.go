@@ -227,6 +227,16 @@ const maxDims = 4
 
 // openPart maps and validates the one file at path.
 func openPart(path string) (*File, error) {
+	// Looked at before it is opened: opening a FIFO would wait for a writer.
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		what := "a special file"
+		if st.IsDir() {
+			what = "a folder"
+		}
+		return nil, fmt.Errorf("%s: is %s, not a GGUF file", path, what)
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -235,13 +245,6 @@ func openPart(path string) (*File, error) {
 	st, err := fh.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		what := "a special file"
-		if st.IsDir() {
-			what = "a folder"
-		}
-		return nil, fmt.Errorf("%s: is %s, not a GGUF file", path, what)
 	}
 	if st.Size() < 24 {
 		return nil, fmt.Errorf("%s: %d bytes is too short for a GGUF header", path, st.Size())

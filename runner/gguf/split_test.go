@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -111,6 +112,12 @@ func TestBadSplit(t *testing.T) {
 			os.Remove(p[2])
 			os.Mkdir(p[2], 0o755)
 		}, "model-00003-of-00003.gguf: is a folder, not a GGUF file"},
+		{"a part that is a FIFO", good, func(_ string, p []string) {
+			os.Remove(p[1])
+			if err := syscall.Mkfifo(p[1], 0o644); err != nil {
+				panic(err)
+			}
+		}, "model-00002-of-00003.gguf: is a special file, not a GGUF file"},
 		{"a tensor twice", func() [][]byte {
 			g := good()
 			g[2] = splitPart(2, 3, 3, "a")
