@@ -227,15 +227,8 @@ const maxDims = 4
 
 // openPart maps and validates the one file at path.
 func openPart(path string) (*File, error) {
-	// Looked at before it is opened: opening a FIFO would wait for a writer.
-	if st, err := os.Stat(path); err != nil {
+	if err := mapfile.CheckRegular(path); err != nil {
 		return nil, err
-	} else if !st.Mode().IsRegular() {
-		what := "a special file"
-		if st.IsDir() {
-			what = "a folder"
-		}
-		return nil, fmt.Errorf("%s: is %s, not a GGUF file", path, what)
 	}
 	fh, err := os.Open(path)
 	if err != nil {

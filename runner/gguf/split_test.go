@@ -111,13 +111,13 @@ func TestBadSplit(t *testing.T) {
 		{"a part that is a folder", good, func(_ string, p []string) {
 			os.Remove(p[2])
 			os.Mkdir(p[2], 0o755)
-		}, "model-00003-of-00003.gguf: is a folder, not a GGUF file"},
+		}, "model-00003-of-00003.gguf: not a regular file (a folder)"},
 		{"a part that is a FIFO", good, func(_ string, p []string) {
 			os.Remove(p[1])
 			if err := syscall.Mkfifo(p[1], 0o644); err != nil {
 				panic(err)
 			}
-		}, "model-00002-of-00003.gguf: is a special file, not a GGUF file"},
+		}, "model-00002-of-00003.gguf: not a regular file"},
 		{"a tensor twice", func() [][]byte {
 			g := good()
 			g[2] = splitPart(2, 3, 3, "a")

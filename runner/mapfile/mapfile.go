@@ -93,3 +93,28 @@ func within(b, region []byte) bool {
 	r := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
 	return p >= r && p+uintptr(len(b)) <= r+uintptr(len(region))
 }
+
+// CheckRegular fails unless path is a regular file (after symlinks): a
+// FIFO, device or socket in a checkpoint would block or never end, and is
+// checked before it is opened, since opening a FIFO waits for a writer.
+func CheckRegular(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		return fmt.Errorf("%s: not a regular file (a folder)", path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	return nil
+}
+
+// ReadRegular reads a whole regular file (CheckRegular first).
+func ReadRegular(path string) ([]byte, error) {
+	if err := CheckRegular(path); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+}

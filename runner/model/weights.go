@@ -16,6 +16,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/mapfile"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -645,7 +646,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 // LoadDir reads a checkpoint folder's config.json.
 func LoadDir(dir string) (*Config, error) {
 	p := filepath.Join(dir, "config.json")
-	data, err := safetensors.ReadRegular(p)
+	data, err := mapfile.ReadRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("model folder %s: %w", dir, err)
 	}

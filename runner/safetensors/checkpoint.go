@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
 // IndexName is the shard index that HuggingFace writes next to sharded weights.
@@ -33,7 +35,7 @@ type index struct {
 // OpenDir opens the checkpoint in dir.
 func OpenDir(dir string) (*Checkpoint, error) {
 	idxPath := filepath.Join(dir, IndexName)
-	raw, err := ReadRegular(idxPath)
+	raw, err := mapfile.ReadRegular(idxPath)
 	switch {
 	case err == nil:
 		return openIndexed(dir, idxPath, raw)

@@ -21,31 +21,10 @@ type File struct {
 	meta      map[string]string
 }
 
-// CheckRegular fails unless path is a regular file (after symlinks): a
-// FIFO, device or socket in a checkpoint would block or never end.
-func CheckRegular(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	return nil
-}
-
-// ReadRegular reads a whole regular file (CheckRegular first).
-func ReadRegular(path string) ([]byte, error) {
-	if err := CheckRegular(path); err != nil {
-		return nil, err
-	}
-	return os.ReadFile(path)
-}
-
 // Open maps path read-only and validates its header. Errors name the path.
 func Open(path string) (*File, error) {
 	// Checked before opening: opening a FIFO blocks until a writer comes.
-	if err := CheckRegular(path); err != nil {
+	if err := mapfile.CheckRegular(path); err != nil {
 		return nil, err
 	}
 	fh, err := os.Open(path)

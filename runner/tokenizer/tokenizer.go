@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/runner/gguf"
+	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
 // Tokenizer encodes and decodes text for one checkpoint.
@@ -67,7 +69,15 @@ var ErrNoTokenizer = errors.New("no tokenizer")
 func Load(path string) (*Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "tokenizer.json")
-	} else if err == nil && (isGGUF(path) || strings.EqualFold(filepath.Ext(path), ".gguf")) {
+	}
+	// A FIFO or device would block the reads below.
+	if err := mapfile.CheckRegular(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json; give token ids instead)", path, ErrNoTokenizer)
+		}
+		return nil, err
+	}
+	if isGGUF(path) || strings.EqualFold(filepath.Ext(path), ".gguf") {
 		f, err := gguf.Open(path)
 		if err != nil {
 			return nil, err
@@ -81,9 +91,6 @@ func Load(path string) (*Tokenizer, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json; give token ids instead)", path, ErrNoTokenizer)
-		}
 		return nil, err
 	}
 	t, err := Parse(data)

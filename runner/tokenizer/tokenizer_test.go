@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -250,5 +251,22 @@ func TestEncodeBounds(t *testing.T) {
 	_, err = tok.Encode(strings.Repeat("a", 100000), true)
 	if err == nil || !strings.Contains(err.Error(), "ran past its time budget") || time.Since(start) > 3*encodeBudget {
 		t.Errorf("a quadratic split: %v after %v", err, time.Since(start))
+	}
+}
+
+// A tokenizer path that is a FIFO (in a folder, or named .gguf) is refused
+// by what it is, not read: a read would wait for a writer.
+func TestLoadSpecialFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"tokenizer.json", "m.gguf"} {
+		p := filepath.Join(dir, name)
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "m.gguf")} {
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("Load(%s): %v", p, err)
+		}
 	}
 }
