@@ -24,6 +24,11 @@ var quantFixtures = []struct{ path, ref string }{
 	{"../testdata/mlx/qwen3-q8", "../testdata/mlx/qwen3-q8/reference.json"},
 	{"../testdata/mlx/qwen3_moe-q4", "../testdata/mlx/qwen3_moe-q4/reference.json"},
 	{"../testdata/mlx/qwen3_moe-q8", "../testdata/mlx/qwen3_moe-q8/reference.json"},
+	// Qwen2 shaped as Qwen2-0.5B is: q, k and v biases in floats beside
+	// packed weights, seven query heads over one KV head, rows of 14 and
+	// 20 units, the packed embedding as the LM head.
+	{"../testdata/mlx/qwen2-q4", "../testdata/mlx/qwen2-q4/reference.json"},
+	{"../testdata/mlx/qwen2-q8", "../testdata/mlx/qwen2-q8/reference.json"},
 	// mlx's "mxfp4" mode (transcoded, kernels/quant/mlxfp.go); Qwen3-MoE's
 	// router an affine 8-bit override that names no mode.
 	{"../testdata/mlx/llama-mxfp4", "../testdata/mlx/llama-mxfp4/reference.json"},
