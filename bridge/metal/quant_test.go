@@ -54,6 +54,8 @@ var quantFixtures = [][2]string{
 	{"mlx/qwen3_moe-q8", "mlx/qwen3_moe-q8/reference.json"},
 	{"mlx/qwen2-q4", "mlx/qwen2-q4/reference.json"},
 	{"mlx/qwen2-q8", "mlx/qwen2-q8/reference.json"},
+	{"mlx/mistral-q4", "mlx/mistral-q4/reference.json"},
+	{"mlx/mistral-q8", "mlx/mistral-q8/reference.json"},
 	{"mlx/mixtral-q4", "mlx/mixtral-q4/reference.json"},
 	{"mlx/qwen3-mxfp4", "mlx/qwen3-mxfp4/reference.json"},
 	{"mlx/qwen3_moe-mxfp4", "mlx/qwen3_moe-mxfp4/reference.json"},

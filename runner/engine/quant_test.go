@@ -29,6 +29,10 @@ var quantFixtures = []struct{ path, ref string }{
 	// 20 units, the packed embedding as the LM head.
 	{"../testdata/mlx/qwen2-q4", "../testdata/mlx/qwen2-q4/reference.json"},
 	{"../testdata/mlx/qwen2-q8", "../testdata/mlx/qwen2-q8/reference.json"},
+	// Mistral shaped as Devstral-Small is: heads of 128 that do not make up
+	// the hidden size, four query heads over one KV head, RoPE base 1e9.
+	{"../testdata/mlx/mistral-q4", "../testdata/mlx/mistral-q4/reference.json"},
+	{"../testdata/mlx/mistral-q8", "../testdata/mlx/mistral-q8/reference.json"},
 	// mlx's "mxfp4" mode (transcoded, kernels/quant/mlxfp.go); Qwen3-MoE's
 	// router an affine 8-bit override that names no mode.
 	{"../testdata/mlx/llama-mxfp4", "../testdata/mlx/llama-mxfp4/reference.json"},
