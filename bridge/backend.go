@@ -275,6 +275,37 @@ type AsyncStepper interface {
 	SubmitStep(ids Tensor) (PendingStep, error)
 }
 
+// StreamPieces is when a GPU backend hands a step it is still recording to
+// the device, piece by piece, where the device would otherwise wait for the
+// whole step (no step of its own in flight ahead of it): a first piece of
+// StreamFirst kernels, then each piece twice as long as the one before, so
+// the device starts after a few kernels are recorded and a step of hundreds
+// is a handful of pieces (docs/architecture.md, "Streamed steps"). The zero
+// value is a step's start.
+type StreamPieces struct {
+	next, taken int
+}
+
+// StreamFirst is the kernels of a streamed step's first piece.
+const StreamFirst = 24
+
+// Take reports whether pending kernels, recorded since the last piece was
+// handed off, make the next piece, and counts it if so.
+func (p *StreamPieces) Take(pending int) bool {
+	if p.next == 0 {
+		p.next = StreamFirst
+	}
+	if pending < p.next {
+		return false
+	}
+	p.next *= 2
+	p.taken++
+	return true
+}
+
+// Pieces is how many pieces the step runs in: those taken, and the rest.
+func (p *StreamPieces) Pieces() int { return p.taken + 1 }
+
 // PendingStep is a step SubmitStep queued.
 type PendingStep interface {
 	// Wait waits for the step and returns its stats, its first error and

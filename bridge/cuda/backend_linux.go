@@ -103,12 +103,13 @@ type recorder struct {
 	marks     []bridge.OpTiming
 	// Streaming: entries before flushed were handed to the CUDA thread
 	// while the step was still being recorded (started: with the step's
-	// metadata upload); the next hand-off waits for segNext more. segErr is
-	// a handed-off segment's failure (thread only).
-	flushed, segNext, segs int
-	started                bool
-	segErr                 error
-	moeCalls               int
+	// metadata upload); pieces says when the next hand-off is due. segErr
+	// is a handed-off segment's failure (thread only).
+	flushed  int
+	pieces   bridge.StreamPieces
+	started  bool
+	segErr   error
+	moeCalls int
 	// fusions is the fusion table (fusion_linux.go); standIn the op a fusion
 	// leaves for the runner to run next.
 	fusions []bridge.Pattern

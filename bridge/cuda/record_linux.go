@@ -117,25 +117,19 @@ func (b *Backend) appendLaunch(fn uintptr, grid [3]int, block int, args ...uint6
 		block: uint32(block), a0: int32(a0), a1: int32(len(b.args)), at: b.tlCur})
 }
 
-// firstSegment is how many entries the first hand-off of a step waits for;
-// each later one waits for twice as many as the one before, so a step of
-// hundreds of kernels is a handful of graphs.
-const firstSegment = 24
-
 // streamSegment hands the entries recorded so far to the CUDA thread once
-// there are enough of them, and records on: a deep model's decode step
-// takes the host hundreds of microseconds to record, which the GPU would
-// otherwise spend idle. The newest entry stays behind, since the next op
-// may still fuse into it.
+// there are enough of them (bridge.StreamPieces), and records on: a deep
+// model's decode step takes the host hundreds of microseconds to record,
+// which the GPU would otherwise spend idle. The newest entry stays behind,
+// since the next op may still fuse into it.
 func (b *Backend) streamSegment() {
 	cut := len(b.ents) - 1
-	if !b.streaming || b.stepErr != nil || cut-b.flushed < b.segNext {
+	if !b.streaming || b.stepErr != nil || !b.pieces.Take(cut-b.flushed) {
 		return
 	}
 	ents, args := b.ents[b.flushed:cut:cut], b.args[:b.ents[cut].a0:b.ents[cut].a0]
 	first := !b.started
-	b.flushed, b.started, b.segNext = cut, true, 2*b.segNext
-	b.segs++
+	b.flushed, b.started = cut, true
 	// The recorder appends past cut (or into a new array), so the thread
 	// reads entries and arguments no one writes.
 	b.th.post(func() {

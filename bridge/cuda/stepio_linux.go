@@ -140,7 +140,7 @@ func (b *Backend) beginStep(meta *bridge.StepMeta, tokens []int32, tokSrc uint64
 	// Segments are handed off only while the device would otherwise wait
 	// for them: behind a step in flight, it has work.
 	b.streaming = !profile && !b.opts.NoStream && b.inflight == 0
-	b.flushed, b.started, b.segNext, b.segs = 0, false, firstSegment, 0
+	b.flushed, b.started, b.pieces = 0, false, bridge.StreamPieces{}
 	b.ents, b.args, b.marks = b.ents[:0], b.args[:0], b.marks[:0]
 	b.moeCalls = 0
 	// The step's first kernel brings its metadata in. A profiled step keeps
@@ -340,7 +340,7 @@ func (b *Backend) submitLocked(ids *tensor) (*stepSlot, error) {
 			return nil, err
 		}
 	}
-	b.lastLaunches, b.lastSegments, slot.launches = 0, b.segs+1, 0
+	b.lastLaunches, b.lastSegments, slot.launches = 0, b.pieces.Pieces(), 0
 	for _, e := range b.ents {
 		switch e.kind {
 		case entLaunch:

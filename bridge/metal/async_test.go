@@ -67,3 +67,94 @@ func TestOverlappedStepsMatchSynchronous(t *testing.T) {
 		})
 	}
 }
+
+// pieces records how many command buffers each step was committed in, and
+// whether it began behind a step in flight (from the GPU's argmax).
+type pieces struct {
+	*metal.Backend
+	next   bool // the step being encoded began from the GPU's argmax
+	steps  []int
+	behind []bool
+}
+
+func (p *pieces) BeginStepFrom(meta *bridge.StepMeta, src bridge.Tensor) error {
+	p.next = true
+	return p.Backend.BeginStepFrom(meta, src)
+}
+
+func (p *pieces) done() {
+	p.steps = append(p.steps, p.LastStep().CommandBuffers)
+	p.behind = append(p.behind, p.next)
+	p.next = false
+}
+
+func (p *pieces) EndStep() (bridge.StepStats, error) {
+	st, err := p.Backend.EndStep()
+	p.done()
+	return st, err
+}
+
+func (p *pieces) SubmitStep(ids bridge.Tensor) (bridge.PendingStep, error) {
+	ps, err := p.Backend.SubmitStep(ids)
+	p.done()
+	return ps, err
+}
+
+// A step that no step of its own runs ahead of commits its dispatches in
+// pieces as they are encoded (bridge.StreamPieces): the first 24, then 48
+// more, ...; a step queued behind one in flight, and every step with
+// NoStream, is one command buffer. The tokens and logits are the same bit
+// for bit either way.
+func TestStreamedStepsMatchWhole(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	// 4 layers: a fused decode step is 28 dispatches, two pieces.
+	spec := model.Spec{Model: "qwen3-moe-mini", Seed: 3, Layers: 4}
+	gen := func(be *pieces, o engine.Options) []engine.Output {
+		e := openEngine(t, be, spec, o)
+		var reqs []engine.Request
+		for i := range 2 {
+			reqs = append(reqs, engine.Request{ID: i, Prompt: []int32{int32(11 + i), 200, int32(5 * i)}, MaxNewTokens: 5 + 2*i, WantLogits: true})
+		}
+		out, err := e.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	streamed := &pieces{Backend: newEmu(t, metal.Tuning{})}
+	whole := &pieces{Backend: newEmuWith(t, metal.Options{NoStream: true})}
+	for _, sync := range []bool{true, false} {
+		streamed.steps, whole.steps, streamed.behind, whole.behind = nil, nil, nil, nil
+		s := gen(streamed, engine.Options{Synchronous: sync})
+		w := gen(whole, engine.Options{Synchronous: sync})
+		for i := range s {
+			if fmt.Sprint(s[i].Tokens) != fmt.Sprint(w[i].Tokens) || maxAbsDiff(s[i].Logits, w[i].Logits) != 0 || len(s[i].Logits) == 0 {
+				t.Errorf("synchronous=%v, request %d: streamed steps gave %v, whole ones %v (logits %.3g apart)", sync, i, s[i].Tokens,
+					w[i].Tokens, maxAbsDiff(s[i].Logits, w[i].Logits))
+			}
+		}
+		queued := 0
+		for j, n := range streamed.steps {
+			switch want := 2; {
+			case streamed.behind[j]:
+				queued++
+				if n != 1 {
+					t.Errorf("synchronous=%v, step %d: queued behind a step in flight, it was committed in %d command buffers", sync, j, n)
+				}
+			case n < want:
+				t.Errorf("synchronous=%v, step %d: %d command buffer(s), want at least %d", sync, j, n, want)
+			}
+		}
+		for j, n := range whole.steps {
+			if n != 1 {
+				t.Errorf("synchronous=%v, NoStream: step %d was committed in %d command buffers", sync, j, n)
+			}
+		}
+		if sync != (queued == 0) {
+			t.Errorf("synchronous=%v: %d steps were queued behind one in flight", sync, queued)
+		}
+		t.Logf("synchronous=%v: command buffers a step %v", sync, streamed.steps)
+	}
+}

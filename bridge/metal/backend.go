@@ -41,6 +41,10 @@ type Options struct {
 	// concurrent ones with memory barriers between dependent dispatches:
 	// what concurrency buys, measured.
 	SerialDispatch bool
+	// NoStream commits a step only once it is wholly encoded, instead of
+	// committing its first dispatches while the rest are encoded where no
+	// step of its own runs ahead of it (bridge.StreamPieces).
+	NoStream bool
 }
 
 // TimingMode describes how profile mode times ops.

@@ -13,9 +13,10 @@ import (
 // BenchmarkEncodeDecodeStep measures the host cost of encoding one decode
 // step of Qwen3-30B-A3B (48 layers, 128 experts, bf16, batch 1 at a
 // context of 1024) against a device that runs nothing: BeginStep (the
-// metadata upload), the engine's op sequence, argmax, and EndStep's one
+// metadata upload), the engine's op sequence, argmax, and EndStep's
 // commit and wait. "recorder" also logs every call, as the device-agnostic
-// test does.
+// test does. The step commits in pieces as it is encoded
+// (bridge.StreamPieces): cmdbufs/step counts them.
 //
 //	go test -run '^$' -bench EncodeDecodeStep ./bridge/metal/
 func BenchmarkEncodeDecodeStep(b *testing.B) {
@@ -64,6 +65,7 @@ func benchEncode(b *testing.B, dev mtl.Device, reset func(), preset string, batc
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "us/step")
 	b.ReportMetric(float64(st.Dispatches), "dispatches/step")
 	b.ReportMetric(float64(st.Barriers), "barriers/step")
+	b.ReportMetric(float64(st.CommandBuffers), "cmdbufs/step")
 }
 
 // benchModel is a model's tensors allocated on a backend (zero weights: a

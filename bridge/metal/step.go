@@ -95,6 +95,13 @@ type stepState struct {
 	flags    *dbuf // per expert: routed to in the current MoE call
 	flagsN   int
 
+	// streaming: the step commits its dispatches piece by piece as they
+	// are encoded (pieces), where no step of its own is in flight to keep
+	// the GPU busy meanwhile; flushed counts those committed so far.
+	streaming bool
+	pieces    bridge.StreamPieces
+	flushed   int
+
 	cb      mtl.CommandBuffer
 	enc     mtl.ComputeEncoder
 	pipe    mtl.Pipeline // the encoder's current pipeline
@@ -266,6 +273,8 @@ func (b *Backend) BeginStep(meta *bridge.StepMeta, tokens []int32, profile bool)
 	s.sec, s.meta, s.err, s.profile = sec, meta, nil, profile
 	s.active, s.moeCalls = true, 0
 	s.dispatches, s.barriers, s.commandBuffers, s.gpu, s.devSpan = 0, 0, 0, 0, gpuSpan{}
+	s.streaming = !profile && !b.opts.NoStream && len(b.inFlight) == 0
+	s.pieces, s.flushed = bridge.StreamPieces{}, 0
 	s.cost = s.cost[:0]
 	s.mark = opKey{-1, bridge.CompOther, "begin"}
 	if profile {
@@ -305,6 +314,7 @@ func (b *Backend) commit() {
 		s.pending = append(s.pending, committed{s.cb, s.mark})
 		s.cb = nil
 	}
+	s.flushed = s.dispatches
 	s.pipe = nil
 	s.reads, s.writes = s.reads[:0], s.writes[:0]
 }
@@ -688,6 +698,9 @@ func (b *Backend) dispatch(p mtl.Pipeline, groups, tpg [3]int, threads bool) {
 		enc.DispatchThreadgroups(groups, tpg)
 	}
 	s.dispatches++
+	if s.streaming && s.pieces.Take(s.dispatches-s.flushed) {
+		b.commit() // the GPU starts on it while the host encodes the rest
+	}
 }
 
 func (b *Backend) dispatchGroups(p mtl.Pipeline, groups, tpg [3]int) {

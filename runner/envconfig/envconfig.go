@@ -46,6 +46,8 @@ var Vars = []Var{
 		"MSL version the Metal kernels are compiled for (metal and metal-emu), e.g. 3.0 to try the path macOS 13 takes"},
 	{"MTLBENCH_METAL_SERIAL", "0", "metal",
 		"1: encode steps in serial compute passes instead of concurrent ones with barriers between dependent dispatches"},
+	{"MTLBENCH_METAL_STREAM", "1", "metal",
+		"0: commit a step only once it is wholly encoded (by default a step no other runs ahead of commits its first dispatches while the rest are encoded)"},
 
 	{"MTLBENCH_CLANG", "clang++-19, -20, -18, -17, -16 or clang++ on $PATH", "metal-emu",
 		"clang++ (16 or newer) that compiles the Metal kernels for the CPU emulator"},
@@ -247,7 +249,8 @@ func CUDA() (cuda.Options, error) {
 
 // Metal are the Metal backend's options (on a Mac and on the emulator).
 func Metal() metal.Options {
-	return metal.Options{LanguageVersion: Get("MTLBENCH_METAL_MSL"), SerialDispatch: on("MTLBENCH_METAL_SERIAL")}
+	return metal.Options{LanguageVersion: Get("MTLBENCH_METAL_MSL"), SerialDispatch: on("MTLBENCH_METAL_SERIAL"),
+		NoStream: off("MTLBENCH_METAL_STREAM")}
 }
 
 // Emu are the Metal emulator's options.
