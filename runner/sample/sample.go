@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -56,6 +59,9 @@ type Sampler struct {
 	rng   *rand.Rand
 	probs []float32
 	idx   []int
+	heap  []int
+	bins  []uint8
+	parts []weightPart
 }
 
 // New returns a sampler; stream separates the random streams of requests
@@ -64,40 +70,79 @@ func New(p Params, stream uint64) *Sampler {
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, stream))}
 }
 
-// Next picks a token from logits.
+// Next picks a token from logits. With a temperature T it ranks the
+// tokens by logit, highest first (ties to the lower index), keeps the
+// first TopK, weighs each exp((l-max)/T), keeps the shortest prefix holding
+// TopP of the weight, and draws one by weight: a uniform r over the kept
+// weight, walked down the ranking.
+//
+// A vocabulary of 150k tokens is not sorted for it: the walk only ever
+// reaches a short prefix of the ranking. Top-k selects its k tokens with a
+// heap; otherwise the weights are binned by their power of two, and only
+// the bins the walk can reach are ranked (nbins).
 func (s *Sampler) Next(logits []float32) int32 {
 	if s.p.Greedy() {
 		return int32(argmax(logits))
 	}
+	u := s.rng.Float64()
 	n := len(logits)
+	if k := s.p.TopK; k > 0 && k < n {
+		s.idx = s.topK(logits, k)
+		mx := logits[s.idx[0]]
+		var sum float64
+		for _, i := range s.idx {
+			sum += math.Exp(float64((logits[i] - mx) / s.p.Temperature))
+		}
+		tok, _ := s.walk(logits, s.idx, mx, sum, u, true)
+		return tok
+	}
+	mx := logits[argmax(logits)]
+	sum, hist := s.weigh(logits, mx)
+	// The weight the walk must pass: TopP of it to find the prefix, else r.
+	need := u * sum
+	if s.p.TopP > 0 && s.p.TopP < 1 {
+		need = float64(s.p.TopP) * sum
+	}
+	// Bins of the ranking, heaviest first, until they hold what is needed
+	// with a margin for the rounding of the walk's float32 weights (2^-24
+	// each).
+	last, acc := 0, 0.0
+	for last < nbins && acc <= need*(1+1e-6) {
+		acc += hist[last]
+		last++
+	}
 	s.idx = s.idx[:0]
-	for i := 0; i < n; i++ {
+	for i, b := range s.bins[:n] {
+		if int(b) < last {
+			s.idx = append(s.idx, i)
+		}
+	}
+	s.rank(logits, s.idx)
+	if tok, ok := s.walk(logits, s.idx, mx, sum, u, len(s.idx) == n); ok {
+		return tok
+	}
+	// The prefix fell short by rounding: rank them all.
+	s.idx = s.idx[:0]
+	for i := range n {
 		s.idx = append(s.idx, i)
 	}
-	// Sort candidates by logit so top-k and top-p are prefixes.
-	slices.SortStableFunc(s.idx, func(a, b int) int {
-		switch {
-		case logits[a] > logits[b]:
-			return -1
-		case logits[a] < logits[b]:
-			return 1
-		}
-		return 0
-	})
-	keep := n
-	if s.p.TopK > 0 && s.p.TopK < keep {
-		keep = s.p.TopK
-	}
+	s.rank(logits, s.idx)
+	tok, _ := s.walk(logits, s.idx, mx, sum, u, true)
+	return tok
+}
+
+// walk draws from the tokens ranked in idx, a prefix of the ranking of the
+// kept tokens (all of them when whole), whose weights sum to sum: the
+// shortest prefix holding TopP of the weight, then r = u times its weight,
+// less each token's weight in turn until it goes negative. ok is false when
+// the prefix idx ends before the walk does.
+func (s *Sampler) walk(logits []float32, idx []int, mx float32, sum, u float64, whole bool) (int32, bool) {
 	s.probs = s.probs[:0]
-	mx := logits[s.idx[0]]
-	var sum float64
-	for _, i := range s.idx[:keep] {
-		e := math.Exp(float64((logits[i] - mx) / s.p.Temperature))
-		s.probs = append(s.probs, float32(e))
-		sum += e
+	for _, i := range idx {
+		s.probs = append(s.probs, float32(math.Exp(float64((logits[i]-mx)/s.p.Temperature))))
 	}
 	if s.p.TopP > 0 && s.p.TopP < 1 {
-		var c float64
+		keep, c := -1, 0.0
 		for j, pr := range s.probs {
 			c += float64(pr) / sum
 			if c >= float64(s.p.TopP) {
@@ -105,20 +150,146 @@ func (s *Sampler) Next(logits []float32) int32 {
 				break
 			}
 		}
-		s.probs = s.probs[:keep]
+		if keep < 0 && !whole {
+			return 0, false
+		}
+		if keep > 0 {
+			s.probs = s.probs[:keep]
+		}
 		sum = 0
 		for _, pr := range s.probs {
 			sum += float64(pr)
 		}
 	}
-	r := s.rng.Float64() * sum
+	r := u * sum
 	for j, pr := range s.probs {
 		r -= float64(pr)
 		if r < 0 {
-			return int32(s.idx[j])
+			return int32(idx[j]), true
 		}
 	}
-	return int32(s.idx[len(s.probs)-1])
+	if !whole && len(s.probs) == len(idx) {
+		return 0, false
+	}
+	return int32(idx[len(s.probs)-1]), true
+}
+
+// nbins is the bins of weights: bin b holds the weights in [2^-b-1, 2^-b)
+// (bin 0 the largest, 1), the last every weight below 2^-(nbins-1).
+const nbins = 64
+
+// weighChunk is the tokens one goroutine weighs at a time: the partial
+// sums are added in chunk order, so the sum is the same on every machine.
+const weighChunk = 16384
+
+// weightPart is one chunk's share of weigh's sums.
+type weightPart struct {
+	sum  float64
+	hist [nbins]float64
+}
+
+// weigh returns the sum of every token's weight exp((l-mx)/T) and their
+// sums by bin, and notes each token's bin in s.bins. A large vocabulary is
+// weighed in chunks on the host's cores, idle while a step samples.
+func (s *Sampler) weigh(logits []float32, mx float32) (float64, *[nbins]float64) {
+	n := len(logits)
+	s.bins = slices.Grow(s.bins[:0], n)[:n]
+	chunks := (n + weighChunk - 1) / weighChunk
+	s.parts = slices.Grow(s.parts[:0], chunks)[:chunks]
+	work := func(c int) {
+		lo, hi := c*weighChunk, min(n, (c+1)*weighChunk)
+		var p weightPart
+		for i, l := range logits[lo:hi] {
+			e := math.Exp(float64((l - mx) / s.p.Temperature))
+			p.sum += e
+			// The exponent field: 1023 for weights in [1, 2), one less
+			// for each halving; 0 for zero.
+			b := 1023 - int(math.Float64bits(e)>>52&0x7ff)
+			b = min(max(b, 0), nbins-1)
+			p.hist[b] += e
+			s.bins[lo+i] = uint8(b)
+		}
+		s.parts[c] = p
+	}
+	if workers := min(runtime.GOMAXPROCS(0), chunks); workers > 1 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for c := int(next.Add(1) - 1); c < chunks; c = int(next.Add(1) - 1) {
+					work(c)
+				}
+			})
+		}
+		wg.Wait()
+	} else {
+		for c := range chunks {
+			work(c)
+		}
+	}
+	var sum float64
+	var hist [nbins]float64
+	for _, p := range s.parts {
+		sum += p.sum
+		for b, m := range p.hist {
+			hist[b] += m
+		}
+	}
+	return sum, &hist
+}
+
+// better ranks token a before b: a higher logit, or the same and a lower
+// index.
+func better(logits []float32, a, b int) bool {
+	return logits[a] > logits[b] || (logits[a] == logits[b] && a < b)
+}
+
+// rank sorts idx into the ranking.
+func (s *Sampler) rank(logits []float32, idx []int) {
+	slices.SortFunc(idx, func(a, b int) int {
+		if better(logits, a, b) {
+			return -1
+		}
+		return 1
+	})
+}
+
+// topK returns the first k of the ranking, ranked: a heap of the best k
+// so far, its worst at the root.
+func (s *Sampler) topK(logits []float32, k int) []int {
+	h := s.heap[:0]
+	down := func(j int) {
+		for {
+			w, l, r := j, 2*j+1, 2*j+2
+			if l < len(h) && better(logits, h[w], h[l]) {
+				w = l
+			}
+			if r < len(h) && better(logits, h[w], h[r]) {
+				w = r
+			}
+			if w == j {
+				return
+			}
+			h[j], h[w] = h[w], h[j]
+			j = w
+		}
+	}
+	for i := range logits {
+		switch {
+		case len(h) < k:
+			h = append(h, i)
+			for j := len(h) - 1; j > 0 && better(logits, h[(j-1)/2], h[j]); j = (j - 1) / 2 {
+				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+			}
+		case better(logits, i, h[0]):
+			h[0] = i
+			down(0)
+		}
+	}
+	s.heap = h
+	idx := append(s.idx[:0], h...)
+	s.rank(logits, idx)
+	return idx
 }
 
 func argmax(x []float32) int {

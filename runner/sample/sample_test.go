@@ -1,6 +1,12 @@
 package sample
 
-import "testing"
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 func TestParse(t *testing.T) {
 	cases := []struct {
@@ -103,5 +109,135 @@ func TestParseErrors(t *testing.T) {
 		if _, err := Parse(in); err == nil || err.Error() != want {
 			t.Errorf("Parse(%q): %v, want %q", in, err, want)
 		}
+	}
+}
+
+// ranked is the sampler's definition taken literally: the whole vocabulary
+// sorted by logit (stable, so ties keep the lower index first), the first
+// TopK kept, weights exp((l-max)/T) summed in that order, the shortest
+// prefix holding TopP of them, and r = u times their sum walked down it.
+func ranked(p Params, rng *rand.Rand, logits []float32, idx []int) int32 {
+	u := rng.Float64()
+	keep := len(idx)
+	if p.TopK > 0 && p.TopK < keep {
+		keep = p.TopK
+	}
+	mx := logits[idx[0]]
+	var probs []float32
+	var sum float64
+	for _, i := range idx[:keep] {
+		e := math.Exp(float64((logits[i] - mx) / p.Temperature))
+		probs = append(probs, float32(e))
+		sum += e
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		c := 0.0
+		for j, pr := range probs {
+			if c += float64(pr) / sum; c >= float64(p.TopP) {
+				keep = j + 1
+				break
+			}
+		}
+		probs, sum = probs[:keep], 0
+		for _, pr := range probs {
+			sum += float64(pr)
+		}
+	}
+	r := u * sum
+	for j, pr := range probs {
+		if r -= float64(pr); r < 0 {
+			return int32(idx[j])
+		}
+	}
+	return int32(idx[len(probs)-1])
+}
+
+// ranking is the vocabulary sorted by logit, stable.
+func ranking(logits []float32) []int {
+	idx := make([]int, len(logits))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
+	return idx
+}
+
+// The sampler draws what the literal definition draws, token for token
+// from the same seed, over vocabularies large and small, flat and peaked,
+// with ties, at every truncation: it ranks only what its walk can reach.
+func TestNextMatchesRanking(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	type dist struct {
+		name   string
+		logits []float32
+	}
+	gauss := func(n int, sd float64) []float32 {
+		l := make([]float32, n)
+		for i := range l {
+			l[i] = float32(r.NormFloat64() * sd)
+		}
+		return l
+	}
+	ties := gauss(4096, 2)
+	for i := range ties {
+		ties[i] = float32(math.Round(float64(ties[i])*2) / 2) // many equal logits
+	}
+	peaked := gauss(32000, 1)
+	peaked[1234] = 40 // one token holds nearly all the weight
+	dists := []dist{
+		{"vocab 151936, sd 3", gauss(151936, 3)},
+		{"vocab 32000, sd 0.05 (flat)", gauss(32000, 0.05)},
+		{"vocab 4096, ties", ties},
+		{"vocab 32000, one dominant", peaked},
+		{"vocab 5", []float32{0.1, 3, 2.9, -1, 0}},
+		{"vocab 300, equal", make([]float32, 300)},
+	}
+	for _, d := range dists {
+		n, order := len(d.logits), ranking(d.logits)
+		for _, p := range []Params{
+			{Temperature: 0.7}, {Temperature: 1, TopP: 0.9}, {Temperature: 0.3, TopP: 0.5}, {Temperature: 5, TopP: 0.99},
+			{Temperature: 0.8, TopK: 40}, {Temperature: 1, TopK: 1}, {Temperature: 2, TopK: 20, TopP: 0.8},
+			{Temperature: 1, TopK: n - 1}, {Temperature: 1, TopK: n}, {Temperature: 1.3, TopK: n + 5, TopP: 0.95},
+		} {
+			p.Seed = 11
+			s, ref := New(p, 2), rand.New(rand.NewPCG(p.Seed, 2))
+			draws := 60
+			if n > 5000 {
+				draws = 15
+			}
+			for j := range draws {
+				got, want := s.Next(d.logits), ranked(p, ref, d.logits, order)
+				if got != want {
+					t.Fatalf("%s, %v: draw %d gave %d, the ranking %d", d.name, p, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkNext samples from Qwen3's vocabulary (151,936 logits): the
+// sampler, and the ranking of the whole vocabulary (ranked) it stands for.
+// A step that samples waits for it, on every backend.
+//
+//	go test -run '^$' -bench Next ./runner/sample/
+func BenchmarkNext(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	for _, p := range []Params{{Temperature: 0.7}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 0.7, TopK: 40}} {
+		b.Run(p.String(), func(b *testing.B) {
+			s := New(p, 0)
+			for range b.N {
+				s.Next(logits)
+			}
+		})
+		b.Run(p.String()+"/ranked", func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(0, 0))
+			for range b.N {
+				ranked(p, rng, logits, ranking(logits))
+			}
+		})
 	}
 }
