@@ -135,6 +135,9 @@ type Engine struct {
 	rotary kernels.Rotary
 	// flight is a step queued ahead of the one Step last returned (Step).
 	flight *flight
+	// logits is the host's copy of a sampling step's logits, kept for the
+	// next (a row of Qwen3's vocabulary is 600 KB).
+	logits []float32
 }
 
 type reqState struct {
@@ -486,7 +489,8 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 	res.Stats = stats
 	var logits []float32
 	if f.needLogits {
-		logits = make([]float32, f.ws.logits.Len())
+		e.logits = slices.Grow(e.logits[:0], f.ws.logits.Len())[:f.ws.logits.Len()]
+		logits = e.logits
 		if err := e.be.Read(f.ws.logits, logits); err != nil {
 			return nil, err
 		}
