@@ -136,6 +136,8 @@ mac-smoke: build
 	$(call smoke_step,tune-packed-decode,$(BIN) $(SMOKE_TUNE) $(SMOKE_QMV))
 	$(call smoke_step,tune-packed-experts,$(BIN) $(SMOKE_TUNE) $(SMOKE_QMOE))
 	$(call smoke_step,fusion,$(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --tag mac-smoke-fusion)
+	$(call smoke_step,stream,$(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --set sampling=temperature:0.7 --tag mac-smoke-stream)
+	$(call smoke_step,stream-off,env MTLBENCH_METAL_STREAM=0 $(BIN) run suites/mac-smoke.yaml --backend metal $(SMOKE_DB) --set sampling=temperature:0.7 --tag mac-smoke-stream-off)
 	$(call smoke_step,tokens-metal,$(BIN) $(SMOKE_GEN) --backend metal)
 	$(call smoke_step,tokens-metal-nofusion,$(BIN) $(SMOKE_GEN) --backend metal --fusion off)
 	$(call smoke_step,tokens-cpu,$(BIN) $(SMOKE_GEN) --backend cpu)
