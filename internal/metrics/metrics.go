@@ -69,7 +69,7 @@ func Of(metric string) Direction {
 var Recorded = []string{
 	// model cases
 	"decode_tok_s", "prefill_tok_s", "output_tok_s", "ttft_ms", "tpot_ms",
-	"itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "step_ms", "encode_ms", "encode_frac",
+	"itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "step_ms", "encode_ms", "encode_frac", "sample_ms",
 	"device_ms", "device_frac", "bytes_per_step", "achieved_gb_s", "roofline_frac",
 	"dispatches_per_step", "prefill_gflop_s", "prefill_roofline_frac", "peak_rss_bytes",
 	"preemptions", "profile_overhead_pct", "request_per_s", "goodput_per_s",

@@ -79,6 +79,13 @@ var GPUColumns = []Column{
 	{"device_ms", "device ms", 1, 2},
 }
 
+// HostColumns are model-case metrics of the host's share that only some
+// cases record, shown when a run has them: the time a sampling step's
+// draw takes (docs/architecture.md, "Sampling").
+var HostColumns = []Column{
+	{"sample_ms", "sample ms", 1, 2},
+}
+
 // ServingColumns are the serving figures of model cases whose requests
 // arrive on the wall clock or that set an slo (docs/suites.md, "Serving
 // load"): requests a second served, and within the slo, and the latencies
@@ -118,7 +125,7 @@ func ModelColumnsFor(cases []results.Case, byCase []map[string]*Summary) (cols [
 			}
 		}
 	}
-	for _, col := range append(slices.Clone(GPUColumns), WitnessColumns...) {
+	for _, col := range slices.Concat(GPUColumns, HostColumns, WitnessColumns) {
 		for i, c := range cases {
 			if c.Kind != results.CaseKernel && byCase[i][col.Metric] != nil {
 				cols = append(cols, col)

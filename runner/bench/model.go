@@ -234,7 +234,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		decodeTokens, prefillTokens, preempted int
 		decodeTime, prefillTime                time.Duration
 		prefillFLOPs                           float64
-		decodeSteps, encodes, devices          []time.Duration
+		decodeSteps, encodes, devices, draws   []time.Duration
 		decodeBytes                            float64
 		dispatches                             []float64
 		witness                                witnessSum
@@ -307,6 +307,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if res.Encode > 0 {
 			encodes = append(encodes, res.Encode)
 		}
+		if res.Sample > 0 {
+			draws = append(draws, res.Sample)
+		}
 		if res.Stats.DeviceTime > 0 {
 			devices = append(devices, res.Stats.DeviceTime)
 		}
@@ -359,6 +362,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			enc := quantile.Duration(encodes, 0.5)
 			add("encode_ms", ms(enc), "ms")
 			add("encode_frac", float64(enc)/float64(med), "ratio")
+		}
+		if len(draws) > 0 {
+			add("sample_ms", ms(quantile.Duration(draws, 0.5)), "ms")
 		}
 		if len(devices) > 0 {
 			dev := quantile.Duration(devices, 0.5)

@@ -24,6 +24,10 @@ type StepRecord struct {
 	// where the backend keeps neither.
 	EncodeMs float64 `json:"encode_ms,omitempty"`
 	DeviceMs float64 `json:"device_ms,omitempty"`
+	// SampleMs is the host's time drawing the step's sampled tokens
+	// (engine.StepResult.Sample); absent where the device's argmax gave
+	// them.
+	SampleMs float64 `json:"sample_ms,omitempty"`
 	// GraphMisses are the step's launch lists that ran without a graph held
 	// for them (CUDA: launched directly or captured).
 	GraphMisses int `json:"graph_misses,omitempty"`
@@ -39,5 +43,5 @@ func stepRecord(step int, res *engine.StepResult) StepRecord {
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	return StepRecord{Step: step, Kind: kind, Tokens: res.Tokens, Seqs: res.Seqs, Ms: ms(res.Duration),
-		EncodeMs: ms(res.Encode), DeviceMs: ms(res.Stats.DeviceTime), GraphMisses: res.Stats.GraphMisses}
+		EncodeMs: ms(res.Encode), DeviceMs: ms(res.Stats.DeviceTime), SampleMs: ms(res.Sample), GraphMisses: res.Stats.GraphMisses}
 }

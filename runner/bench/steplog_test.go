@@ -101,3 +101,43 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 	w.ok--
 	return len(p), nil
 }
+
+// A case whose rows sample records the host's draw (sample_ms), and so do
+// its steps' log lines; a greedy case, whose tokens are the argmax, does
+// not.
+func TestSampledCasesRecordTheDraw(t *testing.T) {
+	s := loadSuite(t, `name: draw
+model:
+  preset: qwen3-moe-mini
+  layers: 1
+repetitions: 1
+warmup: 0
+params: { batch: 1, prompt_len: 8, gen_len: 4 }
+cases:
+  - name: decode
+    matrix:
+      sampling: [greedy, "temperature:0.8,top_p:0.9"]
+`)
+	db := openDB(t)
+	var buf bytes.Buffer
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: 16 << 20, Steps: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sum.Cases {
+		m := caseMetrics(t, db, c.ID)
+		sampled := c.Params["sampling"] != "greedy"
+		if d, ok := m["sample_ms"]; ok != sampled || (sampled && (d <= 0 || d > m["step_ms"])) {
+			t.Errorf("case %s: sample_ms %g (recorded: %v) against step_ms %g", c.Name, d, ok, m["step_ms"])
+		}
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		var r StepRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, line)
+		}
+		if sampled := strings.Contains(r.Case, "temperature"); (r.SampleMs > 0) != sampled || r.SampleMs > r.Ms {
+			t.Errorf("line %d: %s", i+1, line)
+		}
+	}
+}

@@ -108,6 +108,11 @@ type StepResult struct {
 	// are encoded. A step whose Encode is most of its Duration is
 	// host-bound: the device waits for the host (docs/architecture.md).
 	Encode time.Duration
+	// Sample is the host's time drawing the step's sampled tokens: reading
+	// its logits back and running each sampling row's sampler
+	// (runner/sample); 0 for steps whose tokens are the device's argmax.
+	// The next step waits for it.
+	Sample time.Duration
 	Stats  bridge.StepStats
 }
 
@@ -489,6 +494,7 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 	res.Stats = stats
 	var logits []float32
 	if f.needLogits {
+		defer func(start time.Time) { res.Sample = time.Since(start) }(time.Now())
 		e.logits = slices.Grow(e.logits[:0], f.ws.logits.Len())[:f.ws.logits.Len()]
 		logits = e.logits
 		if err := e.be.Read(f.ws.logits, logits); err != nil {
