@@ -61,7 +61,13 @@ type Sampler struct {
 	idx   []int
 	heap  []int
 	bins  []uint8
+	w     []float32 // each token's weight, as weigh found it
 	parts []weightPart
+	// rankIndex's scratch: keys, the keys and indices being moved, and
+	// the counts of one pass
+	keys, keys2 []uint32
+	idx2        []int
+	count       []int
 }
 
 // New returns a sampler; stream separates the random streams of requests
@@ -93,7 +99,11 @@ func (s *Sampler) Next(logits []float32) int32 {
 		for _, i := range s.idx {
 			sum += math.Exp(float64((logits[i] - mx) / s.p.Temperature))
 		}
-		tok, _ := s.walk(logits, s.idx, mx, sum, u, true)
+		s.probs = s.probs[:0]
+		for _, i := range s.idx {
+			s.probs = append(s.probs, float32(math.Exp(float64((logits[i]-mx)/s.p.Temperature))))
+		}
+		tok, _ := s.walk(s.idx, sum, u, true)
 		return tok
 	}
 	mx := logits[argmax(logits)]
@@ -117,8 +127,7 @@ func (s *Sampler) Next(logits []float32) int32 {
 			s.idx = append(s.idx, i)
 		}
 	}
-	s.rank(logits, s.idx)
-	if tok, ok := s.walk(logits, s.idx, mx, sum, u, len(s.idx) == n); ok {
+	if tok, ok := s.walkWeighed(logits, sum, u, len(s.idx) == n); ok {
 		return tok
 	}
 	// The prefix fell short by rounding: rank them all.
@@ -126,21 +135,27 @@ func (s *Sampler) Next(logits []float32) int32 {
 	for i := range n {
 		s.idx = append(s.idx, i)
 	}
-	s.rank(logits, s.idx)
-	tok, _ := s.walk(logits, s.idx, mx, sum, u, true)
+	tok, _ := s.walkWeighed(logits, sum, u, true)
 	return tok
 }
 
-// walk draws from the tokens ranked in idx, a prefix of the ranking of the
-// kept tokens (all of them when whole), whose weights sum to sum: the
-// shortest prefix holding TopP of the weight, then r = u times its weight,
-// less each token's weight in turn until it goes negative. ok is false when
-// the prefix idx ends before the walk does.
-func (s *Sampler) walk(logits []float32, idx []int, mx float32, sum, u float64, whole bool) (int32, bool) {
+// walkWeighed ranks s.idx (in index order) and walks it with the weights
+// weigh found.
+func (s *Sampler) walkWeighed(logits []float32, sum, u float64, whole bool) (int32, bool) {
+	s.rankIndex(logits, s.idx)
 	s.probs = s.probs[:0]
-	for _, i := range idx {
-		s.probs = append(s.probs, float32(math.Exp(float64((logits[i]-mx)/s.p.Temperature))))
+	for _, i := range s.idx {
+		s.probs = append(s.probs, s.w[i])
 	}
+	return s.walk(s.idx, sum, u, whole)
+}
+
+// walk draws from the tokens ranked in idx, weighed in s.probs, a prefix
+// of the ranking of the kept tokens (all of them when whole), whose
+// weights sum to sum: the shortest prefix holding TopP of the weight, then
+// r = u times its weight, less each token's weight in turn until it goes
+// negative. ok is false when the prefix idx ends before the walk does.
+func (s *Sampler) walk(idx []int, sum, u float64, whole bool) (int32, bool) {
 	if s.p.TopP > 0 && s.p.TopP < 1 {
 		keep, c := -1, 0.0
 		for j, pr := range s.probs {
@@ -194,6 +209,7 @@ type weightPart struct {
 func (s *Sampler) weigh(logits []float32, mx float32) (float64, *[nbins]float64) {
 	n := len(logits)
 	s.bins = slices.Grow(s.bins[:0], n)[:n]
+	s.w = slices.Grow(s.w[:0], n)[:n]
 	chunks := (n + weighChunk - 1) / weighChunk
 	s.parts = slices.Grow(s.parts[:0], chunks)[:chunks]
 	work := func(c int) {
@@ -208,6 +224,7 @@ func (s *Sampler) weigh(logits []float32, mx float32) (float64, *[nbins]float64)
 			b = min(max(b, 0), nbins-1)
 			p.hist[b] += e
 			s.bins[lo+i] = uint8(b)
+			s.w[lo+i] = float32(e)
 		}
 		s.parts[c] = p
 	}
@@ -252,6 +269,56 @@ func (s *Sampler) rank(logits []float32, idx []int) {
 		}
 		return 1
 	})
+}
+
+// rankIndex sorts idx, in index order, into the ranking: a stable radix
+// sort of the logits' bits, two passes of 16, so ties keep index order. A
+// flat distribution's walk reaches most of a vocabulary of 150k tokens,
+// which a comparison sort takes tens of milliseconds to rank.
+func (s *Sampler) rankIndex(logits []float32, idx []int) {
+	n := len(idx)
+	if n < 1024 {
+		s.rank(logits, idx)
+		return
+	}
+	s.keys = slices.Grow(s.keys[:0], n)[:n]
+	s.keys2 = slices.Grow(s.keys2[:0], n)[:n]
+	s.idx2 = slices.Grow(s.idx2[:0], n)[:n]
+	s.count = slices.Grow(s.count[:0], 1<<16)[:1<<16]
+	for j, i := range idx {
+		s.keys[j] = descending(logits[i])
+	}
+	keys, keys2, from, to := s.keys, s.keys2, idx, s.idx2
+	for shift := 0; shift < 32; shift += 16 {
+		clear(s.count)
+		for _, k := range keys {
+			s.count[k>>shift&0xffff]++
+		}
+		at := 0
+		for d, c := range s.count {
+			s.count[d], at = at, at+c
+		}
+		for j, k := range keys {
+			d := k >> shift & 0xffff
+			keys2[s.count[d]], to[s.count[d]] = k, from[j]
+			s.count[d]++
+		}
+		keys, keys2, from, to = keys2, keys, to, from
+	}
+	// Two passes: the ranked indices are back in idx.
+}
+
+// descending is a key that sorts logits, as unsigned integers, from the
+// highest: -0 as +0, so the two tie as they compare.
+func descending(l float32) uint32 {
+	if l == 0 {
+		l = 0
+	}
+	b := math.Float32bits(l)
+	if b>>31 != 0 {
+		return b // negative: larger magnitudes rank later
+	}
+	return ^b &^ (1 << 31) // positive: larger ones rank first, before every negative
 }
 
 // topK returns the first k of the ranking, ranked: a heap of the best k

@@ -2,6 +2,7 @@ package sample
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -182,6 +183,15 @@ func TestNextMatchesRanking(t *testing.T) {
 	for i := range ties {
 		ties[i] = float32(math.Round(float64(ties[i])*2) / 2) // many equal logits
 	}
+	zeros := make([]float32, 5000) // +0 and -0 tie, as they compare
+	for i := range zeros {
+		switch i % 3 {
+		case 1:
+			zeros[i] = float32(math.Copysign(0, -1))
+		case 2:
+			zeros[i] = float32(r.NormFloat64() * 1e-3)
+		}
+	}
 	peaked := gauss(32000, 1)
 	peaked[1234] = 40 // one token holds nearly all the weight
 	dists := []dist{
@@ -191,6 +201,7 @@ func TestNextMatchesRanking(t *testing.T) {
 		{"vocab 32000, one dominant", peaked},
 		{"vocab 5", []float32{0.1, 3, 2.9, -1, 0}},
 		{"vocab 300, equal", make([]float32, 300)},
+		{"vocab 5000, zeros of both signs", zeros},
 	}
 	for _, d := range dists {
 		n, order := len(d.logits), ranking(d.logits)
@@ -222,22 +233,27 @@ func TestNextMatchesRanking(t *testing.T) {
 //	go test -run '^$' -bench Next ./runner/sample/
 func BenchmarkNext(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	logits := make([]float32, 151936)
-	for i := range logits {
-		logits[i] = float32(r.NormFloat64() * 3)
-	}
-	for _, p := range []Params{{Temperature: 0.7}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 0.7, TopK: 40}} {
-		b.Run(p.String(), func(b *testing.B) {
-			s := New(p, 0)
-			for range b.N {
-				s.Next(logits)
-			}
-		})
-		b.Run(p.String()+"/ranked", func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(0, 0))
-			for range b.N {
-				ranked(p, rng, logits, ranking(logits))
-			}
-		})
+	// Logits of spread 3, and of spread 0.3: a random model's, whose
+	// nucleus holds most of the vocabulary.
+	for _, sd := range []float64{3, 0.3} {
+		logits := make([]float32, 151936)
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * sd)
+		}
+		for _, p := range []Params{{Temperature: 0.7}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 0.7, TopK: 40}} {
+			name := fmt.Sprintf("sd=%g/%v", sd, p)
+			b.Run(name, func(b *testing.B) {
+				s := New(p, 0)
+				for range b.N {
+					s.Next(logits)
+				}
+			})
+			b.Run(name+"/ranked", func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(0, 0))
+				for range b.N {
+					ranked(p, rng, logits, ranking(logits))
+				}
+			})
+		}
 	}
 }
