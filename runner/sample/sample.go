@@ -84,8 +84,8 @@ func New(p Params, stream uint64) *Sampler {
 //
 // A vocabulary of 150k tokens is not sorted for it: the walk only ever
 // reaches a short prefix of the ranking. Top-k selects its k tokens with a
-// heap; otherwise the weights are binned by their power of two, and only
-// the bins the walk can reach are ranked (nbins).
+// heap; otherwise the weights are binned by their power of two (nbins),
+// and only the bins the walk can reach are ranked (rankIndex).
 func (s *Sampler) Next(logits []float32) int32 {
 	if s.p.Greedy() {
 		return int32(argmax(logits))
@@ -96,12 +96,11 @@ func (s *Sampler) Next(logits []float32) int32 {
 		s.idx = s.topK(logits, k)
 		mx := logits[s.idx[0]]
 		var sum float64
-		for _, i := range s.idx {
-			sum += math.Exp(float64((logits[i] - mx) / s.p.Temperature))
-		}
 		s.probs = s.probs[:0]
 		for _, i := range s.idx {
-			s.probs = append(s.probs, float32(math.Exp(float64((logits[i]-mx)/s.p.Temperature))))
+			e := math.Exp(float64((logits[i] - mx) / s.p.Temperature))
+			sum += e
+			s.probs = append(s.probs, float32(e))
 		}
 		tok, _ := s.walk(s.idx, sum, u, true)
 		return tok
