@@ -60,8 +60,9 @@ type Sampler struct {
 	probs []float32
 	idx   []int
 	heap  []int
-	bins  []uint8
-	w     []float32 // each token's weight, as weigh found it
+	bins  []uint16
+	hist  [nbins]float64 // weigh's sums by bin
+	w     []float32      // each token's weight, as weigh found it
 	parts []weightPart
 	// rankIndex's scratch: keys, the keys and indices being moved, and
 	// the counts of one pass
@@ -84,8 +85,9 @@ func New(p Params, stream uint64) *Sampler {
 //
 // A vocabulary of 150k tokens is not sorted for it: the walk only ever
 // reaches a short prefix of the ranking. Top-k selects its k tokens with a
-// heap; otherwise the weights are binned by their power of two (nbins),
-// and only the bins the walk can reach are ranked (rankIndex).
+// heap; otherwise the weights are binned by their eighth of a power of two
+// (nbins), the bins before the draw's are passed by their sums, and only
+// the one or two bins the walk ends in are ranked (binWalk).
 func (s *Sampler) Next(logits []float32) int32 {
 	if s.p.Greedy() {
 		return int32(argmax(logits))
@@ -107,14 +109,17 @@ func (s *Sampler) Next(logits []float32) int32 {
 	}
 	mx := logits[argmax(logits)]
 	sum, hist := s.weigh(logits, mx)
-	// The weight the walk must pass: TopP of it to find the prefix, else r.
+	if tok, ok := s.binWalk(logits, sum, u, hist); ok {
+		return tok
+	}
+	// A bin's edge lies within rounding of the draw: rank the whole prefix
+	// the walk can reach. The weight it must pass: TopP of it to find the
+	// prefix, else r, with a margin for the rounding of the walk's float32
+	// weights (2^-24 each).
 	need := u * sum
 	if s.p.TopP > 0 && s.p.TopP < 1 {
 		need = float64(s.p.TopP) * sum
 	}
-	// Bins of the ranking, heaviest first, until they hold what is needed
-	// with a margin for the rounding of the walk's float32 weights (2^-24
-	// each).
 	last, acc := 0, 0.0
 	for last < nbins && acc <= need*(1+1e-6) {
 		acc += hist[last]
@@ -136,6 +141,91 @@ func (s *Sampler) Next(logits []float32) int32 {
 	}
 	tok, _ := s.walkWeighed(logits, sum, u, true)
 	return tok
+}
+
+// binMargin is how near, relative to the weights' sum, binWalk lets a
+// bin's edge come to what the walk must pass: the bins' sums are added in
+// another order than the walk's, a rounding of about 1e-16 of the sum.
+// (A variable so that tests can make every walk rank its whole prefix.)
+var binMargin = 1e-9
+
+// binWalk draws as walk does over the ranking, but passes whole bins by
+// their sums (in hist) and ranks only the bin the top-p prefix ends in
+// and the bin the draw ends in. It declines (ok false) where an edge of
+// those bins lies within binMargin of what the walk must pass there.
+func (s *Sampler) binWalk(logits []float32, sum, u float64, hist *[nbins]float64) (int32, bool) {
+	// bin finds the bin among the first lim in which a walk passing need
+	// ends, and the weight of the bins before it.
+	bin := func(need float64, lim int) (int, float64, bool) {
+		acc := 0.0
+		for b := range lim {
+			next := acc + hist[b]
+			if next > need {
+				return b, acc, need-acc > binMargin*sum && next-need > binMargin*sum
+			}
+			acc = next
+		}
+		return 0, 0, false
+	}
+	if !(s.p.TopP > 0 && s.p.TopP < 1) {
+		r := u * sum
+		b, before, ok := bin(r, nbins)
+		if !ok {
+			return 0, false
+		}
+		return s.walkBin(s.rankBin(logits, b), r-before)
+	}
+	// The shortest prefix holding TopP of the weight ends in bin b1.
+	topP := float64(s.p.TopP)
+	b1, before, ok := bin(topP*sum, nbins)
+	if !ok {
+		return 0, false
+	}
+	idx := s.rankBin(logits, b1)
+	c, keep := before/sum, -1
+	kept := before
+	for j, i := range idx {
+		kept += float64(s.w[i])
+		if c += float64(s.w[i]) / sum; c >= topP {
+			keep = j + 1
+			break
+		}
+	}
+	if keep < 0 {
+		return 0, false
+	}
+	r := u * kept
+	if b2, before2, ok := bin(r, b1); ok {
+		return s.walkBin(s.rankBin(logits, b2), r-before2)
+	} else if r < before+binMargin*sum {
+		return 0, false // in an earlier bin, or near its edge
+	}
+	if kept-r <= binMargin*sum {
+		return 0, false
+	}
+	return s.walkBin(idx[:keep], r-before)
+}
+
+// rankBin is bin b's tokens, ranked.
+func (s *Sampler) rankBin(logits []float32, b int) []int {
+	s.idx = s.idx[:0]
+	for i, x := range s.bins {
+		if int(x) == b {
+			s.idx = append(s.idx, i)
+		}
+	}
+	s.rankIndex(logits, s.idx)
+	return s.idx
+}
+
+// walkBin takes each ranked token's weight from r until it goes negative.
+func (s *Sampler) walkBin(idx []int, r float64) (int32, bool) {
+	for _, i := range idx {
+		if r -= float64(s.w[i]); r < 0 {
+			return int32(i), true
+		}
+	}
+	return 0, false
 }
 
 // walkWeighed ranks s.idx (in index order) and walks it with the weights
@@ -188,9 +278,11 @@ func (s *Sampler) walk(idx []int, sum, u float64, whole bool) (int32, bool) {
 	return int32(idx[len(s.probs)-1]), true
 }
 
-// nbins is the bins of weights: bin b holds the weights in [2^-b-1, 2^-b)
-// (bin 0 the largest, 1), the last every weight below 2^-(nbins-1).
-const nbins = 64
+// nbins is the bins of weights: a float64 weight's exponent and its
+// three leading mantissa bits, bin 0 the largest (1), each bin an eighth
+// of a power of two below the one before, the last every weight below
+// 2^-(nbins/8-1). Fine bins keep the one a walk ends in short.
+const nbins = 512
 
 // weighChunk is the tokens one goroutine weighs at a time: the partial
 // sums are added in chunk order, so the sum is the same on every machine.
@@ -202,9 +294,10 @@ type weightPart struct {
 	hist [nbins]float64
 }
 
-// weigh returns the sum of every token's weight exp((l-mx)/T) and their
-// sums by bin, and notes each token's bin in s.bins. A large vocabulary is
-// weighed in chunks on the host's cores, idle while a step samples.
+// weigh returns the sum of every token's weight exp((l-mx)/T) and the sums
+// by bin of the weights as the walk takes them (rounded to float32), and
+// notes each token's bin in s.bins. A large vocabulary is weighed in
+// chunks on the host's cores, idle while a step samples.
 func (s *Sampler) weigh(logits []float32, mx float32) (float64, *[nbins]float64) {
 	n := len(logits)
 	s.bins = slices.Grow(s.bins[:0], n)[:n]
@@ -213,17 +306,18 @@ func (s *Sampler) weigh(logits []float32, mx float32) (float64, *[nbins]float64)
 	s.parts = slices.Grow(s.parts[:0], chunks)[:chunks]
 	work := func(c int) {
 		lo, hi := c*weighChunk, min(n, (c+1)*weighChunk)
-		var p weightPart
+		var p weightPart // the goroutine's own: parts side by side share cache lines
 		for i, l := range logits[lo:hi] {
 			e := math.Exp(float64((l - mx) / s.p.Temperature))
 			p.sum += e
-			// The exponent field: 1023 for weights in [1, 2), one less
-			// for each halving; 0 for zero.
-			b := 1023 - int(math.Float64bits(e)>>52&0x7ff)
+			// The exponent and three mantissa bits: 8184 for 1, one less
+			// for each eighth of a halving; 0 for zero.
+			b := 8184 - int(math.Float64bits(e)>>49)
 			b = min(max(b, 0), nbins-1)
-			p.hist[b] += e
-			s.bins[lo+i] = uint8(b)
-			s.w[lo+i] = float32(e)
+			w := float32(e)
+			p.hist[b] += float64(w)
+			s.bins[lo+i] = uint16(b)
+			s.w[lo+i] = w
 		}
 		s.parts[c] = p
 	}
@@ -243,15 +337,16 @@ func (s *Sampler) weigh(logits []float32, mx float32) (float64, *[nbins]float64)
 			work(c)
 		}
 	}
-	var sum float64
-	var hist [nbins]float64
-	for _, p := range s.parts {
+	sum, hist := 0.0, &s.hist
+	*hist = [nbins]float64{}
+	for i := range s.parts {
+		p := &s.parts[i]
 		sum += p.sum
 		for b, m := range p.hist {
 			hist[b] += m
 		}
 	}
-	return sum, &hist
+	return sum, hist
 }
 
 // better ranks token a before b: a higher logit, or the same and a lower

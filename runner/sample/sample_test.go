@@ -165,8 +165,20 @@ func ranking(logits []float32) []int {
 
 // The sampler draws what the literal definition draws, token for token
 // from the same seed, over vocabularies large and small, flat and peaked,
-// with ties, at every truncation: it ranks only what its walk can reach.
+// with ties, at every truncation: it ranks only what its walk can reach,
+// by the bins the walk ends in or, where a bin's edge is too near the
+// draw, the whole prefix before them (every walk, with a margin of 1).
 func TestNextMatchesRanking(t *testing.T) {
+	for _, margin := range []float64{binMargin, 1} {
+		t.Run(fmt.Sprintf("margin=%g", margin), func(t *testing.T) {
+			defer func(m float64) { binMargin = m }(binMargin)
+			binMargin = margin
+			testNextMatchesRanking(t)
+		})
+	}
+}
+
+func testNextMatchesRanking(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type dist struct {
 		name   string
