@@ -52,7 +52,8 @@ func FindNonFinite(cfg *Config, src Source) (string, error) {
 // NonFinite finds the first NaN or infinite value of x.
 func NonFinite(x []float32) (int, float32, bool) {
 	for i, v := range x {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		// An all-ones exponent: NaN or an infinity.
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
 			return i, v, true
 		}
 	}

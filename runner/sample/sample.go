@@ -366,40 +366,47 @@ func (s *Sampler) rank(logits []float32, idx []int) {
 }
 
 // rankIndex sorts idx, in index order, into the ranking: a stable radix
-// sort of the logits' bits, two passes of 16, so ties keep index order. A
-// flat distribution's walk reaches most of a vocabulary of 150k tokens,
-// which a comparison sort takes tens of milliseconds to rank.
+// sort of the logits' bits, so ties keep index order. A flat
+// distribution's walk reaches most of a vocabulary of 150k tokens, which a
+// comparison sort takes tens of milliseconds to rank. Below 64k tokens
+// four passes of 8 bits are cheaper than two of 16, whose counts alone are
+// 65,536 words to clear a pass.
 func (s *Sampler) rankIndex(logits []float32, idx []int) {
 	n := len(idx)
 	if n < 1024 {
 		s.rank(logits, idx)
 		return
 	}
+	digit := 16
+	if n < 1<<16 {
+		digit = 8
+	}
 	s.keys = slices.Grow(s.keys[:0], n)[:n]
 	s.keys2 = slices.Grow(s.keys2[:0], n)[:n]
 	s.idx2 = slices.Grow(s.idx2[:0], n)[:n]
-	s.count = slices.Grow(s.count[:0], 1<<16)[:1<<16]
+	s.count = slices.Grow(s.count[:0], 1<<digit)[:1<<digit]
+	mask := uint32(1)<<digit - 1
 	for j, i := range idx {
 		s.keys[j] = descending(logits[i])
 	}
 	keys, keys2, from, to := s.keys, s.keys2, idx, s.idx2
-	for shift := 0; shift < 32; shift += 16 {
+	for shift := 0; shift < 32; shift += digit {
 		clear(s.count)
 		for _, k := range keys {
-			s.count[k>>shift&0xffff]++
+			s.count[k>>shift&mask]++
 		}
 		at := 0
 		for d, c := range s.count {
 			s.count[d], at = at, at+c
 		}
 		for j, k := range keys {
-			d := k >> shift & 0xffff
+			d := k >> shift & mask
 			keys2[s.count[d]], to[s.count[d]] = k, from[j]
 			s.count[d]++
 		}
 		keys, keys2, from, to = keys2, keys, to, from
 	}
-	// Two passes: the ranked indices are back in idx.
+	// An even number of passes: the ranked indices are back in idx.
 }
 
 // descending is a key that sorts logits, as unsigned integers, from the
