@@ -442,16 +442,24 @@ func (s *Sampler) topK(logits []float32, k int) []int {
 			j = w
 		}
 	}
-	for i := range logits {
-		switch {
-		case len(h) < k:
-			h = append(h, i)
-			for j := len(h) - 1; j > 0 && better(logits, h[(j-1)/2], h[j]); j = (j - 1) / 2 {
-				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+	i := 0
+	for ; i < len(logits) && len(h) < k; i++ {
+		h = append(h, i)
+		for j := len(h) - 1; j > 0 && better(logits, h[(j-1)/2], h[j]); j = (j - 1) / 2 {
+			h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+		}
+	}
+	if len(h) > 0 {
+		// A later token ranks after every one in the heap that it ties, so
+		// only a higher logit than the root's enters: one compare a token,
+		// against a register.
+		worst := logits[h[0]]
+		for ; i < len(logits); i++ {
+			if logits[i] > worst {
+				h[0] = i
+				down(0)
+				worst = logits[h[0]]
 			}
-		case better(logits, i, h[0]):
-			h[0] = i
-			down(0)
 		}
 	}
 	s.heap = h
@@ -460,11 +468,16 @@ func (s *Sampler) topK(logits []float32, k int) []int {
 	return idx
 }
 
+// argmax is the first index of the largest value (0 for none, or when the
+// first is NaN, which nothing exceeds).
 func argmax(x []float32) int {
-	best := 0
+	if len(x) == 0 {
+		return 0
+	}
+	best, bv := 0, x[0]
 	for i, v := range x {
-		if v > x[best] {
-			best = i
+		if v > bv {
+			best, bv = i, v
 		}
 	}
 	return best
