@@ -104,43 +104,25 @@ func (s *Sampler) Next(logits []float32) int32 {
 			sum += e
 			s.probs = append(s.probs, float32(e))
 		}
-		tok, _ := s.walk(s.idx, sum, u, true)
-		return tok
+		return s.walk(s.idx, sum, u)
 	}
 	mx := logits[argmax(logits)]
 	sum, hist := s.weigh(logits, mx)
 	if tok, ok := s.binWalk(logits, sum, u, hist); ok {
 		return tok
 	}
-	// A bin's edge lies within rounding of the draw: rank the whole prefix
-	// the walk can reach. The weight it must pass: TopP of it to find the
-	// prefix, else r, with a margin for the rounding of the walk's float32
-	// weights (2^-24 each).
-	need := u * sum
-	if s.p.TopP > 0 && s.p.TopP < 1 {
-		need = float64(s.p.TopP) * sum
-	}
-	last, acc := 0, 0.0
-	for last < nbins && acc <= need*(1+1e-6) {
-		acc += hist[last]
-		last++
-	}
-	s.idx = s.idx[:0]
-	for i, b := range s.bins[:n] {
-		if int(b) < last {
-			s.idx = append(s.idx, i)
-		}
-	}
-	if tok, ok := s.walkWeighed(logits, sum, u, len(s.idx) == n); ok {
-		return tok
-	}
-	// The prefix fell short by rounding: rank them all.
+	// A bin's edge lies within rounding of the draw, which is rare: rank
+	// every token, as the definition does.
 	s.idx = s.idx[:0]
 	for i := range n {
 		s.idx = append(s.idx, i)
 	}
-	tok, _ := s.walkWeighed(logits, sum, u, true)
-	return tok
+	s.rankIndex(logits, s.idx)
+	s.probs = s.probs[:0]
+	for _, i := range s.idx {
+		s.probs = append(s.probs, s.w[i])
+	}
+	return s.walk(s.idx, sum, u)
 }
 
 // binMargin is how near, relative to the weights' sum, binWalk lets a
@@ -228,37 +210,18 @@ func (s *Sampler) walkBin(idx []int, r float64) (int32, bool) {
 	return 0, false
 }
 
-// walkWeighed ranks s.idx (in index order) and walks it with the weights
-// weigh found.
-func (s *Sampler) walkWeighed(logits []float32, sum, u float64, whole bool) (int32, bool) {
-	s.rankIndex(logits, s.idx)
-	s.probs = s.probs[:0]
-	for _, i := range s.idx {
-		s.probs = append(s.probs, s.w[i])
-	}
-	return s.walk(s.idx, sum, u, whole)
-}
-
-// walk draws from the tokens ranked in idx, weighed in s.probs, a prefix
-// of the ranking of the kept tokens (all of them when whole), whose
+// walk draws from the kept tokens ranked in idx, weighed in s.probs, whose
 // weights sum to sum: the shortest prefix holding TopP of the weight, then
 // r = u times its weight, less each token's weight in turn until it goes
-// negative. ok is false when the prefix idx ends before the walk does.
-func (s *Sampler) walk(idx []int, sum, u float64, whole bool) (int32, bool) {
+// negative (the last token, should rounding leave r short).
+func (s *Sampler) walk(idx []int, sum, u float64) int32 {
 	if s.p.TopP > 0 && s.p.TopP < 1 {
-		keep, c := -1, 0.0
+		c := 0.0
 		for j, pr := range s.probs {
-			c += float64(pr) / sum
-			if c >= float64(s.p.TopP) {
-				keep = j + 1
+			if c += float64(pr) / sum; c >= float64(s.p.TopP) {
+				s.probs = s.probs[:j+1]
 				break
 			}
-		}
-		if keep < 0 && !whole {
-			return 0, false
-		}
-		if keep > 0 {
-			s.probs = s.probs[:keep]
 		}
 		sum = 0
 		for _, pr := range s.probs {
@@ -267,15 +230,11 @@ func (s *Sampler) walk(idx []int, sum, u float64, whole bool) (int32, bool) {
 	}
 	r := u * sum
 	for j, pr := range s.probs {
-		r -= float64(pr)
-		if r < 0 {
-			return int32(idx[j]), true
+		if r -= float64(pr); r < 0 {
+			return int32(idx[j])
 		}
 	}
-	if !whole && len(s.probs) == len(idx) {
-		return 0, false
-	}
-	return int32(idx[len(s.probs)-1]), true
+	return int32(idx[len(s.probs)-1])
 }
 
 // nbins is the bins of weights: a float64 weight's exponent and its
