@@ -99,8 +99,10 @@ type StepStats struct {
 	// Loads are the device load instructions the step's dispatches issued,
 	// summed over lanes, and SimdgroupLoads each simdgroup's count of its
 	// busiest lane's: Loads over SimdgroupLoads is the lanes of 32 a load
-	// kept busy (mtl.Cost.LanesPerLoad). 0 where not counted.
-	Loads, SimdgroupLoads int64
+	// kept busy (mtl.Cost.LanesPerLoad). CriticalLoads are the loads of
+	// each dispatch's busiest simdgroup, summed (mtl.Cost.CriticalLoads):
+	// the loads the step issues one after another. 0 where not counted.
+	Loads, SimdgroupLoads, CriticalLoads int64
 	// DeviceTime is the step's span on the device's clock, from the device
 	// starting its first work to finishing its last (CUDA: events around
 	// the step on its stream; Metal: the command buffers' GPU start and

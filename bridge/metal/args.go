@@ -78,7 +78,7 @@ type attnArgs struct {
 	Scale         float32 `msl:"scale"`
 	NumTiles      uint32  `msl:"num_tiles"`
 	Eps           float32 `msl:"eps"`
-	Pad0          uint32  `msl:"_pad0"`
+	MergeSlots    uint32  `msl:"merge_slots"`
 	Pad1          uint32  `msl:"_pad1"`
 }
 

@@ -146,7 +146,7 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 	}
 	cost := mtl.Sum(ds).Cost
 	p.stats.CountedBytes, p.stats.FootprintBytes = cost.Bytes(), cost.Footprint()
-	p.stats.Loads, p.stats.SimdgroupLoads = cost.Loads, cost.SimdgroupLoads
+	p.stats.Loads, p.stats.SimdgroupLoads, p.stats.CriticalLoads = cost.Loads, cost.SimdgroupLoads, cost.CriticalLoads
 	p.stats.Operands = operandBytes(ds)
 	p.stats.DeviceTime = dev.duration()
 	for i, q := range b.inFlight {

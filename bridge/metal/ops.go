@@ -447,11 +447,6 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		b.fail("attention: cache block size %d, step metadata says %d", BS, m.BlockSize)
 		return
 	}
-	// Threadgroup memory holds every simdgroup's (o, m, l) per head.
-	nsg := tu.AttnSimdgroups
-	for nsg > 1 && nsg*qh*(D+2)*4 > 32<<10 {
-		nsg /= 2
-	}
 	parts, psize := 1, max(m.MaxSeqLen, 1)
 	if tu.AttnPartitions > 0 {
 		parts = min(tu.AttnPartitions, max(m.MaxSeqLen, 1))
@@ -491,10 +486,18 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	}
 	p := b.pipeline(name, fcAttn, boolInt[partitioned], boolInt[!tu.AttnTwoPhase], boolInt[rope != nil], boolInt[rope != nil && rope.qn != nil],
 		boolInt[KD != D])
-	nsg = simdgroupsFor(p, nsg)
+	// Simdgroups walking a few keys each of the partition, their (o, m, l)
+	// meeting in rounds of the slots threadgroup memory holds.
+	nsg := simdgroupsFor(p, ops.MetalAttnSimdgroups(tu.AttnSimdgroups, psize))
+	mem, slots := ops.MetalAttnMemory(nsg, qh, D, 32<<10)
+	if slots == 0 {
+		b.fail("attention: %d query heads of size %d take %d bytes of threadgroup memory", qh, D, mem)
+		return
+	}
 	if !b.fits(p, [3]int{32 * nsg, 1, 1}) {
 		return
 	}
+	a.MergeSlots = uint32(slots)
 	b.args(argBytes(b, a))
 	b.in(1, qs)
 	b.in(2, ks)
@@ -524,7 +527,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 			b.in(16, rope.kn)
 		}
 	}
-	b.threadgroupMemory(4 * nsg * qh * (D + 2))
+	b.threadgroupMemory(mem)
 	b.dispatchGroups(p, [3]int{T, heads / qh, parts}, [3]int{32 * nsg, 1, 1})
 	if !partitioned {
 		return

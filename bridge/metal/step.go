@@ -415,7 +415,8 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 	s.store()
 	cost := mtl.Sum(s.cost)
 	st := bridge.StepStats{Dispatches: s.dispatches, CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint(),
-		Loads: cost.Loads, SimdgroupLoads: cost.SimdgroupLoads, DeviceTime: s.devSpan.duration(), Operands: operandBytes(s.cost)}
+		Loads: cost.Loads, SimdgroupLoads: cost.SimdgroupLoads, CriticalLoads: cost.CriticalLoads, DeviceTime: s.devSpan.duration(),
+		Operands: operandBytes(s.cost)}
 	if s.err == nil {
 		s.err = stepError(s.errBuf)
 	}

@@ -122,8 +122,9 @@ type Tuning struct {
 	// unit.
 	QMoETile Tile
 
-	// AttnSimdgroups is the simdgroups of an attention threadgroup (each
-	// runs its own online softmax over every n-th key).
+	// AttnSimdgroups is the most simdgroups of an attention threadgroup,
+	// each running its own online softmax over every n-th key; a partition
+	// of fewer keys takes fewer (ops.MetalAttnSimdgroups).
 	AttnSimdgroups int
 	// AttnHeadsPerGroup caps the query heads one threadgroup serves (1, 2,
 	// 4 or 8; the largest that divides the GQA group is used).
@@ -177,7 +178,7 @@ var DefaultTuning = Tuning{
 	MatMulTile:  Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
 	QMatMulTile: qmmTile, QMoETile: qmoeTile, QMatVecRows: qRows, QMatVecSimdgroups: qSimdgroups,
 	QMoEMatVecRows: qRows, QMoESimdgroups: qSimdgroups,
-	AttnSimdgroups: 4, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
+	AttnSimdgroups: 32, AttnHeadsPerGroup: 8, AttnPartitionSize: 512,
 	AttnPrefillMinQuery: 8, AttnPrefillHeads: 8, AttnPrefillKeys: 16, AttnPrefillQueries: 16,
 	MoEMatVecMaxRows: ops.MetalMoEMatVecMaxRows, MoEMatVecRows: 4, MoESimdgroups: 4,
 	MoEGroupThreads: 256,

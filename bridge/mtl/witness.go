@@ -27,10 +27,17 @@ type Cost struct {
 	// SimdgroupLoads counts load instructions by simdgroup: per simdgroup,
 	// the most loads any of its lanes issued.
 	SimdgroupLoads int64
-	Barriers       int64 // threadgroup barriers executed, summed over threadgroups
-	Threadgroups   int64 // threadgroups launched
-	Simdgroups     int64 // simdgroups launched (a partial one counts as one)
-	Threads        int64 // threads launched
+	// CriticalLoads is the loads of each dispatch's busiest simdgroup (its
+	// busiest lane's), summed over dispatches: the loads one simdgroup
+	// issues one after another, which more simdgroups cannot share out.
+	// Each costs an issue slot, and a memory latency where it waits on
+	// the one before, so a dispatch of few simdgroups, each walking a long
+	// run, takes that long however many cores stand idle.
+	CriticalLoads int64
+	Barriers      int64 // threadgroup barriers executed, summed over threadgroups
+	Threadgroups  int64 // threadgroups launched
+	Simdgroups    int64 // simdgroups launched (a partial one counts as one)
+	Threads       int64 // threads launched
 	// ThreadgroupMemoryLaunched is each threadgroup's memory (dynamic and
 	// static) times the threadgroups launched, in bytes.
 	ThreadgroupMemoryLaunched int64
@@ -93,7 +100,8 @@ func (c Cost) Add(o Cost) Cost {
 	return Cost{
 		BytesRead: c.BytesRead + o.BytesRead, BytesWritten: c.BytesWritten + o.BytesWritten,
 		Loads: c.Loads + o.Loads, Stores: c.Stores + o.Stores, SimdgroupLoads: c.SimdgroupLoads + o.SimdgroupLoads,
-		Barriers: c.Barriers + o.Barriers, Threadgroups: c.Threadgroups + o.Threadgroups,
+		CriticalLoads: c.CriticalLoads + o.CriticalLoads,
+		Barriers:      c.Barriers + o.Barriers, Threadgroups: c.Threadgroups + o.Threadgroups,
 		Simdgroups: c.Simdgroups + o.Simdgroups, Threads: c.Threads + o.Threads,
 		ThreadgroupMemoryLaunched: c.ThreadgroupMemoryLaunched + o.ThreadgroupMemoryLaunched,
 		FootprintRead:             c.FootprintRead + o.FootprintRead, FootprintWritten: c.FootprintWritten + o.FootprintWritten,

@@ -80,13 +80,14 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				if witness {
 					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 						"footprint eff: the same over the distinct bytes of each dispatch; lanes/load: the lanes of 32 the step's loads kept busy; "+
+						"critical loads: the loads each dispatch's busiest simdgroup issued one after another, summed over the step; "+
 						"ceiling: the decode tok/s the footprint allows at the bandwidth of "+witnessGPUs(sum.Cases, byCase, results.CaseModel, "witness_tok_s")+" (witness_gpu, docs/metal-kernels.md)")
 				}
 			}
 			if t == kernel && kernelWitness {
 				t.Notes = append(t.Notes, "traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 					"footprint eff: the same over the distinct bytes of each dispatch; B/load: a lane's average device load (16: four floats at once); "+
-					"lanes/load: the lanes of 32 a simdgroup load keeps busy; "+
+					"lanes/load: the lanes of 32 a simdgroup load keeps busy; critical loads: the loads the busiest simdgroup issued one after another; "+
 					"simdgroups/core: simdgroups launched per GPU core (under 2 leaves cores idle); floor µs: the footprint at the GPU's bandwidth; "+
 					"GPU: "+witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")+" (witness_gpu, docs/metal-kernels.md)")
 			}

@@ -36,7 +36,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		var s []results.Sample
 		for _, m := range []string{"decode_tok_s", "step_ms", "dispatches_per_step", "encode_ms", "encode_frac", "device_ms", "device_frac", "witness_bytes_per_step",
 			"witness_traffic_efficiency", "witness_footprint_bytes_per_step", "witness_footprint_efficiency", "witness_tok_s",
-			"witness_lanes_per_load"} {
+			"witness_lanes_per_load", "witness_critical_loads"} {
 			if v, ok := metrics[m]; ok {
 				for rep := range 3 {
 					s = append(s, results.Sample{Rep: rep, Metric: m, Value: v})
@@ -56,7 +56,7 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		"encode_ms": 301.2, "encode_frac": 0.966, "device_ms": 9.8, "device_frac": 0.031,
 		"witness_bytes_per_step": 41.7e6, "witness_traffic_efficiency": 0.853,
 		"witness_footprint_bytes_per_step": 36.1e6, "witness_footprint_efficiency": 0.986, "witness_tok_s": 22686.9,
-		"witness_lanes_per_load": 27.3},
+		"witness_lanes_per_load": 27.3, "witness_critical_loads": 1483},
 		// A profiled step: two layers' q/k/v GEMV and MoE in two
 		// repetitions, and the LM head once outside the layers.
 		[]results.OpTiming{

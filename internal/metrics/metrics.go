@@ -76,10 +76,10 @@ var Recorded = []string{
 	"ttft_p99_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms",
 	// the Metal cost witness
 	"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
-	"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load",
+	"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load", "witness_critical_loads",
 	// kernel cases, and the cost witness of a kernel call
 	"us_per_call", "gb_s", "gflop_s",
-	"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "simdgroups_per_core",
+	"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "critical_loads", "simdgroups_per_core",
 	"barriers_per_threadgroup", "footprint_efficiency", "bytes_footprint", "witness_us",
 	// imports: llama-bench, mlx_lm.benchmark, vllm bench serve
 	"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s",
@@ -126,6 +126,7 @@ var nonNegativeNames = []struct{ suffix, what string }{
 	{"_frac", "a fraction"}, {"_efficiency", "a fraction"},
 	{"_bytes", "a size"}, {"bytes_per_step", "a size"}, {"bytes_per_load", "a size"},
 	{"dispatches_per_step", "a count"}, {"simdgroups_per_core", "a count"}, {"lanes_per_load", "a count"},
+	{"critical_loads", "a count"},
 	{"preemptions", "a count"},
 }
 

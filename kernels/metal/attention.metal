@@ -129,7 +129,8 @@ inline void kv_lane(device const KV* p, ushort lane, uint hd, thread float* r) {
 }
 
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
-// nsg * QH * (hd + 2) floats of threadgroup(0). D is the head size the
+// the threadgroup(0) floats ops.MetalAttnMemory gives: a.merge_slots slots
+// of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4). D is the head size the
 // lanes hold (D/32 elements each); with attn_padded the head is
 // a.head_dim < D elements and the lanes past it idle.
 template <int D, int QH, typename KV>
@@ -153,10 +154,11 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
   constexpr int EPL = D / 32; // elements of a head per lane
   const uint hd = attn_padded ? a.head_dim : uint(D);
   const uint t = tg.x, h0 = tg.y * QH, part = tg.z;
-  const int s = token_seq[t];
-  const int q0 = query_start[s];
-  const int qlen = query_start[s + 1] - q0;
-  const int new0 = seq_lens[s] - qlen; // position of the step's first key
+  // The token's sequence metadata, read by one lane a simdgroup.
+  const int s = simd_broadcast_first(lane == 0 ? token_seq[t] : 0);
+  const int q0 = simd_broadcast_first(lane == 0 ? query_start[s] : 0);
+  const int qlen = simd_broadcast_first(lane == 0 ? query_start[s + 1] : 0) - q0;
+  const int new0 = simd_broadcast_first(lane == 0 ? seq_lens[s] : 0) - qlen; // position of the step's first key
   const int pos = new0 + int(t) - q0;
   const uint group = a.heads / a.kv_heads;
   const uint kvh = h0 / group;
@@ -167,10 +169,16 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     kend = min(kend, kbeg + int(a.partition_size));
   }
 
+  // Each simdgroup walks its own run of the partition's keys, so a block's
+  // table entry is looked up once a simdgroup, by one lane.
+  const int run = (kend - kbeg + nsg - 1) / nsg;
+  const int jbeg = kbeg + int(sg) * run, jend = min(kend, jbeg + run);
+
   // With attn_rope, the token's own key rotated here (k holds it as the
-  // projection wrote it).
+  // projection wrote it), in the simdgroups that use it: the first, which
+  // writes the cache, and the one whose run holds the token.
   float krot[EPL];
-  if (attn_rope) {
+  if (attn_rope && (sg == 0 || (pos >= jbeg && pos < jend))) {
     rope_lane<EPL>(k + ulong(t) * kvw + kvh * hd, kn, inv_freq, float(pos), a.eps, lane, hd, krot);
   }
 
@@ -235,9 +243,8 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     l[h] = 0.0f;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup); // smem is rewritten below
-  // One block-table lookup per block a simdgroup visits, by one lane.
   int cached_bi = -1, cached_blk = -1;
-  for (int j = kbeg + sg; j < kend; j += nsg) {
+  for (int j = jbeg; j < jend; j++) {
     float kr[EPL], vr[EPL];
     if (attn_new_kv && j >= new0) {
       // The step's own keys, from k/v, rounded as the cache stores them.
@@ -286,46 +293,77 @@ kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const flo
     }
   }
 
-  // The simdgroups' (o, m, l) meet in threadgroup memory.
+  // The simdgroups' (o, m, l) meet in threadgroup memory, a.merge_slots of
+  // them a round (ops.MetalAttnMemory). With more simdgroups than slots the
+  // rounds fold into a running (O, M, L) past the slots, M and L in halves by
+  // the round's parity: a round reads the last one's while writing its own.
+  // One round sums exactly as a single merge of every simdgroup does.
   const uint stride = hd + 2;
-  threadgroup float* mine = smem + uint(sg) * QH * stride;
-  for (int h = 0; h < QH; h++) {
-    for (int e = 0; e < EPL; e++) {
-      if (lane * EPL + e < hd) {
-        mine[h * stride + lane * EPL + e] = o[h][e];
+  const ushort slots = ushort(clamp(a.merge_slots, 1u, uint(nsg)));
+  const ushort rounds = (nsg + slots - 1) / slots;
+  threadgroup float* acc = smem + uint(slots) * QH * stride; // O: QH * hd, then M[2][QH], L[2][QH]
+  threadgroup float* acc_m = acc + QH * hd;
+  threadgroup float* acc_l = acc_m + 2 * QH;
+  for (ushort r = 0; r < rounds; r++) {
+    const ushort g0 = r * slots, g1 = min(ushort(g0 + slots), nsg);
+    if (sg >= g0 && sg < g1) {
+      threadgroup float* mine = smem + uint(sg - g0) * QH * stride;
+      for (int h = 0; h < QH; h++) {
+        for (int e = 0; e < EPL; e++) {
+          if (lane * EPL + e < hd) {
+            mine[h * stride + lane * EPL + e] = o[h][e];
+          }
+        }
+        if (lane == 0) {
+          mine[h * stride + hd] = m[h];
+          mine[h * stride + hd + 1] = l[h];
+        }
       }
     }
-    if (lane == 0) {
-      mine[h * stride + hd] = m[h];
-      mine[h * stride + hd + 1] = l[h];
-    }
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (uint idx = tid; idx < QH * hd; idx += ntg) {
-    const uint h = idx / hd, d = idx % hd;
-    float M = NEG_MAX;
-    for (ushort g = 0; g < nsg; g++) {
-      M = max(M, smem[(g * QH + h) * stride + hd]);
-    }
-    float Ls = 0.0f, O = 0.0f;
-    for (ushort g = 0; g < nsg; g++) {
-      threadgroup const float* r = smem + (g * QH + h) * stride;
-      if (r[hd] == NEG_MAX) {
-        continue; // a simdgroup that saw no key
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const bool last = r + 1 == rounds;
+    const uint was = uint(r & 1) * QH, next = uint((r + 1) & 1) * QH;
+    for (uint idx = tid; idx < QH * hd; idx += ntg) {
+      const uint h = idx / hd, d = idx % hd;
+      const float M0 = r == 0 ? NEG_MAX : acc_m[was + h];
+      float M = M0;
+      for (ushort g = 0; g < g1 - g0; g++) {
+        M = max(M, smem[(g * QH + h) * stride + hd]);
       }
-      const float f = exp(r[hd] - M);
-      Ls += f * r[hd + 1];
-      O += f * r[d];
-    }
-    if (!attn_partitioned) {
-      out[(ulong(t) * a.heads + h0 + h) * hd + d] = O / Ls;
-    } else {
-      const ulong pi = (ulong(t) * a.heads + h0 + h) * a.num_partitions + part;
-      out[pi * hd + d] = O;
-      if (d == 0) {
-        part_ml[2 * pi] = M;
-        part_ml[2 * pi + 1] = Ls;
+      float Ls = 0.0f, O = 0.0f;
+      if (r > 0) {
+        const float f = exp(M0 - M);
+        Ls = f * acc_l[was + h];
+        O = f * acc[idx];
       }
+      for (ushort g = 0; g < g1 - g0; g++) {
+        threadgroup const float* rg = smem + (g * QH + h) * stride;
+        if (rg[hd] == NEG_MAX) {
+          continue; // a simdgroup that saw no key
+        }
+        const float f = exp(rg[hd] - M);
+        Ls += f * rg[hd + 1];
+        O += f * rg[d];
+      }
+      if (!last) {
+        acc[idx] = O;
+        if (d == 0) {
+          acc_m[next + h] = M;
+          acc_l[next + h] = Ls;
+        }
+      } else if (!attn_partitioned) {
+        out[(ulong(t) * a.heads + h0 + h) * hd + d] = O / Ls;
+      } else {
+        const ulong pi = (ulong(t) * a.heads + h0 + h) * a.num_partitions + part;
+        out[pi * hd + d] = O;
+        if (d == 0) {
+          part_ml[2 * pi] = M;
+          part_ml[2 * pi + 1] = Ls;
+        }
+      }
+    }
+    if (!last) {
+      threadgroup_barrier(mem_flags::mem_threadgroup); // the slots are rewritten
     }
   }
 }

@@ -296,7 +296,7 @@ struct AttnArgs {
   float scale;
   uint num_tiles;      // prefill: query tiles (8 * attn_qblocks tokens)
   float eps;           // QK-norm epsilon (attn_rope with has_qk_norm)
-  uint _pad0;
+  uint merge_slots;    // decode: simdgroups whose (o, m, l) meet in one round
   uint _pad1;
 };
 

@@ -38,3 +38,35 @@ func TestSplitRule(t *testing.T) {
 		}
 	}
 }
+
+// TestMetalAttnLaunch: Metal decode attention's simdgroups follow the
+// partition's keys (at least MetalAttnKeysPerSimdgroup each, at most the
+// tuning's), and its partial results meet in as many slots as 32 KiB holds
+// beside the running result.
+func TestMetalAttnLaunch(t *testing.T) {
+	for _, c := range []struct{ most, keys, want int }{
+		{32, 1, 1}, {32, 4, 1}, {32, 5, 2}, {32, 9, 4}, {32, 128, 32}, {32, 129, 32}, {32, 512, 32},
+		{4, 512, 4}, {8, 20, 8}, {1, 1000, 1},
+	} {
+		if got := MetalAttnSimdgroups(c.most, c.keys); got != c.want {
+			t.Errorf("MetalAttnSimdgroups(%d, %d) = %d, want %d", c.most, c.keys, got, c.want)
+		}
+	}
+	for _, c := range []struct{ nsg, heads, head, bytes, slots int }{
+		{4, 8, 128, 4 * 4 * 8 * 130, 4},      // all at once, as before
+		{7, 8, 128, 7 * 4 * 8 * 130, 7},      // 29,120 bytes
+		{32, 8, 128, 6*4*8*130 + 4*8*132, 6}, // six slots and the running result
+		{32, 8, 64, 14*4*8*66 + 4*8*68, 14},  // heads of 64
+		{32, 8, 256, 2*4*8*258 + 4*8*260, 2}, // heads of 256: two slots
+		{32, 1, 64, 32 * 4 * 66, 32},         // one head: all at once
+		{2, 32, 256, 4*32*258 + 4*32*260, 0}, // not even one slot fits
+	} {
+		bytes, slots := MetalAttnMemory(c.nsg, c.heads, c.head, 32<<10)
+		if bytes != c.bytes || slots != c.slots {
+			t.Errorf("MetalAttnMemory(%d, %d, %d) = %d bytes, %d slots; want %d, %d", c.nsg, c.heads, c.head, bytes, slots, c.bytes, c.slots)
+		}
+		if slots > 0 && bytes > 32<<10 {
+			t.Errorf("MetalAttnMemory(%d, %d, %d) = %d bytes, past 32 KiB", c.nsg, c.heads, c.head, bytes)
+		}
+	}
+}

@@ -788,7 +788,7 @@ var metalAttention = &Space{
 	Dims:  decodeAttentionDims,
 	DType: "bf16",
 	Params: []Knob{
-		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup, each an online softmax over every n-th key", Values: Pow2(1, 32)},
+		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup (at most: each walks at least 4 keys), each an online softmax over every n-th key", Values: Pow2(1, 32)},
 		{Name: KnobHeads, Doc: "query heads per threadgroup (at most; the largest dividing the GQA group)", Values: Enum("1", "2", "4", "8")},
 		{Name: KnobPart, Doc: "context positions per split-K partition, or single", Values: func(s Shape, l Limits) []string {
 			return append([]string{"single"}, Pow2(32, 4096)(s, l)...)
@@ -797,8 +797,11 @@ var metalAttention = &Space{
 	Constraints: []Constraint{
 		metalSIMD,
 		metalThreads(func(c Config, _ Shape) int { return 32 * c.Int(KnobSimdgroups) }),
-		// Every simdgroup keeps (o, m, l) per head: 4*nsg*qh*(D+2) bytes.
-		metalMemory(0, func(c Config, s Shape) int { return 4 * c.Int(KnobSimdgroups) * c.Int(KnobHeads) * (s[HeadSize] + 2) }),
+		// The simdgroups' (o, m, l) meet in rounds of the slots that fit.
+		metalMemory(0, func(c Config, s Shape) int {
+			n, _ := MetalAttnMemory(c.Int(KnobSimdgroups), c.Int(KnobHeads), s[HeadSize], 32<<10)
+			return n
+		}),
 		{Name: "partitions", Check: func(c Config, s Shape, _ Limits) error {
 			// The reduce walks a (token, head)'s partitions one by one.
 			if p := c.Int(KnobPart); p > 0 {
@@ -814,12 +817,19 @@ var metalAttention = &Space{
 			c[KnobHeads] = strconv.Itoa(metalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
 		}
 		// A partition holding the whole context is one pass.
-		if p := c.Int(KnobPart); p > 0 && s[Context]+1 <= p {
+		keys := s[Context] + 1
+		if p := c.Int(KnobPart); p > 0 && keys <= p {
 			c[KnobPart] = "single"
+		} else if p > 0 {
+			keys = p
+		}
+		// Simdgroups past a few keys each are not launched.
+		if n := c.Int(KnobSimdgroups); n > 0 {
+			c[KnobSimdgroups] = strconv.Itoa(MetalAttnSimdgroups(n, keys))
 		}
 		return c
 	},
-	Default: func(Shape, Limits) Config { return Config{KnobSimdgroups: "4", KnobHeads: "8", KnobPart: "512"} },
+	Default: func(Shape, Limits) Config { return Config{KnobSimdgroups: "32", KnobHeads: "8", KnobPart: "512"} },
 	Format: func(c Config) string {
 		p := "p" + c[KnobPart]
 		if c[KnobPart] == "single" {
@@ -1005,6 +1015,42 @@ var metalMoE = &Space{
 	},
 	Default: func(s Shape, _ Limits) Config { return metalMoEDefault(s) },
 	Format:  func(c Config) string { return cpuMoE.Format(c) + "/" + metalPathFormat(c, "rows") },
+}
+
+// MetalAttnKeysPerSimdgroup is the fewest keys of a partition each
+// simdgroup of Metal's decode attention walks: more simdgroups than that
+// would only idle. A threadgroup of 32 simdgroups (MLX's sdpa_vector) then
+// gives each 4 keys of a context of 128 (docs/metal-kernels.md, "Decode
+// attention at short contexts").
+const MetalAttnKeysPerSimdgroup = 4
+
+// MetalAttnSimdgroups is the simdgroups of a decode attention threadgroup
+// whose partition holds keys keys: at most most, and no more than give
+// each simdgroup MetalAttnKeysPerSimdgroup keys (a power of two).
+func MetalAttnSimdgroups(most, keys int) int {
+	n := 1
+	for n < most && n*MetalAttnKeysPerSimdgroup < keys {
+		n *= 2
+	}
+	return n
+}
+
+// MetalAttnMemory is the threadgroup memory of Metal's decode attention as
+// bridge/metal sizes it for nsg simdgroups serving heads query heads of
+// headSize: a slot of heads·(headSize+2) floats for each simdgroup whose
+// (o, m, l) meet in one round, as many as fit in most bytes, and, with
+// fewer slots than simdgroups, the running result's heads·(headSize+4)
+// floats. slots is 0 where one slot and the running result do not fit.
+func MetalAttnMemory(nsg, heads, headSize, most int) (bytes, slots int) {
+	slot := 4 * heads * (headSize + 2)
+	if nsg*slot <= most {
+		return nsg * slot, nsg
+	}
+	run := 4 * heads * (headSize + 4)
+	if slots = (most - run) / slot; slots < 1 {
+		return slot + run, 0
+	}
+	return slots*slot + run, slots
 }
 
 // MetalPrefillStage is one stage of Metal's tiled prefill attention: keys

@@ -153,6 +153,7 @@ var WitnessColumns = []Column{
 	{"witness_traffic_efficiency", "traffic eff %", 100, 0},
 	{"witness_footprint_efficiency", "footprint eff %", 100, 0},
 	{"witness_lanes_per_load", "lanes/load", 1, 1},
+	{"witness_critical_loads", "critical loads", 1, 0},
 	{"witness_tok_s", "ceiling tok/s", 1, 1},
 }
 
@@ -163,6 +164,7 @@ var KernelWitnessColumns = []Column{
 	{"footprint_efficiency", "footprint eff %", 100, 0},
 	{"bytes_per_load", "B/load", 1, 1},
 	{"lanes_per_load", "lanes/load", 1, 1},
+	{"critical_loads", "critical loads", 1, 0},
 	{"simdgroups_per_core", "simdgroups/core", 1, 1},
 	{"witness_us", "floor µs", 1, 2},
 }

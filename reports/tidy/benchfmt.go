@@ -19,7 +19,8 @@ import (
 // not as a sample with noise.
 var exact = map[string]bool{"bytes_per_step": true, "preemptions": true, "dispatches_per_step": true,
 	"witness_bytes_per_step": true, "witness_traffic_efficiency": true, "witness_tok_s": true,
-	"witness_footprint_bytes_per_step": true, "witness_footprint_efficiency": true, "witness_lanes_per_load": true}
+	"witness_footprint_bytes_per_step": true, "witness_footprint_efficiency": true, "witness_lanes_per_load": true,
+	"witness_critical_loads": true}
 
 // BenchUnit is a metric's unit in the Go benchmark format: one token per
 // metric, so decode and prefill tok/s stay apart.

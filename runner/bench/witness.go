@@ -31,6 +31,7 @@ type witnessSum struct {
 	tokens                    int
 	counted, footprint, ideal int64
 	loads, simdgroupLoads     int64
+	criticalLoads             int64
 	// ops sums the steps' kernel arguments, in the order first seen.
 	ops   []bridge.OperandBytes
 	opIdx map[[2]string]int
@@ -46,6 +47,7 @@ func (w *witnessSum) add(res *engine.StepResult, ideal int64) {
 	w.footprint += res.Stats.FootprintBytes
 	w.loads += res.Stats.Loads
 	w.simdgroupLoads += res.Stats.SimdgroupLoads
+	w.criticalLoads += res.Stats.CriticalLoads
 	w.ideal += ideal
 	for _, o := range res.Stats.Operands {
 		k := [2]string{o.Kernel, o.Operand}
@@ -82,7 +84,8 @@ func (w *witnessSum) operands() []results.OperandTraffic {
 }
 
 // samples are the witness's metrics: counted bytes a step and the ideal
-// bytes over them; the lanes of 32 the step's loads kept busy; the
+// bytes over them; the lanes of 32 the step's loads kept busy and the
+// loads its dispatches' busiest simdgroups issued one after another; the
 // footprint a step and the ideal over it; and the decode tok/s the
 // footprint allows on gpu. The footprint is the
 // fewest bytes the step's dispatches can move, so the rate is a ceiling
@@ -98,6 +101,9 @@ func (w *witnessSum) samples(gpu applegpu.GPU) []results.Sample {
 	}
 	if w.simdgroupLoads > 0 {
 		out = append(out, results.Sample{Metric: "witness_lanes_per_load", Value: float64(w.loads) / float64(w.simdgroupLoads), Unit: "count"})
+	}
+	if w.criticalLoads > 0 {
+		out = append(out, results.Sample{Metric: "witness_critical_loads", Value: float64(w.criticalLoads) / float64(w.steps), Unit: "count"})
 	}
 	if w.footprint <= 0 {
 		return out

@@ -110,6 +110,7 @@ func (w *Witness) Samples() []Sample {
 		{"bytes_counted", float64(w.Bytes()), "B"},
 		{"bytes_per_load", w.BytesPerLoad(), "B"},
 		{"lanes_per_load", w.LanesPerLoad(), "count"},
+		{"critical_loads", float64(w.CriticalLoads), "count"},
 		{"simdgroups_per_core", w.SimdgroupsPerCore, "count"},
 		{"barriers_per_threadgroup", w.BarriersPerThreadgroup(), "count"},
 	}

@@ -32,18 +32,20 @@ func TestMetalSpaces(t *testing.T) {
 		n       int
 		reasons map[string]int
 	}{
-		// A GQA group of 4: the head caps 4 and 8 are one config. Per
-		// simdgroup and head, 130 floats of threadgroup memory: 16 or 32
-		// simdgroups of 4 heads, 32 of 2, exceed 32 KiB (7 partition sizes
-		// each: single and 32..1024 positions).
+		// A GQA group of 4: the head caps 4 and 8 are one config (7
+		// partition sizes each: single and 32..1024 positions). Simdgroups
+		// past 4 keys each are one config: 16 and 32 of a 32-position
+		// partition are 8, 32 of a 64-position one 16. Every count fits
+		// threadgroup memory, the partial results meeting in rounds.
 		{kernel: "paged_attention_decode", shape: Shape{"context": 1024, "num_heads": 32, "num_kv_heads": 8}, lim: lim,
-			n: 6*3*7 - 3*7, reasons: map[string]int{"threadgroup memory": 3 * 7}},
+			n: 6*3*7 - 3*3, reasons: map[string]int{"threadgroup memory": 0}},
 		// No GQA (one head a threadgroup), a context of 100 (single, 32,
-		// 64), and a pipeline that runs at most 256 threads: 16 and 32
-		// simdgroups go.
+		// 64), and a pipeline that runs at most 256 threads: 16 simdgroups
+		// go (single and 64; 32 of 64 positions are 16, 16 and 32 of 32
+		// are 8), and the default, 32 of a single pass, stays first.
 		{kernel: "paged_attention_decode", shape: Shape{"context": 100, "num_heads": 8, "num_kv_heads": 8},
-			lim: Limits{MaxThreads: 256, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}, n: 4 * 3,
-			reasons: map[string]int{"threads per threadgroup": 2 * 3}},
+			lim: Limits{MaxThreads: 256, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}, n: 1 + 4*3,
+			reasons: map[string]int{"threads per threadgroup": 2}},
 		// Simdgroups of 64 threads: nothing the kernels assume.
 		{kernel: "rms_norm", shape: Shape{"width": 2048}, lim: Limits{MaxThreads: 1024, SIMDWidth: 64}, n: 1,
 			reasons: map[string]int{"simd width": 5}},

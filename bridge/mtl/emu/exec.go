@@ -207,7 +207,7 @@ func (c *command) stats() mtl.DispatchStats {
 	groups := d.groups[0] * d.groups[1] * d.groups[2]
 	s.Cost = mtl.Cost{
 		BytesRead: d.cost.bytesRead, BytesWritten: d.cost.bytesWritten,
-		Loads: d.cost.loads, Stores: d.cost.stores, SimdgroupLoads: d.cost.simdgroupLoads,
+		Loads: d.cost.loads, Stores: d.cost.stores, SimdgroupLoads: d.cost.simdgroupLoads, CriticalLoads: d.cost.simdgroupLoadsMax,
 		Barriers: d.cost.barriers, Threadgroups: groups,
 		Simdgroups: d.cost.simdgroups, Threads: d.cost.threads,
 		ThreadgroupMemoryLaunched: int64(s.ThreadgroupMemory) * groups,

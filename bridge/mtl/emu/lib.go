@@ -8,7 +8,7 @@ import (
 )
 
 // abi is the layout version of cDesc, checked against the runtime's.
-const abi = 7
+const abi = 8
 
 type cBinding struct {
 	ptr uintptr
@@ -62,6 +62,7 @@ type cCost struct {
 	simdgroupLoads          int64
 	barriers                int64
 	simdgroups, threads     int64
+	simdgroupLoadsMax       int64 // the busiest simdgroup's loads: a most over threadgroups
 }
 
 func (d *cDesc) errString() string {

@@ -56,6 +56,14 @@ func TestCostWitness(t *testing.T) {
 		perm[i] = uint32(n - 1 - i)
 	}
 	two, tpg := [3]int{2, 1, 1}, [3]int{64, 1, 1}
+	// The loads of each dispatch's busiest lane: one, but where a lane
+	// loads more (copy_quarter_lanes' four, read_twice's two, scatter_add's
+	// three).
+	critical := map[string]int64{"copy_quarter_lanes": 4, "read_twice": 2, "scatter_add": 3}
+	for k, v := range map[string]int64{"copy_f32": 1, "copy_f16": 1, "copy_f32x4": 1, "copy_f16x4": 1, "copy_f16x8": 1,
+		"copy_packed": 1, "count_atomic": 1, "tg_reduce": 1, "tile_copy": 1} {
+		critical[k] = v
+	}
 	for _, c := range []struct {
 		kernel       string
 		inBytes      int // bytes of buffer(0)
@@ -117,7 +125,7 @@ func TestCostWitness(t *testing.T) {
 				ThreadgroupMemory: c.tgMem,
 				Cost: mtl.Cost{
 					BytesRead: c.read, BytesWritten: c.wrote, Loads: c.loads, Stores: c.stores,
-					SimdgroupLoads: s.SimdgroupLoads, Barriers: c.barriers, Threadgroups: 2,
+					SimdgroupLoads: s.SimdgroupLoads, CriticalLoads: critical[c.kernel], Barriers: c.barriers, Threadgroups: 2,
 					Simdgroups: (threads + 31) / 32, Threads: threads,
 					ThreadgroupMemoryLaunched: 2 * int64(c.tgMem),
 					FootprintRead:             c.fpRead, FootprintWritten: c.fpWritten,
@@ -158,6 +166,49 @@ func TestCostWitness(t *testing.T) {
 				t.Errorf("ThreadgroupMemoryPerThreadgroup = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// copyDispatches runs witness.metal's kernels, each over n elements in
+// threadgroups of 64 (buffer(0) in, buffer(1) out), in one command buffer,
+// and returns its cost witness.
+func copyDispatches(t *testing.T, dev *emu.Device, n int, kernels ...string) []mtl.DispatchStats {
+	t.Helper()
+	lib := testLibrary(t, dev, "witness.metal")
+	in, out := newBuf(t, dev, 4*n), newBuf(t, dev, 4*n)
+	q, _ := dev.NewCommandQueue()
+	cb, _ := q.CommandBuffer()
+	enc, _ := cb.ComputeEncoder()
+	for _, k := range kernels {
+		enc.SetPipeline(pipe(t, lib, k, nil))
+		enc.SetBuffer(in, 0, 0)
+		enc.SetBuffer(out, 0, 1)
+		enc.DispatchThreads([3]int{n, 1, 1}, [3]int{64, 1, 1})
+	}
+	enc.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return cb.(mtl.CostWitness).DispatchStats()
+}
+
+// TestCriticalLoads: the busiest simdgroup's loads, the most over every
+// threadgroup, and their sum over a command buffer's dispatches.
+func TestCriticalLoads(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const n = 128
+	stats := copyDispatches(t, dev, n, "one_walks", "copy_f32")
+	if len(stats) != 2 {
+		t.Fatalf("%d dispatch stats, want 2", len(stats))
+	}
+	walk := stats[0]
+	if walk.Loads != n-1+n || walk.SimdgroupLoads != 3+n || walk.CriticalLoads != n {
+		t.Errorf("one_walks: %d loads, %d by simdgroup, %d critical; want %d, %d, %d", walk.Loads, walk.SimdgroupLoads,
+			walk.CriticalLoads, n-1+n, 3+n, n)
+	}
+	if got := mtl.Sum(stats).CriticalLoads; got != n+1 {
+		t.Errorf("the two dispatches' critical loads add up to %d, want %d", got, n+1)
 	}
 }
 
@@ -215,24 +266,8 @@ func TestFootprintOverlap(t *testing.T) {
 func TestCostWitnessSums(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		dev := newDevice(t, emu.Options{NoCostWitness: off})
-		lib := testLibrary(t, dev, "witness.metal")
 		const n = 128
-		in, out := newBuf(t, dev, 4*n), newBuf(t, dev, 4*n)
-		q, _ := dev.NewCommandQueue()
-		cb, _ := q.CommandBuffer()
-		enc, _ := cb.ComputeEncoder()
-		for _, k := range []string{"copy_f32", "read_twice", "copy_f32"} {
-			enc.SetPipeline(pipe(t, lib, k, nil))
-			enc.SetBuffer(in, 0, 0)
-			enc.SetBuffer(out, 0, 1)
-			enc.DispatchThreads([3]int{n, 1, 1}, [3]int{64, 1, 1})
-		}
-		enc.End()
-		cb.Commit()
-		if err := cb.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		stats := cb.(mtl.CostWitness).DispatchStats()
+		stats := copyDispatches(t, dev, n, "copy_f32", "read_twice", "copy_f32")
 		if off {
 			if stats != nil {
 				t.Errorf("NoCostWitness: got %d dispatch stats, want none", len(stats))

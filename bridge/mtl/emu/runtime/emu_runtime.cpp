@@ -50,7 +50,7 @@ extern "C" __attribute__((visibility("hidden"), used)) __bf16 __truncsfbf2(float
 namespace metal {
 namespace __emu {
 
-enum { ABI = 7, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
+enum { ABI = 8, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
 enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
 
 // FPRange is a range of device memory the dispatch binds and its footprint
@@ -82,8 +82,10 @@ struct Desc {
   // The cost witness, summed over the dispatch's threadgroups: device bytes
   // read and written, device loads and stores by lane, loads by simdgroup
   // (the most any lane of it issued), threadgroup barriers released,
-  // simdgroups and threads launched.
+  // simdgroups and threads launched; then the loads of the dispatch's
+  // busiest simdgroup (the most any one simdgroup's busiest lane issued).
   int64_t c_rd, c_wr, c_ld, c_st, c_sgld, c_bar, c_sg, c_threads;
+  int64_t c_sgld_max;
   // The footprint's bitmaps (flags & 4): nfp disjoint ranges of the bound
   // memory, each with a bit per byte read and per byte written.
   FPRange *fp;
@@ -118,7 +120,7 @@ struct Worker {
   Desc *d;
   const KernelEntry *k;
   Group g;
-  int64_t c[8]; // this worker's share of Desc's cost witness, same order
+  int64_t c[9]; // this worker's share of Desc's cost witness, same order (c[8]: a most, not a sum)
   int64_t fpc[NBUF][2]; // its share of each FPRange's counted bytes
   int64_t fphint;       // the FPRange of its last access
   alignas(64) char scratch[4096];
@@ -630,6 +632,8 @@ static void sum_cost(Worker *w) {
       maxld = f->c_ld;
     if ((i & 31) == 31 || i == n - 1) {
       w->c[4] += int64_t(maxld);
+      if (int64_t(maxld) > w->c[8])
+        w->c[8] = int64_t(maxld);
       maxld = 0;
     }
   }
@@ -808,7 +812,7 @@ EXPORT int64_t msl_emu_begin(Desc *d) {
   for (int i = 0; i < nfcsets; i++)
     fcsets[i](d->fcs, d->nfc);
   d->next = 0;
-  d->c_rd = d->c_wr = d->c_ld = d->c_st = d->c_sgld = d->c_bar = d->c_sg = d->c_threads = 0;
+  d->c_rd = d->c_wr = d->c_ld = d->c_st = d->c_sgld = d->c_bar = d->c_sg = d->c_threads = d->c_sgld_max = 0;
   return 0;
 }
 
@@ -846,6 +850,9 @@ EXPORT void msl_emu_work(Desc *d) {
   for (int i = 0; i < 8; i++)
     if (w->c[i])
       __atomic_fetch_add(&out[i], w->c[i], __ATOMIC_RELAXED);
+  for (int64_t m = __atomic_load_n(&d->c_sgld_max, __ATOMIC_RELAXED); w->c[8] > m;)
+    if (__atomic_compare_exchange_n(&d->c_sgld_max, &m, w->c[8], false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      break;
   for (int64_t i = 0; i < fp_nranges && i < NBUF; i++)
     for (int k = 0; k < 2; k++)
       if (w->fpc[i][k])

@@ -105,3 +105,18 @@ kernel void tile_copy(device const float* in [[buffer(0)]], device float* out [[
   simdgroup_load(m, in + g * 64, 8);
   simdgroup_store(m, out + g * 64, 8);
 }
+
+// One lane (thread 70: the first simdgroup of the second threadgroup of 64)
+// walks all 128 elements, every other thread loads its own: the busiest
+// simdgroup issues 128 loads in a row (CriticalLoads), the others one each.
+kernel void one_walks(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+  if (i != 70) {
+    out[i] = in[i];
+    return;
+  }
+  float s = 0.0f;
+  for (uint j = 0; j < 128; j++)
+    s += in[j];
+  out[i] = s;
+}

@@ -1,0 +1,79 @@
+package metal_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/kbench"
+)
+
+// TestDecodeAttentionRounds holds decode attention to the reference where
+// its simdgroups' partial results meet in several rounds (more simdgroups
+// than threadgroup memory has slots for, ops.MetalAttnMemory) and in one,
+// and checks the launch the cost witness saw: simdgroups by the
+// partition's keys (ops.MetalAttnSimdgroups), two barriers staging the
+// queries and two a round but the last (docs/metal-kernels.md, "Decode
+// attention at short contexts").
+func TestDecodeAttentionRounds(t *testing.T) {
+	cases := []struct {
+		name                       string
+		head, heads, kv, ctx, most int
+		part                       int // keys a partition; 0: the default
+		dtype                      ops.DType
+	}{
+		{"group 8 of 128, six slots", 128, 8, 1, 300, 32, 0, ops.BF16},
+		{"group 8 of 64, fourteen slots", 64, 8, 1, 300, 32, 0, ops.F32},
+		{"group 4 of 256", 256, 8, 2, 200, 32, 0, ops.BF16},
+		{"group 8 of 256, two slots", 256, 8, 1, 90, 32, 0, ops.F16},
+		{"four simdgroups, one round", 128, 8, 1, 300, 4, 0, ops.BF16},
+		{"TinyLlama's heads at 128", 64, 32, 4, 127, 32, 0, ops.BF16},
+		{"a context of 6", 128, 32, 4, 5, 32, 0, ops.BF16},
+		{"partitions of 128", 128, 8, 1, 700, 32, 128, ops.BF16},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			be := newEmu(t, metal.Tuning{AttnSimdgroups: c.most, AttnPartitionSize: c.part})
+			a := ops.Args{Op: ops.PagedAttentionDecode, Ints: map[ops.Param]int{ops.Seqs: 1, ops.NumHeads: c.heads,
+				ops.NumKVHeads: c.kv, ops.HeadSize: c.head, ops.BlockSize: 16, ops.Context: c.ctx}, DType: c.dtype}
+			b, err := kbench.Prepare(be, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			e, err := b.Check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, ok, err := b.Witness()
+			if err != nil || !ok {
+				t.Fatalf("witness %v, %v", ok, err)
+			}
+			var attn *struct{ tgs, sgs, barriers int64 }
+			for _, k := range w.Kernels {
+				if strings.HasPrefix(k.Kernel, "paged_attention_d") {
+					attn = &struct{ tgs, sgs, barriers int64 }{k.Threadgroups, k.Simdgroups, k.Barriers}
+				}
+			}
+			if attn == nil || attn.tgs == 0 {
+				t.Fatalf("no decode attention dispatch among %v", w.Kernels)
+			}
+			keys := c.ctx + 1
+			if c.part > 0 && keys > c.part {
+				keys = c.part
+			}
+			qh := min(8, c.heads/c.kv)
+			nsg := ops.MetalAttnSimdgroups(c.most, keys)
+			_, slots := ops.MetalAttnMemory(nsg, qh, c.head, 32<<10)
+			rounds := (nsg + slots - 1) / slots
+			if got := attn.sgs / attn.tgs; got != int64(nsg) {
+				t.Errorf("%d simdgroups a threadgroup, want %d for %d keys (at most %d)", got, nsg, keys, c.most)
+			}
+			if got, want := attn.barriers, attn.tgs*int64(1+2*rounds); got != want {
+				t.Errorf("%d barriers over %d threadgroups, want %d: %d rounds of %d slots", got, attn.tgs, want, rounds, slots)
+			}
+			t.Logf("%d simdgroups, %d slots, %d rounds: max error %.2g", nsg, slots, rounds, e)
+		})
+	}
+}
