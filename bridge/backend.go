@@ -136,9 +136,10 @@ type OpTiming struct {
 	Op        string
 	Duration  time.Duration
 	// CountedBytes and FootprintBytes are what the op's dispatches moved as
-	// a cost witness counted them (StepStats has the step's); 0 where
-	// nothing is counted.
-	CountedBytes, FootprintBytes int64
+	// a cost witness counted them (StepStats has the step's), and
+	// CriticalLoads the loads of each of its dispatches' busiest simdgroup,
+	// summed; 0 where nothing is counted.
+	CountedBytes, FootprintBytes, CriticalLoads int64
 }
 
 // Components of a layer's time, as the documented history breaks a decode

@@ -81,6 +81,9 @@ type OpTiming struct {
 	// as Seconds is; 0 where nothing was counted.
 	Bytes     int64 `json:"bytes,omitempty"`
 	Footprint int64 `json:"footprint,omitempty"`
+	// CriticalLoads are the loads of each of the op's dispatches' busiest
+	// simdgroup, summed, as the same witness counted them.
+	CriticalLoads int64 `json:"critical_loads,omitempty"`
 }
 
 // OperandTraffic is what a cost witness (the Metal emulator) counted one
@@ -434,8 +437,8 @@ func insertTimings(tx *sql.Tx, caseID int64, timings []OpTiming) error {
 	if len(timings) == 0 {
 		return nil
 	}
-	st, err := tx.Prepare(`INSERT INTO op_timings (case_id, rep, layer, component, op, seconds, calls, bytes, footprint)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	st, err := tx.Prepare(`INSERT INTO op_timings (case_id, rep, layer, component, op, seconds, calls, bytes, footprint, critical_loads)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("results: store op timings: %w", err)
 	}
@@ -444,11 +447,11 @@ func insertTimings(tx *sql.Tx, caseID int64, timings []OpTiming) error {
 		if err := oneOf("op component", t.Component, CompAttention, CompMoE, CompMLP, CompNorm, CompOther); err != nil {
 			return fmt.Errorf("%w (case %d timing %d)", err, caseID, i)
 		}
-		if t.Op == "" || t.Rep < 0 || t.Layer < -1 || t.Calls < 0 || t.Bytes < 0 || t.Footprint < 0 ||
+		if t.Op == "" || t.Rep < 0 || t.Layer < -1 || t.Calls < 0 || t.Bytes < 0 || t.Footprint < 0 || t.CriticalLoads < 0 ||
 			math.IsNaN(t.Seconds) || math.IsInf(t.Seconds, 0) || t.Seconds < 0 {
 			return fmt.Errorf("results: case %d timing %d: invalid %+v", caseID, i, t)
 		}
-		if _, err := st.Exec(caseID, t.Rep, t.Layer, t.Component, t.Op, t.Seconds, t.Calls, t.Bytes, t.Footprint); err != nil {
+		if _, err := st.Exec(caseID, t.Rep, t.Layer, t.Component, t.Op, t.Seconds, t.Calls, t.Bytes, t.Footprint, t.CriticalLoads); err != nil {
 			return fmt.Errorf("results: case %d timing %d: %w", caseID, i, err)
 		}
 	}
@@ -564,7 +567,7 @@ func (db *DB) RunSamples(runID int64) (map[int64][]Sample, error) {
 // OpTimings returns a case's op timings ordered by rep, layer, then
 // insertion order.
 func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
-	rows, err := db.sql.Query(`SELECT rep, layer, component, op, seconds, calls, bytes, footprint FROM op_timings
+	rows, err := db.sql.Query(`SELECT rep, layer, component, op, seconds, calls, bytes, footprint, critical_loads FROM op_timings
 		WHERE case_id = ? ORDER BY rep, layer, rowid`, caseID)
 	if err != nil {
 		return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
@@ -573,7 +576,7 @@ func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
 	var out []OpTiming
 	for rows.Next() {
 		var t OpTiming
-		if err := rows.Scan(&t.Rep, &t.Layer, &t.Component, &t.Op, &t.Seconds, &t.Calls, &t.Bytes, &t.Footprint); err != nil {
+		if err := rows.Scan(&t.Rep, &t.Layer, &t.Component, &t.Op, &t.Seconds, &t.Calls, &t.Bytes, &t.Footprint, &t.CriticalLoads); err != nil {
 			return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
 		}
 		out = append(out, t)

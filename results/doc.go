@@ -39,7 +39,8 @@
 //	             component ('attention'|'moe'|'mlp'|'norm'|'other'), op,
 //	             seconds, calls; bytes and footprint, what the Metal
 //	             emulator's cost witness counted the op moving (every
-//	             access, distinct bytes; 0 elsewhere).
+//	             access, distinct bytes; 0 elsewhere), and critical_loads,
+//	             the loads of its dispatches' busiest simdgroups.
 //	operand_traffic  per buffer argument of a kernel case's call or a model
 //	             case's mean decode step, what the Metal emulator's cost
 //	             witness counted: case_id, rep, kernel, operand (the

@@ -192,7 +192,7 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Errorf("samples after upgrade: %+v", s)
 	}
 	// The new schema is usable on the old data.
-	err = db.FinishCase(12, []Sample{{0, "gflops", 3, "GFLOP/s"}}, []OpTiming{{0, -1, CompOther, "matmul", 0.001, 1, 0, 0}}, 0, 0)
+	err = db.FinishCase(12, []Sample{{0, "gflops", 3, "GFLOP/s"}}, []OpTiming{{0, -1, CompOther, "matmul", 0.001, 1, 0, 0, 0}}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +312,11 @@ func TestRoundTrip(t *testing.T) {
 		{0, "ttft_ms", 120.5, "ms"}, {1, "ttft_ms", 118, "ms"}, {2, "ttft_ms", 119.75, "ms"},
 	}
 	timings := []OpTiming{
-		{0, -1, CompOther, "embed", 0.0001, 1, 0, 0},
-		{0, 0, CompNorm, "rms_norm", 0.00002, 2, 0, 0},
-		{0, 0, CompAttention, "flash_attn", 0.0012, 1, 0, 0},
-		{0, 0, CompMLP, "mul_mat", 0.0021, 3, 0, 0},
-		{1, 0, CompMoE, "mul_mat_id", 0.0031, 1, 25_000_000, 21_500_000}, // the witness's bytes
+		{0, -1, CompOther, "embed", 0.0001, 1, 0, 0, 0},
+		{0, 0, CompNorm, "rms_norm", 0.00002, 2, 0, 0, 0},
+		{0, 0, CompAttention, "flash_attn", 0.0012, 1, 0, 0, 0},
+		{0, 0, CompMLP, "mul_mat", 0.0021, 3, 0, 0, 0},
+		{1, 0, CompMoE, "mul_mat_id", 0.0031, 1, 25_000_000, 21_500_000, 116}, // the witness's bytes and critical loads
 	}
 	if err := db.StartCase(cases[0].ID); err != nil {
 		t.Fatal(err)
@@ -522,7 +522,7 @@ func TestFinishCaseAtomic(t *testing.T) {
 		out[i] = s
 		return out
 	}
-	goodTimings := []OpTiming{{0, 0, CompAttention, "sdpa", 0.1, 1, 0, 0}}
+	goodTimings := []OpTiming{{0, 0, CompAttention, "sdpa", 0.1, 1, 0, 0, 0}}
 	for _, tc := range []struct {
 		name    string
 		samples []Sample
@@ -534,10 +534,11 @@ func TestFinishCaseAtomic(t *testing.T) {
 		{"+Inf at the end", with(999, Sample{999, "decode_tok_s", math.Inf(1), "tok/s"}), goodTimings, 0, 0},
 		{"repetition twice", with(700, Sample{3, "decode_tok_s", 1, "tok/s"}), goodTimings, 0, 0},
 		{"empty metric", with(10, Sample{10, "", 1, ""}), goodTimings, 0, 0},
-		{"bad timing after good samples", good, []OpTiming{goodTimings[0], {0, 0, "lm_head", "x", 1, 1, 0, 0}}, 0, 0},
-		{"NaN timing", good, []OpTiming{{0, 0, CompMLP, "x", math.NaN(), 1, 0, 0}}, 0, 0},
-		{"layer below -1", good, []OpTiming{{0, -2, CompMLP, "x", 1, 1, 0, 0}}, 0, 0},
-		{"negative witness bytes", good, []OpTiming{{0, 0, CompMLP, "x", 1, 1, -1, 0}}, 0, 0},
+		{"bad timing after good samples", good, []OpTiming{goodTimings[0], {0, 0, "lm_head", "x", 1, 1, 0, 0, 0}}, 0, 0},
+		{"NaN timing", good, []OpTiming{{0, 0, CompMLP, "x", math.NaN(), 1, 0, 0, 0}}, 0, 0},
+		{"layer below -1", good, []OpTiming{{0, -2, CompMLP, "x", 1, 1, 0, 0, 0}}, 0, 0},
+		{"negative witness bytes", good, []OpTiming{{0, 0, CompMLP, "x", 1, 1, -1, 0, 0}}, 0, 0},
+		{"negative critical loads", good, []OpTiming{{0, 0, CompMLP, "x", 1, 1, 0, 0, -1}}, 0, 0},
 		{"more layers run than exist", good, goodTimings, 33, 32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -213,6 +213,12 @@ var migrations = []migration{
 			) WITHOUT ROWID`,
 		},
 	},
+	{
+		name: "op timings carry the cost witness's critical loads (profile mode on the Metal emulator)",
+		stmts: []string{
+			`ALTER TABLE op_timings ADD COLUMN critical_loads INTEGER NOT NULL DEFAULT 0 CHECK (critical_loads >= 0)`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

@@ -428,7 +428,7 @@ func (b *Backend) EndStep() (bridge.StepStats, error) {
 			}
 			cost := s.opCost[k]
 			st.Timings = append(st.Timings, bridge.OpTiming{Layer: k.layer, Component: k.component, Op: k.op, Duration: s.timings[k],
-				CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint()})
+				CountedBytes: cost.Bytes(), FootprintBytes: cost.Footprint(), CriticalLoads: cost.CriticalLoads})
 		}
 	}
 	for _, buf := range s.retired {

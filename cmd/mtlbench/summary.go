@@ -280,7 +280,7 @@ func witnessByOpTable(run int64, c results.Case, ws []stats.OpWitness) *table.Ta
 	}
 	t := &table.Table{
 		Title:  fmt.Sprintf("run %d: %s, a decode step's bytes by op (cost witness)", run, c.Name),
-		Header: []string{"component", "op", "layers", "counted MB", "footprint MB", "footprint %", "µs at " + gpu},
+		Header: []string{"component", "op", "layers", "counted MB", "footprint MB", "footprint %", "µs at " + gpu, "critical loads"},
 	}
 	var total float64
 	for _, w := range ws {
@@ -294,10 +294,15 @@ func witnessByOpTable(run int64, c results.Case, ws []stats.OpWitness) *table.Ta
 				us = fmt.Sprintf("%.1f", w.Footprint/(gbs*1e3))
 			}
 		}
+		crit := "-" // a database of a build that did not count them
+		if w.CriticalLoads > 0 {
+			crit = fmt.Sprintf("%.0f", w.CriticalLoads)
+		}
 		t.Rows = append(t.Rows, []string{w.Component, w.Op, fmt.Sprint(w.Layers),
-			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6), share, us})
+			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6), share, us, crit})
 	}
 	t.Notes = append(t.Notes, fmt.Sprintf("summed over the layers, averaged over repetitions; µs: the footprint at the bandwidth of the %s, "+
-		"a floor on the op's time there (witness_gpu, docs/metal-kernels.md)", witnessGPUName(c)))
+		"a floor on the op's time there; critical loads: the loads of each dispatch's busiest simdgroup, which it issues one after another "+
+		"(witness_gpu, docs/metal-kernels.md)", witnessGPUName(c)))
 	return t
 }

@@ -61,14 +61,14 @@ func TestRunTablesWitnessColumns(t *testing.T) {
 		// repetitions, and the LM head once outside the layers.
 		[]results.OpTiming{
 			{Rep: 0, Layer: 0, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
-			{Rep: 0, Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 10_000_000},
+			{Rep: 0, Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 10_000_000, CriticalLoads: 58},
 			{Rep: 0, Layer: 1, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
-			{Rep: 0, Layer: 1, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 10_000_000},
+			{Rep: 0, Layer: 1, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 10_000_000, CriticalLoads: 58},
 			{Rep: 0, Layer: -1, Component: results.CompOther, Op: "lm_head", Seconds: 0.03, Calls: 1, Bytes: 9_000_000, Footprint: 8_000_000},
 			{Rep: 1, Layer: 0, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
-			{Rep: 1, Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 12_000_000},
+			{Rep: 1, Layer: 0, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 12_000_000, CriticalLoads: 58},
 			{Rep: 1, Layer: 1, Component: results.CompAttention, Op: "qkv", Seconds: 0.01, Calls: 1, Bytes: 4_000_000, Footprint: 3_500_000},
-			{Rep: 1, Layer: 1, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 12_000_000},
+			{Rep: 1, Layer: 1, Component: results.CompMoE, Op: "moe", Seconds: 0.02, Calls: 1, Bytes: 12_000_000, Footprint: 12_000_000, CriticalLoads: 58},
 			{Rep: 1, Layer: -1, Component: results.CompOther, Op: "lm_head", Seconds: 0.03, Calls: 1, Bytes: 9_000_000, Footprint: 8_000_000},
 		}))
 	cpu := render(record("cpu", map[string]float64{"decode_tok_s": 95.2, "step_ms": 10.5},

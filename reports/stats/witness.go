@@ -15,6 +15,9 @@ type OpWitness struct {
 	Layers        int     // the layers (or places outside them) it ran in
 	Bytes         float64 // every access
 	Footprint     float64 // each dispatch's distinct bytes
+	// CriticalLoads are the loads of each of its dispatches' busiest
+	// simdgroup, summed over the layers.
+	CriticalLoads float64
 }
 
 // WitnessByOp groups a case's op timings that carry witness bytes by
@@ -30,9 +33,11 @@ func WitnessByOp(ts []results.OpTiming) []OpWitness {
 		for _, t := range g.timings {
 			w.Bytes += float64(t.Bytes)
 			w.Footprint += float64(t.Footprint)
+			w.CriticalLoads += float64(t.CriticalLoads)
 		}
 		w.Bytes /= float64(reps)
 		w.Footprint /= float64(reps)
+		w.CriticalLoads /= float64(reps)
 		out = append(out, w)
 	}
 	slices.SortStableFunc(out, func(a, b OpWitness) int { return cmp.Compare(b.Footprint, a.Footprint) })

@@ -327,7 +327,8 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 					opOrder = append(opOrder, k)
 				}
 				opSum[k] += t.Duration
-				opBytes[k] = opWitness{opBytes[k].counted + t.CountedBytes, opBytes[k].footprint + t.FootprintBytes}
+				opBytes[k] = opWitness{opBytes[k].counted + t.CountedBytes, opBytes[k].footprint + t.FootprintBytes,
+					opBytes[k].critical + t.CriticalLoads}
 			}
 		}
 	}
@@ -413,15 +414,16 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			w, n := opBytes[k], int64(profiledSteps)
 			r.Timings = append(r.Timings, results.OpTiming{Layer: layer, Component: k[1], Op: k[2],
 				Seconds: opSum[k].Seconds() / float64(profiledSteps), Calls: profiledSteps,
-				Bytes: (w.counted + n/2) / n, Footprint: (w.footprint + n/2) / n})
+				Bytes: (w.counted + n/2) / n, Footprint: (w.footprint + n/2) / n, CriticalLoads: (w.critical + n/2) / n})
 		}
 	}
 	return r, nil
 }
 
 // opWitness sums what the cost witness counted an op moving over the
-// profiled steps: every access and the distinct bytes.
-type opWitness struct{ counted, footprint int64 }
+// profiled steps: every access and the distinct bytes, and its critical
+// loads.
+type opWitness struct{ counted, footprint, critical int64 }
 
 // stepBytes is what a decode step had to read: the dense weights, the
 // experts it routed to, and each sequence's cached K and V.

@@ -150,24 +150,26 @@ cases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var counted, footprint int64
+	var counted, footprint, critical int64
 	for _, x := range ts {
 		if x.Footprint > x.Bytes {
 			t.Errorf("%s layer %d: footprint %d above the %d bytes counted", x.Op, x.Layer, x.Footprint, x.Bytes)
 		}
 		counted += x.Bytes
 		footprint += x.Footprint
+		critical += x.CriticalLoads
 	}
 	m := caseMetrics(t, db, c.ID)
 	t.Logf("%d op timings: %d bytes counted, %d footprint; the step's witness %.0f and %.0f",
 		len(ts), counted, footprint, m["witness_bytes_per_step"], m["witness_footprint_bytes_per_step"])
-	if counted <= 0 || footprint <= 0 {
+	if counted <= 0 || footprint <= 0 || critical <= 0 {
 		t.Fatalf("no witness bytes in the op timings: %+v", ts)
 	}
 	for _, c := range []struct {
 		name     string
 		ops, all float64
-	}{{"counted", float64(counted), m["witness_bytes_per_step"]}, {"footprint", float64(footprint), m["witness_footprint_bytes_per_step"]}} {
+	}{{"counted", float64(counted), m["witness_bytes_per_step"]}, {"footprint", float64(footprint), m["witness_footprint_bytes_per_step"]},
+		{"critical loads", float64(critical), m["witness_critical_loads"]}} {
 		// Each op's bytes are a mean over the profiled steps, rounded.
 		if math.Abs(c.ops-c.all) > float64(len(ts)) {
 			t.Errorf("%s: the ops add up to %.0f bytes a step, the step's witness %.0f", c.name, c.ops, c.all)
