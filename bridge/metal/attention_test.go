@@ -28,6 +28,7 @@ func TestDecodeAttentionRounds(t *testing.T) {
 		{"group 4 of 256", 256, 8, 2, 200, 32, 0, ops.BF16},
 		{"group 8 of 256, two slots", 256, 8, 1, 90, 32, 0, ops.F16},
 		{"four simdgroups, one round", 128, 8, 1, 300, 4, 0, ops.BF16},
+		{"at most six simdgroups", 128, 8, 1, 300, 6, 0, ops.F32},
 		{"TinyLlama's heads at 128", 64, 32, 4, 127, 32, 0, ops.BF16},
 		{"a context of 6", 128, 32, 4, 5, 32, 0, ops.BF16},
 		{"partitions of 128", 128, 8, 1, 700, 32, 128, ops.BF16},

@@ -123,7 +123,7 @@ type Tuning struct {
 	QMoETile Tile
 
 	// AttnSimdgroups is the most simdgroups of an attention threadgroup,
-	// each running its own online softmax over every n-th key; a partition
+	// each running its own online softmax over a run of the keys; a partition
 	// of fewer keys takes fewer (ops.MetalAttnSimdgroups).
 	AttnSimdgroups int
 	// AttnHeadsPerGroup caps the query heads one threadgroup serves (1, 2,

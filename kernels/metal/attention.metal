@@ -130,9 +130,10 @@ inline void kv_lane(device const KV* p, ushort lane, uint hd, thread float* r) {
 
 // paged_attention: grid (tokens, heads / QH, partitions), nsg simdgroups,
 // the threadgroup(0) floats ops.MetalAttnMemory gives: a.merge_slots slots
-// of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4). D is the head size the
-// lanes hold (D/32 elements each); with attn_padded the head is
-// a.head_dim < D elements and the lanes past it idle.
+// of QH * (hd + 2) and, with fewer slots than simdgroups, QH * (hd + 4).
+// D is the head size the lanes hold (D/32 elements each); with
+// attn_padded the head is a.head_dim < D elements and the lanes past it
+// idle.
 template <int D, int QH, typename KV>
 kernel void paged_attention(constant AttnArgs& a [[buffer(0)]], device const float* q [[buffer(1)]],
                             device const float* k [[buffer(2)]], device const float* v [[buffer(3)]],

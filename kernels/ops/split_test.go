@@ -46,7 +46,7 @@ func TestSplitRule(t *testing.T) {
 func TestMetalAttnLaunch(t *testing.T) {
 	for _, c := range []struct{ most, keys, want int }{
 		{32, 1, 1}, {32, 4, 1}, {32, 5, 2}, {32, 9, 4}, {32, 128, 32}, {32, 129, 32}, {32, 512, 32},
-		{4, 512, 4}, {8, 20, 8}, {1, 1000, 1},
+		{4, 512, 4}, {8, 20, 8}, {1, 1000, 1}, {3, 1000, 3}, {3, 5, 2}, {6, 20, 6},
 	} {
 		if got := MetalAttnSimdgroups(c.most, c.keys); got != c.want {
 			t.Errorf("MetalAttnSimdgroups(%d, %d) = %d, want %d", c.most, c.keys, got, c.want)

@@ -788,7 +788,7 @@ var metalAttention = &Space{
 	Dims:  decodeAttentionDims,
 	DType: "bf16",
 	Params: []Knob{
-		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup (at most: each walks at least 4 keys), each an online softmax over every n-th key", Values: Pow2(1, 32)},
+		{Name: KnobSimdgroups, Doc: "simdgroups per threadgroup (at most: each walks at least 4 keys), each an online softmax over a run of consecutive keys", Values: Pow2(1, 32)},
 		{Name: KnobHeads, Doc: "query heads per threadgroup (at most; the largest dividing the GQA group)", Values: Enum("1", "2", "4", "8")},
 		{Name: KnobPart, Doc: "context positions per split-K partition, or single", Values: func(s Shape, l Limits) []string {
 			return append([]string{"single"}, Pow2(32, 4096)(s, l)...)
@@ -1025,14 +1025,14 @@ var metalMoE = &Space{
 const MetalAttnKeysPerSimdgroup = 4
 
 // MetalAttnSimdgroups is the simdgroups of a decode attention threadgroup
-// whose partition holds keys keys: at most most, and no more than give
-// each simdgroup MetalAttnKeysPerSimdgroup keys (a power of two).
+// whose partition holds keys keys: the least power of two giving each
+// simdgroup at most MetalAttnKeysPerSimdgroup keys, capped at most.
 func MetalAttnSimdgroups(most, keys int) int {
 	n := 1
 	for n < most && n*MetalAttnKeysPerSimdgroup < keys {
 		n *= 2
 	}
-	return n
+	return max(min(n, most), 1)
 }
 
 // MetalAttnMemory is the threadgroup memory of Metal's decode attention as
