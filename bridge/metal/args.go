@@ -83,10 +83,14 @@ type attnArgs struct {
 }
 
 type argmaxArgs struct {
-	Rows uint32 `msl:"rows"`
-	N    uint32 `msl:"n"`
-	Pad0 uint32 `msl:"_pad0"`
-	Pad1 uint32 `msl:"_pad1"`
+	Rows  uint32 `msl:"rows"`
+	N     uint32 `msl:"n"`
+	Part  uint32 `msl:"part"`
+	Parts uint32 `msl:"parts"`
+	Lead  uint32 `msl:"lead"`
+	Pad0  uint32 `msl:"_pad0"`
+	Pad1  uint32 `msl:"_pad1"`
+	Pad2  uint32 `msl:"_pad2"`
 }
 
 type routeArgs struct {

@@ -41,13 +41,13 @@ var (
 	matmulDims  = []ops.Param{ops.M, ops.N, ops.K}
 	decodeDims  = []ops.Param{ops.Seqs, ops.Context, ops.NumHeads, ops.NumKVHeads, ops.HeadSize, ops.BlockSize}
 	prefillDims = []ops.Param{ops.Seqs, ops.Tokens, ops.NumHeads, ops.NumKVHeads, ops.HeadSize, ops.BlockSize}
-	normDims    = []ops.Param{ops.Tokens, ops.Width}
+	rowDims     = []ops.Param{ops.Tokens, ops.Width} // norms and argmax: rows of a width
 	moeDims     = []ops.Param{ops.Tokens, ops.Experts, ops.TopK, ops.Hidden, ops.Intermediate}
 )
 
 // SetLaunchConfig implements bridge.LaunchTuner. kernel is an op's name
 // (matmul, moe, paged_attention_decode, paged_attention_prefill, rms_norm,
-// add_rms_norm, layer_norm, add_layer_norm).
+// add_rms_norm, layer_norm, add_layer_norm, argmax).
 func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int) (map[string]string, bool)) {
 	l := &b.launch
 	if l.picks == nil {
@@ -179,6 +179,16 @@ func overlay(t Tuning, kernel ops.ID, c map[string]string) (Tuning, error) {
 		if err == nil && t.NormThreads%32 != 0 {
 			err = fmt.Errorf("%s=%d: whole simdgroups", ops.KnobThreads, t.NormThreads)
 		}
+	case ops.Argmax:
+		known = []string{ops.KnobThreads, ops.KnobPart}
+		num(ops.KnobThreads, &t.ArgmaxThreads)
+		word(ops.KnobPart, "single", -1, &t.ArgmaxPart)
+		if err == nil && t.ArgmaxThreads%32 != 0 {
+			err = fmt.Errorf("%s=%d: whole simdgroups", ops.KnobThreads, t.ArgmaxThreads)
+		}
+		if err == nil && (t.ArgmaxPart == 0 || t.ArgmaxPart > 0 && t.ArgmaxPart%4 != 0) {
+			err = fmt.Errorf("%s=%d: a multiple of 4 values, or single", ops.KnobPart, t.ArgmaxPart)
+		}
 	case ops.MoE:
 		known = []string{ops.KnobStrategy, ops.KnobChunk, ops.KnobMVMax, ops.KnobRows, ops.KnobSimdgroups,
 			ops.KnobBM, ops.KnobBN, ops.KnobBK, ops.KnobSGM, ops.KnobSGN}
@@ -267,6 +277,7 @@ var kernelPipelines = map[ops.ID][]struct {
 	ops.QMoE: {{"qmoe_mm_gate_up_affine4", fcQMoEMM, []int32{32, 64, 32, 2, 2, 1, 2}},
 		{"qmoe_mm_down_affine4", fcQMoEDown, []int32{32, 64, 32, 2, 2, 1, 0, 2}}},
 	ops.RMSNorm:    {{"rms_norm", fcNone, nil}},
+	ops.Argmax:     {{"argmax", fcNone, nil}, {"argmax_part", fcNone, nil}},
 	ops.AddRMSNorm: {{"add_rms_norm", fcNone, nil}},
 	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},
 		{"moe_mm_gate_up_bf16", fcMoEMM, []int32{32, 64, 32, 2, 2, 2}}, {"moe_mm_down_bf16", fcMoEDown, []int32{32, 64, 32, 2, 2, 2, 0}}},

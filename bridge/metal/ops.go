@@ -193,7 +193,7 @@ func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("rms_norm", fcNone)
-	tpg := [3]int{normThreads(b.tuned(ops.RMSNorm, normDims, rows, dim), dim), 1, 1}
+	tpg := [3]int{normThreads(b.tuned(ops.RMSNorm, rowDims, rows, dim), dim), 1, 1}
 	if !b.fits(p, tpg) {
 		return
 	}
@@ -215,7 +215,7 @@ func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("add_rms_norm", fcNone)
-	tpg := [3]int{normThreads(b.tuned(ops.AddRMSNorm, normDims, rows, dim), dim), 1, 1}
+	tpg := [3]int{normThreads(b.tuned(ops.AddRMSNorm, rowDims, rows, dim), dim), 1, 1}
 	if !b.fits(p, tpg) {
 		return
 	}
@@ -384,17 +384,6 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 	b.dispatchGroups(p, [3]int{ceilDiv(heads+kvHeads, nh), T, 1}, [3]int{32 * nh, 1, 1})
 }
 
-// attnGroupHeads is the query heads per attention threadgroup: the largest
-// of 8, 4, 2, 1 within the tuning's cap that divides the GQA group.
-func attnGroupHeads(group, limit int) int {
-	for _, qh := range []int{8, 4, 2, 1} {
-		if qh <= limit && group%qh == 0 {
-			return qh
-		}
-	}
-	return 1
-}
-
 func (b *Backend) Attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32) {
 	b.attention(out, q, k, v, cache, heads, kvHeads, headDim, scale, nil)
 }
@@ -436,7 +425,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	} else {
 		tu = b.tuned(ops.PagedAttentionPrefill, prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
 	}
-	qh := attnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
+	qh := ops.MetalAttnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
 	KD := attnKernelSize(D)
 	name := attnKernel[attnKey{KD, qh, kvdt}]
 	if name == "" || D <= 0 {
@@ -551,7 +540,7 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 	s := &b.step
 	sec, D := s.sec, int(a.HeadDim)
 	group := int(a.Heads / a.KVHeads)
-	qh := attnGroupHeads(group, tu.AttnPrefillHeads)
+	qh := ops.MetalAttnGroupHeads(group, tu.AttnPrefillHeads)
 	// Fewer keys a step where one stage of an f32 cache would not fit.
 	keys, stage := tu.AttnPrefillKeys, b.stageSize(kc.dt)
 	for keys > 8 && ops.MetalPrefillStage(keys, D, stage) > 32<<10 {
@@ -579,7 +568,7 @@ func (b *Backend) prefill(tu *Tuning, a attnArgs, o, qs, kc, vc *tensor) {
 		if qi > 0 {
 			qi--
 		} else {
-			qh = attnGroupHeads(group, qh/2)
+			qh = ops.MetalAttnGroupHeads(group, qh/2)
 		}
 	}
 	threads := 32 * qh * prefillQueries[qi] / prefillRows
@@ -638,9 +627,28 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 		return
 	}
 	n := l.n / rows
-	p := b.pipeline("argmax", fcNone)
-	b.args(argBytes(b, argmaxArgs{Rows: uint32(rows), N: uint32(n)}))
+	tu := b.tuned(ops.Argmax, rowDims, rows, n)
+	part, parts := ops.MetalArgmaxParts(n, tu.ArgmaxPart)
+	a := argmaxArgs{Rows: uint32(rows), N: uint32(n), Part: uint32(part), Parts: uint32(parts), Lead: uint32(l.off % 16 / 4)}
+	if parts == 1 {
+		p := b.pipeline("argmax", fcNone)
+		b.args(argBytes(b, a))
+		b.in(1, l)
+		b.out(2, o)
+		b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{threadsFor(p, tu.ArgmaxThreads), 1, 1})
+		return
+	}
+	pv, pi := b.scratchView("argmax.v", 4*rows*parts), b.scratchView("argmax.i", 4*rows*parts)
+	p := b.pipeline("argmax_part", fcNone)
+	b.args(argBytes(b, a))
 	b.in(1, l)
-	b.out(2, o)
-	b.dispatchGroups(p, [3]int{rows, 1, 1}, [3]int{threadsFor(p, b.tuning.ArgmaxThreads), 1, 1})
+	b.bind(2, pv, true)
+	b.bind(3, pi, true)
+	b.dispatchGroups(p, [3]int{rows, parts, 1}, [3]int{threadsFor(p, tu.ArgmaxThreads), 1, 1})
+	pm := b.pipeline("argmax_merge", fcNone)
+	b.args(argBytes(b, a))
+	b.bind(1, pv, false)
+	b.bind(2, pi, false)
+	b.out(3, o)
+	b.dispatchGroups(pm, [3]int{rows, 1, 1}, [3]int{32, 1, 1})
 }

@@ -97,8 +97,9 @@ type Tuning struct {
 	EltThreads int
 	// RoPEHeads is the heads (one simdgroup each) per rope threadgroup.
 	RoPEHeads int
-	// ArgmaxThreads is the threadgroup size of argmax (one row each).
-	ArgmaxThreads int
+	// ArgmaxThreads is the threadgroup size of argmax, ArgmaxPart the values
+	// of a row one threadgroup scans (ops.MetalArgmaxParts; -1: a row each).
+	ArgmaxThreads, ArgmaxPart int
 
 	// MatVecMaxM: a matmul of at most this many activation rows (1..8) runs
 	// the simd_sum matvec kernel, a larger one simdgroup_matrix tiles.
@@ -173,7 +174,7 @@ type Tuning struct {
 
 // DefaultTuning is what a zero Tuning field means.
 var DefaultTuning = Tuning{
-	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: 1024,
+	EltThreads: 256, RoPEHeads: 4, ArgmaxThreads: ops.MetalArgmaxThreads, ArgmaxPart: ops.MetalArgmaxPart,
 	MatVecMaxM: 8, MatVecRows: 4, MatVecSimdgroups: 4,
 	MatMulTile:  Tile{BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2},
 	QMatMulTile: qmmTile, QMoETile: qmoeTile, QMatVecRows: qRows, QMatVecSimdgroups: qSimdgroups,
@@ -195,6 +196,7 @@ func (t Tuning) withDefaults() Tuning {
 	def(&t.EltThreads, d.EltThreads)
 	def(&t.RoPEHeads, d.RoPEHeads)
 	def(&t.ArgmaxThreads, d.ArgmaxThreads)
+	def(&t.ArgmaxPart, d.ArgmaxPart)
 	def(&t.MatVecMaxM, d.MatVecMaxM)
 	def(&t.MatVecRows, d.MatVecRows)
 	def(&t.MatVecSimdgroups, d.MatVecSimdgroups)
@@ -323,8 +325,8 @@ func KernelSourceHash(kernel string) string {
 func (t Tuning) String() string {
 	t = t.withDefaults()
 	var b strings.Builder
-	fmt.Fprintf(&b, "norm=%d elt=%d rope=%d argmax=%d mv=m<=%d,%dr,%dsg mm=%v attn=%dsg,qh<=%d,part=%d",
-		t.NormThreads, t.EltThreads, t.RoPEHeads, t.ArgmaxThreads, t.MatVecMaxM, t.MatVecRows, t.MatVecSimdgroups,
+	fmt.Fprintf(&b, "norm=%d elt=%d rope=%d argmax=%d/%d mv=m<=%d,%dr,%dsg mm=%v attn=%dsg,qh<=%d,part=%d",
+		t.NormThreads, t.EltThreads, t.RoPEHeads, t.ArgmaxThreads, t.ArgmaxPart, t.MatVecMaxM, t.MatVecRows, t.MatVecSimdgroups,
 		t.MatMulTile, t.AttnSimdgroups, t.AttnHeadsPerGroup, t.AttnPartitionSize)
 	if t.AttnPartitions > 0 {
 		fmt.Fprintf(&b, "/%dparts", t.AttnPartitions)

@@ -50,6 +50,9 @@ var metalShapes = map[ops.ID][]tune.Shape{
 	ops.AddRMSNorm:   {{ops.Tokens: 3, ops.Width: 200}},
 	ops.LayerNorm:    {{ops.Tokens: 3, ops.Width: 200}, {ops.Tokens: 1, ops.Width: 1100}},
 	ops.AddLayerNorm: {{ops.Tokens: 3, ops.Width: 200}},
+	// Rows off 16-byte boundaries, split into 2 to 5 partitions and one;
+	// a row of 70,001 past 64 partitions of the smallest.
+	ops.Argmax: {{ops.Tokens: 3, ops.Width: 5003}, {ops.Tokens: 1, ops.Width: 70001}},
 	ops.MoE: {{ops.Tokens: 1, ops.Experts: 6, ops.TopK: 2, ops.Hidden: 72, ops.Intermediate: 40},
 		{ops.Tokens: 5, ops.Experts: 6, ops.TopK: 2, ops.Hidden: 40, ops.Intermediate: 24},
 		{ops.Tokens: 11, ops.Experts: 5, ops.TopK: 3, ops.Hidden: 48, ops.Intermediate: 40}},

@@ -63,7 +63,44 @@ kernel void add(constant EltArgs& a [[buffer(0)]], device const float* x [[buffe
   out[i] = x[i] + y[i];
 }
 
-// argmax: one threadgroup per row; the first index of the largest value.
+// argmax_take keeps v at i if it is larger than best, or the thread's first
+// value that is not NaN: -inf counts and NaN never wins. A thread visits
+// its indices in increasing order, so on ties the first stays.
+inline void argmax_take(float v, uint i, thread float& best, thread uint& bi) {
+  if (v > best || (bi == 0xffffffffu && v == best)) {
+    best = v;
+    bi = i;
+  }
+}
+
+// argmax_scan returns the largest of xr[lo, hi) over the threadgroup and,
+// in idx, its first index (0xffffffff: none, every value NaN). lead is how
+// many values xr sits past a 16-byte boundary: the values before the first
+// aligned four are read one a thread, then float4 at a time, then the tail.
+inline float argmax_scan(device const float* xr, uint lead, uint lo, uint hi, threadgroup float* bufv,
+                         threadgroup uint* bufi, ushort tid, ushort ntg, ushort lane, ushort sg, ushort nsg,
+                         thread uint& idx) {
+  float best = -INFINITY;
+  uint bi = 0xffffffffu;
+  const uint v0 = min(hi, lo + (4u - (lead + lo) % 4u) % 4u);
+  const uint h4 = v0 + (hi - v0) / 4u * 4u;
+  if (lo + tid < v0) {
+    argmax_take(xr[lo + tid], lo + tid, best, bi);
+  }
+  for (uint j = v0 + 4u * tid; j < h4; j += 4u * ntg) {
+    const float4 v = *(device const float4*)(xr + j);
+    for (uint c = 0; c < 4; c++) {
+      argmax_take(v[c], j + c, best, bi);
+    }
+  }
+  if (h4 + tid < hi) {
+    argmax_take(xr[h4 + tid], h4 + tid, best, bi);
+  }
+  return tg_argmax(best, bi, bufv, bufi, lane, sg, nsg, idx);
+}
+
+// argmax: a threadgroup a row (grid x), the first index of its largest
+// value, when a row is one partition.
 kernel void argmax(constant ArgmaxArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                    device int* out [[buffer(2)]], uint row [[threadgroup_position_in_grid]],
                    ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
@@ -71,19 +108,53 @@ kernel void argmax(constant ArgmaxArgs& a [[buffer(0)]], device const float* x [
                    ushort nsg [[simdgroups_per_threadgroup]]) {
   threadgroup float bufv[32];
   threadgroup uint bufi[32];
-  device const float* xr = x + ulong(row) * a.n;
-  float best = NEG_MAX;
+  uint idx;
+  argmax_scan(x + ulong(row) * a.n, (a.lead + row * a.n) % 4u, 0, a.n, bufv, bufi, tid, ntg, lane, sg, nsg, idx);
+  if (tid == 0) {
+    out[row] = idx == 0xffffffffu ? 0 : int(idx);
+  }
+}
+
+// argmax_part: a threadgroup a partition of part values of a row (grid x
+// the row, y the partition), its largest value and first index into
+// part_v and part_i for argmax_merge: a long row (a vocabulary of 151,936)
+// is read by many cores, not one (docs/metal-kernels.md, "Argmax").
+kernel void argmax_part(constant ArgmaxArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
+                        device float* part_v [[buffer(2)]], device uint* part_i [[buffer(3)]],
+                        uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                        ushort2 tpg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                        ushort sg [[simdgroup_index_in_threadgroup]],
+                        ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float bufv[32];
+  threadgroup uint bufi[32];
+  const uint lo = tg.y * a.part, hi = min(lo + a.part, a.n);
+  uint idx;
+  const float v = argmax_scan(x + ulong(tg.x) * a.n, (a.lead + tg.x * a.n) % 4u, lo, hi, bufv, bufi, tid, tpg.x, lane,
+                              sg, nsg, idx);
+  if (tid == 0) {
+    part_v[tg.x * a.parts + tg.y] = v;
+    part_i[tg.x * a.parts + tg.y] = idx;
+  }
+}
+
+// argmax_merge: a simdgroup a row, the largest of its partitions' maxima,
+// the lowest index on ties; partitions of none (all NaN) are passed over.
+kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const float* part_v [[buffer(1)]],
+                         device const uint* part_i [[buffer(2)]], device int* out [[buffer(3)]],
+                         uint row [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+  float best = -INFINITY;
   uint bi = 0xffffffffu;
-  for (uint i = tid; i < a.n; i += ntg) {
-    const float v = xr[i];
-    if (v > best || bi == 0xffffffffu) {
+  for (uint p = lane; p < a.parts; p += 32) {
+    const float v = part_v[row * a.parts + p];
+    const uint i = part_i[row * a.parts + p];
+    if (i != 0xffffffffu && (v > best || (v == best && i < bi))) {
       best = v;
       bi = i;
     }
   }
-  uint idx;
-  tg_argmax(best, bi, bufv, bufi, lane, sg, nsg, idx);
-  if (tid == 0) {
+  const float m = simd_max(best);
+  const uint idx = simd_min(best == m ? bi : 0xffffffffu);
+  if (lane == 0) {
     out[row] = idx == 0xffffffffu ? 0 : int(idx);
   }
 }

@@ -302,9 +302,13 @@ struct AttnArgs {
 
 struct ArgmaxArgs {
   uint rows;
-  uint n;
+  uint n;     // values a row
+  uint part;  // values a partition (argmax_part), a multiple of 4
+  uint parts; // partitions a row
+  uint lead;  // values the logits start past a 16-byte boundary (0..3)
   uint _pad0;
   uint _pad1;
+  uint _pad2;
 };
 
 struct RouteArgs {

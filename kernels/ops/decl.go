@@ -142,6 +142,7 @@ var decls = []*Op{
 			t, v := int64(s[Tokens]), int64(s[Width])
 			return Cost{Read: 4 * t * v, Written: 4 * t, FLOPs: t * v}
 		},
+		Tuning: map[Backend]*Space{Metal: metalArgmax},
 	},
 	{
 		ID:  Embedding,

@@ -46,8 +46,8 @@ func TestSpacesMatchTheirOps(t *testing.T) {
 			}
 		}
 	}
-	if n != 16 {
-		t.Errorf("%d tuning spaces, want 16 (cpu moe, matmul; cuda matmul, qmatmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, layer_norm, add_layer_norm, matmul, moe, qmatmul, qmoe)", n)
+	if n != 17 {
+		t.Errorf("%d tuning spaces, want 17 (cpu moe, matmul; cuda matmul, qmatmul, attention, moe; metal decode and prefill attention, rms_norm, add_rms_norm, layer_norm, add_layer_norm, matmul, moe, qmatmul, qmoe, argmax)", n)
 	}
 }
 

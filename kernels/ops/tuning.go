@@ -768,10 +768,10 @@ var metalQMoE = &Space{
 // metalQMoETiled: the packed experts run tiles under c's mv_max.
 func metalQMoETiled(c Config, s Shape) bool { return !metalMVTaken(c, metalMoERows(s)) }
 
-// metalAttnGroupHeads is the query heads one attention threadgroup serves:
-// the largest of 8, 4, 2, 1 within the cap that divides the GQA group (as
-// bridge/metal attnGroupHeads).
-func metalAttnGroupHeads(group, limit int) int {
+// MetalAttnGroupHeads is the query heads one attention threadgroup of
+// bridge/metal serves: the largest of 8, 4, 2, 1 within the cap that
+// divides the GQA group.
+func MetalAttnGroupHeads(group, limit int) int {
 	for _, qh := range []int{8, 4, 2, 1} {
 		if qh <= limit && group%qh == 0 {
 			return qh
@@ -814,7 +814,7 @@ var metalAttention = &Space{
 	},
 	Canonical: func(c Config, s Shape, _ Limits) Config {
 		if s[NumKVHeads] > 0 {
-			c[KnobHeads] = strconv.Itoa(metalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
+			c[KnobHeads] = strconv.Itoa(MetalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
 		}
 		// A partition holding the whole context is one pass.
 		keys := s[Context] + 1
@@ -879,7 +879,7 @@ var metalPrefill = &Space{
 	Canonical: func(c Config, s Shape, _ Limits) Config {
 		t := s[Tokens]
 		if s[NumKVHeads] > 0 {
-			c[KnobHeads] = strconv.Itoa(metalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
+			c[KnobHeads] = strconv.Itoa(MetalAttnGroupHeads(s[NumHeads]/s[NumKVHeads], c.Int(KnobHeads)))
 		}
 		// A query tile past the longest query adds only idle simdgroups.
 		if q := c.Int(KnobQueries); q > 8 {
@@ -930,6 +930,73 @@ var metalPrefill = &Space{
 // MetalNormThreads is the rms_norm threadgroup bridge/metal sizes untuned:
 // about eight elements a thread, in whole simdgroups.
 func MetalNormThreads(width int) int { return min(1024, max(32, ((width+7)/8+31)/32*32)) }
+
+// The argmax bridge/metal runs untuned: partitions of about
+// MetalArgmaxPart values, a threadgroup of MetalArgmaxThreads each, at most
+// MetalArgmaxMaxParts a row (argmax_merge takes two of them a lane).
+const (
+	MetalArgmaxThreads  = 256
+	MetalArgmaxPart     = 4096
+	MetalArgmaxMaxParts = 64
+)
+
+// MetalArgmaxParts is how bridge/metal splits a row of n values for argmax:
+// parts partitions of size values (a multiple of 4, for float4 loads), as
+// even as they come and at most MetalArgmaxMaxParts; part <= 0, or a row
+// of at most part values, is one partition of the whole row.
+func MetalArgmaxParts(n, part int) (size, parts int) {
+	if part <= 0 || n <= part {
+		return n, 1
+	}
+	parts = min((n+part-1)/part, MetalArgmaxMaxParts)
+	size = ((n+parts-1)/parts + 3) / 4 * 4
+	return size, (n + size - 1) / size
+}
+
+// metalArgmax is argmax (bridge/metal ops.go Argmax): each row's partitions
+// a threadgroup each (argmax_part), their maxima merged by a simdgroup a
+// row (argmax_merge); a single partition is one threadgroup a row.
+var metalArgmax = &Space{
+	Doc: "threads per threadgroup, values of a row per threadgroup (partitions of a row merged by a second dispatch; single: a threadgroup a row)",
+	Dims: []Dim{
+		{Name: Tokens, Default: 1, Match: Log},
+		{Name: Width, Default: 32000, Match: Exact},
+	},
+	DType: "f32",
+	Params: []Knob{
+		{Name: KnobThreads, Doc: "threads per threadgroup, in whole simdgroups, each reading float4 at a time", Values: Pow2(32, 1024)},
+		{Name: KnobPart, Doc: "values of a row per threadgroup, or single", Values: func(s Shape, l Limits) []string {
+			return append([]string{"single"}, Pow2(1024, 65536)(s, l)...)
+		}},
+	},
+	Constraints: []Constraint{
+		metalSIMD,
+		metalThreads(func(c Config, _ Shape) int { return c.Int(KnobThreads) }),
+		{Name: "partitions", Check: func(c Config, s Shape, _ Limits) error {
+			if p := c.Int(KnobPart); p > 0 && (s[Width]+p-1)/p > MetalArgmaxMaxParts {
+				return fmt.Errorf("%d partitions exceed %d", (s[Width]+p-1)/p, MetalArgmaxMaxParts)
+			}
+			return nil
+		}},
+		{Name: "idle simdgroups", Check: func(c Config, s Shape, _ Limits) error {
+			vals, _ := MetalArgmaxParts(s[Width], c.Int(KnobPart))
+			if n := c.Int(KnobThreads); 4*(n-32) >= vals {
+				return fmt.Errorf("%d threads over %d values leave simdgroups idle", n, vals)
+			}
+			return nil
+		}},
+	},
+	Canonical: func(c Config, s Shape, _ Limits) Config {
+		if p := c.Int(KnobPart); p > 0 && p >= s[Width] {
+			c[KnobPart] = "single"
+		}
+		return c
+	},
+	Default: func(Shape, Limits) Config {
+		return Config{KnobThreads: strconv.Itoa(MetalArgmaxThreads), KnobPart: strconv.Itoa(MetalArgmaxPart)}
+	},
+	Format: func(c Config) string { return c[KnobThreads] + "t/" + c[KnobPart] },
+}
 
 // metalNorm is rms_norm, add_rms_norm, layer_norm or add_layer_norm
 // (bridge/metal ops.go, layernorm.go): one threadgroup per row; width is

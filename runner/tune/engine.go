@@ -253,8 +253,8 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 
 // LaunchChoices says, for a bridge.LaunchTuner backend, which configs the
 // launch-tuned kernels besides matmul and moe (EngineChoices) would use in a
-// decode step of seqs sequences at context cached tokens: decode attention
-// and the norms (NormOps), each only where the store holds entries for the device
+// decode step of seqs sequences at context cached tokens: decode attention,
+// the norms (NormOps) and argmax, each only where the store holds entries for the device
 // ("paged_attention_decode": "2sg/q4/p256 (user cache)"). blockSize is the
 // engine's KV block size.
 func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DType, blockSize, seqs, context int) map[string]string {
@@ -272,6 +272,7 @@ func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 	for _, norm := range NormOps(cfg) {
 		shapes[norm] = Shape{ops.Tokens: seqs, ops.Width: cfg.Hidden}
 	}
+	shapes[ops.Argmax] = Shape{ops.Tokens: seqs, ops.Width: cfg.Vocab}
 	for _, k := range Kernels(be.Info().Backend) {
 		sh, ok := shapes[k.Op]
 		if !ok || !hasEntries(s, be, string(k.Op)) {

@@ -12,8 +12,8 @@ func TestMetalSpaces(t *testing.T) {
 	for _, k := range Kernels("metal-emu") {
 		names = append(names, string(k.Op))
 	}
-	want := []string{"paged_attention_decode", "paged_attention_prefill", "rms_norm", "add_rms_norm", "matmul", "moe", "layer_norm",
-		"add_layer_norm", "qmatmul", "qmoe"}
+	want := []string{"paged_attention_decode", "paged_attention_prefill", "rms_norm", "add_rms_norm", "matmul", "moe", "argmax",
+		"layer_norm", "add_layer_norm", "qmatmul", "qmoe"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("metal-emu kernels %v, want Metal's %v", names, want)
 	}
@@ -46,6 +46,14 @@ func TestMetalSpaces(t *testing.T) {
 		{kernel: "paged_attention_decode", shape: Shape{"context": 100, "num_heads": 8, "num_kv_heads": 8},
 			lim: Limits{MaxThreads: 256, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}, n: 1 + 4*3,
 			reasons: map[string]int{"threads per threadgroup": 2}},
+		// Argmax over Qwen3's vocabulary: 6 thread counts by single and
+		// partitions of 1024 to 65536 values; 1024 and 2048 are more than 64
+		// partitions.
+		{kernel: "argmax", shape: Shape{"width": 151936}, lim: lim, n: 6 * 6, reasons: map[string]int{"partitions": 12}},
+		// A row of 1000: every partition is the row (single), and 512 or
+		// 1024 threads would leave simdgroups without four values each.
+		{kernel: "argmax", shape: Shape{"width": 1000}, lim: lim, cands: []string{"256t/single", "32t/single", "64t/single", "128t/single"},
+			n: 4, reasons: map[string]int{"idle simdgroups": 2}},
 		// Simdgroups of 64 threads: nothing the kernels assume.
 		{kernel: "rms_norm", shape: Shape{"width": 2048}, lim: Limits{MaxThreads: 1024, SIMDWidth: 64}, n: 1,
 			reasons: map[string]int{"simd width": 5}},

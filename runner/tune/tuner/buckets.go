@@ -187,7 +187,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
 		// A GPU's prefill attention at the prompt's query length, and its
-		// norms at the decode step's rows.
+		// norms and argmax at the decode step's rows.
 		if err := add(string(ops.PagedAttentionPrefill), dtype, tune.Shape{ops.Seqs: seqs, ops.Tokens: max(mp.PromptLen, 1),
 			ops.NumHeads: cfg.Heads, ops.NumKVHeads: cfg.KVHeads, ops.HeadSize: cfg.HeadDim, ops.BlockSize: mp.BlockSize}, label); err != nil {
 			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
@@ -196,6 +196,10 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			if err := add(string(norm), dtype, tune.Shape{ops.Tokens: seqs, ops.Width: cfg.Hidden}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
+		}
+		// The decode step's greedy pick: a row of logits a sequence.
+		if err := add(string(ops.Argmax), dtype, tune.Shape{ops.Tokens: seqs, ops.Width: cfg.Vocab}, label); err != nil {
+			return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 		}
 		for _, mnk := range tune.MatMulShapes(cfg, seqs, seqs) {
 			if !floats {
