@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"time"
 
 	"github.com/mtlbench/mtlbench/kernels"
@@ -233,6 +234,13 @@ type Backend interface {
 	EndStep() (StepStats, error)
 	Close() error
 }
+
+// ErrNonFinite is what a step's error wraps when its kernels met NaN where
+// they cannot go on without one, e.g. a MoE router's probabilities, whose
+// top-k picks no expert: the backend keeps every index in bounds and fails
+// the step, and the engine names the weight at fault (runner/engine
+// NonFiniteError).
+var ErrNonFinite = errors.New("non-finite values")
 
 // MappedWeighter is implemented by backends that can alias weights which
 // live in memory mapped outside the Go heap (an mmap'd checkpoint, the

@@ -413,7 +413,7 @@ func (b *Backend) waitLocked(slot *stepSlot) (bridge.StepStats, []int32, error) 
 	}
 	host := slot.host.i32()
 	if e := host[0]; e != 0 {
-		return st, nil, fmt.Errorf("cuda: %s", errorWord(e))
+		return st, nil, stepError(e)
 	}
 	for i := 1; i < slot.nStats && i < statsCap-1; i++ {
 		st.ExpertsTouched = append(st.ExpertsTouched, int(host[i]))
@@ -425,7 +425,9 @@ func (b *Backend) waitLocked(slot *stepSlot) (bridge.StepStats, []int32, error) 
 	return st, ids, nil
 }
 
-func errorWord(e int32) string {
+// stepError reads a step's error word: a router's NaN logits wrap
+// bridge.ErrNonFinite.
+func stepError(e int32) error {
 	var s []string
 	if e&1 != 0 {
 		s = append(s, "embedding: token id outside the vocabulary")
@@ -440,9 +442,12 @@ func errorWord(e int32) string {
 		s = append(s, "position embedding: position outside the position table")
 	}
 	if len(s) == 0 {
-		return fmt.Sprintf("kernel error word %#x", e)
+		return fmt.Errorf("cuda: kernel error word %#x", e)
 	}
-	return fmt.Sprint(s)
+	if e&2 != 0 {
+		return fmt.Errorf("cuda: %w: %v", bridge.ErrNonFinite, s)
+	}
+	return fmt.Errorf("cuda: %v", s)
 }
 
 func (b *Backend) ensureEvents(n int) error {

@@ -191,6 +191,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if !useMV {
 		b.out(7, o)
 	}
+	b.bind(8, view{b.step.errBuf, 0, 16}, true)
 	b.threadgroupMemory(4 * E)
 	route := b.pipeline("moe_route", fcRoute, boolInt[!useMV])
 	if fusedRoute {
@@ -352,6 +353,7 @@ func (b *Backend) moeDecode(o, xs *tensor, w *bridge.MoEWeights, pk *packedExper
 	if fold.g != nil {
 		b.in(9, fold.g)
 	}
+	b.bind(10, view{b.step.errBuf, 0, 16}, true)
 	b.dispatchGroups(pair, [3]int{ceilDiv(I, sgs*r), P, 1}, [3]int{32 * sgs, 1, 1})
 
 	b.args(argBytes(b, moeGemmArgs{N: uint32(H), K: uint32(I), TopK: uint32(K), ExpertStride: uint64(pk.stride),

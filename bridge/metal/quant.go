@@ -661,6 +661,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		if tiled {
 			b.out(7, o)
 		}
+		b.bind(8, view{b.step.errBuf, 0, 16}, true)
 		b.threadgroupMemory(4 * E)
 		rp := b.pipeline("moe_route", fcRoute, boolInt[tiled])
 		b.dispatchGroups(rp, [3]int{T, 1, 1}, [3]int{threadsFor(rp, min(1024, max(32, align(E, 32)))), 1, 1})

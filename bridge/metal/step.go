@@ -455,6 +455,10 @@ func stepError(errBuf *dbuf) error {
 		return fmt.Errorf("metal: attention: block %d outside the KV cache", val)
 	case errPosition:
 		return fmt.Errorf("metal: position embedding: position %d outside the position table", val)
+	case errExpert:
+		return fmt.Errorf("metal: moe: expert id %d outside the layer's experts", val)
+	case errRouteNaN:
+		return fmt.Errorf("metal: moe: %w (NaN) in the router's probabilities for token %d", bridge.ErrNonFinite, val)
 	}
 	return fmt.Errorf("metal: kernel error %d (value %d)", code, val)
 }
@@ -476,7 +480,9 @@ const (
 	errTokenID  = 1
 	errSlot     = 2
 	errBlock    = 3
+	errExpert   = 4
 	errPosition = 5 // gpt2.metal
+	errRouteNaN = 6
 )
 
 // scratchBuf returns the step scratch buffer name of at least n bytes; a

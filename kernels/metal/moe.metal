@@ -8,14 +8,14 @@
 
 // route_token: softmax over a token's expert logits (in p, experts floats
 // of threadgroup memory, overwritten by the probabilities), top-k by
-// repeated argmax (first index on ties, as torch.topk), weights
-// renormalised over the k when norm_topk. Each expert chosen for the first
-// time in the call bumps the call's distinct-expert count in
-// stats[stats_slot].
+// repeated argmax (first index on ties, as torch.topk; NaN ranks as
+// route_key says, and is reported in err), weights renormalised over the k
+// when norm_topk. Each expert chosen for the first time in the call bumps
+// the call's distinct-expert count in stats[stats_slot].
 inline void route_token(constant RouteArgs& a, threadgroup float* p, threadgroup float* bufv, threadgroup uint* bufi,
                         threadgroup float* selv, threadgroup uint* seli, uint t, device int* ids, device float* weights,
-                        device atomic_uint* flags, device atomic_uint* stats, ushort tid, ushort ntg, ushort lane,
-                        ushort sg, ushort nsg) {
+                        device atomic_uint* flags, device atomic_uint* stats, device atomic_uint* err, ushort tid,
+                        ushort ntg, ushort lane, ushort sg, ushort nsg) {
   const uint E = a.experts, K = a.top_k;
   float mx = NEG_MAX;
   for (uint e = tid; e < E; e += ntg) {
@@ -34,25 +34,31 @@ inline void route_token(constant RouteArgs& a, threadgroup float* p, threadgroup
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   float sum = 0.0f;
+  bool nan = false;
   for (uint j = 0; j < K; j++) {
     float bv = NEG_MAX;
     uint bi = 0xffffffffu;
     for (uint e = tid; e < E; e += ntg) {
-      const float v = p[e];
+      const float v = route_key(p[e]);
       if (v > bv) {
         bv = v;
         bi = e;
       }
     }
     uint sel;
-    const float m = tg_argmax(bv, bi, bufv, bufi, lane, sg, nsg, sel);
+    tg_argmax(bv, bi, bufv, bufi, lane, sg, nsg, sel);
+    sel = min(sel, E - 1);
     if (tid == 0) {
-      selv[j] = m;
+      selv[j] = p[sel];
       seli[j] = sel;
-      p[sel] = -1.0f; // taken: below every probability
+      p[sel] = ROUTE_TAKEN;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    sum += m;
+    sum += selv[j];
+    nan = nan || route_nan(selv[j]);
+  }
+  if (tid == 0 && nan) {
+    record_error(err, ERR_ROUTE_NAN, t);
   }
   if (tid < K) {
     const uint e = seli[tid];
@@ -86,6 +92,7 @@ kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* l
                       device int* ids [[buffer(2)]], device float* weights [[buffer(3)]],
                       device atomic_uint* flags [[buffer(4)]], device atomic_uint* stats [[buffer(5)]],
                       device float* out [[buffer(7), function_constant(moe_zero_out)]],
+                      device atomic_uint* err [[buffer(8)]],
                       threadgroup float* p [[threadgroup(0)]], uint t [[threadgroup_position_in_grid]],
                       ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
                       ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
@@ -102,7 +109,7 @@ kernel void moe_route(constant RouteArgs& a [[buffer(0)]], device const float* l
     zero_row(out, t, a.hidden, tid, ntg);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, tid, ntg, lane, sg, nsg);
+  route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, err, tid, ntg, lane, sg, nsg);
 }
 
 // moe_router_route: the router GEMV and the routing in one threadgroup per
@@ -116,7 +123,7 @@ kernel void moe_router_route(constant RouteArgs& a [[buffer(0)]], device const f
                              device float* weights [[buffer(3)]], device atomic_uint* flags [[buffer(4)]],
                              device atomic_uint* stats [[buffer(5)]],
                              device float* out [[buffer(7), function_constant(moe_zero_out)]],
-                             threadgroup float* p [[threadgroup(0)]],
+                             device atomic_uint* err [[buffer(8)]], threadgroup float* p [[threadgroup(0)]],
                              uint t [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                              ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
                              ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -141,18 +148,21 @@ kernel void moe_router_route(constant RouteArgs& a [[buffer(0)]], device const f
     zero_row(out, t, H, tid, ntg);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, tid, ntg, lane, sg, nsg);
+  route_token(a, p, bufv, bufi, selv, seli, t, ids, weights, flags, stats, err, tid, ntg, lane, sg, nsg);
 }
 
 template [[host_name("moe_router_route_f32")]] kernel void moe_router_route<float>(
     constant RouteArgs&, device const float*, device const float*, device int*, device float*, device atomic_uint*,
-    device atomic_uint*, device float*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+    device atomic_uint*, device float*, device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort,
+    ushort);
 template [[host_name("moe_router_route_f16")]] kernel void moe_router_route<half>(
     constant RouteArgs&, device const float*, device const half*, device int*, device float*, device atomic_uint*,
-    device atomic_uint*, device float*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+    device atomic_uint*, device float*, device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort,
+    ushort);
 template [[host_name("moe_router_route_bf16")]] kernel void moe_router_route<bf16_t>(
     constant RouteArgs&, device const float*, device const bf16_t*, device int*, device float*, device atomic_uint*,
-    device atomic_uint*, device float*, threadgroup float*, uint, ushort, ushort, ushort, ushort, ushort);
+    device atomic_uint*, device float*, device atomic_uint*, threadgroup float*, uint, ushort, ushort, ushort, ushort,
+    ushort);
 
 // moe_group: one threadgroup per chunk of pairs (the strategy: chunks of 1
 // pair are the loop, one chunk of all pairs is grouped). It sorts its
@@ -438,19 +448,23 @@ kernel void moe_mv_pair(constant MoEGemmArgs& a [[buffer(0)]], device const floa
                         device const float* logits [[buffer(5)]], device float* weights [[buffer(6)]],
                         device atomic_uint* flags [[buffer(7)]], device atomic_uint* counts [[buffer(8)]],
                         device const float* g [[buffer(9), function_constant(mv_norm)]],
-                        uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
-                        ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
-                        ushort nsg [[simdgroups_per_threadgroup]]) {
+                        device atomic_uint* err [[buffer(10)]], uint2 tg [[threadgroup_position_in_grid]],
+                        ushort tid [[thread_index_in_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                        ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
   threadgroup float xs[MV_STAGE_FLOATS];
   threadgroup uint routed[1];
   const uint p = tg.y;
   if (sg == 0) {
     uint e;
+    bool nan;
     const float wt = moe_route_pair(logits + ulong(p / a.top_k) * a.experts, a.experts, a.top_k, a.norm_topk != 0u,
-                                    p % a.top_k, lane, e);
+                                    p % a.top_k, lane, e, nan);
     if (lane == 0) {
       routed[0] = e;
       if (tg.x == 0) {
+        if (nan) {
+          record_error(err, ERR_ROUTE_NAN, p / a.top_k);
+        }
         ids[p] = int(e);
         weights[p] = wt;
         if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
@@ -555,8 +569,8 @@ kernel void moe_mv_sum(constant MoEGemmArgs& a [[buffer(0)]], device const float
       uint2, ushort, ushort);                                                                                  \
   template [[host_name(MTL_STR(moe_mv_pair_##sfx))]] kernel void moe_mv_pair<T>(                                        \
       constant MoEGemmArgs&, device const float*, device const T*, device int*, device float*,                   \
-      device const float*, device float*, device atomic_uint*, device atomic_uint*, device const float*, uint2,   \
-      ushort, ushort, ushort, ushort);                                                                           \
+      device const float*, device float*, device atomic_uint*, device atomic_uint*, device const float*,          \
+      device atomic_uint*, uint2, ushort, ushort, ushort, ushort);                                               \
   template [[host_name(MTL_STR(moe_mv_sum_##sfx))]] kernel void moe_mv_sum<T>(                                          \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const float*,       \
       device atomic_uint*, device float*, device float*, uint2, ushort, ushort, ushort, ushort);

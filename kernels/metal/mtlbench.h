@@ -217,6 +217,7 @@ constant bool mv_ln_bias = mv_norm && mv_layernorm;
 #define ERR_SLOT 2
 #define ERR_BLOCK 3
 #define ERR_EXPERT 4
+#define ERR_ROUTE_NAN 6 // a token's routing probabilities hold a NaN; value: the token
 
 // ---------------------------------------------------------------------------
 // Argument structs (setBytes).
@@ -663,19 +664,32 @@ struct QMatArgs {
 // qmoe_mv (bridge/metal quant.go's qmoeRouteExperts).
 #define MOE_ROUTE_LANE 8
 
+// ROUTE_TAKEN marks an expert a token's top-k has taken: below every
+// routing key, so it is never taken again.
+#define ROUTE_TAKEN NEG_MAX
+
+// route_key ranks a routing probability in the top-k. A NaN (one NaN in the
+// router's input or weights makes every probability NaN) ranks below every
+// number but above ROUTE_TAKEN, so each pick is still an expert not taken
+// yet, the expert kernels read in bounds, and the router reports
+// ERR_ROUTE_NAN. The test is on the bits: fast math may fold isnan away.
+inline bool route_nan(float p) { return (as_type<uint>(p) & 0x7fffffffu) > 0x7f800000u; }
+inline float route_key(float p) { return route_nan(p) ? -2.0f : p; }
+
 // moe_route_pair is one simdgroup's routing of a token (its E logits at l)
 // as route_token routes it: softmax, top-k by repeated argmax (the first
 // index on ties), the weights renormalised over the k with norm_topk. It
-// returns the weight of the token's j-th pick and sets expert to it. Every
-// lane gets the same answer; registers and simd reductions only, so the
-// simdgroup routes while the rest of the threadgroup stages x.
+// returns the weight of the token's j-th pick and sets expert to it, and
+// nan when a pick's probability was NaN. Every lane gets the same answer;
+// registers and simd reductions only, so the simdgroup routes while the
+// rest of the threadgroup stages x.
 inline float moe_route_pair(device const float* l, uint E, uint K, bool norm_topk, uint j, ushort lane,
-                           thread uint& expert) {
+                           thread uint& expert, thread bool& nan) {
   float v[MOE_ROUTE_LANE];
   float mx = NEG_MAX;
   for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
     const uint e = lane + 32 * i;
-    v[i] = e < E ? l[e] : NEG_MAX;
+    v[i] = e < E ? l[e] : ROUTE_TAKEN;
     mx = max(mx, v[i]);
   }
   mx = simd_max(mx);
@@ -694,25 +708,35 @@ inline float moe_route_pair(device const float* l, uint E, uint K, bool norm_top
   }
   float sum = 0.0f, mine = 0.0f;
   expert = 0;
+  nan = false;
   for (uint r = 0; r < K; r++) {
     float bv = NEG_MAX;
     uint bi = 0xffffffffu;
     for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
-      if (v[i] > bv) {
-        bv = v[i];
+      const float k = route_key(v[i]);
+      if (k > bv) {
+        bv = k;
         bi = lane + 32 * i;
       }
     }
     const float m = simd_max(bv);
-    const uint sel = simd_min(bv == m ? bi : 0xffffffffu);
-    sum += m;
+    const uint sel = min(simd_min(bv == m ? bi : 0xffffffffu), E - 1);
+    // The pick's probability, from the lane holding it (selects, not an
+    // index into v, which would put v in memory).
+    float pv = 0.0f;
+    for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
+      pv = i == sel / 32 ? v[i] : pv;
+    }
+    pv = simd_shuffle(pv, ushort(sel % 32));
+    nan = nan || route_nan(pv);
+    sum += pv;
     if (r == j) {
-      mine = m;
+      mine = pv;
       expert = sel;
     }
     for (uint i = 0; i < MOE_ROUTE_LANE; i++) {
       if (lane + 32 * i == sel) {
-        v[i] = -1.0f; // taken: below every probability
+        v[i] = ROUTE_TAKEN;
       }
     }
   }

@@ -1109,11 +1109,15 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   uint e = 0;
   if (mv_route) {
     if (sg == 0) {
+      bool nan;
       const float wt = moe_route_pair(logits + ulong(p / a.top_k) * a.experts, a.experts, a.top_k, a.norm_topk != 0u,
-                                      p % a.top_k, lane, e);
+                                      p % a.top_k, lane, e, nan);
       if (lane == 0) {
         routed[0] = e;
         if (tg.x == 0) {
+          if (nan) {
+            record_error(stats, ERR_ROUTE_NAN, p / a.top_k);
+          }
           ids[p] = int(e);
           weights[p] = wt;
           if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {

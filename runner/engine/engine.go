@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -328,6 +329,14 @@ type flight struct {
 // tokens it is still computing, so the device never waits on the host
 // between the two; that step's result is the next call's.
 func (e *Engine) Step() (*StepResult, error) {
+	res, err := e.step()
+	if err != nil && errors.Is(err, bridge.ErrNonFinite) {
+		return nil, e.explainNonFinite(&NonFiniteError{Step: err, Model: e.src.Describe()})
+	}
+	return res, err
+}
+
+func (e *Engine) step() (*StepResult, error) {
 	start := time.Now()
 	p := e.flight
 	e.flight = nil
@@ -535,28 +544,40 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 	return res, nil
 }
 
-// NonFiniteError: a step computed NaN or infinite logits, so the model's
-// weights or configuration are broken and any figure from it is garbage.
-// Model is its source and Tensor the first weight holding a NaN or an
-// infinity ("" when every weight is finite).
+// NonFiniteError: a step computed NaN or infinite logits, or its backend
+// met NaN inside it (Step, wrapping bridge.ErrNonFinite: a MoE router's
+// probabilities), so the model's weights or configuration are broken and
+// any figure from it is garbage. Model is its source and Tensor the first
+// weight holding a NaN or an infinity ("" when every weight is finite).
 type NonFiniteError struct {
 	Req, Pos, Token int
 	Value           float32
+	Step            error
 	Model, Tensor   string
 }
 
 func (e *NonFiniteError) Error() string {
 	msg := fmt.Sprintf("%s: the model computed non-finite logits (%v for token %d at position %d of request %d)", e.Model, e.Value, e.Token, e.Pos, e.Req)
+	if e.Step != nil {
+		msg = fmt.Sprintf("%s: %v", e.Model, e.Step)
+	}
 	if e.Tensor != "" {
 		return msg + fmt.Sprintf(": its tensor %s holds a NaN or an infinity", e.Tensor)
 	}
 	return msg + ": every weight is finite, so its configuration (rope_theta, rms_norm_eps) or weights too large for the arithmetic are to blame"
 }
 
+func (e *NonFiniteError) Unwrap() error { return e.Step }
+
 // nonFiniteError explains non-finite logits by the first weight that holds
 // a NaN or an infinity: the whole model is read, once, on the way out.
 func (e *Engine) nonFiniteError(req, pos, token int, v float32) error {
-	err := &NonFiniteError{Req: req, Pos: pos, Token: token, Value: v, Model: e.src.Describe()}
+	return e.explainNonFinite(&NonFiniteError{Req: req, Pos: pos, Token: token, Value: v, Model: e.src.Describe()})
+}
+
+// explainNonFinite names the first weight holding a NaN or an infinity in
+// err.
+func (e *Engine) explainNonFinite(err *NonFiniteError) error {
 	name, scanErr := model.FindNonFinite(e.cfg, e.src)
 	if scanErr != nil {
 		return fmt.Errorf("%w (and its weights could not be read again: %v)", err, scanErr)
