@@ -406,8 +406,15 @@ func (p *parser) duration(n *yaml.Node, what string) time.Duration {
 		p.errorf(n, "", "%s must not be negative, got %s", what, show(s))
 		return 0
 	}
+	if d > maxPause {
+		p.errorf(n, "", "%s of %s: at most %s (a pause to let the machine cool)", what, show(s), maxPause)
+		return 0
+	}
 	return d
 }
+
+// maxPause bounds a suite's pauses: past an hour a typo, not a cooldown.
+const maxPause = time.Hour
 
 func (p *parser) thresholds(n *yaml.Node) {
 	if isNull(resolve(n)) {

@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func Load(path string) (*Suite, error) {
 		}
 		return Parse(path, data)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readfile.Read(path, readfile.Suite, "a suite")
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func List(dir string) ([]Info, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		data, err := os.ReadFile(path)
+		data, err := readfile.Read(path, readfile.Suite, "a suite")
 		if err != nil {
 			out = append(out, Info{Path: path, Name: strings.TrimSuffix(name, filepath.Ext(name)), Err: err})
 			continue

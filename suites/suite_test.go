@@ -335,6 +335,7 @@ func TestErrors(t *testing.T) {
 		{"interleave yes", head + "  - name: c\ninterleave: yes\n", []string{`t.yaml:5:13: interleave must be true or false, got string "yes"`}},
 		{"cooldown without unit", head + "  - name: c\ncooldown: 5\n", []string{`t.yaml:5:11: bad cooldown "5" (add a unit, e.g. "5s")`}},
 		{"cooldown negative", head + "  - name: c\ncooldown: -1s\n", []string{`t.yaml:5:11: cooldown must not be negative, got -1s`}},
+		{"cooldown of years", head + "  - name: c\ncooldown: 100000h\n", []string{`t.yaml:5:11: cooldown of 100000h: at most 1h0m0s (a pause to let the machine cool)`}},
 		{"threshold number", head + "  - name: c\nthresholds: {decode_tok_s: 5}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage like "5%", got 5 (write "5%")`}},
 		{"threshold garbage", head + "  - name: c\nthresholds: {decode_tok_s: fast}\n", []string{`t.yaml:5:28: threshold decode_tok_s must be a percentage >= 0 like "5%", got "fast"`}},
 		{"thresholds list", head + "  - name: c\nthresholds: [5%]\n", []string{`t.yaml:5:13: thresholds must be a map, got a list`}},

@@ -139,11 +139,13 @@ func TestShowFormatsAreData(t *testing.T) {
 		t.Errorf("--format xml: %v", err)
 	}
 	// A database that does not exist is an error, not a new empty file.
-	missing := filepath.Join(t.TempDir(), "typo.db")
-	if _, _, err := mtl(t, "runs", "--db", missing); err == nil || !strings.Contains(err.Error(), "no results database at "+missing) {
-		t.Errorf("runs on a missing database: %v", err)
-	}
-	if _, err := os.Stat(missing); err == nil {
-		t.Error("runs created the mistyped database")
+	missing := filepath.Join(t.TempDir(), "typo", "typo.db")
+	for _, args := range [][]string{{"runs"}, {"gate", "--baseline", "1", "--candidate", "2"}} {
+		if _, _, err := mtl(t, append(args, "--db", missing)...); err == nil || !strings.Contains(err.Error(), "no results database at "+missing) {
+			t.Errorf("%s on a missing database: %v", args[0], err)
+		}
+		if _, err := os.Stat(filepath.Dir(missing)); err == nil {
+			t.Errorf("%s created the mistyped database's folder", args[0])
+		}
 	}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io"
 	"os"
 
@@ -148,9 +150,10 @@ func readExport(path string) ([]*results.RunRecord, error) {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	sc.Buffer(make([]byte, 1<<20), readfile.Import)
 	var out []*results.RunRecord
-	for line := 1; sc.Scan(); line++ {
+	line := 1
+	for ; sc.Scan(); line++ {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
@@ -170,7 +173,9 @@ func readExport(path string) ([]*results.RunRecord, error) {
 		rec := l.RunRecord
 		out = append(out, &rec)
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("%s:%d: a line of more than %s: not an mtlbench export", path, line, readfile.Size(readfile.Import))
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(out) == 0 {

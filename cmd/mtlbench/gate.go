@@ -67,7 +67,7 @@ func gateCommand() *cli.Command {
 			if c.Int("min-samples") < 1 {
 				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))
 			}
-			db, err := openDB(c)
+			db, err := openExistingDB(c)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,7 +115,7 @@ func historyCommand() *cli.Command {
 						return fmt.Errorf("import needs one markdown file")
 					}
 					path := c.Args().First()
-					text, err := os.ReadFile(path)
+					text, err := readfile.Read(path, readfile.Config, "a history page")
 					if err != nil {
 						return err
 					}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"os"
 	"runtime"
 	"strings"
@@ -67,7 +68,7 @@ func peerCommand() *cli.Command {
 				}
 				var all []pending
 				for _, path := range c.Args().Slice() {
-					data, err := os.ReadFile(path)
+					data, err := readfile.Read(path, readfile.Import, "a peer's results")
 					if err != nil {
 						return err
 					}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"os"
 	"strconv"
 	"strings"
@@ -81,7 +82,7 @@ func suitesCommand() *cli.Command {
 						return fmt.Errorf("suites show needs one suite name or file (built in: %s)", strings.Join(suites.ShippedNames(), ", "))
 					}
 					arg := c.Args().First()
-					data, err := os.ReadFile(arg)
+					data, err := readfile.Read(arg, readfile.Suite, "a suite")
 					if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(arg, `/\`) {
 						data, err = suites.Shipped(arg)
 					}

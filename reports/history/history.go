@@ -62,6 +62,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io/fs"
 	"math"
 	"os"
@@ -119,7 +120,7 @@ func Load(dir string) ([]Point, error) {
 			continue
 		}
 		name := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(name)
+		data, err := readfile.Read(name, readfile.Config, "a history file")
 		if err != nil {
 			errs = append(errs, err)
 			continue

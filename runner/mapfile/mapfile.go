@@ -110,11 +110,3 @@ func CheckRegular(path string) error {
 	}
 	return nil
 }
-
-// ReadRegular reads a whole regular file (CheckRegular first).
-func ReadRegular(path string) ([]byte, error) {
-	if err := CheckRegular(path); err != nil {
-		return nil, err
-	}
-	return os.ReadFile(path)
-}

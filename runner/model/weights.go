@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"hash/fnv"
 	"math"
 	"os"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/quant"
-	"github.com/mtlbench/mtlbench/runner/mapfile"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -618,7 +618,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		return nil, nil, err
 	}
 	p := filepath.Join(dir, "config.json")
-	raw, err := os.ReadFile(p)
+	raw, err := readfile.Read(p, readfile.Config, "a model config")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -646,7 +646,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 // LoadDir reads a checkpoint folder's config.json.
 func LoadDir(dir string) (*Config, error) {
 	p := filepath.Join(dir, "config.json")
-	data, err := mapfile.ReadRegular(p)
+	data, err := readfile.Read(p, readfile.Config, "a model config")
 	if err != nil {
 		return nil, fmt.Errorf("model folder %s: %w", dir, err)
 	}

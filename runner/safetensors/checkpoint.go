@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
 
 // IndexName is the shard index that HuggingFace writes next to sharded weights.
@@ -35,7 +34,7 @@ type index struct {
 // OpenDir opens the checkpoint in dir.
 func OpenDir(dir string) (*Checkpoint, error) {
 	idxPath := filepath.Join(dir, IndexName)
-	raw, err := mapfile.ReadRegular(idxPath)
+	raw, err := readfile.Read(idxPath, readfile.Index, "a checkpoint index")
 	switch {
 	case err == nil:
 		return openIndexed(dir, idxPath, raw)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -67,12 +68,13 @@ var ErrNoTokenizer = errors.New("no tokenizer")
 // Load reads dir/tokenizer.json, or the file itself when path is one: a
 // tokenizer.json, or a GGUF file's tokenizer (FromGGUF).
 func Load(path string) (*Tokenizer, error) {
+	inFolder := false
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "tokenizer.json")
+		path, inFolder = filepath.Join(path, "tokenizer.json"), true
 	}
 	// A FIFO or device would block the reads below.
 	if err := mapfile.CheckRegular(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) && inFolder {
 			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json; give token ids instead)", path, ErrNoTokenizer)
 		}
 		return nil, err
@@ -89,7 +91,7 @@ func Load(path string) (*Tokenizer, error) {
 		}
 		return t, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readfile.Read(path, readfile.Tokenizer, "a tokenizer")
 	if err != nil {
 		return nil, err
 	}

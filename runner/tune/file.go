@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 
 // ReadFile reads a tuned-config file.
 func ReadFile(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readfile.Read(path, readfile.Index, "a tuned-config file")
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,76 @@
+// Package readfile reads the small files a user names (suites, model
+// configs, tokenizers, imports) whole, within a bound: a model file or a
+// device given by mistake is refused at once, not read until memory runs
+// out.
+package readfile
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Bounds of the files read whole, by kind.
+const (
+	Suite     = 16 << 20  // a suite's YAML
+	Config    = 16 << 20  // a checkpoint's config.json, a history page
+	Index     = 64 << 20  // a sharded checkpoint's index, tuned configs
+	Tokenizer = 512 << 20 // tokenizer.json (the largest published are tens of MB)
+	Import    = 512 << 20 // peer results, exported runs
+)
+
+// Read returns the bytes of path, which may hold at most max bytes; what
+// names the file's kind in the error ("a suite").
+func Read(path string, max int64, what string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case fi.IsDir():
+		return nil, fmt.Errorf("%s: a folder, not %s", path, what)
+	case fi.Mode()&os.ModeNamedPipe != 0: // opening it would wait for a writer
+		return nil, fmt.Errorf("%s: a named pipe, not %s", path, what)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Mode().IsRegular() && fi.Size() > max {
+		return nil, tooLarge(path, fi.Size(), max, what)
+	}
+	// Pipes and devices say no size: read one byte past the bound.
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(data)) > max {
+		return nil, tooLarge(path, -1, max, what)
+	}
+	return data, nil
+}
+
+func tooLarge(path string, size, max int64, what string) error {
+	of := ""
+	if size >= 0 {
+		of = Size(size) + ", "
+	}
+	return fmt.Errorf("%s: %smore than %s holds (at most %s): is it the file you meant?", path, of, what, Size(max))
+}
+
+// Size writes n bytes in binary units.
+func Size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n)/unit, "KiB"
+	for _, next := range []string{"MiB", "GiB", "TiB"} {
+		if v < unit {
+			break
+		}
+		v, u = v/unit, next
+	}
+	return fmt.Sprintf("%.1f %s", v, u)
+}

@@ -1,0 +1,49 @@
+package readfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(small, []byte("name: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: the bound is checked before a byte is read.
+	if err := f.Truncate(30 << 30); err != nil {
+		t.Skipf("skipping: no sparse file here: %v", err)
+	}
+	f.Close()
+	tests := []struct {
+		path, want string
+	}{
+		{small, ""},
+		{big, "big.yaml: 30.0 GiB, more than a suite holds (at most 16.0 MiB)"},
+		{"/dev/zero", "/dev/zero: more than a suite holds (at most 16.0 MiB)"},
+		{dir, "a folder, not a suite"},
+		{filepath.Join(dir, "none.yaml"), "no such file"},
+	}
+	for _, tc := range tests {
+		if tc.path == "/dev/zero" {
+			if _, err := os.Stat(tc.path); err != nil {
+				continue
+			}
+		}
+		data, err := Read(tc.path, Suite, "a suite")
+		switch {
+		case tc.want == "" && (err != nil || string(data) != "name: x\n"):
+			t.Errorf("%s: %q, %v", tc.path, data, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error holding %q", tc.path, err, tc.want)
+		}
+	}
+}
