@@ -16,7 +16,7 @@ const (
 	Config    = 16 << 20  // a checkpoint's config.json, a history page
 	Index     = 64 << 20  // a sharded checkpoint's index, tuned configs
 	Tokenizer = 512 << 20 // tokenizer.json (the largest published are tens of MB)
-	Import    = 512 << 20 // peer results, exported runs
+	Import    = 256 << 20 // peer results, a line of exported runs
 )
 
 // Read returns the bytes of path, which may hold at most max bytes; what
