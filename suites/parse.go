@@ -460,7 +460,7 @@ func (p *parser) thresholds(n *yaml.Node) {
 }
 
 func (p *parser) model(e *entry) *Model {
-	m := &Model{Weights: "synthetic", DType: "bf16", Seed: 1, Fit: "strict", Pos: p.at(e.k)}
+	m := &Model{Weights: "synthetic", Seed: 1, Fit: "strict", Pos: p.at(e.k)}
 	ents, ok := p.mapping(e.v, "model")
 	if !ok {
 		return m

@@ -68,7 +68,7 @@ func (c Case) floatParam(name string, def float64) float64 {
 type Model struct {
 	Preset, Path string
 	Weights      string // "synthetic" | "checkpoint"
-	DType        string // "f32" | "f16" | "bf16"
+	DType        string // "f32" | "f16" | "bf16" | a packed preset format; "": a checkpoint's own, a preset's bf16
 	Seed         int64
 	Layers       int    // depth override; 0 = the model's own depth
 	Fit          string // "strict" | "truncate-layers"

@@ -81,7 +81,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("suite defaults: %+v", s)
 	}
 	m := s.Model
-	if m.Weights != "synthetic" || m.DType != "bf16" || m.Seed != 1 || m.Fit != "strict" || m.Layers != 0 {
+	if m.Weights != "synthetic" || m.DType != "" || m.Seed != 1 || m.Fit != "strict" || m.Layers != 0 {
 		t.Errorf("model defaults: %+v", m)
 	}
 	if len(s.Cases) != 1 || s.Cases[0].Name != "c" || s.Cases[0].Key != "model/c" || s.Cases[0].Kind != KindModel {

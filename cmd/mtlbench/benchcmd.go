@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/runner/model"
 	"os"
 	"os/signal"
 	"slices"
@@ -50,7 +51,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
 			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, cpu, cuda, metal or metal-emu"},
-			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
+			&cli.StringFlag{Name: "dtype", Usage: "weight dtype (default: a checkpoint's own, a preset's bf16): f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
 			&cli.IntFlag{Name: "layers", Usage: "run only the first N layers of the model (0: all), as the suites' layers; results say so"},
@@ -254,7 +255,7 @@ func (q quickSpec) yaml() ([]byte, error) {
 		Preset  string `yaml:"preset,omitempty"`
 		Path    string `yaml:"path,omitempty"`
 		Weights string `yaml:"weights,omitempty"`
-		DType   string `yaml:"dtype"`
+		DType   string `yaml:"dtype,omitempty"`
 		Seed    int    `yaml:"seed"`
 		Fit     string `yaml:"fit,omitempty"`
 	}
@@ -327,6 +328,10 @@ func (q quickSpec) yaml() ([]byte, error) {
 		doc.Model.Path, doc.Model.Weights = q.Model, "checkpoint"
 	} else {
 		doc.Model.Preset = q.Model
+	}
+	// A checkpoint runs in its own dtype unless --dtype says otherwise.
+	if doc.Model.DType == "" && model.IsPreset(q.Model) {
+		doc.Model.DType = "bf16"
 	}
 	if q.Fit != "strict" {
 		doc.Model.Fit = q.Fit

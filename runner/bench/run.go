@@ -677,7 +677,8 @@ func weightFormat(c *model.Config, src model.Source) string {
 	if d, ok := tune.PackedDType(c); ok {
 		return c.Quant.Name + "-" + string(d)
 	}
-	return c.Quant.Name
+	// A checkpoint of a packed kind with no packed matrix runs its floats.
+	return src.DType().String()
 }
 
 // headlines are the metrics a case's progress line shows, the first it

@@ -403,7 +403,9 @@ cases:
 
 // A packed model's cases record its format as their dtype, not the float
 // dtype of its scales: a q4 run is not filed as a bf16 one. A checkpoint's
-// is its kind and the packed type most of its matrices use.
+// is its kind and the packed type most of its matrices use. A float
+// checkpoint runs, and records, its own dtype unless the suite sets one (a
+// GGUF of floats too), a preset bf16.
 func TestPackedRunsRecordTheirFormat(t *testing.T) {
 	abs := func(p string) string {
 		a, err := filepath.Abs(p)
@@ -418,6 +420,11 @@ func TestPackedRunsRecordTheirFormat(t *testing.T) {
 		{"preset: qwen3-moe-mini\n  layers: 1\n  dtype: q8_0", "q8_0"},
 		{"path: " + abs("../testdata/mlx/qwen3_moe-q8"), "mlx-q8"},
 		{"path: " + abs("../testdata/gguf/llama-q4_k_m.gguf"), "gguf-q4_k"},
+		{"preset: qwen3-moe-mini\n  layers: 1", "bf16"},
+		{"path: " + abs("../testdata/hf/llama"), "f32"},
+		{"path: " + abs("../testdata/hf/llama") + "\n  dtype: bf16", "bf16"},
+		{"path: " + abs("../testdata/gguf/llama-rope-linear.gguf"), "f32"},
+		{"path: " + abs("../testdata/gguf/llama-rope-linear.gguf") + "\n  dtype: f16", "f16"},
 	} {
 		dt := c.want
 		t.Run(dt, func(t *testing.T) {
