@@ -633,9 +633,10 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	ck.mlx, ck.experts = mq, cfg.NumExperts
 	ck.mlxGPT2 = cfg.GPT2() && ck.Has(mlxGPT2Prefix+"wte.weight")
 	ck.cfg = cfg
-	// HF ties the LM head to the embedding when the checkpoint has none.
-	if !cfg.TieEmbed && !ck.Has("lm_head.weight") {
-		cfg.TieEmbed = true
+	// transformers would give such a head random weights: garbage logits.
+	if !cfg.TieEmbed && !ck.Has("lm_head.weight") && !ck.mlxGPT2 {
+		ck.Close()
+		return nil, nil, fmt.Errorf("%s: lm_head.weight is missing from the checkpoint, and tie_word_embeddings is false (set it true if the LM head is the embedding)", dir)
 	}
 	if mq != nil {
 		cfg.Quant = ck.mlxScheme(cfg)
