@@ -504,6 +504,11 @@ func tuneImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	for i := range in.Entries {
+		if err := in.Entries[i].Check(); err != nil {
+			return fmt.Errorf("%s: entry %d (%s on %s): %w; nothing imported", c.Args().First(), i, in.Entries[i].Describe(), in.Entries[i].Device, err)
+		}
+	}
 	byFile := map[string][]tune.Entry{}
 	for _, e := range in.Entries {
 		p := filepath.Join(dir, tune.FileName(e.Device, e.Backend))

@@ -87,6 +87,33 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 	if _, errOut, _ := mtlTune(t, "tune", "import", exported, "--dir", dir2); !strings.Contains(errOut, "0 new, 1 replaced") {
 		t.Errorf("re-import: %s", errOut)
 	}
+	// An entry no kernel takes is refused, naming it, and nothing of its
+	// file is imported.
+	for _, bad := range []struct {
+		edit func(*tune.Entry)
+		want string
+	}{
+		{func(e *tune.Entry) { e.Config = tune.Config{"strategy": "banana"} }, "strategy=banana is not a value"},
+		{func(e *tune.Entry) { e.Config = tune.Config{"nope": "1"} }, `no parameter "nope"`},
+		{func(e *tune.Entry) { e.Kernel = "nope" }, `kernel "nope"`},
+		{func(e *tune.Entry) { e.DType = "q99" }, `dtype "q99"`},
+		{func(e *tune.Entry) { e.Shape = tune.Shape{"tokens": -1} }, "tokens=-1"},
+	} {
+		f, _ := tune.ReadFile(exported)
+		bad.edit(&f.Entries[0])
+		path := filepath.Join(tmp, "bad.json")
+		if err := f.Write(path); err != nil {
+			t.Fatal(err)
+		}
+		dir3 := filepath.Join(tmp, "bad")
+		if _, _, err := mtlTune(t, "tune", "import", path, "--dir", dir3); err == nil || !strings.Contains(err.Error(), bad.want) ||
+			!strings.Contains(err.Error(), "entry 0") {
+			t.Errorf("import of a bad entry: %v, want %q", err, bad.want)
+		}
+		if _, err := os.Stat(dir3); err == nil {
+			t.Errorf("a bad entry's file was imported (%s)", bad.want)
+		}
+	}
 	// A stale entry shows as such.
 	a.Entries[0].SourceHash = "0000"
 	a.Write(files[0])

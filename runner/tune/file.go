@@ -79,6 +79,39 @@ func ParseFile(name string, data []byte) (*File, error) {
 	return &f, nil
 }
 
+// Check refuses an entry no kernel of this build takes: an unknown backend,
+// kernel or dtype, a shape dimension below 1, or a knob the kernel lacks or
+// a value outside the knob's values at the entry's shape. What a device's limits allow is left to where it
+// runs, whose lookup warns and keeps the default (Store).
+func (e *Entry) Check() error {
+	k, err := Find(e.Backend, e.Kernel)
+	if err != nil {
+		return err
+	}
+	if d := ops.DType(e.DType); !slices.Contains(ops.DTypes, d) && !slices.Contains(ops.QuantDTypes, d) {
+		return fmt.Errorf("dtype %q is none this mtlbench runs", e.DType)
+	}
+	for p, v := range e.Shape {
+		if v < 1 {
+			return fmt.Errorf("shape %s=%d: want at least 1", p, v)
+		}
+	}
+	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 1 << 30, SIMDWidth: 32}
+	if k.Backend == ops.CPU {
+		lim = Limits{MaxThreads: 1 << 12}
+	}
+	for name, v := range e.Config {
+		i := slices.IndexFunc(k.Params, func(p ops.Knob) bool { return p.Name == name })
+		if i < 0 {
+			return fmt.Errorf("%s has no parameter %q", e.Kernel, name)
+		}
+		if vals := k.Params[i].Values(e.Shape, lim); !slices.Contains(vals, v) {
+			return fmt.Errorf("%s=%s is not a value of %s's %s (%s)", name, v, e.Kernel, name, strings.Join(vals, ", "))
+		}
+	}
+	return nil
+}
+
 // ReadFile reads a tuned-config file.
 func ReadFile(path string) (*File, error) {
 	data, err := readfile.Read(path, readfile.Index, "a tuned-config file")
