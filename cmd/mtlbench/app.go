@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -20,6 +21,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
+		// A variable set to what mtlbench cannot take stops every command
+		// but env, which lists them.
+		Before: func(c *cli.Context) error {
+			if c.Args().First() == "env" {
+				return nil
+			}
+			return envconfig.Check()
+		},
 		// --set values are YAML (sampling=temperature:0.7,top_k:40,
 		// batch=[1,2]): a comma is not a separator.
 		DisableSliceFlagSeparator: true,

@@ -16,7 +16,8 @@ func envCommand() *cli.Command {
 		Description: "Prints every environment variable mtlbench reads, with its current value and\n" +
 			"whether that comes from the environment or is the default (an empty value counts\n" +
 			"as unset), the part of mtlbench it configures and what it means. Variables of the\n" +
-			"area \"tests\" configure the packages' tests (go test), not the command.",
+			"area \"tests\" configure the packages' tests (go test), not the command. A value\n" +
+			"mtlbench cannot take is listed after the table, and stops every other command.",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
 		Action: func(c *cli.Context) error {
 			f, err := table.ParseFormat(c.String("format"))
@@ -27,13 +28,19 @@ func envCommand() *cli.Command {
 			if f == table.FormatJSON {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
-				return enc.Encode(vs)
+				if err := enc.Encode(vs); err != nil {
+					return err
+				}
+				return envconfig.Check()
 			}
 			t := &table.Table{Header: []string{"variable", "value", "source", "area", "meaning"}}
 			for _, v := range vs {
 				t.Rows = append(t.Rows, []string{v.Name, v.Value, v.Source, v.Area, v.Meaning})
 			}
-			return t.Render(c.App.Writer, f)
+			if err := t.Render(c.App.Writer, f); err != nil {
+				return err
+			}
+			return envconfig.Check()
 		},
 	}
 }

@@ -6,9 +6,11 @@
 package envconfig
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -171,6 +173,44 @@ func on(name string) bool {
 		return true
 	}
 	return false
+}
+
+var mslVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+
+// switches are the variables that turn a feature on or off.
+var switches = []string{"MTLBENCH_METAL_SERIAL", "MTLBENCH_METAL_STREAM", "MTLBENCH_CUDA_GRAPHS", "MTLBENCH_CUDA_CUBLAS",
+	"MTLBENCH_CUDA_PDL", "MTLBENCH_CUDA_PDL_EARLY", "MTLBENCH_CUDA_DECODE_MMA", "MTLBENCH_CUDA_FUSE",
+	"MTLBENCH_CUDA_EXACT_PREFILL", "MTLBENCH_CUDA_PACKED_MMA", "MTLBENCH_CUDA_GEMV_MMA", "MTLBENCH_CUDA_PREFETCH",
+	"MTLBENCH_CUDA_STEP_KERNELS", "MTLBENCH_CUDA_STREAM", "MTLBENCH_CUDA_CHAINS", "MTLBENCH_CUDA_TIMELINE",
+	"MTLBENCH_CUDA_PROFILE_DETAIL"}
+
+// Check reports each set variable whose value mtlbench cannot take, naming
+// it, its value and what it takes: a switch that is neither on nor off is
+// not quietly off.
+func Check() error {
+	var errs []error
+	for _, name := range switches {
+		if v := Get(name); v != "" && !on(name) && !off(name) {
+			errs = append(errs, fmt.Errorf("%s=%q: want 1 or 0 (on, off, true, false)", name, v))
+		}
+	}
+	// A version the OS's compiler refuses is Metal's to report (auto then
+	// falls back to another backend); one that is no version is a typo.
+	if v := Get("MTLBENCH_METAL_MSL"); v != "" && !mslVersion.MatchString(v) {
+		errs = append(errs, fmt.Errorf("MTLBENCH_METAL_MSL=%q: want a version such as %s", v, strings.Join(metal.LanguageVersions, " or ")))
+	}
+	if _, err := CUDA(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := TestSlowdown(); err != nil {
+		errs = append(errs, err)
+	}
+	if d := TunedDir(); d != "" {
+		if st, err := os.Stat(d); err == nil && !st.IsDir() {
+			errs = append(errs, fmt.Errorf("MTLBENCH_TUNED=%q: a file, want the folder of tuned configs (tune import puts a file's configs in one)", d))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DB is the results database: $MTLBENCH_DB, else results.DefaultPath.

@@ -131,3 +131,31 @@ func TestTableCoversTheModule(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Check names each variable set to what mtlbench cannot take, and passes
+// the values it can.
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		name, value, want string
+	}{
+		{"MTLBENCH_METAL_SERIAL", "yes", `MTLBENCH_METAL_SERIAL="yes": want 1 or 0`},
+		{"MTLBENCH_CUDA_GRAPHS", "nope", `MTLBENCH_CUDA_GRAPHS="nope"`},
+		{"MTLBENCH_METAL_MSL", "3", `MTLBENCH_METAL_MSL="3": want a version such as 3.2 or 3.1 or 3.0`},
+		{"MTLBENCH_METAL_MSL", "2.0", ""}, // Metal's to refuse: auto falls back
+		{"MTLBENCH_CUDA_DEVICE", "-5", `MTLBENCH_CUDA_DEVICE="-5"`},
+		{"MTLBENCH_TEST_SLOWDOWN", "abc", `MTLBENCH_TEST_SLOWDOWN="abc"`},
+		{"MTLBENCH_TUNED", "envconfig_test.go", `MTLBENCH_TUNED="envconfig_test.go": a file`},
+		{"MTLBENCH_METAL_SERIAL", "on", ""},
+		{"MTLBENCH_CUDA_GRAPHS", "0", ""},
+		{"MTLBENCH_METAL_MSL", "3.1", ""},
+		{"MTLBENCH_TUNED", t.TempDir(), ""},
+	} {
+		t.Run(c.name+"="+c.value, func(t *testing.T) {
+			t.Setenv(c.name, c.value)
+			err := Check()
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("%v, want %q", err, c.want)
+			}
+		})
+	}
+}
