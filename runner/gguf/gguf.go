@@ -23,6 +23,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
@@ -404,6 +406,28 @@ func (r *reader) str() string {
 	return string(r.take(n))
 }
 
+// checkName refuses a key or tensor name that is no text: what a header
+// whose counts are off, or a value misread before it, leaves to be read as
+// one. max is the longest name accepted (llama.cpp's tensor names are at
+// most 64 bytes).
+func checkName(kind string, i uint64, name string, max int) error {
+	bad := name == "" || len(name) > max || !utf8.ValidString(name) ||
+		strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) })
+	if !bad {
+		return nil
+	}
+	return fmt.Errorf("%s %d has a name of %d bytes that is no text (%q): the header's key or tensor counts, or a value before it, are off",
+		kind, i, len(name), clip(name))
+}
+
+// clip is at most the first 40 bytes of s, for messages.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
 func (f *File) parse() error {
 	r := &reader{b: f.data}
 	if string(r.take(4)) != "GGUF" {
@@ -427,9 +451,12 @@ func (f *File) parse() error {
 	}
 	for i := uint64(0); i < nkv; i++ {
 		key := r.str()
+		if err := checkName("metadata key", i, key, 1<<16); r.err == nil && err != nil {
+			return err
+		}
 		v, err := r.value(ValueType(r.u32()), 0)
 		if r.err != nil {
-			return fmt.Errorf("metadata key %d (%q): the file ends inside it", i, key)
+			return fmt.Errorf("metadata key %d (%q): the file ends inside it", i, clip(key))
 		}
 		if err != nil {
 			return fmt.Errorf("metadata key %q: %w", key, err)
@@ -452,6 +479,9 @@ func (f *File) parse() error {
 	}
 	for i := uint64(0); i < nt; i++ {
 		t := TensorInfo{Name: r.str()}
+		if err := checkName("tensor info", i, t.Name, 256); r.err == nil && err != nil {
+			return err
+		}
 		nd := r.u32()
 		if r.err == nil && (nd == 0 || nd > maxDims) {
 			return fmt.Errorf("tensor %q has %d dimensions (1 to %d)", t.Name, nd, maxDims)
@@ -461,7 +491,7 @@ func (f *File) parse() error {
 		}
 		t.Type, t.Offset = Type(r.u32()), r.u64()
 		if r.err != nil {
-			return fmt.Errorf("tensor info %d (%q): the file ends inside it", i, t.Name)
+			return fmt.Errorf("tensor info %d (%q): the file ends inside it", i, clip(t.Name))
 		}
 		if _, dup := f.byName[t.Name]; dup {
 			return fmt.Errorf("tensor %q appears twice", t.Name)

@@ -104,6 +104,8 @@ func TestBadFiles(t *testing.T) {
 			binary.LittleEndian.PutUint64(b[8:], 1<<40)
 			return b
 		}, "more than the file"},
+		{"name no text", func() []byte { return build(3, nil, []ti{{"\x00\x12w\x01", []uint64{32, 4}, Q4_0, 4 * 18}}, 32) },
+			`tensor info 0 has a name of 4 bytes that is no text ("\x00\x12w\x01")`},
 		{"ragged rows", func() []byte { return build(3, nil, []ti{{"w", []uint64{48, 4}, Q4_0, 4 * 18}}, 32) }, "do not divide"},
 		{"dims", func() []byte { return build(3, nil, []ti{{"w", []uint64{32, 1, 1, 1, 1}, Q4_0, 18}}, 32) }, "5 dimensions"},
 		{"misaligned offset", func() []byte {
