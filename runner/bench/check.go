@@ -46,10 +46,10 @@ func Check(s *suites.Suite) error {
 		if c.Kind != suites.KindModel {
 			continue
 		}
-		if err := checkPositions(s, c, cfg); err != nil {
+		for _, err := range []error{checkPositions(s, c, cfg), checkKVBlocks(s, c)} {
 			if e, ok := err.(*suites.Error); ok {
 				errs = append(errs, e)
-			} else {
+			} else if err != nil {
 				return err
 			}
 		}
@@ -83,6 +83,23 @@ func checkPositions(s *suites.Suite, c suites.Case, cfg *model.Config) error {
 	pos := c.PosOf(suites.ParamPromptLen)
 	return s.ErrorAt(pos, "case %s: %s = %d tokens, more than the %s of %s (hint: lower prompt_len or gen_len)",
 		c.Name, lens, prompt+gen, what, cfg.Name)
+}
+
+// checkKVBlocks refuses a case whose kv_blocks cannot hold its batch side
+// by side: max_seqs requests of depth + prompt + gen tokens at once.
+func checkKVBlocks(s *suites.Suite, c suites.Case) error {
+	mp := c.Model
+	kb, bs := mp.KVBlocks, mp.BlockSize
+	if kb <= 0 || bs <= 0 {
+		return nil
+	}
+	pl, gl := mp.MaxLens()
+	seqs := min(mp.MaxSeqs, mp.Requests)
+	if need := (mp.Depth + pl + gl + bs - 1) / bs * seqs; need > kb {
+		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
+			kb, kb*bs, seqs, pl, gl, need, bs)
+	}
+	return nil
 }
 
 // checkKernels plans each kernel case as run prepares it (kbench.Need) on

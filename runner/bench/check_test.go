@@ -44,3 +44,26 @@ cases:
 		}
 	}
 }
+
+// Check refuses a model case whose kv_blocks cannot hold its batch side by
+// side, with run's words and the parameter's line, and passes the case of
+// the same suite that fits.
+func TestCheckKVBlocks(t *testing.T) {
+	s := loadSuite(t, `name: kv
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+params: { prompt_len: 8, gen_len: 4, kv_blocks: 1 }
+cases:
+  - name: decode
+    matrix:
+      batch: [1, 2]
+`)
+	err := Check(s)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := ":4:49: kv_blocks=1 hold 16 tokens, but 2 concurrent requests of 8+4 tokens need 2 blocks of 16"
+	if msg := err.Error(); !strings.Contains(msg, want) || strings.Count(msg, "kv_blocks=") != 1 {
+		t.Errorf("%q, want one error saying %q", msg, want)
+	}
+}

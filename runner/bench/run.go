@@ -594,12 +594,8 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize, opts.MaxSeqs)
 	if kb := mp.KVBlocks; kb > 0 {
-		// The batch must run side by side: max_seqs requests at once.
-		pl, gl := w.maxLens()
-		per := (w.Depth + pl + gl + opts.BlockSize - 1) / opts.BlockSize
-		if need := per * min(opts.MaxSeqs, w.Requests); need > kb {
-			return nil, s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "kv_blocks=%d hold %d tokens, but %d concurrent requests of %d+%d tokens need %d blocks of %d (hint: raise kv_blocks or lower batch)",
-				kb, kb*opts.BlockSize, min(opts.MaxSeqs, w.Requests), pl, gl, need, opts.BlockSize)
+		if err := checkKVBlocks(s, c); err != nil {
+			return nil, err
 		}
 		opts.KVTokens = kb * opts.BlockSize
 	}
