@@ -184,12 +184,14 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	// The kernels read a layer's experts of one projection as one packing:
 	// experts stored a tensor each must agree on theirs.
 	first := map[string]gguf.TensorInfo{}
+	used := map[string]bool{}
 	for _, t := range cfg.Tensors() {
 		info, e, err := s.lookup(t)
 		if err != nil {
 			f.Close()
 			return nil, nil, err
 		}
+		used[info.Name] = true
 		if l, _, proj, ok := expertName(t.Name); ok && s.splitExperts {
 			key := fmt.Sprintf("blk.%d.%s", l, ggufProj[proj])
 			if f0, ok := first[key]; !ok {
@@ -207,8 +209,36 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 		}
 		_ = e
 	}
+	if err := ggufUnused(f, used); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
 	cfg.Quant = q
 	return cfg, s, nil
+}
+
+// ggufUnused refuses a file holding tensors its metadata's model does not
+// read, as llama.cpp does ("wrong number of tensors"): layers past
+// block_count, or the QK-norms of a qwen3 file labelled llama, would
+// otherwise be dropped silently and the figures be another model's.
+// rope_freqs holds factors the metadata also gives (llama3's rope scaling).
+func ggufUnused(f *gguf.File, used map[string]bool) error {
+	var extra []string
+	for _, t := range f.Tensors {
+		if !used[t.Name] && t.Name != "rope_freqs.weight" {
+			extra = append(extra, t.Name)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	arch := f.KV["general.architecture"].Str
+	list := strings.Join(extra[:min(len(extra), 4)], ", ")
+	if len(extra) > 4 {
+		list += fmt.Sprintf(" and %d more", len(extra)-4)
+	}
+	return fmt.Errorf("%s: %d tensors are none of the %s model its metadata describes (%s): is general.architecture or %s.block_count wrong?",
+		f.Path, len(extra), arch, list, arch)
 }
 
 // ggufSplitExperts: f stores its experts a tensor each (blk.N.ffn_gate.E.weight)

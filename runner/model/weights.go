@@ -284,6 +284,29 @@ func (c *Checkpoint) Mapped(b []byte) bool { return c.ck.Mapped(b) || c.converte
 // (PageDropper); a converted tensor's memory is left alone.
 func (c *Checkpoint) Drop(b []byte) { c.ck.Drop(b) }
 
+// layersPast refuses tensors of a layer at or past n, the layers the
+// config says there are: with fewer in the config, the rest would be
+// dropped silently and the figures be another model's.
+func (c *Checkpoint) layersPast(n int) error {
+	most := -1
+	for _, name := range c.ck.Names() {
+		// model.layers.N. (HF, mlx-lm); h.N. under transformer. or model.
+		// (GPT-2, and mlx-lm's GPT-2)
+		name = strings.TrimPrefix(strings.TrimPrefix(name, "model."), "transformer.")
+		var l int
+		var rest string
+		if k, _ := fmt.Sscanf(name, "layers.%d.%s", &l, &rest); k == 2 {
+			most = max(most, l)
+		} else if k, _ := fmt.Sscanf(name, "h.%d.%s", &l, &rest); k == 2 {
+			most = max(most, l)
+		}
+	}
+	if most >= n {
+		return fmt.Errorf("the weights hold %d layers, but config.json says %d (num_hidden_layers / n_layer)", most+1, n)
+	}
+	return nil
+}
+
 // Has reports whether the checkpoint holds a tensor.
 func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(c.stored(name)); return ok }
 
@@ -633,6 +656,10 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	ck.mlx, ck.experts = mq, cfg.NumExperts
 	ck.mlxGPT2 = cfg.GPT2() && ck.Has(mlxGPT2Prefix+"wte.weight")
 	ck.cfg = cfg
+	if err := ck.layersPast(cfg.ModelLayers); err != nil {
+		ck.Close()
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	// transformers would give such a head random weights: garbage logits.
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") && !ck.mlxGPT2 {
 		ck.Close()
