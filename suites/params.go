@@ -46,6 +46,7 @@ type paramSpec struct {
 	kinds  kindSet
 	isInt  bool
 	min    int64    // ints: smallest allowed value
+	auto   bool     // ints: 0 asks for an automatic choice
 	max    int64    // ints: largest allowed value, if set
 	step   int64    // ints: allowed values are multiples of it, if set
 	oneOf  []int64  // ints: the only allowed values, if set
@@ -81,7 +82,7 @@ var params = func() map[string]paramSpec {
 		ParamArrival:       {kinds: forModel, syntax: checkArrival, key: arrivalKey},
 		ParamSLO:           {kinds: forModel, syntax: checkSLO, key: sloKey},
 		ParamRangeRatio:    {kinds: forModel, syntax: checkRangeRatio, key: rangeRatioKey},
-		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0, max: maxTokens},
+		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0, max: maxTokens, auto: true},
 		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1, max: maxTokens},
 		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1, max: maxSeqs},
 		ParamSampling:      {kinds: forModel, syntax: checkSampling},
@@ -105,6 +106,7 @@ var params = func() map[string]paramSpec {
 		switch o.Kind {
 		case ops.IntKind:
 			s.isInt, s.min, s.max, s.step = true, int64(o.Min), int64(o.Max), int64(o.Step)
+			s.auto = strings.Contains(o.Doc, "0 = auto")
 			for _, v := range o.OneOf {
 				s.oneOf = append(s.oneOf, int64(v))
 			}
@@ -229,7 +231,7 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 			return fmt.Sprintf("%s must be one of %s, got %d", name, joinInts(spec.oneOf), v.Int), ""
 		}
 		if v.Int < spec.min {
-			if spec.min == 0 {
+			if spec.auto {
 				return fmt.Sprintf("%s must be >= 0 (0 = auto), got %d", name, v.Int), ""
 			}
 			return fmt.Sprintf("%s must be >= %d, got %d", name, spec.min, v.Int), ""

@@ -391,6 +391,7 @@ func TestErrors(t *testing.T) {
 		{"int out of range", head + "  - name: c\n    params: {batch: 9223372036854775808}\n", []string{`t.yaml:5:21: batch is out of range: 9223372036854775808`}},
 		{"int too small", head + "  - name: c\n    params: {batch: 0}\n", []string{`t.yaml:5:21: batch must be >= 1, got 0`}},
 		{"auto int negative", head + "  - name: c\n    params: {kv_blocks: -1}\n", []string{`t.yaml:5:25: kv_blocks must be >= 0 (0 = auto), got -1`}},
+		{"depth negative", head + "  - name: c\n    params: {depth: -1}\n", []string{`t.yaml:5:21: depth must be >= 0, got -1`}},
 		{"block size", head + "  - name: c\n    matrix: {block_size: [8, 12]}\n", []string{`t.yaml:5:30: block_size must be one of 8, 16, 32, got 12`}},
 		{"head size", head + "  - name: c\n    op: rope\n    matrix: {head_size: [47]}\n", []string{`t.yaml:6:26: head_size must be a multiple of 2, got 47`}},
 		{"head size too large", head + "  - name: c\n    op: rope\n    matrix: {head_size: [512]}\n", []string{`t.yaml:6:26: head_size must be at most 256, got 512`}},

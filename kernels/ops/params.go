@@ -61,7 +61,7 @@ type Spec struct {
 var Specs = map[Param]Spec{
 	Tokens:           {Name: Tokens, Kind: IntKind, Min: 1, Doc: "tokens of the call (decode: 1 per sequence)"},
 	Seqs:             {Name: Seqs, Kind: IntKind, Min: 1, Doc: "sequences of an attention call"},
-	Context:          {Name: Context, Kind: IntKind, Min: 1, Doc: "tokens already in the KV cache (rope: first position)"},
+	Context:          {Name: Context, Kind: IntKind, Min: 0, Doc: "tokens already in the KV cache (rope: first position); decode attention and rope take at least 1"},
 	NumHeads:         {Name: NumHeads, Kind: IntKind, Min: 1, Doc: "query heads"},
 	NumKVHeads:       {Name: NumKVHeads, Kind: IntKind, Min: 1, Doc: "KV heads; num_heads is a multiple"},
 	HeadSize:         {Name: HeadSize, Kind: IntKind, Min: 2, Max: 256, Step: 2, Doc: "elements per head (even: RoPE rotates pairs)"},

@@ -74,7 +74,7 @@ func (t Type) String() string {
 	if n, ok := typeNames[t]; ok {
 		return n
 	}
-	return fmt.Sprintf("type %d", uint32(t))
+	return fmt.Sprintf("unknown ggml type %d", uint32(t))
 }
 
 // kernelTypes are the packed ggml types the kernels read as they are, with

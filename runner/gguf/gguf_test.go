@@ -189,7 +189,7 @@ func TestDropKeepsBytes(t *testing.T) {
 // Types the reader does not read are still named in its messages, ggml's
 // newest among them.
 func TestTypeNames(t *testing.T) {
-	for ty, want := range map[Type]string{MXFP4: "MXFP4", 40: "NVFP4", 41: "Q1_0", 200: "type 200"} {
+	for ty, want := range map[Type]string{MXFP4: "MXFP4", 40: "NVFP4", 41: "Q1_0", 200: "unknown ggml type 200"} {
 		if got := ty.String(); got != want {
 			t.Errorf("type %d is %q, want %q", uint32(ty), got, want)
 		}

@@ -150,6 +150,8 @@ func TestBadParams(t *testing.T) {
 		{kcase("matmul", "m", 0), "m", "m=0: must be positive"},
 		{kcase("rms_norm", "width", -3), "width", "width=-3: must be positive"},
 		{kcase("matmul", "dtype", "fp8"), "dtype", "dtype=fp8: supported dtypes are f32, f16, bf16"},
+		{kcase("matmul", "dtype", "q4"), "dtype", "dtype=q4: supported dtypes are f32, f16, bf16 (packed weights: op qmatmul)"},
+		{kcase("moe", "dtype", "q4_k"), "dtype", "dtype=q4_k: supported dtypes are f32, f16, bf16 (packed weights: op qmoe)"},
 		{kcase("moe", "moe_strategy", "sorted"), "moe_strategy", "moe_strategy=sorted: supported strategies are loop, chunked, grouped"},
 		{kcase("softmax"), "op", `op=softmax: unknown op (want one of paged_attention_decode,`},
 		{kcase(""), "op", "op: a kernel case needs an op"},

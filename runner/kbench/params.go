@@ -103,6 +103,11 @@ func (p *params) dtype() bridge.DType {
 			return dt
 		}
 	}
+	if _, packed := s.Quant(); packed && (p.op.ID == ops.MatMul || p.op.ID == ops.MoE) {
+		packedOp := map[ops.ID]ops.ID{ops.MatMul: ops.QMatMul, ops.MoE: ops.QMoE}[p.op.ID]
+		p.fail(ops.DTypeParam, string(s), "supported dtypes are f32, f16, bf16 (packed weights: op %s)", packedOp)
+		return bridge.BF16
+	}
 	p.fail(ops.DTypeParam, string(s), "supported dtypes are f32, f16, bf16")
 	return bridge.BF16
 }

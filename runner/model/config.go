@@ -266,7 +266,10 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []string
 	pos := func(v int, field string) {
-		if v <= 0 {
+		switch {
+		case v == 0:
+			errs = append(errs, fmt.Sprintf("%s is missing or 0: it must be positive", field))
+		case v < 0:
 			errs = append(errs, fmt.Sprintf("%s must be positive, got %d", field, v))
 		}
 	}
@@ -340,7 +343,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	if !(c.Eps > 0) || math.IsInf(float64(c.Eps), 0) {
-		errs = append(errs, fmt.Sprintf("rms_norm_eps=%g must be a finite number > 0", c.Eps))
+		field := "rms_norm_eps"
+		if c.GPT2() {
+			field = "layer_norm_epsilon"
+		}
+		errs = append(errs, fmt.Sprintf("%s=%g must be a finite number > 0", field, c.Eps))
 	}
 	if !c.LearnedPositions() && (!(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0)) {
 		errs = append(errs, fmt.Sprintf("rope_theta=%g must be a finite number > 0", c.RopeTheta))

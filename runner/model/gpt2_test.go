@@ -47,7 +47,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 		{`{` + base + `, "activation_function": "gelu"}`, `activation_function "gelu" is not supported`},
 		{`{` + base + `, "activation_function": "relu"}`, `activation_function "relu"`},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 3, "n_positions": 16}`, "not a multiple of n_head=3"},
-		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2}`, "n_positions must be positive"},
+		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2}`, "n_positions is missing or 0"},
 		{`{` + base + `, "scale_attn_by_inverse_layer_idx": true}`, "scale_attn_by_inverse_layer_idx"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
