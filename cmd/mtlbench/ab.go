@@ -163,6 +163,15 @@ func abCommand() *cli.Command {
 				if !c.Bool("quiet") {
 					fmt.Fprintf(c.App.ErrWriter, "ab: round %d took %v (%d+%d steps)\n", r+1, time.Since(t0).Round(100*time.Millisecond), steps[0], steps[1])
 				}
+				// A binary that records nothing would run every round for
+				// nothing: the first round says so.
+				if r == 0 {
+					for i, side := range []abSide{sides[false], sides[true]} {
+						if _, err := loadABSide(side, side.label); err != nil {
+							return fmt.Errorf("ab: after round 1 the %s binary %s recorded no run (%v); the end of its output:\n%s", side.label, side.bin, err, tail(logs[i], 800))
+						}
+					}
+				}
 			}
 			baseSide, err := loadABSide(sides[false], "baseline")
 			if err != nil {
@@ -344,4 +353,23 @@ func loadABSide(s abSide, label string) (*compare.Side, error) {
 		side.Label = fmt.Sprintf("%s %s", label, s.bin)
 	}
 	return side, nil
+}
+
+// tail is the last n bytes of the file at path, or why it cannot be read.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	off := max(st.Size()-n, 0)
+	b := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return err.Error()
+	}
+	return string(b)
 }

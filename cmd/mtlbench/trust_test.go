@@ -93,4 +93,15 @@ func TestABEndToEnd(t *testing.T) {
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "already holds baseline.db") {
 		t.Errorf("reused --keep folder: exit %d, %v; want 2 and a refusal", exitCode(err), err)
 	}
+	// A baseline that records nothing stops the gate after its first round,
+	// with the end of what it printed.
+	fake := filepath.Join(dir, "fake")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho not an mtlbench >&2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = mtl(t, "ab", suite, "--baseline-bin", fake, "--candidate-bin", bin, "--rounds", "5", "--threads", "1")
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "after round 1 the baseline binary") || !strings.Contains(err.Error(), "not an mtlbench") ||
+		strings.Contains(stderr, "round 2/5") {
+		t.Errorf("a baseline recording nothing: exit %d, %v\n%s", exitCode(err), err, stderr)
+	}
 }
