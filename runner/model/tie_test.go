@@ -2,8 +2,6 @@ package model
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,32 +10,22 @@ import (
 // refused, naming the tensor: transformers would give that head random
 // weights. Tied, the same weights load.
 func TestUntiedHeadMissing(t *testing.T) {
-	src := "../testdata/hf/qwen2" // tied: no lm_head.weight
 	for _, tie := range []bool{true, false} {
-		dir := t.TempDir()
-		entries, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		dir := copyFolder(t, "../testdata/hf/qwen2", func(name string, data []byte) []byte { // tied: no lm_head.weight
+			if name != "config.json" {
+				return data
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			cfg["tie_word_embeddings"] = tie
+			out, err := json.Marshal(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.Name() == "config.json" {
-				var cfg map[string]any
-				if err := json.Unmarshal(data, &cfg); err != nil {
-					t.Fatal(err)
-				}
-				cfg["tie_word_embeddings"] = tie
-				if data, err = json.Marshal(cfg); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+			return out
+		})
 		cfg, src, err := Open(Spec{Model: dir})
 		if tie {
 			if err != nil || !cfg.TieEmbed {

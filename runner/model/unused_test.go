@@ -43,28 +43,38 @@ func TestGGUFUnusedTensors(t *testing.T) {
 // is refused, for HF and mlx-lm's layouts (GPT-2's h.N too).
 func TestCheckpointLayersPast(t *testing.T) {
 	for _, fx := range []string{"../testdata/hf/llama", "../testdata/hf/gpt2", "../testdata/mlx/qwen3_moe-q4", "../testdata/mlx/gpt2-q4"} {
-		dir := t.TempDir()
-		entries, err := os.ReadDir(fx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join(fx, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e.Name() == "config.json" {
+		dir := copyFolder(t, fx, func(name string, data []byte) []byte {
+			if name == "config.json" {
 				for _, k := range []string{`"num_hidden_layers": 2`, `"n_layer": 2`} {
 					data = bytes.Replace(data, []byte(k), []byte(k[:len(k)-1]+"1"), 1)
 				}
 			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_, _, err = Open(Spec{Model: dir})
+			return data
+		})
+		_, _, err := Open(Spec{Model: dir})
 		if err == nil || !strings.Contains(err.Error(), "the weights hold 2 layers, but config.json says 1") {
 			t.Errorf("%s with one layer in its config: %v", fx, err)
 		}
 	}
+}
+
+// copyFolder copies the checkpoint folder src into a temporary folder,
+// each file's bytes through edit, and returns the copy.
+func copyFolder(t *testing.T, src string, edit func(name string, data []byte) []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), edit(e.Name(), data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
