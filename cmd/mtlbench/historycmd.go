@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -124,7 +123,7 @@ func historyCommand() *cli.Command {
 						src = filepath.Base(path)
 					}
 					date := c.String("date")
-					if date != "" && !validDate(date) {
+					if date != "" && !history.ValidDate(date) {
 						return fmt.Errorf("--date %q: want YYYY-MM-DD, YYYY-MM or YYYY", date)
 					}
 					res, err := history.ImportMarkdown(text, history.Point{Source: src, Model: c.String("model"), Hardware: c.String("hardware"),
@@ -169,15 +168,6 @@ func historyPoints() ([]history.Point, error) {
 }
 
 // validDate accepts the date forms the history chart places on its axis.
-func validDate(s string) bool {
-	for _, layout := range []string{"2006-01-02", "2006-01", "2006"} {
-		if _, err := time.Parse(layout, s); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // historyNone is the error of filters that leave no documented figures
 // (history show's; report's --history-model, modelFlag): the first filter
 // that leaves none, and the values of the figures the filters before it

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -315,5 +316,22 @@ func TestParseQuantityRejectsNonFinite(t *testing.T) {
 	}
 	if q, ok := parseQuantity("42.5 tok/s"); !ok || q.value != 42.5 {
 		t.Errorf("parseQuantity(42.5 tok/s) = %+v, %v", q, ok)
+	}
+}
+
+// A table's date that is no real day is left unset with a warning naming
+// its line, so the figure takes --date or is refused, not filed in year
+// 2099 or dropped by the charts.
+func TestImportBadDates(t *testing.T) {
+	text := []byte("| batch | decode tok/s | date |\n|---|---|---|\n| 1 | 50 | 2099-99-99 |\n| 1 | 60 | 2025-02 |\n")
+	res, err := ImportMarkdown(text, Point{Source: "d.md", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 2 || res.Points[0].Date != "" || res.Points[1].Date != "2025-02" {
+		t.Fatalf("points %+v", res.Points)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, `line 3: date "2099-99-99"`) }) {
+		t.Errorf("warnings %q", res.Warnings)
 	}
 }

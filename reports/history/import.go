@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ImportResult is what ImportMarkdown found.
@@ -373,6 +374,10 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		}
 		switch col.field {
 		case "date":
+			if !ValidDate(cell) {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: date %q is not YYYY-MM-DD, YYYY-MM or YYYY, left unset", line, cell))
+				continue
+			}
 			base.Date = cell
 		case "series":
 			base.Series = cell
@@ -432,4 +437,15 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		out = append(out, p)
 	}
 	return out
+}
+
+// ValidDate reports whether s is a date as the history keeps them:
+// YYYY-MM-DD, YYYY-MM or YYYY, each a real day, month or year.
+func ValidDate(s string) bool {
+	for _, layout := range []string{"2006-01-02", "2006-01", "2006"} {
+		if _, err := time.Parse(layout, s); err == nil {
+			return true
+		}
+	}
+	return false
 }
