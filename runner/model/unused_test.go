@@ -78,3 +78,19 @@ func copyFolder(t *testing.T, src string, edit func(name string, data []byte) []
 	}
 	return dir
 }
+
+// A checkpoint holding q/k/v biases whose config does not ask for them is
+// refused: here Qwen2's weights under a Llama config.
+func TestCheckpointBiasesUnasked(t *testing.T) {
+	dir := copyFolder(t, "../testdata/hf/qwen2", func(name string, data []byte) []byte {
+		if name == "config.json" {
+			data = bytes.ReplaceAll(data, []byte("Qwen2ForCausalLM"), []byte("LlamaForCausalLM"))
+			data = bytes.ReplaceAll(data, []byte(`"qwen2"`), []byte(`"llama"`))
+		}
+		return data
+	})
+	_, _, err := Open(Spec{Model: dir})
+	if err == nil || !strings.Contains(err.Error(), "self_attn.q_proj.bias, but config.json has no attention_bias: true") {
+		t.Errorf("%v, want the bias named", err)
+	}
+}

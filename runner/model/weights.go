@@ -660,6 +660,11 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		ck.Close()
 		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	// Biases the config leaves out would be dropped: another model's figures.
+	if b := LayerPrefix(0) + "self_attn.q_proj.bias"; !cfg.QKVBias && !cfg.GPT2() && ck.Has(b) {
+		ck.Close()
+		return nil, nil, fmt.Errorf("%s: the checkpoint holds %s, but config.json has no attention_bias: true", dir, b)
+	}
 	// transformers would give such a head random weights: garbage logits.
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") && !ck.mlxGPT2 {
 		ck.Close()
