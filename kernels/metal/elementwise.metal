@@ -63,11 +63,13 @@ kernel void add(constant EltArgs& a [[buffer(0)]], device const float* x [[buffe
   out[i] = x[i] + y[i];
 }
 
-// argmax_take keeps v at i if it is larger than best, or the thread's first
-// value that is not NaN: -inf counts and NaN never wins. A thread visits
-// its indices in increasing order, so on ties the first stays.
+// argmax_take keeps v at i if it is larger than best, or equal as the
+// thread's first: best starts at NEG_MAX (fast math leaves infinities
+// undefined), so NaN and -inf are never taken and a row of nothing else
+// gives none (0, as the reference's first index). A thread visits its
+// indices in increasing order, so on ties the first stays.
 inline void argmax_take(float v, uint i, thread float& best, thread uint& bi) {
-  if (v > best || (bi == 0xffffffffu && v == best)) {
+  if (!is_nan(v) && (v > best || (bi == 0xffffffffu && v == best))) {
     best = v;
     bi = i;
   }
@@ -80,7 +82,7 @@ inline void argmax_take(float v, uint i, thread float& best, thread uint& bi) {
 inline float argmax_scan(device const float* xr, uint lead, uint lo, uint hi, threadgroup float* bufv,
                          threadgroup uint* bufi, ushort tid, ushort ntg, ushort lane, ushort sg, ushort nsg,
                          thread uint& idx) {
-  float best = -INFINITY;
+  float best = NEG_MAX;
   uint bi = 0xffffffffu;
   const uint v0 = min(hi, lo + (4u - (lead + lo) % 4u) % 4u);
   const uint h4 = v0 + (hi - v0) / 4u * 4u;
@@ -142,7 +144,7 @@ kernel void argmax_part(constant ArgmaxArgs& a [[buffer(0)]], device const float
 kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const float* part_v [[buffer(1)]],
                          device const uint* part_i [[buffer(2)]], device int* out [[buffer(3)]],
                          uint row [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
-  float best = -INFINITY;
+  float best = NEG_MAX;
   uint bi = 0xffffffffu;
   for (uint p = lane; p < a.parts; p += 32) {
     const float v = part_v[row * a.parts + p];

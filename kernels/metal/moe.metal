@@ -55,7 +55,7 @@ inline void route_token(constant RouteArgs& a, threadgroup float* p, threadgroup
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     sum += selv[j];
-    nan = nan || route_nan(selv[j]);
+    nan = nan || is_nan(selv[j]);
   }
   if (tid == 0 && nan) {
     record_error(err, ERR_ROUTE_NAN, t);

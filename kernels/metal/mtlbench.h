@@ -211,6 +211,10 @@ constant bool mv_ln_bias = mv_norm && mv_layernorm;
 // with fast math by default, under which infinities are undefined.
 #define NEG_MAX (-FLT_MAX)
 
+// is_nan tests the bits, which fast math cannot fold away as it may isnan
+// and comparisons with a NaN.
+inline bool is_nan(float v) { return (as_type<uint>(v) & 0x7fffffffu) > 0x7f800000u; }
+
 // Error codes a kernel records in the step's stats buffer (word 0, the first
 // error wins; word 1 holds the offending value).
 #define ERR_TOKEN_ID 1
@@ -672,9 +676,8 @@ struct QMatArgs {
 // router's input or weights makes every probability NaN) ranks below every
 // number but above ROUTE_TAKEN, so each pick is still an expert not taken
 // yet, the expert kernels read in bounds, and the router reports
-// ERR_ROUTE_NAN. The test is on the bits: fast math may fold isnan away.
-inline bool route_nan(float p) { return (as_type<uint>(p) & 0x7fffffffu) > 0x7f800000u; }
-inline float route_key(float p) { return route_nan(p) ? -2.0f : p; }
+// ERR_ROUTE_NAN.
+inline float route_key(float p) { return is_nan(p) ? -2.0f : p; }
 
 // moe_route_pair is one simdgroup's routing of a token (its E logits at l)
 // as route_token routes it: softmax, top-k by repeated argmax (the first
@@ -728,7 +731,7 @@ inline float moe_route_pair(device const float* l, uint E, uint K, bool norm_top
       pv = i == sel / 32 ? v[i] : pv;
     }
     pv = simd_shuffle(pv, ushort(sel % 32));
-    nan = nan || route_nan(pv);
+    nan = nan || is_nan(pv);
     sum += pv;
     if (r == j) {
       mine = pv;
