@@ -330,7 +330,7 @@ type flight struct {
 // between the two; that step's result is the next call's.
 func (e *Engine) Step() (*StepResult, error) {
 	res, err := e.step()
-	if err != nil && errors.Is(err, bridge.ErrNonFinite) {
+	if errors.Is(err, bridge.ErrNonFinite) {
 		return nil, e.explainNonFinite(&NonFiniteError{Step: err, Model: e.src.Describe()})
 	}
 	return res, err
