@@ -111,6 +111,9 @@ var quantFixtures = [][2]string{
 	// experts packed in part, run in f32 (model.Config.ExpertsInF32)
 	{"gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", "gguf/llamacpp-qwen3_moe-partial-q8_0.json"},
 	{"mlx/qwen3_moe-q4-partial", "mlx/qwen3_moe-q4-partial/reference.json"},
+	// attention_bias: biases on q, k, v and o beside packed weights
+	{"mlx/llama_bias-q4", "mlx/llama_bias-q4/reference.json"},
+	{"gguf/llama_bias-q8_0.gguf", "gguf/llama_bias-q8_0.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

@@ -154,7 +154,7 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 				Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Rotary: e.rotary, Eps: c.Eps},
 			&bridge.AttentionOp{At: at(l, bridge.CompAttention, "paged_attention"), Out: ws.attn, Q: ws.q, K: ws.k, V: ws.v,
 				Cache: e.cache[l], Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: scale, Operand: e.wdt},
-			mm(at(l, bridge.CompAttention, "o_proj"), ws.o, ws.attn, ly.wo, nil),
+			mm(at(l, bridge.CompAttention, "o_proj"), ws.o, ws.attn, ly.wo, ly.bo),
 			&bridge.AddRMSNormOp{At: at(l, bridge.CompNorm, "post_attention_norm"), Out: ws.h, Residual: ws.resid, X: ws.o,
 				W: ly.postNorm, Eps: c.Eps},
 		)

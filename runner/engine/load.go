@@ -17,13 +17,14 @@ type layer struct {
 	inNorm, postNorm bridge.Tensor
 	wq, wk, wv, wo   bridge.Tensor
 	bq, bk, bv       bridge.Tensor // nil without qkv bias
+	bo               bridge.Tensor // the output projection's: attention_bias, GPT-2's c_proj
 	qNorm, kNorm     bridge.Tensor // nil without QK-norm
 	gate, up, down   bridge.Tensor // dense MLP
 	moe              *bridge.MoEWeights
-	// GPT-2 (gpt2.go): LayerNorm biases, the output projection's and the
-	// MLP's biases; its MLP is up, then down.
+	// GPT-2 (gpt2.go): LayerNorm biases and the MLP's biases; its MLP is
+	// up, then down.
 	inNormB, postNormB bridge.Tensor
-	bo, bUp, bDown     bridge.Tensor
+	bUp, bDown         bridge.Tensor
 }
 
 type weights struct {
@@ -111,6 +112,9 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 		}
 		if cfg.QKVBias {
 			ly.bq, ly.bk, ly.bv = must(p+"self_attn.q_proj.bias"), must(p+"self_attn.k_proj.bias"), must(p+"self_attn.v_proj.bias")
+		}
+		if cfg.OBias {
+			ly.bo = must(p + "self_attn.o_proj.bias")
 		}
 		if cfg.QKNorm {
 			ly.qNorm, ly.kNorm = must(p+"self_attn.q_norm.weight"), must(p+"self_attn.k_norm.weight")

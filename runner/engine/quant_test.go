@@ -111,6 +111,11 @@ var quantFixtures = []struct{ path, ref string }{
 	// The ternary types, transcoded into Q2_K.
 	{"../testdata/gguf/llamacpp-llama-tq1_0.gguf", "../testdata/gguf/llamacpp-llama-tq1_0.json"},
 	{"../testdata/gguf/llamacpp-qwen3_moe-tq2_0.gguf", "../testdata/gguf/llamacpp-qwen3_moe-tq2_0.json"},
+	// attention_bias: biases on q, k, v and o in floats beside mlx-lm's
+	// packed weights, and in GGUF with q's and k's rows permuted as the
+	// converter permutes their weights.
+	{"../testdata/mlx/llama_bias-q4", "../testdata/mlx/llama_bias-q4/reference.json"},
+	{"../testdata/gguf/llama_bias-q8_0.gguf", "../testdata/gguf/llama_bias-q8_0.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position

@@ -39,7 +39,10 @@ type Config struct {
 	Eps             float32
 	TieEmbed        bool
 	QKVBias         bool
-	QKNorm          bool // Qwen3: RMSNorm over each q and k head before RoPE
+	// OBias: the attention's output projection has a bias too, as
+	// attention_bias gives Llama, Qwen3 and Qwen3-MoE (not Qwen2's q/k/v).
+	OBias  bool
+	QKNorm bool // Qwen3: RMSNorm over each q and k head before RoPE
 
 	// Mixture of experts (Qwen3-MoE); NumExperts == 0 means dense.
 	NumExperts    int
@@ -69,7 +72,11 @@ func (c *Config) Truncated() bool { return c.Layers < c.ModelLayers }
 // archSpec holds what an architecture implies beyond its config fields.
 type archSpec struct {
 	qkvBias, qkNorm, moe bool
-	gpt2                 bool // GPT-2's config keys and layout (gpt2.go)
+	// attnBias: attention_bias puts a bias on q, k, v and o, as
+	// transformers' Llama and Qwen3 attention read it; Mistral, Mixtral and
+	// Qwen2 fix their biases whatever it says.
+	attnBias bool
+	gpt2     bool // GPT-2's config keys and layout (gpt2.go)
 	// sparse is Mixtral's MoE: every layer's MLP a block_sparse_moe, the
 	// experts' intermediate size intermediate_size, the top-k renormalised
 	sparse bool
@@ -78,12 +85,12 @@ type archSpec struct {
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {},
+	"LlamaForCausalLM":    {attnBias: true},
 	"MistralForCausalLM":  {slides: true},
 	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true},
 	"Qwen2ForCausalLM":    {qkvBias: true},
-	"Qwen3ForCausalLM":    {qkNorm: true},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true},
+	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true},
 	GPT2Architecture:      {gpt2: true},
 }
 
@@ -224,8 +231,8 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			c.Window = *h.SlidingWindow
 		}
 	}
-	if h.AttentionBias != nil && *h.AttentionBias {
-		c.QKVBias = true
+	if h.AttentionBias != nil && *h.AttentionBias && spec.attnBias {
+		c.QKVBias, c.OBias = true, true
 	}
 	// Qwen2 and Qwen3 default to tied embeddings only where their configs say
 	// so; transformers' default for a missing field is true.

@@ -131,6 +131,7 @@ func ggufName(name string) string {
 			"self_attn.q_proj.bias":           "attn_q.bias",
 			"self_attn.k_proj.bias":           "attn_k.bias",
 			"self_attn.v_proj.bias":           "attn_v.bias",
+			"self_attn.o_proj.bias":           "attn_output.bias",
 			"self_attn.q_norm.weight":         "attn_q_norm.weight",
 			"self_attn.k_norm.weight":         "attn_k_norm.weight",
 			"mlp.gate_proj.weight":            "ffn_gate.weight",
@@ -172,10 +173,13 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 		}
 	}
 	if f.KV["general.architecture"].Str == "llama" {
-		// convert_hf_to_gguf reorders llama's (and Mixtral's) q and k rows.
+		// convert_hf_to_gguf reorders llama's (and Mixtral's) q and k rows,
+		// their biases' with them.
 		for l := 0; l < cfg.ModelLayers; l++ {
-			s.permute[LayerPrefix(l)+"self_attn.q_proj.weight"] = cfg.Heads
-			s.permute[LayerPrefix(l)+"self_attn.k_proj.weight"] = cfg.KVHeads
+			for _, part := range []string{"weight", "bias"} {
+				s.permute[LayerPrefix(l)+"self_attn.q_proj."+part] = cfg.Heads
+				s.permute[LayerPrefix(l)+"self_attn.k_proj."+part] = cfg.KVHeads
+			}
 		}
 	}
 	// Every tensor the model needs must be there, readable, of the shape
@@ -570,6 +574,10 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	c.TieEmbed = !hasOut
 	_, c.QKVBias = f.Tensor("blk.0.attn_q.bias")
 	c.QKVBias = c.QKVBias || gpt2 // in attn_qkv.bias
+	// llama.cpp's llama graph (and only it) takes an output projection's
+	// bias, as transformers' attention_bias gives one.
+	_, c.OBias = f.Tensor("blk.0.attn_output.bias")
+	c.OBias = c.OBias && arch == "llama"
 	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
 	experts := num("expert_count", 0, false)
 	switch {

@@ -51,6 +51,43 @@ func TestBothConfigSpellings(t *testing.T) {
 	}
 }
 
+// attention_bias gives Llama, Qwen3 and Qwen3-MoE biases on q, k, v and o,
+// as transformers' attention reads it; Qwen2's q, k and v always have
+// theirs and its o none, and Mistral and Mixtral take none either way.
+func TestAttentionBias(t *testing.T) {
+	for _, c := range []struct {
+		arch   string
+		bias   string // attention_bias, "" for none
+		qkv, o bool
+	}{
+		{"LlamaForCausalLM", "", false, false},
+		{"LlamaForCausalLM", "true", true, true},
+		{"LlamaForCausalLM", "false", false, false},
+		{"Qwen3ForCausalLM", "true", true, true},
+		{"Qwen3MoeForCausalLM", "true", true, true},
+		{"Qwen2ForCausalLM", "", true, false},
+		{"Qwen2ForCausalLM", "true", true, false},
+		{"Qwen2ForCausalLM", "false", true, false},
+		{"MistralForCausalLM", "true", false, false},
+		{"MixtralForCausalLM", "true", false, false},
+	} {
+		extra := ""
+		if c.bias != "" {
+			extra = `, "attention_bias": ` + c.bias
+		}
+		js := `{"architectures": ["` + c.arch + `"], "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 1,
+			"num_attention_heads": 4, "intermediate_size": 64, "num_experts": 4, "num_local_experts": 4,
+			"num_experts_per_tok": 2, "moe_intermediate_size": 16` + extra + `}`
+		cfg, err := ParseHFConfig("config.json", []byte(js))
+		if err != nil {
+			t.Fatalf("%s: %v", c.arch, err)
+		}
+		if cfg.QKVBias != c.qkv || cfg.OBias != c.o {
+			t.Errorf("%s, attention_bias %q: q/k/v bias %v, o bias %v; want %v, %v", c.arch, c.bias, cfg.QKVBias, cfg.OBias, c.qkv, c.o)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
 		{`{`, "not a valid config.json"},

@@ -56,6 +56,9 @@ func (c *Config) Tensors() []TensorSpec {
 		if c.QKVBias {
 			t = append(t, vec(p+"self_attn.q_proj.bias", q), vec(p+"self_attn.k_proj.bias", kv), vec(p+"self_attn.v_proj.bias", kv))
 		}
+		if c.OBias {
+			t = append(t, vec(p+"self_attn.o_proj.bias", c.Hidden))
+		}
 		if c.QKNorm {
 			t = append(t, vec(p+"self_attn.q_norm.weight", c.HeadDim), vec(p+"self_attn.k_norm.weight", c.HeadDim))
 		}
@@ -131,6 +134,9 @@ func (c *Config) elems() (matrix, vector float64) {
 	perLayerVec := 2 * h
 	if c.QKVBias {
 		perLayerVec += q + 2*kv
+	}
+	if c.OBias {
+		perLayerVec += h
 	}
 	if c.QKNorm {
 		perLayerVec += 2 * f(c.HeadDim)

@@ -79,18 +79,46 @@ func copyFolder(t *testing.T, src string, edit func(name string, data []byte) []
 	return dir
 }
 
-// A checkpoint holding q/k/v biases whose config does not ask for them is
-// refused: here Qwen2's weights under a Llama config.
+// A checkpoint holding attention biases its model does not read is
+// refused, naming the bias: Qwen2's under a Llama config, attention_bias
+// turned off, an o_proj bias under Qwen2 (whose o takes none), and biases
+// under Mistral, whose attention takes none whatever attention_bias says.
 func TestCheckpointBiasesUnasked(t *testing.T) {
-	dir := copyFolder(t, "../testdata/hf/qwen2", func(name string, data []byte) []byte {
-		if name == "config.json" {
-			data = bytes.ReplaceAll(data, []byte("Qwen2ForCausalLM"), []byte("LlamaForCausalLM"))
-			data = bytes.ReplaceAll(data, []byte(`"qwen2"`), []byte(`"llama"`))
+	rename := func(from, to string) func([]byte) []byte {
+		return func(data []byte) []byte {
+			data = bytes.ReplaceAll(data, []byte(from+"ForCausalLM"), []byte(to+"ForCausalLM"))
+			return bytes.ReplaceAll(data, []byte(`"`+strings.ToLower(from)+`"`), []byte(`"`+strings.ToLower(to)+`"`))
 		}
-		return data
-	})
-	_, _, err := Open(Spec{Model: dir})
-	if err == nil || !strings.Contains(err.Error(), "self_attn.q_proj.bias, but config.json has no attention_bias: true") {
-		t.Errorf("%v, want the bias named", err)
+	}
+	for _, c := range []struct {
+		name, fx string
+		config   func([]byte) []byte
+		want     string
+	}{
+		{"qwen2 as llama", "../testdata/hf/qwen2", rename("Qwen2", "Llama"),
+			"self_attn.q_proj.bias, but config.json has no attention_bias: true"},
+		{"attention_bias off", "../testdata/hf/llama_bias", func(data []byte) []byte {
+			return bytes.Replace(data, []byte(`"attention_bias": true`), []byte(`"attention_bias": false`), 1)
+		}, "self_attn.q_proj.bias, but config.json has no attention_bias: true"},
+		{"mlx, attention_bias off", "../testdata/mlx/llama_bias-q4", func(data []byte) []byte {
+			return bytes.Replace(data, []byte(`"attention_bias": true`), []byte(`"attention_bias": false`), 1)
+		}, "self_attn.q_proj.bias, but config.json has no attention_bias: true"},
+		{"o bias as qwen2", "../testdata/hf/llama_bias", rename("Llama", "Qwen2"),
+			"self_attn.o_proj.bias, but Qwen2ForCausalLM's o_proj takes no bias"},
+		{"biases as mistral", "../testdata/hf/llama_bias", rename("Llama", "Mistral"),
+			"self_attn.q_proj.bias, but MistralForCausalLM's q_proj takes no bias"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyFolder(t, c.fx, func(name string, data []byte) []byte {
+				if name == "config.json" {
+					data = c.config(data)
+				}
+				return data
+			})
+			_, _, err := Open(Spec{Model: dir})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir) {
+				t.Errorf("%v, want %q", err, c.want)
+			}
+		})
 	}
 }

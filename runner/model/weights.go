@@ -660,10 +660,9 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		ck.Close()
 		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	// Biases the config leaves out would be dropped: another model's figures.
-	if b := LayerPrefix(0) + "self_attn.q_proj.bias"; !cfg.QKVBias && !cfg.GPT2() && ck.Has(b) {
+	if err := unaskedBias(cfg, ck.Has); err != nil {
 		ck.Close()
-		return nil, nil, fmt.Errorf("%s: the checkpoint holds %s, but config.json has no attention_bias: true", dir, b)
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	// transformers would give such a head random weights: garbage logits.
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") && !ck.mlxGPT2 {
@@ -874,4 +873,26 @@ func (c *Checkpoint) fileOf(name string) string {
 		return f
 	}
 	return c.ck.Dir()
+}
+
+// unaskedBias refuses attention biases the config does not ask for, which
+// would be dropped and the figures be another model's.
+func unaskedBias(cfg *Config, has func(string) bool) error {
+	if cfg.GPT2() {
+		return nil
+	}
+	for _, b := range []struct {
+		proj string
+		used bool
+	}{{"q_proj", cfg.QKVBias}, {"o_proj", cfg.OBias}} {
+		name := LayerPrefix(0) + "self_attn." + b.proj + ".bias"
+		if b.used || !has(name) {
+			continue
+		}
+		if archs[cfg.Architecture].attnBias {
+			return fmt.Errorf("the checkpoint holds %s, but config.json has no attention_bias: true", name)
+		}
+		return fmt.Errorf("the checkpoint holds %s, but %s's %s takes no bias", name, cfg.Architecture, b.proj)
+	}
+	return nil
 }
