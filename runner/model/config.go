@@ -82,16 +82,19 @@ type archSpec struct {
 	sparse bool
 	// slides: attention slides whenever sliding_window is set
 	slides bool
+	// modelType is config.json's model_type, by which transformers picks
+	// the class when architectures is missing.
+	modelType string
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {attnBias: true},
-	"MistralForCausalLM":  {slides: true},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true},
-	"Qwen2ForCausalLM":    {qkvBias: true},
-	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true},
-	GPT2Architecture:      {gpt2: true},
+	"LlamaForCausalLM":    {attnBias: true, modelType: "llama"},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral"},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral"},
+	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2"},
+	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3"},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe"},
+	GPT2Architecture:      {gpt2: true, modelType: "gpt2"},
 }
 
 // Architectures lists the supported HF architecture names.
@@ -102,6 +105,16 @@ func Architectures() []string {
 	}
 	slices.Sort(a)
 	return a
+}
+
+// modelTypes lists the model_type of each supported architecture.
+func modelTypes() []string {
+	var t []string
+	for _, s := range archs {
+		t = append(t, s.modelType)
+	}
+	slices.Sort(t)
+	return t
 }
 
 // hfConfig is the union of both config.json spellings: the hub's
@@ -151,11 +164,16 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
 	}
-	if len(h.Architectures) == 0 && h.ModelType == "gpt2" {
-		h.Architectures = []string{GPT2Architecture}
+	if len(h.Architectures) == 0 {
+		for arch, spec := range archs {
+			if h.ModelType != "" && spec.modelType == h.ModelType {
+				h.Architectures = []string{arch}
+			}
+		}
 	}
 	if len(h.Architectures) == 0 {
-		return nil, fmt.Errorf("%s: no \"architectures\" field: cannot tell which model this is", name)
+		return nil, fmt.Errorf("%s: no \"architectures\" field, and model_type %q is none of %s: cannot tell which model this is",
+			name, h.ModelType, strings.Join(modelTypes(), ", "))
 	}
 	arch := h.Architectures[0]
 	spec, ok := archs[arch]

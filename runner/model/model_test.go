@@ -88,10 +88,41 @@ func TestAttentionBias(t *testing.T) {
 	}
 }
 
+// A config.json without architectures is read by its model_type, as
+// transformers' AutoModelForCausalLM picks the class.
+func TestModelTypeAlone(t *testing.T) {
+	for _, arch := range []string{"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2"} {
+		raw, err := os.ReadFile(filepath.Join(fixtures, arch, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "architectures")
+		alone, _ := json.Marshal(m)
+		want, err := ParseHFConfig("config.json", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseHFConfig("config.json", alone)
+		if err != nil {
+			t.Fatalf("%s without architectures: %v", arch, err)
+		}
+		jw, _ := json.Marshal(want)
+		jg, _ := json.Marshal(got)
+		if string(jw) != string(jg) {
+			t.Errorf("%s without architectures:\n%s\nwith them:\n%s", arch, jg, jw)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
 		{`{`, "not a valid config.json"},
-		{`{"hidden_size": 8}`, `no "architectures" field`},
+		{`{"hidden_size": 8}`, `no "architectures" field, and model_type "" is none of gpt2, llama,`},
+		{`{"model_type": "bert"}`, `model_type "bert" is none of`},
 		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "dynamic", "factor": 4}}`, "rope_scaling: rope type \"dynamic\" is not supported"},
