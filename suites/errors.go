@@ -14,8 +14,12 @@ type Pos struct {
 }
 
 // String formats the position as "file:line:col" (just "line:col" when the
-// file is unnamed), the form editors and terminals turn into links.
+// file is unnamed), the form editors and terminals turn into links; a place
+// with no line (a `run --set` value) is its name alone.
 func (p Pos) String() string {
+	if p.Line == 0 && p.File != "" {
+		return p.File
+	}
 	if p.File == "" {
 		return fmt.Sprintf("%d:%d", p.Line, p.Col)
 	}

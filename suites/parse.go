@@ -818,6 +818,11 @@ func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
 			if !p.spend(list) {
 				return
 			}
+			if r := resolve(item); r.Kind != yaml.ScalarNode {
+				p.errorf(r, "each item of a matrix list is one value of the sweep", "matrix %s takes a list of single values, but an item is %s", e.key, describe(r))
+				bad = true
+				continue
+			}
 			v, ok := p.paramValue(e.key, spec, item)
 			if !ok {
 				bad = true

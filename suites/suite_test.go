@@ -382,6 +382,7 @@ func TestErrors(t *testing.T) {
 		{"matrix list", head + "  - name: c\n    matrix: [batch]\n", []string{`t.yaml:5:13: matrix must be a map, got a list`}},
 		{"matrix empty list", head + "  - name: c\n    matrix: {batch: []}\n", []string{`t.yaml:5:21: matrix batch has an empty list`}},
 		{"matrix duplicate value", head + "  - name: c\n    matrix: {batch: [1, 2, 1]}\n", []string{`t.yaml:5:28: duplicate value 1 in matrix batch (first at line 5, col 22)`}},
+		{"matrix item a list", head + "  - name: c\n    matrix: {batch: [1, [2, 3]]}\n", []string{`t.yaml:5:25: matrix batch takes a list of single values, but an item is a list (each item of a matrix list is one value of the sweep)`}},
 		{"params list value", head + "  - name: c\n    params: {batch: [1, 2]}\n", []string{`t.yaml:5:21: batch must be a single value, got a list (put lists under matrix:)`}},
 		{"params not a map", "name: s\nparams: [1]\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:2:9: params must be a map, got a list`}},
 

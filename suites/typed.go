@@ -345,7 +345,9 @@ func (s *Suite) Override(set map[string]string) error {
 				for k, x := range c.Params {
 					nc.Params[k] = x
 				}
-				v.Pos = c.Pos
+				// Errors about the value name the --set, not the case it
+				// replaced a value of.
+				v.Pos = Pos{File: fmt.Sprintf("--set %s=%s", pr.name, set[pr.name])}
 				nc.Params[pr.name] = v
 				if sweep {
 					// A case per value, as a matrix makes them.

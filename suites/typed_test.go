@@ -158,6 +158,10 @@ func TestOverride(t *testing.T) {
 	if _, ok := k.Params["batch"]; ok {
 		t.Error("batch applied to a kernel case")
 	}
+	// An overridden value is placed at its --set, not at the case.
+	if p := m.PosOf("batch").String(); p != "--set batch=8" {
+		t.Errorf("batch's position %q, want the --set", p)
+	}
 	if err := s.Override(map[string]string{"block_size": "12"}); err == nil || !strings.Contains(err.Error(), "block_size must be one of 8, 16, 32, got 12") {
 		t.Errorf("bad override: %v", err)
 	}

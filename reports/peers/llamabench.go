@@ -111,6 +111,9 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 		if *r.NPrompt < 0 || *r.NGen < 0 || r.NDepth < 0 {
 			return nil, fmt.Errorf("result %d: n_prompt %d, n_gen %d, n_depth %d: token counts cannot be negative", i+1, *r.NPrompt, *r.NGen, r.NDepth)
 		}
+		if *r.NPrompt == 0 && *r.NGen == 0 {
+			return nil, fmt.Errorf("result %d: n_prompt and n_gen are both 0: a test of no tokens, which llama-bench does not run", i+1)
+		}
 		k := r.config()
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)

@@ -102,6 +102,7 @@ func TestParseErrors(t *testing.T) {
 			`f: mlx-lm: case "bench/batch=1/prompt_len=16/gen_len=8" sample 0: prefill_tok_s rep 0: value -1e+308 is negative, and a rate cannot be`},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20, -3]}]`, "decode_tok_s rep 1: value -3 is negative"},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "n_depth": -5, "samples_ts": [20]}]`, "n_depth -5: token counts cannot be negative"},
+		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 0, "samples_ts": [20]}]`, "result 2: n_prompt and n_gen are both 0"},
 		{"xml", `{}`, `unknown peer format "xml"`},
 		// A trial twice in one case, numbered 0, or past any run; a line
 		// longer than any tool prints, by its number.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -121,10 +122,19 @@ func checkKernels(s *suites.Suite) (suites.ErrorList, error) {
 			be = b
 		}
 		if _, err := kbench.Need(be, c.Kernel); err != nil {
-			if e, ok := s.ErrorAt(c.Pos, "case %s: %v", c.Name, err).(*suites.Error); ok {
+			if e, ok := s.ErrorAt(kernelPos(c, err), "case %s: %v", c.Name, err).(*suites.Error); ok {
 				errs = append(errs, e)
 			}
 		}
 	}
 	return errs, nil
+}
+
+// kernelPos is where a kernel case's error points: the parameter it names
+// (a `run --set` value: the --set), else the case.
+func kernelPos(c suites.Case, err error) suites.Pos {
+	if pe := (*kbench.ParamError)(nil); errors.As(err, &pe) {
+		return c.PosOf(pe.Param)
+	}
+	return c.Pos
 }

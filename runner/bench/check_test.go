@@ -1,12 +1,13 @@
 package bench
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
 
 // Check refuses the kernel parameters run refuses, with run's words and
-// the case's line, and leaves memory to run.
+// the parameter's line, and leaves memory to run.
 func TestCheckKernelCases(t *testing.T) {
 	s := loadSuite(t, `name: k
 backend: cpu
@@ -33,10 +34,22 @@ cases:
 		t.Fatal("no error")
 	}
 	msg := err.Error()
-	for _, want := range []string{":4:5: case packed: dtype=q4: supported dtypes are f32, f16, bf16", ":8:5: case wide: n=2147483647: must be at most"} {
+	for _, want := range []string{":7:42: case packed: dtype=q4: supported dtypes are f32, f16, bf16", ":11:24: case wide: n=2147483647: must be at most"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q does not say %q", msg, want)
 		}
+	}
+	// A value from `run --set` is blamed on the --set, in Check and in run.
+	s = loadSuite(t, "name: k\nbackend: cpu\ncases:\n  - name: mm\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64 }\n")
+	if err := s.Override(map[string]string{"dtype": "q4"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "--set dtype=q4: case mm: dtype=q4: supported dtypes are f32, f16, bf16"
+	if err := Check(s); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Check: %v, want %q", err, want)
+	}
+	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Run: %v, want %q", err, want)
 	}
 	for _, not := range []string{"large", "fine"} {
 		if strings.Contains(msg, "case "+not) {

@@ -205,14 +205,33 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	return sum, err
 }
 
+// sameSuite says why run cannot be resumed from s: it is no suite's run
+// (a tune or a peer import), another suite's, or another version of s.
+func sameSuite(run *results.Run, s *suites.Suite) error {
+	if run.Kind != results.KindSuite {
+		return fmt.Errorf("run %d is a %s run, not a suite's: only a suite's run resumes", run.ID, run.Kind)
+	}
+	if run.SuiteName != s.Name {
+		from := ""
+		if run.SuitePath != "" && run.SuitePath != run.SuiteName {
+			from = " (" + run.SuitePath + ")"
+		}
+		return fmt.Errorf("run %d is of suite %q%s, not of %q (%s)", run.ID, run.SuiteName, from, s.Name, s.File)
+	}
+	if run.SuiteHash != s.Hash {
+		return fmt.Errorf("run %d was made from a different version of %s (suite hash %.12s, now %.12s)", run.ID, s.File, run.SuiteHash, s.Hash)
+	}
+	return nil
+}
+
 func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared) (*results.Run, error) {
 	if o.Resume != 0 {
 		run, err := o.DB.GetRun(o.Resume)
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
-		if run.SuiteHash != s.Hash {
-			return nil, fmt.Errorf("resume: run %d was made from a different version of %s (suite hash %.12s, now %.12s)", run.ID, s.File, run.SuiteHash, s.Hash)
+		if err := sameSuite(run, s); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
 		}
 		// The rest of what the run's cases measured under: repetitions of
 		// other settings would be stored as the same cases.
@@ -525,7 +544,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 				return nil, nil, ErrInterrupted
 			}
 			if err != nil {
-				fail(c.Pos, "case %s: %v", c.Name, err)
+				fail(kernelPos(c, err), "case %s: %v", c.Name, err)
 				continue
 			}
 			if err := b.SetAppleGPU(c.WitnessGPU()); err != nil {

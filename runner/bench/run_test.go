@@ -166,6 +166,20 @@ func TestInterruptAndResume(t *testing.T) {
 		!strings.Contains(err.Error(), `was recorded with threads default (now 1)`) {
 		t.Fatalf("resume with other threads: %v", err)
 	}
+	// Another suite's run, and a run of no suite, are named as what they are.
+	other := loadSuite(t, strings.Replace(tinySuite, "name: tiny", "name: other", 1))
+	if _, err := Run(context.Background(), other, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID}); err == nil ||
+		!strings.Contains(err.Error(), `run 1 is of suite "tiny"`) || !strings.Contains(err.Error(), `not of "other"`) {
+		t.Fatalf("resume from another suite: %v", err)
+	}
+	tuned, err := db.CreateRun(&results.Run{SuiteName: "tune", Kind: results.KindTune, Backend: "cpu", TimingMode: "throughput"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: tuned}); err == nil ||
+		!strings.Contains(err.Error(), "is a tune run, not a suite's") {
+		t.Fatalf("resume of a tune run: %v", err)
+	}
 	sum2, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID})
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,14 @@ func joinParts(path string, names []string, parts []*File) (*File, error) {
 		}
 		parts[i] = p
 		no, c, err := splitKeys(p)
-		if err == nil && (c != count || no != i) {
+		switch {
+		case err == nil && c <= 1:
+			says := "no split.count"
+			if _, ok := p.KV["split.count"]; ok {
+				says = fmt.Sprintf("split.count %d", c)
+			}
+			err = fmt.Errorf("its name makes it part %d of %d of a split file, but its metadata has %s: a file of its own", i+1, count, says)
+		case err == nil && (c != count || no != i):
 			err = fmt.Errorf("split.no %d and split.count %d make it part %d of %d, but its name makes it part %d of %d", no, c, no+1, c, i+1, count)
 		}
 		if err != nil {

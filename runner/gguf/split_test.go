@@ -103,6 +103,11 @@ func TestBadSplit(t *testing.T) {
 			g[2] = splitPart(2, 4, 3, "c")
 			return g
 		}, nil, "split.no 2 and split.count 4 make it part 3 of 4, but its name makes it part 3 of 3"},
+		{"a part of no split", func() [][]byte {
+			g := good()
+			g[0] = splitPart(0, 1, 3, "a")
+			return g
+		}, func(_ string, p []string) { p[0], p[1] = p[1], p[0] }, "model-00001-of-00003.gguf: its name makes it part 1 of 3 of a split file, but its metadata has split.count 1: a file of its own"},
 		{"a part out of place", func() [][]byte {
 			g := good()
 			g[1] = splitPart(2, 3, 3, "b")
