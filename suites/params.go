@@ -85,7 +85,7 @@ var params = func() map[string]paramSpec {
 		ParamKVBlocks:      {kinds: forModel, isInt: true, min: 0, max: maxTokens, auto: true},
 		ParamPrefillBudget: {kinds: forModel, isInt: true, min: 1, max: maxTokens},
 		ParamMaxSeqs:       {kinds: forModel, isInt: true, min: 1, max: maxSeqs},
-		ParamSampling:      {kinds: forModel, syntax: checkSampling},
+		ParamSampling:      {kinds: forModel, syntax: checkSampling, key: samplingKey},
 		ParamLayers:        {kinds: forModel, isInt: true, min: 1},
 		ParamSteps:         {kinds: forModel, enum: []string{"overlapped", "synchronous"}},
 		ParamFusion:        {kinds: forModel, enum: []string{"on", "off"}},

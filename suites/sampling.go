@@ -65,8 +65,12 @@ func ParseSampling(s string) (Sampling, error) {
 			}
 		case "top_p":
 			out.TopP, err = strconv.ParseFloat(v, 64)
-			if err == nil && !(out.TopP > 0 && out.TopP <= 1) {
+			switch p := out.TopP; {
+			case err != nil:
+			case !(p > 0 && p <= 1):
 				err = fmt.Errorf("must be in (0, 1]")
+			case float32(p) == 0: // the sampler's float32 would read it as no limit
+				err = fmt.Errorf("%s is too small (the least is %.2g)", v, math.SmallestNonzeroFloat32)
 			}
 		case "seed":
 			out.Seed, err = strconv.ParseUint(v, 10, 64)
@@ -89,4 +93,34 @@ func ParseSampling(s string) (Sampling, error) {
 		return bad("top_k, top_p and seed need a temperature above 0")
 	}
 	return out, nil
+}
+
+// String spells the sampling as case keys do, one way for every way of
+// writing it: "greedy", or temperature, then top_k, top_p and seed where
+// they are not their defaults (0: no limit, seed 0), numbers in their
+// shortest form.
+func (s Sampling) String() string {
+	if s.Temperature == 0 {
+		return "greedy"
+	}
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	out := "temperature:" + g(s.Temperature)
+	if s.TopK > 0 {
+		out += ",top_k:" + strconv.Itoa(s.TopK)
+	}
+	if s.TopP > 0 {
+		out += ",top_p:" + g(s.TopP)
+	}
+	if s.Seed != 0 {
+		out += ",seed:" + strconv.FormatUint(s.Seed, 10)
+	}
+	return out
+}
+
+// samplingKey is a sampling's case-key spelling ("" if it is none).
+func samplingKey(v string) string {
+	if s, err := ParseSampling(v); err == nil {
+		return s.String()
+	}
+	return ""
 }

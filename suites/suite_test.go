@@ -163,6 +163,12 @@ func TestExpansion(t *testing.T) {
 			keys:  []string{"model/v/sampling=temperature:0.7,top_k:40,top_p:0.9/variant=a%2Fb%3Dc%20d"},
 		},
 		{
+			name:  "samplings are canonical in keys and names",
+			src:   head + "  - name: s\n    matrix: {sampling: [\"temperature:0\", \"top_k:5,temperature:1.0,seed:0\", \"temperature:0.50,top_p:1\"]}\n",
+			names: []string{"s/sampling=greedy", "s/sampling=temperature:1,top_k:5", "s/sampling=temperature:0.5,top_p:1"},
+			keys:  []string{"model/s/sampling=greedy", "model/s/sampling=temperature:1,top_k:5", "model/s/sampling=temperature:0.5,top_p:1"},
+		},
+		{
 			name:  "rates and objectives are canonical in keys and names",
 			src:   head + "  - name: serve\n    params: {slo: \"e2el:2000.0,ttft:500\", range_ratio: 0.50}\n    matrix: {arrival: [\"poisson:4.0\", \"poisson:0.5\", \"gamma:2.0:0.50\", \"gamma:8:1.0\"]}\n",
 			names: []string{"serve/arrival=poisson:4", "serve/arrival=poisson:0.5", "serve/arrival=gamma:2:0.5", "serve/arrival=poisson:8"},
@@ -420,6 +426,8 @@ func TestErrors(t *testing.T) {
 		{"witness gpu typo", head + "  - name: c\n    params: {witness_gpu: M3 Ulta}\n", []string{`t.yaml:5:27: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`}},
 		{"witness gpu bin", head + "  - name: c\n    op: rope\n    matrix: {witness_gpu: [M2 Max 32-core]}\n", []string{`t.yaml:6:28: no bin of the M2 Max in the GPU table matches "M2 Max 32-core" (one of "M2 Max 30-core", "M2 Max 38-core", or the chip alone for its largest bin)`}},
 		{"sampling", head + "  - name: c\n    matrix: {sampling: [greedy, \"temperature:0.7,top_p:2\"]}\n", []string{`t.yaml:5:33: bad sampling "temperature:0.7,top_p:2": top_p: must be in (0, 1] (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`}},
+		{"sampling spelled twice", head + "  - name: c\n    matrix: {sampling: [greedy, \"temperature:0\"]}\n", []string{`t.yaml:5:33: duplicate value greedy in matrix sampling (first at line 5, col 25)`}},
+		{"top_p below float32", head + "  - name: c\n    params: {sampling: \"temperature:1,top_p:1e-46\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1,top_p:1e-46": top_p: 1e-46 is too small (the least is 1.4e-45) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`}},
 		{"sampling option", head + "  - name: c\n    params: {sampling: \"temperature:1,min_p:0.1\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1,min_p:0.1": unknown key "min_p" (temperature, top_k, top_p and seed are read) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`}},
 
 		{"heads not divisible", head + "  - name: attn\n    op: paged_attention_decode\n    params: {num_heads: 12}\n    matrix: {num_kv_heads: [4, 5]}\n", []string{`t.yaml:7:32: in case "attn": num_heads 12 is not a multiple of num_kv_heads 5`}},

@@ -78,6 +78,9 @@ func abCommand() *cli.Command {
 			if rounds < 1 || rounds > 100 {
 				return fmt.Errorf("--rounds must be between 1 and 100, got %d", rounds)
 			}
+			if err := checkWritable("summary", c.String("summary")); err != nil {
+				return err
+			}
 			suitePath := c.Args().First()
 			suite, err := suites.Load(suitePath)
 			if err != nil {

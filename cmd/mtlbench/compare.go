@@ -59,8 +59,17 @@ func compareCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("B: %w", err)
 			}
+			if dir := c.String("out"); dir != "" {
+				// Made now, so a folder that cannot be is said before the tables.
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return fmt.Errorf("--out: %w", err)
+				}
+			}
 			cmp := compare.Compare(a, b, compare.Options{Alpha: alpha})
 			fmt.Fprintf(c.App.ErrWriter, "A: %s\nB: %s\n", a.Describe(), b.Describe())
+			if ids := compare.Shared(a, b); len(ids) > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: A and B both hold run %s: its cases compare with themselves\n", joinIDs(ids))
+			}
 			if cmp.NotComparable != "" {
 				return fmt.Errorf("not comparable: %s", cmp.NotComparable)
 			}

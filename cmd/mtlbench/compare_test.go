@@ -239,7 +239,10 @@ func TestGateCLI(t *testing.T) {
 		{"unknown baseline", []string{"--baseline", "main"}, 2, `no run matches "main"`},
 		{"unknown candidate", []string{"--candidate", "nosuch"}, 2, "candidate"},
 		{"emulated baseline", []string{"--baseline", "emu"}, 3, "emulated timings are never compared"},
-		{"A/A", []string{"--candidate", "base"}, 0, "perf gate passed"},
+		// A run gated against itself passes whatever it measured: refused.
+		{"A/A of one run", []string{"--candidate", "base"}, 2, "--baseline base and --candidate base both hold run 1"},
+		{"pools that share a run", []string{"--candidate", "cand,base"}, 2, "both hold run 1"},
+		{"summary in a missing folder", []string{"--summary", filepath.Join(dir, "nosuch", "s.md")}, 2, "--summary " + filepath.Join(dir, "nosuch", "s.md") + ": its folder"},
 		{"bad threshold", []string{"--threshold", "0.05"}, 2, "percentage"},
 		// A threshold on a metric no case records would gate nothing.
 		{"threshold typo", []string{"--threshold", "decode_toks=5%"}, 2, `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
@@ -301,8 +304,8 @@ func TestGateEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr, "REGRESSION") || !strings.Contains(stderr, "prefill_tok_s") {
 		t.Errorf("gate output does not name the regression:\n%s", stderr)
 	}
-	if _, stderr, err := mtl(t, "gate", "--db", db, "--baseline", "base", "--candidate", "base"); exitCode(err) == 1 && err != nil {
-		t.Fatalf("A/A gate failed:\n%s", stderr)
+	if _, stderr, err := mtl(t, "gate", "--db", db, "--baseline", "base", "--candidate", "base"); exitCode(err) != 2 || !strings.Contains(stderr, "both hold run") {
+		t.Fatalf("a run gated against itself: exit %d, want 2 naming the run:\n%s", exitCode(err), stderr)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,9 @@ func gateCommand() *cli.Command {
 			if c.Int("min-samples") < 1 {
 				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))
 			}
+			if err := checkWritable("summary", c.String("summary")); err != nil {
+				return err
+			}
 			db, err := openExistingDB(c)
 			if err != nil {
 				return err
@@ -91,6 +95,10 @@ func gateCommand() *cli.Command {
 			if err != nil {
 				// An unknown name is a mistake to fix, not missing data.
 				return fmt.Errorf("baseline: %w", err)
+			}
+			if ids := compare.Shared(base, cand); len(ids) > 0 {
+				return fmt.Errorf("--baseline %s and --candidate %s both hold run %s: a run gated against itself passes whatever it measured",
+					c.String("baseline"), c.String("candidate"), joinIDs(ids))
 			}
 			res := compare.Gate(base, cand, opts)
 			res.Notes = append(notes, res.Notes...)
@@ -227,6 +235,39 @@ func writeSummary(path, md string) error {
 		if werr != nil {
 			return fmt.Errorf("GITHUB_STEP_SUMMARY: %w", werr)
 		}
+	}
+	return nil
+}
+
+// joinIDs writes run ids as "3" or "3, 4".
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkWritable fails before any work where a file flag's path could not
+// be written once the work is done: a missing folder, a folder named as
+// the file.
+func checkWritable(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("--%s %s: a folder, not a file", flag, path)
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--%s %s: its folder %s cannot be used: %w", flag, path, dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--%s %s: %s is not a folder", flag, path, dir)
 	}
 	return nil
 }

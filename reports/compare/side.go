@@ -246,3 +246,20 @@ func loadRun(db *results.DB, side *Side, id int64) error {
 	}
 	return nil
 }
+
+// Shared lists the runs both sides hold, by id: a gate of a run against
+// itself passes whatever the run measured.
+func Shared(a, b *Side) []int64 {
+	in := map[int64]bool{}
+	for _, r := range a.Runs {
+		in[r.ID] = true
+	}
+	var ids []int64
+	for _, r := range b.Runs {
+		if in[r.ID] {
+			ids = append(ids, r.ID)
+			in[r.ID] = false
+		}
+	}
+	return ids
+}
