@@ -137,6 +137,13 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 			p.errs.add(pick("num_heads", "num_kv_heads"), "", "in case %q: num_heads %d is not a multiple of num_kv_heads %d", c.Group, h.Int, kv.Int)
 		}
 	}
+	// A batch more than the requests is never full: its figures are those
+	// of the smaller batch, filed under the larger.
+	if r, ok := c.Params[ParamRequests]; ok {
+		if b, ok := c.Params[ParamBatch]; ok && r.Int < b.Int {
+			p.errs.add(pick(ParamBatch, ParamRequests), "lower batch or raise requests", "in case %q: requests %d are fewer than batch %d, so the batch is never full", c.Group, r.Int, b.Int)
+		}
+	}
 	if k, ok := c.Params["top_k"]; ok {
 		if e, ok := c.Params["experts"]; ok && k.Int > e.Int {
 			p.errs.add(pick("experts", "top_k"), "", "in case %q: top_k %d is more than experts %d", c.Group, k.Int, e.Int)

@@ -519,6 +519,13 @@ func (p *parser) model(e *entry) *Model {
 	if m.Weights == "checkpoint" && p.s.Positions["model.path"] == (Pos{}) {
 		p.errs.add(p.s.Positions["model.weights"], "set path: to the checkpoint directory", "weights: checkpoint needs a model path")
 	}
+	// A path's weights are its checkpoint's: synthetic ones are a preset's.
+	if at := p.s.Positions["model.weights"]; at != (Pos{}) && m.Weights == "synthetic" && pathN != nil {
+		p.errs.add(at, "drop weights:, or name a preset for seeded random weights", "weights: synthetic takes a preset; a model path runs its checkpoint's weights")
+	}
+	if p.s.Positions["model.weights"] == (Pos{}) && pathN != nil {
+		m.Weights = "checkpoint"
+	}
 	return m
 }
 

@@ -47,6 +47,14 @@ func Check(s *suites.Suite) error {
 		if c.Kind != suites.KindModel {
 			continue
 		}
+		if n := c.Model.Layers; n > cfg.ModelLayers {
+			// run's words: model.Open refuses the count there.
+			err := &model.LayersError{Model: cfg.Name, Layers: n, Max: cfg.ModelLayers}
+			if e, ok := s.ErrorAt(c.PosOf(suites.ParamLayers), "case %s: %v", c.Name, err).(*suites.Error); ok {
+				errs = append(errs, e)
+			}
+			continue
+		}
 		for _, err := range []error{checkPositions(s, c, cfg), checkKVBlocks(s, c)} {
 			if e, ok := err.(*suites.Error); ok {
 				errs = append(errs, e)

@@ -80,3 +80,16 @@ cases:
 		t.Errorf("%q, want one error saying %q", msg, want)
 	}
 }
+
+// A case's layers beyond the model are refused at the case's value, by
+// Check and by run alike.
+func TestCheckLayers(t *testing.T) {
+	s := loadSuite(t, "name: l\nmodel: {preset: qwen3-moe-mini}\nbackend: cpu\nrepetitions: 1\nwarmup: 0\nparams: {prompt_len: 4, gen_len: 2}\ncases:\n  - name: c\n    matrix: { layers: [1, 7] }\n")
+	want := ":9:27: case c/layers=7: qwen3-moe-mini: layers=7 out of range 1..6"
+	if err := Check(s); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Check: %v, want %q", err, want)
+	}
+	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Run: %v, want %q", err, want)
+	}
+}

@@ -637,6 +637,9 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 			spec.DType, spec.Quant = &f.DType, f.Quant
 		}
 		cfg, src, err := model.Open(spec)
+		if le := (*model.LayersError)(nil); errors.As(err, &le) && mp.Layers > 0 {
+			return nil, s.ErrorAt(c.PosOf(suites.ParamLayers), "case %s: %v", c.Name, err)
+		}
 		if err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}

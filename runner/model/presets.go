@@ -64,12 +64,22 @@ func Preset(name string) (*Config, error) {
 }
 
 // WithLayers returns the config cut to its first n layers; n larger than the
-// model, or not positive, is an error.
+// model, or not positive, is a *LayersError.
 func (c *Config) WithLayers(n int) (*Config, error) {
 	if n <= 0 || n > c.ModelLayers {
-		return nil, fmt.Errorf("%s: layers=%d out of range 1..%d", c.Name, n, c.ModelLayers)
+		return nil, &LayersError{Model: c.Name, Layers: n, Max: c.ModelLayers}
 	}
 	d := *c
 	d.Layers = n
 	return &d, nil
+}
+
+// LayersError is a layer count the model does not have.
+type LayersError struct {
+	Model       string
+	Layers, Max int
+}
+
+func (e *LayersError) Error() string {
+	return fmt.Sprintf("%s: layers=%d out of range 1..%d", e.Model, e.Layers, e.Max)
 }
