@@ -176,6 +176,12 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			defer closeAll()
+			// A tokenizer with more tokens than the model's vocabulary is
+			// another model's, whatever ids this prompt happens to give.
+			if v := e.Config().Vocab; tok != nil && tok.VocabSize() > v {
+				return fmt.Errorf("the tokenizer gives ids up to %d, past %s's vocabulary of %d tokens: it is another model's tokenizer (pass the model's own with --tokenizer)",
+					tok.VocabSize()-1, c.String("model"), v)
+			}
 			if v := e.Config().Vocab; c.IsSet("prompt") {
 				for _, id := range prompt {
 					if int(id) >= v {
