@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -109,6 +110,25 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 			root, err = nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
 		}
 	}()
+	// yaml.v3 says where bad UTF-8 is only as "line 1": find it here (a
+	// UTF-16 file, which it reads, starts with its byte-order mark).
+	utf16 := bytes.HasPrefix(data, []byte{0xFF, 0xFE}) || bytes.HasPrefix(data, []byte{0xFE, 0xFF})
+	if !utf16 && !utf8.Valid(data) {
+		line, col := 1, 1
+		for i := 0; i < len(data); {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n <= 1 {
+				return nil, &Error{Pos: Pos{p.file, line, col}, Msg: fmt.Sprintf("byte 0x%02X is not UTF-8 text", data[i]),
+					Hint: "a suite is UTF-8: save the file as UTF-8"}
+			}
+			if r == '\n' {
+				line, col = line+1, 1
+			} else {
+				col++
+			}
+			i += n
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {

@@ -1,14 +1,18 @@
 package main
 
 import (
-	"github.com/mtlbench/mtlbench/runner/envconfig"
+	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "mtlbench",
 		Usage:   "benchmark and tune LLM inference kernels (Metal, CUDA, CPU)",
 		Version: readBuildInfo().String(),
@@ -54,4 +58,36 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			envCommand(),
 		},
 	}
+	app.OnUsageError = usageError
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			cmd.OnUsageError = usageError
+			walk(cmd.Subcommands)
+		}
+	}
+	walk(app.Commands)
+	return app
+}
+
+// usageError says what was wrong with a command line and where its help is,
+// instead of the whole help text; an argument such as -1 is read as a flag.
+func usageError(c *cli.Context, err error, _ bool) error {
+	var path []string
+	for _, x := range c.Lineage() {
+		if x.Command != nil && x.Command.Name != "" && x.Command.Name != c.App.Name {
+			path = append([]string{x.Command.Name}, path...)
+		}
+	}
+	help := strings.Join(append([]string{c.App.Name}, path...), " ") + " --help"
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		if _, num := strconv.ParseFloat(f, 64); num == nil {
+			msg += " (a negative number is read as a flag; put -- before it)"
+		}
+	}
+	if len(path) > 0 {
+		msg = strings.Join(path, " ") + ": " + msg
+	}
+	return fmt.Errorf("%s (see `%s`)", msg, help)
 }

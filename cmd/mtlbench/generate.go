@@ -15,6 +15,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
@@ -82,6 +83,10 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 			return nil, nil, fmt.Errorf("--dtype: %w", err)
 		}
 		spec.DType, spec.Quant = &f.DType, f.Quant
+	}
+	// 0 would be the engine's default, which the flag already gives.
+	if bs, sizes := c.Int("block-size"), ops.Specs[ops.BlockSize].OneOf; !slices.Contains(sizes, bs) {
+		return nil, nil, fmt.Errorf("--block-size %d: the KV cache takes blocks of %v tokens", bs, sizes)
 	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {

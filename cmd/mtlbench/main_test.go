@@ -276,7 +276,12 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--threads", "-1"}, "--threads -1: want 1 to 1024 (0: every core)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--layers", "-1"}, "-1 layers: want a positive count"},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "block size 100000000 is not supported"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "--block-size 100000000: the KV cache takes blocks of [8 16 32] tokens"},
+		// A bad flag says so in a line and where the help is, not with the
+		// whole help text.
+		{[]string{"show", "-1"}, "show: flag provided but not defined: -1 (a negative number is read as a flag; put -- before it) (see `mtlbench show --help`)"},
+		{[]string{"tune", "import", "--bogus"}, "tune import: flag provided but not defined: -bogus (see `mtlbench tune import --help`)"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of [8 16 32] tokens"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "MoE chunk of -5 pairs"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--max-new-tokens", "0"}, "--max-new-tokens 0: want 1 to 16777216"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "-n", "9223372036854775807"}, "--max-new-tokens 9223372036854775807: want 1 to 16777216"},
