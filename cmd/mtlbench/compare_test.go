@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -304,8 +305,8 @@ func TestGateEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr, "REGRESSION") || !strings.Contains(stderr, "prefill_tok_s") {
 		t.Errorf("gate output does not name the regression:\n%s", stderr)
 	}
-	if _, stderr, err := mtl(t, "gate", "--db", db, "--baseline", "base", "--candidate", "base"); exitCode(err) != 2 || !strings.Contains(stderr, "both hold run") {
-		t.Fatalf("a run gated against itself: exit %d, want 2 naming the run:\n%s", exitCode(err), stderr)
+	if _, stderr, err := mtl(t, "gate", "--db", db, "--baseline", "base", "--candidate", "base"); exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "both hold run") {
+		t.Fatalf("a run gated against itself: exit %d (%v), want 2 naming the run:\n%s", exitCode(err), err, stderr)
 	}
 }
 
