@@ -480,7 +480,7 @@ func (p *parser) thresholds(n *yaml.Node) {
 }
 
 func (p *parser) model(e *entry) *Model {
-	m := &Model{Weights: "synthetic", Seed: 1, Fit: "strict", Pos: p.at(e.k)}
+	m := &Model{Weights: WeightsSynthetic, Seed: 1, Fit: "strict", Pos: p.at(e.k)}
 	ents, ok := p.mapping(e.v, "model")
 	if !ok {
 		return m
@@ -536,15 +536,12 @@ func (p *parser) model(e *entry) *Model {
 			p.errorf(e.k, "", "model needs a preset or a path")
 		}
 	}
-	if m.Weights == "checkpoint" && p.s.Positions["model.path"] == (Pos{}) {
+	if m.Weights == WeightsCheckpoint && p.s.Positions["model.path"] == (Pos{}) {
 		p.errs.add(p.s.Positions["model.weights"], "set path: to the checkpoint directory", "weights: checkpoint needs a model path")
 	}
-	// A path's weights are its checkpoint's: synthetic ones are a preset's.
-	if at := p.s.Positions["model.weights"]; at != (Pos{}) && m.Weights == "synthetic" && pathN != nil {
-		p.errs.add(at, "drop weights:, or name a preset for seeded random weights", "weights: synthetic takes a preset; a model path runs its checkpoint's weights")
-	}
+	// A path runs its checkpoint's weights unless asked for synthetic ones.
 	if p.s.Positions["model.weights"] == (Pos{}) && pathN != nil {
-		m.Weights = "checkpoint"
+		m.Weights = WeightsCheckpoint
 	}
 	return m
 }

@@ -67,7 +67,7 @@ func (c Case) floatParam(name string, def float64) float64 {
 // Model is the suite's model section.
 type Model struct {
 	Preset, Path string
-	Weights      string // "synthetic" | "checkpoint"
+	Weights      string // WeightsSynthetic or WeightsCheckpoint
 	DType        string // "f32" | "f16" | "bf16" | a packed preset format; "": a checkpoint's own, a preset's bf16
 	Seed         int64
 	Layers       int    // depth override; 0 = the model's own depth
@@ -173,3 +173,10 @@ func List(dir string) ([]Info, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
+
+// A model's weights: seeded random ones (a preset's, or drawn for a
+// checkpoint's architecture) or the checkpoint's own.
+const (
+	WeightsSynthetic  = "synthetic"
+	WeightsCheckpoint = "checkpoint"
+)

@@ -354,7 +354,6 @@ func TestErrors(t *testing.T) {
 			`t.yaml:2:9: unknown key "preseet" in model (did you mean "preset"?)`,
 		}},
 		{"model preset and path", "name: s\nmodel: {preset: p, path: /m}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model has both preset and path; give exactly one`}},
-		{"synthetic with a path", "name: s\nmodel: {path: ./ckpt, weights: synthetic}\ncases: [{name: c}]\n", []string{`t.yaml:2:32: weights: synthetic takes a preset; a model path runs its checkpoint's weights (drop weights:, or name a preset for seeded random weights)`}},
 		{"checkpoint without path", "name: s\nmodel: {preset: p, weights: checkpoint}\ncases: [{name: c}]\n", []string{`t.yaml:2:29: weights: checkpoint needs a model path (set path: to the checkpoint directory)`}},
 		{"model dtype typo", "name: s\nmodel: {preset: p, dtype: bf61}\ncases: [{name: c}]\n", []string{`t.yaml:2:27: unknown dtype "bf61" (did you mean "bf16"?)`}},
 		{"model layers zero", "name: s\nmodel: {preset: p, layers: 0}\ncases: [{name: c}]\n", []string{`t.yaml:2:28: model layers must be >= 1, got 0`}},

@@ -27,16 +27,9 @@ func Check(s *suites.Suite) error {
 		return nil
 	}
 	sm := s.Model
-	spec := model.Spec{Model: sm.Preset, Layers: sm.Layers, Seed: uint64(sm.Seed)}
-	if sm.Path != "" {
-		spec.Model = sm.Path
-	}
-	if sm.DType != "" {
-		f, err := model.ParseFormat(sm.DType)
-		if err != nil {
-			return s.ErrorAt(sm.Pos, "%v", err)
-		}
-		spec.DType, spec.Quant = &f.DType, f.Quant
+	spec, err := ModelSpec(sm, sm.Layers)
+	if err != nil {
+		return s.ErrorAt(sm.Pos, "%v", err)
 	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {

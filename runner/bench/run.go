@@ -286,6 +286,10 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		if p.model != nil {
 			params["model"] = p.model.Config.Name
 			params["dtype"] = weightFormat(p.model.Config, p.model.Source)
+			if s.Model.Path != "" && s.Model.Weights == suites.WeightsSynthetic {
+				// a checkpoint's architecture, not its figures
+				params["weights"] = suites.WeightsSynthetic
+			}
 			tunedParams(params, p)
 		}
 		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
@@ -625,16 +629,9 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	key := modelKey{layers}
 	lm := models[key]
 	if lm == nil {
-		spec := model.Spec{Model: sm.Preset, Layers: layers, Seed: uint64(sm.Seed)}
-		if sm.Path != "" {
-			spec.Model = sm.Path
-		}
-		if sm.DType != "" {
-			f, err := model.ParseFormat(sm.DType)
-			if err != nil {
-				return nil, s.ErrorAt(sm.Pos, "%v", err)
-			}
-			spec.DType, spec.Quant = &f.DType, f.Quant
+		spec, err := ModelSpec(sm, layers)
+		if err != nil {
+			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
 		cfg, src, err := model.Open(spec)
 		if le := (*model.LayersError)(nil); errors.As(err, &le) && mp.Layers > 0 {
@@ -678,6 +675,24 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		return nil, err // a model loaded for an earlier case
 	}
 	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
+}
+
+// ModelSpec is what opens a suite's model: its preset, or its path's
+// checkpoint (or, with weights: synthetic, seeded weights of its
+// architecture), in the dtype asked for, cut to layers when positive.
+func ModelSpec(m *suites.Model, layers int) (model.Spec, error) {
+	spec := model.Spec{Model: m.Preset, Layers: layers, Seed: uint64(m.Seed)}
+	if m.Path != "" {
+		spec.Model, spec.Synthetic = m.Path, m.Weights == suites.WeightsSynthetic
+	}
+	if m.DType != "" {
+		f, err := model.ParseFormat(m.DType)
+		if err != nil {
+			return model.Spec{}, err
+		}
+		spec.DType, spec.Quant = &f.DType, f.Quant
+	}
+	return spec, nil
 }
 
 // weightFormat is the dtype a model case records: a packed model's format

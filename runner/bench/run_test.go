@@ -480,3 +480,30 @@ cases:
 		t.Fatalf("%d cases", len(sum.Cases))
 	}
 }
+
+// weights: synthetic with a path runs seeded weights of the checkpoint's
+// architecture, in a packed dtype too, and its cases say so.
+func TestSyntheticWeightsOfACheckpoint(t *testing.T) {
+	s := loadSuite(t, `name: syn
+model: { path: ../testdata/hf/qwen3_moe, weights: synthetic, dtype: q4 }
+backend: cpu
+repetitions: 1
+warmup: 0
+params: { prompt_len: 4, gen_len: 2 }
+cases:
+  - name: decode
+`)
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, _ := db.Cases(sum.RunID)
+	if len(cases) != 1 || cases[0].Status != results.CaseDone {
+		t.Fatalf("cases %+v", cases)
+	}
+	p := cases[0].Params
+	if p["weights"] != "synthetic" || p["dtype"] != "q4" || p["model"] != "qwen3_moe" {
+		t.Errorf("recorded params %v, want weights synthetic, dtype q4, model qwen3_moe", p)
+	}
+}

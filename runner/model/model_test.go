@@ -480,3 +480,37 @@ func TestOpenRefusesNegativeLayers(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint opened for synthetic weights reads only its configuration
+// (a folder's config.json, a GGUF file's metadata) and draws weights as a
+// preset's, packed ones included; its own weights are never read.
+func TestSyntheticFromCheckpoint(t *testing.T) {
+	for _, path := range []string{filepath.Join(fixtures, "qwen3_moe"), "../testdata/mlx/llama-q4", "../testdata/gguf/llamacpp-qwen3-q8_0.gguf"} {
+		own, osrc, err := Open(Spec{Model: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		osrc.Close()
+		bf := bridge.BF16
+		cfg, src, err := Open(Spec{Model: path, Synthetic: true, DType: &bf, Quant: "q4", Seed: 7})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		syn, ok := src.(*Synthetic)
+		if !ok {
+			t.Fatalf("%s: source %T, want synthetic", path, src)
+		}
+		if cfg.Architecture != own.Architecture || cfg.Hidden != own.Hidden || cfg.Layers != own.Layers || cfg.Vocab != own.Vocab ||
+			cfg.NumExperts != own.NumExperts || cfg.Quant == nil || cfg.Quant.Name != "q4" {
+			t.Errorf("%s: synthetic config %+v, checkpoint's %+v", path, cfg, own)
+		}
+		if !strings.Contains(syn.Describe(), "synthetic (seed 7, q4") {
+			t.Errorf("%s: %s", path, syn.Describe())
+		}
+		src.Close()
+	}
+	// A file of no model is refused as before.
+	if _, _, err := Open(Spec{Model: t.TempDir(), Synthetic: true}); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("a folder without config.json: %v", err)
+	}
+}

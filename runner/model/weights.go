@@ -17,6 +17,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -703,6 +704,10 @@ type Spec struct {
 	// packed weights; DType is then their scales' and floats' dtype).
 	Quant string
 	Seed  uint64
+	// Synthetic, for a checkpoint, reads only its configuration (a
+	// folder's config.json, a GGUF file's metadata) and draws seeded
+	// weights as a preset's: the architecture without its weights.
+	Synthetic bool
 }
 
 // IsPreset reports whether name is a preset rather than a folder.
@@ -715,8 +720,8 @@ func Open(spec Spec) (*Config, Source, error) {
 	}
 	var cfg *Config
 	var src Source
-	if IsPreset(spec.Model) {
-		c, err := Preset(spec.Model)
+	if IsPreset(spec.Model) || spec.Synthetic {
+		c, err := syntheticConfig(spec.Model)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -739,7 +744,7 @@ func Open(spec Spec) (*Config, Source, error) {
 			return nil, nil, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", spec.Model, joinNames(PresetNames()))
 		}
 		if spec.Quant != "" {
-			return nil, nil, fmt.Errorf("dtype %s makes synthetic packed weights for a preset; %s is a checkpoint, which is read as it is stored", spec.Quant, spec.Model)
+			return nil, nil, fmt.Errorf("dtype %s makes synthetic packed weights for a preset; %s is a checkpoint, which is read as it is stored (a suite's weights: synthetic draws them for its architecture)", spec.Quant, spec.Model)
 		}
 		c, ck, err := openModelPath(spec.Model, spec.DType)
 		if err != nil {
@@ -895,4 +900,27 @@ func unaskedBias(cfg *Config, has func(string) bool) error {
 		return fmt.Errorf("the checkpoint holds %s, but %s's %s takes no bias", name, cfg.Architecture, b.proj)
 	}
 	return nil
+}
+
+// syntheticConfig is the configuration seeded weights are drawn for: a
+// preset's, or a checkpoint's own without its weights (a folder's
+// config.json, quantization left to the dtype asked for; a GGUF file's
+// metadata).
+func syntheticConfig(name string) (*Config, error) {
+	if IsPreset(name) {
+		return Preset(name)
+	}
+	st, err := os.Stat(name)
+	if err != nil || (!st.IsDir() && !isGGUFPath(name)) {
+		return nil, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", name, joinNames(PresetNames()))
+	}
+	if st.IsDir() {
+		return LoadDir(name)
+	}
+	f, err := gguf.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ggufConfig(f)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
@@ -265,16 +266,9 @@ func floatMatMuls(c *model.Config) bool {
 // openModel reads the suite model's config and weight dtype (a preset's
 // synthetic weights are not generated; a checkpoint's header is read).
 func openModel(m *suites.Model) (*model.Config, string, error) {
-	spec := model.Spec{Model: m.Preset, Seed: uint64(m.Seed)}
-	if m.Path != "" {
-		spec.Model = m.Path
-	}
-	if m.DType != "" {
-		f, err := model.ParseFormat(m.DType)
-		if err != nil {
-			return nil, "", err
-		}
-		spec.DType, spec.Quant = &f.DType, f.Quant
+	spec, err := bench.ModelSpec(m, 0)
+	if err != nil {
+		return nil, "", err
 	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {
