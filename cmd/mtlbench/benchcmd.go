@@ -54,6 +54,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "dtype", Usage: "weight dtype (default: a checkpoint's own, a preset's bf16): f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
+			&cli.BoolFlag{Name: "synthetic", Usage: "with a checkpoint (--model PATH), seeded weights of its architecture instead of its own, in --dtype (packed too): a model benchmarked before its weights are downloaded"},
 			&cli.IntFlag{Name: "layers", Usage: "run only the first N layers of the model (0: all), as the suites' layers; results say so"},
 			&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on, off, or on,off: the backend's fusions (the suites' fusion); on,off runs both, interleaved, to compare"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
@@ -75,7 +76,7 @@ func benchCommand() *cli.Command {
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
 				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
 				Layers: c.Int("layers"), Fusion: strings.Split(c.String("fusion"), ","), WitnessGPU: c.String("witness-gpu"),
-				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio")}
+				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio"), Synthetic: c.Bool("synthetic")}
 			if spec.Rates, err = parseRates(c.String("request-rate")); err != nil {
 				return fmt.Errorf("--request-rate: %w", err)
 			}
@@ -149,7 +150,7 @@ func benchCommand() *cli.Command {
 // benchKeyFlags maps the keys of the suite bench builds to the flags that
 // set them.
 var benchKeyFlags = map[string]string{
-	"preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend",
+	"preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend", "weights": "--synthetic",
 	"timing": "--timing", "repetitions": "--repetitions", "warmup": "--warmup", "batch": "--batch",
 	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
 	suites.ParamArrival: "--request-rate and --burstiness", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
@@ -189,6 +190,7 @@ func benchFlagErrors(text []byte, err error) error {
 // quickSpec is what bench's flags ask for.
 type quickSpec struct {
 	Model, Backend, DType, Timing, Fit string
+	Synthetic                          bool   // a checkpoint's architecture with seeded weights
 	WitnessGPU                         string // the cases' witness_gpu, "" for the default
 	Repetitions, Warmup                int
 	Layers                             int      // the cases' layers, 0 for the whole model
@@ -324,13 +326,17 @@ func (q quickSpec) yaml() ([]byte, error) {
 	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
 		doc.Cases[0].Matrix.Depth = q.Depth
 	}
-	if st, err := os.Stat(q.Model); err == nil && st.IsDir() {
-		doc.Model.Path, doc.Model.Weights = q.Model, "checkpoint"
+	if st, err := os.Stat(q.Model); err == nil && st.IsDir() || !model.IsPreset(q.Model) && q.Synthetic {
+		doc.Model.Path, doc.Model.Weights = q.Model, suites.WeightsCheckpoint
+		if q.Synthetic {
+			doc.Model.Weights = suites.WeightsSynthetic
+		}
 	} else {
 		doc.Model.Preset = q.Model
 	}
-	// A checkpoint runs in its own dtype unless --dtype says otherwise.
-	if doc.Model.DType == "" && model.IsPreset(q.Model) {
+	// A checkpoint runs in its own dtype unless --dtype says otherwise;
+	// synthetic weights, a preset's too, default to bf16.
+	if doc.Model.DType == "" && (model.IsPreset(q.Model) || q.Synthetic) {
 		doc.Model.DType = "bf16"
 	}
 	if q.Fit != "strict" {

@@ -371,3 +371,25 @@ func TestShowUnfinishedCase(t *testing.T) {
 		t.Errorf("show of an interrupted run:\n%s", out)
 	}
 }
+
+// bench --synthetic runs a checkpoint's architecture with seeded weights,
+// packed if asked, and records that its figures are not the checkpoint's.
+func TestBenchSynthetic(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	ck := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3_moe")
+	if _, stderr, err := mtl(t, "bench", "-m", ck, "--synthetic", "--dtype", "q4", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--backend", "cpu", "--db", path); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cases, err := db.Cases(1)
+	if err != nil || len(cases) != 1 {
+		t.Fatalf("cases %v, %v", cases, err)
+	}
+	if p := cases[0].Params; p["weights"] != "synthetic" || p["dtype"] != "q4" || p["model"] != "qwen3_moe" {
+		t.Errorf("recorded %v", p)
+	}
+}
