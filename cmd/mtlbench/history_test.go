@@ -48,6 +48,42 @@ func TestHistoryImportToUserFolder(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "history", "kb.yaml")); err == nil {
 		t.Error("--dry-run wrote a file")
 	}
+	// and refuses what the import would: here a missing date.
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--dry-run"); err == nil || !strings.Contains(err.Error(), "line 5") || !strings.Contains(err.Error(), "date") {
+		t.Errorf("--dry-run without a date: %v", err)
+	}
+
+	// Another page of the same name, another model's figures: kept beside
+	// the first's; the same page again replaces its own.
+	other := filepath.Join(dir, "other", "kb.md")
+	os.MkdirAll(filepath.Dir(other), 0o755)
+	os.WriteFile(other, []byte("| Batch Size | TPS |\n|---|---|\n| 1 | 40 |\n"), 0o644)
+	for _, step := range []struct {
+		page, model, want string
+	}{
+		{md, "Qwen3-30B-A3B", "2 figures written to " + filepath.Join(dir, "history", "kb.yaml") + " (0 kept from before, 0 replaced)"},
+		{other, "gpt2", "1 figures written to " + filepath.Join(dir, "history", "kb.yaml") + " (2 kept from before, 0 replaced)"},
+		{md, "Qwen3-30B-A3B", "(1 kept from before, 2 replaced)"},
+	} {
+		if _, stderr, err := mtl(t, "history", "import", step.page, "--model", step.model, "--date", "2026-11-01"); err != nil || !strings.Contains(stderr, step.want) {
+			t.Errorf("import %s: %v\n%s", step.page, err, stderr)
+		}
+	}
+	// Nothing is written over the page itself or over a file of no history.
+	notes := filepath.Join(dir, "notes.md")
+	os.WriteFile(notes, []byte("# notes\n\nkeep: me: please\n"), 0o644)
+	for _, c := range []struct{ out, want string }{
+		{md, "is the page being imported: not overwritten"},
+		{notes, "exists and is not a history file, so it is not overwritten"},
+	} {
+		before, _ := os.ReadFile(c.out)
+		if _, _, err := mtl(t, "history", "import", md, "--model", "m", "--date", "2026", "--out", c.out); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--out %s: %v, want %q", c.out, err, c.want)
+		}
+		if after, _ := os.ReadFile(c.out); string(after) != string(before) {
+			t.Errorf("--out %s was changed", c.out)
+		}
+	}
 }
 
 // history show's filters that leave no figures are an error naming the

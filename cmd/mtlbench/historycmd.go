@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,6 +142,10 @@ func historyCommand() *cli.Command {
 					for _, w := range res.Warnings {
 						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
 					}
+					// What the write would refuse, --dry-run refuses too.
+					if err := history.Check(res.Points); err != nil {
+						return fmt.Errorf("%s: %w", path, err)
+					}
 					if !c.Bool("dry-run") {
 						out := c.String("out")
 						if out == "" {
@@ -149,10 +155,11 @@ func historyCommand() *cli.Command {
 							}
 							out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))+".yaml")
 						}
-						if err := history.Save(out, res.Points); err != nil {
+						kept, replaced, err := writeHistory(out, path, res.Points)
+						if err != nil {
 							return err
 						}
-						fmt.Fprintf(c.App.ErrWriter, "%d figures written to %s\n", len(res.Points), out)
+						fmt.Fprintf(c.App.ErrWriter, "%d figures written to %s (%d kept from before, %d replaced)\n", len(res.Points), out, kept, replaced)
 					}
 					return render(c, pointsTable(res.Points))
 				},
@@ -276,4 +283,26 @@ func render(c *cli.Context, t *table.Table) error {
 		return err
 	}
 	return t.Render(c.App.Writer, f)
+}
+
+// writeHistory saves points to out, merged with the figures out already
+// holds (history.Merge), and writes nothing over the page they came from or
+// over a file that is no history file.
+func writeHistory(out, page string, points []history.Point) (kept, replaced int, err error) {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, history.Save(out, points)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("--out: %w", err)
+	}
+	if pst, perr := os.Stat(page); perr == nil && os.SameFile(st, pst) {
+		return 0, 0, fmt.Errorf("--out %s is the page being imported: not overwritten", out)
+	}
+	old, err := history.LoadFile(out)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--out %s exists and is not a history file, so it is not overwritten: %w", out, err)
+	}
+	merged, replaced := history.Merge(old, points)
+	return len(merged) - len(points), replaced, history.Save(out, merged)
 }

@@ -379,7 +379,39 @@ type savedPoint struct {
 // written). It refuses points Load would reject, so a saved file can be
 // dropped into reports/history/data as is.
 func Save(path string, points []Point) error {
+	if err := Check(points); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
 	out := make([]savedPoint, len(points))
+	for i, p := range points {
+		out[i] = savedPoint{
+			Source: p.Source, Section: p.Section, Date: p.Date, Hardware: p.Hardware,
+			Model: p.Model, DType: p.DType, Batch: p.Batch, Series: p.Series,
+			Component: p.Component, Metric: p.Metric, Value: p.Value,
+			Qualifier: p.Qualifier, Unit: p.Unit, Params: p.Params, Note: p.Note,
+		}
+		if len(out[i].Params) == 0 {
+			out[i].Params = nil
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString("# mtlbench documented performance history (format: package reports/history).\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if len(out) == 0 {
+		b.WriteString("[]\n")
+	} else if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// Check refuses points Load would reject: a missing required field, a value
+// that is not finite, a negative batch, a bad qualifier.
+func Check(points []Point) error {
 	var errs []error
 	for i, p := range points {
 		var missing []string
@@ -400,37 +432,44 @@ func Save(path string, points []Point) error {
 		if err := checkQualifier(p); err != nil {
 			errs = append(errs, fmt.Errorf("point %d (%s): %w", i, where(p), err))
 		}
-		out[i] = savedPoint{
-			Source: p.Source, Section: p.Section, Date: p.Date, Hardware: p.Hardware,
-			Model: p.Model, DType: p.DType, Batch: p.Batch, Series: p.Series,
-			Component: p.Component, Metric: p.Metric, Value: p.Value,
-			Qualifier: p.Qualifier, Unit: p.Unit, Params: p.Params, Note: p.Note,
+	}
+	return errors.Join(errs...)
+}
+
+// LoadFile reads one history file.
+func LoadFile(path string) ([]Point, error) {
+	data, err := readfile.Read(path, readfile.Config, "a history file")
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, data)
+}
+
+// Merge is old with the points of each (source, model) that points holds
+// replaced by them: a page imported again updates its figures, and another
+// page of the same name keeps its own. replaced counts the points dropped.
+func Merge(old, points []Point) (merged []Point, replaced int) {
+	type key struct{ source, model string }
+	in := map[key]bool{}
+	for _, p := range points {
+		in[key{p.Source, ModelKey(p.Model)}] = true
+	}
+	for _, p := range old {
+		if in[key{p.Source, ModelKey(p.Model)}] {
+			replaced++
+			continue
 		}
-		if len(out[i].Params) == 0 {
-			out[i].Params = nil
-		}
+		merged = append(merged, p)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	var b bytes.Buffer
-	b.WriteString("# mtlbench documented performance history (format: package reports/history).\n")
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if len(out) == 0 {
-		b.WriteString("[]\n")
-	} else if err := enc.Encode(out); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := enc.Close(); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
+	return append(merged, points...), replaced
 }
 
 func where(p Point) string {
-	if p.File != "" {
+	switch {
+	case p.File != "":
 		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	case p.Line > 0:
+		return fmt.Sprintf("line %d, %s %s", p.Line, p.Series, p.Metric)
 	}
 	return p.Series + " " + p.Metric
 }

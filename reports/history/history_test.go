@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -333,5 +334,40 @@ func TestImportBadDates(t *testing.T) {
 	}
 	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, `line 3: date "2099-99-99"`) }) {
 		t.Errorf("warnings %q", res.Warnings)
+	}
+}
+
+// A cell's own unit beats its column's: times are converted, other units
+// skipped with a warning, as is a range that ends below its start.
+func TestImportCellUnits(t *testing.T) {
+	text := []byte("| batch | TPS | Time (ms) | date |\n|---|---|---|---|\n| 1 | 12 ms | 3 s | 2026 |\n| 2 | 30-10 | 500 us | 2026 |\n")
+	res, err := ImportMarkdown(text, Point{Source: "u.md", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range res.Points {
+		got = append(got, fmt.Sprintf("%s %g %s", p.Metric, p.Value, p.Unit))
+	}
+	if want := []string{"ms 3000 ms", "ms 0.5 ms"}; !slices.Equal(got, want) {
+		t.Errorf("points %q, want %q", got, want)
+	}
+	for _, w := range []string{`line 3: "12 ms" is in ms, but its column is in tok/s: skipped`, `line 4: range "30-10" ends below its start: skipped`} {
+		if !slices.Contains(res.Warnings, w) {
+			t.Errorf("warnings %q lack %q", res.Warnings, w)
+		}
+	}
+}
+
+// Merge replaces a page's figures of a model and keeps everything else.
+func TestMerge(t *testing.T) {
+	old := []Point{{Source: "kb.md", Model: "gpt2", Value: 1}, {Source: "kb.md", Model: "TinyLlama", Value: 2}, {Source: "x.md", Model: "gpt2", Value: 3}}
+	merged, replaced := Merge(old, []Point{{Source: "kb.md", Model: "GPT2", Value: 4}})
+	var vals []float64
+	for _, p := range merged {
+		vals = append(vals, p.Value)
+	}
+	if replaced != 1 || !slices.Equal(vals, []float64{2, 3, 4}) {
+		t.Errorf("merged %v, replaced %d", vals, replaced)
 	}
 }

@@ -291,6 +291,16 @@ func emptyCell(s string) bool {
 	return false
 }
 
+// timeUnits are the units convert moves between, in seconds.
+var timeUnits = map[string]float64{"s": 1, "ms": 1e-3, "us": 1e-6}
+
+// convert is the factor from unit from to unit to, where both are times.
+func convert(from, to string) (float64, bool) {
+	a, ok1 := timeUnits[from]
+	b, ok2 := timeUnits[to]
+	return a / b, ok1 && ok2
+}
+
 func parseQuantity(s string) (parsedQuantity, bool) {
 	s = cleanCell(s)
 	s = strings.ReplaceAll(s, "`", "")
@@ -375,7 +385,11 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		switch col.field {
 		case "date":
 			if !ValidDate(cell) {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: date %q is not YYYY-MM-DD, YYYY-MM or YYYY, left unset", line, cell))
+				what := "left unset"
+				if defaults.Date != "" {
+					what = "the default date " + defaults.Date + " taken instead"
+				}
+				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: date %q is not YYYY-MM-DD, YYYY-MM or YYYY, %s", line, cell, what))
 				continue
 			}
 			base.Date = cell
@@ -421,8 +435,22 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		if override.metric != "" {
 			p.Metric, p.Unit = override.metric, override.unit
 		}
-		if q.unit != "" && p.Unit == "" {
+		switch {
+		case q.unit != "" && p.Unit == "":
 			p.Unit = q.unit
+		case q.unit != "" && q.unit != p.Unit:
+			// A cell's own unit beats its column's: converted where both
+			// are times, else the figure is not the column's metric.
+			f, ok := convert(q.unit, p.Unit)
+			if !ok {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: %q is in %s, but its column is in %s: skipped", line, cleanCell(row[c]), q.unit, p.Unit))
+				continue
+			}
+			q.value, q.max = q.value*f, q.max*f
+		}
+		if q.qualifier == "range" && q.max < q.value {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: range %q ends below its start: skipped", line, cleanCell(row[c])))
+			continue
 		}
 		if col.series != "" {
 			p.Series = col.series
