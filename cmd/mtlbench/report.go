@@ -56,6 +56,9 @@ func reportCommand() *cli.Command {
 			if m := c.String("history-model"); m != "" && len(hist) > 0 && len(history.Filter(hist, m, "", "")) == 0 {
 				return historyNone(hist, "--history-model", m, "", "")
 			}
+			if c.String("out") == "" {
+				return fmt.Errorf("--out: no folder named to write the report into")
+			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,
 				ModelBytes: documentedModelBytes,

@@ -134,6 +134,9 @@ func checkTunedOut(out string) error {
 // tunedDir is --dir or the user's cache folder.
 func tunedDir(c *cli.Context) (string, error) {
 	if d := c.String("dir"); d != "" {
+		if st, err := os.Stat(d); err == nil && !st.IsDir() {
+			return "", fmt.Errorf("--dir %s is a file, not a folder of tuned configs", d)
+		}
 		return d, nil
 	}
 	return tune.UserDir()

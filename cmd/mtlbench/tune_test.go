@@ -98,6 +98,11 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 		{func(e *tune.Entry) { e.Kernel = "nope" }, `kernel "nope"`},
 		{func(e *tune.Entry) { e.DType = "q99" }, `dtype "q99"`},
 		{func(e *tune.Entry) { e.Shape = tune.Shape{"tokens": -1} }, "tokens=-1"},
+		{func(e *tune.Entry) { e.Shape = tune.Shape{} }, "no shape"},
+		{func(e *tune.Entry) { e.Shape["zz"] = 3 }, "shape zz=3: moe's buckets are over"},
+		{func(e *tune.Entry) { e.Speedup = -5 }, "speedup -5: want a ratio above 0"},
+		{func(e *tune.Entry) { e.P = 7 }, "p_value 7: want 0 to 1"},
+		{func(e *tune.Entry) { e.Samples = -3 }, "samples -3"},
 	} {
 		f, _ := tune.ReadFile(exported)
 		bad.edit(&f.Entries[0])
@@ -113,6 +118,25 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 		if _, err := os.Stat(dir3); err == nil {
 			t.Errorf("a bad entry's file was imported (%s)", bad.want)
 		}
+	}
+	// Two files run together, and two winners of one bucket, are refused
+	// whole.
+	raw, _ := os.ReadFile(exported)
+	joined := filepath.Join(tmp, "joined.json")
+	os.WriteFile(joined, append(append([]byte{}, raw...), raw...), 0o644)
+	if _, _, err := mtlTune(t, "tune", "import", joined, "--dir", filepath.Join(tmp, "joined")); err == nil || !strings.Contains(err.Error(), "more after the tuned-config object") {
+		t.Errorf("two objects in one file: %v", err)
+	}
+	twice, _ := tune.ReadFile(exported)
+	other := twice.Entries[0]
+	other.Config = other.Default
+	twice.Entries = append(twice.Entries, other)
+	dup := filepath.Join(tmp, "dup.json")
+	if err := twice.Write(dup); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mtlTune(t, "tune", "import", dup, "--dir", filepath.Join(tmp, "dup")); err == nil || !strings.Contains(err.Error(), "entries 0 and 1 are both for") {
+		t.Errorf("two winners of one bucket: %v", err)
 	}
 	// A stale entry shows as such.
 	a.Entries[0].SourceHash = "0000"

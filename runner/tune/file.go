@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/mtlbench/mtlbench/internal/readfile"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
 
@@ -68,13 +70,23 @@ func ParseFile(name string, data []byte) (*File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%s: not a tuned-config file: %w", name, err)
 	}
+	// One object a file: a second (two files run together) would be lost.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: more after the tuned-config object, at byte %d: a file holds one object", name, dec.InputOffset())
+	}
 	if f.Format != FormatVersion {
 		return nil, fmt.Errorf("%s: tuned-config format %d, this mtlbench reads %d", name, f.Format, FormatVersion)
 	}
+	first := map[string]int{}
 	for i, e := range f.Entries {
 		if e.Device == "" || e.Backend == "" || e.Kernel == "" || e.DType == "" || len(e.Config) == 0 {
 			return nil, fmt.Errorf("%s: entry %d lacks device, backend, kernel, dtype or config", name, i)
 		}
+		// Which of two winners of one bucket ran would depend on their order.
+		if j, dup := first[e.Key()]; dup {
+			return nil, fmt.Errorf("%s: entries %d and %d are both for %s on %s (%s): a bucket has one winner", name, j, i, e.Describe(), e.Device, e.Backend)
+		}
+		first[e.Key()] = i
 	}
 	return &f, nil
 }
@@ -91,10 +103,30 @@ func (e *Entry) Check() error {
 	if d := ops.DType(e.DType); !slices.Contains(ops.DTypes, d) && !slices.Contains(ops.QuantDTypes, d) {
 		return fmt.Errorf("dtype %q is none this mtlbench runs", e.DType)
 	}
+	if len(e.Shape) == 0 {
+		return fmt.Errorf("no shape: an entry is the winner of a shape bucket")
+	}
 	for p, v := range e.Shape {
 		if v < 1 {
 			return fmt.Errorf("shape %s=%d: want at least 1", p, v)
 		}
+		if !slices.ContainsFunc(k.Dims, func(d ops.Dim) bool { return d.Name == p }) {
+			var dims []string
+			for _, d := range k.Dims {
+				dims = append(dims, string(d.Name))
+			}
+			return fmt.Errorf("shape %s=%d: %s's buckets are over %s", p, v, e.Kernel, strings.Join(dims, ", "))
+		}
+	}
+	// What it was measured against: a speedup is a ratio of times, a p-value
+	// a probability.
+	switch {
+	case !(e.Speedup > 0) || math.IsInf(e.Speedup, 0):
+		return fmt.Errorf("speedup %g: want a ratio above 0", e.Speedup)
+	case !(e.P >= 0 && e.P <= 1):
+		return fmt.Errorf("p_value %g: want 0 to 1", e.P)
+	case e.Samples < 0:
+		return fmt.Errorf("samples %d: want 0 or more", e.Samples)
 	}
 	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 1 << 30, SIMDWidth: 32}
 	if k.Backend == ops.CPU {
@@ -182,6 +214,12 @@ func shapeLess(a, b Shape) bool {
 // Write stores the file at path (created with its folder), atomically: a
 // reader never sees half a file.
 func (f *File) Write(path string) error {
+	if path == "" {
+		return fmt.Errorf("no file named to write the tuned configs to")
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a folder, not a tuned-config file", path)
+	}
 	f.Format = FormatVersion
 	f.sortEntries()
 	data, err := json.MarshalIndent(f, "", "  ")
@@ -189,7 +227,7 @@ func (f *File) Write(path string) error {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tuned-*.json")
 	if err != nil {
