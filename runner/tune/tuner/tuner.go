@@ -615,8 +615,10 @@ func (t *bucketRun) prepare(c *Candidate) bool {
 		t.event("check", 0, 0, "%s disqualified: %v", k.String(c.Config), err)
 		return false
 	}
-	// Calibrate: two single calls to warm up, one to measure, then one
-	// warm-up repetition at full length.
+	// Calibrate: two single calls to warm up, then runs of 4x as many calls
+	// until one lasts an eighth of a sample (one call's time can be far
+	// from a long run's: caches, a loaded machine), then one warm-up
+	// repetition at full length.
 	t.bench.SetIters(1)
 	for range 2 {
 		if _, err := t.bench.Run(); err != nil {
@@ -624,12 +626,19 @@ func (t *bucketRun) prepare(c *Candidate) bool {
 			return false
 		}
 	}
-	s, err := t.bench.Run()
-	if err != nil {
-		c.Status, c.Reason = StatusDisqualified, err.Error()
-		return false
+	var per time.Duration
+	for iters := 1; ; iters *= 4 {
+		t.bench.SetIters(iters)
+		s, err := t.bench.Run()
+		if err != nil {
+			c.Status, c.Reason = StatusDisqualified, err.Error()
+			return false
+		}
+		per = time.Duration(s[0].Value * 1e3) // us a call -> ns
+		if time.Duration(iters)*per >= t.o.SampleTime/8 || iters >= 1<<18 {
+			break
+		}
 	}
-	per := time.Duration(s[0].Value * 1e3) // us -> ns
 	c.Iters = int(min(max(math.Round(float64(t.o.SampleTime)/float64(max(per, 1))), 1), 1<<20))
 	t.bench.SetIters(c.Iters)
 	if _, err := t.bench.Run(); err != nil {
@@ -674,6 +683,10 @@ func (t *bucketRun) rounds(ctx context.Context, cs []*Candidate, n int, phase st
 		for _, c := range order {
 			if c.Status != StatusTimed {
 				continue
+			}
+			// A sample is the unit of waiting: an interrupt ends the round.
+			if ctx.Err() != nil {
+				return ErrInterrupted
 			}
 			v, err := t.sample(c)
 			if err != nil {
