@@ -21,6 +21,9 @@ func CheckSample(s Sample) error {
 	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 		return fmt.Errorf("%s rep %d: value %v is not finite", s.Metric, s.Rep, s.Value)
 	}
+	if err := metrics.CheckUnit(s.Metric, s.Unit); err != nil {
+		return fmt.Errorf("%s rep %d: %w", s.Metric, s.Rep, err)
+	}
 	if min, what := metrics.Min(s.Metric, s.Unit); s.Value < min {
 		return fmt.Errorf("%s rep %d: value %v is negative, and %s cannot be", s.Metric, s.Rep, s.Value, what)
 	}

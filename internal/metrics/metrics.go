@@ -145,3 +145,23 @@ func Min(metric, unit string) (min float64, what string) {
 	}
 	return math.Inf(-1), ""
 }
+
+// unitsByName are the units a metric's name ending says it is recorded in.
+var unitsByName = []struct{ suffix, unit string }{
+	{"tok_s", "tok/s"}, {"gb_s", "GB/s"}, {"gflop_s", "GFLOP/s"}, {"_ms", "ms"}, {"_us", "us"}, {"us_per_call", "us"},
+}
+
+// CheckUnit says why unit cannot be metric's: a name that says tok/s, ms
+// or us with a sample in another unit would be compared and gated as what
+// its name says. An empty unit is left to the name.
+func CheckUnit(metric, unit string) error {
+	if unit == "" {
+		return nil
+	}
+	for _, n := range unitsByName {
+		if strings.HasSuffix(metric, n.suffix) && unit != n.unit {
+			return fmt.Errorf("%s is in %s, but its unit is %q", metric, n.unit, unit)
+		}
+	}
+	return nil
+}

@@ -47,3 +47,26 @@ func TestCheckThreshold(t *testing.T) {
 		}
 	}
 }
+
+// A sample's unit must be the one its metric's name says.
+func TestCheckUnit(t *testing.T) {
+	for _, c := range []struct {
+		metric, unit string
+		ok           bool
+	}{
+		{"decode_tok_s", "tok/s", true},
+		{"decode_tok_s", "", true},
+		{"decode_tok_s", "ms", false},
+		{"ttft_ms", "ms", true},
+		{"ttft_ms", "s", false},
+		{"us_per_call", "us", true},
+		{"us_per_call", "ms", false},
+		{"achieved_gb_s", "GB/s", true},
+		{"bytes_per_step", "B", true},
+		{"roofline_frac", "ratio", true},
+	} {
+		if err := CheckUnit(c.metric, c.unit); (err == nil) != c.ok {
+			t.Errorf("CheckUnit(%q, %q) = %v", c.metric, c.unit, err)
+		}
+	}
+}
