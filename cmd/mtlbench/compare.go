@@ -75,7 +75,11 @@ func compareCommand() *cli.Command {
 			}
 			tables := cmp.Tables()
 			if len(cmp.Rows) == 0 {
-				fmt.Fprintln(c.App.ErrWriter, "no case of A matches a case of B (cases match on their parameters; see `mtlbench show`)")
+				if matched := len(a.Keys()) - len(cmp.OnlyA); matched > 0 {
+					fmt.Fprintf(c.App.ErrWriter, "%d cases of A match cases of B, but no matched pair holds samples of one metric on both sides (runs interrupted before a repetition? see `mtlbench show`)\n", matched)
+				} else {
+					fmt.Fprintln(c.App.ErrWriter, "no case of A matches a case of B (cases match on their parameters; see `mtlbench show`)")
+				}
 			}
 			if table.IsData(f) {
 				if err := cmp.Data().Render(c.App.Writer, f); err != nil {
