@@ -389,6 +389,9 @@ func summaries(runs []charts.RunData) []htmlTable {
 			}
 			row = append(row, tunedParams(c.Params))
 			(*t).Rows = append((*t).Rows, row)
+			if c.Status == results.CaseFailed && c.Error != "" {
+				(*t).Notes = append((*t).Notes, c.Name+" failed: "+c.Error)
+			}
 			var metrics []string
 			for m := range c.Stats {
 				metrics = append(metrics, m)

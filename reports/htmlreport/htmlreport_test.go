@@ -57,6 +57,14 @@ func TestWrite(t *testing.T) {
 	defer db.Close()
 	a := recordRun(t, db, "<b>base</b>", false)
 	b := recordRun(t, db, "new", true)
+	// A failed case says why, as show does.
+	failed := []results.Case{{Name: "oom/batch=64", Kind: results.CaseModel, Params: map[string]string{"batch": "64"}}}
+	if err := db.AddCases(b, failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FailCase(failed[0].ID, "KV cache of 9 GiB does not fit"); err != nil {
+		t.Fatal(err)
+	}
 	hist := []history.Point{
 		{Source: "d.txt", Date: "2024-12-11", Hardware: "M-series Mac", Model: "Qwen3-30B-A3B", Series: "Cached offsets", Metric: "tok_s", Value: 11.6, Unit: "tok/s"},
 		{Source: "d.txt", Date: "unknown", Hardware: "Apple M3 Ultra", Model: "Qwen3-30B-A3B", Series: "Metal V1.5", Batch: 1, Metric: "tok_s", Value: 6.7, Unit: "tok/s"},
@@ -80,6 +88,7 @@ func TestWrite(t *testing.T) {
 		"4/48 layers", "emulated", "Apple M3 Ultra", "abcdef0123456789", "throughput",
 		"Qwen3-30B-A3B", "Cached offsets", "Achieved fraction", "2026-01-02 03:04 UTC",
 		"±", // CIs of 7 repetitions
+		"oom/batch=64 failed: KV cache of 9 GiB does not fit",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("index.html lacks %q", want)
