@@ -135,26 +135,48 @@ func or(a, b string) string {
 	return b
 }
 
-// BenchName is "<Group>/k=v/...": the group in CamelCase and the case's
-// matrix parameters as benchstat's sub-benchmark keys ("Benchmark" is the
-// writer's). Spaces would end the name, so they become underscores.
+// BenchName is "<Group>/k=v/...": the group in CamelCase and every
+// parameter of the case's key, each at the value the case ran with (a
+// `run --set` value, which the key keeps at the suite's), as benchstat's
+// sub-benchmark keys ("Benchmark" is the writer's). Cases of different
+// keys get different names, so benchstat pairs only what compare pairs.
+// Spaces would end the name, so they become underscores.
 func BenchName(c results.Case) string {
 	group, rest, _ := strings.Cut(c.Name, "/")
+	var params []string
+	if parts := strings.Split(c.Key, "/"); len(parts) >= 2 {
+		group, params = parts[1], parts[2:]
+	} else if rest != "" {
+		params = strings.Split(rest, "/")
+	}
 	var b strings.Builder
-	up := true
+	up, sep := true, false
 	for _, r := range group {
 		if r == '-' || r == '_' || r == '.' {
-			up = true
+			up, sep = true, true
 			continue
+		}
+		// "norm-2" and "norm2" stay apart: a separator before a digit is kept.
+		if sep && unicode.IsDigit(r) && b.Len() > 0 {
+			b.WriteByte('_')
 		}
 		if up {
 			r = unicode.ToUpper(r)
 			up = false
 		}
+		sep = false
 		b.WriteRune(r)
 	}
-	if rest != "" {
-		b.WriteString("/" + rest)
+	for _, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if ran, has := c.Params[k]; ok && has && ran != "" {
+			v = ran
+		}
+		if ok {
+			b.WriteString("/" + k + "=" + v)
+		} else {
+			b.WriteString("/" + p)
+		}
 	}
 	return strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) {
