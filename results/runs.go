@@ -522,6 +522,27 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 		ref, ErrNotFound)
 }
 
+// CheckTag says why tag could not be found again by ResolveRef: a number
+// or "latest" (which a reference reads as a run id or the newest run
+// first), a comma (which pools references), or spaces at its ends.
+func CheckTag(tag string) error {
+	if tag == "" {
+		return nil
+	}
+	if id, err := strconv.ParseInt(tag, 10, 64); err == nil {
+		return fmt.Errorf("tag %q is a number, which a reference reads as run %d", tag, id)
+	}
+	switch {
+	case tag == "latest" || strings.HasPrefix(tag, "latest~"):
+		return fmt.Errorf("tag %q is how a reference names the newest runs", tag)
+	case strings.Contains(tag, ","):
+		return fmt.Errorf("tag %q holds a comma, which pools references (a,b)", tag)
+	case strings.TrimSpace(tag) != tag:
+		return fmt.Errorf("tag %q starts or ends with a space", tag)
+	}
+	return nil
+}
+
 // runIDs lists the ids of runs matching where (may be empty), newest first.
 func (db *DB) runIDs(where string, limit int, args ...any) ([]int64, error) {
 	q := `SELECT id FROM runs ` + where + ` ORDER BY started_at DESC, id DESC`

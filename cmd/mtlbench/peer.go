@@ -36,7 +36,7 @@ func peerCommand() *cli.Command {
 				"it ran on is recorded as run on this one. docs/peers.md has each tool's commands.",
 			Flags: []cli.Flag{dbFlag(),
 				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
-				&cli.StringFlag{Name: "tag", Usage: "label for the peer runs (default: the tool's name)"},
+				tagFlag("label for the peer runs (default: the tool's name)"),
 				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do"},
 				&cli.IntFlag{Name: "batch", Usage: "batch the tool ran (vllm bench latency --batch-size; default its 8)"},
 				&cli.IntFlag{Name: "prompt-len", Usage: "prompt tokens (vllm bench latency --input-len; default its 32)"},

@@ -94,7 +94,7 @@ func runCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
 			&cli.StringFlag{Name: "timing", Usage: "override the suite's timing: throughput, or profile (per-op timings; on metal-emu each op's witness bytes)"},
-			&cli.StringFlag{Name: "tag", Usage: "label to find this run by (compare, gate)"},
+			tagFlag("label to find this run by (compare, gate)"),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl (one row per case and metric) or benchfmt"},
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
@@ -357,4 +357,15 @@ func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string, ra
 		return err
 	}
 	return table.RenderAll(w, f, tables)
+}
+
+// tagFlag is --tag of the commands that store runs: a tag a reference
+// could not find again is refused before any work (results.CheckTag).
+func tagFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "tag", Usage: usage, Action: func(_ *cli.Context, v string) error {
+		if err := results.CheckTag(v); err != nil {
+			return fmt.Errorf("--tag: %w", err)
+		}
+		return nil
+	}}
 }

@@ -69,7 +69,7 @@ func tuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache)"},
 			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
-			&cli.StringFlag{Name: "tag", Usage: "label of the tune run in the database"},
+			tagFlag("label of the tune run in the database"),
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU the cost witness reads each candidate's counts against, e.g. \"M2 Pro\" (default M3 Ultra)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 		},
