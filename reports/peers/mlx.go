@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // mlx_lm.benchmark prints (mlx_lm/benchmark.py):
@@ -54,7 +55,17 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 		if err != nil || rep < 1 || rep > maxPeerReps {
 			return nil, fmt.Errorf("line %d: Trial %s (trials count from 1 to %d)", line, m[1], maxPeerReps)
 		}
-		for _, kv := range mlxKV.FindAllStringSubmatch(m[2], -1) {
+		// Each field whole: "prompt_tps=1,234.5" or "45.6x" is no figure to
+		// read the first digits of.
+		for _, field := range strings.Split(m[2], ",") {
+			if strings.TrimSpace(field) == "" {
+				continue
+			}
+			k, val, ok := strings.Cut(strings.TrimSpace(field), "=")
+			kv := mlxKV.FindStringSubmatch(k + "=" + val)
+			if !ok || kv == nil || kv[0] != k+"="+val {
+				return nil, fmt.Errorf("line %d: %q is not key=number (mlx_lm.benchmark prints prompt_tps=1234.567, generation_tps=..., peak_memory=...)", line, strings.TrimSpace(field))
+			}
 			v, err := strconv.ParseFloat(kv[2], 64)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %s=%s is not a number", line, kv[1], kv[2])

@@ -29,8 +29,11 @@ func TestDetectAndParse(t *testing.T) {
 		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 8400},
 		{"vllm-serve.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 390.24},
 		// At --request-rate 4 (Poisson) with --goodput: the case mtlbench's
-		// arrival "poisson:4" makes, and its goodput.
-		{"vllm-serve-rate.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6"}, "goodput_per_s", 3.5},
+		// arrival "poisson:4" makes, and its goodput under the slo given.
+		{"vllm-serve-rate.json", FormatVLLMServe, Options{SLO: "ttft:500"}, 1, []string{"model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6/slo=ttft:500"}, "goodput_per_s", 3.5},
+		// Without the slo, the goodput is left out (-1: no sample): it
+		// would pair with nothing mtlbench measures.
+		{"vllm-serve-rate.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6"}, "goodput_per_s", -1},
 		{"vllm-latency.json", FormatVLLMLatency, Options{Batch: 2, PromptLen: 16, GenLen: 8}, 1,
 			[]string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 16 / 0.0412},
 		{"vllm-latency.json", FormatVLLMLatency, Options{}, 1, []string{"model/bench/batch=8/gen_len=128/prompt_len=32"}, "output_tok_s", 8 * 128 / 0.0412},
@@ -94,6 +97,8 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, `[{"n_prompt": 1}]`, "no n_prompt or n_gen"},
 		{FormatLlamaBench, "{\"n_prompt\": 1, \"n_gen\": 0}\nnot json\n", "line 2"},
 		{FormatVLLMServe, `{"completed": 0}`, "no request finished"},
+		{FormatVLLMServe, `{"completed": 4, "num_prompts": 4, "total_input_tokens": 64, "total_output_tokens": 32, "median_ttft_ms": "48.0"}`, `median_ttft_ms is "48.0", not a number`},
+		{FormatVLLMServe, `{"completed": 4, "num_prompts": 4, "total_input_tokens": 64, "total_output_tokens": 32, "output_throughput": [60.0]}`, `output_throughput is [60.0], not a number`},
 		{FormatVLLMLatency, `{"avg_latency": 1, "latencies": [0.1, -1]}`, "latency 2"},
 		{FormatMLX, "Trial 1:  prompt_tps=1, generation_tps=2, peak_memory=3\n", "before any \"Timing with\""},
 		{FormatMtlbench, `{"format": "other"}`, `want "mtlbench-peer-run/1"`},
@@ -109,6 +114,10 @@ func TestParseErrors(t *testing.T) {
 		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1, generation_tps=2\nTrial 1:  prompt_tps=3\n",
 			"line 3: Trial 1's prompt_tps again (line 2 has it) in the case of line 1"},
 		{FormatMLX, mlxTiming1 + "Trial 0:  prompt_tps=1\n", "line 2: Trial 0 (trials count from 1 to 1048576)"},
+		// a figure read whole, never its first digits
+		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1,234.567, generation_tps=2\n", `line 2: "234.567" is not key=number`},
+		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=45.6x, generation_tps=2\n", `line 2: "prompt_tps=45.6x" is not key=number`},
+		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=abc\n", `line 2: "prompt_tps=abc" is not key=number`},
 		{FormatMLX, mlxTiming1 + "Trial 99999999999999999999:  prompt_tps=1\n", "line 2: Trial 99999999999999999999"},
 		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1\n" + strings.Repeat("x", 17<<20), "line 3: longer than 16777216 bytes"},
 		{FormatLlamaBench, "{\"n_prompt\": 1, \"n_gen\": 0}\n" + strings.Repeat(" ", 17<<20) + "x", "line 2: longer than 16777216 bytes, which llama-bench does not print"},

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mtlbench/mtlbench/suites"
@@ -114,13 +115,28 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	}
 	labels["range_ratio"], labels["slo"] = o.RangeRatio, o.SLO // "" leaves them out
 	c := newCase(batch, prompt, gen, labels)
+	var notes []string
 	for _, m := range vllmServeMetrics {
 		raw, ok := v.raw[m.key]
 		if !ok {
 			continue
 		}
-		var f *float64 // null (a goodput not asked for) is no figure, not 0
-		if json.Unmarshal(raw, &f) != nil || f == nil || math.IsNaN(*f) || math.IsInf(*f, 0) {
+		var f *float64 // null (a goodput not asked for, or NaN) is no figure, not 0
+		if err := json.Unmarshal(raw, &f); err != nil {
+			// Python's Infinity, as pythonJSON spells it, is no figure either.
+			var word string
+			if json.Unmarshal(raw, &word) == nil && strings.EqualFold(strings.TrimLeft(word, "+-"), "inf") {
+				continue
+			}
+			return nil, fmt.Errorf("%s is %s, not a number", m.key, strings.TrimSpace(string(raw)))
+		}
+		if f == nil || math.IsNaN(*f) || math.IsInf(*f, 0) {
+			continue
+		}
+		// mtlbench keys goodput by its slo: without one it would pair with
+		// nothing mtlbench measures.
+		if m.key == "request_goodput" && o.SLO == "" {
+			notes = append(notes, "request_goodput left out: give the --goodput bounds vLLM ran with as --slo")
 			continue
 		}
 		c.add(0, m.metric, *f, m.unit)
@@ -131,6 +147,9 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	run := &Run{Tool: "vllm bench serve", Backend: v.Backend, Cases: []Case{c},
 		Notes: fmt.Sprintf("vllm bench serve: %s, %d prompts, rate %s, max concurrency %d, %d completed in %.1f s",
 			v.ModelID, v.NumPrompts, string(v.RequestRate), batch, v.Completed, v.Duration)}
+	for _, n := range notes {
+		run.Notes += "; " + n
+	}
 	if t, err := time.ParseInLocation("20060102-150405", v.Date, time.Local); err == nil {
 		run.StartedAt = t
 	}
