@@ -120,7 +120,7 @@ func TestPeerImportsCompare(t *testing.T) {
 		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "mine-serve"); err != nil {
 		t.Fatalf("bench --request-rate: %v\n%s", err, stderr)
 	}
-	peer("vllm-serve-rate.json", "--tag", "vllm-rate", "--slo", "e2el:2000.0,ttft:500", "--range-ratio", "0.50")
+	peer("vllm-serve-rate.json", "--tag", "vllm-rate", "--slo", "e2el:2000.0,ttft:500", "--range-ratio", "0.50", "--prompt-len", "16", "--gen-len", "8")
 	out, stderr, err := mtl(t, "compare", "mine-serve", "vllm-rate", "--db", db, "--format", "csv")
 	if err != nil {
 		t.Fatalf("compare mine-serve vllm-rate: %v\n%s", err, stderr)

@@ -246,3 +246,32 @@ func TestPeerSizesBounded(t *testing.T) {
 		t.Errorf("a prompt of 2^60 tokens: %v", err)
 	}
 }
+
+// A vLLM serving run is keyed as bench keys its case, or refused: a rate
+// keys its requests even when they equal the batch; lengths drawn around a
+// range need the lengths vLLM was given; a batch above the prompts is
+// never full.
+func TestVLLMServeKeys(t *testing.T) {
+	run := `{"backend": "vllm", "model_id": "m", "num_prompts": 4, "request_rate": %s, "max_concurrency": %d, "completed": 4,
+"total_input_tokens": 66, "total_output_tokens": 30, "duration": 1.0, "output_throughput": 30.0}`
+	runs, err := Parse(FormatVLLMServe, "s.json", []byte(fmt.Sprintf(run, "4", 4)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := runs[0].Cases[0].Key; !strings.Contains(k, "/requests=4") {
+		t.Errorf("a serving run at a rate keyed %s, without its requests", k)
+	}
+	for _, c := range []struct {
+		rate string
+		conc int
+		o    Options
+		want string
+	}{
+		{"4", 4, Options{RangeRatio: "0.5"}, "--range-ratio 0.5: give the --random-input-len and --random-output-len"},
+		{"Infinity", 0, Options{Batch: 64}, "batch 64 is more than the 4 prompts"},
+	} {
+		if _, err := Parse(FormatVLLMServe, "s.json", []byte(fmt.Sprintf(run, c.rate, c.conc)), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+}

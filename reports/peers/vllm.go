@@ -105,9 +105,19 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	if prompt < 1 || gen < 1 {
 		return nil, fmt.Errorf("%d input and %d output tokens a request: give the lengths with --prompt-len and --gen-len", prompt, gen)
 	}
+	// Lengths drawn around vLLM's --random-input-len average to another
+	// number: keyed by it, the case would pair with no bench case.
+	if o.RangeRatio != "" && (o.PromptLen == 0 || o.GenLen == 0) {
+		return nil, fmt.Errorf("--range-ratio %s: give the --random-input-len and --random-output-len vLLM ran with as --prompt-len and --gen-len (the file holds the lengths drawn, %d and %d on average)", o.RangeRatio, prompt, gen)
+	}
+	if batch > v.NumPrompts {
+		return nil, fmt.Errorf("batch %d is more than the %d prompts: the batch was never full (suites refuse requests fewer than the batch)", batch, v.NumPrompts)
+	}
 	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": v.Backend,
 		"peer_request_rate": string(v.RequestRate)}
-	if v.NumPrompts != batch {
+	// A serving case (a rate) keys its requests always, as bench's do: bench
+	// takes a rate only with --requests.
+	if v.NumPrompts != batch || arrival != "" {
 		labels["requests"] = strconv.Itoa(v.NumPrompts)
 	}
 	if arrival != "" {
