@@ -97,6 +97,8 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, `[{"n_prompt": 1}]`, "no n_prompt or n_gen"},
 		{FormatLlamaBench, "{\"n_prompt\": 1, \"n_gen\": 0}\nnot json\n", "line 2"},
 		{FormatVLLMServe, `{"completed": 0}`, "no request finished"},
+		{FormatVLLMServe, `[{"completed": 4}]`, "the file is a JSON array, want one result object as vLLM writes it"},
+		{FormatVLLMServe, `{"completed": 4.5}`, "completed is a JSON number 4.5, want a whole number"},
 		{FormatVLLMServe, `{"completed": 4, "num_prompts": 4, "total_input_tokens": 64, "total_output_tokens": 32, "median_ttft_ms": "48.0"}`, `median_ttft_ms is "48.0", not a number`},
 		{FormatVLLMServe, `{"completed": 4, "num_prompts": 4, "total_input_tokens": 64, "total_output_tokens": 32, "output_throughput": [60.0]}`, `output_throughput is [60.0], not a number`},
 		{FormatVLLMLatency, `{"avg_latency": 1, "latencies": [0.1, -1]}`, "latency 2"},
@@ -204,7 +206,7 @@ func TestVLLMServeBadValues(t *testing.T) {
 	}
 	for _, tc := range []struct{ rate, input, want string }{
 		{"4", "-16", "total_input_tokens holds -16, a negative count of tokens"},
-		{"4", `"1024"`, "total_input_tokens is a JSON string, want a number"},
+		{"4", `"1024"`, "total_input_tokens is a JSON string, want a whole number"},
 		{"-4", "1024", "rate -4 requests a second is outside"},
 	} {
 		_, err := Parse(FormatVLLMServe, "serve.json", []byte(fmt.Sprintf(base, tc.rate, tc.input)), Options{})

@@ -19,6 +19,7 @@ import (
 type vllmServe struct {
 	Date           string          `json:"date"`
 	Backend        string          `json:"backend"`
+	EndpointType   string          `json:"endpoint_type"` // newer vLLM's name for backend
 	Label          string          `json:"label"`
 	ModelID        string          `json:"model_id"`
 	NumPrompts     int             `json:"num_prompts"`
@@ -82,6 +83,12 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 				return nil, fmt.Errorf("%s holds %d, a negative count of tokens", n.key, x)
 			}
 		}
+	}
+	if v.Backend == "" {
+		v.Backend = v.EndpointType
+	}
+	if v.Backend == "" {
+		v.Backend = "vllm"
 	}
 	arrival, err := vllmArrival(v.RequestRate, v.Burstiness)
 	if err != nil {
@@ -198,11 +205,17 @@ func vllmArrival(rate json.RawMessage, burstiness *float64) (string, error) {
 // file's terms rather than Go's.
 func jsonFieldError(err error) error {
 	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) || te.Field == "" {
+	if !errors.As(err, &te) {
 		return err
+	}
+	if te.Field == "" {
+		// the whole file: a list of results where vLLM writes one object
+		return fmt.Errorf("the file is a JSON %s, want one result object as vLLM writes it", te.Value)
 	}
 	want := "a number"
 	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		want = "a whole number"
 	case reflect.String:
 		want = "a string"
 	case reflect.Slice:
