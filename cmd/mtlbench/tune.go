@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,7 +165,16 @@ func tuneRun(c *cli.Context) error {
 	}
 	var kernels []string
 	if k := c.String("kernel"); k != "" {
-		kernels = strings.Split(k, ",")
+		for _, name := range strings.Split(k, ",") {
+			name = strings.TrimSpace(name)
+			switch {
+			case name == "":
+				return fmt.Errorf("--kernel %q: an empty name in the list", k)
+			case slices.Contains(kernels, name):
+				return fmt.Errorf("--kernel %q: %s twice", k, name)
+			}
+			kernels = append(kernels, name)
+		}
 	}
 	name := c.String("backend")
 	if name == "" && s != nil {
