@@ -136,7 +136,7 @@ func checkTunedOut(out string) error {
 func tunedDir(c *cli.Context) (string, error) {
 	if d := c.String("dir"); d != "" {
 		if st, err := os.Stat(d); err == nil && !st.IsDir() {
-			return "", fmt.Errorf("--dir %s is a file, not a folder of tuned configs", d)
+			return "", fmt.Errorf("%s is not a folder: the tuned configs cannot go in it (--dir)", d)
 		}
 		return d, nil
 	}

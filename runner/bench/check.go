@@ -27,7 +27,7 @@ func Check(s *suites.Suite) error {
 		return nil
 	}
 	sm := s.Model
-	spec, err := ModelSpec(sm, sm.Layers)
+	spec, err := model.SuiteSpec(sm, sm.Layers)
 	if err != nil {
 		return s.ErrorAt(sm.Pos, "%v", err)
 	}

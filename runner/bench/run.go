@@ -629,7 +629,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	key := modelKey{layers}
 	lm := models[key]
 	if lm == nil {
-		spec, err := ModelSpec(sm, layers)
+		spec, err := model.SuiteSpec(sm, layers)
 		if err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
@@ -675,24 +675,6 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		return nil, err // a model loaded for an earlier case
 	}
 	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
-}
-
-// ModelSpec is what opens a suite's model: its preset, or its path's
-// checkpoint (or, with weights: synthetic, seeded weights of its
-// architecture), in the dtype asked for, cut to layers when positive.
-func ModelSpec(m *suites.Model, layers int) (model.Spec, error) {
-	spec := model.Spec{Model: m.Preset, Layers: layers, Seed: uint64(m.Seed)}
-	if m.Path != "" {
-		spec.Model, spec.Synthetic = m.Path, m.Weights == suites.WeightsSynthetic
-	}
-	if m.DType != "" {
-		f, err := model.ParseFormat(m.DType)
-		if err != nil {
-			return model.Spec{}, err
-		}
-		spec.DType, spec.Quant = &f.DType, f.Quant
-	}
-	return spec, nil
 }
 
 // weightFormat is the dtype a model case records: a packed model's format

@@ -19,6 +19,7 @@ import (
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Source yields the bytes of each weight tensor. Matrix tensors come in
@@ -923,4 +924,22 @@ func syntheticConfig(name string) (*Config, error) {
 	}
 	defer f.Close()
 	return ggufConfig(f)
+}
+
+// SuiteSpec is what opens a suite's model: its preset, or its path's
+// checkpoint (or, with weights: synthetic, seeded weights of its
+// architecture), in the dtype asked for, cut to layers when positive.
+func SuiteSpec(m *suites.Model, layers int) (Spec, error) {
+	spec := Spec{Model: m.Preset, Layers: layers, Seed: uint64(m.Seed)}
+	if m.Path != "" {
+		spec.Model, spec.Synthetic = m.Path, m.Weights == suites.WeightsSynthetic
+	}
+	if m.DType != "" {
+		f, err := ParseFormat(m.DType)
+		if err != nil {
+			return Spec{}, err
+		}
+		spec.DType, spec.Quant = &f.DType, f.Quant
+	}
+	return spec, nil
 }

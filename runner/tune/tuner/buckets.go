@@ -8,7 +8,6 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
-	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/suites"
@@ -266,7 +265,7 @@ func floatMatMuls(c *model.Config) bool {
 // openModel reads the suite model's config and weight dtype (a preset's
 // synthetic weights are not generated; a checkpoint's header is read).
 func openModel(m *suites.Model) (*model.Config, string, error) {
-	spec, err := bench.ModelSpec(m, 0)
+	spec, err := model.SuiteSpec(m, 0)
 	if err != nil {
 		return nil, "", err
 	}
