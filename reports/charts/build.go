@@ -3,6 +3,9 @@ package charts
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/reports/history"
@@ -129,6 +132,30 @@ func WriteCharts(dir string, db *results.DB, runIDs []int64, opts Options) ([]st
 		}
 	}
 	return paths, nil
+}
+
+// Names are the charts Build may make, the files a report folder holds.
+var Names = []string{NameThroughput, NameBreakdown, NameMoEChunk, NameServing, NameServingLatency, NameRoofline, NameHistory}
+
+// RemoveStale removes from dir the chart files of an earlier report that
+// this one, named, did not make: a report folder written again holds only
+// its report's charts. Other files are left alone.
+func RemoveStale(dir string, named []Named) error {
+	made := map[string]bool{}
+	for _, n := range named {
+		made[n.Name] = true
+	}
+	for _, name := range Names {
+		if made[name] {
+			continue
+		}
+		for _, ext := range []string{".png", ".svg"} {
+			if err := os.Remove(filepath.Join(dir, name+ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // rooflineNote says what the history chart's roofline lines stand on.

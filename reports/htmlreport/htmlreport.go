@@ -114,6 +114,9 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 			page.Figures = append(page.Figures, f)
 		}
 	}
+	if err := charts.RemoveStale(dir, named); err != nil {
+		return files, err
+	}
 	fillRuns(&page, runs)
 	page.Summaries = summaries(runs)
 	page.Breakdown = breakdownTable(runs)

@@ -107,6 +107,19 @@ func TestWrite(t *testing.T) {
 			}
 		}
 	}
+	// Written again, the folder keeps no chart of an earlier report that
+	// this one does not make (here a serving chart, of runs with no serving
+	// case); other files stay.
+	os.WriteFile(filepath.Join(out, "mine.txt"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(out, "serving-throughput.png"), []byte("old"), 0o644)
+	if _, err := WriteFiles(out, db, []int64{a}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"serving-throughput.png": false, "roofline.png": true, "mine.txt": true} {
+		if _, err := os.Stat(filepath.Join(out, name)); (err == nil) != want {
+			t.Errorf("%s after a second report: present %v, want %v", name, err == nil, want)
+		}
+	}
 	if err := Write(out, db, nil, Options{}); err == nil {
 		t.Error("Write with no runs succeeded")
 	}
