@@ -740,9 +740,8 @@ func Open(spec Spec) (*Config, Source, error) {
 		}
 		cfg, src = c, syn
 	} else {
-		st, err := os.Stat(spec.Model)
-		if err != nil || (!st.IsDir() && !isGGUFPath(spec.Model)) {
-			return nil, nil, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", spec.Model, joinNames(PresetNames()))
+		if _, err := checkpointPath(spec.Model); err != nil {
+			return nil, nil, err
 		}
 		if spec.Quant != "" {
 			return nil, nil, fmt.Errorf("dtype %s makes synthetic packed weights for a preset; %s is a checkpoint, which is read as it is stored (a suite's weights: synthetic draws them for its architecture)", spec.Quant, spec.Model)
@@ -911,11 +910,11 @@ func syntheticConfig(name string) (*Config, error) {
 	if IsPreset(name) {
 		return Preset(name)
 	}
-	st, err := os.Stat(name)
-	if err != nil || (!st.IsDir() && !isGGUFPath(name)) {
-		return nil, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", name, joinNames(PresetNames()))
+	dir, err := checkpointPath(name)
+	if err != nil {
+		return nil, err
 	}
-	if st.IsDir() {
+	if dir {
 		return LoadDir(name)
 	}
 	f, err := gguf.Open(name)
@@ -942,4 +941,14 @@ func SuiteSpec(m *suites.Model, layers int) (Spec, error) {
 		spec.DType, spec.Quant = &f.DType, f.Quant
 	}
 	return spec, nil
+}
+
+// checkpointPath says whether name, which is no preset, is a checkpoint
+// folder (dir) or a GGUF file, or why it is neither.
+func checkpointPath(name string) (dir bool, err error) {
+	st, err := os.Stat(name)
+	if err != nil || (!st.IsDir() && !isGGUFPath(name)) {
+		return false, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", name, joinNames(PresetNames()))
+	}
+	return st.IsDir(), nil
 }
