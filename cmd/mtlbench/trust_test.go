@@ -42,6 +42,17 @@ func TestShowPrintsStoredErrors(t *testing.T) {
 			t.Errorf("show's stderr lacks %q:\n%s", want, stderr)
 		}
 	}
+	// The data says it too: the failed case's row carries its error, and
+	// --raw keeps a row for each case with no samples.
+	for _, args := range [][]string{{"--format", "csv"}, {"--format", "csv", "--raw"}} {
+		out, _, err := mtl(t, append([]string{"show", "t", "--db", path}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, ",a,model/a,model,failed,kv cache: out of blocks,") || !strings.Contains(out, ",b,model/b,model,") {
+			t.Errorf("show %v lacks the failed case's row and error:\n%s", args, out)
+		}
+	}
 }
 
 // The gate's turns: the sides alternate step by step, and rounds alternate

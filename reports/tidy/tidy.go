@@ -20,7 +20,8 @@ var RunColumns = []string{"run", "started", "suite", "tag", "kind", "backend", "
 	"commit", "version", "machine", "overrides"}
 
 // CaseColumns say which case a row is.
-var CaseColumns = []string{"case", "key", "case_kind", "status", "layers_run", "layers_total"}
+// error holds a failed case's error, so the data says why it has no figures.
+var CaseColumns = []string{"case", "key", "case_kind", "status", "error", "layers_run", "layers_total"}
 
 // StatColumns are a summary row's measured part.
 var StatColumns = []string{"metric", "unit", "better", "n", "median", "ci_lo", "ci_hi", "confidence"}
@@ -91,7 +92,10 @@ func RunRow(r *results.Run) map[string]any {
 
 func caseRow(row map[string]any, c results.Case) {
 	row["case"], row["key"], row["case_kind"], row["status"] = c.Name, c.Key, c.Kind, c.Status
-	row["layers_run"], row["layers_total"] = nil, nil
+	row["error"], row["layers_run"], row["layers_total"] = nil, nil, nil
+	if c.Error != "" {
+		row["error"] = c.Error
+	}
 	if c.LayersTotal > 0 {
 		row["layers_run"], row["layers_total"] = int64(c.LayersRun), int64(c.LayersTotal)
 	}
@@ -143,11 +147,18 @@ func Summaries(runs []*Run) *table.Data {
 	return d.data()
 }
 
-// Raw is one row per run × case × metric × repetition.
+// Raw is one row per run × case × metric × repetition. A case with no
+// samples gets one row with its status and no metric, as in Summaries.
 func Raw(runs []*Run) *table.Data {
 	d := newData(RawColumns)
 	for _, r := range runs {
 		for _, c := range r.Cases {
+			if len(r.Samples[c.ID]) == 0 {
+				row := RunRow(r.Run)
+				caseRow(row, c)
+				d.add(row)
+				continue
+			}
 			for _, s := range r.Samples[c.ID] {
 				row := RunRow(r.Run)
 				caseRow(row, c)
