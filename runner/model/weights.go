@@ -638,12 +638,7 @@ func (c *Checkpoint) sliceInfo(name string, spec TensorSpec, dt bridge.DType) sa
 // OpenDir opens a checkpoint folder: its config (with mlx-lm's
 // quantization, when it has one) and its weights. want as OpenCheckpoint.
 func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
-	cfg, err := LoadDir(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	p := filepath.Join(dir, "config.json")
-	raw, err := readfile.Read(p, readfile.Config, "a model config")
+	cfg, p, raw, err := loadDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -679,17 +674,24 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 
 // LoadDir reads a checkpoint folder's config.json.
 func LoadDir(dir string) (*Config, error) {
+	c, _, _, err := loadDir(dir)
+	return c, err
+}
+
+// loadDir also gives the file's path and bytes, which OpenDir reads the
+// quantization from, so both come from one read of the file.
+func loadDir(dir string) (*Config, string, []byte, error) {
 	p := filepath.Join(dir, "config.json")
 	data, err := readfile.Read(p, readfile.Config, "a model config")
 	if err != nil {
-		return nil, fmt.Errorf("model folder %s: %w", dir, err)
+		return nil, "", nil, fmt.Errorf("model folder %s: %w", dir, err)
 	}
 	c, err := ParseHFConfig(p, data)
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	c.Name = filepath.Base(filepath.Clean(dir))
-	return c, nil
+	return c, p, data, nil
 }
 
 // Spec says which model to open.
