@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -48,10 +49,14 @@ func Shipped(name string) ([]byte, error) {
 }
 
 // Resolve loads the suite arg names: a file when one exists at that path
-// (a path always wins), else the built-in suite of that name.
+// (a path always wins), else the built-in suite of that name. A bare name
+// that is a folder here (`kernels` in the repository) is the built-in
+// suite when there is one, as a folder is never a suite.
 func Resolve(arg string) (*Suite, error) {
-	if _, err := os.Stat(arg); err == nil {
-		return Load(arg)
+	if fi, err := os.Stat(arg); err == nil {
+		if !fi.IsDir() || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
+			return Load(arg)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}

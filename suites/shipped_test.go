@@ -45,6 +45,16 @@ func TestShippedSuitesParse(t *testing.T) {
 	if _, err := Resolve("../suites/ci.yaml"); err != nil {
 		t.Errorf("a path: %v", err)
 	}
+	// A folder here named like a built-in suite (the repository's kernels/)
+	// is no suite; the name is the built-in one. A path to it is a folder.
+	t.Chdir(t.TempDir())
+	os.Mkdir("kernels", 0o755)
+	if s, err := Resolve("kernels"); err != nil || s.File != ShippedPrefix+"kernels.yaml" {
+		t.Errorf("kernels beside a folder of that name: %v", err)
+	}
+	if _, err := Resolve("./kernels"); err == nil {
+		t.Errorf("./kernels, a folder, resolved")
+	}
 }
 
 // A matrix takes an integer range as bench's flags do.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/mtlbench/mtlbench/suites"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -318,6 +319,12 @@ func TestFlagsAfterArguments(t *testing.T) {
 	out, _, err := mtl(t, "suites", "validate", filepath.Join("..", "..", "suites", "ci.yaml"))
 	if err != nil || !strings.Contains(out, "ok") {
 		t.Fatalf("validate: %v %s", err, out)
+	}
+	// Every shipped suite is valid, whatever backend it names: what only
+	// that backend runs (metal-witness's Metal-only formats) is not the CPU's
+	// to refuse.
+	if out, stderr, err := mtl(t, append([]string{"suites", "validate"}, suites.ShippedNames()...)...); err != nil {
+		t.Fatalf("validate the shipped suites: %v\n%s%s", err, out, stderr)
 	}
 	got := interspersed(newApp(nil, nil), []string{"mtlbench", "run", "s.yaml", "--db", "x.db", "-q", "--tag=a"})
 	want := []string{"mtlbench", "run", "--db", "x.db", "-q", "--tag=a", "s.yaml"}
