@@ -275,6 +275,14 @@ type LaunchTuner interface {
 // runs this one: the host's time between steps (reading the tokens back,
 // scheduling, recording) is otherwise time the device stands idle. At most
 // two steps are in flight; BeginStep refuses a third.
+// Threader is a backend whose ops run on a number of goroutines that may
+// change between steps (the CPU): a case's `threads` parameter.
+type Threader interface {
+	// SetThreads sets the goroutines ops run on; 0 restores the count the
+	// backend was opened with.
+	SetThreads(n int)
+}
+
 type AsyncStepper interface {
 	// BeginStepFrom is BeginStep for a step whose token ids are still being
 	// computed: the device reads them from src (I32, at least NumTokens

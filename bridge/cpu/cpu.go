@@ -29,6 +29,8 @@ type Options struct {
 type Backend struct {
 	QuantRules
 	pool  pool
+	// threads is the goroutine count the backend was opened with.
+	threads int
 	meta  *bridge.StepMeta
 	ids   []int32
 	err   error
@@ -58,7 +60,16 @@ func New(o Options) *Backend {
 	if t <= 0 {
 		t = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{pool: pool{threads: t}, scratch: map[string][]float32{}}
+	return &Backend{pool: pool{threads: t}, threads: t, scratch: map[string][]float32{}}
+}
+
+// SetThreads sets the goroutines later ops run on (bridge.Threader); 0
+// restores the count the backend was opened with.
+func (b *Backend) SetThreads(n int) {
+	if n <= 0 {
+		n = b.threads
+	}
+	b.pool.threads = n
 }
 
 // Threads is the number of goroutines ops use.

@@ -22,6 +22,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/internal/quantile"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -96,9 +97,21 @@ type prepared struct {
 	// start is the first repetition to run: those before it are stored
 	// (a resumed case).
 	start int
+	// threads is the case's `threads` (0: the backend's count), set on the
+	// backend before each of its repetitions, as cases interleave.
+	threads int
+	be      bridge.Backend
+}
+
+// useThreads gives the backend the case's goroutine count.
+func (p *prepared) useThreads() {
+	if t, ok := p.be.(bridge.Threader); ok {
+		t.SetThreads(p.threads)
+	}
 }
 
 func (p *prepared) rep(ctx context.Context, profile bool) (*RepResult, error) {
+	p.useThreads()
 	if p.model != nil {
 		return p.model.Rep(ctx, profile)
 	}
@@ -290,7 +303,9 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 				// a checkpoint's architecture, not its figures
 				params["weights"] = suites.WeightsSynthetic
 			}
+			p.useThreads() // the configs the case's goroutine count looks up
 			tunedParams(params, p)
+			setThreads(p.be, 0)
 		}
 		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
 	}
@@ -455,6 +470,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		if profile && p.model != nil {
 			// What profiling costs: the same case once without per-op timing.
+			p.useThreads()
 			r, err := p.model.Rep(ctx, false)
 			done++
 			if o.Progress != nil {
@@ -539,8 +555,18 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 		}
 	}
 	var out []*prepared
+	// Preparing reads the tuned configs at the case's goroutine count.
+	defer setThreads(be, 0)
 	for _, c := range s.Cases {
-		p := &prepared{c: c}
+		p := &prepared{c: c, be: be, threads: caseThreads(c)}
+		if p.threads > 0 {
+			if _, ok := be.(bridge.Threader); !ok {
+				fail(c.PosOf(string(ops.Threads)), "case %s: threads=%d: the %s backend runs no CPU goroutines (threads is the cpu backend's)",
+					c.Name, p.threads, be.Info().Backend)
+				continue
+			}
+		}
+		p.useThreads()
 		if c.Kind == suites.KindKernel {
 			b, err := kbench.PrepareContext(ctx, be, c.Kernel)
 			if err != nil && ctx.Err() != nil {
@@ -590,6 +616,22 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 		return nil, nil, errs
 	}
 	return out, closeAll, nil
+}
+
+// caseThreads is a case's `threads` parameter, 0 when it sets none.
+func caseThreads(c suites.Case) int {
+	if c.Kind == suites.KindKernel {
+		n, _ := c.Kernel.Int(ops.Threads)
+		return n
+	}
+	return c.Model.Threads
+}
+
+// setThreads sets be's goroutine count where it has one.
+func setThreads(be bridge.Backend, n int) {
+	if t, ok := be.(bridge.Threader); ok {
+		t.SetThreads(n)
+	}
 }
 
 type loadedModel struct {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -507,3 +509,66 @@ cases:
 		t.Errorf("recorded params %v, want weights synthetic, dtype q4, model qwen3_moe", p)
 	}
 }
+
+// A case's threads is the goroutine count its repetitions run on, and the
+// one its tuned configs are looked up at; a backend with no goroutines
+// refuses it.
+func TestCaseThreads(t *testing.T) {
+	s := loadSuite(t, `name: th
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+params: { prompt_len: 4, gen_len: 2 }
+cases:
+  - name: d
+    matrix: { threads: [1, 3] }
+  - name: mm
+    op: matmul
+    params: { m: 1, n: 64, k: 64, dtype: f32 }
+    matrix: { threads: [1, 3] }
+  - name: all
+`)
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, _ := db.Cases(sum.RunID)
+	got := map[string]string{}
+	for _, c := range cases {
+		got[c.Name] = c.Params["tuned.matmul"]
+	}
+	for name, want := range map[string]string{"d/threads=1": "even/1t", "d/threads=3": "even/3t", "all": "even/2t"} {
+		if !strings.HasPrefix(got[name], want) {
+			t.Errorf("%s: tuned.matmul %q, want %s", name, got[name], want)
+		}
+	}
+
+	be := cpu.New(cpu.Options{Threads: 2})
+	ps, done, err := prepare(context.Background(), s, be, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	for _, p := range ps {
+		if _, err := p.rep(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		want := 2
+		if p.threads > 0 {
+			want = p.threads
+		}
+		if be.Threads() != want {
+			t.Errorf("%s ran on %d goroutines, want %d", p.c.Name, be.Threads(), want)
+		}
+	}
+
+	s = loadSuite(t, "name: th\nbackend: metal-emu\ncases:\n  - name: mm\n    op: matmul\n    params: { m: 1, n: 64, k: 64, threads: 2 }\n")
+	if _, _, err := prepare(context.Background(), s, noThreads{be}, 0, 0, 0); err == nil || !strings.Contains(err.Error(), "threads is the cpu backend's") {
+		t.Errorf("threads on a backend without goroutines: %v", err)
+	}
+}
+
+// noThreads hides the CPU backend's goroutine count.
+type noThreads struct{ bridge.Backend }
