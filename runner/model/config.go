@@ -38,7 +38,10 @@ type Config struct {
 	RopeFreqFactors []float32
 	Eps             float32
 	TieEmbed        bool
-	QKVBias         bool
+	// tieUnset: config.json left tie_word_embeddings out, so a checkpoint
+	// with no lm_head.weight ties (OpenDir), as mlx-lm's defaults do.
+	tieUnset bool
+	QKVBias  bool
 	// OBias: the attention's output projection has a bias too, as
 	// attention_bias gives Llama, Qwen3 and Qwen3-MoE (not Qwen2's q/k/v).
 	OBias  bool
@@ -85,12 +88,19 @@ type archSpec struct {
 	// modelType is config.json's model_type, by which transformers picks
 	// the class when architectures is missing.
 	modelType string
+	// theta and eps are the config class's rope_theta and rms_norm_eps
+	// where the file leaves them out (0: 10000 and 1e-6, as most classes).
+	theta float64
+	eps   float32
+	// window is the config class's sliding_window where the file leaves
+	// the key out (an explicit null is none): MistralConfig's 4096.
+	window int
 }
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {attnBias: true, modelType: "llama"},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral"},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral"},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5},
 	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2"},
 	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3"},
 	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe"},
@@ -189,6 +199,21 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		Inter: h.IntermediateSize, MaxPos: h.MaxPositionEmbeds, Eps: 1e-6, RopeTheta: 10000,
 		QKVBias: spec.qkvBias, QKNorm: spec.qkNorm,
 	}
+	if spec.theta > 0 {
+		c.RopeTheta = spec.theta
+	}
+	if spec.eps > 0 {
+		c.Eps = spec.eps
+	}
+	if spec.window > 0 && h.SlidingWindow == nil {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(data, &keys) == nil {
+			if _, given := keys["sliding_window"]; !given {
+				w := spec.window
+				h.SlidingWindow = &w
+			}
+		}
+	}
 	c.KVHeads = c.Heads
 	if h.NumKeyValueHeads != nil {
 		c.KVHeads = *h.NumKeyValueHeads
@@ -207,6 +232,19 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	}
 	if h.RopeTheta != nil {
 		c.RopeTheta = *h.RopeTheta
+	}
+	for _, f := range []struct {
+		name string
+		m    map[string]any
+	}{{"rope_parameters", h.RopeParameters}, {"rope_scaling", h.RopeScaling}} {
+		if err := ropeKeysKnown(f.m); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", name, f.name, err)
+		}
+	}
+	if v, ok := h.RopeParameters["partial_rotary_factor"]; ok && v != nil {
+		if f, isNum := v.(float64); !isNum || f != 1 {
+			return nil, fmt.Errorf("%s: rope_parameters.partial_rotary_factor=%v is not supported (RoPE over whole heads only)", name, v)
+		}
 	}
 	if v, ok := h.RopeParameters["rope_theta"]; ok {
 		f, isNum := v.(float64)
@@ -252,9 +290,10 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.AttentionBias != nil && *h.AttentionBias && spec.attnBias {
 		c.QKVBias, c.OBias = true, true
 	}
-	// Qwen2 and Qwen3 default to tied embeddings only where their configs say
-	// so; transformers' default for a missing field is true.
-	c.TieEmbed = true
+	// transformers' config classes of these architectures default to an LM
+	// head of its own (tie_word_embeddings=False), so a checkpoint's
+	// lm_head.weight is read where the field is missing.
+	c.TieEmbed, c.tieUnset = false, h.TieWordEmbeddings == nil
 	if h.TieWordEmbeddings != nil {
 		c.TieEmbed = *h.TieWordEmbeddings
 	}
@@ -445,6 +484,26 @@ func ropeType(m map[string]any) string {
 		return ""
 	}
 	return t
+}
+
+// ropeKeysKnown refuses transformers 5's per-layer-type form of rope
+// parameters ({"full_attention": {...}, "sliding_attention": {...}}), which
+// would otherwise leave every layer on the defaults without a word. Other
+// keys no rope type reads are ignored, as transformers ignores them
+// (DeepSeek-R1-0528-Qwen3-8B's attn_factor).
+func ropeKeysKnown(m map[string]any) error {
+	var nested []string
+	for k, v := range m {
+		if _, isObj := v.(map[string]any); isObj {
+			nested = append(nested, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(nested) == 0 {
+		return nil
+	}
+	slices.Sort(nested)
+	return fmt.Errorf("%s: rope parameters per layer type are not supported (one object of rope_type, rope_theta, factor, ... for every layer)",
+		strings.Join(nested, ", "))
 }
 
 // parseRopeScaling reads a scaling of the types every backend runs: each

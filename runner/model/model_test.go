@@ -281,6 +281,36 @@ func TestPresetsValidate(t *testing.T) {
 	}
 }
 
+// A field a config leaves out takes its config class's default in
+// transformers: Mixtral's rope_theta and rms_norm_eps, Mistral's sliding
+// window (an explicit null is none).
+func TestArchitectureDefaults(t *testing.T) {
+	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8`
+	for _, c := range []struct {
+		arch, extra string
+		theta       float64
+		eps         float32
+		window      int
+	}{
+		{"LlamaForCausalLM", "", 10000, 1e-6, 0},
+		{"MixtralForCausalLM", `, "num_local_experts": 4, "num_experts_per_tok": 2`, 1e6, 1e-5, 0},
+		{"MixtralForCausalLM", `, "num_local_experts": 4, "num_experts_per_tok": 2, "rope_theta": 500.0, "rms_norm_eps": 1e-6`, 500, 1e-6, 0},
+		{"MistralForCausalLM", "", 10000, 1e-6, 4096},
+		{"MistralForCausalLM", `, "sliding_window": null`, 10000, 1e-6, 0},
+		{"MistralForCausalLM", `, "sliding_window": 128`, 10000, 1e-6, 128},
+		{"Qwen2ForCausalLM", "", 10000, 1e-6, 0},
+	} {
+		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+sizes+c.extra+`}`))
+		if err != nil {
+			t.Errorf("%s%s: %v", c.arch, c.extra, err)
+			continue
+		}
+		if cfg.RopeTheta != c.theta || cfg.Eps != c.eps || cfg.Window != c.window {
+			t.Errorf("%s%s: theta %g eps %g window %d, want %g %g %d", c.arch, c.extra, cfg.RopeTheta, cfg.Eps, cfg.Window, c.theta, c.eps, c.window)
+		}
+	}
+}
+
 // RoPE scaling as checkpoints spell it: rope_theta with rope_scaling
 // (Llama-3.2's config.json on the hub, "type" in older ones) and
 // transformers 5's rope_parameters; the types that change more than the
@@ -319,6 +349,10 @@ func TestRopeScaling(t *testing.T) {
 		{"linear factor a string", `"rope_scaling": {"rope_type": "linear", "factor": "4"}}`, 0, nil, "linear: factor missing or not a number"},
 		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta 1e6 is not a number"},
 		{"partial rotary", `"partial_rotary_factor": 0.5}`, 0, nil, "partial_rotary_factor=0.5 is not supported"},
+		// transformers 5 reads it from rope_parameters too.
+		{"partial rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}`, 0, nil, "rope_parameters.partial_rotary_factor=0.5 is not supported"},
+		{"whole rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}}`, 1e4, nil, ""},
+		{"per layer type", `"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}}}`, 0, nil, `rope_parameters: "full_attention": rope parameters per layer type are not supported`},
 		{"rope type a number", `"rope_scaling": {"rope_type": 3, "factor": 4.0}}`, 0, nil, "rope_scaling: rope_type 3 is not a string"},
 		{"negative head_dim", `"head_dim": -32}`, 0, nil, "head_dim=-32 must be positive"},
 		{"negative positions", `"max_position_embeddings": -1}`, 0, nil, "max_position_embeddings=-1 must not be negative"},

@@ -40,3 +40,38 @@ func TestUntiedHeadMissing(t *testing.T) {
 		}
 	}
 }
+
+// A config without tie_word_embeddings reads a checkpoint's own LM head, as
+// transformers' config classes default to untied, and ties where the folder
+// holds none (mlx-lm's Llama and Qwen2 default).
+func TestTieUnset(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		tied bool
+	}{{"../testdata/hf/llama", false}, {"../testdata/hf/qwen3_moe", false}, {"../testdata/hf/qwen2", true}} {
+		dir := copyFolder(t, c.dir, func(name string, data []byte) []byte {
+			if name != "config.json" {
+				return data
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			delete(cfg, "tie_word_embeddings")
+			out, err := json.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		})
+		cfg, src, err := Open(Spec{Model: dir})
+		if err != nil {
+			t.Errorf("%s: %v", c.dir, err)
+			continue
+		}
+		src.Close()
+		if cfg.TieEmbed != c.tied {
+			t.Errorf("%s without tie_word_embeddings: tied %v, want %v", c.dir, cfg.TieEmbed, c.tied)
+		}
+	}
+}

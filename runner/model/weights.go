@@ -661,7 +661,12 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 		ck.Close()
 		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	// With the field missing and no head of its own, the embedding is the
+	// head, as mlx-lm's Llama and Qwen2 default; with the field false,
 	// transformers would give such a head random weights: garbage logits.
+	if cfg.tieUnset && !ck.Has("lm_head.weight") {
+		cfg.TieEmbed = true
+	}
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") && !ck.mlxGPT2 {
 		ck.Close()
 		return nil, nil, fmt.Errorf("%s: lm_head.weight is missing from the checkpoint, and tie_word_embeddings is false (set it true if the LM head is the embedding)", dir)
