@@ -225,18 +225,19 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 // read, as llama.cpp does ("wrong number of tensors"): layers past
 // block_count, or the QK-norms of a qwen3 file labelled llama, would
 // otherwise be dropped silently and the figures be another model's.
-// rope_freqs holds factors the metadata also gives (llama3's rope scaling).
+// rope_freqs holds factors the metadata also gives (llama3's rope scaling);
+// llama.cpp's llama loader alone reads it.
 func ggufUnused(f *gguf.File, used map[string]bool) error {
+	arch := f.KV["general.architecture"].Str
 	var extra []string
 	for _, t := range f.Tensors {
-		if !used[t.Name] && t.Name != "rope_freqs.weight" {
+		if !used[t.Name] && (t.Name != "rope_freqs.weight" || arch != "llama") {
 			extra = append(extra, t.Name)
 		}
 	}
 	if len(extra) == 0 {
 		return nil
 	}
-	arch := f.KV["general.architecture"].Str
 	list := strings.Join(extra[:min(len(extra), 4)], ", ")
 	if len(extra) > 4 {
 		list += fmt.Sprintf(" and %d more", len(extra)-4)
@@ -543,19 +544,32 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 			errs = append(errs, fmt.Sprintf("rope.dimension_count %d is not the head size %d (RoPE over whole heads only)", d, c.HeadDim))
 		}
 	}
+	// As llama.cpp's loader reads them: the type defaults to linear, its
+	// factor to the older rope.scale_linear key, and a factor of 0 or 1 is
+	// no scaling.
+	scaling := "linear"
 	if v, ok := f.KV[arch+".rope.scaling.type"]; ok {
-		switch {
-		case v.Type != gguf.String:
+		if v.Type != gguf.String {
 			errs = append(errs, arch+".rope.scaling.type is not a string")
-		case v.Str == "linear":
-			c.RopeScaling = &kernels.RoPEScaling{Type: "linear", Factor: flt("rope.scaling.factor", 0)}
-		case v.Str == "yarn":
-			c.RopeScaling = ggufYaRN(arch, f, num, flt, &errs)
-		case v.Str != "" && v.Str != "none":
-			errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", v.Str))
 		}
+		scaling = v.Str
 	}
-	if t, ok := f.Tensor("rope_freqs.weight"); ok {
+	switch scaling {
+	case "linear":
+		key := "rope.scaling.factor"
+		if _, ok := f.KV[arch+"."+key]; !ok {
+			key = "rope.scale_linear"
+		}
+		if factor := flt(key, 0); factor != 0 && factor != 1 {
+			c.RopeScaling = &kernels.RoPEScaling{Type: "linear", Factor: factor}
+		}
+	case "yarn":
+		c.RopeScaling = ggufYaRN(arch, f, num, flt, &errs)
+	case "", "none":
+	default:
+		errs = append(errs, fmt.Sprintf("rope scaling %q is not supported (none, linear, yarn, or llama3's rope_freqs tensor)", scaling))
+	}
+	if t, ok := f.Tensor("rope_freqs.weight"); ok && arch == "llama" {
 		if t.Type != gguf.F32 || len(t.Dims) != 1 {
 			return nil, bad("tensor \"rope_freqs.weight\" is %v of shape %v, not a 1-D F32 tensor", t.Type, t.Dims)
 		}

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,58 @@ func TestCheckpointBiasesUnasked(t *testing.T) {
 				t.Errorf("%v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A GGUF file's rope scaling as llama.cpp's loader reads it: with no
+// rope.scaling.type the factor is linear's. rope_freqs.weight, which only
+// the llama loader reads, is refused under another architecture.
+func TestGGUFRopeAsLlamaCpp(t *testing.T) {
+	patched := func(src string, edit func(head []byte)) string {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The metadata comes before the first tensor's info.
+		end := bytes.Index(data, []byte("token_embd"))
+		if end < 0 {
+			t.Fatal("no token_embd")
+		}
+		edit(data[:end])
+		p := filepath.Join(t.TempDir(), filepath.Base(src))
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	want, src, err := Open(Spec{Model: "../testdata/gguf/llama-rope-linear.gguf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	untyped := patched("../testdata/gguf/llama-rope-linear.gguf", func(h []byte) {
+		copy(h[bytes.Index(h, []byte("llama.rope.scaling.type")):], "llama.rope.scaling.typX")
+	})
+	got, src, err := Open(Spec{Model: untyped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	if want.RopeScaling == nil || fmt.Sprint(got.RopeScaling) != fmt.Sprint(want.RopeScaling) {
+		t.Errorf("no rope.scaling.type: scaling %+v, want linear's %+v", got.RopeScaling, want.RopeScaling)
+	}
+
+	if _, src, err := Open(Spec{Model: "../testdata/gguf/llama-rope-llama3.gguf"}); err != nil {
+		t.Fatal(err)
+	} else {
+		src.Close()
+	}
+	qwen2 := patched("../testdata/gguf/llama-rope-llama3.gguf", func(h []byte) {
+		copy(h, bytes.ReplaceAll(h, []byte("llama."), []byte("qwen2.")))
+		i := bytes.Index(h, []byte("general.architecture"))
+		copy(h[i:], bytes.Replace(h[i:], []byte("llama"), []byte("qwen2"), 1))
+	})
+	if _, _, err := Open(Spec{Model: qwen2}); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight") {
+		t.Errorf("rope_freqs.weight in a qwen2 file: %v", err)
 	}
 }
