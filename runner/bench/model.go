@@ -26,8 +26,9 @@ type Workload struct {
 	PromptLen int
 	GenLen    int
 	// Depth is the context before each prompt (suites.ModelParams.Depth):
-	// prompts are Depth+PromptLen tokens and prefill figures count the
-	// steps at or after it.
+	// prompts are Depth+PromptLen tokens, filled up to the depth first
+	// (engine.Request.PrefillSplit), and prefill figures count the steps at
+	// or after it.
 	Depth int
 	// Stagger, when positive, adds one request every Stagger steps instead
 	// of all at once.
@@ -117,7 +118,9 @@ func (w Workload) requests(vocab int) []engine.Request {
 	for i, p := range w.Prompts(vocab) {
 		sp := w.Sampling
 		sp.Seed += uint64(i)
-		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: gens[i], Sampling: sp}
+		// The context before the prompt is filled first, in chunks that
+		// end at the depth, so the prompt is a step of its own.
+		reqs[i] = engine.Request{ID: i, Prompt: p, MaxNewTokens: gens[i], Sampling: sp, PrefillSplit: w.Depth}
 	}
 	return reqs
 }

@@ -653,9 +653,11 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		KVDType:     mp.KVDType,
 	}
 	if mp.Depth > 0 && opts.TokenBudget == 0 {
-		// Prefill at depth: the prompt's tokens after the depth are a step
-		// of their own (one prompt_len chunk a step, llama-bench's pp @ d).
-		opts.TokenBudget = mp.PromptLen
+		// Prefill at depth (llama-bench's pp @ d): the context is filled in
+		// chunks of this budget, then the batch's prompts after the depth
+		// are one step and its sequences decode together.
+		prompt, _ := mp.MaxLens()
+		opts.TokenBudget = prompt * max(min(mp.MaxSeqs, mp.Requests), 1)
 	}
 	opts.KVTokens = w.KVTokens(opts.BlockSize, opts.MaxSeqs)
 	if kb := mp.KVBlocks; kb > 0 {

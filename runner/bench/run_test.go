@@ -381,9 +381,10 @@ repetitions: 1
 warmup: 0
 cases:
   - name: c
-    params: { batch: 1, prompt_len: 8, gen_len: 1 }
+    params: { prompt_len: 8, gen_len: 1 }
     matrix:
-      depth: [0, 24]
+      depth: [0, 20]
+      batch: [1, 2]
 `)
 	db := openDB(t)
 	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: 1 << 20})
@@ -397,8 +398,10 @@ cases:
 	if cfg, err = cfg.WithLayers(1); err != nil {
 		t.Fatal(err)
 	}
+	// A depth that is no multiple of the prompt: the context is filled up
+	// to it, and the prompts after it are one step, at either batch.
 	for i, c := range sum.Cases {
-		depth := int64(24 * i)
+		depth := int64(20 * (i / 2))
 		samples, _ := db.Samples(c.ID)
 		got := map[string]float64{}
 		for _, s := range samples {

@@ -72,6 +72,11 @@ type Request struct {
 	Sampling     sample.Params
 	// WantLogits asks for the logits of the last prompt position.
 	WantLogits bool
+	// PrefillSplit, when positive, is a prompt position no prefill chunk
+	// crosses; sequences that reach it wait for the others, so the rest of
+	// the prompts is prefilled in one step and decoded together
+	// (sched.Seq.Split: prefill at a depth).
+	PrefillSplit int
 }
 
 // Sampled is a token a step produced for a request.
@@ -299,7 +304,11 @@ func (e *Engine) Add(r Request) error {
 	if n, what := e.cfg.Context(); n > 0 && len(r.Prompt)+r.MaxNewTokens > n {
 		return fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
 	}
-	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens}
+	if r.PrefillSplit < 0 || r.PrefillSplit >= len(r.Prompt) {
+		return fmt.Errorf("request %d: prefill split %d is not inside its %d-token prompt", r.ID, r.PrefillSplit, len(r.Prompt))
+	}
+	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens,
+		Split: r.PrefillSplit}
 	if err := e.sched.Add(seq); err != nil {
 		return err
 	}

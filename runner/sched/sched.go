@@ -23,6 +23,27 @@ type Seq struct {
 	// Preemptions counts how often the sequence lost its cache.
 	Preemptions int
 	Finished    bool
+	// Split, when positive, is a prompt position no prefill chunk crosses;
+	// a running sequence that reached it waits until every sequence that
+	// can run has, so the prompt after it is prefilled in one step across
+	// the batch and decoded together (a benchmark's prefill at a depth).
+	Split int
+}
+
+// atSplit reports whether q has computed up to its split and not past it.
+func (q *Seq) atSplit() bool { return q.Split > 0 && q.Computed == q.Split }
+
+// belowSplit reports whether q has not yet computed up to its split.
+func (q *Seq) belowSplit() bool { return q.Split > 0 && q.Computed < q.Split }
+
+// chunk is how many of q's tokens the step takes under budget: up to its
+// split first.
+func (q *Seq) chunk(budget int) int {
+	n := min(len(q.Tokens)-q.Computed, budget)
+	if q.belowSplit() {
+		n = min(n, q.Split-q.Computed)
+	}
+	return n
 }
 
 // Generated is the number of generated tokens.
@@ -98,11 +119,12 @@ func (s *Scheduler) Next() (*Batch, error) {
 	if budget <= 0 {
 		budget = int(^uint(0) >> 1)
 	}
+	held := s.held(budget)
 	// Running sequences first: each continues its prefill or decodes.
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		q := s.running[i]
-		n := min(len(q.Tokens)-q.Computed, budget)
-		if n <= 0 {
+		n := q.chunk(budget)
+		if n <= 0 || held && q.atSplit() {
 			continue
 		}
 		for !s.kv.CanGrow(q.ID, n) {
@@ -135,7 +157,7 @@ func (s *Scheduler) Next() (*Batch, error) {
 	// Then admit waiting sequences while budget, seats and blocks allow.
 	for len(s.waiting) > 0 && budget > 0 && (s.cfg.MaxSeqs == 0 || len(s.running) < s.cfg.MaxSeqs) {
 		q := s.waiting[0]
-		n := min(len(q.Tokens)-q.Computed, budget)
+		n := q.chunk(budget)
 		if !s.kv.CanGrow(q.ID, n) {
 			break
 		}
@@ -155,6 +177,22 @@ func (s *Scheduler) Next() (*Batch, error) {
 		return nil, fmt.Errorf("%w: no waiting request fits (%d of %d blocks free)", cache.ErrNoBlocks, s.kv.FreeBlocks(), s.kv.NumBlocks())
 	}
 	return b, nil
+}
+
+// held reports whether sequences at their split wait this step: some
+// running sequence is still below its split, or the next waiting one is
+// and would be admitted (a seat and blocks for its first chunk).
+func (s *Scheduler) held(budget int) bool {
+	for _, q := range s.running {
+		if q.belowSplit() {
+			return true
+		}
+	}
+	if len(s.waiting) == 0 || s.cfg.MaxSeqs > 0 && len(s.running) >= s.cfg.MaxSeqs {
+		return false
+	}
+	q := s.waiting[0]
+	return q.belowSplit() && s.kv.CanGrow(q.ID, q.chunk(budget))
 }
 
 func (s *Scheduler) schedule(q *Seq, n int) (Item, error) {

@@ -244,3 +244,43 @@ func TestAheadMatchesNext(t *testing.T) {
 		})
 	}
 }
+
+// A split prompt: no chunk crosses the split, and a sequence at it waits
+// until the others reach theirs, so the prompts after it are one step and
+// the sequences decode together; seats full, nothing waits on a sequence
+// that cannot be admitted.
+func TestPrefillSplit(t *testing.T) {
+	for _, maxSeqs := range []int{0, 1} {
+		kv, _ := cache.New(64, 16)
+		s := New(Config{TokenBudget: 16, MaxSeqs: maxSeqs}, kv)
+		a, b := seq(1, 28, 3), seq(2, 28, 3)
+		a.Split, b.Split = 20, 20
+		s.Add(a)
+		s.Add(b)
+		var log []string
+		for s.Pending() {
+			bt, err := s.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := ""
+			for _, it := range bt.Items {
+				if it.Start < 20 && it.Start+it.N > 20 {
+					t.Fatalf("chunk [%d,%d) of %d crosses the split", it.Start, it.Start+it.N, it.Seq.ID)
+				}
+				step += fmt.Sprintf("%d:%d+%d ", it.Seq.ID, it.Start, it.N)
+				if it.Sample {
+					s.Append(it.Seq, 0)
+				}
+			}
+			log = append(log, step)
+		}
+		want := "[1:0+16  1:16+4 2:0+12  2:12+8  1:20+8 2:20+8  1:28+1 2:28+1  1:29+1 2:29+1 ]"
+		if maxSeqs == 1 {
+			want = "[1:0+16  1:16+4  1:20+8  1:28+1  1:29+1  2:0+16  2:16+4  2:20+8  2:28+1  2:29+1 ]"
+		}
+		if got := fmt.Sprint(log); got != want {
+			t.Errorf("max_seqs %d: steps\n%s\nwant\n%s", maxSeqs, got, want)
+		}
+	}
+}
