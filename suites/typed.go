@@ -318,6 +318,12 @@ func (s *Suite) Override(set map[string]string) error {
 	}
 	cases := s.Cases
 	for _, pr := range overrides {
+		// An override no case reads would be recorded as if it had
+		// changed what ran.
+		// (CheckOverride's probe has no cases: it checks the value alone.)
+		if len(cases) > 0 && !slices.ContainsFunc(cases, func(c Case) bool { return takes(c, pr.name) }) {
+			return fmt.Errorf("--set %s=%s: no case of suite %s takes %s (%s)", pr.name, set[pr.name], s.Name, pr.name, takers(pr.name))
+		}
 		var out []Case
 		sweep := len(pr.vals) > 1 || isList(set[pr.name])
 		seen := map[string]bool{}
@@ -370,6 +376,50 @@ func (s *Suite) Override(set map[string]string) error {
 	}
 	s.Cases = cases
 	return nil
+}
+
+// takes reports whether case c reads parameter name: a model case every
+// model parameter, a kernel case its op's own (ops.Op.Params, aliases
+// included) and those every kernel case takes.
+func takes(c Case, name string) bool {
+	if !params[name].kinds.has(c.Kind) {
+		return false
+	}
+	if c.Kind != KindKernel {
+		return true
+	}
+	switch name {
+	case string(ops.Threads), string(ops.Variant), ParamWitnessGPU:
+		return true
+	}
+	o, ok := ops.Lookup(c.Op)
+	return ok && slices.ContainsFunc(o.Params, func(u ops.Use) bool {
+		return string(u.Param) == name || string(u.Alias) == name
+	})
+}
+
+// takers says which cases read parameter name, for the error of an
+// override none reads.
+func takers(name string) string {
+	var kinds []string
+	if params[name].kinds.has(KindModel) {
+		kinds = append(kinds, "model cases")
+	}
+	if params[name].kinds.has(KindKernel) {
+		var opsTaking []string
+		for _, id := range ops.IDs() {
+			if takes(Case{Kind: KindKernel, Op: id}, name) {
+				opsTaking = append(opsTaking, string(id))
+			}
+		}
+		if len(opsTaking) > 0 {
+			kinds = append(kinds, "kernel cases of "+strings.Join(opsTaking, ", "))
+		}
+	}
+	if len(kinds) == 0 {
+		return "no case takes it"
+	}
+	return "it is read by " + strings.Join(kinds, " and ")
 }
 
 func isList(value string) bool { return overrideNode(value).Kind == yaml.SequenceNode }

@@ -165,6 +165,16 @@ func TestOverride(t *testing.T) {
 	if err := s.Override(map[string]string{"block_size": "12"}); err == nil || !strings.Contains(err.Error(), "block_size must be one of 8, 16, 32, got 12") {
 		t.Errorf("bad override: %v", err)
 	}
+	// An override no case reads (experts on a matmul and a model case) is
+	// refused, naming who reads it; one a case's op reads is not.
+	s = mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n  - name: k\n    kind: kernel\n    op: matmul\n")
+	for set, want := range map[string]string{"experts": "no case of suite s takes experts (it is read by kernel cases of moe, qmoe)",
+		"head_size": "it is read by kernel cases of paged_attention_decode", "n": "", "threads": "", "batch": ""} {
+		err := s.Override(map[string]string{set: "4"})
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("--set %s=4: %v, want %q", set, err, want)
+		}
+	}
 
 	// Settings, YAML values with commas, and lists that sweep.
 	s = mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n    matrix: {batch: [1, 4]}\n  - name: k\n    kind: kernel\n    op: moe\n")
