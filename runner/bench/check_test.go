@@ -58,26 +58,46 @@ cases:
 	}
 }
 
-// Check refuses a model case whose kv_blocks cannot hold its batch side by
-// side, with run's words and the parameter's line, and passes the case of
-// the same suite that fits.
+// Check refuses a model case whose kv_blocks cannot hold one request,
+// with run's words and the parameter's line; fewer than its batch needs
+// side by side is allowed (the scheduler preempts), and run records the
+// preemptions.
 func TestCheckKVBlocks(t *testing.T) {
 	s := loadSuite(t, `name: kv
 model: { preset: qwen3-moe-mini, layers: 1 }
 backend: cpu
-params: { prompt_len: 8, gen_len: 4, kv_blocks: 1 }
+repetitions: 1
+warmup: 0
+params: { prompt_len: 8, gen_len: 12, block_size: 8, batch: 3 }
 cases:
   - name: decode
     matrix:
-      batch: [1, 2]
+      kv_blocks: [2, 5]
 `)
 	err := Check(s)
 	if err == nil {
 		t.Fatal("no error")
 	}
-	want := ":4:49: kv_blocks=1 hold 16 tokens, but 2 concurrent requests of 8+4 tokens need 2 blocks of 16"
+	want := ":10:19: kv_blocks=2 hold 16 tokens, but one request of 8+12 tokens needs 3 blocks of 8"
 	if msg := err.Error(); !strings.Contains(msg, want) || strings.Count(msg, "kv_blocks=") != 1 {
 		t.Errorf("%q, want one error saying %q", msg, want)
+	}
+	s.Cases = s.Cases[1:]
+	if err := Check(s); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := db.Samples(sum.Cases[0].ID)
+	got := map[string]float64{}
+	for _, sm := range samples {
+		got[sm.Metric] = sm.Value
+	}
+	if got["preemptions"] == 0 || got["decode_tok_s"] <= 0 {
+		t.Errorf("5 blocks for 3 requests of 3: %v", got)
 	}
 }
 

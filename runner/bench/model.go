@@ -295,6 +295,9 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		if res.PrefillTokens > 0 && res.PrefillFrom < w.Depth {
 			continue // filling the context before the measured prompt
 		}
+		if res.RecomputeTokens > 0 {
+			continue // a preempted sequence's tokens again: neither figure's work
+		}
 		if res.PrefillTokens > 0 {
 			prefillTokens += res.PrefillTokens
 			prefillTime += res.Duration

@@ -215,7 +215,7 @@ func TestImpossibleSuitesFailBeforeRunning(t *testing.T) {
 model: { preset: qwen3-moe-mini }
 cases:
   - name: c
-    params: { batch: 8, prompt_len: 64, gen_len: 64, kv_blocks: 10 }
+    params: { batch: 8, prompt_len: 64, gen_len: 64, kv_blocks: 7 }
 `, "suite.yaml:5:"},
 		{"too-big", `name: x
 model: { preset: qwen3-30b-a3b }

@@ -14,7 +14,8 @@ type StepRecord struct {
 	Case string `json:"case"`
 	Rep  int    `json:"rep"` // -1: the warm-up
 	Step int    `json:"step"`
-	// Kind is prefill, decode, or mixed (prompt chunks beside decodes).
+	// Kind is prefill, decode, mixed (prompt chunks beside decodes) or
+	// recompute (a preempted sequence's generated tokens computed again).
 	Kind   string  `json:"kind"`
 	Tokens int     `json:"tokens"`
 	Seqs   int     `json:"seqs"`
@@ -36,6 +37,8 @@ type StepRecord struct {
 func stepRecord(step int, res *engine.StepResult) StepRecord {
 	kind := "decode"
 	switch {
+	case res.RecomputeTokens > 0:
+		kind = "recompute"
 	case res.PrefillTokens > 0 && res.DecodeTokens > 0:
 		kind = "mixed"
 	case res.PrefillTokens > 0:

@@ -96,9 +96,12 @@ type StepResult struct {
 	// (the smallest, across sequences); 0 when it prefills nothing.
 	PrefillFrom  int
 	DecodeTokens int
-	Seqs         int
-	Sampled      []Sampled
-	Preempted    int
+	// RecomputeTokens are generated tokens a preempted sequence computes
+	// again (its cache was freed): neither its prompt nor new tokens.
+	RecomputeTokens int
+	Seqs            int
+	Sampled         []Sampled
+	Preempted       int
 	// ContextTokens is the sum of the step's sequence lengths: the cached
 	// positions its attention read.
 	ContextTokens int
@@ -433,13 +436,23 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
 	f := &flight{b: b, res: res}
 	for _, it := range b.Items {
-		if it.Start >= it.Seq.Prompt {
-			res.DecodeTokens += it.N
-		} else {
+		// Positions before the prompt's end are prefill; past it, the one
+		// that samples the next token is a decode token and any before it
+		// are a preempted sequence's recompute.
+		prefill := max(min(it.Seq.Prompt-it.Start, it.N), 0)
+		if gen := it.N - prefill; gen > 0 {
+			decode := 0
+			if it.Sample {
+				decode = 1
+			}
+			res.DecodeTokens += decode
+			res.RecomputeTokens += gen - decode
+		}
+		if prefill > 0 {
 			if res.PrefillTokens == 0 || it.Start < res.PrefillFrom {
 				res.PrefillFrom = it.Start
 			}
-			res.PrefillTokens += it.N
+			res.PrefillTokens += prefill
 		}
 		st := e.reqs[it.Seq.ID]
 		if it.Sample && (!st.req.Sampling.Greedy() || (st.req.WantLogits && it.Start+it.N == it.Seq.Prompt)) {

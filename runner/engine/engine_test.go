@@ -89,19 +89,30 @@ func TestSmallCachePreempts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	preempted := 0
+	preempted, decoded, sampled, recomputed := 0, 0, 0, 0
 	for e.Pending() {
 		res, err := e.Step()
 		if err != nil {
 			t.Fatal(err)
 		}
 		preempted += res.Preempted
+		decoded, recomputed = decoded+res.DecodeTokens, recomputed+res.RecomputeTokens
+		for _, s := range res.Sampled {
+			if !s.First {
+				sampled++
+			}
+		}
 		if used := e.KV().NumBlocks() - e.KV().FreeBlocks(); used > e.KV().NumBlocks() {
 			t.Fatalf("cache over-committed: %d blocks used", used)
 		}
 	}
 	if preempted == 0 {
 		t.Fatal("no sequence was preempted; the test does not exercise preemption")
+	}
+	// A preempted sequence's generated tokens computed again are no decode
+	// tokens: the decode tokens are the tokens sampled after the first.
+	if decoded != sampled || recomputed == 0 {
+		t.Errorf("%d decode tokens for %d tokens sampled after the first, %d recomputed", decoded, sampled, recomputed)
 	}
 	if e.KV().FreeBlocks() != e.KV().NumBlocks() {
 		t.Fatalf("%d blocks leaked after all requests finished", e.KV().NumBlocks()-e.KV().FreeBlocks())
