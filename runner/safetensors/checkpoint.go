@@ -31,8 +31,13 @@ type index struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-// OpenDir opens the checkpoint in dir.
+// OpenDir opens the checkpoint in dir. model.safetensors wins over an
+// index beside it, as transformers' loader picks it first.
 func OpenDir(dir string) (*Checkpoint, error) {
+	single := filepath.Join(dir, "model.safetensors")
+	if fi, err := os.Stat(single); err == nil && !fi.IsDir() {
+		return openFiles(dir, []string{single}, nil)
+	}
 	idxPath := filepath.Join(dir, IndexName)
 	raw, err := readfile.Read(idxPath, readfile.Index, "a checkpoint index")
 	switch {
@@ -43,7 +48,6 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	}
 	// Without an index, model.safetensors alone is the checkpoint even if
 	// other .safetensors files (e.g. adapters) sit beside it.
-	single := filepath.Join(dir, "model.safetensors")
 	if _, err := os.Stat(single); err == nil {
 		return openFiles(dir, []string{single}, nil)
 	} else if err := danglingLink(single); err != nil {

@@ -373,6 +373,27 @@ func TestCheckpointLayouts(t *testing.T) {
 			t.Errorf("Names %v Files %v", c.Names(), c.Files())
 		}
 	})
+	// An index beside model.safetensors: the single file, as transformers
+	// loads it first.
+	t.Run("single beside an index", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(filepath.Join(dir, "shard.safetensors"), ts[:1], nil); err != nil {
+			t.Fatal(err)
+		}
+		idx := `{"weight_map": {"` + ts[0].Name + `": "shard.safetensors"}}`
+		os.WriteFile(filepath.Join(dir, IndexName), []byte(idx), 0o644)
+		c, err := OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if len(c.Names()) != len(ts) || len(c.Files()) != 1 || !strings.HasSuffix(c.Files()[0], "model.safetensors") {
+			t.Errorf("Names %v Files %v", c.Names(), c.Files())
+		}
+	})
 	t.Run("loose shards", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := Write(filepath.Join(dir, "a.safetensors"), ts[:2], nil); err != nil {
