@@ -542,7 +542,7 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 		return nil, 0, "", nil
 	}
 	where := c.fileOf(name)
-	dt, err := floatWeights(where, name, info.DType)
+	dt, err := floatWeights(where, name, info.DType, c.storedHas)
 	if err != nil {
 		return nil, 0, "", err
 	}

@@ -75,3 +75,25 @@ func TestTieUnset(t *testing.T) {
 		}
 	}
 }
+
+// An mlx-lm folder whose config.json lost its quantization is named as
+// such, not as packed values missing their scales.
+func TestPackedWithoutQuantization(t *testing.T) {
+	dir := copyFolder(t, "../testdata/mlx/llama-q4", func(name string, data []byte) []byte {
+		if name != "config.json" {
+			return data
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		delete(cfg, "quantization")
+		delete(cfg, "quantization_config")
+		out, _ := json.Marshal(cfg)
+		return out
+	})
+	_, _, err := Open(Spec{Model: dir})
+	if err == nil || !strings.Contains(err.Error(), `config.json has no "quantization"`) {
+		t.Errorf("packed weights, no quantization: %v", err)
+	}
+}

@@ -312,6 +312,9 @@ func (c *Checkpoint) layersPast(n int) error {
 // Has reports whether the checkpoint holds a tensor.
 func (c *Checkpoint) Has(name string) bool { _, ok := c.ck.Info(c.stored(name)); return ok }
 
+// storedHas reports whether the files hold a tensor of this stored name.
+func (c *Checkpoint) storedHas(name string) bool { _, ok := c.ck.Info(name); return ok }
+
 // mixtralProj are Mixtral's names for an expert's projections.
 var mixtralProj = map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
 
@@ -410,7 +413,7 @@ func (c *Checkpoint) resolve(spec TensorSpec) ([]byte, safetensors.TensorInfo, b
 		}
 		name, data, info, where = sname, sdata, c.sliceInfo(sname, spec, sdt), c.fileOf(sname)
 	}
-	src, err := floatWeights(where, name, info.DType)
+	src, err := floatWeights(where, name, info.DType, c.storedHas)
 	if err != nil {
 		return nil, info, 0, err
 	}
@@ -529,12 +532,15 @@ func toF32(src Source, spec TensorSpec) ([]byte, error) {
 
 // floatWeights is a float tensor's dtype, or an error naming it (file
 // where, tensor name): a U32 one is packed values whose scales are not
-// there, which the message says.
-func floatWeights(where, name, dtype string) (bridge.DType, error) {
+// there, or whose config.json says no quantization (has finds tensors).
+func floatWeights(where, name, dtype string, has func(string) bool) (bridge.DType, error) {
 	dt, err := bridge.ParseDType(dtype)
 	switch {
 	case dtype == "U32" && strings.HasSuffix(name, ".weight"):
 		module := strings.TrimSuffix(name, ".weight")
+		if has(module + ".scales") {
+			return 0, fmt.Errorf("%s: tensor %q has dtype U32, packed values with %q beside them, but config.json has no \"quantization\" (or \"quantization_config\") to read them by", where, name, module+".scales")
+		}
 		return 0, fmt.Errorf("%s: tensor %q has dtype U32, packed values with no %q and %q to read them by", where, name, module+".scales", module+".biases")
 	case err != nil || dt == bridge.I32:
 		return 0, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", where, name, dtype)
