@@ -147,6 +147,11 @@ func generateCommand() *cli.Command {
 			if err != nil && (c.IsSet("tokenizer") || c.IsSet("prompt")) {
 				return err
 			}
+			if err != nil && tokenizerBeside(c.String("model")) {
+				// The ids run without it; say why no text follows them.
+				_, lerr := tokenizer.Load(c.String("model"))
+				fmt.Fprintf(c.App.ErrWriter, "note: the checkpoint's tokenizer was not read, so the new tokens are not decoded: %v\n", lerr)
+			}
 			var prompt []int32
 			switch text := c.String("prompt"); {
 			case c.IsSet("tokens"):
@@ -346,6 +351,21 @@ func promptIDs(c *cli.Context, prompt []int32) []int32 {
 		return prompt
 	}
 	return nil
+}
+
+// tokenizerBeside reports whether model is a checkpoint that carries a
+// tokenizer: a file (a .gguf file's metadata) or a folder with a
+// tokenizer.json.
+func tokenizerBeside(model string) bool {
+	st, err := os.Stat(model)
+	if err != nil {
+		return false
+	}
+	if !st.IsDir() {
+		return true
+	}
+	st, err = os.Stat(filepath.Join(model, "tokenizer.json"))
+	return err == nil && !st.IsDir()
 }
 
 // openTokenizer loads --tokenizer, or the checkpoint's own: a folder's

@@ -127,3 +127,17 @@ func TestGeneratePrompt(t *testing.T) {
 		}
 	}
 }
+
+// generate --tokens runs without a tokenizer, but says why no text follows
+// the ids when the checkpoint's own could not be read; a preset has none
+// to say anything about.
+func TestGenerateTokensNotesTheTokenizer(t *testing.T) {
+	_, stderr, err := mtl(t, "generate", "-m", filepath.Join("..", "..", "runner", "testdata", "gguf", "llama-q8_0.gguf"), "--tokens", "1,2,3", "-n", "1")
+	if err != nil || !strings.Contains(stderr, "note: the checkpoint's tokenizer was not read") || !strings.Contains(stderr, "no tokenizer.ggml.model") {
+		t.Errorf("GGUF without a tokenizer: %v\n%s", err, stderr)
+	}
+	_, stderr, err = mtl(t, "generate", "-m", "qwen3-moe-mini", "--layers", "1", "--tokens", "1,2,3", "-n", "1")
+	if err != nil || strings.Contains(stderr, "tokenizer") {
+		t.Errorf("preset: %v\n%s", err, stderr)
+	}
+}
