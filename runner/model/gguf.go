@@ -3,7 +3,9 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,7 +30,24 @@ var ggufArchs = map[string]string{
 	"gpt2":     GPT2Architecture,
 }
 
-func isGGUFPath(p string) bool { return strings.EqualFold(filepath.Ext(p), ".gguf") }
+func isGGUFPath(p string) bool {
+	if strings.EqualFold(filepath.Ext(p), ".gguf") {
+		return true
+	}
+	// Any name, as llama.cpp takes one: a regular file that opens with
+	// GGUF's magic.
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == "GGUF"
+}
 
 // openModelPath opens a checkpoint folder or a GGUF file.
 func openModelPath(p string, want *bridge.DType) (*Config, Source, error) {

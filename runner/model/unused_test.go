@@ -176,3 +176,26 @@ func TestGGUFRopeAsLlamaCpp(t *testing.T) {
 		t.Errorf("rope_freqs.weight in a qwen2 file: %v", err)
 	}
 }
+
+// A GGUF file opens whatever its name, as llama.cpp opens it; a path that
+// is missing, or a file of another kind, is named as such.
+func TestModelPaths(t *testing.T) {
+	data, err := os.ReadFile("../testdata/gguf/llama-q8_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin, other := filepath.Join(dir, "model.bin"), filepath.Join(dir, "notes.txt")
+	os.WriteFile(bin, data, 0o644)
+	os.WriteFile(other, []byte("GGU"), 0o644)
+	if _, src, err := Open(Spec{Model: bin}); err != nil {
+		t.Errorf("GGUF named .bin: %v", err)
+	} else {
+		src.Close()
+	}
+	for p, want := range map[string]string{other: "is a file but not a GGUF file", filepath.Join(dir, "nope"): "nor a path that exists"} {
+		if _, _, err := Open(Spec{Model: p}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", p, err, want)
+		}
+	}
+}

@@ -2,10 +2,12 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/bridge/half"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"hash/fnv"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -960,8 +962,13 @@ func SuiteSpec(m *suites.Model, layers int) (Spec, error) {
 // folder (dir) or a GGUF file, or why it is neither.
 func checkpointPath(name string) (dir bool, err error) {
 	st, err := os.Stat(name)
-	if err != nil || (!st.IsDir() && !isGGUFPath(name)) {
-		return false, fmt.Errorf("model %q is neither a preset (%s) nor a checkpoint folder", name, joinNames(PresetNames()))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("model %q is neither a preset (%s) nor a path that exists (a checkpoint folder or a .gguf file)", name, joinNames(PresetNames()))
+	case err != nil:
+		return false, fmt.Errorf("model %q: %w", name, err)
+	case !st.IsDir() && !isGGUFPath(name):
+		return false, fmt.Errorf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", name)
 	}
 	return st.IsDir(), nil
 }
