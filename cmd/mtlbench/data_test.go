@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/reports/stats"
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // twoCaseSuite is a two-case CPU suite small enough for a unit test.
@@ -147,5 +150,22 @@ func TestShowFormatsAreData(t *testing.T) {
 		if _, err := os.Stat(filepath.Dir(missing)); err == nil {
 			t.Errorf("%s created the mistyped database's folder", args[0])
 		}
+	}
+}
+
+// The summary says why a model case's roofline fraction passed 1, and only
+// then.
+func TestCachedRooflineNotes(t *testing.T) {
+	cases := []results.Case{{Name: "small", Kind: results.CaseModel}, {Name: "big", Kind: results.CaseModel}, {Name: "k", Kind: results.CaseKernel}}
+	frac := func(v float64) map[string]*stats.Summary {
+		return map[string]*stats.Summary{"roofline_frac": {Summary: stats.Summarize([]float64{v})}}
+	}
+	byCase := []map[string]*stats.Summary{frac(1.4), frac(0.8), frac(2)}
+	notes := cachedRooflineNotes(cases, byCase)
+	if len(notes) != 1 || !strings.Contains(notes[0], "roofline % over 100 (small)") {
+		t.Errorf("notes %q", notes)
+	}
+	if notes := cachedRooflineNotes(cases[1:], byCase[1:]); len(notes) != 0 {
+		t.Errorf("notes %q for no case over 1", notes)
 	}
 }

@@ -77,6 +77,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			if t == model {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures")
 				t.Notes = append(t.Notes, stepShareNotes(sum.Cases, byCase)...)
+				t.Notes = append(t.Notes, cachedRooflineNotes(sum.Cases, byCase)...)
 				if witness {
 					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 						"footprint eff: the same over the distinct bytes of each dispatch; lanes/load: the lanes of 32 the step's loads kept busy; "+
@@ -185,6 +186,23 @@ func operandTable(db *results.DB, sum *bench.Summary, kind string) (*table.Table
 // figures measure the host's encoding, not the device's kernels. Of the
 // others, it names those whose device ran less than stats.DeviceIdle of a
 // step (device_frac): it waited the rest for the host to hand steps over.
+// cachedRooflineNotes names the model cases whose decode read its bytes
+// faster than the measured bandwidth: weights small enough to stay in a
+// cache, which the bandwidth roofline does not bound.
+func cachedRooflineNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
+	var over []string
+	for i, c := range cases {
+		if f := byCase[i]["roofline_frac"]; c.Kind != results.CaseKernel && f != nil && f.Center > 1 {
+			over = append(over, c.Name)
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("roofline %% over 100 (%s): the decode step read its bytes faster than the bandwidth measured, "+
+		"so some came from a cache (weights small enough to stay in one); the bandwidth roofline does not bound such a step", strings.Join(over, ", "))}
+}
+
 func stepShareNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
 	var notes []string
 	for i, c := range cases {
