@@ -28,13 +28,13 @@ type Options struct {
 // Backend implements bridge.Backend on the CPU.
 type Backend struct {
 	QuantRules
-	pool  pool
+	pool pool
 	// threads is the goroutine count the backend was opened with.
 	threads int
-	meta  *bridge.StepMeta
-	ids   []int32
-	err   error
-	stats bridge.StepStats
+	meta    *bridge.StepMeta
+	ids     []int32
+	err     error
+	stats   bridge.StepStats
 
 	profile  bool
 	mark     bridge.OpTiming
