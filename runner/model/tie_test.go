@@ -11,21 +11,7 @@ import (
 // weights. Tied, the same weights load.
 func TestUntiedHeadMissing(t *testing.T) {
 	for _, tie := range []bool{true, false} {
-		dir := copyFolder(t, "../testdata/hf/qwen2", func(name string, data []byte) []byte { // tied: no lm_head.weight
-			if name != "config.json" {
-				return data
-			}
-			var cfg map[string]any
-			if err := json.Unmarshal(data, &cfg); err != nil {
-				t.Fatal(err)
-			}
-			cfg["tie_word_embeddings"] = tie
-			out, err := json.Marshal(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		})
+		dir := withConfig(t, "../testdata/hf/qwen2", func(cfg map[string]any) { cfg["tie_word_embeddings"] = tie }) // tied: no lm_head.weight
 		cfg, src, err := Open(Spec{Model: dir})
 		if tie {
 			if err != nil || !cfg.TieEmbed {
@@ -49,21 +35,7 @@ func TestTieUnset(t *testing.T) {
 		dir  string
 		tied bool
 	}{{"../testdata/hf/llama", false}, {"../testdata/hf/qwen3_moe", false}, {"../testdata/hf/qwen2", true}} {
-		dir := copyFolder(t, c.dir, func(name string, data []byte) []byte {
-			if name != "config.json" {
-				return data
-			}
-			var cfg map[string]any
-			if err := json.Unmarshal(data, &cfg); err != nil {
-				t.Fatal(err)
-			}
-			delete(cfg, "tie_word_embeddings")
-			out, err := json.Marshal(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		})
+		dir := withConfig(t, c.dir, func(cfg map[string]any) { delete(cfg, "tie_word_embeddings") })
 		cfg, src, err := Open(Spec{Model: dir})
 		if err != nil {
 			t.Errorf("%s: %v", c.dir, err)
@@ -79,7 +51,21 @@ func TestTieUnset(t *testing.T) {
 // An mlx-lm folder whose config.json lost its quantization is named as
 // such, not as packed values missing their scales.
 func TestPackedWithoutQuantization(t *testing.T) {
-	dir := copyFolder(t, "../testdata/mlx/llama-q4", func(name string, data []byte) []byte {
+	dir := withConfig(t, "../testdata/mlx/llama-q4", func(cfg map[string]any) {
+		delete(cfg, "quantization")
+		delete(cfg, "quantization_config")
+	})
+	_, _, err := Open(Spec{Model: dir})
+	if err == nil || !strings.Contains(err.Error(), `config.json has no "quantization"`) {
+		t.Errorf("packed weights, no quantization: %v", err)
+	}
+}
+
+// withConfig copies the checkpoint folder src with its config.json's
+// fields changed by edit.
+func withConfig(t *testing.T, src string, edit func(cfg map[string]any)) string {
+	t.Helper()
+	return copyFolder(t, src, func(name string, data []byte) []byte {
 		if name != "config.json" {
 			return data
 		}
@@ -87,13 +73,11 @@ func TestPackedWithoutQuantization(t *testing.T) {
 		if err := json.Unmarshal(data, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		delete(cfg, "quantization")
-		delete(cfg, "quantization_config")
-		out, _ := json.Marshal(cfg)
+		edit(cfg)
+		out, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return out
 	})
-	_, _, err := Open(Spec{Model: dir})
-	if err == nil || !strings.Contains(err.Error(), `config.json has no "quantization"`) {
-		t.Errorf("packed weights, no quantization: %v", err)
-	}
 }
