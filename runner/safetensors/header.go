@@ -98,7 +98,8 @@ type rawEntry struct {
 // fine); fileSize is the size of the entire file. It returns the tensors
 // sorted by Begin, the __metadata__ map (nil if absent) and the absolute
 // offset of the data section. On success every [dataStart+Begin,
-// dataStart+End) lies within the file and no two non-empty tensors overlap.
+// dataStart+End) lies within the file and the tensors tile the data
+// section, as the format's own library requires.
 func ParseHeader(r []byte, fileSize int64) (tensors []TensorInfo, meta map[string]string, dataStart int64, err error) {
 	if fileSize < int64(len(r)) {
 		return nil, nil, 0, fmt.Errorf("have %d bytes of a file said to be %d bytes long", len(r), fileSize)
@@ -193,6 +194,23 @@ func ParseHeader(r []byte, fileSize int64) (tensors []TensorInfo, meta map[strin
 			return nil, nil, 0, fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap", p.Name, p.Begin, p.End, t.Name, t.Begin, t.End)
 		}
 		prev = i
+	}
+	// The tensors tile the data from its start to the file's end, as the
+	// format's own library requires: a hole or trailing bytes mean offsets
+	// that are off.
+	// Empty tensors hold no bytes and may sit anywhere.
+	var end int64
+	for _, t := range tensors {
+		if t.Begin == t.End {
+			continue
+		}
+		if t.Begin != end {
+			return nil, nil, 0, fmt.Errorf("tensor %q starts at byte %d of the data, where the tensors before it end at %d (the tensors must tile the data)", t.Name, t.Begin, end)
+		}
+		end = t.End
+	}
+	if end != dataLen {
+		return nil, nil, 0, fmt.Errorf("the tensors end at byte %d of the data, which holds %d: %d bytes after them", end, dataLen, dataLen-end)
 	}
 	return tensors, meta, dataStart, nil
 }

@@ -211,9 +211,8 @@ func TestOpenNotAFile(t *testing.T) {
 }
 
 func TestParseHeaderAccepts(t *testing.T) {
-	// Zero-size tensors may sit anywhere, even inside another tensor's range;
-	// gaps between tensors are tolerated.
-	file := rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"U8","shape":[2],"data_offsets":[20,22]}}  `, 24)
+	// Zero-size tensors may sit anywhere, even inside another tensor's range.
+	file := rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[16,24]}}  `, 24)
 	ts, meta, start, err := ParseHeader(file, int64(len(file)))
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +233,21 @@ func TestParseHeaderAccepts(t *testing.T) {
 	}
 	if _, _, _, err := ParseHeader(file[:start-1], int64(len(file))); err == nil {
 		t.Error("short prefix accepted")
+	}
+}
+
+// The tensors tile the data, as the format's own library requires: a hole
+// between two, data before the first, or bytes after the last are refused.
+func TestParseHeaderTiles(t *testing.T) {
+	for _, c := range []struct{ hdr, want string }{
+		{`{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}}`, `tensor "b" starts at byte 8 of the data, where the tensors before it end at 4`},
+		{`{"a":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}`, `tensor "a" starts at byte 4 of the data, where the tensors before it end at 0`},
+		{`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}`, "the tensors end at byte 8 of the data, which holds 12: 4 bytes after them"},
+	} {
+		file := rawFile(c.hdr, 12)
+		if _, _, _, err := ParseHeader(file, int64(len(file))); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.hdr, err, c.want)
+		}
 	}
 }
 
