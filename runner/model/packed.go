@@ -385,6 +385,11 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	if !c.Has(module + ".scales") {
 		return Packed{}, false, nil
 	}
+	if e, listed := c.mlx.Modules[module]; listed && e == nil {
+		// mlx-lm leaves such a module a float Linear, whose strict load
+		// refuses the packed tensors.
+		return Packed{}, false, fmt.Errorf("%s: config.json's quantization[%q] is false (a float module), but the checkpoint holds its packed %q", c.ck.Dir(), module, module+".scales")
+	}
 	rows, k := spec.Shape[0], spec.Shape[1]
 	lead := []int{}
 	if expert >= 0 {

@@ -61,6 +61,21 @@ func TestPackedWithoutQuantization(t *testing.T) {
 	}
 }
 
+// A module config.json's quantization leaves a float (false) whose packed
+// tensors the checkpoint holds is refused, as mlx-lm's strict load refuses
+// it, naming the module.
+func TestPackedModuleSaidFloat(t *testing.T) {
+	const module = "model.layers.0.self_attn.q_proj"
+	dir := withConfig(t, "../testdata/mlx/llama-q4", func(cfg map[string]any) {
+		cfg["quantization"].(map[string]any)[module] = false
+		delete(cfg, "quantization_config")
+	})
+	_, _, err := Open(Spec{Model: dir})
+	if err == nil || !strings.Contains(err.Error(), `quantization["`+module+`"] is false`) {
+		t.Errorf("a packed module said float: %v", err)
+	}
+}
+
 // withConfig copies the checkpoint folder src with its config.json's
 // fields changed by edit.
 func withConfig(t *testing.T, src string, edit func(cfg map[string]any)) string {
