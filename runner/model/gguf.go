@@ -551,12 +551,17 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		errs = append(errs, fmt.Sprintf("value_length %d differs from key_length %d", v, c.HeadDim))
 	}
 	gpt2 := hf == GPT2Architecture
-	// GPT-2's learned positions are a table of context_length rows.
-	c.MaxPos = num("context_length", 2048, gpt2)
-	c.Eps = float32(flt("attention.layer_norm_rms_epsilon", 1e-6))
+	// llama.cpp's loaders require the context length and the norms'
+	// epsilon: a file without them was not written for it.
+	c.MaxPos = num("context_length", 2048, true)
+	epsKey := "attention.layer_norm_rms_epsilon"
 	if gpt2 {
-		c.Eps = float32(flt("attention.layer_norm_epsilon", 1e-5))
+		epsKey = "attention.layer_norm_epsilon"
 	}
+	if _, ok := f.KV[arch+"."+epsKey]; !ok {
+		errs = append(errs, fmt.Sprintf("%s.%s is missing", arch, epsKey))
+	}
+	c.Eps = float32(flt(epsKey, 1e-6))
 	c.RopeTheta = flt("rope.freq_base", 10000)
 	if c.HeadDim > 0 {
 		if d := num("rope.dimension_count", c.HeadDim, false); d != c.HeadDim {

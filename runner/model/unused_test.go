@@ -199,3 +199,27 @@ func TestModelPaths(t *testing.T) {
 		}
 	}
 }
+
+// The keys llama.cpp's loaders require are required here too: a file
+// without its context length or its norms' epsilon is refused, naming it.
+func TestGGUFRequiredKeys(t *testing.T) {
+	for key, want := range map[string]string{
+		"llama.context_length":                   "missing llama.context_length",
+		"llama.attention.layer_norm_rms_epsilon": "llama.attention.layer_norm_rms_epsilon is missing",
+	} {
+		data, err := os.ReadFile("../testdata/gguf/llama-q8_0.gguf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.Index(data, []byte(key))
+		if i < 0 {
+			t.Fatalf("no %s", key)
+		}
+		data[i+len(key)-1] = 'X'
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		os.WriteFile(p, data, 0o644)
+		if _, _, err := Open(Spec{Model: p}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("without %s: %v, want %q", key, err, want)
+		}
+	}
+}
