@@ -161,6 +161,23 @@ type ModelCase struct {
 
 	bytes *stepCost
 	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
+	// others are the weights of the run's other models, held in the
+	// process while this case runs: their resident share is not its peak.
+	others []model.Source
+}
+
+// othersResident is the memory the run's other models hold resident now
+// (host.Resident), 0 where the kernel does not say.
+func (m *ModelCase) othersResident() int64 {
+	var n int64
+	for _, src := range m.others {
+		for _, b := range model.Memory(src) {
+			if r := host.Resident(b); r > 0 {
+				n += r
+			}
+		}
+	}
+	return n
 }
 
 // RepResult is one repetition's record.
@@ -255,6 +272,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		}
 	}
 	host.ResetPeakRSS()
+	others := m.othersResident() // in the peak from its start: not this case's
 	start = time.Now()
 	for step := 0; next < len(reqs) || e.Pending(); step++ {
 		if err := ctx.Err(); err != nil {
@@ -411,7 +429,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		add(smp.Metric, smp.Value, smp.Unit)
 	}
 	if rss := host.PeakRSS(); rss > 0 {
-		add("peak_rss_bytes", float64(rss), "B")
+		add("peak_rss_bytes", float64(max(rss-others, 0)), "B")
 	}
 	add("preemptions", float64(preempted), "count")
 	if profile && profiledSteps > 0 {

@@ -615,6 +615,16 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 		closeAll()
 		return nil, nil, errs
 	}
+	for _, p := range out {
+		if p.model == nil {
+			continue
+		}
+		for _, lm := range models {
+			if model.Source(lm.src) != p.model.Source {
+				p.model.others = append(p.model.others, lm.src)
+			}
+		}
+	}
 	return out, closeAll, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -575,3 +576,41 @@ cases:
 
 // noThreads hides the CPU backend's goroutine count.
 type noThreads struct{ bridge.Backend }
+
+// A case's peak resident set is its own: the other models a suite holds
+// (every layer count of a matrix over layers) are not in it.
+func TestPeakRSSIsTheCase(t *testing.T) {
+	if host.Resident(make([]byte, 1)) < 0 {
+		t.Skip("the kernel does not say which pages are resident (mincore), and the peak cannot be reset")
+	}
+	const suite = `name: rss
+model: { preset: qwen3-moe-mini }
+backend: cpu
+repetitions: 1
+warmup: 0
+params: { prompt_len: 4, gen_len: 2 }
+cases:
+  - name: l
+    matrix: { layers: %LAYERS% }
+`
+	peak := func(layers string) float64 {
+		db := openDB(t)
+		sum, err := Run(context.Background(), loadSuite(t, suite, "%LAYERS%", layers), Options{DB: db, BandwidthBuffer: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples, _ := db.Samples(sum.Cases[0].ID) // layers=1
+		for _, s := range samples {
+			if s.Metric == "peak_rss_bytes" {
+				return s.Value
+			}
+		}
+		t.Fatal("no peak_rss_bytes")
+		return 0
+	}
+	alone, beside := peak("[1]"), peak("[1, 6]")
+	// The 6-layer model's bf16 weights alone are 168 MiB.
+	if beside > 1.5*alone+16<<20 {
+		t.Errorf("layers=1 peaks at %.0f MiB beside a 6-layer model, %.0f MiB alone", beside/(1<<20), alone/(1<<20))
+	}
+}

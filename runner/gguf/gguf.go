@@ -280,6 +280,15 @@ func (f *File) part(t TensorInfo) *File {
 // PathOf is the path of the file, or the part of a split one, that holds t.
 func (f *File) PathOf(t TensorInfo) string { return f.part(t).Path }
 
+// Memory is the memory the file holds: its mapping and its parts'.
+func (f *File) Memory() [][]byte {
+	out := [][]byte{f.m.Bytes()}
+	for _, p := range f.more {
+		out = append(out, p.m.Bytes())
+	}
+	return out
+}
+
 // Mapped reports whether b lies in this file's mapping, or a part's (not a
 // heap copy).
 func (f *File) Mapped(b []byte) bool {

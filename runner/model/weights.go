@@ -972,3 +972,29 @@ func checkpointPath(name string) (dir bool, err error) {
 	}
 	return st.IsDir(), nil
 }
+
+// Memory is the memory src holds for its weights: file mappings and the
+// allocations of synthetic, converted and transcoded tensors. A run holding
+// several models measures a case's own peak resident set without the
+// others' share of it (host.Resident).
+func Memory(src Source) [][]byte {
+	switch s := src.(type) {
+	case *Cached:
+		out := Memory(s.Source)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, f := range s.floats {
+			out = append(out, f)
+		}
+		return out
+	case *Synthetic:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return slices.Clone(s.regions)
+	case *Checkpoint:
+		return append(s.ck.Memory(), s.converted...)
+	case *GGUFSource:
+		return append(s.f.Memory(), s.converted...)
+	}
+	return nil
+}

@@ -31,6 +31,15 @@ type index struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
+// Memory is the memory the checkpoint's files hold: their mappings.
+func (c *Checkpoint) Memory() [][]byte {
+	var out [][]byte
+	for _, f := range c.files {
+		out = append(out, f.Memory())
+	}
+	return out
+}
+
 // OpenDir opens the checkpoint in dir. model.safetensors wins over an
 // index beside it, as transformers' loader picks it first.
 func OpenDir(dir string) (*Checkpoint, error) {

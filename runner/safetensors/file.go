@@ -123,6 +123,9 @@ func (f *File) Close() error {
 	return nil
 }
 
+// Memory is the memory the file holds: its mapping.
+func (f *File) Memory() []byte { return f.m.Bytes() }
+
 // Mapped reports whether b lies inside this file's mmap (not a heap copy):
 // memory a GPU may wrap without copying.
 func (f *File) Mapped(b []byte) bool { return f.m.Mapped(b) }
