@@ -547,7 +547,9 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	if c.Heads > 0 {
 		c.HeadDim = num("attention.key_length", c.Hidden/c.Heads, false)
 	}
-	if v := num("attention.value_length", c.HeadDim, false); v != c.HeadDim {
+	// With no head count there is no key length to hold it to (that error
+	// is the head count's).
+	if v := num("attention.value_length", c.HeadDim, false); c.HeadDim > 0 && v != c.HeadDim {
 		errs = append(errs, fmt.Sprintf("value_length %d differs from key_length %d", v, c.HeadDim))
 	}
 	gpt2 := hf == GPT2Architecture

@@ -223,3 +223,23 @@ func TestGGUFRequiredKeys(t *testing.T) {
 		}
 	}
 }
+
+// A head count of 0 is the error, not the key length derived from it.
+func TestGGUFHeadCountZero(t *testing.T) {
+	data, err := os.ReadFile("../testdata/gguf/llama-q8_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("llama.attention.head_count\x04\x00\x00\x00") // a u32
+	i := bytes.Index(data, key)
+	if i < 0 {
+		t.Fatal("no llama.attention.head_count")
+	}
+	binary.LittleEndian.PutUint32(data[i+len(key):], 0)
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(p, data, 0o644)
+	_, _, err = Open(Spec{Model: p})
+	if err == nil || !strings.Contains(err.Error(), "llama.attention.head_count is 0") || strings.Contains(err.Error(), "key_length") {
+		t.Errorf("head count 0: %v", err)
+	}
+}
