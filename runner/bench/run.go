@@ -104,11 +104,7 @@ type prepared struct {
 }
 
 // useThreads gives the backend the case's goroutine count.
-func (p *prepared) useThreads() {
-	if t, ok := p.be.(bridge.Threader); ok {
-		t.SetThreads(p.threads)
-	}
-}
+func (p *prepared) useThreads() { setThreads(p.be, p.threads) }
 
 func (p *prepared) rep(ctx context.Context, profile bool) (*RepResult, error) {
 	p.useThreads()
