@@ -28,7 +28,35 @@ type CaseRecord struct {
 // nothing), keeping its times, statuses and provenance as given: an
 // imported run reads as it did where it was made. It returns the new run id
 // and fills in rec's ids.
-func (db *DB) ImportRun(rec *RunRecord) (int64, error) {
+func (db *DB) ImportRun(rec *RunRecord) (int64, error) { return db.importRun(rec, 0) }
+
+// ReplaceRun stores rec in place of run id, under the same id, in one
+// transaction: the stored copy of a run that the record holds further on
+// (an export taken mid-run, then the finished run's).
+func (db *DB) ReplaceRun(id int64, rec *RunRecord) error {
+	if id <= 0 {
+		return fmt.Errorf("results: replace run %d: no such run", id)
+	}
+	_, err := db.importRun(rec, id)
+	return err
+}
+
+// Reps counts the repetitions a record holds: each case's distinct
+// repetitions, summed. Of two copies of one run, the one with more is
+// further on.
+func (rec *RunRecord) Reps() int {
+	n := 0
+	for _, c := range rec.Cases {
+		seen := map[int]bool{}
+		for _, s := range c.Samples {
+			seen[s.Rep] = true
+		}
+		n += len(seen)
+	}
+	return n
+}
+
+func (db *DB) importRun(rec *RunRecord, replace int64) (int64, error) {
 	r := &rec.Run
 	if r.Status == "" || r.Status == RunRunning {
 		// A run still running where it came from is not running here.
@@ -96,11 +124,22 @@ func (db *DB) ImportRun(rec *RunRecord) (int64, error) {
 		if err != nil {
 			return err
 		}
-		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
+		var keep any // NULL: a new id
+		if replace > 0 {
+			res, err := tx.Exec(`DELETE FROM runs WHERE id = ?`, replace)
+			if err != nil {
+				return fmt.Errorf("results: replace run %d: %w", replace, err)
+			}
+			if err := mustAffect(res, "run", replace); err != nil {
+				return err
+			}
+			keep = replace
+		}
+		res, err := tx.Exec(`INSERT INTO runs (id, suite_name, suite_path, suite_hash, tool_version, git_commit,
 				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
 				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, strings.ToLower(r.GitCommit), r.Tag, r.Backend,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			keep, r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, strings.ToLower(r.GitCommit), r.Tag, r.Backend,
 			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
 			string(ovj), strings.ToLower(r.TreeCommit), bw, peak)
 		if err != nil {

@@ -33,6 +33,9 @@ func CheckSample(s Sample) error {
 // Check says which sample of rec cannot be stored (CheckSample), naming its
 // case, so that an import can point at it before anything is stored.
 func (rec *RunRecord) Check() error {
+	if err := CheckTag(rec.Run.Tag); err != nil {
+		return err
+	}
 	for i := range rec.Cases {
 		c := &rec.Cases[i]
 		for j, s := range c.Samples {

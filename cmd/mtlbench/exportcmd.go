@@ -90,8 +90,10 @@ func importCommand() *cli.Command {
 		ArgsUsage: "FILE...",
 		Description: "Each run keeps its machine, commit, times, tag and samples, under a new id. A run the\n" +
 			"store already holds (the same start, suite, tag, commit and machine) is skipped, so\n" +
-			"importing the same artifacts twice is harmless. Every file is read and checked before\n" +
-			"anything is stored.",
+			"importing the same artifacts twice is harmless, unless the file holds it further on\n" +
+			"(more repetitions, or finished where the stored copy is not: an export taken while it\n" +
+			"ran): then the file's copy replaces the stored one under its id. Every file is read and\n" +
+			"checked before anything is stored.",
 		Flags: []cli.Flag{dbFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -112,15 +114,25 @@ func importCommand() *cli.Command {
 			defer db.Close()
 			added, skipped := 0, 0
 			for _, rec := range recs {
+				from := rec.Run.ID
 				if id, ok, err := db.FindRun(&rec.Run); err != nil {
 					return err
 				} else if ok {
+					replaced, err := replaceIfFurther(db, id, rec)
+					if err != nil {
+						return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
+					}
+					if replaced != "" {
+						added++
+						fmt.Fprintf(c.App.ErrWriter, "run %d of %s (%s) was here as run %d %s: replaced\n",
+							from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id, replaced)
+						continue
+					}
 					skipped++
 					fmt.Fprintf(c.App.ErrWriter, "run %d of %s (%s) is already here as run %d: skipped\n",
-						rec.Run.ID, rec.Run.Machine.Hostname, rec.Run.SuiteName, id)
+						from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id)
 					continue
 				}
-				from := rec.Run.ID
 				id, err := db.ImportRun(rec)
 				if err != nil {
 					return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
@@ -133,6 +145,24 @@ func importCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// replaceIfFurther puts rec in place of stored run id, keeping its id, when
+// rec holds the run further on: more repetitions, or as many and finished
+// where the stored copy is not (an export taken while the run ran, or before
+// it was resumed). It says what the stored copy held, or "" when it kept it.
+func replaceIfFurther(db *results.DB, id int64, rec *results.RunRecord) (string, error) {
+	stored, err := db.ExportRun(id)
+	if err != nil {
+		return "", err
+	}
+	have, got := stored.Reps(), rec.Reps()
+	finished := rec.Run.Status == results.RunComplete && stored.Run.Status != results.RunComplete
+	if got < have || got == have && !finished {
+		return "", nil
+	}
+	was := fmt.Sprintf("(%s, %d repetitions; the file's copy: %s, %d)", stored.Run.Status, have, rec.Run.Status, got)
+	return was, db.ReplaceRun(id, rec)
 }
 
 func machineLabel(m results.Machine) string {

@@ -99,6 +99,14 @@ func peerCommand() *cli.Command {
 				for _, p := range all {
 					for _, r := range p.runs {
 						rec := peerRecord(r, p.path, c.String("tag"), p.mod)
+						if id, ok, err := db.FindRun(&rec.Run); err != nil {
+							return err
+						} else if ok {
+							// The same file twice would pool its figures twice.
+							fmt.Fprintf(c.App.ErrWriter, "%s (%s) is already here as run %d (tag %s): skipped\n",
+								rec.Run.ToolVersion, p.path, id, rec.Run.Tag)
+							continue
+						}
 						id, err := db.ImportRun(rec)
 						if err != nil {
 							return fmt.Errorf("%s: %w", p.path, err)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // csvRows parses csv output into maps keyed by the header.
@@ -253,5 +255,85 @@ func TestExportImportMerge(t *testing.T) {
 	// A file that is not an export is refused before anything is stored.
 	if _, _, err := mtl(t, "import", filepath.Join("..", "..", "reports", "peers", "testdata", "vllm-serve.json"), "--db", merged); err == nil || !strings.Contains(err.Error(), "mtlbench export") {
 		t.Errorf("import of another file: %v", err)
+	}
+}
+
+// An export taken while a run ran, imported first, is replaced by the
+// finished run's export (under its id), never the other way round; a tag
+// that a reference could not name is refused; a peer file imported twice
+// is stored once.
+func TestImportKeepsTheFurthestCopy(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.db")
+	db, err := results.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Kind: results.KindSuite, Tag: "nightly"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddCases(id, []results.Case{{Key: "model/c/batch=1", Name: "c", Kind: results.CaseModel, Params: map[string]string{"batch": "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := db.Cases(id)
+	rep := func(r int) {
+		if err := db.AddRep(stored[0].ID, r, []results.Sample{{Rep: r, Metric: "decode_tok_s", Value: 100 + float64(r), Unit: "tok/s"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep(0)
+	export := func(name string) string {
+		path := filepath.Join(dir, name)
+		if _, stderr, err := mtl(t, "export", "--db", src, "-o", path); err != nil {
+			t.Fatalf("export: %v\n%s", err, stderr)
+		}
+		return path
+	}
+	partial := export("partial.jsonl")
+	rep(1)
+	rep(2)
+	if err := db.FinishRun(id, results.RunComplete); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	full := export("full.jsonl")
+
+	merged := filepath.Join(dir, "merged.db")
+	for _, step := range []struct {
+		file, want string
+		reps       string
+	}{
+		{partial, "1 runs imported, 0 already here", "1"},
+		{full, "was here as run 1 (interrupted, 1 repetitions; the file's copy: complete, 3): replaced", "3"},
+		{partial, "0 runs imported, 1 already here", "3"},
+		{full, "0 runs imported, 1 already here", "3"},
+	} {
+		_, stderr, err := mtl(t, "import", step.file, "--db", merged)
+		if err != nil || !strings.Contains(stderr, step.want) {
+			t.Fatalf("import %s: %v\n%s", filepath.Base(step.file), err, stderr)
+		}
+		out, _, err := mtl(t, "show", "1", "--db", merged, "--format", "csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := csvRows(t, out); len(rows) != 1 || rows[0]["n"] != step.reps {
+			t.Fatalf("after %s: %v", filepath.Base(step.file), rows)
+		}
+	}
+
+	raw, _ := os.ReadFile(full)
+	bad := filepath.Join(dir, "latest.jsonl")
+	os.WriteFile(bad, []byte(strings.Replace(string(raw), `"tag":"nightly"`, `"tag":"latest"`, 1)), 0o644)
+	if _, _, err := mtl(t, "import", bad, "--db", merged); err == nil || !strings.Contains(err.Error(), `tag "latest" is how a reference names the newest runs`) {
+		t.Errorf("a run tagged latest: %v", err)
+	}
+
+	peer := filepath.Join("testdata", "peer", "hf.json")
+	if _, _, err := mtl(t, "peer", "import", peer, "--db", merged); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := mtl(t, "peer", "import", peer, "--db", merged); err != nil || !strings.Contains(stderr, "is already here as run 2 (tag transformers): skipped") {
+		t.Errorf("the same peer file twice: %v\n%s", err, stderr)
 	}
 }
