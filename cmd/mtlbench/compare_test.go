@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -10,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // -update rewrites testdata/compare/*.golden. Registered only if another
@@ -224,6 +228,29 @@ func TestGateCLI(t *testing.T) {
 	}
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
 
+	// The data formats are tidy: typed cells, one check a row.
+	out, _, _ = cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--format", "json")
+	var checks []map[string]any
+	if err := json.Unmarshal([]byte(out), &checks); err != nil || len(checks) != 7 {
+		t.Fatalf("gate --format json: %v, %d checks\n%s", err, len(checks), out)
+	}
+	for _, c := range checks {
+		if c["case"] == "decode/batch=4" && c["metric"] == "decode_tok_s" {
+			if c["outcome"] != "regression" || c["unit"] != "tok/s" || c["better"] != "higher" || c["threshold_pct"] != 5.0 {
+				t.Errorf("decode/batch=4 check: %v", c)
+			}
+			for _, k := range []string{"baseline_center", "candidate_center", "delta_pct", "p", "p_adj", "baseline_n"} {
+				if _, ok := c[k].(float64); !ok {
+					t.Errorf("%s is %T (%v), want a number", k, c[k], c[k])
+				}
+			}
+		}
+	}
+	out, _, _ = cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--format", "csv")
+	if recs, err := csv.NewReader(strings.NewReader(out)).ReadAll(); err != nil || len(recs) != 8 || recs[0][0] != "case" {
+		t.Errorf("gate --format csv: %v\n%s", err, out)
+	}
+
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -328,5 +355,42 @@ func TestCompareOutHTML(t *testing.T) {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("compare.html lacks %q", want)
 		}
+	}
+}
+
+// A gate reads its thresholds from the file a run was made from, wherever
+// the gate runs, and only while the file holds what the run read.
+func TestGateRunSuite(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "suites", "ci.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ci.yaml")
+	os.WriteFile(path, data, 0o644)
+	s, err := suites.Load(path)
+	if err != nil || len(s.Thresholds) == 0 {
+		t.Fatalf("%v: thresholds %v", err, s)
+	}
+	t.Chdir(dir) // a file named as bench names its suite
+	os.WriteFile("bench", data, 0o644)
+	for _, tc := range []struct {
+		name string
+		run  compare.Run
+		want bool   // the suite's thresholds used
+		note string // "" none
+	}{
+		{"the run's file", compare.Run{ID: 1, SuitePath: path, SuiteHash: s.Hash}, true, ""},
+		{"edited since", compare.Run{ID: 2, SuitePath: path, SuiteHash: strings.Repeat("0", 64)}, false, "is not the file run 2 was made from"},
+		{"gone", compare.Run{ID: 3, SuitePath: filepath.Join(dir, "gone.yaml"), SuiteHash: s.Hash}, false, "cannot read the candidate's suite"},
+		{"bench's flags", compare.Run{ID: 4, SuitePath: "bench", SuiteHash: strings.Repeat("1", 64)}, false, "is not the file run 4 was made from"},
+		{"a built-in's name", compare.Run{ID: 5, SuitePath: "nightly", SuiteHash: s.Hash}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, note := runSuite(tc.run)
+			if (got != nil) != tc.want || tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
+				t.Errorf("suite %v, note %q; want %v, %q", got != nil, note, tc.want, tc.note)
+			}
+		})
 	}
 }

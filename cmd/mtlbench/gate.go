@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -114,6 +115,8 @@ func finishGate(c *cli.Context, res compare.Result, f table.Format) error {
 	var err error
 	if f == table.FormatMarkdown {
 		_, err = io.WriteString(c.App.Writer, res.Markdown())
+	} else if table.IsData(f) {
+		err = res.Data().Render(c.App.Writer, f)
 	} else if len(res.Checks) > 0 {
 		err = res.Table().Render(c.App.Writer, f)
 	}
@@ -135,6 +138,24 @@ func finishGate(c *cli.Context, res compare.Result, f table.Format) error {
 	return nil
 }
 
+// runSuite is the suite file a run was made from, for its thresholds: the
+// file at the path the run recorded, if it still holds what the run read
+// (its hash), else nil with a note saying why. A suite named by flags
+// (`bench`) or by a built-in's name left no file to read, and no note.
+func runSuite(r compare.Run) (*suites.Suite, string) {
+	s, err := suites.Load(r.SuitePath)
+	switch {
+	case err != nil && errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(r.SuitePath, filepath.Separator) && filepath.Ext(r.SuitePath) == "":
+		return nil, ""
+	case err != nil:
+		return nil, fmt.Sprintf("cannot read the candidate's suite %s (%v): default thresholds; pass --suite", r.SuitePath, err)
+	case r.SuiteHash != "" && s.Hash != r.SuiteHash:
+		return nil, fmt.Sprintf("the suite at %s is not the file run %d was made from (suite hash %.12s, the run's %.12s): default thresholds; pass --suite",
+			r.SuitePath, r.ID, s.Hash, r.SuiteHash)
+	}
+	return s, ""
+}
+
 // gateOptions gathers the gated metrics and thresholds: the suite's, then
 // --threshold on top (a flag beats a file). notes explain where they came
 // from when that is not obvious.
@@ -144,12 +165,11 @@ func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o com
 			if r.SuitePath == "" {
 				continue
 			}
-			s, err := suites.Load(r.SuitePath)
-			if err != nil {
-				notes = append(notes, fmt.Sprintf("cannot read the candidate's suite %s (%v): default thresholds; pass --suite", r.SuitePath, err))
-			} else {
-				suite = s
+			s, note := runSuite(r)
+			if note != "" {
+				notes = append(notes, note)
 			}
+			suite = s
 			break
 		}
 	}

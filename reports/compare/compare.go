@@ -105,6 +105,11 @@ type Comparison struct {
 // Options configure Compare.
 type Options struct {
 	Alpha float64 // significance level; 0 means DefaultAlpha
+	// SameModel makes cases whose sides measured different models or
+	// weight formats (IdentityParams) not comparable, as a gate needs: it
+	// judges a change of build, not of model. Without it the difference
+	// is a note.
+	SameModel bool
 }
 
 // Compare matches a's and b's cases on their keys and compares every
@@ -135,7 +140,7 @@ func Compare(a, b *Side, o Options) *Comparison {
 		if cb == nil {
 			continue
 		}
-		reason := casesComparable(a.Label, b.Label, ca, cb)
+		reason := casesComparable(a.Label, b.Label, ca, cb, o.SameModel)
 		if d := paramDiff(ca.Params, cb.Params); d != "" {
 			c.Notes = append(c.Notes, fmt.Sprintf("%s: recorded parameters differ (%s): the change may come from them", ca.DisplayName(), d))
 		}
@@ -303,8 +308,9 @@ func paramDiff(a, b map[string]string) string {
 }
 
 // casesComparable says why two cases with the same key must not be
-// compared, or "" when they may be.
-func casesComparable(la, lb string, a, b *Case) string {
+// compared, or "" when they may be. sameModel also refuses sides that
+// measured different models or weight formats.
+func casesComparable(la, lb string, a, b *Case, sameModel bool) string {
 	show := func(l string) string {
 		if l == "" {
 			return "all layers"
@@ -322,6 +328,20 @@ func casesComparable(la, lb string, a, b *Case) string {
 	if len(a.Layers) == 1 && len(b.Layers) == 1 && a.Layers[0] != b.Layers[0] {
 		return fmt.Sprintf("%s in %s, %s in %s: truncated and whole-model figures are not comparable",
 			show(a.Layers[0]), la, show(b.Layers[0]), lb)
+	}
+	for _, k := range IdentityParams {
+		for _, s := range []struct {
+			label string
+			c     *Case
+		}{{la, a}, {lb, b}} {
+			if v := s.c.Identity[k]; len(v) > 1 {
+				return fmt.Sprintf("%s pools runs of different %s (%s): name runs of one", s.label, k, strings.Join(v, ", "))
+			}
+		}
+		va, vb := a.Identity[k], b.Identity[k]
+		if sameModel && len(va) == 1 && len(vb) == 1 && !strings.EqualFold(va[0], vb[0]) {
+			return fmt.Sprintf("%s %s in %s, %s in %s: a gate compares builds of one model and weight format", k, va[0], la, vb[0], lb)
+		}
 	}
 	return ""
 }

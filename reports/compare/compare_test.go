@@ -103,3 +103,62 @@ func TestCompareRunChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareIdentity: a side that pools runs of different models or weight
+// formats under one key is never compared; sides that differ from each
+// other are a note in a comparison and not comparable in a gate.
+func TestCompareIdentity(t *testing.T) {
+	caseOf := func(model, dtype string) results.Case {
+		return results.Case{Key: "model/bench/batch=1", Name: "bench/batch=1", Kind: "model", Status: results.CaseDone,
+			Params: map[string]string{"batch": "1", "model": model, "dtype": dtype}}
+	}
+	sideOf := func(label string, cases ...results.Case) *Side {
+		s := NewSide(label)
+		for i, c := range cases {
+			s.AddRun(Run{ID: int64(i + 1)})
+			c.RunID = int64(i + 1)
+			s.Add(c, samples("decode_tok_s", "tok/s", seq(8, 100*float64(i+1), 1)))
+		}
+		return s
+	}
+	qwen, gpt2 := caseOf("qwen3-moe-mini", "bf16"), caseOf("gpt2", "bf16")
+	q4 := caseOf("qwen3-moe-mini", "q4")
+	for _, tc := range []struct {
+		name    string
+		a, b    *Side
+		compare string // the compare row's reason; "" comparable
+		gate    string // the gate check's reason; "" judged
+		note    string
+	}{
+		{"same", sideOf("A", qwen), sideOf("B", qwen), "", "", ""},
+		{"pooled models", sideOf("A", qwen, gpt2), sideOf("B", qwen), "A pools runs of different model (qwen3-moe-mini, gpt2)", "A pools runs of different model", ""},
+		{"pooled dtypes", sideOf("A", qwen), sideOf("B", qwen, q4), "B pools runs of different dtype (bf16, q4)", "B pools runs of different dtype", ""},
+		{"dtype spelled apart", sideOf("A", qwen), sideOf("B", caseOf("qwen3-moe-mini", "BF16")), "", "", ""},
+		{"other model", sideOf("A", qwen), sideOf("B", gpt2), "", "model qwen3-moe-mini in A, gpt2 in B", "model qwen3-moe-mini vs gpt2"},
+		{"other dtype", sideOf("A", qwen), sideOf("B", q4), "", "dtype bf16 in A, q4 in B", "dtype bf16 vs q4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Compare(tc.a, tc.b, Options{})
+			if len(c.Rows) != 1 {
+				t.Fatalf("rows %d", len(c.Rows))
+			}
+			if r := c.Rows[0]; tc.compare == "" && r.Verdict == VerdictNotComparable || tc.compare != "" && !strings.Contains(r.Reason, tc.compare) {
+				t.Errorf("compare: %q %q, want %q", r.Verdict, r.Reason, tc.compare)
+			}
+			if tc.note != "" && !strings.Contains(strings.Join(c.Notes, "\n"), tc.note) {
+				t.Errorf("notes %q, want %q", c.Notes, tc.note)
+			}
+			res := Gate(tc.a, tc.b, GateOptions{})
+			if len(res.Checks) == 0 {
+				t.Fatal("no checks")
+			}
+			ch := res.Checks[0]
+			if tc.gate == "" && ch.Outcome == NotComparable || tc.gate != "" && (ch.Outcome != NotComparable || !strings.Contains(ch.Reason, tc.gate)) {
+				t.Errorf("gate: %q %q, want %q", ch.Outcome, ch.Reason, tc.gate)
+			}
+			if tc.gate != "" && res.Status == ExitRegression {
+				t.Errorf("a gate of different models failed: %s", res.Headline)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"math"
+	"slices"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -15,12 +16,6 @@ func (c *Comparison) Data() *table.Data {
 	d := &table.Data{Columns: []string{"case", "key", "case_kind", "metric", "unit", "better",
 		"a_n", "a_median", "a_ci_lo", "a_ci_hi", "b_n", "b_median", "b_ci_lo", "b_ci_hi",
 		"delta_pct", "p", "significant", "verdict", "reason", "only_in"}}
-	num := func(v float64, ok bool) any {
-		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil
-		}
-		return v
-	}
 	params := func(key string) map[string]string {
 		if x := c.A.Case(key); x != nil {
 			return x.Params
@@ -30,29 +25,11 @@ func (c *Comparison) Data() *table.Data {
 		}
 		return nil
 	}
-	add := func(row map[string]any, key string) {
-		for k, v := range params(key) {
-			col := k
-			if isDataColumn(d.Columns, k) {
-				col = "param_" + k
-			}
-			if _, set := row[col]; !set {
-				row[col] = table.Typed(v)
-			}
-		}
-		d.Add(row)
-	}
+	add := func(row map[string]any, key string) { addParams(d, row, params(key), 20) }
 	if c.NotComparable == "" {
 		for _, r := range c.Rows {
-			better := ""
-			switch r.Direction {
-			case metrics.HigherIsBetter:
-				better = "higher"
-			case metrics.LowerIsBetter:
-				better = "lower"
-			}
 			row := map[string]any{"case": r.Case, "key": r.Key, "case_kind": r.Kind, "metric": r.Metric, "unit": r.Unit,
-				"better": better, "a_n": int64(r.A.N), "b_n": int64(r.B.N),
+				"better": better(r.Direction), "a_n": int64(r.A.N), "b_n": int64(r.B.N),
 				"a_median": num(r.A.Center, r.A.N > 0), "a_ci_lo": num(r.A.Lo, r.A.N > 0), "a_ci_hi": num(r.A.Hi, r.A.N > 0),
 				"b_median": num(r.B.Center, r.B.N > 0), "b_ci_lo": num(r.B.Lo, r.B.N > 0), "b_ci_hi": num(r.B.Hi, r.B.N > 0),
 				"delta_pct": num(r.Delta, true), "p": num(r.P, true), "significant": r.Significant, "verdict": r.Verdict,
@@ -69,11 +46,70 @@ func (c *Comparison) Data() *table.Data {
 	return d
 }
 
-func isDataColumn(cols []string, name string) bool {
-	for _, c := range cols[:20] { // the fixed columns above
-		if c == name {
-			return true
+// Data is the gate's checks as tidy rows, one per gated case × metric:
+// what one tested value stands for (per: a pair of runs, a run or a
+// repetition), both sides' n, center and 95% CI of the tested values, the
+// change and the noise in percent, p and its adjusted q, the threshold and
+// the outcome with its reason. The case's parameters follow as columns.
+// With no checks it has no rows (json: []).
+func (r Result) Data() *table.Data {
+	d := &table.Data{Columns: []string{"case", "key", "case_kind", "metric", "unit", "better", "per",
+		"baseline_n", "baseline_center", "baseline_ci_lo", "baseline_ci_hi",
+		"candidate_n", "candidate_center", "candidate_ci_lo", "candidate_ci_hi",
+		"delta_pct", "noise_pct", "p", "p_adj", "threshold_pct", "outcome", "reason"}}
+	for _, c := range r.Checks {
+		a, b := c.A, c.B
+		if c.Per == "" { // untested: the pooled repetitions say what there is
+			a, b = c.Row.A, c.Row.B
+		}
+		row := map[string]any{"case": c.Case, "key": c.Key, "case_kind": c.Kind, "metric": c.Metric, "unit": c.Unit,
+			"better": better(c.Direction), "per": c.Per,
+			"baseline_n": int64(a.N), "baseline_center": num(a.Center, a.N > 0), "baseline_ci_lo": num(a.Lo, a.N > 0), "baseline_ci_hi": num(a.Hi, a.N > 0),
+			"candidate_n": int64(b.N), "candidate_center": num(b.Center, b.N > 0), "candidate_ci_lo": num(b.Lo, b.N > 0), "candidate_ci_hi": num(b.Hi, b.N > 0),
+			"delta_pct": num(c.Delta, true), "noise_pct": num(100*c.Noise, c.Noise > 0), "p": num(c.P, true), "p_adj": num(c.Q, true),
+			"threshold_pct": num(100*c.Threshold, true), "outcome": string(c.Outcome), "reason": c.Reason}
+		var params map[string]string
+		if r.Comparison != nil {
+			for _, s := range []*Side{r.Comparison.A, r.Comparison.B} {
+				if x := s.Case(c.Key); x != nil && params == nil {
+					params = x.Params
+				}
+			}
+		}
+		addParams(d, row, params, 22)
+	}
+	return d
+}
+
+// addParams adds row to d with the case's parameters as columns of their
+// own, prefixed param_ where one would take a fixed column's name (the
+// first fixed of d's columns).
+func addParams(d *table.Data, row map[string]any, params map[string]string, fixed int) {
+	for k, v := range params {
+		col := k
+		if slices.Contains(d.Columns[:fixed], k) {
+			col = "param_" + k
+		}
+		if _, set := row[col]; !set {
+			row[col] = table.Typed(v)
 		}
 	}
-	return false
+	d.Add(row)
+}
+
+func num(v float64, ok bool) any {
+	if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
+
+func better(d metrics.Direction) string {
+	switch d {
+	case metrics.HigherIsBetter:
+		return "higher"
+	case metrics.LowerIsBetter:
+		return "lower"
+	}
+	return ""
 }

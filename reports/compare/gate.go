@@ -182,7 +182,7 @@ type Result struct {
 func Gate(baseline, candidate *Side, o GateOptions) Result {
 	alpha, minN := o.alpha(), o.minSamples()
 	res := Result{Baseline: baseline.Describe(), Candidate: candidate.Describe(), Alpha: alpha, MinSamples: minN}
-	cmp := Compare(baseline, candidate, Options{Alpha: alpha})
+	cmp := Compare(baseline, candidate, Options{Alpha: alpha, SameModel: true})
 	res.Comparison = cmp
 	res.Notes = append(res.Notes, cmp.Notes...)
 	if cmp.NotComparable != "" {

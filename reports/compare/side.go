@@ -21,6 +21,7 @@ type Run struct {
 	Emulated   bool
 	Machine    string // CPU or GPU name, for the "different machines" note
 	SuitePath  string
+	SuiteHash  string // the suite file's sha256: what the path held then
 }
 
 // RunOf converts a stored run.
@@ -30,7 +31,7 @@ func RunOf(r *results.Run) Run {
 		machine = r.Machine.GPUName
 	}
 	return Run{ID: r.ID, Tag: r.Tag, Commit: r.GitCommit, Backend: r.Backend, TimingMode: r.TimingMode,
-		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath}
+		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash}
 }
 
 func (r Run) timing() string {
@@ -46,6 +47,10 @@ type Case struct {
 	// Params are the parameters recorded with the first run's case; they
 	// may hold more than the key (the runner adds model and dtype).
 	Params map[string]string
+	// Identity lists the distinct values of each of IdentityParams the
+	// pooled runs recorded for this key: more than one means the side
+	// mixes figures of different models or weight formats.
+	Identity map[string][]string
 	// Layers lists the distinct "run/total" layer counts seen for this key
 	// ("" for a case that is not layer-limited); more than one means the
 	// side pools truncated and whole-model figures, which is not comparable.
@@ -75,6 +80,26 @@ func (c *Case) addRunValue(metric string, run int64, v float64) {
 		rs = append(rs, RunValues{Run: run, Values: []float64{v}})
 	}
 	c.ByRun[metric] = rs
+}
+
+// IdentityParams are the recorded parameters that say what was measured
+// rather than how: the model and its weight format. Case keys leave them
+// out (the runner adds them), so runs of different models can share a key.
+var IdentityParams = []string{"model", "dtype"}
+
+func (c *Case) addIdentity(params map[string]string) {
+	for _, k := range IdentityParams {
+		v, ok := params[k]
+		if !ok {
+			continue
+		}
+		if c.Identity == nil {
+			c.Identity = map[string][]string{}
+		}
+		if !slices.ContainsFunc(c.Identity[k], func(s string) bool { return strings.EqualFold(s, v) }) {
+			c.Identity[k] = append(c.Identity[k], v)
+		}
+	}
 }
 
 // DisplayName is the case's name, or its key when it has none.
@@ -129,6 +154,9 @@ func (s *Side) Add(c results.Case, samples []results.Sample) {
 	}
 	if sc.Params == nil && len(c.Params) > 0 {
 		sc.Params = maps.Clone(c.Params)
+	}
+	if c.Status != results.CasePending {
+		sc.addIdentity(c.Params)
 	}
 	switch c.Status {
 	case results.CaseFailed, results.CaseSkipped:

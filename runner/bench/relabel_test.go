@@ -1,6 +1,12 @@
 package bench
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/suites"
+)
 
 // A case's label says what ran: an override replaces the value the name
 // carries, or joins the name when the name carried none.
@@ -20,5 +26,36 @@ func TestRelabel(t *testing.T) {
 		if got := relabel(tc.name, tc.set, tc.params); got != tc.want {
 			t.Errorf("relabel(%q, %v) = %q, want %q", tc.name, tc.set, got, tc.want)
 		}
+	}
+}
+
+// A run records its suite file's absolute path, and a name for a suite no
+// file holds (bench's flags, a built-in), whatever file shares the name.
+func TestRecordedPath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	yaml := []byte("name: x\nmodel: {preset: qwen3-moe-mini}\ncases:\n  - {name: d, kind: model}\n")
+	os.WriteFile("x.yaml", yaml, 0o644)
+	s, err := suites.Load("x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recordedPath(s); got != filepath.Join(dir, "x.yaml") {
+		t.Errorf("a suite file: %q", got)
+	}
+	flags, err := suites.Parse("bench", yaml) // as bench parses the suite its flags make
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile("bench", []byte("name: other\n"), 0o644)
+	if got := recordedPath(flags); got != "bench" {
+		t.Errorf("bench's suite beside a file named bench: %q", got)
+	}
+	shipped, err := suites.Resolve("ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recordedPath(shipped); got != "shipped:ci.yaml" {
+		t.Errorf("a built-in suite: %q", got)
 	}
 }

@@ -6,11 +6,13 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -282,7 +284,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		return run, nil
 	}
 	mode := s.Timing
-	run := &results.Run{SuiteName: s.Name, SuitePath: s.File, SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
+	run := &results.Run{SuiteName: s.Name, SuitePath: recordedPath(s), SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
 		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	run.Machine.Extra[threadsKey] = threadsText(o.Threads)
@@ -312,6 +314,28 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		cases[i].id = rc[i].ID
 	}
 	return run, nil
+}
+
+// recordedPath is where a run says its suite came from: the file's
+// absolute path, so that a gate run from another folder reads the same file
+// (and checks its hash); a built-in's or a synthetic suite's name (bench's)
+// as it is, even where a file of that name lies about.
+func recordedPath(s *suites.Suite) string {
+	if strings.HasPrefix(s.File, suites.ShippedPrefix) {
+		return s.File
+	}
+	st, err := os.Stat(s.File)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > 1<<24 {
+		return s.File
+	}
+	data, err := os.ReadFile(s.File)
+	if err != nil || fmt.Sprintf("%x", sha256.Sum256(data)) != s.Hash {
+		return s.File
+	}
+	if abs, err := filepath.Abs(s.File); err == nil {
+		return abs
+	}
+	return s.File
 }
 
 // probeMatmulPeak measures the device's matmul rate for the weights of the
