@@ -261,6 +261,11 @@ func OpenCheckpoint(dir string, want *bridge.DType) (*Checkpoint, error) {
 		c.keep = true
 		c.dtype = bridge.F32
 		for _, n := range ck.Names() {
+			// A packed matrix's scales and biases say nothing of the
+			// model's float dtype: an f32 model may keep them in bf16.
+			if strings.HasSuffix(n, ".scales") || strings.HasSuffix(n, ".biases") {
+				continue
+			}
 			if info, _ := ck.Info(n); info.DType == "BF16" || info.DType == "F16" {
 				c.dtype, _ = bridge.ParseDType(info.DType)
 				break
