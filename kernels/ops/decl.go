@@ -156,7 +156,8 @@ var decls = []*Op{
 		Reference: kernels.Gather,
 		Cost: func(s Shape, t Types) Cost {
 			n := int64(s[Tokens]) * int64(s[Width])
-			return Cost{Read: n*t.Weight.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size()}
+			rows := gatheredRows(s)
+			return Cost{Read: rows*int64(s[Width])*t.Weight.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size()}
 		},
 	},
 	{
@@ -204,10 +205,16 @@ var decls = []*Op{
 		Reference: kernels.AddPositions,
 		Cost: func(s Shape, t Types) Cost {
 			n := int64(s[Tokens]) * int64(s[Width])
-			return Cost{Read: n*t.Weight.Size() + n*t.Act.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size(), FLOPs: n}
+			rows := gatheredRows(s)
+			return Cost{Read: rows*int64(s[Width])*t.Weight.Size() + n*t.Act.Size() + 4*int64(s[Tokens]), Written: n * t.Act.Size(), FLOPs: n}
 		},
 	},
 }
+
+// gatheredRows is the distinct rows of an N-row table that Tokens lookups
+// need at least: a row asked for twice is read once in the ideal, so more
+// tokens than rows read the whole table.
+func gatheredRows(s Shape) int64 { return int64(min(s[Tokens], s[N])) }
 
 // quantDecls are the ops on packed weights: their cost models count the
 // packed bytes with their scales (ops.DType.Bytes), so rooflines of packed
@@ -272,7 +279,7 @@ var quantDecls = []*Op{
 		Reference: quant.Gather,
 		Cost: func(s Shape, t Types) Cost {
 			tok, w := int64(s[Tokens]), int64(s[Width])
-			return Cost{Read: t.Weight.Bytes(tok*w, w) + 4*tok, Written: tok * w * t.Act.Size()}
+			return Cost{Read: t.Weight.Bytes(gatheredRows(s)*w, w) + 4*tok, Written: tok * w * t.Act.Size()}
 		},
 	},
 }

@@ -154,11 +154,12 @@ func PackedDType(s quant.Spec) (DType, bool) {
 	return "", false
 }
 
-// Bytes is what rows of k values, n values in all, take in d: packed
-// values with their scales and biases for a packed format.
+// Bytes is what reading rows of k values, n values in all, moves in d:
+// packed values with their scales and biases for a packed format, not the
+// padding a row is stored with (quant.Spec.ReadBytes).
 func (d DType) Bytes(n, k int64) int64 {
 	if q, ok := d.Quant(); ok {
-		return q.Bytes(n, int(k))
+		return q.ReadBytes(n, int(k))
 	}
 	return n * d.Size()
 }

@@ -233,6 +233,17 @@ func (s Spec) Bytes(n int64, k int) int64 {
 	return rows * int64(s.RowBytes(k)+2*s.Groups(k)*s.Scale.Size())
 }
 
+// ReadBytes is what reading n values in rows of k must move: Bytes less
+// the padding an NVFP4 or MXFP8 row is stored with (to 16 bytes), which no
+// kernel reads. Cost models and rooflines count these.
+func (s Spec) ReadBytes(n int64, k int) int64 {
+	fp, ok := fpRows[s.Type]
+	if !ok {
+		return s.Bytes(n, k)
+	}
+	return n / int64(k) * int64(k*fp.Bits/8+k/fp.Group)
+}
+
 func (s Spec) String() string {
 	if s.Type == Affine {
 		return fmt.Sprintf("affine %d-bit, group %d, %v scales", s.Bits, s.Group, s.Scale)

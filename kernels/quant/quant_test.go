@@ -599,3 +599,23 @@ func TestAffineKernelNames(t *testing.T) {
 		t.Errorf("7 bits: kernel name %q, want none", n)
 	}
 }
+
+// What reading a matrix moves leaves out the padding its rows are stored
+// with: an MXFP8 row of 256 values is 256 codes and 8 scales, stored in 272
+// bytes; formats stored unpadded read what they take.
+func TestReadBytes(t *testing.T) {
+	for _, tc := range []struct {
+		s          Spec
+		k          int
+		read, take int64
+	}{
+		{Spec{Type: MXFP8}, 256, 264, 272},
+		{Spec{Type: MXFP8}, 512, 528, 528},
+		{Spec{Type: NVFP4}, 64, 36, 48},
+		{Spec{Type: Affine, Bits: 4, Group: 64, Scale: BF16}, 256, 128 + 16, 128 + 16},
+	} {
+		if r, b := tc.s.ReadBytes(int64(2*tc.k), tc.k), tc.s.Bytes(int64(2*tc.k), tc.k); r != 2*tc.read || b != 2*tc.take {
+			t.Errorf("%v, k %d: reads %d of %d, want %d of %d", tc.s, tc.k, r, b, 2*tc.read, 2*tc.take)
+		}
+	}
+}

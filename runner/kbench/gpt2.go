@@ -124,8 +124,11 @@ func (b *Bench) preparePositionEmbedding(p *params) error {
 	b.desc = fmt.Sprintf("position_embedding tokens=%d positions=%d hidden=%d dtype=%v", T, N, W, dt)
 	b.tokenIDs(T)
 	b.meta = b.plainMeta(T)
+	// A prompt's consecutive positions from a seeded start, as a prefill at
+	// that depth reads them; past the table's N rows they wrap.
+	start := b.rng.IntN(max(N-T, 0) + 1)
 	for i := range b.meta.Positions {
-		b.meta.Positions[i] = int32(b.rng.IntN(N))
+		b.meta.Positions[i] = int32((start + i) % N)
 	}
 	b.tolerance(dt)
 	b.cost(p, dt)

@@ -477,9 +477,7 @@ func (b *Bench) prepareEmbedding(p *params) error {
 	}
 	b.desc = fmt.Sprintf("embedding tokens=%d vocab=%d hidden=%d dtype=%v", T, V, W, dt)
 	b.tokenIDs(T)
-	for i := range b.ids {
-		b.ids[i] = int32(b.rng.IntN(V))
-	}
+	b.distinctIDs(V)
 	b.tolerance(dt)
 	b.cost(p, dt)
 	b.needScratch(2 * f32(T, W)) // out read back, the rows it should hold

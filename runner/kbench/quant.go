@@ -128,9 +128,7 @@ func (b *Bench) prepareQEmbedding(p *params) error {
 	b.tolerance()
 	b.bytesFor(p, dt)
 	b.tokenIDs(T)
-	for i := range b.ids {
-		b.ids[i] = int32(b.rng.IntN(V))
-	}
+	b.distinctIDs(V)
 	w, wt, err := b.packed(q, []int{V, W}, 1)
 	if err != nil {
 		return err

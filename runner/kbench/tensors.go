@@ -203,6 +203,31 @@ func (b *Bench) tokenIDs(n int) {
 	}
 }
 
+// distinctIDs draws the token ids as a seeded sample of distinct rows of a
+// v-row table, each row once before any row twice, so the rows gathered are
+// those the op's ideal counts (ops gatheredRows).
+func (b *Bench) distinctIDs(v int) {
+	if len(b.ids) == 0 || v <= 0 {
+		return
+	}
+	if len(b.ids) <= v/2 { // few of many rows: draw until distinct
+		seen := make(map[int32]bool, len(b.ids))
+		for i := range b.ids {
+			id := int32(b.rng.IntN(v))
+			for seen[id] {
+				id = int32(b.rng.IntN(v))
+			}
+			seen[id] = true
+			b.ids[i] = id
+		}
+		return
+	}
+	perm := b.rng.Perm(v)
+	for i := range b.ids {
+		b.ids[i] = int32(perm[i%v])
+	}
+}
+
 // read copies a tensor back as f32: the values as the backend holds them,
 // for inputs an op updates in place.
 func (b *Bench) read(t bridge.Tensor) ([]float32, error) {

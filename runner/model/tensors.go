@@ -160,6 +160,15 @@ func (c *Config) TensorBytes(t TensorSpec, dt bridge.DType) int64 {
 	return t.Elems() * int64(dt.Size())
 }
 
+// tensorReadBytes is what reading tensor t moves: TensorBytes less the
+// padding packed rows are stored with (quant.Spec.ReadBytes).
+func (c *Config) tensorReadBytes(t TensorSpec, dt bridge.DType) int64 {
+	if q, ok := c.Quant.For(t.Name); ok && t.Matrix && !c.LoadsInF32(t.Name) {
+		return q.ReadBytes(t.Elems(), t.Shape[len(t.Shape)-1])
+	}
+	return c.TensorBytes(t, dt)
+}
+
 // KVBytesPerToken is the KV cache memory one token takes across all layers.
 func (c *Config) KVBytesPerToken(dt bridge.DType) int64 {
 	return int64(2*c.Layers*c.KVHeads*c.HeadDim) * int64(dt.Size())
@@ -170,7 +179,7 @@ func (c *Config) KVBytesPerToken(dt bridge.DType) int64 {
 func (c *Config) ActiveBytesPerToken(dt bridge.DType) int64 {
 	var n int64
 	for _, t := range c.Tensors() {
-		b := c.TensorBytes(t, dt)
+		b := c.tensorReadBytes(t, dt)
 		switch {
 		case t.Name == "model.embed_tokens.weight" || t.Name == GPT2Embed:
 			n += b / int64(c.Vocab)
@@ -279,7 +288,7 @@ func (c *Config) ExpertBytes(dt bridge.DType) int64 {
 	var n, experts int64
 	for _, t := range c.Tensors() {
 		if isExpertTensor(t.Name) {
-			n += c.TensorBytes(t, dt)
+			n += c.tensorReadBytes(t, dt)
 			if strings.HasSuffix(t.Name, ".down_proj.weight") {
 				experts++
 			}

@@ -236,6 +236,15 @@ func check(be bridge.Backend, c suites.Case, o Options) (r Result) {
 		if w.Footprint() > 0 {
 			r.FootprintEfficiency = w.FootprintEfficiency(w.Ideal)
 		}
+		// A kernel that computed the right values touched every byte the
+		// op needs: fewer distinct bytes than the ideal mean the op's cost
+		// model counts bytes no kernel must move, and every roofline of it
+		// is too high.
+		if fp := w.Footprint(); fp > 0 && fp < w.Ideal {
+			r.Err = fmt.Errorf("%s: touches %d distinct bytes, fewer than the op's ideal %d: its cost model (kernels/ops) counts bytes the op need not move",
+				r.Shape, fp, w.Ideal)
+			return r
+		}
 		if decodePath(c.Kernel) && w.Ideal >= MinTrafficBytes && float64(w.Bytes()) > TrafficLimit*float64(w.Ideal) {
 			r.Err = fmt.Errorf("%s: moves %d bytes, %.2f× the op's ideal %d (a decode-path kernel may move %.2f×)%s",
 				r.Shape, w.Bytes(), float64(w.Bytes())/float64(w.Ideal), w.Ideal, TrafficLimit, rereadNote(w.Operands))
