@@ -144,6 +144,14 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 			p.errs.add(pick(ParamBatch, ParamRequests), "lower batch or raise requests", "in case %q: requests %d are fewer than batch %d, so the batch is never full", c.Group, r.Int, b.Int)
 		}
 	}
+	// A chunk size sizes the chunked dispatch's chunks only: under another
+	// strategy each value would be a case of its own running the same work.
+	if k, ok := c.Params[string(ops.MoEChunk)]; ok {
+		if s, ok := c.Params[string(ops.MoEStrategyParam)]; ok && s.Raw != string(ops.MoEChunked) {
+			p.errs.add(pick(string(ops.MoEChunk), string(ops.MoEStrategyParam)), "leave moe_chunk out of this case, or set moe_strategy: chunked",
+				"in case %q: moe_chunk %s sizes the chunks of moe_strategy chunked, not of %s", c.Group, k.Raw, s.Raw)
+		}
+	}
 	if k, ok := c.Params["top_k"]; ok {
 		if e, ok := c.Params["experts"]; ok && k.Int > e.Int {
 			p.errs.add(pick("experts", "top_k"), "", "in case %q: top_k %d is more than experts %d", c.Group, k.Int, e.Int)

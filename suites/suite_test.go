@@ -434,6 +434,7 @@ func TestErrors(t *testing.T) {
 
 		{"heads not divisible", head + "  - name: attn\n    op: paged_attention_decode\n    params: {num_heads: 12}\n    matrix: {num_kv_heads: [4, 5]}\n", []string{`t.yaml:7:32: in case "attn": num_heads 12 is not a multiple of num_kv_heads 5`}},
 		{"heads from suite params", "name: s\nparams: {num_kv_heads: 8}\ncases:\n  - name: attn\n    op: rope\n    matrix: {num_heads: [8, 12, 16], tokens: [1, 2]}\n", []string{`t.yaml:6:29: in case "attn": num_heads 12 is not a multiple of num_kv_heads 8`}},
+		{"moe chunk of another strategy", head + "  - name: moe\n    matrix: {moe_strategy: [chunked, loop], moe_chunk: [8]}\n", []string{`t.yaml:5:38: in case "moe": moe_chunk 8 sizes the chunks of moe_strategy chunked, not of loop (leave moe_chunk out of this case, or set moe_strategy: chunked)`}},
 		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
 
 		{"too many cases", head + "  - name: big\n    op: matmul\n    matrix: {m: [" + seq(100) + "], n: [" + seq(101) + "]}\n", []string{

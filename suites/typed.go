@@ -177,6 +177,9 @@ func decodeModel(ps map[string]Value) ModelParams {
 	k, hasK := ps[string(ops.MoEChunk)]
 	if hasS || hasK {
 		m.MoEStrategy, m.MoEChunk = ops.MoEGrouped, 64
+		if hasK { // a chunk size alone asks for the chunked dispatch
+			m.MoEStrategy = ops.MoEChunked
+		}
 		if hasS {
 			m.MoEStrategy = ops.MoEStrategy(s.Raw)
 		}
@@ -204,6 +207,13 @@ func decodeKernel(op ops.ID, ps map[string]Value) ops.Args {
 			a.DType = ops.DType(v.Raw)
 		case ops.MoEStrategyParam:
 			a.MoEStrategy = ops.MoEStrategy(v.Raw)
+		case ops.MoEChunk:
+			if v.IsNum {
+				a.Ints[p] = int(v.Int)
+			}
+			if _, set := ps[string(ops.MoEStrategyParam)]; !set { // as for model cases
+				a.MoEStrategy = ops.MoEChunked
+			}
 		case ops.Variant:
 			a.Variant = v.Raw
 		default:

@@ -36,7 +36,7 @@ func TestDecodeModel(t *testing.T) {
 		{"steps", "{steps: synchronous}", with(func(m *ModelParams) { m.Synchronous = true })},
 		{"steps overlapped", "{steps: overlapped}", def},
 		{"moe strategy alone", "{moe_strategy: loop}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoELoop, 64 })},
-		{"moe chunk alone", "{moe_chunk: 16}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoEGrouped, 16 })},
+		{"moe chunk alone", "{moe_chunk: 16}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoEChunked, 16 })},
 		{"moe both", "{moe_strategy: chunked, moe_chunk: 8}", with(func(m *ModelParams) { m.MoEStrategy, m.MoEChunk = ops.MoEChunked, 8 })},
 		{"fusion off", "{fusion: off}", with(func(m *ModelParams) { m.Fusion = false })},
 		{"fusion on", "{fusion: on}", def},
@@ -149,10 +149,10 @@ func TestOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, k := s.Cases[0], s.Cases[1]
-	if m.Model.Batch != 8 || m.Model.Fusion || m.Model.MoEChunk != 16 || m.Model.MoEStrategy != ops.MoEGrouped || m.Key != key {
+	if m.Model.Batch != 8 || m.Model.Fusion || m.Model.MoEChunk != 16 || m.Model.MoEStrategy != ops.MoEChunked || m.Key != key {
 		t.Errorf("model case after override: %+v key %s", m.Model, m.Key)
 	}
-	if v, _ := k.Kernel.Int(ops.MoEChunk); v != 16 {
+	if v, _ := k.Kernel.Int(ops.MoEChunk); v != 16 || k.Kernel.MoEStrategy != ops.MoEChunked {
 		t.Errorf("kernel case after override: %+v", k.Kernel)
 	}
 	if _, ok := k.Params["batch"]; ok {
