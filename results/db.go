@@ -194,6 +194,31 @@ func whileBusy(f func() error) error {
 	}
 }
 
+// StoreError says what to tell a user whose command failed in the store
+// itself (SQLite's own error: a read-only file, a lock another process held
+// past BusyTimeout, a full disk), naming the database; "" for any other
+// error.
+func (db *DB) StoreError(err error) string {
+	var c interface{ Code() int }
+	if !errors.As(err, &c) {
+		return ""
+	}
+	switch c.Code() & 0xff { // SQLite's primary result codes
+	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, BusyTimeout)
+	case 8: // SQLITE_READONLY
+		return fmt.Sprintf("the results database %s cannot be written (record into another with --db or MTLBENCH_DB; show, compare and report still read this one)", db.path)
+	}
+	return "the results database " + db.path
+}
+
+// FromStore reports whether err is SQLite's own: the store failed, not
+// the work whose results it was keeping.
+func FromStore(err error) bool {
+	var c interface{ Code() int }
+	return errors.As(err, &c)
+}
+
 // isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
 func isBusy(err error) bool {
 	var c interface{ Code() int }

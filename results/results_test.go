@@ -450,27 +450,36 @@ func TestResolveRef(t *testing.T) {
 	a := mustRun(t, db, Run{GitCommit: "c0ffee1234", Tag: "nightly", StartedAt: t0})
 	b := mustRun(t, db, Run{GitCommit: "c0ffee9999", Tag: "nightly", StartedAt: t0.Add(time.Hour)})
 	c := mustRun(t, db, Run{GitCommit: "f00d", Tag: "c0ffee", StartedAt: t0.Add(2 * time.Hour)})
+	d := mustRun(t, db, Run{GitCommit: "c0ffee12", StartedAt: t0.Add(-time.Hour)}) // a's commit, spelt short
 	for _, tc := range []struct {
 		ref     string
 		want    []int64
 		wantErr bool
 	}{
+		{"c0ffee12", []int64{a, d}, false},
 		{fmt.Sprint(a), []int64{a}, false},
 		{fmt.Sprint(b), []int64{b}, false},
 		{"nightly", []int64{b, a}, false},
-		{"c0ffee1", []int64{a}, false},
+		{"c0ffee1", []int64{a, d}, false},
 		{"C0FFEE9", []int64{b}, false},
 		{"c0ffee", []int64{c}, false}, // an exact tag beats a commit prefix
 		{"f00d", []int64{c}, false},
 		{"latest", []int64{c}, false},
 		{"  nightly ", []int64{b, a}, false},
 		{"c0f", nil, true}, // too short to be taken as a commit
+		{"c0ffe", nil, true},
 		{"999", nil, true},
 		{"no-such-tag", nil, true},
 		{"", nil, true},
 	} {
 		t.Run(tc.ref, func(t *testing.T) {
 			ids, err := db.ResolveRef(tc.ref)
+			if tc.ref == "c0ffe" { // two commits: ambiguous, as git has it
+				if err == nil || !strings.Contains(err.Error(), `commit prefix "c0ffe" is ambiguous: it names runs of 2 commits (c0ffee1234, c0ffee9999)`) {
+					t.Errorf("ResolveRef(%q) = %v, %v; want it ambiguous", tc.ref, ids, err)
+				}
+				return
+			}
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("ResolveRef(%q) = %v, want an error", tc.ref, ids)
@@ -814,5 +823,32 @@ func BenchmarkStore100kSamples(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*bc.cases*bc.reps), "ns/sample")
 		})
+	}
+}
+
+type codeErr int
+
+func (c codeErr) Error() string { return fmt.Sprintf("sqlite code %d", int(c)) }
+func (c codeErr) Code() int     { return int(c) }
+
+// The store's own failures name the database and what to do.
+func TestStoreError(t *testing.T) {
+	db := openTemp(t)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("results: store machine: %w", codeErr(8)), "the results database " + db.Path() + " cannot be written"},
+		{fmt.Errorf("results: begin: %w", codeErr(5|2<<8)), "was locked by another process for more than 10s"},
+		{codeErr(13), "the results database " + db.Path()},
+		{errors.New("a kernel failed"), ""},
+	} {
+		got := db.StoreError(tc.err)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("StoreError(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+		if FromStore(tc.err) != (tc.want != "") {
+			t.Errorf("FromStore(%v) = %v", tc.err, FromStore(tc.err))
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -514,12 +515,47 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 	}
 	if len(ref) >= 4 && isHex(ref) {
 		ids, err := db.runIDs(`WHERE substr(git_commit, 1, length(?1)) = ?1`, 0, strings.ToLower(ref))
-		if err != nil || len(ids) > 0 {
+		if err != nil || len(ids) == 0 {
 			return ids, err
 		}
+		if err := db.oneCommit(ref); err != nil {
+			return nil, err
+		}
+		return ids, nil
 	}
 	return nil, fmt.Errorf("results: no run matches %q (tried run id, tag, \"latest\" and git commit prefix): %w",
 		ref, ErrNotFound)
+}
+
+// oneCommit refuses a commit prefix that names runs of different commits,
+// as git refuses an ambiguous one: pooled, their figures would read as one
+// commit's. A short and a full spelling of one commit are one.
+func (db *DB) oneCommit(prefix string) error {
+	rows, err := db.sql.Query(`SELECT DISTINCT git_commit FROM runs WHERE substr(git_commit, 1, length(?1)) = ?1 ORDER BY length(git_commit) DESC`,
+		strings.ToLower(prefix))
+	if err != nil {
+		return fmt.Errorf("results: resolve %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	var commits []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(commits, func(long string) bool { return strings.HasPrefix(long, c) }) {
+			commits = append(commits, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(commits) > 1 {
+		slices.Sort(commits)
+		return fmt.Errorf("results: commit prefix %q is ambiguous: it names runs of %d commits (%s); give more of it",
+			prefix, len(commits), strings.Join(commits, ", "))
+	}
+	return nil
 }
 
 // CheckTag says why tag could not be found again by ResolveRef: a number

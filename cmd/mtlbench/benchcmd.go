@@ -63,6 +63,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl or benchfmt"},
 			&cli.BoolFlag{Name: "print-suite", Usage: "print the suite the flags build and exit"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted bench run: the same flags and --resume RUN (Ctrl-C prints the command)"},
 			stepsFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -125,12 +126,15 @@ func benchCommand() *cli.Command {
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
-				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), ToolVersion: readBuildInfo().Version,
+				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), Resume: c.Int64("resume"), ToolVersion: readBuildInfo().Version,
 				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Steps: stepLog,
 			})
 			prog.done()
 			if cerr := closeSteps(); cerr != nil && err == nil {
 				err = cerr
+			}
+			if msg := db.StoreError(err); msg != "" {
+				err = fmt.Errorf("%s: %w", msg, err)
 			}
 			if sum == nil {
 				return benchFlagErrors(text, err)
@@ -139,12 +143,39 @@ func benchCommand() *cli.Command {
 				err = rerr
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (bench) %s in %v, stored in %s\n", sum.RunID, runStatus(err), sum.Elapsed.Round(time.Second), db.Path())
+			reps := 0
+			for _, sc := range sum.Cases {
+				reps += sc.RepsDone
+			}
+			if resumable(err, reps) {
+				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", benchResumeCommand(c, sum.RunID))
+			}
 			if errors.Is(err, bench.ErrInterrupted) {
 				return &exitError{code: 130, err: err}
 			}
 			return err
 		},
 	}
+}
+
+// benchResumeCommand is the command line that finishes bench run id: the
+// same flags, which build the same suite (its hash is checked), and
+// --resume.
+func benchResumeCommand(c *cli.Context, id int64) string {
+	args, _ := c.App.Metadata[argsKey].([]string)
+	cmd := []string{"mtlbench"}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--resume" || a == "-resume" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "--resume=") || strings.HasPrefix(a, "-resume=") {
+			continue
+		}
+		cmd = append(cmd, shellQuote(a))
+	}
+	return strings.Join(append(cmd, "--resume", strconv.FormatInt(id, 10)), " ")
 }
 
 // benchKeyFlags maps the keys of the suite bench builds to the flags that

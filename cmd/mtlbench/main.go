@@ -36,5 +36,10 @@ func exitCode(err error) int {
 // run is the whole program; tests call it with their own writers.
 func run(args []string, stdout, stderr io.Writer) error {
 	app := newApp(stdout, stderr)
+	app.Metadata = map[string]any{argsKey: args}
 	return app.Run(interspersed(app, args))
 }
+
+// argsKey holds the command line as given in the app's Metadata, for
+// commands that print a command to run again (bench's resume).
+const argsKey = "args"

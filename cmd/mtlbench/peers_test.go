@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -335,5 +338,63 @@ func TestImportKeepsTheFurthestCopy(t *testing.T) {
 	}
 	if _, stderr, err := mtl(t, "peer", "import", peer, "--db", merged); err != nil || !strings.Contains(stderr, "is already here as run 2 (tag transformers): skipped") {
 		t.Errorf("the same peer file twice: %v\n%s", err, stderr)
+	}
+}
+
+// An interrupted bench run finishes with the same flags and --resume, as
+// the command it prints says; the store's own failures name the database.
+func TestBenchResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	flags := []string{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-b", "1,2", "-p", "4", "-n", "2", "-r", "2", "--warmup", "0",
+		"--backend", "cpu", "--db", path, "-q", "--tag", "my run"}
+	if _, stderr, err := mtl(t, flags...); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	// Leave the run as Ctrl-C would: its second case not yet run.
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, _ := db.Cases(1)
+	if _, err := db.SQL().Exec(`DELETE FROM samples WHERE case_id = ?`, cases[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().Exec(`UPDATE cases SET status = 'pending', reps_done = 0 WHERE id = ?`, cases[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().Exec(`UPDATE runs SET status = 'interrupted' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	app := newApp(io.Discard, io.Discard)
+	app.Metadata = map[string]any{argsKey: append([]string{"mtlbench"}, append(flags, "--resume", "9")...)}
+	want := "mtlbench bench -m qwen3-moe-mini --layers 1 -b 1,2 -p 4 -n 2 -r 2 --warmup 0 --backend cpu --db " + shellQuote(path) + ` -q --tag "my run" --resume 1`
+	if got := benchResumeCommand(cli.NewContext(app, nil, nil), 1); got != want {
+		t.Errorf("resume command:\n%s\nwant\n%s", got, want)
+	}
+	if _, stderr, err := mtl(t, append(flags, "--resume", "1")...); err != nil {
+		t.Fatalf("resume: %v\n%s", err, stderr)
+	}
+	out, _, err := mtl(t, "show", "1", "--db", path, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range csvRows(t, out) {
+		if r["metric"] == "decode_tok_s" && r["n"] != "2" {
+			t.Errorf("after the resume: %v", r)
+		}
+	}
+
+	// A store that cannot be written is named, with what still works.
+	ro := filepath.Join(t.TempDir(), "ro.db")
+	raw, _ := os.ReadFile(path)
+	os.WriteFile(ro, raw, 0o444)
+	if os.Getuid() == 0 {
+		t.Skip("root writes a read-only file")
+	}
+	_, _, err = mtl(t, "bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--db", ro, "-q")
+	if err == nil || !strings.Contains(err.Error(), "the results database "+ro+" cannot be written") {
+		t.Errorf("a read-only store: %v", err)
 	}
 }

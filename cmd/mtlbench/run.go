@@ -159,6 +159,9 @@ func runCommand() *cli.Command {
 			if cerr := closeSteps(); cerr != nil && err == nil {
 				err = cerr
 			}
+			if msg := db.StoreError(err); msg != "" {
+				err = fmt.Errorf("%s: %w", msg, err)
+			}
 			if sum == nil {
 				return err
 			}
@@ -179,13 +182,22 @@ func runCommand() *cli.Command {
 				stored = "nothing stored in " + db.Path()
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
-			if errors.Is(err, bench.ErrInterrupted) {
+			if resumable(err, reps) {
 				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", resumeCommand(c, sum.RunID))
+			}
+			if errors.Is(err, bench.ErrInterrupted) {
 				return &exitError{code: 130, err: err}
 			}
 			return err
 		},
 	}
+}
+
+// resumable says whether a run that ended in err can be finished with
+// --resume: it was stopped (Ctrl-C, SIGTERM), or the store failed under it
+// (a lock held too long, a full disk) once it had kept repetitions.
+func resumable(err error, reps int) bool {
+	return errors.Is(err, bench.ErrInterrupted) || reps > 0 && results.FromStore(err)
 }
 
 // resumeCommand is the command that finishes run id: the suite and every
@@ -201,11 +213,17 @@ func resumeCommand(c *cli.Context, id int64) string {
 		cmd = append(cmd, "--set", kv)
 	}
 	for i, a := range cmd {
-		if strings.ContainsAny(a, " \t'\"$") {
-			cmd[i] = strconv.Quote(a)
-		}
+		cmd[i] = shellQuote(a)
 	}
 	return strings.Join(append(cmd, "--resume", strconv.FormatInt(id, 10)), " ")
+}
+
+// shellQuote quotes an argument a shell would split or expand.
+func shellQuote(a string) string {
+	if a == "" || strings.ContainsAny(a, " \t'\"$*?;&|<>()`\\") {
+		return strconv.Quote(a)
+	}
+	return a
 }
 
 // lockstepReady is the line a --lockstep run prints before each
