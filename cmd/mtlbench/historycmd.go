@@ -100,6 +100,10 @@ func historyCommand() *cli.Command {
 				Name:      "import",
 				Usage:     "read the markdown tables of a file and save the figures they map to",
 				ArgsUsage: "FILE.md",
+				Description: "Columns map to the history's fields and metrics by their headers (Date, Batch,\n" +
+					"Decode tok/s, Time per layer, ...). A unit in a header's parentheses is its bare numbers'\n" +
+					"(Latency (s) is read in seconds and kept in ms; a cell's own unit wins); a column of\n" +
+					"another rate (GB/s, req/s) is left out. --dry-run prints what would be saved.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "model", Usage: "model of the figures, where the table has no model column", Required: true},
 					&cli.StringFlag{Name: "hardware", Value: "unknown", Usage: "hardware the figures were measured on"},

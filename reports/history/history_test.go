@@ -371,3 +371,25 @@ func TestMerge(t *testing.T) {
 		t.Errorf("merged %v, replaced %d", vals, replaced)
 	}
 }
+
+// A header's unit is its bare numbers' unit: seconds and microseconds
+// become milliseconds, and a rate of something other than tokens is no
+// column of the history's.
+func TestImportHeaderUnits(t *testing.T) {
+	text := []byte("| Date | Batch | Latency (s) | Throughput (GB/s) | Time (µs) | Decode throughput (req/s) | Decode (t/s) | Notes (per token, median) |\n" +
+		"|---|---|---|---|---|---|---|---|\n" +
+		"| 2026-01-05 | 1 | 1.5 | 400 | 250 | 3 | 42 | x |\n" +
+		"| 2026-01-06 | 1 | 20 ms | 400 | 2 ms | 3 | 43 | y |\n")
+	res, err := ImportMarkdown(text, Point{Source: "u.md", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range res.Points {
+		got = append(got, fmt.Sprintf("%s %g %s", p.Metric, p.Value, p.Unit))
+	}
+	want := []string{"ms 1500 ms", "ms 0.25 ms", "decode_tok_s 42 tok/s", "ms 20 ms", "ms 2 ms", "decode_tok_s 43 tok/s"}
+	if !slices.Equal(got, want) {
+		t.Errorf("points %q, want %q", got, want)
+	}
+}

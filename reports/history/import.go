@@ -127,6 +127,8 @@ var (
 	quantity  = regexp.MustCompile(`^(~|≈|>=|≥|<=|≤|>|<)?\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(\+)?(?:\s*(?:-|–|—|to)\s*(\d+(?:\.\d+)?))?\s*(.*)$`)
 	thousands = regexp.MustCompile(`(\d),(\d{3})\b`)
 	parens    = regexp.MustCompile(`\s*\([^)]*\)`)
+	parenText = regexp.MustCompile(`\(([^)]*)\)`)
+	rateUnit  = regexp.MustCompile(`^[^\s,;]+/[^\s,;]+$`) // GB/s, req/s: a unit, not a remark`
 )
 
 // column says what one table column feeds.
@@ -134,6 +136,9 @@ type column struct {
 	field        string // a Point text field, or "" for a value column
 	metric, unit string // set for value columns
 	series       string // for value columns named after a series
+	// cellUnit is the unit its header gives a value column's bare
+	// numbers ("Latency (s)"), converted to unit as a cell's own is.
+	cellUnit string
 }
 
 func (c column) describe() string {
@@ -189,6 +194,18 @@ func cleanAll(cells []string) []string {
 func classifyName(h string) column {
 	n := strings.Join(strings.Fields(strings.ToLower(cleanCell(h))), " ")
 	bare := strings.TrimSpace(parens.ReplaceAllString(n, ""))
+	// The header's unit, if its parentheses name one; a rate of something
+	// else than tokens (GB/s, req/s) is no column of the history's.
+	var cellUnit string
+	for _, m := range parenText.FindAllStringSubmatch(n, -1) {
+		u := strings.TrimSpace(m[1])
+		if known, ok := units[u]; ok {
+			cellUnit = known
+		} else if rateUnit.MatchString(u) {
+			return column{}
+		}
+	}
+	value := func(metric, unit string) column { return column{metric: metric, unit: unit, cellUnit: cellUnit} }
 	is := func(names ...string) bool {
 		for _, x := range names {
 			if n == x || bare == x {
@@ -222,26 +239,26 @@ func classifyName(h string) column {
 		return column{field: "hardware"}
 	case is("dtype", "precision"):
 		return column{field: "dtype"}
-	case throughput(bare):
+	case throughput(bare) || cellUnit == "tok/s": // "Decode (t/s)" too
 		metric := "tok_s"
-		if strings.HasPrefix(bare, "decode ") {
+		if bare == "decode" || strings.HasPrefix(bare, "decode ") {
 			metric = "decode_tok_s"
-		} else if strings.HasPrefix(bare, "prefill ") {
+		} else if bare == "prefill" || strings.HasPrefix(bare, "prefill ") {
 			metric = "prefill_tok_s"
 		}
-		return column{metric: metric, unit: "tok/s"}
+		return value(metric, "tok/s")
 	case is("time/layer", "time per layer", "ms/layer", "per layer"):
-		return column{metric: "ms_per_layer", unit: "ms"}
+		return value("ms_per_layer", "ms")
 	case is("total", "total time"):
-		return column{metric: "ms_total", unit: "ms"}
+		return value("ms_total", "ms")
 	case is("time", "ms", "latency", "duration"):
-		return column{metric: "ms", unit: "ms"}
+		return value("ms", "ms")
 	case strings.HasPrefix(n, "%") || is("pct", "percent", "share"):
-		return column{metric: "pct", unit: "%"}
+		return value("pct", "%")
 	case is("speedup"):
-		return column{metric: "speedup", unit: "x"}
+		return value("speedup", "x")
 	case is("scaling"):
-		return column{metric: "scaling", unit: "x"}
+		return value("scaling", "x")
 	}
 	return column{}
 }
@@ -279,8 +296,10 @@ type parsedQuantity struct {
 }
 
 var units = map[string]string{
-	"ms": "ms", "s": "s", "us": "us", "µs": "us", "tok/s": "tok/s", "tps": "tok/s",
-	"tokens/s": "tok/s", "x": "x", "×": "x", "%": "%", "gb": "GB", "mb": "MB",
+	"ms": "ms", "s": "s", "us": "us", "µs": "us", "μs": "us", "tok/s": "tok/s", "tps": "tok/s",
+	"sec": "s", "secs": "s", "seconds": "s", "msec": "ms", "milliseconds": "ms", "microseconds": "us",
+	"tokens/s": "tok/s", "tok/sec": "tok/s", "tokens/sec": "tok/s", "t/s": "tok/s",
+	"x": "x", "×": "x", "%": "%", "gb": "GB", "mb": "MB",
 }
 
 func emptyCell(s string) bool {
@@ -432,8 +451,12 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		p := base
 		p.Params = maps.Clone(base.Params)
 		p.Metric, p.Unit = col.metric, col.unit
+		cellUnit := col.cellUnit
 		if override.metric != "" {
-			p.Metric, p.Unit = override.metric, override.unit
+			p.Metric, p.Unit, cellUnit = override.metric, override.unit, override.cellUnit
+		}
+		if q.unit == "" {
+			q.unit = cellUnit
 		}
 		switch {
 		case q.unit != "" && p.Unit == "":
