@@ -85,6 +85,11 @@ func peerCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
+					for _, r := range runs {
+						for _, w := range r.Warnings {
+							fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: %s: %s\n", path, w)
+						}
+					}
 					var mod time.Time
 					if st, err := os.Stat(path); err == nil {
 						mod = st.ModTime()

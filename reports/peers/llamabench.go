@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -55,12 +56,36 @@ func (r lbRow) samples() []float64 {
 	return nil
 }
 
+// llamaBenchText says what to do with llama-bench's other outputs, its
+// default markdown table and -o csv, which hold its means and deviations
+// but not its samples; nil for anything else.
+func llamaBenchText(t []byte) error {
+	head, _, _ := bytes.Cut(t, []byte("\n"))
+	h := string(bytes.ToLower(head))
+	switch {
+	case strings.HasPrefix(h, "|") && strings.Contains(h, "| test") && strings.Contains(h, "t/s"):
+		return fmt.Errorf("llama-bench's markdown table (its default output) holds no samples: run it again with -o json (or -o jsonl)")
+	case strings.Contains(h, "n_prompt,") && strings.Contains(h, "avg_ts"):
+		return fmt.Errorf("llama-bench's -o csv: run it again with -o json (or -o jsonl), which this reads")
+	}
+	return nil
+}
+
 func readLlamaBench(data []byte) ([]lbRow, error) {
 	t := bytes.TrimSpace(data)
+	if err := llamaBenchText(t); err != nil {
+		return nil, err
+	}
 	if len(t) > 0 && t[0] == '[' {
-		var rows []lbRow
-		if err := json.Unmarshal(t, &rows); err != nil {
+		var raw []json.RawMessage
+		if err := json.Unmarshal(t, &raw); err != nil {
 			return nil, fmt.Errorf("not llama-bench -o json: %v", err)
+		}
+		rows := make([]lbRow, len(raw))
+		for i, r := range raw {
+			if err := json.Unmarshal(r, &rows[i]); err != nil {
+				return nil, fmt.Errorf("result %d: %w", i+1, jsonFieldError(err))
+			}
 		}
 		return rows, nil
 	}
@@ -75,6 +100,10 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 		}
 		var r lbRow
 		if err := json.Unmarshal(l, &r); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return nil, fmt.Errorf("line %d: %w", line, jsonFieldError(err))
+			}
 			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %v", line, err)
 		}
 		rows = append(rows, r)
@@ -137,6 +166,8 @@ func llamaBenchRun(rows []lbRow, o Options) *Run {
 	run.HasMachine = first.CPUInfo != "" || first.GPUInfo != ""
 	if t, err := time.Parse(time.RFC3339, first.TestTime); err == nil {
 		run.StartedAt = t
+	} else if first.TestTime != "" {
+		run.Warnings = append(run.Warnings, fmt.Sprintf("test_time %q is not an RFC 3339 time as llama-bench writes it: the run is dated by the file's modification time", first.TestTime))
 	}
 	run.Notes = fmt.Sprintf("llama-bench: %s (%s), n_batch %d, n_ubatch %d, threads %d, ngl %d, K/V %s/%s",
 		first.ModelFilename, first.ModelType, first.NBatch, first.NUbatch, first.NThreads, first.NGPULayers, first.TypeK, first.TypeV)

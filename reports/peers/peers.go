@@ -56,6 +56,10 @@ type Run struct {
 	HasMachine bool
 	Notes      string
 	Cases      []Case
+	// Warnings are what the file held that the run could not keep (a
+	// start time in a form the tool does not write), for the importer to
+	// say.
+	Warnings []string
 }
 
 // Options are what a format does not record itself.
@@ -226,6 +230,9 @@ func Detect(data []byte) (string, error) {
 	}
 	if bytes.Contains(t, []byte("prompt_tps=")) && bytes.Contains(t, []byte("generation_tps=")) {
 		return FormatMLX, nil
+	}
+	if err := llamaBenchText(t); err != nil {
+		return "", err
 	}
 	return "", fmt.Errorf("no known tool's output (want JSON, JSONL or mlx_lm.benchmark's printed trials)")
 }

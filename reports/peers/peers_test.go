@@ -111,6 +111,11 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "n_depth": -5, "samples_ts": [20]}]`, "n_depth -5: token counts cannot be negative"},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 0, "samples_ts": [20]}]`, "result 2: n_prompt and n_gen are both 0"},
 		{"xml", `{}`, `unknown peer format "xml"`},
+		// Types in the file's terms, at their result; llama-bench's other outputs named.
+		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 8, "samples_ts": ["fast"]}]`, "result 2: samples_ts is a JSON string, want a number"},
+		{FormatLlamaBench, "{\"n_prompt\": 0, \"n_gen\": \"8\"}\n", "line 1: n_gen is a JSON string, want a whole number"},
+		{FormatLlamaBench, "| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n", "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
+		{FormatLlamaBench, "build_commit,build_number,n_prompt,n_gen,avg_ts,stddev_ts\nabc,1,512,0,100,1\n", "llama-bench's -o csv: run it again with -o json"},
 		// A trial twice in one case, numbered 0, or past any run; a line
 		// longer than any tool prints, by its number.
 		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1, generation_tps=2\nTrial 1:  prompt_tps=3\n",
@@ -131,6 +136,14 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := Detect([]byte("hello")); err == nil {
 		t.Error("Detect accepted text of no tool")
+	}
+	if _, err := Detect([]byte("| model | size | params | backend | threads | test | t/s |\n")); err == nil || !strings.Contains(err.Error(), "-o json") {
+		t.Errorf("Detect of llama-bench's markdown: %v", err)
+	}
+	// A start time in a form the tool does not write is said, not dropped.
+	runs, err := Parse(FormatLlamaBench, "f", []byte(`[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20], "test_time": "20/11/2026 09:15"}]`), Options{})
+	if err != nil || len(runs) != 1 || len(runs[0].Warnings) != 1 || !strings.Contains(runs[0].Warnings[0], `test_time "20/11/2026 09:15" is not an RFC 3339 time`) {
+		t.Errorf("an odd test_time: %v %+v", err, runs)
 	}
 }
 
