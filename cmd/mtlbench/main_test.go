@@ -383,6 +383,19 @@ func TestShowUnfinishedCase(t *testing.T) {
 	if !strings.Contains(out, "c (unfinished)") || !strings.Contains(out, "105.0") || !strings.Contains(out, "│ d ") || !strings.Contains(out, "pending") {
 		t.Errorf("show of an interrupted run:\n%s", out)
 	}
+	// A case that failed after keeping repetitions shows them, marked.
+	db, err = results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FailCase(stored[0].ID, "out of memory at repetition 3"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	out, _, _ = mtl(t, "show", "1", "--db", path)
+	if !strings.Contains(out, "c (failed)") || !strings.Contains(out, "105.0") {
+		t.Errorf("show of a case that failed after two repetitions:\n%s", out)
+	}
 }
 
 // bench --synthetic runs a checkpoint's architecture with seeded weights,

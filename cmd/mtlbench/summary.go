@@ -49,10 +49,14 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			}
 			*t = &table.Table{Title: fmt.Sprintf("run %d: %s cases (median ± 95%% CI)", sum.RunID, c.Kind), Header: h}
 		}
-		// An interrupted case shows what its stored repetitions measured.
-		partial := c.Status == results.CasePending && len(m) > 0
+		// An interrupted or failed case shows what its stored repetitions
+		// measured, as the data formats and compare count them.
+		partial := (c.Status == results.CasePending || c.Status == results.CaseFailed) && len(m) > 0
 		row := []string{c.Name}
-		if partial {
+		switch {
+		case partial && c.Status == results.CaseFailed:
+			row[0] += " (failed)"
+		case partial:
 			row[0] += " (unfinished)"
 		}
 		if c.Kind != results.CaseKernel {
@@ -63,7 +67,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			row = append(row, l)
 		}
 		for _, col := range cols {
-			if c.Status == results.CaseFailed || c.Status == results.CasePending && !partial {
+			if (c.Status == results.CaseFailed || c.Status == results.CasePending) && !partial {
 				row = append(row, c.Status)
 				continue
 			}
