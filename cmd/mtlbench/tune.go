@@ -224,12 +224,17 @@ func tuneRun(c *cli.Context) error {
 	if err := checkTunedOut(out); err != nil {
 		return err
 	}
+	if _, err := tune.ReadFile(out); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", err)
+	}
 	db, err := openDB(c)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) stops tuning as Ctrl-C does: what was
+	// measured is kept.
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// The first signal stops tuning at its next check and keeps what was
 	// measured; a second one kills at once.
@@ -246,6 +251,12 @@ func tuneRun(c *cli.Context) error {
 		Seed: c.Uint64("seed"), ToolVersion: readBuildInfo().Version, GitCommit: gitCommit(), Tag: c.String("tag"),
 		SuiteName: "tune", Progress: newTuneProgress(c.App.ErrWriter, c.Bool("quiet")).event,
 		WitnessGPU: c.String("witness-gpu"),
+	}
+	// Each bucket's config is written as the bucket ends, so a tune that
+	// dies later (a kill, a crash) keeps it.
+	kept := newTunedWriter(out, c.App.ErrWriter)
+	if !be.Info().Emulated {
+		o.OnResult = kept.add
 	}
 	if s != nil {
 		o.SuiteName, o.SuitePath, o.SuiteHash = s.Name, s.File, s.Hash
@@ -264,24 +275,8 @@ func tuneRun(c *cli.Context) error {
 	if perr := printTuneReport(w, rep); perr != nil && err == nil {
 		err = perr
 	}
-	var entries []tune.Entry
-	for _, r := range rep.Results {
-		if r.Entry != nil {
-			entries = append(entries, *r.Entry)
-		}
-	}
-	if len(entries) > 0 {
-		f := &tune.File{}
-		if old, rerr := tune.ReadFile(out); rerr == nil {
-			f = old
-		} else if !errors.Is(rerr, os.ErrNotExist) {
-			return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", rerr)
-		}
-		added, replaced := f.Merge(entries...)
-		if werr := f.Write(out); werr != nil {
-			return werr
-		}
-		fmt.Fprintf(c.App.ErrWriter, "tuned configs: %d new, %d replaced in %s\n", added, replaced, out)
+	if kept.written() {
+		fmt.Fprintf(c.App.ErrWriter, "tuned configs: %d new, %d replaced, %d earlier winners kept in %s\n", kept.counts["new"], kept.counts["replaced"], kept.counts["kept"], out)
 	} else if emulated {
 		fmt.Fprintf(c.App.ErrWriter, "tuned configs: none written (emulated timings); the reference check's verdicts are above\n")
 	}
@@ -299,6 +294,41 @@ func tuneRun(c *cli.Context) error {
 		err = fmt.Errorf("%d of %d buckets could not be tuned", failed, len(rep.Results))
 	}
 	return err
+}
+
+// tunedWriter merges each bucket's entry into the tuned-config file as the
+// bucket ends (File.Write replaces the file whole, atomically).
+type tunedWriter struct {
+	path   string
+	log    io.Writer
+	counts map[string]int
+}
+
+func newTunedWriter(path string, log io.Writer) *tunedWriter {
+	return &tunedWriter{path: path, log: log, counts: map[string]int{}}
+}
+
+func (w *tunedWriter) written() bool { return len(w.counts) > 0 }
+
+func (w *tunedWriter) add(r *tuner.Result) error {
+	if r.Entry == nil {
+		return nil
+	}
+	f := &tune.File{}
+	if old, err := tune.ReadFile(w.path); err == nil {
+		f = old
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", err)
+	}
+	what, old := f.MergeResult(*r.Entry)
+	if what == "kept" {
+		fmt.Fprintf(w.log, "tune: %s: this run kept the default, which does not refute the earlier winner %s (p=%.2g, run %d): kept; delete its entry from %s to go back to the default\n",
+			r.Entry.Describe(), old.Config.Key(), old.P, old.RunID, w.path)
+	} else if err := f.Write(w.path); err != nil {
+		return err
+	}
+	w.counts[what]++
+	return nil
 }
 
 // printSpaces is --dry-run: each bucket's candidates and what was pruned,

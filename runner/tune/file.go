@@ -174,6 +174,29 @@ func (f *File) Merge(entries ...Entry) (added, replaced int) {
 	return added, replaced
 }
 
+// MergeResult merges a tuning run's entry for its bucket: as Merge does,
+// except that a run that kept the default does not replace a winner an
+// earlier run found for the same kernel source, which it failed to
+// confirm rather than refuted (a run may lack the rounds or quiet to show
+// a real gain). It reports what became of e: "new", "replaced" or "kept",
+// and the stored entry that was kept.
+func (f *File) MergeResult(e Entry) (string, *Entry) {
+	for i := range f.Entries {
+		old := &f.Entries[i]
+		if old.Key() != e.Key() {
+			continue
+		}
+		if e.Config.Equal(e.Default) && !old.Config.Equal(old.Default) && old.SourceHash == e.SourceHash {
+			return "kept", old
+		}
+		f.Entries[i] = e
+		return "replaced", nil
+	}
+	f.Format = FormatVersion
+	f.Entries = append(f.Entries, e)
+	return "new", nil
+}
+
 // sortEntries orders entries by device, backend, kernel, dtype, then the
 // Log dimension values numerically, so files diff well.
 func (f *File) sortEntries() {

@@ -361,6 +361,40 @@ func TestFileRoundTrip(t *testing.T) {
 	}
 }
 
+// A tuning run that kept the default does not erase a winner an earlier
+// run found for the same kernel source; a winner, or the default found for
+// another source, replaces what was there.
+func TestMergeResult(t *testing.T) {
+	grouped := Config{"strategy": "grouped"}
+	for _, tc := range []struct {
+		name     string
+		stored   []Entry
+		in       Entry
+		want     string
+		keptConf Config
+	}{
+		{"first", nil, entry(16, grouped, "h"), "new", grouped},
+		{"default after a winner", []Entry{entry(16, chunked(8), "h")}, entry(16, grouped, "h"), "kept", chunked(8)},
+		{"winner after a winner", []Entry{entry(16, chunked(8), "h")}, entry(16, chunked(4), "h"), "replaced", chunked(4)},
+		{"default after a stale winner", []Entry{entry(16, chunked(8), "old")}, entry(16, grouped, "h"), "replaced", grouped},
+		{"default after the default", []Entry{entry(16, grouped, "h")}, entry(16, grouped, "h"), "replaced", grouped},
+		{"another bucket", []Entry{entry(16, chunked(8), "h")}, entry(4, grouped, "h"), "new", grouped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &File{Entries: tc.stored}
+			what, _ := f.MergeResult(tc.in)
+			if what != tc.want {
+				t.Errorf("%s, want %s", what, tc.want)
+			}
+			for _, e := range f.Entries {
+				if e.Key() == tc.in.Key() && !e.Config.Equal(tc.keptConf) {
+					t.Errorf("the file holds %v, want %v", e.Config, tc.keptConf)
+				}
+			}
+		})
+	}
+}
+
 // The shipped files must parse: a broken one would be silently skipped.
 func TestShippedFilesParse(t *testing.T) {
 	names, _ := filepath.Glob("shipped/*.json")

@@ -91,6 +91,10 @@ type Options struct {
 	Tag                             string
 
 	Progress func(Event)
+	// OnResult, when set, gets each bucket's result as soon as the bucket
+	// is done (a tuned config is kept then, not only at the end); an error
+	// stops the run.
+	OnResult func(*Result) error
 }
 
 // check refuses settings no default stands for: a zero is the default, a
@@ -233,6 +237,11 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.defaults()
+	if need := LeastConfirm(o.Alpha, o.Top); o.Confirm < need {
+		return nil, fmt.Errorf("--confirm %d: with --top %d and --alpha %g no finalist can ever be significantly faster than the default "+
+			"in fewer than %d rounds (the least p of %d against %d values is %.2g, over the %.2g a finalist must beat)",
+			o.Confirm, o.Top, o.Alpha, need, o.Confirm, o.Confirm, leastP(o.Confirm), o.Alpha/float64(o.Top))
+	}
 	switch o.Strategy {
 	case Exhaustive, Random, Local:
 	default:
@@ -281,6 +290,12 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		if o.DB != nil {
 			if serr := record(o.DB, rep.RunID, r); serr != nil {
 				err = serr
+				break
+			}
+		}
+		if o.OnResult != nil {
+			if rerr := o.OnResult(r); rerr != nil {
+				err = rerr
 				break
 			}
 		}
@@ -862,8 +877,10 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 		group := append(slices.Clone(finalists), def)
 		n := t.o.Confirm
 		if t.budget > 0 {
+			// A short budget cuts the rounds, never below what can show a
+			// winner (or 6, where asked for more).
 			fit := int(t.left() / (time.Duration(len(group)) * t.o.SampleTime))
-			n = max(min(n, fit), 6)
+			n = max(min(n, fit), LeastConfirm(t.o.Alpha, t.o.Top), min(6, t.o.Confirm))
 		}
 		t.event("confirm", 0, n, "%s vs the default %s", joinConfigs(k, finalists), k.String(def.Config))
 		if err := t.rounds(ctx, group, n, "confirm", true); err != nil {
@@ -912,6 +929,28 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 		P: round(r.P, 6), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, string(k.Op)),
 		ToolVersion: t.o.ToolVersion, TunedAt: time.Now().UTC().Truncate(time.Second), Note: r.Verdict}
 	t.event("done", 0, 0, "%s", r.Verdict)
+}
+
+// LeastConfirm is the fewest confirmation rounds in which the best of top
+// finalists can be significantly faster than the default at alpha
+// (Bonferroni over the finalists): the Mann-Whitney U test of n values
+// against n can give no p below 2/C(2n, n).
+func LeastConfirm(alpha float64, top int) int {
+	n := 2
+	for leastP(n) >= alpha/float64(max(top, 1)) && n < 64 {
+		n++
+	}
+	return n
+}
+
+// leastP is the smallest two-sided Mann-Whitney p of n values against n:
+// every value of one side below every value of the other.
+func leastP(n int) float64 {
+	c := 1.0 // C(2n, n), built up as a float
+	for i := 1; i <= n; i++ {
+		c = c * float64(n+i) / float64(i)
+	}
+	return 2 / c
 }
 
 func joinConfigs(k *tune.Kernel, cs []*Candidate) string {

@@ -2,8 +2,11 @@ package tuner
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +160,65 @@ func TestKeepsDefaultWithoutEnoughGain(t *testing.T) {
 	}
 	if r.Entry == nil || !r.Entry.Config.Equal(r.Entry.Default) {
 		t.Errorf("entry %+v", r.Entry)
+	}
+}
+
+// Each bucket's result reaches OnResult as the bucket ends, before the
+// next begins: what a tune measured is kept however it ends later.
+func TestResultsAsBucketsEnd(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	var buckets []Bucket
+	for _, tokens := range []int{1, 2} {
+		shape := smallMoE.Clone()
+		shape["tokens"] = tokens
+		b, err := ShapeBucket(be, "moe", "f32", shape, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buckets = append(buckets, b)
+	}
+	o := quick(be, nil)
+	var got []string
+	o.Progress = func(e Event) {
+		if e.Phase == "space" {
+			got = append(got, fmt.Sprintf("%s %d", e.Phase, e.Bucket))
+		}
+	}
+	o.OnResult = func(r *Result) error {
+		got = append(got, "result "+r.Bucket.Describe())
+		return nil
+	}
+	if _, err := Run(context.Background(), buckets, o); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"result " + buckets[0].Describe(), "result " + buckets[1].Describe()}
+	var results []string
+	for _, g := range got {
+		if strings.HasPrefix(g, "result ") {
+			results = append(results, g)
+		}
+	}
+	if !slices.Equal(results, want) {
+		t.Fatalf("results %q, want %q", results, want)
+	}
+	if i := slices.Index(got, want[0]); i < 0 || !slices.Contains(got, "space 2") || slices.Contains(got[:i], "space 2") {
+		t.Errorf("the first bucket's result came after the second bucket's work: %q", got)
+	}
+	o.OnResult = func(*Result) error { return errors.New("disk full") }
+	if _, err := Run(context.Background(), buckets, o); err == nil || err.Error() != "disk full" {
+		t.Errorf("a result that cannot be kept: %v", err)
+	}
+}
+
+func TestLeastConfirm(t *testing.T) {
+	for _, tc := range []struct {
+		alpha float64
+		top   int
+		want  int
+	}{{0.05, 3, 5}, {0.05, 1, 4}, {0.01, 3, 6}, {0.5, 1, 2}} {
+		if got := LeastConfirm(tc.alpha, tc.top); got != tc.want {
+			t.Errorf("LeastConfirm(%g, %d) = %d, want %d", tc.alpha, tc.top, got, tc.want)
+		}
 	}
 }
 
@@ -343,6 +405,9 @@ func TestRunRefusesBadOptions(t *testing.T) {
 		{Options{MinGain: -1}, "--min-gain -1"},
 		{Options{SampleTime: -time.Second}, "--sample-time -1s"},
 		{Options{Budget: -time.Minute}, "--budget -1m0s"},
+		// 4 against 4 can give no p below 0.029, over the 0.017 the best of
+		// 3 finalists must beat.
+		{Options{Confirm: 4}, "--confirm 4: with --top 3 and --alpha 0.05 no finalist can ever be significantly faster than the default in fewer than 5 rounds"},
 	} {
 		c.o.Backend = be
 		if _, err := Run(context.Background(), nil, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
