@@ -305,6 +305,39 @@ func caseStatus(tx *sql.Tx, caseID int64) (string, error) {
 	return st, nil
 }
 
+// SetCaseParams sets recorded parameters of a case once it has run (what
+// its steps turned out to use), in its parameters and their index alike;
+// a case's key never changes.
+func (db *DB) SetCaseParams(caseID int64, set map[string]string) error {
+	return db.tx(func(tx *sql.Tx) error {
+		var raw string
+		if err := tx.QueryRow(`SELECT params_json FROM cases WHERE id = ?`, caseID).Scan(&raw); err == sql.ErrNoRows {
+			return fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
+		} else if err != nil {
+			return fmt.Errorf("results: case %d: %w", caseID, err)
+		}
+		params := map[string]string{}
+		if err := json.Unmarshal([]byte(raw), &params); err != nil {
+			return fmt.Errorf("results: case %d parameters: %w", caseID, err)
+		}
+		for k, v := range set {
+			params[k] = v
+			if _, err := tx.Exec(`DELETE FROM case_params WHERE case_id = ? AND name = ?`, caseID, k); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`INSERT INTO case_params (case_id, name, value, value_num) VALUES (?, ?, ?, ?)`, caseID, k, v, numeric(v)); err != nil {
+				return fmt.Errorf("results: case %d param %q: %w", caseID, k, err)
+			}
+		}
+		pj, err := json.Marshal(params)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(`UPDATE cases SET params_json = ? WHERE id = ?`, string(pj), caseID)
+		return err
+	})
+}
+
 // FinishCase stores a case's samples, op timings and operand traffic and
 // marks it done in one transaction: on any error (an invalid value, a
 // repetition recorded twice) nothing is stored and the case keeps its

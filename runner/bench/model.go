@@ -3,14 +3,18 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/internal/quantile"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -161,9 +165,32 @@ type ModelCase struct {
 
 	bytes *stepCost
 	tuned *tune.Store // what Engine.Tuned looks up, for the case's parameters
+	// moeUsed are the MoE dispatches the repetitions' steps took from the
+	// tuned configs, as the engine names them ("chunked/16 (user cache)").
+	moeUsed map[string]bool
 	// others are the weights of the run's other models, held in the
 	// process while this case runs: their resident share is not its peak.
 	others []model.Source
+}
+
+// noteTuned keeps the MoE dispatches e's steps took from the tuned configs.
+func (m *ModelCase) noteTuned(e *engine.Engine) {
+	used := e.TunedUsed()[string(ops.MoE)]
+	if used == "" {
+		return
+	}
+	if m.moeUsed == nil {
+		m.moeUsed = map[string]bool{}
+	}
+	for _, c := range strings.Split(used, "; ") {
+		m.moeUsed[c] = true
+	}
+}
+
+// TunedMoEUsed lists the MoE dispatches the case's steps took from the
+// tuned configs so far, sorted; nil when it looked none up.
+func (m *ModelCase) TunedMoEUsed() []string {
+	return slices.Sorted(maps.Keys(m.moeUsed))
 }
 
 // othersResident is the memory the run's other models hold resident now
@@ -219,6 +246,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 	// A cancelled run may leave a step in flight; the next repetition's
 	// engine takes this one's memory.
 	defer e.Close()
+	defer m.noteTuned(e)
 	w := m.Work
 	reqs := w.requests(m.Config.Vocab)
 	times := make([]reqTimes, len(reqs))

@@ -94,8 +94,12 @@ type prepared struct {
 	layersRun int
 	layersAll int
 	samples   []results.Sample // extra samples stored when the case finishes
-	steps     []time.Duration
-	failed    error
+	// tunedMoE are the MoE dispatches the case recorded, before it ran, that
+	// its steps would take from the tuned configs (tuned.moe and
+	// tuned.moe.prefill).
+	tunedMoE []string
+	steps    []time.Duration
+	failed   error
 	// start is the first repetition to run: those before it are stored
 	// (a resumed case).
 	start int
@@ -304,6 +308,11 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 			p.useThreads() // the configs the case's goroutine count looks up
 			tunedParams(params, p)
 			setThreads(p.be, 0)
+			for _, k := range []string{"tuned.moe", "tuned.moe.prefill"} {
+				if v := params[k]; v != "" && !slices.Contains(p.tunedMoE, v) {
+					p.tunedMoE = append(p.tunedMoE, v)
+				}
+			}
 		}
 		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
 	}
@@ -501,6 +510,9 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 				p.samples = append(p.samples, results.Sample{Rep: 0, Metric: "profile_overhead_pct",
 					Value: 100 * (prof.Seconds()/r.DecodeStepTime.Seconds() - 1), Unit: "%"})
 			}
+		}
+		if err := recordTunedUsed(o.DB, p); err != nil {
+			return err
 		}
 		return o.DB.FinishCase(p.id, p.samples, nil, p.layersRun, p.layersAll)
 	}

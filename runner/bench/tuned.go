@@ -3,9 +3,12 @@ package bench
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/tune"
@@ -73,4 +76,24 @@ func tunedParams(params map[string]string, p *prepared) {
 	if v, ok := m.tuned.EngineChoices(m.Backend, m.Config, dt, m.Engine.MoE, prefill, seqs)[string(ops.MoE)]; ok && v != params["tuned.moe"] {
 		params["tuned.moe.prefill"] = v
 	}
+}
+
+// recordTunedUsed sets a model case's tuned.moe to the MoE dispatches its
+// steps took, where they are not the ones it recorded before it ran: a
+// serving case's steps hold as many tokens as requests are in flight, not
+// its batch, and the tuned configs are looked up by a step's tokens.
+func recordTunedUsed(db *results.DB, p *prepared) error {
+	if p.model == nil {
+		return nil
+	}
+	used := p.model.TunedMoEUsed()
+	if len(used) == 0 {
+		return nil
+	}
+	predicted := slices.Clone(p.tunedMoE)
+	slices.Sort(predicted)
+	if slices.Equal(used, predicted) {
+		return nil
+	}
+	return db.SetCaseParams(p.id, map[string]string{"tuned.moe": strings.Join(used, "; ")})
 }

@@ -121,3 +121,40 @@ cases:
 		t.Errorf("tuned params %q, want %q", got, want)
 	}
 }
+
+// A case records the MoE dispatches its steps took: requests arriving one
+// at a time make 1-token decode steps, which a 1-token bucket serves,
+// whatever the batch the case allows.
+func TestSuiteRecordsTunedConfigsUsed(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	s := loadSuite(t, `name: tuned
+model: { preset: qwen3-moe-mini, layers: 1, seed: 1 }
+backend: cpu
+repetitions: 1
+warmup: 0
+params: { prompt_len: 4, gen_len: 3 }
+cases:
+  - name: one-at-a-time
+    params: { batch: 4, requests: 4, arrival: "stagger:20" }
+  - name: together
+    params: { batch: 4 }
+`)
+	store := miniStore(be, tune.FromUser, miniMoE(be, 4, tune.Config{"strategy": "chunked", "chunk": "4"}),
+		miniMoE(be, 1, tune.Config{"strategy": "loop"}))
+	db := openDB(t)
+	sum, err := bench.Run(context.Background(), s, bench.Options{DB: db, Threads: 2, BandwidthBuffer: -1, Tuned: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range sum.Cases {
+		got[c.Name] = c.Params["tuned.moe"]
+	}
+	want := map[string]string{
+		"one-at-a-time": "chunked/4 (user cache); loop (user cache)", // 4-token prompts, 1-token decode steps
+		"together":      "chunked/4 (user cache)",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("tuned.moe %q, want %q", got, want)
+	}
+}
