@@ -195,6 +195,9 @@ func tuneRun(c *cli.Context) error {
 		if buckets, err = tuner.SuiteBuckets(s, be, kernels); err != nil {
 			return err
 		}
+		for _, n := range tuner.OtherThreads(s, be) {
+			fmt.Fprintf(c.App.ErrWriter, "tune: %s\n", n)
+		}
 	} else {
 		shape, err := tuner.ParseShape(c.String("shape"))
 		if err != nil {

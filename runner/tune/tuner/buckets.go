@@ -85,11 +85,39 @@ func quantNames() string {
 	return strings.Join(n, ", ")
 }
 
+// otherThreads is the goroutine count a case runs at (its `threads`) where
+// that is not the tuner's backend's, else 0: its tuned configs are looked
+// up at that count, so the tuner's winners would never reach it.
+func otherThreads(c suites.Case, be bridge.Backend) int {
+	th := c.Model.Threads
+	if c.Kind == suites.KindKernel {
+		th, _ = c.Kernel.Int(ops.Threads)
+	}
+	if th > 0 && th != tune.LimitsOf(be).MaxThreads {
+		return th
+	}
+	return 0
+}
+
+// OtherThreads names the cases of s that SuiteBuckets leaves out because
+// they run at another goroutine count than be's, with the command that
+// tunes them: "case k runs at threads=1: tune it with --threads 1".
+func OtherThreads(s *suites.Suite, be bridge.Backend) []string {
+	var out []string
+	for _, c := range s.Cases {
+		if th := otherThreads(c, be); th > 0 {
+			out = append(out, fmt.Sprintf("case %s runs at threads=%d, and its tuned configs are looked up there: tune it with --threads %d", c.Name, th, th))
+		}
+	}
+	return out
+}
+
 // SuiteBuckets derives buckets from a suite: each model case's decode step
 // (its batch, as concurrent sequences, is the token count) at the model's
 // shapes — the MoE block (experts, top_k, hidden, intermediate) and every
 // matmul of the step — and each kernel case of a tunable op at its own
-// shape. kernels limits the kernels (nil: all the backend declares).
+// shape. kernels limits the kernels (nil: all the backend declares). Cases
+// at another goroutine count than be's are left out (OtherThreads).
 // Buckets are deduplicated; labels list the cases they came from.
 func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucket, error) {
 	backend := be.Info().Backend
@@ -132,6 +160,9 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 	var cfg *model.Config
 	var dtype string
 	for _, c := range s.Cases {
+		if otherThreads(c, be) > 0 { // its lookups are at its own count (OtherThreads)
+			continue
+		}
 		if c.Kind == suites.KindKernel {
 			if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return k.Op == c.Op }) {
 				continue

@@ -373,6 +373,43 @@ func TestSuiteBuckets(t *testing.T) {
 	}
 }
 
+// A case at another goroutine count than the tuner's looks its configs up
+// there: its buckets are left out, and the tuner says how to tune them.
+func TestSuiteBucketsAtOtherThreads(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	text := miniSuite + `  - name: one-thread
+    params: { batch: 2, threads: 1 }
+  - name: kernel-one-thread
+    op: moe
+    params: { tokens: 3, experts: 8, top_k: 2, hidden: 64, intermediate: 32, threads: 1 }
+  - name: two-threads
+    params: { batch: 8, threads: 2 }
+`
+	s := loadSuite(t, text)
+	bs, err := SuiteBuckets(s, be, []string{"moe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, b := range bs {
+		labels = append(labels, b.Label)
+		if strings.Contains(b.Label, "one-thread") || b.Shape["tokens"] == 2 || b.Shape["tokens"] == 3 {
+			t.Errorf("a bucket of a 1-thread case: %s (%s)", b.Describe(), b.Label)
+		}
+	}
+	if !slices.ContainsFunc(labels, func(l string) bool { return strings.Contains(l, "batch=8") }) {
+		t.Errorf("the 2-thread case's bucket is missing: %q", labels)
+	}
+	notes := OtherThreads(s, be)
+	want := []string{
+		"case one-thread runs at threads=1, and its tuned configs are looked up there: tune it with --threads 1",
+		"case kernel-one-thread runs at threads=1, and its tuned configs are looked up there: tune it with --threads 1",
+	}
+	if !slices.Equal(notes, want) {
+		t.Errorf("notes %q, want %q", notes, want)
+	}
+}
+
 func TestParseShape(t *testing.T) {
 	s, err := ParseShape("tokens=4, experts=32")
 	if err != nil || s["tokens"] != 4 || s["experts"] != 32 {
