@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -87,14 +88,14 @@ func tuneCommand() *cli.Command {
 			},
 			{
 				Name:      "export",
-				Usage:     "write the user's tuned configs (or --dir's) to one file",
+				Usage:     "write the user's tuned configs (or --dir's) to one new file (an existing one is not overwritten)",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{dir},
 				Action:    tuneExport,
 			},
 			{
 				Name:      "import",
-				Usage:     "merge a file's tuned configs into the user's cache (or --dir), each into its device's file",
+				Usage:     "merge a file's tuned configs into the user's cache (or --dir), each into its device's file; every entry and file is checked before any is written",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{dir},
 				Action:    tuneImport,
@@ -226,9 +227,6 @@ func tuneRun(c *cli.Context) error {
 	}
 	if err := checkTunedOut(out); err != nil {
 		return err
-	}
-	if _, err := tune.ReadFile(out); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%v (not overwritten; fix or remove it, or pass --out)", err)
 	}
 	db, err := openDB(c)
 	if err != nil {
@@ -493,6 +491,9 @@ func tuneShow(c *cli.Context) error {
 		t.Data.Add(row)
 	}
 	if table.IsData(f) {
+		for _, w := range store.Warnings() { // a file left out is said whatever the format
+			fmt.Fprintln(c.App.ErrWriter, "warning:", w)
+		}
 		return t.Render(c.App.Writer, f)
 	}
 	if len(t.Rows) == 0 {
@@ -525,6 +526,9 @@ func tuneExport(c *cli.Context) error {
 	if len(l.Entries) == 0 {
 		return fmt.Errorf("no tuned configs in %s to export (run mtlbench tune first)", dir)
 	}
+	if _, err := os.Lstat(c.Args().First()); err == nil {
+		return fmt.Errorf("%s exists: not overwritten (remove it, or name another file)", c.Args().First())
+	}
 	f := &tune.File{}
 	for _, e := range l.Entries {
 		f.Merge(e.Entry)
@@ -535,6 +539,10 @@ func tuneExport(c *cli.Context) error {
 	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, c.Args().First())
 	return nil
 }
+
+// maxImportDevices bounds the device files one import writes: every run
+// reads every file of the tuned folder.
+const maxImportDevices = 64
 
 // tuneImport merges a file's entries into the user's cache (or --dir),
 // each into its device's file; an entry replaces one of the same bucket.
@@ -560,18 +568,28 @@ func tuneImport(c *cli.Context) error {
 		p := filepath.Join(dir, tune.FileName(e.Device, e.Backend))
 		byFile[p] = append(byFile[p], e)
 	}
+	if len(byFile) > maxImportDevices {
+		return fmt.Errorf("%s: entries for %d devices (at most %d in one import); nothing imported", c.Args().First(), len(byFile), maxImportDevices)
+	}
+	// Every device file is read and merged before any is written, so a bad
+	// one stops the import with nothing half done.
+	paths := slices.Sorted(maps.Keys(byFile))
+	merged := make([]*tune.File, len(paths))
 	var added, replaced int
-	for p, es := range byFile {
+	for i, p := range paths {
 		f := &tune.File{}
 		if old, err := tune.ReadFile(p); err == nil {
 			f = old
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
+			return fmt.Errorf("%w; nothing imported", err)
 		}
-		a, r := f.Merge(es...)
+		a, r := f.Merge(byFile[p]...)
 		added, replaced = added+a, replaced+r
-		if err := f.Write(p); err != nil {
-			return err
+		merged[i] = f
+	}
+	for i, p := range paths {
+		if err := merged[i].Write(p); err != nil {
+			return fmt.Errorf("%w (%d of %d device files written)", err, i, len(paths))
 		}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "imported %d tuned configs into %s: %d new, %d replaced\n", len(in.Entries), dir, added, replaced)

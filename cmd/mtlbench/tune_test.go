@@ -103,6 +103,8 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 		{func(e *tune.Entry) { e.Speedup = -5 }, "speedup -5: want a ratio above 0"},
 		{func(e *tune.Entry) { e.P = 7 }, "p_value 7: want 0 to 1"},
 		{func(e *tune.Entry) { e.Samples = -3 }, "samples -3"},
+		{func(e *tune.Entry) { e.Config = tune.Config{"chunk": "8"} }, "lacks moe's strategy"},
+		{func(e *tune.Entry) { e.Device = strings.Repeat("x", 300) }, "a device name of 300 bytes (at most 256)"},
 	} {
 		f, _ := tune.ReadFile(exported)
 		bad.edit(&f.Entries[0])
@@ -137,6 +139,29 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 	}
 	if _, _, err := mtlTune(t, "tune", "import", dup, "--dir", filepath.Join(tmp, "dup")); err == nil || !strings.Contains(err.Error(), "entries 0 and 1 are both for") {
 		t.Errorf("two winners of one bucket: %v", err)
+	}
+	// An export never overwrites a file.
+	if _, _, err := mtlTune(t, "tune", "export", joined, "--dir", dir); err == nil || !strings.Contains(err.Error(), "exists: not overwritten") {
+		t.Errorf("export over a file: %v", err)
+	}
+	// Entries of two devices, one of whose files cannot be read: nothing
+	// is written.
+	two, _ := tune.ReadFile(exported)
+	second := two.Entries[0]
+	second.Device = "Another CPU"
+	two.Entries = append(two.Entries, second)
+	twoPath := filepath.Join(tmp, "two.json")
+	if err := two.Write(twoPath); err != nil {
+		t.Fatal(err)
+	}
+	dir4 := filepath.Join(tmp, "half")
+	os.MkdirAll(dir4, 0o755)
+	os.WriteFile(filepath.Join(dir4, tune.FileName("Another CPU", "cpu")), []byte("{"), 0o644)
+	if _, _, err := mtlTune(t, "tune", "import", twoPath, "--dir", dir4); err == nil || !strings.Contains(err.Error(), "nothing imported") {
+		t.Errorf("import beside an unreadable file: %v", err)
+	}
+	if fs, _ := filepath.Glob(filepath.Join(dir4, "*.json")); len(fs) != 1 {
+		t.Errorf("files after a refused import: %v", fs)
 	}
 	// A stale entry shows as such.
 	a.Entries[0].SourceHash = "0000"
@@ -180,6 +205,7 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--strategy", "genetic"}, "unknown search strategy"},
 		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=1", "--witness-gpu", "M3 Ulta"}, `--witness-gpu: unknown Apple GPU "M3 Ulta" (did you mean "M3 Ultra"?)`},
 		{[]string{"tune", "export"}, "usage: mtlbench tune export FILE"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64,threads=7", "--dry-run"}, "matmul: threads is the device's, not a shape's: tune at another count with --threads"},
 		{[]string{"tune", "import", "/nonexistent.json"}, "no such file"},
 	} {
 		_, _, err := mtlTune(t, tc.args...)

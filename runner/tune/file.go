@@ -2,6 +2,8 @@ package tune
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -141,8 +143,32 @@ func (e *Entry) Check() error {
 			return fmt.Errorf("%s=%s is not a value of %s's %s (%s)", name, v, e.Kernel, name, strings.Join(vals, ", "))
 		}
 	}
+	// A canonical config leaves out only the parameters its other values
+	// make meaningless (a loop has no chunk): one that lacks another would
+	// run with whatever the backend makes of nothing.
+	for _, p := range k.Params {
+		if _, ok := e.Config[p.Name]; ok {
+			continue
+		}
+		vals := p.Values(e.Shape, lim)
+		if len(vals) == 0 {
+			continue
+		}
+		with := e.Config.Clone()
+		with[p.Name] = vals[0]
+		if _, kept := k.Canonicalize(with, e.Shape, lim)[p.Name]; kept {
+			return fmt.Errorf("the config %s lacks %s's %s (%s)", e.Config.Key(), e.Kernel, p.Name, strings.Join(vals, ", "))
+		}
+	}
+	if n := len(e.Device); n > maxDeviceName {
+		return fmt.Errorf("a device name of %d bytes (at most %d)", n, maxDeviceName)
+	}
 	return nil
 }
+
+// maxDeviceName bounds an entry's device name: a CPU's or GPU's model name
+// is a few dozen bytes, and it names a file.
+const maxDeviceName = 256
 
 // ReadFile reads a tuned-config file.
 func ReadFile(path string) (*File, error) {
@@ -290,5 +316,11 @@ func FileName(device, backend string) string {
 	if name == "" {
 		name = "device"
 	}
+	if len(name) > maxFileStem { // file systems take 255 bytes a name
+		sum := sha256.Sum256([]byte(device))
+		name = name[:maxFileStem-9] + "-" + hex.EncodeToString(sum[:4])
+	}
 	return name + "." + backend + ".json"
 }
+
+const maxFileStem = 120

@@ -58,6 +58,12 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 	if err != nil {
 		return Bucket{}, err
 	}
+	// The device's dimensions come from the device, never the shape.
+	for _, d := range k.Dims {
+		if _, ok := shape[d.Name]; ok && d.Device {
+			return Bucket{}, fmt.Errorf("%s: %s is the device's, not a shape's: tune at another count with --%s", kernel, d.Name, d.Name)
+		}
+	}
 	s, err := k.Normalize(shape, tune.LimitsFor(be, kernel))
 	if err != nil {
 		return Bucket{}, err
