@@ -34,7 +34,7 @@ func tuneCommand() *cli.Command {
 		Name:      "tune",
 		Usage:     "tune kernel parameters for this device and record the winners",
 		ArgsUsage: "[SUITE.yaml]",
-		Description: "mtlbench tune SUITE.yaml             tune every kernel bucket the suite's cases run\n" +
+		Description: "mtlbench tune SUITE.yaml             tune the buckets of the suite's decode steps and kernel cases\n" +
 			"mtlbench tune --kernel moe --shape tokens=4,experts=32,top_k=4,hidden=512,intermediate=256\n" +
 			"mtlbench tune export FILE | import FILE | show\n\n" +
 			"Each candidate of the kernel's declared space (pruned by its constraints) is checked\n" +
@@ -42,8 +42,9 @@ func tuneCommand() *cli.Command {
 			"rounds; the fastest few are re-timed with the default and a Mann-Whitney test decides\n" +
 			"whether the best is really faster, else the default is kept. Every sample goes to the\n" +
 			"results database (a run of kind tune) and the winners to a tuned-config file, by\n" +
-			"default in the user's cache, which the engine consults after $MTLBENCH_TUNED and\n" +
-			"before the configs shipped in the repository. Explicit suite params always win.\n\n" +
+			"default in the user's cache. The engine takes the nearest bucket's config; among equally\n" +
+			"near ones $MTLBENCH_TUNED's, then the cache's, then those shipped in the repository.\n" +
+			"Explicit suite params always win.\n\n" +
 			"--backend metal tunes the Metal kernels on this Mac's GPU; --backend metal-emu runs the\n" +
 			"same candidates on the CPU emulation of Metal, anywhere: every one is checked against\n" +
 			"the reference (wrong ones are disqualified and listed), but emulated timings are not a\n" +
@@ -65,8 +66,8 @@ func tuneCommand() *cli.Command {
 			&cli.IntFlag{Name: "top", Value: 3, Usage: "finalists re-timed against the default"},
 			&cli.IntFlag{Name: "trials", Value: 8, Usage: "random search: candidates drawn"},
 			&cli.DurationFlag{Name: "sample-time", Value: 20 * time.Millisecond, Usage: "length of one timed repetition"},
-			&cli.Float64Flag{Name: "min-gain", Value: 0.01, Usage: "smallest speedup worth a tuned config"},
-			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test"},
+			&cli.Float64Flag{Name: "min-gain", Value: 0.01, Usage: "smallest gain worth a tuned config, a fraction: 0.01 asks a winner to be 1% faster than the default (1.01x); 0: the default"},
+			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test, shared by the finalists (Bonferroni); 0: the default"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the round order and random search"},
 			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache)"},
 			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"},
@@ -471,10 +472,19 @@ func tuneShow(c *cli.Context) error {
 		case e.Shape["threads"] != 0 && e.Shape["threads"] != threads:
 			status = "other thread count"
 		default:
-			if _, err := tune.Find(e.Backend, e.Kernel); err != nil {
+			// The checks the engine's lookup makes (tune.Store.Lookup).
+			k, err := tune.Find(e.Backend, e.Kernel)
+			if err != nil {
 				status = "unknown kernel"
-			} else if h := tune.SourceHash(be, e.Kernel); h != "" && h != e.SourceHash {
+				break
+			}
+			lim := tune.LimitsFor(be, e.Kernel)
+			if h := tune.SourceHash(be, e.Kernel); h != "" && h != e.SourceHash {
 				status = "stale (kernel source changed)"
+			} else if err := e.Check(); err != nil {
+				status = "refused: " + err.Error()
+			} else if cfg := k.Canonicalize(e.Config, e.Shape, lim); k.Check(cfg, e.Shape, lim) != nil {
+				status = "cannot run here: " + k.Check(cfg, e.Shape, lim).Error()
 			}
 		}
 		cfg := e.Config.Key()

@@ -42,7 +42,7 @@ var Vars = []Var{
 	{"MTLBENCH_GIT_COMMIT", "git rev-parse HEAD in the working directory", "provenance",
 		"commit recorded with each run"},
 	{"MTLBENCH_TUNED", "none", "tuning",
-		"folder of tuned kernel configs, consulted before the user's cache and the shipped configs"},
+		"folder of tuned kernel configs: the nearest bucket wins, and among equally near ones these beat the user's cache and the shipped configs"},
 
 	{"MTLBENCH_METAL_MSL", "the newest of 3.2, 3.1, 3.0 the OS compiles", "metal",
 		"MSL version the Metal kernels are compiled for (metal and metal-emu), e.g. 3.0 to try the path macOS 13 takes"},

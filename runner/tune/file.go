@@ -120,6 +120,11 @@ func (e *Entry) Check() error {
 			return fmt.Errorf("shape %s=%d: %s's buckets are over %s", p, v, e.Kernel, strings.Join(dims, ", "))
 		}
 	}
+	for _, d := range k.Dims {
+		if _, ok := e.Shape[d.Name]; !ok && !d.Device {
+			return fmt.Errorf("shape %s lacks %s: a lookup matches every dimension, so the bucket could never be found", e.Shape.Key(), d.Name)
+		}
+	}
 	// What it was measured against: a speedup is a ratio of times, a p-value
 	// a probability.
 	switch {
