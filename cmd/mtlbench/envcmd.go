@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,18 +19,29 @@ func envCommand() *cli.Command {
 			"as unset), the part of mtlbench it configures and what it means. Variables of the\n" +
 			"area \"tests\" configure the packages' tests (go test), not the command. A value\n" +
 			"mtlbench cannot take is listed after the table, and stops every other command.",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"}},
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (json and jsonl: the same fields, default included)"}},
 		Action: func(c *cli.Context) error {
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
 			}
+			for _, name := range envconfig.Unknown() {
+				fmt.Fprintf(c.App.ErrWriter, "warning: %s is set, but mtlbench reads no such variable (a misspelling?)\n", name)
+			}
 			vs := envconfig.Values()
-			if f == table.FormatJSON {
+			if f == table.FormatJSON || f == table.FormatJSONL {
 				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(vs); err != nil {
-					return err
+				if f == table.FormatJSON {
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(vs); err != nil {
+						return err
+					}
+					return envconfig.Check()
+				}
+				for _, v := range vs { // jsonl: the same objects, one a line
+					if err := enc.Encode(v); err != nil {
+						return err
+					}
 				}
 				return envconfig.Check()
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -136,6 +137,26 @@ func TestEnvGolden(t *testing.T) {
 	}
 	if !strings.Contains(out, "MTLBENCH_CUDA_DEVICE,1,environment,cuda,") {
 		t.Errorf("a set variable is not shown as such:\n%s", out)
+	}
+	// jsonl is json's objects a line; a misspelt variable is said.
+	t.Setenv("MTLBENCH_TUNNED", "/x")
+	js, _, _ := mtl(t, "env", "--format", "json")
+	jl, stderr, err := mtl(t, "env", "--format", "jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []map[string]any
+	json.Unmarshal([]byte(js), &all)
+	lines := strings.Split(strings.TrimSpace(jl), "\n")
+	if len(all) == 0 || len(lines) != len(all) {
+		t.Fatalf("json has %d variables, jsonl %d lines", len(all), len(lines))
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || !reflect.DeepEqual(first, all[0]) {
+		t.Errorf("jsonl's first line %v, json's first object %v", first, all[0])
+	}
+	if !strings.Contains(stderr, "warning: MTLBENCH_TUNNED is set, but mtlbench reads no such variable") {
+		t.Errorf("a misspelt variable is not said:\n%s", stderr)
 	}
 }
 

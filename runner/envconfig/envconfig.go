@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -110,6 +111,21 @@ type Value struct {
 	Var
 	Value  string `json:"value"`
 	Source string `json:"source"` // "environment" or "default"
+}
+
+// Unknown lists the MTLBENCH_ variables set in the environment that
+// mtlbench does not read, sorted: a misspelt one is otherwise ignored
+// without a word.
+func Unknown() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "MTLBENCH_") && !slices.ContainsFunc(Vars, func(v Var) bool { return v.Name == name }) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Values lists every variable in Vars with its current value: what the
