@@ -237,7 +237,12 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.defaults()
-	if need := LeastConfirm(o.Alpha, o.Top); o.Confirm < need {
+	if o.Backend == nil {
+		return nil, errors.New("tuner: no backend")
+	}
+	// Emulated timings write no config, so only there may the rounds be
+	// too few to show a winner.
+	if need := LeastConfirm(o.Alpha, o.Top); o.Confirm < need && !o.Backend.Info().Emulated {
 		return nil, fmt.Errorf("--confirm %d: with --top %d and --alpha %g no finalist can ever be significantly faster than the default "+
 			"in fewer than %d rounds (the least p of %d against %d values is %.2g, over the %.2g a finalist must beat)",
 			o.Confirm, o.Top, o.Alpha, need, o.Confirm, o.Confirm, leastP(o.Confirm), o.Alpha/float64(o.Top))
@@ -246,9 +251,6 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 	case Exhaustive, Random, Local:
 	default:
 		return nil, fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", o.Strategy)
-	}
-	if o.Backend == nil {
-		return nil, errors.New("tuner: no backend")
 	}
 	if err := fits(o.Backend, buckets); err != nil {
 		return nil, err
