@@ -88,6 +88,9 @@ type Run struct {
 	// (in the weights' dtype), in GFLOP/s: prefill's roofline; 0 when not
 	// measured.
 	MatmulPeakGFLOPs float64 `json:"matmul_peak_gflop_s,omitempty"`
+	// Threads is the goroutine count the run was made with ("default"
+	// where none was asked for); "" for runs recorded before it was.
+	Threads string `json:"threads,omitempty"`
 	// OwnerHost and OwnerPID are the process that runs (or last ran) the
 	// run. A "running" run whose owner is gone from this host reads as
 	// "interrupted" (Orphaned is then true): it can be resumed.
@@ -256,11 +259,11 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 		}
 		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
 				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
-				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, owner_host, owner_pid)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, owner_host, owner_pid, threads)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, r.GitCommit, r.Tag, r.Backend,
 			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
-			string(ov), r.TreeCommit, bw, peak, r.OwnerHost, r.OwnerPID)
+			string(ov), r.TreeCommit, bw, peak, r.OwnerHost, r.OwnerPID, r.Threads)
 		if err != nil {
 			return fmt.Errorf("results: create run: %w", err)
 		}
@@ -367,7 +370,8 @@ const runSelect = `SELECT r.id, r.suite_name, r.suite_path, r.suite_hash, r.tool
 		coalesce(m.cpu_cores, 0), coalesce(m.memory_bytes, 0), coalesce(m.gpu_name, ''),
 		coalesce(m.gpu_memory_bytes, 0), coalesce(m.driver, ''), coalesce(m.thermal_state, ''),
 		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}'),
-		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0), r.owner_host, r.owner_pid
+		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0), r.owner_host, r.owner_pid,
+		r.threads
 	FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -383,7 +387,7 @@ func scanRun(s scanner) (Run, error) {
 		&r.Tag, &r.Backend, &r.TimingMode, &r.Status, &r.Kind, &r.Notes, &r.Emulated, &started, &ended,
 		&m.Hostname, &m.OS, &m.Arch, &m.CPUModel, &m.CPUCores, &m.MemoryBytes, &m.GPUName,
 		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra,
-		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs, &r.OwnerHost, &r.OwnerPID)
+		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs, &r.OwnerHost, &r.OwnerPID, &r.Threads)
 	if err != nil {
 		return r, err
 	}

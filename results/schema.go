@@ -219,6 +219,12 @@ var migrations = []migration{
 			`ALTER TABLE op_timings ADD COLUMN critical_loads INTEGER NOT NULL DEFAULT 0 CHECK (critical_loads >= 0)`,
 		},
 	},
+	{
+		name: "the goroutine count a run was made with, per run (a machine row is shared by its runs)",
+		stmts: []string{
+			`ALTER TABLE runs ADD COLUMN threads TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

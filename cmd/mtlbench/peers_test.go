@@ -345,6 +345,12 @@ func TestImportKeepsTheFurthestCopy(t *testing.T) {
 // the command it prints says; the store's own failures name the database.
 func TestBenchResume(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
+	// A first run at another goroutine count on the same machine: a run's
+	// count is its own, not its machine row's.
+	if _, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0",
+		"--backend", "cpu", "--db", path, "-q", "--threads", "1"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
 	flags := []string{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-b", "1,2", "-p", "4", "-n", "2", "-r", "2", "--warmup", "0",
 		"--backend", "cpu", "--db", path, "-q", "--tag", "my run"}
 	if _, stderr, err := mtl(t, flags...); err != nil {
@@ -355,28 +361,31 @@ func TestBenchResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases, _ := db.Cases(1)
+	cases, _ := db.Cases(2)
 	if _, err := db.SQL().Exec(`DELETE FROM samples WHERE case_id = ?`, cases[1].ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.SQL().Exec(`UPDATE cases SET status = 'pending', reps_done = 0 WHERE id = ?`, cases[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.SQL().Exec(`UPDATE runs SET status = 'interrupted' WHERE id = 1`); err != nil {
+	if _, err := db.SQL().Exec(`UPDATE runs SET status = 'interrupted' WHERE id = 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 
 	app := newApp(io.Discard, io.Discard)
 	app.Metadata = map[string]any{argsKey: append([]string{"mtlbench"}, append(flags, "--resume", "9")...)}
-	want := "mtlbench bench -m qwen3-moe-mini --layers 1 -b 1,2 -p 4 -n 2 -r 2 --warmup 0 --backend cpu --db " + shellQuote(path) + ` -q --tag "my run" --resume 1`
-	if got := benchResumeCommand(cli.NewContext(app, nil, nil), 1); got != want {
+	want := "mtlbench bench -m qwen3-moe-mini --layers 1 -b 1,2 -p 4 -n 2 -r 2 --warmup 0 --backend cpu --db " + shellQuote(path) + ` -q --tag "my run" --resume 2`
+	if got := benchResumeCommand(cli.NewContext(app, nil, nil), 2); got != want {
 		t.Errorf("resume command:\n%s\nwant\n%s", got, want)
 	}
-	if _, stderr, err := mtl(t, append(flags, "--resume", "1")...); err != nil {
+	if _, stderr, err := mtl(t, append(flags, "--resume", "2")...); err != nil {
 		t.Fatalf("resume: %v\n%s", err, stderr)
 	}
-	out, _, err := mtl(t, "show", "1", "--db", path, "--format", "csv")
+	if _, _, err := mtl(t, append(flags, "--resume", "2", "--threads", "1")...); err == nil || !strings.Contains(err.Error(), "threads default (now 1)") {
+		t.Errorf("a resume at another count: %v", err)
+	}
+	out, _, err := mtl(t, "show", "2", "--db", path, "--format", "csv")
 	if err != nil {
 		t.Fatal(err)
 	}

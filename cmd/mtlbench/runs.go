@@ -81,7 +81,7 @@ func runsTable(runs []results.Run) *table.Table {
 			"run": r.ID, "suite": r.SuiteName, "suite_path": r.SuitePath, "suite_hash": r.SuiteHash, "tag": r.Tag,
 			"kind": r.Kind, "backend": r.Backend, "timing": r.TimingMode, "status": r.Status, "emulated": r.Emulated,
 			"started": r.StartedAt, "ended": ended, "commit": r.GitCommit, "tree_commit": r.TreeCommit,
-			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "notes": r.Notes,
+			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "threads": r.Threads, "notes": r.Notes,
 			"read_bandwidth_gb_s": bw, "matmul_peak_gflop_s": peak, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
 			"cpu_cores": m.CPUCores, "memory_bytes": m.MemoryBytes, "gpu": m.GPUName, "gpu_memory_bytes": m.GPUMemoryBytes,
 		})

@@ -261,7 +261,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 			differ = append(differ, fmt.Sprintf("timing %s (now %s)", run.TimingMode, s.Timing))
 		}
 		// Runs recorded before the thread count was are not checked on it.
-		if was, ok := run.Machine.Extra[threadsKey]; ok && was != threadsText(o.Threads) {
+		if was := run.Threads; was != "" && was != threadsText(o.Threads) {
 			differ = append(differ, fmt.Sprintf("threads %s (now %s)", was, threadsText(o.Threads)))
 		}
 		if len(differ) > 0 {
@@ -291,7 +291,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 	run := &results.Run{SuiteName: s.Name, SuitePath: recordedPath(s), SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
 		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
-	run.Machine.Extra[threadsKey] = threadsText(o.Threads)
+	run.Threads = threadsText(o.Threads)
 	if _, err := o.DB.CreateRun(run); err != nil {
 		return nil, err
 	}
@@ -371,10 +371,6 @@ func probeMatmulPeak(be bridge.Backend, o Options, cases []*prepared) (float64, 
 	}
 	return peak, nil
 }
-
-// threadsKey records a run's --threads in its machine's extra fields, so a
-// resume can be held to it.
-const threadsKey = "threads"
 
 // threadsText is how a run's --threads is recorded: "default" when unset.
 func threadsText(n int) string {
