@@ -34,7 +34,7 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 		&cli.IntFlag{Name: "block-size", Value: 16, Usage: "KV cache block size in tokens"},
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
-		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy"},
+		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy (alone, it asks for chunked)"},
 		&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on: the backend may fuse ops; off: every op is its own kernel (same tokens expected)"},
 		&cli.StringFlag{Name: "kv-dtype", Value: "auto", Usage: "KV cache dtype: auto (the model's where the backend keeps it, else its activation dtype), f32, f16 or bf16 (the suites' kv_dtype)"},
 	}
@@ -88,6 +88,17 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	if bs, sizes := c.Int("block-size"), ops.Specs[ops.BlockSize].OneOf; !slices.Contains(sizes, bs) {
 		return nil, nil, fmt.Errorf("--block-size %d: the KV cache takes blocks of %v tokens", bs, sizes)
 	}
+	// A chunk size sizes the chunked dispatch only, as in a suite: alone it
+	// asks for it, beside another strategy it would change nothing.
+	strategy := c.String("moe-strategy")
+	if c.IsSet("moe-chunk") {
+		switch {
+		case !c.IsSet("moe-strategy"):
+			strategy = string(bridge.MoEChunked)
+		case strategy != string(bridge.MoEChunked):
+			return nil, nil, fmt.Errorf("--moe-chunk sizes the chunks of --moe-strategy chunked, not of %s", strategy)
+		}
+	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {
 		return nil, nil, err
@@ -96,7 +107,7 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	e, err := engine.New(be, cfg, src, engine.Options{
 		NoFusion:  noFusion,
 		BlockSize: c.Int("block-size"), KVTokens: kvTokens, KVDType: c.String("kv-dtype"),
-		MoE:             bridge.MoEParams{Strategy: bridge.MoEStrategy(c.String("moe-strategy")), ChunkSize: c.Int("moe-chunk")},
+		MoE:             bridge.MoEParams{Strategy: bridge.MoEStrategy(strategy), ChunkSize: c.Int("moe-chunk")},
 		AvailableMemory: info.AvailableBytes, MemoryWhere: info.Backend + " (" + info.Name + ")",
 	})
 	if err != nil {
