@@ -25,7 +25,7 @@ func modelsCommand() *cli.Command {
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
 			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
 			"formats q2 to q8 (MLX affine, group 64), q4_k_m, q5_k_m, q8_0 and the IQ types (GGUF)\n" +
-			"count packed bytes and scales) plus a 4096-token KV cache; --dtype all lists every format.\n\n" +
+			"count packed bytes and scales) plus a KV cache of 4096 tokens, or the model's context where shorter;\n--dtype all lists every format.\n\n" +
 			"With arguments, each a checkpoint folder or .gguf file (a split one by any of its parts),\n" +
 			"the checkpoints are described instead: their weights as they load (packed formats as they\n" +
 			"run), and for a GGUF file its tensors by stored type, with the formats transcoded types run\n" +
@@ -86,7 +86,7 @@ func modelsCommand() *cli.Command {
 					cfg = cfg.RunOn(rules)
 					kv := cfg.KVBytesPerToken(bridge.BF16)
 					w, read := cfg.WeightBytes(f.DType), cfg.ActiveBytesPerToken(f.DType)
-					need := w + cfg.KVBytesPerToken(bridge.F32)*4096
+					need := w + cfg.KVBytesPerToken(bridge.F32)*needTokens(cfg)
 					row := []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
 						engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)}
 					data := map[string]any{"preset": name, "architecture": cfg.Architecture, "layers": cfg.Layers,
@@ -105,7 +105,7 @@ func modelsCommand() *cli.Command {
 				what = "the weights"
 			}
 			t.Notes = []string{"read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)",
-				"memory need: " + what + " plus a 4096-token f32 KV cache; packed weights as the " + c.String("backend") + " backend runs them"}
+				"memory need: " + what + " plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16; packed weights as the " + c.String("backend") + " backend runs them"}
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
@@ -153,7 +153,7 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 		dt := src.DType()
 		kv := cfg.KVBytesPerToken(bridge.BF16)
 		w, read := cfg.WeightBytes(dt), cfg.ActiveBytesPerToken(dt)
-		need := w + cfg.KVBytesPerToken(bridge.F32)*4096
+		need := w + cfg.KVBytesPerToken(bridge.F32)*needTokens(cfg)
 		name := filepath.Base(p)
 		t.Rows = append(t.Rows, []string{name, cfg.Architecture, fmt.Sprint(cfg.Layers), human(cfg.Params()),
 			engine.GiB(read), engine.GiB(w), engine.GiB(kv), engine.GiB(need)})
@@ -213,10 +213,19 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 		t.Data.Add(row)
 		src.Close()
 	}
-	t.Notes = append(t.Notes, "weights: as they load, packed formats as the "+c.String("backend")+" backend runs them; memory need: the weights plus a 4096-token f32 KV cache")
+	t.Notes = append(t.Notes, "weights: as they load, packed formats as the "+c.String("backend")+" backend runs them; memory need: the weights plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16")
 	f, err := table.ParseFormat(c.String("format"))
 	if err != nil {
 		return err
 	}
 	return t.Render(c.App.Writer, f)
+}
+
+// needTokens is the context a model's memory need counts: 4096 tokens, or
+// the model's own where it holds fewer (GPT-2's 1024).
+func needTokens(cfg *model.Config) int64 {
+	if cfg.MaxPos > 0 && cfg.MaxPos < 4096 {
+		return int64(cfg.MaxPos)
+	}
+	return 4096
 }
