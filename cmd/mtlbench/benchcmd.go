@@ -51,7 +51,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
 			&cli.IntFlag{Name: "warmup", Value: 1, Usage: "unrecorded warm-up repetitions of every case"},
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, cpu, cuda, metal or metal-emu"},
-			&cli.StringFlag{Name: "dtype", Usage: "weight dtype (default: a checkpoint's own, a preset's bf16): f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF)"},
+			&cli.StringFlag{Name: "dtype", Usage: "weight dtype (default: a checkpoint's own, a preset's bf16): f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF); a float dtype converts a checkpoint's float matrices, refused where all are packed"},
 			&cli.StringFlag{Name: "timing", Value: "throughput", Usage: "throughput, or profile (per-op timings)"},
 			&cli.StringFlag{Name: "fit", Value: "strict", Usage: "strict, or truncate-layers to run what fits in memory"},
 			&cli.BoolFlag{Name: "synthetic", Usage: "with a checkpoint (--model PATH), seeded weights of its architecture instead of its own, in --dtype (packed too): a model benchmarked before its weights are downloaded"},
@@ -100,13 +100,14 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if c.Bool("print-suite") {
-				_, err := c.App.Writer.Write(text)
-				return err
-			}
+			// Checked before it is printed too: a printed suite runs.
 			s, err := suites.Parse("bench", text)
 			if err != nil {
 				return benchFlagErrors(text, err)
+			}
+			if c.Bool("print-suite") {
+				_, err := c.App.Writer.Write(text)
+				return err
 			}
 			db, err := openDB(c)
 			if err != nil {

@@ -27,7 +27,7 @@ import (
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "preset name (mtlbench models lists them), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},
-		&cli.StringFlag{Name: "dtype", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF) (presets default to bf16; checkpoints keep theirs)"},
+		&cli.StringFlag{Name: "dtype", Usage: "weight dtype: f32, f16, bf16, or for presets packed: q2, q3, q4, q5, q6, q8 (MLX affine), nvfp4, mxfp8 (mlx), q4_k_m, q5_k_m, q8_0, iq2_xxs, iq3_xxs (GGUF) (presets default to bf16; checkpoints keep theirs, and a float dtype converts their float matrices: refused where all are packed)"},
 		&cli.IntFlag{Name: "layers", Usage: "run only the first N layers (results say so)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of synthetic weights"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: "compute backend: " + strings.Join(backends.Names, ", ")},

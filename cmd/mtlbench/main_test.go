@@ -312,6 +312,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of [8 16 32] tokens"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "MoE chunk of -5 pairs"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "8", "--moe-strategy", "loop"}, "--moe-chunk sizes the chunks of --moe-strategy chunked, not of loop"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "--timing", "bogus", "--print-suite"}, `--timing: unknown timing "bogus"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--max-new-tokens", "0"}, "--max-new-tokens 0: want 1 to 16777216"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "-n", "9223372036854775807"}, "--max-new-tokens 9223372036854775807: want 1 to 16777216"},
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},

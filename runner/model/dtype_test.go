@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -48,5 +49,33 @@ func TestCheckpointFloatDType(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("only %d checkpoints state their dtype", checked)
+	}
+}
+
+// A float dtype asked of a checkpoint whose every matrix is packed would
+// change nothing: refused, naming the file; where float matrices remain it
+// converts them.
+func TestFloatDTypeOfPackedCheckpoint(t *testing.T) {
+	bf := bridge.BF16
+	for _, tc := range []struct {
+		path    string
+		refused bool
+	}{
+		{filepath.Join("..", "testdata", "gguf", "llama-q4_0.gguf"), true},
+		{filepath.Join("..", "testdata", "mlx", "llama-q4"), true},
+		{filepath.Join("..", "testdata", "hf", "llama"), false},
+	} {
+		_, src, err := Open(Spec{Model: tc.path, DType: &bf})
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), tc.path+": every matrix is packed") {
+				t.Errorf("%s: %v", tc.path, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.path, err)
+			continue
+		}
+		src.Close()
 	}
 }

@@ -160,6 +160,17 @@ func (c *Config) TensorBytes(t TensorSpec, dt bridge.DType) int64 {
 	return t.Elems() * int64(dt.Size())
 }
 
+// hasFloatMatrices says whether any matrix of c is held in a float dtype
+// a caller may choose: not packed, and not one loaded in f32 whatever.
+func (c *Config) hasFloatMatrices() bool {
+	for _, t := range c.Tensors() {
+		if _, packed := c.Quant.For(t.Name); t.Matrix && !packed && !c.LoadsInF32(t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // tensorReadBytes is what reading tensor t moves: TensorBytes less the
 // padding packed rows are stored with (quant.Spec.ReadBytes).
 func (c *Config) tensorReadBytes(t TensorSpec, dt bridge.DType) int64 {

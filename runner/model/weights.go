@@ -770,6 +770,10 @@ func Open(spec Spec) (*Config, Source, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if spec.DType != nil && !c.hasFloatMatrices() {
+			ck.Close()
+			return nil, nil, fmt.Errorf("%s: every matrix is packed, and packed weights run as they are stored: a float dtype (%v) would change nothing; leave it out", spec.Model, *spec.DType)
+		}
 		cfg, src = c, ck
 	}
 	if spec.Layers > 0 {
