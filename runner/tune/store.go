@@ -260,8 +260,12 @@ func (s *Store) Lookup(q Query) (Choice, error) {
 				continue
 			}
 			c := cand{dist: dist, layer: li, size: size, e: e, cfg: cfg}
+			// Two files of one layer holding the same bucket (a backup beside
+			// the cache's file): the newer tune wins, not the file's name.
+			sameBucket := best != nil && c.layer == best.layer && c.e.Key() == best.e.Key()
 			if best == nil || c.dist < best.dist-1e-9 ||
-				math.Abs(c.dist-best.dist) <= 1e-9 && (c.layer < best.layer || c.layer == best.layer && c.size < best.size) {
+				math.Abs(c.dist-best.dist) <= 1e-9 && (c.layer < best.layer || c.layer == best.layer && c.size < best.size) ||
+				sameBucket && c.e.TunedAt.After(best.e.TunedAt) {
 				best = &c
 			}
 		}

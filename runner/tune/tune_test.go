@@ -209,6 +209,26 @@ func TestLookupOrder(t *testing.T) {
 	}
 }
 
+// Two files of one folder holding the same bucket: the newer tune's entry
+// is used, whichever file's name comes first.
+func TestLookupNewerOfOneBucket(t *testing.T) {
+	const h = "h1"
+	old, cur := entry(4, Config{"strategy": "loop"}, h), entry(4, chunked(2), h)
+	old.TunedAt = cur.TunedAt.AddDate(-1, 0, 0)
+	for _, order := range [][]Located{
+		{{Entry: old, File: "a-backup.json"}, {Entry: cur, File: "b.json"}},
+		{{Entry: cur, File: "a.json"}, {Entry: old, File: "b-backup.json"}},
+	} {
+		c, err := NewStore(Layer{Name: FromUser, Entries: order}).Lookup(query(4, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.String() != "chunked/2 (user cache)" {
+			t.Errorf("%s first: got %s, want the newer chunked/2", order[0].File, c)
+		}
+	}
+}
+
 func TestDefaultStoreReadsOverrideAndUserCache(t *testing.T) {
 	tmp := t.TempDir()
 	envDir, cache := filepath.Join(tmp, "override"), filepath.Join(tmp, "cache")
