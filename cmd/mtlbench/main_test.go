@@ -139,7 +139,7 @@ func TestEnvGolden(t *testing.T) {
 		t.Errorf("a set variable is not shown as such:\n%s", out)
 	}
 	// jsonl is json's objects a line; a misspelt variable is said.
-	t.Setenv("MTLBENCH_TUNNED", "/x")
+	t.Setenv("MTLBENCH_NOT_IN_THE_TABLE", "/x")
 	js, _, _ := mtl(t, "env", "--format", "json")
 	jl, stderr, err := mtl(t, "env", "--format", "jsonl")
 	if err != nil {
@@ -155,7 +155,7 @@ func TestEnvGolden(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || !reflect.DeepEqual(first, all[0]) {
 		t.Errorf("jsonl's first line %v, json's first object %v", first, all[0])
 	}
-	if !strings.Contains(stderr, "warning: MTLBENCH_TUNNED is set, but mtlbench reads no such variable") {
+	if !strings.Contains(stderr, "warning: MTLBENCH_NOT_IN_THE_TABLE is set, but mtlbench reads no such variable") {
 		t.Errorf("a misspelt variable is not said:\n%s", stderr)
 	}
 }
