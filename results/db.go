@@ -199,11 +199,11 @@ func whileBusy(f func() error) error {
 // past BusyTimeout, a full disk), naming the database; "" for any other
 // error.
 func (db *DB) StoreError(err error) string {
-	var c interface{ Code() int }
-	if !errors.As(err, &c) {
+	code, ok := sqliteCode(err)
+	if !ok {
 		return ""
 	}
-	switch c.Code() & 0xff { // SQLite's primary result codes
+	switch code {
 	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
 		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, BusyTimeout)
 	case 8: // SQLITE_READONLY
@@ -215,14 +215,23 @@ func (db *DB) StoreError(err error) string {
 // FromStore reports whether err is SQLite's own: the store failed, not
 // the work whose results it was keeping.
 func FromStore(err error) bool {
-	var c interface{ Code() int }
-	return errors.As(err, &c)
+	_, ok := sqliteCode(err)
+	return ok
 }
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
 func isBusy(err error) bool {
+	code, ok := sqliteCode(err)
+	return ok && code == 5
+}
+
+// sqliteCode is the primary result code of an error SQLite returned.
+func sqliteCode(err error) (int, bool) {
 	var c interface{ Code() int }
-	return errors.As(err, &c) && c.Code()&0xff == 5
+	if !errors.As(err, &c) {
+		return 0, false
+	}
+	return c.Code() & 0xff, true
 }
 
 // dsn builds a file: URI so that any character in the path (even '?' or

@@ -483,8 +483,8 @@ func tuneShow(c *cli.Context) error {
 				status = "stale (kernel source changed)"
 			} else if err := e.Check(); err != nil {
 				status = "refused: " + err.Error()
-			} else if cfg := k.Canonicalize(e.Config, e.Shape, lim); k.Check(cfg, e.Shape, lim) != nil {
-				status = "cannot run here: " + k.Check(cfg, e.Shape, lim).Error()
+			} else if err := k.Check(k.Canonicalize(e.Config, e.Shape, lim), e.Shape, lim); err != nil {
+				status = "cannot run here: " + err.Error()
 			}
 		}
 		cfg := e.Config.Key()
