@@ -542,7 +542,12 @@ func (f *File) parse() error {
 
 // checkOverlaps refuses tensors whose bytes overlap: gguf-py writes each
 // tensor's data apart, so overlapping ones are a broken file, and a type
-// misread would otherwise run one tensor into the next silently.
+// misread would otherwise run one tensor into the next silently. Where
+// every tensor's size is known it also refuses bytes no tensor holds
+// beyond the alignment's padding: gguf-py and llama.cpp write the tensors
+// back to back, each padded, so such bytes mean a tensor count, type or
+// shape that does not match the data, which would read every tensor from
+// the wrong bytes.
 func (f *File) checkOverlaps() error {
 	var sized []int
 	for i, t := range f.Tensors {
@@ -556,6 +561,26 @@ func (f *File) checkOverlaps() error {
 		if b.Offset < a.Offset+a.Size {
 			return fmt.Errorf("tensors %q (data bytes %d to %d) and %q (from %d) overlap", a.Name, a.Offset, a.Offset+a.Size, b.Name, b.Offset)
 		}
+	}
+	if len(sized) < len(f.Tensors) || len(sized) == 0 {
+		return nil
+	}
+	const hint = "the header's tensor count or a tensor's type or shape does not match the data, or bytes were added to the file"
+	if first := f.Tensors[sized[0]]; first.Offset >= f.Alignment {
+		return fmt.Errorf("no tensor holds the first %d bytes of the data (the first, %q, starts at data byte %d): %s",
+			first.Offset, first.Name, first.Offset, hint)
+	}
+	for j := 1; j < len(sized); j++ {
+		a, b := f.Tensors[sized[j-1]], f.Tensors[sized[j]]
+		if gap := b.Offset - (a.Offset + a.Size); gap >= f.Alignment {
+			return fmt.Errorf("%d data bytes between tensor %q (ends at data byte %d) and %q (starts at %d) belong to no tensor: %s",
+				gap, a.Name, a.Offset+a.Size, b.Name, b.Offset, hint)
+		}
+	}
+	last := f.Tensors[sized[len(sized)-1]]
+	if end, data := last.Offset+last.Size, uint64(len(f.data))-min(f.dataStart, uint64(len(f.data))); data-end >= f.Alignment {
+		return fmt.Errorf("%d bytes follow the last tensor's data (%q ends at data byte %d of %d) and belong to no tensor: %s",
+			data-end, last.Name, end, data, hint)
 	}
 	return nil
 }

@@ -130,6 +130,26 @@ func TestBadFiles(t *testing.T) {
 			binary.LittleEndian.PutUint64(b[i:], 32)
 			return b
 		}, `tensors "v" (data bytes 0 to 36) and "w" (from 32) overlap`},
+		// Bytes no tensor holds, past the alignment's padding: the data
+		// would be read from the wrong places.
+		{"count one short", func() []byte {
+			b := build(3, nil, []ti{{"v", []uint64{32, 2}, Q4_0, 2 * 18}, {"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32)
+			binary.LittleEndian.PutUint64(b[8:], 1)
+			return b
+		}, "belong to no tensor: the header's tensor count"},
+		{"smaller type", func() []byte {
+			b := build(3, nil, []ti{{"v", []uint64{32, 4}, Q8_0, 4 * 34}, {"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32)
+			i := strings.Index(string(b), "v") + 1 + 4 + 16
+			binary.LittleEndian.PutUint32(b[i:], uint32(Q4_0))
+			return b
+		}, `between tensor "v" (ends at data byte 72) and "w" (starts at 160) belong to no tensor`},
+		{"bytes appended", func() []byte { return append(good(), make([]byte, 64)...) }, `follow the last tensor's data ("w" ends at data byte 72 of 160)`},
+		{"first offset", func() []byte {
+			b := append(good(), make([]byte, 32)...)
+			i := strings.Index(string(b), "w") + 1 + 4 + 16 + 4
+			binary.LittleEndian.PutUint64(b[i:], 32)
+			return b
+		}, `no tensor holds the first 32 bytes of the data`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
