@@ -155,6 +155,13 @@ func generateCommand() *cli.Command {
 				return fmt.Errorf("give the prompt as --tokens (ids) or --prompt (text), one of them")
 			}
 			tok, err := openTokenizer(c)
+			if err != nil {
+				// A checkpoint that does not open is the error, whatever its
+				// tokenizer says: no tokenizer or ids would make it run.
+				if merr := checkCheckpoint(c.String("model")); merr != nil {
+					return merr
+				}
+			}
 			if err != nil && (c.IsSet("tokenizer") || c.IsSet("prompt")) {
 				return err
 			}
@@ -362,6 +369,19 @@ func promptIDs(c *cli.Context, prompt []int32) []int32 {
 		return prompt
 	}
 	return nil
+}
+
+// checkCheckpoint opens the checkpoint on disk that model names (a preset
+// is no error) and closes it: its weights are mapped, not read.
+func checkCheckpoint(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	_, src, err := model.Open(model.Spec{Model: path})
+	if err != nil {
+		return err
+	}
+	return src.Close()
 }
 
 // tokenizerBeside reports whether model is a checkpoint that carries a

@@ -141,3 +141,34 @@ func TestGenerateTokensNotesTheTokenizer(t *testing.T) {
 		t.Errorf("preset: %v\n%s", err, stderr)
 	}
 }
+
+// A checkpoint that does not open is reported as itself, not as a
+// tokenizer it could not give: with --prompt (no advice to pass
+// --tokenizer or --tokens) and with --tokens (no note that the tokens
+// will not be decoded).
+func TestBrokenCheckpointBeforeTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "runner", "testdata", "gguf", "llamacpp-qwen3-q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.gguf")
+	if err := os.WriteFile(cut, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	weights := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3", "model.safetensors")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", cut, "--prompt", "Hello"}, "is cut short"},
+		{[]string{"--model", cut, "--tokens", "1,2"}, "is cut short"},
+		{[]string{"--model", weights, "--tokens", "5,17"}, "is a file but not a GGUF file"},
+	} {
+		_, stderr, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "2"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "tokenizer") ||
+			strings.Contains(stderr, "note:") {
+			t.Errorf("%v: err=%v stderr=%q, want only the checkpoint's error (%q)", c.args, err, stderr, c.want)
+		}
+	}
+}
