@@ -469,6 +469,10 @@ func TestResolveRef(t *testing.T) {
 		{"c0f", nil, true}, // too short to be taken as a commit
 		{"c0ffe", nil, true},
 		{"999", nil, true},
+		{"1000", nil, true}, // digits that are no run id and no commit prefix either
+		{"99999", nil, true},
+		{"abcd", nil, true},
+		{"deadbeef", nil, true},
 		{"no-such-tag", nil, true},
 		{"", nil, true},
 	} {

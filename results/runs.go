@@ -519,13 +519,17 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 	}
 	if len(ref) >= 4 && isHex(ref) {
 		ids, err := db.runIDs(`WHERE substr(git_commit, 1, length(?1)) = ?1`, 0, strings.ToLower(ref))
-		if err != nil || len(ids) == 0 {
-			return ids, err
-		}
-		if err := db.oneCommit(ref); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		return ids, nil
+		// A prefix of no commit falls through to the one "no run matches"
+		// error: an empty list would read as a reference with no data.
+		if len(ids) > 0 {
+			if err := db.oneCommit(ref); err != nil {
+				return nil, err
+			}
+			return ids, nil
+		}
 	}
 	return nil, fmt.Errorf("results: no run matches %q (tried run id, tag, \"latest\" and git commit prefix): %w",
 		ref, ErrNotFound)

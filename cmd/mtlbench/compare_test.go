@@ -266,6 +266,8 @@ func TestGateCLI(t *testing.T) {
 		// A name that matches nothing is a mistake, not missing data.
 		{"unknown baseline", []string{"--baseline", "main"}, 2, `no run matches "main"`},
 		{"unknown candidate", []string{"--candidate", "nosuch"}, 2, "candidate"},
+		{"commit prefix of no run", []string{"--baseline", "deadbeef"}, 2, `no run matches "deadbeef"`},
+		{"run id of no run", []string{"--candidate", "99999"}, 2, `no run matches "99999"`},
 		{"emulated baseline", []string{"--baseline", "emu"}, 3, "emulated timings are never compared"},
 		// A run gated against itself passes whatever it measured: refused.
 		{"A/A of one run", []string{"--candidate", "base"}, 2, "--baseline base and --candidate base both hold run 1"},
