@@ -18,14 +18,24 @@ func CheckSample(s Sample) error {
 	if s.Metric == "" || s.Rep < 0 {
 		return fmt.Errorf("needs a metric and rep >= 0 (got %q, %d)", s.Metric, s.Rep)
 	}
-	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-		return fmt.Errorf("%s rep %d: value %v is not finite", s.Metric, s.Rep, s.Value)
+	if err := CheckValue(s.Metric, s.Unit, s.Value); err != nil {
+		return fmt.Errorf("%s rep %d: %w", s.Metric, s.Rep, err)
 	}
 	if err := metrics.CheckUnit(s.Metric, s.Unit); err != nil {
 		return fmt.Errorf("%s rep %d: %w", s.Metric, s.Rep, err)
 	}
-	if min, what := metrics.Min(s.Metric, s.Unit); s.Value < min {
-		return fmt.Errorf("%s rep %d: value %v is negative, and %s cannot be", s.Metric, s.Rep, s.Value, what)
+	return nil
+}
+
+// CheckValue says why v is no value of metric (in unit): not finite, or
+// below what the metric can be. Statistics leave such values out, as a
+// store written before CheckSample may hold them.
+func CheckValue(metric, unit string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("value %v is not finite", v)
+	}
+	if min, what := metrics.Min(metric, unit); v < min {
+		return fmt.Errorf("value %v is negative, and %s cannot be", v, what)
 	}
 	return nil
 }

@@ -75,6 +75,22 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		}
 		(*t).Rows = append((*t).Rows, row)
 	}
+	// Values no statistic takes are said, beside the table they are missing from.
+	for _, kt := range []struct {
+		t    *table.Table
+		kind bool
+	}{{model, false}, {kernel, true}} {
+		var names []string
+		var sums []map[string]*stats.Summary
+		for i, c := range sum.Cases {
+			if (c.Kind == results.CaseKernel) == kt.kind {
+				names, sums = append(names, c.Name), append(sums, byCase[i])
+			}
+		}
+		if kt.t != nil {
+			kt.t.Notes = append(kt.t.Notes, stats.LeftOutNotes(names, sums)...)
+		}
+	}
 	var out []*table.Table
 	for _, t := range []*table.Table{model, kernel} {
 		if t != nil {

@@ -81,6 +81,8 @@ type Row struct {
 	Better  bool
 	Verdict string
 	Reason  string // why a row is not comparable or has no data
+	// LeftOut says, per side, the samples no statistic takes (Side.Add).
+	LeftOut []string
 	// ErrorsA and ErrorsB are the messages of runs in which the case
 	// failed or was skipped, which is usually why a side has no data.
 	ErrorsA, ErrorsB []string
@@ -185,14 +187,27 @@ func compareMetric(ca, cb *Case, metric string, alpha float64) *Row {
 	r := &Row{Key: ca.Key, Case: ca.DisplayName(), Kind: ca.Kind, Metric: metric, Unit: unit,
 		Direction: metrics.Of(metric), A: newStat(ca.Samples[metric]), B: newStat(cb.Samples[metric]),
 		Delta: math.NaN(), P: math.NaN(), ErrorsA: ca.Errors, ErrorsB: cb.Errors}
+	for _, s := range []struct {
+		label string
+		c     *Case
+		n     int
+	}{{"A", ca, r.A.N}, {"B", cb, r.B.N}} {
+		if k := s.c.LeftOut[metric]; k > 0 {
+			r.LeftOut = append(r.LeftOut, stats.LeftOutNote(s.label, metric, k, s.n))
+		}
+	}
 	if r.A.N == 0 || r.B.N == 0 {
 		r.Verdict = VerdictNoData
 		r.Reason = fmt.Sprintf("%s has no %s samples", missingSide(r, "A", "B"), metric)
 		if errs := append(slices.Clone(ca.Errors), cb.Errors...); len(errs) > 0 {
 			r.Reason += " (" + strings.Join(errs, "; ") + ")"
 		}
+		if len(r.LeftOut) > 0 {
+			r.Reason += "; " + strings.Join(r.LeftOut, "; ")
+		}
 		return r
 	}
+	r.Reason = strings.Join(r.LeftOut, "; ")
 	r.Delta = delta(r.A.Center, r.B.Center)
 	th := &benchmath.Thresholds{CompareAlpha: alpha}
 	cmp := benchmath.AssumeNothing.Compare(benchmath.NewSample(r.A.Values, th), benchmath.NewSample(r.B.Values, th))

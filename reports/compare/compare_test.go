@@ -162,3 +162,42 @@ func TestCompareIdentity(t *testing.T) {
 		})
 	}
 }
+
+// Values no metric can take (a store written before the checks on storing)
+// are left out of the statistics and said, never a verdict.
+func TestCompareLeavesOutUnusableValues(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, tc := range []struct {
+		name      string
+		a, b      []float64
+		verdict   string
+		an, bn    int
+		reasonHas string
+	}{
+		{"every A value infinite", []float64{inf, inf, inf, inf, inf, inf, inf}, []float64{6.857},
+			VerdictNoData, 0, 1, "A: 7 of 7 decode_tok_s samples left out"},
+		{"a NaN among finite values", append(seq(7, 100, 1), nan), seq(7, 100, 1),
+			VerdictSame, 7, 7, "A: 1 of 8 decode_tok_s samples left out"},
+		{"negative throughput", seq(8, 100, 1), append(seq(8, 200, 1), -5),
+			VerdictFaster, 8, 8, "B: 1 of 9 decode_tok_s samples left out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := NewSide("A"), NewSide("B")
+			c := results.Case{Key: "k", Name: "bench/batch=1", Kind: "model", Status: results.CaseDone}
+			a.Add(c, samples("decode_tok_s", "tok/s", tc.a))
+			b.Add(c, samples("decode_tok_s", "tok/s", tc.b))
+			r := Compare(a, b, Options{}).Rows[0]
+			if r.Verdict != tc.verdict || r.A.N != tc.an || r.B.N != tc.bn || !strings.Contains(r.Reason, tc.reasonHas) {
+				t.Errorf("verdict %q, n %d+%d, reason %q; want %q, %d+%d, %q", r.Verdict, r.A.N, r.B.N, r.Reason, tc.verdict, tc.an, tc.bn, tc.reasonHas)
+			}
+			if r.Verdict == VerdictNoData && r.Significant {
+				t.Errorf("a row without data is significant: %+v", r)
+			}
+			for _, s := range []Stat{r.A, r.B} {
+				if s.N > 0 && (math.IsNaN(s.Center) || math.IsInf(s.Center, 0)) {
+					t.Errorf("median %v of finite values", s.Center)
+				}
+			}
+		})
+	}
+}

@@ -241,7 +241,11 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	adjustBH(res.Checks)
 	for i := range res.Checks {
-		decide(&res.Checks[i], alpha)
+		c := &res.Checks[i]
+		decide(c, alpha)
+		if len(c.Row.LeftOut) > 0 && c.Outcome != NotComparable {
+			c.Reason += "; " + strings.Join(c.Row.LeftOut, "; ")
+		}
 	}
 	if single > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s compared repetition by repetition because a side has a single run of the case: "+

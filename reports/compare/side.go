@@ -61,6 +61,10 @@ type Case struct {
 	// they were added: the gate's unit is the run when a side has several.
 	ByRun map[string][]RunValues
 	Units map[string]string
+	// LeftOut counts per metric the samples no statistic takes
+	// (results.CheckValue), which only a store written before the checks
+	// on storing can hold: they are in neither Samples nor ByRun.
+	LeftOut map[string]int
 	// Errors are the messages of runs in which this case failed or was
 	// skipped, so that a gate can say why a side has no data.
 	Errors []string
@@ -176,6 +180,13 @@ func (s *Side) Add(c results.Case, samples []results.Sample) {
 		}
 	}
 	for _, smp := range samples {
+		if results.CheckValue(smp.Metric, smp.Unit, smp.Value) != nil {
+			if sc.LeftOut == nil {
+				sc.LeftOut = map[string]int{}
+			}
+			sc.LeftOut[smp.Metric]++
+			continue
+		}
 		sc.Samples[smp.Metric] = append(sc.Samples[smp.Metric], smp.Value)
 		sc.addRunValue(smp.Metric, c.RunID, smp.Value)
 		if sc.Units[smp.Metric] == "" {

@@ -5,6 +5,7 @@ package stats
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -23,9 +24,14 @@ const Confidence = 0.95
 type Summary struct {
 	Metric string
 	Unit   string
-	N      int
+	N      int // the values summarised, LeftOut not counted
 	benchmath.Summary
 	Values []float64
+	// LeftOut counts the samples no statistic takes (results.CheckValue:
+	// not finite, or below what the metric can be), which only a store
+	// written before the checks on storing can hold. With N 0 the center
+	// and bounds are NaN.
+	LeftOut int
 }
 
 // Summarize returns value's median and its confidence interval.
@@ -42,14 +48,43 @@ func ByMetric(samples []results.Sample) map[string]*Summary {
 			m = &Summary{Metric: s.Metric, Unit: s.Unit}
 			out[s.Metric] = m
 		}
+		if results.CheckValue(s.Metric, s.Unit, s.Value) != nil {
+			m.LeftOut++
+			continue
+		}
 		m.Values = append(m.Values, s.Value)
 	}
 	for _, m := range out {
 		sort.Float64s(m.Values)
 		m.N = len(m.Values)
+		if m.N == 0 {
+			m.Summary = benchmath.Summary{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Confidence: Confidence}
+			continue
+		}
 		m.Summary = Summarize(m.Values)
 	}
 	return out
+}
+
+// LeftOutNotes say, per case name and metric, how many samples the
+// summaries left out (Summary.LeftOut) and why; byCase[i] are names[i]'s
+// summaries.
+func LeftOutNotes(names []string, byCase []map[string]*Summary) []string {
+	var notes []string
+	for i, m := range byCase {
+		for _, metric := range slices.Sorted(maps.Keys(m)) {
+			if s := m[metric]; s.LeftOut > 0 {
+				notes = append(notes, LeftOutNote(names[i], metric, s.LeftOut, s.N))
+			}
+		}
+	}
+	return notes
+}
+
+// LeftOutNote is the one wording of samples left out of a statistic.
+func LeftOutNote(name, metric string, left, kept int) string {
+	return fmt.Sprintf("%s: %d of %d %s samples left out of the statistics: not finite, or below what the metric can be",
+		name, left, left+kept, metric)
 }
 
 // Column is one metric of a run's summary table, as `mtlbench show` and the
@@ -179,7 +214,7 @@ var KernelColumns = []Column{
 // Cell prints a median scaled for c with its 95% CI as ± percent, or the
 // sample count where too few repetitions (n < 6) give no interval.
 func (c Column) Cell(s *Summary) string {
-	if s == nil {
+	if s == nil || s.N == 0 {
 		return "-"
 	}
 	v := strconv.FormatFloat(s.Center*c.Scale, 'f', c.Digits, 64)

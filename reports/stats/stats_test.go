@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -37,5 +38,44 @@ func TestModelColumnsFor(t *testing.T) {
 		if got != tc.want || witness != tc.witness {
 			t.Errorf("%s: columns %q (witness %v), want %q (%v)", tc.name, got, witness, tc.want, tc.witness)
 		}
+	}
+}
+
+// Values no metric can take are left out of a summary and counted.
+func TestByMetricLeavesOutUnusableValues(t *testing.T) {
+	inf := math.Inf(1)
+	smp := func(metric, unit string, vs ...float64) []results.Sample {
+		var out []results.Sample
+		for i, v := range vs {
+			out = append(out, results.Sample{Metric: metric, Unit: unit, Rep: i, Value: v})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []results.Sample
+		n, left int
+		center  float64 // NaN: none
+		cell    string
+	}{
+		{"all infinite", smp("decode_tok_s", "tok/s", inf, inf, inf), 0, 3, math.NaN(), "-"},
+		{"one NaN", smp("decode_tok_s", "tok/s", 1, 2, math.NaN()), 2, 1, 1.5, "1.5 (n=2)"},
+		{"negative rate", smp("decode_tok_s", "tok/s", -5, 4, 6, 8), 3, 1, 6, "6.0 (n=3)"},
+		{"negative where a metric may be", smp("delta", "", -5, 4, 6), 3, 0, 4, "4.0 (n=3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ByMetric(tc.samples)[tc.samples[0].Metric]
+			same := s.Center == tc.center || math.IsNaN(s.Center) && math.IsNaN(tc.center)
+			if s.N != tc.n || s.LeftOut != tc.left || !same {
+				t.Errorf("n %d, left out %d, center %v; want %d, %d, %v", s.N, s.LeftOut, s.Center, tc.n, tc.left, tc.center)
+			}
+			if got := (Column{Scale: 1, Digits: 1}).Cell(s); got != tc.cell {
+				t.Errorf("cell %q, want %q", got, tc.cell)
+			}
+		})
+	}
+	if got := LeftOutNotes([]string{"bench/batch=1"}, []map[string]*Summary{ByMetric(smp("decode_tok_s", "tok/s", inf, 1))}); len(got) != 1 ||
+		got[0] != "bench/batch=1: 1 of 2 decode_tok_s samples left out of the statistics: not finite, or below what the metric can be" {
+		t.Errorf("notes %q", got)
 	}
 }
