@@ -34,9 +34,16 @@ type Summary struct {
 	LeftOut int
 }
 
-// Summarize returns value's median and its confidence interval.
+// Summarize returns value's median and its confidence interval. Too few
+// values (n < 6) give no interval: both bounds are infinite, where
+// benchmath gives an open lower bound and a finite upper one, which a table
+// or a plot would read as a closed interval's half.
 func Summarize(values []float64) benchmath.Summary {
-	return benchmath.AssumeNothing.Summary(benchmath.NewSample(values, &benchmath.DefaultThresholds), Confidence)
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(values, &benchmath.DefaultThresholds), Confidence)
+	if math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) {
+		s.Lo, s.Hi = math.Inf(-1), math.Inf(1)
+	}
+	return s
 }
 
 // ByMetric groups samples per metric and summarises each, metrics sorted.

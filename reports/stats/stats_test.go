@@ -79,3 +79,19 @@ func TestByMetricLeavesOutUnusableValues(t *testing.T) {
 		t.Errorf("notes %q", got)
 	}
 }
+
+// An interval is both bounds or none: with too few values neither bound is
+// finite, so no format writes half of one.
+func TestSummarizeIntervalIsWholeOrNone(t *testing.T) {
+	for n := 1; n <= 8; n++ {
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = float64(i + 1)
+		}
+		s := Summarize(vals)
+		loInf, hiInf := math.IsInf(s.Lo, 0), math.IsInf(s.Hi, 0)
+		if loInf != hiInf || loInf != (n < 6) {
+			t.Errorf("n=%d: interval [%v, %v], want both bounds infinite exactly when n < 6", n, s.Lo, s.Hi)
+		}
+	}
+}
