@@ -101,9 +101,12 @@ func compareCommand() *cli.Command {
 				if herr != nil {
 					fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
 				}
-				paths, err := charts.WriteCharts(dir, db, ids, charts.Options{History: hist, ModelBytes: documentedModelBytes})
+				paths, leftOut, err := charts.WriteCharts(dir, db, ids, charts.Options{History: hist, ModelBytes: documentedModelBytes})
 				if err != nil {
 					return fmt.Errorf("charts: %w", err)
+				}
+				for _, w := range leftOut {
+					fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", w)
 				}
 				page := filepath.Join(dir, "compare.html")
 				f, err := os.Create(page)

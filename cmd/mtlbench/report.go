@@ -62,6 +62,7 @@ func reportCommand() *cli.Command {
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,
 				ModelBytes: documentedModelBytes,
+				Warn:       func(w string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", w) },
 			})
 			for _, p := range paths {
 				fmt.Fprintln(c.App.Writer, p)

@@ -260,7 +260,7 @@ func TestReport(t *testing.T) {
 
 	t.Run("WriteCharts", func(t *testing.T) {
 		out := filepath.Join(dir, "charts")
-		paths, err := charts.WriteCharts(out, db, ids, charts.Options{ModelBytes: documentedModelBytes})
+		paths, _, err := charts.WriteCharts(out, db, ids, charts.Options{ModelBytes: documentedModelBytes})
 		if err != nil {
 			t.Fatal(err)
 		}

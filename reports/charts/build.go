@@ -43,17 +43,19 @@ type Named struct {
 }
 
 // Build draws every chart the runs have data for, in report order; charts
-// without data are left out.
-func Build(db *results.DB, runIDs []int64, opts Options) ([]Named, error) {
+// without data are left out. A chart whose every value is one no chart can
+// draw (ErrNothingDrawable) is left out too, and leftOut says so: one
+// chart must not cost the report the others.
+func Build(db *results.DB, runIDs []int64, opts Options) (named []Named, leftOut []string, err error) {
 	runs, err := LoadRuns(db, runIDs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return BuildFrom(runs, opts)
 }
 
 // BuildFrom is Build on runs already loaded.
-func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
+func BuildFrom(runs []RunData, opts Options) (named []Named, leftOut []string, err error) {
 	hist := opts.History
 	var histNote string
 	if hist == nil {
@@ -68,6 +70,10 @@ func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
 		if errors.Is(err, ErrNoData) {
 			return nil
 		}
+		if errors.Is(err, ErrNothingDrawable) {
+			leftOut = append(leftOut, fmt.Sprintf("chart %s is left out: %v", name, err))
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("charts: %s: %w", name, err)
 		}
@@ -76,28 +82,28 @@ func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
 	}
 	c, err := ThroughputVsBatch(BatchSeries(runs))
 	if err := add(NameThroughput, c, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err = ComponentBreakdown(Breakdown(runs, hist))
 	if err := add(NameBreakdown, c, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err = MoEChunkCurve(ChunkSeries(runs, hist))
 	if err := add(NameMoEChunk, c, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err = ServingCurve(ServingSeries(runs, servingThroughput, "Requests served vs offered load", "requests a second"))
 	if err := add(NameServing, c, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err = ServingCurve(ServingSeries(runs, servingLatency, "Latency vs offered load", "latency from arrival (ms)"))
 	if err := add(NameServingLatency, c, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err = RooflineFraction(Roofline(runs))
 	if err := add(NameRoofline, c, err,
 		"Above 1.0 the working set is served from caches faster than the measured DRAM read bandwidth (small or truncated models)."); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tl := Timeline(runs, hist, opts.HistoryModel)
 	tl.Rooflines = roofline.Documented(hist, tl.Model, opts.ModelBytes)
@@ -110,28 +116,28 @@ func BuildFrom(runs []RunData, opts Options) ([]Named, error) {
 	}
 	c, err = HistoryTimeline(tl)
 	if err := add(NameHistory, c, err, notes...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, leftOut, nil
 }
 
 // WriteCharts writes every chart the runs have data for into dir as
-// NAME.png and NAME.svg and returns the paths written. It is what
-// `mtlbench report` and `mtlbench compare --out` draw.
-func WriteCharts(dir string, db *results.DB, runIDs []int64, opts Options) ([]string, error) {
-	named, err := Build(db, runIDs, opts)
+// NAME.png and NAME.svg and returns the paths written, and the charts left
+// out with why (Build). It is what `mtlbench report` and `mtlbench compare
+// --out` draw.
+func WriteCharts(dir string, db *results.DB, runIDs []int64, opts Options) (paths, leftOut []string, err error) {
+	named, leftOut, err := Build(db, runIDs, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var paths []string
 	for _, n := range named {
 		p, err := n.Chart.SaveFiles(dir, n.Name)
 		paths = append(paths, p...)
 		if err != nil {
-			return paths, err
+			return paths, leftOut, err
 		}
 	}
-	return paths, nil
+	return paths, leftOut, nil
 }
 
 // Names are the charts Build may make, the files a report folder holds.

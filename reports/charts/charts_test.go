@@ -282,7 +282,7 @@ func TestHistoryRooflines(t *testing.T) {
 		return 0, false
 	}
 	runs := []RunData{testRun(8, "Apple M3 Ultra", 48, 48, time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC), map[int]float64{1: 7.2})}
-	named, err := BuildFrom(runs, Options{History: hist, ModelBytes: bytes})
+	named, _, err := BuildFrom(runs, Options{History: hist, ModelBytes: bytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestHistoryRooflines(t *testing.T) {
 		"no bytes":         {History: hist},
 		"unknown hardware": {History: testHistory()[:5], ModelBytes: bytes},
 	} {
-		named, err := BuildFrom(runs, opts)
+		named, _, err := BuildFrom(runs, opts)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -464,4 +464,40 @@ func svgOf(t *testing.T, c *Chart) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A chart with no value it can draw is left out with why; the others are
+// still built.
+func TestBuildLeavesOutUndrawableChart(t *testing.T) {
+	at := time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		tokS       map[int]float64
+		throughput bool   // the throughput chart is built
+		leftOut    string // "": nothing left out
+	}{
+		{"every value drawable", map[int]float64{1: 7, 2: 12}, true, ""},
+		{"one case not finite", map[int]float64{1: math.Inf(1), 2: 12}, true, ""},
+		{"no case drawable", map[int]float64{1: math.Inf(1), 2: math.NaN()}, false,
+			"chart throughput-vs-batch is left out: no value can be drawn: all 2 are negative, not finite or over 1e+300"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := []RunData{testRun(8, "Apple M3 Ultra", 48, 48, at, tc.tokS)}
+			named, leftOut, err := BuildFrom(runs, Options{History: testHistory()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			built := map[string]bool{}
+			for _, n := range named {
+				built[n.Name] = true
+			}
+			if built[NameThroughput] != tc.throughput || !built[NameHistory] {
+				t.Errorf("charts built %v; want throughput %v and history", keys(built), tc.throughput)
+			}
+			got := strings.Join(leftOut, "\n")
+			if tc.leftOut == "" && got != "" || !strings.Contains(got, tc.leftOut) {
+				t.Errorf("left out %q, want %q", got, tc.leftOut)
+			}
+		})
+	}
 }

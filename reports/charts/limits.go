@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"errors"
 	"fmt"
 	"image"
 	"math"
@@ -78,9 +79,13 @@ func (l *leftOut) note(c *Chart) {
 	c.legendHeader(fmt.Sprintf("  not finite or over %g (%s)", maxValue, l.examples()))
 }
 
+// ErrNothingDrawable is a chart's error when every value it had was left
+// out: the chart is missing, not the report (BuildFrom).
+var ErrNothingDrawable = errors.New("no value can be drawn")
+
 // nothingDrawable is a chart's error when every value it had was left out.
 func (l *leftOut) nothingDrawable() error {
-	return fmt.Errorf("no value can be drawn: all %d are negative, not finite or over %g (%s)", l.n, maxValue, l.examples())
+	return fmt.Errorf("%w: all %d are negative, not finite or over %g (%s)", ErrNothingDrawable, l.n, maxValue, l.examples())
 }
 
 // maxCoord bounds, in points, where a chart draws anything. The PNG

@@ -46,6 +46,9 @@ type Options struct {
 	ModelBytes roofline.ModelBytes
 	// Now stamps the page; zero = time.Now().
 	Now time.Time
+	// Warn, when set, is told of each chart the page leaves out because it
+	// has no value that can be drawn, as the page's warnings say too.
+	Warn func(string)
 }
 
 // IndexName is the report's file name inside its directory.
@@ -76,7 +79,7 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 			hist = []history.Point{}
 		}
 	}
-	named, err := charts.BuildFrom(runs, charts.Options{History: hist, HistoryModel: opts.HistoryModel, ModelBytes: opts.ModelBytes})
+	named, leftOut, err := charts.BuildFrom(runs, charts.Options{History: hist, HistoryModel: opts.HistoryModel, ModelBytes: opts.ModelBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +98,12 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 	}
 	if histErr != nil {
 		page.Warnings = append(page.Warnings, fmt.Sprintf("The documented history did not load completely: %v", histErr))
+	}
+	for _, w := range leftOut {
+		page.Warnings = append(page.Warnings, "The "+w+".")
+		if opts.Warn != nil {
+			opts.Warn(w)
+		}
 	}
 	for _, n := range named {
 		paths, err := n.Chart.SaveFiles(dir, n.Name)
