@@ -31,9 +31,10 @@ func gateCommand() *cli.Command {
 			"section (the candidate run's suite file, or --suite), else decode_tok_s,\n" +
 			"prefill_tok_s and us_per_call at 5%. --threshold 10% overrides every threshold,\n" +
 			"--threshold ttft_ms=3% one metric (and gates it).\n\n" +
-			"Significance is Mann-Whitney U on each run's median where both sides have several\n" +
-			"runs of a case (else on repetitions), with p adjusted over every check of the gate\n" +
-			"(Benjamini-Hochberg) and compared with --alpha (docs/perf-gate.md).\n\n" +
+			"Significance is Mann-Whitney U on each run's mean of its better half of repetitions\n" +
+			"where both sides have several runs of a case (else on repetitions), with p adjusted\n" +
+			"over every check of the gate (Benjamini-Hochberg) and compared with --alpha\n" +
+			"(docs/perf-gate.md).\n\n" +
 			"Exit status: 0 pass; 1 regression; 2 tool error (an unknown baseline or candidate\n" +
 			"included); 3 cannot tell (fewer than --min-samples samples, too few runs, a baseline\n" +
 			"noisier than the threshold, a case not comparable, no matching baseline case).\n" +

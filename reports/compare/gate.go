@@ -602,6 +602,30 @@ var outcomeMark = map[Outcome]string{
 	CannotTell:      "❔",
 }
 
+// testTexts name the test each unit of a check is tested with.
+var testTexts = []struct{ per, text string }{
+	{UnitPair, "Student's t on the log ratios of the pairs of runs, each run's mean of its better half of repetitions"},
+	{UnitRun, "Mann-Whitney U on each run's mean of its better half of repetitions"},
+	{UnitRepetition, "Mann-Whitney U on the repetitions, where a side has one run"},
+}
+
+// testsUsed names the tests the checks were judged with, in the one
+// order, each once, followed by "; "; "" when none was tested. A summary
+// must name the test a check used, which depends on how the runs were
+// taken (ab's pairs, several runs a side, or one).
+func testsUsed(checks []Check) string {
+	var used []string
+	for _, t := range testTexts {
+		if slices.ContainsFunc(checks, func(c Check) bool { return c.Per == t.per }) {
+			used = append(used, t.text)
+		}
+	}
+	if len(used) == 0 {
+		return ""
+	}
+	return strings.Join(used, "; ") + "; "
+}
+
 // Markdown is the summary for a pull-request comment or
 // $GITHUB_STEP_SUMMARY: a headline, what was compared, a table of the
 // gated metrics with verdicts, and the notes.
@@ -610,9 +634,9 @@ func (r Result) Markdown() string {
 	mark := map[int]string{ExitPass: "✅", ExitRegression: "❌", ExitCannotTell: "❔"}[r.Status]
 	fmt.Fprintf(&b, "## %s %s\n\n", mark, r.Headline)
 	fmt.Fprintf(&b, "- baseline: %s\n- candidate: %s\n", r.Baseline, r.Candidate)
-	fmt.Fprintf(&b, "- a check fails when the change is significant (Mann-Whitney U on each run's median, or on repetitions where a side has one run; "+
-		"p adjusted over all %d checks by Benjamini-Hochberg, below %g) and worse than its threshold; at least %d samples a side\n",
-		len(r.Checks), r.Alpha, r.MinSamples)
+	fmt.Fprintf(&b, "- a check fails when the change is significant (%sp adjusted over all %d checks by Benjamini-Hochberg, below %g) "+
+		"and worse than its threshold; at least %d samples a side\n",
+		testsUsed(r.Checks), len(r.Checks), r.Alpha, r.MinSamples)
 	if len(r.Checks) > 0 {
 		t := r.Table()
 		for i, c := range r.Checks {

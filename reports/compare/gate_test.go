@@ -406,3 +406,29 @@ func TestGateUnderInterference(t *testing.T) {
 		t.Errorf("%d/%d A/A false alarms (want <= 1), 10%% slowdown caught %d/%d (want >= 75)", alarms, trials, caught, trials)
 	}
 }
+
+// The markdown summary names the test its checks were judged with, which
+// depends on how the runs were taken.
+func TestGateMarkdownNamesTheTest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	pa, pb := pairedSides(rng, 3, 5, 0.1, 0.01, 1)
+	for _, tc := range []struct {
+		name      string
+		a, b      *Side
+		opts      GateOptions
+		want, not string
+	}{
+		{"ab rounds", pa, pb, GateOptions{Paired: true}, "Student's t on the log ratios of the pairs of runs", "Mann-Whitney"},
+		{"several runs a side", runsSide(rng, "A", 6, 5, 1000, 0.02, 0.01), runsSide(rng, "B", 6, 5, 1000, 0.02, 0.01), GateOptions{},
+			"Mann-Whitney U on each run's mean of its better half of repetitions", "Student"},
+		{"one run a side", runsSide(rng, "A", 1, 25, 1000, 0.02, 0.01), runsSide(rng, "B", 1, 25, 1000, 0.02, 0.01), GateOptions{},
+			"Mann-Whitney U on the repetitions, where a side has one run", "Student"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := Gate(tc.a, tc.b, tc.opts).Markdown()
+			if !strings.Contains(md, tc.want) || strings.Contains(md, tc.not) {
+				t.Errorf("summary does not name %q (or names %q):\n%s", tc.want, tc.not, md)
+			}
+		})
+	}
+}
