@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,31 @@ const (
 	abCandidateTag = "ab-candidate"
 )
 
+// abInterrupted is ab's error when interrupted in round r (from 0) of
+// rounds: exit 130, saying where the runs already measured are and how to
+// read them. keep says dir must stay, even a temporary one: measured
+// results are never thrown away.
+func abInterrupted(dir string, r, rounds int) (keep bool, err error) {
+	msg := fmt.Sprintf("ab interrupted in round %d of %d", r+1, rounds)
+	var held []string
+	for _, name := range []string{"baseline.db", "candidate.db"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			held = append(held, name)
+		}
+	}
+	if len(held) == 0 {
+		return false, &exitError{code: 130, err: errors.New(msg + "; nothing was recorded yet")}
+	}
+	last, tag := held[len(held)-1], abCandidateTag
+	if last == "baseline.db" {
+		tag = abBaselineTag
+	}
+	msg += fmt.Sprintf("; the %d complete rounds (and what the interrupted one recorded, marked interrupted) are kept in %s "+
+		"(%s, runs tagged %s and %s, and each round's logs): `mtlbench show %s --db %s` shows them",
+		r, dir, strings.Join(held, ", "), abBaselineTag, abCandidateTag, tag, filepath.Join(dir, last))
+	return true, &exitError{code: 130, err: errors.New(msg)}
+}
+
 func abCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ab",
@@ -43,7 +69,9 @@ func abCommand() *cli.Command {
 			"--candidate-bin names another; --set applies to the candidate only. Each side\n" +
 			"records into its own database (--keep DIR, an empty folder, keeps them: baseline.db\n" +
 			"and candidate.db, and each round's logs).\n\n" +
-			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell.",
+			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell;\n" +
+			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
+			"--keep, and the message says where.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "baseline-bin", Required: true, Usage: "the baseline mtlbench binary (built from the base commit)"},
 			&cli.StringFlag{Name: "candidate-bin", Usage: "the candidate mtlbench binary (default: this one)"},
@@ -60,6 +88,7 @@ func abCommand() *cli.Command {
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 		},
 		Action: func(c *cli.Context) error {
+			var keepTemp bool
 			if c.NArg() != 1 {
 				return fmt.Errorf("ab needs one suite file (see `mtlbench suites list`)")
 			}
@@ -119,7 +148,12 @@ func abCommand() *cli.Command {
 				if dir, err = os.MkdirTemp("", "mtlbench-ab-"); err != nil {
 					return err
 				}
-				defer os.RemoveAll(dir)
+				// An interrupt keeps what was measured (abInterrupted).
+				defer func() {
+					if !keepTemp {
+						os.RemoveAll(dir)
+					}
+				}()
 			} else if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("--keep: %w", err)
 			} else {
@@ -159,7 +193,8 @@ func abCommand() *cli.Command {
 				steps, err := runLockstep(ctx, r, [2]abSide{sides[false], sides[true]}, suitePath, common, logs)
 				if err != nil {
 					if ctx.Err() != nil {
-						return &exitError{code: 130, err: fmt.Errorf("ab interrupted in round %d of %d", r+1, rounds)}
+						keepTemp, err = abInterrupted(dir, r, rounds)
+						return err
 					}
 					return err
 				}

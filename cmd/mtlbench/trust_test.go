@@ -116,3 +116,33 @@ func TestABEndToEnd(t *testing.T) {
 		t.Errorf("a baseline recording nothing: exit %d, %v\n%s", exitCode(err), err, stderr)
 	}
 }
+
+// An interrupted ab keeps what it measured, even in its temporary folder,
+// and says where; with nothing recorded there is nothing to keep.
+func TestABInterruptedKeepsMeasuredRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files []string
+		round int
+		keep  bool
+		has   string
+	}{
+		{"before anything was recorded", nil, 0, false, "ab interrupted in round 1 of 3; nothing was recorded yet"},
+		{"after two rounds", []string{"baseline.db", "candidate.db"}, 2, true,
+			"ab interrupted in round 3 of 3; the 2 complete rounds (and what the interrupted one recorded, marked interrupted) are kept in DIR (baseline.db, candidate.db"},
+		{"the baseline's first repetitions", []string{"baseline.db"}, 0, true, "`mtlbench show ab-baseline --db DIR/baseline.db` shows them"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keep, err := abInterrupted(dir, tc.round, 3)
+			if keep != tc.keep || exitCode(err) != 130 || !strings.Contains(err.Error(), strings.ReplaceAll(tc.has, "DIR", dir)) {
+				t.Errorf("keep %v, exit %d, %v; want keep %v, 130 and %q", keep, exitCode(err), err, tc.keep, tc.has)
+			}
+		})
+	}
+}
