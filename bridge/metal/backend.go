@@ -535,6 +535,7 @@ const (
 	fcMVGELU         = 29
 	fcMoEResidual    = 50
 	fcMoEZeroOut     = 51
+	fcMVTiles        = 52
 	fcAttnKeys       = 43
 	fcAttnStages     = 44
 	fcAttnQBlocks    = 45

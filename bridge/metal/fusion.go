@@ -478,7 +478,7 @@ func (b *Backend) tryNormMoE(ops []bridge.Op, span int) (int, bridge.Op) {
 		if tiled, _ := b.qmoeTiled(T, E, w.TopK, H, w.Inter); tiled {
 			return 0, nil
 		}
-	} else if !b.moeBlock(w, T, mp) {
+	} else if !b.moeBlock(w, T, mp) && !b.moeMatVec(w, T) {
 		return 0, nil
 	}
 	fold := moeFold{g: g, eps: nm.Eps}

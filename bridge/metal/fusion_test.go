@@ -107,8 +107,10 @@ func TestFusionsMatchUnfused(t *testing.T) {
 		{[]string{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, false},
 		{[]string{"moe_residual", "rmsnorm_gemv", "gemv_shared_input"}, true},
 		{[]string{"moe_router_topk"}, true},
-		{[]string{"rmsnorm_moe"}, true},
-		{[]string{"rmsnorm_moe", "moe_residual"}, true},
+		// The MoE block's norm is an RMSNorm once gemv_residual has taken
+		// the add before it into the o projection.
+		{[]string{"rmsnorm_moe", "gemv_residual"}, true},
+		{[]string{"rmsnorm_moe", "moe_residual", "gemv_residual"}, true},
 	}
 	for _, c := range []struct {
 		name string
@@ -166,9 +168,10 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 	} {
 		moe := strings.Contains(c.name, "moe")
 		vocab, offToks, offLogits, off := unfusedRun(t, mb, c.spec)
+		on := map[string]int{}
 		for _, set := range [][]string{nil, {"gemv_shared_input"}, {"gemv_shared_input", "rmsnorm_gemv"},
 			{"gemv_residual", "rmsnorm_gemv", "gemv_shared_input"}, {"moe_residual", "rmsnorm_gemv", "gemv_shared_input"},
-			{"rmsnorm_moe"}, {"rmsnorm_moe", "moe_residual"}} {
+			{"rmsnorm_moe", "gemv_residual"}, {"rmsnorm_moe", "moe_residual", "gemv_residual"}} {
 			only := "all"
 			if set != nil {
 				only = strings.Join(set, "+")
@@ -177,8 +180,18 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 				continue // only MoE models have it
 			}
 			t.Run(c.name+"/"+only, func(t *testing.T) {
-				checkFused(t, mb, c.spec, vocab, set, offToks, offLogits, off)
+				on[only] = checkFused(t, mb, c.spec, vocab, set, offToks, offLogits, off)
 			})
+		}
+		// The block takes its norm in: a dispatch fewer a layer than the
+		// norm on its own, at batch 2 (the pairs grouped by expert).
+		if moe {
+			mb.SetFusions("gemv_residual")
+			_, _, without := decodeRun(t, mb, c.spec, engine.Options{}, vocab, 2)
+			mb.SetFusions()
+			if with := on["rmsnorm_moe+gemv_residual"]; with >= without {
+				t.Errorf("%s: %d dispatches a decode step with rmsnorm_moe, %d without", c.name, with, without)
+			}
 		}
 	}
 }

@@ -146,16 +146,21 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		b.moeDecode(o, xs, w, pk, T, E, K, H, I, tu, fold)
 		return
 	}
-	if fold.g != nil {
+	// The expert kernels by the rows per routed expert (tile occupancy):
+	// matvec tiles of up to 8 rows while an expert's rows mostly fit one,
+	// else simdgroup_matrix tiles, whose down GEMM adds its weighted rows
+	// into out (cleared by the routing) in place of the combine.
+	rows := ops.MetalMoERows(T, E, K)
+	useMV := rows <= tu.MoEMatVecMaxRows
+	if fold.g != nil && (!useMV || fusedRoute || !b.moeRouterFolds(w, T)) {
 		b.fail("moe: an RMSNorm folded into a block that cannot take it")
 		return
 	}
 
-	// Router logits, then routing.
+	// Router logits (with fold's norm), then routing.
 	var logits view
 	if !fusedRoute {
-		logits = b.scratchView("moe.logits", 4*T*E)
-		b.matmul(logits, xs.view(), T, router, view{})
+		logits = b.routerLogits(xs, w, T, fold)
 	}
 	ids, weights, flags, counts, slot, ok := b.routing(E, P)
 	if !ok {
@@ -165,12 +170,6 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if w.NormTopK {
 		norm = 1
 	}
-	// The expert kernels by the rows per routed expert (tile occupancy):
-	// matvec tiles of up to 8 rows while an expert's rows mostly fit one,
-	// else simdgroup_matrix tiles, whose down GEMM adds its weighted rows
-	// into out (cleared by the routing) in place of the combine.
-	rows := ops.MetalMoERows(T, E, K)
-	useMV := rows <= tu.MoEMatVecMaxRows
 	tile := tu.MoETile
 	if tile == (Tile{}) {
 		tile = tileOf(ops.MetalMoETile(rows))
@@ -216,7 +215,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	wv := view{pk.buf, pk.base, pk.size}
 	names := moeKernels[pk.dt]
 	gu := moeGemmArgs{N: uint32(I), K: uint32(H), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
-		WOffset: 0, W2Offset: uint64(I * H), Experts: uint32(E)}
+		WOffset: 0, W2Offset: uint64(I * H), Experts: uint32(E), Eps: fold.eps}
 	dn := moeGemmArgs{N: uint32(H), K: uint32(I), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
 		WOffset: uint64(2 * I * H), Experts: uint32(E)}
 	for pass, a := range []moeGemmArgs{gu, dn} {
@@ -224,7 +223,11 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		var groups, tpg [3]int
 		if useMV {
 			r, sgs := tu.MoEMatVecRows, tu.MoESimdgroups
-			p = b.pipeline(names[pass], fcMoEMV, int32(r), int32(tileRows))
+			if pass == 0 {
+				p = b.pipeline(names[pass], fcMoEMVGateUp, int32(r), int32(tileRows), boolInt[fold.g != nil])
+			} else {
+				p = b.pipeline(names[pass], fcMoEMV, int32(r), int32(tileRows))
+			}
 			sgs = simdgroupsFor(p, sgs)
 			groups, tpg = [3]int{ceilDiv(int(a.N), sgs*r), tiles, 1}, [3]int{32 * sgs, 1, 1}
 		} else {
@@ -257,6 +260,9 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		switch {
 		case pass == 0:
 			b.bind(5, h, true)
+			if fold.g != nil {
+				b.in(6, fold.g)
+			}
 		case useMV:
 			b.bind(5, y, true)
 		default: // the weighted scatter-add: out, and the residual with it
@@ -273,6 +279,12 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 		return
 	}
 
+	b.moeCombine(o, y, ids, weights, flags, residual, T, E, K, H)
+}
+
+// moeCombine encodes moe_combine: out[t] = Σ_j weights[t·K+j]·y[t·K+j],
+// also added into residual when it is set; it clears the experts' flags.
+func (b *Backend) moeCombine(o *tensor, y, ids, weights, flags view, residual *tensor, T, E, K, H int) {
 	ct := min(1024, max(32, align(ceilDiv(H, 4), 32)))
 	b.args(argBytes(b, combineArgs{Tokens: uint32(T), Hidden: uint32(H), TopK: uint32(K), Experts: uint32(E)}))
 	b.bind(1, y, false)
@@ -287,15 +299,24 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	b.dispatchGroups(p, [3]int{T, 1, 1}, [3]int{threadsFor(p, ct), 1, 1})
 }
 
+// moePerPair reports whether a MoE block of T tokens on the expert GEMVs
+// runs its (token, expert) pairs one at a time (the decode block:
+// moeDecode, qmoe's three dispatches) rather than grouped by expert in the
+// strategy's chunks (moe_group's tiles, an expert's weights read once a
+// tile). One token's pairs are distinct experts, so every strategy's groups
+// are single pairs; the loop strategy, or chunks of one pair, is that
+// schedule at any batch (docs/metal-kernels.md, "Grouped expert GEMVs").
+func moePerPair(T int, mp bridge.MoEParams) bool {
+	return T == 1 || mp.Strategy == bridge.MoELoop || (mp.Strategy == bridge.MoEChunked && mp.ChunkSize <= 1)
+}
+
 // moeBlock reports whether a float MoE block over T tokens runs as a decode
 // step's three dispatches (moeDecode): few enough rows a routed expert for
-// the GEMVs, fusion on, the grouped strategy (the others are measured as
-// they chunk the pairs), and within the kernels' bounds, the device's
-// threads a threadgroup among them.
+// the GEMVs, fusion on, its pairs one at a time (moePerPair), and within
+// the kernels' bounds, the device's threads a threadgroup among them.
 func (b *Backend) moeBlock(w *bridge.MoEWeights, T int, mp bridge.MoEParams) bool {
 	E, K := len(w.Gate), w.TopK
-	if mp.Unfused || mp.Strategy == bridge.MoELoop || mp.Strategy == bridge.MoEChunked || E == 0 || E > moeRouteExperts ||
-		K > moeSumTopK {
+	if mp.Unfused || !moePerPair(T, mp) || E == 0 || E > moeRouteExperts || K > moeSumTopK {
 		return false
 	}
 	tu := b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter)
@@ -309,6 +330,14 @@ func (b *Backend) moeBlock(w *bridge.MoEWeights, T int, mp bridge.MoEParams) boo
 	}
 	sum := b.pipeline(moeBlockKernels[g.dt][1], fcMoESum, int32(tu.MoEMatVecRows), 1, 0)
 	return sum != nil && sumSimdgroups(sum, K) > 0
+}
+
+// moeMatVec reports whether a float MoE block over T tokens runs its
+// experts on the GEMVs (moe_mv_*: at most the tuning's MoEMatVecMaxRows
+// rows a routed expert), which can take the norm before the block.
+func (b *Backend) moeMatVec(w *bridge.MoEWeights, T int) bool {
+	E, K := len(w.Gate), w.TopK
+	return E > 0 && ops.MetalMoERows(T, E, K) <= b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter).MoEMatVecMaxRows
 }
 
 // moeDecode encodes a decode step's float MoE block in three dispatches, as
@@ -374,7 +403,10 @@ func (b *Backend) moeDecode(o, xs *tensor, w *bridge.MoEWeights, pk *packedExper
 // fcMoESum: moe_mv_sum's rows, columns (1) and residual.
 var (
 	fcMoEPair = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}}
-	fcMoESum  = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMoEResidual, true}}
+	// fcMoEMVGateUp: moe_mv_gate_up's rows a simdgroup, tile rows and
+	// folded norm.
+	fcMoEMVGateUp = fcMoEPair
+	fcMoESum      = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMoEResidual, true}}
 )
 
 // routing returns a MoE call's routing scratch for P pairs of E experts:

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -154,5 +155,72 @@ func TestQMoEBounds(t *testing.T) {
 			slices.Contains(names, "qmoe_mv_sum_affine4") == c.combine {
 			t.Errorf("%d experts, top %d: dispatches %v", c.experts, c.topK, names)
 		}
+	}
+}
+
+// TestGroupedExpertGEMVs: a block of a few tokens on the expert GEMVs
+// groups its pairs by expert as its strategy says (moePerPair): grouped
+// and chunked run qmoe_mv and the float GEMVs over moe_group's tiles, loop
+// (and one token) the three-dispatch block, each against the reference;
+// and grouping reads an expert's weights once a tile, so grouped reads
+// fewer weight bytes than loop, no more than the distinct experts' rows
+// and at least them.
+func TestGroupedExpertGEMVs(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		op       ops.ID
+		dt       ops.DType
+		tokens   int
+		strategy ops.MoEStrategy
+		chunk    int
+		tiles    bool // moe_group dispatched
+	}{
+		{ops.QMoE, ops.Q4, 6, ops.MoEGrouped, 0, true},
+		{ops.QMoE, ops.Q4, 6, ops.MoEChunked, 5, true},
+		{ops.QMoE, ops.Q4, 6, ops.MoELoop, 0, false},
+		{ops.QMoE, ops.Q4, 6, ops.MoEChunked, 1, false},
+		{ops.QMoE, ops.Q4, 1, ops.MoEGrouped, 0, false},
+		{ops.QMoE, ops.Q4_K, 9, ops.MoEGrouped, 0, true},
+		{ops.QMoE, ops.Q8_0, 3, ops.MoEGrouped, 0, true},
+		{ops.QMoE, ops.IQ2_XXS, 3, ops.MoEGrouped, 0, true},
+		{ops.MoE, ops.BF16, 6, ops.MoEGrouped, 0, true},
+		{ops.MoE, ops.BF16, 6, ops.MoELoop, 0, false},
+	} {
+		ints := ops.Shape{ops.Tokens: c.tokens, ops.Experts: 16, ops.TopK: 4, ops.Hidden: 256, ops.Intermediate: 256}
+		if c.chunk > 0 {
+			ints[ops.MoEChunk] = c.chunk
+		}
+		args := ops.Args{Op: c.op, DType: c.dt, Ints: ints, MoEStrategy: c.strategy}
+		checkOp(t, be, args)
+		var names []string
+		for _, s := range stepStats(t, be, args) {
+			names = append(names, s.Kernel)
+		}
+		if slices.Contains(names, "moe_group") != c.tiles || slices.ContainsFunc(names, func(n string) bool {
+			return strings.HasPrefix(n, "qmoe_mm_") || strings.HasPrefix(n, "moe_mm_")
+		}) {
+			t.Errorf("%s %s, %d tokens, %s/%d: dispatches %v", c.op, c.dt, c.tokens, c.strategy, c.chunk, names)
+		}
+	}
+
+	// The weights each schedule reads, at Qwen3-30B-A3B's top-8 of 128 over
+	// 16 tokens (scaled down): grouped reads each routed expert's rows about
+	// once, loop once a pair.
+	weights := func(s ops.MoEStrategy) (read, footprint int64) {
+		args := ops.Args{Op: ops.QMoE, DType: ops.Q4, MoEStrategy: s, Ints: ops.Shape{ops.Tokens: 16, ops.Experts: 128,
+			ops.TopK: 8, ops.Hidden: 256, ops.Intermediate: 128}}
+		for _, o := range mtl.SumByOperand(stepStats(t, be, args)) {
+			if strings.HasPrefix(o.Kernel, "qmoe_mv") && (o.Name == "w" || o.Name == "w2") {
+				read += o.Read
+				footprint += o.FootprintRead
+			}
+		}
+		return read, footprint
+	}
+	gr, gf := weights(ops.MoEGrouped)
+	lr, lf := weights(ops.MoELoop)
+	t.Logf("expert weights read: grouped %d B (distinct %d), loop %d B (distinct %d)", gr, gf, lr, lf)
+	if gf != lf || gr < gf || float64(gr) > 1.05*float64(gf) || float64(lr) < 1.3*float64(gr) {
+		t.Errorf("expert weights read: grouped %d B of %d distinct, loop %d B of %d distinct", gr, gf, lr, lf)
 	}
 }

@@ -633,11 +633,13 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		return
 	}
 	// A decode step's block routes in its gate/up GEMV and sums the experts
-	// in its down GEMV (docs/metal-kernels.md, "The MoE block in a decode step").
-	route := !tiled && !mp.Unfused && E <= moeRouteExperts
+	// in its down GEMV (docs/metal-kernels.md, "The MoE block in a decode
+	// step"); pairs grouped by expert run the GEMVs over moe_group's tiles.
+	grouped := !tiled && !moePerPair(T, mp)
+	route := !tiled && !grouped && !mp.Unfused && E <= moeRouteExperts
 	var sum mtl.Pipeline
 	sumSgs := 0
-	if !tiled && !mp.Unfused && K <= moeSumTopK {
+	if !tiled && !grouped && !mp.Unfused && K <= moeSumTopK {
 		sum = b.pipeline("qmoe_mv_sum_"+quant.KernelName(pk.spec[2]), fcQMoESum, int32(tu.QMoEMatVecRows), 1, qScaleDT(pk.spec[2]),
 			boolInt[fold.residual != nil])
 		if sum == nil {
@@ -670,12 +672,16 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		b.qmoeTiles(pk, xs, o, ids, weights, flags, fold.residual, T, E, K, H, I, mp, tu)
 		return
 	}
+	if grouped {
+		b.qmoeGroupedMV(pk, xs, o, ids, weights, flags, fold, T, E, K, H, I, mp, tu)
+		return
+	}
 
 	// Gate and up, with SwiGLU (and the norm and the routing).
 	h := b.scratchView("moe.h", 4*P*I)
 	rows, sgs := tu.QMoEMatVecRows, tu.QMoESimdgroups
 	p := b.pipeline("qmoe_mv_"+quant.KernelName(pk.spec[0]), fcQMoE, int32(rows), 1, 1, qScaleDT(pk.spec[0]),
-		boolInt[fold.g != nil], boolInt[route])
+		boolInt[fold.g != nil], boolInt[route], 0)
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -717,7 +723,7 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 		return
 	}
 	y := b.scratchView("moe.y", 4*P*H)
-	p = b.pipeline("qmoe_mv_"+quant.KernelName(pk.spec[2]), fcQMoE, int32(rows), 1, 0, qScaleDT(pk.spec[2]), 0, 0)
+	p = b.pipeline("qmoe_mv_"+quant.KernelName(pk.spec[2]), fcQMoE, int32(rows), 1, 0, qScaleDT(pk.spec[2]), 0, 0, 0)
 	sgs = simdgroupsFor(p, tu.QMoESimdgroups)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -730,18 +736,58 @@ func (b *Backend) qmoe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoE
 	b.bind(10, view{b.step.errBuf, 0, 16}, true)
 	b.dispatchGroups(p, [3]int{ceilDiv(H, sgs*rows), P, 1}, [3]int{32 * sgs, 1, 1})
 
-	ct := min(1024, max(32, align(ceilDiv(H, 4), 32)))
-	b.args(argBytes(b, combineArgs{Tokens: uint32(T), Hidden: uint32(H), TopK: uint32(K), Experts: uint32(E)}))
-	b.bind(1, y, false)
-	b.bind(2, weights, false)
-	b.bind(3, ids, false)
-	b.bind(4, flags, true)
-	b.out(5, o)
-	if fold.residual != nil {
-		b.bind(6, fold.residual.view(), true)
+	b.moeCombine(o, y, ids, weights, flags, fold.residual, T, E, K, H)
+}
+
+// qmoeGroupedMV encodes a packed block's expert GEMVs with its pairs
+// grouped by expert (moePerPair false): moe_group's tiles in the
+// strategy's chunks, each at most 8 pairs of one expert, so qmoe_mv reads
+// an expert's rows once for all of a tile's pairs (mv_tiles), gate/up with
+// fold's norm in its staging, then down, then moe_combine (and fold's
+// residual).
+func (b *Backend) qmoeGroupedMV(pk *qexperts, xs, o *tensor, ids, weights, flags view, fold moeFold, T, E, K, H, I int,
+	mp bridge.MoEParams, tu *Tuning) {
+	P := T * K
+	cols := min(8, T, moeChunk(mp, P))
+	perm, tileList, tiles := b.moeGroup(ids, T, E, K, cols, mp, tu)
+	h, y := b.scratchView("moe.h", 4*P*I), b.scratchView("moe.y", 4*P*H)
+	rows := tu.QMoEMatVecRows
+	for pass := 0; pass < 2; pass++ {
+		g, n, k, norm := 0, I, H, fold.g != nil // gate (and up), then down
+		if pass == 1 {
+			g, n, k, norm = 2, H, I, false
+		}
+		p := b.pipeline("qmoe_mv_"+quant.KernelName(pk.spec[g]), fcQMoE, int32(rows), int32(cols), boolInt[pass == 0],
+			qScaleDT(pk.spec[g]), boolInt[norm], 0, 1)
+		if p == nil {
+			return // the pipeline's failure is the step's
+		}
+		sgs := simdgroupsFor(p, tu.QMoESimdgroups)
+		if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
+			return
+		}
+		args := pk.args(g, P, n, k, K, E)
+		args.Eps = fold.eps
+		b.args(argBytes(b, args))
+		if pass == 0 {
+			b.in(1, xs)
+			b.bindExperts(6, pk, 1)
+			b.bind(9, h, true)
+			if norm {
+				b.in(11, fold.g)
+			}
+		} else {
+			b.bind(1, h, false)
+			b.bind(9, y, true)
+		}
+		b.bind(2, ids, false)
+		b.bindExperts(3, pk, g)
+		b.bind(10, view{b.step.errBuf, 0, 16}, true)
+		b.bind(16, perm, false)
+		b.bind(17, tileList, false)
+		b.dispatchGroups(p, [3]int{ceilDiv(n, sgs*rows), tiles, 1}, [3]int{32 * sgs, 1, 1})
 	}
-	cp := b.pipeline("moe_combine", fcCombine, boolInt[fold.residual != nil])
-	b.dispatchGroups(cp, [3]int{T, 1, 1}, [3]int{threadsFor(cp, ct), 1, 1})
+	b.moeCombine(o, y, ids, weights, flags, fold.residual, T, E, K, H)
 }
 
 // qmoeTiles encodes the grouped packed MoE: moe_group's tiles of one
@@ -811,12 +857,14 @@ const (
 	qSimdgroups = 16
 )
 
-// fcQMoE: rows a simdgroup, activation rows a threadgroup (1), SwiGLU, the
-// scale type, and what a decode step's gate/up folds in: the norm and the
-// routing. fcQMoESum: qmoe_mv_sum's rows, columns (1), scale type and
+// fcQMoE: rows a simdgroup, activation rows a threadgroup (1, or a tile's
+// pairs), SwiGLU, the scale type, what a decode step's gate/up folds in
+// (the norm and the routing), and whether the pairs come in moe_group's
+// tiles. fcQMoESum: qmoe_mv_sum's rows, columns (1), scale type and
 // residual.
 var (
-	fcQMoE    = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVNorm, true}, {fcMVRoute, true}}
+	fcQMoE = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVNorm, true}, {fcMVRoute, true},
+		{fcMVTiles, true}}
 	fcQMoESum = []fcSpec{{fcMVRows, false}, {fcMVCols, false}, {fcQScaleDT, false}, {fcMoEResidual, true}}
 )
 

@@ -229,30 +229,17 @@ kernel void moe_group(constant GroupArgs& a [[buffer(0)]], device const int* ids
   }
 }
 
-// simd_tile reads a threadgroup's tile slot once per simdgroup (lane 0)
-// and shares it: the slot is the same for every thread.
-inline MoETile simd_tile(device const MoETile* tiles, uint slot, ushort lane) {
-  int4 v = 0;
-  if (lane == 0) {
-    const MoETile t = tiles[slot];
-    v = int4(t.expert, t.row0, t.rows, 0);
-  }
-  MoETile t;
-  t.expert = simd_broadcast(v.x, ushort(0));
-  t.row0 = simd_broadcast(v.y, ushort(0));
-  t.rows = simd_broadcast(v.z, ushort(0));
-  t._pad0 = 0;
-  return t;
-}
-
 // moe_mv_gate_up: h[row] = silu(x[token] * gate^T) * (x[token] * up^T) for
 // the rows of one tile (at most mv_cols), simd_sum reductions over the
-// tile's activations staged once per threadgroup (gemm.h's mv_tile). Grid:
-// (ceil(inter / (simdgroups * mv_rows)), tile slots).
+// tile's activations staged once per threadgroup (gemm.h's mv_tile); with
+// mv_norm x is the input of the RMSNorm before the block (weights g),
+// normalised as it is staged. Grid: (ceil(inter / (simdgroups * mv_rows)),
+// tile slots).
 template <typename W>
 kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                            device const W* w [[buffer(2)]], device const int* perm [[buffer(3)]],
                            device const MoETile* tiles [[buffer(4)]], device float* h [[buffer(5)]],
+                           device const float* g [[buffer(6), function_constant(mv_norm)]],
                            uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                            ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                            ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -269,13 +256,16 @@ kernel void moe_mv_gate_up(constant MoEGemmArgs& a [[buffer(0)]], device const f
   for (int c = 0; c < mv_cols; c++) {
     src[c] = simd_broadcast(mine, ushort(c));
   }
-  MVAcc g, u;
-  MVNorm nm = mv_norm_of(false, false, x, x);
-  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, g, u);
+  MVAcc gacc, uacc;
+  MVNorm nm = mv_norm_of(mv_norm, false, g, g);
+  mv_tile<W, true>(x, src, base + a.w_offset, base + a.w2_offset, a.n, a.k, n0, xs, tid, ushort(nsg * 32), lane, nm, gacc,
+                   uacc);
+  float inv[MV_MAX_COLS];
+  mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
-      const float gs = simd_sum(g.v[r][c]);
-      const float us = simd_sum(u.v[r][c]);
+      const float gs = simd_sum(gacc.v[r][c]) * inv[c];
+      const float us = simd_sum(uacc.v[r][c]) * inv[c];
       if (lane == 0 && n0 + r < a.n && c < tile.rows) {
         h[ulong(tile.row0 + c) * a.n + n0 + r] = silu(gs) * us;
       }
@@ -556,7 +546,7 @@ kernel void moe_mv_sum(constant MoEGemmArgs& a [[buffer(0)]], device const float
 #define INSTANTIATE_MOE(sfx, T)                                                                                  \
   template [[host_name(MTL_STR(moe_mv_gate_up_##sfx))]] kernel void moe_mv_gate_up<T>(                                  \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
-      device float*, uint2, ushort, ushort, ushort, ushort);                                                     \
+      device float*, device const float*, uint2, ushort, ushort, ushort, ushort);                                \
   template [[host_name(MTL_STR(moe_mv_down_##sfx))]] kernel void moe_mv_down<T>(                                        \
       constant MoEGemmArgs&, device const float*, device const T*, device const int*, device const MoETile*,      \
       device float*, uint2, ushort, ushort, ushort, ushort);                                                     \

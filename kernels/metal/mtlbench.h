@@ -154,6 +154,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_ATTN_PADDED 46   // bool: the head (head_dim) is shorter than the decode kernel's D
 #define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down / qmoe_mv_sum add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
+#define FC_MV_TILES 52      // bool: qmoe_mv takes its pairs from moe_group's tiles (an expert's weights read once a tile)
 #define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
 
 // The constants themselves, declared once here: a Metal library is one
@@ -182,6 +183,7 @@ constant bool mv_swiglu [[function_constant(FC_MV_SWIGLU)]];
 constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
 constant bool mv_route [[function_constant(FC_MV_ROUTE)]];
+constant bool mv_tiles [[function_constant(FC_MV_TILES)]];
 constant bool mv_layernorm [[function_constant(FC_MV_LAYERNORM)]];
 constant bool mv_gelu [[function_constant(FC_MV_GELU)]];
 constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
@@ -369,6 +371,22 @@ struct MoETile {
   int rows;
   int _pad0;
 };
+
+// simd_tile reads a threadgroup's tile slot once per simdgroup (lane 0)
+// and shares it: the slot is the same for every thread.
+inline MoETile simd_tile(device const MoETile* tiles, uint slot, ushort lane) {
+  int4 v = 0;
+  if (lane == 0) {
+    const MoETile t = tiles[slot];
+    v = int4(t.expert, t.row0, t.rows, 0);
+  }
+  MoETile t;
+  t.expert = simd_broadcast(v.x, ushort(0));
+  t.row0 = simd_broadcast(v.y, ushort(0));
+  t.rows = simd_broadcast(v.z, ushort(0));
+  t._pad0 = 0;
+  return t;
+}
 
 // ---------------------------------------------------------------------------
 // Helpers.

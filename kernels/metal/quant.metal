@@ -1083,7 +1083,12 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
 //    logits while the others stage x, and the pair's first threadgroup
 //    writes its expert, its weight and the distinct-expert count, as the
 //    moe_route kernel would;
-// and qmoe_mv_sum takes pass 1's place.
+// and qmoe_mv_sum takes pass 1's place. With mv_tiles a threadgroup column
+// is a tile of moe_group's instead (grid y: tile slots; unused ones exit):
+// up to mv_cols pairs of one expert, staged side by side, so each of the
+// expert's weight rows is read once for all of them; pass 0 writes h in
+// the tiles' expert order, pass 1 reads it so and writes y in pair order
+// for moe_combine (docs/metal-kernels.md, "Grouped expert GEMVs").
 template <int F>
 kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                     device int* ids [[buffer(2)]], device const uchar* w [[buffer(3)]],
@@ -1097,6 +1102,8 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
                     device float* weights [[buffer(13), function_constant(mv_route)]],
                     device atomic_uint* flags [[buffer(14), function_constant(mv_route)]],
                     device atomic_uint* counts [[buffer(15), function_constant(mv_route)]],
+                    device const int* perm [[buffer(16), function_constant(mv_tiles)]],
+                    device const MoETile* tiles [[buffer(17), function_constant(mv_tiles)]],
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -1107,7 +1114,30 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   threadgroup uint* routed = (threadgroup uint*)(xs + QMV_STAGE_FLOATS + QMVGrid<F>::floats);
   const uint p = tg.y;
   uint e = 0;
-  if (mv_route) {
+  // src: the activation rows staged; dst: the output rows they give.
+  int src[MV_MAX_COLS], dst[MV_MAX_COLS];
+  for (int c = 0; c < MV_MAX_COLS; c++) {
+    src[c] = -1;
+    dst[c] = -1;
+  }
+  int cols = 1;
+  if (mv_tiles) {
+    const MoETile t = simd_tile(tiles, p, lane);
+    if (t.expert < 0 || uint(t.expert) >= a.experts) {
+      return; // the whole threadgroup: an unused tile slot
+    }
+    e = uint(t.expert);
+    cols = min(t.rows, mv_cols);
+    // Lane c reads pair c of the tile; the simdgroup shares them.
+    const int mine = int(lane) < cols ? perm[t.row0 + int(lane)] : -1;
+    for (int c = 0; c < mv_cols; c++) {
+      const int pc = simd_broadcast(mine, ushort(c));
+      if (c < cols) {
+        src[c] = mv_swiglu ? pc / int(a.top_k) : t.row0 + c;
+        dst[c] = mv_swiglu ? t.row0 + c : pc;
+      }
+    }
+  } else if (mv_route) {
     if (sg == 0) {
       bool nan;
       const float wt = moe_route_pair(logits + ulong(p / a.top_k) * a.experts, a.experts, a.top_k, a.norm_topk != 0u,
@@ -1139,11 +1169,10 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
     e = uint(id);
   }
   const uint n0 = (tg.x * nsg + sg) * uint(mv_rows);
-  int src[MV_MAX_COLS];
-  for (int c = 0; c < MV_MAX_COLS; c++) {
-    src[c] = -1;
+  if (!mv_tiles) {
+    src[0] = mv_swiglu ? int(p / a.top_k) : int(p);
+    dst[0] = int(p);
   }
-  src[0] = mv_swiglu ? int(p / a.top_k) : int(p);
   MVNorm nm = mv_norm_of(mv_norm, false, g, g);
   float acc[MV_MAX_ROWS][MV_MAX_COLS], acc2[MV_MAX_ROWS][MV_MAX_COLS];
   for (int r = 0; r < MV_MAX_ROWS; r++) {
@@ -1163,19 +1192,21 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
       e = routed[0];
     }
     const ulong wo = ulong(e) * a.w_stride, so = ulong(e) * a.s_stride;
-    q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc);
+    q_rows<F>(a, grid, w + wo, sc + so, bi + so, a.n, n0, k0, kc, KC, xs, lane, cols, acc);
     if (mv_swiglu) {
-      q_rows<F>(a, grid, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, 1, acc2);
+      q_rows<F>(a, grid, w2 + wo, sc2 + so, bi2 + so, a.n, n0, k0, kc, KC, xs, lane, cols, acc2);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
   float inv[MV_MAX_COLS];
   mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
   for (int r = 0; r < mv_rows; r++) {
-    const float gv = simd_sum(acc[r][0]) * inv[0];
-    const float u = mv_swiglu ? simd_sum(acc2[r][0]) * inv[0] : 0.0f;
-    if (lane == 0 && n0 + r < a.n) {
-      out[ulong(p) * a.n + n0 + r] = mv_swiglu ? silu(gv) * u : gv;
+    for (int c = 0; c < mv_cols; c++) {
+      const float gv = simd_sum(acc[r][c]) * inv[c];
+      const float u = mv_swiglu ? simd_sum(acc2[r][c]) * inv[c] : 0.0f;
+      if (lane == 0 && n0 + r < a.n && dst[c] >= 0) {
+        out[ulong(dst[c]) * a.n + n0 + r] = mv_swiglu ? silu(gv) * u : gv;
+      }
     }
   }
 }
@@ -1710,7 +1741,7 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
       constant QMatArgs&, device const float*, device int*, device const uchar*, device const uchar*,             \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
       device atomic_uint*, device const float*, device const float*, device float*, device atomic_uint*,          \
-      device atomic_uint*, uint2, ushort, ushort, ushort, ushort);                                                 \
+      device atomic_uint*, device const int*, device const MoETile*, uint2, ushort, ushort, ushort, ushort);       \
   template [[host_name(#msum)]] kernel void qmoe_mv_sum<F>(                                                \
       constant QMatArgs&, device const float*, device const int*, device const uchar*, device const uchar*,       \
       device const uchar*, device const float*, device atomic_uint*, device float*, device atomic_uint*,          \

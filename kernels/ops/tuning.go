@@ -1074,6 +1074,11 @@ var metalMoE = &Space{
 			c[KnobChunk] = "64"
 		}
 		d := cpuMoE.Canonical(Config{KnobStrategy: c[KnobStrategy], KnobChunk: c[KnobChunk]}, s, lim)
+		if s[Tokens] == 1 {
+			// One token's pairs are distinct experts: every strategy runs
+			// them one at a time (bridge/metal moePerPair).
+			d = Config{KnobStrategy: string(MoEGrouped)}
+		}
 		delete(c, KnobChunk)
 		for k, v := range d {
 			c[k] = v

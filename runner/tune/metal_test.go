@@ -2,6 +2,7 @@ package tune
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,6 +97,40 @@ func TestMetalSpaces(t *testing.T) {
 			if r[name] != n {
 				t.Errorf("%s %s: %d pruned by %q, want %d (all: %v)", tc.kernel, s.Key(), r[name], name, n, r)
 			}
+		}
+	}
+}
+
+// Metal's moe space: one token's pairs are distinct experts, so every
+// strategy is one schedule and only grouped is a candidate; a few tokens
+// tune loop (pairs one at a time) against grouped and chunked (pairs
+// grouped by expert).
+func TestMetalMoEStrategies(t *testing.T) {
+	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	k, err := Find("metal", "moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tokens int
+		want   []string
+	}{{1, []string{"grouped"}}, {16, []string{"chunked", "grouped", "loop"}}} {
+		s, err := k.Normalize(Shape{"tokens": c.tokens, "experts": 128, "top_k": 8, "hidden": 2048, "intermediate": 768}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands, _ := k.Candidates(s, lim)
+		seen := map[string]bool{}
+		for _, cf := range cands {
+			seen[cf["strategy"]] = true
+		}
+		var got []string
+		for st := range seen {
+			got = append(got, st)
+		}
+		slices.Sort(got)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%d tokens: strategies %v among %d candidates, want %v", c.tokens, got, len(cands), c.want)
 		}
 	}
 }
