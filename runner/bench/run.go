@@ -710,7 +710,8 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	}
 	key := modelKey{layers}
 	lm := models[key]
-	if lm == nil {
+	first := lm == nil
+	if first {
 		spec, err := model.SuiteSpec(sm, layers)
 		if err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
@@ -722,41 +723,57 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 		if err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
-		// Positions first: a case past the model's context would also size
-		// its cache past memory, and the positions are what is wrong.
-		if err := checkPositions(s, c, cfg); err != nil {
-			src.Close()
-			return nil, err
+		lm = &loadedModel{cfg: cfg, src: src}
+	}
+	// Every case is checked against the model it runs, whether it loads it
+	// or an earlier case did: its own cache size and kv_dtype may not fit.
+	cfg, err := checkCase(s, c, be, lm, opts, limit)
+	if err != nil {
+		if first {
+			lm.src.Close()
 		}
-		info := be.Info()
-		avail, where := info.AvailableBytes, info.Backend+" ("+info.Name+")"
-		if limit > 0 && (avail <= 0 || limit < avail) {
-			avail, where = limit, "the memory limit"
-		}
-		kvdt, err := engine.KVDType(be, src.DType(), opts.KVDType)
-		if err != nil {
-			src.Close()
-			return nil, s.ErrorAt(c.PosOf(suites.ParamKVDType), "%v", err)
-		}
-		if err := engine.CheckFit(engine.RunConfig(be, cfg), src.DType(), kvdt, opts.KVTokens, avail, where); err != nil {
-			var fe *engine.FitError
-			if sm.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
-				src.Close()
-				return nil, s.ErrorAt(sm.Pos, "%v", err)
-			}
-			cfg, _ = cfg.WithLayers(fe.MaxLayers)
-		}
-		lm = &loadedModel{cfg: cfg, src: model.NewCached(src)}
+		return nil, err
+	}
+	if first {
+		lm.cfg, lm.src = cfg, model.NewCached(lm.src)
 		models[key] = lm
 		// Before anything is timed: a model that computes NaN is as fast
 		// as one that works, and its figures would be garbage.
 		if err := engine.CheckFinite(be, lm.cfg, lm.src, opts); err != nil {
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
-	} else if err := checkPositions(s, c, lm.cfg); err != nil {
-		return nil, err // a model loaded for an earlier case
 	}
-	return &ModelCase{Backend: be, Config: lm.cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
+	return &ModelCase{Backend: be, Config: cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
+}
+
+// checkCase refuses a case its model cannot run: sequences past the model's
+// positions, a kv_dtype the backend lacks, or weights and cache past the
+// memory available; it returns the config the case runs (fewer layers
+// under fit: truncate-layers).
+func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedModel, opts engine.Options, limit int64) (*model.Config, error) {
+	// Positions first: a case past the model's context would also size
+	// its cache past memory, and the positions are what is wrong.
+	if err := checkPositions(s, c, lm.cfg); err != nil {
+		return nil, err
+	}
+	info := be.Info()
+	avail, where := info.AvailableBytes, info.Backend+" ("+info.Name+")"
+	if limit > 0 && (avail <= 0 || limit < avail) {
+		avail, where = limit, "the memory limit"
+	}
+	kvdt, err := engine.KVDType(be, lm.src.DType(), opts.KVDType)
+	if err != nil {
+		return nil, s.ErrorAt(c.PosOf(suites.ParamKVDType), "case %s: %v", c.Name, err)
+	}
+	cfg := lm.cfg
+	if err := engine.CheckFit(engine.RunConfig(be, cfg), lm.src.DType(), kvdt, opts.KVTokens, avail, where); err != nil {
+		var fe *engine.FitError
+		if s.Model.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
+			return nil, s.ErrorAt(s.Model.Pos, "case %s: %v", c.Name, err)
+		}
+		cfg, _ = cfg.WithLayers(fe.MaxLayers)
+	}
+	return cfg, nil
 }
 
 // weightFormat is the dtype a model case records: a packed model's format
