@@ -132,6 +132,25 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 		}
 		return c.Params[b].Pos
 	}
+	// A parameter the op never reads would file cases that run the same
+	// work under different keys, as an override none reads would; a suite's
+	// params stay defaults for the ops that read them.
+	if o, ok := ops.Lookup(c.Op); ok && c.Kind == KindKernel {
+		for _, name := range sortedKeys(c.Params) {
+			if name == ParamOp || src[name] == fromSuite || takes(c, name) {
+				continue
+			}
+			once := c.Group + "\x00" + string(o.ID) + "\x00" + name
+			if p.said[once] {
+				continue
+			}
+			if p.said == nil {
+				p.said = map[string]bool{}
+			}
+			p.said[once] = true
+			p.errs.add(c.Params[name].Pos, "it takes "+opTakes(o), "in case %q: %s is not a parameter of %s", c.Group, name, o.ID)
+		}
+	}
 	if h, ok := c.Params["num_heads"]; ok {
 		if kv, ok := c.Params["num_kv_heads"]; ok && kv.Int > 0 && h.Int%kv.Int != 0 {
 			p.errs.add(pick("num_heads", "num_kv_heads"), "", "in case %q: num_heads %d is not a multiple of num_kv_heads %d", c.Group, h.Int, kv.Int)
@@ -157,4 +176,23 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 			p.errs.add(pick("experts", "top_k"), "", "in case %q: top_k %d is more than experts %d", c.Group, k.Int, e.Int)
 		}
 	}
+}
+
+// opTakes lists the parameters a kernel case of op o reads, for errors.
+func opTakes(o *ops.Op) string {
+	var names []string
+	for _, u := range o.Params {
+		names = append(names, string(u.Param))
+	}
+	names = append(names, string(ops.Threads), string(ops.Variant), ParamWitnessGPU)
+	return strings.Join(names, ", ")
+}
+
+func sortedKeys(m map[string]Value) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -54,6 +54,9 @@ type parser struct {
 	s      *Suite
 	errs   errs
 	budget int
+	// said holds case errors already given for one group and parameter,
+	// so a matrix does not repeat them for each of its points.
+	said map[string]bool
 }
 
 // entry is one key of a mapping, with merge keys ("<<") already applied.

@@ -435,6 +435,15 @@ func TestErrors(t *testing.T) {
 		{"heads not divisible", head + "  - name: attn\n    op: paged_attention_decode\n    params: {num_heads: 12}\n    matrix: {num_kv_heads: [4, 5]}\n", []string{`t.yaml:7:32: in case "attn": num_heads 12 is not a multiple of num_kv_heads 5`}},
 		{"heads from suite params", "name: s\nparams: {num_kv_heads: 8}\ncases:\n  - name: attn\n    op: rope\n    matrix: {num_heads: [8, 12, 16], tokens: [1, 2]}\n", []string{`t.yaml:6:29: in case "attn": num_heads 12 is not a multiple of num_kv_heads 8`}},
 		{"moe chunk of another strategy", head + "  - name: moe\n    matrix: {moe_strategy: [chunked, loop], moe_chunk: [8]}\n", []string{`t.yaml:5:38: in case "moe": moe_chunk 8 sizes the chunks of moe_strategy chunked, not of loop (leave moe_chunk out of this case, or set moe_strategy: chunked)`}},
+		// A parameter the op does not read, in the case's params or matrix;
+		// a matrix's points say it once.
+		{"param the op does not read", head + "  - name: norm\n    op: rms_norm\n    params: {width: 64, experts: 4}\n    matrix: {m: [1, 2]}\n", []string{
+			`t.yaml:6:34: in case "norm": experts is not a parameter of rms_norm (it takes tokens, width, threads, variant, witness_gpu)`,
+			`t.yaml:7:18: in case "norm": m is not a parameter of rms_norm (it takes tokens, width, threads, variant, witness_gpu)`,
+		}},
+		{"param one op of a matrix does not read", head + "  - name: k\n    kind: kernel\n    params: {m: 4}\n    matrix: {op: [matmul, rms_norm]}\n", []string{
+			`t.yaml:6:17: in case "k": m is not a parameter of rms_norm (it takes tokens, width, threads, variant, witness_gpu)`,
+		}},
 		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
 
 		{"too many cases", head + "  - name: big\n    op: matmul\n    matrix: {m: [" + seq(100) + "], n: [" + seq(101) + "]}\n", []string{

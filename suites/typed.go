@@ -338,7 +338,8 @@ func (s *Suite) Override(set map[string]string) error {
 		sweep := len(pr.vals) > 1 || isList(set[pr.name])
 		seen := map[string]bool{}
 		for _, c := range cases {
-			if !params[pr.name].kinds.has(c.Kind) {
+			// A case that does not read it keeps its own work and key.
+			if !takes(c, pr.name) {
 				out = append(out, c)
 				continue
 			}

@@ -176,6 +176,23 @@ func TestOverride(t *testing.T) {
 		}
 	}
 
+	// A kernel case whose op does not read an override keeps its params
+	// (rms_norm and m), as a suite file could not give it the value.
+	s = mustParse(t, "name: s\ncases:\n  - name: mm\n    op: matmul\n  - name: norm\n    op: rms_norm\n")
+	if err := s.Override(map[string]string{"m": "[4, 8]"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range s.Cases {
+		got = append(got, c.Name)
+		if _, ok := c.Params["m"]; ok && c.Op == ops.RMSNorm {
+			t.Errorf("%s: m applied to rms_norm", c.Name)
+		}
+	}
+	if strings.Join(got, " ") != "mm/m=4 mm/m=8 norm" {
+		t.Errorf("cases after --set m=[4, 8]: %v", got)
+	}
+
 	// Settings, YAML values with commas, and lists that sweep.
 	s = mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n    matrix: {batch: [1, 4]}\n  - name: k\n    kind: kernel\n    op: moe\n")
 	err := s.Override(map[string]string{"repetitions": "3", "warmup": "0", "timing": "profile",

@@ -111,15 +111,12 @@ func TestOpsOnCPU(t *testing.T) {
 func TestFromSuite(t *testing.T) {
 	src := `name: k
 backend: cpu
-params: { dtype: f32, tokens: 2, head_size: 32, num_heads: 4, num_kv_heads: 2 }
+params: { dtype: f32, tokens: 2, head_size: 32, num_heads: 4, num_kv_heads: 2, width: 64, intermediate: 32, context: 10 }
 cases:
   - name: small
     kind: kernel
     matrix:
       op: [rms_norm, silu_mul, rope, argmax, paged_attention_decode]
-      width: [64]
-      intermediate: [32]
-      context: [10]
 `
 	s, err := suites.Parse("k.yaml", []byte(src))
 	if err != nil {
