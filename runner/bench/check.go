@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
@@ -48,7 +49,7 @@ func Check(s *suites.Suite) error {
 			}
 			continue
 		}
-		for _, err := range []error{checkPositions(s, c, cfg), checkKVBlocks(s, c)} {
+		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c)} {
 			if e, ok := err.(*suites.Error); ok {
 				errs = append(errs, e)
 			} else if err != nil {
@@ -57,9 +58,37 @@ func Check(s *suites.Suite) error {
 		}
 	}
 	if len(errs) > 0 {
-		return errs
+		return dedupe(errs)
 	}
 	return nil
+}
+
+// checkMoE refuses MoE parameters on a model without experts: its cases
+// would run the same work under different keys.
+func checkMoE(s *suites.Suite, c suites.Case, cfg *model.Config) error {
+	if cfg.NumExperts > 0 {
+		return nil
+	}
+	for _, name := range []string{string(ops.MoEStrategyParam), string(ops.MoEChunk)} {
+		if v, ok := c.Params[name]; ok {
+			return s.ErrorAt(v.Pos, "%s %s: model %s has no experts (only a mixture-of-experts model reads moe_strategy and moe_chunk)", name, v.Raw, cfg.Name)
+		}
+	}
+	return nil
+}
+
+// dedupe drops an error a case repeats word for word at the position of
+// another's (a value many cases share).
+func dedupe(errs suites.ErrorList) suites.ErrorList {
+	seen := map[string]bool{}
+	out := errs[:0]
+	for _, e := range errs {
+		if k := e.Error(); !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // checkPositions rejects a case whose sequences outgrow what the model runs

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,80 @@ func TestCheckLayers(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Run: %v, want %q", err, want)
+	}
+}
+
+// MoE parameters on a model without experts are refused at the value, in
+// validate and in run alike (a --set included), once for a value its cases
+// share; on a mixture-of-experts model they are taken.
+func TestCheckMoEParamsNeedExperts(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml string
+		set        map[string]string
+		want       []string // nil: accepted
+	}{
+		{"matrix on a dense preset", `name: d
+model: { preset: tinyllama-1.1b }
+cases:
+  - name: d
+    params: { batch: 1, prompt_len: 8, gen_len: 2, moe_strategy: chunked }
+    matrix: { moe_chunk: [8, 256] }
+`, nil, []string{
+			"suite.yaml:5:66: moe_strategy chunked: model tinyllama-1.1b has no experts (only a mixture-of-experts model reads moe_strategy and moe_chunk)",
+		}},
+		{"dense checkpoint", `name: d
+model: { path: %LLAMA% }
+cases:
+  - name: d
+    params: { batch: 1, prompt_len: 8, gen_len: 2 }
+    matrix: { moe_chunk: [8, 256] }
+`, nil, []string{
+			"suite.yaml:6:27: moe_chunk 8: model",
+			"suite.yaml:6:30: moe_chunk 256: model",
+		}},
+		{"--set on a dense model", `name: d
+model: { preset: gpt2 }
+cases:
+  - name: d
+    params: { batch: 1, prompt_len: 8, gen_len: 2 }
+`, map[string]string{"moe_chunk": "4"}, []string{"--set moe_chunk=4: moe_chunk 4: model gpt2 has no experts"}},
+		{"moe model", `name: m
+model: { preset: qwen3-moe-mini }
+cases:
+  - name: d
+    params: { batch: 1, prompt_len: 8, gen_len: 2, moe_strategy: chunked }
+    matrix: { moe_chunk: [8, 256] }
+`, nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			llama, _ := filepath.Abs("../testdata/hf/llama")
+			s := loadSuite(t, tt.yaml, "%LLAMA%", llama)
+			if err := s.Override(tt.set); err != nil {
+				t.Fatal(err)
+			}
+			err := Check(s)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Check: no error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Errorf("Check: %d errors, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Check: %v\nwant %q", err, want)
+				}
+			}
+			db := openDB(t)
+			if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), tt.want[0]) {
+				t.Errorf("Run: %v, want %q", err, tt.want[0])
+			}
+		})
 	}
 }

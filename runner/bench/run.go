@@ -641,7 +641,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 	}
 	if len(errs) > 0 {
 		closeAll()
-		return nil, nil, errs
+		return nil, nil, dedupe(errs)
 	}
 	for _, p := range out {
 		if p.model == nil {
@@ -751,6 +751,9 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 // memory available; it returns the config the case runs (fewer layers
 // under fit: truncate-layers).
 func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedModel, opts engine.Options, limit int64) (*model.Config, error) {
+	if err := checkMoE(s, c, lm.cfg); err != nil {
+		return nil, err
+	}
 	// Positions first: a case past the model's context would also size
 	// its cache past memory, and the positions are what is wrong.
 	if err := checkPositions(s, c, lm.cfg); err != nil {
