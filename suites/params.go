@@ -216,6 +216,9 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 	}
 	tag := n.ShortTag()
 	if spec.isInt {
+		if why := LeadingZero(n.Value); why != "" && plain(n) {
+			return fmt.Sprintf("%s %s", name, why), ""
+		}
 		if !isInt {
 			if v.IsNum && tag == "!!int" {
 				return fmt.Sprintf("%s is out of range: %s", name, show(n.Value)), ""
@@ -574,4 +577,10 @@ func escapeKey(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// plain reports whether scalar n was written unquoted: only then is it a
+// number.
+func plain(n *yaml.Node) bool {
+	return n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0
 }

@@ -276,6 +276,10 @@ func (p *parser) enum(n *yaml.Node, what string, allowed []string) (string, bool
 func (p *parser) int(n *yaml.Node, what string, min int64) (int64, bool) {
 	n = resolve(n)
 	var i int64
+	if why := LeadingZero(n.Value); why != "" && n.Kind == yaml.ScalarNode && plain(n) {
+		p.errorf(n, "", "%s %s", what, why)
+		return 0, false
+	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		p.errorf(n, "", "%s must be an integer, got %s", what, describe(n))
 		return 0, false

@@ -2,9 +2,32 @@ package suites
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
+
+// leadingZeroRE matches a decimal integer written with a leading zero, which
+// YAML reads as octal (0016 is 14) where a range or a flag reads 16.
+var leadingZeroRE = regexp.MustCompile(`^[-+]?0[0-9_]*[0-9][0-9_]*$`)
+
+// LeadingZero says why an integer written as s (0016) is refused, "" when
+// it is not so written: one reading of such a number everywhere a suite's
+// or bench's integer is read.
+func LeadingZero(s string) string {
+	if !leadingZeroRE.MatchString(s) {
+		return ""
+	}
+	digits := strings.ReplaceAll(strings.TrimLeft(s, "+-"), "_", "")
+	n, err := strconv.ParseUint(digits, 10, 63)
+	if err != nil {
+		return fmt.Sprintf("%s: a leading zero is not allowed (write it without)", s)
+	}
+	if strings.HasPrefix(s, "-") && n != 0 {
+		return fmt.Sprintf("%s: a leading zero is not allowed (write -%d)", s, n)
+	}
+	return fmt.Sprintf("%s: a leading zero is not allowed (write %d)", s, n)
+}
 
 // maxListValues bounds what one list expands to: a typo in a range should
 // fail, not queue a million cases.
@@ -36,6 +59,9 @@ func ParseIntList(s string, min int) ([]int, error) {
 		}
 		first, rest, isRange := strings.Cut(item, "-")
 		if !isRange {
+			if why := LeadingZero(item); why != "" {
+				return nil, fmt.Errorf("%s", why)
+			}
 			v, err := strconv.Atoi(item)
 			if err != nil {
 				return nil, fmt.Errorf("%q is not an integer or a range (first-last, first-last+step, first-last*factor)", item)
@@ -50,8 +76,16 @@ func ParseIntList(s string, min int) ([]int, error) {
 		if i := strings.IndexAny(rest, "+*"); i >= 0 {
 			op, last = rest[i], rest[:i]
 			var err error
+			if why := LeadingZero(rest[i+1:]); why != "" {
+				return nil, fmt.Errorf("range %q: step %s", item, why)
+			}
 			if step, err = strconv.Atoi(rest[i+1:]); err != nil {
 				return nil, fmt.Errorf("range %q: step %q is not an integer", item, rest[i+1:])
+			}
+		}
+		for _, n := range []string{first, last} {
+			if why := LeadingZero(n); why != "" {
+				return nil, fmt.Errorf("range %q: %s", item, why)
 			}
 		}
 		lo, err1 := strconv.Atoi(first)

@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -15,5 +16,23 @@ func TestParseIntListDoesNotWrap(t *testing.T) {
 	got, err = ParseIntList("9223372036854775800-9223372036854775807+3", 1)
 	if err != nil || len(got) != 3 || got[2] != math.MaxInt-1 {
 		t.Errorf("stepping to the largest int: %v, %v; want 3 values ending at 2^63-2", got, err)
+	}
+}
+
+// A number of a list or range with a leading zero is refused, as in a
+// suite's YAML, whichever part of an item it is.
+func TestParseIntListLeadingZero(t *testing.T) {
+	for in, want := range map[string]string{
+		"010":      "010: a leading zero is not allowed (write 10)",
+		"1,08":     "08: a leading zero is not allowed (write 8)",
+		"01-4":     `range "01-4": 01: a leading zero is not allowed (write 1)`,
+		"1-016":    `range "1-016": 016: a leading zero is not allowed (write 16)`,
+		"1-16*02":  `range "1-16*02": step 02: a leading zero is not allowed (write 2)`,
+		"0,10-100": "",
+	} {
+		_, err := ParseIntList(in, 0)
+		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {
+			t.Errorf("ParseIntList(%q): %v, want %q", in, err, want)
+		}
 	}
 }

@@ -444,6 +444,16 @@ func TestErrors(t *testing.T) {
 		{"param one op of a matrix does not read", head + "  - name: k\n    kind: kernel\n    params: {m: 4}\n    matrix: {op: [matmul, rms_norm]}\n", []string{
 			`t.yaml:6:17: in case "k": m is not a parameter of rms_norm (it takes tokens, width, threads, variant, witness_gpu)`,
 		}},
+		// YAML reads 0016 as octal 14 (and 0008 as no integer): refused
+		// wherever an integer is, in a list, a range and a setting.
+		{"leading zero", head + "  - name: a\n    params: {gen_len: 0016}\n    matrix: {prompt_len: [0008, 16], batch: 01-4}\n", []string{
+			`t.yaml:5:23: gen_len 0016: a leading zero is not allowed (write 16)`,
+			`t.yaml:6:27: prompt_len 0008: a leading zero is not allowed (write 8)`,
+			`t.yaml:6:45: matrix batch: range "01-4": 01: a leading zero is not allowed (write 1) (a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2)`,
+		}},
+		{"leading zero setting", "name: s\nrepetitions: 010\n" + head[8:] + "  - name: a\n", []string{
+			`t.yaml:2:14: repetitions 010: a leading zero is not allowed (write 10)`,
+		}},
 		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
 
 		{"too many cases", head + "  - name: big\n    op: matmul\n    matrix: {m: [" + seq(100) + "], n: [" + seq(101) + "]}\n", []string{

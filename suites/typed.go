@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/kernels/ops"
@@ -121,11 +122,16 @@ func (c Case) PosOf(name string) Pos {
 // (the witness then reads its counts against the M3 Ultra).
 func (c Case) WitnessGPU() string { return c.Params[ParamWitnessGPU].Raw }
 
-// Recorded are the case's parameters as written, for the results store.
+// Recorded are the case's parameters for the results store: as written,
+// but an integer as the key spells it (0x10 is 16), so that rows group by
+// the value and not by its spelling.
 func (c Case) Recorded() map[string]string {
 	out := make(map[string]string, len(c.Params))
 	for k, v := range c.Params {
 		out[k] = v.Raw
+		if spec, ok := params[k]; ok && spec.isInt && v.IsNum && v.Float == float64(v.Int) {
+			out[k] = strconv.FormatInt(v.Int, 10)
+		}
 	}
 	return out
 }

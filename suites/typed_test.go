@@ -135,6 +135,7 @@ func TestOverride(t *testing.T) {
 		{"timing", "fast", `unknown timing "fast" (one of throughput, profile)`},
 		{"batch", "[1, x]", `batch must be an integer, got string "x"`},
 		{"batch", "[]", "an empty list sweeps nothing"},
+		{"batch", "010", "batch 010: a leading zero is not allowed (write 10)"},
 		{"batch", "{a: 1}", "batch takes a value or a list of values, not a map"},
 		{"sampling", "temperature:NaN", `bad sampling "temperature:NaN": temperature: must be a number >= 0 (0 is greedy) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`},
 	} {
@@ -245,5 +246,20 @@ func TestLenBounds(t *testing.T) {
 	}
 	if p, g := (ModelParams{PromptLen: 100, GenLen: 10, RangeRatio: 0.5}).MaxLens(); p != 150 || g != 15 {
 		t.Errorf("MaxLens = %d, %d; want 150, 15", p, g)
+	}
+}
+
+// An integer is recorded as its key spells it, however it was written.
+func TestRecordedIntegersAreCanonical(t *testing.T) {
+	s := mustParse(t, head+"  - name: a\n    params: {prompt_len: 0x10, gen_len: 1_000, batch: +4, variant: \"x y\"}\n")
+	c := s.Cases[0]
+	rec := c.Recorded()
+	for k, want := range map[string]string{"prompt_len": "16", "gen_len": "1000", "batch": "4", "variant": "x y"} {
+		if rec[k] != want {
+			t.Errorf("recorded %s = %q, want %q", k, rec[k], want)
+		}
+		if k != "variant" && !strings.Contains(c.Key, k+"="+want) {
+			t.Errorf("key %s does not hold %s=%s", c.Key, k, want)
+		}
 	}
 }
