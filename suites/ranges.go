@@ -35,7 +35,8 @@ const maxListValues = 1000
 
 // ParseIntList reads llama-bench's list syntax: comma-separated items, each
 // a number or a range first-last (step 1), first-last+step or
-// first-last*factor. Values below min are refused.
+// first-last*factor. Values below min, and a value given twice, are
+// refused.
 func ParseIntList(s string, min int) ([]int, error) {
 	var out []int
 	seen := map[int]bool{}
@@ -43,10 +44,12 @@ func ParseIntList(s string, min int) ([]int, error) {
 		if v < min {
 			return fmt.Errorf("%d is below %d", v, min)
 		}
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
+		// As a matrix list refuses a value twice: a typo, not a sweep.
+		if seen[v] {
+			return fmt.Errorf("%d is given twice", v)
 		}
+		seen[v] = true
+		out = append(out, v)
 		if len(out) > maxListValues {
 			return fmt.Errorf("more than %d values", maxListValues)
 		}

@@ -21,7 +21,7 @@ func TestParseIntListDoesNotWrap(t *testing.T) {
 
 // A number of a list or range with a leading zero is refused, as in a
 // suite's YAML, whichever part of an item it is.
-func TestParseIntListLeadingZero(t *testing.T) {
+func TestParseIntListRefuses(t *testing.T) {
 	for in, want := range map[string]string{
 		"010":      "010: a leading zero is not allowed (write 10)",
 		"1,08":     "08: a leading zero is not allowed (write 8)",
@@ -29,6 +29,10 @@ func TestParseIntListLeadingZero(t *testing.T) {
 		"1-016":    `range "1-016": 016: a leading zero is not allowed (write 16)`,
 		"1-16*02":  `range "1-16*02": step 02: a leading zero is not allowed (write 2)`,
 		"0,10-100": "",
+		// A value twice is refused, as in a matrix list.
+		"1,2,2,4": "2 is given twice",
+		"1-4,2-3": `range "2-3": 2 is given twice`,
+		"1-4,2":   "2 is given twice",
 	} {
 		_, err := ParseIntList(in, 0)
 		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {

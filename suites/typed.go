@@ -309,6 +309,7 @@ func (s *Suite) Override(set map[string]string) error {
 			items = n.Content
 		}
 		var vals []Value
+		seen := map[string]bool{}
 		for _, it := range items {
 			if it.Kind != yaml.ScalarNode {
 				return fmt.Errorf("%s: %s takes a value or a list of values, not %s", where, name, describe(it))
@@ -323,6 +324,12 @@ func (s *Suite) Override(set map[string]string) error {
 			if len(items) == 1 && n.Kind != yaml.SequenceNode {
 				v.Raw = value // as typed: recorded with the run
 			}
+			// As a matrix refuses it: two cases of one key.
+			c := canon(name, v)
+			if seen[c] {
+				return fmt.Errorf("%s: duplicate value %s in the list", where, c)
+			}
+			seen[c] = true
 			vals = append(vals, v)
 		}
 		if n.Kind != yaml.SequenceNode {

@@ -136,6 +136,9 @@ func TestOverride(t *testing.T) {
 		{"batch", "[1, x]", `batch must be an integer, got string "x"`},
 		{"batch", "[]", "an empty list sweeps nothing"},
 		{"batch", "010", "batch 010: a leading zero is not allowed (write 10)"},
+		{"batch", "[2, 2]", "--set batch=[2, 2]: duplicate value 2 in the list"},
+		{"batch", "[16, 0x10]", "--set batch=[16, 0x10]: duplicate value 16 in the list"},
+		{"width", "[128,128]", "--set width=[128,128]: duplicate value 128 in the list"},
 		{"batch", "{a: 1}", "batch takes a value or a list of values, not a map"},
 		{"sampling", "temperature:NaN", `bad sampling "temperature:NaN": temperature: must be a number >= 0 (0 is greedy) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`},
 	} {

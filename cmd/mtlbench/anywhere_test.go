@@ -24,7 +24,7 @@ func TestParseIntList(t *testing.T) {
 		{"1-16*2", 1, []int{1, 2, 4, 8, 16}, ""},
 		{"1-20*2", 1, []int{1, 2, 4, 8, 16}, ""},
 		{"16-64+16", 1, []int{16, 32, 48, 64}, ""},
-		{"1,1-2,2", 1, []int{1, 2}, ""},
+		{"1,1-2,2", 1, nil, `range "1-2": 1 is given twice`},
 		{"0", 0, []int{0}, ""},
 		{"0", 1, nil, "0 is below 1"},
 		{"4-1", 1, nil, "ends before it starts"},
