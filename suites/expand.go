@@ -163,6 +163,27 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 			p.errs.add(pick(ParamBatch, ParamRequests), "lower batch or raise requests", "in case %q: requests %d are fewer than batch %d, so the batch is never full", c.Group, r.Int, b.Int)
 		}
 	}
+	// max_seqs bounds the sequences run at once: below the batch the batch
+	// runs a part at a time under its label; above the requests it is never
+	// reached, and each value would be a case of its own running the same work.
+	if m, ok := c.Params[ParamMaxSeqs]; ok && m.IsNum {
+		batch, bwhat := int64(1), "the default batch 1"
+		if b, ok := c.Params[ParamBatch]; ok && b.IsNum {
+			batch, bwhat = b.Int, fmt.Sprintf("batch %d", b.Int)
+		}
+		reqs, rwhat := batch, fmt.Sprintf("the %d requests (requests defaults to the batch)", batch)
+		if r, ok := c.Params[ParamRequests]; ok && r.IsNum {
+			reqs, rwhat = r.Int, fmt.Sprintf("requests %d", r.Int)
+		}
+		switch {
+		case m.Int < batch:
+			p.errs.add(pick(ParamBatch, ParamMaxSeqs), "raise max_seqs to the batch, or lower batch",
+				"in case %q: max_seqs %d is fewer than %s, so the batch never runs side by side", c.Group, m.Int, bwhat)
+		case m.Int > reqs:
+			p.errs.add(pick(ParamRequests, ParamMaxSeqs), "lower max_seqs, or raise requests",
+				"in case %q: max_seqs %d is more than %s, so it is never reached", c.Group, m.Int, rwhat)
+		}
+	}
 	// A chunk size sizes the chunked dispatch's chunks only: under another
 	// strategy each value would be a case of its own running the same work.
 	if k, ok := c.Params[string(ops.MoEChunk)]; ok {

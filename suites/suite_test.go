@@ -454,6 +454,18 @@ func TestErrors(t *testing.T) {
 		{"leading zero setting", "name: s\nrepetitions: 010\n" + head[8:] + "  - name: a\n", []string{
 			`t.yaml:2:14: repetitions 010: a leading zero is not allowed (write 10)`,
 		}},
+		// max_seqs below the batch runs the batch a part at a time under
+		// its label; above the requests it is never reached.
+		{"max_seqs below batch", head + "  - name: c\n    params: {batch: 4, max_seqs: 1}\n", []string{
+			`t.yaml:5:34: in case "c": max_seqs 1 is fewer than batch 4, so the batch never runs side by side (raise max_seqs to the batch, or lower batch)`,
+		}},
+		{"max_seqs in a matrix below batch", head + "  - name: c\n    params: {batch: 4}\n    matrix: {max_seqs: [4, 2]}\n", []string{
+			`t.yaml:6:28: in case "c": max_seqs 2 is fewer than batch 4, so the batch never runs side by side (raise max_seqs to the batch, or lower batch)`,
+		}},
+		{"max_seqs past requests", head + "  - name: c\n    params: {batch: 4, max_seqs: 8}\n  - name: d\n    params: {batch: 2, requests: 6, max_seqs: 8}\n", []string{
+			`t.yaml:5:34: in case "c": max_seqs 8 is more than the 4 requests (requests defaults to the batch), so it is never reached (lower max_seqs, or raise requests)`,
+			`t.yaml:7:47: in case "d": max_seqs 8 is more than requests 6, so it is never reached (lower max_seqs, or raise requests)`,
+		}},
 		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
 
 		{"too many cases", head + "  - name: big\n    op: matmul\n    matrix: {m: [" + seq(100) + "], n: [" + seq(101) + "]}\n", []string{

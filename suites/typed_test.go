@@ -20,7 +20,7 @@ func TestDecodeModel(t *testing.T) {
 	}{
 		{"defaults", "{}", def},
 		{"batch sets requests and max_seqs", "{batch: 8}", with(func(m *ModelParams) { m.Batch, m.Requests, m.MaxSeqs = 8, 8, 8 })},
-		{"requests and max_seqs given", "{batch: 8, requests: 20, max_seqs: 4}", with(func(m *ModelParams) { m.Batch, m.Requests, m.MaxSeqs = 8, 20, 4 })},
+		{"requests and max_seqs given", "{batch: 4, requests: 20, max_seqs: 8}", with(func(m *ModelParams) { m.Batch, m.Requests, m.MaxSeqs = 4, 20, 8 })},
 		{"lengths", "{prompt_len: 512, gen_len: 64, layers: 2}", with(func(m *ModelParams) { m.PromptLen, m.GenLen, m.Layers = 512, 64, 2 })},
 		{"cache", "{kv_blocks: 100, prefill_budget: 256, block_size: 32}", with(func(m *ModelParams) { m.KVBlocks, m.PrefillBudget, m.BlockSize = 100, 256, 32 })},
 		{"arrival all", "{arrival: all}", def},
