@@ -81,6 +81,10 @@ type Event struct {
 	Err         error
 }
 
+// measureReadBandwidth is the CPU's bandwidth probe (a variable for tests
+// that check what runs before it).
+var measureReadBandwidth = host.MeasureReadBandwidth
+
 // ErrInterrupted is returned when the context ends a run early; the cases
 // finished so far are kept and the run can be resumed.
 var ErrInterrupted = errors.New("run interrupted")
@@ -161,6 +165,13 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	defer be.Close()
 	info := be.Info()
 
+	// Every case first: a suite that cannot run (a model path that is not
+	// there, a case past memory) fails before the probes' work.
+	cases, closeModels, err := prepare(ctx, s, be, o.MemoryLimit, o.Slowdown)
+	if err != nil {
+		return nil, err
+	}
+	defer closeModels()
 	bw := 0.0
 	if p, ok := be.(bridge.BandwidthProber); ok && o.BandwidthBuffer >= 0 {
 		// A GPU's own probe: a streaming read of device memory.
@@ -172,15 +183,15 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		if size == 0 {
 			size = 256 << 20
 		}
-		bw = host.MeasureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
+		bw = measureReadBandwidth(max(o.Threads, runtime.GOMAXPROCS(0)), size)
 		// Hand the probe's buffer back so peak RSS reflects the cases alone.
 		debug.FreeOSMemory()
 	}
-	cases, closeModels, err := prepare(ctx, s, be, bw, o.MemoryLimit, o.Slowdown)
-	if err != nil {
-		return nil, err
+	for _, p := range cases {
+		if p.model != nil {
+			p.model.Bandwidth = bw
+		}
 	}
-	defer closeModels()
 	useTuned(cases, o.tunedStore())
 	peak, err := probeMatmulPeak(be, o, cases)
 	if err != nil {
@@ -567,7 +578,7 @@ type modelKey struct{ layers int }
 
 // prepare turns every case into something runnable, or fails with the
 // positions of everything wrong before a single case runs.
-func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64, limit int64, slowdown float64) ([]*prepared, func(), error) {
+func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int64, slowdown float64) ([]*prepared, func(), error) {
 	var errs suites.ErrorList
 	fail := func(p suites.Pos, format string, args ...any) {
 		if e, ok := s.ErrorAt(p, format, args...).(*suites.Error); ok {
@@ -618,7 +629,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, bw float64
 			fail(c.Pos, "case %s is a model case but the suite names no model", c.Name)
 			continue
 		}
-		mc, err := modelCase(s, c, be, models, bw, limit)
+		mc, err := modelCase(s, c, be, models, limit)
 		if mc != nil {
 			mc.Engine.Slowdown = slowdown
 			var ok bool
@@ -677,7 +688,7 @@ type loadedModel struct {
 	src model.Source
 }
 
-func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, bw float64, limit int64) (*ModelCase, error) {
+func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64) (*ModelCase, error) {
 	sm, mp := s.Model, c.Model
 	w := Workload{Requests: mp.Requests, PromptLen: mp.PromptLen, GenLen: mp.GenLen, Depth: mp.Depth, Seed: uint64(sm.Seed),
 		Stagger: mp.Stagger, Rate: mp.Rate, Burstiness: mp.Burstiness, SLO: mp.SLO, RangeRatio: mp.RangeRatio, Sampling: sample.Of(mp.Sampling)}
@@ -743,7 +754,7 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 			return nil, s.ErrorAt(sm.Pos, "%v", err)
 		}
 	}
-	return &ModelCase{Backend: be, Config: cfg, Source: lm.src, Engine: opts, Work: w, Bandwidth: bw}, nil
+	return &ModelCase{Backend: be, Config: cfg, Source: lm.src, Engine: opts, Work: w}, nil
 }
 
 // checkCase refuses a case its model cannot run: sequences past the model's

@@ -570,7 +570,7 @@ cases:
 	}
 
 	be := cpu.New(cpu.Options{Threads: 2})
-	ps, done, err := prepare(context.Background(), s, be, 0, 0, 0)
+	ps, done, err := prepare(context.Background(), s, be, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +589,7 @@ cases:
 	}
 
 	s = loadSuite(t, "name: th\nbackend: metal-emu\ncases:\n  - name: mm\n    op: matmul\n    params: { m: 1, n: 64, k: 64, threads: 2 }\n")
-	if _, _, err := prepare(context.Background(), s, noThreads{be}, 0, 0, 0); err == nil || !strings.Contains(err.Error(), "threads is the cpu backend's") {
+	if _, _, err := prepare(context.Background(), s, noThreads{be}, 0, 0); err == nil || !strings.Contains(err.Error(), "threads is the cpu backend's") {
 		t.Errorf("threads on a backend without goroutines: %v", err)
 	}
 }
@@ -632,5 +632,38 @@ cases:
 	// The 6-layer model's bf16 weights alone are 168 MiB.
 	if beside > 1.5*alone+16<<20 {
 		t.Errorf("layers=1 peaks at %.0f MiB beside a 6-layer model, %.0f MiB alone", beside/(1<<20), alone/(1<<20))
+	}
+}
+
+// A suite that cannot run fails before the bandwidth probe's work (a
+// quarter of a GiB read for a second); one that runs is probed, and its
+// model cases get the figure.
+func TestCasesAreCheckedBeforeTheProbe(t *testing.T) {
+	probed := 0
+	was := measureReadBandwidth
+	measureReadBandwidth = func(int, int) float64 { probed++; return 1e9 }
+	t.Cleanup(func() { measureReadBandwidth = was })
+	for _, tt := range []struct {
+		name, yaml, want string
+		probes           int
+	}{
+		{"no such model", "name: x\nbackend: cpu\nmodel: { path: /nonexistent/model }\ncases:\n  - name: c\n", "/nonexistent/model", 0},
+		{"past memory", "name: x\nbackend: cpu\nmodel: { preset: qwen3-30b-a3b }\ncases:\n  - name: c\n", "needs", 0},
+		{"runs", "name: x\nbackend: cpu\nmodel: { preset: qwen3-moe-mini }\nrepetitions: 1\nwarmup: 0\ncases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2 }\n", "", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			probed = 0
+			s := loadSuite(t, tt.yaml)
+			sum, err := Run(context.Background(), s, Options{DB: openDB(t), MemoryLimit: 8 << 30})
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			if probed != tt.probes {
+				t.Errorf("%d probes, want %d", probed, tt.probes)
+			}
+			if tt.want == "" && sum.Run.ReadBandwidthGBs != 1 {
+				t.Errorf("run's bandwidth %g GB/s, want the probe's 1", sum.Run.ReadBandwidthGBs)
+			}
+		})
 	}
 }
