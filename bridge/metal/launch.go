@@ -279,7 +279,7 @@ var kernelPipelines = map[ops.ID][]struct {
 	ops.RMSNorm:    {{"rms_norm", fcNone, nil}},
 	ops.Argmax:     {{"argmax", fcNone, nil}, {"argmax_part", fcNone, nil}},
 	ops.AddRMSNorm: {{"add_rms_norm", fcNone, nil}},
-	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMV, []int32{2, 8}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},
+	ops.MoE: {{"moe_mv_gate_up_bf16", fcMoEMVGateUp, []int32{2, 8, 0}}, {"moe_mv_down_bf16", fcMoEMV, []int32{2, 8}},
 		{"moe_mm_gate_up_bf16", fcMoEMM, []int32{32, 64, 32, 2, 2, 2}}, {"moe_mm_down_bf16", fcMoEDown, []int32{32, 64, 32, 2, 2, 2, 0}}},
 }
 
