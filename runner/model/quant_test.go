@@ -419,20 +419,23 @@ func TestBadGGUFRoPE(t *testing.T) {
 		fixture string
 		edit    func([]byte)
 		want    string
+		cut     int // bytes the edit takes from the data's end, so the file stays whole
 	}{
 		// key, then its u32 value type: the value follows.
-		{"linear", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "LINEAR") }, `rope scaling "LINEAR" is not supported`},
+		{"linear", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "LINEAR") }, `rope scaling "LINEAR" is not supported`, 0},
 		{"linear", func(b []byte) {
 			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.factor")+4:], math.Float32bits(0.5))
-		}, "rope scaling factor 0.5 must be a number from 1 to"},
-		{"linear", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope.dimension_count")+4:], 16) }, "rope.dimension_count 16 is not the head size 32"},
-		{"yarn", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "yarm") }, `rope scaling "yarm" is not supported`},
+		}, "rope scaling factor 0.5 must be a number from 1 to", 0},
+		{"linear", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope.dimension_count")+4:], 16) }, "rope.dimension_count 16 is not the head size 32", 0},
+		{"yarn", func(b []byte) { copy(b[after(b, "rope.scaling.type")+4+8:], "yarm") }, `rope scaling "yarm" is not supported`, 0},
 		{"yarn", func(b []byte) {
 			binary.LittleEndian.PutUint32(b[after(b, "rope.scaling.original_context_length")+4:], 0)
-		}, "llama.rope.scaling.original_context_length is 0"},
+		}, "llama.rope.scaling.original_context_length is 0", 0},
 		// name, u32 dims, then the first dimension.
-		{"llama3", func(b []byte) { binary.LittleEndian.PutUint64(b[after(b, "rope_freqs.weight")+4:], 8) }, "8 rope frequency factors for heads of 32 (want 16)"},
-		{"llama3", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope_freqs.weight")+4+8:], 1) }, `"rope_freqs.weight" is F16 of shape [16], not a 1-D F32 tensor`},
+		// rope_freqs.weight is the file's last tensor: a smaller one ends the
+		// file sooner.
+		{"llama3", func(b []byte) { binary.LittleEndian.PutUint64(b[after(b, "rope_freqs.weight")+4:], 8) }, "8 rope frequency factors for heads of 32 (want 16)", 32},
+		{"llama3", func(b []byte) { binary.LittleEndian.PutUint32(b[after(b, "rope_freqs.weight")+4+8:], 1) }, `"rope_freqs.weight" is F16 of shape [16], not a 1-D F32 tensor`, 32},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
@@ -442,7 +445,7 @@ func TestBadGGUFRoPE(t *testing.T) {
 			}
 			c.edit(b)
 			p := filepath.Join(t.TempDir(), "m.gguf")
-			os.WriteFile(p, b, 0o644)
+			os.WriteFile(p, b[:len(b)-c.cut], 0o644)
 			openRefused(t, p, c.want)
 		})
 	}
@@ -496,6 +499,55 @@ func after(t *testing.T, b []byte, name string) int {
 		t.Fatalf("no %s in the fixture", name)
 	}
 	return i + len(name)
+}
+
+// retype gives tensor name of the GGUF file b the type typ, and moves the
+// data of the tensors after it by the change in its size, so the file stays
+// whole: its data every tensor's bytes and their padding (runner/gguf). b
+// ends at its last tensor's padding, as gguf-py writes it.
+func retype(t *testing.T, b []byte, name string, typ gguf.Type) []byte {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "retype.gguf")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	up := func(n uint64) uint64 { return (n + f.Alignment - 1) / f.Alignment * f.Alignment }
+	end := uint64(0)
+	for _, ti := range f.Tensors {
+		end = max(end, up(ti.Offset+ti.Size))
+	}
+	start := uint64(len(b)) - end
+	info, ok := f.Tensor(name)
+	vals, size, known := typ.Block()
+	if !ok || !known {
+		t.Fatalf("retype %s to %v", name, typ)
+	}
+	elems := uint64(1)
+	for _, d := range info.Dims {
+		elems *= d
+	}
+	old, now := up(info.Size), up(elems/uint64(vals)*uint64(size))
+	// A tensor info is its name, its dimension count, its dimensions, its
+	// type and its offset.
+	field := func(n string) int {
+		i := after(t, b, n)
+		return i + 4 + 8*int(binary.LittleEndian.Uint32(b[i:]))
+	}
+	binary.LittleEndian.PutUint32(b[field(name):], uint32(typ))
+	for _, ti := range f.Tensors {
+		if ti.Offset > info.Offset {
+			binary.LittleEndian.PutUint64(b[field(ti.Name)+4:], ti.Offset+now-old)
+		}
+	}
+	at := start + info.Offset
+	out := slices.Clone(b[:at+min(old, now)])
+	out = append(out, make([]byte, now-min(old, now))...)
+	return append(out, b[at+old:]...)
 }
 
 // openRefused opens the model at p and wants an error naming p and each of
@@ -585,13 +637,12 @@ func TestGGUFLlamaWithExperts(t *testing.T) {
 		}
 	}
 	// Experts of one projection in a layer stored in two types: refused as
-	// the file opens, both tensors named (a tensor's type follows its name,
-	// its two dimensions).
+	// the file opens, both tensors named.
 	b, err := os.ReadFile("../testdata/gguf/mixtral-split-q4_0.gguf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary.LittleEndian.PutUint32(b[after(t, b, "blk.1.ffn_down.2.weight")+4+16:], 2) // Q8_0 -> Q4_0
+	b = retype(t, b, "blk.1.ffn_down.2.weight", gguf.Q4_0) // Q8_0 -> Q4_0
 	p := filepath.Join(t.TempDir(), "m.gguf")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
