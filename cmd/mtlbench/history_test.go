@@ -114,3 +114,22 @@ func TestHistoryShowNamesEmptyFilter(t *testing.T) {
 		t.Errorf("history show of a documented figure: %v %q", err, out)
 	}
 }
+
+// A page with wrong cells is refused before anything is written, each
+// wrong cell on its own line naming the page, and --date replaces no date
+// the page spells wrong.
+func TestHistoryImportRefusesWrongCells(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(dir, "history"))
+	md := filepath.Join(dir, "kb.md")
+	os.WriteFile(md, []byte("| Date | Batch | Decode tok/s |\n|---|---|---|\n| 2025-13-40 | 1 | 17 |\n| 2025-01-02 | 1 |\n"), 0o644)
+	_, _, err := mtl(t, "history", "import", md, "--model", "m", "--date", "2024-01-01")
+	want := md + `: line 3: table 1 (header at line 1), row 1, column "Date": date "2025-13-40" is no calendar date` + "\n" +
+		md + ": line 4: table 1 (header at line 1), row 2: 2 cells, but its header has 3"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want\n%s", err, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "history")); err == nil {
+		t.Error("a refused import created the history folder")
+	}
+}

@@ -103,7 +103,10 @@ func historyCommand() *cli.Command {
 				Description: "Columns map to the history's fields and metrics by their headers (Date, Batch,\n" +
 					"Decode tok/s, Time per layer, ...). A unit in a header's parentheses is its bare numbers'\n" +
 					"(Latency (s) is read in seconds and kept in ms; a cell's own unit wins); a column of\n" +
-					"another rate (GB/s, req/s) is left out. --dry-run prints what would be saved.",
+					"another rate (GB/s, req/s) is left out. A wrong cell (a date that is no day, a negative\n" +
+					"figure, a row whose cells do not match its header, a row repeated) fails the import, every\n" +
+					"one named by line, table, row and column; a word where a figure goes is skipped with a\n" +
+					"warning. --dry-run prints what would be saved.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "model", Usage: "model of the figures, where the table has no model column", Required: true},
 					&cli.StringFlag{Name: "hardware", Value: "unknown", Usage: "hardware the figures were measured on"},
@@ -135,10 +138,11 @@ func historyCommand() *cli.Command {
 					res, err := history.ImportMarkdown(text, history.Point{Source: src, Model: c.String("model"), Hardware: c.String("hardware"),
 						Date: date, Series: c.String("series"), DType: c.String("dtype")})
 					if err != nil {
-						return fmt.Errorf("%s: %w", path, err)
+						// Each wrong cell is its own line, each naming the page.
+						return errors.New(path + ": " + strings.ReplaceAll(err.Error(), "\n", "\n"+path+": "))
 					}
-					for col, field := range res.Mapped {
-						fmt.Fprintf(c.App.ErrWriter, "column %q -> %s\n", col, field)
+					for _, col := range res.Columns {
+						fmt.Fprintf(c.App.ErrWriter, "column %q -> %s\n", col, res.Mapped[col])
 					}
 					for _, col := range res.Unmapped {
 						fmt.Fprintf(c.App.ErrWriter, "column %q could not be mapped and was left out\n", col)

@@ -249,7 +249,7 @@ func TestImportUnknownColumnsAndBreakdowns(t *testing.T) {
 	}
 	for col, field := range map[string]string{
 		"Component": "component", "Time/Layer": "value:ms_per_layer", "Total (48 layers)": "value:ms_total",
-		"% of Time": "value:pct", "Time": "value:ms", "Batch Size": "batch", "Speedup": "value:speedup",
+		"% of Time": "value:pct", "Time": "value:time_ms", "Batch Size": "batch", "Speedup": "value:speedup",
 		"Metal PagedAttention": "series+value:tok_s", "MPS Baseline": "series+value:tok_s",
 	} {
 		if res.Mapped[col] != field {
@@ -276,7 +276,7 @@ func TestImportUnknownColumnsAndBreakdowns(t *testing.T) {
 	if p.Value != 154 || p.Section != "Performance Breakdown (per decode step)" {
 		t.Errorf("total: %+v", p)
 	}
-	p = find(func(p Point) bool { return p.Metric == "ms" && p.Qualifier == "range" })
+	p = find(func(p Point) bool { return p.Metric == "time_ms" && p.Qualifier == "range" })
 	if p.Value != 75 || p.Params["max"] != "85" || p.Component != "total" {
 		t.Errorf("total forward: %+v", p)
 	}
@@ -320,20 +320,41 @@ func TestParseQuantityRejectsNonFinite(t *testing.T) {
 	}
 }
 
-// A table's date that is no real day is left unset with a warning naming
-// its line, so the figure takes --date or is refused, not filed in year
-// 2099 or dropped by the charts.
-func TestImportBadDates(t *testing.T) {
-	text := []byte("| batch | decode tok/s | date |\n|---|---|---|\n| 1 | 50 | 2099-99-99 |\n| 1 | 60 | 2025-02 |\n")
-	res, err := ImportMarkdown(text, Point{Source: "d.md", Model: "m"})
-	if err != nil {
-		t.Fatal(err)
+// A wrong cell fails the import, named by line, table, row and column,
+// whatever the defaults: a date that is no day is never replaced by the
+// default date, and nothing of the page is imported.
+func TestImportWrongCells(t *testing.T) {
+	const head = "# Perf\n\n| Date | Batch | Decode tok/s |\n|---|---|---|\n"
+	for _, c := range []struct{ name, rows, want string }{
+		{"no calendar date", "| 2025-13-40 | 1 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Date": date "2025-13-40" is no calendar date`},
+		{"feb 30", "| 2025-01-01 | 1 | 16 |\n| 2025-02-30 | 1 | 17 |\n", `line 6: table 1 (header at line 3), row 2, column "Date": date "2025-02-30" is no calendar date`},
+		{"no date", "| yesterday | 1 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Date": date "yesterday" is not YYYY-MM-DD, YYYY-MM or YYYY`},
+		{"batch", "| 2025-01-01 | x | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Batch": batch "x" is not a whole number of sequences`},
+		{"negative", "| 2025-01-01 | 1 | -5 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "-5" is negative: a figure the history keeps is never below zero`},
+		{"too large", "| 2025-01-01 | 1 | 1e999 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "1e999" is beyond a float64's range`},
+		{"short row", "| 2025-01-01 | 1 |\n", `line 5: table 1 (header at line 3), row 1: 2 cells, but its header has 3`},
+		{"long row", "| 2025-01-01 | 1 | 17 | 99 |\n", `line 5: table 1 (header at line 3), row 1: 4 cells, but its header has 3`},
+		{"repeated", "| 2025-01-01 | 1 | 17 |\n| 2025-01-01 | 1 | 17 |\n", `line 6: table 1 (header at line 3), row 2: repeats line 5 (decode_tok_s 17): the same figure twice`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ImportMarkdown([]byte(head+c.rows), Point{Source: "d.md", Model: "m", Date: "2024-01-01"})
+			if err == nil || err.Error() != c.want {
+				t.Errorf("error %v, want %s", err, c.want)
+			}
+		})
 	}
-	if len(res.Points) != 2 || res.Points[0].Date != "" || res.Points[1].Date != "2025-02" {
-		t.Fatalf("points %+v", res.Points)
+	// Every wrong cell of the page is named at once.
+	_, err := ImportMarkdown([]byte(head+"| 2025-13-40 | 1 | 17 |\n| 2025-01-01 | 1 | -5 |\n"), Point{Source: "d.md", Model: "m"})
+	if err == nil || strings.Count(err.Error(), "\n") != 1 {
+		t.Errorf("two wrong cells: %v", err)
 	}
-	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, `line 3: date "2099-99-99"`) }) {
-		t.Errorf("warnings %q", res.Warnings)
+	// A word where a figure goes is a remark, skipped with a warning naming its column.
+	res, err := ImportMarkdown([]byte(head+"| 2025-01-01 | 1 | OOM |\n| 2025-01-02 | 1 | 9 |\n"), Point{Source: "d.md", Model: "m"})
+	if err != nil || len(res.Points) != 1 || !slices.Contains(res.Warnings, `line 5: column "Decode tok/s": "OOM" holds no figure, skipped`) {
+		t.Errorf("remark: %v, %v, %q", err, res.Points, res.Warnings)
+	}
+	if want := []string{"Date", "Batch", "Decode tok/s"}; !slices.Equal(res.Columns, want) {
+		t.Errorf("Columns %q, want %q", res.Columns, want)
 	}
 }
 
@@ -349,7 +370,7 @@ func TestImportCellUnits(t *testing.T) {
 	for _, p := range res.Points {
 		got = append(got, fmt.Sprintf("%s %g %s", p.Metric, p.Value, p.Unit))
 	}
-	if want := []string{"ms 3000 ms", "ms 0.5 ms"}; !slices.Equal(got, want) {
+	if want := []string{"time_ms 3000 ms", "time_ms 0.5 ms"}; !slices.Equal(got, want) {
 		t.Errorf("points %q, want %q", got, want)
 	}
 	for _, w := range []string{`line 3: "12 ms" is in ms, but its column is in tok/s: skipped`, `line 4: range "30-10" ends below its start: skipped`} {
@@ -388,7 +409,7 @@ func TestImportHeaderUnits(t *testing.T) {
 	for _, p := range res.Points {
 		got = append(got, fmt.Sprintf("%s %g %s", p.Metric, p.Value, p.Unit))
 	}
-	want := []string{"ms 1500 ms", "ms 0.25 ms", "decode_tok_s 42 tok/s", "ms 20 ms", "ms 2 ms", "decode_tok_s 43 tok/s"}
+	want := []string{"latency_ms 1500 ms", "time_ms 0.25 ms", "decode_tok_s 42 tok/s", "latency_ms 20 ms", "time_ms 2 ms", "decode_tok_s 43 tok/s"}
 	if !slices.Equal(got, want) {
 		t.Errorf("points %q, want %q", got, want)
 	}

@@ -19,13 +19,22 @@ type ImportResult struct {
 	// "component", "value:<metric>", or "series+value:<metric>" for a column
 	// named after a series whose cells carry a unit ("18.2 tok/s").
 	Mapped map[string]string
+	// Columns lists the keys of Mapped in order of appearance.
+	Columns []string
 	// Unmapped lists the columns of imported tables that fed nothing, in
 	// order of appearance.
 	Unmapped []string
-	// Warnings lists tables skipped for want of a value column and cells
-	// that could not be read, as "line N: ...".
+	// Warnings lists tables skipped for want of a value column and value
+	// cells that hold a remark rather than a figure, as "line N: ...".
 	Warnings []string
 }
+
+// A cell that holds a wrong figure is an error, never skipped: a date that
+// is no day, a batch that is no count, a negative or non-finite value, a row
+// whose cells do not match its header, the same figure twice. Every such
+// cell of the page is named, by line, table, row and column, and nothing is
+// imported. A value cell that holds words ("OOM", "16 GB/s" in a tok/s
+// column) is a remark: skipped with a warning.
 
 // ImportMarkdown reads every GitHub-markdown table in text (outside fenced
 // code blocks) that has at least one value column, and turns each value cell
@@ -38,7 +47,8 @@ type ImportResult struct {
 //	notes, note, comment, description     -> Note
 //	model, hardware/device/chip, dtype    -> Model, Hardware, DType
 //	tps, tok/s, throughput                -> value, metric tok_s (decode_/prefill_ when named)
-//	time                                  -> value, metric ms, unit ms
+//	time, duration                        -> value, metric time_ms, unit ms
+//	latency                               -> value, metric latency_ms, unit ms
 //	time/layer, total, %..., speedup, scaling -> ms_per_layer, ms_total, pct, speedup, scaling
 //
 // A column with another name whose cells all read as numbers with a unit is
@@ -48,14 +58,17 @@ type ImportResult struct {
 // Cells may carry bold markers and qualifiers: "**10+**" (>= 10), "~5",
 // "<1ms", "300+", "6.8-7.0" (range), "84,000". A row whose label reads as a
 // throughput ("**TPS** | **11.5**") gives a tok_s point even in a time column.
-// It is an error only when no table could be imported.
+// It is an error when no table could be imported, and for every wrong cell
+// (see above), all of them reported at once.
 func ImportMarkdown(text []byte, defaults Point) (*ImportResult, error) {
 	res := &ImportResult{Mapped: map[string]string{}}
+	var errs []string
+	seen := map[string]int{} // a point's fields but its line -> its line
 	lines := strings.Split(strings.ReplaceAll(string(text), "\r\n", "\n"), "\n")
 	section := defaults.Section
 	fence := ""
 	unmapped := map[string]bool{}
-	tables := 0
+	tables, found := 0, 0
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		trimmed := strings.TrimSpace(line)
@@ -79,6 +92,7 @@ func ImportMarkdown(text []byte, defaults Point) (*ImportResult, error) {
 		}
 		header := splitRow(line)
 		start := i + 1 // 1-based line of the header row
+		found++
 		i += 2
 		var rows [][]string
 		var rowLines []int
@@ -108,16 +122,62 @@ func ImportMarkdown(text []byte, defaults Point) (*ImportResult, error) {
 				}
 				continue
 			}
+			if _, ok := res.Mapped[name]; !ok {
+				res.Columns = append(res.Columns, name)
+			}
 			res.Mapped[name] = col.describe()
 		}
 		for r, row := range rows {
-			res.Points = append(res.Points, importRow(res, defaults, section, cols, row, rowLines[r])...)
+			at := rowAt{line: rowLines[r], table: found, header: start, row: r + 1}
+			if len(row) != len(header) {
+				errs = append(errs, at.String()+fmt.Sprintf(": %s, but its header has %d", plural(len(row), "cell"), len(header)))
+				continue
+			}
+			var repeats []string
+			first := 0
+			for _, p := range importRow(res, &errs, at, defaults, section, header, cols, row) {
+				k := p
+				k.Line = 0
+				key := fmt.Sprintf("%#v", k)
+				if l, dup := seen[key]; dup {
+					repeats = append(repeats, p.Metric+" "+strconv.FormatFloat(p.Value, 'g', -1, 64))
+					first = l
+					continue
+				}
+				seen[key] = p.Line
+				res.Points = append(res.Points, p)
+			}
+			if len(repeats) > 0 {
+				errs = append(errs, at.String()+fmt.Sprintf(": repeats line %d (%s): the same figure twice", first, strings.Join(repeats, ", ")))
+			}
 		}
+	}
+	if len(errs) > 0 {
+		return res, errors.New(strings.Join(errs, "\n"))
 	}
 	if tables == 0 {
 		return res, errors.New("no markdown table with a value column (tps, tok/s, time, %...) found")
 	}
 	return res, nil
+}
+
+// rowAt locates a table row: its line, and which table and row it is.
+type rowAt struct{ line, table, header, row int }
+
+func (a rowAt) String() string {
+	return fmt.Sprintf("line %d: table %d (header at line %d), row %d", a.line, a.table, a.header, a.row)
+}
+
+// cell locates one cell of the row by its column's header.
+func (a rowAt) cell(header string) string {
+	return fmt.Sprintf("%s, column %q", a, cleanCell(header))
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 var (
@@ -251,8 +311,10 @@ func classifyName(h string) column {
 		return value("ms_per_layer", "ms")
 	case is("total", "total time"):
 		return value("ms_total", "ms")
-	case is("time", "ms", "latency", "duration"):
-		return value("ms", "ms")
+	case is("latency"):
+		return value("latency_ms", "ms")
+	case is("time", "ms", "duration"):
+		return value("time_ms", "ms")
 	case strings.HasPrefix(n, "%") || is("pct", "percent", "share"):
 		return value("pct", "%")
 	case is("speedup"):
@@ -282,7 +344,7 @@ func classify(h string, rows [][]string, c int) column {
 		unit = q.unit
 		n++
 	}
-	metric := map[string]string{"tok/s": "tok_s", "ms": "ms", "x": "speedup", "%": "pct", "GB": "memory_gb"}[unit]
+	metric := map[string]string{"tok/s": "tok_s", "ms": "time_ms", "x": "speedup", "%": "pct", "GB": "memory_gb"}[unit]
 	if n == 0 || metric == "" {
 		return column{}
 	}
@@ -384,7 +446,8 @@ func normComponent(s string) string {
 	return "other"
 }
 
-func importRow(res *ImportResult, defaults Point, section string, cols []column, row []string, line int) []Point {
+func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, section string, header []string, cols []column, row []string) []Point {
+	line := at.line
 	base := defaults
 	base.Params = maps.Clone(defaults.Params)
 	base.Line = line
@@ -404,11 +467,11 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		switch col.field {
 		case "date":
 			if !ValidDate(cell) {
-				what := "left unset"
-				if defaults.Date != "" {
-					what = "the default date " + defaults.Date + " taken instead"
+				why := "is not YYYY-MM-DD, YYYY-MM or YYYY"
+				if dateForm.MatchString(cell) {
+					why = "is no calendar date"
 				}
-				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: date %q is not YYYY-MM-DD, YYYY-MM or YYYY, %s", line, cell, what))
+				*errs = append(*errs, fmt.Sprintf("%s: date %q %s", at.cell(header[c]), cell, why))
 				continue
 			}
 			base.Date = cell
@@ -432,7 +495,7 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		case "batch":
 			b, err := strconv.Atoi(cell)
 			if err != nil || b < 0 {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: batch %q is not an integer, left unset", line, cell))
+				*errs = append(*errs, fmt.Sprintf("%s: batch %q is not a whole number of sequences", at.cell(header[c]), cell))
 				continue
 			}
 			base.Batch = b
@@ -445,7 +508,11 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		}
 		q, ok := parseQuantity(row[c])
 		if !ok {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: cannot read %q as a number, skipped", line, cleanCell(row[c])))
+			if why := wrongFigure(row[c]); why != "" {
+				*errs = append(*errs, fmt.Sprintf("%s: %q %s", at.cell(header[c]), cleanCell(row[c]), why))
+				continue
+			}
+			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: column %q: %q holds no figure, skipped", line, cleanCell(header[c]), cleanCell(row[c])))
 			continue
 		}
 		p := base
@@ -488,6 +555,31 @@ func importRow(res *ImportResult, defaults Point, section string, cols []column,
 		out = append(out, p)
 	}
 	return out
+}
+
+// dateForm is the shape of a history date, whether or not it is a real day.
+var dateForm = regexp.MustCompile(`^\d{4}(-\d{2}(-\d{2})?)?$`)
+
+// wrongFigure says why a value cell parseQuantity refused is a figure, but
+// a wrong one ("-5": negative; "1e999": beyond a float64), or "" when the
+// cell holds no figure at all.
+func wrongFigure(cell string) string {
+	s := cleanCell(cell)
+	for _, minus := range []string{"-", "−"} {
+		if rest, ok := strings.CutPrefix(s, minus); ok {
+			if _, ok := parseQuantity(rest); ok {
+				return "is negative: a figure the history keeps is never below zero"
+			}
+		}
+	}
+	if m := quantity.FindStringSubmatch(thousands.ReplaceAllString(s, "$1$2")); m != nil {
+		for _, n := range []string{m[2], m[4]} {
+			if f, err := strconv.ParseFloat(n, 64); n != "" && (err != nil || math.IsInf(f, 0)) {
+				return "is beyond a float64's range"
+			}
+		}
+	}
+	return ""
 }
 
 // ValidDate reports whether s is a date as the history keeps them:
