@@ -209,9 +209,7 @@ func compareMetric(ca, cb *Case, metric string, alpha float64) *Row {
 	}
 	r.Reason = strings.Join(r.LeftOut, "; ")
 	r.Delta = delta(r.A.Center, r.B.Center)
-	th := &benchmath.Thresholds{CompareAlpha: alpha}
-	cmp := benchmath.AssumeNothing.Compare(benchmath.NewSample(r.A.Values, th), benchmath.NewSample(r.B.Values, th))
-	r.P = cmp.P
+	r.P = uTestP(r.A.Values, r.B.Values, alpha)
 	r.Verdict = VerdictSame
 	if r.P < alpha && r.B.Center != r.A.Center {
 		r.Significant = true

@@ -201,3 +201,28 @@ func TestCompareLeavesOutUnusableValues(t *testing.T) {
 		})
 	}
 }
+
+// Tied samples can give the U test's approximation a p-value above 1; a
+// p-value is a probability, in [0, 1], wherever it is reported.
+func TestPValuesAreProbabilities(t *testing.T) {
+	for _, tc := range []struct{ a, b []float64 }{
+		{[]float64{1}, []float64{1, 2}},
+		{[]float64{1, 1, 2}, []float64{1, 2}},
+		{[]float64{1, 2, 3}, []float64{1, 2, 2, 3, 3}},
+		{seq(8, 100, 1), seq(8, 200, 1)},
+	} {
+		a, b := NewSide("A"), NewSide("B")
+		c := results.Case{Key: "k", Name: "bench/batch=1", Kind: "model", Status: results.CaseDone}
+		a.Add(c, samples("decode_tok_s", "tok/s", tc.a))
+		b.Add(c, samples("decode_tok_s", "tok/s", tc.b))
+		if p := Compare(a, b, Options{}).Rows[0].P; !(p >= 0 && p <= 1) {
+			t.Errorf("compare %v against %v: p = %v", tc.a, tc.b, p)
+		}
+		if p := uTestP(tc.a, tc.b, 0.05); !(p >= 0 && p <= 1) {
+			t.Errorf("uTestP(%v, %v) = %v", tc.a, tc.b, p)
+		}
+	}
+	if p := probability(math.NaN()); !math.IsNaN(p) {
+		t.Errorf("probability(NaN) = %v, want NaN (no test)", p)
+	}
+}

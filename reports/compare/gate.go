@@ -344,8 +344,7 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 		c.Reason = fmt.Sprintf("with %d+%d %ss no difference can reach p < %g: add %ss", c.A.N, c.B.N, c.Per, alpha, c.Per)
 		return c
 	}
-	th := &benchmath.Thresholds{CompareAlpha: alpha}
-	c.P = benchmath.AssumeNothing.Compare(benchmath.NewSample(ua, th), benchmath.NewSample(ub, th)).P
+	c.P = uTestP(ua, ub, alpha)
 	c.Noise = 1.96 * relSpread(c.A.Values) / math.Sqrt(float64(c.A.N))
 	return c
 }
@@ -399,7 +398,7 @@ func testPairs(c *Check, la, lb []float64) {
 	}
 	t := mean * math.Sqrt(float64(n)) / sd
 	dist := mstats.TDist{V: float64(n - 1)}
-	c.P = 2 * (1 - dist.CDF(math.Abs(t)))
+	c.P = probability(2 * (1 - dist.CDF(math.Abs(t))))
 	c.Noise = math.Expm1(mstats.InvCDF(dist)(0.975) * sd / math.Sqrt(float64(n)))
 }
 
@@ -541,6 +540,19 @@ func relSpread(v []float64) float64 {
 
 // minUTestP is the smallest two-sided p-value a Mann-Whitney U test can give
 // with n1 and n2 samples (complete separation): 2 / C(n1+n2, n1).
+// uTestP is the Mann-Whitney U p-value of a against b. With ties the
+// normal approximation's continuity correction can give more than 1 (1.33
+// for 1 against 1, 2): a probability is clamped to [0, 1].
+func uTestP(a, b []float64, alpha float64) float64 {
+	th := &benchmath.Thresholds{CompareAlpha: alpha}
+	return probability(benchmath.AssumeNothing.Compare(benchmath.NewSample(a, th), benchmath.NewSample(b, th)).P)
+}
+
+// probability clamps a computed p-value to [0, 1], keeping NaN (no test).
+func probability(p float64) float64 {
+	return math.Max(0, math.Min(1, p)) // Max and Min keep NaN
+}
+
 func minUTestP(n1, n2 int) float64 {
 	lc, _ := math.Lgamma(float64(n1 + n2 + 1))
 	l1, _ := math.Lgamma(float64(n1 + 1))
