@@ -169,3 +169,17 @@ func TestCachedRooflineNotes(t *testing.T) {
 		t.Errorf("notes %q for no case over 1", notes)
 	}
 }
+
+// The data formats of runs have one schema whatever the rows: a list with
+// no runs declares every column a list with runs has.
+func TestRunsColumnsWithoutRows(t *testing.T) {
+	full := runsTable([]results.Run{{ID: 1, Threads: "4", ReadBandwidthGBs: 1, MatmulPeakGFLOPs: 1}}).Data.Columns
+	for _, c := range []struct {
+		name string
+		runs []results.Run
+	}{{"no runs", nil}, {"a bare run", []results.Run{{ID: 2}}}} {
+		if got := runsTable(c.runs).Data.Columns; !slices.Equal(got, full) {
+			t.Errorf("%s: columns %q, want %q", c.name, got, full)
+		}
+	}
+}

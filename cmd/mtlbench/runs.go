@@ -51,7 +51,7 @@ func runsCommand() *cli.Command {
 func runsTable(runs []results.Run) *table.Table {
 	t := &table.Table{Header: []string{"run", "suite", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
 		Data: &table.Data{Columns: []string{"run", "suite", "suite_path", "suite_hash", "tag", "kind", "backend", "timing",
-			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "notes",
+			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "threads", "notes",
 			"read_bandwidth_gb_s", "matmul_peak_gflop_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
 	for _, r := range runs {
 		commit := short(r.GitCommit)
