@@ -228,13 +228,21 @@ func abCommand() *cli.Command {
 			opts.Paired = true
 			res := compare.Gate(baseSide, candSide, opts)
 			res.Notes = append(notes, res.Notes...)
-			res.Notes = append(res.Notes, fmt.Sprintf("ab: %d rounds (one run a side each, repetitions in turns, AB then BA) in %v", rounds, time.Since(start).Round(time.Second)))
+			res.Notes = append(res.Notes, abRoundsNote(rounds, time.Since(start)))
 			if len(set) > 0 {
 				res.Notes = append(res.Notes, "the candidate ran with --set "+strings.Join(set, " --set "))
 			}
 			return finishGate(c, res, f)
 		},
 	}
+}
+
+// abRoundsNote says how the rounds ran; one round has no BA to speak of.
+func abRoundsNote(rounds int, took time.Duration) string {
+	if rounds == 1 {
+		return fmt.Sprintf("ab: 1 round (one run a side, repetitions in turns, the baseline first) in %v", took.Round(time.Second))
+	}
+	return fmt.Sprintf("ab: %d rounds (one run a side each, repetitions in turns, AB then BA) in %v", rounds, took.Round(time.Second))
 }
 
 // abTurn is whose turn step i of lockstep round r is: 0 (the baseline) or

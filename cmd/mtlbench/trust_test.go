@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -67,6 +68,23 @@ func TestABTurns(t *testing.T) {
 	}
 	if got.String() != "ABAB BABA " {
 		t.Errorf("turns %q", got.String())
+	}
+}
+
+// The note on the rounds counts them in words that hold for that count:
+// one round has no second order of the sides.
+func TestABRoundsNote(t *testing.T) {
+	for _, c := range []struct {
+		rounds int
+		want   string
+	}{
+		{1, "ab: 1 round (one run a side, repetitions in turns, the baseline first) in 9s"},
+		{2, "ab: 2 rounds (one run a side each, repetitions in turns, AB then BA) in 9s"},
+		{5, "ab: 5 rounds (one run a side each, repetitions in turns, AB then BA) in 9s"},
+	} {
+		if got := abRoundsNote(c.rounds, 9*time.Second); got != c.want {
+			t.Errorf("%d rounds: %q, want %q", c.rounds, got, c.want)
+		}
 	}
 }
 
