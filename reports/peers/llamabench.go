@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 )
 
 // lbRow is one llama-bench result (-o json prints an array of them, -o jsonl
@@ -79,12 +81,12 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 	if len(t) > 0 && t[0] == '[' {
 		var raw []json.RawMessage
 		if err := json.Unmarshal(t, &raw); err != nil {
-			return nil, fmt.Errorf("not llama-bench -o json: %v", err)
+			return nil, fmt.Errorf("not llama-bench -o json: %w", jsonerr.Explain(err, t))
 		}
 		rows := make([]lbRow, len(raw))
 		for i, r := range raw {
 			if err := json.Unmarshal(r, &rows[i]); err != nil {
-				return nil, fmt.Errorf("result %d: %w", i+1, jsonFieldError(err))
+				return nil, fmt.Errorf("result %d: %w", i+1, jsonFieldError(err, r))
 			}
 		}
 		return rows, nil
@@ -102,9 +104,9 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 		if err := json.Unmarshal(l, &r); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return nil, fmt.Errorf("line %d: %w", line, jsonFieldError(err))
+				return nil, fmt.Errorf("line %d: %w", line, jsonFieldError(err, l))
 			}
-			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %v", line, err)
+			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %w", line, jsonerr.Explain(err, l))
 		}
 		rows = append(rows, r)
 	}

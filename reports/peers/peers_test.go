@@ -112,8 +112,8 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 0, "samples_ts": [20]}]`, "result 2: n_prompt and n_gen are both 0"},
 		{"xml", `{}`, `unknown peer format "xml"`},
 		// Types in the file's terms, at their result; llama-bench's other outputs named.
-		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 8, "samples_ts": ["fast"]}]`, "result 2: samples_ts is a JSON string, want a number"},
-		{FormatLlamaBench, "{\"n_prompt\": 0, \"n_gen\": \"8\"}\n", "line 1: n_gen is a JSON string, want a whole number"},
+		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 8, "samples_ts": ["fast"]}]`, `result 2: samples_ts is a JSON string ("fast"), want a number`},
+		{FormatLlamaBench, "{\"n_prompt\": 0, \"n_gen\": \"8\"}\n", `line 1: n_gen is a JSON string ("8"), want a whole number`},
 		{FormatLlamaBench, "| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n", "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
 		{FormatLlamaBench, "build_commit,build_number,n_prompt,n_gen,avg_ts,stddev_ts\nabc,1,512,0,100,1\n", "llama-bench's -o csv: run it again with -o json"},
 		// A trial twice in one case, numbered 0, or past any run; a line
@@ -219,7 +219,7 @@ func TestVLLMServeBadValues(t *testing.T) {
 	}
 	for _, tc := range []struct{ rate, input, want string }{
 		{"4", "-16", "total_input_tokens holds -16, a negative count of tokens"},
-		{"4", `"1024"`, "total_input_tokens is a JSON string, want a whole number"},
+		{"4", `"1024"`, `total_input_tokens is a JSON string ("1024"), want a whole number`},
 		{"-4", "1024", "rate -4 requests a second is outside"},
 	} {
 		_, err := Parse(FormatVLLMServe, "serve.json", []byte(fmt.Sprintf(base, tc.rate, tc.input)), Options{})

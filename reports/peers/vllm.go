@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -63,7 +63,7 @@ var vllmServeMetrics = []struct{ key, metric, unit string }{
 func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	var v vllmServe
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("not vllm bench serve JSON: %w", jsonFieldError(err))
+		return nil, fmt.Errorf("not vllm bench serve JSON: %w", jsonFieldError(err, data))
 	}
 	if err := json.Unmarshal(data, &v.raw); err != nil {
 		return nil, err
@@ -204,30 +204,14 @@ func vllmArrival(rate json.RawMessage, burstiness *float64) (string, error) {
 }
 
 // jsonFieldError says which field of the file has the wrong type, in the
-// file's terms rather than Go's.
-func jsonFieldError(err error) error {
+// file's terms rather than Go's; a list where vLLM writes one object is
+// named as such.
+func jsonFieldError(err error, data []byte) error {
 	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) {
-		return err
+	if errors.As(err, &te) && te.Field == "" && te.Value == "array" {
+		return fmt.Errorf("the file is a JSON array, want one result object as vLLM writes it")
 	}
-	if te.Field == "" {
-		// the whole file: a list of results where vLLM writes one object
-		return fmt.Errorf("the file is a JSON %s, want one result object as vLLM writes it", te.Value)
-	}
-	want := "a number"
-	switch te.Type.Kind() {
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		want = "a whole number"
-	case reflect.String:
-		want = "a string"
-	case reflect.Slice:
-		want = "a list"
-	case reflect.Map, reflect.Struct:
-		want = "an object"
-	case reflect.Bool:
-		want = "true or false"
-	}
-	return fmt.Errorf("%s is a JSON %s, want %s", te.Field, te.Value, want)
+	return jsonerr.Explain(err, data)
 }
 
 // perRequest is tokens per request: the common length when the per-request
@@ -259,7 +243,7 @@ type vllmLatency struct {
 func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
 	var v vllmLatency
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("not vllm bench latency JSON: %w", jsonFieldError(err))
+		return nil, fmt.Errorf("not vllm bench latency JSON: %w", jsonFieldError(err, data))
 	}
 	if len(v.Latencies) == 0 {
 		return nil, fmt.Errorf("no latencies")

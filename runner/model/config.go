@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/kernels"
 )
 
@@ -172,7 +173,7 @@ type hfConfig struct {
 func ParseHFConfig(name string, data []byte) (*Config, error) {
 	var h hfConfig
 	if err := json.Unmarshal(data, &h); err != nil {
-		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
+		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
 	if len(h.Architectures) == 0 {
 		for arch, spec := range archs {

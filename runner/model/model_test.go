@@ -120,7 +120,14 @@ func TestModelTypeAlone(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
-		{`{`, "not a valid config.json"},
+		{`{`, "config.json: not valid JSON at line 1, column 1: unexpected end of JSON input"},
+		// A wrong JSON type is named by its key, value and the type wanted.
+		{`{"hidden_size": "96"}`, `config.json: hidden_size is a JSON string ("96"), want a whole number`},
+		{`{"hidden_size": 96.5}`, `config.json: hidden_size is a JSON number 96.5, want a whole number`},
+		{`{"rms_norm_eps": 1e999}`, `config.json: rms_norm_eps is 1e999, beyond a 64-bit float's range`},
+		{`{"tie_word_embeddings": "false"}`, `config.json: tie_word_embeddings is a JSON string ("false"), want true or false`},
+		{`{"architectures": "Qwen3ForCausalLM"}`, `config.json: architectures is a JSON string ("Qwen3ForCausalLM"), want a list`},
+		{`[]`, `config.json: the file is a JSON array, want an object`},
 		{`{"hidden_size": 8}`, `no "architectures" field, and model_type "" is none of gpt2, llama,`},
 		{`{"model_type": "bert"}`, `model_type "bert" is none of`},
 		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
@@ -546,5 +553,21 @@ func TestSyntheticFromCheckpoint(t *testing.T) {
 	// A file of no model is refused as before.
 	if _, _, err := Open(Spec{Model: t.TempDir(), Synthetic: true}); err == nil || !strings.Contains(err.Error(), "config.json") {
 		t.Errorf("a folder without config.json: %v", err)
+	}
+}
+
+// A wrong JSON type in the quantization block is named by its path in
+// config.json and the value found, never by Go's types.
+func TestMLXQuantTypeErrors(t *testing.T) {
+	for _, c := range []struct{ q, want string }{
+		{`{"bits": "4", "group_size": 64}`, `config.json: quantization.bits is a JSON string ("4"), want a whole number`},
+		{`{"bits": 4, "group_size": 64, "mode": 3}`, `config.json: quantization.mode is a JSON number, want a string`},
+		{`{"bits": 4, "group_size": 64, "model.layers.0.mlp": "yes"}`, `config.json: quantization["model.layers.0.mlp"] is "yes", want an object or a boolean`},
+		{`{"bits": 4, "group_size": 64, "model.layers.0.mlp": {"bits": "8"}}`, `config.json: quantization["model.layers.0.mlp"].bits is a JSON string ("8"), want a whole number`},
+	} {
+		_, err := parseMLXQuant("config.json", []byte(`{"quantization": `+c.q+`}`))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.q, err, c.want)
+		}
 	}
 }

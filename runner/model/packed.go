@@ -3,12 +3,14 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -187,7 +189,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		QA bool                       `json:"quantize_activations"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("%s: not a valid config.json: %v", name, err)
+		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
 	if raw.QA {
 		// mlx-lm's QQLinear: a different product from the one the kernels
@@ -250,7 +252,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			err = json.Unmarshal(v, &top.Mode)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: quantization.%s: %v", name, k, err)
+			return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainAt(err, v, "quantization."+k))
 		}
 	}
 	def, err := read(name+": quantization", top)
@@ -279,13 +281,26 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		}
 		var e entry
 		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, fmt.Errorf("%s: quantization[%q]: want an object or a boolean: %v", name, k, err)
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				return nil, fmt.Errorf("%s: quantization[%q] is %s, want an object or a boolean", name, k, quote(v))
+			}
+			return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainAt(err, v, fmt.Sprintf("quantization[%q]", k)))
 		}
 		if q.Modules[k], err = read(fmt.Sprintf("%s: quantization[%q]", name, k), e); err != nil {
 			return nil, err
 		}
 	}
 	return q, nil
+}
+
+// quote is a JSON value's text as an error quotes it: one line, short.
+func quote(v []byte) string {
+	s := strings.Join(strings.Fields(string(v)), " ")
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:37]) + "..."
+	}
+	return s
 }
 
 // check says whether mtlbench runs the module's mode, group size and bits.

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 )
 
 // IndexName is the shard index that HuggingFace writes next to sharded weights.
@@ -103,7 +105,7 @@ func danglingLink(p string) error {
 func openIndexed(dir, idxPath string, raw []byte) (*Checkpoint, error) {
 	var idx index
 	if err := json.Unmarshal(raw, &idx); err != nil {
-		return nil, fmt.Errorf("%s: invalid JSON: %v", idxPath, err)
+		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {
 		return nil, fmt.Errorf("%s: weight_map is empty or missing", idxPath)

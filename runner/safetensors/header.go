@@ -17,12 +17,12 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 )
 
 // MaxHeaderSize bounds the JSON header. Real headers are at most a few MiB;
@@ -152,19 +152,21 @@ func ParseHeader(r []byte, fileSize int64) (tensors []TensorInfo, meta map[strin
 			return nil, nil, 0, fmt.Errorf("header names %q twice", name)
 		}
 		seen[name] = true
+		// The value is read raw first, so that a wrong type's offset is
+		// into its own text, which the error quotes.
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
+		}
 		if name == "__metadata__" {
-			if err := dec.Decode(&meta); err != nil {
-				return nil, nil, 0, fmt.Errorf("__metadata__ must map strings to strings: %v", err)
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				return nil, nil, 0, fmt.Errorf("%w (__metadata__ maps strings to strings)", jsonerr.ExplainAt(err, raw, "__metadata__"))
 			}
 			continue
 		}
 		var e rawEntry
-		if err := dec.Decode(&e); err != nil {
-			var syn *json.SyntaxError
-			if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
-			}
-			return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %v", name, err)
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %w", name, jsonerr.ExplainAt(err, raw, name))
 		}
 		t, err := checkEntry(name, &e, dataLen)
 		if err != nil {

@@ -151,7 +151,7 @@ var headerCases = []struct {
 	{"not an object", rawFile(`[1, 2]`, 0), []string{"not a JSON object"}},
 	{"trailing junk", rawFile(`{} x`, 0), []string{"trailing data"}},
 	{"bad UTF-8", rawFile("{\"\xff\":1}", 0), []string{"UTF-8"}},
-	{"entry not an object", rawFile(`{"w": 5}`, 0), []string{`tensor "w"`, "invalid entry"}},
+	{"entry not an object", rawFile(`{"w": 5}`, 0), []string{`tensor "w": invalid entry: w is a JSON number, want an object`}},
 	{"missing dtype", rawFile(`{"w":{"shape":[1],"data_offsets":[0,1]}}`, 1), []string{`tensor "w"`, "missing dtype"}},
 	{"missing shape", rawFile(`{"w":{"dtype":"U8","data_offsets":[0,1]}}`, 1), []string{`tensor "w"`, "missing shape"}},
 	{"missing offsets", rawFile(`{"w":{"dtype":"U8","shape":[1]}}`, 1), []string{`tensor "w"`, "missing data_offsets"}},
@@ -171,11 +171,12 @@ var headerCases = []struct {
 	{"shape overflow", rawFile(`{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, 0),
 		[]string{`tensor "w"`, "overflows"}},
 	{"shape beyond int64", rawFile(`{"w":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,0]}}`, 0),
-		[]string{`tensor "w"`, "invalid entry"}},
-	{"fractional dim", rawFile(`{"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,6]}}`, 6), []string{`tensor "w"`, "invalid entry"}},
+		[]string{`tensor "w": invalid entry: w.shape is 99999999999999999999, beyond the 64-bit whole numbers it is read as`}},
+	{"fractional dim", rawFile(`{"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,6]}}`, 6), []string{`tensor "w": invalid entry: w.shape is a JSON number 1.5, want a whole number`}},
+	{"string dim", rawFile(`{"w":{"dtype":"F32","shape":["96"],"data_offsets":[0,6]}}`, 6), []string{`tensor "w": invalid entry: w.shape is a JSON string ("96"), want a whole number`}},
 	{"duplicate name", rawFile(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
 		[]string{`"w" twice`}},
-	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), []string{"__metadata__"}},
+	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), []string{"__metadata__ is a JSON number, want a string (__metadata__ maps strings to strings)"}},
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -468,7 +469,10 @@ func TestOpenDirErrors(t *testing.T) {
 		}, []string{IndexName, "weight_map"}},
 		{"index bad JSON", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, IndexName), []byte("{"), 0o644)
-		}, []string{IndexName, "invalid JSON"}},
+		}, []string{IndexName, "not valid JSON"}},
+		{"index weight_map a list", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, IndexName), []byte(`{"weight_map": [1, 2]}`), 0o644)
+		}, []string{IndexName + ": weight_map is a JSON array, want an object"}},
 		{"broken shard", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), 0o644)
 		}, []string{"model.safetensors", `tensor "w"`, "negative"}},

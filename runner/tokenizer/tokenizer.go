@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
@@ -164,14 +165,14 @@ func Parse(data []byte) (*Tokenizer, error) {
 		} `json:"model"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %v", err)
+		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
 	if head.Model.Type != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", head.Model.Type)
 	}
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %v", err)
+		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
 	m := f.Model
 	for name, v := range map[string]*string{"continuing_subword_prefix": m.ContinuingSubwordPrefix, "end_of_word_suffix": m.EndOfWordSuffix} {
@@ -253,7 +254,7 @@ func (t *Tokenizer) readMerges(raw json.RawMessage) error {
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return fmt.Errorf("model.merges: %v", err)
+		return jsonerr.ExplainAt(err, raw, "model.merges")
 	}
 	for i, it := range items {
 		var pair [2]string

@@ -82,6 +82,9 @@ func TestBadInput(t *testing.T) {
 		name, json, want string
 	}{
 		{"not json", `{"model": `, "not a tokenizer.json"},
+		{"a list", `[]`, "not a tokenizer.json: the file is a JSON array, want an object"},
+		{"type a number", `{"model": {"type": 5}}`, "not a tokenizer.json: model.type is a JSON number, want a string"},
+		{"merges an object", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": {"a": 1}}}`, "model.merges is a JSON object, want a list"},
 		{"unigram", `{"model": {"type": "Unigram", "vocab": []}}`, `model type "Unigram" is not supported (BPE)`},
 		{"id out of range", `{"model": {"type": "BPE", "vocab": {"a": -1}}}`, `model.vocab: token "a" has id -1`},
 		{"empty Replace", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": {"type": "Replace", "pattern": {"String": ""}, "content": "x"}}`, "Replace of an empty pattern is not supported"},

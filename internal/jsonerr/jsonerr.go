@@ -1,0 +1,163 @@
+// Package jsonerr words the errors of encoding/json in the terms of the
+// file being read: the key path, the JSON value found and the value wanted,
+// or where the text stops being JSON, never Go's types.
+package jsonerr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Explain returns err in the file's terms when it is a wrong JSON type or a
+// syntax error, and err unchanged otherwise. data is the text that was
+// decoded (offsets are into it); with nil data a value is not quoted and a
+// place is a byte offset rather than a line and column.
+func Explain(err error, data []byte) error {
+	return ExplainAt(err, data, "")
+}
+
+// ExplainAt is Explain for data that is the value at path of a larger file
+// (quantization.bits): the fields it names are under path.
+func ExplainAt(err error, data []byte, path string) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		t := *te
+		switch {
+		case path != "" && t.Field != "":
+			t.Field = path + "." + t.Field
+		case path != "":
+			t.Field = path
+		}
+		return typeError(&t, data)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		in := ""
+		if path != "" {
+			in = " in " + path
+		}
+		return fmt.Errorf("not valid JSON%s %s: %s", in, where(data, se.Offset), se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("not valid JSON: the text ends inside a value")
+	}
+	return err
+}
+
+func typeError(te *json.UnmarshalTypeError, data []byte) error {
+	found := "a JSON " + te.Value
+	if num, ok := strings.CutPrefix(te.Value, "number "); ok {
+		switch kind := te.Type.Kind(); {
+		case isInt(kind) && !strings.ContainsAny(num, ".eE"):
+			return fmt.Errorf("%s is %s, beyond the %d-bit whole numbers it is read as", field(te), num, te.Type.Bits())
+		case kind == reflect.Float32 || kind == reflect.Float64:
+			return fmt.Errorf("%s is %s, beyond a %d-bit float's range", field(te), num, te.Type.Bits())
+		}
+	} else if lit := literal(data, te.Offset, te.Value); lit != "" {
+		found += " (" + lit + ")"
+	}
+	if te.Field == "" {
+		return fmt.Errorf("the file is %s, want %s", found, want(te.Type))
+	}
+	return fmt.Errorf("%s is %s, want %s", te.Field, found, want(te.Type))
+}
+
+func field(te *json.UnmarshalTypeError) string {
+	if te.Field == "" {
+		return "the file"
+	}
+	return te.Field
+}
+
+func isInt(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+func want(t reflect.Type) string {
+	switch k := t.Kind(); {
+	case isInt(k):
+		return "a whole number"
+	case k == reflect.Float32 || k == reflect.Float64:
+		return "a number"
+	case k == reflect.String:
+		return "a string"
+	case k == reflect.Bool:
+		return "true or false"
+	case k == reflect.Slice || k == reflect.Array:
+		return "a list"
+	case k == reflect.Map || k == reflect.Struct:
+		return "an object"
+	case k == reflect.Pointer:
+		return want(t.Elem())
+	}
+	return "another JSON value"
+}
+
+// literal is the JSON text of the string or bool value that ends at off,
+// shortened to a quote's length, or "" when data does not hold it there.
+func literal(data []byte, off int64, value string) string {
+	if off <= 0 || off > int64(len(data)) {
+		return ""
+	}
+	end := int(off)
+	var start int
+	switch value {
+	case "string":
+		if data[end-1] != '"' {
+			return ""
+		}
+		start = -1
+		for i := end - 2; i >= 0; i-- {
+			if data[i] == '"' && !escaped(data, i) {
+				start = i
+				break
+			}
+		}
+		if start < 0 {
+			return ""
+		}
+	case "bool":
+		start = bytes.LastIndexAny(data[:end], " \t\r\n:,[") + 1
+	default:
+		return ""
+	}
+	s := string(data[start:end])
+	if utf8.RuneCountInString(s) > 40 {
+		r := []rune(s)
+		s = string(r[:37]) + `..."`
+	}
+	return s
+}
+
+// escaped reports whether the quote at i follows an odd run of backslashes.
+func escaped(data []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && data[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// where is "at line L, column C" of data for a byte offset, or "at byte N"
+// without data.
+func where(data []byte, off int64) string {
+	if data == nil || off < 0 || off > int64(len(data)) {
+		return "at byte " + strconv.FormatInt(off, 10)
+	}
+	before := data[:off]
+	line := bytes.Count(before, []byte{'\n'}) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return fmt.Sprintf("at line %d, column %d", line, col)
+}

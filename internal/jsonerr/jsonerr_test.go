@@ -1,0 +1,63 @@
+package jsonerr
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+)
+
+type quant struct {
+	Bits int `json:"bits"`
+}
+
+type config struct {
+	Hidden int               `json:"hidden_size"`
+	Quant  quant             `json:"quantization"`
+	Meta   map[string]string `json:"__metadata__"`
+	Shape  []int64           `json:"shape"`
+	Eps    float64           `json:"rms_norm_eps"`
+	Tied   bool              `json:"tie_word_embeddings"`
+	Archs  []string          `json:"architectures"`
+	Model  struct {
+		Type string `json:"type"`
+	} `json:"model"`
+}
+
+func TestExplain(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"hidden_size": "64"}`, `hidden_size is a JSON string ("64"), want a whole number`},
+		{`{"hidden_size": 96.5}`, `hidden_size is a JSON number 96.5, want a whole number`},
+		{`{"quantization": {"bits": "4"}}`, `quantization.bits is a JSON string ("4"), want a whole number`},
+		{`{"__metadata__": {"format": 5}}`, `__metadata__ is a JSON number, want a string`},
+		{`{"shape": [1, 96.0]}`, `shape is a JSON number 96.0, want a whole number`},
+		{`{"shape": [1180591620717411303424]}`, `shape is 1180591620717411303424, beyond the 64-bit whole numbers it is read as`},
+		{`{"rms_norm_eps": 1e999}`, `rms_norm_eps is 1e999, beyond a 64-bit float's range`},
+		{`{"tie_word_embeddings": "false"}`, `tie_word_embeddings is a JSON string ("false"), want true or false`},
+		{`{"architectures": "Qwen3ForCausalLM"}`, `architectures is a JSON string ("Qwen3ForCausalLM"), want a list`},
+		{`{"hidden_size": true}`, `hidden_size is a JSON bool (true), want a whole number`},
+		{`{"model": []}`, `model is a JSON array, want an object`},
+		{`{"model": {"type": 5}}`, `model.type is a JSON number, want a string`},
+		{`[]`, `the file is a JSON array, want an object`},
+		{`{"hidden_size": "a \" quoted and much longer string than any quote needs"}`, `hidden_size is a JSON string ("a \" quoted and much longer string t..."), want a whole number`},
+		{"{\n  \"hidden_size\": x}", `not valid JSON at line 2, column 18: invalid character 'x' looking for beginning of value`},
+	} {
+		var cfg config
+		err := Explain(json.Unmarshal([]byte(c.in), &cfg), []byte(c.in))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.in, err, c.want)
+		}
+	}
+	// Without the text a place is a byte offset and a value is not quoted.
+	var cfg config
+	if err := Explain(json.Unmarshal([]byte(`{"a": x}`), &cfg), nil); err == nil || err.Error() != "not valid JSON at byte 7: invalid character 'x' looking for beginning of value" {
+		t.Errorf("no data: %v", err)
+	}
+	if err := Explain(io.ErrUnexpectedEOF, nil); err == nil || err.Error() != "not valid JSON: the text ends inside a value" {
+		t.Errorf("EOF: %v", err)
+	}
+	other := errors.New("other")
+	if Explain(other, nil) != other || Explain(nil, nil) != nil {
+		t.Error("other errors are not returned as they are")
+	}
+}
