@@ -386,8 +386,11 @@ func (c *Config) Validate() error {
 	}
 	most(c.Vocab, MaxVocab, "vocab_size")
 	most(c.Hidden, MaxHidden, "hidden_size")
-	most(c.Layers, MaxLayers, "num_hidden_layers")
 	most(c.ModelLayers, MaxLayers, "num_hidden_layers")
+	// A truncated model runs fewer layers than it has: one count to check.
+	if c.Layers > c.ModelLayers {
+		most(c.Layers, MaxLayers, "layers")
+	}
 	most(c.Heads, MaxHeads, "num_attention_heads")
 	most(c.KVHeads, MaxHeads, "num_key_value_heads")
 	most(c.HeadDim, MaxHeadDim, "head_dim")
