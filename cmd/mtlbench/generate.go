@@ -424,8 +424,10 @@ func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 		}
 		return t, nil
 	}
-	if st, err := os.Stat(filepath.Join(m, "tokenizer.json")); err != nil || st.IsDir() {
+	if st, err := os.Stat(filepath.Join(m, "tokenizer.json")); err != nil {
 		return nil, fmt.Errorf("--prompt needs a tokenizer: %s has no tokenizer.json; %s", m, hint)
+	} else if st.IsDir() {
+		return nil, fmt.Errorf("--prompt needs a tokenizer: %s is a folder, not a tokenizer.json; %s", filepath.Join(m, "tokenizer.json"), hint)
 	}
 	t, err := tokenizer.Load(m)
 	if err != nil {

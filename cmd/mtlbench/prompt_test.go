@@ -172,3 +172,30 @@ func TestBrokenCheckpointBeforeTokenizer(t *testing.T) {
 		}
 	}
 }
+
+// A folder that is not the checkpoint the user meant is named for what it
+// holds: a tokenizer.json that is a folder, a GGUF file without a config.
+func TestGenerateFolderMistakes(t *testing.T) {
+	fixture, _ := filepath.Abs(filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3"))
+	gguf, _ := filepath.Abs(filepath.Join("..", "..", "runner", "testdata", "gguf", "llama-q8_0.gguf"))
+	tokDir := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		os.Symlink(filepath.Join(fixture, f), filepath.Join(tokDir, f))
+	}
+	os.Mkdir(filepath.Join(tokDir, "tokenizer.json"), 0o755)
+	ggDir := t.TempDir()
+	os.Symlink(gguf, filepath.Join(ggDir, "llama-q8_0.gguf"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-m", tokDir, "--prompt", "hi"}, filepath.Join(tokDir, "tokenizer.json") + " is a folder, not a tokenizer.json"},
+		{[]string{"-m", ggDir, "--tokens", "1"}, "model folder " + ggDir + " has no config.json; it holds llama-q8_0.gguf: give --model " + filepath.Join(ggDir, "llama-q8_0.gguf")},
+		{[]string{"-m", t.TempDir(), "--tokens", "1"}, "has no config.json"},
+	} {
+		_, _, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "1"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -701,6 +701,13 @@ func LoadDir(dir string) (*Config, error) {
 func loadDir(dir string) (*Config, string, []byte, error) {
 	p := filepath.Join(dir, "config.json")
 	data, err := readfile.Read(p, readfile.Config, "a model config")
+	if errors.Is(err, fs.ErrNotExist) {
+		// A folder holding a GGUF file is a common slip for the file itself.
+		if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
+			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give --model %s", dir, filepath.Base(ggufs[0]), ggufs[0])
+		}
+		return nil, "", nil, fmt.Errorf("model folder %s has no config.json", dir)
+	}
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("model folder %s: %w", dir, err)
 	}

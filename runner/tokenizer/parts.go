@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -159,10 +160,21 @@ func readReplace(raw json.RawMessage) (replace, error) {
 func (r replace) grown(s string, limit int) (string, error) {
 	if d := len(r.to) - len(r.from); d > 0 {
 		if n := len(s) + strings.Count(s, r.from)*d; n > limit {
-			return "", fmt.Errorf("Replace %q with %q: %w", r.from, r.to, errGrowth)
+			return "", fmt.Errorf("Replace %s with %s: %w", quoteShort(r.from), quoteShort(r.to), errGrowth)
 		}
 	}
 	return r.apply(s), nil
+}
+
+// quoteShort quotes s for an error, its middle cut when it is long: the
+// error has to stay one readable line.
+func quoteShort(s string) string {
+	const most = 40
+	r := []rune(s)
+	if len(r) <= most {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s (%d characters)", strconv.Quote(string(r[:most-3])+"..."), len(r))
 }
 
 // normalizer rewrites a stretch of text; limit is the most bytes it may

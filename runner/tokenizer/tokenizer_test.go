@@ -273,3 +273,16 @@ func TestLoadSpecialFile(t *testing.T) {
 		}
 	}
 }
+
+// A long piece is quoted in an error by its start and its length.
+func TestQuoteShort(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"a", `"a"`},
+		{strings.Repeat("é", 40), `"` + strings.Repeat("é", 40) + `"`},
+		{strings.Repeat("a", 1000), `"` + strings.Repeat("a", 37) + `..." (1000 characters)`},
+	} {
+		if got := quoteShort(c.in); got != c.want {
+			t.Errorf("quoteShort(%d runes) = %s, want %s", len([]rune(c.in)), got, c.want)
+		}
+	}
+}
