@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -571,5 +572,47 @@ func TestMLXQuantTypeErrors(t *testing.T) {
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s:\n got %v\nwant %s", c.q, err, c.want)
 		}
+	}
+}
+
+// A checkpoint holding far more tensors than its config's model could read
+// is refused by the bound the config gives, before its header is read
+// whole; the fixture itself is within it.
+func TestOpenDirTensorBound(t *testing.T) {
+	fixture, _ := filepath.Abs(filepath.Join("..", "testdata", "hf", "qwen3"))
+	cfg, err := LoadDir(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		extra int
+		fail  bool
+	}{
+		{"the fixture", 0, false},
+		{"past the bound", cfg.tensorBound() + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.Symlink(filepath.Join(fixture, "config.json"), filepath.Join(dir, "config.json"))
+			if c.extra == 0 {
+				os.Symlink(filepath.Join(fixture, "model.safetensors"), filepath.Join(dir, "model.safetensors"))
+			} else {
+				ts := make([]safetensors.WriteTensor, c.extra)
+				for i := range ts {
+					ts[i] = safetensors.WriteTensor{Name: fmt.Sprintf("t%d", i), DType: "F32", Shape: []int{0}}
+				}
+				if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, ck, err := OpenDir(dir, nil)
+			if ck != nil {
+				ck.Close()
+			}
+			if got := errors.Is(err, safetensors.ErrTooManyTensors); got != c.fail {
+				t.Errorf("error %v, want the tensor bound: %v", err, c.fail)
+			}
+		})
 	}
 }

@@ -244,7 +244,13 @@ type Checkpoint struct {
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
 // checkpoint's dtype (no copy); otherwise they are converted.
 func OpenCheckpoint(dir string, want *bridge.DType) (*Checkpoint, error) {
-	ck, err := safetensors.OpenDir(dir)
+	return openCheckpoint(dir, want, 0)
+}
+
+// openCheckpoint is OpenCheckpoint refusing more than maxTensors tensors
+// (0: no bound).
+func openCheckpoint(dir string, want *bridge.DType, maxTensors int) (*Checkpoint, error) {
+	ck, err := safetensors.OpenDirMax(dir, maxTensors)
 	if err != nil {
 		return nil, err
 	}
@@ -648,6 +654,14 @@ func (c *Checkpoint) sliceInfo(name string, spec TensorSpec, dt bridge.DType) sa
 	return safetensors.TensorInfo{Name: name, DType: info.DType, Shape: spec.Shape}
 }
 
+// tensorBound is the most tensors a checkpoint of c may hold, so that a
+// header of millions is refused before it is read whole: three (a packed
+// weight, its scales and biases) for each tensor its layers could have,
+// and room for parts no module reads (a vision tower, rotary tables).
+func (c *Config) tensorBound() int {
+	return 3*(c.ModelLayers*(3*c.NumExperts+16)+16) + 4096
+}
+
 // OpenDir opens a checkpoint folder: its config (with mlx-lm's
 // quantization, when it has one) and its weights. want as OpenCheckpoint.
 func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
@@ -659,7 +673,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ck, err := OpenCheckpoint(dir, want)
+	ck, err := openCheckpoint(dir, want, cfg.tensorBound())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -45,22 +45,33 @@ func (c *Checkpoint) Memory() [][]byte {
 // OpenDir opens the checkpoint in dir. model.safetensors wins over an
 // index beside it, as transformers' loader picks it first.
 func OpenDir(dir string) (*Checkpoint, error) {
+	return OpenDirMax(dir, 0)
+}
+
+// ErrTooManyTensors is the error of a checkpoint holding more tensors than
+// the bound OpenDirMax was given.
+var ErrTooManyTensors = errors.New("it is another model's checkpoint, or a damaged one")
+
+// OpenDirMax is OpenDir refusing a checkpoint of more than maxTensors
+// tensors (0: no bound) as soon as a header is past it: a header of
+// millions of empty tensors costs seconds and gigabytes to read whole.
+func OpenDirMax(dir string, maxTensors int) (*Checkpoint, error) {
 	single := filepath.Join(dir, "model.safetensors")
 	if fi, err := os.Stat(single); err == nil && !fi.IsDir() {
-		return openFiles(dir, []string{single}, nil)
+		return openFiles(dir, []string{single}, nil, maxTensors)
 	}
 	idxPath := filepath.Join(dir, IndexName)
 	raw, err := readfile.Read(idxPath, readfile.Index, "a checkpoint index")
 	switch {
 	case err == nil:
-		return openIndexed(dir, idxPath, raw)
+		return openIndexed(dir, idxPath, raw, maxTensors)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
 	// Without an index, model.safetensors alone is the checkpoint even if
 	// other .safetensors files (e.g. adapters) sit beside it.
 	if _, err := os.Stat(single); err == nil {
-		return openFiles(dir, []string{single}, nil)
+		return openFiles(dir, []string{single}, nil, maxTensors)
 	} else if err := danglingLink(single); err != nil {
 		return nil, err
 	}
@@ -84,7 +95,7 @@ func OpenDir(dir string) (*Checkpoint, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: no .safetensors files (and no %s)", dir, IndexName)
 	}
-	return openFiles(dir, paths, nil)
+	return openFiles(dir, paths, nil, maxTensors)
 }
 
 // danglingLink names a symlink whose target is missing, as a half-cleaned
@@ -102,13 +113,16 @@ func danglingLink(p string) error {
 	return nil
 }
 
-func openIndexed(dir, idxPath string, raw []byte) (*Checkpoint, error) {
+func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, error) {
 	var idx index
 	if err := json.Unmarshal(raw, &idx); err != nil {
 		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {
 		return nil, fmt.Errorf("%s: weight_map is empty or missing", idxPath)
+	}
+	if maxTensors > 0 && len(idx.WeightMap) > maxTensors {
+		return nil, fmt.Errorf("%s: weight_map lists %d tensors, more than the %d the model could read: %w", idxPath, len(idx.WeightMap), maxTensors, ErrTooManyTensors)
 	}
 	var shards []string
 	for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
@@ -141,20 +155,27 @@ func openIndexed(dir, idxPath string, raw []byte) (*Checkpoint, error) {
 			}
 		}
 		return nil
-	})
+	}, maxTensors)
 }
 
 // openFiles opens every path and builds the name table; check, if given,
 // validates the result before it is returned.
-func openFiles(dir string, paths []string, check func(*Checkpoint) error) (*Checkpoint, error) {
+func openFiles(dir string, paths []string, check func(*Checkpoint) error, maxTensors int) (*Checkpoint, error) {
 	c := &Checkpoint{dir: dir, where: make(map[string]int)}
 	fail := func(err error) (*Checkpoint, error) {
 		c.Close()
 		return nil, err
 	}
 	for _, p := range paths {
-		f, err := Open(p)
+		left := -1
+		if maxTensors > 0 {
+			left = maxTensors - len(c.names)
+		}
+		f, err := open(p, left)
 		if err != nil {
+			if errors.Is(err, ErrTooManyTensors) && len(c.names) > 0 {
+				err = fmt.Errorf("%w (the checkpoint's other files hold %d, of at most %d)", err, len(c.names), maxTensors)
+			}
 			return fail(err)
 		}
 		c.files = append(c.files, f)

@@ -23,6 +23,12 @@ type File struct {
 
 // Open maps path read-only and validates its header. Errors name the path.
 func Open(path string) (*File, error) {
+	return open(path, -1)
+}
+
+// open is Open refusing a header of more than maxTensors tensors (-1: no
+// bound).
+func open(path string, maxTensors int) (*File, error) {
 	// Checked before opening: opening a FIFO blocks until a writer comes.
 	if err := mapfile.CheckRegular(path); err != nil {
 		return nil, err
@@ -52,7 +58,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	tensors, meta, dataStart, err := ParseHeader(m.Bytes(), size)
+	tensors, meta, dataStart, err := parseHeader(m.Bytes(), size, maxTensors)
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

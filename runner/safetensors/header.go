@@ -101,6 +101,12 @@ type rawEntry struct {
 // dataStart+End) lies within the file and the tensors tile the data
 // section, as the format's own library requires.
 func ParseHeader(r []byte, fileSize int64) (tensors []TensorInfo, meta map[string]string, dataStart int64, err error) {
+	return parseHeader(r, fileSize, -1)
+}
+
+// parseHeader is ParseHeader refusing a header of more than maxTensors
+// tensors (-1: no bound) as soon as it is past it, before the rest is read.
+func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo, meta map[string]string, dataStart int64, err error) {
 	if fileSize < int64(len(r)) {
 		return nil, nil, 0, fmt.Errorf("have %d bytes of a file said to be %d bytes long", len(r), fileSize)
 	}
@@ -163,6 +169,9 @@ func ParseHeader(r []byte, fileSize int64) (tensors []TensorInfo, meta map[strin
 				return nil, nil, 0, fmt.Errorf("%w (__metadata__ maps strings to strings)", jsonerr.ExplainAt(err, raw, "__metadata__"))
 			}
 			continue
+		}
+		if maxTensors >= 0 && len(tensors) == maxTensors {
+			return nil, nil, 0, fmt.Errorf("the header lists more than %d tensors, more than the model could read: %w", maxTensors, ErrTooManyTensors)
 		}
 		var e rawEntry
 		if err := json.Unmarshal(raw, &e); err != nil {

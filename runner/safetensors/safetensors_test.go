@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -570,5 +572,52 @@ func TestDanglingShard(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name+": a symlink to /nonexistent/blob, which is missing") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// emptyTensors is a header of n empty F32 tensors named prefix0, prefix1...
+func emptyTensors(prefix string, n int) []byte {
+	var h strings.Builder
+	h.WriteString("{")
+	for i := range n {
+		if i > 0 {
+			h.WriteString(",")
+		}
+		fmt.Fprintf(&h, `"%s%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`, prefix, i)
+	}
+	h.WriteString("}")
+	return rawFile(h.String(), 0)
+}
+
+// A bound on the tensors refuses a checkpoint past it, file by file and in
+// all, before the rest of a header is read; at the bound it opens.
+func TestOpenDirMaxTensors(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string]int // file -> tensors
+		max   int
+		want  string // "" = opens
+	}{
+		{"at the bound", map[string]int{"model.safetensors": 10}, 10, ""},
+		{"no bound", map[string]int{"model.safetensors": 50}, 0, ""},
+		{"past the bound", map[string]int{"model.safetensors": 11}, 10, "model.safetensors: the header lists more than 10 tensors, more than the model could read: it is another model's checkpoint, or a damaged one"},
+		{"shards past it together", map[string]int{"a.safetensors": 6, "b.safetensors": 6}, 10, "b.safetensors: the header lists more than 4 tensors, more than the model could read: it is another model's checkpoint, or a damaged one (the checkpoint's other files hold 6, of at most 10)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for f, n := range c.files {
+				os.WriteFile(filepath.Join(dir, f), emptyTensors(strings.TrimSuffix(f, ".safetensors"), n), 0o644)
+			}
+			ck, err := OpenDirMax(dir, c.max)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("error %v, want it to open", err)
+			case c.want != "" && (err == nil || !strings.HasSuffix(err.Error(), c.want) || !errors.Is(err, ErrTooManyTensors)):
+				t.Errorf("error %v, want %s", err, c.want)
+			}
+			if ck != nil {
+				ck.Close()
+			}
+		})
 	}
 }
