@@ -429,6 +429,10 @@ func checkName(kind string, i uint64, name string, max int) error {
 		kind, i, len(name), clip(name))
 }
 
+// endsInside is the error of a header entry the file ends inside of: a
+// file cut short, or counts one too many, which read data as entries.
+const endsInside = "the file ends inside it: the file is cut short, or the header's key or tensor counts are off"
+
 // clip is at most the first 40 bytes of s, for messages.
 func clip(s string) string {
 	if len(s) > 40 {
@@ -465,7 +469,7 @@ func (f *File) parse() error {
 		}
 		v, err := r.value(ValueType(r.u32()), 0)
 		if r.err != nil {
-			return fmt.Errorf("metadata key %d (%q): the file ends inside it", i, clip(key))
+			return fmt.Errorf("metadata key %d (%q): %s", i, clip(key), endsInside)
 		}
 		if err != nil {
 			return fmt.Errorf("metadata key %q: %w", key, err)
@@ -500,7 +504,7 @@ func (f *File) parse() error {
 		}
 		t.Type, t.Offset = Type(r.u32()), r.u64()
 		if r.err != nil {
-			return fmt.Errorf("tensor info %d (%q): the file ends inside it", i, clip(t.Name))
+			return fmt.Errorf("tensor info %d (%q): %s", i, clip(t.Name), endsInside)
 		}
 		if _, dup := f.byName[t.Name]; dup {
 			return fmt.Errorf("tensor %q appears twice", t.Name)

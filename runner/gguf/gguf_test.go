@@ -98,7 +98,12 @@ func TestBadFiles(t *testing.T) {
 		{"alignment", func() []byte { return build(3, map[string]uint32{"general.alignment": 48}, nil, 32) }, "alignment 48 is not a power of two"},
 		{"alignment zero", func() []byte { return build(3, map[string]uint32{"general.alignment": 0}, nil, 32) }, "not a power of two"},
 		{"cut short", func() []byte { b := good(); return b[:len(b)-40] }, `tensor "w" is cut short`},
-		{"header cut", func() []byte { b := good(); return b[:30] }, "ends inside"},
+		{"header cut", func() []byte { b := good(); return b[:30] }, "the file ends inside it: the file is cut short, or the header's key or tensor counts are off"},
+		{"one key too many", func() []byte {
+			b := good()
+			binary.LittleEndian.PutUint64(b[16:], binary.LittleEndian.Uint64(b[16:])+1)
+			return b
+		}, "the header's key or tensor counts are off"},
 		{"counts", func() []byte {
 			b := good()
 			binary.LittleEndian.PutUint64(b[8:], 1<<40)
