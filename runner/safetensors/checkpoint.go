@@ -182,7 +182,7 @@ func openFiles(dir string, paths []string, check func(*Checkpoint) error, maxTen
 		fi := len(c.files) - 1
 		for _, t := range f.tensors {
 			if prev, dup := c.where[t.Name]; dup {
-				return fail(fmt.Errorf("tensor %q is in both %s and %s", t.Name, c.files[prev].path, p))
+				return fail(fmt.Errorf("%s: tensor %q is in both %s and %s", dir, t.Name, c.files[prev].path, p))
 			}
 			c.where[t.Name] = fi
 			c.names = append(c.names, t.Name)

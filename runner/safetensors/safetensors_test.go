@@ -488,6 +488,10 @@ func TestOpenDirErrors(t *testing.T) {
 				c.Close()
 				t.Fatal("OpenDir succeeded")
 			}
+			// Every error starts with the folder or the file in it at fault.
+			if !strings.HasPrefix(err.Error(), dir) {
+				t.Errorf("error %q does not start with the folder", err)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
