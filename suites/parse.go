@@ -295,6 +295,26 @@ func (p *parser) int(n *yaml.Node, what string, min int64) (int64, bool) {
 	return i, true
 }
 
+// seed reads the model's seed: 0 up to the largest int64, as a negative
+// one would be wrapped to another seed and the recorded seed would lie.
+func (p *parser) seed(n *yaml.Node) (int64, bool) {
+	n = resolve(n)
+	if why := LeadingZero(n.Value); why != "" && n.Kind == yaml.ScalarNode && plain(n) {
+		p.errorf(n, "", "model seed %s", why)
+		return 0, false
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		p.errorf(n, "", "model seed must be an integer from 0 to %d, got %s", int64(math.MaxInt64), describe(n))
+		return 0, false
+	}
+	var i int64
+	if err := n.Decode(&i); err != nil || i < 0 {
+		p.errorf(n, "", "model seed must be from 0 to %d, got %s", int64(math.MaxInt64), show(n.Value))
+		return 0, false
+	}
+	return i, true
+}
+
 func (p *parser) bool(n *yaml.Node, what string) (bool, bool) {
 	n = resolve(n)
 	var b bool
@@ -515,9 +535,8 @@ func (p *parser) model(e *entry) *Model {
 				m.DType = v
 			}
 		case "seed":
-			n := resolve(e.v)
-			if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&m.Seed) != nil {
-				p.errorf(n, "", "model seed must be an integer, got %s", describe(n))
+			if v, ok := p.seed(e.v); ok {
+				m.Seed = v
 			}
 		case "layers":
 			if v, ok := p.int(e.v, "model layers", 1); ok {

@@ -91,7 +91,7 @@ func TestDefaults(t *testing.T) {
 
 func TestSettings(t *testing.T) {
 	s := mustParse(t, `name: x-1
-model: {path: /m, weights: checkpoint, dtype: f16, seed: -3, layers: 2, fit: truncate-layers}
+model: {path: /m, weights: checkpoint, dtype: f16, seed: 3, layers: 2, fit: truncate-layers}
 backend: metal-emu
 timing: profile
 repetitions: 3
@@ -104,7 +104,7 @@ cases: [{name: c}]
 	if s.Backend != "metal-emu" || s.Timing != "profile" || s.Repetitions != 3 || s.Warmup != 0 || s.Interleave || s.Cooldown != 90*time.Second {
 		t.Errorf("settings: %+v", s)
 	}
-	want := &Model{Path: "/m", Weights: "checkpoint", DType: "f16", Seed: -3, Layers: 2, Fit: "truncate-layers", Pos: Pos{"t.yaml", 2, 15}}
+	want := &Model{Path: "/m", Weights: "checkpoint", DType: "f16", Seed: 3, Layers: 2, Fit: "truncate-layers", Pos: Pos{"t.yaml", 2, 15}}
 	if !reflect.DeepEqual(s.Model, want) {
 		t.Errorf("model = %+v, want %+v", s.Model, want)
 	}
@@ -357,6 +357,12 @@ func TestErrors(t *testing.T) {
 		{"checkpoint without path", "name: s\nmodel: {preset: p, weights: checkpoint}\ncases: [{name: c}]\n", []string{`t.yaml:2:29: weights: checkpoint needs a model path (set path: to the checkpoint directory)`}},
 		{"model dtype typo", "name: s\nmodel: {preset: p, dtype: bf61}\ncases: [{name: c}]\n", []string{`t.yaml:2:27: unknown dtype "bf61" (did you mean "bf16"?)`}},
 		{"model layers zero", "name: s\nmodel: {preset: p, layers: 0}\ncases: [{name: c}]\n", []string{`t.yaml:2:28: model layers must be >= 1, got 0`}},
+		// A negative seed would be wrapped to another one and recorded as
+		// itself.
+		{"model seed negative", "name: s\nmodel: {preset: p, seed: -1}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model seed must be from 0 to 9223372036854775807, got -1`}},
+		{"model seed past int64", "name: s\nmodel: {preset: p, seed: 18446744073709551615}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model seed must be from 0 to 9223372036854775807, got 18446744073709551615`}},
+		{"model seed a string", "name: s\nmodel: {preset: p, seed: x}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model seed must be an integer from 0 to 9223372036854775807, got string "x"`}},
+		{"model seed leading zero", "name: s\nmodel: {preset: p, seed: 010}\ncases: [{name: c}]\n", []string{`t.yaml:2:26: model seed 010: a leading zero is not allowed (write 10)`}},
 		{"model fit", "name: s\nmodel: {preset: p, fit: truncate}\ncases: [{name: c}]\n", []string{`t.yaml:2:25: unknown fit "truncate" (did you mean "truncate-layers"?)`}},
 		{"model not a map", "name: s\nmodel: qwen3\ncases: [{name: c}]\n", []string{`t.yaml:2:8: model must be a map, got string "qwen3"`}},
 		{"model case without model", "name: s\ncases:\n  - name: c\n", []string{`t.yaml:3:5: case "c" is a model case but the suite has no model (add a model: section with a preset or path)`}},

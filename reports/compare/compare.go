@@ -107,8 +107,8 @@ type Comparison struct {
 // Options configure Compare.
 type Options struct {
 	Alpha float64 // significance level; 0 means DefaultAlpha
-	// SameModel makes cases whose sides measured different models or
-	// weight formats (IdentityParams) not comparable, as a gate needs: it
+	// SameModel makes cases whose sides measured different models, weight
+	// formats or seeds (IdentityParams) not comparable, as a gate needs: it
 	// judges a change of build, not of model. Without it the difference
 	// is a note.
 	SameModel bool
@@ -322,7 +322,7 @@ func paramDiff(a, b map[string]string) string {
 
 // casesComparable says why two cases with the same key must not be
 // compared, or "" when they may be. sameModel also refuses sides that
-// measured different models or weight formats.
+// measured different models, weight formats or seeds.
 func casesComparable(la, lb string, a, b *Case, sameModel bool) string {
 	show := func(l string) string {
 		if l == "" {
@@ -353,7 +353,7 @@ func casesComparable(la, lb string, a, b *Case, sameModel bool) string {
 		}
 		va, vb := a.Identity[k], b.Identity[k]
 		if sameModel && len(va) == 1 && len(vb) == 1 && !strings.EqualFold(va[0], vb[0]) {
-			return fmt.Sprintf("%s %s in %s, %s in %s: a gate compares builds of one model and weight format", k, va[0], la, vb[0], lb)
+			return fmt.Sprintf("%s %s in %s, %s in %s: a gate compares builds of one model, weight format and seed", k, va[0], la, vb[0], lb)
 		}
 	}
 	return ""

@@ -104,13 +104,18 @@ func TestCompareRunChecks(t *testing.T) {
 	}
 }
 
-// TestCompareIdentity: a side that pools runs of different models or weight
-// formats under one key is never compared; sides that differ from each
+// TestCompareIdentity: a side that pools runs of different models, weight
+// formats or seeds under one key is never compared; sides that differ from each
 // other are a note in a comparison and not comparable in a gate.
 func TestCompareIdentity(t *testing.T) {
 	caseOf := func(model, dtype string) results.Case {
 		return results.Case{Key: "model/bench/batch=1", Name: "bench/batch=1", Kind: "model", Status: results.CaseDone,
 			Params: map[string]string{"batch": "1", "model": model, "dtype": dtype}}
+	}
+	seeded := func(seed string) results.Case {
+		c := caseOf("qwen3-moe-mini", "bf16")
+		c.Params["seed"] = seed
+		return c
 	}
 	sideOf := func(label string, cases ...results.Case) *Side {
 		s := NewSide(label)
@@ -136,6 +141,10 @@ func TestCompareIdentity(t *testing.T) {
 		{"dtype spelled apart", sideOf("A", qwen), sideOf("B", caseOf("qwen3-moe-mini", "BF16")), "", "", ""},
 		{"other model", sideOf("A", qwen), sideOf("B", gpt2), "", "model qwen3-moe-mini in A, gpt2 in B", "model qwen3-moe-mini vs gpt2"},
 		{"other dtype", sideOf("A", qwen), sideOf("B", q4), "", "dtype bf16 in A, q4 in B", "dtype bf16 vs q4"},
+		// the seed draws the weights and prompts: another seed is other work
+		{"pooled seeds", sideOf("A", seeded("1"), seeded("7")), sideOf("B", seeded("1")), "A pools runs of different seed (1, 7)", "A pools runs of different seed", ""},
+		{"other seed", sideOf("A", seeded("1")), sideOf("B", seeded("7")), "", "seed 1 in A, 7 in B", "seed 1 vs 7"},
+		{"seed recorded on one side", sideOf("A", qwen), sideOf("B", seeded("1")), "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Compare(tc.a, tc.b, Options{})

@@ -49,7 +49,7 @@ type Case struct {
 	Params map[string]string
 	// Identity lists the distinct values of each of IdentityParams the
 	// pooled runs recorded for this key: more than one means the side
-	// mixes figures of different models or weight formats.
+	// mixes figures of different models, weight formats or seeds.
 	Identity map[string][]string
 	// Layers lists the distinct "run/total" layer counts seen for this key
 	// ("" for a case that is not layer-limited); more than one means the
@@ -87,9 +87,10 @@ func (c *Case) addRunValue(metric string, run int64, v float64) {
 }
 
 // IdentityParams are the recorded parameters that say what was measured
-// rather than how: the model and its weight format. Case keys leave them
-// out (the runner adds them), so runs of different models can share a key.
-var IdentityParams = []string{"model", "dtype"}
+// rather than how: the model, its weight format and the seed of its weights
+// and prompts. Case keys leave them out (the runner adds them), so runs of
+// different models can share a key.
+var IdentityParams = []string{"model", "dtype", "seed"}
 
 func (c *Case) addIdentity(params map[string]string) {
 	for _, k := range IdentityParams {

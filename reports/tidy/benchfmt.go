@@ -110,7 +110,7 @@ func benchConfig(r *results.Run, c results.Case) [][2]string {
 		{"cpu", m.CPUModel}, {"gpu", m.GPUName}, {"pkg", "mtlbench/" + r.SuiteName},
 		{"backend", r.Backend}, {"timing", r.TimingMode}, {"commit", r.GitCommit}, {"tree-commit", r.TreeCommit},
 		{"version", r.ToolVersion}, {"run", strconv.FormatInt(r.ID, 10)}, {"tag", r.Tag},
-		{"model", c.Params["model"]}, {"dtype", c.Params["dtype"]}, {"overrides", results.OverridesText(r.Overrides)},
+		{"model", c.Params["model"]}, {"dtype", c.Params["dtype"]}, {"seed", c.Params["seed"]}, {"overrides", results.OverridesText(r.Overrides)},
 	}
 	if c.LayersTotal > 0 {
 		kv = append(kv, [2]string{"layers", strconv.Itoa(c.LayersRun) + "/" + strconv.Itoa(c.LayersTotal)})

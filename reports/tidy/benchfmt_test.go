@@ -31,3 +31,26 @@ func TestBenchName(t *testing.T) {
 		}
 	}
 }
+
+// A case's configuration lines carry what it measured beside its key (the
+// model, its weight format and seed), so benchstat keeps runs of two seeds
+// apart as compare does; a value the case did not record is left out.
+func TestBenchConfigIdentity(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]string
+		want   map[string]string
+	}{
+		{map[string]string{"model": "qwen3_moe", "dtype": "bf16", "seed": "7"}, map[string]string{"model": "qwen3_moe", "dtype": "bf16", "seed": "7"}},
+		{map[string]string{"op": "matmul"}, map[string]string{}},
+	} {
+		got := map[string]string{}
+		for _, kv := range benchConfig(&results.Run{ID: 1}, results.Case{Params: c.params}) {
+			if kv[0] == "model" || kv[0] == "dtype" || kv[0] == "seed" {
+				got[kv[0]] = kv[1]
+			}
+		}
+		if len(got) != len(c.want) || got["model"] != c.want["model"] || got["dtype"] != c.want["dtype"] || got["seed"] != c.want["seed"] {
+			t.Errorf("params %v: configuration %v, want %v", c.params, got, c.want)
+		}
+	}
+}

@@ -312,6 +312,9 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		if p.model != nil {
 			params["model"] = p.model.Config.Name
 			params["dtype"] = weightFormat(p.model.Config, p.model.Source)
+			// the seed draws the synthetic weights and the prompts: runs of
+			// two seeds measured different work under one key
+			params["seed"] = strconv.FormatInt(s.Model.Seed, 10)
 			if s.Model.Path != "" && s.Model.Weights == suites.WeightsSynthetic {
 				// a checkpoint's architecture, not its figures
 				params["weights"] = suites.WeightsSynthetic

@@ -534,6 +534,43 @@ cases:
 	}
 }
 
+// A model case records the seed of its weights and prompts beside its key,
+// so that runs of two seeds are told apart.
+func TestModelCasesRecordTheSeed(t *testing.T) {
+	for _, c := range []struct{ model, want string }{
+		{"{ preset: qwen3-moe-mini, layers: 1 }", "1"},
+		{"{ preset: qwen3-moe-mini, layers: 1, seed: 7 }", "7"},
+		{"{ path: ../testdata/hf/llama }", "1"},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			s := loadSuite(t, `name: seed
+model: `+c.model+`
+backend: cpu
+repetitions: 1
+warmup: 0
+params: { prompt_len: 4, gen_len: 2 }
+cases:
+  - name: decode
+  - name: norm
+    op: rms_norm
+    params: { tokens: 4, width: 64 }
+`)
+			db := openDB(t)
+			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cases, _ := db.Cases(sum.RunID)
+			for _, rc := range cases {
+				got, ok := rc.Params["seed"]
+				if rc.Kind == results.CaseModel && got != c.want || rc.Kind == results.CaseKernel && ok {
+					t.Errorf("%s case %s records seed %q (recorded %v), want %q on model cases only", rc.Kind, rc.Name, got, ok, c.want)
+				}
+			}
+		})
+	}
+}
+
 // A case's threads is the goroutine count its repetitions run on, and the
 // one its tuned configs are looked up at; a backend with no goroutines
 // refuses it.
