@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -136,7 +138,8 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("bench --request-rate ran %d cases, want 2: %v", len(got), got)
 		}
 	}
-	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=2/gen_len=8/prompt_len=16"}
+	// --threads is the cases' threads, in their key as a suite's.
+	want := []string{"model/bench/batch=1/gen_len=8/prompt_len=16/threads=1", "model/bench/batch=2/gen_len=8/prompt_len=16/threads=1"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("case keys %v, want %v", keys, want)
 	}
@@ -303,6 +306,125 @@ func TestOverridesAsData(t *testing.T) {
 	for _, r := range csvRows(t, out) {
 		if !strings.HasSuffix(r["case"], "/moe_chunk=1") || r["moe_chunk"] != "1" || r["overrides"] != "moe_chunk=1" {
 			t.Errorf("row after --set moe_chunk=1: case %q moe_chunk %q overrides %q", r["case"], r["moe_chunk"], r["overrides"])
+		}
+	}
+}
+
+// Every flag of bench that sets what runs reaches the suite --print-suite
+// prints (its body, not only the description line), so that the printed
+// suite, saved and run, runs what the bench command does.
+func TestBenchPrintSuiteCarriesEveryFlag(t *testing.T) {
+	// The flags that say where results go or how they are shown, not what
+	// runs.
+	notSuite := map[string]bool{"db": true, "tag": true, "format": true, "print-suite": true, "quiet": true, "resume": true, "steps": true}
+	ckpt := filepath.Join("..", "..", "runner", "testdata", "hf", "llama")
+	tests := map[string]struct{ with, without []string }{
+		"model":        {[]string{"-m", "tinyllama-1.1b"}, nil},
+		"batch":        {[]string{"-b", "2"}, nil},
+		"prompt":       {[]string{"-p", "8"}, nil},
+		"gen":          {[]string{"-n", "8"}, nil},
+		"depth":        {[]string{"-d", "0,64"}, nil},
+		"request-rate": {[]string{"--requests", "4", "--request-rate", "2"}, []string{"--requests", "4"}},
+		"burstiness":   {[]string{"--requests", "4", "--request-rate", "2", "--burstiness", "0.5"}, []string{"--requests", "4", "--request-rate", "2"}},
+		"requests":     {[]string{"--requests", "4"}, nil},
+		"range-ratio":  {[]string{"--range-ratio", "0.5"}, nil},
+		"slo":          {[]string{"--slo", "ttft:500"}, nil},
+		"repetitions":  {[]string{"-r", "2"}, nil},
+		"warmup":       {[]string{"--warmup", "0"}, nil},
+		"backend":      {[]string{"--backend", "cpu"}, nil},
+		"dtype":        {[]string{"--dtype", "q4"}, nil},
+		"timing":       {[]string{"--timing", "profile"}, nil},
+		"fit":          {[]string{"--fit", "truncate-layers"}, nil},
+		"synthetic":    {[]string{"-m", ckpt, "--synthetic"}, []string{"-m", ckpt}},
+		"layers":       {[]string{"--layers", "2"}, nil},
+		"fusion":       {[]string{"--fusion", "off"}, nil},
+		"threads":      {[]string{"--threads", "2"}, nil},
+		"witness-gpu":  {[]string{"--witness-gpu", "M2 Pro"}, nil},
+	}
+	body := func(args []string) string {
+		t.Helper()
+		if !slices.Contains(args, "-m") {
+			args = append([]string{"-m", "qwen3-moe-mini"}, args...)
+		}
+		out, _, err := mtl(t, append([]string{"bench", "--print-suite", "-p", "16", "-n", "4"}, args...)...)
+		if err != nil {
+			t.Fatalf("bench %v --print-suite: %v", args, err)
+		}
+		if _, err := suites.Parse("bench", []byte(out)); err != nil {
+			t.Errorf("bench %v --print-suite does not parse: %v", args, err)
+		}
+		var keep []string
+		for _, l := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(l, "description:") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	for _, f := range benchCommand().Flags {
+		name := f.Names()[0]
+		if notSuite[name] {
+			continue
+		}
+		tc, ok := tests[name]
+		if !ok {
+			t.Errorf("bench flag --%s: no case here says how it reaches the printed suite", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			if body(tc.with) == body(tc.without) {
+				t.Errorf("bench %v --print-suite prints the suite it prints without --%s", tc.with, name)
+			}
+		})
+	}
+}
+
+// bench and `run` of the suite bench prints record the same cases: the same
+// keys and parameters.
+func TestBenchPrintedSuiteRunsTheSame(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-b", "1,2", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0",
+		"--backend", "cpu", "--threads", "2", "-q"}
+	printed, _, err := mtl(t, append(args, "--print-suite")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "bench.yaml")
+	if err := os.WriteFile(suite, []byte(printed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recorded := func(db string, cmd ...string) map[string]map[string]string {
+		t.Helper()
+		if _, stderr, err := mtl(t, append(cmd, "--db", db)...); err != nil {
+			t.Fatalf("%v: %v\n%s", cmd, err, stderr)
+		}
+		d, err := results.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		runs, err := d.Runs(results.RunFilter{})
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs %v: %v", runs, err)
+		}
+		cases, err := d.Cases(runs[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]map[string]string{}
+		for _, c := range cases {
+			out[c.Key] = c.Params
+		}
+		return out
+	}
+	fromBench := recorded(filepath.Join(dir, "bench.db"), args...)
+	fromRun := recorded(filepath.Join(dir, "run.db"), "run", suite, "-q")
+	if len(fromBench) != 2 || !reflect.DeepEqual(fromBench, fromRun) {
+		t.Errorf("bench recorded %v\nrun of its printed suite recorded %v", fromBench, fromRun)
+	}
+	for k, p := range fromBench {
+		if p["threads"] != "2" {
+			t.Errorf("case %s records threads %q, want 2 (--threads 2)", k, p["threads"])
 		}
 	}
 }

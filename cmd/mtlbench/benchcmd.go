@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -57,7 +58,7 @@ func benchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "synthetic", Usage: "with a checkpoint (--model PATH), seeded weights of its architecture instead of its own, in --dtype (packed too): a model benchmarked before its weights are downloaded"},
 			&cli.IntFlag{Name: "layers", Usage: "run only the first N layers of the model (0: all), as the suites' layers; results say so"},
 			&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on, off, or on,off: the backend's fusions (the suites' fusion); on,off runs both, interleaved, to compare"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads: the cases' threads, in their key (0: all cores, the backend's default)"},
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU its cost witness reads the counts against, e.g. \"M2 Pro\" or \"M4 Max 32-core\" (default M3 Ultra; docs/metal-kernels.md)"},
 			tagFlag("label to find this run by (compare, gate)"),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl or benchfmt"},
@@ -77,7 +78,8 @@ func benchCommand() *cli.Command {
 			spec := quickSpec{Model: c.String("model"), Backend: c.String("backend"), DType: c.String("dtype"),
 				Timing: c.String("timing"), Fit: c.String("fit"), Repetitions: c.Int("repetitions"), Warmup: c.Int("warmup"),
 				Layers: c.Int("layers"), Fusion: strings.Split(c.String("fusion"), ","), WitnessGPU: c.String("witness-gpu"),
-				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio"), Synthetic: c.Bool("synthetic")}
+				Requests: c.Int("requests"), SLO: c.String("slo"), RangeRatio: c.Float64("range-ratio"), Synthetic: c.Bool("synthetic"),
+				Threads: c.Int("threads")}
 			if spec.Rates, err = parseRates(c.String("request-rate")); err != nil {
 				return fmt.Errorf("--request-rate: %w", err)
 			}
@@ -187,7 +189,7 @@ var benchKeyFlags = map[string]string{
 	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
 	suites.ParamArrival: "--request-rate and --burstiness", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
 	suites.ParamRangeRatio: "--range-ratio",
-	suites.ParamWitnessGPU: "--witness-gpu", suites.ParamLayers: "--layers",
+	suites.ParamWitnessGPU: "--witness-gpu", suites.ParamLayers: "--layers", string(ops.Threads): "--threads",
 }
 
 // benchFlagErrors names, for each problem found at a position of the suite
@@ -238,6 +240,9 @@ type quickSpec struct {
 	RangeRatio float64
 	// Burstiness is the rates' gamma shape (1: Poisson).
 	Burstiness float64
+	// Threads is the cases' threads (0: the backend's count), so that the
+	// printed suite runs on the goroutines the bench command does.
+	Threads int
 }
 
 // parseRates reads --request-rate's list: each a rate the suites' poisson
@@ -276,6 +281,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.Requests < 0 {
 		return nil, fmt.Errorf("--requests must be at least 1 (0: the batch), got %d", q.Requests)
+	}
+	if err := checkThreads(q.Threads); err != nil {
+		return nil, err
 	}
 	if len(q.Rates) > 0 && q.Requests == 0 {
 		return nil, fmt.Errorf("--request-rate needs --requests: how many requests arrive at that rate (vLLM's --num-prompts)")
@@ -338,6 +346,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.RangeRatio != 0 {
 		params[suites.ParamRangeRatio] = q.RangeRatio
+	}
+	if q.Threads > 0 {
+		params[string(ops.Threads)] = q.Threads
 	}
 	for _, r := range q.Rates {
 		a := "poisson:" + r
@@ -418,6 +429,9 @@ func (q quickSpec) describe() string {
 	}
 	if q.WitnessGPU != "" {
 		d += fmt.Sprintf(" --witness-gpu %q", q.WitnessGPU)
+	}
+	if q.Threads > 0 {
+		d += fmt.Sprintf(" --threads %d", q.Threads)
 	}
 	return d
 }

@@ -62,15 +62,23 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 // backendOptions are the backends' options from the environment, with the
 // command's CPU threads.
 func backendOptions(threads int) (backends.Options, error) {
-	// Past maxThreads a CPU is oversubscribed many times over, and tune
-	// would list every count up to it as a candidate.
-	const maxThreads = 1024
-	if threads < 0 || threads > maxThreads {
-		return backends.Options{}, fmt.Errorf("--threads %d: want 1 to %d (0: every core)", threads, maxThreads)
+	if err := checkThreads(threads); err != nil {
+		return backends.Options{}, err
 	}
 	o, err := envconfig.Backends()
 	o.Threads = threads
 	return o, err
+}
+
+// checkThreads refuses a --threads count past maxThreads: a CPU is then
+// oversubscribed many times over, and tune would list every count up to it
+// as a candidate.
+func checkThreads(threads int) error {
+	const maxThreads = 1024
+	if threads < 0 || threads > maxThreads {
+		return fmt.Errorf("--threads %d: want 1 to %d (0: every core)", threads, maxThreads)
+	}
+	return nil
 }
 
 // tunedStore is the tuned configs the engine consults, warning on w about
