@@ -19,6 +19,13 @@ func ParseOverrides(list []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--set %q: want name=value", s)
 		}
 		v = strings.TrimSpace(v)
+		// The second would silently win, and the run would record one of
+		// two values asked for.
+		if prev, dup := out[k]; dup && prev == v {
+			return nil, fmt.Errorf("--set %s given twice (%s both times): give it once", k, v)
+		} else if dup {
+			return nil, fmt.Errorf("--set %s given twice (%s, %s): give one value, or a list --set %s=[%s,%s] to sweep both", k, prev, v, k, prev, v)
+		}
 		if err := suites.CheckOverride(k, v); err != nil {
 			return nil, err // it names the --set
 		}
