@@ -17,6 +17,16 @@ type Sampling struct {
 	Seed        uint64
 }
 
+// SamplerFloat is a sampling number as runner/sample computes with it, in
+// float32. ParseSampling refuses a value above 0 that this reads as 0: the
+// case would sample greedily (a temperature) or without a limit (a top_p)
+// under a key that says otherwise.
+func SamplerFloat(x float64) float32 { return float32(x) }
+
+// Greedy reports whether the sampler picks the argmax: a temperature it
+// reads as 0.
+func (s Sampling) Greedy() bool { return SamplerFloat(s.Temperature) <= 0 }
+
 // SamplingSyntax is the grammar ParseSampling reads, for help and hints.
 const SamplingSyntax = `greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]"`
 
@@ -57,6 +67,8 @@ func ParseSampling(s string) (Sampling, error) {
 				err = fmt.Errorf("must be a number >= 0 (0 is greedy)")
 			case t > math.MaxFloat32: // the sampler divides in float32
 				err = fmt.Errorf("%s is out of range", v)
+			case t > 0 && SamplerFloat(t) == 0:
+				err = fmt.Errorf("%s is too small (the least above 0 is %.2g; 0 is greedy)", v, math.SmallestNonzeroFloat32)
 			}
 		case "top_k":
 			out.TopK, err = strconv.Atoi(v)
@@ -69,7 +81,7 @@ func ParseSampling(s string) (Sampling, error) {
 			case err != nil:
 			case !(p > 0 && p <= 1):
 				err = fmt.Errorf("must be in (0, 1]")
-			case float32(p) == 0: // the sampler's float32 would read it as no limit
+			case SamplerFloat(p) == 0:
 				err = fmt.Errorf("%s is too small (the least is %.2g)", v, math.SmallestNonzeroFloat32)
 			}
 		case "seed":
@@ -89,7 +101,7 @@ func ParseSampling(s string) (Sampling, error) {
 			return bad("%s: %v", k, err)
 		}
 	}
-	if out.Temperature == 0 && (seen["top_k"] || seen["top_p"] || seen["seed"]) {
+	if out.Greedy() && (seen["top_k"] || seen["top_p"] || seen["seed"]) {
 		return bad("top_k, top_p and seed need a temperature above 0")
 	}
 	return out, nil
@@ -100,7 +112,7 @@ func ParseSampling(s string) (Sampling, error) {
 // they are not their defaults (0: no limit, seed 0), numbers in their
 // shortest form.
 func (s Sampling) String() string {
-	if s.Temperature == 0 {
+	if s.Greedy() {
 		return "greedy"
 	}
 	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

@@ -436,6 +436,7 @@ func TestErrors(t *testing.T) {
 		{"not UTF-8", head + "  - name: c\n    params: {variant: \"caf\xe9\"}\n", []string{`t.yaml:5:27: byte 0xE9 is not UTF-8 text (a suite is UTF-8: save the file as UTF-8)`}},
 		{"sampling spelled twice", head + "  - name: c\n    matrix: {sampling: [greedy, \"temperature:0\"]}\n", []string{`t.yaml:5:33: duplicate value greedy in matrix sampling (first at line 5, col 25)`}},
 		{"top_p below float32", head + "  - name: c\n    params: {sampling: \"temperature:1,top_p:1e-46\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1,top_p:1e-46": top_p: 1e-46 is too small (the least is 1.4e-45) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`}},
+		{"temperature below float32", head + "  - name: c\n    params: {sampling: \"temperature:1e-50\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1e-50": temperature: 1e-50 is too small (the least above 0 is 1.4e-45; 0 is greedy) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`}},
 		{"sampling option", head + "  - name: c\n    params: {sampling: \"temperature:1,min_p:0.1\"}\n", []string{`t.yaml:5:24: bad sampling "temperature:1,min_p:0.1": unknown key "min_p" (temperature, top_k, top_p and seed are read) (want greedy or "temperature:T[,top_k:K][,top_p:P][,seed:S]")`}},
 
 		{"heads not divisible", head + "  - name: attn\n    op: paged_attention_decode\n    params: {num_heads: 12}\n    matrix: {num_kv_heads: [4, 5]}\n", []string{`t.yaml:7:32: in case "attn": num_heads 12 is not a multiple of num_kv_heads 5`}},

@@ -47,9 +47,11 @@ func Parse(s string) (Params, error) {
 	return Of(p), err
 }
 
-// Of is a decoded sampling value as the sampler takes it.
+// Of is a decoded sampling value as the sampler takes it, converted by the
+// rule the parser checks values against, so that a value it accepts as
+// sampled is sampled.
 func Of(s suites.Sampling) Params {
-	return Params{Temperature: float32(s.Temperature), TopK: s.TopK, TopP: float32(s.TopP), Seed: s.Seed}
+	return Params{Temperature: suites.SamplerFloat(s.Temperature), TopK: s.TopK, TopP: suites.SamplerFloat(s.TopP), Seed: s.Seed}
 }
 
 // Sampler draws tokens for one request; its generator is seeded so a run is

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 func TestParse(t *testing.T) {
@@ -106,9 +108,27 @@ func TestParseErrors(t *testing.T) {
 		"temperature:1e308":    `sampling "temperature:1e308": temperature: 1e308 is out of range`,
 		"temperature:warm":     `sampling "temperature:warm": temperature: "warm" is not a number`,
 		"temperature:1,seed:x": `sampling "temperature:1,seed:x": seed: "x" is not a number`,
+		// float32 reads it as 0: the case would run greedy, keyed as sampled
+		"temperature:1e-50": `sampling "temperature:1e-50": temperature: 1e-50 is too small (the least above 0 is 1.4e-45; 0 is greedy)`,
 	} {
 		if _, err := Parse(in); err == nil || err.Error() != want {
 			t.Errorf("Parse(%q): %v, want %q", in, err, want)
+		}
+	}
+}
+
+// A value the parser accepts is greedy to the sampler exactly when its key
+// says greedy.
+func TestKeySaysWhatTheSamplerDoes(t *testing.T) {
+	for _, in := range []string{"greedy", "temperature:0", "temperature:1e-45", "temperature:1.5e-45", "temperature:0.7",
+		"temperature:3.4e38", "temperature:1,top_p:1.4e-45", "temperature:1e-40,top_k:2"} {
+		s, err := suites.ParseSampling(in)
+		if err != nil {
+			t.Errorf("ParseSampling(%q): %v", in, err)
+			continue
+		}
+		if p := Of(s); p.Greedy() != (s.String() == "greedy") || p.Greedy() != s.Greedy() {
+			t.Errorf("%q: the sampler runs greedy %v, the key says %q", in, p.Greedy(), s.String())
 		}
 	}
 }
