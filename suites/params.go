@@ -64,6 +64,9 @@ const (
 	maxTokens   = 1 << 24 // prompt_len, gen_len, depth, kv_blocks, prefill_budget
 	maxSeqs     = 1 << 16 // batch, max_seqs
 	maxRequests = 1 << 20
+	// MaxRepetitions bounds a suite's repetitions and warmup (and bench's
+	// -r and --warmup, which set them): days of runs of the smallest case.
+	MaxRepetitions = 10000
 	// MaxTokens is maxTokens for flags that set a token count outside a
 	// suite (generate --max-new-tokens).
 	MaxTokens = maxTokens
@@ -240,7 +243,7 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 			return fmt.Sprintf("%s must be >= %d, got %d", name, spec.min, v.Int), ""
 		}
 		if spec.max > 0 && v.Int > spec.max {
-			return fmt.Sprintf("%s must be at most %d, got %d", name, spec.max, v.Int), ""
+			return fmt.Sprintf("%s must be from %d to %d, got %d", name, spec.min, spec.max, v.Int), ""
 		}
 		if spec.step > 1 && v.Int%spec.step != 0 {
 			return fmt.Sprintf("%s must be a multiple of %d, got %d", name, spec.step, v.Int), ""

@@ -273,23 +273,36 @@ func (p *parser) enum(n *yaml.Node, what string, allowed []string) (string, bool
 	return "", false
 }
 
-func (p *parser) int(n *yaml.Node, what string, min int64) (int64, bool) {
+// decimalRE is an integer as a file spells it in decimal.
+var decimalRE = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
+
+// int reads an integer of at least min and, where max is above 0, at most
+// max, naming the range it refuses a value outside.
+func (p *parser) int(n *yaml.Node, what string, min, max int64) (int64, bool) {
 	n = resolve(n)
 	var i int64
 	if why := LeadingZero(n.Value); why != "" && n.Kind == yaml.ScalarNode && plain(n) {
 		p.errorf(n, "", "%s %s", what, why)
 		return 0, false
 	}
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+	// YAML tags an integer past uint64 a float: it is still an integer,
+	// out of range.
+	tooBig := n.Kind == yaml.ScalarNode && plain(n) && decimalRE.MatchString(n.Value)
+	if (n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int") && !tooBig {
 		p.errorf(n, "", "%s must be an integer, got %s", what, describe(n))
 		return 0, false
 	}
-	if err := n.Decode(&i); err != nil || i > math.MaxInt32 {
-		p.errorf(n, "", "%s is out of range: %s", what, show(n.Value))
+	err := n.Decode(&i)
+	if err == nil && i < min {
+		p.errorf(n, "", "%s must be >= %d, got %d", what, min, i)
 		return 0, false
 	}
-	if i < min {
-		p.errorf(n, "", "%s must be >= %d, got %d", what, min, i)
+	if max > 0 && (err != nil || i > max) {
+		p.errorf(n, "", "%s must be from %d to %d, got %s", what, min, max, show(n.Value))
+		return 0, false
+	}
+	if err != nil || i > math.MaxInt32 {
+		p.errorf(n, "", "%s is out of range: %s", what, show(n.Value))
 		return 0, false
 	}
 	return i, true
@@ -418,11 +431,11 @@ func (p *parser) setting(key string, n *yaml.Node) {
 			s.Timing = v
 		}
 	case "repetitions":
-		if v, ok := p.int(n, "repetitions", 1); ok {
+		if v, ok := p.int(n, "repetitions", 1, MaxRepetitions); ok {
 			s.Repetitions = int(v)
 		}
 	case "warmup":
-		if v, ok := p.int(n, "warmup", 0); ok {
+		if v, ok := p.int(n, "warmup", 0, MaxRepetitions); ok {
 			s.Warmup = int(v)
 		}
 	case "interleave":
@@ -539,7 +552,7 @@ func (p *parser) model(e *entry) *Model {
 				m.Seed = v
 			}
 		case "layers":
-			if v, ok := p.int(e.v, "model layers", 1); ok {
+			if v, ok := p.int(e.v, "model layers", 1, 0); ok {
 				m.Layers = int(v)
 			}
 		case "fit":

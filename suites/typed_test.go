@@ -126,7 +126,7 @@ func TestOverride(t *testing.T) {
 		{"kv_blocks", "-5", "kv_blocks must be >= 0 (0 = auto), got -5"},
 		{"fusion", "maybe", `unknown fusion "maybe" (one of on, off)`},
 		{"head_size", "81", "head_size must be a multiple of 2, got 81"},
-		{"head_size", "320", "head_size must be at most 256, got 320"},
+		{"head_size", "320", "head_size must be from 2 to 256, got 320"},
 		{"moe_strategy", "grouped2", `unknown moe_strategy "grouped2" (did you mean "grouped"?)`},
 		{"bach", "8", `unknown parameter or setting "bach" (did you mean "batch"?)`},
 		{"warmupp", "1", `unknown parameter or setting "warmupp" (did you mean "warmup"?)`},

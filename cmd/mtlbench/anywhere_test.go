@@ -149,7 +149,10 @@ func TestBenchCommand(t *testing.T) {
 	}{
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "0"}, "--batch: 0 is below 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "-1"}, "--depth"},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be at least 1"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be from 1 to 10000, got 0"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "10001"}, "--repetitions must be from 1 to 10000, got 10001"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--warmup", "20000"}, "--warmup must be from 0 to 10000, got 20000"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--threads", "1025"}, "--threads 1025: want 1 to 1024 (0: every core)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--layers", "-1"}, "--layers must be at least 0"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--fusion", "maybe"}, `--fusion "maybe": want on, off, or on,off`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--fusion", "off,off"}, `--fusion "off,off"`},

@@ -270,11 +270,11 @@ func parseRates(s string) ([]string, error) {
 
 // yaml is the suite the flags describe, as a suite file would say it.
 func (q quickSpec) yaml() ([]byte, error) {
-	if q.Repetitions < 1 {
-		return nil, fmt.Errorf("--repetitions must be at least 1, got %d", q.Repetitions)
+	if q.Repetitions < 1 || q.Repetitions > suites.MaxRepetitions {
+		return nil, fmt.Errorf("--repetitions must be from 1 to %d, got %d", suites.MaxRepetitions, q.Repetitions)
 	}
-	if q.Warmup < 0 {
-		return nil, fmt.Errorf("--warmup must be at least 0, got %d", q.Warmup)
+	if q.Warmup < 0 || q.Warmup > suites.MaxRepetitions {
+		return nil, fmt.Errorf("--warmup must be from 0 to %d, got %d", suites.MaxRepetitions, q.Warmup)
 	}
 	if q.Layers < 0 {
 		return nil, fmt.Errorf("--layers must be at least 0 (0: every layer), got %d", q.Layers)

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/reports/tidy"
 	"github.com/mtlbench/mtlbench/results"
@@ -70,13 +71,11 @@ func backendOptions(threads int) (backends.Options, error) {
 	return o, err
 }
 
-// checkThreads refuses a --threads count past maxThreads: a CPU is then
-// oversubscribed many times over, and tune would list every count up to it
-// as a candidate.
+// checkThreads refuses a --threads count a suite's threads would refuse
+// (ops.MaxThreads says why).
 func checkThreads(threads int) error {
-	const maxThreads = 1024
-	if threads < 0 || threads > maxThreads {
-		return fmt.Errorf("--threads %d: want 1 to %d (0: every core)", threads, maxThreads)
+	if threads < 0 || threads > ops.MaxThreads {
+		return fmt.Errorf("--threads %d: want 1 to %d (0: every core)", threads, ops.MaxThreads)
 	}
 	return nil
 }

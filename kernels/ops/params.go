@@ -35,6 +35,18 @@ const (
 	Routed Param = "routed"
 )
 
+// Bounds past which a value is a typo rather than a setting.
+const (
+	// MaxThreads is the most CPU goroutines a case or run --threads asks
+	// for: past it a CPU is oversubscribed many times over, and the tuner
+	// would list every count up to it as a candidate.
+	MaxThreads = 1024
+	// MaxMoEChunk is the most (token, expert) pairs a chunk holds: the
+	// backends cap a chunk at a step's pairs, so past any step's pairs a
+	// larger chunk is the same work, keyed apart.
+	MaxMoEChunk = 1 << 24
+)
+
 // Kind is a parameter's value type.
 type Kind int
 
@@ -77,8 +89,8 @@ var Specs = map[Param]Spec{
 	DTypeParam:       {Name: DTypeParam, Kind: EnumKind, Values: dtypeNames(), Doc: "weight dtype (packed formats for the q ops)"},
 	Partitions:       {Name: Partitions, Kind: IntKind, Min: 0, Doc: "split-context partitions, a label (0 = auto)"},
 	MoEStrategyParam: {Name: MoEStrategyParam, Kind: EnumKind, Values: []string{string(MoELoop), string(MoEChunked), string(MoEGrouped)}, Doc: "MoE dispatch"},
-	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Doc: "(token, expert) pairs per chunk, chunked only"},
-	Threads:          {Name: Threads, Kind: IntKind, Min: 1, Doc: "CPU goroutines"},
+	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Max: MaxMoEChunk, Doc: "(token, expert) pairs per chunk, chunked only"},
+	Threads:          {Name: Threads, Kind: IntKind, Min: 1, Max: MaxThreads, Doc: "CPU goroutines"},
 	Variant:          {Name: Variant, Kind: TextKind, Doc: "a free label for a code variant"},
 }
 
