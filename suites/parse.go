@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -57,6 +58,8 @@ type parser struct {
 	// said holds case errors already given for one group and parameter,
 	// so a matrix does not repeat them for each of its points.
 	said map[string]bool
+	// thresholdAt is each threshold's metric name in the file.
+	thresholdAt map[string]Pos
 }
 
 // entry is one key of a mapping, with merge keys ("<<") already applied.
@@ -412,6 +415,10 @@ func (p *parser) suite(root *yaml.Node) {
 		}
 	}
 	p.expand(groups, suiteParams, p.at(casesE.k))
+	// Only over every case: a case left out by an error could record it.
+	if len(p.errs.list) == 0 {
+		p.thresholdsRecorded()
+	}
 }
 
 // settingKeys are the top-level scalar settings: setting reads them, from
@@ -516,6 +523,53 @@ func (p *parser) thresholds(n *yaml.Node) {
 			continue
 		}
 		p.s.Thresholds[e.key] = f / 100
+		if p.thresholdAt == nil {
+			p.thresholdAt = map[string]Pos{}
+		}
+		p.thresholdAt[e.key] = p.at(e.k)
+	}
+}
+
+// thresholdsRecorded refuses a threshold on a metric no case of the suite
+// records: the gate would find it on neither side and pass every run. Only
+// a model case with an slo records goodput; other metrics that hang on the
+// backend (the cost witness, device time) are left to the run.
+func (p *parser) thresholdsRecorded() {
+	var model, kernel, slo bool
+	for _, c := range p.s.Cases {
+		if c.Kind == KindKernel {
+			kernel = true
+			continue
+		}
+		model = true
+		slo = slo || c.Model.SLO != nil
+	}
+	var recorded []string
+	if model {
+		for _, m := range metrics.ModelCase {
+			if m != metrics.SLOMetric || slo {
+				recorded = append(recorded, m)
+			}
+		}
+	}
+	if kernel {
+		recorded = append(recorded, metrics.KernelCase...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.s.Thresholds)) {
+		if slices.Contains(recorded, name) {
+			continue
+		}
+		why := "only imports of other tools' results hold it"
+		switch {
+		case name == metrics.SLOMetric && model:
+			why = "only a model case with an slo records it"
+		case slices.Contains(metrics.ModelCase, name):
+			why = "model cases do"
+		case slices.Contains(metrics.KernelCase, name):
+			why = "kernel cases do"
+		}
+		p.errs.add(p.thresholdAt[name], "its cases record "+strings.Join(metrics.GatedOf(recorded), ", "),
+			"threshold %s: no case of this suite records it (%s)", name, why)
 	}
 }
 

@@ -349,6 +349,17 @@ func TestErrors(t *testing.T) {
 		{"threshold unknown", head + "  - name: c\nthresholds: {speed: 5%}\n", []string{`t.yaml:5:14: threshold: no case records a metric "speed" (gated metrics: ` + gated + `)`}},
 		{"threshold informational", head + "  - name: c\nthresholds: {bytes_per_step: 5%}\n", []string{`t.yaml:5:14: threshold: bytes_per_step is informational (no better or worse direction): no gate compares it (gated metrics: ` + gated + `)`}},
 
+		// A threshold on a metric no case of the suite records would pass
+		// every run.
+		{"threshold only kernel cases record", head + "  - name: c\nthresholds: {decode_tok_s: 5%, us_per_call: 5%}\n", []string{
+			`t.yaml:5:32: threshold us_per_call: no case of this suite records it (kernel cases do) (its cases record ` + modelGated(false) + `)`}},
+		{"threshold only model cases record", "name: s\ncases: [{name: k, op: rms_norm, params: {tokens: 1, width: 8}}]\nthresholds: {ttft_ms: 5%}\n", []string{
+			`t.yaml:3:14: threshold ttft_ms: no case of this suite records it (model cases do) (its cases record us_per_call, gb_s, gflop_s, witness_us)`}},
+		{"goodput without an slo", head + "  - name: c\nthresholds: {goodput_per_s: 5%}\n", []string{
+			`t.yaml:5:14: threshold goodput_per_s: no case of this suite records it (only a model case with an slo records it) (its cases record ` + modelGated(false) + `)`}},
+		{"threshold only imports hold", head + "  - name: c\nthresholds: {total_tok_s: 5%}\n", []string{
+			`t.yaml:5:14: threshold total_tok_s: no case of this suite records it (only imports of other tools' results hold it) (its cases record ` + modelGated(false) + `)`}},
+
 		{"model unknown key", "name: s\nmodel: {preseet: p}\ncases: [{name: c}]\n", []string{
 			`t.yaml:2:1: model needs a preset or a path`,
 			`t.yaml:2:9: unknown key "preseet" in model (did you mean "preset"?)`,
@@ -503,6 +514,31 @@ func TestErrors(t *testing.T) {
 				t.Errorf("errors:\n got %q\nwant %q\n--- input:\n%s", got, tt.want, tt.src)
 			}
 		})
+	}
+}
+
+// modelGated is the gated metrics model cases record, goodput only with
+// an slo.
+func modelGated(slo bool) string {
+	var out []string
+	for _, m := range metrics.GatedOf(metrics.ModelCase) {
+		if m != metrics.SLOMetric || slo {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// Thresholds on what the suite's cases record are kept: goodput where a
+// case sets an slo, model and kernel metrics in a suite of both.
+func TestThresholdsOnRecordedMetrics(t *testing.T) {
+	for _, src := range []string{
+		head + "  - name: c\n    params: {slo: \"ttft:500\"}\n  - name: d\nthresholds: {goodput_per_s: 5%, decode_tok_s: 5%}\n",
+		head + "  - name: c\n  - name: k\n    op: rms_norm\n    params: {tokens: 1, width: 8}\nthresholds: {us_per_call: 5%, ttft_ms: 5%}\n",
+	} {
+		if _, err := Parse("t.yaml", []byte(src)); err != nil {
+			t.Errorf("%v\n--- input:\n%s", err, src)
+		}
 	}
 }
 

@@ -62,33 +62,47 @@ func Of(metric string) Direction {
 	return Informational
 }
 
-// Recorded are the metrics mtlbench's cases record (runner/bench: model
-// cases, kernel cases, the cost witness, profiling) and its imports read
-// from other tools (reports/peers: llama-bench, mlx-lm, vLLM, transformers
-// peer runs). Tests hold both to this list (runner/bench, reports/peers).
-var Recorded = []string{
-	// model cases
-	"decode_tok_s", "prefill_tok_s", "output_tok_s", "ttft_ms", "tpot_ms",
-	"itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "step_ms", "encode_ms", "encode_frac", "sample_ms",
-	"device_ms", "device_frac", "bytes_per_step", "achieved_gb_s", "roofline_frac",
-	"dispatches_per_step", "prefill_gflop_s", "prefill_roofline_frac", "peak_rss_bytes",
-	"preemptions", "profile_overhead_pct", "request_per_s", "goodput_per_s",
-	"ttft_p99_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms",
-	// the Metal cost witness
-	"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
-	"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load", "witness_critical_loads",
-	// kernel cases, and the cost witness of a kernel call
-	"us_per_call", "gb_s", "gflop_s",
-	"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "critical_loads", "simdgroups_per_core",
-	"barriers_per_threadgroup", "footprint_efficiency", "bytes_footprint", "witness_us",
-	// imports: llama-bench, mlx_lm.benchmark, vllm bench serve
-	"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s",
-}
+// ModelCase are the metrics a suite's model cases record (runner/bench:
+// the timings, profiling, and the Metal cost witness of a step), KernelCase
+// those its kernel cases record (and the cost witness of a kernel call),
+// and Imported those only imports read from other tools (reports/peers:
+// llama-bench, mlx_lm.benchmark, vllm bench serve). A suite may hold to a
+// threshold only a metric one of its cases records (suites).
+var (
+	ModelCase = []string{
+		"decode_tok_s", "prefill_tok_s", "output_tok_s", "ttft_ms", "tpot_ms",
+		"itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "step_ms", "encode_ms", "encode_frac", "sample_ms",
+		"device_ms", "device_frac", "bytes_per_step", "achieved_gb_s", "roofline_frac",
+		"dispatches_per_step", "prefill_gflop_s", "prefill_roofline_frac", "peak_rss_bytes",
+		"preemptions", "profile_overhead_pct", "request_per_s", SLOMetric,
+		"ttft_p99_ms", "tpot_p99_ms", "e2el_ms", "e2el_p99_ms",
+		// the Metal cost witness
+		"witness_bytes_per_step", "witness_traffic_efficiency", "witness_footprint_bytes_per_step",
+		"witness_footprint_efficiency", "witness_tok_s", "witness_lanes_per_load", "witness_critical_loads",
+	}
+	KernelCase = []string{
+		"us_per_call", "gb_s", "gflop_s",
+		"traffic_efficiency", "bytes_counted", "bytes_per_load", "lanes_per_load", "critical_loads", "simdgroups_per_core",
+		"barriers_per_threadgroup", "footprint_efficiency", "bytes_footprint", "witness_us",
+	}
+	Imported = []string{"prompt_gen_tok_s", "peak_memory_bytes", "total_tok_s"}
+)
+
+// SLOMetric is the model cases' metric only a case with an slo records:
+// the requests a second that meet every bound.
+const SLOMetric = "goodput_per_s"
+
+// Recorded are the metrics mtlbench's cases record and its imports read.
+// Tests hold both to these lists (runner/bench, reports/peers).
+var Recorded = slices.Concat(ModelCase, KernelCase, Imported)
 
 // Gated are the Recorded metrics a gate compares: those with a direction.
-func Gated() []string {
+func Gated() []string { return GatedOf(Recorded) }
+
+// GatedOf are the metrics of list a gate compares, in its order.
+func GatedOf(list []string) []string {
 	var g []string
-	for _, m := range Recorded {
+	for _, m := range list {
 		if Of(m) != Informational {
 			g = append(g, m)
 		}
