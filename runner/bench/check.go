@@ -30,11 +30,11 @@ func Check(s *suites.Suite) error {
 	sm := s.Model
 	spec, err := model.SuiteSpec(sm, sm.Layers)
 	if err != nil {
-		return s.ErrorAt(sm.Pos, "%v", err)
+		return modelError(s, err)
 	}
 	cfg, src, err := model.Open(spec)
 	if err != nil {
-		return s.ErrorAt(sm.Pos, "%v", err)
+		return modelError(s, err)
 	}
 	src.Close()
 	for _, c := range s.Cases {
@@ -61,6 +61,19 @@ func Check(s *suites.Suite) error {
 		return dedupe(errs)
 	}
 	return nil
+}
+
+// modelError is err, met opening the suite's model, at the value it is
+// about: the model's layers where they are past its depth, else the
+// preset or path.
+func modelError(s *suites.Suite, err error) error {
+	pos := s.Model.Pos
+	if le := (*model.LayersError)(nil); errors.As(err, &le) {
+		if p, ok := s.Positions["model.layers"]; ok {
+			pos = p
+		}
+	}
+	return s.ErrorAt(pos, "%v", err)
 }
 
 // checkMoE refuses MoE parameters on a model without experts: its cases

@@ -102,16 +102,21 @@ cases:
 	}
 }
 
-// A case's layers beyond the model are refused at the case's value, by
-// Check and by run alike.
+// Layers beyond the model are refused at the value that sets them, a
+// case's or the model's, by Check and by run alike.
 func TestCheckLayers(t *testing.T) {
-	s := loadSuite(t, "name: l\nmodel: {preset: qwen3-moe-mini}\nbackend: cpu\nrepetitions: 1\nwarmup: 0\nparams: {prompt_len: 4, gen_len: 2}\ncases:\n  - name: c\n    matrix: { layers: [1, 7] }\n")
-	want := ":9:27: case c/layers=7: qwen3-moe-mini: layers=7 out of range 1..6"
-	if err := Check(s); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Check: %v, want %q", err, want)
-	}
-	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Run: %v, want %q", err, want)
+	for _, tt := range []struct{ model, cases, want string }{
+		{"{preset: qwen3-moe-mini}", "  - name: c\n    matrix: { layers: [1, 7] }\n", ":9:27: case c/layers=7: qwen3-moe-mini: layers=7 out of range 1..6"},
+		{"{preset: qwen3-moe-mini, layers: 100}", "  - name: c\n", ":2:41: qwen3-moe-mini: layers=100 out of range 1..6"},
+		{"{path: ../testdata/hf/llama, layers: 3}", "  - name: c\n", ":2:45: llama: layers=3 out of range 1..2"},
+	} {
+		s := loadSuite(t, "name: l\nmodel: "+tt.model+"\nbackend: cpu\nrepetitions: 1\nwarmup: 0\nparams: {prompt_len: 4, gen_len: 2}\ncases:\n"+tt.cases)
+		if err := Check(s); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Check: %v, want %q", err, tt.want)
+		}
+		if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Run: %v, want %q", err, tt.want)
+		}
 	}
 }
 

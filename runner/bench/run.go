@@ -728,14 +728,14 @@ func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[mod
 	if first {
 		spec, err := model.SuiteSpec(sm, layers)
 		if err != nil {
-			return nil, s.ErrorAt(sm.Pos, "%v", err)
+			return nil, modelError(s, err)
 		}
 		cfg, src, err := model.Open(spec)
 		if le := (*model.LayersError)(nil); errors.As(err, &le) && mp.Layers > 0 {
 			return nil, s.ErrorAt(c.PosOf(suites.ParamLayers), "case %s: %v", c.Name, err)
 		}
 		if err != nil {
-			return nil, s.ErrorAt(sm.Pos, "%v", err)
+			return nil, modelError(s, err)
 		}
 		lm = &loadedModel{cfg: cfg, src: src}
 	}
