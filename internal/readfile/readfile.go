@@ -5,8 +5,10 @@
 package readfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 )
 
@@ -24,7 +26,7 @@ const (
 func Read(path string, max int64, what string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, pathError(path, err)
 	}
 	switch {
 	case fi.IsDir():
@@ -34,7 +36,7 @@ func Read(path string, max int64, what string) ([]byte, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, pathError(path, err)
 	}
 	defer f.Close()
 	if fi.Mode().IsRegular() && fi.Size() > max {
@@ -49,6 +51,16 @@ func Read(path string, max int64, what string) ([]byte, error) {
 		return nil, tooLarge(path, -1, max, what)
 	}
 	return data, nil
+}
+
+// pathError is err without the Go operation that met it ("stat", "open"):
+// the file and what is wrong with it. It still matches fs.ErrNotExist.
+func pathError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", path, pe.Err)
+	}
+	return err
 }
 
 func tooLarge(path string, size, max int64, what string) error {

@@ -30,7 +30,8 @@ func TestRead(t *testing.T) {
 		{big, "big.yaml: 30.0 GiB, more than a suite holds (at most 16.0 MiB)"},
 		{"/dev/zero", "/dev/zero: more than a suite holds (at most 16.0 MiB)"},
 		{dir, "a folder, not a suite"},
-		{filepath.Join(dir, "none.yaml"), "no such file"},
+		{filepath.Join(dir, "none.yaml"), filepath.Join(dir, "none.yaml") + ": no such file or directory"},
+		{filepath.Join(small, "x.yaml"), filepath.Join(small, "x.yaml") + ": not a directory"},
 	}
 	for _, tc := range tests {
 		if tc.path == "/dev/zero" {
@@ -44,6 +45,9 @@ func TestRead(t *testing.T) {
 			t.Errorf("%s: %q, %v", tc.path, data, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want an error holding %q", tc.path, err, tc.want)
+		// Go's operation names are not the user's words.
+		case err != nil && (strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ")):
+			t.Errorf("%s: %v names Go's operation", tc.path, err)
 		}
 	}
 }

@@ -178,7 +178,8 @@ func TestGGUFRopeAsLlamaCpp(t *testing.T) {
 }
 
 // A GGUF file opens whatever its name, as llama.cpp opens it; a path that
-// is missing, or a file of another kind, is named as such.
+// is missing, a folder without a config, or a file of another kind, is
+// named as such.
 func TestModelPaths(t *testing.T) {
 	data, err := os.ReadFile("../testdata/gguf/llama-q8_0.gguf")
 	if err != nil {
@@ -193,9 +194,17 @@ func TestModelPaths(t *testing.T) {
 	} else {
 		src.Close()
 	}
-	for p, want := range map[string]string{other: "is a file but not a GGUF file", filepath.Join(dir, "nope"): "nor a path that exists"} {
-		if _, _, err := Open(Spec{Model: p}); err == nil || !strings.Contains(err.Error(), want) {
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	for p, want := range map[string]string{other: "is a file but not a GGUF file", filepath.Join(dir, "nope"): "nor a path that exists",
+		empty: "model folder " + empty + " has no config.json (a Hugging Face or mlx-lm checkpoint folder holds one)"} {
+		_, _, err := Open(Spec{Model: p})
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", p, err, want)
+		}
+		// Go's operation names are not the user's words.
+		if err != nil && strings.Contains(err.Error(), "stat ") {
+			t.Errorf("%s: %v names Go's stat", p, err)
 		}
 	}
 }

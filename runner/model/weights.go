@@ -720,7 +720,7 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 		if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
 			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give --model %s", dir, filepath.Base(ggufs[0]), ggufs[0])
 		}
-		return nil, "", nil, fmt.Errorf("model folder %s has no config.json", dir)
+		return nil, "", nil, fmt.Errorf("model folder %s has no config.json (a Hugging Face or mlx-lm checkpoint folder holds one)", dir)
 	}
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("model folder %s: %w", dir, err)
@@ -996,6 +996,9 @@ func checkpointPath(name string) (dir bool, err error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("model %q is neither a preset (%s) nor a path that exists (a checkpoint folder or a .gguf file)", name, joinNames(PresetNames()))
 	case err != nil:
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err // the path is said already, without Go's "stat"
+		}
 		return false, fmt.Errorf("model %q: %w", name, err)
 	case !st.IsDir() && !isGGUFPath(name):
 		return false, fmt.Errorf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", name)
