@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/readfile"
 )
 
 // shipped are the suites of this folder, built into the binary so that
@@ -48,26 +50,43 @@ func Shipped(name string) ([]byte, error) {
 	return data, nil
 }
 
-// Resolve loads the suite arg names: a file when one exists at that path
-// (a path always wins), else the built-in suite of that name. A bare name
-// that is a folder here (`kernels` in the repository) is the built-in
-// suite when there is one, as a folder is never a suite.
+// Resolve loads the suite arg names (Source).
 func Resolve(arg string) (*Suite, error) {
-	if fi, err := os.Stat(arg); err == nil {
-		if !fi.IsDir() || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
-			return Load(arg)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	if strings.ContainsAny(arg, `/\`) {
-		return nil, fmt.Errorf("open %s: no such file (built-in suites: %s)", arg, strings.Join(ShippedNames(), ", "))
-	}
-	data, err := Shipped(arg)
+	file, data, err := Source(arg)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(ShippedPrefix+strings.TrimSuffix(arg, ".yaml")+".yaml", data)
+	return Parse(file, data)
+}
+
+// Source reads the suite arg names, and gives the file name its positions
+// use: a file when one exists at that path (a path always wins), else the
+// built-in suite of that name, also as its positions name it
+// ("shipped:ci.yaml"). A bare name that is a folder here (`kernels` in the
+// repository) is the built-in suite when there is one, as a folder is
+// never a suite.
+func Source(arg string) (file string, data []byte, err error) {
+	if fi, err := os.Stat(arg); err == nil {
+		if !fi.IsDir() || strings.ContainsAny(arg, `/\`) || !slices.Contains(ShippedNames(), strings.TrimSuffix(arg, ".yaml")) {
+			data, err := readfile.Read(arg, readfile.Suite, "a suite")
+			return arg, data, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said below, without Go's "stat"
+		}
+		return "", nil, fmt.Errorf("%s: %w", arg, err)
+	}
+	name := strings.TrimPrefix(arg, ShippedPrefix)
+	if strings.ContainsAny(name, `/\`) {
+		return "", nil, fmt.Errorf("%s: no such file (built-in suites: %s)", arg, strings.Join(ShippedNames(), ", "))
+	}
+	data, err = Shipped(name)
+	if err != nil {
+		return "", nil, err
+	}
+	return ShippedPrefix + strings.TrimSuffix(name, ".yaml") + ".yaml", data, nil
 }
 
 // ListShipped summarises the built-in suites as List does a folder.

@@ -38,6 +38,10 @@ func TestShippedSuitesParse(t *testing.T) {
 		if _, err := Load(s.File); err != nil {
 			t.Errorf("Load(%q): %v", s.File, err)
 		}
+		// The name its errors give it names it again.
+		if r, err := Resolve(s.File); err != nil || r.File != s.File {
+			t.Errorf("Resolve(%q): %v", s.File, err)
+		}
 	}
 	if _, err := Resolve("no-such-suite"); err == nil || !strings.Contains(err.Error(), "ci") {
 		t.Errorf("unknown name: %v", err)
@@ -52,8 +56,19 @@ func TestShippedSuitesParse(t *testing.T) {
 	if s, err := Resolve("kernels"); err != nil || s.File != ShippedPrefix+"kernels.yaml" {
 		t.Errorf("kernels beside a folder of that name: %v", err)
 	}
-	if _, err := Resolve("./kernels"); err == nil {
-		t.Errorf("./kernels, a folder, resolved")
+	// Errors say what is wrong with the path, in the user's words.
+	for arg, want := range map[string]string{
+		"./kernels":          "./kernels: a folder, not a suite",
+		"kernels/":           "kernels/: a folder, not a suite",
+		"./none.yaml":        "./none.yaml: no such file (built-in suites: ",
+		"shipped:none.yaml":  `no suite file or built-in suite "none.yaml"`,
+		"shipped:../ci.yaml": "shipped:../ci.yaml: no such file (built-in suites: ",
+		"kernels/x/ci.yaml":  "kernels/x/ci.yaml: no such file (built-in suites: ",
+	} {
+		_, err := Resolve(arg)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ") {
+			t.Errorf("Resolve(%q): %v, want %q", arg, err, want)
+		}
 	}
 }
 

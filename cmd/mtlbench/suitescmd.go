@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"github.com/mtlbench/mtlbench/internal/readfile"
-	"os"
 	"strconv"
 	"strings"
 
@@ -81,11 +78,7 @@ func suitesCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return fmt.Errorf("suites show needs one suite name or file (built in: %s)", strings.Join(suites.ShippedNames(), ", "))
 					}
-					arg := c.Args().First()
-					data, err := readfile.Read(arg, readfile.Suite, "a suite")
-					if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(arg, `/\`) {
-						data, err = suites.Shipped(arg)
-					}
+					_, data, err := suites.Source(c.Args().First())
 					if err != nil {
 						return err
 					}
