@@ -781,8 +781,13 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 	} else if v, ok := p.str(nameN, "case name"); ok {
 		g.name, g.namePos = v, p.at(nameN)
 		label = fmt.Sprintf("case %q", v)
-		if !caseNameRE.MatchString(v) {
+		switch {
+		case !caseNameRE.MatchString(v):
 			p.errorf(nameN, `use letters, digits, ".", "_" and "-"`, "bad case name %q", v)
+		case v == "." || v == "..":
+			// A name is a segment of its cases' keys, which reports and
+			// exports split on "/" as paths.
+			p.errorf(nameN, `a key segment of "." or ".." reads as a folder; add a letter or digit`, "bad case name %q", v)
 		}
 	}
 	if g.namePos == (Pos{}) {

@@ -383,6 +383,9 @@ func TestErrors(t *testing.T) {
 		{"case not a map", head + "  - c\n", []string{`t.yaml:4:5: case 1 must be a map, got string "c"`}},
 		{"case without name", head + "  - params: {batch: 1}\n", []string{`t.yaml:4:5: case 1 has no name`}},
 		{"bad case name", head + "  - name: a b\n", []string{`t.yaml:4:11: bad case name "a b" (use letters, digits, ".", "_" and "-")`}},
+		{"case name a folder", head + "  - name: ..\n  - name: \".\"\n", []string{
+			`t.yaml:4:11: bad case name ".." (a key segment of "." or ".." reads as a folder; add a letter or digit)`,
+			`t.yaml:5:11: bad case name "." (a key segment of "." or ".." reads as a folder; add a letter or digit)`}},
 		{"duplicate case names", head + "  - name: c\n  - name: c\n", []string{`t.yaml:5:11: duplicate case name "c" (first at line 4)`}},
 		{"case key typo", head + "  - name: c\n    matrx: {batch: [1]}\n", []string{`t.yaml:5:5: unknown key "matrx" in case "c" (did you mean "matrix"?)`}},
 		{"param directly in case", head + "  - name: c\n    batch: 8\n", []string{`t.yaml:5:5: unknown key "batch" in case "c" (parameters go under params: or matrix:)`}},
