@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -28,6 +29,10 @@ func LeadingZero(s string) string {
 	}
 	return fmt.Sprintf("%s: a leading zero is not allowed (write %d)", s, n)
 }
+
+// tooLarge says whether err is strconv's for a number past int: the text
+// is an integer, out of range, not a malformed one.
+func tooLarge(err error) bool { return errors.Is(err, strconv.ErrRange) }
 
 // maxListValues bounds what one list expands to: a typo in a range should
 // fail, not queue a million cases.
@@ -66,6 +71,9 @@ func ParseIntList(s string, min int) ([]int, error) {
 				return nil, fmt.Errorf("%s", why)
 			}
 			v, err := strconv.Atoi(item)
+			if tooLarge(err) {
+				return nil, fmt.Errorf("%s is out of range", item)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%q is not an integer or a range (first-last, first-last+step, first-last*factor)", item)
 			}
@@ -82,7 +90,9 @@ func ParseIntList(s string, min int) ([]int, error) {
 			if why := LeadingZero(rest[i+1:]); why != "" {
 				return nil, fmt.Errorf("range %q: step %s", item, why)
 			}
-			if step, err = strconv.Atoi(rest[i+1:]); err != nil {
+			if step, err = strconv.Atoi(rest[i+1:]); tooLarge(err) {
+				return nil, fmt.Errorf("range %q: step %s is out of range", item, rest[i+1:])
+			} else if err != nil {
 				return nil, fmt.Errorf("range %q: step %q is not an integer", item, rest[i+1:])
 			}
 		}
@@ -93,6 +103,14 @@ func ParseIntList(s string, min int) ([]int, error) {
 		}
 		lo, err1 := strconv.Atoi(first)
 		hi, err2 := strconv.Atoi(last)
+		for _, e := range []struct {
+			n   string
+			err error
+		}{{first, err1}, {last, err2}} {
+			if tooLarge(e.err) {
+				return nil, fmt.Errorf("range %q: %s is out of range", item, e.n)
+			}
+		}
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("range %q: want first-last, first-last+step or first-last*factor", item)
 		}

@@ -33,6 +33,11 @@ func TestParseIntListRefuses(t *testing.T) {
 		"1,2,2,4": "2 is given twice",
 		"1-4,2-3": `range "2-3": 2 is given twice`,
 		"1-4,2":   "2 is given twice",
+		// A number past int is an integer out of range, not a bad range.
+		"1-99999999999999999999":    `range "1-99999999999999999999": 99999999999999999999 is out of range`,
+		"99999999999999999999":      "99999999999999999999 is out of range",
+		"1-16*99999999999999999999": `range "1-16*99999999999999999999": step 99999999999999999999 is out of range`,
+		"1-x":                       `range "1-x": want first-last, first-last+step or first-last*factor`,
 	} {
 		_, err := ParseIntList(in, 0)
 		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {
