@@ -251,6 +251,10 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 		return "", ""
 	}
 	if tag == "!!null" || tag == "!!bool" || tag == "!!map" || tag == "!!seq" {
+		// A word list says which words, not YAML's type.
+		if spec.enum != nil {
+			return fmt.Sprintf("%s must be one of %s, got %s", name, strings.Join(spec.enum, ", "), describe(n)), ""
+		}
 		return fmt.Sprintf("%s must be a string, got %s", name, describe(n)), ""
 	}
 	if v.Raw == "" {

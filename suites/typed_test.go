@@ -98,7 +98,8 @@ func TestTypedErrors(t *testing.T) {
 		name, params, want string
 	}{
 		{"fusion", "{fusion: maybe}", `t.yaml:5:22: unknown fusion "maybe" (one of on, off)`},
-		{"fusion bool", "{fusion: true}", `t.yaml:5:22: fusion must be a string, got true`},
+		{"fusion bool", "{fusion: true}", `t.yaml:5:22: fusion must be one of on, off, got true`},
+		{"steps null", "{steps: ~}", `t.yaml:5:21: steps must be one of overlapped, synchronous, got nothing (null)`},
 		{"moe strategy", "{moe_strategy: sorted}", `t.yaml:5:28: unknown moe_strategy "sorted" (one of loop, chunked, grouped)`},
 		{"block size", "{block_size: 12}", `t.yaml:5:26: block_size must be one of 8, 16, 32, got 12`},
 		{"batch", "{batch: 0}", `t.yaml:5:21: batch must be >= 1, got 0`},
