@@ -141,26 +141,44 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite"}
 		}
-		return nil, p.yamlError(err)
+		return nil, p.yamlError(err, data)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, &Error{Pos: p.at(&extra), Msg: "a suite file holds one YAML document", Hint: "remove the second \"---\""}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, p.yamlError(err)
+		return nil, p.yamlError(err, data)
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+	// A document of nothing ("---" alone) is empty too; its null would
+	// point past the file's last line.
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || isEmptyNull(doc.Content[0]) {
 		return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite"}
 	}
 	return doc.Content[0], nil
 }
 
+// isEmptyNull is a null written as nothing at all, not as ~ or null.
+func isEmptyNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" && n.Value == "" && n.Style == 0
+}
+
 // yamlError turns "yaml: line 3: msg" into our position form. yaml.v3 does
-// not report the column of syntax errors, so column 1 stands in for it.
-func (p *parser) yamlError(err error) error {
+// not report the column of syntax errors, so column 1 stands in for it,
+// but for a tab in a line's indentation, which is said as such, at the tab.
+func (p *parser) yamlError(err error, data []byte) error {
 	msg := err.Error()
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		// yaml.v3 names the line of the tab or, for a tab after spaces,
+		// the line before it.
+		lines := bytes.Split(data, []byte("\n"))
+		for l := line; l >= 1 && l <= min(line+1, len(lines)); l++ {
+			text := lines[l-1]
+			indent := text[:len(text)-len(bytes.TrimLeft(text, " \t"))]
+			if i := bytes.IndexByte(indent, '\t'); i >= 0 {
+				return &Error{Pos: Pos{p.file, l, i + 1}, Msg: "a tab indents this line", Hint: "YAML indents with spaces only"}
+			}
+		}
 		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2]}
 	}
 	return &Error{Pos: Pos{p.file, 1, 1}, Msg: "YAML: " + strings.TrimPrefix(msg, "yaml: ")}

@@ -321,6 +321,10 @@ func TestErrors(t *testing.T) {
 	}{
 		{"empty", "", []string{"t.yaml:1:1: empty suite"}},
 		{"comments only", "# nothing\n", []string{"t.yaml:1:1: empty suite"}},
+		{"a document of nothing", "---\n", []string{"t.yaml:1:1: empty suite"}},
+		{"a null", "~\n", []string{"t.yaml:1:1: a suite must be a map, got nothing (null)"}},
+		{"tab indent", "name: t\nmodel: {preset: p}\ncases:\n\t- name: a\n", []string{"t.yaml:4:1: a tab indents this line (YAML indents with spaces only)"}},
+		{"tab after spaces", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\n  \tparams: {batch: 1}\n", []string{"t.yaml:5:3: a tab indents this line (YAML indents with spaces only)"}},
 		{"not a map", "- a\n", []string{"t.yaml:1:1: a suite must be a map, got a list"}},
 		{"yaml syntax", "name: s\ncases: [\n", []string{"t.yaml:2:1: YAML: did not find expected node content"}},
 		{"two documents", "name: s\n---\nname: t\n", []string{`t.yaml:2:1: a suite file holds one YAML document (remove the second "---")`}},
