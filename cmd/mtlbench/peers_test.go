@@ -51,8 +51,10 @@ func compareRow(t *testing.T, rows []map[string]string, key, metric string) map[
 // runs keyed like `mtlbench bench`'s cases, so compare pairs them.
 func TestPeerImportsCompare(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "r.db")
+	// No --threads: it is the cases' threads, in their keys, which an
+	// import's keys leave out.
 	if _, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "--warmup", "0",
-		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "mine"); err != nil {
+		"--backend", "cpu", "--dtype", "f32", "--db", db, "-q", "--tag", "mine"); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
 	peer := func(name string, args ...string) string {
@@ -122,7 +124,7 @@ func TestPeerImportsCompare(t *testing.T) {
 	// mtlbench's serving case of the same rate, bounds and lengths.
 	if _, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-b", "2", "-p", "16", "-n", "8", "-r", "2", "--warmup", "0",
 		"--request-rate", "4", "--requests", "6", "--slo", "ttft:500,e2el:2000", "--range-ratio", "0.5",
-		"--backend", "cpu", "--dtype", "f32", "--threads", "1", "--db", db, "-q", "--tag", "mine-serve"); err != nil {
+		"--backend", "cpu", "--dtype", "f32", "--db", db, "-q", "--tag", "mine-serve"); err != nil {
 		t.Fatalf("bench --request-rate: %v\n%s", err, stderr)
 	}
 	peer("vllm-serve-rate.json", "--tag", "vllm-rate", "--slo", "e2el:2000.0,ttft:500", "--range-ratio", "0.50", "--prompt-len", "16", "--gen-len", "8")
