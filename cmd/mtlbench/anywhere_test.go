@@ -202,6 +202,18 @@ func TestShippedSuites(t *testing.T) {
 	if _, _, err := mtl(t, "suites", "show", "nosuch"); err == nil || !strings.Contains(err.Error(), "built in: ") {
 		t.Errorf("unknown suite: %v", err)
 	}
+	// --set is checked as run would apply it: a prompt the shipped suite's
+	// model cannot hold fails, naming the override and the case.
+	if _, stderr, err := mtl(t, "suites", "validate", "ci", "--set", "prompt_len=5000"); err == nil ||
+		!strings.Contains(stderr, "--set prompt_len=5000: case decode/batch=1: prompt_len 5000 + gen_len 16 = 5016 tokens, more than the 4096 positions") {
+		t.Errorf("validate --set: %v\n%s", err, stderr)
+	}
+	if out, _, err := mtl(t, "suites", "validate", "ci", "--set", "prompt_len=64"); err != nil || !strings.Contains(out, "ci: ok") {
+		t.Errorf("validate --set prompt_len=64: %v\n%s", err, out)
+	}
+	if _, _, err := mtl(t, "suites", "validate", "ci", "--set", "bogus=1"); err == nil || !strings.Contains(err.Error(), `unknown parameter or setting "bogus"`) {
+		t.Errorf("validate --set bogus=1: %v", err)
+	}
 	// A prompt longer than the model's positions fails validation.
 	os.WriteFile("long.yaml", []byte("name: long\nmodel: { preset: qwen3-moe-mini }\nbackend: cpu\ncases:\n  - name: c\n    kind: model\n    params: { prompt_len: 4090, gen_len: 16 }\n"), 0o644)
 	if _, stderr, err := mtl(t, "suites", "validate", "long.yaml"); err == nil || !strings.Contains(stderr, "long.yaml:7:27: case c: prompt_len 4090 + gen_len 16 = 4106 tokens, more than the 4096 positions") {

@@ -21,13 +21,27 @@ func suitesCommand() *cli.Command {
 				Name:      "validate",
 				Usage:     "check suite files (or built-in suites by name) and show how many cases each expands to",
 				ArgsUsage: "FILE|NAME...",
+				Description: "Checks what `run` would check before measuring anything, the model's\n" +
+					"configuration included (no weights are read). --set checks the suite as\n" +
+					"`run --set` would run it:\n" +
+					"  mtlbench suites validate qwen3-moe --set batch=64",
+				Flags: []cli.Flag{
+					&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, as run does: --set batch=64 (repeatable)"},
+				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() == 0 {
 						return fmt.Errorf("validate needs at least one suite file")
 					}
+					set, err := bench.ParseOverrides(c.StringSlice("set"))
+					if err != nil {
+						return err
+					}
 					bad := 0
 					for _, f := range c.Args().Slice() {
 						s, err := suites.Resolve(f)
+						if err == nil {
+							err = s.Override(set)
+						}
 						if err == nil {
 							err = bench.Check(s)
 						}
