@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 )
 
 // part is the "type" of a normalizer, pre-tokenizer, post-processor or
@@ -18,6 +21,37 @@ import (
 type part struct {
 	Type string `json:"type"`
 	raw  json.RawMessage
+	path string // where in its section: "" for the section's one object, "normalizers[1]" in a Sequence
+}
+
+// decode reads the part's own fields into v; a wrong JSON type is named by
+// its key, as the rest of the file's errors are (internal/jsonerr). The
+// reader of the section puts the part's path before every error of it
+// (partErr).
+func (p part) decode(v any) error {
+	if err := json.Unmarshal(p.raw, v); err != nil {
+		return explain(err, p.raw, "")
+	}
+	return nil
+}
+
+// explain words a JSON error at path inside a section; the part's own
+// value (path "") is "it", not the file.
+func explain(err error, raw json.RawMessage, path string) error {
+	var te *json.UnmarshalTypeError
+	if path == "" && errors.As(err, &te) && te.Field == "" {
+		return fmt.Errorf("it is a JSON %s, want an object", te.Value)
+	}
+	return jsonerr.ExplainAt(err, raw, path)
+}
+
+// partErr puts a Sequence member's place before an error of it
+// (pretokenizers[1]: ...); the section's one object needs none.
+func partErr(p part, err error) error {
+	if err != nil && p.path != "" {
+		return fmt.Errorf("%s: %w", p.path, err)
+	}
+	return err
 }
 
 // maxNesting bounds Sequences in Sequences: the files HF writes nest one
@@ -27,35 +61,41 @@ const maxNesting = 16
 // readParts reads raw (null, one object, or a Sequence of them under key)
 // as the list of its members in order.
 func readParts(raw json.RawMessage, key string) ([]part, error) {
-	return readPartsAt(raw, key, 0)
+	return readPartsAt(raw, key, "", 0)
 }
 
-func readPartsAt(raw json.RawMessage, key string, depth int) ([]part, error) {
+func readPartsAt(raw json.RawMessage, key, path string, depth int) ([]part, error) {
 	if depth > maxNesting {
 		return nil, fmt.Errorf("Sequence nested deeper than %d", maxNesting)
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var p part
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, err
+	p := part{raw: raw, path: path}
+	if err := p.decode(&p); err != nil {
+		return nil, partErr(p, err)
 	}
-	p.raw = raw
 	if p.Type != "Sequence" {
 		return []part{p}, nil
 	}
 	var seq map[string]json.RawMessage
 	var members []json.RawMessage
-	if err := json.Unmarshal(raw, &seq); err != nil {
-		return nil, err
+	if err := p.decode(&seq); err != nil {
+		return nil, partErr(p, err)
+	}
+	at := key
+	if path != "" {
+		at = path + "." + key
+	}
+	if seq[key] == nil {
+		return nil, fmt.Errorf("a Sequence without %s", at)
 	}
 	if err := json.Unmarshal(seq[key], &members); err != nil {
-		return nil, fmt.Errorf("Sequence: %s: %v", key, err)
+		return nil, explain(err, seq[key], at)
 	}
 	var out []part
-	for _, r := range members {
-		ps, err := readPartsAt(r, key, depth+1)
+	for i, r := range members {
+		ps, err := readPartsAt(r, key, fmt.Sprintf("%s[%d]", at, i), depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -134,12 +174,12 @@ type replace struct{ from, to string }
 
 func (r replace) apply(s string) string { return strings.ReplaceAll(s, r.from, r.to) }
 
-func readReplace(raw json.RawMessage) (replace, error) {
+func readReplace(p part) (replace, error) {
 	var v struct {
-		Pattern pattern
-		Content string
+		Pattern pattern `json:"pattern"`
+		Content string  `json:"content"`
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := p.decode(&v); err != nil {
 		return replace{}, err
 	}
 	re, lit, err := v.Pattern.compile()
@@ -193,13 +233,15 @@ type replaceNorm struct{ replace }
 
 func (r replaceNorm) apply(s string, limit int) (string, error) { return r.grown(s, limit) }
 
-func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
+func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
 	parts, err := readParts(raw, "normalizers")
 	if err != nil {
 		return nil, err
 	}
-	var out []normalizer
+	var cur part // the part being read, named in its errors
+	defer func() { err = partErr(cur, err) }()
 	for _, p := range parts {
+		cur = p
 		switch p.Type {
 		case "NFC":
 			out = append(out, normFunc(norm.NFC.String))
@@ -212,8 +254,10 @@ func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
 		case "Lowercase":
 			out = append(out, normFunc(strings.ToLower))
 		case "Prepend":
-			var v struct{ Prepend string }
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			var v struct {
+				Prepend string `json:"prepend"`
+			}
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			out = append(out, normFunc(func(s string) string {
@@ -223,7 +267,7 @@ func readNormalizers(raw json.RawMessage) ([]normalizer, error) {
 				return v.Prepend + s
 			}))
 		case "Replace":
-			r, err := readReplace(p.raw)
+			r, err := readReplace(p)
 			if err != nil {
 				return nil, err
 			}
@@ -369,21 +413,23 @@ func (p digitsPre) split(pieces []string, _ pass) ([]string, error) {
 	return out, nil
 }
 
-func readPreTokenizers(raw json.RawMessage) ([]preTokenizer, error) {
+func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 	parts, err := readParts(raw, "pretokenizers")
 	if err != nil {
 		return nil, err
 	}
-	var out []preTokenizer
+	var cur part // the part being read, named in its errors
+	defer func() { err = partErr(cur, err) }()
 	for _, p := range parts {
+		cur = p
 		switch p.Type {
 		case "Split":
 			var v struct {
-				Pattern  pattern
-				Behavior string
-				Invert   bool
+				Pattern  pattern `json:"pattern"`
+				Behavior string  `json:"behavior"`
+				Invert   bool    `json:"invert"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			re, lit, err := v.Pattern.compile()
@@ -399,7 +445,7 @@ func readPreTokenizers(raw json.RawMessage) ([]preTokenizer, error) {
 				AddPrefixSpace bool  `json:"add_prefix_space"`
 				UseRegex       *bool `json:"use_regex"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			b := byteLevelPre{prefixSpace: v.AddPrefixSpace}
@@ -416,7 +462,7 @@ func readPreTokenizers(raw json.RawMessage) ([]preTokenizer, error) {
 				AddPrefixSpace *bool  `json:"add_prefix_space"` // before prepend_scheme
 				Split          *bool  `json:"split"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			m := metaspacePre{repl: v.Replacement, scheme: v.PrependScheme, each: v.Split == nil || *v.Split}
@@ -434,7 +480,7 @@ func readPreTokenizers(raw json.RawMessage) ([]preTokenizer, error) {
 			var v struct {
 				Individual bool `json:"individual_digits"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			out = append(out, digitsPre{v.Individual})
@@ -452,6 +498,8 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 	if err != nil {
 		return nil, nil, err
 	}
+	var cur part // the part being read, named in its errors
+	defer func() { err = partErr(cur, err) }()
 	idOf := func(tok string, id *int) (int32, error) {
 		if id != nil {
 			if _, ok := t.pieces[int32(*id)]; !ok || *id < 0 || *id >= maxVocab {
@@ -466,19 +514,24 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 		return v, nil
 	}
 	for _, p := range parts {
+		cur = p
 		switch p.Type {
 		case "ByteLevel":
 		case "TemplateProcessing":
 			var v struct {
 				Single []struct {
-					SpecialToken *struct{ ID string } `json:"SpecialToken"`
-					Sequence     *struct{ ID string } `json:"Sequence"`
+					SpecialToken *struct {
+						ID string `json:"id"`
+					} `json:"SpecialToken"`
+					Sequence *struct {
+						ID string `json:"id"`
+					} `json:"Sequence"`
 				} `json:"single"`
 				SpecialTokens map[string]struct {
 					IDs []int `json:"ids"`
 				} `json:"special_tokens"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, nil, err
 			}
 			seen := false
@@ -511,7 +564,7 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 				Sep [2]json.RawMessage `json:"sep"`
 				Cls [2]json.RawMessage `json:"cls"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, nil, err
 			}
 			for i, tk := range [][2]json.RawMessage{v.Cls, v.Sep} {
@@ -553,17 +606,19 @@ func perToken(f func(i int, s string) string) decFunc {
 	}
 }
 
-func readDecoders(raw json.RawMessage) ([]decoder, error) {
+func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 	parts, err := readParts(raw, "decoders")
 	if err != nil {
 		return nil, err
 	}
+	var cur part // the part being read, named in its errors
+	defer func() { err = partErr(cur, err) }()
 	if parts == nil {
 		// No decoder: HF joins the tokens with spaces.
 		return []decoder{decFunc(func(t []string) []string { return []string{strings.Join(t, " ")} })}, nil
 	}
-	var out []decoder
 	for _, p := range parts {
+		cur = p
 		switch p.Type {
 		case "ByteLevel":
 			out = append(out, decFunc(byteLevelDecode))
@@ -572,18 +627,18 @@ func readDecoders(raw json.RawMessage) ([]decoder, error) {
 		case "Fuse":
 			out = append(out, decFunc(func(t []string) []string { return []string{strings.Join(t, "")} }))
 		case "Replace":
-			r, err := readReplace(p.raw)
+			r, err := readReplace(p)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, perToken(func(_ int, s string) string { return r.apply(s) }))
 		case "Strip":
 			var v struct {
-				Content string
-				Start   int
-				Stop    int
+				Content string `json:"content"`
+				Start   int    `json:"start"`
+				Stop    int    `json:"stop"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			c, n := utf8.DecodeRuneInString(v.Content)
@@ -606,7 +661,7 @@ func readDecoders(raw json.RawMessage) ([]decoder, error) {
 				Replacement   string `json:"replacement"`
 				PrependScheme string `json:"prepend_scheme"`
 			}
-			if err := json.Unmarshal(p.raw, &v); err != nil {
+			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
 			repl, n := utf8.DecodeRuneInString(v.Replacement)
