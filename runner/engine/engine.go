@@ -96,8 +96,8 @@ type StepResult struct {
 	// (the smallest, across sequences); 0 when it prefills nothing.
 	PrefillFrom  int
 	DecodeTokens int
-	// RecomputeTokens are generated tokens a preempted sequence computes
-	// again (its cache was freed): neither its prompt nor new tokens.
+	// RecomputeTokens are tokens a preempted sequence computes again (its
+	// cache was freed), prompt or generated: neither prefill nor decode.
 	RecomputeTokens int
 	Seqs            int
 	Sampled         []Sampled
@@ -436,11 +436,13 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
 	f := &flight{b: b, res: res}
 	for _, it := range b.Items {
-		// Positions before the prompt's end are prefill; past it, the one
-		// that samples the next token is a decode token and any before it
-		// are a preempted sequence's recompute.
-		prefill := max(min(it.Seq.Prompt-it.Start, it.N), 0)
-		if gen := it.N - prefill; gen > 0 {
+		// A preempted sequence's positions computed before are recompute;
+		// of the rest, those before the prompt's end are prefill and the
+		// one past it that samples the next token is a decode token.
+		from := it.Start + it.Recompute
+		prefill := max(min(it.Seq.Prompt-from, it.Start+it.N-from), 0)
+		res.RecomputeTokens += it.Recompute
+		if gen := it.N - it.Recompute - prefill; gen > 0 {
 			decode := 0
 			if it.Sample {
 				decode = 1
@@ -449,8 +451,8 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 			res.RecomputeTokens += gen - decode
 		}
 		if prefill > 0 {
-			if res.PrefillTokens == 0 || it.Start < res.PrefillFrom {
-				res.PrefillFrom = it.Start
+			if res.PrefillTokens == 0 || from < res.PrefillFrom {
+				res.PrefillFrom = from
 			}
 			res.PrefillTokens += prefill
 		}

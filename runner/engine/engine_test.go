@@ -84,12 +84,14 @@ func TestBatchingEqualsAlone(t *testing.T) {
 // The preempting configuration above must really preempt.
 func TestSmallCachePreempts(t *testing.T) {
 	e := openFixture(t, "llama", cpu.New(cpu.Options{}), Options{BlockSize: 8, KVTokens: 80})
+	prompts := 0
 	for _, r := range raggedRequests(512, 12) {
 		if err := e.Add(r); err != nil {
 			t.Fatal(err)
 		}
+		prompts += len(r.Prompt)
 	}
-	preempted, decoded, sampled, recomputed := 0, 0, 0, 0
+	preempted, decoded, sampled, recomputed, prefilled, computed := 0, 0, 0, 0, 0, 0
 	for e.Pending() {
 		res, err := e.Step()
 		if err != nil {
@@ -97,6 +99,10 @@ func TestSmallCachePreempts(t *testing.T) {
 		}
 		preempted += res.Preempted
 		decoded, recomputed = decoded+res.DecodeTokens, recomputed+res.RecomputeTokens
+		prefilled, computed = prefilled+res.PrefillTokens, computed+res.Tokens
+		if res.PrefillTokens+res.DecodeTokens+res.RecomputeTokens != res.Tokens {
+			t.Fatalf("step of %d tokens: %d prefill + %d decode + %d recompute", res.Tokens, res.PrefillTokens, res.DecodeTokens, res.RecomputeTokens)
+		}
 		for _, s := range res.Sampled {
 			if !s.First {
 				sampled++
@@ -113,6 +119,11 @@ func TestSmallCachePreempts(t *testing.T) {
 	// tokens: the decode tokens are the tokens sampled after the first.
 	if decoded != sampled || recomputed == 0 {
 		t.Errorf("%d decode tokens for %d tokens sampled after the first, %d recomputed", decoded, sampled, recomputed)
+	}
+	// Each prompt token is prefill once, however often its sequence is
+	// preempted: the prompt computed again is recompute.
+	if prefilled != prompts {
+		t.Errorf("%d prefill tokens for prompts of %d tokens (%d computed, %d recomputed)", prefilled, prompts, computed, recomputed)
 	}
 	if e.KV().FreeBlocks() != e.KV().NumBlocks() {
 		t.Fatalf("%d blocks leaked after all requests finished", e.KV().NumBlocks()-e.KV().FreeBlocks())

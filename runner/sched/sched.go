@@ -22,7 +22,10 @@ type Seq struct {
 	Computed int
 	// Preemptions counts how often the sequence lost its cache.
 	Preemptions int
-	Finished    bool
+	// Reached is the most of Tokens ever computed: past a preemption, the
+	// positions below it are computed again.
+	Reached  int
+	Finished bool
 	// Split, when positive, is a prompt position no prefill chunk crosses;
 	// a running sequence that reached it waits until every sequence that
 	// can run has, so the prompt after it is prefilled in one step across
@@ -58,6 +61,10 @@ type Item struct {
 	// Sample is set when the chunk reaches the end of the known tokens, so
 	// the step's logits for its last token pick the next token.
 	Sample bool
+	// Recompute is how many of the chunk's first tokens a preempted
+	// sequence had computed before: work done again, neither prefill nor
+	// decode.
+	Recompute int
 }
 
 // Batch is one step's work, decodes first.
@@ -154,8 +161,12 @@ func (s *Scheduler) Next() (*Batch, error) {
 			budget -= n
 		}
 	}
-	// Then admit waiting sequences while budget, seats and blocks allow.
-	for len(s.waiting) > 0 && budget > 0 && (s.cfg.MaxSeqs == 0 || len(s.running) < s.cfg.MaxSeqs) {
+	// Then admit waiting sequences while budget, seats and blocks allow. A
+	// step that had to preempt admits no one while it has other work: the
+	// blocks it freed are the preempted sequence's, and taking them back at
+	// once would recompute it only to preempt it again.
+	for len(s.waiting) > 0 && budget > 0 && (s.cfg.MaxSeqs == 0 || len(s.running) < s.cfg.MaxSeqs) &&
+		(len(b.Preempted) == 0 || len(b.Items) == 0) {
 		q := s.waiting[0]
 		n := q.chunk(budget)
 		if !s.kv.CanGrow(q.ID, n) {
@@ -180,11 +191,14 @@ func (s *Scheduler) Next() (*Batch, error) {
 }
 
 // held reports whether sequences at their split wait this step: some
-// running sequence is still below its split, or the next waiting one is
-// and would be admitted (a seat and blocks for its first chunk).
+// running sequence is still below its split and has the blocks for its next
+// chunk, or the next waiting one is and would be admitted (a seat and blocks
+// for its first chunk). A sequence that cannot grow does not hold the
+// others: they hold the blocks it waits for, so they run (and preempt it)
+// rather than wait for it forever.
 func (s *Scheduler) held(budget int) bool {
 	for _, q := range s.running {
-		if q.belowSplit() {
+		if q.belowSplit() && s.kv.CanGrow(q.ID, q.chunk(budget)) {
 			return true
 		}
 	}
@@ -200,8 +214,10 @@ func (s *Scheduler) schedule(q *Seq, n int) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	it := Item{Seq: q, Start: q.Computed, N: n, Slots: slots, Sample: q.Computed+n == len(q.Tokens)}
+	it := Item{Seq: q, Start: q.Computed, N: n, Slots: slots, Sample: q.Computed+n == len(q.Tokens),
+		Recompute: min(max(q.Reached-q.Computed, 0), n)}
 	q.Computed += n
+	q.Reached = max(q.Reached, q.Computed)
 	return it, nil
 }
 

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/runner/cache"
@@ -282,5 +283,109 @@ func TestPrefillSplit(t *testing.T) {
 		if got := fmt.Sprint(log); got != want {
 			t.Errorf("max_seqs %d: steps\n%s\nwant\n%s", maxSeqs, got, want)
 		}
+	}
+}
+
+// drain runs s to the end, sampling token 0 wherever a step samples, and
+// fails past maxSteps: a scheduler that stops making progress livelocks
+// rather than erring.
+func drain(t *testing.T, s *Scheduler, maxSteps int) (steps, preempted int) {
+	t.Helper()
+	for s.Pending() {
+		if steps == maxSteps {
+			t.Fatalf("still pending after %d steps (%d running, %d waiting)", steps, s.Running(), s.Waiting())
+		}
+		bt, err := s.Next()
+		if err != nil {
+			t.Fatalf("step %d: %v", steps, err)
+		}
+		for _, it := range bt.Items {
+			if it.Sample {
+				s.Append(it.Seq, 0)
+			}
+		}
+		steps++
+		preempted += len(bt.Preempted)
+	}
+	return steps, preempted
+}
+
+// A split prompt in a cache too small for the whole batch at its split: the
+// sequences at the split do not wait for one that cannot get blocks, so the
+// batch finishes with preemptions instead of spinning or failing.
+func TestPrefillSplitTightCache(t *testing.T) {
+	for _, c := range []struct{ batch, blocks int }{
+		{2, 10}, {2, 11}, {2, 12}, {2, 15},
+		{3, 10}, {3, 11}, {3, 12}, {3, 15}, {3, 19},
+		{4, 12}, {4, 15}, {4, 30},
+	} {
+		t.Run(fmt.Sprintf("batch%d/blocks%d", c.batch, c.blocks), func(t *testing.T) {
+			kv, _ := cache.New(c.blocks, 8)
+			s := New(Config{TokenBudget: 8 * c.batch, MaxSeqs: c.batch}, kv)
+			var qs []*Seq
+			for i := range c.batch {
+				q := seq(i, 72, 8)
+				q.Split = 64
+				if err := s.Add(q); err != nil {
+					t.Fatal(err)
+				}
+				qs = append(qs, q)
+			}
+			_, preempted := drain(t, s, 100*c.batch*80)
+			for _, q := range qs {
+				if !q.Finished || q.Generated() != 8 {
+					t.Fatalf("seq %d: finished %v with %d tokens", q.ID, q.Finished, q.Generated())
+				}
+			}
+			if preempted == 0 && c.blocks < 10*c.batch {
+				t.Errorf("%d blocks for %d sequences of 10 blocks: no preemption", c.blocks, c.batch)
+			}
+			if kv.FreeBlocks() != c.blocks {
+				t.Fatalf("%d blocks leaked", c.blocks-kv.FreeBlocks())
+			}
+		})
+	}
+}
+
+// Any mix of prompts, splits, budgets, seats and cache sizes where each
+// request fits the cache alone ends, every sequence generating all its
+// tokens, and leaks no block.
+func TestSchedulerAlwaysEnds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		block := 1 << rng.IntN(4)
+		n := 1 + rng.IntN(5)
+		var qs []*Seq
+		longest := 0
+		for i := range n {
+			q := seq(i, 1+rng.IntN(40), 1+rng.IntN(10))
+			if rng.IntN(2) == 0 && q.Prompt > 1 {
+				q.Split = 1 + rng.IntN(q.Prompt-1)
+			}
+			longest = max(longest, q.Prompt+q.MaxNew)
+			qs = append(qs, q)
+		}
+		need := (longest + block - 1) / block
+		blocks := need + rng.IntN(need*n+1)
+		cfg := Config{TokenBudget: rng.IntN(3) * (1 + rng.IntN(48)), MaxSeqs: rng.IntN(n + 1)}
+		kv, _ := cache.New(blocks, block)
+		s := New(cfg, kv)
+		for _, q := range qs {
+			if err := s.Add(q); err != nil {
+				t.Fatalf("trial %d: %v", trial, err)
+			}
+		}
+		t.Run(fmt.Sprintf("trial%d", trial), func(t *testing.T) {
+			drain(t, s, 20000)
+			for _, q := range qs {
+				if !q.Finished || q.Generated() != q.MaxNew {
+					t.Fatalf("%+v %d blocks of %d: seq %d finished %v with %d of %d tokens",
+						cfg, blocks, block, q.ID, q.Finished, q.Generated(), q.MaxNew)
+				}
+			}
+			if kv.FreeBlocks() != blocks {
+				t.Fatalf("%d blocks leaked", blocks-kv.FreeBlocks())
+			}
+		})
 	}
 }
