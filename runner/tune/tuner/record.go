@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -17,11 +19,24 @@ func record(db *results.DB, runID int64, r *Result) error {
 	k := r.Bucket.Kernel
 	cases := make([]results.Case, len(r.Candidates))
 	seen := map[string]int{}
+	// The witness's figures are the GPU's it read them against: a case
+	// names it, in its key too, so compare pairs the same GPU's figures
+	// only, as a run's kernel cases do.
+	gpu := ""
+	for _, c := range r.Candidates {
+		if c.Witness != nil {
+			gpu = c.Witness.GPU
+			break
+		}
+	}
 	for i, c := range r.Candidates {
 		params := map[string]string{suites.ParamOp: string(k.Op), "dtype": r.Bucket.DType, "config": k.String(c.Config),
 			"tune.status": c.Status, "tune.role": role(c)}
 		if r.Bucket.Label != "" {
 			params["bucket"] = r.Bucket.Label
+		}
+		if gpu != "" {
+			params[suites.ParamWitnessGPU] = gpu
 		}
 		if r.Emulated {
 			params["tune.emulated"] = "true"
@@ -41,6 +56,9 @@ func record(db *results.DB, runID int64, r *Result) error {
 		// The key leaves the outcome out, so the same candidate matches
 		// across tune runs.
 		key := "tune/" + string(k.Op) + "/" + r.Bucket.DType + "/" + r.Bucket.Shape.Key() + "/" + c.Config.Key()
+		if gpu != "" {
+			key += "/" + suites.ParamWitnessGPU + "=" + gpu
+		}
 		if n := seen[key]; n > 0 {
 			key += "#" + strconv.Itoa(n)
 		}
@@ -109,4 +127,16 @@ func machineOf(info bridge.DeviceInfo) results.Machine {
 		m.GPUName = info.Name
 	}
 	return m
+}
+
+// witnessGPU is the table's name of the Apple GPU the cost witness reads its
+// counts against, for a name as given ("" is the default).
+func witnessGPU(name string) string {
+	if name == "" {
+		name = kbench.DefaultAppleGPU
+	}
+	if g, ok := applegpu.Lookup(name); ok {
+		return g.Name()
+	}
+	return name
 }

@@ -259,11 +259,14 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 	rep := &Report{}
 	info := o.Backend.Info()
 	if o.DB != nil {
+		notes := fmt.Sprintf("strategy=%s budget=%v rounds=%d confirm=%d top=%d alpha=%g min_gain=%g buckets=%d",
+			o.Strategy, o.Budget, o.Rounds, o.Confirm, o.Top, o.Alpha, o.MinGain, len(buckets))
+		if info.Emulated {
+			notes += " witness_gpu=" + witnessGPU(o.WitnessGPU)
+		}
 		run := &results.Run{SuiteName: o.SuiteName, SuitePath: o.SuitePath, SuiteHash: o.SuiteHash,
 			ToolVersion: o.ToolVersion, GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend,
-			Kind: results.KindTune, Emulated: info.Emulated, Machine: machineOf(info),
-			Notes: fmt.Sprintf("strategy=%s budget=%v rounds=%d confirm=%d top=%d alpha=%g min_gain=%g buckets=%d",
-				o.Strategy, o.Budget, o.Rounds, o.Confirm, o.Top, o.Alpha, o.MinGain, len(buckets))}
+			Kind: results.KindTune, Emulated: info.Emulated, Machine: machineOf(info), Notes: notes}
 		if _, err := o.DB.CreateRun(run); err != nil {
 			return nil, err
 		}

@@ -90,5 +90,22 @@ func TestEmulatedWitness(t *testing.T) {
 	if len(ops) == 0 || moved != def.Witness.Bytes() {
 		t.Errorf("the default's stored arguments move %d bytes, its witness counted %d: %+v", moved, def.Witness.Bytes(), ops)
 	}
+	// Every case names the GPU, in its key too, and so does the run.
+	cases, err := db.Cases(rep.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if c.Params["witness_gpu"] != "Apple M1" || !strings.HasSuffix(c.Key, "/witness_gpu=Apple M1") {
+			t.Errorf("case %s: witness_gpu %q", c.Key, c.Params["witness_gpu"])
+		}
+	}
+	run, err := db.GetRun(rep.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(run.Notes, "witness_gpu=Apple M1") {
+		t.Errorf("run notes %q do not name the witness GPU", run.Notes)
+	}
 	t.Logf("%s", r.Verdict)
 }
