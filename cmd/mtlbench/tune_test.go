@@ -105,6 +105,13 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 		{func(e *tune.Entry) { e.Samples = -3 }, "samples -3"},
 		{func(e *tune.Entry) { e.Config = tune.Config{"chunk": "8"} }, "lacks moe's strategy"},
 		{func(e *tune.Entry) { e.Device = strings.Repeat("x", 300) }, "a device name of 300 bytes (at most 256)"},
+		// The lookup matches the device's dimensions too.
+		{func(e *tune.Entry) { delete(e.Shape, "threads") }, "lacks threads"},
+		// The float kernels take float weights, and a config replaces the
+		// default only when measured faster.
+		{func(e *tune.Entry) { e.DType = "q4" }, `unknown dtype "q4"`},
+		{func(e *tune.Entry) { e.Config, e.Speedup = tune.Config{"strategy": "loop"}, 0.5 }, "speedup 0.5: a tuned config replaces its default"},
+		{func(e *tune.Entry) { e.Config, e.Speedup, e.Samples = tune.Config{"strategy": "loop"}, 1.2, 0 }, "no samples"},
 	} {
 		f, _ := tune.ReadFile(exported)
 		bad.edit(&f.Entries[0])

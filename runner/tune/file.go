@@ -102,8 +102,8 @@ func (e *Entry) Check() error {
 	if err != nil {
 		return err
 	}
-	if d := ops.DType(e.DType); !slices.Contains(ops.DTypes, d) && !slices.Contains(ops.QuantDTypes, d) {
-		return fmt.Errorf("dtype %q is none this mtlbench runs", e.DType)
+	if err := CheckDType(k, e.DType); err != nil {
+		return err
 	}
 	if len(e.Shape) == 0 {
 		return fmt.Errorf("no shape: an entry is the winner of a shape bucket")
@@ -121,7 +121,7 @@ func (e *Entry) Check() error {
 		}
 	}
 	for _, d := range k.Dims {
-		if _, ok := e.Shape[d.Name]; !ok && !d.Device {
+		if _, ok := e.Shape[d.Name]; !ok {
 			return fmt.Errorf("shape %s lacks %s: a lookup matches every dimension, so the bucket could never be found", e.Shape.Key(), d.Name)
 		}
 	}
@@ -167,6 +167,15 @@ func (e *Entry) Check() error {
 	}
 	if n := len(e.Device); n > maxDeviceName {
 		return fmt.Errorf("a device name of %d bytes (at most %d)", n, maxDeviceName)
+	}
+	// A tune replaces its default only with a config measured faster.
+	if len(e.Default) > 0 && !k.Canonicalize(e.Config, e.Shape, lim).Equal(k.Canonicalize(e.Default, e.Shape, lim)) {
+		switch {
+		case e.Speedup <= 1:
+			return fmt.Errorf("config %s with speedup %g: a tuned config replaces its default (%s) only when it is faster", k.String(e.Config), e.Speedup, k.String(e.Default))
+		case e.Samples == 0:
+			return fmt.Errorf("config %s with no samples: a tuned config replaces its default (%s) only when measured against it", k.String(e.Config), k.String(e.Default))
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -178,4 +179,24 @@ func LimitsOf(be bridge.Backend) Limits {
 		return Limits{MaxThreads: 1024, ThreadgroupMemory: 48 << 10, SIMDWidth: 32}
 	}
 	return Limits{MaxThreads: max(info.Cores, 1)}
+}
+
+// CheckDType refuses a weight dtype kernel k is not tuned for: a packed
+// format for a packed-weight kernel, a float dtype for the others. A tune
+// and a tuned file's entry go by the one rule.
+func CheckDType(k *Kernel, dtype string) error {
+	if _, packed := ops.DType(k.DType).Quant(); packed {
+		if !slices.Contains(ops.QuantDTypes, ops.DType(dtype)) {
+			var names []string
+			for _, d := range ops.QuantDTypes {
+				names = append(names, string(d))
+			}
+			return fmt.Errorf("%s: dtype %q: want a packed format (%s)", k.Op, dtype, strings.Join(names, ", "))
+		}
+		return nil
+	}
+	if _, err := bridge.ParseDType(dtype); err != nil {
+		return fmt.Errorf("%s: %w", k.Op, err)
+	}
+	return nil
 }

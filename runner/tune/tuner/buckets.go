@@ -71,24 +71,10 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 	if dtype == "" {
 		dtype = k.DType
 	}
-	// A packed-weight kernel is tuned for a packed format, the others for
-	// a float dtype.
-	if _, packed := ops.DType(k.DType).Quant(); packed {
-		if !slices.Contains(ops.QuantDTypes, ops.DType(dtype)) {
-			return Bucket{}, fmt.Errorf("%s: dtype %q: a packed format (%s)", kernel, dtype, quantNames())
-		}
-	} else if _, err := bridge.ParseDType(dtype); err != nil {
+	if err := tune.CheckDType(k, dtype); err != nil {
 		return Bucket{}, err
 	}
 	return Bucket{Kernel: k, DType: dtype, Shape: s, Label: label}, nil
-}
-
-func quantNames() string {
-	var n []string
-	for _, d := range ops.QuantDTypes {
-		n = append(n, string(d))
-	}
-	return strings.Join(n, ", ")
 }
 
 // otherThreads is the goroutine count a case runs at (its `threads`) where
