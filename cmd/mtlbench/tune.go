@@ -55,7 +55,7 @@ func tuneCommand() *cli.Command {
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "kernel", Usage: "kernel(s) to tune, comma-separated (default: all the backend declares)"},
-			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32"},
+			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32 (default: the kernel's default shape, which tune names)"},
 			&cli.StringFlag{Name: "dtype", Usage: "with --shape: the weight dtype (default: the kernel's, bf16)"},
 			&cli.StringFlag{Name: "backend", Usage: "backend (default: the suite's, else auto)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
@@ -206,12 +206,38 @@ func tuneRun(c *cli.Context) error {
 			return err
 		}
 		for _, k := range kernels {
-			b, err := tuner.ShapeBucket(be, k, c.String("dtype"), shape, "--shape "+c.String("shape"))
+			label := "--shape " + c.String("shape")
+			if !c.IsSet("shape") {
+				label = "default shape"
+			}
+			b, err := tuner.ShapeBucket(be, k, c.String("dtype"), shape, label)
 			if err != nil {
 				return err
 			}
+			// Without --shape the kernel's declared default shape is tuned:
+			// say which, since a run at another shape looks up its own.
+			if !c.IsSet("shape") {
+				fmt.Fprintf(c.App.ErrWriter, "tune: no --shape: tuning %s at its default shape %s\n", k, b.Shape.Key())
+			}
 			buckets = append(buckets, b)
 		}
+	}
+	if g := c.String("witness-gpu"); g != "" {
+		if err := suites.CheckValue(suites.ParamWitnessGPU, g); err != nil {
+			return fmt.Errorf("--witness-gpu: %w", err)
+		}
+	}
+	o := tuner.Options{
+		Backend: be, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
+		Rounds: c.Int("rounds"), Confirm: c.Int("confirm"), Top: c.Int("top"), Trials: c.Int("trials"),
+		Alpha: c.Float64("alpha"), MinGain: c.Float64("min-gain"), SampleTime: c.Duration("sample-time"),
+		Seed: c.Uint64("seed"), ToolVersion: readBuildInfo().Version, GitCommit: gitCommit(), Tag: c.String("tag"),
+		SuiteName: "tune", Progress: newTuneProgress(c.App.ErrWriter, c.Bool("quiet")).event,
+		WitnessGPU: c.String("witness-gpu"),
+	}
+	// A dry run refuses what the run would, before it lists anything.
+	if err := tuner.Check(buckets, o); err != nil {
+		return err
 	}
 	w := c.App.Writer
 	if c.Bool("dry-run") {
@@ -241,19 +267,7 @@ func tuneRun(c *cli.Context) error {
 	// The first signal stops tuning at its next check and keeps what was
 	// measured; a second one kills at once.
 	context.AfterFunc(ctx, stop)
-	if g := c.String("witness-gpu"); g != "" {
-		if err := suites.CheckValue(suites.ParamWitnessGPU, g); err != nil {
-			return fmt.Errorf("--witness-gpu: %w", err)
-		}
-	}
-	o := tuner.Options{
-		Backend: be, DB: db, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
-		Rounds: c.Int("rounds"), Confirm: c.Int("confirm"), Top: c.Int("top"), Trials: c.Int("trials"),
-		Alpha: c.Float64("alpha"), MinGain: c.Float64("min-gain"), SampleTime: c.Duration("sample-time"),
-		Seed: c.Uint64("seed"), ToolVersion: readBuildInfo().Version, GitCommit: gitCommit(), Tag: c.String("tag"),
-		SuiteName: "tune", Progress: newTuneProgress(c.App.ErrWriter, c.Bool("quiet")).event,
-		WitnessGPU: c.String("witness-gpu"),
-	}
+	o.DB = db
 	// Each bucket's config is written as the bucket ends, so a tune that
 	// dies later (a kill, a crash) keeps it.
 	kept := newTunedWriter(out, c.App.ErrWriter)
@@ -263,7 +277,10 @@ func tuneRun(c *cli.Context) error {
 	if s != nil {
 		o.SuiteName, o.SuitePath, o.SuiteHash = s.Name, s.File, s.Hash
 	} else {
-		o.SuitePath = "--kernel " + c.String("kernel") + " --shape " + c.String("shape")
+		o.SuitePath = "--kernel " + c.String("kernel")
+		if c.IsSet("shape") {
+			o.SuitePath += " --shape " + c.String("shape")
+		}
 	}
 	emulated := be.Info().Emulated
 	if emulated {

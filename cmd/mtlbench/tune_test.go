@@ -190,6 +190,14 @@ func TestTuneDryRunShowsPruning(t *testing.T) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
+	// Without --shape, the kernel's default shape, named.
+	out, errOut, err := mtlTune(t, "tune", "--kernel", "matmul", "--threads", "2", "--dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "no --shape: tuning matmul at its default shape k=2048,m=1,n=2048,threads=2") || !strings.Contains(out, "(default shape)") {
+		t.Errorf("dry run without --shape:\n%s\n%s", out, errOut)
+	}
 }
 
 func TestTuneErrors(t *testing.T) {
@@ -214,6 +222,16 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "export"}, "usage: mtlbench tune export FILE"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64,threads=7", "--dry-run"}, "matmul: threads is the device's, not a shape's: tune at another count with --threads"},
 		{[]string{"tune", "import", "/nonexistent.json"}, "no such file"},
+		// A dry run refuses what the run would, before it lists a candidate.
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dry-run", "--rounds", "-1"}, "--rounds -1: want a positive count"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dry-run", "--alpha", "2"}, "--alpha 2: want a significance level"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dry-run", "--min-gain", "NaN"}, "--min-gain NaN"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dry-run", "--budget", "-1s"}, "--budget -1s"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--dry-run", "--confirm", "2"}, "--confirm 2"},
+		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=4,experts=4,top_k=8,hidden=32,intermediate=16", "--dry-run"}, "top_k=8: must be at most experts=4"},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=99999999999,k=8", "--dry-run"}, "n=99999999999: must be at most"},
+		// Nor does the run record a run of buckets that could never run.
+		{[]string{"tune", "--kernel", "moe", "--shape", "tokens=4,experts=4,top_k=8,hidden=32,intermediate=16"}, "top_k=8: must be at most experts=4"},
 	} {
 		_, _, err := mtlTune(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,31 +231,40 @@ type Report struct {
 // buckets are kept.
 var ErrInterrupted = errors.New("tuning interrupted")
 
-// Run tunes every bucket in order and returns their results; a bucket that
-// cannot be tuned has Err set and the others go on.
-func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
+// Check refuses, before anything is allocated or recorded, what Run would
+// refuse or what no bucket of it could run: options out of range, too few
+// confirm rounds, a bucket's op parameters its kernel case rejects, a
+// bucket too large for the machine. A dry run checks the same.
+func Check(buckets []Bucket, o Options) error {
 	if err := o.check(); err != nil {
-		return nil, err
+		return err
 	}
 	o.defaults()
 	if o.Backend == nil {
-		return nil, errors.New("tuner: no backend")
+		return errors.New("tuner: no backend")
 	}
 	// Emulated timings write no config, so only there may the rounds be
 	// too few to show a winner.
 	if need := LeastConfirm(o.Alpha, o.Top); o.Confirm < need && !o.Backend.Info().Emulated {
-		return nil, fmt.Errorf("--confirm %d: with --top %d and --alpha %g no finalist can ever be significantly faster than the default "+
+		return fmt.Errorf("--confirm %d: with --top %d and --alpha %g no finalist can ever be significantly faster than the default "+
 			"in fewer than %d rounds (the least p of %d against %d values is %.2g, over the %.2g a finalist must beat)",
 			o.Confirm, o.Top, o.Alpha, need, o.Confirm, o.Confirm, leastP(o.Confirm), o.Alpha/float64(o.Top))
 	}
 	switch o.Strategy {
 	case Exhaustive, Random, Local:
 	default:
-		return nil, fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", o.Strategy)
+		return fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", o.Strategy)
 	}
-	if err := fits(o.Backend, buckets); err != nil {
+	return fits(o.Backend, buckets)
+}
+
+// Run tunes every bucket in order and returns their results; a bucket that
+// cannot be tuned has Err set and the others go on.
+func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
+	if err := Check(buckets, o); err != nil {
 		return nil, err
 	}
+	o.defaults()
 	start := time.Now()
 	rep := &Report{}
 	info := o.Backend.Info()
@@ -314,7 +324,7 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		status := results.RunComplete
 		if errors.Is(err, ErrInterrupted) {
 			status = results.RunInterrupted
-		} else if err != nil {
+		} else if err != nil || allFailed(rep.Results) {
 			status = results.RunFailed
 		}
 		if ferr := o.DB.FinishRun(rep.RunID, status); ferr != nil && err == nil {
@@ -324,15 +334,32 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 	return rep, err
 }
 
+// allFailed reports whether no bucket of a run was tuned: each stopped on
+// an error of its own, so the run as a whole failed.
+func allFailed(rs []*Result) bool {
+	for _, r := range rs {
+		if r.Err == nil || errors.Is(r.Err, ErrInterrupted) {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
 // fits works out every bucket's memory before anything is allocated or
 // recorded (kbench.Need, what Prepare checks again): a bucket too large
-// for this machine fails the run at once, naming its kernel and shape, what
-// it needs and what there is, instead of filling gigabytes first. Other
-// problems are left to the bucket, which reports them as it always has.
+// for this machine, or whose op parameters its kernel case refuses, fails
+// the run at once, naming its kernel and shape, instead of filling
+// gigabytes first or recording a run of failed buckets. Other problems
+// (a backend that cannot run the op) are left to the bucket, which reports
+// them as it always has.
 func fits(be bridge.Backend, buckets []Bucket) error {
 	var errs []error
 	for _, b := range buckets {
 		m, err := kbench.Need(&candidateBackend{Backend: be}, kernelCase(b))
+		if pe := (*kbench.ParamError)(nil); errors.As(err, &pe) {
+			errs = append(errs, fmt.Errorf("%s: %w", b.Describe(), err))
+			continue
+		}
 		if err != nil {
 			continue
 		}
@@ -931,7 +958,7 @@ func (t *bucketRun) confirm(ctx context.Context, def *Candidate, timed []*Candid
 	info := t.o.Backend.Info()
 	r.Entry = &tune.Entry{Device: tune.DeviceName(t.o.Backend), Backend: info.Backend, Kernel: string(k.Op), DType: t.b.DType,
 		Shape: t.b.Shape.Clone(), Config: r.Winner.Clone(), Default: def.Config.Clone(), Speedup: round(r.Speedup, 4),
-		P: round(r.P, 6), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, string(k.Op)),
+		P: significant(r.P, 3), Samples: len(def.Confirm), SourceHash: tune.SourceHash(t.o.Backend, string(k.Op)),
 		ToolVersion: t.o.ToolVersion, TunedAt: time.Now().UTC().Truncate(time.Second), Note: r.Verdict}
 	t.event("done", 0, 0, "%s", r.Verdict)
 }
@@ -970,6 +997,16 @@ func joinConfigs(k *tune.Kernel, cs []*Candidate) string {
 }
 
 func median(v []float64) float64 { return quantile.Median(v) }
+
+// significant keeps v's first digits, however small v is: a p-value of
+// 5.4e-09 stays that, not 0.
+func significant(v float64, digits int) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', digits, 64), 64)
+	if err != nil {
+		return v
+	}
+	return r
+}
 
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))

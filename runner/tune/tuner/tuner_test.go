@@ -493,3 +493,32 @@ func TestSuiteBucketsOfAPackedModelOnCUDA(t *testing.T) {
 		}
 	}
 }
+
+// A run is failed when no bucket of it was tuned, each on an error of its
+// own; one tuned bucket, or an interrupt, is not that.
+func TestAllFailed(t *testing.T) {
+	bad, stop := &Result{Err: errors.New("no")}, &Result{Err: ErrInterrupted}
+	for _, c := range []struct {
+		rs   []*Result
+		want bool
+	}{
+		{nil, false},
+		{[]*Result{bad}, true},
+		{[]*Result{bad, bad}, true},
+		{[]*Result{bad, {}}, false},
+		{[]*Result{bad, stop}, false},
+	} {
+		if got := allFailed(c.rs); got != c.want {
+			t.Errorf("%d results: allFailed %v, want %v", len(c.rs), got, c.want)
+		}
+	}
+}
+
+// A tuned file keeps a p-value's digits however small it is.
+func TestSignificant(t *testing.T) {
+	for _, c := range []struct{ v, want float64 }{{5.4321e-09, 5.43e-09}, {0.0123456, 0.0123}, {1, 1}, {0, 0}} {
+		if got := significant(c.v, 3); got != c.want {
+			t.Errorf("significant(%g, 3) = %g, want %g", c.v, got, c.want)
+		}
+	}
+}
