@@ -20,8 +20,10 @@ func selftestCommand() *cli.Command {
 		Description: "Runs each op of the backend contract on seeded random inputs and edge cases\n" +
 			"(contexts that end mid-block, one token, GQA ratios 1/4/8, head sizes 16-256,\n" +
 			"experts no token routes to) and compares with the pure-Go reference. Prints\n" +
-			"kernel, shape, max error and verdict; exits 1 if any check fails. Run it first\n" +
-			"on a new machine: mtlbench selftest --backend metal",
+			"kernel, shape, max error and verdict; exits 1 if any check fails. A check the\n" +
+			"backend does not support is skipped, counted apart from the passes; a run whose\n" +
+			"every check was skipped checked nothing and exits 2. Run it first on a new\n" +
+			"machine: mtlbench selftest --backend metal",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "backend to check: " + strings.Join(backends.Names, ", ")},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
@@ -60,12 +62,24 @@ func selftestCommand() *cli.Command {
 				// A typo would otherwise pass, having checked nothing.
 				return fmt.Errorf("--filter %q matches no check (mtlbench selftest --backend %s lists them)", o.Filter, info.Backend)
 			}
-			t, failed := selftestTable(info.Backend, rs, c.Bool("failures"), o.Timed)
+			t, n := selftestTable(info.Backend, rs, c.Bool("failures"), o.Timed)
 			if err := t.Render(c.App.Writer, f); err != nil {
 				return err
 			}
-			if failed > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed on %s", failed, len(rs), info.Backend)}
+			if n.failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed on %s%s", n.failed, len(rs), info.Backend, n.skippedNote())}
+			}
+			if n.passed == 0 {
+				// Every check was skipped: nothing was checked, which is no
+				// more a pass than a filter that matches nothing.
+				if o.Filter != "" {
+					return fmt.Errorf("--filter %q matches %d checks, all skipped on %s (the verdicts say why): nothing was checked", o.Filter, len(rs), info.Backend)
+				}
+				return fmt.Errorf("all %d checks were skipped on %s (the verdicts say why): nothing was checked", len(rs), info.Backend)
+			}
+			if n.skipped > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "%d of %d checks passed on %s%s\n", n.passed, len(rs), info.Backend, n.skippedNote())
+				return nil
 			}
 			fmt.Fprintf(c.App.ErrWriter, "all %d checks passed on %s\n", len(rs), info.Backend)
 			return nil
@@ -73,10 +87,22 @@ func selftestCommand() *cli.Command {
 	}
 }
 
+// selftestCounts counts a selftest's verdicts. A skipped check (the
+// backend does not support it) neither passed nor failed.
+type selftestCounts struct{ passed, failed, skipped int }
+
+// skippedNote is ", N skipped" when checks were skipped, else "".
+func (n selftestCounts) skippedNote() string {
+	if n.skipped == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d skipped", n.skipped)
+}
+
 // selftestTable renders results: kernel, shape, max error (and time per
 // call when timed, the cost witness's efficiencies where it counted) and
-// verdict.
-func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed bool) (*table.Table, int) {
+// verdict. failuresOnly keeps the failed checks, not the skipped ones.
+func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed bool) (*table.Table, selftestCounts) {
 	t := &table.Table{Title: "selftest on " + backend, Header: []string{"case", "shape", "max error"}}
 	if timed {
 		t.Header = append(t.Header, "us/call")
@@ -86,20 +112,26 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 		t.Header = append(t.Header, "traffic eff %", "footprint eff %")
 	}
 	t.Header = append(t.Header, "verdict")
-	failed := 0
+	var n selftestCounts
 	for _, r := range rs {
 		verdict := "ok"
+		maxErr := fmt.Sprintf("%.2g", r.MaxErr)
 		switch {
 		case r.Skipped:
 			verdict = "skipped: " + r.Err.Error()
+			// Nothing was computed, so there is no error to show.
+			maxErr = ""
+			n.skipped++
 		case r.Err != nil:
 			verdict = "FAIL: " + r.Err.Error()
-			failed++
+			n.failed++
+		default:
+			n.passed++
 		}
-		if failuresOnly && r.Err == nil {
+		if failuresOnly && (r.Err == nil || r.Skipped) {
 			continue
 		}
-		row := []string{r.Case, r.Shape, fmt.Sprintf("%.2g", r.MaxErr)}
+		row := []string{r.Case, r.Shape, maxErr}
 		if timed {
 			us := "-"
 			if r.UsPerCall > 0 {
@@ -112,13 +144,14 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 		}
 		t.Rows = append(t.Rows, append(row, verdict))
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("%d checks, %d failed; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2", len(rs), failed))
+	t.Notes = append(t.Notes, fmt.Sprintf("%d checks: %d passed, %d failed, %d skipped; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2",
+		len(rs), n.passed, n.failed, n.skipped))
 	if witness {
 		t.Notes = append(t.Notes, fmt.Sprintf("traffic eff: the op's ideal bytes over the bytes the cost witness counted its kernels moving; footprint eff: over the distinct bytes of each dispatch; "+
 			"a decode-path kernel of %d MiB or more fails under %.0f%% traffic or %.0f%% footprint (docs/metal-kernels.md)",
 			selftest.MinTrafficBytes>>20, 100/selftest.TrafficLimit, 100/selftest.FootprintLimit))
 	}
-	return t, failed
+	return t, n
 }
 
 // effCell prints an efficiency as a whole percentage, "-" for none.

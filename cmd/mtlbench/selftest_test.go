@@ -11,7 +11,8 @@ import (
 
 // The selftest table shows the cost witness's efficiencies only where a
 // check was counted (metal-emu), with a note giving the limits; the CPU's
-// table has neither.
+// table has neither. A skipped check has no max error, counts neither as
+// passed nor failed, and --failures leaves it out.
 func TestSelftestTable(t *testing.T) {
 	counted := []selftest.Result{
 		{Case: "matvec", Shape: "matmul m=1 n=4096 k=2048 dtype=bf16", MaxErr: 0.004, Efficiency: 0.889, FootprintEfficiency: 0.998},
@@ -19,18 +20,67 @@ func TestSelftestTable(t *testing.T) {
 		{Case: "attention", Shape: "paged_attention_decode seqs=1 context=512", MaxErr: 0.01, Efficiency: 0.5, FootprintEfficiency: 0.8,
 			Err: errors.New("touches 1359360 distinct bytes, 1.25× the op's ideal 1087488 (a decode-path kernel may touch 1.10×)")},
 	}
+	cpu := []selftest.Result{
+		{Case: "norm", Shape: "rms_norm tokens=4 width=2048", MaxErr: 2e-7},
+		{Case: "qmatmul/m=1/dtype=q5_k", Err: errors.New("op=qmatmul: cpu: Q5_K weights run transcoded (affine 8-bit, group 32, f32 scales)"), Skipped: true},
+		{Case: "qmatmul/m=1/dtype=q4", Shape: "qmatmul m=1 n=37 k=512 dtype=q4", MaxErr: 0.2, Err: errors.New("max error 0.2 over 1e-4")},
+	}
 	var b strings.Builder
 	for _, c := range []struct {
-		backend string
-		rs      []selftest.Result
-	}{{"metal-emu", counted}, {"cpu", []selftest.Result{{Case: "norm", Shape: "rms_norm tokens=4 width=2048", MaxErr: 2e-7}}}} {
-		tb, failed := selftestTable(c.backend, c.rs, false, false)
+		backend  string
+		rs       []selftest.Result
+		failures bool
+		want     selftestCounts
+	}{
+		{"metal-emu", counted, false, selftestCounts{passed: 2, failed: 1}},
+		{"cpu", cpu, false, selftestCounts{passed: 1, failed: 1, skipped: 1}},
+		{"cpu", cpu, true, selftestCounts{passed: 1, failed: 1, skipped: 1}},
+	} {
+		tb, n := selftestTable(c.backend, c.rs, c.failures, false)
 		if err := tb.Render(&b, table.FormatTable); err != nil {
 			t.Fatal(err)
 		}
-		if want := map[string]int{"metal-emu": 1, "cpu": 0}[c.backend]; failed != want {
-			t.Errorf("%s: %d failed, want %d", c.backend, failed, want)
+		if n != c.want {
+			t.Errorf("%s (failures only %v): counted %+v, want %+v", c.backend, c.failures, n, c.want)
 		}
 	}
 	golden(t, "selftest-witness", b.String())
+}
+
+// A check the backend does not support is skipped: counted apart from the
+// passes, left out of --failures, and a run whose every check was skipped
+// checked nothing, so it does not succeed.
+func TestSelftestSkipped(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		args       []string
+		wantErr    string // "" for success
+		wantStderr string
+		notStdout  string
+	}{
+		{name: "all skipped", args: []string{"--filter", "dtype=q5_k"},
+			wantErr: `--filter "dtype=q5_k" matches 6 checks, all skipped on cpu (the verdicts say why): nothing was checked`},
+		{name: "some skipped", args: []string{"--filter", "qmatmul/m=1/"},
+			wantStderr: "20 of 25 checks passed on cpu, 5 skipped\n"},
+		{name: "failures leave skips out", args: []string{"--filter", "qmatmul/m=1/", "--failures"},
+			wantStderr: "20 of 25 checks passed on cpu, 5 skipped\n", notStdout: "skipped:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, err := mtl(t, append([]string{"selftest", "--backend", "cpu"}, c.args...)...)
+			switch {
+			case c.wantErr != "" && (err == nil || err.Error() != c.wantErr):
+				t.Errorf("err = %v, want %q", err, c.wantErr)
+			case c.wantErr != "" && exitCode(err) == 0:
+				t.Errorf("exit code 0 for %v", err)
+			case c.wantErr == "" && err != nil:
+				t.Errorf("err = %v", err)
+			}
+			if c.wantStderr != "" && !strings.HasSuffix(stderr, c.wantStderr) {
+				t.Errorf("stderr = %q, want it to end %q", stderr, c.wantStderr)
+			}
+			if c.notStdout != "" && strings.Contains(stdout, c.notStdout) {
+				t.Errorf("stdout holds %q:\n%s", c.notStdout, stdout)
+			}
+		})
+	}
 }
