@@ -287,6 +287,12 @@ func (s *Suite) Override(set map[string]string) error {
 				}
 				return fmt.Errorf("%s: %s", where, msg)
 			}
+			// Errors about the setting (a backend that will not open) name
+			// the --set, not the suite's line it replaced.
+			if s.Positions == nil {
+				s.Positions = map[string]Pos{}
+			}
+			s.Positions[name] = Pos{File: where}
 			continue
 		}
 		if name == ParamOp {

@@ -167,6 +167,16 @@ func TestOverride(t *testing.T) {
 	if p := m.PosOf("batch").String(); p != "--set batch=8" {
 		t.Errorf("batch's position %q, want the --set", p)
 	}
+	// So is an overridden setting, not at the suite's line.
+	s2 := mustParse(t, "name: s\nbackend: cpu\ntiming: throughput\nmodel: {preset: p}\ncases:\n  - name: m\n")
+	if err := s2.Override(map[string]string{"backend": "metal-emu"}); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"backend": "--set backend=metal-emu", "timing": "t.yaml:3:9"} {
+		if p := s2.Positions[key].String(); p != want {
+			t.Errorf("%s's position %q, want %q", key, p, want)
+		}
+	}
 	if err := s.Override(map[string]string{"block_size": "12"}); err == nil || !strings.Contains(err.Error(), "block_size must be one of 8, 16, 32, got 12") {
 		t.Errorf("bad override: %v", err)
 	}

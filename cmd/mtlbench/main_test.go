@@ -318,6 +318,9 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
 		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
 		{[]string{"run", "mac-smoke", "--timing", "profiled", "--db", filepath.Join(dir, "r.db")}, `--timing "profiled": want one of throughput, profile`},
+		// A backend a flag chose names the flag, not the suite's backend line.
+		{[]string{"run", "kernels", "--backend", absentGPU(), "--db", filepath.Join(dir, "r.db")}, "--backend " + absentGPU() + ": "},
+		{[]string{"run", "kernels", "--set", "backend=" + absentGPU(), "--db", filepath.Join(dir, "r.db")}, "--set backend=" + absentGPU() + ": "},
 		// bench's flags build a suite; its problems name the flag, not a
 		// line of that suite.
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--dtype", "q9", "--db", filepath.Join(dir, "r.db")}, `--dtype: unknown dtype "q9" (did you mean "q2"?)`},

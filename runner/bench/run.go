@@ -37,7 +37,7 @@ import (
 // Options configure a suite run.
 type Options struct {
 	DB          *results.DB
-	Backend     string // overrides the suite's backend when set
+	Backend     string // overrides the suite's backend when set (run's --backend, which errors name)
 	Tag         string
 	Threads     int
 	Resume      int64 // a run id to finish instead of starting a new run
@@ -152,15 +152,16 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if err := s.Override(o.Set); err != nil {
 		return nil, err
 	}
-	backendName := s.Backend
+	backendName, backendPos := s.Backend, s.Positions["backend"]
 	if o.Backend != "" {
-		backendName = o.Backend
+		// The flag chose the backend: an error names it, not the suite's line.
+		backendName, backendPos = o.Backend, suites.Pos{File: "--backend " + o.Backend}
 	}
 	bo := o.Backends
 	bo.Threads = o.Threads
 	be, err := backends.Open(backendName, bo)
 	if err != nil {
-		return nil, s.ErrorAt(s.Positions["backend"], "%v", err)
+		return nil, s.ErrorAt(backendPos, "%v", err)
 	}
 	defer be.Close()
 	info := be.Info()
