@@ -155,8 +155,11 @@ const (
 
 // DeviceInfo describes what a backend runs on.
 type DeviceInfo struct {
-	Backend     string
-	Name        string
+	Backend string
+	Name    string
+	// Cores are the device's compute units (the CPU's threads, a CUDA
+	// GPU's SMs); 0 where it does not report them (Metal has no API for a
+	// GPU's core count; the emulator is no GPU).
 	Cores       int
 	MemoryBytes int64
 	// AvailableBytes is what a new allocation can still get (0: unknown).

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
@@ -29,5 +31,38 @@ func TestBackendStatusIsShort(t *testing.T) {
 	}
 	if got := backendStatus("cuda", errors.New("cuda: no driver\nsecond line")); got != "cuda: no driver (more: mtlbench selftest --backend cuda)" {
 		t.Errorf("multi-line status: %q", got)
+	}
+}
+
+// A device that reports no core count shows "-", never a 0 that reads as
+// a device without cores.
+func TestDeviceRowCores(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   bridge.DeviceInfo
+		want string
+	}{
+		{"cpu", bridge.DeviceInfo{Backend: "cpu", Name: "Apple M2 Pro", Cores: 12}, "12"},
+		{"cuda", bridge.DeviceInfo{Backend: "cuda", Name: "NVIDIA H100", Cores: 132}, "132"},
+		{"metal", bridge.DeviceInfo{Backend: "metal", Name: "Apple M2 Pro"}, "-"},
+		{"metal-emu", bridge.DeviceInfo{Backend: "metal-emu", Name: "msl-emu (Apple GPU emulated on the CPU)", Emulated: true}, "-"},
+	} {
+		if got := deviceRow(c.name, c.in)[2]; got != c.want {
+			t.Errorf("%s: cores %q, want %q", c.name, got, c.want)
+		}
+	}
+	// Every backend this machine opens, through the command.
+	out, _, err := mtl(t, "devices", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows[1:] {
+		if r[2] == "0" {
+			t.Errorf("devices row %q shows 0 cores", r)
+		}
 	}
 }

@@ -183,15 +183,7 @@ func devicesCommand() *cli.Command {
 					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", backendStatus(name, err)})
 					continue
 				}
-				in := be.Info()
-				status := "ok"
-				if in.Emulated {
-					status = "ok (emulated: timings are not comparable with real ones)"
-				}
-				if in.Notes != "" {
-					status += "; " + in.Notes
-				}
-				t.Rows = append(t.Rows, []string{name, in.Name, fmt.Sprint(in.Cores), gib(in.MemoryBytes), gib(in.AvailableBytes), status})
+				t.Rows = append(t.Rows, deviceRow(name, be.Info()))
 				if pl, ok := be.(bridge.PipelineLimits); ok && c.Bool("pipelines") {
 					for _, l := range pl.PipelineLimits() {
 						if l.Err != nil {
@@ -212,6 +204,24 @@ func devicesCommand() *cli.Command {
 			return render(c, t)
 		},
 	}
+}
+
+// deviceRow is a backend's row of the devices table. A device that does
+// not report a core count (Metal has no API for a GPU's cores; the
+// emulator is no GPU) shows "-", not 0.
+func deviceRow(name string, in bridge.DeviceInfo) []string {
+	status := "ok"
+	if in.Emulated {
+		status = "ok (emulated: timings are not comparable with real ones)"
+	}
+	if in.Notes != "" {
+		status += "; " + in.Notes
+	}
+	cores := "-"
+	if in.Cores > 0 {
+		cores = fmt.Sprint(in.Cores)
+	}
+	return []string{name, in.Name, cores, gib(in.MemoryBytes), gib(in.AvailableBytes), status}
 }
 
 func gib(b int64) string {
