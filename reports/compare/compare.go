@@ -304,15 +304,26 @@ func sidesComparable(a, b *Side) (reason string, notes []string) {
 	return "", notes
 }
 
+// FoundParams are recorded parameters that say what a run found rather
+// than how it was set up: a tune candidate's calls per timing sample
+// (calibrated to the sample time), its status, role and error against the
+// reference. Runs of one setup differ in them, and a change cannot come from
+// them, so paramDiff leaves them out, as compare leaves out a run's probes
+// (read bandwidth, matmul peak).
+var FoundParams = []string{"tune.iters", "tune.status", "tune.role", "tune.max_abs_err"}
+
 // paramDiff lists the parameters two matched cases recorded differently
 // (the key covers the suite's parameters, not what the runner adds, such as
-// the model's dtype).
+// the model's dtype), FoundParams aside.
 func paramDiff(a, b map[string]string) string {
 	if a == nil || b == nil {
 		return ""
 	}
 	var diffs []string
 	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if slices.Contains(FoundParams, k) {
+			continue
+		}
 		if bv, ok := b[k]; ok && bv != a[k] {
 			diffs = append(diffs, fmt.Sprintf("%s %s vs %s", k, a[k], bv))
 		}

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -233,5 +234,44 @@ func TestPValuesAreProbabilities(t *testing.T) {
 	}
 	if p := probability(math.NaN()); !math.IsNaN(p) {
 		t.Errorf("probability(NaN) = %v, want NaN (no test)", p)
+	}
+}
+
+// A differing recorded parameter is noted only when it is a setting: what
+// a run found (a tune candidate's calibrated calls per sample, its status,
+// role and error) differs between runs of one setup.
+func TestParamDiffLeavesOutFound(t *testing.T) {
+	tuneCase := map[string]string{"op": "moe", "dtype": "f32", "config": "loop", "tune.strategy": "loop",
+		"tune.status": "timed", "tune.role": "winner", "tune.max_abs_err": "1.19e-07", "tune.iters": "214"}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(tuneCase)
+		m[k] = v
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		b    map[string]string
+		want string
+	}{
+		{"same", tuneCase, ""},
+		{"calibration", with("tune.iters", "188"), ""},
+		{"status", with("tune.status", "pruned"), ""},
+		{"role", with("tune.role", "candidate"), ""},
+		{"error", with("tune.max_abs_err", "2.4e-07"), ""},
+		{"setting", with("tune.strategy", "chunked"), "tune.strategy loop vs chunked"},
+		{"dtype", with("dtype", "bf16"), "dtype f32 vs bf16"},
+	} {
+		if got := paramDiff(tuneCase, c.b); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	// Through Compare: two tune runs of one candidate, calibrated apart.
+	a, b := NewSide("A"), NewSide("B")
+	rc := results.Case{Key: "tune/moe/f32/x/loop", Name: "moe loop", Kind: "kernel", Status: results.CaseDone, Params: tuneCase}
+	a.Add(rc, samples("us_per_call", "us", seq(8, 10, 0.1)))
+	rc.Params = with("tune.iters", "188")
+	b.Add(rc, samples("us_per_call", "us", seq(8, 10, 0.1)))
+	if notes := strings.Join(Compare(a, b, Options{}).Notes, "\n"); strings.Contains(notes, "recorded parameters differ") {
+		t.Errorf("notes: %s", notes)
 	}
 }

@@ -30,6 +30,9 @@ func record(db *results.DB, runID int64, r *Result) error {
 		}
 	}
 	for i, c := range r.Candidates {
+		// tune.status, tune.role, tune.max_abs_err and tune.iters are what
+		// the run found, not settings: compare does not note them as
+		// differing parameters (compare.FoundParams).
 		params := map[string]string{suites.ParamOp: string(k.Op), "dtype": r.Bucket.DType, "config": k.String(c.Config),
 			"tune.status": c.Status, "tune.role": role(c)}
 		if r.Bucket.Label != "" {
