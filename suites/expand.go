@@ -75,6 +75,7 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 			}
 			c.Name = name.String()
 			c.Op = ops.ID(c.stringParam(ParamOp, ""))
+			p.aliases(&c, src)
 			c.Key = caseKey(c)
 			p.crossCheck(c, src)
 			c.decode()
@@ -122,6 +123,66 @@ func caseKey(c Case) string {
 		b.WriteString("/" + k + "=" + canon(k, c.Params[k]))
 	}
 	return b.String()
+}
+
+// aliases files a kernel case's alias under its op's own name (matmul's
+// tokens as m, rms_norm's hidden as width), so one piece of work has one key
+// and runs what it says. Of the two names given at once, the case's (its
+// params, matrix or a --set) wins over the suite's defaults, and the op's
+// own name over an alias when both are the suite's; both in one case is an
+// error, since which one meant the work cannot be told.
+func (p *parser) aliases(c *Case, src map[string]int) {
+	if c.Kind != KindKernel {
+		return
+	}
+	o, ok := ops.Lookup(c.Op)
+	if !ok {
+		return
+	}
+	for _, u := range o.Params {
+		alias, name := string(u.Alias), string(u.Param)
+		a, ok := c.Params[alias]
+		if alias == "" || !ok {
+			continue
+		}
+		if v, both := c.Params[name]; both {
+			switch {
+			case src[alias] >= fromCase && src[name] >= fromCase:
+				once := c.Group + "\x00" + string(o.ID) + "\x00alias\x00" + alias
+				if !p.said[once] {
+					if p.said == nil {
+						p.said = map[string]bool{}
+					}
+					p.said[once] = true
+					p.errs.add(a.Pos, "give one of them", "in case %q: %s and %s (line %d) are one parameter of %s, %s its other name", c.Group, alias, name, v.Pos.Line, o.ID, alias)
+				}
+				continue
+			case src[alias] <= src[name]:
+				delete(c.Params, alias)
+				delete(src, alias)
+				continue
+			}
+		}
+		c.Params[name], src[name] = a, src[alias]
+		delete(c.Params, alias)
+		delete(src, alias)
+	}
+}
+
+// ownName is the name case c's op reads parameter name under: an alias is
+// its op's own parameter by another name.
+func ownName(c Case, name string) string {
+	if c.Kind != KindKernel {
+		return name
+	}
+	if o, ok := ops.Lookup(c.Op); ok {
+		for _, u := range o.Params {
+			if u.Alias != "" && string(u.Alias) == name {
+				return string(u.Param)
+			}
+		}
+	}
+	return name
 }
 
 // crossCheck applies the checks that involve two parameters, once merged.

@@ -154,7 +154,18 @@ func TestExpansion(t *testing.T) {
 			name:  "op in the matrix",
 			src:   head + "  - name: norms\n    kind: kernel\n    matrix: {op: [rms_norm, add_rms_norm], hidden: [64]}\n",
 			names: []string{"norms/op=rms_norm/hidden=64", "norms/op=add_rms_norm/hidden=64"},
-			keys:  []string{"kernel/norms/hidden=64/op=rms_norm", "kernel/norms/hidden=64/op=add_rms_norm"},
+			keys:  []string{"kernel/norms/op=rms_norm/width=64", "kernel/norms/op=add_rms_norm/width=64"},
+		},
+		{
+			// An alias is its op's own parameter by another name, filed under
+			// that name; a case's value wins over the suite's, and of the
+			// suite's the op's own name over the alias.
+			name: "aliases are filed under their op's own name",
+			src: "name: s\nmodel: {preset: p}\nparams: {tokens: 16, hidden: 32, k: 64}\ncases:\n  - name: mm\n    op: matmul\n    params: {m: 1}\n" +
+				"  - name: mm2\n    op: matmul\n  - name: mm3\n    op: matmul\n    matrix: {tokens: [2]}\n  - name: norm\n    op: rms_norm\n    params: {hidden: 128}\n",
+			names: []string{"mm", "mm2", "mm3/tokens=2", "norm"},
+			keys: []string{"kernel/mm/k=64/m=1/op=matmul", "kernel/mm2/k=64/m=16/op=matmul", "kernel/mm3/k=64/m=2/op=matmul",
+				"kernel/norm/k=64/op=rms_norm/tokens=16/width=128"},
 		},
 		{
 			name:  "free text is escaped in keys",
@@ -497,6 +508,14 @@ func TestErrors(t *testing.T) {
 		{"max_seqs past requests", head + "  - name: c\n    params: {batch: 4, max_seqs: 8}\n  - name: d\n    params: {batch: 2, requests: 6, max_seqs: 8}\n", []string{
 			`t.yaml:5:34: in case "c": max_seqs 8 is more than the 4 requests (requests defaults to the batch), so it is never reached (lower max_seqs, or raise requests)`,
 			`t.yaml:7:47: in case "d": max_seqs 8 is more than requests 6, so it is never reached (lower max_seqs, or raise requests)`,
+		}},
+		// Both names of one parameter in one case: which was meant cannot
+		// be told.
+		{"a parameter and its alias", head + "  - name: mm\n    op: matmul\n    params: {m: 4, tokens: 8}\n", []string{
+			`t.yaml:6:28: in case "mm": tokens and m (line 6) are one parameter of matmul, tokens its other name (give one of them)`,
+		}},
+		{"an alias in the matrix", head + "  - name: norm\n    op: rms_norm\n    params: {width: 256}\n    matrix: {hidden: [64, 128]}\n", []string{
+			`t.yaml:7:23: in case "norm": hidden and width (line 6) are one parameter of rms_norm, hidden its other name (give one of them)`,
 		}},
 		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
 

@@ -362,18 +362,21 @@ func (s *Suite) Override(set map[string]string) error {
 				out = append(out, c)
 				continue
 			}
+			// An alias sets its op's own parameter (expand filed the case's
+			// value under that name).
+			name := ownName(c, pr.name)
 			if sweep {
 				// Cases that differ only in the swept parameter (a matrix
 				// over it) become one set of swept cases.
 				base := c
 				base.Params = maps.Clone(c.Params)
-				delete(base.Params, pr.name)
+				delete(base.Params, name)
 				k := caseKey(base)
 				if seen[k] {
 					continue
 				}
 				seen[k] = true
-				c.Name = dropSegment(c.Name, pr.name)
+				c.Name = dropSegment(dropSegment(c.Name, pr.name), name)
 			}
 			for _, v := range pr.vals {
 				nc := c
@@ -384,13 +387,13 @@ func (s *Suite) Override(set map[string]string) error {
 				// Errors about the value name the --set, not the case it
 				// replaced a value of.
 				v.Pos = Pos{File: fmt.Sprintf("--set %s=%s", pr.name, set[pr.name])}
-				nc.Params[pr.name] = v
+				nc.Params[name] = v
 				if sweep {
 					// A case per value, as a matrix makes them.
-					nc.Name = c.Name + "/" + pr.name + "=" + canon(pr.name, v)
+					nc.Name = c.Name + "/" + name + "=" + canon(name, v)
 					nc.Key = caseKey(nc)
 				}
-				src := map[string]int{pr.name: fromMatrix}
+				src := map[string]int{name: fromMatrix}
 				p.crossCheck(nc, src)
 				nc.decode()
 				out = append(out, nc)

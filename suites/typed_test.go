@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -166,6 +167,28 @@ func TestOverride(t *testing.T) {
 	// An overridden value is placed at its --set, not at the case.
 	if p := m.PosOf("batch").String(); p != "--set batch=8" {
 		t.Errorf("batch's position %q, want the --set", p)
+	}
+	// An alias sets its op's own parameter: --set tokens on a matmul case
+	// runs its m, a sweep labels and keys it m.
+	s3 := mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: mm\n    op: matmul\n    params: {m: 1}\n  - name: norm\n    op: rms_norm\n")
+	if err := s3.Override(map[string]string{"tokens": "64"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range s3.Cases {
+		want := map[string]string{"mm": "m", "norm": "tokens"}[c.Name]
+		if v, _ := c.Kernel.Int(ops.Param(want)); v != 64 {
+			t.Errorf("case %s after --set tokens=64: %s=%d (%v)", c.Name, want, v, c.Params)
+		}
+		if _, ok := c.Params["tokens"]; ok && c.Name == "mm" {
+			t.Errorf("case mm keeps the alias beside m: %v", c.Params)
+		}
+	}
+	s4 := mustParse(t, "name: s\nmodel: {preset: p}\ncases:\n  - name: mm\n    op: matmul\n    matrix: {m: [1, 2]}\n")
+	if err := s4.Override(map[string]string{"tokens": "[4, 8]"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(names(s4.Cases)); got != "[mm/m=4 mm/m=8]" {
+		t.Errorf("--set tokens=[4, 8] over a matrix of m: cases %s", got)
 	}
 	// So is an overridden setting, not at the suite's line.
 	s2 := mustParse(t, "name: s\nbackend: cpu\ntiming: throughput\nmodel: {preset: p}\ncases:\n  - name: m\n")

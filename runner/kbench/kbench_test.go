@@ -146,6 +146,8 @@ func TestBadParams(t *testing.T) {
 		{kcase("moe", "experts", 4, "top_k", 8), "top_k", "top_k=8: must be at most experts=4"},
 		{kcase("matmul", "m", 0), "m", "m=0: must be positive"},
 		{kcase("rms_norm", "width", -3), "width", "width=-3: must be positive"},
+		{kcase("matmul", "m", 4, "tokens", 8), "tokens", "tokens=8: is m by another name, given too (m=4): give one"},
+		{kcase("rms_norm", "width", 256, "hidden", 128), "hidden", "hidden=128: is width by another name, given too (width=256)"},
 		{kcase("matmul", "dtype", "fp8"), "dtype", "dtype=fp8: supported dtypes are f32, f16, bf16"},
 		{kcase("matmul", "dtype", "q4"), "dtype", "dtype=q4: supported dtypes are f32, f16, bf16 (packed weights: op qmatmul)"},
 		{kcase("moe", "dtype", "q4_k"), "dtype", "dtype=q4_k: supported dtypes are f32, f16, bf16 (packed weights: op qmoe)"},

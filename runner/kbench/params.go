@@ -38,11 +38,20 @@ func (p *params) int(name ops.Param) int {
 	u, _ := p.op.Use(name)
 	v := u.Default
 	given := name
-	if x, ok := p.a.Int(name); ok {
+	x, ok := p.a.Int(name)
+	y, aliased := p.a.Int(u.Alias)
+	aliased = aliased && u.Alias != ""
+	switch {
+	case ok && aliased:
+		// Which of the two was meant cannot be told (suites file an alias
+		// under the op's own name; Args built by hand may hold both).
+		p.fail(u.Alias, strconv.Itoa(y), "is %s by another name, given too (%s=%d): give one", name, name, x)
 		v = x
-	} else if x, ok := p.a.Int(u.Alias); ok && u.Alias != "" {
-		v, given = x, u.Alias
-	} else {
+	case ok:
+		v = x
+	case aliased:
+		v, given = y, u.Alias
+	default:
 		given = ""
 	}
 	if given != "" {
