@@ -450,3 +450,73 @@ func TestFileName(t *testing.T) {
 		t.Error(got)
 	}
 }
+
+// Local search reaches every candidate of every space: walking Neighbours
+// from the default's raw point (as the tuner does, from each move's raw
+// point) visits each candidate's config, at shapes where a fold (a chunk
+// a strategy ignores, a tile under the matvec) could wall part of the
+// space off.
+func TestLocalSearchReachesEverything(t *testing.T) {
+	gpu := Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	shapes := []Shape{{}, {"tokens": 16, "top_k": 4}, {"tokens": 2, "experts": 32, "top_k": 4}, {"m": 3}, {"m": 16},
+		{"context": 100}, {"width": 1000}}
+	for _, backend := range []string{"cpu", "metal-emu", "cuda"} {
+		lim := gpu
+		if backend == "cpu" {
+			lim = Limits{MaxThreads: 2}
+		}
+		for _, k := range Kernels(backend) {
+			done := map[string]bool{}
+			for _, shape := range shapes {
+				given := Shape{}
+				for d, v := range shape {
+					if _, ok := k.Dim(d); ok {
+						given[d] = v
+					}
+				}
+				s, err := k.Normalize(given, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if done[s.Key()] {
+					continue
+				}
+				done[s.Key()] = true
+				cands, _ := k.Candidates(s, lim)
+				raw := k.Default(s, lim)
+				reached := map[string]bool{k.Canonicalize(raw, s, lim).Key(): true}
+				want := map[string]bool{}
+				for _, c := range cands {
+					want[c.Key()] = true
+				}
+				left := len(want)
+				if want[k.Canonicalize(raw, s, lim).Key()] {
+					left--
+				}
+				queue := []Config{raw}
+				for len(queue) > 0 && left > 0 {
+					r := queue[0]
+					queue = queue[1:]
+					for _, m := range k.Neighbours(r, s, lim) {
+						if !reached[m.Config.Key()] {
+							reached[m.Config.Key()] = true
+							queue = append(queue, m.Raw)
+							if want[m.Config.Key()] {
+								left--
+							}
+						}
+					}
+				}
+				var missed []string
+				for _, c := range cands {
+					if !reached[c.Key()] {
+						missed = append(missed, k.String(c))
+					}
+				}
+				if len(missed) > 0 {
+					t.Errorf("%s %s at %s: local search cannot reach %d of %d candidates: %v", backend, k.Op, s.Key(), len(missed), len(cands), missed)
+				}
+			}
+		}
+	}
+}
