@@ -134,3 +134,48 @@ func TestMetalMoEStrategies(t *testing.T) {
 		}
 	}
 }
+
+// A Metal matmul entry tuned at one row (the matvec, mv_max=1) takes the
+// tile path at two rows, where its 64-row tile cannot run: the nearby
+// bucket does not apply there, and the lookup keeps the default without a
+// warning. At its own shape a config that cannot run is warned of.
+func TestNearbyEntryOfAnotherPathIsQuiet(t *testing.T) {
+	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	k, err := Find("metal", "matmul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(m int) Shape {
+		s, err := k.Normalize(Shape{"m": m, "n": 2048, "k": 2048}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tuned := k.DefaultConfig(at(1), lim)
+	e := Entry{Device: "Apple M1 (apple7)", Backend: "metal", Kernel: "matmul", DType: "bf16", Shape: at(1),
+		Config: tuned, Default: tuned, Speedup: 1, P: 0.5, Samples: 20, SourceHash: "h"}
+	q := func(m int) Query {
+		return Query{Device: e.Device, Backend: "metal", Kernel: "matmul", DType: "bf16", Shape: at(m), SourceHash: "h", Limits: lim}
+	}
+	s := NewStore(layer(FromUser, e))
+	for _, m := range []int{2, 3, 4} {
+		c, err := s.Lookup(q(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.IsDefault() && k.Check(c.Config, at(m), lim) != nil {
+			t.Errorf("m=%d: chose %s, which cannot run there", m, c)
+		}
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("warnings for a nearby bucket of another path: %q", w)
+	}
+	// At its own shape, a config the device refuses is warned of.
+	bad := e
+	bad.Config = Config{"mv_max": "0", "bm": "64", "bn": "64", "bk": "32", "sgm": "2", "sgn": "2"}
+	s = NewStore(layer(FromUser, bad))
+	if c, _ := s.Lookup(q(1)); !c.IsDefault() || len(s.Warnings()) != 1 {
+		t.Errorf("a config that cannot run at its own shape: %s, warnings %q", c, s.Warnings())
+	}
+}
