@@ -49,6 +49,24 @@ type Store struct {
 	mu       sync.Mutex
 	warned   map[string]bool
 	warnings []string
+	refused  map[*Located]error // Entry.Check of each entry looked at
+}
+
+// refusal is e's Entry.Check, worked out once: an entry `tune import` would
+// refuse (a slower config, a bucket lacking a dimension) is not used
+// either, as `tune show` says.
+func (s *Store) refusal(e *Located) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.refused[e]; ok {
+		return err
+	}
+	if s.refused == nil {
+		s.refused = map[*Located]error{}
+	}
+	err := e.Check()
+	s.refused[e] = err
+	return err
 }
 
 // NewStore is a store over layers, highest priority first.
@@ -242,6 +260,11 @@ func (s *Store) Lookup(q Query) (Choice, error) {
 		for ei := range l.Entries {
 			e := &l.Entries[ei]
 			if e.Device != q.Device || e.Backend != q.Backend || e.Kernel != q.Kernel || e.DType != q.DType {
+				continue
+			}
+			if err := s.refusal(e); err != nil {
+				s.warn("refused:"+l.Name+":"+e.File+":"+e.Key(), fmt.Sprintf(
+					"tuned config %s for %s from %s (%s) is refused: %v; ignored", k.String(e.Config), e.Describe(), l.Name, e.File, err))
 				continue
 			}
 			dist, size, ok := distance(k, q.Shape, e.Shape)

@@ -345,6 +345,19 @@ func TestStaleEntryIgnoredWithWarning(t *testing.T) {
 	if c, _ := s.Lookup(query(4, "h")); !c.IsDefault() || len(s.Warnings()) != 1 {
 		t.Errorf("bad config: %s, warnings %q", c, s.Warnings())
 	}
+	// So is an entry `tune import` refuses (tune show: refused): a config
+	// measured slower than its default, a bucket without the threads a
+	// lookup matches.
+	slower := entry(4, chunked(4), "h")
+	slower.Speedup = 0.5
+	noThreads := entry(4, chunked(4), "h")
+	delete(noThreads.Shape, "threads")
+	for _, e := range []Entry{slower, noThreads} {
+		s = NewStore(layer(FromUser, e))
+		if c, _ := s.Lookup(query(4, "h")); !c.IsDefault() || len(s.Warnings()) != 1 || !strings.Contains(s.Warnings()[0], "refused") {
+			t.Errorf("%+v: %s, warnings %q", e, c, s.Warnings())
+		}
+	}
 }
 
 func TestFileRoundTrip(t *testing.T) {
@@ -434,6 +447,10 @@ func TestShippedFilesParse(t *testing.T) {
 			}
 			if e.SourceHash == "" || e.Samples == 0 {
 				t.Errorf("%s: %s lacks a source hash or samples", n, e.Describe())
+			}
+			// The lookup refuses what import would.
+			if err := e.Check(); err != nil {
+				t.Errorf("%s: %s: %v", n, e.Describe(), err)
 			}
 		}
 	}

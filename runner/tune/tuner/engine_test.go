@@ -27,7 +27,7 @@ func miniStore(be bridge.Backend, from string, entries ...tune.Entry) *tune.Stor
 func miniMoE(be bridge.Backend, tokens int, cfg tune.Config) tune.Entry {
 	return tune.Entry{Device: be.Info().Name, Backend: "cpu", Kernel: "moe", DType: "bf16",
 		Shape:  tune.Shape{"tokens": tokens, "experts": 32, "top_k": 4, "hidden": 512, "intermediate": 256, "threads": 2},
-		Config: cfg, Default: tune.Config{"strategy": "grouped"}, Samples: 20, SourceHash: cpu.KernelSourceHash("moe")}
+		Config: cfg, Default: tune.Config{"strategy": "grouped"}, Speedup: 1.2, P: 0.001, Samples: 20, SourceHash: cpu.KernelSourceHash("moe")}
 }
 
 func generate(t *testing.T, be bridge.Backend, o engine.Options) ([]engine.Output, map[string]string) {
@@ -77,7 +77,7 @@ func TestEngineUsesTunedConfig(t *testing.T) {
 	// A tuned matmul split is installed for the step and gives the same answer.
 	mm := tune.Entry{Device: be.Info().Name, Backend: "cpu", Kernel: "matmul", DType: "bf16",
 		Shape:  tune.Shape{"m": 2, "n": 8192, "k": 512, "threads": 2},
-		Config: tune.Config{"piece": "256", "threads": "2"}, Samples: 20, SourceHash: cpu.KernelSourceHash("matmul")}
+		Config: tune.Config{"piece": "256", "threads": "2"}, Speedup: 1.2, P: 0.001, Samples: 20, SourceHash: cpu.KernelSourceHash("matmul")}
 	got, used = generate(t, be, engine.Options{Tuned: bench.TunedLookup(miniStore(be, tune.FromShipped, mm))})
 	if !strings.Contains(used["matmul"], "256/2t (shipped)") {
 		t.Errorf("matmul used %q", used["matmul"])
