@@ -143,7 +143,8 @@ func generateCommand() *cli.Command {
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},
 			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json or a .gguf file's own is used otherwise)"},
-			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate"},
+			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, a GGUF file's eos and eot ids), kept as the last"},
+			&cli.BoolFlag{Name: "ignore-eos", Usage: "generate all --max-new-tokens, past an end-of-sequence token (as benchmarks do)"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},
 			&cli.StringFlag{Name: "against", Usage: "also run on this backend and fail unless its tokens and logits agree (e.g. cpu)"},
@@ -220,7 +221,11 @@ func generateCommand() *cli.Command {
 			start := time.Now()
 			// Logits are always read for the last prompt position: the engine
 			// fails on non-finite ones instead of printing garbage tokens.
-			out, err := e.Generate([]engine.Request{{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}})
+			req := engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}
+			if !c.Bool("ignore-eos") {
+				req.Stop = e.Config().EOS
+			}
+			out, err := e.Generate([]engine.Request{req})
 			if err != nil {
 				return err
 			}
@@ -251,13 +256,16 @@ func generateCommand() *cli.Command {
 			}
 			cfg := e.Config()
 			fmt.Fprintf(c.App.ErrWriter, "%s on %s: %d prompt + %d new tokens in %v\n", cfg.Name, e.Backend().Info().Backend, len(prompt), len(out[0].Tokens), el.Round(time.Millisecond))
+			if got := out[0].Tokens; len(got) < n {
+				fmt.Fprintf(c.App.ErrWriter, "note: stopped at the end-of-sequence token %d after %d of %d tokens (--ignore-eos goes on)\n", got[len(got)-1], len(got), n)
+			}
 			if cfg.Truncated() {
 				fmt.Fprintf(c.App.ErrWriter, "note: ran %d of the model's %d layers\n", cfg.Layers, cfg.ModelLayers)
 			}
 			if c.String("against") == "" {
 				return nil
 			}
-			return generateAgainst(c, e, against, engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}, out[0])
+			return generateAgainst(c, e, against, req, out[0])
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"github.com/mtlbench/mtlbench/suites"
 	"os"
 	"path/filepath"
@@ -214,6 +215,70 @@ func TestGenerateJSONMatchesTransformers(t *testing.T) {
 			t.Fatalf("logit %d differs by %g", i, d)
 		}
 	}
+}
+
+// generate stops at the checkpoint's end-of-sequence token, as
+// transformers' generate does, keeping it as the last; --ignore-eos goes on.
+func TestGenerateStopsAtEOS(t *testing.T) {
+	src := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3_moe")
+	var ref struct {
+		Prompts []struct {
+			Tokens []int32 `json:"tokens"`
+			Greedy []int32 `json:"greedy"`
+		} `json:"prompts"`
+	}
+	data, err := os.ReadFile(filepath.Join(src, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(data, &ref)
+	p := ref.Prompts[1]
+	// The end token: the first one past the first not seen before it.
+	at := -1
+	for j := 1; j < len(p.Greedy) && at < 0; j++ {
+		if !slices.Contains(p.Greedy[:j], p.Greedy[j]) {
+			at = j
+		}
+	}
+	if at < 0 {
+		t.Skip("the reference's greedy run repeats its first token")
+	}
+	eos := p.Greedy[at]
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		if err := os.Symlink(filepath.Join(mustAbs(t, src), f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(fmt.Sprintf(`{"eos_token_id": %d}`, eos)), 0o644)
+	toks := make([]string, len(p.Tokens))
+	for i, v := range p.Tokens {
+		toks[i] = strconv.Itoa(int(v))
+	}
+	args := []string{"generate", "--model", dir, "--tokens", strings.Join(toks, ","), "--max-new-tokens", strconv.Itoa(len(p.Greedy))}
+	out, errOut, err := mtl(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out), tokenLine(p.Greedy[:at+1]); got != want {
+		t.Errorf("tokens %s, want %s (stopped at %d)", got, want, eos)
+	}
+	if !strings.Contains(errOut, fmt.Sprintf("stopped at the end-of-sequence token %d after %d of %d tokens", eos, at+1, len(p.Greedy))) {
+		t.Errorf("no note of the stop:\n%s", errOut)
+	}
+	out, _, err = mtl(t, append(args, "--ignore-eos")...)
+	if err != nil || strings.TrimSpace(out) != tokenLine(p.Greedy) {
+		t.Errorf("--ignore-eos: %s %v, want %s", out, err, tokenLine(p.Greedy))
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // generate --against runs the prompt on a second backend and fails unless

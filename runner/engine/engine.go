@@ -77,6 +77,10 @@ type Request struct {
 	// the prompts is prefilled in one step and decoded together
 	// (sched.Seq.Split: prefill at a depth).
 	PrefillSplit int
+	// Stop are tokens that end the request when sampled, kept as its last
+	// token (the model's end-of-sequence tokens, model.Config.EOS); nil:
+	// it generates MaxNewTokens, as a benchmark does.
+	Stop []int32
 }
 
 // Sampled is a token a step produced for a request.
@@ -311,7 +315,7 @@ func (e *Engine) Add(r Request) error {
 		return fmt.Errorf("request %d: prefill split %d is not inside its %d-token prompt", r.ID, r.PrefillSplit, len(r.Prompt))
 	}
 	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens,
-		Split: r.PrefillSplit}
+		Split: r.PrefillSplit, Stop: r.Stop}
 	if err := e.sched.Add(seq); err != nil {
 		return err
 	}

@@ -360,3 +360,36 @@ func TestCloseFreesWhatTheEngineAllocated(t *testing.T) {
 	}
 	e.Close()
 }
+
+// A request ends at its first stop token, kept as its last, while the
+// others of the batch run on to their lengths as before.
+func TestStopTokens(t *testing.T) {
+	reqs := raggedRequests(512, 8)[:3]
+	alone := aloneOutputs(t, "llama", reqs)
+	// Stop the first request at the first token of its run not seen before
+	// in it, past the first.
+	full := alone[0].Tokens
+	at := -1
+	for j := 1; j < len(full); j++ {
+		if !slices.Contains(full[:j], full[j]) {
+			at = j
+			break
+		}
+	}
+	if at < 0 {
+		t.Skip("the fixture's first request repeats one token")
+	}
+	reqs[0].Stop = []int32{full[at]}
+	e := openFixture(t, "llama", cpu.New(cpu.Options{}), Options{})
+	got, err := e.Generate(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got[0].Tokens, full[:at+1]) {
+		t.Errorf("stopped request: %v, want %v", got[0].Tokens, full[:at+1])
+	}
+	sameOutputs(t, "beside a stopped request", got[1:], alone[1:], 2e-5)
+	if e.KV().FreeBlocks() != e.KV().NumBlocks() {
+		t.Errorf("%d blocks leaked", e.KV().NumBlocks()-e.KV().FreeBlocks())
+	}
+}

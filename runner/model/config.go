@@ -58,6 +58,12 @@ type Config struct {
 
 	// Quant, when set, says which matrices are stored packed (quant.go).
 	Quant *QuantScheme
+
+	// EOS are the tokens that end a generation: generation_config.json's
+	// eos_token_id, else config.json's (one id or a list), or a GGUF file's
+	// tokenizer.ggml.eos_token_id; nil when the checkpoint names none (the
+	// presets).
+	EOS []int32
 }
 
 // IsMoELayer reports whether layer l uses the sparse expert block, following
@@ -165,7 +171,33 @@ type hfConfig struct {
 	MLPOnlyLayers     []int `json:"mlp_only_layers"`
 	MLPBias           bool  `json:"mlp_bias"`
 
+	EOSTokenID json.RawMessage `json:"eos_token_id"`
+
 	gpt2Keys
+}
+
+// ParseEOS reads an eos_token_id as config.json and generation_config.json
+// write it: one id, a list of ids, or null (none).
+func ParseEOS(raw json.RawMessage) ([]int32, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one int64
+	if err := json.Unmarshal(raw, &one); err == nil {
+		raw = json.RawMessage("[" + string(raw) + "]")
+	}
+	var ids []int64
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, fmt.Errorf("%s: want a token id or a list of them", raw)
+	}
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if id < 0 || id > math.MaxInt32 {
+			return nil, fmt.Errorf("%d is not a token id", id)
+		}
+		out = append(out, int32(id))
+	}
+	return out, nil
 }
 
 // ParseHFConfig reads an HF config.json. name labels errors (usually the
@@ -191,14 +223,22 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: unknown architecture %q (supported: %s)", name, arch, strings.Join(Architectures(), ", "))
 	}
+	eos, err := ParseEOS(h.EOSTokenID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: eos_token_id: %w", name, err)
+	}
 	if spec.gpt2 {
-		return parseGPT2(name, arch, &h)
+		c, err := parseGPT2(name, arch, &h)
+		if c != nil {
+			c.EOS = eos
+		}
+		return c, err
 	}
 	c := &Config{
 		Name: name, Architecture: arch, Vocab: h.VocabSize, Hidden: h.HiddenSize,
 		Layers: h.NumHiddenLayers, ModelLayers: h.NumHiddenLayers, Heads: h.NumAttentionHeads,
 		Inter: h.IntermediateSize, MaxPos: h.MaxPositionEmbeds, Eps: 1e-6, RopeTheta: 10000,
-		QKVBias: spec.qkvBias, QKNorm: spec.qkNorm,
+		QKVBias: spec.qkvBias, QKNorm: spec.qkNorm, EOS: eos,
 	}
 	if spec.theta > 0 {
 		c.RopeTheta = spec.theta

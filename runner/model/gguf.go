@@ -539,6 +539,18 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		name = strings.TrimSuffix(name, fmt.Sprintf("-%05d-of-%05d", 1, n))
 	}
 	c := &Config{Name: name, Architecture: hf}
+	// The tokens a generation ends at, as llama.cpp's end-of-generation set:
+	// the end of sequence and of turn.
+	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"} {
+		v, ok := f.KV[key]
+		switch {
+		case !ok:
+		case v.Type != gguf.U32 && v.Type != gguf.I32 || v.Int < 0 || v.Int > math.MaxInt32:
+			errs = append(errs, key+" is not a token id")
+		case !slices.Contains(c.EOS, int32(v.Int)):
+			c.EOS = append(c.EOS, int32(v.Int))
+		}
+	}
 	c.Hidden = num("embedding_length", 0, true)
 	c.Layers = num("block_count", 0, true)
 	c.ModelLayers = c.Layers

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -614,5 +615,52 @@ func TestOpenDirTensorBound(t *testing.T) {
 				t.Errorf("error %v, want the tensor bound: %v", err, c.fail)
 			}
 		})
+	}
+}
+
+// The tokens a generation ends at: config.json's eos_token_id (one id or a
+// list), generation_config.json's over it, a GGUF file's eos and eot ids.
+func TestEOS(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want []int32
+		err  string
+	}{
+		{``, nil, ""},
+		{`null`, nil, ""},
+		{`2`, []int32{2}, ""},
+		{`[151645, 151643]`, []int32{151645, 151643}, ""},
+		{`-1`, nil, "-1 is not a token id"},
+		{`"2"`, nil, "want a token id or a list of them"},
+		{`1.5`, nil, "want a token id or a list of them"},
+	} {
+		got, err := ParseEOS(json.RawMessage(c.raw))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", c.raw, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v %v, want %v", c.raw, got, err, c.want)
+		}
+	}
+	dir := t.TempDir()
+	data, err := os.ReadFile("../testdata/hf/llama/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
+	cfg, _, _, err := loadDir(dir)
+	if err != nil || !slices.Equal(cfg.EOS, []int32{2}) {
+		t.Fatalf("config.json's eos: %v %v", cfg.EOS, err)
+	}
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": [2, 7], "do_sample": true}`), 0o644)
+	if cfg, _, _, err = loadDir(dir); err != nil || !slices.Equal(cfg.EOS, []int32{2, 7}) {
+		t.Fatalf("generation_config.json's eos: %v %v", cfg.EOS, err)
+	}
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": "x"}`), 0o644)
+	if _, _, _, err = loadDir(dir); err == nil || !strings.Contains(err.Error(), "generation_config.json: eos_token_id") {
+		t.Fatalf("a bad generation_config.json: %v", err)
 	}
 }

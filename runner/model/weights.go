@@ -2,9 +2,11 @@ package model
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/bridge/half"
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"hash/fnv"
 	"io/fs"
@@ -730,7 +732,38 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 		return nil, "", nil, err
 	}
 	c.Name = filepath.Base(filepath.Clean(dir))
+	if err := generationEOS(dir, c); err != nil {
+		return nil, "", nil, err
+	}
 	return c, p, data, nil
+}
+
+// generationEOS takes generation_config.json's eos_token_id where the
+// folder has one: transformers' generate stops there, over config.json's.
+func generationEOS(dir string, c *Config) error {
+	p := filepath.Join(dir, "generation_config.json")
+	data, err := readfile.Read(p, readfile.Config, "a generation config")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("model folder %s: %w", dir, err)
+	}
+	var g struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		return fmt.Errorf("%s: %w", p, jsonerr.Explain(err, data))
+	}
+	if g.EOS == nil {
+		return nil
+	}
+	eos, err := ParseEOS(g.EOS)
+	if err != nil {
+		return fmt.Errorf("%s: eos_token_id: %w", p, err)
+	}
+	c.EOS = eos
+	return nil
 }
 
 // Spec says which model to open.

@@ -8,6 +8,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/mtlbench/mtlbench/runner/cache"
 )
@@ -26,6 +27,9 @@ type Seq struct {
 	// positions below it are computed again.
 	Reached  int
 	Finished bool
+	// Stop are tokens that end the sequence when it samples one (a model's
+	// end-of-sequence tokens), before MaxNew; nil: it runs to MaxNew.
+	Stop []int32
 	// Split, when positive, is a prompt position no prefill chunk crosses;
 	// a running sequence that reached it waits until every sequence that
 	// can run has, so the prompt after it is prefilled in one step across
@@ -239,14 +243,14 @@ func (s *Scheduler) Append(q *Seq, tok int32) { s.Put(q, len(q.Tokens), tok) }
 
 // Put records the token sampled for position i of q: the next one, or the
 // placeholder Ahead left there. The sequence finishes once its last token
-// is known and it has generated MaxNew tokens.
+// is known and it has generated MaxNew tokens or sampled a stop token.
 func (s *Scheduler) Put(q *Seq, i int, tok int32) {
 	if i == len(q.Tokens) {
 		q.Tokens = append(q.Tokens, tok)
 	} else {
 		q.Tokens[i] = tok
 	}
-	if i == len(q.Tokens)-1 && q.Generated() >= q.MaxNew && !q.Finished {
+	if i == len(q.Tokens)-1 && (q.Generated() >= q.MaxNew || slices.Contains(q.Stop, tok)) && !q.Finished {
 		s.Finish(q)
 	}
 }
@@ -272,7 +276,9 @@ func (s *Scheduler) Ahead(prev *Batch) (*Batch, error) {
 	need := 0
 	for i, it := range prev.Items {
 		q := it.Seq
-		if q != s.running[i] || !it.Sample || q.Finished ||
+		// A sequence that may stop at the token being sampled cannot be
+		// assumed to go on.
+		if q != s.running[i] || !it.Sample || q.Finished || len(q.Stop) > 0 ||
 			q.Computed != len(q.Tokens) || it.Start+it.N != len(q.Tokens) || q.Generated()+1 >= q.MaxNew {
 			return nil, nil
 		}

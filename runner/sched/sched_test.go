@@ -389,3 +389,31 @@ func TestSchedulerAlwaysEnds(t *testing.T) {
 		})
 	}
 }
+
+// A stop token ends its sequence when sampled, before MaxNew, and the step
+// after it is not built ahead: the sequence may end with the token being
+// sampled.
+func TestStopToken(t *testing.T) {
+	kv, _ := cache.New(16, 4)
+	s := New(Config{}, kv)
+	q := seq(1, 3, 10)
+	q.Stop = []int32{7}
+	s.Add(q)
+	next := []int32{5, 6, 7, 8}
+	for i := 0; s.Pending(); i++ {
+		bt, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ahead, _ := s.Ahead(bt); ahead != nil {
+			t.Fatal("a step built ahead of a sequence that may stop")
+		}
+		s.Append(q, next[i])
+	}
+	if !q.Finished || q.Generated() != 3 || q.Tokens[len(q.Tokens)-1] != 7 {
+		t.Fatalf("finished %v after %v", q.Finished, q.Tokens[q.Prompt:])
+	}
+	if kv.FreeBlocks() != 16 {
+		t.Fatalf("%d blocks leaked", 16-kv.FreeBlocks())
+	}
+}
