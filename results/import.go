@@ -1,9 +1,12 @@
 package results
 
 import (
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -235,22 +238,91 @@ func (db *DB) ExportRun(id int64) (*RunRecord, error) {
 
 // FindRun returns the id of a stored run that is r (the same start time,
 // suite, tag, commit and machine), for imports that must not store a run
-// twice.
+// twice; the first when several are.
 func (db *DB) FindRun(r *Run) (int64, bool, error) {
+	ids, err := db.sameStart(r)
+	if err != nil || len(ids) == 0 {
+		return 0, false, err
+	}
+	return ids[0], true, nil
+}
+
+// sameStart are the stored runs of r's start time, suite, tag, commit and
+// machine, oldest first.
+func (db *DB) sameStart(r *Run) ([]int64, error) {
 	hash, _, err := machineHash(r.Machine)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.Query(`SELECT r.id FROM runs r JOIN machines m ON m.id = r.machine_id
+		WHERE r.started_at = ? AND r.suite_name = ? AND r.tag = ? AND r.git_commit = ? AND m.content_hash = ?
+		ORDER BY r.id`,
+		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
+	if err != nil {
+		return nil, fmt.Errorf("results: find run: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("results: find run: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("results: find run: %w", err)
+	}
+	return ids, nil
+}
+
+// FindRecord returns the id of a stored run that is rec: FindRun's start,
+// suite, tag, commit and machine, the same tool, and the same cases with
+// the same samples; for a peer's results, which carry no run of their own
+// to resume. Runs that share only their start (files dated by their
+// modification time, a sweep's runs begun in one second) are two runs.
+func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
+	r := &rec.Run
+	ids, err := db.sameStart(r)
 	if err != nil {
 		return 0, false, err
 	}
-	var id int64
-	err = db.sql.QueryRow(`SELECT r.id FROM runs r JOIN machines m ON m.id = r.machine_id
-		WHERE r.started_at = ? AND r.suite_name = ? AND r.tag = ? AND r.git_commit = ? AND m.content_hash = ?
-		ORDER BY r.id LIMIT 1`,
-		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash).Scan(&id)
-	if err == sql.ErrNoRows {
-		return 0, false, nil
+	want := rec.content()
+	for _, id := range ids {
+		got, err := db.ExportRun(id)
+		if err != nil {
+			return 0, false, err
+		}
+		if got.Run.ToolVersion == r.ToolVersion && got.content() == want {
+			return id, true, nil
+		}
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("results: find run: %w", err)
+	return 0, false, nil
+}
+
+// content is what a run measured, for telling two runs of one start apart:
+// its cases' keys and their samples, in a fixed order.
+func (rec *RunRecord) content() string {
+	cases := slices.Clone(rec.Cases)
+	slices.SortFunc(cases, func(a, b CaseRecord) int { return strings.Compare(a.Case.Key, b.Case.Key) })
+	var b strings.Builder
+	for _, c := range cases {
+		b.WriteString(c.Case.Key)
+		b.WriteByte(0)
+		ss := slices.Clone(c.Samples)
+		slices.SortFunc(ss, func(x, y Sample) int {
+			if d := cmp.Compare(x.Rep, y.Rep); d != 0 {
+				return d
+			}
+			if d := strings.Compare(x.Metric, y.Metric); d != 0 {
+				return d
+			}
+			return cmp.Compare(x.Value, y.Value)
+		})
+		for _, x := range ss {
+			fmt.Fprintf(&b, "%d %s %s\x00", x.Rep, x.Metric, strconv.FormatFloat(x.Value, 'g', -1, 64))
+		}
+		b.WriteByte(1)
 	}
-	return id, true, nil
+	return b.String()
 }

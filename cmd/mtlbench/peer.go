@@ -104,7 +104,7 @@ func peerCommand() *cli.Command {
 				for _, p := range all {
 					for _, r := range p.runs {
 						rec := peerRecord(r, p.path, c.String("tag"), p.mod)
-						if id, ok, err := db.FindRun(&rec.Run); err != nil {
+						if id, ok, err := db.FindRecord(rec); err != nil {
 							return err
 						} else if ok {
 							// The same file twice would pool its figures twice.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -408,5 +410,29 @@ func TestBenchResume(t *testing.T) {
 	_, _, err = mtl(t, "bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--db", ro, "-q")
 	if err == nil || !strings.Contains(err.Error(), "the results database "+ro+" cannot be written") {
 		t.Errorf("a read-only store: %v", err)
+	}
+}
+
+// Two results that share only their start (files without a time of their
+// own, dated by a checkout's one modification time) are two runs; the same
+// result again is skipped.
+func TestPeerImportTellsResultsApart(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	when := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	write := func(name string, prompt int, tps float64) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(fmt.Sprintf("Timing with prompt_tokens=%d, generation_tokens=64, batch_size=1.\nTrial 1:  prompt_tps=%.3f, generation_tps=40.000, peak_memory=1.000\n", prompt, tps)), 0o644)
+		os.Chtimes(p, when, when)
+		return p
+	}
+	a, b := write("mlx-p128.txt", 128, 500), write("mlx-p2048.txt", 2048, 300)
+	_, stderr, err := mtl(t, "peer", "import", a, b, "--db", db)
+	if err != nil || strings.Count(stderr, "imported ") != 2 || strings.Contains(stderr, "skipped") {
+		t.Fatalf("two results of one time: %v\n%s", err, stderr)
+	}
+	_, stderr, err = mtl(t, "peer", "import", b, "--db", db)
+	if err != nil || !strings.Contains(stderr, "is already here as run 2") {
+		t.Errorf("the second file again: %v\n%s", err, stderr)
 	}
 }
