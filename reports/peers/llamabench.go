@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,14 +40,42 @@ type lbRow struct {
 	TestTime      string          `json:"test_time"`
 	AvgTs         float64         `json:"avg_ts"`
 	SamplesTs     []float64       `json:"samples_ts"`
+
+	// settings are every field of the row but the test and its figures,
+	// as written: llama-bench sweeps many more than the ones read above
+	// (n_cpu_moe, -ot's tensor_buft_overrides, split_mode, ...).
+	settings map[string]string
+}
+
+// lbResult are the fields of a row that say which test it is and what it
+// measured; every other field is a setting.
+var lbResult = map[string]bool{"n_prompt": true, "n_gen": true, "n_depth": true, "test_time": true,
+	"avg_ns": true, "stddev_ns": true, "avg_ts": true, "stddev_ts": true, "samples_ns": true, "samples_ts": true}
+
+// readSettings keeps the row's settings from its JSON.
+func (r *lbRow) readSettings(raw []byte) error {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return err
+	}
+	r.settings = map[string]string{}
+	for k, v := range all {
+		if !lbResult[k] {
+			r.settings[k] = string(bytes.TrimSpace(v))
+		}
+	}
+	return nil
 }
 
 // config is what makes two rows one run: the same build, model, machine and
 // settings, differing only in the test (prompt, gen, depth).
 func (r lbRow) config() string {
-	return strings.Join([]string{r.BuildCommit, r.ModelFilename, r.ModelType, r.Backends, r.CPUInfo, r.GPUInfo,
-		strconv.Itoa(r.NBatch), strconv.Itoa(r.NUbatch), strconv.Itoa(r.NThreads), r.TypeK, r.TypeV,
-		strconv.Itoa(r.NGPULayers), string(r.FlashAttn)}, "\x00")
+	keys := slices.Sorted(maps.Keys(r.settings))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + r.settings[k] + "\x00")
+	}
+	return b.String()
 }
 
 func (r lbRow) samples() []float64 {
@@ -88,6 +118,9 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 			if err := json.Unmarshal(r, &rows[i]); err != nil {
 				return nil, fmt.Errorf("result %d: %w", i+1, jsonFieldError(err, r))
 			}
+			if err := rows[i].readSettings(r); err != nil {
+				return nil, fmt.Errorf("result %d: %w", i+1, jsonerr.Explain(err, r))
+			}
 		}
 		return rows, nil
 	}
@@ -107,6 +140,9 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 				return nil, fmt.Errorf("line %d: %w", line, jsonFieldError(err, l))
 			}
 			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %w", line, jsonerr.Explain(err, l))
+		}
+		if err := r.readSettings(l); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, jsonerr.Explain(err, l))
 		}
 		rows = append(rows, r)
 	}
@@ -151,9 +187,45 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 		}
 		groups[k] = append(groups[k], r)
 	}
+	// The settings the runs differ in name each run: its cases carry them
+	// as peer_<field> and its notes list them.
+	var differ []string
+	if len(order) > 1 {
+		first := groups[order[0]][0].settings
+		keys := map[string]bool{}
+		for _, k := range order {
+			for f := range groups[k][0].settings {
+				keys[f] = true
+			}
+		}
+		for f := range keys {
+			for _, k := range order[1:] {
+				if v, ok := groups[k][0].settings[f]; !ok || v != first[f] {
+					differ = append(differ, f)
+					break
+				}
+			}
+			if _, ok := first[f]; !ok && !slices.Contains(differ, f) {
+				differ = append(differ, f)
+			}
+		}
+		slices.Sort(differ)
+	}
 	var runs []*Run
 	for _, k := range order {
-		runs = append(runs, llamaBenchRun(groups[k], o))
+		run := llamaBenchRun(groups[k], o)
+		if len(differ) > 0 {
+			var notes []string
+			for _, f := range differ {
+				v := strings.Trim(groups[k][0].settings[f], `"`)
+				notes = append(notes, f+" "+v)
+				for i := range run.Cases {
+					run.Cases[i].Params["peer_"+f] = v
+				}
+			}
+			run.Notes += "; differs from the file's other runs in " + strings.Join(notes, ", ")
+		}
+		runs = append(runs, run)
 	}
 	return runs, nil
 }

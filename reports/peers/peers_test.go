@@ -27,6 +27,9 @@ func TestDetectAndParse(t *testing.T) {
 			[]string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=16/gen_len=0/prompt_len=16", "model/bench/batch=1/gen_len=8/prompt_len=0"},
 			"prefill_tok_s", 9512.4},
 		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 8400},
+		// A --n-cpu-moe 0,48 sweep: a setting this reader has no field
+		// for makes two runs, not one of pooled samples.
+		{"llama-bench-ncmoe.json", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=128/prompt_len=512"}, "prefill_tok_s", 1000},
 		{"vllm-serve.json", FormatVLLMServe, Options{}, 1, []string{"model/bench/batch=2/gen_len=8/prompt_len=16"}, "output_tok_s", 390.24},
 		// At --request-rate 4 (Poisson) with --goodput: the case mtlbench's
 		// arrival "poisson:4" makes, and its goodput under the slo given.
@@ -89,6 +92,33 @@ func TestDetectAndParse(t *testing.T) {
 
 // mlxTiming1 is an mlx_lm.benchmark case's first line.
 const mlxTiming1 = "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\n"
+
+// The runs of a sweep over a setting say which value each ran with, and
+// none pools the other's samples.
+func TestLlamaBenchSweepRuns(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-ncmoe.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Parse(FormatLlamaBench, "ncmoe", data, Options{})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("%d runs, %v", len(runs), err)
+	}
+	for i, want := range []struct {
+		ncmoe          string
+		decode, prefil float64
+	}{{"0", 60, 1000}, {"48", 12, 300}} {
+		c := runs[i].Cases[0]
+		if c.Params["peer_n_cpu_moe"] != want.ncmoe || !strings.Contains(runs[i].Notes, "n_cpu_moe "+want.ncmoe) {
+			t.Errorf("run %d: peer_n_cpu_moe %q, notes %q", i, c.Params["peer_n_cpu_moe"], runs[i].Notes)
+		}
+		for _, s := range c.Samples {
+			if s.Metric == "decode_tok_s" && s.Value != want.decode || s.Metric == "prefill_tok_s" && s.Value != want.prefil {
+				t.Errorf("run %d (n_cpu_moe %s): %s %v", i, want.ncmoe, s.Metric, s.Value)
+			}
+		}
+	}
+}
 
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
