@@ -432,3 +432,25 @@ func TestGateMarkdownNamesTheTest(t *testing.T) {
 		})
 	}
 }
+
+// A significant worsening exactly at the threshold is within it, whatever
+// the float rounding of the ratio: 100 -> 95 at 5% as 100 -> 90 at 10%.
+func TestGateExactlyAtThreshold(t *testing.T) {
+	for _, c := range []struct {
+		b, threshold float64
+		want         Outcome
+	}{
+		{95, 0.05, WithinThreshold},
+		{90, 0.10, WithinThreshold},
+		{94.9, 0.05, Regression},
+		{89.9, 0.10, Regression},
+	} {
+		ck := Check{Row: &Row{Metric: "decode_tok_s", Direction: metrics.HigherIsBetter}, Per: UnitRun,
+			A: newStat([]float64{100, 100, 100}), B: newStat([]float64{c.b, c.b, c.b}),
+			Delta: (c.b/100 - 1) * 100, P: 0.001, Q: 0.001, Noise: 0, Threshold: c.threshold}
+		decide(&ck, 0.05)
+		if ck.Outcome != c.want {
+			t.Errorf("100 -> %v at %v: %s (%s), want %s", c.b, c.threshold, ck.Outcome, ck.Reason, c.want)
+		}
+	}
+}

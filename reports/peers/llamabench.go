@@ -95,12 +95,27 @@ func llamaBenchText(t []byte) error {
 	head, _, _ := bytes.Cut(t, []byte("\n"))
 	h := string(bytes.ToLower(head))
 	switch {
-	case strings.HasPrefix(h, "|") && strings.Contains(h, "| test") && strings.Contains(h, "t/s"):
+	case strings.HasPrefix(h, "|") && hasCells(h, "test", "t/s"):
 		return fmt.Errorf("llama-bench's markdown table (its default output) holds no samples: run it again with -o json (or -o jsonl)")
 	case strings.Contains(h, "n_prompt,") && strings.Contains(h, "avg_ts"):
 		return fmt.Errorf("llama-bench's -o csv: run it again with -o json (or -o jsonl), which this reads")
 	}
 	return nil
+}
+
+// hasCells reports whether a markdown table's row holds the cells named,
+// however they are padded (llama-bench right-aligns some columns).
+func hasCells(row string, names ...string) bool {
+	var cells []string
+	for _, c := range strings.Split(row, "|") {
+		cells = append(cells, strings.TrimSpace(c))
+	}
+	for _, n := range names {
+		if !slices.Contains(cells, n) {
+			return false
+		}
+	}
+	return true
 }
 
 func readLlamaBench(data []byte) ([]lbRow, error) {
