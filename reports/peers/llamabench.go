@@ -400,10 +400,21 @@ func quantOf(modelType string) string {
 			if rest[0] == "mostly" && len(rest) > 1 {
 				rest = rest[1:]
 			}
-			return strings.Join(rest, " ")
+			return dtypeName(strings.Join(rest, " "))
 		}
 	}
 	return modelType
+}
+
+// dtypeName spells llama.cpp's file type as mtlbench records a dtype, so
+// the two sides' cases say the same: BF16 as bf16, "Q4_K - Medium" as
+// q4_k_m (llama-quantize's name for it).
+func dtypeName(t string) string {
+	t = strings.ToLower(t)
+	for long, short := range map[string]string{" - small": "_s", " - medium": "_m", " - large": "_l"} {
+		t = strings.ReplaceAll(t, long, short)
+	}
+	return t
 }
 
 // llamaBackend is the backend that ran the model, in mtlbench's words:

@@ -181,9 +181,10 @@ func TestParseErrors(t *testing.T) {
 
 func TestQuantOf(t *testing.T) {
 	for in, want := range map[string]string{
-		"qwen2 7B Q4_K - Medium": "Q4_K - Medium",
-		"llama 7B mostly Q4_0":   "Q4_0",
-		"qwen3moe 30B.A3B BF16":  "BF16",
+		"qwen2 7B Q4_K - Medium": "q4_k_m",
+		"llama 7B mostly Q4_0":   "q4_0",
+		"qwen3moe 30B.A3B BF16":  "bf16",
+		"llama 8B Q3_K - Small":  "q3_k_s",
 		"unknown":                "unknown",
 	} {
 		if got := quantOf(in); got != want {
