@@ -120,6 +120,12 @@ func caseKey(c Case) string {
 	var b strings.Builder
 	b.WriteString(c.Kind + "/" + c.Group)
 	for _, k := range names {
+		// A depth of 0 is no depth: the case runs what one without it runs
+		// (bench -d 0,512's first case, a peer's depth-0 test), so it is
+		// keyed the same.
+		if k == ParamDepth && c.Kind == KindModel && c.Params[k].IsNum && c.Params[k].Int == 0 {
+			continue
+		}
 		b.WriteString("/" + k + "=" + canon(k, c.Params[k]))
 	}
 	return b.String()

@@ -436,3 +436,33 @@ func TestPeerImportTellsResultsApart(t *testing.T) {
 		t.Errorf("the second file again: %v\n%s", err, stderr)
 	}
 }
+
+// bench -d 0,P mirrors llama-bench -d 0,P: its depth-0 case is keyed as a
+// case without a depth, and its depth-P case as the peer's prompt at depth
+// P, so compare pairs both.
+func TestBenchDepthPairsWithLlamaBench(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	if _, stderr, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "-p", "16", "-n", "8", "-d", "0,32", "-r", "1", "--db", db, "--tag", "ours"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, stderr, err := mtl(t, "peer", "import", filepath.Join("testdata", "peer", "llama-bench-depth.json"), "--db", db, "--tag", "llama"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	keys := func(tag string) map[string]bool {
+		out, _, err := mtl(t, "show", tag, "--db", db, "--format", "csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := map[string]bool{}
+		for _, r := range csvRows(t, out) {
+			k[r["key"]] = true
+		}
+		return k
+	}
+	ours, theirs := keys("ours"), keys("llama")
+	for _, want := range []string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=32/gen_len=8/prompt_len=16"} {
+		if !ours[want] || !theirs[want] {
+			t.Errorf("key %s: bench %v, llama-bench %v", want, ours, theirs)
+		}
+	}
+}

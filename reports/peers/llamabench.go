@@ -301,11 +301,38 @@ func llamaBenchRun(rows []lbRow, o Options) *Run {
 		run.Cases = append(run.Cases, newCase(1, prompt, gen, l))
 		return &run.Cases[len(run.Cases)-1]
 	}
+	var gensRun []int // the generation lengths tested, in file order
+	for _, g := range tgKeys {
+		if !slices.Contains(gensRun, g.n) {
+			gensRun = append(gensRun, g.n)
+		}
+	}
 	for _, p := range ppKeys {
 		if p.depth != 0 {
-			c := addCase(p.n, 0, map[string]string{"depth": strconv.Itoa(p.depth)})
-			for i, v := range pp[p] {
-				c.add(i, "prefill_tok_s", v, "tok/s")
+			// A prompt after depth tokens: mtlbench's case at that depth
+			// (bench -d), for each generation length tested, decoding
+			// after depth + prompt tokens where llama-bench timed that.
+			gens := gensRun
+			if len(gens) == 0 {
+				gens = []int{0} // prompts alone: a case of no decode
+			}
+			for _, n := range gens {
+				extra := map[string]string{"depth": strconv.Itoa(p.depth)}
+				at := pd{n, p.depth + p.n}
+				_, timed := tg[at]
+				if timed {
+					extra["peer_decode_depth"] = strconv.Itoa(at.depth)
+					usedTG[at] = true
+				}
+				c := addCase(p.n, n, extra)
+				for i, v := range pp[p] {
+					c.add(i, "prefill_tok_s", v, "tok/s")
+				}
+				if timed {
+					for i, v := range tg[at] {
+						c.add(i, "decode_tok_s", v, "tok/s")
+					}
+				}
 			}
 			continue
 		}

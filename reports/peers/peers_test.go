@@ -24,7 +24,7 @@ func TestDetectAndParse(t *testing.T) {
 		first        float64
 	}{
 		{"llama-bench.json", FormatLlamaBench, Options{}, 1,
-			[]string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=16/gen_len=0/prompt_len=16", "model/bench/batch=1/gen_len=8/prompt_len=0"},
+			[]string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=16/gen_len=8/prompt_len=16", "model/bench/batch=1/gen_len=8/prompt_len=0"},
 			"prefill_tok_s", 9512.4},
 		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 8400},
 		// A --n-cpu-moe 0,48 sweep: a setting this reader has no field
