@@ -3,6 +3,8 @@ package peers
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/mtlbench/mtlbench/results"
@@ -53,16 +55,48 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 		return nil, fmt.Errorf("format %q, want %q", p.Format, MtlbenchFormat)
 	}
 	m := p.Machine
+	// A file that names no machine ran on the one importing it.
 	run := &Run{Tool: p.Tool, ToolVersion: p.ToolVersion, SuiteName: p.SuiteName, Backend: p.Backend, TimingMode: p.TimingMode,
-		HasMachine: true, Machine: results.Machine{Hostname: m.Hostname, OS: m.OS, Arch: m.Arch, CPUModel: m.CPUModel,
+		HasMachine: m.Hostname != "" || m.CPUModel != "" || m.GPUName != "",
+		Machine: results.Machine{Hostname: m.Hostname, OS: m.OS, Arch: m.Arch, CPUModel: m.CPUModel,
 			CPUCores: m.CPUCores, MemoryBytes: m.MemoryBytes, GPUName: m.GPUName, GPUMemoryBytes: m.GPUMemoryBytes,
 			Driver: m.Driver, Extra: m.Extra}}
 	if t, err := time.Parse(time.RFC3339, p.StartedAt); err == nil {
 		run.StartedAt = t
+	} else if p.StartedAt != "" {
+		run.Warnings = append(run.Warnings, fmt.Sprintf("started_at %q is not an RFC 3339 time: the run is dated by the file's modification time", p.StartedAt))
+	}
+	for i, c := range p.Cases {
+		if err := keyMatchesParams(c.Key, c.Params); err != nil {
+			return nil, fmt.Errorf("case %d (%s): %w", i+1, c.Key, err)
+		}
 	}
 	for _, c := range p.Cases {
 		run.Cases = append(run.Cases, Case{Key: c.Key, Name: c.Name, Kind: c.Kind, Params: c.Params,
 			LayersRun: c.LayersRun, LayersTotal: c.LayersTotal, Samples: c.Samples})
 	}
 	return []*Run{run}, nil
+}
+
+// keyMatchesParams refuses a case whose key says another value than its
+// params: compare pairs cases by key, so its figures would pair with
+// another case's.
+func keyMatchesParams(key string, params map[string]string) error {
+	parts := strings.Split(key, "/")
+	if len(parts) < 2 {
+		return fmt.Errorf("key %q is not kind/group/name=value/...", key)
+	}
+	for _, seg := range parts[2:] {
+		k, v, ok := strings.Cut(seg, "=")
+		if !ok {
+			return fmt.Errorf("key segment %q is not name=value", seg)
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
+		if p, given := params[k]; given && p != v {
+			return fmt.Errorf("the key says %s=%s, the params %s=%s", k, v, k, p)
+		}
+	}
+	return nil
 }

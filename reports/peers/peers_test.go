@@ -323,3 +323,27 @@ func TestVLLMServeKeys(t *testing.T) {
 		}
 	}
 }
+
+// mtlbench's own peer format: a case's key must say what its params say
+// (compare pairs by key), a file naming no machine ran on the importing
+// one, and a start that is no time is said to be so.
+func TestMtlbenchFormatChecks(t *testing.T) {
+	file := func(machine, started, key string) []byte {
+		return []byte(`{"format": "mtlbench-peer-run/1", "tool": "transformers", "suite_name": "decode", "backend": "cuda",` +
+			machine + ` "started_at": "` + started + `", "cases": [{"key": "` + key + `", "name": "d", "kind": "model",` +
+			` "params": {"batch": "1", "gen_len": "64", "prompt_len": "128"}, "samples": [{"rep": 0, "metric": "decode_tok_s", "value": 10, "unit": "tok/s"}]}]}`)
+	}
+	const good = "model/decode/batch=1/gen_len=64/prompt_len=128"
+	if _, err := Parse(FormatMtlbench, "f", file("", "2025-03-01T12:00:00Z", "model/decode/batch=2/gen_len=999/prompt_len=5"), Options{}); err == nil ||
+		!strings.Contains(err.Error(), "the key says batch=2, the params batch=1") {
+		t.Errorf("a key that contradicts its params: %v", err)
+	}
+	runs, err := Parse(FormatMtlbench, "f", file("", "yesterday", good), Options{})
+	if err != nil || runs[0].HasMachine || len(runs[0].Warnings) != 1 || !strings.Contains(runs[0].Warnings[0], `started_at "yesterday" is not an RFC 3339 time`) {
+		t.Errorf("no machine, a bad start: %v %+v", err, runs)
+	}
+	runs, err = Parse(FormatMtlbench, "f", file(`"machine": {"hostname": "h100-a", "gpu_name": "NVIDIA H100"},`, "2025-03-01T12:00:00Z", good), Options{})
+	if err != nil || !runs[0].HasMachine || runs[0].Machine.GPUName != "NVIDIA H100" {
+		t.Errorf("a named machine: %v %+v", err, runs)
+	}
+}
