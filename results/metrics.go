@@ -37,8 +37,16 @@ func CheckValue(metric, unit string, v float64) error {
 	if min, what := metrics.Min(metric, unit); v < min {
 		return fmt.Errorf("value %v is negative, and %s cannot be", v, what)
 	}
+	// The largest figure recorded (a step's bytes, a rate in tokens or
+	// GFLOP a second) is many orders below this: past it, a file is broken.
+	if math.Abs(v) > maxValue {
+		return fmt.Errorf("value %g is past %g: no figure of a run is that large", v, maxValue)
+	}
 	return nil
 }
+
+// maxValue bounds a sample's magnitude.
+const maxValue = 1e18
 
 // Check says which sample of rec cannot be stored (CheckSample), naming its
 // case, so that an import can point at it before anything is stored.

@@ -31,7 +31,8 @@ func TestImpossibleValuesAreRefused(t *testing.T) {
 		{"no metric", Sample{0, "", 1, "ms"}, "needs a metric"},
 		{"zero fraction", Sample{0, "roofline_frac", 0, "ratio"}, ""},
 		{"fraction past 1 (caches)", Sample{0, "roofline_frac", 1.3, "ratio"}, ""},
-		{"huge rate", Sample{0, "decode_tok_s", 1e300, "tok/s"}, ""},
+		{"a rate past any machine's", Sample{0, "decode_tok_s", 1.7e308, "tok/s"}, "value 1.7e+308 is past 1e+18"},
+		{"a large step's bytes", Sample{0, "bytes_per_step", 6e10, "B"}, ""},
 		{"negative overhead", Sample{0, "profile_overhead_pct", -3, "%"}, ""},
 		{"negative unknown metric", Sample{0, "delta", -2, ""}, ""},
 	} {
