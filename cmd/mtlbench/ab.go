@@ -75,7 +75,7 @@ func abCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "baseline-bin", Required: true, Usage: "the baseline mtlbench binary (built from the base commit)"},
 			&cli.StringFlag{Name: "candidate-bin", Usage: "the candidate mtlbench binary (default: this one)"},
-			&cli.StringSliceFlag{Name: "set", Usage: "override a setting for the candidate's runs only, as `run --set` (repeatable)"},
+			&cli.StringSliceFlag{Name: "set", Usage: "override a setting `name=value` for the candidate's runs only, as run --set does (repeatable)"},
 			&cli.IntFlag{Name: "rounds", Value: 5, Usage: "rounds: each runs the suite once with each binary, side by side, repetitions in turns (at least 3 for the paired test)"},
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores)"},

@@ -81,6 +81,15 @@ func peerCommand() *cli.Command {
 					if (o.RangeRatio != "" || o.SLO != "") && format != peers.FormatVLLMServe {
 						return fmt.Errorf("%s: --range-ratio and --slo describe vllm bench serve runs, and this file is %s", path, format)
 					}
+					// The other formats record their shapes: a flag would
+					// be dropped, not applied.
+					if format != peers.FormatVLLMServe && format != peers.FormatVLLMLatency {
+						for _, f := range []string{"batch", "prompt-len", "gen-len"} {
+							if c.IsSet(f) {
+								return fmt.Errorf("%s: --%s describes vllm bench runs, and this file is %s, which records its own", path, f, format)
+							}
+						}
+					}
 					runs, err := peers.Parse(format, path, data, o)
 					if err != nil {
 						return err

@@ -146,6 +146,10 @@ func TestPeerImportsCompare(t *testing.T) {
 		!strings.Contains(err.Error(), "--range-ratio and --slo describe vllm bench serve runs, and this file is llama-bench") {
 		t.Errorf("--slo on a llama-bench file: %v", err)
 	}
+	if _, _, err := mtl(t, "peer", "import", filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.json"), "--db", db, "--batch", "4"); err == nil ||
+		!strings.Contains(err.Error(), "--batch describes vllm bench runs, and this file is llama-bench, which records its own") {
+		t.Errorf("--batch on a llama-bench file: %v", err)
+	}
 
 	// vllm bench latency: the workload comes from the flags it ran with.
 	peer("vllm-latency.json", "--tag", "vllm-lat", "--batch", "2", "--prompt-len", "16", "--gen-len", "8")

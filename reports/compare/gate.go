@@ -223,6 +223,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	single := 0
 	for _, m := range gated {
+		before := len(res.Checks)
 		for _, k := range baseline.order {
 			cb := candidate.cases[k]
 			if cb == nil {
@@ -237,6 +238,11 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 				single++
 			}
 			res.Checks = append(res.Checks, c)
+		}
+		// A metric asked for by name that no matched case records was
+		// not gated: say so, as the pass would otherwise claim it.
+		if _, named := o.Thresholds[m]; named && len(res.Checks) == before {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: no matched case records it, so it was not gated", m))
 		}
 	}
 	adjustBH(res.Checks)

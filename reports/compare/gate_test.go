@@ -128,6 +128,8 @@ func TestGateInsufficient(t *testing.T) {
 			side("B", normal(rng, 10, 700, 0.03), normal(rng, 10, 5000, 0.03)), GateOptions{}, ExitRegression, "could not be judged"},
 		{"within a wide threshold", full("A"), side("B", normal(rng, 10, 900, 0.03), normal(rng, 10, 5000, 0.03)),
 			GateOptions{Thresholds: map[string]float64{"decode_tok_s": 0.25}}, ExitPass, "within threshold"},
+		{"a metric named that no case records", full("A"), full("B"),
+			GateOptions{Metrics: []string{"decode_tok_s", "ttft_ms"}, Thresholds: map[string]float64{"ttft_ms": 0.03}}, ExitPass, "ttft_ms: no matched case records it, so it was not gated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Gate(tc.base, tc.cand, tc.opts)

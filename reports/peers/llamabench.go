@@ -139,6 +139,11 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 		}
 		return rows, nil
 	}
+	// One object over several lines (another tool's pretty-printed JSON)
+	// is no -o jsonl, whose results are one a line.
+	if len(t) > 0 && t[0] == '{' && bytes.IndexByte(t, '\n') >= 0 && json.Valid(t) {
+		return nil, fmt.Errorf("one JSON object over several lines: not llama-bench's -o json (an array of results) or -o jsonl (a result a line)")
+	}
 	var rows []lbRow
 	sc := bufio.NewScanner(bytes.NewReader(t))
 	sc.Buffer(nil, maxPeerLine)

@@ -145,6 +145,7 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 8, "samples_ts": ["fast"]}]`, `result 2: samples_ts is a JSON string ("fast"), want a number`},
 		{FormatLlamaBench, "{\"n_prompt\": 0, \"n_gen\": \"8\"}\n", `line 1: n_gen is a JSON string ("8"), want a whole number`},
 		{FormatLlamaBench, "| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n", "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
+		{FormatLlamaBench, "{\n  \"date\": \"20250101\",\n  \"avg_latency\": 0.5\n}\n", "one JSON object over several lines: not llama-bench's -o json"},
 		// Today's llama-bench right-aligns its test column.
 		{FormatLlamaBench, "| model                          |       size |     params | backend    | ngl |            test |                  t/s |\n| --- | ---: | ---: | --- | --: | --------------: | -------------------: |\n", "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
 		{FormatLlamaBench, "build_commit,build_number,n_prompt,n_gen,avg_ts,stddev_ts\nabc,1,512,0,100,1\n", "llama-bench's -o csv: run it again with -o json"},
