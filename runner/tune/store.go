@@ -231,9 +231,8 @@ func (c Choice) IsDefault() bool { return c.Entry == nil }
 // MaxOctaves away (a token count of 8 takes the bucket tuned at 4 or 16, not
 // one tuned at 1) — ties going to the higher layer (env override, user
 // cache, shipped), then to the smaller bucket. Stale entries (another
-// kernel source hash) and configs the kernel does not accept at their own
-// shape are skipped with a warning; a nearby bucket's config that cannot
-// run at the query's shape is skipped quietly. With no usable entry it returns the kernel's default.
+// kernel source hash) and configs the kernel no longer accepts are skipped
+// with a warning. With no usable entry it returns the kernel's default.
 func (s *Store) Lookup(q Query) (Choice, error) {
 	k, err := Find(q.Backend, q.Kernel)
 	if err != nil {
@@ -279,14 +278,8 @@ func (s *Store) Lookup(q Query) (Choice, error) {
 			}
 			cfg := k.Canonicalize(e.Config, q.Shape, q.Limits)
 			if err := k.Check(cfg, q.Shape, q.Limits); err != nil && !cfg.Equal(def.Config) {
-				// A nearby bucket's config may take another path at this
-				// shape (a matvec tuned at 1 row is no matvec at 2): it
-				// does not apply here, which is no fault of the entry.
-				// At its own shape it should run, so it is warned of.
-				if dist == 0 {
-					s.warn("bad:"+l.Name+":"+e.File+":"+e.Key(), fmt.Sprintf(
-						"tuned config %s for %s from %s (%s) cannot run here: %v; ignored", k.String(e.Config), e.Describe(), l.Name, e.File, err))
-				}
+				s.warn("bad:"+l.Name+":"+e.File+":"+e.Key(), fmt.Sprintf(
+					"tuned config %s for %s from %s (%s) cannot run here: %v; ignored", k.String(e.Config), e.Describe(), l.Name, e.File, err))
 				continue
 			}
 			c := cand{dist: dist, layer: li, size: size, e: e, cfg: cfg}
