@@ -348,3 +348,24 @@ func TestMtlbenchFormatChecks(t *testing.T) {
 		t.Errorf("a named machine: %v %+v", err, runs)
 	}
 }
+
+// vLLM's files name the API served, not a device: the run's backend is
+// vLLM, the endpoint a label, and the rate a label without JSON's quotes.
+func TestVLLMLabels(t *testing.T) {
+	for _, f := range []struct{ file, format string }{{"vllm-serve.json", FormatVLLMServe}, {"vllm-latency.json", FormatVLLMLatency}} {
+		data, err := os.ReadFile(filepath.Join("testdata", f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := Parse(f.format, f.file, data, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[0].Backend != "vllm" {
+			t.Errorf("%s: backend %q", f.file, runs[0].Backend)
+		}
+		if r, ok := runs[0].Cases[0].Params["peer_request_rate"]; ok && strings.Contains(r, `"`) {
+			t.Errorf("%s: peer_request_rate %s", f.file, r)
+		}
+	}
+}

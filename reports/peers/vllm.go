@@ -84,11 +84,11 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 			}
 		}
 	}
-	if v.Backend == "" {
-		v.Backend = v.EndpointType
-	}
-	if v.Backend == "" {
-		v.Backend = "vllm"
+	// The file names the API it served (openai, vllm), not the device: the
+	// endpoint is kept as a label, the run's backend is vLLM's.
+	endpoint := v.Backend
+	if endpoint == "" {
+		endpoint = v.EndpointType
 	}
 	arrival, err := vllmArrival(v.RequestRate, v.Burstiness)
 	if err != nil {
@@ -120,8 +120,8 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	if batch > v.NumPrompts {
 		return nil, fmt.Errorf("batch %d is more than the %d prompts: the batch was never full (suites refuse requests fewer than the batch)", batch, v.NumPrompts)
 	}
-	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": v.Backend,
-		"peer_request_rate": string(v.RequestRate)}
+	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": endpoint,
+		"peer_request_rate": strings.Trim(string(v.RequestRate), `"`)}
 	// A serving case (a rate) keys its requests always, as bench's do: bench
 	// takes a rate only with --requests.
 	if v.NumPrompts != batch || arrival != "" {
@@ -161,7 +161,7 @@ func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
 	if len(c.Samples) == 0 {
 		return nil, fmt.Errorf("no metric vLLM writes (output_throughput, median_ttft_ms...) is in the file")
 	}
-	run := &Run{Tool: "vllm bench serve", Backend: v.Backend, Cases: []Case{c},
+	run := &Run{Tool: "vllm bench serve", Backend: vllmBackend, Cases: []Case{c},
 		Notes: fmt.Sprintf("vllm bench serve: %s, %d prompts, rate %s, max concurrency %d, %d completed in %.1f s",
 			v.ModelID, v.NumPrompts, string(v.RequestRate), batch, v.Completed, v.Duration)}
 	for _, n := range notes {
@@ -272,6 +272,9 @@ func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
 		c.add(i, "output_tok_s", float64(batch*gen)/l, "tok/s")
 		c.add(i, "e2el_ms", l*1000, "ms")
 	}
-	return []*Run{{Tool: "vllm bench latency", Cases: []Case{c},
+	return []*Run{{Tool: "vllm bench latency", Backend: vllmBackend, Cases: []Case{c},
 		Notes: fmt.Sprintf("vllm bench latency: batch %d, input %d, output %d, %d iterations", batch, prompt, gen, len(v.Latencies))}}, nil
 }
+
+// vllmBackend is the backend a vLLM run records: its files name no device.
+const vllmBackend = "vllm"
