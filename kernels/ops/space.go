@@ -390,103 +390,36 @@ type Move struct{ Raw, Config Config }
 
 // Neighbours are the moves one step away from the raw point c: an integer
 // parameter to the next or previous value of its list, an enumeration to
-// any other value. A step to a point that runs c's own config (a chunk
-// under a strategy without chunks, a tile under the matvec) or cannot run
-// is not the end of its axis: the walk goes on along it, and from each such
-// point walks every other axis the same way, so a fold or a constraint
-// never walls the rest of the space off (a chunk the strategy ignores
-// changes with the strategy that makes it count; the matvec's threshold
-// drops with the tile that fits the rows). Moves are canonical,
-// deduplicated (also against c) and constraint-checked.
+// any other value. Moves are canonical, deduplicated (also against c) and
+// constraint-checked.
 func (k *Space) Neighbours(c Config, s Shape, lim Limits) []Move {
 	var out []Move
-	cur := k.Canonicalize(c, s, lim).Key()
-	seen := map[string]bool{cur: true}
-	vals := make([][]string, len(k.Params))
-	at := make([]byte, len(k.Params)) // c's value index per knob, 255: none of the list
-	for pi, p := range k.Params {
-		vals[pi] = p.Values(s, lim)
-		at[pi] = 255
-		if i := slices.Index(vals[pi], c[p.Name]); i >= 0 && i < 255 {
-			at[pi] = byte(i)
-		}
-	}
-	point := func(idx []byte) Config {
-		r := c.Clone()
-		for pi, p := range k.Params {
-			if idx[pi] != at[pi] {
-				r[p.Name] = vals[pi][idx[pi]]
-			}
-		}
-		return r
-	}
-	// exit adds the point's config if it is new and runs; false when it
-	// runs c's config or nothing, a point to walk on from. Walks cross the
-	// same points often: each is judged once.
-	exits := map[string]bool{}
-	exit := func(idx []byte) bool {
-		if e, ok := exits[string(idx)]; ok {
-			return e
-		}
-		r := point(idx)
-		n := k.Canonicalize(r, s, lim)
-		key := n.Key()
-		e := key != cur && k.Check(n, s, lim) == nil
-		if e && !seen[key] {
-			seen[key] = true
-			out = append(out, Move{Raw: r, Config: n})
-		}
-		exits[string(idx)] = e
-		return e
-	}
-	// A point reached again with no more axes left to walk adds nothing.
-	walked := map[string]int{}
-	var walk func(idx []byte, left int)
-	walk = func(idx []byte, left int) {
-		if l, ok := walked[string(idx)]; ok && l >= left {
-			return
-		}
-		walked[string(idx)] = left
-		for pi := range k.Params {
-			for _, run := range runs(vals[pi], idx[pi]) {
-				for _, j := range run {
-					next := slices.Clone(idx)
-					next[pi] = byte(j)
-					if exit(next) {
-						break
-					}
-					if left > 1 {
-						walk(next, left-1)
-					}
+	seen := map[string]bool{k.Canonicalize(c, s, lim).Key(): true}
+	for _, p := range k.Params {
+		vals := p.Values(s, lim)
+		i := slices.Index(vals, c[p.Name])
+		var next []int
+		if numeric(vals) && i >= 0 {
+			next = []int{i - 1, i + 1}
+		} else {
+			for j := range vals {
+				if j != i {
+					next = append(next, j)
 				}
 			}
 		}
-	}
-	walk(at, maxWalks)
-	return out
-}
-
-// maxWalks is how many axes one move walks along at most.
-const maxWalks = 3
-
-// runs are the value indices a walk from index i takes, nearest first: an
-// integer list down and up from i, an enumeration each other value alone
-// (i is 255 for a value not in the list).
-func runs(vals []string, i byte) [][]int {
-	if numeric(vals) && i != 255 {
-		var down, up []int
-		for j := int(i) - 1; j >= 0; j-- {
-			down = append(down, j)
-		}
-		for j := int(i) + 1; j < len(vals); j++ {
-			up = append(up, j)
-		}
-		return [][]int{down, up}
-	}
-	var out [][]int
-	for j := range min(len(vals), 255) {
-		if j != int(i) {
-			out = append(out, []int{j})
+		for _, j := range next {
+			if j < 0 || j >= len(vals) {
+				continue
+			}
+			r := c.Clone()
+			r[p.Name] = vals[j]
+			n := k.Canonicalize(r, s, lim)
+			if seen[n.Key()] || k.Check(n, s, lim) != nil {
+				continue
+			}
+			seen[n.Key()] = true
+			out = append(out, Move{Raw: r, Config: n})
 		}
 	}
 	return out
