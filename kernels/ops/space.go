@@ -392,37 +392,164 @@ type Move struct{ Raw, Config Config }
 // parameter to the next or previous value of its list, an enumeration to
 // any other value. Moves are canonical, deduplicated (also against c) and
 // constraint-checked.
+//
+// A step that changes nothing (its config is c's own, as a chunk holding
+// every pair is grouped) or that cannot run is passed through, so that a
+// fold or a constraint never walls off what lies beyond it: an integer
+// parameter steps on the same way to the first config that is c's
+// neighbour. Where none is left that way (or an enumeration's step is such
+// a point), the search goes on from the first point that cannot run (else
+// the first that changes nothing), stepping along every parameter, breadth
+// first, to the nearest configs it reaches. A parameter the config in hand
+// does not use at all (a chunk under grouped) is not stepped: no value of
+// it gives another config.
 func (k *Space) Neighbours(c Config, s Shape, lim Limits) []Move {
+	cur := k.Canonicalize(c, s, lim)
+	w := walker{k: k, s: s, lim: lim, cur: cur, lines: map[string]bool{}}
+	seen := map[string]bool{cur.Key(): true}
 	var out []Move
-	seen := map[string]bool{k.Canonicalize(c, s, lim).Key(): true}
+	var walls []Config
 	for _, p := range k.Params {
-		vals := p.Values(s, lim)
-		i := slices.Index(vals, c[p.Name])
-		var next []int
-		if numeric(vals) && i >= 0 {
-			next = []int{i - 1, i + 1}
-		} else {
-			for j := range vals {
-				if j != i {
-					next = append(next, j)
+		for _, run := range k.steps(p, c[p.Name], s, lim) {
+			switch to := w.walk(c, cur, p, run); {
+			case to.raw != nil:
+				if !seen[to.config.Key()] {
+					seen[to.config.Key()] = true
+					out = append(out, Move{Raw: to.raw, Config: to.config})
 				}
+			case len(to.stuck) > 0:
+				walls = append(walls, to.stuck[0])
+			case to.folded != nil:
+				walls = append(walls, to.folded)
 			}
 		}
-		for _, j := range next {
-			if j < 0 || j >= len(vals) {
-				continue
+	}
+	// The moves above are all found first, so that a wall's search ends
+	// where it reaches one of them.
+	for _, start := range walls {
+		visited := map[string]bool{c.Key(): true, start.Key(): true}
+		from := []Config{start}
+		for reached := false; len(from) > 0 && !reached; {
+			var next []Config
+			for _, r := range from {
+				rn := k.Canonicalize(r, s, lim)
+				for _, p := range k.Params {
+					for _, run := range k.steps(p, r[p.Name], s, lim) {
+						to := w.walk(r, rn, p, run)
+						for _, x := range to.stuck {
+							if !visited[x.Key()] {
+								visited[x.Key()] = true
+								next = append(next, x)
+							}
+						}
+						if to.raw == nil {
+							continue
+						}
+						reached = true
+						if !seen[to.config.Key()] {
+							seen[to.config.Key()] = true
+							out = append(out, Move{Raw: to.raw, Config: to.config})
+						}
+					}
+				}
 			}
-			r := c.Clone()
-			r[p.Name] = vals[j]
-			n := k.Canonicalize(r, s, lim)
-			if seen[n.Key()] || k.Check(n, s, lim) != nil {
-				continue
-			}
-			seen[n.Key()] = true
-			out = append(out, Move{Raw: r, Config: n})
+			from = next
 		}
 	}
 	return out
+}
+
+// walker walks raw points along one knob for Neighbours.
+type walker struct {
+	k     *Space
+	s     Shape
+	lim   Limits
+	cur   Config          // the config local search stands on
+	lines map[string]bool // unused: by knob and the raw point's other knobs
+}
+
+// walked is where a walk ended: the first config other than cur that can
+// run (raw nil: none), and the points passed on the way that cannot run
+// (stuck) and the first that folds to cur.
+type walked struct {
+	raw, config Config
+	stuck       []Config
+	folded      Config
+}
+
+// walk steps knob p of raw point r (whose config is rn) through the values
+// of run until a config other than cur that can run. It walks nowhere when
+// r's config does not use p at all.
+func (w *walker) walk(r, rn Config, p Knob, run []string) walked {
+	var to walked
+	for _, v := range run {
+		x := r.Clone()
+		x[p.Name] = v
+		n := w.k.Canonicalize(x, w.s, w.lim)
+		stuck := w.k.Check(n, w.s, w.lim) != nil
+		if !stuck && !n.Equal(w.cur) {
+			to.raw, to.config = x, n
+			return to
+		}
+		if w.unused(r, rn, p, n) {
+			return walked{}
+		}
+		if stuck {
+			to.stuck = append(to.stuck, x)
+		} else if to.folded == nil {
+			to.folded = x
+		}
+	}
+	return to
+}
+
+// unused reports whether raw point r's config rn ignores knob p, judged
+// from n, the config of one step of p from r: no value of p changes rn.
+func (w *walker) unused(r, rn Config, p Knob, n Config) bool {
+	if _, used := n[p.Name]; used || !n.Equal(rn) {
+		return false
+	}
+	line := r.Clone()
+	delete(line, p.Name)
+	key := p.Name + "|" + line.Key()
+	if v, ok := w.lines[key]; ok {
+		return v
+	}
+	w.lines[key] = true
+	for _, v := range p.Values(w.s, w.lim) {
+		line[p.Name] = v
+		if !w.k.Canonicalize(line, w.s, w.lim).Equal(rn) {
+			w.lines[key] = false
+			break
+		}
+	}
+	return w.lines[key]
+}
+
+// steps are the runs of values one step from v along knob p: for an
+// integer knob the values below v nearest first and those above it, for
+// an enumeration each other value alone.
+func (k *Space) steps(p Knob, v string, s Shape, lim Limits) [][]string {
+	vals := p.Values(s, lim)
+	i := slices.Index(vals, v)
+	var runs [][]string
+	if numeric(vals) && i >= 0 {
+		if i > 0 {
+			down := slices.Clone(vals[:i])
+			slices.Reverse(down)
+			runs = append(runs, down)
+		}
+		if i+1 < len(vals) {
+			runs = append(runs, vals[i+1:])
+		}
+		return runs
+	}
+	for j, w := range vals {
+		if j != i {
+			runs = append(runs, []string{w})
+		}
+	}
+	return runs
 }
 
 func numeric(vals []string) bool {

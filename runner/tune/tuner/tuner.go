@@ -817,7 +817,8 @@ func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidat
 }
 
 // local is a hill climb from the default: each step times the current
-// config with its unvisited neighbours (one parameter one step away) in
+// config with its unvisited neighbours (one parameter one step away, past
+// steps that change nothing or cannot run: ops.Space.Neighbours) in
 // interleaved rounds and moves to the fastest, until none is faster or the
 // budget ends.
 func (t *bucketRun) local(ctx context.Context) ([]*Candidate, error) {
