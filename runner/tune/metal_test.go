@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMetalSpaces(t *testing.T) {
@@ -132,5 +133,69 @@ func TestMetalMoEStrategies(t *testing.T) {
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%d tokens: strategies %v among %d candidates, want %v", c.tokens, got, len(cands), c.want)
 		}
+	}
+}
+
+// A Metal matmul entry tuned at one row holds the matvec's canonical
+// mv_max=1, as a tune that keeps the default stores it. At two to four rows
+// that config is the tiles, whose 64-row default cannot run there: the
+// lookup passes the entry over, for the next nearest or the default,
+// without a warning. An entry that cannot run at its own bucket is still
+// warned about.
+func TestNearbyMetalEntryWhosePathDoesNotApply(t *testing.T) {
+	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	k, err := Find("metal", "matmul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := func(m int) Shape {
+		s, err := k.Normalize(Shape{"m": m, "n": 2048, "k": 2048}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	matmul := func(m int, cfg Config) Entry {
+		return Entry{Device: "Test GPU", Backend: "metal", Kernel: "matmul", DType: "bf16", Shape: shape(m),
+			Config: cfg, Default: k.DefaultConfig(shape(m), lim), Speedup: 1, P: 0.5, Samples: 20,
+			SourceHash: "h", ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	}
+	query := func(m int) Query {
+		return Query{Device: "Test GPU", Backend: "metal", Kernel: "matmul", DType: "bf16", SourceHash: "h", Limits: lim, Shape: shape(m)}
+	}
+
+	s := NewStore(layer(FromUser, matmul(1, k.DefaultConfig(shape(1), lim))))
+	for m := 1; m <= 4; m++ {
+		c, err := s.Lookup(query(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := m > 1; c.IsDefault() != want {
+			t.Errorf("m=%d: %s, want the default: %v", m, c, want)
+		}
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("an entry tuned at m=1 warned at m=2..4: %q", w)
+	}
+
+	// m=2 is an octave from the buckets at 1 and 4; the smaller does not
+	// apply, so the one at 4 does, canonical for 2 rows.
+	s = NewStore(layer(FromUser,
+		matmul(1, Config{"mv_max": "1", "rows": "2", "simdgroups": "8"}),
+		matmul(4, Config{"mv_max": "4", "rows": "3", "simdgroups": "2"})))
+	if c, err := s.Lookup(query(2)); err != nil || c.String() != "mv<=2m/r3/2sg (user cache)" {
+		t.Errorf("m=2 between buckets 1 and 4: %s, %v; want the bucket at 4", c, err)
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q", w)
+	}
+
+	// A 64-row tile tuned at one row runs nowhere near: that file is wrong.
+	s = NewStore(layer(FromUser, matmul(1, Config{"mv_max": "0", "bm": "64", "bn": "64", "bk": "32", "sgm": "2", "sgn": "2"})))
+	if c, _ := s.Lookup(query(2)); !c.IsDefault() {
+		t.Errorf("a tile that cannot run at its bucket was taken: %s", c)
+	}
+	if w := s.Warnings(); len(w) != 1 || !strings.Contains(w[0], "cannot run here") {
+		t.Errorf("warnings %q, want one that the entry cannot run here", w)
 	}
 }

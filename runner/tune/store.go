@@ -231,8 +231,12 @@ func (c Choice) IsDefault() bool { return c.Entry == nil }
 // MaxOctaves away (a token count of 8 takes the bucket tuned at 4 or 16, not
 // one tuned at 1) — ties going to the higher layer (env override, user
 // cache, shipped), then to the smaller bucket. Stale entries (another
-// kernel source hash) and configs the kernel no longer accepts are skipped
-// with a warning. With no usable entry it returns the kernel's default.
+// kernel source hash) and configs the kernel no longer accepts, or that
+// cannot run at their own bucket on this device, are skipped with a
+// warning. A nearby bucket's config that runs there but not at q's shape
+// (canonical for q, it takes a path whose constraints q's shape fails) is
+// passed over quietly for the next nearest entry. With no usable entry it
+// returns the kernel's default.
 func (s *Store) Lookup(q Query) (Choice, error) {
 	k, err := Find(q.Backend, q.Kernel)
 	if err != nil {
@@ -278,6 +282,13 @@ func (s *Store) Lookup(q Query) (Choice, error) {
 			}
 			cfg := k.Canonicalize(e.Config, q.Shape, q.Limits)
 			if err := k.Check(cfg, q.Shape, q.Limits); err != nil && !cfg.Equal(def.Config) {
+				// A config that runs at its own bucket says nothing about a
+				// shape where its path does not apply (a matvec tuned at one
+				// row is a tile at two): the next entry or the default is
+				// taken, and nothing is wrong with the file.
+				if own := k.Canonicalize(e.Config, e.Shape, q.Limits); k.Check(own, e.Shape, q.Limits) == nil {
+					continue
+				}
 				s.warn("bad:"+l.Name+":"+e.File+":"+e.Key(), fmt.Sprintf(
 					"tuned config %s for %s from %s (%s) cannot run here: %v; ignored", k.String(e.Config), e.Describe(), l.Name, e.File, err))
 				continue
