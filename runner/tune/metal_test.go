@@ -157,7 +157,7 @@ func TestNearbyMetalEntryWhosePathDoesNotApply(t *testing.T) {
 	}
 	matmul := func(m int, cfg Config) Entry {
 		return Entry{Device: "Test GPU", Backend: "metal", Kernel: "matmul", DType: "bf16", Shape: shape(m),
-			Config: cfg, Default: k.DefaultConfig(shape(m), lim), Speedup: 1, P: 0.5, Samples: 20,
+			Config: cfg, Default: k.DefaultConfig(shape(m), lim), Speedup: 1.2, P: 0.001, Samples: 20,
 			SourceHash: "h", ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	}
 	query := func(m int) Query {
