@@ -135,7 +135,8 @@ func OverridesText(o map[string]string) string {
 // limit.
 type RunFilter struct {
 	Tag       string
-	GitCommit string // prefix
+	Tags      []string // any of them, beside Tag
+	GitCommit string   // prefix
 	SuiteName string
 	Status    string
 	Kind      string
@@ -442,6 +443,12 @@ func (db *DB) Runs(f RunFilter) ([]Run, error) {
 	}
 	if f.Tag != "" {
 		add(`r.tag = ?`, f.Tag)
+	}
+	if len(f.Tags) > 0 {
+		where = append(where, `r.tag IN (?`+strings.Repeat(`, ?`, len(f.Tags)-1)+`)`)
+		for _, t := range f.Tags {
+			args = append(args, t)
+		}
 	}
 	if f.GitCommit != "" {
 		// substr rather than LIKE: '%' and '_' in the argument stay literal.

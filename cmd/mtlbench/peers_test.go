@@ -470,3 +470,40 @@ func TestBenchDepthPairsWithLlamaBench(t *testing.T) {
 		}
 	}
 }
+
+// runs takes a list of tags, as compare does, and a kind: peer runs read as
+// peer runs, not as bench runs.
+func TestRunsByTagsAndKind(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	for i, tag := range []string{"x", "y"} {
+		p := filepath.Join(dir, tag+".txt")
+		os.WriteFile(p, []byte(fmt.Sprintf("Timing with prompt_tokens=%d, generation_tokens=64, batch_size=1.\nTrial 1:  prompt_tps=500.000, generation_tps=40.000, peak_memory=1.000\n", 128*(i+1))), 0o644)
+		if _, stderr, err := mtl(t, "peer", "import", p, "--db", db, "--tag", tag); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		n    int
+	}{
+		{[]string{"--tag", "x,y"}, 2},
+		{[]string{"--tag", "y"}, 1},
+		{[]string{"--kind", "peer"}, 2},
+		{[]string{"--kind", "suite"}, 0},
+	} {
+		out, _, err := mtl(t, append([]string{"runs", "--db", db, "--format", "csv"}, c.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := csvRows(t, out); len(rows) != c.n {
+			t.Errorf("runs %v: %d rows, want %d", c.args, len(rows), c.n)
+		}
+	}
+	if out, _, err := mtl(t, "runs", "--db", db); err != nil || !strings.Contains(out, "peer") {
+		t.Errorf("runs table without the kind: %v\n%s", err, out)
+	}
+	if _, _, err := mtl(t, "runs", "--db", db, "--kind", "bench"); err == nil || !strings.Contains(err.Error(), `--kind "bench": want suite, tune or peer`) {
+		t.Errorf("an unknown kind: %v", err)
+	}
+}

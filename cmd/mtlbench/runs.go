@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -20,8 +21,9 @@ func runsCommand() *cli.Command {
 		Usage: "list recorded runs, newest first",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "tag", Usage: "only runs with this tag"},
+			&cli.StringFlag{Name: "tag", Usage: "only runs with this tag, or any of a comma-separated list (as compare takes them)"},
 			&cli.StringFlag{Name: "suite", Usage: "only runs of this suite"},
+			&cli.StringFlag{Name: "kind", Usage: "only runs of this kind: suite (run, bench), tune or peer"},
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs (0: all)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"},
 		},
@@ -38,7 +40,23 @@ func runsCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			runs, err := db.Runs(results.RunFilter{Tag: c.String("tag"), SuiteName: c.String("suite"), Limit: c.Int("limit")})
+			filter := results.RunFilter{SuiteName: c.String("suite"), Kind: c.String("kind"), Limit: c.Int("limit")}
+			switch k := filter.Kind; k {
+			case "", results.KindSuite, results.KindTune, results.KindPeer:
+			default:
+				return fmt.Errorf("--kind %q: want suite, tune or peer", k)
+			}
+			if t := c.String("tag"); t != "" {
+				for _, tag := range strings.Split(t, ",") {
+					if tag = strings.TrimSpace(tag); tag != "" {
+						filter.Tags = append(filter.Tags, tag)
+					}
+				}
+				if len(filter.Tags) == 0 {
+					return fmt.Errorf("--tag %q names no tag", t)
+				}
+			}
+			runs, err := db.Runs(filter)
 			if err != nil {
 				return err
 			}
@@ -49,7 +67,7 @@ func runsCommand() *cli.Command {
 
 // runsTable lists runs: display cells, and as data every provenance field.
 func runsTable(runs []results.Run) *table.Table {
-	t := &table.Table{Header: []string{"run", "suite", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
+	t := &table.Table{Header: []string{"run", "suite", "kind", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
 		Data: &table.Data{Columns: []string{"run", "suite", "suite_path", "suite_hash", "tag", "kind", "backend", "timing",
 			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "threads", "notes",
 			"read_bandwidth_gb_s", "matmul_peak_gflop_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
@@ -62,7 +80,7 @@ func runsTable(runs []results.Run) *table.Table {
 		if r.Emulated {
 			machine += " (emulated)"
 		}
-		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.SuiteName, r.Tag, r.Backend, r.TimingMode, r.Status,
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.SuiteName, r.Kind, r.Tag, r.Backend, r.TimingMode, r.Status,
 			r.StartedAt.Local().Format(time.DateTime), commit, machine, results.OverridesText(r.Overrides)})
 		m := r.Machine
 		var bw any
