@@ -260,7 +260,7 @@ func TestEngineUsesTunedMetalConfigs(t *testing.T) {
 
 	entry := func(kernel string, shape tune.Shape, c tune.Config) tune.Located {
 		return tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu", Kernel: kernel,
-			DType: "bf16", Shape: shape, Config: c, Samples: 20, SourceHash: metal.KernelSourceHash(kernel)}}
+			DType: "bf16", Shape: shape, Config: c, Speedup: 1.2, P: 0.001, Samples: 20, SourceHash: metal.KernelSourceHash(kernel)}}
 	}
 	l := tune.Layer{Name: tune.FromUser}
 	// Decode steps of 2 tokens: the matmuls on 8-row tiles instead of the
@@ -341,23 +341,23 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 		}
 		l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
 			Kernel: "qmatmul", DType: "q4", Shape: tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
-			Config: tune.Config{"bm": "16", "bn": "32", "bk": "32", "sgm": "2", "sgn": "1"}, Samples: 20,
+			Config: tune.Config{"bm": "16", "bn": "32", "bk": "32", "sgm": "2", "sgn": "1"}, Speedup: 1.2, P: 0.001, Samples: 20,
 			SourceHash: metal.KernelSourceHash("qmatmul")}})
 	}
 	// The decode steps' packed GEMVs: 2 rows a simdgroup, 8 simdgroups.
 	for _, s := range tune.MatMulShapes(cfg, 1, 1) {
 		l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
 			Kernel: "qmatmul", DType: "q4", Shape: tune.Shape{ops.M: s[0], ops.N: s[1], ops.K: s[2]},
-			Config: tune.Config{"rows": "2", "simdgroups": "8"}, Samples: 20, SourceHash: metal.KernelSourceHash("qmatmul")}})
+			Config: tune.Config{"rows": "2", "simdgroups": "8"}, Speedup: 1.2, P: 0.001, Samples: 20, SourceHash: metal.KernelSourceHash("qmatmul")}})
 	}
 	// The decode steps' packed expert GEMVs: 2 rows a simdgroup, 8 simdgroups.
 	l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
 		Kernel: "qmoe", DType: "q4", Shape: tune.MoEShape(cfg, 1),
-		Config: tune.Config{"mv_max": "1", "rows": "2", "simdgroups": "8"}, Samples: 20, SourceHash: metal.KernelSourceHash("qmoe")}})
+		Config: tune.Config{"mv_max": "1", "rows": "2", "simdgroups": "8"}, Speedup: 1.2, P: 0.001, Samples: 20, SourceHash: metal.KernelSourceHash("qmoe")}})
 	// The prompt's 24 tokens give 3 rows a routed expert: tiles of 8 pairs.
 	l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
 		Kernel: "qmoe", DType: "q4", Shape: tune.MoEShape(cfg, prompt),
-		Config: tune.Config{"mv_max": "0", "bm": "8", "bn": "16", "bk": "32", "sgm": "1", "sgn": "1"}, Samples: 20,
+		Config: tune.Config{"mv_max": "0", "bm": "8", "bn": "16", "bk": "32", "sgm": "1", "sgn": "1"}, Speedup: 1.2, P: 0.001, Samples: 20,
 		SourceHash: metal.KernelSourceHash("qmoe")}})
 	store := tune.NewStore(l)
 	lookup := func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
