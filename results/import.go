@@ -238,39 +238,26 @@ func (db *DB) ExportRun(id int64) (*RunRecord, error) {
 
 // FindRun returns the id of a stored run that is r (the same start time,
 // suite, tag, commit and machine), for imports that must not store a run
-// twice; the first when several are.
+// twice; the oldest when several are.
 func (db *DB) FindRun(r *Run) (int64, bool, error) {
 	ids, err := db.sameStart(r)
 	if err != nil || len(ids) == 0 {
 		return 0, false, err
 	}
-	return ids[0], true, nil
+	return ids[len(ids)-1], true, nil
 }
 
 // sameStart are the stored runs of r's start time, suite, tag, commit and
-// machine, oldest first.
+// machine, newest first.
 func (db *DB) sameStart(r *Run) ([]int64, error) {
 	hash, _, err := machineHash(r.Machine)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.Query(`SELECT r.id FROM runs r JOIN machines m ON m.id = r.machine_id
-		WHERE r.started_at = ? AND r.suite_name = ? AND r.tag = ? AND r.git_commit = ? AND m.content_hash = ?
-		ORDER BY r.id`,
+	ids, err := db.runIDs(`WHERE started_at = ? AND suite_name = ? AND tag = ? AND git_commit = ?
+		AND machine_id IN (SELECT id FROM machines WHERE content_hash = ?)`, 0,
 		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
 	if err != nil {
-		return nil, fmt.Errorf("results: find run: %w", err)
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("results: find run: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("results: find run: %w", err)
 	}
 	return ids, nil
