@@ -172,23 +172,36 @@ func TestHelpPointsToEnv(t *testing.T) {
 	}
 }
 
-// generate --json on a transformers fixture prints the tokens and logits
-// transformers computed.
-func TestGenerateJSONMatchesTransformers(t *testing.T) {
+// refPrompt is a prompt of a fixture's reference.json: what transformers
+// computed for it.
+type refPrompt struct {
+	Tokens     []int32   `json:"tokens"`
+	LogitsLast []float32 `json:"logits_last"`
+	Greedy     []int32   `json:"greedy"`
+}
+
+// qwen3MoEPrompt is the qwen3_moe fixture's folder and its second reference
+// prompt.
+func qwen3MoEPrompt(t *testing.T) (string, refPrompt) {
+	t.Helper()
 	dir := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3_moe")
 	var ref struct {
-		Prompts []struct {
-			Tokens     []int32   `json:"tokens"`
-			LogitsLast []float32 `json:"logits_last"`
-			Greedy     []int32   `json:"greedy"`
-		} `json:"prompts"`
+		Prompts []refPrompt `json:"prompts"`
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	json.Unmarshal(data, &ref)
-	p := ref.Prompts[1]
+	if err := json.Unmarshal(data, &ref); err != nil || len(ref.Prompts) < 2 {
+		t.Fatalf("%s: %v, %d prompts", dir, err, len(ref.Prompts))
+	}
+	return dir, ref.Prompts[1]
+}
+
+// generate --json on a transformers fixture prints the tokens and logits
+// transformers computed.
+func TestGenerateJSONMatchesTransformers(t *testing.T) {
+	dir, p := qwen3MoEPrompt(t)
 	toks := make([]string, len(p.Tokens))
 	for i, v := range p.Tokens {
 		toks[i] = strconv.Itoa(int(v))
@@ -220,19 +233,7 @@ func TestGenerateJSONMatchesTransformers(t *testing.T) {
 // generate stops at the checkpoint's end-of-sequence token, as
 // transformers' generate does, keeping it as the last; --ignore-eos goes on.
 func TestGenerateStopsAtEOS(t *testing.T) {
-	src := filepath.Join("..", "..", "runner", "testdata", "hf", "qwen3_moe")
-	var ref struct {
-		Prompts []struct {
-			Tokens []int32 `json:"tokens"`
-			Greedy []int32 `json:"greedy"`
-		} `json:"prompts"`
-	}
-	data, err := os.ReadFile(filepath.Join(src, "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.Unmarshal(data, &ref)
-	p := ref.Prompts[1]
+	src, p := qwen3MoEPrompt(t)
 	// The end token: the first one past the first not seen before it.
 	at := -1
 	for j := 1; j < len(p.Greedy) && at < 0; j++ {
