@@ -254,13 +254,9 @@ func (db *DB) sameStart(r *Run) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := db.runIDs(`WHERE started_at = ? AND suite_name = ? AND tag = ? AND git_commit = ?
+	return db.runIDs(`WHERE started_at = ? AND suite_name = ? AND tag = ? AND git_commit = ?
 		AND machine_id IN (SELECT id FROM machines WHERE content_hash = ?)`, 0,
 		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
-	if err != nil {
-		return nil, fmt.Errorf("results: find run: %w", err)
-	}
-	return ids, nil
 }
 
 // FindRecord returns the id of a stored run that is rec: FindRun's start,
