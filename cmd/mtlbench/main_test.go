@@ -119,11 +119,12 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 }
 
 // env lists every variable; with a clean environment each shows its
-// default.
+// default, a path rule as the path it comes to.
 func TestEnvGolden(t *testing.T) {
 	for _, v := range envconfig.Vars {
 		t.Setenv(v.Name, "")
 	}
+	t.Setenv("XDG_DATA_HOME", "/data")
 	for _, f := range []struct{ name, format string }{{"env", "table"}, {"env.json", "json"}} {
 		out, _, err := mtl(t, "env", "--format", f.format)
 		if err != nil {

@@ -128,14 +128,25 @@ func Unknown() []string {
 	return out
 }
 
+// resolved gives the value a default of a path rule comes to on this
+// machine, so `mtlbench env` shows the path the commands will use.
+var resolved = map[string]func() string{
+	"MTLBENCH_DB":      results.DefaultPath,
+	"MTLBENCH_HISTORY": defaultHistoryDir,
+}
+
 // Values lists every variable in Vars with its current value: what the
-// environment says, or the default.
+// environment says, or the default (a path rule resolved for this machine).
 func Values() []Value {
 	out := make([]Value, 0, len(Vars))
 	for _, v := range Vars {
 		val, ok := lookup(v.Name)
 		if !ok {
-			out = append(out, Value{Var: v, Value: v.Default, Source: "default"})
+			val = v.Default
+			if r := resolved[v.Name]; r != nil {
+				val = r()
+			}
+			out = append(out, Value{Var: v, Value: val, Source: "default"})
 			continue
 		}
 		out = append(out, Value{Var: v, Value: val, Source: "environment"})
@@ -243,6 +254,10 @@ func HistoryDir() string {
 	if p := Get("MTLBENCH_HISTORY"); p != "" {
 		return p
 	}
+	return defaultHistoryDir()
+}
+
+func defaultHistoryDir() string {
 	return filepath.Join(filepath.Dir(results.DefaultPath()), "history")
 }
 
