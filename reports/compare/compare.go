@@ -379,12 +379,12 @@ func (c *Comparison) Tables() []*table.Table {
 		return nil
 	}
 	var out []*table.Table
-	for i, m := range c.Metrics {
-		var rows []*Row
-		for _, r := range c.Rows {
-			if r.Metric == m {
-				rows = append(rows, r)
-			}
+	oneSided := map[string][]string{}
+	for _, m := range c.Metrics {
+		rows := c.metricRows(m)
+		if side := recordedBy(rows); side != "" {
+			oneSided[side] = append(oneSided[side], m)
+			continue
 		}
 		scale, unit := displayUnit(rows[0].Unit)
 		title := m
@@ -403,26 +403,103 @@ func (c *Comparison) Tables() []*table.Table {
 				reasons = append(reasons, r.Case+": "+r.Reason)
 			}
 		}
-		if i == 0 {
+		if len(out) == 0 {
 			// The legend once, under the first table.
-			t.Notes = append(t.Notes, "A: "+c.A.Describe()+"; B: "+c.B.Describe(),
-				fmt.Sprintf("p: Mann-Whitney U test; ~: no significant difference at alpha %g", c.Alpha))
-			t.Notes = append(t.Notes, c.Notes...)
+			t.Notes = append(t.Notes, c.legend()...)
 		}
 		t.Notes = append(t.Notes, reasons...)
 		out = append(out, t)
 	}
-	if len(c.OnlyA)+len(c.OnlyB) > 0 {
-		t := &table.Table{Title: "cases on one side only", Header: []string{"case", "only in"}}
-		for _, x := range c.OnlyA {
-			t.Rows = append(t.Rows, []string{x.DisplayName(), "A"})
+	if len(oneSided) > 0 {
+		t := &table.Table{Title: "metrics one side records", Header: []string{"metric", "only in"}}
+		for _, side := range []string{"A", "B"} {
+			for _, m := range oneSided[side] {
+				t.Rows = append(t.Rows, []string{m, side})
+			}
 		}
-		for _, x := range c.OnlyB {
-			t.Rows = append(t.Rows, []string{x.DisplayName(), "B"})
+		if len(out) == 0 {
+			t.Notes = append(t.Notes, c.legend()...)
+		}
+		out = append(out, t)
+	}
+	if len(c.OnlyA)+len(c.OnlyB) > 0 {
+		names, keyed := c.onlyNames()
+		header := []string{"case", "only in"}
+		if keyed {
+			header = append(header, "key")
+		}
+		t := &table.Table{Title: "cases on one side only", Header: header}
+		for i, x := range append(slices.Clone(c.OnlyA), c.OnlyB...) {
+			row := []string{names[i], "B"}
+			if i < len(c.OnlyA) {
+				row[1] = "A"
+			}
+			if keyed {
+				row = append(row, x.Key)
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		if len(out) == 0 {
+			t.Notes = append(t.Notes, c.legend()...)
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+func (c *Comparison) legend() []string {
+	return append([]string{"A: " + c.A.Describe() + "; B: " + c.B.Describe(),
+		fmt.Sprintf("p: Mann-Whitney U test; ~: no significant difference at alpha %g", c.Alpha)}, c.Notes...)
+}
+
+func (c *Comparison) metricRows(m string) []*Row {
+	var rows []*Row
+	for _, r := range c.Rows {
+		if r.Metric == m {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// recordedBy is "A" or "B" when only that side records the metric in
+// every case the two share and no run failed to give it (another engine's
+// figures rarely hold all of mtlbench's metrics): a table of "no data" rows
+// would hide the ones that compare. It is "" for a metric to show.
+func recordedBy(rows []*Row) string {
+	side := ""
+	for _, r := range rows {
+		s := ""
+		switch {
+		case r.Verdict == VerdictNotComparable:
+			return ""
+		case r.A.N == 0 && r.B.N > 0 && len(r.ErrorsA) == 0:
+			s = "B"
+		case r.B.N == 0 && r.A.N > 0 && len(r.ErrorsB) == 0:
+			s = "A"
+		default:
+			return ""
+		}
+		if side != "" && s != side {
+			return ""
+		}
+		side = s
+	}
+	return side
+}
+
+// onlyNames are the display names of OnlyA then OnlyB; keyed says two of
+// them share a name (names leave out settings such as layers and threads),
+// so their keys must be shown to tell them apart.
+func (c *Comparison) onlyNames() (names []string, keyed bool) {
+	seen := map[string]bool{}
+	for _, x := range append(slices.Clone(c.OnlyA), c.OnlyB...) {
+		n := x.DisplayName()
+		keyed = keyed || seen[n]
+		seen[n] = true
+		names = append(names, n)
+	}
+	return names, keyed
 }
 
 // displayUnit scales bytes to MiB, which is how people read memory.

@@ -3,9 +3,11 @@ package compare
 import (
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -273,5 +275,54 @@ func TestParamDiffLeavesOutFound(t *testing.T) {
 	b.Add(rc, samples("us_per_call", "us", seq(8, 10, 0.1)))
 	if notes := strings.Join(Compare(a, b, Options{}).Notes, "\n"); strings.Contains(notes, "recorded parameters differ") {
 		t.Errorf("notes: %s", notes)
+	}
+}
+
+// A metric only one side records (another engine's figures hold few of
+// mtlbench's) is listed once, not shown as a table of "no data" rows; one
+// that a failed run left empty keeps its table, which says why. Cases on
+// one side only that share a name are told apart by their keys.
+func TestCompareOneSidedMetrics(t *testing.T) {
+	peer, mine := NewSide("peer"), NewSide("mine")
+	shared := results.Case{Key: "bench/batch=1", Name: "bench/batch=1", Kind: "bench", Status: results.CaseDone}
+	peer.Add(shared, samples("decode_tok_s", "tok/s", seq(5, 100, 1)))
+	mine.Add(shared, append(append(samples("decode_tok_s", "tok/s", seq(5, 90, 1)),
+		samples("ttft_ms", "ms", seq(5, 10, 1))...), samples("step_ms", "ms", seq(5, 5, 1))...))
+	failed := results.Case{Key: "bench/batch=2", Name: "bench/batch=2", Kind: "bench", Status: results.CaseFailed, Error: "out of memory"}
+	peer.Add(failed, nil)
+	mine.Add(results.Case{Key: "bench/batch=2", Name: "bench/batch=2", Kind: "bench", Status: results.CaseDone},
+		samples("step_ms", "ms", seq(5, 7, 1)))
+	for _, k := range []string{"bench/batch=4/layers=2", "bench/batch=4/layers=4"} {
+		mine.Add(results.Case{Key: k, Name: "bench/batch=4", Kind: "bench", Status: results.CaseDone}, samples("decode_tok_s", "tok/s", seq(5, 50, 1)))
+	}
+	cmp := Compare(peer, mine, Options{})
+	var titles []string
+	var text strings.Builder
+	for _, tab := range cmp.Tables() {
+		titles = append(titles, strings.Fields(tab.Title)[0])
+		if err := tab.Render(&text, table.FormatCSV); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(strings.Join(tab.Notes, "\n") + "\n")
+	}
+	if want := []string{"decode_tok_s", "step_ms", "metrics", "cases"}; !slices.Equal(titles, want) {
+		t.Fatalf("tables %v, want %v:\n%s", titles, want, text.String())
+	}
+	for _, want := range []string{"ttft_ms,B", "bench/batch=4,B,bench/batch=4/layers=2", "bench/batch=4,B,bench/batch=4/layers=4", "out of memory"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("no %q in\n%s", want, text.String())
+		}
+	}
+	var page strings.Builder
+	if err := cmp.WriteHTML(&page, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"B only: ttft_ms", "bench/batch=4 (bench/batch=4/layers=2)"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("no %q in the page", want)
+		}
+	}
+	if strings.Contains(page.String(), "<h2>ttft_ms") {
+		t.Error("the page shows a table of a metric only one side records")
 	}
 }

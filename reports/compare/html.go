@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -29,6 +30,7 @@ type page struct {
 	Notes      []string
 	OnlyA      []string
 	OnlyB      []string
+	OneSided   []string
 	Images     []string
 	Generated  string
 	StyleClass map[string]string
@@ -56,7 +58,9 @@ img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
 {{range .Rows}}<tr><td>{{.Case}}</td><td>{{.A}}</td><td>{{.ACI}}</td><td>{{.B}}</td><td>{{.BCI}}</td><td>{{.Delta}}</td><td>{{.P}}</td><td>{{.N}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
 {{end}}</table>
 {{range .Notes}}<p class="note">{{.}}</p>{{end}}{{end}}
-{{if or .OnlyA .OnlyB}}<h2>Cases on one side only</h2><ul>
+{{if .OneSided}}<h2>Metrics one side records</h2><ul>
+{{range .OneSided}}<li>{{.}}</li>{{end}}</ul>
+{{end}}{{if or .OnlyA .OnlyB}}<h2>Cases on one side only</h2><ul>
 {{range .OnlyA}}<li>A only: {{.}}</li>{{end}}{{range .OnlyB}}<li>B only: {{.}}</li>{{end}}</ul>{{end}}
 {{if .Images}}<h2>Charts</h2>{{range .Images}}<p><img src="{{.}}" alt="{{.}}"></p>{{end}}{{end}}
 </body></html>
@@ -85,11 +89,10 @@ func (c *Comparison) WriteHTML(w io.Writer, charts []string) error {
 		return fmtNum(s.Center * scale)
 	}
 	for _, m := range c.Metrics {
-		var rows []*Row
-		for _, r := range c.Rows {
-			if r.Metric == m {
-				rows = append(rows, r)
-			}
+		rows := c.metricRows(m)
+		if side := recordedBy(rows); side != "" {
+			p.OneSided = append(p.OneSided, side+" only: "+m)
+			continue
 		}
 		scale, unit := displayUnit(rows[0].Unit)
 		t := pageTable{Title: m + " (" + strings.TrimPrefix(unit+", ", ", ") + rows[0].Direction.String() + ")"}
@@ -112,11 +115,17 @@ func (c *Comparison) WriteHTML(w io.Writer, charts []string) error {
 		}
 		p.Tables = append(p.Tables, t)
 	}
-	for _, x := range c.OnlyA {
-		p.OnlyA = append(p.OnlyA, x.DisplayName())
-	}
-	for _, x := range c.OnlyB {
-		p.OnlyB = append(p.OnlyB, x.DisplayName())
+	names, keyed := c.onlyNames()
+	for i, x := range append(slices.Clone(c.OnlyA), c.OnlyB...) {
+		n := names[i]
+		if keyed {
+			n += " (" + x.Key + ")"
+		}
+		if i < len(c.OnlyA) {
+			p.OnlyA = append(p.OnlyA, n)
+		} else {
+			p.OnlyB = append(p.OnlyB, n)
+		}
 	}
 	for _, f := range charts {
 		if strings.HasSuffix(f, ".svg") {

@@ -423,11 +423,12 @@ func mergeSameKey(run *Run) {
 
 // quantOf is the weight type in llama.cpp's model type ("qwen2 7B Q4_K -
 // Medium" -> "Q4_K - Medium"): what follows the size, the first word that
-// starts with a digit; the model type itself when there is none.
+// starts with a digit, or "?B" for a size llama.cpp does not name; the
+// model type itself when there is none.
 func quantOf(modelType string) string {
 	f := strings.Fields(modelType)
 	for i, w := range f {
-		if w[0] >= '0' && w[0] <= '9' && i+1 < len(f) {
+		if (w[0] >= '0' && w[0] <= '9' || w[0] == '?') && i+1 < len(f) {
 			rest := f[i+1:]
 			if rest[0] == "mostly" && len(rest) > 1 {
 				rest = rest[1:]

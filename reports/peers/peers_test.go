@@ -186,6 +186,8 @@ func TestQuantOf(t *testing.T) {
 		"llama 7B mostly Q4_0":   "q4_0",
 		"qwen3moe 30B.A3B BF16":  "bf16",
 		"llama 8B Q3_K - Small":  "q3_k_s",
+		"qwen3moe ?B BF16":       "bf16", // a size llama.cpp does not name
+		"gpt2 0.1B F16":          "f16",
 		"unknown":                "unknown",
 	} {
 		if got := quantOf(in); got != want {
