@@ -497,9 +497,15 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 			}
 			return def
 		}
-		switch v.Type {
-		case gguf.U8, gguf.I8, gguf.U16, gguf.I16, gguf.U32, gguf.I32, gguf.U64, gguf.I64:
-		default:
+		if v.Type == gguf.Array {
+			one, err := ggufPerLayer(f, arch, key)
+			if err != nil {
+				errs = append(errs, err.Error())
+				return def
+			}
+			v = one
+		}
+		if !ggufInteger(v.Type) {
 			errs = append(errs, fmt.Sprintf("%s.%s is not an integer", arch, key))
 			return def
 		}
@@ -665,6 +671,60 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		return nil, bad("%v", err)
 	}
 	return c, nil
+}
+
+// ggufInteger reports whether a metadata value of type t is an integer.
+func ggufInteger(t gguf.ValueType) bool {
+	switch t {
+	case gguf.U8, gguf.I8, gguf.U16, gguf.I16, gguf.U32, gguf.I32, gguf.U64, gguf.I64:
+		return true
+	}
+	return false
+}
+
+// ggufLayerKeys are the counts llama.cpp's loader also reads as an array of
+// one value a layer (its get_key_or_arr): gguf-py's add_head_count,
+// add_head_count_kv and add_feed_forward_length take a list.
+var ggufLayerKeys = map[string]bool{"attention.head_count": true, "attention.head_count_kv": true, "feed_forward_length": true}
+
+// ggufPerLayer reads the array under arch.key, one value a layer, as the
+// one value every layer shares: llama.cpp's loader takes an array of
+// block_count integers there, and mtlbench runs models whose layers are
+// alike, so an array whose values differ is refused, naming the layer.
+func ggufPerLayer(f *gguf.File, arch, key string) (gguf.Value, error) {
+	name := arch + "." + key
+	v := f.KV[name]
+	if !ggufLayerKeys[key] {
+		return v, fmt.Errorf("%s is an array of %d values, not an integer", name, v.Len)
+	}
+	if !ggufInteger(v.Elem) {
+		return v, fmt.Errorf("%s is an array of %s, not of integers (one a layer)", name, v.Elem)
+	}
+	nums, err := f.Numbers(name)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", name, err)
+	}
+	// The length is held to block_count when that is a count; when it is
+	// not, its own error says so.
+	if b, ok := f.KV[arch+".block_count"]; ok && ggufInteger(b.Type) && b.Int > 0 && uint64(len(nums)) != uint64(b.Int) {
+		return v, fmt.Errorf("%s is an array of %d values, one a layer, but %s.block_count is %d", name, len(nums), arch, b.Int)
+	}
+	if len(nums) == 0 {
+		return v, fmt.Errorf("%s is an empty array", name)
+	}
+	for l, n := range nums {
+		if n != nums[0] {
+			return v, fmt.Errorf("%s differs between layers (layer 0: %g, layer %d: %g): mtlbench runs models whose layers share one value", name, nums[0], l, n)
+		}
+	}
+	one := gguf.Value{Type: v.Elem, Float: nums[0]}
+	if nums[0] < 0 {
+		one.Int = int64(nums[0])
+	} else {
+		one.Uint = uint64(nums[0])
+		one.Int = int64(min(nums[0], math.MaxInt64))
+	}
+	return one, nil
 }
 
 // zeroMeansNone are the metadata counts a file may set to 0: a model
