@@ -31,6 +31,11 @@ var ggufArchs = map[string]string{
 }
 
 func isGGUFPath(p string) bool {
+	// A folder is a checkpoint folder, whatever its name ends in (a
+	// download named after its repository, Qwen3-0.6B.gguf/).
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return false
+	}
 	if strings.EqualFold(filepath.Ext(p), ".gguf") {
 		return true
 	}
