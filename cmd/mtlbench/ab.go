@@ -107,6 +107,10 @@ func abCommand() *cli.Command {
 			if rounds < 1 || rounds > 100 {
 				return fmt.Errorf("--rounds must be between 1 and 100, got %d", rounds)
 			}
+			if rounds < compare.MinPairs {
+				fmt.Fprintf(c.App.ErrWriter, "ab: warning: --rounds %d gives fewer than the %d pairs the paired test needs: the gate will compare unpaired and may not be able to judge (--rounds %d or more)\n",
+					rounds, compare.MinPairs, compare.MinPairs)
+			}
 			if err := checkWritable("summary", c.String("summary")); err != nil {
 				return err
 			}
@@ -226,6 +230,7 @@ func abCommand() *cli.Command {
 			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
 			// Round r wrote run r into each side's fresh database.
 			opts.Paired = true
+			opts.MoreRuns = fmt.Sprintf("ab --rounds %d or more", compare.MinPairs)
 			res := compare.Gate(baseSide, candSide, opts)
 			res.Notes = append(notes, res.Notes...)
 			res.Notes = append(res.Notes, abRoundsNote(rounds, time.Since(start)))

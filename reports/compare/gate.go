@@ -58,6 +58,16 @@ type GateOptions struct {
 	// the candidate's run with ID i, so load on the machine fell on both
 	// alike. The gate then tests each pair's ratio (docs/perf-gate.md).
 	Paired bool
+	// MoreRuns says how to give each side more runs, in the advice of a
+	// gate that had too few; "" is `mtlbench ab`, or several runs a side.
+	MoreRuns string
+}
+
+func (o GateOptions) moreRuns() string {
+	if o.MoreRuns != "" {
+		return o.MoreRuns
+	}
+	return "`mtlbench ab`, or several runs a side"
 }
 
 func (o GateOptions) alpha() float64 {
@@ -234,6 +244,9 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 				continue // neither side records this metric for this case (a kernel metric of a model case)
 			}
 			c := prepareCheck(r, baseline.cases[k], cb, o.ThresholdFor(m), alpha, minN, o.Paired)
+			if c.Outcome == Insufficient && c.Per == UnitRun {
+				c.Reason += " (" + o.moreRuns() + ")"
+			}
 			if c.Per == UnitRepetition {
 				single++
 			}
@@ -255,7 +268,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	if single > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s compared repetition by repetition because a side has a single run of the case: "+
-			"drift between the runs (load, clocks) counts as change; `mtlbench ab` or several runs a side make the run the unit", plural(single, "check")))
+			"drift between the runs (load, clocks) counts as change; to make the run the unit: %s", plural(single, "check"), o.moreRuns()))
 	}
 	if len(res.Checks) == 0 {
 		res.Status = ExitInsufficient

@@ -456,3 +456,26 @@ func TestGateExactlyAtThreshold(t *testing.T) {
 		}
 	}
 }
+
+// A gate with too few runs says how to get more, in its caller's words:
+// `ab` names its --rounds, which is what gives it more pairs.
+func TestGateAdviceNamesMoreRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		rounds int
+		more   string
+		want   string
+	}{
+		{1, "", "to make the run the unit: `mtlbench ab`, or several runs a side"},
+		{1, "ab --rounds 3 or more", "to make the run the unit: ab --rounds 3 or more"},
+		{2, "", "add runs (`mtlbench ab`, or several runs a side)"},
+		{2, "ab --rounds 3 or more", "add runs (ab --rounds 3 or more)"},
+	} {
+		a, b := pairedSides(rng, tc.rounds, 5, 0.01, 0.01, 1)
+		r := Gate(a, b, GateOptions{Paired: true, MoreRuns: tc.more})
+		text := strings.Join(r.Notes, "\n") + "\n" + r.Checks[0].Reason
+		if !strings.Contains(text, tc.want) {
+			t.Errorf("%d rounds, MoreRuns %q: no %q in\n%s", tc.rounds, tc.more, tc.want, text)
+		}
+	}
+}
