@@ -55,3 +55,21 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 	b.ReportMetric(float64(w.Microseconds())/1e3, "runner-ms/workload")
 	b.ReportMetric(100*(w.Seconds()/a.Seconds()-1), "overhead-%")
 }
+
+// device_frac is a share of the step: a device busy through overlapped
+// steps whose timestamps come out a little past the host's step is 1.
+func TestBusyFrac(t *testing.T) {
+	for _, c := range []struct {
+		device, step time.Duration
+		want         float64
+	}{
+		{500 * time.Microsecond, time.Millisecond, 0.5},
+		{time.Millisecond, time.Millisecond, 1},
+		{1000500 * time.Nanosecond, time.Millisecond, 1},
+		{time.Millisecond, 0, 0},
+	} {
+		if got := busyFrac(c.device, c.step); got != c.want {
+			t.Errorf("busyFrac(%v, %v) = %g, want %g", c.device, c.step, got, c.want)
+		}
+	}
+}
