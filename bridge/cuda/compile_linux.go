@@ -78,10 +78,7 @@ func cacheDir(o Options) string {
 	if o.CacheDir != "" {
 		return o.CacheDir
 	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "mtlbench", "cuda")
-	}
-	return filepath.Join(os.TempDir(), "mtlbench-cuda")
+	return DefaultCacheDir()
 }
 
 // compileCached returns the cubins of the kernels for the device, one per

@@ -1,5 +1,10 @@
 package cuda
 
+import (
+	"os"
+	"path/filepath"
+)
+
 // Options configure the backend; zero values pick the defaults. The
 // backend reads no environment: the mtlbench command maps the
 // MTLBENCH_CUDA_* variables (`mtlbench env`) onto these fields.
@@ -81,4 +86,13 @@ type Options struct {
 	// moe:router, moe:route, moe:gate_up, moe:down, and attention
 	// (MTLBENCH_CUDA_PROFILE_DETAIL=1).
 	ProfileDetail bool
+}
+
+// DefaultCacheDir is where compiled kernels are kept when Options.CacheDir
+// is empty: the user cache directory's mtlbench/cuda.
+func DefaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "mtlbench", "cuda")
+	}
+	return filepath.Join(os.TempDir(), "mtlbench-cuda")
 }

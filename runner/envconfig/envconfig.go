@@ -131,8 +131,10 @@ func Unknown() []string {
 // resolved gives the value a default of a path rule comes to on this
 // machine, so `mtlbench env` shows the path the commands will use.
 var resolved = map[string]func() string{
-	"MTLBENCH_DB":      results.DefaultPath,
-	"MTLBENCH_HISTORY": defaultHistoryDir,
+	"MTLBENCH_DB":         results.DefaultPath,
+	"MTLBENCH_HISTORY":    defaultHistoryDir,
+	"MTLBENCH_EMU_CACHE":  emu.DefaultCacheDir,
+	"MTLBENCH_CUDA_CACHE": cuda.DefaultCacheDir,
 }
 
 // Values lists every variable in Vars with its current value: what the

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -66,7 +67,8 @@ func TestValuesSayTheSource(t *testing.T) {
 	t.Setenv("MTLBENCH_TUNED", "/t")
 	t.Setenv("XDG_DATA_HOME", "/data")
 	// A path default is shown as the path it resolves to here.
-	paths := map[string]string{"MTLBENCH_DB": "/data/mtlbench/results.db", "MTLBENCH_HISTORY": "/data/mtlbench/history"}
+	paths := map[string]string{"MTLBENCH_DB": "/data/mtlbench/results.db", "MTLBENCH_HISTORY": "/data/mtlbench/history",
+		"MTLBENCH_EMU_CACHE": emu.DefaultCacheDir(), "MTLBENCH_CUDA_CACHE": cuda.DefaultCacheDir()}
 	for _, v := range Values() {
 		want, source := v.Default, "default"
 		switch {

@@ -160,7 +160,9 @@ func hashOf(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-func defaultCacheDir() string {
+// DefaultCacheDir is where compiled libraries are kept when
+// Options.CacheDir is empty: the user cache directory's mtlbench/msl-emu.
+func DefaultCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "mtlbench", "msl-emu")
 	}

@@ -76,7 +76,7 @@ var _ mtl.Device = (*Device)(nil)
 // reports a missing compiler, and FindCompiler tells beforehand.
 func New(opts Options) *Device {
 	if opts.CacheDir == "" {
-		opts.CacheDir = defaultCacheDir()
+		opts.CacheDir = DefaultCacheDir()
 	}
 	return &Device{opts: opts, epoch: time.Now()}
 }
