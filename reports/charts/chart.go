@@ -22,6 +22,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +133,10 @@ func (c *Chart) draw(vc vg.CanvasSizer) {
 	dc.Fill(dc.Rectangle.Path())
 	pad := vg.Points(6)
 	plotArea := draw.Crop(dc, pad, -(legendW + pad), pad, -pad)
+	if ts, ok := c.plot.X.Tick.Marker.(plot.ConstantTicks); ok && c.plot.X.Tick.Label.Rotation == 0 {
+		da := c.plot.DataCanvas(plotArea)
+		c.plot.X.Tick.Marker = thinLabels(ts, c.plot.X.Tick.Label, c.plot.X.Min, c.plot.X.Max, da.Max.X-da.Min.X)
+	}
 	c.plot.Draw(plotArea)
 	titleH := vg.Length(0)
 	if c.plot.Title.Text != "" {
@@ -297,6 +302,34 @@ func valueTicks(vals []float64) plot.ConstantTicks {
 		ts = append(ts, plot.Tick{Value: v, Label: fmtNum(v)})
 	}
 	return ts
+}
+
+// thinLabels keeps every tick of ts but blanks the labels that would
+// overlap the label kept before them, on a horizontal axis from min to max
+// drawn over width: many batch or chunk sizes, each with its own tick, would
+// otherwise print their numbers over one another. The first label is always
+// kept; ts is not changed.
+func thinLabels(ts plot.ConstantTicks, sty text.Style, min, max float64, width vg.Length) plot.ConstantTicks {
+	if !(max > min) || width <= 0 {
+		return ts
+	}
+	out := slices.Clone(ts)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Value < out[j].Value })
+	gap := sty.Width("0") // at least a digit's width between two labels
+	lastRight := vg.Length(math.Inf(-1))
+	for i, t := range out {
+		if t.Label == "" {
+			continue
+		}
+		x := vg.Length((t.Value - min) / (max - min) * float64(width))
+		half := sty.Width(t.Label) / 2
+		if x-half < lastRight+gap {
+			out[i].Label = ""
+			continue
+		}
+		lastRight = x + half
+	}
+	return out
 }
 
 // logTicks labels 1, 2 and 5 times each power of ten in [lo, hi], with

@@ -9,9 +9,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/stats"
@@ -500,4 +505,80 @@ func TestBuildLeavesOutUndrawableChart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBatchAxisLabelsDoNotOverlap draws many batch sizes: every size keeps
+// its tick, and the labels drawn never overlap one another.
+func TestBatchAxisLabelsDoNotOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		xs     []float64
+		chunk  bool
+		labels []string // labels that must stay
+	}{
+		{"60 sizes, log axis", seq(1, 60), false, []string{"1", "2", "4", "8"}},
+		{"40 sizes, linear axis", seq(101, 140), false, []string{"101"}},
+		{"few sizes", []float64{1, 2, 4, 8, 16}, false, []string{"1", "2", "4", "8", "16"}},
+		{"chunk sizes 1 to 2^20", []float64{1, 1 << 20}, true, []string{"1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Series
+			s.Label = "run 1, cpu"
+			for _, x := range tc.xs {
+				s.Points = append(s.Points, noCI(x, 10*x))
+			}
+			var c *Chart
+			var err error
+			if tc.chunk {
+				c, err = MoEChunkCurve(ChunkData{Series: []Series{s}})
+			} else {
+				c, err = ThroughputVsBatch(BatchData{Series: []Series{s}})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkChart(t, c)
+			keep(t, c, "axis-"+strings.ReplaceAll(tc.name, " ", "-"))
+			// The labels as drawn: positions on the data area of the canvas
+			// the chart is drawn on.
+			w, h, legendW := c.size()
+			vc := vgsvg.New(w, h)
+			c.draw(vc)
+			pad := vg.Points(6)
+			dc := draw.New(vc)
+			da := c.plot.DataCanvas(draw.Crop(dc, pad, -(legendW + pad), pad, -pad))
+			ticks := c.plot.X.Tick.Marker.Ticks(c.plot.X.Min, c.plot.X.Max)
+			if len(ticks) < len(tc.xs) && !tc.chunk {
+				t.Errorf("%d ticks for %d batch sizes: every size keeps its tick", len(ticks), len(tc.xs))
+			}
+			sty := c.plot.X.Tick.Label
+			lastRight := vg.Length(math.Inf(-1))
+			var labels []string
+			for _, tk := range ticks {
+				if tk.Label == "" {
+					continue
+				}
+				x := da.X(c.plot.X.Norm(tk.Value))
+				half := sty.Width(tk.Label) / 2
+				if x-half < lastRight {
+					t.Errorf("label %q at %.1fpt overlaps the label before it (which ends at %.1fpt)", tk.Label, x-half, lastRight)
+				}
+				lastRight = x + half
+				labels = append(labels, tk.Label)
+			}
+			for _, want := range tc.labels {
+				if !slices.Contains(labels, want) {
+					t.Errorf("labels %v lack %q", labels, want)
+				}
+			}
+		})
+	}
+}
+
+func seq(lo, hi float64) []float64 {
+	var xs []float64
+	for x := lo; x <= hi; x++ {
+		xs = append(xs, x)
+	}
+	return xs
 }

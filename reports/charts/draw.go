@@ -150,7 +150,7 @@ func ciNote(c *Chart, ci bool) {
 // ThroughputVsBatch draws decode throughput against batch size, one line
 // per series (run, backend), with 95% CI error bars. The x axis is log2
 // when the batch sizes span a factor of 4 or more; ticks are at the
-// measured batch sizes.
+// measured batch sizes, labelled where their labels do not overlap.
 func ThroughputVsBatch(d BatchData) (*Chart, error) {
 	title := d.Title
 	if title == "" {
