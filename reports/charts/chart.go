@@ -437,5 +437,28 @@ func textStyle(size vg.Length, c color.Color) text.Style {
 	return text.Style{Font: font.From(sans, size), Color: c, Handler: plot.DefaultTextHandler}
 }
 
-// hasCI reports whether p carries a confidence interval a chart can draw.
+// hasCI reports whether p carries a confidence interval a chart can draw
+// as an error bar: one of zero width has no bar to draw (intervals.add).
 func hasCI(p Point) bool { return drawable(p.Lo) && drawable(p.Hi) && p.Hi > p.Lo }
+
+// intervals records which kinds of 95% CI a chart's points had, for the
+// legend's word on its error bars.
+type intervals struct {
+	drawn bool // an interval drawn as an error bar
+	zero  bool // an interval of zero width: every repetition the same
+	none  bool // no interval: too few repetitions
+}
+
+// add records p's interval and reports whether it is drawn as an error bar.
+func (iv *intervals) add(p Point) bool {
+	switch {
+	case hasCI(p):
+		iv.drawn = true
+		return true
+	case drawable(p.Lo) && drawable(p.Hi) && p.Hi == p.Lo:
+		iv.zero = true
+	default:
+		iv.none = true
+	}
+	return false
+}

@@ -582,3 +582,48 @@ func seq(lo, hi float64) []float64 {
 	}
 	return xs
 }
+
+// TestCINote checks the legend's word on error bars against the intervals
+// the points have: a 95% CI of zero width (every repetition the same) is an
+// interval, not too few repetitions.
+func TestCINote(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name    string
+		points  [][3]float64 // y, lo, hi
+		want    string
+		notWant string
+	}{
+		{"drawn", [][3]float64{{10, 9, 11}, {20, 20, 20}}, "error bars: 95% CI of the median", "too few"},
+		{"zero width", [][3]float64{{10, 10, 10}, {20, 20, 20}}, "has zero width", "too few"},
+		{"zero width and too few", [][3]float64{{10, 10, 10}, {20, nan, nan}}, "of zero width", "error bars: 95% CI of the median"},
+		{"too few", [][3]float64{{10, nan, nan}, {20, nan, nan}}, "too few repetitions", "zero width"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Series
+			s.Label = "run 1, cpu"
+			var bars []RooflineBar
+			for i, p := range tc.points {
+				s.Points = append(s.Points, pt(float64(int(1)<<i), p[0], p[1], p[2]))
+				bars = append(bars, RooflineBar{Label: fmt.Sprintf("decode/batch=%d", 1<<i), Group: "run 1", Value: p[0] / 40, Lo: p[1] / 40, Hi: p[2] / 40})
+			}
+			c1, err := ThroughputVsBatch(BatchData{Series: []Series{s}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := RooflineFraction(RooflineData{Bars: bars})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []*Chart{c1, c2} {
+				svg := string(must(c.SVG()))
+				if !strings.Contains(svg, tc.want) {
+					t.Errorf("%s: legend lacks %q", c.Title, tc.want)
+				}
+				if strings.Contains(svg, tc.notWant) {
+					t.Errorf("%s: legend says %q", c.Title, tc.notWant)
+				}
+			}
+		})
+	}
+}

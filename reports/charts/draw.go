@@ -44,7 +44,7 @@ const (
 // linear axes of log2(x) with ticks labelled in x: gonum's LogScale puts
 // the axis label's layout box at the arithmetic midpoint, which squeezes
 // the plot.
-func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
+func xyPlot(c *Chart, series []Series, xkind int) (ci intervals, err error) {
 	var out leftOut
 	series = out.series(series)
 	var xs []float64
@@ -65,9 +65,9 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
 	}
 	if len(xs) == 0 {
 		if out.n > 0 {
-			return false, out.nothingDrawable()
+			return ci, out.nothingDrawable()
 		}
-		return false, ErrNoData
+		return ci, ErrNoData
 	}
 	logX := xkind == xChunk || xmax/xmin >= 3.9
 	tx := func(x float64) float64 { return x }
@@ -90,7 +90,7 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
 			}
 			x := tx(p.X) + dodge(i)
 			xys = append(xys, plotter.XY{X: x, Y: p.Y})
-			if hasCI(p) {
+			if ci.add(p) {
 				errs = append(errs, plotter.XY{X: x, Y: p.Y})
 				yerr = append(yerr, struct{ Low, High float64 }{p.Y - p.Lo, p.Hi - p.Y})
 			}
@@ -102,7 +102,6 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
 		sc := &plotter.Scatter{XYs: xys, GlyphStyle: glyphStyle(i, glyphAt(i), vg.Points(3.5))}
 		c.plot.Add(ln, sc)
 		if len(errs) > 0 {
-			ci = true
 			c.plot.Add(&plotter.YErrorBars{XYs: errs, YErrors: yerr, CapWidth: vg.Points(6),
 				LineStyle: draw.LineStyle{Color: colorAt(i), Width: vg.Points(1)}})
 		}
@@ -137,11 +136,19 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci bool, err error) {
 }
 
 // ciNote is the legend line that says what the error bars are, or why
-// there are none.
-func ciNote(c *Chart, ci bool) {
-	if ci {
+// there are none: too few repetitions for an interval, or intervals of
+// zero width (every repetition the same), which have no bar to draw.
+func ciNote(c *Chart, ci intervals) {
+	switch {
+	case ci.drawn:
 		c.legendHeader("error bars: 95% CI of the median")
-	} else {
+	case ci.zero && !ci.none:
+		c.legendHeader("no error bars: each 95% CI")
+		c.legendHeader("  has zero width")
+	case ci.zero:
+		c.legendHeader("no error bars: 95% CIs of zero width")
+		c.legendHeader("  or too few repetitions")
+	default:
 		c.legendHeader("no error bars: too few repetitions")
 		c.legendHeader("  for a 95% CI")
 	}
@@ -333,7 +340,8 @@ func RooflineFraction(d RooflineData) (*Chart, error) {
 	width := barGeometry(c, n, perCat)
 	step := 0.8 / float64(perCat) // data units between bars of a category
 	xmax := 1.0
-	ci, above := false, false
+	var ci intervals
+	above := false
 	// The roofline goes behind the bars and the value labels on top, so
 	// that neither hides a number.
 	roof := &plotter.Line{XYs: plotter.XYs{{X: 1, Y: -0.6}, {X: 1, Y: float64(n) - 0.4}},
@@ -361,8 +369,7 @@ func RooflineFraction(d RooflineData) (*Chart, error) {
 			}
 			xmax = math.Max(xmax, b.Value)
 			end := b.Value
-			if hasCI(Point{Y: b.Value, Lo: b.Lo, Hi: b.Hi}) {
-				ci = true
+			if ci.add(Point{Y: b.Value, Lo: b.Lo, Hi: b.Hi}) {
 				errs = append(errs, plotter.XY{X: b.Value, Y: y})
 				xerr = append(xerr, struct{ Low, High float64 }{b.Value - b.Lo, b.Hi - b.Value})
 				xmax = math.Max(xmax, b.Hi)

@@ -44,14 +44,14 @@ func (l *leftOut) value(v float64) bool {
 	return false
 }
 
-// ci reports whether lo..hi can be drawn as an error bar; NaN bounds are
-// no interval, not a fault.
+// ci reports whether lo..hi is an interval a chart can draw (of zero width
+// too: every repetition the same); NaN bounds are no interval, not a fault.
 func (l *leftOut) ci(lo, hi float64) bool {
 	if math.IsNaN(lo) || math.IsNaN(hi) {
 		return false
 	}
 	okLo, okHi := l.value(lo), l.value(hi)
-	return okLo && okHi && hi > lo
+	return okLo && okHi && hi >= lo
 }
 
 // examples are the first distinct values left out, as the legend shows them.
