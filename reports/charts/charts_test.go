@@ -627,3 +627,45 @@ func TestCINote(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryTimelineZero draws figures of 0 tok/s: on a linear axis they
+// are drawn at 0; a log axis has no place for them, and the legend says how
+// many it left out, never a series gone without a word.
+func TestHistoryTimelineZero(t *testing.T) {
+	tp := func(date string, v float64) TimelinePoint {
+		return TimelinePoint{Date: date, Value: v, Lo: math.NaN(), Hi: math.NaN()}
+	}
+	for _, tc := range []struct {
+		name    string
+		values  []float64 // of the other series
+		want    []string
+		notWant []string
+	}{
+		{"log axis", []float64{0.5, 40}, []string{"1 figure of 0 not drawn"}, []string{"stalled (M3)"}},
+		{"linear axis", []float64{5, 10}, []string{"stalled (M3)"}, []string{"not drawn"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := TimelineData{Model: "Qwen3-30B-A3B", Series: []TimelineSeries{
+				{Label: "stalled (M3)", Hardware: "M3", Documented: true, Points: []TimelinePoint{tp("2025-01-01", 0)}},
+				{Label: "working (M3)", Hardware: "M3", Documented: true,
+					Points: []TimelinePoint{tp("2025-02-01", tc.values[0]), tp("2025-03-01", tc.values[1])}},
+			}}
+			c, err := HistoryTimeline(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkChart(t, c, "working (M3)")
+			svg := string(must(c.SVG()))
+			for _, w := range tc.want {
+				if !strings.Contains(svg, w) {
+					t.Errorf("chart lacks %q", w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(svg, w) {
+					t.Errorf("chart has %q", w)
+				}
+			}
+		})
+	}
+}

@@ -453,7 +453,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	var out leftOut
 	d.Series = out.timeline(d.Series)
 	dateSet := map[string]bool{}
-	ymin, ymax := math.Inf(1), math.Inf(-1)
+	ymin, ymax := math.Inf(1), math.Inf(-1) // ymin: of the figures above 0
 	undated := false
 	for _, s := range d.Series {
 		for _, p := range s.Points {
@@ -462,7 +462,10 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			} else {
 				dateSet[p.Date] = true
 			}
-			ymin, ymax = math.Min(ymin, p.Value), math.Max(ymax, p.Value)
+			if p.Value > 0 {
+				ymin = math.Min(ymin, p.Value)
+			}
+			ymax = math.Max(ymax, p.Value)
 			if !math.IsNaN(p.Hi) {
 				ymax = math.Max(ymax, p.Hi)
 			}
@@ -471,7 +474,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			}
 		}
 	}
-	if math.IsInf(ymin, 1) {
+	if math.IsInf(ymax, -1) {
 		if out.n > 0 {
 			return nil, out.nothingDrawable()
 		}
@@ -543,7 +546,8 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	}
 	// A log axis is drawn as a linear axis of log10(value) with ticks
 	// labelled in tok/s (see xyPlot for why not plot.LogScale).
-	logY := ymax/ymin > 20
+	logY := ymax/ymin > 20 // false when every figure is 0 (ymin +Inf)
+	zeros := 0             // figures of 0 a log axis has no place for
 	ty := func(v float64) float64 { return v }
 	if logY {
 		ty = math.Log10
@@ -558,6 +562,10 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		dates := map[string]bool{}
 		for _, p := range pts {
 			if _, dated := pos[p.Date]; !dated {
+				continue
+			}
+			if logY && p.Value == 0 {
+				zeros++
 				continue
 			}
 			x, y := pos[p.Date]+offset(p.Date, i), ty(p.Value)
@@ -629,11 +637,23 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		c.plot.Y.Tick.Marker = ticks
 		c.plot.Y.Label.Text += ", log scale"
 	} else {
-		c.plot.Y.Min, c.plot.Y.Max = 0, ymax*1.12
-		c.plot.Y.Tick.Marker = linearTicks(0, ymax*1.12)
+		top := ymax * 1.12
+		if top == 0 {
+			top = 1 // every figure 0
+		}
+		c.plot.Y.Min, c.plot.Y.Max = 0, top
+		c.plot.Y.Tick.Marker = linearTicks(0, top)
 	}
 	c.plot.X.Tick.Label.Rotation = math.Pi / 6
 	c.plot.X.Tick.Label.XAlign = draw.XRight
+	if zeros > 0 {
+		what := "figures"
+		if zeros == 1 {
+			what = "figure"
+		}
+		c.legendHeader(fmt.Sprintf("* %d %s of 0 not drawn:", zeros, what))
+		c.legendHeader("  a log axis has no place for 0")
+	}
 	out.note(c)
 	return c, nil
 }

@@ -249,15 +249,15 @@ func (l *leftOut) roofline(bars []RooflineBar) []RooflineBar {
 	return out
 }
 
-// timeline is ss without the figures a chart cannot draw (and without 0,
-// quietly: a log axis has no place for it), and without the ranges it
-// cannot draw.
+// timeline is ss without the figures a chart cannot draw, and without the
+// ranges it cannot draw. Figures of 0 stay: HistoryTimeline draws them on a
+// linear axis and counts them on a log one, which has no place for them.
 func (l *leftOut) timeline(ss []TimelineSeries) []TimelineSeries {
 	out := make([]TimelineSeries, len(ss))
 	for i, s := range ss {
 		out[i], out[i].Points = s, nil
 		for _, p := range s.Points {
-			if p.Value == 0 || !l.value(p.Value) {
+			if !l.value(p.Value) {
 				continue
 			}
 			if !l.ci(p.Lo, p.Hi) {
