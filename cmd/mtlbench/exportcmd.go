@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -53,34 +55,89 @@ func exportCommand() *cli.Command {
 			} else if ids, err = resolveRuns(db, c.Args().Slice()); err != nil {
 				return err
 			}
-			var w io.Writer = c.App.Writer
+			write := func(w io.Writer) error {
+				bw := bufio.NewWriter(w)
+				enc := json.NewEncoder(bw)
+				enc.SetEscapeHTML(false)
+				for _, id := range ids {
+					rec, err := db.ExportRun(id)
+					if err != nil {
+						return err
+					}
+					for _, note := range leaveOutImpossible(rec) {
+						fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", note)
+					}
+					if err := enc.Encode(exportLine{Format: exportFormat, RunRecord: *rec}); err != nil {
+						return fmt.Errorf("run %d: %w", id, err)
+					}
+				}
+				return bw.Flush()
+			}
 			if p := c.String("out"); p != "" {
-				f, err := os.Create(p)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
+				err = writeWhole(p, write)
+			} else {
+				err = write(c.App.Writer)
 			}
-			bw := bufio.NewWriter(w)
-			enc := json.NewEncoder(bw)
-			enc.SetEscapeHTML(false)
-			for _, id := range ids {
-				rec, err := db.ExportRun(id)
-				if err != nil {
-					return err
-				}
-				if err := enc.Encode(exportLine{Format: exportFormat, RunRecord: *rec}); err != nil {
-					return err
-				}
-			}
-			if err := bw.Flush(); err != nil {
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.ErrWriter, "exported %d runs\n", len(ids))
 			return nil
 		},
 	}
+}
+
+// leaveOutImpossible takes out of rec the samples whose values their metric
+// cannot take (results.CheckValue: not finite, negative where the metric
+// cannot be, or past any figure of a run), which only a store written
+// before the checks on storing holds: statistics leave them out, and import
+// would refuse the whole file for one. It says which it took out.
+func leaveOutImpossible(rec *results.RunRecord) []string {
+	var notes []string
+	for i := range rec.Cases {
+		c := &rec.Cases[i]
+		kept := c.Samples[:0]
+		for _, s := range c.Samples {
+			if err := results.CheckValue(s.Metric, s.Unit, s.Value); err != nil {
+				notes = append(notes, fmt.Sprintf("run %d (%s): case %q: %s rep %d left out: %v",
+					rec.Run.ID, rec.Run.SuiteName, c.Case.Name, s.Metric, s.Rep, err))
+				continue
+			}
+			kept = append(kept, s)
+		}
+		c.Samples = kept
+	}
+	return notes
+}
+
+// writeWhole writes path through write, whole or not at all: into a
+// temporary file beside it, renamed over path once written, so that a
+// write that fails midway leaves whatever path held before.
+func writeWhole(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the temporary file's name means nothing to the user
+		}
+		return fmt.Errorf("--out %s: cannot write into folder %s: %w", path, dir, err)
+	}
+	defer os.Remove(f.Name()) // once renamed, there is nothing to remove
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--out %s: %w (the file is unchanged)", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--out %s: %w (the file is unchanged)", path, err)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("--out %s: %w", path, err)
+	}
+	return nil
 }
 
 func importCommand() *cli.Command {

@@ -201,3 +201,50 @@ func TestForeignDatabaseRefused(t *testing.T) {
 		})
 	}
 }
+
+// export leaves out the values a store written before the checks on
+// storing may hold, which import would refuse (results.CheckValue), and
+// names each on stderr, so that what it writes imports; a file it could
+// not finish is never left in place of the one it was to replace.
+func TestExportLeavesOutImpossibleValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, set string
+		warn      string // "": no sample left out
+		samples   int    // roofline_frac samples exported
+	}{
+		{"one sample at +Inf", "CASE WHEN case_id = 1 AND rep = 0 THEN 9e999 ELSE value END",
+			`run 1 (s): case "decode/batch=1": roofline_frac rep 0 left out: value +Inf is not finite`, 5},
+		{"one sample at -0.5", "CASE WHEN case_id = 2 AND rep = 2 THEN -0.5 ELSE value END",
+			`run 1 (s): case "decode/batch=2": roofline_frac rep 2 left out: value -0.5 is negative`, 5},
+		{"every sample fine", "value", "", 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := storeWithRoofline(t, tc.set)
+			dir := t.TempDir()
+			file := filepath.Join(dir, "old.jsonl")
+			if err := os.WriteFile(file, []byte("the export before\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := mtl(t, "export", "old", "--db", path, "-o", file)
+			if err != nil {
+				t.Fatalf("export: %v\n%s", err, stderr)
+			}
+			if tc.warn == "" && strings.Contains(stderr, "left out") || !strings.Contains(stderr, tc.warn) {
+				t.Errorf("stderr = %q\nwant %q", stderr, tc.warn)
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Count(string(data), `"metric":"roofline_frac"`); got != tc.samples {
+				t.Errorf("%d roofline_frac samples exported, want %d", got, tc.samples)
+			}
+			if _, stderr, err := mtl(t, "import", file, "--db", filepath.Join(dir, "new.db")); err != nil {
+				t.Fatalf("import of the export: %v\n%s", err, stderr)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+				t.Errorf("the folder holds %d files, want the export and the store: a temporary file was left", len(entries))
+			}
+		})
+	}
+}
