@@ -31,7 +31,7 @@ func exportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "export",
 		Usage:     "write runs as JSON lines (machine, provenance, cases, samples) for another store",
-		ArgsUsage: "[RUN...] (id, tag, \"latest\" or commit; default: every run)",
+		ArgsUsage: "[RUN...] (id, tag, \"latest\" or commit, or a,b for several; default: every run)",
 		Description: "One JSON object a line, each a whole run: what `mtlbench import` reads into another\n" +
 			"store. A matrix of CI runners each exports its runs as an artifact; one job imports\n" +
 			"them all into one store and reports over every machine (docs/perf-gate.md).",

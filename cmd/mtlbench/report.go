@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,7 +16,7 @@ func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "write an HTML report with charts of one or more runs",
-		ArgsUsage: "[RUN...] (id, tag or git commit; default: the latest benchmark run, not a tune or peer run)",
+		ArgsUsage: "[RUN...] (id, tag or git commit, or a,b for several; default: the latest benchmark run, not a tune or peer run)",
 		Description: "Writes DIR/index.html, a self-contained page (charts inlined as SVG) with the runs'\n" +
 			"metadata, summary tables (medians ± 95% CI), throughput vs batch, the per-component\n" +
 			"breakdown, the MoE chunk curve, serving sweeps (requests served and latency against the\n" +
@@ -73,11 +75,24 @@ func reportCommand() *cli.Command {
 }
 
 // resolveRuns turns references into run ids, in the order given, each run
-// once (a tag can name several runs; they come newest first).
+// once (a tag can name several runs; they come newest first). A reference
+// may be a comma-separated list, as compare takes one: a tag never holds a
+// comma (results.CheckTag).
 func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
+	var list []string
+	for _, ref := range refs {
+		for _, r := range strings.Split(ref, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				list = append(list, r)
+			}
+		}
+	}
+	if len(list) == 0 {
+		return nil, errors.New("empty run reference")
+	}
 	var ids []int64
 	seen := map[int64]bool{}
-	for _, ref := range refs {
+	for _, ref := range list {
 		got, err := db.ResolveRef(ref)
 		if err != nil {
 			return nil, err

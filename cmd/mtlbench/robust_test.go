@@ -248,3 +248,49 @@ func TestExportLeavesOutImpossibleValues(t *testing.T) {
 		})
 	}
 }
+
+// show, report and export take a comma-separated list of references as
+// compare does (a tag never holds a comma), the same as naming each apart.
+func TestReferenceListsWithCommas(t *testing.T) {
+	dir := t.TempDir()
+	file, path := filepath.Join(dir, "two.jsonl"), filepath.Join(dir, "r.db")
+	second := strings.NewReplacer(`"id":3,"suite_name":"s"`, `"id":4,"suite_name":"t"`, "03:04:05Z", "04:04:05Z").Replace(exportLineWith("0.5"))
+	data := strings.Replace(exportLineWith("0.5"), `"suite_name":"s"`, `"suite_name":"s","tag":"x"`, 1) + "\n" +
+		strings.Replace(second, `"suite_name":"t"`, `"suite_name":"t","tag":"y"`, 1) + "\n"
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := mtl(t, "import", file, "--db", path); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	for _, args := range [][]string{{"show", "--format", "csv"}, {"export"}} {
+		apart, _, err := mtl(t, append(args, "x", "y", "--db", path)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, list := range []string{"x,y", "x, y", "x,y,"} {
+			got, _, err := mtl(t, append(args, list, "--db", path)...)
+			if err != nil {
+				t.Errorf("%s %q: %v", args[0], list, err)
+				continue
+			}
+			if got != apart {
+				t.Errorf("%s %q differs from %s x y:\n%s\nwant:\n%s", args[0], list, args[0], got, apart)
+			}
+		}
+	}
+	out := filepath.Join(dir, "report")
+	if _, stderr, err := mtl(t, "report", "x,y", "--db", path, "-o", out); err != nil {
+		t.Fatalf("report x,y: %v\n%s", err, stderr)
+	}
+	page, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "runs 1, 2") {
+		t.Errorf("report x,y does not report runs 1 and 2")
+	}
+	if _, _, err := mtl(t, "show", ",", "--db", path); err == nil || !strings.Contains(err.Error(), "empty run reference") {
+		t.Errorf("show \",\": err = %v, want an empty reference", err)
+	}
+}

@@ -118,7 +118,7 @@ func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "show a reference's runs: each case with medians and confidence intervals",
-		ArgsUsage: "RUN... (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, as in compare)",
+		ArgsUsage: "RUN... (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, and a,b the runs of both, as in compare)",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json, jsonl (one row per run, case and metric) or benchfmt"},
