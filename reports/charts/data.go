@@ -747,6 +747,21 @@ func batchOnlyCases(run *RunData) []*CaseData {
 // throughput only (targets, limits and projections are not measurements).
 var throughputMetrics = map[string]bool{"tok_s": true, "decode_tok_s": true}
 
+// DocumentedModels are the models the history chart can show: those with a
+// documented throughput figure, sorted (a model stated as unknown left out).
+func DocumentedModels(hist []history.Point) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range hist {
+		if throughputMetrics[p.Metric] && p.Model != "" && !strings.EqualFold(p.Model, "unknown") && !seen[p.Model] {
+			seen[p.Model] = true
+			out = append(out, p.Model)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // HistoryModel picks the model the history chart shows: the runs' most
 // common model that the history documents; "" (no chart) when the runs have
 // none, so a small model's runs never sit on a big model's history; the

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -126,6 +127,7 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 	if err := charts.RemoveStale(dir, named); err != nil {
 		return files, err
 	}
+	page.NotDrawn = notDrawn(named, leftOut)
 	fillRuns(&page, runs)
 	page.Summaries = summaries(runs)
 	page.Breakdown = breakdownTable(runs)
@@ -134,6 +136,9 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 		model = charts.HistoryModel(runs, hist)
 	}
 	page.HistoryModel = model
+	if model == "" {
+		page.HistoryNone = historyNone(runs, hist)
+	}
 	page.HistoryTable = historyTable(hist, model, opts.ModelBytes)
 	if page.Title == "" {
 		ids := make([]string, len(runs))
@@ -155,6 +160,70 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 		return files, err
 	}
 	return append([]string{index}, files...), nil
+}
+
+// chartNeeds say what each chart is drawn from, in report order, for the
+// page to say why one is not there (the serving charts share one line).
+var chartNeeds = []struct {
+	names []string
+	need  string
+}{
+	{[]string{charts.NameThroughput}, "throughput against batch size (model cases with decode tok/s at two or more batch sizes, their other parameters alike)"},
+	{[]string{charts.NameBreakdown}, "the per-component breakdown (model cases run with profile timing)"},
+	{[]string{charts.NameMoEChunk}, "the MoE chunk curve (model cases at two or more moe_chunk sizes)"},
+	{[]string{charts.NameServing, charts.NameServingLatency}, "the serving charts (model cases whose requests arrive at two or more rates)"},
+	{[]string{charts.NameRoofline}, "the roofline fraction (model cases that record roofline_frac)"},
+}
+
+// notDrawn lists what the charts neither drawn nor left out (leftOut says
+// why those are missing) are drawn from.
+func notDrawn(named []charts.Named, leftOut []string) []string {
+	there := func(name string) bool {
+		for _, n := range named {
+			if n.Name == name {
+				return true
+			}
+		}
+		for _, w := range leftOut {
+			if strings.HasPrefix(w, "chart "+name+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, c := range chartNeeds {
+		if !slices.ContainsFunc(c.names, there) {
+			out = append(out, c.need)
+		}
+	}
+	return out
+}
+
+// historyNone says why there is no history chart when none of the runs'
+// models has documented throughput figures, naming the models that have.
+func historyNone(runs []charts.RunData, hist []history.Point) string {
+	var models []string
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			if m := c.Params["model"]; m != "" && c.Kind == results.CaseModel && !slices.Contains(models, m) {
+				models = append(models, m)
+			}
+		}
+	}
+	var s string
+	switch len(models) {
+	case 0:
+		s = "These runs have no model cases to set beside the documented history"
+	case 1:
+		s = "No documented throughput figures of these runs' model (" + models[0] + ")"
+	default:
+		s = "No documented throughput figures of these runs' models (" + strings.Join(models, ", ") + ")"
+	}
+	if docs := charts.DocumentedModels(hist); len(docs) > 0 {
+		s += "; --history-model draws those of another: " + strings.Join(docs, ", ")
+	}
+	return s + "."
 }
 
 func suiteNames(runs []charts.RunData) string {
@@ -213,9 +282,15 @@ type pageData struct {
 	Figures                    []figure
 	Summaries                  []htmlTable
 	Breakdown                  *htmlTable
-	History                    *figure
-	HistoryModel               string
-	HistoryTable               *htmlTable
+	// NotDrawn says, for each chart the runs have no data for, what it is
+	// drawn from.
+	NotDrawn     []string
+	History      *figure
+	HistoryModel string
+	// HistoryNone says why there is no history chart when no model was
+	// chosen for it.
+	HistoryNone  string
+	HistoryTable *htmlTable
 }
 
 var svgStart = regexp.MustCompile(`<svg width="[^"]*" height="[^"]*"`)
@@ -613,8 +688,9 @@ footer { color: #777; font-size: 0.85em; margin-top: 3em; border-top: 1px solid 
 {{range .Fields}}<tr><th>{{.K}}</th><td>{{.V}}</td></tr>
 {{end}}</table>
 {{end}}</div>
-{{if .Figures}}<h2>Charts</h2>
-{{range .Figures}}{{template "figure" .}}{{end}}{{end}}
+<h2>Charts</h2>
+{{range .Figures}}{{template "figure" .}}{{end}}
+{{with .NotDrawn}}<p class="tnote">Not drawn, for want of the data they are drawn from: {{range $i, $n := .}}{{if $i}}; {{end}}{{$n}}{{end}}.</p>{{end}}
 <h2>Summary</h2>
 {{range .Summaries}}{{if .Details}}<details><summary>{{.Title}}</summary>
 {{template "table" .}}</details>
@@ -622,8 +698,8 @@ footer { color: #777; font-size: 0.85em; margin-top: 3em; border-top: 1px solid 
 {{template "table" .}}{{end}}{{end}}
 {{with .Breakdown}}<h3>{{.Title}}</h3>
 {{template "table" .}}{{end}}
-<h2>Documented history: {{.HistoryModel}}</h2>
-{{with .History}}{{template "figure" .}}{{else}}<p>No documented throughput figures to compare with.</p>{{end}}
+<h2>Documented history{{with .HistoryModel}}: {{.}}{{end}}</h2>
+{{with .History}}{{template "figure" .}}{{else}}<p>{{with .HistoryNone}}{{.}}{{else}}No documented throughput figures to compare with.{{end}}</p>{{end}}
 {{with .HistoryTable}}<details><summary>{{.Title}} ({{len .Rows}})</summary>
 {{template "table" .}}</details>{{end}}
 <footer>mtlbench{{with .ToolVersion}} {{.}}{{end}}. Medians with 95% confidence intervals (golang.org/x/perf/benchmath, no distribution assumed). Charts are also saved beside this page as PNG and SVG.</footer>

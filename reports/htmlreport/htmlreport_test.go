@@ -124,3 +124,59 @@ func TestWrite(t *testing.T) {
 		t.Error("Write with no runs succeeded")
 	}
 }
+
+// TestWriteSaysWhatIsNotDrawn reports a run of one batch size of a model the
+// history does not document: the page says which charts it has no data for
+// and why, and that the history has no figures of the run's model, naming
+// the models it has, never a heading with no model.
+func TestWriteSaysWhatIsNotDrawn(t *testing.T) {
+	dir := t.TempDir()
+	db, err := results.Open(filepath.Join(dir, "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.CreateRun(&results.Run{SuiteName: "bench", Backend: "cpu", TimingMode: results.TimingThroughput})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []results.Case{{Name: "bench/batch=1", Kind: results.CaseModel, Params: map[string]string{"model": "qwen3-moe-mini", "batch": "1"}}}
+	if err := db.AddCases(id, cases); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishCase(cases[0].ID, []results.Sample{{Metric: "decode_tok_s", Value: 7, Unit: "tok/s"}}, nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	hist := []history.Point{
+		{Source: "d.txt", Date: "2024-12-11", Hardware: "M-series Mac", Model: "Qwen3-30B-A3B", Series: "Cached offsets", Metric: "tok_s", Value: 11.6, Unit: "tok/s"},
+		{Source: "d.txt", Date: "2024-12-11", Hardware: "M-series Mac", Model: "GPT-2", Series: "base", Metric: "tok_s", Value: 80, Unit: "tok/s"},
+	}
+	out := filepath.Join(dir, "out")
+	paths, err := WriteFiles(out, db, []int64{id}, Options{History: hist})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 1 {
+		t.Errorf("paths = %v, want the page alone", paths)
+	}
+	page, err := os.ReadFile(filepath.Join(out, IndexName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	for _, want := range []string{
+		"<h2>Charts</h2>",
+		"throughput against batch size (model cases with decode tok/s at two or more batch sizes",
+		"the per-component breakdown (model cases run with profile timing)",
+		"the roofline fraction (model cases that record roofline_frac)",
+		"<h2>Documented history</h2>",
+		"No documented throughput figures of these runs&#39; model (qwen3-moe-mini); --history-model draws those of another: GPT-2, Qwen3-30B-A3B.",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "Documented history: </h2>") {
+		t.Error("the history heading names no model")
+	}
+}
