@@ -669,3 +669,64 @@ func TestHistoryTimelineZero(t *testing.T) {
 		})
 	}
 }
+
+// TestManySeriesStayAtTheirTicks draws many runs of the same batch sizes:
+// the sideways spread that keeps equal points apart leaves every point
+// inside the axes and nearer its own batch size's tick than any other.
+func TestManySeriesStayAtTheirTicks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		batches []float64
+		chunk   bool
+	}{
+		{"24 runs, log axis", []float64{1, 2, 4, 8}, false},
+		{"24 runs, linear axis", []float64{1, 2, 3}, false},
+		{"24 runs, one batch size", []float64{4}, false},
+		{"24 runs, chunk sizes", []float64{8, 256}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ss []Series
+			for r := range 24 {
+				s := Series{Label: fmt.Sprintf("run %d, cpu", r+1)}
+				for _, b := range tc.batches {
+					s.Points = append(s.Points, noCI(b, 10*b+float64(r)))
+				}
+				ss = append(ss, s)
+			}
+			var c *Chart
+			var err error
+			if tc.chunk {
+				c, err = MoEChunkCurve(ChunkData{Series: ss})
+			} else {
+				c, err = ThroughputVsBatch(BatchData{Series: ss})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep(t, c, "many-series-"+strings.ReplaceAll(tc.name, " ", "-"))
+			tx := func(x float64) float64 { return x }
+			if tc.chunk || tc.batches[len(tc.batches)-1]/tc.batches[0] >= 3.9 {
+				tx = math.Log2
+			}
+			at := map[float64]int{}
+			for _, b := range c.plot.GlyphBoxes(c.plot) {
+				if b.Size().X < vg.Points(4) {
+					continue // a line's points (as wide as the line), not a marker
+				}
+				x := c.plot.X.Min + b.X*(c.plot.X.Max-c.plot.X.Min)
+				nearest := tc.batches[0]
+				for _, bs := range tc.batches {
+					if math.Abs(tx(bs)-x) < math.Abs(tx(nearest)-x) {
+						nearest = bs
+					}
+				}
+				at[nearest]++
+			}
+			for _, b := range tc.batches {
+				if at[b] != len(ss) {
+					t.Errorf("batch %g: %d points inside the axes and nearest its tick, want %d (all: %v)", b, at[b], len(ss), at)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -75,12 +76,30 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci intervals, err error) {
 		tx = math.Log2
 	}
 	// Series are dodged sideways a little so that equal values and their
-	// error bars stay visible (ticks keep the true positions).
+	// error bars stay visible (ticks keep the true positions). However many
+	// series there are, the spread stays within a third of the gap between
+	// neighbouring x values and inside the axis padding, so that each point
+	// stays inside the axes and nearest its own tick.
 	span := tx(xmax) - tx(xmin)
 	if span == 0 {
 		span = 1
 	}
-	dodge := func(i int) float64 { return (float64(i) - float64(len(series)-1)/2) * 0.015 * span }
+	pad := 0.3 // the padding past the outermost x values, in axis units
+	if !logX {
+		pad = math.Max((xmax-xmin)*0.08, 0.5)
+	}
+	spread := 1.6 * pad
+	sorted := slices.Sorted(slices.Values(xs))
+	for i := 1; i < len(sorted); i++ {
+		if d := tx(sorted[i]) - tx(sorted[i-1]); d > 0 {
+			spread = math.Min(spread, d/3)
+		}
+	}
+	step := 0.015 * span
+	if n := len(series); n > 1 {
+		step = math.Min(step, spread/float64(n-1))
+	}
+	dodge := func(i int) float64 { return (float64(i) - float64(len(series)-1)/2) * step }
 	for i, s := range series {
 		var xys, errs plotter.XYs
 		var yerr plotter.YErrors
@@ -118,10 +137,9 @@ func xyPlot(c *Chart, series []Series, xkind int) (ci intervals, err error) {
 		c.plot.X.Min, c.plot.X.Max = math.Log2(lo)-0.3, math.Log2(hi)+0.3
 	case logX:
 		ticks = valueTicks(xs)
-		c.plot.X.Min, c.plot.X.Max = math.Log2(xmin)-0.3, math.Log2(xmax)+0.3
+		c.plot.X.Min, c.plot.X.Max = math.Log2(xmin)-pad, math.Log2(xmax)+pad
 	default:
 		ticks = valueTicks(xs)
-		pad := math.Max((xmax-xmin)*0.08, 0.5)
 		c.plot.X.Min, c.plot.X.Max = math.Max(xmin-pad, 0), xmax+pad
 	}
 	for i := range ticks {
