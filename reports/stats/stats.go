@@ -219,12 +219,17 @@ var KernelColumns = []Column{
 }
 
 // Cell prints a median scaled for c with its 95% CI as ± percent, or the
-// sample count where too few repetitions (n < 6) give no interval.
+// sample count where too few repetitions (n < 6) give no interval. A median
+// the column's digits would round to 0 gets two significant digits.
 func (c Column) Cell(s *Summary) string {
 	if s == nil || s.N == 0 {
 		return "-"
 	}
-	v := strconv.FormatFloat(s.Center*c.Scale, 'f', c.Digits, 64)
+	digits := c.Digits
+	if m := math.Abs(s.Center * c.Scale); m > 0 && m < 0.5*math.Pow(10, -float64(digits)) {
+		digits = int(-math.Floor(math.Log10(m))) + 1
+	}
+	v := strconv.FormatFloat(s.Center*c.Scale, 'f', digits, 64)
 	switch {
 	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0):
 		v += fmt.Sprintf(" (n=%d)", s.N)

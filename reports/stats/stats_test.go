@@ -95,3 +95,39 @@ func TestSummarizeIntervalIsWholeOrNone(t *testing.T) {
 		}
 	}
 }
+
+// TestCellKeepsSmallValues prints a median too small for the column's
+// digits with two significant ones, never as 0 (a roofline fraction of
+// 0.3% on a column of whole percents).
+func TestCellKeepsSmallValues(t *testing.T) {
+	six := func(v float64) []float64 { return []float64{v, v, v, v, v, v} }
+	for _, tc := range []struct {
+		name   string
+		col    Column
+		values []float64
+		want   string
+	}{
+		{"whole percent", Column{Scale: 100, Digits: 0}, six(0.5), "50 ±0%"},
+		{"a third of a percent", Column{Scale: 100, Digits: 0}, six(0.0034), "0.34 ±0%"},
+		{"ms below the digits", Column{Scale: 1, Digits: 2}, []float64{0.0022, 0.0023, 0.0024, 0.0024, 0.0025, 0.0026}, "0.0024 ±8%"},
+		{"ms at the digits", Column{Scale: 1, Digits: 2}, six(0.25), "0.25 ±0%"},
+		{"zero", Column{Scale: 1, Digits: 1}, six(0), "0.0"},
+		{"few repetitions", Column{Scale: 1, Digits: 1}, []float64{0.004}, "0.0040 (n=1)"},
+		{"large", Column{Scale: 1, Digits: 1}, six(1234.56), "1234.6 ±0%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ByMetric(samplesOf("m", tc.values))["m"]
+			if got := tc.col.Cell(s); got != tc.want {
+				t.Errorf("Cell = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func samplesOf(metric string, vs []float64) []results.Sample {
+	var out []results.Sample
+	for i, v := range vs {
+		out = append(out, results.Sample{Metric: metric, Rep: i, Value: v})
+	}
+	return out
+}
