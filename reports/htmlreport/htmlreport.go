@@ -547,15 +547,20 @@ func dropEmptyLast(t *htmlTable, header string) {
 func num(v float64) string { return strconv.FormatFloat(v, 'g', 5, 64) }
 
 // numericCell matches cells right-aligned in tables.
-var numericCell = regexp.MustCompile(`^[~<>≥≤+-]?\d[\d,]*(\.\d+)?([eE][+-]?\d+)?( ?(±[\d.]+%|±\?|ms|x|%))?$`)
+var numericCell = regexp.MustCompile(`^[~<>≥≤+-]?\d[\d,]*(\.\d+)?([eE][+-]?\d+)?( ?(±[\d.]+%|±\?|ms|x|%|\(n=\d+\)))?$`)
 
-// align marks columns whose cells are all numbers (or "-") right-aligned.
+// align marks columns whose cells are all numbers (or "-", or the status of
+// a case that did not finish, which a summary prints in its figures' place)
+// right-aligned.
 func align(t *htmlTable) {
 	t.Right = make([]bool, len(t.Header))
 	for i := range t.Header {
 		seen, ok := false, true
 		for _, r := range t.Rows {
 			if i >= len(r) || r[i] == "-" || r[i] == "" {
+				continue
+			}
+			if i > 0 && (r[i] == results.CasePending || r[i] == results.CaseFailed || r[i] == results.CaseSkipped) {
 				continue
 			}
 			seen = true

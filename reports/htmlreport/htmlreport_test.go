@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,5 +179,24 @@ func TestWriteSaysWhatIsNotDrawn(t *testing.T) {
 	}
 	if strings.Contains(html, "Documented history: </h2>") {
 		t.Error("the history heading names no model")
+	}
+}
+
+// A column of medians is right-aligned whatever its cells say besides: the
+// sample count where too few repetitions give no interval, or the status of
+// a case that did not finish; a column of names is not.
+func TestAlignNumericColumns(t *testing.T) {
+	tbl := &htmlTable{
+		Header: []string{"case", "decode tok/s", "µs/call", "note"},
+		Rows: [][]string{
+			{"bench/batch=1", "10.0 (n=1)", "12.50 ±20%", "x"},
+			{"bench/batch=2", "20.0 ±0%", "0.0024 (n=3)", "-"},
+			{"bench/batch=4", "failed", "skipped", "pending"},
+			{"bench/batch=8", "-", "pending", "y"},
+		},
+	}
+	align(tbl)
+	if want := []bool{false, true, true, false}; !slices.Equal(tbl.Right, want) {
+		t.Errorf("right-aligned columns %v, want %v", tbl.Right, want)
 	}
 }
