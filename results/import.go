@@ -59,6 +59,64 @@ func (rec *RunRecord) Reps() int {
 	return n
 }
 
+// checkShape says what in rec no store can hold, naming the case: a kind,
+// status or timing mode of no run, a case key missing or repeated, bad layer
+// counts, a repetition of a metric recorded twice. Fields an older export
+// leaves empty read as importRun fills them in.
+func (rec *RunRecord) checkShape() error {
+	r := &rec.Run
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	status := r.Status
+	if status == "" || status == RunRunning {
+		status = RunInterrupted
+	}
+	if err := oneOf("run status", status, RunComplete, RunInterrupted, RunFailed); err != nil {
+		return err
+	}
+	if err := oneOf("run kind", or(r.Kind, KindSuite), KindSuite, KindPeer, KindTune); err != nil {
+		return err
+	}
+	if err := oneOf("timing mode", or(r.TimingMode, TimingThroughput), TimingThroughput, TimingProfile); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i := range rec.Cases {
+		cr := &rec.Cases[i]
+		c := &cr.Case
+		if err := oneOf("case kind", c.Kind, CaseModel, CaseKernel); err != nil {
+			return fmt.Errorf("case %d %q: %w", i, c.Name, err)
+		}
+		key := or(c.Key, CanonicalKey(c.Params))
+		if key == "" || seen[key] {
+			return fmt.Errorf("case %d %q has no key or repeats one", i, c.Name)
+		}
+		seen[key] = true
+		if err := oneOf("case status", or(c.Status, CaseDone), CasePending, CaseDone, CaseFailed, CaseSkipped); err != nil {
+			return fmt.Errorf("case %d %q: %w", i, c.Name, err)
+		}
+		if c.LayersRun < 0 || c.LayersTotal < 0 || c.LayersTotal > 0 && c.LayersRun > c.LayersTotal {
+			return fmt.Errorf("case %d %q: bad layer counts %d of %d", i, c.Name, c.LayersRun, c.LayersTotal)
+		}
+		type rep struct {
+			metric string
+			rep    int
+		}
+		reps := map[rep]bool{}
+		for j, s := range cr.Samples {
+			if reps[rep{s.Metric, s.Rep}] {
+				return fmt.Errorf("case %d %q sample %d: %s rep %d recorded twice", i, c.Name, j, s.Metric, s.Rep)
+			}
+			reps[rep{s.Metric, s.Rep}] = true
+		}
+	}
+	return nil
+}
+
 func (db *DB) importRun(rec *RunRecord, replace int64) (int64, error) {
 	r := &rec.Run
 	if r.Status == "" || r.Status == RunRunning {
@@ -74,37 +132,17 @@ func (db *DB) importRun(rec *RunRecord, replace int64) (int64, error) {
 	if r.StartedAt.IsZero() {
 		return 0, fmt.Errorf("results: import: run has no start time")
 	}
-	if err := oneOf("run status", r.Status, RunComplete, RunInterrupted, RunFailed); err != nil {
-		return 0, err
-	}
-	if err := oneOf("run kind", r.Kind, KindSuite, KindPeer, KindTune); err != nil {
-		return 0, err
-	}
-	if err := oneOf("timing mode", r.TimingMode, TimingThroughput, TimingProfile); err != nil {
-		return 0, err
-	}
-	seen := map[string]bool{}
 	for i := range rec.Cases {
 		c := &rec.Cases[i].Case
-		if err := oneOf("case kind", c.Kind, CaseModel, CaseKernel); err != nil {
-			return 0, fmt.Errorf("%w (case %d %q)", err, i, c.Name)
-		}
 		if c.Key == "" {
 			c.Key = CanonicalKey(c.Params)
 		}
-		if c.Key == "" || seen[c.Key] {
-			return 0, fmt.Errorf("results: import: case %d %q has no key or repeats one", i, c.Name)
-		}
-		seen[c.Key] = true
 		if c.Status == "" {
 			c.Status = CaseDone
 		}
-		if err := oneOf("case status", c.Status, CasePending, CaseDone, CaseFailed, CaseSkipped); err != nil {
-			return 0, err
-		}
-		if c.LayersRun < 0 || c.LayersTotal < 0 || c.LayersTotal > 0 && c.LayersRun > c.LayersTotal {
-			return 0, fmt.Errorf("results: import: case %q: bad layer counts %d of %d", c.Key, c.LayersRun, c.LayersTotal)
-		}
+	}
+	if err := rec.checkShape(); err != nil {
+		return 0, fmt.Errorf("results: import: %w", err)
 	}
 	ov := r.Overrides
 	if ov == nil {

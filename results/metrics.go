@@ -48,10 +48,15 @@ func CheckValue(metric, unit string, v float64) error {
 // maxValue bounds a sample's magnitude.
 const maxValue = 1e18
 
-// Check says which sample of rec cannot be stored (CheckSample), naming its
-// case, so that an import can point at it before anything is stored.
+// Check says what of rec cannot be stored, naming its case: a sample
+// (CheckSample), or the run's shape (checkShape: a status of no run, a case
+// key repeated, a repetition recorded twice...), so that an import can point
+// at it before anything is stored.
 func (rec *RunRecord) Check() error {
 	if err := CheckTag(rec.Run.Tag); err != nil {
+		return err
+	}
+	if err := rec.checkShape(); err != nil {
 		return err
 	}
 	for i := range rec.Cases {

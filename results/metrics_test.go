@@ -66,8 +66,8 @@ func TestImpossibleValuesAreRefused(t *testing.T) {
 // its file the value is before anything is stored.
 func TestRunRecordCheck(t *testing.T) {
 	rec := &RunRecord{Cases: []CaseRecord{
-		{Case: Case{Name: "decode/batch=1"}, Samples: []Sample{{0, "decode_tok_s", 50, "tok/s"}}},
-		{Case: Case{Name: "decode/batch=2"}, Samples: []Sample{{0, "decode_tok_s", 90, "tok/s"}, {0, "roofline_frac", -1e308, "ratio"}}},
+		{Case: Case{Name: "decode/batch=1", Key: "batch=1", Kind: CaseModel}, Samples: []Sample{{0, "decode_tok_s", 50, "tok/s"}}},
+		{Case: Case{Name: "decode/batch=2", Key: "batch=2", Kind: CaseModel}, Samples: []Sample{{0, "decode_tok_s", 90, "tok/s"}, {0, "roofline_frac", -1e308, "ratio"}}},
 	}}
 	err := rec.Check()
 	if err == nil || !strings.Contains(err.Error(), `case 1 "decode/batch=2" sample 1: roofline_frac rep 0: value -1e+308`) {

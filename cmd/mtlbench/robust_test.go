@@ -294,3 +294,45 @@ func TestReferenceListsWithCommas(t *testing.T) {
 		t.Errorf("show \",\": err = %v, want an empty reference", err)
 	}
 }
+
+// import checks every run of every file for what the store would refuse (a
+// repetition recorded twice, a case key repeated, an unknown status) before
+// storing any: a file whose second run is wrong stores nothing, and the
+// error names the file, the line and the case.
+func TestImportChecksEveryRunFirst(t *testing.T) {
+	sample := `{"rep":0,"metric":"decode_tok_s","value":50,"unit":"tok/s"}`
+	for _, tc := range []struct {
+		name, old, new, want string
+	}{
+		{"a repetition recorded twice", sample, sample + "," + strings.Replace(sample, "50", "51", 1),
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" sample 1: decode_tok_s rep 0 recorded twice`},
+		{"a case key repeated", `]}]}`, `]},{"case":{"key":"batch=1","name":"again","kind":"model","params":{"batch":"1"}},"samples":[]}]}`,
+			`b.jsonl:2: run 3: case 1 "again" has no key or repeats one`},
+		{"a case status unknown", `"kind":"model","params"`, `"kind":"model","status":"great","params"`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1": results: invalid case status "great"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file, db := filepath.Join(dir, "b.jsonl"), filepath.Join(dir, "r.db")
+			second := strings.Replace(exportLineWith("0.5"), `"id":3,"suite_name":"s"`, `"id":3,"suite_name":"t"`, 1)
+			if !strings.Contains(second, tc.old) {
+				t.Fatalf("the line lacks %q", tc.old)
+			}
+			if tc.old == `]}]}` {
+				second = strings.TrimSuffix(second, tc.old) + tc.new
+			} else {
+				second = strings.Replace(second, tc.old, tc.new, 1)
+			}
+			if err := os.WriteFile(file, []byte(exportLineWith("0.5")+"\n"+second+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := mtl(t, "import", file, "--db", db)
+			if err == nil || !strings.Contains(err.Error(), dir+string(filepath.Separator)+tc.want) {
+				t.Fatalf("import: err = %v\nwant %q\n%s", err, tc.want, stderr)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Error("a refused import made the store")
+			}
+		})
+	}
+}
