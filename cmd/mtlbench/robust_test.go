@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -334,5 +335,46 @@ func TestImportChecksEveryRunFirst(t *testing.T) {
 				t.Error("a refused import made the store")
 			}
 		})
+	}
+}
+
+// runs says on stderr when its list is cut at --limit, and when no run is
+// listed, so that neither reads as all the store holds; stdout keeps the
+// table alone.
+func TestRunsSaysWhatItLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	file, path := filepath.Join(dir, "three.jsonl"), filepath.Join(dir, "r.db")
+	var lines []string
+	for i, h := range []string{"03", "04", "05"} {
+		lines = append(lines, strings.NewReplacer(`"id":3,"suite_name":"s"`, fmt.Sprintf(`"id":%d,"suite_name":"s%d"`, i+3, i),
+			"03:04:05Z", h+":04:05Z").Replace(exportLineWith("0.5")))
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := mtl(t, "import", file, "--db", path); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	for _, tc := range []struct {
+		args   []string
+		rows   int
+		stderr string
+	}{
+		{[]string{"--limit", "2"}, 2, "listed the newest 2 runs; more match (--limit 0 lists all)\n"},
+		{[]string{"--limit", "3"}, 3, ""},
+		{nil, 3, ""},
+		{[]string{"--tag", "nope"}, 0, "no run in " + path + " matches the filters\n"},
+		{[]string{"--format", "csv", "--limit", "1"}, 1, "listed the newest 1 run; more match (--limit 0 lists all)\n"},
+	} {
+		stdout, stderr, err := mtl(t, append([]string{"runs", "--db", path}, tc.args...)...)
+		if err != nil {
+			t.Fatalf("runs %v: %v", tc.args, err)
+		}
+		if stderr != tc.stderr {
+			t.Errorf("runs %v: stderr %q, want %q", tc.args, stderr, tc.stderr)
+		}
+		if got := len(regexp.MustCompile(`(?m)^(│ +)?\d+( │|,)`).FindAllString(stdout, -1)); got != tc.rows {
+			t.Errorf("runs %v: %d rows, want %d:\n%s", tc.args, got, tc.rows, stdout)
+		}
 	}
 }

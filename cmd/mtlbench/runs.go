@@ -56,11 +56,37 @@ func runsCommand() *cli.Command {
 					return fmt.Errorf("--tag %q names no tag", t)
 				}
 			}
+			// One run past the limit says whether the list is cut.
+			limit := filter.Limit
+			if limit > 0 {
+				filter.Limit++
+			}
 			runs, err := db.Runs(filter)
 			if err != nil {
 				return err
 			}
-			return runsTable(runs).Render(c.App.Writer, f)
+			cut := limit > 0 && len(runs) > limit
+			if cut {
+				runs = runs[:limit]
+			}
+			if err := runsTable(runs).Render(c.App.Writer, f); err != nil {
+				return err
+			}
+			// On stderr, so that neither a cut list nor an empty one reads
+			// as all the store holds; stdout keeps the table alone.
+			switch {
+			case cut:
+				noun := "runs"
+				if limit == 1 {
+					noun = "run"
+				}
+				fmt.Fprintf(c.App.ErrWriter, "listed the newest %d %s; more match (--limit 0 lists all)\n", limit, noun)
+			case len(runs) == 0 && (filter.SuiteName != "" || filter.Kind != "" || len(filter.Tags) > 0):
+				fmt.Fprintf(c.App.ErrWriter, "no run in %s matches the filters\n", db.Path())
+			case len(runs) == 0:
+				fmt.Fprintf(c.App.ErrWriter, "no runs in %s\n", db.Path())
+			}
+			return nil
 		},
 	}
 }
