@@ -103,6 +103,12 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	if err != nil {
 		return nil, nil, err
 	}
+	// One request never holds more than the model's context: a request
+	// past it is refused by its positions, not by the memory of a cache
+	// sized for it (whose advice, fewer layers, would not make it run).
+	if n, _ := cfg.Context(); n > 0 {
+		kvTokens = min(kvTokens, n)
+	}
 	info := be.Info()
 	e, err := engine.New(be, cfg, src, engine.Options{
 		NoFusion:  noFusion,

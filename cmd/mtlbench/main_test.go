@@ -387,6 +387,9 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "--timing", "bogus", "--print-suite"}, `--timing: unknown timing "bogus"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--max-new-tokens", "0"}, "--max-new-tokens 0: want 1 to 16777216"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "-n", "9223372036854775807"}, "--max-new-tokens 9223372036854775807: want 1 to 16777216"},
+		// Past the model's positions is refused as such, not by the memory a
+		// cache of that many tokens would need.
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "-n", "16777216", "--backend", "cpu"}, "1 prompt + 16777216 new tokens exceed the model's 4096 positions"},
 		{[]string{"suites", "validate", bad}, `bad.yaml:5:15: unknown key "bach" in matrix (did you mean "batch"?)`},
 		{[]string{"run", bad, "--db", filepath.Join(dir, "r.db")}, "bad.yaml:5:15"},
 		{[]string{"run", "mac-smoke", "--timing", "profiled", "--db", filepath.Join(dir, "r.db")}, `--timing "profiled": want one of throughput, profile`},
