@@ -727,7 +727,63 @@ func byteLevelDecode(toks []string) []string {
 		}
 		buf = append(buf, bs...)
 	}
-	return []string{strings.ToValidUTF8(string(buf), "\uFFFD")}
+	return []string{lossyUTF8(buf)}
+}
+
+// lossyUTF8 reads b as UTF-8 as Rust's String::from_utf8_lossy does (HF's
+// ByteLevel decoder): each maximal part of a sequence that cannot be
+// completed, or a byte no sequence starts with, becomes one U+FFFD, so
+// two broken characters are two, not one as strings.ToValidUTF8 has it.
+func lossyUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	for len(b) > 0 {
+		if r, n := utf8.DecodeRune(b); r != utf8.RuneError || n > 1 {
+			sb.Write(b[:n])
+			b = b[n:]
+			continue
+		}
+		// The bytes after the first that still continue a valid sequence:
+		// the second's range depends on the first (no overlong forms,
+		// surrogates or values past U+10FFFF), the others are 80..BF.
+		lo, hi, need := byte(0x80), byte(0xBF), 0
+		switch c := b[0]; {
+		case c >= 0xC2 && c <= 0xDF:
+			need = 1
+		case c == 0xE0:
+			lo, need = 0xA0, 2
+		case c == 0xED:
+			hi, need = 0x9F, 2
+		case c >= 0xE1 && c <= 0xEF:
+			need = 2
+		case c == 0xF0:
+			lo, need = 0x90, 3
+		case c >= 0xF1 && c <= 0xF3:
+			need = 3
+		case c == 0xF4:
+			hi, need = 0x8F, 3
+		}
+		n := 1
+		for ; n <= need && n < len(b) && b[n] >= lo && b[n] <= hi; n++ {
+			lo, hi = 0x80, 0xBF
+		}
+		sb.WriteString("\uFFFD")
+		b = b[n:]
+	}
+	return sb.String()
+}
+
+// fallbackByte reads a <0xXX> token's byte as HF's ByteFallback decoder
+// does (u8::from_str_radix of the two characters: hex digits of either
+// case, or a sign and one digit); any other token is text.
+func fallbackByte(t string) (byte, bool) {
+	if len(t) != 6 || !strings.HasPrefix(t, "<0x") || t[5] != '>' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(t[3:5], "+"), 16, 8)
+	return byte(v), err == nil
 }
 
 // byteFallbackDecode turns runs of <0xXX> tokens into their bytes' text, or
@@ -749,12 +805,9 @@ func byteFallbackDecode(toks []string) []string {
 		run = run[:0]
 	}
 	for _, t := range toks {
-		var b byte
-		if len(t) == 6 && strings.HasPrefix(t, "<0x") && t[5] == '>' {
-			if _, err := fmt.Sscanf(t[3:5], "%02X", &b); err == nil {
-				run = append(run, b)
-				continue
-			}
+		if b, ok := fallbackByte(t); ok {
+			run = append(run, b)
+			continue
 		}
 		flush()
 		out = append(out, t)

@@ -295,3 +295,56 @@ func TestQuoteShort(t *testing.T) {
 		}
 	}
 }
+
+// Bytes that are not UTF-8 decode as HF's decoders give them: ByteLevel
+// reads the bytes as Rust's String::from_utf8_lossy does, a U+FFFD for
+// each maximal part of a sequence that cannot be completed; ByteFallback a
+// U+FFFD a byte of a run that is not UTF-8, and <0xXX> read as
+// u8::from_str_radix reads XX.
+func TestDecodeInvalidUTF8(t *testing.T) {
+	gpt2, err := Load(filepath.Join("testdata", "gpt2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const r = "\uFFFD"
+	for _, tc := range []struct{ in, want string }{
+		{"\xf0\x9f\x98\x80", "😀"},
+		{"\xff\xff", r + r},
+		{"\xe4\xb8\xe4\xb8", r + r}, // two characters cut short
+		{"a\xe4\xb8", "a" + r},
+		{"\xf0\x9f\x98", r},
+		{"\xf0\x9f\x98A", r + "A"},
+		{"\xc0\x80", r + r},         // an overlong lead starts nothing
+		{"\xe0\x80\x80", r + r + r}, // E0 takes A0..BF second
+		{"\xed\xa0\x80", r + r + r}, // a surrogate
+		{"\xf4\x90\x80\x80", r + r + r + r},
+		{"\x80", r},
+		{"\xf5\xe4\xb8\xadx", r + "中x"},
+	} {
+		var ids []int32
+		for i := 0; i < len(tc.in); i++ {
+			id, ok := gpt2.vocab[string(byteChar[tc.in[i]])]
+			if !ok {
+				t.Fatalf("the gpt2 fixture has no token for byte %#x", tc.in[i])
+			}
+			ids = append(ids, id)
+		}
+		got, err := gpt2.Decode(ids, true)
+		if err != nil || got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("ByteLevel %q: %q (%v), want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"<0x41>", "<0x4a>", "<0x+F>"}, "AJ\x0f"},
+		{[]string{"<0xE4>", "<0xB8>", "x"}, r + r + "x"},
+		{[]string{"<0x0G>", "<0x41>"}, "<0x0G>A"},
+		{[]string{"<0x 1>", "<0x-1>", "<0x41>"}, "<0x 1><0x-1>A"},
+	} {
+		if got := strings.Join(byteFallbackDecode(tc.in), ""); got != tc.want {
+			t.Errorf("ByteFallback %q: %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
