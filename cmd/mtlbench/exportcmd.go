@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -81,7 +82,7 @@ func exportCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.ErrWriter, "exported %d runs\n", len(ids))
+			fmt.Fprintf(c.App.ErrWriter, "exported %s\n", plural.Of(len(ids), "run"))
 			return nil
 		},
 	}
@@ -198,7 +199,7 @@ func importCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "imported run %d of %s (%s, %s) as run %d\n", from, rec.Run.Machine.Hostname,
 					rec.Run.SuiteName, machineLabel(rec.Run.Machine), id)
 			}
-			fmt.Fprintf(c.App.ErrWriter, "%d runs imported, %d already here, into %s\n", added, skipped, db.Path())
+			fmt.Fprintf(c.App.ErrWriter, "%s imported, %d already here, into %s\n", plural.Of(added, "run"), skipped, db.Path())
 			return nil
 		},
 	}

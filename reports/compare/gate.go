@@ -12,6 +12,7 @@ import (
 	"golang.org/x/perf/benchmath"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 )
@@ -268,7 +269,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	if single > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s compared repetition by repetition because a side has a single run of the case: "+
-			"drift between the runs (load, clocks) counts as change; to make the run the unit: %s", plural(single, "check"), o.moreRuns()))
+			"drift between the runs (load, clocks) counts as change; to make the run the unit: %s", plural.Of(single, "check"), o.moreRuns()))
 	}
 	if len(res.Checks) == 0 {
 		res.Status = ExitInsufficient
@@ -291,17 +292,17 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		if len(regressed) > 3 {
 			regressed = append(regressed[:3], "...")
 		}
-		res.Headline = fmt.Sprintf("perf gate FAILED: %s (%s)", plural(count[Regression], "regression"), strings.Join(regressed, ", "))
+		res.Headline = fmt.Sprintf("perf gate FAILED: %s (%s)", plural.Of(count[Regression], "regression"), strings.Join(regressed, ", "))
 		if unjudged > 0 {
 			res.Headline += fmt.Sprintf("; %d more could not be judged", unjudged)
 		}
 	case unjudged > 0:
 		res.Status = ExitCannotTell
 		res.Headline = fmt.Sprintf("perf gate cannot tell: %d of %s could not be judged (%d too noisy, %d insufficient data, %d not comparable); no regression in the rest",
-			unjudged, plural(len(res.Checks), "check"), count[CannotTell], count[Insufficient], count[NotComparable])
+			unjudged, plural.Of(len(res.Checks), "check"), count[CannotTell], count[Insufficient], count[NotComparable])
 	default:
 		res.Status = ExitPass
-		res.Headline = fmt.Sprintf("perf gate passed: %s, no significant regression beyond its threshold", plural(len(res.Checks), "check"))
+		res.Headline = fmt.Sprintf("perf gate passed: %s, no significant regression beyond its threshold", plural.Of(len(res.Checks), "check"))
 		var extra []string
 		if n := count[Improved]; n > 0 {
 			extra = append(extra, fmt.Sprintf("%d improved", n))
@@ -314,13 +315,6 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		}
 	}
 	return res
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // prepareCheck tests one case and metric: on the ratios of paired runs

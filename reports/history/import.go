@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mtlbench/mtlbench/internal/plural"
 )
 
 // ImportResult is what ImportMarkdown found.
@@ -130,7 +132,7 @@ func ImportMarkdown(text []byte, defaults Point) (*ImportResult, error) {
 		for r, row := range rows {
 			at := rowAt{line: rowLines[r], table: found, header: start, row: r + 1}
 			if len(row) != len(header) {
-				errs = append(errs, at.String()+fmt.Sprintf(": %s, but its header has %d", plural(len(row), "cell"), len(header)))
+				errs = append(errs, at.String()+fmt.Sprintf(": %s, but its header has %d", plural.Of(len(row), "cell"), len(header)))
 				continue
 			}
 			var repeats []string
@@ -171,13 +173,6 @@ func (a rowAt) String() string {
 // cell locates one cell of the row by its column's header.
 func (a rowAt) cell(header string) string {
 	return fmt.Sprintf("%s, column %q", a, cleanCell(header))
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 var (
