@@ -690,6 +690,12 @@ func setThreads(be bridge.Backend, n int) {
 type loadedModel struct {
 	cfg *model.Config
 	src model.Source
+	// avail and where are the memory the first case that loaded the model
+	// was checked against. Its weights are resident from then on, and the
+	// later cases share them: checked against what is left, each would
+	// count the weights twice.
+	avail int64
+	where string
 }
 
 func modelCase(s *suites.Suite, c suites.Case, be bridge.Backend, models map[modelKey]*loadedModel, limit int64) (*ModelCase, error) {
@@ -774,10 +780,14 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 	if err := checkPositions(s, c, lm.cfg); err != nil {
 		return nil, err
 	}
-	info := be.Info()
-	avail, where := info.AvailableBytes, info.Backend+" ("+info.Name+")"
-	if limit > 0 && (avail <= 0 || limit < avail) {
-		avail, where = limit, "the memory limit"
+	avail, where := lm.avail, lm.where
+	if where == "" {
+		info := be.Info()
+		avail, where = info.AvailableBytes, info.Backend+" ("+info.Name+")"
+		if limit > 0 && (avail <= 0 || limit < avail) {
+			avail, where = limit, "the memory limit"
+		}
+		lm.avail, lm.where = avail, where
 	}
 	kvdt, err := engine.KVDType(be, lm.src.DType(), opts.KVDType)
 	if err != nil {

@@ -708,3 +708,57 @@ func TestCasesAreCheckedBeforeTheProbe(t *testing.T) {
 		})
 	}
 }
+
+// residentMemory is a backend whose available memory shrinks by each
+// weight it is handed, as a machine's does while a model's weights are
+// held in memory.
+type residentMemory struct {
+	bridge.Backend
+	avail int64
+}
+
+func (r *residentMemory) Info() bridge.DeviceInfo {
+	i := r.Backend.Info()
+	i.AvailableBytes = r.avail
+	return i
+}
+
+func (r *residentMemory) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tensor, error) {
+	r.avail -= int64(len(data))
+	return r.Backend.Weight(dt, shape, data)
+}
+
+// Cases that share a loaded model are checked against the memory there was
+// before it loaded: the weights they share are not needed twice. Checked
+// against what was left, every case after the first of a model truncated
+// to fill memory was refused (make run on a 24 GB machine).
+func TestSharedModelCheckedOnce(t *testing.T) {
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, fit: truncate-layers }
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    matrix: { batch: [1, 2, 4] }
+    params: { prompt_len: 4, gen_len: 2 }
+`)
+	cfg, err := model.Preset("qwen3-moe-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, _ := cfg.WithLayers(cfg.Layers / 2)
+	be := &residentMemory{Backend: cpu.New(cpu.Options{Threads: 1}), avail: half.WeightBytes(bridge.BF16) * 3 / 2}
+	ps, done, err := prepare(context.Background(), s, be, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if len(ps) != 3 {
+		t.Fatalf("%d cases prepared, want 3", len(ps))
+	}
+	for _, p := range ps {
+		if l := p.model.Config.Layers; l < 1 || l >= cfg.Layers || l != ps[0].model.Config.Layers {
+			t.Errorf("%s: %d layers, want the first case's truncated %d of %d", p.c.Name, l, ps[0].model.Config.Layers, cfg.Layers)
+		}
+	}
+}

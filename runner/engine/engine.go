@@ -198,9 +198,13 @@ func CheckFit(cfg *model.Config, dt, kvdt bridge.DType, kvTokens int, available 
 		return nil
 	}
 	e := &FitError{Model: cfg.Name, Weights: w, KV: kv, Has: available, Where: where}
+	// The layers offered leave a tenth of the memory for activations, the
+	// runtime and the rest of the machine: filled to the byte, a truncated
+	// model would leave the system nothing.
+	room := available - available/10
 	for n := cfg.Layers - 1; n >= 1; n-- {
 		c, _ := cfg.WithLayers(n)
-		if c.WeightBytes(dt)+c.KVBytesPerToken(kvdt)*int64(kvTokens) <= available {
+		if c.WeightBytes(dt)+c.KVBytesPerToken(kvdt)*int64(kvTokens) <= room {
 			e.MaxLayers = n
 			break
 		}

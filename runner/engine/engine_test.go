@@ -9,6 +9,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/runner/model"
 )
 
 // raggedRequests are 8 prompts of different lengths.
@@ -391,5 +392,34 @@ func TestStopTokens(t *testing.T) {
 	sameOutputs(t, "beside a stopped request", got[1:], alone[1:], 2e-5)
 	if e.KV().FreeBlocks() != e.KV().NumBlocks() {
 		t.Errorf("%d blocks leaked", e.KV().NumBlocks()-e.KV().FreeBlocks())
+	}
+}
+
+// The layers a FitError offers leave a tenth of the memory to spare: a
+// model truncated to fill memory to the byte leaves the machine nothing.
+func TestFitOffersLayersWithRoom(t *testing.T) {
+	cfg, err := model.Preset("qwen3-moe-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := func(n int) int64 {
+		c, _ := cfg.WithLayers(n)
+		return c.WeightBytes(bridge.BF16) + c.KVBytesPerToken(bridge.BF16)*64
+	}
+	for _, avail := range []int64{need(1), need(1) * 10 / 9, need(3), need(3) * 10 / 9, need(cfg.Layers) - 1} {
+		var fe *FitError
+		if err := CheckFit(cfg, bridge.BF16, bridge.BF16, 64, avail, "here"); !errors.As(err, &fe) {
+			t.Fatalf("%d bytes: %v, want a FitError", avail, err)
+		}
+		room := avail - avail/10
+		n := fe.MaxLayers
+		if n > 0 && need(n) > room || n+1 < cfg.Layers && need(n+1) <= room {
+			t.Errorf("%d bytes: %d layers offered (%d bytes); want the most that take at most %d", avail, n, need(n), room)
+		}
+	}
+	// Three layers that fill memory exactly are not offered.
+	var fe *FitError
+	if errors.As(CheckFit(cfg, bridge.BF16, bridge.BF16, 64, need(3), "here"), &fe); fe.MaxLayers >= 3 {
+		t.Errorf("memory three layers fill: %d layers offered", fe.MaxLayers)
 	}
 }
