@@ -502,6 +502,11 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 	// file's pages.
 	for e, p := range parts {
 		old := *p
+		if old.buf == region.buf {
+			// The region is this part's own tensor (one expert, mapped in
+			// place: the same host bytes), which b.owned now releases.
+			old.owned = false
+		}
 		if gathered && old.buf.mapped {
 			b.dropCopied(old.contents())
 		}
