@@ -230,7 +230,7 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 					path, key, f0.Name, f0.Type, info.Name, info.Type)
 			}
 		}
-		if spec, ok := info.Type.Packing(); ok {
+		if spec, ok := info.Type.Packing(); ok && !floatsOnly(t) {
 			q.Per[t.Name] = &spec
 		} else {
 			q.Per[t.Name] = nil
@@ -382,6 +382,13 @@ func (s *GGUFSource) unpermute(data []byte, rows, heads int) []byte {
 
 // Packed returns a packed tensor's bytes.
 func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
+	if floatsOnly(spec) {
+		return Packed{}, false, nil // Tensor dequantizes it
+	}
+	return s.packed(spec)
+}
+
+func (s *GGUFSource) packed(spec TensorSpec) (Packed, bool, error) {
 	info, e, err := s.lookup(spec)
 	if err != nil {
 		return Packed{}, false, err
@@ -406,6 +413,9 @@ func (s *GGUFSource) Packed(spec TensorSpec) (Packed, bool, error) {
 // to, where to is one of its transcoder's forms (a Q5_K tensor straight
 // into 8-bit affine groups for a backend that runs those).
 func (s *GGUFSource) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
+	if floatsOnly(spec) {
+		return Packed{}, false, nil
+	}
 	info, _, err := s.lookup(spec)
 	if err != nil {
 		return Packed{}, false, err
@@ -461,6 +471,9 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	case gguf.BF16:
 		src = bridge.BF16
 	default:
+		if floatsOnly(spec) {
+			return s.dequantized(spec)
+		}
 		return 0, nil, fmt.Errorf("%s: tensor %q is %v, packed; the engine reads it packed", s.f.PathOf(info), info.Name, info.Type)
 	}
 	dst := s.dtype
@@ -479,6 +492,21 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	}
 	convert(out, data, src, dst)
 	return dst, out, nil
+}
+
+// dequantized returns spec's packed tensor as f32, one copy made once.
+func (s *GGUFSource) dequantized(spec TensorSpec) (bridge.DType, []byte, error) {
+	p, _, err := s.packed(spec)
+	if err != nil {
+		return 0, nil, err
+	}
+	out, free, mapped := allocWeights(4 * int(spec.Elems()))
+	s.frees = append(s.frees, free)
+	if mapped {
+		s.converted.add(out)
+	}
+	dequantizeInto(out, p, spec.Shape)
+	return bridge.F32, out, nil
 }
 
 // ggufConfig reads the model's shape from the metadata.

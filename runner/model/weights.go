@@ -450,8 +450,14 @@ func (c *Checkpoint) transposed(spec TensorSpec) bool { return spec.Transposed &
 // floats (GPT-2's learned positions, added as they are) that the
 // checkpoint stores packed: mlx-lm quantizes wpe like any embedding.
 func (c *Checkpoint) floatsOfPacked(spec TensorSpec) bool {
-	return c.mlx != nil && spec.Name == GPT2Positions && c.Has(strings.TrimSuffix(c.stored(spec.Name), ".weight")+".scales")
+	return c.mlx != nil && floatsOnly(spec) && c.Has(strings.TrimSuffix(c.stored(spec.Name), ".weight")+".scales")
 }
+
+// floatsOnly reports whether the engine takes spec's tensor as floats
+// whatever a checkpoint stores: GPT-2's learned positions, added to the
+// activations as they are (PositionEmbeddingOp). A source that stores it
+// packed dequantizes it once as it loads.
+func floatsOnly(spec TensorSpec) bool { return spec.Name == GPT2Positions }
 
 // dequantized returns spec's packed tensor as f32, one copy made once: a
 // table of context x hidden values (GPT-2's 1024 x 768, 3 MiB).
