@@ -5,9 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -16,63 +13,35 @@ import (
 )
 
 // withQ8Tensor is the GGUF file at src with its F32 tensor name stored as
-// Q8_0 (quant.PackQ8_0 of its values) and the data after it moved up: a
-// file whose writer quantized a tensor llama.cpp's keeps in floats. It
-// returns the path and the values Q8_0 gives back.
+// Q8_0 (quant.PackQ8_0 of its values): a file whose writer quantized a
+// tensor llama.cpp's keeps in floats. It returns the path and the values
+// Q8_0 gives back.
 func withQ8Tensor(t *testing.T, src, name string) (string, []float32) {
 	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	up := func(n uint64) uint64 { return (n + f.Alignment - 1) / f.Alignment * f.Alignment }
-	end := uint64(0)
-	for _, ti := range f.Tensors {
-		end = max(end, up(ti.Offset+ti.Size))
+	ti, ok := f.Tensor(name)
+	if !ok || ti.Type != gguf.F32 || len(ti.Dims) != 2 {
+		t.Fatalf("%s is %v %v in %s, want a 2-D F32 tensor", name, ti.Type, ti.Dims, src)
 	}
-	data := uint64(len(b)) - end
-	info := func(s string) int { // where tensor s's type field is
-		i := strings.LastIndex(string(b[:data]), string(binary.LittleEndian.AppendUint64(nil, uint64(len(s))))+s)
-		if i < 0 {
-			t.Fatalf("no %s in %s", s, src)
-		}
-		i += 8 + len(s)
-		return i + 4 + 8*int(binary.LittleEndian.Uint32(b[i:]))
+	raw := f.Bytes(ti)
+	w := make([]float32, len(raw)/4)
+	for i := range w {
+		w[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
-	ts := slices.Clone(f.Tensors)
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Offset < ts[j].Offset })
-	out := slices.Clone(b[:data])
-	var body []byte
-	var back []float32
-	for _, ti := range ts {
-		bytes := b[data+ti.Offset : data+ti.Offset+ti.Size]
-		at := info(ti.Name)
-		if ti.Name == name {
-			if ti.Type != gguf.F32 || len(ti.Dims) != 2 {
-				t.Fatalf("%s is %v %v, want a 2-D F32 tensor", name, ti.Type, ti.Dims)
-			}
-			w := make([]float32, len(bytes)/4)
-			for i := range w {
-				w[i] = math.Float32frombits(binary.LittleEndian.Uint32(bytes[4*i:]))
-			}
-			m := quant.PackQ8_0(w, int(ti.Dims[1]), int(ti.Dims[0]))
-			bytes, back = m.Data, m.Dequantize()
-			binary.LittleEndian.PutUint32(out[at:], uint32(gguf.Q8_0))
-		}
-		binary.LittleEndian.PutUint64(out[at+4:], uint64(len(body)))
-		body = append(body, bytes...)
-		body = append(body, make([]byte, up(uint64(len(body)))-uint64(len(body)))...)
-	}
-	p := filepath.Join(t.TempDir(), "m.gguf")
-	if err := os.WriteFile(p, append(out, body...), 0o644); err != nil {
+	m := quant.PackQ8_0(w, int(ti.Dims[1]), int(ti.Dims[0]))
+	b, err := os.ReadFile(src)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return p, back
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, retypeData(t, b, name, gguf.Q8_0, m.Data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p, m.Dequantize()
 }
 
 // GPT-2's learned positions are added as floats on every backend: a file

@@ -507,6 +507,13 @@ func after(t *testing.T, b []byte, name string) int {
 // ends at its last tensor's padding, as gguf-py writes it.
 func retype(t *testing.T, b []byte, name string, typ gguf.Type) []byte {
 	t.Helper()
+	return retypeData(t, b, name, typ, nil)
+}
+
+// retypeData is retype with the tensor's new bytes data; nil keeps as much
+// of the old bytes as fit, zeros after them.
+func retypeData(t *testing.T, b []byte, name string, typ gguf.Type, data []byte) []byte {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "retype.gguf")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -531,7 +538,11 @@ func retype(t *testing.T, b []byte, name string, typ gguf.Type) []byte {
 	for _, d := range info.Dims {
 		elems *= d
 	}
-	old, now := up(info.Size), up(elems/uint64(vals)*uint64(size))
+	size64 := elems / uint64(vals) * uint64(size)
+	if data != nil && uint64(len(data)) != size64 {
+		t.Fatalf("retype %s to %v: %d bytes, want %d", name, typ, len(data), size64)
+	}
+	old, now := up(info.Size), up(size64)
 	// A tensor info is its name, its dimension count, its dimensions, its
 	// type and its offset.
 	field := func(n string) int {
@@ -545,6 +556,11 @@ func retype(t *testing.T, b []byte, name string, typ gguf.Type) []byte {
 		}
 	}
 	at := start + info.Offset
+	if data != nil {
+		out := append(slices.Clone(b[:at]), data...)
+		out = append(out, make([]byte, now-size64)...)
+		return append(out, b[at+old:]...)
+	}
 	out := slices.Clone(b[:at+min(old, now)])
 	out = append(out, make([]byte, now-min(old, now))...)
 	return append(out, b[at+old:]...)
