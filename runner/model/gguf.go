@@ -74,12 +74,11 @@ func openModelPath(p string, want *bridge.DType) (*Config, Source, error) {
 // transcoded, quant.Transcoders), float ones in their stored dtype (or
 // converted to want).
 type GGUFSource struct {
-	f         *gguf.File
-	cfg       *Config
-	dtype     bridge.DType
-	keep      bool
-	frees     []func()
-	converted regions
+	f     *gguf.File
+	cfg   *Config
+	dtype bridge.DType
+	keep  bool
+	mem   owned // conversions, transcodes and unpermuted rows
 	// permute are the HF names whose rows llama.cpp's converter reordered
 	// for its interleaved RoPE (llama's q and k), with their head counts.
 	permute map[string]int
@@ -322,7 +321,7 @@ func (s *GGUFSource) Describe() string {
 	return "gguf " + s.f.Path
 }
 func (s *GGUFSource) Mapped(b []byte) bool {
-	return s.f.Mapped(b) || s.converted.contain(b)
+	return s.f.Mapped(b) || s.mem.contain(b)
 }
 
 // Drop gives back the pages of b that lie in the file (PageDropper); a
@@ -330,10 +329,7 @@ func (s *GGUFSource) Mapped(b []byte) bool {
 func (s *GGUFSource) Drop(b []byte) { s.f.Drop(b) }
 
 func (s *GGUFSource) Close() error {
-	for _, f := range s.frees {
-		f()
-	}
-	s.frees = nil
+	s.mem.release()
 	return s.f.Close()
 }
 
@@ -362,11 +358,7 @@ func (s *GGUFSource) bytes(spec TensorSpec) (gguf.TensorInfo, []byte, error) {
 // from are given back (docs/quantization.md, "Memory").
 func (s *GGUFSource) unpermute(data []byte, rows, heads int) []byte {
 	rb := len(data) / rows
-	out, free, mapped := allocWeights(len(data))
-	s.frees = append(s.frees, free)
-	if mapped {
-		s.converted.add(out)
-	}
+	out := s.mem.alloc(len(data))
 	d := rows / heads
 	for h := 0; h < heads; h++ {
 		for j := 0; j < d/2; j++ {
@@ -443,7 +435,7 @@ func (s *GGUFSource) transcode(tc quant.Transcoder, form quant.Spec, spec Tensor
 	if len(spec.Shape) != 2 {
 		return Packed{}, fmt.Errorf("%s: tensor %s is %s but not a matrix", s.f.Path, spec.Name, tc.Name)
 	}
-	m := transcodeTarget(form, spec.Shape[0], spec.Shape[1], &s.frees, &s.converted)
+	m := s.mem.transcodeTarget(form, spec.Shape[0], spec.Shape[1])
 	if err := tc.Transcode(data, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", s.f.Path, spec.Name, err)
 	}
@@ -485,13 +477,7 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	out, free, mapped := allocWeights(len(data) / src.Size() * dst.Size())
-	s.frees = append(s.frees, free)
-	if mapped {
-		s.converted.add(out)
-	}
-	convert(out, data, src, dst)
-	return dst, out, nil
+	return dst, s.mem.converted(data, src, dst), nil
 }
 
 // dequantized returns spec's packed tensor as f32, one copy made once.
@@ -500,13 +486,7 @@ func (s *GGUFSource) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	out, free, mapped := allocWeights(4 * int(spec.Elems()))
-	s.frees = append(s.frees, free)
-	if mapped {
-		s.converted.add(out)
-	}
-	dequantizeInto(out, p, spec.Shape)
-	return bridge.F32, out, nil
+	return bridge.F32, s.mem.dequantized(p, spec.Shape), nil
 }
 
 // ggufConfig reads the model's shape from the metadata.

@@ -116,6 +116,7 @@ func TestGPT2Conv1DTransposed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hsrc.Close()
+	matrices := 0
 	for _, s := range cfg.Tensors() {
 		dt, b, err := hsrc.Tensor(s)
 		if err != nil {
@@ -124,6 +125,14 @@ func TestGPT2Conv1DTransposed(t *testing.T) {
 		if want := map[bool]bridge.DType{true: bridge.BF16, false: bridge.F32}[s.Matrix]; dt != want || int64(len(b)) != s.Elems()*int64(dt.Size()) {
 			t.Fatalf("%s: %v, %d bytes", s.Name, dt, len(b))
 		}
+		if s.Matrix {
+			matrices++
+		}
+	}
+	// One copy a converted matrix: a transpose is released once converted,
+	// not held until Close beside the copy it became.
+	if held := len(hsrc.(*Checkpoint).mem.frees); held != matrices {
+		t.Errorf("the source holds %d allocations for %d converted matrices", held, matrices)
 	}
 }
 

@@ -510,7 +510,7 @@ func (c *Checkpoint) transcodeFP(spec TensorSpec, mode string, form quant.Spec, 
 		nw, ne := len(words)/experts, len(exps)/experts
 		words, exps = words[expert*nw:(expert+1)*nw], exps[expert*ne:(expert+1)*ne]
 	}
-	m := transcodeTarget(form, spec.Shape[0], spec.Shape[1], &c.frees, &c.converted)
+	m := c.mem.transcodeTarget(form, spec.Shape[0], spec.Shape[1])
 	if err := quant.TranscodeMLXFP(mode, words, exps, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
 	}

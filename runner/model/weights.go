@@ -40,12 +40,10 @@ type Source interface {
 // Synthetic generates deterministic random weights from a seed: every
 // benchmark runs with no download, and the same seed gives the same model.
 type Synthetic struct {
-	Seed    uint64
-	dtype   bridge.DType
-	quant   *QuantScheme // packed formats of a quantized preset
-	mu      sync.Mutex
-	frees   []func()
-	regions regions
+	Seed  uint64
+	dtype bridge.DType
+	quant *QuantScheme // packed formats of a quantized preset
+	mem   owned
 }
 
 // NewSynthetic returns a synthetic source with matrices in dt.
@@ -107,33 +105,15 @@ func (s *Synthetic) Packed(spec TensorSpec) (Packed, bool, error) {
 
 // Close releases the memory of every tensor handed out.
 func (s *Synthetic) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range s.frees {
-		f()
-	}
-	s.frees = nil
+	s.mem.release()
 	return nil
 }
 
 // alloc returns off-heap memory that Close releases.
-func (s *Synthetic) alloc(n int) []byte {
-	b, free, mapped := allocWeights(n)
-	s.mu.Lock()
-	s.frees = append(s.frees, free)
-	if mapped {
-		s.regions.add(b)
-	}
-	s.mu.Unlock()
-	return b
-}
+func (s *Synthetic) alloc(n int) []byte { return s.mem.alloc(n) }
 
 // Mapped reports whether b lies in memory this source mmap'd (MappedSource).
-func (s *Synthetic) Mapped(b []byte) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.regions.contain(b)
-}
+func (s *Synthetic) Mapped(b []byte) bool { return s.mem.contain(b) }
 
 // Tensor draws uniform values scaled by 1/sqrt(fan-in), so each layer keeps
 // activations near unit scale; norm weights sit near one.
@@ -225,14 +205,13 @@ func f32Bytes(v []float32) []byte {
 
 // Checkpoint reads weights from an HF safetensors folder through mmap.
 type Checkpoint struct {
-	ck        *safetensors.Checkpoint
-	frees     []func()
-	converted regions
-	dtype     bridge.DType // matrices are converted to this when it differs
-	keep      bool         // keep each matrix's stored dtype
-	mlx       *mlxQuant    // mlx-lm's quantization, nil for float checkpoints
-	experts   int          // experts per MoE layer, to slice switch_mlp stacks
-	sparse    bool         // MoE layers stored under Mixtral's names (stored)
+	ck      *safetensors.Checkpoint
+	mem     owned        // conversions, transposes and transcodes
+	dtype   bridge.DType // matrices are converted to this when it differs
+	keep    bool         // keep each matrix's stored dtype
+	mlx     *mlxQuant    // mlx-lm's quantization, nil for float checkpoints
+	experts int          // experts per MoE layer, to slice switch_mlp stacks
+	sparse  bool         // MoE layers stored under Mixtral's names (stored)
 	// mlxGPT2: GPT-2 as mlx-lm saves it, under "model." and with its Conv1D
 	// weights transposed to [out, in] (its sanitize), so they are read in
 	// place; Transposed specs are stored as they are handed out.
@@ -286,16 +265,13 @@ func openCheckpoint(dir string, want *bridge.DType, maxTensors int) (*Checkpoint
 func (c *Checkpoint) DType() bridge.DType { return c.dtype }
 func (c *Checkpoint) Describe() string    { return "checkpoint " + c.ck.Dir() }
 func (c *Checkpoint) Close() error {
-	for _, f := range c.frees {
-		f()
-	}
-	c.frees = nil
+	c.mem.release()
 	return c.ck.Close()
 }
 
 // Mapped reports whether b lies in the checkpoint's file mappings or in the
 // mmap'd memory of a converted tensor (MappedSource).
-func (c *Checkpoint) Mapped(b []byte) bool { return c.ck.Mapped(b) || c.converted.contain(b) }
+func (c *Checkpoint) Mapped(b []byte) bool { return c.ck.Mapped(b) || c.mem.contain(b) }
 
 // Drop gives back the pages of b that lie in the checkpoint's files
 // (PageDropper); a converted tensor's memory is left alone.
@@ -378,28 +354,22 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 		dst = src
 	}
 	if c.transposed(spec) {
-		// [in, out] to [out, in], then any conversion: one copy either way.
-		t, free, mapped := allocWeights(len(data))
-		c.frees = append(c.frees, free)
-		transpose(t, data, info.Shape[0], info.Shape[1], src.Size())
+		// [in, out] to [out, in], then any conversion: one copy is kept
+		// either way, the transpose released once converted.
 		if dst == src {
-			if mapped {
-				c.converted.add(t)
-			}
+			t := c.mem.alloc(len(data))
+			transpose(t, data, info.Shape[0], info.Shape[1], src.Size())
 			return src, t, nil
 		}
+		t, free, _ := allocWeights(len(data))
+		defer free()
+		transpose(t, data, info.Shape[0], info.Shape[1], src.Size())
 		data = t
 	}
 	if dst == src {
 		return src, data, nil
 	}
-	out, free, mapped := allocWeights(len(data) / src.Size() * dst.Size())
-	c.frees = append(c.frees, free)
-	if mapped {
-		c.converted.add(out)
-	}
-	convert(out, data, src, dst)
-	return dst, out, nil
+	return dst, c.mem.converted(data, src, dst), nil
 }
 
 // resolve finds spec's float tensor (by its stored name, without GPT-2's
@@ -466,13 +436,7 @@ func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	out, free, mapped := allocWeights(4 * int(spec.Elems()))
-	c.frees = append(c.frees, free)
-	if mapped {
-		c.converted.add(out)
-	}
-	dequantizeInto(out, p, spec.Shape)
-	return bridge.F32, out, nil
+	return bridge.F32, c.mem.dequantized(p, spec.Shape), nil
 }
 
 // dequantizeInto writes packed matrix p of shape [rows, k] into out as
@@ -886,42 +850,6 @@ func (c *Cached) Drop(b []byte) {
 	}
 }
 
-// regions are mmap'd allocations.
-type regions [][]byte
-
-func (r *regions) add(b []byte) { *r = append(*r, b) }
-
-// transcodeTarget is rows x k values of q in memory a source owns (its
-// frees and converted regions, as allocWeights hands it out), for a
-// transcoder to fill: GGUF's ggml formats, mlx's floating-point modes.
-func transcodeTarget(q quant.Spec, rows, k int, frees *[]func(), converted *regions) *quant.Matrix {
-	buf, free, mapped := allocWeights(int(q.Bytes(int64(rows)*int64(k), k)))
-	*frees = append(*frees, free)
-	if mapped {
-		converted.add(buf)
-	}
-	nd, ns := rows*q.RowBytes(k), rows*q.Groups(k)*q.Scale.Size()
-	m := &quant.Matrix{Spec: q, Rows: rows, K: k, Data: buf[:nd]}
-	if q.Type == quant.Affine {
-		m.Scales, m.Biases = buf[nd:nd+ns], buf[nd+ns:nd+2*ns]
-	}
-	return m
-}
-
-func (r regions) contain(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	for _, x := range r {
-		q := uintptr(unsafe.Pointer(unsafe.SliceData(x)))
-		if p >= q && p+uintptr(len(b)) <= q+uintptr(len(x)) {
-			return true
-		}
-	}
-	return false
-}
-
 // Cached memoises a source so cases of one run share one copy of the
 // weights: synthetic tensors are generated once, checkpoint conversions made
 // once.
@@ -1060,13 +988,11 @@ func Memory(src Source) [][]byte {
 		}
 		return out
 	case *Synthetic:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return slices.Clone(s.regions)
+		return s.mem.memory()
 	case *Checkpoint:
-		return append(s.ck.Memory(), s.converted...)
+		return append(slices.Clip(s.ck.Memory()), s.mem.memory()...)
 	case *GGUFSource:
-		return append(s.f.Memory(), s.converted...)
+		return append(slices.Clip(s.f.Memory()), s.mem.memory()...)
 	}
 	return nil
 }
