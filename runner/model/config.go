@@ -281,6 +281,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		if err := ropeKeysKnown(f.m); err != nil {
 			return nil, fmt.Errorf("%s: %s: %v", name, f.name, err)
 		}
+		if err := ropeTypeGiven(f.m); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", name, f.name, err)
+		}
 	}
 	if v, ok := h.RopeParameters["partial_rotary_factor"]; ok && v != nil {
 		if f, isNum := v.(float64); !isNum || f != 1 {
@@ -548,6 +551,20 @@ func ropeKeysKnown(m map[string]any) error {
 	slices.Sort(nested)
 	return fmt.Errorf("%s: rope parameters per layer type are not supported (one object of rope_type, rope_theta, factor, ... for every layer)",
 		strings.Join(nested, ", "))
+}
+
+// ropeTypeGiven refuses a scaling factor with no type to say what it
+// scales: read as none it would leave every frequency unscaled without a
+// word, and transformers versions disagree on it. A factor of 1 scales
+// nothing either way.
+func ropeTypeGiven(m map[string]any) error {
+	if m == nil || m["rope_type"] != nil || m["type"] != nil {
+		return nil
+	}
+	if f, ok := m["factor"]; ok && f != nil && f != 1.0 {
+		return fmt.Errorf("factor %v with no rope_type: give the scaling's type (linear, llama3, yarn; default for none)", f)
+	}
+	return nil
 }
 
 // parseRopeScaling reads a scaling of the types every backend runs: each
