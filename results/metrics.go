@@ -2,7 +2,6 @@ package results
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 )
@@ -27,26 +26,11 @@ func CheckSample(s Sample) error {
 	return nil
 }
 
-// CheckValue says why v is no value of metric (in unit): not finite, or
-// below what the metric can be. Statistics leave such values out, as a
-// store written before CheckSample may hold them.
-func CheckValue(metric, unit string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Errorf("value %v is not finite", v)
-	}
-	if min, what := metrics.Min(metric, unit); v < min {
-		return fmt.Errorf("value %v is negative, and %s cannot be", v, what)
-	}
-	// The largest figure recorded (a step's bytes, a rate in tokens or
-	// GFLOP a second) is many orders below this: past it, a file is broken.
-	if math.Abs(v) > maxValue {
-		return fmt.Errorf("value %g is past %g: no figure of a run is that large", v, maxValue)
-	}
-	return nil
-}
-
-// maxValue bounds a sample's magnitude.
-const maxValue = 1e18
+// CheckValue says why v is no value of metric (in unit): not finite,
+// below what the metric can be, or implausibly large (metrics.CheckValue).
+// Statistics leave such values out, as a store written before CheckSample
+// may hold them.
+func CheckValue(metric, unit string, v float64) error { return metrics.CheckValue(metric, unit, v) }
 
 // Check says what of rec cannot be stored, naming its case: a sample
 // (CheckSample), or the run's shape (checkShape: a status of no run, a case

@@ -160,6 +160,27 @@ func Min(metric, unit string) (min float64, what string) {
 	return math.Inf(-1), ""
 }
 
+// MaxValue bounds a figure's magnitude. The largest mtlbench records (a
+// step's bytes, a rate in tokens or GFLOP a second) is many orders below
+// it: past it, a file is broken.
+const MaxValue = 1e18
+
+// CheckValue says why v is no value of metric (in unit): not finite, below
+// what the metric can be (Min), or past MaxValue. The store, exports,
+// statistics and the history all hold figures to it.
+func CheckValue(metric, unit string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("value %v is not finite", v)
+	}
+	if min, what := Min(metric, unit); v < min {
+		return fmt.Errorf("value %v is negative, and %s cannot be", v, what)
+	}
+	if math.Abs(v) > MaxValue {
+		return fmt.Errorf("value %g is past %g: no figure of a run is that large", v, MaxValue)
+	}
+	return nil
+}
+
 // unitsByName are the units a metric's name ending says it is recorded in.
 var unitsByName = []struct{ suffix, unit string }{
 	{"tok_s", "tok/s"}, {"gb_s", "GB/s"}, {"gflop_s", "GFLOP/s"}, {"_ms", "ms"}, {"_us", "us"}, {"us_per_call", "us"},

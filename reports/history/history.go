@@ -62,6 +62,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io/fs"
 	"math"
@@ -233,6 +234,7 @@ func parsePoint(file string, n *yaml.Node) (Point, []error) {
 		return p, errs
 	}
 	seen := map[string]bool{}
+	valueLine := 0 // where a finite value was read
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		key := k.Value
@@ -300,8 +302,9 @@ func parsePoint(file string, n *yaml.Node) (Point, []error) {
 			f, err := strconv.ParseFloat(s, 64)
 			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
 				errf(v.Line, "value %q is not a finite number", s)
+				break
 			}
-			p.Value = f
+			p.Value, valueLine = f, v.Line
 		default:
 			// Unknown keys are refused: a typo ("vaule") would otherwise
 			// silently drop a figure.
@@ -316,6 +319,11 @@ func parsePoint(file string, n *yaml.Node) (Point, []error) {
 	}
 	if len(missing) > 0 {
 		errf(n.Line, "point missing required field(s): %s", strings.Join(missing, ", "))
+	}
+	if valueLine > 0 {
+		if err := metrics.CheckValue(p.Metric, p.Unit, p.Value); err != nil {
+			errf(valueLine, "%v", err)
+		}
 	}
 	if err := checkQualifier(p); err != nil {
 		errf(n.Line, "%v", err)
@@ -348,8 +356,12 @@ func checkQualifier(p Point) error {
 		return fmt.Errorf("qualifier %q is not one of %q", p.Qualifier, Qualifiers)
 	}
 	if p.Qualifier == "range" {
-		if _, err := strconv.ParseFloat(p.Params["max"], 64); err != nil {
+		max, err := strconv.ParseFloat(p.Params["max"], 64)
+		if err != nil {
 			return errors.New(`qualifier "range" needs params.max, the upper end of the range`)
+		}
+		if err := metrics.CheckValue(p.Metric, p.Unit, max); err != nil {
+			return fmt.Errorf("params.max: %w", err)
 		}
 	}
 	return nil
@@ -410,7 +422,8 @@ func Save(path string, points []Point) error {
 }
 
 // Check refuses points Load would reject: a missing required field, a value
-// that is not finite, a negative batch, a bad qualifier.
+// the metric cannot take (metrics.CheckValue), a negative batch, a bad
+// qualifier.
 func Check(points []Point) error {
 	var errs []error
 	for i, p := range points {
@@ -423,8 +436,8 @@ func Check(points []Point) error {
 		if len(missing) > 0 {
 			errs = append(errs, fmt.Errorf("point %d (%s): missing required field(s): %s", i, where(p), strings.Join(missing, ", ")))
 		}
-		if math.IsInf(p.Value, 0) || math.IsNaN(p.Value) {
-			errs = append(errs, fmt.Errorf("point %d (%s): value %v is not finite", i, where(p), p.Value))
+		if err := metrics.CheckValue(p.Metric, p.Unit, p.Value); err != nil {
+			errs = append(errs, fmt.Errorf("point %d (%s): %w", i, where(p), err))
 		}
 		if p.Batch < 0 {
 			errs = append(errs, fmt.Errorf("point %d (%s): negative batch %d", i, where(p), p.Batch))

@@ -145,6 +145,10 @@ func TestLoadErrors(t *testing.T) {
 		{"typo.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1\n  unit: tok/s\n  vaule: 2\n", `typo.yaml:7: unknown field "vaule"`},
 		{"toplevel.yaml", "source: a.txt\n", "toplevel.yaml:1: top level must be a list"},
 		{"range.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: range}\n", "range.yaml:1: qualifier \"range\" needs params.max"},
+		// Held to the rule the store keeps (metrics.CheckValue).
+		{"huge.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1e300\n  unit: tok/s\n", "huge.yaml:5: value 1e+300 is past 1e+18: no figure of a run is that large"},
+		{"negative.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  unit: tok/s\n  value: -3\n", "negative.yaml:6: value -3 is negative, and a rate cannot be"},
+		{"hugemax.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: range, params: {max: 1e30}}\n", "hugemax.yaml:1: params.max: value 1e+30 is past 1e+18"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -332,6 +336,8 @@ func TestImportWrongCells(t *testing.T) {
 		{"batch", "| 2025-01-01 | x | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Batch": batch "x" is not a whole number of sequences`},
 		{"negative", "| 2025-01-01 | 1 | -5 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "-5" is negative: a figure the history keeps is never below zero`},
 		{"too large", "| 2025-01-01 | 1 | 1e999 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "1e999" is beyond a float64's range`},
+		{"past any run", "| 2025-01-01 | 1 | 1e300 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "1e300": value 1e+300 is past 1e+18: no figure of a run is that large`},
+		{"range past any run", "| 2025-01-01 | 1 | 5-2000000000000000000 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "5-2000000000000000000": value 2e+18 is past 1e+18: no figure of a run is that large`},
 		{"short row", "| 2025-01-01 | 1 |\n", `line 5: table 1 (header at line 3), row 1: 2 cells, but its header has 3`},
 		{"long row", "| 2025-01-01 | 1 | 17 | 99 |\n", `line 5: table 1 (header at line 3), row 1: 4 cells, but its header has 3`},
 		{"repeated", "| 2025-01-01 | 1 | 17 |\n| 2025-01-01 | 1 | 17 |\n", `line 6: table 1 (header at line 3), row 2: repeats line 5 (decode_tok_s 17): the same figure twice`},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/internal/plural"
 )
 
@@ -540,6 +541,10 @@ func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, sect
 		if col.series != "" {
 			p.Series = col.series
 		}
+		if err := checkFigures(p.Metric, p.Unit, q.value, q.max); err != nil {
+			*errs = append(*errs, fmt.Sprintf("%s: %q: %v", at.cell(header[c]), cleanCell(row[c]), err))
+			continue
+		}
 		p.Value, p.Qualifier = q.value, q.qualifier
 		if q.qualifier == "range" {
 			if p.Params == nil {
@@ -550,6 +555,18 @@ func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, sect
 		out = append(out, p)
 	}
 	return out
+}
+
+// checkFigures holds a cell's figure, and a range's upper end, to the rule
+// every stored figure meets (metrics.CheckValue).
+func checkFigures(metric, unit string, v, max float64) error {
+	if err := metrics.CheckValue(metric, unit, v); err != nil {
+		return err
+	}
+	if max != 0 {
+		return metrics.CheckValue(metric, unit, max)
+	}
+	return nil
 }
 
 // dateForm is the shape of a history date, whether or not it is a real day.
