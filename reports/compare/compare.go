@@ -533,7 +533,11 @@ func fmtStat(s Stat, scale float64) string {
 	if s.N == 0 {
 		return "-"
 	}
-	return fmtNum(s.Center*scale) + " ± " + s.PctRangeString()
+	v := fmtNum(s.Center * scale)
+	if ci := stats.CI(s.Summary, s.N, " "); ci != "" {
+		v += " " + ci
+	}
+	return v
 }
 
 func fmtDelta(d float64) string {

@@ -326,3 +326,21 @@ func TestCompareOneSidedMetrics(t *testing.T) {
 		t.Error("the page shows a table of a metric only one side records")
 	}
 }
+
+// A median of too few values for a 95% interval shows its count, as the
+// other tables do (stats.CI), not an interval of ± infinity.
+func TestFmtStatFewValues(t *testing.T) {
+	for _, c := range []struct {
+		values []float64
+		want   string
+	}{
+		{seq(8, 100, 1), "103.5 ± 3%"},
+		{seq(2, 100, 1), "100.5 (n=2)"},
+		{[]float64{7}, "7.000 (n=1)"},
+		{nil, "-"},
+	} {
+		if got := fmtStat(newStat(c.values), 1); got != c.want {
+			t.Errorf("%v: %q, want %q", c.values, got, c.want)
+		}
+	}
+}

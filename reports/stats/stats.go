@@ -230,11 +230,22 @@ func (c Column) Cell(s *Summary) string {
 		digits = int(-math.Floor(math.Log10(m))) + 1
 	}
 	v := strconv.FormatFloat(s.Center*c.Scale, 'f', digits, 64)
-	switch {
-	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0):
-		v += fmt.Sprintf(" (n=%d)", s.N)
-	case s.N > 1 && s.Center != 0:
-		v += " ±" + s.PctRangeString()
+	if ci := CI(s.Summary, s.N, ""); ci != "" {
+		v += " " + ci
 	}
 	return v
+}
+
+// CI is how every table shows a median's 95% interval: ± percent of the
+// median (sep between the sign and the figure), or the count where too
+// few values (n < 6) give no interval; "" where a zero median leaves no
+// percentage.
+func CI(s benchmath.Summary, n int, sep string) string {
+	switch {
+	case math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0):
+		return fmt.Sprintf("(n=%d)", n)
+	case n > 1 && s.Center != 0:
+		return "±" + sep + s.PctRangeString()
+	}
+	return ""
 }
