@@ -301,30 +301,43 @@ func (e *Engine) Add(r Request) error {
 	if _, dup := e.reqs[r.ID]; dup {
 		return fmt.Errorf("request %d: id already in use", r.ID)
 	}
-	if len(r.Prompt) == 0 {
-		return fmt.Errorf("request %d: empty prompt", r.ID)
+	seq, err := e.check(r)
+	if err != nil {
+		return err
 	}
-	if r.MaxNewTokens < 1 {
-		return fmt.Errorf("request %d: max new tokens must be at least 1, got %d", r.ID, r.MaxNewTokens)
-	}
-	for i, t := range r.Prompt {
-		if t < 0 || int(t) >= e.cfg.Vocab {
-			return fmt.Errorf("request %d: token id %d at position %d is outside the vocabulary (0..%d)", r.ID, t, i, e.cfg.Vocab-1)
-		}
-	}
-	if n, what := e.cfg.Context(); n > 0 && len(r.Prompt)+r.MaxNewTokens > n {
-		return fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
-	}
-	if r.PrefillSplit < 0 || r.PrefillSplit >= len(r.Prompt) {
-		return fmt.Errorf("request %d: prefill split %d is not inside its %d-token prompt", r.ID, r.PrefillSplit, len(r.Prompt))
-	}
-	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens,
-		Split: r.PrefillSplit, Stop: r.Stop}
 	if err := e.sched.Add(seq); err != nil {
 		return err
 	}
 	e.reqs[r.ID] = &reqState{req: r, seq: seq, sampler: sample.New(r.Sampling, uint64(r.ID))}
 	return nil
+}
+
+// check refuses a bad request, as Add does, and returns its sequence
+// without queuing it.
+func (e *Engine) check(r Request) (*sched.Seq, error) {
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("request %d: empty prompt", r.ID)
+	}
+	if r.MaxNewTokens < 1 {
+		return nil, fmt.Errorf("request %d: max new tokens must be at least 1, got %d", r.ID, r.MaxNewTokens)
+	}
+	for i, t := range r.Prompt {
+		if t < 0 || int(t) >= e.cfg.Vocab {
+			return nil, fmt.Errorf("request %d: token id %d at position %d is outside the vocabulary (0..%d)", r.ID, t, i, e.cfg.Vocab-1)
+		}
+	}
+	if n, what := e.cfg.Context(); n > 0 && len(r.Prompt)+r.MaxNewTokens > n {
+		return nil, fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
+	}
+	if r.PrefillSplit < 0 || r.PrefillSplit >= len(r.Prompt) {
+		return nil, fmt.Errorf("request %d: prefill split %d is not inside its %d-token prompt", r.ID, r.PrefillSplit, len(r.Prompt))
+	}
+	seq := &sched.Seq{ID: r.ID, Tokens: append([]int32(nil), r.Prompt...), Prompt: len(r.Prompt), MaxNew: r.MaxNewTokens,
+		Split: r.PrefillSplit, Stop: r.Stop}
+	if err := e.sched.Check(seq); err != nil {
+		return nil, err
+	}
+	return seq, nil
 }
 
 // Pending reports whether requests remain.
@@ -687,17 +700,30 @@ type Output struct {
 	Logits []float32 // last prompt position, when asked for
 }
 
-// Generate runs requests to completion and returns their outputs in the
-// order given.
+// Generate runs requests to completion on an engine with nothing else
+// queued and returns their outputs in the order given. Every request is
+// checked before any is queued: one refused leaves the engine as it was.
 func (e *Engine) Generate(reqs []Request) ([]Output, error) {
+	if e.Pending() {
+		// Their tokens would run in these steps, with no output to go to.
+		return nil, fmt.Errorf("generate: the engine already has requests queued (%d); Generate runs its own alone", len(e.reqs))
+	}
 	idx := map[int]int{}
 	out := make([]Output, len(reqs))
 	for i, r := range reqs {
-		if err := e.Add(r); err != nil {
+		if j, dup := idx[r.ID]; dup {
+			return nil, fmt.Errorf("request %d: id given twice (requests %d and %d of %d)", r.ID, j+1, i+1, len(reqs))
+		}
+		if _, err := e.check(r); err != nil {
 			return nil, err
 		}
 		idx[r.ID] = i
 		out[i].ID = r.ID
+	}
+	for _, r := range reqs {
+		if err := e.Add(r); err != nil {
+			return nil, err
+		}
 	}
 	for e.Pending() {
 		res, err := e.Step()

@@ -423,3 +423,46 @@ func TestFitOffersLayersWithRoom(t *testing.T) {
 		t.Errorf("memory three layers fill: %d layers offered", fe.MaxLayers)
 	}
 }
+
+// A batch Generate refuses in part is refused whole: no request of it is
+// left queued to run, and leak its tokens into, the next Generate; nor does
+// Generate run requests queued on the engine before it.
+func TestGenerateRefusesTheWholeBatch(t *testing.T) {
+	reqs := raggedRequests(512, 4)[:3]
+	alone := aloneOutputs(t, "llama", reqs[2:])
+	e := openFixture(t, "llama", cpu.New(cpu.Options{}), Options{KVTokens: 64})
+	bad := func(f func(r *Request)) Request {
+		r := reqs[1]
+		f(&r)
+		return r
+	}
+	for _, c := range []struct {
+		name  string
+		batch []Request
+		want  string
+	}{
+		{"nothing to generate", []Request{reqs[0], bad(func(r *Request) { r.MaxNewTokens = 0 })}, "request 1: max new tokens must be at least 1"},
+		{"id twice", []Request{reqs[0], bad(func(r *Request) { r.ID = reqs[0].ID })}, "request 0: id given twice (requests 1 and 2 of 2)"},
+		{"past the cache", []Request{reqs[0], bad(func(r *Request) { r.MaxNewTokens = 60 })}, "does not fit in the KV cache"},
+	} {
+		_, err := e.Generate(c.batch)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to say %q", c.name, err, c.want)
+		}
+		if e.Pending() || e.KV().FreeBlocks() != e.KV().NumBlocks() {
+			t.Fatalf("%s: a request of the refused batch is left queued", c.name)
+		}
+	}
+	got, err := e.Generate(reqs[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOutputs(t, "after refused batches", got, alone, 2e-5)
+
+	if err := e.Add(reqs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Generate(reqs[2:]); err == nil || !strings.Contains(err.Error(), "already has requests queued (1)") {
+		t.Errorf("Generate beside a queued request: err = %v", err)
+	}
+}

@@ -102,13 +102,21 @@ func New(cfg Config, kv *cache.Manager) *Scheduler {
 // ErrTooLong is returned when a request can never fit in the cache.
 var ErrTooLong = errors.New("request does not fit in the KV cache")
 
-// Add queues a sequence. A request whose prompt plus generation could never
-// fit in the whole cache is refused here, before any work is spent on it.
-func (s *Scheduler) Add(q *Seq) error {
+// Check refuses a sequence whose prompt plus generation could never fit in
+// the whole cache, before any work is spent on it.
+func (s *Scheduler) Check(q *Seq) error {
 	need := s.kv.BlocksFor(len(q.Tokens) + q.MaxNew)
 	if need > s.kv.NumBlocks() {
 		return fmt.Errorf("%w: request %d needs %d tokens (%d blocks of %d) but the cache has %d blocks",
 			ErrTooLong, q.ID, len(q.Tokens)+q.MaxNew, need, s.kv.BlockSize(), s.kv.NumBlocks())
+	}
+	return nil
+}
+
+// Add queues a sequence Check accepts.
+func (s *Scheduler) Add(q *Seq) error {
+	if err := s.Check(q); err != nil {
+		return err
 	}
 	s.waiting = append(s.waiting, q)
 	return nil
