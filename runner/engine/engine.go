@@ -244,6 +244,14 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if opts.KVTokens < 0 {
 		return nil, fmt.Errorf("KV cache of %d tokens: want a positive size (0: the default)", opts.KVTokens)
 	}
+	// The scheduler reads 0 as no cap: a negative budget would run
+	// unbounded and a negative seat count admit no request.
+	if opts.TokenBudget < 0 {
+		return nil, fmt.Errorf("prefill budget of %d tokens a step: want a positive budget (0: no limit)", opts.TokenBudget)
+	}
+	if opts.MaxSeqs < 0 {
+		return nil, fmt.Errorf("%d sequences at once: want a positive count (0: no limit)", opts.MaxSeqs)
+	}
 	kvdt, err := KVDType(be, src.DType(), opts.KVDType)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,8 @@ func TestNewRefusesCacheOptions(t *testing.T) {
 		{engine.Options{BlockSize: -16}, "block size -16 is not supported"},
 		{engine.Options{KVTokens: -1}, "KV cache of -1 tokens"},
 		{engine.Options{MoE: bridge.MoEParams{ChunkSize: -5}}, "MoE chunk of -5 pairs"},
+		{engine.Options{TokenBudget: -1}, "prefill budget of -1 tokens a step"},
+		{engine.Options{MaxSeqs: -2}, "-2 sequences at once: want a positive count"},
 	} {
 		_, err := engine.New(cpu.New(cpu.Options{}), cfg, src, c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
