@@ -334,7 +334,8 @@ func (e *Engine) check(r Request) (*sched.Seq, error) {
 			return nil, fmt.Errorf("request %d: token id %d at position %d is outside the vocabulary (0..%d)", r.ID, t, i, e.cfg.Vocab-1)
 		}
 	}
-	if n, what := e.cfg.Context(); n > 0 && len(r.Prompt)+r.MaxNewTokens > n {
+	// Against the room the prompt leaves, which cannot wrap as a sum can.
+	if n, what := e.cfg.Context(); n > 0 && r.MaxNewTokens > n-len(r.Prompt) {
 		return nil, fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
 	}
 	if r.PrefillSplit < 0 || r.PrefillSplit >= len(r.Prompt) {

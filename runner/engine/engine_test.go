@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -196,6 +197,8 @@ func TestBadRequests(t *testing.T) {
 		{Request{ID: 4, Prompt: []int32{1}, MaxNewTokens: 0}, "at least 1"},
 		{Request{ID: 5, Prompt: make([]int32, 60), MaxNewTokens: 10}, "does not fit in the KV cache"},
 		{Request{ID: 6, Prompt: make([]int32, 200), MaxNewTokens: 100}, "exceed the model's 256 positions"},
+		// A sum of prompt and new tokens near the largest int would wrap.
+		{Request{ID: 7, Prompt: make([]int32, 3), MaxNewTokens: math.MaxInt}, "exceed the model's 256 positions"},
 	}
 	for _, c := range cases {
 		err := e.Add(c.req)

@@ -105,10 +105,11 @@ var ErrTooLong = errors.New("request does not fit in the KV cache")
 // Check refuses a sequence whose prompt plus generation could never fit in
 // the whole cache, before any work is spent on it.
 func (s *Scheduler) Check(q *Seq) error {
-	need := s.kv.BlocksFor(len(q.Tokens) + q.MaxNew)
-	if need > s.kv.NumBlocks() {
-		return fmt.Errorf("%w: request %d needs %d tokens (%d blocks of %d) but the cache has %d blocks",
-			ErrTooLong, q.ID, len(q.Tokens)+q.MaxNew, need, s.kv.BlockSize(), s.kv.NumBlocks())
+	// Against the room the prompt leaves: a prompt plus MaxNew near the
+	// largest int would wrap negative and pass.
+	if room := s.kv.NumBlocks()*s.kv.BlockSize() - len(q.Tokens); q.MaxNew > room {
+		return fmt.Errorf("%w: request %d needs %d prompt + %d new tokens but the cache holds %d (%d blocks of %d)",
+			ErrTooLong, q.ID, len(q.Tokens), q.MaxNew, s.kv.NumBlocks()*s.kv.BlockSize(), s.kv.NumBlocks(), s.kv.BlockSize())
 	}
 	return nil
 }

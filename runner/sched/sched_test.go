@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -55,13 +56,21 @@ func TestChunkedPrefillUnderBudget(t *testing.T) {
 }
 
 func TestRefusesWhatNeverFits(t *testing.T) {
-	kv, _ := cache.New(4, 16)
-	s := New(Config{}, kv)
-	if err := s.Add(seq(1, 60, 10)); !errors.Is(err, ErrTooLong) {
-		t.Fatalf("err = %v, want ErrTooLong", err)
+	for _, c := range []struct{ prompt, maxNew int }{
+		{60, 10}, {65, 1}, {1, 64}, {1, math.MaxInt}, {2, math.MaxInt - 1},
+	} {
+		kv, _ := cache.New(4, 16)
+		s := New(Config{}, kv)
+		if err := s.Add(seq(1, c.prompt, c.maxNew)); !errors.Is(err, ErrTooLong) {
+			t.Errorf("%d prompt + %d new tokens in 64: err = %v, want ErrTooLong", c.prompt, c.maxNew, err)
+		}
+		if s.Pending() {
+			t.Errorf("%d prompt + %d new tokens in 64: refused request is queued", c.prompt, c.maxNew)
+		}
 	}
-	if s.Pending() {
-		t.Fatal("refused request is queued")
+	kv, _ := cache.New(4, 16)
+	if err := New(Config{}, kv).Add(seq(1, 1, 63)); err != nil {
+		t.Errorf("a request filling the cache: %v", err)
 	}
 }
 
