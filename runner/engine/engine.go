@@ -397,7 +397,7 @@ func (e *Engine) step() (*StepResult, error) {
 	if p.pend != nil && p.argmax && !p.needLogits {
 		next, err := e.sched.Ahead(p.b)
 		if err == nil && next != nil {
-			e.flight, err = e.launch(next, p.ws.argmax)
+			e.flight, err = e.launch(next, p)
 		}
 		if err != nil {
 			e.flight = nil
@@ -458,10 +458,10 @@ func (e *Engine) Drain() {
 }
 
 // launch records batch b and hands it to the backend: submitted when the
-// backend runs steps asynchronously, run to its end otherwise. src, when
-// set, holds the step's token ids on the device (the previous step's
-// argmax).
-func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
+// backend runs steps asynchronously, run to its end otherwise. prev, when
+// set, is the step still in flight whose argmax holds b's token ids on the
+// device.
+func (e *Engine) launch(b *sched.Batch, prev *flight) (*flight, error) {
 	start := time.Now()
 	res := &StepResult{Tokens: b.NumTokens, Seqs: len(b.Items), Preempted: len(b.Preempted)}
 	f := &flight{b: b, res: res}
@@ -500,7 +500,11 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 	}
 	res.LogitRows = len(e.meta.LogitRows)
 	defer e.applyTuned(b.NumTokens)()
-	ws, err := e.workspace(b.NumTokens, len(e.meta.LogitRows))
+	var busy *workspace
+	if prev != nil {
+		busy = prev.ws
+	}
+	ws, err := e.workspace(b.NumTokens, len(e.meta.LogitRows), busy)
 	if err != nil {
 		return nil, err
 	}
@@ -509,8 +513,8 @@ func (e *Engine) launch(b *sched.Batch, src bridge.Tensor) (*flight, error) {
 	if e.opts.Profile || e.opts.Synchronous {
 		async = nil
 	}
-	if src != nil {
-		err = async.BeginStepFrom(&e.meta, src)
+	if prev != nil {
+		err = async.BeginStepFrom(&e.meta, prev.ws.argmax)
 	} else {
 		err = e.be.BeginStep(&e.meta, tokens, e.opts.Profile)
 	}

@@ -21,15 +21,21 @@ type workspace struct {
 
 const maxWorkspaces = 8
 
-func (e *Engine) workspace(tokens, rows int) (*workspace, error) {
+// workspace returns the workspace of a (tokens, rows) step, made on first
+// use. Past maxWorkspaces the others are freed, all but busy: the one of a
+// step still in flight, which the device is using and whose argmax the new
+// step may read its tokens from.
+func (e *Engine) workspace(tokens, rows int, busy *workspace) (*workspace, error) {
 	key := [2]int{tokens, rows}
 	if ws := e.ws[key]; ws != nil {
 		return ws, nil
 	}
 	if len(e.ws) >= maxWorkspaces {
 		for k, w := range e.ws {
-			e.freeWorkspace(w)
-			delete(e.ws, k)
+			if w != busy {
+				e.freeWorkspace(w)
+				delete(e.ws, k)
+			}
 		}
 	}
 	c, be, dt := e.cfg, e.be, e.be.ActDType()

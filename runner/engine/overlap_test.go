@@ -181,6 +181,54 @@ func TestEveryDecodeStepQueuedBehind(t *testing.T) {
 	}
 }
 
+// freeing is queued noting the tensors the engine frees, and failing a step
+// begun from one: the device would read memory handed back, or reused.
+type freeing struct {
+	*queued
+	freed map[bridge.Tensor]bool
+}
+
+func (f *freeing) Free(t bridge.Tensor) {
+	f.freed[t] = true
+	f.queued.Free(t)
+}
+
+func (f *freeing) BeginStepFrom(meta *bridge.StepMeta, src bridge.Tensor) error {
+	if f.freed[src] {
+		f.t.Error("a step was begun from the token ids of a freed workspace")
+	}
+	return f.queued.BeginStepFrom(meta, src)
+}
+
+// A step queued behind one whose workspace is the last of the engine's
+// cache of step shapes does not free that workspace to make room: the step
+// before still runs in it, and the new one reads its tokens from it.
+func TestQueuedStepKeepsTheWorkspaceInFlight(t *testing.T) {
+	be := &freeing{queued: &queued{Backend: cpu.New(cpu.Options{}), t: t}, freed: map[bridge.Tensor]bool{}}
+	e := openFixture(t, "llama", be, Options{})
+	// Prompts of maxWorkspaces lengths, one token each: every step shape
+	// the cache holds is a prefill's.
+	for n := range maxWorkspaces {
+		if _, err := e.Generate([]Request{{ID: n, Prompt: make([]int32, 3+n), MaxNewTokens: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A prompt of a shape held, then decode steps of one not held.
+	req := withoutLogits(raggedRequests(512, 4))[1]
+	req.Prompt = req.Prompt[:5]
+	out, err := e.Generate([]Request{req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if be.chained == 0 {
+		t.Fatal("no step was queued behind another")
+	}
+	if len(be.freed) == 0 {
+		t.Fatal("no workspace was freed: the test does not fill the cache of step shapes")
+	}
+	sameOutputs(t, "past the workspace cache", out, aloneOutputs(t, "llama", []Request{req}), 0)
+}
+
 // A step's Encode is the host's time up to handing the step to a backend
 // that runs it apart from the host: set on an AsyncStepper, overlapped or
 // synchronous (where it ends before EndStep's wait, within the step's
