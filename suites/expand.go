@@ -251,6 +251,24 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 				"in case %q: max_seqs %d is more than %s, so it is never reached", c.Group, m.Int, rwhat)
 		}
 	}
+	// The prefill budget caps every token of a step, decode tokens first (as
+	// vLLM's max_num_batched_tokens, which it holds to max_num_seqs or
+	// more): below the sequences run at once, a part of them decodes at a
+	// time and the batch never runs side by side.
+	if pb, ok := c.Params[ParamPrefillBudget]; ok && pb.IsNum {
+		seats, name, what := int64(1), ParamBatch, "the default batch 1"
+		if b, ok := c.Params[ParamBatch]; ok && b.IsNum {
+			seats, what = b.Int, fmt.Sprintf("batch %d", b.Int)
+		}
+		if m, ok := c.Params[ParamMaxSeqs]; ok && m.IsNum {
+			seats, name, what = m.Int, ParamMaxSeqs, fmt.Sprintf("max_seqs %d", m.Int)
+		}
+		if pb.Int < seats {
+			p.errs.add(pick(name, ParamPrefillBudget), "raise prefill_budget to "+name+", or lower "+name,
+				"in case %q: prefill_budget %d is fewer than %s, so a step decodes at most %d of its sequences and the batch never runs side by side",
+				c.Group, pb.Int, what, pb.Int)
+		}
+	}
 	// A chunk size sizes the chunked dispatch's chunks only: under another
 	// strategy each value would be a case of its own running the same work.
 	if k, ok := c.Params[string(ops.MoEChunk)]; ok {

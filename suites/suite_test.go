@@ -509,6 +509,14 @@ func TestErrors(t *testing.T) {
 			`t.yaml:5:34: in case "c": max_seqs 8 is more than the 4 requests (requests defaults to the batch), so it is never reached (lower max_seqs, or raise requests)`,
 			`t.yaml:7:47: in case "d": max_seqs 8 is more than requests 6, so it is never reached (lower max_seqs, or raise requests)`,
 		}},
+		// The prefill budget caps decode tokens too: below the sequences
+		// run at once, only a part of the batch decodes in a step.
+		{"prefill_budget below batch", head + "  - name: c\n    params: {batch: 4, prefill_budget: 3}\n", []string{
+			`t.yaml:5:40: in case "c": prefill_budget 3 is fewer than batch 4, so a step decodes at most 3 of its sequences and the batch never runs side by side (raise prefill_budget to batch, or lower batch)`,
+		}},
+		{"prefill_budget below max_seqs", head + "  - name: c\n    params: {batch: 2, requests: 8, max_seqs: 6}\n    matrix: {prefill_budget: [6, 5]}\n", []string{
+			`t.yaml:6:34: in case "c": prefill_budget 5 is fewer than max_seqs 6, so a step decodes at most 5 of its sequences and the batch never runs side by side (raise prefill_budget to max_seqs, or lower max_seqs)`,
+		}},
 		// Both names of one parameter in one case: which was meant cannot
 		// be told.
 		{"a parameter and its alias", head + "  - name: mm\n    op: matmul\n    params: {m: 4, tokens: 8}\n", []string{

@@ -67,7 +67,7 @@ type ModelParams struct {
 	// as they are.
 	RangeRatio    float64
 	KVBlocks      int // 0: sized from the workload
-	PrefillBudget int // tokens per prefill step, 0: no limit
+	PrefillBudget int // tokens per step, decode tokens first, 0: no limit
 	MaxSeqs       int // default Batch
 	Sampling      Sampling
 	Layers        int  // 0: the suite model's depth
