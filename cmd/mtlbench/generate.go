@@ -103,6 +103,16 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	if err != nil {
 		return nil, nil, err
 	}
+	// As in a suite (runner/bench checkMoE): on a dense model the flags
+	// would change nothing that runs.
+	if cfg.NumExperts == 0 {
+		for _, f := range []string{"moe-strategy", "moe-chunk"} {
+			if c.IsSet(f) {
+				src.Close()
+				return nil, nil, fmt.Errorf("--%s: model %s has no experts (only a mixture-of-experts model reads --moe-strategy and --moe-chunk)", f, cfg.Name)
+			}
+		}
+	}
 	// One request never holds more than the model's context: a request
 	// past it is refused by its positions, not by the memory of a cache
 	// sized for it (whose advice, fewer layers, would not make it run).

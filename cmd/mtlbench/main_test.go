@@ -386,6 +386,8 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "8", "--moe-strategy", "loop"}, "--moe-chunk sizes the chunks of --moe-strategy chunked, not of loop"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "--timing", "bogus", "--print-suite"}, `--timing: unknown timing "bogus"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--max-new-tokens", "0"}, "--max-new-tokens 0: want 1 to 16777216"},
+		{[]string{"generate", "--model", "tinyllama-1.1b", "--layers", "1", "--tokens", "1", "--moe-chunk", "8"}, "--moe-chunk: model tinyllama-1.1b has no experts"},
+		{[]string{"generate", "--model", "tinyllama-1.1b", "--layers", "1", "--tokens", "1", "--moe-strategy", "loop"}, "--moe-strategy: model tinyllama-1.1b has no experts"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "-n", "9223372036854775807"}, "--max-new-tokens 9223372036854775807: want 1 to 16777216"},
 		// Past the model's positions is refused as such, not by the memory a
 		// cache of that many tokens would need.
