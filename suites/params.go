@@ -52,6 +52,9 @@ type paramSpec struct {
 	oneOf  []int64  // ints: the only allowed values, if set
 	enum   []string // strings: the only allowed values, if set
 	syntax func(string) (msg, hint string)
+	// outside says why a value not in enum is refused, where a plainer
+	// word than "unknown" is due; "" for an unknown value.
+	outside func(string) (msg, hint string)
 	// key spells a valid value one way in case names and keys, where the
 	// value has several spellings; nil: the value as written, escaped.
 	key func(string) string
@@ -95,11 +98,7 @@ var params = func() map[string]paramSpec {
 		ParamKVDType:       {kinds: forModel, enum: []string{"auto", "f32", "f16", "bf16"}},
 		ParamWitnessGPU:    {kinds: forBoth, syntax: checkWitnessGPU, key: applegpu.Key},
 	}
-	var names []string
-	for _, id := range ops.IDs() {
-		names = append(names, string(id))
-	}
-	m[ParamOp] = paramSpec{kinds: forKernel, enum: names}
+	m[ParamOp] = paramSpec{kinds: forKernel, enum: timedOps(), outside: untimedOp}
 	shared := map[ops.Param]bool{ops.BlockSize: true, ops.MoEStrategyParam: true, ops.MoEChunk: true, ops.Threads: true, ops.Variant: true}
 	for name, o := range ops.Specs {
 		s := paramSpec{kinds: forKernel}
@@ -266,6 +265,11 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 				return "", ""
 			}
 		}
+		if spec.outside != nil {
+			if msg, hint := spec.outside(v.Raw); msg != "" {
+				return msg, hint
+			}
+		}
 		hint = didYouMean(v.Raw, spec.enum)
 		if hint == "" {
 			hint = "one of " + strings.Join(spec.enum, ", ")
@@ -276,6 +280,29 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 		return spec.syntax(v.Raw)
 	}
 	return "", ""
+}
+
+// timedOps are the ops a kernel case may name: those timed on their own.
+// One that is not (its Cost is nil: kv_write, which backends fuse into
+// attention) runs on no backend, so run would refuse it after validate.
+func timedOps() []string {
+	var names []string
+	for _, id := range ops.IDs() {
+		if o, _ := ops.Lookup(id); o.Cost != nil {
+			names = append(names, string(id))
+		}
+	}
+	return names
+}
+
+// untimedOp says why op, an op of kernels/ops that is not timed on its
+// own, is no kernel case's op; "" for a name that is no op.
+func untimedOp(op string) (msg, hint string) {
+	o, ok := ops.Lookup(ops.ID(op))
+	if !ok || o.Cost != nil {
+		return "", ""
+	}
+	return fmt.Sprintf("op %s is not timed on its own (%s)", op, o.Doc), "a kernel case times one of " + strings.Join(timedOps(), ", ")
 }
 
 func joinInts(xs []int64) string {

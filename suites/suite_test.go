@@ -325,6 +325,7 @@ func TestWitnessGPUKey(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	gated := strings.Join(metrics.Gated(), ", ")
+	timedOps := strings.Join(params[ParamOp].enum, ", ")
 	tests := []struct {
 		name string
 		src  string
@@ -409,6 +410,10 @@ func TestErrors(t *testing.T) {
 		{"op in model case", head + "  - name: c\n    kind: model\n    op: rope\n", []string{`t.yaml:6:9: op is not allowed in a model case (only kind: kernel cases take it)`}},
 		{"op typo", head + "  - name: c\n    op: rmsnorm\n", []string{`t.yaml:5:9: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},
 		{"bad op in matrix", head + "  - name: c\n    kind: kernel\n    matrix: {op: [rope, rmsnorm]}\n", []string{`t.yaml:6:25: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},
+		// An op no backend times on its own (ops.Op.Cost is nil) is no
+		// kernel case's: run would refuse it after validate passed it.
+		{"op not timed on its own", head + "  - name: c\n    op: kv_write\n", []string{`t.yaml:5:9: op kv_write is not timed on its own (new K/V into their cache slots; backends fuse it into attention) (a kernel case times one of ` + timedOps + `)`}},
+		{"untimed op in matrix", head + "  - name: c\n    kind: kernel\n    matrix: {op: [rope, kv_write]}\n", []string{`t.yaml:6:25: op kv_write is not timed on its own (new K/V into their cache slots; backends fuse it into attention) (a kernel case times one of ` + timedOps + `)`}},
 		{"op twice", head + "  - name: c\n    op: rope\n    params: {op: matmul}\n", []string{`t.yaml:6:18: op is given both as op: and in params (keep one)`}},
 
 		{"matrix key typo", head + "  - name: c\n    matrix:\n      bach: [1, 2]\n", []string{`t.yaml:6:7: unknown key "bach" in matrix (did you mean "batch"?)`}},
