@@ -184,7 +184,12 @@ func runCommand() *cli.Command {
 					done++
 				}
 			}
-			stored := fmt.Sprintf("%d of %d cases done, %d repetitions stored in %s", done, len(sum.Cases), reps, db.Path())
+			skipped := ""
+			if sum.Skipped > 0 {
+				// kernel cases the backend does not run (docs/suites.md)
+				skipped = fmt.Sprintf(" (%d skipped: the %s backend does not run them; mtlbench show %d says why)", sum.Skipped, sum.Run.Backend, sum.RunID)
+			}
+			stored := fmt.Sprintf("%d of %d cases done%s, %d repetitions stored in %s", done, len(sum.Cases), skipped, reps, db.Path())
 			if reps == 0 && done == 0 {
 				stored = "nothing stored in " + db.Path()
 			}

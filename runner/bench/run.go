@@ -104,6 +104,9 @@ type prepared struct {
 	tunedMoE []string
 	steps    []time.Duration
 	failed   error
+	// skip is why the backend does not run the case (a kernel case's op
+	// or format it lacks): recorded as skipped, never run.
+	skip string
 	// start is the first repetition to run: those before it are stored
 	// (a resumed case).
 	start int
@@ -142,6 +145,7 @@ type Summary struct {
 	Run     *results.Run
 	Cases   []results.Case
 	Failed  int
+	Skipped int // cases the backend does not run (docs/suites.md)
 	Elapsed time.Duration
 }
 
@@ -205,7 +209,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	todo := cases[:0:0]
 	for _, p := range cases {
-		if p.id != 0 {
+		if p.id != 0 && p.skip == "" {
 			todo = append(todo, p)
 		}
 	}
@@ -222,8 +226,11 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	sum := &Summary{RunID: run.ID, Run: run, Elapsed: time.Since(start)}
 	sum.Cases, _ = o.DB.Cases(run.ID)
 	for _, c := range sum.Cases {
-		if c.Status == results.CaseFailed {
+		switch c.Status {
+		case results.CaseFailed:
 			sum.Failed++
+		case results.CaseSkipped:
+			sum.Skipped++
 		}
 	}
 	if err == nil && sum.Failed > 0 {
@@ -334,8 +341,13 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 	if err := o.DB.AddCases(run.ID, rc); err != nil {
 		return nil, err
 	}
-	for i := range cases {
-		cases[i].id = rc[i].ID
+	for i, p := range cases {
+		p.id = rc[i].ID
+		if p.skip != "" {
+			if err := o.DB.SkipCase(p.id, p.skip); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return run, nil
 }
@@ -616,6 +628,13 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 				closeAll()
 				return nil, nil, ErrInterrupted
 			}
+			if errors.Is(err, errors.ErrUnsupported) {
+				// What this backend lacks (a format the CPU reads
+				// transcoded) another runs: skipped, as validate leaves it.
+				p.skip = err.Error()
+				out = append(out, p)
+				continue
+			}
 			if err != nil {
 				fail(kernelPos(c, err), "case %s: %v", c.Name, err)
 				continue
@@ -657,6 +676,14 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 	if len(errs) > 0 {
 		closeAll()
 		return nil, nil, dedupe(errs)
+	}
+	if len(out) > 0 && !slices.ContainsFunc(out, func(p *prepared) bool { return p.skip == "" }) {
+		// A run of nothing but skipped cases would record no figure.
+		for _, p := range out {
+			fail(p.c.Pos, "case %s: %s", p.c.Name, p.skip)
+		}
+		closeAll()
+		return nil, nil, fmt.Errorf("no case of the suite runs on the %s backend:\n%w", be.Info().Backend, dedupe(errs))
 	}
 	for _, p := range out {
 		if p.model == nil {

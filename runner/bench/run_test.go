@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -760,5 +761,62 @@ cases:
 		if l := p.model.Config.Layers; l < 1 || l >= cfg.Layers || l != ps[0].model.Config.Layers {
 			t.Errorf("%s: %d layers, want the first case's truncated %d of %d", p.c.Name, l, ps[0].model.Config.Layers, cfg.Layers)
 		}
+	}
+}
+
+// A kernel case its backend does not run (a packed format the CPU reads
+// transcoded) is skipped, recorded with the reason, and the others run:
+// docs/suites.md says so, and validate, which passes such a case, agrees.
+// A suite of nothing the backend runs is refused before a run is recorded.
+func TestUnsupportedKernelCasesAreSkipped(t *testing.T) {
+	s := loadSuite(t, `name: k
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: norm
+    op: rms_norm
+    params: { tokens: 1, width: 64 }
+  - name: gemv
+    op: qmatmul
+    params: { m: 1, n: 64, k: 256 }
+    matrix: { dtype: [q4, q5_k] }
+`)
+	if err := Check(s); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	db := openDB(t)
+	sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, c := range sum.Cases {
+		status[c.Name] = c.Status
+		if c.Name == "gemv/dtype=q5_k" && !strings.Contains(c.Error, "Q5_K") {
+			t.Errorf("skipped case's reason %q does not name the format", c.Error)
+		}
+	}
+	want := map[string]string{"norm": results.CaseDone, "gemv/dtype=q4": results.CaseDone, "gemv/dtype=q5_k": results.CaseSkipped}
+	if !maps.Equal(status, want) {
+		t.Errorf("cases %v, want %v", status, want)
+	}
+	if sum.Skipped != 1 || sum.Failed != 0 {
+		t.Errorf("summary: %d skipped, %d failed; want 1 and 0", sum.Skipped, sum.Failed)
+	}
+
+	none := loadSuite(t, `name: k
+backend: cpu
+cases:
+  - name: gemv
+    op: qmatmul
+    params: { m: 1, n: 64, k: 256, dtype: q5_k }
+`)
+	_, err = Run(context.Background(), none, Options{DB: db, BandwidthBuffer: -1})
+	if err == nil || !strings.Contains(err.Error(), "suite.yaml:4:5: case gemv: op=qmatmul: cpu: Q5_K") || !strings.Contains(err.Error(), "no case of the suite runs on the cpu backend") {
+		t.Fatalf("err = %v", err)
+	}
+	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 1 {
+		t.Errorf("%d runs recorded, want only the first", len(runs))
 	}
 }
