@@ -303,6 +303,35 @@ func TestBenchPrintSuiteGolden(t *testing.T) {
 	}
 }
 
+// A checkpoint --model, a folder or a GGUF file, is the printed suite's
+// model path (docs/suites.md: preset is a name from mtlbench models), with
+// its own weights; a preset stays a preset.
+func TestBenchPrintSuiteModelKey(t *testing.T) {
+	gguf := filepath.Join("..", "..", "runner", "testdata", "gguf", "llama-q4_0.gguf")
+	folder := filepath.Join("..", "..", "runner", "testdata", "hf", "llama")
+	for _, tc := range []struct {
+		model string
+		want  []string
+	}{
+		{gguf, []string{"  path: " + gguf + "\n", "  weights: checkpoint\n"}},
+		{folder, []string{"  path: " + folder + "\n", "  weights: checkpoint\n"}},
+		{"gpt2", []string{"  preset: gpt2\n"}},
+	} {
+		out, _, err := mtl(t, "bench", "-m", tc.model, "-p", "4", "-n", "2", "--print-suite")
+		if err != nil {
+			t.Fatalf("bench -m %s --print-suite: %v", tc.model, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("bench -m %s --print-suite does not say %q:\n%s", tc.model, w, out)
+			}
+		}
+		if tc.model != "gpt2" && strings.Contains(out, "preset:") {
+			t.Errorf("bench -m %s --print-suite names a checkpoint as a preset:\n%s", tc.model, out)
+		}
+	}
+}
+
 // Overrides are stored as data, shown by runs, and case labels say what
 // ran.
 func TestOverridesAsData(t *testing.T) {

@@ -369,7 +369,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
 		doc.Cases[0].Matrix.Depth = q.Depth
 	}
-	if st, err := os.Stat(q.Model); err == nil && st.IsDir() || !model.IsPreset(q.Model) && q.Synthetic {
+	// A checkpoint, a folder or a GGUF file, is a path, as docs/suites.md
+	// has it (a folder wins over a preset of its name).
+	if st, err := os.Stat(q.Model); err == nil && (st.IsDir() || !model.IsPreset(q.Model)) || !model.IsPreset(q.Model) && q.Synthetic {
 		doc.Model.Path, doc.Model.Weights = q.Model, suites.WeightsCheckpoint
 		if q.Synthetic {
 			doc.Model.Weights = suites.WeightsSynthetic
