@@ -21,6 +21,15 @@ func Check(s *suites.Suite) error {
 	if err != nil {
 		return err
 	}
+	// threads on a backend the suite names and that is not the CPU, which
+	// alone runs goroutines (auto is run's to resolve).
+	if s.Backend != "auto" && s.Backend != "cpu" {
+		for _, c := range s.Cases {
+			if e := threadsRefused(s, c, s.Backend); e != nil {
+				errs = append(errs, e)
+			}
+		}
+	}
 	if s.Model == nil {
 		if len(errs) > 0 {
 			return errs

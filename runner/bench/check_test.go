@@ -194,3 +194,36 @@ cases:
 		})
 	}
 }
+
+// threads is the cpu backend's: a suite that names another backend and
+// sets it is refused by validate as run refuses it, with run's words at
+// the value; auto is left to run, which knows what it picks.
+func TestCheckThreadsOnAnotherBackend(t *testing.T) {
+	for _, tc := range []struct {
+		backend, want string
+	}{
+		{"cuda", "suite.yaml:6:51: case d: threads=2: the cuda backend runs no CPU goroutines (threads is the cpu backend's)"},
+		{"metal", "suite.yaml:6:51: case d: threads=2: the metal backend runs no CPU goroutines (threads is the cpu backend's)"},
+		{"metal-emu", "suite.yaml:9:35: case k: threads=2: the metal-emu backend runs no CPU goroutines (threads is the cpu backend's)"},
+		{"cpu", ""},
+		{"auto", ""},
+	} {
+		s := loadSuite(t, `name: t
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: `+tc.backend+`
+cases:
+  - name: d
+    params: { prompt_len: 4, gen_len: 2, threads: 2 }
+  - name: k
+    op: rms_norm
+    params: { width: 64, threads: 2 }
+`)
+		err := Check(s)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("backend %s: %v", tc.backend, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("backend %s: %v, want %q", tc.backend, err, tc.want)
+		}
+	}
+}

@@ -614,10 +614,9 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 	defer setThreads(be, 0)
 	for _, c := range s.Cases {
 		p := &prepared{c: c, be: be, threads: caseThreads(c)}
-		if p.threads > 0 {
-			if _, ok := be.(bridge.Threader); !ok {
-				fail(c.PosOf(string(ops.Threads)), "case %s: threads=%d: the %s backend runs no CPU goroutines (threads is the cpu backend's)",
-					c.Name, p.threads, be.Info().Backend)
+		if _, ok := be.(bridge.Threader); !ok {
+			if err := threadsRefused(s, c, be.Info().Backend); err != nil {
+				errs = append(errs, err)
 				continue
 			}
 		}
@@ -696,6 +695,19 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 		}
 	}
 	return out, closeAll, nil
+}
+
+// threadsRefused is the error of case c setting threads on a backend that
+// runs no CPU goroutines (only the cpu backend has them), nil when it sets
+// none: run's and validate's words.
+func threadsRefused(s *suites.Suite, c suites.Case, backend string) *suites.Error {
+	n := caseThreads(c)
+	if n <= 0 {
+		return nil
+	}
+	e, _ := s.ErrorAt(c.PosOf(string(ops.Threads)), "case %s: threads=%d: the %s backend runs no CPU goroutines (threads is the cpu backend's)",
+		c.Name, n, backend).(*suites.Error)
+	return e
 }
 
 // caseThreads is a case's `threads` parameter, 0 when it sets none.
