@@ -819,7 +819,9 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 		if v, ok := p.enum(kindN, "kind", kinds); ok {
 			g.kind = v
 		} else {
-			// Unknown kind: the parameters cannot be judged meaningfully.
+			// Unknown kind: the parameters cannot be judged meaningfully,
+			// nor the case called a model case.
+			g.kind = ""
 			return g
 		}
 	} else if opN != nil {

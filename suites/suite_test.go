@@ -406,6 +406,8 @@ func TestErrors(t *testing.T) {
 		{"case key typo", head + "  - name: c\n    matrx: {batch: [1]}\n", []string{`t.yaml:5:5: unknown key "matrx" in case "c" (did you mean "matrix"?)`}},
 		{"param directly in case", head + "  - name: c\n    batch: 8\n", []string{`t.yaml:5:5: unknown key "batch" in case "c" (parameters go under params: or matrix:)`}},
 		{"kind typo", head + "  - name: c\n    kind: kernal\n", []string{`t.yaml:5:11: unknown kind "kernal" (did you mean "kernel"?)`}},
+		// A case of no known kind is not called a model case.
+		{"kind typo without a model", "name: s\ncases:\n  - name: c\n    kind: kernal\n    op: rms_norm\n", []string{`t.yaml:4:11: unknown kind "kernal" (did you mean "kernel"?)`}},
 		{"kernel without op", head + "  - name: c\n    kind: kernel\n", []string{`t.yaml:4:11: kernel case "c" needs an op (one of ` + strings.Join(params[ParamOp].enum, ", ") + `)`}},
 		{"op in model case", head + "  - name: c\n    kind: model\n    op: rope\n", []string{`t.yaml:6:9: op is not allowed in a model case (only kind: kernel cases take it)`}},
 		{"op typo", head + "  - name: c\n    op: rmsnorm\n", []string{`t.yaml:5:9: unknown op "rmsnorm" (did you mean "rms_norm"?)`}},
