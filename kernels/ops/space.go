@@ -2,6 +2,7 @@ package ops
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -100,6 +101,11 @@ func (c Config) MarshalJSON() ([]byte, error) {
 func (c *Config) UnmarshalJSON(data []byte) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
+		// Its offset is into this value, not the file the decoder reads: it
+		// would point a reader at the wrong text.
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+			te.Offset = 0
+		}
 		return err
 	}
 	*c = make(Config, len(m))

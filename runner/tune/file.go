@@ -5,16 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
@@ -64,20 +68,59 @@ type File struct {
 	Entries []Entry `json:"entries"`
 }
 
-// ParseFile decodes a tuned-config file; name is for errors.
+// ParseFile decodes a tuned-config file; name is for errors. What is wrong
+// is said in the file's terms (internal/jsonerr): a key path from the
+// entry's index, the value found and the one wanted, a line and column.
 func ParseFile(name string, data []byte) (*File, error) {
-	var f File
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	bad := func(err error) (*File, error) {
 		return nil, fmt.Errorf("%s: not a tuned-config file: %w", name, err)
+	}
+	// The format before anything else: a file of another format is named
+	// as one, not by the first key this build does not know.
+	var head struct {
+		Format  *int            `json:"format"`
+		Entries json.RawMessage `json:"entries"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&head); err != nil {
+		if err == io.EOF {
+			return bad(errors.New("the file is empty"))
+		}
+		return bad(jsonerr.Explain(err, data))
 	}
 	// One object a file: a second (two files run together) would be lost.
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%s: more after the tuned-config object, at byte %d: a file holds one object", name, dec.InputOffset())
 	}
-	if f.Format != FormatVersion {
-		return nil, fmt.Errorf("%s: tuned-config format %d, this mtlbench reads %d", name, f.Format, FormatVersion)
+	switch {
+	case head.Format == nil:
+		return bad(fmt.Errorf("it has no \"format\" (this mtlbench writes format %d)", FormatVersion))
+	case *head.Format != FormatVersion:
+		return nil, fmt.Errorf("%s: tuned-config format %d, this mtlbench reads %d", name, *head.Format, FormatVersion)
+	}
+	if err := knownKeys(data, "", reflect.TypeFor[File]()); err != nil {
+		return bad(err)
+	}
+	f := File{Format: FormatVersion}
+	var raws []json.RawMessage
+	if len(head.Entries) > 0 {
+		if err := json.Unmarshal(head.Entries, &raws); err != nil {
+			return bad(jsonerr.ExplainAt(err, head.Entries, "entries"))
+		}
+	}
+	for i, raw := range raws {
+		at := fmt.Sprintf("entries[%d]", i)
+		var e Entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			if x := jsonerr.ExplainAt(err, raw, at); x != err {
+				return bad(x)
+			}
+			return bad(fmt.Errorf("%s: %w", at, err))
+		}
+		if err := knownKeys(raw, at+": ", reflect.TypeFor[Entry]()); err != nil {
+			return bad(err)
+		}
+		f.Entries = append(f.Entries, e)
 	}
 	first := map[string]int{}
 	for i, e := range f.Entries {
@@ -91,6 +134,30 @@ func ParseFile(name string, data []byte) (*File, error) {
 		first[e.Key()] = i
 	}
 	return &f, nil
+}
+
+// knownKeys refuses a key of the JSON object data that no field of struct
+// t reads, which encoding/json would drop without a word (a misspelt
+// "speedup" would read as none). data has been decoded into t already.
+func knownKeys(data []byte, at string, t reflect.Type) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	var want []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		want = append(want, name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(want, k) {
+			if at == "" {
+				return fmt.Errorf("unknown key %q (want %s)", k, strings.Join(want, ", "))
+			}
+			return fmt.Errorf("%sunknown key %q", at, k)
+		}
+	}
+	return nil
 }
 
 // Check refuses an entry no kernel of this build takes: an unknown backend,

@@ -467,3 +467,35 @@ func TestFileName(t *testing.T) {
 		t.Error(got)
 	}
 }
+
+// A tuned-config file that cannot be read is named by what is wrong with it
+// in the file's own terms (the key path from the entry's index, the JSON
+// value found and the one wanted, a line and column), never by Go's types;
+// a file of another format says so before any key it holds.
+func TestParseFileErrors(t *testing.T) {
+	const e0 = `{"device": "Test CPU", "backend": "cpu", "kernel": "moe", "dtype": "bf16", `
+	for _, c := range []struct{ name, in, want string }{
+		{"empty", ``, `x.json: not a tuned-config file: the file is empty`},
+		{"list", `[]`, `x.json: not a tuned-config file: the file is a JSON array, want an object`},
+		{"syntax", "{\n  \"format\": 1,,\n}", `x.json: not a tuned-config file: not valid JSON at line 2, column 15: invalid character ',' looking for beginning of object key string`},
+		{"cut short", `{"format": 1, "entries": [`, `x.json: not a tuned-config file: not valid JSON: the text ends inside a value`},
+		{"no format", `{"entries": []}`, `x.json: not a tuned-config file: it has no "format" (this mtlbench writes format 1)`},
+		{"format as text", `{"format": "1", "entries": []}`, `x.json: not a tuned-config file: format is a JSON string ("1"), want a whole number`},
+		{"newer format, new keys", `{"format": 2, "entries": [{"bucket": "x"}], "devices": {}}`, `x.json: tuned-config format 2, this mtlbench reads 1`},
+		{"older format", `{"format": 0, "entries": []}`, `x.json: tuned-config format 0, this mtlbench reads 1`},
+		{"unknown key", `{"format": 1, "entries": [], "extra": 1}`, `x.json: not a tuned-config file: unknown key "extra" (want format, entries)`},
+		{"entries an object", `{"format": 1, "entries": {}}`, `x.json: not a tuned-config file: entries is a JSON object, want a list`},
+		{"entry a number", `{"format": 1, "entries": [5]}`, `x.json: not a tuned-config file: entries[0] is a JSON number, want an object`},
+		{"shape as text", `{"format": 1, "entries": [` + e0 + `"shape": {"tokens": "4"}}]}`, `x.json: not a tuned-config file: entries[0].shape is a JSON string ("4"), want a whole number`},
+		{"config a number", `{"format": 1, "entries": [` + e0 + `"config": 5}]}`, `x.json: not a tuned-config file: entries[0].config is a JSON number, want an object`},
+		{"config a string", `{"format": 1, "entries": [` + e0 + `"config": "grouped"}]}`, `x.json: not a tuned-config file: entries[0].config is a JSON string, want an object`},
+		{"unknown entry key", `{"format": 1, "entries": [` + e0 + `"speedupx": 2}]}`, `x.json: not a tuned-config file: entries[0]: unknown key "speedupx"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseFile("x.json", []byte(c.in))
+			if err == nil || err.Error() != c.want {
+				t.Errorf("got  %v\nwant %s", err, c.want)
+			}
+		})
+	}
+}
