@@ -107,7 +107,8 @@ func Default(dir string, warn func(string)) *Store {
 	return s
 }
 
-// DirLayer reads every *.json file in dir. A missing folder is an empty
+// DirLayer reads every *.json file in dir but hidden ones (what a write
+// killed midway leaves, an editor's copy). A missing folder is an empty
 // layer and an error matching os.IsNotExist; a bad file is skipped and
 // reported in the error while the others are kept.
 func DirLayer(name, dir string) (Layer, error) {
@@ -118,7 +119,7 @@ func DirLayer(name, dir string) (Layer, error) {
 	}
 	var errs []string
 	for _, e := range ents {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())

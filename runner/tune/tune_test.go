@@ -499,3 +499,34 @@ func TestParseFileErrors(t *testing.T) {
 		})
 	}
 }
+
+// A written tuned-config file is readable by others, as every file the
+// tool writes is (a shared MTLBENCH_TUNED folder, an export to pass on),
+// and what a write leaves behind when killed midway (its temporary file)
+// is never read as a tuned-config file of the folder.
+func TestWriteModeAndLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "test-cpu.cpu.json")
+	f := &File{}
+	f.Merge(entry(16, chunked(8), "h"))
+	if err := f.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("written with mode %v (%v), want -rw-r--r--", st.Mode().Perm(), err)
+	}
+	// A write killed before its rename, by this build and by older ones.
+	data, _ := os.ReadFile(p)
+	for _, name := range []string{".test-cpu.cpu.json.tmp123", ".tuned-123.json"} {
+		if err := os.WriteFile(filepath.Join(dir, name), data[:len(data)/2], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := DirLayer(FromUser, dir)
+	if err != nil || len(l.Entries) != 1 {
+		t.Errorf("%d entries, %v; want the one entry of the written file and no error", len(l.Entries), err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
+		t.Errorf("%d files in the folder, want the written one and the two left there", len(ents))
+	}
+}
