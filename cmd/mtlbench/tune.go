@@ -56,7 +56,7 @@ func tuneCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "kernel", Usage: "kernel(s) to tune, comma-separated (default: all the backend declares)"},
 			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32 (default: the kernel's default shape, which tune names)"},
-			&cli.StringFlag{Name: "dtype", Usage: "with --shape: the weight dtype (default: the kernel's, bf16)"},
+			&cli.StringFlag{Name: "dtype", Usage: "with --kernel, not a suite: the weight dtype (default: the kernel's, bf16)"},
 			&cli.StringFlag{Name: "backend", Usage: "backend (default: the suite's, else auto)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "strategy", Value: tuner.Exhaustive, Usage: "search: exhaustive, random or local"},
@@ -152,6 +152,11 @@ func tuneRun(c *cli.Context) error {
 		return fmt.Errorf("tune takes one suite (got %d arguments)", c.NArg())
 	case c.NArg() == 1 && c.IsSet("shape"):
 		return errors.New("tune: give a suite or --kernel with --shape, not both")
+	// Each of these would be dropped without a word.
+	case c.NArg() == 1 && c.IsSet("dtype"):
+		return errors.New("tune: --dtype goes with --kernel, not a suite: each case tunes at its own dtype")
+	case c.IsSet("out") && c.IsSet("dir"):
+		return errors.New("tune: give --out FILE or --dir FOLDER, not both: the winners go to one file")
 	case c.NArg() == 1:
 		var err error
 		if s, err = suites.Resolve(c.Args().First()); err != nil {
