@@ -79,8 +79,16 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 
 // otherThreads is the goroutine count a case runs at (its `threads`) where
 // that is not the tuner's backend's, else 0: its tuned configs are looked
-// up at that count, so the tuner's winners would never reach it.
+// up at that count, so the tuner's winners would never reach it. Only
+// buckets keyed by the count (the CPU's) are: a GPU's threads are its
+// threadgroups', no case's.
 func otherThreads(c suites.Case, be bridge.Backend) int {
+	if !slices.ContainsFunc(tune.Kernels(be.Info().Backend), func(k *tune.Kernel) bool {
+		d, ok := k.Dim(ops.Threads)
+		return ok && d.Device
+	}) {
+		return 0
+	}
 	th := c.Model.Threads
 	if c.Kind == suites.KindKernel {
 		th, _ = c.Kernel.Int(ops.Threads)
@@ -254,6 +262,11 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		}
 	}
 	if len(out) == 0 {
+		// Where cases were left out for their thread count, that is why.
+		if notes := OtherThreads(s, be); len(notes) > 0 {
+			return nil, fmt.Errorf("%s: no case of the suite runs a tunable %s kernel at %d threads: %s",
+				s.File, backend, tune.LimitsOf(be).MaxThreads, strings.Join(notes, "; "))
+		}
 		return nil, fmt.Errorf("%s: no case of the suite runs a tunable %s kernel", s.File, backend)
 	}
 	return out, nil

@@ -410,6 +410,61 @@ func TestSuiteBucketsAtOtherThreads(t *testing.T) {
 	}
 }
 
+// gpuDevice is a backend as the tuner sees a GPU: Metal's name and
+// threadgroup limits (the kernels never run).
+type gpuDevice struct{ bridge.Backend }
+
+func (g gpuDevice) Info() bridge.DeviceInfo {
+	i := g.Backend.Info()
+	i.Backend = string(ops.Metal)
+	return i
+}
+
+func (gpuDevice) Limits() ops.Limits {
+	return ops.Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+}
+
+// A case's threads is the CPU's goroutine count: a GPU's tuned configs are
+// not keyed by it, so on a GPU the case is tuned like any other, with no
+// word of another thread count.
+func TestSuiteBucketsThreadsOnGPU(t *testing.T) {
+	be := gpuDevice{cpu.New(cpu.Options{Threads: 2})}
+	s := loadSuite(t, `name: one
+backend: metal
+cases:
+  - name: mm
+    kind: kernel
+    op: matmul
+    params: { m: 1, n: 64, k: 64, threads: 1 }
+`)
+	bs, err := SuiteBuckets(s, be, nil)
+	if err != nil || len(bs) != 1 || bs[0].Label != "mm" {
+		t.Errorf("buckets %v, %v; want the case's matmul", bs, err)
+	}
+	if notes := OtherThreads(s, be); len(notes) > 0 {
+		t.Errorf("notes %q on a GPU", notes)
+	}
+}
+
+// A suite whose only tunable cases run at another goroutine count has
+// buckets all the same: the error says where, and how to tune them.
+func TestSuiteBucketsOnlyAtOtherThreads(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	s := loadSuite(t, `name: one
+backend: cpu
+cases:
+  - name: mm
+    kind: kernel
+    op: matmul
+    params: { m: 1, n: 64, k: 64, threads: 1 }
+`)
+	_, err := SuiteBuckets(s, be, nil)
+	want := "no case of the suite runs a tunable cpu kernel at 2 threads: case mm runs at threads=1, and its tuned configs are looked up there: tune it with --threads 1"
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error %v\nwant it to end %q", err, want)
+	}
+}
+
 func TestParseShape(t *testing.T) {
 	s, err := ParseShape("tokens=4, experts=32")
 	if err != nil || s["tokens"] != 4 || s["experts"] != 32 {
