@@ -171,7 +171,8 @@ func tuneRun(c *cli.Context) error {
 		return fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", st)
 	}
 	var kernels []string
-	if k := c.String("kernel"); k != "" {
+	if c.IsSet("kernel") {
+		k := c.String("kernel")
 		for _, name := range strings.Split(k, ",") {
 			name = strings.TrimSpace(name)
 			switch {

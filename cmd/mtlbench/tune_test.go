@@ -216,6 +216,9 @@ func TestTuneErrors(t *testing.T) {
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--threads", "100000", "--dry-run"}, "--threads 100000: want 1 to 1024 (0: every core)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--threads", "-1"}, "--threads -1: want 1 to 1024"},
 		{[]string{"tune", "--kernel", "attention", "--shape", "tokens=1"}, "no tunables"},
+		// An empty --kernel (a script's unset variable) names no kernel: it
+		// is refused, not run as a tune of nothing.
+		{[]string{"tune", "--kernel", "", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "": an empty name in the list`},
 		// Flags that would be dropped without a word are refused.
 		{[]string{"tune", "ci", "--dtype", "q4", "--dry-run"}, "tune: --dtype goes with --kernel, not a suite: each case tunes at its own dtype"},
 		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--out", notJSON + ".new", "--dir", t.TempDir(), "--dry-run"}, "tune: give --out FILE or --dir FOLDER, not both"},

@@ -255,6 +255,10 @@ func Check(buckets []Bucket, o Options) error {
 	default:
 		return fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", o.Strategy)
 	}
+	// A run of nothing would be recorded, and succeed, having tuned nothing.
+	if len(buckets) == 0 {
+		return errors.New("tuner: no bucket to tune")
+	}
 	return fits(o.Backend, buckets)
 }
 

@@ -410,6 +410,18 @@ func TestSuiteBucketsAtOtherThreads(t *testing.T) {
 	}
 }
 
+// A run of no bucket would record an empty tune run and succeed, having
+// tuned nothing: it is refused, as a dry run of it is.
+func TestCheckRefusesNoBuckets(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	if err := Check(nil, Options{Backend: be}); err == nil || err.Error() != "tuner: no bucket to tune" {
+		t.Errorf("Check(no buckets) = %v", err)
+	}
+	if rep, err := Run(context.Background(), nil, Options{Backend: be}); rep != nil || err == nil {
+		t.Errorf("Run(no buckets) = %v, %v", rep, err)
+	}
+}
+
 // gpuDevice is a backend as the tuner sees a GPU: Metal's name and
 // threadgroup limits (the kernels never run).
 type gpuDevice struct{ bridge.Backend }
