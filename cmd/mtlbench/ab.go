@@ -114,6 +114,9 @@ func abCommand() *cli.Command {
 			if err := checkWritable("summary", c.String("summary")); err != nil {
 				return err
 			}
+			if _, err := thresholdFlags(c); err != nil {
+				return err
+			}
 			suitePath := c.Args().First()
 			suite, err := suites.Load(suitePath)
 			if err != nil {

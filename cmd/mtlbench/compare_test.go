@@ -274,6 +274,8 @@ func TestGateCLI(t *testing.T) {
 		{"pools that share a run", []string{"--candidate", "cand,base"}, 2, "both hold run 1"},
 		{"summary in a missing folder", []string{"--summary", filepath.Join(dir, "nosuch", "s.md")}, 2, "--summary " + filepath.Join(dir, "nosuch", "s.md") + ": its folder"},
 		{"bad threshold", []string{"--threshold", "0.05"}, 2, "percentage"},
+		// 0% is a threshold, not "unset": any significant worsening fails.
+		{"zero threshold", []string{"--threshold", "0%"}, 1, "significantly worse, by more than the 0% threshold"},
 		// A threshold on a metric no case records would gate nothing.
 		{"threshold typo", []string{"--threshold", "decode_toks=5%"}, 2, `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
 		{"informational threshold", []string{"--threshold", "bytes_per_step=5%"}, 2, "bytes_per_step is informational"},
@@ -285,6 +287,22 @@ func TestGateCLI(t *testing.T) {
 				t.Errorf("exit %d, want %d with %q:\n%s%s", code, tc.code, tc.in, out, errOut)
 			}
 		})
+	}
+}
+
+// ab reads --threshold before its rounds: a bad one is said before any
+// binary runs, not after minutes of measuring.
+func TestABChecksThresholdsFirst(t *testing.T) {
+	cmpNeedCommands(t, "ab")
+	missing := filepath.Join(t.TempDir(), "no-such-mtlbench")
+	for _, tc := range []struct{ threshold, in string }{
+		{"0.05", "--threshold 0.05: want a percentage"},
+		{"decode_toks=5%", `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
+	} {
+		_, errOut, code := cmpRun(t, "ab", filepath.Join("..", "..", "suites", "ci.yaml"), "--baseline-bin", missing, "--threshold", tc.threshold)
+		if code != 2 || !strings.Contains(errOut, tc.in) {
+			t.Errorf("ab --threshold %s: exit %d, want 2 with %q:\n%s", tc.threshold, code, tc.in, errOut)
+		}
 	}
 }
 

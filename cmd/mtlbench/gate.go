@@ -184,10 +184,42 @@ func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o com
 	if len(o.Metrics) == 0 {
 		o.Metrics = slices.Clone(compare.DefaultGateMetrics)
 	}
+	flags, err := thresholdFlags(c)
+	if err != nil {
+		return o, nil, err
+	}
+	for _, f := range flags {
+		if f.metric == "" {
+			// One value for all: it replaces the suite's per-metric ones.
+			o.Threshold, o.ThresholdSet = f.t, true
+			for m := range o.Thresholds {
+				o.Thresholds[m] = f.t
+			}
+			continue
+		}
+		o.Thresholds[f.metric] = f.t
+		if !slices.Contains(o.Metrics, f.metric) {
+			o.Metrics = append(o.Metrics, f.metric)
+		}
+	}
+	return o, notes, nil
+}
+
+// thresholdFlag is one --threshold value: a metric's allowed worsening, or
+// every gated metric's where metric is "".
+type thresholdFlag struct {
+	metric string
+	t      float64
+}
+
+// thresholdFlags reads --threshold (repeatable, comma-separated). ab calls
+// it before its rounds, so that a bad value is said before any work.
+func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 	var list []string
 	for _, v := range c.StringSlice("threshold") {
 		list = append(list, strings.Split(v, ",")...)
 	}
+	var out []thresholdFlag
 	for _, v := range list {
 		metric, pct, named := strings.Cut(v, "=")
 		if !named {
@@ -195,29 +227,20 @@ func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o com
 		}
 		t, err := parsePercent(pct)
 		if err != nil {
-			return o, nil, fmt.Errorf("--threshold %s: %w", v, err)
+			return nil, fmt.Errorf("--threshold %s: %w", v, err)
 		}
-		if !named {
-			// One value for all: it replaces the suite's per-metric ones.
-			o.Threshold = t
-			for m := range o.Thresholds {
-				o.Thresholds[m] = t
+		if named {
+			metric = strings.TrimSpace(metric)
+			if metric == "" {
+				return nil, fmt.Errorf("--threshold %s: no metric before =", v)
 			}
-			continue
+			if err := metrics.CheckThreshold(metric); err != nil {
+				return nil, fmt.Errorf("--threshold %s: %w (gated metrics: %s)", v, err, strings.Join(metrics.Gated(), ", "))
+			}
 		}
-		metric = strings.TrimSpace(metric)
-		if metric == "" {
-			return o, nil, fmt.Errorf("--threshold %s: no metric before =", v)
-		}
-		if err := metrics.CheckThreshold(metric); err != nil {
-			return o, nil, fmt.Errorf("--threshold %s: %w (gated metrics: %s)", v, err, strings.Join(metrics.Gated(), ", "))
-		}
-		o.Thresholds[metric] = t
-		if !slices.Contains(o.Metrics, metric) {
-			o.Metrics = append(o.Metrics, metric)
-		}
+		out = append(out, thresholdFlag{metric, t})
 	}
-	return o, notes, nil
+	return out, nil
 }
 
 // parsePercent reads "5%" as 0.05. The % is required: a bare 0.05 could

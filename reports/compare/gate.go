@@ -46,8 +46,12 @@ var DefaultGateMetrics = []string{"decode_tok_s", "prefill_tok_s", "us_per_call"
 type GateOptions struct {
 	Alpha float64
 	// Threshold is the allowed worsening (a fraction: 0.05 = 5%) of gated
-	// metrics that have no entry in Thresholds.
+	// metrics that have no entry in Thresholds; 0 is the default unless
+	// ThresholdSet says it was given.
 	Threshold float64
+	// ThresholdSet says Threshold was given, so that 0 (`--threshold 0%`:
+	// any significant worsening fails) is kept rather than read as unset.
+	ThresholdSet bool
 	// Thresholds are per-metric allowed worsenings (a suite's thresholds:
 	// section); when Metrics is empty, their metrics are the gated ones.
 	Thresholds map[string]float64
@@ -90,7 +94,7 @@ func (o GateOptions) ThresholdFor(metric string) float64 {
 	if t, ok := o.Thresholds[metric]; ok {
 		return t
 	}
-	if o.Threshold > 0 {
+	if o.Threshold > 0 || o.ThresholdSet {
 		return o.Threshold
 	}
 	return DefaultThreshold

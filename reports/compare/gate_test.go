@@ -150,6 +150,9 @@ func TestGateOptions(t *testing.T) {
 	if o.ThresholdFor("ttft_ms") != 0.1 || o.ThresholdFor("step_ms") != 0.07 || (GateOptions{}).ThresholdFor("x") != DefaultThreshold {
 		t.Error("ThresholdFor")
 	}
+	if got := (GateOptions{ThresholdSet: true}).ThresholdFor("decode_tok_s"); got != 0 {
+		t.Errorf("a threshold of 0 given: ThresholdFor = %v, want 0", got)
+	}
 	if got := (GateOptions{}).GatedMetrics(); strings.Join(got, ",") != "decode_tok_s,prefill_tok_s,us_per_call" {
 		t.Errorf("default gated metrics %v", got)
 	}
