@@ -1,6 +1,8 @@
 package peers
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -369,5 +371,61 @@ func TestVLLMLabels(t *testing.T) {
 		if r, ok := runs[0].Cases[0].Params["peer_request_rate"]; ok && strings.Contains(r, `"`) {
 			t.Errorf("%s: peer_request_rate %s", f.file, r)
 		}
+	}
+}
+
+// vllm bench serve --append-result adds each run's result to the file, one
+// JSON object a line (a sweep of rates in one file): each is a run, and a
+// result cut short or wrong is named by its number and line.
+func TestVLLMServeAppended(t *testing.T) {
+	var lines []string
+	for _, f := range []string{"vllm-serve.json", "vllm-serve-rate.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, data); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, b.String())
+	}
+	appended := lines[0] + "\n" + lines[1] // vLLM writes no newline after the last
+	for _, tc := range []struct {
+		name, data string
+		keys       []string
+		err        string
+	}{
+		{"two runs", appended, []string{"model/bench/batch=2/gen_len=8/prompt_len=16", "model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6"}, ""},
+		{"CRLF", strings.ReplaceAll(appended, "\n", "\r\n") + "\r\n", []string{"model/bench/batch=2/gen_len=8/prompt_len=16", "model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6"}, ""},
+		{"second cut short", lines[0] + "\n" + lines[1][:200], nil, "result 2: line 2: the text ends inside a value"},
+		{"second wrong", lines[0] + "\n" + strings.Replace(lines[1], `"completed":6`, `"completed":0`, 1), nil, "result 2 (line 2, --append-result): completed is 0"},
+		{"garbage after", lines[0] + "\nxyz", nil, "result 2: not valid JSON at line 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			format, err := Detect([]byte(tc.data))
+			if err != nil || format != FormatVLLMServe {
+				t.Fatalf("Detect: %q, %v", format, err)
+			}
+			runs, err := Parse(format, "serve.json", []byte(tc.data), Options{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, r := range runs {
+				for _, c := range r.Cases {
+					keys = append(keys, c.Key)
+				}
+			}
+			if !slices.Equal(keys, tc.keys) {
+				t.Errorf("keys %q, want %q", keys, tc.keys)
+			}
+		})
 	}
 }

@@ -1,9 +1,11 @@
 package peers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -56,11 +58,65 @@ var vllmServeMetrics = []struct{ key, metric, unit string }{
 	{"request_goodput", "goodput_per_s", "req/s"}, // null unless --goodput was given
 }
 
-// parseVLLMServe maps one serving run onto one case: batch is
+// parseVLLMServe reads a --save-result file: one result object, or with
+// --append-result one a line, each run appended to the file (a sweep of
+// --request-rate or --max-concurrency), each a run of its own.
+func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
+	results, err := jsonValues(data)
+	switch {
+	case err != nil && len(results) > 0:
+		// Results appended before this one read; this one is cut short
+		// or is no JSON.
+		return nil, fmt.Errorf("result %d: %w", len(results)+1, jsonerr.Explain(err, data))
+	case err != nil || len(results) < 2:
+		return parseVLLMServeResult(data, o) // one object, or an error in the file's terms
+	}
+	var runs []*Run
+	for i, r := range results {
+		rs, err := parseVLLMServeResult(r.raw, o)
+		if err != nil {
+			return nil, fmt.Errorf("result %d (line %d, --append-result): %w", i+1, r.line, err)
+		}
+		runs = append(runs, rs...)
+	}
+	return runs, nil
+}
+
+// jsonValue is one of several JSON values in a file, at its first line.
+type jsonValue struct {
+	raw  json.RawMessage
+	line int
+}
+
+// jsonValues splits data into the JSON values it holds one after another
+// (vLLM's --append-result writes one a line): those read, and an error
+// where one is no JSON.
+func jsonValues(data []byte) ([]jsonValue, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var out []jsonValue
+	for {
+		start := int(dec.InputOffset())
+		for start < len(data) && strings.ContainsRune(" \t\r\n", rune(data[start])) {
+			start++
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = fmt.Errorf("line %d: the text ends inside a value: cut short", 1+bytes.Count(data[:start], []byte("\n")))
+			}
+			return out, err
+		}
+		out = append(out, jsonValue{raw, 1 + bytes.Count(data[:start], []byte("\n"))})
+	}
+}
+
+// parseVLLMServeResult maps one serving run onto one case: batch is
 // --max-concurrency (all prompts at once when unset), requests
 // --num-prompts, prompt_len and gen_len the tokens per request (the
 // dataset's --random-input-len and --random-output-len; o overrides).
-func parseVLLMServe(data []byte, o Options) ([]*Run, error) {
+func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	var v vllmServe
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("not vllm bench serve JSON: %w", jsonFieldError(err, data))
