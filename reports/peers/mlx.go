@@ -12,6 +12,7 @@ import (
 // mlx_lm.benchmark prints (mlx_lm/benchmark.py):
 //
 //	Timing with prompt_tokens=512, generation_tokens=1024, batch_size=1.
+//	(0.27: Timing with prompt_tokens=512 and generation_tokens=1024.)
 //	Trial 1:  prompt_tps=1234.567, generation_tps=45.678, peak_memory=12.345
 //	...
 //	Averages: prompt_tps=..., generation_tps=..., peak_memory=...
@@ -20,7 +21,9 @@ import (
 // batch), peak_memory GB of Metal memory. Several runs may be concatenated
 // in one file; each "Timing with" line starts a case.
 var (
-	mlxTiming = regexp.MustCompile(`Timing with prompt_tokens=(\d+), generation_tokens=(\d+), batch_size=(\d+)`)
+	// mlx-lm 0.27 ran one sequence and printed "Timing with
+	// prompt_tokens=512 and generation_tokens=1024."; batch_size came in 0.28.
+	mlxTiming = regexp.MustCompile(`Timing with prompt_tokens=(\d+)(?:,| and) generation_tokens=(\d+)(?:, batch_size=(\d+))?`)
 	mlxTrial  = regexp.MustCompile(`^Trial (\d+):\s+(.*)$`)
 	mlxKV     = regexp.MustCompile(`(\w+)=([-+0-9.eE]+|nan|inf)`)
 )
@@ -38,7 +41,10 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 		if m := mlxTiming.FindStringSubmatch(text); m != nil {
 			p, _ := strconv.Atoi(m[1])
 			g, _ := strconv.Atoi(m[2])
-			b, _ := strconv.Atoi(m[3])
+			b := 1
+			if m[3] != "" {
+				b, _ = strconv.Atoi(m[3])
+			}
 			run.Cases = append(run.Cases, newCase(b, p, g, map[string]string{"model": o.modelName("")}))
 			cur, caseLine = &run.Cases[len(run.Cases)-1], line
 			clear(seen)

@@ -429,3 +429,30 @@ func TestVLLMServeAppended(t *testing.T) {
 		})
 	}
 }
+
+// mlx_lm.benchmark's "Timing with" line as each release printed it: 0.27
+// ran one sequence and named no batch; 0.28 on name its batch_size.
+func TestMLXTimingLines(t *testing.T) {
+	trials := "Trial 1:  prompt_tps=1500.000, generation_tps=500.000, peak_memory=0.231\n" +
+		"Trial 2:  prompt_tps=1510.000, generation_tps=505.000, peak_memory=0.231\n"
+	for _, tc := range []struct{ name, timing, key string }{
+		{"0.27", "Timing with prompt_tokens=512 and generation_tokens=128.", "model/bench/batch=1/gen_len=128/prompt_len=512"},
+		{"0.28", "Timing with prompt_tokens=512, generation_tokens=128, batch_size=4.", "model/bench/batch=4/gen_len=128/prompt_len=512"},
+		{"0.31 total_time", "Timing with prompt_tokens=512, generation_tokens=128, batch_size=1.", "model/bench/batch=1/gen_len=128/prompt_len=512"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte("Running warmup..\n" + tc.timing + "\n" + strings.ReplaceAll(trials, "0.231\n", "0.231, total_time=1.234\n"))
+			format, err := Detect(data)
+			if err != nil || format != FormatMLX {
+				t.Fatalf("Detect: %q, %v", format, err)
+			}
+			runs, err := Parse(format, "mlx.txt", data, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := runs[0].Cases; len(c) != 1 || c[0].Key != tc.key || len(c[0].Samples) != 6 {
+				t.Errorf("cases %+v, want one %s of 6 samples", c, tc.key)
+			}
+		})
+	}
+}
