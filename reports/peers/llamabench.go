@@ -89,7 +89,7 @@ func (r lbRow) samples() []float64 {
 }
 
 // llamaBenchText says what to do with llama-bench's other outputs, its
-// default markdown table and -o csv, which hold its means and deviations
+// default markdown table, -o csv and -o sql, which hold its means and deviations
 // but not its samples; nil for anything else.
 func llamaBenchText(t []byte) error {
 	head, _, _ := bytes.Cut(t, []byte("\n"))
@@ -99,6 +99,8 @@ func llamaBenchText(t []byte) error {
 		return fmt.Errorf("llama-bench's markdown table (its default output) holds no samples: run it again with -o json (or -o jsonl)")
 	case strings.Contains(h, "n_prompt,") && strings.Contains(h, "avg_ts"):
 		return fmt.Errorf("llama-bench's -o csv: run it again with -o json (or -o jsonl), which this reads")
+	case strings.HasPrefix(h, "create table if not exists llama_bench") || strings.HasPrefix(h, "insert into llama_bench"):
+		return fmt.Errorf("llama-bench's -o sql holds no samples: run it again with -o json (or -o jsonl)")
 	}
 	return nil
 }

@@ -18,7 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -190,8 +192,42 @@ func pythonJSON(data []byte) []byte {
 	return out
 }
 
+// plainText is data as UTF-8 without a byte-order mark: Windows tools
+// (PowerShell's Out-File, Notepad) write a tool's output with a UTF-8 BOM,
+// or as UTF-16 with one (Windows PowerShell's `>`), which no parser here
+// reads.
+func plainText(data []byte) ([]byte, error) {
+	var big bool
+	switch {
+	case bytes.HasPrefix(data, []byte{0xEF, 0xBB, 0xBF}):
+		return data[3:], nil
+	case bytes.HasPrefix(data, []byte{0xFF, 0xFE}):
+	case bytes.HasPrefix(data, []byte{0xFE, 0xFF}):
+		big = true
+	default:
+		return data, nil
+	}
+	data = data[2:]
+	if len(data)%2 != 0 {
+		return nil, fmt.Errorf("UTF-16 text of an odd number of bytes: cut short")
+	}
+	u := make([]uint16, len(data)/2)
+	for i := range u {
+		if big {
+			u[i] = uint16(data[2*i])<<8 | uint16(data[2*i+1])
+		} else {
+			u[i] = uint16(data[2*i+1])<<8 | uint16(data[2*i])
+		}
+	}
+	return []byte(string(utf16.Decode(u))), nil
+}
+
 // Detect names the format of data: the first one whose shape it has.
 func Detect(data []byte) (string, error) {
+	data, err := plainText(data)
+	if err != nil {
+		return "", err
+	}
 	t := bytes.TrimSpace(pythonJSON(data))
 	if len(t) == 0 {
 		return "", fmt.Errorf("empty file")
@@ -202,7 +238,7 @@ func Detect(data []byte) (string, error) {
 		if t[0] == '[' {
 			var arr []map[string]json.RawMessage
 			if err := json.Unmarshal(t, &arr); err != nil {
-				return "", fmt.Errorf("not JSON: %v", err)
+				return "", jsonerr.Explain(err, t)
 			}
 			if len(arr) == 0 {
 				return "", fmt.Errorf("an empty JSON array")
@@ -212,7 +248,7 @@ func Detect(data []byte) (string, error) {
 			// JSONL: one object a line.
 			line, _, _ := bytes.Cut(t, []byte("\n"))
 			if err := json.Unmarshal(line, &probe); err != nil {
-				return "", fmt.Errorf("not JSON or JSONL: %v", err)
+				return "", fmt.Errorf("not JSON or JSONL: %w", jsonerr.Explain(err, line))
 			}
 		}
 		has := func(k string) bool { _, ok := probe[k]; return ok }
@@ -239,10 +275,11 @@ func Detect(data []byte) (string, error) {
 
 // Parse converts one file of the named format; name is used in errors.
 func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
-	var (
-		runs []*Run
-		err  error
-	)
+	data, err := plainText(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var runs []*Run
 	if format == FormatVLLMServe || format == FormatVLLMLatency {
 		data = pythonJSON(data) // vLLM writes its files with Python's json
 	}

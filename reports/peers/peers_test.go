@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 )
@@ -151,6 +152,8 @@ func TestParseErrors(t *testing.T) {
 		// Today's llama-bench right-aligns its test column.
 		{FormatLlamaBench, "| model                          |       size |     params | backend    | ngl |            test |                  t/s |\n| --- | ---: | ---: | --- | --: | --------------: | -------------------: |\n", "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
 		{FormatLlamaBench, "build_commit,build_number,n_prompt,n_gen,avg_ts,stddev_ts\nabc,1,512,0,100,1\n", "llama-bench's -o csv: run it again with -o json"},
+		{FormatLlamaBench, "CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n", "llama-bench's -o sql holds no samples: run it again with -o json"},
+		{FormatLlamaBench, "\xff\xfe{\x00[", "UTF-16 text of an odd number of bytes"},
 		// A trial twice in one case, numbered 0, or past any run; a line
 		// longer than any tool prints, by its number.
 		{FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1, generation_tps=2\nTrial 1:  prompt_tps=3\n",
@@ -174,6 +177,10 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := Detect([]byte("| model | size | params | backend | threads | test | t/s |\n")); err == nil || !strings.Contains(err.Error(), "-o json") {
 		t.Errorf("Detect of llama-bench's markdown: %v", err)
+	}
+	// A file cut short is said with where it stops, whichever tool wrote it.
+	if _, err := Detect([]byte("[\n  {\n    \"build_commit\": \"b4f2a1c9\",\n")); err == nil || !strings.Contains(err.Error(), "at line 3") {
+		t.Errorf("Detect of a JSON array cut short: %v", err)
 	}
 	// A start time in a form the tool does not write is said, not dropped.
 	runs, err := Parse(FormatLlamaBench, "f", []byte(`[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20], "test_time": "20/11/2026 09:15"}]`), Options{})
@@ -454,5 +461,49 @@ func TestMLXTimingLines(t *testing.T) {
 				t.Errorf("cases %+v, want one %s of 6 samples", c, tc.key)
 			}
 		})
+	}
+}
+
+// A tool's output saved by Windows tools starts with a byte-order mark:
+// UTF-8's (PowerShell's Out-File, Notepad) or UTF-16's (Windows
+// PowerShell's >), in either byte order; each reads as the plain file.
+func TestByteOrderMarks(t *testing.T) {
+	encode := func(s string, big bool) []byte {
+		out := []byte{0xFF, 0xFE}
+		if big {
+			out = []byte{0xFE, 0xFF}
+		}
+		for _, u := range utf16.Encode([]rune(s)) {
+			if big {
+				out = append(out, byte(u>>8), byte(u))
+			} else {
+				out = append(out, byte(u), byte(u>>8))
+			}
+		}
+		return out
+	}
+	for _, f := range []struct{ file, format string }{{"llama-bench.json", FormatLlamaBench}, {"llama-bench.jsonl", FormatLlamaBench},
+		{"vllm-serve.json", FormatVLLMServe}, {"vllm-latency.json", FormatVLLMLatency}, {"mlx-benchmark.txt", FormatMLX}} {
+		data, err := os.ReadFile(filepath.Join("testdata", f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Parse(f.format, f.file, data, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		crlf := strings.ReplaceAll(string(data), "\n", "\r\n")
+		for name, enc := range map[string][]byte{"utf-8 bom": append([]byte("\xef\xbb\xbf"), data...),
+			"utf-16le crlf": encode(crlf, false), "utf-16be": encode(string(data), true)} {
+			got, err := Detect(enc)
+			if err != nil || got != f.format {
+				t.Errorf("%s, %s: Detect %q, %v", f.file, name, got, err)
+				continue
+			}
+			runs, err := Parse(got, f.file, enc, Options{})
+			if err != nil || len(runs) != len(want) || len(runs[0].Cases) != len(want[0].Cases) || runs[0].Cases[0].Key != want[0].Cases[0].Key {
+				t.Errorf("%s, %s: %v, %d runs, want %d", f.file, name, err, len(runs), len(want))
+			}
+		}
 	}
 }
