@@ -111,7 +111,7 @@ func abCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "ab: warning: --rounds %d gives fewer than the %d pairs the paired test needs: the gate will compare unpaired and may not be able to judge (--rounds %d or more)\n",
 					rounds, compare.MinPairs, compare.MinPairs)
 			}
-			if err := checkWritable("summary", c.String("summary")); err != nil {
+			if err := checkSummaries(c); err != nil {
 				return err
 			}
 			if _, err := thresholdFlags(c); err != nil {

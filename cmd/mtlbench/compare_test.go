@@ -226,6 +226,13 @@ func TestGateCLI(t *testing.T) {
 	if s, _ := os.ReadFile(step); !bytes.Equal(s, append([]byte("earlier step\n"), append(md, '\n')...)) {
 		t.Errorf("GITHUB_STEP_SUMMARY should get the summary appended:\n%s", s)
 	}
+	// A step summary that cannot be written is said before any work, as
+	// --summary's is, not after the verdict.
+	t.Setenv("GITHUB_STEP_SUMMARY", filepath.Join(dir, "nosuch", "step.md"))
+	out, errOut, code = cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand")
+	if code != 2 || out != "" || !strings.Contains(errOut, "$GITHUB_STEP_SUMMARY "+filepath.Join(dir, "nosuch", "step.md")+": its folder") {
+		t.Errorf("GITHUB_STEP_SUMMARY in a missing folder: exit %d, want 2 before any check:\n%s%s", code, out, errOut)
+	}
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
 
 	// The data formats are tidy: typed cells, one check a row.
@@ -290,18 +297,22 @@ func TestGateCLI(t *testing.T) {
 	}
 }
 
-// ab reads --threshold before its rounds: a bad one is said before any
-// binary runs, not after minutes of measuring.
-func TestABChecksThresholdsFirst(t *testing.T) {
+// ab reads --threshold and checks $GITHUB_STEP_SUMMARY before its rounds:
+// a bad one is said before any binary runs, not after minutes of measuring.
+func TestABChecksFlagsFirst(t *testing.T) {
 	cmpNeedCommands(t, "ab")
-	missing := filepath.Join(t.TempDir(), "no-such-mtlbench")
-	for _, tc := range []struct{ threshold, in string }{
-		{"0.05", "--threshold 0.05: want a percentage"},
-		{"decode_toks=5%", `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-mtlbench")
+	step := filepath.Join(dir, "nosuch", "step.md")
+	for _, tc := range []struct{ flag, value, step, in string }{
+		{"--threshold", "0.05", "", "--threshold 0.05: want a percentage"},
+		{"--threshold", "decode_toks=5%", "", `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
+		{"--rounds", "3", step, "$GITHUB_STEP_SUMMARY " + step + ": its folder"},
 	} {
-		_, errOut, code := cmpRun(t, "ab", filepath.Join("..", "..", "suites", "ci.yaml"), "--baseline-bin", missing, "--threshold", tc.threshold)
+		t.Setenv("GITHUB_STEP_SUMMARY", tc.step)
+		_, errOut, code := cmpRun(t, "ab", filepath.Join("..", "..", "suites", "ci.yaml"), "--baseline-bin", missing, tc.flag, tc.value)
 		if code != 2 || !strings.Contains(errOut, tc.in) {
-			t.Errorf("ab --threshold %s: exit %d, want 2 with %q:\n%s", tc.threshold, code, tc.in, errOut)
+			t.Errorf("ab %s %s: exit %d, want 2 with %q:\n%s", tc.flag, tc.value, code, tc.in, errOut)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func gateCommand() *cli.Command {
 			if c.Int("min-samples") < 1 {
 				return fmt.Errorf("--min-samples must be at least 1, got %d", c.Int("min-samples"))
 			}
-			if err := checkWritable("summary", c.String("summary")); err != nil {
+			if err := checkSummaries(c); err != nil {
 				return err
 			}
 			db, err := openExistingDB(c)
@@ -292,26 +292,36 @@ func joinIDs(ids []int64) string {
 	return strings.Join(s, ", ")
 }
 
-// checkWritable fails before any work where a file flag's path could not
-// be written once the work is done: a missing folder, a folder named as
-// the file.
-func checkWritable(flag, path string) error {
+// checkSummaries checks where the gate will write its summary, --summary
+// and $GITHUB_STEP_SUMMARY, before any work: found unwritable at the end
+// (after ab's rounds), it would hide the verdict behind a tool error.
+func checkSummaries(c *cli.Context) error {
+	if err := checkWritable("--summary", c.String("summary")); err != nil {
+		return err
+	}
+	return checkWritable("$GITHUB_STEP_SUMMARY", os.Getenv("GITHUB_STEP_SUMMARY"))
+}
+
+// checkWritable fails where a path (what names it: a flag, a variable)
+// could not be written once the work is done: a missing folder, a folder
+// named as the file.
+func checkWritable(what, path string) error {
 	if path == "" {
 		return nil
 	}
 	if fi, err := os.Stat(path); err == nil {
 		if fi.IsDir() {
-			return fmt.Errorf("--%s %s: a folder, not a file", flag, path)
+			return fmt.Errorf("%s %s: a folder, not a file", what, path)
 		}
 		return nil
 	}
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("--%s %s: its folder %s cannot be used: %w", flag, path, dir, err)
+		return fmt.Errorf("%s %s: its folder %s cannot be used: %w", what, path, dir, err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("--%s %s: %s is not a folder", flag, path, dir)
+		return fmt.Errorf("%s %s: %s is not a folder", what, path, dir)
 	}
 	return nil
 }
