@@ -312,7 +312,7 @@ func witnessByOpTable(run int64, c results.Case, ws []stats.OpWitness) *table.Ta
 		return nil
 	}
 	g, ok := bench.WitnessGPU(c.Params[suites.ParamWitnessGPU])
-	gpu, gbs := g.Name(), g.BandwidthGBs
+	gpu, gbs := g.Label(), g.BandwidthGBs
 	if !ok {
 		gpu = c.Params[suites.ParamWitnessGPU] + " (not in this build's GPU table)"
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/kernels/quant"
@@ -321,5 +322,52 @@ func TestWitnessOfADeviceThatCountsNothing(t *testing.T) {
 	}
 	if _, ok, _ := b.Rewitness(); ok || be.steps != 2 {
 		t.Errorf("Rewitness: %v after %d steps, want nothing after 2", ok, be.steps)
+	}
+}
+
+// countingWitness is a backend whose device counts one fixed dispatch.
+type countingWitness struct{ *cpu.Backend }
+
+func (countingWitness) LastStepCost() ([]mtl.DispatchStats, bool) {
+	return []mtl.DispatchStats{{Kernel: "k", Cost: mtl.Cost{BytesRead: 4e6, FootprintRead: 4e6, Simdgroups: 160}}}, true
+}
+
+// The witness names the GPU it read its counts against so that the name
+// finds that GPU again: a bin other than the chip's largest keeps its core
+// count, and its figures are that bin's.
+func TestWitnessNamesTheBin(t *testing.T) {
+	for _, c := range []struct {
+		gpu   string
+		cores int
+		gbs   float64
+	}{
+		{"", 80, 819},
+		{"M3 Ultra", 80, 819},
+		{"M3 Ultra 60-core", 60, 819},
+		{"M4 Max", 40, 546},
+		{"M4 Max 32-core", 32, 410},
+		{"M4-Max-32-core", 32, 410},
+		{"Apple M3 Max (30-core GPU)", 30, 300},
+		{"M1 7-core", 7, 68.25},
+	} {
+		b, err := Prepare(countingWitness{newCPU()}, kcase("matmul", "m", 1, "n", 8, "k", 16, "dtype", "f32"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetAppleGPU(c.gpu); err != nil {
+			t.Fatal(err)
+		}
+		w, ok, err := b.Witness()
+		b.Close()
+		if !ok || err != nil {
+			t.Fatalf("%q: Witness() = %v, %v", c.gpu, ok, err)
+		}
+		g, found := applegpu.Lookup(w.GPU)
+		if !found || g.Cores != c.cores || g.BandwidthGBs != c.gbs {
+			t.Errorf("%q: the witness names %q, which is %+v; want the %d-core bin at %v GB/s", c.gpu, w.GPU, g, c.cores, c.gbs)
+		}
+		if want := 4e6 / (c.gbs * 1e9); w.FloorSeconds != want || w.SimdgroupsPerCore != 160/float64(c.cores) {
+			t.Errorf("%q: floor %v s, %v simdgroups a core; want %v s, %v", c.gpu, w.FloorSeconds, w.SimdgroupsPerCore, want, 160/float64(c.cores))
+		}
 	}
 }

@@ -32,7 +32,8 @@ type Witness struct {
 	// distinct bytes).
 	Ideal      int64
 	Efficiency float64
-	// GPU is the Apple GPU SimdgroupsPerCore is counted against, and
+	// GPU is the Apple GPU SimdgroupsPerCore is counted against, named so
+	// that applegpu.Lookup finds that bin again (applegpu.GPU.Label), and
 	// FloorSeconds the time the call's footprint takes at its bandwidth: a
 	// floor on the call's time there, as witness_tok_s caps a model's rate.
 	GPU               string
@@ -97,7 +98,7 @@ func (b *Bench) Witness() (*Witness, bool, error) {
 		return nil, false, fmt.Errorf("no Apple GPU %q in the table (bridge/mtl/applegpu)", name)
 	}
 	st := mtl.Sum(ds)
-	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Name(),
+	b.wit = &Witness{StepStats: st, Ideal: b.bytes, Efficiency: st.TrafficEfficiency(b.bytes), GPU: gpu.Label(),
 		SimdgroupsPerCore: st.SimdgroupsPerCore(gpu.Cores), Kernels: mtl.SumByKernel(ds), Operands: mtl.SumByOperand(ds),
 		FloorSeconds: gpu.SecondsFor(st.Footprint())}
 	return b.wit, true, nil

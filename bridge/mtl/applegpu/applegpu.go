@@ -27,6 +27,18 @@ type GPU struct {
 // Name is the GPU's MTLDevice.name, e.g. "Apple M3 Ultra".
 func (g GPU) Name() string { return "Apple " + g.Chip }
 
+// Label names the bin so that Lookup finds this bin again: its Name for
+// the chip's largest bin, which Lookup gives for the chip alone, and with
+// its core count for another ("Apple M4 Max 32-core", 410 GB/s, where
+// "Apple M4 Max" is the 40-core 546 GB/s bin). Witness figures record it
+// (docs/metal-kernels.md, "Which Mac").
+func (g GPU) Label() string {
+	if bins := Bins(g.Chip); len(bins) > 0 && bins[len(bins)-1].Cores == g.Cores {
+		return g.Name()
+	}
+	return g.Name() + " " + strconv.Itoa(g.Cores) + "-core"
+}
+
 // BytesPerSecond is the memory bandwidth in bytes per second.
 func (g GPU) BytesPerSecond() float64 { return g.BandwidthGBs * 1e9 }
 

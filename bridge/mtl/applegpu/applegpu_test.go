@@ -68,6 +68,9 @@ func TestTable(t *testing.T) {
 			if got, _ := LookupCores(g.Name(), g.Cores); got != g {
 				t.Errorf("LookupCores(%q, %d) = %+v", g.Name(), g.Cores, got)
 			}
+			if got, ok := Lookup(g.Label()); !ok || got != g {
+				t.Errorf("Lookup(%q) = %+v, %v; want the bin it labels, %+v", g.Label(), got, ok, g)
+			}
 		}
 	}
 	if len(Table) != rows {

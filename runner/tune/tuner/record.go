@@ -132,14 +132,15 @@ func machineOf(info bridge.DeviceInfo) results.Machine {
 	return m
 }
 
-// witnessGPU is the table's name of the Apple GPU the cost witness reads its
-// counts against, for a name as given ("" is the default).
+// witnessGPU is the label of the Apple GPU the cost witness reads its
+// counts against, for a name as given ("" is the default): "Apple M4 Max
+// 32-core" for that bin, so the record names the bin its figures are of.
 func witnessGPU(name string) string {
 	if name == "" {
 		name = kbench.DefaultAppleGPU
 	}
 	if g, ok := applegpu.Lookup(name); ok {
-		return g.Name()
+		return g.Label()
 	}
 	return name
 }
