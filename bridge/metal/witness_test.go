@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,4 +159,39 @@ func flagTuning(t *testing.T) metal.Tuning {
 		}
 	}
 	return tu
+}
+
+// The witness of a call is the same at every run (docs/metal-kernels.md:
+// the figures are exact and repeatable), also where several tokens route
+// to one expert and their threadgroups race to count it first.
+func TestWitnessRepeatable(t *testing.T) {
+	moe := func(op ops.ID, tokens, inter int, dt ops.DType) ops.Args {
+		return ops.Args{Op: op, Ints: map[ops.Param]int{ops.Tokens: tokens, ops.Experts: 4, ops.TopK: 2, ops.Hidden: 128,
+			ops.Intermediate: inter}, DType: dt}
+	}
+	be := newEmu(t, metal.Tuning{})
+	for _, a := range []ops.Args{moe(ops.MoE, 12, 96, ops.BF16), moe(ops.MoE, 6, 96, ops.BF16), moe(ops.QMoE, 6, 128, ops.Q4)} {
+		b, err := kbench.Prepare(be, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first []string
+		for i := range 12 {
+			w, ok, err := b.Rewitness()
+			if err != nil || !ok {
+				t.Fatalf("%s: witness %v, %v", b.Describe(), ok, err)
+			}
+			var got []string
+			for _, k := range w.Kernels {
+				got = append(got, fmt.Sprintf("%s %+v", k.Kernel, k.StepStats))
+			}
+			if i == 0 {
+				first = got
+			} else if !slices.Equal(got, first) {
+				t.Errorf("%s: call %d counted\n%s\nthe first\n%s", b.Describe(), i, strings.Join(got, "\n"), strings.Join(first, "\n"))
+				break
+			}
+		}
+		b.Close()
+	}
 }

@@ -64,9 +64,7 @@ inline void route_token(constant RouteArgs& a, threadgroup float* p, threadgroup
     const uint e = seli[tid];
     ids[ulong(t) * K + tid] = int(e);
     weights[ulong(t) * K + tid] = a.norm_topk ? selv[tid] / sum : selv[tid];
-    if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
-      atomic_fetch_add_explicit(&stats[a.stats_slot], 1u, memory_order_relaxed);
-    }
+    count_expert(flags, stats, a.stats_slot, e);
   }
 }
 
@@ -457,9 +455,7 @@ kernel void moe_mv_pair(constant MoEGemmArgs& a [[buffer(0)]], device const floa
         }
         ids[p] = int(e);
         weights[p] = wt;
-        if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
-          atomic_fetch_add_explicit(&counts[a.stats_slot], 1u, memory_order_relaxed);
-        }
+        count_expert(flags, counts, a.stats_slot, e);
       }
     }
   }

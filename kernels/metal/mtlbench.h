@@ -697,6 +697,16 @@ struct QMatArgs {
 // ERR_ROUTE_NAN.
 inline float route_key(float p) { return is_nan(p) ? -2.0f : p; }
 
+// count_expert marks expert e taken by a routed pair and bumps the call's
+// distinct-expert count, counts[slot], the first time. Each caller adds (1 or 0) rather
+// than only the first: which pair comes first is a race, and an add that
+// only the winner issued made the cost witness's loads per lane differ
+// from run to run (docs/msl-subset.md, "The cost witness").
+inline void count_expert(device atomic_uint* flags, device atomic_uint* counts, uint slot, uint e) {
+  const uint first = atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u ? 1u : 0u;
+  atomic_fetch_add_explicit(&counts[slot], first, memory_order_relaxed);
+}
+
 // moe_route_pair is one simdgroup's routing of a token (its E logits at l)
 // as route_token routes it: softmax, top-k by repeated argmax (the first
 // index on ties), the weights renormalised over the k with norm_topk. It

@@ -1150,9 +1150,7 @@ kernel void qmoe_mv(constant QMatArgs& a [[buffer(0)]], device const float* x [[
           }
           ids[p] = int(e);
           weights[p] = wt;
-          if (atomic_exchange_explicit(&flags[e], 1u, memory_order_relaxed) == 0u) {
-            atomic_fetch_add_explicit(&counts[a.stats_slot], 1u, memory_order_relaxed);
-          }
+          count_expert(flags, counts, a.stats_slot, e);
         }
       }
     }
