@@ -339,13 +339,18 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot)
     }
   }
   if (as != 3) {
-    for (int i = 0; i < NBUF; i++) {
-      const Binding &b = w->d->buf[i];
-      if (b.ptr && q >= b.ptr && q <= b.ptr + b.len) {
-        *lo = b.ptr;
-        *hi = b.ptr + b.len;
-        *slot = i;
-        return;
+    // A binding that holds the address comes first: the one-past-the-end
+    // address of another (an end pointer) is also the first byte of a
+    // buffer allocated right after it, and that buffer's pointers are its.
+    for (int pass = 0; pass < 2; pass++) {
+      for (int i = 0; i < NBUF; i++) {
+        const Binding &b = w->d->buf[i];
+        if (b.ptr && q >= b.ptr && (q < b.ptr + b.len || (pass == 1 && q == b.ptr + b.len))) {
+          *lo = b.ptr;
+          *hi = b.ptr + b.len;
+          *slot = i;
+          return;
+        }
       }
     }
   }

@@ -100,3 +100,13 @@ typedef decltype(mm_deq<block_q8, dequantize_q8<half4x4>>) mm_deq_t;
 
 template [[host_name("mm_q8_f16")]]  kernel mm_deq_t mm_deq<block_q8, dequantize_q8<half4x4>>;
 template [[host_name("mm_f16_f16")]] kernel mm_deq_t mm_deq<half4x4,  dequantize_f16<half4x4>>;
+
+// A pointer to an element taken with & (a raw address) and handed to a
+// function: its bounds are found again from the address alone.
+static void bump(device atomic_uint *c, uint v) { atomic_fetch_add_explicit(c, v, memory_order_relaxed); }
+
+kernel void bump_first(device uint *before [[buffer(0)]], device atomic_uint *counts [[buffer(1)]],
+                       uint tid [[thread_position_in_grid]]) {
+  before[tid] = tid;
+  bump(&counts[0], 1u);
+}
