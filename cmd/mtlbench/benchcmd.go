@@ -61,7 +61,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads: the cases' threads, in their key (0: all cores, the backend's default)"},
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU its cost witness reads the counts against, e.g. \"M2 Pro\" or \"M4 Max 32-core\" (default M3 Ultra; docs/metal-kernels.md)"},
 			tagFlag("label to find this run by (compare, gate)"),
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl or benchfmt"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: " + formatList(formatBenchfmt)},
 			&cli.BoolFlag{Name: "print-suite", Usage: "print the suite the flags build and exit"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted bench run: the same flags and --resume RUN (Ctrl-C prints the command)"},

@@ -25,7 +25,7 @@ func compareCommand() *cli.Command {
 			"Emulated runs are never compared with real ones, nor truncated models with whole ones.",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (one row per case and metric)"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (one row per case and metric)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultAlpha, Usage: "significance level of the verdicts"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
 			&cli.StringFlag{Name: "out", Usage: "also write the comparison as an HTML page (DIR/compare.html) with its charts to this directory"},

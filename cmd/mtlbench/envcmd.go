@@ -19,7 +19,7 @@ func envCommand() *cli.Command {
 			"as unset), the part of mtlbench it configures and what it means. Variables of the\n" +
 			"area \"tests\" configure the packages' tests (go test), not the command. A value\n" +
 			"mtlbench cannot take is listed after the table, and stops every other command.",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (json and jsonl: the same fields, default included)"}},
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (json and jsonl: the same fields, default included)"}},
 		Action: func(c *cli.Context) error {
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {

@@ -50,7 +50,7 @@ func gateCommand() *cli.Command {
 			&cli.StringFlag{Name: "suite", Usage: "take thresholds from this suite file instead of the candidate run's"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
 			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as table, csv or json; md prints the summary"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as " + formatList() + " (md: the markdown summary)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

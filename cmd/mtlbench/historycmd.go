@@ -20,7 +20,7 @@ import (
 )
 
 func historyCommand() *cli.Command {
-	format := &cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"}
+	format := &cli.StringFlag{Name: "format", Value: "table", Usage: formatList()}
 	filters := []cli.Flag{
 		&cli.StringFlag{Name: "model", Usage: "only this model (e.g. Qwen3-30B-A3B)"},
 		&cli.StringFlag{Name: "metric", Usage: "only this metric (e.g. tok_s, ms_per_layer)"},

@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
@@ -520,5 +523,41 @@ func TestBenchSynthetic(t *testing.T) {
 	}
 	if p := cases[0].Params; p["weights"] != "synthetic" || p["dtype"] != "q4" || p["model"] != "qwen3_moe" {
 		t.Errorf("recorded %v", p)
+	}
+}
+
+// TestFormatHelpNamesEveryFormat holds every --format flag's help to the
+// formats its command accepts (table.ParseFormat's, and benchfmt where
+// parseRunFormat reads the flag): selftest's once left out jsonl.
+func TestFormatHelpNamesEveryFormat(t *testing.T) {
+	benchfmt := map[string]bool{"run": true, "bench": true, "show": true}
+	var walk func(path string, cmds []*cli.Command)
+	seen := 0
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.Name)
+			walk(p, c.Subcommands)
+			for _, f := range c.Flags {
+				sf, ok := f.(*cli.StringFlag)
+				if !ok || sf.Name != "format" {
+					continue
+				}
+				seen++
+				want := formatNames()
+				if benchfmt[p] {
+					want = append(want, formatBenchfmt)
+				}
+				words := strings.FieldsFunc(sf.Usage, func(r rune) bool { return !unicode.IsLetter(r) })
+				for _, w := range want {
+					if !slices.Contains(words, w) {
+						t.Errorf("mtlbench %s --format: help %q leaves out %s", p, sf.Usage, w)
+					}
+				}
+			}
+		}
+	}
+	walk("", newApp(nil, nil).Commands)
+	if seen < 10 {
+		t.Fatalf("found %d --format flags: the walk missed commands", seen)
 	}
 }

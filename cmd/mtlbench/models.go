@@ -37,7 +37,7 @@ func modelsCommand() *cli.Command {
 			"   mtlbench models --dtype all\n" +
 			"   mtlbench models --backend metal ~/models/Qwen3-30B-A3B-Q5_K_M.gguf",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl (sizes in bytes)"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (sizes in bytes)"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "weights: f32, f16, bf16, " + strings.Join(model.QuantFormats, ", ") + ", or all"},
 			&cli.StringFlag{Name: "backend", Value: localBackend(), Usage: "count packed weights as cpu, metal or cuda runs them"},
 		},

@@ -102,7 +102,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
 			&cli.StringFlag{Name: "timing", Usage: "override the suite's timing: throughput, or profile (per-op timings; on metal-emu each op's witness bytes)"},
 			tagFlag("label to find this run by (compare, gate)"),
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: table, md, csv, json, jsonl (one row per case and metric) or benchfmt"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: " + formatList(formatBenchfmt) + " (csv, json, jsonl: one row per case and metric)"},
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
@@ -341,9 +341,27 @@ func parseRunFormat(s string) (string, error) {
 	}
 	f, err := table.ParseFormat(s)
 	if err != nil {
-		return "", fmt.Errorf("unknown output format %q (want one of: table, md, csv, json, jsonl, benchfmt)", s)
+		return "", fmt.Errorf("unknown output format %q (want one of: %s, %s)", s, strings.Join(formatNames(), ", "), formatBenchfmt)
 	}
 	return string(f), nil
+}
+
+// formatNames are the names table.ParseFormat accepts, in table.Formats'
+// order.
+func formatNames(extra ...string) []string {
+	var names []string
+	for _, f := range table.Formats {
+		names = append(names, string(f))
+	}
+	return append(names, extra...)
+}
+
+// formatList is the help's "table, md, csv, json or jsonl" (and extra, such
+// as benchfmt, last): every --format flag's usage is built from it, so none
+// leaves out a format its command takes.
+func formatList(extra ...string) string {
+	names := formatNames(extra...)
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // printRun writes the run's summary in the requested format: display tables

@@ -25,7 +25,7 @@ func runsCommand() *cli.Command {
 			&cli.StringFlag{Name: "suite", Usage: "only runs of this suite"},
 			&cli.StringFlag{Name: "kind", Usage: "only runs of this kind: suite (run, bench), tune or peer"},
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs (0: all)"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 		},
 		Action: func(c *cli.Context) error {
 			f, err := table.ParseFormat(c.String("format"))
@@ -147,7 +147,7 @@ func showCommand() *cli.Command {
 		ArgsUsage: "RUN... (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, and a,b the runs of both, as in compare)",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json, jsonl (one row per run, case and metric) or benchfmt"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList(formatBenchfmt) + " (csv, json, jsonl: one row per run, case and metric)"},
 			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample"},
 			&cli.IntFlag{Name: "latest", Usage: "show only the first N runs the references name, newest first per reference (0: all, as compare pools them)"},
 		},

@@ -28,7 +28,7 @@ func selftestCommand() *cli.Command {
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "backend to check: " + strings.Join(backends.Names, ", ")},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 			&cli.BoolFlag{Name: "model-shapes", Usage: "add the checks at the shipped models' shapes (GPU fast paths; slow on the CPU)"},
 			&cli.StringFlag{Name: "filter", Usage: "run only the checks whose \"name op k=v ...\" contains one of these '|'-separated substrings"},
 			&cli.BoolFlag{Name: "timed", Usage: "time each check that passed, then check it again"},
@@ -168,7 +168,7 @@ func devicesCommand() *cli.Command {
 		Usage: "list the compute backends and devices on this machine",
 		Description: "With --pipelines, also each tunable kernel's limits on each device that reports them (Metal:\n" +
 			"a pipeline's maxTotalThreadsPerThreadgroup, which register use may put below the device's 1024).",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv or json"},
+		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 			&cli.BoolFlag{Name: "pipelines", Usage: "also list each tunable kernel's pipeline limits"}},
 		Action: func(c *cli.Context) error {
 			bo, err := backendOptions(0)

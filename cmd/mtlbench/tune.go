@@ -84,7 +84,7 @@ func tuneCommand() *cli.Command {
 				Flags: []cli.Flag{dir,
 					&cli.StringFlag{Name: "backend", Usage: "backend whose device the configs are checked against (default: auto)"},
 					&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
-					&cli.StringFlag{Name: "format", Value: "table", Usage: "table, md, csv, json or jsonl"}},
+					&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()}},
 				Action: tuneShow,
 			},
 			{
