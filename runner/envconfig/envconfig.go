@@ -336,10 +336,14 @@ func Emu() emu.Options {
 }
 
 // Backends are the per-backend options of backends.Open; what "auto"
-// passes over, and a CUDA compile before it starts, is said on stderr.
+// passes over, and a CUDA or Metal-emulator compile before it starts, is
+// said on stderr.
 func Backends() (backends.Options, error) {
 	c, err := CUDA()
 	warn := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) }
-	c.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench:", msg) }
-	return backends.Options{CUDA: c, Emu: Emu(), Metal: Metal(), Warn: warn}, err
+	notice := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench:", msg) }
+	c.Notice = notice
+	e := Emu()
+	e.Notice = notice
+	return backends.Options{CUDA: c, Emu: e, Metal: Metal(), Warn: warn}, err
 }

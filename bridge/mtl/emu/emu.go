@@ -61,6 +61,10 @@ type Options struct {
 	// than the device's 1024, as Apple's compiler may. A kernel's
 	// [[max_total_threads_per_threadgroup]] bounds it too.
 	PipelineThreads func(kernel string) int
+	// Notice receives one line, once per device, before its first compile
+	// that misses the cache: a first run compiles the kernels for a minute
+	// or more (docs/msl-subset.md); nil: not told.
+	Notice func(string)
 }
 
 // Device is the emulated GPU. It has Apple GPU limits: 32 KiB of threadgroup
@@ -77,6 +81,10 @@ var _ mtl.Device = (*Device)(nil)
 func New(opts Options) *Device {
 	if opts.CacheDir == "" {
 		opts.CacheDir = DefaultCacheDir()
+	}
+	if n := opts.Notice; n != nil {
+		var once sync.Once
+		opts.Notice = func(msg string) { once.Do(func() { n(msg) }) }
 	}
 	return &Device{opts: opts, epoch: time.Now()}
 }

@@ -978,3 +978,39 @@ func noBF16Flags(t *testing.T) []string {
 	}
 	return flags
 }
+
+// TestCompileNotice: a first run compiles for a minute or more, so a
+// device says so once before it compiles, and nothing when the cache holds
+// the library.
+func TestCompileNotice(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	dir := t.TempDir()
+	src := "#include <metal_stdlib>\nusing namespace metal;\nkernel void k%d(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] += 1; }\n"
+	for _, c := range []struct {
+		name    string
+		kernels []int // one library each, on one device
+		want    int
+	}{
+		{"runtime and library compiled", []int{1}, 1},
+		{"cached", []int{1}, 0},
+		{"two compiles, one notice", []int{2, 3}, 1},
+	} {
+		var notes []string
+		dev := emu.New(emu.Options{CacheDir: dir, Notice: func(m string) { notes = append(notes, m) }})
+		for _, k := range c.kernels {
+			if _, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, k)}, mtl.CompileOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(notes) != c.want {
+			t.Errorf("%s: %d notices %q, want %d", c.name, len(notes), notes, c.want)
+		}
+		for _, n := range notes {
+			if !strings.Contains(n, "compiling the Metal kernels") || !strings.Contains(n, dir) {
+				t.Errorf("%s: notice %q names neither the compile nor the cache %s", c.name, n, dir)
+			}
+		}
+	}
+}
