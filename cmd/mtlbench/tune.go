@@ -232,6 +232,7 @@ func tuneRun(c *cli.Context) error {
 		if err := suites.CheckValue(suites.ParamWitnessGPU, g); err != nil {
 			return fmt.Errorf("--witness-gpu: %w", err)
 		}
+		warnNoWitness(c.App.ErrWriter, g, be.Info().Backend)
 	}
 	o := tuner.Options{
 		Backend: be, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
@@ -627,4 +628,14 @@ func tuneImport(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.ErrWriter, "imported %d tuned configs into %s: %d new, %d replaced\n", len(in.Entries), dir, added, replaced)
 	return nil
+}
+
+// warnNoWitness says that --witness-gpu does nothing on backend: only the
+// Metal emulator counts bytes against an Apple GPU (docs/metal-kernels.md).
+// A warning, as bench and tune give it alike: the flag is harmless, but a
+// user who gave it expects witness figures that will not come.
+func warnNoWitness(w io.Writer, gpu, backend string) {
+	if gpu != "" && backend != "metal-emu" {
+		fmt.Fprintf(w, "mtlbench: warning: --witness-gpu %q does nothing with --backend %s: only metal-emu's cost witness counts what a GPU would move (docs/metal-kernels.md)\n", gpu, backend)
+	}
 }

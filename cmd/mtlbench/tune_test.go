@@ -245,3 +245,24 @@ func TestTuneErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestWitnessGPUWithoutWitness: --witness-gpu on a backend whose device
+// counts nothing is said on stderr, by tune and bench alike, not on
+// stdout.
+func TestWitnessGPUWithoutWitness(t *testing.T) {
+	isolate(t)
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, args := range [][]string{
+		{"tune", "--backend", "cpu", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--witness-gpu", "M2 Pro", "--dry-run"},
+		{"bench", "--backend", "cpu", "-m", "qwen3-moe-mini", "-p", "4", "-n", "1", "-r", "1", "--witness-gpu", "M2 Pro", "--db", db, "-q"},
+	} {
+		out, errOut, err := mtlTune(t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", args[0], err, errOut)
+		}
+		want := `mtlbench: warning: --witness-gpu "M2 Pro" does nothing with --backend cpu`
+		if !strings.Contains(errOut, want) || strings.Contains(out, "witness") {
+			t.Errorf("%s: stderr lacks %q (or stdout has it):\n%s\n%s", args[0], want, errOut, out)
+		}
+	}
+}
