@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/atomicfile"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/results"
@@ -111,31 +110,11 @@ func leaveOutImpossible(rec *results.RunRecord) []string {
 	return notes
 }
 
-// writeWhole writes path through write, whole or not at all: into a
-// temporary file beside it, renamed over path once written, so that a
-// write that fails midway leaves whatever path held before.
+// writeWhole writes path through write, whole or not at all
+// (internal/atomicfile: a write that fails midway leaves whatever path held
+// before; a link is written through to its target).
 func writeWhole(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the temporary file's name means nothing to the user
-		}
-		return fmt.Errorf("--out %s: cannot write into folder %s: %w", path, dir, err)
-	}
-	defer os.Remove(f.Name()) // once renamed, there is nothing to remove
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--out %s: %w (the file is unchanged)", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("--out %s: %w (the file is unchanged)", path, err)
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := atomicfile.Write(path, write); err != nil {
 		return fmt.Errorf("--out %s: %w", path, err)
 	}
 	return nil

@@ -186,6 +186,29 @@ func TestPeerImportsCompare(t *testing.T) {
 
 // Two stores, one per machine, merged by export and import give one store,
 // and one report, over both machines; importing twice adds nothing.
+// TestExportThroughLink: export -o onto a link writes the file it links to
+// and leaves the link (internal/atomicfile).
+func TestExportThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	db := recordTwoCases(t)
+	real, link := filepath.Join(dir, "real.jsonl"), filepath.Join(dir, "out.jsonl")
+	if err := os.WriteFile(real, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.jsonl", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mtl(t, "export", "--db", db, "-o", link); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("export -o replaced the link %s with a plain file (%v)", link, err)
+	}
+	if b, err := os.ReadFile(real); err != nil || !strings.Contains(string(b), exportFormat) {
+		t.Errorf("the link's target holds %.80q (%v), want the export", b, err)
+	}
+}
+
 func TestExportImportMerge(t *testing.T) {
 	dir := t.TempDir()
 	a := recordTwoCases(t)

@@ -6,10 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/mtlbench/mtlbench/internal/atomicfile"
 )
 
 // WriteTensor is one tensor for Write; Data holds its raw little-endian bytes.
@@ -23,44 +24,27 @@ type WriteTensor struct {
 // meta as __metadata__ (omitted when empty). The header is padded with
 // spaces so the data section starts 8-byte aligned. The file is written
 // under a temporary name and renamed into place, so readers that have the
-// old file mapped keep valid memory.
+// old file mapped keep valid memory; a link is written through to its
+// target.
 func Write(path string, tensors []WriteTensor, meta map[string]string) error {
 	hdr, err := encodeHeader(tensors, meta)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	// Whole or not at all, through a link to its target (internal/atomicfile).
+	if err := atomicfile.Write(path, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(hdr)))
+		w.Write(n[:])
+		w.Write(hdr)
+		for _, t := range tensors {
+			w.Write(t.Data)
 		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(hdr)))
-	w.Write(n[:])
-	w.Write(hdr)
-	for _, t := range tensors {
-		w.Write(t.Data)
-	}
-	if err := w.Flush(); err != nil {
+		return w.Flush()
+	}); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	ok = true
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/atomicfile"
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/kernels/ops"
@@ -342,7 +343,7 @@ func shapeLess(a, b Shape) bool {
 }
 
 // Write stores the file at path (created with its folder), atomically: a
-// reader never sees half a file.
+// reader never sees half a file; a link is written through to its target.
 func (f *File) Write(path string) error {
 	if path == "" {
 		return fmt.Errorf("no file named to write the tuned configs to")
@@ -359,31 +360,13 @@ func (f *File) Write(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	// Hidden and not *.json: a write killed before its rename leaves a file
-	// no folder's lookup reads (DirLayer).
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	// Hidden and not *.json (internal/atomicfile): a write killed before its
+	// rename leaves a file no folder's lookup reads (DirLayer).
+	if err := atomicfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
 		return err
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	// CreateTemp's 0600 would keep a shared folder's configs, or an export
-	// to pass on, from everyone else.
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	}); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

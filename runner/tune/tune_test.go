@@ -530,3 +530,29 @@ func TestWriteModeAndLeftovers(t *testing.T) {
 		t.Errorf("%d files in the folder, want the written one and the two left there", len(ents))
 	}
 }
+
+// TestFileWriteThroughLink: a tuned-config file reached through a link (a
+// shared folder's file linked into the cache) is replaced where it lies and
+// stays linked.
+func TestFileWriteThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "shared.json"), filepath.Join(dir, "t.json")
+	f := &File{}
+	f.Merge(entry(16, chunked(8), "h"))
+	if err := f.Write(real); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("shared.json", link); err != nil {
+		t.Fatal(err)
+	}
+	f.Merge(entry(1, Config{"strategy": "loop"}, "h"))
+	if err := f.Write(link); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is no longer a link: %v %v", link, st.Mode(), err)
+	}
+	if g, err := ReadFile(real); err != nil || len(g.Entries) != 2 {
+		t.Errorf("the link's target holds %v (%v), want both entries", g, err)
+	}
+}
