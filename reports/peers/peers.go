@@ -101,7 +101,7 @@ func benchKey(params map[string]string) string {
 // benchName is the label `mtlbench bench` gives a case.
 func benchName(params map[string]string) string {
 	name := "bench"
-	for _, k := range []string{"batch", "prompt_len", "gen_len", "depth", "arrival", "requests"} {
+	for _, k := range []string{"batch", "prompt_len", "gen_len", "depth", "arrival", "ramp_up", "requests"} {
 		if v, ok := params[k]; ok {
 			name += "/" + k + "=" + v
 		}

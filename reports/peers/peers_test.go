@@ -336,6 +336,53 @@ func TestVLLMServeKeys(t *testing.T) {
 	}
 }
 
+// A run of --ramp-up-strategy records a rate of inf, but its requests
+// arrive at a rate climbing from start to end: keyed by its ramp, never as
+// every request at once (which would pair it with burst cases), and a ramp
+// vLLM would not run is an error naming it.
+func TestVLLMServeRampUp(t *testing.T) {
+	run := `{"backend": "vllm", "model_id": "m", "num_prompts": 8, "request_rate": %s, "burstiness": %s, "max_concurrency": 8,
+"completed": 8, "total_input_tokens": 64, "total_output_tokens": 32, "duration": 1.0, "output_throughput": 30.0%s}`
+	ramp := func(strategy string, start, end any) string {
+		return fmt.Sprintf(`, "ramp_up_strategy": %s, "ramp_up_start_rps": %v, "ramp_up_end_rps": %v`, strategy, start, end)
+	}
+	burst, err := Parse(FormatVLLMServe, "s.json", []byte(fmt.Sprintf(run, `"inf"`, "1.0", "")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, rate, burstiness, ramp string
+		want                         string // the key's tail, or "error: ..."
+	}{
+		{"linear", `"inf"`, "1.0", ramp(`"linear"`, 1, 20), "/ramp_up=linear:1:20/requests=8"},
+		{"exponential, gamma gaps", "Infinity", "2.0", ramp(`"exponential"`, 2, 32), "/ramp_up=exponential:2:32:2/requests=8"},
+		{"no strategy", `"inf"`, "1.0", ramp("null", 1, 20), "/batch=8/gen_len=4/prompt_len=8"},
+		{"unknown strategy", `"inf"`, "1.0", ramp(`"cubic"`, 1, 20), `error: ramp_up_strategy "cubic": want linear or exponential`},
+		{"a rate too", "4.0", "1.0", ramp(`"linear"`, 1, 20), "error: request_rate 4.0 and ramp_up_strategy linear"},
+		{"no end", `"inf"`, "1.0", ramp(`"linear"`, 1, "null"), "error: ramp_up_end_rps is null: want a number of requests a second"},
+		{"negative start", `"inf"`, "1.0", ramp(`"linear"`, -1, 20), "error: ramp_up_start_rps -1: want a number of requests a second, 0 or more"},
+	} {
+		runs, err := Parse(FormatVLLMServe, "s.json", []byte(fmt.Sprintf(run, c.rate, c.burstiness, c.ramp)), Options{})
+		if w, isErr := strings.CutPrefix(c.want, "error: "); isErr {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v, want an error saying %q", c.name, err, w)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		k := runs[0].Cases[0].Key
+		if !strings.HasSuffix(k, c.want) {
+			t.Errorf("%s: keyed %s, want it to end %s", c.name, k, c.want)
+		}
+		if strings.Contains(c.ramp, "null") == false && k == burst[0].Cases[0].Key {
+			t.Errorf("%s: keyed %s, as a burst of every request at once", c.name, k)
+		}
+	}
+}
+
 // mtlbench's own peer format: a case's key must say what its params say
 // (compare pairs by key), a file naming no machine ran on the importing
 // one, and a start that is no time is said to be so.

@@ -28,6 +28,11 @@ type vllmServe struct {
 	RequestRate    json.RawMessage `json:"request_rate"` // a number or "inf"
 	Burstiness     *float64        `json:"burstiness"`   // the arrivals' gamma shape: 1 is Poisson
 	MaxConcurrency *int            `json:"max_concurrency"`
+	// --ramp-up-strategy (linear, exponential) climbs the rate from start
+	// to end requests a second over the run; request_rate is then "inf".
+	RampUpStrategy *string         `json:"ramp_up_strategy"`
+	RampUpStart    json.RawMessage `json:"ramp_up_start_rps"`
+	RampUpEnd      json.RawMessage `json:"ramp_up_end_rps"`
 	Completed      int             `json:"completed"`
 	TotalInput     int             `json:"total_input_tokens"`
 	TotalOutput    int             `json:"total_output_tokens"`
@@ -150,6 +155,10 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	rampUp, err := vllmRampUp(v, arrival)
+	if err != nil {
+		return nil, err
+	}
 	batch := v.NumPrompts
 	if v.MaxConcurrency != nil && *v.MaxConcurrency > 0 && *v.MaxConcurrency < batch {
 		batch = *v.MaxConcurrency
@@ -180,12 +189,15 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 		"peer_request_rate": strings.Trim(string(v.RequestRate), `"`)}
 	// A serving case (a rate) keys its requests always, as bench's do: bench
 	// takes a rate only with --requests.
-	if v.NumPrompts != batch || arrival != "" {
+	if v.NumPrompts != batch || arrival != "" || rampUp != "" {
 		labels["requests"] = strconv.Itoa(v.NumPrompts)
 	}
 	if arrival != "" {
 		labels["arrival"] = arrival
 	}
+	// A ramp is no arrival mtlbench makes: its own key, so the run pairs
+	// only with runs of the same ramp, never with a burst's cases.
+	labels["ramp_up"] = rampUp
 	labels["range_ratio"], labels["slo"] = o.RangeRatio, o.SLO // "" leaves them out
 	c := newCase(batch, prompt, gen, labels)
 	var notes []string
@@ -220,6 +232,9 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	run := &Run{Tool: "vllm bench serve", Backend: vllmBackend, Cases: []Case{c},
 		Notes: fmt.Sprintf("vllm bench serve: %s, %d prompts, rate %s, max concurrency %d, %d completed in %.1f s",
 			v.ModelID, v.NumPrompts, string(v.RequestRate), batch, v.Completed, v.Duration)}
+	if rampUp != "" {
+		run.Notes += "; rate ramped up (--ramp-up-strategy) " + rampUp
+	}
 	for _, n := range notes {
 		run.Notes += "; " + n
 	}
@@ -257,6 +272,50 @@ func vllmArrival(rate json.RawMessage, burstiness *float64) (string, error) {
 		return "", fmt.Errorf("request_rate %s, burstiness %g: %v", rate, b, err)
 	}
 	return a.String(), nil
+}
+
+// vllmRampUp is the key of a --ramp-up-strategy run's arrivals,
+// STRATEGY:START:END (requests a second), with :B for gamma gaps of
+// burstiness B; "" for a run without one. vLLM refuses a ramp beside a
+// rate, so a file holding both, or a ramp it would not run, is an error.
+func vllmRampUp(v vllmServe, arrival string) (string, error) {
+	if v.RampUpStrategy == nil {
+		return "", nil
+	}
+	st := *v.RampUpStrategy
+	if st != "linear" && st != "exponential" {
+		return "", fmt.Errorf("ramp_up_strategy %q: want linear or exponential, as vllm bench serve writes it", st)
+	}
+	if arrival != "" {
+		return "", fmt.Errorf("request_rate %s and ramp_up_strategy %s: vllm bench serve runs one or the other", v.RequestRate, st)
+	}
+	key := st
+	for _, r := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"ramp_up_start_rps", v.RampUpStart}, {"ramp_up_end_rps", v.RampUpEnd}} {
+		var f *float64
+		if err := json.Unmarshal(r.raw, &f); err != nil || f == nil {
+			what := strings.TrimSpace(string(r.raw))
+			if len(r.raw) == 0 {
+				what = "missing"
+			} else if f == nil && err == nil {
+				what = "null"
+			}
+			return "", fmt.Errorf("%s is %s: want a number of requests a second", r.name, what)
+		}
+		if !(*f >= 0) || math.IsInf(*f, 0) {
+			return "", fmt.Errorf("%s %s: want a number of requests a second, 0 or more", r.name, strings.TrimSpace(string(r.raw)))
+		}
+		key += ":" + strconv.FormatFloat(*f, 'g', -1, 64)
+	}
+	if v.Burstiness != nil && *v.Burstiness != 1 {
+		if _, err := suites.ParseBurstiness(strconv.FormatFloat(*v.Burstiness, 'g', -1, 64)); err != nil {
+			return "", err
+		}
+		key += ":" + strconv.FormatFloat(*v.Burstiness, 'g', -1, 64)
+	}
+	return key, nil
 }
 
 // jsonFieldError says which field of the file has the wrong type, in the
