@@ -209,6 +209,20 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 		}
 		groups[k] = append(groups[k], r)
 	}
+	// --model names one model: given to the runs of several (llama-bench
+	// -m a.gguf -m b.gguf), it would have compare pool them.
+	if o.Model != "" {
+		var models []string
+		for _, r := range rows {
+			if m := r.ModelFilename + " (" + r.ModelType + ")"; !slices.Contains(models, m) {
+				models = append(models, m)
+			}
+		}
+		if len(models) > 1 {
+			return nil, fmt.Errorf("--model %s names one model, but the file holds %d: %s; import each model's results from a file of its own (llama-bench -m with one model), each with its --model",
+				o.Model, len(models), strings.Join(models, ", "))
+		}
+	}
 	// The settings the runs differ in name each run: its cases carry them
 	// as peer_<field> and its notes list them.
 	var differ []string

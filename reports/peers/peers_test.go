@@ -123,6 +123,43 @@ func TestLlamaBenchSweepRuns(t *testing.T) {
 	}
 }
 
+// One llama-bench file of several models (-m a.gguf -m b.gguf) is a run
+// per model; --model names one model, so it would give them all one name
+// and compare would pool them: refused, naming the models.
+func TestLlamaBenchModels(t *testing.T) {
+	row := `{"model_filename": %q, "model_type": %q, "n_prompt": 0, "n_gen": 8, "samples_ts": [20, 21]}`
+	a := fmt.Sprintf(row, "models/qwen3-8b-Q4_K_M.gguf", "qwen3 8B Q4_K - Medium")
+	b := fmt.Sprintf(row, "models/llama-3.2-1b-Q8_0.gguf", "llama 1B Q8_0")
+	for _, c := range []struct {
+		name, data, model string
+		want              string // "error: ..." or the runs' model names
+	}{
+		{"one model", "[" + a + "]", "qwen3-8b", "qwen3-8b"},
+		{"two models, their own names", "[" + a + "," + b + "]", "", "qwen3 8B Q4_K - Medium,llama 1B Q8_0"},
+		{"two models, one --model", "[" + a + "," + b + "]", "qwen3-8b",
+			"error: --model qwen3-8b names one model, but the file holds 2: models/qwen3-8b-Q4_K_M.gguf (qwen3 8B Q4_K - Medium), models/llama-3.2-1b-Q8_0.gguf (llama 1B Q8_0)"},
+	} {
+		runs, err := Parse(FormatLlamaBench, "f", []byte(c.data), Options{Model: c.model})
+		if w, isErr := strings.CutPrefix(c.want, "error: "); isErr {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v, want an error saying %q", c.name, err, w)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var names []string
+		for _, r := range runs {
+			names = append(names, r.Cases[0].Params["model"])
+		}
+		if got := strings.Join(names, ","); got != c.want {
+			t.Errorf("%s: models %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		format, data, want string
