@@ -252,7 +252,7 @@ func scanCase(s scanner) (Case, error) {
 
 // Cases lists a run's cases in seq order.
 func (db *DB) Cases(runID int64) ([]Case, error) {
-	rows, err := db.sql.Query(caseSelect+` WHERE run_id = ? ORDER BY seq`, runID)
+	rows, err := db.q().Query(caseSelect+` WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("results: cases of run %d: %w", runID, err)
 	}
@@ -273,7 +273,7 @@ func (db *DB) Cases(runID int64) ([]Case, error) {
 
 // GetCase returns one case; the error wraps ErrNotFound if there is none.
 func (db *DB) GetCase(caseID int64) (*Case, error) {
-	c, err := scanCase(db.sql.QueryRow(caseSelect+` WHERE id = ?`, caseID))
+	c, err := scanCase(db.q().QueryRow(caseSelect+` WHERE id = ?`, caseID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("results: case %d: %w", caseID, ErrNotFound)
 	}
@@ -285,7 +285,7 @@ func (db *DB) GetCase(caseID int64) (*Case, error) {
 
 // StartCase records when a case began (FinishCase fills it in if never set).
 func (db *DB) StartCase(caseID int64) error {
-	res, err := db.sql.Exec(`UPDATE cases SET started_at = ? WHERE id = ?`, fmtTime(now()), caseID)
+	res, err := db.q().Exec(`UPDATE cases SET started_at = ? WHERE id = ?`, fmtTime(now()), caseID)
 	if err != nil {
 		return fmt.Errorf("results: start case %d: %w", caseID, err)
 	}
@@ -557,7 +557,7 @@ func (db *DB) setCaseOutcome(caseID int64, status, msg string) error {
 
 // Samples returns a case's samples ordered by metric, then rep.
 func (db *DB) Samples(caseID int64) ([]Sample, error) {
-	rows, err := db.sql.Query(`SELECT rep, metric, value, unit FROM samples WHERE case_id = ? ORDER BY metric, rep`, caseID)
+	rows, err := db.q().Query(`SELECT rep, metric, value, unit FROM samples WHERE case_id = ? ORDER BY metric, rep`, caseID)
 	if err != nil {
 		return nil, fmt.Errorf("results: samples of case %d: %w", caseID, err)
 	}
@@ -576,7 +576,7 @@ func (db *DB) Samples(caseID int64) ([]Sample, error) {
 // RunSamples returns every sample of a run keyed by case id, in one query
 // (reports comparing whole runs would otherwise issue one per case).
 func (db *DB) RunSamples(runID int64) (map[int64][]Sample, error) {
-	rows, err := db.sql.Query(`SELECT s.case_id, s.rep, s.metric, s.value, s.unit
+	rows, err := db.q().Query(`SELECT s.case_id, s.rep, s.metric, s.value, s.unit
 		FROM samples s JOIN cases c ON c.id = s.case_id
 		WHERE c.run_id = ? ORDER BY s.case_id, s.metric, s.rep`, runID)
 	if err != nil {
@@ -600,7 +600,7 @@ func (db *DB) RunSamples(runID int64) (map[int64][]Sample, error) {
 // OpTimings returns a case's op timings ordered by rep, layer, then
 // insertion order.
 func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
-	rows, err := db.sql.Query(`SELECT rep, layer, component, op, seconds, calls, bytes, footprint, critical_loads FROM op_timings
+	rows, err := db.q().Query(`SELECT rep, layer, component, op, seconds, calls, bytes, footprint, critical_loads FROM op_timings
 		WHERE case_id = ? ORDER BY rep, layer, rowid`, caseID)
 	if err != nil {
 		return nil, fmt.Errorf("results: op timings of case %d: %w", caseID, err)
@@ -620,7 +620,7 @@ func (db *DB) OpTimings(caseID int64) ([]OpTiming, error) {
 // OperandTraffic returns a case's operand traffic ordered by rep, kernel
 // and operand.
 func (db *DB) OperandTraffic(caseID int64) ([]OperandTraffic, error) {
-	rows, err := db.sql.Query(`SELECT rep, kernel, operand, read_bytes, written_bytes, distinct_read, distinct_written
+	rows, err := db.q().Query(`SELECT rep, kernel, operand, read_bytes, written_bytes, distinct_read, distinct_written
 		FROM operand_traffic WHERE case_id = ? ORDER BY rep, kernel, operand`, caseID)
 	if err != nil {
 		return nil, fmt.Errorf("results: operand traffic of case %d: %w", caseID, err)

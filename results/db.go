@@ -25,6 +25,24 @@ type DB struct {
 	sql      *sql.DB
 	path     string
 	readOnly bool
+	// batch, on the DB that Batch hands its function, is the transaction
+	// every statement runs in: the pool's one connection is its.
+	batch *sql.Tx
+}
+
+// stmts is what *sql.DB and *sql.Tx share.
+type stmts interface {
+	Exec(query string, args ...any) (sql.Result, error)
+	Query(query string, args ...any) (*sql.Rows, error)
+	QueryRow(query string, args ...any) *sql.Row
+}
+
+// q is where a statement runs: the batch's transaction, else the pool.
+func (db *DB) q() stmts {
+	if db.batch != nil {
+		return db.batch
+	}
+	return db.sql
 }
 
 // DefaultPath is $XDG_DATA_HOME/mtlbench/results.db, else
@@ -269,6 +287,9 @@ func (db *DB) SchemaVersion() (int, error) { return userVersion(db.sql) }
 // tx runs f in a write transaction (BEGIN IMMEDIATE through _txlock),
 // committing if f returns nil and rolling back otherwise.
 func (db *DB) tx(f func(tx *sql.Tx) error) error {
+	if db.batch != nil {
+		return f(db.batch) // Batch commits or rolls back the whole
+	}
 	tx, err := db.sql.Begin()
 	if err != nil {
 		return fmt.Errorf("results: begin: %w", err)
@@ -281,6 +302,22 @@ func (db *DB) tx(f func(tx *sql.Tx) error) error {
 		return fmt.Errorf("results: commit: %w", err)
 	}
 	return nil
+}
+
+// Batch runs f on a DB whose every statement, read or write, runs in one
+// write transaction: all that f stores is committed when it returns nil,
+// and none of it otherwise (an import of several files stores them all or
+// nothing). f must use only the DB it is given, never db, whose one
+// connection the transaction holds.
+func (db *DB) Batch(f func(b *DB) error) error {
+	if db.batch != nil {
+		return f(db)
+	}
+	return db.tx(func(tx *sql.Tx) error {
+		b := *db
+		b.batch = tx
+		return f(&b)
+	})
 }
 
 // timeLayout is fixed-width UTC so that text order is time order and

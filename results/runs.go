@@ -284,7 +284,7 @@ func (db *DB) FinishRun(id int64, status string) error {
 	if err := oneOf("final run status", status, RunComplete, RunInterrupted, RunFailed); err != nil {
 		return err
 	}
-	res, err := db.sql.Exec(`UPDATE runs SET status = ?, ended_at = ? WHERE id = ?`, status, fmtTime(now()), id)
+	res, err := db.q().Exec(`UPDATE runs SET status = ?, ended_at = ? WHERE id = ?`, status, fmtTime(now()), id)
 	if err != nil {
 		return fmt.Errorf("results: finish run %d: %w", id, err)
 	}
@@ -298,7 +298,7 @@ func (db *DB) MarkInterrupted(id int64) error {
 	if _, err := db.GetRun(id); err != nil {
 		return err
 	}
-	_, err := db.sql.Exec(`UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? AND status = 'running'`,
+	_, err := db.q().Exec(`UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? AND status = 'running'`,
 		fmtTime(now()), id)
 	if err != nil {
 		return fmt.Errorf("results: mark run %d interrupted: %w", id, err)
@@ -347,7 +347,7 @@ func (db *DB) ResumeRun(id int64) error {
 
 // DeleteRun removes a run with its cases, samples and timings.
 func (db *DB) DeleteRun(id int64) error {
-	res, err := db.sql.Exec(`DELETE FROM runs WHERE id = ?`, id)
+	res, err := db.q().Exec(`DELETE FROM runs WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("results: delete run %d: %w", id, err)
 	}
@@ -421,7 +421,7 @@ func scanRun(s scanner) (Run, error) {
 // GetRun returns one run with its machine; the error wraps ErrNotFound if
 // there is no such run.
 func (db *DB) GetRun(id int64) (*Run, error) {
-	r, err := scanRun(db.sql.QueryRow(runSelect+` WHERE r.id = ?`, id))
+	r, err := scanRun(db.q().QueryRow(runSelect+` WHERE r.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("results: run %d: %w", id, ErrNotFound)
 	}
@@ -477,7 +477,7 @@ func (db *DB) Runs(f RunFilter) ([]Run, error) {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := db.sql.Query(q, args...)
+	rows, err := db.q().Query(q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("results: list runs: %w", err)
 	}
@@ -507,7 +507,7 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 	}
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil && id > 0 {
 		var n int
-		if err := db.sql.QueryRow(`SELECT count(*) FROM runs WHERE id = ?`, id).Scan(&n); err != nil {
+		if err := db.q().QueryRow(`SELECT count(*) FROM runs WHERE id = ?`, id).Scan(&n); err != nil {
 			return nil, fmt.Errorf("results: resolve %q: %w", ref, err)
 		}
 		if n > 0 {
@@ -546,7 +546,7 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 // as git refuses an ambiguous one: pooled, their figures would read as one
 // commit's. A short and a full spelling of one commit are one.
 func (db *DB) oneCommit(prefix string) error {
-	rows, err := db.sql.Query(`SELECT DISTINCT git_commit FROM runs WHERE substr(git_commit, 1, length(?1)) = ?1 ORDER BY length(git_commit) DESC`,
+	rows, err := db.q().Query(`SELECT DISTINCT git_commit FROM runs WHERE substr(git_commit, 1, length(?1)) = ?1 ORDER BY length(git_commit) DESC`,
 		strings.ToLower(prefix))
 	if err != nil {
 		return fmt.Errorf("results: resolve %q: %w", prefix, err)
@@ -600,7 +600,7 @@ func (db *DB) runIDs(where string, limit int, args ...any) ([]int64, error) {
 	if limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, limit)
 	}
-	rows, err := db.sql.Query(q, args...)
+	rows, err := db.q().Query(q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("results: resolve run: %w", err)
 	}

@@ -130,7 +130,8 @@ func importCommand() *cli.Command {
 			"importing the same artifacts twice is harmless, unless the file holds it further on\n" +
 			"(more repetitions, or finished where the stored copy is not: an export taken while it\n" +
 			"ran): then the file's copy replaces the stored one under its id. Every file is read and\n" +
-			"checked before anything is stored.",
+			"checked before anything is stored, and all files' runs are stored in one transaction:\n" +
+			"all of them, or, when storing one fails, none.",
 		Flags: []cli.Flag{dbFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -149,34 +150,46 @@ func importCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
+			// Every file's runs in one transaction: a store failing on a
+			// later file leaves none of the earlier ones' (docs/perf-gate.md).
 			added, skipped := 0, 0
-			for _, rec := range recs {
-				from := rec.Run.ID
-				if id, ok, err := db.FindRun(&rec.Run); err != nil {
-					return err
-				} else if ok {
-					replaced, err := replaceIfFurther(db, id, rec)
+			var said []string
+			err = db.Batch(func(db *results.DB) error {
+				for _, rec := range recs {
+					from := rec.Run.ID
+					if id, ok, err := db.FindRun(&rec.Run); err != nil {
+						return err
+					} else if ok {
+						replaced, err := replaceIfFurther(db, id, rec)
+						if err != nil {
+							return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
+						}
+						if replaced != "" {
+							added++
+							said = append(said, fmt.Sprintf("run %d of %s (%s) was here as run %d %s: replaced",
+								from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id, replaced))
+							continue
+						}
+						skipped++
+						said = append(said, fmt.Sprintf("run %d of %s (%s) is already here as run %d: skipped",
+							from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id))
+						continue
+					}
+					id, err := db.ImportRun(rec)
 					if err != nil {
 						return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
 					}
-					if replaced != "" {
-						added++
-						fmt.Fprintf(c.App.ErrWriter, "run %d of %s (%s) was here as run %d %s: replaced\n",
-							from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id, replaced)
-						continue
-					}
-					skipped++
-					fmt.Fprintf(c.App.ErrWriter, "run %d of %s (%s) is already here as run %d: skipped\n",
-						from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id)
-					continue
+					added++
+					said = append(said, fmt.Sprintf("imported run %d of %s (%s, %s) as run %d", from, rec.Run.Machine.Hostname,
+						rec.Run.SuiteName, machineLabel(rec.Run.Machine), id))
 				}
-				id, err := db.ImportRun(rec)
-				if err != nil {
-					return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
-				}
-				added++
-				fmt.Fprintf(c.App.ErrWriter, "imported run %d of %s (%s, %s) as run %d\n", from, rec.Run.Machine.Hostname,
-					rec.Run.SuiteName, machineLabel(rec.Run.Machine), id)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("%w; nothing was imported: every file's runs are stored together or not at all", err)
+			}
+			for _, l := range said {
+				fmt.Fprintln(c.App.ErrWriter, l)
 			}
 			fmt.Fprintf(c.App.ErrWriter, "%s imported, %d already here, into %s\n", plural.Of(added, "run"), skipped, db.Path())
 			return nil

@@ -33,7 +33,9 @@ func peerCommand() *cli.Command {
 				"  mtlbench peer import llama.json --model qwen3-30b-a3b\n" +
 				"  mtlbench compare llama.cpp mine\n" +
 				"puts both engines' figures side by side. A file that does not say which machine\n" +
-				"it ran on is recorded as run on this one. docs/peers.md has each tool's commands.",
+				"it ran on is recorded as run on this one. Every file is read and checked before\n" +
+				"anything is stored, and all files' runs are stored together or not at all.\n" +
+				"docs/peers.md has each tool's commands.",
 			Flags: []cli.Flag{dbFlag(),
 				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
 				tagFlag("label for the peer runs (default: the tool's name)"),
@@ -110,24 +112,36 @@ func peerCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				for _, p := range all {
-					for _, r := range p.runs {
-						rec := peerRecord(r, p.path, c.String("tag"), p.mod)
-						if id, ok, err := db.FindRecord(rec); err != nil {
-							return err
-						} else if ok {
-							// The same file twice would pool its figures twice.
-							fmt.Fprintf(c.App.ErrWriter, "%s (%s) is already here as run %d (tag %s): skipped\n",
-								rec.Run.ToolVersion, p.path, id, rec.Run.Tag)
-							continue
+				// Every file's runs in one transaction: a store failing on a
+				// later file leaves none of the earlier ones' (docs/peers.md).
+				var said []string
+				err = db.Batch(func(db *results.DB) error {
+					for _, p := range all {
+						for _, r := range p.runs {
+							rec := peerRecord(r, p.path, c.String("tag"), p.mod)
+							if id, ok, err := db.FindRecord(rec); err != nil {
+								return err
+							} else if ok {
+								// The same file twice would pool its figures twice.
+								said = append(said, fmt.Sprintf("%s (%s) is already here as run %d (tag %s): skipped",
+									rec.Run.ToolVersion, p.path, id, rec.Run.Tag))
+								continue
+							}
+							id, err := db.ImportRun(rec)
+							if err != nil {
+								return fmt.Errorf("%s: %w", p.path, err)
+							}
+							said = append(said, fmt.Sprintf("imported %s as run %d (tag %s): %d cases",
+								rec.Run.ToolVersion, id, rec.Run.Tag, len(rec.Cases)))
 						}
-						id, err := db.ImportRun(rec)
-						if err != nil {
-							return fmt.Errorf("%s: %w", p.path, err)
-						}
-						fmt.Fprintf(c.App.ErrWriter, "imported %s as run %d (tag %s): %d cases\n",
-							rec.Run.ToolVersion, id, rec.Run.Tag, len(rec.Cases))
 					}
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("%w; nothing was imported: every file's runs are stored together or not at all", err)
+				}
+				for _, l := range said {
+					fmt.Fprintln(c.App.ErrWriter, l)
 				}
 				return nil
 			},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -206,6 +207,56 @@ func TestExportThroughLink(t *testing.T) {
 	}
 	if b, err := os.ReadFile(real); err != nil || !strings.Contains(string(b), exportFormat) {
 		t.Errorf("the link's target holds %.80q (%v), want the export", b, err)
+	}
+}
+
+// TestImportAllOrNothing: an import of several files stores them in one
+// transaction, so a store failing on a later file (a trigger that refuses
+// the second run stands in for a full disk) leaves no earlier file's runs.
+func TestImportAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	src := recordTwoCases(t)
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	if _, _, err := mtl(t, "export", "--db", src, "-o", a); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(a)
+	os.WriteFile(b, bytes.ReplaceAll(data, []byte(`"tag":"two"`), []byte(`"tag":"other"`)), 0o644)
+	peer := filepath.Join("testdata", "peer", "hf.json")
+	hf, _ := os.ReadFile(peer)
+	peer2 := filepath.Join(dir, "hf2.json")
+	os.WriteFile(peer2, bytes.Replace(hf, []byte(`"started_at": "2026-11-21`), []byte(`"started_at": "2026-11-20`), 1), 0o644)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"import", []string{"import", a, b}},
+		{"peer import", []string{"peer", "import", peer, peer2}},
+	} {
+		db := filepath.Join(t.TempDir(), "r.db")
+		store, err := results.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.SQL().Exec(`CREATE TRIGGER second_run BEFORE INSERT ON runs WHEN (SELECT count(*) FROM runs) >= 1
+			BEGIN SELECT RAISE(ABORT, 'injected failure'); END`); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		_, stderr, err := mtl(t, append(c.args, "--db", db)...)
+		if err == nil || !strings.Contains(err.Error(), "injected failure") || !strings.Contains(err.Error(), "nothing was imported") {
+			t.Errorf("%s: %v, want the failure and that nothing was imported", c.name, err)
+		}
+		if strings.Contains(stderr, "imported") {
+			t.Errorf("%s: stderr tells of runs imported:\n%s", c.name, stderr)
+		}
+		out, _, err := mtl(t, "runs", "--db", db, "--format", "csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := csvRows(t, out); len(rows) != 0 {
+			t.Errorf("%s: %d runs stored after the failure, want none", c.name, len(rows))
+		}
 	}
 }
 
