@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"os"
@@ -77,7 +78,12 @@ func peerCommand() *cli.Command {
 					format := c.String("from")
 					if format == "" {
 						if format, err = peers.Detect(data); err != nil {
-							return fmt.Errorf("%s: %w (name the format with --from)", path, err)
+							// --from helps a file of no shape Detect knows, not
+							// one whose error says what to run instead.
+							if errors.Is(err, peers.ErrUnknownFormat) {
+								return fmt.Errorf("%s: %w (name the format with --from)", path, err)
+							}
+							return fmt.Errorf("%s: %w", path, err)
 						}
 					}
 					if (o.RangeRatio != "" || o.SLO != "") && format != peers.FormatVLLMServe {

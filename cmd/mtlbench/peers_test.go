@@ -210,6 +210,28 @@ func TestExportThroughLink(t *testing.T) {
 	}
 }
 
+// TestPeerFromHint: "name the format with --from" follows only an error
+// of a file whose format was not recognised, not one that says what to run.
+func TestPeerFromHint(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	for _, c := range []struct {
+		data string
+		hint bool
+	}{
+		{`{"tool": "other"}`, true},
+		{"| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n", false},
+		{"", false},
+	} {
+		f := filepath.Join(dir, "f.txt")
+		os.WriteFile(f, []byte(c.data), 0o644)
+		_, _, err := mtl(t, "peer", "import", f, "--db", db)
+		if err == nil || strings.Contains(err.Error(), "--from") != c.hint {
+			t.Errorf("%.30q: %v; want the --from hint %v", c.data, err, c.hint)
+		}
+	}
+}
+
 // TestImportAllOrNothing: an import of several files stores them in one
 // transaction, so a store failing on a later file (a trigger that refuses
 // the second run stands in for a full disk) leaves no earlier file's runs.

@@ -23,6 +23,18 @@ func Explain(err error, data []byte) error {
 	return ExplainAt(err, data, "")
 }
 
+// ExplainLine is Explain for data that is one line of a larger file (a
+// JSONL record), whose caller names the line: a place is its column alone,
+// so a message gives one line number, the file's.
+func ExplainLine(err error, data []byte) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) && bytes.IndexByte(data, '\n') < 0 && se.Offset >= 0 && se.Offset <= int64(len(data)) {
+		col := utf8.RuneCount(data[:se.Offset])
+		return fmt.Errorf("not valid JSON at column %d: %s", col, se.Error())
+	}
+	return Explain(err, data)
+}
+
 // ExplainAt is Explain for data that is the value at path of a larger file
 // (quantization.bits): the fields it names are under path.
 func ExplainAt(err error, data []byte, path string) error {

@@ -61,3 +61,19 @@ func TestExplain(t *testing.T) {
 		t.Error("other errors are not returned as they are")
 	}
 }
+
+// ExplainLine places a syntax error in one line of a file by its column
+// alone: the caller gives the file's line, so no message holds two.
+func TestExplainLine(t *testing.T) {
+	for _, c := range []struct{ data, want string }{
+		{`{"a": 1,, "b": 2}`, "not valid JSON at column 9: invalid character ','"},
+		{`{"a": 1`, "not valid JSON at column 7: unexpected end of JSON input"},
+		{`{"é": x}`, "not valid JSON at column 7: invalid character 'x'"},
+	} {
+		var v map[string]any
+		err := ExplainLine(json.Unmarshal([]byte(c.data), &v), []byte(c.data))
+		if err == nil || len(err.Error()) < len(c.want) || err.Error()[:len(c.want)] != c.want {
+			t.Errorf("%s: %v, want %q", c.data, err, c.want)
+		}
+	}
+}

@@ -161,10 +161,10 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 			if errors.As(err, &te) {
 				return nil, fmt.Errorf("line %d: %w", line, jsonFieldError(err, l))
 			}
-			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %w", line, jsonerr.Explain(err, l))
+			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %w", line, jsonerr.ExplainLine(err, l))
 		}
 		if err := r.readSettings(l); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, jsonerr.Explain(err, l))
+			return nil, fmt.Errorf("line %d: %w", line, jsonerr.ExplainLine(err, l))
 		}
 		rows = append(rows, r)
 	}

@@ -32,6 +32,7 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 	run := &Run{Tool: "mlx_lm.benchmark", Backend: "mlx"}
 	var cur *Case
 	var caseLine int
+	var caseLines []int      // each case's "Timing with" line
 	seen := map[string]int{} // the current case's figures: the line of each trial's metric
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxPeerLine)
@@ -47,6 +48,7 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 			}
 			run.Cases = append(run.Cases, newCase(b, p, g, map[string]string{"model": o.modelName("")}))
 			cur, caseLine = &run.Cases[len(run.Cases)-1], line
+			caseLines = append(caseLines, line)
 			clear(seen)
 			continue
 		}
@@ -94,9 +96,9 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 	if err := sc.Err(); err != nil {
 		return nil, scanError(line, err, run.Tool)
 	}
-	for _, c := range run.Cases {
+	for i, c := range run.Cases {
 		if len(c.Samples) == 0 {
-			return nil, fmt.Errorf("case %s has no trials", c.Name)
+			return nil, fmt.Errorf("line %d: case %s has no trials", caseLines[i], c.Name)
 		}
 	}
 	mergeSameKey(run)

@@ -222,6 +222,17 @@ func plainText(data []byte) ([]byte, error) {
 	return []byte(string(utf16.Decode(u))), nil
 }
 
+// ErrUnknownFormat is what Detect's error wraps when data is of no shape
+// it knows, where naming the format (peer import --from) may help; its
+// other errors say what to run instead, or that no format reads the file.
+var ErrUnknownFormat = errors.New("the format was not recognised")
+
+// unknownFormat is an error of Detect's that is ErrUnknownFormat, in its
+// own words.
+type unknownFormat struct{ error }
+
+func (unknownFormat) Is(target error) bool { return target == ErrUnknownFormat }
+
 // Detect names the format of data: the first one whose shape it has.
 func Detect(data []byte) (string, error) {
 	data, err := plainText(data)
@@ -262,7 +273,7 @@ func Detect(data []byte) (string, error) {
 		case has("output_throughput") || has("mean_ttft_ms") || has("total_output_tokens"):
 			return FormatVLLMServe, nil
 		}
-		return "", fmt.Errorf("JSON of no known tool (want llama-bench -o json/jsonl, vllm bench serve --save-result, vllm bench latency --output-json, or an mtlbench peer run)")
+		return "", unknownFormat{errors.New("JSON of no known tool (want llama-bench -o json/jsonl, vllm bench serve --save-result, vllm bench latency --output-json, or an mtlbench peer run)")}
 	}
 	if bytes.Contains(t, []byte("prompt_tps=")) && bytes.Contains(t, []byte("generation_tps=")) {
 		return FormatMLX, nil
@@ -270,7 +281,7 @@ func Detect(data []byte) (string, error) {
 	if err := llamaBenchText(t); err != nil {
 		return "", err
 	}
-	return "", fmt.Errorf("no known tool's output (want JSON, JSONL or mlx_lm.benchmark's printed trials)")
+	return "", unknownFormat{errors.New("no known tool's output (want JSON, JSONL or mlx_lm.benchmark's printed trials)")}
 }
 
 // Parse converts one file of the named format; name is used in errors.

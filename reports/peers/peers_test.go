@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -156,6 +157,53 @@ func TestLlamaBenchModels(t *testing.T) {
 		}
 		if got := strings.Join(names, ","); got != c.want {
 			t.Errorf("%s: models %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// TestErrorWording: an error gives one line, the file's, with a column
+// where it helps; a case with no trials is named by its line.
+func TestErrorWording(t *testing.T) {
+	row := `{"n_prompt": 0, "n_gen": 8, "samples_ts": [20, 21]}`
+	for _, c := range []struct {
+		name, format, data string
+		want               string
+		not                []string
+	}{
+		{"a JSONL line cut short", FormatLlamaBench, row + "\n" + row[:30] + "\n",
+			`line 2: not llama-bench -o jsonl: not valid JSON at column 30: unexpected end of JSON input`, []string{"line 1"}},
+		{"a JSONL line with a stray character", FormatLlamaBench, row + "\n" + row + "\n" + `{"n_prompt": 0,, "n_gen": 8}` + "\n",
+			`line 3: not llama-bench -o jsonl: not valid JSON at column 16: invalid character ','`, []string{"line 1"}},
+		{"an mlx case with no trials", FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1, generation_tps=2\n\n" +
+			"Timing with prompt_tokens=32, generation_tokens=8, batch_size=1.\n",
+			`line 4: case bench/batch=1/prompt_len=32/gen_len=8 has no trials`, nil},
+	} {
+		_, err := Parse(c.format, "f", []byte(c.data), Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+			continue
+		}
+		for _, n := range c.not {
+			if strings.Contains(err.Error(), n) {
+				t.Errorf("%s: %q says %q too", c.name, err, n)
+			}
+		}
+	}
+	// Detect's errors that say what to run, or that no flag mends, are not
+	// ErrUnknownFormat, whose callers suggest --from.
+	for _, c := range []struct {
+		data    string
+		unknown bool
+	}{
+		{`{"tool": "other"}`, true},
+		{"some text\n", true},
+		{"| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n", false},
+		{"", false},
+		{`[{"n_prompt": 0,`, false},
+	} {
+		_, err := Detect([]byte(c.data))
+		if err == nil || errors.Is(err, ErrUnknownFormat) != c.unknown {
+			t.Errorf("Detect(%.30q): %v; want ErrUnknownFormat %v", c.data, err, c.unknown)
 		}
 	}
 }
