@@ -80,6 +80,9 @@ func Open(path string) (*DB, error) {
 		if rerr == nil {
 			return ro, nil
 		}
+		if errors.Is(rerr, ErrUnreadWAL) {
+			return nil, rerr
+		}
 		if !os.IsNotExist(rerr) {
 			return nil, fmt.Errorf("%w (and read-only: %v)", err, rerr)
 		}
@@ -106,9 +109,16 @@ func OpenReadOnly(path string) (*DB, error) {
 		return nil, fmt.Errorf("results: %w", err)
 	}
 	var last error
-	// mode=ro reads a WAL database when its -shm can be used; immutable=1
-	// reads a file in a folder nobody may write (no locks, no WAL).
-	for _, extra := range []string{"mode=ro", "mode=ro&immutable=1"} {
+	for _, extra := range readOnlyModes {
+		if strings.Contains(extra, "immutable=1") {
+			// immutable=1 reads the main file alone: the commits still in
+			// the write-ahead log would be silently missing.
+			if st, err := os.Stat(abs + "-wal"); err == nil && st.Size() > 0 {
+				return nil, fmt.Errorf("results: %s: %w here: its latest commits are in %s-wal, which SQLite reads only where it may create %s-shm beside it; "+
+					"copy %s and %s-wal together to a writable folder, or make this one writable",
+					abs, ErrUnreadWAL, filepath.Base(abs), filepath.Base(abs), filepath.Base(abs), filepath.Base(abs))
+			}
+		}
 		u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
 		q := url.Values{}
 		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
@@ -142,6 +152,15 @@ func OpenReadOnly(path string) (*DB, error) {
 	}
 	return nil, fmt.Errorf("results: open %s read-only: %w", abs, last)
 }
+
+// ErrUnreadWAL: a database in a folder this process may not write holds
+// commits in its write-ahead log that SQLite cannot apply there.
+var ErrUnreadWAL = errors.New("its write-ahead log cannot be read")
+
+// readOnlyModes are the ways OpenReadOnly tries, in order: mode=ro reads a
+// WAL database when its -shm can be used (or created); immutable=1 reads a
+// file in a folder nobody may write (no locks, and no WAL).
+var readOnlyModes = []string{"mode=ro", "mode=ro&immutable=1"}
 
 // ReadOnly reports whether the database was opened for reading only.
 func (db *DB) ReadOnly() bool { return db.readOnly }

@@ -237,3 +237,59 @@ func TestRunOwners(t *testing.T) {
 		t.Errorf("after resume: %s, owner %d", r.Status, r.OwnerPID)
 	}
 }
+
+// A store in a folder this process may not write, whose latest commits are
+// still in its -wal (its last writer died, or it was copied without its
+// -shm), is read whole or refused by name: SQLite's immutable mode reads
+// the main file alone, and those commits' runs would silently be missing.
+func TestReadOnlyFolderWithUnappliedWAL(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "r.db")
+	db, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close() // the schema is in r.db itself
+	if db, err = Open(src); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.CreateRun(&Run{SuiteName: "s", Status: RunComplete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Copied while the writer still holds it: the run is in r.db-wal only.
+	dir := t.TempDir()
+	for _, name := range []string{"r.db", "r.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(src), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "r.db")
+	open := Open
+	if os.Getuid() == 0 {
+		// Root may create r.db-shm anywhere: take the path a user takes
+		// once mode=ro cannot, the immutable one.
+		saved := readOnlyModes
+		readOnlyModes = readOnlyModes[len(readOnlyModes)-1:]
+		t.Cleanup(func() { readOnlyModes = saved })
+		open = OpenReadOnly
+	} else {
+		os.Chmod(dir, 0o555)
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	}
+	ro, err := open(path)
+	if err != nil {
+		if !errors.Is(err, ErrUnreadWAL) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "r.db-wal") {
+			t.Fatalf("open: %v, want ErrUnreadWAL naming %s and its -wal", err, path)
+		}
+		return
+	}
+	defer ro.Close()
+	if _, err := ro.GetRun(id); err != nil {
+		t.Errorf("the run in the -wal is missing: %v", err)
+	}
+}
