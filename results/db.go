@@ -59,6 +59,32 @@ func DefaultPath() string {
 	return "results.db"
 }
 
+// Resolve is the absolute path of the database a command names (--db,
+// MTLBENCH_DB): a leading ~ or ~/ is the home folder, as a shell would
+// have made it, since an environment file, a Makefile or --db=~/r.db pass
+// it on unexpanded; any other ~name is refused rather than taken as a
+// folder named so in the working directory.
+func Resolve(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("results: no database path")
+	}
+	if rest, ok := strings.CutPrefix(path, "~"); ok {
+		if rest != "" && !strings.HasPrefix(rest, "/") && !strings.HasPrefix(rest, string(filepath.Separator)) {
+			return "", fmt.Errorf("results: database path %s: only ~ and ~/ are read as the home folder; write the full path (or ./%s for a file of that name here)", path, path)
+		}
+		home, err := os.UserHomeDir()
+		if err != nil || home == "" {
+			return "", fmt.Errorf("results: database path %s: no home folder to read ~ as (%v); write the full path", path, err)
+		}
+		path = home + rest
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("results: database path %s: %w", path, err)
+	}
+	return abs, nil
+}
+
 // Open opens (creating it and its parent directories if needed) the results
 // database at path and upgrades its schema to the latest version. A
 // database this process may not write (a read-only file or folder) is
@@ -66,6 +92,10 @@ func DefaultPath() string {
 // and writes fail. A database another program made (tables, but not
 // mtlbench's) is refused with ErrNotResults, unchanged.
 func Open(path string) (*DB, error) {
+	path, err := Resolve(path)
+	if err != nil {
+		return nil, err
+	}
 	// SQLite's own words for these ("disk I/O error") say nothing of why.
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		what := "not a regular file"
@@ -101,9 +131,9 @@ func isReadOnlyErr(err error) bool {
 // created, migrated or written. Its schema must be the latest (an older one
 // needs Open, with write access, to be upgraded) and mtlbench's.
 func OpenReadOnly(path string) (*DB, error) {
-	abs, err := filepath.Abs(path)
+	abs, err := Resolve(path)
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return nil, err
 	}
 	if _, err := os.Stat(abs); err != nil {
 		return nil, fmt.Errorf("results: %w", err)
@@ -166,12 +196,9 @@ var readOnlyModes = []string{"mode=ro", "mode=ro&immutable=1"}
 func (db *DB) ReadOnly() bool { return db.readOnly }
 
 func open(path string, steps []migration) (*DB, error) {
-	if path == "" {
-		return nil, errors.New("results: no database path")
-	}
-	abs, err := filepath.Abs(path)
+	abs, err := Resolve(path)
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("results: create directory for %s: %w", abs, err)

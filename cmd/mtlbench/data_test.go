@@ -183,3 +183,32 @@ func TestRunsColumnsWithoutRows(t *testing.T) {
 		}
 	}
 }
+
+// A store named with a ~ the shell left alone (MTLBENCH_DB from an
+// environment file, --db=~/r.db) is the one in the home folder.
+func TestTildeDatabasePath(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Chdir(t.TempDir())
+	db, err := results.Open(filepath.Join(home, "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateRun(&results.Run{SuiteName: "at-home", Status: results.RunComplete}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, tc := range []struct {
+		env  string
+		args []string
+	}{
+		{"~/r.db", []string{"runs"}},
+		{"", []string{"runs", "--db=~/r.db"}},
+	} {
+		t.Setenv("MTLBENCH_DB", tc.env)
+		out, _, err := mtl(t, tc.args...)
+		if err != nil || !strings.Contains(out, "at-home") {
+			t.Errorf("MTLBENCH_DB=%q %v: %v\n%s", tc.env, tc.args, err, out)
+		}
+	}
+}

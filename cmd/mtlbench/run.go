@@ -51,13 +51,17 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 			from = "the default location"
 		}
 	}
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", path, from)
-		}
-		return nil, fmt.Errorf("results database %s (%s): %w", path, from, err)
+	abs, err := results.Resolve(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", from, err)
 	}
-	return results.Open(path)
+	if _, err := os.Stat(abs); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", abs, from)
+		}
+		return nil, fmt.Errorf("results database %s (%s): %w", abs, from, err)
+	}
+	return results.Open(abs)
 }
 
 // backendOptions are the backends' options from the environment, with the

@@ -37,7 +37,7 @@ type Var struct {
 // Vars is every MTLBENCH_* variable, by area.
 var Vars = []Var{
 	{"MTLBENCH_DB", "$XDG_DATA_HOME/mtlbench/results.db, else ~/.local/share/mtlbench/results.db", "results",
-		"results database the commands read and write (a command's --db flag wins)"},
+		"results database the commands read and write (a command's --db flag wins; a leading ~/ is the home folder)"},
 	{"MTLBENCH_HISTORY", "$XDG_DATA_HOME/mtlbench/history, else ~/.local/share/mtlbench/history", "results",
 		"folder of imported performance history (history import writes there); every command reads it beside the built-in history"},
 	{"MTLBENCH_GIT_COMMIT", "git rev-parse HEAD in the working directory", "provenance",
