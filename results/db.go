@@ -195,6 +195,30 @@ var readOnlyModes = []string{"mode=ro", "mode=ro&immutable=1"}
 // ReadOnly reports whether the database was opened for reading only.
 func (db *DB) ReadOnly() bool { return db.readOnly }
 
+// ErrReadOnly: a command that records results was given a store it may
+// not write.
+var ErrReadOnly = errors.New("this process may not write it")
+
+// OpenToWrite opens the database as Open does for a command that records
+// results (run, bench, tune, import): one this process may not write is
+// refused here, before the command's work, not at its first write.
+func OpenToWrite(path string) (*DB, error) {
+	db, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if db.ReadOnly() {
+		db.Close()
+		return nil, fmt.Errorf("the results database %s cannot be written: %w (record into another with --db or MTLBENCH_DB; show, compare and report still read this one)",
+			db.path, ErrReadOnly)
+	}
+	return db, nil
+}
+
+func readOnlyWords(path string) string {
+	return fmt.Sprintf("the results database %s cannot be written (record into another with --db or MTLBENCH_DB; show, compare and report still read this one)", path)
+}
+
 func open(path string, steps []migration) (*DB, error) {
 	abs, err := Resolve(path)
 	if err != nil {
@@ -271,7 +295,7 @@ func (db *DB) StoreError(err error) string {
 	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
 		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, BusyTimeout)
 	case 8: // SQLITE_READONLY
-		return fmt.Sprintf("the results database %s cannot be written (record into another with --db or MTLBENCH_DB; show, compare and report still read this one)", db.path)
+		return readOnlyWords(db.path)
 	}
 	return "the results database " + db.path
 }

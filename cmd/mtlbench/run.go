@@ -31,17 +31,18 @@ func dbFlag() cli.Flag {
 }
 
 // openDB opens --db, else the database the environment names (MTLBENCH_DB),
-// else the default.
+// else the default, for a command that records results: a store it may not
+// write is refused before the command's work.
 func openDB(c *cli.Context) (*results.DB, error) {
 	path := c.String("db")
 	if path == "" {
 		path = envconfig.DB()
 	}
-	return results.Open(path)
+	return results.OpenToWrite(path)
 }
 
-// openExistingDB opens the database as openDB does, for commands that only
-// read: a path that holds no file is an error naming where it came from, so
+// openExistingDB opens the database openDB would, for commands that only
+// read (a store they may not write is read): a path that holds no file is an error naming where it came from, so
 // a mistyped MTLBENCH_DB or --db does not quietly create an empty store.
 func openExistingDB(c *cli.Context) (*results.DB, error) {
 	path, from := c.String("db"), "--db"

@@ -164,3 +164,51 @@ func TestABInterruptedKeepsMeasuredRounds(t *testing.T) {
 		})
 	}
 }
+
+// Every command that records results refuses a store it may not write
+// before its work, naming the store; they opened it read-only and failed
+// at their first write, after loading models and probing the machine, and
+// import and tune without naming it. Root writes read-only files, so this
+// runs as a user only.
+func TestWritersRefuseReadOnlyStore(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root writes read-only files")
+	}
+	tmp := isolate(t)
+	store := filepath.Join(tmp, "store")
+	path := filepath.Join(store, "r.db")
+	if _, _, err := mtl(t, "peer", "import", filepath.Join("testdata", "peer", "hf.json"), "--db", path); err != nil {
+		t.Fatal(err)
+	}
+	// A run the store does not hold, to import.
+	other, exported := filepath.Join(tmp, "other.db"), filepath.Join(tmp, "run.jsonl")
+	if _, _, err := mtl(t, "peer", "import", filepath.Join("testdata", "peer", "llama-bench-depth.json"), "--db", other); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mtl(t, "export", "latest", "--db", other, "-o", exported); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(tmp, "two.yaml")
+	if err := os.WriteFile(suite, []byte(twoCaseSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o444)
+	os.Chmod(store, 0o555)
+	t.Cleanup(func() { os.Chmod(store, 0o755) })
+	for _, args := range [][]string{
+		{"run", suite, "-q"},
+		{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--backend", "cpu", "-q"},
+		{"tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32", "--threads", "2",
+			"--dir", filepath.Join(tmp, "tuned"), "--rounds", "3", "--confirm", "6", "--sample-time", "1ms"},
+		{"import", exported},
+		{"peer", "import", filepath.Join("testdata", "peer", "hf.json"), "--tag", "again"},
+	} {
+		_, _, err := mtlTune(t, append(args, "--db", path)...)
+		if err == nil || !strings.Contains(err.Error(), path+" cannot be written") || strings.Contains(err.Error(), "attempt to write") {
+			t.Errorf("%s on a read-only store: %v, want it refused by path before any write", args[0], err)
+		}
+	}
+	if out, _, err := mtl(t, "runs", "--db", path, "--format", "csv"); err != nil || strings.Count(out, "\n") != 2 {
+		t.Errorf("runs of the read-only store: %v\n%s", err, out)
+	}
+}
