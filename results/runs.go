@@ -313,36 +313,54 @@ func (db *DB) MarkInterrupted(id int64) error {
 // processes resuming one run at once cannot both get it.
 func (db *DB) ResumeRun(id int64) error {
 	return db.tx(func(tx *sql.Tx) error {
-		var (
-			status, host string
-			pid          int
-		)
-		err := tx.QueryRow(`SELECT status, owner_host, owner_pid FROM runs WHERE id = ?`, id).Scan(&status, &host, &pid)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("results: run %d: %w", id, ErrNotFound)
+		if err := resumeRefusal(tx, id); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("results: run %d: %w", id, err)
-		}
-		switch {
-		case status == RunComplete:
-			return fmt.Errorf("results: run %d is complete; nothing to resume", id)
-		case status == RunRunning && host == thisHost() && pid == os.Getpid():
-			return nil // ours already
-		case status == RunRunning && !ownerGone(host, pid):
-			who := fmt.Sprintf("process %d on %s", pid, host)
-			if pid == 0 {
-				who = "another process"
-			}
-			return fmt.Errorf("results: run %d: %w: %s is running it (wait for it, or stop it first)", id, ErrRunBusy, who)
-		}
-		_, err = tx.Exec(`UPDATE runs SET status = 'running', ended_at = NULL, owner_host = ?, owner_pid = ? WHERE id = ?`,
+		_, err := tx.Exec(`UPDATE runs SET status = 'running', ended_at = NULL, owner_host = ?, owner_pid = ? WHERE id = ?`,
 			thisHost(), os.Getpid(), id)
 		if err != nil {
 			return fmt.Errorf("results: resume run %d: %w", id, err)
 		}
 		return nil
 	})
+}
+
+// CheckResume says, without claiming it, why ResumeRun would refuse run id
+// now (nil: it would not), so that a resume is refused before its work; a
+// run missing from the store is ErrNotFound, naming the store.
+func (db *DB) CheckResume(id int64) error {
+	return resumeRefusal(db.sql, id)
+}
+
+// resumeRefusal is why run id cannot be resumed: not in the store,
+// complete, or run by another live process.
+func resumeRefusal(q interface {
+	QueryRow(query string, args ...any) *sql.Row
+}, id int64) error {
+	var (
+		status, host string
+		pid          int
+	)
+	err := q.QueryRow(`SELECT status, owner_host, owner_pid FROM runs WHERE id = ?`, id).Scan(&status, &host, &pid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("results: run %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("results: run %d: %w", id, err)
+	}
+	switch {
+	case status == RunComplete:
+		return fmt.Errorf("results: run %d is complete; nothing to resume", id)
+	case status == RunRunning && host == thisHost() && pid == os.Getpid():
+		return nil // ours already
+	case status == RunRunning && !ownerGone(host, pid):
+		who := fmt.Sprintf("process %d on %s", pid, host)
+		if pid == 0 {
+			who = "another process"
+		}
+		return fmt.Errorf("results: run %d: %w: %s is running it (wait for it, or stop it first)", id, ErrRunBusy, who)
+	}
+	return nil
 }
 
 // DeleteRun removes a run with its cases, samples and timings.

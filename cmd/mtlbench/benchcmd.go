@@ -152,7 +152,7 @@ func benchCommand() *cli.Command {
 				reps += sc.RepsDone
 			}
 			if resumable(err, reps) {
-				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", benchResumeCommand(c, sum.RunID))
+				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", benchResumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {
 				return &exitError{code: 130, err: err}
@@ -162,22 +162,36 @@ func benchCommand() *cli.Command {
 	}
 }
 
-// benchResumeCommand is the command line that finishes bench run id: the
-// same flags, which build the same suite (its hash is checked), and
-// --resume.
-func benchResumeCommand(c *cli.Context, id int64) string {
+// benchResumeCommand is the command line that finishes bench run id in
+// the store db: the same flags, which build the same suite (its hash is
+// checked), the store by its absolute path (the command may be run from
+// another folder, or without the MTLBENCH_DB this one had) and --resume.
+func benchResumeCommand(c *cli.Context, db string, id int64) string {
 	args, _ := c.App.Metadata[argsKey].([]string)
 	cmd := []string{"mtlbench"}
+	named := false
 	for i := 1; i < len(args); i++ {
 		a := args[i]
-		if a == "--resume" || a == "-resume" {
+		switch {
+		case a == "--resume" || a == "-resume":
 			i++
 			continue
-		}
-		if strings.HasPrefix(a, "--resume=") || strings.HasPrefix(a, "-resume=") {
+		case strings.HasPrefix(a, "--resume=") || strings.HasPrefix(a, "-resume="):
+			continue
+		case a == "--db" || a == "-db":
+			cmd = append(cmd, a, shellQuote(db))
+			i++
+			named = true
+			continue
+		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "-db="):
+			cmd = append(cmd, shellQuote(a[:strings.Index(a, "=")+1]+db))
+			named = true
 			continue
 		}
 		cmd = append(cmd, shellQuote(a))
+	}
+	if !named {
+		cmd = append(cmd, "--db", shellQuote(db))
 	}
 	return strings.Join(append(cmd, "--resume", strconv.FormatInt(id, 10)), " ")
 }

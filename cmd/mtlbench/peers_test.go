@@ -480,7 +480,7 @@ func TestBenchResume(t *testing.T) {
 	app := newApp(io.Discard, io.Discard)
 	app.Metadata = map[string]any{argsKey: append([]string{"mtlbench"}, append(flags, "--resume", "9")...)}
 	want := "mtlbench bench -m qwen3-moe-mini --layers 1 -b 1,2 -p 4 -n 2 -r 2 --warmup 0 --backend cpu --db " + shellQuote(path) + ` -q --tag "my run" --resume 2`
-	if got := benchResumeCommand(cli.NewContext(app, nil, nil), 2); got != want {
+	if got := benchResumeCommand(cli.NewContext(app, nil, nil), path, 2); got != want {
 		t.Errorf("resume command:\n%s\nwant\n%s", got, want)
 	}
 	if _, stderr, err := mtl(t, append(flags, "--resume", "2")...); err != nil {
@@ -601,5 +601,65 @@ func TestRunsByTagsAndKind(t *testing.T) {
 	}
 	if _, _, err := mtl(t, "runs", "--db", db, "--kind", "bench"); err == nil || !strings.Contains(err.Error(), `--kind "bench": want suite, tune or peer`) {
 		t.Errorf("an unknown kind: %v", err)
+	}
+}
+
+// A resume names the store it resumes in: the command run and bench print
+// names it by its absolute path, whatever folder it is run from; a --resume
+// of a store that is not there creates none, and one of a run the store
+// lacks says which store, before the suite's models are loaded.
+func TestResumeNamesTheStore(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	abs := filepath.Join(work, "rel.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "-m", "gpt2", "--db", "rel.db"}, "mtlbench bench -m gpt2 --db " + shellQuote(abs) + " --resume 3"},
+		{[]string{"bench", "-m", "gpt2", "--db=rel.db", "--resume", "3"}, "mtlbench bench -m gpt2 " + shellQuote("--db="+abs) + " --resume 3"},
+		{[]string{"bench", "-m", "gpt2"}, "mtlbench bench -m gpt2 --db " + shellQuote(abs) + " --resume 3"},
+	} {
+		app := newApp(io.Discard, io.Discard)
+		app.Metadata = map[string]any{argsKey: append([]string{"mtlbench"}, tc.args...)}
+		if got := benchResumeCommand(cli.NewContext(app, nil, nil), abs, 3); got != tc.want {
+			t.Errorf("%v: resume command\n%s\nwant\n%s", tc.args, got, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"run", "--db", "rel.db", "--threads", "2", "ci"}, {"run", "--threads", "2", "ci"}} {
+		var got string
+		cmd := runCommand()
+		cmd.Action = func(c *cli.Context) error { got = resumeCommand(c, abs, 3); return nil }
+		app := &cli.App{Commands: []*cli.Command{cmd}}
+		if err := app.Run(append([]string{"mtlbench"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		if want := "mtlbench run ci --db " + shellQuote(abs) + " --threads 2 --resume 3"; got != want {
+			t.Errorf("%v: resume command\n%s\nwant\n%s", args, got, want)
+		}
+	}
+
+	// A suite whose model is not there: its cases would fail as they are
+	// prepared, after a resume's checks.
+	suite := filepath.Join(work, "gone.yaml")
+	text := "name: gone\nmodel: { path: " + filepath.Join(work, "no-model") + " }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n" +
+		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: d\n    kind: model\n"
+	if err := os.WriteFile(suite, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(work, "typo", "r.db")
+	if _, _, err := mtl(t, "run", suite, "--db", missing, "--resume", "9"); err == nil || !strings.Contains(err.Error(), "no results database at "+missing) {
+		t.Errorf("resume in a store that is not there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); err == nil {
+		t.Error("a resume created the store it was to resume in")
+	}
+	db, err := results.Open(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, _, err := mtl(t, "run", suite, "--db", "rel.db", "--resume", "9"); err == nil || !strings.Contains(err.Error(), "run 9 is not in "+abs) {
+		t.Errorf("resume of a run the store lacks: %v", err)
 	}
 }

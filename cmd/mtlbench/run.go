@@ -32,8 +32,16 @@ func dbFlag() cli.Flag {
 
 // openDB opens --db, else the database the environment names (MTLBENCH_DB),
 // else the default, for a command that records results: a store it may not
-// write is refused before the command's work.
+// write is refused before the command's work, and so is a --resume of a
+// store that is not there (it would be created empty, to hold no run).
 func openDB(c *cli.Context) (*results.DB, error) {
+	if c.Int64("resume") != 0 {
+		abs, err := existingDB(c)
+		if err != nil {
+			return nil, err
+		}
+		return results.OpenToWrite(abs)
+	}
 	path := c.String("db")
 	if path == "" {
 		path = envconfig.DB()
@@ -42,9 +50,20 @@ func openDB(c *cli.Context) (*results.DB, error) {
 }
 
 // openExistingDB opens the database openDB would, for commands that only
-// read (a store they may not write is read): a path that holds no file is an error naming where it came from, so
-// a mistyped MTLBENCH_DB or --db does not quietly create an empty store.
+// read (a store they may not write is read).
 func openExistingDB(c *cli.Context) (*results.DB, error) {
+	abs, err := existingDB(c)
+	if err != nil {
+		return nil, err
+	}
+	return results.Open(abs)
+}
+
+// existingDB is the absolute path of the database openDB would open, which
+// must be there: a path that holds no file is an error naming where it came
+// from, so a mistyped MTLBENCH_DB or --db does not quietly create an empty
+// store.
+func existingDB(c *cli.Context) (string, error) {
 	path, from := c.String("db"), "--db"
 	if path == "" {
 		path, from = envconfig.DB(), "MTLBENCH_DB"
@@ -54,15 +73,15 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 	}
 	abs, err := results.Resolve(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", from, err)
+		return "", fmt.Errorf("%s: %w", from, err)
 	}
 	if _, err := os.Stat(abs); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", abs, from)
+			return "", fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", abs, from)
 		}
-		return nil, fmt.Errorf("results database %s (%s): %w", abs, from, err)
+		return "", fmt.Errorf("results database %s (%s): %w", abs, from, err)
 	}
-	return results.Open(abs)
+	return abs, nil
 }
 
 // backendOptions are the backends' options from the environment, with the
@@ -100,8 +119,9 @@ func runCommand() *cli.Command {
 			"stores each repetition in the results database as it finishes, and prints a summary.\n" +
 			"Ctrl-C stops after the current step; finished repetitions are kept and --resume RUN\n" +
 			"runs exactly the missing ones, under the --set, --backend, --timing and --threads the run was made with\n" +
-			"(the command it prints repeats them; others are refused). A run another live process runs\n" +
-			"cannot be resumed.",
+			"(the command it prints repeats them and names the database by its full path; others are refused).\n" +
+			"A run another live process runs cannot be resumed, and a run or database that is not there is\n" +
+			"refused before any work.",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
@@ -200,7 +220,7 @@ func runCommand() *cli.Command {
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
 			if resumable(err, reps) {
-				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", resumeCommand(c, sum.RunID))
+				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", resumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {
 				return &exitError{code: 130, err: err}
@@ -219,9 +239,11 @@ func resumable(err error, reps int) bool {
 
 // resumeCommand is the command that finishes run id: the suite and every
 // flag that shaped what its cases measured, or where they are stored.
-func resumeCommand(c *cli.Context, id int64) string {
-	cmd := []string{"mtlbench", "run", c.Args().First()}
-	for _, f := range []string{"db", "backend", "timing", "threads"} {
+func resumeCommand(c *cli.Context, db string, id int64) string {
+	// The store by its absolute path: the command may be run from another
+	// folder, or without the MTLBENCH_DB this one had.
+	cmd := []string{"mtlbench", "run", c.Args().First(), "--db", db}
+	for _, f := range []string{"backend", "timing", "threads"} {
 		if c.IsSet(f) {
 			cmd = append(cmd, "--"+f, c.String(f))
 		}

@@ -169,6 +169,12 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	defer be.Close()
 	info := be.Info()
+	var resumed *results.Run
+	if o.Resume != 0 {
+		if resumed, err = checkResume(s, o, info); err != nil {
+			return nil, err
+		}
+	}
 
 	// Every case first: a suite that cannot run (a model path that is not
 	// there, a case past memory) fails before the probes' work.
@@ -203,7 +209,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
 	}
 
-	run, err := openRun(s, o, info, bw, peak, cases)
+	run, err := openRun(s, o, info, bw, peak, cases, resumed)
 	if err != nil {
 		return nil, err
 	}
@@ -258,34 +264,51 @@ func sameSuite(run *results.Run, s *suites.Suite) error {
 	return nil
 }
 
-func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared) (*results.Run, error) {
-	if o.Resume != 0 {
-		run, err := o.DB.GetRun(o.Resume)
-		if err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
-		if err := sameSuite(run, s); err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
-		// The rest of what the run's cases measured under: repetitions of
-		// other settings would be stored as the same cases.
-		var differ []string
-		if was, now := results.OverridesText(run.Overrides), results.OverridesText(o.Set); was != now {
-			differ = append(differ, fmt.Sprintf("overrides %q (now %q)", was, now))
-		}
-		if run.Backend != info.Backend {
-			differ = append(differ, fmt.Sprintf("backend %s (now %s)", run.Backend, info.Backend))
-		}
-		if run.TimingMode != s.Timing && s.Timing != "" {
-			differ = append(differ, fmt.Sprintf("timing %s (now %s)", run.TimingMode, s.Timing))
-		}
-		// Runs recorded before the thread count was are not checked on it.
-		if was := run.Threads; was != "" && was != threadsText(o.Threads) {
-			differ = append(differ, fmt.Sprintf("threads %s (now %s)", was, threadsText(o.Threads)))
-		}
-		if len(differ) > 0 {
-			return nil, fmt.Errorf("resume: run %d was recorded with %s: resume it with the settings it was made with", run.ID, strings.Join(differ, ", "))
-		}
+// checkResume is the run o.Resume names, or why it cannot be resumed with
+// s on this backend: checked before the cases are prepared and the
+// machine probed, so that a mistyped run or store costs none of that work.
+func checkResume(s *suites.Suite, o Options, info bridge.DeviceInfo) (*results.Run, error) {
+	run, err := o.DB.GetRun(o.Resume)
+	if errors.Is(err, results.ErrNotFound) {
+		return nil, fmt.Errorf("resume: run %d is not in %s (mtlbench runs --db %s lists the runs there)", o.Resume, o.DB.Path(), o.DB.Path())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if err := sameSuite(run, s); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	// The rest of what the run's cases measured under: repetitions of
+	// other settings would be stored as the same cases.
+	var differ []string
+	if was, now := results.OverridesText(run.Overrides), results.OverridesText(o.Set); was != now {
+		differ = append(differ, fmt.Sprintf("overrides %q (now %q)", was, now))
+	}
+	if run.Backend != info.Backend {
+		differ = append(differ, fmt.Sprintf("backend %s (now %s)", run.Backend, info.Backend))
+	}
+	if run.TimingMode != s.Timing && s.Timing != "" {
+		differ = append(differ, fmt.Sprintf("timing %s (now %s)", run.TimingMode, s.Timing))
+	}
+	// Runs recorded before the thread count was are not checked on it.
+	if was := run.Threads; was != "" && was != threadsText(o.Threads) {
+		differ = append(differ, fmt.Sprintf("threads %s (now %s)", was, threadsText(o.Threads)))
+	}
+	if len(differ) > 0 {
+		return nil, fmt.Errorf("resume: run %d was recorded with %s: resume it with the settings it was made with", run.ID, strings.Join(differ, ", "))
+	}
+	// Complete, or another live process's: openRun's claim decides, this
+	// says so before the work.
+	if err := o.DB.CheckResume(run.ID); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	return run, nil
+}
+
+// openRun claims the resumed run (checkResume's), or stores a new one, and
+// gives each case to run its id.
+func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared, resumed *results.Run) (*results.Run, error) {
+	if run := resumed; run != nil {
 		// Claim the run first: a run another live process is running is
 		// refused, and two resumes of one run cannot both proceed.
 		if err := o.DB.ResumeRun(run.ID); err != nil {
