@@ -114,7 +114,19 @@ func leaveOutImpossible(rec *results.RunRecord) []string {
 // (internal/atomicfile: a write that fails midway leaves whatever path held
 // before; a link is written through to its target).
 func writeWhole(path string, write func(io.Writer) error) error {
-	if err := atomicfile.Write(path, write); err != nil {
+	var storeErr error
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		err := write(w)
+		if results.FromStore(err) {
+			storeErr = err
+		}
+		return err
+	})
+	if storeErr != nil {
+		// the store failed, not the file
+		return fmt.Errorf("%w (--out %s is unchanged)", storeErr, path)
+	}
+	if err != nil {
 		return fmt.Errorf("--out %s: %w", path, err)
 	}
 	return nil

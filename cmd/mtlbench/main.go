@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/mtlbench/mtlbench/results"
 )
 
 func main() {
@@ -37,7 +40,33 @@ func exitCode(err error) int {
 func run(args []string, stdout, stderr io.Writer) error {
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{argsKey: args}
-	return app.Run(interspersed(app, args))
+	err := app.Run(interspersed(app, args))
+	if db, ok := app.Metadata[storeKey].(*results.DB); ok {
+		err = nameStore(db, err)
+	}
+	return err
+}
+
+// storeKey holds the results database a command opened (openDB,
+// openExistingDB) in the app's Metadata, so that a failure of the store
+// itself names it whatever the command (nameStore).
+const storeKey = "store"
+
+// nameStore says, of an error SQLite returned under a command, which
+// database failed and what to do (results.DB.StoreError), unless the
+// error already names it; the exit code is kept.
+func nameStore(db *results.DB, err error) error {
+	if err == nil || strings.Contains(err.Error(), db.Path()) {
+		return err
+	}
+	msg := db.StoreError(err)
+	if msg == "" {
+		return err
+	}
+	if e, ok := err.(*exitError); ok {
+		return &exitError{code: e.code, err: fmt.Errorf("%s: %w", msg, e.err)}
+	}
+	return fmt.Errorf("%s: %w", msg, err)
 }
 
 // argsKey holds the command line as given in the app's Metadata, for

@@ -40,13 +40,24 @@ func openDB(c *cli.Context) (*results.DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return results.OpenToWrite(abs)
+		return opened(c)(results.OpenToWrite(abs))
 	}
 	path := c.String("db")
 	if path == "" {
 		path = envconfig.DB()
 	}
-	return results.OpenToWrite(path)
+	return opened(c)(results.OpenToWrite(path))
+}
+
+// opened notes the database a command opened in its app's Metadata, for
+// nameStore.
+func opened(c *cli.Context) func(*results.DB, error) (*results.DB, error) {
+	return func(db *results.DB, err error) (*results.DB, error) {
+		if err == nil && c.App.Metadata != nil {
+			c.App.Metadata[storeKey] = db
+		}
+		return db, err
+	}
 }
 
 // openExistingDB opens the database openDB would, for commands that only
@@ -56,7 +67,7 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return results.Open(abs)
+	return opened(c)(results.Open(abs))
 }
 
 // existingDB is the absolute path of the database openDB would open, which

@@ -212,3 +212,42 @@ func TestWritersRefuseReadOnlyStore(t *testing.T) {
 		t.Errorf("runs of the read-only store: %v\n%s", err, out)
 	}
 }
+
+// A store that fails under a command (damaged: here a column its schema
+// version has is gone) is named in the error, whatever the command, as
+// run's and bench's failures are.
+func TestStoreFailuresNameTheStore(t *testing.T) {
+	tmp := isolate(t)
+	path := filepath.Join(tmp, "r.db")
+	peer := filepath.Join("testdata", "peer", "hf.json")
+	if _, _, err := mtl(t, "peer", "import", peer, "--db", path); err != nil {
+		t.Fatal(err)
+	}
+	exported := filepath.Join(tmp, "run.jsonl")
+	if _, _, err := mtl(t, "export", "latest", "--db", path, "-o", exported); err != nil {
+		t.Fatal(err)
+	}
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().Exec(`ALTER TABLE runs DROP COLUMN threads`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, args := range [][]string{
+		{"runs"},
+		{"show", "latest"},
+		{"compare", "1", "1"},
+		{"gate", "--baseline", "1", "--candidate", "1"},
+		{"report", "--out", filepath.Join(tmp, "report")},
+		{"export", "latest", "-o", filepath.Join(tmp, "again.jsonl")},
+		{"import", exported},
+		{"peer", "import", peer, "--tag", "again"},
+	} {
+		_, _, err := mtl(t, append(args, "--db", path)...)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s on a damaged store: %v, want an error naming %s", args[0], err, path)
+		}
+	}
+}
