@@ -9,10 +9,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -187,7 +185,7 @@ func abCommand() *cli.Command {
 				false: {label: "baseline", bin: base, db: filepath.Join(dir, "baseline.db"), tag: abBaselineTag},
 				true:  {label: "candidate", bin: cand, db: filepath.Join(dir, "candidate.db"), tag: abCandidateTag, extra: candExtra},
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnSignals(c.Context)
 			defer stop()
 			start := time.Now()
 			for r := range rounds {

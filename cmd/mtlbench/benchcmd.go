@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -117,7 +115,7 @@ func benchCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnSignals(c.Context)
 			defer stop()
 			bo, err := backendOptions(c.Int("threads"))
 			if err != nil {

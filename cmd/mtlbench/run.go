@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,21 @@ func existingDB(c *cli.Context) (string, error) {
 	return abs, nil
 }
 
+// stopOnSignals is the context of a command that measures (run, bench,
+// tune, ab): Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stop it once
+// the step in hand ends, keeping what it measured and saying how to
+// resume; a second signal kills at once. SIGHUP is left alone where it is
+// ignored (nohup).
+func stopOnSignals(parent context.Context) (context.Context, context.CancelFunc) {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(parent, sigs...)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
+}
+
 // backendOptions are the backends' options from the environment, with the
 // command's CPU threads.
 func backendOptions(threads int) (backends.Options, error) {
@@ -128,7 +144,8 @@ func runCommand() *cli.Command {
 		ArgsUsage: "SUITE.yaml",
 		Description: "Runs every case of the suite (warm-up, repetitions, interleaving as the suite says),\n" +
 			"stores each repetition in the results database as it finishes, and prints a summary.\n" +
-			"Ctrl-C stops after the current step; finished repetitions are kept and --resume RUN\n" +
+			"Ctrl-C (or SIGTERM, or a closed terminal's SIGHUP where nohup does not ignore it) stops after\n" +
+			"the current step, and a second one at once; finished repetitions are kept and --resume RUN\n" +
 			"runs exactly the missing ones, under the --set, --backend, --timing and --threads the run was made with\n" +
 			"(the command it prints repeats them and names the database by its full path; others are refused).\n" +
 			"A run another live process runs cannot be resumed, and a run or database that is not there is\n" +
@@ -174,7 +191,7 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnSignals(c.Context)
 			defer stop()
 			bo, err := backendOptions(c.Int("threads"))
 			if err != nil {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,6 +252,79 @@ func TestStoreFailuresNameTheStore(t *testing.T) {
 		_, _, err := mtl(t, append(args, "--db", path)...)
 		if err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s on a damaged store: %v, want an error naming %s", args[0], err, path)
+		}
+	}
+}
+
+// A closed terminal (SIGHUP) stops a run as Ctrl-C does: the step log is
+// flushed to the last repetition stored, the run is marked interrupted and
+// the command that resumes it printed. Under nohup (SIGHUP ignored) the
+// run goes on. The run is this test binary run again as mtlbench.
+func TestClosedTerminalStopsARun(t *testing.T) {
+	if args := os.Getenv("TEST_MTLBENCH_CHILD_ARGS"); args != "" {
+		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mtlbench:", err)
+			os.Exit(exitCode(err))
+		}
+		os.Exit(0)
+	}
+	for _, nohup := range []bool{false, true} {
+		dir := t.TempDir()
+		path, steps := filepath.Join(dir, "r.db"), filepath.Join(dir, "steps.jsonl")
+		child := exec.Command(os.Args[0], "-test.run=^TestClosedTerminalStopsARun$")
+		child.Env = append(os.Environ(), "TEST_MTLBENCH_CHILD_ARGS=bench -m qwen3-moe-mini --layers 1 -p 4 -n 2 -r 10000 --warmup 0 --backend cpu --threads 1 --db "+path+" --steps "+steps)
+		stderr, err := child.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nohup {
+			signal.Ignore(syscall.SIGHUP) // inherited by the child, as nohup does
+		}
+		err = child.Start()
+		signal.Reset(syscall.SIGHUP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		sc := bufio.NewScanner(stderr)
+		reps := 0
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), " rep ") {
+				reps++
+				switch {
+				case reps == 2:
+					child.Process.Signal(syscall.SIGHUP)
+				case nohup && reps == 4:
+					child.Process.Signal(os.Interrupt) // it went on past the SIGHUP
+				}
+			}
+		}
+		err = child.Wait()
+		code := child.ProcessState.ExitCode()
+		if code != 130 || !strings.Contains(out.String(), "resume with: ") {
+			t.Fatalf("nohup %v: exit %d (%v), want 130 and a resume command:\n%s", nohup, code, err, out.String())
+		}
+		if nohup && reps < 4 {
+			t.Errorf("under nohup, SIGHUP stopped the run after %d repetitions", reps)
+		}
+		db, err := results.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status string
+		var stored int
+		db.SQL().QueryRow(`SELECT r.status, c.reps_done FROM runs r JOIN cases c ON c.run_id = r.id`).Scan(&status, &stored)
+		db.Close()
+		if status != results.RunInterrupted || stored < 2 {
+			t.Errorf("nohup %v: run %s with %d repetitions stored, want interrupted with 2 or more", nohup, status, stored)
+		}
+		log, _ := os.ReadFile(steps)
+		for rep := range stored {
+			if !strings.Contains(string(log), fmt.Sprintf(`"rep":%d,`, rep)) {
+				t.Errorf("nohup %v: the step log lacks repetition %d of the %d stored", nohup, rep, stored)
+			}
 		}
 	}
 }

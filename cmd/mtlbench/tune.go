@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -267,13 +265,10 @@ func tuneRun(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	// A closed terminal (SIGHUP) stops tuning as Ctrl-C does: what was
-	// measured is kept.
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// The first signal (a closed terminal too) stops tuning at its next
+	// check and keeps what was measured; a second one kills at once.
+	ctx, stop := stopOnSignals(c.Context)
 	defer stop()
-	// The first signal stops tuning at its next check and keeps what was
-	// measured; a second one kills at once.
-	context.AfterFunc(ctx, stop)
 	o.DB = db
 	// Each bucket's config is written as the bucket ends, so a tune that
 	// dies later (a kill, a crash) keeps it.
