@@ -253,6 +253,10 @@ func open(path string, steps []migration) (*DB, error) {
 	}
 	if err := migrate(db, abs, steps); err != nil {
 		db.Close()
+		if !strings.Contains(err.Error(), abs) {
+			// a step that failed (a full disk) says which file it was upgrading
+			err = fmt.Errorf("results: upgrade %s to schema version %d: %w", abs, len(steps), err)
+		}
 		return nil, err
 	}
 	return &DB{sql: db, path: abs}, nil

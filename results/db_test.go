@@ -48,3 +48,26 @@ func TestOpenTildePath(t *testing.T) {
 		t.Errorf("Open made %v in the working directory", names)
 	}
 }
+
+// A schema step that fails (a full disk, here a table already there) names
+// the file it was upgrading, and leaves it at the last step that took.
+func TestFailedUpgradeNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := open(path, migrations[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	bad := append(migrations[:1:1], migration{name: "bad", stmts: []string{`CREATE TABLE runs (x)`}})
+	if _, err := open(path, bad); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a failed upgrade: %v, want an error naming %s", err, path)
+	}
+	db, err = open(path, migrations[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, _ := db.SchemaVersion(); v != 1 {
+		t.Errorf("schema version %d after a failed step, want 1", v)
+	}
+}
