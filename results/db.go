@@ -351,6 +351,26 @@ func (db *DB) Close() error { return db.sql.Close() }
 // Path is the absolute path of the database file.
 func (db *DB) Path() string { return db.path }
 
+// Holds reports whether path is the database's file or one of SQLite's
+// beside it (-wal, -shm, -journal), by name or by link: a command that
+// wrote its output there would destroy every run in the store.
+func (db *DB) Holds(path string) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	out, outErr := os.Stat(abs)
+	for _, f := range []string{db.path, db.path + "-wal", db.path + "-shm", db.path + "-journal"} {
+		if abs == f {
+			return true
+		}
+		if st, err := os.Stat(f); err == nil && outErr == nil && os.SameFile(st, out) {
+			return true
+		}
+	}
+	return false
+}
+
 // SQL gives direct access for ad-hoc read queries (reports). The pool has
 // one connection: close each *sql.Rows before running another query.
 func (db *DB) SQL() *sql.DB { return db.sql }

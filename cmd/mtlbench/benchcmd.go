@@ -121,7 +121,7 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			stepLog, closeSteps, err := openStepLog(c)
+			stepLog, closeSteps, err := openStepLog(c, db)
 			if err != nil {
 				return err
 			}

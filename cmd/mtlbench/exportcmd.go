@@ -74,6 +74,9 @@ func exportCommand() *cli.Command {
 				return bw.Flush()
 			}
 			if p := c.String("out"); p != "" {
+				if err := notTheStore(db, "--out", p); err != nil {
+					return err
+				}
 				err = writeWhole(p, write)
 			} else {
 				err = write(c.App.Writer)

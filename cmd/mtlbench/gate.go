@@ -78,6 +78,12 @@ func gateCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
+			if err := notTheStore(db, "--summary", c.String("summary")); err != nil {
+				return err
+			}
+			if err := notTheStore(db, "$GITHUB_STEP_SUMMARY", os.Getenv("GITHUB_STEP_SUMMARY")); err != nil {
+				return err
+			}
 			cand, err := compare.Load(db, c.String("candidate"), c.String("candidate"), c.Int("latest"))
 			if err != nil {
 				return fmt.Errorf("candidate: %w", err)

@@ -96,6 +96,16 @@ func existingDB(c *cli.Context) (string, error) {
 	return abs, nil
 }
 
+// notTheStore refuses an output file (what names it: a flag, a variable)
+// that is the results database db, or a file of SQLite's beside it:
+// writing it would destroy every run there.
+func notTheStore(db *results.DB, what, path string) error {
+	if path == "" || !db.Holds(path) {
+		return nil
+	}
+	return fmt.Errorf("%s %s is the results database %s (or its SQLite file): writing it would destroy every run there; name another file", what, path, db.Path())
+}
+
 // stopOnSignals is the context of a command that measures (run, bench,
 // tune, ab): Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stop it once
 // the step in hand ends, keeping what it measured and saying how to
@@ -204,7 +214,7 @@ func runCommand() *cli.Command {
 			if slow > 0 {
 				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: MTLBENCH_TEST_SLOWDOWN lengthens every step by %g%%: these timings are deliberately slow\n", slow*100)
 			}
-			stepLog, closeSteps, err := openStepLog(c)
+			stepLog, closeSteps, err := openStepLog(c, db)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mtlbench/mtlbench/results"
 )
 
 func stepsFlag() cli.Flag {
@@ -16,10 +18,13 @@ func stepsFlag() cli.Flag {
 
 // openStepLog opens --steps' file before any work, or returns a nil writer
 // without the flag; done flushes and closes it.
-func openStepLog(c *cli.Context) (w io.Writer, done func() error, err error) {
+func openStepLog(c *cli.Context, db *results.DB) (w io.Writer, done func() error, err error) {
 	path := c.String("steps")
 	if path == "" {
 		return nil, func() error { return nil }, nil
+	}
+	if err := notTheStore(db, "--steps", path); err != nil {
+		return nil, nil, err
 	}
 	f, err := os.Create(path)
 	if err != nil {

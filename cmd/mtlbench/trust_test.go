@@ -328,3 +328,48 @@ func TestClosedTerminalStopsARun(t *testing.T) {
 		}
 	}
 }
+
+// An output file that is the results database (or SQLite's -wal beside
+// it) is refused before anything is written: export -o, --steps, tune
+// --out and gate --summary replaced or truncated it, and every run in it
+// was gone.
+func TestOutputIsNotTheStore(t *testing.T) {
+	tmp := isolate(t)
+	path := filepath.Join(tmp, "r.db")
+	if _, _, err := mtl(t, "peer", "import", filepath.Join("testdata", "peer", "hf.json"), "--db", path); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(tmp, "two.yaml")
+	if err := os.WriteFile(suite, []byte(twoCaseSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"export", "latest", "-o", path},
+		{"export", "latest", "-o", path + "-wal"},
+		{"export", "latest", "-o", link},
+		{"run", suite, "-q", "--steps", path},
+		{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--backend", "cpu", "-q", "--steps", path},
+		{"tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32", "--threads", "2",
+			"--out", path, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms"},
+		{"gate", "--baseline", "1", "--candidate", "1", "--summary", path},
+	} {
+		_, _, err := mtl(t, append(args, "--db", path)...)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%v: %v, want the output refused, naming the store", args, err)
+		}
+		if out, _, err := mtl(t, "runs", "--db", path, "--format", "csv"); err != nil || strings.Count(out, "\n") != 2 {
+			t.Fatalf("after %v the store holds: %v\n%s", args, err, out)
+		}
+	}
+	// A store the command makes: tune's --out is checked once it is there.
+	fresh := filepath.Join(tmp, "new.db")
+	_, _, err := mtl(t, "tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32",
+		"--threads", "2", "--out", fresh, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms", "--db", fresh)
+	if err == nil || !strings.Contains(err.Error(), "is the results database "+fresh) {
+		t.Errorf("tune --out its new store: %v", err)
+	}
+}

@@ -265,6 +265,9 @@ func tuneRun(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	if err := notTheStore(db, "--out", out); err != nil {
+		return err
+	}
 	// The first signal (a closed terminal too) stops tuning at its next
 	// check and keeps what was measured; a second one kills at once.
 	ctx, stop := stopOnSignals(c.Context)
