@@ -3,7 +3,9 @@ package compare
 import (
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -341,6 +343,39 @@ func TestFmtStatFewValues(t *testing.T) {
 	} {
 		if got := fmtStat(newStat(c.values), 1); got != c.want {
 			t.Errorf("%v: %q, want %q", c.values, got, c.want)
+		}
+	}
+}
+
+// A side names its runs that did not complete (interrupted, failed, still
+// running): their cases hold only what they stored, which compare and gate
+// use as it stands, and show marks them unfinished.
+func TestSideNamesUnfinishedRuns(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range []struct {
+		status string
+		want   string
+	}{
+		{results.RunComplete, ""},
+		{results.RunInterrupted, "run 2 interrupted"},
+		{results.RunFailed, "run 3 failed"},
+		{results.RunRunning, "run 4 running"},
+	} {
+		id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Status: tc.status})
+		if err != nil {
+			t.Fatal(err)
+		}
+		side, err := Load(db, "A", strconv.FormatInt(id, 10), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := side.Describe()
+		if tc.want == "" && strings.Contains(got, ";") || !strings.Contains(got, tc.want) {
+			t.Errorf("a %s run: %q, want %q", tc.status, got, tc.want)
 		}
 	}
 }

@@ -22,6 +22,9 @@ type Run struct {
 	Machine    string // CPU or GPU name, for the "different machines" note
 	SuitePath  string
 	SuiteHash  string // the suite file's sha256: what the path held then
+	// Status is the run's (results.RunComplete...); a side says which of
+	// its runs did not complete, whose cases hold only what they stored.
+	Status string
 }
 
 // RunOf converts a stored run.
@@ -31,7 +34,7 @@ func RunOf(r *results.Run) Run {
 		machine = r.Machine.GPUName
 	}
 	return Run{ID: r.ID, Tag: r.Tag, Commit: r.GitCommit, Backend: r.Backend, TimingMode: r.TimingMode,
-		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash}
+		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash, Status: r.Status}
 }
 
 func (r Run) timing() string {
@@ -224,6 +227,13 @@ func (s *Side) Describe() string {
 		}
 		if c := r.Commit; c != "" {
 			d += ", commit " + c[:min(len(c), 10)]
+		}
+	}
+	// What such a run stored is compared as it stands (show marks its
+	// cases unfinished): say so.
+	for _, r := range s.Runs {
+		if r.Status != "" && r.Status != results.RunComplete {
+			d += fmt.Sprintf("; run %d %s", r.ID, r.Status)
 		}
 	}
 	return d + ")"
