@@ -1,6 +1,8 @@
 package model
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -84,6 +86,31 @@ func (o *owned) transcodeTarget(q quant.Spec, rows, k int) *quant.Matrix {
 		m.Scales, m.Biases = buf[nd:nd+ns], buf[nd+ns:nd+2*ns]
 	}
 	return m
+}
+
+// formed is p, a matrix of the given shape, in to, one of
+// quant.Forms(p.Spec): widened, or transcoded from its blocks, into owned
+// memory, so the form a backend runs is held as the source's own and
+// counted with it (Memory); a widening keeps p's scales and biases. The
+// caller gives back p's values (docs/quantization.md, "Memory").
+func (o *owned) formed(p Packed, shape []int, to quant.Spec) (Packed, error) {
+	if !slices.Contains(quant.Forms(p.Spec), to) || len(shape) != 2 {
+		return Packed{}, fmt.Errorf("%v of shape %v does not convert to %v", p.Spec, shape, to)
+	}
+	rows, k := shape[0], shape[1]
+	m := &quant.Matrix{Spec: p.Spec, Rows: rows, K: k, Data: p.Data, Scales: p.Scales, Biases: p.Biases}
+	if p.Spec.Type == quant.Affine {
+		data := o.alloc(rows * to.RowBytes(k))
+		if err := m.Widen(to, data); err != nil {
+			return Packed{}, err
+		}
+		return Packed{Spec: to, Data: data, Scales: p.Scales, Biases: p.Biases}, nil
+	}
+	out := o.transcodeTarget(to, rows, k)
+	if err := quant.Transcoders[p.Spec.String()].Transcode(p.Data, out); err != nil {
+		return Packed{}, err
+	}
+	return Packed{Spec: to, Data: out.Data, Scales: out.Scales, Biases: out.Biases}, nil
 }
 
 // regions are mmap'd allocations.

@@ -377,12 +377,34 @@ func (c *Checkpoint) Packed(spec TensorSpec) (Packed, bool, error) {
 }
 
 // PackedAs is Packed with a matrix in a floating-point mode written as to
-// where to is one of its forms (quant.Forms: mxfp4's affine ones).
+// where to is one of its forms (quant.Forms: mxfp4's affine ones), and an
+// affine one widened to to into memory of the checkpoint's own, the file's
+// pages of its narrow values given back: the model holds the widened
+// values only (docs/quantization.md, "Memory").
 func (c *Checkpoint) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
 	if c.floatsOfPacked(spec) {
 		return Packed{}, false, nil
 	}
-	return c.packed(spec, true, to)
+	p, ok, err := c.packed(spec, true, to)
+	if err != nil || !ok || p.Spec == to || !slices.Contains(quant.Widenings(p.Spec), to) {
+		return p, ok, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := spec.Name + " " + to.String()
+	if w, ok := c.transcoded[key]; ok {
+		return w, true, nil
+	}
+	w, err := c.mem.formed(p, spec.Shape, to)
+	if err != nil {
+		return Packed{}, true, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
+	}
+	c.ck.Drop(p.Data)
+	if c.transcoded == nil {
+		c.transcoded = map[string]Packed{}
+	}
+	c.transcoded[key] = w
+	return w, true, nil
 }
 
 // packed finds and checks spec's packed tensors; with read false it stops

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
@@ -354,8 +355,10 @@ func TestCachedWidensOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(a.Data, want.Data) || &a.Scales[0] != &p.Scales[0] {
-		t.Error("the cached widening differs from Packed.Widen, or copied the scales")
+	// The source draws the widened form apart from Packed's (it keeps no
+	// narrow copy: TestFormsHeldOnce), from the same seed.
+	if !bytes.Equal(a.Data, want.Data) || !bytes.Equal(a.Scales, p.Scales) || !bytes.Equal(a.Biases, p.Biases) {
+		t.Error("the cached widening differs from Packed.Convert's")
 	}
 	if _, _, err := c.PackedAs(spec, quant.Spec{Type: quant.Affine, Bits: 2, Group: 64, Scale: to.Scale}); err == nil {
 		t.Error("narrowing to 2 bits: want an error")
@@ -992,5 +995,82 @@ func TestGGUFPackedAsWritesOneForm(t *testing.T) {
 		if a[i] != b[i] {
 			t.Fatalf("value %d: %g at 8 bits, %g as Q5_K", i, a[i], b[i])
 		}
+	}
+}
+
+// A matrix a backend runs in another form than its source holds (affine 2,
+// 3, 5 and 6 bits widened to 4 or 8; a Metal-only type transcoded, as the
+// CPU runs them) is held in that form only, in the source's own memory:
+// Memory counts it, and the narrower values it was made from are not kept
+// beside it (a synthetic draw freed, a checkpoint's file pages given back).
+// Before, the form sat on the Go heap beside the draw: a q2 preset on the
+// CPU held 1.55 times the weights the fit check counted, q5 1.65.
+func TestFormsHeldOnce(t *testing.T) {
+	narrowMLX := mlxCopy(t, func(q map[string]any) { q["bits"] = 3 }, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		for i, w := range ts {
+			if w.DType == "U32" { // 4-bit words of each row: 3-bit ones
+				w.Shape = []int{w.Shape[0], w.Shape[1] * 3 / 4}
+				w.Data = make([]byte, 4*w.Shape[0]*w.Shape[1])
+				for j := range w.Data {
+					w.Data[j] = byte(j * 37)
+				}
+				ts[i] = w
+			}
+		}
+		return ts
+	})
+	for _, c := range []struct {
+		name string
+		spec Spec
+	}{
+		{"q2 preset", Spec{Model: "qwen3-moe-mini", Quant: "q2", Layers: 1, Seed: 1}},
+		{"q5 preset", Spec{Model: "qwen3-moe-mini", Quant: "q5", Layers: 1, Seed: 1}},
+		{"q5_k_m preset", Spec{Model: "qwen3-moe-mini", Quant: "q5_k_m", Layers: 1, Seed: 1}},
+		{"3-bit mlx folder", Spec{Model: narrowMLX}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, src, err := Open(c.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			ck, _ := src.(*Checkpoint)
+			inFile := func(b []byte) bool { return ck != nil && ck.ck.Mapped(b) }
+			run := cfg.RunOn(cpu.QuantRules{})
+			var made, forms int64 // bytes the source made for what runs; of them, widened or transcoded
+			for _, s := range run.Tensors() {
+				to, ok := run.Quant.For(s.Name)
+				if !ok || !s.Matrix {
+					continue
+				}
+				p, ok, err := PackedAs(src, s, to)
+				if err != nil || !ok || p.Spec != to {
+					t.Fatalf("%s: %v, %v, %v", s.Name, p.Spec, ok, err)
+				}
+				if !src.(MappedSource).Mapped(p.Data) {
+					t.Fatalf("%s: its %v values lie in no memory the source holds", s.Name, to)
+				}
+				if stored, _ := cfg.Quant.For(s.Name); stored != to {
+					forms++
+				}
+				for _, b := range [][]byte{p.Data, p.Scales, p.Biases} {
+					if !inFile(b) {
+						made += int64(len(b))
+					}
+				}
+			}
+			if forms == 0 {
+				t.Fatal("no matrix runs in another form")
+			}
+			var held int64
+			for _, m := range Memory(src) {
+				if !inFile(m) {
+					held += int64(len(m))
+				}
+			}
+			if held != made {
+				t.Errorf("the source holds %d bytes beside its files; want the %d of what runs (%d matrices in another form)", held, made, forms)
+			}
+		})
 	}
 }

@@ -68,6 +68,47 @@ func (s *Synthetic) Packed(spec TensorSpec) (Packed, bool, error) {
 	if !ok || !spec.Matrix {
 		return Packed{}, false, nil
 	}
+	return s.draw(spec, q, s.alloc, s.alloc)
+}
+
+// PackedAs is Packed with a matrix to holds exactly (quant.Forms: a
+// widening, a transcoder's form) drawn and then converted into memory of
+// the source's own: the draw's values are freed at once, so only the form
+// a backend runs stays held (docs/quantization.md, "Memory").
+func (s *Synthetic) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, error) {
+	q, ok := s.quant.For(spec.Name)
+	if !ok || !spec.Matrix || q == to || !slices.Contains(quant.Forms(q), to) {
+		return s.Packed(spec)
+	}
+	var frees []func()
+	defer func() {
+		for _, f := range frees {
+			f()
+		}
+	}()
+	temp := func(n int) []byte {
+		b, free, _ := allocWeights(n)
+		frees = append(frees, free)
+		return b
+	}
+	groups := temp
+	if q.Type == quant.Affine {
+		groups = s.alloc // the widened values keep them
+	}
+	p, _, err := s.draw(spec, q, temp, groups)
+	if err != nil {
+		return Packed{}, true, err
+	}
+	p, err = s.mem.formed(p, spec.Shape, to)
+	if err != nil {
+		return Packed{}, true, fmt.Errorf("synthetic %s: %w", spec.Name, err)
+	}
+	return p, true, nil
+}
+
+// draw is spec's matrix drawn in q, its values in memory from values and
+// its scales and biases from groups.
+func (s *Synthetic) draw(spec TensorSpec, q quant.Spec, values, groups func(int) []byte) (Packed, bool, error) {
 	rows, k := spec.Shape[0], spec.Shape[1]
 	if err := q.Validate(k); err != nil {
 		return Packed{}, false, fmt.Errorf("synthetic %s: %w", spec.Name, err)
@@ -77,9 +118,9 @@ func (s *Synthetic) Packed(spec TensorSpec) (Packed, bool, error) {
 	rng := splitmix{s.Seed ^ h.Sum64()}
 	amp := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
 	rb, gb := q.RowBytes(k), q.Groups(k)*q.Scale.Size()
-	p := Packed{Spec: q, Data: s.alloc(rows * rb)}
+	p := Packed{Spec: q, Data: values(rows * rb)}
 	if gb > 0 {
-		p.Scales, p.Biases = s.alloc(rows*gb), s.alloc(rows*gb)
+		p.Scales, p.Biases = groups(rows*gb), groups(rows*gb)
 	}
 	per := max(1, (1<<16)/k)
 	seed := rng.next()
