@@ -256,14 +256,15 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckFit(cfg, src.DType(), kvdt, opts.KVTokens, opts.AvailableMemory, opts.MemoryWhere); err != nil {
+	// The cache is allocated in whole blocks: the check counts them all.
+	blocks := (opts.KVTokens + opts.BlockSize - 1) / opts.BlockSize
+	if err := CheckFit(cfg, src.DType(), kvdt, blocks*opts.BlockSize, opts.AvailableMemory, opts.MemoryWhere); err != nil {
 		return nil, err
 	}
 	w, err := uploadWeights(be, cfg, src)
 	if err != nil {
 		return nil, err
 	}
-	blocks := (opts.KVTokens + opts.BlockSize - 1) / opts.BlockSize
 	kv, err := cache.New(blocks, opts.BlockSize)
 	if err != nil {
 		return nil, err

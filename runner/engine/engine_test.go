@@ -469,3 +469,40 @@ func TestGenerateRefusesTheWholeBatch(t *testing.T) {
 		t.Errorf("Generate beside a queued request: err = %v", err)
 	}
 }
+
+// The fit check counts the KV cache as it is allocated, in whole blocks:
+// 17 tokens in blocks of 16 take 32 tokens' memory. Before, memory for 17
+// passed, and a refusal named a cache smaller than the one allocated.
+func TestFitCountsWholeBlocks(t *testing.T) {
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	be := cpu.New(cpu.Options{Threads: 1})
+	w := RunConfig(be, cfg).WeightBytes(src.DType())
+	perToken := cfg.KVBytesPerToken(bridge.F32)
+	for _, c := range []struct {
+		tokens, block int
+		fits          bool
+	}{{17, 16, false}, {32, 16, true}, {17, 8, false}, {24, 8, true}} {
+		alloc := int64((c.tokens+c.block-1)/c.block*c.block) * perToken
+		avail := w + int64(c.tokens)*perToken
+		if c.fits {
+			avail = w + alloc
+		}
+		e, err := New(be, cfg, src, Options{KVTokens: c.tokens, BlockSize: c.block, KVDType: "f32", AvailableMemory: avail, MemoryWhere: "here"})
+		var fe *FitError
+		switch {
+		case c.fits && err != nil:
+			t.Errorf("%d tokens in blocks of %d, %d bytes available: %v", c.tokens, c.block, avail, err)
+		case !c.fits && !errors.As(err, &fe):
+			t.Errorf("%d tokens in blocks of %d allocate %d bytes of cache; %d bytes available passed (err %v)", c.tokens, c.block, alloc, avail, err)
+		case !c.fits && fe.KV != alloc:
+			t.Errorf("%d tokens in blocks of %d: refusal names a %d-byte cache, want the %d allocated", c.tokens, c.block, fe.KV, alloc)
+		}
+		if e != nil {
+			e.Close()
+		}
+	}
+}
