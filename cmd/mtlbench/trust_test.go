@@ -261,7 +261,7 @@ func TestStoreFailuresNameTheStore(t *testing.T) {
 // the command that resumes it printed. Under nohup (SIGHUP ignored) the
 // run goes on. The run is this test binary run again as mtlbench.
 func TestClosedTerminalStopsARun(t *testing.T) {
-	if args := os.Getenv("TEST_MTLBENCH_CHILD_ARGS"); args != "" {
+	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
 		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mtlbench:", err)
@@ -273,7 +273,7 @@ func TestClosedTerminalStopsARun(t *testing.T) {
 		dir := t.TempDir()
 		path, steps := filepath.Join(dir, "r.db"), filepath.Join(dir, "steps.jsonl")
 		child := exec.Command(os.Args[0], "-test.run=^TestClosedTerminalStopsARun$")
-		child.Env = append(os.Environ(), "TEST_MTLBENCH_CHILD_ARGS=bench -m qwen3-moe-mini --layers 1 -p 4 -n 2 -r 10000 --warmup 0 --backend cpu --threads 1 --db "+path+" --steps "+steps)
+		child.Env = append(os.Environ(), "MTLB_TEST_CHILD_ARGS=bench -m qwen3-moe-mini --layers 1 -p 4 -n 2 -r 10000 --warmup 0 --backend cpu --threads 1 --db "+path+" --steps "+steps)
 		stderr, err := child.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
