@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/homepath"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
 )
 
@@ -68,17 +69,11 @@ func Resolve(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("results: no database path")
 	}
-	if rest, ok := strings.CutPrefix(path, "~"); ok {
-		if rest != "" && !strings.HasPrefix(rest, "/") && !strings.HasPrefix(rest, string(filepath.Separator)) {
-			return "", fmt.Errorf("results: database path %s: only ~ and ~/ are read as the home folder; write the full path (or ./%s for a file of that name here)", path, path)
-		}
-		home, err := os.UserHomeDir()
-		if err != nil || home == "" {
-			return "", fmt.Errorf("results: database path %s: no home folder to read ~ as (%v); write the full path", path, err)
-		}
-		path = home + rest
+	expanded, err := homepath.Expand(path)
+	if err != nil {
+		return "", fmt.Errorf("results: database path %s: %w", path, err)
 	}
-	abs, err := filepath.Abs(path)
+	abs, err := filepath.Abs(expanded)
 	if err != nil {
 		return "", fmt.Errorf("results: database path %s: %w", path, err)
 	}

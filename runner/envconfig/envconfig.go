@@ -19,6 +19,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/internal/homepath"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -172,10 +173,34 @@ func lookup(name string) (string, bool) {
 	return v, ok && v != ""
 }
 
-// Get is name's value, "" when unset; name must be in Vars.
+// Get is name's value, "" when unset; name must be in Vars. A path
+// variable's leading ~ or ~/ is the home folder (internal/homepath); one
+// it cannot read so (~name) is left as it is, for Check to name.
 func Get(name string) string {
 	v, _ := lookup(name)
+	if pathVars[name] {
+		v = expandPaths(v)
+	}
 	return v
+}
+
+// pathVars are the variables that hold paths (MTLBENCH_CUDA_LIBS a list of
+// them), which an environment file or a Makefile passes on unexpanded.
+var pathVars = map[string]bool{
+	"MTLBENCH_DB": true, "MTLBENCH_HISTORY": true, "MTLBENCH_TUNED": true, "MTLBENCH_CLANG": true,
+	"MTLBENCH_EMU_CACHE": true, "MTLBENCH_CUDA_CACHE": true, "MTLBENCH_CUDA_LIBS": true,
+	"MTLBENCH_TUNE_COMPARE": true, "MTLBENCH_CHARTS_DIR": true,
+}
+
+// expandPaths expands the home folder in each ':'-separated path of v.
+func expandPaths(v string) string {
+	parts := strings.Split(v, ":")
+	for i, p := range parts {
+		if e, err := homepath.Expand(p); err == nil {
+			parts[i] = e
+		}
+	}
+	return strings.Join(parts, ":")
 }
 
 // Int is name's value as a positive integer, def when unset or not one.
@@ -233,6 +258,18 @@ func Check() error {
 	}
 	if _, err := TestSlowdown(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, v := range Vars {
+		if !pathVars[v.Name] {
+			continue
+		}
+		raw, _ := lookup(v.Name)
+		for _, p := range strings.Split(raw, ":") {
+			if _, err := homepath.Expand(p); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", v.Name, raw, err))
+				break
+			}
+		}
 	}
 	if d := TunedDir(); d != "" {
 		if st, err := os.Stat(d); err == nil && !st.IsDir() {

@@ -168,3 +168,34 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// A path variable's leading ~ or ~/ is the home folder, as the shell an
+// environment file bypasses would have made it; ~name is refused by Check,
+// naming the variable.
+func TestPathVariablesExpandHome(t *testing.T) {
+	clean(t)
+	t.Setenv("HOME", "/home/u")
+	t.Setenv("MTLBENCH_HISTORY", "~/h")
+	t.Setenv("MTLBENCH_TUNED", "~")
+	t.Setenv("MTLBENCH_EMU_CACHE", "~/cache/emu")
+	t.Setenv("MTLBENCH_CUDA_LIBS", "~/lib:/opt/lib")
+	if got := HistoryDir(); got != "/home/u/h" {
+		t.Errorf("HistoryDir %q", got)
+	}
+	if got := TunedDir(); got != "/home/u" {
+		t.Errorf("TunedDir %q", got)
+	}
+	if got := Emu().CacheDir; got != "/home/u/cache/emu" {
+		t.Errorf("Emu().CacheDir %q", got)
+	}
+	if o, _ := CUDA(); !slices.Equal(o.Libs, []string{"/home/u/lib", "/opt/lib"}) {
+		t.Errorf("CUDA().Libs %q", o.Libs)
+	}
+	if err := Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	t.Setenv("MTLBENCH_TUNED", "~bob/tuned")
+	if err := Check(); err == nil || !strings.Contains(err.Error(), `MTLBENCH_TUNED="~bob/tuned": only ~ and ~/ are read as the home folder`) {
+		t.Errorf("Check with ~bob: %v", err)
+	}
+}
