@@ -152,7 +152,7 @@ func Values() []Value {
 			out = append(out, Value{Var: v, Value: val, Source: "default"})
 			continue
 		}
-		out = append(out, Value{Var: v, Value: val, Source: "environment"})
+		out = append(out, Value{Var: v, Value: Get(v.Name), Source: "environment"}) // a path as the commands read it
 	}
 	return out
 }

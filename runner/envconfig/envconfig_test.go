@@ -194,6 +194,12 @@ func TestPathVariablesExpandHome(t *testing.T) {
 	if err := Check(); err != nil {
 		t.Errorf("Check: %v", err)
 	}
+	// env shows the path the commands use.
+	for _, v := range Values() {
+		if v.Name == "MTLBENCH_HISTORY" && v.Value != "/home/u/h" {
+			t.Errorf("Values: MTLBENCH_HISTORY %q", v.Value)
+		}
+	}
 	t.Setenv("MTLBENCH_TUNED", "~bob/tuned")
 	if err := Check(); err == nil || !strings.Contains(err.Error(), `MTLBENCH_TUNED="~bob/tuned": only ~ and ~/ are read as the home folder`) {
 		t.Errorf("Check with ~bob: %v", err)
