@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -60,6 +61,9 @@ func reportCommand() *cli.Command {
 			}
 			if c.String("out") == "" {
 				return fmt.Errorf("--out: no folder named to write the report into")
+			}
+			if st, err := os.Stat(c.String("out")); err == nil && !st.IsDir() {
+				return fmt.Errorf("--out %s: a file, not a folder: the report is a folder of files (index.html and its charts)", c.String("out"))
 			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,

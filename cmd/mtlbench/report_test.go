@@ -256,6 +256,17 @@ func TestReport(t *testing.T) {
 		if _, err := os.Stat(out3); err == nil {
 			t.Error("report --history-model llama-9 wrote a report")
 		}
+
+		// --out naming a file is refused by the flag, and the file is left.
+		file := filepath.Join(dir, "a-file.db")
+		os.WriteFile(file, []byte("keep"), 0o644)
+		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", file}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--out "+file+": a file, not a folder") {
+			t.Errorf("report -o FILE: %v", err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "keep" {
+			t.Errorf("report -o FILE changed the file: %q", b)
+		}
 	})
 
 	t.Run("WriteCharts", func(t *testing.T) {

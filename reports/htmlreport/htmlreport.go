@@ -85,7 +85,7 @@ func WriteFiles(dir string, db *results.DB, runIDs []int64, opts Options) ([]str
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("report folder %s: %w", dir, err)
 	}
 	var files []string
 	page := pageData{
