@@ -204,8 +204,7 @@ func OpenToWrite(path string) (*DB, error) {
 	}
 	if db.ReadOnly() {
 		db.Close()
-		return nil, fmt.Errorf("the results database %s cannot be written: %w (record into another with --db or MTLBENCH_DB; show, compare and report still read this one)",
-			db.path, ErrReadOnly)
+		return nil, fmt.Errorf("%s: %w", readOnlyWords(db.path), ErrReadOnly)
 	}
 	return db, nil
 }
