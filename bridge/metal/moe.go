@@ -2,6 +2,8 @@ package metal
 
 import (
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
@@ -10,13 +12,90 @@ import (
 
 // packedExperts is a MoE layer's experts in one buffer, so one dispatch
 // reaches every expert: expert e's gate, up and down at
-// base + e*stride + (0, inter*hidden, 2*inter*hidden) elements.
+// base + e*stride + off[0], off[1], off[2] elements (layoutOf).
 type packedExperts struct {
 	dt     bridge.DType
 	buf    *dbuf
 	base   int // bytes
 	stride int // elements between experts
+	off    [3]int
 	size   int // bytes of all experts
+}
+
+// holds reports whether every expert of w lies in pk's buffer where pk
+// says: an engine may reuse one expert's tensor of an earlier engine
+// (byHost, by its host bytes) while the others are new.
+func (pk *packedExperts) holds(w *bridge.MoEWeights) bool {
+	es := pk.dt.Size()
+	for i, ts := range [3][]bridge.Tensor{w.Gate, w.Up, w.Down} {
+		for e, t := range ts {
+			if x := tt(t); x.buf != pk.buf || x.off != pk.base+(e*pk.stride+pk.off[i])*es {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// expertLayout is where a layer's experts lie in one region, in elements:
+// expert e's matrix i (gate, up, down) at e*stride + off[i].
+type expertLayout struct {
+	stride int
+	off    [3]int
+}
+
+// sideBySide is the layout experts makes when it copies: each expert's
+// gate, up and down together (as NewExperts lays them).
+func sideBySide(ih int) expertLayout { return expertLayout{3 * ih, [3]int{0, ih, 2 * ih}} }
+
+// layoutOf is the layout of E experts of ih elements of es bytes a matrix,
+// matrix i of expert e at addr(i, e), when there is one: a fixed stride
+// between experts, an offset for each matrix, and the 3·E matrices tiling
+// one region from base with no gap. Side by side per expert, or every
+// gate, then every up, then every down (a weight source's stacks,
+// runner/model owned.place), or a GGUF file's three stacked tensors in the
+// order its writer chose, all pass.
+func layoutOf(E, ih, es int, addr func(i, e int) uintptr) (lay expertLayout, base uintptr, ok bool) {
+	n := uintptr(ih * es)
+	var all []uintptr
+	for i := 0; i < 3; i++ {
+		for e := 0; e < E; e++ {
+			all = append(all, addr(i, e))
+		}
+	}
+	slices.Sort(all)
+	base = all[0]
+	for k := 1; k < len(all); k++ {
+		if all[k]-all[k-1] < n {
+			return lay, 0, false // overlapping
+		}
+	}
+	if all[len(all)-1]+n-base != uintptr(len(all))*n {
+		return lay, 0, false // a gap
+	}
+	stride := uintptr(3 * ih * es)
+	if E > 1 {
+		if addr(0, 1) < addr(0, 0) {
+			return lay, 0, false
+		}
+		stride = addr(0, 1) - addr(0, 0)
+	}
+	for i := 0; i < 3; i++ {
+		for e := 0; e < E; e++ {
+			if addr(i, e) != addr(i, 0)+uintptr(e)*stride {
+				return lay, 0, false
+			}
+		}
+		if (addr(i, 0)-base)%uintptr(es) != 0 {
+			return lay, 0, false
+		}
+		lay.off[i] = int(addr(i, 0)-base) / es
+	}
+	if stride%uintptr(es) != 0 {
+		return lay, 0, false
+	}
+	lay.stride = int(stride) / es
+	return lay, base, true
 }
 
 // NewExperts allocates a MoE layer's expert weights (zeroed) packed as the
@@ -43,10 +122,13 @@ func (b *Backend) NewExperts(dt bridge.DType, experts, hidden, inter int) (gate,
 	return gate, up, down, nil
 }
 
-// experts returns w's packed experts, packing them on first use: the
-// per-expert buffers are copied into one, their tensors re-pointed at it
-// and their own buffers released (the first MoE call of a layer precedes
-// any other use of its experts, so no encoded dispatch holds them).
+// experts returns w's packed experts, laid out on first use: experts that
+// already lie in a layout the kernels read (layoutOf), in one buffer or in
+// mapped host memory (then aliased as one region), are read in place;
+// others are copied into one buffer. Either way their tensors are re-pointed at
+// the region and their own buffers released (the first MoE call of a
+// layer precedes any other use of its experts, so no encoded dispatch
+// holds them).
 func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 	E := len(w.Gate)
 	if E == 0 || len(w.Up) != E || len(w.Down) != E {
@@ -54,7 +136,7 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 		return nil
 	}
 	first := tt(w.Gate[0])
-	if pk := b.packed[first]; pk != nil {
+	if pk := b.packed[first]; pk != nil && pk.holds(w) {
 		return pk
 	}
 	H, I := w.Hidden, w.Inter
@@ -65,43 +147,73 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 		b.fail("moe: %v expert weights", dt)
 		return nil
 	}
-	contiguous := true
+	mats := [3][]bridge.Tensor{w.Gate, w.Up, w.Down}
 	for e := 0; e < E; e++ {
-		for i, x := range []*tensor{tt(w.Gate[e]), tt(w.Up[e]), tt(w.Down[e])} {
-			if x.dt != dt || x.n != ih {
+		for i := range mats {
+			if x := tt(mats[i][e]); x.dt != dt || x.n != ih {
 				b.fail("moe: expert %d: %v tensor of %d elements, want %v of %dx%d", e, x.dt, x.n, dt, I, H)
 				return nil
 			}
-			if x.buf != first.buf || x.off != first.off+(e*3+i)*ih*es {
-				contiguous = false
+		}
+	}
+	size := E * 3 * ih * es
+	pk := &packedExperts{dt: dt, size: size}
+	at := func(i, e int) *tensor { return tt(mats[i][e]) }
+	inBuf, inHost := true, true
+	for i := range mats {
+		for e := 0; e < E; e++ {
+			inBuf = inBuf && at(i, e).buf == first.buf
+			inHost = inHost && at(i, e).buf.mapped
+		}
+	}
+	if inBuf {
+		if lay, base, ok := layoutOf(E, ih, es, func(i, e int) uintptr { return uintptr(at(i, e).off) }); ok {
+			pk.buf, pk.base, pk.stride, pk.off = first.buf, int(base), lay.stride, lay.off
+			b.packed[first] = pk
+			return pk
+		}
+	}
+	var buf *dbuf
+	if inHost {
+		host := func(i, e int) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(at(i, e).contents()))) }
+		if lay, base, ok := layoutOf(E, ih, es, host); ok {
+			region := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(first.contents())), int(base-host(0, 0)))), size)
+			if t, err := b.WeightMapped(dt, []int{size / es}, region); err == nil {
+				buf, pk.base, pk.stride, pk.off = t.(*tensor).buf, t.(*tensor).off, lay.stride, lay.off
+				t.(*tensor).owned = false // b.owned releases it
 			}
 		}
 	}
-	pk := &packedExperts{dt: dt, buf: first.buf, base: first.off, stride: 3 * ih, size: E * 3 * ih * es}
-	if !contiguous {
-		buf, err := b.newBuffer(E * 3 * ih * es)
-		if err != nil {
+	if buf == nil {
+		var err error
+		if buf, err = b.newBuffer(size); err != nil {
 			b.fail("moe: packing the experts: %v", err)
 			return nil
 		}
-		b.owned = append(b.owned, buf)
+		lay := sideBySide(ih)
+		pk.base, pk.stride, pk.off = 0, lay.stride, lay.off
 		dst := buf.Contents()
 		for e := 0; e < E; e++ {
-			for i, x := range []*tensor{tt(w.Gate[e]), tt(w.Up[e]), tt(w.Down[e])} {
-				off := (e*3 + i) * ih * es
-				c := x.contents()
-				copy(dst[off:off+ih*es], c)
-				if x.owned {
-					b.release(x.buf)
-				}
-				if x.buf.mapped {
+			for i := range mats {
+				c := at(i, e).contents()
+				copy(dst[(e*pk.stride+pk.off[i])*es:], c)
+				if at(i, e).buf.mapped {
 					b.dropCopied(c)
 				}
-				x.buf, x.off, x.owned = buf, off, false
 			}
 		}
-		pk.buf, pk.base = buf, 0
 	}
+	b.owned = append(b.owned, buf)
+	for e := 0; e < E; e++ {
+		for i := range mats {
+			x := tt(mats[i][e])
+			if x.owned && x.buf != buf {
+				b.release(x.buf)
+			}
+			x.buf, x.off, x.owned = buf, pk.base+(e*pk.stride+pk.off[i])*es, false
+		}
+	}
+	pk.buf = buf
 	b.packed[first] = pk
 	return pk
 }
@@ -215,9 +327,9 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	wv := view{pk.buf, pk.base, pk.size}
 	names := moeKernels[pk.dt]
 	gu := moeGemmArgs{N: uint32(I), K: uint32(H), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
-		WOffset: 0, W2Offset: uint64(I * H), Experts: uint32(E), Eps: fold.eps}
+		WOffset: uint64(pk.off[0]), W2Offset: uint64(pk.off[1]), Experts: uint32(E), Eps: fold.eps}
 	dn := moeGemmArgs{N: uint32(H), K: uint32(I), TopK: uint32(K), Tiles: uint32(tiles), ExpertStride: uint64(pk.stride),
-		WOffset: uint64(2 * I * H), Experts: uint32(E)}
+		WOffset: uint64(pk.off[2]), Experts: uint32(E)}
 	for pass, a := range []moeGemmArgs{gu, dn} {
 		var p mtl.Pipeline
 		var groups, tpg [3]int
@@ -369,7 +481,7 @@ func (b *Backend) moeDecode(o, xs *tensor, w *bridge.MoEWeights, pk *packedExper
 	h := b.scratchView("moe.h", 4*P*I)
 	wv := view{pk.buf, pk.base, pk.size}
 	b.args(argBytes(b, moeGemmArgs{N: uint32(I), K: uint32(H), TopK: uint32(K), ExpertStride: uint64(pk.stride),
-		W2Offset: uint64(I * H), Experts: uint32(E), NormTopK: uint32(boolInt[w.NormTopK]), StatsSlot: uint32(slot),
+		WOffset: uint64(pk.off[0]), W2Offset: uint64(pk.off[1]), Experts: uint32(E), NormTopK: uint32(boolInt[w.NormTopK]), StatsSlot: uint32(slot),
 		Eps: fold.eps}))
 	b.in(1, xs)
 	b.bind(2, wv, false)
@@ -386,7 +498,7 @@ func (b *Backend) moeDecode(o, xs *tensor, w *bridge.MoEWeights, pk *packedExper
 	b.dispatchGroups(pair, [3]int{ceilDiv(I, sgs*r), P, 1}, [3]int{32 * sgs, 1, 1})
 
 	b.args(argBytes(b, moeGemmArgs{N: uint32(H), K: uint32(I), TopK: uint32(K), ExpertStride: uint64(pk.stride),
-		WOffset: uint64(2 * I * H), Experts: uint32(E)}))
+		WOffset: uint64(pk.off[2]), Experts: uint32(E)}))
 	b.bind(1, h, false)
 	b.bind(2, wv, false)
 	b.bind(3, ids, false)

@@ -14,6 +14,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/bridge/quanttest"
+	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
@@ -222,4 +223,275 @@ func TestStackedExpertsAliased(t *testing.T) {
 func inside(b, region []byte) bool {
 	p, r := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(region)))
 	return p >= r && p+uintptr(len(b)) <= r+uintptr(len(region))
+}
+
+// A MoE layer's float experts that lie in mapped memory in a layout the
+// kernels read (layoutOf: each expert's matrices side by side, or each
+// matrix's experts stacked, the stacks in any order: a weight source's, a
+// GGUF file's) are read in place; experts mapped apart from each other, or on the heap, are
+// gathered into a buffer of the backend's, and mapped bytes so copied are
+// handed to the loader's drop. Every layout gives the reference's output,
+// with prefill's tiles (four tokens) and decode's (one).
+func TestFloatExpertsInPlace(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip(err)
+	}
+	const E, K, H, I = 4, 2, 64, 96
+	const ih = H * I
+	r := rand.New(rand.NewPCG(3, 4))
+	experts := make([]kernels.Expert, E)
+	for e := range experts {
+		for _, m := range []*[]float32{&experts[e].Gate, &experts[e].Up, &experts[e].Down} {
+			*m = make([]float32, ih)
+			for i := range *m {
+				(*m)[i] = float32(r.NormFloat64()) * 0.1
+			}
+		}
+	}
+	router := make([]float32, E*H)
+	for i := range router {
+		router[i] = float32(r.NormFloat64()) * 0.5
+	}
+	page := os.Getpagesize()
+	size := (3*E*ih*4 + E*3*64 + page - 1) / page * page
+	for _, c := range []struct {
+		layout  string
+		at      func(e, i int) int // byte offset of expert e's matrix i in the mapping; -1: on the heap
+		inPlace bool
+	}{
+		{"per expert", func(e, i int) int { return (e*3 + i) * ih * 4 }, true},
+		{"per matrix", func(e, i int) int { return (i*E + e) * ih * 4 }, true},
+		{"per matrix, down first", func(e, i int) int { return ((i+1)%3*E + e) * ih * 4 }, true},
+		{"per expert, up first", func(e, i int) int { return (e*3 + (i+2)%3) * ih * 4 }, true},
+		{"apart", func(e, i int) int { return (e*3 + i) * (ih*4 + 64) }, false},
+		{"heap", func(e, i int) int { return -1 }, false},
+	} {
+		for _, tokens := range []int{1, 4} {
+			mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Munmap(mem)
+			be, err := New(emu.New(emu.Options{}), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			var dropped int
+			be.DropCopied(func(b []byte) {
+				if inside(b, mem) {
+					dropped += len(b)
+				}
+			})
+			w := &bridge.MoEWeights{TopK: K, NormTopK: true, Hidden: H, Inter: I}
+			if w.Router, err = be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router)); err != nil {
+				t.Fatal(err)
+			}
+			hosts := map[bridge.Tensor][]byte{}
+			for e := range experts {
+				for i, m := range [][]float32{experts[e].Gate, experts[e].Up, experts[e].Down} {
+					shape := []int{I, H}
+					if i == 2 {
+						shape = []int{H, I}
+					}
+					var x bridge.Tensor
+					var host []byte
+					if off := c.at(e, i); off >= 0 {
+						host = mem[off : off+ih*4]
+						copy(host, quanttest.F32Bytes(m))
+						x, err = be.WeightMapped(bridge.F32, shape, host)
+					} else {
+						host = slices.Clone(quanttest.F32Bytes(m))
+						x, err = be.Weight(bridge.F32, shape, host)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					hosts[x] = host
+					w.Gate, w.Up, w.Down = appendExpert(w.Gate, w.Up, w.Down, i, x)
+				}
+			}
+			x := make([]float32, tokens*H)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			want := make([]float32, tokens*H)
+			kernels.MoE(want, x, router, experts, K, true, H, I)
+			got := runMoE(t, be, w, x, tokens, H)
+			if e := quanttest.RelErr(got, want); e > 1e-5 {
+				t.Errorf("%s, %d tokens: relative error %.3g", c.layout, tokens, e)
+			}
+			info := be.Info()
+			used := info.MemoryBytes - info.AvailableBytes
+			for _, ts := range [][]bridge.Tensor{w.Gate, w.Up, w.Down} {
+				for _, x := range ts {
+					host := hosts[x]
+					got := x.(*tensor).contents()
+					if aliased := unsafe.SliceData(got) == unsafe.SliceData(host); aliased != c.inPlace || string(got) != string(host) {
+						t.Errorf("%s: aliased %v, want %v (equal bytes: %v)", c.layout, aliased, c.inPlace, string(got) == string(host))
+					}
+				}
+			}
+			if all := int64(3 * E * ih * 4); c.inPlace && used >= all || !c.inPlace && used < all {
+				t.Errorf("%s: %d bytes of the working set in use, the experts are %d", c.layout, used, all)
+			}
+			if want := map[bool]int{true: 3 * E * ih * 4}[c.layout == "apart"]; dropped != want {
+				t.Errorf("%s: %d bytes handed back to the loader, want %d", c.layout, dropped, want)
+			}
+		}
+	}
+}
+
+// appendExpert appends x to the gate, up or down list, as i says.
+func appendExpert(gate, up, down []bridge.Tensor, i int, x bridge.Tensor) ([]bridge.Tensor, []bridge.Tensor, []bridge.Tensor) {
+	switch i {
+	case 0:
+		gate = append(gate, x)
+	case 1:
+		up = append(up, x)
+	default:
+		down = append(down, x)
+	}
+	return gate, up, down
+}
+
+// runMoE runs w's MoE block on tokens rows of x as one prefill step.
+func runMoE(t *testing.T, be *Backend, w *bridge.MoEWeights, x []float32, tokens, hidden int) []float32 {
+	t.Helper()
+	xt, err := be.Weight(bridge.F32, []int{tokens, hidden}, quanttest.F32Bytes(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := be.Alloc(bridge.F32, tokens, hidden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := make([]int32, tokens)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	meta := &bridge.StepMeta{NumTokens: tokens, NumSeqs: 1, MaxQueryLen: tokens, MaxSeqLen: tokens, Positions: pos,
+		SlotMapping: pos, QueryStartLoc: []int32{0, int32(tokens)}, SeqLens: []int32{int32(tokens)}, BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16}
+	if err := be.BeginStep(meta, make([]int32, tokens), false); err != nil {
+		t.Fatal(err)
+	}
+	be.MoE(out, xt, w, bridge.MoEParams{})
+	if _, err := be.EndStep(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, tokens*hidden)
+	if err := be.Read(out, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// An engine may get one expert's tensor of an earlier engine back (the
+// backend keeps tensors by their host bytes for a benchmark's repetitions)
+// while the layer's other experts are new: the experts laid out for the
+// earlier engine are then not these, and are laid out again. Before, the
+// earlier layout was reused and the new experts' weights never read.
+func TestExpertsReusedInPart(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip(err)
+	}
+	const E, K, H, I = 4, 2, 128, 256
+	spec := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
+	be, err := New(emu.New(emu.Options{}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	r := rand.New(rand.NewPCG(5, 6))
+	router := make([]float32, E*H)
+	for i := range router {
+		router[i] = float32(r.NormFloat64()) * 0.5
+	}
+	rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stacked draws a matrix of E experts into mapped memory, as a source's
+	// stacks lie.
+	stacked := func(rows, k int) *quant.Matrix {
+		n := E * rows
+		page := os.Getpagesize()
+		sz := func(b int) int { return (b + page - 1) / page * page }
+		d, g := n*spec.RowBytes(k), n*spec.Groups(k)*spec.Scale.Size()
+		mem, err := unix.Mmap(-1, 0, sz(d)+2*sz(g), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(mem) })
+		return quant.Random(spec, n, k, 0.1, r, mem[:d:d], mem[sz(d):sz(d)+g:sz(d)+g], mem[sz(d)+sz(g):sz(d)+sz(g)+g])
+	}
+	x := make([]float32, H)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	run := func(gate, up, down [E]*quant.Matrix) []float32 {
+		w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
+		for e := 0; e < E; e++ {
+			for i, m := range []*quant.Matrix{gate[e], up[e], down[e]} {
+				q, err := be.QuantWeightMapped(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.Gate, w.Up, w.Down = appendExpert(w.Gate, w.Up, w.Down, i, q)
+			}
+		}
+		xt, err := be.Weight(bridge.F32, []int{1, H}, quanttest.F32Bytes(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := be.Alloc(bridge.F32, 1, H)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, Positions: []int32{0},
+			SlotMapping: []int32{0}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}, BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16}
+		if err := be.BeginStep(meta, []int32{0}, false); err != nil {
+			t.Fatal(err)
+		}
+		be.QMoE(out, xt, w, bridge.MoEParams{})
+		if _, err := be.EndStep(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, H)
+		if err := be.Read(out, got); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, H)
+		var ex quant.Experts
+		ex.Count = E
+		ex.Gate, ex.Up, ex.Down = joined(gate[:]), joined(up[:]), joined(down[:])
+		quant.MoE(want, x, nil, router, ex, K, true, H, I)
+		if e := quanttest.RelErr(got, want); e > 1e-5 {
+			t.Errorf("relative error %.3g", e)
+		}
+		return got
+	}
+	experts := func(g, u, d *quant.Matrix) (gate, up, down [E]*quant.Matrix) {
+		for e := 0; e < E; e++ {
+			gate[e], up[e], down[e] = g.Expert(e, E), u.Expert(e, E), d.Expert(e, E)
+		}
+		return
+	}
+	g1, u1, d1 := experts(stacked(I, H), stacked(I, H), stacked(H, I))
+	run(g1, u1, d1)
+	g2, u2, d2 := experts(stacked(I, H), stacked(I, H), stacked(H, I))
+	g2[0] = g1[0] // the first expert's gate is the earlier engine's tensor
+	run(g2, u2, d2)
+}
+
+// joined is the experts' matrices as one, expert after expert.
+func joined(ms []*quant.Matrix) *quant.Matrix {
+	j := &quant.Matrix{Spec: ms[0].Spec, K: ms[0].K}
+	for _, m := range ms {
+		j.Rows += m.Rows
+		j.Data = append(j.Data, m.Data...)
+		j.Scales = append(j.Scales, m.Scales...)
+		j.Biases = append(j.Biases, m.Biases...)
+	}
+	return j
 }

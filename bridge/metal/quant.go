@@ -387,6 +387,25 @@ type qexperts struct {
 	wStride, sStride     [3]int        // bytes per expert
 }
 
+// holds reports whether every expert of w lies in pk's regions: an engine
+// may reuse one expert's tensor of an earlier engine (byHost, by its host
+// bytes) while the others are new, and pk is then another layout's.
+func (pk *qexperts) holds(w *bridge.MoEWeights) bool {
+	for i, ts := range [3][]bridge.Tensor{w.Gate, w.Up, w.Down} {
+		for e, t := range ts {
+			q, ok := t.(*qtensor)
+			if !ok || q.data.buf != pk.data[i].buf || q.data.off != pk.data[i].off+e*pk.wStride[i] {
+				return false
+			}
+			if pk.sStride[i] != 0 && (q.scales.buf != pk.scales[i].buf || q.scales.off != pk.scales[i].off+e*pk.sStride[i] ||
+				q.biases.buf != pk.biases[i].buf || q.biases.off != pk.biases[i].off+e*pk.sStride[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // bindExperts binds matrix i's (gate, up, down) values, scales and biases
 // at buffer indices base.. base+2; formats without scales bind their
 // values there, never read.
@@ -420,7 +439,7 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 		b.fail("qmoe: %T experts", w.Gate[0])
 		return nil
 	}
-	if pk := b.qpacked[first]; pk != nil {
+	if pk := b.qpacked[first]; pk != nil && pk.holds(w) {
 		return pk
 	}
 	pk := &qexperts{}

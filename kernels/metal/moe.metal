@@ -2,8 +2,9 @@
 // (token, expert) pairs by expert (counts, offsets, a tile list, as
 // llama.cpp's mul_mm_id and MLX's gather_mm), expert GEMMs that read only
 // the routed experts' weights, and the weighted combine. The experts of a
-// layer are packed in one buffer: expert e's gate, up and down matrices at
-// e * expert_stride + (0, inter*hidden, 2*inter*hidden) elements.
+// layer lie in one buffer: expert e's gate, up and down matrices at
+// e * expert_stride + w_offset (and w2_offset, the up of gate/up) elements,
+// side by side per expert or stacked per matrix (bridge/metal layoutOf).
 #include "gemm.h"
 
 // route_token: softmax over a token's expert logits (in p, experts floats

@@ -181,6 +181,7 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 		return nil, nil, err
 	}
 	s := &GGUFSource{f: f, cfg: cfg, permute: map[string]int{}, splitExperts: ggufSplitExperts(f)}
+	s.mem.experts = cfg.NumExperts
 	if want != nil {
 		s.dtype = *want
 	} else {
@@ -435,7 +436,7 @@ func (s *GGUFSource) transcode(tc quant.Transcoder, form quant.Spec, spec Tensor
 	if len(spec.Shape) != 2 {
 		return Packed{}, fmt.Errorf("%s: tensor %s is %s but not a matrix", s.f.Path, spec.Name, tc.Name)
 	}
-	m := s.mem.transcodeTarget(form, spec.Shape[0], spec.Shape[1])
+	m := s.mem.transcodeTarget(spec, form)
 	if err := tc.Transcode(data, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", s.f.Path, spec.Name, err)
 	}
@@ -477,7 +478,7 @@ func (s *GGUFSource) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	return dst, s.mem.converted(data, src, dst), nil
+	return dst, s.mem.converted(spec, data, src, dst), nil
 }
 
 // dequantized returns spec's packed tensor as f32, one copy made once.
@@ -486,7 +487,7 @@ func (s *GGUFSource) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	return bridge.F32, s.mem.dequantized(p, spec.Shape), nil
+	return bridge.F32, s.mem.dequantized(spec, p), nil
 }
 
 // ggufConfig reads the model's shape from the metadata.

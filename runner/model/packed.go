@@ -395,7 +395,7 @@ func (c *Checkpoint) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, err
 	if w, ok := c.transcoded[key]; ok {
 		return w, true, nil
 	}
-	w, err := c.mem.formed(p, spec.Shape, to)
+	w, err := c.mem.formed(spec, p, to)
 	if err != nil {
 		return Packed{}, true, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
 	}
@@ -532,7 +532,7 @@ func (c *Checkpoint) transcodeFP(spec TensorSpec, mode string, form quant.Spec, 
 		nw, ne := len(words)/experts, len(exps)/experts
 		words, exps = words[expert*nw:(expert+1)*nw], exps[expert*ne:(expert+1)*ne]
 	}
-	m := c.mem.transcodeTarget(form, spec.Shape[0], spec.Shape[1])
+	m := c.mem.transcodeTarget(spec, form)
 	if err := quant.TranscodeMLXFP(mode, words, exps, m); err != nil {
 		return Packed{}, fmt.Errorf("%s: tensor %s: %w", c.ck.Dir(), spec.Name, err)
 	}

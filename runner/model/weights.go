@@ -44,6 +44,9 @@ type Synthetic struct {
 	dtype bridge.DType
 	quant *QuantScheme // packed formats of a quantized preset
 	mem   owned
+	// mu orders draws: a MoE layer's experts share stacks, each drawn once.
+	mu     sync.Mutex
+	formed map[string]Packed // what PackedAs made, by tensor and form
 }
 
 // NewSynthetic returns a synthetic source with matrices in dt.
@@ -68,7 +71,10 @@ func (s *Synthetic) Packed(spec TensorSpec) (Packed, bool, error) {
 	if !ok || !spec.Matrix {
 		return Packed{}, false, nil
 	}
-	return s.draw(spec, q, s.alloc, s.alloc)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	place := func(part string, n int) ([]byte, bool) { return s.mem.place(spec, q.String(), part, n) }
+	return s.draw(spec, q, place, place)
 }
 
 // PackedAs is Packed with a matrix to holds exactly (quant.Forms: a
@@ -80,35 +86,47 @@ func (s *Synthetic) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, erro
 	if !ok || !spec.Matrix || q == to || !slices.Contains(quant.Forms(q), to) {
 		return s.Packed(spec)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var frees []func()
 	defer func() {
 		for _, f := range frees {
 			f()
 		}
 	}()
-	temp := func(n int) []byte {
+	temp := func(_ string, n int) ([]byte, bool) {
 		b, free, _ := allocWeights(n)
 		frees = append(frees, free)
-		return b
+		return b, true
 	}
 	groups := temp
 	if q.Type == quant.Affine {
-		groups = s.alloc // the widened values keep them
+		// the widened values keep them
+		groups = func(part string, n int) ([]byte, bool) { return s.mem.place(spec, q.String(), part, n) }
+	}
+	key := spec.Name + " " + to.String()
+	if p, ok := s.formed[key]; ok {
+		return p, true, nil
 	}
 	p, _, err := s.draw(spec, q, temp, groups)
 	if err != nil {
 		return Packed{}, true, err
 	}
-	p, err = s.mem.formed(p, spec.Shape, to)
+	p, err = s.mem.formed(spec, p, to)
 	if err != nil {
 		return Packed{}, true, fmt.Errorf("synthetic %s: %w", spec.Name, err)
 	}
+	if s.formed == nil {
+		s.formed = map[string]Packed{}
+	}
+	s.formed[key] = p
 	return p, true, nil
 }
 
-// draw is spec's matrix drawn in q, its values in memory from values and
-// its scales and biases from groups.
-func (s *Synthetic) draw(spec TensorSpec, q quant.Spec, values, groups func(int) []byte) (Packed, bool, error) {
+// draw is spec's matrix drawn in q, its values placed by values and its
+// scales and biases by groups; a matrix whose values were placed before
+// is handed out again as it was drawn.
+func (s *Synthetic) draw(spec TensorSpec, q quant.Spec, values, groups func(part string, n int) ([]byte, bool)) (Packed, bool, error) {
 	rows, k := spec.Shape[0], spec.Shape[1]
 	if err := q.Validate(k); err != nil {
 		return Packed{}, false, fmt.Errorf("synthetic %s: %w", spec.Name, err)
@@ -118,9 +136,15 @@ func (s *Synthetic) draw(spec TensorSpec, q quant.Spec, values, groups func(int)
 	rng := splitmix{s.Seed ^ h.Sum64()}
 	amp := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
 	rb, gb := q.RowBytes(k), q.Groups(k)*q.Scale.Size()
-	p := Packed{Spec: q, Data: values(rows * rb)}
+	p := Packed{Spec: q}
+	data, fresh := values("data", rows*rb)
+	p.Data = data
 	if gb > 0 {
-		p.Scales, p.Biases = groups(rows*gb), groups(rows*gb)
+		p.Scales, _ = groups("scales", rows*gb)
+		p.Biases, _ = groups("biases", rows*gb)
+	}
+	if !fresh {
+		return p, true, nil
 	}
 	per := max(1, (1<<16)/k)
 	seed := rng.next()
@@ -150,9 +174,6 @@ func (s *Synthetic) Close() error {
 	return nil
 }
 
-// alloc returns off-heap memory that Close releases.
-func (s *Synthetic) alloc(n int) []byte { return s.mem.alloc(n) }
-
 // Mapped reports whether b lies in memory this source mmap'd (MappedSource).
 func (s *Synthetic) Mapped(b []byte) bool { return s.mem.contain(b) }
 
@@ -175,9 +196,14 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 		return bridge.F32, f32Bytes(v), nil
 	}
 	scale := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	raw, fresh := s.mem.place(spec, s.dtype.String(), "", n*s.dtype.Size())
+	if !fresh {
+		return s.dtype, raw, nil
+	}
 	switch s.dtype {
 	case bridge.F32:
-		raw := s.alloc(4 * n)
 		v := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), n)
 		fillParallel(n, func(lo, hi int, r splitmix) {
 			for i := lo; i < hi; i++ {
@@ -186,7 +212,6 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 		}, rng.next())
 		return bridge.F32, raw, nil
 	default:
-		raw := s.alloc(2 * n)
 		v := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(raw))), n)
 		conv := half.BF16
 		if s.dtype == bridge.F16 {
@@ -410,7 +435,7 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	if dst == src {
 		return src, data, nil
 	}
-	return dst, c.mem.converted(data, src, dst), nil
+	return dst, c.mem.converted(spec, data, src, dst), nil
 }
 
 // resolve finds spec's float tensor (by its stored name, without GPT-2's
@@ -477,7 +502,7 @@ func (c *Checkpoint) dequantized(spec TensorSpec) (bridge.DType, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	return bridge.F32, c.mem.dequantized(p, spec.Shape), nil
+	return bridge.F32, c.mem.dequantized(spec, p), nil
 }
 
 // dequantizeInto writes packed matrix p of shape [rows, k] into out as
@@ -690,7 +715,7 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ck.mlx, ck.experts = mq, cfg.NumExperts
+	ck.mlx, ck.experts, ck.mem.experts = mq, cfg.NumExperts, cfg.NumExperts
 	ck.mlxGPT2 = cfg.GPT2() && ck.Has(mlxGPT2Prefix+"wte.weight")
 	ck.cfg = cfg
 	if err := ck.layersPast(cfg.ModelLayers); err != nil {
@@ -816,6 +841,7 @@ func Open(spec Spec) (*Config, Source, error) {
 			dt = *spec.DType
 		}
 		syn := NewSynthetic(spec.Seed, dt)
+		syn.mem.experts = c.NumExperts
 		if spec.Quant != "" {
 			if !slices.Contains(QuantFormats, spec.Quant) {
 				return nil, nil, fmt.Errorf("unknown quantized format %q (want %s)", spec.Quant, strings.Join(QuantFormats, ", "))
