@@ -60,14 +60,16 @@ const (
 	BF16 Type = 30
 )
 
-// typeNames are every ggml type's name, for messages about those mtlbench
+// typeNames are every ggml type's name (ggml.h's enum ggml_type, the
+// numbers it has retired included), for messages about those mtlbench
 // does not read.
 var typeNames = map[Type]string{
-	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
+	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 4: "Q4_2", 5: "Q4_3", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
 	10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
 	17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
 	23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M",
-	30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0",
+	30: "BF16", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8", 34: "TQ1_0", 35: "TQ2_0",
+	36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0", 42: "Q2_0",
 }
 
 func (t Type) String() string {
@@ -75,6 +77,21 @@ func (t Type) String() string {
 		return n
 	}
 	return fmt.Sprintf("unknown ggml type %d", uint32(t))
+}
+
+// repacked are the interleaved layouts llama-quantize wrote for Arm CPUs in
+// 2024 (Q4_0_4_4 and kin), which ggml has since dropped from GGUF files,
+// with the type that holds the same values in the layout every reader
+// takes.
+var repacked = map[Type]Type{31: Q4_0, 32: Q4_0, 33: Q4_0, 36: IQ4_NL, 37: IQ4_NL, 38: IQ4_NL}
+
+// Retired says what to do with a tensor of a layout ggml no longer reads
+// (llama.cpp refuses such files too); "" for every other type.
+func (t Type) Retired() string {
+	if to, ok := repacked[t]; ok {
+		return fmt.Sprintf("%v is a repacked %v that ggml no longer reads either: quantize the model again to %v, which every reader takes (and llama.cpp repacks as it loads)", t, to, to)
+	}
+	return ""
 }
 
 // kernelTypes are the packed ggml types the kernels read as they are, with

@@ -212,11 +212,18 @@ func TestDropKeepsBytes(t *testing.T) {
 }
 
 // Types the reader does not read are still named in its messages, ggml's
-// newest among them.
+// newest and the numbers it has retired among them: every number of
+// ggml.h's enum ggml_type below GGML_TYPE_COUNT (43) has its name.
 func TestTypeNames(t *testing.T) {
-	for ty, want := range map[Type]string{MXFP4: "MXFP4", 40: "NVFP4", 41: "Q1_0", 200: "unknown ggml type 200"} {
+	for ty, want := range map[Type]string{MXFP4: "MXFP4", 40: "NVFP4", 41: "Q1_0", 42: "Q2_0", 4: "Q4_2",
+		31: "Q4_0_4_4", 33: "Q4_0_8_8", 36: "IQ4_NL_4_4", 38: "IQ4_NL_8_8", 200: "unknown ggml type 200"} {
 		if got := ty.String(); got != want {
 			t.Errorf("type %d is %q, want %q", uint32(ty), got, want)
+		}
+	}
+	for ty := Type(0); ty < 43; ty++ {
+		if strings.HasPrefix(ty.String(), "unknown") {
+			t.Errorf("ggml type %d has no name", uint32(ty))
 		}
 	}
 }

@@ -299,6 +299,9 @@ func (s *GGUFSource) lookup(spec TensorSpec) (gguf.TensorInfo, int, error) {
 		return info, e, fmt.Errorf("%s: tensor %q (the model's %s) is missing", where, name, spec.Name)
 	}
 	if _, _, ok := info.Type.Block(); !ok {
+		if why := info.Type.Retired(); why != "" {
+			return info, e, fmt.Errorf("%s: tensor %q has type %v: %s", s.f.PathOf(info), name, info.Type, why)
+		}
 		return info, e, fmt.Errorf("%s: tensor %q has type %v, which mtlbench does not read (%s)", s.f.PathOf(info), name, info.Type, gguf.TypesRead())
 	}
 	want := spec.Shape

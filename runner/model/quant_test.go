@@ -301,6 +301,11 @@ func TestBadGGUF(t *testing.T) {
 		want []string
 	}{
 		{"type", func(b []byte) []byte { b[typeField(b, q)] = 15; return b }, []string{q, "Q8_K", "does not read", "IQ4_NL"}},
+		// ggml's newest types and the Arm layouts llama-quantize wrote in
+		// 2024 are named, the latter with what to do instead.
+		{"Q2_0", func(b []byte) []byte { b[typeField(b, q)] = 42; return b }, []string{q, "type Q2_0, which mtlbench does not read"}},
+		{"Q4_0_4_4", func(b []byte) []byte { b[typeField(b, q)] = 31; return b }, []string{q, "Q4_0_4_4", "quantize the model again to Q4_0"}},
+		{"IQ4_NL_4_4", func(b []byte) []byte { b[typeField(b, q)] = 36; return b }, []string{q, "IQ4_NL_4_4", "quantize the model again to IQ4_NL"}},
 		{"cut short", func(b []byte) []byte { return b[:len(b)-1000] }, []string{"output.weight", "cut short"}},
 		{"missing", func(b []byte) []byte {
 			i := strings.Index(string(b), q)
