@@ -500,7 +500,7 @@ func (f *File) parse() error {
 	f.Alignment = 32
 	if v, ok := f.KV["general.alignment"]; ok {
 		if v.Type != U32 {
-			return fmt.Errorf("general.alignment has value type %d, want u32", v.Type)
+			return fmt.Errorf("general.alignment is a %v, want a u32 (as gguf-py and llama.cpp write it)", v.Type)
 		}
 		if v.Uint == 0 || v.Uint&(v.Uint-1) != 0 {
 			return fmt.Errorf("general.alignment %d is not a power of two", v.Uint)

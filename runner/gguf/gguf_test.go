@@ -97,6 +97,12 @@ func TestBadFiles(t *testing.T) {
 		{"magic", func() []byte { b := good(); copy(b, "GGML"); return b }, "not a GGUF file"},
 		{"alignment", func() []byte { return build(3, map[string]uint32{"general.alignment": 48}, nil, 32) }, "alignment 48 is not a power of two"},
 		{"alignment zero", func() []byte { return build(3, map[string]uint32{"general.alignment": 0}, nil, 32) }, "not a power of two"},
+		{"alignment type", func() []byte {
+			b := build(3, map[string]uint32{"general.alignment": 64}, nil, 32)
+			i := strings.Index(string(b), "general.alignment") + len("general.alignment")
+			binary.LittleEndian.PutUint32(b[i:], uint32(I32))
+			return b
+		}, "general.alignment is a i32, want a u32"},
 		{"cut short", func() []byte { b := good(); return b[:len(b)-40] }, `tensor "w" is cut short`},
 		{"header cut", func() []byte { b := good(); return b[:30] }, "the file ends inside it: the file is cut short, or the header's key or tensor counts are off"},
 		{"one key too many", func() []byte {
