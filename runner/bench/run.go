@@ -91,13 +91,18 @@ var ErrInterrupted = errors.New("run interrupted")
 
 // prepared is a case ready to run.
 type prepared struct {
-	c         suites.Case
-	id        int64
-	model     *ModelCase
-	kernel    *kbench.Bench
-	layersRun int
-	layersAll int
-	samples   []results.Sample // extra samples stored when the case finishes
+	c      suites.Case
+	id     int64
+	model  *ModelCase
+	kernel *kbench.Bench
+	// openKernel allocates and fills a kernel case's data: at once for an
+	// interleaved suite, whose cases all run together, else just before the
+	// case runs, its data freed once it finishes, so a suite run case by
+	// case holds one case's data at a time (docs/suites.md).
+	openKernel func(context.Context) (*kbench.Bench, error)
+	layersRun  int
+	layersAll  int
+	samples    []results.Sample // extra samples stored when the case finishes
 	// tunedMoE are the MoE dispatches the case recorded, before it ran, that
 	// its steps would take from the tuned configs (tuned.moe and
 	// tuned.moe.prefill).
@@ -114,6 +119,14 @@ type prepared struct {
 	// backend before each of its repetitions, as cases interleave.
 	threads int
 	be      bridge.Backend
+}
+
+// closeKernel frees a kernel case's data, if it holds any.
+func (p *prepared) closeKernel() {
+	if p.kernel != nil {
+		p.kernel.Close()
+		p.kernel = nil
+	}
 }
 
 // useThreads gives the backend the case's goroutine count.
@@ -562,6 +575,26 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		return o.DB.FinishCase(p.id, p.samples, nil, p.layersRun, p.layersAll)
 	}
+	// open makes a kernel case's data as the case comes to run (prepared's
+	// openKernel); a failure fails the case, as a failed repetition does.
+	open := func(p *prepared) error {
+		if p.kernel != nil || p.openKernel == nil || p.failed != nil {
+			return nil
+		}
+		b, err := p.openKernel(ctx)
+		if err == nil {
+			p.kernel = b
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		p.failed = err
+		if o.Progress != nil {
+			o.Progress(Event{Done: done, Total: total, Case: p.c.Name, Rep: -1, Err: err})
+		}
+		return o.DB.FailCase(p.id, err.Error())
+	}
 	warmUp := func(p *prepared) error {
 		for w := 0; w < warm; w++ {
 			if err := step(p, -1); err != nil {
@@ -590,10 +623,14 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 			if err := finish(p); err != nil {
 				return err
 			}
+			p.closeKernel()
 		}
 		return nil
 	}
 	for _, p := range cases {
+		if err := open(p); err != nil {
+			return err
+		}
 		if err := warmUp(p); err != nil {
 			return err
 		}
@@ -605,6 +642,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		if err := finish(p); err != nil {
 			return err
 		}
+		p.closeKernel()
 	}
 	return nil
 }
@@ -645,7 +683,29 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 		}
 		p.useThreads()
 		if c.Kind == suites.KindKernel {
-			b, err := kbench.PrepareContext(ctx, be, c.Kernel)
+			p.openKernel = func(ctx context.Context) (*kbench.Bench, error) {
+				b, err := kbench.PrepareContext(ctx, be, c.Kernel)
+				if err != nil {
+					return nil, err
+				}
+				if err := b.SetAppleGPU(c.WitnessGPU()); err != nil {
+					b.Close()
+					return nil, err
+				}
+				b.Slowdown = slowdown
+				return b, nil
+			}
+			var err error
+			if s.Interleave {
+				p.kernel, err = p.openKernel(ctx)
+			} else {
+				// Planned now, every parameter and the case's memory
+				// checked as preparing it would; allocated as it runs.
+				var m kbench.Memory
+				if m, err = kbench.Need(be, c.Kernel); err == nil {
+					err = m.Err()
+				}
+			}
 			if err != nil && ctx.Err() != nil {
 				closeAll()
 				return nil, nil, ErrInterrupted
@@ -661,12 +721,11 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 				fail(kernelPos(c, err), "case %s: %v", c.Name, err)
 				continue
 			}
-			if err := b.SetAppleGPU(c.WitnessGPU()); err != nil {
+			if err := kbench.CheckAppleGPU(c.WitnessGPU()); err != nil {
+				p.closeKernel()
 				fail(c.PosOf(suites.ParamWitnessGPU), "case %s: %v", c.Name, err)
 				continue
 			}
-			b.Slowdown = slowdown
-			p.kernel = b
 			out = append(out, p)
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -818,5 +819,45 @@ cases:
 	}
 	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 1 {
 		t.Errorf("%d runs recorded, want only the first", len(runs))
+	}
+}
+
+// A suite run case by case (interleave: false) makes a kernel case's data
+// as the case comes to run and frees it once the case finishes, so it
+// holds one case's data at a time; an interleaved suite holds every case's
+// while they run, and frees them all at its end. Before, every case's data
+// was made before the first ran and held until the backend closed.
+func TestKernelCasesHeldWhileTheyRun(t *testing.T) {
+	for _, c := range []struct {
+		interleave string
+		most       int64
+	}{{"false", 1}, {"true", 3}} {
+		t.Run("interleave="+c.interleave, func(t *testing.T) {
+			s := loadSuite(t, `name: k
+backend: cpu
+repetitions: 2
+warmup: 1
+interleave: %INTERLEAVE%
+cases:
+  - name: gemv
+    op: qmatmul
+    params: { m: 1, n: 256, k: 512 }
+    matrix: { dtype: [q4, q8, q4_0] }
+`, "%INTERLEAVE%", c.interleave)
+			base := kbench.Live()
+			var most int64
+			_, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1, Progress: func(Event) {
+				most = max(most, kbench.Live()-base)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if most != c.most {
+				t.Errorf("at most %d cases' data held at once, want %d", most, c.most)
+			}
+			if n := kbench.Live() - base; n != 0 {
+				t.Errorf("%d cases' data still held after the run", n)
+			}
+		})
 	}
 }

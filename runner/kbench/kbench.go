@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -65,6 +66,7 @@ const (
 
 // Bench is one prepared kernel case: tensors allocated and filled once.
 type Bench struct {
+	open bool // prepared and not closed: counted in live
 	be   bridge.Backend
 	act  bridge.DType
 	op   ops.ID
@@ -137,6 +139,8 @@ func PrepareContext(ctx context.Context, be bridge.Backend, a ops.Args) (*Bench,
 		return nil, err
 	}
 	b.fit, b.mem = m.Fit, m
+	b.open = true
+	live.Add(1)
 	if err := b.prepare(a); err != nil {
 		b.Close()
 		return nil, err
@@ -266,7 +270,18 @@ func (b *Bench) Close() {
 		b.be.Free(t)
 	}
 	b.tensors, b.hosts, b.refExperts = nil, nil, nil
+	if b.open {
+		b.open = false
+		live.Add(-1)
+	}
 }
+
+// live counts the cases prepared and not yet closed (Live).
+var live atomic.Int64
+
+// Live is how many cases' data are allocated now, in this process: what a
+// runner holds at once.
+func Live() int64 { return live.Load() }
 
 // Check runs the op once and compares its output against the kernels
 // reference on the same inputs. It returns the max abs error, and an error

@@ -1,6 +1,7 @@
 package kbench
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl"
@@ -48,13 +49,19 @@ type Witness struct {
 // SetAppleGPU chooses the Apple GPU (applegpu's table) simdgroups per core
 // are counted against; "" means DefaultAppleGPU.
 func (b *Bench) SetAppleGPU(name string) error {
-	if name == "" {
-		name = DefaultAppleGPU
+	if err := CheckAppleGPU(name); err != nil {
+		return err
 	}
-	if _, ok := applegpu.Lookup(name); !ok {
+	b.gpu, b.wit = cmp.Or(name, DefaultAppleGPU), nil
+	return nil
+}
+
+// CheckAppleGPU refuses a GPU name SetAppleGPU would refuse ("": the
+// default), so a case is checked before its data is made.
+func CheckAppleGPU(name string) error {
+	if _, ok := applegpu.Lookup(cmp.Or(name, DefaultAppleGPU)); !ok {
 		return fmt.Errorf("no Apple GPU %q in the table (bridge/mtl/applegpu)", name)
 	}
-	b.gpu, b.wit = name, nil
 	return nil
 }
 
