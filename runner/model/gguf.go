@@ -668,7 +668,13 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	case arch == "qwen3moe":
 		c.NumExperts = num("expert_count", 0, true)
 		c.TopK = num("expert_used_count", 0, true)
-		c.MoEInter = num("expert_feed_forward_length", 0, true)
+		// As llama.cpp's loader, which takes the key as optional: a file
+		// without it gives the experts' width by their stacked tensor.
+		width := 0
+		if t, ok := f.Tensor("blk.0.ffn_gate_exps.weight"); ok && len(t.Dims) == 3 {
+			width = int(min(t.Dims[1], math.MaxInt32))
+		}
+		c.MoEInter = num("expert_feed_forward_length", width, width == 0)
 		c.NormTopK = true // llama.cpp's qwen3moe graph renormalises the top-k weights
 		if v, ok := f.KV[arch+".expert_weights_norm"]; ok {
 			if v.Type != gguf.Bool {

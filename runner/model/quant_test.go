@@ -1079,3 +1079,57 @@ func TestFormsHeldOnce(t *testing.T) {
 		})
 	}
 }
+
+// A qwen3moe file without expert_feed_forward_length, which llama.cpp's
+// loader reads as optional, takes the experts' width from their stacked
+// tensor; one whose key and tensors disagree is refused.
+func TestGGUFExpertWidth(t *testing.T) {
+	const key = "qwen3moe.expert_feed_forward_length"
+	want, err := ggufConfigOf(t, "../testdata/gguf/qwen3_moe-q4_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func([]byte)
+		err  string
+	}{
+		{"key absent", func(b []byte) { b[after(t, b, key)-1] = 'X' }, ""},
+		{"key disagrees", func(b []byte) {
+			binary.LittleEndian.PutUint32(b[after(t, b, key)+4:], uint32(want.MoEInter*2))
+		}, "ffn_gate_exps"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := os.ReadFile("../testdata/gguf/qwen3_moe-q4_0.gguf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(b)
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.err != "" {
+				openRefused(t, p, c.err)
+				return
+			}
+			cfg, src, err := OpenGGUF(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Close()
+			if cfg.MoEInter != want.MoEInter {
+				t.Errorf("experts' width %d, want %d", cfg.MoEInter, want.MoEInter)
+			}
+		})
+	}
+}
+
+// ggufConfigOf is the config of the GGUF file at path.
+func ggufConfigOf(t *testing.T, path string) (*Config, error) {
+	cfg, src, err := OpenGGUF(path, nil)
+	if err == nil {
+		src.Close()
+	}
+	return cfg, err
+}
