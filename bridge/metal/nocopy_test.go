@@ -163,27 +163,7 @@ func TestStackedExpertsAliased(t *testing.T) {
 			w.Up = append(w.Up, upload(up.Expert(e, E)))
 			w.Down = append(w.Down, upload(down.Expert(e, E)))
 		}
-		xt, err := be.Weight(bridge.F32, []int{1, H}, quanttest.F32Bytes(x))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := be.Alloc(bridge.F32, 1, H)
-		if err != nil {
-			t.Fatal(err)
-		}
-		meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, Positions: []int32{0},
-			SlotMapping: []int32{0}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}, BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16}
-		if err := be.BeginStep(meta, []int32{0}, false); err != nil {
-			t.Fatal(err)
-		}
-		be.QMoE(out, xt, w, bridge.MoEParams{})
-		if _, err := be.EndStep(); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, H)
-		if err := be.Read(out, got); err != nil {
-			t.Fatal(err)
-		}
+		got := runMoE(t, be, w, x, 1, H, true)
 		e := quanttest.RelErr(got, want)
 		info := be.Info()
 		used := info.MemoryBytes - info.AvailableBytes
@@ -317,7 +297,7 @@ func TestFloatExpertsInPlace(t *testing.T) {
 			}
 			want := make([]float32, tokens*H)
 			kernels.MoE(want, x, router, experts, K, true, H, I)
-			got := runMoE(t, be, w, x, tokens, H)
+			got := runMoE(t, be, w, x, tokens, H, false)
 			if e := quanttest.RelErr(got, want); e > 1e-5 {
 				t.Errorf("%s, %d tokens: relative error %.3g", c.layout, tokens, e)
 			}
@@ -355,8 +335,9 @@ func appendExpert(gate, up, down []bridge.Tensor, i int, x bridge.Tensor) ([]bri
 	return gate, up, down
 }
 
-// runMoE runs w's MoE block on tokens rows of x as one prefill step.
-func runMoE(t *testing.T, be *Backend, w *bridge.MoEWeights, x []float32, tokens, hidden int) []float32 {
+// runMoE runs w's MoE block (QMoE where packed, else MoE) on tokens rows
+// of x as one step.
+func runMoE(t *testing.T, be *Backend, w *bridge.MoEWeights, x []float32, tokens, hidden int, packed bool) []float32 {
 	t.Helper()
 	xt, err := be.Weight(bridge.F32, []int{tokens, hidden}, quanttest.F32Bytes(x))
 	if err != nil {
@@ -375,7 +356,11 @@ func runMoE(t *testing.T, be *Backend, w *bridge.MoEWeights, x []float32, tokens
 	if err := be.BeginStep(meta, make([]int32, tokens), false); err != nil {
 		t.Fatal(err)
 	}
-	be.MoE(out, xt, w, bridge.MoEParams{})
+	if packed {
+		be.QMoE(out, xt, w, bridge.MoEParams{})
+	} else {
+		be.MoE(out, xt, w, bridge.MoEParams{})
+	}
 	if _, err := be.EndStep(); err != nil {
 		t.Fatal(err)
 	}
@@ -440,27 +425,7 @@ func TestExpertsReusedInPart(t *testing.T) {
 				w.Gate, w.Up, w.Down = appendExpert(w.Gate, w.Up, w.Down, i, q)
 			}
 		}
-		xt, err := be.Weight(bridge.F32, []int{1, H}, quanttest.F32Bytes(x))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := be.Alloc(bridge.F32, 1, H)
-		if err != nil {
-			t.Fatal(err)
-		}
-		meta := &bridge.StepMeta{NumTokens: 1, NumSeqs: 1, MaxQueryLen: 1, MaxSeqLen: 1, Positions: []int32{0},
-			SlotMapping: []int32{0}, QueryStartLoc: []int32{0, 1}, SeqLens: []int32{1}, BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16}
-		if err := be.BeginStep(meta, []int32{0}, false); err != nil {
-			t.Fatal(err)
-		}
-		be.QMoE(out, xt, w, bridge.MoEParams{})
-		if _, err := be.EndStep(); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, H)
-		if err := be.Read(out, got); err != nil {
-			t.Fatal(err)
-		}
+		got := runMoE(t, be, w, x, 1, H, true)
 		want := make([]float32, H)
 		var ex quant.Experts
 		ex.Count = E
