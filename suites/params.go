@@ -524,6 +524,16 @@ func Canonical(name, value string) (string, error) {
 	return canon(name, v), nil
 }
 
+// KeyText is value spelt as case keys spell parameter name's values
+// (integers in decimal, an arrival or slo one way, free text %XX-escaped),
+// unchecked: for a value recorded with a case, which names it beside its
+// key (benchfmt). A parameter no suite knows keeps its text, escaped.
+func KeyText(name, value string) string {
+	// A scalar whatever the text: a recorded value is never a list or a map.
+	v, _ := makeValue(&yaml.Node{Kind: yaml.ScalarNode, Value: value}, Pos{})
+	return canon(name, v)
+}
+
 // CheckValue checks one value of a parameter given elsewhere than in a
 // suite (a flag) by the rule the suite's value obeys; unlike CheckOverride
 // it takes no list and its message names no --set.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // exact are metrics that count the workload (bytes a step reads, dispatches,
@@ -170,7 +171,9 @@ func BenchName(c results.Case) string {
 	for _, p := range params {
 		k, v, ok := strings.Cut(p, "=")
 		if ran, has := c.Params[k]; ok && has && ran != "" {
-			v = ran
+			// Spelt as the key spells it: a "/" or space in free text would
+			// split the name's parts or merge two cases' names.
+			v = suites.KeyText(k, ran)
 		}
 		if ok {
 			b.WriteString("/" + k + "=" + v)
@@ -178,10 +181,17 @@ func BenchName(c results.Case) string {
 			b.WriteString("/" + p)
 		}
 	}
-	return strings.Map(func(r rune) rune {
+	name := strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) {
 			return '_'
 		}
 		return r
 	}, b.String())
+	// benchfmt reads a trailing "-N" as GOMAXPROCS, taking it from the
+	// last parameter's value ("variant=v-2").
+	digits := strings.TrimRight(name, "0123456789")
+	if len(digits) < len(name) && strings.HasSuffix(digits, "-") {
+		name = digits[:len(digits)-1] + "%2D" + name[len(digits):]
+	}
+	return name
 }

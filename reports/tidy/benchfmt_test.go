@@ -1,7 +1,13 @@
 package tidy
 
 import (
+	"bytes"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -52,5 +58,126 @@ func TestBenchConfigIdentity(t *testing.T) {
 		if len(got) != len(c.want) || got["model"] != c.want["model"] || got["dtype"] != c.want["dtype"] || got["seed"] != c.want["seed"] {
 			t.Errorf("params %v: configuration %v, want %v", c.params, got, c.want)
 		}
+	}
+}
+
+// benchfmt.Reader (what benchstat reads with) reads WriteBenchfmt's output
+// back: every value the statistics keep, in its unit, under a name whose
+// parts are the case key's parameters (so benchstat's /variant and the like
+// read what compare pairs on), one name per key. Values a metric cannot take
+// (a store from before the checks on storing) are left out, as show and
+// compare leave them out.
+func TestBenchfmtRoundTrip(t *testing.T) {
+	us := func(rep int, v float64) results.Sample {
+		return results.Sample{Rep: rep, Metric: "us_per_call", Value: v, Unit: "us"}
+	}
+	gb := func(rep int, v float64) results.Sample {
+		return results.Sample{Rep: rep, Metric: "gb_s", Value: v, Unit: "GB/s"}
+	}
+	kcase := func(id int64, name, key string, params map[string]string, status string) results.Case {
+		return results.Case{ID: id, Name: name, Key: key, Kind: results.CaseKernel, Params: params, Status: status}
+	}
+	for _, tc := range []struct {
+		name    string
+		cases   []results.Case
+		samples map[int64][]results.Sample
+		// want: one line per benchmark result read back, its name's parts
+		// (base|part|part...) then value unit pairs
+		want []string
+	}{
+		{"free text in parameters",
+			[]results.Case{
+				kcase(1, "norm/variant=tile%2F32", "kernel/norm/op=rms_norm/variant=tile%2F32/width=8", map[string]string{"op": "rms_norm", "variant": "tile/32", "width": "8"}, results.CaseDone),
+				kcase(2, "norm/variant=a%20b", "kernel/norm/op=rms_norm/variant=a%20b/width=8", map[string]string{"op": "rms_norm", "variant": "a b", "width": "8"}, results.CaseDone),
+				kcase(3, "norm/variant=a_b", "kernel/norm/op=rms_norm/variant=a_b/width=8", map[string]string{"op": "rms_norm", "variant": "a_b", "width": "8"}, results.CaseDone),
+				// variant is a matmul key's last part: "-2" would read as GOMAXPROCS
+				kcase(4, "mm/variant=v-2", "kernel/mm/k=8/m=1/n=8/op=matmul/variant=v-2", map[string]string{"k": "8", "m": "1", "n": "8", "op": "matmul", "variant": "v-2"}, results.CaseDone),
+				kcase(5, "norm/variant=é", "kernel/norm/op=rms_norm/variant=é/width=8", map[string]string{"op": "rms_norm", "variant": "é", "width": "8"}, results.CaseDone),
+			},
+			map[int64][]results.Sample{1: {us(0, 1)}, 2: {us(0, 2)}, 3: {us(0, 3)}, 4: {us(0, 4)}, 5: {us(0, 5)}},
+			[]string{
+				"Norm|/op=rms_norm|/variant=tile%2F32|/width=8 1 us-per-call",
+				"Norm|/op=rms_norm|/variant=a%20b|/width=8 2 us-per-call",
+				"Norm|/op=rms_norm|/variant=a_b|/width=8 3 us-per-call",
+				"Mm|/k=8|/m=1|/n=8|/op=matmul|/variant=v%2D2 4 us-per-call",
+				"Norm|/op=rms_norm|/variant=é|/width=8 5 us-per-call",
+			}},
+		{"a --set value and a value the key spells one way",
+			[]results.Case{
+				{ID: 1, Name: "moe-chunk", Key: "model/moe-chunk/batch=4/moe_chunk=64", Kind: results.CaseModel, Params: map[string]string{"batch": "4", "moe_chunk": "1"}, Status: results.CaseDone},
+				{ID: 2, Name: "serve", Key: "model/serve/arrival=poisson:4/batch=2", Kind: results.CaseModel, Params: map[string]string{"batch": "2", "arrival": "poisson:4.0"}, Status: results.CaseDone},
+			},
+			map[int64][]results.Sample{
+				1: {{Rep: 0, Metric: "decode_tok_s", Value: 10, Unit: "tok/s"}},
+				2: {{Rep: 0, Metric: "decode_tok_s", Value: 20, Unit: "tok/s"}},
+			},
+			[]string{
+				"MoeChunk|/batch=4|/moe_chunk=1 10 decode-tok-s",
+				"Serve|/arrival=poisson:4|/batch=2 20 decode-tok-s",
+			}},
+		{"repetitions and statuses",
+			[]results.Case{
+				kcase(1, "none", "kernel/none/width=1", map[string]string{"width": "1"}, results.CaseFailed),
+				kcase(2, "one", "kernel/one/width=2", map[string]string{"width": "2"}, results.CaseDone),
+				kcase(3, "many", "kernel/many/width=3", map[string]string{"width": "3"}, results.CaseDone),
+				kcase(4, "unfinished", "kernel/unfinished/width=4", map[string]string{"width": "4"}, results.CasePending),
+				kcase(5, "skipped", "kernel/skipped/width=5", map[string]string{"width": "5"}, results.CaseSkipped),
+			},
+			map[int64][]results.Sample{
+				2: {us(0, 1.5), gb(0, 2.5)},
+				3: {us(2, 3), us(0, 1), us(1, 2), gb(0, 10), gb(1, 20), gb(2, 30)},
+				4: {us(0, 7)},
+			},
+			[]string{
+				"One|/width=2 1.5 us-per-call 2.5 gb-s",
+				"Many|/width=3 1 us-per-call 10 gb-s",
+				"Many|/width=3 2 us-per-call 20 gb-s",
+				"Many|/width=3 3 us-per-call 30 gb-s",
+				"Unfinished|/width=4 7 us-per-call",
+			}},
+		{"very large and very small values keep every digit",
+			[]results.Case{kcase(1, "x", "kernel/x/width=1", map[string]string{"width": "1"}, results.CaseDone)},
+			map[int64][]results.Sample{1: {us(0, 5e-324), gb(0, 9.999999999999999e17), us(1, 1.0/3), gb(1, 0), us(2, 123456789.12345679), gb(2, 1e-300)}},
+			[]string{
+				"X|/width=1 5e-324 us-per-call 9.999999999999999e+17 gb-s",
+				"X|/width=1 0.3333333333333333 us-per-call 0 gb-s",
+				"X|/width=1 1.2345678912345679e+08 us-per-call 1e-300 gb-s",
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{Run: &results.Run{ID: 1, SuiteName: "s"}, Cases: tc.cases, Samples: tc.samples}
+			var buf bytes.Buffer
+			if err := WriteBenchfmt(&buf, []*Run{r}); err != nil {
+				t.Fatal(err)
+			}
+			written := buf.String()
+			rd := benchfmt.NewReader(&buf, "out.txt")
+			var got []string
+			for rd.Scan() {
+				switch rec := rd.Result().(type) {
+				case *benchfmt.SyntaxError:
+					t.Errorf("benchfmt cannot read it back: %v\n%s", rec, written)
+				case *benchfmt.Result:
+					base, parts := rec.Name.Parts()
+					line := string(base)
+					for _, p := range parts {
+						line += "|" + string(p)
+					}
+					for _, v := range rec.Values {
+						if v.OrigUnit != "" && v.Unit != v.OrigUnit {
+							t.Errorf("%s: benchfmt rescaled %v %s to %v %s", line, v.OrigValue, v.OrigUnit, v.Value, v.Unit)
+						}
+						line += " " + strconv.FormatFloat(v.Value, 'g', -1, 64) + " " + v.Unit
+					}
+					got = append(got, line)
+				}
+			}
+			if err := rd.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("read back\n%s\nwant\n%s\nwritten:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"), written)
+			}
+		})
 	}
 }
