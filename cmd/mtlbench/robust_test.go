@@ -378,3 +378,34 @@ func TestRunsSaysWhatItLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// show's data formats and benchfmt leave out the values a store written
+// before the checks on storing may hold, as its table does, and name them
+// on stderr, where the table puts a note beside itself; benchfmt, which
+// benchstat computes its own statistics from, writes none of them.
+func TestShowDataNamesLeftOutValues(t *testing.T) {
+	path := storeWithRoofline(t, "CASE WHEN case_id = 1 AND rep = 0 THEN -0.5 ELSE value END")
+	const note = "mtlbench: warning: run 1: case decode/batch=1: 1 of 3 roofline_frac samples left out of the statistics"
+	for _, tc := range []struct {
+		format string
+		absent string // what stdout must not hold: the value left out
+	}{
+		{"csv", ""},
+		{"json", ""},
+		{"jsonl", ""},
+		{"benchfmt", " -0.5 roofline-frac"},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			out, stderr, err := mtl(t, "show", "old", "--db", path, "--format", tc.format)
+			if err != nil {
+				t.Fatalf("show: %v\n%s", err, stderr)
+			}
+			if !strings.Contains(stderr, note) || strings.Count(stderr, "left out") != 1 {
+				t.Errorf("stderr = %q\nwant %q once", stderr, note)
+			}
+			if tc.absent != "" && strings.Contains(out, tc.absent) {
+				t.Errorf("stdout holds %q:\n%s", tc.absent, out)
+			}
+		})
+	}
+}

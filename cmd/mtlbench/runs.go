@@ -189,7 +189,7 @@ func showCommand() *cli.Command {
 					return err
 				}
 			}
-			return printRuns(c.App.Writer, db, runs, format, c.Bool("raw"))
+			return printRuns(c.App.Writer, c.App.ErrWriter, db, runs, format, c.Bool("raw"))
 		},
 	}
 }
@@ -212,8 +212,9 @@ func printCaseErrors(w io.Writer, db *results.DB, runID int64) error {
 }
 
 // printRuns prints several runs: data formats as one table, the others one
-// run after another.
-func printRuns(w io.Writer, db *results.DB, runs []*results.Run, format string, raw bool) error {
+// run after another. The samples the statistics leave out are named on
+// errw where the format has no place for notes.
+func printRuns(w, errw io.Writer, db *results.DB, runs []*results.Run, format string, raw bool) error {
 	f := table.Format(format)
 	if table.IsData(f) || format == formatBenchfmt {
 		var trs []*tidy.Run
@@ -223,6 +224,11 @@ func printRuns(w io.Writer, db *results.DB, runs []*results.Run, format string, 
 				return err
 			}
 			trs = append(trs, tr)
+		}
+		if !raw {
+			for _, note := range tidy.LeftOut(trs) {
+				fmt.Fprintln(errw, "mtlbench: warning:", note)
+			}
 		}
 		if format == formatBenchfmt {
 			return tidy.WriteBenchfmt(w, trs)

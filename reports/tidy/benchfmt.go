@@ -87,7 +87,15 @@ func WriteBenchfmt(w io.Writer, runs []*Run) error {
 			for _, rep := range reps {
 				res.Values = res.Values[:0]
 				for _, s := range byRep[rep] {
+					// As the statistics of show and compare leave it out
+					// (LeftOut says which).
+					if results.CheckValue(s.Metric, s.Unit, s.Value) != nil {
+						continue
+					}
 					res.Values = append(res.Values, benchfmt.Value{Value: s.Value, Unit: BenchUnit(s.Metric)})
+				}
+				if len(res.Values) == 0 {
+					continue // a line of no value is not one benchfmt reads
 				}
 				if err := bw.Write(res); err != nil {
 					return err

@@ -2,6 +2,7 @@ package tidy
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +143,13 @@ func TestBenchfmtRoundTrip(t *testing.T) {
 				"X|/width=1 5e-324 us-per-call 9.999999999999999e+17 gb-s",
 				"X|/width=1 0.3333333333333333 us-per-call 0 gb-s",
 				"X|/width=1 1.2345678912345679e+08 us-per-call 1e-300 gb-s",
+			}},
+		{"values no metric can take are left out, and a repetition of only those",
+			[]results.Case{kcase(1, "x", "kernel/x/width=1", map[string]string{"width": "1"}, results.CaseDone)},
+			map[int64][]results.Sample{1: {us(0, 1), gb(0, -5), us(1, math.NaN()), gb(1, math.Inf(1)), us(2, 3), gb(2, 2e18)}},
+			[]string{
+				"X|/width=1 1 us-per-call",
+				"X|/width=1 3 us-per-call",
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@
 package tidy
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
@@ -145,6 +146,24 @@ func Summaries(runs []*Run) *table.Data {
 		}
 	}
 	return d.data()
+}
+
+// LeftOut says, per run, case and metric, how many samples Summaries and
+// WriteBenchfmt leave out (stats.LeftOutNote), which only a store written
+// before the checks on storing can hold: the data formats have no place
+// beside their rows for it, so their commands print it on stderr.
+func LeftOut(runs []*Run) []string {
+	var notes []string
+	for _, r := range runs {
+		var names []string
+		var byCase []map[string]*stats.Summary
+		for _, c := range r.Cases {
+			names = append(names, fmt.Sprintf("run %d: case %s", r.Run.ID, c.Name))
+			byCase = append(byCase, stats.ByMetric(r.Samples[c.ID]))
+		}
+		notes = append(notes, stats.LeftOutNotes(names, byCase)...)
+	}
+	return notes
 }
 
 // Raw is one row per run × case × metric × repetition. A case with no
