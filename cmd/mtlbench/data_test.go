@@ -212,3 +212,55 @@ func TestTildeDatabasePath(t *testing.T) {
 		}
 	}
 }
+
+// A parameter named like a column (a matmul's n) has one column in every
+// command's rows, param_n, so show's, compare's and gate's csv join on it.
+func TestParamColumnsAgree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tag := range []string{"a", "b"} {
+		id, err := db.CreateRun(&results.Run{SuiteName: "s", Tag: tag, Backend: "cpu", Status: results.RunComplete})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases := []results.Case{{Name: "mm/n=8", Key: "kernel/mm/k=4/m=1/n=8/op=matmul", Kind: results.CaseKernel,
+			Params: map[string]string{"op": "matmul", "m": "1", "n": "8", "k": "4"}}}
+		if err := db.AddCases(id, cases); err != nil {
+			t.Fatal(err)
+		}
+		var ss []results.Sample
+		for rep := range 6 {
+			ss = append(ss, results.Sample{Rep: rep, Metric: "us_per_call", Value: float64(10 + i + rep), Unit: "us"})
+		}
+		if err := db.FinishCase(cases[0].ID, ss, nil, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for _, args := range [][]string{
+		{"show", "a"},
+		{"compare", "a", "b"},
+		{"gate", "--baseline", "a", "--candidate", "b", "--threshold", "50%"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			out, stderr, err := mtl(t, append(args, "--db", path, "--format", "csv")...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+			if err != nil || len(recs) < 2 {
+				t.Fatalf("csv: %v\n%s", err, out)
+			}
+			i := slices.Index(recs[0], "param_n")
+			if i < 0 || recs[1][i] != "8" {
+				t.Errorf("header %q: no param_n column holding 8", recs[0])
+			}
+			if j := slices.Index(recs[0], "n"); j >= 0 && recs[1][j] == "8" {
+				t.Errorf("header %q: the parameter n is column n", recs[0])
+			}
+		})
+	}
+}

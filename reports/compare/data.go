@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/reports/tidy"
 )
 
 // Data is the comparison as tidy rows: one per matched case × metric with
@@ -13,9 +14,7 @@ import (
 // and the verdict; a case present on one side only gets one row saying
 // which. Parameters (from A's case, else B's) are columns of their own.
 func (c *Comparison) Data() *table.Data {
-	d := &table.Data{Columns: []string{"case", "key", "case_kind", "metric", "unit", "better",
-		"a_n", "a_median", "a_ci_lo", "a_ci_hi", "b_n", "b_median", "b_ci_lo", "b_ci_hi",
-		"delta_pct", "p", "significant", "verdict", "reason", "only_in"}}
+	d := &table.Data{Columns: slices.Clone(tidy.CompareColumns)}
 	params := func(key string) map[string]string {
 		if x := c.A.Case(key); x != nil {
 			return x.Params
@@ -25,7 +24,7 @@ func (c *Comparison) Data() *table.Data {
 		}
 		return nil
 	}
-	add := func(row map[string]any, key string) { addParams(d, row, params(key), 20) }
+	add := func(row map[string]any, key string) { addParams(d, row, params(key)) }
 	if c.NotComparable == "" {
 		for _, r := range c.Rows {
 			row := map[string]any{"case": r.Case, "key": r.Key, "case_kind": r.Kind, "metric": r.Metric, "unit": r.Unit,
@@ -53,10 +52,7 @@ func (c *Comparison) Data() *table.Data {
 // the outcome with its reason. The case's parameters follow as columns.
 // With no checks it has no rows (json: []).
 func (r Result) Data() *table.Data {
-	d := &table.Data{Columns: []string{"case", "key", "case_kind", "metric", "unit", "better", "per",
-		"baseline_n", "baseline_center", "baseline_ci_lo", "baseline_ci_hi",
-		"candidate_n", "candidate_center", "candidate_ci_lo", "candidate_ci_hi",
-		"delta_pct", "noise_pct", "p", "p_adj", "threshold_pct", "outcome", "reason"}}
+	d := &table.Data{Columns: slices.Clone(tidy.GateColumns)}
 	for _, c := range r.Checks {
 		a, b := c.A, c.B
 		if c.Per == "" { // untested: the pooled repetitions say what there is
@@ -76,20 +72,16 @@ func (r Result) Data() *table.Data {
 				}
 			}
 		}
-		addParams(d, row, params, 22)
+		addParams(d, row, params)
 	}
 	return d
 }
 
 // addParams adds row to d with the case's parameters as columns of their
-// own, prefixed param_ where one would take a fixed column's name (the
-// first fixed of d's columns).
-func addParams(d *table.Data, row map[string]any, params map[string]string, fixed int) {
+// own, named as show names them (tidy.ParamColumn: a matmul's n is param_n).
+func addParams(d *table.Data, row map[string]any, params map[string]string) {
 	for k, v := range params {
-		col := k
-		if slices.Contains(d.Columns[:fixed], k) {
-			col = "param_" + k
-		}
+		col := tidy.ParamColumn(k)
 		if _, set := row[col]; !set {
 			row[col] = table.Typed(v)
 		}

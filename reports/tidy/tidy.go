@@ -30,11 +30,24 @@ var StatColumns = []string{"metric", "unit", "better", "n", "median", "ci_lo", "
 // RawColumns are a raw row's measured part.
 var RawColumns = []string{"metric", "unit", "rep", "value"}
 
-// fixed is every column name the package writes itself; a case parameter
-// of the same name (a matmul's n) becomes param_<name>.
+// CompareColumns are compare's rows' columns before the case's parameters
+// (reports/compare).
+var CompareColumns = []string{"case", "key", "case_kind", "metric", "unit", "better",
+	"a_n", "a_median", "a_ci_lo", "a_ci_hi", "b_n", "b_median", "b_ci_lo", "b_ci_hi",
+	"delta_pct", "p", "significant", "verdict", "reason", "only_in"}
+
+// GateColumns are gate's rows' columns before the case's parameters.
+var GateColumns = []string{"case", "key", "case_kind", "metric", "unit", "better", "per",
+	"baseline_n", "baseline_center", "baseline_ci_lo", "baseline_ci_hi",
+	"candidate_n", "candidate_center", "candidate_ci_lo", "candidate_ci_hi",
+	"delta_pct", "noise_pct", "p", "p_adj", "threshold_pct", "outcome", "reason"}
+
+// fixed is every column name show, compare or gate writes itself; a case
+// parameter of the same name (a matmul's n) becomes param_<name> in all
+// of them, so one parameter has one column whichever command wrote it.
 var fixed = func() map[string]bool {
 	m := map[string]bool{}
-	for _, cols := range [][]string{RunColumns, CaseColumns, StatColumns, RawColumns} {
+	for _, cols := range [][]string{RunColumns, CaseColumns, StatColumns, RawColumns, CompareColumns, GateColumns} {
 		for _, c := range cols {
 			m[c] = true
 		}
