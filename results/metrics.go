@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 )
@@ -16,6 +17,11 @@ import (
 func CheckSample(s Sample) error {
 	if s.Metric == "" || s.Rep < 0 {
 		return fmt.Errorf("needs a metric and rep >= 0 (got %q, %d)", s.Metric, s.Rep)
+	}
+	if strings.IndexFunc(s.Metric, func(r rune) bool { return r != '_' && !isASCIIAlnum(r) }) >= 0 {
+		// It names a column's value and a benchfmt unit, which a space or
+		// newline would split; every metric mtlbench records is one.
+		return fmt.Errorf("metric %q rep %d: a metric's name is letters, digits and _", s.Metric, s.Rep)
 	}
 	if err := CheckValue(s.Metric, s.Unit, s.Value); err != nil {
 		return fmt.Errorf("%s rep %d: %w", s.Metric, s.Rep, err)
@@ -52,4 +58,8 @@ func (rec *RunRecord) Check() error {
 		}
 	}
 	return nil
+}
+
+func isASCIIAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }

@@ -24,8 +24,16 @@ var exact = map[string]bool{"bytes_per_step": true, "preemptions": true, "dispat
 	"witness_critical_loads": true}
 
 // BenchUnit is a metric's unit in the Go benchmark format: one token per
-// metric, so decode and prefill tok/s stay apart.
-func BenchUnit(metric string) string { return strings.ReplaceAll(metric, "_", "-") }
+// metric, so decode and prefill tok/s stay apart. A space (in a metric a
+// store took before names were checked) would end the unit.
+func BenchUnit(metric string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || unicode.IsSpace(r) {
+			return '-'
+		}
+		return r
+	}, metric)
+}
 
 // WriteBenchfmt writes runs in the Go benchmark format through
 // golang.org/x/perf/benchfmt: unit metadata first (better=higher|lower,

@@ -151,6 +151,10 @@ func TestBenchfmtRoundTrip(t *testing.T) {
 				"X|/width=1 1 us-per-call",
 				"X|/width=1 3 us-per-call",
 			}},
+		{"a metric named with a space, in a store from before names were checked",
+			[]results.Case{kcase(1, "x", "kernel/x/width=1", map[string]string{"width": "1"}, results.CaseDone)},
+			map[int64][]results.Sample{1: {{Rep: 0, Metric: "lat ms", Value: 2, Unit: "ms"}}},
+			[]string{"X|/width=1 2 lat-ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Run{Run: &results.Run{ID: 1, SuiteName: "s"}, Cases: tc.cases, Samples: tc.samples}
