@@ -254,6 +254,14 @@ type MappedWeighter interface {
 	WeightMapped(dt DType, shape []int, data []byte) (Tensor, error)
 }
 
+// Trimmer is implemented by backends that keep freed memory for reuse (a
+// buffer pool, which serves a benchmark's repetitions): Trim gives it back.
+// A runner trims between cases that run one after another, so one case's
+// leftovers are neither held through the next nor counted in its peak.
+type Trimmer interface {
+	Trim()
+}
+
 // CopyDropper is implemented by backends that copy some weights out of the
 // host bytes they are handed: a GPU with memory of its own, or Metal where a
 // tensor cannot be wrapped in place (unaligned, or gathered with others).

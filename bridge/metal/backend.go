@@ -282,6 +282,13 @@ func (b *Backend) release(buf *dbuf) {
 	b.mu.Unlock()
 }
 
+// Trim gives the pool's buffers back to the device (bridge.Trimmer), once
+// the steps in flight have run and retired theirs to it.
+func (b *Backend) Trim() {
+	b.waitInFlight()
+	b.releasePool()
+}
+
 // releasePool gives the pool's buffers back to the device.
 func (b *Backend) releasePool() {
 	b.mu.Lock()

@@ -603,6 +603,9 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		}
 		return nil
 	}
+	if len(cases) > 0 {
+		giveBack(cases[0].be) // what preparing left: not the first case's
+	}
 	if s.Interleave {
 		for _, p := range cases {
 			if err := warmUp(p); err != nil {
@@ -643,8 +646,19 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 			return err
 		}
 		p.closeKernel()
+		giveBack(p.be)
 	}
 	return nil
+}
+
+// giveBack returns what a finished case freed to the system, the backend's
+// kept buffers (bridge.Trimmer) and the Go heap's, so the next case, run
+// after it, neither holds it nor counts it in its peak RSS.
+func giveBack(be bridge.Backend) {
+	if t, ok := be.(bridge.Trimmer); ok {
+		t.Trim()
+	}
+	debug.FreeOSMemory()
 }
 
 func median(d []time.Duration) time.Duration { return quantile.Duration(d, 0.5) }

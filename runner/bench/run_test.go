@@ -15,6 +15,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/kbench"
@@ -857,6 +858,63 @@ cases:
 			}
 			if n := kbench.Live() - base; n != 0 {
 				t.Errorf("%d cases' data still held after the run", n)
+			}
+		})
+	}
+}
+
+// A model case run after kernel cases, case by case, peaks at what it peaks
+// at alone: the kernel cases' data, freed, is given back (the Metal
+// backend's pool, the Go heap) before it starts. Before, on metal-emu, it
+// counted every earlier case's buffers, kept in the pool.
+func TestPeakRSSAfterKernelCases(t *testing.T) {
+	if host.Resident(make([]byte, 1)) < 0 {
+		t.Skip("the kernel does not say which pages are resident (mincore), and the peak cannot be reset")
+	}
+	const suite = `name: rss
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: %BACKEND%
+repetitions: 1
+warmup: 0
+interleave: false
+params: { prompt_len: 4, gen_len: 2 }
+cases:
+%KERNELS%
+  - name: step
+`
+	const kernels = `  - name: big
+    op: matmul
+    params: { m: 1, k: 4096, dtype: f32 }
+    matrix: { n: [4096, 6144, 8192] }`
+	for _, backend := range []string{"cpu", "metal-emu"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "metal-emu" {
+				if _, err := emu.FindCompiler(""); err != nil {
+					t.Skip(err)
+				}
+			}
+			peak := func(kernelCases string) float64 {
+				db := openDB(t)
+				s := loadSuite(t, suite, "%BACKEND%", backend, "%KERNELS%", kernelCases)
+				sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := sum.Cases[len(sum.Cases)-1]
+				samples, _ := db.Samples(c.ID)
+				for _, s := range samples {
+					if s.Metric == "peak_rss_bytes" {
+						return s.Value
+					}
+				}
+				t.Fatal("no peak_rss_bytes")
+				return 0
+			}
+			alone, after := peak(""), peak(kernels)
+			// The kernel cases' weights are 64, 96 and 128 MiB.
+			t.Logf("step peaks at %.0f MiB after the kernel cases, %.0f MiB alone", after/(1<<20), alone/(1<<20))
+			if after > 1.5*alone+32<<20 {
+				t.Errorf("step peaks at %.0f MiB after the kernel cases, %.0f MiB alone", after/(1<<20), alone/(1<<20))
 			}
 		})
 	}
