@@ -232,6 +232,7 @@ func elems(shape []int) (int, error) {
 type dbuf struct {
 	mtl.Buffer
 	mapped bool
+	shared int    // tensors pointing into it, a region of experts (share)
 	size   int64  // the bytes asked for: the pool's key
 	order  uint64 // when the device gave it (pool.Blocks)
 }
@@ -280,6 +281,14 @@ func (b *Backend) release(buf *dbuf) {
 	b.allocated -= int64(buf.Length())
 	b.pool.Put(buf, buf.size, buf.order)
 	b.mu.Unlock()
+}
+
+// own makes buf the backend's, released at Close: once, whichever layouts
+// (experts, gathered regions) found it.
+func (b *Backend) own(buf *dbuf) {
+	if !slices.Contains(b.owned, buf) {
+		b.owned = append(b.owned, buf)
+	}
 }
 
 // Trim gives the pool's buffers back to the device (bridge.Trimmer), once
@@ -471,23 +480,65 @@ func (b *Backend) ReadI32(t bridge.Tensor, dst []int32) error {
 	return nil
 }
 
+// Free releases a tensor's buffer; a packed matrix's parts; a tensor
+// that points into a region it shares (a layer's experts), its share, the
+// region going with the last (unshare).
 func (b *Backend) Free(t bridge.Tensor) {
-	x, ok := t.(*tensor)
-	if !ok || !x.owned || x.buf == nil {
+	if q, ok := t.(*qtensor); ok {
+		for _, x := range []*tensor{q.data, q.scales, q.biases} {
+			if x != nil {
+				b.Free(x)
+			}
+		}
 		return
 	}
+	x, ok := t.(*tensor)
+	if !ok || x.buf == nil {
+		return
+	}
+	if !x.owned {
+		if x.buf.shared > 0 {
+			b.unshare(x.buf)
+			x.buf = nil
+		}
+		return
+	}
+	b.retire(x.buf)
+	x.buf, x.owned = nil, false
+}
+
+// retire releases buf once no dispatch may still use it.
+func (b *Backend) retire(buf *dbuf) {
 	switch n := len(b.inFlight); {
 	case b.step.active:
 		// An encoded dispatch may still use it: release after the step.
-		b.step.retired = append(b.step.retired, x.buf)
+		b.step.retired = append(b.step.retired, buf)
 	case n > 0:
 		// A committed step may: release it once the newest has run, before
 		// the pool hands it out again.
-		b.inFlight[n-1].retired = append(b.inFlight[n-1].retired, x.buf)
+		b.inFlight[n-1].retired = append(b.inFlight[n-1].retired, buf)
 	default:
-		b.release(x.buf)
+		b.release(buf)
 	}
-	x.buf, x.owned = nil, false
+}
+
+// share counts n more tensors pointing into region buf, which the backend
+// owns (own) until the last of them is freed.
+func (b *Backend) share(buf *dbuf, n int) {
+	b.own(buf)
+	buf.shared += n
+}
+
+// unshare drops one tensor's share of region buf, and the region with the
+// last one.
+func (b *Backend) unshare(buf *dbuf) {
+	if buf.shared--; buf.shared > 0 {
+		return
+	}
+	if i := slices.Index(b.owned, buf); i >= 0 {
+		b.owned = slices.Delete(b.owned, i, i+1)
+		b.retire(buf)
+	}
 }
 
 func (b *Backend) Close() error {

@@ -203,12 +203,15 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 			}
 		}
 	}
-	b.owned = append(b.owned, buf)
+	b.share(buf, 3*E)
 	for e := 0; e < E; e++ {
 		for i := range mats {
 			x := tt(mats[i][e])
-			if x.owned && x.buf != buf {
+			switch {
+			case x.owned && x.buf != buf:
 				b.release(x.buf)
+			case !x.owned && x.buf.shared > 0:
+				b.unshare(x.buf) // an earlier layout's region
 			}
 			x.buf, x.off, x.owned = buf, pk.base+(e*pk.stride+pk.off[i])*es, false
 		}

@@ -515,7 +515,7 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 		}
 		region = view{buf, 0, E * stride}
 	}
-	b.owned = append(b.owned, region.buf)
+	b.share(region.buf, E)
 	// The experts' own buffers are no longer read: they live in the region
 	// from now on, and mapped bytes that were copied there give back their
 	// file's pages.
@@ -529,9 +529,12 @@ func (b *Backend) expertRegion(parts []**tensor, stride int) view {
 		if gathered && old.buf.mapped {
 			b.dropCopied(old.contents())
 		}
-		if old.owned {
+		switch {
+		case old.owned:
 			b.release(old.buf)
 			old.buf = nil // byHost may hold it: no longer a tensor of its bytes
+		case old.buf != nil && old.buf != region.buf && old.buf.shared > 0:
+			b.unshare(old.buf) // an earlier layout's region
 		}
 		*p = &tensor{dt: bridge.Packed, shape: []int{stride}, n: stride, buf: region.buf, off: region.off + e*stride}
 	}
