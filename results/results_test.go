@@ -488,8 +488,9 @@ func TestResolveRef(t *testing.T) {
 				if err == nil {
 					t.Fatalf("ResolveRef(%q) = %v, want an error", tc.ref, ids)
 				}
-				if tc.ref != "" && (!errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), strings.TrimSpace(tc.ref))) {
-					t.Errorf("error %q should wrap ErrNotFound and name the ref", err)
+				if tc.ref != "" && (!errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), strings.TrimSpace(tc.ref)) ||
+					!strings.Contains(err.Error(), db.Path())) {
+					t.Errorf("error %q should wrap ErrNotFound and name the ref and the store", err)
 				}
 				return
 			}

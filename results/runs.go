@@ -556,8 +556,9 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 			return ids, nil
 		}
 	}
-	return nil, fmt.Errorf("results: no run matches %q (tried run id, tag, \"latest\" and git commit prefix): %w",
-		ref, ErrNotFound)
+	// The store is named: a run looked for in the wrong one is the usual cause.
+	return nil, fmt.Errorf("results: no run matches %q in %s (tried run id, tag, \"latest\" and git commit prefix; mtlbench runs --db %s lists them): %w",
+		ref, db.Path(), db.Path(), ErrNotFound)
 }
 
 // oneCommit refuses a commit prefix that names runs of different commits,
