@@ -19,7 +19,8 @@ type packedExperts struct {
 	base   int // bytes
 	stride int // elements between experts
 	off    [3]int
-	size   int // bytes of all experts
+	size   int                // bytes of all experts
+	w      *bridge.MoEWeights // the weights last found to lie here (holds)
 }
 
 // holds reports whether every expert of w lies in pk's buffer where pk
@@ -136,7 +137,8 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 		return nil
 	}
 	first := tt(w.Gate[0])
-	if pk := b.packed[first]; pk != nil && pk.holds(w) {
+	if pk := b.packed[first]; pk != nil && (pk.w == w || pk.holds(w)) {
+		pk.w = w // checked once an engine: its steps pass the same weights
 		return pk
 	}
 	H, I := w.Hidden, w.Inter
@@ -169,7 +171,7 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 	if inBuf {
 		if lay, base, ok := layoutOf(E, ih, es, func(i, e int) uintptr { return uintptr(at(i, e).off) }); ok {
 			pk.buf, pk.base, pk.stride, pk.off = first.buf, int(base), lay.stride, lay.off
-			b.packed[first] = pk
+			pk.w, b.packed[first] = w, pk
 			return pk
 		}
 	}
@@ -217,7 +219,7 @@ func (b *Backend) experts(w *bridge.MoEWeights) *packedExperts {
 		}
 	}
 	pk.buf = buf
-	b.packed[first] = pk
+	pk.w, b.packed[first] = w, pk
 	return pk
 }
 

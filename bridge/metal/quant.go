@@ -382,9 +382,10 @@ func (b *Backend) QEmbedding(out, table bridge.Tensor) {
 // another at a fixed stride, and their scales and biases likewise
 // (expertRegion).
 type qexperts struct {
-	spec                 [3]quant.Spec // gate and up alike; down may differ (Q4_K_M)
-	data, scales, biases [3]view       // E experts' bytes each
-	wStride, sStride     [3]int        // bytes per expert
+	spec                 [3]quant.Spec      // gate and up alike; down may differ (Q4_K_M)
+	data, scales, biases [3]view            // E experts' bytes each
+	wStride, sStride     [3]int             // bytes per expert
+	w                    *bridge.MoEWeights // the weights last found to lie here (holds)
 }
 
 // holds reports whether every expert of w lies in pk's regions: an engine
@@ -439,7 +440,8 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 		b.fail("qmoe: %T experts", w.Gate[0])
 		return nil
 	}
-	if pk := b.qpacked[first]; pk != nil && pk.holds(w) {
+	if pk := b.qpacked[first]; pk != nil && (pk.w == w || pk.holds(w)) {
+		pk.w = w // checked once an engine: its steps pass the same weights
 		return pk
 	}
 	pk := &qexperts{}
@@ -475,7 +477,7 @@ func (b *Backend) qexperts(w *bridge.MoEWeights) *qexperts {
 	if b.qpacked == nil {
 		b.qpacked = map[*qtensor]*qexperts{}
 	}
-	b.qpacked[first] = pk
+	pk.w, b.qpacked[first] = w, pk
 	return pk
 }
 
