@@ -159,7 +159,7 @@ func generateCommand() *cli.Command {
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
 			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},
 			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json or a .gguf file's own is used otherwise)"},
-			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, a GGUF file's eos and eot ids), kept as the last"},
+			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, a GGUF file's end-of-generation tokens as llama.cpp reads them: its eos, eot and eom ids and the tokens that end a turn, such as <|im_end|>), kept as the last"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "generate all --max-new-tokens, past an end-of-sequence token (as benchmarks do)"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},

@@ -562,18 +562,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		name = strings.TrimSuffix(name, fmt.Sprintf("-%05d-of-%05d", 1, n))
 	}
 	c := &Config{Name: name, Architecture: hf}
-	// The tokens a generation ends at, as llama.cpp's end-of-generation set:
-	// the end of sequence and of turn.
-	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"} {
-		v, ok := f.KV[key]
-		switch {
-		case !ok:
-		case v.Type != gguf.U32 && v.Type != gguf.I32 || v.Int < 0 || v.Int > math.MaxInt32:
-			errs = append(errs, key+" is not a token id")
-		case !slices.Contains(c.EOS, int32(v.Int)):
-			c.EOS = append(c.EOS, int32(v.Int))
-		}
-	}
+	c.EOS, errs = ggufEOG(f, errs)
 	c.Hidden = num("embedding_length", 0, true)
 	c.Layers = num("block_count", 0, true)
 	c.ModelLayers = c.Layers
@@ -697,6 +686,55 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 }
 
 // ggufInteger reports whether a metadata value of type t is an integer.
+// ggufEOGKeys are the token ids a generation ends at, as llama.cpp's loader
+// reads them: the end of sequence, of turn and of message, and the fill-in-
+// the-middle pad, repeat and separator.
+var ggufEOGKeys = []string{"eos", "eot", "eom", "fim_pad", "fim_rep", "fim_sep"}
+
+// ggufEOGTexts are the tokens llama.cpp also ends a generation at, found by
+// their text: a converter often names only one end (a Qwen file's eos is
+// <|im_end|> or <|endoftext|>), and the model may write either.
+var ggufEOGTexts = map[string]bool{
+	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<|return|>": true,
+	"<|call|>": true, "<end_of_turn>": true, "<|endoftext|>": true,
+	"<|eom_id|>": true, "<EOT>": true, "_<EOT>": true, "<|end_of_text|>": true,
+	"<end_of_utterance>": true,
+}
+
+// ggufEOG is the end-of-generation set of a GGUF file's vocabulary: the ids
+// its metadata names, then the tokens of ggufEOGTexts in id order. A key that
+// is not a token id is added to errs.
+func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
+	var eog []int32
+	add := func(id int32) {
+		if !slices.Contains(eog, id) {
+			eog = append(eog, id)
+		}
+	}
+	for _, name := range ggufEOGKeys {
+		key := "tokenizer.ggml." + name + "_token_id"
+		v, ok := f.KV[key]
+		switch {
+		case !ok:
+		case v.Type != gguf.U32 && v.Type != gguf.I32 || v.Int < 0 || v.Int > math.MaxInt32:
+			errs = append(errs, key+" is not a token id")
+		default:
+			add(int32(v.Int))
+		}
+	}
+	// A vocabulary that cannot be read is the tokenizer's error to name.
+	if v, ok := f.KV["tokenizer.ggml.tokens"]; ok && v.Type == gguf.Array && v.Elem == gguf.String {
+		if tokens, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
+			for id, text := range tokens {
+				if ggufEOGTexts[text] {
+					add(int32(id))
+				}
+			}
+		}
+	}
+	return eog, errs
+}
+
 func ggufInteger(t gguf.ValueType) bool {
 	switch t {
 	case gguf.U8, gguf.I8, gguf.U16, gguf.I16, gguf.U32, gguf.I32, gguf.U64, gguf.I64:

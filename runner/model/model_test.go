@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/gguftest"
 	"github.com/mtlbench/mtlbench/kernels"
+	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
@@ -666,5 +668,52 @@ func TestEOS(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": "x"}`), 0o644)
 	if _, _, _, err = loadDir(dir); err == nil || !strings.Contains(err.Error(), "generation_config.json: eos_token_id") {
 		t.Fatalf("a bad generation_config.json: %v", err)
+	}
+}
+
+// A GGUF file's end-of-generation set is llama.cpp's: the ids its metadata
+// names (end of sequence, turn and message, and the fill-in-the-middle
+// tokens), then the tokens whose text ends a turn, such as a Qwen file's
+// <|endoftext|> beside its eos <|im_end|>.
+func TestGGUFEndOfGeneration(t *testing.T) {
+	vocab := []string{"<unk>", "a", "<|endoftext|>", "b", "<|im_end|>", "<|fim_pad|>", "<end_of_turn>", "<|im_end|>x"}
+	for _, c := range []struct {
+		name string
+		kv   []gguftest.KV
+		want []int32
+		err  string
+	}{
+		{"no keys, no vocabulary", nil, nil, ""},
+		{"eos only", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(4)}}, []int32{4}, ""},
+		{"eos and the texts", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(4)}, {Key: "tokenizer.ggml.tokens", Value: vocab}}, []int32{4, 2, 6}, ""},
+		{"every key", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(1)}, {Key: "tokenizer.ggml.eot_token_id", Value: int32(3)},
+			{Key: "tokenizer.ggml.eom_token_id", Value: uint32(7)}, {Key: "tokenizer.ggml.fim_pad_token_id", Value: uint32(5)},
+			{Key: "tokenizer.ggml.fim_rep_token_id", Value: uint32(5)}, {Key: "tokenizer.ggml.tokens", Value: vocab}}, []int32{1, 3, 7, 5, 2, 4, 6}, ""},
+		{"a negative id", []gguftest.KV{{Key: "tokenizer.ggml.eom_token_id", Value: int32(-1)}}, nil, "tokenizer.ggml.eom_token_id is not a token id"},
+		{"a string id", []gguftest.KV{{Key: "tokenizer.ggml.eot_token_id", Value: "2"}}, nil, "tokenizer.ggml.eot_token_id is not a token id"},
+	} {
+		b, err := gguftest.Bytes(append([]gguftest.KV{{Key: "general.architecture", Value: "qwen3"}}, c.kv...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, errs := ggufEOG(f, nil)
+		f.Close()
+		if c.err != "" {
+			if len(errs) != 1 || errs[0] != c.err {
+				t.Errorf("%s: errors %q, want %q", c.name, errs, c.err)
+			}
+			continue
+		}
+		if len(errs) != 0 || !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v %q, want %v", c.name, got, errs, c.want)
+		}
 	}
 }
