@@ -95,6 +95,9 @@ func (rec *RunRecord) checkShape() error {
 		if key == "" || seen[key] {
 			return fmt.Errorf("case %d %q has no key or repeats one", i, c.Name)
 		}
+		if err := cmp.Or(CheckLine("name", c.Name), CheckLine("key", key)); err != nil {
+			return fmt.Errorf("case %d: %w", i, err)
+		}
 		seen[key] = true
 		if err := oneOf("case status", or(c.Status, CaseDone), CasePending, CaseDone, CaseFailed, CaseSkipped); err != nil {
 			return fmt.Errorf("case %d %q: %w", i, c.Name, err)

@@ -3,6 +3,8 @@ package results
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
 )
@@ -56,6 +58,21 @@ func (rec *RunRecord) Check() error {
 				return fmt.Errorf("case %d %q sample %d: %w", i, c.Case.Name, j, err)
 			}
 		}
+	}
+	return nil
+}
+
+// CheckLine says why s cannot name a run's tag, a case or its key: text
+// that is not UTF-8, or that holds a control character (a newline, a tab),
+// which would break the tables, csv rows and benchfmt lines that print it.
+// Suites hold names to less (suites.Parse); this is the rule for what
+// comes from elsewhere, as import does.
+func CheckLine(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s %q is not UTF-8 text", what, s)
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("%s %q holds the control character %U at byte %d", what, s, []rune(s[i:])[0], i)
 	}
 	return nil
 }

@@ -82,3 +82,26 @@ func TestRunRecordCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A case's name and key, and a run's tag, are printed one to a line or a
+// cell: text with a control character or bytes that are not UTF-8 is
+// refused as an import checks it, naming the case.
+func TestRunRecordNamesOneLine(t *testing.T) {
+	for _, c := range []struct {
+		name, key, tag, err string
+	}{
+		{"decode/batch=1", "batch=1", "main", ""},
+		{"décodé · 解码", "batch=1", "", ""},
+		{"decode\nbatch=1", "batch=1", "", `case 0: name "decode\nbatch=1" holds the control character U+000A at byte 6`},
+		{"decode", "batch=1\t2", "", `case 0: key "batch=1\t2" holds the control character U+0009 at byte 7`},
+		{"decode\xff", "batch=1", "", `case 0: name "decode\xff" is not UTF-8 text`},
+		{"decode", "batch=1", "nightly\r", `tag "nightly\r" holds the control character U+000D at byte 7`},
+	} {
+		rec := RunRecord{Run: Run{Tag: c.tag}, Cases: []CaseRecord{{Case: Case{Name: c.name, Key: c.key, Kind: CaseModel},
+			Samples: []Sample{{0, "decode_tok_s", 50, "tok/s"}}}}}
+		err := rec.Check()
+		if c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err) {
+			t.Errorf("%q %q %q: %v, want %q", c.name, c.key, c.tag, err, c.err)
+		}
+	}
+}

@@ -599,6 +599,9 @@ func CheckTag(tag string) error {
 	if tag == "" {
 		return nil
 	}
+	if err := CheckLine("tag", tag); err != nil {
+		return err
+	}
 	if id, err := strconv.ParseInt(tag, 10, 64); err == nil {
 		return fmt.Errorf("tag %q is a number, which a reference reads as run %d", tag, id)
 	}
