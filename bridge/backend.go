@@ -249,7 +249,9 @@ var ErrNonFinite = errors.New("non-finite values")
 // live in memory mapped outside the Go heap (an mmap'd checkpoint, the
 // off-heap synthetic weights) instead of copying them: Metal's
 // newBufferWithBytesNoCopy over the pages that hold the tensor. The memory
-// must stay mapped until the backend is closed.
+// must stay mapped until the tensor is freed with no step in flight (a
+// kernel case gives its own back then), or else until the backend is
+// closed.
 type MappedWeighter interface {
 	WeightMapped(dt DType, shape []int, data []byte) (Tensor, error)
 }

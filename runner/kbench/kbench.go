@@ -94,6 +94,9 @@ type Bench struct {
 	rng     *rand.Rand
 	tensors []bridge.Tensor
 	hosts   []*host // keeps host memory alive: Weight may alias it
+	// frees give back the off-heap memory of large inputs (offHeap), once
+	// the tensors that may alias it are freed.
+	frees []func()
 
 	// ctx ends filling tensors and checking early (an interrupt).
 	ctx context.Context
@@ -270,6 +273,12 @@ func (b *Bench) Close() {
 		b.be.Free(t)
 	}
 	b.tensors, b.hosts, b.refExperts = nil, nil, nil
+	// Every step ran to its end (EndStep waits), and Free released what
+	// aliased this memory.
+	for _, free := range b.frees {
+		free()
+	}
+	b.frees = nil
 	if b.open {
 		b.open = false
 		live.Add(-1)

@@ -342,23 +342,29 @@ func (b *Bench) prepareMoE(p *params) error {
 }
 
 // experts uploads E experts' gate and up ([I][H]) and down ([H][I])
-// weights; a plan counts them in one go (E may be large).
+// weights; a plan counts them in one go (E may be large). They lie in one
+// off-heap region, every gate, then every up, then every down, as the
+// loader stacks a checkpoint's experts (runner/model): a backend that
+// aliases the region reads them in place, with no copy and no gather.
 func (b *Bench) experts(dt bridge.DType, E, H, I int) (gate, up, down []*host, err error) {
 	if b.plan {
 		b.reserve(mulSat(int64(E), mulSat(3*int64(H)*int64(I), int64(dt.Size()))))
 		return nil, nil, nil, nil
 	}
+	one := int64(H) * int64(I) * int64(dt.Size())
+	region := b.offHeap(3 * int64(E) * one)
+	at := func(i, e int) []byte { return region[(int64(i*E+e))*one : (int64(i*E+e)+1)*one] }
 	hs, is := float32(1/math.Sqrt(float64(H))), float32(1/math.Sqrt(float64(I)))
-	for range E {
-		g, err := b.upload(dt, []int{I, H}, 0, hs)
+	for e := range E {
+		g, err := b.uploadTo(at(0, e), dt, []int{I, H}, b.random(0, hs))
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		u, err := b.upload(dt, []int{I, H}, 0, hs)
+		u, err := b.uploadTo(at(1, e), dt, []int{I, H}, b.random(0, hs))
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		d, err := b.upload(dt, []int{H, I}, 0, is)
+		d, err := b.uploadTo(at(2, e), dt, []int{H, I}, b.random(0, is))
 		if err != nil {
 			return nil, nil, nil, err
 		}

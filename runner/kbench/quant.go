@@ -193,13 +193,19 @@ func (b *Bench) prepareQMoE(p *params) error {
 	}
 	mw := &bridge.MoEWeights{Router: router.t, TopK: K, NormTopK: true, Hidden: H, Inter: I}
 	qb, _ := b.be.(bridge.QuantBackend)
+	// A backend that aliases the stacks reads the experts in place, where
+	// copies of each and a gather of the copies held them three times.
+	weight := qb.QuantWeight
+	if mw, ok := b.be.(bridge.QuantMappedWeighter); ok {
+		weight = mw.QuantWeightMapped
+	}
 	for e := 0; e < E && !b.plan; e++ {
 		for _, s := range []struct {
 			m   *quant.Matrix
 			dst *[]bridge.Tensor
 		}{{gate, &mw.Gate}, {up, &mw.Up}, {down, &mw.Down}} {
 			x := s.m.Expert(e, E)
-			t, err := qb.QuantWeight(q, []int{x.Rows, x.K}, x.Data, x.Scales, x.Biases)
+			t, err := weight(q, []int{x.Rows, x.K}, x.Data, x.Scales, x.Biases)
 			if err != nil {
 				return err
 			}
@@ -254,12 +260,13 @@ func (b *Bench) packedStack(q quant.Spec, E, rows, k int) (*quant.Matrix, bridge
 	if err := b.ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("%s: filling its tensors: %w", b.desc, err)
 	}
-	gb := E * rows * q.Groups(k) * q.Scale.Size()
+	// Off the heap, where Metal aliases them (prepareQMoE).
+	gb := int64(E) * int64(rows) * int64(q.Groups(k)*q.Scale.Size())
 	var sc, bi []byte
 	if gb > 0 {
-		sc, bi = make([]byte, gb), make([]byte, gb)
+		sc, bi = b.offHeap(gb), b.offHeap(gb)
 	}
-	m := quant.Random(q, E*rows, k, float32(math.Sqrt(3/float64(k))), b.rng, make([]byte, E*rows*q.RowBytes(k)), sc, bi)
+	m := quant.Random(q, E*rows, k, float32(math.Sqrt(3/float64(k))), b.rng, b.offHeap(int64(E)*int64(rows)*int64(q.RowBytes(k))), sc, bi)
 	return m, nil, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/offheap"
 )
 
 // host is a tensor filled from host memory, kept so the reference can see
@@ -116,16 +117,32 @@ func (b *Bench) upload(dt bridge.DType, shape []int, mean, scale float32) (*host
 // uploadFrom is upload with the values from fill, rounded to dt. A plan
 // counts the tensor and returns an empty host.
 func (b *Bench) uploadFrom(dt bridge.DType, shape []int, fill filler) (*host, error) {
+	return b.uploadTo(nil, dt, shape, fill)
+}
+
+// uploadTo is uploadFrom with the values in mem (from offHeap, of the
+// tensor's size) where it is not nil: a backend that can alias such memory
+// (bridge.MappedWeighter) then holds the tensor once, where Weight would
+// copy it beside the host values the reference reads. Only inputs no op
+// writes go there: an aliased tensor is its host values.
+func (b *Bench) uploadTo(mem []byte, dt bridge.DType, shape []int, fill filler) (*host, error) {
 	n := elems(shape)
 	b.reserve(mulSat(n, int64(dt.Size())))
 	h := &host{dt: dt, shape: shape}
 	if b.plan {
 		return h, nil
 	}
-	switch dt {
-	case bridge.F32:
+	if mem != nil && int64(len(mem)) != n*int64(dt.Size()) {
+		return nil, fmt.Errorf("internal: %d bytes for a %v tensor of %d elements", len(mem), dt, n)
+	}
+	switch {
+	case dt == bridge.F32 && len(mem) > 0:
+		h.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem))), n)
+	case (dt == bridge.F16 || dt == bridge.BF16) && len(mem) > 0:
+		h.u16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(mem))), n)
+	case dt == bridge.F32:
 		h.f32 = make([]float32, n)
-	case bridge.F16, bridge.BF16:
+	case dt == bridge.F16 || dt == bridge.BF16:
 		h.u16 = make([]uint16, n)
 	default:
 		return nil, fmt.Errorf("internal: cannot fill a %v tensor", dt)
@@ -133,7 +150,13 @@ func (b *Bench) uploadFrom(dt bridge.DType, shape []int, fill filler) (*host, er
 	if err := b.fill(h, n, fill); err != nil {
 		return nil, err
 	}
-	t, err := b.be.Weight(dt, shape, h.bytes())
+	var t bridge.Tensor
+	var err error
+	if mw, ok := b.be.(bridge.MappedWeighter); ok && len(mem) > 0 {
+		t, err = mw.WeightMapped(dt, shape, h.bytes())
+	} else {
+		t, err = b.be.Weight(dt, shape, h.bytes())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +164,18 @@ func (b *Bench) uploadFrom(dt bridge.DType, shape []int, fill filler) (*host, er
 	b.tensors = append(b.tensors, t)
 	b.hosts = append(b.hosts, h)
 	return h, nil
+}
+
+// offHeap is n zeroed bytes outside the Go heap, given back at Close: the
+// memory of a case's large read-only inputs, which Metal aliases instead
+// of copying (uploadTo). A plan allocates nothing and gets nil.
+func (b *Bench) offHeap(n int64) []byte {
+	if b.plan || n == 0 {
+		return nil
+	}
+	mem, free, _ := offheap.Alloc(int(n))
+	b.frees = append(b.frees, free)
+	return mem
 }
 
 // fillChunk is the elements filled between looks at the context: a

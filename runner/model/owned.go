@@ -7,12 +7,13 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/offheap"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 )
 
 // owned is the memory a source allocates for the weights it hands out
 // (synthetic draws, dtype conversions, transcodes, unpermuted rows):
-// off the Go heap where it can be (allocWeights), released together by
+// off the Go heap where it can be (offheap.Alloc), released together by
 // Close, and remembered where mmap'd, so a backend may wrap it without a
 // copy (MappedSource) and a run can tell its resident share (Memory).
 type owned struct {
@@ -42,7 +43,7 @@ func (o *owned) alloc(n int) []byte {
 }
 
 func (o *owned) allocLocked(n int) []byte {
-	b, free, mapped := allocWeights(n)
+	b, free, mapped := offheap.Alloc(n)
 	o.frees = append(o.frees, free)
 	if mapped {
 		o.mapped = append(o.mapped, b)

@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/internal/offheap"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
@@ -95,7 +96,7 @@ func (s *Synthetic) PackedAs(spec TensorSpec, to quant.Spec) (Packed, bool, erro
 		}
 	}()
 	temp := func(_ string, n int) ([]byte, bool) {
-		b, free, _ := allocWeights(n)
+		b, free, _ := offheap.Alloc(n)
 		frees = append(frees, free)
 		return b, true
 	}
@@ -427,7 +428,7 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 			transpose(t, data, info.Shape[0], info.Shape[1], src.Size())
 			return src, t, nil
 		}
-		t, free, _ := allocWeights(len(data))
+		t, free, _ := offheap.Alloc(len(data))
 		defer free()
 		transpose(t, data, info.Shape[0], info.Shape[1], src.Size())
 		data = t

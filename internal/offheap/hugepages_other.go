@@ -1,6 +1,6 @@
 //go:build !linux
 
-package model
+package offheap
 
 // adviseHugePages is Linux's transparent huge pages advice; other systems
 // choose page sizes themselves.

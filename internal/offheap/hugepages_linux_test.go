@@ -1,4 +1,4 @@
-package model
+package offheap
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ func TestWeightsAdvisedHugePages(t *testing.T) {
 	if err != nil || strings.Contains(string(mode), "[never]") {
 		t.Skip("transparent huge pages are off on this system")
 	}
-	b, free, mapped := allocWeights(8 << 20)
+	b, free, mapped := Alloc(8 << 20)
 	defer free()
 	if !mapped {
 		t.Skip("weights fell back to the Go heap")

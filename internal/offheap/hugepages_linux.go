@@ -1,4 +1,4 @@
-package model
+package offheap
 
 import "golang.org/x/sys/unix"
 

@@ -1,5 +1,0 @@
-//go:build !unix
-
-package model
-
-func allocWeights(n int) ([]byte, func(), bool) { return make([]byte, n), func() {}, false }
