@@ -196,7 +196,7 @@ func (b *Bench) prepareMatMul(p *params) error {
 	}
 	// 1/sqrt(k) keeps outputs near unit scale, as trained weights do, so
 	// half-precision outputs neither overflow nor lose the tolerance.
-	w, err := b.upload(dt, []int{N, K}, 0, float32(1/math.Sqrt(float64(K))))
+	w, err := b.weight(dt, []int{N, K}, 0, float32(1/math.Sqrt(float64(K))))
 	if err != nil {
 		return err
 	}

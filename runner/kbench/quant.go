@@ -45,6 +45,15 @@ func (b *Bench) quantBackend(q quant.Spec) (bridge.QuantBackend, error) {
 	return qb, nil
 }
 
+// quantWeight is how packed weights in off-heap memory are handed to the
+// backend: aliased where it can (bridge.QuantMappedWeighter), else copied.
+func (b *Bench) quantWeight(qb bridge.QuantBackend) func(quant.Spec, []int, []byte, []byte, []byte) (bridge.Tensor, error) {
+	if mw, ok := b.be.(bridge.QuantMappedWeighter); ok {
+		return mw.QuantWeightMapped
+	}
+	return qb.QuantWeight
+}
+
 // packed draws a [rows][k] packed matrix and uploads it.
 func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, bridge.Tensor, error) {
 	qb, err := b.quantBackend(q)
@@ -62,13 +71,14 @@ func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, b
 	if err := b.ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("%s: filling its tensors: %w", b.desc, err)
 	}
-	gb := rows * q.Groups(k) * q.Scale.Size()
+	// Off the heap, where Metal aliases it.
+	gb := int64(rows) * int64(q.Groups(k)*q.Scale.Size())
 	var sc, bi []byte
 	if gb > 0 {
-		sc, bi = make([]byte, gb), make([]byte, gb)
+		sc, bi = b.offHeap(gb), b.offHeap(gb)
 	}
-	m := quant.Random(q, rows, k, amp, b.rng, make([]byte, rows*q.RowBytes(k)), sc, bi)
-	t, err := qb.QuantWeight(q, shape, m.Data, m.Scales, m.Biases)
+	m := quant.Random(q, rows, k, amp, b.rng, b.offHeap(int64(rows)*int64(q.RowBytes(k))), sc, bi)
+	t, err := b.quantWeight(qb)(q, shape, m.Data, m.Scales, m.Biases)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,10 +205,7 @@ func (b *Bench) prepareQMoE(p *params) error {
 	qb, _ := b.be.(bridge.QuantBackend)
 	// A backend that aliases the stacks reads the experts in place, where
 	// copies of each and a gather of the copies held them three times.
-	weight := qb.QuantWeight
-	if mw, ok := b.be.(bridge.QuantMappedWeighter); ok {
-		weight = mw.QuantWeightMapped
-	}
+	weight := b.quantWeight(qb)
 	for e := 0; e < E && !b.plan; e++ {
 		for _, s := range []struct {
 			m   *quant.Matrix

@@ -18,6 +18,9 @@ type host struct {
 	shape []int
 	f32   []float32 // dt == F32
 	u16   []uint16  // dt == F16 or BF16: the bits
+	// offHeap: the values lie off the Go heap (uploadTo), where the
+	// backend may alias them; its duplicates are made there too.
+	offHeap bool
 }
 
 // values returns the tensor's values as f32: the stored slice itself for
@@ -160,10 +163,15 @@ func (b *Bench) uploadTo(mem []byte, dt bridge.DType, shape []int, fill filler) 
 	if err != nil {
 		return nil, err
 	}
-	h.t = t
+	h.t, h.offHeap = t, len(mem) > 0
 	b.tensors = append(b.tensors, t)
 	b.hosts = append(b.hosts, h)
 	return h, nil
+}
+
+// weight uploads a weight, an input no op writes, off the heap (uploadTo).
+func (b *Bench) weight(dt bridge.DType, shape []int, mean, scale float32) (*host, error) {
+	return b.uploadTo(b.offHeap(mulSat(elems(shape), int64(dt.Size()))), dt, shape, b.random(mean, scale))
 }
 
 // offHeap is n zeroed bytes outside the Go heap, given back at Close: the
@@ -386,7 +394,11 @@ func (b *Bench) rotate(perCall, perCopy int64) int {
 // duplicate uploads another tensor with h's exact values, from host memory
 // of its own (backends may share the device copy of the same host bytes).
 func (b *Bench) duplicate(h *host) (*host, error) {
-	return b.uploadFrom(h.dt, h.shape, h.valuesAt)
+	var mem []byte
+	if h.offHeap {
+		mem = b.offHeap(mulSat(elems(h.shape), int64(h.dt.Size())))
+	}
+	return b.uploadTo(mem, h.dt, h.shape, h.valuesAt)
 }
 
 // copies returns h and n-1 duplicates of it. A backend that refuses one
