@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"gopkg.in/yaml.v3"
@@ -353,8 +354,15 @@ func (s *Suite) Override(set map[string]string) error {
 		if len(cases) > 0 && !slices.ContainsFunc(cases, func(c Case) bool { return takes(c, pr.name) }) {
 			return fmt.Errorf("--set %s=%s: no case of suite %s takes %s (%s)", pr.name, set[pr.name], s.Name, pr.name, takers(pr.name))
 		}
-		var out []Case
 		sweep := len(pr.vals) > 1 || isList(set[pr.name])
+		// Counted before a case is made, as a matrix is: a long list over
+		// many cases would take all memory before a limit after the fact.
+		if sweep {
+			if n := sweptCount(cases, pr.name, len(pr.vals)); n > MaxCases {
+				return fmt.Errorf("--set %s=%s: the sweep makes %d cases, over the limit of %d (%d values; shorten the list)", pr.name, abbrev(set[pr.name]), n, MaxCases, len(pr.vals))
+			}
+		}
+		var out []Case
 		seen := map[string]bool{}
 		for _, c := range cases {
 			// A case that does not read it keeps its own work and key.
@@ -399,9 +407,6 @@ func (s *Suite) Override(set map[string]string) error {
 				out = append(out, nc)
 			}
 		}
-		if len(out) > MaxCases {
-			return fmt.Errorf("--set %s=%s: the sweep makes %d cases, more than %d", pr.name, set[pr.name], len(out), MaxCases)
-		}
 		cases = out
 	}
 	if err := p.errs.err(); err != nil {
@@ -409,6 +414,42 @@ func (s *Suite) Override(set map[string]string) error {
 	}
 	s.Cases = cases
 	return nil
+}
+
+// sweptCount is how many cases sweeping parameter name over n values
+// makes of cases, as Override makes them: one per value of each set of
+// cases that differ only in name, and the cases that do not read it.
+func sweptCount(cases []Case, name string, n int) int {
+	total := 0
+	seen := map[string]bool{}
+	for _, c := range cases {
+		if !takes(c, name) {
+			total++
+			continue
+		}
+		base := c
+		base.Params = maps.Clone(c.Params)
+		delete(base.Params, ownName(c, name))
+		if k := caseKey(base); !seen[k] {
+			seen[k] = true
+			total += n
+		}
+	}
+	return total
+}
+
+// abbrev shortens a long --set value for a message: its length is the
+// problem, not its text.
+func abbrev(value string) string {
+	const most = 40
+	if len(value) <= most {
+		return value
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(value[cut]) {
+		cut--
+	}
+	return value[:cut] + "..."
 }
 
 // takes reports whether case c reads parameter name: a model case every

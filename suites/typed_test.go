@@ -3,6 +3,7 @@ package suites
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -298,5 +299,41 @@ func TestRecordedIntegersAreCanonical(t *testing.T) {
 		if k != "variant" && !strings.Contains(c.Key, k+"="+want) {
 			t.Errorf("key %s does not hold %s=%s", c.Key, k, want)
 		}
+	}
+}
+
+// A --set list that sweeps more cases than a suite may hold is refused,
+// with the count, before a case of the sweep is made: a long list over a
+// large suite would otherwise take every byte of memory first.
+func TestOverrideSweepCountedFirst(t *testing.T) {
+	big := "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n    matrix: {gen_len: 1-100, prompt_len: 1-99}\n  - name: k\n    op: rms_norm\n    matrix: {tokens: 1-100}\n"
+	for _, tt := range []struct {
+		src, name, value, want string
+	}{
+		{big, "batch", "[" + seq(50) + "]", "--set batch=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, ...: the sweep makes 495100 cases, over the limit of 10000 (50 values; shorten the list)"},
+		// Cases that differ only in the swept parameter are one set of
+		// swept cases, so a sweep over a matrix's own key counts it once.
+		{big, "gen_len", "[" + seq(102) + "]", "--set gen_len=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, ...: the sweep makes 10198 cases, over the limit of 10000 (102 values; shorten the list)"},
+		{big, "width", "[1, 2]", "--set width=[1, 2]: the sweep makes 10100 cases, over the limit of 10000 (2 values; shorten the list)"},
+	} {
+		s := mustParse(t, tt.src)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := s.Override(map[string]string{tt.name: tt.value})
+		runtime.ReadMemStats(&after)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("--set %s: %v, want %s", tt.name, err, tt.want)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+			t.Errorf("--set %s: %d MiB allocated before the refusal", tt.name, got>>20)
+		}
+		if len(s.Cases) != 10000 {
+			t.Errorf("--set %s: the refused sweep changed the suite's cases (%d)", tt.name, len(s.Cases))
+		}
+	}
+	// Up to the limit it sweeps.
+	s := mustParse(t, big)
+	if err := s.Override(map[string]string{"gen_len": "[" + seq(100) + "]"}); err != nil || len(s.Cases) != 10000 {
+		t.Errorf("--set gen_len of 100 values: %v, %d cases", err, len(s.Cases))
 	}
 }
