@@ -184,13 +184,21 @@ func (p *parser) yamlError(err error, data []byte) error {
 	return &Error{Pos: Pos{p.file, 1, 1}, Msg: "YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
-// spend charges n units of work; false once the budget is gone.
-func (p *parser) spend(n *yaml.Node) bool {
-	p.budget--
-	if p.budget == 0 {
-		p.errorf(n, "", "suite is too complex (too many aliases or merge keys)")
+// spend charges one unit of work at n; false once the budget is gone.
+func (p *parser) spend(n *yaml.Node) bool { return p.spendN(n, 1) }
+
+// spendN charges k units of work at n (a range's values), saying once that
+// the budget is gone; false from then on.
+func (p *parser) spendN(n *yaml.Node, k int) bool {
+	if p.budget <= 0 {
+		return false
 	}
-	return p.budget > 0
+	p.budget -= k
+	if p.budget <= 0 {
+		p.errorf(n, "", "suite is too complex (too many aliases or merge keys)")
+		return false
+	}
+	return true
 }
 
 // resolve follows aliases to the node they name.
@@ -902,6 +910,16 @@ func (p *parser) expandRanges(key string, spec paramSpec, list *yaml.Node) (*yam
 			p.errorf(it, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "matrix %s: %v", key, err)
 			ok = false
 			continue
+		}
+		// The bound one range string has holds for the list its items make
+		// together, as for bench's comma lists: items of ranges (an alias
+		// of one repeated) must not make millions of values first.
+		if len(out.Content)+len(vals) > maxListValues {
+			p.errorf(it, "", "matrix %s: range %q takes the list past %d values", key, it.Value, maxListValues)
+			return out, false
+		}
+		if !p.spendN(it, len(vals)) {
+			return out, false
 		}
 		for _, v := range vals {
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v), Line: it.Line, Column: it.Column})

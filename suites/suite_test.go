@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -427,6 +429,9 @@ func TestErrors(t *testing.T) {
 		{"params and matrix", head + "  - name: c\n    params: {batch: 1}\n    matrix: {batch: [2]}\n", []string{`t.yaml:6:14: batch is set in both params and matrix (keep one: a fixed value in params, or a list in matrix)`}},
 		{"matrix scalar", head + "  - name: c\n    matrix: {batch: 8}\n", []string{`t.yaml:5:21: matrix batch must be a list, got 8 (write [8], a range such as 1-16*2, or move it to params:)`}},
 		{"matrix bad range", head + "  - name: c\n    matrix: {batch: 8-1}\n", []string{`t.yaml:5:21: matrix batch: range "8-1" ends before it starts (a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2)`}},
+		// One bound for the values a list's ranges make, whether one string
+		// or items of a list hold them, as bench's -b 1-600,601-1200.
+		{"range items past the list bound", head + "  - name: c\n    matrix: {batch: [1-600, 601-1200]}\n", []string{`t.yaml:5:29: matrix batch: range "601-1200" takes the list past 1000 values`}},
 		{"matrix list", head + "  - name: c\n    matrix: [batch]\n", []string{`t.yaml:5:13: matrix must be a map, got a list`}},
 		{"matrix empty list", head + "  - name: c\n    matrix: {batch: []}\n", []string{`t.yaml:5:21: matrix batch has an empty list`}},
 		{"matrix duplicate value", head + "  - name: c\n    matrix: {batch: [1, 2, 1]}\n", []string{`t.yaml:5:28: duplicate value 1 in matrix batch (first at line 5, col 22)`}},
@@ -716,6 +721,31 @@ func TestAliasBlowup(t *testing.T) {
 	}
 	if err == nil || !reflect.DeepEqual(strings.Split(err.Error(), "\n"), want) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A small file whose range items, written out or through an alias, would
+// make millions of values is refused before it makes them.
+func TestRangeItemsBounded(t *testing.T) {
+	many := func(item string, n int) string { return strings.TrimSuffix(strings.Repeat(item+", ", n), ", ") }
+	for _, tt := range []struct{ name, src, want string }{
+		{"an alias of a range", "name: s\nmodel: {preset: p}\nx-r: &r \"1-1000\"\ncases:\n  - name: c\n    matrix: {batch: [" + many("*r", 2000) + "]}\n",
+			`t.yaml:3:6: matrix batch: range "1-1000" takes the list past 1000 values`},
+		{"ranges written out", head + "  - name: c\n    matrix: {batch: [" + many("1-1000", 2000) + "]}\n",
+			`t.yaml:5:30: matrix batch: range "1-1000" takes the list past 1000 values`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := Parse("t.yaml", []byte(tt.src))
+			runtime.ReadMemStats(&after)
+			if err == nil || !slices.Contains(strings.Split(err.Error(), "\n"), tt.want) {
+				t.Errorf("err = %.600v, want a line %s", err, tt.want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 256<<20 {
+				t.Errorf("%d MiB allocated", got>>20)
+			}
+		})
 	}
 }
 
