@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -124,6 +125,32 @@ func TestTuneInterruptedWhileFilling(t *testing.T) {
 	}
 	if be.handed != 1 {
 		t.Errorf("%d tensors handed to the backend after the interrupt at the first", be.handed)
+	}
+}
+
+// A budget holds whatever counts the flags give: --rounds 1e11 overflowed
+// the plan's durations and ran every round past a 5 s budget, and 2^31
+// rounds were cut one at a time.
+func TestPlanHugeCounts(t *testing.T) {
+	for _, tc := range []struct {
+		rounds, confirm int
+		cands, want     int
+	}{
+		{100_000_000_000, 20, 14, 9}, // 14 x (9 x 20 ms + 60 ms) fit in 5 s less 1.6 s of confirming
+		{1 << 31, 20, 14, 9},
+		{math.MaxInt, 20, 14, 9},
+		{10, math.MaxInt / 2, 2, 5}, // the confirming alone is past the budget
+	} {
+		o := &Options{Rounds: tc.rounds, Confirm: tc.confirm, Top: 3, SampleTime: 20 * time.Millisecond}
+		r := &bucketRun{o: o, budget: 5 * time.Second, start: time.Now()}
+		start := time.Now()
+		cands, rounds := r.plan(14)
+		if cands != tc.cands || rounds != tc.want {
+			t.Errorf("--rounds %d --confirm %d: %d candidates in %d rounds, want %d in %d", tc.rounds, tc.confirm, cands, rounds, tc.cands, tc.want)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("--rounds %d: planned in %v", tc.rounds, d)
+		}
 	}
 }
 

@@ -762,17 +762,24 @@ func (t *bucketRun) plan(n int) (cands, rounds int) {
 	if t.budget == 0 {
 		return n, rounds
 	}
-	st := t.o.SampleTime
-	confirm := time.Duration(t.o.Confirm*(t.o.Top+1)) * st
-	avail := t.left() - confirm
+	// In float nanoseconds: a count or sample time the flags allow (--rounds
+	// 1e11) would overflow a Duration's product and keep every round.
+	st := float64(t.o.SampleTime)
+	confirm := float64(t.o.Confirm) * float64(t.o.Top+1) * st
+	avail := float64(t.left()) - confirm
 	// rounds, then the check and calibration: at least three samples' worth
-	per := func(r int) time.Duration { return time.Duration(r)*st + max(t.setup, 3*st) }
-	for rounds > 5 && time.Duration(n)*per(rounds) > avail {
+	base := max(float64(t.setup), 3*st)
+	per := func(r int) float64 { return float64(r)*st + base }
+	if rounds > 5 && float64(n)*per(rounds) > avail && st > 0 {
+		// The most rounds that fit, found at once, not one at a time.
+		rounds = int(max(5, min(float64(rounds), math.Floor((avail/float64(n)-base)/st)+1)))
+	}
+	for rounds > 5 && float64(n)*per(rounds) > avail {
 		rounds--
 	}
 	cands = n
-	if time.Duration(n)*per(rounds) > avail {
-		cands = max(int(avail/per(rounds)), 2)
+	if float64(n)*per(rounds) > avail {
+		cands = max(int(max(avail/per(rounds), 0)), 2)
 	}
 	return min(cands, n), rounds
 }
