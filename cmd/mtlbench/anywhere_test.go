@@ -50,6 +50,26 @@ func TestParseIntList(t *testing.T) {
 	}
 }
 
+// Lists whose combinations pass the suites' case limit are refused naming
+// the flags, not a line of the suite bench builds.
+func TestBenchTooManyCases(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-b", "1-1000", "-p", "1-1000", "-n", "1-10"}, "--batch 1000 x --prompt 1000 x --gen 10 make 10000000 cases, over the limit of 10000: shorten the lists"},
+		{[]string{"-b", "1-101", "-d", "0-99", "--fusion", "on,off"}, "--batch 101 x --depth 100 x --fusion 2 make 20200 cases, over the limit of 10000: shorten the lists"},
+	} {
+		_, _, err := mtl(t, append([]string{"bench", "-m", "qwen3-moe-mini", "--print-suite"}, tc.args...)...)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("bench %s: %v, want %s", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	if _, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--print-suite", "-b", "1-100", "-p", "1-100"); err != nil {
+		t.Errorf("bench of 10000 cases: %v", err)
+	}
+}
+
 // bench builds a suite from flags and runs it through the runner and store.
 func TestBenchCommand(t *testing.T) {
 	dir := t.TempDir()

@@ -306,6 +306,9 @@ func (q quickSpec) yaml() ([]byte, error) {
 			return nil, fmt.Errorf("--fusion %q: want on, off, or on,off", strings.Join(q.Fusion, ","))
 		}
 	}
+	if err := q.checkCases(); err != nil {
+		return nil, err
+	}
 	type modelYAML struct {
 		Preset  string `yaml:"preset,omitempty"`
 		Path    string `yaml:"path,omitempty"`
@@ -407,6 +410,26 @@ func (q quickSpec) yaml() ([]byte, error) {
 		return nil, err
 	}
 	return []byte(b.String()), nil
+}
+
+// checkCases refuses lists whose combinations make more cases than a
+// suite holds, naming the flags: the suite's own error would point at a
+// line of a file the user never wrote.
+func (q quickSpec) checkCases() error {
+	n, parts := 1.0, []string(nil)
+	for _, l := range []struct {
+		flag string
+		n    int
+	}{{"--batch", len(q.Batch)}, {"--prompt", len(q.Prompt)}, {"--gen", len(q.Gen)}, {"--depth", len(q.Depth)}, {"--request-rate", len(q.Rates)}, {"--fusion", len(q.Fusion)}} {
+		if l.n > 1 {
+			n *= float64(l.n) // a float: the product of long lists cannot wrap
+			parts = append(parts, fmt.Sprintf("%s %d", l.flag, l.n))
+		}
+	}
+	if n > suites.MaxCases {
+		return fmt.Errorf("%s make %.0f cases, over the limit of %d: shorten the lists", strings.Join(parts, " x "), n, suites.MaxCases)
+	}
+	return nil
 }
 
 func (q quickSpec) describe() string {
