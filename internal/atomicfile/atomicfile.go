@@ -44,11 +44,20 @@ func Target(path string) (string, error) {
 
 // Write writes path (its target, where it is a link) through write, mode
 // 0644, whole or not at all. An error writing leaves the file unchanged and
-// says so.
+// says so. A folder is refused before anything is written; a pipe or a
+// device is written in place.
 func Write(path string, write func(io.Writer) error) error {
 	target, err := Target(path)
 	if err != nil {
 		return err
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a folder: name a file to write", path)
+	} else if err == nil && !st.Mode().IsRegular() {
+		// A pipe or device (/dev/stdout, /dev/null) holds no file to keep
+		// whole, and a rename would put a file in its place: it is written
+		// as a shell's > writes it.
+		return writeInPlace(path, write)
 	}
 	dir := filepath.Dir(target)
 	// Hidden and with no extension of its own: a write killed before its
@@ -75,4 +84,16 @@ func Write(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("%w (the file is unchanged)", err)
 	}
 	return os.Rename(f.Name(), target)
+}
+
+func writeInPlace(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
