@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -401,6 +402,12 @@ func (p *parser) suite(root *yaml.Node) {
 			}
 		case "description":
 			s.Description, _ = p.str(e.v, "description")
+			// Printed to terminals (suites list, reports): an escape
+			// sequence in it would be the terminal's to act on.
+			if i := strings.IndexFunc(s.Description, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }); i >= 0 {
+				p.errorf(resolve(e.v), "write it as text: line breaks and tabs are the only control characters a description may hold",
+					"description holds the control character %U", []rune(s.Description[i:])[0])
+			}
 		case "model":
 			modelE = e
 		case "backend", "timing", "repetitions", "warmup", "interleave", "cooldown":

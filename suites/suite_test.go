@@ -351,6 +351,7 @@ func TestErrors(t *testing.T) {
 		{"param at top level", head + "  - name: c\nbatch: 8\n", []string{`t.yaml:5:1: unknown key "batch" at the top level (parameters go under params: or matrix:)`}},
 		{"duplicate key", head + "  - name: c\nname: t\n", []string{`t.yaml:5:1: duplicate key "name" (first at line 1)`}},
 		{"bad suite name", "name: Qwen_3\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:1:7: bad suite name "Qwen_3" (use lowercase letters, digits and "-", e.g. "qwen3-moe")`}},
+		{"description with an escape", head + "  - name: c\ndescription: \"a \\e]0;x\\a title\"\n", []string{`t.yaml:5:14: description holds the control character U+001B (write it as text: line breaks and tabs are the only control characters a description may hold)`}},
 		{"backend typo", head + "  - name: c\nbackend: metl\n", []string{`t.yaml:5:10: unknown backend "metl" (did you mean "metal"?)`}},
 		{"timing far off", head + "  - name: c\ntiming: xyz\n", []string{`t.yaml:5:9: unknown timing "xyz" (one of throughput, profile)`}},
 		{"repetitions zero", head + "  - name: c\nrepetitions: 0\n", []string{`t.yaml:5:14: repetitions must be >= 1, got 0`}},
