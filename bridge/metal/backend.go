@@ -232,9 +232,13 @@ func elems(shape []int) (int, error) {
 type dbuf struct {
 	mtl.Buffer
 	mapped bool
-	shared int    // tensors pointing into it, a region of experts (share)
-	size   int64  // the bytes asked for: the pool's key
-	order  uint64 // when the device gave it (pool.Blocks)
+	// released: a mapped buffer given back (release), which a tensor kept
+	// by its host bytes may still point at; pooled buffers are reused and
+	// their tensors let go of them instead (Free).
+	released bool
+	shared   int    // tensors pointing into it, a region of experts (share)
+	size     int64  // the bytes asked for: the pool's key
+	order    uint64 // when the device gave it (pool.Blocks)
 }
 
 // newBuffer returns a zeroed shared buffer of at least 16 bytes (Metal
@@ -275,6 +279,7 @@ func (b *Backend) newBuffer(n int) (*dbuf, error) {
 func (b *Backend) release(buf *dbuf) {
 	if buf.mapped {
 		buf.Release()
+		buf.released = true
 		return
 	}
 	b.mu.Lock()
@@ -370,7 +375,10 @@ func (b *Backend) kept(key bridge.HostKey, shape []int) *tensor {
 	b.mu.Lock()
 	t := b.byHost[key]
 	b.mu.Unlock()
-	if t == nil || t.buf == nil || !slices.Equal(t.shape, shape) {
+	// A region of experts aliased in place is released with its last
+	// expert, while its own tensor stays here: the same bytes mapped again
+	// at the same place make a new one.
+	if t == nil || t.buf == nil || t.buf.released || !slices.Equal(t.shape, shape) {
 		return nil
 	}
 	return t

@@ -480,3 +480,72 @@ func joined(ms []*quant.Matrix) *quant.Matrix {
 	}
 	return j
 }
+
+// A region of experts aliased in place is released with its last expert,
+// while the tensor that aliased it stays among those kept by their host
+// bytes. The same bytes handed over again (a kernel case drawn again from
+// the same seed into memory mapped at the same place, a checkpoint mapped
+// again) make new experts: the kept region ran its kernels on a released
+// buffer ("a buffer was released before the command buffer ran").
+func TestExpertsMappedAgain(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip(err)
+	}
+	const E, K, H, I = 4, 2, 128, 64
+	spec := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
+	page := os.Getpagesize()
+	r := rand.New(rand.NewPCG(3, 4))
+	var mats [3]*quant.Matrix
+	for i, rows := range [][2]int{{E * I, H}, {E * I, H}, {E * H, I}} {
+		var parts [3][]byte
+		for j, n := range []int{rows[0] * spec.RowBytes(rows[1]), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size(), rows[0] * spec.Groups(rows[1]) * spec.Scale.Size()} {
+			m, err := unix.Mmap(-1, 0, (n+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Munmap(m)
+			parts[j] = m[:n]
+		}
+		mats[i] = quant.Random(spec, rows[0], rows[1], 0.1, r, parts[0], parts[1], parts[2])
+	}
+	x := make([]float32, H)
+	router := make([]float32, E*H)
+	for i := range router {
+		router[i] = float32(r.NormFloat64()) * 0.5
+	}
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	want := make([]float32, H)
+	quant.MoE(want, x, nil, router, quant.Experts{Gate: mats[0], Up: mats[1], Down: mats[2], Count: E}, K, true, H, I)
+	be, err := New(emu.New(emu.Options{}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	rt, err := be.Weight(bridge.F32, []int{E, H}, quanttest.F32Bytes(router))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		w := &bridge.MoEWeights{Router: rt, TopK: K, NormTopK: true, Hidden: H, Inter: I}
+		for e := 0; e < E; e++ {
+			for i, dst := range []*[]bridge.Tensor{&w.Gate, &w.Up, &w.Down} {
+				m := mats[i].Expert(e, E)
+				q, err := be.QuantWeightMapped(spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+				if err != nil {
+					t.Fatal(err)
+				}
+				*dst = append(*dst, q)
+			}
+		}
+		if e := quanttest.RelErr(runMoE(t, be, w, x, 1, H, true), want); e > 1e-5 {
+			t.Errorf("round %d: relative error %.3g", round, e)
+		}
+		for _, ts := range [][]bridge.Tensor{w.Gate, w.Up, w.Down} {
+			for _, q := range ts {
+				be.Free(q)
+			}
+		}
+	}
+}
