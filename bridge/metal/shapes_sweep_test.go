@@ -1,0 +1,212 @@
+package metal_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+	"github.com/mtlbench/mtlbench/bridge/metal"
+	"github.com/mtlbench/mtlbench/kernels/quant"
+	"github.com/mtlbench/mtlbench/runner/engine"
+	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
+	"github.com/mtlbench/mtlbench/runner/model"
+)
+
+// sweepShape is a model shape of the sweep: an HF config's sizes.
+type sweepShape struct {
+	arch                       string // llama, llama_bias, qwen2, qwen3, qwen3_moe, mixtral, gpt2
+	hidden, heads, kv, headDim int
+	inter, vocab, layers       int
+	experts, topK, moeInter    int
+	dtype                      bridge.DType
+	quant                      string
+	group                      int // MLX affine groups other than the presets' 64
+	batch                      int
+	moe                        bridge.MoEStrategy
+}
+
+func (s sweepShape) config() []byte {
+	c := map[string]any{
+		"vocab_size": s.vocab, "num_hidden_layers": s.layers, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+		"tie_word_embeddings": false, "max_position_embeddings": 4096,
+	}
+	switch s.arch {
+	case "gpt2":
+		c["architectures"] = []string{"GPT2LMHeadModel"}
+		c["model_type"] = "gpt2"
+		c["n_embd"], c["n_head"], c["n_layer"], c["n_positions"] = s.hidden, s.heads, s.layers, 1024
+		c["n_inner"] = s.inter
+		c["tie_word_embeddings"] = true
+		c["layer_norm_epsilon"] = 1e-5
+	case "llama":
+		c["architectures"] = []string{"LlamaForCausalLM"}
+	case "qwen2":
+		c["architectures"] = []string{"Qwen2ForCausalLM"}
+	case "llama_bias":
+		c["architectures"] = []string{"LlamaForCausalLM"}
+		c["attention_bias"] = true
+	case "qwen3":
+		c["architectures"] = []string{"Qwen3ForCausalLM"}
+	case "mixtral":
+		c["architectures"] = []string{"MixtralForCausalLM"}
+		c["num_local_experts"], c["num_experts_per_tok"] = s.experts, s.topK
+	case "qwen3_moe":
+		c["architectures"] = []string{"Qwen3MoeForCausalLM"}
+		c["num_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"] = s.experts, s.topK, s.moeInter
+		c["norm_topk_prob"] = true
+	}
+	if s.arch != "gpt2" {
+		c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"] = s.hidden, s.heads, s.kv
+		c["head_dim"], c["intermediate_size"] = s.headDim, s.inter
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (s sweepShape) String() string {
+	f := s.dtype.String()
+	if s.quant != "" {
+		f = s.quant
+	}
+	n := fmt.Sprintf("%s/h%d/q%dkv%dd%d/i%d/v%d", s.arch, s.hidden, s.heads, s.kv, s.headDim, s.inter, s.vocab)
+	if s.experts > 0 {
+		n += fmt.Sprintf("/e%dk%dm%d", s.experts, s.topK, s.moeInter)
+	}
+	n = fmt.Sprintf("%s/L%d/%s/b%d", n, s.layers, f, s.batch)
+	if s.moe != "" {
+		n += "/" + string(s.moe)
+	}
+	return n
+}
+
+// TestShapesSweepMatchesCPU runs synthetic models of shapes no fixture has
+// (hidden and intermediate sizes off the kernels' tiles, padded heads, odd
+// GQA ratios and expert counts, vocabularies off 32) on the emulated Metal
+// backend and the CPU, one request or several at once, prefilled in chunks,
+// whole or a token a step, then decoded: the CPU's tokens and last prompt
+// logits within 1e-4 (f32) or 1e-3 (half floats, packed weights) with an
+// f32 KV cache on both, within 3e-2 with Metal's cache in half floats,
+// which rounds every key and value.
+func TestShapesSweepMatchesCPU(t *testing.T) {
+	mb := newEmu(t, metal.Tuning{})
+	f32, f16, bf16 := bridge.F32, bridge.F16, bridge.BF16
+	shapes := []sweepShape{
+		// GQA 3, 1, 7 and 5 over one KV head or more; padded heads (48,
+		// 80, 112, 160, 192: decode attention in the next larger
+		// instantiation, prefill attention where no tiled kernel is)
+		{arch: "llama", hidden: 40, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, dtype: f32, batch: 1},
+		{arch: "llama", hidden: 72, heads: 2, kv: 2, headDim: 80, inter: 136, vocab: 1000, layers: 1, dtype: f32, batch: 3},
+		{arch: "qwen3", hidden: 136, heads: 7, kv: 1, headDim: 96, inter: 344, vocab: 151, layers: 1, dtype: f32, batch: 3},
+		{arch: "llama_bias", hidden: 200, heads: 7, kv: 1, headDim: 112, inter: 88, vocab: 151, layers: 1, dtype: f32, batch: 3},
+		{arch: "llama", hidden: 72, heads: 3, kv: 1, headDim: 160, inter: 88, vocab: 151, layers: 1, dtype: f16, batch: 3},
+		{arch: "qwen3", hidden: 40, heads: 5, kv: 1, headDim: 192, inter: 88, vocab: 151, layers: 1, dtype: bf16, batch: 1},
+		// rows not 16-byte aligned (hidden 41 and 20 in halves), a
+		// vocabulary of 50257, nine sequences (the tiles at decode)
+		{arch: "llama", hidden: 41, heads: 3, kv: 1, headDim: 48, inter: 89, vocab: 50257, layers: 1, dtype: bf16, batch: 1},
+		{arch: "llama", hidden: 20, heads: 2, kv: 1, headDim: 20, inter: 36, vocab: 151, layers: 1, dtype: f16, batch: 9},
+		// GPT-2's odd heads (15, 33), which RoPE does not constrain
+		{arch: "gpt2", hidden: 75, heads: 5, inter: 136, vocab: 151, layers: 1, dtype: bf16, batch: 3},
+		{arch: "gpt2", hidden: 99, heads: 3, inter: 136, vocab: 151, layers: 1, dtype: f16, batch: 3},
+		// odd expert counts; top-k 1, 3, 7, all of them, past the decode
+		// block's 16 (moe_combine) and experts past the routing GEMV's 256
+		{arch: "qwen3_moe", hidden: 72, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, experts: 3, topK: 1, moeInter: 44, dtype: f32, batch: 3},
+		{arch: "qwen3_moe", hidden: 41, heads: 3, kv: 1, headDim: 36, inter: 88, vocab: 151, layers: 1, experts: 5, topK: 3, moeInter: 37, dtype: f16, batch: 9},
+		{arch: "qwen3_moe", hidden: 40, heads: 7, kv: 1, headDim: 80, inter: 88, vocab: 151, layers: 1, experts: 60, topK: 7, moeInter: 20, dtype: bf16, batch: 3},
+		{arch: "qwen3_moe", hidden: 40, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, experts: 257, topK: 20, moeInter: 20, dtype: f32, batch: 3},
+		{arch: "mixtral", hidden: 72, heads: 3, kv: 1, headDim: 48, inter: 44, vocab: 151, layers: 1, experts: 5, topK: 2, dtype: f32, batch: 3, moe: bridge.MoEChunked},
+		// packed: rows that divide into the format's blocks are packed,
+		// the others stay in floats, as mlx-lm and llama.cpp leave them
+		{arch: "llama_bias", hidden: 192, heads: 3, kv: 1, headDim: 96, inter: 344, vocab: 151, layers: 1, dtype: bf16, quant: "q4", batch: 3},
+		{arch: "qwen3_moe", hidden: 192, heads: 3, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 1, experts: 3, topK: 1, moeInter: 44, dtype: bf16, quant: "q8", batch: 3},
+		{arch: "qwen3_moe", hidden: 64, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, experts: 33, topK: 32, moeInter: 64, dtype: bf16, quant: "q4", group: 32, batch: 3},
+		{arch: "llama", hidden: 256, heads: 3, kv: 1, headDim: 128, inter: 384, vocab: 151, layers: 1, dtype: bf16, quant: "q4", group: 128, batch: 3},
+		{arch: "llama", hidden: 256, heads: 3, kv: 1, headDim: 112, inter: 344, vocab: 151, layers: 1, dtype: f32, quant: "q4_k_m", batch: 3},
+		{arch: "qwen3_moe", hidden: 160, heads: 5, kv: 1, headDim: 32, inter: 88, vocab: 151, layers: 1, experts: 7, topK: 3, moeInter: 96, dtype: bf16, quant: "q8_0", batch: 3},
+	}
+	// chunked: a 37-token prompt in chunks of 16 beside shorter ones, one
+	// pass of attention over each context; whole: a 70-token prompt and
+	// the others in one step each (the GEMM tiles of 32 and 64 rows, the
+	// tiled prefill attention), decode over partitions of 16 keys
+	// (split-K); token: a token a step over a cache block (the GEMVs and
+	// decode attention give the logits) with the cache in the model's
+	// dtype.
+	modes := []struct {
+		name   string
+		be     *metal.Backend
+		lens   []int
+		budget int
+		kv     string
+	}{
+		{"chunked", mb, []int{37, 9, 20, 3, 5, 11, 16, 17, 1}, 16, "f32"},
+		{"whole", newEmu(t, metal.Tuning{AttnPartitionSize: 16}), []int{70, 9, 33, 3, 5, 11, 16, 17, 1}, 0, "f32"},
+		{"token", mb, []int{19, 5, 8, 3, 2, 4, 6, 1, 7}, 1, "auto"},
+	}
+	for _, s := range shapes {
+		for _, m := range modes {
+			if m.kv != "f32" && s.dtype == bridge.F32 && s.quant == "" {
+				continue // the cache stays f32: the decode steps above cover it
+			}
+			t.Run(s.String()+"/"+m.name, func(t *testing.T) { sweepOne(t, s, m.be, m.lens[:s.batch], m.budget, m.kv) })
+		}
+	}
+}
+
+func sweepOne(t *testing.T, s sweepShape, mb *metal.Backend, lens []int, budget int, kv string) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), s.config(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dt := s.dtype
+	cfg, src, err := model.Open(model.Spec{Model: dir, Synthetic: true, DType: &dt, Quant: s.quant, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if s.group != 0 {
+		// The source draws with the same specs: they are set in place.
+		for _, q := range cfg.Quant.Per {
+			if q != nil && q.Type == quant.Affine {
+				q.Group = s.group
+			}
+		}
+		cfg.Quant.Default.Group = s.group
+	}
+	cached := model.NewCached(src)
+	var reqs []engine.Request
+	for i, n := range lens {
+		p := enginetest.Prompt(n+i, cfg.Vocab)[i:]
+		reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: 4, WantLogits: true})
+	}
+	opts := engine.Options{KVTokens: 512, KVDType: "f32", TokenBudget: budget, MoE: bridge.MoEParams{Strategy: s.moe, ChunkSize: 5}}
+	var outs [2][]engine.Output
+	for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), mb} {
+		o := opts
+		if i == 1 {
+			o.KVDType = kv
+		}
+		e, err := engine.New(be, cfg, cached, o)
+		if err != nil {
+			t.Fatalf("%s: %v", be.Info().Backend, err)
+		}
+		outs[i], err = e.Generate(reqs)
+		e.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", be.Info().Backend, err)
+		}
+	}
+	tol := 1e-4
+	if s.dtype != bridge.F32 || s.quant != "" {
+		tol = 1e-3
+	}
+	if kv != "f32" && s.dtype != bridge.F32 {
+		tol = 3e-2
+	}
+	enginetest.OutputsMatch(t, outs[1], outs[0], "the CPU's", tol)
+}
