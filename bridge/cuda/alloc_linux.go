@@ -329,6 +329,16 @@ func sameShape(a, c []int) bool {
 
 // Free releases t's memory once no queued work can use it.
 func (b *Backend) Free(x bridge.Tensor) {
+	// A packed matrix is its parts: a kernel case's, freed as it closes,
+	// held the device memory until the backend closed.
+	if q, ok := x.(*qtensor); ok && q != nil {
+		for _, t := range []*tensor{q.data, q.scales, q.biases} {
+			if t != nil {
+				b.Free(t)
+			}
+		}
+		return
+	}
 	t, ok := x.(*tensor)
 	if !ok || t == nil || t.mem == nil {
 		return

@@ -287,3 +287,28 @@ func uploadExperts(t *testing.T, b *Backend, w *bridge.MoEWeights, gate, up, dow
 func TestPackedGEMVArgmax(t *testing.T) {
 	quanttest.GEMVArgmax(t, gpu(t))
 }
+
+// Free of a packed matrix gives its parts' device memory back (to the
+// pool, which counts as available): a kernel case's packed weights, freed
+// as the case closed, were held until the backend closed.
+func TestPackedMatrixFreed(t *testing.T) {
+	b := gpu(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	s := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
+	m := randomPacked(r, s, 8192, 4096, 0.1) // 16 MiB of values, 1 MiB of scales and biases
+	before := b.Info().AvailableBytes
+	w, err := b.QuantWeight(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := before - b.Info().AvailableBytes
+	b.Free(w)
+	y, err := b.Alloc(bridge.F32, 1) // frees what was released, as TestPoolGivesWayToOtherSizes does
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free(y)
+	if left := before - b.Info().AvailableBytes; held < int64(len(m.Data)) || left > held/4 {
+		t.Errorf("%d bytes held by the packed matrix, %d still held once it was freed", held, left)
+	}
+}
