@@ -477,12 +477,8 @@ func insertTimings(tx *sql.Tx, caseID int64, timings []OpTiming) error {
 	}
 	defer st.Close()
 	for i, t := range timings {
-		if err := oneOf("op component", t.Component, CompAttention, CompMoE, CompMLP, CompNorm, CompOther); err != nil {
-			return fmt.Errorf("%w (case %d timing %d)", err, caseID, i)
-		}
-		if t.Op == "" || t.Rep < 0 || t.Layer < -1 || t.Calls < 0 || t.Bytes < 0 || t.Footprint < 0 || t.CriticalLoads < 0 ||
-			math.IsNaN(t.Seconds) || math.IsInf(t.Seconds, 0) || t.Seconds < 0 {
-			return fmt.Errorf("results: case %d timing %d: invalid %+v", caseID, i, t)
+		if err := checkTiming(caseID, i, t); err != nil {
+			return err
 		}
 		if _, err := st.Exec(caseID, t.Rep, t.Layer, t.Component, t.Op, t.Seconds, t.Calls, t.Bytes, t.Footprint, t.CriticalLoads); err != nil {
 			return fmt.Errorf("results: case %d timing %d: %w", caseID, i, err)
@@ -502,25 +498,64 @@ func insertOperands(tx *sql.Tx, caseID int64, operands []OperandTraffic) error {
 	}
 	defer st.Close()
 	for i, o := range operands {
-		var bad string
-		switch {
-		case o.Kernel == "" || o.Operand == "":
-			bad = "needs a kernel and an operand name"
-		case o.Rep < 0:
-			bad = fmt.Sprintf("rep %d", o.Rep)
-		case o.DistinctRead < 0 || o.Read < o.DistinctRead:
-			bad = fmt.Sprintf("%d distinct bytes read of %d read", o.DistinctRead, o.Read)
-		case o.DistinctWritten < 0 || o.Written < o.DistinctWritten:
-			bad = fmt.Sprintf("%d distinct bytes written of %d written", o.DistinctWritten, o.Written)
-		}
-		if bad != "" {
-			return fmt.Errorf("results: case %d operand traffic %d (%q's %q): %s", caseID, i, o.Kernel, o.Operand, bad)
+		if err := checkOperand(caseID, i, o); err != nil {
+			return err
 		}
 		if _, err := st.Exec(caseID, o.Rep, o.Kernel, o.Operand, o.Read, o.Written, o.DistinctRead, o.DistinctWritten); err != nil {
 			if strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "PRIMARY KEY") {
 				return fmt.Errorf("results: case %d: %s's %s rep %d recorded twice", caseID, o.Kernel, o.Operand, o.Rep)
 			}
 			return fmt.Errorf("results: case %d operand traffic %d: %w", caseID, i, err)
+		}
+	}
+	return nil
+}
+
+func checkTiming(caseID int64, i int, t OpTiming) error {
+	if err := oneOf("op component", t.Component, CompAttention, CompMoE, CompMLP, CompNorm, CompOther); err != nil {
+		return fmt.Errorf("%w (case %d timing %d)", err, caseID, i)
+	}
+	if t.Op == "" || t.Rep < 0 || t.Layer < -1 || t.Calls < 0 || t.Bytes < 0 || t.Footprint < 0 || t.CriticalLoads < 0 ||
+		math.IsNaN(t.Seconds) || math.IsInf(t.Seconds, 0) || t.Seconds < 0 {
+		return fmt.Errorf("results: case %d timing %d: invalid %+v", caseID, i, t)
+	}
+	return nil
+}
+
+func checkOperand(caseID int64, i int, o OperandTraffic) error {
+	var bad string
+	switch {
+	case o.Kernel == "" || o.Operand == "":
+		bad = "needs a kernel and an operand name"
+	case o.Rep < 0:
+		bad = fmt.Sprintf("rep %d", o.Rep)
+	case o.DistinctRead < 0 || o.Read < o.DistinctRead:
+		bad = fmt.Sprintf("%d distinct bytes read of %d read", o.DistinctRead, o.Read)
+	case o.DistinctWritten < 0 || o.Written < o.DistinctWritten:
+		bad = fmt.Sprintf("%d distinct bytes written of %d written", o.DistinctWritten, o.Written)
+	}
+	if bad != "" {
+		return fmt.Errorf("results: case %d operand traffic %d (%q's %q): %s", caseID, i, o.Kernel, o.Operand, bad)
+	}
+	return nil
+}
+
+// checkRows says what of a repetition's or a case's rows the store would
+// refuse, before anything is stored.
+func checkRows(caseID int64, samples []Sample, timings []OpTiming, operands []OperandTraffic) error {
+	for i, s := range samples {
+		if err := CheckSample(s); err != nil {
+			return fmt.Errorf("results: case %d sample %d: %w", caseID, i, err)
+		}
+	}
+	for i, t := range timings {
+		if err := checkTiming(caseID, i, t); err != nil {
+			return err
+		}
+	}
+	for i, o := range operands {
+		if err := checkOperand(caseID, i, o); err != nil {
+			return err
 		}
 	}
 	return nil

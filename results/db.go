@@ -21,11 +21,30 @@ const BusyTimeout = 10 * time.Second
 // ErrNotFound is wrapped by lookups of a run or case that does not exist.
 var ErrNotFound = errors.New("not found")
 
+// Options are how a store is opened; the zero value is Open's.
+type Options struct {
+	// BusyTimeout is how long one statement waits for a lock another
+	// process holds (0: BusyTimeout). A Recorder may wait longer, in turns
+	// of this.
+	BusyTimeout time.Duration
+}
+
+func (o Options) busy() time.Duration {
+	if o.BusyTimeout > 0 {
+		return o.BusyTimeout
+	}
+	return BusyTimeout
+}
+
 // DB is an open results store. Its methods are safe for concurrent use.
 type DB struct {
 	sql      *sql.DB
 	path     string
 	readOnly bool
+	busy     time.Duration
+	// file is the database file as opened: SQLite goes on writing a file
+	// removed or replaced under it, and what it writes there is lost.
+	file os.FileInfo
 	// batch, on the DB that Batch hands its function, is the transaction
 	// every statement runs in: the pool's one connection is its.
 	batch *sql.Tx
@@ -86,7 +105,10 @@ func Resolve(path string) (string, error) {
 // opened read-only instead, when its schema is current: it can be read,
 // and writes fail. A database another program made (tables, but not
 // mtlbench's) is refused with ErrNotResults, unchanged.
-func Open(path string) (*DB, error) {
+func Open(path string) (*DB, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, o Options) (*DB, error) {
 	path, err := Resolve(path)
 	if err != nil {
 		return nil, err
@@ -99,9 +121,9 @@ func Open(path string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("results: %s is %s: want a results database file", path, what)
 	}
-	db, err := open(path, migrations)
+	db, err := openWith(path, migrations, o)
 	if err != nil && isReadOnlyErr(err) {
-		ro, rerr := OpenReadOnly(path)
+		ro, rerr := openReadOnly(path, o)
 		if rerr == nil {
 			return ro, nil
 		}
@@ -125,7 +147,9 @@ func isReadOnlyErr(err error) bool {
 // OpenReadOnly opens an existing database for reading only: nothing is
 // created, migrated or written. Its schema must be the latest (an older one
 // needs Open, with write access, to be upgraded) and mtlbench's.
-func OpenReadOnly(path string) (*DB, error) {
+func OpenReadOnly(path string) (*DB, error) { return openReadOnly(path, Options{}) }
+
+func openReadOnly(path string, o Options) (*DB, error) {
 	abs, err := Resolve(path)
 	if err != nil {
 		return nil, err
@@ -146,7 +170,7 @@ func OpenReadOnly(path string) (*DB, error) {
 		}
 		u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
 		q := url.Values{}
-		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busy().Milliseconds()))
 		q.Add("_pragma", "foreign_keys(1)")
 		db, err := sql.Open("sqlite", u.String()+"?"+extra+"&"+q.Encode())
 		if err != nil {
@@ -173,7 +197,7 @@ func OpenReadOnly(path string) (*DB, error) {
 			db.Close()
 			return nil, fmt.Errorf("results: %s is read-only and at schema version %d; this mtlbench reads version %d and must upgrade it first: make it writable once", abs, v, len(migrations))
 		}
-		return &DB{sql: db, path: abs, readOnly: true}, nil
+		return &DB{sql: db, path: abs, readOnly: true, busy: o.busy()}, nil
 	}
 	return nil, fmt.Errorf("results: open %s read-only: %w", abs, last)
 }
@@ -197,8 +221,11 @@ var ErrReadOnly = errors.New("this process may not write it")
 // OpenToWrite opens the database as Open does for a command that records
 // results (run, bench, tune, import): one this process may not write is
 // refused here, before the command's work, not at its first write.
-func OpenToWrite(path string) (*DB, error) {
-	db, err := Open(path)
+func OpenToWrite(path string) (*DB, error) { return OpenToWriteWith(path, Options{}) }
+
+// OpenToWriteWith is OpenToWrite with options.
+func OpenToWriteWith(path string, o Options) (*DB, error) {
+	db, err := OpenWith(path, o)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +240,9 @@ func readOnlyWords(path string) string {
 	return fmt.Sprintf("the results database %s cannot be written (record into another with --db or MTLBENCH_DB; show, compare and report still read this one)", path)
 }
 
-func open(path string, steps []migration) (*DB, error) {
+func open(path string, steps []migration) (*DB, error) { return openWith(path, steps, Options{}) }
+
+func openWith(path string, steps []migration, o Options) (*DB, error) {
 	abs, err := Resolve(path)
 	if err != nil {
 		return nil, err
@@ -221,7 +250,7 @@ func open(path string, steps []migration) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("results: create directory for %s: %w", abs, err)
 	}
-	db, err := sql.Open("sqlite", dsn(abs))
+	db, err := sql.Open("sqlite", dsn(abs, o.busy()))
 	if err != nil {
 		return nil, fmt.Errorf("results: open %s: %w", abs, err)
 	}
@@ -231,6 +260,7 @@ func open(path string, steps []migration) (*DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
+	whileBusy := func(f func() error) error { return whileBusy(f, o.busy()) }
 	if err := whileBusy(db.Ping); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results: open %s: %w", abs, err)
@@ -253,7 +283,12 @@ func open(path string, steps []migration) (*DB, error) {
 		}
 		return nil, err
 	}
-	return &DB{sql: db, path: abs}, nil
+	st, err := os.Stat(abs)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results: open %s: %w", abs, err)
+	}
+	return &DB{sql: db, path: abs, busy: o.busy(), file: st}, nil
 }
 
 // setWAL switches the file to WAL, so readers never block the writer and
@@ -263,12 +298,12 @@ func setWAL(db *sql.DB) error {
 	return db.QueryRow(`PRAGMA journal_mode = WAL`).Scan(&mode)
 }
 
-// whileBusy runs f, retrying for up to BusyTimeout while SQLite answers
+// whileBusy runs f, retrying for up to patience while SQLite answers
 // SQLITE_BUSY: connections opening a new file at once race to switch it to
 // WAL, and the losers get SQLITE_BUSY without the busy handler being
 // consulted.
-func whileBusy(f func() error) error {
-	deadline := time.Now().Add(BusyTimeout)
+func whileBusy(f func() error, patience time.Duration) error {
+	deadline := time.Now().Add(patience)
 	wait := time.Millisecond
 	for {
 		err := f()
@@ -285,24 +320,48 @@ func whileBusy(f func() error) error {
 // past BusyTimeout, a full disk), naming the database; "" for any other
 // error.
 func (db *DB) StoreError(err error) string {
+	if errors.Is(err, ErrStoreMoved) {
+		return "the results database " + db.path
+	}
 	code, ok := sqliteCode(err)
 	if !ok {
 		return ""
 	}
 	switch code {
 	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, BusyTimeout)
+		waited := db.busy
+		if u := (*UnstoredError)(nil); errors.As(err, &u) && u.Waited > waited {
+			waited = u.Waited
+		}
+		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, roundTime(waited))
 	case 8: // SQLITE_READONLY
 		return readOnlyWords(db.path)
 	}
 	return "the results database " + db.path
 }
 
-// FromStore reports whether err is SQLite's own: the store failed, not
-// the work whose results it was keeping.
+// FromStore reports whether err is SQLite's own, or ErrStoreMoved: the
+// store failed, not the work whose results it was keeping.
 func FromStore(err error) bool {
 	_, ok := sqliteCode(err)
-	return ok
+	return ok || errors.Is(err, ErrStoreMoved)
+}
+
+// ErrStoreMoved: the database file was removed or replaced while it was
+// open; SQLite writes on into the file it opened, which nothing reads.
+var ErrStoreMoved = errors.New("removed or replaced while open (SQLite's writes since went to the old file)")
+
+// checkFile says whether the database's path still names the file that
+// was opened (ErrStoreMoved when not).
+func (db *DB) checkFile() error {
+	if db.file == nil {
+		return nil
+	}
+	st, err := os.Stat(db.path)
+	if err == nil && os.SameFile(st, db.file) {
+		return nil
+	}
+	return fmt.Errorf("results: %s was %w", db.path, ErrStoreMoved)
 }
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
@@ -329,10 +388,10 @@ func sqliteCode(err error) (int, bool) {
 //   - _txlock=immediate: every transaction takes the write lock at BEGIN, so
 //     a second process waits in the busy handler instead of failing with
 //     SQLITE_BUSY when a read transaction tries to upgrade to a write.
-func dsn(abs string) string {
+func dsn(abs string, busy time.Duration) string {
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")

@@ -9,6 +9,12 @@
 // SQLITE_BUSY. Within one process a DB uses a single connection; its methods
 // may be called from several goroutines and are serialised.
 //
+// A run is stored through a Recorder, which keeps in memory all it stored:
+// when the store refuses a write (a lock held past the wait, a full disk,
+// a file made read-only or removed), the run as measured goes to a
+// recovery file beside the database, in export's format, for `mtlbench
+// import`.
+//
 // The schema is versioned with PRAGMA user_version and upgraded in place by
 // Open (see migrations in schema.go); a file written by a newer mtlbench is
 // refused rather than guessed at, and so is a database another program

@@ -11,6 +11,18 @@ import (
 	"time"
 )
 
+// ExportFormat tags every line of an export (and of a Recorder's recovery
+// file), so import can refuse a file that is something else, and a later
+// layout can be told apart.
+const ExportFormat = "mtlbench-run/1"
+
+// ExportLine is one line of an export: a run with its machine and
+// provenance, its cases, samples and op timings.
+type ExportLine struct {
+	Format string `json:"format"`
+	RunRecord
+}
+
 // RunRecord is a whole run with everything measured in it: what `mtlbench
 // export` writes one JSON line of, `import` reads back, and peer imports
 // build. Field names are the JSON's (docs/data.md).

@@ -16,16 +16,9 @@ import (
 	"github.com/mtlbench/mtlbench/results"
 )
 
-// exportFormat tags every line of an export, so import can refuse a file
-// that is something else, and a later layout can be told apart.
-const exportFormat = "mtlbench-run/1"
+const exportFormat = results.ExportFormat
 
-// exportLine is one run of an export: the run with its machine and
-// provenance, its cases, samples and op timings.
-type exportLine struct {
-	Format string `json:"format"`
-	results.RunRecord
-}
+type exportLine = results.ExportLine
 
 func exportCommand() *cli.Command {
 	return &cli.Command{
