@@ -201,6 +201,12 @@ func abCommand() *cli.Command {
 						keepTemp, err = abInterrupted(dir, r, rounds)
 						return err
 					}
+					// A side's store refused what it measured: its recovery
+					// file (results.Recorder) is in dir, which stays.
+					if held, _ := filepath.Glob(filepath.Join(dir, "*.unstored*.jsonl")); len(held) > 0 {
+						keepTemp = true
+						return fmt.Errorf("%w\nab: what the runs measured is kept in %s (%s)", err, dir, strings.Join(held, ", "))
+					}
 					return err
 				}
 				if !c.Bool("quiet") {

@@ -126,18 +126,21 @@ func benchCommand() *cli.Command {
 				return err
 			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
+			store, err := recordOptions(prog.note)
+			if err != nil {
+				return err
+			}
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), Resume: c.Int64("resume"), ToolVersion: readBuildInfo().Version,
 				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Steps: stepLog,
+				Store: store,
 			})
 			prog.done()
 			if cerr := closeSteps(); cerr != nil && err == nil {
 				err = cerr
 			}
-			if msg := db.StoreError(err); msg != "" {
-				err = fmt.Errorf("%s: %w", msg, err)
-			}
+			err = storeFailed(db, err)
 			if sum == nil {
 				return benchFlagErrors(text, err)
 			}
@@ -150,7 +153,7 @@ func benchCommand() *cli.Command {
 				reps += sc.RepsDone
 			}
 			if resumable(err, reps) {
-				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", benchResumeCommand(c, db.Path(), sum.RunID))
+				printResume(c.App.ErrWriter, err, benchResumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {
 				return &exitError{code: 130, err: err}

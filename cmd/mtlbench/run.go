@@ -36,18 +36,40 @@ func dbFlag() cli.Flag {
 // write is refused before the command's work, and so is a --resume of a
 // store that is not there (it would be created empty, to hold no run).
 func openDB(c *cli.Context) (*results.DB, error) {
+	wait, err := envconfig.DBWait()
+	if err != nil {
+		return nil, err
+	}
+	// A statement waits no longer than the command would in all.
+	o := results.Options{BusyTimeout: min(results.BusyTimeout, wait)}
 	if c.Int64("resume") != 0 {
 		abs, err := existingDB(c)
 		if err != nil {
 			return nil, err
 		}
-		return opened(c)(results.OpenToWrite(abs))
+		return opened(c)(results.OpenToWriteWith(abs, o))
 	}
 	path := c.String("db")
 	if path == "" {
 		path = envconfig.DB()
 	}
-	return opened(c)(results.OpenToWrite(path))
+	return opened(c)(results.OpenToWriteWith(path, o))
+}
+
+// recordOptions are how a command that measures waits for a results
+// database another process holds (MTLBENCH_DB_WAIT), telling note.
+func recordOptions(note func(string)) (results.RecordOptions, error) {
+	wait, err := envconfig.DBWait()
+	return results.RecordOptions{Wait: wait, Note: note}, err
+}
+
+// storeFailed names the results database in an error of the store itself
+// and says what to do (results.DB.StoreError); other errors are kept.
+func storeFailed(db *results.DB, err error) error {
+	if msg := db.StoreError(err); msg != "" {
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	return err
 }
 
 // opened notes the database a command opened in its app's Metadata, for
@@ -159,7 +181,9 @@ func runCommand() *cli.Command {
 			"runs exactly the missing ones, under the --set, --backend, --timing and --threads the run was made with\n" +
 			"(the command it prints repeats them and names the database by its full path; others are refused).\n" +
 			"A run another live process runs cannot be resumed, and a run or database that is not there is\n" +
-			"refused before any work.",
+			"refused before any work. A database that refuses a write (locked past MTLBENCH_DB_WAIT, full,\n" +
+			"read-only, removed) stops the run with what it measured kept in a file beside the database,\n" +
+			"which the error names with the `mtlbench import` that stores it (docs/data.md).",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},
@@ -219,19 +243,21 @@ func runCommand() *cli.Command {
 				return err
 			}
 			prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
+			store, err := recordOptions(prog.note)
+			if err != nil {
+				return err
+			}
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
-				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog,
+				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store,
 			})
 			prog.done()
 			if cerr := closeSteps(); cerr != nil && err == nil {
 				err = cerr
 			}
-			if msg := db.StoreError(err); msg != "" {
-				err = fmt.Errorf("%s: %w", msg, err)
-			}
+			err = storeFailed(db, err)
 			if sum == nil {
 				return err
 			}
@@ -258,7 +284,7 @@ func runCommand() *cli.Command {
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
 			if resumable(err, reps) {
-				fmt.Fprintf(c.App.ErrWriter, "resume with: %s\n", resumeCommand(c, db.Path(), sum.RunID))
+				printResume(c.App.ErrWriter, err, resumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {
 				return &exitError{code: 130, err: err}
@@ -270,9 +296,29 @@ func runCommand() *cli.Command {
 
 // resumable says whether a run that ended in err can be finished with
 // --resume: it was stopped (Ctrl-C, SIGTERM), or the store failed under it
-// (a lock held too long, a full disk) once it had kept repetitions.
+// (a lock held too long, a full disk) once it had kept repetitions, in the
+// store or in a recovery file.
 func resumable(err error, reps int) bool {
-	return errors.Is(err, bench.ErrInterrupted) || reps > 0 && results.FromStore(err)
+	return errors.Is(err, bench.ErrInterrupted) || (reps > 0 || recoveryFile(err) != nil) && results.FromStore(err)
+}
+
+// recoveryFile is the error of a store that refused what a run measured
+// when a recovery file holds it, else nil.
+func recoveryFile(err error) *results.UnstoredError {
+	if u := (*results.UnstoredError)(nil); errors.As(err, &u) && u.File != "" {
+		return u
+	}
+	return nil
+}
+
+// printResume prints the command that finishes a stopped run: the import
+// of its recovery file first, where the store refused what it measured,
+// so that the resume does not measure that again.
+func printResume(w io.Writer, err error, resume string) {
+	if u := recoveryFile(err); u != nil {
+		resume = u.ImportCommand() + " && " + resume
+	}
+	fmt.Fprintf(w, "resume with: %s\n", resume)
 }
 
 // resumeCommand is the command that finishes run id: the suite and every
@@ -386,6 +432,14 @@ func (p *progress) event(e bench.Event) {
 	if e.Err != nil {
 		fmt.Fprintf(p.w, "\n%s: %v\n", e.Case, e.Err)
 	}
+}
+
+// note prints a line of its own, off the bar.
+func (p *progress) note(msg string) {
+	if p.tty && !p.quiet {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintln(p.w, "mtlbench:", msg)
 }
 
 func (p *progress) done() {

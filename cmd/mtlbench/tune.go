@@ -273,6 +273,9 @@ func tuneRun(c *cli.Context) error {
 	ctx, stop := stopOnSignals(c.Context)
 	defer stop()
 	o.DB = db
+	if o.Store, err = recordOptions(func(msg string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench:", msg) }); err != nil {
+		return err
+	}
 	// Each bucket's config is written as the bucket ends, so a tune that
 	// dies later (a kill, a crash) keeps it.
 	kept := newTunedWriter(out, c.App.ErrWriter)
@@ -293,6 +296,9 @@ func tuneRun(c *cli.Context) error {
 			"but its timings are the CPU's, not a GPU's, so no tuned config will be written\n", be.Info().Backend)
 	}
 	rep, err := tuner.Run(ctx, buckets, o)
+	// The store's name in its own failure: a recovery file beside it names
+	// its path already.
+	err = storeFailed(db, err)
 	if rep == nil {
 		return err
 	}

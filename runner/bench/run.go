@@ -70,6 +70,11 @@ type Options struct {
 	// Steps, when set, receives every step of the model cases' warm-ups
 	// and repetitions as a JSON line (StepRecord).
 	Steps io.Writer
+	// Store is how the run waits for a store another process holds; its
+	// Context is the run's when unset. A store that refuses a write stops
+	// the run with what it measured kept in a recovery file
+	// (results.Recorder).
+	Store results.RecordOptions
 }
 
 // Event reports progress.
@@ -222,24 +227,28 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
 	}
 
-	run, err := openRun(s, o, info, bw, peak, cases, resumed)
+	if o.Store.Context == nil {
+		o.Store.Context = ctx
+	}
+	rec, err := openRun(s, o, info, bw, peak, cases, resumed)
 	if err != nil {
 		return nil, err
 	}
+	run := rec.Run()
 	todo := cases[:0:0]
 	for _, p := range cases {
 		if p.id != 0 && p.skip == "" {
 			todo = append(todo, p)
 		}
 	}
-	err = execute(ctx, s, o, todo)
+	err = execute(ctx, s, o, rec, todo)
 	status := results.RunComplete
 	if errors.Is(err, ErrInterrupted) {
 		status = results.RunInterrupted
 	} else if err != nil {
 		status = results.RunFailed
 	}
-	if ferr := o.DB.FinishRun(run.ID, status); ferr != nil && err == nil {
+	if ferr := rec.FinishRun(status); ferr != nil && err == nil {
 		err = ferr
 	}
 	sum := &Summary{RunID: run.ID, Run: run, Elapsed: time.Since(start)}
@@ -319,20 +328,17 @@ func checkResume(s *suites.Suite, o Options, info bridge.DeviceInfo) (*results.R
 }
 
 // openRun claims the resumed run (checkResume's), or stores a new one, and
-// gives each case to run its id.
-func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared, resumed *results.Run) (*results.Run, error) {
+// gives each case to run its id; the recorder stores the run from then on.
+func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float64, cases []*prepared, resumed *results.Run) (*results.Recorder, error) {
 	if run := resumed; run != nil {
 		// Claim the run first: a run another live process is running is
 		// refused, and two resumes of one run cannot both proceed.
-		if err := o.DB.ResumeRun(run.ID); err != nil {
+		rec, err := o.DB.Resume(run.ID, o.Store)
+		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
-		stored, err := o.DB.Cases(run.ID)
-		if err != nil {
-			return nil, err
-		}
 		byKey := map[string]results.Case{}
-		for _, c := range stored {
+		for _, c := range rec.Cases() {
 			byKey[c.Key] = c
 		}
 		for _, p := range cases {
@@ -340,14 +346,15 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 				p.id, p.start = c.ID, min(c.RepsDone, s.Repetitions)
 			}
 		}
-		return run, nil
+		return rec, nil
 	}
 	mode := s.Timing
 	run := &results.Run{SuiteName: s.Name, SuitePath: recordedPath(s), SuiteHash: s.Hash, ToolVersion: o.ToolVersion,
 		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	run.Threads = threadsText(o.Threads)
-	if _, err := o.DB.CreateRun(run); err != nil {
+	rec, err := o.DB.Record(run, o.Store)
+	if err != nil {
 		return nil, err
 	}
 	var rc []results.Case
@@ -374,18 +381,18 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		}
 		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
 	}
-	if err := o.DB.AddCases(run.ID, rc); err != nil {
+	if err := rec.AddCases(rc); err != nil {
 		return nil, err
 	}
 	for i, p := range cases {
 		p.id = rc[i].ID
 		if p.skip != "" {
-			if err := o.DB.SkipCase(p.id, p.skip); err != nil {
+			if err := rec.SkipCase(p.id, p.skip); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return run, nil
+	return rec, nil
 }
 
 // recordedPath is where a run says its suite came from: the file's
@@ -455,7 +462,7 @@ func machineOf(info bridge.DeviceInfo) results.Machine {
 
 // execute runs warm-ups and repetitions, storing each repetition as it
 // finishes and finishing each case in the store after its last one.
-func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared) error {
+func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recorder, cases []*prepared) error {
 	reps, warm := s.Repetitions, s.Warmup
 	total := 0
 	for _, p := range cases {
@@ -512,7 +519,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 			if o.Progress != nil {
 				o.Progress(ev)
 			}
-			return o.DB.FailCase(p.id, err.Error())
+			return rec.FailCase(p.id, err.Error())
 		}
 		if rep >= 0 {
 			var ss []results.Sample
@@ -538,7 +545,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 				ops[i].Rep = rep
 			}
 			// Stored as it finishes: an interrupted run keeps it.
-			if err := o.DB.AddRep(p.id, rep, ss, ts, ops...); err != nil {
+			if err := rec.AddRep(p.id, rep, ss, ts, ops...); err != nil {
 				return err
 			}
 			p.steps = append(p.steps, r.DecodeStepTime)
@@ -570,10 +577,10 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 					Value: 100 * (prof.Seconds()/r.DecodeStepTime.Seconds() - 1), Unit: "%"})
 			}
 		}
-		if err := recordTunedUsed(o.DB, p); err != nil {
+		if err := recordTunedUsed(rec, p); err != nil {
 			return err
 		}
-		return o.DB.FinishCase(p.id, p.samples, nil, p.layersRun, p.layersAll)
+		return rec.FinishCase(p.id, p.samples, nil, p.layersRun, p.layersAll)
 	}
 	// open makes a kernel case's data as the case comes to run (prepared's
 	// openKernel); a failure fails the case, as a failed repetition does.
@@ -593,7 +600,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, cases []*prepared)
 		if o.Progress != nil {
 			o.Progress(Event{Done: done, Total: total, Case: p.c.Name, Rep: -1, Err: err})
 		}
-		return o.DB.FailCase(p.id, err.Error())
+		return rec.FailCase(p.id, err.Error())
 	}
 	warmUp := func(p *prepared) error {
 		for w := 0; w < warm; w++ {

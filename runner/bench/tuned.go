@@ -82,7 +82,7 @@ func tunedParams(params map[string]string, p *prepared) {
 // steps took, where they are not the ones it recorded before it ran: a
 // serving case's steps hold as many tokens as requests are in flight, not
 // its batch, and the tuned configs are looked up by a step's tokens.
-func recordTunedUsed(db *results.DB, p *prepared) error {
+func recordTunedUsed(rec *results.Recorder, p *prepared) error {
 	if p.model == nil {
 		return nil
 	}
@@ -95,5 +95,5 @@ func recordTunedUsed(db *results.DB, p *prepared) error {
 	if slices.Equal(used, predicted) {
 		return nil
 	}
-	return db.SetCaseParams(p.id, map[string]string{"tuned.moe": strings.Join(used, "; ")})
+	return rec.SetCaseParams(p.id, map[string]string{"tuned.moe": strings.Join(used, "; ")})
 }

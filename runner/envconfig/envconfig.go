@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/bridge/cuda"
@@ -39,6 +40,8 @@ type Var struct {
 var Vars = []Var{
 	{"MTLBENCH_DB", "$XDG_DATA_HOME/mtlbench/results.db, else ~/.local/share/mtlbench/results.db", "results",
 		"results database the commands read and write (a command's --db flag wins; a leading ~/ is the home folder)"},
+	{"MTLBENCH_DB_WAIT", "2m", "results",
+		"how long run, bench and tune wait for a lock another process holds on the results database before they stop, keeping what they measured in a file beside it for mtlbench import (docs/data.md)"},
 	{"MTLBENCH_HISTORY", "$XDG_DATA_HOME/mtlbench/history, else ~/.local/share/mtlbench/history", "results",
 		"folder of imported performance history (history import writes there); every command reads it beside the built-in history"},
 	{"MTLBENCH_GIT_COMMIT", "git rev-parse HEAD in the working directory", "provenance",
@@ -259,6 +262,9 @@ func Check() error {
 	if _, err := TestSlowdown(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := DBWait(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, v := range Vars {
 		if !pathVars[v.Name] {
 			continue
@@ -285,6 +291,21 @@ func DB() string {
 		return p
 	}
 	return results.DefaultPath()
+}
+
+// DBWait is MTLBENCH_DB_WAIT, how long a command that records results
+// waits for a results database another process holds: results.DefaultWait
+// when unset.
+func DBWait() (time.Duration, error) {
+	v := strings.TrimSpace(Get("MTLBENCH_DB_WAIT"))
+	if v == "" {
+		return results.DefaultWait, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("MTLBENCH_DB_WAIT=%q: want a duration such as 30s or 10m", v)
+	}
+	return d, nil
 }
 
 // HistoryDir is the folder of imported history: $MTLBENCH_HISTORY, else

@@ -12,12 +12,12 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// record stores a bucket's candidates as cases of the tune run: timed ones
-// with every sample, disqualified ones failed with their error, pruned and
-// unvisited ones skipped with the reason.
-func record(db *results.DB, runID int64, r *Result) error {
+// record stores a bucket's candidates as cases of the tune run, all or
+// none: timed ones with every sample, disqualified ones failed with their
+// error, pruned and unvisited ones skipped with the reason.
+func record(rec *results.Recorder, r *Result) error {
 	k := r.Bucket.Kernel
-	cases := make([]results.Case, len(r.Candidates))
+	recs := make([]results.CaseRecord, len(r.Candidates))
 	seen := map[string]int{}
 	// The witness's figures are the GPU's it read them against: a case
 	// names it, in its key too, so compare pairs the same GPU's figures
@@ -66,15 +66,7 @@ func record(db *results.DB, runID int64, r *Result) error {
 			key += "#" + strconv.Itoa(n)
 		}
 		seen[key]++
-		cases[i] = results.Case{Key: key, Name: r.Bucket.Describe() + " " + k.String(c.Config), Kind: results.CaseKernel, Params: params}
-	}
-	if err := db.AddCases(runID, cases); err != nil {
-		return err
-	}
-	for i, c := range r.Candidates {
-		id := cases[i].ID
-		c.caseID = id
-		var err error
+		recs[i].Case = results.Case{Key: key, Name: r.Bucket.Describe() + " " + k.String(c.Config), Kind: results.CaseKernel, Params: params}
 		switch {
 		case c.Status == StatusTimed && len(c.Samples)+len(c.Confirm) > 0:
 			var ss []results.Sample
@@ -91,19 +83,22 @@ func record(db *results.DB, runID int64, r *Result) error {
 				}
 				ops = c.Witness.OperandTraffic(0)
 			}
-			err = db.FinishCase(id, ss, nil, 0, 0, ops...)
+			recs[i].Case.Status, recs[i].Samples, recs[i].Operands = results.CaseDone, ss, ops
 		case c.Status == StatusDisqualified:
-			err = db.FailCase(id, c.Reason)
+			recs[i].Case.Status, recs[i].Case.Error = results.CaseFailed, c.Reason
 		default:
 			reason := c.Reason
 			if reason == "" && r.Err != nil {
 				reason = "bucket not tuned: " + r.Err.Error()
 			}
-			err = db.SkipCase(id, reason)
+			recs[i].Case.Status, recs[i].Case.Error = results.CaseSkipped, reason
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if err := rec.AddFinishedCases(recs); err != nil {
+		return err
+	}
+	for i, c := range r.Candidates {
+		c.caseID = recs[i].Case.ID
 	}
 	return nil
 }

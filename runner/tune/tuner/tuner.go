@@ -68,6 +68,11 @@ type Options struct {
 	Backend bridge.Backend
 	// DB, when set, receives a run of kind "tune".
 	DB *results.DB
+	// Store is how the run waits for a store another process holds; its
+	// Context is the run's when unset. A store that refuses a bucket stops
+	// the run with what it measured kept in a recovery file
+	// (results.Recorder).
+	Store results.RecordOptions
 
 	Strategy string        // exhaustive (default), random or local
 	Budget   time.Duration // wall-clock budget for all buckets; 0: none
@@ -272,6 +277,7 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 	start := time.Now()
 	rep := &Report{}
 	info := o.Backend.Info()
+	var rec *results.Recorder
 	if o.DB != nil {
 		notes := fmt.Sprintf("strategy=%s budget=%v rounds=%d confirm=%d top=%d alpha=%g min_gain=%g buckets=%d",
 			o.Strategy, o.Budget, o.Rounds, o.Confirm, o.Top, o.Alpha, o.MinGain, len(buckets))
@@ -281,7 +287,12 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		run := &results.Run{SuiteName: o.SuiteName, SuitePath: o.SuitePath, SuiteHash: o.SuiteHash,
 			ToolVersion: o.ToolVersion, GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend,
 			Kind: results.KindTune, Emulated: info.Emulated, Machine: machineOf(info), Notes: notes}
-		if _, err := o.DB.CreateRun(run); err != nil {
+		so := o.Store
+		if so.Context == nil {
+			so.Context = ctx
+		}
+		var err error
+		if rec, err = o.DB.Record(run, so); err != nil {
 			return nil, err
 		}
 		rep.RunID = run.ID
@@ -306,17 +317,18 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 			r.Entry.RunID = rep.RunID
 		}
 		rep.Results = append(rep.Results, r)
-		if o.DB != nil {
-			if serr := record(o.DB, rep.RunID, r); serr != nil {
-				err = serr
-				break
+		if rec != nil {
+			err = record(rec, r)
+		}
+		// The bucket's config is kept even where the store refused its
+		// candidates (the recovery file holds them).
+		if o.OnResult != nil {
+			if rerr := o.OnResult(r); rerr != nil && err == nil {
+				err = rerr
 			}
 		}
-		if o.OnResult != nil {
-			if rerr := o.OnResult(r); rerr != nil {
-				err = rerr
-				break
-			}
+		if err != nil {
+			break
 		}
 		if ctx.Err() != nil {
 			err = ErrInterrupted
@@ -324,14 +336,14 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		}
 	}
 	rep.Elapsed = time.Since(start)
-	if o.DB != nil {
+	if rec != nil {
 		status := results.RunComplete
 		if errors.Is(err, ErrInterrupted) {
 			status = results.RunInterrupted
 		} else if err != nil || allFailed(rep.Results) {
 			status = results.RunFailed
 		}
-		if ferr := o.DB.FinishRun(rep.RunID, status); ferr != nil && err == nil {
+		if ferr := rec.FinishRun(status); ferr != nil && err == nil {
 			err = ferr
 		}
 	}
