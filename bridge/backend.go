@@ -368,7 +368,8 @@ type KVCacheDTypes interface {
 }
 
 // ModelShape is what of a model a backend's kernels must take: its
-// attention heads and, for a model with MoE layers, its experts.
+// attention heads and, for a model with MoE layers, its experts. A kernel
+// case of one op gives only what the op reads (zero heads: no attention).
 type ModelShape struct {
 	Heads, KVHeads, HeadDim int
 	Experts, TopK           int // 0 and 0 without MoE layers

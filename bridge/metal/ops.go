@@ -79,7 +79,7 @@ const moeGroupBytes = 16
 // grouping sorts in a threadgroup's memory, or whose tokens go to more
 // experts than the routing picks (bridge.ShapeChecker).
 func (b *Backend) CheckShape(s bridge.ModelShape) error {
-	if attnKernelSize(s.HeadDim) == 0 {
+	if s.HeadDim > 0 && attnKernelSize(s.HeadDim) == 0 {
 		return fmt.Errorf("metal: heads of %d values: the attention kernels take at most %d", s.HeadDim, attnHeadSizes[len(attnHeadSizes)-1])
 	}
 	if s.Experts == 0 {

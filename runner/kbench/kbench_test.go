@@ -211,6 +211,47 @@ func TestPackedFormatRefused(t *testing.T) {
 	}
 }
 
+// fewExperts is the CPU backend with Metal's limits on a MoE block's
+// shape (bridge.ShapeChecker).
+type fewExperts struct{ *cpu.Backend }
+
+func (b fewExperts) CheckShape(s bridge.ModelShape) error {
+	if s.Experts > 2047 || s.TopK > 32 {
+		return fmt.Errorf("at most 2047 experts, top-32")
+	}
+	return nil
+}
+
+// A MoE case past the backend's expert limits is skipped before anything
+// is allocated, naming the parameter: it was prepared in full, then
+// failed its step (top_k=33 of 40 experts, experts=4097 on Metal).
+func TestExpertLimitsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		a    ops.Args
+		want string
+	}{
+		{kcase("moe", "tokens", 3, "experts", 40, "top_k", 33, "hidden", 8, "intermediate", 8), "top_k=33: at most"},
+		{kcase("qmoe", "tokens", 3, "experts", 40, "top_k", 33, "hidden", 64, "intermediate", 64), "top_k=33: at most"},
+		{kcase("moe", "tokens", 1, "experts", 4097, "top_k", 2, "hidden", 8, "intermediate", 8), "experts=4097: at most"},
+	} {
+		for name, run := range map[string]func(bridge.Backend, ops.Args) error{
+			"need": func(be bridge.Backend, a ops.Args) error { _, err := Need(be, a); return err },
+			"prepare": func(be bridge.Backend, a ops.Args) error {
+				b, err := Prepare(be, a)
+				if err == nil {
+					b.Close()
+				}
+				return err
+			},
+		} {
+			err := run(fewExperts{newCPU()}, tc.a)
+			if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), tc.want) {
+				t.Errorf("%s %s %v: %v, want unsupported %q", name, tc.a.Op, tc.a.Ints, err, tc.want)
+			}
+		}
+	}
+}
+
 // A case too large for the backend's memory fails before filling tensors.
 func TestTooLarge(t *testing.T) {
 	_, err := Prepare(tinyMemory{newCPU()}, kcase("matmul", "n", 4096, "k", 4096))

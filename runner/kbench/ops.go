@@ -268,6 +268,9 @@ func (b *Bench) prepareMoE(p *params) error {
 	if err := p.err(); err != nil {
 		return err
 	}
+	if err := b.checkExperts(E, K); err != nil {
+		return err
+	}
 	b.desc = fmt.Sprintf("moe tokens=%d experts=%d top_k=%d hidden=%d intermediate=%d dtype=%v strategy=%s", T, E, K, H, I, dt, strategy)
 	if strategy == bridge.MoEChunked {
 		b.desc += fmt.Sprintf(" chunk=%d", chunk)

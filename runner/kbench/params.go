@@ -130,6 +130,25 @@ func (p *params) moeStrategy() bridge.MoEStrategy {
 	return bridge.MoEGrouped
 }
 
+// checkExperts asks a backend whose kernels take only some shapes
+// (bridge.ShapeChecker) about a MoE case's experts and top-k before
+// anything is allocated: past the backend's limit the case is skipped with
+// its reason, under the parameter that crosses it, where the step would
+// otherwise fail after its weights were drawn.
+func (b *Bench) checkExperts(E, K int) error {
+	sc, ok := b.be.(bridge.ShapeChecker)
+	if !ok {
+		return nil
+	}
+	if err := sc.CheckShape(bridge.ModelShape{Experts: E, TopK: 1}); err != nil {
+		return unsupported(fmt.Sprintf("%s=%d: %v", ops.Experts, E, err))
+	}
+	if err := sc.CheckShape(bridge.ModelShape{Experts: E, TopK: K}); err != nil {
+		return unsupported(fmt.Sprintf("%s=%d: %v", ops.TopK, K, err))
+	}
+	return nil
+}
+
 // cost sets the call's bytes and FLOPs from the op's declared cost model at
 // the shape read so far, with weights of dtype w.
 func (b *Bench) cost(p *params, w bridge.DType) {

@@ -175,6 +175,9 @@ func (b *Bench) prepareQMoE(p *params) error {
 	if err := p.err(); err != nil {
 		return err
 	}
+	if err := b.checkExperts(E, K); err != nil {
+		return err
+	}
 	b.desc = fmt.Sprintf("qmoe tokens=%d experts=%d top_k=%d hidden=%d intermediate=%d dtype=%v strategy=%s", T, E, K, H, I, dt, strategy)
 	b.tokenIDs(T)
 	b.tolerance(bridge.BF16)
