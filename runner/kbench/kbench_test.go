@@ -153,6 +153,13 @@ func TestBadParams(t *testing.T) {
 		{kcase("matmul", "dtype", "q4"), "dtype", "dtype=q4: supported dtypes are f32, f16, bf16 (packed weights: op qmatmul)"},
 		{kcase("moe", "dtype", "q4_k"), "dtype", "dtype=q4_k: supported dtypes are f32, f16, bf16 (packed weights: op qmoe)"},
 		{kcase("moe", "moe_strategy", "sorted"), "moe_strategy", "moe_strategy=sorted: supported strategies are loop, chunked, grouped"},
+		// A row a packed format cannot hold is refused under the parameter
+		// that sets it: qmoe's down rows are intermediate wide, qembedding's
+		// rows width (both were named hidden or k, which they do not take).
+		{kcase("qmoe", "experts", 3, "top_k", 2, "hidden", 128, "intermediate", 17), "intermediate", "intermediate=17: affine 4-bit, group 64"},
+		{kcase("qmoe", "experts", 3, "top_k", 2, "hidden", 17, "intermediate", 128), "hidden", "hidden=17: affine 4-bit, group 64"},
+		{kcase("qembedding", "n", 3, "width", 17), "width", "width=17: affine 4-bit, group 64"},
+		{kcase("qmatmul", "n", 3, "k", 17), "k", "k=17: affine 4-bit, group 64"},
 		{kcase("softmax"), "op", `op=softmax: unknown op (want one of paged_attention_decode,`},
 		{kcase(""), "op", "op: a kernel case needs an op"},
 	} {

@@ -54,15 +54,16 @@ func (b *Bench) quantWeight(qb bridge.QuantBackend) func(quant.Spec, []int, []by
 	return qb.QuantWeight
 }
 
-// packed draws a [rows][k] packed matrix and uploads it.
-func (b *Bench) packed(q quant.Spec, shape []int, amp float32) (*quant.Matrix, bridge.Tensor, error) {
+// packed draws a [rows][k] packed matrix and uploads it; kp is the case's
+// parameter that gives k, which a row the format cannot pack is refused as.
+func (b *Bench) packed(q quant.Spec, shape []int, kp ops.Param, amp float32) (*quant.Matrix, bridge.Tensor, error) {
 	qb, err := b.quantBackend(q)
 	if err != nil {
 		return nil, nil, err
 	}
 	rows, k := shape[0], shape[1]
 	if err := q.Validate(k); err != nil {
-		return nil, nil, &ParamError{Param: string(ops.K), Value: fmt.Sprint(k), Msg: err.Error()}
+		return nil, nil, &ParamError{Param: string(kp), Value: fmt.Sprint(k), Msg: err.Error()}
 	}
 	b.reserve(mulSat(int64(rows), int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())))
 	if b.plan {
@@ -100,7 +101,7 @@ func (b *Bench) prepareQMatMul(p *params) error {
 	if err != nil {
 		return err
 	}
-	w, wt, err := b.packed(q, []int{N, K}, float32(math.Sqrt(3/float64(K))))
+	w, wt, err := b.packed(q, []int{N, K}, ops.K, float32(math.Sqrt(3/float64(K))))
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func (b *Bench) prepareQEmbedding(p *params) error {
 	b.bytesFor(p, dt)
 	b.tokenIDs(T)
 	b.distinctIDs(V)
-	w, wt, err := b.packed(q, []int{V, W}, 1)
+	w, wt, err := b.packed(q, []int{V, W}, ops.Width, 1)
 	if err != nil {
 		return err
 	}
@@ -192,15 +193,15 @@ func (b *Bench) prepareQMoE(p *params) error {
 	}
 	// Experts stacked [experts][rows][k] as checkpoints store them; each
 	// expert's tensor is its slice.
-	gate, _, err := b.packedStack(q, E, I, H)
+	gate, _, err := b.packedStack(q, E, I, H, ops.Hidden)
 	if err != nil {
 		return err
 	}
-	up, _, err := b.packedStack(q, E, I, H)
+	up, _, err := b.packedStack(q, E, I, H, ops.Hidden)
 	if err != nil {
 		return err
 	}
-	down, _, err := b.packedStack(q, E, H, I)
+	down, _, err := b.packedStack(q, E, H, I, ops.Intermediate)
 	if err != nil {
 		return err
 	}
@@ -255,13 +256,14 @@ func (b *Bench) prepareQMoE(p *params) error {
 	return nil
 }
 
-// packedStack draws experts stacked [E][rows][k] in one packed matrix.
-func (b *Bench) packedStack(q quant.Spec, E, rows, k int) (*quant.Matrix, bridge.Tensor, error) {
+// packedStack draws experts stacked [E][rows][k] in one packed matrix; kp
+// is the case's parameter that gives k (down's rows are intermediate wide).
+func (b *Bench) packedStack(q quant.Spec, E, rows, k int, kp ops.Param) (*quant.Matrix, bridge.Tensor, error) {
 	if _, err := b.quantBackend(q); err != nil {
 		return nil, nil, err
 	}
 	if err := q.Validate(k); err != nil {
-		return nil, nil, &ParamError{Param: string(ops.Hidden), Value: fmt.Sprint(k), Msg: err.Error()}
+		return nil, nil, &ParamError{Param: string(kp), Value: fmt.Sprint(k), Msg: err.Error()}
 	}
 	b.reserve(mulSat(int64(E)*int64(rows), int64(q.RowBytes(k)+2*q.Groups(k)*q.Scale.Size())))
 	if b.plan {
