@@ -75,10 +75,10 @@ func TestShapeRefusedBeforeLoading(t *testing.T) {
 
 // Metal's grouping sorts a step's pairs by expert in threadgroup memory, 16
 // bytes an expert: a model of 2047 experts runs its steps on a 32 KiB
-// device and one of 2048 is refused by engine.New. A dispatch past the
-// device's threadgroup memory (the same grouping as a kernel case, which
-// no engine checks first) fails its step with the kernel named, where a
-// GPU would run it with undefined results.
+// device and one of 2048 is refused by engine.New, and a kernel case of as
+// many by kbench. A dispatch past the device's threadgroup memory that
+// comes past both fails its step with the kernel named, where a GPU would
+// run it with undefined results.
 func TestThreadgroupMemoryPastTheDevice(t *testing.T) {
 	be, err := metal.New(metal.NullDevice{}, metal.Options{})
 	if err != nil {
@@ -107,14 +107,35 @@ func TestThreadgroupMemoryPastTheDevice(t *testing.T) {
 			t.Errorf("%d experts: err = %v, want %q", c.experts, err, c.err)
 		}
 	}
-	b, err := kbench.Prepare(be, ops.Args{Op: ops.MoE, Ints: ops.Shape{ops.Tokens: 4, ops.Experts: 2049, ops.TopK: 2, ops.Hidden: 8,
-		ops.Intermediate: 4}, DType: ops.F32})
-	if err != nil {
+	// A kernel case is refused before it allocates, as engine.New refuses.
+	moe := ops.Args{Op: ops.MoE, Ints: ops.Shape{ops.Tokens: 4, ops.Experts: 2049, ops.TopK: 2, ops.Hidden: 8, ops.Intermediate: 4}, DType: ops.F32}
+	if _, err := kbench.Prepare(be, moe); err == nil || !strings.Contains(err.Error(), "2049 experts: the grouping takes at most 2047") {
+		t.Errorf("a kernel case of 2049 experts: %v", err)
+	}
+	// A dispatch that comes past both fails its step, naming the kernel.
+	const E, T, H, I = 2049, 4, 8, 4
+	w := &bridge.MoEWeights{TopK: 2, NormTopK: true, Hidden: H, Inter: I}
+	weight := func(shape ...int) bridge.Tensor {
+		x, err := be.Weight(bridge.F32, shape, make([]byte, 4*shape[0]*shape[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	w.Router = weight(E, H)
+	for range E {
+		w.Gate, w.Up, w.Down = append(w.Gate, weight(I, H)), append(w.Up, weight(I, H)), append(w.Down, weight(H, I))
+	}
+	x, out := weight(T, H), weight(T, H)
+	pos := []int32{0, 1, 2, 3}
+	meta := &bridge.StepMeta{NumTokens: T, NumSeqs: 1, MaxQueryLen: T, MaxSeqLen: T, Positions: pos, SlotMapping: pos,
+		QueryStartLoc: []int32{0, T}, SeqLens: []int32{T}, BlockTable: []int32{0}, MaxBlocks: 1, BlockSize: 16}
+	if err := be.BeginStep(meta, make([]int32, T), false); err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	be.MoE(out, x, w, bridge.MoEParams{Strategy: bridge.MoEGrouped})
 	const want = "kernel moe_group: 32784 bytes of threadgroup memory (0 of them its own), more than the device's 32768"
-	if _, err := b.Check(); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := be.EndStep(); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
