@@ -189,6 +189,10 @@ func describe(n *yaml.Node) string {
 		case "!!null":
 			return "nothing (null)"
 		case "!!str":
+			// YAML reads a plain number past float64's range as a string.
+			if _, err := strconv.ParseFloat(n.Value, 64); n.Style == 0 && errors.Is(err, strconv.ErrRange) {
+				return fmt.Sprintf("%s, a number past float64's range", n.Value)
+			}
 			return fmt.Sprintf("string %q", n.Value)
 		}
 		return show(n.Value)

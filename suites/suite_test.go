@@ -355,6 +355,7 @@ func TestErrors(t *testing.T) {
 		{"backend typo", head + "  - name: c\nbackend: metl\n", []string{`t.yaml:5:10: unknown backend "metl" (did you mean "metal"?)`}},
 		{"timing far off", head + "  - name: c\ntiming: xyz\n", []string{`t.yaml:5:9: unknown timing "xyz" (one of throughput, profile)`}},
 		{"repetitions zero", head + "  - name: c\nrepetitions: 0\n", []string{`t.yaml:5:14: repetitions must be >= 1, got 0`}},
+		{"repetitions past float64", head + "  - name: c\nrepetitions: 1e400\n", []string{`t.yaml:5:14: repetitions must be an integer, got 1e400, a number past float64's range`}},
 		{"repetitions quoted", head + "  - name: c\nrepetitions: \"5\"\n", []string{`t.yaml:5:14: repetitions must be an integer, got string "5"`}},
 		{"warmup negative", head + "  - name: c\nwarmup: -1\n", []string{`t.yaml:5:9: warmup must be >= 0, got -1`}},
 		{"interleave yes", head + "  - name: c\ninterleave: yes\n", []string{`t.yaml:5:13: interleave must be true or false, got string "yes"`}},
