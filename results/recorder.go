@@ -228,6 +228,21 @@ func (k *Recorder) caseRec(id int64) (*CaseRecord, error) {
 	return &k.rec.Cases[i], nil
 }
 
+// addRows adds a case's new rows to the run kept in memory (k.mu held).
+func (k *Recorder) addRows(caseID int64, samples []Sample, timings []OpTiming, operands []OperandTraffic) (*CaseRecord, error) {
+	c, err := k.caseRec(caseID)
+	if err != nil {
+		return nil, err
+	}
+	c.Samples = append(c.Samples, samples...)
+	c.Timings = append(c.Timings, timings...)
+	c.Operands = append(c.Operands, operands...)
+	if c.Case.StartedAt.IsZero() {
+		c.Case.StartedAt = now()
+	}
+	return c, nil
+}
+
 // AddRep stores one finished repetition as DB.AddRep does.
 func (k *Recorder) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming, operands ...OperandTraffic) error {
 	if err := checkRows(caseID, samples, timings, operands); err != nil {
@@ -235,17 +250,11 @@ func (k *Recorder) AddRep(caseID int64, rep int, samples []Sample, timings []OpT
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	c, err := k.caseRec(caseID)
+	c, err := k.addRows(caseID, samples, timings, operands)
 	if err != nil {
 		return err
 	}
-	c.Samples = append(c.Samples, samples...)
-	c.Timings = append(c.Timings, timings...)
-	c.Operands = append(c.Operands, operands...)
 	c.Case.RepsDone = rep + 1
-	if c.Case.StartedAt.IsZero() {
-		c.Case.StartedAt = now()
-	}
 	return k.write(len(samples)+len(timings)+len(operands) > 0,
 		func() error { return k.db.AddRep(caseID, rep, samples, timings, operands...) }, nil)
 }
@@ -258,18 +267,11 @@ func (k *Recorder) FinishCase(caseID int64, samples []Sample, timings []OpTiming
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	c, err := k.caseRec(caseID)
+	c, err := k.addRows(caseID, samples, timings, operands)
 	if err != nil {
 		return err
 	}
-	c.Samples = append(c.Samples, samples...)
-	c.Timings = append(c.Timings, timings...)
-	c.Operands = append(c.Operands, operands...)
-	t := now()
-	if c.Case.StartedAt.IsZero() {
-		c.Case.StartedAt = t
-	}
-	c.Case.Status, c.Case.Error, c.Case.EndedAt = CaseDone, "", t
+	c.Case.Status, c.Case.Error, c.Case.EndedAt = CaseDone, "", now()
 	c.Case.LayersRun, c.Case.LayersTotal = layersRun, layersTotal
 	return k.write(len(samples)+len(timings)+len(operands) > 0,
 		func() error {
