@@ -228,8 +228,12 @@ func (k *Recorder) caseRec(id int64) (*CaseRecord, error) {
 	return &k.rec.Cases[i], nil
 }
 
-// addRows adds a case's new rows to the run kept in memory (k.mu held).
+// addRows checks a case's new rows and adds them to the run kept in
+// memory (k.mu held).
 func (k *Recorder) addRows(caseID int64, samples []Sample, timings []OpTiming, operands []OperandTraffic) (*CaseRecord, error) {
+	if err := checkRows(caseID, samples, timings, operands); err != nil {
+		return nil, err
+	}
 	c, err := k.caseRec(caseID)
 	if err != nil {
 		return nil, err
@@ -245,9 +249,6 @@ func (k *Recorder) addRows(caseID int64, samples []Sample, timings []OpTiming, o
 
 // AddRep stores one finished repetition as DB.AddRep does.
 func (k *Recorder) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming, operands ...OperandTraffic) error {
-	if err := checkRows(caseID, samples, timings, operands); err != nil {
-		return err
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	c, err := k.addRows(caseID, samples, timings, operands)
@@ -262,9 +263,6 @@ func (k *Recorder) AddRep(caseID int64, rep int, samples []Sample, timings []OpT
 // FinishCase stores a case's last samples and marks it done, as
 // DB.FinishCase does.
 func (k *Recorder) FinishCase(caseID int64, samples []Sample, timings []OpTiming, layersRun, layersTotal int, operands ...OperandTraffic) error {
-	if err := checkRows(caseID, samples, timings, operands); err != nil {
-		return err
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	c, err := k.addRows(caseID, samples, timings, operands)
