@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/runner/model"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -297,6 +298,10 @@ func (q quickSpec) yaml() ([]byte, error) {
 	}
 	if q.Requests < 0 {
 		return nil, fmt.Errorf("--requests must be at least 1 (0: the batch), got %d", q.Requests)
+	}
+	// YAML would spell a non-finite value .nan or .inf, which the user never wrote.
+	if math.IsNaN(q.RangeRatio) || math.IsInf(q.RangeRatio, 0) {
+		return nil, fmt.Errorf("--range-ratio %v: want a fraction from 0 to below 1", q.RangeRatio)
 	}
 	if err := checkThreads(q.Threads); err != nil {
 		return nil, err
