@@ -297,7 +297,7 @@ func TestKernelCaseSweepConfigs(t *testing.T) {
 	start := time.Now()
 	n := 0
 	for _, k := range tune.Kernels("metal-emu") {
-		lim := tune.LimitsFor(mb, string(k.Op))
+		lim := tune.LimitsFor(mb, string(k.Op), k.DType)
 		dts := sweepConfigDTypes[k.Op]
 		if dts == nil {
 			dts = []ops.DType{""}

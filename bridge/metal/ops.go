@@ -314,6 +314,17 @@ func (b *Backend) stageSize(dt bridge.DType) int {
 	return dt.Size()
 }
 
+// StageBytes is stageSize for a dtype's name (0 for one that is not a
+// float dtype: packed formats stage as their kernels' spaces say); the
+// tuning spaces size their tiles by it (runner/tune.Stager).
+func (b *Backend) StageBytes(dtype string) int {
+	dt, err := bridge.ParseDType(dtype)
+	if err != nil || dt == bridge.I32 {
+		return 0
+	}
+	return b.stageSize(dt)
+}
+
 // tileMemory is the threadgroup memory and staging buffers of tile t with
 // mats weight matrices of dt (ops.MetalTileMemory: double buffered where
 // that fits); a tile whose one stage does not fit fails the step.

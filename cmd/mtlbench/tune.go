@@ -365,7 +365,7 @@ func (w *tunedWriter) add(r *tuner.Result) error {
 // grouped by reason.
 func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket) error {
 	for _, b := range buckets {
-		cands, pruned := b.Kernel.Candidates(b.Shape, tune.LimitsFor(be, string(b.Kernel.Op)))
+		cands, pruned := b.Kernel.Candidates(b.Shape, tune.LimitsFor(be, string(b.Kernel.Op), b.DType))
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = b.Kernel.String(c)
@@ -506,7 +506,7 @@ func tuneShow(c *cli.Context) error {
 				status = "unknown kernel"
 				break
 			}
-			lim := tune.LimitsFor(be, e.Kernel)
+			lim := tune.LimitsFor(be, e.Kernel, e.DType)
 			if h := tune.SourceHash(be, e.Kernel); h != "" && h != e.SourceHash {
 				status = "stale (kernel source changed)"
 			} else if err := e.Check(); err != nil {

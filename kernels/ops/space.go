@@ -136,6 +136,10 @@ type Limits struct {
 	ThreadgroupMemory int
 	// SIMDWidth is the GPU's SIMD-group (warp) width; 0 on the CPU.
 	SIMDWidth int
+	// StageBytes is what one weight of the tuned dtype takes staged in a
+	// Metal GEMM tile: 2 for f16 and bf16, 4 for f32 and for bf16 where the
+	// language has no bfloat (before MSL 3.1); 0 means 2.
+	StageBytes int
 }
 
 // Match is how a shape dimension picks the nearest tuned bucket.

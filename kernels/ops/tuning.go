@@ -424,14 +424,19 @@ func metalTiled(c Config) bool { _, ok := c[KnobBM]; return ok }
 func metalTileThreads(c Config) int { return 32 * c.Int(KnobSGM) * c.Int(KnobSGN) }
 
 // metalTileBytes is a tile's threadgroup memory for mats weight matrices
-// of the spaces' dtype (bf16, staged as bf16), double buffered where that
-// fits: MetalTileMemory, with the device's memory less the slack.
+// staged lim.StageBytes an element (2 unless the limits say otherwise),
+// double buffered where that fits: MetalTileMemory, with the device's
+// memory less the slack.
 func metalTileBytes(c Config, mats int, lim Limits) int {
 	most := lim.ThreadgroupMemory
 	if most <= 0 {
 		most = 32 << 10
 	}
-	n, _ := MetalTileMemory(c.Int(KnobBM), c.Int(KnobBN), c.Int(KnobBK), mats, 2, most-metalTileSlack)
+	stage := lim.StageBytes
+	if stage <= 0 {
+		stage = 2
+	}
+	n, _ := MetalTileMemory(c.Int(KnobBM), c.Int(KnobBN), c.Int(KnobBK), mats, stage, most-metalTileSlack)
 	return n
 }
 

@@ -159,12 +159,25 @@ func DeviceName(be bridge.Backend) string {
 	return be.Info().Name
 }
 
-// LimitsFor is LimitsOf narrowed to what kernel's pipelines allow.
-func LimitsFor(be bridge.Backend, kernel string) Limits {
+// Stager is a backend whose GEMM tiles stage a weight in a width of its
+// own: Metal's bf16 is staged as f32 before MSL 3.1, so a tile tuned
+// under 3.1 may not fit on a Mac that compiles 3.0.
+type Stager interface {
+	StageBytes(dtype string) int
+}
+
+// LimitsFor is LimitsOf narrowed to what kernel's pipelines allow, with
+// the staged width of dtype's weights ("" or a packed format: the
+// kernel's space's own).
+func LimitsFor(be bridge.Backend, kernel, dtype string) Limits {
+	lim := LimitsOf(be)
 	if k, ok := be.(KernelLimiter); ok {
-		return k.KernelLimits(kernel)
+		lim = k.KernelLimits(kernel)
 	}
-	return LimitsOf(be)
+	if s, ok := be.(Stager); ok && dtype != "" {
+		lim.StageBytes = s.StageBytes(dtype)
+	}
+	return lim
 }
 
 // LimitsOf reads a backend's limits: for the CPU, its goroutine count; for

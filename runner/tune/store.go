@@ -200,13 +200,13 @@ func NewQuery(be bridge.Backend, kernel, dtype string, shape Shape) (Query, *Ker
 	if err != nil {
 		return Query{}, nil, err
 	}
-	lim := LimitsFor(be, kernel)
+	if dtype == "" {
+		dtype = k.DType
+	}
+	lim := LimitsFor(be, kernel, dtype)
 	s, err := k.Normalize(shape, lim)
 	if err != nil {
 		return Query{}, nil, err
-	}
-	if dtype == "" {
-		dtype = k.DType
 	}
 	return Query{Device: DeviceName(be), Backend: info.Backend, Kernel: kernel, DType: dtype, Shape: s,
 		SourceHash: SourceHash(be, kernel), Limits: lim}, k, nil

@@ -64,12 +64,12 @@ func ShapeBucket(be bridge.Backend, kernel, dtype string, shape tune.Shape, labe
 			return Bucket{}, fmt.Errorf("%s: %s is the device's, not a shape's: tune at another count with --%s", kernel, d.Name, d.Name)
 		}
 	}
-	s, err := k.Normalize(shape, tune.LimitsFor(be, kernel))
-	if err != nil {
-		return Bucket{}, err
-	}
 	if dtype == "" {
 		dtype = k.DType
+	}
+	s, err := k.Normalize(shape, tune.LimitsFor(be, kernel, dtype))
+	if err != nil {
+		return Bucket{}, err
 	}
 	if err := tune.CheckDType(k, dtype); err != nil {
 		return Bucket{}, err

@@ -533,7 +533,7 @@ func (t *bucketRun) left() time.Duration {
 
 func (t *bucketRun) run(ctx context.Context) *Result {
 	t.start = time.Now()
-	k, lim := t.b.Kernel, tune.LimitsFor(t.o.Backend, string(t.b.Kernel.Op))
+	k, lim := t.b.Kernel, tune.LimitsFor(t.o.Backend, string(t.b.Kernel.Op), t.b.DType)
 	t.res = &Result{Bucket: t.b, Default: k.DefaultConfig(t.b.Shape, lim)}
 	t.byKey = map[string]*Candidate{}
 	cands, pruned := k.Candidates(t.b.Shape, lim)
@@ -845,7 +845,7 @@ func (t *bucketRun) sweep(ctx context.Context, cands []tune.Config) ([]*Candidat
 // interleaved rounds and moves to the fastest, until none is faster or the
 // budget ends.
 func (t *bucketRun) local(ctx context.Context) ([]*Candidate, error) {
-	k, lim := t.b.Kernel, tune.LimitsFor(t.o.Backend, string(t.b.Kernel.Op))
+	k, lim := t.b.Kernel, tune.LimitsFor(t.o.Backend, string(t.b.Kernel.Op), t.b.DType)
 	raw := k.Default(t.b.Shape, lim)
 	cur := t.byKey[t.res.Default.Key()]
 	cur.Raw = raw
