@@ -102,15 +102,19 @@ type archSpec struct {
 	// window is the config class's sliding_window where the file leaves
 	// the key out (an explicit null is none): MistralConfig's 4096.
 	window int
+	// kvHeads and headDim are the config class's num_key_value_heads and
+	// head_dim where the file leaves the key out (0, or an explicit null:
+	// num_attention_heads and hidden_size/num_attention_heads).
+	kvHeads, headDim int
 }
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {attnBias: true, modelType: "llama"},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5},
-	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2"},
-	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3"},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe"},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8},
+	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32},
+	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4},
 	GPT2Architecture:      {gpt2: true, modelType: "gpt2"},
 }
 
@@ -246,14 +250,26 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if spec.eps > 0 {
 		c.Eps = spec.eps
 	}
-	if spec.window > 0 && h.SlidingWindow == nil {
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(data, &keys) == nil {
-			if _, given := keys["sliding_window"]; !given {
-				w := spec.window
-				h.SlidingWindow = &w
-			}
-		}
+	// A key left out takes the config class's default; an explicit null
+	// is none (sliding_window) or derived (num_key_value_heads, head_dim),
+	// as the classes read None.
+	var keys map[string]json.RawMessage
+	json.Unmarshal(data, &keys)
+	absent := func(key string) bool { _, given := keys[key]; return !given }
+	if spec.window > 0 && h.SlidingWindow == nil && absent("sliding_window") {
+		w := spec.window
+		h.SlidingWindow = &w
+	}
+	var filled []string // said with a Validate error, which would name values the file lacks
+	if spec.kvHeads > 0 && absent("num_key_value_heads") {
+		kv := spec.kvHeads
+		h.NumKeyValueHeads = &kv
+		filled = append(filled, fmt.Sprintf("num_key_value_heads=%d", kv))
+	}
+	if spec.headDim > 0 && absent("head_dim") {
+		hd := spec.headDim
+		h.HeadDim = &hd
+		filled = append(filled, fmt.Sprintf("head_dim=%d", hd))
 	}
 	c.KVHeads = c.Heads
 	if h.NumKeyValueHeads != nil {
@@ -365,6 +381,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		}
 	}
 	if err := c.Validate(); err != nil {
+		if len(filled) > 0 {
+			return nil, fmt.Errorf("%s: %w (left out of the file, taken as %s's default: %s)", name, err, arch, strings.Join(filled, ", "))
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil

@@ -80,7 +80,7 @@ func TestAttentionBias(t *testing.T) {
 			extra = `, "attention_bias": ` + c.bias
 		}
 		js := `{"architectures": ["` + c.arch + `"], "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 1,
-			"num_attention_heads": 4, "intermediate_size": 64, "num_experts": 4, "num_local_experts": 4,
+			"num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 64, "num_experts": 4, "num_local_experts": 4,
 			"num_experts_per_tok": 2, "moe_intermediate_size": 16` + extra + `}`
 		cfg, err := ParseHFConfig("config.json", []byte(js))
 		if err != nil {
@@ -144,6 +144,9 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_local_experts": -2, "num_experts_per_tok": 1}`, "num_experts must be positive, got -2"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": 4, "decoder_sparse_step": 0}`, "decoder_sparse_step is missing or 0"},
 		{`{"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": -4}`, "sliding_window=-4 must not be negative"},
+		// A class default the file leaves out is said with the error it makes.
+		{`{"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`,
+			"num_attention_heads=2 is not a multiple of num_key_value_heads=32 (left out of the file, taken as Qwen2ForCausalLM's default: num_key_value_heads=32)"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
 		if err == nil || strings.Count(err.Error(), c.want) != 1 || !strings.HasPrefix(err.Error(), "config.json") {
@@ -296,30 +299,39 @@ func TestPresetsValidate(t *testing.T) {
 
 // A field a config leaves out takes its config class's default in
 // transformers: Mixtral's rope_theta and rms_norm_eps, Mistral's sliding
-// window (an explicit null is none).
+// window (an explicit null is none), each class's num_key_value_heads and
+// Qwen3's head_dim (an explicit null: the attention heads, and the hidden
+// size over them).
 func TestArchitectureDefaults(t *testing.T) {
-	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8`
+	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 8`
+	const moe = `, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`
 	for _, c := range []struct {
 		arch, extra string
 		theta       float64
 		eps         float32
 		window      int
+		kv, hd      int
 	}{
-		{"LlamaForCausalLM", "", 10000, 1e-6, 0},
-		{"MixtralForCausalLM", `, "num_local_experts": 4, "num_experts_per_tok": 2`, 1e6, 1e-5, 0},
-		{"MixtralForCausalLM", `, "num_local_experts": 4, "num_experts_per_tok": 2, "rope_theta": 500.0, "rms_norm_eps": 1e-6`, 500, 1e-6, 0},
-		{"MistralForCausalLM", "", 10000, 1e-6, 4096},
-		{"MistralForCausalLM", `, "sliding_window": null`, 10000, 1e-6, 0},
-		{"MistralForCausalLM", `, "sliding_window": 128`, 10000, 1e-6, 128},
-		{"Qwen2ForCausalLM", "", 10000, 1e-6, 0},
+		{"LlamaForCausalLM", `, "num_attention_heads": 2`, 10000, 1e-6, 0, 2, 32},
+		{"MixtralForCausalLM", `, "num_attention_heads": 8` + moe, 1e6, 1e-5, 0, 8, 8},
+		{"MixtralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": 2, "rope_theta": 500.0, "rms_norm_eps": 1e-6` + moe, 500, 1e-6, 0, 2, 32},
+		{"MistralForCausalLM", `, "num_attention_heads": 16`, 10000, 1e-6, 4096, 8, 4},
+		{"MistralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": null, "sliding_window": null`, 10000, 1e-6, 0, 2, 32},
+		{"MistralForCausalLM", `, "num_attention_heads": 2, "num_key_value_heads": 1, "sliding_window": 128`, 10000, 1e-6, 128, 1, 32},
+		{"Qwen2ForCausalLM", `, "num_attention_heads": 32`, 10000, 1e-6, 0, 32, 2},
+		{"Qwen2ForCausalLM", `, "num_attention_heads": 4, "num_key_value_heads": null`, 10000, 1e-6, 0, 4, 16},
+		{"Qwen3ForCausalLM", `, "num_attention_heads": 32`, 10000, 1e-6, 0, 32, 128},
+		{"Qwen3ForCausalLM", `, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": null`, 10000, 1e-6, 0, 2, 16},
+		{"Qwen3MoeForCausalLM", `, "num_attention_heads": 8` + moe, 10000, 1e-6, 0, 4, 8},
 	} {
 		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+sizes+c.extra+`}`))
 		if err != nil {
 			t.Errorf("%s%s: %v", c.arch, c.extra, err)
 			continue
 		}
-		if cfg.RopeTheta != c.theta || cfg.Eps != c.eps || cfg.Window != c.window {
-			t.Errorf("%s%s: theta %g eps %g window %d, want %g %g %d", c.arch, c.extra, cfg.RopeTheta, cfg.Eps, cfg.Window, c.theta, c.eps, c.window)
+		if cfg.RopeTheta != c.theta || cfg.Eps != c.eps || cfg.Window != c.window || cfg.KVHeads != c.kv || cfg.HeadDim != c.hd {
+			t.Errorf("%s%s: theta %g eps %g window %d kv heads %d head_dim %d, want %g %g %d %d %d",
+				c.arch, c.extra, cfg.RopeTheta, cfg.Eps, cfg.Window, cfg.KVHeads, cfg.HeadDim, c.theta, c.eps, c.window, c.kv, c.hd)
 		}
 	}
 }
@@ -442,7 +454,7 @@ func TestRopeScaledFrequencies(t *testing.T) {
 // or a "sliding_attention" layer turns it on; a window wider than the
 // positions bounds nothing.
 func TestSlidingWindow(t *testing.T) {
-	const dims = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 32768`
+	const dims = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "max_position_embeddings": 32768`
 	for _, c := range []struct {
 		arch, extra string
 		window, ctx int
@@ -481,7 +493,7 @@ func TestSlidingWindow(t *testing.T) {
 // Tensors gives.
 func TestMixtralConfig(t *testing.T) {
 	const base = `"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 3,
-		"num_attention_heads": 2, "intermediate_size": 24, "max_position_embeddings": 64`
+		"num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 24, "max_position_embeddings": 64`
 	cfg, err := ParseHFConfig("config.json", []byte(`{`+base+`, "num_local_experts": 4, "num_experts_per_tok": 2,
 		"moe_intermediate_size": 5, "norm_topk_prob": false, "decoder_sparse_step": 2, "mlp_only_layers": [0]}`))
 	if err != nil {
