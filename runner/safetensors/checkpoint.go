@@ -125,6 +125,7 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 		return nil, fmt.Errorf("%s: weight_map lists %d tensors, more than the %d the model could read: %w", idxPath, len(idx.WeightMap), maxTensors, ErrTooManyTensors)
 	}
 	var shards []string
+	first := map[string]string{} // a shard's first tensor, which errors about it name
 	for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
 		shard := idx.WeightMap[name]
 		// The index is untrusted input: keep it from pointing outside dir.
@@ -134,16 +135,26 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 		shard = filepath.Clean(shard)
 		if !slices.Contains(shards, shard) {
 			shards = append(shards, shard)
+			first[shard] = name
 		}
 	}
 	slices.Sort(shards)
 	paths := make([]string, len(shards))
 	for i, s := range shards {
 		paths[i] = filepath.Join(dir, s)
-		if _, err := os.Stat(paths[i]); errors.Is(err, fs.ErrNotExist) {
+		fi, err := os.Stat(paths[i])
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("%s names shard %s, which is missing", idxPath, s)
-		} else if err != nil {
+		case err != nil:
 			return nil, fmt.Errorf("%s names shard %s: %w", idxPath, s, err)
+		case !fi.Mode().IsRegular():
+			// Refused here, not by the open, so the error names the index.
+			kind := "a folder"
+			if !fi.IsDir() {
+				kind = fi.Mode().Type().String()
+			}
+			return nil, fmt.Errorf("%s: tensor %q maps to %q, which is not a file (%s)", idxPath, first[s], idx.WeightMap[first[s]], kind)
 		}
 	}
 	return openFiles(dir, paths, func(c *Checkpoint) error {

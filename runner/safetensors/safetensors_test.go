@@ -466,6 +466,15 @@ func TestOpenDirErrors(t *testing.T) {
 		{"index escapes folder", func(t *testing.T, dir string) {
 			writeIndex(t, dir, map[string]string{"w": "../evil.safetensors"})
 		}, []string{IndexName, "../evil.safetensors", "not a file inside"}},
+		// A shard that is a folder is refused naming the index and a tensor
+		// it maps there, not as a bare path.
+		{"index names the folder", func(t *testing.T, dir string) {
+			writeIndex(t, dir, map[string]string{"w": "."})
+		}, []string{IndexName, `tensor "w" maps to "."`, "not a file (a folder)"}},
+		{"index names a subfolder", func(t *testing.T, dir string) {
+			os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+			writeIndex(t, dir, map[string]string{"w": "sub/"})
+		}, []string{IndexName, `tensor "w" maps to "sub/"`, "not a file (a folder)"}},
 		{"index empty", func(t *testing.T, dir string) {
 			writeIndex(t, dir, map[string]string{})
 		}, []string{IndexName, "weight_map"}},
