@@ -40,6 +40,26 @@ var gpt2Activations = []string{"gelu_new", "gelu_pytorch_tanh", "gelu_fast"}
 
 func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 	g := h.gpt2Keys
+	// GPT2Config's attribute_map reads the common spellings into the same
+	// fields, so a file may give either.
+	for _, a := range []struct {
+		key, alias string
+		v          *int
+		alt        int
+	}{
+		{"n_embd", "hidden_size", &g.NEmbd, h.HiddenSize},
+		{"n_layer", "num_hidden_layers", &g.NLayer, h.NumHiddenLayers},
+		{"n_head", "num_attention_heads", &g.NHead, h.NumAttentionHeads},
+		{"n_positions", "max_position_embeddings", &g.NPositions, h.MaxPositionEmbeds},
+	} {
+		switch {
+		case a.alt == 0:
+		case *a.v == 0:
+			*a.v = a.alt
+		case *a.v != a.alt:
+			return nil, fmt.Errorf("%s: %s=%d and %s=%d disagree (GPT-2 reads both as one setting)", name, a.key, *a.v, a.alias, a.alt)
+		}
+	}
 	act := g.ActivationFunction
 	if act == "" {
 		act = "gelu_new" // transformers' GPT2Config default

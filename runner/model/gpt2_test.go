@@ -35,6 +35,20 @@ func TestGPT2Config(t *testing.T) {
 	if !c.GPT2() || c.Inter != 3000 || c.HeadDim != 64 {
 		t.Fatalf("hub config %+v", c)
 	}
+	// GPT2Config's attribute_map: the common spellings of its sizes read
+	// as n_embd, n_layer, n_head and n_positions.
+	for _, alias := range []string{
+		`{"model_type": "gpt2", "vocab_size": 50257, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "max_position_embeddings": 1024, "n_inner": 3000}`,
+		`{"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "hidden_size": 768, "n_layer": 12, "num_hidden_layers": 12, "n_head": 12, "n_positions": 1024, "max_position_embeddings": 1024, "n_inner": 3000}`,
+	} {
+		a, err := ParseHFConfig("config.json", []byte(alias))
+		if err != nil {
+			t.Fatalf("%s: %v", alias, err)
+		}
+		if a.Hidden != c.Hidden || a.Layers != c.Layers || a.Heads != c.Heads || a.HeadDim != c.HeadDim || a.MaxPos != c.MaxPos || a.Inter != c.Inter {
+			t.Errorf("%s: config %+v, want %+v", alias, a, c)
+		}
+	}
 	p, _ := Preset("gpt2")
 	if n := p.Params(); n < 124e6 || n > 125e6 {
 		t.Errorf("gpt2 preset has %d parameters, want 124.4M", n)
@@ -49,6 +63,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 3, "n_positions": 16}`, "not a multiple of n_head=3"},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2}`, "n_positions is missing or 0"},
 		{`{` + base + `, "scale_attn_by_inverse_layer_idx": true}`, "scale_attn_by_inverse_layer_idx"},
+		{`{` + base + `, "hidden_size": 16}`, "n_embd=8 and hidden_size=16 disagree"},
 	} {
 		_, err := ParseHFConfig("config.json", []byte(c.json))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "config.json") {
