@@ -289,15 +289,58 @@ func (db *DB) ExportRun(id int64) (*RunRecord, error) {
 	return rec, nil
 }
 
-// FindRun returns the id of a stored run that is r (the same start time,
-// suite, tag, commit and machine), for imports that must not store a run
-// twice; the oldest when several are.
-func (db *DB) FindRun(r *Run) (int64, bool, error) {
-	ids, err := db.sameStart(r)
-	if err != nil || len(ids) == 0 {
+// FindRun returns the id of a stored run that is rec at this or another
+// point (the same start time, suite, tag, commit and machine, and one copy
+// holding every case and sample of the other: an export taken while it ran
+// is the finished run's beginning), for imports that must not store a run
+// twice; the oldest when several are. Runs that share only their start
+// (peer results dated by their files, a sweep's runs begun in one second)
+// are two runs.
+func (db *DB) FindRun(rec *RunRecord) (int64, bool, error) {
+	ids, err := db.sameStart(&rec.Run)
+	if err != nil {
 		return 0, false, err
 	}
-	return ids[len(ids)-1], true, nil
+	for i := len(ids) - 1; i >= 0; i-- {
+		got, err := db.ExportRun(ids[i])
+		if err != nil {
+			return 0, false, err
+		}
+		if rec.within(got) || got.within(rec) {
+			return ids[i], true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// within reports whether every case of rec is one of other's and every
+// sample of rec is other's, of the same case, repetition and metric, with
+// the same value.
+func (rec *RunRecord) within(other *RunRecord) bool {
+	type at struct {
+		key, metric string
+		rep         int
+	}
+	have := map[at]float64{}
+	keys := map[string]bool{}
+	key := func(c Case) string { return cmp.Or(c.Key, CanonicalKey(c.Params)) } // an older export's cases may have none
+	for _, c := range other.Cases {
+		keys[key(c.Case)] = true
+		for _, s := range c.Samples {
+			have[at{key(c.Case), s.Metric, s.Rep}] = s.Value
+		}
+	}
+	for _, c := range rec.Cases {
+		if !keys[key(c.Case)] {
+			return false
+		}
+		for _, s := range c.Samples {
+			if v, ok := have[at{key(c.Case), s.Metric, s.Rep}]; !ok || v != s.Value {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // sameStart are the stored runs of r's start time, suite, tag, commit and
@@ -312,7 +355,7 @@ func (db *DB) sameStart(r *Run) ([]int64, error) {
 		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
 }
 
-// FindRecord returns the id of a stored run that is rec: FindRun's start,
+// FindRecord returns the id of a stored run that is rec: the same start,
 // suite, tag, commit and machine, the same tool, and the same cases with
 // the same samples; for a peer's results, which carry no run of their own
 // to resume. Runs that share only their start (files dated by their

@@ -185,7 +185,7 @@ func TestRecorderKeepsWhatALockedStoreRefused(t *testing.T) {
 	}
 	// Into the store it was refused by: the run there, further on.
 	rec = readRecovery(t, want)
-	same, ok, err := db.FindRun(&rec.Run)
+	same, ok, err := db.FindRun(rec)
 	if err != nil || !ok || same != k.Run().ID {
 		t.Fatalf("FindRun: %d %v %v", same, ok, err)
 	}

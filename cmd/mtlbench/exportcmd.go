@@ -134,10 +134,11 @@ func importCommand() *cli.Command {
 		Usage:     "read runs that `mtlbench export` wrote into this store",
 		ArgsUsage: "FILE...",
 		Description: "Each run keeps its machine, commit, times, tag and samples, under a new id. A run the\n" +
-			"store already holds (the same start, suite, tag, commit and machine) is skipped, so\n" +
-			"importing the same artifacts twice is harmless, unless the file holds it further on\n" +
-			"(more repetitions, or finished where the stored copy is not: an export taken while it\n" +
-			"ran): then the file's copy replaces the stored one under its id. Every file is read and\n" +
+			"store already holds (the same start, suite, tag, commit and machine, and one copy\n" +
+			"holding every case and sample of the other) is skipped, so importing the same artifacts\n" +
+			"twice is harmless, unless the file holds it further on (more repetitions, or finished\n" +
+			"where the stored copy is not: an export taken while it ran): then the file's copy\n" +
+			"replaces the stored one under its id. Runs that share only a start are two runs. Every file is read and\n" +
 			"checked before anything is stored, and all files' runs are stored in one transaction:\n" +
 			"all of them, or, when storing one fails, none.",
 		Flags: []cli.Flag{dbFlag()},
@@ -165,7 +166,7 @@ func importCommand() *cli.Command {
 			err = db.Batch(func(db *results.DB) error {
 				for _, rec := range recs {
 					from := rec.Run.ID
-					if id, ok, err := db.FindRun(&rec.Run); err != nil {
+					if id, ok, err := db.FindRun(rec); err != nil {
 						return err
 					} else if ok {
 						replaced, err := replaceIfFurther(db, id, rec)

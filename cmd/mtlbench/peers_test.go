@@ -663,3 +663,79 @@ func TestResumeNamesTheStore(t *testing.T) {
 		t.Errorf("resume of a run the store lacks: %v", err)
 	}
 }
+
+// Runs that share a start, suite, tag, commit and machine but measured
+// different things (two peer files dated alike, a sweep's runs begun in
+// one second) are two runs to import; only a copy of a run holding all of
+// the other's samples, further on, replaces it.
+func TestImportTellsRunsOfOneStartApart(t *testing.T) {
+	start := time.Date(2026, 11, 20, 9, 30, 12, 0, time.UTC)
+	line := func(key string, vals ...float64) results.ExportLine {
+		c := results.CaseRecord{Case: results.Case{Key: "model/" + key, Name: key, Kind: results.CaseModel, Status: results.CaseDone}}
+		for i, v := range vals {
+			c.Samples = append(c.Samples, results.Sample{Rep: i, Metric: "output_tok_s", Value: v, Unit: "tok/s"})
+		}
+		return results.ExportLine{Format: results.ExportFormat, RunRecord: results.RunRecord{
+			Run: results.Run{ID: 1, SuiteName: "bench", Tag: "vllm", Backend: "vllm", Kind: results.KindPeer,
+				Status: results.RunComplete, StartedAt: start, Machine: results.Machine{Hostname: "mac", CPUModel: "Apple M3 Max"}},
+			Cases: []results.CaseRecord{c}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		files [][]results.ExportLine // imported one after another
+		want  string                 // the last import's summary
+		runs  [][]string             // each stored run's raw values, by id
+	}{
+		{"two results of one start, one file",
+			[][]results.ExportLine{{line("a", 100), line("b", 200)}},
+			"2 runs imported, 0 already here", [][]string{{"100"}, {"200"}}},
+		{"a run of more repetitions is another run, not a later copy",
+			[][]results.ExportLine{{line("a", 100)}, {line("a", 300, 301, 302)}},
+			"1 run imported, 0 already here", [][]string{{"100"}, {"300", "301", "302"}}},
+		{"a later copy of the run replaces it",
+			[][]results.ExportLine{{line("a", 100)}, {line("a", 100, 101, 102)}},
+			"0 already here", [][]string{{"100", "101", "102"}}},
+		{"an earlier copy is already here",
+			[][]results.ExportLine{{line("a", 100, 101, 102)}, {line("a", 100)}},
+			"0 runs imported, 1 already here", [][]string{{"100", "101", "102"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "r.db")
+			var stderr string
+			for i, lines := range tc.files {
+				path := filepath.Join(dir, fmt.Sprintf("%d.jsonl", i))
+				var b bytes.Buffer
+				for _, l := range lines {
+					if err := json.NewEncoder(&b).Encode(l); err != nil {
+						t.Fatal(err)
+					}
+				}
+				os.WriteFile(path, b.Bytes(), 0o644)
+				var err error
+				if _, stderr, err = mtl(t, "import", path, "--db", db); err != nil {
+					t.Fatalf("import %d: %v\n%s", i, err, stderr)
+				}
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("last import said %q, want %q", stderr, tc.want)
+			}
+			for id, want := range tc.runs {
+				out, _, err := mtl(t, "show", strconv.Itoa(id+1), "--db", db, "--format", "csv", "--raw")
+				if err != nil {
+					t.Fatalf("run %d: %v", id+1, err)
+				}
+				var got []string
+				for _, r := range csvRows(t, out) {
+					got = append(got, r["value"])
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("run %d holds %v, want %v", id+1, got, want)
+				}
+			}
+			if _, _, err := mtl(t, "show", strconv.Itoa(len(tc.runs)+1), "--db", db); err == nil {
+				t.Errorf("a run %d beyond the %d expected", len(tc.runs)+1, len(tc.runs))
+			}
+		})
+	}
+}
