@@ -409,3 +409,38 @@ func TestShowDataNamesLeftOutValues(t *testing.T) {
 		})
 	}
 }
+
+// A sample in another unit than its metric's name says (a peak RSS in MiB)
+// would be compared and gated as that unit: import refuses it, naming the
+// file, line and metric.
+func TestImportRefusesAMetricInAnotherUnit(t *testing.T) {
+	for _, tc := range []struct {
+		metric, unit, want string
+	}{
+		{"peak_rss_bytes", "MiB", `u.jsonl:1: run 3: case 0 "decode/batch=1" sample 0: peak_rss_bytes rep 0: peak_rss_bytes is in B, but its unit is "MiB"`},
+		{"request_per_s", "tok/s", `u.jsonl:1: run 3: case 0 "decode/batch=1" sample 0: request_per_s rep 0: request_per_s is in req/s, but its unit is "tok/s"`},
+		{"roofline_frac", "%", `u.jsonl:1: run 3: case 0 "decode/batch=1" sample 0: roofline_frac rep 0: roofline_frac is in ratio, but its unit is "%"`},
+		{"peak_rss_bytes", "B", ""},
+		{"request_per_s", "req/s", ""},
+	} {
+		t.Run(tc.metric+" in "+tc.unit, func(t *testing.T) {
+			dir := t.TempDir()
+			file, db := filepath.Join(dir, "u.jsonl"), filepath.Join(dir, "r.db")
+			line := strings.Replace(exportLineWith(), `"samples":[]`,
+				fmt.Sprintf(`"samples":[{"rep":0,"metric":%q,"value":130,"unit":%q}]`, tc.metric, tc.unit), 1)
+			if err := os.WriteFile(file, []byte(line+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := mtl(t, "import", file, "--db", db)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("import: %v\n%s", err, stderr)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("import: err = %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}

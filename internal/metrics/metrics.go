@@ -184,11 +184,14 @@ func CheckValue(metric, unit string, v float64) error {
 // unitsByName are the units a metric's name ending says it is recorded in.
 var unitsByName = []struct{ suffix, unit string }{
 	{"tok_s", "tok/s"}, {"gb_s", "GB/s"}, {"gflop_s", "GFLOP/s"}, {"_ms", "ms"}, {"_us", "us"}, {"us_per_call", "us"},
+	{"_bytes", "B"}, {"_per_s", "req/s"}, {"_frac", "ratio"},
 }
 
-// CheckUnit says why unit cannot be metric's: a name that says tok/s, ms
-// or us with a sample in another unit would be compared and gated as what
-// its name says. An empty unit is left to the name.
+// CheckUnit says why unit cannot be metric's: a name that says tok/s, ms,
+// us, bytes, requests a second or a fraction with a sample in another unit
+// (a peak RSS in MiB, a roofline fraction in %) would be compared and gated
+// as what its name says. An empty unit
+// is left to the name.
 func CheckUnit(metric, unit string) error {
 	if unit == "" {
 		return nil

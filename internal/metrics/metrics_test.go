@@ -64,6 +64,12 @@ func TestCheckUnit(t *testing.T) {
 		{"achieved_gb_s", "GB/s", true},
 		{"bytes_per_step", "B", true},
 		{"roofline_frac", "ratio", true},
+		{"peak_rss_bytes", "B", true},
+		{"peak_rss_bytes", "MiB", false},
+		{"peak_memory_bytes", "GB", false},
+		{"request_per_s", "req/s", true},
+		{"goodput_per_s", "tok/s", false},
+		{"roofline_frac", "%", false},
 	} {
 		if err := CheckUnit(c.metric, c.unit); (err == nil) != c.ok {
 			t.Errorf("CheckUnit(%q, %q) = %v", c.metric, c.unit, err)
