@@ -62,7 +62,7 @@ func TestHistoryImportToUserFolder(t *testing.T) {
 		page, model, want string
 	}{
 		{md, "Qwen3-30B-A3B", "2 figures written to " + filepath.Join(dir, "history", "kb.yaml") + " (0 kept from before, 0 replaced)"},
-		{other, "gpt2", "1 figures written to " + filepath.Join(dir, "history", "kb.yaml") + " (2 kept from before, 0 replaced)"},
+		{other, "gpt2", "1 figure written to " + filepath.Join(dir, "history", "kb.yaml") + " (2 kept from before, 0 replaced)"},
 		{md, "Qwen3-30B-A3B", "(1 kept from before, 2 replaced)"},
 	} {
 		if _, stderr, err := mtl(t, "history", "import", step.page, "--model", step.model, "--date", "2026-11-01"); err != nil || !strings.Contains(stderr, step.want) {

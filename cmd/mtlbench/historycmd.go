@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -167,7 +168,7 @@ func historyCommand() *cli.Command {
 						if err != nil {
 							return err
 						}
-						fmt.Fprintf(c.App.ErrWriter, "%d figures written to %s (%d kept from before, %d replaced)\n", len(res.Points), out, kept, replaced)
+						fmt.Fprintf(c.App.ErrWriter, "%s written to %s (%d kept from before, %d replaced)\n", plural.Of(len(res.Points), "figure"), out, kept, replaced)
 					}
 					return render(c, pointsTable(res.Points))
 				},

@@ -444,7 +444,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 func TestPeerImport(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "r.db")
 	_, stderr, err := mtl(t, "peer", "import", filepath.Join("testdata", "peer", "hf.json"), "--db", db)
-	if err != nil || !strings.Contains(stderr, "imported transformers 5.17.0 as run 1 (tag transformers): 1 cases") {
+	if err != nil || !strings.Contains(stderr, "imported transformers 5.17.0 as run 1 (tag transformers): 1 case") {
 		t.Fatalf("import: %v %s", err, stderr)
 	}
 	out, _, err := mtl(t, "show", "transformers", "--db", db, "--format", "csv")

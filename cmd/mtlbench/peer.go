@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/mtlbench/mtlbench/internal/readfile"
 	"os"
 	"runtime"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge/host"
+	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
@@ -137,8 +138,8 @@ func peerCommand() *cli.Command {
 							if err != nil {
 								return fmt.Errorf("%s: %w", p.path, err)
 							}
-							said = append(said, fmt.Sprintf("imported %s as run %d (tag %s): %d cases",
-								rec.Run.ToolVersion, id, rec.Run.Tag, len(rec.Cases)))
+							said = append(said, fmt.Sprintf("imported %s as run %d (tag %s): %s",
+								rec.Run.ToolVersion, id, rec.Run.Tag, plural.Of(len(rec.Cases), "case")))
 						}
 					}
 					return nil

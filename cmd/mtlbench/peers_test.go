@@ -106,12 +106,12 @@ func TestPeerImportsCompare(t *testing.T) {
 	}
 
 	// -o jsonl with a threads sweep: one run per setting.
-	if got := peer("llama-bench.jsonl", "--tag", "llama-t"); strings.Count(got, "(tag llama-t): 1 cases") != 2 {
+	if got := peer("llama-bench.jsonl", "--tag", "llama-t"); strings.Count(got, "(tag llama-t): 1 case\n") != 2 {
 		t.Errorf("llama-bench jsonl import: %s", got)
 	}
 
 	// vllm bench serve: two prompts at concurrency 2 is the batch-2 case.
-	if got := peer("vllm-serve.json"); !strings.Contains(got, "(tag vllm): 1 cases") {
+	if got := peer("vllm-serve.json"); !strings.Contains(got, "(tag vllm): 1 case\n") {
 		t.Errorf("vllm serve import: %s", got)
 	}
 	rows = cmp("vllm")
