@@ -39,6 +39,7 @@ func (s sweepShape) config() []byte {
 		c["architectures"] = []string{"GPT2LMHeadModel"}
 		c["model_type"] = "gpt2"
 		c["n_embd"], c["n_head"], c["n_layer"], c["n_positions"] = s.hidden, s.heads, s.layers, 1024
+		delete(c, "max_position_embeddings") // n_positions under its GPT-2 name
 		c["n_inner"] = s.inter
 		c["tie_word_embeddings"] = true
 		c["layer_norm_epsilon"] = 1e-5
