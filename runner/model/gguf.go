@@ -234,6 +234,14 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 			q.Per[t.Name] = &spec
 		} else {
 			q.Per[t.Name] = nil
+			// Kept as stored (no dtype asked for): an F32 matrix beside
+			// F16 ones, as the converter writes MoE routers, takes f32.
+			if s.keep && t.Matrix && info.Type == gguf.F32 && s.dtype != bridge.F32 {
+				if q.F32 == nil {
+					q.F32 = map[string]bool{}
+				}
+				q.F32[t.Name] = true
+			}
 		}
 		_ = e
 	}

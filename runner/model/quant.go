@@ -21,6 +21,9 @@ type QuantScheme struct {
 	// Per overrides Default by tensor name; a nil entry keeps the tensor
 	// in floats.
 	Per map[string]*quant.Spec
+	// F32 names float matrices held in f32 whatever the run's dtype:
+	// llama.cpp's files keep MoE routers (ffn_gate_inp) in F32.
+	F32 map[string]bool
 }
 
 // For returns how the tensor called name is packed; ok false for floats.
@@ -86,7 +89,7 @@ func (c *Config) RunOn(rules bridge.QuantSupport) *Config {
 		}
 		return s
 	}
-	q := &QuantScheme{Name: c.Quant.Name, Default: run(c.Quant.Default), Per: make(map[string]*quant.Spec, len(c.Quant.Per))}
+	q := &QuantScheme{Name: c.Quant.Name, Default: run(c.Quant.Default), Per: make(map[string]*quant.Spec, len(c.Quant.Per)), F32: c.Quant.F32}
 	changed := q.Default != c.Quant.Default
 	for n, s := range c.Quant.Per {
 		q.Per[n] = run(s)
@@ -106,6 +109,9 @@ func (c *Config) RunOn(rules bridge.QuantSupport) *Config {
 // mixes and Q8_0, and the IQ2_XXS and IQ3_XXS grid types. suites/parse.go
 // lists the same names.
 var QuantFormats = []string{"q2", "q3", "q4", "q5", "q6", "q8", "nvfp4", "mxfp8", "q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
+
+// ggufFormats are the QuantFormats that stand for llama.cpp's files.
+var ggufFormats = []string{"q4_k_m", "q5_k_m", "q8_0", "iq2_xxs", "iq3_xxs"}
 
 // Format is the dtype a preset's weights take: a float dtype, or a packed
 // format with its floats (norms stay f32; affine scales and unpacked
@@ -229,6 +235,20 @@ func presetScheme(cfg *Config, name string, scale bridge.DType) *QuantScheme {
 	if cfg.GPT2() {
 		// The learned positions are added as floats (PositionEmbeddingOp).
 		q.Per[GPT2Positions] = nil
+	}
+	if slices.Contains(ggufFormats, name) {
+		// llama.cpp's converter writes MoE routers in F32 and llama-quantize
+		// leaves them so, in every mix.
+		for l := 0; l < cfg.ModelLayers; l++ {
+			if cfg.IsMoELayer(l) {
+				r := LayerPrefix(l) + "mlp.gate.weight"
+				q.Per[r] = nil
+				if q.F32 == nil {
+					q.F32 = map[string]bool{}
+				}
+				q.F32[r] = true
+			}
+		}
 	}
 	// A matrix whose rows do not divide into blocks: llama.cpp falls back
 	// to a 32-value type (Q8_0 here), mlx-lm leaves it in floats.

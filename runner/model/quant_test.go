@@ -905,18 +905,19 @@ func TestMLXQuantizedActivations(t *testing.T) {
 
 // A layer whose experts a file packs in part is counted as the engine
 // loads it, in f32 (ExpertsInF32), with a packed router beside them
-// (RouterInF32); a file that packs them all is counted packed.
+// (RouterInF32); a file that packs them all is counted packed. A router
+// the file stores in F32 is counted so (QuantScheme.F32).
 func TestPartlyPackedExpertsCountedInF32(t *testing.T) {
 	for _, tc := range []struct {
-		path            string
-		experts, router bool
+		path                       string
+		experts, router, routerF32 bool
 	}{
 		// gate and up packed, down (64 wide, groups of 128) in floats,
 		// the router at 8 bits
-		{"../testdata/mlx/qwen3_moe-q4-partial", true, true},
-		// router, gate and up in F16 (rows of 48), down in Q8_0
-		{"../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", true, false},
-		{"../testdata/mlx/qwen3_moe-q4", false, false},
+		{"../testdata/mlx/qwen3_moe-q4-partial", true, true, false},
+		// gate and up in F16 (rows of 48), down in Q8_0, the router in F32
+		{"../testdata/gguf/llamacpp-qwen3_moe-partial-q8_0.gguf", true, false, true},
+		{"../testdata/mlx/qwen3_moe-q4", false, false, false},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
 			cfg, src, err := Open(Spec{Model: tc.path})
@@ -940,7 +941,7 @@ func TestPartlyPackedExpertsCountedInF32(t *testing.T) {
 				want := s.Elems() * int64(bridge.BF16.Size())
 				f32 := tc.experts
 				if !isExpertTensor(s.Name) {
-					f32 = tc.router
+					f32 = tc.router || tc.routerF32
 				}
 				switch {
 				case f32:

@@ -268,9 +268,16 @@ func (c *Config) packedExpertProjections(l int) int {
 }
 
 // LoadsInF32 reports whether the tensor called name is loaded in f32
-// whatever its file keeps (ExpertsInF32, RouterInF32).
+// whatever the run's float dtype: kept so (QuantScheme.F32), or whatever
+// its file keeps (ExpertsInF32, RouterInF32).
 func (c *Config) LoadsInF32(name string) bool {
-	if c.Quant == nil || c.NumExperts == 0 {
+	if c.Quant == nil {
+		return false
+	}
+	if c.Quant.F32[name] {
+		return true
+	}
+	if c.NumExperts == 0 {
 		return false
 	}
 	// Called for every tensor a size is asked of: no Sscanf.

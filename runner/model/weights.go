@@ -197,13 +197,17 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 		return bridge.F32, f32Bytes(v), nil
 	}
 	scale := float32(math.Sqrt(3 / float64(max(spec.FanIn, 1))))
+	dt := s.dtype
+	if s.quant != nil && s.quant.F32[spec.Name] {
+		dt = bridge.F32
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	raw, fresh := s.mem.place(spec, s.dtype.String(), "", n*s.dtype.Size())
+	raw, fresh := s.mem.place(spec, dt.String(), "", n*dt.Size())
 	if !fresh {
-		return s.dtype, raw, nil
+		return dt, raw, nil
 	}
-	switch s.dtype {
+	switch dt {
 	case bridge.F32:
 		v := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), n)
 		fillParallel(n, func(lo, hi int, r splitmix) {
@@ -215,7 +219,7 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 	default:
 		v := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(raw))), n)
 		conv := half.BF16
-		if s.dtype == bridge.F16 {
+		if dt == bridge.F16 {
 			conv = half.F16
 		}
 		fillParallel(n, func(lo, hi int, r splitmix) {
@@ -223,7 +227,7 @@ func (s *Synthetic) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 				v[i] = conv(scale * r.sym())
 			}
 		}, rng.next())
-		return s.dtype, raw, nil
+		return dt, raw, nil
 	}
 }
 
