@@ -20,7 +20,11 @@ import (
 type stepSlot struct {
 	metaBuf, errBuf *dbuf
 	counts          []*dbuf
-	busy            bool // submitted and not yet waited for
+	// ids holds the step's token ids as it leaves them: the step queued
+	// behind it writes its own argmax into the same tensor before the host
+	// waits for this one.
+	ids  *dbuf
+	busy bool // submitted and not yet waited for
 }
 
 // take makes the first free slot the current step's.
@@ -87,8 +91,18 @@ func (b *Backend) SubmitStep(ids bridge.Tensor) (bridge.PendingStep, error) {
 		_, err := b.EndStep()
 		return nil, err
 	}
+	var idsBuf *dbuf
+	n := 0
+	if it != nil {
+		n = it.n
+		var err error
+		if idsBuf, err = b.copyIDs(it); err != nil {
+			_, _ = b.EndStep()
+			return nil, err
+		}
+	}
 	b.commit()
-	p := &pendingStep{b: b, slot: s.cur, cbs: append([]committed(nil), s.pending...), ids: it,
+	p := &pendingStep{b: b, slot: s.cur, cbs: append([]committed(nil), s.pending...), ids: idsBuf, n: n,
 		stats: bridge.StepStats{Dispatches: s.dispatches}, moeCalls: s.moeCalls, retired: append([]*dbuf(nil), s.retired...)}
 	clear(s.pending)
 	s.pending = s.pending[:0]
@@ -106,7 +120,8 @@ type pendingStep struct {
 	b        *Backend
 	slot     int
 	cbs      []committed
-	ids      *tensor
+	ids      *dbuf // the slot's copy of the step's token ids
+	n        int
 	stats    bridge.StepStats
 	moeCalls int
 	retired  []*dbuf
@@ -167,7 +182,32 @@ func (p *pendingStep) Wait() (bridge.StepStats, []int32, error) {
 		return bridge.StepStats{}, nil, err
 	}
 	p.stats.ExpertsTouched = expertCounts(sl.counts, p.moeCalls)
-	return p.stats, readIDs(p.ids), nil
+	var ids []int32
+	if p.ids != nil {
+		ids = append(ids, unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(p.ids.Contents()))), p.n)...)
+	}
+	return p.stats, ids, nil
+}
+
+// copyIDs ends the step with a copy of ids into the current slot's own
+// buffer, which no later step writes before this one is waited for.
+func (b *Backend) copyIDs(ids *tensor) (*dbuf, error) {
+	sl := &b.step.slots[b.step.cur]
+	if sl.ids == nil || sl.ids.Length() < 4*ids.n {
+		if sl.ids != nil {
+			b.release(sl.ids) // the slot's last step was waited for
+		}
+		buf, err := b.newBuffer(4 * ids.n)
+		if err != nil {
+			return nil, err
+		}
+		sl.ids = buf
+	}
+	b.args(argBytes(b, eltArgs{N: uint32(ids.n)}))
+	b.in(1, ids)
+	b.bind(2, view{sl.ids, 0, 4 * ids.n}, true)
+	b.dispatchThreads(b.pipeline("copy_i32", fcNone), [3]int{ids.n, 1, 1}, [3]int{min(ids.n, b.tuning.EltThreads), 1, 1})
+	return sl.ids, nil
 }
 
 // waitInFlight waits until the steps in flight have run (their results

@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -156,5 +157,92 @@ func TestStreamedStepsMatchWhole(t *testing.T) {
 			t.Errorf("synchronous=%v: %d steps were queued behind one in flight", sync, queued)
 		}
 		t.Logf("synchronous=%v: command buffers a step %v", sync, streamed.steps)
+	}
+}
+
+// lateHost is a host that reaches a step's tokens only after every step
+// committed behind it has run, as one descheduled for a step's length
+// would: the step queued behind writes its own argmax into the tensor the
+// step before it was submitted with.
+type lateHost struct {
+	*metal.Backend
+	probe   bridge.Tensor
+	fromGPU int
+}
+
+func (h *lateHost) BeginStepFrom(meta *bridge.StepMeta, src bridge.Tensor) error {
+	h.fromGPU++
+	return h.Backend.BeginStepFrom(meta, src)
+}
+
+type latePending struct {
+	bridge.PendingStep
+	h *lateHost
+}
+
+func (p latePending) Wait() (bridge.StepStats, []int32, error) {
+	// A host read waits for every step in flight.
+	if err := p.h.ReadI32(p.h.probe, make([]int32, 1)); err != nil {
+		return bridge.StepStats{}, nil, err
+	}
+	return p.PendingStep.Wait()
+}
+
+func (h *lateHost) SubmitStep(ids bridge.Tensor) (bridge.PendingStep, error) {
+	p, err := h.Backend.SubmitStep(ids)
+	if err != nil {
+		return nil, err
+	}
+	return latePending{p, h}, nil
+}
+
+// A step's tokens are the ones it computed however late the host waits for
+// it: the step queued behind it does not change them.
+func TestOverlappedTokensSurviveTheNextStep(t *testing.T) {
+	for _, c := range []struct {
+		fixture  string
+		batch    int
+		noFusion bool
+	}{
+		{"llama", 1, false},
+		{"llama", 3, false},
+		{"llama", 3, true},
+		{"qwen3_moe", 2, false},
+	} {
+		t.Run(fmt.Sprintf("%s/batch%d/fusion=%v", c.fixture, c.batch, !c.noFusion), func(t *testing.T) {
+			spec := model.Spec{Model: filepath.Join(fixtureDir, c.fixture)}
+			var reqs []engine.Request
+			for i := range c.batch {
+				reqs = append(reqs, engine.Request{ID: i, Prompt: []int32{int32(7 + i), 100, int32(3 * i)}, MaxNewTokens: 8})
+			}
+			gen := func(be bridge.Backend, o engine.Options) [][]int32 {
+				o.NoFusion = c.noFusion
+				e := openEngine(t, be, spec, o)
+				defer e.Close()
+				out, err := e.Generate(reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var toks [][]int32
+				for _, o := range out {
+					toks = append(toks, o.Tokens)
+				}
+				return toks
+			}
+			mb := newEmu(t, metal.Tuning{})
+			probe, err := mb.Alloc(bridge.I32, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mb.Free(probe)
+			want := gen(mb, engine.Options{Synchronous: true})
+			be := &lateHost{Backend: mb, probe: probe}
+			if got := gen(be, engine.Options{}); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("overlapped, host late: %v, synchronous %v", got, want)
+			}
+			if be.fromGPU == 0 {
+				t.Error("no step was queued behind another")
+			}
+		})
 	}
 }

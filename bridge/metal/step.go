@@ -142,7 +142,7 @@ func (s *stepState) releaseAll(b *Backend) {
 	s.store()
 	bufs := []*dbuf{s.flags}
 	for _, sl := range s.slots {
-		bufs = append(append(bufs, sl.metaBuf, sl.errBuf), sl.counts...)
+		bufs = append(append(bufs, sl.metaBuf, sl.errBuf, sl.ids), sl.counts...)
 	}
 	for _, buf := range append(bufs, s.retired...) {
 		if buf != nil {
