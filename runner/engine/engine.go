@@ -305,7 +305,8 @@ func (e *Engine) Options() Options { return e.opts }
 func (e *Engine) KV() *cache.Manager { return e.kv }
 
 // Add queues a request. Bad requests (token ids outside the vocabulary,
-// nothing to generate, more than the cache holds) are refused here.
+// nothing to generate, more than the cache holds, sampling parameters the
+// sampler cannot draw by) are refused here.
 func (e *Engine) Add(r Request) error {
 	if _, dup := e.reqs[r.ID]; dup {
 		return fmt.Errorf("request %d: id already in use", r.ID)
@@ -338,6 +339,9 @@ func (e *Engine) check(r Request) (*sched.Seq, error) {
 	// Against the room the prompt leaves, which cannot wrap as a sum can.
 	if n, what := e.cfg.Context(); n > 0 && r.MaxNewTokens > n-len(r.Prompt) {
 		return nil, fmt.Errorf("request %d: %d prompt + %d new tokens exceed the model's %s", r.ID, len(r.Prompt), r.MaxNewTokens, what)
+	}
+	if err := r.Sampling.Check(); err != nil {
+		return nil, fmt.Errorf("request %d: %w", r.ID, err)
 	}
 	if r.PrefillSplit < 0 || r.PrefillSplit >= len(r.Prompt) {
 		return nil, fmt.Errorf("request %d: prefill split %d is not inside its %d-token prompt", r.ID, r.PrefillSplit, len(r.Prompt))

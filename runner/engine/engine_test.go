@@ -11,6 +11,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/cpu"
 	"github.com/mtlbench/mtlbench/runner/model"
+	"github.com/mtlbench/mtlbench/runner/sample"
 )
 
 // raggedRequests are 8 prompts of different lengths.
@@ -199,6 +200,13 @@ func TestBadRequests(t *testing.T) {
 		{Request{ID: 6, Prompt: make([]int32, 200), MaxNewTokens: 100}, "exceed the model's 256 positions"},
 		// A sum of prompt and new tokens near the largest int would wrap.
 		{Request{ID: 7, Prompt: make([]int32, 3), MaxNewTokens: math.MaxInt}, "exceed the model's 256 positions"},
+		// Sampling the sampler cannot draw by: a NaN temperature picked the
+		// least likely token, the bounds were ignored.
+		{Request{ID: 8, Prompt: []int32{1}, MaxNewTokens: 1, Sampling: sample.Params{Temperature: float32(math.NaN())}}, "request 8: sampling temperature NaN"},
+		{Request{ID: 9, Prompt: []int32{1}, MaxNewTokens: 1, Sampling: sample.Params{Temperature: float32(math.Inf(1))}}, "sampling temperature +Inf"},
+		{Request{ID: 10, Prompt: []int32{1}, MaxNewTokens: 1, Sampling: sample.Params{Temperature: 1, TopK: -3}}, "sampling top_k -3"},
+		{Request{ID: 11, Prompt: []int32{1}, MaxNewTokens: 1, Sampling: sample.Params{Temperature: 1, TopP: 2}}, "sampling top_p 2"},
+		{Request{ID: 12, Prompt: []int32{1}, MaxNewTokens: 1, Sampling: sample.Params{Temperature: 1, TopP: float32(math.NaN())}}, "sampling top_p NaN"},
 	}
 	for _, c := range cases {
 		err := e.Add(c.req)

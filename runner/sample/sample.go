@@ -25,6 +25,23 @@ type Params struct {
 // Greedy reports whether the params pick the argmax.
 func (p Params) Greedy() bool { return p.Temperature <= 0 }
 
+// Check refuses params the sampler would not draw by: a NaN or infinite
+// temperature (every weight NaN, or all equal), a negative top-k, a top-p
+// outside [0, 1]. Next would otherwise run them without a word, picking the
+// least likely token or ignoring the bound.
+func (p Params) Check() error {
+	t := float64(p.Temperature)
+	switch {
+	case math.IsNaN(t) || math.IsInf(t, 0):
+		return fmt.Errorf("sampling temperature %v: want a finite number (0 or less: greedy)", p.Temperature)
+	case p.TopK < 0:
+		return fmt.Errorf("sampling top_k %d: want 0 (no limit) or more", p.TopK)
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return fmt.Errorf("sampling top_p %v: want a number in [0, 1] (0 or 1: no limit)", p.TopP)
+	}
+	return nil
+}
+
 func (p Params) String() string {
 	if p.Greedy() {
 		return "greedy"
