@@ -227,7 +227,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		t.unk = id
 	}
-	if err := t.readMerges(m.Merges); err != nil {
+	if err := t.readMerges(m.Merges, m.Vocab); err != nil {
 		return nil, err
 	}
 	var err error
@@ -247,8 +247,10 @@ func Parse(data []byte) (*Tokenizer, error) {
 }
 
 // readMerges reads the merges in either spelling HF writes: "a b" strings
-// (older files) or [a, b] pairs.
-func (t *Tokenizer) readMerges(raw json.RawMessage) error {
+// (older files) or [a, b] pairs. As in HF's BPE, both pieces and the one
+// they join into must be in the model's vocabulary: a merge into a piece
+// it lacks would give <unk> or nothing where HF refuses the file.
+func (t *Tokenizer) readMerges(raw json.RawMessage, vocab map[string]int) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
@@ -271,6 +273,11 @@ func (t *Tokenizer) readMerges(raw json.RawMessage) error {
 			pair = [2]string{arr[0], arr[1]}
 		default:
 			return fmt.Errorf("model.merges[%d]: want \"a b\" or [a, b], got %s", i, it)
+		}
+		for _, p := range []string{pair[0], pair[1], pair[0] + pair[1]} {
+			if _, ok := vocab[p]; !ok {
+				return fmt.Errorf("model.merges[%d] %s: %s is not in model.vocab", i, quoteShort(pair[0]+" "+pair[1]), quoteShort(p))
+			}
 		}
 		if _, dup := t.ranks[pair]; !dup {
 			t.ranks[pair] = i

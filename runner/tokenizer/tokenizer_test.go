@@ -93,6 +93,11 @@ func TestBadInput(t *testing.T) {
 		{"huge id", `{"model": {"type": "BPE", "vocab": {"a": 4000000000}}}`, `outside 0..2097151`},
 		{"merge form", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}}`, `model.merges[0] "ab": want two pieces separated by a space`},
 		{"merge pair", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a"]]}}`, `model.merges[0]: want "a b" or [a, b]`},
+		// HF's BPE refuses a merge of or into a piece its vocab lacks
+		// (MergeTokenOutOfVocabulary); the model's vocab, not added tokens.
+		{"merge into a piece not in the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "<unk>": 2}, "merges": ["a b"], "unk_token": "<unk>"}}`, `model.merges[0] "a b": "ab" is not in model.vocab`},
+		{"merge of a piece not in the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0, "ac": 1}, "merges": [["a", "c"]]}}`, `model.merges[0] "a c": "c" is not in model.vocab`},
+		{"merge of an added token", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>a": 1}, "merges": ["<x> a"]}, "added_tokens": [{"id": 2, "content": "<x>"}]}`, `model.merges[0] "<x> a": "<x>" is not in model.vocab`},
 		{"unk", `{"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}}`, `model.unk_token "<unk>" is not in the vocabulary`},
 		{"dropout", `{"model": {"type": "BPE", "vocab": {"a": 0}, "dropout": 0.1}}`, "model.dropout 0.1"},
 		{"suffix", `{"model": {"type": "BPE", "vocab": {"a": 0}, "end_of_word_suffix": "</w>"}}`, `model.end_of_word_suffix "</w>" is not supported`},
