@@ -279,9 +279,9 @@ func (t *Tokenizer) readMerges(raw json.RawMessage, vocab map[string]int) error 
 				return fmt.Errorf("model.merges[%d] %s: %s is not in model.vocab", i, quoteShort(pair[0]+" "+pair[1]), quoteShort(p))
 			}
 		}
-		if _, dup := t.ranks[pair]; !dup {
-			t.ranks[pair] = i
-		}
+		// HF collects the merges into a map: a pair listed twice keeps its
+		// later rank.
+		t.ranks[pair] = i
 	}
 	return nil
 }

@@ -144,6 +144,30 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// Small files that differ from the fixtures in one way HF reads its own
+// way; the ids are HF tokenizers' by its source, as each case says.
+func TestHFEdgeCases(t *testing.T) {
+	for _, tc := range []struct {
+		name, json, text string
+		want             []int32
+	}{
+		// BpeBuilder::build collects the merges into a map, so "a b"
+		// listed again at rank 2 ranks after "b c" (1): a, bc.
+		{"a merge listed twice", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c", "a b"]}}`, "abc", []int32{0, 4}},
+		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
+	} {
+		tok, err := Parse([]byte(tc.json))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		got, err := tok.Encode(tc.text, true)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q encodes as %v, %v; want %v", tc.name, tc.text, got, err, tc.want)
+		}
+	}
+}
+
 func mustDecode(t *testing.T, tok *Tokenizer, ids ...int32) string {
 	t.Helper()
 	s, err := tok.Decode(ids, true)
