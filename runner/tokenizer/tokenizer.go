@@ -199,13 +199,32 @@ func Parse(data []byte) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
+	if err := uniqueIDs(m.Vocab); err != nil {
+		return nil, err
+	}
 	var added []addedToken // in the file's order: the first of a text keeps it
+	// HF gives an added token the id its text already has, else the next
+	// after the vocab's count (not its largest id) and the tokens added
+	// before it; the file's id is only checked against that.
+	next := len(m.Vocab)
 	for i, a := range f.AddedTokens {
 		if a.SingleWord || a.LStrip || a.RStrip {
 			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
 		}
 		if a.Content == "" {
 			return nil, fmt.Errorf("added_tokens[%d]: empty content", i)
+		}
+		hf, known := t.vocab[a.Content]
+		if !known {
+			hf = int32(next)
+			next++
+		}
+		if int(hf) != a.ID {
+			why := "the text's id in model.vocab or an added token before it"
+			if !known {
+				why = fmt.Sprintf("the next after the vocab's %d tokens and the added tokens before it", len(m.Vocab))
+			}
+			return nil, fmt.Errorf("added_tokens[%d] %q has id %d, where HF tokenizers gives it %d (%s): the file's ids disagree", i, a.Content, a.ID, hf, why)
 		}
 		if err := put(a.Content, a.ID, fmt.Sprintf("added_tokens[%d]", i)); err != nil {
 			return nil, err
@@ -244,6 +263,25 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
 	return t, nil
+}
+
+// uniqueIDs refuses a vocab giving two pieces one id: which of them the id
+// decodes to would be a map's order, in HF as here.
+func uniqueIDs(vocab map[string]int) error {
+	byID := make(map[int][]string, len(vocab))
+	clash := -1
+	for piece, id := range vocab {
+		byID[id] = append(byID[id], piece)
+		if len(byID[id]) > 1 && (clash < 0 || id < clash) {
+			clash = id
+		}
+	}
+	if clash < 0 {
+		return nil
+	}
+	ps := byID[clash]
+	slices.Sort(ps) // the same error each time
+	return fmt.Errorf("model.vocab: %s and %s both have id %d", quoteShort(ps[0]), quoteShort(ps[1]), clash)
 }
 
 // readMerges reads the merges in either spelling HF writes: "a b" strings

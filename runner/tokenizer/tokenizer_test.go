@@ -116,6 +116,14 @@ func TestBadInput(t *testing.T) {
 		{"decoder content", fmtBase(base, `, "decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": 1, "start": 1, "stop": 0}]}`), "decoder: decoders[0]: content is a JSON number, want a string"},
 		{"template", fmtBase(base, `, "post_processor": {"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": "x"}]}`), `post_processor: processors[0]: single is a JSON string ("x"), want a list`},
 		{"template id", fmtBase(base, `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {"<s>": {"ids": [99]}}}`), `special token "<s>" has id 99, outside the vocabulary`},
+		// Which piece an id shared by two decodes to would be a map's order.
+		{"two pieces, one id", `{"model": {"type": "BPE", "vocab": {"c": 1, "b": 0, "a": 0}}}`, `model.vocab: "a" and "b" both have id 0`},
+		// HF gives an added token the id its text has, else the next after
+		// the vocab's count; a file saying otherwise is refused.
+		{"added token on another's id", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 1, "content": "<x>", "special": true}]}`, `added_tokens[0] "<x>" has id 1, where HF tokenizers gives it 2`},
+		{"added token the vocab has at another id", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>": 1}}, "added_tokens": [{"id": 5, "content": "<x>"}]}`, `added_tokens[0] "<x>" has id 5, where HF tokenizers gives it 1`},
+		{"added token past a gap in the vocab", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}, "added_tokens": [{"id": 3, "content": "<x>"}]}`, `added_tokens[0] "<x>" has id 3, where HF tokenizers gives it 2`},
+		{"added token twice", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": 1, "content": "<x>"}, {"id": 2, "content": "<x>"}]}`, `added_tokens[1] "<x>" has id 2, where HF tokenizers gives it 1`},
 		{"added lstrip", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<m>", "lstrip": true}]}`, `added_tokens[0] "<m>": single_word, lstrip and rstrip are not supported`},
 	} {
 		_, err := Parse([]byte(tc.json))
@@ -154,6 +162,10 @@ func TestHFEdgeCases(t *testing.T) {
 		// BpeBuilder::build collects the merges into a map, so "a b"
 		// listed again at rank 2 ranks after "b c" (1): a, bc.
 		{"a merge listed twice", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c", "a b"]}}`, "abc", []int32{0, 4}},
+		// Added tokens on the ids HF gives them: the vocab's own where it
+		// has the text (Llama's <s>), the next after it otherwise, one id
+		// for a text listed twice.
+		{"added tokens", `{"model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1}}, "added_tokens": [{"id": 0, "content": "<s>", "special": true}, {"id": 2, "content": "<x>"}, {"id": 3, "content": "<y>"}, {"id": 2, "content": "<x>", "special": true}]}`, "<s>a<y><x>", []int32{0, 1, 3, 2}},
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
