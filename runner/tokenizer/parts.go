@@ -399,7 +399,9 @@ func (p digitsPre) split(pieces []string, _ pass) ([]string, error) {
 	for _, s := range pieces {
 		start, inDigits := 0, false
 		for i, r := range s {
-			d := unicode.IsDigit(r)
+			// Rust's char::is_numeric, HF's test: any number (N), not
+			// only decimal digits (Nd): ², ½ and Ⅻ split too.
+			d := unicode.IsNumber(r)
 			if i > start && (d != inDigits || d && p.individual) {
 				out = append(out, s[start:i])
 				start = i

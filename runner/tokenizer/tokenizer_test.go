@@ -166,6 +166,9 @@ func TestHFEdgeCases(t *testing.T) {
 		// has the text (Llama's <s>), the next after it otherwise, one id
 		// for a text listed twice.
 		{"added tokens", `{"model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1}}, "added_tokens": [{"id": 0, "content": "<s>", "special": true}, {"id": 2, "content": "<x>"}, {"id": 3, "content": "<y>"}, {"id": 2, "content": "<x>", "special": true}]}`, "<s>a<y><x>", []int32{0, 1, 3, 2}},
+		// Digits splits at char::is_numeric: every number character.
+		{"Digits at a superscript", `{"model": {"type": "BPE", "vocab": {"x": 0, "²": 1, "x²": 2}, "merges": ["x ²"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": false}}`, "x²", []int32{0, 1}},
+		{"Digits at each number character", `{"model": {"type": "BPE", "vocab": {"1": 0, "½": 1, "Ⅻ": 2, "½Ⅻ": 3}, "merges": ["½ Ⅻ"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": true}}`, "1½Ⅻ", []int32{0, 1, 2}},
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
