@@ -229,6 +229,12 @@ type normFunc func(string) string
 
 func (f normFunc) apply(s string, _ int) (string, error) { return f(s), nil }
 
+// lowercase is Rust's char::to_lowercase over s (HF's Lowercase): Go's
+// unicode.ToLower but for İ, the one character whose lowercase is two.
+func lowercase(s string) string {
+	return strings.ToLower(strings.ReplaceAll(s, "\u0130", "i\u0307"))
+}
+
 type replaceNorm struct{ replace }
 
 func (r replaceNorm) apply(s string, limit int) (string, error) { return r.grown(s, limit) }
@@ -252,7 +258,7 @@ func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
 		case "NFKD":
 			out = append(out, normFunc(norm.NFKD.String))
 		case "Lowercase":
-			out = append(out, normFunc(strings.ToLower))
+			out = append(out, normFunc(lowercase))
 		case "Prepend":
 			var v struct {
 				Prepend string `json:"prepend"`

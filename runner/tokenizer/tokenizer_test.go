@@ -169,6 +169,8 @@ func TestHFEdgeCases(t *testing.T) {
 		// Digits splits at char::is_numeric: every number character.
 		{"Digits at a superscript", `{"model": {"type": "BPE", "vocab": {"x": 0, "²": 1, "x²": 2}, "merges": ["x ²"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": false}}`, "x²", []int32{0, 1}},
 		{"Digits at each number character", `{"model": {"type": "BPE", "vocab": {"1": 0, "½": 1, "Ⅻ": 2, "½Ⅻ": 3}, "merges": ["½ Ⅻ"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": true}}`, "1½Ⅻ", []int32{0, 1, 2}},
+		// Rust lowercases İ to i and a combining dot above, Go to i.
+		{"Lowercase of İ", `{"model": {"type": "BPE", "vocab": {"i": 0, "\u0307": 1, "x": 2}, "merges": []}, "normalizer": {"type": "Lowercase"}}`, "İX", []int32{0, 1, 2}},
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
