@@ -41,7 +41,10 @@ type Tokenizer struct {
 	// <0xXX> tokens; fuseUnk makes a run of unknown pieces one <unk>.
 	byteFallback, fuseUnk, ignoreMerges bool
 
-	addedIx   addedIndex // the added tokens, to find in text
+	addedIx addedIndex // the added tokens, to find in the raw text
+	// addedNorm are the added tokens marked normalized, by their
+	// normalized text: HF finds them in the normalized text, after those.
+	addedNorm addedIndex
 	special   map[int32]bool
 	normalize []normalizer
 	preTok    []preTokenizer
@@ -135,6 +138,7 @@ type fileJSON struct {
 		LStrip     bool   `json:"lstrip"`
 		RStrip     bool   `json:"rstrip"`
 		Special    bool   `json:"special"`
+		Normalized bool   `json:"normalized"` // absent: matched as written
 	} `json:"added_tokens"`
 	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
@@ -202,7 +206,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := uniqueIDs(m.Vocab); err != nil {
 		return nil, err
 	}
-	var added []addedToken // in the file's order: the first of a text keeps it
+	var added, normed []addedToken // in the file's order: the first of a text keeps it
 	// HF gives an added token the id its text already has, else the next
 	// after the vocab's count (not its largest id) and the tokens added
 	// before it; the file's id is only checked against that.
@@ -229,7 +233,11 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if err := put(a.Content, a.ID, fmt.Sprintf("added_tokens[%d]", i)); err != nil {
 			return nil, err
 		}
-		added = append(added, addedToken{a.Content, int32(a.ID)})
+		if a.Normalized {
+			normed = append(normed, addedToken{a.Content, int32(a.ID)})
+		} else {
+			added = append(added, addedToken{a.Content, int32(a.ID)})
+		}
 		if a.Special {
 			t.special[int32(a.ID)] = true
 		}
@@ -253,6 +261,17 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if t.normalize, err = readNormalizers(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
+	// A normalized added token is found by what the normalizers make of
+	// its text, as HF finds it: Llama's Prepend makes "<x>" "▁<x>".
+	for i := range normed {
+		if normed[i].content, err = t.normalized(normed[i].content); err != nil {
+			return nil, fmt.Errorf("added token %q: %w", t.pieces[normed[i].id], err)
+		}
+		if normed[i].content == "" {
+			return nil, fmt.Errorf("added token %q: the normalizer makes it empty", t.pieces[normed[i].id])
+		}
+	}
+	t.addedNorm = newAddedIndex(normed)
 	if t.preTok, err = readPreTokenizers(f.PreTokenizer); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer: %w", err)
 	}
@@ -339,7 +358,7 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 	if special {
 		ids = append(ids, t.prefix...)
 	}
-	segs, err := t.splitAdded(text, at.deadline)
+	segs, err := splitAdded(t.addedIx, text, at.deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -349,37 +368,55 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 			at.first = false
 			continue
 		}
-		s := seg.text
-		limit := 64*len(s) + 1<<16
-		for i, n := range t.normalize {
-			if s, err = n.apply(s, limit); err != nil {
-				return nil, fmt.Errorf("normalizer %d: %w", i, err)
+		s, err := t.normalized(seg.text)
+		if err != nil {
+			return nil, err
+		}
+		parts, err := splitAdded(t.addedNorm, s, at.deadline)
+		if err != nil {
+			return nil, err
+		}
+		for _, part := range parts {
+			if part.added >= 0 {
+				ids = append(ids, part.added)
+				at.first = false
+				continue
 			}
-			if len(s) > limit {
-				return nil, fmt.Errorf("normalizer %d: %w", i, errGrowth)
+			pieces := []string{part.text}
+			for _, p := range t.preTok {
+				if pieces, err = p.split(pieces, at); err != nil {
+					return nil, err
+				}
 			}
-		}
-		if s == "" {
-			continue
-		}
-		pieces := []string{s}
-		for _, p := range t.preTok {
-			if pieces, err = p.split(pieces, at); err != nil {
-				return nil, err
+			at.first = false
+			for _, p := range pieces {
+				ids = t.bpe(ids, p)
 			}
-		}
-		at.first = false
-		for _, p := range pieces {
-			ids = t.bpe(ids, p)
-		}
-		if time.Now().After(at.deadline) {
-			return nil, errBudget
+			if time.Now().After(at.deadline) {
+				return nil, errBudget
+			}
 		}
 	}
 	if special {
 		ids = append(ids, t.suffix...)
 	}
 	return ids, nil
+}
+
+// normalized is s after the normalizers, or an error where they would grow
+// it without bound.
+func (t *Tokenizer) normalized(s string) (string, error) {
+	limit := 64*len(s) + 1<<16
+	var err error
+	for i, n := range t.normalize {
+		if s, err = n.apply(s, limit); err != nil {
+			return "", fmt.Errorf("normalizer %d: %w", i, err)
+		}
+		if len(s) > limit {
+			return "", fmt.Errorf("normalizer %d: %w", i, errGrowth)
+		}
+	}
+	return s, nil
 }
 
 type segment struct {
@@ -435,16 +472,16 @@ func (ix addedIndex) longest(s string) (int32, int, bool) {
 	return 0, 0, false
 }
 
-// splitAdded cuts text at the added tokens (the longest at each place),
-// which are their own ids whatever surrounds them.
-func (t *Tokenizer) splitAdded(text string, deadline time.Time) ([]segment, error) {
+// splitAdded cuts text at the added tokens of ix (the longest at each
+// place), which are their own ids whatever surrounds them.
+func splitAdded(ix addedIndex, text string, deadline time.Time) ([]segment, error) {
 	var out []segment
 	start := 0
 	for i, steps := 0, 0; i < len(text); steps++ {
 		if steps&4095 == 4095 && time.Now().After(deadline) {
 			return nil, errBudget
 		}
-		if id, n, ok := t.addedIx.longest(text[i:]); ok {
+		if id, n, ok := ix.longest(text[i:]); ok {
 			if i > start {
 				out = append(out, segment{text[start:i], -1})
 			}

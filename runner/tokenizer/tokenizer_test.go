@@ -171,6 +171,17 @@ func TestHFEdgeCases(t *testing.T) {
 		{"Digits at each number character", `{"model": {"type": "BPE", "vocab": {"1": 0, "½": 1, "Ⅻ": 2, "½Ⅻ": 3}, "merges": ["½ Ⅻ"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": true}}`, "1½Ⅻ", []int32{0, 1, 2}},
 		// Rust lowercases İ to i and a combining dot above, Go to i.
 		{"Lowercase of İ", `{"model": {"type": "BPE", "vocab": {"i": 0, "\u0307": 1, "x": 2}, "merges": []}, "normalizer": {"type": "Lowercase"}}`, "İX", []int32{0, 1, 2}},
+		// A normalized added token is found in the normalized text by its
+		// normalized text (AddedVocabulary::extract_and_normalize): Llama's
+		// Prepend makes "<x>" "▁<x>", which "▁a<x>" does not hold, so it
+		// is only found at the start.
+		{"normalized added token inside", llamaNorm(`{"id": 5, "content": "<x>", "normalized": true}`), "a<x>", []int32{0, 1, 2, 3, 4}},
+		{"normalized added token at the start", llamaNorm(`{"id": 5, "content": "<x>", "normalized": true}`), "<x>a", []int32{5, 1}},
+		{"added token as written", llamaNorm(`{"id": 5, "content": "<x>", "normalized": false}`), "a<x>", []int32{0, 1, 5}},
+		{"normalized added token, lowercased", `{"model": {"type": "BPE", "vocab": {"h": 0, "e": 1, "l": 2, "o": 3}, "merges": []}, "normalizer": {"type": "Lowercase"}, "added_tokens": [{"id": 4, "content": "Hello", "normalized": true}]}`, "HELLO", []int32{4}},
+		// Tokens as written are cut from the raw text first, the
+		// normalized ones from what is left: "bc" before "ab".
+		{"added tokens as written first", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []}, "added_tokens": [{"id": 3, "content": "ab", "normalized": true}, {"id": 4, "content": "bc", "normalized": false}]}`, "abc", []int32{0, 4}},
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
@@ -183,6 +194,13 @@ func TestHFEdgeCases(t *testing.T) {
 			t.Errorf("%s: %q encodes as %v, %v; want %v", tc.name, tc.text, got, err, tc.want)
 		}
 	}
+}
+
+// llamaNorm is a tokenizer.json with Llama 2's normalizer (a ▁ before
+// the text, spaces as ▁) and the added token given.
+func llamaNorm(added string) string {
+	return `{"model": {"type": "BPE", "vocab": {"▁": 0, "a": 1, "<": 2, "x": 3, ">": 4}, "merges": []}, "added_tokens": [` + added + `],
+		"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}}`
 }
 
 func mustDecode(t *testing.T, tok *Tokenizer, ids ...int32) string {
