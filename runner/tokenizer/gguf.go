@@ -290,6 +290,13 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 		}
 		cut += min(1, len(m))
 		pair := [2]string{m[:cut], m[cut+1:]}
+		// A merge into a piece the vocabulary lacks would give no id: the
+		// converter writes only merges HF tokenizers accepted.
+		for _, p := range []string{pair[0], pair[1], pair[0] + pair[1]} {
+			if _, ok := t.vocab[p]; !ok {
+				return pre, fmt.Errorf("tokenizer.ggml.merges[%d] %s: %s is not in tokenizer.ggml.tokens", i, quoteShort(m), quoteShort(p))
+			}
+		}
 		if _, dup := t.ranks[pair]; !dup {
 			t.ranks[pair] = i
 		}

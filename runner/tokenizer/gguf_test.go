@@ -290,6 +290,9 @@ func TestGGUFBadInput(t *testing.T) {
 		{"unk past the vocabulary", []kv{spm, tokens, {"tokenizer.ggml.unknown_token_id", uint32(4)}}, "unknown_token_id 4 is outside"},
 		{"no merges", []kv{gpt2, tokens, {"tokenizer.ggml.pre", "gpt-2"}}, "no metadata tokenizer.ggml.merges"},
 		{"merge without a space", []kv{gpt2, tokens, {"tokenizer.ggml.merges", []string{"ab"}}}, `merges[0] "ab": want two pieces`},
+		// The merged piece would have no id and be dropped from the text.
+		{"merge into a piece not in the vocabulary", []kv{gpt2, tokens, {"tokenizer.ggml.merges", []string{"a a"}}}, `tokenizer.ggml.merges[0] "a a": "aa" is not in tokenizer.ggml.tokens`},
+		{"merge of a piece not in the vocabulary", []kv{gpt2, tokens, {"tokenizer.ggml.merges", []string{"b a"}}}, `tokenizer.ggml.merges[0] "b a": "b" is not in tokenizer.ggml.tokens`},
 		{"unknown pre-tokenizer", []kv{gpt2, tokens, {"tokenizer.ggml.pre", "nope"}, {"tokenizer.ggml.merges", []string{}}},
 			`tokenizer.ggml.pre "nope" is not supported (`},
 	} {
