@@ -185,7 +185,7 @@ func abCommand() *cli.Command {
 				false: {label: "baseline", bin: base, db: filepath.Join(dir, "baseline.db"), tag: abBaselineTag},
 				true:  {label: "candidate", bin: cand, db: filepath.Join(dir, "candidate.db"), tag: abCandidateTag, extra: candExtra},
 			}
-			ctx, stop := stopOnSignals(c.Context)
+			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
 			start := time.Now()
 			for r := range rounds {

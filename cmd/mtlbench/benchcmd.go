@@ -116,7 +116,7 @@ func benchCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ctx, stop := stopOnSignals(c.Context)
+			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
 			bo, err := backendOptions(c.Int("threads"))
 			if err != nil {

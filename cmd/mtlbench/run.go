@@ -132,14 +132,21 @@ func notTheStore(db *results.DB, what, path string) error {
 // tune, ab): Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stop it once
 // the step in hand ends, keeping what it measured and saying how to
 // resume; a second signal kills at once. SIGHUP is left alone where it is
-// ignored (nohup).
-func stopOnSignals(parent context.Context) (context.Context, context.CancelFunc) {
+// ignored (nohup). The first signal is answered on w at once: a step can
+// take minutes (a large model on metal-emu).
+func stopOnSignals(parent context.Context, w io.Writer) (context.Context, context.CancelFunc) {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	ctx, stop := signal.NotifyContext(parent, sigs...)
-	context.AfterFunc(ctx, stop)
+	context.AfterFunc(ctx, func() {
+		stop()
+		// A signal's cause wraps context.Canceled; stop's is that error itself.
+		if cause := context.Cause(ctx); parent.Err() == nil && cause != context.Canceled {
+			fmt.Fprintf(w, "mtlbench: %v: stopping once the step in hand ends, keeping what was measured (a second signal stops at once)\n", cause)
+		}
+	})
 	return ctx, stop
 }
 
@@ -225,7 +232,7 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			ctx, stop := stopOnSignals(c.Context)
+			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
 			bo, err := backendOptions(c.Int("threads"))
 			if err != nil {

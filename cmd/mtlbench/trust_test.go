@@ -258,8 +258,8 @@ func TestStoreFailuresNameTheStore(t *testing.T) {
 
 // A closed terminal (SIGHUP) stops a run as Ctrl-C does: the step log is
 // flushed to the last repetition stored, the run is marked interrupted and
-// the command that resumes it printed. Under nohup (SIGHUP ignored) the
-// run goes on. The run is this test binary run again as mtlbench.
+// the command that resumes it printed, and the signal is answered as it
+// comes. Under nohup (SIGHUP ignored) the run goes on. The run is this test binary run again as mtlbench.
 func TestClosedTerminalStopsARun(t *testing.T) {
 	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
 		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
@@ -308,6 +308,10 @@ func TestClosedTerminalStopsARun(t *testing.T) {
 		}
 		if nohup && reps < 4 {
 			t.Errorf("under nohup, SIGHUP stopped the run after %d repetitions", reps)
+		}
+		// The signal is answered at once, once (a step may take minutes).
+		if n := strings.Count(out.String(), "stopping once the step in hand ends"); n != 1 {
+			t.Errorf("nohup %v: the signal answered %d times, want once:\n%s", nohup, n, out.String())
 		}
 		db, err := results.Open(path)
 		if err != nil {

@@ -270,7 +270,7 @@ func tuneRun(c *cli.Context) error {
 	}
 	// The first signal (a closed terminal too) stops tuning at its next
 	// check and keeps what was measured; a second one kills at once.
-	ctx, stop := stopOnSignals(c.Context)
+	ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 	defer stop()
 	o.DB = db
 	if o.Store, err = recordOptions(func(msg string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench:", msg) }); err != nil {
