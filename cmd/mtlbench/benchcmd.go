@@ -143,6 +143,9 @@ func benchCommand() *cli.Command {
 			}
 			err = storeFailed(db, err)
 			if sum == nil {
+				if errors.Is(err, bench.ErrInterrupted) {
+					return interruptedEarly(err)
+				}
 				return benchFlagErrors(text, err)
 			}
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {

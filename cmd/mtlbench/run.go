@@ -266,6 +266,9 @@ func runCommand() *cli.Command {
 			}
 			err = storeFailed(db, err)
 			if sum == nil {
+				if errors.Is(err, bench.ErrInterrupted) {
+					return interruptedEarly(err)
+				}
 				return err
 			}
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
@@ -379,6 +382,13 @@ func lockstepPace(c *cli.Context) func() error {
 		}
 		return nil
 	}
+}
+
+// interruptedEarly is a run stopped by a signal while its cases were being
+// prepared (a model loaded, its first dispatches on metal-emu): no run was
+// recorded, so there is nothing to resume.
+func interruptedEarly(err error) error {
+	return &exitError{code: 130, err: fmt.Errorf("%w while its cases were prepared: nothing was recorded", err)}
 }
 
 func runStatus(err error) string {

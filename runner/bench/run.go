@@ -181,6 +181,8 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	bo := o.Backends
 	bo.Threads = o.Threads
+	// An emulated step can take minutes: an interrupt ends its dispatches.
+	bo.Emu.Stop = ctx.Done()
 	be, err := backends.Open(backendName, bo)
 	if err != nil {
 		return nil, s.ErrorAt(backendPos, "%v", err)
@@ -205,6 +207,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if p, ok := be.(bridge.BandwidthProber); ok && o.BandwidthBuffer >= 0 {
 		// A GPU's own probe: a streaming read of device memory.
 		if bw, err = p.MeasureBandwidth(); err != nil {
+			if ctx.Err() != nil {
+				return nil, ErrInterrupted
+			}
 			return nil, fmt.Errorf("%s backend: %w", info.Backend, err)
 		}
 	} else if o.BandwidthBuffer >= 0 && info.Backend == "cpu" {
@@ -761,6 +766,10 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 			if mc.WitnessGPU, ok = WitnessGPU(c.WitnessGPU()); !ok && err == nil {
 				err = s.ErrorAt(c.PosOf(suites.ParamWitnessGPU), "case %s: no Apple GPU %q in the table (bridge/mtl/applegpu)", c.Name, c.WitnessGPU())
 			}
+		}
+		if err != nil && ctx.Err() != nil {
+			closeAll()
+			return nil, nil, ErrInterrupted
 		}
 		if err != nil {
 			var se *suites.Error

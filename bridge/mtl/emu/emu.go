@@ -31,6 +31,10 @@ import (
 
 // Options tune the emulator; the zero value is a good default.
 type Options struct {
+	// Stop, once closed, ends every dispatch at its next threadgroup and
+	// fails its command buffer with ErrStopped: an emulated step can take
+	// minutes, and an interrupted run need not wait it out.
+	Stop <-chan struct{}
 	// Workers is how many OS threads run the threadgroups of one dispatch
 	// (each with its own fibers and threadgroup memory); 0 means GOMAXPROCS.
 	Workers int

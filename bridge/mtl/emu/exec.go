@@ -154,7 +154,7 @@ func (cb *commandBuffer) execute() {
 		if int64(workers) > groups {
 			workers = int(groups)
 		}
-		fp, err := c.pipe.lib.lib.dispatch(c.desc, workers)
+		fp, err := c.pipe.lib.lib.dispatch(c.desc, workers, dev.opts.Stop)
 		c.fp = fp
 		if st := c.desc.staticTG; st > c.pipe.staticTG.Load() {
 			c.pipe.staticTG.Store(st)

@@ -1,9 +1,11 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -82,14 +84,23 @@ type clib struct {
 	mu    sync.Mutex
 }
 
-// dispatch runs one dispatch on workers OS threads and returns its error.
-// With the footprint asked for (flags & 4), it returns the distinct bytes
-// the dispatch read and wrote.
-func (l *clib) dispatch(d *cDesc, workers int) (footprint, error) {
+// ErrStopped fails a command buffer whose dispatches Options.Stop ended.
+var ErrStopped = errors.New("msl-emu: stopped (Options.Stop) before the command buffer had run")
+
+// dispatch runs one dispatch on workers OS threads and returns its error;
+// a closed stop ends it at its next threadgroup. With the footprint asked
+// for (flags & 4), it returns the distinct bytes the dispatch read and
+// wrote.
+func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}) (footprint, error) {
+	select {
+	case <-stop:
+		return footprint{}, ErrStopped
+	default:
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if d.flags&4 == 0 {
-		return footprint{}, l.run(d, workers)
+		return footprint{}, l.run(d, workers, stop)
 	}
 	m, err := newFootprintMaps(d.buf[:])
 	if err != nil {
@@ -103,18 +114,31 @@ func (l *clib) dispatch(d *cDesc, workers int) (footprint, error) {
 		d.fp, d.nfp = uintptr(unsafe.Pointer(&m.ranges[0])), int64(len(m.ranges))
 		defer func() { d.fp, d.nfp = 0, 0 }()
 	}
-	if err := l.run(d, workers); err != nil {
+	if err := l.run(d, workers, stop); err != nil {
 		return footprint{}, err
 	}
 	return m.count(), nil
 }
 
-// run runs the dispatch d describes; l.mu is held.
-func (l *clib) run(d *cDesc, workers int) error {
+// run runs the dispatch d describes; l.mu is held. A stop closed while it
+// runs raises errflag, which the workers look at before each threadgroup
+// they take.
+func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}) error {
 	p := unsafe.Pointer(d)
 	if l.begin(p) != 0 {
 		return fmt.Errorf("msl-emu: bad dispatch (kernel %d)", d.kernel)
 	}
+	var stopped atomic.Bool
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-stop: // a nil stop never is
+			stopped.Store(true)
+			atomic.StoreInt64(&d.errflag, 1)
+		case <-done:
+		}
+	}()
 	if workers <= 1 {
 		l.work(p)
 	} else {
@@ -127,6 +151,11 @@ func (l *clib) run(d *cDesc, workers int) error {
 			}()
 		}
 		wg.Wait()
+	}
+	close(done)
+	<-watched
+	if stopped.Load() {
+		return ErrStopped
 	}
 	if d.errflag != 0 {
 		return &ExecutionError{Msg: d.errString()}

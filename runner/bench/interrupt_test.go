@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// cancelOnWrite cancels a run as its step log is written: the steps after
+// it are queued or running on the emulator when the context ends.
+type cancelOnWrite struct {
+	cancel context.CancelFunc
+	after  int
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	if c.after--; c.after < 0 {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// On metal-emu an interrupt ends the dispatches in flight (an emulated
+// step can take minutes), and what they return is an interrupted run,
+// not a failed case or a model that would not load: before the run's
+// cases are prepared, or with a decode step on its way.
+func TestInterruptOnTheEmulator(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	suite := `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: metal-emu
+repetitions: 2
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 8, gen_len: 64, steps: overlapped }
+`
+	for _, after := range []int{-1, 3} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if after < 0 {
+			cancel()
+		}
+		db := openDB(t)
+		sum, err := Run(ctx, loadSuite(t, suite, "", ""), Options{DB: db, BandwidthBuffer: -1, Steps: &cancelOnWrite{cancel: cancel, after: after}})
+		cancel()
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("interrupted after %d steps: %v, want ErrInterrupted", after, err)
+		}
+		if sum == nil {
+			continue
+		}
+		for _, c := range sum.Cases {
+			if c.Status == results.CaseFailed || strings.Contains(c.Error, "stopped") {
+				t.Errorf("interrupted after %d steps: case %s %s (%s), want it left to resume", after, c.Name, c.Status, c.Error)
+			}
+		}
+	}
+}
