@@ -44,14 +44,6 @@ func weightT(dt bridge.DType, v []float32, shape ...int) (*tensor, []float32) {
 	return t, rounded
 }
 
-func maxDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i]-b[i])))
-	}
-	return m
-}
-
 func TestMatMulAgainstReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, dt := range []bridge.DType{bridge.F32, bridge.F16, bridge.BF16} {
@@ -64,7 +56,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 			want := make([]float32, m*n)
 			New(Options{Threads: 3}).MatMul(f32T(got, m, n), f32T(x, m, k), w, f32T(bias, n))
 			kernels.MatMul(want, x, wr, bias, m, n, k)
-			if d := maxDiff(got, want); d > 1e-4 {
+			if d := kernels.MaxAbsDiff(got, want); d > 1e-4 {
 				t.Errorf("%v m=%d n=%d k=%d: max error %g", dt, m, n, k, d)
 			}
 		}
@@ -79,7 +71,7 @@ func TestNormsRoPEAndActivations(t *testing.T) {
 	got, want := make([]float32, rows*dim), make([]float32, rows*dim)
 	b.RMSNorm(f32T(got, rows, dim), f32T(x, rows, dim), f32T(w, dim), 1e-6)
 	kernels.RMSNorm(want, x, w, dim, 1e-6)
-	if d := maxDiff(got, want); d > 1e-5 {
+	if d := kernels.MaxAbsDiff(got, want); d > 1e-5 {
 		t.Errorf("rms_norm: %g", d)
 	}
 
@@ -87,7 +79,7 @@ func TestNormsRoPEAndActivations(t *testing.T) {
 	copy(res2, res)
 	b.AddRMSNorm(f32T(got, rows, dim), f32T(res, rows, dim), f32T(x, rows, dim), f32T(w, dim), 1e-6)
 	kernels.AddRMSNorm(want, res2, x, w, dim, 1e-6)
-	if d := maxDiff(got, want) + maxDiff(res, res2); d > 1e-5 {
+	if d := kernels.MaxAbsDiff(got, want) + kernels.MaxAbsDiff(res, res2); d > 1e-5 {
 		t.Errorf("add_rms_norm: %g", d)
 	}
 
@@ -103,7 +95,7 @@ func TestNormsRoPEAndActivations(t *testing.T) {
 	kernels.RMSNorm(kr, kr, kn, hd, 1e-6)
 	kernels.RoPE(qr, pos, heads, hd, kernels.Rotary{Theta: 1e6})
 	kernels.RoPE(kr, pos, kvh, hd, kernels.Rotary{Theta: 1e6})
-	if d := maxDiff(q, qr) + maxDiff(k, kr); d > 1e-5 {
+	if d := kernels.MaxAbsDiff(q, qr) + kernels.MaxAbsDiff(k, kr); d > 1e-5 {
 		t.Errorf("rope+qk_norm: %g", d)
 	}
 }
@@ -151,10 +143,10 @@ func TestAttentionRaggedBatch(t *testing.T) {
 			kernels.KVWrite(kc2, vc2, k, v, meta.SlotMapping, l)
 			want := make([]float32, len(q))
 			kernels.PagedAttention(want, q, kc2, vc2, kernels.AttnBatch{QueryStartLoc: meta.QueryStartLoc, SeqLens: meta.SeqLens, BlockTable: meta.BlockTable, MaxBlocks: maxBlocks}, c.heads, l, scale)
-			if d := maxDiff(got, want); d > 1e-5 {
+			if d := kernels.MaxAbsDiff(got, want); d > 1e-5 {
 				t.Errorf("max error %g", d)
 			}
-			if maxDiff(kc, kc2) != 0 || maxDiff(vc, vc2) != 0 {
+			if kernels.MaxAbsDiff(kc, kc2) != 0 || kernels.MaxAbsDiff(vc, vc2) != 0 {
 				t.Error("KV write differs from the reference")
 			}
 		})
@@ -190,7 +182,7 @@ func TestMoEAgainstReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := maxDiff(got, want); d > 1e-3 {
+			if d := kernels.MaxAbsDiff(got, want); d > 1e-3 {
 				t.Errorf("T=%d %s/%d: max error %g", T, p.Strategy, p.ChunkSize, d)
 			}
 			if len(st.ExpertsTouched) != 1 || st.ExpertsTouched[0] < K || st.ExpertsTouched[0] > min(E, T*K) {

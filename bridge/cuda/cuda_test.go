@@ -5,7 +5,7 @@ package cuda_test
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"github.com/mtlbench/mtlbench/kernels"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,14 +124,6 @@ func openFixture(t *testing.T, arch string, be bridge.Backend, moe bridge.MoEPar
 	return e
 }
 
-func maxAbsDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
-}
-
 // The transformers fixtures: last-prompt-position logits within 1e-4 of
 // transformers' and the same greedy tokens as transformers and the CPU
 // backend, for every architecture (and every MoE strategy).
@@ -169,9 +161,9 @@ func TestFixtures(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					d := maxAbsDiff(got[0].Logits, pr.LogitsLast)
+					d := kernels.MaxAbsDiff(got[0].Logits, pr.LogitsLast)
 					t.Logf("prompt %d (%d tokens): logits max abs error %.2g vs transformers, %.2g vs cpu; tokens %v",
-						i, len(pr.Tokens), d, maxAbsDiff(got[0].Logits, want[0].Logits), got[0].Tokens)
+						i, len(pr.Tokens), d, kernels.MaxAbsDiff(got[0].Logits, want[0].Logits), got[0].Tokens)
 					if d > 1e-4 {
 						t.Errorf("prompt %d: logits max abs error %.3g > 1e-4", i, d)
 					}
@@ -252,7 +244,7 @@ func TestGraphsMatchDirect(t *testing.T) {
 		t.Errorf("%d decode steps were queued behind the step computing their tokens, want at least 20", n)
 	}
 	for i := range reqs {
-		if !equalTokens(o[i].Tokens, g[i].Tokens) || maxAbsDiff(o[i].Logits, g[i].Logits) != 0 {
+		if !equalTokens(o[i].Tokens, g[i].Tokens) || kernels.MaxAbsDiff(o[i].Logits, g[i].Logits) != 0 {
 			t.Errorf("request %d: overlapped steps differ from synchronous ones: tokens %v, %v", i, o[i].Tokens, g[i].Tokens)
 		}
 	}
@@ -267,10 +259,10 @@ func TestGraphsMatchDirect(t *testing.T) {
 		if !equalTokens(g[i].Tokens, d[i].Tokens) {
 			t.Errorf("request %d: graph tokens %v, direct %v", i, g[i].Tokens, d[i].Tokens)
 		}
-		if !equalTokens(g[i].Tokens, w[i].Tokens) || maxAbsDiff(g[i].Logits, w[i].Logits) != 0 {
+		if !equalTokens(g[i].Tokens, w[i].Tokens) || kernels.MaxAbsDiff(g[i].Logits, w[i].Logits) != 0 {
 			t.Errorf("request %d: streamed steps differ from whole ones: tokens %v, %v", i, g[i].Tokens, w[i].Tokens)
 		}
-		diff := maxAbsDiff(g[i].Logits, c[i].Logits)
+		diff := kernels.MaxAbsDiff(g[i].Logits, c[i].Logits)
 		same := 0
 		for j := range g[i].Tokens {
 			if g[i].Tokens[j] == c[i].Tokens[j] {
@@ -444,7 +436,7 @@ func TestStepKernelsMatchCopies(t *testing.T) {
 	k, _ := runMini(t, b, "qwen3-moe-mini", 0, reqs, false)
 	c, _ := runMini(t, copies, "qwen3-moe-mini", 0, reqs, false)
 	for i := range kb {
-		if !equalTokens(kb[i].Tokens, k[i].Tokens) || maxAbsDiff(kb[i].Logits, k[i].Logits) != 0 {
+		if !equalTokens(kb[i].Tokens, k[i].Tokens) || kernels.MaxAbsDiff(kb[i].Logits, k[i].Logits) != 0 {
 			t.Errorf("request %d: tokens %v with step_begin before the graph, %v in it", i, kb[i].Tokens, k[i].Tokens)
 		}
 	}
@@ -455,7 +447,7 @@ func TestStepKernelsMatchCopies(t *testing.T) {
 		t.Errorf("%d graphs with the step kernels, %d with copies: want as many", gk, gc)
 	}
 	for i := range k {
-		if !equalTokens(k[i].Tokens, c[i].Tokens) || maxAbsDiff(k[i].Logits, c[i].Logits) != 0 {
+		if !equalTokens(k[i].Tokens, c[i].Tokens) || kernels.MaxAbsDiff(k[i].Logits, c[i].Logits) != 0 {
 			t.Errorf("request %d: tokens %v with the step kernels, %v with copies", i, k[i].Tokens, c[i].Tokens)
 		}
 	}
@@ -538,7 +530,7 @@ func fewerLaunches(t *testing.T, aName string, a *Backend, bName string, b *Back
 			an := a.LastStepLaunches()
 			bo, _ := runMini(t, b, c.preset, c.layers, reqs, false)
 			bn := b.LastStepLaunches()
-			d := maxAbsDiff(ao[0].Logits, bo[0].Logits)
+			d := kernels.MaxAbsDiff(ao[0].Logits, bo[0].Logits)
 			layers := e.Config().Layers
 			t.Logf("%d layers: %d kernels a decode step %s, %d %s; logits within %.2g; tokens %v",
 				layers, an, aName, bn, bName, d, ao[0].Tokens)
@@ -604,7 +596,7 @@ func TestGemmGroupSharesRounding(t *testing.T) {
 		t.Errorf("%d kernels a step, want %d (%d apart, 3 fewer a layer)", sharedN, want, apartN)
 	}
 	for i := range reqs {
-		if d := maxAbsDiff(shared[i].Logits, apart[i].Logits); d > 1e-6 || !equalTokens(shared[i].Tokens, apart[i].Tokens) {
+		if d := kernels.MaxAbsDiff(shared[i].Logits, apart[i].Logits); d > 1e-6 || !equalTokens(shared[i].Tokens, apart[i].Tokens) {
 			t.Errorf("request %d: tokens %v against %v, logits within %.3g", i, shared[i].Tokens, apart[i].Tokens, d)
 		}
 	}
@@ -678,7 +670,7 @@ func TestEachFusionMatchesUnfused(t *testing.T) {
 			b.SetFusions(set...)
 			defer b.SetFusions()
 			on, onN := run(false)
-			d := maxAbsDiff(on[0].Logits, off[0].Logits)
+			d := kernels.MaxAbsDiff(on[0].Logits, off[0].Logits)
 			t.Logf("%d kernels a decode step, %d with fusion off; logits within %.2g", onN, offN, d)
 			if d > 1e-4 || !equalTokens(on[0].Tokens, off[0].Tokens) {
 				t.Errorf("tokens %v against %v, logits within %.3g", on[0].Tokens, off[0].Tokens, d)
@@ -740,7 +732,7 @@ func TestQuantFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				d := maxAbsDiff(out[0].Logits, p.LogitsLast)
+				d := kernels.MaxAbsDiff(out[0].Logits, p.LogitsLast)
 				t.Logf("prompt %d: logits max abs error %.2g", i, d)
 				if d > 1e-3 {
 					t.Errorf("prompt %d: logits max abs error %.3g > 1e-3", i, d)

@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"encoding/json"
+	"github.com/mtlbench/mtlbench/kernels"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,7 +63,7 @@ func TestGPT2Batched(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, p := range ref.Prompts {
-				d := maxAbsDiff(out[i].Logits, p.LogitsLast)
+				d := kernels.MaxAbsDiff(out[i].Logits, p.LogitsLast)
 				t.Logf("prompt %d (%d tokens): logits max abs error %.2g vs transformers", i, len(p.Tokens), d)
 				if d > 1e-4 {
 					t.Errorf("prompt %d: logits max abs error %.3g > 1e-4", i, d)
@@ -122,7 +123,7 @@ func TestPackedGPT2MatchesCPU(t *testing.T) {
 				want = got
 				continue
 			}
-			d := maxAbsDiff(got[0].Logits, want[0].Logits)
+			d := kernels.MaxAbsDiff(got[0].Logits, want[0].Logits)
 			t.Logf("%s: logits max abs diff %.2g vs cpu", q, d)
 			// The logits of this synthetic model reach a few hundred.
 			if d > 1e-3 || !equalTokens(got[0].Tokens, want[0].Tokens) {

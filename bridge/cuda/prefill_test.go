@@ -304,7 +304,7 @@ func checkAttention(t *testing.T, b *Backend, kvdt bridge.DType, c attnCase) {
 	if e > c.tol {
 		t.Errorf("relative error %.3g > %g", e, c.tol)
 	}
-	if d := maxAbsDiff(gotK, wantK) + maxAbsDiff(gotV, wantV); d != 0 {
+	if d := kernels.MaxAbsDiff(gotK, wantK) + kernels.MaxAbsDiff(gotV, wantV); d != 0 {
 		t.Errorf("cache after the step differs from the reference's by %g", d)
 	}
 }

@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels"
 	"path/filepath"
 	"testing"
 
@@ -131,9 +132,9 @@ func TestStreamedStepsMatchWhole(t *testing.T) {
 		s := gen(streamed, engine.Options{Synchronous: sync})
 		w := gen(whole, engine.Options{Synchronous: sync})
 		for i := range s {
-			if fmt.Sprint(s[i].Tokens) != fmt.Sprint(w[i].Tokens) || maxAbsDiff(s[i].Logits, w[i].Logits) != 0 || len(s[i].Logits) == 0 {
+			if fmt.Sprint(s[i].Tokens) != fmt.Sprint(w[i].Tokens) || kernels.MaxAbsDiff(s[i].Logits, w[i].Logits) != 0 || len(s[i].Logits) == 0 {
 				t.Errorf("synchronous=%v, request %d: streamed steps gave %v, whole ones %v (logits %.3g apart)", sync, i, s[i].Tokens,
-					w[i].Tokens, maxAbsDiff(s[i].Logits, w[i].Logits))
+					w[i].Tokens, kernels.MaxAbsDiff(s[i].Logits, w[i].Logits))
 			}
 		}
 		queued := 0

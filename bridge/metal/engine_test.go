@@ -3,7 +3,7 @@ package metal_test
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"github.com/mtlbench/mtlbench/kernels"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,14 +41,6 @@ func openEngine(t testing.TB, be bridge.Backend, spec model.Spec, opts engine.Op
 		t.Fatal(err)
 	}
 	return e
-}
-
-func maxAbsDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
 }
 
 // TestGenerateMatchesCPU runs the transformers fixtures on the emulated
@@ -103,8 +95,8 @@ func TestGenerateMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range reqs {
-				d := maxAbsDiff(got[i].Logits, want[i].Logits)
-				dt := maxAbsDiff(got[i].Logits, ref.Prompts[i].LogitsLast)
+				d := kernels.MaxAbsDiff(got[i].Logits, want[i].Logits)
+				dt := kernels.MaxAbsDiff(got[i].Logits, ref.Prompts[i].LogitsLast)
 				t.Logf("prompt %d (%d tokens): tokens %v, logits max abs diff %.2g vs cpu, %.2g vs transformers",
 					i, len(reqs[i].Prompt), got[i].Tokens, d, dt)
 				if dt > 1e-4 {
@@ -339,7 +331,7 @@ func TestSplitDecodeMatchesCPU(t *testing.T) {
 					t.Fatalf("fusion %v: %v", fusion, err)
 				}
 				for i := range reqs {
-					d := maxAbsDiff(got[i].Logits, want[i].Logits)
+					d := kernels.MaxAbsDiff(got[i].Logits, want[i].Logits)
 					if !slices.Equal(got[i].Tokens, want[i].Tokens) || d > 1e-4 {
 						t.Errorf("fusion %v, request %d: tokens %v (cpu %v), logits %.3g off the CPU's", fusion, i,
 							got[i].Tokens, want[i].Tokens, d)

@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,7 +76,7 @@ func checkFused(t *testing.T, mb *metal.Backend, spec model.Spec, vocab int, nam
 	if fmt.Sprint(toks) != fmt.Sprint(offToks) {
 		t.Errorf("tokens %v fused, %v unfused", toks, offToks)
 	}
-	if d := maxAbsDiff(logits, offLogits); d > 1e-4 {
+	if d := kernels.MaxAbsDiff(logits, offLogits); d > 1e-4 {
 		t.Errorf("last-prompt logits differ by %.3g", d)
 	}
 	t.Logf("%d dispatches a decode step fused, %d unfused", on, off)

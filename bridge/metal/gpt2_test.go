@@ -1,6 +1,7 @@
 package metal_test
 
 import (
+	"github.com/mtlbench/mtlbench/kernels"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -85,7 +86,7 @@ func TestPackedGPT2MatchesCPU(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s, fusion %v: %v", q, fusion, err)
 			}
-			d := maxAbsDiff(got[0].Logits, want[0].Logits)
+			d := kernels.MaxAbsDiff(got[0].Logits, want[0].Logits)
 			t.Logf("%s, fusion %v: logits max abs diff %.2g vs cpu", q, fusion, d)
 			// The logits of this synthetic model reach a few hundred.
 			if d > 1e-3 || !slices.Equal(got[0].Tokens, want[0].Tokens) {

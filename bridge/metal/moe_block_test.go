@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func TestMoEDecodeBlock(t *testing.T) {
 					t.Fatalf("step %d: sampled %v, unfused %v", step, mr.Sampled, or.Sampled)
 				}
 				if ol := or.Sampled[0].Logits; ol != nil {
-					d := maxAbsDiff(mr.Sampled[0].Logits, ol)
+					d := kernels.MaxAbsDiff(mr.Sampled[0].Logits, ol)
 					t.Logf("step %d: logits within %.2g of the unfused block's", step, d)
 					if d > 1e-4 || len(ol) == 0 {
 						t.Errorf("step %d: logits differ from the unfused block's by %.3g", step, d)

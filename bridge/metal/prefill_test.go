@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
@@ -37,7 +38,7 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 		for _, n := range enginetest.PromptLengths {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
 				whole, single := run(t, n)
-				d := maxAbsDiff(whole, single)
+				d := kernels.MaxAbsDiff(whole, single)
 				t.Logf("%d-token prompt: max abs difference %.2g", n, d)
 				if d > 1e-4 {
 					t.Errorf("%d-token prompt: one step and a token a step differ by %.3g", n, d)

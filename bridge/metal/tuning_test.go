@@ -3,6 +3,7 @@ package metal_test
 import (
 	"context"
 	"flag"
+	"github.com/mtlbench/mtlbench/kernels"
 	"maps"
 	"os"
 	"path/filepath"
@@ -382,7 +383,7 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	if strings.Contains(used["qmatmul"], "mv/r4/16sg") {
 		t.Errorf("a packed GEMV ran the default launch: %q", used["qmatmul"])
 	}
-	if d := maxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
+	if d := kernels.MaxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-4 {
 		t.Errorf("tuned tokens %v (default %v), logits %.3g apart", got[0].Tokens, want[0].Tokens, d)
 	}
 }

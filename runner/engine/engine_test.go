@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels"
 	"math"
 	"slices"
 	"strings"
@@ -48,7 +49,7 @@ func sameOutputs(t *testing.T, what string, got, want []Output, tol float64) {
 		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
 			t.Errorf("%s: request %d tokens %v, alone %v", what, want[i].ID, got[i].Tokens, want[i].Tokens)
 		}
-		if d := maxAbsDiff(got[i].Logits, want[i].Logits); d > tol {
+		if d := kernels.MaxAbsDiff(got[i].Logits, want[i].Logits); d > tol {
 			t.Errorf("%s: request %d logits differ by %.3g from alone", what, want[i].ID, d)
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/mtlbench/mtlbench/kernels"
 	"math"
 	"os"
 	"path/filepath"
@@ -223,7 +224,7 @@ func TestGGUFDenseArchitecturesQ8_0(t *testing.T) {
 				}
 				logits[i] = out[0].Logits
 			}
-			d := maxAbsDiff(logits[0], logits[1])
+			d := kernels.MaxAbsDiff(logits[0], logits[1])
 			t.Logf("Q8_0 against its float twin: logits max abs difference %.2g", d)
 			if d > 1e-4 {
 				t.Errorf("Q8_0 logits %.3g off the float twin's", d)

@@ -2,7 +2,7 @@ package engine
 
 import (
 	"encoding/json"
-	"math"
+	"github.com/mtlbench/mtlbench/kernels"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,7 +89,7 @@ func checkAgainstReference(t *testing.T, e *Engine, ref *reference, tol float64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := maxAbsDiff(out[0].Logits, p.LogitsLast)
+		d := kernels.MaxAbsDiff(out[0].Logits, p.LogitsLast)
 		t.Logf("prompt %d (%d tokens): logits max abs error %.2g", i, len(p.Tokens), d)
 		if d > tol {
 			t.Errorf("prompt %d: logits max abs error %.3g > %g", i, d, tol)
@@ -98,15 +98,6 @@ func checkAgainstReference(t *testing.T, e *Engine, ref *reference, tol float64)
 			t.Errorf("prompt %d: greedy tokens %v, transformers %v", i, out[0].Tokens, p.Greedy)
 		}
 	}
-}
-
-// maxAbsDiff is the largest elementwise difference.
-func maxAbsDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
 }
 
 // TestMatchesTransformers checks last-position logits (f32, max abs error
@@ -141,7 +132,7 @@ func TestGPT2BatchedPaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range ref.Prompts {
-		d := maxAbsDiff(out[i].Logits, p.LogitsLast)
+		d := kernels.MaxAbsDiff(out[i].Logits, p.LogitsLast)
 		t.Logf("prompt %d: logits max abs error %.2g", i, d)
 		if d > 1e-4 {
 			t.Errorf("prompt %d: logits max abs error %.3g > 1e-4", i, d)
