@@ -33,22 +33,23 @@ var ggufArchs = map[string]string{
 func isGGUFPath(p string) bool {
 	// A folder is a checkpoint folder, whatever its name ends in (a
 	// download named after its repository, Qwen3-0.6B.gguf/).
-	if st, err := os.Stat(p); err == nil && st.IsDir() {
+	st, err := os.Stat(p)
+	if err == nil && st.IsDir() {
 		return false
 	}
 	if strings.EqualFold(filepath.Ext(p), ".gguf") {
 		return true
 	}
 	// Any name, as llama.cpp takes one: a regular file that opens with
-	// GGUF's magic.
+	// GGUF's magic. Opening a named pipe would wait for a writer.
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return false
-	}
 	magic := make([]byte, 4)
 	_, err = io.ReadFull(f, magic)
 	return err == nil && string(magic) == "GGUF"

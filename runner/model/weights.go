@@ -1039,10 +1039,26 @@ func checkpointPath(name string) (dir bool, err error) {
 			err = pe.Err // the path is said already, without Go's "stat"
 		}
 		return false, fmt.Errorf("model %q: %w", name, err)
+	case !st.IsDir() && !st.Mode().IsRegular():
+		// Reading a named pipe waits for a writer; a device never ends.
+		return false, fmt.Errorf("model %q is %s: give a checkpoint folder (config.json and safetensors) or a GGUF file", name, fileKind(st.Mode()))
 	case !st.IsDir() && !isGGUFPath(name):
 		return false, fmt.Errorf("model %q is a file but not a GGUF file (it does not open with GGUF's magic): give a checkpoint folder (config.json and safetensors) or a GGUF file", name)
 	}
 	return st.IsDir(), nil
+}
+
+// fileKind names a path that is neither a folder nor a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 // Memory is the memory src holds for its weights: file mappings and the
