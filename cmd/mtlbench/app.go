@@ -21,10 +21,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"to SQLite, and compares runs with each other and with the documented history.\n\n" +
 			"Environment variables (MTLBENCH_*) choose the results database, tuned configs and\n" +
 			"backend switches: `mtlbench env` lists them with their values and meaning.",
-		Writer:          stdout,
-		ErrWriter:       stderr,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {},
+		Writer:         stdout,
+		ErrWriter:      stderr,
+		ExitErrHandler: func(*cli.Context, error) {},
 		// A variable set to what mtlbench cannot take stops every command
 		// but env, which lists them.
 		Before: func(c *cli.Context) error {
@@ -59,10 +58,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 	}
 	app.OnUsageError = usageError
+	app.Action = commandGroup(cli.ShowAppHelp)
 	var walk func([]*cli.Command)
 	walk = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			cmd.OnUsageError = usageError
+			if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+				cmd.Action = commandGroup(cli.ShowSubcommandHelp)
+			}
 			walk(cmd.Subcommands)
 		}
 	}
@@ -90,4 +93,22 @@ func usageError(c *cli.Context, err error, _ bool) error {
 		msg = strings.Join(path, " ") + ": " + msg
 	}
 	return fmt.Errorf("%s (see `%s`)", msg, help)
+}
+
+// commandGroup is the action of the program and of a command with
+// subcommands: alone it prints the help; a word that names no command is
+// refused as one, where urfave/cli would call it a missing help topic.
+func commandGroup(help func(*cli.Context) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if !c.Args().Present() {
+			return help(c)
+		}
+		var names []string
+		for _, cmd := range c.Command.Subcommands {
+			if !cmd.Hidden && cmd.Name != "help" {
+				names = append(names, cmd.Name)
+			}
+		}
+		return usageError(c, fmt.Errorf("unknown command %q (want one of %s)", c.Args().First(), strings.Join(names, ", ")), false)
+	}
 }
