@@ -66,6 +66,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if len(cmd.Subcommands) > 0 && cmd.Action == nil {
 				cmd.Action = commandGroup(cli.ShowSubcommandHelp)
 			}
+			if len(cmd.Subcommands) == 0 && strings.TrimSpace(cmd.ArgsUsage) == "" && cmd.Action != nil {
+				cmd.Action = flagsOnly(cmd.Action)
+			}
 			walk(cmd.Subcommands)
 		}
 	}
@@ -110,5 +113,17 @@ func commandGroup(help func(*cli.Context) error) cli.ActionFunc {
 			}
 		}
 		return usageError(c, fmt.Errorf("unknown command %q (want one of %s)", c.Args().First(), strings.Join(names, ", ")), false)
+	}
+}
+
+// flagsOnly refuses the arguments of a command whose help names none
+// (devices, env, selftest...), which it would otherwise ignore: a value
+// whose flag was mistyped or left out is not dropped without a word.
+func flagsOnly(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return usageError(c, fmt.Errorf("takes flags only, got the argument(s) %q", c.Args().Slice()), false)
+		}
+		return action(c)
 	}
 }

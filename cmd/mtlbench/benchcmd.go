@@ -67,9 +67,6 @@ func benchCommand() *cli.Command {
 			stepsFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return fmt.Errorf("bench takes flags only, got %q (for a suite file: mtlbench run FILE)", c.Args().First())
-			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
 				return err

@@ -53,9 +53,6 @@ func gateCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as " + formatList() + " (md: the markdown summary)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return fmt.Errorf("gate takes no arguments (use --baseline and --candidate), got %q", c.Args().Slice())
-			}
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err

@@ -63,6 +63,9 @@ func suitesCommand() *cli.Command {
 				Usage:     "list the built-in suites, or the suites in a folder",
 				ArgsUsage: "[DIR]",
 				Action: func(c *cli.Context) error {
+					if c.NArg() > 1 {
+						return fmt.Errorf("suites list takes one folder, got %d arguments", c.NArg())
+					}
 					infos := suites.ListShipped()
 					if c.NArg() > 0 {
 						var err error

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// A word that names no command is refused naming it, the commands there
-// and where the help is; help as a command prints the help it asks for.
+// A word that names no command, or an argument a command takes none of,
+// is refused naming it and where the help is; help as a command prints
+// the help it asks for.
 func TestCommandLineWords(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -18,6 +19,17 @@ func TestCommandLineWords(t *testing.T) {
 		{args: []string{"suites", "lsit"}, want: "suites: unknown command \"lsit\" (want one of validate, list, show) (see `mtlbench suites --help`)"},
 		{args: []string{"history", "shwo", "x"}, want: "history: unknown command \"shwo\" (want one of list, show, import)"},
 		{args: []string{"peer", "imprt"}, want: `peer: unknown command "imprt" (want one of import)`},
+		{args: []string{"devices", "cpu"}, want: "devices: takes flags only, got the argument(s) [\"cpu\"] (see `mtlbench devices --help`)"},
+		{args: []string{"env", "MTLBENCH_DB"}, want: `env: takes flags only, got the argument(s) ["MTLBENCH_DB"]`},
+		{args: []string{"selftest", "--backend", "cpu", "rms_norm"}, want: `selftest: takes flags only, got the argument(s) ["rms_norm"]`},
+		{args: []string{"history", "list", "x"}, want: `history list: takes flags only`},
+		{args: []string{"history", "show", "Qwen3-30B-A3B"}, want: `history show: takes flags only`},
+		{args: []string{"runs", "main"}, want: `runs: takes flags only`},
+		{args: []string{"tune", "show", "x"}, want: `tune show: takes flags only`},
+		{args: []string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "hello"}, want: `generate: takes flags only, got the argument(s) ["hello"]`},
+		{args: []string{"bench", "-m", "qwen3-moe-mini", "suites/ci.yaml"}, want: `bench: takes flags only, got the argument(s) ["suites/ci.yaml"]`},
+		{args: []string{"gate", "--baseline", "a", "--candidate", "b", "c"}, want: `gate: takes flags only, got the argument(s) ["c"]`},
+		{args: []string{"suites", "list", "a", "b"}, want: "suites list takes one folder, got 2 arguments"},
 		{args: []string{"help", "run"}, out: "mtlbench run - run a benchmark suite"},
 		{args: []string{"help"}, out: "COMMANDS:"},
 		{args: []string{"suites"}, out: "mtlbench suites - list, show and validate"},
