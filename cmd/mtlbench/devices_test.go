@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -63,6 +64,60 @@ func TestDeviceRowCores(t *testing.T) {
 	for _, r := range rows[1:] {
 		if r[2] == "0" {
 			t.Errorf("devices row %q shows 0 cores", r)
+		}
+	}
+}
+
+// devices --pipelines writes its two tables as one document in each data
+// format: a json array of titled tables, csv with a "# title" line before
+// each.
+func TestDevicesPipelinesFormats(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip("no pipeline limits without a Metal backend:", err)
+	}
+	for _, c := range []struct {
+		format string
+		check  func(out string) error
+	}{
+		{"json", func(out string) error {
+			var docs []struct {
+				Title string           `json:"title"`
+				Rows  []map[string]any `json:"rows"`
+			}
+			if err := json.Unmarshal([]byte(out), &docs); err != nil {
+				return err
+			}
+			if len(docs) != 2 || docs[0].Title != "devices" || docs[1].Title != "pipelines" || len(docs[1].Rows) == 0 {
+				return fmt.Errorf("want the devices and pipelines tables, got %+v", docs)
+			}
+			return nil
+		}},
+		{"csv", func(out string) error {
+			r := csv.NewReader(strings.NewReader(out))
+			r.Comment, r.FieldsPerRecord = '#', -1
+			if _, err := r.ReadAll(); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(out, "# devices\n") || !strings.Contains(out, "\n# pipelines\n") {
+				return fmt.Errorf("no title line before each table:\n%s", out)
+			}
+			return nil
+		}},
+		{"jsonl", func(out string) error {
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if err := json.Unmarshal([]byte(l), new(map[string]any)); err != nil {
+					return fmt.Errorf("%q: %v", l, err)
+				}
+			}
+			return nil
+		}},
+	} {
+		out, _, err := mtl(t, "devices", "--pipelines", "--format", c.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.check(out); err != nil {
+			t.Errorf("--format %s: %v", c.format, err)
 		}
 	}
 }

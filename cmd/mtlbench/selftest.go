@@ -167,7 +167,9 @@ func devicesCommand() *cli.Command {
 		Name:  "devices",
 		Usage: "list the compute backends and devices on this machine",
 		Description: "With --pipelines, also each tunable kernel's limits on each device that reports them (Metal:\n" +
-			"a pipeline's maxTotalThreadsPerThreadgroup, which register use may put below the device's 1024).",
+			"a pipeline's maxTotalThreadsPerThreadgroup, which register use may put below the device's 1024).\n" +
+			"The two tables are then one document: titled in table and md, a \"# title\" line before each in\n" +
+			"csv, a json array of {title, rows} objects.",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 			&cli.BoolFlag{Name: "pipelines", Usage: "also list each tunable kernel's pipeline limits"}},
 		Action: func(c *cli.Context) error {
@@ -196,10 +198,14 @@ func devicesCommand() *cli.Command {
 				be.Close()
 			}
 			if len(pt.Rows) > 0 {
-				if err := render(c, t); err != nil {
+				// One document of two titled tables: csv and json of two
+				// tables written one after the other would not parse.
+				f, err := table.ParseFormat(c.String("format"))
+				if err != nil {
 					return err
 				}
-				return render(c, pt)
+				t.Title = "devices"
+				return table.RenderAll(c.App.Writer, f, []*table.Table{t, pt})
 			}
 			return render(c, t)
 		},
