@@ -114,6 +114,8 @@ func TestModelsCheckpointsGolden(t *testing.T) {
 		{[]string{"models", "tinyllama-1.1b"}, "tinyllama-1.1b is a preset"},
 		{[]string{"models", "--dtype", "q4", "../../runner/testdata/mlx/llama-q4"}, "--dtype is for presets"},
 		{[]string{"models", "--backend", "tpu"}, `--backend: unknown backend "tpu"`},
+		// models takes checkpoints as arguments: no --model to give.
+		{[]string{"models", "../../runner/testdata/gguf"}, ".gguf: give the file itself, ../../runner/testdata/gguf/"},
 	} {
 		if _, _, err := mtl(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)

@@ -190,7 +190,7 @@ func TestGenerateFolderMistakes(t *testing.T) {
 		want string
 	}{
 		{[]string{"-m", tokDir, "--prompt", "hi"}, filepath.Join(tokDir, "tokenizer.json") + " is a folder, not a tokenizer.json"},
-		{[]string{"-m", ggDir, "--tokens", "1"}, "model folder " + ggDir + " has no config.json; it holds llama-q8_0.gguf: give --model " + filepath.Join(ggDir, "llama-q8_0.gguf")},
+		{[]string{"-m", ggDir, "--tokens", "1"}, "model folder " + ggDir + " has no config.json; it holds llama-q8_0.gguf: give the file itself, " + filepath.Join(ggDir, "llama-q8_0.gguf")},
 		{[]string{"-m", t.TempDir(), "--tokens", "1"}, "has no config.json"},
 	} {
 		_, _, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "1"}, c.args...)...)

@@ -760,8 +760,10 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 	data, err := readfile.Read(p, readfile.Config, "a model config")
 	if errors.Is(err, fs.ErrNotExist) {
 		// A folder holding a GGUF file is a common slip for the file itself.
+		// No flag is named: the path comes from --model, -m, a models
+		// argument or a suite's path.
 		if ggufs, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(ggufs) > 0 {
-			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give --model %s", dir, filepath.Base(ggufs[0]), ggufs[0])
+			return nil, "", nil, fmt.Errorf("model folder %s has no config.json; it holds %s: give the file itself, %s", dir, filepath.Base(ggufs[0]), ggufs[0])
 		}
 		return nil, "", nil, fmt.Errorf("model folder %s has no config.json (a Hugging Face or mlx-lm checkpoint folder holds one)", dir)
 	}
