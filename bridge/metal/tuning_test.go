@@ -429,8 +429,9 @@ func TestTunedPackedGEMVRuns(t *testing.T) {
 
 // A packed MoE model's suite tunes the packed kernels its steps run: qmoe
 // at the decode step's and the prompt's tokens and qmatmul at the decode
-// step's and the prompt's matmuls, by its packing, and not the float moe and matmul kernels it
-// never runs.
+// step's and the prompt's matmuls, by its packing, not the float moe
+// kernel it never runs, and the float matmul only at its F32 routers'
+// shape (llama.cpp keeps ffn_gate_inp in F32).
 func TestSuiteBucketsOfAPackedModel(t *testing.T) {
 	be := newEmu(t, metal.Tuning{})
 	p := filepath.Join(t.TempDir(), "s.yaml")
@@ -470,8 +471,11 @@ cases:
 			t.Errorf("qmatmul buckets %v: no %s", got["qmatmul"], want)
 		}
 	}
-	if _, ok := got["matmul"]; ok {
-		t.Errorf("float matmul buckets %v for a model whose matrices are all packed", got["matmul"])
+	if want := []string{"bf16 k=512,m=1,n=32"}; !slices.Equal(got["matmul"], want) {
+		t.Errorf("float matmul buckets %v, want only the routers' %v", got["matmul"], want)
+	}
+	if slices.ContainsFunc(got["qmatmul"], func(b string) bool { return strings.Contains(b, "n=32") }) {
+		t.Errorf("qmatmul buckets %v at the float routers' shape", got["qmatmul"])
 	}
 }
 

@@ -202,6 +202,15 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		_, errQMoE := tune.Find(backend, string(ops.QMoE))
 		_, errQMatMul := tune.Find(backend, string(ops.QMatMul))
 		floats := floatMatMuls(cfg) || errQMatMul != nil
+		// Which matmuls run on the float kernel: all where the backend has
+		// no packed one, else those of float matrices (a GGUF file's F32
+		// routers beside its packed matrices).
+		floatShape, packedShape := func([3]int) bool { return true }, func([3]int) bool { return true }
+		if errQMatMul == nil && packed {
+			fs, ps := matMulShapes(cfg, false), matMulShapes(cfg, true)
+			floatShape = func(mnk [3]int) bool { return fs[[2]int{mnk[1], mnk[2]}] }
+			packedShape = func(mnk [3]int) bool { return ps[[2]int{mnk[1], mnk[2]}] }
+		}
 		if cfg.NumExperts > 0 && (!packedExperts(cfg) || errQMoE != nil) {
 			if err := add(string(ops.MoE), dtype, tune.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
@@ -236,6 +245,9 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			if !floats {
 				break
 			}
+			if !floatShape(mnk) {
+				continue
+			}
 			if err := add(string(ops.MatMul), dtype, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
@@ -254,6 +266,9 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			// decode step's GEMVs on CUDA, the prompt's tiles on Metal.
 			for _, tokens := range []int{seqs, seqs * max(mp.PromptLen, 1)} {
 				for _, mnk := range tune.MatMulShapes(cfg, tokens, seqs) {
+					if !packedShape(mnk) {
+						continue
+					}
 					if err := add(string(ops.QMatMul), string(qd), tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 						return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 					}
@@ -283,6 +298,22 @@ func packedExperts(c *model.Config) bool {
 		}
 	}
 	return false
+}
+
+// matMulShapes are the (n, k) of cfg's packed matrices, or of its float
+// ones, other than gathered embedding tables and experts (the MoE op's),
+// either way round (GPT-2's Conv1D weights are stored [k, n]).
+func matMulShapes(c *model.Config, packed bool) map[[2]int]bool {
+	out := map[[2]int]bool{}
+	for _, t := range c.Tensors() {
+		gathered := (t.Name == "model.embed_tokens.weight" || t.Name == model.GPT2Embed) && !c.TieEmbed || t.Name == model.GPT2Positions
+		if _, p := c.Quant.For(t.Name); !t.Matrix || p != packed || gathered || len(t.Shape) != 2 || strings.Contains(t.Name, ".experts.") {
+			continue
+		}
+		out[[2]int{t.Shape[0], t.Shape[1]}] = true
+		out[[2]int{t.Shape[1], t.Shape[0]}] = true
+	}
+	return out
 }
 
 // floatMatMuls reports whether any of cfg's step matmuls has float
