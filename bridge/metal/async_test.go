@@ -38,15 +38,7 @@ func TestOverlappedStepsMatchSynchronous(t *testing.T) {
 		for i := range 3 {
 			reqs = append(reqs, engine.Request{ID: i, Prompt: []int32{int32(7 + i), 100, int32(3 * i)}, MaxNewTokens: 8 + 2*i})
 		}
-		out, err := e.Generate(reqs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var toks [][]int32
-		for _, o := range out {
-			toks = append(toks, o.Tokens)
-		}
-		return toks
+		return generatedTokens(t, e, reqs)
 	}
 	for _, noFusion := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fusion=%v", !noFusion), func(t *testing.T) {
@@ -220,15 +212,7 @@ func TestOverlappedTokensSurviveTheNextStep(t *testing.T) {
 				o.NoFusion = c.noFusion
 				e := openEngine(t, be, spec, o)
 				defer e.Close()
-				out, err := e.Generate(reqs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var toks [][]int32
-				for _, o := range out {
-					toks = append(toks, o.Tokens)
-				}
-				return toks
+				return generatedTokens(t, e, reqs)
 			}
 			mb := newEmu(t, metal.Tuning{})
 			probe, err := mb.Alloc(bridge.I32, 1)
@@ -246,4 +230,18 @@ func TestOverlappedTokensSurviveTheNextStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// generatedTokens runs reqs on e and returns each request's new tokens.
+func generatedTokens(t *testing.T, e *engine.Engine, reqs []engine.Request) [][]int32 {
+	t.Helper()
+	out, err := e.Generate(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks [][]int32
+	for _, o := range out {
+		toks = append(toks, o.Tokens)
+	}
+	return toks
 }
