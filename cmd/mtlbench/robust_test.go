@@ -39,20 +39,14 @@ func TestImportRefusesImpossibleValues(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			file, db := filepath.Join(dir, "b.jsonl"), filepath.Join(dir, "r.db")
 			data := exportLineWith("0.5") + "\n" + strings.Replace(exportLineWith("0.5", tc.value), `"id":3,"suite_name":"s"`, `"id":3,"suite_name":"t"`, 1) + "\n"
-			if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
+			want := tc.want
+			if want != "" {
+				want = dir + string(filepath.Separator) + want // the file by its path
 			}
-			_, stderr, err := mtl(t, "import", file, "--db", db)
+			db := importExpecting(t, dir, "b.jsonl", data, want)
 			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("import: %v\n%s", err, stderr)
-				}
 				return
-			}
-			if err == nil || !strings.Contains(err.Error(), file[:len(file)-len("b.jsonl")]+tc.want) {
-				t.Fatalf("import: err = %v\nwant %q", err, tc.want)
 			}
 			if _, err := os.Stat(db); err == nil {
 				t.Error("a refused import made the store")
@@ -424,23 +418,29 @@ func TestImportRefusesAMetricInAnotherUnit(t *testing.T) {
 		{"request_per_s", "req/s", ""},
 	} {
 		t.Run(tc.metric+" in "+tc.unit, func(t *testing.T) {
-			dir := t.TempDir()
-			file, db := filepath.Join(dir, "u.jsonl"), filepath.Join(dir, "r.db")
 			line := strings.Replace(exportLineWith(), `"samples":[]`,
 				fmt.Sprintf(`"samples":[{"rep":0,"metric":%q,"value":130,"unit":%q}]`, tc.metric, tc.unit), 1)
-			if err := os.WriteFile(file, []byte(line+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, stderr, err := mtl(t, "import", file, "--db", db)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("import: %v\n%s", err, stderr)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("import: err = %v\nwant %q", err, tc.want)
-			}
+			importExpecting(t, t.TempDir(), "u.jsonl", line+"\n", tc.want)
 		})
 	}
+}
+
+// importExpecting imports data, written to dir/name, into dir/r.db, which
+// it returns: the import succeeds when want is "", else fails with an
+// error holding want.
+func importExpecting(t *testing.T, dir, name, data, want string) string {
+	t.Helper()
+	file, db := filepath.Join(dir, name), filepath.Join(dir, "r.db")
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := mtl(t, "import", file, "--db", db)
+	if want == "" {
+		if err != nil {
+			t.Fatalf("import: %v\n%s", err, stderr)
+		}
+	} else if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("import: err = %v\nwant %q", err, want)
+	}
+	return db
 }

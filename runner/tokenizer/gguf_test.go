@@ -247,14 +247,7 @@ func TestGGUFSpecialTokens(t *testing.T) {
 		{"no pre-tokenizer named", byteLevel(""), "ab", []int32{258}},
 	} {
 		tok, err := Load(ggufFile(t, tc.kvs...))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		got, err := tok.Encode(tc.text, true)
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %q encodes as %v, %v; want %v", tc.name, tc.text, got, err, tc.want)
-		}
+		checkEncodes(t, tc.name, tok, err, tc.text, tc.want)
 	}
 }
 

@@ -358,14 +358,16 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 	if special {
 		ids = append(ids, t.prefix...)
 	}
-	segs, err := splitAdded(t.addedIx, text, at.deadline)
+	// Added tokens as written are found in the raw text, normalized ones
+	// in the normalized text of what is left (HF's AddedVocabulary).
+	raw, err := splitAdded(t.addedIx, text, at.deadline)
 	if err != nil {
 		return nil, err
 	}
-	for _, seg := range segs {
+	var segs []segment
+	for _, seg := range raw {
 		if seg.added >= 0 {
-			ids = append(ids, seg.added)
-			at.first = false
+			segs = append(segs, seg)
 			continue
 		}
 		s, err := t.normalized(seg.text)
@@ -376,25 +378,26 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, part := range parts {
-			if part.added >= 0 {
-				ids = append(ids, part.added)
-				at.first = false
-				continue
-			}
-			pieces := []string{part.text}
-			for _, p := range t.preTok {
-				if pieces, err = p.split(pieces, at); err != nil {
-					return nil, err
-				}
-			}
+		segs = append(segs, parts...)
+	}
+	for _, seg := range segs {
+		if seg.added >= 0 {
+			ids = append(ids, seg.added)
 			at.first = false
-			for _, p := range pieces {
-				ids = t.bpe(ids, p)
+			continue
+		}
+		pieces := []string{seg.text}
+		for _, p := range t.preTok {
+			if pieces, err = p.split(pieces, at); err != nil {
+				return nil, err
 			}
-			if time.Now().After(at.deadline) {
-				return nil, errBudget
-			}
+		}
+		at.first = false
+		for _, p := range pieces {
+			ids = t.bpe(ids, p)
+		}
+		if time.Now().After(at.deadline) {
+			return nil, errBudget
 		}
 	}
 	if special {

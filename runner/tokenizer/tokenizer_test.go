@@ -185,14 +185,7 @@ func TestHFEdgeCases(t *testing.T) {
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		got, err := tok.Encode(tc.text, true)
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %q encodes as %v, %v; want %v", tc.name, tc.text, got, err, tc.want)
-		}
+		checkEncodes(t, tc.name, tok, err, tc.text, tc.want)
 	}
 }
 
@@ -410,5 +403,19 @@ func TestDecodeInvalidUTF8(t *testing.T) {
 		if got := strings.Join(byteFallbackDecode(tc.in), ""); got != tc.want {
 			t.Errorf("ByteFallback %q: %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// checkEncodes checks that a tokenizer loaded (err: how it failed to)
+// encodes text, with its special tokens, to want.
+func checkEncodes(t *testing.T, name string, tok *Tokenizer, err error, text string, want []int32) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	got, err := tok.Encode(text, true)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("%s: %q encodes as %v, %v; want %v", name, text, got, err, want)
 	}
 }

@@ -129,16 +129,20 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}) error {
 		return fmt.Errorf("msl-emu: bad dispatch (kernel %d)", d.kernel)
 	}
 	var stopped atomic.Bool
-	done, watched := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-stop: // a nil stop never is
-			stopped.Store(true)
-			atomic.StoreInt64(&d.errflag, 1)
-		case <-done:
-		}
-	}()
+	join := func() {}
+	if stop != nil {
+		done, watched := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watched)
+			select {
+			case <-stop:
+				stopped.Store(true)
+				atomic.StoreInt64(&d.errflag, 1)
+			case <-done:
+			}
+		}()
+		join = func() { close(done); <-watched }
+	}
 	if workers <= 1 {
 		l.work(p)
 	} else {
@@ -152,8 +156,7 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}) error {
 		}
 		wg.Wait()
 	}
-	close(done)
-	<-watched
+	join() // the watcher has ended before stopped and errflag are read
 	if stopped.Load() {
 		return ErrStopped
 	}
