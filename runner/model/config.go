@@ -285,7 +285,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		c.HeadDim = *h.HeadDim
 	}
 	if h.RMSNormEps != nil {
-		c.Eps = float32(*h.RMSNormEps)
+		if c.Eps, err = epsF32(*h.RMSNormEps, "rms_norm_eps"); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	if h.RopeTheta != nil {
 		c.RopeTheta = *h.RopeTheta
@@ -698,4 +700,15 @@ func (c *Config) Context() (int, string) {
 		return c.Window, fmt.Sprintf("%d-token sliding window (full attention only)", c.Window)
 	}
 	return c.MaxPos, fmt.Sprintf("%d positions", c.MaxPos)
+}
+
+// epsF32 is a config's norm epsilon as the kernels add it, in float32. A
+// positive value that float32 takes to 0 or infinity is refused as written,
+// where Validate would only see what it became.
+func epsF32(v float64, field string) (float32, error) {
+	f := float32(v)
+	if v > 0 && !math.IsInf(v, 0) && (f == 0 || math.IsInf(float64(f), 0)) {
+		return 0, fmt.Errorf("%s=%g is outside float32's range, in which the norms add it (%g to %g)", field, v, math.SmallestNonzeroFloat32, math.MaxFloat32)
+	}
+	return f, nil
 }

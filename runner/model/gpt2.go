@@ -93,7 +93,10 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 		c.Inter = *g.NInner
 	}
 	if g.LayerNormEpsilon != nil {
-		c.Eps = float32(*g.LayerNormEpsilon)
+		var err error
+		if c.Eps, err = epsF32(*g.LayerNormEpsilon, "layer_norm_epsilon"); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -21,6 +21,9 @@ func TestConfigLimits(t *testing.T) {
 		{`,"rope_theta":-1`, "rope_theta=-1 must be"},
 		{`,"rms_norm_eps":-1`, "rms_norm_eps=-1 must be"},
 		{`,"rms_norm_eps":0`, "rms_norm_eps=0 must be"},
+		{`,"rms_norm_eps":1e-300`, "rms_norm_eps=1e-300 is outside float32's range"},
+		{`,"rms_norm_eps":1e39`, "rms_norm_eps=1e+39 is outside float32's range"},
+		{`,"rms_norm_eps":1e-45`, ""},
 	} {
 		start := time.Now()
 		_, err := ParseHFConfig("config.json", []byte(strings.Replace(base, "%s", tc.extra, 1)))
@@ -31,6 +34,21 @@ func TestConfigLimits(t *testing.T) {
 		case tc.want == "" && err != nil:
 			t.Errorf("valid config: %v", err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}
+
+// A GPT-2 epsilon float32 cannot hold is named as written.
+func TestGPT2EpsilonRange(t *testing.T) {
+	base := `{"architectures":["GPT2LMHeadModel"],"vocab_size":100,"n_embd":32,"n_layer":2,"n_head":4,"n_positions":64%s}`
+	for _, tc := range []struct{ extra, want string }{
+		{`,"layer_norm_epsilon":1e-5`, ""},
+		{`,"layer_norm_epsilon":1e-300`, "layer_norm_epsilon=1e-300 is outside float32's range"},
+		{`,"layer_norm_epsilon":0`, "layer_norm_epsilon=0 must be"},
+	} {
+		_, err := ParseHFConfig("config.json", []byte(strings.Replace(base, "%s", tc.extra, 1)))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", tc.extra, err, tc.want)
 		}
 	}
