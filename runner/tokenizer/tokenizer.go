@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -212,11 +213,16 @@ func Parse(data []byte) (*Tokenizer, error) {
 	// before it; the file's id is only checked against that.
 	next := len(m.Vocab)
 	for i, a := range f.AddedTokens {
+		if a.Content == "" {
+			// HF's AddedVocabulary::add_tokens skips an empty token: it
+			// takes no id, and the next token gets the id it would have.
+			if a.ID < 0 || int64(a.ID) > math.MaxUint32 {
+				return nil, fmt.Errorf("added_tokens[%d] (empty) has id %d, not a u32 as HF tokenizers reads it", i, a.ID)
+			}
+			continue
+		}
 		if a.SingleWord || a.LStrip || a.RStrip {
 			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
-		}
-		if a.Content == "" {
-			return nil, fmt.Errorf("added_tokens[%d]: empty content", i)
 		}
 		hf, known := t.vocab[a.Content]
 		if !known {

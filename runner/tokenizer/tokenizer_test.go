@@ -124,6 +124,7 @@ func TestBadInput(t *testing.T) {
 		{"added token the vocab has at another id", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>": 1}}, "added_tokens": [{"id": 5, "content": "<x>"}]}`, `added_tokens[0] "<x>" has id 5, where HF tokenizers gives it 1`},
 		{"added token past a gap in the vocab", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}, "added_tokens": [{"id": 3, "content": "<x>"}]}`, `added_tokens[0] "<x>" has id 3, where HF tokenizers gives it 2`},
 		{"added token twice", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": 1, "content": "<x>"}, {"id": 2, "content": "<x>"}]}`, `added_tokens[1] "<x>" has id 2, where HF tokenizers gives it 1`},
+		{"empty added token of a negative id", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": -1, "content": ""}]}`, `added_tokens[0] (empty) has id -1, not a u32`},
 		{"added lstrip", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<m>", "lstrip": true}]}`, `added_tokens[0] "<m>": single_word, lstrip and rstrip are not supported`},
 	} {
 		_, err := Parse([]byte(tc.json))
@@ -417,5 +418,40 @@ func checkEncodes(t *testing.T, name string, tok *Tokenizer, err error, text str
 	got, err := tok.Encode(text, true)
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("%s: %q encodes as %v, %v; want %v", name, text, got, err, want)
+	}
+}
+
+// added is one of tokenizer.json's added_tokens, every field written as
+// HF tokenizers writes it.
+func added(id int, content string, special, normalized bool) string {
+	c, _ := json.Marshal(content)
+	return fmt.Sprintf(`{"id": %d, "content": %s, "single_word": false, "lstrip": false, "rstrip": false, "normalized": %t, "special": %t}`,
+		id, c, normalized, special)
+}
+
+// Added tokens as HF's AddedVocabulary takes them from a file: each case's
+// ids and decoding are what its source gives, as the case says.
+func TestHFAddedTokens(t *testing.T) {
+	vocab := `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}, "added_tokens": [%s]}`
+	for _, tc := range []struct {
+		name, json, text string
+		want             []int32
+		decode           []int32 // decoded skipping special tokens
+		text2            string
+	}{
+		// add_tokens skips an empty token: it takes no id, so the next one
+		// takes the id after the vocab, and its own id (a vocab token's
+		// here) decodes as that token, not as a special one.
+		{"an empty token is skipped", fmt.Sprintf(vocab, added(2, "", true, false)+", "+added(2, "<x>", true, false)),
+			"a<x>", []int32{0, 2}, []int32{2, 1}, "b"},
+		{"an empty token on a vocab id", fmt.Sprintf(vocab, added(1, "", true, false)), "ab", []int32{0, 1}, []int32{1, 0}, "b a"},
+	} {
+		tok, err := Parse([]byte(tc.json))
+		checkEncodes(t, tc.name, tok, err, tc.text, tc.want)
+		if err == nil {
+			if got := mustDecode(t, tok, tc.decode...); got != tc.text2 {
+				t.Errorf("%s: %v decodes as %q, want %q", tc.name, tc.decode, got, tc.text2)
+			}
+		}
 	}
 }
