@@ -105,7 +105,7 @@ func TestGeneratePrompt(t *testing.T) {
 	}
 	// A tokenizer of another model: its ids run past this one's vocabulary.
 	bigTok := filepath.Join(t.TempDir(), "tokenizer.json")
-	os.WriteFile(bigTok, []byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "<big>": 9000}, "merges": []}, "added_tokens": [{"id": 9000, "content": "<big>", "special": true}]}`), 0o644)
+	os.WriteFile(bigTok, []byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "<big>": 9000}, "merges": []}, "added_tokens": [{"id": 9000, "content": "<big>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}]}`), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string

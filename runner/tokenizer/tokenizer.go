@@ -132,19 +132,63 @@ type fileJSON struct {
 		IgnoreMerges            bool            `json:"ignore_merges"`
 		Dropout                 *float64        `json:"dropout"`
 	} `json:"model"`
-	AddedTokens []struct {
-		ID         int    `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Special    bool   `json:"special"`
-		Normalized bool   `json:"normalized"` // absent: matched as written
-	} `json:"added_tokens"`
-	Normalizer    json.RawMessage `json:"normalizer"`
-	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
-	PostProcessor json.RawMessage `json:"post_processor"`
-	Decoder       json.RawMessage `json:"decoder"`
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+}
+
+// addedTokenJSON is one of added_tokens. HF reads each field as required
+// (AddedTokenWithId and AddedToken take no serde defaults): one missing or
+// null is refused, as HF refuses the file.
+type addedTokenJSON struct {
+	ID         *int    `json:"id"`
+	Content    *string `json:"content"`
+	SingleWord *bool   `json:"single_word"`
+	LStrip     *bool   `json:"lstrip"`
+	RStrip     *bool   `json:"rstrip"`
+	Normalized *bool   `json:"normalized"`
+	Special    *bool   `json:"special"`
+}
+
+// addedTokenFields is one of added_tokens, every field given.
+type addedTokenFields struct {
+	ID                                              int
+	Content                                         string
+	SingleWord, LStrip, RStrip, Normalized, Special bool
+}
+
+// fields is the token's fields, or an error naming the first one missing,
+// in the order HF's deserializer looks for them.
+func (a addedTokenJSON) fields(i int) (addedTokenFields, error) {
+	where := fmt.Sprintf("added_tokens[%d]", i)
+	if a.Content != nil {
+		where += " " + quoteShort(*a.Content)
+	}
+	missing := func(name string) (addedTokenFields, error) {
+		return addedTokenFields{}, fmt.Errorf("%s: %q is missing or null (HF tokenizers requires all of an added token's fields: id, content, single_word, lstrip, rstrip, normalized, special)", where, name)
+	}
+	var f addedTokenFields
+	if a.ID == nil {
+		return missing("id")
+	}
+	if a.Content == nil {
+		return missing("content")
+	}
+	f.ID, f.Content = *a.ID, *a.Content
+	for _, b := range []struct {
+		name string
+		v    *bool
+		dst  *bool
+	}{{"single_word", a.SingleWord, &f.SingleWord}, {"lstrip", a.LStrip, &f.LStrip}, {"rstrip", a.RStrip, &f.RStrip},
+		{"normalized", a.Normalized, &f.Normalized}, {"special", a.Special, &f.Special}} {
+		if b.v == nil {
+			return missing(b.name)
+		}
+		*b.dst = *b.v
+	}
+	return f, nil
 }
 
 // maxVocab bounds the ids a file may give, and a GGUF file's tokens: past
@@ -212,7 +256,11 @@ func Parse(data []byte) (*Tokenizer, error) {
 	// after the vocab's count (not its largest id) and the tokens added
 	// before it; the file's id is only checked against that.
 	next := len(m.Vocab)
-	for i, a := range f.AddedTokens {
+	for i, raw := range f.AddedTokens {
+		a, err := raw.fields(i)
+		if err != nil {
+			return nil, err
+		}
 		if a.Content == "" {
 			// HF's AddedVocabulary::add_tokens skips an empty token: it
 			// takes no id, and the next token gets the id it would have.

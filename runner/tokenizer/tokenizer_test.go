@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -97,7 +98,7 @@ func TestBadInput(t *testing.T) {
 		// (MergeTokenOutOfVocabulary); the model's vocab, not added tokens.
 		{"merge into a piece not in the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "<unk>": 2}, "merges": ["a b"], "unk_token": "<unk>"}}`, `model.merges[0] "a b": "ab" is not in model.vocab`},
 		{"merge of a piece not in the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0, "ac": 1}, "merges": [["a", "c"]]}}`, `model.merges[0] "a c": "c" is not in model.vocab`},
-		{"merge of an added token", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>a": 1}, "merges": ["<x> a"]}, "added_tokens": [{"id": 2, "content": "<x>"}]}`, `model.merges[0] "<x> a": "<x>" is not in model.vocab`},
+		{"merge of an added token", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>a": 1}, "merges": ["<x> a"]}, "added_tokens": [` + added(2, "<x>", false, false) + `]}`, `model.merges[0] "<x> a": "<x>" is not in model.vocab`},
 		{"unk", `{"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}}`, `model.unk_token "<unk>" is not in the vocabulary`},
 		{"dropout", `{"model": {"type": "BPE", "vocab": {"a": 0}, "dropout": 0.1}}`, "model.dropout 0.1"},
 		{"suffix", `{"model": {"type": "BPE", "vocab": {"a": 0}, "end_of_word_suffix": "</w>"}}`, `model.end_of_word_suffix "</w>" is not supported`},
@@ -120,12 +121,12 @@ func TestBadInput(t *testing.T) {
 		{"two pieces, one id", `{"model": {"type": "BPE", "vocab": {"c": 1, "b": 0, "a": 0}}}`, `model.vocab: "a" and "b" both have id 0`},
 		// HF gives an added token the id its text has, else the next after
 		// the vocab's count; a file saying otherwise is refused.
-		{"added token on another's id", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 1, "content": "<x>", "special": true}]}`, `added_tokens[0] "<x>" has id 1, where HF tokenizers gives it 2`},
-		{"added token the vocab has at another id", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>": 1}}, "added_tokens": [{"id": 5, "content": "<x>"}]}`, `added_tokens[0] "<x>" has id 5, where HF tokenizers gives it 1`},
-		{"added token past a gap in the vocab", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}, "added_tokens": [{"id": 3, "content": "<x>"}]}`, `added_tokens[0] "<x>" has id 3, where HF tokenizers gives it 2`},
-		{"added token twice", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": 1, "content": "<x>"}, {"id": 2, "content": "<x>"}]}`, `added_tokens[1] "<x>" has id 2, where HF tokenizers gives it 1`},
-		{"empty added token of a negative id", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": -1, "content": ""}]}`, `added_tokens[0] (empty) has id -1, not a u32`},
-		{"added lstrip", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<m>", "lstrip": true}]}`, `added_tokens[0] "<m>": single_word, lstrip and rstrip are not supported`},
+		{"added token on another's id", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "added_tokens": [` + added(1, "<x>", true, false) + `]}`, `added_tokens[0] "<x>" has id 1, where HF tokenizers gives it 2`},
+		{"added token the vocab has at another id", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>": 1}}, "added_tokens": [` + added(5, "<x>", false, false) + `]}`, `added_tokens[0] "<x>" has id 5, where HF tokenizers gives it 1`},
+		{"added token past a gap in the vocab", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}, "added_tokens": [` + added(3, "<x>", false, false) + `]}`, `added_tokens[0] "<x>" has id 3, where HF tokenizers gives it 2`},
+		{"added token twice", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [` + added(1, "<x>", false, false) + `, ` + added(2, "<x>", false, false) + `]}`, `added_tokens[1] "<x>" has id 2, where HF tokenizers gives it 1`},
+		{"empty added token of a negative id", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [` + added(-1, "", false, false) + `]}`, `added_tokens[0] (empty) has id -1, not a u32`},
+		{"added lstrip", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<m>", "lstrip": true, "single_word": false, "rstrip": false, "normalized": false, "special": false}]}`, `added_tokens[0] "<m>": single_word, lstrip and rstrip are not supported`},
 	} {
 		_, err := Parse([]byte(tc.json))
 		if err == nil || !contains(err.Error(), tc.want) {
@@ -166,7 +167,7 @@ func TestHFEdgeCases(t *testing.T) {
 		// Added tokens on the ids HF gives them: the vocab's own where it
 		// has the text (Llama's <s>), the next after it otherwise, one id
 		// for a text listed twice.
-		{"added tokens", `{"model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1}}, "added_tokens": [{"id": 0, "content": "<s>", "special": true}, {"id": 2, "content": "<x>"}, {"id": 3, "content": "<y>"}, {"id": 2, "content": "<x>", "special": true}]}`, "<s>a<y><x>", []int32{0, 1, 3, 2}},
+		{"added tokens", `{"model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1}}, "added_tokens": [` + added(0, "<s>", true, false) + `, ` + added(2, "<x>", false, false) + `, ` + added(3, "<y>", false, false) + `, ` + added(2, "<x>", true, false) + `]}`, "<s>a<y><x>", []int32{0, 1, 3, 2}},
 		// Digits splits at char::is_numeric: every number character.
 		{"Digits at a superscript", `{"model": {"type": "BPE", "vocab": {"x": 0, "²": 1, "x²": 2}, "merges": ["x ²"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": false}}`, "x²", []int32{0, 1}},
 		{"Digits at each number character", `{"model": {"type": "BPE", "vocab": {"1": 0, "½": 1, "Ⅻ": 2, "½Ⅻ": 3}, "merges": ["½ Ⅻ"]}, "pre_tokenizer": {"type": "Digits", "individual_digits": true}}`, "1½Ⅻ", []int32{0, 1, 2}},
@@ -176,13 +177,13 @@ func TestHFEdgeCases(t *testing.T) {
 		// normalized text (AddedVocabulary::extract_and_normalize): Llama's
 		// Prepend makes "<x>" "▁<x>", which "▁a<x>" does not hold, so it
 		// is only found at the start.
-		{"normalized added token inside", llamaNorm(`{"id": 5, "content": "<x>", "normalized": true}`), "a<x>", []int32{0, 1, 2, 3, 4}},
-		{"normalized added token at the start", llamaNorm(`{"id": 5, "content": "<x>", "normalized": true}`), "<x>a", []int32{5, 1}},
-		{"added token as written", llamaNorm(`{"id": 5, "content": "<x>", "normalized": false}`), "a<x>", []int32{0, 1, 5}},
-		{"normalized added token, lowercased", `{"model": {"type": "BPE", "vocab": {"h": 0, "e": 1, "l": 2, "o": 3}, "merges": []}, "normalizer": {"type": "Lowercase"}, "added_tokens": [{"id": 4, "content": "Hello", "normalized": true}]}`, "HELLO", []int32{4}},
+		{"normalized added token inside", llamaNorm(added(5, "<x>", false, true)), "a<x>", []int32{0, 1, 2, 3, 4}},
+		{"normalized added token at the start", llamaNorm(added(5, "<x>", false, true)), "<x>a", []int32{5, 1}},
+		{"added token as written", llamaNorm(added(5, "<x>", false, false)), "a<x>", []int32{0, 1, 5}},
+		{"normalized added token, lowercased", `{"model": {"type": "BPE", "vocab": {"h": 0, "e": 1, "l": 2, "o": 3}, "merges": []}, "normalizer": {"type": "Lowercase"}, "added_tokens": [` + added(4, "Hello", false, true) + `]}`, "HELLO", []int32{4}},
 		// Tokens as written are cut from the raw text first, the
 		// normalized ones from what is left: "bc" before "ab".
-		{"added tokens as written first", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []}, "added_tokens": [{"id": 3, "content": "ab", "normalized": true}, {"id": 4, "content": "bc", "normalized": false}]}`, "abc", []int32{0, 4}},
+		{"added tokens as written first", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []}, "added_tokens": [` + added(3, "ab", false, true) + `, ` + added(4, "bc", false, false) + `]}`, "abc", []int32{0, 4}},
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
@@ -451,6 +452,36 @@ func TestHFAddedTokens(t *testing.T) {
 		if err == nil {
 			if got := mustDecode(t, tok, tc.decode...); got != tc.text2 {
 				t.Errorf("%s: %v decodes as %q, want %q", tc.name, tc.decode, got, tc.text2)
+			}
+		}
+	}
+}
+
+// HF reads every field of an added token as required (AddedTokenWithId,
+// AddedToken: no serde defaults), so a file lacking one, or giving it as
+// null, is refused, naming the file, the token and the field.
+func TestAddedTokenFieldsRequired(t *testing.T) {
+	full := map[string]any{"id": 2, "content": "<x>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+	for _, field := range []string{"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"} {
+		for _, null := range []bool{false, true} {
+			tokJSON := maps.Clone(full)
+			delete(tokJSON, field)
+			if null {
+				tokJSON[field] = nil
+			}
+			data, _ := json.Marshal(map[string]any{"model": map[string]any{"type": "BPE", "vocab": map[string]int{"a": 0, "b": 1}, "merges": []string{}},
+				"added_tokens": []any{tokJSON}})
+			path := filepath.Join(t.TempDir(), "tokenizer.json")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`added_tokens[0] "<x>": %q is missing or null`, field)
+			if field == "content" {
+				want = `added_tokens[0]: "content" is missing or null`
+			}
+			_, err := Load(path)
+			if err == nil || !contains(err.Error(), want) || !contains(err.Error(), path) {
+				t.Errorf("%s (null %t): %v, want an error naming %s and saying %q", field, null, err, path, want)
 			}
 		}
 	}
