@@ -129,7 +129,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	}
 	t := &Tokenizer{vocab: make(map[string]int32, len(tokens)), pieces: make(map[int32]string, len(tokens)),
 		size: len(tokens), ranks: map[[2]string]int{}, unk: -1, special: map[int32]bool{}}
-	var added []addedToken // in the file's order: the first of a text keeps it
+	var special []int32 // the tokens llama.cpp cuts out of a text first
 	for i, tok := range tokens {
 		if tok == "" {
 			tok = fmt.Sprintf("[EMPTY_%d]", i) // as llama.cpp names an empty token
@@ -138,16 +138,16 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		switch types[i] {
 		case ggufControl, ggufUnknown:
 			t.special[int32(i)] = true
-			added = append(added, addedToken{tok, int32(i)})
+			special = append(special, int32(i))
 		case ggufUserDefined:
-			added = append(added, addedToken{tok, int32(i)})
+			special = append(special, int32(i))
 		case ggufUnused:
 			// The converter's padding ([PAD123]): llama.cpp decodes it to
 			// nothing, and so does Decode an id it has no piece for.
 			delete(t.pieces, int32(i))
 		}
 	}
-	t.addedIx = newAddedIndex(added)
+	t.partition = newLlamaPartition(special, t.pieces)
 
 	// What a prompt gets around it: llama.cpp's defaults for the model and
 	// pre-tokenizer, then the file's own keys.

@@ -46,6 +46,9 @@ type Tokenizer struct {
 	// addedNorm are the added tokens marked normalized, by their
 	// normalized text: HF finds them in the normalized text, after those.
 	addedNorm addedIndex
+	// partition, for a GGUF vocabulary, finds its special tokens instead
+	// of addedIx, as llama.cpp finds them.
+	partition *llamaPartition
 	special   map[int32]bool
 	normalize []normalizer
 	preTok    []preTokenizer
@@ -414,7 +417,13 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 	}
 	// Added tokens as written are found in the raw text, normalized ones
 	// in the normalized text of what is left (HF's AddedVocabulary).
-	raw, err := splitAdded(t.addedIx, text, at.deadline)
+	var raw []segment
+	var err error
+	if t.partition != nil {
+		raw, err = t.partition.split(text, at.deadline)
+	} else {
+		raw, err = splitAdded(t.addedIx, text, at.deadline)
+	}
 	if err != nil {
 		return nil, err
 	}

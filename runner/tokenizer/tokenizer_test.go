@@ -184,6 +184,10 @@ func TestHFEdgeCases(t *testing.T) {
 		// Tokens as written are cut from the raw text first, the
 		// normalized ones from what is left: "bc" before "ab".
 		{"added tokens as written first", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []}, "added_tokens": [` + added(3, "ab", false, true) + `, ` + added(4, "bc", false, false) + `]}`, "abc", []int32{0, 4}},
+		// HF finds added tokens leftmost-longest (an Aho-Corasick automaton,
+		// MatchKind::LeftmostLongest): "xa" at 0, not the longer "abc" as
+		// llama.cpp's order for a GGUF file would.
+		{"added tokens leftmost-longest", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "x": 3}, "merges": []}, "added_tokens": [` + added(4, "abc", false, false) + `, ` + added(5, "xa", false, false) + `]}`, "xabc", []int32{5, 1, 2}},
 		{"a merge listed once", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}, "merges": ["a b", "b c"]}}`, "abc", []int32{3, 2}},
 	} {
 		tok, err := Parse([]byte(tc.json))
