@@ -134,6 +134,11 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		if tok == "" {
 			tok = fmt.Sprintf("[EMPTY_%d]", i) // as llama.cpp names an empty token
 		}
+		// Which id the text would be found as is not the file's to leave
+		// open: llama.cpp refuses such a vocabulary.
+		if j, dup := t.vocab[tok]; dup {
+			return nil, fmt.Errorf("tokenizer.ggml.tokens[%d] %s is also token %d: a vocabulary holding a token twice is refused, as llama.cpp refuses it", i, quoteShort(tok), j)
+		}
 		t.vocab[tok], t.pieces[int32(i)] = int32(i), tok
 		switch types[i] {
 		case ggufControl, ggufUnknown:

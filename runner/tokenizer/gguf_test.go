@@ -286,6 +286,10 @@ func TestGGUFBadInput(t *testing.T) {
 		// The merged piece would have no id and be dropped from the text.
 		{"merge into a piece not in the vocabulary", []kv{gpt2, tokens, {"tokenizer.ggml.merges", []string{"a a"}}}, `tokenizer.ggml.merges[0] "a a": "aa" is not in tokenizer.ggml.tokens`},
 		{"merge of a piece not in the vocabulary", []kv{gpt2, tokens, {"tokenizer.ggml.merges", []string{"b a"}}}, `tokenizer.ggml.merges[0] "b a": "b" is not in tokenizer.ggml.tokens`},
+		// llama.cpp refuses a token listed twice (the text would have two
+		// ids), an empty one named as another is named included.
+		{"a token twice", []kv{spm, {"tokenizer.ggml.tokens", []string{"<unk>", "a", "b", "a"}}}, `tokenizer.ggml.tokens[3] "a" is also token 1`},
+		{"an empty token named as another", []kv{spm, {"tokenizer.ggml.tokens", []string{"[EMPTY_1]", ""}}}, `tokenizer.ggml.tokens[1] "[EMPTY_1]" is also token 0`},
 		{"unknown pre-tokenizer", []kv{gpt2, tokens, {"tokenizer.ggml.pre", "nope"}, {"tokenizer.ggml.merges", []string{}}},
 			`tokenizer.ggml.pre "nope" is not supported (`},
 	} {
@@ -384,7 +388,7 @@ func TestGGUFPartition(t *testing.T) {
 		{"one length, in std::sort's order", many, "aXbc", []int32{'a', 260}},
 		// A token is searched for again after its own match, so not where
 		// it overlaps it; a shorter one then in what is left.
-		{"a token's overlapping places, and one inside it", []string{"aba", "b"}, "ababab", []int32{256, 257, 'a', 257}},
+		{"a token's overlapping places, and one inside it", []string{"aba", "ba"}, "ababab", []int32{256, 257, 'b'}},
 		{"overlapping places of one token", []string{"aa"}, "aaa", []int32{256, 'a'}},
 	} {
 		types := make([]int32, 256+len(tc.extra))
