@@ -240,7 +240,7 @@ func (t *Tokenizer) readSentencePiece(f *gguf.File) error {
 	for piece, id := range t.vocab {
 		t.pieceRanks[piece] = rankOf[scores[id]]
 	}
-	t.byteFallback = true
+	t.llamaBytes = true
 	if id, ok, err := ggufID(f, "tokenizer.ggml.unknown_token_id"); err != nil {
 		return err
 	} else if !ok {

@@ -427,3 +427,29 @@ func TestIntrosortMatchesLibstdcxx(t *testing.T) {
 		}
 	}
 }
+
+// A character a "llama" vocabulary lacks is spelled as llama.cpp's
+// SentencePiece tokenizer spells it, byte by byte: each byte's <0xXX>
+// token, else the token that is the byte alone; never <unk>. A byte with
+// neither fails llama.cpp (byte_to_token throws), and is an error here.
+func TestGGUFByteFallback(t *testing.T) {
+	tokens := []string{"<unk>", "<s>", "</s>", "▁", "a", "<0xC3>", "\xa9", "<0x62>"}
+	types := []int32{ggufUnknown, ggufControl, ggufControl, ggufNormal, ggufNormal, ggufByte, ggufNormal, ggufByte}
+	tok, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "llama"}, kv{"tokenizer.ggml.tokens", tokens}, kv{"tokenizer.ggml.token_type", types}))
+	for _, tc := range []struct {
+		name, text string
+		want       []int32
+	}{
+		{"every byte's <0xXX>", "ab", []int32{1, 3, 4, 7}},
+		{"<0xC3>, then the byte A9 alone", "aé", []int32{1, 3, 4, 5, 6}},
+	} {
+		checkEncodes(t, tc.name, tok, err, tc.text, tc.want)
+	}
+	if err != nil {
+		return
+	}
+	// ß is C3 9F: the vocabulary has no token for 9F at all.
+	if ids, err := tok.Encode("aß", true); err == nil || !strings.Contains(err.Error(), `"ß", which the vocabulary has no token for, nor <0x9F> or the byte alone for its byte 0x9F`) {
+		t.Errorf("a byte the vocabulary cannot spell: %v, %v", ids, err)
+	}
+}

@@ -41,6 +41,9 @@ type Tokenizer struct {
 	// byteFallback spells a piece the vocabulary lacks as its bytes'
 	// <0xXX> tokens; fuseUnk makes a run of unknown pieces one <unk>.
 	byteFallback, fuseUnk, ignoreMerges bool
+	// llamaBytes spells a piece the vocabulary lacks as llama.cpp's
+	// SentencePiece tokenizer does (llamaByteIDs), for a GGUF "llama" file.
+	llamaBytes bool
 
 	addedIx addedIndex // the added tokens, to find in the raw text
 	// addedNorm are the added tokens marked normalized, by their
@@ -457,7 +460,9 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 		}
 		at.first = false
 		for _, p := range pieces {
-			ids = t.bpe(ids, p)
+			if ids, err = t.bpe(ids, p); err != nil {
+				return nil, err
+			}
 		}
 		if time.Now().After(at.deadline) {
 			return nil, errBudget
@@ -569,16 +574,23 @@ func splitAdded(ix addedIndex, text string, deadline time.Time) ([]segment, erro
 // rank, lowest first and leftmost among equals, as HF's BPE merges them.
 // A heap of candidate pairs keeps it O(n log n): without a pre-tokenizer
 // (Llama's files) a whole prompt is one piece.
-func (t *Tokenizer) bpe(ids []int32, piece string) []int32 {
+func (t *Tokenizer) bpe(ids []int32, piece string) ([]int32, error) {
 	if t.ignoreMerges {
 		if id, ok := t.vocab[piece]; ok {
-			return append(ids, id)
+			return append(ids, id), nil
 		}
 	}
 	unkRun := false
 	for _, s := range t.merge(piece) {
 		if id, ok := t.vocab[s]; ok {
 			ids, unkRun = append(ids, id), false
+			continue
+		}
+		if t.llamaBytes {
+			var err error
+			if ids, err = t.llamaByteIDs(ids, s); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if t.byteFallback {
@@ -592,7 +604,7 @@ func (t *Tokenizer) bpe(ids []int32, piece string) []int32 {
 		}
 		unkRun = t.unk >= 0
 	}
-	return ids
+	return ids, nil
 }
 
 // merge is a piece's symbols after every merge the ranks allow.
@@ -676,6 +688,24 @@ func (h *pairHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// llamaByteIDs appends the ids llama.cpp's SentencePiece tokenizer spells
+// a piece the vocabulary lacks in: each byte's <0xXX> token, else the token
+// that is that byte alone. It never gives <unk>; a byte with neither is an
+// error, where llama.cpp fails (its byte_to_token throws).
+func (t *Tokenizer) llamaByteIDs(ids []int32, s string) ([]int32, error) {
+	for i := 0; i < len(s); i++ {
+		id, ok := t.vocab[fmt.Sprintf("<0x%02X>", s[i])]
+		if !ok {
+			id, ok = t.vocab[s[i:i+1]]
+		}
+		if !ok {
+			return nil, fmt.Errorf("the text holds %s, which the vocabulary has no token for, nor <0x%02X> or the byte alone for its byte 0x%02X: llama.cpp fails on it", quoteShort(strings.ReplaceAll(s, "▁", " ")), s[i], s[i])
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // byteIDs spells s as its bytes' <0xXX> tokens, if the vocabulary has all.
