@@ -111,6 +111,9 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		return nil, err
 	}
 	types := make([]float64, len(tokens))
+	for i := range types {
+		types[i] = ggufNormal // llama.cpp's type for every token of a file without types
+	}
 	if v, ok := f.KV["tokenizer.ggml.token_type"]; ok {
 		if v.Type == gguf.Array && v.Elem != gguf.I32 && v.Elem != gguf.U32 {
 			return nil, fmt.Errorf("tokenizer.ggml.token_type is an array of %s, want i32", v.Elem)
@@ -129,7 +132,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	}
 	t := &Tokenizer{vocab: make(map[string]int32, len(tokens)), pieces: make(map[int32]string, len(tokens)),
 		size: len(tokens), ranks: map[[2]string]int{}, unk: -1, special: map[int32]bool{}}
-	var special []int32 // the tokens llama.cpp cuts out of a text first
+	texts := make([]string, len(tokens))
 	for i, tok := range tokens {
 		if tok == "" {
 			tok = fmt.Sprintf("[EMPTY_%d]", i) // as llama.cpp names an empty token
@@ -139,20 +142,24 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		if j, dup := t.vocab[tok]; dup {
 			return nil, fmt.Errorf("tokenizer.ggml.tokens[%d] %s is also token %d: a vocabulary holding a token twice is refused, as llama.cpp refuses it", i, quoteShort(tok), j)
 		}
-		t.vocab[tok], t.pieces[int32(i)] = int32(i), tok
-		switch types[i] {
-		case ggufControl, ggufUnknown:
+		t.vocab[tok], t.pieces[int32(i)], texts[i] = int32(i), tok, tok
+	}
+	var cut []int32 // the tokens llama.cpp cuts out of a text first
+	attrs := ggufAttrs(f, texts, types)
+	for i, a := range attrs {
+		if a.cut() {
+			cut = append(cut, int32(i))
+		}
+		if a.special() {
 			t.special[int32(i)] = true
-			special = append(special, int32(i))
-		case ggufUserDefined:
-			special = append(special, int32(i))
-		case ggufUnused:
-			// The converter's padding ([PAD123]): llama.cpp decodes it to
-			// nothing, and so does Decode an id it has no piece for.
+		}
+		if a.silent() {
+			// The converter's padding ([PAD123], unused): llama.cpp decodes
+			// it to nothing, and so does Decode an id it has no piece for.
 			delete(t.pieces, int32(i))
 		}
 	}
-	t.partition = newLlamaPartition(special, t.pieces)
+	t.partition = newLlamaPartition(cut, t.pieces, attrs)
 
 	// What a prompt gets around it: llama.cpp's defaults for the model and
 	// pre-tokenizer, then the file's own keys.

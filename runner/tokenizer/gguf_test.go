@@ -453,3 +453,70 @@ func TestGGUFByteFallback(t *testing.T) {
 		t.Errorf("a byte the vocabulary cannot spell: %v, %v", ids, err)
 	}
 }
+
+// llama.cpp's loader changes some tokens' types by their text before it
+// cuts special tokens out of a text and decodes (llama_vocab::impl::load):
+// tokens that end a generation, and fill-in-the-middle ones the file names
+// no id for, become control tokens; gpt-oss's <|channel|> and its <|end|>
+// (beside <|return|> and <|call|>) user-defined ones, kept in decoding;
+// Gemma 4's </s> (beside <|tool_response>) a normal one; a type 0 token
+// decodes to nothing; and Phi-3's tokens take the whitespace after them,
+// a Jina mask the whitespace before it.
+func TestGGUFTokenAttributes(t *testing.T) {
+	byteLevel := func(extra []string, types []int32, more ...kv) []kv {
+		pre := kv{"tokenizer.ggml.pre", "gpt-2"}
+		if len(more) > 0 && more[0].key == pre.key {
+			pre, more = more[0], more[1:]
+		}
+		all := make([]int32, 256, 256+len(types))
+		for i := range all {
+			all[i] = ggufNormal
+		}
+		return append([]kv{{"tokenizer.ggml.model", "gpt2"}, pre, {"tokenizer.ggml.tokens", byteLevelVocab(extra...)},
+			{"tokenizer.ggml.token_type", append(all, types...)}, {"tokenizer.ggml.merges", []string{}}}, more...)
+	}
+	spm := func(more ...kv) []kv {
+		return append([]kv{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "▁", "a", "▁a", "<|user|>"}},
+			{"tokenizer.ggml.token_type", []int32{ggufUnknown, ggufControl, ggufControl, ggufNormal, ggufNormal, ggufNormal, ggufControl}},
+			{"tokenizer.ggml.scores", []float32{0, 0, 0, -3, -2, -1, 0}}}, more...)
+	}
+	N, C := int32(ggufNormal), int32(ggufControl)
+	harmony := []string{"<|return|>", "<|call|>", "<|end|>", "<|channel|>"}
+	for _, tc := range []struct {
+		name   string
+		kvs    []kv
+		text   string
+		want   []int32
+		decode string // the ids' text, special tokens skipped
+	}{
+		{"an end of turn typed normal is a control token", byteLevel([]string{"<|im_end|>"}, []int32{N}), "a<|im_end|>", []int32{'a', 256}, "a"},
+		{"a fill-in-the-middle token the file names no id for", byteLevel([]string{"<|fim_prefix|>"}, []int32{N}), "<|fim_prefix|>a", []int32{256, 'a'}, "a"},
+		{"one the file names another id for stays normal", byteLevel([]string{"<|fim_prefix|>", "<PRE>"}, []int32{N, C},
+			kv{"tokenizer.ggml.fim_pre_token_id", uint32(257)}), "<|fim_prefix|>", []int32{'<', '|', 'f', 'i', 'm', '_', 'p', 'r', 'e', 'f', 'i', 'x', '|', '>'}, "<|fim_prefix|>"},
+		{"gpt-oss's channel is user-defined", byteLevel(harmony, []int32{C, C, C, C}), "<|channel|>a<|end|><|call|>", []int32{259, 'a', 258, 257}, "<|channel|>a<|end|>"},
+		{"its end a control token without <|call|>", byteLevel([]string{"<|return|>", "<|end|>"}, []int32{C, C}), "a<|end|>", []int32{'a', 257}, "a"},
+		{"Gemma 4's </s> is text", byteLevel([]string{"<|tool_response>", "</s>"}, []int32{C, C}), "</s>", []int32{'<', '/', 's', '>'}, "</s>"},
+		{"Phi-3's tokens take the whitespace after them", spm(kv{"general.name", "Phi-3-mini-4k-instruct"}), "<|user|> \n a</s> a", []int32{1, 6, 5, 2, 5}, "a a"},
+		{"but not <s>", spm(kv{"general.name", "Phi-3-mini-4k-instruct"}), "<s> a", []int32{1, 1, 3, 5}, " a"},
+		{"another model's do not", spm(), "<|user|> a", []int32{1, 6, 3, 5}, " a"},
+		{"a Jina mask takes the whitespace before it", byteLevel([]string{"<mask>"}, []int32{C}, kv{"tokenizer.ggml.pre", "jina-v2-es"}), "a \t<mask>", []int32{'a', 256}, "a"},
+	} {
+		tok, err := Load(ggufFile(t, tc.kvs...))
+		checkEncodes(t, tc.name, tok, err, tc.text, tc.want)
+		if err != nil {
+			continue
+		}
+		if got := mustDecode(t, tok, tc.want...); got != tc.decode {
+			t.Errorf("%s: %v decodes as %q, want %q", tc.name, tc.want, got, tc.decode)
+		}
+	}
+	// A token of type 0 is found in text like any other, and decodes to
+	// nothing, as llama.cpp's token_to_piece gives it.
+	tok, err := Load(ggufFile(t, byteLevel([]string{"xy"}, []int32{0})...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustDecode(t, tok, 'a', 256); got != "a" {
+		t.Errorf("a type 0 token: %q, want %q", got, "a")
+	}
+}

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -15,15 +16,26 @@ import (
 type llamaPartition struct {
 	ix   addedIndex      // the tokens' texts, each by its first in order
 	rank map[int32]int32 // a token's place in the order
+	// strip are the tokens that take the whitespace before (attrLStrip)
+	// or after (attrRStrip) them out of the text with them.
+	strip map[int32]tokenAttr
 }
 
 // newLlamaPartition orders ids as llama.cpp's special-token cache: by the
 // length of their text in bytes, longest first, ties as libstdc++'s
 // std::sort leaves them from id order.
-func newLlamaPartition(ids []int32, pieces map[int32]string) *llamaPartition {
+func newLlamaPartition(ids []int32, pieces map[int32]string, attrs []tokenAttr) *llamaPartition {
 	order := slices.Clone(ids)
 	introsort(order, func(a, b int32) bool { return len(pieces[a]) > len(pieces[b]) })
 	p := &llamaPartition{rank: make(map[int32]int32, len(order))}
+	for _, id := range ids {
+		if a := attrs[id] & (attrLStrip | attrRStrip); a != 0 {
+			if p.strip == nil {
+				p.strip = map[int32]tokenAttr{}
+			}
+			p.strip[id] = a
+		}
+	}
 	toks := make([]addedToken, len(order))
 	for r, id := range order {
 		p.rank[id] = int32(r)
@@ -43,6 +55,7 @@ func (p *llamaPartition) split(text string, deadline time.Time) ([]segment, erro
 		rank   int32
 		pos, n int
 		id     int32
+		lo, hi int // the bytes it takes out of the text: its own and the whitespace it strips
 	}
 	var occs []occurrence
 	for i := 0; i < len(text); i++ {
@@ -56,7 +69,7 @@ func (p *llamaPartition) split(text string, deadline time.Time) ([]segment, erro
 		for _, n := range b.lens {
 			if n <= len(text)-i {
 				if id, ok := b.ids[text[i:i+n]]; ok {
-					occs = append(occs, occurrence{p.rank[id], i, n, id})
+					occs = append(occs, occurrence{p.rank[id], i, n, id, i, i + n})
 				}
 			}
 		}
@@ -82,7 +95,21 @@ func (p *llamaPartition) split(text string, deadline time.Time) ([]segment, erro
 		if taken.sum(o.pos+o.n)-taken.sum(o.pos) != 0 {
 			continue
 		}
-		for j := o.pos; j < o.pos+o.n; j++ {
+		// Whitespace (C's isspace) up to the text another token took.
+		free := func(j int) bool {
+			return taken.sum(j+1) == taken.sum(j) && strings.IndexByte(" \t\n\v\f\r", text[j]) >= 0
+		}
+		if p.strip[o.id]&attrLStrip != 0 {
+			for o.lo > 0 && free(o.lo-1) {
+				o.lo--
+			}
+		}
+		if p.strip[o.id]&attrRStrip != 0 {
+			for o.hi < len(text) && free(o.hi) {
+				o.hi++
+			}
+		}
+		for j := o.lo; j < o.hi; j++ {
 			taken.add(j)
 		}
 		cut = append(cut, o)
@@ -91,11 +118,11 @@ func (p *llamaPartition) split(text string, deadline time.Time) ([]segment, erro
 	var out []segment
 	at := 0
 	for _, o := range cut {
-		if o.pos > at {
-			out = append(out, segment{text[at:o.pos], -1})
+		if o.lo > at {
+			out = append(out, segment{text[at:o.lo], -1})
 		}
 		out = append(out, segment{added: o.id})
-		at = o.pos + o.n
+		at = o.hi
 	}
 	if at < len(text) {
 		out = append(out, segment{text[at:], -1})

@@ -1,0 +1,141 @@
+package tokenizer
+
+import (
+	"strings"
+
+	"github.com/mtlbench/mtlbench/runner/gguf"
+)
+
+// tokenAttr is llama.cpp's llama_token_attr: what a GGUF token is, from its
+// tokenizer.ggml.token_type and then the loader's own rules by its text.
+type tokenAttr uint16
+
+const (
+	attrUnknown tokenAttr = 1 << iota
+	attrUnused
+	attrNormal
+	attrControl
+	attrUserDefined
+	attrByte
+	attrLStrip
+	attrRStrip
+)
+
+// cut says whether llama.cpp cuts the token out of a text before anything
+// else (its special-token cache); special, whether decoding that skips
+// special tokens leaves it out; silent, whether it decodes to nothing.
+func (a tokenAttr) cut() bool     { return a&(attrControl|attrUserDefined|attrUnknown) != 0 }
+func (a tokenAttr) special() bool { return a&(attrControl|attrUnknown) != 0 }
+func (a tokenAttr) silent() bool {
+	return a&(attrControl|attrUnknown|attrUserDefined|attrNormal|attrByte) == 0
+}
+
+// Texts llama.cpp's loader (llama_vocab::impl::load) makes control tokens
+// whatever their type: the tokens that end a generation, and for each
+// fill-in-the-middle token whose id key the file lacks, the tokens it
+// finds it by.
+var (
+	llamaEOGTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+		"<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~["}
+	llamaFIMTexts = []struct {
+		keys  []string // the id keys naming it (the older name too)
+		texts []string
+	}{
+		{[]string{"fim_pre", "prefix"}, []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+		{[]string{"fim_suf", "suffix"}, []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+		{[]string{"fim_mid", "middle"}, []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"}},
+		{[]string{"fim_pad"}, []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+		{[]string{"fim_rep"}, []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+		{[]string{"fim_sep"}, []string{"<|file_sep|>"}},
+	}
+)
+
+// ggufAttrs are the tokens' attributes as llama.cpp's loader leaves them,
+// in its order: the types; control for the texts above; gpt-oss's
+// <|channel|>, <|message|>, <|start|> and <|constrain|> user-defined, and
+// its <|end|> where <|return|> and <|call|> (or <|calls|> and <|flush|>)
+// end a generation; Gemma 4's </s> normal beside <|tool_response>; and the
+// whitespace a token strips around it for the models named (Phi-3's every
+// cut token but <unk>, <s> and <|endoftext|>, a Jina or ModernBERT mask).
+func ggufAttrs(f *gguf.File, texts []string, types []float64) []tokenAttr {
+	byType := map[float64]tokenAttr{ggufNormal: attrNormal, ggufUnknown: attrUnknown, ggufControl: attrControl,
+		ggufUserDefined: attrUserDefined, ggufUnused: attrUnused, ggufByte: attrByte}
+	attrs := make([]tokenAttr, len(texts))
+	ids := make(map[string]int, len(texts))
+	for i, s := range texts {
+		attrs[i] = byType[types[i]] // 0, undefined: none
+		ids[s] = i
+	}
+	set := func(text string, f func(*tokenAttr)) {
+		if i, ok := ids[text]; ok {
+			f(&attrs[i])
+		}
+	}
+	control := func(a *tokenAttr) { *a |= attrControl }
+	for _, fim := range llamaFIMTexts {
+		named := false
+		for _, k := range fim.keys {
+			if id, ok, err := ggufID(f, "tokenizer.ggml."+k+"_token_id"); err == nil && ok && id < int64(len(texts)) {
+				named = true
+			}
+		}
+		if !named {
+			// llama.cpp marks the first its hash map visits; a vocabulary
+			// holds one of each.
+			for _, s := range fim.texts {
+				set(s, control)
+			}
+		}
+	}
+	for _, s := range llamaEOGTexts {
+		set(s, control)
+	}
+	for _, s := range []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"} {
+		set(s, func(a *tokenAttr) { *a = attrUserDefined })
+	}
+	has := func(s string) bool { _, ok := ids[s]; return ok }
+	call := has("<|call|>") || has("<|calls|>")
+	if has("<|end|>") && call && (has("<|return|>") || has("<|flush|>")) {
+		set("<|end|>", func(a *tokenAttr) { *a = attrUserDefined })
+	}
+	if has("<|tool_response>") {
+		set("</s>", func(a *tokenAttr) { *a = attrNormal })
+	}
+
+	name := strings.ToLower(ggufString(f, "general.name"))
+	pre, arch := ggufString(f, "tokenizer.ggml.pre"), ggufString(f, "general.architecture")
+	containsAny := func(s string, subs ...string) bool {
+		for _, sub := range subs {
+			if strings.Contains(s, sub) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case containsAny(pre, "jina-v2-de", "jina-v2-es", "jina-v2-code") || containsAny(arch, "nomic-bert-moe", "jina-bert-v3"):
+		set("<mask>", func(a *tokenAttr) { *a |= attrLStrip })
+	case containsAny(name, "phi-3", "phi3"):
+		for i := range attrs {
+			if attrs[i].cut() {
+				attrs[i] |= attrRStrip
+			}
+		}
+		set("</s>", func(a *tokenAttr) { *a |= attrRStrip })
+		for _, s := range []string{"<unk>", "<s>", "<|endoftext|>"} {
+			set(s, func(a *tokenAttr) { *a &^= attrRStrip })
+		}
+	case containsAny(name, "modern-bert"):
+		set("[MASK]", func(a *tokenAttr) { *a |= attrLStrip })
+	}
+	return attrs
+}
+
+// ggufString is a string key's value, "" where absent or not a string.
+func ggufString(f *gguf.File, key string) string {
+	if v, ok := f.KV[key]; ok && v.Type == gguf.String {
+		return v.Str
+	}
+	return ""
+}
