@@ -257,7 +257,11 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := uniqueIDs(m.Vocab); err != nil {
 		return nil, err
 	}
-	var added, normed []addedToken // in the file's order: the first of a text keeps it
+	// A text listed again keeps its id and its special mark, but is matched
+	// as its last listing's normalized says: HF's add_tokens puts each
+	// listing in its id's place, and builds its matchers from what is there.
+	var texts []addedToken // each text once, in the file's order
+	normalized := map[string]bool{}
 	// HF gives an added token the id its text already has, else the next
 	// after the vocab's count (not its largest id) and the tokens added
 	// before it; the file's id is only checked against that.
@@ -293,13 +297,20 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if err := put(a.Content, a.ID, fmt.Sprintf("added_tokens[%d]", i)); err != nil {
 			return nil, err
 		}
-		if a.Normalized {
-			normed = append(normed, addedToken{a.Content, int32(a.ID)})
-		} else {
-			added = append(added, addedToken{a.Content, int32(a.ID)})
+		if _, again := normalized[a.Content]; !again {
+			texts = append(texts, addedToken{a.Content, int32(a.ID)})
 		}
+		normalized[a.Content] = a.Normalized
 		if a.Special {
 			t.special[int32(a.ID)] = true
+		}
+	}
+	var added, normed []addedToken
+	for _, a := range texts {
+		if normalized[a.content] {
+			normed = append(normed, a)
+		} else {
+			added = append(added, a)
 		}
 	}
 	t.addedIx = newAddedIndex(added)

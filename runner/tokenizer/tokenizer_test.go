@@ -449,6 +449,13 @@ func TestHFAddedTokens(t *testing.T) {
 		// here) decodes as that token, not as a special one.
 		{"an empty token is skipped", fmt.Sprintf(vocab, added(2, "", true, false)+", "+added(2, "<x>", true, false)),
 			"a<x>", []int32{0, 2}, []int32{2, 1}, "b"},
+		// A text listed again takes the later listing's normalized (HF's
+		// add_tokens replaces the token at its id), so under Llama's
+		// normalizer <x> is only found as ▁<x>; its special mark stays.
+		{"a token listed again, normalized", llamaNorm(added(5, "<x>", true, false) + ", " + added(5, "<x>", false, true)),
+			"a<x>", []int32{0, 1, 2, 3, 4}, []int32{1}, "a"},
+		{"a token listed again, as written", llamaNorm(added(5, "<x>", true, true) + ", " + added(5, "<x>", false, false)),
+			"a<x>", []int32{0, 1, 5}, []int32{1}, "a"},
 		{"an empty token on a vocab id", fmt.Sprintf(vocab, added(1, "", true, false)), "ab", []int32{0, 1}, []int32{1, 0}, "b a"},
 	} {
 		tok, err := Parse([]byte(tc.json))
