@@ -53,12 +53,18 @@ type Tokenizer struct {
 	// of addedIx, as llama.cpp finds them.
 	partition *llamaPartition
 	special   map[int32]bool
-	normalize []normalizer
-	preTok    []preTokenizer
-	prefix    []int32 // the post-processor's tokens before and after the text
-	suffix    []int32
-	decode    []decoder
-	kind      string // what Describe says it is
+	// decodeAs, for a tokenizer.json, are the added tokens ever listed as
+	// normalized whose normalized text differs: HF decodes them as that
+	// text, and skips one as special only where that text is a special
+	// token's (specialText).
+	decodeAs    map[int32]string
+	specialText map[string]bool
+	normalize   []normalizer
+	preTok      []preTokenizer
+	prefix      []int32 // the post-processor's tokens before and after the text
+	suffix      []int32
+	decode      []decoder
+	kind        string // what Describe says it is
 }
 
 // Describe says what the tokenizer is and where it came from, for
@@ -239,6 +245,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("model.dropout %g: a tokenizer that drops merges at random gives other ids each time", *m.Dropout)
 	}
 	t := &Tokenizer{vocab: map[string]int32{}, ranks: map[[2]string]int{}, unk: -1, special: map[int32]bool{},
+		decodeAs: map[int32]string{}, specialText: map[string]bool{},
 		byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, ignoreMerges: m.IgnoreMerges, kind: "BPE (tokenizer.json)"}
 	maxID := -1
 	put := func(piece string, id int, where string) error {
@@ -261,7 +268,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	// as its last listing's normalized says: HF's add_tokens puts each
 	// listing in its id's place, and builds its matchers from what is there.
 	var texts []addedToken // each text once, in the file's order
-	normalized := map[string]bool{}
+	normalized, everNormalized := map[string]bool{}, map[string]bool{}
 	// HF gives an added token the id its text already has, else the next
 	// after the vocab's count (not its largest id) and the tokens added
 	// before it; the file's id is only checked against that.
@@ -301,8 +308,10 @@ func Parse(data []byte) (*Tokenizer, error) {
 			texts = append(texts, addedToken{a.Content, int32(a.ID)})
 		}
 		normalized[a.Content] = a.Normalized
+		everNormalized[a.Content] = everNormalized[a.Content] || a.Normalized
 		if a.Special {
 			t.special[int32(a.ID)] = true
+			t.specialText[a.Content] = true
 		}
 	}
 	var added, normed []addedToken
@@ -343,6 +352,21 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 	t.addedNorm = newAddedIndex(normed)
+	// HF keeps the normalized text of a token added as normalized, by its
+	// id, and decodes the id as that text (AddedVocabulary's
+	// normalized_cache, simple_id_to_token), even once listed otherwise.
+	for _, a := range texts {
+		if !everNormalized[a.content] {
+			continue
+		}
+		n, err := t.normalized(a.content)
+		if err != nil {
+			return nil, fmt.Errorf("added token %q: %w", a.content, err)
+		}
+		if n != a.content {
+			t.decodeAs[a.id] = n
+		}
+	}
 	if t.preTok, err = readPreTokenizers(f.PreTokenizer); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer: %w", err)
 	}
@@ -743,7 +767,11 @@ func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) (string, error) {
 		if !ok {
 			continue
 		}
-		if skipSpecial && t.special[id] {
+		special := t.special[id]
+		if s, ok := t.decodeAs[id]; ok {
+			piece, special = s, t.specialText[s]
+		}
+		if skipSpecial && special {
 			continue
 		}
 		toks = append(toks, piece)

@@ -456,6 +456,13 @@ func TestHFAddedTokens(t *testing.T) {
 			"a<x>", []int32{0, 1, 2, 3, 4}, []int32{1}, "a"},
 		{"a token listed again, as written", llamaNorm(added(5, "<x>", true, true) + ", " + added(5, "<x>", false, false)),
 			"a<x>", []int32{0, 1, 5}, []int32{1}, "a"},
+		// HF decodes a token added as normalized as its normalized text
+		// (normalized_cache): under Llama's normalizer <x> is ▁<x>, and a
+		// special one is then not skipped, ▁<x> being no special token.
+		{"a normalized token decodes as normalized", llamaNorm(added(5, "<x>", false, true)), "a", []int32{0, 1}, []int32{1, 5}, "a ▁<x>"},
+		{"a normalized special token is kept", llamaNorm(added(5, "<x>", true, true)), "a", []int32{0, 1}, []int32{1, 5}, "a ▁<x>"},
+		{"as it is once listed otherwise", llamaNorm(added(5, "<x>", true, true) + ", " + added(5, "<x>", true, false)), "a", []int32{0, 1}, []int32{1, 5}, "a ▁<x>"},
+		{"a special token as written is skipped", llamaNorm(added(5, "<x>", true, false)), "a", []int32{0, 1}, []int32{1, 5}, "a"},
 		{"an empty token on a vocab id", fmt.Sprintf(vocab, added(1, "", true, false)), "ab", []int32{0, 1}, []int32{1, 0}, "b a"},
 	} {
 		tok, err := Parse([]byte(tc.json))
