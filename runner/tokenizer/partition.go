@@ -22,11 +22,12 @@ type llamaPartition struct {
 }
 
 // newLlamaPartition orders ids as llama.cpp's special-token cache: by the
-// length of their text in bytes, longest first, ties as libstdc++'s
-// std::sort leaves them from id order.
+// length of their text in bytes, longest first. std::sort leaves ties in an
+// order its C++ library chooses; id order is what small caches get from
+// every one (docs/tokenizer.md, "GGUF files").
 func newLlamaPartition(ids []int32, pieces map[int32]string, attrs []tokenAttr) *llamaPartition {
 	order := slices.Clone(ids)
-	introsort(order, func(a, b int32) bool { return len(pieces[a]) > len(pieces[b]) })
+	slices.SortStableFunc(order, func(a, b int32) int { return len(pieces[b]) - len(pieces[a]) })
 	p := &llamaPartition{rank: make(map[int32]int32, len(order))}
 	for _, id := range ids {
 		if a := attrs[id] & (attrLStrip | attrRStrip); a != 0 {
