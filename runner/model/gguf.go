@@ -14,6 +14,7 @@ import (
 	"github.com/mtlbench/mtlbench/kernels"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
+	"github.com/mtlbench/mtlbench/runner/tokenizer"
 )
 
 // GGUF files: the model's configuration comes from the metadata
@@ -700,19 +701,10 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 // the-middle pad, repeat and separator.
 var ggufEOGKeys = []string{"eos", "eot", "eom", "fim_pad", "fim_rep", "fim_sep"}
 
-// ggufEOGTexts are the tokens llama.cpp also ends a generation at, found by
-// their text: a converter often names only one end (a Qwen file's eos is
-// <|im_end|> or <|endoftext|>), and the model may write either.
-var ggufEOGTexts = map[string]bool{
-	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<|return|>": true,
-	"<|call|>": true, "<end_of_turn>": true, "<|endoftext|>": true,
-	"<|eom_id|>": true, "<EOT>": true, "_<EOT>": true, "<|end_of_text|>": true,
-	"<end_of_utterance>": true,
-}
-
 // ggufEOG is the end-of-generation set of a GGUF file's vocabulary: the ids
-// its metadata names, then the tokens of ggufEOGTexts in id order. A key that
-// is not a token id is added to errs.
+// its metadata names, then the tokens llama.cpp finds by their text
+// (tokenizer.GGUFEndOfGeneration). A key that is not a token id is added to
+// errs.
 func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 	var eog []int32
 	add := func(id int32) {
@@ -734,11 +726,7 @@ func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 	// A vocabulary that cannot be read is the tokenizer's error to name.
 	if v, ok := f.KV["tokenizer.ggml.tokens"]; ok && v.Type == gguf.Array && v.Elem == gguf.String {
 		if tokens, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
-			for id, text := range tokens {
-				if ggufEOGTexts[text] {
-					add(int32(id))
-				}
-			}
+			eog = tokenizer.GGUFEndOfGeneration(eog, tokens)
 		}
 	}
 	return eog, errs

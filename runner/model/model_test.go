@@ -701,6 +701,14 @@ func TestGGUFEndOfGeneration(t *testing.T) {
 		{"every key", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(1)}, {Key: "tokenizer.ggml.eot_token_id", Value: int32(3)},
 			{Key: "tokenizer.ggml.eom_token_id", Value: uint32(7)}, {Key: "tokenizer.ggml.fim_pad_token_id", Value: uint32(5)},
 			{Key: "tokenizer.ggml.fim_rep_token_id", Value: uint32(5)}, {Key: "tokenizer.ggml.tokens", Value: vocab}}, []int32{1, 3, 7, 5, 2, 4, 6}, ""},
+		// Newer ends llama.cpp finds by text (Gemma 4's <eos> and <turn|>,
+		// Kimi-K2's [EOS]).
+		{"later texts", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<eos>", "a", "[EOS]", "<turn|>"}}}, []int32{0, 2, 3}, ""},
+		// gpt-oss: <|end|> ends a message, not the generation, beside
+		// <|return|> and <|call|>; alone it ends one.
+		{"gpt-oss's <|end|>", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<|end|>", "<|return|>", "<|call|>"}}}, []int32{1, 2}, ""},
+		{"<|end|> alone", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<|end|>", "<|call|>"}}}, []int32{0, 1}, ""},
+		{"Gemma 4's </s>", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"</s>", "<|tool_response>"}}}, []int32{1}, ""},
 		{"a negative id", []gguftest.KV{{Key: "tokenizer.ggml.eom_token_id", Value: int32(-1)}}, nil, "tokenizer.ggml.eom_token_id is not a token id"},
 		{"a string id", []gguftest.KV{{Key: "tokenizer.ggml.eot_token_id", Value: "2"}}, nil, "tokenizer.ggml.eot_token_id is not a token id"},
 	} {

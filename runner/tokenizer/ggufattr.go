@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/runner/gguf"
@@ -50,6 +51,38 @@ var (
 		{[]string{"fim_sep"}, []string{"<|file_sep|>"}},
 	}
 )
+
+// GGUFEndOfGeneration completes the ids a GGUF file's metadata names as
+// ending a generation (its eos, eot, eom and fill-in-the-middle keys) as
+// llama.cpp's loader does: then the tokens whose text ends a turn
+// (llamaEOGTexts) in id order, less gpt-oss's <|end|> where <|return|> and
+// <|call|> (or <|calls|> and <|flush|>) end one too, and less </s> beside
+// Gemma 4's <|tool_response>.
+func GGUFEndOfGeneration(named []int32, tokens []string) []int32 {
+	eog := slices.Clone(named)
+	byText := map[string]int32{}
+	for id, text := range tokens {
+		if slices.Contains(llamaEOGTexts, text) {
+			byText[text] = int32(id)
+			if !slices.Contains(eog, int32(id)) {
+				eog = append(eog, int32(id))
+			}
+		}
+	}
+	ends := func(text string) bool { _, ok := byText[text]; return ok }
+	drop := func(text string) {
+		if id, ok := byText[text]; ok {
+			eog = slices.DeleteFunc(eog, func(e int32) bool { return e == id })
+		}
+	}
+	if ends("<|end|>") && (ends("<|return|>") && (ends("<|call|>") || ends("<|calls|>")) || (ends("<|call|>") || ends("<|calls|>")) && ends("<|flush|>")) {
+		drop("<|end|>")
+	}
+	if ends("<|tool_response>") {
+		drop("</s>")
+	}
+	return eog
+}
 
 // ggufAttrs are the tokens' attributes as llama.cpp's loader leaves them,
 // in its order: the types; control for the texts above; gpt-oss's
