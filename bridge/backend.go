@@ -280,8 +280,13 @@ type CopyDropper interface {
 // launch's shape, in the kernel's tuning dimensions, to its config; ok
 // false keeps the backend's own choice. A nil pick restores the defaults.
 type LaunchTuner interface {
-	SetLaunchConfig(kernel string, pick func(shape map[string]int) (config map[string]string, ok bool))
+	SetLaunchConfig(kernel string, pick LaunchPick)
 }
+
+// LaunchPick answers one launch: dtype is its float weights' (a matrix kept
+// in f32 beside bf16 ones is tuned, and its tile sized, as f32), or "" for
+// the model's own (a launch of no weights, or of packed ones).
+type LaunchPick func(dtype string, shape map[string]int) (config map[string]string, ok bool)
 
 // AsyncStepper is implemented by backends that can queue a step and return
 // before it has run, so the host records the next step while the device

@@ -48,7 +48,7 @@ func TestQAGemvTakesTunedRows(t *testing.T) {
 	} {
 		var asked [3]int
 		if c.tuned != "" {
-			b.SetLaunchConfig(string(ops.QMatMul), func(s map[string]int) (map[string]string, bool) {
+			b.SetLaunchConfig(string(ops.QMatMul), func(_ string, s map[string]int) (map[string]string, bool) {
 				asked = [3]int{s[string(ops.M)], s[string(ops.N)], s[string(ops.K)]}
 				return map[string]string{ops.KnobRows: c.tuned}, true
 			})

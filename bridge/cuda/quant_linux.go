@@ -447,7 +447,7 @@ func (b *Backend) qaLaunchRows(g *qgemv, c int) int {
 		choices = []int{2, 1}
 		r = b.qaRows(g.groups(1), gy, choices...)
 	}
-	if t := b.tuned(string(ops.QMatMul), matmulDims, g.m, g.segs[0].q.Dims[0], g.k); t != nil {
+	if t := b.tuned(string(ops.QMatMul), "", matmulDims, g.m, g.segs[0].q.Dims[0], g.k); t != nil {
 		if v, ok := configInt(t, ops.KnobRows); ok && slices.Contains(choices, v) {
 			r = v
 		}

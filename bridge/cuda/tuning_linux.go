@@ -36,19 +36,23 @@ import (
 // A pick is called once per distinct launch shape; its answers are cached
 // until the next SetLaunchConfig.
 
-type pickFn = func(shape map[string]int) (map[string]string, bool)
+// launchKey is one launch a pick answered: its weights' dtype and shape.
+type launchKey struct {
+	dtype string
+	shape [6]int
+}
 
 type launchTuning struct {
-	picks map[string]pickFn
-	cache map[string]map[[6]int]map[string]string
+	picks map[string]bridge.LaunchPick
+	cache map[string]map[launchKey]map[string]string
 	gemv  map[[4]int]gemvConfig // gemvShape's answers: a decode step asks hundreds of times
 }
 
 // SetLaunchConfig implements bridge.LaunchTuner.
-func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int) (map[string]string, bool)) {
+func (b *Backend) SetLaunchConfig(kernel string, pick bridge.LaunchPick) {
 	t := &b.tuning
 	if t.picks == nil {
-		t.picks = map[string]pickFn{}
+		t.picks = map[string]bridge.LaunchPick{}
 	}
 	if pick == nil {
 		delete(t.picks, kernel)
@@ -59,15 +63,16 @@ func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int)
 }
 
 // tuned returns kernel's config for the launch shape (dims named by names,
-// in order), or nil for the backend's own choice.
-func (b *Backend) tuned(kernel string, names []string, vals ...int) map[string]string {
+// in order) of dtype weights ("" the model's: bridge.LaunchPick), or nil for
+// the backend's own choice.
+func (b *Backend) tuned(kernel, dtype string, names []string, vals ...int) map[string]string {
 	t := &b.tuning
 	pick := t.picks[kernel]
 	if pick == nil {
 		return nil
 	}
-	var key [6]int
-	copy(key[:], vals)
+	key := launchKey{dtype: dtype}
+	copy(key.shape[:], vals)
 	if c, ok := t.cache[kernel][key]; ok {
 		return c
 	}
@@ -75,15 +80,15 @@ func (b *Backend) tuned(kernel string, names []string, vals ...int) map[string]s
 	for i, n := range names {
 		shape[n] = vals[i]
 	}
-	c, ok := pick(shape)
+	c, ok := pick(dtype, shape)
 	if !ok {
 		c = nil
 	}
 	if t.cache == nil {
-		t.cache = map[string]map[[6]int]map[string]string{}
+		t.cache = map[string]map[launchKey]map[string]string{}
 	}
 	if t.cache[kernel] == nil {
-		t.cache[kernel] = map[[6]int]map[string]string{}
+		t.cache[kernel] = map[launchKey]map[string]string{}
 	}
 	t.cache[kernel][key] = c
 	return c
@@ -162,7 +167,7 @@ func (b *Backend) pickGemv(m, n, k int, dt bridge.DType) gemvConfig {
 	for R == 1 && ks < 8 && cdiv(n, 8/ks) < 4*b.sms {
 		ks *= 2
 	}
-	if c := b.tuned(string(ops.MatMul), matmulDims, m, n, k); c != nil {
+	if c := b.tuned(string(ops.MatMul), dt.String(), matmulDims, m, n, k); c != nil {
 		if r, ok := configInt(c, ops.KnobRows); ok && slices.Contains(rs, r) {
 			R = r
 		}
@@ -189,7 +194,7 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 	for ctx < maxSeqLen {
 		ctx *= 2
 	}
-	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
+	if c := b.tuned(string(ops.PagedAttentionDecode), "", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
 		if p, ok := configInt(c, ops.KnobPart); ok && p >= 1 {
 			part = p
 		}
@@ -218,7 +223,7 @@ func (b *Backend) attentionConfig(seqs, maxSeqLen, heads, kvHeads, headDim, bloc
 // slower on an H100 at 4k and 16k positions: docs/cuda.md.)
 func (b *Backend) decodeConfig(cache bridge.DType, seqs, maxSeqLen, heads, kvHeads, headDim, blockSize int) (chunks, nparts int) {
 	ctx := ops.ContextBucket(maxSeqLen, decodeChunk)
-	if c := b.tuned(string(ops.PagedAttentionDecode), attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
+	if c := b.tuned(string(ops.PagedAttentionDecode), "", attentionDims, seqs, ctx, heads, kvHeads, headDim, blockSize); c != nil {
 		if p, ok := configInt(c, ops.KnobPart); ok && p >= decodeChunk && p%decodeChunk == 0 {
 			part := p
 			for cdiv(ctx, part) > decodeMaxParts {
@@ -275,7 +280,7 @@ type moeConfig struct {
 
 func (b *Backend) moeConfig(T, E, K, H, I int, dt bridge.DType) moeConfig {
 	mc := moeConfig{rows: 1, dsRows: 4, prefetch: b.prefetch}
-	c := b.tuned(string(ops.MoE), moeDims, T, E, K, H, I)
+	c := b.tuned(string(ops.MoE), "", moeDims, T, E, K, H, I)
 	if c == nil {
 		return mc
 	}

@@ -109,7 +109,7 @@ func (b *Backend) mvOf(op *bridge.MatMulOp) (mvFused, bool) {
 		return mvFused{}, false
 	}
 	m := x.n / k
-	if m == 0 || m > b.matmulTuning(m, n, k).MatVecMaxM || o.n < m*n || (bias != nil && bias.n < n) {
+	if m == 0 || m > b.matmulTuning(w.dt, m, n, k).MatVecMaxM || o.n < m*n || (bias != nil && bias.n < n) {
 		return mvFused{}, false
 	}
 	return mvFused{x: x, m: m, k: k, dt: w.dt, w: [3]*tensor{w}, out: [3]*tensor{o}, bias: [3]*tensor{bias}, nsegs: 1}, true
@@ -395,9 +395,10 @@ func (b *Backend) tryGemvGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 // dispatch: decode steps, where the router is a GEMV.
 func (b *Backend) routeFused(op *bridge.MoEOp) bool {
 	x := tt(op.X)
-	return b.fusing("moe_router_topk") && x != nil && op.W.Hidden > 0 &&
-		x.n/op.W.Hidden <= b.matmulTuning(x.n/op.W.Hidden, len(op.W.Gate), op.W.Hidden).MatVecMaxM &&
-		tt(op.W.Router) != nil && routerRouteKernel[tt(op.W.Router).dt] != "" && len(op.W.Gate) <= 1024
+	r := tt(op.W.Router)
+	return b.fusing("moe_router_topk") && x != nil && op.W.Hidden > 0 && r != nil &&
+		x.n/op.W.Hidden <= b.matmulTuning(r.dt, x.n/op.W.Hidden, len(op.W.Gate), op.W.Hidden).MatVecMaxM &&
+		routerRouteKernel[r.dt] != "" && len(op.W.Gate) <= 1024
 }
 
 // tryMoEResidual: a MoE block whose output the AddRMSNorm after it adds
@@ -512,7 +513,7 @@ func (b *Backend) tryMoERoute(ops []bridge.Op, span int) (int, bridge.Op) {
 // matvecFused encodes one matvec_fused dispatch.
 func (b *Backend) matvecFused(f *mvFused) {
 	// The matvec's tuned rows and simdgroups at the first segment's shape.
-	tu := b.matmulTuning(f.m, f.w[0].shape[0], f.k)
+	tu := b.matmulTuning(f.dt, f.m, f.w[0].shape[0], f.k)
 	rows, sgs := tu.MatVecRows, tu.MatVecSimdgroups
 	var n [3]int
 	tiles := 0

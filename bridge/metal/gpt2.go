@@ -37,7 +37,7 @@ func (b *Backend) layerNorm(op ops.ID, o, r, xs, ws, bs *tensor, eps float32) {
 		return
 	}
 	p := b.pipeline(string(op), fcNone)
-	tpg := [3]int{normThreads(b.tuned(op, rowDims, rows, dim), dim), 1, 1}
+	tpg := [3]int{normThreads(b.tuned(op, "", rowDims, rows, dim), dim), 1, 1}
 	if !b.fits(p, tpg) {
 		return
 	}

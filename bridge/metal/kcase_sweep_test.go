@@ -54,7 +54,7 @@ func runKCase(be bridge.Backend, c kcase) (refused string, maxErr float64, err e
 		run = mb
 		if c.cfg != nil {
 			cfg := c.cfg
-			mb.SetLaunchConfig(string(c.a.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
+			mb.SetLaunchConfig(string(c.a.Op), func(string, map[string]int) (map[string]string, bool) { return cfg, true })
 			defer mb.SetLaunchConfig(string(c.a.Op), nil)
 			if c.a.Op == ops.MoE {
 				p := tune.MoEParams(cfg)

@@ -16,10 +16,9 @@ import (
 // Tuning for that dispatch only (docs/tuning.md lists the knobs). Answers
 // are cached per shape until the next SetLaunchConfig or SetTuning.
 
-type pickFn = func(shape map[string]int) (map[string]string, bool)
-
 type launchKey struct {
 	kernel ops.ID
+	dtype  string
 	shape  [6]int
 }
 
@@ -32,7 +31,7 @@ type launchAnswer struct {
 }
 
 type launchState struct {
-	picks map[ops.ID]pickFn
+	picks map[ops.ID]bridge.LaunchPick
 	cache map[launchKey]launchAnswer
 }
 
@@ -48,10 +47,10 @@ var (
 // SetLaunchConfig implements bridge.LaunchTuner. kernel is an op's name
 // (matmul, moe, paged_attention_decode, paged_attention_prefill, rms_norm,
 // add_rms_norm, layer_norm, add_layer_norm, argmax).
-func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int) (map[string]string, bool)) {
+func (b *Backend) SetLaunchConfig(kernel string, pick bridge.LaunchPick) {
 	l := &b.launch
 	if l.picks == nil {
-		l.picks = map[ops.ID]pickFn{}
+		l.picks = map[ops.ID]bridge.LaunchPick{}
 	}
 	if pick == nil {
 		delete(l.picks, ops.ID(kernel))
@@ -62,15 +61,16 @@ func (b *Backend) SetLaunchConfig(kernel string, pick func(shape map[string]int)
 }
 
 // tuned is the tuning of one dispatch of kernel at a launch shape (vals in
-// dims order): the backend's own, or a copy with the kernel's picked
-// config overlaid. A config the kernels cannot run fails the step.
-func (b *Backend) tuned(kernel ops.ID, dims []ops.Param, vals ...int) *Tuning {
+// dims order) for weights of dtype ("" the model's: bridge.LaunchPick): the
+// backend's own, or a copy with the kernel's picked config overlaid. A
+// config the kernels cannot run fails the step.
+func (b *Backend) tuned(kernel ops.ID, dtype string, dims []ops.Param, vals ...int) *Tuning {
 	l := &b.launch
 	pick := l.picks[kernel]
 	if pick == nil {
 		return &b.tuning
 	}
-	k := launchKey{kernel: kernel}
+	k := launchKey{kernel: kernel, dtype: dtype}
 	copy(k.shape[:], vals)
 	a, ok := l.cache[k]
 	if !ok {
@@ -78,7 +78,7 @@ func (b *Backend) tuned(kernel ops.ID, dims []ops.Param, vals ...int) *Tuning {
 		for i, d := range dims {
 			shape[string(d)] = vals[i]
 		}
-		if c, ok := pick(shape); ok && len(c) > 0 {
+		if c, ok := pick(dtype, shape); ok && len(c) > 0 {
 			a.cfg = ops.Config(c).Key()
 			t, err := overlay(b.tuning, kernel, c)
 			if err != nil {
@@ -337,5 +337,14 @@ func (b *Backend) TuneDevice() string {
 var _ bridge.LaunchTuner = (*Backend)(nil)
 
 // matmulTuning is the tuning of a matmul (or fused matvec) of m rows of k
-// by n outputs.
-func (b *Backend) matmulTuning(m, n, k int) *Tuning { return b.tuned(ops.MatMul, matmulDims, m, n, k) }
+// by n outputs of dt weights: a tile tuned for bf16 is not one an f32
+// router of the same shape takes (its staging is twice as wide).
+func (b *Backend) matmulTuning(dt bridge.DType, m, n, k int) *Tuning {
+	return b.tuned(ops.MatMul, dt.String(), matmulDims, m, n, k)
+}
+
+// qmatvecMaxM is the most rows packed weights take on the GEMVs rather than
+// qmatmul_mm's tiles: the matmul's knob at the model's own dtype.
+func (b *Backend) qmatvecMaxM(m, n, k int) int {
+	return b.tuned(ops.MatMul, "", matmulDims, m, n, k).MatVecMaxM
+}

@@ -257,7 +257,7 @@ func (b *Backend) moe(out, x bridge.Tensor, w *bridge.MoEWeights, mp bridge.MoEP
 	if pk == nil {
 		return
 	}
-	tu := b.tuned(ops.MoE, moeDims, T, E, K, H, I)
+	tu := b.moeTuning(w, T)
 	P := T * K
 	if b.moeBlock(w, T, mp) {
 		b.moeDecode(o, xs, w, pk, T, E, K, H, I, tu, fold)
@@ -436,7 +436,7 @@ func (b *Backend) moeBlock(w *bridge.MoEWeights, T int, mp bridge.MoEParams) boo
 	if mp.Unfused || !moePerPair(T, mp) || E == 0 || E > moeRouteExperts || K > moeSumTopK {
 		return false
 	}
-	tu := b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter)
+	tu := b.moeTuning(w, T)
 	if ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows {
 		return false
 	}
@@ -454,7 +454,19 @@ func (b *Backend) moeBlock(w *bridge.MoEWeights, T int, mp bridge.MoEParams) boo
 // rows a routed expert), which can take the norm before the block.
 func (b *Backend) moeMatVec(w *bridge.MoEWeights, T int) bool {
 	E, K := len(w.Gate), w.TopK
-	return E > 0 && ops.MetalMoERows(T, E, K) <= b.tuned(ops.MoE, moeDims, T, E, K, w.Hidden, w.Inter).MoEMatVecMaxRows
+	return E > 0 && ops.MetalMoERows(T, E, K) <= b.moeTuning(w, T).MoEMatVecMaxRows
+}
+
+// moeTuning is the tuning of a float MoE block over T tokens, looked up for
+// its experts' dtype as matmulTuning is for a matrix's.
+func (b *Backend) moeTuning(w *bridge.MoEWeights, T int) *Tuning {
+	dtype := ""
+	if len(w.Gate) > 0 {
+		if g := tt(w.Gate[0]); g != nil {
+			dtype = g.dt.String()
+		}
+	}
+	return b.tuned(ops.MoE, dtype, moeDims, T, len(w.Gate), w.TopK, w.Hidden, w.Inter)
 }
 
 // moeDecode encodes a decode step's float MoE block in three dispatches, as

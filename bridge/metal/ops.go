@@ -193,7 +193,7 @@ func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("rms_norm", fcNone)
-	tpg := [3]int{normThreads(b.tuned(ops.RMSNorm, rowDims, rows, dim), dim), 1, 1}
+	tpg := [3]int{normThreads(b.tuned(ops.RMSNorm, "", rowDims, rows, dim), dim), 1, 1}
 	if !b.fits(p, tpg) {
 		return
 	}
@@ -215,7 +215,7 @@ func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("add_rms_norm", fcNone)
-	tpg := [3]int{normThreads(b.tuned(ops.AddRMSNorm, rowDims, rows, dim), dim), 1, 1}
+	tpg := [3]int{normThreads(b.tuned(ops.AddRMSNorm, "", rowDims, rows, dim), dim), 1, 1}
 	if !b.fits(p, tpg) {
 		return
 	}
@@ -256,7 +256,7 @@ func (b *Backend) matmul(out, x view, m int, w *tensor, bias view) {
 		return
 	}
 	hasBias := boolInt[bias.buf != nil]
-	tu := b.matmulTuning(m, n, k)
+	tu := b.matmulTuning(w.dt, m, n, k)
 	if m <= tu.MatVecMaxM {
 		name := matvecKernel[w.dt]
 		if name == "" {
@@ -432,9 +432,9 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 	// sequence's cached context, steps with longer queries the prefill's.
 	var tu *Tuning
 	if m.MaxQueryLen <= 1 {
-		tu = b.tuned(ops.PagedAttentionDecode, decodeDims, sec.numSeqs, max(m.MaxSeqLen-1, 1), heads, kvHeads, D, BS)
+		tu = b.tuned(ops.PagedAttentionDecode, "", decodeDims, sec.numSeqs, max(m.MaxSeqLen-1, 1), heads, kvHeads, D, BS)
 	} else {
-		tu = b.tuned(ops.PagedAttentionPrefill, prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
+		tu = b.tuned(ops.PagedAttentionPrefill, "", prefillDims, sec.numSeqs, m.MaxQueryLen, heads, kvHeads, D, BS)
 	}
 	qh := ops.MetalAttnGroupHeads(heads/kvHeads, tu.AttnHeadsPerGroup)
 	KD := attnKernelSize(D)
@@ -638,7 +638,7 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 		return
 	}
 	n := l.n / rows
-	tu := b.tuned(ops.Argmax, rowDims, rows, n)
+	tu := b.tuned(ops.Argmax, "", rowDims, rows, n)
 	part, parts := ops.MetalArgmaxParts(n, tu.ArgmaxPart)
 	a := argmaxArgs{Rows: uint32(rows), N: uint32(n), Part: uint32(part), Parts: uint32(parts), Lead: uint32(l.off % 16 / 4)}
 	if parts == 1 {

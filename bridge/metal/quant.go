@@ -207,7 +207,7 @@ func (b *Backend) qmvOf(op *bridge.QMatMulOp) (qmv, bool) {
 	}
 	n, k := q.Dims[0], q.Dims[1]
 	m := x.n / k
-	if x.n%k != 0 || o.n < m*n || m > b.matmulTuning(m, n, k).MatVecMaxM {
+	if x.n%k != 0 || o.n < m*n || m > b.qmatvecMaxM(m, n, k) {
 		return qmv{}, false
 	}
 	return qmv{x: x, m: m, q: [3]*qtensor{q}, out: [3]*tensor{o}, bias: [3]*tensor{bias}, nsegs: 1}, true
@@ -228,11 +228,11 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 		return
 	}
 	if f.nsegs == 1 && f.g == nil && f.resid == nil && !f.swig && !f.gelu &&
-		f.m > b.matmulTuning(f.m, q0.Dims[0], q0.Dims[1]).MatVecMaxM && b.qmm(f.m, q0, x, outs[0], biases[0]) {
+		f.m > b.qmatvecMaxM(f.m, q0.Dims[0], q0.Dims[1]) && b.qmm(f.m, q0, x, outs[0], biases[0]) {
 		return
 	}
 	// The GEMV's launch, tuned per shape as qmatmul (by the first matrix).
-	tu := b.tuned(ops.QMatMul, matmulDims, f.m, q0.Dims[0], q0.Dims[1])
+	tu := b.tuned(ops.QMatMul, "", matmulDims, f.m, q0.Dims[0], q0.Dims[1])
 	rows, sgs, cols := tu.QMatVecRows, tu.QMatVecSimdgroups, min(f.m, 8)
 	hasBias := biases[0].buf != nil
 	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, boolInt[hasBias], int32(rows), int32(cols),
@@ -289,7 +289,7 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 // pipeline's threads, for the GEMVs to take it.
 func (b *Backend) qmm(m int, q *qtensor, x, out, bias view) bool {
 	n := q.Dims[0]
-	t := b.tuned(ops.QMatMul, matmulDims, m, n, q.Dims[1]).QMatMulTile
+	t := b.tuned(ops.QMatMul, "", matmulDims, m, n, q.Dims[1]).QMatMulTile
 	mem := qmmMemory(t, 1)
 	if mem > tileMemory {
 		return false
@@ -577,7 +577,7 @@ const (
 // qmoeTiled reports whether a packed MoE of T tokens runs on the tiles
 // (the tuning's MoEMatVecMaxRows rows a routed expert, tuned as qmoe).
 func (b *Backend) qmoeTiled(T, E, K, H, I int) (bool, *Tuning) {
-	tu := b.tuned(ops.QMoE, moeDims, T, E, K, H, I)
+	tu := b.tuned(ops.QMoE, "", moeDims, T, E, K, H, I)
 	return ops.MetalMoERows(T, E, K) > tu.MoEMatVecMaxRows, tu
 }
 
@@ -610,7 +610,7 @@ func (b *Backend) moeRouterFolds(w *bridge.MoEWeights, T int) bool {
 	}
 	r := tt(w.Router)
 	return r != nil && len(r.shape) == 2 && matvecFusedKernel[r.dt] != "" &&
-		T <= b.matmulTuning(T, r.shape[0], r.shape[1]).MatVecMaxM
+		T <= b.matmulTuning(r.dt, T, r.shape[0], r.shape[1]).MatVecMaxM
 }
 
 // sumSimdgroups is a down-and-sum kernel's simdgroups a threadgroup for K

@@ -130,7 +130,7 @@ func TestLaunchConfigsMatchReference(t *testing.T) {
 				cands = slices.DeleteFunc(cands, func(c tune.Config) bool { return c[ops.KnobStrategy] != string(ops.MoEGrouped) })
 			}
 			for _, cfg := range cands {
-				be.SetLaunchConfig(string(k.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
+				be.SetLaunchConfig(string(k.Op), func(string, map[string]int) (map[string]string, bool) { return cfg, true })
 				if k.Op == ops.MoE {
 					p := tune.MoEParams(cfg)
 					run.p = &p
@@ -388,6 +388,64 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	}
 }
 
+// A matmul's tuned config is looked up by its matrix's dtype, as the CPU's
+// split is: a GGUF preset's F32 router (q4_k_m) beside bf16 matrices takes
+// the config tuned for f32 at its shape, where it took the bf16 one, a tile
+// measured with, and sized for, weights staged half as wide.
+func TestTunedTileByMatrixDType(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	const prompt = 24
+	tiles := map[string]tune.Config{
+		"bf16": {"mv_max": "0", "bm": "16", "bn": "32", "bk": "32", "sgm": "2", "sgn": "1"},
+		"f32":  {"mv_max": "0", "bm": "8", "bn": "16", "bk": "16", "sgm": "1", "sgn": "1"},
+	}
+	for _, tc := range []struct{ quant, used, unused string }{
+		{"", "16x32x32/2x1 (user cache)", "8x16x16/1x1"},
+		{"q4_k_m", "8x16x16/1x1 (user cache)", "16x32x32/2x1"},
+	} {
+		cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1, Seed: 1, Quant: tc.quant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		router := tune.Shape{ops.M: prompt, ops.N: cfg.NumExperts, ops.K: cfg.Hidden}
+		l := tune.Layer{Name: tune.FromUser}
+		for dtype, c := range tiles {
+			l.Entries = append(l.Entries, tune.Located{File: "test.json", Entry: tune.Entry{Device: tune.DeviceName(be), Backend: "metal-emu",
+				Kernel: "matmul", DType: dtype, Shape: router, Config: c, Speedup: 1.2, P: 0.001, Samples: 20, SourceHash: metal.KernelSourceHash("matmul")}})
+		}
+		store := tune.NewStore(l)
+		generate := func(o engine.Options) ([]engine.Output, map[string]string) {
+			e, err := engine.New(be, cfg, src, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := make([]int32, prompt)
+			for j := range p {
+				p[j] = int32(j*37 + 5)
+			}
+			out, err := e.Generate([]engine.Request{{ID: 1, Prompt: p, MaxNewTokens: 2, WantLogits: true}})
+			if err != nil {
+				t.Fatalf("%q: %v", tc.quant, err)
+			}
+			return out, e.TunedUsed()
+		}
+		want, _ := generate(engine.Options{KVDType: "f32"})
+		got, used := generate(engine.Options{KVDType: "f32", Tuned: func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
+			return store.ForEngine(be, cfg, dt, moe)
+		}})
+		src.Close()
+		if w := store.Warnings(); len(w) > 0 {
+			t.Errorf("%q: warnings %v", tc.quant, w)
+		}
+		if !strings.Contains(used["matmul"], tc.used) || strings.Contains(used["matmul"], tc.unused) {
+			t.Errorf("%q: matmul used %q, want %s and not %s", tc.quant, used["matmul"], tc.used, tc.unused)
+		}
+		if d := kernels.MaxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-3 {
+			t.Errorf("%q: tuned tokens %v (default %v), logits %.3g apart", tc.quant, got[0].Tokens, want[0].Tokens, d)
+		}
+	}
+}
+
 // A tuned packed GEMV launch (rows a simdgroup, simdgroups), of a matrix
 // and of the experts at one token, is the one that runs: each rows value
 // specializes its own pipelines, and each config passes the reference.
@@ -414,7 +472,7 @@ func TestTunedPackedGEMVRuns(t *testing.T) {
 			cfg := map[string]string{ops.KnobRows: rows, ops.KnobSimdgroups: "2"}
 			maps.Copy(cfg, c.cfg)
 			before := be.Pipelines()
-			be.SetLaunchConfig(string(c.args.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
+			be.SetLaunchConfig(string(c.args.Op), func(string, map[string]int) (map[string]string, bool) { return cfg, true })
 			if _, err := bench.Check(); err != nil {
 				t.Errorf("%s rows %s: %v", c.args.Op, rows, err)
 			}
@@ -471,7 +529,8 @@ cases:
 			t.Errorf("qmatmul buckets %v: no %s", got["qmatmul"], want)
 		}
 	}
-	if want := []string{"bf16 k=512,m=1,n=32"}; !slices.Equal(got["matmul"], want) {
+	// The routers are f32 (as llama.cpp writes them), and tuned so.
+	if want := []string{"f32 k=512,m=1,n=32"}; !slices.Equal(got["matmul"], want) {
 		t.Errorf("float matmul buckets %v, want only the routers' %v", got["matmul"], want)
 	}
 	if slices.ContainsFunc(got["qmatmul"], func(b string) bool { return strings.Contains(b, "n=32") }) {

@@ -49,7 +49,7 @@ func TestLaunchConfigsMatchReference(t *testing.T) {
 			}
 			cands, _ := k.Candidates(s, lim)
 			for _, cfg := range cands {
-				b.SetLaunchConfig(string(k.Op), func(map[string]int) (map[string]string, bool) { return cfg, true })
+				b.SetLaunchConfig(string(k.Op), func(string, map[string]int) (map[string]string, bool) { return cfg, true })
 				if _, err := bench.Check(); err != nil {
 					t.Errorf("%s %s config %s: %v", k.Op, s.Key(), k.String(cfg), err)
 				}

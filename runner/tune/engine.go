@@ -29,7 +29,7 @@ type EngineTuning struct {
 	split func(m, n, k int, dt bridge.DType) (piece, threads int)
 	// launch holds, for a bridge.LaunchTuner backend, the pick of every
 	// kernel the store has entries for.
-	launch map[string]func(map[string]int) (map[string]string, bool)
+	launch map[string]bridge.LaunchPick
 
 	mu   sync.Mutex
 	used map[string]map[string]bool // kernel -> choices used
@@ -66,7 +66,7 @@ func (s *Store) ForEngine(be bridge.Backend, cfg *model.Config, dt bridge.DType,
 		}
 	}
 	if _, ok := be.(bridge.LaunchTuner); ok {
-		t.launch = map[string]func(map[string]int) (map[string]string, bool){}
+		t.launch = map[string]bridge.LaunchPick{}
 		for _, k := range Kernels(be.Info().Backend) {
 			if hasEntries(s, be, string(k.Op)) {
 				t.launch[string(k.Op)] = t.launchPick(k)
@@ -77,26 +77,33 @@ func (s *Store) ForEngine(be bridge.Backend, cfg *model.Config, dt bridge.DType,
 }
 
 // launchPick looks kernel k's config up for each launch shape the backend
-// asks about, once per shape.
-func (t *EngineTuning) launchPick(k *Kernel) func(map[string]int) (map[string]string, bool) {
+// asks about, once per shape and weight dtype.
+func (t *EngineTuning) launchPick(k *Kernel) bridge.LaunchPick {
 	type answer struct {
 		c  map[string]string
 		ok bool
 	}
 	cache := map[string]answer{}
 	var mu sync.Mutex
-	// A packed-weight kernel's configs are looked up by the model's packing.
-	dtype := t.dtype
-	if _, packed := ops.DType(k.DType).Quant(); packed {
+	// A packed-weight kernel's configs are looked up by the model's packing,
+	// a float one's by the launch's weights (an f32 router beside bf16
+	// matrices is tuned as f32), the model's dtype where the launch names none.
+	model := t.dtype
+	_, packed := ops.DType(k.DType).Quant()
+	if packed {
 		d, _ := PackedDType(t.cfg)
-		dtype = string(d)
+		model = string(d)
 	}
-	return func(shape map[string]int) (map[string]string, bool) {
+	return func(weights string, shape map[string]int) (map[string]string, bool) {
+		dtype := model
+		if weights != "" && !packed {
+			dtype = weights
+		}
 		s := make(Shape, len(shape))
 		for name, v := range shape {
 			s[ops.Param(name)] = v
 		}
-		key := s.Key()
+		key := dtype + " " + s.Key()
 		mu.Lock()
 		a, seen := cache[key]
 		mu.Unlock()

@@ -463,7 +463,7 @@ func (c *candidateBackend) QMoE(out, x bridge.Tensor, w *bridge.MoEWeights, p br
 func apply(cb *candidateBackend, kernel string, c tune.Config) error {
 	if lt, ok := cb.Backend.(bridge.LaunchTuner); ok {
 		c := c.Clone()
-		lt.SetLaunchConfig(kernel, func(map[string]int) (map[string]string, bool) { return c, true })
+		lt.SetLaunchConfig(kernel, func(string, map[string]int) (map[string]string, bool) { return c, true })
 		if kernel == string(ops.MoE) {
 			p := tune.MoEParams(c)
 			cb.moe = &p
