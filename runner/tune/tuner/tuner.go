@@ -605,35 +605,51 @@ func (t *bucketRun) emulated(def *Candidate) {
 		}
 	}
 	r.Verdict = fmt.Sprintf("emulated: %d candidates checked against the reference, %d disqualified; timings are the emulator's, not a GPU's: no tuned config", checked, wrong)
-	// The fewest bytes among launches that keep the GPU's cores busy, else
-	// among all.
+	r.Fewest = fewestBytes(r.Candidates)
+	if r.Fewest != nil && def.Witness != nil {
+		r.Verdict += "; " + witnessVerdict(def, r.Fewest, t.b.Kernel.String(r.Fewest.Config))
+	}
+	t.event("done", 0, 0, "%s", r.Verdict)
+}
+
+// fewestBytes is the timed candidate the witness counted moving the fewest
+// bytes (ties: the fewest distinct bytes, then the first) among the
+// launches that keep the GPU's cores busy, else among all; nil where none
+// was counted.
+func fewestBytes(cands []*Candidate) *Candidate {
 	for _, busy := range []bool{true, false} {
-		for _, c := range r.Candidates {
+		var f *Candidate
+		for _, c := range cands {
 			if c.Status != StatusTimed || c.Witness == nil || busy && c.Witness.SimdgroupsPerCore < BusyCore {
 				continue
 			}
-			if f := r.Fewest; f == nil || c.Witness.Bytes() < f.Witness.Bytes() ||
+			if f == nil || c.Witness.Bytes() < f.Witness.Bytes() ||
 				c.Witness.Bytes() == f.Witness.Bytes() && c.Witness.Footprint() < f.Witness.Footprint() {
-				r.Fewest = c
+				f = c
 			}
 		}
-		if r.Fewest != nil {
-			break
+		if f != nil {
+			return f
 		}
 	}
-	if r.Fewest != nil && def.Witness != nil {
-		among := fmt.Sprintf("of the launches with %d or more simdgroups a core", BusyCore)
-		if r.Fewest.Witness.SimdgroupsPerCore < BusyCore {
-			among = fmt.Sprintf("of all launches (none has %d simdgroups a core)", BusyCore)
-		}
-		r.Verdict += "; the cost witness: the default moves " + witnessNote(def.Witness)
-		if r.Fewest != def && r.Fewest.Witness.Bytes() < def.Witness.Bytes() {
-			r.Verdict += "; " + among + ", " + t.b.Kernel.String(r.Fewest.Config) + " moves the fewest, " + witnessNote(r.Fewest.Witness)
-		} else {
-			r.Verdict += ", the fewest " + among
-		}
+	return nil
+}
+
+// witnessVerdict is what the cost witness says of a bucket: the default's
+// bytes, and the launch moving the fewest (fewest, named name) among those
+// keeping BusyCore simdgroups a core, else among all. A default that keeps
+// fewer busy is not among them, however few bytes it moves, so fewest is
+// named whenever it is another launch.
+func witnessVerdict(def, fewest *Candidate, name string) string {
+	among := fmt.Sprintf("of the launches with %d or more simdgroups a core", BusyCore)
+	if fewest.Witness.SimdgroupsPerCore < BusyCore {
+		among = fmt.Sprintf("of all launches (none has %d simdgroups a core)", BusyCore)
 	}
-	t.event("done", 0, 0, "%s", r.Verdict)
+	v := "the cost witness: the default moves " + witnessNote(def.Witness)
+	if fewest == def {
+		return v + ", the fewest " + among
+	}
+	return v + "; " + among + ", " + name + " moves the fewest, " + witnessNote(fewest.Witness)
 }
 
 // BusyCore is the simdgroups a GPU core needs to hide memory latency

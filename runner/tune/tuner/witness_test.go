@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
@@ -108,4 +109,52 @@ func TestEmulatedWitness(t *testing.T) {
 		t.Errorf("run notes %q do not name the witness GPU", run.Notes)
 	}
 	t.Logf("%s", r.Verdict)
+}
+
+// The verdict names the launch moving the fewest bytes among those keeping
+// 2 simdgroups a core busy whenever it is not the default: a default that
+// keeps fewer busy is not among them, however few bytes it moves.
+func TestWitnessVerdict(t *testing.T) {
+	launch := func(name string, bytes int64, perCore float64) *Candidate {
+		w := &kbench.Witness{Ideal: 1000, GPU: "Apple M3 Ultra", SimdgroupsPerCore: perCore}
+		w.BytesRead, w.FootprintRead = bytes, 1000
+		w.Efficiency = w.TrafficEfficiency(w.Ideal)
+		return &Candidate{Config: tune.Config{"name": name}, Status: StatusTimed, Witness: w, Default: name == "default"}
+	}
+	for _, tc := range []struct {
+		name        string
+		cands       []*Candidate
+		fewest      string
+		want, never []string
+	}{
+		{"idle default moving fewer", []*Candidate{launch("default", 1000, 0.8), launch("wide", 1400, 3.2)}, "wide",
+			[]string{"; of the launches with 2 or more simdgroups a core, wide moves the fewest"},
+			[]string{"the fewest of the launches"}},
+		{"busy default moving fewest", []*Candidate{launch("default", 1000, 2.5), launch("wide", 1400, 3.2)}, "default",
+			[]string{", the fewest of the launches with 2 or more simdgroups a core"}, []string{"wide"}},
+		{"busy launch moving fewer", []*Candidate{launch("default", 1400, 2.5), launch("tile", 1000, 2)}, "tile",
+			[]string{"; of the launches with 2 or more simdgroups a core, tile moves the fewest"}, nil},
+		{"none busy", []*Candidate{launch("default", 1400, 0.5), launch("tile", 1000, 0.1)}, "tile",
+			[]string{"; of all launches (none has 2 simdgroups a core), tile moves the fewest"}, nil},
+		{"none busy, default fewest", []*Candidate{launch("default", 1000, 0.5), launch("tile", 1400, 0.1)}, "default",
+			[]string{", the fewest of all launches (none has 2 simdgroups a core)"}, []string{"tile"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fewestBytes(tc.cands)
+			if f == nil || f.Config["name"] != tc.fewest {
+				t.Fatalf("fewest %v, want %s", f, tc.fewest)
+			}
+			v := witnessVerdict(tc.cands[0], f, f.Config["name"])
+			for _, s := range tc.want {
+				if !strings.Contains(v, s) {
+					t.Errorf("verdict %q lacks %q", v, s)
+				}
+			}
+			for _, s := range tc.never {
+				if strings.Contains(v, s) {
+					t.Errorf("verdict %q has %q", v, s)
+				}
+			}
+		})
+	}
 }
