@@ -660,8 +660,39 @@ const BusyCore = 2
 // witnessNote is what the witness counted of one call: "4.33 MB (traffic
 // 89%, footprint 100%, 3.2 simdgroups a core of the Apple M3 Ultra)".
 func witnessNote(w *kbench.Witness) string {
-	return fmt.Sprintf("%.2f MB (traffic %.0f%%, footprint %.0f%%, %.1f simdgroups a core of the %s)",
-		float64(w.Bytes())/1e6, 100*w.Efficiency, 100*w.FootprintEfficiency(w.Ideal), w.SimdgroupsPerCore, w.GPU)
+	return fmt.Sprintf("%s (traffic %.0f%%, footprint %.0f%%, %s simdgroups a core of the %s)",
+		decimalBytes(w.Bytes()), 100*w.Efficiency, 100*w.FootprintEfficiency(w.Ideal), tenths(w.SimdgroupsPerCore), w.GPU)
+}
+
+// decimalBytes is n bytes to three significant digits in the decimal unit
+// that holds it ("9.68 kB", "42.1 MB"), so the launches a verdict compares
+// at small shapes do not all read "0.01 MB".
+func decimalBytes(n int64) string {
+	v := float64(n)
+	if v < 999.5 {
+		return fmt.Sprintf("%d B", n)
+	}
+	for _, u := range []string{"kB", "MB", "GB"} {
+		v /= 1000
+		switch {
+		case v < 9.995:
+			return fmt.Sprintf("%.2f %s", v, u)
+		case v < 99.95:
+			return fmt.Sprintf("%.1f %s", v, u)
+		case v < 999.5:
+			return fmt.Sprintf("%.0f %s", v, u)
+		}
+	}
+	return fmt.Sprintf("%.0f TB", v/1000)
+}
+
+// tenths is x to one decimal, or to two significant digits where one
+// decimal would show a launch of some simdgroups as 0.0.
+func tenths(x float64) string {
+	if x > 0 && x < 0.05 {
+		return strconv.FormatFloat(x, 'f', int(-math.Floor(math.Log10(x)))+1, 64)
+	}
+	return fmt.Sprintf("%.1f", x)
 }
 
 func (t *bucketRun) add(c *Candidate) {

@@ -158,3 +158,27 @@ func TestWitnessVerdict(t *testing.T) {
 		})
 	}
 }
+
+// A verdict's figures keep their digits at small shapes, where launches
+// differ by a few kilobytes and a core holds a fraction of a simdgroup.
+func TestWitnessNoteFigures(t *testing.T) {
+	for _, tc := range []struct {
+		bytes   int64
+		perCore float64
+		want    string
+	}{
+		{9680, 0.3, "9.68 kB (traffic 100%, footprint 100%, 0.3 simdgroups a core of the Apple M3 Ultra)"},
+		{12312, 0.025, "12.3 kB (traffic 100%, footprint 100%, 0.025 simdgroups a core of the Apple M3 Ultra)"},
+		{999, 0.0125, "999 B (traffic 100%, footprint 100%, 0.013 simdgroups a core of the Apple M3 Ultra)"},
+		{999_600, 8, "1.00 MB (traffic 100%, footprint 100%, 8.0 simdgroups a core of the Apple M3 Ultra)"},
+		{42_106_880, 16, "42.1 MB (traffic 100%, footprint 100%, 16.0 simdgroups a core of the Apple M3 Ultra)"},
+		{299_520, 0, "300 kB (traffic 100%, footprint 100%, 0.0 simdgroups a core of the Apple M3 Ultra)"},
+	} {
+		w := &kbench.Witness{Ideal: tc.bytes, GPU: "Apple M3 Ultra", SimdgroupsPerCore: tc.perCore}
+		w.BytesRead, w.FootprintRead = tc.bytes, tc.bytes
+		w.Efficiency = w.TrafficEfficiency(w.Ideal)
+		if got := witnessNote(w); got != tc.want {
+			t.Errorf("%d bytes, %v a core: %q, want %q", tc.bytes, tc.perCore, got, tc.want)
+		}
+	}
+}
