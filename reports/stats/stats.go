@@ -220,16 +220,20 @@ var KernelColumns = []Column{
 
 // Cell prints a median scaled for c with its 95% CI as ± percent, or the
 // sample count where too few repetitions (n < 6) give no interval. A median
-// the column's digits would round to 0 gets two significant digits.
+// the column's digits would show with fewer than two significant digits
+// gets two, unless they show it exactly: 0.053 GFLOP/s on a column of
+// tenths is 0.053, not 0.1, and 0.0034 of whole percents 0.34, not 0.
 func (c Column) Cell(s *Summary) string {
 	if s == nil || s.N == 0 {
 		return "-"
 	}
-	digits := c.Digits
-	if m := math.Abs(s.Center * c.Scale); m > 0 && m < 0.5*math.Pow(10, -float64(digits)) {
-		digits = int(-math.Floor(math.Log10(m))) + 1
+	digits, x := c.Digits, s.Center*c.Scale
+	if m := math.Abs(x); m > 0 && m < math.Pow(10, 1-float64(digits)) {
+		if shown, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', digits, 64), 64); shown != x {
+			digits = int(-math.Floor(math.Log10(m))) + 1
+		}
 	}
-	v := strconv.FormatFloat(s.Center*c.Scale, 'f', digits, 64)
+	v := strconv.FormatFloat(x, 'f', digits, 64)
 	if ci := CI(s.Summary, s.N, ""); ci != "" {
 		v += " " + ci
 	}

@@ -114,6 +114,12 @@ func TestCellKeepsSmallValues(t *testing.T) {
 		{"zero", Column{Scale: 1, Digits: 1}, six(0), "0.0"},
 		{"few repetitions", Column{Scale: 1, Digits: 1}, []float64{0.004}, "0.0040 (n=1)"},
 		{"large", Column{Scale: 1, Digits: 1}, six(1234.56), "1234.6 ±0%"},
+		{"one digit of tenths", Column{Scale: 1, Digits: 1}, six(0.053), "0.053 ±0%"},
+		{"one digit of hundredths", Column{Scale: 1, Digits: 2}, six(0.0062), "0.0062 ±0%"},
+		{"one whole percent", Column{Scale: 100, Digits: 0}, six(0.014), "1.4 ±0%"},
+		{"tenths shown exactly", Column{Scale: 1, Digits: 1}, six(0.5), "0.5 ±0%"},
+		{"a whole count", Column{Scale: 1, Digits: 0}, six(5), "5 ±0%"},
+		{"two digits of tenths", Column{Scale: 1, Digits: 1}, six(1.23), "1.2 ±0%"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ByMetric(samplesOf("m", tc.values))["m"]
