@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,7 +22,8 @@ func selftestCommand() *cli.Command {
 		Description: "Runs each op of the backend contract on seeded random inputs and edge cases\n" +
 			"(contexts that end mid-block, one token, GQA ratios 1/4/8, head sizes 16-256,\n" +
 			"experts no token routes to) and compares with the pure-Go reference. Prints\n" +
-			"kernel, shape, max error and verdict; exits 1 if any check fails. A check the\n" +
+			"kernel, shape, max error and verdict; exits 1 if any check fails. Each failure,\n" +
+			"and each check that took a second or more, is printed on stderr as it ends. A check the\n" +
 			"backend does not support is skipped, counted apart from the passes; a run whose\n" +
 			"every check was skipped checked nothing and exits 2. Run it first on a new\n" +
 			"machine: mtlbench selftest --backend metal",
@@ -51,9 +54,7 @@ func selftestCommand() *cli.Command {
 			fmt.Fprintf(c.App.ErrWriter, "selftest: %s on %s\n", info.Backend, info.Name)
 			o := selftest.Options{ModelShapes: c.Bool("model-shapes"), Filter: c.String("filter"), Timed: c.Bool("timed")}
 			rs, err := selftest.RunWith(be, o, func(done, total int, r selftest.Result) {
-				if !r.Passed() {
-					fmt.Fprintf(c.App.ErrWriter, "[%d/%d] %s %s: FAIL: %v\n", done, total, r.Case, r.Shape, r.Err)
-				}
+				selftestProgress(c.App.ErrWriter, done, total, r)
 			})
 			if err != nil {
 				return err
@@ -84,6 +85,26 @@ func selftestCommand() *cli.Command {
 			fmt.Fprintf(c.App.ErrWriter, "all %d checks passed on %s\n", len(rs), info.Backend)
 			return nil
 		},
+	}
+}
+
+// slowCheck is how long a check may take before the selftest says, as it
+// ends, that it passed: a check at a model's shape takes seconds to
+// minutes (--model-shapes, metal-emu), and a run of many says nothing
+// between failures otherwise.
+const slowCheck = time.Second
+
+// selftestProgress writes on w a check that failed, and one that passed or
+// was skipped after slowCheck or more, as it ends.
+func selftestProgress(w io.Writer, done, total int, r selftest.Result) {
+	switch {
+	case !r.Passed():
+		fmt.Fprintf(w, "[%d/%d] %s %s: FAIL: %v\n", done, total, r.Case, r.Shape, r.Err)
+	case r.Elapsed < slowCheck:
+	case r.Skipped:
+		fmt.Fprintf(w, "[%d/%d] %s: skipped in %.1fs\n", done, total, r.Case, r.Elapsed.Seconds())
+	default:
+		fmt.Fprintf(w, "[%d/%d] %s %s: ok in %.1fs\n", done, total, r.Case, r.Shape, r.Elapsed.Seconds())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/selftest"
@@ -80,6 +81,33 @@ func TestSelftestSkipped(t *testing.T) {
 			}
 			if c.notStdout != "" && strings.Contains(stdout, c.notStdout) {
 				t.Errorf("stdout holds %q:\n%s", c.notStdout, stdout)
+			}
+		})
+	}
+}
+
+// A check that fails, or that took a second or more, is written as it
+// ends, so a run of slow checks (--model-shapes on metal-emu: minutes)
+// shows where it is; quick passes and skips are not.
+func TestSelftestProgress(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    selftest.Result
+		want string
+	}{
+		{"quick pass", selftest.Result{Case: "norm", Shape: "rms_norm tokens=3 width=96", Elapsed: 5 * time.Millisecond}, ""},
+		{"slow pass", selftest.Result{Case: "matmul-5", Shape: "matmul m=8 n=5120 k=2048 dtype=bf16", Elapsed: 14200 * time.Millisecond},
+			"[7/40] matmul-5 matmul m=8 n=5120 k=2048 dtype=bf16: ok in 14.2s\n"},
+		{"quick skip", selftest.Result{Case: "q5k", Err: errors.New("transcoded"), Skipped: true, Elapsed: time.Millisecond}, ""},
+		{"slow skip", selftest.Result{Case: "q5k", Err: errors.New("transcoded"), Skipped: true, Elapsed: 2 * time.Second}, "[7/40] q5k: skipped in 2.0s\n"},
+		{"quick failure", selftest.Result{Case: "norm", Shape: "rms_norm tokens=3 width=96", Err: errors.New("max abs error 1"), Elapsed: time.Millisecond},
+			"[7/40] norm rms_norm tokens=3 width=96: FAIL: max abs error 1\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b strings.Builder
+			selftestProgress(&b, 7, 40, c.r)
+			if b.String() != c.want {
+				t.Errorf("wrote %q, want %q", b.String(), c.want)
 			}
 		})
 	}
