@@ -54,7 +54,7 @@ func tuneCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "kernel", Usage: "kernel(s) to tune, comma-separated (default: all the backend declares)"},
 			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32 (default: the kernel's default shape, which tune names)"},
-			&cli.StringFlag{Name: "dtype", Usage: "with --kernel, not a suite: the weight dtype (default: the kernel's, bf16)"},
+			&cli.StringFlag{Name: "dtype", Usage: "with --kernel, not a suite: the weight dtype (default: the kernel's: bf16; q4 for qmatmul and qmoe; f32, and only f32, for the norms and argmax, which read no weights)"},
 			&cli.StringFlag{Name: "backend", Usage: "backend (default: the suite's, else auto)"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
 			&cli.StringFlag{Name: "strategy", Value: tuner.Exhaustive, Usage: "search: exhaustive, random or local"},

@@ -194,8 +194,12 @@ type Space struct {
 	Doc     string
 	Dims    []Dim
 	// DType is the weight dtype when none is given.
-	DType  string
-	Params []Knob
+	DType string
+	// FixedDType: the kernel reads no weight matrix (the norms, argmax), so
+	// its configs are tuned and looked up at DType alone, whatever the
+	// model's weights (docs/tuning.md).
+	FixedDType bool
+	Params     []Knob
 	// Constraints prune the space; every config that fails one is reported
 	// with the constraint's reason.
 	Constraints []Constraint

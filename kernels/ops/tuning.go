@@ -967,7 +967,8 @@ var metalArgmax = &Space{
 		{Name: Tokens, Default: 1, Match: Log},
 		{Name: Width, Default: 32000, Match: Exact},
 	},
-	DType: "f32",
+	DType:      "f32",
+	FixedDType: true,
 	Params: []Knob{
 		{Name: KnobThreads, Doc: "threads per threadgroup, in whole simdgroups, each reading float4 at a time", Values: Pow2(32, 1024)},
 		{Name: KnobPart, Doc: "values of a row per threadgroup, or single", Values: func(s Shape, l Limits) []string {
@@ -1013,7 +1014,8 @@ func metalNorm(width int) *Space {
 			{Name: Tokens, Default: 1, Match: Log},
 			{Name: Width, Default: width, Match: Exact},
 		},
-		DType: "f32",
+		DType:      "f32",
+		FixedDType: true,
 		Params: []Knob{{Name: KnobThreads, Doc: "threads per row, in whole simdgroups", Values: func(s Shape, l Limits) []string {
 			out := Pow2(32, 1024)(s, l)
 			if def := strconv.Itoa(MetalNormThreads(s[Width])); !slices.Contains(out, def) {

@@ -86,17 +86,21 @@ func (t *EngineTuning) launchPick(k *Kernel) bridge.LaunchPick {
 	cache := map[string]answer{}
 	var mu sync.Mutex
 	// A packed-weight kernel's configs are looked up by the model's packing,
-	// a float one's by the launch's weights (an f32 router beside bf16
-	// matrices is tuned as f32), the model's dtype where the launch names none.
+	// a kernel of no weights (FixedDType) by its own dtype, a float one's by
+	// the launch's weights (an f32 router beside bf16 matrices is tuned as
+	// f32), the model's dtype where the launch names none.
 	model := t.dtype
 	_, packed := ops.DType(k.DType).Quant()
 	if packed {
 		d, _ := PackedDType(t.cfg)
 		model = string(d)
 	}
+	if k.FixedDType {
+		model = k.DType
+	}
 	return func(weights string, shape map[string]int) (map[string]string, bool) {
 		dtype := model
-		if weights != "" && !packed {
+		if weights != "" && !packed && !k.FixedDType {
 			dtype = weights
 		}
 		s := make(Shape, len(shape))

@@ -195,9 +195,14 @@ func LimitsOf(be bridge.Backend) Limits {
 }
 
 // CheckDType refuses a weight dtype kernel k is not tuned for: a packed
-// format for a packed-weight kernel, a float dtype for the others. A tune
-// and a tuned file's entry go by the one rule.
+// format for a packed-weight kernel, its own dtype for one that reads no
+// weights (FixedDType), a float dtype for the others. A tune and a tuned
+// file's entry go by the one rule.
 func CheckDType(k *Kernel, dtype string) error {
+	if k.FixedDType && dtype != k.DType {
+		return fmt.Errorf("%s: dtype %q: %s reads no weight matrix, so its configs are tuned and looked up at %s whatever the model's dtype",
+			k.Op, dtype, k.Op, k.DType)
+	}
 	if _, packed := ops.DType(k.DType).Quant(); packed {
 		if !slices.Contains(ops.QuantDTypes, ops.DType(dtype)) {
 			var names []string

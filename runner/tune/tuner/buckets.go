@@ -135,8 +135,12 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 	var out []Bucket
 	index := map[string]int{}
 	add := func(kernel, dtype string, shape tune.Shape, label string) error {
-		if !slices.ContainsFunc(want, func(k *tune.Kernel) bool { return string(k.Op) == kernel }) {
+		i := slices.IndexFunc(want, func(k *tune.Kernel) bool { return string(k.Op) == kernel })
+		if i < 0 {
 			return nil
+		}
+		if want[i].FixedDType { // the norms and argmax: not the model's dtype
+			dtype = want[i].DType
 		}
 		b, err := ShapeBucket(be, kernel, dtype, shape, label)
 		if err != nil {

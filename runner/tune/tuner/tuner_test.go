@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -587,5 +588,41 @@ func TestSignificant(t *testing.T) {
 		if got := significant(c.v, 3); got != c.want {
 			t.Errorf("significant(%g, 3) = %g, want %g", c.v, got, c.want)
 		}
+	}
+}
+
+// metalLike is the CPU backend taken for Metal: the tuner derives Metal's
+// buckets from it.
+type metalLike struct{ bridge.Backend }
+
+func (b metalLike) Info() bridge.DeviceInfo {
+	in := b.Backend.Info()
+	in.Backend, in.Name = "metal", "Test GPU"
+	return in
+}
+
+func (metalLike) Limits() tune.Limits {
+	return tune.Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+}
+
+// A suite's norms and argmax read no weight matrix: they are tuned at
+// their own dtype, where the engine looks them up, not at the model's; a
+// --dtype for them is refused.
+func TestSuiteBucketsFixedDType(t *testing.T) {
+	be := metalLike{cpu.New(cpu.Options{Threads: 2})}
+	bs, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"rms_norm", "argmax", "matmul"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, b := range bs {
+		seen[string(b.Kernel.Op)] = b.DType
+	}
+	if want := map[string]string{"rms_norm": "f32", "argmax": "f32", "matmul": "bf16"}; !maps.Equal(seen, want) {
+		t.Errorf("bucket dtypes %v, want %v", seen, want)
+	}
+	if _, err := ShapeBucket(be, "rms_norm", "bf16", tune.Shape{"tokens": 1, "width": 512}, "--shape"); err == nil ||
+		!strings.Contains(err.Error(), "reads no weight matrix") {
+		t.Errorf("rms_norm at bf16: %v", err)
 	}
 }
