@@ -137,13 +137,14 @@ func Compare(a, b *Side, o Options) *Comparison {
 		return c
 	}
 	byMetric := map[string][]*Row{}
+	setA, setB := a.overridden(), b.overridden()
 	for _, k := range a.order {
 		ca, cb := a.cases[k], b.cases[k]
 		if cb == nil {
 			continue
 		}
 		reason := casesComparable(a.Label, b.Label, ca, cb, o.SameModel)
-		if d := paramDiff(ca.Params, cb.Params); d != "" {
+		if d := paramDiff(ca.Params, cb.Params, setA, setB); d != "" {
 			c.Notes = append(c.Notes, fmt.Sprintf("%s: recorded parameters differ (%s): the change may come from them", ca.DisplayName(), d))
 		}
 		for _, m := range caseMetrics(ca, cb) {
@@ -313,22 +314,49 @@ func sidesComparable(a, b *Side) (reason string, notes []string) {
 var FoundParams = []string{"tune.iters", "tune.status", "tune.role", "tune.max_abs_err"}
 
 // paramDiff lists the parameters two matched cases recorded differently
-// (the key covers the suite's parameters, not what the runner adds, such as
-// the model's dtype), FoundParams aside.
-func paramDiff(a, b map[string]string) string {
-	if a == nil || b == nil {
-		return ""
+// (differingParams), with both values: the note compare's tables print.
+func paramDiff(a, b map[string]string, setA, setB map[string]bool) string {
+	value := func(m map[string]string, k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return "(default)"
 	}
 	var diffs []string
+	for _, k := range differingParams(a, b, setA, setB) {
+		diffs = append(diffs, fmt.Sprintf("%s %s vs %s", k, value(a, k), value(b, k)))
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// differingParams are the parameters, sorted, in which two matched cases
+// differ: both recorded it with different values (the key covers the
+// suite's parameters, not what the runner adds, such as the model's
+// dtype), or one side's runs set it with `run --set` (setA, setB: the
+// parameters they overrode), which keeps the key, and the other side's
+// case does not record it, so it ran the default. FoundParams aside. The
+// tables note them and the data writes each side's value
+// (Comparison.Data).
+func differingParams(a, b map[string]string, setA, setB map[string]bool) []string {
+	if a == nil || b == nil {
+		return nil
+	}
+	var out []string
 	for _, k := range slices.Sorted(maps.Keys(a)) {
 		if slices.Contains(FoundParams, k) {
 			continue
 		}
-		if bv, ok := b[k]; ok && bv != a[k] {
-			diffs = append(diffs, fmt.Sprintf("%s %s vs %s", k, a[k], bv))
+		if bv, ok := b[k]; ok && bv != a[k] || !ok && setA[k] {
+			out = append(out, k)
 		}
 	}
-	return strings.Join(diffs, ", ")
+	for _, k := range slices.Sorted(maps.Keys(b)) {
+		if _, ok := a[k]; !ok && setB[k] && !slices.Contains(FoundParams, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // casesComparable says why two cases with the same key must not be

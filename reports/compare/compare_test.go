@@ -265,7 +265,7 @@ func TestParamDiffLeavesOutFound(t *testing.T) {
 		{"setting", with("tune.strategy", "chunked"), "tune.strategy loop vs chunked"},
 		{"dtype", with("dtype", "bf16"), "dtype f32 vs bf16"},
 	} {
-		if got := paramDiff(tuneCase, c.b); got != c.want {
+		if got := paramDiff(tuneCase, c.b, nil, nil); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -376,6 +376,108 @@ func TestSideNamesUnfinishedRuns(t *testing.T) {
 		got := side.Describe()
 		if tc.want == "" && strings.Contains(got, ";") || !strings.Contains(got, tc.want) {
 			t.Errorf("a %s run: %q, want %q", tc.status, got, tc.want)
+		}
+	}
+}
+
+// Where matched cases differ in a parameter (run --set keeps the key),
+// compare's and gate's data carry each side's value in a column of its
+// own, in every row, and no single column claims one value for both;
+// parameters the sides share stay one column. A parameter one side set
+// with --set and the other's case does not record (it ran the default)
+// differs too, in the data and in the tables' note.
+func TestDataCarriesBothSidesParams(t *testing.T) {
+	params := func(kv ...string) map[string]string {
+		m := map[string]string{"batch": "4", "n": "64", "dtype": "bf16"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	mk := func(label string, pa, own, set map[string]string) *Side {
+		s := NewSide(label)
+		s.AddRun(Run{ID: 1, Backend: "cpu", Overrides: set})
+		s.Add(results.Case{Key: "model/decode/batch=4", Name: "decode/batch=4", Kind: "model", Status: results.CaseDone, Params: pa},
+			samples("decode_tok_s", "tok/s", seq(8, 100, 1)))
+		if own != nil {
+			s.Add(results.Case{Key: "model/only/" + label, Name: "only-" + label, Kind: "model", Status: results.CaseDone, Params: own},
+				samples("decode_tok_s", "tok/s", seq(8, 100, 1)))
+		}
+		return s
+	}
+	cmp := func(a, b *Side) (*table.Data, []string) {
+		c := Compare(a, b, Options{})
+		return c.Data(), c.Notes
+	}
+	gate := func(a, b *Side) (*table.Data, []string) {
+		r := Gate(a, b, GateOptions{})
+		return r.Data(), r.Notes
+	}
+	type want map[string]any // column -> value; nil: no value there
+	const none = "none"      // a column there, empty
+	for _, tc := range []struct {
+		name  string
+		a, b  map[string]string
+		setB  map[string]string // B's run --set
+		data  func(a, b *Side) (*table.Data, []string)
+		want  want
+		onlyB want // the row of B's own case (params("fusion", "on"))
+		note  string
+	}{
+		{"compare, fusion differs", params("fusion", "on"), params("fusion", "off"), nil, cmp,
+			want{"a_fusion": "on", "b_fusion": "off", "fusion": nil, "batch": int64(4), "param_n": int64(64)},
+			want{"a_fusion": none, "b_fusion": "on", "fusion": nil}, "fusion on vs off"},
+		{"compare, a matmul's n differs", params(), params("n", "128"), nil, cmp,
+			want{"a_param_n": int64(64), "b_param_n": int64(128), "param_n": nil, "a_n": int64(8)},
+			want{"a_param_n": none, "b_param_n": int64(64)}, "n 64 vs 128"},
+		{"compare, B set fusion, A ran the default", params(), params("fusion", "off"), map[string]string{"fusion": "off"}, cmp,
+			want{"a_fusion": none, "b_fusion": "off", "fusion": nil, "batch": int64(4)},
+			want{"a_fusion": none, "b_fusion": "on", "fusion": nil}, "fusion (default) vs off"},
+		{"compare, B records what A does not, unset", params(), params("tuned.moe", "loop"), nil, cmp,
+			want{"tuned.moe": "loop", "a_tuned.moe": nil}, want{}, ""},
+		{"compare, same", params("fusion", "on"), params("fusion", "on"), nil, cmp,
+			want{"fusion": "on", "a_fusion": nil, "b_fusion": nil},
+			want{"fusion": "on"}, ""},
+		{"gate, fusion differs", params("fusion", "on"), params("fusion", "off"), nil, gate,
+			want{"baseline_fusion": "on", "candidate_fusion": "off", "fusion": nil, "batch": int64(4)}, nil, "fusion on vs off"},
+	} {
+		a, b := mk("A", tc.a, nil, nil), mk("B", tc.b, params("fusion", "on"), tc.setB)
+		d, notes := tc.data(a, b)
+		if len(d.Rows) == 0 {
+			t.Fatalf("%s: no rows", tc.name)
+		}
+		check := func(row []any, w want, which string) {
+			for col, v := range w {
+				i := slices.Index(d.Columns, col)
+				var got any // a row added before a column was has no cell there
+				if i >= 0 && i < len(row) {
+					got = row[i]
+				}
+				switch {
+				case v == none && (i < 0 || got != nil):
+					t.Errorf("%s, %s: %s = %v (column at %d), want an empty column (columns %v)", tc.name, which, col, got, i, d.Columns)
+				case v == none:
+				case v == nil && got != nil:
+					t.Errorf("%s, %s: %s = %v, want none (columns %v)", tc.name, which, col, got, d.Columns)
+				case v != nil && i < 0:
+					t.Errorf("%s, %s: no column %s (columns %v)", tc.name, which, col, d.Columns)
+				case v != nil && got != v:
+					t.Errorf("%s, %s: %s = %#v, want %#v", tc.name, which, col, got, v)
+				}
+			}
+		}
+		check(d.Rows[0], tc.want, "matched row")
+		if tc.onlyB != nil {
+			last := d.Rows[len(d.Rows)-1]
+			if i := slices.Index(d.Columns, "only_in"); i < 0 || last[i] != "B" {
+				t.Fatalf("%s: last row is not B's own case: %v", tc.name, last)
+			}
+			check(last, tc.onlyB, "B's own case")
+		}
+		note := strings.Join(notes, "\n")
+		if tc.note == "" && strings.Contains(note, "recorded parameters differ") ||
+			tc.note != "" && !strings.Contains(note, "recorded parameters differ ("+tc.note+")") {
+			t.Errorf("%s: notes %q, want the difference %q", tc.name, note, tc.note)
 		}
 	}
 }

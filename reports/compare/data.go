@@ -12,19 +12,15 @@ import (
 // Data is the comparison as tidy rows: one per matched case × metric with
 // both sides' n, median and 95% CI, the change in percent, the U-test p
 // and the verdict; a case present on one side only gets one row saying
-// which. Parameters (from A's case, else B's) are columns of their own.
+// which. Parameters are columns of their own (addParams): one a matched
+// pair recorded differently (a run --set fusion=off keeps the key) is an
+// a_ and a b_ column, each side's value.
 func (c *Comparison) Data() *table.Data {
 	d := &table.Data{Columns: slices.Clone(tidy.CompareColumns)}
-	params := func(key string) map[string]string {
-		if x := c.A.Case(key); x != nil {
-			return x.Params
-		}
-		if x := c.B.Case(key); x != nil {
-			return x.Params
-		}
-		return nil
+	sided := c.sidedParams()
+	add := func(row map[string]any, key string) {
+		addParams(d, row, caseParams(c.A, key), caseParams(c.B, key), sided, [2]string{"a_", "b_"})
 	}
-	add := func(row map[string]any, key string) { addParams(d, row, params(key)) }
 	if c.NotComparable == "" {
 		for _, r := range c.Rows {
 			row := map[string]any{"case": r.Case, "key": r.Key, "case_kind": r.Kind, "metric": r.Metric, "unit": r.Unit,
@@ -49,10 +45,15 @@ func (c *Comparison) Data() *table.Data {
 // what one tested value stands for (per: a pair of runs, a run or a
 // repetition), both sides' n, center and 95% CI of the tested values, the
 // change and the noise in percent, p and its adjusted q, the threshold and
-// the outcome with its reason. The case's parameters follow as columns.
-// With no checks it has no rows (json: []).
+// the outcome with its reason. The case's parameters follow as columns,
+// one the sides recorded differently as a baseline_ and a candidate_
+// column (addParams). With no checks it has no rows (json: []).
 func (r Result) Data() *table.Data {
 	d := &table.Data{Columns: slices.Clone(tidy.GateColumns)}
+	var sided map[string]bool
+	if r.Comparison != nil {
+		sided = r.Comparison.sidedParams()
+	}
 	for _, c := range r.Checks {
 		a, b := c.A, c.B
 		if c.Per == "" { // untested: the pooled repetitions say what there is
@@ -64,26 +65,66 @@ func (r Result) Data() *table.Data {
 			"candidate_n": int64(b.N), "candidate_center": num(b.Center, b.N > 0), "candidate_ci_lo": num(b.Lo, b.N > 0), "candidate_ci_hi": num(b.Hi, b.N > 0),
 			"delta_pct": num(c.Delta, true), "noise_pct": num(100*c.Noise, c.Noise > 0), "p": num(c.P, true), "p_adj": num(c.Q, true),
 			"threshold_pct": num(100*c.Threshold, true), "outcome": string(c.Outcome), "reason": c.Reason}
-		var params map[string]string
+		var pa, pb map[string]string
 		if r.Comparison != nil {
-			for _, s := range []*Side{r.Comparison.A, r.Comparison.B} {
-				if x := s.Case(c.Key); x != nil && params == nil {
-					params = x.Params
-				}
-			}
+			pa, pb = caseParams(r.Comparison.A, c.Key), caseParams(r.Comparison.B, c.Key)
 		}
-		addParams(d, row, params)
+		addParams(d, row, pa, pb, sided, [2]string{"baseline_", "candidate_"})
 	}
 	return d
 }
 
+// sidedParams are the parameters some matched pair of c's cases recorded
+// differently (differingParams): the data gives them a column per side in
+// every row, so a column holds one side's value throughout.
+func (c *Comparison) sidedParams() map[string]bool {
+	sided := map[string]bool{}
+	setA, setB := c.A.overridden(), c.B.overridden()
+	for _, k := range c.A.order {
+		if cb := c.B.cases[k]; cb != nil {
+			for _, p := range differingParams(c.A.cases[k].Params, cb.Params, setA, setB) {
+				sided[p] = true
+			}
+		}
+	}
+	return sided
+}
+
+// caseParams are the parameters side's case key recorded; nil when the
+// side has no such case.
+func caseParams(side *Side, key string) map[string]string {
+	if x := side.Case(key); x != nil {
+		return x.Params
+	}
+	return nil
+}
+
 // addParams adds row to d with the case's parameters as columns of their
-// own, named as show names them (tidy.ParamColumn: a matmul's n is param_n).
-func addParams(d *table.Data, row map[string]any, params map[string]string) {
-	for k, v := range params {
-		col := tidy.ParamColumn(k)
-		if _, set := row[col]; !set {
-			row[col] = table.Typed(v)
+// own, named as show names them (tidy.ParamColumn: a matmul's n is
+// param_n). A parameter in sided is a column per side, prefix[0] or
+// prefix[1] before that name (a_fusion, b_fusion), each from its side's
+// case (pa, pb: nil where the side lacks the case) and empty where that
+// case does not record it; any other is one column, from A's case, else
+// B's.
+func addParams(d *table.Data, row map[string]any, pa, pb map[string]string, sided map[string]bool, prefix [2]string) {
+	for i, params := range []map[string]string{pa, pb} {
+		for k, v := range params {
+			col := tidy.ParamColumn(k)
+			if sided[k] {
+				col = prefix[i] + col
+			}
+			if _, set := row[col]; !set {
+				row[col] = table.Typed(v)
+			}
+		}
+	}
+	for k := range sided {
+		// Both columns, whichever side records it: a reader finds each
+		// side's column, empty where that side has no value.
+		for _, p := range prefix {
+			if _, set := row[p+tidy.ParamColumn(k)]; !set {
+				row[p+tidy.ParamColumn(k)] = nil
+			}
 		}
 	}
 	d.Add(row)

@@ -25,6 +25,9 @@ type Run struct {
 	// Status is the run's (results.RunComplete...); a side says which of
 	// its runs did not complete, whose cases hold only what they stored.
 	Status string
+	// Overrides are what `run --set` changed in every case: a case keeps
+	// its key, so it pairs with one of another run that ran the default.
+	Overrides map[string]string
 }
 
 // RunOf converts a stored run.
@@ -34,7 +37,8 @@ func RunOf(r *results.Run) Run {
 		machine = r.Machine.GPUName
 	}
 	return Run{ID: r.ID, Tag: r.Tag, Commit: r.GitCommit, Backend: r.Backend, TimingMode: r.TimingMode,
-		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash, Status: r.Status}
+		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash, Status: r.Status,
+		Overrides: maps.Clone(r.Overrides)}
 }
 
 func (r Run) timing() string {
@@ -197,6 +201,17 @@ func (s *Side) Add(c results.Case, samples []results.Sample) {
 			sc.Units[smp.Metric] = smp.Unit
 		}
 	}
+}
+
+// overridden is the parameters a run of the side set with `run --set`.
+func (s *Side) overridden() map[string]bool {
+	set := map[string]bool{}
+	for _, r := range s.Runs {
+		for k := range r.Overrides {
+			set[k] = true
+		}
+	}
+	return set
 }
 
 // Case returns the pooled case with this key, or nil.
