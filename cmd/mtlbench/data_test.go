@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -262,5 +263,80 @@ func TestParamColumnsAgree(t *testing.T) {
 				t.Errorf("header %q: the parameter n is column n", recs[0])
 			}
 		})
+	}
+}
+
+// suites list takes --format as the other listing commands do: csv, json
+// and jsonl parse as data, cases as a number and an invalid suite's error
+// in a column of its own; an unknown format is refused naming it.
+func TestSuitesListFormats(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"two.yaml": twoCaseSuite, "bad.yaml": "name: bad\ncases: [\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type row = map[string]any
+	parse := map[string]func(string) ([]row, error){
+		"csv": func(out string) ([]row, error) {
+			recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+			if err != nil || len(recs) == 0 {
+				return nil, err
+			}
+			var rows []row
+			for _, r := range recs[1:] {
+				m := row{}
+				for i, c := range recs[0] {
+					m[c] = r[i]
+					if n, err := strconv.ParseFloat(r[i], 64); err == nil {
+						m[c] = n
+					}
+				}
+				rows = append(rows, m)
+			}
+			return rows, nil
+		},
+		"json": func(out string) ([]row, error) {
+			var rows []row
+			return rows, json.Unmarshal([]byte(out), &rows)
+		},
+		"jsonl": func(out string) ([]row, error) {
+			var rows []row
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				var r row
+				if err := json.Unmarshal([]byte(l), &r); err != nil {
+					return nil, err
+				}
+				rows = append(rows, r)
+			}
+			return rows, nil
+		},
+	}
+	for _, f := range []string{"table", "md", "csv", "json", "jsonl"} {
+		out, stderr, err := mtl(t, "suites", "list", dir, "--format", f)
+		if err != nil {
+			t.Fatalf("--format %s: %v\n%s", f, err, stderr)
+		}
+		p := parse[f]
+		if p == nil {
+			if !strings.Contains(out, "two") || !strings.Contains(out, "invalid") {
+				t.Errorf("--format %s: no two or invalid:\n%s", f, out)
+			}
+			continue
+		}
+		rows, err := p(out)
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("--format %s: %d rows, %v:\n%s", f, len(rows), err, out)
+		}
+		bad, two := rows[0], rows[1]
+		if two["suite"] != "two" || two["cases"] != float64(2) || two["error"] != "" {
+			t.Errorf("--format %s: valid suite's row %v, want 2 cases and no error", f, two)
+		}
+		if bad["suite"] != "bad" || bad["cases"] != nil && bad["cases"] != "" || !strings.Contains(fmt.Sprint(bad["error"]), "bad.yaml:2") {
+			t.Errorf("--format %s: invalid suite's row %v, want no cases and its error at bad.yaml:2", f, bad)
+		}
+	}
+	if _, _, err := mtl(t, "suites", "list", "--format", "xml"); err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Errorf("--format xml: %v, want it refused by name", err)
 	}
 }

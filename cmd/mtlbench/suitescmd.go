@@ -62,26 +62,24 @@ func suitesCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list the built-in suites, or the suites in a folder",
 				ArgsUsage: "[DIR]",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (csv, json, jsonl: cases as a number, an invalid suite's error in its own column)"},
+				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 1 {
 						return fmt.Errorf("suites list takes one folder, got %d arguments", c.NArg())
 					}
+					f, err := table.ParseFormat(c.String("format"))
+					if err != nil {
+						return err
+					}
 					infos := suites.ListShipped()
 					if c.NArg() > 0 {
-						var err error
 						if infos, err = suites.List(c.Args().First()); err != nil {
 							return err
 						}
 					}
-					t := &table.Table{Header: []string{"suite", "file", "cases", "description"}}
-					for _, in := range infos {
-						cases, desc := strconv.Itoa(in.Cases), in.Description
-						if in.Err != nil {
-							cases, desc = "invalid", in.Err.Error()
-						}
-						t.Rows = append(t.Rows, []string{in.Name, in.Path, cases, desc})
-					}
-					return t.Render(c.App.Writer, table.Format("table"))
+					return suitesTable(infos).Render(c.App.Writer, f)
 				},
 			},
 			{
@@ -105,4 +103,23 @@ func suitesCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// suitesTable lists suites: an invalid one's error in place of its cases
+// and description, and as data the error in a column of its own, its
+// cases empty (null).
+func suitesTable(infos []suites.Info) *table.Table {
+	t := &table.Table{Header: []string{"suite", "file", "cases", "description"},
+		Data: &table.Data{Columns: []string{"suite", "file", "cases", "description", "error"}}}
+	for _, in := range infos {
+		cases, desc := strconv.Itoa(in.Cases), in.Description
+		row := map[string]any{"suite": in.Name, "file": in.Path, "cases": int64(in.Cases), "description": in.Description, "error": ""}
+		if in.Err != nil {
+			cases, desc = "invalid", in.Err.Error()
+			row["cases"], row["error"] = nil, in.Err.Error()
+		}
+		t.Rows = append(t.Rows, []string{in.Name, in.Path, cases, desc})
+		t.Data.Add(row)
+	}
+	return t
 }
