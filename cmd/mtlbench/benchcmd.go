@@ -107,7 +107,6 @@ func benchCommand() *cli.Command {
 				_, err := c.App.Writer.Write(text)
 				return err
 			}
-			warnNoWitness(c.App.ErrWriter, spec.WitnessGPU, spec.Backend)
 			db, err := openDB(c)
 			if err != nil {
 				return err

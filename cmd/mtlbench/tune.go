@@ -18,6 +18,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/runner/tune"
 	"github.com/mtlbench/mtlbench/runner/tune/tuner"
@@ -230,7 +231,9 @@ func tuneRun(c *cli.Context) error {
 		if err := suites.CheckValue(suites.ParamWitnessGPU, g); err != nil {
 			return fmt.Errorf("--witness-gpu: %w", err)
 		}
-		warnNoWitness(c.App.ErrWriter, g, be.Info().Backend)
+		if err := bench.OtherBackend(suites.ParamWitnessGPU, g, be.Info().Backend, be); err != nil {
+			return fmt.Errorf("--witness-gpu: %w", err)
+		}
 	}
 	o := tuner.Options{
 		Backend: be, Strategy: c.String("strategy"), Budget: c.Duration("budget"),
@@ -632,14 +635,4 @@ func tuneImport(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.ErrWriter, "imported %d tuned configs into %s: %d new, %d replaced\n", len(in.Entries), dir, added, replaced)
 	return nil
-}
-
-// warnNoWitness says that --witness-gpu does nothing on backend: only the
-// Metal emulator counts bytes against an Apple GPU (docs/metal-kernels.md).
-// A warning, as bench and tune give it alike: the flag is harmless, but a
-// user who gave it expects witness figures that will not come.
-func warnNoWitness(w io.Writer, gpu, backend string) {
-	if gpu != "" && backend != "metal-emu" {
-		fmt.Fprintf(w, "mtlbench: warning: --witness-gpu %q does nothing with --backend %s: only metal-emu's cost witness counts what a GPU would move (docs/metal-kernels.md)\n", gpu, backend)
-	}
 }

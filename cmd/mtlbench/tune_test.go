@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/tune"
 )
 
@@ -246,23 +247,44 @@ func TestTuneErrors(t *testing.T) {
 	}
 }
 
-// TestWitnessGPUWithoutWitness: --witness-gpu on a backend whose device
-// counts nothing is said on stderr, by tune and bench alike, not on
-// stdout.
+// TestWitnessGPUWithoutWitness: witness_gpu on a backend without the cost
+// witness is refused as threads is on one without goroutines, by run
+// (--set), bench and tune alike, naming the flag or the --set, the value
+// and the backend, before anything is measured.
 func TestWitnessGPUWithoutWitness(t *testing.T) {
-	isolate(t)
-	db := filepath.Join(t.TempDir(), "r.db")
-	for _, args := range [][]string{
-		{"tune", "--backend", "cpu", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--witness-gpu", "M2 Pro", "--dry-run"},
-		{"bench", "--backend", "cpu", "-m", "qwen3-moe-mini", "-p", "4", "-n", "1", "-r", "1", "--witness-gpu", "M2 Pro", "--db", db, "-q"},
+	tmp := isolate(t)
+	suite := filepath.Join(tmp, "w.yaml")
+	if err := os.WriteFile(suite, []byte("name: w\nbackend: cpu\nrepetitions: 1\nwarmup: 0\ncases:\n  - name: mm\n    op: matmul\n    params: { m: 1, n: 64, k: 64 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(tmp, "r.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tune", "--backend", "cpu", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--witness-gpu", "M2 Pro", "--dry-run"},
+			"--witness-gpu: witness_gpu=M2 Pro: the cpu backend has no cost witness (witness_gpu is the metal-emu backend's)"},
+		{[]string{"bench", "--backend", "cpu", "-m", "qwen3-moe-mini", "-p", "4", "-n", "1", "-r", "1", "--witness-gpu", "M2 Pro", "--db", db, "-q"},
+			"--witness-gpu: case bench/batch=1/prompt_len=4/gen_len=1: witness_gpu=M2 Pro: the cpu backend has no cost witness"},
+		{[]string{"run", suite, "--set", "witness_gpu=M2 Pro", "--db", db, "-q"},
+			"--set witness_gpu=M2 Pro: case mm: witness_gpu=M2 Pro: the cpu backend has no cost witness (witness_gpu is the metal-emu backend's)"},
 	} {
-		out, errOut, err := mtlTune(t, args...)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", args[0], err, errOut)
+		out, errOut, err := mtlTune(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q\n%s", tc.args[0], err, tc.want, errOut)
 		}
-		want := `mtlbench: warning: --witness-gpu "M2 Pro" does nothing with --backend cpu`
-		if !strings.Contains(errOut, want) || strings.Contains(out, "witness") {
-			t.Errorf("%s: stderr lacks %q (or stdout has it):\n%s\n%s", args[0], want, errOut, out)
+		if strings.Contains(out, "witness") {
+			t.Errorf("%s: stdout: %s", tc.args[0], out)
+		}
+	}
+	if st, err := os.Stat(db); err == nil {
+		rdb, err := results.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		if runs, _ := rdb.Runs(results.RunFilter{}); len(runs) != 0 {
+			t.Errorf("%s: refused runs recorded %d runs", st.Name(), len(runs))
 		}
 	}
 }

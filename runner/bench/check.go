@@ -21,13 +21,11 @@ func Check(s *suites.Suite) error {
 	if err != nil {
 		return err
 	}
-	// threads on a backend the suite names and that is not the CPU, which
-	// alone runs goroutines (auto is run's to resolve).
-	if s.Backend != "auto" && s.Backend != "cpu" {
+	// A parameter one backend alone reads, on another backend the suite
+	// names (auto is run's to resolve).
+	if s.Backend != "auto" {
 		for _, c := range s.Cases {
-			if e := threadsRefused(s, c, s.Backend); e != nil {
-				errs = append(errs, e)
-			}
+			errs = append(errs, otherBackendRefused(s, c, s.Backend, nil)...)
 		}
 	}
 	if s.Model == nil {

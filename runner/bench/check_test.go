@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // Check refuses the kernel parameters run refuses, with run's words and
@@ -195,35 +197,75 @@ cases:
 	}
 }
 
-// threads is the cpu backend's: a suite that names another backend and
-// sets it is refused by validate as run refuses it, with run's words at
-// the value; auto is left to run, which knows what it picks.
-func TestCheckThreadsOnAnotherBackend(t *testing.T) {
-	for _, tc := range []struct {
-		backend, want string
-	}{
-		{"cuda", "suite.yaml:6:51: case d: threads=2: the cuda backend runs no CPU goroutines (threads is the cpu backend's)"},
-		{"metal", "suite.yaml:6:51: case d: threads=2: the metal backend runs no CPU goroutines (threads is the cpu backend's)"},
-		{"metal-emu", "suite.yaml:9:35: case k: threads=2: the metal-emu backend runs no CPU goroutines (threads is the cpu backend's)"},
-		{"cpu", ""},
-		{"auto", ""},
-	} {
-		s := loadSuite(t, `name: t
+// A parameter one backend alone reads (threads: the cpu's; witness_gpu:
+// metal-emu's) on a suite that names another backend is refused by
+// validate as run refuses it, with run's words at the value; auto is left
+// to run, which knows what it picks.
+func TestCheckOneBackendParams(t *testing.T) {
+	const threads = `name: t
 model: { preset: qwen3-moe-mini, layers: 1 }
-backend: `+tc.backend+`
+backend: %BACKEND%
 cases:
   - name: d
     params: { prompt_len: 4, gen_len: 2, threads: 2 }
   - name: k
     op: rms_norm
     params: { width: 64, threads: 2 }
-`)
+`
+	const witness = `name: t
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: %BACKEND%
+cases:
+  - name: d
+    params: { prompt_len: 4, gen_len: 2, witness_gpu: M2 Pro }
+  - name: k
+    op: rms_norm
+    params: { width: 64, witness_gpu: M2 Pro }
+`
+	for _, tc := range []struct {
+		suite, backend string
+		want           []string
+	}{
+		{threads, "cuda", []string{"suite.yaml:6:51: case d: threads=2: the cuda backend runs no CPU goroutines (threads is the cpu backend's)"}},
+		{threads, "metal", []string{"suite.yaml:6:51: case d: threads=2: the metal backend runs no CPU goroutines (threads is the cpu backend's)"}},
+		{threads, "metal-emu", []string{"suite.yaml:9:35: case k: threads=2: the metal-emu backend runs no CPU goroutines (threads is the cpu backend's)"}},
+		{threads, "cpu", nil},
+		{threads, "auto", nil},
+		{witness, "cpu", []string{
+			"suite.yaml:6:55: case d: witness_gpu=M2 Pro: the cpu backend has no cost witness (witness_gpu is the metal-emu backend's)",
+			"suite.yaml:9:39: case k: witness_gpu=M2 Pro: the cpu backend has no cost witness (witness_gpu is the metal-emu backend's)"}},
+		{witness, "metal", []string{"case d: witness_gpu=M2 Pro: the metal backend has no cost witness"}},
+		{witness, "cuda", []string{"case k: witness_gpu=M2 Pro: the cuda backend has no cost witness"}},
+		{witness, "metal-emu", nil},
+		{witness, "auto", nil},
+	} {
+		s := loadSuite(t, tc.suite, "%BACKEND%", tc.backend)
 		err := Check(s)
 		switch {
-		case tc.want == "" && err != nil:
+		case tc.want == nil && err != nil:
 			t.Errorf("backend %s: %v", tc.backend, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("backend %s: %v, want %q", tc.backend, err, tc.want)
+		case tc.want != nil && err == nil:
+			t.Errorf("backend %s: no error, want %q", tc.backend, tc.want)
 		}
+		for _, w := range tc.want {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("backend %s: %v, want %q", tc.backend, err, w)
+			}
+		}
+	}
+}
+
+// run refuses witness_gpu on a backend without the cost witness as it
+// refuses threads on one without goroutines, before any case runs.
+func TestRunRefusesWitnessGPUElsewhere(t *testing.T) {
+	s := loadSuite(t, "name: w\nbackend: cpu\ncases:\n  - name: mm\n    op: matmul\n    params: { m: 1, n: 64, k: 64, witness_gpu: M2 Pro }\n")
+	db := openDB(t)
+	_, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+	want := "suite.yaml:6:48: case mm: witness_gpu=M2 Pro: the cpu backend has no cost witness (witness_gpu is the metal-emu backend's)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Run: %v, want %q", err, want)
+	}
+	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 0 {
+		t.Errorf("a refused run recorded %d runs", len(runs))
 	}
 }

@@ -701,11 +701,9 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 	defer setThreads(be, 0)
 	for _, c := range s.Cases {
 		p := &prepared{c: c, be: be, threads: caseThreads(c)}
-		if _, ok := be.(bridge.Threader); !ok {
-			if err := threadsRefused(s, c, be.Info().Backend); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+		if refused := otherBackendRefused(s, c, be.Info().Backend, be); len(refused) > 0 {
+			errs = append(errs, refused...)
+			continue
 		}
 		p.useThreads()
 		if c.Kind == suites.KindKernel {
@@ -809,17 +807,58 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 	return out, closeAll, nil
 }
 
-// threadsRefused is the error of case c setting threads on a backend that
-// runs no CPU goroutines (only the cpu backend has them), nil when it sets
-// none: run's and validate's words.
-func threadsRefused(s *suites.Suite, c suites.Case, backend string) *suites.Error {
-	n := caseThreads(c)
-	if n <= 0 {
-		return nil
+// oneBackend are the case parameters one backend alone reads: on a case
+// another backend runs, the parameter would change nothing, yet be recorded
+// with the case as a setting it ran with (docs/suites.md).
+var oneBackend = []struct {
+	param, backend, others string // others: what any other backend lacks
+	value                  func(suites.Case) string
+	// reads says whether the backend named so reads it; be is nil where
+	// none is open (suites validate).
+	reads func(name string, be bridge.Backend) bool
+}{
+	{string(ops.Threads), "cpu", "runs no CPU goroutines", func(c suites.Case) string {
+		if n := caseThreads(c); n > 0 {
+			return strconv.Itoa(n)
+		}
+		return ""
+	}, func(name string, be bridge.Backend) bool {
+		if be != nil {
+			_, ok := be.(bridge.Threader)
+			return ok
+		}
+		return name == "cpu"
+	}},
+	{suites.ParamWitnessGPU, "metal-emu", "has no cost witness", suites.Case.WitnessGPU,
+		func(name string, _ bridge.Backend) bool { return name == "metal-emu" }},
+}
+
+// OtherBackend is the error of a parameter one backend alone reads
+// (oneBackend) set to value ("": unset) for the backend named so (be: the
+// one open, or nil), nil when it reads it: run, bench, tune and suites
+// validate refuse it in these words.
+func OtherBackend(param, value, name string, be bridge.Backend) error {
+	for _, o := range oneBackend {
+		if o.param == param && value != "" && !o.reads(name, be) {
+			return fmt.Errorf("%s=%s: the %s backend %s (%s is the %s backend's)", param, value, name, o.others, param, o.backend)
+		}
 	}
-	e, _ := s.ErrorAt(c.PosOf(string(ops.Threads)), "case %s: threads=%d: the %s backend runs no CPU goroutines (threads is the cpu backend's)",
-		c.Name, n, backend).(*suites.Error)
-	return e
+	return nil
+}
+
+// otherBackendRefused are the errors of case c setting parameters the
+// backend does not read (OtherBackend), each at its value: run's and
+// validate's.
+func otherBackendRefused(s *suites.Suite, c suites.Case, name string, be bridge.Backend) []*suites.Error {
+	var errs []*suites.Error
+	for _, o := range oneBackend {
+		if err := OtherBackend(o.param, o.value(c), name, be); err != nil {
+			if e, ok := s.ErrorAt(c.PosOf(o.param), "case %s: %v", c.Name, err).(*suites.Error); ok {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errs
 }
 
 // caseThreads is a case's `threads` parameter, 0 when it sets none.
