@@ -85,6 +85,11 @@ func compareCommand() *cli.Command {
 				if err := cmp.Data().Render(c.App.Writer, f); err != nil {
 					return err
 				}
+				// The tables print these under them; data has no place for
+				// them, and a reader of it must not miss them.
+				for _, n := range cmp.Notes {
+					fmt.Fprintln(c.App.ErrWriter, "note:", n)
+				}
 			} else if len(tables) > 0 {
 				if err := table.RenderAll(c.App.Writer, f, tables); err != nil {
 					return err

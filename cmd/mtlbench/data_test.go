@@ -340,3 +340,50 @@ func TestSuitesListFormats(t *testing.T) {
 		t.Errorf("--format xml: %v, want it refused by name", err)
 	}
 }
+
+// compare's tables print its notes (runs of different machines, a
+// parameter the cases differ in) under them; its csv, json and jsonl keep
+// stdout data alone and print the notes on stderr.
+func TestCompareDataNotes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []struct{ tag, cpu, fusion string }{{"a", "AMD EPYC", "on"}, {"b", "Apple M2 Pro", "off"}} {
+		id, err := db.CreateRun(&results.Run{SuiteName: "s", Tag: m.tag, Backend: "cpu", Status: results.RunComplete,
+			Machine: results.Machine{Hostname: m.tag, CPUModel: m.cpu}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases := []results.Case{{Name: "decode", Key: "model/decode/batch=1", Kind: results.CaseModel,
+			Params: map[string]string{"batch": "1", "fusion": m.fusion}}}
+		if err := db.AddCases(id, cases); err != nil {
+			t.Fatal(err)
+		}
+		var ss []results.Sample
+		for rep := range 6 {
+			ss = append(ss, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100 + 10*i + rep), Unit: "tok/s"})
+		}
+		if err := db.FinishCase(cases[0].ID, ss, nil, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	notes := []string{"the runs come from different machines (AMD EPYC, Apple M2 Pro)", "recorded parameters differ (fusion on vs off)"}
+	for _, f := range []string{"table", "csv", "json", "jsonl"} {
+		out, stderr, err := mtl(t, "compare", "a", "b", "--db", path, "--format", f)
+		if err != nil {
+			t.Fatalf("--format %s: %v\n%s", f, err, stderr)
+		}
+		where, other := stderr, out
+		if f == "table" {
+			where, other = out, stderr
+		}
+		for _, n := range notes {
+			if !strings.Contains(where, n) || strings.Contains(other, n) {
+				t.Errorf("--format %s: note %q not where it belongs:\nstdout:\n%s\nstderr:\n%s", f, n, out, stderr)
+			}
+		}
+	}
+}
