@@ -514,15 +514,21 @@ func (db *DB) Runs(f RunFilter) ([]Run, error) {
 	return out, nil
 }
 
+// EmptyRefError is the error of a run reference that names no run at all
+// ("", ",", "  "), naming it as given and what a reference is.
+func EmptyRefError(ref string) error {
+	return fmt.Errorf("empty run reference %q: give a run id, a tag, \"latest\" or a git commit prefix, or a comma-separated list of them", ref)
+}
+
 // ResolveRef turns what a user typed into run ids, newest first. In order of
 // precedence ref is: a run id ("42"); a tag; "latest" (the newest run); a
 // git commit prefix of at least 4 hex digits. The error wraps ErrNotFound
 // when nothing matches.
 func (db *DB) ResolveRef(ref string) ([]int64, error) {
-	ref = strings.TrimSpace(ref)
-	if ref == "" {
-		return nil, errors.New("results: empty run reference")
+	if strings.TrimSpace(ref) == "" {
+		return nil, fmt.Errorf("results: %w", EmptyRefError(ref))
 	}
+	ref = strings.TrimSpace(ref)
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil && id > 0 {
 		var n int
 		if err := db.q().QueryRow(`SELECT count(*) FROM runs WHERE id = ?`, id).Scan(&n); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -92,7 +91,7 @@ func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
 		}
 	}
 	if len(list) == 0 {
-		return nil, errors.New("empty run reference")
+		return nil, results.EmptyRefError(strings.Join(refs, " "))
 	}
 	var ids []int64
 	seen := map[int64]bool{}

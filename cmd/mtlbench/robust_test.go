@@ -285,8 +285,12 @@ func TestReferenceListsWithCommas(t *testing.T) {
 	if !strings.Contains(string(page), "runs 1, 2") {
 		t.Errorf("report x,y does not report runs 1 and 2")
 	}
-	if _, _, err := mtl(t, "show", ",", "--db", path); err == nil || !strings.Contains(err.Error(), "empty run reference") {
-		t.Errorf("show \",\": err = %v, want an empty reference", err)
+	// A reference naming no run is refused as given, by each command that
+	// takes one.
+	for _, args := range [][]string{{"show", ","}, {"compare", " ", "x"}, {"gate", "--baseline", "x", "--candidate", ","}, {"report", ","}} {
+		if _, _, err := mtl(t, append(args, "--db", path)...); err == nil || !regexp.MustCompile(`empty run reference "[ ,]": give a run id`).MatchString(err.Error()) {
+			t.Errorf("%s: err = %v, want an empty reference named", args, err)
+		}
 	}
 }
 

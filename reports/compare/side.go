@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -287,7 +286,7 @@ func Load(db *results.DB, label, refs string, latest int) (*Side, error) {
 		}
 	}
 	if n == 0 {
-		return nil, errors.New("empty run reference")
+		return nil, results.EmptyRefError(refs)
 	}
 	return side, nil
 }
