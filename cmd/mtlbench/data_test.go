@@ -387,3 +387,39 @@ func TestCompareDataNotes(t *testing.T) {
 		}
 	}
 }
+
+// suites list of a file, or of a folder without suites, says so: a file
+// is refused naming it and the commands that read one; an empty folder
+// lists nothing and says why on stderr.
+func TestSuitesListNotASuiteFolder(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "two.yaml")
+	if err := os.WriteFile(file, []byte(twoCaseSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir, err, stderr string
+	}{
+		{file, "suites list " + file + ": a file, not a folder (suites validate " + file + " checks one suite", ""},
+		{filepath.Join(dir, "nope"), "suites list: open " + filepath.Join(dir, "nope"), ""},
+		{empty, "", "no suite files (*.yaml, *.yml) in " + empty},
+	} {
+		for _, f := range []string{"table", "json"} {
+			out, stderr, err := mtl(t, "suites", "list", tc.dir, "--format", f)
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("suites list %s: %v, want %q", tc.dir, err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Errorf("suites list %s: %v", tc.dir, err)
+			case tc.stderr != "" && !strings.Contains(stderr, tc.stderr):
+				t.Errorf("suites list %s: stderr %q, want %q", tc.dir, stderr, tc.stderr)
+			case tc.err == "" && f == "json" && strings.TrimSpace(out) != "[]":
+				t.Errorf("suites list %s --format json: %q, want []", tc.dir, out)
+			}
+		}
+	}
+}

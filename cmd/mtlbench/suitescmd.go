@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -74,9 +75,17 @@ func suitesCommand() *cli.Command {
 						return err
 					}
 					infos := suites.ListShipped()
-					if c.NArg() > 0 {
-						if infos, err = suites.List(c.Args().First()); err != nil {
-							return err
+					if dir := c.Args().First(); dir != "" {
+						if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+							return fmt.Errorf("suites list %s: a file, not a folder (suites validate %s checks one suite, suites show prints it)", dir, dir)
+						}
+						if infos, err = suites.List(dir); err != nil {
+							return fmt.Errorf("suites list: %w", err)
+						}
+						if len(infos) == 0 {
+							// On stderr, as runs says it: an empty table alone
+							// reads as a listing that failed.
+							fmt.Fprintf(c.App.ErrWriter, "no suite files (*.yaml, *.yml) in %s\n", dir)
 						}
 					}
 					return suitesTable(infos).Render(c.App.Writer, f)
