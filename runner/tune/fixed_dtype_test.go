@@ -13,7 +13,7 @@ import (
 // recording the picks an engine installs.
 type launchBackend struct {
 	bridge.Backend
-	picks map[string]func(map[string]int) (map[string]string, bool)
+	picks map[string]bridge.LaunchPick
 }
 
 func (b *launchBackend) Info() bridge.DeviceInfo {
@@ -26,16 +26,18 @@ func (b *launchBackend) Limits() Limits {
 	return Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
 }
 
-func (b *launchBackend) SetLaunchConfig(kernel string, pick func(map[string]int) (map[string]string, bool)) {
+func (b *launchBackend) SetLaunchConfig(kernel string, pick bridge.LaunchPick) {
 	b.picks[kernel] = pick
 }
+
+var _ bridge.LaunchTuner = (*launchBackend)(nil)
 
 // The norms and argmax read no weight matrix: `tune --kernel rms_norm`
 // writes their configs at their own dtype (f32), a suite's tune does too,
 // and a bf16 model's engine finds them there. A weight dtype for them is
 // refused, not written where no lookup asks.
 func TestFixedDTypeKernels(t *testing.T) {
-	be := &launchBackend{Backend: cpu.New(cpu.Options{Threads: 2}), picks: map[string]func(map[string]int) (map[string]string, bool){}}
+	be := &launchBackend{Backend: cpu.New(cpu.Options{Threads: 2}), picks: map[string]bridge.LaunchPick{}}
 	cfg, _ := model.Preset("qwen3-moe-mini")
 	for _, c := range []struct {
 		kernel string
@@ -72,10 +74,14 @@ func TestFixedDTypeKernels(t *testing.T) {
 		for name, v := range q.Shape {
 			launch[string(name)] = v
 		}
-		got, ok := pick(launch)
-		undo()
-		if !ok || !Config(got).Equal(c.tuned) {
-			t.Errorf("%s: a bf16 model's lookup took %v (%v), want the %s entry's %v", c.kernel, got, ok, q.DType, c.tuned)
+		// As a backend asks: for the model's dtype, or naming the launch's
+		// (which a kernel of no weights does not read).
+		for _, weights := range []string{"", "bf16"} {
+			got, ok := pick(weights, launch)
+			if !ok || !Config(got).Equal(c.tuned) {
+				t.Errorf("%s, weights %q: a bf16 model's lookup took %v (%v), want the %s entry's %v", c.kernel, weights, got, ok, q.DType, c.tuned)
+			}
 		}
+		undo()
 	}
 }
