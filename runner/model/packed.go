@@ -436,7 +436,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	fp := mod.Mode != "affine"
 	get := func(suffix string) ([]byte, string, error) {
 		name := module + "." + suffix
-		data, info, err := c.ck.Bytes(name)
+		data, info, err := c.bytes(name)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: packed tensor %q has %s but no %q", c.ck.Dir(), module+".weight", module+".scales", name)
 		}
@@ -579,7 +579,7 @@ func (c *Checkpoint) stackedFloat(spec TensorSpec) ([]byte, bridge.DType, string
 		return nil, 0, "", nil
 	}
 	name := c.stored(stackedName(l, proj, "weight"))
-	data, info, err := c.ck.Bytes(name)
+	data, info, err := c.bytes(name)
 	if err != nil {
 		return nil, 0, "", nil
 	}

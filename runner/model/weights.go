@@ -288,6 +288,12 @@ type Checkpoint struct {
 	// place; Transposed specs are stored as they are handed out.
 	mlxGPT2 bool
 	cfg     *Config // the model, once OpenDir has read it (Formats)
+	// looked gathers the stored names Check finds its tensors under;
+	// unread are the others, which the model (of architecture unreadBy)
+	// does not read (Unread).
+	looked   map[string]bool
+	unread   []string
+	unreadBy string
 
 	mu         sync.Mutex
 	transcoded map[string]Packed // floating-point modes' matrices laid out so far, by HF name and form
@@ -448,10 +454,10 @@ func (c *Checkpoint) Tensor(spec TensorSpec) (bridge.DType, []byte, error) {
 // dtype, reading none of its bytes.
 func (c *Checkpoint) resolve(spec TensorSpec) ([]byte, safetensors.TensorInfo, bridge.DType, error) {
 	name := c.stored(spec.Name)
-	data, info, err := c.ck.Bytes(name)
+	data, info, err := c.bytes(name)
 	if err != nil && strings.HasPrefix(name, GPT2Prefix) {
 		// The hub's GPT-2 checkpoints name tensors without the prefix.
-		if d, i, err2 := c.ck.Bytes(strings.TrimPrefix(name, GPT2Prefix)); err2 == nil {
+		if d, i, err2 := c.bytes(strings.TrimPrefix(name, GPT2Prefix)); err2 == nil {
 			name, data, info, err = strings.TrimPrefix(name, GPT2Prefix), d, i, nil
 		}
 	}
@@ -607,7 +613,12 @@ func floatWeights(where, name, dtype string, has func(string) bool) (bridge.DTyp
 // Check finds every tensor cfg needs and checks its shape and dtype (and a
 // packed one's scales and biases), reading none of their bytes: a broken
 // checkpoint is refused as it opens, whatever then uses it.
+//
+// The names it finds them under are the ones the model reads: the rest of
+// the folder's tensors are Unread's.
 func (c *Checkpoint) Check(cfg *Config) error {
+	c.looked = map[string]bool{}
+	defer func() { c.looked = nil }()
 	for _, t := range cfg.Tensors() {
 		if _, packed, err := c.packed(t, false, quant.Spec{}); err != nil || packed {
 			if err != nil {
@@ -619,7 +630,23 @@ func (c *Checkpoint) Check(cfg *Config) error {
 			return err
 		}
 	}
+	c.unread, c.unreadBy = nil, cfg.Architecture
+	for _, n := range c.ck.Names() {
+		if !c.looked[n] && !ignoredUnread(cfg, n) {
+			c.unread = append(c.unread, n)
+		}
+	}
 	return nil
+}
+
+// bytes is the stored tensor name's bytes; while Check runs, a name found
+// is noted as one the model reads.
+func (c *Checkpoint) bytes(name string) ([]byte, safetensors.TensorInfo, error) {
+	data, info, err := c.ck.Bytes(name)
+	if err == nil && c.looked != nil {
+		c.looked[name] = true
+	}
+	return data, info, err
 }
 
 // transpose writes the rows x cols matrix data (elements of size 2 or 4

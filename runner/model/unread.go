@@ -1,0 +1,65 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Unread names the tensors of src's checkpoint folder that its model does
+// not read: stored under no name Checkpoint.Check found a tensor of the
+// config under. A Qwen3 folder whose config.json says LlamaForCausalLM
+// leaves its QK-norms here, and runs as another model. nil for any other
+// source (a GGUF file holding such tensors is refused: ggufUnused).
+func Unread(src Source) []string {
+	if ck := checkpointOf(src); ck != nil {
+		return ck.unread
+	}
+	return nil
+}
+
+// UnreadNote says what Unread found, for `mtlbench models`' notes and the
+// warning generate, run and bench print as they load a model: up to four
+// names, the count of the rest, and what it likely means. "" when every
+// tensor is read.
+func UnreadNote(src Source) string {
+	names := Unread(src)
+	if len(names) == 0 {
+		return ""
+	}
+	list := strings.Join(names[:min(len(names), 4)], ", ")
+	if len(names) > 4 {
+		list += fmt.Sprintf(" and %d more", len(names)-4)
+	}
+	what := "tensors are"
+	if len(names) == 1 {
+		what = "tensor is"
+	}
+	return fmt.Sprintf("%d %s not read, none of the %s model config.json describes (%s): if its \"architectures\" is wrong, the figures are another model's",
+		len(names), what, checkpointOf(src).unreadBy, list)
+}
+
+// checkpointOf is the checkpoint folder src reads, nil for other sources.
+func checkpointOf(src Source) *Checkpoint {
+	if c, ok := src.(*Cached); ok {
+		src = c.Source
+	}
+	ck, _ := src.(*Checkpoint)
+	return ck
+}
+
+// ignoredUnread reports whether stored tensor name is one transformers
+// drops without a word as it loads cfg's model: a buffer its modules
+// compute themselves (the per-layer rotary_emb.inv_freq of old Llama-family
+// checkpoints; GPT-2's causal mask attn.bias and attn.masked_bias), and an
+// LM head the config ties to the embedding.
+func ignoredUnread(cfg *Config, name string) bool {
+	switch {
+	case cfg.GPT2():
+		if strings.HasSuffix(name, ".attn.bias") || strings.HasSuffix(name, ".attn.masked_bias") {
+			return true
+		}
+	case strings.HasSuffix(name, "rotary_emb.inv_freq"):
+		return true
+	}
+	return name == "lm_head.weight" && cfg.TieEmbed
+}
