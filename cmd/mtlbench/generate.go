@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	e, closeModel, err := openEngineOn(c, be, "--fusion", c.String("fusion"), kvTokens)
+	e, closeModel, err := openEngineOn(c, be, "--fusion", c.String("fusion"), kvTokens, c.App.ErrWriter)
 	if err != nil {
 		be.Close()
 		return nil, nil, err
@@ -65,8 +66,9 @@ func openBackend(c *cli.Context, name string) (bridge.Backend, error) {
 
 // openEngineOn opens the model the flags name on be, with fusion (the
 // value of the flag named flag) on or off; the func it returns closes the
-// model, and the caller closes be.
-func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvTokens int) (*engine.Engine, func(), error) {
+// model, and the caller closes be. A checkpoint's tensors the model does
+// not read are a warning on warn (nil: not said again).
+func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvTokens int, warn io.Writer) (*engine.Engine, func(), error) {
 	spec := model.Spec{Model: c.String("model"), Layers: c.Int("layers"), Seed: c.Uint64("seed")}
 	// make mac-smoke compares fusion on and off (docs/metal-first-run.md).
 	var noFusion bool
@@ -118,6 +120,9 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	// sized for it (whose advice, fewer layers, would not make it run).
 	if n, _ := cfg.Context(); n > 0 {
 		kvTokens = min(kvTokens, n)
+	}
+	if note := model.UnreadNote(src); note != "" && warn != nil {
+		fmt.Fprintf(warn, "mtlbench: warning: %s: %s\n", spec.Model, note)
 	}
 	info := be.Info()
 	e, err := engine.New(be, cfg, src, engine.Options{
@@ -325,7 +330,7 @@ func generateAgainst(c *cli.Context, first *engine.Engine, against bridge.Backen
 	if f := c.String("against-fusion"); f != "" {
 		fusion = f
 	}
-	e, closeAll, err := openEngineOn(c, against, "--against-fusion", fusion, len(req.Prompt)+req.MaxNewTokens+16)
+	e, closeAll, err := openEngineOn(c, against, "--against-fusion", fusion, len(req.Prompt)+req.MaxNewTokens+16, nil)
 	if err != nil {
 		return fmt.Errorf("--against %s: %w", c.String("against"), err)
 	}

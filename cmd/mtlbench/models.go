@@ -30,7 +30,9 @@ func modelsCommand() *cli.Command {
 			"the checkpoints are described instead: their weights as they load (packed formats as they\n" +
 			"run), and for a GGUF file its tensors by stored type, with the formats transcoded types run\n" +
 			"as (docs/quantization.md; in csv and json: tensors_TYPE, file_bytes_TYPE and run_bytes_TYPE\n" +
-			"columns), and the tokenizer generate --prompt would encode with (docs/tokenizer.md).\n\n" +
+			"columns), and the tokenizer generate --prompt would encode with (docs/tokenizer.md). A\n" +
+			"folder's tensors its model does not read are named too (unread_tensors: their count), as\n" +
+			"generate, run and bench warn of them: config.json may describe another model.\n\n" +
 			"Packed weights count as --backend runs them: Metal runs every format as stored (a\n" +
 			"transcoded GGUF type in its narrowest exact form), CUDA and the CPU run 2-, 3-, 5- and\n" +
 			"6-bit affine widened to 4 or 8 bits (the default: metal on a Mac, else cpu).\n\n" +
@@ -177,6 +179,10 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 			if len(parts) > 0 {
 				t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
 			}
+		}
+		if note := model.UnreadNote(src); note != "" {
+			row["unread_tensors"] = len(model.Unread(src))
+			t.Notes = append(t.Notes, name+": "+note)
 		}
 		// What generate --prompt would encode with: the checkpoint's own
 		// tokenizer, or why there is none to use.

@@ -258,7 +258,7 @@ func runCommand() *cli.Command {
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
-				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store,
+				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store, Warn: prog.warn,
 			})
 			prog.done()
 			if cerr := closeSteps(); cerr != nil && err == nil {
@@ -458,6 +458,9 @@ func (p *progress) note(msg string) {
 	}
 	fmt.Fprintln(p.w, "mtlbench:", msg)
 }
+
+// warn prints msg as a warning line, clear of the progress line.
+func (p *progress) warn(msg string) { p.note("warning: " + msg) }
 
 func (p *progress) done() {
 	if p.tty && !p.quiet {

@@ -70,6 +70,10 @@ type Options struct {
 	// Steps, when set, receives every step of the model cases' warm-ups
 	// and repetitions as a JSON line (StepRecord).
 	Steps io.Writer
+	// Warn receives what the run says without stopping (a checkpoint's
+	// tensors its model does not read: model.UnreadNote), before any case
+	// runs; nil: standard error, as an "mtlbench: warning:" line.
+	Warn func(string)
 	// Store is how the run waits for a store another process holds; its
 	// Context is the run's when unset. A store that refuses a write stops
 	// the run with what it measured kept in a recovery file
@@ -203,6 +207,7 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		return nil, err
 	}
 	defer closeModels()
+	warnUnread(s, cases, o.warn)
 	bw := 0.0
 	if p, ok := be.(bridge.BandwidthProber); ok && o.BandwidthBuffer >= 0 {
 		// A GPU's own probe: a streaming read of device memory.
@@ -674,6 +679,31 @@ func giveBack(be bridge.Backend) {
 }
 
 func median(d []time.Duration) time.Duration { return quantile.Duration(d, 0.5) }
+
+// warn is o.Warn, or a line on standard error.
+func (o Options) warn(msg string) {
+	if o.Warn != nil {
+		o.Warn(msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg)
+}
+
+// warnUnread says which tensors of the cases' checkpoint folder the model
+// does not read (model.Unread): its figures may be another model's. Once:
+// the cases' loads (one a layer count) say the same.
+func warnUnread(s *suites.Suite, cases []*prepared, warn func(string)) {
+	said := map[string]bool{}
+	for _, p := range cases {
+		if p.model == nil {
+			continue
+		}
+		if note := model.UnreadNote(p.model.Source); note != "" && !said[note] {
+			said[note] = true
+			warn(s.Model.Path + ": " + note)
+		}
+	}
+}
 
 // modelKey identifies one loaded model: cases that differ only in engine
 // parameters share weights.

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A checkpoint folder holding tensors its model does not read (a Qwen3
+// folder whose config.json says Llama: its QK-norms) is said under models'
+// table, and by generate, bench and run as one warning line before any
+// work; the folder as it is says nothing.
+func TestUnreadTensors(t *testing.T) {
+	const fixture = "../../runner/testdata/hf/qwen3"
+	dir := filepath.Join(t.TempDir(), "qwen3-as-llama")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(fixture, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			data = bytes.ReplaceAll(data, []byte("Qwen3ForCausalLM"), []byte("LlamaForCausalLM"))
+			data = bytes.ReplaceAll(data, []byte(`"qwen3"`), []byte(`"llama"`))
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, _, err := mtl(t, "models", "--backend", "cpu", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "models-unread", out)
+
+	warning := "mtlbench: warning: " + dir + ": 4 tensors are not read, none of the LlamaForCausalLM model config.json describes " +
+		"(model.layers.0.self_attn.k_norm.weight, model.layers.0.self_attn.q_norm.weight, model.layers.1.self_attn.k_norm.weight, model.layers.1.self_attn.q_norm.weight)"
+	said := func(cmd, stderr string) {
+		t.Helper()
+		if n := strings.Count(stderr, "mtlbench: warning:"); n != 1 || !strings.Contains(stderr, warning) {
+			t.Errorf("%s: %d warnings in\n%s\nwant one: %s", cmd, n, stderr, warning)
+		}
+	}
+	gen := []string{"generate", "--backend", "cpu", "--tokens", "1,2,3", "--max-new-tokens", "2"}
+	_, stderr, err := mtl(t, append(gen, "--model", dir, "--against", "cpu")...)
+	if err != nil {
+		t.Fatalf("generate: %v\n%s", err, stderr)
+	}
+	said("generate", stderr)
+	if w, ran := strings.Index(stderr, warning), strings.Index(stderr, " on cpu: "); ran < w {
+		t.Errorf("generate warned after it ran:\n%s", stderr)
+	}
+	if _, stderr, err := mtl(t, append(gen, "--model", fixture)...); err != nil || strings.Contains(stderr, "warning") {
+		t.Errorf("generate %s: %v\n%s", fixture, err, stderr)
+	}
+
+	work := t.TempDir()
+	_, stderr, err = mtl(t, "bench", "-m", dir, "-b", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0",
+		"--backend", "cpu", "--threads", "1", "--db", filepath.Join(work, "b.db"), "-q")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	said("bench", stderr)
+
+	// Two layer counts: two loads of the one folder, said once.
+	suite := filepath.Join(work, "unread.yaml")
+	text := "name: unread\nmodel: { path: " + dir + " }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n" +
+		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: one\n    kind: model\n    params: { layers: 1 }\n  - name: all\n    kind: model\n"
+	if err := os.WriteFile(suite, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = mtl(t, "run", suite, "--db", filepath.Join(work, "r.db"), "-q")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
+	said("run", stderr)
+}
