@@ -51,7 +51,8 @@ func checkpointOf(src Source) *Checkpoint {
 // drops without a word as it loads cfg's model: a buffer its modules
 // compute themselves (the per-layer rotary_emb.inv_freq of old Llama-family
 // checkpoints; GPT-2's causal mask attn.bias and attn.masked_bias), and an
-// LM head the config ties to the embedding.
+// LM head the config ties to the embedding (docs/architecture.md, "Where
+// input is checked").
 func ignoredUnread(cfg *Config, name string) bool {
 	switch {
 	case cfg.GPT2():
