@@ -324,19 +324,7 @@ func TestEngineUsesTunedPackedTiles(t *testing.T) {
 	t.Cleanup(func() { src.Close() })
 	const prompt = 24
 	generate := func(o engine.Options) ([]engine.Output, map[string]string) {
-		e, err := engine.New(be, cfg, src, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := make([]int32, prompt)
-		for j := range p {
-			p[j] = int32(j*37 + 5)
-		}
-		out, err := e.Generate([]engine.Request{{ID: 1, Prompt: p, MaxNewTokens: 3, WantLogits: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out, e.TunedUsed()
+		return generatePrompt(t, be, cfg, src, o, prompt, 3)
 	}
 	want, _ := generate(engine.Options{KVDType: "f32"})
 	var l tune.Layer
@@ -415,19 +403,7 @@ func TestTunedTileByMatrixDType(t *testing.T) {
 		}
 		store := tune.NewStore(l)
 		generate := func(o engine.Options) ([]engine.Output, map[string]string) {
-			e, err := engine.New(be, cfg, src, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := make([]int32, prompt)
-			for j := range p {
-				p[j] = int32(j*37 + 5)
-			}
-			out, err := e.Generate([]engine.Request{{ID: 1, Prompt: p, MaxNewTokens: 2, WantLogits: true}})
-			if err != nil {
-				t.Fatalf("%q: %v", tc.quant, err)
-			}
-			return out, e.TunedUsed()
+			return generatePrompt(t, be, cfg, src, o, prompt, 2)
 		}
 		want, _ := generate(engine.Options{KVDType: "f32"})
 		got, used := generate(engine.Options{KVDType: "f32", Tuned: func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) engine.Tuned {
@@ -444,6 +420,26 @@ func TestTunedTileByMatrixDType(t *testing.T) {
 			t.Errorf("%q: tuned tokens %v (default %v), logits %.3g apart", tc.quant, got[0].Tokens, want[0].Tokens, d)
 		}
 	}
+}
+
+// generatePrompt runs one request of a seeded prompt of prompt tokens for
+// newTokens more, with logits, and gives the configs the engine's tuning
+// used.
+func generatePrompt(t *testing.T, be bridge.Backend, cfg *model.Config, src model.Source, o engine.Options, prompt, newTokens int) ([]engine.Output, map[string]string) {
+	t.Helper()
+	e, err := engine.New(be, cfg, src, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]int32, prompt)
+	for j := range p {
+		p[j] = int32(j*37 + 5)
+	}
+	out, err := e.Generate([]engine.Request{{ID: 1, Prompt: p, MaxNewTokens: newTokens, WantLogits: true}})
+	if err != nil {
+		t.Fatalf("%s: %v", cfg.Name, err)
+	}
+	return out, e.TunedUsed()
 }
 
 // A tuned packed GEMV launch (rows a simdgroup, simdgroups), of a matrix

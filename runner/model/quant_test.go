@@ -32,20 +32,37 @@ func mlxCopy(t *testing.T, q func(map[string]any), edit func([]safetensors.Write
 // mlxCopyOf is mlxCopy of the fixture folder from.
 func mlxCopyOf(t *testing.T, from string, q func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
 	t.Helper()
+	var config func(map[string]any)
+	if q != nil {
+		config = func(conf map[string]any) {
+			q(conf["quantization"].(map[string]any))
+			delete(conf, "quantization_config")
+		}
+	}
+	return rewriteFolder(t, from, config, edit, map[string]string{"format": "mlx"})
+}
+
+// rewriteFolder writes a copy of the fixture folder from in a temporary
+// folder: its config.json as config edits it, its tensors as edit leaves
+// them, under the safetensors metadata meta.
+func rewriteFolder(t *testing.T, from string, config func(map[string]any), edit func([]safetensors.WriteTensor) []safetensors.WriteTensor, meta map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
 	raw, err := os.ReadFile(filepath.Join(from, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conf map[string]any
-	json.Unmarshal(raw, &conf)
-	if q != nil {
-		qm := conf["quantization"].(map[string]any)
-		q(qm)
-		delete(conf, "quantization_config")
+	if config != nil {
+		var conf map[string]any
+		if err := json.Unmarshal(raw, &conf); err != nil {
+			t.Fatal(err)
+		}
+		config(conf)
+		raw, _ = json.Marshal(conf)
 	}
-	raw, _ = json.Marshal(conf)
-	os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f, err := safetensors.Open(filepath.Join(from, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +76,7 @@ func mlxCopyOf(t *testing.T, from string, q func(map[string]any), edit func([]sa
 	if edit != nil {
 		ts = edit(ts)
 	}
-	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, map[string]string{"format": "mlx"}); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, meta); err != nil {
 		t.Fatal(err)
 	}
 	return dir

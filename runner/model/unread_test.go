@@ -1,8 +1,6 @@
 package model
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -120,34 +118,5 @@ func TestUnreadNote(t *testing.T) {
 // tensors add written after its own.
 func folderWith(t *testing.T, from string, config func(map[string]any), add ...safetensors.WriteTensor) string {
 	t.Helper()
-	dir := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(from, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if config != nil {
-		var conf map[string]any
-		if err := json.Unmarshal(raw, &conf); err != nil {
-			t.Fatal(err)
-		}
-		config(conf)
-		raw, _ = json.Marshal(conf)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := safetensors.Open(filepath.Join(from, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ts []safetensors.WriteTensor
-	for _, info := range f.Tensors() {
-		b, _ := f.Bytes(info.Name)
-		ts = append(ts, safetensors.WriteTensor{Name: info.Name, DType: info.DType, Shape: info.Shape, Data: append([]byte(nil), b...)})
-	}
-	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), append(ts, add...), nil); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return rewriteFolder(t, from, config, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor { return append(ts, add...) }, nil)
 }
