@@ -79,10 +79,11 @@ clang:
 # the next backend when the kernels do not compile (MSL 2.0 lacks what they
 # use), a six-minute tune of one decode attention, one MoE, one prefill
 # attention, one packed-matmul shape and the 4-bit decode's packed GEMV and
-# experts, the fusion on/off pair, and the
-# same prompts (a
-# short one, and one of 700 tokens whose decode runs split-K) on Metal and
-# on the CPU. Every
+# experts, the fusion on/off pair, the same pair sampled with steps
+# committed in pieces and whole, the same prompts (a short one, and one of
+# 700 tokens whose decode runs split-K) on Metal and on the CPU, and 4-bit
+# qwen3-moe-mini and GPT-2 held by generate --against to the CPU and to
+# Metal without fusion. Every
 # step runs even when one before it failed; each keeps its output in
 # $(SMOKE)-STEP.log, and all of them go into $(SMOKE)-report.tar.gz, the file
 # to send back (docs/metal-first-run.md).

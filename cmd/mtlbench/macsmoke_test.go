@@ -684,3 +684,71 @@ func shellWords(line string) ([]shellWord, error) {
 	}
 	return out, nil
 }
+
+// docs/metal-first-run.md lists the files make mac-smoke leaves, each step's
+// log among them, and the report it sends back: every step's log is
+// listed, every file listed is one the recipe writes, and each is in the
+// report.
+func TestMacSmokeDocNamesItsFiles(t *testing.T) {
+	mk, err := readMakefile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := mk.smokeSteps("mac-smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smoke, err := mk.ref("SMOKE", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/metal-first-run.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The doc names a file by its path (bin/mtlbench.smoke-STEP.log) or, in
+	// a row naming several, by the rest of it (`-STEP.log`).
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(regexp.QuoteMeta(smoke)+`([-.][A-Za-z0-9._-]*[A-Za-z0-9])|`+"`"+`(-[A-Za-z0-9._-]+\.log)`+"`").FindAllStringSubmatch(string(doc), -1) {
+		listed[m[1]+m[2]] = true
+	}
+	if len(listed) < len(steps) {
+		t.Fatalf("found %d of make mac-smoke's files named in docs/metal-first-run.md, fewer than its %d steps: are they named as %s-STEP.log?", len(listed), len(steps), smoke)
+	}
+	written := map[string]bool{}
+	for _, st := range steps {
+		written["-"+st.name+".log"] = true
+		if !listed["-"+st.name+".log"] {
+			t.Errorf("step %s: docs/metal-first-run.md does not list %s-%s.log", st.name, smoke, st.name)
+		}
+	}
+	var report []string
+	for _, l := range mk.rules["mac-smoke"] {
+		files := regexp.MustCompile(`\$\(SMOKE\)([-.][A-Za-z0-9._*-]*[A-Za-z0-9*])`).FindAllStringSubmatch(l, -1)
+		for _, f := range files {
+			written[f[1]] = true
+		}
+		if strings.Contains(l, "tar czf $(SMOKE)-report.tar.gz") {
+			for _, f := range files[1:] {
+				report = append(report, f[1])
+			}
+		}
+	}
+	if len(report) == 0 {
+		t.Fatal("the mac-smoke recipe writes no $(SMOKE)-report.tar.gz")
+	}
+	for f := range listed {
+		if !written[f] {
+			t.Errorf("docs/metal-first-run.md lists %s%s, which make mac-smoke does not write", smoke, f)
+			continue
+		}
+		in := f == "-report.tar.gz"
+		for _, r := range report {
+			ok, _ := filepath.Match(r, f)
+			in = in || ok
+		}
+		if !in {
+			t.Errorf("docs/metal-first-run.md lists %s%s, which is not in %s-report.tar.gz", smoke, f, smoke)
+		}
+	}
+}
