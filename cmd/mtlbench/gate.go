@@ -81,9 +81,20 @@ func gateCommand() *cli.Command {
 			if err := notTheStore(db, "$GITHUB_STEP_SUMMARY", os.Getenv("GITHUB_STEP_SUMMARY")); err != nil {
 				return err
 			}
-			cand, err := compare.Load(db, c.String("candidate"), c.String("candidate"), c.Int("latest"))
-			if err != nil {
-				return fmt.Errorf("candidate: %w", err)
+			// Both sides are read before either is refused, so two unknown
+			// references are named at once; an unknown name is a mistake to
+			// fix, not missing data.
+			cand, errC := compare.Load(db, c.String("candidate"), c.String("candidate"), c.Int("latest"))
+			base, errB := compare.Load(db, c.String("baseline"), c.String("baseline"), c.Int("latest"))
+			var errs []error
+			if errB != nil {
+				errs = append(errs, fmt.Errorf("baseline: %w", errB))
+			}
+			if errC != nil {
+				errs = append(errs, fmt.Errorf("candidate: %w", errC))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return err
 			}
 			var suite *suites.Suite
 			if path := c.String("suite"); path != "" {
@@ -96,11 +107,6 @@ func gateCommand() *cli.Command {
 				return err
 			}
 			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
-			base, err := compare.Load(db, c.String("baseline"), c.String("baseline"), c.Int("latest"))
-			if err != nil {
-				// An unknown name is a mistake to fix, not missing data.
-				return fmt.Errorf("baseline: %w", err)
-			}
 			if ids := compare.Shared(base, cand); len(ids) > 0 {
 				return fmt.Errorf("--baseline %s and --candidate %s both hold run %s: a run gated against itself passes whatever it measured",
 					c.String("baseline"), c.String("candidate"), joinIDs(ids))

@@ -292,6 +292,14 @@ func TestReferenceListsWithCommas(t *testing.T) {
 			t.Errorf("%s: err = %v, want an empty reference named", args, err)
 		}
 	}
+	// gate reads both sides before refusing either, so two unknown
+	// references are named at once.
+	_, _, err = mtl(t, "gate", "--baseline", "nope-a", "--candidate", "nope-b", "--db", path)
+	for _, want := range []string{"baseline: ", `"nope-a"`, "candidate: ", `"nope-b"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("gate with two unknown references: err = %v, want %s in it", err, want)
+		}
+	}
 }
 
 // import checks every run of every file for what the store would refuse (a
