@@ -416,6 +416,10 @@ func TestTunedTileByMatrixDType(t *testing.T) {
 		if !strings.Contains(used["matmul"], tc.used) || strings.Contains(used["matmul"], tc.unused) {
 			t.Errorf("%q: matmul used %q, want %s and not %s", tc.quant, used["matmul"], tc.used, tc.unused)
 		}
+		// What a run records before it starts names the same.
+		if rec := store.EngineChoices(be, cfg, bridge.BF16, bridge.MoEParams{}, prompt, 1); !strings.Contains(rec["matmul"], tc.used) {
+			t.Errorf("%q: recorded matmul choices %q, want %s", tc.quant, rec["matmul"], tc.used)
+		}
 		if d := kernels.MaxAbsDiff(got[0].Logits, want[0].Logits); !slices.Equal(got[0].Tokens, want[0].Tokens) || d > 1e-3 {
 			t.Errorf("%q: tuned tokens %v (default %v), logits %.3g apart", tc.quant, got[0].Tokens, want[0].Tokens, d)
 		}

@@ -241,7 +241,7 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 	var tuned []string
 	var def string
 	for _, mnk := range matmulShapes(cfg, tokens, logitRows) {
-		ch, err := lookup(s, be, string(ops.MatMul), dt.String(), Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]})
+		ch, err := lookup(s, be, string(ops.MatMul), MatMulDType(cfg, dt.String(), mnk), Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]})
 		if err != nil {
 			return out
 		}
@@ -294,6 +294,38 @@ func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 		}
 	}
 	return out
+}
+
+// MatMulDType is the dtype a float matmul of shape mnk is tuned and looked
+// up at in a run of dtype: f32 where its matrices are all ones cfg loads in
+// f32 whatever the run's dtype (model.Config.LoadsInF32: a GGUF file's
+// routers), as each backend names a launch's weights (bridge.LaunchPick).
+func MatMulDType(c *model.Config, dtype string, mnk [3]int) string {
+	if f32MatMulShapes(c)[[2]int{mnk[1], mnk[2]}] {
+		return "f32"
+	}
+	return dtype
+}
+
+// f32MatMulShapes are the (n, k), either way round, of float matrices c
+// loads in f32, where no matrix of that shape is in the run's dtype.
+func f32MatMulShapes(c *model.Config) map[[2]int]bool {
+	f32, other := map[[2]int]bool{}, map[[2]int]bool{}
+	for _, t := range c.Tensors() {
+		if _, p := c.Quant.For(t.Name); !t.Matrix || p || len(t.Shape) != 2 || strings.Contains(t.Name, ".experts.") {
+			continue
+		}
+		m := other
+		if c.LoadsInF32(t.Name) {
+			m = f32
+		}
+		m[[2]int{t.Shape[0], t.Shape[1]}] = true
+		m[[2]int{t.Shape[1], t.Shape[0]}] = true
+	}
+	for s := range other {
+		delete(f32, s)
+	}
+	return f32
 }
 
 // NormOps are the norms a model's step runs: RMSNorm, or GPT-2's

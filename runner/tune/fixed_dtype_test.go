@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -64,7 +65,12 @@ func TestFixedDTypeKernels(t *testing.T) {
 		e := Entry{Device: "Test GPU", Backend: "metal", Kernel: c.kernel, DType: q.DType, Shape: q.Shape, Config: c.tuned,
 			Default: k.DefaultConfig(q.Shape, q.Limits), Speedup: 1.2, P: 0.001, Samples: 20, ToolVersion: "test",
 			TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
-		et := NewStore(layer(FromUser, e)).ForEngine(be, cfg, bridge.BF16, bridge.MoEParams{})
+		store := NewStore(layer(FromUser, e))
+		// What a bf16 model's run records before it starts, and then runs.
+		if got := store.LaunchChoices(be, cfg, bridge.BF16, 16, 1, 16)[c.kernel]; !strings.Contains(got, "(user cache)") {
+			t.Errorf("%s: a bf16 model's run records %q, want the %s entry", c.kernel, got, q.DType)
+		}
+		et := store.ForEngine(be, cfg, bridge.BF16, bridge.MoEParams{})
 		_, undo := et.Step(1, bridge.MoEParams{})
 		pick := be.picks[c.kernel]
 		if pick == nil {

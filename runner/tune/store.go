@@ -200,7 +200,9 @@ func NewQuery(be bridge.Backend, kernel, dtype string, shape Shape) (Query, *Ker
 	if err != nil {
 		return Query{}, nil, err
 	}
-	if dtype == "" {
+	// A kernel of no weights is tuned at its own dtype whatever the model's
+	// (CheckDType refuses another where one is asked for by name).
+	if dtype == "" || k.FixedDType {
 		dtype = k.DType
 	}
 	lim := LimitsFor(be, kernel, dtype)

@@ -215,9 +215,6 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			floatShape = func(mnk [3]int) bool { return fs[[2]int{mnk[1], mnk[2]}] }
 			packedShape = func(mnk [3]int) bool { return ps[[2]int{mnk[1], mnk[2]}] }
 		}
-		// A float matmul is tuned in its matrices' dtype, as the backends
-		// look it up: f32 for routers a GGUF file keeps so.
-		f32 := f32MatMulShapes(cfg)
 		if cfg.NumExperts > 0 && (!packedExperts(cfg) || errQMoE != nil) {
 			if err := add(string(ops.MoE), dtype, tune.MoEShape(cfg, seqs), label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
@@ -255,11 +252,9 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 			if !floatShape(mnk) {
 				continue
 			}
-			d := dtype
-			if f32[[2]int{mnk[1], mnk[2]}] {
-				d = "f32"
-			}
-			if err := add(string(ops.MatMul), d, tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
+			// In its matrices' dtype, as the backends look it up: f32 for
+			// routers a GGUF file keeps so.
+			if err := add(string(ops.MatMul), tune.MatMulDType(cfg, dtype, mnk), tune.Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]}, label); err != nil {
 				return nil, s.ErrorAt(c.Pos, "case %s: %v", c.Name, err)
 			}
 		}
@@ -325,28 +320,6 @@ func matMulShapes(c *model.Config, packed bool) map[[2]int]bool {
 		out[[2]int{t.Shape[1], t.Shape[0]}] = true
 	}
 	return out
-}
-
-// f32MatMulShapes are the (n, k), either way round, of float matrices cfg
-// loads in f32 whatever the run's dtype (model.Config.LoadsInF32), where no
-// matrix of that shape is in the run's dtype.
-func f32MatMulShapes(c *model.Config) map[[2]int]bool {
-	f32, other := map[[2]int]bool{}, map[[2]int]bool{}
-	for _, t := range c.Tensors() {
-		if _, p := c.Quant.For(t.Name); !t.Matrix || p || len(t.Shape) != 2 || strings.Contains(t.Name, ".experts.") {
-			continue
-		}
-		m := other
-		if c.LoadsInF32(t.Name) {
-			m = f32
-		}
-		m[[2]int{t.Shape[0], t.Shape[1]}] = true
-		m[[2]int{t.Shape[1], t.Shape[0]}] = true
-	}
-	for s := range other {
-		delete(f32, s)
-	}
-	return f32
 }
 
 // floatMatMuls reports whether any of cfg's step matmuls has float
