@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -300,7 +301,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		cmd   *exec.Cmd
 		stdin io.WriteCloser
 		lines chan string // stdout lines; closed at EOF
-		out   *bytes.Buffer
+		out   *lockedBuffer
 		done  bool
 	}
 	var ps [2]*proc
@@ -330,7 +331,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		// Ctrl-C reaches the child too; give it time to store what it finished.
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 		cmd.WaitDelay = 30 * time.Second
-		p := &proc{side: sd, cmd: cmd, out: &bytes.Buffer{}, lines: make(chan string, 16)}
+		p := &proc{side: sd, cmd: cmd, out: &lockedBuffer{}, lines: make(chan string, 16)}
 		cmd.Stderr = p.out
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
 			return steps, err
@@ -395,6 +396,33 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 	}
 	return steps, nil
 }
+
+// lockedBuffer is a run's log: its stderr is copied in by exec's goroutine
+// while its stdout lines are added by the driver, so writes take turns.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) WriteString(s string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.WriteString(s)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *lockedBuffer) String() string { return string(b.Bytes()) }
 
 // loadABSide reads every run a side recorded.
 func loadABSide(s abSide, label string) (*compare.Side, error) {

@@ -377,3 +377,40 @@ func TestOutputIsNotTheStore(t *testing.T) {
 		t.Errorf("tune --out its new store: %v", err)
 	}
 }
+
+// A round's log holds all that its run printed, on stdout and stderr alike:
+// the two streams are read at once and went into one buffer unguarded, so a
+// run printing on both (its csv summary and its last progress line) left
+// a log of whichever bytes won.
+func TestABRoundLogsKeepBothStreams(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "chatty")
+	script := "#!/bin/sh\n" +
+		"(i=0; while [ $i -lt 3000 ]; do echo \"err line $i\" >&2; i=$((i+1)); done) &\n" +
+		"i=0; while [ $i -lt 3000 ]; do echo \"out line $i\"; i=$((i+1)); done\nwait\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	side := abSide{label: "baseline", bin: bin, db: filepath.Join(dir, "b.db")}
+	logs := [2]string{filepath.Join(dir, "b.log"), filepath.Join(dir, "c.log")}
+	if _, err := runLockstep(t.Context(), 0, [2]abSide{side, side}, "s.yaml", nil, logs); err != nil {
+		t.Fatal(err)
+	}
+	for _, log := range logs {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for l := range strings.Lines(string(b)) {
+			got[strings.TrimSuffix(l, "\n")] = true
+		}
+		for i := range 3000 {
+			for _, s := range []string{"out", "err"} {
+				if w := fmt.Sprintf("%s line %d", s, i); !got[w] {
+					t.Fatalf("%s lacks %q (%d bytes)", filepath.Base(log), w, len(b))
+				}
+			}
+		}
+	}
+}
