@@ -188,6 +188,11 @@ func abCommand() *cli.Command {
 			}
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
+			for _, side := range []abSide{sides[false], sides[true]} {
+				if err := abPreflight(ctx, side, suitePath, c.String("backend")); err != nil {
+					return err
+				}
+			}
 			start := time.Now()
 			for r := range rounds {
 				if !c.Bool("quiet") {
@@ -283,6 +288,43 @@ func executable(path, flag string) (string, error) {
 		return "", fmt.Errorf("%s %s: not an executable file", flag, path)
 	}
 	return abs, nil
+}
+
+// abPreflight checks, before any round, that a side's binary is an mtlbench
+// that knows run --lockstep and accepts the suite as that side will run it
+// (its backend and --set): otherwise the other side would measure a whole
+// round before the failure shows (docs/perf-gate.md).
+func abPreflight(ctx context.Context, side abSide, suite, backend string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	bin := side.label + " binary " + side.bin
+	out, err := exec.CommandContext(ctx, side.bin, "run", "--lockstep", "--help").CombinedOutput()
+	switch {
+	case err != nil && strings.Contains(string(out), "-lockstep"):
+		return fmt.Errorf("ab: the %s does not know `run --lockstep`: an mtlbench older than ab cannot be gated side by side (docs/perf-gate.md)", bin)
+	case err != nil:
+		return fmt.Errorf("ab: the %s failed `run --help`: %w\n%s", bin, err, lastBytes(out, 800))
+	case !strings.Contains(string(out), "mtlbench run - "):
+		return fmt.Errorf("ab: the %s is not mtlbench: `run --help` printed no mtlbench help\n%s", bin, lastBytes(out, 800))
+	}
+	args := []string{"suites", "validate", suite}
+	if backend != "" {
+		args = append(args, "--set", "backend="+backend)
+	}
+	args = append(args, side.extra...)
+	if out, err := exec.CommandContext(ctx, side.bin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ab: the %s refuses the suite (%s): %w\n%s", bin, strings.Join(args, " "), err, lastBytes(out, 2000))
+	}
+	return nil
+}
+
+// lastBytes is the end of a command's output, at most n bytes, trimmed.
+func lastBytes(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	return s
 }
 
 // abSide is one binary of an ab comparison.

@@ -126,16 +126,60 @@ func TestABEndToEnd(t *testing.T) {
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "already holds baseline.db") {
 		t.Errorf("reused --keep folder: exit %d, %v; want 2 and a refusal", exitCode(err), err)
 	}
-	// A baseline that records nothing stops the gate after its first round,
-	// with the end of what it printed.
+	// A baseline that is no mtlbench is refused before the first round,
+	// with what it printed.
 	fake := filepath.Join(dir, "fake")
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho not an mtlbench >&2\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, err = mtl(t, "ab", suite, "--baseline-bin", fake, "--candidate-bin", bin, "--rounds", "5", "--threads", "1")
-	if exitCode(err) != 2 || !strings.Contains(err.Error(), "after round 1 the baseline binary") || !strings.Contains(err.Error(), "not an mtlbench") ||
-		strings.Contains(stderr, "round 2/5") {
-		t.Errorf("a baseline recording nothing: exit %d, %v\n%s", exitCode(err), err, stderr)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "the baseline binary "+fake+" is not mtlbench") || !strings.Contains(err.Error(), "not an mtlbench") ||
+		strings.Contains(stderr, "round 1/5") {
+		t.Errorf("a baseline that is no mtlbench: exit %d, %v\n%s", exitCode(err), err, stderr)
+	}
+}
+
+// ab refuses, before its first round, a binary that is no mtlbench, fails,
+// predates run --lockstep or refuses the suite as its side runs it: the
+// other side measured a whole round before the failure showed.
+func TestABPreflightRefusesBeforeRounds(t *testing.T) {
+	dir := t.TempDir()
+	// help is what a current mtlbench prints for `run --lockstep --help`.
+	const help = "if [ \"$1 $2\" = \"run --lockstep\" ]; then echo 'NAME:'; echo '   mtlbench run - run a benchmark suite'; exit 0; fi\n"
+	for _, tc := range []struct {
+		name, script, extra, backend, want string
+	}{
+		{"no mtlbench", "echo hello\n", "", "", "the baseline binary BIN is not mtlbench: `run --help` printed no mtlbench help\nhello"},
+		{"exits non-zero", "echo boom >&2\nexit 3\n", "", "", "the baseline binary BIN failed `run --help`: exit status 3\nboom"},
+		{"older than ab", "echo 'Incorrect Usage: flag provided but not defined: -lockstep' >&2\nexit 1\n", "", "",
+			"the baseline binary BIN does not know `run --lockstep`"},
+		{"refuses the suite", help + "echo \"$*\" >&2\nexit 2\n", "batch=3", "cpu",
+			"the baseline binary BIN refuses the suite (suites validate s.yaml --set backend=cpu --set batch=3): exit status 2\nsuites validate s.yaml --set backend=cpu --set batch=3"},
+		{"an mtlbench", help + "exit 0\n", "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tc.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			side := abSide{label: "baseline", bin: bin}
+			if tc.extra != "" {
+				side.extra = []string{"--set", tc.extra}
+			}
+			err := abPreflight(t.Context(), side, "s.yaml", tc.backend)
+			want := strings.ReplaceAll(tc.want, "BIN", bin)
+			if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+				t.Errorf("%v, want %q", err, want)
+			}
+		})
+	}
+	// ab itself asks before its first round.
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\ncases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64, dtype: f32 }\n"), 0o644)
+	bad, good := filepath.Join(dir, "no-mtlbench"), filepath.Join(dir, "an-mtlbench")
+	_, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bad, "--candidate-bin", good, "--rounds", "3", "--keep", filepath.Join(dir, "keep"))
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), bad+" is not mtlbench") || strings.Contains(stderr, "round 1/3") {
+		t.Errorf("ab with a baseline that is no mtlbench: exit %d, %v\n%s", exitCode(err), err, stderr)
 	}
 }
 
