@@ -234,21 +234,21 @@ func pointsTable(pts []history.Point) *table.Table {
 		if p.Batch > 0 {
 			batch = strconv.Itoa(p.Batch)
 		}
-		v := strconv.FormatFloat(p.Value, 'g', -1, 64)
-		if p.Qualifier != "" && p.Qualifier != "range" {
-			v = p.Qualifier + v
-		}
 		src := p.Source
 		if p.Section != "" {
 			src += " § " + p.Section
 		}
 		var params []string
 		for k, v := range p.Params {
+			// A range's upper end is in its value (history.Point.Figure).
+			if k == "max" && p.Qualifier == "range" {
+				continue
+			}
 			params = append(params, k+"="+v)
 		}
 		slices.Sort(params)
 		t.Rows = append(t.Rows, []string{p.Date, p.Model, p.Hardware, p.Series, p.DType, batch, p.Component, strings.Join(params, " "),
-			p.Metric, v, p.Unit, rooflineCell(p), src})
+			p.Metric, p.Figure(), p.Unit, rooflineCell(p), src})
 		row := map[string]any{"date": p.Date, "model": p.Model, "hardware": p.Hardware, "series": p.Series, "dtype": p.DType,
 			"batch": nil, "component": p.Component, "metric": p.Metric, "qualifier": p.Qualifier, "value": p.Value, "unit": p.Unit,
 			"roofline_frac": nil, "roofline_tok_s": nil, "source": p.Source, "section": p.Section, "note": p.Note}

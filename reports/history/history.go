@@ -98,6 +98,19 @@ type Point struct {
 	Line int
 }
 
+// Figure is the point's value as the document wrote it, for tables: "~31",
+// ">=50", a range "6–7" (value to params.max), or the bare number.
+func (p Point) Figure() string {
+	v := strconv.FormatFloat(p.Value, 'f', -1, 64)
+	switch p.Qualifier {
+	case "":
+		return v
+	case "range":
+		return v + "–" + p.Params["max"]
+	}
+	return p.Qualifier + v
+}
+
 // Qualifiers lists the accepted Qualifier values.
 var Qualifiers = []string{"", "~", ">=", ">", "<=", "<", "range"}
 

@@ -420,3 +420,23 @@ func TestImportHeaderUnits(t *testing.T) {
 		t.Errorf("points %q, want %q", got, want)
 	}
 }
+
+// A figure reads as the document wrote it: a range with both ends (its
+// upper end is params.max), a qualifier before the number.
+func TestFigure(t *testing.T) {
+	for _, c := range []struct {
+		p    Point
+		want string
+	}{
+		{Point{Value: 10.3}, "10.3"},
+		{Point{Value: 84000}, "84000"},
+		{Point{Value: 31, Qualifier: "~"}, "~31"},
+		{Point{Value: 50, Qualifier: ">="}, ">=50"},
+		{Point{Value: 30, Qualifier: "range", Params: map[string]string{"max": "35"}}, "30–35"},
+		{Point{Value: 6.8, Qualifier: "range", Params: map[string]string{"max": "7.0"}}, "6.8–7.0"},
+	} {
+		if got := c.p.Figure(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+}

@@ -627,14 +627,7 @@ func historyTable(hist []history.Point, model string, bytes roofline.ModelBytes)
 		if p.Batch > 0 {
 			b = strconv.Itoa(p.Batch)
 		}
-		v := strconv.FormatFloat(p.Value, 'f', -1, 64)
-		switch p.Qualifier {
-		case "":
-		case "range":
-			v += "–" + p.Params["max"]
-		default:
-			v = p.Qualifier + v
-		}
+		v := p.Figure()
 		roof := "-"
 		if f, l, ok := roofline.Of(p, bytes); ok {
 			roof = fmt.Sprintf("%.1f%% of %.0f tok/s (%s)", f*100, l.TokS, l.GPU.Chip)
