@@ -67,7 +67,9 @@ func abCommand() *cli.Command {
 			"metric's threshold (docs/perf-gate.md). The candidate is this binary unless\n" +
 			"--candidate-bin names another; --set applies to the candidate only. Each side\n" +
 			"records into its own database (--keep DIR, an empty folder, keeps them: baseline.db\n" +
-			"and candidate.db, and each round's logs).\n\n" +
+			"and candidate.db, and each round's logs); --db STORE also records both sides' runs\n" +
+			"there once the rounds are done, tagged TAG-baseline and TAG-candidate (--tag), for\n" +
+			"compare, gate, report and show.\n\n" +
 			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell;\n" +
 			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
 			"--keep, and the message says where.",
@@ -79,6 +81,8 @@ func abCommand() *cli.Command {
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores)"},
 			&cli.StringFlag{Name: "keep", Usage: "keep the side databases and run logs in this folder"},
+			&cli.StringFlag{Name: "db", Usage: "also record both sides' runs in this results database once the rounds are done (tagged TAG-baseline, TAG-candidate)"},
+			&cli.StringFlag{Name: "tag", Value: "ab", Usage: "with --db: the runs' tags are `TAG`-baseline and TAG-candidate"},
 			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "false-discovery rate over all checks (Benjamini-Hochberg)"},
 			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest repetitions per side and gated metric"},
@@ -134,6 +138,20 @@ func abCommand() *cli.Command {
 			}
 			if err := probe.Override(ov); err != nil {
 				return err
+			}
+			// The store is opened, and the tags checked, before any work:
+			// a store that cannot take the runs would lose them at the end.
+			var store *results.DB
+			if c.String("db") != "" {
+				for _, side := range []string{"baseline", "candidate"} {
+					if err := results.CheckTag(c.String("tag") + "-" + side); err != nil {
+						return fmt.Errorf("--tag: %w", err)
+					}
+				}
+				if store, err = openDB(c); err != nil {
+					return err
+				}
+				defer store.Close()
 			}
 			base, err := executable(c.String("baseline-bin"), "--baseline-bin")
 			if err != nil {
@@ -226,6 +244,12 @@ func abCommand() *cli.Command {
 							return fmt.Errorf("ab: after round 1 the %s binary %s recorded no run (%v); the end of its output:\n%s", side.label, side.bin, err, tail(logs[i], 800))
 						}
 					}
+				}
+			}
+			if store != nil {
+				if err := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}); err != nil {
+					keepTemp = true
+					return fmt.Errorf("%w\nab: the runs are kept in %s", err, dir)
 				}
 			}
 			baseSide, err := loadABSide(sides[false], "baseline")
@@ -481,6 +505,50 @@ func loadABSide(s abSide, label string) (*compare.Side, error) {
 		side.Label = fmt.Sprintf("%s %s", label, s.bin)
 	}
 	return side, nil
+}
+
+// recordAB copies both sides' runs into store (ab --db), tagged
+// tag-baseline and tag-candidate, in one transaction: compare, gate and
+// report read them there (docs/perf-gate.md).
+func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide) error {
+	var recs [2][]*results.RunRecord
+	for i, side := range sides {
+		db, err := results.Open(side.db)
+		if err != nil {
+			return fmt.Errorf("%s runs: %w", side.label, err)
+		}
+		runs, err := db.Runs(results.RunFilter{Tag: side.tag})
+		for j := len(runs) - 1; err == nil && j >= 0; j-- { // oldest first: round order
+			var rec *results.RunRecord
+			if rec, err = db.ExportRun(runs[j].ID); err == nil {
+				rec.Run.Tag = tag + "-" + side.label
+				recs[i] = append(recs[i], rec)
+			}
+		}
+		db.Close()
+		if err != nil {
+			return fmt.Errorf("%s runs: %w", side.label, err)
+		}
+	}
+	var ids [2][]int64
+	err := store.Batch(func(db *results.DB) error {
+		for i := range recs {
+			for _, rec := range recs[i] {
+				id, err := db.ImportRun(rec)
+				if err != nil {
+					return fmt.Errorf("recording the %s's runs in %s: %w", sides[i].label, path, err)
+				}
+				ids[i] = append(ids[i], id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ab: recorded in %s: baseline runs %s (tag %s-baseline), candidate runs %s (tag %s-candidate)\n",
+		path, joinIDs(ids[0]), tag, joinIDs(ids[1]), tag)
+	return nil
 }
 
 // tail is the last n bytes of the file at path, or why it cannot be read.

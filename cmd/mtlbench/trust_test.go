@@ -112,10 +112,19 @@ func TestABEndToEnd(t *testing.T) {
 	suite := filepath.Join(dir, "k.yaml")
 	os.WriteFile(suite, []byte("name: k\nbackend: cpu\nrepetitions: 5\nwarmup: 1\nthresholds: { us_per_call: 5% }\n"+
 		"cases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 256, k: 256, dtype: f32 }\n"), 0o644)
-	keep := filepath.Join(dir, "keep")
-	out, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", slow, "--rounds", "5", "--threads", "1", "--keep", keep, "--format", "csv")
+	keep, store := filepath.Join(dir, "keep"), filepath.Join(dir, "store.db")
+	out, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", slow, "--rounds", "5", "--threads", "1", "--keep", keep, "--format", "csv",
+		"--db", store, "--tag", "pr42")
 	if exitCode(err) != 1 || !strings.Contains(stderr, "REGRESSION") || !strings.Contains(stderr, "5 pairs of runs") {
 		t.Fatalf("4x slower candidate: exit %d (%v), want 1 on pairs of runs\n%s\n%s", exitCode(err), err, stderr, out)
+	}
+	// --db records both sides' runs in the store, where gate finds them by
+	// their tags (unpaired there: the pairs are ab's).
+	if !strings.Contains(stderr, "ab: recorded in "+store+": baseline runs 1, 2, 3, 4, 5 (tag pr42-baseline), candidate runs 6, 7, 8, 9, 10 (tag pr42-candidate)") {
+		t.Errorf("--db: no record of the runs stored in\n%s", stderr)
+	}
+	if _, gs, err := mtl(t, "gate", "--baseline", "pr42-baseline", "--candidate", "pr42-candidate", "--db", store); exitCode(err) != 1 {
+		t.Errorf("gate on ab's recorded runs: exit %d (%v), want 1\n%s", exitCode(err), err, gs)
 	}
 	for _, f := range []string{"baseline.db", "candidate.db", "round05-candidate.log"} {
 		if _, err := os.Stat(filepath.Join(keep, f)); err != nil {
