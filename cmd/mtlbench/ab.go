@@ -223,6 +223,13 @@ func abCommand() *cli.Command {
 				if err != nil {
 					if ctx.Err() != nil {
 						keepTemp, err = abInterrupted(dir, r, rounds)
+						// What was measured goes to the store too (an
+						// interrupted run marked so); the folder stays.
+						if store != nil && keepTemp {
+							if rerr := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}); rerr != nil {
+								fmt.Fprintf(c.App.ErrWriter, "ab: %v\n", rerr)
+							}
+						}
 						return err
 					}
 					// A side's store refused what it measured: its recovery

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -219,6 +220,48 @@ func TestABInterruptedKeepsMeasuredRounds(t *testing.T) {
 				t.Errorf("keep %v, exit %d, %v; want keep %v, 130 and %q", keep, exitCode(err), err, tc.keep, tc.has)
 			}
 		})
+	}
+}
+
+// ab --db copies both sides' runs into the store in round order, each
+// side under its own tag, and an interrupted ab does the same with what it
+// measured: both go through recordAB.
+func TestABRecordsBothSides(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\nrepetitions: 2\nwarmup: 0\n"+
+		"cases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 64, k: 64, dtype: f32 }\n"), 0o644)
+	sides := [2]abSide{{label: "baseline", db: filepath.Join(dir, "baseline.db"), tag: abBaselineTag},
+		{label: "candidate", db: filepath.Join(dir, "candidate.db"), tag: abCandidateTag}}
+	for _, side := range sides {
+		for range 2 {
+			if _, stderr, err := mtl(t, "run", suite, "--db", side.db, "--tag", side.tag, "--threads", "1", "--quiet"); err != nil {
+				t.Fatalf("%s run: %v\n%s", side.label, err, stderr)
+			}
+		}
+	}
+	path := filepath.Join(dir, "store.db")
+	store, err := results.OpenToWrite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	err = recordAB(&w, store, path, "pr7", sides)
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "baseline runs 1, 2 (tag pr7-baseline), candidate runs 3, 4 (tag pr7-candidate)"; !strings.Contains(w.String(), want) {
+		t.Errorf("said %q, want %q", w.String(), want)
+	}
+	out, _, err := mtl(t, "runs", "--db", path, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"pr7-baseline", "pr7-candidate"} {
+		if strings.Count(out, want) != 2 {
+			t.Errorf("runs: %d runs tagged %s, want 2\n%s", strings.Count(out, want), want, out)
+		}
 	}
 }
 
