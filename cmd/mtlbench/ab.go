@@ -334,9 +334,9 @@ func abPreflight(ctx context.Context, side abSide, suite, backend string) error 
 	case err != nil && strings.Contains(string(out), "-lockstep"):
 		return fmt.Errorf("ab: the %s does not know `run --lockstep`: an mtlbench older than ab cannot be gated side by side (docs/perf-gate.md)", bin)
 	case err != nil:
-		return fmt.Errorf("ab: the %s failed `run --help`: %w\n%s", bin, err, lastBytes(out, 800))
+		return fmt.Errorf("ab: the %s failed `run --lockstep --help`: %w\n%s", bin, err, lastBytes(out, 800))
 	case !strings.Contains(string(out), "mtlbench run - "):
-		return fmt.Errorf("ab: the %s is not mtlbench: `run --help` printed no mtlbench help\n%s", bin, lastBytes(out, 800))
+		return fmt.Errorf("ab: the %s is not mtlbench: `run --lockstep --help` printed no mtlbench help\n%s", bin, lastBytes(out, 800))
 	}
 	args := []string{"suites", "validate", suite}
 	if backend != "" {

@@ -159,8 +159,8 @@ func TestABPreflightRefusesBeforeRounds(t *testing.T) {
 	for _, tc := range []struct {
 		name, script, extra, backend, want string
 	}{
-		{"no mtlbench", "echo hello\n", "", "", "the baseline binary BIN is not mtlbench: `run --help` printed no mtlbench help\nhello"},
-		{"exits non-zero", "echo boom >&2\nexit 3\n", "", "", "the baseline binary BIN failed `run --help`: exit status 3\nboom"},
+		{"no mtlbench", "echo hello\n", "", "", "the baseline binary BIN is not mtlbench: `run --lockstep --help` printed no mtlbench help\nhello"},
+		{"exits non-zero", "echo boom >&2\nexit 3\n", "", "", "the baseline binary BIN failed `run --lockstep --help`: exit status 3\nboom"},
 		{"older than ab", "echo 'Incorrect Usage: flag provided but not defined: -lockstep' >&2\nexit 1\n", "", "",
 			"the baseline binary BIN does not know `run --lockstep`"},
 		{"refuses the suite", help + "echo \"$*\" >&2\nexit 2\n", "batch=3", "cpu",
