@@ -75,13 +75,22 @@ func GGUFEndOfGeneration(named []int32, tokens []string) []int32 {
 			eog = slices.DeleteFunc(eog, func(e int32) bool { return e == id })
 		}
 	}
-	if ends("<|end|>") && (ends("<|return|>") && (ends("<|call|>") || ends("<|calls|>")) || (ends("<|call|>") || ends("<|calls|>")) && ends("<|flush|>")) {
+	if gptOSSMessageEnd(ends) {
 		drop("<|end|>")
 	}
 	if ends("<|tool_response>") {
 		drop("</s>")
 	}
 	return eog
+}
+
+// gptOSSMessageEnd reports whether a vocabulary (has: whether it holds a
+// text) is gpt-oss's, whose <|end|> ends a message and not the generation.
+// llama.cpp's test: <|end|> beside <|return|> or <|flush|>, and beside
+// <|call|> or <|calls|>. GGUFEndOfGeneration and ggufAttrs ask it alike,
+// so the set a generation stops at and the tokens decoding keeps agree.
+func gptOSSMessageEnd(has func(string) bool) bool {
+	return has("<|end|>") && (has("<|call|>") || has("<|calls|>")) && (has("<|return|>") || has("<|flush|>"))
 }
 
 // ggufAttrs are the tokens' attributes as llama.cpp's loader leaves them,
@@ -128,8 +137,7 @@ func ggufAttrs(f *gguf.File, texts []string, types []float64) []tokenAttr {
 		set(s, func(a *tokenAttr) { *a = attrUserDefined })
 	}
 	has := func(s string) bool { _, ok := ids[s]; return ok }
-	call := has("<|call|>") || has("<|calls|>")
-	if has("<|end|>") && call && (has("<|return|>") || has("<|flush|>")) {
+	if gptOSSMessageEnd(has) {
 		set("<|end|>", func(a *tokenAttr) { *a = attrUserDefined })
 	}
 	if has("<|tool_response>") {
