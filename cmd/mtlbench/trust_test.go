@@ -166,6 +166,12 @@ func TestABPreflightRefusesBeforeRounds(t *testing.T) {
 		{"refuses the suite", help + "echo \"$*\" >&2\nexit 2\n", "batch=3", "cpu",
 			"the baseline binary BIN refuses the suite (suites validate s.yaml --set backend=cpu --set batch=3): exit status 2\nsuites validate s.yaml --set backend=cpu --set batch=3"},
 		{"an mtlbench", help + "exit 0\n", "", "", ""},
+		// An mtlbench from before suites validate --set checks the suite
+		// as written.
+		{"no validate --set", help + "case \"$*\" in *--set*) echo 'Incorrect Usage: flag provided but not defined: -set' >&2; exit 1;; esac\nexit 0\n",
+			"", "cpu", ""},
+		{"no validate --set, a bad suite", help + "case \"$*\" in *--set*) echo 'Incorrect Usage: flag provided but not defined: -set' >&2; exit 1;; esac\necho bad suite >&2\nexit 2\n",
+			"", "cpu", "the baseline binary BIN refuses the suite (suites validate s.yaml): exit status 2\nbad suite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
