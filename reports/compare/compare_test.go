@@ -440,6 +440,10 @@ func TestDataCarriesBothSidesParams(t *testing.T) {
 			want{"fusion": "on"}, ""},
 		{"gate, fusion differs", params("fusion", "on"), params("fusion", "off"), nil, gate,
 			want{"baseline_fusion": "on", "candidate_fusion": "off", "fusion": nil, "batch": int64(4)}, nil, "fusion on vs off"},
+		// A parameter whose side column would be one of gate's own is named
+		// apart from it.
+		{"gate, a parameter named as a column", params("center", "1"), params("center", "2"), nil, gate,
+			want{"baseline_param_center": int64(1), "candidate_param_center": int64(2), "center": nil}, nil, "center 1 vs 2"},
 	} {
 		a, b := mk("A", tc.a, nil, nil), mk("B", tc.b, params("fusion", "on"), tc.setB)
 		d, notes := tc.data(a, b)

@@ -107,11 +107,24 @@ func caseParams(side *Side, key string) map[string]string {
 // case does not record it; any other is one column, from A's case, else
 // B's.
 func addParams(d *table.Data, row map[string]any, pa, pb map[string]string, sided map[string]bool, prefix [2]string) {
+	// A side's column of parameter k, named apart from the row's own
+	// columns: a parameter "center" is baseline_param_center beside the
+	// gate's baseline_center.
+	own := make(map[string]bool, len(row))
+	for c := range row {
+		own[c] = true
+	}
+	sideCol := func(p, k string) string {
+		if col := p + tidy.ParamColumn(k); !own[col] {
+			return col
+		}
+		return p + "param_" + k
+	}
 	for i, params := range []map[string]string{pa, pb} {
 		for k, v := range params {
 			col := tidy.ParamColumn(k)
 			if sided[k] {
-				col = prefix[i] + col
+				col = sideCol(prefix[i], k)
 			}
 			if _, set := row[col]; !set {
 				row[col] = table.Typed(v)
@@ -122,8 +135,8 @@ func addParams(d *table.Data, row map[string]any, pa, pb map[string]string, side
 		// Both columns, whichever side records it: a reader finds each
 		// side's column, empty where that side has no value.
 		for _, p := range prefix {
-			if _, set := row[p+tidy.ParamColumn(k)]; !set {
-				row[p+tidy.ParamColumn(k)] = nil
+			if _, set := row[sideCol(p, k)]; !set {
+				row[sideCol(p, k)] = nil
 			}
 		}
 	}
