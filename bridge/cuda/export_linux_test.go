@@ -134,3 +134,49 @@ func (b *Backend) SetGemvMMA(on bool) func() {
 
 // ChainSlots is the ring slots of b's persistent GEMV chains (0: none).
 func (b *Backend) ChainSlots() int { return b.qcSlots }
+
+// PartState is one part of a packed matrix (values, scales, biases) as the
+// allocator sees it: Chunk is its arena chunk (nil for a block of its own)
+// and Live that chunk's pieces still in use.
+type PartState struct {
+	Name     string
+	Chunk    any
+	Live     int
+	Released bool // released by Free
+	Held     bool // a block of its own not yet given back
+}
+
+// PackedParts reads w's parts' state on the backend's thread.
+func (b *Backend) PackedParts(w bridge.Tensor) []PartState {
+	q := w.(*qtensor)
+	var out []PartState
+	b.th.do(func() error { //nolint:errcheck // reads only
+		for _, p := range []struct {
+			name string
+			t    *tensor
+		}{{"values", q.data}, {"scales", q.scales}, {"biases", q.biases}} {
+			if p.t == nil || p.t.mem == nil {
+				continue
+			}
+			d := p.t.mem
+			s := PartState{Name: p.name, Released: d.freed.Load(), Held: d.chunk == nil && d.ptr != 0}
+			if d.chunk != nil {
+				s.Chunk, s.Live = d.chunk, d.chunk.live
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	return out
+}
+
+// WeightCached reports whether the bytes' device copy is in the weight cache.
+func (b *Backend) WeightCached(dt bridge.DType, data []byte) bool {
+	b.memMu.Lock()
+	defer b.memMu.Unlock()
+	_, ok := b.weights[bridge.KeyOf(dt, data)]
+	return ok
+}
+
+// ArenaMax is the size from which a weight takes a block of its own.
+const ArenaMax = arenaMax

@@ -288,27 +288,49 @@ func TestPackedGEMVArgmax(t *testing.T) {
 	quanttest.GEMVArgmax(t, gpu(t))
 }
 
-// Free of a packed matrix gives its parts' device memory back (to the
-// pool, which counts as available): a kernel case's packed weights, freed
-// as the case closed, were held until the backend closed.
+// Free of a packed matrix gives its parts' device memory back: a kernel
+// case's packed weights, freed as the case closed, were held until the
+// backend closed. The parts are checked, not the driver's free memory: a
+// part below arenaMax is a piece of an arena chunk, whose memory goes back
+// only with the chunk's last piece.
 func TestPackedMatrixFreed(t *testing.T) {
 	b := gpu(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	s := quant.Spec{Type: quant.Affine, Bits: 4, Group: 64, Scale: quant.BF16}
-	m := randomPacked(r, s, 8192, 4096, 0.1) // 16 MiB of values, 1 MiB of scales and biases
-	before := b.Info().AvailableBytes
+	m := randomPacked(r, s, 8192, 8192, 0.1) // 32 MiB of values (a block of its own), 2 MiB each of scales and biases (arena pieces)
 	w, err := b.QuantWeight(m.Spec, []int{m.Rows, m.K}, m.Data, m.Scales, m.Biases)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := before - b.Info().AvailableBytes
+	parts := b.PackedParts(w)
+	pieces := map[any]int{} // a chunk's pieces among the parts
+	liveBefore := map[any]int{}
+	for _, p := range parts {
+		if p.Chunk != nil {
+			pieces[p.Chunk]++
+			liveBefore[p.Chunk] = p.Live
+		}
+	}
+	if len(parts) != 3 || parts[0].Chunk != nil || len(pieces) == 0 {
+		t.Fatalf("want the values in a block of their own (at least %d bytes) and the scales and biases in an arena chunk: %+v", ArenaMax, parts)
+	}
 	b.Free(w)
 	y, err := b.Alloc(bridge.F32, 1) // frees what was released, as TestPoolGivesWayToOtherSizes does
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Free(y)
-	if left := before - b.Info().AvailableBytes; held < int64(len(m.Data)) || left > held/4 {
-		t.Errorf("%d bytes held by the packed matrix, %d still held once it was freed", held, left)
+	for _, p := range b.PackedParts(w) {
+		switch {
+		case !p.Released:
+			t.Errorf("%s: not released by Free", p.Name)
+		case p.Held:
+			t.Errorf("%s: a block of its own, still held once freed", p.Name)
+		case p.Chunk != nil && p.Live != liveBefore[p.Chunk]-pieces[p.Chunk]:
+			t.Errorf("%s: its arena chunk has %d live pieces once the matrix was freed, want %d", p.Name, p.Live, liveBefore[p.Chunk]-pieces[p.Chunk])
+		}
+	}
+	if b.WeightCached(bridge.Packed, m.Data) {
+		t.Error("the freed values are still in the weight cache")
 	}
 }
