@@ -241,7 +241,7 @@ func pointsTable(pts []history.Point) *table.Table {
 		var params []string
 		for k, v := range p.Params {
 			// A range's upper end is in its value (history.Point.Figure).
-			if k == "max" && p.Qualifier == "range" {
+			if k == "max" && history.IsRange(p.Qualifier) {
 				continue
 			}
 			params = append(params, k+"="+v)

@@ -868,7 +868,7 @@ func Timeline(runs []RunData, hist []history.Point, model string) TimelineData {
 			order = append(order, k)
 		}
 		tp := TimelinePoint{Date: date, Value: p.Value, Lo: math.NaN(), Hi: math.NaN(), Qualifier: p.Qualifier}
-		if p.Qualifier == "range" {
+		if history.IsRange(p.Qualifier) {
 			if hi, err := strconv.ParseFloat(p.Params["max"], 64); err == nil {
 				tp.Lo, tp.Hi = p.Value, hi
 			}

@@ -21,14 +21,15 @@
 //	  component: moe                   # moe, attention, norm, other, compute, overhead, total
 //	  metric: tok_s
 //	  value: 11.6
-//	  qualifier: ">="                  # "", "~", ">=", ">", "<=", "<", "range"
+//	  qualifier: ">="                  # "", "~", ">=", ">", "<=", "<", "range", "~range"
 //	  unit: tok/s
 //	  params: {moe_chunk: "64"}        # benchmark parameters, strings
 //	  note: Attention index optimization
 //
 // Qualifiers keep the document's wording honest: "10+" is stored as value
 // 10 with qualifier ">=", "~5" as 5 with "~", "<1ms" as 1 with "<", and a
-// range such as "6-7" as value 6 with qualifier "range" and params max: "7".
+// range such as "6-7" as value 6 with qualifier "range" and params max: "7"
+// ("~30-35" with "~range").
 //
 // # Metrics
 //
@@ -99,7 +100,7 @@ type Point struct {
 }
 
 // Figure is the point's value as the document wrote it, for tables: "~31",
-// ">=50", a range "6–7" (value to params.max), or the bare number.
+// ">=50", a range "6–7" (value to params.max), "~30–35", or the bare number.
 func (p Point) Figure() string {
 	v := strconv.FormatFloat(p.Value, 'f', -1, 64)
 	switch p.Qualifier {
@@ -107,12 +108,18 @@ func (p Point) Figure() string {
 		return v
 	case "range":
 		return v + "–" + p.Params["max"]
+	case "~range":
+		return "~" + v + "–" + p.Params["max"]
 	}
 	return p.Qualifier + v
 }
 
+// IsRange reports whether a qualifier stores a range: the value is its
+// lower end and params.max its upper.
+func IsRange(qualifier string) bool { return qualifier == "range" || qualifier == "~range" }
+
 // Qualifiers lists the accepted Qualifier values.
-var Qualifiers = []string{"", "~", ">=", ">", "<=", "<", "range"}
+var Qualifiers = []string{"", "~", ">=", ">", "<=", "<", "range", "~range"}
 
 // requiredFields are the fields a point cannot be plotted or compared without.
 var requiredFields = []string{"source", "date", "model", "metric", "value", "unit"}
@@ -368,10 +375,10 @@ func checkQualifier(p Point) error {
 	if !ok {
 		return fmt.Errorf("qualifier %q is not one of %q", p.Qualifier, Qualifiers)
 	}
-	if p.Qualifier == "range" {
+	if IsRange(p.Qualifier) {
 		max, err := strconv.ParseFloat(p.Params["max"], 64)
 		if err != nil {
-			return errors.New(`qualifier "range" needs params.max, the upper end of the range`)
+			return fmt.Errorf("qualifier %q needs params.max, the upper end of the range", p.Qualifier)
 		}
 		if err := metrics.CheckValue(p.Metric, p.Unit, max); err != nil {
 			return fmt.Errorf("params.max: %w", err)

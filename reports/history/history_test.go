@@ -145,6 +145,7 @@ func TestLoadErrors(t *testing.T) {
 		{"typo.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1\n  unit: tok/s\n  vaule: 2\n", `typo.yaml:7: unknown field "vaule"`},
 		{"toplevel.yaml", "source: a.txt\n", "toplevel.yaml:1: top level must be a list"},
 		{"range.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: range}\n", "range.yaml:1: qualifier \"range\" needs params.max"},
+		{"approx.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: \"~range\"}\n", "approx.yaml:1: qualifier \"~range\" needs params.max"},
 		// Held to the rule the store keeps (metrics.CheckValue).
 		{"huge.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1e300\n  unit: tok/s\n", "huge.yaml:5: value 1e+300 is past 1e+18: no figure of a run is that large"},
 		{"negative.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  unit: tok/s\n  value: -3\n", "negative.yaml:6: value -3 is negative, and a rate cannot be"},
@@ -280,8 +281,9 @@ func TestImportUnknownColumnsAndBreakdowns(t *testing.T) {
 	if p.Value != 154 || p.Section != "Performance Breakdown (per decode step)" {
 		t.Errorf("total: %+v", p)
 	}
-	p = find(func(p Point) bool { return p.Metric == "time_ms" && p.Qualifier == "range" })
-	if p.Value != 75 || p.Params["max"] != "85" || p.Component != "total" {
+	// "~75-85ms": an approximate range keeps its "~".
+	p = find(func(p Point) bool { return p.Metric == "time_ms" && IsRange(p.Qualifier) })
+	if p.Value != 75 || p.Params["max"] != "85" || p.Component != "total" || p.Qualifier != "~range" || p.Figure() != "~75–85" {
 		t.Errorf("total forward: %+v", p)
 	}
 	p = find(func(p Point) bool { return p.Metric == "tok_s" && p.Series == "" })
@@ -434,6 +436,7 @@ func TestFigure(t *testing.T) {
 		{Point{Value: 50, Qualifier: ">="}, ">=50"},
 		{Point{Value: 30, Qualifier: "range", Params: map[string]string{"max": "35"}}, "30–35"},
 		{Point{Value: 6.8, Qualifier: "range", Params: map[string]string{"max": "7.0"}}, "6.8–7.0"},
+		{Point{Value: 30, Qualifier: "~range", Params: map[string]string{"max": "35"}}, "~30–35"},
 	} {
 		if got := c.p.Figure(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.p, got, c.want)

@@ -410,6 +410,9 @@ func parseQuantity(s string) (parsedQuantity, bool) {
 			return parsedQuantity{}, false
 		}
 		q.qualifier = "range"
+		if m[1] == "~" || m[1] == "≈" {
+			q.qualifier = "~range"
+		}
 	}
 	if rest := strings.TrimSpace(m[5]); rest != "" {
 		u, ok := units[strings.ToLower(rest)]
@@ -534,7 +537,7 @@ func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, sect
 			}
 			q.value, q.max = q.value*f, q.max*f
 		}
-		if q.qualifier == "range" && q.max < q.value {
+		if IsRange(q.qualifier) && q.max < q.value {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: range %q ends below its start: skipped", line, cleanCell(row[c])))
 			continue
 		}
@@ -546,7 +549,7 @@ func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, sect
 			continue
 		}
 		p.Value, p.Qualifier = q.value, q.qualifier
-		if q.qualifier == "range" {
+		if IsRange(q.qualifier) {
 			if p.Params == nil {
 				p.Params = map[string]string{}
 			}
