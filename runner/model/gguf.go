@@ -702,9 +702,9 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 var ggufEOGKeys = []string{"eos", "eot", "eom", "fim_pad", "fim_rep", "fim_sep"}
 
 // ggufEOG is the end-of-generation set of a GGUF file's vocabulary: the ids
-// its metadata names, then the tokens llama.cpp finds by their text
-// (tokenizer.GGUFEndOfGeneration). A key that is not a token id is added to
-// errs.
+// its metadata names, then the tokens llama.cpp finds by their text, the
+// fill-in-the-middle ones too (tokenizer.GGUFEndOfGeneration). A key that
+// is not a token id is added to errs.
 func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 	var eog []int32
 	add := func(id int32) {
@@ -726,7 +726,7 @@ func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 	// A vocabulary that cannot be read is the tokenizer's error to name.
 	if v, ok := f.KV["tokenizer.ggml.tokens"]; ok && v.Type == gguf.Array && v.Elem == gguf.String {
 		if tokens, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
-			eog = tokenizer.GGUFEndOfGeneration(eog, tokens)
+			eog = tokenizer.GGUFEndOfGeneration(f, eog, tokens)
 		}
 	}
 	return eog, errs

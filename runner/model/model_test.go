@@ -697,7 +697,9 @@ func TestGGUFEndOfGeneration(t *testing.T) {
 	}{
 		{"no keys, no vocabulary", nil, nil, ""},
 		{"eos only", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(4)}}, []int32{4}, ""},
-		{"eos and the texts", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(4)}, {Key: "tokenizer.ggml.tokens", Value: vocab}}, []int32{4, 2, 6}, ""},
+		// <|fim_pad|> with no fim_pad key: llama.cpp finds it by text.
+		{"eos and the texts", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(4)}, {Key: "tokenizer.ggml.tokens", Value: vocab}}, []int32{4, 5, 2, 6}, ""},
+		{"of two pads, the later", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<|fim_pad|>", "a", "[PAD]", "<|file_sep|>"}}}, []int32{2, 3}, ""},
 		{"every key", []gguftest.KV{{Key: "tokenizer.ggml.eos_token_id", Value: uint32(1)}, {Key: "tokenizer.ggml.eot_token_id", Value: int32(3)},
 			{Key: "tokenizer.ggml.eom_token_id", Value: uint32(7)}, {Key: "tokenizer.ggml.fim_pad_token_id", Value: uint32(5)},
 			{Key: "tokenizer.ggml.fim_rep_token_id", Value: uint32(5)}, {Key: "tokenizer.ggml.tokens", Value: vocab}}, []int32{1, 3, 7, 5, 2, 4, 6}, ""},

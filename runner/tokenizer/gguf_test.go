@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/internal/gguftest"
+	"github.com/mtlbench/mtlbench/runner/gguf"
 )
 
 type ggufCase struct {
@@ -467,6 +468,12 @@ func TestGGUFTokenAttributes(t *testing.T) {
 		{"a fill-in-the-middle token the file names no id for", byteLevel([]string{"<|fim_prefix|>"}, []int32{N}), "<|fim_prefix|>a", []int32{256, 'a'}, "a"},
 		{"one the file names another id for stays normal", byteLevel([]string{"<|fim_prefix|>", "<PRE>"}, []int32{N, C},
 			kv{"tokenizer.ggml.fim_pre_token_id", uint32(257)}), "<|fim_prefix|>", []int32{'<', '|', 'f', 'i', 'm', '_', 'p', 'r', 'e', 'f', 'i', 'x', '|', '>'}, "<|fim_prefix|>"},
+		// Of two texts of one kind llama.cpp makes one control, the later
+		// id whichever text it is (ggufFIM); the other stays normal.
+		{"of two fill-in-the-middle texts, the later id", byteLevel([]string{"<|fim_prefix|>", "<fim-prefix>"}, []int32{N, N}),
+			"<|fim_prefix|><fim-prefix>", append(textBytes("<|fim_prefix|>"), 257), "<|fim_prefix|>"},
+		{"whichever text it is", byteLevel([]string{"<fim-prefix>", "<|fim_prefix|>"}, []int32{N, N}),
+			"<fim-prefix><|fim_prefix|>", append(textBytes("<fim-prefix>"), 257), "<fim-prefix>"},
 		{"gpt-oss's channel is user-defined", byteLevel(harmony, []int32{C, C, C, C}), "<|channel|>a<|end|><|call|>", []int32{259, 'a', 258, 257}, "<|channel|>a<|end|>"},
 		{"its end a control token without <|call|>", byteLevel([]string{"<|return|>", "<|end|>"}, []int32{C, C}), "a<|end|>", []int32{'a', 257}, "a"},
 		{"Gemma 4's </s> is text", byteLevel([]string{"<|tool_response>", "</s>"}, []int32{C, C}), "</s>", []int32{'<', '/', 's', '>'}, "</s>"},
@@ -492,5 +499,68 @@ func TestGGUFTokenAttributes(t *testing.T) {
 	}
 	if got := mustDecode(t, tok, 'a', 256); got != "a" {
 		t.Errorf("a type 0 token: %q, want %q", got, "a")
+	}
+}
+
+// textBytes is a text's ids in byteLevelVocab, one a byte.
+func textBytes(s string) []int32 {
+	var ids []int32
+	for _, b := range []byte(s) {
+		ids = append(ids, int32(b))
+	}
+	return ids
+}
+
+// The fill-in-the-middle pad, repeat and separator tokens llama.cpp finds
+// by text end a generation, and are the ones it makes control: of two
+// texts of one kind the later id, none where the file names the kind's id
+// within the vocabulary; prefix, suffix and middle are control and do not
+// end one.
+func TestGGUFFIMEndOfGeneration(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		extra   []string
+		more    []kv
+		eog     []int32
+		control []int32 // of the extra tokens, all typed normal
+	}{
+		{"a pad found by text", []string{"[PAD]"}, nil, []int32{256}, []int32{256}},
+		{"of two pads, the later", []string{"<|fim_pad|>", "<PAD>", "<|file_sep|>"}, nil, []int32{257, 258}, []int32{257, 258}},
+		{"of two repeats, the later", []string{"<|repo_name|>", "<|fim_repo|>"}, nil, []int32{257}, []int32{257}},
+		{"the key's id instead", []string{"<|fim_pad|>", "<PAD>"}, []kv{{"tokenizer.ggml.fim_pad_token_id", uint32(256)}}, []int32{256}, nil},
+		{"a key past the vocabulary is not read", []string{"<|fim_pad|>"}, []kv{{"tokenizer.ggml.fim_pad_token_id", uint32(9999)}}, []int32{256}, []int32{256}},
+		{"prefix, suffix and middle, the later prefix", []string{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<PRE>"}, nil, nil, []int32{257, 258, 259}},
+		{"the older prefix key", []string{"<|fim_prefix|>"}, []kv{{"tokenizer.ggml.prefix_token_id", uint32(0)}}, nil, nil},
+	} {
+		vocab := byteLevelVocab(tc.extra...)
+		types := make([]int32, len(vocab))
+		for i := range types {
+			types[i] = ggufNormal
+		}
+		path := ggufFile(t, append([]kv{{"tokenizer.ggml.model", "gpt2"}, {"tokenizer.ggml.pre", "gpt-2"}, {"tokenizer.ggml.tokens", vocab},
+			{"tokenizer.ggml.token_type", types}, {"tokenizer.ggml.merges", []string{}}}, tc.more...)...)
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eog := GGUFEndOfGeneration(f, nil, vocab)
+		f.Close()
+		if !slices.Equal(eog, tc.eog) {
+			t.Errorf("%s: ends at %v, want %v", tc.name, eog, tc.eog)
+		}
+		tok, err := Load(path)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var control []int32
+		for id := int32(256); id < int32(len(vocab)); id++ {
+			if tok.special[id] {
+				control = append(control, id)
+			}
+		}
+		if !slices.Equal(control, tc.control) {
+			t.Errorf("%s: control tokens %v, want %v", tc.name, control, tc.control)
+		}
 	}
 }

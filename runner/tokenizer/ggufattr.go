@@ -33,8 +33,8 @@ func (a tokenAttr) silent() bool {
 
 // Texts llama.cpp's loader (llama_vocab::impl::load) makes control tokens
 // whatever their type: the tokens that end a generation, and for each
-// fill-in-the-middle token whose id key the file lacks, the tokens it
-// finds it by.
+// fill-in-the-middle kind whose id key the file lacks, the token it finds
+// that kind by (ggufFIM).
 var (
 	llamaEOGTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
 		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
@@ -42,31 +42,79 @@ var (
 	llamaFIMTexts = []struct {
 		keys  []string // the id keys naming it (the older name too)
 		texts []string
+		eog   bool // whether llama.cpp ends a generation at it
 	}{
-		{[]string{"fim_pre", "prefix"}, []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
-		{[]string{"fim_suf", "suffix"}, []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
-		{[]string{"fim_mid", "middle"}, []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"}},
-		{[]string{"fim_pad"}, []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
-		{[]string{"fim_rep"}, []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
-		{[]string{"fim_sep"}, []string{"<|file_sep|>"}},
+		{[]string{"fim_pre", "prefix"}, []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}, false},
+		{[]string{"fim_suf", "suffix"}, []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}, false},
+		{[]string{"fim_mid", "middle"}, []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"}, false},
+		{[]string{"fim_pad"}, []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}, true},
+		{[]string{"fim_rep"}, []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}, true},
+		{[]string{"fim_sep"}, []string{"<|file_sep|>"}, true},
 	}
 )
 
+// fimToken is the token llama.cpp's loader takes for one fill-in-the-middle
+// kind: id (-1 for none), and whether it found it by its text.
+type fimToken struct {
+	id     int32
+	byText bool
+}
+
+// ggufFIM is each llamaFIMTexts kind's token as llama.cpp's loader leaves
+// it: the id its key names within the vocabulary (the older key winning,
+// read last), else the token found by text. Of two texts of one kind
+// llama.cpp takes the first its hash map visits, an order its C++ library
+// decides; the highest id is taken, which both libc++ and libstdc++ mostly
+// visit first (docs/tokenizer.md, "GGUF files").
+func ggufFIM(f *gguf.File, texts []string) []fimToken {
+	out := make([]fimToken, len(llamaFIMTexts))
+	kinds := map[string]int{}
+	for k, fim := range llamaFIMTexts {
+		out[k].id = -1
+		for _, key := range fim.keys {
+			if id, ok, err := ggufID(f, "tokenizer.ggml."+key+"_token_id"); err == nil && ok && id < int64(len(texts)) {
+				out[k].id = int32(id)
+			}
+		}
+		if out[k].id < 0 {
+			for _, s := range fim.texts {
+				kinds[s] = k
+			}
+		}
+	}
+	for id, s := range texts {
+		if k, ok := kinds[s]; ok {
+			out[k] = fimToken{int32(id), true}
+		}
+	}
+	return out
+}
+
 // GGUFEndOfGeneration completes the ids a GGUF file's metadata names as
 // ending a generation (its eos, eot, eom and fill-in-the-middle keys) as
-// llama.cpp's loader does: then the tokens whose text ends a turn
+// llama.cpp's loader does: the fill-in-the-middle pad, repeat and separator
+// tokens it finds by text where f names none (ggufFIM, the rule that makes
+// them control tokens), then the tokens whose text ends a turn
 // (llamaEOGTexts) in id order, less gpt-oss's <|end|> where <|return|> and
 // <|call|> (or <|calls|> and <|flush|>) end one too, and less </s> beside
 // Gemma 4's <|tool_response>.
-func GGUFEndOfGeneration(named []int32, tokens []string) []int32 {
+func GGUFEndOfGeneration(f *gguf.File, named []int32, tokens []string) []int32 {
 	eog := slices.Clone(named)
+	add := func(id int32) {
+		if !slices.Contains(eog, id) {
+			eog = append(eog, id)
+		}
+	}
+	for k, fim := range ggufFIM(f, tokens) {
+		if llamaFIMTexts[k].eog && fim.id >= 0 {
+			add(fim.id)
+		}
+	}
 	byText := map[string]int32{}
 	for id, text := range tokens {
 		if slices.Contains(llamaEOGTexts, text) {
 			byText[text] = int32(id)
-			if !slices.Contains(eog, int32(id)) {
-				eog = append(eog, int32(id))
-			}
+			add(int32(id))
 		}
 	}
 	ends := func(text string) bool { _, ok := byText[text]; return ok }
@@ -94,12 +142,13 @@ func gptOSSMessageEnd(has func(string) bool) bool {
 }
 
 // ggufAttrs are the tokens' attributes as llama.cpp's loader leaves them,
-// in its order: the types; control for the texts above; gpt-oss's
-// <|channel|>, <|message|>, <|start|> and <|constrain|> user-defined, and
-// its <|end|> where <|return|> and <|call|> (or <|calls|> and <|flush|>)
-// end a generation; Gemma 4's </s> normal beside <|tool_response>; and the
-// whitespace a token strips around it for the models named (Phi-3's every
-// cut token but <unk>, <s> and <|endoftext|>, a Jina or ModernBERT mask).
+// in its order: the types; control for the fill-in-the-middle tokens found
+// by text and the ends of a generation; gpt-oss's <|channel|>, <|message|>,
+// <|start|> and <|constrain|> user-defined, and its <|end|> where
+// <|return|> and <|call|> (or <|calls|> and <|flush|>) end a generation;
+// Gemma 4's </s> normal beside <|tool_response>; and the whitespace a token
+// strips around it for the models named (Phi-3's every cut token but <unk>,
+// <s> and <|endoftext|>, a Jina or ModernBERT mask).
 func ggufAttrs(f *gguf.File, texts []string, types []float64) []tokenAttr {
 	byType := map[float64]tokenAttr{ggufNormal: attrNormal, ggufUnknown: attrUnknown, ggufControl: attrControl,
 		ggufUserDefined: attrUserDefined, ggufUnused: attrUnused, ggufByte: attrByte}
@@ -115,19 +164,9 @@ func ggufAttrs(f *gguf.File, texts []string, types []float64) []tokenAttr {
 		}
 	}
 	control := func(a *tokenAttr) { *a |= attrControl }
-	for _, fim := range llamaFIMTexts {
-		named := false
-		for _, k := range fim.keys {
-			if id, ok, err := ggufID(f, "tokenizer.ggml."+k+"_token_id"); err == nil && ok && id < int64(len(texts)) {
-				named = true
-			}
-		}
-		if !named {
-			// llama.cpp marks the first its hash map visits; a vocabulary
-			// holds one of each.
-			for _, s := range fim.texts {
-				set(s, control)
-			}
+	for _, fim := range ggufFIM(f, texts) {
+		if fim.byText {
+			control(&attrs[fim.id])
 		}
 	}
 	for _, s := range llamaEOGTexts {
