@@ -43,6 +43,23 @@ const (
 	// gpt2SplitStrict is GPT-2's pattern without the trailing \s+: the
 	// form llama.cpp's default and StarCoder groups apply.
 	gpt2SplitStrict = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
+	// qwen35Split is Qwen2's with combining marks (\p{M}) kept in words.
+	qwen35Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// minicpm5Split follows a split into runs of up to three digits.
+	minicpm5Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// ufakzekaSplit is Qwen2's without the English contractions, so a
+	// Turkish suffix after an apostrophe stays one piece.
+	ufakzekaSplit = `[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// bailingSplit's possessive ?+ and ++ are atomic groups here, the form
+	// regexp2 takes.
+	bailingSplit = `'(?i:[sdmt]|ll|ve|re)|(?>[^\r\n\p{L}\p{N}]?)\p{L}+|\p{N}| ?(?>[^\s\p{L}\p{N}]+)[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`
+	// exaoneMoESplit keeps words joined by single spaces in one piece.
+	exaoneMoESplit = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+`
+	// jais2Split is Llama 3's with runs of whitespace cut in powers of two.
+	jais2Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}`
+	// bloomSplit is BLOOM's words, each with the space before it; the
+	// punctuation listed is left between them.
+	bloomSplit = ` ?[^(\s|.,!?…。，、।۔،)]+`
 )
 
 var ggufPres = func() map[string]ggufPre {
@@ -57,16 +74,49 @@ var ggufPres = func() map[string]ggufPre {
 		}
 	}
 	group(ggufPre{regexes: []string{llama3Split}, ignoreMerges: true, addBOS: true},
-		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")
+		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
 	group(ggufPre{regexes: []string{llama3Split}}, "dbrx", "smaug-bpe", "chatglm-bpe", "glm4")
+	// jina-v1-en, jina-v2-code and roberta-bpe also set llama.cpp's add_sep,
+	// which its BPE tokenize never reads.
 	group(ggufPre{regexes: []string{gpt2Split}},
-		"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-		"exaone4", "mpt", "olmo", "jais", "trillion", "granite-docling")
-	group(ggufPre{regexes: []string{qwen2Split}}, "qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", "hunyuan")
+		"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert",
+		"jina-v1-en", "jina-v2-code", "roberta-bpe", "exaone4", "mpt", "olmo", "jais", "trillion", "granite-docling")
+	// grok-2's tokenizer.json regex is Qwen2's.
+	group(ggufPre{regexes: []string{qwen2Split}},
+		"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2")
 	group(ggufPre{regexes: []string{`\p{N}`, gpt2SplitStrict}},
-		"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b")
-	group(ggufPre{regexes: []string{gpt4oSplit}}, "gpt-4o", "llama4")
+		"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2")
+	group(ggufPre{regexes: []string{gpt4oSplit}}, "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2")
 	group(ggufPre{regexes: []string{seedSplit}}, "seed-coder")
+	group(ggufPre{regexes: []string{qwen35Split}}, "qwen35")
+	group(ggufPre{regexes: []string{`\p{N}{1,3}`, minicpm5Split}, ignoreMerges: true}, "minicpm5")
+	group(ggufPre{regexes: []string{ufakzekaSplit}}, "ufakzeka")
+	group(ggufPre{regexes: []string{bailingSplit}}, "bailingmoe", "bailingmoe2", "llada-moe")
+	group(ggufPre{regexes: []string{exaoneMoESplit}}, "exaone-moe")
+	group(ggufPre{regexes: []string{jais2Split}}, "jais-2")
+	group(ggufPre{regexes: []string{`[^\n]+|[\n]+`, qwen2Split}}, "laguna")
+	group(ggufPre{regexes: []string{`[\p{P}\$\+<=>\^~\|` + "`" + `]+`, gpt2SplitStrict, `[0-9][0-9][0-9]`}}, "falcon")
+	group(ggufPre{regexes: []string{bloomSplit}}, "bloom", "poro-chat", "gpt3-finnish")
+	group(ggufPre{regexes: []string{bloomSplit, `\p{N}`}}, "viking")
+	return m
+}()
+
+// ggufPresRefused are the tokenizer.ggml.pre names llama.cpp reads whose
+// split is not implemented here, each with what it needs.
+var ggufPresRefused = func() map[string]string {
+	m := map[string]string{}
+	group := func(why string, names ...string) {
+		for _, n := range names {
+			m[n] = why
+		}
+	}
+	group("script ranges llama.cpp writes out in place of tokenizer.json's classes",
+		"deepseek-llm", "deepseek-coder", "deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4", "spark2_5", "youtu")
+	group("Chameleon's image and sentinel token splits", "chameleon")
+	group("BPE over raw UTF-8, spaces as ▁ or dropped, not byte-level", "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace")
+	group("digits grouped in threes from the right, by lookahead", "tiny_aya", "cohere2moe", "superbpe")
+	group("llama.cpp's own split code", "kimi-k2", "afmoe")
+	group("llama.cpp's own rewrite of GPT-4o's split", "granite-embed-multi-97m")
 	return m
 }()
 
@@ -286,6 +336,9 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 		name = v.Str
 	}
 	pre, ok := ggufPres[name]
+	if why, known := ggufPresRefused[name]; !ok && known {
+		return pre, fmt.Errorf("tokenizer.ggml.pre %q is llama.cpp's, but its split is not implemented here (%s)", name, why)
+	}
 	if !ok {
 		return pre, fmt.Errorf("tokenizer.ggml.pre %q is not supported (%s)", name, strings.Join(PreTokenizersRead(), ", "))
 	}

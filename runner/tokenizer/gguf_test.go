@@ -158,31 +158,53 @@ func byteLevelVocab(extra ...string) []string {
 
 // Every pre-tokenizer name read compiles, and the groups split text as
 // their patterns say: the default's four regexes one after the other,
-// Tekken's and GPT-4o's case-aware words, digits alone or in threes.
+// Tekken's and GPT-4o's case-aware words, digits alone or in threes; and
+// each later group beside the one it differs from, on a text where they
+// part.
 func TestGGUFPreTokenizers(t *testing.T) {
-	text := "HelloWorld's 1234"
-	want := map[string][]string{
-		"default":   {"HelloWorld", "'", "s", " ", "123", "4"},
-		"gpt-2":     {"HelloWorld", "'s", " 1234"},
-		"llama-bpe": {"HelloWorld", "'s", " ", "123", "4"},
-		"qwen2":     {"HelloWorld", "'s", " ", "1", "2", "3", "4"},
-		"tekken":    {"Hello", "World", "'s", " ", "1", "2", "3", "4"},
-		"gpt-4o":    {"Hello", "World's", " ", "123", "4"},
-		"starcoder": {"HelloWorld", "'s", " ", "1", "2", "3", "4"},
-	}
-	for _, name := range PreTokenizersRead() {
-		path := ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", name},
-			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}})
-		tok, err := Load(path)
+	hello := "HelloWorld's 1234"
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"default", hello, []string{"HelloWorld", "'", "s", " ", "123", "4"}},
+		{"gpt-2", hello, []string{"HelloWorld", "'s", " 1234"}},
+		{"llama-bpe", hello, []string{"HelloWorld", "'s", " ", "123", "4"}},
+		{"qwen2", hello, []string{"HelloWorld", "'s", " ", "1", "2", "3", "4"}},
+		{"tekken", hello, []string{"Hello", "World", "'s", " ", "1", "2", "3", "4"}},
+		{"gpt-4o", hello, []string{"Hello", "World's", " ", "123", "4"}},
+		{"starcoder", hello, []string{"HelloWorld", "'s", " ", "1", "2", "3", "4"}},
+		// A combining mark stays in its word.
+		{"qwen35", "cafe\u0301's 12", []string{"cafe\u0301", "'s", " ", "1", "2"}},
+		{"qwen2", "cafe\u0301's 12", []string{"cafe", "\u0301'", "s", " ", "1", "2"}},
+		// Digits are cut out first, so spaces before them are one piece.
+		{"minicpm5", "a  1234", []string{"a", "  ", "123", "4"}},
+		{"llama-bpe", "a  1234", []string{"a", " ", " ", "123", "4"}},
+		// No English contractions: a Turkish suffix stays whole.
+		{"ufakzeka", "Ankara'dan 12", []string{"Ankara", "'dan", " ", "1", "2"}},
+		{"qwen2", "Ankara'dan 12", []string{"Ankara", "'d", "an", " ", "1", "2"}},
+		{"bailingmoe", "HelloWorld'S  \n\n!?\n12", []string{"HelloWorld", "'S", "  \n\n", "!?\n", "1", "2"}},
+		// Words joined by single spaces are one piece.
+		{"exaone-moe", "Hello world's 12", []string{"Hello world", "'s", " ", "1", "2"}},
+		// Seven spaces: four, two, and the one before the word.
+		{"jais-2", "a       b", []string{"a", "    ", "  ", " b"}},
+		// Lines first: the spaces ending one are not the newline's.
+		{"laguna", "a  \nb", []string{"a", "  ", "\n", "b"}},
+		{"qwen2", "a  \nb", []string{"a", "  \n", "b"}},
+		// A backtick is punctuation, and digits are not split from the
+		// space before them.
+		{"falcon", "`! 12", []string{"`!", " 12"}},
+		{"default", "`! 12", []string{"`", "!", " ", "12"}},
+		{"bloom", "Hello, world! 12", []string{"Hello", ",", " world", "!", " 12"}},
+		{"viking", "Hello, world! 12", []string{"Hello", ",", " world", "!", " ", "1", "2"}},
+	} {
+		tok, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", tc.name},
+			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}}))
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		w, ok := want[name]
-		if !ok {
-			continue
-		}
-		pieces := []string{text}
+		pieces := []string{tc.text}
 		for _, p := range tok.preTok {
 			if pieces, err = p.split(pieces, pass{first: true, deadline: time.Now().Add(time.Minute)}); err != nil {
 				t.Fatal(err)
@@ -196,12 +218,63 @@ func TestGGUFPreTokenizers(t *testing.T) {
 			}
 			plain = append(plain, string(b))
 		}
-		if !slices.Equal(plain, w) {
-			t.Errorf("%s splits %q as %q, want %q", name, text, plain, w)
+		if !slices.Equal(plain, tc.want) {
+			t.Errorf("%s splits %q as %q, want %q", tc.name, tc.text, plain, tc.want)
 		}
 	}
-	if len(want) > len(PreTokenizersRead()) {
-		t.Errorf("%d names read", len(PreTokenizersRead()))
+	for _, name := range PreTokenizersRead() {
+		_, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", name},
+			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}}))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Every tokenizer.ggml.pre name llama.cpp's loader maps is read or refused
+// by name: a name for a split implemented here as another group's is read
+// as that group, and one whose split is not implemented is refused naming
+// the name and the file.
+func TestGGUFPreNames(t *testing.T) {
+	// llama_vocab::impl::load's names, in its order.
+	llamaCpp := []string{"default", "minicpm5", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
+		"lfm2", "jina-v5-nano", "deepseek-llm", "deepseek-coder", "deepseek-v3", "spark2_5", "youtu", "falcon", "mpt",
+		"starcoder", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+		"modern-bert", "jais-2", "gemma4", "granite-embed-multi-311m", "sarvam-moe", "jina-v1-en", "jina-v2-code",
+		"roberta-bpe", "whitespace", "refact", "command-r", "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35",
+		"stablelm2", "olmo", "dbrx", "smaug-bpe", "poro-chat", "glm4", "chatglm-bpe", "viking", "jais", "tekken", "smollm",
+		"codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "exaone-moe", "chameleon", "minerva-7b", "megrez",
+		"gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m", "tiny_aya", "cohere2moe", "superbpe",
+		"trillion", "granite-docling", "bailingmoe", "bailingmoe2", "llada-moe", "seed-coder", "hunyuan", "hunyuan-dense",
+		"hy_v4", "joyai-llm", "kimi-k2", "ufakzeka", "grok-2", "afmoe", "laguna", "minimax-m2", "solar-open", "mellum2"}
+	for _, name := range llamaCpp {
+		_, read := ggufPres[name]
+		_, refused := ggufPresRefused[name]
+		if read == refused {
+			t.Errorf("%s: read %v, refused %v", name, read, refused)
+		}
+	}
+	if n := len(ggufPres) + len(ggufPresRefused); n != len(llamaCpp) {
+		t.Errorf("%d names read or refused, llama.cpp maps %d", n, len(llamaCpp))
+	}
+	for _, tc := range []struct{ name, as string }{
+		{"jina-v5-nano", "llama-bpe"}, {"modern-bert", "gpt-2"}, {"jina-v1-en", "gpt-2"}, {"jina-v2-code", "gpt-2"},
+		{"roberta-bpe", "gpt-2"}, {"f2llmv2", "qwen2"}, {"solar-open", "qwen2"}, {"grok-2", "qwen2"}, {"mellum2", "starcoder"},
+		{"kanana2", "gpt-4o"}, {"talkie", "gpt-4o"}, {"minimax-m2", "gpt-4o"}, {"bailingmoe2", "bailingmoe"},
+		{"llada-moe", "bailingmoe"}, {"poro-chat", "bloom"}, {"gpt3-finnish", "bloom"},
+	} {
+		if got, want := ggufPres[tc.name], ggufPres[tc.as]; !slices.Equal(got.regexes, want.regexes) ||
+			got.ignoreMerges != want.ignoreMerges || got.addBOS != want.addBOS {
+			t.Errorf("%s is read as %+v, want %s's %+v", tc.name, got, tc.as, want)
+		}
+	}
+	for name := range ggufPresRefused {
+		path := ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", name},
+			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}})
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("tokenizer.ggml.pre %q is llama.cpp's, but its split is not implemented here (", name)) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
