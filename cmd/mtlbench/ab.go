@@ -86,7 +86,7 @@ func abCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "false-discovery rate over all checks (Benjamini-Hochberg)"},
 			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest repetitions per side and gated metric"},
-			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file"},
+			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file (not -: stdout takes --format md)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as " + formatList() + " (md: the markdown summary)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 		},

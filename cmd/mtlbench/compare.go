@@ -45,6 +45,9 @@ func compareCommand() *cli.Command {
 			if err := checkRunCount(c, "latest"); err != nil {
 				return err
 			}
+			if err := noStdout("--out", c.String("out"), "the comparison's page is a folder of files (compare.html and its charts)"); err != nil {
+				return err
+			}
 			db, err := openExistingDB(c)
 			if err != nil {
 				return err

@@ -29,7 +29,7 @@ func exportCommand() *cli.Command {
 			"store. A matrix of CI runners each exports its runs as an artifact; one job imports\n" +
 			"them all into one store and reports over every machine (docs/perf-gate.md).",
 		Flags: []cli.Flag{dbFlag(),
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "file to write (default, or -: standard output)"}},
 		Action: func(c *cli.Context) error {
 			db, err := openExistingDB(c)
 			if err != nil {
@@ -66,15 +66,14 @@ func exportCommand() *cli.Command {
 				}
 				return bw.Flush()
 			}
-			if p := c.String("out"); p != "" {
-				if err := notTheStore(db, "--out", p); err != nil {
-					return err
-				}
-				err = writeWhole(p, write)
-			} else {
-				err = write(c.App.Writer)
+			p := c.String("out")
+			if p == "" {
+				p = stdoutPath
 			}
-			if err != nil {
+			if err := notTheStore(db, "--out", p); err != nil {
+				return err
+			}
+			if err = writeOutput(c.App.Writer, p, write); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.ErrWriter, "exported %s\n", plural.Of(len(ids), "run"))

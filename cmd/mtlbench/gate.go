@@ -49,7 +49,7 @@ func gateCommand() *cli.Command {
 			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest samples per side and gated metric"},
 			&cli.StringFlag{Name: "suite", Usage: "take thresholds from this suite file instead of the candidate run's"},
 			&cli.IntFlag{Name: "latest", Usage: "use only the newest N runs of each reference (0: all)"},
-			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file"},
+			&cli.StringFlag{Name: "summary", Usage: "write the markdown summary to this file (not -: stdout takes --format md)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "stdout: the checks as " + formatList() + " (md: the markdown summary)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -305,6 +305,9 @@ func joinIDs(ids []int64) string {
 // and $GITHUB_STEP_SUMMARY, before any work: found unwritable at the end
 // (after ab's rounds), it would hide the verdict behind a tool error.
 func checkSummaries(c *cli.Context) error {
+	if err := noStdout("--summary", c.String("summary"), "standard output carries the checks (--format md writes the summary there)"); err != nil {
+		return err
+	}
 	if err := checkWritable("--summary", c.String("summary")); err != nil {
 		return err
 	}

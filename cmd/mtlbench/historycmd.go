@@ -123,6 +123,9 @@ func historyCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return fmt.Errorf("import needs one markdown file")
 					}
+					if err := noStdout("--out", c.String("out"), "the figures are merged into those the history file holds"); err != nil {
+						return err
+					}
 					path := c.Args().First()
 					text, err := readfile.Read(path, readfile.Config, "a history page")
 					if err != nil {

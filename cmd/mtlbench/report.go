@@ -61,6 +61,9 @@ func reportCommand() *cli.Command {
 			if c.String("out") == "" {
 				return fmt.Errorf("--out: no folder named to write the report into")
 			}
+			if err := noStdout("--out", c.String("out"), "the report is a folder of files (index.html and its charts)"); err != nil {
+				return err
+			}
 			if st, err := os.Stat(c.String("out")); err == nil && !st.IsDir() {
 				return fmt.Errorf("--out %s: a file, not a folder: the report is a folder of files (index.html and its charts)", c.String("out"))
 			}

@@ -122,7 +122,7 @@ func existingDB(c *cli.Context) (string, error) {
 // that is the results database db, or a file of SQLite's beside it:
 // writing it would destroy every run there.
 func notTheStore(db *results.DB, what, path string) error {
-	if path == "" || !db.Holds(path) {
+	if path == "" || path == stdoutPath || !db.Holds(path) {
 		return nil
 	}
 	return fmt.Errorf("%s %s is the results database %s (or its SQLite file): writing it would destroy every run there; name another file", what, path, db.Path())

@@ -13,7 +13,7 @@ import (
 
 func stepsFlag() cli.Flag {
 	return &cli.StringFlag{Name: "steps", Usage: "write every step of the model cases (warm-ups included) to `FILE`, a JSON object a line: " +
-		"case, rep, step, kind, tokens, seqs, ms, encode_ms, device_ms, sample_ms, graph_misses (docs/data.md, \"Step logs\")"}
+		"case, rep, step, kind, tokens, seqs, ms, encode_ms, device_ms, sample_ms, graph_misses (docs/data.md, \"Step logs\"); not -, stdout takes the summary"}
 }
 
 // openStepLog opens --steps' file before any work, or returns a nil writer
@@ -22,6 +22,9 @@ func openStepLog(c *cli.Context, db *results.DB) (w io.Writer, done func() error
 	path := c.String("steps")
 	if path == "" {
 		return nil, func() error { return nil }, nil
+	}
+	if err := noStdout("--steps", path, "standard output carries the run's summary"); err != nil {
+		return nil, nil, err
 	}
 	if err := notTheStore(db, "--steps", path); err != nil {
 		return nil, nil, err

@@ -68,7 +68,7 @@ func tuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "min-gain", Value: 0.01, Usage: "smallest gain worth a tuned config, a fraction: 0.01 asks a winner to be 1% faster than the default (1.01x); 0: the default"},
 			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test, shared by the finalists (Bonferroni); 0: the default"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the round order and random search"},
-			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache)"},
+			&cli.StringFlag{Name: "out", Usage: "tuned-config file to merge the winners into (default: the user's cache; not -, which a merge cannot be)"},
 			&cli.StringFlag{Name: "dir", Usage: "tuned folder to use instead of the user's cache"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list the buckets and their pruned spaces; time nothing"},
 			tagFlag("label of the tune run in the database"),
@@ -88,7 +88,7 @@ func tuneCommand() *cli.Command {
 			},
 			{
 				Name:      "export",
-				Usage:     "write the user's tuned configs (or --dir's) to one new file (an existing one is not overwritten)",
+				Usage:     "write the user's tuned configs (or --dir's) to one new file (an existing one is not overwritten), or with - to standard output",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{dir},
 				Action:    tuneExport,
@@ -156,6 +156,8 @@ func tuneRun(c *cli.Context) error {
 		return errors.New("tune: --dtype goes with --kernel, not a suite: each case tunes at its own dtype")
 	case c.IsSet("out") && c.IsSet("dir"):
 		return errors.New("tune: give --out FILE or --dir FOLDER, not both: the winners go to one file")
+	case c.String("out") == stdoutPath:
+		return noStdout("--out", stdoutPath, "the winners are merged into the tuned configs a file holds")
 	case c.NArg() == 1:
 		var err error
 		if s, err = suites.Resolve(c.Args().First()); err != nil {
@@ -567,17 +569,24 @@ func tuneExport(c *cli.Context) error {
 	if len(l.Entries) == 0 {
 		return fmt.Errorf("no tuned configs in %s to export (run mtlbench tune first)", dir)
 	}
-	if _, err := os.Lstat(c.Args().First()); err == nil {
-		return fmt.Errorf("%s exists: not overwritten (remove it, or name another file)", c.Args().First())
+	path := c.Args().First()
+	if _, err := os.Lstat(path); err == nil && path != stdoutPath {
+		return fmt.Errorf("%s exists: not overwritten (remove it, or name another file)", path)
 	}
 	f := &tune.File{}
 	for _, e := range l.Entries {
 		f.Merge(e.Entry)
 	}
-	if err := f.Write(c.Args().First()); err != nil {
+	to := path
+	if path == stdoutPath {
+		if err := f.Encode(c.App.Writer); err != nil {
+			return err
+		}
+		to = "standard output"
+	} else if err := f.Write(path); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, c.Args().First())
+	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, to)
 	return nil
 }
 

@@ -351,24 +351,28 @@ func (f *File) Write(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("%s is a folder, not a tuned-config file", path)
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	// Hidden and not *.json (internal/atomicfile): a write killed before its
+	// rename leaves a file no folder's lookup reads (DirLayer).
+	if err := atomicfile.Write(path, f.Encode); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Encode writes f to w as Write writes its file (tune export's standard
+// output).
+func (f *File) Encode(w io.Writer) error {
 	f.Format = FormatVersion
 	f.sortEntries()
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	// Hidden and not *.json (internal/atomicfile): a write killed before its
-	// rename leaves a file no folder's lookup reads (DirLayer).
-	if err := atomicfile.Write(path, func(w io.Writer) error {
-		_, err := w.Write(append(data, '\n'))
-		return err
-	}); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	_, err = w.Write(append(data, '\n'))
+	return err
 }
 
 // FileName is the file, inside a tuned folder, that holds a device's

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+// stdoutPath is the output path that means standard output, as most tools
+// take it: `mtlbench tune export - | ssh mac mtlbench tune import ...`.
+const stdoutPath = "-"
+
+// writeOutput writes through write to w (standard output) where path is
+// "-", else to path whole or not at all (writeWhole).
+func writeOutput(w io.Writer, path string, write func(io.Writer) error) error {
+	if path == stdoutPath {
+		return write(w)
+	}
+	return writeWhole(path, write)
+}
+
+// noStdout refuses "-" for an output (what names it: a flag) that cannot
+// be standard output, saying why (what standard output carries, or what
+// the output must be), rather than write a file named "-".
+func noStdout(what, path, why string) error {
+	if path == stdoutPath {
+		return fmt.Errorf("%s -: %s, so \"-\" (standard output) cannot be it", what, why)
+	}
+	return nil
+}

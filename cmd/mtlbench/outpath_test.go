@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/runner/tune"
+)
+
+// An output path of "-" is standard output where the output can go there
+// (export -o, tune export), and refused before any work where it cannot;
+// no command writes a file named "-".
+func TestOutputDashIsStdout(t *testing.T) {
+	tmp := isolate(t)
+	t.Chdir(tmp)
+	dir := filepath.Join(tmp, "tuned")
+	e := tune.Entry{Device: "Test CPU", Backend: "cpu", Kernel: "moe", DType: "bf16",
+		Shape:  tune.Shape{"tokens": 2, "experts": 32, "top_k": 4, "hidden": 512, "intermediate": 256, "threads": 2},
+		Config: tune.Config{"strategy": "loop"}, Default: tune.Config{"strategy": "grouped"}, Speedup: 1.1, P: 0.001, Samples: 20,
+		ToolVersion: "test", TunedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if err := (&tune.File{Entries: []tune.Entry{e}}).Write(filepath.Join(dir, tune.FileName(e.Device, e.Backend))); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := mtlTune(t, "tune", "export", "-", "--dir", dir)
+	if err != nil {
+		t.Fatalf("tune export -: %v\n%s", err, stderr)
+	}
+	var f tune.File
+	if err := json.Unmarshal([]byte(out), &f); err != nil || len(f.Entries) != 1 {
+		t.Errorf("tune export - printed %d entries (%v):\n%s", len(f.Entries), err, out)
+	}
+	if !strings.Contains(stderr, "to standard output") {
+		t.Errorf("tune export -: %q does not say where it wrote", stderr)
+	}
+
+	db := seedCompareDB(t)
+	out, stderr, err = mtl(t, "export", "--db", db, "-o", "-")
+	if err != nil {
+		t.Fatalf("export -o -: %v\n%s", err, stderr)
+	}
+	sc, lines := bufio.NewScanner(strings.NewReader(out)), 0
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l exportLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Format != exportFormat {
+			t.Fatalf("export -o -: line %d: %v", lines+1, err)
+		}
+		lines++
+	}
+	if lines == 0 {
+		t.Errorf("export -o - printed no run")
+	}
+
+	md := filepath.Join(tmp, "page.md")
+	if err := os.WriteFile(md, []byte("| Batch | Decode tok/s |\n| --- | --- |\n| 1 | 10 |\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gate", "--baseline", "a", "--candidate", "b", "--db", db, "--summary", "-"}, "--summary -: standard output carries the checks (--format md writes the summary there)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--backend", "cpu", "--db", filepath.Join(tmp, "b.db"), "--steps", "-"}, "--steps -: standard output carries the run's summary"},
+		{[]string{"report", "--db", db, "--out", "-"}, "--out -: the report is a folder of files"},
+		{[]string{"compare", "a", "b", "--db", db, "--out", "-"}, "--out -: the comparison's page is a folder of files"},
+		{[]string{"history", "import", md, "--model", "m", "--out", "-"}, "--out -: the figures are merged into those the history file holds"},
+		{[]string{"tune", "--kernel", "moe", "--out", "-"}, "--out -: the winners are merged into the tuned configs a file holds"},
+	} {
+		_, _, err := mtlTune(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `"-" (standard output) cannot be it`) {
+			t.Errorf("%s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(tmp, "-")); err == nil {
+		t.Errorf("a file named - was written")
+	}
+}
