@@ -68,6 +68,44 @@ func TestDeviceRowCores(t *testing.T) {
 	}
 }
 
+// devices --format json gives a backend it cannot open null where the
+// table prints "-": cores is a number or null in every row, never "-".
+func TestDevicesJSONMissingIsNull(t *testing.T) {
+	for _, f := range []string{"json", "jsonl"} {
+		out, _, err := mtl(t, "devices", "--format", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if f == "json" {
+			err = json.Unmarshal([]byte(out), &rows)
+		} else {
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				var r map[string]any
+				if err = json.Unmarshal([]byte(l), &r); err != nil {
+					break
+				}
+				rows = append(rows, r)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", f, err, out)
+		}
+		for _, r := range rows {
+			switch r["cores"].(type) {
+			case float64, nil:
+			default:
+				t.Errorf("%s: %s's cores is %#v, want a number or null", f, r["backend"], r["cores"])
+			}
+			for k, v := range r {
+				if v == "-" {
+					t.Errorf("%s: %s's %s is \"-\", want null", f, r["backend"], k)
+				}
+			}
+		}
+	}
+}
+
 // devices --pipelines writes its two tables as one document in each data
 // format: a json array of titled tables, csv with a "# title" line before
 // each.

@@ -17,8 +17,10 @@ import (
 // has one: named columns and typed cells, one observation per row. A cell is
 // nil (empty in csv, null in json), a string, a bool, an integer, a float64
 // (NaN and ±Inf are written as empty/null: no format reads them back
-// alike) or a time.Time (RFC 3339, UTC). Display tables keep their
-// "359.0 ±69%" cells for the table and md forms only.
+// alike) or a time.Time (RFC 3339, UTC). A column holding text beside
+// numbers has its numbers written as text in json, so that each column is
+// one type in every row. Display tables keep their "359.0 ±69%" cells for
+// the table and md forms only.
 type Data struct {
 	Columns []string
 	Rows    [][]any
@@ -91,14 +93,16 @@ func (d *Data) Render(w io.Writer, f Format) error {
 		cw.Flush()
 		return cw.Error()
 	case FormatJSON:
+		text := d.textColumns()
 		objs := make([]dataRow, len(d.Rows))
 		for i, r := range d.Rows {
-			objs[i] = dataRow{d.Columns, r}
+			objs[i] = dataRow{d.Columns, r, text}
 		}
 		return writeJSON(w, objs)
 	case FormatJSONL:
+		text := d.textColumns()
 		for _, r := range d.Rows {
-			b, err := dataRow{d.Columns, r}.MarshalJSON()
+			b, err := dataRow{d.Columns, r, text}.MarshalJSON()
 			if err != nil {
 				return err
 			}
@@ -109,6 +113,29 @@ func (d *Data) Render(w io.Writer, f Format) error {
 		return nil
 	}
 	return fmt.Errorf("table: %s is not a data format (want csv, json or jsonl)", f)
+}
+
+// textColumns says, per column, whether it holds text beside numbers (a
+// parameter "8" in one case and "tile/32" in another): json writes its
+// numbers as text too, so that a column is one type in every row.
+func (d *Data) textColumns() []bool {
+	text := make([]bool, len(d.Columns))
+	for i := range d.Columns {
+		str, num := false, false
+		for _, r := range d.Rows {
+			if i >= len(r) {
+				continue
+			}
+			switch r[i].(type) {
+			case string:
+				str = true
+			case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+				num = true
+			}
+		}
+		text[i] = str && num
+	}
+	return text
 }
 
 // IsData reports whether f is one of the data formats.
@@ -145,6 +172,7 @@ func csvCell(v any) string {
 type dataRow struct {
 	cols []string
 	vals []any
+	text []bool // the columns whose numbers are written as text (textColumns)
 }
 
 func (r dataRow) MarshalJSON() ([]byte, error) {
@@ -161,6 +189,15 @@ func (r dataRow) MarshalJSON() ([]byte, error) {
 		var v any
 		if i < len(r.vals) {
 			v = r.vals[i]
+		}
+		if i < len(r.text) && r.text[i] {
+			switch v.(type) {
+			case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+				v = csvCell(v)
+				if v == "" {
+					v = nil // not finite
+				}
+			}
 		}
 		switch x := v.(type) {
 		case float64:

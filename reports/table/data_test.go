@@ -84,3 +84,25 @@ func TestParseFormatNamesValue(t *testing.T) {
 		t.Errorf("ParseFormat(xml) = %v", err)
 	}
 }
+
+// A data column holding text beside numbers (a parameter "8" in one case,
+// "tile/32" in another) is text in every row of json and jsonl; a column of
+// numbers and missing values stays numbers and null.
+func TestDataColumnOneType(t *testing.T) {
+	d := &Data{}
+	d.Add(map[string]any{"variant": int64(8), "median": 1.5})
+	d.Add(map[string]any{"variant": "tile/32", "median": nil})
+	d.Add(map[string]any{"variant": nil, "median": 2.0})
+	for _, f := range []Format{FormatJSON, FormatJSONL} {
+		var b bytes.Buffer
+		if err := d.Render(&b, f); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(strings.Fields(b.String()), "")
+		for _, want := range []string{`"median":1.5,"variant":"8"`, `"median":null,"variant":"tile/32"`, `"median":2,"variant":null`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s lacks %s:\n%s", f, want, b.String())
+			}
+		}
+	}
+}

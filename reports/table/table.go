@@ -9,12 +9,15 @@
 // rejected, because reports are often built incrementally.
 //
 // JSON: a table is an array of objects, one per row, keyed by the header in
-// column order. A cell is written as a JSON number only when its text is
-// already a valid JSON number literal ("42", "-1.40", "1e3"); the original
-// text is kept, so "1.40" stays 1.40 and does not become 1.4. Everything else
-// ("10+", "~5", "1.76x", "0123", "NaN", "") stays a string, so no value is
-// ever silently reinterpreted. Empty header names become "colN" (1-based)
-// and repeated ones get a "_2", "_3"... suffix so that no cell is lost.
+// column order. A missing value, a cell the text forms print as "-" or
+// leave empty, is null. A column is one type in every row: where each of
+// its other cells is a valid JSON number literal ("42", "-1.40", "1e3") they
+// are written as numbers, the original text kept, so "1.40" stays 1.40 and
+// does not become 1.4; where any is not ("10+", "~5", "1.76x", "0123",
+// "NaN"), the column's cells are all strings, so no value is ever silently
+// reinterpreted and a reader never meets 2 in one row and "10+" in the
+// next. Empty header names become "colN" (1-based) and repeated ones get a
+// "_2", "_3"... suffix so that no cell is lost.
 package table
 
 import (
@@ -391,6 +394,34 @@ var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9
 type jsonField struct {
 	key string
 	val string
+	// kind is how val is written: a string, a number, or null (missing).
+	kind jsonKind
+}
+
+type jsonKind int
+
+const (
+	jsonString jsonKind = iota
+	jsonNum
+	jsonNull
+)
+
+// Missing says whether a display cell holds no value: "-", as the text
+// forms print one, or nothing. json and jsonl write it as null.
+func Missing(cell string) bool {
+	c := strings.TrimSpace(cell)
+	return c == "" || c == "-"
+}
+
+// isJSONNumber says whether a cell's text is a JSON number literal, which
+// json writes as it stands.
+func isJSONNumber(s string) bool {
+	if !jsonNumber.MatchString(s) {
+		return false
+	}
+	// Finite by construction: the grammar has no Inf or NaN.
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 // jsonRow is one row as an object whose keys keep the header's order (a Go
@@ -408,15 +439,15 @@ func (r jsonRow) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		b.WriteByte(':')
-		if jsonNumber.MatchString(f.val) {
-			// Finite by construction: the grammar has no Inf or NaN.
-			if _, err := strconv.ParseFloat(f.val, 64); err == nil {
-				b.WriteString(f.val)
-				continue
+		switch f.kind {
+		case jsonNull:
+			b.WriteString("null")
+		case jsonNum:
+			b.WriteString(f.val)
+		default:
+			if err := writeString(&b, f.val); err != nil {
+				return nil, err
 			}
-		}
-		if err := writeString(&b, f.val); err != nil {
-			return nil, err
 		}
 	}
 	b.WriteByte('}')
@@ -461,11 +492,29 @@ func (t *Table) jsonRows() ([]jsonRow, error) {
 	header, rows := t.grid()
 	n := max(len(header), widthOf(rows))
 	keys := jsonKeys(header, n)
+	// A column is numbers only where every value it holds is one.
+	numeric := make([]bool, n)
+	for i := range n {
+		numeric[i] = true
+		for _, r := range rows {
+			if !Missing(r[i]) && !isJSONNumber(r[i]) {
+				numeric[i] = false
+				break
+			}
+		}
+	}
 	out := make([]jsonRow, 0, len(rows))
 	for _, r := range rows {
 		obj := make(jsonRow, n)
 		for i := range n {
-			obj[i] = jsonField{key: keys[i], val: r[i]}
+			f := jsonField{key: keys[i], val: r[i]}
+			switch {
+			case Missing(r[i]):
+				f.kind = jsonNull
+			case numeric[i]:
+				f.kind = jsonNum
+			}
+			obj[i] = f
 		}
 		out = append(out, obj)
 	}

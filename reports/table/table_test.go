@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -122,8 +123,56 @@ func TestRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &objs); err != nil {
 		t.Fatal(err)
 	}
-	if objs[0]["Batch Size"] != 1.0 || objs[0]["Speedup"] != "0.49x" || objs[4]["Metal PagedAttention"] != "10+" || objs[4]["Notes"] != "" || objs[1]["Notes"] != "a | b" {
+	if objs[0]["Batch Size"] != 1.0 || objs[0]["Speedup"] != "0.49x" || objs[4]["Metal PagedAttention"] != "10+" || objs[0]["Metal PagedAttention"] != "18.2" ||
+		objs[4]["Notes"] != nil || objs[1]["Notes"] != "a | b" {
 		t.Errorf("json read back %v", objs)
+	}
+}
+
+// A missing value ("-", as the text forms print it, or an empty cell) is
+// null in json and jsonl, and a column is one JSON type in every row that
+// has a value: numbers where every value is one, else strings.
+func TestJSONMissingIsNull(t *testing.T) {
+	tb := &Table{Header: []string{"backend", "cores", "memory", "ratio"}, Rows: [][]string{
+		{"cpu", "2", "23.5 GiB", "1.5"},
+		{"metal", "-", "-", "10+"},
+		{"cuda", "", " - ", "2"},
+	}}
+	for _, f := range []Format{FormatJSON, FormatJSONL} {
+		var b bytes.Buffer
+		if err := tb.Render(&b, f); err != nil {
+			t.Fatal(err)
+		}
+		var objs []map[string]any
+		if f == FormatJSON {
+			if err := json.Unmarshal(b.Bytes(), &objs); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+				var o map[string]any
+				if err := json.Unmarshal([]byte(l), &o); err != nil {
+					t.Fatal(err)
+				}
+				objs = append(objs, o)
+			}
+		}
+		want := []map[string]any{
+			{"backend": "cpu", "cores": 2.0, "memory": "23.5 GiB", "ratio": "1.5"},
+			{"backend": "metal", "cores": nil, "memory": nil, "ratio": "10+"},
+			{"backend": "cuda", "cores": nil, "memory": nil, "ratio": "2"},
+		}
+		if !reflect.DeepEqual(objs, want) {
+			t.Errorf("%s: %v\nwant %v", f, objs, want)
+		}
+	}
+	// csv keeps the cells as the table prints them.
+	var b bytes.Buffer
+	if err := tb.Render(&b, FormatCSV); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "metal,-,-,10+") {
+		t.Errorf("csv:\n%s", b.String())
 	}
 }
 
