@@ -79,7 +79,7 @@ func abCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "set", Usage: "override a setting `name=value` for the candidate's runs only, as run --set does (repeatable)"},
 			&cli.IntFlag{Name: "rounds", Value: 5, Usage: "rounds: each runs the suite once with each binary, side by side, repetitions in turns (at least 3 for the paired test)"},
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores); the cpu backend's alone, another refuses it"},
 			&cli.StringFlag{Name: "keep", Usage: "keep the side databases and run logs in this folder"},
 			&cli.StringFlag{Name: "db", Usage: "also record both sides' runs in this results database once the rounds are done (tagged TAG-baseline, TAG-candidate)"},
 			&cli.StringFlag{Name: "tag", Value: "ab", Usage: "with --db: the runs' tags are `TAG`-baseline and TAG-candidate"},
@@ -138,6 +138,17 @@ func abCommand() *cli.Command {
 			}
 			if err := probe.Override(ov); err != nil {
 				return err
+			}
+			// Each side's run refuses --threads on a backend that does not
+			// read it; said before the first round.
+			for _, s := range []*suites.Suite{suite, probe} {
+				name := s.Backend
+				if b := c.String("backend"); b != "" {
+					name = b
+				}
+				if err := bench.ThreadsFlag(c.Int("threads"), name, nil); err != nil {
+					return err
+				}
 			}
 			// The store is opened, and the tags checked, before any work:
 			// a store that cannot take the runs would lose them at the end.

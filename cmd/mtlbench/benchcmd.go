@@ -57,7 +57,7 @@ func benchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "synthetic", Usage: "with a checkpoint (--model PATH), seeded weights of its architecture instead of its own, in --dtype (packed too): a model benchmarked before its weights are downloaded"},
 			&cli.IntFlag{Name: "layers", Usage: "run only the first N layers of the model (0: all), as the suites' layers; results say so"},
 			&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on, off, or on,off: the backend's fusions (the suites' fusion); on,off runs both, interleaved, to compare"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads: the cases' threads, in their key (0: all cores, the backend's default)"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads: the cases' threads, in their key (0: all cores, the backend's default); the cpu backend's alone, another refuses it"},
 			&cli.StringFlag{Name: "witness-gpu", Usage: "metal-emu: the Apple GPU its cost witness reads the counts against, e.g. \"M2 Pro\" or \"M4 Max 32-core\" (default M3 Ultra; docs/metal-kernels.md)"},
 			tagFlag("label to find this run by (compare, gate)"),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: " + formatList(formatBenchfmt)},

@@ -17,6 +17,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/model"
 	"github.com/mtlbench/mtlbench/runner/sample"
@@ -32,7 +33,7 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "layers", Usage: "run only the first N layers (results say so)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of synthetic weights"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: "compute backend: " + strings.Join(backends.Names, ", ")},
-		&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+		&cli.IntFlag{Name: "threads", Usage: threadsUsage},
 		&cli.IntFlag{Name: "block-size", Value: 16, Usage: "KV cache block size in tokens"},
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
 		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy (alone, it asks for chunked)"},
@@ -41,10 +42,18 @@ func modelFlags() []cli.Flag {
 	}
 }
 
-// openEngine opens the backend and the model the flags name.
-func openEngine(c *cli.Context, kvTokens int) (*engine.Engine, func(), error) {
+// openEngine opens the backend and the model the flags name; against is
+// --against's backend, or nil.
+func openEngine(c *cli.Context, kvTokens int, against bridge.Backend) (*engine.Engine, func(), error) {
 	be, err := openBackend(c, c.String("backend"))
 	if err != nil {
+		return nil, nil, err
+	}
+	// --threads is refused where neither backend reads it (the CPU as
+	// --against takes it), before the model loads.
+	if err := bench.ThreadsFlag(c.Int("threads"), be.Info().Backend, be); err != nil &&
+		(against == nil || bench.ThreadsFlag(c.Int("threads"), against.Info().Backend, against) != nil) {
+		be.Close()
 		return nil, nil, err
 	}
 	e, closeModel, err := openEngineOn(c, be, "--fusion", c.String("fusion"), kvTokens, c.App.ErrWriter)
@@ -221,7 +230,7 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			e, closeAll, err := openEngine(c, len(prompt)+n+16)
+			e, closeAll, err := openEngine(c, len(prompt)+n+16, against)
 			if err != nil {
 				return err
 			}

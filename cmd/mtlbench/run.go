@@ -161,6 +161,9 @@ func backendOptions(threads int) (backends.Options, error) {
 	return o, err
 }
 
+// threadsUsage is --threads' help wherever a command opens a backend.
+const threadsUsage = "CPU threads (0: all cores): the cpu backend's goroutines and bandwidth probe; another backend refuses it"
+
 // checkThreads refuses a --threads count a suite's threads would refuse
 // (ops.MaxThreads says why).
 func checkThreads(threads int) error {
@@ -198,7 +201,7 @@ func runCommand() *cli.Command {
 			tagFlag("label to find this run by (compare, gate)"),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "summary format: " + formatList(formatBenchfmt) + " (csv, json, jsonl: one row per case and metric)"},
 			&cli.Int64Flag{Name: "resume", Usage: "finish an interrupted run of the same suite"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: threadsUsage},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 			stepsFlag(),
 			&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, keeping case keys: --set moe_chunk=1 (repeatable)"},

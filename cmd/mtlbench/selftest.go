@@ -12,6 +12,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/reports/table"
+	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/selftest"
 )
 
@@ -29,7 +30,7 @@ func selftestCommand() *cli.Command {
 			"machine: mtlbench selftest --backend metal",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "backend to check: " + strings.Join(backends.Names, ", ")},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: threadsUsage},
 			&cli.BoolFlag{Name: "failures", Usage: "list only the failing checks"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()},
 			&cli.BoolFlag{Name: "model-shapes", Usage: "add the checks at the shipped models' shapes (GPU fast paths; slow on the CPU)"},
@@ -51,6 +52,9 @@ func selftestCommand() *cli.Command {
 			}
 			defer be.Close()
 			info := be.Info()
+			if err := bench.ThreadsFlag(c.Int("threads"), info.Backend, be); err != nil {
+				return err
+			}
 			fmt.Fprintf(c.App.ErrWriter, "selftest: %s on %s\n", info.Backend, info.Name)
 			o := selftest.Options{ModelShapes: c.Bool("model-shapes"), Filter: c.String("filter"), Timed: c.Bool("timed")}
 			rs, err := selftest.RunWith(be, o, func(done, total int, r selftest.Result) {

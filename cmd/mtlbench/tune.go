@@ -57,7 +57,7 @@ func tuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "shape", Usage: "with --kernel and no suite: the shape, e.g. tokens=4,experts=32 (default: the kernel's default shape, which tune names)"},
 			&cli.StringFlag{Name: "dtype", Usage: "with --kernel, not a suite: the weight dtype (default: the kernel's: bf16; q4 for qmatmul and qmoe; f32, and only f32, for the norms and argmax, which read no weights)"},
 			&cli.StringFlag{Name: "backend", Usage: "backend (default: the suite's, else auto)"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+			&cli.IntFlag{Name: "threads", Usage: threadsUsage},
 			&cli.StringFlag{Name: "strategy", Value: tuner.Exhaustive, Usage: "search: exhaustive, random or local"},
 			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time budget for all buckets (0: none)"},
 			&cli.IntFlag{Name: "rounds", Value: 10, Usage: "interleaved rounds for every candidate"},
@@ -82,7 +82,7 @@ func tuneCommand() *cli.Command {
 				Usage: "list every tuned config the engine could consult, in lookup order, with whether it applies here",
 				Flags: []cli.Flag{dir,
 					&cli.StringFlag{Name: "backend", Usage: "backend whose device the configs are checked against (default: auto)"},
-					&cli.IntFlag{Name: "threads", Usage: "CPU threads (0: all cores)"},
+					&cli.IntFlag{Name: "threads", Usage: threadsUsage},
 					&cli.StringFlag{Name: "format", Value: "table", Usage: formatList()}},
 				Action: tuneShow,
 			},
@@ -198,6 +198,9 @@ func tuneRun(c *cli.Context) error {
 		return err
 	}
 	defer be.Close()
+	if err := bench.ThreadsFlag(c.Int("threads"), be.Info().Backend, be); err != nil {
+		return err
+	}
 
 	var buckets []tuner.Bucket
 	if s != nil {
@@ -493,6 +496,9 @@ func tuneShow(c *cli.Context) error {
 	}
 	defer be.Close()
 	info := be.Info()
+	if err := bench.ThreadsFlag(c.Int("threads"), info.Backend, be); err != nil {
+		return err
+	}
 	threads := tune.LimitsOf(be).MaxThreads
 	t := &table.Table{Title: fmt.Sprintf("tuned configs (this device: %s, %s, %d threads)", info.Name, info.Backend, threads),
 		Header: []string{"from", "device", "backend", "kernel", "dtype", "bucket", "config", "vs default", "p", "tuned", "tool", "status"},

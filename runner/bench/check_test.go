@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -263,6 +264,42 @@ func TestRunRefusesWitnessGPUElsewhere(t *testing.T) {
 	_, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
 	want := "suite.yaml:6:48: case mm: witness_gpu=M2 Pro: the cpu backend has no cost witness (witness_gpu is the metal-emu backend's)"
 	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Run: %v, want %q", err, want)
+	}
+	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 0 {
+		t.Errorf("a refused run recorded %d runs", len(runs))
+	}
+}
+
+// run's --threads on a backend other than the cpu's is refused in the
+// words of a case's threads, naming the flag, before any case runs: it
+// would change nothing, yet be recorded as the run's threads.
+func TestRunRefusesThreadsFlagElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"cuda", 2, "--threads: threads=2: the cuda backend runs no CPU goroutines (threads is the cpu backend's)"},
+		{"metal", 4, "--threads: threads=4: the metal backend runs no CPU goroutines (threads is the cpu backend's)"},
+		{"metal-emu", 2, "--threads: threads=2: the metal-emu backend runs no CPU goroutines (threads is the cpu backend's)"},
+		{"cpu", 2, ""},
+		{"auto", 2, ""}, // the command that opens it decides
+		{"cuda", 0, ""},
+	} {
+		err := ThreadsFlag(tc.n, tc.name, nil)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+			t.Errorf("ThreadsFlag(%d, %s): %v, want %q", tc.n, tc.name, err, tc.want)
+		}
+	}
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skip("no metal-emu backend to run on:", err)
+	}
+	s := loadSuite(t, "name: w\nbackend: metal-emu\ncases:\n  - name: mm\n    op: matmul\n    params: { m: 1, n: 64, k: 64 }\n")
+	db := openDB(t)
+	_, err := Run(context.Background(), s, Options{DB: db, Threads: 2, BandwidthBuffer: -1})
+	want := "--threads: threads=2: the metal-emu backend runs no CPU goroutines (threads is the cpu backend's)"
+	if err == nil || err.Error() != want {
 		t.Errorf("Run: %v, want %q", err, want)
 	}
 	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 0 {

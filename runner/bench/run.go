@@ -39,7 +39,7 @@ type Options struct {
 	DB          *results.DB
 	Backend     string // overrides the suite's backend when set (run's --backend, which errors name)
 	Tag         string
-	Threads     int
+	Threads     int   // run's --threads: the cpu backend's goroutines; another backend refuses it (ThreadsFlag)
 	Resume      int64 // a run id to finish instead of starting a new run
 	ToolVersion string
 	GitCommit   string // the binary's commit
@@ -193,6 +193,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	}
 	defer be.Close()
 	info := be.Info()
+	if err := ThreadsFlag(o.Threads, info.Backend, be); err != nil {
+		return nil, err
+	}
 	var resumed *results.Run
 	if o.Resume != 0 {
 		if resumed, err = checkResume(s, o, info); err != nil {
@@ -872,6 +875,21 @@ func OtherBackend(param, value, name string, be bridge.Backend) error {
 		if o.param == param && value != "" && !o.reads(name, be) {
 			return fmt.Errorf("%s=%s: the %s backend %s (%s is the %s backend's)", param, value, name, o.others, param, o.backend)
 		}
+	}
+	return nil
+}
+
+// ThreadsFlag is the error of a command's --threads count n (0: unset) for
+// the backend named so (be: the one open, or nil, where "auto" is left to
+// the command that opens it), nil where it reads it. The count is a case's
+// threads for every case, so one rule (OtherBackend) refuses both: only the
+// cpu backend's goroutines, and its bandwidth probe, take it.
+func ThreadsFlag(n int, name string, be bridge.Backend) error {
+	if n == 0 || be == nil && (name == "" || name == "auto") {
+		return nil
+	}
+	if err := OtherBackend(string(ops.Threads), strconv.Itoa(n), name, be); err != nil {
+		return fmt.Errorf("--threads: %w", err)
 	}
 	return nil
 }
