@@ -507,7 +507,7 @@ cases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := tuner.SuiteBuckets(s, be, nil)
+	bs, err := tuner.SuiteBuckets(s, be, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,9 @@ func abCommand() *cli.Command {
 					return err
 				}
 			}
+			// What each side's run would warn of, said once, before any
+			// round (their logs keep theirs).
+			bench.WarnUnread(probe, func(line string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", line) })
 			// The store is opened, and the tags checked, before any work:
 			// a store that cannot take the runs would lose them at the end.
 			var store *results.DB

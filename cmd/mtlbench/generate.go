@@ -130,8 +130,8 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	if n, _ := cfg.Context(); n > 0 {
 		kvTokens = min(kvTokens, n)
 	}
-	if note := model.UnreadNote(src); note != "" && warn != nil {
-		fmt.Fprintf(warn, "mtlbench: warning: %s: %s\n", spec.Model, note)
+	if warn != nil {
+		model.WarnUnread(spec.Model, src, func(line string) { fmt.Fprintln(warn, "mtlbench: warning:", line) })
 	}
 	info := be.Info()
 	e, err := engine.New(be, cfg, src, engine.Options{

@@ -44,7 +44,7 @@ func suitesCommand() *cli.Command {
 							err = s.Override(set)
 						}
 						if err == nil {
-							err = bench.Check(s)
+							err = bench.Check(s, func(line string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", line) })
 						}
 						if err != nil {
 							bad++

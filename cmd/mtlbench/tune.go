@@ -204,7 +204,8 @@ func tuneRun(c *cli.Context) error {
 
 	var buckets []tuner.Bucket
 	if s != nil {
-		if buckets, err = tuner.SuiteBuckets(s, be, kernels); err != nil {
+		warn := func(line string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", line) }
+		if buckets, err = tuner.SuiteBuckets(s, be, kernels, warn); err != nil {
 			return err
 		}
 		for _, n := range tuner.OtherThreads(s, be) {

@@ -12,14 +12,19 @@ import (
 // folder whose config.json says Llama: its QK-norms) is said under models'
 // table, and by generate, bench and run as one warning line before any
 // work; the folder as it is says nothing.
-func TestUnreadTensors(t *testing.T) {
-	const fixture = "../../runner/testdata/hf/qwen3"
-	dir := filepath.Join(t.TempDir(), "qwen3-as-llama")
+const unreadFixture = "../../runner/testdata/hf/qwen3"
+
+// qwen3AsLlama is a copy of the Qwen3 fixture whose config.json says Llama,
+// which leaves its QK-norms unread; said checks that a command's stderr
+// holds the one warning line naming them.
+func qwen3AsLlama(t *testing.T) (dir string, said func(cmd, stderr string)) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "qwen3-as-llama")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"config.json", "model.safetensors"} {
-		data, err := os.ReadFile(filepath.Join(fixture, f))
+		data, err := os.ReadFile(filepath.Join(unreadFixture, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,21 +36,26 @@ func TestUnreadTensors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	warning := "mtlbench: warning: " + dir + ": 4 tensors are not read, none of the LlamaForCausalLM model config.json describes " +
+		"(model.layers.0.self_attn.k_norm.weight, model.layers.0.self_attn.q_norm.weight, model.layers.1.self_attn.k_norm.weight, model.layers.1.self_attn.q_norm.weight)"
+	return dir, func(cmd, stderr string) {
+		t.Helper()
+		if n := strings.Count(stderr, "mtlbench: warning:"); n != 1 || !strings.Contains(stderr, warning) {
+			t.Errorf("%s: %d warnings in\n%s\nwant one: %s", cmd, n, stderr, warning)
+		}
+	}
+}
+
+func TestUnreadTensors(t *testing.T) {
+	const fixture = unreadFixture
+	dir, said := qwen3AsLlama(t)
+	warning := "mtlbench: warning: " + dir + ": "
 
 	out, _, err := mtl(t, "models", "--backend", "cpu", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "models-unread", out)
-
-	warning := "mtlbench: warning: " + dir + ": 4 tensors are not read, none of the LlamaForCausalLM model config.json describes " +
-		"(model.layers.0.self_attn.k_norm.weight, model.layers.0.self_attn.q_norm.weight, model.layers.1.self_attn.k_norm.weight, model.layers.1.self_attn.q_norm.weight)"
-	said := func(cmd, stderr string) {
-		t.Helper()
-		if n := strings.Count(stderr, "mtlbench: warning:"); n != 1 || !strings.Contains(stderr, warning) {
-			t.Errorf("%s: %d warnings in\n%s\nwant one: %s", cmd, n, stderr, warning)
-		}
-	}
 	gen := []string{"generate", "--backend", "cpu", "--tokens", "1,2,3", "--max-new-tokens", "2"}
 	_, stderr, err := mtl(t, append(gen, "--model", dir, "--against", "cpu")...)
 	if err != nil {
@@ -79,4 +89,48 @@ func TestUnreadTensors(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, stderr)
 	}
 	said("run", stderr)
+}
+
+// suites validate, ab (before its preflight runs either binary) and tune's
+// suite buckets say the same one line as run, through model.WarnUnread;
+// the folder as it is says nothing.
+func TestUnreadTensorsSaidByChecks(t *testing.T) {
+	isolate(t)
+	dir, said := qwen3AsLlama(t)
+	work := t.TempDir()
+	suite := func(model string) string {
+		p := filepath.Join(work, filepath.Base(model)+".yaml")
+		text := "name: unread\nmodel: { path: " + model + " }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n" +
+			"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: one\n    kind: model\n    params: { layers: 1 }\n  - name: all\n    kind: model\n"
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		args func(suite string) []string
+		ok   bool // the command succeeds
+	}{
+		{"suites validate", func(s string) []string { return []string{"suites", "validate", s} }, true},
+		{"tune", func(s string) []string {
+			return []string{"tune", s, "--kernel", "matmul", "--threads", "1", "--dry-run"}
+		}, true},
+		// No baseline binary: refused once the suite is checked, before
+		// any binary runs.
+		{"ab", func(s string) []string { return []string{"ab", s, "--baseline-bin", filepath.Join(work, "nowhere")} }, false},
+	} {
+		_, stderr, err := mtlTune(t, tc.args(suite(dir))...)
+		if tc.ok && err != nil || !tc.ok && err == nil {
+			t.Errorf("%s: %v\n%s", tc.name, err, stderr)
+		}
+		said(tc.name, stderr)
+		abs, err := filepath.Abs(unreadFixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, _ := mtlTune(t, tc.args(suite(abs))...); strings.Contains(stderr, "warning") {
+			t.Errorf("%s of %s warned:\n%s", tc.name, abs, stderr)
+		}
+	}
 }

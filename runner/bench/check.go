@@ -15,8 +15,9 @@ import (
 // Check is what `suites validate` adds to the suite parser's rules: the
 // checks that need the model's configuration (no weights are read) and a
 // kernel case's parameters as `run` reads them (nothing is allocated), so a
-// suite that would fail at run time fails here first.
-func Check(s *suites.Suite) error {
+// suite that would fail at run time fails here first. warn, when set, gets
+// what run says without stopping (model.WarnUnread), before the checks end.
+func Check(s *suites.Suite, warn func(string)) error {
 	errs, err := checkKernels(s)
 	if err != nil {
 		return err
@@ -43,6 +44,7 @@ func Check(s *suites.Suite) error {
 	if err != nil {
 		return modelError(s, err)
 	}
+	model.WarnUnread(sm.Path, src, warn)
 	src.Close()
 	for _, c := range s.Cases {
 		if c.Kind != suites.KindModel {
@@ -68,6 +70,26 @@ func Check(s *suites.Suite) error {
 		return dedupe(errs)
 	}
 	return nil
+}
+
+// WarnUnread gives warn the line run says of the suite's checkpoint folder
+// where it holds tensors the model does not read (model.WarnUnread), for a
+// command that checks a suite without running it here (ab, whose sides
+// run it). A model that does not open says nothing: the run refuses it.
+func WarnUnread(s *suites.Suite, warn func(string)) {
+	if s.Model == nil {
+		return
+	}
+	spec, err := model.SuiteSpec(s.Model, s.Model.Layers)
+	if err != nil {
+		return
+	}
+	_, src, err := model.Open(spec)
+	if err != nil {
+		return
+	}
+	defer src.Close()
+	model.WarnUnread(s.Model.Path, src, warn)
 }
 
 // modelError is err, met opening the suite's model, at the value it is

@@ -33,7 +33,7 @@ cases:
     op: rms_norm
     params: { tokens: 4, width: 256 }
 `)
-	err := Check(s)
+	err := Check(s, nil)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -49,7 +49,7 @@ cases:
 		t.Fatal(err)
 	}
 	want := "--set dtype=q4: case mm: dtype=q4: supported dtypes are f32, f16, bf16"
-	if err := Check(s); err == nil || !strings.Contains(err.Error(), want) {
+	if err := Check(s, nil); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Check: %v, want %q", err, want)
 	}
 	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), want) {
@@ -78,7 +78,7 @@ cases:
     matrix:
       kv_blocks: [2, 5]
 `)
-	err := Check(s)
+	err := Check(s, nil)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -87,7 +87,7 @@ cases:
 		t.Errorf("%q, want one error saying %q", msg, want)
 	}
 	s.Cases = s.Cases[1:]
-	if err := Check(s); err != nil {
+	if err := Check(s, nil); err != nil {
 		t.Fatal(err)
 	}
 	db := openDB(t)
@@ -114,7 +114,7 @@ func TestCheckLayers(t *testing.T) {
 		{"{path: ../testdata/hf/llama, layers: 3}", "  - name: c\n", ":2:45: llama: layers=3 out of range 1..2"},
 	} {
 		s := loadSuite(t, "name: l\nmodel: "+tt.model+"\nbackend: cpu\nrepetitions: 1\nwarmup: 0\nparams: {prompt_len: 4, gen_len: 2}\ncases:\n"+tt.cases)
-		if err := Check(s); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := Check(s, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Check: %v, want %q", err, tt.want)
 		}
 		if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1}); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -171,7 +171,7 @@ cases:
 			if err := s.Override(tt.set); err != nil {
 				t.Fatal(err)
 			}
-			err := Check(s)
+			err := Check(s, nil)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("Check: %v", err)
@@ -241,7 +241,7 @@ cases:
 		{witness, "auto", nil},
 	} {
 		s := loadSuite(t, tc.suite, "%BACKEND%", tc.backend)
-		err := Check(s)
+		err := Check(s, nil)
 		switch {
 		case tc.want == nil && err != nil:
 			t.Errorf("backend %s: %v", tc.backend, err)

@@ -701,10 +701,12 @@ func warnUnread(s *suites.Suite, cases []*prepared, warn func(string)) {
 		if p.model == nil {
 			continue
 		}
-		if note := model.UnreadNote(p.model.Source); note != "" && !said[note] {
-			said[note] = true
-			warn(s.Model.Path + ": " + note)
-		}
+		model.WarnUnread(s.Model.Path, p.model.Source, func(line string) {
+			if !said[line] {
+				said[line] = true
+				warn(line)
+			}
+		})
 	}
 }
 

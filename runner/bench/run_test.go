@@ -784,7 +784,7 @@ cases:
     params: { m: 1, n: 64, k: 256 }
     matrix: { dtype: [q4, q5_k] }
 `)
-	if err := Check(s); err != nil {
+	if err := Check(s, nil); err != nil {
 		t.Fatalf("validate: %v", err)
 	}
 	db := openDB(t)

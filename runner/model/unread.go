@@ -18,7 +18,7 @@ func Unread(src Source) []string {
 }
 
 // UnreadNote says what Unread found, for `mtlbench models`' notes and the
-// warning generate, run and bench print as they load a model: up to four
+// warning the commands that load a model print (WarnUnread): up to four
 // names, the count of the rest, and what it likely means. "" when every
 // tensor is read.
 func UnreadNote(src Source) string {
@@ -36,6 +36,16 @@ func UnreadNote(src Source) string {
 	}
 	return fmt.Sprintf("%d %s not read, none of the %s model config.json describes (%s): if its \"architectures\" is wrong, the figures are another model's",
 		len(names), what, checkpointOf(src).unreadBy, list)
+}
+
+// WarnUnread gives warn the one line every command that loads src says
+// before any work (models, generate, run, bench, suites validate, ab, tune),
+// where src's checkpoint folder holds tensors its model does not read:
+// path, the model as the user named it, then UnreadNote. Nothing otherwise.
+func WarnUnread(path string, src Source, warn func(string)) {
+	if note := UnreadNote(src); note != "" && warn != nil {
+		warn(path + ": " + note)
+	}
 }
 
 // checkpointOf is the checkpoint folder src reads, nil for other sources.

@@ -118,8 +118,10 @@ func OtherThreads(s *suites.Suite, be bridge.Backend) []string {
 // matmul of the step — and each kernel case of a tunable op at its own
 // shape. kernels limits the kernels (nil: all the backend declares). Cases
 // at another goroutine count than be's are left out (OtherThreads).
-// Buckets are deduplicated; labels list the cases they came from.
-func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucket, error) {
+// Buckets are deduplicated; labels list the cases they came from. warn,
+// when set, gets the line run says of a checkpoint folder's tensors the
+// model does not read (model.WarnUnread), once, as the model opens.
+func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string, warn func(string)) ([]Bucket, error) {
 	backend := be.Info().Backend
 	var want []*tune.Kernel
 	for _, k := range tune.Kernels(backend) {
@@ -192,7 +194,7 @@ func SuiteBuckets(s *suites.Suite, be bridge.Backend, kernels []string) ([]Bucke
 		}
 		if cfg == nil {
 			var err error
-			if cfg, dtype, err = openModel(s.Model); err != nil {
+			if cfg, dtype, err = openModel(s.Model, warn); err != nil {
 				return nil, s.ErrorAt(s.Model.Pos, "%v", err)
 			}
 		}
@@ -336,8 +338,10 @@ func floatMatMuls(c *model.Config) bool {
 }
 
 // openModel reads the suite model's config and weight dtype (a preset's
-// synthetic weights are not generated; a checkpoint's header is read).
-func openModel(m *suites.Model) (*model.Config, string, error) {
+// synthetic weights are not generated; a checkpoint's header is read);
+// warn gets run's line on a checkpoint folder's tensors the model does not
+// read (model.WarnUnread).
+func openModel(m *suites.Model, warn func(string)) (*model.Config, string, error) {
 	spec, err := model.SuiteSpec(m, 0)
 	if err != nil {
 		return nil, "", err
@@ -347,5 +351,6 @@ func openModel(m *suites.Model) (*model.Config, string, error) {
 		return nil, "", err
 	}
 	defer src.Close()
+	model.WarnUnread(m.Path, src, warn)
 	return cfg, src.DType().String(), nil
 }

@@ -326,7 +326,7 @@ func loadSuite(t *testing.T, text string) *suites.Suite {
 
 func TestSuiteBuckets(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
-	bs, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"moe"})
+	bs, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"moe"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestSuiteBuckets(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("buckets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	all, err := SuiteBuckets(loadSuite(t, miniSuite), be, nil)
+	all, err := SuiteBuckets(loadSuite(t, miniSuite), be, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,12 +356,12 @@ func TestSuiteBuckets(t *testing.T) {
 	if kinds["moe"] != 4 || kinds["matmul"] != 3*4 {
 		t.Errorf("kernels %v", kinds)
 	}
-	if _, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"attention"}); err == nil {
+	if _, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"attention"}, nil); err == nil {
 		t.Error("an undeclared kernel was accepted")
 	}
 	// A packed model on the CPU, which has no packed kernels of its own to
 	// tune: its MoE and matmul configs serve the packed ops too.
-	packed, err := SuiteBuckets(loadSuite(t, strings.Replace(miniSuite, "seed: 1", "seed: 1, dtype: q4", 1)), be, nil)
+	packed, err := SuiteBuckets(loadSuite(t, strings.Replace(miniSuite, "seed: 1", "seed: 1, dtype: q4", 1)), be, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestSuiteBucketsAtOtherThreads(t *testing.T) {
     params: { batch: 8, threads: 2 }
 `
 	s := loadSuite(t, text)
-	bs, err := SuiteBuckets(s, be, []string{"moe"})
+	bs, err := SuiteBuckets(s, be, []string{"moe"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ cases:
     op: matmul
     params: { m: 1, n: 64, k: 64, threads: 1 }
 `)
-	bs, err := SuiteBuckets(s, be, nil)
+	bs, err := SuiteBuckets(s, be, nil, nil)
 	if err != nil || len(bs) != 1 || bs[0].Label != "mm" {
 		t.Errorf("buckets %v, %v; want the case's matmul", bs, err)
 	}
@@ -471,7 +471,7 @@ cases:
     op: matmul
     params: { m: 1, n: 64, k: 64, threads: 1 }
 `)
-	_, err := SuiteBuckets(s, be, nil)
+	_, err := SuiteBuckets(s, be, nil, nil)
 	want := "no case of the suite runs a tunable cpu kernel at 2 threads: case mm runs at threads=1, and its tuned configs are looked up there: tune it with --threads 1"
 	if err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("error %v\nwant it to end %q", err, want)
@@ -537,7 +537,7 @@ func (a asCUDA) Info() bridge.DeviceInfo {
 // GEMV runs them.
 func TestSuiteBucketsOfAPackedModelOnCUDA(t *testing.T) {
 	be := asCUDA{cpu.New(cpu.Options{Threads: 2})}
-	bs, err := SuiteBuckets(loadSuite(t, strings.Replace(miniSuite, "seed: 1", "seed: 1, dtype: q4", 1)), be, nil)
+	bs, err := SuiteBuckets(loadSuite(t, strings.Replace(miniSuite, "seed: 1", "seed: 1, dtype: q4", 1)), be, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +610,7 @@ func (metalLike) Limits() tune.Limits {
 // --dtype for them is refused.
 func TestSuiteBucketsFixedDType(t *testing.T) {
 	be := metalLike{cpu.New(cpu.Options{Threads: 2})}
-	bs, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"rms_norm", "argmax", "matmul"})
+	bs, err := SuiteBuckets(loadSuite(t, miniSuite), be, []string{"rms_norm", "argmax", "matmul"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
