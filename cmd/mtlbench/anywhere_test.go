@@ -291,8 +291,8 @@ func TestBinaryFromEmptyDir(t *testing.T) {
 	if v := mt("--version"); !strings.Contains(v, "commit "+commit) {
 		t.Errorf("--version = %q, want commit %s", v, commit)
 	}
-	mt("run", "ci", "-q", "--tag", "ci", "--threads", "1")
-	mt("bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "-q", "--tag", "quick", "--threads", "1")
+	mt("run", "ci", "-q", "--tag", "ci", "--backend", "cpu", "--threads", "1")
+	mt("bench", "-m", "qwen3-moe-mini", "-b", "1,2", "-p", "16", "-n", "8", "-r", "2", "-q", "--tag", "quick", "--backend", "cpu", "--threads", "1")
 	runs := mt("runs", "--format", "csv")
 	recs, err := csv.NewReader(strings.NewReader(runs)).ReadAll()
 	if err != nil || len(recs) != 3 {
@@ -404,7 +404,7 @@ func TestBenchPrintSuiteCarriesEveryFlag(t *testing.T) {
 		"synthetic":    {[]string{"-m", ckpt, "--synthetic"}, []string{"-m", ckpt}},
 		"layers":       {[]string{"--layers", "2"}, nil},
 		"fusion":       {[]string{"--fusion", "off"}, nil},
-		"threads":      {[]string{"--threads", "2"}, nil},
+		"threads":      {[]string{"--backend", "cpu", "--threads", "2"}, []string{"--backend", "cpu"}},
 		"witness-gpu":  {[]string{"--witness-gpu", "M2 Pro"}, nil},
 	}
 	body := func(args []string) string {

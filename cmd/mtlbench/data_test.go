@@ -38,7 +38,7 @@ func recordTwoCases(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "r.db")
-	if _, stderr, err := mtl(t, append([]string{"run", suite, "--db", db, "-q", "--tag", "two", "--threads", "1"}, args...)...); err != nil {
+	if _, stderr, err := mtl(t, append([]string{"run", suite, "--db", db, "-q", "--tag", "two", "--backend", "cpu", "--threads", "1"}, args...)...); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr)
 	}
 	return db

@@ -114,7 +114,7 @@ func TestABEndToEnd(t *testing.T) {
 	os.WriteFile(suite, []byte("name: k\nbackend: cpu\nrepetitions: 5\nwarmup: 1\nthresholds: { us_per_call: 5% }\n"+
 		"cases:\n  - name: matmul\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 256, k: 256, dtype: f32 }\n"), 0o644)
 	keep, store := filepath.Join(dir, "keep"), filepath.Join(dir, "store.db")
-	out, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", slow, "--rounds", "5", "--threads", "1", "--keep", keep, "--format", "csv",
+	out, stderr, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", slow, "--rounds", "5", "--backend", "cpu", "--threads", "1", "--keep", keep, "--format", "csv",
 		"--db", store, "--tag", "pr42")
 	if exitCode(err) != 1 || !strings.Contains(stderr, "REGRESSION") || !strings.Contains(stderr, "5 pairs of runs") {
 		t.Fatalf("4x slower candidate: exit %d (%v), want 1 on pairs of runs\n%s\n%s", exitCode(err), err, stderr, out)
@@ -142,7 +142,7 @@ func TestABEndToEnd(t *testing.T) {
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho not an mtlbench >&2\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err = mtl(t, "ab", suite, "--baseline-bin", fake, "--candidate-bin", bin, "--rounds", "5", "--threads", "1")
+	_, stderr, err = mtl(t, "ab", suite, "--baseline-bin", fake, "--candidate-bin", bin, "--rounds", "5", "--backend", "cpu", "--threads", "1")
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "the baseline binary "+fake+" is not mtlbench") || !strings.Contains(err.Error(), "not an mtlbench") ||
 		strings.Contains(stderr, "round 1/5") {
 		t.Errorf("a baseline that is no mtlbench: exit %d, %v\n%s", exitCode(err), err, stderr)
@@ -241,7 +241,7 @@ func TestABRecordsBothSides(t *testing.T) {
 		{label: "candidate", db: filepath.Join(dir, "candidate.db"), tag: abCandidateTag}}
 	for _, side := range sides {
 		for range 2 {
-			if _, stderr, err := mtl(t, "run", suite, "--db", side.db, "--tag", side.tag, "--threads", "1", "--quiet"); err != nil {
+			if _, stderr, err := mtl(t, "run", suite, "--db", side.db, "--tag", side.tag, "--backend", "cpu", "--threads", "1", "--quiet"); err != nil {
 				t.Fatalf("%s run: %v\n%s", side.label, err, stderr)
 			}
 		}
@@ -304,7 +304,7 @@ func TestWritersRefuseReadOnlyStore(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", suite, "-q"},
 		{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--backend", "cpu", "-q"},
-		{"tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32", "--threads", "2",
+		{"tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32", "--backend", "cpu", "--threads", "2",
 			"--dir", filepath.Join(tmp, "tuned"), "--rounds", "3", "--confirm", "6", "--sample-time", "1ms"},
 		{"import", exported},
 		{"peer", "import", filepath.Join("testdata", "peer", "hf.json"), "--tag", "again"},
@@ -459,7 +459,7 @@ func TestOutputIsNotTheStore(t *testing.T) {
 		{"export", "latest", "-o", link},
 		{"run", suite, "-q", "--steps", path},
 		{"bench", "-m", "qwen3-moe-mini", "--layers", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--backend", "cpu", "-q", "--steps", path},
-		{"tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32", "--threads", "2",
+		{"tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32", "--backend", "cpu", "--threads", "2",
 			"--out", path, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms"},
 		{"gate", "--baseline", "1", "--candidate", "1", "--summary", path},
 	} {
@@ -474,7 +474,7 @@ func TestOutputIsNotTheStore(t *testing.T) {
 	// A store the command makes: tune's --out is checked once it is there.
 	fresh := filepath.Join(tmp, "new.db")
 	_, _, err := mtl(t, "tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16", "--dtype", "f32",
-		"--threads", "2", "--out", fresh, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms", "--db", fresh)
+		"--backend", "cpu", "--threads", "2", "--out", fresh, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms", "--db", fresh)
 	if err == nil || !strings.Contains(err.Error(), "is the results database "+fresh) {
 		t.Errorf("tune --out its new store: %v", err)
 	}

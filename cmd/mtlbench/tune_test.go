@@ -41,7 +41,7 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 	tmp := isolate(t)
 	dir, db := filepath.Join(tmp, "tuned"), filepath.Join(tmp, "r.db")
 	out, errOut, err := mtlTune(t, "tune", "--kernel", "moe", "--shape", "tokens=2,experts=4,top_k=2,hidden=32,intermediate=16",
-		"--dtype", "f32", "--threads", "2", "--db", db, "--dir", dir, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms")
+		"--dtype", "f32", "--backend", "cpu", "--threads", "2", "--db", db, "--dir", dir, "--rounds", "3", "--confirm", "6", "--sample-time", "1ms")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
@@ -60,7 +60,7 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 		t.Fatalf("tuned files %v", files)
 	}
 
-	out, _, err = mtlTune(t, "tune", "show", "--dir", dir, "--threads", "2")
+	out, _, err = mtlTune(t, "tune", "show", "--dir", dir, "--backend", "cpu", "--threads", "2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 	// A stale entry shows as such.
 	a.Entries[0].SourceHash = "0000"
 	a.Write(files[0])
-	out, _, _ = mtlTune(t, "tune", "show", "--dir", dir, "--threads", "2")
+	out, _, _ = mtlTune(t, "tune", "show", "--dir", dir, "--backend", "cpu", "--threads", "2")
 	if !strings.Contains(out, "stale") {
 		t.Errorf("show after a source change:\n%s", out)
 	}
@@ -182,7 +182,7 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 
 func TestTuneDryRunShowsPruning(t *testing.T) {
 	isolate(t)
-	out, _, err := mtlTune(t, "tune", "--kernel", "matmul", "--shape", "m=1,n=128,k=512", "--threads", "2", "--dry-run")
+	out, _, err := mtlTune(t, "tune", "--kernel", "matmul", "--shape", "m=1,n=128,k=512", "--backend", "cpu", "--threads", "2", "--dry-run")
 	if err != nil {
 		t.Fatal(err)
 	}
