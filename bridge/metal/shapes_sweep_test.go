@@ -27,6 +27,7 @@ type sweepShape struct {
 	group                      int // MLX affine groups other than the presets' 64
 	batch                      int
 	moe                        bridge.MoEStrategy
+	block                      int // KV cache block size other than the engine's 16
 }
 
 func (s sweepShape) config() []byte {
@@ -84,17 +85,20 @@ func (s sweepShape) String() string {
 	if s.moe != "" {
 		n += "/" + string(s.moe)
 	}
+	if s.block != 0 {
+		n += fmt.Sprintf("/bs%d", s.block)
+	}
 	return n
 }
 
 // TestShapesSweepMatchesCPU runs synthetic models of shapes no fixture has
 // (hidden and intermediate sizes off the kernels' tiles, padded heads, odd
-// GQA ratios and expert counts, vocabularies off 32) on the emulated Metal
-// backend and the CPU, one request or several at once, prefilled in chunks,
-// whole or a token a step, then decoded: the CPU's tokens and last prompt
-// logits within 1e-4 (f32) or 1e-3 (half floats, packed weights) with an
-// f32 KV cache on both, within 3e-2 with Metal's cache in half floats,
-// which rounds every key and value.
+// GQA ratios and expert counts, vocabularies off 32, cache blocks of 8, 16
+// and 32) on the emulated Metal backend and the CPU, one request or several
+// at once, prefilled in chunks, whole or a token a step, then decoded: the
+// CPU's tokens and last prompt logits within 1e-4 (f32) or 1e-3 (half
+// floats, packed weights) with an f32 KV cache on both, within 3e-2 with
+// Metal's cache in half floats, which rounds every key and value.
 func TestShapesSweepMatchesCPU(t *testing.T) {
 	mb := newEmu(t, metal.Tuning{})
 	f32, f16, bf16 := bridge.F32, bridge.F16, bridge.BF16
@@ -122,12 +126,20 @@ func TestShapesSweepMatchesCPU(t *testing.T) {
 		{arch: "qwen3_moe", hidden: 40, heads: 7, kv: 1, headDim: 80, inter: 88, vocab: 151, layers: 1, experts: 60, topK: 7, moeInter: 20, dtype: bf16, batch: 3},
 		{arch: "qwen3_moe", hidden: 40, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, experts: 257, topK: 20, moeInter: 20, dtype: f32, batch: 3},
 		{arch: "mixtral", hidden: 72, heads: 3, kv: 1, headDim: 48, inter: 44, vocab: 151, layers: 1, experts: 5, topK: 2, dtype: f32, batch: 3, moe: bridge.MoEChunked},
+		// Qwen3-30B-A3B's routing (128 experts, top-8) at tiny sizes
+		{arch: "qwen3_moe", hidden: 64, heads: 2, kv: 1, headDim: 64, inter: 96, vocab: 1003, layers: 1, experts: 128, topK: 8, moeInter: 32, dtype: bf16, batch: 3},
+		// heads of 256 (the tiled prefill kernel's largest) in groups of 6
+		// over 2 KV heads, in cache blocks of 32
+		{arch: "qwen3", hidden: 64, heads: 12, kv: 2, headDim: 256, inter: 96, vocab: 1003, layers: 1, dtype: bf16, batch: 3, block: 32},
 		// packed: rows that divide into the format's blocks are packed,
 		// the others stay in floats, as mlx-lm and llama.cpp leave them
 		{arch: "llama_bias", hidden: 192, heads: 3, kv: 1, headDim: 96, inter: 344, vocab: 151, layers: 1, dtype: bf16, quant: "q4", batch: 3},
 		{arch: "qwen3_moe", hidden: 192, heads: 3, kv: 1, headDim: 64, inter: 88, vocab: 151, layers: 1, experts: 3, topK: 1, moeInter: 44, dtype: bf16, quant: "q8", batch: 3},
 		{arch: "qwen3_moe", hidden: 64, heads: 3, kv: 1, headDim: 48, inter: 88, vocab: 151, layers: 1, experts: 33, topK: 32, moeInter: 64, dtype: bf16, quant: "q4", group: 32, batch: 3},
 		{arch: "llama", hidden: 256, heads: 3, kv: 1, headDim: 128, inter: 384, vocab: 151, layers: 1, dtype: bf16, quant: "q4", group: 128, batch: 3},
+		// Qwen2-0.5B's attention (14 query heads of 64 over 2 KV heads: an
+		// output projection of 896), vocabulary 1003, cache blocks of 8
+		{arch: "qwen2", hidden: 160, heads: 14, kv: 2, headDim: 64, inter: 224, vocab: 1003, layers: 1, dtype: bf16, quant: "q4", group: 32, batch: 3, block: 8},
 		{arch: "llama", hidden: 256, heads: 3, kv: 1, headDim: 112, inter: 344, vocab: 151, layers: 1, dtype: f32, quant: "q4_k_m", batch: 3},
 		{arch: "qwen3_moe", hidden: 160, heads: 5, kv: 1, headDim: 32, inter: 88, vocab: 151, layers: 1, experts: 7, topK: 3, moeInter: 96, dtype: bf16, quant: "q8_0", batch: 3},
 	}
@@ -185,7 +197,7 @@ func sweepOne(t *testing.T, s sweepShape, mb *metal.Backend, lens []int, budget 
 		p := enginetest.Prompt(n+i, cfg.Vocab)[i:]
 		reqs = append(reqs, engine.Request{ID: i, Prompt: p, MaxNewTokens: 4, WantLogits: true})
 	}
-	opts := engine.Options{KVTokens: 512, KVDType: "f32", TokenBudget: budget, MoE: bridge.MoEParams{Strategy: s.moe, ChunkSize: 5}}
+	opts := engine.Options{KVTokens: 512, KVDType: "f32", TokenBudget: budget, BlockSize: s.block, MoE: bridge.MoEParams{Strategy: s.moe, ChunkSize: 5}}
 	var outs [2][]engine.Output
 	for i, be := range []bridge.Backend{cpu.New(cpu.Options{}), mb} {
 		o := opts
