@@ -68,6 +68,11 @@ func (b *Backend) tryRoPEAttention(ops []bridge.Op, span int) (int, bridge.Op) {
 	if m.MaxQueryLen != 1 || b.tuning.AttnTwoPhase || bridge.ReadLater(ops[2:], r.Q) || bridge.ReadLater(ops[2:], r.K) {
 		return 0, nil
 	}
+	// A tuning that sends 1-token queries to the tiled kernel has it write
+	// the new keys before reading them, unrotated: RoPE stays apart there.
+	if kc := tt(a.Cache.K); kc == nil || prefillTiled(&b.tuning, 1, a.Cache.BlockSize, a.HeadDim, kc.dt) {
+		return 0, nil
+	}
 	q, k, qn, kn := tt(r.Q), tt(r.K), tt(r.QNorm), tt(r.KNorm)
 	if !b.checkF32("rope", q, k, qn, kn) {
 		return 0, nil

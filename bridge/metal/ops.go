@@ -405,6 +405,14 @@ type attnRoPE struct {
 	eps           float32
 }
 
+// prefillTiled reports whether attention runs a step of queries of at most
+// maxQuery tokens through the tiled prefill kernel, which needs the step's
+// keys in the cache first (kv_write), so no RoPE can be folded into it.
+func prefillTiled(tu *Tuning, maxQuery, blockSize, headDim int, kvdt bridge.DType) bool {
+	return tu.AttnPrefillMinQuery > 0 && maxQuery >= tu.AttnPrefillMinQuery && blockSize%prefillRows == 0 &&
+		prefillKernel[attnKey{headDim, 0, kvdt}] != ""
+}
+
 // attention encodes paged attention, with rope applied to q and the new k
 // when set (decode steps with the KV write inside the attention only).
 func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, heads, kvHeads, headDim int, scale float32, rope *attnRoPE) {
@@ -457,8 +465,7 @@ func (b *Backend) attention(out, q, k, v bridge.Tensor, cache bridge.KVCache, he
 		parts = ceilDiv(m.MaxSeqLen, psize)
 	}
 	partitioned := parts > 1
-	tiled := tu.AttnPrefillMinQuery > 0 && m.MaxQueryLen >= tu.AttnPrefillMinQuery && BS%prefillRows == 0 &&
-		prefillKernel[attnKey{D, 0, kvdt}] != ""
+	tiled := prefillTiled(tu, m.MaxQueryLen, BS, D, kvdt)
 	a := attnArgs{NumTokens: uint32(T), NumSeqs: uint32(sec.numSeqs), Heads: uint32(heads), KVHeads: uint32(kvHeads),
 		HeadDim: uint32(D), BlockSize: uint32(BS), MaxBlocks: uint32(m.MaxBlocks), NumBlocks: uint32(kc.n / (kvHeads * BS * D)),
 		PartitionSize: uint32(psize), NumPartitions: uint32(parts), HeadsPerGroup: uint32(qh), Scale: scale}

@@ -223,3 +223,20 @@ func sweepOne(t *testing.T, s sweepShape, mb *metal.Backend, lens []int, budget 
 	}
 	enginetest.OutputsMatch(t, outs[1], outs[0], "the CPU's", tol)
 }
+
+// A tuning that runs every query through the tiled prefill kernel
+// (AttnPrefillMinQuery 1, which Tuning.Check takes) runs decode steps there
+// too, and that kernel writes the step's keys before reading them: the
+// decode attention with RoPE folded in, whose kernel writes the rotated key
+// itself, is not used then, where every decode step of a RoPE model failed
+// ("internal: RoPE fused into an attention that reads new keys from the
+// cache"). Tokens and logits are the CPU's, with QK-norm and without.
+func TestPrefillKernelForEveryQuery(t *testing.T) {
+	mb := newEmu(t, metal.Tuning{AttnPrefillMinQuery: 1})
+	for _, s := range []sweepShape{
+		{arch: "llama", hidden: 64, heads: 4, kv: 2, headDim: 32, inter: 96, vocab: 151, layers: 1, dtype: bridge.F32, batch: 3},
+		{arch: "qwen3", hidden: 64, heads: 4, kv: 1, headDim: 64, inter: 96, vocab: 151, layers: 1, dtype: bridge.BF16, batch: 3},
+	} {
+		t.Run(s.String(), func(t *testing.T) { sweepOne(t, s, mb, []int{19, 5, 8}, 0, "f32") })
+	}
+}
