@@ -1034,7 +1034,19 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 		return nil, s.ErrorAt(c.PosOf(suites.ParamKVDType), "case %s: %v", c.Name, err)
 	}
 	cfg := lm.cfg
-	if err := engine.CheckFit(engine.RunConfig(be, cfg), lm.src.DType(), kvdt, opts.KVTokens, avail, where); err != nil {
+	run := engine.RunConfig(be, cfg)
+	// A sequence brings at most its whole length to one step (a preempted
+	// one computes its tokens again), less than the cache's whole blocks
+	// where its requests are short.
+	mp := c.Model
+	prompt, gen := mp.MaxLens()
+	seqs := mp.Requests
+	if mp.MaxSeqs > 0 {
+		seqs = min(seqs, mp.MaxSeqs)
+	}
+	tokens, rows := engine.LargestStep(min(opts.KVTokens, seqs*(mp.Depth+prompt+gen)), opts.TokenBudget, opts.MaxSeqs)
+	step := engine.StepBytes(run, be.ActDType(), tokens, rows)
+	if err := engine.CheckFit(run, lm.src.DType(), kvdt, opts.KVTokens, step, avail, where); err != nil {
 		var fe *engine.FitError
 		if s.Model.Fit != "truncate-layers" || !errors.As(err, &fe) || fe.MaxLayers == 0 {
 			return nil, s.ErrorAt(s.Model.Pos, "case %s: %v", c.Name, err)

@@ -284,6 +284,42 @@ cases:
 	}
 }
 
+// A case's largest step holds every layer's activations for its tokens
+// (a batch's whole prefill without a prefill_budget): the fit check counts
+// them, as it does weights and the KV cache, so a batch whose prefill would
+// take gigabytes is refused with the figure before any work, not run out of
+// memory. The same batch with a prefill_budget takes its prompts in chunks.
+func TestFitCountsStepActivations(t *testing.T) {
+	const limit = 256 << 20 // weights 41 MiB, KV cache 33 MiB; the prefill ~700 MiB
+	s := loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 64, prompt_len: 512, gen_len: 1 }
+`)
+	db := openDB(t)
+	_, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, MemoryLimit: limit})
+	if err == nil || !strings.Contains(err.Error(), "a step's activations") {
+		t.Fatalf("err = %v, want the step's activations counted against the limit", err)
+	}
+	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 0 {
+		t.Fatalf("%d runs recorded for a case refused", len(runs))
+	}
+	s = loadSuite(t, `name: x
+model: { preset: qwen3-moe-mini, layers: 1 }
+repetitions: 1
+warmup: 0
+cases:
+  - name: c
+    params: { batch: 64, prompt_len: 512, gen_len: 1, prefill_budget: 1024 }
+`)
+	if _, err := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1, MemoryLimit: limit}); err != nil {
+		t.Fatalf("with a prefill budget: %v", err)
+	}
+}
+
 // With fit: truncate-layers a model that does not fit runs its first layers
 // and says so.
 func TestTruncateLayersRecordsDepth(t *testing.T) {

@@ -37,7 +37,7 @@ type Options struct {
 	// in the backend's activation dtype; f32, f16 or bf16 ask for that one.
 	KVDType string
 	// AvailableMemory, when positive, is checked against weights + KV cache
-	// before anything is allocated.
+	// + the largest step's activations before anything is allocated.
 	AvailableMemory int64
 	MemoryWhere     string
 	// Tuned, when set, supplies tuned kernel configs (tuned.go); an explicit
@@ -187,24 +187,67 @@ func KVDType(be bridge.Backend, model bridge.DType, requested string) (bridge.DT
 	return dt, nil
 }
 
+// LargestStep is the most tokens, and sampled rows, one step can hold: each
+// of its tokens takes a KV cache slot, so no more than the cache's kvTokens,
+// nor than the prefill budget (which the running sequences' decode tokens
+// may fill past when it is below maxSeqs); a row is a sequence, at most
+// maxSeqs (0: no limit) of them.
+func LargestStep(kvTokens, budget, maxSeqs int) (tokens, rows int) {
+	tokens = kvTokens
+	if budget > 0 {
+		tokens = min(tokens, max(budget, maxSeqs))
+	}
+	rows = tokens
+	if maxSeqs > 0 {
+		rows = min(rows, maxSeqs)
+	}
+	return max(tokens, 0), max(rows, 0)
+}
+
+// StepBytes is what a step of tokens tokens, rows of them sampled, holds
+// beside the weights and the KV cache, in the backend's activation dtype
+// act: the engine's workspace (workspace: every layer's activations, the
+// sampled rows' logits) and a MoE layer's router logits and per (token,
+// expert) outputs, which every backend keeps for the step. A prefill of a
+// large batch holds gigabytes of these, so the fit check counts them.
+func StepBytes(cfg *model.Config, act bridge.DType, tokens, rows int) int64 {
+	a, t := int64(act.Size()), int64(tokens)
+	q, kv := int64(cfg.Heads*cfg.HeadDim), int64(cfg.KVHeads*cfg.HeadDim)
+	// resid, h, o and mlp are hidden wide; q and attn the query heads'.
+	per := a * (4*int64(cfg.Hidden) + 2*q + 2*kv)
+	dense, moe := false, false
+	for l := 0; l < cfg.Layers; l++ {
+		dense, moe = dense || !cfg.IsMoELayer(l), moe || cfg.IsMoELayer(l)
+	}
+	if dense {
+		per += a * 2 * int64(cfg.Inter) // gate, up
+	}
+	if moe {
+		per += 4*int64(cfg.NumExperts) + 4*int64(cfg.TopK)*int64(cfg.Hidden)
+	}
+	r := int64(rows)
+	return t*per + r*(a*int64(cfg.Hidden)+4*int64(cfg.Vocab)+4)
+}
+
 // CheckFit returns a *FitError when weights plus a KV cache of dtype kvdt
-// exceed available bytes.
-func CheckFit(cfg *model.Config, dt, kvdt bridge.DType, kvTokens int, available int64, where string) error {
+// plus step bytes of a step's activations (StepBytes) exceed available
+// bytes.
+func CheckFit(cfg *model.Config, dt, kvdt bridge.DType, kvTokens int, step, available int64, where string) error {
 	if available <= 0 {
 		return nil
 	}
 	w, kv := cfg.WeightBytes(dt), cfg.KVBytesPerToken(kvdt)*int64(kvTokens)
-	if w+kv <= available {
+	if w+kv+step <= available {
 		return nil
 	}
-	e := &FitError{Model: cfg.Name, Weights: w, KV: kv, Has: available, Where: where}
+	e := &FitError{Model: cfg.Name, Weights: w, KV: kv, Step: step, Has: available, Where: where}
 	// The layers offered leave a tenth of the memory for activations, the
 	// runtime and the rest of the machine: filled to the byte, a truncated
 	// model would leave the system nothing.
 	room := available - available/10
 	for n := cfg.Layers - 1; n >= 1; n-- {
 		c, _ := cfg.WithLayers(n)
-		if c.WeightBytes(dt)+c.KVBytesPerToken(kvdt)*int64(kvTokens) <= room {
+		if c.WeightBytes(dt)+c.KVBytesPerToken(kvdt)*int64(kvTokens)+step <= room {
 			e.MaxLayers = n
 			break
 		}
@@ -258,7 +301,9 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	}
 	// The cache is allocated in whole blocks: the check counts them all.
 	blocks := (opts.KVTokens + opts.BlockSize - 1) / opts.BlockSize
-	if err := CheckFit(cfg, src.DType(), kvdt, blocks*opts.BlockSize, opts.AvailableMemory, opts.MemoryWhere); err != nil {
+	tokens, rows := LargestStep(blocks*opts.BlockSize, opts.TokenBudget, opts.MaxSeqs)
+	step := StepBytes(cfg, be.ActDType(), tokens, rows)
+	if err := CheckFit(cfg, src.DType(), kvdt, blocks*opts.BlockSize, step, opts.AvailableMemory, opts.MemoryWhere); err != nil {
 		return nil, err
 	}
 	w, err := uploadWeights(be, cfg, src)

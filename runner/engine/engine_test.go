@@ -420,7 +420,7 @@ func TestFitOffersLayersWithRoom(t *testing.T) {
 	}
 	for _, avail := range []int64{need(1), need(1) * 10 / 9, need(3), need(3) * 10 / 9, need(cfg.Layers) - 1} {
 		var fe *FitError
-		if err := CheckFit(cfg, bridge.BF16, bridge.BF16, 64, avail, "here"); !errors.As(err, &fe) {
+		if err := CheckFit(cfg, bridge.BF16, bridge.BF16, 64, 0, avail, "here"); !errors.As(err, &fe) {
 			t.Fatalf("%d bytes: %v, want a FitError", avail, err)
 		}
 		room := avail - avail/10
@@ -431,7 +431,7 @@ func TestFitOffersLayersWithRoom(t *testing.T) {
 	}
 	// Three layers that fill memory exactly are not offered.
 	var fe *FitError
-	if errors.As(CheckFit(cfg, bridge.BF16, bridge.BF16, 64, need(3), "here"), &fe); fe.MaxLayers >= 3 {
+	if errors.As(CheckFit(cfg, bridge.BF16, bridge.BF16, 64, 0, need(3), "here"), &fe); fe.MaxLayers >= 3 {
 		t.Errorf("memory three layers fill: %d layers offered", fe.MaxLayers)
 	}
 }
@@ -495,10 +495,12 @@ func TestFitCountsWholeBlocks(t *testing.T) {
 		tokens, block int
 		fits          bool
 	}{{17, 16, false}, {32, 16, true}, {17, 8, false}, {24, 8, true}} {
-		alloc := int64((c.tokens+c.block-1)/c.block*c.block) * perToken
-		avail := w + int64(c.tokens)*perToken
+		cached := (c.tokens + c.block - 1) / c.block * c.block
+		alloc := int64(cached) * perToken
+		step := StepBytes(cfg, be.ActDType(), cached, cached)
+		avail := w + int64(c.tokens)*perToken + step
 		if c.fits {
-			avail = w + alloc
+			avail = w + alloc + step
 		}
 		e, err := New(be, cfg, src, Options{KVTokens: c.tokens, BlockSize: c.block, KVDType: "f32", AvailableMemory: avail, MemoryWhere: "here"})
 		var fe *FitError

@@ -267,14 +267,20 @@ func GiB(b int64) string {
 type FitError struct {
 	Model            string
 	Weights, KV, Has int64
-	Where            string
-	MaxLayers        int // layers that would fit, 0 if none
+	// Step is the largest step's activations (StepBytes); 0 where not
+	// counted.
+	Step      int64
+	Where     string
+	MaxLayers int // layers that would fit, 0 if none
 }
 
 func (e *FitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model %s needs %s (weights %s + KV cache %s) but %s has %s available",
-		e.Model, GiB(e.Weights+e.KV), GiB(e.Weights), GiB(e.KV), e.Where, GiB(e.Has))
+	fmt.Fprintf(&b, "model %s needs %s (weights %s + KV cache %s", e.Model, GiB(e.Weights+e.KV+e.Step), GiB(e.Weights), GiB(e.KV))
+	if e.Step > 0 {
+		fmt.Fprintf(&b, " + a step's activations %s", GiB(e.Step))
+	}
+	fmt.Fprintf(&b, ") but %s has %s available", e.Where, GiB(e.Has))
 	if e.MaxLayers > 0 {
 		fmt.Fprintf(&b, "; the first %d layers would fit (set layers, or fit: truncate-layers in a suite)", e.MaxLayers)
 	}
@@ -288,7 +294,7 @@ func CheckFitPreset(name string, available int64) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cfg, CheckFit(cfg, bridge.BF16, bridge.F32, 4096, available, "this machine")
+	return cfg, CheckFit(cfg, bridge.BF16, bridge.F32, 4096, 0, available, "this machine")
 }
 
 // isMapped reports whether data lives in mmap'd memory of src.
