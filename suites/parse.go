@@ -757,6 +757,7 @@ func (p *parser) cases(n *yaml.Node, suiteParams map[string]Value) []*group {
 	}
 	var groups []*group
 	names := map[string]Pos{}
+	aliased := map[string]bool{}
 	for i, c := range n.Content {
 		if !p.spend(n) {
 			break
@@ -766,11 +767,24 @@ func (p *parser) cases(n *yaml.Node, suiteParams map[string]Value) []*group {
 			continue
 		}
 		if g.name != "" {
+			// A case written as an alias (- *a) is where the alias is: its
+			// name's position is the anchor's, the first case's own.
+			// Said once per alias: a list of many copies has one mistake.
+			at, hint, say := g.namePos, "", true
+			if c.Kind == yaml.AliasNode {
+				at, hint = p.at(c), fmt.Sprintf("an alias repeats its case whole: give the copy a name of its own, e.g. {<<: *%s, name: %s-2}", c.Value, g.name)
+				say = !aliased[c.Value]
+			}
 			if first, dup := names[g.name]; dup {
-				p.errs.add(g.namePos, "", "duplicate case name %q (first at line %d)", g.name, first.Line)
+				if say {
+					p.errs.add(at, hint, "duplicate case name %q (first at line %d)", g.name, first.Line)
+				}
+				if c.Kind == yaml.AliasNode {
+					aliased[c.Value] = true
+				}
 				g.ok = false
 			} else {
-				names[g.name] = g.namePos
+				names[g.name] = at
 			}
 		}
 		groups = append(groups, g)

@@ -407,6 +407,10 @@ func TestErrors(t *testing.T) {
 			`t.yaml:4:11: bad case name ".." (a key segment of "." or ".." reads as a folder; add a letter or digit)`,
 			`t.yaml:5:11: bad case name "." (a key segment of "." or ".." reads as a folder; add a letter or digit)`}},
 		{"duplicate case names", head + "  - name: c\n  - name: c\n", []string{`t.yaml:5:11: duplicate case name "c" (first at line 4)`}},
+		// A case repeated through an alias is said where the alias is, not
+		// at the anchor's name, the first case's own line.
+		{"case repeated by an alias", head + "  - &c\n    name: c\n  - *c\n", []string{
+			`t.yaml:6:5: duplicate case name "c" (first at line 5) (an alias repeats its case whole: give the copy a name of its own, e.g. {<<: *c, name: c-2})`}},
 		{"case key typo", head + "  - name: c\n    matrx: {batch: [1]}\n", []string{`t.yaml:5:5: unknown key "matrx" in case "c" (did you mean "matrix"?)`}},
 		{"param directly in case", head + "  - name: c\n    batch: 8\n", []string{`t.yaml:5:5: unknown key "batch" in case "c" (parameters go under params: or matrix:)`}},
 		{"kind typo", head + "  - name: c\n    kind: kernal\n", []string{`t.yaml:5:11: unknown kind "kernal" (did you mean "kernel"?)`}},
@@ -718,8 +722,8 @@ func TestAliasBlowup(t *testing.T) {
 		strings.Repeat("*c, ", 20000) + "*c]\n"
 	_, err := Parse("t.yaml", []byte(src))
 	want := []string{
-		`t.yaml:3:19: duplicate case name "c" (first at line 3)`,
 		`t.yaml:3:38: suite is too complex (too many aliases or merge keys)`,
+		`t.yaml:4:13: duplicate case name "c" (first at line 4) (an alias repeats its case whole: give the copy a name of its own, e.g. {<<: *c, name: c-2})`,
 	}
 	if err == nil || !reflect.DeepEqual(strings.Split(err.Error(), "\n"), want) {
 		t.Errorf("err = %v", err)
