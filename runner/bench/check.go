@@ -170,8 +170,10 @@ func checkKVBlocks(s *suites.Suite, c suites.Case) error {
 	}
 	pl, gl := mp.MaxLens()
 	if need := (mp.Depth + pl + gl + bs - 1) / bs; need > kb {
-		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "kv_blocks=%d hold %d tokens, but one request of %d+%d tokens needs %d blocks of %d (hint: raise kv_blocks)",
-			kb, kb*bs, mp.Depth+pl, gl, need, bs)
+		// Named as the position checks name theirs: a matrix's line, or a
+		// --set that replaced it, holds many cases.
+		return s.ErrorAt(c.PosOf(suites.ParamKVBlocks), "case %s: kv_blocks=%d hold %d tokens, but one request of %d+%d tokens needs %d blocks of %d (hint: raise kv_blocks)",
+			c.Name, kb, kb*bs, mp.Depth+pl, gl, need, bs)
 	}
 	return nil
 }

@@ -82,8 +82,9 @@ cases:
 	if err == nil {
 		t.Fatal("no error")
 	}
-	want := ":10:19: kv_blocks=2 hold 16 tokens, but one request of 8+12 tokens needs 3 blocks of 8"
-	if msg := err.Error(); !strings.Contains(msg, want) || strings.Count(msg, "kv_blocks=") != 1 {
+	// The case is named: the matrix's line is every kv_blocks case's.
+	want := ":10:19: case decode/kv_blocks=2: kv_blocks=2 hold 16 tokens, but one request of 8+12 tokens needs 3 blocks of 8"
+	if msg := err.Error(); !strings.Contains(msg, want) || strings.Count(msg, " hold ") != 1 {
 		t.Errorf("%q, want one error saying %q", msg, want)
 	}
 	s.Cases = s.Cases[1:]
