@@ -36,7 +36,7 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "threads", Usage: threadsUsage},
 		&cli.IntFlag{Name: "block-size", Value: 16, Usage: "KV cache block size in tokens"},
 		&cli.StringFlag{Name: "moe-strategy", Value: "grouped", Usage: "MoE dispatch: loop, chunked or grouped"},
-		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "chunk size of the chunked MoE strategy (alone, it asks for chunked)"},
+		&cli.IntFlag{Name: "moe-chunk", Value: 64, Usage: "(token, expert) pairs per chunk of the chunked MoE strategy, 1 to 16777216 as a suite's moe_chunk (alone, it asks for chunked)"},
 		&cli.StringFlag{Name: "fusion", Value: "on", Usage: "on: the backend may fuse ops; off: every op is its own kernel (same tokens expected)"},
 		&cli.StringFlag{Name: "kv-dtype", Value: "auto", Usage: "KV cache dtype: auto (the model's where the backend keeps it, else its activation dtype), f32, f16 or bf16 (the suites' kv_dtype)"},
 	}
@@ -103,6 +103,12 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	// asks for it, beside another strategy it would change nothing.
 	strategy := c.String("moe-strategy")
 	if c.IsSet("moe-chunk") {
+		// The suites' moe_chunk range (ops.Specs): 0 would run the default
+		// chunk under a flag that asked for another, a negative one fail
+		// once the model is loaded, unnamed.
+		if n, spec := c.Int("moe-chunk"), ops.Specs[ops.MoEChunk]; n < spec.Min || n > spec.Max {
+			return nil, nil, fmt.Errorf("--moe-chunk %d: want %d to %d (token, expert) pairs a chunk", n, spec.Min, spec.Max)
+		}
 		switch {
 		case !c.IsSet("moe-strategy"):
 			strategy = string(bridge.MoEChunked)

@@ -387,7 +387,9 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"show", "-1"}, "show: flag provided but not defined: -1 (a negative number is read as a flag; put -- before it) (see `mtlbench show --help`)"},
 		{[]string{"tune", "import", "--bogus"}, "tune import: flag provided but not defined: -bogus (see `mtlbench tune import --help`)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of [8 16 32] tokens"},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "MoE chunk of -5 pairs"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "--moe-chunk -5: want 1 to 16777216 (token, expert) pairs a chunk"},
+		// 0 ran the default chunk of 64 under a flag that asked for none.
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "0"}, "--moe-chunk 0: want 1 to 16777216 (token, expert) pairs a chunk"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "8", "--moe-strategy", "loop"}, "--moe-chunk sizes the chunks of --moe-strategy chunked, not of loop"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "--timing", "bogus", "--print-suite"}, `--timing: unknown timing "bogus"`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--max-new-tokens", "0"}, "--max-new-tokens 0: want 1 to 16777216"},
