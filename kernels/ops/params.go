@@ -71,7 +71,7 @@ type Spec struct {
 
 // Specs are the rules of the ops' parameters.
 var Specs = map[Param]Spec{
-	Tokens:           {Name: Tokens, Kind: IntKind, Min: 1, Doc: "tokens of the call (decode: 1 per sequence)"},
+	Tokens:           {Name: Tokens, Kind: IntKind, Min: 1, Doc: "tokens of the call (decode: 1 per sequence; prefill attention: each sequence's, seqs × tokens in all)"},
 	Seqs:             {Name: Seqs, Kind: IntKind, Min: 1, Doc: "sequences of an attention call"},
 	Context:          {Name: Context, Kind: IntKind, Min: 0, Doc: "tokens already in the KV cache (rope: first position); decode attention and rope take at least 1"},
 	NumHeads:         {Name: NumHeads, Kind: IntKind, Min: 1, Doc: "query heads"},
