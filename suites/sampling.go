@@ -108,19 +108,22 @@ func ParseSampling(s string) (Sampling, error) {
 }
 
 // String spells the sampling as case keys do, one way for every way of
-// writing it: "greedy", or temperature, then top_k, top_p and seed where
-// they are not their defaults (0: no limit, seed 0), numbers in their
-// shortest form.
+// writing what the sampler runs: "greedy", or temperature, then top_k,
+// top_p and seed where they limit anything (top_k 0 and a top_p of 1 keep
+// every token, as runner/sample reads them; seed 0), numbers as the
+// float32 the sampler computes with, in their shortest form, so
+// "temperature:1,top_p:1" and "temperature:1.00000001" are the one case
+// "temperature:1" runs.
 func (s Sampling) String() string {
 	if s.Greedy() {
 		return "greedy"
 	}
-	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	g := func(x float64) string { return strconv.FormatFloat(float64(SamplerFloat(x)), 'g', -1, 32) }
 	out := "temperature:" + g(s.Temperature)
 	if s.TopK > 0 {
 		out += ",top_k:" + strconv.Itoa(s.TopK)
 	}
-	if s.TopP > 0 {
+	if p := SamplerFloat(s.TopP); p > 0 && p < 1 {
 		out += ",top_p:" + g(s.TopP)
 	}
 	if s.Seed != 0 {

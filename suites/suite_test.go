@@ -176,10 +176,12 @@ func TestExpansion(t *testing.T) {
 			keys:  []string{"model/v/sampling=temperature:0.7,top_k:40,top_p:0.9/variant=a%2Fb%3Dc%20d"},
 		},
 		{
-			name:  "samplings are canonical in keys and names",
-			src:   head + "  - name: s\n    matrix: {sampling: [\"temperature:0\", \"top_k:5,temperature:1.0,seed:0\", \"temperature:0.50,top_p:1\"]}\n",
-			names: []string{"s/sampling=greedy", "s/sampling=temperature:1,top_k:5", "s/sampling=temperature:0.5,top_p:1"},
-			keys:  []string{"model/s/sampling=greedy", "model/s/sampling=temperature:1,top_k:5", "model/s/sampling=temperature:0.5,top_p:1"},
+			name: "samplings are canonical in keys and names",
+			// A top_p of 1 keeps every token, as none does: the key leaves
+			// it out, and spells numbers as the sampler's float32 holds them.
+			src:   head + "  - name: s\n    matrix: {sampling: [\"temperature:0\", \"top_k:5,temperature:1.0,seed:0\", \"temperature:0.50,top_p:1\", \"temperature:2.0000000001,top_p:0.999999999\", \"temperature:0.7,top_p:0.95\"]}\n",
+			names: []string{"s/sampling=greedy", "s/sampling=temperature:1,top_k:5", "s/sampling=temperature:0.5", "s/sampling=temperature:2", "s/sampling=temperature:0.7,top_p:0.95"},
+			keys:  []string{"model/s/sampling=greedy", "model/s/sampling=temperature:1,top_k:5", "model/s/sampling=temperature:0.5", "model/s/sampling=temperature:2", "model/s/sampling=temperature:0.7,top_p:0.95"},
 		},
 		{
 			name:  "rates and objectives are canonical in keys and names",
