@@ -153,6 +153,9 @@ type Engine struct {
 	rotary kernels.Rotary
 	// flight is a step queued ahead of the one Step last returned (Step).
 	flight *flight
+	// wsCap bounds the bytes of the workspaces kept for reuse, the one in
+	// flight aside: the largest step's (StepBytes counts two).
+	wsCap int64
 	// logits is the host's copy of a sampling step's logits, kept for the
 	// next (a row of Qwen3's vocabulary is 600 KB).
 	logits []float32
@@ -204,29 +207,42 @@ func LargestStep(kvTokens, budget, maxSeqs int) (tokens, rows int) {
 	return max(tokens, 0), max(rows, 0)
 }
 
-// StepBytes is what a step of tokens tokens, rows of them sampled, holds
-// beside the weights and the KV cache, in the backend's activation dtype
-// act: the engine's workspace (workspace: every layer's activations, the
-// sampled rows' logits) and a MoE layer's router logits and per (token,
-// expert) outputs, which every backend keeps for the step. A prefill of a
-// large batch holds gigabytes of these, so the fit check counts them.
+// StepBytes is what the steps of at most tokens tokens, rows of them
+// sampled, hold beside the weights and the KV cache, in the backend's
+// activation dtype act: two workspaces (workspaceBytes; the step in flight
+// keeps its own while the next is made, and the engine keeps no more
+// than one more step's worth cached, Engine.workspace) and a MoE layer's
+// router logits and per (token, expert) outputs, which every backend keeps
+// for the step. A prefill of a large batch holds gigabytes of these, so
+// the fit check counts them.
 func StepBytes(cfg *model.Config, act bridge.DType, tokens, rows int) int64 {
-	a, t := int64(act.Size()), int64(tokens)
+	step := 2 * workspaceBytes(cfg, act, tokens, rows)
+	for l := 0; l < cfg.Layers; l++ {
+		if cfg.IsMoELayer(l) {
+			return step + int64(tokens)*(4*int64(cfg.NumExperts)+4*int64(cfg.TopK)*int64(cfg.Hidden))
+		}
+	}
+	return step
+}
+
+// workspaceBytes is what workspace allocates for a step of tokens tokens,
+// rows of them sampled: every layer's activations and the rows' logits.
+func workspaceBytes(cfg *model.Config, act bridge.DType, tokens, rows int) int64 {
+	a := int64(act.Size())
 	q, kv := int64(cfg.Heads*cfg.HeadDim), int64(cfg.KVHeads*cfg.HeadDim)
 	// resid, h, o and mlp are hidden wide; q and attn the query heads'.
 	per := a * (4*int64(cfg.Hidden) + 2*q + 2*kv)
-	dense, moe := false, false
 	for l := 0; l < cfg.Layers; l++ {
-		dense, moe = dense || !cfg.IsMoELayer(l), moe || cfg.IsMoELayer(l)
+		if !cfg.IsMoELayer(l) {
+			per += a * 2 * int64(cfg.Inter) // gate, up
+			break
+		}
 	}
-	if dense {
-		per += a * 2 * int64(cfg.Inter) // gate, up
+	var sampled int64
+	if rows > 0 {
+		sampled = int64(rows) * (a*int64(cfg.Hidden) + 4*int64(cfg.Vocab) + 4)
 	}
-	if moe {
-		per += 4*int64(cfg.NumExperts) + 4*int64(cfg.TopK)*int64(cfg.Hidden)
-	}
-	r := int64(rows)
-	return t*per + r*(a*int64(cfg.Hidden)+4*int64(cfg.Vocab)+4)
+	return int64(tokens)*per + sampled
 }
 
 // CheckFit returns a *FitError when weights plus a KV cache of dtype kvdt
@@ -303,6 +319,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	blocks := (opts.KVTokens + opts.BlockSize - 1) / opts.BlockSize
 	tokens, rows := LargestStep(blocks*opts.BlockSize, opts.TokenBudget, opts.MaxSeqs)
 	step := StepBytes(cfg, be.ActDType(), tokens, rows)
+	wsCap := workspaceBytes(cfg, be.ActDType(), tokens, rows)
 	if err := CheckFit(cfg, src.DType(), kvdt, blocks*opts.BlockSize, step, opts.AvailableMemory, opts.MemoryWhere); err != nil {
 		return nil, err
 	}
@@ -314,7 +331,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{be: be, cfg: cfg, src: src, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, tuned: tuned, kvdt: kvdt,
+	e := &Engine{be: be, cfg: cfg, src: src, opts: opts, w: w, kv: kv, rotary: cfg.Rotary(), reqs: map[int]*reqState{}, ws: map[[2]int]*workspace{}, wsCap: wsCap, tuned: tuned, kvdt: kvdt,
 		wdt: src.DType()}
 	for l := 0; l < cfg.Layers; l++ {
 		k, err := be.Alloc(kvdt, blocks, cfg.KVHeads, opts.BlockSize, cfg.HeadDim)

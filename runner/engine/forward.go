@@ -12,6 +12,8 @@ type workspace struct {
 	resid, h, q, k, v, attn, o, mlp bridge.Tensor
 	gate, up                        bridge.Tensor // nil for a pure-MoE model
 	hl, logits, argmax              bridge.Tensor
+	// bytes is what it holds (workspaceBytes).
+	bytes int64
 	// ops are the step's op lists, by stepOps' variant (gather, argmax), and
 	// moe their MoE ops, whose params a step sets.
 	ops  [4][]bridge.Op
@@ -30,7 +32,17 @@ func (e *Engine) workspace(tokens, rows int, busy *workspace) (*workspace, error
 	if ws := e.ws[key]; ws != nil {
 		return ws, nil
 	}
-	if len(e.ws) >= maxWorkspaces {
+	c, be, dt := e.cfg, e.be, e.be.ActDType()
+	// Prefill steps of a few thousand tokens, each its own shape, would
+	// otherwise be kept side by side, several times what the fit check
+	// counts: past wsCap the idle ones go.
+	need, held := workspaceBytes(c, dt, tokens, rows), int64(0)
+	for _, w := range e.ws {
+		if w != busy {
+			held += w.bytes
+		}
+	}
+	if len(e.ws) >= maxWorkspaces || held+need > e.wsCap {
 		for k, w := range e.ws {
 			if w != busy {
 				e.freeWorkspace(w)
@@ -38,7 +50,6 @@ func (e *Engine) workspace(tokens, rows int, busy *workspace) (*workspace, error
 			}
 		}
 	}
-	c, be, dt := e.cfg, e.be, e.be.ActDType()
 	var err error
 	alloc := func(dtype bridge.DType, shape ...int) bridge.Tensor {
 		if err != nil {
@@ -50,6 +61,7 @@ func (e *Engine) workspace(tokens, rows int, busy *workspace) (*workspace, error
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	ws := &workspace{
+		bytes: need,
 		resid: alloc(dt, tokens, c.Hidden), h: alloc(dt, tokens, c.Hidden),
 		q: alloc(dt, tokens, q), k: alloc(dt, tokens, kv), v: alloc(dt, tokens, kv),
 		attn: alloc(dt, tokens, q), o: alloc(dt, tokens, c.Hidden), mlp: alloc(dt, tokens, c.Hidden),

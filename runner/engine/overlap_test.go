@@ -276,3 +276,25 @@ func TestStepEncodeTime(t *testing.T) {
 		})
 	}
 }
+
+// Prefill steps of different lengths are each a workspace shape; the
+// engine kept up to maxWorkspaces of them, several times the one step the
+// fit check counts. The idle ones it keeps stay within the largest step's
+// workspace (StepBytes counts that and the one in flight).
+func TestWorkspacesKeptWithinTheLargestStep(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	e := openFixture(t, "llama", be, Options{KVTokens: 128})
+	largest := workspaceBytes(e.cfg, be.ActDType(), 128, 128)
+	for n := range maxWorkspaces {
+		if _, err := e.Generate([]Request{{ID: n, Prompt: make([]int32, 120-n), MaxNewTokens: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		var held int64
+		for k := range e.ws {
+			held += workspaceBytes(e.cfg, be.ActDType(), k[0], k[1])
+		}
+		if held > largest {
+			t.Fatalf("after a prompt of %d tokens: %d workspaces of %d bytes kept, more than the largest step's %d", 120-n, len(e.ws), held, largest)
+		}
+	}
+}
