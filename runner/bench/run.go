@@ -1044,7 +1044,7 @@ func checkCase(s *suites.Suite, c suites.Case, be bridge.Backend, lm *loadedMode
 	if mp.MaxSeqs > 0 {
 		seqs = min(seqs, mp.MaxSeqs)
 	}
-	tokens, rows := engine.LargestStep(min(opts.KVTokens, seqs*(mp.Depth+prompt+gen)), opts.TokenBudget, opts.MaxSeqs)
+	tokens, rows := engine.LargestStep(min(opts.KVTokens, seqs*(mp.Depth+prompt+gen)), opts.TokenBudget, opts.MaxSeqs, seqs)
 	step := engine.StepBytes(run, be.ActDType(), tokens, rows)
 	if err := engine.CheckFit(run, lm.src.DType(), kvdt, opts.KVTokens, step, avail, where); err != nil {
 		var fe *engine.FitError

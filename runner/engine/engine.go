@@ -193,14 +193,16 @@ func KVDType(be bridge.Backend, model bridge.DType, requested string) (bridge.DT
 // LargestStep is the most tokens, and sampled rows, one step can hold: each
 // of its tokens takes a KV cache slot, so no more than the cache's kvTokens,
 // nor than the prefill budget (which the running sequences' decode tokens
-// may fill past when it is below maxSeqs); a row is a sequence, at most
-// maxSeqs (0: no limit) of them.
-func LargestStep(kvTokens, budget, maxSeqs int) (tokens, rows int) {
+// may fill past when it is below maxSeqs). A row is a sequence's last token
+// (buildMeta samples no other), so there are at most seqs of them
+// (the sequences there can be: each holds a block of the cache at least)
+// and maxSeqs (0: no limit).
+func LargestStep(kvTokens, budget, maxSeqs, seqs int) (tokens, rows int) {
 	tokens = kvTokens
 	if budget > 0 {
 		tokens = min(tokens, max(budget, maxSeqs))
 	}
-	rows = tokens
+	rows = min(tokens, seqs)
 	if maxSeqs > 0 {
 		rows = min(rows, maxSeqs)
 	}
@@ -317,7 +319,7 @@ func New(be bridge.Backend, cfg *model.Config, src model.Source, opts Options) (
 	}
 	// The cache is allocated in whole blocks: the check counts them all.
 	blocks := (opts.KVTokens + opts.BlockSize - 1) / opts.BlockSize
-	tokens, rows := LargestStep(blocks*opts.BlockSize, opts.TokenBudget, opts.MaxSeqs)
+	tokens, rows := LargestStep(blocks*opts.BlockSize, opts.TokenBudget, opts.MaxSeqs, blocks)
 	step := StepBytes(cfg, be.ActDType(), tokens, rows)
 	wsCap := workspaceBytes(cfg, be.ActDType(), tokens, rows)
 	if err := CheckFit(cfg, src.DType(), kvdt, blocks*opts.BlockSize, step, opts.AvailableMemory, opts.MemoryWhere); err != nil {

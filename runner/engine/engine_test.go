@@ -479,6 +479,27 @@ func TestGenerateRefusesTheWholeBatch(t *testing.T) {
 	}
 }
 
+// A step samples one row a sequence, its last token, and a sequence holds
+// a block of the cache at least: an engine of no max_seqs counts a step's
+// logits for as many rows as the cache has blocks, not one a token (a
+// 3008-token cache of qwen3-moe-mini: 188 MiB more).
+func TestFitCountsOneLogitRowASequence(t *testing.T) {
+	cfg, src, err := model.Open(model.Spec{Model: "qwen3-moe-mini", Layers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	be := cpu.New(cpu.Options{Threads: 1})
+	const kvTokens, block = 3008, 16
+	rows := kvTokens / block
+	avail := RunConfig(be, cfg).WeightBytes(src.DType()) + cfg.KVBytesPerToken(bridge.F32)*kvTokens + StepBytes(cfg, be.ActDType(), kvTokens, rows)
+	e, err := New(be, cfg, src, Options{KVTokens: kvTokens, BlockSize: block, KVDType: "f32", AvailableMemory: avail, MemoryWhere: "here"})
+	if err != nil {
+		t.Fatalf("a cache of %d blocks, its steps' logits counted for %d rows: %v", kvTokens/block, rows, err)
+	}
+	e.Close()
+}
+
 // The fit check counts the KV cache as it is allocated, in whole blocks:
 // 17 tokens in blocks of 16 take 32 tokens' memory. Before, memory for 17
 // passed, and a refusal named a cache smaller than the one allocated.
@@ -497,7 +518,8 @@ func TestFitCountsWholeBlocks(t *testing.T) {
 	}{{17, 16, false}, {32, 16, true}, {17, 8, false}, {24, 8, true}} {
 		cached := (c.tokens + c.block - 1) / c.block * c.block
 		alloc := int64(cached) * perToken
-		step := StepBytes(cfg, be.ActDType(), cached, cached)
+		tokens, rows := LargestStep(cached, 0, 0, cached/c.block)
+		step := StepBytes(cfg, be.ActDType(), tokens, rows)
 		avail := w + int64(c.tokens)*perToken + step
 		if c.fits {
 			avail = w + alloc + step
