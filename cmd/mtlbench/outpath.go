@@ -6,7 +6,7 @@ import (
 )
 
 // stdoutPath is the output path that means standard output, as most tools
-// take it: `mtlbench tune export - | ssh mac mtlbench tune import ...`.
+// take it: `mtlbench tune export - | ssh mac mtlbench tune import -`.
 const stdoutPath = "-"
 
 // writeOutput writes through write to w (standard output) where path is

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -36,6 +37,22 @@ func TestOutputDashIsStdout(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "to standard output") {
 		t.Errorf("tune export -: %q does not say where it wrote", stderr)
+	}
+	// tune import - takes what another machine's tune export - prints.
+	var o, e2 bytes.Buffer
+	app := newApp(&o, &e2)
+	app.Reader = strings.NewReader(out)
+	other := filepath.Join(tmp, "other")
+	if err := app.Run([]string{"mtlbench", "tune", "import", "--dir", other, "-"}); err != nil {
+		t.Fatalf("tune import -: %v\n%s", err, e2.String())
+	}
+	if got, err := tune.ReadFile(filepath.Join(other, tune.FileName(e.Device, e.Backend))); err != nil || len(got.Entries) != 1 {
+		t.Errorf("tune import - wrote %v (%v)", got, err)
+	}
+	app = newApp(&o, &e2)
+	app.Reader = strings.NewReader("{not json")
+	if err := app.Run([]string{"mtlbench", "tune", "import", "--dir", other, "-"}); err == nil || !strings.Contains(err.Error(), "standard input: not a tuned-config file") {
+		t.Errorf("tune import - of bad input: %v, want it named standard input", err)
 	}
 
 	db := seedCompareDB(t)

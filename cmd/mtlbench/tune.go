@@ -17,6 +17,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
@@ -95,7 +96,7 @@ func tuneCommand() *cli.Command {
 			},
 			{
 				Name:      "import",
-				Usage:     "merge a file's tuned configs into the user's cache (or --dir), each into its device's file; every entry and file is checked before any is written",
+				Usage:     "merge a file's tuned configs (- reads standard input) into the user's cache (or --dir), each into its device's file; every entry and file is checked before any is written",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{dir},
 				Action:    tuneImport,
@@ -601,15 +602,32 @@ func tuneExport(c *cli.Context) error {
 // reads every file of the tuned folder.
 const maxImportDevices = 64
 
+// readTuned reads a tuned-config file, or stdin where path is "-" (a pipe
+// from another machine's tune export -).
+func readTuned(stdin io.Reader, path string) (*tune.File, error) {
+	if path != stdoutPath {
+		return tune.ReadFile(path)
+	}
+	data, err := readfile.ReadFrom(stdin, "standard input", readfile.Index, "a tuned-config file")
+	if err != nil {
+		return nil, err
+	}
+	return tune.ParseFile("standard input", data)
+}
+
 // tuneImport merges a file's entries into the user's cache (or --dir),
 // each into its device's file; an entry replaces one of the same bucket.
 func tuneImport(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return errors.New("usage: mtlbench tune import FILE")
 	}
-	in, err := tune.ReadFile(c.Args().First())
+	name := c.Args().First()
+	in, err := readTuned(c.App.Reader, name)
 	if err != nil {
 		return err
+	}
+	if name == stdoutPath {
+		name = "standard input"
 	}
 	dir, err := tunedDir(c)
 	if err != nil {
@@ -617,7 +635,7 @@ func tuneImport(c *cli.Context) error {
 	}
 	for i := range in.Entries {
 		if err := in.Entries[i].Check(); err != nil {
-			return fmt.Errorf("%s: entry %d (%s on %s): %w; nothing imported", c.Args().First(), i, in.Entries[i].Describe(), in.Entries[i].Device, err)
+			return fmt.Errorf("%s: entry %d (%s on %s): %w; nothing imported", name, i, in.Entries[i].Describe(), in.Entries[i].Device, err)
 		}
 	}
 	byFile := map[string][]tune.Entry{}
@@ -626,7 +644,7 @@ func tuneImport(c *cli.Context) error {
 		byFile[p] = append(byFile[p], e)
 	}
 	if len(byFile) > maxImportDevices {
-		return fmt.Errorf("%s: entries for %d devices (at most %d in one import); nothing imported", c.Args().First(), len(byFile), maxImportDevices)
+		return fmt.Errorf("%s: entries for %d devices (at most %d in one import); nothing imported", name, len(byFile), maxImportDevices)
 	}
 	// Every device file is read and merged before any is written, so a bad
 	// one stops the import with nothing half done.

@@ -43,12 +43,18 @@ func Read(path string, max int64, what string) ([]byte, error) {
 		return nil, tooLarge(path, fi.Size(), max, what)
 	}
 	// Pipes and devices say no size: read one byte past the bound.
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	return ReadFrom(f, path, max, what)
+}
+
+// ReadFrom reads r whole as Read reads a pipe, within max bytes; name says
+// what it is in errors ("standard input").
+func ReadFrom(r io.Reader, name string, max int64, what string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if int64(len(data)) > max {
-		return nil, tooLarge(path, -1, max, what)
+		return nil, tooLarge(name, -1, max, what)
 	}
 	return data, nil
 }
