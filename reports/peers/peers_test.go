@@ -639,3 +639,36 @@ func TestByteOrderMarks(t *testing.T) {
 		}
 	}
 }
+
+// A run of one output token a request has no TPOT or ITL: vLLM writes 0 ms
+// for the statistics of an empty list, which is no figure, and the run's
+// notes say which were left out.
+func TestVLLMServeZeroLatencies(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "vllm-serve-gen1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Parse(FormatVLLMServe, "vllm-serve-gen1.json", data, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runs[0].Cases[0]
+	if c.Key != "model/bench/batch=4/gen_len=1/prompt_len=16" {
+		t.Errorf("key %s", c.Key)
+	}
+	got := map[string]float64{}
+	for _, s := range c.Samples {
+		got[s.Metric] = s.Value
+	}
+	for _, m := range []string{"tpot_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms"} {
+		if v, ok := got[m]; ok {
+			t.Errorf("%s recorded as %v: vLLM measured none", m, v)
+		}
+	}
+	if got["ttft_ms"] != 40.9 || got["e2el_ms"] != 41.2 || got["output_tok_s"] != 76.92 {
+		t.Errorf("figures %v", got)
+	}
+	if !strings.Contains(runs[0].Notes, "median_tpot_ms, median_itl_ms, p99_itl_ms, p99_tpot_ms left out") {
+		t.Errorf("notes %q", runs[0].Notes)
+	}
+}

@@ -200,7 +200,7 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	labels["ramp_up"] = rampUp
 	labels["range_ratio"], labels["slo"] = o.RangeRatio, o.SLO // "" leaves them out
 	c := newCase(batch, prompt, gen, labels)
-	var notes []string
+	var notes, zero []string
 	for _, m := range vllmServeMetrics {
 		raw, ok := v.raw[m.key]
 		if !ok {
@@ -218,6 +218,13 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 		if f == nil || math.IsNaN(*f) || math.IsInf(*f, 0) {
 			continue
 		}
+		// vLLM takes each latency statistic over its requests' list, or over
+		// 0 where the list is empty (np.median(tpots or 0)): no request of
+		// two tokens or more has a TPOT or an ITL. No latency is 0 ms.
+		if m.unit == "ms" && *f == 0 {
+			zero = append(zero, m.key)
+			continue
+		}
 		// mtlbench keys goodput by its slo: without one it would pair with
 		// nothing mtlbench measures.
 		if m.key == "request_goodput" && o.SLO == "" {
@@ -225,6 +232,9 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 			continue
 		}
 		c.add(0, m.metric, *f, m.unit)
+	}
+	if len(zero) > 0 {
+		notes = append(notes, strings.Join(zero, ", ")+" left out: 0 ms is what vLLM writes where no request measured it (an output of one token, or no streaming)")
 	}
 	if len(c.Samples) == 0 {
 		return nil, fmt.Errorf("no metric vLLM writes (output_throughput, median_ttft_ms...) is in the file")
