@@ -672,3 +672,25 @@ func TestVLLMServeZeroLatencies(t *testing.T) {
 		t.Errorf("notes %q", runs[0].Notes)
 	}
 }
+
+// A serving run whose requests failed in part (vLLM's completed below
+// num_prompts, failed beside it) measured fewer requests than its case
+// says: it is read, with its per-request lengths of the completed ones,
+// and a warning names the failures.
+func TestVLLMServeFailedRequests(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "vllm-serve-failed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Parse(FormatVLLMServe, "vllm-serve-failed.json", data, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := runs[0].Cases[0].Key; k != "model/bench/batch=4/gen_len=8/prompt_len=16" {
+		t.Errorf("key %s", k)
+	}
+	want := "1 of the 4 requests failed: the figures are of the 3 that completed"
+	if !slices.Contains(runs[0].Warnings, want) || !strings.Contains(runs[0].Notes, want) {
+		t.Errorf("warnings %q, notes %q; want %q", runs[0].Warnings, runs[0].Notes, want)
+	}
+}

@@ -245,6 +245,14 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	if rampUp != "" {
 		run.Notes += "; rate ramped up (--ramp-up-strategy) " + rampUp
 	}
+	// vLLM's figures are of the requests that completed: a failed one
+	// counts in neither its throughputs' tokens nor its latencies, so the
+	// run measured less than the case says.
+	if failed := v.NumPrompts - v.Completed; failed > 0 {
+		w := fmt.Sprintf("%d of the %d requests failed: the figures are of the %d that completed", failed, v.NumPrompts, v.Completed)
+		notes = append(notes, w)
+		run.Warnings = append(run.Warnings, w)
+	}
 	for _, n := range notes {
 		run.Notes += "; " + n
 	}
