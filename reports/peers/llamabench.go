@@ -271,7 +271,7 @@ type pd struct{ n, depth int }
 func llamaBenchRun(rows []lbRow, o Options) *Run {
 	first := rows[0]
 	run := &Run{Tool: "llama.cpp", ToolVersion: fmt.Sprintf("build %d (%s)", first.BuildNumber, first.BuildCommit),
-		Backend: llamaBackend(first.Backends), TimingMode: "throughput"}
+		Backend: llamaBackend(first.backendList()), TimingMode: "throughput"}
 	run.Machine.CPUModel, run.Machine.GPUName = first.CPUInfo, first.GPUInfo
 	run.HasMachine = first.CPUInfo != "" || first.GPUInfo != ""
 	if t, err := time.Parse(time.RFC3339, first.TestTime); err == nil {
@@ -464,6 +464,26 @@ func dtypeName(t string) string {
 		t = strings.ReplaceAll(t, long, short)
 	}
 	return t
+}
+
+// lbOldBackends are the flags llama-bench wrote, one a backend it was built
+// with, before its backends field, in the order its get_backend chose one.
+var lbOldBackends = []struct{ field, name string }{{"cuda", "CUDA"}, {"vulkan", "Vulkan"}, {"kompute", "Kompute"},
+	{"metal", "Metal"}, {"sycl", "SYCL"}, {"opencl", "OpenCL"}, {"gpu_blas", "GPU BLAS"}, {"blas", "BLAS"}}
+
+// backendList is the row's backends as llama-bench lists them; from a build
+// older than its backends field (2023-24: "metal": true, ...), the flags set.
+func (r lbRow) backendList() string {
+	if r.Backends != "" {
+		return r.Backends
+	}
+	var list []string
+	for _, b := range lbOldBackends {
+		if r.settings[b.field] == "true" {
+			list = append(list, b.name)
+		}
+	}
+	return strings.Join(list, ",")
 }
 
 // llamaBackend is the backend that ran the model, in mtlbench's words:

@@ -694,3 +694,45 @@ func TestVLLMServeFailedRequests(t *testing.T) {
 		t.Errorf("warnings %q, notes %q; want %q", runs[0].Warnings, runs[0].Notes, want)
 	}
 }
+
+// llama-bench builds before its backends field (2023-24) wrote a flag a
+// backend ("metal": true, "blas": true); a Metal run of one is a Metal run.
+func TestLlamaBenchOldBackendFlags(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-old.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Parse(FormatLlamaBench, "llama-bench-old.json", data, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].Backend != "metal" {
+		t.Fatalf("%d runs, backend %q; want one of metal", len(runs), runs[0].Backend)
+	}
+	c := runs[0].Cases[0]
+	if c.Key != "model/bench/batch=1/gen_len=128/prompt_len=512" || c.Params["dtype"] != "q4_0" {
+		t.Errorf("key %s, dtype %q", c.Key, c.Params["dtype"])
+	}
+	var decode []float64
+	for _, s := range c.Samples {
+		if s.Metric == "decode_tok_s" {
+			decode = append(decode, s.Value)
+		}
+	}
+	if !slices.Equal(decode, []float64{59.4159, 59.2382, 59.1723}) {
+		t.Errorf("decode %v", decode)
+	}
+	for _, tc := range []struct{ flags, want string }{
+		{`"cuda": false, "metal": false, "blas": true`, "blas"},
+		{`"cuda": true, "metal": false, "blas": false`, "cuda"},
+		{`"cuda": false, "metal": false`, "cpu"},
+	} {
+		row := `[{"model_type": "llama 7B mostly Q4_0", ` + tc.flags + `, "n_prompt": 512, "n_gen": 0, "samples_ts": [640.5]}]`
+		runs, err := Parse(FormatLlamaBench, "old.json", []byte(row), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.flags, err)
+		} else if runs[0].Backend != tc.want {
+			t.Errorf("%s: backend %q, want %q", tc.flags, runs[0].Backend, tc.want)
+		}
+	}
+}
