@@ -45,6 +45,9 @@ type lbRow struct {
 	// as written: llama-bench sweeps many more than the ones read above
 	// (n_cpu_moe, -ot's tensor_buft_overrides, split_mode, ...).
 	settings map[string]string
+	// where names the row in the file: "result 3" of -o json's array,
+	// "line 3" of -o jsonl.
+	where string
 }
 
 // lbResult are the fields of a row that say which test it is and what it
@@ -76,6 +79,38 @@ func (r lbRow) config() string {
 		b.WriteString(k + "=" + r.settings[k] + "\x00")
 	}
 	return b.String()
+}
+
+// checkSamples says why the row holds no figure to keep: llama-bench -r 0
+// runs no repetition and writes an empty samples_ts beside an avg_ts of 0,
+// and no test it times runs at 0 tokens a second (1e9 * tokens / ns).
+func (r lbRow) checkSamples() error {
+	if len(r.samples()) == 0 {
+		return fmt.Errorf("samples_ts is empty and avg_ts %g: no repetition was timed (llama-bench -r 0); run it with -r 1 or more", r.AvgTs)
+	}
+	for i, v := range r.SamplesTs {
+		if !(v > 0) {
+			return fmt.Errorf("samples_ts[%d] is %g: llama-bench times a test at more than 0 tokens a second", i, v)
+		}
+	}
+	return nil
+}
+
+// test is the row's test as llama-bench's table names it: pp512, tg128,
+// pp512+tg128, with " @ d4096" at a depth.
+func (r lbRow) test() string {
+	p, g := *r.NPrompt, *r.NGen
+	t := fmt.Sprintf("pp%d+tg%d", p, g)
+	switch {
+	case g == 0:
+		t = fmt.Sprintf("pp%d", p)
+	case p == 0:
+		t = fmt.Sprintf("tg%d", g)
+	}
+	if r.NDepth > 0 {
+		t += fmt.Sprintf(" @ d%d", r.NDepth)
+	}
+	return t
 }
 
 func (r lbRow) samples() []float64 {
@@ -138,6 +173,7 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 			if err := rows[i].readSettings(r); err != nil {
 				return nil, fmt.Errorf("result %d: %w", i+1, jsonerr.Explain(err, r))
 			}
+			rows[i].where = fmt.Sprintf("result %d", i+1)
 		}
 		return rows, nil
 	}
@@ -166,6 +202,7 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 		if err := r.readSettings(l); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, jsonerr.ExplainLine(err, l))
 		}
+		r.where = fmt.Sprintf("line %d", line)
 		rows = append(rows, r)
 	}
 	if err := sc.Err(); err != nil {
@@ -193,15 +230,18 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 	}
 	var order []string
 	groups := map[string][]lbRow{}
-	for i, r := range rows {
+	for _, r := range rows {
 		if r.NPrompt == nil || r.NGen == nil {
-			return nil, fmt.Errorf("result %d has no n_prompt or n_gen: not llama-bench output", i+1)
+			return nil, fmt.Errorf("%s has no n_prompt or n_gen: not llama-bench output", r.where)
 		}
 		if *r.NPrompt < 0 || *r.NGen < 0 || r.NDepth < 0 {
-			return nil, fmt.Errorf("result %d: n_prompt %d, n_gen %d, n_depth %d: token counts cannot be negative", i+1, *r.NPrompt, *r.NGen, r.NDepth)
+			return nil, fmt.Errorf("%s: n_prompt %d, n_gen %d, n_depth %d: token counts cannot be negative", r.where, *r.NPrompt, *r.NGen, r.NDepth)
 		}
 		if *r.NPrompt == 0 && *r.NGen == 0 {
-			return nil, fmt.Errorf("result %d: n_prompt and n_gen are both 0: a test of no tokens, which llama-bench does not run", i+1)
+			return nil, fmt.Errorf("%s: n_prompt and n_gen are both 0: a test of no tokens, which llama-bench does not run", r.where)
+		}
+		if err := r.checkSamples(); err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", r.where, r.test(), err)
 		}
 		k := r.config()
 		if _, ok := groups[k]; !ok {

@@ -225,7 +225,7 @@ func TestParseErrors(t *testing.T) {
 		// A figure no rate can be is refused as the store would refuse it.
 		{FormatMLX, "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\nTrial 1:  prompt_tps=-1e308, generation_tps=2, peak_memory=3\n",
 			`f: mlx-lm: case "bench/batch=1/prompt_len=16/gen_len=8" sample 0: prefill_tok_s rep 0: value -1e+308 is negative, and a rate cannot be`},
-		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20, -3]}]`, "decode_tok_s rep 1: value -3 is negative"},
+		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20, -3]}]`, "result 1 (tg8): samples_ts[1] is -3: llama-bench times a test at more than 0 tokens a second"},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "n_depth": -5, "samples_ts": [20]}]`, "n_depth -5: token counts cannot be negative"},
 		{FormatLlamaBench, `[{"n_prompt": 0, "n_gen": 8, "samples_ts": [20]}, {"n_prompt": 0, "n_gen": 0, "samples_ts": [20]}]`, "result 2: n_prompt and n_gen are both 0"},
 		{"xml", `{}`, `unknown peer format "xml"`},
@@ -373,7 +373,7 @@ func TestNaNIsNoFigure(t *testing.T) {
 	for _, tc := range []struct{ format, data, want string }{
 		{FormatVLLMLatency, `{"avg_latency": 1.0, "latencies": [1.0, NaN], "percentiles": {}}`, "latency 2 is NaN or null"},
 		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 100, "samples_ts": [NaN, 100]}]`, "invalid character 'N'"},
-		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 0, "samples_ts": []}]`, "no figure could be read"},
+		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 0, "samples_ts": []}]`, "result 1 (pp512): samples_ts is empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
 	} {
 		_, err := Parse(tc.format, "f.json", []byte(tc.data), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -734,5 +734,31 @@ func TestLlamaBenchOldBackendFlags(t *testing.T) {
 		} else if runs[0].Backend != tc.want {
 			t.Errorf("%s: backend %q, want %q", tc.flags, runs[0].Backend, tc.want)
 		}
+	}
+}
+
+// A llama-bench row holds its own figures or is refused where it stands,
+// named by its line (-o jsonl) or place in the array (-o json) and its
+// test: -r 0 writes empty samples beside an avg_ts of 0, and no test runs
+// at 0 tokens a second, which would pull a median down.
+func TestLlamaBenchRowSamples(t *testing.T) {
+	row := `{"build_commit": "7f09a680", "build_number": 6900, "backends": "Metal,BLAS", "model_type": "qwen3moe 30B.A3B Q4_K - Medium", ` +
+		`"n_prompt": %d, "n_gen": %d, "n_depth": %d, "test_time": "2026-11-20T09:15:02Z", "avg_ns": %s, "stddev_ns": 0, "avg_ts": %s, "stddev_ts": 0.000000, ` +
+		`"samples_ns": [ %s ],"samples_ts": [ %s ]}`
+	ok := fmt.Sprintf(row, 512, 0, 0, "250000000", "2048.000000", "250000000", "2048")
+	for _, tc := range []struct{ data, want string }{
+		{ok + "\n" + fmt.Sprintf(row, 0, 128, 4096, "0", "0.000000", " ", " ") + "\n", "line 2 (tg128 @ d4096): samples_ts is empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
+		{ok + "\n\n" + fmt.Sprintf(row, 512, 128, 0, "1", "0.000000", "1, 2", "0, 2048") + "\n", "line 3 (pp512+tg128): samples_ts[0] is 0"},
+		{"[" + ok + ",\n" + fmt.Sprintf(row, 0, 128, 0, "1", "1", "1", "64, -64") + "]", "result 2 (tg128): samples_ts[1] is -64"},
+	} {
+		_, err := Parse(FormatLlamaBench, "llama.jsonl", []byte(tc.data), Options{})
+		if err == nil || !strings.Contains(err.Error(), "llama.jsonl: llama-bench: "+tc.want) {
+			t.Errorf("%v, want %q", err, tc.want)
+		}
+	}
+	// -r 1: one sample, a deviation of 0.
+	runs, err := Parse(FormatLlamaBench, "llama.jsonl", []byte(ok+"\n"), Options{})
+	if err != nil || len(runs[0].Cases) != 1 || len(runs[0].Cases[0].Samples) != 1 || runs[0].Cases[0].Samples[0].Value != 2048 {
+		t.Errorf("-r 1: %v %+v", err, runs)
 	}
 }
