@@ -163,6 +163,14 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 	if len(t) > 0 && t[0] == '[' {
 		var raw []json.RawMessage
 		if err := json.Unmarshal(t, &raw); err != nil {
+			// llama-bench writes each result as it is timed and the closing ]
+			// last: a run stopped midway (interrupted, a test that failed in
+			// a build that quits on one) leaves the array open.
+			var se *json.SyntaxError
+			if errors.As(err, &se) && se.Offset >= int64(len(t)) {
+				return nil, fmt.Errorf("line %d: the file ends inside llama-bench's -o json array, before its closing ]: the run stopped before its end; run it again (with -o jsonl each result is a whole line as it finishes)",
+					1+bytes.Count(t, []byte("\n")))
+			}
 			return nil, fmt.Errorf("not llama-bench -o json: %w", jsonerr.Explain(err, t))
 		}
 		rows := make([]lbRow, len(raw))

@@ -249,6 +249,12 @@ func Detect(data []byte) (string, error) {
 		if t[0] == '[' {
 			var arr []map[string]json.RawMessage
 			if err := json.Unmarshal(t, &arr); err != nil {
+				// llama-bench's array of a run stopped midway: its reader
+				// says so.
+				var se *json.SyntaxError
+				if errors.As(err, &se) && se.Offset >= int64(len(t)) && bytes.Contains(t, []byte(`"n_prompt"`)) && bytes.Contains(t, []byte(`"samples_ts"`)) {
+					return FormatLlamaBench, nil
+				}
 				return "", jsonerr.Explain(err, t)
 			}
 			if len(arr) == 0 {

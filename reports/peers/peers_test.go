@@ -762,3 +762,26 @@ func TestLlamaBenchRowSamples(t *testing.T) {
 		t.Errorf("-r 1: %v %+v", err, runs)
 	}
 }
+
+// llama-bench -o json writes each result as it finishes and its closing ]
+// last: the file of a run stopped midway is recognised, and refused
+// saying so, at its last line.
+func TestLlamaBenchStoppedArray(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-stopped.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Detect(data)
+	if err != nil || f != FormatLlamaBench {
+		t.Fatalf("Detect: %q, %v", f, err)
+	}
+	_, err = Parse(f, "llama.json", data, Options{})
+	want := "llama.json: llama-bench: line 85: the file ends inside llama-bench's -o json array, before its closing ]: the run stopped before its end"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %q", err, want)
+	}
+	// Cut inside a value: the same.
+	if _, err := Parse(f, "llama.json", data[:len(data)-40], Options{}); err == nil || !strings.Contains(err.Error(), "before its closing ]") {
+		t.Errorf("cut inside a value: %v", err)
+	}
+}
