@@ -134,7 +134,10 @@ func llamaBenchText(t []byte) error {
 		return fmt.Errorf("llama-bench's markdown table (its default output) holds no samples: run it again with -o json (or -o jsonl)")
 	case strings.Contains(h, "n_prompt,") && strings.Contains(h, "avg_ts"):
 		return fmt.Errorf("llama-bench's -o csv: run it again with -o json (or -o jsonl), which this reads")
-	case strings.HasPrefix(h, "create table if not exists llama_bench") || strings.HasPrefix(h, "insert into llama_bench"):
+	case strings.HasPrefix(h, "create table if not exists llama_bench") || strings.HasPrefix(h, "insert into llama_bench"),
+		// Older builds named the table test.
+		(strings.HasPrefix(h, "create table if not exists test (") || strings.HasPrefix(h, "insert into test (")) &&
+			bytes.Contains(t, []byte("n_prompt")) && bytes.Contains(t, []byte("avg_ts")):
 		return fmt.Errorf("llama-bench's -o sql holds no samples: run it again with -o json (or -o jsonl)")
 	}
 	return nil

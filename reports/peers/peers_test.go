@@ -238,6 +238,8 @@ func TestParseErrors(t *testing.T) {
 		{FormatLlamaBench, "| model                          |       size |     params | backend    | ngl |            test |                  t/s |\n| --- | ---: | ---: | --- | --: | --------------: | -------------------: |\n", "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
 		{FormatLlamaBench, "build_commit,build_number,n_prompt,n_gen,avg_ts,stddev_ts\nabc,1,512,0,100,1\n", "llama-bench's -o csv: run it again with -o json"},
 		{FormatLlamaBench, "CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n", "llama-bench's -o sql holds no samples: run it again with -o json"},
+		// Older builds' table, named test.
+		{FormatLlamaBench, "CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT,\n  cuda INTEGER,\n  n_prompt INTEGER,\n  n_gen INTEGER,\n  avg_ts REAL\n);\n\n", "llama-bench's -o sql holds no samples: run it again with -o json"},
 		{FormatLlamaBench, "\xff\xfe{\x00[", "UTF-16 text of an odd number of bytes"},
 		// A trial twice in one case, numbered 0, or past any run; a line
 		// longer than any tool prints, by its number.
