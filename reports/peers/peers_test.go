@@ -787,3 +787,57 @@ func TestLlamaBenchStoppedArray(t *testing.T) {
 		t.Errorf("cut inside a value: %v", err)
 	}
 }
+
+// llama-bench -o jsonl as it prints it (-p 512 -n 128 -d 0,512 -r 3: each
+// depth's pp then tg, the fields in its order, samples_ts at six
+// significant digits): every figure lands in the case of its test.
+func TestLlamaBenchDepthFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-depth.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Detect(data)
+	if err != nil || f != FormatLlamaBench {
+		t.Fatalf("Detect: %q, %v", f, err)
+	}
+	runs, err := Parse(f, "llama-bench-depth.jsonl", data, Options{Model: "qwen3-30b-a3b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	r := runs[0]
+	if r.Backend != "metal" || r.ToolVersion != "build 6900 (7f09a680)" || r.StartedAt.Format("2006-01-02T15:04:05Z07:00") != "2026-11-20T09:15:02Z" {
+		t.Errorf("backend %q, version %q, start %v", r.Backend, r.ToolVersion, r.StartedAt)
+	}
+	got := map[string]string{}
+	for _, c := range r.Cases {
+		var b strings.Builder
+		fmt.Fprintf(&b, "depth %s:", c.Params["peer_decode_depth"])
+		for _, s := range c.Samples {
+			fmt.Fprintf(&b, " %s[%d]=%g%s", s.Metric, s.Rep, s.Value, s.Unit)
+		}
+		got[c.Key] = b.String()
+		if c.Params["model"] != "qwen3-30b-a3b" || c.Params["dtype"] != "q4_k_m" || c.Params["peer_model_file"] != "/Users/me/models/Qwen3-30B-A3B-Q4_K_M.gguf" {
+			t.Errorf("%s: params %v", c.Key, c.Params)
+		}
+	}
+	want := map[string]string{
+		// pp512 with its decode after 512 tokens (tg128 @ d512).
+		"model/bench/batch=1/gen_len=128/prompt_len=512": "depth 512: prefill_tok_s[0]=2047.14tok/s prefill_tok_s[1]=2032.71tok/s prefill_tok_s[2]=2043.81tok/s " +
+			"decode_tok_s[0]=62.7446tok/s decode_tok_s[1]=62.6045tok/s decode_tok_s[2]=62.7073tok/s",
+		// pp512 @ d512: bench -d 512's prompt; no tg128 @ d1024 was timed.
+		"model/bench/batch=1/depth=512/gen_len=128/prompt_len=512": "depth : prefill_tok_s[0]=1948.44tok/s prefill_tok_s[1]=1946.02tok/s prefill_tok_s[2]=1950.54tok/s",
+		// tg128 on an empty cache.
+		"model/bench/batch=1/gen_len=128/prompt_len=0": "depth 0: decode_tok_s[0]=64.4702tok/s decode_tok_s[1]=64.3149tok/s decode_tok_s[2]=64.4187tok/s",
+	}
+	if len(got) != len(want) {
+		t.Errorf("cases %v", got)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s:\n got %s\nwant %s", k, got[k], w)
+		}
+	}
+}
