@@ -330,14 +330,28 @@ func llamaBenchRun(rows []lbRow, o Options) *Run {
 	} else if first.TestTime != "" {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("test_time %q is not an RFC 3339 time as llama-bench writes it: the run is dated by the file's modification time", first.TestTime))
 	}
-	run.Notes = fmt.Sprintf("llama-bench: %s (%s), n_batch %d, n_ubatch %d, threads %d, ngl %d, K/V %s/%s",
-		first.ModelFilename, first.ModelType, first.NBatch, first.NUbatch, first.NThreads, first.NGPULayers, first.TypeK, first.TypeV)
 	labels := map[string]string{
 		"model": o.modelName(first.ModelType), "dtype": quantOf(first.ModelType),
-		"peer_model_file": first.ModelFilename, "peer_n_batch": strconv.Itoa(first.NBatch),
-		"peer_n_ubatch": strconv.Itoa(first.NUbatch), "peer_threads": strconv.Itoa(first.NThreads),
-		"peer_n_gpu_layers": strconv.Itoa(first.NGPULayers), "peer_type_k": first.TypeK, "peer_type_v": first.TypeV,
+		"peer_model_file": first.ModelFilename,
 	}
+	// The settings the file writes, each as a label and in the notes; an
+	// older build writes fewer (no n_ubatch before 2024, f16_kv before
+	// type_k and type_v), and a field it lacks is no setting of 0.
+	notes := []string{fmt.Sprintf("llama-bench: %s (%s)", first.ModelFilename, first.ModelType)}
+	for _, f := range []struct{ field, label, note, value string }{
+		{"n_batch", "peer_n_batch", "n_batch", strconv.Itoa(first.NBatch)},
+		{"n_ubatch", "peer_n_ubatch", "n_ubatch", strconv.Itoa(first.NUbatch)},
+		{"n_threads", "peer_threads", "threads", strconv.Itoa(first.NThreads)},
+		{"n_gpu_layers", "peer_n_gpu_layers", "ngl", strconv.Itoa(first.NGPULayers)},
+		{"type_k", "peer_type_k", "K", first.TypeK},
+		{"type_v", "peer_type_v", "V", first.TypeV},
+	} {
+		if _, ok := first.settings[f.field]; ok {
+			labels[f.label] = f.value
+			notes = append(notes, f.note+" "+f.value)
+		}
+	}
+	run.Notes = strings.Join(notes, ", ")
 	pp := map[pd][]float64{}
 	tg := map[pd][]float64{}
 	var ppKeys, tgKeys []pd

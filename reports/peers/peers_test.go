@@ -724,6 +724,13 @@ func TestLlamaBenchOldBackendFlags(t *testing.T) {
 	if !slices.Equal(decode, []float64{59.4159, 59.2382, 59.1723}) {
 		t.Errorf("decode %v", decode)
 	}
+	// No n_ubatch in the file: no label of 0 for it, nor a note.
+	if v, ok := c.Params["peer_n_ubatch"]; ok || strings.Contains(runs[0].Notes, "n_ubatch") {
+		t.Errorf("peer_n_ubatch %q, notes %q: the file has no n_ubatch", v, runs[0].Notes)
+	}
+	if c.Params["peer_n_batch"] != "512" || c.Params["peer_type_k"] != "f16" || c.Params["peer_threads"] != "8" {
+		t.Errorf("params %v", c.Params)
+	}
 	for _, tc := range []struct{ flags, want string }{
 		{`"cuda": false, "metal": false, "blas": true`, "blas"},
 		{`"cuda": true, "metal": false, "blas": false`, "cuda"},
