@@ -848,3 +848,30 @@ func TestLlamaBenchDepthFile(t *testing.T) {
 		}
 	}
 }
+
+// llama-bench's other outputs as it prints them (its markdown table with
+// "± " cells and the build footer, -o csv's quoted values under its whole
+// header, -o sql) hold means, not repetitions: each is named, by Detect and
+// by Parse, with what to run instead.
+func TestLlamaBenchTextOutputs(t *testing.T) {
+	md := "| model                          |       size |     params | backend    | ngl |            test |                  t/s |\n" +
+		"| ------------------------------ | ---------: | ---------: | ---------- | --: | --------------: | -------------------: |\n" +
+		"| qwen3moe 30B.A3B Q4_K - Medium |  16.49 GiB |    30.53 B | Metal,BLAS |  99 |           pp512 |       2043.92 ± 5.71 |\n" +
+		"| qwen3moe 30B.A3B Q4_K - Medium |  16.49 GiB |    30.53 B | Metal,BLAS |  99 |   tg128 @ d4096 |         41.22 ± 0.09 |\n\nbuild: 7f09a680 (6900)\n"
+	csv := "build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,model_size,model_n_params,n_batch,n_ubatch,n_threads,cpu_mask,cpu_strict,poll,type_k,type_v,n_gpu_layers,n_cpu_moe,split_mode,main_gpu,no_kv_offload,flash_attn,devices,tensor_split,tensor_buft_overrides,use_mmap,embeddings,no_op_offload,no_host,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts\n" +
+		`"7f09a680","6900","Apple M3 Max","Apple M3 Max","Metal,BLAS","m.gguf","qwen3moe 30B.A3B Q4_K - Medium","17456009216","30532122624","2048","512","12","0x0","0","50","f16","f16","99","0","layer","0","0","0","auto","0.00","none","1","0","0","0","512","0","0","2026-11-20T09:15:02Z","250500000","707106","2043.920000","5.710000"` + "\n"
+	sql := "CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  build_number INTEGER,\n  n_prompt INTEGER,\n  avg_ts REAL\n);\n\n" +
+		"INSERT INTO llama_bench (build_commit, build_number, n_prompt, avg_ts) VALUES ('7f09a680', '6900', '512', '2043.920000');\n"
+	for _, tc := range []struct{ data, want string }{
+		{md, "llama-bench's markdown table (its default output) holds no samples: run it again with -o json"},
+		{csv, "llama-bench's -o csv: run it again with -o json"},
+		{sql, "llama-bench's -o sql holds no samples: run it again with -o json"},
+	} {
+		if _, err := Detect([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrUnknownFormat) {
+			t.Errorf("Detect: %v, want %q", err, tc.want)
+		}
+		if _, err := Parse(FormatLlamaBench, "out.txt", []byte(tc.data), Options{}); err == nil || !strings.Contains(err.Error(), "out.txt: llama-bench: "+tc.want) {
+			t.Errorf("Parse: %v, want %q", err, tc.want)
+		}
+	}
+}
