@@ -330,6 +330,14 @@ func llamaBenchRun(rows []lbRow, o Options) *Run {
 	} else if first.TestTime != "" {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("test_time %q is not an RFC 3339 time as llama-bench writes it: the run is dated by the file's modification time", first.TestTime))
 	}
+	// llama-bench escapes a byte above 0x7f where char is signed (Apple
+	// arm64) as \u%04x of a negative int cut to 7 characters, "\ufffff":
+	// the text is lost, and two names that differ there read the same.
+	for _, f := range []struct{ name, v string }{{"model_filename", first.ModelFilename}, {"cpu_info", first.CPUInfo}, {"gpu_info", first.GPUInfo}} {
+		if strings.ContainsRune(f.v, '\uffff') {
+			run.Warnings = append(run.Warnings, fmt.Sprintf("%s %q: llama-bench wrote its non-ASCII characters as \\ufffff (its JSON escape of a signed char), which keeps nothing of them; it is kept as written", f.name, f.v))
+		}
+	}
 	labels := map[string]string{
 		"model": o.modelName(first.ModelType), "dtype": quantOf(first.ModelType),
 		"peer_model_file": first.ModelFilename,

@@ -875,3 +875,26 @@ func TestLlamaBenchTextOutputs(t *testing.T) {
 		}
 	}
 }
+
+// Where char is signed (Apple arm64) llama-bench's JSON escape writes each
+// byte of a non-ASCII character as "\ufffff" (\u%04x of a negative int, cut
+// to 7 characters): "José" comes as "Jos\ufffff\ufffff". It reads, and a
+// warning says the name lost those characters.
+func TestLlamaBenchSignedCharEscape(t *testing.T) {
+	row := `{"build_commit": "7f09a680", "build_number": 6900, "cpu_info": "Apple M3 Max", "gpu_info": "Apple M3 Max", "backends": "Metal,BLAS", ` +
+		`"model_filename": "/Users/Jos\ufffff\ufffff/models/Qwen3-30B-A3B-Q4_K_M.gguf", "model_type": "qwen3moe 30B.A3B Q4_K - Medium", ` +
+		`"n_prompt": 512, "n_gen": 0, "n_depth": 0, "test_time": "2026-11-20T09:15:02Z", "avg_ts": 2048.000000, "samples_ns": [ 250000000 ],"samples_ts": [ 2048 ]}` + "\n"
+	runs, err := Parse(FormatLlamaBench, "llama.jsonl", []byte(row), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs[0].Warnings) != 1 || !strings.Contains(runs[0].Warnings[0], `model_filename "/Users/Jos\uffff`) ||
+		!strings.Contains(runs[0].Warnings[0], `as \ufffff (its JSON escape of a signed char)`) {
+		t.Errorf("warnings %q", runs[0].Warnings)
+	}
+	// An ASCII name: no warning.
+	runs, err = Parse(FormatLlamaBench, "llama.jsonl", []byte(strings.ReplaceAll(row, `Jos\ufffff\ufffff`, "jose")), Options{})
+	if err != nil || len(runs[0].Warnings) != 0 {
+		t.Errorf("%v, warnings %q", err, runs[0].Warnings)
+	}
+}
