@@ -168,12 +168,26 @@ type Check struct {
 }
 
 // Worse is how much worse B is than A, as a fraction (negative when B is
-// better); NaN when undefined.
+// better). From a center of 0 there is no ratio, but the change still has
+// a direction: ±Inf, so that 0 -> 5 ms is worse and 0 -> 5 tok/s better.
 func (c Check) Worse() float64 {
-	if c.Direction == metrics.LowerIsBetter {
-		return c.Delta / 100
+	d := c.Delta
+	if math.IsNaN(d) && c.A.Center == 0 && c.B.Center != c.A.Center {
+		d = math.Copysign(math.Inf(1), c.B.Center-c.A.Center)
 	}
-	return -c.Delta / 100
+	if c.Direction == metrics.LowerIsBetter {
+		return d / 100
+	}
+	return -d / 100
+}
+
+// fmtChange is a change for the gate's sentences: a percent, or, from a
+// center of 0, which has no ratio, the words saying so.
+func fmtChange(d float64, prec int) string {
+	if math.IsNaN(d) {
+		return "from 0: no ratio"
+	}
+	return fmt.Sprintf("%+.*f%%", prec, d)
 }
 
 // Result is the gate's verdict.
@@ -286,7 +300,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	for _, c := range res.Checks {
 		count[c.Outcome]++
 		if c.Outcome == Regression {
-			regressed = append(regressed, fmt.Sprintf("%s %s %+.1f%%", c.Case, c.Metric, c.Delta))
+			regressed = append(regressed, fmt.Sprintf("%s %s %s", c.Case, c.Metric, fmtChange(c.Delta, 1)))
 		}
 	}
 	unjudged := count[Insufficient] + count[NotComparable] + count[CannotTell]
@@ -501,8 +515,8 @@ func decide(c *Check, alpha float64) {
 	case UnitPair:
 		per = fmt.Sprintf(", %d pairs of runs", c.A.N)
 	}
-	change := fmt.Sprintf("%s -> %s%s (%+.2f%%, p=%s, adjusted %s%s)", fmtNum(c.A.Center*scale), fmtNum(c.B.Center*scale), unit,
-		c.Delta, fmtP(c.P), fmtP(c.Q), per)
+	change := fmt.Sprintf("%s -> %s%s (%s, p=%s, adjusted %s%s)", fmtNum(c.A.Center*scale), fmtNum(c.B.Center*scale), unit,
+		fmtChange(c.Delta, 2), fmtP(c.P), fmtP(c.Q), per)
 	worse := c.Worse()
 	changed := c.B.Center != c.A.Center
 	if c.Per == UnitPair {
@@ -539,20 +553,26 @@ func decide(c *Check, alpha float64) {
 
 // relSpread is the values' spread relative to their median: the median
 // absolute deviation scaled by 1.4826 (a standard deviation for normal
-// data, but robust to the odd disturbed run); +Inf for a zero median.
+// data, but robust to the odd disturbed run). A MAD of 0 is no spread
+// whatever the median, 0 included (a goodput of 0 in every repetition);
+// a spread around a zero median is +Inf.
 func relSpread(v []float64) float64 {
 	if len(v) == 0 {
 		return math.Inf(1)
 	}
 	med := stats.Summarize(slices.Clone(v)).Center
-	if med == 0 {
-		return math.Inf(1)
-	}
 	dev := make([]float64, len(v))
 	for i, x := range v {
 		dev[i] = math.Abs(x - med)
 	}
-	return 1.4826 * stats.Summarize(dev).Center / math.Abs(med)
+	mad := stats.Summarize(dev).Center
+	switch {
+	case mad == 0:
+		return 0
+	case med == 0:
+		return math.Inf(1)
+	}
+	return 1.4826 * mad / math.Abs(med)
 }
 
 // minUTestP is the smallest two-sided p-value a Mann-Whitney U test can give

@@ -482,3 +482,41 @@ func TestGateAdviceNamesMoreRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestGateZeroBaseline: a metric whose baseline is 0 in every repetition
+// (no request within the SLO: goodput 0) has no relative change; the gate
+// judges it by which way it moved, prints no NaN or Inf, and passes two
+// sides that are both exactly 0 (no spread: MAD 0).
+func TestGateZeroBaseline(t *testing.T) {
+	ttft := results.Case{Key: "model/serve", Name: "serve", Kind: "model", Status: results.CaseDone}
+	gate := func(metric, unit string, a, b []float64) Check {
+		t.Helper()
+		sa, sb := NewSide("A"), NewSide("B")
+		sa.AddRun(Run{ID: 1, Backend: "cpu"})
+		sb.AddRun(Run{ID: 2, Backend: "cpu"})
+		sa.Add(ttft, samples(metric, unit, a))
+		sb.Add(ttft, samples(metric, unit, b))
+		r := Gate(sa, sb, GateOptions{Thresholds: map[string]float64{metric: 0.05}})
+		if len(r.Checks) != 1 {
+			t.Fatalf("%s: %d checks: %s", metric, len(r.Checks), r.Headline)
+		}
+		c := r.Checks[0]
+		if strings.Contains(c.Reason, "NaN") || strings.Contains(c.Reason, "Inf") {
+			t.Errorf("%s %v -> %v: reason leaks a non-number: %s", metric, a, b, c.Reason)
+		}
+		return c
+	}
+	zeros, fives := make([]float64, 6), []float64{5, 5, 5, 5, 5, 5}
+	if c := gate("goodput_per_s", "req/s", zeros, zeros); c.Outcome != Pass {
+		t.Errorf("0 -> 0 goodput: %s: %s", c.Outcome, c.Reason)
+	}
+	if c := gate("ttft_ms", "ms", zeros, fives); c.Outcome != Regression {
+		t.Errorf("0 -> 5 ms TTFT: %s: %s", c.Outcome, c.Reason)
+	}
+	if c := gate("goodput_per_s", "req/s", zeros, fives); c.Outcome != Improved {
+		t.Errorf("0 -> 5 goodput: %s: %s", c.Outcome, c.Reason)
+	}
+	if c := gate("goodput_per_s", "req/s", []float64{0, 0, 0, 0, 2, 3}, []float64{0, 0, 0, 0, 2, 3}); c.Outcome != Pass {
+		t.Errorf("goodput mostly 0: %s: %s", c.Outcome, c.Reason)
+	}
+}
