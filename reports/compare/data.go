@@ -63,7 +63,7 @@ func (r Result) Data() *table.Data {
 			"better": better(c.Direction), "per": c.Per,
 			"baseline_n": int64(a.N), "baseline_center": num(a.Center, a.N > 0), "baseline_ci_lo": num(a.Lo, a.N > 0), "baseline_ci_hi": num(a.Hi, a.N > 0),
 			"candidate_n": int64(b.N), "candidate_center": num(b.Center, b.N > 0), "candidate_ci_lo": num(b.Lo, b.N > 0), "candidate_ci_hi": num(b.Hi, b.N > 0),
-			"delta_pct": num(c.Delta, true), "noise_pct": num(100*c.Noise, c.Noise > 0), "p": num(c.P, true), "p_adj": num(c.Q, true),
+			"delta_pct": num(c.Delta, true), "noise_pct": num(100*c.Noise, true), "p": num(c.P, true), "p_adj": num(c.Q, true),
 			"threshold_pct": num(100*c.Threshold, true), "outcome": string(c.Outcome), "reason": c.Reason}
 		var pa, pb map[string]string
 		if r.Comparison != nil {

@@ -3,6 +3,7 @@ package compare
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -518,5 +519,30 @@ func TestGateZeroBaseline(t *testing.T) {
 	}
 	if c := gate("goodput_per_s", "req/s", []float64{0, 0, 0, 0, 2, 3}, []float64{0, 0, 0, 0, 2, 3}); c.Outcome != Pass {
 		t.Errorf("goodput mostly 0: %s: %s", c.Outcome, c.Reason)
+	}
+}
+
+// TestGateDataNoiseOfSteadyBaseline: a baseline whose repetitions do not
+// spread has a noise of 0, a known value its data row gives as 0, not as
+// missing; an untested check has none.
+func TestGateDataNoiseOfSteadyBaseline(t *testing.T) {
+	steady := []float64{5, 5, 5, 5, 5, 5}
+	for _, tc := range []struct {
+		name string
+		a    []float64
+		want any
+	}{
+		{"steady", steady, 0.0},
+		{"too few", steady[:2], nil},
+	} {
+		r := Gate(side("A", tc.a, tc.a), side("B", steady, steady), GateOptions{})
+		d := r.Data()
+		col := slices.Index(d.Columns, "noise_pct")
+		if col < 0 || len(d.Rows) == 0 {
+			t.Fatalf("%s: no noise_pct column or rows: %v", tc.name, d.Columns)
+		}
+		if got := d.Rows[0][col]; got != tc.want {
+			t.Errorf("%s: noise_pct %v (%s), want %v", tc.name, got, r.Checks[0].Reason, tc.want)
+		}
 	}
 }
