@@ -456,3 +456,28 @@ func importExpecting(t *testing.T, dir, name, data, want string) string {
 	}
 	return db
 }
+
+// A results file of 0 bytes (touched, or truncated) holds no runs: the
+// commands that only read it say so, naming it, and leave it as it is, as
+// they do for a path that holds no file, rather than making it a store.
+func TestReadCommandsLeaveAnEmptyFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "results.db")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"runs"}, {"show", "1"}, {"compare", "1", "2"}, {"gate", "--baseline", "1", "--candidate", "2"},
+		{"report", "-o", filepath.Join(dir, "rep")}, {"export", "1", "-o", filepath.Join(dir, "x.jsonl")},
+		{"run", "ci", "--backend", "cpu", "--resume", "1"},
+	} {
+		_, _, err := mtl(t, append(args, "--db", path)...)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "empty") {
+			t.Errorf("%s on an empty file: %v", args[0], err)
+		}
+		ents, _ := os.ReadDir(dir)
+		if st, err := os.Stat(path); err != nil || st.Size() != 0 || len(ents) != 1 {
+			t.Fatalf("%s changed the empty file or wrote beside it: %v, %d entries", args[0], err, len(ents))
+		}
+	}
+}

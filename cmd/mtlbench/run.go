@@ -96,7 +96,8 @@ func openExistingDB(c *cli.Context) (*results.DB, error) {
 // existingDB is the absolute path of the database openDB would open, which
 // must be there: a path that holds no file is an error naming where it came
 // from, so a mistyped MTLBENCH_DB or --db does not quietly create an empty
-// store.
+// store. A file of 0 bytes (touched, or truncated) holds no runs either,
+// and opening it would write a schema into it.
 func existingDB(c *cli.Context) (string, error) {
 	path, from := c.String("db"), "--db"
 	if path == "" {
@@ -109,13 +110,24 @@ func existingDB(c *cli.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", from, err)
 	}
-	if _, err := os.Stat(abs); err != nil {
+	st, err := os.Stat(abs)
+	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", abs, from)
 		}
 		return "", fmt.Errorf("results database %s (%s): %w", abs, from, err)
 	}
+	// Switching a store to WAL writes its header to the main file, so 0
+	// bytes there with no -wal beside it is no store.
+	if st.Mode().IsRegular() && st.Size() == 0 && !nonEmpty(abs+"-wal") {
+		return "", fmt.Errorf("results database %s (%s) is an empty file: it holds no runs; check the path, or record a run into it first (mtlbench run ci)", abs, from)
+	}
 	return abs, nil
+}
+
+func nonEmpty(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Size() > 0
 }
 
 // notTheStore refuses an output file (what names it: a flag, a variable)
