@@ -383,6 +383,12 @@ func checkQualifier(p Point) error {
 		if err := metrics.CheckValue(p.Metric, p.Unit, max); err != nil {
 			return fmt.Errorf("params.max: %w", err)
 		}
+		// As history import skips such a cell: the chart and the table
+		// would show a range running backwards (10–5).
+		if max < p.Value {
+			return fmt.Errorf("params.max %s is below the value %s: a range's upper end cannot be below its start",
+				p.Params["max"], strconv.FormatFloat(p.Value, 'g', -1, 64))
+		}
 	}
 	return nil
 }

@@ -150,6 +150,8 @@ func TestLoadErrors(t *testing.T) {
 		{"huge.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  value: 1e300\n  unit: tok/s\n", "huge.yaml:5: value 1e+300 is past 1e+18: no figure of a run is that large"},
 		{"negative.yaml", "- source: a.txt\n  date: \"2024\"\n  model: m\n  metric: tok_s\n  unit: tok/s\n  value: -3\n", "negative.yaml:6: value -3 is negative, and a rate cannot be"},
 		{"hugemax.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 1, unit: tok/s, qualifier: range, params: {max: 1e30}}\n", "hugemax.yaml:1: params.max: value 1e+30 is past 1e+18"},
+		// history import skips such a cell; a file written by hand is held to the same rule.
+		{"inverted.yaml", "- {source: a, date: x, model: m, metric: tok_s, value: 10, unit: tok/s, qualifier: \"~range\", params: {max: 5}}\n", "inverted.yaml:1: params.max 5 is below the value 10: a range's upper end cannot be below its start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
