@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/reports/charts"
 	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/htmlreport"
 	"github.com/mtlbench/mtlbench/results"
@@ -55,8 +56,10 @@ func reportCommand() *cli.Command {
 			if herr != nil {
 				fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
 			}
-			if m := c.String("history-model"); m != "" && len(hist) > 0 && len(history.Filter(hist, m, "", "")) == 0 {
-				return historyNone(hist, "--history-model", m, "", "")
+			if m := c.String("history-model"); m != "" && len(hist) > 0 {
+				if err := historyModelDrawn(hist, m); err != nil {
+					return err
+				}
 			}
 			if c.String("out") == "" {
 				return fmt.Errorf("--out: no folder named to write the report into")
@@ -111,4 +114,22 @@ func resolveRuns(db *results.DB, refs []string) ([]int64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// historyModelDrawn refuses a --history-model the history chart would not
+// draw: a model whose documented figures hold no decode throughput (only
+// per-layer times, or the figures of a model stated as unknown) passes
+// history.Filter, yet left the chart out and the page saying so.
+func historyModelDrawn(hist []history.Point, model string) error {
+	models := charts.DocumentedModels(hist)
+	for _, m := range models {
+		if history.SameModel(m, model) {
+			return nil
+		}
+	}
+	what := "no documented figures"
+	if len(history.Filter(hist, model, "", "")) > 0 {
+		what = "no documented decode throughput, which the history chart draws"
+	}
+	return fmt.Errorf("--history-model %q: %s (documented models: %s)", model, what, strings.Join(models, ", "))
 }

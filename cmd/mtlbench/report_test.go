@@ -256,6 +256,16 @@ func TestReport(t *testing.T) {
 		if _, err := os.Stat(out3); err == nil {
 			t.Error("report --history-model llama-9 wrote a report")
 		}
+		// Nor is one whose figures hold no decode throughput (the precision
+		// figures of a model stated as unknown): the chart would be left out.
+		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", out3, "--history-model", "unknown"}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `--history-model "unknown": no documented decode throughput, which the history chart draws (documented models: `) ||
+			!strings.Contains(err.Error(), "Qwen3-30B-A3B") || strings.Contains(err.Error(), ", unknown") {
+			t.Errorf("report --history-model unknown: %v", err)
+		}
+		if _, err := os.Stat(out3); err == nil {
+			t.Error("report --history-model unknown wrote a report")
+		}
 
 		// --out naming a file is refused by the flag, and the file is left.
 		file := filepath.Join(dir, "a-file.db")
