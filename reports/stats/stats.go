@@ -218,11 +218,16 @@ var KernelColumns = []Column{
 	{"gflop_s", "GFLOP/s", 1, 1},
 }
 
+// maxDecimals is the most decimals Cell writes: a smaller median is
+// written with an exponent (1.1e-09).
+const maxDecimals = 6
+
 // Cell prints a median scaled for c with its 95% CI as ± percent, or the
 // sample count where too few repetitions (n < 6) give no interval. A median
 // the column's digits would show with fewer than two significant digits
 // gets two, unless they show it exactly: 0.053 GFLOP/s on a column of
-// tenths is 0.053, not 0.1, and 0.0034 of whole percents 0.34, not 0.
+// tenths is 0.053, not 0.1, and 0.0034 of whole percents 0.34, not 0;
+// past maxDecimals, with an exponent.
 func (c Column) Cell(s *Summary) string {
 	if s == nil || s.N == 0 {
 		return "-"
@@ -234,6 +239,10 @@ func (c Column) Cell(s *Summary) string {
 		}
 	}
 	v := strconv.FormatFloat(x, 'f', digits, 64)
+	if digits > maxDecimals {
+		// Its zeros would outnumber its digits (1e-300: 300 of them).
+		v = strconv.FormatFloat(x, 'g', 2, 64)
+	}
 	if ci := CI(s.Summary, s.N, ""); ci != "" {
 		v += " " + ci
 	}

@@ -120,6 +120,10 @@ func TestCellKeepsSmallValues(t *testing.T) {
 		{"tenths shown exactly", Column{Scale: 1, Digits: 1}, six(0.5), "0.5 ±0%"},
 		{"a whole count", Column{Scale: 1, Digits: 0}, six(5), "5 ±0%"},
 		{"two digits of tenths", Column{Scale: 1, Digits: 1}, six(1.23), "1.2 ±0%"},
+		// Past six decimals the zeros outnumber the digits: 1e-300 was 300 of them.
+		{"a billionth", Column{Scale: 1, Digits: 1}, six(1.1e-9), "1.1e-09 ±0%"},
+		{"near the smallest float", Column{Scale: 1, Digits: 1}, six(1e-300), "1e-300 ±0%"},
+		{"six decimals", Column{Scale: 1, Digits: 2}, six(0.000012), "0.000012 ±0%"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ByMetric(samplesOf("m", tc.values))["m"]
