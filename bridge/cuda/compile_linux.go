@@ -133,6 +133,9 @@ func (a *api) compileCached(o Options, cc int, gpu string) (cubins [][]byte, com
 		}()
 	}
 	wg.Wait()
+	if len(todo) > 0 {
+		giveBackHeap()
+	}
 	a.compileTimes = map[string]time.Duration{}
 	for _, i := range todo {
 		a.compileTimes[units[i].Name] = times[i]

@@ -10,9 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mtlbench/mtlbench/bridge/host"
 )
 
 // TestCompileKernels compiles kernels/cuda for sm_90 with NVRTC alone: it
@@ -35,12 +38,23 @@ func TestCompileKernels(t *testing.T) {
 	}
 	var notes []string
 	o := Options{CacheDir: t.TempDir(), Notice: func(m string) { notes = append(notes, m) }}
+	before := procStatusBytes(t, "VmRSS")
+	host.ResetPeakRSS()
 	start := time.Now()
 	cubins, compiled, err := a.compileCached(o, 90, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
+	// What the compile allocated is handed back once it is done (docs/cuda.md,
+	// "Setup"): it kept about all of it, 2 GiB on 16 CPUs.
+	peak, after := procStatusBytes(t, "VmHWM"), procStatusBytes(t, "VmRSS")
+	t.Logf("resident set: %d MiB before the compile, %d MiB at its peak, %d MiB after", before>>20, peak>>20, after>>20)
+	if took, kept := peak-before, after-before; took < 256<<20 {
+		t.Logf("the compile took %d MiB: too little to tell what it keeps", took>>20)
+	} else if kept > took/2 {
+		t.Errorf("the compile keeps %d MiB of the %d MiB it took resident", kept>>20, took>>20)
+	}
 	if compiled != len(cubins) {
 		t.Errorf("%d of %d programs compiled into an empty cache", compiled, len(cubins))
 	}
@@ -74,6 +88,26 @@ func TestCompileKernels(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "compiling") {
 		t.Errorf("notices %q: want one, before the compile", notes)
 	}
+}
+
+// procStatusBytes reads a size field of /proc/self/status.
+func procStatusBytes(t *testing.T, field string) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n << 10
+		}
+	}
+	t.Fatalf("/proc/self/status has no %s", field)
+	return 0
 }
 
 // Without a driver the constructor says so and where it looked.
