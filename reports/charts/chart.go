@@ -288,7 +288,7 @@ func pow2Ticks(lo, hi float64) plot.ConstantTicks {
 			ts = append(ts, plot.Tick{Value: v, Label: fmtNum(v)})
 		}
 	}
-	return ts
+	return oneNotation(ts)
 }
 
 // valueTicks labels exactly the given values (plus none other).
@@ -301,7 +301,7 @@ func valueTicks(vals []float64) plot.ConstantTicks {
 		}
 		ts = append(ts, plot.Tick{Value: v, Label: fmtNum(v)})
 	}
-	return ts
+	return oneNotation(ts)
 }
 
 // thinLabels keeps every tick of ts but blanks the labels that would
@@ -360,7 +360,7 @@ func logTicks(lo, hi float64) plot.ConstantTicks {
 			ts = append(ts, t)
 		}
 	}
-	return ts
+	return oneNotation(ts)
 }
 
 // sparseLogTicks labels about a dozen powers of ten from 10^e0 to 10^e1.
@@ -372,7 +372,7 @@ func sparseLogTicks(lo, hi, e0, e1 float64) plot.ConstantTicks {
 			ts = append(ts, plot.Tick{Value: v, Label: fmtNum(v)})
 		}
 	}
-	return ts
+	return oneNotation(ts)
 }
 
 // finiteRange reports whether lo..hi is an axis range ticks can be put on:
@@ -411,7 +411,37 @@ func linearTicks(lo, hi float64) plot.ConstantTicks {
 			ts = append(ts, plot.Tick{Value: mid})
 		}
 	}
+	return oneNotation(ts)
+}
+
+// oneNotation writes every label of an axis's ticks in one notation: where
+// fmtNum gives any of them an exponent, all but 0 get one, so 100000000
+// never stands beside 1e+10 and the eye can compare them.
+func oneNotation(ts plot.ConstantTicks) plot.ConstantTicks {
+	exp := false
+	for _, t := range ts {
+		exp = exp || strings.Contains(t.Label, "e")
+	}
+	if !exp {
+		return ts
+	}
+	for i, t := range ts {
+		if t.Label != "" && t.Value != 0 {
+			ts[i].Label = fmtExp(t.Value)
+		}
+	}
 	return ts
+}
+
+// fmtExp writes v with an exponent and at most three significant digits,
+// without trailing zeros: 1e+10, 2.5e+09.
+func fmtExp(v float64) string {
+	s := strconv.FormatFloat(v, 'e', 2, 64)
+	m, e, _ := strings.Cut(s, "e")
+	if strings.Contains(m, ".") {
+		m = strings.TrimRight(strings.TrimRight(m, "0"), ".")
+	}
+	return m + "e" + e
 }
 
 // fmtNum prints a tick or label value without trailing zeros.

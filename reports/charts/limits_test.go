@@ -4,6 +4,7 @@ import (
 	"errors"
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,6 +219,50 @@ func TestTicksOnExtremeRanges(t *testing.T) {
 			inTime(t, 10*time.Second, func() error { ts = tc.ticks(); return nil })
 			if len(ts) > tc.most || len(ts) < tc.least {
 				t.Errorf("%d ticks, want %d to %d", len(ts), tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// The labels of one axis share a notation: where one needs an exponent
+// (past 1e9, or below 0.0001), every label but 0 has one.
+func TestTicksUseOneNotation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ticks plot.ConstantTicks
+		want  []string // labels the axis must carry
+	}{
+		{"log 1e8 to 1e10", logTicks(0.7e8, 1.4e10), []string{"1e+08", "2e+08", "1e+10"}},
+		{"log 1e-6 to 1e-2", logTicks(0.7e-6, 1.4e-2), []string{"1e-06", "1e-02"}},
+		{"log over 600 decades", logTicks(1e-300, 1e300), []string{"1e+00"}},
+		{"linear to 5e9", linearTicks(0, 5e9), []string{"0", "1e+09", "5e+09"}},
+		{"linear to 2.5e9", linearTicks(0, 2.5e9), []string{"0", "5e+08", "2.5e+09"}},
+		{"values", valueTicks([]float64{1, 1e12}), []string{"1e+00", "1e+12"}},
+		{"plain log", logTicks(3, 40), []string{"5", "10", "20"}},
+		{"plain linear", linearTicks(0, 10), []string{"0", "2", "10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var labels []string
+			exp, nonzero := 0, 0
+			for _, tk := range tc.ticks {
+				if tk.Label == "" {
+					continue
+				}
+				labels = append(labels, tk.Label)
+				if tk.Label != "0" {
+					nonzero++
+				}
+				if strings.Contains(tk.Label, "e") {
+					exp++
+				}
+			}
+			if exp != 0 && exp != nonzero {
+				t.Errorf("labels mix notations: %q", labels)
+			}
+			for _, w := range tc.want {
+				if !slices.Contains(labels, w) {
+					t.Errorf("labels %q lack %q", labels, w)
+				}
 			}
 		})
 	}
