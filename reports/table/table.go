@@ -299,10 +299,12 @@ func toAny(s []string) []any {
 }
 
 // mdCell escapes a cell for a GFM table: a pipe would end the cell and a
-// newline the row, so they become \| and <br>.
+// newline the row, so they become \| and <br>; a backslash becomes \\, else
+// it would escape the character after it (a\|b would lose its backslash).
 func mdCell(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
+	s = strings.ReplaceAll(s, `\`, `\\`)
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.ReplaceAll(s, "\n", "<br>")
 }

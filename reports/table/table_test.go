@@ -196,3 +196,58 @@ func TestEmpty(t *testing.T) {
 		}
 	}
 }
+
+// gfmRow reads a markdown table row as GFM does: a backslash escapes the
+// character after it, a bare pipe ends the cell, \| is a pipe, a backslash
+// before other ASCII punctuation is dropped, and <br> breaks the line.
+func gfmRow(line string) []string {
+	var cells []string
+	var cur strings.Builder
+	body := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(line), "|"), "|")
+	for i := 0; i < len(body); i++ {
+		switch {
+		case body[i] == '\\' && i+1 < len(body):
+			cur.WriteString(body[i : i+2])
+			i++
+		case body[i] == '|':
+			cells = append(cells, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(body[i])
+		}
+	}
+	cells = append(cells, cur.String())
+	for i, c := range cells {
+		c = strings.ReplaceAll(strings.TrimSpace(c), `\|`, "|")
+		var b strings.Builder
+		for j := 0; j < len(c); j++ {
+			if c[j] == '\\' && j+1 < len(c) && strings.IndexByte("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", c[j+1]) >= 0 {
+				j++
+			}
+			b.WriteByte(c[j])
+		}
+		cells[i] = strings.ReplaceAll(b.String(), "<br>", "\n")
+	}
+	return cells
+}
+
+// A markdown cell reads back as the text it holds, every backslash and pipe
+// kept, and stays one cell.
+func TestMarkdownCellKeepsText(t *testing.T) {
+	for _, text := range []string{
+		`a\|b`, `a|b`, `a\b`, `a\\|b`, `trailing\`, `\*not emphasis\*`, `x\`, "line one\nline two", `c:\dir|x`,
+	} {
+		t.Run(text, func(t *testing.T) {
+			var b bytes.Buffer
+			tab := &Table{Header: []string{"case", "n"}, Rows: [][]string{{text, "1"}}}
+			if err := tab.Render(&b, FormatMarkdown); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+			got := gfmRow(lines[len(lines)-1])
+			if len(got) != 2 || got[0] != text || got[1] != "1" {
+				t.Errorf("%q wrote %q, read back as %q", text, lines[len(lines)-1], got)
+			}
+		})
+	}
+}
