@@ -508,6 +508,55 @@ func TestShowUnfinishedCase(t *testing.T) {
 	}
 }
 
+// show of a run that stored no case says so, and why where its status
+// tells, in place of a table, or on stderr beside the data formats' empty
+// data.
+func TestShowRunWithoutCases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{results.RunInterrupted, results.RunFailed, results.RunComplete} {
+		id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Kind: results.KindSuite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.FinishRun(id, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for _, tc := range []struct {
+		run, format string
+		stdout      string // "" where stdout holds data, and stderr says it
+		want        string
+	}{
+		{"1", "table", "run 1 recorded no cases: it was interrupted before it stored any\n", ""},
+		{"1", "md", "run 1 recorded no cases: it was interrupted before it stored any\n", ""},
+		{"2", "table", "run 2 recorded no cases: it failed before it stored any\n", ""},
+		{"3", "table", "run 3 recorded no cases\n", ""},
+		{"1", "csv", "", "run 1 recorded no cases: it was interrupted before it stored any"},
+		{"2", "json", "", "run 2 recorded no cases: it failed before it stored any"},
+	} {
+		t.Run(tc.run+"/"+tc.format, func(t *testing.T) {
+			out, errOut, err := mtl(t, "show", tc.run, "--db", path, "--format", tc.format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.stdout != "" && out != tc.stdout {
+				t.Errorf("stdout = %q, want %q", out, tc.stdout)
+			}
+			if tc.want != "" && !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr = %q, want it to say %q", errOut, tc.want)
+			}
+			if tc.stdout != "" && strings.Contains(errOut, "no cases") {
+				t.Errorf("stderr repeats what stdout says: %q", errOut)
+			}
+		})
+	}
+}
+
 // bench --synthetic runs a checkpoint's architecture with seeded weights,
 // packed if asked, and records that its figures are not the checkpoint's.
 func TestBenchSynthetic(t *testing.T) {

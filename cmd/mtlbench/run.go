@@ -554,11 +554,35 @@ func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string, ra
 	if raw {
 		return fmt.Errorf("--raw prints samples as data: use --format csv, json or jsonl")
 	}
+	if len(sum.Cases) == 0 {
+		// No table at all would leave the reader guessing whether the
+		// output was cut; say that nothing was recorded, and why if known
+		// (the status as stored now: run's own copy may predate its end).
+		if r, err := db.GetRun(sum.RunID); err == nil {
+			run = r
+		}
+		_, err := fmt.Fprintln(w, noCases(run))
+		return err
+	}
 	tables, err := runTables(db, sum)
 	if err != nil {
 		return err
 	}
 	return table.RenderAll(w, f, tables)
+}
+
+// noCases says that run r stored no case, and, where its status tells, why.
+func noCases(r *results.Run) string {
+	s := fmt.Sprintf("run %d recorded no cases", r.ID)
+	switch r.Status {
+	case results.RunInterrupted:
+		s += ": it was interrupted before it stored any"
+	case results.RunFailed:
+		s += ": it failed before it stored any"
+	case results.RunRunning:
+		s += " yet: it is still running"
+	}
+	return s
 }
 
 // tagFlag is --tag of the commands that store runs: a tag a reference

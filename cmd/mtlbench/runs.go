@@ -185,7 +185,8 @@ func showCommand() *cli.Command {
 			}
 			for _, run := range runs {
 				fmt.Fprintf(c.App.ErrWriter, "run %d: suite %s, %s, backend %s on %s, %s timing\n", run.ID, run.SuiteName, run.Status, run.Backend, tidy.MachineName(run.Machine), run.TimingMode)
-				if err := printCaseErrors(c.App.ErrWriter, db, run.ID); err != nil {
+				data := table.IsData(table.Format(format)) || format == formatBenchfmt
+				if err := printCaseErrors(c.App.ErrWriter, db, run, data); err != nil {
 					return err
 				}
 			}
@@ -195,11 +196,16 @@ func showCommand() *cli.Command {
 }
 
 // printCaseErrors prints why each failed or skipped case of a run has no
-// figures: the error `run` stored (and sent the user here to read).
-func printCaseErrors(w io.Writer, db *results.DB, runID int64) error {
-	cases, err := db.Cases(runID)
+// figures: the error `run` stored (and sent the user here to read), and,
+// for the data formats, that the run stored no case.
+func printCaseErrors(w io.Writer, db *results.DB, run *results.Run, data bool) error {
+	cases, err := db.Cases(run.ID)
 	if err != nil {
 		return err
+	}
+	if len(cases) == 0 && data {
+		// the data formats write no row for such a run; the tables say it
+		fmt.Fprintf(w, "  %s\n", noCases(run))
 	}
 	for _, c := range cases {
 		if (c.Status == results.CaseFailed || c.Status == results.CaseSkipped) && c.Error != "" {
