@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -212,7 +213,7 @@ func TestGateCLI(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (decode/batch=4 is 17%% slower):\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"REGRESSION        decode/batch=4 decode_tok_s", "INSUFFICIENT DATA fails/batch=8", "NOT COMPARABLE    truncated",
+	for _, want := range []string{"REGRESSION        decode/batch=4 decode_tok_s", "CASE FAILED       fails/batch=8", "NOT COMPARABLE    truncated",
 		"IMPROVED          decode/batch=1 prefill_tok_s", "perf gate FAILED: 1 regression"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
@@ -333,6 +334,68 @@ func TestParsePercent(t *testing.T) {
 // The gate fails a candidate run of suites/ci.yaml made slower by one
 // parameter (chunked prefill with a 4-token budget per step, so a prompt
 // takes many steps) against a baseline without it, and passes A/A.
+// A candidate whose every matched case failed before measuring fails the
+// gate, saying that its cases failed and why, not that the data were too few.
+func TestGateCandidateCasesFailed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []results.Case{
+		{Key: "model/decode/batch=1", Name: "decode/batch=1", Kind: results.CaseModel, Params: map[string]string{"batch": "1"}},
+		{Key: "model/decode/batch=4", Name: "decode/batch=4", Kind: results.CaseModel, Params: map[string]string{"batch": "4"}},
+	}
+	for _, tag := range []string{"base", "cand"} {
+		r := &results.Run{SuiteName: "s", Tag: tag, Backend: "cpu"}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		cs := slices.Clone(cases)
+		if err := db.AddCases(r.ID, cs); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cs {
+			if tag == "cand" {
+				if err := db.FailCase(c.ID, "kv cache: out of blocks"); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			var s []results.Sample
+			for rep := range 6 {
+				s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100*(i+1) + rep), Unit: "tok/s"})
+			}
+			if err := db.FinishCase(c.ID, s, nil, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		status := results.RunComplete
+		if tag == "cand" {
+			status = results.RunFailed
+		}
+		if err := db.FinishRun(r.ID, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	_, errOut, code := cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, want := range []string{
+		"CASE FAILED       decode/batch=1 decode_tok_s: the candidate's case failed, with no sample (run 2: failed: kv cache: out of blocks); the baseline has 6",
+		"perf gate FAILED: the candidate failed every matched case (2 cases), measuring none (decode/batch=1: run 2: failed: kv cache: out of blocks; decode/batch=4: ",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "insufficient") || strings.Contains(errOut, "cannot tell") {
+		t.Errorf("stderr calls failed cases too few data:\n%s", errOut)
+	}
+}
+
 func TestGateEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records two runs of suites/ci.yaml")

@@ -35,9 +35,10 @@ func gateCommand() *cli.Command {
 			"where both sides have several runs of a case (else on repetitions), with p adjusted\n" +
 			"over every check of the gate (Benjamini-Hochberg) and compared with --alpha\n" +
 			"(docs/perf-gate.md).\n\n" +
-			"Exit status: 0 pass; 1 regression; 2 tool error (an unknown baseline or candidate\n" +
-			"included); 3 cannot tell (fewer than --min-samples samples, too few runs, a baseline\n" +
-			"noisier than the threshold, a case not comparable, no matching baseline case).\n" +
+			"Exit status: 0 pass; 1 regression, or a candidate that failed every matched case;\n" +
+			"2 tool error (an unknown baseline or candidate included); 3 cannot tell (fewer than\n" +
+			"--min-samples samples, too few runs, a baseline noisier than the threshold, a case not\n" +
+			"comparable or failed by the candidate, no matching baseline case).\n" +
 			"Each outcome is explained on stderr;\n" +
 			"--summary FILE (and $GITHUB_STEP_SUMMARY, when set) get a markdown summary.",
 		Flags: []cli.Flag{

@@ -116,15 +116,21 @@ func (o GateOptions) GatedMetrics() []string {
 // Outcome is the gate's judgement of one case and metric.
 type Outcome string
 
-// Outcomes. Only Regression fails the gate; Insufficient and NotComparable
-// make it inconclusive (exit 3) unless something regressed.
+// Outcomes. Regression fails the gate, and so does CaseFailed when the
+// candidate failed every matched case; Insufficient, NotComparable and a
+// CaseFailed beside measured cases make it inconclusive (exit 3) unless
+// something regressed.
 const (
 	Pass            Outcome = "pass"             // no significant change
 	Improved        Outcome = "improved"         // significantly better
 	WithinThreshold Outcome = "within threshold" // significantly worse, by less than the threshold
 	Regression      Outcome = "regression"       // significantly worse, by more than the threshold
-	Insufficient    Outcome = "insufficient data"
-	NotComparable   Outcome = "not comparable"
+	// CaseFailed: the candidate's case failed, leaving no value of the
+	// metric, where the baseline measured it; not too few samples, which
+	// more repetitions would mend.
+	CaseFailed    Outcome = "case failed"
+	Insufficient  Outcome = "insufficient data"
+	NotComparable Outcome = "not comparable"
 	// CannotTell: no significant change, but the noise (or the change seen)
 	// is larger than the threshold, so a regression could hide in it.
 	CannotTell Outcome = "cannot tell"
@@ -205,9 +211,10 @@ type Result struct {
 
 // Gate compares candidate with baseline and fails a case and metric only
 // when the change is significant (p < alpha) and worse than the metric's
-// threshold. Status is ExitRegression if anything failed, else
-// ExitInsufficient if any gated metric had fewer than MinSamples on a side,
-// a case was not comparable, or nothing matched, else ExitPass.
+// threshold. Status is ExitRegression if anything regressed or the
+// candidate failed every matched case, else ExitInsufficient if any gated
+// metric had fewer than MinSamples on a side, a case was not comparable or
+// failed, or nothing matched, else ExitPass.
 func Gate(baseline, candidate *Side, o GateOptions) Result {
 	alpha, minN := o.alpha(), o.minSamples()
 	res := Result{Baseline: baseline.Describe(), Candidate: candidate.Describe(), Alpha: alpha, MinSamples: minN}
@@ -303,8 +310,18 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 			regressed = append(regressed, fmt.Sprintf("%s %s %s", c.Case, c.Metric, fmtChange(c.Delta, 1)))
 		}
 	}
-	unjudged := count[Insufficient] + count[NotComparable] + count[CannotTell]
+	failed := failedEveryCase(baseline, candidate)
+	unjudged := count[Insufficient] + count[NotComparable] + count[CannotTell] + count[CaseFailed]
 	switch {
+	case failed != nil && count[CaseFailed] > 0:
+		// The candidate measured none of the cases the baseline did: there
+		// is nothing to pass, whatever the reason for each.
+		res.Status = ExitRegression
+		if len(failed) > 3 {
+			failed = append(failed[:3], "...")
+		}
+		res.Headline = fmt.Sprintf("perf gate FAILED: the candidate failed every matched case (%s), measuring none (%s)",
+			plural.Of(matched, "case"), strings.Join(failed, "; "))
 	case count[Regression] > 0:
 		res.Status = ExitRegression
 		if len(regressed) > 3 {
@@ -316,8 +333,12 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		}
 	case unjudged > 0:
 		res.Status = ExitCannotTell
-		res.Headline = fmt.Sprintf("perf gate cannot tell: %d of %s could not be judged (%d too noisy, %d insufficient data, %d not comparable); no regression in the rest",
-			unjudged, plural.Of(len(res.Checks), "check"), count[CannotTell], count[Insufficient], count[NotComparable])
+		why := fmt.Sprintf("%d too noisy, %d insufficient data, %d not comparable", count[CannotTell], count[Insufficient], count[NotComparable])
+		if n := count[CaseFailed]; n > 0 {
+			why += fmt.Sprintf(", %d of cases the candidate failed", n)
+		}
+		res.Headline = fmt.Sprintf("perf gate cannot tell: %d of %s could not be judged (%s); no regression in the rest",
+			unjudged, plural.Of(len(res.Checks), "check"), why)
 	default:
 		res.Status = ExitPass
 		res.Headline = fmt.Sprintf("perf gate passed: %s, no significant regression beyond its threshold", plural.Of(len(res.Checks), "check"))
@@ -335,6 +356,24 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	return res
 }
 
+// failedEveryCase lists, as "case: why", the candidate's cases that match
+// the baseline's when every one of them failed without a sample; nil when
+// the candidate measured any.
+func failedEveryCase(baseline, candidate *Side) []string {
+	var failed []string
+	for _, k := range baseline.order {
+		cb := candidate.cases[k]
+		if cb == nil {
+			continue
+		}
+		if len(cb.Failures) == 0 || len(cb.Samples) > 0 {
+			return nil
+		}
+		failed = append(failed, cb.DisplayName()+": "+cb.Failures[0])
+	}
+	return failed
+}
+
 // prepareCheck tests one case and metric: on the ratios of paired runs
 // when the sides' runs were taken in pairs, else on each run's median when
 // both sides have at least two runs of the case (so drift between runs is
@@ -345,6 +384,11 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 	switch {
 	case r.Verdict == VerdictNotComparable:
 		c.Outcome, c.Reason = NotComparable, r.Reason
+		return c
+	case r.B.N == 0 && r.A.N > 0 && len(cb.Failures) > 0:
+		c.Outcome = CaseFailed
+		c.Reason = fmt.Sprintf("the candidate's case failed, with no sample (%s); the baseline has %d",
+			strings.Join(cb.Failures, "; "), r.A.N)
 		return c
 	case r.A.N < minN || r.B.N < minN:
 		c.Outcome = Insufficient
@@ -646,6 +690,7 @@ var outcomeMark = map[Outcome]string{
 	Improved:        "🚀",
 	WithinThreshold: "⚠️",
 	Regression:      "❌",
+	CaseFailed:      "❔",
 	Insufficient:    "❔",
 	NotComparable:   "❔",
 	CannotTell:      "❔",
@@ -695,7 +740,7 @@ func (r Result) Markdown() string {
 		t.Render(&b, table.FormatMarkdown) // a strings.Builder does not fail
 		var why []string
 		for _, c := range r.Checks {
-			if c.Outcome == Regression || c.Outcome == Insufficient || c.Outcome == NotComparable || c.Outcome == CannotTell {
+			if c.Outcome == Regression || c.Outcome == CaseFailed || c.Outcome == Insufficient || c.Outcome == NotComparable || c.Outcome == CannotTell {
 				why = append(why, fmt.Sprintf("- %s **%s** %s: %s", outcomeMark[c.Outcome], c.Case, c.Metric, c.Reason))
 			}
 		}

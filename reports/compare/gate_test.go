@@ -121,7 +121,6 @@ func TestGateInsufficient(t *testing.T) {
 		{"min-samples lowered", side("A", normal(rng, 4, 1000, 0.03), normal(rng, 4, 5000, 0.03)), full("B"), GateOptions{MinSamples: 4}, ExitPass, "passed"},
 		{"empty baseline", NewSide("A"), full("B"), GateOptions{}, ExitInsufficient, "no baseline case matches"},
 		{"different cases", full("A"), other, GateOptions{}, ExitInsufficient, "no baseline case matches"},
-		{"candidate case failed", full("A"), failed, GateOptions{}, ExitInsufficient, "out of memory"},
 		{"emulated vs real", full("A"), emulated, GateOptions{}, ExitInsufficient, "emulated"},
 		{"truncated vs whole", full("A"), truncated, GateOptions{}, ExitInsufficient, "truncated and whole-model"},
 		{"no gated metric", full("A"), kernelOnly, GateOptions{Metrics: []string{"us_per_call"}}, ExitInsufficient, "none of the gated metrics"},
@@ -138,6 +137,59 @@ func TestGateInsufficient(t *testing.T) {
 			r.Explain(&text)
 			if r.Status != tc.want || !strings.Contains(text.String(), tc.in) {
 				t.Errorf("status %d, want %d with %q in:\n%s", r.Status, tc.want, tc.in, text.String())
+			}
+		})
+	}
+}
+
+// A case the candidate failed, leaving no sample, where the baseline
+// measured it is named so, not too few samples; when the candidate failed
+// every matched case the gate fails, naming why. A failure beside measured
+// cases, a skipped case, or one the baseline failed too leaves the gate
+// unable to tell.
+func TestGateCandidateCaseFailed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	other := results.Case{Key: "model/other", Name: "other", Kind: "model", Status: results.CaseDone}
+	full := func(label string, cases ...results.Case) *Side {
+		s := side(label, normal(rng, 10, 1000, 0.03), normal(rng, 10, 5000, 0.03))
+		for _, c := range cases {
+			s.Add(c, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+		}
+		return s
+	}
+	broken := func(status string, withOther bool) *Side {
+		s := NewSide("B")
+		s.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: status, Error: "out of memory", RunID: 7}, nil)
+		if withOther {
+			s.Add(other, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+		}
+		return s
+	}
+	bothFailed := NewSide("A")
+	bothFailed.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "out of memory", RunID: 1}, nil)
+	for _, tc := range []struct {
+		name       string
+		base, cand *Side
+		want       int
+		outcome    Outcome // of decode_tok_s of decodeCase
+		in         string  // in the headline
+	}{
+		{"every case failed", full("A"), broken(results.CaseFailed, false), ExitRegression, CaseFailed,
+			"perf gate FAILED: the candidate failed every matched case (1 case), measuring none (decode/batch=4: run 7: failed: out of memory)"},
+		{"one of two failed", full("A", other), broken(results.CaseFailed, true), ExitCannotTell, CaseFailed,
+			"perf gate cannot tell: 2 of 3 checks could not be judged (0 too noisy, 0 insufficient data, 0 not comparable, 2 of cases the candidate failed)"},
+		{"skipped", full("A"), broken(results.CaseSkipped, false), ExitInsufficient, Insufficient, "perf gate cannot tell"},
+		{"failed on both sides", bothFailed, broken(results.CaseFailed, false), ExitInsufficient, Insufficient, "perf gate inconclusive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Gate(tc.base, tc.cand, GateOptions{})
+			if r.Status != tc.want || !strings.Contains(r.Headline, tc.in) {
+				t.Errorf("status %d, headline %q; want %d with %q", r.Status, r.Headline, tc.want, tc.in)
+			}
+			for _, c := range r.Checks {
+				if c.Key == decodeCase.Key && c.Metric == "decode_tok_s" && c.Outcome != tc.outcome {
+					t.Errorf("decode_tok_s: %s (%s), want %s", c.Outcome, c.Reason, tc.outcome)
+				}
 			}
 		})
 	}

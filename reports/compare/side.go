@@ -74,6 +74,9 @@ type Case struct {
 	// Errors are the messages of runs in which this case failed or was
 	// skipped, so that a gate can say why a side has no data.
 	Errors []string
+	// Failures are the messages of Errors from runs in which the case
+	// failed (not skipped): a candidate's failure is the gate's to fail.
+	Failures []string
 }
 
 // RunValues are one run's values of one metric of one case.
@@ -179,6 +182,9 @@ func (s *Side) Add(c results.Case, samples []results.Sample) {
 			msg = fmt.Sprintf("run %d: %s", c.RunID, msg)
 		}
 		sc.Errors = append(sc.Errors, msg)
+		if c.Status == results.CaseFailed {
+			sc.Failures = append(sc.Failures, msg)
+		}
 	case results.CasePending:
 		// Never run (an interrupted run): no layer counts to record either.
 	default:
