@@ -423,3 +423,94 @@ func TestSuitesListNotASuiteFolder(t *testing.T) {
 		}
 	}
 }
+
+// show's data give a confidence level only to a row with an interval: a
+// case of too few repetitions for one (n < 6) has neither bounds nor level.
+func TestShowConfidenceOnlyWithInterval(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Kind: results.KindSuite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := map[string]int{"one": 1, "three": 3, "eight": 8}
+	var cs []results.Case
+	for _, name := range []string{"one", "three", "eight"} {
+		cs = append(cs, results.Case{Key: "model/" + name, Name: name, Kind: results.CaseModel})
+	}
+	if err := db.AddCases(id, cs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		var s []results.Sample
+		for rep := range reps[c.Name] {
+			s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100 + rep), Unit: "tok/s"})
+		}
+		if err := db.FinishCase(c.ID, s, nil, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FinishRun(id, results.RunComplete); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, tc := range []struct {
+		name     string
+		interval bool
+	}{{"one", false}, {"three", false}, {"eight", true}} {
+		for _, format := range []string{"csv", "json", "jsonl"} {
+			t.Run(tc.name+"/"+format, func(t *testing.T) {
+				out, _, err := mtl(t, "show", "1", "--db", path, "--format", format)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rows []map[string]any
+				switch format {
+				case "csv":
+					recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range recs[1:] {
+						row := map[string]any{}
+						for i, h := range recs[0] {
+							if r[i] != "" {
+								row[h] = r[i]
+							}
+						}
+						rows = append(rows, row)
+					}
+				case "json":
+					if err := json.Unmarshal([]byte(out), &rows); err != nil {
+						t.Fatal(err)
+					}
+				case "jsonl":
+					for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+						var row map[string]any
+						if err := json.Unmarshal([]byte(line), &row); err != nil {
+							t.Fatal(err)
+						}
+						rows = append(rows, row)
+					}
+				}
+				for _, row := range rows {
+					if row["case"] != tc.name {
+						continue
+					}
+					has := func(k string) bool { return row[k] != nil }
+					if has("confidence") != tc.interval || has("ci_lo") != tc.interval || has("ci_hi") != tc.interval {
+						t.Errorf("interval %v, but confidence %v, ci_lo %v, ci_hi %v", tc.interval, row["confidence"], row["ci_lo"], row["ci_hi"])
+					}
+					if tc.interval && fmt.Sprint(row["confidence"]) != "0.95" {
+						t.Errorf("confidence = %v, want 0.95", row["confidence"])
+					}
+					return
+				}
+				t.Errorf("no row of case %s:\n%s", tc.name, out)
+			})
+		}
+	}
+}

@@ -249,6 +249,13 @@ func (c Column) Cell(s *Summary) string {
 	return v
 }
 
+// HasInterval reports whether s holds a confidence interval: both bounds
+// finite. Too few values (Summarize: infinite bounds) or none (NaN) give
+// none, and then neither bounds nor a confidence level may be written.
+func HasInterval(s benchmath.Summary) bool {
+	return !math.IsInf(s.Lo, 0) && !math.IsInf(s.Hi, 0) && !math.IsNaN(s.Lo) && !math.IsNaN(s.Hi)
+}
+
 // CI is how every table shows a median's 95% interval: ± percent of the
 // median (sep between the sign and the figure), or the count where too
 // few values (n < 6) give no interval; "" where a zero median leaves no

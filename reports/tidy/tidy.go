@@ -153,7 +153,11 @@ func Summaries(runs []*Run) *table.Data {
 				row := RunRow(r.Run)
 				caseRow(row, c)
 				row["metric"], row["unit"], row["better"], row["n"] = m, s.Unit, Better(m), int64(s.N)
-				row["median"], row["ci_lo"], row["ci_hi"], row["confidence"] = s.Center, s.Lo, s.Hi, stats.Confidence
+				row["median"], row["ci_lo"], row["ci_hi"] = s.Center, s.Lo, s.Hi
+				if stats.HasInterval(s.Summary) {
+					// a level belongs to an interval: none without one
+					row["confidence"] = stats.Confidence
+				}
 				d.add(row)
 			}
 		}
