@@ -105,10 +105,7 @@ func compareCommand() *cli.Command {
 						ids = append(ids, r.ID)
 					}
 				}
-				hist, herr := historyPoints()
-				if herr != nil {
-					fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
-				}
+				hist := historyPoints(c.App.ErrWriter)
 				paths, leftOut, err := charts.WriteCharts(dir, db, ids, charts.Options{History: hist, ModelBytes: documentedModelBytes})
 				if err != nil {
 					return fmt.Errorf("charts: %w", err)

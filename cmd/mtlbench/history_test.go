@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // history import --date gives figures a date where the table has none and
@@ -131,5 +133,79 @@ func TestHistoryImportRefusesWrongCells(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "history")); err == nil {
 		t.Error("a refused import created the history folder")
+	}
+}
+
+// Every command that reads the history takes a broken entry of the user's
+// files alike: it warns, naming the file and line, and goes on with the
+// figures that load, those of the same file included.
+func TestHistoryBrokenEntryWarns(t *testing.T) {
+	dir := t.TempDir()
+	hist := filepath.Join(dir, "history")
+	t.Setenv("MTLBENCH_HISTORY", hist)
+	os.MkdirAll(hist, 0o755)
+	page := `- source: mine
+  date: "2026-01-02"
+  hardware: Apple M4 Max
+  model: Qwen3-30B-A3B
+  series: mine good
+  metric: tok_s
+  value: 12.5
+  unit: tok/s
+- source: mine
+  date: "2026-01-03"
+  hardware: Apple M4 Max
+  model: Qwen3-30B-A3B
+  series: mine bad
+  metric: tok_s
+  value: fast
+  unit: tok/s
+`
+	if err := os.WriteFile(filepath.Join(hist, "mine.yaml"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Kind: results.KindSuite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := []results.Case{{Key: "model/c/batch=1", Name: "c", Kind: results.CaseModel, Params: map[string]string{"batch": "1", "model": "qwen3-30b-a3b"}}}
+	if err := db.AddCases(id, cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishCase(cs[0].ID, []results.Sample{{Metric: "decode_tok_s", Value: 10, Unit: "tok/s"}}, nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishRun(id, results.RunComplete); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	warning := "mtlbench: warning: history: " + filepath.Join(hist, "mine.yaml") + ":15: "
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // on stdout: a figure of the broken file that loads
+	}{
+		{"history show", []string{"history", "show", "--model", "Qwen3-30B-A3B", "--format", "csv"}, "mine good"},
+		{"history list", []string{"history", "list", "--format", "csv"}, "mine"},
+		{"report", []string{"report", "1", "--db", path, "--out", filepath.Join(dir, "report")}, "index.html"},
+		{"compare --out", []string{"compare", "1", "1", "--db", path, "--out", filepath.Join(dir, "cmp")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := mtl(t, tc.args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, errOut)
+			}
+			if !strings.Contains(errOut, warning) || !strings.Contains(errOut, "(left out; the other figures are read)") {
+				t.Errorf("stderr lacks the warning %q:\n%s", warning, errOut)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("stdout lacks %q:\n%s", tc.want, out)
+			}
+		})
 	}
 }

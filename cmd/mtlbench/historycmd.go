@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,10 +41,7 @@ func historyCommand() *cli.Command {
 				Usage: "list the documented figures, grouped by source document",
 				Flags: []cli.Flag{format},
 				Action: func(c *cli.Context) error {
-					pts, err := historyPoints()
-					if err != nil {
-						return err
-					}
+					pts := historyPoints(c.App.ErrWriter)
 					type group struct {
 						n           int
 						models      map[string]bool
@@ -85,10 +83,7 @@ func historyCommand() *cli.Command {
 					"batch > 1 (aggregate tok/s) have none.",
 				Flags: filters,
 				Action: func(c *cli.Context) error {
-					pts, err := historyPoints()
-					if err != nil {
-						return err
-					}
+					pts := historyPoints(c.App.ErrWriter)
 					model, metric, series := c.String("model"), c.String("metric"), c.String("series")
 					sel := history.Filter(pts, model, metric, series)
 					if len(sel) == 0 && len(pts) > 0 {
@@ -181,9 +176,17 @@ func historyCommand() *cli.Command {
 }
 
 // historyPoints is the built-in history and the user's imported figures
-// ($MTLBENCH_HISTORY), what every command reads.
-func historyPoints() ([]history.Point, error) {
-	return history.All(envconfig.HistoryDir())
+// ($MTLBENCH_HISTORY). A broken entry or file is warned about on errw and
+// the rest is used, by every command that reads the history alike: one
+// bad line of an imported page should not hide the documented figures.
+func historyPoints(errw io.Writer) []history.Point {
+	pts, err := history.All(envconfig.HistoryDir())
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(errw, "mtlbench: warning: history: %s (left out; the other figures are read)\n", line)
+		}
+	}
+	return pts
 }
 
 // validDate accepts the date forms the history chart places on its axis.

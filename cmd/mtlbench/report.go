@@ -52,10 +52,7 @@ func reportCommand() *cli.Command {
 			} else if ids, err = resolveRuns(db, refs); err != nil {
 				return err
 			}
-			hist, herr := historyPoints()
-			if herr != nil {
-				fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning: history:", herr)
-			}
+			hist := historyPoints(c.App.ErrWriter)
 			if m := c.String("history-model"); m != "" && len(hist) > 0 {
 				if err := historyModelDrawn(hist, m); err != nil {
 					return err
