@@ -670,6 +670,56 @@ func TestHistoryTimelineZero(t *testing.T) {
 	}
 }
 
+// A documented range from 0 (0–35 tok/s) is drawn on either axis: on a
+// linear one from 0, on a log one, which has no 0, up from the axis floor
+// with an arrow there and a legend line saying so; its figure of 0 is not
+// counted among those left out.
+func TestHistoryRangeFromZero(t *testing.T) {
+	tp := func(date string, v, lo, hi float64) TimelinePoint {
+		return TimelinePoint{Date: date, Value: v, Lo: lo, Hi: hi, Qualifier: "range"}
+	}
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name    string
+		values  []float64 // of the other series
+		want    []string
+		notWant []string
+	}{
+		{"log axis", []float64{0.5, 40}, []string{"1 range reaches down to 0: drawn from", "the axis floor (a log axis has no 0)", "up to 35 (M3)"}, []string{"not drawn"}},
+		{"linear axis", []float64{5, 40}, []string{"up to 35 (M3)"}, []string{"not drawn", "axis floor"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svg := func(lo, hi float64) string {
+				d := TimelineData{Model: "Qwen3-30B-A3B", Series: []TimelineSeries{
+					{Label: "up to 35 (M3)", Hardware: "M3", Documented: true, Points: []TimelinePoint{tp("2025-01-01", 0, lo, hi)}},
+					{Label: "working (M3)", Hardware: "M3", Documented: true,
+						Points: []TimelinePoint{tp("2025-02-01", tc.values[0], nan, nan), tp("2025-03-01", tc.values[1], nan, nan)}},
+				}}
+				c, err := HistoryTimeline(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(must(c.SVG()))
+			}
+			got := svg(0, 35)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("chart lacks %q", w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("chart has %q", w)
+				}
+			}
+			// The range's bar and caps are shapes a figure of 0 alone lacks.
+			if with, without := strings.Count(got, "<path"), strings.Count(svg(nan, nan), "<path"); with < without+3 {
+				t.Errorf("the range drew %d shapes more than the figure alone, want its bar and caps", with-without)
+			}
+		})
+	}
+}
+
 // TestManySeriesStayAtTheirTicks draws many runs of the same batch sizes:
 // the sideways spread that keeps equal points apart leaves every point
 // inside the axes and nearer its own batch size's tick than any other.

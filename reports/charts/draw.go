@@ -490,6 +490,9 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			if !math.IsNaN(p.Lo) && p.Lo > 0 {
 				ymin = math.Min(ymin, p.Lo)
 			}
+			if !math.IsNaN(p.Hi) && p.Hi > 0 {
+				ymin = math.Min(ymin, p.Hi) // the top of a range from 0 is on the axis
+			}
 		}
 	}
 	if math.IsInf(ymax, -1) {
@@ -566,10 +569,17 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	// labelled in tok/s (see xyPlot for why not plot.LogScale).
 	logY := ymax/ymin > 20 // false when every figure is 0 (ymin +Inf)
 	zeros := 0             // figures of 0 a log axis has no place for
+	fromFloor := 0         // ranges reaching down to 0, drawn from the log axis's floor
 	ty := func(v float64) float64 { return v }
+	ylo, yhi := 0.0, ymax*1.12 // the y axis, in values
 	if logY {
 		ty = math.Log10
+		ylo, yhi = ymin/1.35, ymax*1.35
+		if ylo == 0 {
+			ylo = ymin // a subnormal figure: dividing lost it
+		}
 	}
+	var floorMarks plotter.XYs // where a range leaves the axis at its floor
 	draw1 := func(i int) {
 		s := d.Series[i]
 		var xys, errs plotter.XYs
@@ -582,22 +592,45 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			if _, dated := pos[p.Date]; !dated {
 				continue
 			}
+			x := pos[p.Date] + offset(p.Date, i)
+			hasRange := !math.IsNaN(p.Lo) && !math.IsNaN(p.Hi) && p.Hi > p.Lo
+			if logY && hasRange && p.Lo <= 0 {
+				// A log axis has no place for 0, but the rest of the range
+				// has one: drawn up from the floor, an arrow there saying it
+				// goes on below. A figure of 0 is the range's low end, so
+				// the arrow is its mark.
+				floor := ty(ylo)
+				errs = append(errs, plotter.XY{X: x, Y: floor})
+				yerr = append(yerr, struct{ Low, High float64 }{0, ty(p.Hi) - floor})
+				floorMarks = append(floorMarks, plotter.XY{X: x, Y: floor})
+				fromFloor++
+				if p.Value == 0 {
+					continue
+				}
+			}
 			if logY && p.Value == 0 {
 				zeros++
 				continue
 			}
-			x, y := pos[p.Date]+offset(p.Date, i), ty(p.Value)
+			y := ty(p.Value)
 			xys = append(xys, plotter.XY{X: x, Y: y})
 			if p.Date != Undated {
 				joined = append(joined, plotter.XY{X: x, Y: y})
 				dates[p.Date] = true
 			}
-			if !math.IsNaN(p.Lo) && !math.IsNaN(p.Hi) && p.Hi > p.Lo && p.Lo > 0 {
+			if hasRange && (p.Lo > 0 || !logY) {
 				errs = append(errs, plotter.XY{X: x, Y: y})
 				yerr = append(yerr, struct{ Low, High float64 }{y - ty(p.Lo), ty(p.Hi) - y})
 			}
 		}
+		if len(errs) > 0 {
+			c.plot.Add(&plotter.YErrorBars{XYs: errs, YErrors: yerr, CapWidth: vg.Points(5),
+				LineStyle: draw.LineStyle{Color: colorAt(i), Width: vg.Points(1)}})
+		}
 		if len(xys) == 0 {
+			if len(errs) > 0 {
+				c.addLegend(s.Label, &plotter.Scatter{GlyphStyle: glyphStyle(i, glyphAt(i), vg.Points(3.5))})
+			}
 			return
 		}
 		radius := vg.Points(3.5)
@@ -618,10 +651,6 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 			thumbs = append([]plot.Thumbnailer{ln}, sc)
 		}
 		c.plot.Add(sc)
-		if len(errs) > 0 {
-			c.plot.Add(&plotter.YErrorBars{XYs: errs, YErrors: yerr, CapWidth: vg.Points(5),
-				LineStyle: draw.LineStyle{Color: colorAt(i), Width: vg.Points(1)}})
-		}
 		c.addLegend(s.Label, thumbs...)
 	}
 	if len(documented) > 0 {
@@ -642,11 +671,18 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		c.plot.X.Tick.Marker = plot.TimeTicks{Format: "2006"}
 	}
 	c.plot.X.Min, c.plot.X.Max = x0, x1
-	if logY {
-		lo, hi := ymin/1.35, ymax*1.35
-		if lo == 0 {
-			lo = ymin // a subnormal figure: dividing lost it
+	if len(floorMarks) > 0 {
+		arrows := &plotter.Scatter{XYs: floorMarks, GlyphStyle: draw.GlyphStyle{Color: color.Black, Radius: vg.Points(4), Shape: downArrow{}}}
+		c.plot.Add(arrows)
+		what := "ranges reach"
+		if fromFloor == 1 {
+			what = "range reaches"
 		}
+		c.addLegend(fmt.Sprintf("%d %s down to 0: drawn from", fromFloor, what), arrows)
+		c.legendHeader("  the axis floor (a log axis has no 0)")
+	}
+	if logY {
+		lo, hi := ylo, yhi
 		ticks := logTicks(lo, hi)
 		for i := range ticks {
 			ticks[i].Value = math.Log10(ticks[i].Value)
@@ -655,7 +691,7 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 		c.plot.Y.Tick.Marker = ticks
 		c.plot.Y.Label.Text += ", log scale"
 	} else {
-		top := ymax * 1.12
+		top := yhi
 		if top == 0 {
 			top = 1 // every figure 0
 		}
@@ -674,6 +710,21 @@ func HistoryTimeline(d TimelineData) (*Chart, error) {
 	}
 	out.note(c)
 	return c, nil
+}
+
+// downArrow is a filled triangle whose tip is at the point, pointing down:
+// a range that goes on below the log axis's floor.
+type downArrow struct{}
+
+func (downArrow) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	r := sty.Radius
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X, Y: pt.Y})
+	p.Line(vg.Point{X: pt.X - r, Y: pt.Y + 1.6*r})
+	p.Line(vg.Point{X: pt.X + r, Y: pt.Y + 1.6*r})
+	p.Close()
+	c.SetColor(sty.Color)
+	c.Fill(p)
 }
 
 // dashes are the documented series' line patterns, cycled apart from the
