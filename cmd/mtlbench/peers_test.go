@@ -88,7 +88,8 @@ func TestPeerImportsCompare(t *testing.T) {
 	}
 
 	// llama-bench -o json: prefill from pp 16, decode from tg 8 at depth 16
-	// (after the prompt, as mtlbench decodes).
+	// (after the prompt, as mtlbench decodes), each repetition's rate from
+	// its samples_ns.
 	if got := peer("llama-bench.json"); !strings.Contains(got, "imported llama.cpp build 6812 (b4f2a1c9) as run 2 (tag llama.cpp): 3 cases") {
 		t.Errorf("llama-bench import: %s", got)
 	}
@@ -98,10 +99,10 @@ func TestPeerImportsCompare(t *testing.T) {
 	}
 	golden(t, "peer-llama-bench.csv", out)
 	rows := cmp("llama.cpp")
-	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 688.0 || r["b_n"] != "3" || r["a_n"] != "2" || r["verdict"] == "not comparable" {
+	if r := compareRow(t, rows, b1, "decode_tok_s"); median(r, "b") != 8e9/11627906 || r["b_n"] != "3" || r["a_n"] != "2" || r["verdict"] == "not comparable" {
 		t.Errorf("llama-bench decode row %v", r)
 	}
-	if r := compareRow(t, rows, b1, "prefill_tok_s"); median(r, "b") != 9590.7 {
+	if r := compareRow(t, rows, b1, "prefill_tok_s"); median(r, "b") != 16e9/1668282 {
 		t.Errorf("llama-bench prefill row %v", r)
 	}
 

@@ -39,7 +39,11 @@ type lbRow struct {
 	NDepth        int             `json:"n_depth"`
 	TestTime      string          `json:"test_time"`
 	AvgTs         float64         `json:"avg_ts"`
-	SamplesTs     []float64       `json:"samples_ts"`
+	// SamplesNs are the repetitions' times, whole nanoseconds; SamplesTs
+	// the rates llama-bench derives from them, printed with six significant
+	// digits (tools/llama-bench/llama-bench.cpp, json_printer).
+	SamplesNs []uint64  `json:"samples_ns"`
+	SamplesTs []float64 `json:"samples_ts"`
 
 	// settings are every field of the row but the test and its figures,
 	// as written: llama-bench sweeps many more than the ones read above
@@ -82,15 +86,22 @@ func (r lbRow) config() string {
 }
 
 // checkSamples says why the row holds no figure to keep: llama-bench -r 0
-// runs no repetition and writes an empty samples_ts beside an avg_ts of 0,
-// and no test it times runs at 0 tokens a second (1e9 * tokens / ns).
+// runs no repetition and writes empty samples beside an avg_ts of 0, and no
+// test it times takes 0 ns or runs at 0 tokens a second.
 func (r lbRow) checkSamples() error {
 	if len(r.samples()) == 0 {
-		return fmt.Errorf("samples_ts is empty and avg_ts %g: no repetition was timed (llama-bench -r 0); run it with -r 1 or more", r.AvgTs)
+		return fmt.Errorf("samples_ns and samples_ts are empty and avg_ts %g: no repetition was timed (llama-bench -r 0); run it with -r 1 or more", r.AvgTs)
 	}
-	for i, v := range r.SamplesTs {
-		if !(v > 0) {
-			return fmt.Errorf("samples_ts[%d] is %g: llama-bench times a test at more than 0 tokens a second", i, v)
+	for i, ns := range r.SamplesNs {
+		if ns == 0 {
+			return fmt.Errorf("samples_ns[%d] is 0: llama-bench times a test at more than 0 ns", i)
+		}
+	}
+	if len(r.SamplesNs) == 0 {
+		for i, v := range r.SamplesTs {
+			if !(v > 0) {
+				return fmt.Errorf("samples_ts[%d] is %g: llama-bench times a test at more than 0 tokens a second", i, v)
+			}
 		}
 	}
 	return nil
@@ -113,7 +124,20 @@ func (r lbRow) test() string {
 	return t
 }
 
+// samples are the row's repetitions in tokens a second: the tokens the
+// test ran (n_prompt + n_gen, as llama-bench counts them) over each
+// repetition's samples_ns, exact where samples_ts is rounded to six
+// digits; a file without samples_ns gives its samples_ts, one without
+// either its avg_ts.
 func (r lbRow) samples() []float64 {
+	if len(r.SamplesNs) > 0 {
+		tokens := float64(*r.NPrompt + *r.NGen)
+		out := make([]float64, len(r.SamplesNs))
+		for i, ns := range r.SamplesNs {
+			out[i] = 1e9 * tokens / float64(ns)
+		}
+		return out
+	}
 	if len(r.SamplesTs) > 0 {
 		return r.SamplesTs
 	}

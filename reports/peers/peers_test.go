@@ -29,8 +29,8 @@ func TestDetectAndParse(t *testing.T) {
 	}{
 		{"llama-bench.json", FormatLlamaBench, Options{}, 1,
 			[]string{"model/bench/batch=1/gen_len=8/prompt_len=16", "model/bench/batch=1/depth=16/gen_len=8/prompt_len=16", "model/bench/batch=1/gen_len=8/prompt_len=0"},
-			"prefill_tok_s", 9512.4},
-		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 8400},
+			"prefill_tok_s", 16e9 / 1682015},
+		{"llama-bench.jsonl", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=8/prompt_len=16"}, "prefill_tok_s", 16e9 / 1904761},
 		// A --n-cpu-moe 0,48 sweep: a setting this reader has no field
 		// for makes two runs, not one of pooled samples.
 		{"llama-bench-ncmoe.json", FormatLlamaBench, Options{}, 2, []string{"model/bench/batch=1/gen_len=128/prompt_len=512"}, "prefill_tok_s", 1000},
@@ -375,7 +375,7 @@ func TestNaNIsNoFigure(t *testing.T) {
 	for _, tc := range []struct{ format, data, want string }{
 		{FormatVLLMLatency, `{"avg_latency": 1.0, "latencies": [1.0, NaN], "percentiles": {}}`, "latency 2 is NaN or null"},
 		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 100, "samples_ts": [NaN, 100]}]`, "invalid character 'N'"},
-		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 0, "samples_ts": []}]`, "result 1 (pp512): samples_ts is empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
+		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 0, "samples_ts": []}]`, "result 1 (pp512): samples_ns and samples_ts are empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
 	} {
 		_, err := Parse(tc.format, "f.json", []byte(tc.data), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -721,7 +721,7 @@ func TestLlamaBenchOldBackendFlags(t *testing.T) {
 			decode = append(decode, s.Value)
 		}
 	}
-	if !slices.Equal(decode, []float64{59.4159, 59.2382, 59.1723}) {
+	if !slices.Equal(decode, []float64{128e9 / 2154305125, 128e9 / 2160768750, 128e9 / 2163162500}) {
 		t.Errorf("decode %v", decode)
 	}
 	// No n_ubatch in the file: no label of 0 for it, nor a note.
@@ -756,9 +756,10 @@ func TestLlamaBenchRowSamples(t *testing.T) {
 		`"samples_ns": [ %s ],"samples_ts": [ %s ]}`
 	ok := fmt.Sprintf(row, 512, 0, 0, "250000000", "2048.000000", "250000000", "2048")
 	for _, tc := range []struct{ data, want string }{
-		{ok + "\n" + fmt.Sprintf(row, 0, 128, 4096, "0", "0.000000", " ", " ") + "\n", "line 2 (tg128 @ d4096): samples_ts is empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
-		{ok + "\n\n" + fmt.Sprintf(row, 512, 128, 0, "1", "0.000000", "1, 2", "0, 2048") + "\n", "line 3 (pp512+tg128): samples_ts[0] is 0"},
-		{"[" + ok + ",\n" + fmt.Sprintf(row, 0, 128, 0, "1", "1", "1", "64, -64") + "]", "result 2 (tg128): samples_ts[1] is -64"},
+		{ok + "\n" + fmt.Sprintf(row, 0, 128, 4096, "0", "0.000000", " ", " ") + "\n", "line 2 (tg128 @ d4096): samples_ns and samples_ts are empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
+		{ok + "\n\n" + fmt.Sprintf(row, 512, 128, 0, "1", "0.000000", "0, 2", "0, 3.2e+11") + "\n", "line 3 (pp512+tg128): samples_ns[0] is 0"},
+		// A file without samples_ns: its samples_ts are the figures.
+		{"[" + ok + ",\n" + strings.Replace(fmt.Sprintf(row, 0, 128, 0, "1", "1", "", "64, -64"), `"samples_ns": [  ],`, "", 1) + "]", "result 2 (tg128): samples_ts[1] is -64"},
 	} {
 		_, err := Parse(FormatLlamaBench, "llama.jsonl", []byte(tc.data), Options{})
 		if err == nil || !strings.Contains(err.Error(), "llama.jsonl: llama-bench: "+tc.want) {
@@ -797,7 +798,8 @@ func TestLlamaBenchStoppedArray(t *testing.T) {
 
 // llama-bench -o jsonl as it prints it (-p 512 -n 128 -d 0,512 -r 3: each
 // depth's pp then tg, the fields in its order, samples_ts at six
-// significant digits): every figure lands in the case of its test.
+// significant digits): every figure lands in the case of its test, at the
+// rate its samples_ns give.
 func TestLlamaBenchDepthFile(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-depth.jsonl"))
 	if err != nil {
@@ -832,12 +834,12 @@ func TestLlamaBenchDepthFile(t *testing.T) {
 	}
 	want := map[string]string{
 		// pp512 with its decode after 512 tokens (tg128 @ d512).
-		"model/bench/batch=1/gen_len=128/prompt_len=512": "depth 512: prefill_tok_s[0]=2047.14tok/s prefill_tok_s[1]=2032.71tok/s prefill_tok_s[2]=2043.81tok/s " +
-			"decode_tok_s[0]=62.7446tok/s decode_tok_s[1]=62.6045tok/s decode_tok_s[2]=62.7073tok/s",
+		"model/bench/batch=1/gen_len=128/prompt_len=512": "depth 512: prefill_tok_s[0]=2047.1436143175354tok/s prefill_tok_s[1]=2032.7055817086862tok/s prefill_tok_s[2]=2043.8112089273036tok/s " +
+			"decode_tok_s[0]=62.744602080044835tok/s decode_tok_s[1]=62.60454215722691tok/s decode_tok_s[2]=62.70730333311397tok/s",
 		// pp512 @ d512: bench -d 512's prompt; no tg128 @ d1024 was timed.
-		"model/bench/batch=1/depth=512/gen_len=128/prompt_len=512": "depth : prefill_tok_s[0]=1948.44tok/s prefill_tok_s[1]=1946.02tok/s prefill_tok_s[2]=1950.54tok/s",
+		"model/bench/batch=1/depth=512/gen_len=128/prompt_len=512": "depth : prefill_tok_s[0]=1948.437130606812tok/s prefill_tok_s[1]=1946.0247385810328tok/s prefill_tok_s[2]=1950.5418252797817tok/s",
 		// tg128 on an empty cache.
-		"model/bench/batch=1/gen_len=128/prompt_len=0": "depth 0: decode_tok_s[0]=64.4702tok/s decode_tok_s[1]=64.3149tok/s decode_tok_s[2]=64.4187tok/s",
+		"model/bench/batch=1/gen_len=128/prompt_len=0": "depth 0: decode_tok_s[0]=64.47020538419395tok/s decode_tok_s[1]=64.31488836249062tok/s decode_tok_s[2]=64.4186784426185tok/s",
 	}
 	if len(got) != len(want) {
 		t.Errorf("cases %v", got)
@@ -896,5 +898,65 @@ func TestLlamaBenchSignedCharEscape(t *testing.T) {
 	runs, err = Parse(FormatLlamaBench, "llama.jsonl", []byte(strings.ReplaceAll(row, `Jos\ufffff\ufffff`, "jose")), Options{})
 	if err != nil || len(runs[0].Warnings) != 0 {
 		t.Errorf("%v, warnings %q", err, runs[0].Warnings)
+	}
+}
+
+// llama-bench writes each repetition twice: samples_ns, whole nanoseconds,
+// and samples_ts, tokens a second derived from them and printed with six
+// significant digits (tools/llama-bench/llama-bench.cpp, json_printer and
+// jsonl_printer). A sample is the tokens the test ran (n_prompt + n_gen;
+// a depth is not timed) over its samples_ns; samples_ts only where a file
+// has no samples_ns.
+func TestLlamaBenchSamplesFromNs(t *testing.T) {
+	// -o json's row, as json_printer indents it.
+	jsonRow := "[\n  {\n    \"build_commit\": \"7f09a680\",\n    \"build_number\": 6900,\n    \"backends\": \"Metal,BLAS\",\n" +
+		"    \"model_type\": \"qwen3moe 30B.A3B Q4_K - Medium\",\n    \"n_gpu_layers\": 99,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n" +
+		"    \"test_time\": \"2026-11-20T09:15:02Z\",\n    \"avg_ns\": 0,\n    \"stddev_ns\": 0,\n    \"avg_ts\": 0.000000,\n    \"stddev_ts\": 0.000000,\n" +
+		"%s  }\n]\n"
+	// -o jsonl's line, as jsonl_printer writes it.
+	jsonlRow := `{"build_commit": "7f09a680", "build_number": 6900, "backends": "Metal,BLAS", "model_type": "qwen3moe 30B.A3B Q4_K - Medium", "n_gpu_layers": 99, ` +
+		`"n_prompt": %d, "n_gen": %d, "n_depth": %d, "test_time": "2026-11-20T09:15:02Z", "avg_ns": 0, "stddev_ns": 0, "avg_ts": 0.000000, "stddev_ts": 0.000000, %s}` + "\n"
+	for _, tc := range []struct {
+		name, format   string
+		prompt, gen, d int
+		samples        string // the row's samples fields, as the printer writes them
+		metric         string
+		want           []float64 // or nil for an error holding err
+		err            string
+	}{
+		{"pp512, -o json", jsonRow, 512, 0, 0, "    \"samples_ns\": [ 250104583, 251881042 ],\n    \"samples_ts\": [ 2047.14, 2032.71 ]\n",
+			"prefill_tok_s", []float64{512e9 / 250104583, 512e9 / 251881042}, ""},
+		{"tg128, -o jsonl", jsonlRow, 0, 128, 0, `"samples_ns": [ 1985413250, 1990207917 ],"samples_ts": [ 64.4702, 64.3149 ]`,
+			"decode_tok_s", []float64{128e9 / 1985413250, 128e9 / 1990207917}, ""},
+		{"pp512+tg128 counts both", jsonlRow, 512, 128, 0, `"samples_ns": [ 12048512000 ],"samples_ts": [ 53.1185 ]`,
+			"prompt_gen_tok_s", []float64{640e9 / 12048512000}, ""},
+		{"a depth is not timed", jsonRow, 512, 0, 4096, "    \"samples_ns\": [ 262774709 ],\n    \"samples_ts\": [ 1948.44 ]\n",
+			"prefill_tok_s", []float64{512e9 / 262774709}, ""},
+		{"no samples_ns: samples_ts", jsonlRow, 0, 128, 0, `"samples_ts": [ 64.4702, 64.3149 ]`,
+			"decode_tok_s", []float64{64.4702, 64.3149}, ""},
+		{"a repetition of 0 ns", jsonlRow, 0, 128, 0, `"samples_ns": [ 0, 1990207917 ],"samples_ts": [ 0, 64.3149 ]`,
+			"", nil, "line 1 (tg128): samples_ns[0] is 0"},
+	} {
+		data := fmt.Sprintf(tc.format, tc.prompt, tc.gen, tc.d, tc.samples)
+		runs, err := Parse(FormatLlamaBench, "llama.json", []byte(data), Options{})
+		if tc.want == nil {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var got []float64
+		for _, s := range runs[0].Cases[0].Samples {
+			if s.Metric == tc.metric {
+				got = append(got, s.Value)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %s %v, want %v", tc.name, tc.metric, got, tc.want)
+		}
 	}
 }
