@@ -346,7 +346,7 @@ type pd struct{ n, depth int }
 func llamaBenchRun(rows []lbRow, o Options) *Run {
 	first := rows[0]
 	run := &Run{Tool: "llama.cpp", ToolVersion: fmt.Sprintf("build %d (%s)", first.BuildNumber, first.BuildCommit),
-		Backend: llamaBackend(first.backendList()), TimingMode: "throughput"}
+		Backend: first.backend(), TimingMode: "throughput"}
 	run.Machine.CPUModel, run.Machine.GPUName = first.CPUInfo, first.GPUInfo
 	run.HasMachine = first.CPUInfo != "" || first.GPUInfo != ""
 	if t, err := time.Parse(time.RFC3339, first.TestTime); err == nil {
@@ -583,9 +583,22 @@ func (r lbRow) backendList() string {
 	return strings.Join(list, ",")
 }
 
-// llamaBackend is the backend that ran the model, in mtlbench's words:
-// llama-bench lists every one it was built with ("Metal,BLAS"); the GPU one
-// is what ran a fully offloaded model.
+// backend is the backend that ran the model's layers, in mtlbench's words.
+// llama-bench lists every backend it was built with ("Metal,BLAS"); the
+// GPU one ran the layers it was given, n_gpu_layers of them (-1: all) on
+// the devices named (tools/llama-bench/llama-bench.cpp, test::get_values).
+// With none given (-ngl 0, or -dev none) the layers ran on the CPU,
+// whatever the build lists.
+func (r lbRow) backend() string {
+	_, ngl := r.settings["n_gpu_layers"]
+	if ngl && r.NGPULayers == 0 || r.settings["devices"] == `"none"` {
+		return "cpu"
+	}
+	return llamaBackend(r.backendList())
+}
+
+// llamaBackend is the backend of a build's list that runs the layers
+// offloaded: the GPU one, else the first listed, else the CPU.
 func llamaBackend(list string) string {
 	parts := strings.Split(strings.ToLower(list), ",")
 	for _, p := range parts {

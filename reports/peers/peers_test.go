@@ -960,3 +960,47 @@ func TestLlamaBenchSamplesFromNs(t *testing.T) {
 		}
 	}
 }
+
+// A run's backend is the one that ran the model's layers: the GPU backend
+// llama-bench lists where it was given them (n_gpu_layers, -1 for all, on
+// the devices named), the CPU where it was given none (-ngl 0, -dev none),
+// whatever the build lists; -o json and -o jsonl alike, a sweep's runs
+// each by their own.
+func TestLlamaBenchBackendFollowsLayers(t *testing.T) {
+	jsonlRow := `{"build_commit": "7f09a680", "build_number": 6900, "cpu_info": "Apple M3 Max", "gpu_info": "Apple M3 Max", %s, ` +
+		`"model_filename": "m.gguf", "model_type": "qwen3moe 30B.A3B Q4_K - Medium", "n_threads": 12, %s, "n_prompt": 512, "n_gen": 0, "n_depth": 0, ` +
+		`"test_time": "2026-11-20T09:15:02Z", "avg_ns": 250000000, "stddev_ns": 0, "avg_ts": 2048.000000, "stddev_ts": 0.000000, "samples_ns": [ 250000000 ],"samples_ts": [ 2048 ]}` + "\n"
+	asJSON := func(lines string) string {
+		rows := strings.Split(strings.TrimSpace(lines), "\n")
+		return "[\n  " + strings.Join(rows, ",\n  ") + "\n]\n"
+	}
+	metal, cuda, old := `"backends": "Metal,BLAS"`, `"backends": "CUDA"`, `"cuda": false, "opencl": false, "metal": true, "gpu_blas": false, "blas": true`
+	for _, tc := range []struct {
+		name     string
+		data     string
+		backends []string // each run's
+	}{
+		{"-ngl 99", fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 99`), []string{"metal"}},
+		{"-ngl 0", fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 0`), []string{"cpu"}},
+		{"-ngl 0, -o json", asJSON(fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 0`)), []string{"cpu"}},
+		{"-ngl -1: every layer", fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": -1`), []string{"metal"}},
+		{"-ngl 0 on CUDA", fmt.Sprintf(jsonlRow, cuda, `"n_gpu_layers": 0`), []string{"cpu"}},
+		{"-dev none", fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 99, "devices": "none"`), []string{"cpu"}},
+		{"-dev Metal", fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 99, "devices": "Metal"`), []string{"metal"}},
+		{"an older build's flags, -ngl 0", asJSON(fmt.Sprintf(jsonlRow, old, `"n_gpu_layers": 0`)), []string{"cpu"}},
+		{"an -ngl 0,99 sweep", fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 0`) + fmt.Sprintf(jsonlRow, metal, `"n_gpu_layers": 99`), []string{"cpu", "metal"}},
+	} {
+		runs, err := Parse(FormatLlamaBench, "llama.json", []byte(tc.data), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var got []string
+		for _, r := range runs {
+			got = append(got, r.Backend)
+		}
+		if !slices.Equal(got, tc.backends) {
+			t.Errorf("%s: backends %v, want %v", tc.name, got, tc.backends)
+		}
+	}
+}
