@@ -740,3 +740,19 @@ func TestImportTellsRunsOfOneStartApart(t *testing.T) {
 		})
 	}
 }
+
+// vLLM's *.pytorch.json copy of a run is refused, naming the result file
+// written beside it, which peer import reads.
+func TestPeerImportNamesVLLMResultFile(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	td := filepath.Join("..", "..", "reports", "peers", "testdata")
+	for _, c := range []struct{ file, want string }{
+		{"vllm-latency.pytorch.json", "import " + filepath.Join(td, "vllm-latency.json") + ", the result file vllm bench latency wrote beside it, with --batch 2 --prompt-len 16 --gen-len 8"},
+		{"vllm-serve.pytorch.json", "import " + filepath.Join(td, "vllm-serve.json") + ", the result file vllm bench serve wrote beside it"},
+	} {
+		_, _, err := mtl(t, "peer", "import", filepath.Join(td, c.file), "--db", db)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "--from") {
+			t.Errorf("%s: %v, want %q", c.file, err, c.want)
+		}
+	}
+}

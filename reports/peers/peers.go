@@ -278,6 +278,12 @@ func Detect(data []byte) (string, error) {
 			return FormatVLLMLatency, nil
 		case has("output_throughput") || has("mean_ttft_ms") || has("total_output_tokens"):
 			return FormatVLLMServe, nil
+		case has("benchmark") && has("metric"):
+			// vLLM's PyTorch-format copy of a run: its reader names the
+			// result file to import.
+			if recs, ok := vllmPyTorchRecords(t); ok {
+				return vllmPyTorchFormat(recs), nil
+			}
 		}
 		return "", unknownFormat{errors.New("JSON of no known tool (want llama-bench -o json/jsonl, vllm bench serve --save-result, vllm bench latency --output-json, or an mtlbench peer run)")}
 	}
@@ -299,6 +305,9 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 	var runs []*Run
 	if format == FormatVLLMServe || format == FormatVLLMLatency {
 		data = pythonJSON(data) // vLLM writes its files with Python's json
+		if recs, ok := vllmPyTorchRecords(data); ok {
+			return nil, fmt.Errorf("%s: %s: %w", name, format, vllmPyTorchRefusal(name, recs))
+		}
 	}
 	switch format {
 	case FormatLlamaBench:

@@ -1004,3 +1004,49 @@ func TestLlamaBenchBackendFollowsLayers(t *testing.T) {
 		}
 	}
 }
+
+// vLLM's bench latency and bench serve write, beside their result file and
+// when SAVE_TO_PYTORCH_BENCHMARK_FORMAT is set, a copy of the run in the
+// PyTorch benchmark format, named after it with .pytorch.json
+// (vllm/benchmarks/lib/utils.py). It is recognised and refused, naming the
+// result file to import (and for bench latency the workload its arguments
+// record), whichever vLLM format --from names.
+func TestVLLMPyTorchFormat(t *testing.T) {
+	read := func(name string) string {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	lat, serve := read("vllm-latency.pytorch.json"), read("vllm-serve.pytorch.json")
+	for _, tc := range []struct {
+		name, path, data string
+		format           string // Detect's
+		from             string // the format Parse is given
+		want             string
+	}{
+		{"bench latency", "vllm-latency.pytorch.json", lat, FormatVLLMLatency, FormatVLLMLatency,
+			"import vllm-latency.json, the result file vllm bench latency wrote beside it, with --batch 2 --prompt-len 16 --gen-len 8 as this file's arguments record"},
+		{"in a folder, --output-json not .json", filepath.Join("runs", "lat.pytorch.json"), strings.Replace(lat, `"output_json": "vllm-latency.json"`, `"output_json": "/tmp/lat.txt"`, 1),
+			FormatVLLMLatency, FormatVLLMLatency, "import " + filepath.Join("runs", "lat.txt") + ", the result file"},
+		{"bench serve", "vllm-serve.pytorch.json", serve, FormatVLLMServe, FormatVLLMServe,
+			"import vllm-serve.json, the result file vllm bench serve wrote beside it"},
+		{"bench serve, --from vllm-latency", "vllm-serve.pytorch.json", serve, FormatVLLMServe, FormatVLLMLatency,
+			"import vllm-serve.json, the result file vllm bench serve wrote beside it"},
+		{"bench serve's default name", "openai-infqps-concurrency2-Qwen3-MoE-mini-20261120-093012.pytorch.json",
+			strings.ReplaceAll(serve, `"result_filename": "vllm-serve.json"`, `"result_filename": null`), FormatVLLMServe, FormatVLLMServe,
+			"import openai-infqps-concurrency2-Qwen3-MoE-mini-20261120-093012.json, the result file"},
+		{"renamed", filepath.Join("keep", "serve-copy.json"), serve, FormatVLLMServe, FormatVLLMServe,
+			"import " + filepath.Join("keep", "vllm-serve.json") + ", the result file"},
+	} {
+		f, err := Detect([]byte(tc.data))
+		if err != nil || f != tc.format {
+			t.Errorf("%s: Detect %q, %v; want %s", tc.name, f, err, tc.format)
+		}
+		_, err = Parse(tc.from, tc.path, []byte(tc.data), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "PyTorch benchmark format") {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

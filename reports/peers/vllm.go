@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -411,3 +412,91 @@ func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
 
 // vllmBackend is the backend a vLLM run records: its files name no device.
 const vllmBackend = "vllm"
+
+// vllmPyTorchRecord is one record of the PyTorch benchmark format that
+// vLLM's benchmarks write beside their result file when
+// SAVE_TO_PYTORCH_BENCHMARK_FORMAT is set, named after it with
+// .pytorch.json (vllm/benchmarks/lib/utils.py,
+// convert_to_pytorch_benchmark_format; serve.py and latency.py,
+// save_to_pytorch_benchmark_format): a metric a record, the command's
+// arguments in benchmark.extra_info.args.
+type vllmPyTorchRecord struct {
+	Benchmark struct {
+		Name      string `json:"name"`
+		ExtraInfo struct {
+			Args map[string]json.RawMessage `json:"args"`
+		} `json:"extra_info"`
+	} `json:"benchmark"`
+	Metric struct {
+		Name string `json:"name"`
+	} `json:"metric"`
+}
+
+// vllmPyTorchRecords reads data as that format; false for anything else.
+func vllmPyTorchRecords(data []byte) ([]vllmPyTorchRecord, bool) {
+	var recs []vllmPyTorchRecord
+	if json.Unmarshal(data, &recs) != nil || len(recs) == 0 || recs[0].Benchmark.Name != "vLLM benchmark" || recs[0].Metric.Name == "" {
+		return nil, false
+	}
+	return recs, true
+}
+
+// vllmPyTorchFormat is the command that wrote such a file: bench latency
+// records its one metric, latency; bench serve its latency statistics.
+func vllmPyTorchFormat(recs []vllmPyTorchRecord) string {
+	if recs[0].Metric.Name == "latency" {
+		return FormatVLLMLatency
+	}
+	return FormatVLLMServe
+}
+
+// vllmPyTorchRefusal says which file to import for a PyTorch-format file
+// at path: the result file it was written beside holds the same run, and
+// reading both would store it twice. vLLM names this one
+// splitext(result)[0] + ".pytorch.json", the result file being
+// --output-json's (latency) or --result-filename's, else a .json
+// (serve); bench latency's arguments also give the workload its result
+// file does not record.
+func vllmPyTorchRefusal(path string, recs []vllmPyTorchRecord) error {
+	args := recs[0].Benchmark.ExtraInfo.Args
+	str := func(k string) string {
+		var v string
+		_ = json.Unmarshal(args[k], &v) // null or absent: ""
+		return v
+	}
+	given := str("output_json")
+	if given == "" {
+		given = str("result_filename")
+	}
+	result := ""
+	if stem, ok := strings.CutSuffix(path, ".pytorch.json"); ok {
+		ext := ".json"
+		if given != "" {
+			ext = filepath.Ext(given)
+		}
+		result = stem + ext
+	} else if given != "" {
+		result = filepath.Join(filepath.Dir(path), filepath.Base(given))
+	}
+	cmd := "vllm bench serve"
+	if vllmPyTorchFormat(recs) == FormatVLLMLatency {
+		cmd = "vllm bench latency"
+	}
+	what := "the result file " + cmd + " wrote beside it"
+	if result != "" {
+		what = result + ", " + what
+	}
+	var flags []string
+	if cmd == "vllm bench latency" {
+		for _, f := range []struct{ arg, flag string }{{"batch_size", "--batch"}, {"input_len", "--prompt-len"}, {"output_len", "--gen-len"}} {
+			var n int
+			if json.Unmarshal(args[f.arg], &n) == nil && n > 0 {
+				flags = append(flags, fmt.Sprintf("%s %d", f.flag, n))
+			}
+		}
+	}
+	if len(flags) > 0 {
+		what += ", with " + strings.Join(flags, " ") + " as this file's arguments record"
+	}
+	return fmt.Errorf("vLLM's PyTorch benchmark format (%s's copy of its run, written when SAVE_TO_PYTORCH_BENCHMARK_FORMAT is set), which is not read, so that the run is not stored twice: import %s", cmd, what)
+}
