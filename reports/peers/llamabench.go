@@ -275,6 +275,13 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 		if *r.NPrompt == 0 && *r.NGen == 0 {
 			return nil, fmt.Errorf("%s: n_prompt and n_gen are both 0: a test of no tokens, which llama-bench does not run", r.where)
 		}
+		// -embd 1 makes every token of the test an output, an embedding
+		// (llama.cpp's src/llama-context.cpp, output_all): neither
+		// mtlbench's prefill (the last token's logits) nor its decode.
+		if r.settings["embeddings"] == "true" {
+			return nil, fmt.Errorf("%s (%s): embeddings is true (llama-bench -embd 1): the test timed the model computing an embedding for every token, not a generation nor a prompt for one, which every mtlbench case measures; it cannot be imported: run llama-bench with -embd 0 (its default) to compare",
+				r.where, r.test())
+		}
 		if err := r.checkSamples(); err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", r.where, r.test(), err)
 		}

@@ -276,7 +276,10 @@ func Detect(data []byte) (string, error) {
 			return FormatLlamaBench, nil
 		case has("latencies") && has("avg_latency"):
 			return FormatVLLMLatency, nil
-		case has("output_throughput") || has("mean_ttft_ms") || has("total_output_tokens"):
+		// A pooling endpoint's run (embeddings) has no output figures, only
+		// its input counts and request throughput.
+		case has("output_throughput") || has("mean_ttft_ms") || has("total_output_tokens") ||
+			has("completed") && has("total_input_tokens") && has("request_throughput"):
 			return FormatVLLMServe, nil
 		case has("benchmark") && has("metric"):
 			// vLLM's PyTorch-format copy of a run: its reader names the

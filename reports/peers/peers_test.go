@@ -1050,3 +1050,60 @@ func TestVLLMPyTorchFormat(t *testing.T) {
 		}
 	}
 }
+
+// A run that generated nothing holds nothing an mtlbench case measures:
+// llama-bench -embd 1 timed embeddings (every token an output), a vLLM
+// pooling endpoint's run (--backend openai-embeddings) writes no output
+// count, a generation run whose requests returned no token writes 0. Each
+// is refused saying what the file holds, never with a hint to give
+// lengths, which would key it as a generation it was not.
+func TestNoGenerationIsRefused(t *testing.T) {
+	lbRow := `{"build_commit": "7f09a680", "build_number": 6900, "backends": "Metal,BLAS", "model_type": "qwen3 0.6B Q8_0", "n_gpu_layers": 99, ` +
+		`"embeddings": %s, "n_prompt": %d, "n_gen": %d, "n_depth": 0, "test_time": "2026-11-20T09:15:02Z", "avg_ns": 250000000, "stddev_ns": 0, ` +
+		`"avg_ts": 2048.000000, "stddev_ts": 0.000000, "samples_ns": [ 250000000 ],"samples_ts": [ 2048 ]}` + "\n"
+	embd, err := os.ReadFile(filepath.Join("testdata", "vllm-serve-embeddings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noTokens := strings.Replace(strings.Replace(read(t, "vllm-serve.json"), `"total_output_tokens": 16`, `"total_output_tokens": 0`, 1), `"output_throughput": 390.24`, `"output_throughput": 0.0`, 1)
+	for _, tc := range []struct {
+		name, data string
+		format     string // Detect's
+		o          Options
+		want       string // "" for a file that imports
+	}{
+		{"llama-bench -embd 1 -n 0", fmt.Sprintf(lbRow, "true", 512, 0), FormatLlamaBench, Options{},
+			"line 1 (pp512): embeddings is true (llama-bench -embd 1): the test timed the model computing an embedding for every token"},
+		{"llama-bench -embd 1, -o json", "[" + fmt.Sprintf(lbRow, "false", 512, 0) + "," + fmt.Sprintf(lbRow, "true", 0, 128) + "]", FormatLlamaBench, Options{},
+			"result 2 (tg128): embeddings is true (llama-bench -embd 1)"},
+		{"llama-bench -embd 0", fmt.Sprintf(lbRow, "false", 512, 0), FormatLlamaBench, Options{}, ""},
+		{"vllm bench serve, an embeddings endpoint", string(embd), FormatVLLMServe, Options{},
+			`a run of a pooling endpoint (backend "openai-embeddings"): its 8 requests sent 4096 input tokens and generated none`},
+		{"the same, lengths given", string(embd), FormatVLLMServe, Options{PromptLen: 512, GenLen: 128}, "a run of a pooling endpoint"},
+		{"vllm bench serve, no token generated", noTokens, FormatVLLMServe, Options{GenLen: 8},
+			"total_output_tokens is 0: the 2 completed requests generated no token"},
+	} {
+		f, err := Detect([]byte(tc.data))
+		if err != nil || f != tc.format {
+			t.Errorf("%s: Detect %q, %v; want %s", tc.name, f, err, tc.format)
+			continue
+		}
+		_, err = Parse(f, "f.json", []byte(tc.data), tc.o)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cannot be imported") || strings.Contains(err.Error(), "--gen-len")):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// read is a testdata file's text.
+func read(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

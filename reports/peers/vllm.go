@@ -152,6 +152,9 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	if endpoint == "" {
 		endpoint = v.EndpointType
 	}
+	if err := v.checkGenerated(endpoint); err != nil {
+		return nil, err
+	}
 	arrival, err := vllmArrival(v.RequestRate, v.Burstiness)
 	if err != nil {
 		return nil, err
@@ -263,6 +266,27 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("date %q is not YYYYMMDD-HHMMSS as vllm bench serve writes it: the run is dated by the file's modification time", v.Date))
 	}
 	return []*Run{run}, nil
+}
+
+// checkGenerated says why a run that generated no token holds nothing
+// mtlbench measures, whose cases all generate: a run of a pooling endpoint
+// (vLLM's --backend openai-embeddings, any embeddings or rerank one) writes input
+// counts, request throughput and end-to-end latency and no output count
+// at all (vllm/benchmarks/serve.py, calculate_metrics_for_embeddings);
+// a generation run whose requests returned no token writes 0. Lengths
+// given as flags do not mend it: they key a run, they do not make tokens.
+func (v vllmServe) checkGenerated(endpoint string) error {
+	_, counted := v.raw["total_output_tokens"]
+	_, rated := v.raw["output_throughput"]
+	switch {
+	case !counted && !rated && len(v.OutputLens) == 0:
+		return fmt.Errorf("a run of a pooling endpoint (backend %q): its %d requests sent %d input tokens and generated none, and the file holds their request throughput and end-to-end latency, not a generation, which every mtlbench case measures; it cannot be imported",
+			endpoint, v.Completed, v.TotalInput)
+	case counted && v.TotalOutput == 0:
+		return fmt.Errorf("total_output_tokens is 0: the %d completed requests generated no token, so the file holds no generation to compare with mtlbench's cases, which all generate; it cannot be imported",
+			v.Completed)
+	}
+	return nil
 }
 
 // vllmArrival is the suites' arrival of a run at a finite --request-rate:
