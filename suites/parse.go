@@ -59,6 +59,8 @@ type parser struct {
 	// said holds case errors already given for one group and parameter,
 	// so a matrix does not repeat them for each of its points.
 	said map[string]bool
+	// keyAt is where the suite's params name each of them.
+	keyAt map[string]Pos
 	// thresholdAt is each threshold's metric name in the file.
 	thresholdAt map[string]Pos
 }
@@ -448,9 +450,11 @@ func (p *parser) suite(root *yaml.Node) {
 		}
 	}
 	p.expand(groups, suiteParams, p.at(casesE.k))
-	// Only over every case: a case left out by an error could record it.
+	// Only over every case: a case left out by an error could record it,
+	// or read a param.
 	if len(p.errs.list) == 0 {
 		p.thresholdsRecorded()
+		p.suiteParamsRead(suiteParams)
 	}
 }
 
@@ -606,6 +610,31 @@ func (p *parser) thresholdsRecorded() {
 	}
 }
 
+// suiteParamsRead refuses a suite param no case reads: a typo of a name
+// the cases read, or another kind's or op's parameter, would be recorded
+// nowhere and change nothing, as an override none reads would.
+func (p *parser) suiteParamsRead(suiteParams map[string]Value) {
+	read := func(name string) bool {
+		return slices.ContainsFunc(p.s.Cases, func(c Case) bool { return takes(c, name) })
+	}
+	for _, name := range sortedKeys(suiteParams) {
+		if read(name) {
+			continue
+		}
+		var others []string
+		for _, other := range slices.Sorted(maps.Keys(params)) {
+			if read(other) {
+				others = append(others, other)
+			}
+		}
+		at, ok := p.keyAt["params."+name]
+		if !ok {
+			at = suiteParams[name].Pos
+		}
+		p.errs.add(at, didYouMean(name, others), "no case of this suite reads params %s (%s)", name, takers(name))
+	}
+}
+
 func (p *parser) model(e *entry) *Model {
 	m := &Model{Weights: WeightsSynthetic, Seed: 1, Fit: "strict", Pos: p.at(e.k)}
 	ents, ok := p.mapping(e.v, "model")
@@ -735,6 +764,10 @@ func (p *parser) params(n *yaml.Node, kind, where, prefix string) map[string]Val
 			out[e.key] = v
 			if prefix != "" {
 				p.s.Positions[prefix+"."+e.key] = v.Pos
+				if p.keyAt == nil {
+					p.keyAt = map[string]Pos{}
+				}
+				p.keyAt[prefix+"."+e.key] = p.at(e.k)
 			}
 		}
 	}

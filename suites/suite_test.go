@@ -775,3 +775,40 @@ func TestCheckValue(t *testing.T) {
 }
 
 const hintGamma = `(want "all", "stagger:N" (N >= 1), "poisson:R" (R requests a second, 0.001 to 1000000) or "gamma:R:B" (burstiness B, 0.001 to 1000))`
+
+// A suite param is a default for the cases that read it: one no case of
+// the suite reads is refused where it is written, naming what reads it;
+// one some case reads, through an alias or shadowed by the cases' own, is
+// kept.
+func TestSuiteParamsRead(t *testing.T) {
+	const kernelOnly = "name: s\nparams: {%s}\ncases:\n  - name: k\n    op: %s\n"
+	const modelAndNorm = "name: s\nmodel: {preset: p}\nparams: {%s}\ncases:\n  - name: c\n  - name: k\n    op: rms_norm\n"
+	tests := []struct {
+		name, src, want string
+	}{
+		{"another kind's param", fmt.Sprintf("name: s\nmodel: {preset: p}\nparams:\n  prompt_len: 8\n  width: 512\ncases:\n  - name: c\n"),
+			`t.yaml:5:3: no case of this suite reads params width (it is read by kernel cases of rms_norm, add_rms_norm, argmax, embedding, layer_norm, add_layer_norm, position_embedding, qembedding)`},
+		{"another op's param", fmt.Sprintf(modelAndNorm, "prompt_len: 8, m: 8"),
+			`t.yaml:3:25: no case of this suite reads params m (it is read by kernel cases of matmul, qmatmul)`},
+		{"a model param near a kernel one", fmt.Sprintf(kernelOnly, "kv_dtype: f16", "paged_attention_decode"),
+			`t.yaml:2:10: no case of this suite reads params kv_dtype (it is read by model cases) (did you mean "dtype"?)`},
+		{"op where no case is a kernel case", "name: s\nmodel: {preset: p}\nparams: {op: rope}\ncases:\n  - name: c\n",
+			`t.yaml:3:10: no case of this suite reads params op`},
+		{"read by one case of two", fmt.Sprintf(modelAndNorm, "prompt_len: 8, width: 64"), ""},
+		{"read through an alias", fmt.Sprintf(kernelOnly, "tokens: 4, hidden: 64", "matmul"), ""},
+		{"shadowed by every case", "name: s\nmodel: {preset: p}\nparams: {gen_len: 4}\ncases:\n  - name: c\n    params: {gen_len: 8}\n", ""},
+		{"the op of a case without its own", "name: s\nparams: {op: rope, tokens: 2}\ncases:\n  - name: k\n    kind: kernel\n", ""},
+		{"read by every kernel case", fmt.Sprintf(kernelOnly, "variant: x", "rope"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tt.src))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+				t.Errorf("got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}

@@ -454,7 +454,7 @@ func abbrev(value string) string {
 
 // takes reports whether case c reads parameter name: a model case every
 // model parameter, a kernel case its op's own (ops.Op.Params, aliases
-// included) and those every kernel case takes.
+// included) and those every kernel case takes, op among them.
 func takes(c Case, name string) bool {
 	if !params[name].kinds.has(c.Kind) {
 		return false
@@ -463,7 +463,7 @@ func takes(c Case, name string) bool {
 		return true
 	}
 	switch name {
-	case string(ops.Threads), string(ops.Variant), ParamWitnessGPU:
+	case ParamOp, string(ops.Threads), string(ops.Variant), ParamWitnessGPU:
 		return true
 	}
 	o, ok := ops.Lookup(c.Op)
