@@ -139,3 +139,65 @@ func samplingKey(v string) string {
 	}
 	return ""
 }
+
+// Vocabulary keys the model cases as they run on a model of vocab tokens
+// (named model, for errors): a top_k of vocab or more keeps every token,
+// as none does (runner/sample), so the sampling a case's key and name
+// spell is spelled without it, and the case pairs with one without it in
+// compare and gate. Its recorded sampling stays as written. Key and name
+// are rewritten as they stand, since a --set keeps the key the suite gave.
+// Two cases that become one are refused, as a suite's repeated case is.
+func (s *Suite) Vocabulary(model string, vocab int) error {
+	var errs ErrorList
+	keys := map[string]Case{}      // each key's first case, named as written
+	unlimited := map[string]bool{} // keys of cases whose top_k was dropped
+	for i := range s.Cases {
+		c := &s.Cases[i]
+		if c.Kind != KindModel {
+			continue
+		}
+		written := *c
+		if key, ok := unlimitTopK(c.Key, vocab); ok {
+			c.Key = key
+			unlimited[key] = true
+		}
+		c.Name, _ = unlimitTopK(c.Name, vocab)
+		if c.Model.Sampling.TopK >= vocab {
+			c.Model.Sampling.TopK = 0
+		}
+		first, dup := keys[c.Key]
+		if !dup {
+			keys[c.Key] = written
+			continue
+		}
+		if unlimited[c.Key] {
+			errs = append(errs, s.ErrorAt(c.PosOf(ParamSampling), "case %s repeats case %s (line %d): %s has %d tokens, so a top_k of %d or more keeps every token, as none does",
+				written.Name, first.Name, first.Pos.Line, model, vocab, vocab).(*Error))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// unlimitTopK respells the sampling segment of a case key or name
+// ("/sampling=..."), where its top_k is vocab or more, as the sampler runs
+// it: without one.
+func unlimitTopK(keyOrName string, vocab int) (string, bool) {
+	parts := strings.Split(keyOrName, "/")
+	changed := false
+	for i := 1; i < len(parts); i++ {
+		v, ok := strings.CutPrefix(parts[i], ParamSampling+"=")
+		if !ok {
+			continue
+		}
+		smp, err := ParseSampling(v)
+		if err != nil || smp.TopK == 0 || smp.TopK < vocab {
+			continue
+		}
+		smp.TopK = 0
+		parts[i], changed = ParamSampling+"="+smp.String(), true
+	}
+	return strings.Join(parts, "/"), changed
+}

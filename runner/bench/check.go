@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
@@ -46,6 +47,9 @@ func Check(s *suites.Suite, warn func(string)) error {
 	}
 	model.WarnUnread(sm.Path, src, warn)
 	src.Close()
+	if err := s.Vocabulary(cfg.Name, cfg.Vocab); err != nil {
+		errs = append(errs, err.(suites.ErrorList)...)
+	}
 	for _, c := range s.Cases {
 		if c.Kind != suites.KindModel {
 			continue
@@ -70,6 +74,28 @@ func Check(s *suites.Suite, warn func(string)) error {
 		return dedupe(errs)
 	}
 	return nil
+}
+
+// vocabulary keys s's model cases by its model's vocabulary
+// (suites.Suite.Vocabulary), before any case is prepared: only the model
+// says how many tokens a top_k keeps. A model that does not open is left
+// to prepare, which says why.
+func vocabulary(s *suites.Suite) error {
+	if s.Model == nil || !slices.ContainsFunc(s.Cases, func(c suites.Case) bool {
+		return c.Kind == suites.KindModel && c.Model.Sampling.TopK > 0
+	}) {
+		return nil
+	}
+	spec, err := model.SuiteSpec(s.Model, s.Model.Layers)
+	if err != nil {
+		return nil
+	}
+	cfg, src, err := model.Open(spec)
+	if err != nil {
+		return nil
+	}
+	src.Close()
+	return s.Vocabulary(cfg.Name, cfg.Vocab)
 }
 
 // WarnUnread gives warn the line run says of the suite's checkpoint folder

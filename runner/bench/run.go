@@ -203,6 +203,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		}
 	}
 
+	if err := vocabulary(s); err != nil {
+		return nil, err
+	}
 	// Every case first: a suite that cannot run (a model path that is not
 	// there, a case past memory) fails before the probes' work.
 	cases, closeModels, err := prepare(ctx, s, be, o.MemoryLimit, o.Slowdown)
