@@ -107,7 +107,7 @@ func historyCommand() *cli.Command {
 					&cli.StringFlag{Name: "model", Usage: "model of the figures, where the table has no model column", Required: true},
 					&cli.StringFlag{Name: "hardware", Value: "unknown", Usage: "hardware the figures were measured on"},
 					&cli.StringFlag{Name: "source", Usage: "source name recorded with each figure (default: the file name)"},
-					&cli.StringFlag{Name: "date", Usage: "date of figures whose table has no date column (YYYY-MM-DD, YYYY-MM or YYYY)"},
+					&cli.StringFlag{Name: "date", Usage: "date of figures whose table has no date column (YYYY-MM-DD, YYYY-MM, YYYY or unknown)"},
 					&cli.StringFlag{Name: "series", Usage: "series of figures whose table names none"},
 					&cli.StringFlag{Name: "dtype", Usage: "dtype of figures whose table names none (bf16, float16...)"},
 					&cli.StringFlag{Name: "out", Usage: "history YAML file to write (default: SOURCE.yaml in the user's history folder, $MTLBENCH_HISTORY, which every command reads); the figures it holds are kept, but this page's of the same model, which are replaced"},
@@ -131,8 +131,8 @@ func historyCommand() *cli.Command {
 						src = filepath.Base(path)
 					}
 					date := c.String("date")
-					if date != "" && !history.ValidDate(date) {
-						return fmt.Errorf("--date %q: want YYYY-MM-DD, YYYY-MM or YYYY", date)
+					if why := history.DateProblem(date); date != "" && why != "" {
+						return fmt.Errorf("--date %q %s", date, why)
 					}
 					res, err := history.ImportMarkdown(text, history.Point{Source: src, Model: c.String("model"), Hardware: c.String("hardware"),
 						Date: date, Series: c.String("series"), DType: c.String("dtype")})
@@ -189,7 +189,6 @@ func historyPoints(errw io.Writer) []history.Point {
 	return pts
 }
 
-// validDate accepts the date forms the history chart places on its axis.
 // historyNone is the error of filters that leave no documented figures
 // (history show's; report's --history-model, modelFlag): the first filter
 // that leaves none, and the values of the figures the filters before it

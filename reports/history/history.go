@@ -12,7 +12,7 @@
 //	# 001-knowledge-base.yaml
 //	- source: 001_42c42577c32c4287.txt # document file name
 //	  section: Performance History     # heading in the document
-//	  date: "2024-12-11"               # as given; "2025-12" = month only, or "unknown"
+//	  date: "2024-12-11"               # a real day; "2025-12" = month only, "2025" year, or "unknown"
 //	  hardware: M-series Mac           # "unknown" when the document does not say
 //	  model: Qwen3-30B-A3B
 //	  dtype: float16                   # only where the document states it
@@ -294,6 +294,9 @@ func parsePoint(file string, n *yaml.Node) (Point, []error) {
 			p.Section = s
 		case "date":
 			p.Date = s
+			if why := DateProblem(s); s != "" && why != "" {
+				errf(v.Line, "date %q %s", s, why)
+			}
 		case "hardware":
 			p.Hardware = s
 		case "model":

@@ -336,7 +336,7 @@ func TestImportWrongCells(t *testing.T) {
 	for _, c := range []struct{ name, rows, want string }{
 		{"no calendar date", "| 2025-13-40 | 1 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Date": date "2025-13-40" is no calendar date`},
 		{"feb 30", "| 2025-01-01 | 1 | 16 |\n| 2025-02-30 | 1 | 17 |\n", `line 6: table 1 (header at line 3), row 2, column "Date": date "2025-02-30" is no calendar date`},
-		{"no date", "| yesterday | 1 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Date": date "yesterday" is not YYYY-MM-DD, YYYY-MM or YYYY`},
+		{"no date", "| yesterday | 1 | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Date": date "yesterday" is not YYYY-MM-DD, YYYY-MM, YYYY or unknown`},
 		{"batch", "| 2025-01-01 | x | 17 |\n", `line 5: table 1 (header at line 3), row 1, column "Batch": batch "x" is not a whole number of sequences`},
 		{"negative", "| 2025-01-01 | 1 | -5 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "-5" is negative: a figure the history keeps is never below zero`},
 		{"too large", "| 2025-01-01 | 1 | 1e999 |\n", `line 5: table 1 (header at line 3), row 1, column "Decode tok/s": "1e999" is beyond a float64's range`},
@@ -443,5 +443,44 @@ func TestFigure(t *testing.T) {
 		if got := c.p.Figure(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
 		}
+	}
+}
+
+// A history file's date is read by the rule history import reads its
+// cells by: a real day, month or year, or unknown. A point of another
+// date is refused at its line, as its cell would be.
+func TestOneDateRule(t *testing.T) {
+	for _, c := range []struct{ date, why string }{
+		{"2026-13-40", "is no calendar date"},
+		{"2026-02-30", "is no calendar date"},
+		{"2025-02-29", "is no calendar date"},
+		{"2026-13", "is no calendar date"},
+		{"Dec 2026", "is not YYYY-MM-DD, YYYY-MM, YYYY or unknown"},
+		{"2026-1-5", "is not YYYY-MM-DD, YYYY-MM, YYYY or unknown"},
+		{"2024-02-29", ""},
+		{"2026-12", ""},
+		{"2026", ""},
+		{"unknown", ""},
+	} {
+		t.Run(c.date, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "h.yaml", "- source: a.txt\n  date: \""+c.date+"\"\n  model: m\n  metric: tok_s\n  value: 1\n  unit: tok/s\n")
+			pts, err := Load(dir)
+			want := filepath.Join(dir, "h.yaml") + `:2: date "` + c.date + `" ` + c.why
+			switch {
+			case c.why == "" && (err != nil || len(pts) != 1):
+				t.Errorf("load: %d points, %v", len(pts), err)
+			case c.why != "" && (err == nil || err.Error() != want || len(pts) != 0):
+				t.Errorf("load: %d points, %v\nwant %s", len(pts), err, want)
+			}
+			_, err = ImportMarkdown([]byte("| Date | Decode tok/s |\n|---|---|\n| "+c.date+" | 17 |\n"), Point{Source: "d.md", Model: "m"})
+			want = `line 3: table 1 (header at line 1), row 1, column "Date": date "` + c.date + `" ` + c.why
+			switch {
+			case c.why == "" && err != nil:
+				t.Errorf("import: %v", err)
+			case c.why != "" && (err == nil || err.Error() != want):
+				t.Errorf("import: %v\nwant %s", err, want)
+			}
+		})
 	}
 }

@@ -465,11 +465,7 @@ func importRow(res *ImportResult, errs *[]string, at rowAt, defaults Point, sect
 		}
 		switch col.field {
 		case "date":
-			if !ValidDate(cell) {
-				why := "is not YYYY-MM-DD, YYYY-MM or YYYY"
-				if dateForm.MatchString(cell) {
-					why = "is no calendar date"
-				}
+			if why := DateProblem(cell); why != "" {
 				*errs = append(*errs, fmt.Sprintf("%s: date %q %s", at.cell(header[c]), cell, why))
 				continue
 			}
@@ -597,13 +593,24 @@ func wrongFigure(cell string) string {
 	return ""
 }
 
-// ValidDate reports whether s is a date as the history keeps them:
-// YYYY-MM-DD, YYYY-MM or YYYY, each a real day, month or year.
-func ValidDate(s string) bool {
+// Undated is the date of a figure whose document gives none.
+const Undated = "unknown"
+
+// DateProblem says why s is no date the history keeps, "" when it is one:
+// YYYY-MM-DD, YYYY-MM or YYYY, each a real day, month or year, or Undated
+// (in any case, as the chart reads it). History files, history import's
+// cells and its --date are read by this one rule.
+func DateProblem(s string) string {
+	if strings.EqualFold(s, Undated) {
+		return ""
+	}
 	for _, layout := range []string{"2006-01-02", "2006-01", "2006"} {
 		if _, err := time.Parse(layout, s); err == nil {
-			return true
+			return ""
 		}
 	}
-	return false
+	if dateForm.MatchString(s) {
+		return "is no calendar date"
+	}
+	return "is not YYYY-MM-DD, YYYY-MM, YYYY or " + Undated
 }
