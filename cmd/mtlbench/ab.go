@@ -49,8 +49,9 @@ func abInterrupted(dir string, r, rounds int) (keep bool, err error) {
 		tag = abBaselineTag
 	}
 	msg += fmt.Sprintf("; the %d complete rounds (and what the interrupted one recorded, marked interrupted) are kept in %s "+
-		"(%s, runs tagged %s and %s, and each round's logs): `mtlbench show %s --db %s` shows them",
-		r, dir, strings.Join(held, ", "), abBaselineTag, abCandidateTag, tag, filepath.Join(dir, last))
+		"(%s, runs tagged %s and %s, and each round's logs): `mtlbench show %s --db %s` shows them, "+
+		"and the same ab with --resume %s finishes it",
+		r, dir, strings.Join(held, ", "), abBaselineTag, abCandidateTag, tag, filepath.Join(dir, last), dir)
 	return true, &exitError{code: 130, err: errors.New(msg)}
 }
 
@@ -72,7 +73,7 @@ func abCommand() *cli.Command {
 			"compare, gate, report and show.\n\n" +
 			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell;\n" +
 			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
-			"--keep, and the message says where.",
+			"--keep, and the message says where; the same ab with --resume DIR finishes it.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "baseline-bin", Required: true, Usage: "the baseline mtlbench binary (built from the base commit)"},
 			&cli.StringFlag{Name: "candidate-bin", Usage: "the candidate mtlbench binary (default: this one)"},
@@ -81,6 +82,7 @@ func abCommand() *cli.Command {
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores); the cpu backend's alone, another refuses it"},
 			&cli.StringFlag{Name: "keep", Usage: "keep the side databases and run logs in this folder"},
+			&cli.StringFlag{Name: "resume", Usage: "finish the interrupted ab whose folder is `DIR` (its --keep folder, or the one it named), with the same suite, binaries and flags: its complete rounds are kept, its interrupted runs finished and the rounds left run"},
 			&cli.StringFlag{Name: "db", Usage: "also record both sides' runs in this results database once the rounds are done (tagged TAG-baseline, TAG-candidate)"},
 			&cli.StringFlag{Name: "tag", Value: "ab", Usage: "with --db: the runs' tags are `TAG`-baseline and TAG-candidate"},
 			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
@@ -181,28 +183,63 @@ func abCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			dir := c.String("keep")
-			if dir == "" {
+			// What this ab runs with: what a resume must run with too.
+			now := &abState{Set: set, Backend: c.String("backend"), Threads: c.Int("threads"), Rounds: rounds, Tag: c.String("tag"), SuiteHash: suite.Hash}
+			if now.Suite, err = filepath.Abs(suitePath); err != nil {
+				return err
+			}
+			if store != nil {
+				now.DB = store.Path()
+			}
+			if now.Baseline, err = binaryOf(base); err != nil {
+				return fmt.Errorf("--baseline-bin: %w", err)
+			}
+			if now.Candidate, err = binaryOf(cand); err != nil {
+				return fmt.Errorf("--candidate-bin: %w", err)
+			}
+			st, dir := now, c.String("keep")
+			switch {
+			case c.String("resume") != "":
+				keep := dir
+				if dir, err = filepath.Abs(c.String("resume")); err != nil {
+					return err
+				}
+				// The same ab again, --keep and all, resumes.
+				if abs, _ := filepath.Abs(keep); keep != "" && abs != dir {
+					return fmt.Errorf("--resume %s and --keep %s: an ab resumes in its own folder (leave --keep out)", dir, keep)
+				}
+				if st, err = readABState(dir); err != nil {
+					return err
+				}
+				if differ := st.differ(now); len(differ) > 0 {
+					return fmt.Errorf("--resume %s: the ab there ran with %s: resume it with the settings it was made with", dir, strings.Join(differ, ", "))
+				}
+				// Kept until the rounds are done: its rounds are measured.
+				keepTemp = true
+			case dir == "":
 				if dir, err = os.MkdirTemp("", "mtlbench-ab-"); err != nil {
 					return err
 				}
-				// An interrupt keeps what was measured (abInterrupted).
-				defer func() {
-					if !keepTemp {
-						os.RemoveAll(dir)
-					}
-				}()
-			} else if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("--keep: %w", err)
-			} else {
+				now.Temporary = true
+			default:
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return fmt.Errorf("--keep: %w", err)
+				}
 				// Rounds pair by run ID: runs of an earlier ab in the same
 				// databases would pair with the wrong ones.
 				for _, name := range []string{"baseline.db", "candidate.db"} {
 					if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-						return fmt.Errorf("--keep %s already holds %s from an earlier ab: choose an empty folder", dir, name)
+						return fmt.Errorf("--keep %s already holds %s from an earlier ab: choose an empty folder (or finish that ab with --resume %s)", dir, name, dir)
 					}
 				}
 			}
+			fresh := st == now
+			// An interrupt keeps what was measured (abInterrupted).
+			defer func() {
+				if st.Temporary && !keepTemp {
+					os.RemoveAll(dir)
+				}
+			}()
 			var common []string
 			if b := c.String("backend"); b != "" {
 				common = append(common, "--backend", b)
@@ -225,23 +262,51 @@ func abCommand() *cli.Command {
 					return err
 				}
 			}
+			first, next := 0, [2]abRound{}
+			if fresh {
+				if err := st.save(dir); err != nil {
+					return err
+				}
+			} else {
+				if first, next, err = abProgress([2]abSide{sides[false], sides[true]}, rounds); err != nil {
+					return fmt.Errorf("--resume %s: %w", dir, err)
+				}
+				if first == rounds {
+					return fmt.Errorf("--resume %s: the %d rounds of the ab there are complete: nothing to resume", dir, rounds)
+				}
+				if !c.Bool("quiet") {
+					fmt.Fprintf(c.App.ErrWriter, "ab: resuming %s in round %d/%d: %s; %s\n", dir, first+1, rounds,
+						abResumeSays("baseline", next[0]), abResumeSays("candidate", next[1]))
+				}
+			}
 			start := time.Now()
-			for r := range rounds {
+			for r := first; r < rounds; r++ {
 				if !c.Bool("quiet") {
 					first := [2]string{"baseline", "candidate"}[abTurn(r, 0)]
 					fmt.Fprintf(c.App.ErrWriter, "ab: round %d/%d: baseline and candidate repetitions in turns, %s first\n", r+1, rounds, first)
 				}
 				t0 := time.Now()
 				logs := [2]string{filepath.Join(dir, fmt.Sprintf("round%02d-baseline.log", r+1)), filepath.Join(dir, fmt.Sprintf("round%02d-candidate.log", r+1))}
-				steps, err := runLockstep(ctx, r, [2]abSide{sides[false], sides[true]}, suitePath, common, logs)
+				round := [2]abSide{sides[false], sides[true]}
+				if r == first && !fresh {
+					// The interrupted round: each side's run finished where
+					// it stopped (its logs beside the first attempt's).
+					for i := range round {
+						round[i].resume, round[i].skip = next[i].resume, next[i].done
+						logs[i] = strings.TrimSuffix(logs[i], ".log") + "-resumed.log"
+					}
+				}
+				steps, err := runLockstep(ctx, r, round, suitePath, common, logs)
 				if err != nil {
 					if ctx.Err() != nil {
 						keepTemp, err = abInterrupted(dir, r, rounds)
 						// What was measured goes to the store too (an
 						// interrupted run marked so); the folder stays.
 						if store != nil && keepTemp {
-							if rerr := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}); rerr != nil {
+							if rerr := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}, &st.Recorded); rerr != nil {
 								fmt.Fprintf(c.App.ErrWriter, "ab: %v\n", rerr)
+							} else if serr := st.save(dir); serr != nil {
+								fmt.Fprintf(c.App.ErrWriter, "ab: %v\n", serr)
 							}
 						}
 						return err
@@ -267,8 +332,10 @@ func abCommand() *cli.Command {
 					}
 				}
 			}
+			// The rounds are done: a temporary folder goes once they are read.
+			keepTemp = false
 			if store != nil {
-				if err := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}); err != nil {
+				if err := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}, &st.Recorded); err != nil {
 					keepTemp = true
 					return fmt.Errorf("%w\nab: the runs are kept in %s", err, dir)
 				}
@@ -292,6 +359,9 @@ func abCommand() *cli.Command {
 			res := compare.Gate(baseSide, candSide, opts)
 			res.Notes = append(notes, res.Notes...)
 			res.Notes = append(res.Notes, abRoundsNote(rounds, time.Since(start)))
+			if !fresh {
+				res.Notes = append(res.Notes, fmt.Sprintf("ab: resumed in round %d of %d (%s): the time above is the resumed rounds'", first+1, rounds, dir))
+			}
 			if len(set) > 0 {
 				res.Notes = append(res.Notes, "the candidate ran with --set "+strings.Join(set, " --set "))
 			}
@@ -383,6 +453,8 @@ func lastBytes(b []byte, n int) string {
 type abSide struct {
 	label, bin, db, tag string
 	extra               []string // arguments for this side only (the candidate's --set)
+	resume              int64    // a resumed round: the side's interrupted run, finished by run --resume
+	skip                bool     // a resumed round: the side's run of it is complete
 }
 
 // runLockstep runs the suite once with each side's binary at the same time,
@@ -401,7 +473,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 	var ps [2]*proc
 	defer func() {
 		for i, p := range ps {
-			if p == nil {
+			if p == nil || p.cmd == nil {
 				continue
 			}
 			p.stdin.Close()
@@ -419,8 +491,15 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		}
 	}()
 	for i, sd := range sides {
+		if sd.skip {
+			ps[i] = &proc{side: sd, done: true}
+			continue
+		}
 		args := append([]string{"run", suite, "--db", sd.db, "--tag", sd.tag, "--quiet", "--format", "csv", "--lockstep"}, common...)
 		args = append(args, sd.extra...)
+		if sd.resume != 0 {
+			args = append(args, "--resume", fmt.Sprint(sd.resume))
+		}
 		cmd := exec.CommandContext(ctx, sd.bin, args...)
 		// Ctrl-C reaches the child too; give it time to store what it finished.
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -467,6 +546,9 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		}
 	}
 	for _, p := range ps {
+		if p.done {
+			continue
+		}
 		if err := wait(p); err != nil {
 			return steps, err
 		}
@@ -485,7 +567,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 			return steps, err
 		}
 	}
-	if steps[0] != steps[1] {
+	if steps[0] != steps[1] && !sides[0].skip && !sides[1].skip && sides[0].resume == 0 && sides[1].resume == 0 {
 		fmt.Fprintf(os.Stderr, "ab: warning: the baseline ran %d steps and the candidate %d: only the shared part alternated\n", steps[0], steps[1])
 	}
 	return steps, nil
@@ -537,8 +619,11 @@ func loadABSide(s abSide, label string) (*compare.Side, error) {
 
 // recordAB copies both sides' runs into store (ab --db), tagged
 // tag-baseline and tag-candidate, in one transaction: compare, gate and
-// report read them there (docs/perf-gate.md).
-func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide) error {
+// report read them there (docs/perf-gate.md). recorded holds the store's
+// ids of the runs an earlier recording of this ab stored (an interrupted
+// one, since resumed), in round order: those runs are replaced, the others
+// added, and recorded then holds every run's.
+func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide, recorded *[2][]int64) error {
 	var recs [2][]*results.RunRecord
 	for i, side := range sides {
 		db, err := results.Open(side.db)
@@ -558,10 +643,20 @@ func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide)
 			return fmt.Errorf("%s runs: %w", side.label, err)
 		}
 	}
-	var ids [2][]int64
+	var ids, was [2][]int64
+	if recorded != nil {
+		was = *recorded
+	}
 	err := store.Batch(func(db *results.DB) error {
 		for i := range recs {
-			for _, rec := range recs[i] {
+			for j, rec := range recs[i] {
+				if j < len(was[i]) {
+					if err := db.ReplaceRun(was[i][j], rec); err != nil {
+						return fmt.Errorf("recording the %s's runs in %s again: %w", sides[i].label, path, err)
+					}
+					ids[i] = append(ids[i], was[i][j])
+					continue
+				}
 				id, err := db.ImportRun(rec)
 				if err != nil {
 					return fmt.Errorf("recording the %s's runs in %s: %w", sides[i].label, path, err)
@@ -573,6 +668,9 @@ func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide)
 	})
 	if err != nil {
 		return err
+	}
+	if recorded != nil {
+		*recorded = ids
 	}
 	fmt.Fprintf(w, "ab: recorded in %s: baseline runs %s (tag %s-baseline), candidate runs %s (tag %s-candidate)\n",
 		path, joinIDs(ids[0]), tag, joinIDs(ids[1]), tag)
@@ -596,4 +694,15 @@ func tail(path string, n int64) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// abResumeSays what a resumed round runs of a side.
+func abResumeSays(label string, r abRound) string {
+	switch {
+	case r.done:
+		return fmt.Sprintf("the %s's run %d of it is complete", label, r.resume)
+	case r.resume != 0:
+		return fmt.Sprintf("the %s's run %d is finished (run --resume %d)", label, r.resume, r.resume)
+	}
+	return fmt.Sprintf("the %s's run of it starts anew", label)
 }

@@ -42,7 +42,7 @@ func openDB(c *cli.Context) (*results.DB, error) {
 	}
 	// A statement waits no longer than the command would in all.
 	o := results.Options{BusyTimeout: min(results.BusyTimeout, wait)}
-	if c.Int64("resume") != 0 {
+	if resumesRun(c) {
 		abs, err := existingDB(c)
 		if err != nil {
 			return nil, err
@@ -54,6 +54,17 @@ func openDB(c *cli.Context) (*results.DB, error) {
 		path = envconfig.DB()
 	}
 	return opened(c)(results.OpenToWriteWith(path, o))
+}
+
+// resumesRun reports whether c resumes a stored run (--resume RUN): ab's
+// --resume names a folder, whatever its name.
+func resumesRun(c *cli.Context) bool {
+	for _, f := range c.Command.Flags {
+		if i, ok := f.(*cli.Int64Flag); ok && i.Name == "resume" {
+			return c.Int64("resume") != 0
+		}
+	}
+	return false
 }
 
 // recordOptions are how a command that measures waits for a results

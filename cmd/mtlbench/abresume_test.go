@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// abSideState is what a side database holds: per run (oldest first) its
+// id, status, and per case its status and repetitions stored.
+type abSideState struct {
+	ids      []int64
+	statuses []string
+	cases    [][]results.Case
+}
+
+func readSide(t *testing.T, path, tag string) abSideState {
+	t.Helper()
+	var s abSideState
+	if _, err := os.Stat(path); err != nil {
+		return s
+	}
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs, err := db.Runs(results.RunFilter{Tag: tag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		cs, err := db.Cases(runs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ids, s.statuses, s.cases = append(s.ids, runs[i].ID), append(s.statuses, runs[i].Status), append(s.cases, cs)
+	}
+	return s
+}
+
+// An interrupted ab is finished by the same ab with --resume DIR: its
+// complete rounds are kept, each side's interrupted run finished in place
+// (exactly its missing repetitions, after its warm-up) and the rounds left
+// run, and the runs ab --db recorded when interrupted are replaced there,
+// not doubled. A resume with other settings, of a finished ab or of a
+// folder no ab kept is refused before any round. The sides and the
+// interrupted ab are this test binary run again as mtlbench.
+func TestABResume(t *testing.T) {
+	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
+		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mtlbench:", err)
+			os.Exit(exitCode(err))
+		}
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("runs ab twice")
+	}
+	const reps, warmup, rounds = 4, 1, 3
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mtlbench")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nMTLB_TEST_CHILD_ARGS=\"$*\" exec "+os.Args[0]+" -test.run='^TestABResume$'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "m.yaml")
+	os.WriteFile(suite, []byte(fmt.Sprintf("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: %d\nwarmup: %d\n"+
+		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    matrix: { batch: [1, 2] }\n", reps, warmup)), 0o644)
+	keep, store := filepath.Join(dir, "keep"), filepath.Join(dir, "store.db")
+	args := []string{"ab", suite, "--baseline-bin", bin, "--candidate-bin", bin, "--rounds", strconv.Itoa(rounds), "--backend", "cpu", "--threads", "1", "--db", store, "--tag", "r"}
+
+	// Interrupted once round 2 stored a repetition.
+	child := exec.Command(bin, append(args, "--keep", keep)...)
+	stderr, err := child.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "ab: round 2/") {
+			go func() {
+				for range 3000 {
+					if s := readSide(t, filepath.Join(keep, "baseline.db"), abBaselineTag); len(s.ids) == 2 && s.cases[1] != nil && s.cases[1][0].RepsDone > 0 {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				child.Process.Signal(os.Interrupt)
+			}()
+		}
+	}
+	child.Wait()
+	if code := child.ProcessState.ExitCode(); code != 130 || !strings.Contains(out.String(), "the same ab with --resume "+keep+" finishes it") {
+		t.Fatalf("interrupted ab: exit %d, want 130 and how to resume:\n%s", code, out.String())
+	}
+	var before [2]abSideState
+	for i, tag := range []string{abBaselineTag, abCandidateTag} {
+		before[i] = readSide(t, filepath.Join(keep, []string{"baseline.db", "candidate.db"}[i]), tag)
+	}
+	complete := 0
+	for complete < len(before[0].ids) && complete < len(before[1].ids) && before[0].statuses[complete] == results.RunComplete && before[1].statuses[complete] == results.RunComplete {
+		complete++
+	}
+	if complete >= rounds {
+		t.Fatalf("the interrupt came after the last round:\n%s", out.String())
+	}
+	// What each side has left of the interrupted round: a case not done
+	// runs its warm-up again and the repetitions it lacks.
+	var missing [2]int
+	for i, s := range before {
+		if complete >= len(s.ids) {
+			missing[i] = 2 * (reps + warmup)
+			continue
+		}
+		for _, c := range s.cases[complete] {
+			if c.Status != results.CaseDone {
+				missing[i] += reps - c.RepsDone + warmup
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		wants string
+	}{
+		{"other rounds", append(args[:len(args):len(args)], "--rounds", "4", "--resume", keep), "the ab there ran with --rounds 3 (now 4): resume it with the settings it was made with"},
+		{"another store", append(args[:len(args):len(args)], "--db", filepath.Join(dir, "other.db"), "--resume", keep), "the ab there ran with --db " + store},
+		{"beside another --keep", append(args[:len(args):len(args)], "--keep", dir, "--resume", keep), "--resume " + keep + " and --keep " + dir + ": an ab resumes in its own folder"},
+		{"no ab's folder", append(args[:len(args):len(args)], "--resume", dir), "--resume " + dir + ": no ab.json there"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := mtl(t, tc.args...)
+			if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.wants) {
+				t.Errorf("exit %d, %v; want 2 and %q", exitCode(err), err, tc.wants)
+			}
+		})
+	}
+
+	_, errOut, err := mtl(t, append(args, "--keep", keep, "--resume", keep)...)
+	if err != nil && exitCode(err) == 2 || !strings.Contains(errOut, fmt.Sprintf("ab: resuming %s in round %d/%d", keep, complete+1, rounds)) {
+		t.Fatalf("resume: %v\n%s", err, errOut)
+	}
+	m := regexp.MustCompile(fmt.Sprintf(`ab: round %d took \S+ \((\d+)\+(\d+) steps\)`, complete+1)).FindStringSubmatch(errOut)
+	if m == nil || m[1] != strconv.Itoa(missing[0]) || m[2] != strconv.Itoa(missing[1]) {
+		t.Errorf("the resumed round ran %v steps, want %d+%d (the repetitions missing and a warm-up per case)\n%s", m, missing[0], missing[1], errOut)
+	}
+	for i, tag := range []string{abBaselineTag, abCandidateTag} {
+		after := readSide(t, filepath.Join(keep, []string{"baseline.db", "candidate.db"}[i]), tag)
+		if len(after.ids) != rounds {
+			t.Fatalf("%s: %d runs after the resume, want %d", tag, len(after.ids), rounds)
+		}
+		for r := range rounds {
+			if r < len(before[i].ids) && after.ids[r] != before[i].ids[r] {
+				t.Errorf("%s: round %d is run %d, was %d: an interrupted run is finished in place", tag, r+1, after.ids[r], before[i].ids[r])
+			}
+			if after.statuses[r] != results.RunComplete {
+				t.Errorf("%s: round %d is %s", tag, r+1, after.statuses[r])
+			}
+			for _, c := range after.cases[r] {
+				if c.Status != results.CaseDone || c.RepsDone != reps {
+					t.Errorf("%s: round %d case %s: %s with %d repetitions, want %d", tag, r+1, c.Name, c.Status, c.RepsDone, reps)
+				}
+			}
+		}
+	}
+	// The store holds each round's runs once, complete.
+	db, err := results.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tag := range []string{"r-baseline", "r-candidate"} {
+		runs, err := db.Runs(results.RunFilter{Tag: tag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, r := range runs {
+			if r.Status == results.RunComplete {
+				done++
+			}
+		}
+		if len(runs) != rounds || done != rounds {
+			t.Errorf("--db: %d runs tagged %s, %d complete; want %d, all complete", len(runs), tag, done, rounds)
+		}
+	}
+	_, _, err = mtl(t, append(args, "--resume", keep)...)
+	if want := fmt.Sprintf("the %d rounds of the ab there are complete: nothing to resume", rounds); exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
+		t.Errorf("a finished ab resumed: exit %d, %v; want 2 and %q", exitCode(err), err, want)
+	}
+}
