@@ -63,9 +63,10 @@ func abCommand() *cli.Command {
 		Description: "Runs the suite --rounds times with each binary. In a round both binaries run side by\n" +
 			"side, one repetition at a time in turns (rounds alternate which goes first), so load\n" +
 			"and drift of the machine fall on both alike. The gate's unit is the round: per case\n" +
-			"and metric the ratio of the two runs' medians, Student's t on the log ratios of the\n" +
-			"rounds, p adjusted over all checks (Benjamini-Hochberg), and a change beyond the\n" +
-			"metric's threshold (docs/perf-gate.md). The candidate is this binary unless\n" +
+			"and metric the ratio of the two runs' values (each run's mean of its better half of\n" +
+			"repetitions), Student's t on the log ratios of the rounds, p adjusted over all checks\n" +
+			"(Benjamini-Hochberg), and a change beyond the metric's threshold\n" +
+			"(docs/perf-gate.md). The candidate is this binary unless\n" +
 			"--candidate-bin names another; --set applies to the candidate only. Each side\n" +
 			"records into its own database (--keep DIR, an empty folder, keeps them: baseline.db\n" +
 			"and candidate.db, and each round's logs); --db STORE also records both sides' runs\n" +

@@ -45,3 +45,16 @@ func TestCommandLineWords(t *testing.T) {
 		}
 	}
 }
+
+// ab's help names the value its paired test compares: each run's mean of
+// its better half of repetitions (compare.runValue), not its median.
+func TestABHelpNamesTheRunValue(t *testing.T) {
+	out, _, err := mtl(t, "ab", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	if !strings.Contains(flat, "each run's mean of its better half of repetitions") || strings.Contains(flat, "runs' medians") {
+		t.Errorf("ab --help does not name the better half as a run's value:\n%s", out)
+	}
+}
