@@ -74,7 +74,10 @@ func abCommand() *cli.Command {
 			"compare, gate, report and show.\n\n" +
 			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell;\n" +
 			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
-			"--keep, and the message says where; the same ab with --resume DIR finishes it.",
+			"--keep, and the message says where; the same ab with --resume DIR finishes it.\n\n" +
+			"Examples:\n\n" +
+			"   mtlbench ab suites/ci.yaml --baseline-bin /tmp/mtlbench-base\n" +
+			"   mtlbench ab suites/ci.yaml --baseline-bin ./bin/mtlbench --set moe_chunk=1   # one setting, same binary",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "baseline-bin", Required: true, Usage: "the baseline mtlbench binary (built from the base commit)"},
 			&cli.StringFlag{Name: "candidate-bin", Usage: "the candidate mtlbench binary (default: this one)"},

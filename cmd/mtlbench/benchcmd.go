@@ -35,7 +35,12 @@ func benchCommand() *cli.Command {
 			"Serving load, as vllm bench serve measures it: --request-rate 1,2,4 --requests 64 -b 8\n" +
 			"--slo ttft:500,tpot:50 sends 64 requests arriving as a Poisson process at each rate, at\n" +
 			"most 8 served at once, and records requests and goodput a second, TTFT, TPOT and\n" +
-			"end-to-end latency (docs/suites.md, \"Serving load\"); --burstiness 0.5 sends them in bursts.",
+			"end-to-end latency (docs/suites.md, \"Serving load\"); --burstiness 0.5 sends them in bursts.\n\n" +
+			"Examples:\n\n" +
+			"   mtlbench bench -m qwen3-moe-mini -b 1-8*2 -p 128 -n 32 -r 5\n" +
+			"   mtlbench bench -m qwen3-30b-a3b --dtype q4 --layers 4 -r 3\n" +
+			"   mtlbench bench -m gpt2 --dtype q4 --fusion on,off -n 64\n" +
+			"   mtlbench bench -m qwen3-moe-mini -b 8 --request-rate 2,4,8 --requests 64 --slo ttft:500,tpot:50",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file", Required: true},

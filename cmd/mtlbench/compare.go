@@ -22,7 +22,11 @@ func compareCommand() *cli.Command {
 			"intervals, the change, the Mann-Whitney U p-value and a verdict (~ when the\n" +
 			"difference is not significant at --alpha). A reference that names several runs\n" +
 			"(a tag, a commit run twice) pools their samples; --latest keeps only the newest.\n" +
-			"Emulated runs are never compared with real ones, nor truncated models with whole ones.",
+			"Emulated runs are never compared with real ones, nor truncated models with whole ones.\n\n" +
+			"Examples:\n\n" +
+			"   mtlbench compare main pr\n" +
+			"   mtlbench compare 41,42 latest --format md\n" +
+			"   mtlbench compare llama.cpp mine --out cmp       # a peer import beside mtlbench's runs",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList() + " (one row per case and metric)"},

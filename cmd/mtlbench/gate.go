@@ -40,7 +40,10 @@ func gateCommand() *cli.Command {
 			"--min-samples samples, too few runs, a baseline noisier than the threshold, a case not\n" +
 			"comparable or failed by the candidate, no matching baseline case).\n" +
 			"Each outcome is explained on stderr;\n" +
-			"--summary FILE (and $GITHUB_STEP_SUMMARY, when set) get a markdown summary.",
+			"--summary FILE (and $GITHUB_STEP_SUMMARY, when set) get a markdown summary.\n\n" +
+			"Examples:\n\n" +
+			"   mtlbench gate --baseline main --candidate pr\n" +
+			"   mtlbench gate --baseline main --candidate pr --threshold 10% --summary gate.md",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "baseline", Required: true, Usage: "baseline runs: run id, tag or git commit (comma-separated to pool)"},

@@ -216,7 +216,12 @@ func runCommand() *cli.Command {
 			"A run another live process runs cannot be resumed, and a run or database that is not there is\n" +
 			"refused before any work. A database that refuses a write (locked past MTLBENCH_DB_WAIT, full,\n" +
 			"read-only, removed) stops the run with what it measured kept in a file beside the database,\n" +
-			"which the error names with the `mtlbench import` that stores it (docs/data.md).",
+			"which the error names with the `mtlbench import` that stores it (docs/data.md).\n\n" +
+			"Examples:\n\n" +
+			"   mtlbench run ci --tag main                        # a shipped suite by name (mtlbench suites list)\n" +
+			"   mtlbench run suites/ci.yaml --tag pr --set moe_chunk=1\n" +
+			"   mtlbench run my.yaml --backend cpu --format csv > summary.csv\n" +
+			"   mtlbench run suites/ci.yaml --resume 12           # finish an interrupted run",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend"},

@@ -145,6 +145,11 @@ func showCommand() *cli.Command {
 		Name:      "show",
 		Usage:     "show a reference's runs: each case with medians and confidence intervals",
 		ArgsUsage: "RUN... (id, tag, \"latest\" or git commit; a tag or commit names every run it matches, and a,b the runs of both, as in compare)",
+		Description: "Examples:\n\n" +
+			"   mtlbench show latest\n" +
+			"   mtlbench show main --format md\n" +
+			"   mtlbench show main --format csv > main.csv   # tidy data: one row per run, case and metric (docs/data.md)\n" +
+			"   mtlbench show main --format jsonl --raw      # one row per sample",
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList(formatBenchfmt) + " (csv, json, jsonl: one row per run, case and metric)"},

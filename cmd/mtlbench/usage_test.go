@@ -58,3 +58,24 @@ func TestABHelpNamesTheRunValue(t *testing.T) {
 		t.Errorf("ab --help does not name the better half as a run's value:\n%s", out)
 	}
 }
+
+// The main commands' help ends with examples of their own command lines.
+func TestMainCommandsHaveExamples(t *testing.T) {
+	for _, cmd := range []string{"generate", "models", "run", "bench", "compare", "gate", "ab", "show", "tune"} {
+		out, _, err := mtl(t, cmd, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		examples := 0
+		for _, line := range strings.Split(out, "\n") {
+			line = strings.TrimSpace(line)
+			// NAME and USAGE name the command too; an example is a command line.
+			if strings.HasPrefix(line, "mtlbench "+cmd+" ") && !strings.HasPrefix(line, "mtlbench "+cmd+" - ") && !strings.Contains(line, "[command options]") {
+				examples++
+			}
+		}
+		if examples == 0 {
+			t.Errorf("mtlbench %s --help gives no example of its command line:\n%s", cmd, out)
+		}
+	}
+}
