@@ -160,7 +160,8 @@ func generateCommand() *cli.Command {
 		ArgsUsage: " ",
 		Description: "Runs the engine on one prompt and prints the generated token ids. With --json it\n" +
 			"prints {\"tokens\": [...], \"logits_last\": [...]}, the logits being those of the\n" +
-			"last prompt position.\n\n" +
+			"last prompt position, and where there is a tokenizer \"text\" (the new tokens decoded)\n" +
+			"and with --prompt \"prompt\" (the ids the text encoded to).\n\n" +
 			"With --against BACKEND the prompt runs again on BACKEND (the CPU: the reference), with\n" +
 			"fusion as --against-fusion says, and the command fails unless the tokens are the same\n" +
 			"and the last prompt position's logits differ by at most --tolerance of the largest\n" +
@@ -182,7 +183,7 @@ func generateCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, a GGUF file's end-of-generation tokens as llama.cpp reads them: its eos, eot and eom ids and the tokens that end a turn, such as <|im_end|>), kept as the last"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "generate all --max-new-tokens, past an end-of-sequence token (as benchmarks do)"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},
-			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens and the last prompt position's logits"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens, their text where there is a tokenizer, the --prompt ids and the last prompt position's logits"},
 			&cli.StringFlag{Name: "against", Usage: "also run on this backend and fail unless its tokens and logits agree (e.g. cpu)"},
 			&cli.StringFlag{Name: "against-fusion", Usage: "fusion on or off in the --against run (default: as --fusion)"},
 			&cli.Float64Flag{Name: "tolerance", Value: 1e-3, Usage: "--against: the largest logit difference allowed, as a fraction of the largest logit's magnitude"},

@@ -79,3 +79,16 @@ func TestMainCommandsHaveExamples(t *testing.T) {
 		}
 	}
 }
+
+// generate's help names every field its --json output can hold.
+func TestGenerateHelpNamesJSONFields(t *testing.T) {
+	out, _, err := mtl(t, "generate", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{`"tokens"`, `"logits_last"`, `"text"`, `"prompt"`} {
+		if !strings.Contains(out, field) {
+			t.Errorf("generate --help does not name the --json field %s:\n%s", field, out)
+		}
+	}
+}
