@@ -16,7 +16,7 @@ func compareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
 		Usage:     "compare two sets of runs case by case: medians, 95% CIs, change and p-value",
-		ArgsUsage: "A B (each a run id, tag or git commit; a comma-separated list pools its runs)",
+		ArgsUsage: "A B (each a run id, tag, \"latest\" or git commit; a comma-separated list pools its runs)",
 		Description: "Matches the cases of A (baseline) and B (candidate) on their parameter keys and\n" +
 			"prints one table per metric, benchstat style: both medians with 95% confidence\n" +
 			"intervals, the change, the Mann-Whitney U p-value and a verdict (~ when the\n" +

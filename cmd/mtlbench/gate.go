@@ -46,8 +46,8 @@ func gateCommand() *cli.Command {
 			"   mtlbench gate --baseline main --candidate pr --threshold 10% --summary gate.md",
 		Flags: []cli.Flag{
 			dbFlag(),
-			&cli.StringFlag{Name: "baseline", Required: true, Usage: "baseline runs: run id, tag or git commit (comma-separated to pool)"},
-			&cli.StringFlag{Name: "candidate", Required: true, Usage: "candidate runs: run id, tag or git commit (comma-separated to pool)"},
+			&cli.StringFlag{Name: "baseline", Required: true, Usage: "baseline runs: run id, tag, latest or git commit (comma-separated to pool)"},
+			&cli.StringFlag{Name: "candidate", Required: true, Usage: "candidate runs: run id, tag, latest or git commit (comma-separated to pool)"},
 			&cli.StringSliceFlag{Name: "threshold", Usage: "allowed worsening: 5% for every gated metric, or METRIC=5% (repeatable)"},
 			&cli.Float64Flag{Name: "alpha", Value: compare.DefaultGateAlpha, Usage: "false-discovery rate over all checks (Benjamini-Hochberg)"},
 			&cli.IntFlag{Name: "min-samples", Value: compare.DefaultMinSamples, Usage: "fewest samples per side and gated metric"},

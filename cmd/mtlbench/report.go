@@ -17,7 +17,7 @@ func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "write an HTML report with charts of one or more runs",
-		ArgsUsage: "[RUN...] (id, tag or git commit, or a,b for several; default: the latest benchmark run, not a tune or peer run)",
+		ArgsUsage: "[RUN...] (id, tag, \"latest\" or git commit, or a,b for several; default: the latest benchmark run, not a tune or peer run)",
 		Description: "Writes DIR/index.html, a self-contained page (charts inlined as SVG) with the runs'\n" +
 			"metadata, summary tables (medians ± 95% CI), throughput vs batch, the per-component\n" +
 			"breakdown, the MoE chunk curve, serving sweeps (requests served and latency against the\n" +

@@ -92,3 +92,17 @@ func TestGenerateHelpNamesJSONFields(t *testing.T) {
 		}
 	}
 }
+
+// Every command that takes run references says they may be "latest", as
+// the store resolves them for all of them.
+func TestRunReferencesNameLatest(t *testing.T) {
+	for _, cmd := range []string{"compare", "gate", "report", "show", "export"} {
+		out, _, err := mtl(t, cmd, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `tag, "latest"`) && !strings.Contains(out, "tag, latest") {
+			t.Errorf("mtlbench %s --help does not name latest among the run references:\n%s", cmd, out)
+		}
+	}
+}
