@@ -24,7 +24,8 @@ func modelsCommand() *cli.Command {
 		ArgsUsage: "[CHECKPOINT ...]",
 		Description: "Presets have the real shapes of the models mtlbench's users tune for and run\n" +
 			"with seeded synthetic weights. Memory is for the weights in --dtype (bf16 by default; packed\n" +
-			"formats q2 to q8 (MLX affine, group 64), q4_k_m, q5_k_m, q8_0 and the IQ types (GGUF)\n" +
+			"formats q2 to q8 (MLX affine, group 64), nvfp4 and mxfp8 (mlx), q4_k_m, q5_k_m, q8_0 and\n" +
+			"the IQ types (GGUF)\n" +
 			"count packed bytes and scales) plus a KV cache of 4096 tokens, or the model's context where shorter;\n--dtype all lists every format.\n\n" +
 			"With arguments, each a checkpoint folder or .gguf file (a split one by any of its parts),\n" +
 			"the checkpoints are described instead: their weights as they load (packed formats as they\n" +

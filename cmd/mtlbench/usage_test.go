@@ -106,3 +106,18 @@ func TestRunReferencesNameLatest(t *testing.T) {
 		}
 	}
 }
+
+// models' help, which says how each packed preset format is counted, names
+// every format --dtype takes.
+func TestModelsHelpNamesEveryPackedFormat(t *testing.T) {
+	out, _, err := mtl(t, "models", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _, _ := strings.Cut(out, "OPTIONS:")
+	for _, f := range []string{"q2", "q8", "nvfp4", "mxfp8", "q4_k_m", "q5_k_m", "q8_0", "IQ types"} {
+		if !strings.Contains(desc, f) {
+			t.Errorf("models --help's description does not name the packed format %s:\n%s", f, desc)
+		}
+	}
+}
