@@ -41,7 +41,7 @@ func peerCommand() *cli.Command {
 			Flags: []cli.Flag{dbFlag(),
 				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
 				tagFlag("label for the peer runs (default: the tool's name)"),
-				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do"},
+				&cli.StringFlag{Name: "model", Usage: "mtlbench model name to record (a preset), so cases read as mtlbench's do (default: the tool's own name for the model, which no mtlbench run records)"},
 				&cli.IntFlag{Name: "batch", Usage: "batch the tool ran (vllm bench latency --batch-size; default its 8)"},
 				&cli.IntFlag{Name: "prompt-len", Usage: "prompt tokens (vllm bench latency --input-len; default its 32)"},
 				&cli.IntFlag{Name: "gen-len", Usage: "generated tokens (vllm bench latency --output-len; default its 128)"},

@@ -28,7 +28,7 @@ func reportCommand() *cli.Command {
 			dbFlag(),
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "mtlbench-report", Usage: "directory to write the report into"},
 			&cli.StringFlag{Name: "history-model", Usage: "model of the documented-history chart (default: the runs' model if documented)"},
-			&cli.StringFlag{Name: "title", Usage: "page title"},
+			&cli.StringFlag{Name: "title", Usage: "page title (default: \"mtlbench report: run 3 (ci)\", the runs' ids and suites)"},
 		},
 		Action: func(c *cli.Context) error {
 			db, err := openExistingDB(c)

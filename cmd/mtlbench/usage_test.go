@@ -121,3 +121,28 @@ func TestModelsHelpNamesEveryPackedFormat(t *testing.T) {
 		}
 	}
 }
+
+// Flags whose default is computed, not a value urfave prints, say it.
+func TestComputedDefaultsStated(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"report", "--help"}, "--title value"},
+		{[]string{"peer", "import", "--help"}, "--model value"},
+	} {
+		out, _, err := mtl(t, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), c.flag) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "(default: ") {
+			t.Errorf("%q: %s states no default: %q", c.args, c.flag, line)
+		}
+	}
+}
