@@ -24,9 +24,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:         stdout,
 		ErrWriter:      stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
-		// A variable set to what mtlbench cannot take stops every command
-		// but env, which lists them.
+		// A misspelt MTLBENCH_ variable would change nothing without a
+		// word, so every command says so, once, on stderr (stdout may be
+		// data). A variable set to what mtlbench cannot take stops every
+		// command but env, which lists them.
 		Before: func(c *cli.Context) error {
+			if cmd := c.Args().First(); cmd != "" && cmd != "help" && cmd != "h" {
+				for _, w := range envconfig.UnknownWarnings() {
+					fmt.Fprintln(c.App.ErrWriter, w)
+				}
+			}
 			if c.Args().First() == "env" {
 				return nil
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,9 +23,6 @@ func envCommand() *cli.Command {
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
-			}
-			for _, name := range envconfig.Unknown() {
-				fmt.Fprintf(c.App.ErrWriter, "warning: %s is set, but mtlbench reads no such variable (a misspelling?)\n", name)
 			}
 			vs := envconfig.Values()
 			if f == table.FormatJSON || f == table.FormatJSONL {

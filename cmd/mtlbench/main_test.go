@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -169,6 +170,60 @@ func TestEnvGolden(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "warning: MTLBENCH_NOT_IN_THE_TABLE is set, but mtlbench reads no such variable") {
 		t.Errorf("a misspelt variable is not said:\n%s", stderr)
+	}
+}
+
+// A misspelt MTLBENCH_ variable is said by every command, once a process
+// however many cases it runs, and on stderr alone: data on stdout stays data.
+func TestUnknownVariableWarned(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\nrepetitions: 1\nwarmup: 0\ncases:\n"+
+		"  - name: a\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 32, k: 32, dtype: f32 }\n"+
+		"  - name: b\n    kind: kernel\n    op: matmul\n    params: { m: 2, n: 32, k: 32, dtype: f32 }\n"), 0o644)
+	db := filepath.Join(dir, "r.db")
+	// Built, so that the table's own test does not read it as a name the
+	// module uses.
+	typo := "MTLBENCH_" + "DBB"
+	t.Setenv(typo, "x")
+	want := "warning: " + typo + " is set, but mtlbench reads no such variable (did you mean MTLBENCH_DB?)\n"
+	for _, c := range []struct {
+		name   string
+		args   []string
+		format string // of stdout: csv or json to parse, "" for none
+	}{
+		{"run two cases", []string{"run", suite, "--db", db, "--backend", "cpu", "--threads", "1", "--format", "csv"}, "csv"},
+		{"show", []string{"show", "1", "--db", db, "--format", "json"}, "json"},
+		{"compare", []string{"compare", "1", "1", "--db", db, "--format", "csv"}, ""},
+		{"gate", []string{"gate", "--db", db, "--baseline", "1", "--candidate", "1", "--format", "json"}, ""},
+		{"bench", []string{"bench", "--db", db}, ""},
+		{"tune", []string{"tune", "--no-such-flag"}, ""},
+		{"generate", []string{"generate"}, ""},
+		{"ab", []string{"ab"}, ""},
+		{"selftest", []string{"selftest", "--no-such-flag"}, ""},
+		{"suites validate", []string{"suites", "validate", suite}, ""},
+		{"models", []string{"models", "--format", "csv"}, "csv"},
+		{"env", []string{"env", "--format", "json"}, "json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, stderr, _ := mtl(t, c.args...)
+			if n := strings.Count(stderr, want); n != 1 {
+				t.Errorf("the warning is said %d times, want once:\n%s", n, stderr)
+			}
+			if strings.Contains(out, typo) {
+				t.Errorf("the warning reached stdout:\n%s", out)
+			}
+			switch c.format {
+			case "csv":
+				if _, err := csv.NewReader(strings.NewReader(out)).ReadAll(); err != nil || out == "" {
+					t.Errorf("stdout is not csv (%v):\n%s", err, out)
+				}
+			case "json":
+				if !json.Valid([]byte(out)) {
+					t.Errorf("stdout is not json:\n%s", out)
+				}
+			}
+		})
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/internal/homepath"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -129,6 +130,28 @@ func Unknown() []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// UnknownWarnings is a warning line for each variable Unknown lists, with
+// the known name it is probably a misspelling of: every command prints
+// them, since such a variable changes nothing.
+func UnknownWarnings() []string {
+	const prefix = "MTLBENCH_"
+	known := make([]string, len(Vars))
+	for i, v := range Vars {
+		known[i] = strings.TrimPrefix(v.Name, prefix)
+	}
+	var out []string
+	for _, name := range Unknown() {
+		// Compared without the shared prefix, which would make every name
+		// look close to every other.
+		hint := "a misspelling?"
+		if best := suggest.Closest(strings.TrimPrefix(name, prefix), known); best != "" {
+			hint = "did you mean " + prefix + best + "?"
+		}
+		out = append(out, fmt.Sprintf("warning: %s is set, but mtlbench reads no such variable (%s)", name, hint))
+	}
 	return out
 }
 

@@ -205,3 +205,29 @@ func TestPathVariablesExpandHome(t *testing.T) {
 		t.Errorf("Check with ~bob: %v", err)
 	}
 }
+
+// An unknown MTLBENCH_ variable is warned of, with the known name it is
+// close to where there is one. The names are built so that
+// TestTableCoversTheModule does not read them as names the module uses.
+func TestUnknownWarnings(t *testing.T) {
+	const p = "MTLBENCH_"
+	for _, c := range []struct{ set, want string }{
+		{p + "CUDA_CHIANS", "did you mean " + p + "CUDA_CHAINS?"},
+		{p + "DBB", "did you mean " + p + "DB?"},
+		{p + "metal_serial", "did you mean " + p + "METAL_SERIAL?"},
+		{p + "ZZZQQQ", "(a misspelling?)"},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			t.Setenv(c.set, "1")
+			var got []string
+			for _, w := range UnknownWarnings() {
+				if strings.HasPrefix(w, "warning: "+c.set+" is set, but mtlbench reads no such variable") {
+					got = append(got, w)
+				}
+			}
+			if len(got) != 1 || !strings.Contains(got[0], c.want) {
+				t.Errorf("got %q, want one warning of %s with %q", got, c.set, c.want)
+			}
+		})
+	}
+}
