@@ -538,11 +538,7 @@ func (p *parser) thresholds(n *yaml.Node) {
 		}
 		// A threshold on a metric no gate compares would pass every run.
 		if err := metrics.CheckThreshold(e.key); err != nil {
-			hint := didYouMean(e.key, metrics.Gated())
-			if hint == "" {
-				hint = "gated metrics: " + strings.Join(metrics.Gated(), ", ")
-			}
-			p.errorf(e.k, hint, "threshold: %v", err)
+			p.errorf(e.k, metrics.ThresholdHint(e.key), "threshold: %v", err)
 			continue
 		}
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/internal/metrics"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
@@ -285,7 +286,7 @@ func TestGateCLI(t *testing.T) {
 		// 0% is a threshold, not "unset": any significant worsening fails.
 		{"zero threshold", []string{"--threshold", "0%"}, 1, "significantly worse, by more than the 0% threshold"},
 		// A threshold on a metric no case records would gate nothing.
-		{"threshold typo", []string{"--threshold", "decode_toks=5%"}, 2, `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
+		{"threshold typo", []string{"--threshold", "decode_toks=5%"}, 2, `--threshold decode_toks=5%: no case records a metric "decode_toks" (did you mean "decode_tok_s"?)`},
 		{"informational threshold", []string{"--threshold", "bytes_per_step=5%"}, 2, "bytes_per_step is informational"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -307,7 +308,7 @@ func TestABChecksFlagsFirst(t *testing.T) {
 	step := filepath.Join(dir, "nosuch", "step.md")
 	for _, tc := range []struct{ flag, value, step, in string }{
 		{"--threshold", "0.05", "", "--threshold 0.05: want a percentage"},
-		{"--threshold", "decode_toks=5%", "", `--threshold decode_toks=5%: no case records a metric "decode_toks"`},
+		{"--threshold", "decode_toks=5%", "", `--threshold decode_toks=5%: no case records a metric "decode_toks" (did you mean "decode_tok_s"?)`},
 		{"--rounds", "3", step, "$GITHUB_STEP_SUMMARY " + step + ": its folder"},
 	} {
 		t.Setenv("GITHUB_STEP_SUMMARY", tc.step)
@@ -315,6 +316,34 @@ func TestABChecksFlagsFirst(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, tc.in) {
 			t.Errorf("ab %s %s: exit %d, want 2 with %q:\n%s", tc.flag, tc.value, code, tc.in, errOut)
 		}
+	}
+}
+
+// A threshold on a metric no gate compares is answered alike by gate
+// --threshold and a suite's thresholds: the gated metric the name is
+// close to, else the list of them.
+func TestThresholdMetricHint(t *testing.T) {
+	db := seedCompareDB(t)
+	dir := t.TempDir()
+	gated := "(gated metrics: " + strings.Join(metrics.Gated(), ", ") + ")"
+	for _, tc := range []struct{ metric, want string }{
+		{"decode_toks", `no case records a metric "decode_toks" (did you mean "decode_tok_s"?)`},
+		{"TTFT_MS", `no case records a metric "TTFT_MS" (did you mean "ttft_ms"?)`},
+		{"speed", `no case records a metric "speed" ` + gated},
+		{"bytes_per_step", "bytes_per_step is informational (no better or worse direction): no gate compares it " + gated},
+	} {
+		t.Run(tc.metric, func(t *testing.T) {
+			_, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--threshold", tc.metric+"=5%")
+			if code != 2 || !strings.Contains(errOut, "--threshold "+tc.metric+"=5%: "+tc.want) {
+				t.Errorf("gate --threshold: exit %d, want 2 with %q:\n%s", code, tc.want, errOut)
+			}
+			suite := filepath.Join(dir, tc.metric+".yaml")
+			os.WriteFile(suite, []byte("name: t\ncases:\n  - name: c\n    kind: model\nthresholds: {"+tc.metric+": 5%}\n"), 0o644)
+			_, errOut, code = cmpRun(t, "suites", "validate", suite)
+			if code == 0 || !strings.Contains(errOut, "threshold: "+tc.want) {
+				t.Errorf("suite thresholds: exit %d, want an error with %q:\n%s", code, tc.want, errOut)
+			}
+		})
 	}
 }
 

@@ -248,7 +248,7 @@ func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 				return nil, fmt.Errorf("--threshold %s: no metric before =", v)
 			}
 			if err := metrics.CheckThreshold(metric); err != nil {
-				return nil, fmt.Errorf("--threshold %s: %w (gated metrics: %s)", v, err, strings.Join(metrics.Gated(), ", "))
+				return nil, fmt.Errorf("--threshold %s: %w (%s)", v, err, metrics.ThresholdHint(metric))
 			}
 		}
 		out = append(out, thresholdFlag{metric, t})

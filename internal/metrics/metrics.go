@@ -10,6 +10,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/internal/suggest"
 )
 
 // Direction says which way a metric improves.
@@ -121,6 +123,16 @@ func CheckThreshold(metric string) error {
 		return fmt.Errorf("%s is informational (no better or worse direction): no gate compares it", metric)
 	}
 	return nil
+}
+
+// ThresholdHint is what to add to CheckThreshold's error: the gated metric
+// the name is probably a misspelling of, else the list of them. Suite
+// files and --threshold share it, so both answer a typo alike.
+func ThresholdHint(metric string) string {
+	if h := suggest.DidYouMean(metric, Gated()); h != "" {
+		return h
+	}
+	return "gated metrics: " + strings.Join(Gated(), ", ")
 }
 
 // nonNegativeUnits are the units whose quantities cannot be negative, with
