@@ -517,3 +517,71 @@ func TestGateRunSuite(t *testing.T) {
 		})
 	}
 }
+
+// A case name holding markdown's formatting characters reads as written in
+// every markdown output, the tables of show and compare and gate's
+// summary, not as emphasis, a link, code or a line break.
+func TestMarkdownShowsNamesAsWritten(t *testing.T) {
+	names := []struct{ name, md string }{
+		{"a*b*c", `a\*b\*c`},
+		{"x<br>y", `x&lt;br>y`},
+		{"_lead_", `\_lead\_`},
+		{"[x](y)", `\[x\](y)`},
+		{"#1", `\#1`},
+		{"`code`", "\\`code\\`"},
+		{"~~gone~~", `\~\~gone\~\~`},
+		{"&copy;", `&amp;copy;`},
+		{"decode/batch=1_x", "decode/batch=1_x"}, // a word's _ is never emphasis: unchanged
+	}
+	path := filepath.Join(t.TempDir(), "results.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tag := range []string{"base", "cand"} {
+		r := &results.Run{SuiteName: "md", Tag: tag, GitCommit: "0123456789abcdef", Backend: "cpu", Machine: results.Machine{CPUModel: "Test CPU"}}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		cases := make([]results.Case, len(names))
+		for j, n := range names {
+			cases[j] = results.Case{Key: "model/" + n.name, Name: n.name, Kind: results.CaseModel}
+		}
+		if err := db.AddCases(r.ID, cases); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			var s []results.Sample
+			for rep := range 8 {
+				s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100 + 10*i + rep), Unit: "tok/s"})
+			}
+			if err := db.FinishCase(c.ID, s, nil, 2, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	summary := filepath.Join(t.TempDir(), "s.md")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	outs := map[string]string{}
+	outs["show"], _, _ = cmpRun(t, "show", "1", "--db", path, "--format", "md")
+	outs["compare"], _, _ = cmpRun(t, "compare", "base", "cand", "--db", path, "--format", "md")
+	cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand", "--summary", summary)
+	s, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs["gate --summary"] = string(s)
+	for _, n := range names {
+		t.Run(n.name, func(t *testing.T) {
+			for what, out := range outs {
+				if !strings.Contains(out, n.md) || n.md != n.name && strings.Contains(strings.ReplaceAll(out, n.md, ""), n.name) {
+					t.Errorf("%s: want %q for %q, not the name as is:\n%s", what, n.md, n.name, out)
+				}
+			}
+		})
+	}
+}

@@ -726,8 +726,12 @@ func testsUsed(checks []Check) string {
 func (r Result) Markdown() string {
 	var b strings.Builder
 	mark := map[int]string{ExitPass: "✅", ExitRegression: "❌", ExitCannotTell: "❔"}[r.Status]
-	fmt.Fprintf(&b, "## %s %s\n\n", mark, r.Headline)
-	fmt.Fprintf(&b, "- baseline: %s\n- candidate: %s\n", r.Baseline, r.Candidate)
+	// Case names and labels are the user's text: escaped, so a* or <br> in
+	// one is read as written, not as formatting. The notes are mtlbench's
+	// own markdown.
+	md := table.MarkdownText
+	fmt.Fprintf(&b, "## %s %s\n\n", mark, md(r.Headline))
+	fmt.Fprintf(&b, "- baseline: %s\n- candidate: %s\n", md(r.Baseline), md(r.Candidate))
 	fmt.Fprintf(&b, "- a check fails when the change is significant (%sp adjusted over all %d checks by Benjamini-Hochberg, below %g) "+
 		"and worse than its threshold; at least %d samples a side\n",
 		testsUsed(r.Checks), len(r.Checks), r.Alpha, r.MinSamples)
@@ -741,7 +745,7 @@ func (r Result) Markdown() string {
 		var why []string
 		for _, c := range r.Checks {
 			if c.Outcome == Regression || c.Outcome == CaseFailed || c.Outcome == Insufficient || c.Outcome == NotComparable || c.Outcome == CannotTell {
-				why = append(why, fmt.Sprintf("- %s **%s** %s: %s", outcomeMark[c.Outcome], c.Case, c.Metric, c.Reason))
+				why = append(why, fmt.Sprintf("- %s **%s** %s: %s", outcomeMark[c.Outcome], md(c.Case), md(c.Metric), md(c.Reason)))
 			}
 		}
 		if len(why) > 0 {

@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
@@ -298,15 +299,55 @@ func toAny(s []string) []any {
 	return out
 }
 
-// mdCell escapes a cell for a GFM table: a pipe would end the cell and a
-// newline the row, so they become \| and <br>; a backslash becomes \\, else
-// it would escape the character after it (a\|b would lose its backslash).
-func mdCell(s string) string {
+// mdEntity is an HTML character reference, which GFM would render as the
+// character it names.
+var mdEntity = regexp.MustCompile(`^&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]*);`)
+
+// MarkdownText escapes text (a case name, a label, a cell) so that GitHub
+// renders it as written, not as formatting: a backslash before markdown
+// punctuation (\ ` * [ ] |), < as &lt; (an HTML tag such as <br>), & as
+// &amp; where it starts a character reference, _ unless inside a word
+// (snake_case is never emphasis), ~ where two could strike through, # and >
+// at the start, and a newline as <br>. Numbers and plain text are unchanged.
+func MarkdownText(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
-	s = strings.ReplaceAll(s, `\`, `\\`)
-	s = strings.ReplaceAll(s, "|", `\|`)
-	return strings.ReplaceAll(s, "\n", "<br>")
+	rs := []rune(s)
+	tildes := strings.Count(s, "~") > 1
+	var b strings.Builder
+	for i, r := range rs {
+		switch {
+		case r == '\n':
+			b.WriteString("<br>")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '&' && mdEntity.MatchString(string(rs[i:])):
+			b.WriteString("&amp;")
+		case strings.ContainsRune("\\`*[]|", r),
+			r == '_' && !inWord(rs, i),
+			r == '~' && tildes,
+			(r == '#' || r == '>') && i == 0:
+			b.WriteRune('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// inWord reports whether the run of underscores at rs[i] has a letter or
+// digit on both sides, where GFM never reads it as emphasis.
+func inWord(rs []rune, i int) bool {
+	j, k := i, i
+	for j > 0 && rs[j-1] == '_' {
+		j--
+	}
+	for k < len(rs) && rs[k] == '_' {
+		k++
+	}
+	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	return j > 0 && k < len(rs) && alnum(rs[j-1]) && alnum(rs[k])
 }
 
 // renderMarkdown writes a GFM table itself rather than through tablewriter's
@@ -316,7 +357,7 @@ func (t *Table) renderMarkdown(w io.Writer) error {
 	header, rows := t.grid()
 	var b bytes.Buffer
 	if t.Title != "" {
-		fmt.Fprintf(&b, "### %s\n\n", oneLine(t.Title))
+		fmt.Fprintf(&b, "### %s\n\n", MarkdownText(oneLine(t.Title)))
 	}
 	ncols := max(len(header), widthOf(rows))
 	if ncols > 0 {
@@ -327,7 +368,7 @@ func (t *Table) renderMarkdown(w io.Writer) error {
 		for _, r := range append([][]string{header}, rows...) {
 			e := make([]string, ncols)
 			for i, c := range r {
-				e[i] = mdCell(c)
+				e[i] = MarkdownText(c) // a pipe would end the cell, a newline the row
 			}
 			cells = append(cells, e)
 		}

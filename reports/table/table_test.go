@@ -226,7 +226,8 @@ func gfmRow(line string) []string {
 			}
 			b.WriteByte(c[j])
 		}
-		cells[i] = strings.ReplaceAll(b.String(), "<br>", "\n")
+		c = strings.ReplaceAll(b.String(), "<br>", "\n")
+		cells[i] = strings.ReplaceAll(strings.ReplaceAll(c, "&lt;", "<"), "&amp;", "&")
 	}
 	return cells
 }
@@ -236,6 +237,7 @@ func gfmRow(line string) []string {
 func TestMarkdownCellKeepsText(t *testing.T) {
 	for _, text := range []string{
 		`a\|b`, `a|b`, `a\b`, `a\\|b`, `trailing\`, `\*not emphasis\*`, `x\`, "line one\nline two", `c:\dir|x`,
+		"a*b*c", "x<br>y", "_x_", "[a](b)", "#1", "> q", "`code`", "~~s~~", "&lt;", "&amp;lt;", "R&D", "snake_case_",
 	} {
 		t.Run(text, func(t *testing.T) {
 			var b bytes.Buffer
@@ -247,6 +249,43 @@ func TestMarkdownCellKeepsText(t *testing.T) {
 			got := gfmRow(lines[len(lines)-1])
 			if len(got) != 2 || got[0] != text || got[1] != "1" {
 				t.Errorf("%q wrote %q, read back as %q", text, lines[len(lines)-1], got)
+			}
+		})
+	}
+}
+
+// Markdown text renders as written on GitHub: formatting characters are
+// escaped, numbers and text that is already safe are left alone.
+func TestMarkdownText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"1003 ± 2%", "1003 ± 2%"},
+		{"-16.77%", "-16.77%"},
+		{"decode_tok_s (tok/s)", "decode_tok_s (tok/s)"},
+		{"~", "~"},
+		{"a~b", "a~b"},
+		{"a#b", "a#b"},
+		{"a>b", "a>b"},
+		{"R&D", "R&D"},
+		{"日本_語", "日本_語"},
+		{"a*b*c", `a\*b\*c`},
+		{"<br>", "&lt;br>"},
+		{"_x_", `\_x\_`},
+		{"__init__", `\_\_init\_\_`},
+		{"snake_case_", `snake_case\_`},
+		{"[a](b)", `\[a\](b)`},
+		{"# h", `\# h`},
+		{"> q", `\> q`},
+		{"`x`", "\\`x\\`"},
+		{"~~s~~", `\~\~s\~\~`},
+		{"&lt;", "&amp;lt;"},
+		{"&#60;", "&amp;#60;"},
+		{`a\b`, `a\\b`},
+		{"a|b", `a\|b`},
+		{"1\r\n2", "1<br>2"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			if got := MarkdownText(c.in); got != c.want {
+				t.Errorf("MarkdownText(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
 	}
