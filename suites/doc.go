@@ -14,7 +14,7 @@
 // written (the first key varies slowest).
 //
 // Each Case has a Key, "kind/group/a=1/b=2" over all merged parameters
-// sorted by name, which is the identity used to match a case across runs
+// sorted by name (of the suite's params, only those the case reads), which is the identity used to match a case across runs
 // (results store, resume, comparisons), and a short display Name built from
 // the group and its matrix parameters only.
 //

@@ -47,8 +47,8 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 		if !g.ok {
 			continue
 		}
-		// Suite params are defaults for every case; a parameter only the
-		// other kind takes is simply not applied to this one.
+		// Suite params are defaults for the cases that read them; a
+		// parameter only the other kind takes is not applied to this one.
 		base := map[string]Value{}
 		from := map[string]int{}
 		for name, v := range suiteParams {
@@ -75,6 +75,14 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 			}
 			c.Name = name.String()
 			c.Op = ops.ID(c.stringParam(ParamOp, ""))
+			// A suite default the case's op does not read is no part of
+			// its work; kept, it would key the same work apart by it.
+			for pn, at := range src {
+				if at == fromSuite && !takes(c, pn) {
+					delete(c.Params, pn)
+					delete(src, pn)
+				}
+			}
 			p.aliases(&c, src)
 			c.Key = caseKey(c)
 			p.crossCheck(c, src)

@@ -32,8 +32,9 @@ type Case struct {
 	// kind): what runners read.
 	Model  ModelParams
 	Kernel ops.Args
-	// Params are the values as written, merged: suite params < case params
-	// < matrix point; for keys, names, positions and the results store.
+	// Params are the values as written, merged: suite params the case
+	// reads < case params < matrix point; for keys, names, positions and
+	// the results store.
 	Params map[string]Value
 	Key    string // "kind/group/a=1/b=2" over all Params, sorted by name
 	Name   string // group plus its matrix params, e.g. "batch-scaling/batch=8"

@@ -167,7 +167,7 @@ func TestExpansion(t *testing.T) {
 				"  - name: mm2\n    op: matmul\n  - name: mm3\n    op: matmul\n    matrix: {tokens: [2]}\n  - name: norm\n    op: rms_norm\n    params: {hidden: 128}\n",
 			names: []string{"mm", "mm2", "mm3/tokens=2", "norm"},
 			keys: []string{"kernel/mm/k=64/m=1/op=matmul", "kernel/mm2/k=64/m=16/op=matmul", "kernel/mm3/k=64/m=2/op=matmul",
-				"kernel/norm/k=64/op=rms_norm/tokens=16/width=128"},
+				"kernel/norm/op=rms_norm/tokens=16/width=128"},
 		},
 		{
 			name:  "free text is escaped in keys",
@@ -203,6 +203,50 @@ func TestExpansion(t *testing.T) {
 			if got := names(s.Cases); !reflect.DeepEqual(got, tt.names) {
 				t.Errorf("names:\n got %q\nwant %q", got, tt.names)
 			}
+			var keys []string
+			for _, c := range s.Cases {
+				keys = append(keys, c.Key)
+			}
+			if !reflect.DeepEqual(keys, tt.keys) {
+				t.Errorf("keys:\n got %q\nwant %q", keys, tt.keys)
+			}
+		})
+	}
+}
+
+// A suite's params are defaults for the cases that read them: a kernel
+// case's key holds only what its op reads, so the same work keys alike
+// whatever else the suite sets.
+func TestSuiteParamsKeyOnlyTheirReaders(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		keys []string
+	}{
+		{
+			name: "an op that does not read it",
+			src:  "name: s\nparams: {k: 64}\ncases:\n  - name: mm\n    op: matmul\n    params: {m: 1, n: 8}\n  - name: norm\n    op: rms_norm\n    params: {tokens: 4, width: 8}\n",
+			keys: []string{"kernel/mm/k=64/m=1/n=8/op=matmul", "kernel/norm/op=rms_norm/tokens=4/width=8"},
+		},
+		{
+			name: "the ops of a matrix over op",
+			src:  "name: s\nparams: {k: 64, width: 8}\ncases:\n  - name: k\n    kind: kernel\n    params: {tokens: 4}\n    matrix: {op: [matmul, rms_norm]}\n",
+			keys: []string{"kernel/k/k=64/m=4/op=matmul", "kernel/k/op=rms_norm/tokens=4/width=8"},
+		},
+		{
+			name: "an alias only one op reads",
+			src:  "name: s\nparams: {hidden: 32, head_size: 64}\ncases:\n  - name: norm\n    op: rms_norm\n    params: {tokens: 4}\n  - name: rope\n    op: rope\n    params: {tokens: 4}\n",
+			keys: []string{"kernel/norm/op=rms_norm/tokens=4/width=32", "kernel/rope/head_size=64/op=rope/tokens=4"},
+		},
+		{
+			name: "model and kernel cases side by side",
+			src:  "name: s\nmodel: {preset: p}\nparams: {batch: 2, k: 64}\ncases:\n  - name: decode\n  - name: mm\n    op: matmul\n  - name: norm\n    op: rms_norm\n    params: {tokens: 4, width: 8}\n",
+			keys: []string{"model/decode/batch=2", "kernel/mm/k=64/op=matmul", "kernel/norm/op=rms_norm/tokens=4/width=8"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustParse(t, tt.src)
 			var keys []string
 			for _, c := range s.Cases {
 				keys = append(keys, c.Key)
