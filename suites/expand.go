@@ -75,10 +75,11 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 			}
 			c.Name = name.String()
 			c.Op = ops.ID(c.stringParam(ParamOp, ""))
-			// A suite default the case's op does not read is no part of
-			// its work; kept, it would key the same work apart by it.
+			// A suite default the case's op or strategy does not read is
+			// no part of its work; kept, it would key the same work apart
+			// by it (or refuse a moe_chunk beside loop).
 			for pn, at := range src {
-				if at == fromSuite && !takes(c, pn) {
+				if at == fromSuite && !reads(c, pn) {
 					delete(c.Params, pn)
 					delete(src, pn)
 				}

@@ -611,7 +611,7 @@ func (p *parser) thresholdsRecorded() {
 // nowhere and change nothing, as an override none reads would.
 func (p *parser) suiteParamsRead(suiteParams map[string]Value) {
 	read := func(name string) bool {
-		return slices.ContainsFunc(p.s.Cases, func(c Case) bool { return takes(c, name) })
+		return slices.ContainsFunc(p.s.Cases, func(c Case) bool { return reads(c, name) })
 	}
 	for _, name := range sortedKeys(suiteParams) {
 		if read(name) {

@@ -258,6 +258,92 @@ func TestSuiteParamsKeyOnlyTheirReaders(t *testing.T) {
 	}
 }
 
+// A suite's moe_chunk is a default for the cases whose dispatch has
+// chunks (chunked, or no strategy, which it then asks for): beside loop or
+// grouped it is left out of the case and its key, from a --set too; one
+// the case sets itself beside loop is still refused.
+func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
+	const model = "name: s\nmodel: {preset: p}\n"
+	tests := []struct {
+		name string
+		src  string
+		set  map[string]string
+		keys []string
+		// chunks: each case's moe_chunk after a --set, "" where it has none
+		chunks []string
+		err    string
+	}{
+		{
+			name: "model cases of each strategy",
+			src:  model + "params: {moe_chunk: 16}\ncases:\n  - name: d\n    matrix: {moe_strategy: [loop, chunked, grouped]}\n  - name: b\n",
+			keys: []string{"model/d/moe_strategy=loop", "model/d/moe_chunk=16/moe_strategy=chunked", "model/d/moe_strategy=grouped", "model/b/moe_chunk=16"},
+		},
+		{
+			name: "a moe kernel case of loop",
+			src:  "name: s\nparams: {moe_chunk: 16}\ncases:\n  - name: m\n    op: moe\n    params: {moe_strategy: loop}\n  - name: c\n    op: moe\n",
+			keys: []string{"kernel/m/moe_strategy=loop/op=moe", "kernel/c/moe_chunk=16/op=moe"},
+		},
+		{
+			name: "the case's own moe_chunk beside loop",
+			src:  model + "cases:\n  - name: d\n    params: {moe_strategy: loop, moe_chunk: 16}\n",
+			err:  `t.yaml:5:28: in case "d": moe_chunk 16 sizes the chunks of moe_strategy chunked, not of loop`,
+		},
+		{
+			name: "no case of a strategy with chunks",
+			src:  model + "params: {moe_chunk: 16}\ncases:\n  - name: d\n    matrix: {moe_strategy: [loop, grouped]}\n",
+			err:  `no case of this suite reads params moe_chunk`,
+		},
+		{
+			name:   "--set beside loop",
+			src:    model + "cases:\n  - name: d\n    matrix: {moe_strategy: [loop, chunked]}\n  - name: b\n",
+			set:    map[string]string{"moe_chunk": "8"},
+			keys:   []string{"model/d/moe_strategy=loop", "model/d/moe_strategy=chunked", "model/b"},
+			chunks: []string{"", "8", "8"},
+		},
+		{
+			name: "--set where every case is loop",
+			src:  model + "cases:\n  - name: d\n    params: {moe_strategy: loop}\n",
+			set:  map[string]string{"moe_chunk": "8"},
+			err:  `--set moe_chunk=8: no case of suite s takes moe_chunk`,
+		},
+		{
+			name:   "--set with the strategy that reads it",
+			src:    model + "cases:\n  - name: d\n    params: {moe_strategy: loop}\n",
+			set:    map[string]string{"moe_chunk": "8", "moe_strategy": "chunked"},
+			keys:   []string{"model/d/moe_strategy=loop"},
+			chunks: []string{"8"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("t.yaml", []byte(tt.src))
+			if err == nil && tt.set != nil {
+				err = s.Override(tt.set)
+			}
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys, chunks []string
+			for _, c := range s.Cases {
+				keys = append(keys, c.Key)
+				chunks = append(chunks, c.Params["moe_chunk"].Raw)
+			}
+			if !reflect.DeepEqual(keys, tt.keys) {
+				t.Errorf("keys:\n got %q\nwant %q", keys, tt.keys)
+			}
+			if tt.chunks != nil && !reflect.DeepEqual(chunks, tt.chunks) {
+				t.Errorf("moe_chunk:\n got %q\nwant %q", chunks, tt.chunks)
+			}
+		})
+	}
+}
+
 func TestPrecedence(t *testing.T) {
 	s := mustParse(t, `name: s
 model: {preset: p}

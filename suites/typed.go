@@ -268,6 +268,11 @@ func (s *Suite) Override(set map[string]string) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// The strategy first: it decides which cases read a moe_chunk set
+	// beside it.
+	if i, j := slices.Index(names, string(ops.MoEChunk)), slices.Index(names, string(ops.MoEStrategyParam)); i >= 0 && j >= 0 && i < j {
+		names[i], names[j] = names[j], names[i]
+	}
 	type param struct {
 		name string
 		vals []Value
@@ -351,7 +356,7 @@ func (s *Suite) Override(set map[string]string) error {
 		// An override no case reads would be recorded as if it had
 		// changed what ran.
 		// (CheckOverride's probe has no cases: it checks the value alone.)
-		if len(cases) > 0 && !slices.ContainsFunc(cases, func(c Case) bool { return takes(c, pr.name) }) {
+		if len(cases) > 0 && !slices.ContainsFunc(cases, func(c Case) bool { return reads(c, pr.name) }) {
 			return fmt.Errorf("--set %s=%s: no case of suite %s takes %s (%s)", pr.name, set[pr.name], s.Name, pr.name, takers(pr.name))
 		}
 		sweep := len(pr.vals) > 1 || isList(set[pr.name])
@@ -366,7 +371,7 @@ func (s *Suite) Override(set map[string]string) error {
 		seen := map[string]bool{}
 		for _, c := range cases {
 			// A case that does not read it keeps its own work and key.
-			if !takes(c, pr.name) {
+			if !reads(c, pr.name) {
 				out = append(out, c)
 				continue
 			}
@@ -423,7 +428,7 @@ func sweptCount(cases []Case, name string, n int) int {
 	total := 0
 	seen := map[string]bool{}
 	for _, c := range cases {
-		if !takes(c, name) {
+		if !reads(c, name) {
 			total++
 			continue
 		}
@@ -450,6 +455,18 @@ func abbrev(value string) string {
 		cut--
 	}
 	return value[:cut] + "..."
+}
+
+// reads reports whether case c, as its parameters stand, reads parameter
+// name: what takes says, less a moe_chunk beside a moe_strategy other than
+// chunked, which has no chunks for it to size.
+func reads(c Case, name string) bool {
+	if name == string(ops.MoEChunk) {
+		if s, ok := c.Params[string(ops.MoEStrategyParam)]; ok && s.Raw != string(ops.MoEChunked) {
+			return false
+		}
+	}
+	return takes(c, name)
 }
 
 // takes reports whether case c reads parameter name: a model case every
@@ -492,6 +509,9 @@ func takers(name string) string {
 	}
 	if len(kinds) == 0 {
 		return "no case takes it"
+	}
+	if name == string(ops.MoEChunk) {
+		return "it is read by " + strings.Join(kinds, " and ") + " whose moe_strategy is chunked or unset"
 	}
 	return "it is read by " + strings.Join(kinds, " and ")
 }
