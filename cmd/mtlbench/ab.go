@@ -362,12 +362,12 @@ func abCommand() *cli.Command {
 			opts.MoreRuns = fmt.Sprintf("ab --rounds %d or more", compare.MinPairs)
 			res := compare.Gate(baseSide, candSide, opts)
 			res.Notes = append(notes, res.Notes...)
-			res.Notes = append(res.Notes, abRoundsNote(rounds, time.Since(start)))
+			res.Notes = append(res.Notes, table.NoteText(abRoundsNote(rounds, time.Since(start))))
 			if !fresh {
-				res.Notes = append(res.Notes, fmt.Sprintf("ab: resumed in round %d of %d (%s): the time above is the resumed rounds'", first+1, rounds, dir))
+				res.Notes = append(res.Notes, table.Notef("ab: resumed in round %d of %d (%s): the time above is the resumed rounds'", first+1, rounds, dir))
 			}
 			if len(set) > 0 {
-				res.Notes = append(res.Notes, "the candidate ran with --set "+strings.Join(set, " --set "))
+				res.Notes = append(res.Notes, table.Notef("the candidate ran with --set %s", strings.Join(set, " --set ")))
 			}
 			return finishGate(c, res, f)
 		},

@@ -510,11 +510,94 @@ func TestGateRunSuite(t *testing.T) {
 		{"a built-in's name", compare.Run{ID: 5, SuitePath: "nightly", SuiteHash: s.Hash}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, note := runSuite(tc.run)
+			got, n := runSuite(tc.run)
+			note := n.Text
 			if (got != nil) != tc.want || tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
 				t.Errorf("suite %v, note %q; want %v, %q", got != nil, note, tc.want, tc.note)
 			}
 		})
+	}
+}
+
+// A note under a markdown table or in gate's markdown that quotes the
+// user's text (a case name, a parameter's value) escapes it as a cell
+// does, and keeps mtlbench's own markdown (`mtlbench ab` in backticks).
+func TestMarkdownNotesShowUserTextAsWritten(t *testing.T) {
+	names := []struct{ name, md string }{
+		{"a*b*c", `a\*b\*c`},
+		{"x<br>y", `x&lt;br>y`},
+		{"_lead_", `\_lead\_`},
+		{"[x](y)", `\[x\](y)`},
+		{"`code`", "\\`code\\`"},
+		{"~~gone~~", `\~\~gone\~\~`},
+		{"&copy;", `&amp;copy;`},
+	}
+	path := filepath.Join(t.TempDir(), "results.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tag := range []string{"base", "cand"} {
+		r := &results.Run{SuiteName: "md", Tag: tag, GitCommit: "0123456789abcdef", Backend: "cpu", Machine: results.Machine{CPUModel: "Test CPU"}}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		var cases []results.Case
+		for j, n := range names {
+			// A case the baseline alone ran (gate notes it by name), and
+			// one both ran whose recorded variant differs (compare and
+			// gate note the values).
+			variant := "plain"
+			if tag == "base" {
+				variant = n.name
+				cases = append(cases, results.Case{Key: fmt.Sprintf("model/only-%d", j), Name: n.name, Kind: results.CaseModel})
+			}
+			cases = append(cases, results.Case{Key: fmt.Sprintf("model/v-%d", j), Name: fmt.Sprintf("v-%d", j), Kind: results.CaseModel,
+				Params: map[string]string{"variant": variant}})
+		}
+		if err := db.AddCases(r.ID, cases); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			var s []results.Sample
+			for rep := range 8 {
+				s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100 + 10*i + rep), Unit: "tok/s"})
+			}
+			if err := db.FinishCase(c.ID, s, nil, 2, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	summary := filepath.Join(t.TempDir(), "s.md")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	outs := map[string]string{}
+	outs["compare"], _, _ = cmpRun(t, "compare", "base", "cand", "--db", path, "--format", "md")
+	outs["gate --format md"], _, _ = cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand", "--summary", summary, "--format", "md")
+	s, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs["gate --summary"] = string(s)
+	for _, n := range names {
+		t.Run(n.name, func(t *testing.T) {
+			for what, out := range outs {
+				if !strings.Contains(out, "variant "+n.md+" vs plain") || strings.Contains(strings.ReplaceAll(out, n.md, ""), n.name) {
+					t.Errorf("%s: want %q for %q in its notes, not the name as is:\n%s", what, n.md, n.name, out)
+				}
+				if what != "compare" && !strings.Contains(out, "- note: "+n.md+": in the baseline only") {
+					t.Errorf("%s: no note %q for the baseline's own case:\n%s", what, n.md+": in the baseline only", out)
+				}
+			}
+		})
+	}
+	for _, what := range []string{"gate --format md", "gate --summary"} {
+		if !strings.Contains(outs[what], "to make the run the unit: `mtlbench ab`, or several runs a side") {
+			t.Errorf("%s: mtlbench's own markdown in a note was not kept:\n%s", what, outs[what])
+		}
 	}
 }
 

@@ -163,7 +163,7 @@ func TestCachedRooflineNotes(t *testing.T) {
 	}
 	byCase := []map[string]*stats.Summary{frac(1.4), frac(0.8), frac(2)}
 	notes := cachedRooflineNotes(cases, byCase)
-	if len(notes) != 1 || !strings.Contains(notes[0], "roofline % over 100 (small)") {
+	if len(notes) != 1 || !strings.Contains(notes[0].Text, "roofline % over 100 (small)") {
 		t.Errorf("notes %q", notes)
 	}
 	if notes := cachedRooflineNotes(cases[1:], byCase[1:]); len(notes) != 0 {

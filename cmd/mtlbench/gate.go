@@ -156,31 +156,31 @@ func finishGate(c *cli.Context, res compare.Result, f table.Format) error {
 // file at the path the run recorded, if it still holds what the run read
 // (its hash), else nil with a note saying why. A suite named by flags
 // (`bench`) or by a built-in's name left no file to read, and no note.
-func runSuite(r compare.Run) (*suites.Suite, string) {
+func runSuite(r compare.Run) (*suites.Suite, table.Note) {
 	s, err := suites.Load(r.SuitePath)
 	switch {
 	case err != nil && errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(r.SuitePath, filepath.Separator) && filepath.Ext(r.SuitePath) == "":
-		return nil, ""
+		return nil, table.Note{}
 	case err != nil:
-		return nil, fmt.Sprintf("cannot read the candidate's suite %s (%v): default thresholds; pass --suite", r.SuitePath, err)
+		return nil, table.Notef("cannot read the candidate's suite %s (%v): default thresholds; pass --suite", r.SuitePath, err)
 	case r.SuiteHash != "" && s.Hash != r.SuiteHash:
-		return nil, fmt.Sprintf("the suite at %s is not the file run %d was made from (suite hash %.12s, the run's %.12s): default thresholds; pass --suite",
+		return nil, table.Notef("the suite at %s is not the file run %d was made from (suite hash %.12s, the run's %.12s): default thresholds; pass --suite",
 			r.SuitePath, r.ID, s.Hash, r.SuiteHash)
 	}
-	return s, ""
+	return s, table.Note{}
 }
 
 // gateOptions gathers the gated metrics and thresholds: the suite's, then
 // --threshold on top (a flag beats a file). notes explain where they came
 // from when that is not obvious.
-func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o compare.GateOptions, notes []string, err error) {
+func gateOptions(c *cli.Context, cand *compare.Side, suite *suites.Suite) (o compare.GateOptions, notes []table.Note, err error) {
 	if suite == nil {
 		for _, r := range cand.Runs {
 			if r.SuitePath == "" {
 				continue
 			}
 			s, note := runSuite(r)
-			if note != "" {
+			if note.Text != "" {
 				notes = append(notes, note)
 			}
 			suite = s

@@ -107,8 +107,8 @@ func modelsCommand() *cli.Command {
 			if all {
 				what = "the weights"
 			}
-			t.Notes = []string{"read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)",
-				"memory need: " + what + " plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16; packed weights as the " + c.String("backend") + " backend runs them"}
+			t.Notes = []table.Note{table.NoteText("read/token: bytes a batch-1 decode step reads (dense weights and the routed experts)"),
+				table.Notef("memory need: %s plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16; packed weights as the %s backend runs them", what, c.String("backend"))}
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {
 				return err
@@ -178,49 +178,49 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 				parts = append(parts, s)
 			}
 			if len(parts) > 0 {
-				t.Notes = append(t.Notes, name+": tensors by type: "+strings.Join(parts, "; "))
+				t.Notes = append(t.Notes, table.Notef("%s: tensors by type: %s", name, strings.Join(parts, "; ")))
 			}
 		}
 		if note := model.UnreadNote(src); note != "" {
 			row["unread_tensors"] = len(model.Unread(src))
-			t.Notes = append(t.Notes, name+": "+note)
+			t.Notes = append(t.Notes, table.Notef("%s: %s", name, note))
 		}
 		// What generate --prompt would encode with: the checkpoint's own
 		// tokenizer, or why there is none to use.
 		switch tok, err := tokenizer.Load(p); {
 		case err == nil:
 			row["tokenizer"] = tok.Describe()
-			t.Notes = append(t.Notes, name+": tokenizer: "+tok.Describe())
+			t.Notes = append(t.Notes, table.Notef("%s: tokenizer: %s", name, tok.Describe()))
 		case errors.Is(err, tokenizer.ErrNoTokenizer):
-			t.Notes = append(t.Notes, name+": no tokenizer: generate takes --tokens, or --prompt with --tokenizer")
+			t.Notes = append(t.Notes, table.Notef("%s: no tokenizer: generate takes --tokens, or --prompt with --tokenizer", name))
 		default:
-			t.Notes = append(t.Notes, name+": tokenizer not read: "+strings.TrimPrefix(err.Error(), p+": "))
+			t.Notes = append(t.Notes, table.Notef("%s: tokenizer not read: %s", name, strings.TrimPrefix(err.Error(), p+": ")))
 		}
 		if r := cfg.RopeScaling; r != nil {
 			row["rope_scaling"] = r.Type
-			s := fmt.Sprintf("%s: RoPE scaled by %s (factor %g", name, r.Type, r.Factor)
+			format, args := "%s: RoPE scaled by %s (factor %g", []any{name, r.Type, r.Factor}
 			if r.OriginalMax > 0 {
-				s += fmt.Sprintf(", from a %d-token context", r.OriginalMax)
+				format, args = format+", from a %d-token context", append(args, r.OriginalMax)
 			}
 			if r.LogitScale() != 1 {
-				s += fmt.Sprintf(", attention factor %.4g", r.Attention)
+				format, args = format+", attention factor %.4g", append(args, r.Attention)
 			}
-			t.Notes = append(t.Notes, s+")")
+			t.Notes = append(t.Notes, table.Notef(format+")", args...))
 		}
 		if cfg.RopeFreqFactors != nil {
 			row["rope_scaling"] = "rope_freqs"
-			t.Notes = append(t.Notes, name+": RoPE frequencies divided by the file's rope_freqs (llama3)")
+			t.Notes = append(t.Notes, table.Notef("%s: RoPE frequencies divided by the file's rope_freqs (llama3)", name))
 		}
 		if cfg.Window > 0 {
 			row["sliding_window"] = cfg.Window
 			if n, what := cfg.Context(); n == cfg.Window {
-				t.Notes = append(t.Notes, fmt.Sprintf("%s: requests run up to its %s", name, what))
+				t.Notes = append(t.Notes, table.Notef("%s: requests run up to its %s", name, what))
 			}
 		}
 		t.Data.Add(row)
 		src.Close()
 	}
-	t.Notes = append(t.Notes, "weights: as they load, packed formats as the "+c.String("backend")+" backend runs them; memory need: the weights plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16")
+	t.Notes = append(t.Notes, table.Notef("weights: as they load, packed formats as the %s backend runs them; memory need: the weights plus an f32 KV cache of 4096 tokens (the model's context where shorter); KV/token in bf16", c.String("backend")))
 	f, err := table.ParseFormat(c.String("format"))
 	if err != nil {
 		return err

@@ -169,10 +169,10 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 		}
 		t.Rows = append(t.Rows, append(row, verdict))
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("%d checks: %d passed, %d failed, %d skipped; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2",
+	t.Notes = append(t.Notes, table.Notef("%d checks: %d passed, %d failed, %d skipped; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2",
 		len(rs), n.passed, n.failed, n.skipped))
 	if witness {
-		t.Notes = append(t.Notes, fmt.Sprintf("traffic eff: the op's ideal bytes over the bytes the cost witness counted its kernels moving; footprint eff: over the distinct bytes of each dispatch; "+
+		t.Notes = append(t.Notes, table.Notef("traffic eff: the op's ideal bytes over the bytes the cost witness counted its kernels moving; footprint eff: over the distinct bytes of each dispatch; "+
 			"a decode-path kernel of %d MiB or more fails under %.0f%% traffic or %.0f%% footprint (docs/metal-kernels.md)",
 			selftest.MinTrafficBytes>>20, 100/selftest.TrafficLimit, 100/selftest.FootprintLimit))
 	}

@@ -95,22 +95,22 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	for _, t := range []*table.Table{model, kernel} {
 		if t != nil {
 			if t == model {
-				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures")
+				t.Notes = append(t.Notes, table.NoteText("layers: layers run / layers of the model; figures of truncated models are not whole-model figures"))
 				t.Notes = append(t.Notes, stepShareNotes(sum.Cases, byCase)...)
 				t.Notes = append(t.Notes, cachedRooflineNotes(sum.Cases, byCase)...)
 				if witness {
-					t.Notes = append(t.Notes, "traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
+					t.Notes = append(t.Notes, table.Notef("traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 						"footprint eff: the same over the distinct bytes of each dispatch; lanes/load: the lanes of 32 the step's loads kept busy; "+
 						"critical loads: the loads each dispatch's busiest simdgroup issued one after another, summed over the step; "+
-						"ceiling: the decode tok/s the footprint allows at the bandwidth of "+witnessGPUs(sum.Cases, byCase, results.CaseModel, "witness_tok_s")+" (witness_gpu, docs/metal-kernels.md)")
+						"ceiling: the decode tok/s the footprint allows at the bandwidth of %s (witness_gpu, docs/metal-kernels.md)", witnessGPUs(sum.Cases, byCase, results.CaseModel, "witness_tok_s")))
 				}
 			}
 			if t == kernel && kernelWitness {
-				t.Notes = append(t.Notes, "traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
+				t.Notes = append(t.Notes, table.Notef("traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 					"footprint eff: the same over the distinct bytes of each dispatch; B/load: a lane's average device load (16: four floats at once); "+
 					"lanes/load: the lanes of 32 a simdgroup load keeps busy; critical loads: the loads the busiest simdgroup issued one after another; "+
 					"simdgroups/core: simdgroups launched per GPU core (under 2 leaves cores idle); floor µs: the footprint at the GPU's bandwidth; "+
-					"GPU: "+witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")+" (witness_gpu, docs/metal-kernels.md)")
+					"GPU: %s (witness_gpu, docs/metal-kernels.md)", witnessGPUs(sum.Cases, byCase, results.CaseKernel, "witness_us")))
 			}
 			out = append(out, t)
 		}
@@ -196,8 +196,8 @@ func operandTable(db *results.DB, sum *bench.Summary, kind string) (*table.Table
 	if len(t.Rows) == 0 {
 		return nil, nil
 	}
-	t.Notes = append(t.Notes, which+"reads a byte: the bytes the kernel read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
-		"an argument read many times a byte is what a wider threadgroup, or a tile kept in threadgroup memory, would read once (docs/metal-kernels.md)")
+	t.Notes = append(t.Notes, table.Notef("%sreads a byte: the bytes the kernel read of the argument over its distinct bytes (1.0: each once), as the Metal emulator counted every access; "+
+		"an argument read many times a byte is what a wider threadgroup, or a tile kept in threadgroup memory, would read once (docs/metal-kernels.md)", which))
 	return t, nil
 }
 
@@ -209,7 +209,7 @@ func operandTable(db *results.DB, sum *bench.Summary, kind string) (*table.Table
 // cachedRooflineNotes names the model cases whose decode read its bytes
 // faster than the measured bandwidth: weights small enough to stay in a
 // cache, which the bandwidth roofline does not bound.
-func cachedRooflineNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
+func cachedRooflineNotes(cases []results.Case, byCase []map[string]*stats.Summary) []table.Note {
 	var over []string
 	for i, c := range cases {
 		if f := byCase[i]["roofline_frac"]; c.Kind != results.CaseKernel && f != nil && f.Center > 1 {
@@ -219,12 +219,12 @@ func cachedRooflineNotes(cases []results.Case, byCase []map[string]*stats.Summar
 	if len(over) == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("roofline %% over 100 (%s): the decode step read its bytes faster than the bandwidth measured, "+
+	return []table.Note{table.Notef("roofline %% over 100 (%s): the decode step read its bytes faster than the bandwidth measured, "+
 		"so some came from a cache (weights small enough to stay in one); the bandwidth roofline does not bound such a step", strings.Join(over, ", "))}
 }
 
-func stepShareNotes(cases []results.Case, byCase []map[string]*stats.Summary) []string {
-	var notes []string
+func stepShareNotes(cases []results.Case, byCase []map[string]*stats.Summary) []table.Note {
+	var notes []table.Note
 	for i, c := range cases {
 		m := byCase[i]
 		step := m["step_ms"]
@@ -232,12 +232,12 @@ func stepShareNotes(cases []results.Case, byCase []map[string]*stats.Summary) []
 			continue
 		}
 		if f, enc := m["encode_frac"], m["encode_ms"]; f != nil && enc != nil && f.Center >= stats.HostBound {
-			notes = append(notes, fmt.Sprintf("%s is host-bound: encoding a decode step took the host %.2f of its %.2f ms (%.0f%%), "+
+			notes = append(notes, table.Notef("%s is host-bound: encoding a decode step took the host %.2f of its %.2f ms (%.0f%%), "+
 				"so the device waited for the host (docs/architecture.md)", c.Name, enc.Center, step.Center, 100*f.Center))
 			continue
 		}
 		if f, dev := m["device_frac"], m["device_ms"]; f != nil && dev != nil && f.Center < stats.DeviceIdle {
-			notes = append(notes, fmt.Sprintf("%s left the device idle: it ran %.2f ms of a %.2f ms decode step (%.0f%%), "+
+			notes = append(notes, table.Notef("%s left the device idle: it ran %.2f ms of a %.2f ms decode step (%.0f%%), "+
 				"and waited the rest for steps to be handed to it (docs/architecture.md)", c.Name, dev.Center, step.Center, 100*f.Center))
 		}
 	}
@@ -301,9 +301,9 @@ func timeByOpTable(run int64, c results.Case, ts []stats.OpTime) *table.Table {
 		t.Rows = append(t.Rows, []string{o.Component, o.Op, fmt.Sprint(o.Layers), fmt.Sprintf("%.3f", o.Seconds*1e3),
 			fmt.Sprintf("%.1f", o.Seconds*1e6/float64(o.Layers)), fmt.Sprintf("%.1f", 100*o.Seconds/total)})
 	}
-	t.Notes = append(t.Notes, "summed over the layers, averaged over repetitions; a fused launch counts under the first op it covers. "+
+	t.Notes = append(t.Notes, table.NoteText("summed over the layers, averaged over repetitions; a fused launch counts under the first op it covers. "+
 		"Profile timing times each op by itself; a CUDA run whose backend notes say \"in-place timeline\" "+
-		"timed each kernel from its release to the next one's, as the steps ran (docs/architecture.md, \"Per-op time in place\")")
+		"timed each kernel from its release to the next one's, as the steps ran (docs/architecture.md, \"Per-op time in place\")"))
 	return t
 }
 
@@ -339,7 +339,7 @@ func witnessByOpTable(run int64, c results.Case, ws []stats.OpWitness) *table.Ta
 		t.Rows = append(t.Rows, []string{w.Component, w.Op, fmt.Sprint(w.Layers),
 			fmt.Sprintf("%.2f", w.Bytes/1e6), fmt.Sprintf("%.2f", w.Footprint/1e6), share, us, crit})
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("summed over the layers, averaged over repetitions; µs: the footprint at the bandwidth of the %s, "+
+	t.Notes = append(t.Notes, table.Notef("summed over the layers, averaged over repetitions; µs: the footprint at the bandwidth of the %s, "+
 		"a floor on the op's time there; critical loads: the loads of each dispatch's busiest simdgroup, which it issues one after another "+
 		"(witness_gpu, docs/metal-kernels.md)", witnessGPUName(c)))
 	return t

@@ -112,7 +112,7 @@ func TestStepShareNotes(t *testing.T) {
 		sum(10.5),
 		sum(1, -1, -1, 0.1, 0.1),
 	}
-	got := stepShareNotes(cases, byCase)
+	got := table.NoteTexts(stepShareNotes(cases, byCase))
 	want := []string{
 		"host is host-bound: encoding a decode step took the host 1.90 of its 2.00 ms (95%), so the device waited for the host (docs/architecture.md)",
 		"idle left the device idle: it ran 0.52 ms of a 0.74 ms decode step (70%), and waited the rest for steps to be handed to it (docs/architecture.md)",

@@ -101,7 +101,7 @@ type Comparison struct {
 	OnlyA, OnlyB  []*Case
 	// Notes are warnings that do not stop the comparison (different
 	// backends or machines).
-	Notes []string
+	Notes []table.Note
 }
 
 // Options configure Compare.
@@ -145,7 +145,7 @@ func Compare(a, b *Side, o Options) *Comparison {
 		}
 		reason := casesComparable(a.Label, b.Label, ca, cb, o.SameModel)
 		if d := paramDiff(ca.Params, cb.Params, setA, setB); d != "" {
-			c.Notes = append(c.Notes, fmt.Sprintf("%s: recorded parameters differ (%s): the change may come from them", ca.DisplayName(), d))
+			c.Notes = append(c.Notes, table.Notef("%s: recorded parameters differ (%s): the change may come from them", ca.DisplayName(), d))
 		}
 		for _, m := range caseMetrics(ca, cb) {
 			r := compareMetric(ca, cb, m, alpha)
@@ -251,7 +251,7 @@ func delta(a, b float64) float64 {
 
 // sidesComparable checks the runs of both sides; reason is set when they
 // must not be compared at all.
-func sidesComparable(a, b *Side) (reason string, notes []string) {
+func sidesComparable(a, b *Side) (reason string, notes []table.Note) {
 	for _, s := range []*Side{a, b} {
 		if len(s.Runs) < 2 {
 			continue
@@ -297,10 +297,10 @@ func sidesComparable(a, b *Side) (reason string, notes []string) {
 		return out
 	}
 	if bs := distinct(func(r Run) string { return r.Backend }); len(bs) > 1 {
-		notes = append(notes, fmt.Sprintf("the runs use different backends (%s): differences include the backend", strings.Join(bs, ", ")))
+		notes = append(notes, table.Notef("the runs use different backends (%s): differences include the backend", strings.Join(bs, ", ")))
 	}
 	if ms := distinct(func(r Run) string { return r.Machine }); len(ms) > 1 {
-		notes = append(notes, fmt.Sprintf("the runs come from different machines (%s): differences include the hardware", strings.Join(ms, ", ")))
+		notes = append(notes, table.Notef("the runs come from different machines (%s): differences include the hardware", strings.Join(ms, ", ")))
 	}
 	return "", notes
 }
@@ -423,12 +423,12 @@ func (c *Comparison) Tables() []*table.Table {
 		}
 		t := &table.Table{Title: title,
 			Header: []string{"case", "A median ± CI", "B median ± CI", "delta", "p", "n A+B", "verdict"}}
-		var reasons []string
+		var reasons []table.Note
 		for _, r := range rows {
 			t.Rows = append(t.Rows, []string{r.Case, fmtStat(r.A, scale), fmtStat(r.B, scale),
 				fmtDelta(r.Delta), fmtP(r.P), fmt.Sprintf("%d+%d", r.A.N, r.B.N), r.Verdict})
 			if r.Reason != "" {
-				reasons = append(reasons, r.Case+": "+r.Reason)
+				reasons = append(reasons, table.Notef("%s: %s", r.Case, r.Reason))
 			}
 		}
 		if len(out) == 0 {
@@ -475,9 +475,9 @@ func (c *Comparison) Tables() []*table.Table {
 	return out
 }
 
-func (c *Comparison) legend() []string {
-	return append([]string{"A: " + c.A.Describe() + "; B: " + c.B.Describe(),
-		fmt.Sprintf("p: Mann-Whitney U test; ~: no significant difference at alpha %g", c.Alpha)}, c.Notes...)
+func (c *Comparison) legend() []table.Note {
+	return append([]table.Note{table.Notef("A: %s; B: %s", c.A.Describe(), c.B.Describe()),
+		table.Notef("p: Mann-Whitney U test; ~: no significant difference at alpha %g", c.Alpha)}, c.Notes...)
 }
 
 func (c *Comparison) metricRows(m string) []*Row {

@@ -45,7 +45,7 @@ func TestCompareRows(t *testing.T) {
 	if len(cmp.OnlyA) != 1 || len(cmp.OnlyB) != 0 {
 		t.Errorf("one-sided cases: %d, %d", len(cmp.OnlyA), len(cmp.OnlyB))
 	}
-	if !strings.Contains(strings.Join(cmp.Notes, "\n"), "dtype bf16 vs f32") {
+	if !strings.Contains(strings.Join(table.NoteTexts(cmp.Notes), "\n"), "dtype bf16 vs f32") {
 		t.Errorf("notes should say the dtype differs: %q", cmp.Notes)
 	}
 	if tabs := cmp.Tables(); len(tabs) != 3 || !strings.HasPrefix(tabs[1].Title, "peak_rss_bytes (MiB") {
@@ -103,7 +103,7 @@ func TestCompareRunChecks(t *testing.T) {
 		if tc.reason != "" && !strings.Contains(c.NotComparable, tc.reason) || tc.reason == "" && c.NotComparable != "" {
 			t.Errorf("not comparable %q, want %q", c.NotComparable, tc.reason)
 		}
-		if tc.note != "" && !strings.Contains(strings.Join(c.Notes, "\n"), tc.note) {
+		if tc.note != "" && !strings.Contains(strings.Join(table.NoteTexts(c.Notes), "\n"), tc.note) {
 			t.Errorf("notes %q, want %q", c.Notes, tc.note)
 		}
 	}
@@ -159,7 +159,7 @@ func TestCompareIdentity(t *testing.T) {
 			if r := c.Rows[0]; tc.compare == "" && r.Verdict == VerdictNotComparable || tc.compare != "" && !strings.Contains(r.Reason, tc.compare) {
 				t.Errorf("compare: %q %q, want %q", r.Verdict, r.Reason, tc.compare)
 			}
-			if tc.note != "" && !strings.Contains(strings.Join(c.Notes, "\n"), tc.note) {
+			if tc.note != "" && !strings.Contains(strings.Join(table.NoteTexts(c.Notes), "\n"), tc.note) {
 				t.Errorf("notes %q, want %q", c.Notes, tc.note)
 			}
 			res := Gate(tc.a, tc.b, GateOptions{})
@@ -275,7 +275,7 @@ func TestParamDiffLeavesOutFound(t *testing.T) {
 	a.Add(rc, samples("us_per_call", "us", seq(8, 10, 0.1)))
 	rc.Params = with("tune.iters", "188")
 	b.Add(rc, samples("us_per_call", "us", seq(8, 10, 0.1)))
-	if notes := strings.Join(Compare(a, b, Options{}).Notes, "\n"); strings.Contains(notes, "recorded parameters differ") {
+	if notes := strings.Join(table.NoteTexts(Compare(a, b, Options{}).Notes), "\n"); strings.Contains(notes, "recorded parameters differ") {
 		t.Errorf("notes: %s", notes)
 	}
 }
@@ -305,7 +305,7 @@ func TestCompareOneSidedMetrics(t *testing.T) {
 		if err := tab.Render(&text, table.FormatCSV); err != nil {
 			t.Fatal(err)
 		}
-		text.WriteString(strings.Join(tab.Notes, "\n") + "\n")
+		text.WriteString(strings.Join(table.NoteTexts(tab.Notes), "\n") + "\n")
 	}
 	if want := []string{"decode_tok_s", "step_ms", "metrics", "cases"}; !slices.Equal(titles, want) {
 		t.Fatalf("tables %v, want %v:\n%s", titles, want, text.String())
@@ -407,11 +407,11 @@ func TestDataCarriesBothSidesParams(t *testing.T) {
 	}
 	cmp := func(a, b *Side) (*table.Data, []string) {
 		c := Compare(a, b, Options{})
-		return c.Data(), c.Notes
+		return c.Data(), table.NoteTexts(c.Notes)
 	}
 	gate := func(a, b *Side) (*table.Data, []string) {
 		r := Gate(a, b, GateOptions{})
-		return r.Data(), r.Notes
+		return r.Data(), table.NoteTexts(r.Notes)
 	}
 	type want map[string]any // column -> value; nil: no value there
 	const none = "none"      // a column there, empty

@@ -201,8 +201,8 @@ type Result struct {
 	Status     int // ExitPass, ExitRegression or ExitInsufficient
 	Headline   string
 	Checks     []Check
-	Notes      []string // what the checks do not say: skipped metrics, one-sided cases, warnings
-	Baseline   string   // the sides, described
+	Notes      []table.Note // what the checks do not say: skipped metrics, one-sided cases, warnings
+	Baseline   string       // the sides, described
 	Candidate  string
 	Alpha      float64
 	MinSamples int
@@ -239,10 +239,10 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		return res
 	}
 	for _, x := range cmp.OnlyB {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: new in the candidate, no baseline to compare with", x.DisplayName()))
+		res.Notes = append(res.Notes, table.Notef("%s: new in the candidate, no baseline to compare with", x.DisplayName()))
 	}
 	for _, x := range cmp.OnlyA {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: in the baseline only, not run by the candidate", x.DisplayName()))
+		res.Notes = append(res.Notes, table.Notef("%s: in the baseline only, not run by the candidate", x.DisplayName()))
 	}
 
 	rows := map[[2]string]*Row{}
@@ -252,7 +252,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	var gated []string
 	for _, m := range o.GatedMetrics() {
 		if metrics.Of(m) == metrics.Informational {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s is informational (no better or worse direction); not gated", m))
+			res.Notes = append(res.Notes, table.Notef("%s is informational (no better or worse direction); not gated", m))
 			continue
 		}
 		gated = append(gated, m)
@@ -281,7 +281,7 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		// A metric asked for by name that no matched case records was
 		// not gated: say so, as the pass would otherwise claim it.
 		if _, named := o.Thresholds[m]; named && len(res.Checks) == before {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: no matched case records it, so it was not gated", m))
+			res.Notes = append(res.Notes, table.Notef("%s: no matched case records it, so it was not gated", m))
 		}
 	}
 	adjustBH(res.Checks)
@@ -293,8 +293,11 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		}
 	}
 	if single > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s compared repetition by repetition because a side has a single run of the case: "+
-			"drift between the runs (load, clocks) counts as change; to make the run the unit: %s", plural.Of(single, "check"), o.moreRuns()))
+		// The advice is mtlbench's own markdown (`mtlbench ab`): part of the
+		// format, so md keeps it as written.
+		advice := strings.ReplaceAll(o.moreRuns(), "%", "%%")
+		res.Notes = append(res.Notes, table.Notef("%s compared repetition by repetition because a side has a single run of the case: "+
+			"drift between the runs (load, clocks) counts as change; to make the run the unit: "+advice, plural.Of(single, "check")))
 	}
 	if len(res.Checks) == 0 {
 		res.Status = ExitInsufficient
@@ -654,7 +657,7 @@ func (r Result) Explain(w io.Writer) error {
 		fmt.Fprintf(&b, "%-17s %s %s: %s\n", strings.ToUpper(string(c.Outcome)), c.Case, c.Metric, c.Reason)
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
+		fmt.Fprintf(&b, "note: %s\n", n.Text)
 	}
 	fmt.Fprintln(&b, r.Headline)
 	_, err := io.WriteString(w, b.String())
@@ -727,8 +730,8 @@ func (r Result) Markdown() string {
 	var b strings.Builder
 	mark := map[int]string{ExitPass: "✅", ExitRegression: "❌", ExitCannotTell: "❔"}[r.Status]
 	// Case names and labels are the user's text: escaped, so a* or <br> in
-	// one is read as written, not as formatting. The notes are mtlbench's
-	// own markdown.
+	// one is read as written, not as formatting. A note escapes the user's
+	// text in it and keeps mtlbench's own markdown (table.Note).
 	md := table.MarkdownText
 	fmt.Fprintf(&b, "## %s %s\n\n", mark, md(r.Headline))
 	fmt.Fprintf(&b, "- baseline: %s\n- candidate: %s\n", md(r.Baseline), md(r.Candidate))
@@ -755,7 +758,7 @@ func (r Result) Markdown() string {
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range r.Notes {
-			fmt.Fprintf(&b, "- note: %s\n", n)
+			fmt.Fprintf(&b, "- note: %s\n", strings.ReplaceAll(n.Markdown, "\n", " "))
 		}
 	}
 	return b.String()

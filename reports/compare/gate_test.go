@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
+	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -529,7 +530,7 @@ func TestGateAdviceNamesMoreRuns(t *testing.T) {
 	} {
 		a, b := pairedSides(rng, tc.rounds, 5, 0.01, 0.01, 1)
 		r := Gate(a, b, GateOptions{Paired: true, MoreRuns: tc.more})
-		text := strings.Join(r.Notes, "\n") + "\n" + r.Checks[0].Reason
+		text := strings.Join(table.NoteTexts(r.Notes), "\n") + "\n" + r.Checks[0].Reason
 		if !strings.Contains(text, tc.want) {
 			t.Errorf("%d rounds, MoreRuns %q: no %q in\n%s", tc.rounds, tc.more, tc.want, text)
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mtlbench/mtlbench/reports/table"
 )
 
 // pageRow is one row of the HTML page.
@@ -72,7 +74,7 @@ img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
 // (file paths, shown by their base name, for a page in the same folder).
 func (c *Comparison) WriteHTML(w io.Writer, charts []string) error {
 	p := page{Title: fmt.Sprintf("mtlbench compare: %s against %s", c.B.Label, c.A.Label),
-		A: c.A.Describe(), B: c.B.Describe(), Alpha: c.Alpha, NotComp: c.NotComparable, Notes: c.Notes}
+		A: c.A.Describe(), B: c.B.Describe(), Alpha: c.Alpha, NotComp: c.NotComparable, Notes: table.NoteTexts(c.Notes)}
 	ci := func(s Stat, scale float64) string {
 		if s.N == 0 {
 			return ""

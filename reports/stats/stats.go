@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
+	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
 )
@@ -76,12 +77,12 @@ func ByMetric(samples []results.Sample) map[string]*Summary {
 // LeftOutNotes say, per case name and metric, how many samples the
 // summaries left out (Summary.LeftOut) and why; byCase[i] are names[i]'s
 // summaries.
-func LeftOutNotes(names []string, byCase []map[string]*Summary) []string {
-	var notes []string
+func LeftOutNotes(names []string, byCase []map[string]*Summary) []table.Note {
+	var notes []table.Note
 	for i, m := range byCase {
 		for _, metric := range slices.Sorted(maps.Keys(m)) {
 			if s := m[metric]; s.LeftOut > 0 {
-				notes = append(notes, LeftOutNote(names[i], metric, s.LeftOut, s.N))
+				notes = append(notes, leftOut(names[i], metric, s.LeftOut, s.N))
 			}
 		}
 	}
@@ -90,7 +91,11 @@ func LeftOutNotes(names []string, byCase []map[string]*Summary) []string {
 
 // LeftOutNote is the one wording of samples left out of a statistic.
 func LeftOutNote(name, metric string, left, kept int) string {
-	return fmt.Sprintf("%s: %d of %d %s samples left out of the statistics: not finite, or below what the metric can be",
+	return leftOut(name, metric, left, kept).Text
+}
+
+func leftOut(name, metric string, left, kept int) table.Note {
+	return table.Notef("%s: %d of %d %s samples left out of the statistics: not finite, or below what the metric can be",
 		name, left, left+kept, metric)
 }
 

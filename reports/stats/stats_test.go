@@ -75,7 +75,7 @@ func TestByMetricLeavesOutUnusableValues(t *testing.T) {
 		})
 	}
 	if got := LeftOutNotes([]string{"bench/batch=1"}, []map[string]*Summary{ByMetric(smp("decode_tok_s", "tok/s", inf, 1))}); len(got) != 1 ||
-		got[0] != "bench/batch=1: 1 of 2 decode_tok_s samples left out of the statistics: not finite, or below what the metric can be" {
+		got[0].Text != "bench/batch=1: 1 of 2 decode_tok_s samples left out of the statistics: not finite, or below what the metric can be" {
 		t.Errorf("notes %q", got)
 	}
 }

@@ -41,7 +41,7 @@ type Table struct {
 	Title  string
 	Header []string
 	Rows   [][]string
-	Notes  []string // footnotes printed under the text forms (table, md)
+	Notes  []Note // footnotes printed under the text forms (table, md)
 	// Data, when set, is what csv, json and jsonl write instead of the
 	// display cells: typed values, one observation per row.
 	Data *Data
@@ -150,7 +150,7 @@ func RenderAll(w io.Writer, f Format, tables []*Table) error {
 		type doc struct {
 			Title string    `json:"title"`
 			Rows  []jsonRow `json:"rows"`
-			Notes []string  `json:"notes,omitempty"`
+			Notes []Note    `json:"notes,omitempty"`
 		}
 		docs := make([]doc, 0, len(tables))
 		for _, t := range tables {
@@ -277,7 +277,7 @@ func (t *Table) renderText(w io.Writer) error {
 		}
 	}
 	for _, n := range t.Notes {
-		if _, err := fmt.Fprintln(w, n); err != nil {
+		if _, err := fmt.Fprintln(w, n.Text); err != nil {
 			return err
 		}
 	}
@@ -350,6 +350,55 @@ func inWord(rs []rune, i int) bool {
 	return j > 0 && k < len(rs) && alnum(rs[j-1]) && alnum(rs[k])
 }
 
+// Note is one footnote, in the two forms the text outputs write: Text as
+// written (terminal, stderr, json) and Markdown, where the user's text in
+// it (a case name, a label, a tag, a path) is escaped by MarkdownText and
+// the project's own words, `mtlbench ab` in backticks included, are kept.
+type Note struct {
+	Text, Markdown string
+}
+
+// Notef is a note whose format is the project's own words and whose
+// arguments are the user's: in the markdown form each argument, formatted
+// by its verb, goes through MarkdownText.
+func Notef(format string, args ...any) Note {
+	md := make([]any, len(args))
+	for i, a := range args {
+		md[i] = mdArg{a}
+	}
+	return Note{Text: fmt.Sprintf(format, args...), Markdown: fmt.Sprintf(format, md...)}
+}
+
+// NoteText is a note of the project's own words alone.
+func NoteText(s string) Note { return Note{Text: s, Markdown: s} }
+
+// NoteTexts are the notes' Text forms.
+func NoteTexts(ns []Note) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Text
+	}
+	return out
+}
+
+func (n Note) String() string { return n.Text }
+
+// MarshalJSON writes a note as its text: json is data, not markdown.
+func (n Note) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeString(&b, n.Text); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// mdArg formats a note's argument as its verb does, then escapes it.
+type mdArg struct{ v any }
+
+func (a mdArg) Format(f fmt.State, verb rune) {
+	io.WriteString(f, MarkdownText(fmt.Sprintf(fmt.FormatString(f, verb), a.v)))
+}
+
 // renderMarkdown writes a GFM table itself rather than through tablewriter's
 // markdown renderer, which does not escape pipes or newlines in cells.
 // Columns are padded to their display width so the source reads well too.
@@ -410,7 +459,7 @@ func (t *Table) renderMarkdown(w io.Writer) error {
 			b.WriteString("\n")
 		}
 		for _, n := range t.Notes {
-			fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(n, "\n", " "))
+			fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(n.Markdown, "\n", " "))
 		}
 	}
 	_, err := w.Write(b.Bytes())

@@ -27,7 +27,7 @@ func sample() *Table {
 			{"8", "129.7", "41.6", "3.12x", "line one\nline two"},
 			{"16", "10+"},
 		},
-		Notes: []string{"Source: 002 MVP summary.", "10+ means at least 10."},
+		Notes: []Note{NoteText("Source: 002 MVP summary."), NoteText("10+ means at least 10.")},
 	}
 }
 
@@ -256,6 +256,51 @@ func TestMarkdownCellKeepsText(t *testing.T) {
 
 // Markdown text renders as written on GitHub: formatting characters are
 // escaped, numbers and text that is already safe are left alone.
+// A note's arguments are the user's text, escaped in the markdown form as
+// a cell is, each after its verb formats it; its format is the project's
+// own words and markdown, written as they are in both forms.
+func TestNotef(t *testing.T) {
+	for _, c := range []struct {
+		name, format string
+		args         []any
+		text, md     string
+	}{
+		{"a case name", "%s: in the baseline only", []any{"a*b*c"}, "a*b*c: in the baseline only", `a\*b\*c: in the baseline only`},
+		{"a tag with a tag", "A: %s", []any{"x<br>y (run 1)"}, "A: x<br>y (run 1)", "A: x&lt;br>y (run 1)"},
+		{"the project's backticks", "to make the run the unit: `mtlbench ab` (%s)", []any{"`x`"}, "to make the run the unit: `mtlbench ab` (`x`)", "to make the run the unit: `mtlbench ab` (\\`x\\`)"},
+		{"numbers and a percent", "%d of %d (%.0f%%) %s", []any{3, 4, 75.0, "decode_tok_s"}, "3 of 4 (75%) decode_tok_s", "3 of 4 (75%) decode_tok_s"},
+		{"a precision cuts the text before escaping", "%.3s", []any{"**bold"}, "**b", `\*\*b`},
+		{"a quoted name", "%q", []any{"_x_"}, `"_x_"`, `"\_x\_"`},
+		{"no arguments", "50% of it", nil, "50% of it", "50% of it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := Notef(c.format, c.args...)
+			if c.args == nil {
+				n = NoteText(c.format)
+			}
+			if n.Text != c.text || n.Markdown != c.md {
+				t.Errorf("Notef(%q, %q) = %q / %q, want %q / %q", c.format, c.args, n.Text, n.Markdown, c.text, c.md)
+			}
+		})
+	}
+	// The markdown form is what md writes under a table; the text form
+	// what the terminal table and json write.
+	tab := &Table{Header: []string{"case"}, Rows: [][]string{{"x"}}, Notes: []Note{Notef("%s: only in A", "a*b")}}
+	var md, txt, js bytes.Buffer
+	if err := tab.Render(&md, FormatMarkdown); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Render(&txt, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderAll(&js, FormatJSON, []*Table{tab}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "- a\\*b: only in A\n") || !strings.Contains(txt.String(), "a*b: only in A\n") || !strings.Contains(js.String(), `"a*b: only in A"`) {
+		t.Errorf("md:\n%s\ntable:\n%s\njson:\n%s", md.String(), txt.String(), js.String())
+	}
+}
+
 func TestMarkdownText(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"1003 ± 2%", "1003 ± 2%"},

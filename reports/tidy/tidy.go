@@ -178,7 +178,7 @@ func LeftOut(runs []*Run) []string {
 			names = append(names, fmt.Sprintf("run %d: case %s", r.Run.ID, c.Name))
 			byCase = append(byCase, stats.ByMetric(r.Samples[c.ID]))
 		}
-		notes = append(notes, stats.LeftOutNotes(names, byCase)...)
+		notes = append(notes, table.NoteTexts(stats.LeftOutNotes(names, byCase))...)
 	}
 	return notes
 }
