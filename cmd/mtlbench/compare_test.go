@@ -519,42 +519,23 @@ func TestGateRunSuite(t *testing.T) {
 	}
 }
 
-// A note under a markdown table or in gate's markdown that quotes the
-// user's text (a case name, a parameter's value) escapes it as a cell
-// does, and keeps mtlbench's own markdown (`mtlbench ab` in backticks).
-func TestMarkdownNotesShowUserTextAsWritten(t *testing.T) {
-	names := []struct{ name, md string }{
-		{"a*b*c", `a\*b\*c`},
-		{"x<br>y", `x&lt;br>y`},
-		{"_lead_", `\_lead\_`},
-		{"[x](y)", `\[x\](y)`},
-		{"`code`", "\\`code\\`"},
-		{"~~gone~~", `\~\~gone\~\~`},
-		{"&copy;", `&amp;copy;`},
-	}
+// mdBaseCandDB stores two complete runs tagged base and cand, each of the
+// cases casesOf gives its tag, every case 8 repetitions of decode_tok_s
+// (the candidate's 10 tok/s faster), and returns the database's path.
+func mdBaseCandDB(t *testing.T, casesOf func(tag string) []results.Case) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "results.db")
 	db, err := results.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	for i, tag := range []string{"base", "cand"} {
 		r := &results.Run{SuiteName: "md", Tag: tag, GitCommit: "0123456789abcdef", Backend: "cpu", Machine: results.Machine{CPUModel: "Test CPU"}}
 		if _, err := db.CreateRun(r); err != nil {
 			t.Fatal(err)
 		}
-		var cases []results.Case
-		for j, n := range names {
-			// A case the baseline alone ran (gate notes it by name), and
-			// one both ran whose recorded variant differs (compare and
-			// gate note the values).
-			variant := "plain"
-			if tag == "base" {
-				variant = n.name
-				cases = append(cases, results.Case{Key: fmt.Sprintf("model/only-%d", j), Name: n.name, Kind: results.CaseModel})
-			}
-			cases = append(cases, results.Case{Key: fmt.Sprintf("model/v-%d", j), Name: fmt.Sprintf("v-%d", j), Kind: results.CaseModel,
-				Params: map[string]string{"variant": variant}})
-		}
+		cases := casesOf(tag)
 		if err := db.AddCases(r.ID, cases); err != nil {
 			t.Fatal(err)
 		}
@@ -571,7 +552,38 @@ func TestMarkdownNotesShowUserTextAsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db.Close()
+	return path
+}
+
+// A note under a markdown table or in gate's markdown that quotes the
+// user's text (a case name, a parameter's value) escapes it as a cell
+// does, and keeps mtlbench's own markdown (`mtlbench ab` in backticks).
+func TestMarkdownNotesShowUserTextAsWritten(t *testing.T) {
+	names := []struct{ name, md string }{
+		{"a*b*c", `a\*b\*c`},
+		{"x<br>y", `x&lt;br>y`},
+		{"_lead_", `\_lead\_`},
+		{"[x](y)", `\[x\](y)`},
+		{"`code`", "\\`code\\`"},
+		{"~~gone~~", `\~\~gone\~\~`},
+		{"&copy;", `&amp;copy;`},
+	}
+	path := mdBaseCandDB(t, func(tag string) []results.Case {
+		var cases []results.Case
+		for j, n := range names {
+			// A case the baseline alone ran (gate notes it by name), and
+			// one both ran whose recorded variant differs (compare and
+			// gate note the values).
+			variant := "plain"
+			if tag == "base" {
+				variant = n.name
+				cases = append(cases, results.Case{Key: fmt.Sprintf("model/only-%d", j), Name: n.name, Kind: results.CaseModel})
+			}
+			cases = append(cases, results.Case{Key: fmt.Sprintf("model/v-%d", j), Name: fmt.Sprintf("v-%d", j), Kind: results.CaseModel,
+				Params: map[string]string{"variant": variant}})
+		}
+		return cases
+	})
 	summary := filepath.Join(t.TempDir(), "s.md")
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
 	outs := map[string]string{}
@@ -616,37 +628,13 @@ func TestMarkdownShowsNamesAsWritten(t *testing.T) {
 		{"&copy;", `&amp;copy;`},
 		{"decode/batch=1_x", "decode/batch=1_x"}, // a word's _ is never emphasis: unchanged
 	}
-	path := filepath.Join(t.TempDir(), "results.db")
-	db, err := results.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tag := range []string{"base", "cand"} {
-		r := &results.Run{SuiteName: "md", Tag: tag, GitCommit: "0123456789abcdef", Backend: "cpu", Machine: results.Machine{CPUModel: "Test CPU"}}
-		if _, err := db.CreateRun(r); err != nil {
-			t.Fatal(err)
-		}
+	path := mdBaseCandDB(t, func(string) []results.Case {
 		cases := make([]results.Case, len(names))
 		for j, n := range names {
 			cases[j] = results.Case{Key: "model/" + n.name, Name: n.name, Kind: results.CaseModel}
 		}
-		if err := db.AddCases(r.ID, cases); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cases {
-			var s []results.Sample
-			for rep := range 8 {
-				s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100 + 10*i + rep), Unit: "tok/s"})
-			}
-			if err := db.FinishCase(c.ID, s, nil, 2, 2); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+		return cases
+	})
 	summary := filepath.Join(t.TempDir(), "s.md")
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
 	outs := map[string]string{}
