@@ -1,11 +1,14 @@
 package suites
 
 import (
+	"flag"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/shipped-keys.txt")
 
 // docs/suites.md documents every parameter a suite may set.
 func TestDocsListEveryParameter(t *testing.T) {
@@ -68,6 +71,44 @@ func TestShippedSuitesParse(t *testing.T) {
 		_, err := Resolve(arg)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ") {
 			t.Errorf("Resolve(%q): %v, want %q", arg, err, want)
+		}
+	}
+}
+
+// The case keys of every shipped suite are what compare and gate pair a
+// new run with its baseline by: a change to how suites key their cases
+// must not move them, or runs stored before would pair with nothing.
+// go test ./suites/ -run ShippedSuiteKeys -update rewrites the list.
+func TestShippedSuiteKeys(t *testing.T) {
+	var b strings.Builder
+	for _, n := range ShippedNames() {
+		s, err := Resolve(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		for _, c := range s.Cases {
+			b.WriteString(n + ".yaml " + c.Key + "\n")
+		}
+	}
+	const golden = "testdata/shipped-keys.txt"
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, wantLines := strings.Split(b.String(), "\n"), strings.Split(string(want), "\n")
+	for _, l := range wantLines {
+		if !slices.Contains(got, l) {
+			t.Errorf("key gone: %s", l)
+		}
+	}
+	for _, l := range got {
+		if !slices.Contains(wantLines, l) {
+			t.Errorf("key new: %s", l)
 		}
 	}
 }
