@@ -7,12 +7,14 @@ import (
 	"strings"
 )
 
-// Where a merged value came from; a cross-field error points at the more
-// specific of the two values, since that is the one the user varied.
+// Where a merged value came from (Case.from); a cross-field error points
+// at the more specific of the two values, since that is the one the user
+// varied.
 const (
-	fromSuite = iota
-	fromCase
-	fromMatrix
+	fromSuite  = iota // a default of the suite's params
+	fromCase          // the case's own params
+	fromMatrix        // the case's matrix point
+	fromSet           // a --set (Suite.Override)
 )
 
 // expand turns the valid groups into cases, enforcing MaxCases before
@@ -47,46 +49,24 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 		if !g.ok {
 			continue
 		}
-		// Suite params are defaults for the cases that read them; a
-		// parameter only the other kind takes is not applied to this one.
-		base := map[string]Value{}
-		from := map[string]int{}
-		for name, v := range suiteParams {
-			if params[name].kinds.has(g.kind) {
-				base[name], from[name] = v, fromSuite
-			}
-		}
-		for name, v := range g.fixed {
-			base[name], from[name] = v, fromCase
-		}
 		idx := make([]int, len(g.mvals))
 		for {
-			c := Case{Group: g.name, Kind: g.kind, Pos: g.pos, Params: make(map[string]Value, len(base)+len(idx))}
-			src := make(map[string]int, len(from)+len(idx))
-			for name, v := range base {
-				c.Params[name], src[name] = v, from[name]
+			c := Case{Group: g.name, Kind: g.kind, Pos: g.pos,
+				Params: make(map[string]Value, len(g.fixed)+len(idx)), from: make(map[string]int, len(g.fixed)+len(idx))}
+			for name, v := range g.fixed {
+				c.Params[name], c.from[name] = v, fromCase
 			}
 			var name strings.Builder
 			name.WriteString(g.name)
 			for i, k := range g.mkeys {
 				v := g.mvals[i][idx[i]]
-				c.Params[k], src[k] = v, fromMatrix
+				c.Params[k], c.from[k] = v, fromMatrix
 				name.WriteString("/" + k + "=" + canon(k, v))
 			}
 			c.Name = name.String()
-			c.Op = ops.ID(c.stringParam(ParamOp, ""))
-			// A suite default the case's op or strategy does not read is
-			// no part of its work; kept, it would key the same work apart
-			// by it (or refuse a moe_chunk beside loop).
-			for pn, at := range src {
-				if at == fromSuite && !reads(c, pn) {
-					delete(c.Params, pn)
-					delete(src, pn)
-				}
-			}
-			p.aliases(&c, src)
+			p.settle(&c, suiteParams)
 			c.Key = caseKey(c)
-			p.crossCheck(c, src)
+			p.crossCheck(c, c.from)
 			c.decode()
 			if first, dup := keys[c.Key]; dup {
 				p.errs.add(c.Pos, "", "case %s repeats the case at line %d", c.Name, first.Line)
@@ -116,6 +96,57 @@ func plural(n int) string {
 		return fmt.Sprintf("more than %d", MaxCases)
 	}
 	return fmt.Sprintf("%d", n)
+}
+
+// settle gives case c the suite's params (defaults) it reads, and only
+// those, beside the values it set itself (its params, its matrix point, a
+// --set), which stay: a default its op or moe_strategy does not read is no
+// part of its work, and kept it would key the same work apart by it (or
+// refuse a moe_chunk beside loop). Run as a case is made and again after
+// each --set, which may change what it reads (moe_strategy: loop reads no
+// moe_chunk, chunked does); the one place this rule is applied.
+func (p *parser) settle(c *Case, defaults map[string]Value) {
+	if c.from == nil {
+		c.from = map[string]int{}
+	}
+	suite := func(name string) bool {
+		at, ok := c.from[name]
+		return ok && at == fromSuite
+	}
+	for name := range c.from {
+		if suite(name) {
+			delete(c.Params, name)
+			delete(c.from, name)
+		}
+	}
+	for name, v := range defaults {
+		if _, own := c.Params[name]; !own && params[name].kinds.has(c.Kind) {
+			c.Params[name], c.from[name] = v, fromSuite
+		}
+	}
+	// The op may be a default too (a suite's op: every kernel case runs).
+	c.Op = ops.ID(c.stringParam(ParamOp, ""))
+	for _, name := range sortedKeys(c.Params) {
+		if suite(name) && !reads(*c, name) {
+			delete(c.Params, name)
+			delete(c.from, name)
+		}
+	}
+	p.aliases(c, c.from)
+}
+
+// ownKey keys case c by the values it set itself, less parameter name:
+// cases alike in it differ only in name (and in the defaults that follow
+// from it), so a --set sweeping name makes one set of cases of them.
+func ownKey(c Case, name string) string {
+	own := c
+	own.Params = map[string]Value{}
+	for k, v := range c.Params {
+		if at, ok := c.from[k]; k != name && (!ok || at != fromSuite) {
+			own.Params[k] = v
+		}
+	}
+	return caseKey(own)
 }
 
 // caseKey is "kind/group/a=1/b=2" over all parameters sorted by name, so

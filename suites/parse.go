@@ -438,6 +438,7 @@ func (p *parser) suite(root *yaml.Node) {
 	if paramsE != nil {
 		suiteParams = p.params(paramsE.v, "", "params", "params")
 	}
+	s.defaults = suiteParams
 	if casesE == nil {
 		p.errorf(root, "", "missing required key \"cases\"")
 		return

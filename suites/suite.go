@@ -39,6 +39,9 @@ type Case struct {
 	Key    string // "kind/group/a=1/b=2" over all Params, sorted by name
 	Name   string // group plus its matrix params, e.g. "batch-scaling/batch=8"
 	Pos    Pos    // the case entry in the file
+	// from is where each of Params came from (fromSuite ... fromSet): a
+	// suite default is the case's only while it reads it (settle).
+	from map[string]int
 }
 
 // intParam returns the integer parameter name, or def when it is not set.
@@ -94,6 +97,9 @@ type Suite struct {
 	// ("backend", "model.layers", "thresholds.decode_tok_s", "params.batch",
 	// "cases") to where they are, for the runner's own checks.
 	Positions map[string]Pos
+	// defaults are the suite's params, which a case holds while it reads
+	// them: a --set may change what it reads.
+	defaults map[string]Value
 }
 
 // Load reads and parses the suite at path; errors name path as given.

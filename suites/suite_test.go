@@ -260,8 +260,10 @@ func TestSuiteParamsKeyOnlyTheirReaders(t *testing.T) {
 
 // A suite's moe_chunk is a default for the cases whose dispatch has
 // chunks (chunked, or no strategy, which it then asks for): beside loop or
-// grouped it is left out of the case and its key, from a --set too; one
-// the case sets itself beside loop is still refused.
+// grouped it is left out of the case and its key, from a --set too, and a
+// --set moe_strategy gives or takes it as the case then reads it; one the
+// case sets itself beside loop is still refused, as is a --set moe_chunk
+// beside a --set moe_strategy that reads none.
 func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 	const model = "name: s\nmodel: {preset: p}\n"
 	tests := []struct {
@@ -271,7 +273,9 @@ func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 		keys []string
 		// chunks: each case's moe_chunk after a --set, "" where it has none
 		chunks []string
-		err    string
+		// strategies: each case's decoded moe_strategy, what it runs
+		strategies []string
+		err        string
 	}{
 		{
 			name: "model cases of each strategy",
@@ -313,6 +317,52 @@ func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 			keys:   []string{"model/d/moe_strategy=loop"},
 			chunks: []string{"8"},
 		},
+		{
+			// The cases keep their keys, as under any --set.
+			name:       "--set moe_strategy=loop over the suite's moe_chunk",
+			src:        model + "params: {moe_chunk: 16}\ncases:\n  - name: b\n  - name: c\n    params: {moe_strategy: chunked}\n",
+			set:        map[string]string{"moe_strategy": "loop"},
+			keys:       []string{"model/b/moe_chunk=16", "model/c/moe_chunk=16/moe_strategy=chunked"},
+			chunks:     []string{"", ""},
+			strategies: []string{"loop", "loop"},
+		},
+		{
+			name:       "--set moe_strategy=grouped over a moe kernel case's suite moe_chunk",
+			src:        "name: s\nparams: {moe_chunk: 16}\ncases:\n  - name: c\n    op: moe\n",
+			set:        map[string]string{"moe_strategy": "grouped"},
+			keys:       []string{"kernel/c/moe_chunk=16/op=moe"},
+			chunks:     []string{""},
+			strategies: []string{"grouped"},
+		},
+		{
+			name:       "--set moe_strategy=chunked gives a loop case the suite's moe_chunk",
+			src:        model + "params: {moe_chunk: 16}\ncases:\n  - name: d\n    params: {moe_strategy: loop}\n  - name: b\n",
+			set:        map[string]string{"moe_strategy": "chunked"},
+			keys:       []string{"model/d/moe_strategy=loop", "model/b/moe_chunk=16"},
+			chunks:     []string{"16", "16"},
+			strategies: []string{"chunked", "chunked"},
+		},
+		{
+			// Keyed as the matrix of the first case keys them.
+			name:       "--set sweeping moe_strategy over the suite's moe_chunk",
+			src:        model + "params: {moe_chunk: 16}\ncases:\n  - name: d\n    matrix: {moe_strategy: [loop, chunked]}\n  - name: b\n",
+			set:        map[string]string{"moe_strategy": "[loop, chunked]"},
+			keys:       []string{"model/d/moe_strategy=loop", "model/d/moe_chunk=16/moe_strategy=chunked", "model/b/moe_strategy=loop", "model/b/moe_chunk=16/moe_strategy=chunked"},
+			chunks:     []string{"", "16", "", "16"},
+			strategies: []string{"loop", "chunked", "loop", "chunked"},
+		},
+		{
+			name: "--set moe_strategy=loop beside the case's own moe_chunk",
+			src:  model + "cases:\n  - name: b\n    params: {moe_chunk: 16}\n",
+			set:  map[string]string{"moe_strategy": "loop"},
+			err:  `--set moe_strategy=loop: in case "b": moe_chunk 16 sizes the chunks of moe_strategy chunked, not of loop`,
+		},
+		{
+			name: "--set moe_chunk beside --set moe_strategy=loop",
+			src:  model + "params: {moe_chunk: 16}\ncases:\n  - name: b\n",
+			set:  map[string]string{"moe_chunk": "8", "moe_strategy": "loop"},
+			err:  `--set moe_chunk=8: no case of suite s reads moe_chunk beside --set moe_strategy=loop`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,16 +379,20 @@ func TestSuiteMoEChunkOnlyWhereRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var keys, chunks []string
+			var keys, chunks, strategies []string
 			for _, c := range s.Cases {
 				keys = append(keys, c.Key)
 				chunks = append(chunks, c.Params["moe_chunk"].Raw)
+				strategies = append(strategies, string(c.Model.MoEStrategy)+string(c.Kernel.MoEStrategy))
 			}
 			if !reflect.DeepEqual(keys, tt.keys) {
 				t.Errorf("keys:\n got %q\nwant %q", keys, tt.keys)
 			}
 			if tt.chunks != nil && !reflect.DeepEqual(chunks, tt.chunks) {
 				t.Errorf("moe_chunk:\n got %q\nwant %q", chunks, tt.chunks)
+			}
+			if tt.strategies != nil && !reflect.DeepEqual(strategies, tt.strategies) {
+				t.Errorf("moe_strategy:\n got %q\nwant %q", strategies, tt.strategies)
 			}
 		})
 	}

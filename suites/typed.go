@@ -357,6 +357,11 @@ func (s *Suite) Override(set map[string]string) error {
 		// changed what ran.
 		// (CheckOverride's probe has no cases: it checks the value alone.)
 		if len(cases) > 0 && !slices.ContainsFunc(cases, func(c Case) bool { return reads(c, pr.name) }) {
+			// The user asked for both: say which of their --set took it.
+			if st, ok := set[string(ops.MoEStrategyParam)]; ok && pr.name == string(ops.MoEChunk) {
+				return fmt.Errorf("--set %s=%s: no case of suite %s reads %s beside --set %s=%s: it sizes the chunks of moe_strategy chunked (give one of the two)",
+					pr.name, set[pr.name], s.Name, pr.name, ops.MoEStrategyParam, st)
+			}
 			return fmt.Errorf("--set %s=%s: no case of suite %s takes %s (%s)", pr.name, set[pr.name], s.Name, pr.name, takers(pr.name))
 		}
 		sweep := len(pr.vals) > 1 || isList(set[pr.name])
@@ -381,10 +386,7 @@ func (s *Suite) Override(set map[string]string) error {
 			if sweep {
 				// Cases that differ only in the swept parameter (a matrix
 				// over it) become one set of swept cases.
-				base := c
-				base.Params = maps.Clone(c.Params)
-				delete(base.Params, name)
-				k := caseKey(base)
+				k := ownKey(c, name)
 				if seen[k] {
 					continue
 				}
@@ -393,21 +395,24 @@ func (s *Suite) Override(set map[string]string) error {
 			}
 			for _, v := range pr.vals {
 				nc := c
-				nc.Params = make(map[string]Value, len(c.Params)+1)
-				for k, x := range c.Params {
-					nc.Params[k] = x
-				}
+				nc.Params, nc.from = maps.Clone(c.Params), maps.Clone(c.from)
 				// Errors about the value name the --set, not the case it
 				// replaced a value of.
 				v.Pos = Pos{File: fmt.Sprintf("--set %s=%s", pr.name, set[pr.name])}
 				nc.Params[name] = v
+				if nc.from == nil {
+					nc.from = map[string]int{}
+				}
+				nc.from[name] = fromSet
+				// The suite's defaults as the case now reads them: a
+				// moe_strategy of loop takes the suite's moe_chunk away.
+				p.settle(&nc, s.defaults)
 				if sweep {
 					// A case per value, as a matrix makes them.
 					nc.Name = c.Name + "/" + name + "=" + canon(name, v)
 					nc.Key = caseKey(nc)
 				}
-				src := map[string]int{name: fromMatrix}
-				p.crossCheck(nc, src)
+				p.crossCheck(nc, nc.from)
 				nc.decode()
 				out = append(out, nc)
 			}
@@ -432,10 +437,7 @@ func sweptCount(cases []Case, name string, n int) int {
 			total++
 			continue
 		}
-		base := c
-		base.Params = maps.Clone(c.Params)
-		delete(base.Params, ownName(c, name))
-		if k := caseKey(base); !seen[k] {
+		if k := ownKey(c, ownName(c, name)); !seen[k] {
 			seen[k] = true
 			total += n
 		}
