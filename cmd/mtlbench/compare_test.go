@@ -656,3 +656,28 @@ func TestMarkdownShowsNamesAsWritten(t *testing.T) {
 		})
 	}
 }
+
+// A baseline stored before a keying rule changed pairs with a new run in
+// compare and gate: its rms_norm case was keyed with the suite's k=64,
+// which rms_norm does not read (suites.StoredKeys).
+func TestStoredKeysPairWithNewRuns(t *testing.T) {
+	path := mdBaseCandDB(t, func(tag string) []results.Case {
+		// As each version recorded the case: every suite param, or those
+		// the op reads.
+		if tag == "base" {
+			return []results.Case{{Key: "kernel/norm/k=64/op=rms_norm/width=128", Name: "norm", Kind: results.CaseKernel,
+				Params: map[string]string{"k": "64", "op": "rms_norm", "width": "128"}}}
+		}
+		return []results.Case{{Key: "kernel/norm/op=rms_norm/width=128", Name: "norm", Kind: results.CaseKernel,
+			Params: map[string]string{"op": "rms_norm", "width": "128"}}}
+	})
+	out, errOut, code := cmpRun(t, "compare", "base", "cand", "--db", path, "--format", "csv")
+	// One row, of both sides' eight samples.
+	if code != 0 || strings.Count(out, "kernel/norm/") != 1 || !strings.Contains(out, "kernel/norm/op=rms_norm/width=128,kernel,decode_tok_s,tok/s,higher,8,103.5,100,106,8,113.5,") {
+		t.Errorf("compare (exit %d): the case did not pair:\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
+	if all := out + errOut; code != 0 || strings.Contains(all, "only") || !strings.Contains(all, "perf gate passed: 1 check") || !strings.Contains(all, "norm decode_tok_s: 103.5 -> 113.5") {
+		t.Errorf("gate (exit %d): the case did not pair:\n%s%s", code, out, errOut)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/suites"
 )
 
 // Run is what a comparison needs to know about one run of a side.
@@ -310,6 +311,16 @@ func loadRun(db *results.DB, side *Side, id int64) error {
 	samples, err := db.RunSamples(id)
 	if err != nil {
 		return err
+	}
+	// Keyed as cases are keyed now: a run stored before a keying rule
+	// changed pairs with new runs of its cases. The run records no
+	// vocabulary, so a top_k it keyed is read as stored.
+	keys := make([]string, len(cases))
+	for i, c := range cases {
+		keys[i] = c.Key
+	}
+	for i, k := range suites.StoredKeys(keys, 0) {
+		cases[i].Key = k
 	}
 	for _, c := range cases {
 		side.Add(c, samples[c.ID])

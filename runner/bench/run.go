@@ -353,9 +353,23 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
+		// Read as cases are keyed now: a run stored before a keying rule
+		// changed resumes its own cases, not none of them.
+		stored := rec.Cases()
+		keys := make([]string, len(stored))
+		for i, c := range stored {
+			keys[i] = c.Key
+		}
+		vocab := 0
+		for _, p := range cases {
+			if p.model != nil {
+				vocab = p.model.Config.Vocab
+				break
+			}
+		}
 		byKey := map[string]results.Case{}
-		for _, c := range rec.Cases() {
-			byKey[c.Key] = c
+		for i, k := range suites.StoredKeys(keys, vocab) {
+			byKey[k] = stored[i]
 		}
 		for _, p := range cases {
 			if c, ok := byKey[p.c.Key]; ok && c.Status != results.CaseDone {

@@ -955,3 +955,48 @@ cases:
 		})
 	}
 }
+
+// A run interrupted under an earlier mtlbench, which keyed a kernel case
+// with a suite param its op does not read (rms_norm with k=64), resumes
+// the case it stored, not none (suites.StoredKeys).
+func TestResumeOfARunStoredUnderOldKeys(t *testing.T) {
+	s := loadSuite(t, `name: old
+repetitions: 2
+warmup: 0
+interleave: false
+params: { k: 64, width: 256 }
+cases:
+  - name: mm
+    op: matmul
+    params: { m: 1, n: 32 }
+  - name: norm
+    op: rms_norm
+    params: { tokens: 4 }
+`)
+	db := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Progress: func(e Event) {
+		if e.Done == 2 { // mm is done, norm is not
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	cases, _ := db.Cases(sum.RunID)
+	if len(cases) != 2 || cases[1].Status == results.CaseDone || !strings.HasPrefix(cases[1].Key, "kernel/norm/op=rms_norm/") {
+		t.Fatalf("after interrupt: %+v", cases)
+	}
+	// As the earlier mtlbench stored it.
+	old := strings.Replace(cases[1].Key, "kernel/norm/", "kernel/norm/k=64/", 1)
+	if _, err := db.SQL().Exec(`UPDATE cases SET case_key = ? WHERE id = ?`, old, cases[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	cases, _ = db.Cases(sum.RunID)
+	if len(cases) != 2 || cases[1].Status != results.CaseDone || cases[1].Key != old {
+		t.Errorf("after resume: %+v", cases)
+	}
+}

@@ -1,0 +1,76 @@
+package suites
+
+import (
+	"strings"
+
+	"github.com/mtlbench/mtlbench/kernels/ops"
+)
+
+// StoredKeys are the case keys of one stored run, as an earlier mtlbench
+// may have written them, spelled as this one keys those cases, so that
+// compare, gate and a resume pair them with the cases of new runs. The
+// keying rules they are read by are expansion's and Vocabulary's own:
+//
+//   - a kernel case holds only the parameters its op reads (reads): a run
+//     stored before keyed rms_norm under a suite's params {k: 64} with
+//     k=64;
+//   - where vocab, the run's model's vocabulary, is known (above 0), a
+//     model case's sampling leaves out a top_k of vocab or more.
+//
+// The stored rows keep the keys they were written with. A key that is not
+// one a suite makes (a peer import's) is returned as it is, and so are the
+// keys that would become one, or another case's of the run: two cases of
+// one run are never pooled as one.
+func StoredKeys(keys []string, vocab int) []string {
+	out := make([]string, len(keys))
+	n := make(map[string]int, len(keys))
+	for i, k := range keys {
+		out[i] = storedKey(k, vocab)
+		n[out[i]]++
+	}
+	for i, k := range keys {
+		if out[i] != k && n[out[i]] > 1 {
+			out[i] = k
+		}
+	}
+	return out
+}
+
+// storedKey is StoredKeys' rewriting of one key.
+func storedKey(key string, vocab int) string {
+	parts := strings.Split(key, "/")
+	if len(parts) < 2 {
+		return key
+	}
+	switch parts[0] {
+	case KindModel:
+		if vocab > 0 {
+			key, _ = unlimitTopK(key, vocab)
+		}
+		return key
+	case KindKernel:
+	default:
+		return key
+	}
+	c := Case{Kind: KindKernel, Group: parts[1], Params: make(map[string]Value, len(parts)-2)}
+	for _, part := range parts[2:] {
+		name, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return key // not a key expansion made
+		}
+		c.Params[name] = Value{Raw: v}
+	}
+	c.Op = ops.ID(c.Params[ParamOp].Raw)
+	if _, ok := ops.Lookup(c.Op); !ok {
+		return key
+	}
+	kept := parts[:2]
+	for _, part := range parts[2:] {
+		name, _, _ := strings.Cut(part, "=")
+		if _, known := params[name]; known && !reads(c, name) {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	return strings.Join(kept, "/")
+}
