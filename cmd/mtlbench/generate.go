@@ -173,14 +173,15 @@ func generateCommand() *cli.Command {
 			"   mtlbench generate --model gpt2 --dtype q4 --tokens 464,2068 --backend metal --kv-dtype f32 --against cpu\n" +
 			"   mtlbench generate --model ~/models/Qwen3-0.6B-4bit --prompt \"The capital of France is\" -n 8\n" +
 			"   mtlbench generate --model ~/models/Qwen3-30B-A3B-Q8_0-00001-of-00002.gguf --prompt \"Hello\"\n\n" +
-			"With --prompt the checkpoint's tokenizer.json, or a .gguf file's own tokenizer, encodes the\n" +
-			"text (docs/tokenizer.md) and the new tokens are printed decoded after their ids. A GGUF file\n" +
-			"split into parts is named by any one of them (docs/quantization.md, \"GGUF files\").",
+			"With --prompt the checkpoint's tokenizer.json (else its tekken.json, Mistral's own format),\n" +
+			"or a .gguf file's own tokenizer, encodes the text (docs/tokenizer.md) and the new tokens\n" +
+			"are printed decoded after their ids. A GGUF file split into parts is named by any one of\n" +
+			"them (docs/quantization.md, \"GGUF files\").",
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "tokens", Aliases: []string{"t"}, Usage: "prompt token ids, comma separated (or --prompt)"},
-			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json (or --tokenizer's); the output is then decoded too"},
-			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json or a .gguf file's own is used otherwise)"},
-			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, a GGUF file's end-of-generation tokens as llama.cpp reads them: its eos, eot and eom ids and the tokens that end a turn, such as <|im_end|>), kept as the last"},
+			&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text, encoded by the checkpoint's tokenizer.json or tekken.json (or --tokenizer's); the output is then decoded too"},
+			&cli.StringFlag{Name: "tokenizer", Usage: "a tokenizer.json or tekken.json, a folder holding one, or a .gguf file carrying one (a checkpoint folder's tokenizer.json, else its tekken.json, or a .gguf file's own is used otherwise)"},
+			&cli.IntFlag{Name: "max-new-tokens", Aliases: []string{"n"}, Value: 16, Usage: "tokens to generate, at most: generation stops at the checkpoint's end-of-sequence token (its generation_config.json's or config.json's eos_token_id, else its own tekken.json's </s>; a GGUF file's end-of-generation tokens as llama.cpp reads them: its eos, eot and eom ids and the tokens that end a turn, such as <|im_end|>), kept as the last"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "generate all --max-new-tokens, past an end-of-sequence token (as benchmarks do)"},
 			&cli.StringFlag{Name: "sampling", Value: "greedy", Usage: "greedy or temperature:T[,top_k:K][,top_p:P][,seed:S], as a suite's sampling (temperature:0 is greedy)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON with the tokens, their text where there is a tokenizer, the --prompt ids and the last prompt position's logits"},
@@ -260,7 +261,7 @@ func generateCommand() *cli.Command {
 			// fails on non-finite ones instead of printing garbage tokens.
 			req := engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}
 			if !c.Bool("ignore-eos") {
-				req.Stop = e.Config().EOS
+				req.Stop = stopTokens(e.Config().EOS, tok, !c.IsSet("tokenizer"))
 			}
 			out, err := e.Generate([]engine.Request{req})
 			if err != nil {
@@ -429,9 +430,21 @@ func checkCheckpoint(path string) error {
 	return src.Close()
 }
 
+// stopTokens are the ids a generation stops at: those the checkpoint names
+// (config.json's or generation_config.json's eos_token_id, a GGUF file's
+// end-of-generation tokens), else, where it names none, those its own
+// tokenizer file names (a tekken.json's </s>). own says the tokenizer is
+// the checkpoint's, not --tokenizer's.
+func stopTokens(named []int32, tok *tokenizer.Tokenizer, own bool) []int32 {
+	if len(named) > 0 || tok == nil || !own {
+		return named
+	}
+	return tok.EndOfGeneration()
+}
+
 // tokenizerBeside reports whether model is a checkpoint that carries a
 // tokenizer: a file (a .gguf file's metadata) or a folder with a
-// tokenizer.json.
+// tokenizer.json or tekken.json.
 func tokenizerBeside(model string) bool {
 	st, err := os.Stat(model)
 	if err != nil {
@@ -440,12 +453,17 @@ func tokenizerBeside(model string) bool {
 	if !st.IsDir() {
 		return true
 	}
-	st, err = os.Stat(filepath.Join(model, "tokenizer.json"))
+	p := tokenizer.FileIn(model)
+	if p == "" {
+		return false
+	}
+	st, err = os.Stat(p)
 	return err == nil && !st.IsDir()
 }
 
 // openTokenizer loads --tokenizer, or the checkpoint's own: a folder's
-// tokenizer.json, a .gguf file's tokenizer.ggml.* metadata. Without either
+// tokenizer.json (else its tekken.json), a .gguf file's tokenizer.ggml.*
+// metadata. Without either
 // it says why, for --prompt to report; a run given --tokens goes on
 // without text.
 func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
@@ -456,7 +474,7 @@ func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 		}
 		return t, nil
 	}
-	const hint = "give --tokenizer PATH (a tokenizer.json, a folder with one, or a .gguf file) or --tokens"
+	const hint = "give --tokenizer PATH (a tokenizer.json or tekken.json, a folder with one, or a .gguf file) or --tokens"
 	m := c.String("model")
 	st, err := os.Stat(m)
 	switch {
@@ -469,10 +487,12 @@ func openTokenizer(c *cli.Context) (*tokenizer.Tokenizer, error) {
 		}
 		return t, nil
 	}
-	if st, err := os.Stat(filepath.Join(m, "tokenizer.json")); err != nil {
-		return nil, fmt.Errorf("--prompt needs a tokenizer: %s has no tokenizer.json; %s", m, hint)
-	} else if st.IsDir() {
-		return nil, fmt.Errorf("--prompt needs a tokenizer: %s is a folder, not a tokenizer.json; %s", filepath.Join(m, "tokenizer.json"), hint)
+	p := tokenizer.FileIn(m)
+	if p == "" {
+		return nil, fmt.Errorf("--prompt needs a tokenizer: %s has no tokenizer.json or tekken.json; %s", m, hint)
+	}
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("--prompt needs a tokenizer: %s is a folder, not a %s; %s", p, filepath.Base(p), hint)
 	}
 	t, err := tokenizer.Load(m)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -196,6 +197,81 @@ func TestGenerateFolderMistakes(t *testing.T) {
 		_, _, err := mtl(t, append([]string{"generate", "--backend", "cpu", "-n", "1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// A checkpoint folder with a tekken.json and no tokenizer.json (as some
+// Mistral releases ship) encodes --prompt with it: <s> first, the text's
+// ids after the special tokens; with neither file --prompt says which it
+// looked for.
+func TestGenerateTekkenPrompt(t *testing.T) {
+	ck := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "runner", "testdata", "hf", "llama", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(ck, f), data, 0o644)
+	}
+	_, _, err := mtl(t, "generate", "-m", ck, "--backend", "cpu", "-n", "2", "--prompt", "ab")
+	if err == nil || !strings.Contains(err.Error(), "has no tokenizer.json or tekken.json") {
+		t.Errorf("no tokenizer: %v", err)
+	}
+	// The 256 bytes, then "ab", after v3's 20 special tokens: 277 ids,
+	// within the fixture model's 512.
+	var vocab []map[string]any
+	for i := range 256 {
+		vocab = append(vocab, map[string]any{"rank": i, "token_bytes": base64.StdEncoding.EncodeToString([]byte{byte(i)}), "token_str": nil})
+	}
+	vocab = append(vocab, map[string]any{"rank": 256, "token_bytes": base64.StdEncoding.EncodeToString([]byte("ab")), "token_str": "ab"})
+	data, _ := json.Marshal(map[string]any{
+		"config": map[string]any{"pattern": `[^\r\n\p{L}\p{N}]?\p{L}+|\s+`, "num_vocab_tokens": 257, "default_vocab_size": 277,
+			"default_num_special_tokens": 20, "version": "v3"},
+		"vocab": vocab,
+	})
+	os.WriteFile(filepath.Join(ck, "tekken.json"), data, 0o644)
+	stdout, stderr, err := mtl(t, "generate", "-m", ck, "--backend", "cpu", "-n", "3", "--prompt", "ab ba", "--json")
+	var o struct {
+		Prompt []int32 `json:"prompt"`
+		Text   *string `json:"text"`
+	}
+	// <s>, ab (256+20), " b" (32+20, 98+20), a (97+20)
+	if err != nil || json.Unmarshal([]byte(stdout), &o) != nil || o.Text == nil || !slices.Equal(o.Prompt, []int32{1, 276, 52, 118, 117}) {
+		t.Errorf("a checkpoint's tekken.json: %v %s\n%s", err, stdout, stderr)
+	}
+	stdout, _, err = mtl(t, "models", ck)
+	if err != nil || !strings.Contains(stdout, "Tekken byte-level BPE (tekken.json v3), 277 tokens") {
+		t.Errorf("models: %v\n%s", err, stdout)
+	}
+}
+
+// Where the checkpoint names no end-of-sequence token, its own tokenizer
+// file's (a tekken.json's </s>) ends a generation; --tokenizer's does not,
+// nor does one the checkpoint's config overrides.
+func TestStopTokens(t *testing.T) {
+	tok, err := tokenizer.Load(filepath.Join("..", "..", "runner", "tokenizer", "testdata", "tekken"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf, err := tokenizer.Load(filepath.Join("..", "..", "runner", "tokenizer", "testdata", "llama"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		named []int32
+		tok   *tokenizer.Tokenizer
+		own   bool
+		want  []int32
+	}{
+		{nil, tok, true, []int32{2}},
+		{[]int32{7}, tok, true, []int32{7}},
+		{nil, tok, false, nil},
+		{nil, hf, true, nil},
+		{nil, nil, true, nil},
+	} {
+		if got := stopTokens(c.named, c.tok, c.own); !slices.Equal(got, c.want) {
+			t.Errorf("stopTokens(%v, own %v): %v, want %v", c.named, c.own, got, c.want)
 		}
 	}
 }

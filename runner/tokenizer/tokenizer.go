@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -65,6 +64,12 @@ type Tokenizer struct {
 	suffix      []int32
 	decode      []decoder
 	kind        string // what Describe says it is
+	// tekkenSpecials, for a tekken.json, are the special tokens' texts by
+	// id (ids 0 to len-1), decoded as mistral-common decodes them
+	// (decodeTekken); eog are the ids its file says end a generation.
+	tekken         bool
+	tekkenSpecials []string
+	eog            []int32
 }
 
 // Describe says what the tokenizer is and where it came from, for
@@ -78,22 +83,43 @@ type addedToken struct {
 	id      int32
 }
 
+// EndOfGeneration are the ids the tokenizer's own file says end a
+// generation: a tekken.json's </s> (mistral-common's eos_id). A
+// tokenizer.json or a GGUF file names none here: the checkpoint's
+// config.json or GGUF metadata does.
+func (t *Tokenizer) EndOfGeneration() []int32 { return slices.Clone(t.eog) }
+
 // ErrNoTokenizer is what Load's error wraps when the checkpoint has no
 // tokenizer at all, as opposed to one it cannot read.
 var ErrNoTokenizer = errors.New("no tokenizer")
 
-// Load reads dir/tokenizer.json, or the file itself when path is one: a
-// tokenizer.json, or a GGUF file's tokenizer (FromGGUF).
+// FileIn is the tokenizer file a checkpoint folder holds, as Load reads
+// it: its tokenizer.json, else its tekken.json (Mistral's own format, which
+// some Mistral checkpoints ship alone), else "".
+func FileIn(dir string) string {
+	for _, name := range []string{"tokenizer.json", "tekken.json"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Lstat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// Load reads a checkpoint folder's tokenizer (FileIn), or the file itself
+// when path is one: a tokenizer.json, a tekken.json (a file whose name
+// holds "tekken" and ends in .json, as mistral-common tells them, or one
+// shaped as one), or a GGUF file's tokenizer (FromGGUF).
 func Load(path string) (*Tokenizer, error) {
-	inFolder := false
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path, inFolder = filepath.Join(path, "tokenizer.json"), true
+		p := FileIn(path)
+		if p == "" {
+			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json or tekken.json; give token ids instead)", path, ErrNoTokenizer)
+		}
+		path = p
 	}
 	// A FIFO or device would block the reads below.
 	if err := mapfile.CheckRegular(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) && inFolder {
-			return nil, fmt.Errorf("%s: %w (the checkpoint ships no tokenizer.json; give token ids instead)", path, ErrNoTokenizer)
-		}
 		return nil, err
 	}
 	if isGGUF(path) || strings.EqualFold(filepath.Ext(path), ".gguf") {
@@ -112,11 +138,22 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := Parse(data)
+	parse := Parse
+	if isTekkenName(path) {
+		parse = ParseTekken
+	}
+	t, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// isTekkenName says whether a file's name is a tekken.json's, by
+// mistral-common's rule (is_tekken): it holds "tekken" and ends in .json.
+func isTekkenName(path string) bool {
+	name := filepath.Base(path)
+	return strings.Contains(name, "tekken") && filepath.Ext(name) == ".json"
 }
 
 // isGGUF says whether the file at path starts with GGUF's magic.
@@ -217,19 +254,28 @@ var (
 	errGrowth = errors.New("the normalizers grow the text past 64 times its length")
 )
 
-// Parse reads a tokenizer.json's bytes.
+// Parse reads a tokenizer.json's bytes, or a tekken.json's (ParseTekken):
+// a file with a config and no model.
 func Parse(data []byte) (*Tokenizer, error) {
 	// The model's type first: another type's vocab has another shape.
 	var head struct {
-		Model struct {
+		Model *struct {
 			Type string `json:"type"`
 		} `json:"model"`
+		Config json.RawMessage `json:"config"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
-	if head.Model.Type != "BPE" {
-		return nil, fmt.Errorf("model type %q is not supported (BPE)", head.Model.Type)
+	if head.Model == nil && head.Config != nil {
+		return ParseTekken(data)
+	}
+	if head.Model == nil || head.Model.Type != "BPE" {
+		typ := ""
+		if head.Model != nil {
+			typ = head.Model.Type
+		}
+		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
 	}
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
@@ -761,6 +807,9 @@ func (t *Tokenizer) byteIDs(s string) ([]int32, bool) {
 // An id the vocabulary lacks is left out, as HF leaves it: a model's
 // embedding table is often padded past its tokenizer's last id.
 func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) (string, error) {
+	if t.tekken {
+		return t.decodeTekken(ids, skipSpecial), nil
+	}
 	var toks []string
 	for _, id := range ids {
 		piece, ok := t.pieces[id]

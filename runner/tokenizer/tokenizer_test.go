@@ -215,10 +215,13 @@ func fmtBase(base, extra string) string { return fmt.Sprintf(base, extra) }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-// FuzzParse checks that no tokenizer.json panics at load or while it
-// encodes and decodes text.
+// FuzzParse checks that no tokenizer.json or tekken.json panics at load
+// or while it encodes and decodes text.
 func FuzzParse(f *testing.F) {
 	addSeeds(f, filepath.Join("testdata", "*", "tokenizer.json"))
+	if tekken, err := json.Marshal(tekkenFile("ab", "cd", " t", "he")); err == nil {
+		f.Add(tekken, "the abcd <s>é 🙂")
+	}
 	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "<0x62>": 1}, "merges": [], "byte_fallback": true}, "decoder": {"type": "ByteFallback"}}`), "ab")
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
 		if tok, err := Parse(data); err == nil {
