@@ -107,6 +107,8 @@ var Vars = []Var{
 		"tuned folder runner/tune/tuner TestCompareTunedSuite compares with the defaults"},
 	{"MTLBENCH_TUNE_PAIRS", "6", "tests", "runner/tune/tuner TestCompareTunedSuite ABBA pairs"},
 	{"MTLBENCH_CHARTS_DIR", "none", "tests", "folder where reports/charts tests keep the charts they draw"},
+	{"MTLBENCH_TEKKEN_240718", "none (skipped)", "tests",
+		"a whole tekken_240718.json (Mistral's tokenizer file) runner/tokenizer TestTekkenFullVocabulary encodes with (tools/fixtures/make_tekken_fixtures.mjs writes one)"},
 	{"MTLBENCH_TEST_SLOWDOWN", "0%", "tests",
 		"lengthen every engine step and timed kernel step by this percentage (10%) by spinning after it: a known slowdown for measuring the perf gate's power (docs/perf-gate.md); never set it for real measurements"},
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 // tekkenCases are tiktoken's encodings and mistral-common's decodings of
@@ -200,7 +202,7 @@ func parseMap(t *testing.T, f map[string]any) *Tokenizer {
 // ships): ids mistral-common's own tests expect from it, and tiktoken's for
 // the fixture's texts.
 func TestTekkenFullVocabulary(t *testing.T) {
-	p := os.Getenv("MTLBENCH_TEKKEN_240718")
+	p := envconfig.Get("MTLBENCH_TEKKEN_240718")
 	if p == "" {
 		t.Skip("MTLBENCH_TEKKEN_240718 names no tekken_240718.json")
 	}
