@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
@@ -72,7 +73,11 @@ func abCommand() *cli.Command {
 			"and candidate.db, and each round's logs); --db STORE also records both sides' runs\n" +
 			"there once the rounds are done, tagged TAG-baseline and TAG-candidate (--tag), for\n" +
 			"compare, gate, report and show.\n\n" +
-			"Exit status: 0 pass; 1 regression; 2 tool error (a binary or run failed); 3 cannot tell;\n" +
+			"A side's run that fails a case finishes the others and the rounds go on: the gate judges\n" +
+			"it as `gate` does.\n\n" +
+			"Exit status: 0 pass; 1 regression, or a case the candidate failed where the baseline\n" +
+			"measured it; 2 tool error (a binary failed, or a run crashed or stopped before it\n" +
+			"completed); 3 cannot tell (too noisy, too few rounds, a case the baseline failed);\n" +
 			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
 			"--keep, and the message says where; the same ab with --resume DIR finishes it.\n\n" +
 			"Examples:\n\n" +
@@ -300,7 +305,7 @@ func abCommand() *cli.Command {
 						logs[i] = strings.TrimSuffix(logs[i], ".log") + "-resumed.log"
 					}
 				}
-				steps, err := runLockstep(ctx, r, round, suitePath, common, logs)
+				steps, failed, err := runLockstep(ctx, r, round, suitePath, common, logs)
 				if err != nil {
 					if ctx.Err() != nil {
 						keepTemp, err = abInterrupted(dir, r, rounds)
@@ -322,6 +327,18 @@ func abCommand() *cli.Command {
 						return fmt.Errorf("%w\nab: what the runs measured is kept in %s (%s)", err, dir, strings.Join(held, ", "))
 					}
 					return err
+				}
+				// A run that failed cases finished the others: what it
+				// stored is the gate's to judge (a case the candidate
+				// failed fails it), not a tool error.
+				for i, f := range failed {
+					if len(f) > 0 {
+						fmt.Fprintf(c.App.ErrWriter, "ab: round %d: the %s's run failed %s (%s): the gate judges it\n",
+							r+1, round[i].label, plural.Of(len(f), "case"), strings.Join(f, "; "))
+					}
+				}
+				if steps[0] != steps[1] && len(failed[0])+len(failed[1]) == 0 && !round[0].skip && !round[1].skip && round[0].resume == 0 && round[1].resume == 0 {
+					fmt.Fprintf(c.App.ErrWriter, "ab: warning: the baseline ran %d steps and the candidate %d: only the shared part alternated\n", steps[0], steps[1])
 				}
 				if !c.Bool("quiet") {
 					fmt.Fprintf(c.App.ErrWriter, "ab: round %d took %v (%d+%d steps)\n", r+1, time.Since(t0).Round(100*time.Millisecond), steps[0], steps[1])
@@ -464,8 +481,12 @@ type abSide struct {
 // runLockstep runs the suite once with each side's binary at the same time,
 // letting one repetition (or warm-up) run at a time, in turns: both
 // processes set up together, then take turns, so load on the machine that
-// comes and goes falls on both sides alike. It returns the steps each ran.
-func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, common []string, logs [2]string) (steps [2]int, err error) {
+// comes and goes falls on both sides alike. It returns the steps each ran
+// and, for a side whose run completed but failed cases (its exit status
+// says so), those cases ("name: error"): the run stored its measured
+// cases and its failed ones as such, for the gate to judge, so it is no
+// error. Any other failure of a run is.
+func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, common []string, logs [2]string) (steps [2]int, failed [2][]string, err error) {
 	type proc struct {
 		side  abSide
 		cmd   *exec.Cmd
@@ -484,6 +505,11 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 			werr := p.cmd.Wait()
 			if lerr := os.WriteFile(logs[i], p.out.Bytes(), 0o644); lerr != nil && err == nil {
 				err = lerr
+			}
+			if werr != nil && ctx.Err() == nil {
+				if failed[i] = abFailedCases(p.side, round); len(failed[i]) > 0 {
+					werr = nil
+				}
 			}
 			if werr != nil && err == nil {
 				tail := p.out.String()
@@ -511,14 +537,14 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		p := &proc{side: sd, cmd: cmd, out: &lockedBuffer{}, lines: make(chan string, 16)}
 		cmd.Stderr = p.out
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
-			return steps, err
+			return steps, failed, err
 		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
-			return steps, err
+			return steps, failed, err
 		}
 		if err := cmd.Start(); err != nil {
-			return steps, fmt.Errorf("%s binary %s: %w", sd.label, sd.bin, err)
+			return steps, failed, fmt.Errorf("%s binary %s: %w", sd.label, sd.bin, err)
 		}
 		ps[i] = p
 		go func() {
@@ -554,7 +580,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 			continue
 		}
 		if err := wait(p); err != nil {
-			return steps, err
+			return steps, failed, err
 		}
 	}
 	for turn := 0; !ps[0].done || !ps[1].done; turn++ {
@@ -568,13 +594,39 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 		}
 		steps[i]++
 		if err := wait(ps[i]); err != nil {
-			return steps, err
+			return steps, failed, err
 		}
 	}
-	if steps[0] != steps[1] && !sides[0].skip && !sides[1].skip && sides[0].resume == 0 && sides[1].resume == 0 {
-		fmt.Fprintf(os.Stderr, "ab: warning: the baseline ran %d steps and the candidate %d: only the shared part alternated\n", steps[0], steps[1])
+	return steps, failed, nil
+}
+
+// abFailedCases lists, as "name: error", the cases a side's run of round
+// (from 0) failed, when that run completed: a run that failed cases
+// finishes the others and exits non-zero. nil when the run is not the
+// round's, did not complete (a binary that crashed, a store that refused
+// it), or failed no case.
+func abFailedCases(side abSide, round int) []string {
+	db, err := results.Open(side.db)
+	if err != nil {
+		return nil
 	}
-	return steps, nil
+	defer db.Close()
+	runs, err := db.Runs(results.RunFilter{Tag: side.tag})
+	// Round r is run r+1 of the side's database, the newest.
+	if err != nil || len(runs) != round+1 || runs[0].Status != results.RunComplete {
+		return nil
+	}
+	cases, err := db.Cases(runs[0].ID)
+	if err != nil {
+		return nil
+	}
+	var failed []string
+	for _, c := range cases {
+		if c.Status == results.CaseFailed {
+			failed = append(failed, c.Name+": "+c.Error)
+		}
+	}
+	return failed
 }
 
 // lockedBuffer is a run's log: its stderr is copied in by exec's goroutine

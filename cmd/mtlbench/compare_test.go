@@ -9,7 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -212,10 +212,11 @@ func TestGateCLI(t *testing.T) {
 
 	out, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--summary", summary)
 	if code != 1 {
-		t.Fatalf("exit %d, want 1 (decode/batch=4 is 17%% slower):\n%s%s", code, out, errOut)
+		t.Fatalf("exit %d, want 1 (fails/batch=8 failed, decode/batch=4 is 17%% slower):\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{"REGRESSION        decode/batch=4 decode_tok_s", "CASE FAILED       fails/batch=8", "NOT COMPARABLE    truncated",
-		"IMPROVED          decode/batch=1 prefill_tok_s", "perf gate FAILED: 1 regression"} {
+		"IMPROVED          decode/batch=1 prefill_tok_s",
+		"perf gate FAILED: the candidate failed 1 of 5 matched cases (fails/batch=8: run 2: failed: kv cache: out of blocks); 1 regression (decode/batch=4 decode_tok_s -16.8%); 1 more could not be judged\n"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
@@ -266,12 +267,13 @@ func TestGateCLI(t *testing.T) {
 		code int
 		in   string
 	}{
-		// 17% slower passes a 20% threshold, but the failed and the
-		// truncated case still cannot be judged.
-		{"wide threshold", []string{"--threshold", "20%"}, 3, "perf gate cannot tell: 2 of 7 checks"},
-		{"per-metric threshold", []string{"--threshold", "decode_tok_s=20%"}, 3, "within the 20% threshold"},
+		// 17% slower passes a 20% threshold, the truncated case cannot be
+		// judged, and the case the candidate failed fails the gate alone.
+		{"wide threshold", []string{"--threshold", "20%"}, 1,
+			"perf gate FAILED: the candidate failed 1 of 5 matched cases (fails/batch=8: run 2: failed: kv cache: out of blocks); 1 more could not be judged\n"},
+		{"per-metric threshold", []string{"--threshold", "decode_tok_s=20%"}, 1, "within the 20% threshold"},
 		{"gate another metric", []string{"--threshold", "peak_rss_bytes=10%"}, 1, "REGRESSION        decode/batch=1 peak_rss_bytes"},
-		{"too many samples needed", []string{"--min-samples", "9"}, 3, "at least 9 on each side"},
+		{"too many samples needed", []string{"--min-samples", "9"}, 1, "at least 9 on each side"},
 		// A name that matches nothing is a mistake, not missing data.
 		{"unknown baseline", []string{"--baseline", "main"}, 2, `no run matches "main"`},
 		{"unknown candidate", []string{"--candidate", "nosuch"}, 2, "candidate"},
@@ -363,67 +365,158 @@ func TestParsePercent(t *testing.T) {
 // The gate fails a candidate run of suites/ci.yaml made slower by one
 // parameter (chunked prefill with a 4-token budget per step, so a prompt
 // takes many steps) against a baseline without it, and passes A/A.
-// A candidate whose every matched case failed before measuring fails the
-// gate, saying that its cases failed and why, not that the data were too few.
+// A candidate that failed a case the baseline measured fails the gate
+// (exit 1), saying that the case failed and why, not that the data were
+// too few: whether it failed every matched case or one beside cases it
+// measured. A case it skipped, never reached (an interrupted run) or did
+// not run, or one the baseline failed too, is not its failure.
 func TestGateCandidateCasesFailed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := results.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []results.Case{
-		{Key: "model/decode/batch=1", Name: "decode/batch=1", Kind: results.CaseModel, Params: map[string]string{"batch": "1"}},
-		{Key: "model/decode/batch=4", Name: "decode/batch=4", Kind: results.CaseModel, Params: map[string]string{"batch": "4"}},
-	}
-	for _, tag := range []string{"base", "cand"} {
-		r := &results.Run{SuiteName: "s", Tag: tag, Backend: "cpu"}
-		if _, err := db.CreateRun(r); err != nil {
+	const (
+		one  = "decode/batch=1"
+		four = "decode/batch=4"
+	)
+	// seed stores a baseline and a candidate run of the two cases: each
+	// side's outcome of decode/batch=1 (done, failed, skipped, pending or
+	// absent); decode/batch=4 is measured by both unless failBoth.
+	seed := func(t *testing.T, base, cand string, failBoth bool, runStatus string) string {
+		path := filepath.Join(t.TempDir(), "r.db")
+		db, err := results.Open(path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		cs := slices.Clone(cases)
-		if err := db.AddCases(r.ID, cs); err != nil {
-			t.Fatal(err)
-		}
-		for i, c := range cs {
-			if tag == "cand" {
-				if err := db.FailCase(c.ID, "kv cache: out of blocks"); err != nil {
+		defer db.Close()
+		for _, side := range []struct{ tag, one, status string }{{"base", base, results.RunComplete}, {"cand", cand, runStatus}} {
+			r := &results.Run{SuiteName: "s", Tag: side.tag, Backend: "cpu"}
+			if _, err := db.CreateRun(r); err != nil {
+				t.Fatal(err)
+			}
+			outcome := map[string]string{one: side.one, four: results.CaseDone}
+			if failBoth && side.tag == "cand" {
+				outcome[four] = results.CaseFailed
+			}
+			var cs []results.Case
+			for i, name := range []string{one, four} {
+				if outcome[name] != "absent" {
+					cs = append(cs, results.Case{Key: "model/" + name, Name: name, Kind: results.CaseModel, Params: map[string]string{"batch": fmt.Sprint(1 + 3*i)}})
+				}
+			}
+			if err := db.AddCases(r.ID, cs); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				switch outcome[c.Name] {
+				case results.CaseFailed:
+					err = db.FailCase(c.ID, "kv cache: out of blocks")
+				case results.CaseSkipped:
+					err = db.SkipCase(c.ID, "the cpu backend does not run it")
+				case results.CaseDone:
+					var s []results.Sample
+					for rep := range 6 {
+						s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: map[string]float64{one: 100, four: 400}[c.Name] + float64(rep), Unit: "tok/s"})
+					}
+					err = db.FinishCase(c.ID, s, nil, 0, 0)
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
-				continue
 			}
-			var s []results.Sample
-			for rep := range 6 {
-				s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: float64(100*(i+1) + rep), Unit: "tok/s"})
-			}
-			if err := db.FinishCase(c.ID, s, nil, 0, 0); err != nil {
+			if err := db.FinishRun(r.ID, side.status); err != nil {
 				t.Fatal(err)
 			}
 		}
-		status := results.RunComplete
-		if tag == "cand" {
-			status = results.RunFailed
-		}
-		if err := db.FinishRun(r.ID, status); err != nil {
-			t.Fatal(err)
-		}
+		return path
 	}
-	db.Close()
-	_, errOut, code := cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	for _, want := range []string{
-		"CASE FAILED       decode/batch=1 decode_tok_s: the candidate's case failed, with no sample (run 2: failed: kv cache: out of blocks); the baseline has 6",
-		"perf gate FAILED: the candidate failed every matched case (2 cases), measuring none (decode/batch=1: run 2: failed: kv cache: out of blocks; decode/batch=4: ",
+	const failed = "CASE FAILED       decode/batch=1 decode_tok_s: the candidate's case failed, with no sample (run 2: failed: kv cache: out of blocks); the baseline has 6"
+	for _, tc := range []struct {
+		name, base, cand string
+		failBoth         bool
+		runStatus        string
+		want             int
+		in               []string
+	}{
+		{"every case failed", results.CaseDone, results.CaseFailed, true, results.RunComplete, 1, []string{failed,
+			"perf gate FAILED: the candidate failed every matched case (2 cases), measuring none (decode/batch=1: run 2: failed: kv cache: out of blocks; decode/batch=4: "}},
+		{"one failed beside one measured", results.CaseDone, results.CaseFailed, false, results.RunComplete, 1, []string{failed,
+			"PASS              decode/batch=4 decode_tok_s",
+			"perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=1: run 2: failed: kv cache: out of blocks)\n"}},
+		{"skipped", results.CaseDone, results.CaseSkipped, false, results.RunComplete, 3, []string{
+			"INSUFFICIENT DATA decode/batch=1 decode_tok_s: baseline has 6 samples and candidate 0; the gate needs at least 5 on each side; candidate run 2: skipped: the cpu backend does not run it",
+			"perf gate cannot tell: 1 of 2 checks could not be judged"}},
+		{"never reached: the run was interrupted", results.CaseDone, results.CasePending, false, results.RunInterrupted, 3, []string{
+			"INSUFFICIENT DATA decode/batch=1 decode_tok_s: baseline has 6 samples and candidate 0",
+			"perf gate cannot tell: 1 of 2 checks could not be judged"}},
+		{"not run by the candidate", results.CaseDone, "absent", false, results.RunComplete, 0, []string{
+			"note: decode/batch=1: in the baseline only, not run by the candidate",
+			"perf gate passed: 1 check"}},
+		{"failed by the baseline, measured by the candidate", results.CaseFailed, results.CaseDone, false, results.RunComplete, 3, []string{
+			"INSUFFICIENT DATA decode/batch=1 decode_tok_s: baseline has 0 samples and candidate 6; the gate needs at least 5 on each side; baseline run 1: failed: kv cache: out of blocks",
+			"perf gate cannot tell: 1 of 2 checks could not be judged"}},
+		{"failed on both sides", results.CaseFailed, results.CaseFailed, false, results.RunComplete, 0, []string{
+			"note: decode/batch=1: neither side measured a gated metric, so it was not gated (baseline: run 1: failed: kv cache: out of blocks; candidate: run 2: failed: kv cache: out of blocks)",
+			"perf gate passed: 1 check"}},
 	} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		t.Run(tc.name, func(t *testing.T) {
+			path := seed(t, tc.base, tc.cand, tc.failBoth, tc.runStatus)
+			_, errOut, code := cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
+			if code != tc.want {
+				t.Errorf("exit %d, want %d:\n%s", code, tc.want, errOut)
+			}
+			for _, want := range tc.in {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut)
+				}
+			}
+			if tc.want == 1 && (strings.Contains(errOut, "insufficient") || strings.Contains(errOut, "cannot tell")) {
+				t.Errorf("stderr calls failed cases too few data:\n%s", errOut)
+			}
+			if tc.want != 1 && strings.Contains(errOut, "CASE FAILED") {
+				t.Errorf("a case the candidate did not fail is called failed:\n%s", errOut)
+			}
+		})
+	}
+
+	// Every output names the failed case and its error: the table, md,
+	// json, --summary and $GITHUB_STEP_SUMMARY.
+	path := seed(t, results.CaseDone, results.CaseFailed, false, results.RunComplete)
+	dir := t.TempDir()
+	summary, step := filepath.Join(dir, "summary.md"), filepath.Join(dir, "step.md")
+	t.Setenv("GITHUB_STEP_SUMMARY", step)
+	const headline = "perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=1: run 2: failed: kv cache: out of blocks)"
+	out, errOut, code := cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand", "--summary", summary)
+	if code != 1 || !regexpMatch(`(?m)^\W*decode/batch=1\W+decode_tok_s .*\W case failed\W*$`, out) {
+		t.Errorf("table: exit %d, want 1 and the verdict case failed:\n%s%s", code, out, errOut)
+	}
+	md, _ := os.ReadFile(summary)
+	stepMD, _ := os.ReadFile(step)
+	for what, text := range map[string]string{"--summary": string(md), "$GITHUB_STEP_SUMMARY": string(stepMD)} {
+		for _, want := range []string{"## ❌ " + headline + "\n", "| ❌ case failed |",
+			"- ❌ **decode/batch=1** decode_tok_s: the candidate's case failed, with no sample (run 2: failed: kv cache: out of blocks); the baseline has 6"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s lacks %q:\n%s", what, want, text)
+			}
 		}
 	}
-	if strings.Contains(errOut, "insufficient") || strings.Contains(errOut, "cannot tell") {
-		t.Errorf("stderr calls failed cases too few data:\n%s", errOut)
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	if out, _, code := cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand", "--format", "md"); code != 1 || out != string(md) {
+		t.Errorf("--format md: exit %d, want 1 and the summary:\n%s", code, out)
+	}
+	out, _, code = cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand", "--format", "json")
+	var checks []map[string]any
+	if err := json.Unmarshal([]byte(out), &checks); err != nil || code != 1 {
+		t.Fatalf("--format json: exit %d, %v\n%s", code, err, out)
+	}
+	for _, c := range checks {
+		if c["case"] != one {
+			continue
+		}
+		if reason, _ := c["reason"].(string); c["outcome"] != "case failed" || !strings.Contains(reason, "run 2: failed: kv cache: out of blocks") {
+			t.Errorf("--format json: %v", c)
+		}
 	}
 }
+
+// regexpMatch reports whether the pattern matches s.
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
 
 func TestGateEndToEnd(t *testing.T) {
 	if testing.Short() {

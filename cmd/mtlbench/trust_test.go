@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,6 +148,122 @@ func TestABEndToEnd(t *testing.T) {
 		strings.Contains(stderr, "round 1/5") {
 		t.Errorf("a baseline that is no mtlbench: exit %d, %v\n%s", exitCode(err), err, stderr)
 	}
+}
+
+// A case a side's run failed in ab's rounds is the gate's to judge, as
+// `gate` judges it, not a tool error: the run finished its other cases and
+// stored the failed one as failed. A case the candidate failed fails the
+// gate (exit 1) with the case and its error in the verdict and the
+// summary; one the baseline failed is insufficient data. The sides are
+// this test binary run as mtlbench; a side given MTLB_TEST_FAIL_CASE
+// stores that case as a run does when it fails before any repetition
+// (failed, its error, no sample) and exits as such a run does.
+func TestABCaseFailed(t *testing.T) {
+	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
+		a := strings.Fields(args)
+		err := run(append([]string{"mtlbench"}, a...), os.Stdout, os.Stderr)
+		if name := os.Getenv("MTLB_TEST_FAIL_CASE"); err == nil && name != "" && a[0] == "run" && !slices.Contains(a, "--help") {
+			err = failStoredCase(a, name, "kernel: launch failed")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mtlbench:", err)
+			os.Exit(exitCode(err))
+		}
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("runs ab twice")
+	}
+	dir := t.TempDir()
+	script := func(name, fail string) string {
+		bin := filepath.Join(dir, name)
+		env := ""
+		if fail != "" {
+			env = "MTLB_TEST_FAIL_CASE=" + fail + " "
+		}
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+env+"MTLB_TEST_CHILD_ARGS=\"$*\" exec "+os.Args[0]+" -test.run='^TestABCaseFailed$'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
+	ok, failing := script("mtlbench", ""), script("failing", "b")
+	suite := filepath.Join(dir, "k.yaml")
+	os.WriteFile(suite, []byte("name: k\nbackend: cpu\nrepetitions: 5\nwarmup: 1\nthresholds: { us_per_call: 5% }\ncases:\n"+
+		"  - name: a\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 256, k: 256, dtype: f32 }\n"+
+		"  - name: b\n    kind: kernel\n    op: matmul\n    params: { m: 1, n: 128, k: 128, dtype: f32 }\n"), 0o644)
+	ab := func(base, cand, summary string) (string, int) {
+		_, stderr, err := mtl(t, "ab", suite, "--baseline-bin", base, "--candidate-bin", cand, "--rounds", "3", "--backend", "cpu", "--threads", "1", "--summary", summary)
+		if err != nil {
+			stderr += "mtlbench: " + err.Error() + "\n"
+		}
+		return stderr, exitCode(err)
+	}
+
+	summary := filepath.Join(dir, "cand.md")
+	stderr, code := ab(ok, failing, summary)
+	// The side's runs are read newest first. Case a is ab's A/A: on a
+	// loaded machine its verdict may be anything.
+	const headline = "perf gate FAILED: the candidate failed 1 of 2 matched cases (b: run 3: failed: kernel: launch failed)"
+	if code != 1 {
+		t.Fatalf("a case the candidate failed: exit %d, want 1\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"ab: round 1: the candidate's run failed 1 case (b: kernel: launch failed): the gate judges it\n",
+		"ab: round 3: the candidate's run failed 1 case (b: kernel: launch failed): the gate judges it\n",
+		"CASE FAILED       b us_per_call: the candidate's case failed, with no sample (run 3: failed: kernel: launch failed; run 2: failed: kernel: launch failed; run 1: failed: kernel: launch failed); the baseline has 15",
+		headline,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if md, _ := os.ReadFile(summary); !strings.Contains(string(md), "## ❌ "+headline) || !strings.Contains(string(md), "| ❌ case failed |") {
+		t.Errorf("--summary lacks the failed case:\n%s", md)
+	}
+
+	stderr, code = ab(failing, ok, filepath.Join(dir, "base.md"))
+	if code != 0 && code != 3 || strings.Contains(stderr, "CASE FAILED") ||
+		!strings.Contains(stderr, "ab: round 2: the baseline's run failed 1 case (b: kernel: launch failed): the gate judges it\n") ||
+		!strings.Contains(stderr, "INSUFFICIENT DATA b us_per_call: baseline has 0 samples and candidate 15") {
+		t.Errorf("a case the baseline failed: exit %d, want 0 or 3 with b insufficient data\n%s", code, stderr)
+	}
+}
+
+// failStoredCase turns the case named name of the run `mtlbench run ARGS`
+// just stored into one that failed before its first repetition, as the
+// runner stores it (failed, with msg, no sample), and returns the error
+// such a run ends with.
+func failStoredCase(args []string, name, msg string) error {
+	var path, tag string
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--db":
+			path = args[i+1]
+		case "--tag":
+			tag = args[i+1]
+		}
+	}
+	db, err := results.Open(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	runs, err := db.Runs(results.RunFilter{Tag: tag})
+	if err != nil || len(runs) == 0 {
+		return fmt.Errorf("no run tagged %q in %s: %v", tag, path, err)
+	}
+	id := runs[0].ID
+	if _, err := db.SQL().Exec(`DELETE FROM samples WHERE case_id IN (SELECT id FROM cases WHERE run_id = ? AND name = ?)`, id, name); err != nil {
+		return err
+	}
+	if _, err := db.SQL().Exec(`UPDATE cases SET status = 'failed', error = ?, reps_done = 0 WHERE run_id = ? AND name = ?`, msg, id, name); err != nil {
+		return err
+	}
+	cases, err := db.Cases(id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("1 of %d cases failed (see `mtlbench show %d`)", len(cases), id)
 }
 
 // ab refuses, before its first round, a binary that is no mtlbench, fails,
@@ -495,7 +612,7 @@ func TestABRoundLogsKeepBothStreams(t *testing.T) {
 	}
 	side := abSide{label: "baseline", bin: bin, db: filepath.Join(dir, "b.db")}
 	logs := [2]string{filepath.Join(dir, "b.log"), filepath.Join(dir, "c.log")}
-	if _, err := runLockstep(t.Context(), 0, [2]abSide{side, side}, "s.yaml", nil, logs); err != nil {
+	if _, _, err := runLockstep(t.Context(), 0, [2]abSide{side, side}, "s.yaml", nil, logs); err != nil {
 		t.Fatal(err)
 	}
 	for _, log := range logs {

@@ -116,18 +116,20 @@ func (o GateOptions) GatedMetrics() []string {
 // Outcome is the gate's judgement of one case and metric.
 type Outcome string
 
-// Outcomes. Regression fails the gate, and so does CaseFailed when the
-// candidate failed every matched case; Insufficient, NotComparable and a
-// CaseFailed beside measured cases make it inconclusive (exit 3) unless
-// something regressed.
+// Outcomes. Regression and CaseFailed fail the gate (exit 1), whatever the
+// other checks say; Insufficient, NotComparable and CannotTell make it
+// inconclusive (exit 3) unless something failed.
 const (
 	Pass            Outcome = "pass"             // no significant change
 	Improved        Outcome = "improved"         // significantly better
 	WithinThreshold Outcome = "within threshold" // significantly worse, by less than the threshold
 	Regression      Outcome = "regression"       // significantly worse, by more than the threshold
-	// CaseFailed: the candidate's case failed, leaving no value of the
-	// metric, where the baseline measured it; not too few samples, which
-	// more repetitions would mend.
+	// CaseFailed: the candidate's case failed (stored as failed, with its
+	// error), leaving no value of the metric, where the baseline measured
+	// it: not too few samples, which more repetitions would mend, but a
+	// case that no longer runs, which fails the gate. A case the candidate
+	// skipped or never reached (an interrupted run's pending cases), or
+	// one the baseline failed too, is Insufficient.
 	CaseFailed    Outcome = "case failed"
 	Insufficient  Outcome = "insufficient data"
 	NotComparable Outcome = "not comparable"
@@ -198,7 +200,7 @@ func fmtChange(d float64, prec int) string {
 
 // Result is the gate's verdict.
 type Result struct {
-	Status     int // ExitPass, ExitRegression or ExitInsufficient
+	Status     int // ExitPass, ExitRegression or ExitCannotTell
 	Headline   string
 	Checks     []Check
 	Notes      []table.Note // what the checks do not say: skipped metrics, one-sided cases, warnings
@@ -212,9 +214,10 @@ type Result struct {
 // Gate compares candidate with baseline and fails a case and metric only
 // when the change is significant (p < alpha) and worse than the metric's
 // threshold. Status is ExitRegression if anything regressed or the
-// candidate failed every matched case, else ExitInsufficient if any gated
-// metric had fewer than MinSamples on a side, a case was not comparable or
-// failed, or nothing matched, else ExitPass.
+// candidate failed a case the baseline measured (CaseFailed), else
+// ExitCannotTell if any gated metric had fewer than MinSamples on a side,
+// was too noisy to judge, a case was not comparable, or nothing matched,
+// else ExitPass.
 func Gate(baseline, candidate *Side, o GateOptions) Result {
 	alpha, minN := o.alpha(), o.minSamples()
 	res := Result{Baseline: baseline.Describe(), Candidate: candidate.Describe(), Alpha: alpha, MinSamples: minN}
@@ -284,6 +287,21 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 			res.Notes = append(res.Notes, table.Notef("%s: no matched case records it, so it was not gated", m))
 		}
 	}
+	// A matched case with no check that a side failed (both, say) stored
+	// no gated metric on either side: not judged, which a pass would
+	// otherwise leave unsaid. (One both skipped is a backend's choice.)
+	checked := map[string]bool{}
+	for _, c := range res.Checks {
+		checked[c.Key] = true
+	}
+	for _, k := range baseline.order {
+		ca, cb := baseline.cases[k], candidate.cases[k]
+		if cb == nil || checked[k] || len(ca.Failures)+len(cb.Failures) == 0 {
+			continue
+		}
+		why := []string{"baseline: " + orNone(ca.Errors), "candidate: " + orNone(cb.Errors)}
+		res.Notes = append(res.Notes, table.Notef("%s: neither side measured a gated metric, so it was not gated (%s)", cb.DisplayName(), strings.Join(why, "; ")))
+	}
 	adjustBH(res.Checks)
 	for i := range res.Checks {
 		c := &res.Checks[i]
@@ -313,35 +331,33 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 			regressed = append(regressed, fmt.Sprintf("%s %s %s", c.Case, c.Metric, fmtChange(c.Delta, 1)))
 		}
 	}
-	failed := failedEveryCase(baseline, candidate)
-	unjudged := count[Insufficient] + count[NotComparable] + count[CannotTell] + count[CaseFailed]
+	unjudged := count[Insufficient] + count[NotComparable] + count[CannotTell]
+	var failures []string
+	if failed := failedCases(baseline, candidate, res.Checks); len(failed) > 0 {
+		// A case that no longer runs is infinitely slower: the gate fails
+		// whatever the other cases measured.
+		if every := failedEveryCase(baseline, candidate); every != nil {
+			failures = append(failures, fmt.Sprintf("the candidate failed every matched case (%s), measuring none (%s)",
+				plural.Of(matched, "case"), firstFew(every, "; ")))
+		} else {
+			failures = append(failures, fmt.Sprintf("the candidate failed %d of %s (%s)",
+				len(failed), plural.Of(matched, "matched case"), firstFew(failed, "; ")))
+		}
+	}
+	if n := count[Regression]; n > 0 {
+		failures = append(failures, fmt.Sprintf("%s (%s)", plural.Of(n, "regression"), firstFew(regressed, ", ")))
+	}
 	switch {
-	case failed != nil && count[CaseFailed] > 0:
-		// The candidate measured none of the cases the baseline did: there
-		// is nothing to pass, whatever the reason for each.
+	case len(failures) > 0:
 		res.Status = ExitRegression
-		if len(failed) > 3 {
-			failed = append(failed[:3], "...")
-		}
-		res.Headline = fmt.Sprintf("perf gate FAILED: the candidate failed every matched case (%s), measuring none (%s)",
-			plural.Of(matched, "case"), strings.Join(failed, "; "))
-	case count[Regression] > 0:
-		res.Status = ExitRegression
-		if len(regressed) > 3 {
-			regressed = append(regressed[:3], "...")
-		}
-		res.Headline = fmt.Sprintf("perf gate FAILED: %s (%s)", plural.Of(count[Regression], "regression"), strings.Join(regressed, ", "))
+		res.Headline = "perf gate FAILED: " + strings.Join(failures, "; ")
 		if unjudged > 0 {
 			res.Headline += fmt.Sprintf("; %d more could not be judged", unjudged)
 		}
 	case unjudged > 0:
 		res.Status = ExitCannotTell
-		why := fmt.Sprintf("%d too noisy, %d insufficient data, %d not comparable", count[CannotTell], count[Insufficient], count[NotComparable])
-		if n := count[CaseFailed]; n > 0 {
-			why += fmt.Sprintf(", %d of cases the candidate failed", n)
-		}
-		res.Headline = fmt.Sprintf("perf gate cannot tell: %d of %s could not be judged (%s); no regression in the rest",
-			unjudged, plural.Of(len(res.Checks), "check"), why)
+		res.Headline = fmt.Sprintf("perf gate cannot tell: %d of %s could not be judged (%d too noisy, %d insufficient data, %d not comparable); no regression in the rest",
+			unjudged, plural.Of(len(res.Checks), "check"), count[CannotTell], count[Insufficient], count[NotComparable])
 	default:
 		res.Status = ExitPass
 		res.Headline = fmt.Sprintf("perf gate passed: %s, no significant regression beyond its threshold", plural.Of(len(res.Checks), "check"))
@@ -357,6 +373,41 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 		}
 	}
 	return res
+}
+
+// orNone joins a side's errors of a case, or says it had none.
+func orNone(errs []string) string {
+	if len(errs) == 0 {
+		return "no error"
+	}
+	return strings.Join(errs, "; ")
+}
+
+// firstFew joins the first three of list with sep, and "..." for the rest.
+func firstFew(list []string, sep string) string {
+	if len(list) > 3 {
+		list = append(list[:3:3], "...")
+	}
+	return strings.Join(list, sep)
+}
+
+// failedCases lists, as "case: why" in the baseline's order, each case
+// with a CaseFailed check: the candidate failed it, storing no sample,
+// where the baseline measured it.
+func failedCases(baseline, candidate *Side, checks []Check) []string {
+	keys := map[string]bool{}
+	for _, c := range checks {
+		if c.Outcome == CaseFailed {
+			keys[c.Key] = true
+		}
+	}
+	var failed []string
+	for _, k := range baseline.order {
+		if cb := candidate.cases[k]; keys[k] && cb != nil {
+			failed = append(failed, cb.DisplayName()+": "+cb.Failures[0])
+		}
+	}
+	return failed
 }
 
 // failedEveryCase lists, as "case: why", the candidate's cases that match
@@ -693,7 +744,7 @@ var outcomeMark = map[Outcome]string{
 	Improved:        "🚀",
 	WithinThreshold: "⚠️",
 	Regression:      "❌",
-	CaseFailed:      "❔",
+	CaseFailed:      "❌",
 	Insufficient:    "❔",
 	NotComparable:   "❔",
 	CannotTell:      "❔",

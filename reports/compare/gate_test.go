@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -144,13 +145,17 @@ func TestGateInsufficient(t *testing.T) {
 }
 
 // A case the candidate failed, leaving no sample, where the baseline
-// measured it is named so, not too few samples; when the candidate failed
-// every matched case the gate fails, naming why. A failure beside measured
-// cases, a skipped case, or one the baseline failed too leaves the gate
-// unable to tell.
+// measured it is "case failed", with the case's error, and fails the gate
+// (exit 1) whatever the other cases did: a case that no longer runs is
+// infinitely slower. Its neighbours keep their verdicts: a case the
+// candidate skipped, never reached (an interrupted run leaves it pending)
+// or did not run at all, or one the baseline failed too, is not a failure
+// of the candidate.
 func TestGateCandidateCaseFailed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	other := results.Case{Key: "model/other", Name: "other", Kind: "model", Status: results.CaseDone}
+	// full is a baseline (or candidate) that measured decodeCase and the
+	// given cases.
 	full := func(label string, cases ...results.Case) *Side {
 		s := side(label, normal(rng, 10, 1000, 0.03), normal(rng, 10, 5000, 0.03))
 		for _, c := range cases {
@@ -158,41 +163,153 @@ func TestGateCandidateCaseFailed(t *testing.T) {
 		}
 		return s
 	}
-	broken := func(status string, withOther bool) *Side {
+	// candidate is a candidate whose run 7 stored decodeCase with status
+	// (and n repetitions of it), beside other's otherN repetitions around
+	// otherMean (none: other not run).
+	candidate := func(status string, n, otherN int, otherMean float64) *Side {
 		s := NewSide("B")
-		s.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: status, Error: "out of memory", RunID: 7}, nil)
-		if withOther {
-			s.Add(other, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+		s.AddRun(Run{ID: 7, Backend: "cpu"})
+		c := results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: status, RunID: 7}
+		if status == results.CaseFailed || status == results.CaseSkipped {
+			c.Error = "out of memory"
+		}
+		s.Add(c, append(samples("decode_tok_s", "tok/s", normal(rng, n, 1000, 0.03)), samples("prefill_tok_s", "tok/s", normal(rng, n, 5000, 0.03))...))
+		if otherN > 0 {
+			o := other
+			o.RunID = 7
+			s.Add(o, samples("decode_tok_s", "tok/s", normal(rng, otherN, otherMean, 0.03)))
 		}
 		return s
 	}
+	failedThenPending := candidate(results.CaseFailed, 0, 10, 500)
+	failedThenPending.AddRun(Run{ID: 8, Backend: "cpu"})
+	failedThenPending.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CasePending, RunID: 8}, nil)
 	bothFailed := NewSide("A")
 	bothFailed.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "out of memory", RunID: 1}, nil)
+	bothFailedBeside := NewSide("A")
+	bothFailedBeside.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "out of memory", RunID: 1}, nil)
+	bothFailedBeside.Add(other, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+	// A baseline that failed the case in one run and measured it in another
+	// measured it.
+	flakyBase := full("A", other)
+	flakyBase.AddRun(Run{ID: 2, Backend: "cpu"})
+	flakyBase.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "flaky", RunID: 2}, nil)
+
+	const failedOne = "perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=4: run 7: failed: out of memory)"
 	for _, tc := range []struct {
 		name       string
 		base, cand *Side
 		want       int
-		outcome    Outcome // of decode_tok_s of decodeCase
-		in         string  // in the headline
+		outcome    Outcome // of decode_tok_s of decodeCase; "" for no check
+		headline   string  // the headline, whole when exact, else a part of it
+		exact      bool
+		note       string // a note the gate must give
 	}{
-		{"every case failed", full("A"), broken(results.CaseFailed, false), ExitRegression, CaseFailed,
-			"perf gate FAILED: the candidate failed every matched case (1 case), measuring none (decode/batch=4: run 7: failed: out of memory)"},
-		{"one of two failed", full("A", other), broken(results.CaseFailed, true), ExitCannotTell, CaseFailed,
-			"perf gate cannot tell: 2 of 3 checks could not be judged (0 too noisy, 0 insufficient data, 0 not comparable, 2 of cases the candidate failed)"},
-		{"skipped", full("A"), broken(results.CaseSkipped, false), ExitInsufficient, Insufficient, "perf gate cannot tell"},
-		{"failed on both sides", bothFailed, broken(results.CaseFailed, false), ExitInsufficient, Insufficient, "perf gate inconclusive"},
+		// The candidate failed a case the baseline measured: the gate fails.
+		{"every case failed", full("A"), candidate(results.CaseFailed, 0, 0, 0), ExitRegression, CaseFailed,
+			"perf gate FAILED: the candidate failed every matched case (1 case), measuring none (decode/batch=4: run 7: failed: out of memory)", true, ""},
+		{"one of two failed, the other passed", full("A", other), candidate(results.CaseFailed, 0, 10, 500), ExitRegression, CaseFailed, failedOne, true, ""},
+		{"one failed, the other regressed", full("A", other), candidate(results.CaseFailed, 0, 10, 300), ExitRegression, CaseFailed,
+			failedOne + "; 1 regression (other decode_tok_s -", false, ""},
+		{"one failed, the other too few samples", full("A", other), candidate(results.CaseFailed, 0, 3, 500), ExitRegression, CaseFailed,
+			failedOne + "; 1 more could not be judged", true, ""},
+		{"failed in one run, not reached in the next", full("A", other), failedThenPending, ExitRegression, CaseFailed, failedOne, true, ""},
+		{"the baseline failed it once but measured it", flakyBase, candidate(results.CaseFailed, 0, 10, 500), ExitRegression, CaseFailed, failedOne, true, ""},
+		// Not a failure of the candidate's: the gate cannot tell, or passes.
+		{"skipped", full("A", other), candidate(results.CaseSkipped, 0, 10, 500), ExitCannotTell, Insufficient,
+			"perf gate cannot tell: 2 of 3 checks could not be judged (0 too noisy, 2 insufficient data, 0 not comparable); no regression in the rest", true, ""},
+		{"never reached: an interrupted run's pending case", full("A", other), candidate(results.CasePending, 0, 10, 500), ExitCannotTell, Insufficient,
+			"perf gate cannot tell: 2 of 3 checks could not be judged (0 too noisy, 2 insufficient data, 0 not comparable); no regression in the rest", true, ""},
+		{"interrupted in the case", full("A", other), candidate(results.CasePending, 2, 10, 500), ExitCannotTell, Insufficient,
+			"perf gate cannot tell: 2 of 3 checks could not be judged (0 too noisy, 2 insufficient data, 0 not comparable); no regression in the rest", true, ""},
+		// Neither side measured it: no check to judge, but a note says so.
+		{"failed on both sides, beside a measured case", bothFailedBeside, candidate(results.CaseFailed, 0, 10, 500), ExitPass, "", "perf gate passed: 1 check", false,
+			"decode/batch=4: neither side measured a gated metric, so it was not gated (baseline: run 1: failed: out of memory; candidate: run 7: failed: out of memory)"},
+		{"failed on both sides", bothFailed, candidate(results.CaseFailed, 0, 0, 0), ExitCannotTell, "", "perf gate inconclusive", false, ""},
+		{"not run by the candidate", full("A", other), func() *Side {
+			s := NewSide("B")
+			s.AddRun(Run{ID: 7, Backend: "cpu"})
+			s.Add(other, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+			return s
+		}(), ExitPass, "", "perf gate passed: 1 check", false, "decode/batch=4: in the baseline only, not run by the candidate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Gate(tc.base, tc.cand, GateOptions{})
-			if r.Status != tc.want || !strings.Contains(r.Headline, tc.in) {
-				t.Errorf("status %d, headline %q; want %d with %q", r.Status, r.Headline, tc.want, tc.in)
+			if r.Status != tc.want || tc.exact && r.Headline != tc.headline || !strings.Contains(r.Headline, tc.headline) {
+				t.Errorf("status %d, headline %q; want %d with %q", r.Status, r.Headline, tc.want, tc.headline)
 			}
+			var got Outcome
 			for _, c := range r.Checks {
-				if c.Key == decodeCase.Key && c.Metric == "decode_tok_s" && c.Outcome != tc.outcome {
-					t.Errorf("decode_tok_s: %s (%s), want %s", c.Outcome, c.Reason, tc.outcome)
+				if c.Key == decodeCase.Key && c.Metric == "decode_tok_s" {
+					got = c.Outcome
+				}
+				if c.Outcome == CaseFailed && !strings.Contains(c.Reason, "the candidate's case failed, with no sample (run 7: failed: out of memory)") {
+					t.Errorf("%s %s: case failed without its error: %s", c.Case, c.Metric, c.Reason)
 				}
 			}
+			if got != tc.outcome {
+				t.Errorf("decode_tok_s of %s: %q, want %q", decodeCase.Name, got, tc.outcome)
+			}
+			if tc.note != "" && !slices.Contains(table.NoteTexts(r.Notes), tc.note) {
+				t.Errorf("notes %q lack %q", table.NoteTexts(r.Notes), tc.note)
+			}
 		})
+	}
+}
+
+// A failed case is named, with its error, in every form of the verdict:
+// the markdown summary marks it failed (not unjudged), and the data rows
+// carry the outcome and the reason.
+func TestGateCaseFailedOutputs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	other := results.Case{Key: "model/other", Name: "other", Kind: "model", Status: results.CaseDone}
+	base := side("A", normal(rng, 10, 1000, 0.03), normal(rng, 10, 5000, 0.03))
+	base.Add(other, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+	cand := NewSide("B")
+	cand.AddRun(Run{ID: 7, Backend: "cpu"})
+	cand.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "kernel: bad launch", RunID: 7}, nil)
+	cand.Add(results.Case{Key: other.Key, Name: other.Name, Kind: "model", Status: results.CaseDone, RunID: 7}, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+	r := Gate(base, cand, GateOptions{})
+	if r.Status != ExitRegression {
+		t.Fatalf("status %d, want %d: %s", r.Status, ExitRegression, r.Headline)
+	}
+	md := r.Markdown()
+	for _, want := range []string{
+		"## ❌ perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=4: run 7: failed: kernel: bad launch)\n",
+		"| ❌ case failed |",
+		"- ❌ **decode/batch=4** decode_tok_s: the candidate's case failed, with no sample (run 7: failed: kernel: bad launch); the baseline has 10\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "❔ case failed") {
+		t.Errorf("markdown marks a failed case unjudged:\n%s", md)
+	}
+	var text strings.Builder
+	r.Explain(&text)
+	if !strings.Contains(text.String(), "CASE FAILED       decode/batch=4 decode_tok_s: the candidate's case failed, with no sample (run 7: failed: kernel: bad launch)") {
+		t.Errorf("explanation lacks the failed case:\n%s", text.String())
+	}
+	var js strings.Builder
+	if err := r.Data().Render(&js, table.FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(js.String()), &rows); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, row := range rows {
+		if row["case"] == "decode/batch=4" {
+			n++
+			if reason, _ := row["reason"].(string); row["outcome"] != "case failed" || !strings.Contains(reason, "kernel: bad launch") {
+				t.Errorf("json row %v", row)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d data rows of the failed case, want 2 (decode and prefill)", n)
 	}
 }
 
