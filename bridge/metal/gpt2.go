@@ -37,10 +37,7 @@ func (b *Backend) layerNorm(op ops.ID, o, r, xs, ws, bs *tensor, eps float32) {
 		return
 	}
 	p := b.pipeline(string(op), fcNone)
-	tpg := [3]int{normThreads(b.tuned(op, "", rowDims, rows, dim), dim), 1, 1}
-	if !b.fits(p, tpg) {
-		return
-	}
+	tpg := [3]int{normThreads(p, b.tuned(op, "", rowDims, rows, dim), dim), 1, 1}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
 	i := 1
 	if r != nil {

@@ -173,13 +173,16 @@ func (b *Backend) GatherRows(out, x bridge.Tensor) {
 	b.dispatchThreads(p, [3]int{dim, sec.numRows, 1}, [3]int{min(dim, b.tuning.EltThreads), 1, 1})
 }
 
-// normThreads sizes a row-reduction threadgroup: the tuning's, else about
-// eight elements a thread, in whole simdgroups.
-func normThreads(tu *Tuning, dim int) int {
-	if n := tu.NormThreads; n > 0 {
-		return n
+// normThreads sizes a row-reduction threadgroup of p: the tuning's, else
+// about eight elements a thread, in whole simdgroups; at most what p takes,
+// as the norms stride over their row with any number of simdgroups (a
+// pipeline heavy in registers may take fewer than the device's 1024).
+func normThreads(p mtl.Pipeline, tu *Tuning, dim int) int {
+	n := tu.NormThreads
+	if n <= 0 {
+		n = ops.MetalNormThreads(dim)
 	}
-	return ops.MetalNormThreads(dim)
+	return threadsFor(p, n)
 }
 
 func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
@@ -193,10 +196,7 @@ func (b *Backend) RMSNorm(out, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("rms_norm", fcNone)
-	tpg := [3]int{normThreads(b.tuned(ops.RMSNorm, "", rowDims, rows, dim), dim), 1, 1}
-	if !b.fits(p, tpg) {
-		return
-	}
+	tpg := [3]int{normThreads(p, b.tuned(ops.RMSNorm, "", rowDims, rows, dim), dim), 1, 1}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
 	b.in(1, xs)
 	b.in(2, ws)
@@ -215,10 +215,7 @@ func (b *Backend) AddRMSNorm(out, residual, x, w bridge.Tensor, eps float32) {
 		return
 	}
 	p := b.pipeline("add_rms_norm", fcNone)
-	tpg := [3]int{normThreads(b.tuned(ops.AddRMSNorm, "", rowDims, rows, dim), dim), 1, 1}
-	if !b.fits(p, tpg) {
-		return
-	}
+	tpg := [3]int{normThreads(p, b.tuned(ops.AddRMSNorm, "", rowDims, rows, dim), dim), 1, 1}
 	b.args(argBytes(b, normArgs{Rows: uint32(rows), Dim: uint32(dim), Eps: eps}))
 	b.bind(1, r.view(), true)
 	b.in(2, xs)

@@ -170,8 +170,9 @@ type narrowPipeline struct {
 func (p narrowPipeline) MaxTotalThreadsPerThreadgroup() int { return p.most }
 
 // Kernels sized in threads (the embeddings, routing, grouping, combine,
-// argmax and element-wise kernels) run on pipelines that take fewer than
-// the threads asked for, with fewer; a pipeline that cannot take a
+// argmax, element-wise kernels and the norms, RMSNorm and LayerNorm, alone
+// and after a residual add) run on pipelines that take fewer than the
+// threads asked for, with fewer; a pipeline that cannot take a
 // simdgroup fails the step with the kernel named, where a GPU would run it
 // with undefined results.
 func TestThreadsPastThePipeline(t *testing.T) {
@@ -181,7 +182,7 @@ func TestThreadsPastThePipeline(t *testing.T) {
 		err  string
 	}{
 		{512, metal.Tuning{}, ""},
-		{256, metal.Tuning{MoEGroupThreads: 1024, ArgmaxThreads: 1024, EltThreads: 1024}, ""},
+		{256, metal.Tuning{MoEGroupThreads: 1024, ArgmaxThreads: 1024, EltThreads: 1024, NormThreads: 1024}, ""},
 		{16, metal.Tuning{}, "threads, where the pipeline takes 1 to 16"},
 	} {
 		be, err := metal.New(narrowDevice{most: c.most}, metal.Options{Tuning: c.tu})
