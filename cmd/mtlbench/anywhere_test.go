@@ -376,6 +376,38 @@ func TestOverridesAsData(t *testing.T) {
 	}
 }
 
+// A --set value is one YAML value, commas and all: the documented sampling
+// syntax and a list reach the cases whole, not split into two --set
+// arguments at the comma (`--set "top_k:40": want name=value`).
+func TestSetValueKeepsItsCommas(t *testing.T) {
+	const sampling = "temperature:0.7,top_k:40"
+	db := recordTwoCases(t, "--set", "sampling="+sampling)
+	out, _, err := mtl(t, "runs", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := csvRows(t, out); len(rows) != 1 || rows[0]["overrides"] != "sampling="+sampling {
+		t.Errorf("runs: %v", rows)
+	}
+	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range csvRows(t, out) {
+		if !strings.HasSuffix(r["case"], "/sampling="+sampling) || r["sampling"] != sampling {
+			t.Errorf("row after --set sampling=%s: case %q sampling %q", sampling, r["case"], r["sampling"])
+		}
+	}
+	one, _, err := mtl(t, "suites", "validate", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, stderr, err := mtl(t, "suites", "validate", "ci", "--set", "batch=[1,2]")
+	if err != nil || one == two {
+		t.Errorf("validate --set batch=[1,2]: %v, %q (without it %q)\n%s", err, two, one, stderr)
+	}
+}
+
 // Every flag of bench that sets what runs reaches the suite --print-suite
 // prints (its body, not only the description line), so that the printed
 // suite, saved and run, runs what the bench command does.
