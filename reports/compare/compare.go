@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -314,7 +315,10 @@ func sidesComparable(a, b *Side) (reason string, notes []table.Note) {
 var FoundParams = []string{"tune.iters", "tune.status", "tune.role", "tune.max_abs_err"}
 
 // paramDiff lists the parameters two matched cases recorded differently
-// (differingParams), with both values: the note compare's tables print.
+// (differingParams), with both values: the note compare's tables print. It
+// leaves out what differs only in how the same work was chosen (sameWork),
+// which the note's "the change may come from them" would misstate; the
+// data keeps each side's value.
 func paramDiff(a, b map[string]string, setA, setB map[string]bool) string {
 	value := func(m map[string]string, k string) string {
 		if v, ok := m[k]; ok {
@@ -324,9 +328,57 @@ func paramDiff(a, b map[string]string, setA, setB map[string]bool) string {
 	}
 	var diffs []string
 	for _, k := range differingParams(a, b, setA, setB) {
+		if sameWork(k, a, b) {
+			continue
+		}
 		diffs = append(diffs, fmt.Sprintf("%s %s vs %s", k, value(a, k), value(b, k)))
 	}
 	return strings.Join(diffs, ", ")
+}
+
+// chosenBy maps a parameter a case may leave to its default to the
+// "tuned.*" parameters that record what the step ran with in its place
+// (runner/bench tuned.go): MoE dispatch, tuned or not.
+var chosenBy = map[string][]string{
+	"moe_strategy": {"tuned.moe", "tuned.moe.prefill"},
+	"moe_chunk":    {"tuned.moe", "tuned.moe.prefill"},
+}
+
+// tunedOrigin is the "(where from)" a tuned.* value gives each config:
+// "grouped (default)", "chunked/16 (user cache)", "m=8,n=64,k=64: ... (shipped); others ...".
+var tunedOrigin = regexp.MustCompile(` \([^()]*\)(;|$)`)
+
+// sameWork reports whether matched cases that differ in parameter k ran
+// the same work: a tuned.* value whose configs agree and whose origins
+// alone differ ("grouped (default)" and "grouped (explicit)"), or a
+// parameter one side left to its default where the tuned.* parameters
+// recording what ran in its place agree (moe_strategy unset, tuned.moe
+// "grouped (default)", against --set moe_strategy=grouped).
+func sameWork(k string, a, b map[string]string) bool {
+	work := func(v string) string { return tunedOrigin.ReplaceAllString(v, "$1") }
+	if strings.HasPrefix(k, "tuned.") {
+		va, okA := a[k]
+		vb, okB := b[k]
+		return okA && okB && work(va) == work(vb)
+	}
+	ks := chosenBy[k]
+	_, okA := a[k]
+	_, okB := b[k]
+	if len(ks) == 0 || okA == okB {
+		return false
+	}
+	agree := 0
+	for _, t := range ks {
+		va, okA := a[t]
+		vb, okB := b[t]
+		switch {
+		case okA != okB || okA && work(va) != work(vb):
+			return false
+		case okA:
+			agree++
+		}
+	}
+	return agree > 0
 }
 
 // differingParams are the parameters, sorted, in which two matched cases

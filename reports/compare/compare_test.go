@@ -485,3 +485,43 @@ func TestDataCarriesBothSidesParams(t *testing.T) {
 		}
 	}
 }
+
+// The note on parameters that differ leaves out those that differ only in
+// how the same work was chosen: a tuned config's origin, and MoE dispatch
+// one side left to its default where what ran in its place (tuned.moe)
+// is the other side's; what ran differently stays in it.
+func TestParamDiffLeavesOutTheSameWork(t *testing.T) {
+	set := map[string]bool{"moe_strategy": true, "moe_chunk": true}
+	for _, c := range []struct {
+		name       string
+		a, b       map[string]string
+		setA, setB map[string]bool
+		want       string
+	}{
+		{"--set moe_strategy=grouped, the default grouped",
+			map[string]string{"tuned.moe": "grouped (default)"},
+			map[string]string{"moe_strategy": "grouped", "tuned.moe": "grouped (explicit)"}, nil, set, ""},
+		{"the same in the other order",
+			map[string]string{"moe_strategy": "grouped", "tuned.moe": "grouped (explicit)"},
+			map[string]string{"tuned.moe": "grouped (default)"}, set, nil, ""},
+		{"--set moe_chunk=1, the default grouped",
+			map[string]string{"tuned.moe": "grouped (default)"},
+			map[string]string{"moe_chunk": "1", "tuned.moe": "chunked/1 (explicit)"}, nil, set,
+			"moe_chunk (default) vs 1, tuned.moe grouped (default) vs chunked/1 (explicit)"},
+		{"a tuned config from another layer",
+			map[string]string{"tuned.moe": "chunked/16 (user cache)"}, map[string]string{"tuned.moe": "chunked/16 (shipped)"}, nil, nil, ""},
+		{"tuned matmuls from other layers",
+			map[string]string{"tuned.matmul": "m=8,n=64,k=64: mv/4r (shipped); others even/2t (default)"},
+			map[string]string{"tuned.matmul": "m=8,n=64,k=64: mv/4r (user cache); others even/2t (default)"}, nil, nil, ""},
+		{"another tuned config",
+			map[string]string{"tuned.moe": "chunked/16 (user cache)"}, map[string]string{"tuned.moe": "chunked/32 (user cache)"}, nil, nil,
+			"tuned.moe chunked/16 (user cache) vs chunked/32 (user cache)"},
+		{"the default's choice not recorded",
+			map[string]string{}, map[string]string{"moe_strategy": "grouped", "tuned.moe": "grouped (explicit)"}, nil, set,
+			"moe_strategy (default) vs grouped"},
+	} {
+		if got := paramDiff(c.a, c.b, c.setA, c.setB); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
