@@ -514,3 +514,39 @@ func TestShowConfidenceOnlyWithInterval(t *testing.T) {
 		}
 	}
 }
+
+// A reference names the same runs for show as for compare: every run of a
+// tag (compare pools them), newest first, and --latest N keeps the newest
+// N; a tag does not mean its newest run alone.
+func TestShowNamesEveryRunOfAReference(t *testing.T) {
+	db := recordTwoCases(t)
+	suite := filepath.Join(t.TempDir(), "two.yaml")
+	if err := os.WriteFile(suite, []byte(twoCaseSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := mtl(t, "run", suite, "--db", db, "-q", "--tag", "two", "--backend", "cpu", "--threads", "1"); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"1", "2"}},
+		{[]string{"--latest", "1"}, []string{"2"}},
+	} {
+		out, _, err := mtl(t, append([]string{"show", "two", "--db", db, "--format", "csv"}, c.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []string
+		for _, r := range csvRows(t, out) {
+			if !slices.Contains(runs, r["run"]) {
+				runs = append(runs, r["run"])
+			}
+		}
+		slices.Sort(runs)
+		if !slices.Equal(runs, c.want) {
+			t.Errorf("show two %v: runs %v, want %v", c.args, runs, c.want)
+		}
+	}
+}
