@@ -78,3 +78,49 @@ func TestDecodeAttentionRounds(t *testing.T) {
 		})
 	}
 }
+
+// Prefill attention reads the KV cache once per tile of queries, shared by
+// every query head of a KV head's group (docs/metal-kernels.md, "Prefill
+// attention"): 64 tokens of Qwen3-30B-A3B's heads (32 over 4 KV heads of
+// 128) in causal tiles of 16 read the cache's K and V 2.5 times over
+// (tiles 1 to 4 read 1 to 4 of the 16-key blocks), where one head a
+// threadgroup reads them once per query head of the group, 8 times as
+// often (one simdgroup per 8 queries and head reading K/V from device
+// memory, as the kernel once did, read them 8 times per 8 tokens).
+func TestPrefillAttentionSharesKV(t *testing.T) {
+	for _, c := range []struct {
+		heads int     // AttnPrefillHeads; 0: the default, the whole group
+		want  float64 // K and V reads over their distinct bytes
+	}{{0, 2.5}, {1, 20}} {
+		be := newEmu(t, metal.Tuning{AttnPrefillHeads: c.heads})
+		b, err := kbench.Prepare(be, ops.Args{Op: ops.PagedAttentionPrefill, Ints: map[ops.Param]int{ops.Seqs: 1, ops.Tokens: 64,
+			ops.NumHeads: 32, ops.NumKVHeads: 4, ops.HeadSize: 128, ops.BlockSize: 16}, DType: ops.BF16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Check(); err != nil {
+			t.Fatal(err)
+		}
+		w, ok, err := b.Witness()
+		b.Close()
+		if err != nil || !ok {
+			t.Fatalf("witness %v, %v", ok, err)
+		}
+		seen := 0
+		for _, o := range w.Operands {
+			if !strings.HasPrefix(o.Kernel, "paged_attention_prefill") || o.Name != "kc" && o.Name != "vc" {
+				continue
+			}
+			seen++
+			t.Logf("heads a threadgroup %d: %s's %s read %.2f times", c.heads, o.Kernel, o.Name, o.Rereads())
+			// The default at most its figure; one head a threadgroup at
+			// least its own, so the witness is seen to tell them apart.
+			if got := o.Rereads(); c.heads == 0 && got > c.want+1e-9 || c.heads != 0 && got < c.want-1e-9 {
+				t.Errorf("heads a threadgroup %d: %s reads %s %.2f times over, want %g", c.heads, o.Kernel, o.Name, got, c.want)
+			}
+		}
+		if seen != 2 {
+			t.Errorf("heads a threadgroup %d: %d of the cache operands kc, vc witnessed", c.heads, seen)
+		}
+	}
+}
