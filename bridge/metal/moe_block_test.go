@@ -16,6 +16,7 @@ import (
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/runner/engine"
 	"github.com/mtlbench/mtlbench/runner/engine/enginetest"
+	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
 )
 
@@ -276,5 +277,51 @@ func TestOneExpertMatchesCPU(t *testing.T) {
 			}
 			enginetest.OutputsMatch(t, outs[0], outs[1], "the CPU's", 1e-4)
 		})
+	}
+}
+
+// The expert kernels follow the rows each routed expert gets, not the
+// token count (ops.MetalMoERows, docs/metal-kernels.md, "MoE tile
+// occupancy"): with Qwen3-30B-A3B's routing (128 experts, top-8) a call of
+// 16 tokens, 1.6 rows an expert, stays on the matvecs, which read each
+// routed expert's weights once, where a rule by tokens (above 8) put it on
+// tiles of 16 to 64 rows holding one or two; past ops.MetalMoEMatVecMaxRows
+// (2, rounded: 36 tokens are 2.5 rows and stay) the simdgroup_matrix tiles
+// run. Each call matches the reference.
+func TestMoEPathByRowsPerExpert(t *testing.T) {
+	be := newEmu(t, metal.Tuning{})
+	for _, c := range []struct {
+		tokens int
+		tiles  bool
+	}{{1, false}, {16, false}, {36, false}, {64, true}, {256, true}} {
+		a := ops.Args{Op: ops.MoE, Ints: ops.Shape{ops.Tokens: c.tokens, ops.Experts: 128, ops.TopK: 8, ops.Hidden: 64,
+			ops.Intermediate: 64}, DType: ops.BF16}
+		b, err := kbench.Prepare(be, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Check(); err != nil {
+			t.Errorf("%d tokens: %v", c.tokens, err)
+		}
+		w, ok, err := b.Witness()
+		b.Close()
+		if err != nil || !ok {
+			t.Fatalf("%d tokens: witness %v, %v", c.tokens, ok, err)
+		}
+		var mv, mm []string
+		for _, k := range w.Kernels {
+			switch {
+			case strings.HasPrefix(k.Kernel, "moe_mv_"):
+				mv = append(mv, k.Kernel)
+			case strings.HasPrefix(k.Kernel, "moe_mm_"):
+				mm = append(mm, k.Kernel)
+			}
+		}
+		rows := ops.MoERowsPerExpert(c.tokens, 128, 8)
+		t.Logf("%d tokens, %.1f rows an expert: matvecs %v, tiles %v", c.tokens, rows, mv, mm)
+		if c.tiles && (len(mm) == 0 || len(mv) > 0) || !c.tiles && (len(mv) == 0 || len(mm) > 0) {
+			t.Errorf("%d tokens (%.1f rows an expert): matvecs %v, tiles %v; want the %s", c.tokens, rows, mv, mm,
+				map[bool]string{true: "tiles", false: "matvecs"}[c.tiles])
+		}
 	}
 }
