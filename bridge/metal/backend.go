@@ -9,8 +9,9 @@
 // buffer without waiting, and EndStep commits it and waits once. Buffers
 // use shared storage (unified memory), so uploads and reads are memcpys.
 // In profile mode each Mark starts a new command buffer, whose GPU start
-// and end times time that op group (the thin API has no counter sample
-// buffers): TimingMode says so.
+// and end times time that op group (bridge/mtl's interface has no counter
+// sampling; the darwin device's TimedCommandBuffer samples stage boundaries,
+// which the backend does not use yet): TimingMode says so.
 package metal
 
 import (

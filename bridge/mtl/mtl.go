@@ -149,8 +149,10 @@ type CommandBuffer interface {
 	// and returns its error, if its status is MTLCommandBufferStatusError.
 	Wait() error
 	// GPUTime is when the GPU started and finished executing the command
-	// buffer, in seconds on the device's clock (gpuStartTime, gpuEndTime);
-	// valid after Wait.
+	// buffer (GPUStartTime, GPUEndTime), in seconds of host time: Mach
+	// absolute time on a Mac, seconds since the device was made on the
+	// emulator. Only differences, and the order of one queue's command
+	// buffers, mean anything; valid after Wait.
 	GPUTime() (start, end float64)
 }
 
@@ -189,9 +191,11 @@ type ComputeEncoder interface {
 // buffer without copying it (newBufferWithBytesNoCopy:length:options:
 // deallocator:), which is how weights from an mmap'd checkpoint reach the
 // GPU. The memory must start on a page boundary (os.Getpagesize()) and be a
-// whole number of pages long, must not be Go heap memory (mmap it), must
-// stay mapped until the buffer is released, and must be at most
-// MaxBufferLength bytes.
+// whole number of pages long, must not be Go heap memory (mmap it), and must
+// be at most MaxBufferLength bytes. It must stay mapped until the buffer is
+// released and every command buffer that used it has completed: Metal keeps
+// the MTLBuffer alive for a command buffer in flight, not the memory it
+// wraps, and a GPU that reads unmapped memory faults.
 type NoCopyDevice interface {
 	NewBufferNoCopy(b []byte) (Buffer, error)
 }
