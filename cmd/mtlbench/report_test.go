@@ -303,3 +303,35 @@ func TestReport(t *testing.T) {
 		}
 	})
 }
+
+// report with no RUN reports the latest benchmark run: a peer (or tune) run
+// recorded after it has no report of its own to make.
+func TestReportDefaultsToLatestBenchmarkRun(t *testing.T) {
+	db := recordTwoCases(t)
+	// A peer run dated after the benchmark run: a file without started_at
+	// is dated by its modification time, now.
+	hf, err := os.ReadFile(filepath.Join("testdata", "peer", "hf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := filepath.Join(t.TempDir(), "peer.json")
+	os.WriteFile(peer, []byte(strings.Replace(string(hf), `"started_at": "2026-11-21T10:00:00Z",`, "", 1)), 0o644)
+	if _, stderr, err := mtl(t, "peer", "import", peer, "--db", db); err != nil || !strings.Contains(stderr, "as run 2") {
+		t.Fatalf("peer import: %v\n%s", err, stderr)
+	}
+	if out, _, err := mtl(t, "show", "latest", "--db", db, "--format", "csv"); err != nil || !strings.Contains(out, "\n2,") {
+		t.Fatalf("the peer run is not the latest: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "report")
+	if _, stderr, err := mtl(t, "report", "--db", db, "--out", out); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr)
+	}
+	page, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "<title>mtlbench report: run 1 (two)</title>") {
+		i := strings.Index(string(page), "<title>")
+		t.Errorf("report without RUN: page %q, want the benchmark run 1, not the peer run 2", string(page)[i:min(len(page), i+80)])
+	}
+}
