@@ -510,6 +510,13 @@ func TestPeerImport(t *testing.T) {
 	if err != nil || !strings.Contains(out, ",decode_tok_s,tok/s,higher,2,21.2,") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
+	// The run is dated by the file: it started and ended when the file
+	// says, not when it was imported.
+	out, _, err = mtl(t, "runs", "--db", db, "--format", "csv")
+	if rows := csvRows(t, out); err != nil || len(rows) != 1 || rows[0]["started"] != "2026-11-21T10:00:00Z" ||
+		rows[0]["ended"] != "2026-11-21T10:05:00Z" {
+		t.Errorf("runs: %v %v", err, rows)
+	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"format": "other"}`), 0o644)
 	if _, _, err := mtl(t, "peer", "import", bad, "--db", db); err == nil || !strings.Contains(err.Error(), "want \"mtlbench-peer-run/1\"") {

@@ -157,8 +157,9 @@ func peerCommand() *cli.Command {
 }
 
 // peerRecord is a peer run as the store keeps it: kind peer, complete, ended
-// when it started (the tools do not record their end; the import time is
-// not it), on this machine unless the file named one.
+// when the file says (mtlbench's peer format) or else when it started (the
+// other tools do not record their end; the import time is not it), on this
+// machine unless the file named one.
 func peerRecord(r *peers.Run, path, tag string, mod time.Time) *results.RunRecord {
 	if tag == "" {
 		tag = peerTag(r.Tool)
@@ -169,6 +170,10 @@ func peerRecord(r *peers.Run, path, tag string, mod time.Time) *results.RunRecor
 	}
 	if start.IsZero() {
 		start = time.Now()
+	}
+	end := r.EndedAt
+	if end.IsZero() {
+		end = start
 	}
 	m := r.Machine
 	if !r.HasMachine {
@@ -189,11 +194,11 @@ func peerRecord(r *peers.Run, path, tag string, mod time.Time) *results.RunRecor
 	}
 	rec := &results.RunRecord{Run: results.Run{SuiteName: r.SuiteName, Tag: tag, Backend: r.Backend, TimingMode: r.TimingMode,
 		Kind: results.KindPeer, Status: results.RunComplete, ToolVersion: strings.TrimSpace(r.Tool + " " + r.ToolVersion),
-		Notes: notes, Machine: m, StartedAt: start, EndedAt: start}}
+		Notes: notes, Machine: m, StartedAt: start, EndedAt: end}}
 	for _, pc := range r.Cases {
 		rec.Cases = append(rec.Cases, results.CaseRecord{
 			Case: results.Case{Key: pc.Key, Name: pc.Name, Kind: pc.Kind, Params: pc.Params, Status: results.CaseDone,
-				LayersRun: pc.LayersRun, LayersTotal: pc.LayersTotal, StartedAt: start, EndedAt: start},
+				LayersRun: pc.LayersRun, LayersTotal: pc.LayersTotal, StartedAt: start, EndedAt: end},
 			Samples: pc.Samples})
 	}
 	return rec

@@ -23,6 +23,7 @@ type peerRun struct {
 	Backend     string `json:"backend"`
 	TimingMode  string `json:"timing_mode"`
 	StartedAt   string `json:"started_at"`
+	EndedAt     string `json:"ended_at"`
 	Machine     struct {
 		Hostname       string            `json:"hostname"`
 		OS             string            `json:"os"`
@@ -65,6 +66,11 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 		run.StartedAt = t
 	} else if p.StartedAt != "" {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("started_at %q is not an RFC 3339 time: the run is dated by the file's modification time", p.StartedAt))
+	}
+	if t, err := time.Parse(time.RFC3339, p.EndedAt); err == nil && !run.StartedAt.IsZero() && !t.Before(run.StartedAt) {
+		run.EndedAt = t
+	} else if p.EndedAt != "" {
+		run.Warnings = append(run.Warnings, fmt.Sprintf("ended_at %q is not an RFC 3339 time at or after started_at: the run is recorded as ending when it started", p.EndedAt))
 	}
 	for i, c := range p.Cases {
 		if err := keyMatchesParams(c.Key, c.Params); err != nil {

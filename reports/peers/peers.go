@@ -52,7 +52,10 @@ type Run struct {
 	Backend           string
 	TimingMode        string
 	StartedAt         time.Time
-	Machine           results.Machine
+	// EndedAt is when the run ended, where the file says (mtlbench's own
+	// peer format); zero where the tool does not record it.
+	EndedAt time.Time
+	Machine results.Machine
 	// HasMachine tells that the file described its machine; otherwise the
 	// caller fills in the machine it runs on.
 	HasMachine bool
