@@ -42,6 +42,20 @@ func TestHistoryImportToUserFolder(t *testing.T) {
 	if n := len(csvRows(t, out)); n <= 2 {
 		t.Errorf("history show lists %d figures: the built-in ones are missing", n)
 	}
+	// history list says which file each source's figures are read from: the
+	// built-in history's by name (its sources are content-hash names), the
+	// imported ones by the path to edit.
+	out, _, err = mtl(t, "history", "list", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, r := range csvRows(t, out) {
+		files[r["source"]] = r["file"]
+	}
+	if files["kb.md"] != filepath.Join(dir, "history", "kb.yaml") || files["001_42c42577c32c4287.txt"] != "built in: 001-knowledge-base.yaml" {
+		t.Errorf("history list files: %v", files)
+	}
 	// --dry-run writes nothing.
 	os.Remove(filepath.Join(dir, "history", "kb.yaml"))
 	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--date", "2026", "--dry-run"); err != nil {

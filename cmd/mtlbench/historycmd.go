@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,13 +39,14 @@ func historyCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
-				Usage: "list the documented figures, grouped by source document",
+				Usage: "list the documented figures, grouped by source document, with the file they are read from",
 				Flags: []cli.Flag{format},
 				Action: func(c *cli.Context) error {
 					pts := historyPoints(c.App.ErrWriter)
 					type group struct {
 						n           int
 						models      map[string]bool
+						files       []string
 						date, hw    string
 						first, last string
 					}
@@ -59,8 +61,11 @@ func historyCommand() *cli.Command {
 						}
 						g.n++
 						g.models[p.Model] = true
+						if f := historyFile(p.File); !slices.Contains(g.files, f) {
+							g.files = append(g.files, f)
+						}
 					}
-					t := &table.Table{Header: []string{"source", "date", "hardware", "models", "figures"}}
+					t := &table.Table{Header: []string{"source", "date", "hardware", "models", "figures", "file"}}
 					for _, s := range order {
 						g := groups[s]
 						var ms []string
@@ -68,7 +73,7 @@ func historyCommand() *cli.Command {
 							ms = append(ms, m)
 						}
 						slices.Sort(ms)
-						t.Rows = append(t.Rows, []string{s, g.date, g.hw, strings.Join(ms, ", "), strconv.Itoa(g.n)})
+						t.Rows = append(t.Rows, []string{s, g.date, g.hw, strings.Join(ms, ", "), strconv.Itoa(g.n), strings.Join(g.files, ", ")})
 					}
 					return render(c, t)
 				},
@@ -179,6 +184,16 @@ func historyCommand() *cli.Command {
 // ($MTLBENCH_HISTORY). A broken entry or file is warned about on errw and
 // the rest is used, by every command that reads the history alike: one
 // bad line of an imported page should not hide the documented figures.
+// historyFile names the file a figure was read from for a reader: the
+// built-in history's by its own name (the source documents' names are
+// content hashes), the user's folder's by its path.
+func historyFile(f string) string {
+	if u, ok := strings.CutPrefix(f, history.UserPrefix); ok {
+		return u
+	}
+	return "built in: " + path.Base(f)
+}
+
 func historyPoints(errw io.Writer) []history.Point {
 	pts, err := history.All(envconfig.HistoryDir())
 	if err != nil {
