@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
@@ -443,9 +444,8 @@ type progress struct {
 func newProgress(w io.Writer, quiet bool) *progress {
 	tty := false
 	if f, ok := w.(*os.File); ok && os.Getenv("CI") == "" {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
+		// A terminal, not any character device: /dev/null is one too.
+		tty = isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 	}
 	return &progress{w: w, tty: tty, quiet: quiet, start: time.Now()}
 }
