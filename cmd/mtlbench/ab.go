@@ -75,9 +75,10 @@ func abCommand() *cli.Command {
 			"compare, gate, report and show.\n\n" +
 			"A side's run that fails a case finishes the others and the rounds go on: the gate judges\n" +
 			"it as `gate` does.\n\n" +
-			"Exit status: 0 pass; 1 regression, or a case the candidate failed where the baseline\n" +
-			"measured it; 2 tool error (a binary failed, or a run crashed or stopped before it\n" +
-			"completed); 3 cannot tell (too noisy, too few rounds, a case the baseline failed);\n" +
+			"Exit status: 0 pass; 1 regression, or a case the candidate failed in any round where\n" +
+			"the baseline measured it, with no sample of the candidate's or failed in none of the\n" +
+			"baseline's rounds; 2 tool error (a binary failed, or a run crashed or stopped before\n" +
+			"it completed); 3 cannot tell (too noisy, too few rounds, a case the baseline failed);\n" +
 			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
 			"--keep, and the message says where; the same ab with --resume DIR finishes it.\n\n" +
 			"Examples:\n\n" +

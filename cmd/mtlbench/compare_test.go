@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -512,6 +513,102 @@ func TestGateCandidateCasesFailed(t *testing.T) {
 		if reason, _ := c["reason"].(string); c["outcome"] != "case failed" || !strings.Contains(reason, "run 2: failed: kv cache: out of blocks") {
 			t.Errorf("--format json: %v", c)
 		}
+	}
+}
+
+// A candidate whose case failed after storing repetitions, or failed in
+// one of its runs and was measured in the others, fails the gate (exit 1)
+// where the baseline measured the case in every run: the samples it kept
+// do not make a case that crashes part-way pass. A baseline that failed
+// it once too leaves the case judged on its samples, with a note.
+func TestGateCandidateCaseFailedPartWay(t *testing.T) {
+	const one, four = "decode/batch=1", "decode/batch=4"
+	// seed stores one run a side for each outcome of decode/batch=1 given
+	// ("done", "failed" with no repetition, "failed@N" after N), the
+	// baseline's runs first; decode/batch=4 is measured in every run.
+	seed := func(t *testing.T, base, cand []string) string {
+		path := filepath.Join(t.TempDir(), "r.db")
+		db, err := results.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, side := range []struct {
+			tag      string
+			outcomes []string
+		}{{"base", base}, {"cand", cand}} {
+			for _, outcome := range side.outcomes {
+				r := &results.Run{SuiteName: "s", Tag: side.tag, Backend: "cpu"}
+				if _, err := db.CreateRun(r); err != nil {
+					t.Fatal(err)
+				}
+				cs := []results.Case{
+					{Key: "model/" + one, Name: one, Kind: results.CaseModel, Params: map[string]string{"batch": "1"}},
+					{Key: "model/" + four, Name: four, Kind: results.CaseModel, Params: map[string]string{"batch": "4"}},
+				}
+				if err := db.AddCases(r.ID, cs); err != nil {
+					t.Fatal(err)
+				}
+				for i, c := range cs {
+					reps, fail := 6, false
+					if i == 0 && outcome != "done" {
+						fail = true
+						reps, _ = strconv.Atoi(strings.TrimPrefix(outcome, "failed@"))
+					}
+					for rep := range reps {
+						s := []results.Sample{{Rep: rep, Metric: "decode_tok_s", Value: float64(100*(1+3*i) + rep), Unit: "tok/s"}}
+						if err := db.AddRep(c.ID, rep, s, nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if fail {
+						err = db.FailCase(c.ID, "kv cache: out of blocks")
+					} else {
+						err = db.FinishCase(c.ID, nil, nil, 0, 0)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		name      string
+		base      []string
+		cand      []string
+		want      int
+		in        []string
+		caseFails bool
+	}{
+		{"failed after 2 repetitions", []string{"done"}, []string{"failed@2"}, 1, []string{
+			"CASE FAILED       decode/batch=1 decode_tok_s: the candidate's case failed (run 2: failed: kv cache: out of blocks), though it kept 2 samples; the baseline has 6 and failed it in none of its runs",
+			"perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=1: run 2: failed: kv cache: out of blocks)"}, true},
+		{"failed in 1 of 3 runs, measured in the others", []string{"done", "done", "done"}, []string{"done", "failed", "done"}, 1, []string{
+			"CASE FAILED       decode/batch=1 decode_tok_s: the candidate's case failed (run 5: failed: kv cache: out of blocks), though it kept 12 samples; the baseline has 18 and failed it in none of its runs",
+			"perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=1: run 5: failed: kv cache: out of blocks)"}, true},
+		{"the baseline failed it once too", []string{"done", "failed@3", "done"}, []string{"done", "failed", "done"}, 3, []string{
+			"note: decode/batch=1: both sides failed it in some runs, so it was judged on the samples each kept (baseline: run 2: failed: kv cache: out of blocks; candidate: run 5: failed: kv cache: out of blocks)"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := seed(t, tc.base, tc.cand)
+			_, errOut, code := cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
+			if code != tc.want {
+				t.Errorf("exit %d, want %d:\n%s", code, tc.want, errOut)
+			}
+			for _, want := range tc.in {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut)
+				}
+			}
+			if got := strings.Contains(errOut, "CASE FAILED"); got != tc.caseFails {
+				t.Errorf("a check is case failed: %v, want %v:\n%s", got, tc.caseFails, errOut)
+			}
+		})
 	}
 }
 

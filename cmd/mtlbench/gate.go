@@ -35,8 +35,9 @@ func gateCommand() *cli.Command {
 			"where both sides have several runs of a case (else on repetitions), with p adjusted\n" +
 			"over every check of the gate (Benjamini-Hochberg) and compared with --alpha\n" +
 			"(docs/perf-gate.md).\n\n" +
-			"Exit status: 0 pass; 1 regression, or a case the candidate failed (stored as failed,\n" +
-			"no sample) where the baseline measured it, whatever the other cases did; 2 tool error\n" +
+			"Exit status: 0 pass; 1 regression, or a case the candidate failed (stored as failed in\n" +
+			"any of its runs) where the baseline measured it, with no sample of the candidate's or\n" +
+			"failed in none of the baseline's runs, whatever the other cases did; 2 tool error\n" +
 			"(an unknown baseline or candidate included); 3 cannot tell (fewer than --min-samples\n" +
 			"samples, too few runs, a baseline noisier than the threshold, a case not comparable,\n" +
 			"skipped or never reached by the candidate or failed by the baseline, no matching\n" +

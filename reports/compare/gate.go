@@ -125,11 +125,12 @@ const (
 	WithinThreshold Outcome = "within threshold" // significantly worse, by less than the threshold
 	Regression      Outcome = "regression"       // significantly worse, by more than the threshold
 	// CaseFailed: the candidate's case failed (stored as failed, with its
-	// error), leaving no value of the metric, where the baseline measured
-	// it: not too few samples, which more repetitions would mend, but a
-	// case that no longer runs, which fails the gate. A case the candidate
-	// skipped or never reached (an interrupted run's pending cases), or
-	// one the baseline failed too, is Insufficient.
+	// error) where the baseline measured it, and either the candidate
+	// kept no value of the metric or the baseline failed it in none of
+	// its runs: not too few samples, which more repetitions would mend,
+	// but a case that no longer runs (or runs only some of the time),
+	// which fails the gate. A case the candidate skipped or never reached
+	// (an interrupted run's pending cases) keeps its verdict.
 	CaseFailed    Outcome = "case failed"
 	Insufficient  Outcome = "insufficient data"
 	NotComparable Outcome = "not comparable"
@@ -289,18 +290,27 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	// A matched case with no check that a side failed (both, say) stored
 	// no gated metric on either side: not judged, which a pass would
-	// otherwise leave unsaid. (One both skipped is a backend's choice.)
-	checked := map[string]bool{}
+	// otherwise leave unsaid; nor would it say that both sides failed a
+	// case they measured. (One both skipped is a backend's choice.)
+	checked, caseFailed := map[string]bool{}, map[string]bool{}
 	for _, c := range res.Checks {
 		checked[c.Key] = true
+		caseFailed[c.Key] = caseFailed[c.Key] || c.Outcome == CaseFailed
 	}
 	for _, k := range baseline.order {
 		ca, cb := baseline.cases[k], candidate.cases[k]
-		if cb == nil || checked[k] || len(ca.Failures)+len(cb.Failures) == 0 {
+		if cb == nil || len(ca.Failures)+len(cb.Failures) == 0 {
 			continue
 		}
 		why := []string{"baseline: " + orNone(ca.Errors), "candidate: " + orNone(cb.Errors)}
-		res.Notes = append(res.Notes, table.Notef("%s: neither side measured a gated metric, so it was not gated (%s)", cb.DisplayName(), strings.Join(why, "; ")))
+		switch {
+		case !checked[k]:
+			res.Notes = append(res.Notes, table.Notef("%s: neither side measured a gated metric, so it was not gated (%s)", cb.DisplayName(), strings.Join(why, "; ")))
+		case len(ca.Failures) > 0 && len(cb.Failures) > 0 && !caseFailed[k]:
+			// Failing on both sides is no change the gate can pin on
+			// the candidate, but a pass must not hide it.
+			res.Notes = append(res.Notes, table.Notef("%s: both sides failed it in some runs, so it was judged on the samples each kept (%s)", cb.DisplayName(), strings.Join(why, "; ")))
+		}
 	}
 	adjustBH(res.Checks)
 	for i := range res.Checks {
@@ -392,8 +402,8 @@ func firstFew(list []string, sep string) string {
 }
 
 // failedCases lists, as "case: why" in the baseline's order, each case
-// with a CaseFailed check: the candidate failed it, storing no sample,
-// where the baseline measured it.
+// with a CaseFailed check: the candidate failed it where the baseline
+// measured it.
 func failedCases(baseline, candidate *Side, checks []Check) []string {
 	keys := map[string]bool{}
 	for _, c := range checks {
@@ -439,10 +449,18 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 	case r.Verdict == VerdictNotComparable:
 		c.Outcome, c.Reason = NotComparable, r.Reason
 		return c
-	case r.B.N == 0 && r.A.N > 0 && len(cb.Failures) > 0:
+	case r.A.N > 0 && len(cb.Failures) > 0 && r.B.N == 0:
 		c.Outcome = CaseFailed
 		c.Reason = fmt.Sprintf("the candidate's case failed, with no sample (%s); the baseline has %d",
 			strings.Join(cb.Failures, "; "), r.A.N)
+		return c
+	case r.A.N > 0 && len(cb.Failures) > 0 && len(ca.Failures) == 0:
+		// A case that crashes part-way, or in one round of several, fails
+		// as surely as one that never runs; the samples it kept do not
+		// excuse it, unless the baseline is as flaky.
+		c.Outcome = CaseFailed
+		c.Reason = fmt.Sprintf("the candidate's case failed (%s), though it kept %s; the baseline has %d and failed it in none of its runs",
+			strings.Join(cb.Failures, "; "), plural.Of(r.B.N, "sample"), r.A.N)
 		return c
 	case r.A.N < minN || r.B.N < minN:
 		c.Outcome = Insufficient

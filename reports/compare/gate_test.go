@@ -144,13 +144,14 @@ func TestGateInsufficient(t *testing.T) {
 	}
 }
 
-// A case the candidate failed, leaving no sample, where the baseline
-// measured it is "case failed", with the case's error, and fails the gate
-// (exit 1) whatever the other cases did: a case that no longer runs is
-// infinitely slower. Its neighbours keep their verdicts: a case the
-// candidate skipped, never reached (an interrupted run leaves it pending)
-// or did not run at all, or one the baseline failed too, is not a failure
-// of the candidate.
+// A case the candidate failed where the baseline measured it is "case
+// failed", with the case's error, and fails the gate (exit 1) whatever the
+// other cases did: a case that no longer runs is infinitely slower, and
+// one that fails part-way or in one run of several is no better, whatever
+// samples it kept (unless the baseline failed it too). Its neighbours keep
+// their verdicts: a case the candidate skipped, never reached (an
+// interrupted run leaves it pending) or did not run at all, or one the
+// baseline failed too, is not a failure of the candidate.
 func TestGateCandidateCaseFailed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	other := results.Case{Key: "model/other", Name: "other", Kind: "model", Status: results.CaseDone}
@@ -194,8 +195,27 @@ func TestGateCandidateCaseFailed(t *testing.T) {
 	flakyBase := full("A", other)
 	flakyBase.AddRun(Run{ID: 2, Backend: "cpu"})
 	flakyBase.Add(results.Case{Key: decodeCase.Key, Name: decodeCase.Name, Kind: "model", Status: results.CaseFailed, Error: "flaky", RunID: 2}, nil)
+	// flakyCand is a candidate whose run 7 failed decodeCase after n
+	// repetitions and whose runs 8 and 9 measured it, as an ab round
+	// that crashed once in three would store it.
+	flakyCand := func(n int) *Side {
+		s := candidate(results.CaseFailed, n, 10, 500)
+		for _, id := range []int64{8, 9} {
+			s.AddRun(Run{ID: id, Backend: "cpu"})
+			c, o := decodeCase, other
+			c.RunID, o.RunID = id, id
+			s.Add(c, append(samples("decode_tok_s", "tok/s", normal(rng, 10, 1000, 0.03)), samples("prefill_tok_s", "tok/s", normal(rng, 10, 5000, 0.03))...))
+			s.Add(o, samples("decode_tok_s", "tok/s", normal(rng, 10, 500, 0.03)))
+		}
+		return s
+	}
 
 	const failedOne = "perf gate FAILED: the candidate failed 1 of 2 matched cases (decode/batch=4: run 7: failed: out of memory)"
+	// The reason of decode_tok_s's check of decodeCase, where a row names it.
+	reasons := map[string]string{
+		"failed after 2 samples":                        "the candidate's case failed (run 7: failed: out of memory), though it kept 2 samples; the baseline has 10 and failed it in none of its runs",
+		"failed in 1 of 3 runs, measured in the others": "the candidate's case failed (run 7: failed: out of memory), though it kept 20 samples; the baseline has 10 and failed it in none of its runs",
+	}
 	for _, tc := range []struct {
 		name       string
 		base, cand *Side
@@ -215,6 +235,15 @@ func TestGateCandidateCaseFailed(t *testing.T) {
 			failedOne + "; 1 more could not be judged", true, ""},
 		{"failed in one run, not reached in the next", full("A", other), failedThenPending, ExitRegression, CaseFailed, failedOne, true, ""},
 		{"the baseline failed it once but measured it", flakyBase, candidate(results.CaseFailed, 0, 10, 500), ExitRegression, CaseFailed, failedOne, true, ""},
+		// Samples kept do not excuse a failure the baseline never had.
+		{"failed after 2 samples", full("A", other), candidate(results.CaseFailed, 2, 10, 500), ExitRegression, CaseFailed, failedOne, true, ""},
+		{"failed after 10 samples", full("A", other), candidate(results.CaseFailed, 10, 10, 500), ExitRegression, CaseFailed, failedOne, true, ""},
+		{"failed in 1 of 3 runs, measured in the others", full("A", other), flakyCand(0), ExitRegression, CaseFailed, failedOne, true, ""},
+		{"failed part-way in 1 of 3 runs", full("A", other), flakyCand(3), ExitRegression, CaseFailed, failedOne, true, ""},
+		// The baseline failed it once too: flaky on both sides, judged
+		// on the samples, with a note.
+		{"failed in 1 of 3 runs, the baseline failed it once too", flakyBase, flakyCand(0), ExitPass, Pass, "perf gate passed: 3 checks", false,
+			"decode/batch=4: both sides failed it in some runs, so it was judged on the samples each kept (baseline: run 2: failed: flaky; candidate: run 7: failed: out of memory)"},
 		// Not a failure of the candidate's: the gate cannot tell, or passes.
 		{"skipped", full("A", other), candidate(results.CaseSkipped, 0, 10, 500), ExitCannotTell, Insufficient,
 			"perf gate cannot tell: 2 of 3 checks could not be judged (0 too noisy, 2 insufficient data, 0 not comparable); no regression in the rest", true, ""},
@@ -242,8 +271,11 @@ func TestGateCandidateCaseFailed(t *testing.T) {
 			for _, c := range r.Checks {
 				if c.Key == decodeCase.Key && c.Metric == "decode_tok_s" {
 					got = c.Outcome
+					if want, ok := reasons[tc.name]; ok && c.Reason != want {
+						t.Errorf("reason %q, want %q", c.Reason, want)
+					}
 				}
-				if c.Outcome == CaseFailed && !strings.Contains(c.Reason, "the candidate's case failed, with no sample (run 7: failed: out of memory)") {
+				if c.Outcome == CaseFailed && (!strings.Contains(c.Reason, "the candidate's case failed") || !strings.Contains(c.Reason, "(run 7: failed: out of memory)")) {
 					t.Errorf("%s %s: case failed without its error: %s", c.Case, c.Metric, c.Reason)
 				}
 			}
