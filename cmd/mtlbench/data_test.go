@@ -550,3 +550,84 @@ func TestShowNamesEveryRunOfAReference(t *testing.T) {
 		}
 	}
 }
+
+// sweptSuite sweeps moe_chunk, as suites/ci.yaml's moe-chunk case does.
+const sweptSuite = `name: swept
+model: { preset: qwen3-moe-mini, dtype: f32, seed: 1 }
+backend: cpu
+repetitions: 2
+warmup: 0
+params: { prompt_len: 8, gen_len: 4 }
+cases:
+  - name: moe-chunk
+    kind: model
+    params: { batch: 1, layers: 1, moe_strategy: chunked }
+    matrix: { moe_chunk: [1, 64] }
+`
+
+// A --set of a parameter a case's matrix sweeps runs every case of the
+// sweep at the value set, each under its own key: its label keeps the
+// value its name (and key) carries and says what the --set changed, so
+// show's rows stay two, in every format, and the progress names them as
+// show does.
+func TestOverrideOfSweptParameterLabels(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "swept.yaml")
+	if err := os.WriteFile(suite, []byte(sweptSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "r.db")
+	_, stderr, err := mtl(t, "run", suite, "--db", db, "--backend", "cpu", "--threads", "1", "--set", "moe_chunk=1")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
+	var got strings.Builder
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "[") && strings.Contains(line, " rep 1:") {
+			head, _, _ := strings.Cut(line, ":")
+			fmt.Fprintf(&got, "progress: %s\n", head)
+		}
+	}
+	for _, format := range []string{"table", "md", "csv", "json"} {
+		out, _, err := mtl(t, "show", "1", "--db", db, "--format", format)
+		if err != nil {
+			t.Fatalf("show --format %s: %v", format, err)
+		}
+		var labels []string
+		switch format {
+		case "table", "md":
+			sep := "│"
+			if format == "md" {
+				sep = "|"
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if cells := strings.Split(line, sep); len(cells) > 2 && strings.Contains(cells[1], "moe-chunk") {
+					labels = append(labels, strings.TrimSpace(cells[1]))
+				}
+			}
+		case "csv":
+			for _, r := range csvRows(t, out) {
+				if r["metric"] == "decode_tok_s" {
+					labels = append(labels, r["case"]+"  key "+r["key"]+"  moe_chunk "+r["moe_chunk"])
+				}
+			}
+		case "json":
+			var rows []map[string]any
+			if err := json.Unmarshal([]byte(out), &rows); err != nil {
+				t.Fatalf("show --format json: %v\n%s", err, out)
+			}
+			for _, r := range rows {
+				if r["metric"] == "decode_tok_s" {
+					labels = append(labels, fmt.Sprint(r["case"]))
+				}
+			}
+		}
+		if len(labels) != 2 || labels[0] == labels[1] {
+			t.Errorf("show --format %s: case labels %q, want two different ones:\n%s", format, labels, out)
+		}
+		for _, l := range labels {
+			fmt.Fprintf(&got, "%s: %s\n", format, l)
+		}
+	}
+	golden(t, "override-swept-labels", got.String())
+}

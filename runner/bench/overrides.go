@@ -34,11 +34,14 @@ func ParseOverrides(list []string) (map[string]string, error) {
 	return out, nil
 }
 
-// relabel makes a case's name say what ran: each override the case took
-// (params holds it) replaces its "name=value" part, or is appended, so
-// `--set moe_chunk=1` turns "moe-chunk/moe_chunk=64" into
-// "moe-chunk/moe_chunk=1". The key stays, so compare still pairs the case
-// with its unchanged twin (and notes the parameter that differs).
+// relabel makes a case's name say what ran: an override the name does
+// not carry joins it ("decode/batch=4" under `--set moe_chunk=1` is
+// "decode/batch=4/moe_chunk=1"), and one that changes a value the name
+// carries is said after it, the name keeping its own value:
+// "moe-chunk/moe_chunk=64 (--set moe_chunk=1)". Writing the new value in
+// place would give two cases of a swept parameter one label (both
+// "moe-chunk/moe_chunk=1") while their keys differ; the name's own value is
+// what its key, and the same case of a run without the override, say.
 func relabel(name string, set map[string]string, params map[string]string) string {
 	names := make([]string, 0, len(set))
 	for k := range set {
@@ -48,17 +51,24 @@ func relabel(name string, set map[string]string, params map[string]string) strin
 	}
 	sort.Strings(names)
 	parts := strings.Split(name, "/")
+	var changed []string
 	for _, k := range names {
 		found := false
-		for i, p := range parts {
-			if pk, _, ok := strings.Cut(p, "="); ok && pk == k {
-				parts[i] = k + "=" + params[k]
+		for _, p := range parts[1:] {
+			if pk, pv, ok := strings.Cut(p, "="); ok && pk == k {
 				found = true
+				if pv != suites.KeyText(k, params[k]) {
+					changed = append(changed, "--set "+k+"="+params[k])
+				}
 			}
 		}
 		if !found {
 			parts = append(parts, k+"="+params[k])
 		}
 	}
-	return strings.Join(parts, "/")
+	label := strings.Join(parts, "/")
+	if len(changed) > 0 {
+		label += " (" + strings.Join(changed, " ") + ")"
+	}
+	return label
 }

@@ -8,8 +8,10 @@ import (
 	"github.com/mtlbench/mtlbench/suites"
 )
 
-// A case's label says what ran: an override replaces the value the name
-// carries, or joins the name when the name carried none.
+// A case's label says what ran: an override joins the name when the name
+// carries none, and one that changes a value the name carries is said
+// after it, the name keeping its own value, so two cases of a swept
+// parameter keep two labels.
 func TestRelabel(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -17,10 +19,14 @@ func TestRelabel(t *testing.T) {
 		params map[string]string
 		want   string
 	}{
-		{"moe-chunk/moe_chunk=64", map[string]string{"moe_chunk": "1"}, map[string]string{"moe_chunk": "1", "batch": "4"}, "moe-chunk/moe_chunk=1"},
+		{"moe-chunk/moe_chunk=64", map[string]string{"moe_chunk": "1"}, map[string]string{"moe_chunk": "1", "batch": "4"}, "moe-chunk/moe_chunk=64 (--set moe_chunk=1)"},
+		{"moe-chunk/moe_chunk=1", map[string]string{"moe_chunk": "1"}, map[string]string{"moe_chunk": "1", "batch": "4"}, "moe-chunk/moe_chunk=1"},
+		// as typed on the command line, read as the name spells it
+		{"moe-chunk/moe_chunk=16", map[string]string{"moe_chunk": "0x10"}, map[string]string{"moe_chunk": "16"}, "moe-chunk/moe_chunk=16"},
 		{"decode/batch=4", map[string]string{"moe_chunk": "1"}, map[string]string{"moe_chunk": "1", "batch": "4"}, "decode/batch=4/moe_chunk=1"},
 		{"matmul/m=8", map[string]string{"moe_chunk": "1"}, map[string]string{"m": "8"}, "matmul/m=8"},
-		{"decode/batch=4", map[string]string{"fusion": "off", "batch": "2"}, map[string]string{"fusion": "off", "batch": "2"}, "decode/batch=2/fusion=off"},
+		{"decode/batch=4", map[string]string{"fusion": "off", "batch": "2"}, map[string]string{"fusion": "off", "batch": "2"}, "decode/batch=4/fusion=off (--set batch=2)"},
+		{"grid/batch=4/prompt_len=8", map[string]string{"prompt_len": "16", "batch": "2"}, map[string]string{"prompt_len": "16", "batch": "2"}, "grid/batch=4/prompt_len=8 (--set batch=2 --set prompt_len=16)"},
 		{"decode", nil, map[string]string{"batch": "1"}, "decode"},
 	} {
 		if got := relabel(tc.name, tc.set, tc.params); got != tc.want {

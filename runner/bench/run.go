@@ -104,6 +104,9 @@ type prepared struct {
 	id     int64
 	model  *ModelCase
 	kernel *kbench.Bench
+	// name is the case's label as the run stores it (relabel), which the
+	// progress and the step log give too, so they name what show names.
+	name string
 	// openKernel allocates and fills a kernel case's data: at once for an
 	// interleaved suite, whose cases all run together, else just before the
 	// case runs, its data freed once it finishes, so a suite run case by
@@ -140,6 +143,14 @@ func (p *prepared) closeKernel() {
 
 // useThreads gives the backend the case's goroutine count.
 func (p *prepared) useThreads() { setThreads(p.be, p.threads) }
+
+// label is the case's name as its run stores it, else as the suite gives it.
+func (p *prepared) label() string {
+	if p.name != "" {
+		return p.name
+	}
+	return p.c.Name
+}
 
 func (p *prepared) rep(ctx context.Context, profile bool) (*RepResult, error) {
 	p.useThreads()
@@ -373,7 +384,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		}
 		for _, p := range cases {
 			if c, ok := byKey[p.c.Key]; ok && c.Status != results.CaseDone {
-				p.id, p.start = c.ID, min(c.RepsDone, s.Repetitions)
+				p.id, p.start, p.name = c.ID, min(c.RepsDone, s.Repetitions), c.Name
 			}
 		}
 		return rec, nil
@@ -415,7 +426,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		return nil, err
 	}
 	for i, p := range cases {
-		p.id = rc[i].ID
+		p.id, p.name = rc[i].ID, rc[i].Name
 		if p.skip != "" {
 			if err := rec.SkipCase(p.id, p.skip); err != nil {
 				return nil, err
@@ -528,7 +539,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recor
 		var logErr error
 		if steps != nil && p.model != nil {
 			p.model.StepLog = func(r StepRecord) {
-				r.Case, r.Rep = p.c.Name, rep
+				r.Case, r.Rep = p.label(), rep
 				if err := steps.Encode(r); err != nil && logErr == nil {
 					logErr = err
 				}
@@ -539,7 +550,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recor
 			p.model.StepLog = nil
 		}
 		done++
-		ev := Event{Done: done, Total: total, Case: p.c.Name, Rep: rep}
+		ev := Event{Done: done, Total: total, Case: p.label(), Rep: rep}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ErrInterrupted
@@ -599,7 +610,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recor
 			r, err := p.model.Rep(ctx, false)
 			done++
 			if o.Progress != nil {
-				o.Progress(Event{Done: done, Total: total, Case: p.c.Name, Rep: -1, Headline: "unprofiled repetition (profile cost)"})
+				o.Progress(Event{Done: done, Total: total, Case: p.label(), Rep: -1, Headline: "unprofiled repetition (profile cost)"})
 			}
 			if err == nil && r.DecodeStepTime > 0 && len(p.steps) > 0 {
 				prof := median(p.steps)
@@ -628,7 +639,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recor
 		}
 		p.failed = err
 		if o.Progress != nil {
-			o.Progress(Event{Done: done, Total: total, Case: p.c.Name, Rep: -1, Err: err})
+			o.Progress(Event{Done: done, Total: total, Case: p.label(), Rep: -1, Err: err})
 		}
 		return rec.FailCase(p.id, err.Error())
 	}
