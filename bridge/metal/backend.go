@@ -36,6 +36,10 @@ type Options struct {
 	// LanguageVersion is the MSL version the kernels are compiled for;
 	// empty: the newest of LanguageVersions the device accepts.
 	LanguageVersion string
+	// NoFastMath compiles the kernels with fast math off
+	// (mtl.CompileOptions.NoFastMath): an error that goes away with it is
+	// fast math's, not the kernel's.
+	NoFastMath bool
 	// Tuning sets launch shapes and variants (zero fields: defaults).
 	Tuning Tuning
 	// SerialDispatch encodes each step in serial compute passes instead of
@@ -123,16 +127,16 @@ func (t *tensor) bytes() int          { return t.n * t.dt.Size() }
 // compiler accepts (macOS 13 stops at 3.0, 14 at 3.1).
 var LanguageVersions = []string{"3.2", "3.1", "3.0"}
 
-// compileKernels builds the kernel library for version lang, or for the
+// compileKernels builds the kernel library for opts' version, or for the
 // newest of LanguageVersions the device accepts, and says which.
-func compileKernels(dev mtl.Device, lang string) (mtl.Library, string, error) {
+func compileKernels(dev mtl.Device, opts Options) (mtl.Library, string, error) {
 	versions := LanguageVersions
-	if lang != "" {
-		versions = []string{lang}
+	if opts.LanguageVersion != "" {
+		versions = []string{opts.LanguageVersion}
 	}
 	var msgs, tried []string // distinct first lines, and the versions of each
 	for _, v := range versions {
-		lib, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{LanguageVersion: v})
+		lib, err := dev.NewLibrary(kmetal.Files(), mtl.CompileOptions{LanguageVersion: v, NoFastMath: opts.NoFastMath})
 		if err == nil {
 			return lib, v, nil
 		}
@@ -155,7 +159,7 @@ func New(dev mtl.Device, opts Options) (*Backend, error) {
 	if err := opts.Tuning.Check(); err != nil {
 		return nil, fmt.Errorf("metal: %w", err)
 	}
-	lib, lang, err := compileKernels(dev, opts.LanguageVersion)
+	lib, lang, err := compileKernels(dev, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -200,9 +204,13 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	b.mu.Lock()
 	avail := ws - b.allocated
 	b.mu.Unlock()
+	notes := "MSL " + b.lang
+	if b.opts.NoFastMath {
+		notes += ", fast math off"
+	}
 	return bridge.DeviceInfo{Backend: name, Name: b.dev.Name(), MemoryBytes: ws, AvailableBytes: max(avail, 1),
 		Emulated: b.dev.Emulated(),
-		Notes:    "MSL " + b.lang + "; profile timing: " + TimingMode}
+		Notes:    notes + "; profile timing: " + TimingMode}
 }
 
 // ActDType: activations are f32, as on the CPU backend.

@@ -46,3 +46,42 @@ func TestLanguageVersionNegotiated(t *testing.T) {
 		t.Errorf("no version accepted: %v", err)
 	}
 }
+
+// compileRecorder is a NullDevice that keeps the options each library was
+// compiled with.
+type compileRecorder struct {
+	metal.NullDevice
+	opts *[]mtl.CompileOptions
+}
+
+func (d compileRecorder) NewLibrary(files map[string]string, o mtl.CompileOptions) (mtl.Library, error) {
+	*d.opts = append(*d.opts, o)
+	return d.NullDevice.NewLibrary(files, o)
+}
+
+// Options.NoFastMath reaches the device's compile (fastMathEnabled on a
+// Mac, -ffp-contract=off on the emulator), and the notes a run records say
+// it was off.
+func TestNoFastMathReachesTheCompile(t *testing.T) {
+	for _, c := range []struct {
+		opts      metal.Options
+		wantNotes string
+	}{
+		{metal.Options{}, "MSL 3.2; "},
+		{metal.Options{NoFastMath: true}, "MSL 3.2, fast math off; "},
+		{metal.Options{LanguageVersion: "3.0", NoFastMath: true}, "MSL 3.0, fast math off; "},
+	} {
+		var got []mtl.CompileOptions
+		be, err := metal.New(compileRecorder{opts: &got}, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].NoFastMath != c.opts.NoFastMath {
+			t.Errorf("%+v: compiled with %+v, want NoFastMath %v", c.opts, got, c.opts.NoFastMath)
+		}
+		if notes := be.Info().Notes; !strings.HasPrefix(notes, c.wantNotes) {
+			t.Errorf("%+v: notes %q, want them to start %q", c.opts, notes, c.wantNotes)
+		}
+		be.Close()
+	}
+}

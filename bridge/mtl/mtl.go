@@ -55,6 +55,11 @@ type CompileOptions struct {
 	// Defines are preprocessor macros (preprocessorMacros); an empty value
 	// defines the name as 1.
 	Defines map[string]string
+	// NoFastMath turns off fastMathEnabled, which Metal enables by default
+	// (reassociation, fused multiply-adds, faster and less precise
+	// exp/log/division): it tells a kernel's error from fast math's. The
+	// emulator then compiles with -ffp-contract=off instead of =fast.
+	NoFastMath bool
 }
 
 // CheckDefines refuses macros a Metal compiler cannot take: a name that is

@@ -72,7 +72,7 @@ func selftestCommand() *cli.Command {
 				return err
 			}
 			if n.failed > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed on %s%s", n.failed, len(rs), info.Backend, n.skippedNote())}
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed on %s%s%s", n.failed, len(rs), info.Backend, n.skippedNote(), fastMathAdvice(info))}
 			}
 			if n.passed == 0 {
 				// Every check was skipped: nothing was checked, which is no
@@ -110,6 +110,15 @@ func selftestProgress(w io.Writer, done, total int, r selftest.Result) {
 	default:
 		fmt.Fprintf(w, "[%d/%d] %s %s: ok in %.1fs\n", done, total, r.Case, r.Shape, r.Elapsed.Seconds())
 	}
+}
+
+// fastMathAdvice is, for failures of Metal kernels compiled with fast math,
+// how to tell their error from fast math's; "" otherwise.
+func fastMathAdvice(info bridge.DeviceInfo) string {
+	if !strings.HasPrefix(info.Backend, "metal") || strings.Contains(info.Notes, "fast math off") {
+		return ""
+	}
+	return "; run again with MTLBENCH_METAL_FAST_MATH=0: a failure that goes away is fast math's, not the kernel's (docs/metal-kernels.md)"
 }
 
 // selftestCounts counts a selftest's verdicts. A skipped check (the

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/selftest"
 )
@@ -110,5 +111,26 @@ func TestSelftestProgress(t *testing.T) {
 				t.Errorf("wrote %q, want %q", b.String(), c.want)
 			}
 		})
+	}
+}
+
+// A failed selftest of the Metal kernels names the switch that compiles
+// them without fast math, unless they already were; other backends get no
+// such advice.
+func TestSelftestFastMathAdvice(t *testing.T) {
+	for _, c := range []struct {
+		info bridge.DeviceInfo
+		want bool
+	}{
+		{bridge.DeviceInfo{Backend: "metal", Notes: "MSL 3.2; profile timing: x"}, true},
+		{bridge.DeviceInfo{Backend: "metal-emu", Notes: "MSL 3.1; profile timing: x"}, true},
+		{bridge.DeviceInfo{Backend: "metal", Notes: "MSL 3.2, fast math off; profile timing: x"}, false},
+		{bridge.DeviceInfo{Backend: "cpu"}, false},
+		{bridge.DeviceInfo{Backend: "cuda", Notes: "sm_90"}, false},
+	} {
+		got := fastMathAdvice(c.info)
+		if has := strings.Contains(got, "MTLBENCH_METAL_FAST_MATH=0"); has != c.want || !c.want && got != "" {
+			t.Errorf("%+v: advice %q, want it: %v", c.info, got, c.want)
+		}
 	}
 }

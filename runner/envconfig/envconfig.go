@@ -52,6 +52,8 @@ var Vars = []Var{
 
 	{"MTLBENCH_METAL_MSL", "the newest of 3.2, 3.1, 3.0 the OS compiles", "metal",
 		"MSL version the Metal kernels are compiled for (metal and metal-emu), e.g. 3.0 to try the path macOS 13 takes"},
+	{"MTLBENCH_METAL_FAST_MATH", "1", "metal",
+		"0: compile the Metal kernels with fast math off (metal and metal-emu; the emulator then fuses no multiply-adds), to tell a kernel's error from fast math's"},
 	{"MTLBENCH_METAL_SERIAL", "0", "metal",
 		"1: encode steps in serial compute passes instead of concurrent ones with barriers between dependent dispatches"},
 	{"MTLBENCH_METAL_STREAM", "1", "metal",
@@ -260,7 +262,7 @@ func on(name string) bool {
 var mslVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
 // switches are the variables that turn a feature on or off.
-var switches = []string{"MTLBENCH_METAL_SERIAL", "MTLBENCH_METAL_STREAM", "MTLBENCH_CUDA_GRAPHS", "MTLBENCH_CUDA_CUBLAS",
+var switches = []string{"MTLBENCH_METAL_FAST_MATH", "MTLBENCH_METAL_SERIAL", "MTLBENCH_METAL_STREAM", "MTLBENCH_CUDA_GRAPHS", "MTLBENCH_CUDA_CUBLAS",
 	"MTLBENCH_CUDA_PDL", "MTLBENCH_CUDA_PDL_EARLY", "MTLBENCH_CUDA_DECODE_MMA", "MTLBENCH_CUDA_FUSE",
 	"MTLBENCH_CUDA_EXACT_PREFILL", "MTLBENCH_CUDA_PACKED_MMA", "MTLBENCH_CUDA_GEMV_MMA", "MTLBENCH_CUDA_PREFETCH",
 	"MTLBENCH_CUDA_STEP_KERNELS", "MTLBENCH_CUDA_STREAM", "MTLBENCH_CUDA_CHAINS", "MTLBENCH_CUDA_TIMELINE",
@@ -405,8 +407,8 @@ func CUDA() (cuda.Options, error) {
 
 // Metal are the Metal backend's options (on a Mac and on the emulator).
 func Metal() metal.Options {
-	return metal.Options{LanguageVersion: Get("MTLBENCH_METAL_MSL"), SerialDispatch: on("MTLBENCH_METAL_SERIAL"),
-		NoStream: off("MTLBENCH_METAL_STREAM")}
+	return metal.Options{LanguageVersion: Get("MTLBENCH_METAL_MSL"), NoFastMath: off("MTLBENCH_METAL_FAST_MATH"),
+		SerialDispatch: on("MTLBENCH_METAL_SERIAL"), NoStream: off("MTLBENCH_METAL_STREAM")}
 }
 
 // Emu are the Metal emulator's options.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/cuda"
+	"github.com/mtlbench/mtlbench/bridge/metal"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -43,6 +44,30 @@ func TestCUDAOptions(t *testing.T) {
 	t.Setenv("MTLBENCH_CUDA_DEVICE", "first")
 	if _, err := CUDA(); err == nil {
 		t.Fatal("a device that is not a number passed")
+	}
+}
+
+// The Metal switches reach the backend's options; MTLBENCH_METAL_FAST_MATH
+// is on unless turned off.
+func TestMetalOptions(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want metal.Options
+	}{
+		{nil, metal.Options{}},
+		{map[string]string{"MTLBENCH_METAL_FAST_MATH": "0"}, metal.Options{NoFastMath: true}},
+		{map[string]string{"MTLBENCH_METAL_FAST_MATH": "off"}, metal.Options{NoFastMath: true}},
+		{map[string]string{"MTLBENCH_METAL_FAST_MATH": "1"}, metal.Options{}},
+		{map[string]string{"MTLBENCH_METAL_MSL": "3.0", "MTLBENCH_METAL_SERIAL": "1", "MTLBENCH_METAL_STREAM": "0"},
+			metal.Options{LanguageVersion: "3.0", SerialDispatch: true, NoStream: true}},
+	} {
+		clean(t)
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		if got := Metal(); got != c.want {
+			t.Errorf("%v: Metal() = %+v, want %+v", c.env, got, c.want)
+		}
 	}
 }
 

@@ -2,14 +2,6 @@ package darwin
 
 import "github.com/mtlbench/mtlbench/bridge/mtl"
 
-// Options tune the device; the zero value is what New uses.
-type Options struct {
-	// NoFastMath turns off MTLCompileOptions.fastMathEnabled, which Metal
-	// enables by default (it allows reassociation and faster, less precise
-	// exp/log/division). Set it to tell kernel error from fast-math error.
-	NoFastMath bool
-}
-
 // NoCopyDevice is mtl.NoCopyDevice: see its rules for the memory it wraps.
 type NoCopyDevice = mtl.NoCopyDevice
 

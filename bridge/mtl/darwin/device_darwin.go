@@ -15,8 +15,7 @@ import (
 
 // device is an MTLDevice. Its properties are read once, when it is made.
 type device struct {
-	id   uintptr
-	opts Options
+	id uintptr
 
 	name          string
 	unified       bool
@@ -35,16 +34,14 @@ var (
 	_ TimingInfo   = (*device)(nil)
 )
 
-// New opens the system's Metal device with default options.
-func New() (mtl.Device, error) { return NewWithOptions(Options{}) }
-
-// NewWithOptions opens the system's Metal device. The device also
-// implements NoCopyDevice and TimingInfo.
-func NewWithOptions(o Options) (mtl.Device, error) {
+// New opens the system's Metal device. The device also implements
+// NoCopyDevice and TimingInfo; compile options (fast math included) come
+// with each NewLibrary.
+func New() (mtl.Device, error) {
 	if err := load(); err != nil {
 		return nil, err
 	}
-	d := &device{opts: o}
+	d := &device{}
 	var err error
 	onMetalThread(func() { err = d.open() })
 	if err != nil {

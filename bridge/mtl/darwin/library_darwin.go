@@ -32,7 +32,8 @@ var _ mtl.Library = (*library)(nil)
 // NewLibrary compiles each .metal file of files with newLibraryWithSource:
 // options:error:, its quoted includes inlined (see expandIncludes).
 // MTLCompileOptions carries the language version (always set: 3.1 unless
-// opts says otherwise), the preprocessor macros and fastMathEnabled.
+// opts says otherwise), the preprocessor macros and fastMathEnabled (on
+// unless opts.NoFastMath).
 // Compile errors are *CompileError with file:line:col positions.
 func (d *device) NewLibrary(files map[string]string, opts mtl.CompileOptions) (mtl.Library, error) {
 	lang, err := languageVersion(opts.LanguageVersion)
@@ -53,7 +54,7 @@ func (d *device) NewLibrary(files map[string]string, opts mtl.CompileOptions) (m
 		co := newObject(cls.MTLCompileOptions)
 		defer release(co)
 		msg(co, sel.setLanguageVersion, uintptr(lang))
-		msg(co, sel.setFastMathEnabled, boolArg(!d.opts.NoFastMath))
+		msg(co, sel.setFastMathEnabled, boolArg(!opts.NoFastMath))
 		if dict := nsDictionary(mnames, mvalues); dict != 0 {
 			msg(co, sel.setPreprocessorMacros, dict)
 		}

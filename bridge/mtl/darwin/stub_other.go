@@ -15,6 +15,3 @@ var errNoMetal = errors.New("metal: the Metal backend needs macOS on Apple silic
 
 // New fails off darwin/arm64.
 func New() (mtl.Device, error) { return nil, errNoMetal }
-
-// NewWithOptions fails off darwin/arm64.
-func NewWithOptions(Options) (mtl.Device, error) { return nil, errNoMetal }

@@ -338,7 +338,13 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		b, _ := generatorFS.ReadFile(f)
 		gen = append(gen, string(b))
 	}
-	keyParts := []string{"msl-emu library", t.key, strings.Join(gen, ""), strings.Join(defs, " ")}
+	// Fast math on is FMA contraction, as the toolchain's flags have it; off
+	// forbids it, and the cache key tells the two builds apart.
+	var mathFlags []string
+	if opts.NoFastMath {
+		mathFlags = []string{"-ffp-contract=off"}
+	}
+	keyParts := []string{"msl-emu library", t.key, strings.Join(gen, ""), strings.Join(defs, " "), strings.Join(mathFlags, " ")}
 	for _, n := range names {
 		keyParts = append(keyParts, n, files[n])
 	}
@@ -408,7 +414,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 	if len(units) == 0 {
 		return "", nil, &CompileError{Msg: "msl-emu: the library has no .metal file"}
 	}
-	args := append([]string{}, t.flags...)
+	args := append(append([]string{}, t.flags...), mathFlags...)
 	args = append(args, "-I", t.dir, "-include", "metal_stdlib", "-shared")
 	args = append(args, units...)
 	args = append(args, filepath.Join(t.dir, "emu_runtime.o"), "-lm", "-o", "lib.so")

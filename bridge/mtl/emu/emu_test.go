@@ -1014,3 +1014,47 @@ func TestCompileNotice(t *testing.T) {
 		}
 	}
 }
+
+// CompileOptions.NoFastMath compiles without fused multiply-adds: a*b+c
+// with a = b = 1+2^-12 and c = -(1+2^-11) is 0 when the product is rounded
+// first and 2^-24 when it is fused. The fast-math build comes first, so a
+// cache that did not key on the option would hand it back.
+func TestNoFastMathCompile(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	src := map[string]string{"fma.metal": `#include <metal_stdlib>
+using namespace metal;
+kernel void mul_add(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                    uint i [[thread_position_in_grid]]) {
+	y[i] = x[0] * x[1] + x[2];
+}
+`}
+	a := float32(1 + 1.0/4096)
+	c := -float32(1 + 1.0/2048)
+	hasFMA := runtime.GOARCH == "arm64"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil && regexp.MustCompile(`(?m)^flags\s*:.*\bfma\b`).Match(b) {
+		hasFMA = true
+	}
+	for _, tc := range []struct {
+		name       string
+		noFastMath bool
+		want       float32
+		check      bool
+	}{
+		{"fast math", false, 1.0 / (1 << 24), hasFMA}, // contracted only where the CPU fuses
+		{"fast math off", true, 0, true},
+	} {
+		lib, err := dev.NewLibrary(src, mtl.CompileOptions{LanguageVersion: "3.1", NoFastMath: tc.noFastMath})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		x := f32Buf(t, dev, []float32{a, a, c})
+		y := newBuf(t, dev, 4)
+		if err := run(t, dev, pipe(t, lib, "mul_add", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: x}, arg{buf: y}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := math.Float32frombits(binary.LittleEndian.Uint32(y.Contents()))
+		if tc.check && got != tc.want {
+			t.Errorf("%s: a*b+c = %g, want %g", tc.name, got, tc.want)
+		}
+	}
+}
