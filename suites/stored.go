@@ -1,10 +1,34 @@
 package suites
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/kernels/ops"
 )
+
+// RecordedVocab is the parameter a model case records its model's
+// vocabulary in (beside model, dtype and seed): StoredKeys' vocab when the
+// run's keys are read back. Runs stored before it record none.
+const RecordedVocab = "vocab"
+
+// RunVocab is the vocabulary a stored run's model cases recorded
+// (RecordedVocab), given each case's recorded parameters; 0 when none did,
+// or when they disagree.
+func RunVocab(params []map[string]string) int {
+	vocab := 0
+	for _, p := range params {
+		v, err := strconv.Atoi(p[RecordedVocab])
+		if err != nil || v <= 0 {
+			continue
+		}
+		if vocab != 0 && v != vocab {
+			return 0
+		}
+		vocab = v
+	}
+	return vocab
+}
 
 // StoredKeys are the case keys of one stored run, as an earlier mtlbench
 // may have written them, spelled as this one keys those cases, so that

@@ -83,3 +83,24 @@ func TestStoredKeysKeepNewKeys(t *testing.T) {
 		}
 	}
 }
+
+// A stored run's vocabulary is what its model cases recorded; cases that
+// recorded none (kernel cases, runs stored before) do not count, and cases
+// that disagree give none.
+func TestRunVocab(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		params []map[string]string
+		want   int
+	}{
+		{"none", nil, 0},
+		{"not recorded", []map[string]string{{"model": "qwen3_moe"}}, 0},
+		{"model and kernel cases", []map[string]string{{"op": "rms_norm"}, {"vocab": "151936"}, {"vocab": "151936"}}, 151936},
+		{"not a count", []map[string]string{{"vocab": "many"}, {"vocab": "-1"}}, 0},
+		{"disagree", []map[string]string{{"vocab": "512"}, {"vocab": "8192"}}, 0},
+	} {
+		if got := RunVocab(c.params); got != c.want {
+			t.Errorf("%s: RunVocab = %d, want %d", c.name, got, c.want)
+		}
+	}
+}

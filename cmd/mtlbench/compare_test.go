@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -869,5 +870,48 @@ func TestStoredKeysPairWithNewRuns(t *testing.T) {
 	out, errOut, code = cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
 	if all := out + errOut; code != 0 || strings.Contains(all, "only") || !strings.Contains(all, "perf gate passed: 1 check") || !strings.Contains(all, "norm decode_tok_s: 103.5 -> 113.5") {
 		t.Errorf("gate (exit %d): the case did not pair:\n%s%s", code, out, errOut)
+	}
+}
+
+// A run whose model cases recorded their vocabulary pairs a case it keyed
+// with a top_k of that vocabulary or more with a new run's case keyed
+// without it; a run that recorded none keeps its key, and pairs with none.
+func TestStoredTopKPairsByRecordedVocabulary(t *testing.T) {
+	const old, now = "model/decode/sampling=temperature:1,top_k:200000", "model/decode/sampling=temperature:1"
+	for _, c := range []struct {
+		name  string
+		vocab map[string]string // the base run's recorded vocabulary
+		pair  bool
+	}{
+		{"recorded, below top_k", map[string]string{"vocab": "151936"}, true},
+		{"recorded, equal to top_k", map[string]string{"vocab": "200000"}, true},
+		{"recorded, above top_k: a limit", map[string]string{"vocab": "262144"}, false},
+		{"not recorded", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := mdBaseCandDB(t, func(tag string) []results.Case {
+				p := map[string]string{"model": "qwen3_moe", "sampling": "temperature:1,top_k:200000", "vocab": "151936"}
+				key := now
+				if tag == "base" {
+					delete(p, "vocab")
+					maps.Copy(p, c.vocab)
+					key = old
+				}
+				return []results.Case{{Key: key, Name: "decode", Kind: results.CaseModel, Params: p}}
+			})
+			out, errOut, code := cmpRun(t, "compare", "base", "cand", "--db", path, "--format", "csv")
+			paired := code == 0 && strings.Count(out, "model/decode/") == 1 &&
+				strings.Contains(out, now+",model,decode_tok_s,tok/s,higher,8,103.5,100,106,8,113.5,")
+			if paired != c.pair {
+				t.Errorf("compare (exit %d): paired %v, want %v:\n%s%s", code, paired, c.pair, out, errOut)
+			}
+			if !c.pair {
+				return
+			}
+			out, errOut, code = cmpRun(t, "gate", "--db", path, "--baseline", "base", "--candidate", "cand")
+			if all := out + errOut; code != 0 || strings.Contains(all, "only") || !strings.Contains(all, "perf gate passed: 1 check") {
+				t.Errorf("gate (exit %d): the case did not pair:\n%s%s", code, out, errOut)
+			}
+		})
 	}
 }

@@ -313,13 +313,14 @@ func loadRun(db *results.DB, side *Side, id int64) error {
 		return err
 	}
 	// Keyed as cases are keyed now: a run stored before a keying rule
-	// changed pairs with new runs of its cases. The run records no
-	// vocabulary, so a top_k it keyed is read as stored.
+	// changed pairs with new runs of its cases. A top_k is read against the
+	// vocabulary the run recorded; one that recorded none keeps it.
 	keys := make([]string, len(cases))
+	params := make([]map[string]string, len(cases))
 	for i, c := range cases {
-		keys[i] = c.Key
+		keys[i], params[i] = c.Key, c.Params
 	}
-	for i, k := range suites.StoredKeys(keys, 0) {
+	for i, k := range suites.StoredKeys(keys, suites.RunVocab(params)) {
 		cases[i].Key = k
 	}
 	for _, c := range cases {

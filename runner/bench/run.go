@@ -407,6 +407,9 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 			// the seed draws the synthetic weights and the prompts: runs of
 			// two seeds measured different work under one key
 			params["seed"] = strconv.FormatInt(s.Model.Seed, 10)
+			// what a top_k is read against when the run's keys are read back
+			// (suites.StoredKeys)
+			params[suites.RecordedVocab] = strconv.Itoa(p.model.Config.Vocab)
 			if s.Model.Path != "" && s.Model.Weights == suites.WeightsSynthetic {
 				// a checkpoint's architecture, not its figures
 				params["weights"] = suites.WeightsSynthetic

@@ -578,12 +578,13 @@ cases:
 }
 
 // A model case records the seed of its weights and prompts beside its key,
-// so that runs of two seeds are told apart.
+// so that runs of two seeds are told apart, and its model's vocabulary, which
+// a top_k in its key is read against (suites.StoredKeys).
 func TestModelCasesRecordTheSeed(t *testing.T) {
-	for _, c := range []struct{ model, want string }{
-		{"{ preset: qwen3-moe-mini, layers: 1 }", "1"},
-		{"{ preset: qwen3-moe-mini, layers: 1, seed: 7 }", "7"},
-		{"{ path: ../testdata/hf/llama }", "1"},
+	for _, c := range []struct{ model, want, vocab string }{
+		{"{ preset: qwen3-moe-mini, layers: 1 }", "1", "8192"},
+		{"{ preset: qwen3-moe-mini, layers: 1, seed: 7 }", "7", "8192"},
+		{"{ path: ../testdata/hf/llama }", "1", "512"}, // its config.json's vocab_size
 	} {
 		t.Run(c.model, func(t *testing.T) {
 			s := loadSuite(t, `name: seed
@@ -608,6 +609,10 @@ cases:
 				got, ok := rc.Params["seed"]
 				if rc.Kind == results.CaseModel && got != c.want || rc.Kind == results.CaseKernel && ok {
 					t.Errorf("%s case %s records seed %q (recorded %v), want %q on model cases only", rc.Kind, rc.Name, got, ok, c.want)
+				}
+				got, ok = rc.Params["vocab"]
+				if rc.Kind == results.CaseModel && got != c.vocab || rc.Kind == results.CaseKernel && ok {
+					t.Errorf("%s case %s records vocab %q (recorded %v), want %q on model cases only", rc.Kind, rc.Name, got, ok, c.vocab)
 				}
 			}
 		})
