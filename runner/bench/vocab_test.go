@@ -29,11 +29,12 @@ func TestTopKOfTheWholeVocabulary(t *testing.T) {
 		{name: "the same case as none",
 			samplings: `["temperature:1", "temperature:1,top_k:600"]`,
 			err:       `:9:43: case s/sampling=temperature:1,top_k:600 repeats case s/sampling=temperature:1 (line 8): llama has 512 tokens, so a top_k of 512 or more keeps every token, as none does`},
-		// A --set keeps the key the suite gave the case, spelled as it runs.
+		// A --set keeps the key the suite gave the case, and its name says the
+		// value that ran after the one it replaced.
 		{name: "a value set over the suite's",
 			samplings: `["temperature:1,top_k:600"]`, set: map[string]string{"sampling": "temperature:1,top_k:5"},
 			keys:     []string{"model/s/gen_len=2/prompt_len=4/sampling=temperature:1"},
-			names:    []string{"s/sampling=temperature:1,top_k:5"},
+			names:    []string{"s/sampling=temperature:1 (--set sampling=temperature:1,top_k:5)"},
 			recorded: []string{"temperature:1,top_k:5"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
