@@ -193,11 +193,11 @@ func (db *DB) importRun(rec *RunRecord, replace int64) (int64, error) {
 		}
 		res, err := tx.Exec(`INSERT INTO runs (id, suite_name, suite_path, suite_hash, tool_version, git_commit,
 				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
-				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, threads)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, threads, backend_notes)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			keep, r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, strings.ToLower(r.GitCommit), r.Tag, r.Backend,
 			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
-			string(ovj), strings.ToLower(r.TreeCommit), bw, peak, r.Threads)
+			string(ovj), strings.ToLower(r.TreeCommit), bw, peak, r.Threads, r.BackendNotes)
 		if err != nil {
 			return fmt.Errorf("results: import run: %w", err)
 		}

@@ -91,6 +91,10 @@ type Run struct {
 	// Threads is the goroutine count the run was made with ("default"
 	// where none was asked for); "" for runs recorded before it was.
 	Threads string `json:"threads,omitempty"`
+	// BackendNotes are the backend's account of how it ran (bridge
+	// DeviceInfo.Notes: driver, compiler, switches such as CUDA graphs off
+	// or Metal fast math off); "" for runs recorded before it was.
+	BackendNotes string `json:"backend_notes,omitempty"`
 	// OwnerHost and OwnerPID are the process that runs (or last ran) the
 	// run. A "running" run whose owner is gone from this host reads as
 	// "interrupted" (Orphaned is then true): it can be resumed.
@@ -260,11 +264,12 @@ func (db *DB) CreateRun(r *Run) (int64, error) {
 		}
 		res, err := tx.Exec(`INSERT INTO runs (suite_name, suite_path, suite_hash, tool_version, git_commit,
 				tag, backend, timing_mode, machine_id, started_at, ended_at, status, kind, notes, emulated,
-				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, owner_host, owner_pid, threads)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				overrides_json, tree_commit, read_bandwidth_gb_s, matmul_peak_gflop_s, owner_host, owner_pid, threads,
+				backend_notes)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.SuiteName, r.SuitePath, r.SuiteHash, r.ToolVersion, r.GitCommit, r.Tag, r.Backend,
 			r.TimingMode, mid, fmtTime(r.StartedAt), fmtTime(r.EndedAt), r.Status, r.Kind, r.Notes, r.Emulated,
-			string(ov), r.TreeCommit, bw, peak, r.OwnerHost, r.OwnerPID, r.Threads)
+			string(ov), r.TreeCommit, bw, peak, r.OwnerHost, r.OwnerPID, r.Threads, r.BackendNotes)
 		if err != nil {
 			return fmt.Errorf("results: create run: %w", err)
 		}
@@ -390,7 +395,7 @@ const runSelect = `SELECT r.id, r.suite_name, r.suite_path, r.suite_hash, r.tool
 		coalesce(m.gpu_memory_bytes, 0), coalesce(m.driver, ''), coalesce(m.thermal_state, ''),
 		coalesce(m.power_state, ''), coalesce(m.extra_json, '{}'),
 		r.overrides_json, r.tree_commit, coalesce(r.read_bandwidth_gb_s, 0), coalesce(r.matmul_peak_gflop_s, 0), r.owner_host, r.owner_pid,
-		r.threads
+		r.threads, r.backend_notes
 	FROM runs r LEFT JOIN machines m ON m.id = r.machine_id`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -406,7 +411,7 @@ func scanRun(s scanner) (Run, error) {
 		&r.Tag, &r.Backend, &r.TimingMode, &r.Status, &r.Kind, &r.Notes, &r.Emulated, &started, &ended,
 		&m.Hostname, &m.OS, &m.Arch, &m.CPUModel, &m.CPUCores, &m.MemoryBytes, &m.GPUName,
 		&m.GPUMemoryBytes, &m.Driver, &m.ThermalState, &m.PowerState, &extra,
-		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs, &r.OwnerHost, &r.OwnerPID, &r.Threads)
+		&ov, &r.TreeCommit, &r.ReadBandwidthGBs, &r.MatmulPeakGFLOPs, &r.OwnerHost, &r.OwnerPID, &r.Threads, &r.BackendNotes)
 	if err != nil {
 		return r, err
 	}

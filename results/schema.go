@@ -225,6 +225,12 @@ var migrations = []migration{
 			`ALTER TABLE runs ADD COLUMN threads TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		name: "the backend's notes a run was made with, per run (switches such as graphs or fast math off are the run's, not its machine row's)",
+		stmts: []string{
+			`ALTER TABLE runs ADD COLUMN backend_notes TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // LatestSchemaVersion is the schema version this build of mtlbench writes.

@@ -362,12 +362,16 @@ func TestOverridesAsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := csvRows(t, out); len(rows) != 1 || rows[0]["overrides"] != "moe_chunk=1" {
+	if rows := csvRows(t, out); len(rows) != 1 || rows[0]["overrides"] != "moe_chunk=1" || !strings.HasPrefix(rows[0]["backend_notes"], "simd: ") {
 		t.Errorf("runs: %v", rows)
 	}
-	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "csv")
+	out, stderr, err := mtl(t, "show", "two", "--db", db, "--format", "csv")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The run header names the backend's notes: how it ran.
+	if !strings.Contains(stderr, ", backend cpu (simd: ") {
+		t.Errorf("show's run header: %q", stderr)
 	}
 	for _, r := range csvRows(t, out) {
 		if !strings.HasSuffix(r["case"], "/moe_chunk=1") || r["moe_chunk"] != "1" || r["overrides"] != "moe_chunk=1" {

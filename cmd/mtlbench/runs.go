@@ -95,7 +95,7 @@ func runsCommand() *cli.Command {
 func runsTable(runs []results.Run) *table.Table {
 	t := &table.Table{Header: []string{"run", "suite", "kind", "tag", "backend", "timing", "status", "started", "commit", "machine", "overrides"},
 		Data: &table.Data{Columns: []string{"run", "suite", "suite_path", "suite_hash", "tag", "kind", "backend", "timing",
-			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "threads", "notes",
+			"status", "emulated", "started", "ended", "commit", "tree_commit", "version", "overrides", "threads", "backend_notes", "notes",
 			"read_bandwidth_gb_s", "matmul_peak_gflop_s", "hostname", "os", "arch", "cpu", "cpu_cores", "memory_bytes", "gpu", "gpu_memory_bytes"}}}
 	for _, r := range runs {
 		commit := short(r.GitCommit)
@@ -125,7 +125,7 @@ func runsTable(runs []results.Run) *table.Table {
 			"run": r.ID, "suite": r.SuiteName, "suite_path": r.SuitePath, "suite_hash": r.SuiteHash, "tag": r.Tag,
 			"kind": r.Kind, "backend": r.Backend, "timing": r.TimingMode, "status": r.Status, "emulated": r.Emulated,
 			"started": r.StartedAt, "ended": ended, "commit": r.GitCommit, "tree_commit": r.TreeCommit,
-			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "threads": r.Threads, "notes": r.Notes,
+			"version": r.ToolVersion, "overrides": results.OverridesText(r.Overrides), "threads": r.Threads, "backend_notes": r.BackendNotes, "notes": r.Notes,
 			"read_bandwidth_gb_s": bw, "matmul_peak_gflop_s": peak, "hostname": m.Hostname, "os": m.OS, "arch": m.Arch, "cpu": m.CPUModel,
 			"cpu_cores": m.CPUCores, "memory_bytes": m.MemoryBytes, "gpu": m.GPUName, "gpu_memory_bytes": m.GPUMemoryBytes,
 		})
@@ -189,7 +189,11 @@ func showCommand() *cli.Command {
 				runs = append(runs, r)
 			}
 			for _, run := range runs {
-				fmt.Fprintf(c.App.ErrWriter, "run %d: suite %s, %s, backend %s on %s, %s timing\n", run.ID, run.SuiteName, run.Status, run.Backend, tidy.MachineName(run.Machine), run.TimingMode)
+				backend := run.Backend
+				if run.BackendNotes != "" {
+					backend += " (" + run.BackendNotes + ")"
+				}
+				fmt.Fprintf(c.App.ErrWriter, "run %d: suite %s, %s, backend %s on %s, %s timing\n", run.ID, run.SuiteName, run.Status, backend, tidy.MachineName(run.Machine), run.TimingMode)
 				data := table.IsData(table.Format(format)) || format == formatBenchfmt
 				if err := printCaseErrors(c.App.ErrWriter, db, run, data); err != nil {
 					return err

@@ -394,6 +394,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		GitCommit: o.GitCommit, TreeCommit: o.TreeCommit, Tag: o.Tag, Backend: info.Backend, TimingMode: mode, Kind: results.KindSuite,
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	run.Threads = threadsText(o.Threads)
+	run.BackendNotes = info.Notes
 	rec, err := o.DB.Record(run, o.Store)
 	if err != nil {
 		return nil, err
@@ -494,10 +495,12 @@ func threadsText(n int) string {
 	return strconv.Itoa(n)
 }
 
+// machineOf is the machine's stable facts. The backend's notes go with the
+// run (Run.BackendNotes): a machine row keeps its first run's fields.
 func machineOf(info bridge.DeviceInfo) results.Machine {
 	host, _ := os.Hostname()
 	m := results.Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: info.Name,
-		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes, Extra: map[string]string{"backend_notes": info.Notes}}
+		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes}
 	if info.Backend != "cpu" {
 		m.GPUName = info.Name
 	}

@@ -117,10 +117,12 @@ func role(c *Candidate) string {
 	return "candidate"
 }
 
+// machineOf is the machine's stable facts. The backend's notes go with the
+// run (Run.BackendNotes): a machine row keeps its first run's fields.
 func machineOf(info bridge.DeviceInfo) results.Machine {
 	host, _ := os.Hostname()
 	m := results.Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: info.Name,
-		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes, Extra: map[string]string{"backend_notes": info.Notes}}
+		CPUCores: runtime.NumCPU(), MemoryBytes: info.MemoryBytes}
 	if info.Backend != "cpu" {
 		m.GPUName = info.Name
 	}

@@ -286,7 +286,8 @@ func Run(ctx context.Context, buckets []Bucket, o Options) (*Report, error) {
 		}
 		run := &results.Run{SuiteName: o.SuiteName, SuitePath: o.SuitePath, SuiteHash: o.SuiteHash,
 			ToolVersion: o.ToolVersion, GitCommit: o.GitCommit, Tag: o.Tag, Backend: info.Backend,
-			Kind: results.KindTune, Emulated: info.Emulated, Machine: machineOf(info), Notes: notes}
+			Kind: results.KindTune, Emulated: info.Emulated, Machine: machineOf(info), Notes: notes,
+			BackendNotes: info.Notes}
 		so := o.Store
 		if so.Context == nil {
 			so.Context = ctx

@@ -95,6 +95,11 @@ func TestWrongCandidateIsDisqualified(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].Status != results.RunComplete {
 		t.Fatalf("tune runs %+v %v", runs, err)
 	}
+	// The backend's notes are the run's own (a machine row keeps its first
+	// run's fields).
+	if want := be.Info().Notes; want == "" || runs[0].BackendNotes != want {
+		t.Errorf("tune run's backend notes %q, want %q", runs[0].BackendNotes, want)
+	}
 	cases, _ := db.Cases(runs[0].ID)
 	if len(cases) != len(r.Candidates) {
 		t.Fatalf("%d cases for %d candidates", len(cases), len(r.Candidates))

@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mtlbench/mtlbench/bridge/cpu"
+)
+
+// A run records the backend's notes as its own (runs.backend_notes), not
+// in its machine row, which keeps its first run's fields: a later run made
+// with another switch would read the first one's notes.
+func TestRunRecordsItsBackendNotes(t *testing.T) {
+	want := cpu.New(cpu.Options{Threads: 1}).Info().Notes
+	if want == "" {
+		t.Fatal("the cpu backend has no notes to record")
+	}
+	s := loadSuite(t, `name: k
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: norm
+    op: rms_norm
+    params: { tokens: 1, width: 64 }
+`)
+	db := openDB(t)
+	for i := range 2 {
+		sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := db.GetRun(sum.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.BackendNotes != want {
+			t.Errorf("run %d: backend notes %q, want %q", i+1, r.BackendNotes, want)
+		}
+		if n, ok := r.Machine.Extra["backend_notes"]; ok {
+			t.Errorf("run %d: the machine row holds backend notes %q: they are the run's", i+1, n)
+		}
+	}
+}
