@@ -303,7 +303,42 @@ func sidesComparable(a, b *Side) (reason string, notes []table.Note) {
 	if ms := distinct(func(r Run) string { return r.Machine }); len(ms) > 1 {
 		notes = append(notes, table.Notef("the runs come from different machines (%s): differences include the hardware", strings.Join(ms, ", ")))
 	}
+	if n := backendNotesNote(a, b); n != "" {
+		notes = append(notes, table.NoteText(n))
+	}
 	return "", notes
+}
+
+// backendNotesNote says when the runs' backends ran with different notes:
+// a switch such as graphs or fast math off shows only there, and the
+// change may come from it rather than the build. Runs stored before the
+// notes were recorded have none and say nothing.
+func backendNotesNote(a, b *Side) string {
+	var order []string
+	runs := map[string][]string{}
+	for _, s := range []*Side{a, b} {
+		for _, r := range s.Runs {
+			if r.BackendNotes == "" {
+				continue
+			}
+			if _, ok := runs[r.BackendNotes]; !ok {
+				order = append(order, r.BackendNotes)
+			}
+			runs[r.BackendNotes] = append(runs[r.BackendNotes], strconv.FormatInt(r.ID, 10))
+		}
+	}
+	if len(order) < 2 {
+		return ""
+	}
+	parts := make([]string, len(order))
+	for i, n := range order {
+		word := "runs"
+		if len(runs[n]) == 1 {
+			word = "run"
+		}
+		parts[i] = fmt.Sprintf("%s %s: %s", word, strings.Join(runs[n], ","), n)
+	}
+	return fmt.Sprintf("the runs' backends ran with different notes (%s): the change may come from a backend switch, not the build", strings.Join(parts, "; "))
 }
 
 // FoundParams are recorded parameters that say what a run found rather

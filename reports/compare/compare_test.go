@@ -525,3 +525,52 @@ func TestParamDiffLeavesOutTheSameWork(t *testing.T) {
 		}
 	}
 }
+
+// Runs whose backends ran with different notes (a switch such as graphs
+// off) are a note, not a verdict; runs stored before the notes were
+// recorded (none) say nothing.
+func TestCompareNotesBackendNotes(t *testing.T) {
+	side := func(runs ...Run) *Side {
+		s := NewSide("S")
+		for _, r := range runs {
+			s.AddRun(r)
+		}
+		return s
+	}
+	const on, off = "sm_90, graphs on", "sm_90, graphs off"
+	if r := RunOf(&results.Run{ID: 1, BackendNotes: on}); r.BackendNotes != on {
+		t.Errorf("a stored run's backend notes read as %q, want %q", r.BackendNotes, on)
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Side
+		want string
+	}{
+		{"differ", side(Run{ID: 1, BackendNotes: on}), side(Run{ID: 2, BackendNotes: off}),
+			"the runs' backends ran with different notes (run 1: sm_90, graphs on; run 2: sm_90, graphs off): the change may come from a backend switch, not the build"},
+		{"a side pools both", side(Run{ID: 1, BackendNotes: on}, Run{ID: 3, BackendNotes: off}), side(Run{ID: 2, BackendNotes: on}),
+			"the runs' backends ran with different notes (runs 1,2: sm_90, graphs on; run 3: sm_90, graphs off): the change may come from a backend switch, not the build"},
+		{"same", side(Run{ID: 1, BackendNotes: on}), side(Run{ID: 2, BackendNotes: on}), ""},
+		{"one stored before notes", side(Run{ID: 1}), side(Run{ID: 2, BackendNotes: off}), ""},
+		{"none", side(Run{ID: 1}), side(Run{ID: 2}), ""},
+	} {
+		c := Compare(tc.a, tc.b, Options{})
+		var got []string
+		for _, n := range table.NoteTexts(c.Notes) {
+			if strings.Contains(n, "backends ran with different notes") {
+				got = append(got, n)
+			}
+		}
+		var want []string
+		if tc.want != "" {
+			want = []string{tc.want}
+		}
+		if !slices.Equal(got, want) || c.NotComparable != "" {
+			t.Errorf("%s: notes %q (not comparable %q), want %q", tc.name, got, c.NotComparable, want)
+		}
+		g := Gate(tc.a, tc.b, GateOptions{})
+		if n := strings.Join(table.NoteTexts(g.Notes), "\n"); tc.want != "" && !strings.Contains(n, tc.want) {
+			t.Errorf("%s: gate notes %q, want %q", tc.name, n, tc.want)
+		}
+	}
+}

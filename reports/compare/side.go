@@ -28,6 +28,10 @@ type Run struct {
 	// Overrides are what `run --set` changed in every case: a case keeps
 	// its key, so it pairs with one of another run that ran the default.
 	Overrides map[string]string
+	// BackendNotes are the backend's notes the run was made with
+	// (results.Run.BackendNotes): its switches, such as graphs or fast
+	// math off; "" for runs stored before they were recorded.
+	BackendNotes string
 }
 
 // RunOf converts a stored run.
@@ -38,7 +42,7 @@ func RunOf(r *results.Run) Run {
 	}
 	return Run{ID: r.ID, Tag: r.Tag, Commit: r.GitCommit, Backend: r.Backend, TimingMode: r.TimingMode,
 		Emulated: r.Emulated, Machine: machine, SuitePath: r.SuitePath, SuiteHash: r.SuiteHash, Status: r.Status,
-		Overrides: maps.Clone(r.Overrides)}
+		Overrides: maps.Clone(r.Overrides), BackendNotes: r.BackendNotes}
 }
 
 func (r Run) timing() string {
