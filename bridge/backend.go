@@ -168,7 +168,13 @@ type DeviceInfo struct {
 	// time memory rather than cache (a GPU's L2; 0: unknown).
 	CacheBytes int64
 	Emulated   bool
-	Notes      string
+	// Notes describe how the backend runs (compiler, driver, switches
+	// such as graphs or fast math off): runs record them as their own.
+	Notes string
+	// Startup is what opening the backend took in this process (CUDA:
+	// kernels compiled or read from cache). It differs between runs of one
+	// setup, so it is no part of Notes, which compare sets side by side.
+	Startup string
 }
 
 // Backend is the op contract the engine runs on. GPU backends only encode

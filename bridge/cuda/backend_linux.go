@@ -497,8 +497,9 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	}
 	return bridge.DeviceInfo{
 		Backend: "cuda", Name: b.name, Cores: b.sms, MemoryBytes: b.totalMem, AvailableBytes: int64(free), CacheBytes: b.l2,
-		Notes: fmt.Sprintf("sm_%d, %d SMs, driver %s, NVRTC %s, %s, %s, %s", b.cc, b.sms, b.driverVersion,
-			b.nvrtcVersion, cublas, graphs, b.compileNote),
+		Notes: fmt.Sprintf("sm_%d, %d SMs, driver %s, NVRTC %s, %s, %s", b.cc, b.sms, b.driverVersion,
+			b.nvrtcVersion, cublas, graphs),
+		Startup: b.compileNote,
 	}
 }
 

@@ -159,3 +159,24 @@ func TestDevicesPipelinesFormats(t *testing.T) {
 		}
 	}
 }
+
+// A device's status gives its notes and what opening it took in this
+// process (CUDA's kernel compile), which runs do not record.
+func TestDeviceRowStatus(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   bridge.DeviceInfo
+		want string
+	}{
+		{"cpu", bridge.DeviceInfo{Backend: "cpu", Notes: "simd: avx2+fma+f16c"}, "ok; simd: avx2+fma+f16c"},
+		{"cuda", bridge.DeviceInfo{Backend: "cuda", Notes: "sm_90, 132 SMs, graphs off", Startup: "kernels from cache"},
+			"ok; sm_90, 132 SMs, graphs off; kernels from cache"},
+		{"metal-emu", bridge.DeviceInfo{Backend: "metal-emu", Emulated: true, Notes: "MSL 3.1, fast math off"},
+			"ok (emulated: timings are not comparable with real ones); MSL 3.1, fast math off"},
+		{"none", bridge.DeviceInfo{Backend: "cpu"}, "ok"},
+	} {
+		if got := deviceRow(c.name, c.in)[5]; got != c.want {
+			t.Errorf("%s: status %q, want %q", c.name, got, c.want)
+		}
+	}
+}

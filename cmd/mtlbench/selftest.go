@@ -254,8 +254,10 @@ func deviceRow(name string, in bridge.DeviceInfo) []string {
 	if in.Emulated {
 		status = "ok (emulated: timings are not comparable with real ones)"
 	}
-	if in.Notes != "" {
-		status += "; " + in.Notes
+	for _, n := range []string{in.Notes, in.Startup} {
+		if n != "" {
+			status += "; " + n
+		}
 	}
 	cores := "-"
 	if in.Cores > 0 {
