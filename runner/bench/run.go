@@ -343,6 +343,11 @@ func checkResume(s *suites.Suite, o Options, info bridge.DeviceInfo) (*results.R
 	if was := run.Threads; was != "" && was != threadsText(o.Threads) {
 		differ = append(differ, fmt.Sprintf("threads %s (now %s)", was, threadsText(o.Threads)))
 	}
+	// A backend switch (graphs, fast math off) shows in its notes; runs
+	// recorded before the notes were are not checked on them.
+	if was := run.BackendNotes; was != "" && was != info.Notes {
+		differ = append(differ, fmt.Sprintf("backend notes %q (now %q)", was, info.Notes))
+	}
 	if len(differ) > 0 {
 		return nil, fmt.Errorf("resume: run %d was recorded with %s: resume it with the settings it was made with", run.ID, strings.Join(differ, ", "))
 	}
