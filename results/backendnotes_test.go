@@ -113,14 +113,7 @@ func TestMigrateAddsBackendNotes(t *testing.T) {
 	}
 	old.Close()
 
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if v, _ := db.SchemaVersion(); v != LatestSchemaVersion() {
-		t.Fatalf("version after upgrade = %d, want %d", v, LatestSchemaVersion())
-	}
+	db := openUpgraded(t, path)
 	r, err := db.GetRun(3)
 	if err != nil {
 		t.Fatal(err)

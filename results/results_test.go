@@ -168,14 +168,7 @@ func TestMigrateFromV1(t *testing.T) {
 	}
 	old.Close()
 
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if v, _ := db.SchemaVersion(); v != LatestSchemaVersion() {
-		t.Fatalf("version after upgrade = %d, want %d", v, LatestSchemaVersion())
-	}
+	db := openUpgraded(t, path)
 	r, err := db.GetRun(7)
 	if err != nil {
 		t.Fatal(err)
@@ -856,4 +849,19 @@ func TestStoreError(t *testing.T) {
 			t.Errorf("FromStore(%v) = %v", tc.err, FromStore(tc.err))
 		}
 	}
+}
+
+// openUpgraded opens a database an older schema wrote and checks that
+// opening brought it to the latest version; it is closed with the test.
+func openUpgraded(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if v, _ := db.SchemaVersion(); v != LatestSchemaVersion() {
+		t.Fatalf("version after upgrade = %d, want %d", v, LatestSchemaVersion())
+	}
+	return db
 }

@@ -16,15 +16,7 @@ func TestRunRecordsItsBackendNotes(t *testing.T) {
 	if want == "" {
 		t.Fatal("the cpu backend has no notes to record")
 	}
-	s := loadSuite(t, `name: k
-backend: cpu
-repetitions: 1
-warmup: 0
-cases:
-  - name: norm
-    op: rms_norm
-    params: { tokens: 1, width: 64 }
-`)
+	s := loadSuite(t, normSuite)
 	db := openDB(t)
 	for i := range 2 {
 		sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Threads: 1})
@@ -48,15 +40,7 @@ cases:
 // with another switch would be stored as the same cases. A run recorded
 // before the notes were is not checked on them.
 func TestResumeHeldToBackendNotes(t *testing.T) {
-	s := loadSuite(t, `name: k
-backend: cpu
-repetitions: 1
-warmup: 0
-cases:
-  - name: norm
-    op: rms_norm
-    params: { tokens: 1, width: 64 }
-`)
+	s := loadSuite(t, normSuite)
 	for _, tc := range []struct {
 		stored string
 		want   string
@@ -84,3 +68,14 @@ cases:
 		}
 	}
 }
+
+// normSuite is one small kernel case on the cpu backend.
+const normSuite = `name: k
+backend: cpu
+repetitions: 1
+warmup: 0
+cases:
+  - name: norm
+    op: rms_norm
+    params: { tokens: 1, width: 64 }
+`
