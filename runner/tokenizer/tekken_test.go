@@ -297,24 +297,10 @@ func TestTekkenHandChecked(t *testing.T) {
 // adjacent pair whose joined bytes have the lowest rank, leftmost among
 // equals, until no join is a token.
 func tiktokenMerge(t *Tokenizer, piece string) []string {
-	var syms []string
-	for _, r := range piece {
-		syms = append(syms, string(r))
-	}
-	for len(syms) > 1 {
-		best, at := -1, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := t.pieceRanks[syms[i]+syms[i+1]]; ok && (best < 0 || r < best) {
-				best, at = r, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] += syms[at+1]
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
-	return syms
+	return definitionMerge(piece, func(a, b string) (int, bool) {
+		r, ok := t.pieceRanks[a+b]
+		return r, ok
+	})
 }
 
 // The heap-ordered merges give the definition's pieces on random strings

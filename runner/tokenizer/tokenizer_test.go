@@ -252,6 +252,16 @@ func roundTrip(tok *Tokenizer, text string) {
 // naiveMerge is BPE as its definition reads: merge the lowest-ranked
 // adjacent pair, leftmost among equals, until none is left.
 func naiveMerge(t *Tokenizer, piece string) []string {
+	return definitionMerge(piece, func(a, b string) (int, bool) {
+		r, ok := t.ranks[[2]string{a, b}]
+		return r, ok
+	})
+}
+
+// definitionMerge starts from the piece's characters and joins the
+// adjacent pair rank gives the lowest rank, leftmost among equals, until
+// rank knows no pair.
+func definitionMerge(piece string, rank func(a, b string) (int, bool)) []string {
 	var syms []string
 	for _, r := range piece {
 		syms = append(syms, string(r))
@@ -259,7 +269,7 @@ func naiveMerge(t *Tokenizer, piece string) []string {
 	for len(syms) > 1 {
 		best, at := -1, -1
 		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+			if r, ok := rank(syms[i], syms[i+1]); ok && (best < 0 || r < best) {
 				best, at = r, i
 			}
 		}
