@@ -381,52 +381,14 @@ func TestGateCandidateCasesFailed(t *testing.T) {
 	// side's outcome of decode/batch=1 (done, failed, skipped, pending or
 	// absent); decode/batch=4 is measured by both unless failBoth.
 	seed := func(t *testing.T, base, cand string, failBoth bool, runStatus string) string {
-		path := filepath.Join(t.TempDir(), "r.db")
-		db, err := results.Open(path)
-		if err != nil {
-			t.Fatal(err)
+		four := results.CaseDone
+		if failBoth {
+			four = results.CaseFailed
 		}
-		defer db.Close()
-		for _, side := range []struct{ tag, one, status string }{{"base", base, results.RunComplete}, {"cand", cand, runStatus}} {
-			r := &results.Run{SuiteName: "s", Tag: side.tag, Backend: "cpu"}
-			if _, err := db.CreateRun(r); err != nil {
-				t.Fatal(err)
-			}
-			outcome := map[string]string{one: side.one, four: results.CaseDone}
-			if failBoth && side.tag == "cand" {
-				outcome[four] = results.CaseFailed
-			}
-			var cs []results.Case
-			for i, name := range []string{one, four} {
-				if outcome[name] != "absent" {
-					cs = append(cs, results.Case{Key: "model/" + name, Name: name, Kind: results.CaseModel, Params: map[string]string{"batch": fmt.Sprint(1 + 3*i)}})
-				}
-			}
-			if err := db.AddCases(r.ID, cs); err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range cs {
-				switch outcome[c.Name] {
-				case results.CaseFailed:
-					err = db.FailCase(c.ID, "kv cache: out of blocks")
-				case results.CaseSkipped:
-					err = db.SkipCase(c.ID, "the cpu backend does not run it")
-				case results.CaseDone:
-					var s []results.Sample
-					for rep := range 6 {
-						s = append(s, results.Sample{Rep: rep, Metric: "decode_tok_s", Value: map[string]float64{one: 100, four: 400}[c.Name] + float64(rep), Unit: "tok/s"})
-					}
-					err = db.FinishCase(c.ID, s, nil, 0, 0)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := db.FinishRun(r.ID, side.status); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return path
+		return seedGateOutcomes(t, []gateRunSeed{
+			{tag: "base", one: base, four: results.CaseDone},
+			{tag: "cand", status: runStatus, one: cand, four: four},
+		})
 	}
 	const failed = "CASE FAILED       decode/batch=1 decode_tok_s: the candidate's case failed, with no sample (run 2: failed: kv cache: out of blocks); the baseline has 6"
 	for _, tc := range []struct {
@@ -523,60 +485,18 @@ func TestGateCandidateCasesFailed(t *testing.T) {
 // do not make a case that crashes part-way pass. A baseline that failed
 // it once too leaves the case judged on its samples, with a note.
 func TestGateCandidateCaseFailedPartWay(t *testing.T) {
-	const one, four = "decode/batch=1", "decode/batch=4"
 	// seed stores one run a side for each outcome of decode/batch=1 given
 	// ("done", "failed" with no repetition, "failed@N" after N), the
 	// baseline's runs first; decode/batch=4 is measured in every run.
 	seed := func(t *testing.T, base, cand []string) string {
-		path := filepath.Join(t.TempDir(), "r.db")
-		db, err := results.Open(path)
-		if err != nil {
-			t.Fatal(err)
+		var runs []gateRunSeed
+		for _, o := range base {
+			runs = append(runs, gateRunSeed{tag: "base", one: o, four: results.CaseDone})
 		}
-		defer db.Close()
-		for _, side := range []struct {
-			tag      string
-			outcomes []string
-		}{{"base", base}, {"cand", cand}} {
-			for _, outcome := range side.outcomes {
-				r := &results.Run{SuiteName: "s", Tag: side.tag, Backend: "cpu"}
-				if _, err := db.CreateRun(r); err != nil {
-					t.Fatal(err)
-				}
-				cs := []results.Case{
-					{Key: "model/" + one, Name: one, Kind: results.CaseModel, Params: map[string]string{"batch": "1"}},
-					{Key: "model/" + four, Name: four, Kind: results.CaseModel, Params: map[string]string{"batch": "4"}},
-				}
-				if err := db.AddCases(r.ID, cs); err != nil {
-					t.Fatal(err)
-				}
-				for i, c := range cs {
-					reps, fail := 6, false
-					if i == 0 && outcome != "done" {
-						fail = true
-						reps, _ = strconv.Atoi(strings.TrimPrefix(outcome, "failed@"))
-					}
-					for rep := range reps {
-						s := []results.Sample{{Rep: rep, Metric: "decode_tok_s", Value: float64(100*(1+3*i) + rep), Unit: "tok/s"}}
-						if err := db.AddRep(c.ID, rep, s, nil); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if fail {
-						err = db.FailCase(c.ID, "kv cache: out of blocks")
-					} else {
-						err = db.FinishCase(c.ID, nil, nil, 0, 0)
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
-					t.Fatal(err)
-				}
-			}
+		for _, o := range cand {
+			runs = append(runs, gateRunSeed{tag: "cand", one: o, four: results.CaseDone})
 		}
-		return path
+		return seedGateOutcomes(t, runs)
 	}
 	for _, tc := range []struct {
 		name      string
@@ -611,6 +531,78 @@ func TestGateCandidateCaseFailedPartWay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gateRunSeed is one run of seedGateOutcomes: its tag, its status (""
+// complete) and the outcomes of decode/batch=1 and decode/batch=4.
+type gateRunSeed struct{ tag, status, one, four string }
+
+// seedGateOutcomes stores the runs in order, ids from 1, in a database it
+// gives the path of. An outcome is done (6 samples), failed (none),
+// failed@N (after N repetitions), skipped, pending (never reached) or
+// absent (not a case of the run); decode/batch=1 measures about 100 tok/s
+// and decode/batch=4 about 400.
+func seedGateOutcomes(t *testing.T, runs []gateRunSeed) string {
+	t.Helper()
+	const one, four = "decode/batch=1", "decode/batch=4"
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, run := range runs {
+		r := &results.Run{SuiteName: "s", Tag: run.tag, Backend: "cpu"}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		outcome := map[string]string{one: run.one, four: run.four}
+		var cs []results.Case
+		for i, name := range []string{one, four} {
+			if outcome[name] != "absent" {
+				cs = append(cs, results.Case{Key: "model/" + name, Name: name, Kind: results.CaseModel, Params: map[string]string{"batch": fmt.Sprint(1 + 3*i)}})
+			}
+		}
+		if err := db.AddCases(r.ID, cs); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			base := map[string]float64{one: 100, four: 400}[c.Name]
+			reps, o := 0, outcome[c.Name]
+			switch {
+			case o == results.CaseDone:
+				reps = 6
+			case strings.HasPrefix(o, "failed@"):
+				reps, _ = strconv.Atoi(strings.TrimPrefix(o, "failed@"))
+				o = results.CaseFailed
+			}
+			for rep := range reps {
+				s := []results.Sample{{Rep: rep, Metric: "decode_tok_s", Value: base + float64(rep), Unit: "tok/s"}}
+				if err := db.AddRep(c.ID, rep, s, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch o {
+			case results.CaseFailed:
+				err = db.FailCase(c.ID, "kv cache: out of blocks")
+			case results.CaseSkipped:
+				err = db.SkipCase(c.ID, "the cpu backend does not run it")
+			case results.CaseDone:
+				err = db.FinishCase(c.ID, nil, nil, 0, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		status := run.status
+		if status == "" {
+			status = results.RunComplete
+		}
+		if err := db.FinishRun(r.ID, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
 }
 
 // regexpMatch reports whether the pattern matches s.
