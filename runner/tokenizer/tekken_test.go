@@ -23,12 +23,7 @@ type tekkenCases struct {
 		Text string  `json:"text"`
 		IDs  []int32 `json:"ids"`
 	} `json:"mistral_common"`
-	Cases []struct {
-		Text           string  `json:"text"`
-		IDs            []int32 `json:"ids"`
-		Decoded        string  `json:"decoded"`
-		DecodedSpecial string  `json:"decoded_special"`
-	} `json:"cases"`
+	Cases   []encodeCase `json:"cases"`
 	Decodes []struct {
 		IDs            []int32 `json:"ids"`
 		Decoded        string  `json:"decoded"`
