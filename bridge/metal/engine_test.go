@@ -55,7 +55,7 @@ func TestGenerateMatchesCPU(t *testing.T) {
 		t.Skipf("skipping: %v", err)
 	}
 	var fixtures [][2]string // model, reference
-	for _, arch := range []string{"llama", "llama_bias", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "gpt2_untied", "llama3", "qwen3_yarn"} {
+	for _, arch := range []string{"llama", "llama_bias", "llama_mlp_bias", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gpt2", "gpt2_untied", "llama3", "qwen3_yarn"} {
 		fixtures = append(fixtures, [2]string{filepath.Join(fixtureDir, arch), filepath.Join(fixtureDir, arch, "reference.json")})
 	}
 	for _, name := range []string{"llama-rope-llama3", "llama-rope-linear", "llama-rope-yarn", "mixtral-f32"} {

@@ -114,6 +114,8 @@ var quantFixtures = [][2]string{
 	// attention_bias: biases on q, k, v and o beside packed weights
 	{"mlx/llama_bias-q4", "mlx/llama_bias-q4/reference.json"},
 	{"gguf/llama_bias-q8_0.gguf", "gguf/llama_bias-q8_0.json"},
+	{"mlx/llama_mlp_bias-q4", "mlx/llama_mlp_bias-q4/reference.json"},
+	{"gguf/llama_mlp_bias-q8_0.gguf", "gguf/llama_mlp_bias-q8_0.json"},
 }
 
 // TestQuantMatchesTransformers: packed checkpoints on the emulator, last

@@ -186,10 +186,10 @@ func (e *Engine) buildOps(ws *workspace, gather, argmax bool) []bridge.Op {
 		}
 		gu := at(l, bridge.CompMLP, "gate_up_proj")
 		ops = append(ops,
-			mm(gu, ws.gate, ws.h, ly.gate, nil),
-			mm(gu, ws.up, ws.h, ly.up, nil),
+			mm(gu, ws.gate, ws.h, ly.gate, ly.bGate),
+			mm(gu, ws.up, ws.h, ly.up, ly.bUp),
 			&bridge.SiLUMulOp{At: at(l, bridge.CompMLP, "silu_mul"), Out: ws.gate, Gate: ws.gate, Up: ws.up},
-			mm(at(l, bridge.CompMLP, "down_proj"), ws.mlp, ws.gate, ly.down, nil),
+			mm(at(l, bridge.CompMLP, "down_proj"), ws.mlp, ws.gate, ly.down, ly.bDown),
 		)
 	}
 	if ws.hl == nil {

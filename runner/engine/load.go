@@ -20,6 +20,7 @@ type layer struct {
 	bo               bridge.Tensor // the output projection's: attention_bias, GPT-2's c_proj
 	qNorm, kNorm     bridge.Tensor // nil without QK-norm
 	gate, up, down   bridge.Tensor // dense MLP
+	bGate            bridge.Tensor // its gate projection's bias (mlp_bias; bUp and bDown the others')
 	moe              *bridge.MoEWeights
 	// GPT-2 (gpt2.go): LayerNorm biases and the MLP's biases; its MLP is
 	// up, then down.
@@ -144,6 +145,9 @@ func uploadWeights(be bridge.Backend, cfg *model.Config, src model.Source) (*wei
 			ly.moe = m
 		} else {
 			ly.gate, ly.up, ly.down = must(p+"mlp.gate_proj.weight"), must(p+"mlp.up_proj.weight"), must(p+"mlp.down_proj.weight")
+			if cfg.MLPBias {
+				ly.bGate, ly.bUp, ly.bDown = must(p+"mlp.gate_proj.bias"), must(p+"mlp.up_proj.bias"), must(p+"mlp.down_proj.bias")
+			}
 		}
 		w.layers = append(w.layers, ly)
 	}

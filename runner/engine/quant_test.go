@@ -116,6 +116,9 @@ var quantFixtures = []struct{ path, ref string }{
 	// converter permutes their weights.
 	{"../testdata/mlx/llama_bias-q4", "../testdata/mlx/llama_bias-q4/reference.json"},
 	{"../testdata/gguf/llama_bias-q8_0.gguf", "../testdata/gguf/llama_bias-q8_0.json"},
+	// mlp_bias: biases on gate, up and down beside the packed weights.
+	{"../testdata/mlx/llama_mlp_bias-q4", "../testdata/mlx/llama_mlp_bias-q4/reference.json"},
+	{"../testdata/gguf/llama_mlp_bias-q8_0.gguf", "../testdata/gguf/llama_mlp_bias-q8_0.json"},
 }
 
 // CheckQuantFixtures runs every quantized fixture on be: last-position

@@ -45,8 +45,11 @@ type Config struct {
 	QKVBias  bool
 	// OBias: the attention's output projection has a bias too, as
 	// attention_bias gives Llama, Qwen3 and Qwen3-MoE (not Qwen2's q/k/v).
-	OBias  bool
-	QKNorm bool // Qwen3: RMSNorm over each q and k head before RoPE
+	OBias bool
+	// MLPBias: the dense MLP's gate, up and down projections have biases
+	// (Llama's mlp_bias).
+	MLPBias bool
+	QKNorm  bool // Qwen3: RMSNorm over each q and k head before RoPE
 
 	// Mixture of experts (Qwen3-MoE); NumExperts == 0 means dense.
 	NumExperts    int
@@ -86,7 +89,10 @@ type archSpec struct {
 	// transformers' Llama and Qwen3 attention read it; Mistral, Mixtral and
 	// Qwen2 fix their biases whatever it says.
 	attnBias bool
-	gpt2     bool // GPT-2's config keys and layout (gpt2.go)
+	// mlpBias: mlp_bias puts a bias on the dense MLP's gate, up and down
+	// projections (LlamaConfig's key).
+	mlpBias bool
+	gpt2    bool // GPT-2's config keys and layout (gpt2.go)
 	// sparse is Mixtral's MoE: every layer's MLP a block_sparse_moe, the
 	// experts' intermediate size intermediate_size, the top-k renormalised
 	sparse bool
@@ -109,7 +115,7 @@ type archSpec struct {
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {attnBias: true, modelType: "llama"},
+	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama"},
 	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8},
 	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8},
 	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32},
@@ -330,9 +336,9 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.HiddenAct != "" && h.HiddenAct != "silu" {
 		return nil, fmt.Errorf("%s: hidden_act %q is not supported (only silu)", name, h.HiddenAct)
 	}
-	if h.MLPBias {
-		return nil, fmt.Errorf("%s: mlp_bias is not supported", name)
-	}
+	// transformers reads mlp_bias in LlamaConfig alone; other classes keep
+	// the key and build their MLPs without biases, as here.
+	c.MLPBias = h.MLPBias && spec.mlpBias
 	// A sliding window is attention over the last sliding_window tokens:
 	// full attention while a sequence is no longer, so the model runs
 	// exactly up to it (Window; the engine refuses longer requests).

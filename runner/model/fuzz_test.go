@@ -11,7 +11,7 @@ import (
 // FuzzParseHFConfig: any config.json is a config or an error, quickly,
 // never a panic or a huge allocation (sizes are checked by arithmetic).
 func FuzzParseHFConfig(f *testing.F) {
-	for _, arch := range []string{"llama", "llama_bias", "qwen2", "qwen3", "qwen3_moe", "mixtral", "mistral", "gpt2", "llama3", "qwen3_yarn"} {
+	for _, arch := range []string{"llama", "llama_bias", "llama_mlp_bias", "qwen2", "qwen3", "qwen3_moe", "mixtral", "mistral", "gpt2", "llama3", "qwen3_yarn"} {
 		if b, err := os.ReadFile(filepath.Join("..", "testdata", "hf", arch, "config.json")); err == nil {
 			f.Add(b)
 		}

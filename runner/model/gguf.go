@@ -162,6 +162,9 @@ func ggufName(name string) string {
 			"mlp.gate_proj.weight":            "ffn_gate.weight",
 			"mlp.up_proj.weight":              "ffn_up.weight",
 			"mlp.down_proj.weight":            "ffn_down.weight",
+			"mlp.gate_proj.bias":              "ffn_gate.bias",
+			"mlp.up_proj.bias":                "ffn_up.bias",
+			"mlp.down_proj.bias":              "ffn_down.bias",
 			"mlp.gate.weight":                 "ffn_gate_inp.weight",
 		}
 		if g, ok := m[rest]; ok {
@@ -652,6 +655,9 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	// bias, as transformers' attention_bias gives one.
 	_, c.OBias = f.Tensor("blk.0.attn_output.bias")
 	c.OBias = c.OBias && arch == "llama"
+	// Likewise its MLP's biases, as the converter writes mlp_bias.
+	_, c.MLPBias = f.Tensor("blk.0.ffn_gate.bias")
+	c.MLPBias = c.MLPBias && arch == "llama"
 	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
 	experts := num("expert_count", 0, false)
 	switch {

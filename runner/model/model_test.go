@@ -92,6 +92,51 @@ func TestAttentionBias(t *testing.T) {
 	}
 }
 
+// mlp_bias gives a Llama biases on its gate, up and down projections and,
+// as transformers builds their MLPs, no other architecture; the tensors
+// listed and the parameter count follow.
+func TestMLPBias(t *testing.T) {
+	for _, c := range []struct {
+		arch, bias string // mlp_bias, "" for none
+		want       bool
+	}{
+		{"LlamaForCausalLM", "", false},
+		{"LlamaForCausalLM", "true", true},
+		{"LlamaForCausalLM", "false", false},
+		{"MistralForCausalLM", "true", false},
+		{"Qwen2ForCausalLM", "true", false},
+		{"Qwen3ForCausalLM", "true", false},
+	} {
+		extra := ""
+		if c.bias != "" {
+			extra = `, "mlp_bias": ` + c.bias
+		}
+		js := `{"architectures": ["` + c.arch + `"], "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "intermediate_size": 48` + extra + `}`
+		cfg, err := ParseHFConfig("config.json", []byte(js))
+		if err != nil {
+			t.Fatalf("%s: %v", c.arch, err)
+		}
+		if cfg.MLPBias != c.want {
+			t.Errorf("%s, mlp_bias %q: %v, want %v", c.arch, c.bias, cfg.MLPBias, c.want)
+		}
+		var biases int
+		var elems int64
+		for _, ts := range cfg.Tensors() {
+			if strings.HasPrefix(ts.Name, "model.layers.1.mlp.") && strings.HasSuffix(ts.Name, ".bias") {
+				biases++
+			}
+			elems += ts.Elems()
+		}
+		if want := map[bool]int{true: 3}[c.want]; biases != want {
+			t.Errorf("%s, mlp_bias %q: %d MLP biases in layer 1, want %d", c.arch, c.bias, biases, want)
+		}
+		if elems != cfg.Params() {
+			t.Errorf("%s, mlp_bias %q: tensors hold %d values, Params says %d", c.arch, c.bias, elems, cfg.Params())
+		}
+	}
+}
+
 // A config.json without architectures is read by its model_type, as
 // transformers' AutoModelForCausalLM picks the class.
 func TestModelTypeAlone(t *testing.T) {

@@ -76,6 +76,9 @@ func (c *Config) Tensors() []TensorSpec {
 				mat(p+"mlp.gate_proj.weight", c.Inter, c.Hidden),
 				mat(p+"mlp.up_proj.weight", c.Inter, c.Hidden),
 				mat(p+"mlp.down_proj.weight", c.Hidden, c.Inter))
+			if c.MLPBias {
+				t = append(t, vec(p+"mlp.gate_proj.bias", c.Inter), vec(p+"mlp.up_proj.bias", c.Inter), vec(p+"mlp.down_proj.bias", c.Hidden))
+			}
 		}
 	}
 	t = append(t, vec("model.norm.weight", c.Hidden))
@@ -144,6 +147,9 @@ func (c *Config) elems() (matrix, vector float64) {
 	matrix += f(c.Layers) * (h*q + 2*h*kv + q*h)
 	vector += f(c.Layers) * perLayerVec
 	matrix += dense * 3 * f(c.Inter) * h
+	if c.MLPBias {
+		vector += dense * (2*f(c.Inter) + h)
+	}
 	matrix += f(moe) * (f(c.NumExperts)*h + f(c.NumExperts)*3*f(c.MoEInter)*h)
 	return matrix, vector
 }
