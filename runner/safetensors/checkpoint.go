@@ -9,7 +9,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
@@ -95,7 +97,42 @@ func OpenDirMax(dir string, maxTensors int) (*Checkpoint, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: no .safetensors files (and no %s)", dir, IndexName)
 	}
+	if err := missingPart(dir, paths); err != nil {
+		return nil, err
+	}
 	return openFiles(dir, paths, nil, maxTensors)
+}
+
+// numbered is a shard's name as transformers' save_pretrained writes it,
+// PREFIX-00001-of-00004.safetensors.
+var numbered = regexp.MustCompile(`^(.*)-([0-9]+)-of-([0-9]+)\.safetensors$`)
+
+// missingPart names a shard that numbered shards without their index say
+// there is but the folder lacks (a download cut short): read without it,
+// its tensors would be reported missing one by one, with no word of why.
+func missingPart(dir string, paths []string) error {
+	have := map[string]bool{}
+	for _, p := range paths {
+		have[filepath.Base(p)] = true
+	}
+	for _, p := range paths {
+		m := numbered.FindStringSubmatch(filepath.Base(p))
+		if m == nil {
+			continue
+		}
+		count, err := strconv.Atoi(m[3])
+		if err != nil || count > 1<<16 {
+			continue // no numbering a writer gives
+		}
+		for i := 1; i <= count; i++ {
+			name := fmt.Sprintf("%s-%0*d-of-%s.safetensors", m[1], len(m[2]), i, m[3])
+			if !have[name] {
+				return fmt.Errorf("%s: %s is missing, part %d of %d beside %s, and there is no %s to say the folder holds the checkpoint without it (a download cut short?)",
+					dir, name, i, count, filepath.Base(p), IndexName)
+			}
+		}
+	}
+	return nil
 }
 
 // danglingLink names a symlink whose target is missing, as a half-cleaned

@@ -484,6 +484,18 @@ func TestOpenDirErrors(t *testing.T) {
 		{"index weight_map a list", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, IndexName), []byte(`{"weight_map": [1, 2]}`), 0o644)
 		}, []string{IndexName + ": weight_map is a JSON array, want an object"}},
+		// Numbered shards without their index: one the numbering says
+		// there is, missing, is named, before any of its tensors are
+		// reported missing one by one.
+		{"numbered shard missing, no index", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "model-00001-of-00003.safetensors"), ts[:1], nil)
+			Write(filepath.Join(dir, "model-00003-of-00003.safetensors"), ts[1:2], nil)
+		}, []string{"model-00002-of-00003.safetensors is missing", "part 2 of 3", IndexName}},
+		{"numbered shards of two sets, no index", func(t *testing.T, dir string) {
+			Write(filepath.Join(dir, "model-00001-of-00002.safetensors"), ts[:1], nil)
+			Write(filepath.Join(dir, "model-00002-of-00002.safetensors"), ts[1:2], nil)
+			Write(filepath.Join(dir, "model-00001-of-00003.safetensors"), ts[2:3], nil)
+		}, []string{"model-00002-of-00003.safetensors is missing"}},
 		{"broken shard", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, 4), 0o644)
 		}, []string{"model.safetensors", `tensor "w"`, "negative"}},
