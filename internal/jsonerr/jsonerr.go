@@ -51,6 +51,19 @@ func ExplainAt(err error, data []byte, path string) error {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
+		if lit, start := nonFinite(data, se.Offset); lit != "" {
+			at := keyPath(data[:start])
+			switch {
+			case path != "" && at != "" && at[0] != '[':
+				at = path + "." + at
+			case path != "":
+				at = path + at
+			case at == "":
+				at = "the file"
+			}
+			return fmt.Errorf("%s is %s (%s): a float that is not finite, which JSON has no number for; want a finite number",
+				at, lit, where(data, int64(start)+1))
+		}
 		in := ""
 		if path != "" {
 			in = " in " + path
@@ -172,4 +185,80 @@ func where(data []byte, off int64) string {
 	line := bytes.Count(before, []byte{'\n'}) + 1
 	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
 	return fmt.Sprintf("at line %d, column %d", line, col)
+}
+
+// nonFinite is the literal Python's json writes for a float that is not
+// finite (NaN, Infinity, -Infinity) where a syntax error at off stopped on
+// one, and where it starts in data; "" for any other error.
+func nonFinite(data []byte, off int64) (string, int) {
+	if off < 1 || off > int64(len(data)) {
+		return "", 0
+	}
+	i := int(off) - 1
+	if i > 0 && data[i-1] == '-' {
+		i--
+	}
+	for _, lit := range []string{"NaN", "Infinity", "-Infinity"} {
+		if bytes.HasPrefix(data[i:], []byte(lit)) {
+			return lit, i
+		}
+	}
+	return "", 0
+}
+
+// keyPath is the key path (a.b[2].c) of the value that starts where the
+// JSON text prefix ends, "" at the top level.
+func keyPath(prefix []byte) string {
+	type frame struct {
+		obj, wantKey bool
+		key          string
+		idx          int
+	}
+	var stack []frame
+	ended := func() { // a value ended: the next is a key, or the next element
+		if n := len(stack); n > 0 {
+			if stack[n-1].obj {
+				stack[n-1].wantKey = true
+			} else {
+				stack[n-1].idx++
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{obj: true, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, frame{})
+		case json.Delim('}'), json.Delim(']'):
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+			ended()
+		default:
+			if n := len(stack); n > 0 && stack[n-1].wantKey {
+				s, _ := tok.(string)
+				stack[n-1].key, stack[n-1].wantKey = s, false
+				continue
+			}
+			ended()
+		}
+	}
+	var b strings.Builder
+	for _, f := range stack {
+		switch {
+		case !f.obj:
+			fmt.Fprintf(&b, "[%d]", f.idx)
+		case b.Len() > 0:
+			b.WriteString("." + f.key)
+		default:
+			b.WriteString(f.key)
+		}
+	}
+	return b.String()
 }

@@ -41,6 +41,13 @@ func TestExplain(t *testing.T) {
 		{`[]`, `the file is a JSON array, want an object`},
 		{`{"hidden_size": "a \" quoted and much longer string than any quote needs"}`, `hidden_size is a JSON string ("a \" quoted and much longer string t..."), want a whole number`},
 		{"{\n  \"hidden_size\": x}", `not valid JSON at line 2, column 18: invalid character 'x' looking for beginning of value`},
+		// Python's json writes a float that is not finite as NaN or
+		// Infinity, which JSON lacks: the key is named, with the place.
+		{`{"rms_norm_eps": NaN}`, `rms_norm_eps is NaN (at line 1, column 18): a float that is not finite, which JSON has no number for; want a finite number`},
+		{"{\"quantization\": {\"bits\": 4,\n \"scale\": -Infinity}}", `quantization.scale is -Infinity (at line 2, column 11): a float that is not finite, which JSON has no number for; want a finite number`},
+		{`{"shape": [1, Infinity]}`, `shape[1] is Infinity (at line 1, column 15): a float that is not finite, which JSON has no number for; want a finite number`},
+		{`[NaN]`, `[0] is NaN (at line 1, column 2): a float that is not finite, which JSON has no number for; want a finite number`},
+		{`{"a": {"b": [1, {"c": 2}], "d": NaN}}`, `a.d is NaN (at line 1, column 33): a float that is not finite, which JSON has no number for; want a finite number`},
 	} {
 		var cfg config
 		err := Explain(json.Unmarshal([]byte(c.in), &cfg), []byte(c.in))

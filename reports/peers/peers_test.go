@@ -374,7 +374,7 @@ func TestVLLMServeBadValues(t *testing.T) {
 func TestNaNIsNoFigure(t *testing.T) {
 	for _, tc := range []struct{ format, data, want string }{
 		{FormatVLLMLatency, `{"avg_latency": 1.0, "latencies": [1.0, NaN], "percentiles": {}}`, "latency 2 is NaN or null"},
-		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 100, "samples_ts": [NaN, 100]}]`, "invalid character 'N'"},
+		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 100, "samples_ts": [NaN, 100]}]`, "[0].samples_ts[0] is NaN (at line 1, column 95): a float that is not finite"},
 		{FormatLlamaBench, `[{"model_type": "m", "n_prompt": 512, "n_gen": 0, "n_batch": 1, "avg_ts": 0, "samples_ts": []}]`, "result 1 (pp512): samples_ns and samples_ts are empty and avg_ts 0: no repetition was timed (llama-bench -r 0)"},
 	} {
 		_, err := Parse(tc.format, "f.json", []byte(tc.data), Options{})

@@ -174,6 +174,7 @@ func TestConfigErrors(t *testing.T) {
 		{`{"hidden_size": "96"}`, `config.json: hidden_size is a JSON string ("96"), want a whole number`},
 		{`{"hidden_size": 96.5}`, `config.json: hidden_size is a JSON number 96.5, want a whole number`},
 		{`{"rms_norm_eps": 1e999}`, `config.json: rms_norm_eps is 1e999, beyond a 64-bit float's range`},
+		{"{\"rope_parameters\": {\"rope_type\": \"default\",\n  \"rope_theta\": NaN}}", `config.json: rope_parameters.rope_theta is NaN (at line 2, column 17): a float that is not finite`},
 		{`{"tie_word_embeddings": "false"}`, `config.json: tie_word_embeddings is a JSON string ("false"), want true or false`},
 		{`{"architectures": "Qwen3ForCausalLM"}`, `config.json: architectures is a JSON string ("Qwen3ForCausalLM"), want a list`},
 		{`[]`, `config.json: the file is a JSON array, want an object`},
