@@ -311,13 +311,13 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	}
 	if v, ok := h.RopeParameters["partial_rotary_factor"]; ok && v != nil {
 		if f, isNum := v.(float64); !isNum || f != 1 {
-			return nil, fmt.Errorf("%s: rope_parameters.partial_rotary_factor=%v is not supported (RoPE over whole heads only)", name, v)
+			return nil, fmt.Errorf("%s: rope_parameters.partial_rotary_factor=%s is not supported (RoPE over whole heads only)", name, jsonText(v))
 		}
 	}
 	if v, ok := h.RopeParameters["rope_theta"]; ok {
 		f, isNum := v.(float64)
 		if !isNum {
-			return nil, fmt.Errorf("%s: rope_parameters.rope_theta %v is not a number", name, v)
+			return nil, fmt.Errorf("%s: rope_parameters.rope_theta %s is not a number", name, jsonText(v))
 		}
 		c.RopeTheta = f
 	}
@@ -589,7 +589,7 @@ func ropeTypeGiven(m map[string]any) error {
 		return nil
 	}
 	if f, ok := m["factor"]; ok && f != nil && f != 1.0 {
-		return fmt.Errorf("factor %v with no rope_type: give the scaling's type (linear, llama3, yarn; default for none)", f)
+		return fmt.Errorf("factor %s with no rope_type: give the scaling's type (linear, llama3, yarn; default for none)", jsonText(f))
 	}
 	return nil
 }
@@ -604,7 +604,7 @@ func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error
 	for _, k := range []string{"rope_type", "type"} {
 		if v, ok := m[k]; ok && v != nil {
 			if _, isStr := v.(string); !isStr {
-				return nil, fmt.Errorf("%s %v is not a string (default, linear, llama3, yarn)", k, v)
+				return nil, fmt.Errorf("%s %s is not a string (default, linear, llama3, yarn)", k, jsonText(v))
 			}
 		}
 	}
@@ -669,7 +669,7 @@ func parseRopeScaling(m map[string]any, maxPos int) (*kernels.RoPEScaling, error
 		if v, ok := m["truncate"]; ok && v != nil {
 			b, isBool := v.(bool)
 			if !isBool {
-				return nil, fmt.Errorf("yarn: truncate %v is not a boolean", v)
+				return nil, fmt.Errorf("yarn: truncate %s is not a boolean", jsonText(v))
 			}
 			s.NoTruncate = !b
 		}
@@ -717,4 +717,15 @@ func epsF32(v float64, field string) (float32, error) {
 		return 0, fmt.Errorf("%s=%g is outside float32's range, in which the norms add it (%g to %g)", field, v, math.SmallestNonzeroFloat32, math.MaxFloat32)
 	}
 	return f, nil
+}
+
+// jsonText is a value of a config's JSON object as the file spells it
+// (null, "1e6"), for messages: Go's own printing would show a string
+// without its quotes and null as <nil>.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return quote(b)
 }

@@ -178,6 +178,11 @@ func TestConfigErrors(t *testing.T) {
 		{`{"tie_word_embeddings": "false"}`, `config.json: tie_word_embeddings is a JSON string ("false"), want true or false`},
 		{`{"architectures": "Qwen3ForCausalLM"}`, `config.json: architectures is a JSON string ("Qwen3ForCausalLM"), want a list`},
 		{`[]`, `config.json: the file is a JSON array, want an object`},
+		// A value of the wrong type is quoted as the file spells it.
+		{`{"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_theta": "1e6"}}`, `config.json: rope_parameters.rope_theta "1e6" is not a number`},
+		{`{"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_theta": null}}`, `config.json: rope_parameters.rope_theta null is not a number`},
+		{`{"architectures": ["LlamaForCausalLM"], "rope_scaling": {"rope_type": ["yarn"]}}`, `config.json: rope_scaling: rope_type ["yarn"] is not a string`},
+		{`{"architectures": ["LlamaForCausalLM"], "rope_scaling": {"factor": "4"}}`, `config.json: rope_scaling: factor "4" with no rope_type`},
 		// A count past its limit is said once.
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1000000000, "num_attention_heads": 2, "intermediate_size": 8}`, `num_hidden_layers=1000000000 is beyond what mtlbench runs (at most 4096)`},
 		{`{"hidden_size": 8}`, `no "architectures" field, and model_type "" is none of gpt2, llama,`},
@@ -409,7 +414,7 @@ func TestRopeScaling(t *testing.T) {
 			&kernels.RoPEScaling{Type: "yarn", Factor: 40, OriginalMax: 4096, BetaFast: 32, BetaSlow: 1, NoTruncate: true, Attention: 1}, ""},
 		{"yarn attention_factor", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "attention_factor": 1.5, "beta_fast": 16}}`, 10000,
 			&kernels.RoPEScaling{Type: "yarn", Factor: 2, OriginalMax: 4096, BetaFast: 16, BetaSlow: 1, Attention: 1.5}, ""},
-		{"yarn truncate a string", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "truncate": "no"}}`, 0, nil, "yarn: truncate no is not a boolean"},
+		{"yarn truncate a string", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "truncate": "no"}}`, 0, nil, "yarn: truncate \"no\" is not a boolean"},
 		{"yarn negative beta", `"rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096, "beta_slow": -1}}`, 0, nil, "beta_slow -1 must be"},
 		{"dynamic", `"rope_scaling": {"type": "dynamic", "factor": 2.0}}`, 0, nil, `rope_scaling: rope type "dynamic" is not supported`},
 		{"longrope", `"rope_scaling": {"type": "longrope", "long_factor": [1], "short_factor": [1]}}`, 0, nil, `rope type "longrope" is not supported`},
@@ -418,7 +423,7 @@ func TestRopeScaling(t *testing.T) {
 		{"llama3 fractional context", `"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192.5}}`, 0, nil, "is not a whole number"},
 		{"linear below one", `"rope_scaling": {"rope_type": "linear", "factor": 0.5}}`, 0, nil, "factor 0.5 must be a number from 1 to"},
 		{"linear factor a string", `"rope_scaling": {"rope_type": "linear", "factor": "4"}}`, 0, nil, "linear: factor missing or not a number"},
-		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta 1e6 is not a number"},
+		{"theta a string", `"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}`, 0, nil, "rope_parameters.rope_theta \"1e6\" is not a number"},
 		{"partial rotary", `"partial_rotary_factor": 0.5}`, 0, nil, "partial_rotary_factor=0.5 is not supported"},
 		// transformers 5 reads it from rope_parameters too.
 		{"partial rotary in rope_parameters", `"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}`, 0, nil, "rope_parameters.partial_rotary_factor=0.5 is not supported"},
