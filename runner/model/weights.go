@@ -287,7 +287,10 @@ type Checkpoint struct {
 	// weights transposed to [out, in] (its sanitize), so they are read in
 	// place; Transposed specs are stored as they are handed out.
 	mlxGPT2 bool
-	cfg     *Config // the model, once OpenDir has read it (Formats)
+	// headAsEmbed is the embedding's name where a tied folder holds its
+	// one matrix as lm_head.weight alone, which is read for it.
+	headAsEmbed string
+	cfg         *Config // the model, once OpenDir has read it (Formats)
 	// looked gathers the stored names Check finds its tensors under;
 	// unread are the others, which the model (of architecture unreadBy)
 	// does not read (Unread).
@@ -393,6 +396,9 @@ var mixtralProj = map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_pr
 // w2 (mlx-lm's stacks keep the projections' names). Other names, and names
 // already stored, are their own.
 func (c *Checkpoint) stored(name string) string {
+	if c.headAsEmbed != "" && name == c.headAsEmbed {
+		return "lm_head.weight"
+	}
 	if c.mlxGPT2 && strings.HasPrefix(name, GPT2Prefix) {
 		return mlxGPT2Prefix + strings.TrimPrefix(name, GPT2Prefix)
 	}
@@ -763,6 +769,17 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	// transformers would give such a head random weights: garbage logits.
 	if cfg.tieUnset && !ck.Has("lm_head.weight") {
 		cfg.TieEmbed = true
+	}
+	// A tied folder may hold its one matrix as lm_head.weight alone:
+	// safetensors' save_model keeps the first of a shared tensor's names in
+	// sorted order, and transformers ties such a folder the other way round
+	// as it loads.
+	embed := "model.embed_tokens.weight"
+	if cfg.GPT2() {
+		embed = GPT2Embed
+	}
+	if cfg.TieEmbed && !ck.Has(embed) && !ck.storedHas(strings.TrimPrefix(embed, GPT2Prefix)) && ck.Has("lm_head.weight") {
+		ck.headAsEmbed = embed
 	}
 	if !cfg.TieEmbed && !ck.Has("lm_head.weight") && !ck.mlxGPT2 {
 		ck.Close()
