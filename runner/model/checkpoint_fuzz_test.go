@@ -2,11 +2,14 @@ package model
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
 // The checkpoint fuzzers change real fixtures where their structure lives
@@ -142,5 +145,85 @@ func FuzzOpenGGUFRoPE(f *testing.F) {
 			t.Fatal(err)
 		}
 		openEvery(t, p)
+	})
+}
+
+// FuzzOpenHF damages a float checkpoint folder as transformers shards it:
+// its config.json, either shard's safetensors header, or the index that
+// maps the tensors to the shards, for a dense model (Llama), experts
+// under Mixtral's names, Qwen3-MoE's with a dense layer, and GPT-2
+// (Conv1D weights, learned positions).
+func FuzzOpenHF(f *testing.F) {
+	archs := []string{"llama", "mixtral", "qwen3_moe", "gpt2"}
+	type folder struct {
+		files   [4][]byte // config.json, the two shards, the index
+		headers [4]int    // the part of each that fuzzing patches
+	}
+	names := [4]string{"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", safetensors.IndexName}
+	var folders []folder
+	for _, arch := range archs {
+		dir := filepath.Join(fixtures, arch)
+		var fo folder
+		var err error
+		if fo.files[0], err = os.ReadFile(filepath.Join(dir, "config.json")); err != nil {
+			f.Fatal(err)
+		}
+		st, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var shards [2][]safetensors.WriteTensor
+		wm := map[string]string{}
+		for i, info := range st.Tensors() {
+			b, _ := st.Bytes(info.Name)
+			shards[i%2] = append(shards[i%2], safetensors.WriteTensor{Name: info.Name, DType: info.DType, Shape: info.Shape, Data: append([]byte(nil), b...)})
+			wm[info.Name] = names[1+i%2]
+		}
+		st.Close()
+		tmp := f.TempDir()
+		for i, ts := range shards {
+			p := filepath.Join(tmp, names[1+i])
+			if err := safetensors.Write(p, ts, map[string]string{"format": "pt"}); err != nil {
+				f.Fatal(err)
+			}
+			if fo.files[1+i], err = os.ReadFile(p); err != nil {
+				f.Fatal(err)
+			}
+		}
+		if fo.files[3], err = json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 0}, "weight_map": wm}); err != nil {
+			f.Fatal(err)
+		}
+		for i, b := range fo.files {
+			fo.headers[i] = len(b)
+			if i == 1 || i == 2 {
+				fo.headers[i] = 8 + int(binary.LittleEndian.Uint64(b))
+			}
+		}
+		folders = append(folders, fo)
+	}
+	for i, fo := range folders {
+		fx := uint8(i)
+		f.Add(fx, uint8(0), uint32(0), []byte{}, uint32(0))
+		f.Add(fx, uint8(0), uint32(strings.Index(string(fo.files[0]), `"num_hidden_layers"`)), []byte(`"num_hidden_layers": 1,`), uint32(0))
+		f.Add(fx, uint8(0), uint32(strings.Index(string(fo.files[0]), `"tie_word_embeddings"`)), []byte(`"tie_word_embeddings": true ,`), uint32(0))
+		f.Add(fx, uint8(1), uint32(strings.Index(string(fo.files[1]), `"shape"`)), []byte(`"shape":[1,`), uint32(0))
+		f.Add(fx, uint8(2), uint32(strings.Index(string(fo.files[2]), `"data_offsets"`)), []byte(`"data_offsets":[0,`), uint32(0))
+		f.Add(fx, uint8(2), uint32(0), []byte{}, uint32(1000))
+		f.Add(fx, uint8(3), uint32(strings.Index(string(fo.files[3]), `00002-of`)), []byte(`00001-of`), uint32(0))
+		f.Add(fx, uint8(3), uint32(strings.Index(string(fo.files[3]), `"weight_map"`)), []byte(`"weight_map": {}, "x":`), uint32(0))
+	}
+	f.Fuzz(func(t *testing.T, fx, which uint8, off uint32, patch []byte, cut uint32) {
+		fo := folders[int(fx)%len(folders)]
+		w := int(which) % len(names)
+		dir := t.TempDir()
+		for i, b := range fo.files {
+			if i == w {
+				b = patchAt(b, fo.headers[i], off, patch, cut)
+			}
+			if err := os.WriteFile(filepath.Join(dir, names[i]), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		openEvery(t, dir)
 	})
 }
