@@ -182,8 +182,10 @@ const (
 )
 
 // Value is one metadata value: numbers as float64/int64/uint64, strings,
-// bools; arrays keep their element type and length, and their elements
-// when they are numbers (token lists of strings are skipped, not copied).
+// bools; arrays keep their element type, length and place in the file only,
+// their elements read when asked for (Strings, Numbers): held as float64s
+// as the header is read, a header of arrays would cost eight times its
+// bytes before anything used them.
 type Value struct {
 	Type  ValueType
 	Elem  ValueType // arrays
@@ -193,7 +195,6 @@ type Value struct {
 	Uint  uint64
 	Float float64
 	Str   string
-	Nums  []float64 // numeric arrays
 }
 
 // TensorInfo is one tensor's entry.
@@ -364,8 +365,8 @@ func (f *File) Numbers(key string) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v.Nums != nil || v.Len == 0 {
-		return v.Nums, nil
+	if v.Len == 0 {
+		return nil, nil
 	}
 	out := make([]float64, 0, v.Len)
 	for i := uint64(0); i < v.Len; i++ {
@@ -663,12 +664,8 @@ func (r *reader) value(vt ValueType, depth int) (Value, error) {
 			return v, fmt.Errorf("array of %d values is longer than the file", v.Len)
 		}
 		for i := uint64(0); i < v.Len && r.err == nil; i++ {
-			e, err := r.value(v.Elem, depth+1)
-			if err != nil {
+			if _, err := r.value(v.Elem, depth+1); err != nil {
 				return v, err
-			}
-			if v.Elem != String && v.Len <= 1<<16 {
-				v.Nums = append(v.Nums, e.Float)
 			}
 		}
 	default:

@@ -3,8 +3,10 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -234,8 +236,8 @@ func TestTypeNames(t *testing.T) {
 	}
 }
 
-// Arrays are read from the file when asked for: strings always (the header
-// keeps none), numbers past the 65,536 the header keeps.
+// Arrays are read from the file when asked for, strings and numbers: the
+// header keeps their length and place only.
 func TestArrays(t *testing.T) {
 	const n = 70000
 	types := make([]int32, n)
@@ -277,3 +279,42 @@ func TestArrays(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// Opening a file costs memory by its keys and tensors, not by the size of
+// its arrays: a header of numeric arrays is not held as float64s, eight
+// times its bytes, before anything asks for them.
+func TestArraysNotHeld(t *testing.T) {
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	const keys, n = 128, 1 << 16
+	b = append(b, "GGUF"...)
+	u32(3)
+	u64(0)
+	u64(keys)
+	for i := range keys {
+		key := fmt.Sprintf("k%03d", i)
+		u64(uint64(len(key)))
+		b = append(b, key...)
+		u32(uint32(Array))
+		u32(uint32(U8))
+		u64(n)
+		b = append(b, make([]byte, n)...)
+	}
+	p := write(t, b)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f, err := Open(p)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(b))/8 {
+		t.Errorf("opening a %d-byte header of arrays allocated %d bytes", len(b), got)
+	}
+	if nums, err := f.Numbers("k127"); err != nil || len(nums) != n {
+		t.Errorf("Numbers: %d values, %v", len(nums), err)
+	}
+}
