@@ -93,6 +93,41 @@ type rawEntry struct {
 	Offsets *[]int64 `json:"data_offsets"`
 }
 
+// MaxRank bounds a tensor's dimensions (numpy's own limit).
+const MaxRank = 64
+
+// listCommas counts the commas inside the lists of a header entry (those
+// between its numbers, not in strings or between its fields): read before
+// the entry is decoded, so a shape or data_offsets of millions of numbers
+// is refused by its length, never held as Go ints, dozens of times its
+// bytes.
+func listCommas(raw []byte) int {
+	depth, n := 0, 0
+	inStr, esc := false, false
+	for _, c := range raw {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth > 1:
+			n++
+		}
+	}
+	return n
+}
+
 // ParseHeader validates a safetensors header. r holds the start of the file:
 // the 8-byte length and the whole JSON header at least (the whole file is
 // fine); fileSize is the size of the entire file. It returns the tensors
@@ -173,6 +208,10 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		if maxTensors >= 0 && len(tensors) == maxTensors {
 			return nil, nil, 0, fmt.Errorf("the header lists more than %d tensors, more than the model could read: %w", maxTensors, ErrTooManyTensors)
 		}
+		// A shape of MaxRank numbers and two offsets have MaxRank commas.
+		if listCommas(raw) > MaxRank {
+			return nil, nil, 0, fmt.Errorf("tensor %q: its lists hold more numbers than a shape of at most %d dimensions and data_offsets of two", name, MaxRank)
+		}
 		var e rawEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %w", name, jsonerr.ExplainAt(err, raw, name))
@@ -240,6 +279,9 @@ func checkEntry(name string, e *rawEntry, dataLen int64) (TensorInfo, error) {
 	if !ok {
 		return TensorInfo{}, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
 	}
+	if len(shape) > MaxRank {
+		return TensorInfo{}, fmt.Errorf("tensor %q: shape has %d dimensions, more than %d", name, len(shape), MaxRank)
+	}
 	dims := make([]int, len(shape))
 	for i, d := range shape {
 		if d < 0 {
@@ -251,7 +293,7 @@ func checkEntry(name string, e *rawEntry, dataLen int64) (TensorInfo, error) {
 		dims[i] = int(d)
 	}
 	if len(offs) != 2 {
-		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets must be [begin, end], got %v", name, offs)
+		return TensorInfo{}, fmt.Errorf("tensor %q: data_offsets must be [begin, end], got a list of %d", name, len(offs))
 	}
 	begin, end := offs[0], offs[1]
 	if begin < 0 || end < begin {

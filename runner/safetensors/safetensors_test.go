@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,6 +180,46 @@ var headerCases = []struct {
 	{"duplicate name", rawFile(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
 		[]string{`"w" twice`}},
 	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), []string{"__metadata__ is a JSON number, want a string (__metadata__ maps strings to strings)"}},
+	{"too many dims", rawFile(`{"w":{"dtype":"U8","shape":[`+strings.Repeat("1,", 64)+`1],"data_offsets":[0,1]}}`, 1),
+		[]string{`tensor "w": its lists hold more numbers than a shape of at most 64 dimensions`}},
+	{"65 dims, one offset", rawFile(`{"w":{"dtype":"U8","shape":[`+strings.Repeat("1,", 64)+`1],"data_offsets":[0]}}`, 1),
+		[]string{`tensor "w": shape has 65 dimensions, more than 64`}},
+}
+
+// A header's lists are refused by their length as they are read: a shape
+// or data_offsets of millions of numbers, held as Go ints, would cost
+// dozens of times the header's bytes before their length was checked.
+func TestLongListsNotHeld(t *testing.T) {
+	for _, field := range []string{"shape", "data_offsets"} {
+		t.Run(field, func(t *testing.T) {
+			list := "[" + strings.Repeat("1,", 1<<20) + "1]"
+			entry := `"shape":` + list + `,"data_offsets":[0,1]`
+			want := `tensor "w": its lists hold more numbers than a shape of at most 64 dimensions and data_offsets of two`
+			if field == "data_offsets" {
+				entry = `"shape":[1],"data_offsets":` + list
+			}
+			path := filepath.Join(t.TempDir(), "m.safetensors")
+			file := rawFile(`{"w":{"dtype":"U8",`+entry+`}}`, 1)
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			f, err := Open(path)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				f.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q lacks %q", err, want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 6*uint64(len(file)) {
+				t.Errorf("refusing a %d-byte header allocated %d bytes", len(file), got)
+			}
+		})
+	}
 }
 
 func TestOpenErrors(t *testing.T) {
