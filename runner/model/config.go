@@ -381,7 +381,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		if h.DecoderSparseStep != nil {
 			c.SparseStep = *h.DecoderSparseStep
 		}
-		c.MLPOnlyLayers = h.MLPOnlyLayers
+		c.MLPOnlyLayers = layerSet(h.MLPOnlyLayers, h.NumHiddenLayers)
 		if spec.sparse {
 			// transformers' MixtralSparseMoeBlock: softmax over the experts,
 			// top-k, the k weights divided by their sum.
@@ -728,4 +728,27 @@ func jsonText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return quote(b)
+}
+
+// layerSet is mlp_only_layers as transformers reads it (layer in the
+// list): the distinct layers of n it names, in order. Entries past the
+// layers and repeats mean nothing, and kept they would make every
+// IsMoELayer a search of a list as long as the file allows.
+func layerSet(list []int, n int) []int {
+	if n <= 0 || n > MaxLayers {
+		return nil // Validate refuses the count
+	}
+	in := make([]bool, n)
+	for _, l := range list {
+		if l >= 0 && l < n {
+			in[l] = true
+		}
+	}
+	var out []int
+	for l, ok := range in {
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
 }

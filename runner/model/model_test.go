@@ -537,6 +537,28 @@ func TestSlidingWindow(t *testing.T) {
 	}
 }
 
+// mlp_only_layers is read as transformers reads it, a layer's membership:
+// entries past the layers and repeats are dropped as it is read, so a list
+// as long as a config.json may be does not make every layer's question a
+// search of it.
+func TestMLPOnlyLayersSet(t *testing.T) {
+	list := strings.Repeat("9999, 2, -1, ", 1<<18) + "0"
+	cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+		"num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 24, "num_experts": 4,
+		"num_experts_per_tok": 2, "moe_intermediate_size": 8, "mlp_only_layers": [`+list+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.MLPOnlyLayers, []int{0, 2}) {
+		t.Errorf("mlp_only_layers read as %d layers, want [0 2]", len(cfg.MLPOnlyLayers))
+	}
+	for l, moe := range []bool{false, true, false, true} {
+		if cfg.IsMoELayer(l) != moe {
+			t.Errorf("layer %d: MoE %v, want %v", l, !moe, moe)
+		}
+	}
+}
+
 // Mixtral's config.json: every layer an MoE block of num_local_experts
 // experts intermediate_size wide, the top-k weights renormalised (as
 // transformers' MixtralSparseMoeBlock does), whatever Qwen3-MoE's keys say;
