@@ -536,8 +536,11 @@ func (f *File) parse() error {
 		vals, bytes, ok := t.Type.Block()
 		elems := uint64(1)
 		for _, d := range t.Dims {
-			if d == 0 || d > 1<<40 || elems > (1<<50)/d {
-				return fmt.Errorf("tensor %q has dimensions %v", t.Name, t.Dims)
+			switch {
+			case d == 0:
+				return fmt.Errorf("tensor %q has dimensions %v: a tensor of no values, which no model holds", t.Name, t.Dims)
+			case d > 1<<40 || elems > (1<<50)/d:
+				return fmt.Errorf("tensor %q has dimensions %v: more than 2^50 values, beyond any model's tensor (a header misread, or damaged)", t.Name, t.Dims)
 			}
 			elems *= d
 		}

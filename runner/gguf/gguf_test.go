@@ -121,6 +121,8 @@ func TestBadFiles(t *testing.T) {
 			`tensor info 0 has a name of 4 bytes that is no text ("\x00\x12w\x01")`},
 		{"ragged rows", func() []byte { return build(3, nil, []ti{{"w", []uint64{48, 4}, Q4_0, 4 * 18}}, 32) }, "do not divide"},
 		{"dims", func() []byte { return build(3, nil, []ti{{"w", []uint64{32, 1, 1, 1, 1}, Q4_0, 18}}, 32) }, "5 dimensions"},
+		{"zero dim", func() []byte { return build(3, nil, []ti{{"w", []uint64{32, 0}, Q4_0, 0}}, 32) }, `tensor "w" has dimensions [32 0]: a tensor of no values`},
+		{"too many values", func() []byte { return build(3, nil, []ti{{"w", []uint64{1 << 30, 1 << 30}, Q4_0, 0}}, 32) }, `tensor "w" has dimensions [1073741824 1073741824]: more than 2^50 values`},
 		{"misaligned offset", func() []byte {
 			b := build(3, nil, []ti{{"w", []uint64{32, 4}, Q4_0, 4 * 18}}, 32)
 			// the offset is the last u64 of the tensor info
