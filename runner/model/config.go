@@ -112,16 +112,21 @@ type archSpec struct {
 	// head_dim where the file leaves the key out (0, or an explicit null:
 	// num_attention_heads and hidden_size/num_attention_heads).
 	kvHeads, headDim int
+	// eos is the config class's eos_token_id where the file leaves the key
+	// out (an explicit null is none): Llama's, Mistral's and Mixtral's 2,
+	// GPT-2's 50256. generate stops there when no generation_config.json
+	// says otherwise.
+	eos []int32
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama"},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8},
+	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}},
 	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32},
 	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128},
 	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4},
-	GPT2Architecture:      {gpt2: true, modelType: "gpt2"},
+	GPT2Architecture:      {gpt2: true, modelType: "gpt2", eos: []int32{50256}},
 }
 
 // Architectures lists the supported HF architecture names.
@@ -237,6 +242,15 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: eos_token_id: %w", name, err)
 	}
+	// A key left out takes the config class's default; an explicit null
+	// is none (sliding_window, eos_token_id) or derived
+	// (num_key_value_heads, head_dim), as the classes read None.
+	var keys map[string]json.RawMessage
+	json.Unmarshal(data, &keys)
+	absent := func(key string) bool { _, given := keys[key]; return !given }
+	if absent("eos_token_id") {
+		eos = slices.Clone(spec.eos)
+	}
 	if spec.gpt2 {
 		c, err := parseGPT2(name, arch, &h)
 		if c != nil {
@@ -256,12 +270,6 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if spec.eps > 0 {
 		c.Eps = spec.eps
 	}
-	// A key left out takes the config class's default; an explicit null
-	// is none (sliding_window) or derived (num_key_value_heads, head_dim),
-	// as the classes read None.
-	var keys map[string]json.RawMessage
-	json.Unmarshal(data, &keys)
-	absent := func(key string) bool { _, given := keys[key]; return !given }
 	if spec.window > 0 && h.SlidingWindow == nil && absent("sliding_window") {
 		w := spec.window
 		h.SlidingWindow = &w

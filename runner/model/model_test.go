@@ -736,6 +736,30 @@ func TestEOS(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", c.raw, got, err, c.want)
 		}
 	}
+	// A config.json that leaves the key out takes its class's default, as
+	// transformers' generate stops there; an explicit null is none.
+	for _, c := range []struct {
+		arch, eos string
+		want      []int32
+	}{
+		{"LlamaForCausalLM", "", []int32{2}},
+		{"MistralForCausalLM", "", []int32{2}},
+		{"MixtralForCausalLM", "", []int32{2}},
+		{"GPT2LMHeadModel", "", []int32{50256}},
+		{"Qwen2ForCausalLM", "", nil},
+		{"Qwen3MoeForCausalLM", "", nil},
+		{"LlamaForCausalLM", `, "eos_token_id": null`, nil},
+		{"LlamaForCausalLM", `, "eos_token_id": [7, 8]`, []int32{7, 8}},
+	} {
+		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], "vocab_size": 10, "hidden_size": 8,
+			"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8,
+			"num_experts": 2, "num_local_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8, "n_positions": 16`+c.eos+`}`))
+		if err != nil {
+			t.Errorf("%s%s: %v", c.arch, c.eos, err)
+		} else if !slices.Equal(cfg.EOS, c.want) {
+			t.Errorf("%s%s: eos %v, want %v", c.arch, c.eos, cfg.EOS, c.want)
+		}
+	}
 	dir := t.TempDir()
 	data, err := os.ReadFile("../testdata/hf/llama/config.json")
 	if err != nil {
