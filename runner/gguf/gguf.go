@@ -508,6 +508,15 @@ func (f *File) parse() error {
 		}
 		f.Alignment = v.Uint
 	}
+	// Room for the tensor infos is made at once: grown one at a time, with
+	// their dimensions apart, they cost a dozen times the header's bytes.
+	// Each takes at least 33 bytes (a name of one byte, one dimension), so
+	// no more room is made than the rest of the file could fill; a count
+	// past that ends inside an entry, as the loop says.
+	room := min(nt, (uint64(len(f.data))-r.off)/33)
+	f.Tensors = make([]TensorInfo, 0, room)
+	f.byName = make(map[string]int, room)
+	dims := make([]uint64, 0, 2*room) // most tensors are matrices
 	for i := uint64(0); i < nt; i++ {
 		t := TensorInfo{Name: r.str()}
 		if err := checkName("tensor info", i, t.Name, 256); r.err == nil && err != nil {
@@ -517,9 +526,11 @@ func (f *File) parse() error {
 		if r.err == nil && (nd == 0 || nd > maxDims) {
 			return fmt.Errorf("tensor %q has %d dimensions (1 to %d)", t.Name, nd, maxDims)
 		}
+		start := len(dims)
 		for j := uint32(0); j < nd && r.err == nil; j++ {
-			t.Dims = append(t.Dims, r.u64())
+			dims = append(dims, r.u64())
 		}
+		t.Dims = dims[start:len(dims):len(dims)]
 		t.Type, t.Offset = Type(r.u32()), r.u64()
 		if r.err != nil {
 			return fmt.Errorf("tensor info %d (%q): %s", i, clip(t.Name), endsInside)

@@ -320,3 +320,48 @@ func TestArraysNotHeld(t *testing.T) {
 		t.Errorf("Numbers: %d values, %v", len(nums), err)
 	}
 }
+
+// The tensor infos cost memory by their count, a few times the header's
+// bytes, not a dozen: room for them is made once, no more than the file
+// could fill.
+func TestTensorInfosHeld(t *testing.T) {
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	const n = 1 << 17
+	b = append(b, "GGUF"...)
+	u32(3)
+	u64(n)
+	u64(0)
+	for i := range n {
+		name := fmt.Sprintf("t%07d", i)
+		u64(uint64(len(name)))
+		b = append(b, name...)
+		u32(2)
+		u64(1)
+		u64(1)
+		u32(99) // a type no reader sizes: no data
+		u64(0)
+	}
+	p := write(t, b)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f, err := Open(p)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := after.TotalAlloc - before.TotalAlloc; got > 6*uint64(len(b)) {
+		t.Errorf("opening %d tensor infos in %d bytes allocated %d bytes", n, len(b), got)
+	}
+	if len(f.Tensors) != n || len(f.Tensors[n-1].Dims) != 2 {
+		t.Fatalf("%d tensors", len(f.Tensors))
+	}
+	// A count past what the bytes after the metadata could hold.
+	binary.LittleEndian.PutUint64(b[8:], uint64(len(b))/20)
+	if _, err := Open(write(t, b)); err == nil || !strings.Contains(err.Error(), "the header's key or tensor counts are off") {
+		t.Errorf("a count the file cannot hold: %v", err)
+	}
+}
