@@ -28,8 +28,9 @@ test:
 
 # Each fuzz target for a bounded number of executions, each count about 5 s
 # on two cores (with their instrumented builds under a minute in all): the
-# suite parser, config.json, the safetensors header and GGUF (a scaled
-# RoPE's too), the store's schema version and tokenizer.json. A count, not a duration:
+# suite parser, config.json, the safetensors header, GGUF (a scaled
+# RoPE's too), mlx-lm and sharded HF folders, the store's schema version
+# and tokenizer.json. A count, not a duration:
 # Go 1.26's fuzzing coordinator can report its own -fuzztime deadline as a
 # failure when a worker is still busy at it (go.dev/issue/75804, fixed in
 # Go 1.27).
@@ -41,6 +42,7 @@ fuzz:
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenGGUF$$' -fuzztime 2000x
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenGGUFRoPE$$' -fuzztime 2500x
 	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenMLX$$' -fuzztime 4000x
+	$(GO) test ./runner/model -run '^$$' -fuzz '^FuzzOpenHF$$' -fuzztime 3000x
 	$(GO) test ./results -run '^$$' -fuzz '^FuzzSchemaVersion$$' -fuzztime 800x
 	$(GO) test ./runner/tokenizer -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x
 	$(GO) test ./runner/tokenizer -run '^$$' -fuzz '^FuzzFromGGUF$$' -fuzztime 15000x
