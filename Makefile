@@ -77,9 +77,9 @@ clang:
 
 # The first thing to run on a Mac: the Metal layer's own tests, the kernel
 # self-test on the GPU (at the newest MSL, at MSL 3.0 as macOS 13 compiles
-# it, and with serial passes), the kernels' pipeline limits, the fallback to
-# the next backend when the kernels do not compile (MSL 2.0 lacks what they
-# use), a six-minute tune of one decode attention, one MoE, one prefill
+# it, with serial passes, and with fast math off), the kernels' pipeline
+# limits, the fallback to the next backend when the kernels do not compile
+# (MSL 2.0 lacks what they use), a six-minute tune of one decode attention, one MoE, one prefill
 # attention, one packed-matmul shape and the 4-bit decode's packed GEMV and
 # experts, the fusion on/off pair, the same pair sampled with steps
 # committed in pieces and whole, the same prompts (a short one, and one of
@@ -134,6 +134,7 @@ mac-smoke: build
 	$(call smoke_step,pipelines,$(BIN) devices --pipelines)
 	$(call smoke_step,selftest-msl-3.0,env MTLBENCH_METAL_MSL=3.0 $(BIN) selftest --backend metal --failures)
 	$(call smoke_step,selftest-serial,env MTLBENCH_METAL_SERIAL=1 $(BIN) selftest --backend metal --failures)
+	$(call smoke_step,selftest-fast-math-off,env MTLBENCH_METAL_FAST_MATH=0 $(BIN) selftest --backend metal --failures)
 	$(call smoke_step,fallback,sh -c 'MTLBENCH_METAL_MSL=2.0 $(BIN) $(SMOKE_GEN) --backend auto 2>&1 | tee /dev/stderr | grep -q "warning: Metal did not open"')
 	$(call smoke_step,tune-attention,$(BIN) $(SMOKE_TUNE) $(SMOKE_ATTN))
 	$(call smoke_step,tune-moe,$(BIN) $(SMOKE_TUNE) $(SMOKE_MOE))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -750,5 +751,41 @@ func TestMacSmokeDocNamesItsFiles(t *testing.T) {
 		if !in {
 			t.Errorf("docs/metal-first-run.md lists %s%s, which is not in %s-report.tar.gz", smoke, f, smoke)
 		}
+	}
+}
+
+// make mac-smoke runs the Metal self-test once as the kernels ship and once
+// under each setting that changes how they compile or run, so a failure on a
+// Mac arrives with the run that tells its cause apart (docs/metal-first-run.md):
+// macOS 13's MSL, serial passes, and fast math off (kernel or fast math).
+func TestMacSmokeSelftestVariants(t *testing.T) {
+	mk, err := readMakefile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := mk.smokeSteps("mac-smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		env  map[string]string
+	}{
+		{"as shipped", map[string]string{}},
+		{"MSL 3.0", map[string]string{"MTLBENCH_METAL_MSL": "3.0"}},
+		{"serial passes", map[string]string{"MTLBENCH_METAL_SERIAL": "1"}},
+		{"fast math off", map[string]string{"MTLBENCH_METAL_FAST_MATH": "0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, st := range steps {
+				for _, cmd := range st.commands {
+					if len(cmd.args) > 0 && cmd.args[0] == "selftest" && flagValue(cmd.args, "backend") == "metal" && maps.Equal(cmd.env, c.env) {
+						return
+					}
+				}
+			}
+			t.Errorf("no step of mac-smoke runs `selftest --backend metal` with exactly the environment %v", c.env)
+		})
 	}
 }
