@@ -633,6 +633,40 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
+// Metal's min, max and clamp take arguments of one type: Apple's compiler
+// rejects min(uint, int) or max(half, float), which C++'s promotions would
+// accept, so the emulator rejects them too instead of building a kernel no
+// Mac builds (docs/msl-subset.md). A vector with scalar bounds stays.
+func TestMixedTypeMinMax(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\n\nkernel void k(device float* x [[buffer(0)]], constant uint& n [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n  const half h = half(x[i]);\n  const float4 v = float4(x[i]);\n  x[i] = float(%s);\n}\n"
+	for _, c := range []struct {
+		expr string
+		ok   bool
+	}{
+		{"min(n, 4u)", true},
+		{"max(uint(n), uint(i))", true},
+		{"clamp(n, 1u, 8u)", true},
+		{"max(h, half(1))", true},
+		{"min(v, 2.0f).x", true},
+		{"min(n, 4)", false},
+		{"max(n, i + 1)", true},
+		{"max(int(n), i)", false},
+		{"min(h, 1.0f)", false},
+		{"clamp(n, 1, 8)", false},
+		{"clamp(x[i], 0, 1.0f)", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.expr)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.expr, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:7:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:7 (mixed argument types)", c.expr, err)
+		}
+	}
+}
+
 func TestEncodingErrors(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	lib := testLibrary(t, dev, "reduce.metal")
