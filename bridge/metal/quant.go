@@ -36,13 +36,11 @@ func (t *qtensor) part(x *tensor) view {
 // (bridge.QuantSupport); Backend has them.
 type QuantRules struct{}
 
-// SupportsQuant: every format with kernels (quant.KernelName): affine at
-// 2, 3, 4, 5, 6 and 8 bits, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_XS, IQ4_NL and the IQ grid formats.
+// SupportsQuant: every format with kernels (quant.KernelName); a refusal
+// names them from quant's tables (quant.KernelFormats).
 func (QuantRules) SupportsQuant(s quant.Spec) error {
 	if quant.KernelName(s) == "" {
-		return fmt.Errorf("metal: %v weights are not supported (affine 2, 3, 4, 5, 6 and 8 bits, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, "+
-			"IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)", s)
+		return fmt.Errorf("metal: %v weights are not supported (%s)", s, quant.KernelFormats(func(quant.Spec) bool { return true }))
 	}
 	return nil
 }

@@ -218,6 +218,33 @@ func KernelName(s Spec) string {
 	return kernelNames[s.Type]
 }
 
+// KernelFormats names the formats with GPU kernels (KernelName) that
+// keep accepts, for a backend's refusal of one it lacks: the affine widths
+// ("affine 2, 3, 4, 5, 6 and 8 bits"), then the others in Type order. It
+// is read from the tables, so a format given kernels is named with them.
+func KernelFormats(keep func(Spec) bool) string {
+	var bits []string
+	for _, b := range AffineBits {
+		if keep(Spec{Type: Affine, Bits: b, Group: AffineGroups[0]}) {
+			bits = append(bits, fmt.Sprint(b))
+		}
+	}
+	var names []string
+	if n := len(bits); n > 0 {
+		list := bits[0]
+		if n > 1 {
+			list = strings.Join(bits[:n-1], ", ") + " and " + bits[n-1]
+		}
+		names = append(names, "affine "+list+" bits")
+	}
+	for t := Affine + 1; kernelNames[t] != ""; t++ {
+		if s := (Spec{Type: t}); keep(s) {
+			names = append(names, s.String())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // Groups is the scales (and biases) of a row of k values: affine only.
 func (s Spec) Groups(k int) int {
 	if s.Type != Affine {
