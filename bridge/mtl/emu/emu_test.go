@@ -667,6 +667,33 @@ func TestMixedTypeMinMax(t *testing.T) {
 	}
 }
 
+// Metal has no variable-length arrays, and a function constant is no
+// constant expression (its value comes with the pipeline): an array sized
+// by either does not build on a Mac, and clang's C++ extension must not
+// build it here (docs/msl-subset.md).
+func TestVariableLengthArrays(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nconstant int fc_n [[function_constant(0)]];\n\nkernel void k(device float* x [[buffer(0)]], constant uint& n [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n  %s;\n  x[i] = a[0];\n}\n"
+	for _, c := range []struct {
+		decl string
+		ok   bool
+	}{
+		{"float a[4] = {1}", true},
+		{"float a[MTL_TEST_N] = {1}", true},
+		{"float a[n]; a[0] = 1", false},
+		{"float a[fc_n]; a[0] = 1", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.decl)}, mtl.CompileOptions{Defines: map[string]string{"MTL_TEST_N": "8"}})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.decl, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:6:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:6 (a variable-length array)", c.decl, err)
+		}
+	}
+}
+
 func TestEncodingErrors(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	lib := testLibrary(t, dev, "reduce.metal")
