@@ -467,6 +467,14 @@ func (r *rewriter) walk() {
 			r.kernel(i+1, i)
 		case "vertex", "fragment", "threadgroup_imageblock", "imageblock":
 			r.fail(t, "%s is not supported by msl-emu (compute kernels only)", t.text)
+		case "goto", "new", "thread_local", "virtual", "double":
+			// MSL leaves these out of C++14 (docs/msl-subset.md): Apple's
+			// compiler refuses them, so a kernel using one must not build here.
+			r.fail(t, "%s is not supported by Metal", t.text)
+		case "long":
+			if r.text(i+1) == "long" {
+				r.fail(t, "long long is not supported by Metal (long is 64 bits)")
+			}
 		case "texture1d", "texture2d", "texture3d", "texture2d_array", "texturecube", "depth2d", "texture_buffer":
 			if r.text(i+1) == "<" {
 				r.fail(t, "textures are not supported by msl-emu")
