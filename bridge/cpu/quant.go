@@ -32,7 +32,7 @@ func (b *Backend) QuantWeight(spec quant.Spec, shape []int, data, scales, biases
 type QuantRules struct{}
 
 // SupportsQuant: the CPU runs every format of kernels/quant but those with
-// kernels on Metal only (quant.MetalOnly: Q5_K, Q3_K, IQ4_XS, IQ4_NL),
+// kernels on Metal only (quant.MetalOnly: Q5_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4),
 // which it runs in their transcoders' forms (quant.Forms: Q8_0 or 8-bit
 // affine groups, on the SIMD dots).
 func (QuantRules) SupportsQuant(spec quant.Spec) error {

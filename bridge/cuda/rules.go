@@ -18,12 +18,11 @@ func hasKernels(s quant.Spec) bool {
 	return quant.KernelName(s) != "" && !quant.MetalOnly(s) && (s.Type != quant.Affine || s.Bits == 4 || s.Bits == 8)
 }
 
-// SupportsQuant: affine at 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K and
-// the IQ grid formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M).
+// SupportsQuant: the formats hasKernels keeps; a refusal names them from
+// quant's tables (quant.KernelFormats), so a format given kernels is named.
 func (QuantRules) SupportsQuant(s quant.Spec) error {
 	if !hasKernels(s) {
-		return fmt.Errorf("cuda: %v weights are not supported (affine 4 and 8 bits, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, "+
-			"IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)", s)
+		return fmt.Errorf("cuda: %v weights are not supported (%s)", s, quant.KernelFormats(hasKernels))
 	}
 	return nil
 }
