@@ -208,8 +208,16 @@ func (s *Scheduler) Next() (*Batch, error) {
 // chunk, or the next waiting one is and would be admitted (a seat and blocks
 // for its first chunk). A sequence that cannot grow does not hold the
 // others: they hold the blocks it waits for, so they run (and preempt it)
-// rather than wait for it forever.
+// rather than wait for it forever. Nor do they wait when a sequence that
+// runs beside them would have to preempt for its chunk (holdFree): the
+// blocks it lacks are theirs, kept idle, and the step would preempt the
+// newest sequence, maybe the one needing them, to do nothing else, again
+// each step, while the one they wait for never got in.
 func (s *Scheduler) held(budget int) bool {
+	return s.holdsFor(budget) && s.holdFree(budget)
+}
+
+func (s *Scheduler) holdsFor(budget int) bool {
 	for _, q := range s.running {
 		if q.belowSplit() && s.kv.CanGrow(q.ID, q.chunk(budget)) {
 			return true
@@ -220,6 +228,27 @@ func (s *Scheduler) held(budget int) bool {
 	}
 	q := s.waiting[0]
 	return q.belowSplit() && s.kv.CanGrow(q.ID, q.chunk(budget))
+}
+
+// holdFree reports whether the running sequences that are not at their
+// split all get the blocks for this step's chunks, in the order Next takes
+// them under budget, from the free ones: holding the others preempts no one.
+func (s *Scheduler) holdFree(budget int) bool {
+	free := s.kv.FreeBlocks()
+	for _, q := range s.running {
+		if budget <= 0 {
+			break
+		}
+		n := q.chunk(budget)
+		if n <= 0 || q.atSplit() {
+			continue
+		}
+		if free -= s.kv.BlocksNeeded(q.ID, n); free < 0 {
+			return false
+		}
+		budget -= n
+	}
+	return true
 }
 
 func (s *Scheduler) schedule(q *Seq, n int) (Item, error) {

@@ -426,3 +426,107 @@ func TestStopToken(t *testing.T) {
 		t.Fatalf("%d blocks leaked", 16-kv.FreeBlocks())
 	}
 }
+
+// Sequences held at their split keep their blocks idle; a sequence that
+// runs beside them and needs those blocks must not preempt itself in a step
+// that then does nothing. Two shapes of it: the step errs (the preempted
+// sequence, now first in the queue, cannot be admitted back and nothing
+// else ran), or it repeats forever (it is admitted back, recomputes the same
+// chunk and preempts itself again, while the waiting sequence the others
+// are held for never gets in).
+func TestHeldSplitsDoNotStarveTheirNeighbour(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		blocks, block int
+		cfg           Config
+		seqs          [][3]int // prompt, max new, split
+	}{
+		{"errs", 17, 2, Config{TokenBudget: 26, MaxSeqs: 3}, [][3]int{{11, 8, 10}, {30, 4, 0}, {26, 8, 4}}},
+		{"spins", 81, 1, Config{TokenBudget: 18}, [][3]int{{28, 9, 24}, {33, 10, 26}, {39, 8, 0}, {3, 6, 1}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kv, _ := cache.New(c.blocks, c.block)
+			s := New(c.cfg, kv)
+			var qs []*Seq
+			for i, p := range c.seqs {
+				q := seq(i, p[0], p[1])
+				q.Split = p[2]
+				if err := s.Add(q); err != nil {
+					t.Fatal(err)
+				}
+				qs = append(qs, q)
+			}
+			drain(t, s, 1000)
+			for _, q := range qs {
+				if !q.Finished || q.Generated() != q.MaxNew {
+					t.Fatalf("seq %d: finished %v with %d of %d tokens", q.ID, q.Finished, q.Generated(), q.MaxNew)
+				}
+			}
+			if kv.FreeBlocks() != c.blocks {
+				t.Fatalf("%d blocks leaked", c.blocks-kv.FreeBlocks())
+			}
+		})
+	}
+}
+
+// As TestSchedulerAlwaysEnds, with requests arriving over the first steps
+// instead of all at once: a request that arrives mid-run joins sequences
+// already at their split.
+func TestSchedulerAlwaysEndsWithArrivals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 30000 {
+		block := 1 << rng.IntN(4)
+		n := 1 + rng.IntN(5)
+		var qs []*Seq
+		var at []int
+		longest := 0
+		for range n {
+			q := seq(len(qs), 1+rng.IntN(40), 1+rng.IntN(10))
+			if rng.IntN(2) == 0 && q.Prompt > 1 {
+				q.Split = 1 + rng.IntN(q.Prompt-1)
+			}
+			longest = max(longest, q.Prompt+q.MaxNew)
+			qs = append(qs, q)
+			at = append(at, rng.IntN(8))
+		}
+		need := (longest + block - 1) / block
+		blocks := need + rng.IntN(need*n+1)
+		cfg := Config{TokenBudget: rng.IntN(3) * (1 + rng.IntN(48)), MaxSeqs: rng.IntN(n + 1)}
+		kv, _ := cache.New(blocks, block)
+		s := New(cfg, kv)
+		added := 0
+		for step := 0; added < n || s.Pending(); step++ {
+			if step == 20000 {
+				t.Fatalf("trial %d (%+v, %d blocks of %d): still pending after %d steps", trial, cfg, blocks, block, step)
+			}
+			for i, q := range qs {
+				if at[i] == step {
+					if err := s.Add(q); err != nil {
+						t.Fatalf("trial %d: %v", trial, err)
+					}
+					added++
+				}
+			}
+			if !s.Pending() {
+				continue
+			}
+			bt, err := s.Next()
+			if err != nil {
+				t.Fatalf("trial %d (%+v, %d blocks of %d): step %d: %v", trial, cfg, blocks, block, step, err)
+			}
+			for _, it := range bt.Items {
+				if it.Sample {
+					s.Append(it.Seq, 0)
+				}
+			}
+		}
+		for _, q := range qs {
+			if !q.Finished || q.Generated() != q.MaxNew {
+				t.Fatalf("trial %d: seq %d finished %v with %d of %d tokens", trial, q.ID, q.Finished, q.Generated(), q.MaxNew)
+			}
+		}
+		if kv.FreeBlocks() != blocks {
+			t.Fatalf("trial %d: %d blocks leaked", trial, blocks-kv.FreeBlocks())
+		}
+	}
+}
