@@ -145,6 +145,9 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 		BlockSize: c.Int("block-size"), KVTokens: kvTokens, KVDType: c.String("kv-dtype"),
 		MoE:             bridge.MoEParams{Strategy: bridge.MoEStrategy(strategy), ChunkSize: c.Int("moe-chunk")},
 		AvailableMemory: info.AvailableBytes, MemoryWhere: info.Backend + " (" + info.Name + ")",
+		// Every step's logits are checked: a NaN met by a generated token
+		// would otherwise print token 0 from there on, and --against agree.
+		CheckLogits: true,
 	})
 	if err != nil {
 		src.Close()
@@ -257,8 +260,9 @@ func generateCommand() *cli.Command {
 				}
 			}
 			start := time.Now()
-			// Logits are always read for the last prompt position: the engine
-			// fails on non-finite ones instead of printing garbage tokens.
+			// Logits are always read for the last prompt position (the
+			// engine's CheckLogits reads every step's): the engine fails on
+			// non-finite ones instead of printing garbage tokens.
 			req := engine.Request{Prompt: prompt, MaxNewTokens: n, Sampling: sp, WantLogits: true}
 			if !c.Bool("ignore-eos") {
 				req.Stop = stopTokens(e.Config().EOS, tok, !c.IsSet("tokenizer"))

@@ -43,6 +43,15 @@ type Options struct {
 	// Tuned, when set, supplies tuned kernel configs (tuned.go); an explicit
 	// MoE strategy still wins.
 	Tuned TunedLookup
+	// CheckLogits reads back the logits of every row a step samples, greedy
+	// ones too (their token then the argmax of what was read), and fails
+	// the step with a NonFiniteError where one holds a NaN or an infinity.
+	// Without it only sampled rows and a request's first prompt logits
+	// (WantLogits) are read: a NaN met later, by a generated token (its
+	// embedding row), gives the device argmax's token 0 from then on. The
+	// read back costs what sampling's does, and the next step is not
+	// queued behind it: generate sets it, benchmarks do not.
+	CheckLogits bool
 	// Slowdown lengthens every step by this fraction of its own time,
 	// spinning after it: a known slowdown for measuring the perf gate's
 	// power (MTLBENCH_TEST_SLOWDOWN, docs/perf-gate.md). 0 in real runs.
@@ -556,7 +565,7 @@ func (e *Engine) launch(b *sched.Batch, prev *flight) (*flight, error) {
 			res.PrefillTokens += prefill
 		}
 		st := e.reqs[it.Seq.ID]
-		if it.Sample && (!st.req.Sampling.Greedy() || (st.req.WantLogits && it.Start+it.N == it.Seq.Prompt)) {
+		if it.Sample && (e.opts.CheckLogits || !st.req.Sampling.Greedy() || (st.req.WantLogits && it.Start+it.N == it.Seq.Prompt)) {
 			f.needLogits = true
 		}
 	}

@@ -3,8 +3,10 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,5 +115,84 @@ func TestNonFinitePackedNamesTheTensor(t *testing.T) {
 	var nf *NonFiniteError
 	if !errors.As(err, &nf) || nf.Tensor != k || !strings.Contains(err.Error(), "qwen3_moe-q4_0.gguf") {
 		t.Fatalf("got %v, want a NonFiniteError naming the file and %s", err, k)
+	}
+}
+
+// poisonedRow hands out one tensor with one row's values set to NaN: an
+// embedding row a prompt need not hold, met only once the model generates
+// that token.
+type poisonedRow struct {
+	model.Source
+	name string
+	row  int
+}
+
+func (p poisonedRow) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error) {
+	dt, b, err := p.Source.Tensor(spec)
+	if err != nil || spec.Name != p.name {
+		return dt, b, err
+	}
+	if dt != bridge.F32 {
+		return dt, b, fmt.Errorf("poisonedRow: %s is %v, want f32", spec.Name, dt)
+	}
+	out := slices.Clone(b)
+	dim := spec.Shape[len(spec.Shape)-1]
+	for i := p.row * dim; i < (p.row+1)*dim; i++ {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(math.NaN())))
+	}
+	return dt, out, nil
+}
+
+// A NaN met only by a generated token (its embedding row) makes the next
+// decode step's logits NaN, whose device argmax is token 0: with
+// Options.CheckLogits every sampled row's logits are read and checked, so
+// a greedy request fails there with a NonFiniteError naming the tensor
+// instead of going on with garbage tokens, as the first prompt position's
+// check alone (WantLogits, CheckFinite) lets it.
+func TestCheckLogitsCatchesNonFiniteDecodeSteps(t *testing.T) {
+	dir := filepath.Join(fixtureDir, "llama")
+	cfg, err := model.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := model.OpenCheckpoint(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if !src.Has("lm_head.weight") {
+		cfg.TieEmbed = true
+	}
+	be := cpu.New(cpu.Options{})
+	prompt := []int32{1, 2, 3}
+	req := Request{Prompt: prompt, MaxNewTokens: 6, WantLogits: true}
+	gen := func(src model.Source, opts Options) ([]Output, error) {
+		e, err := New(be, cfg, src, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		return e.Generate([]Request{req})
+	}
+	clean, err := gen(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := clean[0].Tokens[0]
+	if slices.Contains(prompt, first) {
+		t.Fatalf("the first token %d is in the prompt %v: pick another prompt", first, prompt)
+	}
+	const embed = "model.embed_tokens.weight"
+	bad := poisonedRow{Source: src, name: embed, row: int(first)}
+	if err := CheckFinite(be, cfg, bad, Options{}); err != nil {
+		t.Fatalf("the first prompt position's logits are finite, yet: %v", err)
+	}
+	got, err := gen(bad, Options{CheckLogits: true})
+	var nf *NonFiniteError
+	if !errors.As(err, &nf) {
+		t.Fatalf("tokens %v, err %v: want a NonFiniteError", got, err)
+	}
+	if nf.Tensor != embed || nf.Pos != len(prompt) {
+		t.Errorf("%v: want the error at position %d naming %s", err, len(prompt), embed)
 	}
 }
