@@ -23,13 +23,19 @@ type Tuned interface {
 type TunedLookup func(be bridge.Backend, cfg *model.Config, dt bridge.DType, moe bridge.MoEParams) Tuned
 
 // applyTuned sets up a step's tuned configs and returns what undoes them.
+// The options' MoE params come back with the rest, so the next step is
+// looked up from the engine's own, not from this step's tuned ones.
 func (e *Engine) applyTuned(tokens int) (restore func()) {
 	if e.tuned == nil {
 		return func() {}
 	}
-	moe, restore := e.tuned.Step(tokens, e.opts.MoE)
+	own := e.opts.MoE
+	moe, undo := e.tuned.Step(tokens, own)
 	e.opts.MoE = moe
-	return restore
+	return func() {
+		undo()
+		e.opts.MoE = own
+	}
 }
 
 // TunedUsed lists, per kernel, the tuned configs the engine's steps used so
