@@ -106,8 +106,13 @@ type archSpec struct {
 	theta float64
 	eps   float32
 	// window is the config class's sliding_window where the file leaves
-	// the key out (an explicit null is none): MistralConfig's 4096.
+	// the key out (an explicit null is none): MistralConfig's 4096, and
+	// the Qwen classes', which use only with use_sliding_window.
 	window int
+	// windowLayers is the Qwen classes' max_window_layers where the file
+	// leaves it out: with use_sliding_window, the layers from it on slide
+	// (unless layer_types says which).
+	windowLayers int
 	// kvHeads and headDim are the config class's num_key_value_heads and
 	// head_dim where the file leaves the key out (0, or an explicit null:
 	// num_attention_heads and hidden_size/num_attention_heads).
@@ -123,9 +128,9 @@ var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}},
 	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}},
 	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}},
-	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32},
-	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4},
+	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28},
+	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28},
 	GPT2Architecture:      {gpt2: true, modelType: "gpt2", eos: []int32{50256}},
 }
 
@@ -175,6 +180,7 @@ type hfConfig struct {
 	HiddenAct           string         `json:"hidden_act"`
 	SlidingWindow       *int           `json:"sliding_window"`
 	UseSlidingWindow    *bool          `json:"use_sliding_window"`
+	MaxWindowLayers     *int           `json:"max_window_layers"`
 	LayerTypes          []string       `json:"layer_types"`
 
 	NumExperts        *int  `json:"num_experts"`
@@ -350,15 +356,26 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// A sliding window is attention over the last sliding_window tokens:
 	// full attention while a sequence is no longer, so the model runs
 	// exactly up to it (Window; the engine refuses longer requests).
-	// Mistral and Mixtral window whenever sliding_window is set (slides), Qwen2 and Qwen3 with
-	// use_sliding_window or a "sliding_attention" layer (transformers 5's
-	// layer_types).
+	// Mistral and Mixtral window whenever sliding_window is set (slides).
+	// The Qwen classes drop it unless use_sliding_window, and then slide
+	// only the layers layer_types names, or else those from
+	// max_window_layers on: a model none of whose layers slides has no
+	// window.
 	if h.SlidingWindow != nil && *h.SlidingWindow < 0 {
 		return nil, fmt.Errorf("%s: sliding_window=%d must not be negative (null or 0: none)", name, *h.SlidingWindow)
 	}
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
-		on := spec.slides || (h.UseSlidingWindow != nil && *h.UseSlidingWindow)
-		on = on || slices.Contains(h.LayerTypes, "sliding_attention")
+		on := spec.slides
+		if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow {
+			from := spec.windowLayers
+			if h.MaxWindowLayers != nil {
+				from = *h.MaxWindowLayers
+			}
+			on = from < h.NumHiddenLayers
+			if h.LayerTypes != nil {
+				on = slices.Contains(h.LayerTypes, "sliding_attention")
+			}
+		}
 		if on {
 			c.Window = *h.SlidingWindow
 		}
