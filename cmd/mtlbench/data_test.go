@@ -631,3 +631,51 @@ func TestOverrideOfSweptParameterLabels(t *testing.T) {
 	}
 	golden(t, "override-swept-labels", got.String())
 }
+
+// show's tidy rows carry the run's backend_notes (runs lists them too), as
+// a run column after overrides, in the summaries and the raw rows alike.
+func TestShowBackendNotesColumn(t *testing.T) {
+	db := recordTwoCases(t)
+	out, _, err := mtl(t, "runs", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("runs csv: %v\n%s", err, out)
+	}
+	notes := runs[1][slices.Index(runs[0], "backend_notes")]
+	if notes == "" {
+		t.Fatalf("the cpu run recorded no backend notes:\n%s", out)
+	}
+	for _, args := range [][]string{{"--format", "csv"}, {"--format", "csv", "--raw"}} {
+		out, _, err := mtl(t, append([]string{"show", "two", "--db", db}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.Index(recs[0], "backend_notes")
+		if i < 0 || recs[0][i-1] != "overrides" {
+			t.Fatalf("%v: want backend_notes after overrides, got %v", args, recs[0])
+		}
+		for _, r := range recs[1:] {
+			if r[i] != notes {
+				t.Errorf("%v: backend_notes = %q, want %q", args, r[i], notes)
+			}
+		}
+	}
+	out, _, err = mtl(t, "show", "two", "--db", db, "--format", "jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row["backend_notes"] != notes {
+		t.Errorf("jsonl backend_notes = %#v, want %q", row["backend_notes"], notes)
+	}
+}

@@ -17,8 +17,10 @@ import (
 )
 
 // RunColumns are the columns that say which run a row belongs to.
+// backend_notes (the backend's account of how the run ran, as runs lists
+// it) is empty for runs stored before it was recorded.
 var RunColumns = []string{"run", "started", "suite", "tag", "kind", "backend", "timing", "emulated",
-	"commit", "version", "machine", "overrides"}
+	"commit", "version", "machine", "overrides", "backend_notes"}
 
 // CaseColumns say which case a row is.
 // error holds a failed case's error, so the data says why it has no figures.
@@ -101,6 +103,7 @@ func RunRow(r *results.Run) map[string]any {
 		"run": r.ID, "started": r.StartedAt, "suite": r.SuiteName, "tag": r.Tag, "kind": r.Kind,
 		"backend": r.Backend, "timing": r.TimingMode, "emulated": r.Emulated, "commit": r.GitCommit,
 		"version": r.ToolVersion, "machine": MachineName(r.Machine), "overrides": results.OverridesText(r.Overrides),
+		"backend_notes": r.BackendNotes,
 	}
 }
 
