@@ -21,6 +21,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/internal/offheap"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/kernels/quant"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/safetensors"
@@ -1073,13 +1074,25 @@ func SuiteSpec(m *suites.Model, layers int) (Spec, error) {
 	return spec, nil
 }
 
+// presetGuess is " (did you mean ...?)" for a name that is no path and
+// close to a preset (a typo, or "tinyllama" for tinyllama-1.1b), else "".
+func presetGuess(name string) string {
+	if strings.ContainsAny(name, `/\`) || strings.EqualFold(filepath.Ext(name), ".gguf") {
+		return ""
+	}
+	if s := suggest.DidYouMean(name, PresetNames()); s != "" {
+		return " (" + s + ")"
+	}
+	return ""
+}
+
 // checkpointPath says whether name, which is no preset, is a checkpoint
 // folder (dir) or a GGUF file, or why it is neither.
 func checkpointPath(name string) (dir bool, err error) {
 	st, err := os.Stat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("model %q is neither a preset (%s) nor a path that exists (a checkpoint folder or a .gguf file)", name, joinNames(PresetNames()))
+		return false, fmt.Errorf("model %q is neither a preset (%s) nor a path that exists (a checkpoint folder or a .gguf file)%s", name, joinNames(PresetNames()), presetGuess(name))
 	case err != nil:
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 			err = pe.Err // the path is said already, without Go's "stat"
