@@ -45,7 +45,11 @@ func Shipped(name string) ([]byte, error) {
 	}
 	data, err := shipped.ReadFile(base)
 	if err != nil {
-		return nil, fmt.Errorf("no suite file or built-in suite %q (built in: %s)", name, strings.Join(ShippedNames(), ", "))
+		guess := ""
+		if d := didYouMean(strings.TrimSuffix(name, ".yaml"), ShippedNames()); d != "" {
+			guess = " (" + d + ")"
+		}
+		return nil, fmt.Errorf("no suite file or built-in suite %q (built in: %s)%s", name, strings.Join(ShippedNames(), ", "), guess)
 	}
 	return data, nil
 }

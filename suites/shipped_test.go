@@ -150,3 +150,24 @@ func TestMatrixRange(t *testing.T) {
 		}
 	}
 }
+
+// A name that is no file and no built-in suite says which built-in suite it
+// is close to, as a mistyped key does; a path gets no guess.
+func TestUnknownSuiteSuggestsShipped(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for arg, want := range map[string]string{
+		"kernals":         `(did you mean "kernels"?)`,
+		"qwen3moe.yaml":   `(did you mean "qwen3-moe"?)`,
+		"shipped:servng":  `(did you mean "serving"?)`,
+		"nothing-like-it": "",
+		"./kernals":       "",
+	} {
+		_, err := Resolve(arg)
+		if err == nil {
+			t.Fatalf("Resolve(%q) found a suite", arg)
+		}
+		if got := strings.Contains(err.Error(), "did you mean"); got != (want != "") || !strings.Contains(err.Error(), want) {
+			t.Errorf("Resolve(%q): %v, want %q", arg, err, want)
+		}
+	}
+}
