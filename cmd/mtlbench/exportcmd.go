@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,11 +243,17 @@ func readExport(path string) ([]*results.RunRecord, error) {
 	var out []*results.RunRecord
 	line := 1
 	for ; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
+		text := sc.Bytes()
+		if line == 1 {
+			// a Windows editor saves the file with a UTF-8 byte-order mark,
+			// which peer import and suites read past too
+			text = bytes.TrimPrefix(text, []byte("\uFEFF"))
+		}
+		if len(text) == 0 {
 			continue
 		}
 		var l exportLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+		if err := json.Unmarshal(text, &l); err != nil {
 			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, err)
 		}
 		if l.Format != exportFormat {

@@ -481,3 +481,34 @@ func TestReadCommandsLeaveAnEmptyFile(t *testing.T) {
 		}
 	}
 }
+
+// An export file saved by a Windows editor starts with a UTF-8 byte-order
+// mark: import reads it as the file without one, as peer import and a
+// suite do, and a mark anywhere else is still no export line.
+func TestImportSkipsAByteOrderMark(t *testing.T) {
+	for _, tc := range []struct{ name, data, want string }{
+		{"a mark at the start", "\uFEFF" + exportLineWith("0.5") + "\n", ""},
+		{"a mark at the start of a second line", exportLineWith("0.5") + "\n\uFEFF" + exportLineWith("0.5") + "\n", "b.jsonl:2: not an mtlbench export line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file, db := filepath.Join(dir, "b.jsonl"), filepath.Join(dir, "r.db")
+			if err := os.WriteFile(file, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := mtl(t, "import", "--db", db, file)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out, _, err := mtl(t, "runs", "--db", db, "--format", "csv"); err != nil || strings.Count(out, "\n") != 2 {
+					t.Errorf("runs after the import: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
