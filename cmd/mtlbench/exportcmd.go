@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -233,7 +232,7 @@ func machineLabel(m results.Machine) string {
 
 // readExport reads an export file, line by line, checking each run.
 func readExport(path string) ([]*results.RunRecord, error) {
-	f, err := os.Open(path)
+	f, err := readfile.Open(path, "an export file")
 	if err != nil {
 		return nil, err
 	}

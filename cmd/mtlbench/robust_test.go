@@ -512,3 +512,20 @@ func TestImportSkipsAByteOrderMark(t *testing.T) {
 		})
 	}
 }
+
+// import names a file it cannot read as every reader of a user's file
+// does (internal/readfile): a folder is no export, and a missing file is
+// said without Go's "open".
+func TestImportOfAFolderOrAMissingFile(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	for arg, want := range map[string]string{
+		dir:                              dir + ": a folder, not an export file",
+		filepath.Join(dir, "none.jsonl"): filepath.Join(dir, "none.jsonl") + ": no such file or directory",
+	} {
+		_, _, err := mtl(t, "import", "--db", db, arg)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("import %s: %v, want %q", arg, err, want)
+		}
+	}
+}

@@ -46,6 +46,25 @@ func Read(path string, max int64, what string) ([]byte, error) {
 	return ReadFrom(f, path, max, what)
 }
 
+// Open opens path for a reader that takes it a line at a time (an export
+// of many runs), with Read's errors: a folder is refused by path, as is a
+// path that holds nothing. A pipe is read as it comes (a shell's
+// <(mtlbench export), which is one).
+func Open(path, what string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, pathError(path, err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%s: a folder, not %s", path, what)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, pathError(path, err)
+	}
+	return f, nil
+}
+
 // ReadFrom reads r whole as Read reads a pipe, within max bytes; name says
 // what it is in errors ("standard input").
 func ReadFrom(r io.Reader, name string, max int64, what string) ([]byte, error) {
