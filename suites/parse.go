@@ -939,8 +939,9 @@ func isRange(n *yaml.Node) bool {
 
 // expandRanges returns an integer parameter's matrix list with its ranges
 // (the list itself, or some of its items) replaced by their values, each at
-// the range's position; ok is false when a range is bad (reported).
-func (p *parser) expandRanges(key string, spec paramSpec, list *yaml.Node) (*yaml.Node, bool) {
+// the range's position; ok is false when a range is bad (reported, as of
+// what: "matrix batch", or "batch" for a --set).
+func (p *parser) expandRanges(what string, spec paramSpec, list *yaml.Node) (*yaml.Node, bool) {
 	items := list.Content
 	switch {
 	case isRange(list):
@@ -958,7 +959,7 @@ func (p *parser) expandRanges(key string, spec paramSpec, list *yaml.Node) (*yam
 		}
 		vals, err := ParseIntList(it.Value, int(spec.min))
 		if err != nil {
-			p.errorf(it, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "matrix %s: %v", key, err)
+			p.errorf(it, "a range is first-last, first-last+step or first-last*factor, e.g. 1-16*2", "%s: %v", what, err)
 			ok = false
 			continue
 		}
@@ -966,7 +967,7 @@ func (p *parser) expandRanges(key string, spec paramSpec, list *yaml.Node) (*yam
 		// together, as for bench's comma lists: items of ranges (an alias
 		// of one repeated) must not make millions of values first.
 		if len(out.Content)+len(vals) > maxListValues {
-			p.errorf(it, "", "matrix %s: range %q takes the list past %d values", key, it.Value, maxListValues)
+			p.errorf(it, "", "%s: range %q takes the list past %d values", what, it.Value, maxListValues)
 			return out, false
 		}
 		if !p.spendN(it, len(vals)) {
@@ -1003,7 +1004,7 @@ func (p *parser) matrix(g *group, n *yaml.Node, hasOpKey bool) {
 			// (1-16*2, 16-64+16, 1-8, or a comma list) or items of a list
 			// ([1-8, 16, 32]).
 			var ok bool
-			if list, ok = p.expandRanges(e.key, spec, list); !ok {
+			if list, ok = p.expandRanges("matrix "+e.key, spec, list); !ok {
 				continue
 			}
 		}

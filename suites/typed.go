@@ -276,6 +276,7 @@ func (s *Suite) Override(set map[string]string) error {
 	type param struct {
 		name string
 		vals []Value
+		list bool // a list or a range: a sweep, even of one value
 	}
 	var overrides []param
 	for _, name := range names {
@@ -313,6 +314,19 @@ func (s *Suite) Override(set map[string]string) error {
 			}
 			return fmt.Errorf("%s: unknown parameter or setting %q%s", where, name, hint)
 		}
+		if spec.isInt {
+			// Ranges, as a matrix list takes them (1-16*2, [1-4, 16]).
+			before := len(p.errs.list)
+			var ok bool
+			if n, ok = p.expandRanges(name, spec, n); !ok {
+				e := p.errs.list[before]
+				msg := e.Msg
+				if e.Hint != "" {
+					msg += " (" + e.Hint + ")"
+				}
+				return fmt.Errorf("%s: %s", where, msg)
+			}
+		}
 		items := []*yaml.Node{n}
 		if n.Kind == yaml.SequenceNode {
 			if len(n.Content) == 0 {
@@ -349,7 +363,7 @@ func (s *Suite) Override(set map[string]string) error {
 		} else {
 			vals = slices.Clip(vals)
 		}
-		overrides = append(overrides, param{name, vals})
+		overrides = append(overrides, param{name, vals, n.Kind == yaml.SequenceNode})
 	}
 	cases := s.Cases
 	for _, pr := range overrides {
@@ -364,7 +378,7 @@ func (s *Suite) Override(set map[string]string) error {
 			}
 			return fmt.Errorf("--set %s=%s: no case of suite %s takes %s (%s)", pr.name, set[pr.name], s.Name, pr.name, takers(pr.name))
 		}
-		sweep := len(pr.vals) > 1 || isList(set[pr.name])
+		sweep := len(pr.vals) > 1 || pr.list
 		// Counted before a case is made, as a matrix is: a long list over
 		// many cases would take all memory before a limit after the fact.
 		if sweep {
@@ -517,8 +531,6 @@ func takers(name string) string {
 	}
 	return "it is read by " + strings.Join(kinds, " and ")
 }
-
-func isList(value string) bool { return overrideNode(value).Kind == yaml.SequenceNode }
 
 // dropSegment removes "/name=..." from a case name (a matrix value the
 // sweep replaces).

@@ -337,3 +337,35 @@ func TestOverrideSweepCountedFirst(t *testing.T) {
 		t.Errorf("--set gen_len of 100 values: %v, %d cases", err, len(s.Cases))
 	}
 }
+
+// A --set list of an integer parameter takes ranges as a matrix list does
+// (1-4, 1-16*2, [1-2, 8]), sweeping their values; a bad range or a value
+// twice is refused naming the --set.
+func TestOverrideRanges(t *testing.T) {
+	const suite = "name: s\nmodel: {preset: p}\ncases:\n  - name: m\n    params: {batch: 2}\n"
+	for _, tc := range []struct{ value, want string }{
+		{"1-4", "[m/batch=1 m/batch=2 m/batch=3 m/batch=4]"},
+		{"1-16*2", "[m/batch=1 m/batch=2 m/batch=4 m/batch=8 m/batch=16]"},
+		{"[1-2, 8]", "[m/batch=1 m/batch=2 m/batch=8]"},
+		{"1,3", "[m/batch=1 m/batch=3]"},
+		{"4-1", "--set batch=4-1: "},
+		{"1-4,2", "--set batch=1-4,2: "},
+		{"[1-2, 2]", "--set batch=[1-2, 2]: duplicate value 2 in the list"},
+	} {
+		s := mustParse(t, suite)
+		err := s.Override(map[string]string{"batch": tc.value})
+		if strings.HasPrefix(tc.want, "--set") {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("--set batch=%s: %v, want %q", tc.value, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("--set batch=%s: %v", tc.value, err)
+			continue
+		}
+		if got := fmt.Sprint(names(s.Cases)); got != tc.want {
+			t.Errorf("--set batch=%s: cases %s, want %s", tc.value, got, tc.want)
+		}
+	}
+}
