@@ -8,11 +8,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // CPUModel reads the model name from /proc/cpuinfo (Linux); elsewhere it
-// returns "".
-func CPUModel() string {
+// returns "". It is read once: a backend's Info, which says it, is asked
+// for every case of a suite before the first runs.
+func CPUModel() string { return cpuModel() }
+
+var cpuModel = sync.OnceValue(func() string {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
 		return ""
@@ -25,14 +29,14 @@ func CPUModel() string {
 		}
 	}
 	return ""
-}
+})
 
 // TotalMemory is the machine's RAM in bytes from /proc/meminfo, 0 where
 // unknown.
-func TotalMemory() int64 {
-	kb := meminfo("MemTotal")
-	return kb * 1024
-}
+func TotalMemory() int64 { return totalMemory() }
+
+// The machine's RAM does not change while it runs: read once, as CPUModel.
+var totalMemory = sync.OnceValue(func() int64 { return meminfo("MemTotal") * 1024 })
 
 // AvailableMemory is the RAM the OS could give a new allocation, in bytes,
 // 0 where unknown.

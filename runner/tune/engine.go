@@ -240,8 +240,11 @@ func (s *Store) EngineChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 	}
 	var tuned []string
 	var def string
+	// the model's tensors listed once for all its shapes, not per shape:
+	// run asks this of every case before the first runs
+	f32 := f32MatMulShapes(cfg)
 	for _, mnk := range matmulShapes(cfg, tokens, logitRows) {
-		ch, err := lookup(s, be, string(ops.MatMul), MatMulDType(cfg, dt.String(), mnk), Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]})
+		ch, err := lookup(s, be, string(ops.MatMul), matmulDType(f32, dt.String(), mnk), Shape{ops.M: mnk[0], ops.N: mnk[1], ops.K: mnk[2]})
 		if err != nil {
 			return out
 		}
@@ -301,7 +304,12 @@ func (s *Store) LaunchChoices(be bridge.Backend, cfg *model.Config, dt bridge.DT
 // f32 whatever the run's dtype (model.Config.LoadsInF32: a GGUF file's
 // routers), as each backend names a launch's weights (bridge.LaunchPick).
 func MatMulDType(c *model.Config, dtype string, mnk [3]int) string {
-	if f32MatMulShapes(c)[[2]int{mnk[1], mnk[2]}] {
+	return matmulDType(f32MatMulShapes(c), dtype, mnk)
+}
+
+// matmulDType is MatMulDType given c's f32MatMulShapes.
+func matmulDType(f32 map[[2]int]bool, dtype string, mnk [3]int) string {
+	if f32[[2]int{mnk[1], mnk[2]}] {
 		return "f32"
 	}
 	return dtype
