@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,13 +135,19 @@ func TestABResume(t *testing.T) {
 		}
 	}
 
+	// args with one flag's value replaced, as a flag given twice is refused
+	with := func(flag, value string, more ...string) []string {
+		out := slices.Clone(args)
+		out[slices.Index(out, flag)+1] = value
+		return append(out, more...)
+	}
 	for _, tc := range []struct {
 		name  string
 		args  []string
 		wants string
 	}{
-		{"other rounds", append(args[:len(args):len(args)], "--rounds", "4", "--resume", keep), "the ab there ran with --rounds 3 (now 4): resume it with the settings it was made with"},
-		{"another store", append(args[:len(args):len(args)], "--db", filepath.Join(dir, "other.db"), "--resume", keep), "the ab there ran with --db " + store},
+		{"other rounds", with("--rounds", "4", "--resume", keep), "the ab there ran with --rounds 3 (now 4): resume it with the settings it was made with"},
+		{"another store", with("--db", filepath.Join(dir, "other.db"), "--resume", keep), "the ab there ran with --db " + store},
 		{"beside another --keep", append(args[:len(args):len(args)], "--keep", dir, "--resume", keep), "--resume " + keep + " and --keep " + dir + ": an ab resumes in its own folder"},
 		{"no ab's folder", append(args[:len(args):len(args)], "--resume", dir), "--resume " + dir + ": no ab.json there"},
 	} {

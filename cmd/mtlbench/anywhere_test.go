@@ -448,7 +448,13 @@ func TestBenchPrintSuiteCarriesEveryFlag(t *testing.T) {
 		if !slices.Contains(args, "-m") {
 			args = append([]string{"-m", "qwen3-moe-mini"}, args...)
 		}
-		out, _, err := mtl(t, append([]string{"bench", "--print-suite", "-p", "16", "-n", "4"}, args...)...)
+		// -p and -n unless the case sets them (a flag given twice is refused)
+		for _, f := range []string{"-p", "-n"} {
+			if !slices.Contains(args, f) {
+				args = append([]string{f, map[string]string{"-p": "16", "-n": "4"}[f]}, args...)
+			}
+		}
+		out, _, err := mtl(t, append([]string{"bench", "--print-suite"}, args...)...)
 		if err != nil {
 			t.Fatalf("bench %v --print-suite: %v", args, err)
 		}

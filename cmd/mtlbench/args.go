@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -14,9 +15,42 @@ func interspersed(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
-	out := []string{args[0]}
+	out, _, flags, rest := commandArgs(app, args)
+	takesValue := map[string]bool{}
+	for _, f := range flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	var named, positional []string
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			positional = append(positional, rest[i:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			positional = append(positional, a)
+			continue
+		}
+		named = append(named, a)
+		name := strings.TrimLeft(a, "-")
+		if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+			i++
+			named = append(named, rest[i])
+		}
+	}
+	return append(append(out, named...), positional...)
+}
+
+// commandArgs walks args down the command path: out holds the program, the
+// commands and the flags met on the way (with their values), path the
+// commands' names, flags what the last command takes, and rest the
+// arguments after the path.
+func commandArgs(app *cli.App, args []string) (out, path []string, flags []cli.Flag, rest []string) {
+	out = []string{args[0]}
 	cmds := app.Commands
-	var flags []cli.Flag
 	i := 1
 	takes := func(flags []cli.Flag, a string) bool {
 		name := strings.TrimLeft(a, "-")
@@ -56,37 +90,60 @@ func interspersed(app *cli.App, args []string) []string {
 		if found == nil {
 			break
 		}
-		out = append(out, a)
+		out, path = append(out, a), append(path, a)
 		cmds, flags = found.Subcommands, found.Flags
 		if len(cmds) == 0 {
 			i++
 			break
 		}
 	}
-	takesValue := map[string]bool{}
-	for _, f := range flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			takesValue[n] = !isBool
-		}
+	return out, path, flags, args[min(i, len(args)):]
+}
+
+// repeatedFlag refuses a flag of one value given twice (-b 1 -b 4), which
+// would keep the last and drop the other without a word, as --set refuses
+// a name twice; flags that collect values (--set, --threshold) and
+// switches may repeat.
+func repeatedFlag(app *cli.App, args []string) error {
+	if len(args) < 2 {
+		return nil
 	}
-	var named, positional []string
-	for ; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			positional = append(positional, args[i:]...)
-			break
-		}
+	_, path, flags, rest := commandArgs(app, args)
+	seen := map[string]string{}
+	for i := 0; i < len(rest) && rest[i] != "--"; i++ {
+		a := rest[i]
 		if !strings.HasPrefix(a, "-") || a == "-" {
-			positional = append(positional, a)
 			continue
 		}
-		named = append(named, a)
-		name := strings.TrimLeft(a, "-")
-		if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(args) {
-			i++
-			named = append(named, args[i])
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var f cli.Flag
+		for _, g := range flags {
+			if slices.Contains(g.Names(), name) {
+				f = g
+			}
+		}
+		if f == nil {
+			continue
+		}
+		given := a
+		switch f.(type) {
+		case *cli.BoolFlag:
+			continue
+		case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+		default:
+			if !hasValue && i+1 < len(rest) {
+				given += " " + rest[i+1]
+			}
+			long := "--" + f.Names()[0]
+			if first, twice := seen[long]; twice {
+				cmd := strings.Join(append([]string{app.Name}, path...), " ")
+				return fmt.Errorf("%s: %s given twice (%s, %s): give it once (see `%s --help`)", strings.Join(path, " "), long, first, given, cmd)
+			}
+			seen[long] = given
+		}
+		if !hasValue {
+			i++ // its value, which may look like a flag (-1)
 		}
 	}
-	return append(append(out, named...), positional...)
+	return nil
 }

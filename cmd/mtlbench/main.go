@@ -40,6 +40,9 @@ func exitCode(err error) int {
 func run(args []string, stdout, stderr io.Writer) error {
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{argsKey: args}
+	if err := repeatedFlag(app, args); err != nil {
+		return err
+	}
 	err := app.Run(interspersed(app, args))
 	if db, ok := app.Metadata[storeKey].(*results.DB); ok {
 		err = nameStore(db, err)

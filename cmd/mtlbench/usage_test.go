@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -143,6 +144,37 @@ func TestComputedDefaultsStated(t *testing.T) {
 		}
 		if !strings.Contains(line, "(default: ") {
 			t.Errorf("%q: %s states no default: %q", c.args, c.flag, line)
+		}
+	}
+}
+
+// A flag of one value given twice (-b 1-3 -b 4) would keep the last and
+// drop the other without a word, as a --set given twice would: it is
+// refused, naming both, before any work. The flags that collect values
+// (--set, --threshold) and switches (-q) may repeat.
+func TestFlagGivenTwice(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "1-3", "-b", "4", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", db},
+			"bench: --batch given twice (-b 1-3, -b 4): give it once (see `mtlbench bench --help`)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--batch=2", "-b", "4", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", db},
+			"bench: --batch given twice (--batch=2, -b 4)"},
+		{[]string{"runs", "--limit", "3", "--db", db, "--limit=4"},
+			"runs: --limit given twice (--limit 3, --limit=4)"},
+		{[]string{"runs", "--format", "csv", "--db", db, "--format", "json"},
+			"runs: --format given twice (--format csv, --format json)"},
+		{[]string{"suites", "validate", "ci", "--set", "prompt_len=16", "--set", "gen_len=4"}, ""},
+		{[]string{"suites", "validate", "--", "--set", "--set"}, "suites are invalid"},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
 }
