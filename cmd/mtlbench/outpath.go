@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 )
 
 // stdoutPath is the output path that means standard output, as most tools
@@ -24,6 +25,16 @@ func writeOutput(w io.Writer, path string, write func(io.Writer) error) error {
 func noStdout(what, path, why string) error {
 	if path == stdoutPath {
 		return fmt.Errorf("%s -: %s, so \"-\" (standard output) cannot be it", what, why)
+	}
+	return nil
+}
+
+// notAFolder refuses a file named where what writes a folder (report and
+// compare --out), before any work: as checkWritable says a folder named
+// where a file goes.
+func notAFolder(what, path, why string) error {
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		return fmt.Errorf("%s %s: a file, not a folder: %s", what, path, why)
 	}
 	return nil
 }

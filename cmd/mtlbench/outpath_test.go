@@ -97,3 +97,30 @@ func TestOutputDashIsStdout(t *testing.T) {
 		t.Errorf("a file named - was written")
 	}
 }
+
+// A file named where a folder is written (compare --out, report --out), or
+// a folder where a file is (--steps, gate --summary), is said alike by
+// every flag, before any work, without Go's "open" or "mkdir".
+func TestOutputPathOfTheWrongKind(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.txt")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := seedCompareDB(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"compare", "base", "cand", "--db", db, "--out", file}, "--out " + file + ": a file, not a folder"},
+		{[]string{"report", "base", "--db", db, "--out", file}, "--out " + file + ": a file, not a folder"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", filepath.Join(dir, "r.db"), "--steps", dir},
+			"--steps " + dir + ": a folder, not a file"},
+		{[]string{"gate", "--baseline", "base", "--candidate", "cand", "--db", db, "--summary", dir}, "--summary " + dir + ": a folder, not a file"},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.args[0], err, tc.want)
+		}
+	}
+}

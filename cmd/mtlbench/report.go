@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -64,8 +63,8 @@ func reportCommand() *cli.Command {
 			if err := noStdout("--out", c.String("out"), "the report is a folder of files (index.html and its charts)"); err != nil {
 				return err
 			}
-			if st, err := os.Stat(c.String("out")); err == nil && !st.IsDir() {
-				return fmt.Errorf("--out %s: a file, not a folder: the report is a folder of files (index.html and its charts)", c.String("out"))
+			if err := notAFolder("--out", c.String("out"), "the report is a folder of files (index.html and its charts)"); err != nil {
+				return err
 			}
 			paths, err := htmlreport.WriteFiles(c.String("out"), db, ids, htmlreport.Options{History: hist,
 				Title: c.String("title"), HistoryModel: c.String("history-model"), ToolVersion: readBuildInfo().Version,

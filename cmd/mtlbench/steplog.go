@@ -29,6 +29,9 @@ func openStepLog(c *cli.Context, db *results.DB) (w io.Writer, done func() error
 	if err := notTheStore(db, "--steps", path); err != nil {
 		return nil, nil, err
 	}
+	if err := checkWritable("--steps", path); err != nil {
+		return nil, nil, err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--steps: %w", err)
