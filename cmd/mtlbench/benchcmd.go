@@ -72,6 +72,14 @@ func benchCommand() *cli.Command {
 			stepsFlag(),
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("print-suite") {
+				// what a run reads, not the suite: printing runs nothing
+				for _, f := range []string{"db", "tag", "format", "resume", "steps"} {
+					if c.IsSet(f) {
+						return fmt.Errorf("--print-suite runs nothing, so --%s would be dropped: give it to the run (mtlbench run SUITE --%s ...)", f, f)
+					}
+				}
+			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -176,5 +177,36 @@ func TestFlagGivenTwice(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// bench --print-suite prints the suite and runs nothing, so the flags of a
+// run it would not make (--resume, --steps, --tag, --db, a --format of the
+// summary) are refused rather than dropped without a word; the suite's own
+// flags print as before.
+func TestPrintSuiteRefusesRunFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "--print-suite"}
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--resume", "3"}, "--print-suite runs nothing, so --resume would be dropped"},
+		{[]string{"--steps", filepath.Join(dir, "s.jsonl")}, "--print-suite runs nothing, so --steps would be dropped"},
+		{[]string{"--tag", "x"}, "--print-suite runs nothing, so --tag would be dropped"},
+		{[]string{"--db", filepath.Join(dir, "r.db")}, "--print-suite runs nothing, so --db would be dropped"},
+		{[]string{"--format", "csv"}, "--print-suite runs nothing, so --format would be dropped"},
+		{[]string{"-b", "1,2", "--backend", "cpu", "-q"}, ""},
+	} {
+		out, _, err := mtl(t, append(base, tc.extra...)...)
+		switch {
+		case tc.want == "" && (err != nil || !strings.Contains(out, "name: bench")):
+			t.Errorf("%v: %v\n%s", tc.extra, err, out)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s.jsonl")); err == nil {
+		t.Error("--print-suite wrote the --steps file")
 	}
 }
