@@ -100,22 +100,31 @@ func commandArgs(app *cli.App, args []string) (out, path []string, flags []cli.F
 	return out, path, flags, args[min(i, len(args)):]
 }
 
-// repeatedFlag refuses a flag of one value given twice (-b 1 -b 4), which
-// would keep the last and drop the other without a word, as --set refuses
-// a name twice; flags that collect values (--set, --threshold) and
-// switches may repeat.
-func repeatedFlag(app *cli.App, args []string) error {
+// pathFlags are the flags that name a file or folder, by their first name.
+var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokenizer"}
+
+// checkFlagArgs refuses, before any work, what the flag parser would take
+// without a word: a flag of one value given twice (-b 1 -b 4), which keeps
+// the last and drops the other, as --set refuses a name twice (flags that
+// collect values, --set and --threshold, and switches may repeat); and a
+// path flag given an empty value (--db "$DB" with DB unset), which reads as
+// left out: the default store, no step log.
+func checkFlagArgs(app *cli.App, args []string) error {
 	if len(args) < 2 {
 		return nil
 	}
 	_, path, flags, rest := commandArgs(app, args)
+	usage := func(format string, a ...any) error {
+		cmd := strings.Join(append([]string{app.Name}, path...), " ")
+		return fmt.Errorf("%s: %s (see `%s --help`)", strings.Join(path, " "), fmt.Sprintf(format, a...), cmd)
+	}
 	seen := map[string]string{}
 	for i := 0; i < len(rest) && rest[i] != "--"; i++ {
 		a := rest[i]
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			continue
 		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		var f cli.Flag
 		for _, g := range flags {
 			if slices.Contains(g.Names(), name) {
@@ -125,25 +134,26 @@ func repeatedFlag(app *cli.App, args []string) error {
 		if f == nil {
 			continue
 		}
-		given := a
-		switch f.(type) {
-		case *cli.BoolFlag:
+		if _, isBool := f.(*cli.BoolFlag); isBool {
 			continue
-		case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
-		default:
-			if !hasValue && i+1 < len(rest) {
-				given += " " + rest[i+1]
-			}
-			long := "--" + f.Names()[0]
-			if first, twice := seen[long]; twice {
-				cmd := strings.Join(append([]string{app.Name}, path...), " ")
-				return fmt.Errorf("%s: %s given twice (%s, %s): give it once (see `%s --help`)", strings.Join(path, " "), long, first, given, cmd)
-			}
-			seen[long] = given
 		}
-		if !hasValue {
+		given, got := a, hasValue
+		if !hasValue && i+1 < len(rest) {
 			i++ // its value, which may look like a flag (-1)
+			value, given, got = rest[i], a+" "+rest[i], true
 		}
+		long := "--" + f.Names()[0]
+		if got && value == "" && slices.Contains(pathFlags, f.Names()[0]) {
+			return usage("%s \"\": an empty path (leave %s out for the default)", long, long)
+		}
+		switch f.(type) {
+		case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+			continue
+		}
+		if first, twice := seen[long]; twice {
+			return usage("%s given twice (%s, %s): give it once", long, first, given)
+		}
+		seen[long] = given
 	}
 	return nil
 }

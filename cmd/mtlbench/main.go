@@ -40,7 +40,7 @@ func exitCode(err error) int {
 func run(args []string, stdout, stderr io.Writer) error {
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{argsKey: args}
-	if err := repeatedFlag(app, args); err != nil {
+	if err := checkFlagArgs(app, args); err != nil {
 		return err
 	}
 	err := app.Run(interspersed(app, args))

@@ -210,3 +210,29 @@ func TestPrintSuiteRefusesRunFlags(t *testing.T) {
 		t.Error("--print-suite wrote the --steps file")
 	}
 }
+
+// A path flag given an empty value (--db "$DB" with DB unset) is refused:
+// read as left out, --db "" recorded into the default store and --steps ""
+// wrote no log, without a word.
+func TestEmptyPathFlag(t *testing.T) {
+	def := filepath.Join(t.TempDir(), "default.db")
+	t.Setenv("MTLBENCH_DB", def)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "--db", ""}, `runs: --db "": an empty path (leave --db out for the default)`},
+		{[]string{"runs", "--db="}, `runs: --db "": an empty path`},
+		{[]string{"export", "-o", ""}, `export: --out "": an empty path`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--steps", ""}, `bench: --steps "": an empty path`},
+		{[]string{"gate", "--baseline", "a", "--candidate", "b", "--summary", ""}, `gate: --summary "": an empty path`},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(def); err == nil {
+		t.Error("a command with an empty path wrote the default store")
+	}
+}
