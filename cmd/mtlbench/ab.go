@@ -133,9 +133,14 @@ func abCommand() *cli.Command {
 				return err
 			}
 			suitePath := c.Args().First()
-			suite, err := suites.Load(suitePath)
+			suite, err := suites.Resolve(suitePath)
 			if err != nil {
 				return err
+			}
+			if strings.HasPrefix(suite.File, suites.ShippedPrefix) {
+				// a built-in suite (ab ci): its sides' runs read it by
+				// this name from any folder
+				suitePath = suite.File
 			}
 			set := c.StringSlice("set")
 			ov, err := bench.ParseOverrides(set)
@@ -144,7 +149,7 @@ func abCommand() *cli.Command {
 			}
 			// What the candidate will run, checked here so that a bad
 			// --set fails before the first baseline run.
-			probe, err := suites.Load(suitePath)
+			probe, err := suites.Resolve(suitePath)
 			if err != nil {
 				return err
 			}
@@ -195,8 +200,11 @@ func abCommand() *cli.Command {
 			}
 			// What this ab runs with: what a resume must run with too.
 			now := &abState{Set: set, Backend: c.String("backend"), Threads: c.Int("threads"), Rounds: rounds, Tag: c.String("tag"), SuiteHash: suite.Hash}
-			if now.Suite, err = filepath.Abs(suitePath); err != nil {
-				return err
+			now.Suite = suitePath
+			if !strings.HasPrefix(suitePath, suites.ShippedPrefix) {
+				if now.Suite, err = filepath.Abs(suitePath); err != nil {
+					return err
+				}
 			}
 			if store != nil {
 				now.DB = store.Path()

@@ -105,7 +105,8 @@ func gateCommand() *cli.Command {
 			}
 			var suite *suites.Suite
 			if path := c.String("suite"); path != "" {
-				if suite, err = suites.Load(path); err != nil {
+				// a file, or a built-in suite's name, as run takes it
+				if suite, err = suites.Resolve(path); err != nil {
 					return fmt.Errorf("--suite: %w", err)
 				}
 			}

@@ -236,3 +236,22 @@ func TestEmptyPathFlag(t *testing.T) {
 		t.Error("a command with an empty path wrote the default store")
 	}
 }
+
+// ab and gate --suite take a built-in suite's name as run does (`ab ci`,
+// `gate --suite ci`), not only a path or its shipped: name.
+func TestBuiltInSuiteNameEverywhere(t *testing.T) {
+	t.Chdir(t.TempDir())
+	db := seedCompareDB(t)
+	_, _, err := mtl(t, "gate", "--baseline", "base", "--candidate", "cand", "--db", db, "--suite", "ci")
+	if err != nil && strings.Contains(err.Error(), "--suite") {
+		t.Errorf("gate --suite ci: %v", err)
+	}
+	_, _, err = mtl(t, "ab", "ci", "--baseline-bin", os.Args[0], "--set", "bach=1")
+	if err == nil || !strings.Contains(err.Error(), `unknown parameter or setting "bach"`) {
+		t.Errorf("ab ci --set bach=1: %v, want the --set refused, not the suite", err)
+	}
+	_, _, err = mtl(t, "ab", "kernals", "--baseline-bin", os.Args[0])
+	if err == nil || !strings.Contains(err.Error(), `did you mean "kernels"?`) {
+		t.Errorf("ab kernals: %v, want the built-in suite it is close to", err)
+	}
+}
