@@ -257,7 +257,10 @@ func (t *Table) renderText(w io.Writer) error {
 		}
 		// Wrapping, header upper-casing and trimming are off: a report
 		// must show the cells exactly as given.
-		tbl := tablewriter.NewTable(w,
+		// tablewriter drops its writes' errors: kept here, so a table to a
+		// full disk or a closed pipe fails as the data formats do
+		ew := &errWriter{w: w}
+		tbl := tablewriter.NewTable(ew,
 			tablewriter.WithHeaderAutoFormat(tw.Off),
 			tablewriter.WithHeaderAutoWrap(tw.WrapNone),
 			tablewriter.WithRowAutoWrap(tw.WrapNone),
@@ -275,6 +278,9 @@ func (t *Table) renderText(w io.Writer) error {
 		if err := tbl.Render(); err != nil {
 			return fmt.Errorf("table %q: %w", t.Title, err)
 		}
+		if ew.err != nil {
+			return ew.err
+		}
 	}
 	for _, n := range t.Notes {
 		if _, err := fmt.Fprintln(w, n.Text); err != nil {
@@ -282,6 +288,21 @@ func (t *Table) renderText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// errWriter keeps the first error of its writes and writes nothing after.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }
 
 func widthOf(rows [][]string) int {

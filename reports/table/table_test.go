@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -333,5 +334,39 @@ func TestMarkdownText(t *testing.T) {
 				t.Errorf("MarkdownText(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
+	}
+}
+
+// fullWriter takes limit bytes, then fails as a full disk or a closed pipe.
+type fullWriter struct{ n, limit int }
+
+func (w *fullWriter) Write(p []byte) (int, error) {
+	if w.n+len(p) > w.limit {
+		k := max(w.limit-w.n, 0)
+		w.n = w.limit
+		return k, errors.New("no space left on device")
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// A write that fails is an error in every format, the table's too, with or
+// without a title and notes: `mtlbench runs > /dev/full` must not exit 0
+// having written nothing.
+func TestRenderReportsWriteErrors(t *testing.T) {
+	bare := func() *Table { tb := sample(); tb.Title, tb.Notes = "", nil; return tb }
+	for _, tb := range []func() *Table{sample, bare} {
+		for _, f := range []Format{FormatTable, FormatMarkdown, FormatCSV, FormatJSON, FormatJSONL} {
+			var whole bytes.Buffer
+			if err := tb().Render(&whole, f); err != nil {
+				t.Fatal(err)
+			}
+			// the start, the middle of the rows, the last byte
+			for _, limit := range []int{0, whole.Len() / 2, whole.Len() - 1} {
+				if err := tb().Render(&fullWriter{limit: limit}, f); err == nil {
+					t.Errorf("%s (title %q) to a writer that fails after %d bytes: no error", f, tb().Title, limit)
+				}
+			}
+		}
 	}
 }
