@@ -291,9 +291,15 @@ func generateCommand() *cli.Command {
 					return err
 				}
 			} else {
-				fmt.Fprintln(c.App.Writer, tokenLine(out[0].Tokens))
+				// the tokens are the output: a write that fails (a full
+				// disk) is an error, as --json's is
+				if _, err := fmt.Fprintln(c.App.Writer, tokenLine(out[0].Tokens)); err != nil {
+					return err
+				}
 				if text != nil {
-					fmt.Fprintln(c.App.Writer, *text)
+					if _, err := fmt.Fprintln(c.App.Writer, *text); err != nil {
+						return err
+					}
 				}
 			}
 			cfg := e.Config()

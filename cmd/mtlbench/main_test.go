@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"github.com/mtlbench/mtlbench/suites"
@@ -674,5 +675,25 @@ func TestFormatHelpNamesEveryFormat(t *testing.T) {
 	walk("", newApp(nil, nil).Commands)
 	if seen < 10 {
 		t.Fatalf("found %d --format flags: the walk missed commands", seen)
+	}
+}
+
+// failingWriter fails every write, as a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// generate's tokens are its output: a write of them that fails is an error,
+// not exit 0 with nothing written, with --json or without.
+func TestGenerateWriteError(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"mtlbench", "generate", "--model", "qwen3-moe-mini", "--layers", "1", "--backend", "cpu", "--tokens", "1,2", "--max-new-tokens", "2"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		var e bytes.Buffer
+		if err := run(args, failingWriter{}, &e); err == nil || !strings.Contains(err.Error(), "no space left on device") {
+			t.Errorf("generate (--json %v) to a full disk: %v", asJSON, err)
+		}
 	}
 }
