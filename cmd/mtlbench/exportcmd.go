@@ -170,25 +170,25 @@ func importCommand() *cli.Command {
 					} else if ok {
 						replaced, err := replaceIfFurther(db, id, rec)
 						if err != nil {
-							return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
+							return fmt.Errorf("run %d of %s: %w", from, hostLabel(rec.Run.Machine), err)
 						}
 						if replaced != "" {
 							added++
 							said = append(said, fmt.Sprintf("run %d of %s (%s) was here as run %d %s: replaced",
-								from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id, replaced))
+								from, hostLabel(rec.Run.Machine), rec.Run.SuiteName, id, replaced))
 							continue
 						}
 						skipped++
 						said = append(said, fmt.Sprintf("run %d of %s (%s) is already here as run %d: skipped",
-							from, rec.Run.Machine.Hostname, rec.Run.SuiteName, id))
+							from, hostLabel(rec.Run.Machine), rec.Run.SuiteName, id))
 						continue
 					}
 					id, err := db.ImportRun(rec)
 					if err != nil {
-						return fmt.Errorf("run %d of %s: %w", from, rec.Run.Machine.Hostname, err)
+						return fmt.Errorf("run %d of %s: %w", from, hostLabel(rec.Run.Machine), err)
 					}
 					added++
-					said = append(said, fmt.Sprintf("imported run %d of %s (%s, %s) as run %d", from, rec.Run.Machine.Hostname,
+					said = append(said, fmt.Sprintf("imported run %d of %s (%s, %s) as run %d", from, hostLabel(rec.Run.Machine),
 						rec.Run.SuiteName, machineLabel(rec.Run.Machine), id))
 				}
 				return nil
@@ -221,6 +221,15 @@ func replaceIfFurther(db *results.DB, id int64, rec *results.RunRecord) (string,
 	}
 	was := fmt.Sprintf("(%s, %d repetitions; the file's copy: %s, %d)", stored.Run.Status, have, rec.Run.Status, got)
 	return was, db.ReplaceRun(id, rec)
+}
+
+// hostLabel names the machine a run was recorded on by its hostname, which
+// a peer import may not have.
+func hostLabel(m results.Machine) string {
+	if m.Hostname == "" {
+		return "an unnamed machine"
+	}
+	return m.Hostname
 }
 
 func machineLabel(m results.Machine) string {

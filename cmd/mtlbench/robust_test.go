@@ -529,3 +529,23 @@ func TestImportOfAFolderOrAMissingFile(t *testing.T) {
 		}
 	}
 }
+
+// A run whose machine recorded no hostname (a peer import's) is said as
+// such by import, not as "run 3 of  (s, ...)".
+func TestImportOfARunWithoutHostname(t *testing.T) {
+	dir := t.TempDir()
+	file, db := filepath.Join(dir, "b.jsonl"), filepath.Join(dir, "r.db")
+	line := strings.Replace(exportLineWith("0.5"), `"machine":{"hostname":"h"}`, `"machine":{"hostname":""}`, 1)
+	if err := os.WriteFile(file, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, stderr, err := mtl(t, "import", "--db", db, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stderr, "of  (") || !strings.Contains(stderr, "run 3 of an unnamed machine (s") {
+			t.Errorf("import said:\n%s", stderr)
+		}
+	}
+}
