@@ -184,7 +184,62 @@ func (p *parser) yamlError(err error, data []byte) error {
 		}
 		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2]}
 	}
-	return &Error{Pos: Pos{p.file, 1, 1}, Msg: "YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	msg = "YAML: " + strings.TrimPrefix(msg, "yaml: ")
+	// yaml.v3 gives these no line: found here, so the error points at them.
+	if m := unknownAnchorRE.FindStringSubmatch(msg); m != nil {
+		if line, col, ok := aliasAt(data, m[1]); ok {
+			return &Error{Pos: Pos{p.file, line, col}, Msg: msg}
+		}
+	}
+	if strings.HasSuffix(msg, "control characters are not allowed") {
+		if line, col, r, ok := controlAt(data); ok {
+			return &Error{Pos: Pos{p.file, line, col}, Msg: fmt.Sprintf("%s (U+%04X)", msg, r)}
+		}
+	}
+	return &Error{Pos: Pos{p.file, 1, 1}, Msg: msg}
+}
+
+var unknownAnchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
+
+// aliasAt is the line and column (in runes) of the first alias *name in
+// data: a '*' after a space, a flow indicator or a line's start, followed
+// by the name and then a space, a flow indicator or the end.
+func aliasAt(data []byte, name string) (line, col int, ok bool) {
+	bound := func(b byte) bool { return strings.IndexByte(" \t\r\n,[]{}", b) >= 0 }
+	alias := "*" + name
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(alias))
+		if j < 0 {
+			return 0, 0, false
+		}
+		at, end := i+j, i+j+len(alias)
+		if (at == 0 || bound(data[at-1])) && (end == len(data) || bound(data[end])) {
+			line, col = position(data, at)
+			return line, col, true
+		}
+		i = at + 1
+	}
+}
+
+// controlAt is where the first character YAML refuses is (a C0 control
+// but tab and line ends, DEL, a C1 control but NEL), and which it is.
+func controlAt(data []byte) (line, col int, c rune, ok bool) {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7F || r >= 0x80 && r < 0xA0 && r != 0x85 {
+			line, col = position(data, i)
+			return line, col, r, true
+		}
+		i += n
+	}
+	return 0, 0, 0, false
+}
+
+// position is the line and column (in runes) of byte offset at of data.
+func position(data []byte, at int) (line, col int) {
+	before := data[:at]
+	line = bytes.Count(before, []byte("\n")) + 1
+	return line, utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
 }
 
 // spend charges one unit of work at n; false once the budget is gone.

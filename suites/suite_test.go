@@ -526,6 +526,10 @@ func TestErrors(t *testing.T) {
 		{"tab indent", "name: t\nmodel: {preset: p}\ncases:\n\t- name: a\n", []string{"t.yaml:4:1: a tab indents this line (YAML indents with spaces only)"}},
 		{"tab after spaces", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\n  \tparams: {batch: 1}\n", []string{"t.yaml:5:3: a tab indents this line (YAML indents with spaces only)"}},
 		{"not a map", "- a\n", []string{"t.yaml:1:1: a suite must be a map, got a list"}},
+		// yaml.v3 says these without a line: placed where they are.
+		{"unknown anchor", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\n    params: *nope\n", []string{"t.yaml:5:13: YAML: unknown anchor 'nope' referenced"}},
+		{"unknown anchor after a longer one", "name: t\nx-a: &nopes {batch: 1}\nmodel: {preset: p}\ncases:\n  - name: a\n    params: *nopes\n  - name: b\n    params: *nope\n", []string{"t.yaml:8:13: YAML: unknown anchor 'nope' referenced"}},
+		{"control character", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\x01\n", []string{"t.yaml:4:12: YAML: control characters are not allowed (U+0001)"}},
 		{"yaml syntax", "name: s\ncases: [\n", []string{"t.yaml:2:1: YAML: did not find expected node content"}},
 		{"two documents", "name: s\n---\nname: t\n", []string{`t.yaml:2:1: a suite file holds one YAML document (remove the second "---")`}},
 		{"missing name and cases", "description: d\n", []string{
