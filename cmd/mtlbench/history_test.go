@@ -112,8 +112,11 @@ func TestHistoryShowNamesEmptyFilter(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--model", "nope"}, []string{`--model "nope": no documented figures (documented models: `, "Qwen3-30B-A3B", "GPT-2"}},
-		{[]string{"--model", "qwen3-30b-a3b", "--metric", "tok/s"}, []string{`--metric "tok/s": no documented figures with --model "qwen3-30b-a3b" (their metrics: `, "tok_s"}},
+		{[]string{"--model", "qwen3-30b-a3b", "--metric", "tok/s"}, []string{`--metric "tok/s": no documented figures with --model "qwen3-30b-a3b" (did you mean "tok_s"?) (their metrics: `, "tok_s"}},
 		{[]string{"--model", "gpt2", "--series", "nope"}, []string{`--series "nope": no documented figures with --model "gpt2" (their series: working models)`}},
+		// a typo says what it is close to
+		{[]string{"--model", "tinylama"}, []string{`--model "tinylama": no documented figures (did you mean "TinyLlama"?) (documented models: `}},
+		{[]string{"--metric", "decode_toks"}, []string{`--metric "decode_toks": no documented figures (did you mean "decode_tok_s"?)`}},
 	} {
 		out, _, err := mtl(t, append([]string{"history", "show"}, c.args...)...)
 		if err == nil {

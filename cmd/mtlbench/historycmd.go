@@ -16,6 +16,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/history"
 	"github.com/mtlbench/mtlbench/reports/roofline"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -237,10 +238,15 @@ func historyNone(pts []history.Point, modelFlag, model, metric, series string) e
 			}
 		}
 		slices.Sort(have)
-		if with == "" {
-			return fmt.Errorf("%s %q: no documented figures (documented %s: %s)", f.flag, f.want, f.noun, strings.Join(have, ", "))
+		// a typo says what it is close to, as a suite's key does
+		guess := ""
+		if d := suggest.DidYouMean(f.want, have); d != "" {
+			guess = " (" + d + ")"
 		}
-		return fmt.Errorf("%s %q: no documented figures with%s (their %s: %s)", f.flag, f.want, with, f.noun, strings.Join(have, ", "))
+		if with == "" {
+			return fmt.Errorf("%s %q: no documented figures%s (documented %s: %s)", f.flag, f.want, guess, f.noun, strings.Join(have, ", "))
+		}
+		return fmt.Errorf("%s %q: no documented figures with%s%s (their %s: %s)", f.flag, f.want, with, guess, f.noun, strings.Join(have, ", "))
 	}
 	return nil
 }
