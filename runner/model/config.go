@@ -122,15 +122,20 @@ type archSpec struct {
 	// GPT-2's 50256. generate stops there when no generation_config.json
 	// says otherwise.
 	eos []int32
+	// experts, topK and moeInter are the config class's num_experts (or
+	// num_local_experts), num_experts_per_tok and moe_intermediate_size
+	// where the file leaves the key out: Qwen3MoeConfig's 128, 8 and 768,
+	// MixtralConfig's 8 and 2 (its experts are intermediate_size wide).
+	experts, topK, moeInter int
 }
 
 var archs = map[string]archSpec{
 	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}},
 	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2},
 	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28},
 	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28, experts: 128, topK: 8, moeInter: 768},
 	GPT2Architecture:      {gpt2: true, modelType: "gpt2", eos: []int32{50256}},
 }
 
@@ -185,8 +190,8 @@ type hfConfig struct {
 
 	NumExperts        *int  `json:"num_experts"`
 	NumLocalExperts   *int  `json:"num_local_experts"`
-	NumExpertsPerTok  int   `json:"num_experts_per_tok"`
-	MoEIntermediate   int   `json:"moe_intermediate_size"`
+	NumExpertsPerTok  *int  `json:"num_experts_per_tok"`
+	MoEIntermediate   *int  `json:"moe_intermediate_size"`
 	NormTopKProb      *bool `json:"norm_topk_prob"`
 	DecoderSparseStep *int  `json:"decoder_sparse_step"`
 	MLPOnlyLayers     []int `json:"mlp_only_layers"`
@@ -391,16 +396,36 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		c.TieEmbed = *h.TieWordEmbeddings
 	}
 	if spec.moe {
+		// A count left out is the class's (attribute_map reads either
+		// spelling of the experts' as one); an explicit null is no count
+		// at all, which the classes cannot build a model from.
+		count := func(v *int, key string, def int) (int, error) {
+			switch {
+			case v != nil:
+				return *v, nil
+			case !absent(key):
+				return 0, fmt.Errorf("%s: %s is null: want a count (leave it out for %s's default, %d)", name, key, arch, def)
+			}
+			filled = append(filled, fmt.Sprintf("%s=%d", key, def))
+			return def, nil
+		}
+		expertsKey, experts := "num_experts", h.NumExperts
 		switch {
 		case h.NumExperts != nil:
-			c.NumExperts = *h.NumExperts
-		case h.NumLocalExperts != nil:
-			c.NumExperts = *h.NumLocalExperts
-		default:
-			return nil, fmt.Errorf("%s: a %s config needs num_experts (or num_local_experts)", name, arch)
+		case h.NumLocalExperts != nil, absent("num_experts") && (spec.sparse || !absent("num_local_experts")):
+			expertsKey, experts = "num_local_experts", h.NumLocalExperts
 		}
-		c.TopK = h.NumExpertsPerTok
-		c.MoEInter = h.MoEIntermediate
+		if c.NumExperts, err = count(experts, expertsKey, spec.experts); err != nil {
+			return nil, err
+		}
+		if c.TopK, err = count(h.NumExpertsPerTok, "num_experts_per_tok", spec.topK); err != nil {
+			return nil, err
+		}
+		if !spec.sparse {
+			if c.MoEInter, err = count(h.MoEIntermediate, "moe_intermediate_size", spec.moeInter); err != nil {
+				return nil, err
+			}
+		}
 		c.NormTopK = h.NormTopKProb != nil && *h.NormTopKProb
 		c.SparseStep = 1
 		if h.DecoderSparseStep != nil {

@@ -190,7 +190,17 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["BertModel"]}`, `unknown architecture "BertModel"`},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2, "intermediate_size": 8}`, "not a multiple"},
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "dynamic", "factor": 4}}`, "rope_scaling: rope type \"dynamic\" is not supported"},
-		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`, "needs num_experts"},
+		// A count present but invalid is refused; one left out is the class's.
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": null}`,
+			"num_experts is null: want a count (leave it out for Qwen3MoeForCausalLM's default, 128)"},
+		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts_per_tok": null}`,
+			"num_experts_per_tok is null"},
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "num_experts": 4}`,
+			"num_experts_per_tok=8 must be in 1..num_experts=4 (left out of the file, taken as Qwen3MoeForCausalLM's default: num_experts_per_tok=8, moe_intermediate_size=768)"},
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 0, "moe_intermediate_size": 4}`,
+			"num_experts_per_tok=0 must be in 1..num_experts=4"},
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": -4}`,
+			"moe_intermediate_size must be positive, got -4"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": -3, "num_experts_per_tok": 1, "moe_intermediate_size": 4}`, "num_experts must be positive, got -3"},
 		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_local_experts": -2, "num_experts_per_tok": 1}`, "num_experts must be positive, got -2"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": 4, "decoder_sparse_step": 0}`, "decoder_sparse_step is missing or 0"},
@@ -587,10 +597,6 @@ func TestMixtralConfig(t *testing.T) {
 			t.Errorf("layer %d is not an MoE layer", l)
 		}
 	}
-	if _, err := ParseHFConfig("config.json", []byte(`{`+base+`, "num_experts_per_tok": 2}`)); err == nil ||
-		!strings.Contains(err.Error(), "num_local_experts") {
-		t.Errorf("no experts: error %v", err)
-	}
 	c, ck, err := OpenDir(filepath.Join(fixtures, "mixtral"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -605,6 +611,39 @@ func TestMixtralConfig(t *testing.T) {
 	for _, spec := range c.Tensors() {
 		if _, _, err := ck.Tensor(spec); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// The MoE counts a config.json leaves out are its class's, as transformers
+// reads them: Qwen3MoeConfig's num_experts 128, num_experts_per_tok 8,
+// moe_intermediate_size 768, decoder_sparse_step 1, norm_topk_prob false and
+// no mlp_only_layers; MixtralConfig's num_local_experts 8 and
+// num_experts_per_tok 2. Either spelling of the experts' count is read.
+func TestMoEDefaults(t *testing.T) {
+	const sizes = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 24`
+	for _, c := range []struct {
+		arch, extra                string
+		experts, topK, inter, step int
+		norm                       bool
+	}{
+		{"Qwen3MoeForCausalLM", ``, 128, 8, 768, 1, false},
+		{"Qwen3MoeForCausalLM", `, "num_experts": 16`, 16, 8, 768, 1, false},
+		{"Qwen3MoeForCausalLM", `, "num_local_experts": 16, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "norm_topk_prob": true, "decoder_sparse_step": 2`, 16, 2, 8, 2, true},
+		{"MixtralForCausalLM", ``, 8, 2, 24, 1, true},
+		{"MixtralForCausalLM", `, "num_local_experts": 4`, 4, 2, 24, 1, true},
+		{"MixtralForCausalLM", `, "num_experts": 4, "num_experts_per_tok": 1`, 4, 1, 24, 1, true},
+	} {
+		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+sizes+c.extra+`}`))
+		if err != nil {
+			t.Errorf("%s%s: %v", c.arch, c.extra, err)
+			continue
+		}
+		if cfg.NumExperts != c.experts || cfg.TopK != c.topK || cfg.MoEInter != c.inter || cfg.SparseStep != c.step ||
+			cfg.NormTopK != c.norm || len(cfg.MLPOnlyLayers) != 0 {
+			t.Errorf("%s%s: experts %d top-k %d width %d step %d renormalised %v mlp-only %v, want %d %d %d %d %v []",
+				c.arch, c.extra, cfg.NumExperts, cfg.TopK, cfg.MoEInter, cfg.SparseStep, cfg.NormTopK, cfg.MLPOnlyLayers,
+				c.experts, c.topK, c.inter, c.step, c.norm)
 		}
 	}
 }
