@@ -26,7 +26,7 @@ type Config struct {
 	KVHeads      int
 	HeadDim      int
 	Inter        int // dense MLP width
-	MaxPos       int
+	MaxPos       int // positions a sequence may reach (0: no limit; the engine refuses longer requests)
 	// Window is a sliding attention window (0: none): the model runs
 	// exactly, with full attention, while a sequence is at most this long.
 	Window    int
@@ -127,16 +127,20 @@ type archSpec struct {
 	// where the file leaves the key out: Qwen3MoeConfig's 128, 8 and 768,
 	// MixtralConfig's 8 and 2 (its experts are intermediate_size wide).
 	experts, topK, moeInter int
+	// maxPos is the config class's max_position_embeddings (GPT-2's
+	// n_positions) where the file leaves the key out; an explicit null is
+	// no limit. The engine refuses a request past it (Context).
+	maxPos int
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2},
-	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28},
-	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28, experts: 128, topK: 8, moeInter: 768},
-	GPT2Architecture:      {gpt2: true, modelType: "gpt2", eos: []int32{50256}},
+	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}, maxPos: 2048},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}, maxPos: 4096 * 32},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32},
+	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768},
+	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28, maxPos: 32768},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28, experts: 128, topK: 8, moeInter: 768, maxPos: 32768},
+	GPT2Architecture:      {gpt2: true, modelType: "gpt2", eos: []int32{50256}, maxPos: 1024},
 }
 
 // Architectures lists the supported HF architecture names.
@@ -261,6 +265,12 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	absent := func(key string) bool { _, given := keys[key]; return !given }
 	if absent("eos_token_id") {
 		eos = slices.Clone(spec.eos)
+	}
+	if absent("max_position_embeddings") && (!spec.gpt2 || absent("n_positions")) {
+		h.MaxPositionEmbeds = spec.maxPos
+		if spec.gpt2 {
+			h.NPositions = spec.maxPos
+		}
 	}
 	if spec.gpt2 {
 		c, err := parseGPT2(name, arch, &h)
@@ -519,7 +529,7 @@ func (c *Config) Validate() error {
 	most(c.NumExperts, MaxExperts, "num_experts")
 	most(c.MaxPos, MaxPositions, "max_position_embeddings")
 	if c.MaxPos < 0 {
-		errs = append(errs, fmt.Sprintf("max_position_embeddings=%d must not be negative (0: not given)", c.MaxPos))
+		errs = append(errs, fmt.Sprintf("max_position_embeddings=%d must not be negative (0 or null: no limit)", c.MaxPos))
 	}
 	if len(errs) == 0 {
 		if m, v := c.elems(); m+v > MaxParams {

@@ -397,6 +397,49 @@ func TestArchitectureDefaults(t *testing.T) {
 	}
 }
 
+// A config.json without max_position_embeddings (GPT-2's n_positions) takes
+// its class's, which bounds the requests the engine takes: LlamaConfig's
+// 2048, MistralConfig's and MixtralConfig's 4096*32, the Qwen classes'
+// 32768, GPT2Config's 1024. An explicit null is no limit (RoPE models), and
+// yarn's original context falls back on the default as on a value given.
+func TestMaxPositionDefaults(t *testing.T) {
+	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 8, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8`
+	for _, c := range []struct {
+		arch, extra string
+		want        int
+		orig        int // yarn's original_max_position_embeddings (0: no scaling)
+	}{
+		{"LlamaForCausalLM", ``, 2048, 0},
+		{"MistralForCausalLM", `, "sliding_window": null`, 131072, 0},
+		{"MixtralForCausalLM", ``, 131072, 0},
+		{"Qwen2ForCausalLM", ``, 32768, 0},
+		{"Qwen3ForCausalLM", ``, 32768, 0},
+		{"Qwen3MoeForCausalLM", ``, 32768, 0},
+		{"GPT2LMHeadModel", ``, 1024, 0},
+		{"GPT2LMHeadModel", `, "max_position_embeddings": 64`, 64, 0},
+		{"GPT2LMHeadModel", `, "n_positions": 32`, 32, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": 100`, 100, 0},
+		{"LlamaForCausalLM", `, "max_position_embeddings": null`, 0, 0},
+		{"Qwen3ForCausalLM", `, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}`, 32768, 32768},
+	} {
+		raw := `{"architectures": ["` + c.arch + `"], ` + sizes + c.extra + `}`
+		if c.arch == GPT2Architecture {
+			raw = `{"architectures": ["` + c.arch + `"], "vocab_size": 10, "n_embd": 64, "n_layer": 1, "n_head": 2` + c.extra + `}`
+		}
+		cfg, err := ParseHFConfig("config.json", []byte(raw))
+		if err != nil {
+			t.Errorf("%s%s: %v", c.arch, c.extra, err)
+			continue
+		}
+		if n, _ := cfg.Context(); cfg.MaxPos != c.want || n != c.want {
+			t.Errorf("%s%s: max positions %d (context %d), want %d", c.arch, c.extra, cfg.MaxPos, n, c.want)
+		}
+		if sc := cfg.RopeScaling; sc != nil && sc.OriginalMax != c.orig {
+			t.Errorf("%s%s: yarn's original context %d, want %d", c.arch, c.extra, sc.OriginalMax, c.orig)
+		}
+	}
+}
+
 // RoPE scaling as checkpoints spell it: rope_theta with rope_scaling
 // (Llama-3.2's config.json on the hub, "type" in older ones) and
 // transformers 5's rope_parameters; the types that change more than the
