@@ -63,8 +63,9 @@ type Config struct {
 	Quant *QuantScheme
 
 	// EOS are the tokens that end a generation: generation_config.json's
-	// eos_token_id, else config.json's (one id or a list), or a GGUF file's
-	// tokenizer.ggml.eos_token_id; nil when the checkpoint names none (the
+	// eos_token_id, else config.json's (one id or a list) or its class's
+	// default, or a GGUF file's tokenizer.ggml.eos_token_id or its
+	// vocabulary type's default (ggufEOG); nil when there is none (the
 	// presets).
 	EOS []int32
 }

@@ -708,15 +708,22 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 var ggufEOGKeys = []string{"eos", "eot", "eom", "fim_pad", "fim_rep", "fim_sep"}
 
 // ggufEOG is the end-of-generation set of a GGUF file's vocabulary: the ids
-// its metadata names, then the tokens llama.cpp finds by their text, the
-// fill-in-the-middle ones too (tokenizer.GGUFEndOfGeneration). A key that
-// is not a token id is added to errs.
+// its metadata names (an end of sequence it leaves out, or names past the
+// vocabulary, is llama.cpp's default, ggufDefaultEOS), then the tokens
+// llama.cpp finds by their text, the fill-in-the-middle ones too
+// (tokenizer.GGUFEndOfGeneration). A key that is not a token id is added to
+// errs.
 func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 	var eog []int32
 	add := func(id int32) {
 		if !slices.Contains(eog, id) {
 			eog = append(eog, id)
 		}
+	}
+	// A vocabulary that cannot be read is the tokenizer's error to name.
+	var tokens []string
+	if v, ok := f.KV["tokenizer.ggml.tokens"]; ok && v.Type == gguf.Array && v.Elem == gguf.String {
+		tokens, _ = f.Strings("tokenizer.ggml.tokens")
 	}
 	for _, name := range ggufEOGKeys {
 		key := "tokenizer.ggml." + name + "_token_id"
@@ -725,17 +732,37 @@ func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 		case !ok:
 		case v.Type != gguf.U32 && v.Type != gguf.I32 || v.Int < 0 || v.Int > math.MaxInt32:
 			errs = append(errs, key+" is not a token id")
-		default:
+			continue
+		case tokens == nil || v.Int < int64(len(tokens)):
 			add(int32(v.Int))
+			continue
+		}
+		// As llama.cpp's loader: with no id in the vocabulary, the end of
+		// sequence is its vocabulary type's default, where the vocabulary
+		// holds it; the others have none.
+		if id, ok := ggufDefaultEOS[ggufString(f, "tokenizer.ggml.model")]; ok && name == "eos" && int(id) < len(tokens) {
+			add(id)
 		}
 	}
-	// A vocabulary that cannot be read is the tokenizer's error to name.
-	if v, ok := f.KV["tokenizer.ggml.tokens"]; ok && v.Type == gguf.Array && v.Elem == gguf.String {
-		if tokens, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
-			eog = tokenizer.GGUFEndOfGeneration(f, eog, tokens)
-		}
+	if tokens != nil {
+		eog = tokenizer.GGUFEndOfGeneration(f, eog, tokens)
 	}
 	return eog, errs
+}
+
+// ggufDefaultEOS is the end-of-sequence token llama.cpp's loader takes for a
+// vocabulary of each tokenizer.ggml.model where the file gives no
+// tokenizer.ggml.eos_token_id (llama_vocab::impl::load): SentencePiece's
+// </s> at 2, the byte-level BPE vocabularies' 11, T5's 1, PLaMo-2's 2; BERT,
+// RWKV and Gemma 4 vocabularies have none.
+var ggufDefaultEOS = map[string]int32{"llama": 2, "gpt2": 11, "hybriddna": 11, "whitespace": 11, "t5": 1, "plamo2": 2}
+
+// ggufString is a string metadata value ("" when absent or not a string).
+func ggufString(f *gguf.File, key string) string {
+	if v, ok := f.KV[key]; ok && v.Type == gguf.String {
+		return v.Str
+	}
+	return ""
 }
 
 func ggufInteger(t gguf.ValueType) bool {

@@ -871,10 +871,13 @@ func TestEOS(t *testing.T) {
 
 // A GGUF file's end-of-generation set is llama.cpp's: the ids its metadata
 // names (end of sequence, turn and message, and the fill-in-the-middle
-// tokens), then the tokens whose text ends a turn, such as a Qwen file's
+// tokens; an end of sequence left out is the vocabulary type's default),
+// then the tokens whose text ends a turn, such as a Qwen file's
 // <|endoftext|> beside its eos <|im_end|>.
 func TestGGUFEndOfGeneration(t *testing.T) {
 	vocab := []string{"<unk>", "a", "<|endoftext|>", "b", "<|im_end|>", "<|fim_pad|>", "<end_of_turn>", "<|im_end|>x"}
+	spm := []string{"<unk>", "<s>", "</s>x", "a"}
+	bpe := []string{"!", "\"", "#", "$", "%", "&", "'", "(", ")", "*", "+", ","}
 	for _, c := range []struct {
 		name string
 		kv   []gguftest.KV
@@ -897,6 +900,17 @@ func TestGGUFEndOfGeneration(t *testing.T) {
 		{"gpt-oss's <|end|>", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<|end|>", "<|return|>", "<|call|>"}}}, []int32{1, 2}, ""},
 		{"<|end|> alone", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"<|end|>", "<|call|>"}}}, []int32{0, 1}, ""},
 		{"Gemma 4's </s>", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: []string{"</s>", "<|tool_response>"}}}, []int32{1}, ""},
+		// No eos key: llama.cpp's default for the vocabulary's type, where
+		// the vocabulary holds it.
+		{"llama vocabulary, no eos", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.tokens", Value: spm}}, []int32{2}, ""},
+		{"gpt2 vocabulary, no eos", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.tokens", Value: bpe}}, []int32{11}, ""},
+		{"gpt2 vocabulary too small", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.tokens", Value: spm}}, nil, ""},
+		{"bert vocabulary", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "bert"}, {Key: "tokenizer.ggml.tokens", Value: bpe}}, nil, ""},
+		{"no vocabulary type", []gguftest.KV{{Key: "tokenizer.ggml.tokens", Value: bpe}}, nil, ""},
+		{"eos named", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.eos_token_id", Value: uint32(3)}, {Key: "tokenizer.ggml.tokens", Value: spm}}, []int32{3}, ""},
+		// An id past the vocabulary: the default, as llama.cpp takes it.
+		{"eos past the vocabulary", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "llama"}, {Key: "tokenizer.ggml.eos_token_id", Value: uint32(99)}, {Key: "tokenizer.ggml.tokens", Value: spm}}, []int32{2}, ""},
+		{"eot past the vocabulary", []gguftest.KV{{Key: "tokenizer.ggml.model", Value: "gpt2"}, {Key: "tokenizer.ggml.eot_token_id", Value: uint32(99)}, {Key: "tokenizer.ggml.eos_token_id", Value: uint32(1)}, {Key: "tokenizer.ggml.tokens", Value: bpe}}, []int32{1}, ""},
 		{"a negative id", []gguftest.KV{{Key: "tokenizer.ggml.eom_token_id", Value: int32(-1)}}, nil, "tokenizer.ggml.eom_token_id is not a token id"},
 		{"a string id", []gguftest.KV{{Key: "tokenizer.ggml.eot_token_id", Value: "2"}}, nil, "tokenizer.ggml.eot_token_id is not a token id"},
 	} {
