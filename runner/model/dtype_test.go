@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge"
+	"github.com/mtlbench/mtlbench/runner/gguf"
+	"github.com/mtlbench/mtlbench/runner/safetensors"
 )
 
 // A checkpoint's float dtype (what `auto` gives its KV cache) is its float
@@ -77,5 +80,119 @@ func TestFloatDTypeOfPackedCheckpoint(t *testing.T) {
 			continue
 		}
 		src.Close()
+	}
+}
+
+// A folder's float dtype (what `auto` gives its KV cache, and the fit
+// check's weight bytes) is that of the matrices its model reads, as they are
+// stored: a tensor it never reads (a tied LM head, a stray one) or a norm
+// (read as f32 whatever it is stored in) does not make an f32 model bf16.
+func TestFloatDTypeOfTensorsRead(t *testing.T) {
+	// toBF16 rewrites the named tensors' f32 values as bf16 (their high
+	// halves).
+	toBF16 := func(names ...string) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+		return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			for i, w := range ts {
+				if !slices.Contains(names, w.Name) {
+					continue
+				}
+				half := make([]byte, len(w.Data)/2)
+				for j := range len(w.Data) / 4 {
+					copy(half[2*j:], w.Data[4*j+2:4*j+4])
+				}
+				ts[i].DType, ts[i].Data = "BF16", half
+			}
+			return ts
+		}
+	}
+	stray := func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		return append(ts, safetensors.WriteTensor{Name: "model.aaa.weight", DType: "BF16", Shape: []int{2, 2}, Data: make([]byte, 8)})
+	}
+	tie := func(c map[string]any) { c["tie_word_embeddings"] = true }
+	const llama = "../testdata/hf/llama"
+	for _, c := range []struct {
+		name   string
+		config func(map[string]any)
+		edit   func([]safetensors.WriteTensor) []safetensors.WriteTensor
+		want   bridge.DType
+	}{
+		{"as stored", nil, nil, bridge.F32},
+		{"a stray bf16 tensor", nil, stray, bridge.F32},
+		{"a tied head in bf16", tie, toBF16("lm_head.weight"), bridge.F32},
+		{"a norm in bf16", nil, toBF16("model.norm.weight"), bridge.F32},
+		{"the head read in bf16", nil, toBF16("lm_head.weight"), bridge.BF16},
+		{"a layer's matrix in bf16", nil, toBF16("model.layers.1.mlp.down_proj.weight"), bridge.BF16},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := llama
+			if c.config != nil || c.edit != nil {
+				dir = rewriteFolder(t, llama, c.config, c.edit, nil)
+			}
+			_, src, err := Open(Spec{Model: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			if got := src.DType(); got != c.want {
+				t.Errorf("dtype %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// A GGUF file's float dtype follows the same rule: a norm stored in bf16
+// (read as f32) does not make a packed model's bf16, nor an f32 model's.
+func TestGGUFFloatDTypeOfMatrices(t *testing.T) {
+	// withBF16 is the file at src with tensor name's f32 values stored as
+	// bf16 (their high halves).
+	withBF16 := func(t *testing.T, src, name string) string {
+		f, err := gguf.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, ok := f.Tensor(name)
+		if !ok || ti.Type != gguf.F32 {
+			t.Fatalf("%s is %v in %s, want an F32 tensor", name, ti.Type, src)
+		}
+		raw := f.Bytes(ti)
+		half := make([]byte, len(raw)/2)
+		for j := range len(raw) / 4 {
+			copy(half[2*j:], raw[4*j+2:4*j+4])
+		}
+		f.Close()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(p, retypeData(t, b, name, gguf.BF16, half), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		file, bf16 string
+		want       bridge.DType
+	}{
+		{"llama-q8_0.gguf", "", bridge.F16},
+		{"llama-q8_0.gguf", "output_norm.weight", bridge.F16},
+		{"mixtral-f32.gguf", "", bridge.F32},
+		{"mixtral-f32.gguf", "output_norm.weight", bridge.F32},
+		{"mixtral-f32.gguf", "output.weight", bridge.BF16},
+	} {
+		t.Run(c.file+"/"+c.bf16, func(t *testing.T) {
+			p := filepath.Join("..", "testdata", "gguf", c.file)
+			if c.bf16 != "" {
+				p = withBF16(t, p, c.bf16)
+			}
+			_, src, err := OpenGGUF(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			if got := src.DType(); got != c.want {
+				t.Errorf("dtype %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -190,16 +190,7 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	if want != nil {
 		s.dtype = *want
 	} else {
-		s.keep, s.dtype = true, bridge.F32
-		for _, t := range f.Tensors {
-			if t.Type == gguf.F16 || t.Type == gguf.BF16 {
-				s.dtype = map[gguf.Type]bridge.DType{gguf.F16: bridge.F16, gguf.BF16: bridge.BF16}[t.Type]
-				break
-			}
-			if _, packed := t.Type.Packing(); packed {
-				s.dtype = bridge.F16
-			}
-		}
+		s.keep, s.dtype = true, s.readDType()
 	}
 	if f.KV["general.architecture"].Str == "llama" {
 		// convert_hf_to_gguf reorders llama's (and Mixtral's) q and k rows,
@@ -256,6 +247,34 @@ func OpenGGUF(path string, want *bridge.DType) (*Config, *GGUFSource, error) {
 	}
 	cfg.Quant = q
 	return cfg, s, nil
+}
+
+// readDType is the float dtype of the matrices the model reads as the file
+// stores them (kept so, with no dtype asked for), as Checkpoint.readDType:
+// the first F16 or BF16 one in the model's order, else F16 where matrices
+// are packed, else F32. Norms and biases, read as f32 whatever their type,
+// say nothing of it.
+func (s *GGUFSource) readDType() bridge.DType {
+	dt := bridge.F32
+	for _, t := range s.cfg.Tensors() {
+		if !t.Matrix {
+			continue
+		}
+		info, _, err := s.lookup(t)
+		if err != nil {
+			continue // OpenGGUF refuses it by name
+		}
+		switch info.Type {
+		case gguf.F16:
+			return bridge.F16
+		case gguf.BF16:
+			return bridge.BF16
+		}
+		if _, packed := info.Type.Packing(); packed {
+			dt = bridge.F16
+		}
+	}
+	return dt
 }
 
 // ggufUnused refuses a file holding tensors its metadata's model does not

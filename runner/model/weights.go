@@ -304,7 +304,9 @@ type Checkpoint struct {
 }
 
 // OpenCheckpoint opens dir's safetensors. With want == nil matrices keep the
-// checkpoint's dtype (no copy); otherwise they are converted.
+// checkpoint's dtype (no copy); otherwise they are converted. Without a
+// config its DType is its first F16 or BF16 tensor's, but for packed
+// matrices' scales; OpenDir takes it from the matrices the model reads.
 func OpenCheckpoint(dir string, want *bridge.DType) (*Checkpoint, error) {
 	return openCheckpoint(dir, want, 0)
 }
@@ -789,7 +791,33 @@ func OpenDir(dir string, want *bridge.DType) (*Config, *Checkpoint, error) {
 	if mq != nil {
 		cfg.Quant = ck.mlxScheme(cfg)
 	}
+	if ck.keep {
+		ck.dtype = ck.readDType(cfg)
+	}
 	return cfg, ck, nil
+}
+
+// readDType is the float dtype of the matrices cfg reads as the folder
+// stores them (kept so, with no dtype asked for): the first F16 or BF16 one
+// in the model's order, else F32. A tensor the model never reads (an LM head
+// the config ties, another model's tower) says nothing of it, and
+// config.json's torch_dtype is not read: transformers casts every weight to
+// it, where the weights here stay as stored, and the KV cache and the fit
+// estimate follow the weights held (docs/architecture.md, "The KV cache").
+func (c *Checkpoint) readDType(cfg *Config) bridge.DType {
+	for _, t := range cfg.Tensors() {
+		if !t.Matrix {
+			continue // norms and biases are read as f32 whatever they are stored in
+		}
+		if _, packed, err := c.packed(t, false, quant.Spec{}); err != nil || packed {
+			continue
+		}
+		// A tensor missing or of the wrong shape is Check's to refuse.
+		if _, _, dt, err := c.resolve(t); err == nil && (dt == bridge.F16 || dt == bridge.BF16) {
+			return dt
+		}
+	}
+	return bridge.F32
 }
 
 // LoadDir reads a checkpoint folder's config.json.
