@@ -103,11 +103,12 @@ var decls = []*Op{
 			{Param: N, Default: 2048},
 			{Param: K, Default: 2048, Alias: Hidden},
 			{Param: DTypeParam, Value: string(BF16)},
+			{Param: Bias},
 		},
 		Reference: kernels.MatMul,
 		Cost: func(s Shape, t Types) Cost {
-			m, n, k := int64(s[M]), int64(s[N]), int64(s[K])
-			return Cost{Read: n*k*t.Weight.Size() + m*k*t.Act.Size(), Written: m * n * t.Act.Size(), FLOPs: 2 * m * n * k}
+			m, n, k, b := int64(s[M]), int64(s[N]), int64(s[K]), int64(s[Bias])
+			return Cost{Read: n*k*t.Weight.Size() + m*k*t.Act.Size() + 4*b*n, Written: m * n * t.Act.Size(), FLOPs: 2*m*n*k + b*m*n}
 		},
 		Tuning: map[Backend]*Space{CPU: cpuMatMul, CUDA: cudaMatMul, Metal: metalMatMul},
 	},
@@ -228,11 +229,12 @@ var quantDecls = []*Op{
 			{Param: N, Default: 2048},
 			{Param: K, Default: 2048, Alias: Hidden},
 			{Param: DTypeParam, Value: string(Q4)},
+			{Param: Bias},
 		},
 		Reference: quant.MatMul,
 		Cost: func(s Shape, t Types) Cost {
-			m, n, k := int64(s[M]), int64(s[N]), int64(s[K])
-			return Cost{Read: t.Weight.Bytes(n*k, k) + m*k*t.Act.Size(), Written: m * n * t.Act.Size(), FLOPs: 2 * m * n * k}
+			m, n, k, b := int64(s[M]), int64(s[N]), int64(s[K]), int64(s[Bias])
+			return Cost{Read: t.Weight.Bytes(n*k, k) + m*k*t.Act.Size() + 4*b*n, Written: m * n * t.Act.Size(), FLOPs: 2*m*n*k + b*m*n}
 		},
 		Tuning: map[Backend]*Space{CUDA: cudaQMatMul, Metal: metalQMatMul},
 	},

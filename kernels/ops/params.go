@@ -29,6 +29,7 @@ const (
 	MoEChunk         Param = "moe_chunk"
 	Threads          Param = "threads"
 	Variant          Param = "variant"
+	Bias             Param = "bias"
 	// Routed is not a case parameter: it is the distinct experts a call's
 	// tokens route to, which the MoE cost model reads when the caller knows
 	// it (absent: every routed pair hits a new expert, the upper bound).
@@ -92,6 +93,7 @@ var Specs = map[Param]Spec{
 	MoEChunk:         {Name: MoEChunk, Kind: IntKind, Min: 1, Max: MaxMoEChunk, Doc: "(token, expert) pairs per chunk, chunked only"},
 	Threads:          {Name: Threads, Kind: IntKind, Min: 1, Max: MaxThreads, Doc: "CPU goroutines"},
 	Variant:          {Name: Variant, Kind: TextKind, Doc: "a free label for a code variant"},
+	Bias:             {Name: Bias, Kind: IntKind, Min: 0, Max: 1, Doc: "1 adds an f32 bias of n to each output row (Qwen2's q/k/v, attention_bias, mlp_bias, GPT-2)"},
 }
 
 // dtypeNames are the float dtypes, then the packed formats.

@@ -147,6 +147,8 @@ func TestBadParams(t *testing.T) {
 		{kcase("moe", "experts", 4, "top_k", 8), "top_k", "top_k=8: must be at most experts=4"},
 		{kcase("matmul", "m", 0), "m", "m=0: must be positive"},
 		{kcase("rms_norm", "width", -3), "width", "width=-3: must be positive"},
+		{kcase("matmul", "bias", 2), "bias", "bias=2: must be 0 or 1"},
+		{kcase("qmatmul", "bias", -1), "bias", "bias=-1: must be 0 or 1"},
 		{kcase("matmul", "m", 4, "tokens", 8), "tokens", "tokens=8: is m by another name, given too (m=4): give one"},
 		{kcase("rms_norm", "width", 256, "hidden", 128), "hidden", "hidden=128: is width by another name, given too (width=256)"},
 		{kcase("matmul", "dtype", "fp8"), "dtype", "dtype=fp8: supported dtypes are f32, f16, bf16"},
@@ -283,6 +285,9 @@ func TestBytesAndFlops(t *testing.T) {
 	}{
 		// weights 3*4*4 + x 2*4*4 + out 2*3*4
 		{kcase("matmul", "m", 2, "n", 3, "k", 4, "dtype", "f32"), 48 + 32 + 24, 2 * 2 * 3 * 4, "matmul m=2 n=3 k=4 dtype=f32"},
+		// and the f32 bias 3*4, added to each output
+		{kcase("matmul", "m", 2, "n", 3, "k", 4, "dtype", "f32", "bias", 1), 48 + 32 + 24 + 12, 2*2*3*4 + 2*3, "matmul m=2 n=3 k=4 dtype=f32 bias"},
+		{kcase("qmatmul", "m", 2, "n", 3, "k", 32, "dtype", "q8_0", "bias", 1), 3*34 + 2*32*4 + 2*3*4 + 12, 2*2*3*32 + 2*3, "qmatmul m=2 n=3 k=32 dtype=q8_0 bias"},
 		// q 4*8*4 + out 4*8*4, k/v read+write 4*(4*4*4), context 2*2*10*4*4; keys 10+11 per seq
 		{kcase("paged_attention_decode", "seqs", 2, "context", 10, "num_heads", 2, "num_kv_heads", 1, "head_size", 32, "block_size", 8),
 			4 * (2*2*64 + 4*2*32 + 2*2*10*32), 2 * 11 * 4 * 64, "paged_attention_decode seqs=2 context=10 heads=2/1 head_size=32 block=8"},

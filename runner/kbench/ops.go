@@ -183,10 +183,11 @@ func (b *Bench) prepareSiLUMul(p *params) error {
 func (b *Bench) prepareMatMul(p *params) error {
 	M, N, K := p.int(ops.M), p.int(ops.N), p.int(ops.K)
 	dt := p.dtype()
+	withBias := p.flag(ops.Bias)
 	if err := p.err(); err != nil {
 		return err
 	}
-	b.desc = fmt.Sprintf("matmul m=%d n=%d k=%d dtype=%v", M, N, K, dt)
+	b.desc = fmt.Sprintf("matmul m=%d n=%d k=%d dtype=%v%s", M, N, K, dt, biasLabel(withBias))
 	b.tokenIDs(M)
 	b.tolerance(dt)
 	b.cost(p, dt)
@@ -197,6 +198,10 @@ func (b *Bench) prepareMatMul(p *params) error {
 	// 1/sqrt(k) keeps outputs near unit scale, as trained weights do, so
 	// half-precision outputs neither overflow nor lose the tolerance.
 	w, err := b.weight(dt, []int{N, K}, 0, float32(1/math.Sqrt(float64(K))))
+	if err != nil {
+		return err
+	}
+	bias, err := b.bias(withBias, N)
 	if err != nil {
 		return err
 	}
@@ -213,7 +218,7 @@ func (b *Bench) prepareMatMul(p *params) error {
 	// x and out read back, the checked rows of both, the reference and
 	// the block of weight rows it widens.
 	b.needScratch(f32(M, K) + f32(M, N) + f32(rows, K) + 2*f32(rows, N) + f32(refRows(N, K), K+rows))
-	b.call = func(i int) { b.be.MatMul(out, x.t, ws[i%len(ws)].t, nil) }
+	b.call = func(i int) { b.be.MatMul(out, x.t, ws[i%len(ws)].t, bias.tensor()) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
 		if err != nil {
@@ -222,7 +227,7 @@ func (b *Bench) prepareMatMul(p *params) error {
 		xs, got := in[0], res[0]
 		rows := spread(M, checkMatMulRows)
 		want := make([]float32, len(rows)*N)
-		if err := b.matmulRef(want, gatherRows(xs, rows, K), w, len(rows), N, K); err != nil {
+		if err := b.matmulRef(want, gatherRows(xs, rows, K), w, bias.values(), len(rows), N, K); err != nil {
 			return 0, 0, err
 		}
 		return maxDiff(gatherRows(got, rows, N), want), maxAbs(want), nil
@@ -236,10 +241,28 @@ const refBlock = 1 << 16
 // refRows is the weight rows (of k) the matmul check widens at a time.
 func refRows(n, k int) int { return max(1, min(n, refBlock/k)) }
 
-// matmulRef is want = xs·wᵀ for rows rows of xs, the weight widened a block
-// of rows at a time: widening it whole doubled a bf16 case's memory (16 GiB
-// more for a 64k x 64k weight), at every check of every tune candidate.
-func (b *Bench) matmulRef(want, xs []float32, w *host, rows, n, k int) error {
+// bias is the f32 bias of n outputs a case with bias=1 adds, as the models'
+// loaders keep it; nil (no bias) otherwise.
+func (b *Bench) bias(on bool, n int) (*host, error) {
+	if !on {
+		return nil, nil
+	}
+	return b.upload(bridge.F32, []int{n}, 0, 1)
+}
+
+// biasLabel ends a case's description where it adds a bias.
+func biasLabel(on bool) string {
+	if on {
+		return " bias"
+	}
+	return ""
+}
+
+// matmulRef is want = xs·wᵀ (+ bias, nil for none) for rows rows of xs, the
+// weight widened a block of rows at a time: widening it whole doubled a bf16
+// case's memory (16 GiB more for a 64k x 64k weight), at every check of
+// every tune candidate.
+func (b *Bench) matmulRef(want, xs []float32, w *host, bias []float32, rows, n, k int) error {
 	blk := refRows(n, k)
 	wf, part := make([]float32, blk*k), make([]float32, rows*blk)
 	for lo := 0; lo < n; lo += blk {
@@ -248,7 +271,11 @@ func (b *Bench) matmulRef(want, xs []float32, w *host, rows, n, k int) error {
 		}
 		c := min(blk, n-lo)
 		w.valuesAt(int64(lo)*int64(k), wf[:c*k])
-		kernels.MatMul(part[:rows*c], xs, wf[:c*k], nil, rows, c, k)
+		var bs []float32
+		if bias != nil {
+			bs = bias[lo : lo+c]
+		}
+		kernels.MatMul(part[:rows*c], xs, wf[:c*k], bs, rows, c, k)
 		for r := range rows {
 			copy(want[r*n+lo:r*n+lo+c], part[r*c:(r+1)*c])
 		}

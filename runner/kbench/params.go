@@ -93,6 +93,21 @@ func (p *params) count(name ops.Param) int {
 	return v
 }
 
+// flag is a 0-or-1 parameter (bias), 0 when absent; the cost model reads
+// it as a count.
+func (p *params) flag(name ops.Param) bool {
+	v, _ := p.a.Int(name)
+	if v != 0 && v != 1 {
+		p.fail(name, strconv.Itoa(v), "must be 0 or 1")
+		v = 0
+	}
+	if p.shape == nil {
+		p.shape = ops.Shape{}
+	}
+	p.shape[name] = v
+	return v == 1
+}
+
 // heads reads and checks the attention head layout shared by attention and
 // RoPE: GQA needs whole groups of query heads per KV head.
 func (p *params) heads() (h, kvh, d int) {

@@ -90,10 +90,11 @@ func (b *Bench) packed(q quant.Spec, shape []int, kp ops.Param, amp float32) (*q
 func (b *Bench) prepareQMatMul(p *params) error {
 	M, N, K := p.int(ops.M), p.int(ops.N), p.int(ops.K)
 	dt, q := p.quantDType()
+	withBias := p.flag(ops.Bias)
 	if err := p.err(); err != nil {
 		return err
 	}
-	b.desc = fmt.Sprintf("qmatmul m=%d n=%d k=%d dtype=%v", M, N, K, dt)
+	b.desc = fmt.Sprintf("qmatmul m=%d n=%d k=%d dtype=%v%s", M, N, K, dt, biasLabel(withBias))
 	b.tokenIDs(M)
 	b.tolerance()
 	b.bytesFor(p, dt)
@@ -102,6 +103,10 @@ func (b *Bench) prepareQMatMul(p *params) error {
 		return err
 	}
 	w, wt, err := b.packed(q, []int{N, K}, ops.K, float32(math.Sqrt(3/float64(K))))
+	if err != nil {
+		return err
+	}
+	bias, err := b.bias(withBias, N)
 	if err != nil {
 		return err
 	}
@@ -114,7 +119,7 @@ func (b *Bench) prepareQMatMul(p *params) error {
 	// dequantized weight row.
 	b.needScratch(f32(M, K) + f32(M, N) + f32(rows, K) + 2*f32(rows, N) + f32(K))
 	qb, _ := b.be.(bridge.QuantBackend)
-	b.call = func(int) { qb.QMatMul(out, x.t, wt, nil) }
+	b.call = func(int) { qb.QMatMul(out, x.t, wt, bias.tensor()) }
 	b.check = func() (float64, float64, error) {
 		in, res, err := b.around([]bridge.Tensor{x.t}, out)
 		if err != nil {
@@ -123,7 +128,7 @@ func (b *Bench) prepareQMatMul(p *params) error {
 		xs, got := in[0], res[0]
 		rows := spread(M, checkMatMulRows)
 		want := make([]float32, len(rows)*N)
-		quant.MatMul(want, gatherRows(xs, rows, K), nil, w, len(rows))
+		quant.MatMul(want, gatherRows(xs, rows, K), bias.values(), w, len(rows))
 		return maxDiff(gatherRows(got, rows, N), want), maxAbs(want), nil
 	}
 	return nil

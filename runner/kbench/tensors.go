@@ -23,9 +23,21 @@ type host struct {
 	offHeap bool
 }
 
+// tensor is the backend's tensor, nil for a nil host (an optional input,
+// such as a bias, left out) as the backend contract takes it.
+func (h *host) tensor() bridge.Tensor {
+	if h == nil {
+		return nil
+	}
+	return h.t
+}
+
 // values returns the tensor's values as f32: the stored slice itself for
-// f32 (read only), a widened copy otherwise.
+// f32 (read only), a widened copy otherwise; nil for a nil host.
 func (h *host) values() []float32 {
+	if h == nil {
+		return nil
+	}
 	if h.dt == bridge.F32 {
 		return h.f32
 	}

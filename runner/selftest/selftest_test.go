@@ -97,3 +97,52 @@ func TestFilter(t *testing.T) {
 		t.Fatalf("filter kept %v", got)
 	}
 }
+
+// dropsBias runs matmul and qmatmul as if no bias were given, as a kernel
+// that ignores its bias binding would.
+type dropsBias struct{ *cpu.Backend }
+
+func (b dropsBias) MatMul(out, x, w, _ bridge.Tensor)  { b.Backend.MatMul(out, x, w, nil) }
+func (b dropsBias) QMatMul(out, x, w, _ bridge.Tensor) { b.Backend.QMatMul(out, x, w, nil) }
+
+// The selftest holds biased GEMVs and GEMMs, float and packed, to the
+// reference: the CPU passes them and a backend that drops the bias fails
+// each shape.
+func TestBiasedMatMuls(t *testing.T) {
+	for _, tc := range []struct {
+		name, shape string
+	}{
+		{"matmul-bias", "matmul m=1 "},
+		{"matmul-bias", "matmul m=16 "},
+		{"qmatmul-bias", "qmatmul m=1 "},
+		{"qmatmul-bias", "qmatmul m=16 "},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			for _, be := range []struct {
+				b    bridge.Backend
+				fail bool
+			}{{cpu.New(cpu.Options{}), false}, {dropsBias{cpu.New(cpu.Options{})}, true}} {
+				rs, err := RunWith(be.b, Options{Filter: "bias=1"}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, r := range rs {
+					if !strings.HasPrefix(r.Case, tc.name+"/") || !strings.HasPrefix(r.Shape, tc.shape) {
+						continue
+					}
+					n++
+					if !strings.HasSuffix(r.Shape, " bias") {
+						t.Errorf("%s: shape does not say bias", r.Shape)
+					}
+					if r.Passed() == be.fail {
+						t.Errorf("%T: %s passed=%v (err %v)", be.b, r.Shape, r.Passed(), r.Err)
+					}
+				}
+				if n == 0 {
+					t.Fatalf("no %s check of %q", tc.name, tc.shape)
+				}
+			}
+		})
+	}
+}
