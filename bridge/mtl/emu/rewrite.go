@@ -433,6 +433,9 @@ func (r *rewriter) walk() {
 			r.parens++
 			continue
 		case "[":
+			if r.lambdaAt(i) {
+				r.fail(t, "lambda expressions are not supported by Metal")
+			}
 			r.parens++
 			continue
 		case ")", "]":
@@ -502,6 +505,25 @@ func (r *rewriter) walk() {
 			}
 		}
 	}
+}
+
+// lambdaAt reports whether the '[' at i opens a lambda's capture list: it
+// stands where an expression starts (not after a name, a call or an index,
+// where it subscripts or declares an array) and its ']' is followed by the
+// parameters, the body, mutable or a return type.
+func (r *rewriter) lambdaAt(i int) bool {
+	if p := r.tok(i - 1); p.kind == tIdent && p.text != "return" || p.kind == tNumber || p.kind == tString || p.text == ")" || p.text == "]" {
+		return false
+	}
+	k := r.match(i)
+	if k < 0 {
+		return false
+	}
+	switch r.text(k + 1) {
+	case "(", "{", "mutable", "->":
+		return true
+	}
+	return false
 }
 
 var assignOps = map[string]bool{"=": true, "+=": true, "-=": true, "*=": true, "/=": true, "%=": true,

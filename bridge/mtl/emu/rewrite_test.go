@@ -211,7 +211,6 @@ func TestRewriteStoreMarks(t *testing.T) {
 		{"x = out[i];", "x = out[i];"},
 		{"float a[2] = {x, x};", "float a[2] = {x, x};"},
 		{"float b = x;", "float b = x;"},
-		{"auto f = [=](int k) { return k; };", "auto f = [=](int k) { return k; };"},
 	} {
 		out, _, _ := rewriteOK(t, "void f(device float* out, device const uint* idx, float x, float4 v, uint i) {\n  "+c.stmt+"\n}\n")
 		if !strings.Contains(out, c.want) {
