@@ -695,11 +695,14 @@ func TestVariableLengthArrays(t *testing.T) {
 }
 
 // What MSL leaves out of C++14 (goto, new, thread_local, virtual functions,
-// lambdas) and its scalar types (no double, no long long) does not build on
-// a Mac: the emulator refuses it at its line instead of running it as C++.
+// lambdas), its scalar types (no double, no long long) and variables of
+// the whole program outside the constant address space (at program scope
+// or static in a function) do not build on a Mac: the emulator refuses
+// them at their line instead of running them as C++.
 func TestUnsupportedCxx(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const src = "#include <metal_stdlib>\nusing namespace metal;\n%s\nkernel void k(device float* x [[buffer(0)]], constant uint& n [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n  %s;\n}\n"
+	const notConstant = "must be declared constant"
 	for _, c := range []struct {
 		global, body string
 		line         int    // 0: builds
@@ -719,6 +722,21 @@ func TestUnsupportedCxx(t *testing.T) {
 		{"", "auto f = [](float v) { return v * 2; }; x[i] = f(x[i])", 5, ""},
 		{"", "x[i] = [&]() { return float(n); }()", 5, ""},
 		{"", "float a[2] = {1, 2}; x[i] = a[n & 1] + x[(i + 1) & 0]", 0, ""},
+		// Program-scope variables and function-scope statics.
+		{"constant float scale = 2.0f;", "x[i] *= scale", 0, ""},
+		{"constexpr constant static float t[2] = {1, 2};", "x[i] = t[n & 1]", 0, ""},
+		{"constant float w[2] = {1, 2}; struct S { float a; }; float f(float v) { return v; }", "x[i] = f(w[n & 1])", 0, ""},
+		{"", "static constant float k[2] = {1, 2}; x[i] = k[n & 1]", 0, ""},
+		{"", "constant static float k[2] = {1, 2}; x[i] = k[n & 1]", 0, ""},
+		{"float scale = 2.0f;", "x[i] *= scale", 3, notConstant},
+		{"float w[2] = {1, 2};", "x[i] = w[n & 1]", 3, notConstant},
+		{"static float g;", "x[i] = g", 3, notConstant},
+		{"device float* p;", "x[i] = 1", 3, notConstant},
+		{"threadgroup float tg[4];", "x[i] = 1", 3, notConstant},
+		{"struct S { float a; } s;", "x[i] = s.a", 3, notConstant},
+		{"namespace a { float g = 1; }", "x[i] = a::g", 3, notConstant},
+		{"", "static float acc = 0; acc += x[i]; x[i] = acc", 5, notConstant},
+		{"", "static uint calls; x[i] = float(calls++)", 5, notConstant},
 	} {
 		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.global, c.body)}, mtl.CompileOptions{})
 		var ce *emu.CompileError

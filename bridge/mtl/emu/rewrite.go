@@ -443,6 +443,9 @@ func (r *rewriter) walk() {
 			continue
 		case ";":
 			r.pendingNS = nil
+			if r.atNamespaceScope() {
+				r.programScopeVar(i)
+			}
 			continue
 		}
 		switch t.kind {
@@ -474,6 +477,10 @@ func (r *rewriter) walk() {
 			// MSL leaves these out of C++14 (docs/msl-subset.md): Apple's
 			// compiler refuses them, so a kernel using one must not build here.
 			r.fail(t, "%s is not supported by Metal", t.text)
+		case "static":
+			if r.inFunction() && r.parens == 0 {
+				r.staticLocal(i)
+			}
 		case "long":
 			if r.text(i+1) == "long" {
 				r.fail(t, "long long is not supported by Metal (long is 64 bits)")
@@ -524,6 +531,101 @@ func (r *rewriter) lambdaAt(i int) bool {
 		return true
 	}
 	return false
+}
+
+// stmtBegin is the first token of the declaration or statement that the
+// token at i ends: after the last ';', '{' or '}' before it, looking past
+// brackets, brace initialisers (`= {1, 2}`) and class bodies
+// (`typedef struct {...} Args`).
+func (r *rewriter) stmtBegin(i int) int {
+	for j := i - 1; j >= 0; j-- {
+		switch r.toks[j].text {
+		case ";", "{":
+			return j + 1
+		case "}":
+			o := r.matchBack(j)
+			if o <= 0 || r.text(o-1) != "=" && !r.classHead(o) {
+				return j + 1
+			}
+			j = o
+		case ")", "]":
+			o := r.matchBack(j)
+			if o < 0 {
+				return j + 1
+			}
+			j = o
+		}
+	}
+	return 0
+}
+
+// declaresVariable reports whether tokens from..to (exclusive) declare a
+// variable outside the constant address space: no '(' outside brackets
+// before the initialiser (a function), no constant and no constexpr.
+func (r *rewriter) declaresVariable(from, to int) bool {
+	for j := from; j < to; j++ {
+		switch r.toks[j].text {
+		case "constant", "constexpr", "(":
+			return false
+		case "=":
+			return true
+		case "[":
+			if k := r.match(j); k > 0 {
+				j = k
+			}
+		}
+	}
+	return true
+}
+
+// programScopeVar fails a program-scope declaration, ended by the ';' at
+// i, of a variable outside the constant address space: Metal keeps no
+// other memory for the whole program (docs/msl-subset.md), so
+// `float scale = 2;` or `device float* p;` there does not build on a Mac.
+func (r *rewriter) programScopeVar(i int) {
+	b := r.stmtBegin(i)
+	if b >= i {
+		return
+	}
+	switch r.text(b) {
+	case "typedef", "using", "template", "namespace", "static_assert", "kernel", "extern", "friend":
+		return
+	case "struct", "class", "union", "enum":
+		// A class declared alone, or one defined with variables after
+		// its body (`struct S {...} s;`), whose names are then checked.
+		for j := b; j < i; j++ {
+			if r.toks[j].text == "{" {
+				if k := r.match(j); k > 0 && k+1 < i {
+					b = k + 1
+				}
+				break
+			}
+		}
+		if r.text(b) == "struct" || r.text(b) == "class" || r.text(b) == "union" || r.text(b) == "enum" {
+			return
+		}
+	}
+	if r.declaresVariable(b, i) {
+		r.fail(r.toks[b], "program-scope variables must be declared constant in Metal")
+	}
+}
+
+// staticLocal fails a function-scope static variable outside the constant
+// address space (`static float acc;`): it lives for the whole program, and
+// Metal holds such variables to the rule of program-scope ones.
+func (r *rewriter) staticLocal(i int) {
+	end := i
+	for end < len(r.toks) && r.toks[end].text != ";" && r.toks[end].text != "{" && r.toks[end].text != "}" {
+		if r.toks[end].text == "(" || r.toks[end].text == "[" {
+			if k := r.match(end); k > 0 {
+				end = k
+			}
+		}
+		end++
+	}
+	if r.declaresVariable(r.stmtBegin(i), end) {
+		r.fail(r.toks[i], "static variables in functions must be declared constant in Metal")
+	}
 }
 
 var assignOps = map[string]bool{"=": true, "+=": true, "-=": true, "*=": true, "/=": true, "%=": true,
