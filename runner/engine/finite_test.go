@@ -48,10 +48,10 @@ func (p poisoned) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error) {
 	return dt, out, nil
 }
 
-// NaN or Inf weights make non-finite logits: CheckFinite (run, before
-// timing) and Generate (the generate command) fail with a NonFiniteError
-// instead of returning tokens.
-func TestNonFiniteLogitsFail(t *testing.T) {
+// llamaFixture is the llama fixture's configuration and checkpoint,
+// closed with the test.
+func llamaFixture(t *testing.T) (*model.Config, model.Source) {
+	t.Helper()
 	dir := filepath.Join(fixtureDir, "llama")
 	cfg, err := model.LoadDir(dir)
 	if err != nil {
@@ -61,10 +61,18 @@ func TestNonFiniteLogitsFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	t.Cleanup(func() { src.Close() })
 	if !src.Has("lm_head.weight") {
 		cfg.TieEmbed = true
 	}
+	return cfg, src
+}
+
+// NaN or Inf weights make non-finite logits: CheckFinite (run, before
+// timing) and Generate (the generate command) fail with a NonFiniteError
+// instead of returning tokens.
+func TestNonFiniteLogitsFail(t *testing.T) {
+	cfg, src := llamaFixture(t)
 	be := cpu.New(cpu.Options{})
 	if err := CheckFinite(be, cfg, src, Options{}); err != nil {
 		t.Fatalf("the healthy fixture: %v", err)
@@ -150,19 +158,7 @@ func (p poisonedRow) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error)
 // instead of going on with garbage tokens, as the first prompt position's
 // check alone (WantLogits, CheckFinite) lets it.
 func TestCheckLogitsCatchesNonFiniteDecodeSteps(t *testing.T) {
-	dir := filepath.Join(fixtureDir, "llama")
-	cfg, err := model.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := model.OpenCheckpoint(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	if !src.Has("lm_head.weight") {
-		cfg.TieEmbed = true
-	}
+	cfg, src := llamaFixture(t)
 	be := cpu.New(cpu.Options{})
 	prompt := []int32{1, 2, 3}
 	req := Request{Prompt: prompt, MaxNewTokens: 6, WantLogits: true}
