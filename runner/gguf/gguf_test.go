@@ -303,7 +303,19 @@ func TestArraysNotHeld(t *testing.T) {
 		u64(n)
 		b = append(b, make([]byte, n)...)
 	}
-	p := write(t, b)
+	f, alloc := openCounted(t, write(t, b))
+	if got := alloc; got > uint64(len(b))/8 {
+		t.Errorf("opening a %d-byte header of arrays allocated %d bytes", len(b), got)
+	}
+	if nums, err := f.Numbers("k127"); err != nil || len(nums) != n {
+		t.Errorf("Numbers: %d values, %v", len(nums), err)
+	}
+}
+
+// openCounted opens the file at p, closed with the test, and the bytes
+// opening it allocated.
+func openCounted(t *testing.T, p string) (*File, uint64) {
+	t.Helper()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -312,13 +324,8 @@ func TestArraysNotHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(b))/8 {
-		t.Errorf("opening a %d-byte header of arrays allocated %d bytes", len(b), got)
-	}
-	if nums, err := f.Numbers("k127"); err != nil || len(nums) != n {
-		t.Errorf("Numbers: %d values, %v", len(nums), err)
-	}
+	t.Cleanup(func() { f.Close() })
+	return f, after.TotalAlloc - before.TotalAlloc
 }
 
 // The tensor infos cost memory by their count, a few times the header's
@@ -343,17 +350,8 @@ func TestTensorInfosHeld(t *testing.T) {
 		u32(99) // a type no reader sizes: no data
 		u64(0)
 	}
-	p := write(t, b)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f, err := Open(p)
-	runtime.ReadMemStats(&after)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if got := after.TotalAlloc - before.TotalAlloc; got > 6*uint64(len(b)) {
+	f, alloc := openCounted(t, write(t, b))
+	if got := alloc; got > 6*uint64(len(b)) {
 		t.Errorf("opening %d tensor infos in %d bytes allocated %d bytes", n, len(b), got)
 	}
 	if len(f.Tensors) != n || len(f.Tensors[n-1].Dims) != 2 {
