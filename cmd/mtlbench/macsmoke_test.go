@@ -686,11 +686,9 @@ func shellWords(line string) ([]shellWord, error) {
 	return out, nil
 }
 
-// docs/metal-first-run.md lists the files make mac-smoke leaves, each step's
-// log among them, and the report it sends back: every step's log is
-// listed, every file listed is one the recipe writes, and each is in the
-// report.
-func TestMacSmokeDocNamesItsFiles(t *testing.T) {
+// macSmokeSteps reads the repository's Makefile and its mac-smoke steps.
+func macSmokeSteps(t *testing.T) (*makefile, []smokeStep) {
+	t.Helper()
 	mk, err := readMakefile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
@@ -699,6 +697,15 @@ func TestMacSmokeDocNamesItsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mk, steps
+}
+
+// docs/metal-first-run.md lists the files make mac-smoke leaves, each step's
+// log among them, and the report it sends back: every step's log is
+// listed, every file listed is one the recipe writes, and each is in the
+// report.
+func TestMacSmokeDocNamesItsFiles(t *testing.T) {
+	mk, steps := macSmokeSteps(t)
 	smoke, err := mk.ref("SMOKE", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -759,14 +766,7 @@ func TestMacSmokeDocNamesItsFiles(t *testing.T) {
 // Mac arrives with the run that tells its cause apart (docs/metal-first-run.md):
 // macOS 13's MSL, serial passes, and fast math off (kernel or fast math).
 func TestMacSmokeSelftestVariants(t *testing.T) {
-	mk, err := readMakefile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, err := mk.smokeSteps("mac-smoke")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, steps := macSmokeSteps(t)
 	cases := []struct {
 		name string
 		env  map[string]string
