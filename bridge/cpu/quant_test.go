@@ -197,3 +197,9 @@ func TestPackedGEMVArgmax(t *testing.T) {
 func TestNormGEMV(t *testing.T) {
 	quanttest.NormGEMV(t, New(Options{Threads: 2}), 2e-5, 0)
 }
+
+// TestBiasedFusions: the fusions' biased variants, fused and unfused,
+// against the reference (bridge/quanttest).
+func TestBiasedFusions(t *testing.T) {
+	quanttest.BiasedFusions(t, New(Options{Threads: 2}), 2e-5, false)
+}

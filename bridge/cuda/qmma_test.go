@@ -271,6 +271,17 @@ func TestPackedGEMVMatchesReference(t *testing.T) {
 	quanttest.GEMV(t, gpu(t), 1e-5)
 }
 
+// TestBiasedFusions: bridge/quanttest's biased fusion cases (a norm folded
+// into biased GEMVs, biased GEMVs of one input with bias on all, some or
+// one, biased gate/up before SwiGLU, a biased GEMV taking the residual add
+// or the GELU), float and packed weights, fused and unfused, against the
+// reference, within 1e-4: at most 8 rows every matmul runs on the GEMV
+// kernels, over f32 activations (gemvMaxM). Launch counts are not held:
+// CUDA folds norms into single-token GEMVs only.
+func TestBiasedFusions(t *testing.T) {
+	quanttest.BiasedFusions(t, gpu(t), 1e-4, false)
+}
+
 // uploadExperts puts each of E stacked experts' gate, up and down
 // projections on the GPU as w's expert tensors.
 func uploadExperts(t *testing.T, b *Backend, w *bridge.MoEWeights, gate, up, down *quant.Matrix, E int) {

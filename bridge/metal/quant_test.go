@@ -615,3 +615,12 @@ func TestPackedGEMVArgmax(t *testing.T) {
 func TestNormGEMV(t *testing.T) {
 	quanttest.NormGEMV(t, newEmu(t, metal.Tuning{}), 2e-5, 1)
 }
+
+// TestBiasedFusions: an RMSNorm or LayerNorm folded into biased GEMVs,
+// biased GEMVs of one input (bias on all, some or one), biased gate/up
+// before SwiGLU, a biased GEMV taking the residual add or the GELU, with
+// float and packed weights, fused and unfused, against the reference
+// (bridge/quanttest).
+func TestBiasedFusions(t *testing.T) {
+	quanttest.BiasedFusions(t, newEmu(t, metal.Tuning{}), 2e-5, true)
+}
