@@ -212,7 +212,9 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		}
 		g, ok := b.gemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
 		r := b.asTensor(residual)
-		if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || !b.onGemv(g.m) {
+		// Not the GEMV's own input: other blocks may still read it while
+		// one adds into it (qgemvResidual keeps the same rule).
+		if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].n || r.ptr == g.x || !b.onGemv(g.m) {
 			return 0, nil
 		}
 		g.residual = r.ptr

@@ -343,14 +343,14 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 	switch mm := ops[0].(type) {
 	case *bridge.MatMulOp:
 		f, ok := b.mvOf(mm)
-		if xo != mm.Out || !ok || r.n != f.out[0].n || r.n != f.m*f.w[0].shape[0] {
+		if xo != mm.Out || !ok || !residualTakes(r, f.x, f.out[0], f.m*f.w[0].shape[0]) {
 			return 0, nil
 		}
 		f.resid = r
 		b.matvecFused(&f)
 	case *bridge.QMatMulOp:
 		f, ok := b.qmvOf(mm)
-		if xo != mm.Out || !ok || r.n != f.out[0].n || r.n != f.m*f.q[0].Dims[0] || r.sameStart(f.x) {
+		if xo != mm.Out || !ok || !residualTakes(r, f.x, f.out[0], f.m*f.q[0].Dims[0]) {
 			return 0, nil
 		}
 		f.resid = r
@@ -363,6 +363,13 @@ func (b *Backend) tryGemvResidual(ops []bridge.Op, span int) (int, bridge.Op) {
 		return 1, &b.standInLN
 	}
 	return 1, b.residualNorm(ops[1].(*bridge.AddRMSNormOp))
+}
+
+// residualTakes: a GEMV of input x into out (elems values) can add its
+// output into r as it writes it: r is out's size and is not x, which other
+// threadgroups may still be reading when one adds into r.
+func residualTakes(r, x, out *tensor, elems int) bool {
+	return r.n == out.n && r.n == elems && !r.sameStart(x)
 }
 
 // tryGemvGroup: GEMVs of one input (at least two) in one dispatch, float

@@ -133,6 +133,12 @@ var FusionCases = []FusionCase{
 		fb.MatMul("d", "f", fDim, true)
 		fb.AddLayerNorm("h2", "x", "d")
 	}, []string{"x", "h2"}, true},
+	// The residual is the GEMV's own input: the add must wait for every
+	// read of it.
+	{"gemv of the residual+residual, biased", func(fb *FusionBuilder) {
+		fb.MatMul("o", "x", fDim, true)
+		fb.AddRMSNorm("h", "x", "o")
+	}, []string{"x", "h"}, false},
 	{"gemv+gelu, biased", func(fb *FusionBuilder) {
 		fb.MatMul("f", "x", fFC, true)
 		fb.GELU("f")
