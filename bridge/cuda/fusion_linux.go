@@ -136,6 +136,11 @@ func (b *Backend) normGemv(ops []bridge.Op, out, x, w, nb bridge.Tensor, eps flo
 		return 0, nil
 	}
 	n := 1 + b.growGemv(&g, ops[1:])
+	for _, s := range g.segs[:g.nsegs] {
+		if s.out == xs.ptr { // other blocks may still be reading the norm's input
+			return 0, nil
+		}
+	}
 	if gelu {
 		n += b.takeGELU(&g, ops[n:])
 	}

@@ -533,6 +533,11 @@ func (b *Backend) qnormGemv(ops []bridge.Op, out, x, w bridge.Tensor, eps float3
 		return 0, nil
 	}
 	n := 1 + b.growQGemv(&g, ops[1:])
+	for _, s := range g.segs[:g.nsegs] {
+		if s.out == xs.ptr { // other blocks may still be reading the norm's input
+			return 0, nil
+		}
+	}
 	g.x = xs.ptr
 	g.norm.w, g.norm.out, g.norm.eps = ws.ptr, o.ptr, eps
 	n += b.takeArgmax(&g, mm, ops[n:])

@@ -208,10 +208,13 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 	switch mm := ops[1].(type) {
 	case *bridge.QMatMulOp:
 		f, ok := b.qmvOf(mm)
-		if mm.X != nm.out || !ok || f.q[0].Dims[1] != w.n || f.x.n != x.n || f.out[0].sameStart(x) {
+		if mm.X != nm.out || !ok || f.q[0].Dims[1] != w.n || f.x.n != x.n {
 			return 0, nil
 		}
 		n := 1 + b.growQMV(&f, ops[1:], span-1)
+		if writesOver(f.out[:f.nsegs], x) {
+			return 0, nil
+		}
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.q[0].Dims[0]); !ok {
 			return 0, nil
 		}
@@ -220,10 +223,13 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 		return n, nil
 	case *bridge.MatMulOp:
 		f, ok := b.mvOf(mm)
-		if mm.X != nm.out || !ok || w.n != f.k || f.x.n != x.n || f.out[0].sameStart(x) {
+		if mm.X != nm.out || !ok || w.n != f.k || f.x.n != x.n {
 			return 0, nil
 		}
 		n := 1 + b.growMV(&f, ops[1:], span-1)
+		if writesOver(f.out[:f.nsegs], x) {
+			return 0, nil
+		}
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.w[0].shape[0]); !ok {
 			return 0, nil
 		}
@@ -232,6 +238,17 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 		return n, nil
 	}
 	return 0, nil
+}
+
+// writesOver: one of a folded norm's GEMVs writes over the norm's input x,
+// which the other threadgroups of the dispatch may still be reading.
+func writesOver(outs []*tensor, x *tensor) bool {
+	for _, o := range outs {
+		if o.sameStart(x) {
+			return true
+		}
+	}
+	return false
 }
 
 // normTail finishes a normGemv whose GEMVs are ops[1:n]: a lone one (its

@@ -139,6 +139,13 @@ var FusionCases = []FusionCase{
 		fb.MatMul("o", "x", fDim, true)
 		fb.AddRMSNorm("h", "x", "o")
 	}, []string{"x", "h"}, false},
+	// A GEMV after the first writes over the norm's input, which a fused
+	// dispatch's other threadgroups still read.
+	{"rmsnorm+q, k over the norm's input, biased", func(fb *FusionBuilder) {
+		fb.RMSNorm("h", "x")
+		fb.MatMul("q", "h", fQ, true)
+		fb.MatMul("x", "h", fDim, true)
+	}, []string{"q", "x"}, false},
 	{"gemv+gelu, biased", func(fb *FusionBuilder) {
 		fb.MatMul("f", "x", fFC, true)
 		fb.GELU("f")
