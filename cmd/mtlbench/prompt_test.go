@@ -104,6 +104,10 @@ func TestGeneratePrompt(t *testing.T) {
 	if _, _, err := mtl(t, "generate", "-m", noTok, "--backend", "cpu", "-n", "2", "--tokens", "1,2"); err != nil {
 		t.Errorf("--tokens with a .gguf file that carries no tokenizer: %v", err)
 	}
+	if _, _, err := mtl(t, "generate", "-m", noTok, "--backend", "cpu", "-n", "2", "--prompt", "hi"); err == nil ||
+		!strings.Contains(err.Error(), "carries no tokenizer (no tokenizer.ggml.model)") {
+		t.Errorf("--prompt with a .gguf file that carries no tokenizer: %v", err)
+	}
 	// A tokenizer of another model: its ids run past this one's vocabulary.
 	bigTok := filepath.Join(t.TempDir(), "tokenizer.json")
 	os.WriteFile(bigTok, []byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "<big>": 9000}, "merges": []}, "added_tokens": [{"id": 9000, "content": "<big>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}]}`), 0o644)
@@ -111,7 +115,6 @@ func TestGeneratePrompt(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-m", noTok, "--prompt", "hi"}, "carries no tokenizer (no tokenizer.ggml.model)"},
 		{[]string{"--prompt", "a<big>", "--tokenizer", bigTok}, "the tokenizer gives ids up to 9000, past qwen3-moe-mini's vocabulary of 8192 tokens: it is another model's tokenizer"},
 		// and so whatever ids this prompt gives
 		{[]string{"--prompt", "a", "--tokenizer", bigTok}, "the tokenizer gives ids up to 9000, past qwen3-moe-mini's vocabulary of 8192 tokens: it is another model's tokenizer"},
