@@ -100,13 +100,79 @@ func commandArgs(app *cli.App, args []string) (out, path []string, flags []cli.F
 	return out, path, flags, args[min(i, len(args)):]
 }
 
+// listFlags are the flags that take a comma list, by command path. Given
+// twice, their values join (bench -b 1 -b 4 is -b 1,4), as llama-bench
+// reads a repeated flag, where a flag of one value is refused
+// (checkFlagArgs).
+var listFlags = map[string][]string{"bench": {"batch", "prompt", "gen", "depth", "request-rate", "fusion"}}
+
+// joinLists gives each list flag (listFlags) of the command args runs once,
+// its values joined with commas where it was given more than once, at the
+// place it was first given.
+func joinLists(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out, path, flags, rest := commandArgs(app, args)
+	lists := listFlags[strings.Join(path, " ")]
+	if len(lists) == 0 {
+		return args
+	}
+	long, takesValue := map[string]string{}, map[string]bool{}
+	for _, f := range flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+			if slices.Contains(lists, f.Names()[0]) {
+				long[n] = f.Names()[0]
+			}
+		}
+	}
+	at := map[string]int{} // a list flag's value in kept
+	var kept []string
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			kept = append(kept, rest[i:]...)
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		flag := strings.HasPrefix(a, "-") && a != "-"
+		l, isList := long[name]
+		if !flag || !isList {
+			kept = append(kept, a)
+			if flag && !hasValue && takesValue[name] && i+1 < len(rest) {
+				i++ // its value, which may look like a flag
+				kept = append(kept, rest[i])
+			}
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(rest) {
+				kept = append(kept, a) // no value: the parser says so
+				continue
+			}
+			i++
+			value = rest[i]
+		}
+		if j, again := at[l]; again {
+			kept[j] += "," + value
+			continue
+		}
+		kept = append(kept, "--"+l, value)
+		at[l] = len(kept) - 1
+	}
+	return append(out, kept...)
+}
+
 // pathFlags are the flags that name a file or folder, by their first name.
 var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokenizer"}
 
 // checkFlagArgs refuses, before any work, what the flag parser would take
-// without a word: a flag of one value given twice (-b 1 -b 4), which keeps
-// the last and drops the other, as --set refuses a name twice (flags that
-// collect values, --set and --threshold, and switches may repeat); and a
+// without a word: a flag of one value given twice (runs --limit 3 --limit
+// 4), which keeps the last and drops the other, as --set refuses a name
+// twice (flags that collect values, --set and --threshold, switches, and
+// list flags, which joinLists joins first, may repeat); and a
 // path flag given an empty value (--db "$DB" with DB unset), which reads as
 // left out: the default store, no step log.
 func checkFlagArgs(app *cli.App, args []string) error {

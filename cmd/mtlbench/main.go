@@ -40,6 +40,7 @@ func exitCode(err error) int {
 func run(args []string, stdout, stderr io.Writer) error {
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{argsKey: args}
+	args = joinLists(app, args)
 	if err := checkFlagArgs(app, args); err != nil {
 		return err
 	}

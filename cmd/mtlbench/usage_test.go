@@ -159,10 +159,10 @@ func TestFlagGivenTwice(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "1-3", "-b", "4", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", db},
-			"bench: --batch given twice (-b 1-3, -b 4): give it once (see `mtlbench bench --help`)"},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "--batch=2", "-b", "4", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", db},
-			"bench: --batch given twice (--batch=2, -b 4)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-m", "gpt2", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu", "--threads", "1", "--db", db},
+			"bench: --model given twice (-m qwen3-moe-mini, -m gpt2): give it once (see `mtlbench bench --help`)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "2", "-b", "4", "--repetitions=3", "-p", "4", "-n", "2", "--backend", "cpu", "--threads", "1", "--db", db},
+			"bench: --repetitions given twice (-r 2, --repetitions=3)"},
 		{[]string{"runs", "--limit", "3", "--db", db, "--limit=4"},
 			"runs: --limit given twice (--limit 3, --limit=4)"},
 		{[]string{"runs", "--format", "csv", "--db", db, "--format", "json"},
@@ -176,6 +176,32 @@ func TestFlagGivenTwice(t *testing.T) {
 			t.Errorf("%v: %v", tc.args, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// bench's list flags given more than once join, as llama-bench reads a
+// repeated flag: -b 1 -b 4 sweeps both, wherever each was given.
+func TestBenchListFlagsJoin(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string // lines of the printed suite
+	}{
+		{[]string{"-b", "1-3", "-b", "8"}, []string{"batch: [1, 2, 3, 8]"}},
+		{[]string{"--batch=2", "-p", "16", "-b", "4", "-p", "32"}, []string{"batch: [2, 4]", "prompt_len: [16, 32]"}},
+		{[]string{"-n", "4", "--gen", "8", "-d", "0", "-d", "64"}, []string{"gen_len: [4, 8]", "depth: [0, 64]"}},
+		{[]string{"--fusion", "on", "--fusion", "off"}, []string{`fusion: ["on", "off"]`}},
+	} {
+		args := append([]string{"bench", "--print-suite", "-m", "qwen3-moe-mini"}, tc.args...)
+		out, _, err := mtl(t, args...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: the suite has no %q:\n%s", tc.args, w, out)
+			}
 		}
 	}
 }
