@@ -251,15 +251,7 @@ func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
 	m := x.Len() / k
 	o, xs := f32s(out), f32s(x)
 	b.matmulRows(m, n, k, wt.dt, func(lo, hi int) { gemmRows(o, n, xs, wt, m, lo, hi, k) })
-	if bias != nil {
-		bs := f32s(bias)
-		for i := 0; i < m; i++ {
-			row := o[i*n : (i+1)*n]
-			for j := range row {
-				row[j] += bs[j]
-			}
-		}
-	}
+	b.addBias("matmul", o, bias, m, n)
 }
 
 // gemmRows computes output columns [lo,hi) of out[m][ldo] = x · wᵀ.

@@ -67,9 +67,7 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 	o, xs := f32s(out), f32s(x)
 	p := qprep(b.buf("qmatmul.prep", rows*vec.QPrepLen(m.Spec, k)), xs, m)
 	b.pool.forRange(n, matmulGrain, func(lo, hi int) { qgemmRows(o, n, xs, p, m, rows, lo, hi) })
-	if bias != nil {
-		addBias(o, f32s(bias), rows)
-	}
+	b.addBias("qmatmul", o, bias, rows, n)
 }
 
 // qprep prepares x's rows (of w.K values) for the packed dots of w's
@@ -203,8 +201,9 @@ func (b *Backend) tryQGemmGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 			break
 		}
 		w, ok := mm.W.(*tensor)
-		if !ok || w.q == nil || mm.X.Len()%w.q.K != 0 || mm.Out.Len() != mm.X.Len()/w.q.K*w.q.Rows {
-			break
+		if !ok || w.q == nil || mm.X.Len()%w.q.K != 0 || mm.Out.Len() != mm.X.Len()/w.q.K*w.q.Rows ||
+			(mm.Bias != nil && mm.Bias.Len() < w.q.Rows) {
+			break // a short bias: QMatMul alone says so
 		}
 		if len(mms) > 0 {
 			w0 := mms[0].W.(*tensor).q
@@ -245,20 +244,26 @@ func (b *Backend) tryQGemmGroup(ops []bridge.Op, span int) (int, bridge.Op) {
 		}
 	})
 	for _, mm := range mms {
-		if mm.Bias != nil {
-			addBias(f32s(mm.Out), f32s(mm.Bias), rows)
-		}
+		b.addBias("qmatmul", f32s(mm.Out), mm.Bias, rows, mm.W.(*tensor).q.Rows)
 	}
 	return len(mms), nil
 }
 
-// addBias adds bias to each of out's rows.
-func addBias(out, bias []float32, rows int) {
-	n := len(bias)
+// addBias adds bias (nil: none) to each of out's rows of n values; a bias
+// of fewer values fails the step, naming op.
+func (b *Backend) addBias(op string, out []float32, bias bridge.Tensor, rows, n int) {
+	if bias == nil {
+		return
+	}
+	bs := f32s(bias)
+	if len(bs) < n {
+		b.fail("%s: bias of %d values for %d outputs a row", op, len(bs), n)
+		return
+	}
 	for i := 0; i < rows; i++ {
 		row := out[i*n : (i+1)*n]
-		for j := range row {
-			row[j] += bias[j]
+		for j, v := range bs[:n] {
+			row[j] += v
 		}
 	}
 }

@@ -203,3 +203,7 @@ func TestNormGEMV(t *testing.T) {
 func TestBiasedFusions(t *testing.T) {
 	quanttest.BiasedFusions(t, New(Options{Threads: 2}), 2e-5, false)
 }
+
+func TestShortBias(t *testing.T) {
+	quanttest.ShortBias(t, New(Options{Threads: 2}))
+}

@@ -687,6 +687,9 @@ func (b *Backend) gemvOf(out, x, w, bias bridge.Tensor, report bool) (gemv, bool
 			}
 			return gemv{}, false
 		}
+		if bt.n < n {
+			return bad("matmul: bias of %d values for %d outputs a row", bt.n, n)
+		}
 		bp = bt.ptr
 	}
 	g := gemv{x: xs.ptr, m: m, k: k, dt: wt.dt, nsegs: 1}

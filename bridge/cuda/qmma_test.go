@@ -282,6 +282,10 @@ func TestBiasedFusions(t *testing.T) {
 	quanttest.BiasedFusions(t, gpu(t), 1e-4, false)
 }
 
+func TestShortBias(t *testing.T) {
+	quanttest.ShortBias(t, gpu(t))
+}
+
 // uploadExperts puts each of E stacked experts' gate, up and down
 // projections on the GPU as w's expert tensors.
 func uploadExperts(t *testing.T, b *Backend, w *bridge.MoEWeights, gate, up, down *quant.Matrix, E int) {

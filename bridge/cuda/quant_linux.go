@@ -312,7 +312,9 @@ func (b *Backend) qgemvOf(out, x, w, bias bridge.Tensor, report bool) (qgemv, bo
 	if bias != nil {
 		bt := b.asTensor(bias)
 		if bt == nil || bt.dt != bridge.F32 || bt.n < n {
-			if report {
+			if report && bt != nil && bt.dt == bridge.F32 {
+				b.fail("qmatmul: bias of %d values for %d outputs a row", bt.n, n)
+			} else if report {
 				b.fail("qmatmul: bias must be an f32 tensor of %d elements", n)
 			}
 			return qgemv{}, false

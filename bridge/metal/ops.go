@@ -239,6 +239,10 @@ func (b *Backend) MatMul(out, x, w, bias bridge.Tensor) {
 		b.fail("matmul: output of %d elements for %dx%d", o.n, m, n)
 		return
 	}
+	if bs != nil && bs.n < n {
+		b.fail("matmul: bias of %d values for %d outputs a row", bs.n, n)
+		return
+	}
 	var bv view
 	if bs != nil {
 		bv = bs.view()

@@ -168,6 +168,10 @@ func (b *Backend) QMatMul(out, x, w, bias bridge.Tensor) {
 		b.fail("qmatmul: output of %d elements for %dx%d", o.n, m, n)
 		return
 	}
+	if bs != nil && bs.n < n {
+		b.fail("qmatmul: bias of %d values for %d outputs a row", bs.n, n)
+		return
+	}
 	var bv view
 	if bs != nil {
 		bv = bs.view()
@@ -205,7 +209,7 @@ func (b *Backend) qmvOf(op *bridge.QMatMulOp) (qmv, bool) {
 	}
 	n, k := q.Dims[0], q.Dims[1]
 	m := x.n / k
-	if x.n%k != 0 || o.n < m*n || m > b.qmatvecMaxM(m, n, k) {
+	if x.n%k != 0 || o.n < m*n || m > b.qmatvecMaxM(m, n, k) || (bias != nil && bias.n < n) {
 		return qmv{}, false
 	}
 	return qmv{x: x, m: m, q: [3]*qtensor{q}, out: [3]*tensor{o}, bias: [3]*tensor{bias}, nsegs: 1}, true

@@ -624,3 +624,7 @@ func TestNormGEMV(t *testing.T) {
 func TestBiasedFusions(t *testing.T) {
 	quanttest.BiasedFusions(t, newEmu(t, metal.Tuning{}), 2e-5, true)
 }
+
+func TestShortBias(t *testing.T) {
+	quanttest.ShortBias(t, newEmu(t, metal.Tuning{}))
+}
