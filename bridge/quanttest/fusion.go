@@ -67,26 +67,18 @@ type FusionCase struct {
 var FusionCases = []FusionCase{
 	{"rmsnorm+qkv, all biased (qwen2, attention_bias)", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
-		fb.MatMul("q", "h", fQ, true)
-		fb.MatMul("k", "h", fKV, true)
-		fb.MatMul("v", "h", fKV, true)
+		fb.QKV("h", true, true, true)
 	}, []string{"q", "k", "v"}, true},
 	{"rmsnorm+qkv, q and k biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
-		fb.MatMul("q", "h", fQ, true)
-		fb.MatMul("k", "h", fKV, true)
-		fb.MatMul("v", "h", fKV, false)
+		fb.QKV("h", true, true, false)
 	}, []string{"q", "k", "v"}, true},
 	{"rmsnorm+qkv, v biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
-		fb.MatMul("q", "h", fQ, false)
-		fb.MatMul("k", "h", fKV, false)
-		fb.MatMul("v", "h", fKV, true)
+		fb.QKV("h", false, false, true)
 	}, []string{"q", "k", "v"}, true},
 	{"qkv of x, all biased", func(fb *FusionBuilder) {
-		fb.MatMul("q", "x", fQ, true)
-		fb.MatMul("k", "x", fKV, true)
-		fb.MatMul("v", "x", fKV, true)
+		fb.QKV("x", true, true, true)
 	}, []string{"q", "k", "v"}, true},
 	{"rmsnorm+gate/up+swiglu, biased (mlp_bias)", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
@@ -340,6 +332,13 @@ func (fb *FusionBuilder) MatMul(out, x string, n int, biased bool) {
 	kernels.MatMul(fb.host[out], fb.host[x], w, bias, fb.m, n, k)
 	wt := fb.keep(fb.be.Weight(fb.wt.DT, []int{n, k}, raw))
 	fb.ops = append(fb.ops, &bridge.MatMulOp{At: at, Out: o, X: fb.dev[x], W: wt, Bias: bt})
+}
+
+// QKV adds Llama's q, k and v projections of in, each biased as asked.
+func (fb *FusionBuilder) QKV(in string, bq, bk, bv bool) {
+	fb.MatMul("q", in, fQ, bq)
+	fb.MatMul("k", in, fKV, bk)
+	fb.MatMul("v", in, fKV, bv)
 }
 
 // SiLUMul: gate = silu(gate)·up.
