@@ -8,6 +8,142 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// tokenKind says what one argument is to the flag parser.
+type tokenKind int
+
+const (
+	tokCommand tokenKind = iota // a command's name on the command path
+	tokFlag                     // a flag, with its value where it takes one
+	tokArg                      // a positional argument
+	tokEnd                      // "--": what follows is positional
+)
+
+// token is one element of a command line as urfave/cli reads it: Go's flag
+// parser, one command at a time, each command's flags up to its first
+// positional argument or "--", the next word naming its subcommand.
+type token struct {
+	kind  tokenKind
+	args  []string // the arguments it spans: a flag and its value given apart, else one
+	level int      // the commands named before it: 0 is the program's own flags
+	// A flag's name as given (no dashes, no value), the flag of its
+	// command it names (nil: none, which the parser refuses), and its value.
+	name     string
+	flag     cli.Flag
+	value    string
+	hasValue bool
+}
+
+// commandLine is a command line read against the app's commands and flags.
+type commandLine struct {
+	prog   string
+	path   []*cli.Command // the commands named, outermost first
+	tokens []token
+}
+
+// tokenize reads args as the flag parser will, so that what the command
+// line is rewritten or refused for (interspersed, joinLists, checkFlagArgs)
+// is what the parser then reads: a flag of a value takes the next argument
+// whatever it looks like (-1, -, --), a switch takes a value only after =,
+// "--" ends a command's flags, and the first positional word that names no
+// subcommand ends the command path.
+func tokenize(app *cli.App, args []string) commandLine {
+	var cl commandLine
+	if len(args) == 0 {
+		return cl
+	}
+	cl.prog = args[0]
+	flags, cmds := app.Flags, app.Commands
+	pathDone, end := len(cmds) == 0, false
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		t := token{args: []string{a}, level: len(cl.path)}
+		switch {
+		case a == "--" && !end:
+			t.kind, end = tokEnd, true
+		case end || len(a) < 2 || a[0] != '-':
+			t.kind = tokArg
+			if pathDone {
+				break
+			}
+			c := findCommand(cmds, a)
+			if c == nil {
+				pathDone = true
+				break
+			}
+			t.kind = tokCommand
+			cl.path = append(cl.path, c)
+			flags, cmds = c.Flags, c.Subcommands
+			pathDone, end = len(cmds) == 0, false
+		default:
+			t.kind = tokFlag
+			t.name, t.value, t.hasValue = strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+			t.flag = findFlag(flags, t.name)
+			if t.flag != nil && !isSwitch(t.flag) && !t.hasValue && i+1 < len(args) {
+				i++
+				t.args = append(t.args, args[i])
+				t.value, t.hasValue = args[i], true
+			}
+		}
+		cl.tokens = append(cl.tokens, t)
+	}
+	return cl
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// isSwitch says whether f takes its value only after = (--quiet=false).
+func isSwitch(f cli.Flag) bool {
+	_, ok := f.(*cli.BoolFlag)
+	return ok
+}
+
+// collects says whether f may be given more than once, each adding a value.
+func collects(f cli.Flag) bool {
+	switch f.(type) {
+	case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+		return true
+	}
+	return false
+}
+
+// leaf says whether t belongs to the last command of the path, whose flags
+// and arguments follow it.
+func (cl commandLine) leaf(t token) bool { return t.level == len(cl.path) }
+
+// pathNames is the path's command names: "suites validate".
+func (cl commandLine) pathNames() string {
+	var names []string
+	for _, c := range cl.path {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, " ")
+}
+
+// args is the command line with each token's arguments as tokenize read them.
+func (cl commandLine) args(tokens []token) []string {
+	out := []string{cl.prog}
+	for _, t := range tokens {
+		out = append(out, t.args...)
+	}
+	return out
+}
+
 // interspersed moves a command's flags ahead of its positional arguments, so
 // `mtlbench run suite.yaml --db x.db` works as people type it: urfave/cli v2
 // stops reading flags at the first positional argument.
@@ -15,89 +151,19 @@ func interspersed(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
-	out, _, flags, rest := commandArgs(app, args)
-	takesValue := map[string]bool{}
-	for _, f := range flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			takesValue[n] = !isBool
+	cl := tokenize(app, args)
+	var before, named, positional []token
+	for _, t := range cl.tokens {
+		switch {
+		case !cl.leaf(t):
+			before = append(before, t)
+		case t.kind == tokFlag:
+			named = append(named, t)
+		default:
+			positional = append(positional, t)
 		}
 	}
-	var named, positional []string
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		if a == "--" {
-			positional = append(positional, rest[i:]...)
-			break
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			positional = append(positional, a)
-			continue
-		}
-		named = append(named, a)
-		name := strings.TrimLeft(a, "-")
-		if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
-			i++
-			named = append(named, rest[i])
-		}
-	}
-	return append(append(out, named...), positional...)
-}
-
-// commandArgs walks args down the command path: out holds the program, the
-// commands and the flags met on the way (with their values), path the
-// commands' names, flags what the last command takes, and rest the
-// arguments after the path.
-func commandArgs(app *cli.App, args []string) (out, path []string, flags []cli.Flag, rest []string) {
-	out = []string{args[0]}
-	cmds := app.Commands
-	i := 1
-	takes := func(flags []cli.Flag, a string) bool {
-		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
-			return false
-		}
-		for _, f := range flags {
-			if _, isBool := f.(*cli.BoolFlag); !isBool && slices.Contains(f.Names(), name) {
-				return true
-			}
-		}
-		return false
-	}
-	appFlags := app.Flags
-	// Walk the command path: flags met on the way stay put (with their
-	// values), commands narrow the set.
-	for ; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-") {
-			out = append(out, a)
-			cur := flags
-			if cur == nil {
-				cur = appFlags
-			}
-			if takes(cur, a) && i+1 < len(args) {
-				i++
-				out = append(out, args[i])
-			}
-			continue
-		}
-		var found *cli.Command
-		for _, c := range cmds {
-			if c.HasName(a) {
-				found = c
-			}
-		}
-		if found == nil {
-			break
-		}
-		out, path = append(out, a), append(path, a)
-		cmds, flags = found.Subcommands, found.Flags
-		if len(cmds) == 0 {
-			i++
-			break
-		}
-	}
-	return out, path, flags, args[min(i, len(args)):]
+	return cl.args(slices.Concat(before, named, positional))
 }
 
 // listFlags are the flags that take a comma list, by command path. Given
@@ -113,56 +179,28 @@ func joinLists(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
-	out, path, flags, rest := commandArgs(app, args)
-	lists := listFlags[strings.Join(path, " ")]
+	cl := tokenize(app, args)
+	lists := listFlags[cl.pathNames()]
 	if len(lists) == 0 {
 		return args
 	}
-	long, takesValue := map[string]string{}, map[string]bool{}
-	for _, f := range flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			takesValue[n] = !isBool
-			if slices.Contains(lists, f.Names()[0]) {
-				long[n] = f.Names()[0]
-			}
-		}
-	}
-	at := map[string]int{} // a list flag's value in kept
-	var kept []string
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		if a == "--" {
-			kept = append(kept, rest[i:]...)
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		flag := strings.HasPrefix(a, "-") && a != "-"
-		l, isList := long[name]
-		if !flag || !isList {
-			kept = append(kept, a)
-			if flag && !hasValue && takesValue[name] && i+1 < len(rest) {
-				i++ // its value, which may look like a flag
-				kept = append(kept, rest[i])
-			}
+	at := map[string]int{} // a list flag's token in kept
+	var kept []token
+	for _, t := range cl.tokens {
+		if t.kind != tokFlag || !cl.leaf(t) || t.flag == nil || !t.hasValue || !slices.Contains(lists, t.flag.Names()[0]) {
+			kept = append(kept, t) // a list flag with no value: the parser says so
 			continue
 		}
-		if !hasValue {
-			if i+1 >= len(rest) {
-				kept = append(kept, a) // no value: the parser says so
-				continue
-			}
-			i++
-			value = rest[i]
-		}
-		if j, again := at[l]; again {
-			kept[j] += "," + value
+		long := t.flag.Names()[0]
+		if j, again := at[long]; again {
+			kept[j].args = []string{kept[j].args[0], kept[j].args[1] + "," + t.value}
 			continue
 		}
-		kept = append(kept, "--"+l, value)
-		at[l] = len(kept) - 1
+		t.args = []string{"--" + long, t.value}
+		at[long] = len(kept)
+		kept = append(kept, t)
 	}
-	return append(out, kept...)
+	return cl.args(kept)
 }
 
 // pathFlags are the flags that name a file or folder, by their first name.
@@ -179,43 +217,25 @@ func checkFlagArgs(app *cli.App, args []string) error {
 	if len(args) < 2 {
 		return nil
 	}
-	_, path, flags, rest := commandArgs(app, args)
+	cl := tokenize(app, args)
 	usage := func(format string, a ...any) error {
-		cmd := strings.Join(append([]string{app.Name}, path...), " ")
-		return fmt.Errorf("%s: %s (see `%s --help`)", strings.Join(path, " "), fmt.Sprintf(format, a...), cmd)
+		path := cl.pathNames()
+		cmd := strings.TrimSpace(app.Name + " " + path)
+		return fmt.Errorf("%s: %s (see `%s --help`)", path, fmt.Sprintf(format, a...), cmd)
 	}
 	seen := map[string]string{}
-	for i := 0; i < len(rest) && rest[i] != "--"; i++ {
-		a := rest[i]
-		if !strings.HasPrefix(a, "-") || a == "-" {
+	for _, t := range cl.tokens {
+		if t.kind != tokFlag || !cl.leaf(t) || t.flag == nil || isSwitch(t.flag) {
 			continue
 		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var f cli.Flag
-		for _, g := range flags {
-			if slices.Contains(g.Names(), name) {
-				f = g
-			}
-		}
-		if f == nil {
-			continue
-		}
-		if _, isBool := f.(*cli.BoolFlag); isBool {
-			continue
-		}
-		given, got := a, hasValue
-		if !hasValue && i+1 < len(rest) {
-			i++ // its value, which may look like a flag (-1)
-			value, given, got = rest[i], a+" "+rest[i], true
-		}
-		long := "--" + f.Names()[0]
-		if got && value == "" && slices.Contains(pathFlags, f.Names()[0]) {
+		long := "--" + t.flag.Names()[0]
+		if t.hasValue && t.value == "" && slices.Contains(pathFlags, t.flag.Names()[0]) {
 			return usage("%s \"\": an empty path (leave %s out for the default)", long, long)
 		}
-		switch f.(type) {
-		case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+		if collects(t.flag) {
 			continue
 		}
+		given := strings.Join(t.args, " ")
 		if first, twice := seen[long]; twice {
 			return usage("%s given twice (%s, %s): give it once", long, first, given)
 		}

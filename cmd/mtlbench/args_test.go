@@ -1,0 +1,67 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The command line is read once (tokenize), as the flag parser reads it,
+// and the rewrites that follow (interspersed, joinLists) agree with it on
+// which argument is whose: a flag of a value takes the next argument
+// whatever it looks like, a switch takes none, "--" ends the flags.
+func TestCommandLineRewrites(t *testing.T) {
+	for _, tc := range []struct {
+		args         []string
+		interspersed string // "" when unchanged
+		joined       string // "" when unchanged
+	}{
+		{args: []string{"run", "s.yaml", "--db", "x.db", "-q", "--tag=a"},
+			interspersed: "run --db x.db -q --tag=a s.yaml"},
+		// a value that looks like a flag is the flag's
+		{args: []string{"run", "s.yaml", "--tag", "-q", "t.yaml"},
+			interspersed: "run --tag -q s.yaml t.yaml"},
+		{args: []string{"run", "s.yaml", "--tag", "--", "t.yaml"},
+			interspersed: "run --tag -- s.yaml t.yaml"},
+		// a switch takes its value only after =
+		{args: []string{"run", "s.yaml", "-q=false", "t.yaml"},
+			interspersed: "run -q=false s.yaml t.yaml"},
+		{args: []string{"run", "s.yaml", "--tag=", "t.yaml"},
+			interspersed: "run --tag= s.yaml t.yaml"},
+		// - is an argument (standard input), not a flag
+		{args: []string{"import", "-", "--db", "x.db"},
+			interspersed: "import --db x.db -"},
+		// the command path's own words stay put
+		{args: []string{"suites", "validate", "ci", "--set", "batch=1"},
+			interspersed: "suites validate --set batch=1 ci"},
+		{args: []string{"tune", "show", "--format", "csv"}},
+		// an unknown flag takes no value: the parser refuses it
+		{args: []string{"runs", "--frob", "x"}},
+		// list flags join wherever given, their values whatever they look like
+		{args: []string{"bench", "-m", "m", "-b", "1", "-p", "8", "--batch=4", "-b", "-1"},
+			joined: "bench -m m --batch 1,4,-1 --prompt 8"},
+		{args: []string{"bench", "-b", "1", "--tag", "-b", "-b", "2"},
+			joined: "bench --batch 1,2 --tag -b"},
+		{args: []string{"bench", "-b", "1", "-b"},
+			joined: "bench --batch 1 -b"},
+	} {
+		orig := append([]string{"mtlbench"}, tc.args...)
+		same := "mtlbench " + strings.Join(tc.args, " ")
+		for _, r := range []struct {
+			name string
+			fn   func([]string) []string
+			want string
+		}{
+			{"interspersed", func(a []string) []string { return interspersed(newApp(nil, nil), a) }, tc.interspersed},
+			{"joinLists", func(a []string) []string { return joinLists(newApp(nil, nil), a) }, tc.joined},
+		} {
+			want := same
+			if r.want != "" {
+				want = "mtlbench " + r.want
+			}
+			if got := strings.Join(r.fn(slices.Clone(orig)), " "); got != want {
+				t.Errorf("%s(%q) = %q, want %q", r.name, tc.args, got, want)
+			}
+		}
+	}
+}
