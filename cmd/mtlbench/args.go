@@ -152,18 +152,23 @@ func interspersed(app *cli.App, args []string) []string {
 		return args
 	}
 	cl := tokenize(app, args)
-	var before, named, positional []token
+	var before, named, end, positional []token
 	for _, t := range cl.tokens {
 		switch {
 		case !cl.leaf(t):
 			before = append(before, t)
 		case t.kind == tokFlag:
 			named = append(named, t)
+		case t.kind == tokEnd:
+			end = []token{t}
 		default:
 			positional = append(positional, t)
 		}
 	}
-	return cl.args(slices.Concat(before, named, positional))
+	// "--" goes before every positional argument, not only those it came
+	// before: the parser stops at the first one and would keep a later "--"
+	// as an argument (suites validate ci -- x read "--" as a suite).
+	return cl.args(slices.Concat(before, named, end, positional))
 }
 
 // listFlags are the flags that take a comma list, by command path. Given

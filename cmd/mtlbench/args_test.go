@@ -23,6 +23,12 @@ func TestCommandLineRewrites(t *testing.T) {
 			interspersed: "run --tag -q s.yaml t.yaml"},
 		{args: []string{"run", "s.yaml", "--tag", "--", "t.yaml"},
 			interspersed: "run --tag -- s.yaml t.yaml"},
+		// "--" ends the flags wherever it is: the arguments go after it
+		{args: []string{"run", "s.yaml", "--", "--db", "x.db"},
+			interspersed: "run -- s.yaml --db x.db"},
+		{args: []string{"suites", "validate", "ci", "--set", "batch=1", "--", "-x.yaml"},
+			interspersed: "suites validate --set batch=1 -- ci -x.yaml"},
+		{args: []string{"suites", "validate", "--", "ci", "--set"}},
 		// a switch takes its value only after =
 		{args: []string{"run", "s.yaml", "-q=false", "t.yaml"},
 			interspersed: "run -q=false s.yaml t.yaml"},
@@ -62,6 +68,23 @@ func TestCommandLineRewrites(t *testing.T) {
 			if got := strings.Join(r.fn(slices.Clone(orig)), " "); got != want {
 				t.Errorf("%s(%q) = %q, want %q", r.name, tc.args, got, want)
 			}
+		}
+	}
+}
+
+// "--" after a positional argument ends the flags as before one: it is not
+// read as an argument itself.
+func TestEndOfFlagsAfterArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"suites", "validate", "ci", "--", "ci"}, "ci: ok"},
+		{[]string{"suites", "validate", "ci", "--set", "batch=1", "--", "gpt2"}, "gpt2: ok"},
+	} {
+		out, stderr, err := mtl(t, tc.args...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%q: %v\n%s%s", tc.args, err, out, stderr)
 		}
 	}
 }
