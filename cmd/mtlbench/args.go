@@ -86,6 +86,21 @@ func tokenize(app *cli.App, args []string) commandLine {
 		}
 		cl.tokens = append(cl.tokens, t)
 	}
+	// A flag given before a subcommand is parsed as its parent's, but the
+	// subcommand reads its own flag of that name: tune --dir x show read
+	// show's --dir, unset. Such a flag is the subcommand's, as if given
+	// after it; a parent's flag the subcommand has no flag for is refused
+	// (checkFlagArgs).
+	if n := len(cl.path); n > 0 {
+		for i, t := range cl.tokens {
+			if t.kind != tokFlag || t.level >= n || t.flag == nil {
+				continue
+			}
+			if f := findFlag(cl.path[n-1].Flags, t.name); f != nil && isSwitch(f) == isSwitch(t.flag) {
+				cl.tokens[i].level, cl.tokens[i].flag = n, f
+			}
+		}
+	}
 	return cl
 }
 
@@ -127,9 +142,11 @@ func collects(f cli.Flag) bool {
 func (cl commandLine) leaf(t token) bool { return t.level == len(cl.path) }
 
 // pathNames is the path's command names: "suites validate".
-func (cl commandLine) pathNames() string {
+func (cl commandLine) pathNames() string { return commandNames(cl.path) }
+
+func commandNames(cmds []*cli.Command) string {
 	var names []string
-	for _, c := range cl.path {
+	for _, c := range cmds {
 		names = append(names, c.Name)
 	}
 	return strings.Join(names, " ")
@@ -215,9 +232,10 @@ var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokeni
 // without a word: a flag of one value given twice (runs --limit 3 --limit
 // 4), which keeps the last and drops the other, as --set refuses a name
 // twice (flags that collect values, --set and --threshold, switches, and
-// list flags, which joinLists joins first, may repeat); and a
+// list flags, which joinLists joins first, may repeat); a
 // path flag given an empty value (--db "$DB" with DB unset), which reads as
-// left out: the default store, no step log.
+// left out: the default store, no step log; and a command's flag given
+// before a subcommand that takes no such flag (tune --rounds 3 show).
 func checkFlagArgs(app *cli.App, args []string) error {
 	if len(args) < 2 {
 		return nil
@@ -230,7 +248,15 @@ func checkFlagArgs(app *cli.App, args []string) error {
 	}
 	seen := map[string]string{}
 	for _, t := range cl.tokens {
-		if t.kind != tokFlag || !cl.leaf(t) || t.flag == nil || isSwitch(t.flag) {
+		if t.kind != tokFlag || t.flag == nil {
+			continue
+		}
+		if !cl.leaf(t) {
+			parent := strings.TrimSpace(app.Name + " " + commandNames(cl.path[:t.level]))
+			leaf := app.Name + " " + cl.pathNames()
+			return usage("%s is a flag of `%s`, not of `%s`: it would be dropped", strings.Join(t.args, " "), parent, leaf)
+		}
+		if isSwitch(t.flag) {
 			continue
 		}
 		long := "--" + t.flag.Names()[0]

@@ -41,6 +41,10 @@ func TestCommandLineRewrites(t *testing.T) {
 		{args: []string{"suites", "validate", "ci", "--set", "batch=1"},
 			interspersed: "suites validate --set batch=1 ci"},
 		{args: []string{"tune", "show", "--format", "csv"}},
+		// a flag before the subcommand that the subcommand takes is its own
+		{args: []string{"tune", "--dir", "d", "show", "--format", "csv"},
+			interspersed: "tune show --dir d --format csv"},
+		{args: []string{"tune", "--rounds", "3", "show"}},
 		// an unknown flag takes no value: the parser refuses it
 		{args: []string{"runs", "--frob", "x"}},
 		// list flags join wherever given, their values whatever they look like
@@ -85,6 +89,36 @@ func TestEndOfFlagsAfterArguments(t *testing.T) {
 		out, stderr, err := mtl(t, tc.args...)
 		if err != nil || !strings.Contains(out, tc.want) {
 			t.Errorf("%q: %v\n%s%s", tc.args, err, out, stderr)
+		}
+	}
+}
+
+// A command's flag given before its subcommand (tune --dir d show) was
+// parsed as the command's and dropped: the subcommand reads its own. It is
+// the subcommand's when that takes it, checked as its own (given twice, an
+// empty path), and refused when not.
+func TestFlagBeforeSubcommand(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string // the error; "" for none
+		out  string // in stdout
+	}{
+		{args: []string{"tune", "--dir", dir, "show"}, out: "user cache: " + dir + " (0 entries)"},
+		{args: []string{"tune", "--dir", dir, "show", "--dir", dir}, want: "tune show: --dir given twice"},
+		{args: []string{"tune", "--dir", "", "show"}, want: `tune show: --dir "": an empty path`},
+		{args: []string{"tune", "--rounds", "3", "show"},
+			want: "tune show: --rounds 3 is a flag of `mtlbench tune`, not of `mtlbench tune show`: it would be dropped (see `mtlbench tune show --help`)"},
+		{args: []string{"tune", "--dry-run", "show"}, want: "--dry-run is a flag of `mtlbench tune`"},
+	} {
+		out, _, err := mtl(t, tc.args...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
+		case !strings.Contains(out, tc.out):
+			t.Errorf("%q: stdout %q, want %q in it", tc.args, out, tc.out)
 		}
 	}
 }
