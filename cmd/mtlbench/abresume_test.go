@@ -58,7 +58,7 @@ func readSide(t *testing.T, path, tag string) abSideState {
 // interrupted ab are this test binary run again as mtlbench.
 func TestABResume(t *testing.T) {
 	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
-		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdin, os.Stdout, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mtlbench:", err)
 			os.Exit(exitCode(err))

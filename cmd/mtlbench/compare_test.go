@@ -60,7 +60,7 @@ func cmpGolden(t *testing.T, name string, got []byte) {
 func cmpRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := run(append([]string{"mtlbench"}, args...), &out, &errOut)
+	err := run(append([]string{"mtlbench"}, args...), noInput{}, &out, &errOut)
 	if err != nil {
 		code = exitCode(err)
 		errOut.WriteString("mtlbench: " + err.Error() + "\n")

@@ -130,7 +130,7 @@ func writeWhole(path string, write func(io.Writer) error) error {
 func importCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "import",
-		Usage:     "read runs that `mtlbench export` wrote into this store",
+		Usage:     "read runs that `mtlbench export` wrote into this store (- reads standard input)",
 		ArgsUsage: "FILE...",
 		Description: "Each run keeps its machine, commit, times, tag and samples, under a new id. A run the\n" +
 			"store already holds (the same start, suite, tag, commit and machine, and one copy\n" +
@@ -139,15 +139,19 @@ func importCommand() *cli.Command {
 			"where the stored copy is not: an export taken while it ran): then the file's copy\n" +
 			"replaces the stored one under its id. Runs that share only a start are two runs. Every file is read and\n" +
 			"checked before anything is stored, and all files' runs are stored in one transaction:\n" +
-			"all of them, or, when storing one fails, none.",
+			"all of them, or, when storing one fails, none. A FILE of - is standard input:\n" +
+			"  ssh mac mtlbench export -o - | mtlbench import -",
 		Flags: []cli.Flag{dbFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return fmt.Errorf("import needs one or more files from mtlbench export")
 			}
+			if n := countOf(c.Args().Slice(), stdinPath); n > 1 {
+				return fmt.Errorf("import: - (standard input) given %d times: it is read once", n)
+			}
 			var recs []*results.RunRecord
 			for _, path := range c.Args().Slice() {
-				got, err := readExport(path)
+				got, err := readExport(c.App.Reader, path)
 				if err != nil {
 					return err
 				}
@@ -239,14 +243,21 @@ func machineLabel(m results.Machine) string {
 	return m.CPUModel
 }
 
-// readExport reads an export file, line by line, checking each run.
-func readExport(path string) ([]*results.RunRecord, error) {
-	f, err := readfile.Open(path, "an export file")
-	if err != nil {
-		return nil, err
+// readExport reads an export file, or stdin where path is "-", line by
+// line, checking each run.
+func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
+	var in io.Reader = stdin
+	if path == stdinPath {
+		path = "standard input"
+	} else {
+		f, err := readfile.Open(path, "an export file")
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), readfile.Import)
 	var out []*results.RunRecord
 	line := 1

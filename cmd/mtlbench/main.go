@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args, os.Stdout, os.Stderr); err != nil {
+	if err := run(os.Args, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "mtlbench:", err)
 		os.Exit(exitCode(err))
 	}
@@ -36,9 +36,12 @@ func exitCode(err error) int {
 	return 2
 }
 
-// run is the whole program; tests call it with their own writers.
-func run(args []string, stdout, stderr io.Writer) error {
+// run is the whole program; tests call it with their own input and writers.
+// A command reads standard input through the app's Reader (import -, tune
+// import -, run --lockstep), never os.Stdin.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	app := newApp(stdout, stderr)
+	app.Reader = stdin
 	app.Metadata = map[string]any{argsKey: args}
 	args = joinLists(app, args)
 	if err := checkFlagArgs(app, args); err != nil {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/mtlbench/mtlbench/suites"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,9 +32,15 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func mtl(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var o, e bytes.Buffer
-	err = run(append([]string{"mtlbench"}, args...), &o, &e)
+	err = run(append([]string{"mtlbench"}, args...), noInput{}, &o, &e)
 	return o.String(), e.String(), err
 }
+
+// noInput is standard input that holds nothing, for the commands tests run
+// in-process.
+type noInput struct{}
+
+func (noInput) Read([]byte) (int, error) { return 0, io.EOF }
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
@@ -692,7 +699,7 @@ func TestGenerateWriteError(t *testing.T) {
 			args = append(args, "--json")
 		}
 		var e bytes.Buffer
-		if err := run(args, failingWriter{}, &e); err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		if err := run(args, noInput{}, failingWriter{}, &e); err == nil || !strings.Contains(err.Error(), "no space left on device") {
 			t.Errorf("generate (--json %v) to a full disk: %v", asJSON, err)
 		}
 	}

@@ -10,6 +10,21 @@ import (
 // take it: `mtlbench tune export - | ssh mac mtlbench tune import -`.
 const stdoutPath = "-"
 
+// stdinPath is the input path that means standard input, likewise
+// (`mtlbench export -o - | mtlbench import -`).
+const stdinPath = "-"
+
+// countOf is how many of args are a.
+func countOf(args []string, a string) int {
+	n := 0
+	for _, x := range args {
+		if x == a {
+			n++
+		}
+	}
+	return n
+}
+
 // writeOutput writes through write to w (standard output) where path is
 // "-", else to path whole or not at all (writeWhole).
 func writeOutput(w io.Writer, path string, write func(io.Writer) error) error {

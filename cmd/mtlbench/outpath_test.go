@@ -124,3 +124,46 @@ func TestOutputPathOfTheWrongKind(t *testing.T) {
 		}
 	}
 }
+
+// import - reads the export from standard input, as export -o - writes it
+// there: a pipe from another machine's store. Its errors name standard
+// input and the line; - given twice is refused, as it is read once.
+func TestImportStandardInput(t *testing.T) {
+	export, _, err := mtl(t, "export", "--db", seedCompareDB(t), "-o", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help, _, err := mtl(t, "import", "--help")
+	if err != nil || !strings.Contains(help, "- reads standard input") {
+		t.Errorf("import --help does not say - reads standard input (%v):\n%s", err, help)
+	}
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+		want  string // the error; "" for none
+		said  string // in stderr
+	}{
+		{args: []string{"-"}, stdin: export, said: "imported run 1 of"},
+		{args: []string{"-", "--db"}, stdin: export, said: "imported run 1 of"},
+		{args: []string{"-"}, stdin: "{not json\n", want: "standard input:1: not an mtlbench export line"},
+		{args: []string{"-"}, stdin: "", want: "standard input: no runs"},
+		{args: []string{"-", "-"}, stdin: export, want: "import: - (standard input) given 2 times: it is read once"},
+	} {
+		args := append([]string{"mtlbench", "import"}, tc.args...)
+		if args[len(args)-1] == "--db" {
+			args = append(args, filepath.Join(t.TempDir(), "flag.db"))
+		} else {
+			args = append(args, "--db", filepath.Join(t.TempDir(), "r.db"))
+		}
+		var o, e bytes.Buffer
+		err := run(args, strings.NewReader(tc.stdin), &o, &e)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v\n%s", tc.args, err, e.String())
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		case !strings.Contains(e.String(), tc.said):
+			t.Errorf("%q: stderr %q, want %q in it", tc.args, e.String(), tc.said)
+		}
+	}
+}

@@ -166,7 +166,7 @@ func openForTest(t *testing.T, path string) *results.DB {
 // is this test binary run again as mtlbench.
 func TestInterruptWhileStoreLocked(t *testing.T) {
 	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
-		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdin, os.Stdout, os.Stderr)
 		if err != nil {
 			os.Exit(exitCode(err))
 		}

@@ -71,7 +71,7 @@ func TestReport(t *testing.T) {
 	}
 	dbPath := filepath.Join(dir, "r.db")
 	t.Setenv("MTLBENCH_GIT_COMMIT", "c0ffee1234567890c0ffee1234567890c0ffee12")
-	if err := run([]string{"mtlbench", "run", suite, "--db", dbPath, "--tag", "mini", "-q"}, io.Discard, io.Discard); err != nil {
+	if err := run([]string{"mtlbench", "run", suite, "--db", dbPath, "--tag", "mini", "-q"}, noInput{}, io.Discard, io.Discard); err != nil {
 		t.Fatalf("recording the run: %v", err)
 	}
 	db, err := results.Open(dbPath)
@@ -248,7 +248,7 @@ func TestReport(t *testing.T) {
 		// A history model with no documented figures is refused before
 		// anything is written, naming the documented ones.
 		out3 := filepath.Join(dir, "no-history")
-		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", out3, "--history-model", "llama-9"}, io.Discard, io.Discard)
+		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", out3, "--history-model", "llama-9"}, noInput{}, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), `--history-model "llama-9": no documented figures (documented models: `) ||
 			!strings.Contains(err.Error(), "Qwen3-30B-A3B") {
 			t.Errorf("report --history-model llama-9: %v", err)
@@ -258,7 +258,7 @@ func TestReport(t *testing.T) {
 		}
 		// Nor is one whose figures hold no decode throughput (the precision
 		// figures of a model stated as unknown): the chart would be left out.
-		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", out3, "--history-model", "unknown"}, io.Discard, io.Discard)
+		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", out3, "--history-model", "unknown"}, noInput{}, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), `--history-model "unknown": no documented decode throughput, which the history chart draws (documented models: `) ||
 			!strings.Contains(err.Error(), "Qwen3-30B-A3B") || strings.Contains(err.Error(), ", unknown") {
 			t.Errorf("report --history-model unknown: %v", err)
@@ -270,7 +270,7 @@ func TestReport(t *testing.T) {
 		// --out naming a file is refused by the flag, and the file is left.
 		file := filepath.Join(dir, "a-file.db")
 		os.WriteFile(file, []byte("keep"), 0o644)
-		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", file}, io.Discard, io.Discard)
+		err = run([]string{"mtlbench", "report", "--db", dbPath, "-o", file}, noInput{}, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--out "+file+": a file, not a folder") {
 			t.Errorf("report -o FILE: %v", err)
 		}

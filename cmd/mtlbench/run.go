@@ -400,7 +400,7 @@ func lockstepPace(c *cli.Context) func() error {
 	if !c.Bool("lockstep") {
 		return nil
 	}
-	in := bufio.NewReader(os.Stdin)
+	in := bufio.NewReader(c.App.Reader)
 	free := false
 	return func() error {
 		if free {

@@ -161,7 +161,7 @@ func TestABEndToEnd(t *testing.T) {
 func TestABCaseFailed(t *testing.T) {
 	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
 		a := strings.Fields(args)
-		err := run(append([]string{"mtlbench"}, a...), os.Stdout, os.Stderr)
+		err := run(append([]string{"mtlbench"}, a...), os.Stdin, os.Stdout, os.Stderr)
 		if name := os.Getenv("MTLB_TEST_FAIL_CASE"); err == nil && name != "" && a[0] == "run" && !slices.Contains(a, "--help") {
 			err = failStoredCase(a, name, "kernel: launch failed")
 		}
@@ -481,7 +481,7 @@ func TestStoreFailuresNameTheStore(t *testing.T) {
 // comes. Under nohup (SIGHUP ignored) the run goes on. The run is this test binary run again as mtlbench.
 func TestClosedTerminalStopsARun(t *testing.T) {
 	if args := os.Getenv("MTLB_TEST_CHILD_ARGS"); args != "" {
-		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+		err := run(append([]string{"mtlbench"}, strings.Fields(args)...), os.Stdin, os.Stdout, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mtlbench:", err)
 			os.Exit(exitCode(err))

@@ -605,7 +605,7 @@ const maxImportDevices = 64
 // readTuned reads a tuned-config file, or stdin where path is "-" (a pipe
 // from another machine's tune export -).
 func readTuned(stdin io.Reader, path string) (*tune.File, error) {
-	if path != stdoutPath {
+	if path != stdinPath {
 		return tune.ReadFile(path)
 	}
 	data, err := readfile.ReadFrom(stdin, "standard input", readfile.Index, "a tuned-config file")
@@ -626,7 +626,7 @@ func tuneImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if name == stdoutPath {
+	if name == stdinPath {
 		name = "standard input"
 	}
 	dir, err := tunedDir(c)
