@@ -49,10 +49,18 @@ func Shipped(name string) ([]byte, error) {
 		if d := didYouMean(strings.TrimSuffix(name, ".yaml"), ShippedNames()); d != "" {
 			guess = " (" + d + ")"
 		}
-		return nil, fmt.Errorf("no suite file or built-in suite %q (built in: %s)%s", name, strings.Join(ShippedNames(), ", "), guess)
+		return nil, notFound{fmt.Sprintf("no suite file or built-in suite %q (built in: %s)%s", name, strings.Join(ShippedNames(), ", "), guess)}
 	}
 	return data, nil
 }
+
+// notFound says no suite file or built-in suite has a name; it is an
+// fs.ErrNotExist, as a missing file's error is, so that a command tells a
+// suite that is not there from one that is invalid (exit 2, not 1).
+type notFound struct{ msg string }
+
+func (e notFound) Error() string { return e.msg }
+func (e notFound) Unwrap() error { return fs.ErrNotExist }
 
 // Resolve loads the suite arg names (Source).
 func Resolve(arg string) (*Suite, error) {
@@ -84,7 +92,7 @@ func Source(arg string) (file string, data []byte, err error) {
 	}
 	name := strings.TrimPrefix(arg, ShippedPrefix)
 	if strings.ContainsAny(name, `/\`) {
-		return "", nil, fmt.Errorf("%s: no such file (built-in suites: %s)", arg, strings.Join(ShippedNames(), ", "))
+		return "", nil, notFound{fmt.Sprintf("%s: no such file (built-in suites: %s)", arg, strings.Join(ShippedNames(), ", "))}
 	}
 	data, err = Shipped(name)
 	if err != nil {

@@ -1,7 +1,9 @@
 package suites
 
 import (
+	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -59,18 +61,27 @@ func TestShippedSuitesParse(t *testing.T) {
 	if s, err := Resolve("kernels"); err != nil || s.File != ShippedPrefix+"kernels.yaml" {
 		t.Errorf("kernels beside a folder of that name: %v", err)
 	}
-	// Errors say what is wrong with the path, in the user's words.
-	for arg, want := range map[string]string{
-		"./kernels":          "./kernels: a folder, not a suite",
-		"kernels/":           "kernels/: a folder, not a suite",
-		"./none.yaml":        "./none.yaml: no such file (built-in suites: ",
-		"shipped:none.yaml":  `no suite file or built-in suite "none.yaml"`,
-		"shipped:../ci.yaml": "shipped:../ci.yaml: no such file (built-in suites: ",
-		"kernels/x/ci.yaml":  "kernels/x/ci.yaml: no such file (built-in suites: ",
+	// Errors say what is wrong with the path, in the user's words; a suite
+	// that is not there is an fs.ErrNotExist, as a missing file is, which
+	// the command line exits 2 for, not an invalid suite's 1.
+	for arg, want := range map[string]struct {
+		msg     string
+		missing bool
+	}{
+		"./kernels":          {"./kernels: a folder, not a suite", false},
+		"kernels/":           {"kernels/: a folder, not a suite", false},
+		"./none.yaml":        {"./none.yaml: no such file (built-in suites: ", true},
+		"none":               {`no suite file or built-in suite "none"`, true},
+		"shipped:none.yaml":  {`no suite file or built-in suite "none.yaml"`, true},
+		"shipped:../ci.yaml": {"shipped:../ci.yaml: no such file (built-in suites: ", true},
+		"kernels/x/ci.yaml":  {"kernels/x/ci.yaml: no such file (built-in suites: ", true},
 	} {
 		_, err := Resolve(arg)
-		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ") {
-			t.Errorf("Resolve(%q): %v, want %q", arg, err, want)
+		if err == nil || !strings.Contains(err.Error(), want.msg) || strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ") {
+			t.Errorf("Resolve(%q): %v, want %q", arg, err, want.msg)
+		}
+		if errors.Is(err, fs.ErrNotExist) != want.missing {
+			t.Errorf("Resolve(%q): %v is fs.ErrNotExist: %v, want %v", arg, err, !want.missing, want.missing)
 		}
 	}
 }

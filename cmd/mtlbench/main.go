@@ -5,8 +5,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -29,12 +31,34 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// exitCode is the exit status for err: an exitError's code (1 for what a
+// command found wrong in what it read: a regression, an invalid suite,
+// failed checks; gate's 3; 130 when interrupted), else 2, a usage or input
+// error. An input that is not there (a missing file or suite) is 2 whatever
+// the command found in the others, short of an interrupt (README.md, "Exit
+// status").
 func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
+	e, ok := err.(*exitError)
+	switch {
+	case ok && e.code == 130:
+		return e.code
+	case errors.Is(err, fs.ErrNotExist):
+		return 2
+	case ok:
 		return e.code
 	}
 	return 2
 }
+
+// summaryError says msg of errors already said one by one (a suite each),
+// keeping them in its chain for exitCode.
+type summaryError struct {
+	msg  string
+	errs []error
+}
+
+func (e *summaryError) Error() string   { return e.msg }
+func (e *summaryError) Unwrap() []error { return e.errs }
 
 // run is the whole program; tests call it with their own input and writers.
 // A command reads standard input through the app's Reader (import -, tune

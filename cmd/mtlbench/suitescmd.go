@@ -25,7 +25,8 @@ func suitesCommand() *cli.Command {
 				Description: "Checks what `run` would check before measuring anything, the model's\n" +
 					"configuration included (no weights are read). --set checks the suite as\n" +
 					"`run --set` would run it:\n" +
-					"  mtlbench suites validate qwen3-moe --set batch=64",
+					"  mtlbench suites validate qwen3-moe --set batch=64\n" +
+					"It exits 1 when a suite is invalid, and 2 when one is not there (a usage error).",
 				Flags: []cli.Flag{
 					&cli.StringSliceFlag{Name: "set", Usage: "override a parameter in every case, as run does: --set batch=64 (repeatable)"},
 				},
@@ -37,7 +38,7 @@ func suitesCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					bad := 0
+					var bad []error
 					for _, f := range c.Args().Slice() {
 						s, err := suites.Resolve(f)
 						if err == nil {
@@ -47,14 +48,15 @@ func suitesCommand() *cli.Command {
 							err = bench.Check(s, func(line string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", line) })
 						}
 						if err != nil {
-							bad++
+							bad = append(bad, err)
 							fmt.Fprintln(c.App.ErrWriter, err)
 							continue
 						}
 						fmt.Fprintf(c.App.Writer, "%s: ok, suite %q, %d cases\n", f, s.Name, len(s.Cases))
 					}
-					if bad > 0 {
-						return &exitError{code: 1, err: fmt.Errorf("%d of %d suites are invalid", bad, c.NArg())}
+					if len(bad) > 0 {
+						// exit 1, or 2 where a suite named is not there (exitCode)
+						return &exitError{code: 1, err: &summaryError{fmt.Sprintf("%d of %d suites are invalid", len(bad), c.NArg()), bad}}
 					}
 					return nil
 				},

@@ -281,3 +281,41 @@ func TestBuiltInSuiteNameEverywhere(t *testing.T) {
 		t.Errorf("ab kernals: %v, want the built-in suite it is close to", err)
 	}
 }
+
+// An input that is not there (a missing suite or file) is a usage error,
+// exit 2, for every command: suites validate said 1 for it, the code of a
+// suite it read and found invalid, where run said 2.
+func TestMissingInputExitCode(t *testing.T) {
+	dir := t.TempDir()
+	invalid := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(invalid, []byte("name: bad\nfrobs: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "none.yaml")
+	db := filepath.Join(dir, "r.db")
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"suites", "validate", missing}, 2},
+		{[]string{"suites", "validate", "ci", missing}, 2},
+		{[]string{"suites", "validate", invalid, missing}, 2},
+		{[]string{"suites", "validate", "no-such-suite"}, 2},
+		{[]string{"suites", "validate", invalid}, 1},
+		{[]string{"suites", "validate", "ci", invalid}, 1},
+		{[]string{"suites", "show", missing}, 2},
+		{[]string{"suites", "list", filepath.Join(dir, "none")}, 2},
+		{[]string{"run", missing, "--db", db}, 2},
+		{[]string{"run", "no-such-suite", "--db", db}, 2},
+		{[]string{"ab", missing, "--baseline-bin", os.Args[0]}, 2},
+		{[]string{"import", missing, "--db", db}, 2},
+		{[]string{"peer", "import", missing, "--db", db}, 2},
+		{[]string{"tune", "import", missing, "--dir", dir}, 2},
+		{[]string{"runs", "--db", db}, 2},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || exitCode(err) != tc.code {
+			t.Errorf("%q: exit %d (%v), want %d", tc.args, exitCode(err), err, tc.code)
+		}
+	}
+}
