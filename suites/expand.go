@@ -20,7 +20,8 @@ const (
 // expand turns the valid groups into cases, enforcing MaxCases before
 // allocating anything.
 func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos Pos) {
-	total, biggest, biggestN := 0, "", 0
+	total, biggestN := 0, 0
+	var biggest *group
 	for _, g := range groups {
 		if !g.ok {
 			continue
@@ -30,7 +31,7 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 			n = min(n*len(vals), MaxCases+1) // saturate so huge matrices cannot overflow
 		}
 		if n > biggestN {
-			biggest, biggestN = g.name, n
+			biggest, biggestN = g, n
 		}
 		total += n
 	}
@@ -39,7 +40,13 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 		if biggestN > MaxCases {
 			count = fmt.Sprintf("more than %d", MaxCases)
 		}
-		p.errs.add(casesPos, fmt.Sprintf("largest group %q has %s cases; shorten its matrix lists", biggest, plural(biggestN)),
+		// The keys and their lengths say which list to shorten.
+		var lists []string
+		for i, k := range biggest.mkeys {
+			lists = append(lists, fmt.Sprintf("%s (%d values)", k, len(biggest.mvals[i])))
+		}
+		p.errs.add(casesPos, fmt.Sprintf("largest group %q at line %d has %s cases, its matrix %s; shorten its matrix lists",
+			biggest.name, biggest.pos.Line, plural(biggestN), strings.Join(lists, " × ")),
 			"the suite expands to %s cases, over the limit of %d", count, MaxCases)
 		return
 	}

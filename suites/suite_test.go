@@ -736,10 +736,10 @@ func TestErrors(t *testing.T) {
 		{"top_k over experts", head + "  - name: moe\n    op: moe\n    matrix: {experts: [4, 8], top_k: [8]}\n", []string{`t.yaml:6:39: in case "moe": top_k 8 is more than experts 4`}},
 
 		{"too many cases", head + "  - name: big\n    op: matmul\n    matrix: {m: [" + seq(100) + "], n: [" + seq(101) + "]}\n", []string{
-			`t.yaml:3:1: the suite expands to more than 10000 cases, over the limit of 10000 (largest group "big" has more than 10000 cases; shorten its matrix lists)`,
+			`t.yaml:3:1: the suite expands to more than 10000 cases, over the limit of 10000 (largest group "big" at line 4 has more than 10000 cases, its matrix m (100 values) × n (101 values); shorten its matrix lists)`,
 		}},
 		{"too many cases over groups", head + "  - name: a\n    matrix: {batch: [" + seq(100) + "], gen_len: [" + seq(60) + "]}\n  - name: b\n    matrix: {batch: [" + seq(100) + "], gen_len: [" + seq(50) + "]}\n", []string{
-			`t.yaml:3:1: the suite expands to 11000 cases, over the limit of 10000 (largest group "a" has 6000 cases; shorten its matrix lists)`,
+			`t.yaml:3:1: the suite expands to 11000 cases, over the limit of 10000 (largest group "a" at line 4 has 6000 cases, its matrix batch (100 values) × gen_len (60 values); shorten its matrix lists)`,
 		}},
 	}
 	for _, tt := range tests {
