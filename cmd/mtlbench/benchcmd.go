@@ -144,7 +144,7 @@ func benchCommand() *cli.Command {
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), Resume: c.Int64("resume"), ToolVersion: readBuildInfo().Version,
 				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Steps: stepLog,
-				Store: store, Warn: prog.warn,
+				Store: store, Warn: prog.warn, Start: prog.begin,
 			})
 			prog.done()
 			if cerr := closeSteps(); cerr != nil && err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/reports/tidy"
@@ -290,7 +291,7 @@ func runCommand() *cli.Command {
 			sum, err := bench.Run(ctx, s, bench.Options{
 				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
-				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store, Warn: prog.warn,
+				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store, Warn: prog.warn, Start: prog.begin,
 			})
 			prog.done()
 			if cerr := closeSteps(); cerr != nil && err == nil {
@@ -480,6 +481,20 @@ func (p *progress) event(e bench.Event) {
 	if e.Err != nil {
 		fmt.Fprintf(p.w, "\n%s: %v\n", e.Case, e.Err)
 	}
+}
+
+// begin says, before any work, how many cases and repetitions the run
+// will make: the first progress line comes only after a case's first
+// warm-up, which a model's loading can put minutes away.
+func (p *progress) begin(s *suites.Suite) {
+	if p.quiet {
+		return
+	}
+	warm := ""
+	if s.Warmup > 0 {
+		warm = " after " + plural.Of(s.Warmup, "warm-up")
+	}
+	fmt.Fprintf(p.w, "suite %s: %s, %s each%s\n", s.Name, plural.Of(len(s.Cases), "case"), plural.Of(s.Repetitions, "repetition"), warm)
 }
 
 // note prints a line of its own, off the bar.

@@ -49,6 +49,10 @@ type Options struct {
 	BandwidthBuffer int
 	// Progress receives one event per finished repetition.
 	Progress func(Event)
+	// Start, when set, receives the suite once its cases are known (after
+	// Set, which may sweep), before any work: the first case can be
+	// minutes away, a run of thousands of cases should say so at once.
+	Start func(*suites.Suite)
 	// Set overrides parameters of every case (`run --set`), keeping case
 	// keys; the run's notes record them.
 	Set map[string]string
@@ -188,6 +192,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	// First: --set may change the backend, the timing and the repetitions.
 	if err := s.Override(o.Set); err != nil {
 		return nil, err
+	}
+	if o.Start != nil {
+		o.Start(s)
 	}
 	backendName, backendPos := s.Backend, s.Positions["backend"]
 	if o.Backend != "" {
