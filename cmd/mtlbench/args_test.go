@@ -122,3 +122,32 @@ func TestFlagBeforeSubcommand(t *testing.T) {
 		}
 	}
 }
+
+// checkFlagArgs reads each argument as the parser will: a value that looks
+// like a flag is the flag's, a switch takes none, what follows "--" is no
+// flag, and a flag of one value is counted once per giving, whatever its
+// spelling.
+func TestCheckFlagArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the error; "" for none
+	}{
+		{[]string{"runs", "--limit", "-1", "--limit", "2"}, "runs: --limit given twice (--limit -1, --limit 2)"},
+		{[]string{"runs", "--format", "--limit", "--limit", "2"}, ""},
+		{[]string{"runs", "--limit=3", "--", "--limit", "4"}, ""},
+		{[]string{"runs", "--db=", "--limit", "2"}, `runs: --db "": an empty path`},
+		{[]string{"run", "s.yaml", "-q", "-q=false", "--quiet"}, ""},
+		{[]string{"run", "s.yaml", "--tag", "a", "t.yaml", "--tag=b"}, "run: --tag given twice (--tag a, --tag=b)"},
+		{[]string{"suites", "validate", "--set", "a=1", "ci", "--set", "b=2"}, ""},
+		{[]string{"tune", "show", "--dir", "a", "--dir=b"}, "tune show: --dir given twice (--dir a, --dir=b)"},
+		{[]string{"bench", "-r", "2", "--tag", "-r", "-r", "3"}, "bench: --repetitions given twice (-r 2, -r 3)"},
+	} {
+		err := checkFlagArgs(newApp(nil, nil), append([]string{"mtlbench"}, tc.args...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
