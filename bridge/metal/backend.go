@@ -611,6 +611,7 @@ const (
 	fcMoEResidual    = 50
 	fcMoEZeroOut     = 51
 	fcMVTiles        = 52
+	fcMVBiases       = 53
 	fcAttnKeys       = 43
 	fcAttnStages     = 44
 	fcAttnQBlocks    = 45
@@ -629,7 +630,7 @@ var (
 	fcNone    []fcSpec
 	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
 	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
-	fcQMatVec = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}, {fcMVResidual, true},
+	fcQMatVec = []fcSpec{{fcMVBiases, false}, {fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}, {fcMVResidual, true},
 		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVLayerNorm, true}, {fcMVGELU, true}}
 	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
 	fcMoEMV   = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
@@ -639,7 +640,7 @@ var (
 	fcRoute   = []fcSpec{{fcMoEZeroOut, true}}
 	fcPrefill = []fcSpec{{fcAttnKeys, false}, {fcAttnStages, false}, {fcAttnQBlocks, false}}
 	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}, {fcAttnPadded, true}}
-	fcMVFused = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
+	fcMVFused = []fcSpec{{fcMVBiases, false}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
 		{fcMVResidual, true}, {fcMVSwiGLU, true}, {fcMVLayerNorm, true}, {fcMVGELU, true}}
 	fcCombine = []fcSpec{{fcMoEResidual, true}}
 	// The packed kernels' tiles: the float ones' constants and the scale type.

@@ -135,7 +135,7 @@ func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 			break
 		}
 		g, ok := b.mvOf(mm)
-		if !ok || g.m != f.m || g.k != f.k || g.dt != f.dt || (g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0].sameStart(f.x) {
+		if !ok || g.m != f.m || g.k != f.k || g.dt != f.dt || g.out[0].sameStart(f.x) {
 			break
 		}
 		dup := false
@@ -148,7 +148,7 @@ func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 		f.w[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.w[0], g.out[0], g.bias[0]
 		f.nsegs++
 	}
-	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.w[0].shape[0] == f.w[1].shape[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
+	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.bias[1] == nil && f.w[0].shape[0] == f.w[1].shape[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
 		f.swig = true
 		n++
 	}
@@ -316,8 +316,7 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 			break
 		}
 		g, ok := b.qmvOf(mm)
-		if !ok || g.m != f.m || g.q[0].Spec != f.q[0].Spec || g.q[0].Dims[1] != f.q[0].Dims[1] ||
-			(g.bias[0] == nil) != (f.bias[0] == nil) || g.out[0].sameStart(f.x) {
+		if !ok || g.m != f.m || g.q[0].Spec != f.q[0].Spec || g.q[0].Dims[1] != f.q[0].Dims[1] || g.out[0].sameStart(f.x) {
 			break
 		}
 		dup := false
@@ -330,7 +329,7 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 		f.q[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.q[0], g.out[0], g.bias[0]
 		f.nsegs++
 	}
-	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.q[0].Dims[0] == f.q[1].Dims[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
+	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.bias[1] == nil && f.q[0].Dims[0] == f.q[1].Dims[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
 		f.swig = true
 		n++
 	}
@@ -552,8 +551,13 @@ func (b *Backend) matvecFused(f *mvFused) {
 			tiles += ceilDiv(n[i], rows)
 		}
 	}
-	hasBias := f.bias[0] != nil
-	p := b.pipeline(matvecFusedKernel[f.dt], fcMVFused, boolInt[hasBias], int32(rows), int32(f.m), int32(f.nsegs),
+	biases := int32(0) // mv_biases: a bit for each segment with a bias
+	for i, bs := range f.bias[:f.nsegs] {
+		if bs != nil {
+			biases |= 1 << i
+		}
+	}
+	p := b.pipeline(matvecFusedKernel[f.dt], fcMVFused, biases, int32(rows), int32(f.m), int32(f.nsegs),
 		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig], boolInt[f.normB != nil], boolInt[f.gelu])
 	b.args(argBytes(b, fusedMVArgs{M: uint32(f.m), K: uint32(f.k), N0: uint32(n[0]), N1: uint32(n[1]), N2: uint32(n[2]), Eps: f.eps}))
 	b.in(1, f.x)
@@ -561,7 +565,7 @@ func (b *Backend) matvecFused(f *mvFused) {
 		b.in(2+3*i, f.w[i])
 		if i == 0 || !f.swig {
 			b.out(3+3*i, f.out[i])
-			if hasBias {
+			if f.bias[i] != nil {
 				b.in(4+3*i, f.bias[i])
 			}
 		}

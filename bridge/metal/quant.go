@@ -236,8 +236,13 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	// The GEMV's launch, tuned per shape as qmatmul (by the first matrix).
 	tu := b.tuned(ops.QMatMul, "", matmulDims, f.m, q0.Dims[0], q0.Dims[1])
 	rows, sgs, cols := tu.QMatVecRows, tu.QMatVecSimdgroups, min(f.m, 8)
-	hasBias := biases[0].buf != nil
-	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, boolInt[hasBias], int32(rows), int32(cols),
+	mask := int32(0) // mv_biases: a bit for each matrix with a bias
+	for i := range f.nsegs {
+		if biases[i].buf != nil {
+			mask |= 1 << i
+		}
+	}
+	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, mask, int32(rows), int32(cols),
 		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec),
 		boolInt[f.gb != nil], boolInt[f.gelu])
 	sgs = simdgroupsFor(p, sgs)
@@ -268,7 +273,7 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 		b.bind(base+2, bv, false)
 		if i == 0 || !f.swig {
 			b.bind(base+3, outs[i], true)
-			if hasBias {
+			if biases[i].buf != nil {
 				b.bind(base+4, biases[i], false)
 			}
 		}

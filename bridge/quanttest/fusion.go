@@ -52,12 +52,14 @@ var FusionRows = []int{1, 3, 8}
 // biases on its matmuls (Qwen2's q/k/v, Llama's attention_bias and
 // mlp_bias, GPT-2's): build appends its ops to fb, and the tensors named
 // in Check are compared after the step. Fuses says the backend's fusion
-// table is expected to take some of its ops together.
+// table is expected to take some of its ops together, One that a backend
+// fusing every variant (Metal) takes them all in one dispatch.
 type FusionCase struct {
 	Name  string
 	Build func(fb *FusionBuilder)
 	Check []string
 	Fuses bool
+	One   bool
 }
 
 // FusionCases are the biased variants of the GEMV fusions (docs/architecture.md,
@@ -68,38 +70,41 @@ var FusionCases = []FusionCase{
 	{"rmsnorm+qkv, all biased (qwen2, attention_bias)", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.QKV("h", true, true, true)
-	}, []string{"q", "k", "v"}, true},
+	}, []string{"q", "k", "v"}, true, true},
 	{"rmsnorm+qkv, q and k biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.QKV("h", true, true, false)
-	}, []string{"q", "k", "v"}, true},
+	}, []string{"q", "k", "v"}, true, true},
 	{"rmsnorm+qkv, v biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.QKV("h", false, false, true)
-	}, []string{"q", "k", "v"}, true},
+	}, []string{"q", "k", "v"}, true, true},
 	{"qkv of x, all biased", func(fb *FusionBuilder) {
 		fb.QKV("x", true, true, true)
-	}, []string{"q", "k", "v"}, true},
+	}, []string{"q", "k", "v"}, true, true},
+	{"qkv of x, k biased", func(fb *FusionBuilder) {
+		fb.QKV("x", false, true, false)
+	}, []string{"q", "k", "v"}, true, true},
 	{"rmsnorm+gate/up+swiglu, biased (mlp_bias)", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.MatMul("g", "h", fInter, true)
 		fb.MatMul("u", "h", fInter, true)
 		fb.SiLUMul("g", "u")
-	}, []string{"g"}, true},
-	// Gate and up of which one only is biased share no dispatch (a fused
-	// GEMV's segments are all biased or none), so the norm stays apart too.
+	}, []string{"g"}, true, false},
+	// Gate and up of which one only is biased share a dispatch, each
+	// segment with its own bias or none.
 	{"rmsnorm+gate/up+swiglu, gate biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.MatMul("g", "h", fInter, true)
 		fb.MatMul("u", "h", fInter, false)
 		fb.SiLUMul("g", "u")
-	}, []string{"g"}, false},
+	}, []string{"g"}, true, false},
 	{"rmsnorm+gate/up+swiglu, up biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.MatMul("g", "h", fInter, false)
 		fb.MatMul("u", "h", fInter, true)
 		fb.SiLUMul("g", "u")
-	}, []string{"g"}, false},
+	}, []string{"g"}, true, false},
 	{"o+residual+rmsnorm+gate/up+swiglu+down+residual, biased (llama both biases)", func(fb *FusionBuilder) {
 		fb.Act("a", fAttn)
 		fb.MatMul("o", "a", fDim, true)
@@ -109,13 +114,13 @@ var FusionCases = []FusionCase{
 		fb.SiLUMul("g", "u")
 		fb.MatMul("d", "g", fDim, true)
 		fb.AddRMSNorm("h2", "x", "d")
-	}, []string{"x", "h2"}, true},
+	}, []string{"x", "h2"}, true, false},
 	{"layernorm+qkv, biased (gpt-2 ln_1, c_attn)", func(fb *FusionBuilder) {
 		fb.LayerNorm("h", "x")
 		fb.MatMul("q", "h", fQ, true)
 		fb.MatMul("k", "h", fQ, true)
 		fb.MatMul("v", "h", fQ, true)
-	}, []string{"q", "k", "v"}, true},
+	}, []string{"q", "k", "v"}, true, true},
 	{"c_proj+residual+layernorm+c_fc+gelu+c_proj+residual, biased (gpt-2)", func(fb *FusionBuilder) {
 		fb.Act("a", fAttn)
 		fb.MatMul("o", "a", fDim, true)
@@ -124,31 +129,32 @@ var FusionCases = []FusionCase{
 		fb.GELU("f")
 		fb.MatMul("d", "f", fDim, true)
 		fb.AddLayerNorm("h2", "x", "d")
-	}, []string{"x", "h2"}, true},
+	}, []string{"x", "h2"}, true, false},
 	// The residual is the GEMV's own input: the add must wait for every
 	// read of it.
 	{"gemv of the residual+residual, biased", func(fb *FusionBuilder) {
 		fb.MatMul("o", "x", fDim, true)
 		fb.AddRMSNorm("h", "x", "o")
-	}, []string{"x", "h"}, false},
+	}, []string{"x", "h"}, false, false},
 	// A GEMV after the first writes over the norm's input, which a fused
 	// dispatch's other threadgroups still read.
 	{"rmsnorm+q, k over the norm's input, biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.MatMul("q", "h", fQ, true)
 		fb.MatMul("x", "h", fDim, true)
-	}, []string{"q", "x"}, false},
+	}, []string{"q", "x"}, false, false},
 	{"gemv+gelu, biased", func(fb *FusionBuilder) {
 		fb.MatMul("f", "x", fFC, true)
 		fb.GELU("f")
-	}, []string{"f"}, true},
+	}, []string{"f"}, true, true},
 }
 
 // BiasedFusions runs every FusionCase at every FusionWeight and FusionRows
 // on be twice, through its fusion table and with fusion off (only Always
 // patterns), and fails where either's relative error (root of summed
 // squares) against the reference exceeds tol. With fewer, a case marked
-// Fuses must take fewer dispatches fused than unfused.
+// Fuses must take fewer dispatches fused than unfused, and one marked One
+// a single dispatch.
 func BiasedFusions(t *testing.T, be bridge.Backend, tol float64, fewer bool) {
 	t.Helper()
 	for _, wt := range FusionWeights {
@@ -180,6 +186,9 @@ func BiasedFusions(t *testing.T, be bridge.Backend, tol float64, fewer bool) {
 				}
 				if fewer && c.Fuses && disp[0] >= disp[1] {
 					t.Errorf("%s: %d dispatches fused, not fewer than %d unfused", name, disp[0], disp[1])
+				}
+				if fewer && c.One && disp[0] != 1 {
+					t.Errorf("%s: %d dispatches fused, not one", name, disp[0])
 				}
 			}
 		}

@@ -81,9 +81,10 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 
 // matvec_fused: the decode step's GEMVs with what they take in
 // (bridge/metal/fusion.go). Up to mv_segs weight matrices over the same
-// input rows, their rows one after another on the grid (q, k and v);
-// mv_swiglu: two matrices of equal rows (gate, up) on the same grid rows,
-// silu(gate)·up written to out0; mv_norm: the input rows are RMS-normalised
+// input rows, their rows one after another on the grid (q, k and v), each
+// adding its bias where mv_biases has its bit; mv_swiglu: two matrices of
+// equal rows (gate, up) on the same grid rows, silu(gate)·up written to
+// out0; mv_norm: the input rows are RMS-normalised
 // with weight g as they are read (the sum of squares beside the dot
 // products, one pass), or with mv_layernorm LayerNorm-ed with weight g and
 // bias beta (each row's mean and 1/σ found first); mv_gelu: the output goes
@@ -94,7 +95,7 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 template <typename W>
 kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                          device const W* w0 [[buffer(2)]], device float* out0 [[buffer(3)]],
-                         device const float* bias0 [[buffer(4), function_constant(has_bias)]],
+                         device const float* bias0 [[buffer(4), function_constant(mv_bias0)]],
                          device const W* w1 [[buffer(5), function_constant(mv_two)]],
                          device float* out1 [[buffer(6), function_constant(mv_out1)]],
                          device const float* bias1 [[buffer(7), function_constant(mv_bias1)]],
@@ -115,18 +116,21 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   device const W* wu = w0;
   device float* out = out0;
   device const float* bias = bias0;
+  bool biased = mv_bias0;
   uint n = a.n0;
   if (mv_two && !mv_swiglu && tile >= t0) {
     tile -= t0;
     w = w1;
     out = out1;
     bias = bias1;
+    biased = mv_bias1;
     n = a.n1;
     if (mv_three && tile >= t1) {
       tile -= t1;
       w = w2;
       out = out2;
       bias = bias2;
+      biased = mv_bias2;
       n = a.n2;
     }
   }
@@ -154,7 +158,7 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
       float s = simd_sum(acc.v[r][c]) * inv[c];
       if (mv_swiglu) {
         s = silu(s) * (simd_sum(accu.v[r][c]) * inv[c]);
-      } else if (has_bias) {
+      } else if (biased) {
         s += n0 + r < n ? bias[n0 + r] : 0.0f;
       }
       if (mv_gelu) {

@@ -155,6 +155,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_MOE_RESIDUAL 50  // bool: moe_combine / moe_mm_down / qmoe_mv_sum add the output into the residual
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 #define FC_MV_TILES 52      // bool: qmoe_mv takes its pairs from moe_group's tiles (an expert's weights read once a tile)
+#define FC_MV_BIASES 53     // int: the matrices of matvec_fused / qmatvec that add a bias, a bit each (1: the first)
 #define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
 
 // The constants themselves, declared once here: a Metal library is one
@@ -184,17 +185,20 @@ constant bool moe_residual [[function_constant(FC_MOE_RESIDUAL)]];
 constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
 constant bool mv_route [[function_constant(FC_MV_ROUTE)]];
 constant bool mv_tiles [[function_constant(FC_MV_TILES)]];
+constant int mv_biases [[function_constant(FC_MV_BIASES)]];
 constant bool mv_layernorm [[function_constant(FC_MV_LAYERNORM)]];
 constant bool mv_gelu [[function_constant(FC_MV_GELU)]];
 constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
 // The buffers a GEMV of mv_segs matrices binds (matvec_fused, qmatvec): the
 // second and third matrices, their outputs unless gate and up go to one
-// (mv_swiglu), their biases.
+// (mv_swiglu), and the biases of those mv_biases names: q, k and v of one
+// input share a dispatch whichever of them carry a bias.
 constant bool mv_two = mv_segs > 1;
 constant bool mv_three = mv_segs > 2;
 constant bool mv_out1 = mv_two && !mv_swiglu;
-constant bool mv_bias1 = has_bias && mv_two && !mv_swiglu;
-constant bool mv_bias2 = has_bias && mv_three;
+constant bool mv_bias0 = (mv_biases & 1) != 0;
+constant bool mv_bias1 = mv_two && !mv_swiglu && (mv_biases & 2) != 0;
+constant bool mv_bias2 = mv_three && (mv_biases & 4) != 0;
 // A folded LayerNorm's bias (layernorm_gemv).
 constant bool mv_ln_bias = mv_norm && mv_layernorm;
 

@@ -967,9 +967,10 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
 }
 
 // qmatvec: out[m][n] = x[m][k]·wᵀ (+ bias) for up to three packed matrices
-// of one format and depth that read the same x (mv_segs: q, k, v), mv_cols
-// rows of x a threadgroup (grid y), mv_rows weight rows of one matrix a
-// simdgroup (grid x: the first matrix's row tiles, then the second's, ...).
+// of one format and depth that read the same x (mv_segs: q, k, v; each
+// with its bias where mv_biases has its bit), mv_cols rows of x a
+// threadgroup (grid y), mv_rows weight rows of one matrix a simdgroup
+// (grid x: the first matrix's row tiles, then the second's, ...).
 // With mv_swiglu two matrices of equal rows (gate, up) give out0 =
 // silu(x·gateᵀ)·(x·upᵀ); with mv_norm x is RMSNorm(x)·g, computed here
 // (rmsnorm_gemv), or with mv_layernorm LayerNorm(x)·g + beta
@@ -980,7 +981,7 @@ template <int F>
 kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                     device const uchar* w0 [[buffer(2)]], device const uchar* s0 [[buffer(3)]],
                     device const uchar* b0 [[buffer(4)]], device float* out0 [[buffer(5)]],
-                    device const float* bias0 [[buffer(6), function_constant(has_bias)]],
+                    device const float* bias0 [[buffer(6), function_constant(mv_bias0)]],
                     device const float* g [[buffer(7), function_constant(mv_norm)]],
                     device float* residual [[buffer(8), function_constant(mv_residual)]],
                     device const uchar* w1 [[buffer(9), function_constant(mv_two)]],
@@ -1008,13 +1009,14 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   device const uchar* b = b0;
   device float* out = out0;
   device const float* bias = bias0;
+  bool biased = mv_bias0;
   uint n = a.n;
   if (mv_two && !mv_swiglu && tile >= t0) {
     tile -= t0;
-    w = w1, s = s1, b = b1, out = out1, bias = bias1, n = a.n1;
+    w = w1, s = s1, b = b1, out = out1, bias = bias1, biased = mv_bias1, n = a.n1;
     if (mv_three && tile >= t1) {
       tile -= t1;
-      w = w2, s = s2, b = b2, out = out2, bias = bias2, n = a.n2;
+      w = w2, s = s2, b = b2, out = out2, bias = bias2, biased = mv_bias2, n = a.n2;
     }
   }
   const uint n0 = tile * R; // past n: stages with the others, computes nothing
@@ -1055,7 +1057,7 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
       float y = simd_sum(acc[r][c]) * inv[c];
       if (mv_swiglu) {
         y = silu(y) * (simd_sum(accu[r][c]) * inv[c]);
-      } else if (has_bias) {
+      } else if (biased) {
         y += n0 + r < n ? bias[n0 + r] : 0.0f;
       }
       if (mv_gelu) {
