@@ -121,8 +121,9 @@ func (b *Backend) mvOf(op *bridge.MatMulOp) (mvFused, bool) {
 }
 
 // growMV adds to f (made from ops[0]) the matmuls of the same input that
-// follow, and a SiLUMul of the first two outputs, within the first span ops;
-// it returns the ops taken.
+// follow, and a SiLUMul of the first two outputs (each with its bias, if
+// any, added before it), within the first span ops; it returns the ops
+// taken.
 func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 	if !b.fusing("gemv_shared_input") {
 		return 1
@@ -148,7 +149,7 @@ func (b *Backend) growMV(f *mvFused, ops []bridge.Op, span int) int {
 		f.w[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.w[0], g.out[0], g.bias[0]
 		f.nsegs++
 	}
-	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.bias[1] == nil && f.w[0].shape[0] == f.w[1].shape[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
+	if f.nsegs == 2 && n < span && f.w[0].shape[0] == f.w[1].shape[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
 		f.swig = true
 		n++
 	}
@@ -329,7 +330,7 @@ func (b *Backend) growQMV(f *qmv, ops []bridge.Op, span int) int {
 		f.q[f.nsegs], f.out[f.nsegs], f.bias[f.nsegs] = g.q[0], g.out[0], g.bias[0]
 		f.nsegs++
 	}
-	if f.nsegs == 2 && n < span && f.bias[0] == nil && f.bias[1] == nil && f.q[0].Dims[0] == f.q[1].Dims[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
+	if f.nsegs == 2 && n < span && f.q[0].Dims[0] == f.q[1].Dims[0] && takesSiLUMul(ops, n, f.out[0], f.out[1]) {
 		f.swig = true
 		n++
 	}
@@ -565,9 +566,9 @@ func (b *Backend) matvecFused(f *mvFused) {
 		b.in(2+3*i, f.w[i])
 		if i == 0 || !f.swig {
 			b.out(3+3*i, f.out[i])
-			if f.bias[i] != nil {
-				b.in(4+3*i, f.bias[i])
-			}
+		}
+		if f.bias[i] != nil { // up's too: added before the SiLU·mul
+			b.in(4+3*i, f.bias[i])
 		}
 	}
 	if f.norm != nil {

@@ -273,9 +273,9 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 		b.bind(base+2, bv, false)
 		if i == 0 || !f.swig {
 			b.bind(base+3, outs[i], true)
-			if biases[i].buf != nil {
-				b.bind(base+4, biases[i], false)
-			}
+		}
+		if biases[i].buf != nil { // up's too: added before the SiLU·mul
+			b.bind(base+4, biases[i], false)
 		}
 	}
 	if f.g != nil {

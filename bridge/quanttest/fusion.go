@@ -90,21 +90,26 @@ var FusionCases = []FusionCase{
 		fb.MatMul("g", "h", fInter, true)
 		fb.MatMul("u", "h", fInter, true)
 		fb.SiLUMul("g", "u")
-	}, []string{"g"}, true, false},
+	}, []string{"g"}, true, true},
 	// Gate and up of which one only is biased share a dispatch, each
-	// segment with its own bias or none.
+	// segment with its own bias or none, added before the SiLU·mul.
 	{"rmsnorm+gate/up+swiglu, gate biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.MatMul("g", "h", fInter, true)
 		fb.MatMul("u", "h", fInter, false)
 		fb.SiLUMul("g", "u")
-	}, []string{"g"}, true, false},
+	}, []string{"g"}, true, true},
 	{"rmsnorm+gate/up+swiglu, up biased", func(fb *FusionBuilder) {
 		fb.RMSNorm("h", "x")
 		fb.MatMul("g", "h", fInter, false)
 		fb.MatMul("u", "h", fInter, true)
 		fb.SiLUMul("g", "u")
-	}, []string{"g"}, true, false},
+	}, []string{"g"}, true, true},
+	{"gate/up+swiglu of x, biased", func(fb *FusionBuilder) {
+		fb.MatMul("g", "x", fInter, true)
+		fb.MatMul("u", "x", fInter, true)
+		fb.SiLUMul("g", "u")
+	}, []string{"g"}, true, true},
 	{"o+residual+rmsnorm+gate/up+swiglu+down+residual, biased (llama both biases)", func(fb *FusionBuilder) {
 		fb.Act("a", fAttn)
 		fb.MatMul("o", "a", fDim, true)

@@ -83,8 +83,8 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 // (bridge/metal/fusion.go). Up to mv_segs weight matrices over the same
 // input rows, their rows one after another on the grid (q, k and v), each
 // adding its bias where mv_biases has its bit; mv_swiglu: two matrices of
-// equal rows (gate, up) on the same grid rows, silu(gate)·up written to
-// out0; mv_norm: the input rows are RMS-normalised
+// equal rows (gate, up) on the same grid rows, silu(gate + bias0)·(up +
+// bias1) written to out0; mv_norm: the input rows are RMS-normalised
 // with weight g as they are read (the sum of squares beside the dot
 // products, one pass), or with mv_layernorm LayerNorm-ed with weight g and
 // bias beta (each row's mean and 1/σ found first); mv_gelu: the output goes
@@ -156,10 +156,12 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   for (int c = 0; c < mv_cols; c++) {
     for (int r = 0; r < mv_rows; r++) {
       float s = simd_sum(acc.v[r][c]) * inv[c];
-      if (mv_swiglu) {
-        s = silu(s) * (simd_sum(accu.v[r][c]) * inv[c]);
-      } else if (biased) {
+      if (biased) {
         s += n0 + r < n ? bias[n0 + r] : 0.0f;
+      }
+      if (mv_swiglu) {
+        const float u = simd_sum(accu.v[r][c]) * inv[c] + (mv_bias1 && n0 + r < n ? bias1[n0 + r] : 0.0f);
+        s = silu(s) * u;
       }
       if (mv_gelu) {
         s = gelu_tanh_of(s);

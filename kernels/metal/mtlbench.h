@@ -191,13 +191,14 @@ constant bool mv_gelu [[function_constant(FC_MV_GELU)]];
 constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
 // The buffers a GEMV of mv_segs matrices binds (matvec_fused, qmatvec): the
 // second and third matrices, their outputs unless gate and up go to one
-// (mv_swiglu), and the biases of those mv_biases names: q, k and v of one
-// input share a dispatch whichever of them carry a bias.
+// (mv_swiglu), and the biases of those mv_biases names (up's too, added
+// before the SiLU·mul): q, k and v, gate and up of one input share a
+// dispatch whichever of them carry a bias.
 constant bool mv_two = mv_segs > 1;
 constant bool mv_three = mv_segs > 2;
 constant bool mv_out1 = mv_two && !mv_swiglu;
 constant bool mv_bias0 = (mv_biases & 1) != 0;
-constant bool mv_bias1 = mv_two && !mv_swiglu && (mv_biases & 2) != 0;
+constant bool mv_bias1 = mv_two && (mv_biases & 2) != 0;
 constant bool mv_bias2 = mv_three && (mv_biases & 4) != 0;
 // A folded LayerNorm's bias (layernorm_gemv).
 constant bool mv_ln_bias = mv_norm && mv_layernorm;

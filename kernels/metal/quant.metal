@@ -972,11 +972,11 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
 // threadgroup (grid y), mv_rows weight rows of one matrix a simdgroup
 // (grid x: the first matrix's row tiles, then the second's, ...).
 // With mv_swiglu two matrices of equal rows (gate, up) give out0 =
-// silu(x·gateᵀ)·(x·upᵀ); with mv_norm x is RMSNorm(x)·g, computed here
-// (rmsnorm_gemv), or with mv_layernorm LayerNorm(x)·g + beta
-// (layernorm_gemv); with mv_gelu the output goes through GELU (GPT-2's
-// c_fc); with mv_residual the output is also added into residual
-// (gemv_residual).
+// silu(x·gateᵀ + bias0)·(x·upᵀ + bias1), each bias where mv_biases has
+// it; with mv_norm x is RMSNorm(x)·g, computed here (rmsnorm_gemv), or
+// with mv_layernorm LayerNorm(x)·g + beta (layernorm_gemv); with mv_gelu
+// the output goes through GELU (GPT-2's c_fc); with mv_residual the output
+// is also added into residual (gemv_residual).
 template <int F>
 kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                     device const uchar* w0 [[buffer(2)]], device const uchar* s0 [[buffer(3)]],
@@ -1055,10 +1055,12 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       float y = simd_sum(acc[r][c]) * inv[c];
-      if (mv_swiglu) {
-        y = silu(y) * (simd_sum(accu[r][c]) * inv[c]);
-      } else if (biased) {
+      if (biased) {
         y += n0 + r < n ? bias[n0 + r] : 0.0f;
+      }
+      if (mv_swiglu) {
+        const float u = simd_sum(accu[r][c]) * inv[c] + (mv_bias1 && n0 + r < n ? bias1[n0 + r] : 0.0f);
+        y = silu(y) * u;
       }
       if (mv_gelu) {
         y = gelu_tanh_of(y);
