@@ -181,6 +181,9 @@ func describeCheckpoints(c *cli.Context, rules bridge.QuantSupport, paths []stri
 				t.Notes = append(t.Notes, table.Notef("%s: tensors by type: %s", name, strings.Join(parts, "; ")))
 			}
 		}
+		for _, n := range model.Notes(src) {
+			t.Notes = append(t.Notes, table.Notef("%s", n))
+		}
 		if note := model.UnreadNote(src); note != "" {
 			row["unread_tensors"] = len(model.Unread(src))
 			t.Notes = append(t.Notes, table.Notef("%s: %s", name, note))

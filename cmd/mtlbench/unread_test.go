@@ -134,3 +134,42 @@ func TestUnreadTensorsSaidByChecks(t *testing.T) {
 		}
 	}
 }
+
+// A generation_config.json that is no JSON is passed over, as transformers
+// passes it over: generate says so in one warning line naming the file and
+// the error before it runs, and models in a note under its table.
+func TestUnreadableGenerationConfigWarns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "qwen3")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		if err := os.Symlink(mustAbs(t, filepath.Join(unreadFixture, f)), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen := filepath.Join(dir, "generation_config.json")
+	if err := os.WriteFile(gen, []byte(`{"eos_token_id": 7,}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	said := gen + ": not valid JSON at line 1, column 20"
+	for _, args := range [][]string{
+		{"generate", "--backend", "cpu", "--model", dir, "--tokens", "1,2,3", "--max-new-tokens", "2"},
+		{"models", "--backend", "cpu", dir},
+	} {
+		out, stderr, err := mtl(t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", args[0], err, stderr)
+		}
+		switch args[0] {
+		case "generate":
+			if n := strings.Count(stderr, "mtlbench: warning:"); n != 1 || !strings.Contains(stderr, "mtlbench: warning: "+said) {
+				t.Errorf("generate: %d warnings in\n%s\nwant one naming %s", n, stderr, said)
+			}
+		case "models":
+			if !strings.Contains(out, said) {
+				t.Errorf("models: no note of %s in\n%s", said, out)
+			}
+		}
+	}
+}

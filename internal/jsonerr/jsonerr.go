@@ -187,6 +187,17 @@ func where(data []byte, off int64) string {
 	return fmt.Sprintf("at line %d, column %d", line, col)
 }
 
+// IsNonFinite reports whether err is a syntax error that stopped on a
+// NaN, Infinity or -Infinity, which Python's json reads as a float.
+func IsNonFinite(err error, data []byte) bool {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return false
+	}
+	lit, _ := nonFinite(data, se.Offset)
+	return lit != ""
+}
+
 // nonFinite is the literal Python's json writes for a float that is not
 // finite (NaN, Infinity, -Infinity) where a syntax error at off stopped on
 // one, and where it starts in data; "" for any other error.

@@ -68,6 +68,10 @@ type Config struct {
 	// vocabulary type's default (ggufEOG); nil when there is none (the
 	// presets).
 	EOS []int32
+	// Notes are what reading the model's files passed over, one line each
+	// (an unreadable generation_config.json), which the commands that load
+	// it print as warnings (WarnUnread) and `mtlbench models` as notes.
+	Notes []string
 }
 
 // IsMoELayer reports whether layer l uses the sparse expert block, following

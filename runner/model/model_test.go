@@ -939,3 +939,70 @@ func TestGGUFEndOfGeneration(t *testing.T) {
 		}
 	}
 }
+
+// A generation_config.json that is no JSON (or not UTF-8) is passed over
+// with a note naming it, config.json's eos_token_id kept: transformers'
+// from_pretrained catches the OSError GenerationConfig.from_pretrained
+// raises for it and builds the generation config from config.json. JSON of
+// the wrong shape, and a NaN (which Python reads), are still refused.
+func TestUnreadableGenerationConfig(t *testing.T) {
+	data, err := os.ReadFile("../testdata/hf/llama/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, gen string
+		eos       []int32
+		note, err string
+	}{
+		{"valid", `{"eos_token_id": 7}`, []int32{7}, "", ""},
+		{"syntax", `{"eos_token_id": 7,}`, []int32{2}, "generation_config.json: not valid JSON at line 1, column 20", ""},
+		{"truncated", `{"eos_token_id": [7`, []int32{2}, "generation_config.json: not valid JSON", ""},
+		{"empty", ``, []int32{2}, "generation_config.json: not valid JSON", ""},
+		{"bom", "\ufeff{\"eos_token_id\": 7}", []int32{2}, "generation_config.json: not valid JSON", ""},
+		{"not utf-8", "{\"eos_token_id\": 7, \"x\": \"\xff\"}", []int32{2}, "generation_config.json: not UTF-8 text", ""},
+		{"wrong eos type", `{"eos_token_id": "x"}`, nil, "", "generation_config.json: eos_token_id"},
+		{"not an object", `[7]`, nil, "", "generation_config.json: the file is a JSON array"},
+		{"nan", `{"temperature": NaN, "eos_token_id": 7}`, nil, "", "temperature is NaN"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
+			if err := os.Symlink(mustAbsPath(t, "../testdata/hf/llama/model.safetensors"), filepath.Join(dir, "model.safetensors")); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(c.gen), 0o644)
+			cfg, src, err := Open(Spec{Model: dir})
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			if !slices.Equal(cfg.EOS, c.eos) {
+				t.Errorf("eos %v, want %v", cfg.EOS, c.eos)
+			}
+			var lines []string
+			WarnUnread(dir, src, func(l string) { lines = append(lines, l) })
+			switch {
+			case c.note == "" && len(lines) > 0:
+				t.Errorf("warnings %q, want none", lines)
+			case c.note != "" && (len(lines) != 1 || !strings.Contains(lines[0], filepath.Join(dir, c.note)) || !strings.Contains(lines[0], "config.json's eos_token_id")):
+				t.Errorf("warnings %q, want one with %q", lines, c.note)
+			}
+		})
+	}
+}
+
+func mustAbsPath(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

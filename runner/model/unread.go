@@ -41,11 +41,28 @@ func UnreadNote(src Source) string {
 // WarnUnread gives warn the one line every command that loads src says
 // before any work (models, generate, run, bench, suites validate, ab, tune),
 // where src's checkpoint folder holds tensors its model does not read:
-// path, the model as the user named it, then UnreadNote. Nothing otherwise.
+// path, the model as the user named it, then UnreadNote; and before it each
+// of the folder's Notes (a file its loader passed over), which name their
+// file. Nothing otherwise.
 func WarnUnread(path string, src Source, warn func(string)) {
-	if note := UnreadNote(src); note != "" && warn != nil {
+	if warn == nil {
+		return
+	}
+	for _, n := range Notes(src) {
+		warn(n)
+	}
+	if note := UnreadNote(src); note != "" {
 		warn(path + ": " + note)
 	}
+}
+
+// Notes are the Config.Notes of src's checkpoint folder: what its loader
+// passed over. nil for other sources.
+func Notes(src Source) []string {
+	if ck := checkpointOf(src); ck != nil && ck.cfg != nil {
+		return ck.cfg.Notes
+	}
+	return nil
 }
 
 // checkpointOf is the checkpoint folder src reads, nil for other sources.

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
@@ -856,6 +857,12 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 
 // generationEOS takes generation_config.json's eos_token_id where the
 // folder has one: transformers' generate stops there, over config.json's.
+// A file that is no JSON, or not UTF-8, is passed over with a note and
+// config.json's values kept: transformers' GenerationConfig.from_pretrained
+// raises OSError for it (src/transformers/generation/configuration_utils.py)
+// and adjust_generation_fn (generation/utils.py) catches that and builds the
+// generation config from config.json. JSON of the wrong shape is not caught
+// there, and stays refused (docs/architecture.md, "Where input is checked").
 func generationEOS(dir string, c *Config) error {
 	p := filepath.Join(dir, "generation_config.json")
 	data, err := readfile.Read(p, readfile.Config, "a generation config")
@@ -865,10 +872,24 @@ func generationEOS(dir string, c *Config) error {
 	if err != nil {
 		return fmt.Errorf("model folder %s: %w", dir, err)
 	}
+	passOver := func(why string) {
+		c.Notes = append(c.Notes, fmt.Sprintf("%s: %s; it is not read: generation stops at config.json's eos_token_id, as transformers reads such a folder", p, why))
+	}
+	if !utf8.Valid(data) {
+		passOver("not UTF-8 text")
+		return nil
+	}
 	var g struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}
 	if err := json.Unmarshal(data, &g); err != nil {
+		// Python's json reads a NaN where Go's stops: not a file
+		// transformers passes over, so it is named, not skipped.
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) && !jsonerr.IsNonFinite(err, data) {
+			passOver(jsonerr.Explain(err, data).Error())
+			return nil
+		}
 		return fmt.Errorf("%s: %w", p, jsonerr.Explain(err, data))
 	}
 	if g.EOS == nil {
