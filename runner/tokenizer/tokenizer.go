@@ -259,22 +259,25 @@ var (
 func Parse(data []byte) (*Tokenizer, error) {
 	// The model's type first: another type's vocab has another shape.
 	var head struct {
-		Model *struct {
-			Type string `json:"type"`
-		} `json:"model"`
+		Model  json.RawMessage `json:"model"`
 		Config json.RawMessage `json:"config"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
-	if head.Model == nil && head.Config != nil {
+	noModel := len(head.Model) == 0 || string(head.Model) == "null"
+	if noModel && head.Config != nil {
 		return ParseTekken(data)
 	}
-	if head.Model == nil || head.Model.Type != "BPE" {
-		typ := ""
-		if head.Model != nil {
-			typ = head.Model.Type
-		}
+	if noModel {
+		// TokenizerBuilder::build refuses a tokenizer with no model.
+		return nil, errors.New("not a tokenizer.json: it has no model (HF tokenizers requires one)")
+	}
+	typ, terr := modelType(head.Model)
+	if terr != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", terr)
+	}
+	if typ != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
 	}
 	var f fileJSON
@@ -423,6 +426,32 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
 	return t, nil
+}
+
+// modelType is the kind of model a tokenizer.json's model is, as HF
+// tokenizers' ModelWrapper reads it (tokenizers/src/models/mod.rs): its
+// "type" where it has one, else, as files written before the tag were, the
+// first of BPE, WordPiece, WordLevel and Unigram whose deserializer takes
+// it. BPE's takes an object holding a vocab and merges and fails without
+// either (models/bpe/serialization.rs), so such an object is BPE; one
+// without is another kind, none of which is read here.
+func modelType(raw json.RawMessage) (string, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", jsonerr.ExplainAt(err, raw, "model")
+	}
+	if t, ok := m["type"]; ok {
+		var typ string
+		if err := json.Unmarshal(t, &typ); err != nil {
+			return "", jsonerr.ExplainAt(err, t, "model.type")
+		}
+		return typ, nil
+	}
+	has := func(k string) bool { v, ok := m[k]; return ok && string(v) != "null" }
+	if has("vocab") && has("merges") {
+		return "BPE", nil
+	}
+	return "", errors.New(`model has no "type" and no vocab and merges: HF tokenizers reads an untagged model as the first of BPE (a vocab and merges), WordPiece, WordLevel and Unigram that fits it, and only BPE is supported`)
 }
 
 // uniqueIDs refuses a vocab giving two pieces one id: which of them the id

@@ -522,3 +522,44 @@ type encodeCase struct {
 	Decoded        string  `json:"decoded"`
 	DecodedSpecial string  `json:"decoded_special"`
 }
+
+// A model with no "type" is read as HF tokenizers' ModelWrapper reads it
+// (tokenizers/src/models/mod.rs): the first kind whose deserializer takes
+// it, BPE first, which takes an object with a vocab and merges. One that
+// is not BPE is refused, saying why.
+func TestUntaggedModel(t *testing.T) {
+	const vocab = `"vocab": {"a": 0, "b": 1, "ab": 2}`
+	for _, tc := range []struct {
+		name, model string
+		want        []int32
+		err         string
+	}{
+		{"merges as strings", `{` + vocab + `, "merges": ["a b"]}`, []int32{2, 0}, ""},
+		{"merges as pairs", `{` + vocab + `, "merges": [["a", "b"]]}`, []int32{2, 0}, ""},
+		{"no merges listed", `{` + vocab + `, "merges": []}`, []int32{0, 1, 0}, ""},
+		{"BPE's fields", `{"dropout": null, "unk_token": null, "fuse_unk": false, "byte_fallback": false, ` + vocab + `, "merges": ["a b"]}`, []int32{2, 0}, ""},
+		{"tagged", `{"type": "BPE", ` + vocab + `, "merges": ["a b"]}`, []int32{2, 0}, ""},
+		{"vocab alone", `{` + vocab + `}`, nil, `model has no "type" and no vocab and merges`},
+		{"merges null", `{` + vocab + `, "merges": null}`, nil, `model has no "type" and no vocab and merges`},
+		{"WordPiece", `{` + vocab + `, "unk_token": "a", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}`, nil, `model has no "type"`},
+		{"Unigram", `{"vocab": [["a", -1.0]], "unk_id": 0}`, nil, `model has no "type"`},
+		{"empty", `{}`, nil, `model has no "type"`},
+		{"not an object", `5`, nil, "model is a JSON number, want an object"},
+		{"null", `null`, nil, "it has no model"},
+		{"type null", `{"type": null, ` + vocab + `, "merges": []}`, nil, `model type "" is not supported`},
+		{"left out", ``, nil, "it has no model"},
+	} {
+		file := `{"model": ` + tc.model + `}`
+		if tc.model == "" {
+			file = `{}`
+		}
+		tok, err := Parse([]byte(file))
+		if tc.err != "" {
+			if err == nil || !contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		checkEncodes(t, tc.name, tok, err, "aba", tc.want)
+	}
+}
