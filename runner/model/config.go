@@ -136,17 +136,26 @@ type archSpec struct {
 	// n_positions) where the file leaves the key out; an explicit null is
 	// no limit. The engine refuses a request past it (Context).
 	maxPos int
+	// sizes are the class's sizes where the file leaves the key out.
+	sizes classSizes
 }
 
 var archs = map[string]archSpec{
-	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}, maxPos: 2048},
-	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}, maxPos: 4096 * 32},
-	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32},
-	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768},
-	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28, maxPos: 32768},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28, experts: 128, topK: 8, moeInter: 768, maxPos: 32768},
-	GPT2Architecture:      {gpt2: true, modelType: "gpt2", eos: []int32{50256}, maxPos: 1024},
+	"LlamaForCausalLM":    {attnBias: true, mlpBias: true, modelType: "llama", eos: []int32{2}, maxPos: 2048, sizes: classSizes{32000, 4096, 11008, 32, 32}},
+	"MistralForCausalLM":  {slides: true, modelType: "mistral", window: 4096, kvHeads: 8, eos: []int32{2}, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
+	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
+	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
+	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28, experts: 128, topK: 8, moeInter: 768, maxPos: 32768, sizes: classSizes{151936, 2048, 6144, 24, 32}},
+	// GPT2Config's n_inner is None: 4 × n_embd.
+	GPT2Architecture: {gpt2: true, modelType: "gpt2", eos: []int32{50256}, maxPos: 1024, sizes: classSizes{50257, 768, 0, 12, 12}},
 }
+
+// classSizes are a config class's vocab_size, hidden_size,
+// intermediate_size, num_hidden_layers and num_attention_heads (GPT-2's
+// n_embd, n_layer and n_head), which transformers builds the model at where
+// config.json leaves the key out (configuration_<model>.py of each class).
+type classSizes struct{ vocab, hidden, inter, layers, heads int }
 
 // Architectures lists the supported HF architecture names.
 func Architectures() []string {
@@ -277,10 +286,37 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			h.NPositions = spec.maxPos
 		}
 	}
+	var filled []string // said with a Validate error, which would name values the file lacks
+	// A size left out is the class's: transformers builds the model at it
+	// (and the checkpoint's tensors must have its shape). GPT-2's keys are
+	// either spelling (GPT2Config's attribute_map).
+	for _, d := range []struct {
+		key, gpt2Key string
+		v            *int
+		def          int
+	}{
+		{"vocab_size", "", &h.VocabSize, spec.sizes.vocab},
+		{"hidden_size", "n_embd", &h.HiddenSize, spec.sizes.hidden},
+		{"intermediate_size", "", &h.IntermediateSize, spec.sizes.inter},
+		{"num_hidden_layers", "n_layer", &h.NumHiddenLayers, spec.sizes.layers},
+		{"num_attention_heads", "n_head", &h.NumAttentionHeads, spec.sizes.heads},
+	} {
+		if d.def > 0 && absent(d.key) && (!spec.gpt2 || absent(d.gpt2Key)) {
+			*d.v = d.def
+			key := d.key
+			if spec.gpt2 {
+				key = d.gpt2Key
+			}
+			filled = append(filled, fmt.Sprintf("%s=%d", key, d.def))
+		}
+	}
 	if spec.gpt2 {
 		c, err := parseGPT2(name, arch, &h)
 		if c != nil {
 			c.EOS = eos
+		}
+		if err != nil && len(filled) > 0 {
+			err = fmt.Errorf("%w (left out of the file, taken as %s's default: %s)", err, arch, strings.Join(filled, ", "))
 		}
 		return c, err
 	}
@@ -300,7 +336,6 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		w := spec.window
 		h.SlidingWindow = &w
 	}
-	var filled []string // said with a Validate error, which would name values the file lacks
 	if spec.kvHeads > 0 && absent("num_key_value_heads") {
 		kv := spec.kvHeads
 		h.NumKeyValueHeads = &kv

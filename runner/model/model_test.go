@@ -1006,3 +1006,43 @@ func mustAbsPath(t *testing.T, p string) string {
 	}
 	return a
 }
+
+// A size config.json leaves out is its transformers class's default
+// (configuration_<model>.py): vocab_size, hidden_size, intermediate_size,
+// num_hidden_layers and num_attention_heads (GPT-2's n_embd, n_layer and
+// n_head, either spelling); an explicit 0 is still refused.
+func TestClassSizeDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name, json                          string
+		vocab, hidden, inter, layers, heads int
+		err                                 string
+	}{
+		{"llama", `{"architectures": ["LlamaForCausalLM"]}`, 32000, 4096, 11008, 32, 32, ""},
+		{"mistral", `{"architectures": ["MistralForCausalLM"]}`, 32000, 4096, 14336, 32, 32, ""},
+		{"mixtral", `{"architectures": ["MixtralForCausalLM"]}`, 32000, 4096, 14336, 32, 32, ""},
+		{"qwen2", `{"architectures": ["Qwen2ForCausalLM"]}`, 151936, 4096, 22016, 32, 32, ""},
+		{"qwen3", `{"architectures": ["Qwen3ForCausalLM"]}`, 151936, 4096, 22016, 32, 32, ""},
+		{"qwen3_moe", `{"architectures": ["Qwen3MoeForCausalLM"]}`, 151936, 2048, 6144, 24, 32, ""},
+		{"gpt2", `{"architectures": ["GPT2LMHeadModel"]}`, 50257, 768, 3072, 12, 12, ""},
+		{"given keys kept", `{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}`, 10, 8, 11008, 32, 2, ""},
+		{"gpt2 by its own keys", `{"architectures": ["GPT2LMHeadModel"], "n_embd": 8, "n_head": 2, "num_hidden_layers": 3}`, 50257, 8, 32, 3, 2, ""},
+		{"an explicit 0", `{"architectures": ["LlamaForCausalLM"], "vocab_size": 0}`, 0, 0, 0, 0, 0, "vocab_size is missing or 0"},
+		{"a default named in an error", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 100}`, 0, 0, 0, 0, 0, "taken as LlamaForCausalLM's default: vocab_size=32000, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32"},
+	} {
+		cfg, err := ParseHFConfig("config.json", []byte(c.json))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		got := []int{cfg.Vocab, cfg.Hidden, cfg.Inter, cfg.Layers, cfg.Heads}
+		if want := []int{c.vocab, c.hidden, c.inter, c.layers, c.heads}; !slices.Equal(got, want) {
+			t.Errorf("%s: sizes %v, want %v", c.name, got, want)
+		}
+	}
+}
