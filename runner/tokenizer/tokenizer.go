@@ -491,11 +491,17 @@ func (t *Tokenizer) readMerges(raw json.RawMessage, vocab map[string]int) error 
 		var arr []string
 		switch {
 		case json.Unmarshal(it, &s) == nil:
-			a, b, ok := strings.Cut(s, " ")
-			if !ok {
-				return fmt.Errorf("model.merges[%d] %q: want two pieces separated by a space", i, s)
+			// HF's convert_merges_to_hashmap (tokenizers/src/models/bpe/
+			// model.rs) skips a "#version" line, as merges.txt starts with
+			// one, and splits the others at every space into two pieces.
+			if strings.HasPrefix(s, "#version") {
+				continue
 			}
-			pair = [2]string{a, b}
+			parts := strings.Split(s, " ")
+			if len(parts) != 2 {
+				return fmt.Errorf("model.merges[%d] %q: want two pieces separated by one space", i, s)
+			}
+			pair = [2]string{parts[0], parts[1]}
 		case json.Unmarshal(it, &arr) == nil && len(arr) == 2:
 			pair = [2]string{arr[0], arr[1]}
 		default:

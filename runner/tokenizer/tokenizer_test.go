@@ -87,7 +87,7 @@ func TestBadInput(t *testing.T) {
 		{"deep Sequence", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": ` + strings.Repeat(`{"type": "Sequence", "normalizers": [`, 40) + `{"type": "NFC"}` + strings.Repeat(`]}`, 40) + `}`, "Sequence nested deeper than 16"},
 		{"Bert cls past the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "post_processor": {"type": "BertProcessing", "sep": ["a", 0], "cls": ["x", 2147483655]}}`, `special token "x" has id 2147483655, outside the vocabulary`},
 		{"huge id", `{"model": {"type": "BPE", "vocab": {"a": 4000000000}}}`, `outside 0..2097151`},
-		{"merge form", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}}`, `model.merges[0] "ab": want two pieces separated by a space`},
+		{"merge form", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}}`, `model.merges[0] "ab": want two pieces separated by one space`},
 		{"merge pair", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a"]]}}`, `model.merges[0]: want "a b" or [a, b]`},
 		// HF's BPE refuses a merge of or into a piece its vocab lacks
 		// (MergeTokenOutOfVocabulary); the model's vocab, not added tokens.
@@ -554,6 +554,37 @@ func TestUntaggedModel(t *testing.T) {
 			file = `{}`
 		}
 		tok, err := Parse([]byte(file))
+		if tc.err != "" {
+			if err == nil || !contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		checkEncodes(t, tc.name, tok, err, "aba", tc.want)
+	}
+}
+
+// Merges written as "a b" strings are read as HF's
+// convert_merges_to_hashmap reads them (tokenizers/src/models/bpe/model.rs):
+// a "#version" line (merges.txt's first) is skipped, and each other line
+// is split at every space into exactly two pieces. Pairs are taken as
+// they are.
+func TestLegacyMerges(t *testing.T) {
+	const vocab = `"vocab": {"a": 0, "b": 1, "ab": 2, "b c": 3, "ab c": 4, "c": 5, " b": 6, "a b": 7}`
+	for _, tc := range []struct {
+		name, merges string
+		want         []int32
+		err          string
+	}{
+		{"version line", `["#version: 0.2", "a b"]`, []int32{2, 0}, ""},
+		{"version line alone", `["#version: 0.2 - Trained by huggingface/tokenizers"]`, []int32{0, 1, 0}, ""},
+		{"version line later", `["a b", "#version: 0.2"]`, []int32{2, 0}, ""},
+		{"a pair is not skipped", `[["#version:", "0.2"]]`, nil, `"#version:" is not in model.vocab`},
+		{"three pieces", `["a b c"]`, nil, `model.merges[0] "a b c": want two pieces separated by one space`},
+		{"two spaces", `["a  b"]`, nil, `model.merges[0] "a  b": want two pieces separated by one space`},
+		{"pieces with spaces as a pair", `[["ab", " c"]]`, nil, `" c" is not in model.vocab`},
+	} {
+		tok, err := Parse([]byte(`{"model": {"type": "BPE", ` + vocab + `, "merges": ` + tc.merges + `}}`))
 		if tc.err != "" {
 			if err == nil || !contains(err.Error(), tc.err) {
 				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
