@@ -251,21 +251,28 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
-	if len(h.Architectures) == 0 {
-		for arch, spec := range archs {
-			if h.ModelType != "" && spec.modelType == h.ModelType {
-				h.Architectures = []string{arch}
-			}
+	// transformers' AutoModelForCausalLM picks the class by model_type
+	// (AutoConfig's CONFIG_MAPPING, then MODEL_FOR_CAUSAL_LM_MAPPING, in
+	// models/auto/) and reads no architectures, so a model_type of a class
+	// mtlbench runs decides; architectures is read where it names none (a
+	// file without one, as some copies of GPT-2's have it).
+	arch := ""
+	for a, spec := range archs {
+		if h.ModelType != "" && spec.modelType == h.ModelType {
+			arch = a
 		}
 	}
-	if len(h.Architectures) == 0 {
+	if arch == "" && len(h.Architectures) > 0 {
+		arch = h.Architectures[0]
+	}
+	if arch == "" {
 		return nil, fmt.Errorf("%s: no \"architectures\" field, and model_type %q is none of %s: cannot tell which model this is",
 			name, h.ModelType, strings.Join(modelTypes(), ", "))
 	}
-	arch := h.Architectures[0]
 	spec, ok := archs[arch]
 	if !ok {
-		return nil, fmt.Errorf("%s: unknown architecture %q (supported: %s)", name, arch, strings.Join(Architectures(), ", "))
+		return nil, fmt.Errorf("%s: unknown architecture %q, and model_type %q is none of %s (supported: %s)", name, arch, h.ModelType,
+			strings.Join(modelTypes(), ", "), strings.Join(Architectures(), ", "))
 	}
 	eos, err := ParseEOS(h.EOSTokenID)
 	if err != nil {

@@ -1046,3 +1046,34 @@ func TestClassSizeDefaults(t *testing.T) {
 		}
 	}
 }
+
+// The class is model_type's where it names one mtlbench runs, as
+// transformers' AutoConfig and AutoModelForCausalLM pick it
+// (models/auto/configuration_auto.py: CONFIG_MAPPING[model_type]), whatever
+// architectures says; architectures is read where model_type names none.
+func TestModelTypeDecides(t *testing.T) {
+	const sizes = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "head_dim": 4`
+	for _, c := range []struct {
+		name, keys, arch, err string
+	}{
+		{"old casing", `"architectures": ["LLaMAForCausalLM"], "model_type": "llama"`, "LlamaForCausalLM", ""},
+		{"another head", `"architectures": ["Qwen2ForSequenceClassification"], "model_type": "qwen2"`, "Qwen2ForCausalLM", ""},
+		{"model_type over architectures", `"architectures": ["LlamaForCausalLM"], "model_type": "qwen3"`, "Qwen3ForCausalLM", ""},
+		{"architectures where model_type names none", `"architectures": ["MistralForCausalLM"], "model_type": "custom"`, "MistralForCausalLM", ""},
+		{"architectures alone", `"architectures": ["Qwen3ForCausalLM"]`, "Qwen3ForCausalLM", ""},
+		{"neither", `"architectures": ["BertModel"], "model_type": "bert"`, "", `unknown architecture "BertModel", and model_type "bert" is none of gpt2, llama`},
+	} {
+		cfg, err := ParseHFConfig("config.json", []byte(`{`+c.keys+`, `+sizes+`}`))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		} else if cfg.Architecture != c.arch {
+			t.Errorf("%s: %s, want %s", c.name, cfg.Architecture, c.arch)
+		}
+	}
+}
