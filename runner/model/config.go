@@ -118,6 +118,11 @@ type archSpec struct {
 	// leaves it out: with use_sliding_window, the layers from it on slide
 	// (unless layer_types says which).
 	windowLayers int
+	// windowAll: with use_sliding_window every layer slides, whatever
+	// max_window_layers and layer_types say: Qwen3MoeConfig reads neither,
+	// and Qwen3MoeModel masks every layer by sliding_window
+	// (models/qwen3_moe/configuration_qwen3_moe.py, modeling_qwen3_moe.py).
+	windowAll bool
 	// kvHeads and headDim are the config class's num_key_value_heads and
 	// head_dim where the file leaves the key out (0, or an explicit null:
 	// num_attention_heads and hidden_size/num_attention_heads).
@@ -146,7 +151,7 @@ var archs = map[string]archSpec{
 	"MixtralForCausalLM":  {moe: true, sparse: true, slides: true, modelType: "mixtral", theta: 1e6, eps: 1e-5, kvHeads: 8, eos: []int32{2}, experts: 8, topK: 2, maxPos: 4096 * 32, sizes: classSizes{32000, 4096, 14336, 32, 32}},
 	"Qwen2ForCausalLM":    {qkvBias: true, modelType: "qwen2", kvHeads: 32, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
 	"Qwen3ForCausalLM":    {qkNorm: true, attnBias: true, modelType: "qwen3", kvHeads: 32, headDim: 128, window: 4096, windowLayers: 28, maxPos: 32768, sizes: classSizes{151936, 4096, 22016, 32, 32}},
-	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowLayers: 28, experts: 128, topK: 8, moeInter: 768, maxPos: 32768, sizes: classSizes{151936, 2048, 6144, 24, 32}},
+	"Qwen3MoeForCausalLM": {qkNorm: true, moe: true, attnBias: true, modelType: "qwen3_moe", kvHeads: 4, window: 4096, windowAll: true, experts: 128, topK: 8, moeInter: 768, maxPos: 32768, sizes: classSizes{151936, 2048, 6144, 24, 32}},
 	// GPT2Config's n_inner is None: 4 × n_embd.
 	GPT2Architecture: {gpt2: true, modelType: "gpt2", eos: []int32{50256}, maxPos: 1024, sizes: classSizes{50257, 768, 0, 12, 12}},
 }
@@ -419,16 +424,18 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// full attention while a sequence is no longer, so the model runs
 	// exactly up to it (Window; the engine refuses longer requests).
 	// Mistral and Mixtral window whenever sliding_window is set (slides).
-	// The Qwen classes drop it unless use_sliding_window, and then slide
-	// only the layers layer_types names, or else those from
-	// max_window_layers on: a model none of whose layers slides has no
-	// window.
+	// The Qwen classes drop it unless use_sliding_window; Qwen2 and Qwen3
+	// then slide only the layers layer_types names, or else those from
+	// max_window_layers on (a model none of whose layers slides has no
+	// window), Qwen3-MoE every layer (windowAll).
 	if h.SlidingWindow != nil && *h.SlidingWindow < 0 {
 		return nil, fmt.Errorf("%s: sliding_window=%d must not be negative (null or 0: none)", name, *h.SlidingWindow)
 	}
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
 		on := spec.slides
-		if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow {
+		if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow && spec.windowAll {
+			on = true
+		} else if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow {
 			from := spec.windowLayers
 			if h.MaxWindowLayers != nil {
 				from = *h.MaxWindowLayers

@@ -556,8 +556,9 @@ func TestRopeScaledFrequencies(t *testing.T) {
 // A sliding window bounds the sequences a model runs exactly (Context):
 // Mistral's whenever it is set; Qwen2's and Qwen3's, as transformers reads
 // them, only with use_sliding_window and a layer that slides (layer_types,
-// else the layers from max_window_layers on, 28 by default); a window
-// wider than the positions bounds nothing.
+// else the layers from max_window_layers on, 28 by default); Qwen3-MoE's
+// with use_sliding_window, on every layer; a window wider than the
+// positions bounds nothing.
 func TestSlidingWindow(t *testing.T) {
 	const dims = `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "max_position_embeddings": 32768`
 	for _, c := range []struct {
@@ -577,6 +578,12 @@ func TestSlidingWindow(t *testing.T) {
 		{"Qwen3ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]`, 4096, 4096},
 		{"Qwen3ForCausalLM", `"sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 0, "layer_types": ["full_attention", "full_attention"]`, 0, 32768},
 		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "max_window_layers": 1, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
+		// Qwen3MoeConfig reads no max_window_layers or layer_types, and
+		// Qwen3MoeModel slides every layer once sliding_window is kept.
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "max_window_layers": 2, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": true, "layer_types": ["full_attention", "full_attention"], "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 2048, 2048},
+		{"Qwen3MoeForCausalLM", `"sliding_window": 2048, "use_sliding_window": false, "max_window_layers": 0, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`, 0, 32768},
 		{"LlamaForCausalLM", `"sliding_window": 4096`, 0, 32768},
 		{"MixtralForCausalLM", `"sliding_window": 4096, "num_local_experts": 4, "num_experts_per_tok": 2`, 4096, 4096},
 		{"MixtralForCausalLM", `"sliding_window": null, "num_local_experts": 4, "num_experts_per_tok": 2`, 0, 32768},
