@@ -633,11 +633,13 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
-// Metal's min, max and clamp take arguments of one type: Apple's compiler
-// rejects min(uint, int) or max(half, float), which C++'s promotions would
-// accept, so the emulator rejects them too instead of building a kernel no
-// Mac builds (docs/msl-subset.md). A vector with scalar bounds stays.
-func TestMixedTypeMinMax(t *testing.T) {
+// Metal's min, max, clamp and the other functions the specification
+// declares as T f(T x, T y) (fmax, fmin, pow, fmod, mix, step, ...) take
+// arguments of one type: Apple's compiler rejects min(uint, int),
+// max(half, float) or fmax(float, int), which C++'s promotions would accept,
+// so the emulator rejects them too instead of building a kernel no Mac
+// builds (docs/msl-subset.md). A vector with scalar bounds stays.
+func TestMixedTypeArguments(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const src = "#include <metal_stdlib>\nusing namespace metal;\n\nkernel void k(device float* x [[buffer(0)]], constant uint& n [[buffer(1)]], uint i [[thread_position_in_grid]]) {\n  const half h = half(x[i]);\n  const float4 v = float4(x[i]);\n  x[i] = float(%s);\n}\n"
 	for _, c := range []struct {
@@ -655,6 +657,23 @@ func TestMixedTypeMinMax(t *testing.T) {
 		{"min(h, 1.0f)", false},
 		{"clamp(n, 1, 8)", false},
 		{"clamp(x[i], 0, 1.0f)", false},
+		{"fmax(x[i], 0.0f)", true},
+		{"fmin(h, half(1))", true},
+		{"pow(x[i], 2.0f)", true},
+		{"fmax(v, 0.0f).x", true},
+		{"mix(v, v, 0.5f).x", true},
+		{"mix(h, h, half(0.5f))", true},
+		{"smoothstep(0.0f, 1.0f, x[i])", true},
+		{"fmax(x[i], 0)", false},
+		{"fmin(h, x[i])", false},
+		{"pow(x[i], 2)", false},
+		{"fmod(float(n), n)", false},
+		{"atan2(h, 1.0f)", false},
+		{"copysign(x[i], h)", false},
+		{"step(h, 1.0f)", false},
+		{"mix(h, h, 0.5f)", false},
+		{"mix(x[i], 1.0f, h)", false},
+		{"smoothstep(0.0f, 1.0f, h)", false},
 	} {
 		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.expr)}, mtl.CompileOptions{})
 		var ce *emu.CompileError
