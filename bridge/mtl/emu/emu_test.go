@@ -773,6 +773,79 @@ func TestUnsupportedCxx(t *testing.T) {
 	}
 }
 
+// Metal converts no pointer between address spaces: a thread variable's
+// address passed as a device or threadgroup pointer, threadgroup memory's
+// as a device pointer or device memory's as a threadgroup pointer does not
+// build on a Mac. Where the emulator's types cannot tell (an address taken
+// with & is a plain pointer there), the conversion fails the dispatch,
+// naming its line (docs/msl-subset.md).
+func TestAddressSpaceConversions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\n"
+	kernel := func(name, body string) string {
+		return "kernel void " + name + "(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float tg[32]; float local[4] = {1, 2, 3, 4}; tg[i] = x[i]; threadgroup_barrier(mem_flags::mem_threadgroup); " + body + "; }\n"
+	}
+	const (
+		ok    = iota
+		fails // fails the dispatch
+		build // fails to build
+	)
+	cases := []struct {
+		body string
+		want int
+	}{
+		{"x[i] = first(&x[i])", ok},
+		{"device float* p = x + i; x[i] = *p + local[i & 3]", ok},
+		{"x[i] = first((device float*)&x[i])", ok},
+		{"device float4* v = (device float4*)x; x[i] = v[0].x", ok},
+		{"x[i] = tg_first(&tg[i])", ok},
+		{"threadgroup float* t = tg; x[i] = t[i]", ok},
+		{"constant float k[2] = {1, 2}; constant float* c = k; x[i] = c[i & 1]", ok},
+		{"x[i] = first(local)", fails},
+		{"device float* p = (device float*)&local[1]; x[i] = *p", fails},
+		{"x[i] = first(&tg[i])", fails},
+		{"x[i] = tg_first(&x[i])", fails},
+		{"x[i] = tg_first(local)", fails},
+		{"device float* p = (device float*)tg; x[i] = *p", build},
+		{"threadgroup float* t = (threadgroup float*)x; x[i] = t[i]", build},
+		{"float* q = x; x[i] = q[i]", build},
+		{"constant float* c = x; x[i] = c[i]", build},
+	}
+	// The cases that build share one library: each library loaded maps its
+	// own fiber stacks.
+	src := head
+	for j, c := range cases {
+		if c.want != build {
+			src += kernel(fmt.Sprintf("k%d", j), c.body)
+		} else {
+			src += "\n"
+		}
+	}
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, c := range cases {
+		at := fmt.Sprintf("k.metal:%d:", 5+j)
+		if c.want == build {
+			_, err := dev.NewLibrary(map[string]string{"k.metal": head + strings.Repeat("\n", j) + kernel("k", c.body)}, mtl.CompileOptions{})
+			var ce *emu.CompileError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), at) {
+				t.Errorf("%s: got %v, want a CompileError at %s", c.body, err, at)
+			}
+			continue
+		}
+		err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: newBuf(t, dev, 4*32)})
+		var ee *emu.ExecutionError
+		switch {
+		case c.want == ok && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case c.want == fails && (!errors.As(err, &ee) || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), "converted to a")):
+			t.Errorf("%s: got %v, want an ExecutionError at %s (a pointer converted between address spaces)", c.body, err, at)
+		}
+	}
+}
+
 func TestEncodingErrors(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	lib := testLibrary(t, dev, "reduce.metal")

@@ -325,11 +325,27 @@ void *null_deref(size_t n, int as, int slot) {
   return dummy(n);
 }
 
-void recover(const void *p, int as, const char **lo, const char **hi, int *slot) {
+void recover(const void *p, int as, const char **lo, const char **hi, int *slot, const char *file, unsigned line) {
   Worker *w = worker();
   if (!w || !w->d)
     return;
+  static const char *const space[] = {"thread", "device", "constant", "threadgroup"};
   const char *q = (const char *)p;
+  // Metal converts no pointer between address spaces (MSL specification,
+  // "Address Spaces"): a thread variable's address (on a fiber's stack) or
+  // threadgroup memory's held as a device pointer does not build on a Mac.
+  // Constant pointers are left out: a function's `constant` arrays live on
+  // its stack here (docs/msl-subset.md).
+  const char *from = nullptr;
+  if ((as == 1 || as == 3) && q >= w->stacks && q < w->stacks + size_t(MAX_THREADS) * (size_t(STACK) + GUARD))
+    from = "thread";
+  else if ((as == 1 || as == 2) && q >= w->arena && q < w->arena + w->arena_cap)
+    from = "threadgroup";
+  if (from) {
+    fail("%s:%u: the address of %s memory converted to a %s pointer (Metal converts no pointer between address "
+         "spaces)", file, line, from, space[as]);
+    return;
+  }
   if (as == 3 || as == 0) {
     if (q >= w->arena && q <= w->arena + w->used) {
       *lo = w->arena;
@@ -338,7 +354,16 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot)
       return;
     }
   }
-  if (as != 3) {
+  if (as == 3) {
+    for (int i = 0; i < NBUF; i++) {
+      const Binding &b = w->d->buf[i];
+      if (b.ptr && q >= b.ptr && q < b.ptr + b.len) {
+        fail("%s:%u: the address of device memory converted to a threadgroup pointer (Metal converts no pointer "
+             "between address spaces)", file, line);
+        return;
+      }
+    }
+  } else {
     // A binding that holds the address comes first: the one-past-the-end
     // address of another (an end pointer) is also the first byte of a
     // buffer allocated right after it, and that buffer's pointers are its.
