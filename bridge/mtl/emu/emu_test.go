@@ -773,6 +773,48 @@ func TestUnsupportedCxx(t *testing.T) {
 	}
 }
 
+// Metal's thread-position arguments are ushort or uint (the grid and
+// threadgroup positions and sizes also their 2- and 3-vectors), their
+// vectors of one size, and some of them of one type (the MSL
+// specification's notes on kernel function attributes): a kernel declared
+// otherwise does not build on a Mac, nor here (docs/msl-subset.md).
+func TestThreadPositionTypes(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* x [[buffer(0)]],\n  %s) {\n  x[0] = 1;\n}\n"
+	for _, c := range []struct {
+		params string
+		ok     bool
+	}{
+		{"uint i [[thread_position_in_grid]]", true},
+		{"ushort2 i [[thread_position_in_grid]], uint2 g [[threadgroup_position_in_grid]]", true},
+		{"uint3 i [[thread_position_in_grid]], uint3 n [[threads_per_grid]], ushort3 t [[thread_position_in_threadgroup]]", true},
+		{"uint g [[threadgroup_position_in_grid]], ushort2 t [[threads_per_threadgroup]]", true},
+		{"const uint i [[thread_position_in_grid]], vec<uint, 2> g [[threadgroup_position_in_grid]], vec<ushort, 2> t [[thread_position_in_threadgroup]]", true},
+		{"uint2 t [[thread_position_in_threadgroup]], uint s [[thread_index_in_threadgroup]]", true},
+		{"ushort2 t [[thread_position_in_threadgroup]], ushort s [[thread_index_in_threadgroup]], ushort l [[thread_index_in_simdgroup]]", true},
+		{"int i [[thread_position_in_grid]]", false},
+		{"short l [[thread_index_in_simdgroup]]", false},
+		{"uint2 l [[simdgroup_index_in_threadgroup]]", false},
+		{"uint4 i [[thread_position_in_grid]]", false},
+		{"float i [[thread_position_in_grid]]", false},
+		{"uint2 i [[thread_position_in_grid]], uint3 g [[threadgroup_position_in_grid]]", false},
+		{"ushort2 t [[threads_per_threadgroup]], uint3 g [[threadgroup_position_in_grid]]", false},
+		{"uint2 i [[thread_position_in_grid]], ushort2 n [[threads_per_grid]]", false},
+		{"uint i [[thread_position_in_grid]], uint2 n [[threads_per_grid]]", false},
+		{"ushort t [[thread_position_in_threadgroup]], uint n [[threads_per_threadgroup]]", false},
+		{"uint2 t [[thread_position_in_threadgroup]], ushort s [[thread_index_in_threadgroup]]", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.params)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.params, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:4 (a thread-position type Metal refuses)", c.params, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not

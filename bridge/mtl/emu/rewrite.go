@@ -1273,6 +1273,7 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 func (r *rewriter) params(open, close int) []paramInfo {
 	var out []paramInfo
 	var implicit []int // parameters Metal numbers itself
+	var pos []posParam
 	usedBuf := map[int]bool{}
 	usedTG := map[int]bool{}
 	start := open + 1
@@ -1293,6 +1294,7 @@ func (r *rewriter) params(open, close int) []paramInfo {
 		var items []attrItem
 		as := ""
 		name := token{}
+		var words []string // the type's tokens and the name
 		for k := start; k < end; k++ {
 			if a := r.attrAt[k]; a != nil {
 				items = append(items, a.items...)
@@ -1310,6 +1312,7 @@ func (r *rewriter) params(open, close int) []paramInfo {
 			if t.kind == tIdent {
 				name = t
 			}
+			words = append(words, t.text)
 		}
 		if name.kind != tIdent {
 			if start < end && r.text(start) != "void" {
@@ -1366,8 +1369,14 @@ func (r *rewriter) params(open, close int) []paramInfo {
 		if p.Kind != "position" && !hasIndexAttr(items) {
 			implicit = append(implicit, len(out))
 		}
+		if p.Kind == "position" {
+			pos = append(pos, posParam{p.Pos, posType(words[:len(words)-1]), name})
+		}
 		out = append(out, p)
 		start = end + 1
+	}
+	if !r.checkPositions(pos) {
+		return nil
 	}
 	for _, k := range implicit {
 		used := usedBuf
@@ -1382,6 +1391,113 @@ func (r *rewriter) params(open, close int) []paramInfo {
 		out[k].Index = n
 	}
 	return out
+}
+
+// posParam is a thread-position parameter: its attribute, its type as
+// posType reads it and its name.
+type posParam struct {
+	attr, typ string
+	name      token
+}
+
+// posType reads a parameter's type tokens as "uint", "ushort2", ...: "" for
+// a type it cannot name (an alias, a template parameter), "?" + the text for
+// a known type that is no position type (int, uint4).
+func posType(words []string) string {
+	var ws []string
+	for _, w := range words {
+		switch w {
+		case "const", "thread", "metal", "::":
+		default:
+			ws = append(ws, w)
+		}
+	}
+	t := strings.Join(ws, " ")
+	switch t {
+	case "unsigned", "unsigned int", "uint32_t":
+		return "uint"
+	case "unsigned short", "uint16_t":
+		return "ushort"
+	}
+	if len(ws) == 6 && ws[0] == "vec" && ws[1] == "<" && ws[3] == "," && ws[5] == ">" {
+		t = ws[2] + ws[4] // vec<uint, 2>
+	}
+	switch t {
+	case "uint", "ushort", "uint2", "uint3", "ushort2", "ushort3":
+		return t
+	}
+	elem := strings.TrimRight(t, "234")
+	if elem == "int" || elem == "short" || elem == "char" || elem == "uchar" || elem == "long" || elem == "ulong" ||
+		elem == "float" || elem == "half" || elem == "bool" || elem == "uint" || elem == "ushort" ||
+		t == "int32_t" || t == "int16_t" || t == "size_t" {
+		return "?" + t
+	}
+	return ""
+}
+
+// gridPos are the thread-position attributes that may be vectors; the
+// others are scalars.
+var gridPos = map[string]bool{"thread_position_in_grid": true, "threads_per_grid": true, "grid_size": true,
+	"thread_position_in_threadgroup": true, "threads_per_threadgroup": true, "threadgroup_position_in_grid": true,
+	"dispatch_threads_per_threadgroup": true, "threadgroups_per_grid": true, "grid_origin": true}
+
+// checkPositions holds a kernel's thread-position parameters to the types
+// the MSL specification gives them ("Attributes for kernel function input
+// arguments"; docs/msl-subset.md): ushort or uint, the grid ones also
+// their 2- and 3-vectors; the vectors among [[thread_position_in_grid]],
+// [[threads_per_grid]], [[thread_position_in_threadgroup]],
+// [[threads_per_threadgroup]], [[threadgroup_position_in_grid]],
+// [[dispatch_threads_per_threadgroup]] and [[threadgroups_per_grid]] of one
+// size; thread_position_in_grid and threads_per_grid of one type, and
+// thread_position_in_threadgroup, threads_per_threadgroup and
+// dispatch_threads_per_threadgroup of one type; thread_index_in_threadgroup
+// a uint where thread_position_in_threadgroup is uint-based.
+func (r *rewriter) checkPositions(pos []posParam) bool {
+	seen := map[string]posParam{}
+	var vec *posParam
+	for i, p := range pos {
+		if strings.HasPrefix(p.typ, "?") || !gridPos[p.attr] && p.typ != "" && p.typ != "uint" && p.typ != "ushort" {
+			want := "ushort or uint"
+			if gridPos[p.attr] {
+				want = "ushort, uint or their 2- or 3-vectors"
+			}
+			r.fail(p.name, "parameter %s: [[%s]] must be declared %s, not %s", p.name.text, p.attr, want, strings.TrimPrefix(p.typ, "?"))
+			return false
+		}
+		if p.typ == "" {
+			continue
+		}
+		seen[p.attr] = p
+		if n := p.typ[len(p.typ)-1]; gridPos[p.attr] && p.attr != "grid_size" && p.attr != "grid_origin" && (n == '2' || n == '3') {
+			if vec != nil && vec.typ[len(vec.typ)-1] != n {
+				r.fail(p.name, "parameter %s: [[%s]] is a %s where [[%s]] is a %s: the vectors of a kernel's grid and threadgroup positions and sizes must have as many components", p.name.text, p.attr, p.typ, vec.attr, vec.typ)
+				return false
+			}
+			vec = &pos[i]
+		}
+	}
+	for _, group := range [][]string{{"thread_position_in_grid", "threads_per_grid"},
+		{"thread_position_in_threadgroup", "threads_per_threadgroup", "dispatch_threads_per_threadgroup"}} {
+		var first *posParam
+		for _, a := range group {
+			p, ok := seen[a]
+			if !ok {
+				continue
+			}
+			if first != nil && p.typ != first.typ {
+				r.fail(p.name, "parameter %s: [[%s]] is a %s where [[%s]] is a %s: they must be declared with one type", p.name.text, p.attr, p.typ, first.attr, first.typ)
+				return false
+			}
+			first = &p
+		}
+	}
+	if tp, ok := seen["thread_position_in_threadgroup"]; ok && strings.HasPrefix(tp.typ, "uint") {
+		if ti, ok := seen["thread_index_in_threadgroup"]; ok && ti.typ != "uint" {
+			r.fail(ti.name, "parameter %s: [[thread_index_in_threadgroup]] must be a uint where [[thread_position_in_threadgroup]] is a %s", ti.name.text, tp.typ)
+			return false
+		}
+	}
+	return true
 }
 
 func hasIndexAttr(items []attrItem) bool {
