@@ -234,6 +234,12 @@ func (l *library) Pipeline(kernel string, fc mtl.FunctionConstants) (mtl.Pipelin
 	if k == nil {
 		return nil, fmt.Errorf("msl-emu: the library has no kernel %q (it has %s)", kernel, strings.Join(l.FunctionNames(), ", "))
 	}
+	// Metal fails the pipeline's creation when the attribute asks for more
+	// threads than the device runs in a threadgroup (docs/msl-subset.md).
+	if max := l.dev.MaxThreadsPerThreadgroup(); k.MaxThreads > max {
+		return nil, fmt.Errorf("msl-emu: %s:%d: kernel %s: [[max_total_threads_per_threadgroup(%d)]] exceeds the device's %d threads per threadgroup",
+			k.File, k.Line, kernel, k.MaxThreads, max)
+	}
 	var fcs []cFC
 	var keys []string
 	given := map[int]bool{}

@@ -815,6 +815,37 @@ func TestThreadPositionTypes(t *testing.T) {
 	}
 }
 
+// A [[max_total_threads_per_threadgroup]] over the device's 1024 threads
+// per threadgroup fails the pipeline's creation on Metal (the MSL
+// specification on the attribute): the emulator refuses it there too,
+// naming the kernel's line, instead of capping it.
+func TestMaxTotalThreadsAttribute(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\n[[max_total_threads_per_threadgroup(%d)]]\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = 1; }\n"
+	for _, c := range []struct {
+		n, want int // want: the pipeline's limit; 0: refused
+	}{
+		{256, 256},
+		{1024, 1024},
+		{1025, 0},
+		{4096, 0},
+	} {
+		lib, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.n)}, mtl.CompileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := lib.Pipeline("k", nil)
+		switch {
+		case c.want != 0 && err != nil:
+			t.Errorf("%d: %v", c.n, err)
+		case c.want != 0 && p.MaxTotalThreadsPerThreadgroup() != c.want:
+			t.Errorf("%d: the pipeline allows %d threads, want %d", c.n, p.MaxTotalThreadsPerThreadgroup(), c.want)
+		case c.want == 0 && (err == nil || !strings.Contains(err.Error(), "k.metal:4:") || !strings.Contains(err.Error(), "exceeds the device's 1024")):
+			t.Errorf("%d: got %v, want an error at k.metal:4 (more threads than the device has)", c.n, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not
