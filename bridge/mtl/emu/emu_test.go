@@ -846,6 +846,55 @@ func TestMaxTotalThreadsAttribute(t *testing.T) {
 	}
 }
 
+// Metal's atomic functions take device or threadgroup atomics, and add to
+// or subtract from an atomic_float only in device memory (the MSL
+// specification's atomic functions): an atomic in thread memory, or a
+// threadgroup atomic_float added to, fails the dispatch at the call's line.
+func TestAtomicAddressSpaces(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = "#include <metal_stdlib>\nusing namespace metal;\nvoid tg_add(threadgroup atomic_float* a) { atomic_fetch_add_explicit(a, 1.0f, memory_order_relaxed); }\n"
+	kernel := func(name, body string) string {
+		return "kernel void " + name + "(device atomic_uint* u [[buffer(0)]], device atomic_float* f [[buffer(1)]], uint i [[thread_position_in_grid]]) { threadgroup atomic_uint tu[1]; threadgroup atomic_float tf[1]; if (i == 0) { atomic_store_explicit(&tu[0], 0u, memory_order_relaxed); atomic_store_explicit(&tf[0], 0.0f, memory_order_relaxed); } threadgroup_barrier(mem_flags::mem_threadgroup); " + body + "; }\n"
+	}
+	cases := []struct {
+		body string
+		ok   bool
+	}{
+		{"atomic_fetch_add_explicit(u, 1u, memory_order_relaxed)", true},
+		{"atomic_fetch_add_explicit(&u[0], 1u, memory_order_relaxed)", true},
+		{"atomic_fetch_add_explicit(f, 1.0f, memory_order_relaxed)", true},
+		{"atomic_fetch_max_explicit(&tu[0], i, memory_order_relaxed)", true},
+		{"atomic_store_explicit(u, atomic_load_explicit(&tf[0], memory_order_relaxed) > 0 ? 1u : 0u, memory_order_relaxed)", true},
+		{"atomic_uint a; atomic_store_explicit(&a, 0u, memory_order_relaxed); atomic_fetch_add_explicit(u, atomic_load_explicit(&a, memory_order_relaxed), memory_order_relaxed)", false},
+		{"atomic_int c; atomic_fetch_add_explicit(&c, 1, memory_order_relaxed)", false},
+		{"atomic_fetch_add_explicit(&tf[0], 1.0f, memory_order_relaxed)", false},
+		{"atomic_fetch_sub_explicit(&tf[0], 1.0f, memory_order_relaxed)", false},
+		{"tg_add(&tf[0])", false},
+	}
+	src := head
+	for j, c := range cases {
+		src += kernel(fmt.Sprintf("k%d", j), c.body)
+	}
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, c := range cases {
+		err := run(t, dev, pipe(t, lib, fmt.Sprintf("k%d", j), nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: newBuf(t, dev, 4)}, arg{buf: newBuf(t, dev, 4)})
+		at := fmt.Sprintf("k.metal:%d:", 4+j)
+		if c.body == "tg_add(&tf[0])" {
+			at = "k.metal:3:" // the atomic call, in the helper
+		}
+		var ee *emu.ExecutionError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case !c.ok && (!errors.As(err, &ee) || !strings.Contains(err.Error(), at)):
+			t.Errorf("%s: got %v, want an ExecutionError at %s (an atomic Metal refuses)", c.body, err, at)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not

@@ -325,6 +325,24 @@ void *null_deref(size_t n, int as, int slot) {
   return dummy(n);
 }
 
+// on_stack: an address in a fiber's stack, a thread variable's.
+static bool on_stack(const Worker *w, const char *q) {
+  return q >= w->stacks && q < w->stacks + size_t(MAX_THREADS) * (size_t(STACK) + GUARD);
+}
+
+void atomic_at(const void *p, bool fadd, const char *file, unsigned line) {
+  Worker *w = worker();
+  if (!w || !w->d)
+    return;
+  const char *q = (const char *)p;
+  if (on_stack(w, q))
+    fail("%s:%u: an atomic operation on thread memory (Metal's atomic functions take device or threadgroup atomics)",
+         file, line);
+  else if (fadd && q >= w->arena && q < w->arena + w->arena_cap)
+    fail("%s:%u: atomic_fetch_add/sub_explicit on a threadgroup atomic_float (Metal adds to an atomic_float only in "
+         "device memory)", file, line);
+}
+
 void recover(const void *p, int as, const char **lo, const char **hi, int *slot, const char *file, unsigned line) {
   Worker *w = worker();
   if (!w || !w->d)
@@ -337,7 +355,7 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot,
   // Constant pointers are left out: a function's `constant` arrays live on
   // its stack here (docs/msl-subset.md).
   const char *from = nullptr;
-  if ((as == 1 || as == 3) && q >= w->stacks && q < w->stacks + size_t(MAX_THREADS) * (size_t(STACK) + GUARD))
+  if ((as == 1 || as == 3) && on_stack(w, q))
     from = "thread";
   else if ((as == 1 || as == 2) && q >= w->arena && q < w->arena + w->arena_cap)
     from = "threadgroup";
