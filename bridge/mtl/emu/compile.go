@@ -278,6 +278,8 @@ func (t *toolchain) run(dir string, args ...string) ([]byte, error) {
 // folder, and at most 40 lines.
 func cleanDiagnostics(msg, buildDir, rtDir string) string {
 	msg = strings.ReplaceAll(msg, buildDir+string(filepath.Separator), "")
+	// The shim poisons only the bfloat types, before MSL 3.1.
+	msg = strings.ReplaceAll(msg, "attempt to use a poisoned identifier", "bfloat types need MSL 3.1 or later (LanguageVersion)")
 	msg = strings.ReplaceAll(msg, rtDir+string(filepath.Separator), "<msl-emu>/")
 	lines := strings.Split(msg, "\n")
 	if len(lines) > 40 {
@@ -417,6 +419,7 @@ func buildLibrary(o Options, files map[string]string, opts mtl.CompileOptions) (
 		return "", nil, &CompileError{Msg: "msl-emu: the library has no .metal file"}
 	}
 	args := append(append([]string{}, t.flags...), mathFlags...)
+	args = append(args, defs...) // the shim's version checks; the units are preprocessed already
 	args = append(args, "-I", t.dir, "-include", "metal_stdlib", "-shared")
 	args = append(args, units...)
 	args = append(args, filepath.Join(t.dir, "emu_runtime.o"), "-lm", "-o", "lib.so")

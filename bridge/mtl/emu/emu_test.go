@@ -895,6 +895,36 @@ func TestAtomicAddressSpaces(t *testing.T) {
 	}
 }
 
+// bfloat came with MSL 3.1 (the specification's scalar types): a library
+// built for 3.0 that names it, its vectors, matrices or simdgroup matrix
+// does not build on a Mac, nor here (docs/msl-subset.md).
+func TestBFloatNeedsMSL31(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  %s;\n}\n"
+	for _, c := range []struct {
+		lang, body string
+		ok         bool
+	}{
+		{"3.1", "bfloat b = bfloat(x[i]); x[i] = float(b)", true},
+		{"3.1", "bfloat4 v = bfloat4(x[i]); x[i] = float(v.y)", true},
+		{"3.0", "half h = half(x[i]); x[i] = float(h)", true},
+		{"3.0", "bfloat b = bfloat(x[i]); x[i] = float(b)", false},
+		{"3.0", "bfloat4 v = bfloat4(x[i]); x[i] = float(v.y)", false},
+		{"3.0", "vec<bfloat, 2> v = vec<bfloat, 2>(x[i]); x[i] = float(v.x)", false},
+		{"3.0", "simdgroup_bfloat8x8 m; x[i] = 0", false},
+		{"2.4", "x[i] = float(bfloat(x[i]))", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{LanguageVersion: c.lang})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("MSL %s: %s: %v", c.lang, c.body, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:") || !strings.Contains(err.Error(), "bfloat types need MSL 3.1")):
+			t.Errorf("MSL %s: %s: got %v, want a CompileError at k.metal:4 (bfloat before MSL 3.1)", c.lang, c.body, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not
