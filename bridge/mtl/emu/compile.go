@@ -144,9 +144,12 @@ func cpuSignature() string {
 
 func compileFlags(extra []string) []string {
 	// No warnings, but a variable-length array (sized at run time, or by a
-	// function constant) is an error, as on Metal (docs/msl-subset.md).
+	// function constant) is an error, as on Metal, and so is an operation
+	// on vectors of two element types (int4 + uint4), which clang's lax
+	// vector conversions would take as a bit cast (docs/msl-subset.md).
 	f := []string{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-exceptions", "-fno-rtti",
-		"-fno-threadsafe-statics", "-ffp-contract=fast", "-Wno-everything", "-Werror=vla"}
+		"-fno-threadsafe-statics", "-ffp-contract=fast", "-Wno-everything", "-Werror=vla",
+		"-flax-vector-conversions=none"}
 	if runtime.GOARCH == "amd64" {
 		f = append(f, "-march=native") // F16C turns half conversions into single instructions
 	}

@@ -925,6 +925,38 @@ func TestBFloatNeedsMSL31(t *testing.T) {
 	}
 }
 
+// Metal converts no vector implicitly to a vector of another element type
+// (the specification's type conversions): int4 + uint4 or ushort2 + short2
+// fails to build on a Mac ("cannot convert between vector values"), where
+// clang's lax vector conversions take same-sized vectors as a bit cast.
+func TestImplicitVectorConversions(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  const int4 i4 = int4(int(i)); const uint4 u4 = uint4(i); const float4 f4 = float4(x[i]); const short2 s2 = short2(1); const ushort2 us2 = ushort2(2);\n  %s;\n}\n"
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{"x[i] = float((i4 + int4(u4)).x)", true},
+		{"x[i] = float((u4 / uint4(i4)).y)", true},
+		{"x[i] = (f4 * 2).x + float((i4 * 3).z)", true},
+		{"x[i] = float(as_type<uint4>(i4).x)", true},
+		{"x[i] = float((i4 + u4).x)", false},
+		{"x[i] = float((u4 / i4).x)", false},
+		{"x[i] = float((us2 + s2).x)", false},
+		{"x[i] = float((i4 == u4).x)", false},
+		{"uint4 a = i4 * 2; x[i] = float(a.x)", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:5:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:5 (vectors of two element types)", c.body, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not
