@@ -957,6 +957,34 @@ func TestImplicitVectorConversions(t *testing.T) {
 	}
 }
 
+// Metal allocates threadgroup variables in kernel functions only (the
+// specification's threadgroup address space): a helper that declares one
+// does not build on a Mac; the kernel declares it and passes a pointer.
+func TestThreadgroupVariablesInKernels(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\n%s\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  %s;\n}\n"
+	for _, c := range []struct {
+		helper, body string
+		line         int // 0: builds
+	}{
+		{"float f(threadgroup float* t, uint i) { return t[i]; }", "threadgroup float t[32]; t[i] = x[i]; x[i] = f(t, i)", 0},
+		{"template <typename T> T g(threadgroup T* t, uint i) { return t[i]; }", "threadgroup float t[32]; t[i & 31] = 1; x[i] = g((threadgroup float*)t, i & 31)", 0},
+		{"float f(uint i) { threadgroup float t[32]; t[i] = 1; return t[i]; }", "x[i] = f(i & 31)", 3},
+		{"template <typename T> T g(uint i) { threadgroup T t[32]; t[i] = 1; return t[i]; }", "x[i] = g<float>(i & 31)", 3},
+		{"struct S { float get(uint i) { threadgroup float t[32]; t[i] = 1; return t[i]; } };", "S s; x[i] = s.get(i & 31)", 3},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.helper, c.body)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		at := fmt.Sprintf("k.metal:%d:", c.line)
+		switch {
+		case c.line == 0 && err != nil:
+			t.Errorf("%s %s: %v", c.helper, c.body, err)
+		case c.line != 0 && (!errors.As(err, &ce) || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), "outside a kernel")):
+			t.Errorf("%s %s: got %v, want a CompileError at %s (a threadgroup variable outside a kernel)", c.helper, c.body, err, at)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not

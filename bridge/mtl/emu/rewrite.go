@@ -107,6 +107,7 @@ type rewriter struct {
 	derived   map[string]bool
 	inits     []string // qualified derived-constant initialisers, in order
 	vecNames  map[string]bool
+	kbodies   [][2]int // the kernels' bodies, from '{' to '}'
 	nTramp    int
 	nSite     int
 }
@@ -900,6 +901,12 @@ func (r *rewriter) addrSpace(i int) int {
 		r.replace(start, k, r.ptrType(kw.text, cv+r.src[r.toks[i+1].pos:r.toks[k-1].end]))
 		return k
 	case stop.kind == tIdent && kw.text == "threadgroup" && r.inFunction() && r.parens == 0:
+		if !r.inKernel(i) {
+			// MSL allocates threadgroup variables in kernel functions only
+			// (the specification's "Threadgroup Address Space").
+			r.fail(kw, "threadgroup variable %s declared outside a kernel: Metal allocates threadgroup variables only in kernel functions (declare it in the kernel and pass a threadgroup pointer)", r.text(k))
+			return i
+		}
 		return r.tgDecl(i, k)
 	}
 	r.replace(i, i, drop)
@@ -938,6 +945,16 @@ func topLevelConst(typ string) bool {
 			depth++
 		case '>':
 			depth--
+		}
+	}
+	return false
+}
+
+// inKernel reports whether token i lies in a kernel's body.
+func (r *rewriter) inKernel(i int) bool {
+	for _, b := range r.kbodies {
+		if i > b[0] && i < b[1] {
+			return true
 		}
 	}
 	return false
@@ -1205,6 +1222,7 @@ func (r *rewriter) kernel(i, kw int) {
 		r.fail(at, "unbalanced braces in kernel %s", base)
 		return
 	}
+	r.kbodies = append(r.kbodies, [2]int{j, body})
 	var uses []string
 	seen := map[string]bool{}
 	for k := j; k < body; k++ {

@@ -24,9 +24,11 @@ void helper(device const half* x, const device float* y, constant float* t, thre
             constant P& p, thread float& r, device atomic_uint* c) {
   float device* z = nullptr;
   const half constant* w = nullptr;
+  device float4* v = (device float4*)(y + 4);
+}
+kernel void k(device float* o [[buffer(0)]]) {
   threadgroup float partial[32], grid[4][8];
   threadgroup uint total;
-  device float4* v = (device float4*)(y + 4);
   threadgroup half* h = reinterpret_cast<threadgroup half*>(partial);
 }
 `)
