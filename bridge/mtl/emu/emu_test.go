@@ -985,6 +985,37 @@ func TestThreadgroupVariablesInKernels(t *testing.T) {
 	}
 }
 
+// The specification's function qualifiers: a kernel function returns void,
+// and no function calls one (the host dispatches it). Either does not build
+// on a Mac, nor here, at the kernel's or the call's line.
+func TestKernelFunctionRules(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const kp = "(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]])"
+	for _, c := range []struct {
+		src  string
+		line int // 0: builds
+	}{
+		{"kernel void k" + kp + " { x[i] = 1; }\nkernel void k2" + kp + " { x[i] = 2; }", 0},
+		{"struct S { float k() { return 1; } };\nkernel void k" + kp + " { S s; x[i] = s.k(); }", 0},
+		{"float h(float v) { return v; }\nkernel void k" + kp + " { x[i] = h(x[i]); }", 0},
+		{"kernel float k" + kp + " { x[i] = 1; return 1; }", 3},
+		{"\n[[kernel]] int k" + kp + " { return 0; }", 4},
+		{"kernel void k" + kp + " { x[i] = 1; }\nkernel void k2" + kp + " {\n  k(x, i);\n}", 5},
+		{"kernel void k" + kp + ";\nvoid h(device float* x, uint i) { k(x, i); }", 4},
+		{"template <typename T> kernel void k(device T* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = 1; }\nkernel void k2" + kp + " { k<float>(x, i); }", 4},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": "#include <metal_stdlib>\nusing namespace metal;\n" + c.src + "\n"}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		at := fmt.Sprintf("k.metal:%d:", c.line)
+		switch {
+		case c.line == 0 && err != nil:
+			t.Errorf("%s: %v", c.src, err)
+		case c.line != 0 && (!errors.As(err, &ce) || !strings.Contains(err.Error(), at)):
+			t.Errorf("%s: got %v, want a CompileError at %s", c.src, err, at)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not

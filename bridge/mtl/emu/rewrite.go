@@ -108,6 +108,7 @@ type rewriter struct {
 	inits     []string // qualified derived-constant initialisers, in order
 	vecNames  map[string]bool
 	kbodies   [][2]int // the kernels' bodies, from '{' to '}'
+	knames    map[string]bool
 	nTramp    int
 	nSite     int
 }
@@ -459,6 +460,9 @@ func (r *rewriter) walk() {
 				r.markStore(i)
 			}
 			continue
+		}
+		if r.knames[t.text] && r.inFunction() {
+			r.kernelCall(i)
 		}
 		switch t.text {
 		case "namespace":
@@ -950,6 +954,25 @@ func topLevelConst(typ string) bool {
 	return false
 }
 
+// kernelCall fails a call, at token i, of a kernel declared before it
+// (`k(x, i)`, `k<float>(x, i)`): Metal's kernel functions are called by
+// the host only.
+func (r *rewriter) kernelCall(i int) {
+	switch r.text(i - 1) {
+	case ".", "->", "::":
+		return // a member, or a name of another scope
+	}
+	j := i + 1
+	if r.text(j) == "<" {
+		if m := r.match(j); m > 0 {
+			j = m + 1
+		}
+	}
+	if r.text(j) == "(" {
+		r.fail(r.toks[i], "kernel %s is called from a function: Metal's kernel functions cannot be called, only dispatched", r.text(i))
+	}
+}
+
 // inKernel reports whether token i lies in a kernel's body.
 func (r *rewriter) inKernel(i int) bool {
 	for _, b := range r.kbodies {
@@ -1178,6 +1201,16 @@ func (r *rewriter) kernel(i, kw int) {
 	}
 	expr := r.src[r.toks[nameStart].pos:r.toks[nameEnd].end]
 	at := r.toks[kw]
+	// The specification's function qualifiers: a kernel returns void, and
+	// no function calls a kernel (kernelCall).
+	if paren >= 0 && r.text(nameStart-1) != "void" {
+		r.fail(at, "kernel %s must return void, as Metal's kernel functions do", base)
+		return
+	}
+	if r.knames == nil {
+		r.knames = map[string]bool{}
+	}
+	r.knames[base] = true
 
 	if instantiation {
 		if hostName == "" {
