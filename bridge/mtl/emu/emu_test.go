@@ -1016,6 +1016,33 @@ func TestKernelFunctionRules(t *testing.T) {
 	}
 }
 
+// Metal's SIMD-group matrices hold half, bfloat or float, 8 by 8 (the
+// specification's SIMD-group matrix data types): another element type does
+// not build on a Mac, nor here.
+func TestSimdgroupMatrixTypes(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  %s;\n}\n"
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{"simdgroup_float8x8 m = make_filled_simdgroup_matrix<float, 8>(1.0f); simdgroup_store(m, x, 8)", true},
+		{"simdgroup_half8x8 m = make_filled_simdgroup_matrix<half, 8>(half(1)); x[i] = 0", true},
+		{"simdgroup_matrix<int, 8, 8> m; x[i] = 0", false},
+		{"simdgroup_matrix<uint, 8, 8> m = make_filled_simdgroup_matrix<uint, 8>(1u); x[i] = 0", false},
+		{"simdgroup_matrix<float, 4, 4> m; x[i] = 0", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:4", c.body, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not
