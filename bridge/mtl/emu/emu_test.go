@@ -1043,6 +1043,38 @@ func TestSimdgroupMatrixTypes(t *testing.T) {
 	}
 }
 
+// Metal's atomic fetch-and-modify functions take atomic_int and
+// atomic_uint, and add and sub also atomic_float (the specification's
+// atomic fetch and modify functions): atomic_fetch_max_explicit on an
+// atomic_float, or any of them on an atomic_bool or atomic_ulong, does not
+// build on a Mac, nor here.
+func TestAtomicFetchTypes(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device atomic_uint* u [[buffer(0)]], device atomic_int* n [[buffer(1)]], device atomic_float* f [[buffer(2)]], device atomic_bool* b [[buffer(3)]], device atomic_ulong* l [[buffer(4)]], uint i [[thread_position_in_grid]]) {\n  %s;\n}\n"
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{"atomic_fetch_max_explicit(u, i, memory_order_relaxed)", true},
+		{"atomic_fetch_xor_explicit(n, int(i), memory_order_relaxed)", true},
+		{"atomic_fetch_sub_explicit(f, 1.0f, memory_order_relaxed)", true},
+		{"atomic_store_explicit(b, true, memory_order_relaxed)", true},
+		{"atomic_fetch_max_explicit(f, 1.0f, memory_order_relaxed)", false},
+		{"atomic_fetch_min_explicit(f, 1.0f, memory_order_relaxed)", false},
+		{"atomic_fetch_or_explicit(b, true, memory_order_relaxed)", false},
+		{"atomic_fetch_add_explicit(l, 1ul, memory_order_relaxed)", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:4", c.body, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not
