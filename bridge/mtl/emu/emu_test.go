@@ -713,8 +713,8 @@ func TestVariableLengthArrays(t *testing.T) {
 	}
 }
 
-// What MSL leaves out of C++14 (goto, new, thread_local, virtual functions,
-// lambdas), its scalar types (no double, no long long) and variables of
+// What MSL leaves out of C++14 (goto, new and delete, noexcept,
+// dynamic_cast, thread_local, virtual functions, lambdas), its scalar types (no double, no long long) and variables of
 // the whole program outside the constant address space (at program scope
 // or static in a function) do not build on a Mac: the emulator refuses
 // them at their line instead of running them as C++.
@@ -736,6 +736,11 @@ func TestUnsupportedCxx(t *testing.T) {
 		{"", "if (n) goto end; x[i] = 1; end: x[i] += 1", 5, ""},
 		{"", "float* p = new float[2]; x[i] = p[0]", 5, ""},
 		{"", "thread_local float q = 0; x[i] = q", 5, ""},
+		{"", "float* p = nullptr; delete p; x[i] = 1", 5, ""},
+		{"struct N { N() {} N(const N&) = delete; };", "N a; x[i] = 1", 0, ""},
+		{"", "x[i] = noexcept(x[i] + 1) ? 1 : 0", 5, ""},
+		{"float f(float v) noexcept { return v; }", "x[i] = f(x[i])", 3, ""},
+		{"struct A { float v; };", "A a = {1}; A* p = dynamic_cast<A*>(&a); x[i] = p->v", 5, ""},
 		{"struct B { virtual float f() { return 1; } };", "x[i] = 1", 3, ""},
 		// Lambdas; subscripts, array declarations and attributes are not.
 		{"", "auto f = [](float v) { return v * 2; }; x[i] = f(x[i])", 5, ""},

@@ -478,10 +478,14 @@ func (r *rewriter) walk() {
 			r.kernel(i+1, i)
 		case "vertex", "fragment", "threadgroup_imageblock", "imageblock":
 			r.fail(t, "%s is not supported by msl-emu (compute kernels only)", t.text)
-		case "goto", "new", "thread_local", "virtual", "double":
+		case "goto", "new", "thread_local", "virtual", "double", "noexcept", "dynamic_cast", "typeid":
 			// MSL leaves these out of C++14 (docs/msl-subset.md): Apple's
 			// compiler refuses them, so a kernel using one must not build here.
 			r.fail(t, "%s is not supported by Metal", t.text)
+		case "delete":
+			if r.text(i-1) != "=" { // the operator; `= delete` declares a deleted function
+				r.fail(t, "delete is not supported by Metal")
+			}
 		case "static":
 			if r.inFunction() && r.parens == 0 {
 				r.staticLocal(i)
