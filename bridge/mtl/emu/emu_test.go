@@ -1080,6 +1080,37 @@ func TestAtomicFetchTypes(t *testing.T) {
 	}
 }
 
+// A kernel's pointer and reference arguments are declared in the device,
+// constant or threadgroup address space (the specification's
+// restrictions): a buffer declared `float*` or `thread float&` does not
+// build on a Mac, nor here, at the parameter's line.
+func TestKernelPointerArguments(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nstruct P { uint n; };\nkernel void k(device float* x [[buffer(0)]],\n  %s, uint i [[thread_position_in_grid]]) {\n  x[i] = 0;\n}\n"
+	for _, c := range []struct {
+		param string
+		ok    bool
+	}{
+		{"device const float* y [[buffer(1)]]", true},
+		{"constant P& p [[buffer(1)]]", true},
+		{"const device float* y [[buffer(1)]]", true},
+		{"threadgroup float* t [[threadgroup(0)]]", true},
+		{"float* y [[buffer(1)]]", false},
+		{"thread float* y [[buffer(1)]]", false},
+		{"const P& p [[buffer(1)]]", false},
+		{"device float* t [[threadgroup(0)]]", false},
+	} {
+		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.param)}, mtl.CompileOptions{})
+		var ce *emu.CompileError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.param, err)
+		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:5:")):
+			t.Errorf("%s: got %v, want a CompileError at k.metal:5", c.param, err)
+		}
+	}
+}
+
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
 // as a device pointer or device memory's as a threadgroup pointer does not

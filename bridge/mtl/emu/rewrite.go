@@ -1421,6 +1421,17 @@ func (r *rewriter) params(open, close int) []paramInfo {
 				return nil
 			}
 		}
+		if ptr := strings.Contains(strings.Join(words, " "), "*") || strings.Contains(strings.Join(words, " "), "&"); ptr &&
+			(p.Kind == "buffer" && as != "device" && as != "constant" || p.Kind == "threadgroup" && as != "threadgroup") {
+			// The specification's restrictions: a kernel's pointer and
+			// reference arguments are declared in an address space.
+			want := "device or constant"
+			if p.Kind == "threadgroup" {
+				want = "threadgroup"
+			}
+			r.fail(name, "parameter %s: a kernel's [[%s]] pointer or reference must be declared %s", p.Name, p.Kind, want)
+			return nil
+		}
 		if p.Kind != "position" && !hasIndexAttr(items) {
 			implicit = append(implicit, len(out))
 		}
