@@ -126,7 +126,7 @@ endef
 mac-smoke: build
 	@[ "$$(uname -s)/$$(uname -m)" = Darwin/arm64 ] || { echo "mac-smoke: needs macOS on Apple silicon" >&2; exit 2; }
 	@rm -f $(SMOKE)-*.log $(SMOKE)-failed $(SMOKE)-tuned.json $(SMOKE)-report.tar.gz $(SMOKE).db $(SMOKE).db-*
-	$(call smoke_step,machine,sh -c 'sw_vers; uname -a; sysctl -n machdep.cpu.brand_string; system_profiler SPDisplaysDataType SPHardwareDataType; go version; git rev-parse HEAD; git status --short; true')
+	$(call smoke_step,machine,sh -c 'sw_vers; uname -a; sysctl -n machdep.cpu.brand_string; system_profiler SPDisplaysDataType SPHardwareDataType; ioreg -r -c AGXAccelerator -d 1 | grep gpu-core-count; go version; git rev-parse HEAD; git status --short; true')
 	$(call smoke_step,devices,$(BIN) devices)
 	$(call smoke_step,env,$(BIN) env)
 	$(call smoke_step,darwin-tests,env CGO_ENABLED=0 $(GO) test -count=1 ./bridge/mtl/darwin/)

@@ -158,8 +158,9 @@ type DeviceInfo struct {
 	Backend string
 	Name    string
 	// Cores are the device's compute units (the CPU's threads, a CUDA
-	// GPU's SMs); 0 where it does not report them (Metal has no API for a
-	// GPU's core count; the emulator is no GPU).
+	// GPU's SMs, an Apple GPU's cores from the IORegistry); 0 where it does
+	// not report them (a Mac whose IORegistry lacks the count; the emulator
+	// unless it is given one).
 	Cores       int
 	MemoryBytes int64
 	// AvailableBytes is what a new allocation can still get (0: unknown).

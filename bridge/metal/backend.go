@@ -21,12 +21,14 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/half"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 	"github.com/mtlbench/mtlbench/bridge/pool"
 	kmetal "github.com/mtlbench/mtlbench/kernels/metal"
 )
@@ -208,9 +210,29 @@ func (b *Backend) Info() bridge.DeviceInfo {
 	if b.opts.NoFastMath {
 		notes += ", fast math off"
 	}
-	return bridge.DeviceInfo{Backend: name, Name: b.dev.Name(), MemoryBytes: ws, AvailableBytes: max(avail, 1),
-		Emulated: b.dev.Emulated(),
-		Notes:    notes + "; profile timing: " + TimingMode}
+	notes += "; profile timing: " + TimingMode
+	cores := mtl.GPUCores(b.dev)
+	if gpu := gpuNote(b.dev.Name(), cores); gpu != "" {
+		notes += "; " + gpu
+	}
+	return bridge.DeviceInfo{Backend: name, Name: b.dev.Name(), Cores: cores, MemoryBytes: ws, AvailableBytes: max(avail, 1),
+		Emulated: b.dev.Emulated(), Notes: notes}
+}
+
+// gpuNote names the bin of applegpu's table a device is, from its name and
+// core count, with its bandwidth, for the notes a run records: "GPU Apple
+// M4 Max 32-core, 410 GB/s"; "" for a device the table does not have (the
+// emulator).
+func gpuNote(name string, cores int) string {
+	g, note, ok := applegpu.ForDevice(name, cores)
+	if !ok {
+		return ""
+	}
+	s := fmt.Sprintf("GPU %s, %s GB/s", g.Label(), strconv.FormatFloat(g.BandwidthGBs, 'f', -1, 64))
+	if note != "" {
+		s += " (" + note + ")"
+	}
+	return s
 }
 
 // ActDType: activations are f32, as on the CPU backend.

@@ -204,3 +204,19 @@ type ComputeEncoder interface {
 type NoCopyDevice interface {
 	NewBufferNoCopy(b []byte) (Buffer, error)
 }
+
+// CoreCounter is implemented by devices that know their GPU core count,
+// which Metal's API does not give: the darwin device reads the
+// IORegistry's gpu-core-count, and the emulator takes one to model a GPU.
+// GPUCores is 0 when unknown.
+type CoreCounter interface {
+	GPUCores() int
+}
+
+// GPUCores is dev's GPU core count, 0 when it does not know it.
+func GPUCores(dev Device) int {
+	if c, ok := dev.(CoreCounter); ok {
+		return max(c.GPUCores(), 0)
+	}
+	return 0
+}

@@ -247,7 +247,7 @@ func devicesCommand() *cli.Command {
 }
 
 // deviceRow is a backend's row of the devices table. A device that does
-// not report a core count (Metal has no API for a GPU's cores; the
+// not report a core count (a Mac whose IORegistry lacks it; the
 // emulator is no GPU) shows "-", not 0.
 func deviceRow(name string, in bridge.DeviceInfo) []string {
 	status := "ok"

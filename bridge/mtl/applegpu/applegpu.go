@@ -210,3 +210,24 @@ func LookupCores(name string, cores int) (GPU, bool) {
 	}
 	return GPU{}, false
 }
+
+// ForDevice is the bin of the GPU a Mac reports: its MTLDevice.name
+// ("Apple M4 Max") and the IORegistry's GPU core count (0: unknown). A
+// count the chip has a bin for picks that bin; an unknown count, or one
+// no bin of the chip has (a bin the table lacks), gives Lookup's default
+// bin with a note saying so, never another bin's figures as this GPU's.
+// false where the name names no chip of the table.
+func ForDevice(name string, cores int) (g GPU, note string, ok bool) {
+	def, ok := Lookup(name)
+	if !ok {
+		return GPU{}, "", false
+	}
+	if cores <= 0 {
+		return def, "GPU core count unknown: figures of the " + strconv.Itoa(def.Cores) + "-core bin", true
+	}
+	if b, ok := LookupCores(name, cores); ok {
+		return b, "", true
+	}
+	return def, "no " + strconv.Itoa(cores) + "-core bin of the " + def.Chip + " in the table: figures of the " +
+		strconv.Itoa(def.Cores) + "-core bin", true
+}

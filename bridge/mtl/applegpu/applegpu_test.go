@@ -103,3 +103,33 @@ func TestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestForDevice picks the bin of a device's name and core count, and falls
+// back to the chip's default bin, with a note, where the count is unknown
+// or names no bin.
+func TestForDevice(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		cores     int
+		wantCores int
+		gbs       float64
+		note      string // a part of the note; "" wants none
+		ok        bool
+	}{
+		{"Apple M4 Max", 32, 32, 410, "", true},
+		{"Apple M4 Max", 40, 40, 546, "", true},
+		{"Apple M4 Max", 0, 40, 546, "core count unknown", true},
+		{"Apple M4 Max", 36, 40, 546, "no 36-core bin of the M4 Max", true},
+		{"Apple M3 Ultra", 60, 60, 819, "", true},
+		{"Apple M1", 7, 7, 68.25, "", true},
+		{"Apple M9", 10, 0, 0, "", false},
+		{"msl-emu (Apple GPU emulated on the CPU)", 80, 0, 0, "", false},
+	} {
+		g, note, ok := ForDevice(c.name, c.cores)
+		if ok != c.ok || g.Cores != c.wantCores || g.BandwidthGBs != c.gbs ||
+			(c.note == "") != (note == "") || !strings.Contains(note, c.note) {
+			t.Errorf("ForDevice(%q, %d) = %d cores, %v GB/s, %q, %v; want %d cores, %v GB/s, a note with %q, %v",
+				c.name, c.cores, g.Cores, g.BandwidthGBs, note, ok, c.wantCores, c.gbs, c.note, c.ok)
+		}
+	}
+}

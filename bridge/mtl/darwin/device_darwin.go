@@ -24,6 +24,7 @@ type device struct {
 	maxTGMemory   int
 	maxThreads    int
 	appleFamily   int
+	cores         int // the IORegistry's gpu-core-count, 0: unknown
 	stageCounters bool
 	timestampSet  uintptr // the device's MTLCounterSet named MTLCommonCounterSetTimestamp, or 0
 }
@@ -32,6 +33,8 @@ var (
 	_ mtl.Device   = (*device)(nil)
 	_ NoCopyDevice = (*device)(nil)
 	_ TimingInfo   = (*device)(nil)
+
+	_ mtl.CoreCounter = (*device)(nil)
 )
 
 // New opens the system's Metal device. The device also implements
@@ -81,6 +84,7 @@ func (d *device) open() error {
 			break
 		}
 	}
+	d.cores = gpuCores()
 	d.stageCounters = msgBool(id, sel.supportsCounterSampling, samplingStage)
 	if d.stageCounters && rt.timestampCounterSet != 0 {
 		sets := msg(id, sel.counterSets)
@@ -117,6 +121,10 @@ func (d *device) MaxThreadgroupMemoryLength() int { return d.maxTGMemory }
 
 // MaxThreadsPerThreadgroup is maxThreadsPerThreadgroup.width (1024).
 func (d *device) MaxThreadsPerThreadgroup() int { return d.maxThreads }
+
+// GPUCores is the GPU's core count from the IORegistry, 0 where it could
+// not be read.
+func (d *device) GPUCores() int { return d.cores }
 
 // Emulated is false: this is the GPU.
 func (d *device) Emulated() bool { return false }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mtlbench/mtlbench/bridge/mtl"
+	"github.com/mtlbench/mtlbench/bridge/mtl/applegpu"
 )
 
 var (
@@ -511,5 +512,18 @@ func BenchmarkEncodeCommitWait(b *testing.B) {
 		if err := cb.Wait(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGPUCores reads the GPU's core count from the IORegistry: every Apple
+// silicon Mac publishes it, and its chip has a bin of that many cores.
+func TestGPUCores(t *testing.T) {
+	dev := testDevice(t)
+	n := mtl.GPUCores(dev)
+	if n <= 0 {
+		t.Fatalf("GPUCores of %s = %d: the IORegistry's AGXAccelerator gpu-core-count was not read", dev.Name(), n)
+	}
+	if _, ok := applegpu.LookupCores(dev.Name(), n); !ok {
+		t.Logf("%s has %d GPU cores, a bin bridge/mtl/applegpu's table lacks", dev.Name(), n)
 	}
 }

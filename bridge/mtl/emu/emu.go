@@ -65,6 +65,10 @@ type Options struct {
 	// than the device's 1024, as Apple's compiler may. A kernel's
 	// [[max_total_threads_per_threadgroup]] bounds it too.
 	PipelineThreads func(kernel string) int
+	// Cores is the GPU core count the device reports (mtl.CoreCounter), so
+	// launch shapes that follow a GPU's cores run here as on that GPU; 0:
+	// unknown, as the emulator is no GPU.
+	Cores int
 	// Notice receives one line, once per device, before its first compile
 	// that misses the cache: a first run compiles the kernels for a minute
 	// or more (docs/msl-subset.md); nil: not told.
@@ -78,7 +82,10 @@ type Device struct {
 	epoch time.Time
 }
 
-var _ mtl.Device = (*Device)(nil)
+var (
+	_ mtl.Device      = (*Device)(nil)
+	_ mtl.CoreCounter = (*Device)(nil)
+)
 
 // New returns an emulated device. It does not look for clang: NewLibrary
 // reports a missing compiler, and FindCompiler tells beforehand.
@@ -95,6 +102,9 @@ func New(opts Options) *Device {
 
 // Name says what the device is.
 func (d *Device) Name() string { return "msl-emu (Apple GPU emulated on the CPU)" }
+
+// GPUCores is Options.Cores: the GPU the emulator stands for, 0 for none.
+func (d *Device) GPUCores() int { return max(d.opts.Cores, 0) }
 
 // UnifiedMemory is true: buffers live in host memory, as on Apple silicon.
 func (d *Device) UnifiedMemory() bool { return true }
