@@ -219,18 +219,25 @@ func (b *Backend) Info() bridge.DeviceInfo {
 		Emulated: b.dev.Emulated(), Notes: notes}
 }
 
-// gpuNote names the bin of applegpu's table a device is, from its name and
-// core count, with its bandwidth, for the notes a run records: "GPU Apple
-// M4 Max 32-core, 410 GB/s"; "" for a device the table does not have (the
-// emulator).
+// gpuNote is the GPU's core count and the bin of applegpu's table its name
+// and cores pick, with the bin's bandwidth, for the notes a run records:
+// "GPU cores 32 (Apple M4 Max 32-core, 410 GB/s)"; the count alone for a
+// chip the table lacks (the emulator given cores), "" for neither.
 func gpuNote(name string, cores int) string {
 	g, note, ok := applegpu.ForDevice(name, cores)
-	if !ok {
+	if !ok && cores <= 0 {
 		return ""
 	}
-	s := fmt.Sprintf("GPU %s, %s GB/s", g.Label(), strconv.FormatFloat(g.BandwidthGBs, 'f', -1, 64))
-	if note != "" {
-		s += " (" + note + ")"
+	s := "GPU cores unknown"
+	if cores > 0 {
+		s = "GPU cores " + strconv.Itoa(cores)
+	}
+	if ok {
+		s += fmt.Sprintf(" (%s, %s GB/s", g.Label(), strconv.FormatFloat(g.BandwidthGBs, 'f', -1, 64))
+		if note != "" {
+			s += "; " + note
+		}
+		s += ")"
 	}
 	return s
 }

@@ -25,11 +25,13 @@ func TestInfoCores(t *testing.T) {
 		cores int
 		notes string // the notes' end
 	}{
-		{"Apple M4 Max", 32, "; GPU Apple M4 Max 32-core, 410 GB/s"},
-		{"Apple M4 Max", 40, "; GPU Apple M4 Max, 546 GB/s"},
-		{"Apple M4 Max", 0, "; GPU Apple M4 Max, 546 GB/s (GPU core count unknown: figures of the 40-core bin)"},
-		{"Apple M4 Max", 36, "; GPU Apple M4 Max, 546 GB/s (no 36-core bin of the M4 Max in the table: figures of the 40-core bin)"},
-		{"Apple M1", 7, "; GPU Apple M1 7-core, 68.25 GB/s"},
+		{"Apple M4 Max", 32, "; GPU cores 32 (Apple M4 Max 32-core, 410 GB/s)"},
+		{"Apple M4 Max", 40, "; GPU cores 40 (Apple M4 Max, 546 GB/s)"},
+		{"Apple M4 Max", 0, "; GPU cores unknown (Apple M4 Max, 546 GB/s; GPU core count unknown: figures of the 40-core bin)"},
+		{"Apple M4 Max", 36, "; GPU cores 36 (Apple M4 Max, 546 GB/s; no 36-core bin of the M4 Max in the table: figures of the 40-core bin)"},
+		{"Apple M1", 7, "; GPU cores 7 (Apple M1 7-core, 68.25 GB/s)"},
+		{"Apple M9 Max", 48, "; GPU cores 48"},
+		{"msl-emu (Apple GPU emulated on the CPU)", 8, "; GPU cores 8"},
 		{"null", 0, "; profile timing: " + metal.TimingMode},
 	} {
 		be, err := metal.New(namedGPU{name: c.name, cores: c.cores}, metal.Options{})
