@@ -641,6 +641,7 @@ const (
 	fcMoEZeroOut     = 51
 	fcMVTiles        = 52
 	fcMVBiases       = 53
+	fcMVArgmax       = 54
 	fcAttnKeys       = 43
 	fcAttnStages     = 44
 	fcAttnQBlocks    = 45
@@ -660,7 +661,8 @@ var (
 	fcRoPE    = []fcSpec{{fcHasQKNorm, true}}
 	fcMatVec  = []fcSpec{{fcHasBias, true}, {fcMVRows, false}, {fcMVCols, false}}
 	fcQMatVec = []fcSpec{{fcMVBiases, false}, {fcMVRows, false}, {fcMVCols, false}, {fcMVNorm, true}, {fcMVResidual, true},
-		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVLayerNorm, true}, {fcMVGELU, true}}
+		{fcMVSegs, false}, {fcMVSwiGLU, true}, {fcQScaleDT, false}, {fcMVLayerNorm, true}, {fcMVGELU, true},
+		{fcMVArgmax, true}}
 	fcMatMul  = []fcSpec{{fcHasBias, true}, {fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}
 	fcMoEMV   = []fcSpec{{fcMVRows, false}, {fcMVCols, false}}
 	fcMoEMM   = []fcSpec{{fcMMBM, false}, {fcMMBN, false}, {fcMMBK, false}, {fcMMSGM, false}, {fcMMSGN, false}, {fcMMStages, false}}

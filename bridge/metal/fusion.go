@@ -14,6 +14,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "layernorm_gemv", Doc: "the GEMVs that read a LayerNorm's output (GPT-2's ln_1, ln_2, ln_f) normalise their input as they read it, and a lone one takes the GELU after it", Try: b.tryLayerNormGemv},
 			{Name: "rmsnorm_moe", Doc: "a decode step's MoE block normalises its input in its router and gate/up GEMVs, and with moe_residual adds its output into the residual", Try: b.tryNormMoE},
 			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
+			{Name: "gemv_argmax", Doc: "a single-row packed GEMV (the LM head) also finds each threadgroup's largest output, and the greedy argmax after it only merges those", Try: b.tryGemvArgmax},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "moe_residual", Doc: "the MoE combine adds its output into the residual the AddRMSNorm after it would add", Try: b.tryMoEResidual},
 			{Name: "moe_router_topk", Doc: "the MoE router GEMV, softmax and top-k in one dispatch", Try: b.tryMoERoute},
@@ -219,6 +220,9 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.q[0].Dims[0]); !ok {
 			return 0, nil
 		}
+		if n < span && b.takesArgmax(ops[n], &f) { // the final norm, the LM head and the pick
+			n++
+		}
 		f.x, f.g, f.gb, f.eps = x, w, nb, nm.eps
 		b.encodeQMV(&f)
 		return n, nil
@@ -273,6 +277,41 @@ func (b *Backend) takesGELU(op bridge.Op, out *tensor, elems int) bool {
 	}
 	o, x := tt(ge.Out), tt(ge.X)
 	return o != nil && x != nil && o.sameStart(out) && x.sameStart(o) && o.n == elems
+}
+
+// takesArgmax: op is the greedy argmax of f's lone output row, all of its
+// values, and gemv_argmax is in the table; it sets f.pick. The logits are
+// still written, so later readers of them need not be checked.
+func (b *Backend) takesArgmax(op bridge.Op, f *qmv) bool {
+	am, ok := op.(*bridge.ArgmaxOp)
+	if !ok || !b.fusing("gemv_argmax") || f.nsegs != 1 || f.swig || f.gelu || f.resid != nil || f.m != 1 {
+		return false
+	}
+	o, l := tt(am.Out), tt(am.Logits)
+	if o == nil || l == nil || o.dt != bridge.I32 || o.n != 1 || l.dt != bridge.F32 || !l.sameStart(f.out[0]) ||
+		l.n != f.q[0].Dims[0] {
+		return false
+	}
+	f.pick = o
+	return true
+}
+
+// tryGemvArgmax: a single-row packed GEMV whose output the greedy argmax
+// after it picks from (the LM head of a decode step at batch 1).
+func (b *Backend) tryGemvArgmax(ops []bridge.Op, span int) (int, bridge.Op) {
+	if span < 2 {
+		return 0, nil
+	}
+	mm, ok := ops[0].(*bridge.QMatMulOp)
+	if !ok {
+		return 0, nil
+	}
+	f, ok := b.qmvOf(mm)
+	if !ok || !b.takesArgmax(ops[1], &f) {
+		return 0, nil
+	}
+	b.encodeQMV(&f)
+	return 2, nil
 }
 
 // tryGemvGELU: a lone GEMV (float or packed) whose output the GELU after it

@@ -196,3 +196,50 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 		}
 	}
 }
+
+// A packed LM head at batch 1 takes the greedy pick in (gemv_argmax, after
+// the final norm's fold): the tokens and logits of the table without it,
+// a dispatch fewer where the vocabulary is more than one argmax partition
+// (qwen3-moe-mini's 8192), as many where it is one.
+func TestPackedLMHeadArgmax(t *testing.T) {
+	if _, err := emu.FindCompiler(""); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	mb := newEmu(t, metal.Tuning{})
+	var without []string
+	for _, p := range mb.Fusions() {
+		if p.Name != "gemv_argmax" {
+			without = append(without, p.Name)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		spec  model.Spec
+		saved int
+	}{
+		{"qwen3-moe-mini-q8", model.Spec{Model: "qwen3-moe-mini", Quant: "q8", Seed: 3, Layers: 2}, 1},
+		{"llama-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "llama-q4")}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, src, err := model.Open(c.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Close()
+			mb.SetFusions(without...)
+			offToks, offLogits, off := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab, 1)
+			mb.SetFusions()
+			toks, logits, on := decodeRun(t, mb, c.spec, engine.Options{}, cfg.Vocab, 1)
+			t.Logf("vocabulary %d: %d dispatches a decode step with gemv_argmax, %d without", cfg.Vocab, on, off)
+			if fmt.Sprint(toks) != fmt.Sprint(offToks) {
+				t.Errorf("tokens %v with gemv_argmax, %v without", toks, offToks)
+			}
+			if d := kernels.MaxAbsDiff(logits, offLogits); d > 0 {
+				t.Errorf("last-prompt logits differ by %.3g", d)
+			}
+			if off-on != c.saved {
+				t.Errorf("%d dispatches with gemv_argmax, %d without: want %d fewer", on, off, c.saved)
+			}
+		})
+	}
+}

@@ -248,7 +248,7 @@ func TestPipelineKeysHoldEveryConstant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	vals := func(dt int32) []int32 { return []int32{0, 1, 1, 0, 0, 1, 0, dt, 0, 0} }
+	vals := func(dt int32) []int32 { return []int32{0, 1, 1, 0, 0, 1, 0, dt, 0, 0, 0} }
 	a, err := be.buildPipeline("qmatvec_affine4", fcQMatVec, vals(2)...)
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +259,12 @@ func TestPipelineKeysHoldEveryConstant(t *testing.T) {
 	}
 	if a == b {
 		t.Error("bf16 and f16 scales share a pipeline")
+	}
+	// The last constant, mv_argmax (gemv_argmax), makes a pipeline too.
+	am := vals(2)
+	am[len(am)-1] = 1
+	if c, err := be.buildPipeline("qmatvec_affine4", fcQMatVec, am...); err != nil || c == a {
+		t.Errorf("mv_argmax: %v, shares the plain GEMV's pipeline: %v", err, c == a)
 	}
 	if _, err := be.buildPipeline("rms_norm", fcNone, 1); err == nil {
 		t.Error("a value for a kernel of no constants was taken")

@@ -664,10 +664,19 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 	b.bind(2, pv, true)
 	b.bind(3, pi, true)
 	b.dispatchGroups(p, [3]int{rows, parts, 1}, [3]int{threadsFor(p, tu.ArgmaxThreads), 1, 1})
+	b.argmaxMerge(a, pv, pi, o)
+}
+
+// argmaxMerge encodes argmax_merge of a.parts partitions a row (pv, pi:
+// argmax_part's or a gemv_argmax GEMV's) into o: a simdgroup merges two a
+// lane, up to ops.MetalArgmaxMaxParts; the thousands of a folded LM head
+// (a partition a GEMV threadgroup) take more threads, up to 1024.
+func (b *Backend) argmaxMerge(a argmaxArgs, pv, pi view, o *tensor) {
 	pm := b.pipeline("argmax_merge", fcNone)
 	b.args(argBytes(b, a))
 	b.bind(1, pv, false)
 	b.bind(2, pi, false)
 	b.out(3, o)
-	b.dispatchGroups(pm, [3]int{rows, 1, 1}, [3]int{32, 1, 1})
+	threads := 32 * ceilDiv(ceilDiv(int(a.Parts), 2), 32)
+	b.dispatchGroups(pm, [3]int{int(a.Rows), 1, 1}, [3]int{threadsFor(pm, min(threads, 1024)), 1, 1})
 }

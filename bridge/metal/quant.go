@@ -195,7 +195,8 @@ type qmv struct {
 	gb    *tensor // a folded LayerNorm's bias
 	eps   float32
 	resid *tensor
-	gelu  bool // GELU of the output (a lone matrix)
+	gelu  bool    // GELU of the output (a lone matrix)
+	pick  *tensor // gemv_argmax: the greedy pick of the lone output row (i32), merged after
 }
 
 // qmvOf is a packed matmul op's dispatch when the fusions can take it: f32
@@ -244,7 +245,7 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	}
 	p := b.pipeline("qmatvec_"+quant.KernelName(q0.Spec), fcQMatVec, mask, int32(rows), int32(cols),
 		boolInt[f.g != nil], boolInt[f.resid != nil], int32(f.nsegs), boolInt[f.swig], qScaleDT(q0.Spec),
-		boolInt[f.gb != nil], boolInt[f.gelu])
+		boolInt[f.gb != nil], boolInt[f.gelu], boolInt[f.pick != nil])
 	sgs = simdgroupsFor(p, sgs)
 	if !b.fits(p, [3]int{32 * sgs, 1, 1}) {
 		return
@@ -287,7 +288,18 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	if f.gb != nil {
 		b.bind(19, f.gb.view(), false)
 	}
-	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
+	groups := ceilDiv(tiles, sgs)
+	var pv, pi view
+	if f.pick != nil { // a partition a threadgroup (docs/metal-kernels.md, "Argmax")
+		pv, pi = b.scratchView("argmax.v", 4*groups), b.scratchView("argmax.i", 4*groups)
+		b.bind(20, pv, true)
+		b.bind(21, pi, true)
+	}
+	b.dispatchGroups(p, [3]int{groups, ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
+	if f.pick != nil {
+		n := q0.Dims[0]
+		b.argmaxMerge(argmaxArgs{Rows: 1, N: uint32(n), Part: uint32(rows * sgs), Parts: uint32(groups)}, pv, pi, f.pick)
+	}
 }
 
 // qmm encodes out[m][n] = x·qᵀ (+ bias) on qmatmul_mm's tiles (the

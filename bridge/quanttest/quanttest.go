@@ -171,6 +171,50 @@ func RelErr(got, want []float32) float64 {
 // blocks.
 var ArgmaxShapes = []Shape{{1, 4099, 768}, {1, 5003, 256}, {1, 9001, 256}, {6, 1031, 512}}
 
+// ArgmaxPlant is what an ArgmaxCase plants in its weights.
+type ArgmaxPlant int
+
+const (
+	// PlantTie copies the first activation row's winner into row 1 (row 0
+	// if the winner is row 1): the two tie and the lower index must win.
+	PlantTie ArgmaxPlant = iota
+	// PlantLast copies the winner into the last row with its bias 1
+	// larger: the winner sits in a GEMV's last threadgroup, alone.
+	PlantLast
+	// PlantEqual makes every row and bias the same: all tie, 0 wins.
+	PlantEqual
+	// PlantZeros zeroes every weight, biases -0 and +0 in turn: every
+	// logit a zero, so 0 wins (a GEMV whose sums start at +0 writes each
+	// as +0; -0 would equal it).
+	PlantZeros
+	// PlantNaN puts a NaN in the activation row: every logit NaN, which
+	// never wins, so 0.
+	PlantNaN
+)
+
+// ArgmaxCase is one LM head and greedy pick GEMVArgmax runs.
+type ArgmaxCase struct {
+	Name string
+	Shape
+	Plant ArgmaxPlant
+}
+
+// ArgmaxEdges: vocabularies of 5 (under a GEMV threadgroup's rows), 4097
+// (a row past a multiple of them and of 4096, an argmax partition) and
+// Qwen3's 151,936, the winner alone in the last threadgroup, every value
+// equal, zeros of both signs, and logits all NaN.
+var ArgmaxEdges = []ArgmaxCase{
+	{"vocabulary 5", Shape{1, 5, 256}, PlantTie},
+	{"vocabulary 4097", Shape{1, 4097, 256}, PlantTie},
+	{"vocabulary 151936", Shape{1, 151936, 256}, PlantTie},
+	{"winner last of 4097", Shape{1, 4097, 256}, PlantLast},
+	{"winner last of 151936", Shape{1, 151936, 256}, PlantLast},
+	{"winner last of 5", Shape{1, 5, 256}, PlantLast},
+	{"all equal", Shape{1, 1000, 256}, PlantEqual},
+	{"-0 and +0", Shape{1, 4097, 256}, PlantZeros},
+	{"NaN activation", Shape{1, 4097, 256}, PlantNaN},
+}
+
 // GEMVArgmax runs a packed matmul and the ArgmaxOp after it through the
 // backend's fusion table (the LM head and the greedy pick of a decode
 // step), at each affine spec, and checks the indices against the
@@ -179,22 +223,55 @@ var ArgmaxShapes = []Shape{{1, 4099, 768}, {1, 5003, 256}, {1, 9001, 256}, {6, 1
 // NaN (an activation row holding one) gives 0.
 func GEMVArgmax(t *testing.T, be bridge.Backend) {
 	t.Helper()
+	GEMVArgmaxSaved(t, be, nil)
+}
+
+// GEMVArgmaxSaved is GEMVArgmax, then ArgmaxEdges at the first spec; with
+// saved, each case also runs with fusion off (only Always patterns) and
+// its fused step must take saved(shape) dispatches fewer.
+func GEMVArgmaxSaved(t *testing.T, be bridge.Backend, saved func(Shape) int) {
+	t.Helper()
 	qb, ok := be.(bridge.QuantBackend)
 	if !ok {
 		t.Fatalf("%T runs no packed weights", be)
 	}
 	r := rand.New(rand.NewPCG(5, 3))
+	run := func(s quant.Spec, c ArgmaxCase) {
+		name := fmt.Sprintf("%v, %s, m=%d n=%d k=%d", s, c.Name, c.M, c.N, c.K)
+		fused, err := gemvArgmax(be, qb, r, s, c, true)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+		if saved == nil {
+			return
+		}
+		unfused, err := gemvArgmax(be, qb, r, s, c, false)
+		if err != nil {
+			t.Errorf("%s (unfused): %v", name, err)
+			return
+		}
+		t.Logf("%s: %d dispatches fused, %d unfused", name, fused, unfused)
+		if want := saved(c.Shape); unfused-fused != want {
+			t.Errorf("%s: %d dispatches fused, %d unfused: want %d fewer", name, fused, unfused, want)
+		}
+	}
 	for _, s := range Specs[:6] {
 		for _, c := range ArgmaxShapes {
-			name := fmt.Sprintf("%v, m=%d n=%d k=%d", s, c.M, c.N, c.K)
-			if err := gemvArgmax(be, qb, r, s, c); err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
+			run(s, ArgmaxCase{Name: "tie", Shape: c})
 		}
+	}
+	if saved == nil {
+		return
+	}
+	for _, c := range ArgmaxEdges {
+		run(Specs[1], c)
 	}
 }
 
-func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c Shape) error {
+// gemvArgmax runs c once (twice in a row, checking each), fused or not,
+// and returns the step's dispatches.
+func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c ArgmaxCase, fuse bool) (int, error) {
 	g := s.Groups(c.K) * s.Scale.Size()
 	rb := s.RowBytes(c.K)
 	w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*rb), make([]byte, c.N*g), make([]byte, c.N*g))
@@ -202,27 +279,56 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 	if c.M > 1 {
 		x[c.K+7] = float32(math.NaN()) // activation row 1: every output NaN
 	}
-	// Row 1 (or 0) becomes a copy of the first activation row's winner, so
-	// the two tie and the lower index must win.
 	want := make([]float32, c.N)
 	quant.MatMul(want, x[:c.K], bias, w, 1)
-	top, dst := kernels.Argmax(want), 1
-	if top == 1 {
-		dst = 0
+	top := kernels.Argmax(want)
+	copyRow := func(dst int) {
+		copy(w.Data[dst*rb:(dst+1)*rb], w.Data[top*rb:(top+1)*rb])
+		copy(w.Scales[dst*g:(dst+1)*g], w.Scales[top*g:(top+1)*g])
+		copy(w.Biases[dst*g:(dst+1)*g], w.Biases[top*g:(top+1)*g])
+		bias[dst] = bias[top]
 	}
-	copy(w.Data[dst*rb:(dst+1)*rb], w.Data[top*rb:(top+1)*rb])
-	copy(w.Scales[dst*g:(dst+1)*g], w.Scales[top*g:(top+1)*g])
-	copy(w.Biases[dst*g:(dst+1)*g], w.Biases[top*g:(top+1)*g])
-	bias[dst] = bias[top]
+	tie, pick := -1, -1 // rows that must tie; the index that must win
+	switch c.Plant {
+	case PlantTie:
+		tie = 1
+		if top == 1 {
+			tie = 0
+		}
+		copyRow(tie)
+		if c.N == 1 {
+			tie = -1
+		}
+	case PlantLast:
+		copyRow(c.N - 1)
+		bias[c.N-1]++
+		pick = c.N - 1
+	case PlantEqual:
+		for i := range c.N {
+			copyRow(i)
+		}
+		pick = 0
+	case PlantZeros:
+		clear(w.Data)
+		clear(w.Scales)
+		clear(w.Biases)
+		for i := range bias {
+			bias[i] = float32(math.Copysign(0, float64(i%2*2-1)))
+		}
+		pick = 0
+	case PlantNaN:
+		x[c.K/2] = float32(math.NaN())
+		pick = 0
+	}
 
-	m, err := upload(be, qb, s, c, w, x, bias)
+	m, err := upload(be, qb, s, c.Shape, w, x, bias)
 	defer m.free()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ids, err := m.keep(be.Alloc(bridge.I32, c.M))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	at := bridge.At{Layer: -1, Component: bridge.CompOther, Name: "lm_head"}
 	ops := []bridge.Op{
@@ -231,37 +337,43 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 	}
 	// Twice: a GPU kernel that keeps state between launches must leave it
 	// as it found it.
+	dispatches := 0
 	for range 2 {
 		if err := be.BeginStep(stepMeta(c.M), make([]int32, c.M), false); err != nil {
-			return err
+			return 0, err
 		}
 		var run bridge.Runner
-		run.Run(be, ops, true, false)
-		if _, err := be.EndStep(); err != nil {
-			return err
+		run.Run(be, ops, fuse, false)
+		st, err := be.EndStep()
+		if err != nil {
+			return 0, err
 		}
+		dispatches = st.Dispatches
 		logits := make([]float32, c.M*c.N)
 		if err := be.Read(m.out, logits); err != nil {
-			return err
+			return 0, err
 		}
 		got := make([]int32, c.M)
 		if err := be.ReadI32(ids, got); err != nil {
-			return err
+			return 0, err
 		}
 		for i := range c.M {
 			row := logits[i*c.N : (i+1)*c.N]
 			if want := kernels.Argmax(row); int(got[i]) != want {
-				return fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", i, got[i], at32(row, got[i]), want, row[want])
+				return 0, fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", i, got[i], at32(row, got[i]), want, row[want])
 			}
 		}
-		if logits[dst] != logits[top] {
-			return fmt.Errorf("row 0: rows %d and %d hold the same weights but gave %g and %g", dst, top, logits[dst], logits[top])
+		if tie >= 0 && logits[tie] != logits[top] {
+			return 0, fmt.Errorf("row 0: rows %d and %d hold the same weights but gave %g and %g", tie, top, logits[tie], logits[top])
+		}
+		if pick >= 0 && int(got[0]) != pick {
+			return 0, fmt.Errorf("row 0: argmax %d (%g), want %d (%g)", got[0], at32(logits, got[0]), pick, logits[pick])
 		}
 		if c.M > 1 && got[1] != 0 {
-			return fmt.Errorf("row 1 is all NaN: argmax %d, want 0", got[1])
+			return 0, fmt.Errorf("row 1 is all NaN: argmax %d, want 0", got[1])
 		}
 	}
-	return nil
+	return dispatches, nil
 }
 
 func at32(v []float32, i int32) float32 {

@@ -63,18 +63,6 @@ kernel void add(constant EltArgs& a [[buffer(0)]], device const float* x [[buffe
   out[i] = x[i] + y[i];
 }
 
-// argmax_take keeps v at i if it is larger than best, or equal as the
-// thread's first: best starts at NEG_MAX (fast math leaves infinities
-// undefined), so NaN and -inf are never taken and a row of nothing else
-// gives none (0, as the reference's first index). A thread visits its
-// indices in increasing order, so on ties the first stays.
-inline void argmax_take(float v, uint i, thread float& best, thread uint& bi) {
-  if (!is_nan(v) && (v > best || (bi == 0xffffffffu && v == best))) {
-    best = v;
-    bi = i;
-  }
-}
-
 // argmax_scan returns the largest of xr[lo, hi) over the threadgroup and,
 // in idx, its first index (0xffffffff: none, every value NaN). lead is how
 // many values xr sits past a 16-byte boundary: the values before the first
@@ -139,14 +127,21 @@ kernel void argmax_part(constant ArgmaxArgs& a [[buffer(0)]], device const float
   }
 }
 
-// argmax_merge: a simdgroup a row, the largest of its partitions' maxima,
+// argmax_merge: a threadgroup a row, the largest of its partitions' maxima,
 // the lowest index on ties; partitions of none (all NaN) are passed over.
+// The partitions are argmax_part's or, folded into the LM head (qmatvec's
+// mv_argmax), one a GEMV threadgroup: thousands for a long vocabulary, so
+// the merge may run more than a simdgroup.
 kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const float* part_v [[buffer(1)]],
                          device const uint* part_i [[buffer(2)]], device int* out [[buffer(3)]],
-                         uint row [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+                         uint row [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
+                         ushort ntg [[threads_per_threadgroup]], ushort lane [[thread_index_in_simdgroup]],
+                         ushort sg [[simdgroup_index_in_threadgroup]], ushort nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float bufv[32];
+  threadgroup uint bufi[32];
   float best = NEG_MAX;
   uint bi = 0xffffffffu;
-  for (uint p = lane; p < a.parts; p += 32) {
+  for (uint p = tid; p < a.parts; p += ntg) {
     const float v = part_v[row * a.parts + p];
     const uint i = part_i[row * a.parts + p];
     if (i != 0xffffffffu && (v > best || (v == best && i < bi))) {
@@ -154,9 +149,14 @@ kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const floa
       bi = i;
     }
   }
-  const float m = simd_max(best);
-  const uint idx = simd_min(best == m ? bi : 0xffffffffu);
-  if (lane == 0) {
+  uint idx;
+  if (nsg == 1) {
+    const float m = simd_max(best);
+    idx = simd_min(best == m ? bi : 0xffffffffu);
+  } else {
+    tg_argmax(best, bi, bufv, bufi, lane, sg, nsg, idx);
+  }
+  if (tid == 0) {
     out[row] = idx == 0xffffffffu ? 0 : int(idx);
   }
 }

@@ -156,6 +156,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 #define FC_MV_TILES 52      // bool: qmoe_mv takes its pairs from moe_group's tiles (an expert's weights read once a tile)
 #define FC_MV_BIASES 53     // int: the matrices of matvec_fused / qmatvec that add a bias, a bit each (1: the first)
+#define FC_MV_ARGMAX 54     // bool: qmatvec also writes its threadgroup's largest output for argmax_merge (gemv_argmax)
 #define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
 
 // The constants themselves, declared once here: a Metal library is one
@@ -186,6 +187,7 @@ constant bool moe_zero_out [[function_constant(FC_MOE_ZERO_OUT)]];
 constant bool mv_route [[function_constant(FC_MV_ROUTE)]];
 constant bool mv_tiles [[function_constant(FC_MV_TILES)]];
 constant int mv_biases [[function_constant(FC_MV_BIASES)]];
+constant bool mv_argmax [[function_constant(FC_MV_ARGMAX)]];
 constant bool mv_layernorm [[function_constant(FC_MV_LAYERNORM)]];
 constant bool mv_gelu [[function_constant(FC_MV_GELU)]];
 constant int q_scale_dt [[function_constant(FC_Q_SCALE_DT)]];
@@ -635,6 +637,18 @@ inline float tg_max(float v, threadgroup float* buf, ushort lane, ushort sg, ush
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   return t;
+}
+
+// argmax_take keeps v at i if it is larger than best, or equal as the
+// thread's first: best starts at NEG_MAX (fast math leaves infinities
+// undefined), so NaN and -inf are never taken and a row of nothing else
+// gives none (0, as the reference's first index). A thread visits its
+// indices in increasing order, so on ties the first stays; -0 equals +0.
+inline void argmax_take(float v, uint i, thread float& best, thread uint& bi) {
+  if (!is_nan(v) && (v > best || (bi == 0xffffffffu && v == best))) {
+    best = v;
+    bi = i;
+  }
 }
 
 // tg_argmax returns the largest v over the threadgroup and, among the

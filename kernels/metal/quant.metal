@@ -976,7 +976,10 @@ inline void q_rows(constant QMatArgs& a, G grid, device const uchar* w, device c
 // it; with mv_norm x is RMSNorm(x)·g, computed here (rmsnorm_gemv), or
 // with mv_layernorm LayerNorm(x)·g + beta (layernorm_gemv); with mv_gelu
 // the output goes through GELU (GPT-2's c_fc); with mv_residual the output
-// is also added into residual (gemv_residual).
+// is also added into residual (gemv_residual). With mv_argmax (one row of
+// x, one matrix: the LM head before a greedy pick, gemv_argmax) the
+// threadgroup's largest output and its first index go to part_v and
+// part_i[tg.x], argmax_merge's partials (docs/metal-kernels.md, "Argmax").
 template <int F>
 kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                     device const uchar* w0 [[buffer(2)]], device const uchar* s0 [[buffer(3)]],
@@ -995,6 +998,8 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
                     device float* out2 [[buffer(17), function_constant(mv_three)]],
                     device const float* bias2 [[buffer(18), function_constant(mv_bias2)]],
                     device const float* beta [[buffer(19), function_constant(mv_ln_bias)]],
+                    device float* part_v [[buffer(20), function_constant(mv_argmax)]],
+                    device uint* part_i [[buffer(21), function_constant(mv_argmax)]],
                     uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                     ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                     ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -1052,6 +1057,8 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
   }
   float inv[MV_MAX_COLS];
   mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // the chunks are done with xs
+  float am_v = NEG_MAX; // mv_argmax: this simdgroup's largest output, rows in order
+  uint am_i = 0xffffffffu;
   for (int r = 0; r < mv_rows; r++) {
     for (int c = 0; c < mv_cols; c++) {
       float y = simd_sum(acc[r][c]) * inv[c];
@@ -1065,6 +1072,9 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
       if (mv_gelu) {
         y = gelu_tanh_of(y);
       }
+      if (mv_argmax && c == 0 && n0 + r < n) {
+        argmax_take(y, n0 + r, am_v, am_i);
+      }
       if (lane == 0 && n0 + r < n && src[c] >= 0) {
         const ulong o = ulong(src[c]) * n + n0 + r;
         out[o] = y;
@@ -1072,6 +1082,18 @@ kernel void qmatvec(constant QMatArgs& a [[buffer(0)]], device const float* x [[
           residual[o] += y;
         }
       }
+    }
+  }
+  if (mv_argmax) {
+    // Every lane holds the simdgroup's outputs (simd_sum), so the pick
+    // reads no logit back; xs is free once every simdgroup is past
+    // mv_norm_scale.
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint idx;
+    const float v = tg_argmax(am_v, am_i, xs, (threadgroup uint*)(xs + 32), lane, sg, nsg, idx);
+    if (tid == 0) {
+      part_v[tg.x] = v;
+      part_i[tg.x] = idx;
     }
   }
 }
@@ -1737,8 +1759,8 @@ kernel void qmoe_mm_down(constant QMatArgs& a [[buffer(0)]], device const float*
       constant QMatArgs&, device const float*, device const uchar*, device const uchar*, device const uchar*,     \
       device float*, device const float*, device const float*, device float*, device const uchar*,               \
       device const uchar*, device const uchar*, device float*, device const float*, device const uchar*,         \
-      device const uchar*, device const uchar*, device float*, device const float*, device const float*, uint2,  \
-      ushort, ushort, ushort, ushort);                                                                           \
+      device const uchar*, device const uchar*, device float*, device const float*, device const float*,         \
+      device float*, device uint*, uint2, ushort, ushort, ushort, ushort);                                       \
   template [[host_name(#moe)]] kernel void qmoe_mv<F>(                                                           \
       constant QMatArgs&, device const float*, device int*, device const uchar*, device const uchar*,             \
       device const uchar*, device const uchar*, device const uchar*, device const uchar*, device float*,          \
