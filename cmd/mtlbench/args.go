@@ -226,7 +226,17 @@ func joinLists(app *cli.App, args []string) []string {
 }
 
 // pathFlags are the flags that name a file or folder, by their first name.
-var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokenizer"}
+var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokenizer", "baseline-bin", "candidate-bin"}
+
+// nameFlags are the flags whose value names a thing (a backend, dtype,
+// model, kernel, suite, format...), by their first name: empty, such a flag
+// reads as left out. Flags where "" means something (--tag "": no tag,
+// --filter, --title) are not among them.
+var nameFlags = []string{
+	"backend", "dtype", "kv-dtype", "model", "history-model", "kernel", "suite", "format", "from",
+	"kind", "metric", "series", "timing", "fit", "fusion", "against", "against-fusion",
+	"strategy", "moe-strategy", "sampling", "witness-gpu", "hardware",
+}
 
 // checkFlagArgs refuses, before any work, what the flag parser would take
 // without a word: a flag of one value given twice (runs --limit 3 --limit
@@ -234,7 +244,8 @@ var pathFlags = []string{"db", "out", "steps", "summary", "keep", "dir", "tokeni
 // twice (flags that collect values, --set and --threshold, switches, and
 // list flags, which joinLists joins first, may repeat); a
 // path flag given an empty value (--db "$DB" with DB unset), which reads as
-// left out: the default store, no step log; and a command's flag given
+// left out: the default store, no step log; a flag that names a thing
+// (nameFlags) given an empty value (--backend "": the suite's backend); and a command's flag given
 // before a subcommand that takes no such flag (tune --rounds 3 show).
 func checkFlagArgs(app *cli.App, args []string) error {
 	if len(args) < 2 {
@@ -262,6 +273,9 @@ func checkFlagArgs(app *cli.App, args []string) error {
 		long := "--" + t.flag.Names()[0]
 		if t.hasValue && t.value == "" && slices.Contains(pathFlags, t.flag.Names()[0]) {
 			return usage("%s \"\": an empty path (leave %s out for the default)", long, long)
+		}
+		if t.hasValue && t.value == "" && slices.Contains(nameFlags, t.flag.Names()[0]) {
+			return usage("%s \"\": an empty value (name one, or leave %s out for the default)", long, long)
 		}
 		if collects(t.flag) {
 			continue

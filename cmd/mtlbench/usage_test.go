@@ -263,6 +263,36 @@ func TestEmptyPathFlag(t *testing.T) {
 	}
 }
 
+// A flag whose value names a thing (a backend, dtype, model, kernel, suite,
+// format) given an empty value is refused, naming the flag: read as left
+// out, run ci --backend "" ran the suite's backend without a word. A flag
+// where "" means something (--tag "") is not refused for it.
+func TestEmptyNameFlag(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "none.db")
+	for _, tc := range []struct {
+		args    []string
+		want    string
+		refused bool
+	}{
+		{[]string{"run", "ci", "--backend", "", "--db", db}, `run: --backend "": an empty value (name one, or leave --backend out for the default)`, true},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--dtype", ""}, `bench: --dtype "": an empty value`, true},
+		{[]string{"bench", "-m", ""}, `bench: --model "": an empty value`, true},
+		{[]string{"bench", "--model=", "-p", "4"}, `bench: --model "": an empty value`, true},
+		{[]string{"tune", "--kernel", "", "--dry-run"}, `tune: --kernel "": an empty value`, true},
+		{[]string{"runs", "--suite", "", "--db", db}, `runs: --suite "": an empty value`, true},
+		{[]string{"runs", "--format", "", "--db", db}, `runs: --format "": an empty value`, true},
+		{[]string{"generate", "-m", "qwen3-moe-mini", "--against", ""}, `generate: --against "": an empty value`, true},
+		{[]string{"ab", "ci", "--baseline-bin", ""}, `ab: --baseline-bin "": an empty path`, true},
+		{[]string{"runs", "--tag", "", "--db", db}, "an empty value", false},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		got := err != nil && strings.Contains(err.Error(), tc.want)
+		if got != tc.refused {
+			t.Errorf("%q: %v, want refused %v with %q", tc.args, err, tc.refused, tc.want)
+		}
+	}
+}
+
 // ab and gate --suite take a built-in suite's name as run does (`ab ci`,
 // `gate --suite ci`), not only a path or its shipped: name.
 func TestBuiltInSuiteNameEverywhere(t *testing.T) {
