@@ -213,7 +213,7 @@ func benchResumeCommand(c *cli.Context, db string, id int64) string {
 // benchKeyFlags maps the keys of the suite bench builds to the flags that
 // set them.
 var benchKeyFlags = map[string]string{
-	"preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend", "weights": "--synthetic",
+	"model": "--model", "preset": "--model", "path": "--model", "dtype": "--dtype", "fit": "--fit", "backend": "--backend", "weights": "--synthetic",
 	"timing": "--timing", "repetitions": "--repetitions", "warmup": "--warmup", "batch": "--batch",
 	"prompt_len": "--prompt", "gen_len": "--gen", "depth": "--depth", "fusion": "--fusion",
 	suites.ParamArrival: "--request-rate and --burstiness", suites.ParamRequests: "--requests", suites.ParamSLO: "--slo",
@@ -224,7 +224,7 @@ var benchKeyFlags = map[string]string{
 // benchFlagErrors names, for each problem found at a position of the suite
 // bench built (text: its checks, and the runner's before any case runs),
 // the flag behind it instead of a line of a file the user never wrote; a
-// problem no flag explains keeps its position.
+// problem no flag explains drops the position, which names no file.
 func benchFlagErrors(text []byte, err error) error {
 	var list suites.ErrorList
 	switch e := err.(type) {
@@ -238,13 +238,14 @@ func benchFlagErrors(text []byte, err error) error {
 	lines := strings.Split(string(text), "\n")
 	msgs := make([]string, len(list))
 	for i, e := range list {
-		msgs[i] = e.Error()
+		msg := strings.TrimPrefix(e.Error(), e.Pos.String()+": ")
+		msgs[i] = "bench: " + msg
 		if e.Pos.Line < 1 || e.Pos.Line > len(lines) {
 			continue
 		}
 		key, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(lines[e.Pos.Line-1]), "- "), ":")
 		if flag, ok := benchKeyFlags[key]; ok {
-			msgs[i] = flag + ": " + strings.TrimPrefix(e.Error(), e.Pos.String()+": ")
+			msgs[i] = flag + ": " + msg
 		}
 	}
 	return errors.New(strings.Join(msgs, "\n"))
