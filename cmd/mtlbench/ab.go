@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
@@ -427,7 +428,7 @@ func executable(path, flag string) (string, error) {
 	}
 	st, err := os.Stat(abs)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", flag, err)
+		return "", fmt.Errorf("%s: %w", flag, readfile.PathError(abs, err))
 	}
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return "", fmt.Errorf("%s %s: not an executable file", flag, path)

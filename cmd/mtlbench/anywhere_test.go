@@ -180,7 +180,7 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"bench", "-m", "nope", "--db", db}, `"nope"`},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "5000", "--db", db}, "more than the 4096 positions"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Prp", "--db", db}, `unknown Apple GPU "M2 Prp" (did you mean "M2 Pro"?)`},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "--db", db, "--steps", filepath.Join(dir, "no", "s.jsonl")}, "--steps " + filepath.Join(dir, "no", "s.jsonl") + ": its folder " + filepath.Join(dir, "no") + " cannot be used"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--db", db, "--steps", filepath.Join(dir, "no", "s.jsonl")}, "--steps " + filepath.Join(dir, "no", "s.jsonl") + ": its folder cannot be used: " + filepath.Join(dir, "no") + ": no such file or directory"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4"}, "--request-rate needs --requests"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,0", "--requests", "8"}, "--request-rate: item 2: rate 0 requests a second is outside 0.001 to 1e+06"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--request-rate", "4,x", "--requests", "8"}, `--request-rate: item 2: rate "x" is not a number`},

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/internal/metrics"
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/suites"
@@ -338,7 +339,7 @@ func checkWritable(what, path string) error {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("%s %s: its folder %s cannot be used: %w", what, path, dir, err)
+		return fmt.Errorf("%s %s: its folder cannot be used: %w", what, path, readfile.PathError(dir, err))
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("%s %s: %s is not a folder", what, path, dir)

@@ -293,6 +293,31 @@ func TestEmptyNameFlag(t *testing.T) {
 	}
 }
 
+// A path flag naming nothing says the path and what is wrong with it, as
+// every path error does, without Go's "stat": --baseline-bin, --tokenizer
+// and --summary read "stat PATH: no such file or directory".
+func TestMissingPathFlag(t *testing.T) {
+	dir := t.TempDir()
+	none := filepath.Join(dir, "none")
+	db := filepath.Join(dir, "r.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ab", "ci", "--baseline-bin", none}, "--baseline-bin: " + none + ": no such file or directory"},
+		{[]string{"generate", "-m", "qwen3-moe-mini", "--prompt", "hi", "--tokenizer", none}, "--tokenizer: " + none + ": no such file or directory"},
+		{[]string{"gate", "--baseline", "a", "--candidate", "b", "--db", db, "--summary", filepath.Join(none, "s.md")},
+			"--summary " + filepath.Join(none, "s.md") + ": its folder cannot be used: " + none + ": no such file or directory"},
+		{[]string{"ab", "ci", "--baseline-bin", os.Args[0], "--summary", filepath.Join(none, "s.md")},
+			"--summary " + filepath.Join(none, "s.md") + ": its folder cannot be used: " + none + ": no such file or directory"},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "stat ") {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 // ab and gate --suite take a built-in suite's name as run does (`ab ci`,
 // `gate --suite ci`), not only a path or its shipped: name.
 func TestBuiltInSuiteNameEverywhere(t *testing.T) {

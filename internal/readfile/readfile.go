@@ -26,7 +26,7 @@ const (
 func Read(path string, max int64, what string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	switch {
 	case fi.IsDir():
@@ -36,7 +36,7 @@ func Read(path string, max int64, what string) ([]byte, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	defer f.Close()
 	if fi.Mode().IsRegular() && fi.Size() > max {
@@ -53,14 +53,14 @@ func Read(path string, max int64, what string) ([]byte, error) {
 func Open(path, what string) (*os.File, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	if fi.IsDir() {
 		return nil, fmt.Errorf("%s: a folder, not %s", path, what)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	return f, nil
 }
@@ -78,9 +78,10 @@ func ReadFrom(r io.Reader, name string, max int64, what string) ([]byte, error) 
 	return data, nil
 }
 
-// pathError is err without the Go operation that met it ("stat", "open"):
+// PathError is err without the Go operation that met it ("stat", "open"):
 // the file and what is wrong with it. It still matches fs.ErrNotExist.
-func pathError(path string, err error) error {
+// Every path a user names is reported through it, so all read alike.
+func PathError(path string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w", path, pe.Err)

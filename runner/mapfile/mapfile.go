@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"unsafe"
+
+	"github.com/mtlbench/mtlbench/internal/readfile"
 )
 
 // Mapping is a whole file's bytes: an mmap where the platform and the file
@@ -100,7 +102,7 @@ func within(b, region []byte) bool {
 func CheckRegular(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		return readfile.PathError(path, err)
 	}
 	switch {
 	case fi.IsDir():
