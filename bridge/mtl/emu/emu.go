@@ -229,9 +229,9 @@ func (p *pipeline) Name() string                       { return p.k.Name }
 func (p *pipeline) MaxTotalThreadsPerThreadgroup() int { return p.maxTotal }
 func (p *pipeline) ThreadExecutionWidth() int          { return 32 }
 
-// StaticThreadgroupMemoryLength is measured: the emulator allocates
-// threadgroup variables as the kernel declares them, so it is 0 until the
-// pipeline ran once.
+// StaticThreadgroupMemoryLength is the size of the kernel's threadgroup
+// variables, each aligned to 16 bytes (or its type's alignment), in the
+// order they are declared.
 func (p *pipeline) StaticThreadgroupMemoryLength() int { return int(p.staticTG.Load()) }
 
 func (l *library) Pipeline(kernel string, fc mtl.FunctionConstants) (mtl.Pipeline, error) {
@@ -296,7 +296,17 @@ func (l *library) Pipeline(kernel string, fc mtl.FunctionConstants) (mtl.Pipelin
 			maxTotal = n
 		}
 	}
+	// Metal fails the pipeline's creation when the kernel's threadgroup
+	// variables exceed the device's threadgroup memory (docs/msl-subset.md).
+	// Array sizes are constant expressions, so function constants do not
+	// change it.
+	st := l.lib.staticTG(idx)
+	if tgmax := l.dev.MaxThreadgroupMemoryLength(); st > int64(tgmax) {
+		return nil, fmt.Errorf("msl-emu: %s:%d: kernel %s: %d bytes of threadgroup variables exceed the device's %d bytes of threadgroup memory",
+			k.File, k.Line, kernel, st, tgmax)
+	}
 	p := &pipeline{lib: l, k: k, index: idx, fcs: fcs, maxTotal: maxTotal}
+	p.staticTG.Store(st)
 	l.pipes[key] = p
 	return p, nil
 }

@@ -1609,3 +1609,66 @@ kernel void mul_add(device const float* x [[buffer(0)]], device float* y [[buffe
 		}
 	}
 }
+
+// Metal fails a pipeline whose kernel's threadgroup variables exceed the
+// device's 32 KiB of threadgroup memory (maxThreadgroupMemoryLength), a
+// variable in a branch that never runs included, and a dispatch whose
+// static and dynamic threadgroup memory together do: the pipeline knows its
+// static length before it runs.
+func TestStaticThreadgroupMemory(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void k32(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float s[8192]; s[i] = 1; x[i] = s[i]; }
+kernel void k33(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float s[8448]; s[i] = 1; x[i] = s[i]; }
+kernel void two(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float a[4096]; threadgroup half b[8704]; a[i] = 1; b[i] = 1; x[i] = a[i]; }
+kernel void branch(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { if (i > 1000000) { threadgroup float s[8448]; s[0] = 1; x[0] = s[0]; } x[i] = 1; }
+template <typename T, int N>
+kernel void tk(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup T s[N]; s[i] = 1; x[i] = s[i]; }
+template [[host_name("tk_small")]] kernel void tk<float, 256>(device float*, uint);
+template [[host_name("tk_big")]] kernel void tk<float, 8448>(device float*, uint);
+kernel void k16(device float* x [[buffer(0)]], threadgroup float* d [[threadgroup(0)]], uint i [[thread_position_in_grid]]) { threadgroup float s[4096]; s[i] = 1; d[i] = 1; x[i] = s[i] + d[i]; }
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kernel string
+		dyn    int    // dynamic threadgroup(0) bytes, for k16
+		static int    // the pipeline's length, when it builds
+		err    string // the error's line and bytes; "": none
+	}{
+		{kernel: "k32", static: 32768},
+		{kernel: "k33", err: "k.metal:4: kernel k33: 33792 bytes"},
+		{kernel: "two", err: "k.metal:5: kernel two: 33792 bytes"},
+		{kernel: "branch", err: "k.metal:6: kernel branch: 33792 bytes"},
+		{kernel: "tk_small", static: 1024},
+		{kernel: "tk_big", err: "k.metal:10: kernel tk_big: 33792 bytes"},
+		{kernel: "k16", dyn: 16 << 10, static: 16384},
+		{kernel: "k16", dyn: 17 << 10, static: 16384, err: "kernel k16: k.metal:11: 17408 bytes of dynamic and 16384 of static"},
+	} {
+		p, err := lib.Pipeline(c.kernel, nil)
+		if c.static == 0 {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: Pipeline: got %v, want an error with %q", c.kernel, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.kernel, err)
+			continue
+		}
+		if n := p.StaticThreadgroupMemoryLength(); n != c.static {
+			t.Errorf("%s: StaticThreadgroupMemoryLength = %d, want %d", c.kernel, n, c.static)
+		}
+		args := []arg{{buf: newBuf(t, dev, 4*32)}}
+		if c.dyn > 0 {
+			args = append(args, arg{tg: c.dyn})
+		}
+		err = run(t, dev, p, [3]int{1, 1, 1}, [3]int{32, 1, 1}, args...)
+		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s with %d dynamic bytes: got %v, want error %q", c.kernel, c.dyn, err, c.err)
+		}
+	}
+}

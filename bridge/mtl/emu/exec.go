@@ -156,6 +156,8 @@ func (cb *commandBuffer) execute() {
 		}
 		fp, err := c.pipe.lib.lib.dispatch(c.desc, workers, dev.opts.Stop)
 		c.fp = fp
+		// A kernel the rewriter could not key (an unnamed template
+		// parameter) learns its static length here (docs/msl-subset.md).
 		if st := c.desc.staticTG; st > c.pipe.staticTG.Load() {
 			c.pipe.staticTG.Store(st)
 		}
@@ -440,8 +442,11 @@ func (e *encoder) dispatch(groups, tpg, grid [3]int) {
 			dyn += e.tgmem[prm.Index]
 		}
 	}
-	if dyn > p.lib.dev.MaxThreadgroupMemoryLength() {
-		e.fail("kernel %s: %d bytes of dynamic threadgroup memory exceed the device's %d", name, dyn, p.lib.dev.MaxThreadgroupMemoryLength())
+	// Metal's validation fails a dispatch whose static and dynamic
+	// threadgroup memory together exceed the device's.
+	if st, max := p.StaticThreadgroupMemoryLength(), p.lib.dev.MaxThreadgroupMemoryLength(); dyn+st > max {
+		e.fail("kernel %s: %s:%d: %d bytes of dynamic and %d of static threadgroup memory exceed the device's %d",
+			name, p.k.File, p.k.Line, dyn, st, max)
 		return
 	}
 	if len(p.fcs) > 0 {

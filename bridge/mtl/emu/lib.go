@@ -78,10 +78,13 @@ func (d *cDesc) errString() string {
 // clib is a loaded library. Function constants and the race flag are
 // library-wide state, so its dispatches run one at a time.
 type clib struct {
-	find  func(name string) int64
-	begin func(d unsafe.Pointer) int64
-	work  func(d unsafe.Pointer)
-	mu    sync.Mutex
+	find func(name string) int64
+	// staticTG is a kernel's static threadgroup memory in bytes, the
+	// threadgroup variables it declares (msl_emu_static_tg).
+	staticTG func(kernel int64) int64
+	begin    func(d unsafe.Pointer) int64
+	work     func(d unsafe.Pointer)
+	mu       sync.Mutex
 }
 
 // ErrStopped fails a command buffer whose dispatches Options.Stop ended.

@@ -30,6 +30,7 @@ func openLib(path string) (*clib, error) {
 	purego.RegisterLibFunc(&abiFn, h, "msl_emu_abi")
 	purego.RegisterLibFunc(&sizeFn, h, "msl_emu_desc_size")
 	purego.RegisterLibFunc(&l.find, h, "msl_emu_find_kernel")
+	purego.RegisterLibFunc(&l.staticTG, h, "msl_emu_static_tg")
 	purego.RegisterLibFunc(&l.begin, h, "msl_emu_begin")
 	purego.RegisterLibFunc(&l.work, h, "msl_emu_work")
 	if a, s := abiFn(), sizeFn(); a != abi || s != int64(unsafe.Sizeof(cDesc{})) {

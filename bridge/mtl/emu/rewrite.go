@@ -108,6 +108,7 @@ type rewriter struct {
 	inits     []string // qualified derived-constant initialisers, in order
 	vecNames  map[string]bool
 	kbodies   [][2]int // the kernels' bodies, from '{' to '}'
+	kkeys     []string // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
 	nTramp    int
 	nSite     int
@@ -979,12 +980,52 @@ func (r *rewriter) kernelCall(i int) {
 
 // inKernel reports whether token i lies in a kernel's body.
 func (r *rewriter) inKernel(i int) bool {
-	for _, b := range r.kbodies {
+	return r.kernelKey(i) != "-"
+}
+
+// kernelKey is how the body of the kernel around token i names that
+// kernel, "" if it cannot, "-" outside kernels.
+func (r *rewriter) kernelKey(i int) string {
+	for n, b := range r.kbodies {
 		if i > b[0] && i < b[1] {
-			return true
+			return r.kkeys[n]
 		}
 	}
-	return false
+	return "-"
+}
+
+// templateArgs is `<T, N>` for the template parameter list between
+// tokens open and close (`<typename T, int N = 4>`), "" when a parameter
+// has no name.
+func (r *rewriter) templateArgs(open, close int) string {
+	var names []string
+	for start := open + 1; start < close; {
+		end, eq := start, -1
+		for end < close && r.text(end) != "," {
+			if t := r.text(end); t == "<" || t == "(" {
+				if m := r.match(end); m > end {
+					end = m
+				}
+			} else if t == "=" && eq < 0 {
+				eq = end
+			}
+			end++
+		}
+		last := end - 1
+		if eq >= 0 {
+			last = eq - 1
+		}
+		if last <= start || r.tok(last).kind != tIdent || r.text(last) == "typename" || r.text(last) == "class" {
+			return ""
+		}
+		n := r.text(last)
+		if r.text(last-1) == "..." {
+			n += "..."
+		}
+		names = append(names, n)
+		start = end + 1
+	}
+	return "<" + strings.Join(names, ", ") + ">"
 }
 
 // tgDecl rewrites `threadgroup T a[N], b;` (tokens i..; at the ';') into
@@ -1014,6 +1055,12 @@ func (r *rewriter) tgDecl(i, k int) int {
 		r.nSite++
 		fmt.Fprintf(&b, "static const ::metal::__emu::TGSite %s{%q}; auto &%s = ::metal::__emu::tg_var<%s%s>(&%s); ",
 			site, name.text, name.text, typ, dims, site)
+		// The pipeline's static threadgroup memory is known before it runs
+		// (docs/msl-subset.md, "Memory").
+		if key := r.kernelKey(i); key != "" && key != "-" {
+			fmt.Fprintf(&b, "(void)&::metal::__emu::TGReg<&%s, %d, sizeof(%s%s), alignof(%s%s)>::r; ",
+				key, r.nSite-1, typ, dims, typ, dims)
+		}
 		switch r.text(j) {
 		case ",":
 			j++
@@ -1260,6 +1307,15 @@ func (r *rewriter) kernel(i, kw int) {
 		return
 	}
 	r.kbodies = append(r.kbodies, [2]int{j, body})
+	key := expr
+	if isTemplate {
+		if ta := r.templateArgs(r.matchBack(before), before); ta != "" {
+			key += ta
+		} else {
+			key = ""
+		}
+	}
+	r.kkeys = append(r.kkeys, key)
 	var uses []string
 	seen := map[string]bool{}
 	for k := j; k < body; k++ {
@@ -1317,10 +1373,12 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 	for _, n := range names {
 		ns = append(ns, strconv.Quote(n))
 	}
-	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s(%s); } static const char *const %s[31] = {%s};",
-		fn, expr, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "))
+	kf := fmt.Sprintf("__emu_kf%d", r.nTramp-1)
+	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s(%s); } static const char *const %s[31] = {%s};"+
+		" static const void *%s() { return (const void *)&%s; }",
+		fn, expr, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "), kf, expr)
 	r.insertAfter(after, code)
-	r.entries = append(r.entries, fmt.Sprintf("{%q, &%s, %s}", k.Name, r.qualify(fn), r.qualify(bn)))
+	r.entries = append(r.entries, fmt.Sprintf("{%q, &%s, %s, &%s}", k.Name, r.qualify(fn), r.qualify(bn), r.qualify(kf)))
 }
 
 // params reads a kernel's parameter list between the parentheses at open

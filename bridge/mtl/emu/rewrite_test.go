@@ -122,7 +122,7 @@ template [[host_name("tmpl_i32")]] [[kernel]] decltype(tmpl<int, 3>) tmpl<int, 3
 	}
 	for _, want := range []string{
 		"using __F = decltype(&tmpl<float, 1>); tmpl<float, 1>(",
-		"{\"mixed\", &::ns::__emu_k1, ::ns::__emu_bn1}",
+		"{\"mixed\", &::ns::__emu_k1, ::ns::__emu_bn1, &::ns::__emu_kf1}",
 		"::metal::__emu::pos_arg<::metal::__emu::param_t<__F, 5>, ::metal::__emu::POS_LANE>(__f)",
 	} {
 		if !strings.Contains(out, want) {

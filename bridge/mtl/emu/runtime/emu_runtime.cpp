@@ -191,6 +191,20 @@ static int nkernels;
 static FCSet fcsets[1024];
 static int nfcsets;
 
+struct TGRecord {
+  const void *kernel;
+  int site;
+  size_t size, align;
+};
+static TGRecord tgregs[65536];
+static int ntgregs;
+
+int tg_register(const void *kernel, int site, size_t size, size_t align) {
+  if (ntgregs < 65536)
+    tgregs[ntgregs++] = {kernel, site, size, align < 16 ? 16 : align};
+  return 0;
+}
+
 Registrar::Registrar(const KernelEntry *k, int n, FCSet fcset) {
   for (int i = 0; i < n && nkernels < 8192; i++)
     kernels[nkernels++] = &k[i];
@@ -845,6 +859,25 @@ EXPORT int64_t msl_emu_find_kernel(const char *name) {
     if (strcmp(kernels[i]->name, name) == 0)
       return i;
   return -1;
+}
+
+// msl_emu_static_tg is kernel k's static threadgroup memory: its threadgroup
+// variables laid out in declaration order, as tg_static places them.
+EXPORT int64_t msl_emu_static_tg(int64_t k) {
+  if (k < 0 || k >= nkernels)
+    return -1;
+  const void *fn = kernels[k]->fn();
+  size_t off = 0;
+  for (int last = -1;;) {
+    const TGRecord *next = nullptr;
+    for (int i = 0; i < ntgregs; i++)
+      if (tgregs[i].kernel == fn && tgregs[i].site > last && (!next || tgregs[i].site < next->site))
+        next = &tgregs[i];
+    if (!next)
+      return int64_t(off);
+    off = (off + next->align - 1) / next->align * next->align + next->size;
+    last = next->site;
+  }
 }
 
 // msl_emu_begin prepares a dispatch: function constant values and the race
