@@ -29,6 +29,31 @@ func newDevice(t testing.TB, opts emu.Options) *emu.Device {
 	return emu.New(opts)
 }
 
+// checkBuild builds src as k.metal and holds it to what Metal does with
+// it: where ok, a library; else a CompileError at k.metal:line whose text
+// holds each of says.
+func checkBuild(t *testing.T, dev *emu.Device, what, src string, opts mtl.CompileOptions, ok bool, line int, says ...string) {
+	t.Helper()
+	_, err := dev.NewLibrary(map[string]string{"k.metal": src}, opts)
+	if ok {
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		return
+	}
+	var ce *emu.CompileError
+	at := fmt.Sprintf("k.metal:%d:", line)
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), at) {
+		t.Errorf("%s: got %v, want a CompileError at %s", what, err, at)
+		return
+	}
+	for _, s := range says {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%s: got %v, want it to say %q", what, err, s)
+		}
+	}
+}
+
 var (
 	libMu   sync.Mutex
 	libOnce = map[string]mtl.Library{}
@@ -675,14 +700,7 @@ func TestMixedTypeArguments(t *testing.T) {
 		{"mix(x[i], 1.0f, h)", false},
 		{"smoothstep(0.0f, 1.0f, h)", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.expr)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.expr, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:7:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:7 (mixed argument types)", c.expr, err)
-		}
+		checkBuild(t, dev, c.expr, fmt.Sprintf(src, c.expr), mtl.CompileOptions{}, c.ok, 7)
 	}
 }
 
@@ -702,14 +720,7 @@ func TestVariableLengthArrays(t *testing.T) {
 		{"float a[n]; a[0] = 1", false},
 		{"float a[fc_n]; a[0] = 1", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.decl)}, mtl.CompileOptions{Defines: map[string]string{"MTL_TEST_N": "8"}})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.decl, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:6:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:6 (a variable-length array)", c.decl, err)
-		}
+		checkBuild(t, dev, c.decl, fmt.Sprintf(src, c.decl), mtl.CompileOptions{Defines: map[string]string{"MTL_TEST_N": "8"}}, c.ok, 6)
 	}
 }
 
@@ -762,19 +773,11 @@ func TestUnsupportedCxx(t *testing.T) {
 		{"", "static float acc = 0; acc += x[i]; x[i] = acc", 5, notConstant},
 		{"", "static uint calls; x[i] = float(calls++)", 5, notConstant},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.global, c.body)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		at := fmt.Sprintf("k.metal:%d:", c.line)
 		want := c.want
 		if want == "" {
 			want = "not supported"
 		}
-		switch {
-		case c.line == 0 && err != nil:
-			t.Errorf("%s %s: %v", c.global, c.body, err)
-		case c.line != 0 && (!errors.As(err, &ce) || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), want)):
-			t.Errorf("%s %s: got %v, want a CompileError at %s saying %q", c.global, c.body, err, at, want)
-		}
+		checkBuild(t, dev, c.global+" "+c.body, fmt.Sprintf(src, c.global, c.body), mtl.CompileOptions{}, c.line == 0, c.line, want)
 	}
 }
 
@@ -809,14 +812,7 @@ func TestThreadPositionTypes(t *testing.T) {
 		{"ushort t [[thread_position_in_threadgroup]], uint n [[threads_per_threadgroup]]", false},
 		{"uint2 t [[thread_position_in_threadgroup]], ushort s [[thread_index_in_threadgroup]]", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.params)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.params, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:4 (a thread-position type Metal refuses)", c.params, err)
-		}
+		checkBuild(t, dev, c.params, fmt.Sprintf(src, c.params), mtl.CompileOptions{}, c.ok, 4)
 	}
 }
 
@@ -919,14 +915,7 @@ func TestBFloatNeedsMSL31(t *testing.T) {
 		{"3.0", "simdgroup_bfloat8x8 m; x[i] = 0", false},
 		{"2.4", "x[i] = float(bfloat(x[i]))", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{LanguageVersion: c.lang})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("MSL %s: %s: %v", c.lang, c.body, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:") || !strings.Contains(err.Error(), "bfloat types need MSL 3.1")):
-			t.Errorf("MSL %s: %s: got %v, want a CompileError at k.metal:4 (bfloat before MSL 3.1)", c.lang, c.body, err)
-		}
+		checkBuild(t, dev, fmt.Sprintf("MSL %s: %s", c.lang, c.body), fmt.Sprintf(src, c.body), mtl.CompileOptions{LanguageVersion: c.lang}, c.ok, 4, "bfloat types need MSL 3.1")
 	}
 }
 
@@ -951,14 +940,7 @@ func TestImplicitVectorConversions(t *testing.T) {
 		{"x[i] = float((i4 == u4).x)", false},
 		{"uint4 a = i4 * 2; x[i] = float(a.x)", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.body, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:5:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:5 (vectors of two element types)", c.body, err)
-		}
+		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 5)
 	}
 }
 
@@ -978,15 +960,7 @@ func TestThreadgroupVariablesInKernels(t *testing.T) {
 		{"template <typename T> T g(uint i) { threadgroup T t[32]; t[i] = 1; return t[i]; }", "x[i] = g<float>(i & 31)", 3},
 		{"struct S { float get(uint i) { threadgroup float t[32]; t[i] = 1; return t[i]; } };", "S s; x[i] = s.get(i & 31)", 3},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.helper, c.body)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		at := fmt.Sprintf("k.metal:%d:", c.line)
-		switch {
-		case c.line == 0 && err != nil:
-			t.Errorf("%s %s: %v", c.helper, c.body, err)
-		case c.line != 0 && (!errors.As(err, &ce) || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), "outside a kernel")):
-			t.Errorf("%s %s: got %v, want a CompileError at %s (a threadgroup variable outside a kernel)", c.helper, c.body, err, at)
-		}
+		checkBuild(t, dev, c.helper+" "+c.body, fmt.Sprintf(src, c.helper, c.body), mtl.CompileOptions{}, c.line == 0, c.line, "outside a kernel")
 	}
 }
 
@@ -1009,15 +983,7 @@ func TestKernelFunctionRules(t *testing.T) {
 		{"kernel void k" + kp + ";\nvoid h(device float* x, uint i) { k(x, i); }", 4},
 		{"template <typename T> kernel void k(device T* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = 1; }\nkernel void k2" + kp + " { k<float>(x, i); }", 4},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": "#include <metal_stdlib>\nusing namespace metal;\n" + c.src + "\n"}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		at := fmt.Sprintf("k.metal:%d:", c.line)
-		switch {
-		case c.line == 0 && err != nil:
-			t.Errorf("%s: %v", c.src, err)
-		case c.line != 0 && (!errors.As(err, &ce) || !strings.Contains(err.Error(), at)):
-			t.Errorf("%s: got %v, want a CompileError at %s", c.src, err, at)
-		}
+		checkBuild(t, dev, c.src, "#include <metal_stdlib>\nusing namespace metal;\n"+c.src+"\n", mtl.CompileOptions{}, c.line == 0, c.line)
 	}
 }
 
@@ -1037,14 +1003,7 @@ func TestSimdgroupMatrixTypes(t *testing.T) {
 		{"simdgroup_matrix<uint, 8, 8> m = make_filled_simdgroup_matrix<uint, 8>(1u); x[i] = 0", false},
 		{"simdgroup_matrix<float, 4, 4> m; x[i] = 0", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.body, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:4", c.body, err)
-		}
+		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 4)
 	}
 }
 
@@ -1069,14 +1028,7 @@ func TestAtomicFetchTypes(t *testing.T) {
 		{"atomic_fetch_or_explicit(b, true, memory_order_relaxed)", false},
 		{"atomic_fetch_add_explicit(l, 1ul, memory_order_relaxed)", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.body)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.body, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:4:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:4", c.body, err)
-		}
+		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 4)
 	}
 }
 
@@ -1100,14 +1052,7 @@ func TestKernelPointerArguments(t *testing.T) {
 		{"const P& p [[buffer(1)]]", false},
 		{"device float* t [[threadgroup(0)]]", false},
 	} {
-		_, err := dev.NewLibrary(map[string]string{"k.metal": fmt.Sprintf(src, c.param)}, mtl.CompileOptions{})
-		var ce *emu.CompileError
-		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.param, err)
-		case !c.ok && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "k.metal:5:")):
-			t.Errorf("%s: got %v, want a CompileError at k.metal:5", c.param, err)
-		}
+		checkBuild(t, dev, c.param, fmt.Sprintf(src, c.param), mtl.CompileOptions{}, c.ok, 5)
 	}
 }
 
