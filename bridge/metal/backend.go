@@ -672,7 +672,7 @@ var (
 	fcPrefill = []fcSpec{{fcAttnKeys, false}, {fcAttnStages, false}, {fcAttnQBlocks, false}}
 	fcAttn    = []fcSpec{{fcAttnPartitions, true}, {fcAttnNewKV, true}, {fcAttnRoPE, true}, {fcHasQKNorm, true}, {fcAttnPadded, true}}
 	fcMVFused = []fcSpec{{fcMVBiases, false}, {fcMVRows, false}, {fcMVCols, false}, {fcMVSegs, false}, {fcMVNorm, true},
-		{fcMVResidual, true}, {fcMVSwiGLU, true}, {fcMVLayerNorm, true}, {fcMVGELU, true}}
+		{fcMVResidual, true}, {fcMVSwiGLU, true}, {fcMVLayerNorm, true}, {fcMVGELU, true}, {fcMVArgmax, true}}
 	fcCombine = []fcSpec{{fcMoEResidual, true}}
 	// The packed kernels' tiles: the float ones' constants and the scale type.
 	fcQMatMul  = append(fcMatMul[:len(fcMatMul):len(fcMatMul)], fcSpec{fcQScaleDT, false})

@@ -14,7 +14,7 @@ func (b *Backend) Fusions() []bridge.Pattern {
 			{Name: "layernorm_gemv", Doc: "the GEMVs that read a LayerNorm's output (GPT-2's ln_1, ln_2, ln_f) normalise their input as they read it, and a lone one takes the GELU after it", Try: b.tryLayerNormGemv},
 			{Name: "rmsnorm_moe", Doc: "a decode step's MoE block normalises its input in its router and gate/up GEMVs, and with moe_residual adds its output into the residual", Try: b.tryNormMoE},
 			{Name: "gemv_residual", Doc: "a GEMV adds its output into the residual the AddRMSNorm (AddLayerNorm) after it would add", Try: b.tryGemvResidual},
-			{Name: "gemv_argmax", Doc: "a single-row packed GEMV (the LM head) also finds each threadgroup's largest output, and the greedy argmax after it only merges those", Try: b.tryGemvArgmax},
+			{Name: "gemv_argmax", Doc: "a single-row GEMV, float or packed (the LM head), also finds each threadgroup's largest output, and the greedy argmax after it only merges those", Try: b.tryGemvArgmax},
 			{Name: "gemv_gelu", Doc: "a GEMV applies the GELU after it (GPT-2's c_fc) as it writes its output", Try: b.tryGemvGELU},
 			{Name: "moe_residual", Doc: "the MoE combine adds its output into the residual the AddRMSNorm after it would add", Try: b.tryMoEResidual},
 			{Name: "moe_router_topk", Doc: "the MoE router GEMV, softmax and top-k in one dispatch", Try: b.tryMoERoute},
@@ -101,6 +101,7 @@ type mvFused struct {
 	resid *tensor // add the output into it
 	swig  bool    // silu(segment 0)·segment 1 into out[0]
 	gelu  bool    // GELU of the output (a lone segment)
+	pick  *tensor // gemv_argmax: the greedy pick of the lone output row (i32), merged after
 }
 
 // mvOf returns op as a one-segment matvec_fused, when it runs as a matvec.
@@ -220,8 +221,10 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.q[0].Dims[0]); !ok {
 			return 0, nil
 		}
-		if n < span && b.takesArgmax(ops[n], &f) { // the final norm, the LM head and the pick
-			n++
+		if n < span { // the final norm, the LM head and the pick
+			if f.pick = b.argmaxOf(ops[n], f.lmHead()); f.pick != nil {
+				n++
+			}
 		}
 		f.x, f.g, f.gb, f.eps = x, w, nb, nm.eps
 		b.encodeQMV(&f)
@@ -237,6 +240,11 @@ func (b *Backend) normGemv(ops []bridge.Op, span int, nm foldedNorm) (int, bridg
 		}
 		if n, f.gelu, ok = b.normTail(ops, n, span, nm, f.nsegs == 1 && !f.swig, f.out[0], f.m*f.w[0].shape[0]); !ok {
 			return 0, nil
+		}
+		if n < span {
+			if f.pick = b.argmaxOf(ops[n], f.lmHead()); f.pick != nil {
+				n++
+			}
 		}
 		f.x, f.norm, f.normB, f.eps = x, w, nb, nm.eps
 		b.matvecFused(&f)
@@ -279,39 +287,85 @@ func (b *Backend) takesGELU(op bridge.Op, out *tensor, elems int) bool {
 	return o != nil && x != nil && o.sameStart(out) && x.sameStart(o) && o.n == elems
 }
 
-// takesArgmax: op is the greedy argmax of f's lone output row, all of its
-// values, and gemv_argmax is in the table; it sets f.pick. The logits are
-// still written, so later readers of them need not be checked.
-func (b *Backend) takesArgmax(op bridge.Op, f *qmv) bool {
-	am, ok := op.(*bridge.ArgmaxOp)
-	if !ok || !b.fusing("gemv_argmax") || f.nsegs != 1 || f.swig || f.gelu || f.resid != nil || f.m != 1 {
-		return false
-	}
-	o, l := tt(am.Out), tt(am.Logits)
-	if o == nil || l == nil || o.dt != bridge.I32 || o.n != 1 || l.dt != bridge.F32 || !l.sameStart(f.out[0]) ||
-		l.n != f.q[0].Dims[0] {
-		return false
-	}
-	f.pick = o
-	return true
+// lmHead is what gemv_argmax asks of a GEMV, float or packed: its lone
+// output row (out, rows values) written as computed, and whether it is
+// one (one activation row, one matrix, no SwiGLU, GELU or residual).
+type lmHead struct {
+	out  *tensor
+	rows int
+	lone bool
 }
 
-// tryGemvArgmax: a single-row packed GEMV whose output the greedy argmax
-// after it picks from (the LM head of a decode step at batch 1).
+func (f *qmv) lmHead() lmHead {
+	return lmHead{f.out[0], f.q[0].Dims[0], f.m == 1 && f.nsegs == 1 && !f.swig && !f.gelu && f.resid == nil}
+}
+
+func (f *mvFused) lmHead() lmHead {
+	return lmHead{f.out[0], f.w[0].shape[0], f.m == 1 && f.nsegs == 1 && !f.swig && !f.gelu && f.resid == nil}
+}
+
+// argmaxOf returns the output of op when op is the greedy argmax of h's
+// row, all of its values, and gemv_argmax is in the table; nil otherwise.
+// The logits are still written, so later readers of them need not be
+// checked.
+func (b *Backend) argmaxOf(op bridge.Op, h lmHead) *tensor {
+	am, ok := op.(*bridge.ArgmaxOp)
+	if !ok || !h.lone || !b.fusing("gemv_argmax") {
+		return nil
+	}
+	o, l := tt(am.Out), tt(am.Logits)
+	if o == nil || l == nil || o.dt != bridge.I32 || o.n != 1 || l.dt != bridge.F32 || !l.sameStart(h.out) || l.n != h.rows {
+		return nil
+	}
+	return o
+}
+
+// tryGemvArgmax: a single-row GEMV, float or packed, whose output the
+// greedy argmax after it picks from (the LM head of a decode step at
+// batch 1).
 func (b *Backend) tryGemvArgmax(ops []bridge.Op, span int) (int, bridge.Op) {
 	if span < 2 {
 		return 0, nil
 	}
-	mm, ok := ops[0].(*bridge.QMatMulOp)
-	if !ok {
+	switch mm := ops[0].(type) {
+	case *bridge.QMatMulOp:
+		f, ok := b.qmvOf(mm)
+		if !ok {
+			return 0, nil
+		}
+		if f.pick = b.argmaxOf(ops[1], f.lmHead()); f.pick == nil {
+			return 0, nil
+		}
+		b.encodeQMV(&f)
+	case *bridge.MatMulOp:
+		f, ok := b.mvOf(mm)
+		if !ok {
+			return 0, nil
+		}
+		if f.pick = b.argmaxOf(ops[1], f.lmHead()); f.pick == nil {
+			return 0, nil
+		}
+		b.matvecFused(&f)
+	default:
 		return 0, nil
 	}
-	f, ok := b.qmvOf(mm)
-	if !ok || !b.takesArgmax(ops[1], &f) {
-		return 0, nil
-	}
-	b.encodeQMV(&f)
 	return 2, nil
+}
+
+// gemvParts binds the argmax partials of a gemv_argmax GEMV of groups
+// threadgroups at slots v and v+1: a partition a threadgroup, where
+// argmax_part would write them (docs/metal-kernels.md, "Argmax").
+func (b *Backend) gemvParts(groups, v int) (pv, pi view) {
+	pv, pi = b.scratchView("argmax.v", 4*groups), b.scratchView("argmax.i", 4*groups)
+	b.bind(v, pv, true)
+	b.bind(v+1, pi, true)
+	return pv, pi
+}
+
+// gemvPick merges a gemv_argmax GEMV's partials (gemvParts) into pick:
+// n values, part of them a threadgroup.
+func (b *Backend) gemvPick(pv, pi view, n, part, groups int, pick *tensor) {
+	b.argmaxMerge(argmaxArgs{Rows: 1, N: uint32(n), Part: uint32(part), Parts: uint32(groups)}, pv, pi, pick)
 }
 
 // tryGemvGELU: a lone GEMV (float or packed) whose output the GELU after it
@@ -598,7 +652,7 @@ func (b *Backend) matvecFused(f *mvFused) {
 		}
 	}
 	p := b.pipeline(matvecFusedKernel[f.dt], fcMVFused, biases, int32(rows), int32(f.m), int32(f.nsegs),
-		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig], boolInt[f.normB != nil], boolInt[f.gelu])
+		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig], boolInt[f.normB != nil], boolInt[f.gelu], boolInt[f.pick != nil])
 	b.args(argBytes(b, fusedMVArgs{M: uint32(f.m), K: uint32(f.k), N0: uint32(n[0]), N1: uint32(n[1]), N2: uint32(n[2]), Eps: f.eps}))
 	b.in(1, f.x)
 	for i := 0; i < f.nsegs; i++ {
@@ -619,5 +673,13 @@ func (b *Backend) matvecFused(f *mvFused) {
 	if f.normB != nil {
 		b.in(13, f.normB)
 	}
-	b.dispatchGroups(p, [3]int{ceilDiv(tiles, sgs), 1, 1}, [3]int{32 * sgs, 1, 1})
+	groups := ceilDiv(tiles, sgs)
+	var pv, pi view
+	if f.pick != nil {
+		pv, pi = b.gemvParts(groups, 14)
+	}
+	b.dispatchGroups(p, [3]int{groups, 1, 1}, [3]int{32 * sgs, 1, 1})
+	if f.pick != nil {
+		b.gemvPick(pv, pi, n[0], rows*sgs, groups, f.pick)
+	}
 }

@@ -197,11 +197,11 @@ func TestPackedFusionsMatchUnfused(t *testing.T) {
 	}
 }
 
-// A packed LM head at batch 1 takes the greedy pick in (gemv_argmax, after
-// the final norm's fold): the tokens and logits of the table without it,
-// a dispatch fewer where the vocabulary is more than one argmax partition
-// (qwen3-moe-mini's 8192), as many where it is one.
-func TestPackedLMHeadArgmax(t *testing.T) {
+// An LM head at batch 1, packed or float, takes the greedy pick in
+// (gemv_argmax, after the final norm's fold): the tokens and logits of the
+// table without it, a dispatch fewer where the vocabulary is more than one
+// argmax partition (qwen3-moe-mini's 8192), as many where it is one.
+func TestLMHeadArgmax(t *testing.T) {
 	if _, err := emu.FindCompiler(""); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
@@ -219,6 +219,8 @@ func TestPackedLMHeadArgmax(t *testing.T) {
 	}{
 		{"qwen3-moe-mini-q8", model.Spec{Model: "qwen3-moe-mini", Quant: "q8", Seed: 3, Layers: 2}, 1},
 		{"llama-q4", model.Spec{Model: filepath.Join("../../runner/testdata", "mlx", "llama-q4")}, 0},
+		{"qwen3-moe-mini-bf16", model.Spec{Model: "qwen3-moe-mini", Seed: 3, Layers: 2}, 1},
+		{"llama", model.Spec{Model: filepath.Join(fixtureDir, "llama")}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, src, err := model.Open(c.spec)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -260,11 +261,26 @@ func TestPipelineKeysHoldEveryConstant(t *testing.T) {
 	if a == b {
 		t.Error("bf16 and f16 scales share a pipeline")
 	}
-	// The last constant, mv_argmax (gemv_argmax), makes a pipeline too.
-	am := vals(2)
-	am[len(am)-1] = 1
-	if c, err := be.buildPipeline("qmatvec_affine4", fcQMatVec, am...); err != nil || c == a {
-		t.Errorf("mv_argmax: %v, shares the plain GEMV's pipeline: %v", err, c == a)
+	// The last constant of the packed and float GEMVs, mv_argmax
+	// (gemv_argmax), makes a pipeline too.
+	for _, c := range []struct {
+		kernel string
+		fc     []fcSpec
+		vals   []int32
+	}{
+		{"qmatvec_affine4", fcQMatVec, vals(2)},
+		{"matvec_fused_bf16", fcMVFused, []int32{0, 4, 1, 1, 0, 0, 0, 0, 0, 0}},
+	} {
+		plain, err := be.buildPipeline(c.kernel, c.fc, c.vals...)
+		if err != nil {
+			t.Errorf("%s: %v", c.kernel, err)
+			continue
+		}
+		am := slices.Clone(c.vals)
+		am[len(am)-1] = 1
+		if p, err := be.buildPipeline(c.kernel, c.fc, am...); err != nil || p == plain {
+			t.Errorf("%s mv_argmax: %v, shares the plain GEMV's pipeline: %v", c.kernel, err, p == plain)
+		}
 	}
 	if _, err := be.buildPipeline("rms_norm", fcNone, 1); err == nil {
 		t.Error("a value for a kernel of no constants was taken")

@@ -290,15 +290,12 @@ func (b *Backend) qmatvec(f *qmv, x view, outs, biases [3]view) {
 	}
 	groups := ceilDiv(tiles, sgs)
 	var pv, pi view
-	if f.pick != nil { // a partition a threadgroup (docs/metal-kernels.md, "Argmax")
-		pv, pi = b.scratchView("argmax.v", 4*groups), b.scratchView("argmax.i", 4*groups)
-		b.bind(20, pv, true)
-		b.bind(21, pi, true)
+	if f.pick != nil {
+		pv, pi = b.gemvParts(groups, 20)
 	}
 	b.dispatchGroups(p, [3]int{groups, ceilDiv(f.m, cols), 1}, [3]int{32 * sgs, 1, 1})
 	if f.pick != nil {
-		n := q0.Dims[0]
-		b.argmaxMerge(argmaxArgs{Rows: 1, N: uint32(n), Part: uint32(rows * sgs), Parts: uint32(groups)}, pv, pi, f.pick)
+		b.gemvPick(pv, pi, q0.Dims[0], rows*sgs, groups, f.pick)
 	}
 }
 

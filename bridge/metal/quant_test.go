@@ -610,12 +610,21 @@ func presetAgainstCPU(t *testing.T, mb bridge.Backend, preset, dtype string, lay
 // and the merge where the vocabulary is more than one partition, as many
 // as the one-dispatch argmax of a shorter one.
 func TestPackedGEMVArgmax(t *testing.T) {
-	quanttest.GEMVArgmaxSaved(t, newEmu(t, metal.Tuning{}), func(c quanttest.Shape) int {
-		if _, parts := ops.MetalArgmaxParts(c.N, ops.MetalArgmaxPart); c.M == 1 && parts > 1 {
-			return 1
-		}
-		return 0
-	})
+	quanttest.GEMVArgmaxSaved(t, newEmu(t, metal.Tuning{}), argmaxSaved)
+}
+
+// TestFloatGEMVArgmax is TestPackedGEMVArgmax with f32, f16 and bf16
+// weights (matvec_fused): the same cases, the same dispatch saved.
+func TestFloatGEMVArgmax(t *testing.T) {
+	quanttest.FloatGEMVArgmaxSaved(t, newEmu(t, metal.Tuning{}), argmaxSaved)
+}
+
+// argmaxSaved is the dispatch gemv_argmax saves at shape c.
+func argmaxSaved(c quanttest.Shape) int {
+	if _, parts := ops.MetalArgmaxParts(c.N, ops.MetalArgmaxPart); c.M == 1 && parts > 1 {
+		return 1
+	}
+	return 0
 }
 
 // TestNormGEMV: an RMSNorm, a LayerNorm and a LayerNorm with the GELU after

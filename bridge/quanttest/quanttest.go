@@ -117,7 +117,7 @@ func run(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, 
 	want = make([]float32, c.M*c.N)
 	quant.MatMul(want, x, bias, w, c.M)
 
-	m, err := upload(be, qb, s, c, w, x, bias)
+	m, err := upload(be, c, packed{qb: qb, s: s, w: w}.upload, x, bias)
 	defer m.free()
 	if err != nil {
 		return nil, nil, err
@@ -235,10 +235,38 @@ func GEMVArgmaxSaved(t *testing.T, be bridge.Backend, saved func(Shape) int) {
 	if !ok {
 		t.Fatalf("%T runs no packed weights", be)
 	}
+	var heads, edges []lmKind
+	for _, s := range Specs[:6] {
+		heads = append(heads, packedKind(qb, s))
+	}
+	if saved != nil {
+		edges = heads[1:2]
+	}
+	argmaxCases(t, be, heads, edges, saved)
+}
+
+// FloatDTypes are the float weights a float LM head holds.
+var FloatDTypes = []bridge.DType{bridge.F32, bridge.F16, bridge.BF16}
+
+// FloatGEMVArgmaxSaved is GEMVArgmaxSaved with float weights (a MatMulOp):
+// ArgmaxShapes and ArgmaxEdges at each of FloatDTypes.
+func FloatGEMVArgmaxSaved(t *testing.T, be bridge.Backend, saved func(Shape) int) {
+	t.Helper()
+	var heads []lmKind
+	for _, dt := range FloatDTypes {
+		heads = append(heads, floatKind(dt))
+	}
+	argmaxCases(t, be, heads, heads, saved)
+}
+
+// argmaxCases runs ArgmaxShapes (a planted tie) at each of heads and
+// ArgmaxEdges at each of edges, fused and, with saved, unfused.
+func argmaxCases(t *testing.T, be bridge.Backend, heads, edges []lmKind, saved func(Shape) int) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(5, 3))
-	run := func(s quant.Spec, c ArgmaxCase) {
-		name := fmt.Sprintf("%v, %s, m=%d n=%d k=%d", s, c.Name, c.M, c.N, c.K)
-		fused, err := gemvArgmax(be, qb, r, s, c, true)
+	run := func(k lmKind, c ArgmaxCase) {
+		name := fmt.Sprintf("%s, %s, m=%d n=%d k=%d", k.name, c.Name, c.M, c.N, c.K)
+		fused, err := gemvArgmax(be, r, k, c, true)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			return
@@ -246,7 +274,7 @@ func GEMVArgmaxSaved(t *testing.T, be bridge.Backend, saved func(Shape) int) {
 		if saved == nil {
 			return
 		}
-		unfused, err := gemvArgmax(be, qb, r, s, c, false)
+		unfused, err := gemvArgmax(be, r, k, c, false)
 		if err != nil {
 			t.Errorf("%s (unfused): %v", name, err)
 			return
@@ -256,36 +284,146 @@ func GEMVArgmaxSaved(t *testing.T, be bridge.Backend, saved func(Shape) int) {
 			t.Errorf("%s: %d dispatches fused, %d unfused: want %d fewer", name, fused, unfused, want)
 		}
 	}
-	for _, s := range Specs[:6] {
+	for _, k := range heads {
 		for _, c := range ArgmaxShapes {
-			run(s, ArgmaxCase{Name: "tie", Shape: c})
+			run(k, ArgmaxCase{Name: "tie", Shape: c})
 		}
 	}
-	if saved == nil {
-		return
+	for _, k := range edges {
+		for _, c := range ArgmaxEdges {
+			run(k, c)
+		}
 	}
-	for _, c := range ArgmaxEdges {
-		run(Specs[1], c)
+}
+
+// lmKind names an LM head's weights and makes them, n rows of depth k.
+type lmKind struct {
+	name string
+	make func(r *rand.Rand, n, k int) lmWeights
+}
+
+// lmWeights is an LM head's weights on the host, which gemvArgmax plants
+// its cases in: packed (QMatMulOp) or float (MatMulOp).
+type lmWeights interface {
+	copyRow(dst, src int)
+	clear()
+	// matmul is the reference of one activation row: x·wᵀ + bias.
+	matmul(want, x, bias []float32)
+	upload(be bridge.Backend, c Shape) (bridge.Tensor, error)
+	op(at bridge.At, out, x, w, bias bridge.Tensor) bridge.Op
+}
+
+func packedKind(qb bridge.QuantBackend, s quant.Spec) lmKind {
+	return lmKind{s.String(), func(r *rand.Rand, n, k int) lmWeights {
+		g := s.Groups(k) * s.Scale.Size()
+		w := quant.Random(s, n, k, 0.1, r, make([]byte, n*s.RowBytes(k)), make([]byte, n*g), make([]byte, n*g))
+		return packed{qb: qb, s: s, w: w}
+	}}
+}
+
+// packed is an affine packed matrix.
+type packed struct {
+	qb bridge.QuantBackend
+	s  quant.Spec
+	w  *quant.Matrix
+}
+
+func (p packed) copyRow(dst, src int) {
+	rb, g := p.s.RowBytes(p.w.K), p.s.Groups(p.w.K)*p.s.Scale.Size()
+	copy(p.w.Data[dst*rb:(dst+1)*rb], p.w.Data[src*rb:(src+1)*rb])
+	copy(p.w.Scales[dst*g:(dst+1)*g], p.w.Scales[src*g:(src+1)*g])
+	copy(p.w.Biases[dst*g:(dst+1)*g], p.w.Biases[src*g:(src+1)*g])
+}
+
+func (p packed) clear() {
+	clear(p.w.Data)
+	clear(p.w.Scales)
+	clear(p.w.Biases)
+}
+
+func (p packed) matmul(want, x, bias []float32) { quant.MatMul(want, x, bias, p.w, 1) }
+
+func (p packed) upload(_ bridge.Backend, c Shape) (bridge.Tensor, error) {
+	return p.qb.QuantWeight(p.s, []int{c.N, c.K}, p.w.Data, p.w.Scales, p.w.Biases)
+}
+
+func (p packed) op(at bridge.At, out, x, w, bias bridge.Tensor) bridge.Op {
+	return &bridge.QMatMulOp{At: at, Out: out, X: x, W: w, Bias: bias}
+}
+
+func floatKind(dt bridge.DType) lmKind {
+	return lmKind{dt.String(), func(r *rand.Rand, n, k int) lmWeights {
+		f := floats{dt: dt, k: k, w: randn(r, n*k)}
+		for i, v := range f.w {
+			f.w[i] = f.round(0.1 * v)
+		}
+		return f
+	}}
+}
+
+// floats is a float matrix of dt, its values held as dt rounds them.
+type floats struct {
+	dt bridge.DType
+	k  int
+	w  []float32
+}
+
+func (f floats) round(v float32) float32 {
+	switch f.dt {
+	case bridge.F16:
+		return quant.HalfToF32(quant.ToF16(v))
+	case bridge.BF16:
+		return quant.BF16ToF32(quant.ToBF16(v))
 	}
+	return v
+}
+
+func (f floats) copyRow(dst, src int) { copy(f.w[dst*f.k:(dst+1)*f.k], f.w[src*f.k:(src+1)*f.k]) }
+
+func (f floats) clear() { clear(f.w) }
+
+func (f floats) matmul(want, x, bias []float32) {
+	for i := range want {
+		sum := float64(bias[i])
+		for j, v := range f.w[i*f.k : (i+1)*f.k] {
+			sum += float64(x[j]) * float64(v)
+		}
+		want[i] = float32(sum)
+	}
+}
+
+func (f floats) upload(be bridge.Backend, c Shape) (bridge.Tensor, error) {
+	if f.dt == bridge.F32 {
+		return be.Weight(f.dt, []int{c.N, c.K}, F32Bytes(f.w))
+	}
+	b := make([]byte, 2*len(f.w))
+	for i, v := range f.w {
+		h := quant.ToF16(v)
+		if f.dt == bridge.BF16 {
+			h = quant.ToBF16(v)
+		}
+		b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+	}
+	return be.Weight(f.dt, []int{c.N, c.K}, b)
+}
+
+func (f floats) op(at bridge.At, out, x, w, bias bridge.Tensor) bridge.Op {
+	return &bridge.MatMulOp{At: at, Out: out, X: x, W: w, Bias: bias}
 }
 
 // gemvArgmax runs c once (twice in a row, checking each), fused or not,
 // and returns the step's dispatches.
-func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant.Spec, c ArgmaxCase, fuse bool) (int, error) {
-	g := s.Groups(c.K) * s.Scale.Size()
-	rb := s.RowBytes(c.K)
-	w := quant.Random(s, c.N, c.K, 0.1, r, make([]byte, c.N*rb), make([]byte, c.N*g), make([]byte, c.N*g))
+func gemvArgmax(be bridge.Backend, r *rand.Rand, kind lmKind, c ArgmaxCase, fuse bool) (int, error) {
+	w := kind.make(r, c.N, c.K)
 	x, bias := randn(r, c.M*c.K), randn(r, c.N)
 	if c.M > 1 {
 		x[c.K+7] = float32(math.NaN()) // activation row 1: every output NaN
 	}
 	want := make([]float32, c.N)
-	quant.MatMul(want, x[:c.K], bias, w, 1)
+	w.matmul(want, x[:c.K], bias)
 	top := kernels.Argmax(want)
 	copyRow := func(dst int) {
-		copy(w.Data[dst*rb:(dst+1)*rb], w.Data[top*rb:(top+1)*rb])
-		copy(w.Scales[dst*g:(dst+1)*g], w.Scales[top*g:(top+1)*g])
-		copy(w.Biases[dst*g:(dst+1)*g], w.Biases[top*g:(top+1)*g])
+		w.copyRow(dst, top)
 		bias[dst] = bias[top]
 	}
 	tie, pick := -1, -1 // rows that must tie; the index that must win
@@ -309,9 +447,7 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 		}
 		pick = 0
 	case PlantZeros:
-		clear(w.Data)
-		clear(w.Scales)
-		clear(w.Biases)
+		w.clear()
 		for i := range bias {
 			bias[i] = float32(math.Copysign(0, float64(i%2*2-1)))
 		}
@@ -321,7 +457,7 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 		pick = 0
 	}
 
-	m, err := upload(be, qb, s, c.Shape, w, x, bias)
+	m, err := upload(be, c.Shape, w.upload, x, bias)
 	defer m.free()
 	if err != nil {
 		return 0, err
@@ -332,7 +468,7 @@ func gemvArgmax(be bridge.Backend, qb bridge.QuantBackend, r *rand.Rand, s quant
 	}
 	at := bridge.At{Layer: -1, Component: bridge.CompOther, Name: "lm_head"}
 	ops := []bridge.Op{
-		&bridge.QMatMulOp{At: at, Out: m.out, X: m.x, W: m.w, Bias: m.bias},
+		w.op(at, m.out, m.x, m.w, m.bias),
 		&bridge.ArgmaxOp{At: at, Out: ids, Logits: m.out},
 	}
 	// Twice: a GPU kernel that keeps state between launches must leave it
@@ -404,12 +540,12 @@ func (m *matmul) free() {
 	}
 }
 
-// upload puts a shape c matmul's packed weights w, activations x and bias
-// on be, with an output for it.
-func upload(be bridge.Backend, qb bridge.QuantBackend, s quant.Spec, c Shape, w *quant.Matrix, x, bias []float32) (*matmul, error) {
+// upload puts a shape c matmul's weights (weight puts them), activations x
+// and bias on be, with an output for it.
+func upload(be bridge.Backend, c Shape, weight func(bridge.Backend, Shape) (bridge.Tensor, error), x, bias []float32) (*matmul, error) {
 	m := &matmul{be: be}
 	var err error
-	if m.w, err = m.keep(qb.QuantWeight(s, []int{c.N, c.K}, w.Data, w.Scales, w.Biases)); err != nil {
+	if m.w, err = m.keep(weight(be, c)); err != nil {
 		return m, err
 	}
 	if m.x, err = m.keep(be.Weight(bridge.F32, []int{c.M, c.K}, F32Bytes(x))); err != nil {

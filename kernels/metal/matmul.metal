@@ -89,8 +89,12 @@ kernel void matmul(constant MatArgs& a [[buffer(0)]], device const float* x [[bu
 // products, one pass), or with mv_layernorm LayerNorm-ed with weight g and
 // bias beta (each row's mean and 1/σ found first); mv_gelu: the output goes
 // through GELU (GPT-2's c_fc); mv_residual: the output is also added into
-// residual. Grid: (ceil(tiles / simdgroups), ceil(m / mv_cols)), a tile
-// being mv_rows rows of one segment.
+// residual; mv_argmax (one row of x, one matrix: the LM head before a
+// greedy pick, gemv_argmax) also writes the threadgroup's largest output
+// and its first index to part_v and part_i[tg.x] for argmax_merge, as
+// qmatvec does (docs/metal-kernels.md, "Argmax"). Grid: (ceil(tiles /
+// simdgroups), ceil(m / mv_cols)), a tile being mv_rows rows of one
+// segment.
 
 template <typename W>
 kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -105,6 +109,8 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
                          device const float* g [[buffer(11), function_constant(mv_norm)]],
                          device float* residual [[buffer(12), function_constant(mv_residual)]],
                          device const float* beta [[buffer(13), function_constant(mv_ln_bias)]],
+                         device float* part_v [[buffer(14), function_constant(mv_argmax)]],
+                         device uint* part_i [[buffer(15), function_constant(mv_argmax)]],
                          uint2 tg [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
                          ushort lane [[thread_index_in_simdgroup]], ushort sg [[simdgroup_index_in_threadgroup]],
                          ushort nsg [[simdgroups_per_threadgroup]]) {
@@ -153,6 +159,8 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   }
   float inv[MV_MAX_COLS];
   mv_norm_scale(nm, a.k, a.eps, xs, lane, sg, nsg, inv); // mv_tile is done with xs
+  float am_v = NEG_MAX; // mv_argmax: this simdgroup's largest output, rows in order
+  uint am_i = 0xffffffffu;
   for (int c = 0; c < mv_cols; c++) {
     for (int r = 0; r < mv_rows; r++) {
       float s = simd_sum(acc.v[r][c]) * inv[c];
@@ -166,6 +174,9 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
       if (mv_gelu) {
         s = gelu_tanh_of(s);
       }
+      if (mv_argmax && c == 0 && n0 + r < n) {
+        argmax_take(s, n0 + r, am_v, am_i);
+      }
       if (lane == 0 && n0 + r < n && src[c] >= 0) {
         const ulong o = ulong(src[c]) * n + n0 + r;
         out[o] = s;
@@ -173,6 +184,17 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
           residual[o] += s;
         }
       }
+    }
+  }
+  if (mv_argmax) {
+    // As in qmatvec: every lane holds the outputs (simd_sum), and xs is
+    // free once every simdgroup is past mv_norm_scale.
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint idx;
+    const float v = tg_argmax(am_v, am_i, xs, (threadgroup uint*)(xs + 32), lane, sg, nsg, idx);
+    if (tid == 0) {
+      part_v[tg.x] = v;
+      part_i[tg.x] = idx;
     }
   }
 }
@@ -189,7 +211,8 @@ kernel void matvec_fused(constant FusedMVArgs& a [[buffer(0)]], device const flo
   template [[host_name(#name)]] kernel void matvec_fused<T>(                                                     \
       constant FusedMVArgs&, device const float*, device const T*, device float*, device const float*,          \
       device const T*, device float*, device const float*, device const T*, device float*, device const float*, \
-      device const float*, device float*, device const float*, uint2, ushort, ushort, ushort, ushort);
+      device const float*, device float*, device const float*, device float*, device uint*, uint2, ushort,      \
+      ushort, ushort, ushort);
 
 INSTANTIATE_MATVEC_FUSED(matvec_fused_f32, float)
 INSTANTIATE_MATVEC_FUSED(matvec_fused_f16, half)

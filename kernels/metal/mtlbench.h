@@ -156,7 +156,7 @@ inline void put16(threadgroup float* dst, uint4 v, bf16_t) {
 #define FC_MOE_ZERO_OUT 51  // bool: the routing kernel clears the output rows moe_mm_down adds into
 #define FC_MV_TILES 52      // bool: qmoe_mv takes its pairs from moe_group's tiles (an expert's weights read once a tile)
 #define FC_MV_BIASES 53     // int: the matrices of matvec_fused / qmatvec that add a bias, a bit each (1: the first)
-#define FC_MV_ARGMAX 54     // bool: qmatvec also writes its threadgroup's largest output for argmax_merge (gemv_argmax)
+#define FC_MV_ARGMAX 54     // bool: qmatvec / matvec_fused also write their threadgroup's largest output for argmax_merge (gemv_argmax)
 #define FC_Q_SCALE_DT 60    // int: the packed kernels' affine scales and biases: 0 f32, 1 f16, 2 bf16 (0 for GGUF)
 
 // The constants themselves, declared once here: a Metal library is one
