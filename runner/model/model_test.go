@@ -1037,14 +1037,7 @@ func TestClassSizeDefaults(t *testing.T) {
 		{"a default named in an error", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 100}`, 0, 0, 0, 0, 0, "taken as LlamaForCausalLM's default: vocab_size=32000, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32"},
 	} {
 		cfg, err := ParseHFConfig("config.json", []byte(c.json))
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%s: error %v, want %q", c.name, err, c.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
+		if settled(t, c.name, err, c.err) {
 			continue
 		}
 		got := []int{cfg.Vocab, cfg.Hidden, cfg.Inter, cfg.Layers, cfg.Heads}
@@ -1071,16 +1064,25 @@ func TestModelTypeDecides(t *testing.T) {
 		{"neither", `"architectures": ["BertModel"], "model_type": "bert"`, "", `unknown architecture "BertModel", and model_type "bert" is none of gpt2, llama`},
 	} {
 		cfg, err := ParseHFConfig("config.json", []byte(`{`+c.keys+`, `+sizes+`}`))
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%s: error %v, want %q", c.name, err, c.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-		} else if cfg.Architecture != c.arch {
+		if !settled(t, c.name, err, c.err) && cfg.Architecture != c.arch {
 			t.Errorf("%s: %s, want %s", c.name, cfg.Architecture, c.arch)
 		}
 	}
+}
+
+// settled holds err to want (a piece of its text; "" for none) and says
+// whether the case ends there: an error was wanted, or one came unwanted.
+func settled(t *testing.T, what string, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want != "":
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", what, err, want)
+		}
+		return true
+	case err != nil:
+		t.Errorf("%s: %v", what, err)
+		return true
+	}
+	return false
 }
