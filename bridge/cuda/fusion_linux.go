@@ -292,7 +292,7 @@ func (b *Backend) growGemv(g *gemv, ops []bridge.Op) int {
 			gate, up, out := b.asTensor(sm.Gate), b.asTensor(sm.Up), b.asTensor(sm.Out)
 			s0, s1 := g.segs[0], g.segs[1]
 			if gate != nil && up != nil && out != nil && gate.ptr == s0.out && up.ptr == s1.out && out.ptr == s0.out &&
-				s0.n == s1.n && s0.bias == 0 && s1.bias == 0 && out.n == g.m*s0.n && up.n == out.n {
+				s0.n == s1.n && out.n == g.m*s0.n && up.n == out.n {
 				g.silu = true
 				n++
 			}

@@ -56,9 +56,10 @@ func (b *Backend) qcSetup() error {
 
 // qcTakes: a qgemv launch a chain can take: one activation row, K staged
 // at once, rows whose values, scales and biases are whole 16-byte pieces
-// (the bulk copies' unit) and fit a slot.
+// (the bulk copies' unit) and fit a slot, and a residual only in place of
+// a bias (QCIns adds one vector to each output).
 func (b *Backend) qcTakes(g *qgemv) bool {
-	if b.qcSlots == 0 || g.m != 1 || g.k > qaXB || b.profile {
+	if b.qcSlots == 0 || g.m != 1 || g.k > qaXB || b.profile || (g.residual != 0 && g.segs[0].bias != 0) {
 		return false
 	}
 	rb, groups, _ := g.segs[0].q.args()
@@ -79,6 +80,9 @@ func qcIns(g *qgemv, bits int) []uint64 {
 		w[i] = sg.q.data.ptr
 		s[i], bs[i] = sg.q.sb()
 		bias[i], out[i], n[i] = sg.bias, sg.out, i32(sg.q.Dims[0])
+	}
+	if g.residual != 0 {
+		bias[0] = g.residual // the output is the residual: out = x·wᵀ + out
 	}
 	for _, f := range [][3]uint64{w, s, bs, bias, out, n} {
 		a = append(a, f[:]...)

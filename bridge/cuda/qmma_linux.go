@@ -57,7 +57,7 @@ func (b *Backend) launchQMMA(g *qgemv) {
 		us, ub := up.q.sb()
 		rows := gate.q.Dims[0]
 		a := []uint64{xh, i32(g.m), i32(g.k), gate.q.data.ptr, gs, gb, up.q.data.ptr, us, ub, i32(rows)}
-		a = append(append(a, qmmaSpecArgs(gate.q.Spec, g.k)...), gate.out)
+		a = append(append(a, qmmaSpecArgs(gate.q.Spec, g.k)...), gate.bias, up.bias, gate.out)
 		b.launch("qmma_gemm_gu_"+f, [3]int{cdiv(g.m, moeTileRows), cdiv(rows, moeTileRows/2), 1}, 128, a...)
 		return
 	}

@@ -252,6 +252,10 @@ type qgemv struct {
 	// index (the ArgmaxOp after a decode step's LM head, folded into its
 	// launch: qagemv_am)
 	argmax uint64
+	// residual, when set, is where a lone matrix's output is added (after
+	// its bias) as written; the output is the residual itself. The
+	// integer kernels take it (qgemvResidual).
+	residual uint64
 }
 
 // groups is the launch's groups of r weight rows: each matrix's, or with
@@ -379,7 +383,12 @@ func (b *Backend) launchQGemv(g *qgemv) {
 		return
 	}
 	s0 := g.segs[0]
-	switch b.qgemvRoute(g) {
+	route := b.qgemvRoute(g)
+	if g.residual != 0 && route != routeQA && route != routeChain {
+		b.fail("internal: qgemv: a folded residual off the integer kernels")
+		return
+	}
+	switch route {
 	case routeQMMA:
 		b.launchQMMA(g)
 		return
@@ -417,6 +426,7 @@ func (b *Backend) launchQAGemv(g *qgemv) {
 	} else {
 		a = append(a, 0, 0, 0)
 	}
+	a = append(a, g.residual)
 	kind := "qagemv"
 	switch {
 	case g.gu:
@@ -509,7 +519,7 @@ func (b *Backend) growQGemv(g *qgemv, ops []bridge.Op) int {
 			s0, s1 := g.segs[0], g.segs[1]
 			rows := s0.q.Dims[0]
 			if gate != nil && up != nil && out != nil && gate.ptr == s0.out && up.ptr == s1.out && out.ptr == s0.out &&
-				rows == s1.q.Dims[0] && s0.bias == 0 && s1.bias == 0 && out.n == g.m*rows && up.n == out.n {
+				rows == s1.q.Dims[0] && out.n == g.m*rows && up.n == out.n {
 				g.gu = true
 				n++
 			}
@@ -578,17 +588,17 @@ func (b *Backend) qaArgmaxTakes(g *qgemv) bool {
 	return ok
 }
 
-// qgemvResidual is tryGemvResidual for a lone single-token packed matmul:
-// its output is added into the residual in place (as a bias read and
+// qgemvResidual is tryGemvResidual for a lone single-token packed matmul,
+// biased or not: its output is added into the residual in place (read and
 // written by the same thread), and the AddRMSNorm is left as an RMSNorm.
 func (b *Backend) qgemvResidual(mm *bridge.QMatMulOp, residual bridge.Tensor) bool {
 	g, ok := b.qgemvOf(mm.Out, mm.X, mm.W, mm.Bias, false)
 	r := b.asTensor(residual)
-	if !ok || g.m != 1 || mm.Bias != nil || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].q.Dims[0] ||
+	if !ok || g.m != 1 || r == nil || r.dt != bridge.F32 || r.n != g.segs[0].q.Dims[0] ||
 		!qaFits(g.segs[0].q.Spec) || r.ptr == g.x {
 		return false
 	}
-	g.segs[0].out, g.segs[0].bias = r.ptr, r.ptr
+	g.segs[0].out, g.residual = r.ptr, r.ptr
 	b.launchQGemv(&g)
 	return true
 }

@@ -157,9 +157,11 @@ var FusionCases = []FusionCase{
 // BiasedFusions runs every FusionCase at every FusionWeight and FusionRows
 // on be twice, through its fusion table and with fusion off (only Always
 // patterns), and fails where either's relative error (root of summed
-// squares) against the reference exceeds tol. With fewer, a case marked
-// Fuses must take fewer dispatches fused than unfused, and one marked One
-// a single dispatch.
+// squares) against the reference exceeds tol. On every backend a bias
+// never costs a dispatch: fused, each case takes no more dispatches than
+// the same ops without biases. With fewer, a case marked Fuses must take
+// fewer dispatches fused than unfused, and one marked One a single
+// dispatch.
 func BiasedFusions(t *testing.T, be bridge.Backend, tol float64, fewer bool) {
 	t.Helper()
 	for _, wt := range FusionWeights {
@@ -176,7 +178,7 @@ func BiasedFusions(t *testing.T, be bridge.Backend, tol float64, fewer bool) {
 				name := fmt.Sprintf("%s/%s/m=%d", c.Name, wt.Name, m)
 				var disp [2]int
 				for i, fuse := range []bool{true, false} {
-					errs, n, err := runFusionCase(be, c, wt, m, fuse)
+					errs, n, err := runFusionCase(be, c, wt, m, fuse, true)
 					if err != nil {
 						t.Errorf("%s (fused %v): %v", name, fuse, err)
 						continue
@@ -188,6 +190,11 @@ func BiasedFusions(t *testing.T, be bridge.Backend, tol float64, fewer bool) {
 						}
 					}
 					t.Logf("%s (fused %v): relative errors %.2g, %d dispatches", name, fuse, errs, n)
+				}
+				if _, plain, err := runFusionCase(be, c, wt, m, true, false); err != nil {
+					t.Errorf("%s (fused, no biases): %v", name, err)
+				} else if disp[0] > plain {
+					t.Errorf("%s: %d dispatches fused, %d without the biases: a bias kept ops apart", name, disp[0], plain)
 				}
 				if fewer && c.Fuses && disp[0] >= disp[1] {
 					t.Errorf("%s: %d dispatches fused, not fewer than %d unfused", name, disp[0], disp[1])
@@ -212,6 +219,8 @@ type FusionBuilder struct {
 	host map[string][]float32
 	dev  map[string]bridge.Tensor
 	kept matmul
+	// unbiased drops every matmul's bias: the case's ops without them
+	unbiased bool
 }
 
 func (fb *FusionBuilder) keep(t bridge.Tensor, err error) bridge.Tensor {
@@ -301,7 +310,7 @@ func (fb *FusionBuilder) MatMul(out, x string, n int, biased bool) {
 	o := fb.out(out, n)
 	var bias []float32
 	var bt bridge.Tensor
-	if biased {
+	if biased && !fb.unbiased {
 		bias = randn(fb.r, n)
 		bt = fb.upload(bias, n)
 	}
@@ -367,11 +376,12 @@ func (fb *FusionBuilder) GELU(x string) {
 	kernels.GELU(fb.host[x], fb.host[x])
 }
 
-// runFusionCase runs c once on be, fused or not, and returns each checked
-// tensor's relative error against the reference and the step's dispatches.
-func runFusionCase(be bridge.Backend, c FusionCase, wt FusionWeight, m int, fuse bool) ([]float64, int, error) {
+// runFusionCase runs c once on be, fused or not, its matmuls biased as the
+// case says or all without, and returns each checked tensor's relative
+// error against the reference and the step's dispatches.
+func runFusionCase(be bridge.Backend, c FusionCase, wt FusionWeight, m int, fuse, biased bool) ([]float64, int, error) {
 	fb := &FusionBuilder{be: be, wt: wt, m: m, r: rand.New(rand.NewPCG(23, 29)),
-		host: map[string][]float32{}, dev: map[string]bridge.Tensor{}, kept: matmul{be: be}}
+		host: map[string][]float32{}, dev: map[string]bridge.Tensor{}, kept: matmul{be: be}, unbiased: !biased}
 	defer fb.kept.free()
 	x := randn(fb.r, m*fDim)
 	for i := range fDim {

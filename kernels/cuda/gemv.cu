@@ -15,7 +15,8 @@ __device__ __forceinline__ float gelu_tanh1(float v) {
 // taking every ks-th slice of k (split-K inside the block, for matrices with
 // too few rows to fill the GPU otherwise), so a block covers
 // (GEMV_WARPS/ks)·R rows. With GU the block computes the same rows of W0
-// (gate) and W1 (up) and writes silu(gate)·up to Y0 and up to Y1. With SX
+// (gate) and W1 (up) and writes silu(gate)·up to Y0 and up to Y1, each
+// with its bias (bias, bias2) added first, as the unfused matmuls would. With SX
 // x is in shared memory (the _norm kernels' normalised row); with RA
 // non-null each output is also added into RA (the residual stream); with
 // GELU each output (bias added) goes through gelu_tanh1.
@@ -23,7 +24,8 @@ template <int DT, int M, int R, bool VEC, bool GU, bool SX = false>
 __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const void* __restrict__ W2,
                                            const float* __restrict__ X, float* __restrict__ Y, float* __restrict__ Y2,
                                            const float* __restrict__ bias, int n, int k, int m, int b, int ks,
-                                           float* __restrict__ RA = 0, bool GELU = false) {
+                                           float* __restrict__ RA = 0, bool GELU = false,
+                                           const float* __restrict__ bias2 = 0) {
     __shared__ float red[GEMV_WARPS][M][R][GU ? 2 : 1];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kp = warp % ks;
@@ -146,8 +148,10 @@ __device__ __forceinline__ void gemv_block(const void* __restrict__ W, const voi
                     if (t0 + t < m && row0 + r < n) {
                         long o = (long)(t0 + t) * n + row0 + r;
                         if (GU) {
-                            Y[o] = silu(acc[t][r]) * acc2[t][r];
-                            Y2[o] = acc2[t][r];
+                            const float gv = acc[t][r] + (bias ? bias[row0 + r] : 0.f);
+                            const float uv = acc2[t][r] + (bias2 ? bias2[row0 + r] : 0.f);
+                            Y[o] = silu(gv) * uv;
+                            Y2[o] = uv;
                         } else {
                             float y = acc[t][r] + (bias ? bias[row0 + r] : 0.f);
                             if (GELU) y = gelu_tanh1(y);
@@ -297,7 +301,8 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
     }
 
 // The gate/up pair of a dense MLP with the SwiGLU activation fused in: the
-// same parameters as gemv (segments 0 and 1 are gate and up, of equal n).
+// same parameters as gemv (segments 0 and 1 are gate and up, of equal n,
+// each with its bias or none).
 #define GEMV_GU_PREFETCH(DT)                                              \
     if ((flags & 1) && threadIdx.x < 32) {                              \
         const int rows = GEMV_WARPS / ks, es = DT == DT_F32 ? 4 : 2;    \
@@ -308,7 +313,7 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
     MTLB_KERNEL void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {     \
         GEMV_GU_PREFETCH(DT)                                                              \
         pdl_wait();                                                                       \
-        gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);   \
+        gemv_block<DT, M, 1, VEC, true>(W0, W1, X, Y0, Y1, B0, n0, k, m, blockIdx.x, ks, 0, false, B1);   \
     }
 #define GEMV_GU_NORM_KERNEL(NAME, DT)                                                            \
     MTLB_KERNEL void __launch_bounds__(GEMV_WARPS * 32) NAME(GEMV_PARAMS) {              \
@@ -316,7 +321,7 @@ __device__ __forceinline__ void gemv3_prefetch(int k, const void* W0, int n0, co
         GEMV_GU_PREFETCH(DT)                                                                       \
         pdl_wait();                                                                                \
         gemv_norm(NX, NW, NB, NH, k, eps, xn);                                                     \
-        gemv_block<DT, 1, 1, true, true, true>(W0, W1, xn, Y0, Y1, 0, n0, k, m, blockIdx.x, ks);    \
+        gemv_block<DT, 1, 1, true, true, true>(W0, W1, xn, Y0, Y1, B0, n0, k, m, blockIdx.x, ks, 0, false, B1);    \
     }
 
 // Every dtype has R = 1 (with split-K for short matrices); bf16, the

@@ -682,8 +682,8 @@ struct QMat {
 // (<= C) activation rows x (K apart), out rows ostride apart. Each warp takes R
 // rows; ks warps share them, each every ks-th 32 units of k (split-K inside
 // the block, for matrices with too few rows to fill the GPU). Outputs:
-// A.out = x·Aᵀ + A.bias; with GU, A.out = silu(x·Aᵀ)·(x·Bᵀ) and, when
-// B.out is set, B.out = x·Bᵀ. wsum: acc is scaled by it and the warp's sums
+// A.out = x·Aᵀ + A.bias; with GU, A.out = silu(x·Aᵀ + A.bias)·(x·Bᵀ +
+// B.bias) and, when B.out is set, B.out = x·Bᵀ + B.bias. wsum: acc is scaled by it and the warp's sums
 // added into *wsum's caller (MoE down: see qmoe_down_sum).
 template <int F, int R, int C, bool GU>
 __device__ __forceinline__ void q_block(const QMat& A, const QMat& B, const float* __restrict__ x, int cols, int K,
@@ -759,8 +759,9 @@ __device__ __forceinline__ void q_block(const QMat& A, const QMat& B, const floa
             if (!writer || c >= cols || n >= A.n) continue;
             const long o = (long)c * ostride + n;
             if (GU) {
-                A.out[o] = silu(acc[r][c]) * acc2[r][c];
-                if (B.out) B.out[o] = acc2[r][c];
+                const float gv = acc[r][c] + (A.bias ? A.bias[n] : 0.f), uv = acc2[r][c] + (B.bias ? B.bias[n] : 0.f);
+                A.out[o] = silu(gv) * uv;
+                if (B.out) B.out[o] = uv;
             } else {
                 A.out[o] = acc[r][c] + (A.bias ? A.bias[n] : 0.f);
             }
@@ -770,7 +771,8 @@ __device__ __forceinline__ void q_block(const QMat& A, const QMat& B, const floa
 // qgemv: out = x[M][K]·wᵀ (+ bias) for up to three packed matrices of one
 // format that read the same x (q, k and v): the grid's x blocks are split
 // between them, its y blocks take C activation rows each. With gu, matrices
-// 0 and 1 are gate and up: out0 = silu(x·gateᵀ)·(x·upᵀ), out1 = x·upᵀ.
+// 0 and 1 are gate and up: out0 = silu(x·gateᵀ + bias0)·(x·upᵀ + bias1),
+// out1 = x·upᵀ + bias1.
 template <int F, int R, int C>
 __device__ __forceinline__ void qgemv(const float* __restrict__ x, int M, int K, int rowBytes, int groups, int sdt, int ks,
                                       int gu, const QMat& m0, const QMat& m1, const QMat& m2) {

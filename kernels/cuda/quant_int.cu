@@ -420,17 +420,18 @@ __device__ __forceinline__ void qa_argmax(QAArgmaxShared& sh, const QAArgmax& am
 
 // qa_gemv: out = x[M][K]·wᵀ (+ bias) for up to three affine matrices of one
 // format reading the same x (q, k, v), or with GU gate and up: out0 =
-// silu(x·gateᵀ)·(x·upᵀ) and out1 = x·upᵀ when set. Grid y: C activation
-// rows a block; grid x: blocks looping over row groups of R rows a warp,
-// each warp's next group prefetched into L2 while it reads the current one.
-// K over QA_XB/C values is staged a chunk at a time. A warp's first pass of
-// weight loads is issued before the wait on the kernel before (pdl_wait,
-// called here), so their latency passes while that kernel ends and x is
-// staged.
+// silu(x·gateᵀ + bias0)·(x·upᵀ + bias1) and out1 = x·upᵀ + bias1 when
+// set. With ra, a lone matrix's output is added into that residual (the
+// host makes out the residual itself). Grid y: C activation rows a block; grid x: blocks looping over row
+// groups of R rows a warp, each warp's next group prefetched into L2 while
+// it reads the current one. K over QA_XB/C values is staged a chunk at a
+// time. A warp's first pass of weight loads is issued before the wait on
+// the kernel before (pdl_wait, called here), so their latency passes while
+// that kernel ends and x is staged.
 template <int BITS, int R, int C, bool GU, int SDT>
 __device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ x, int M, int K, int rowBytes, int groups,
                                         const QMat& m0, const QMat& m1, const QMat& m2, const float* __restrict__ nw,
-                                        float* __restrict__ nh, float eps) {
+                                        float* __restrict__ nh, float eps, const float* ra = 0) {
     QAStage& st = sh.st;
     constexpr int NR = GU ? 2 * R : R;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -516,10 +517,16 @@ __device__ __forceinline__ void qa_gemv(QAShared& sh, const float* __restrict__ 
                 if (c >= cols) break;
                 const long o = (long)(c0 + c) * m.n + n;
                 if (GU) {
-                    m0.out[o] = silu(acc[r][c]) * acc[R + r][c];
-                    if (m1.out) m1.out[o] = acc[R + r][c];
+                    const float gv = acc[r][c] + (m0.bias ? m0.bias[n] : 0.f);
+                    const float uv = acc[R + r][c] + (m1.bias ? m1.bias[n] : 0.f);
+                    m0.out[o] = silu(gv) * uv;
+                    if (m1.out) m1.out[o] = uv;
                 } else {
-                    m.out[o] = acc[r][c] + (m.bias ? m.bias[n] : 0.f);
+                    // ra (the residual, maybe m.out itself) is added
+                    // after the bias, as the unfused add would.
+                    float y = acc[r][c] + (m.bias ? m.bias[n] : 0.f);
+                    if (ra) y += ra[o];
+                    m.out[o] = y;
                 }
             }
         }
@@ -728,13 +735,13 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         const unsigned char *w1, const unsigned char *s1, const unsigned char *b1, const float *bias1, float *out1,    \
         int n1, const unsigned char *w2, const unsigned char *s2, const unsigned char *b2, const float *bias2,         \
         float *out2, int n2, const float *nw, float *nh, float eps, int *am_out, unsigned long long *am_keys,   \
-        int *am_count
+        int *am_count, const float *ra
 #define QA_GEMV_KERNEL(BITS, S, NAME, C, R, GU)                                                                      \
     MTLB_KERNEL void __launch_bounds__(QWARPS * 32, 2) NAME##_##S##_c##C##_r##R(QA_GEMV_PARAMS) {                      \
         __shared__ QAShared sh;                                                                                        \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
         qa_gemv_prefetch<R, GU>(rowBytes, m0, m1);                                                                     \
-        QA_SDT(sdt, (qa_gemv<BITS, R, C, GU, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))            \
+        QA_SDT(sdt, (qa_gemv<BITS, R, C, GU, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps, ra)))        \
     }
 
 // QA_GEMV_AM_KERNEL: qagemv_am, a lone matrix's single-row GEMV with the
@@ -745,7 +752,7 @@ __device__ __forceinline__ void qa_moe_experts(QAShared& sh, const u64* __restri
         __shared__ QAArgmaxShared ash;                                                                                 \
         QMat m0 = {w0, s0, b0, bias0, out0, n0}, m1 = {w1, s1, b1, bias1, out1, n1}, m2 = {w2, s2, b2, bias2, out2, n2}; \
         qa_gemv_prefetch<R, false>(rowBytes, m0, m1);                                                                  \
-        QA_SDT(sdt, (qa_gemv<BITS, R, 1, false, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps)))         \
+        QA_SDT(sdt, (qa_gemv<BITS, R, 1, false, SDT>(sh, x, M, K, rowBytes, groups, m0, m1, m2, nw, nh, eps, ra)))     \
         qa_argmax<R>(ash, QAArgmax{am_out, am_keys, am_count}, out0, M, n0);                                           \
     }
 

@@ -337,13 +337,13 @@ __device__ __forceinline__ void qmma_mainloop(float (&acc)[4][8][4], const u16* 
 
 // qmma_gemm: out[M][N] = xh[M][K]·wᵀ (+ bias), grid (M tiles, N tiles of
 // MG_BN). With GU (qmma_gemm_gu), w is the gate and w2 the up projection,
-// both [N][K], and out[M][N] = silu(xh·wᵀ)·(xh·w2ᵀ), grid (M tiles, N tiles
-// of MG_BN/2).
+// both [N][K], and out[M][N] = silu(xh·wᵀ + bias)·(xh·w2ᵀ + bias2), grid (M
+// tiles, N tiles of MG_BN/2).
 template <int F, bool GU>
 __device__ __forceinline__ void qmma_gemm_body(const u16* __restrict__ xh, int M, int K, const void* w, const void* ws,
                                                const void* wb, const void* w2, const void* ws2, const void* wb2, int N,
                                                int rb, int g, int sdt, int group, const float* __restrict__ bias,
-                                               float* __restrict__ out) {
+                                               const float* __restrict__ bias2, float* __restrict__ out) {
     pdl_wait();
     const int m0 = blockIdx.x * MG_BM, tid = threadIdx.x;
     const u16* ap[MG_BM * 4 / MG_THREADS];
@@ -372,8 +372,12 @@ __device__ __forceinline__ void qmma_gemm_body(const u16* __restrict__ xh, int M
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int n = blockIdx.y * (MG_BN / 2) + wn * 32 + j * 8 + c2;
-                    const float g0 = acc[mi][j][hr * 2], g1 = acc[mi][j][hr * 2 + 1];
-                    const float u0 = acc[mi][j + 4][hr * 2], u1 = acc[mi][j + 4][hr * 2 + 1];
+                    float g0 = acc[mi][j][hr * 2], g1 = acc[mi][j][hr * 2 + 1];
+                    float u0 = acc[mi][j + 4][hr * 2], u1 = acc[mi][j + 4][hr * 2 + 1];
+                    if (bias && n < N) g0 += bias[n];
+                    if (bias && n + 1 < N) g1 += bias[n + 1];
+                    if (bias2 && n < N) u0 += bias2[n];
+                    if (bias2 && n + 1 < N) u1 += bias2[n + 1];
                     if (n < N) dst[n] = silu(g0) * u0;
                     if (n + 1 < N) dst[n + 1] = silu(g1) * u1;
                 }
@@ -424,12 +428,13 @@ __device__ __forceinline__ void qmma_moe_body(const u16* __restrict__ a, int a_d
     MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_gemm_##sfx(                                          \
         const u16* __restrict__ xh, int M, int K, const void* w, const void* ws, const void* wb, int N, int rb, int g,   \
         int sdt, int group, const float* __restrict__ bias, float* __restrict__ out) {                                  \
-        qmma_gemm_body<F, false>(xh, M, K, w, ws, wb, w, ws, wb, N, rb, g, sdt, group, bias, out);                      \
+        qmma_gemm_body<F, false>(xh, M, K, w, ws, wb, w, ws, wb, N, rb, g, sdt, group, bias, 0, out);                   \
     }                                                                                                                  \
     MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_gemm_gu_##sfx(                                       \
         const u16* __restrict__ xh, int M, int K, const void* w, const void* ws, const void* wb, const void* w2,        \
-        const void* ws2, const void* wb2, int N, int rb, int g, int sdt, int group, float* __restrict__ out) {           \
-        qmma_gemm_body<F, true>(xh, M, K, w, ws, wb, w2, ws2, wb2, N, rb, g, sdt, group, 0, out);                       \
+        const void* ws2, const void* wb2, int N, int rb, int g, int sdt, int group, const float* __restrict__ bias,    \
+        const float* __restrict__ bias2, float* __restrict__ out) {                                                    \
+        qmma_gemm_body<F, true>(xh, M, K, w, ws, wb, w2, ws2, wb2, N, rb, g, sdt, group, bias, bias2, out);             \
     }                                                                                                                  \
     MTLB_KERNEL void __launch_bounds__(MG_THREADS) qmma_moe_gate_up_##sfx(                                   \
         const u16* __restrict__ xh, const u64* __restrict__ tab, const int* __restrict__ start,                         \

@@ -23,7 +23,8 @@
 // QCIns is one GEMV, as the host writes it: every field 8 bytes, so the
 // launch's argument slots are the struct (bridge/cuda persist_linux.go).
 // nmat matrices of n[i] rows read x (or with gu, gate w[0] and up w[1]:
-// out[0] = silu(gate)·up, out[1] = up where set); out[i] = x·wᵀ + bias[i]
+// out[0] = silu(gate)·up, out[1] = up where set, each with its bias[i]
+// added first); out[i] = x·wᵀ + bias[i]
 // (bias may be the residual and out the same buffer). With nw, x is
 // RMSNorm'd first (nh: block 0 stores the normalised row).
 struct QCIns {
@@ -208,7 +209,10 @@ __device__ __forceinline__ void qc_pair(const QAStage& st, const unsigned char* 
     // The residual (or bias) is read before the dots, so its L2 latency
     // passes while they run.
     float add0 = 0.f, add1 = 0.f;
-    if (!GU && lane == 0 && I.bias[c.m]) {
+    if (GU && lane == 0) {
+        if (I.bias[0]) add0 = __ldcg(I.bias[0] + c.r + ra);
+        if (I.bias[1]) add1 = __ldcg(I.bias[1] + c.r + ra);
+    } else if (!GU && lane == 0 && I.bias[c.m]) {
         add0 = __ldcg(I.bias[c.m] + c.r + ra);
         if (two) add1 = __ldcg(I.bias[c.m] + c.r + rb2);
     }
@@ -236,8 +240,8 @@ __device__ __forceinline__ void qc_pair(const QAStage& st, const unsigned char* 
     if (lane != 0) return;
     const int row = c.r + ra;
     if (GU) {
-        I.out[0][row] = silu(acc0) * acc1;
-        if (I.out[1]) I.out[1][row] = acc1;
+        I.out[0][row] = silu(acc0 + add0) * (acc1 + add1);
+        if (I.out[1]) I.out[1][row] = acc1 + add1;
     } else {
         float* o = I.out[c.m];
         o[row] = acc0 + add0;
