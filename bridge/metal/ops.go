@@ -668,15 +668,18 @@ func (b *Backend) Argmax(out, logits bridge.Tensor) {
 }
 
 // argmaxMerge encodes argmax_merge of a.parts partitions a row (pv, pi:
-// argmax_part's or a gemv_argmax GEMV's) into o: a simdgroup merges two a
-// lane, up to ops.MetalArgmaxMaxParts; the thousands of a folded LM head
-// (a partition a GEMV threadgroup) take more threads, up to 1024.
+// argmax_part's or a gemv_argmax GEMV's, each from the start of its
+// scratch buffer, so a row's vector loads are aligned past its head) into
+// o: a lane reads four partitions a load, a simdgroup up to
+// ops.MetalArgmaxMaxParts in one; the thousands of a folded LM head (a
+// partition a GEMV threadgroup) take more threads, up to 1024.
 func (b *Backend) argmaxMerge(a argmaxArgs, pv, pi view, o *tensor) {
 	pm := b.pipeline("argmax_merge", fcNone)
 	b.args(argBytes(b, a))
 	b.bind(1, pv, false)
 	b.bind(2, pi, false)
 	b.out(3, o)
-	threads := 32 * ceilDiv(ceilDiv(int(a.Parts), 2), 32)
+	// A row's units (argmax_merge): at most 3 + Parts/4 + 3, a lane each.
+	threads := 32 * ceilDiv(ceilDiv(int(a.Parts)+24, 4), 32)
 	b.dispatchGroups(pm, [3]int{int(a.Rows), 1, 1}, [3]int{threadsFor(pm, min(threads, 1024)), 1, 1})
 }

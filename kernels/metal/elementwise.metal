@@ -127,11 +127,21 @@ kernel void argmax_part(constant ArgmaxArgs& a [[buffer(0)]], device const float
   }
 }
 
+// merge_take keeps partition maximum v at index i if it is larger than
+// best, or equal at a lower index; a partition of none (i all ones, every
+// value NaN) is passed over.
+inline void merge_take(float v, uint i, thread float& best, thread uint& bi) {
+  if (i != 0xffffffffu && (v > best || (v == best && i < bi))) {
+    best = v;
+    bi = i;
+  }
+}
+
 // argmax_merge: a threadgroup a row, the largest of its partitions' maxima,
-// the lowest index on ties; partitions of none (all NaN) are passed over.
-// The partitions are argmax_part's or, folded into the LM head (qmatvec's
-// mv_argmax), one a GEMV threadgroup: thousands for a long vocabulary, so
-// the merge may run more than a simdgroup.
+// the lowest index on ties. The partitions are argmax_part's or, folded
+// into the LM head (qmatvec's and matvec_fused's mv_argmax), one a GEMV
+// threadgroup: thousands for a long vocabulary, so the merge may run more
+// than a simdgroup, and reads four partitions a load.
 kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const float* part_v [[buffer(1)]],
                          device const uint* part_i [[buffer(2)]], device int* out [[buffer(3)]],
                          uint row [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
@@ -141,12 +151,25 @@ kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const floa
   threadgroup uint bufi[32];
   float best = NEG_MAX;
   uint bi = 0xffffffffu;
-  for (uint p = tid; p < a.parts; p += ntg) {
-    const float v = part_v[row * a.parts + p];
-    const uint i = part_i[row * a.parts + p];
-    if (i != 0xffffffffu && (v > best || (v == best && i < bi))) {
-      best = v;
-      bi = i;
+  // A row's units: its head one partition each up to a 16-byte boundary,
+  // then four a unit, then its tail one each; a lane takes every ntg-th
+  // unit, so none issues more loads than the units it takes.
+  const uint base = row * a.parts;
+  const uint head = min((4u - base % 4u) % 4u, a.parts);
+  const uint n4 = (a.parts - head) / 4u, units = head + n4 + (a.parts - head) % 4u;
+  device const float4* v4 = (device const float4*)(part_v + base + head);
+  device const uint4* i4 = (device const uint4*)(part_i + base + head);
+  for (uint u = tid; u < units; u += ntg) {
+    if (u >= head && u < head + n4) {
+      const float4 v = v4[u - head];
+      const uint4 i = i4[u - head];
+      merge_take(v.x, i.x, best, bi);
+      merge_take(v.y, i.y, best, bi);
+      merge_take(v.z, i.z, best, bi);
+      merge_take(v.w, i.w, best, bi);
+    } else {
+      const uint p = u < head ? u : u + 3u * n4;
+      merge_take(part_v[base + p], part_i[base + p], best, bi);
     }
   }
   uint idx;

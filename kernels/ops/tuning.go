@@ -938,7 +938,7 @@ func MetalNormThreads(width int) int { return min(1024, max(32, ((width+7)/8+31)
 
 // The argmax bridge/metal runs untuned: partitions of about
 // MetalArgmaxPart values, a threadgroup of MetalArgmaxThreads each, at most
-// MetalArgmaxMaxParts a row (argmax_merge takes two of them a lane).
+// MetalArgmaxMaxParts a row (argmax_merge reads them four a lane).
 const (
 	MetalArgmaxThreads  = 256
 	MetalArgmaxPart     = 4096
