@@ -40,7 +40,7 @@ func newLlamaPartition(ids []int32, pieces map[int32]string, attrs []tokenAttr) 
 	toks := make([]addedToken, len(order))
 	for r, id := range order {
 		p.rank[id] = int32(r)
-		toks[r] = addedToken{pieces[id], id}
+		toks[r] = addedToken{content: pieces[id], id: id}
 	}
 	p.ix = newAddedIndex(toks)
 	return p
@@ -69,8 +69,8 @@ func (p *llamaPartition) split(text string, deadline time.Time) ([]segment, erro
 		}
 		for _, n := range b.lens {
 			if n <= len(text)-i {
-				if id, ok := b.ids[text[i:i+n]]; ok {
-					occs = append(occs, occurrence{p.rank[id], i, n, id, i, i + n})
+				if a, ok := b.toks[text[i:i+n]]; ok {
+					occs = append(occs, occurrence{p.rank[a.id], i, n, a.id, i, i + n})
 				}
 			}
 		}

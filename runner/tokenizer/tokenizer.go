@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
@@ -78,9 +79,22 @@ func (t *Tokenizer) Describe() string {
 	return fmt.Sprintf("%s, %d tokens", t.kind, t.size)
 }
 
+// addedToken is a token found in the text before the model sees it: its
+// text (normalized, for one HF matches in the normalized text), its id,
+// and how HF's AddedVocabulary::find_matches takes it (addedOpts).
 type addedToken struct {
 	content string
 	id      int32
+	addedOpts
+}
+
+// addedOpts are an added token's single_word, lstrip and rstrip, as HF's
+// find_matches reads them (tokenizers/src/tokenizer/added_vocabulary.rs):
+// single_word drops a match with a word character (Rust regex's \w)
+// touching either end; lstrip and rstrip widen a match over the
+// whitespace (\s) before or after it (splitAdded).
+type addedOpts struct {
+	singleWord, lstrip, rstrip bool
 }
 
 // EndOfGeneration are the ids the tokenizer's own file says end a
@@ -314,10 +328,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	// A text listed again keeps its id and its special mark, but is matched
-	// as its last listing's normalized says: HF's add_tokens puts each
-	// listing in its id's place, and builds its matchers from what is there.
+	// as its last listing's normalized, single_word, lstrip and rstrip say:
+	// HF's add_tokens puts each listing in its id's place, and builds its
+	// matchers from what is there.
 	var texts []addedToken // each text once, in the file's order
 	normalized, everNormalized := map[string]bool{}, map[string]bool{}
+	opts := map[string]addedOpts{}
 	// HF gives an added token the id its text already has, else the next
 	// after the vocab's count (not its largest id) and the tokens added
 	// before it; the file's id is only checked against that.
@@ -335,9 +351,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 			}
 			continue
 		}
-		if a.SingleWord || a.LStrip || a.RStrip {
-			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
-		}
 		hf, known := t.vocab[a.Content]
 		if !known {
 			hf = int32(next)
@@ -354,9 +367,10 @@ func Parse(data []byte) (*Tokenizer, error) {
 			return nil, err
 		}
 		if _, again := normalized[a.Content]; !again {
-			texts = append(texts, addedToken{a.Content, int32(a.ID)})
+			texts = append(texts, addedToken{content: a.Content, id: int32(a.ID)})
 		}
 		normalized[a.Content] = a.Normalized
+		opts[a.Content] = addedOpts{singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip}
 		everNormalized[a.Content] = everNormalized[a.Content] || a.Normalized
 		if a.Special {
 			t.special[int32(a.ID)] = true
@@ -365,6 +379,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	var added, normed []addedToken
 	for _, a := range texts {
+		a.addedOpts = opts[a.content]
 		if normalized[a.content] {
 			normed = append(normed, a)
 		} else {
@@ -618,7 +633,7 @@ type addedIndex map[byte]*addedBucket
 
 type addedBucket struct {
 	lens []int // distinct lengths, longest first
-	ids  map[string]int32
+	toks map[string]addedToken
 }
 
 func newAddedIndex(added []addedToken) addedIndex {
@@ -626,13 +641,13 @@ func newAddedIndex(added []addedToken) addedIndex {
 	for _, a := range added {
 		b := ix[a.content[0]]
 		if b == nil {
-			b = &addedBucket{ids: map[string]int32{}}
+			b = &addedBucket{toks: map[string]addedToken{}}
 			ix[a.content[0]] = b
 		}
-		if _, dup := b.ids[a.content]; dup {
+		if _, dup := b.toks[a.content]; dup {
 			continue // the first listed keeps the text, as before
 		}
-		b.ids[a.content] = a.id
+		b.toks[a.content] = a
 		if !slices.Contains(b.lens, len(a.content)) {
 			b.lens = append(b.lens, len(a.content))
 		}
@@ -644,46 +659,100 @@ func newAddedIndex(added []addedToken) addedIndex {
 }
 
 // longest is the longest added token at the start of s.
-func (ix addedIndex) longest(s string) (int32, int, bool) {
+func (ix addedIndex) longest(s string) (addedToken, bool) {
 	b := ix[s[0]]
 	if b == nil {
-		return 0, 0, false
+		return addedToken{}, false
 	}
 	for _, n := range b.lens {
 		if n <= len(s) {
-			if id, ok := b.ids[s[:n]]; ok {
-				return id, n, true
+			if a, ok := b.toks[s[:n]]; ok {
+				return a, true
 			}
 		}
 	}
-	return 0, 0, false
+	return addedToken{}, false
 }
 
-// splitAdded cuts text at the added tokens of ix (the longest at each
-// place), which are their own ids whatever surrounds them.
+// splitAdded cuts text at the added tokens of ix, which are their own ids
+// whatever surrounds them, as HF's AddedVocabulary::find_matches cuts it
+// (tokenizers/src/tokenizer/added_vocabulary.rs):
+//
+//   - the matches are its trie's leftmost-longest ones, without overlap:
+//     the search goes on after each as found, whatever is made of it, so a
+//     match single_word drops still hides the tokens inside it, and one
+//     rstrip widens leaves the whitespace it took to be searched again;
+//   - a single_word token is dropped where a word character (Rust regex's
+//     Unicode \w, wordChar) comes right before or after it;
+//   - lstrip takes in the whitespace (\s, Unicode White_Space) that runs up
+//     to the match, but none before the end of the match before it (Rust's
+//     start_offset); rstrip the whitespace after it. A match that lstrip so
+//     makes empty (whitespace the match before took with rstrip) is left
+//     out, as HF leaves out a split of no text; one it would make end
+//     before it starts is an error, where HF panics;
+//   - the text from the end of the match before (start_offset, which a
+//     later match found inside a widened one moves back) up to the match's
+//     start is text to tokenize, and so is the text after the last.
 func splitAdded(ix addedIndex, text string, deadline time.Time) ([]segment, error) {
 	var out []segment
-	start := 0
+	done := 0 // Rust's start_offset: where the last match taken ended
 	for i, steps := 0, 0; i < len(text); steps++ {
 		if steps&4095 == 4095 && time.Now().After(deadline) {
 			return nil, errBudget
 		}
-		if id, n, ok := ix.longest(text[i:]); ok {
-			if i > start {
-				out = append(out, segment{text[start:i], -1})
-			}
-			out = append(out, segment{added: id})
+		a, ok := ix.longest(text[i:])
+		if !ok {
+			_, n := utf8.DecodeRuneInString(text[i:])
 			i += n
-			start = i
 			continue
 		}
-		_, n := utf8.DecodeRuneInString(text[i:])
-		i += n
+		start, stop := i, i+len(a.content)
+		i = stop // the search goes on after the match as found
+		if a.singleWord {
+			before, _ := utf8.DecodeLastRuneInString(text[:start])
+			after, _ := utf8.DecodeRuneInString(text[stop:])
+			if start > 0 && wordChar(before) || stop < len(text) && wordChar(after) {
+				continue
+			}
+		}
+		if a.lstrip {
+			start = max(len(strings.TrimRightFunc(text[:start], spaceChar)), done)
+		}
+		if a.rstrip {
+			stop = len(text) - len(strings.TrimLeftFunc(text[stop:], spaceChar))
+		}
+		if start > stop {
+			// Rust's slice of the text from start to stop fails, and
+			// split_with_indices panics: "AddedVocabulary bad split".
+			return nil, fmt.Errorf("added token %s with lstrip lies inside the whitespace that the token before it took with rstrip: HF tokenizers fails on this text (AddedVocabulary bad split)", quoteShort(a.content))
+		}
+		if done < start {
+			out = append(out, segment{text[done:start], -1})
+		}
+		if start < stop {
+			// A match lstrip made empty is a split of no text, which
+			// PreTokenizedString::split leaves out, its token with it.
+			out = append(out, segment{added: a.id})
+		}
+		done = stop
 	}
-	if start < len(text) {
-		out = append(out, segment{text[start:], -1})
+	if done < len(text) {
+		out = append(out, segment{text[done:], -1})
 	}
 	return out, nil
+}
+
+// spaceChar is Rust regex's Unicode \s, the whitespace HF's lstrip and
+// rstrip take: the White_Space property (tabs, newlines, U+00A0, U+2000,
+// U+3000, ...).
+func spaceChar(r rune) bool { return unicode.Is(unicode.White_Space, r) }
+
+// wordChar is Rust regex's Unicode \w, which HF's single_word tests
+// either side of a match with: Alphabetic (letters, letter numbers such as
+// Ⅻ, Other_Alphabetic), marks, decimal digits, connector punctuation (_)
+// and Join_Control (U+200C, U+200D), as UTS #18 Annex C defines it.
+func wordChar(r rune) bool {
+	return unicode.IsLetter(r) || unicode.In(r, unicode.Nl, unicode.Other_Alphabetic, unicode.M, unicode.Nd, unicode.Pc, unicode.Join_Control)
 }
 
 // bpe appends the ids of one pre-tokenized piece: its characters merged by

@@ -121,7 +121,6 @@ func TestBadInput(t *testing.T) {
 		{"added token past a gap in the vocab", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}, "added_tokens": [` + added(3, "<x>", false, false) + `]}`, `added_tokens[0] "<x>" has id 3, where HF tokenizers gives it 2`},
 		{"added token twice", `{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [` + added(1, "<x>", false, false) + `, ` + added(2, "<x>", false, false) + `]}`, `added_tokens[1] "<x>" has id 2, where HF tokenizers gives it 1`},
 		{"empty added token of a negative id", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [` + added(-1, "", false, false) + `]}`, `added_tokens[0] (empty) has id -1, not a u32`},
-		{"added lstrip", `{"model": {"type": "BPE", "vocab": {}}, "added_tokens": [{"id": 0, "content": "<m>", "lstrip": true, "single_word": false, "rstrip": false, "normalized": false, "special": false}]}`, `added_tokens[0] "<m>": single_word, lstrip and rstrip are not supported`},
 	} {
 		_, err := Parse([]byte(tc.json))
 		if err == nil || !contains(err.Error(), tc.want) {
@@ -481,6 +480,186 @@ func TestHFAddedTokens(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Added tokens' single_word, lstrip and rstrip, as HF's
+// AddedVocabulary::find_matches takes them (tokenizers/src/tokenizer/
+// added_vocabulary.rs), worked out by hand from its rules, each case naming
+// the one it holds to. Each file's model spells every character of the
+// texts as its own token (no merges), so what is left between added
+// tokens shows character by character; want is the tokens' texts.
+func TestHFAddedTokenOptions(t *testing.T) {
+	// tok is one of added_tokens: its content and the options set
+	// ("lstrip rstrip single_word normalized special"), the rest false.
+	type tok struct{ content, opts string }
+	const (
+		none  = ""
+		llama = `{"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}`
+		lower = `{"type": "Lowercase"}`
+	)
+	s := tok{"<s>", "lstrip special"}
+	phi3 := []tok{{"<|user|>", "rstrip special"}, {"<|end|>", "rstrip special"}, {"<|assistant|>", "rstrip special"}}
+	end := tok{"<|end|>", "rstrip special"}
+	m := tok{"<m>", "single_word"}
+	mStrip := tok{"<m>", "single_word lstrip rstrip"}
+	for _, tc := range []struct {
+		name  string
+		norm  string
+		added []tok
+		text  string
+		want  []string
+	}{
+		// lstrip: the match starts where the whitespace (\s) that runs up
+		// to it starts (space_leftmost_at_end, "\s*$"), Llama/Mistral's
+		// <s> under Llama 2's normalizer: "Hi", <s>, " there" (which the
+		// normalizer makes ▁▁there), not "Hi " (▁Hi▁), <s>.
+		{"lstrip takes the space before", llama, []tok{s}, "Hi <s> there", []string{"▁", "H", "i", "<s>", "▁", "▁", "t", "h", "e", "r", "e"}},
+		{"without lstrip", llama, []tok{{"<s>", "special"}}, "Hi <s> there", []string{"▁", "H", "i", "▁", "<s>", "▁", "▁", "t", "h", "e", "r", "e"}},
+		// \s is Unicode's White_Space: tabs and U+3000 are, U+200B (a
+		// format character) is not.
+		{"lstrip takes a run of whitespace", none, []tok{s}, "a\u200b \t\u3000<s>", []string{"a", "\u200b", "<s>"}},
+		{"lstrip at the start", none, []tok{s}, "  <s>a", []string{"<s>", "a"}},
+		{"lstrip takes nothing after", none, []tok{s}, "<s> a", []string{"<s>", " ", "a"}},
+		// rstrip: the match ends where the whitespace after it ends
+		// (space_rightmost_at_start, "^\s*"), Phi-3's chat tokens: the
+		// newlines after them go, so "Hi" alone is normalized (▁Hi).
+		{"rstrip takes the newline after", llama, phi3, "<|user|>\nHi<|end|>\n<|assistant|>", []string{"<|user|>", "▁", "H", "i", "<|end|>", "<|assistant|>"}},
+		{"rstrip takes nothing before", none, []tok{end}, "a <|end|> b", []string{"a", " ", "<|end|>", "b"}},
+		{"rstrip takes U+00A0 and U+2000", none, []tok{end}, "<|end|>\u00a0\u2000b", []string{"<|end|>", "b"}},
+		// The trie's search goes on after the match as found
+		// (leftmost_find_iter resumes at mat.end()), not after what rstrip
+		// took: an added "\n" is found again inside it, and the text after
+		// the last match (start_offset, moved back to its end) is tokenized
+		// again, the space rstrip took with it.
+		{"rstrip's whitespace searched again", none, []tok{end, {"\n", "special"}}, "<|end|>\n\nb", []string{"<|end|>", "\n", "\n", "b"}},
+		{"rstrip's whitespace tokenized again", none, []tok{end, {"\n", "special"}}, "<|end|>\n\n b", []string{"<|end|>", "\n", "\n", " ", "b"}},
+		// lstrip starts a match no earlier than the end of the match
+		// before (start = max(newstart, start_offset)): the second and
+		// third "\n" lie in what the first took with rstrip, so lstrip
+		// makes them empty, and PreTokenizedString::split leaves out a
+		// split of no text, its token with it.
+		{"a match lstrip makes empty", none, []tok{{"\n", "lstrip rstrip"}}, "a\n\n\n", []string{"a", "\n"}},
+		{"after it, text again", none, []tok{{"\n", "lstrip rstrip"}}, "a\n\n\na", []string{"a", "\n", "a"}},
+		// single_word: a match is dropped where a word character (\w)
+		// ends the text before it (ends_with_word, "\w$") or starts the
+		// text after it (starts_with_word, "^\w"); the start and end of
+		// the text are boundaries.
+		{"single_word between spaces", none, []tok{m}, "a <m> b", []string{"a", " ", "<m>", " ", "b"}},
+		{"single_word alone", none, []tok{m}, "<m>", []string{"<m>"}},
+		{"single_word after a letter", none, []tok{m}, "a<m> b", []string{"a", "<", "m", ">", " ", "b"}},
+		{"single_word before a letter", none, []tok{m}, "a <m>b", []string{"a", " ", "<", "m", ">", "b"}},
+		{"single_word between punctuation", none, []tok{m}, "-<m>,😀<m>", []string{"-", "<m>", ",", "😀", "<m>"}},
+		// \w is Alphabetic, marks, decimal digits, connector punctuation
+		// and Join_Control (UTS #18 Annex C, regex-syntax's perl_word).
+		{"single_word after _", none, []tok{m}, "_<m>", []string{"_", "<", "m", ">"}},
+		{"single_word after a combining mark", none, []tok{m}, "e\u0301<m>", []string{"e", "\u0301", "<", "m", ">"}},
+		{"single_word after an Arabic-Indic digit", none, []tok{m}, "٣<m>", []string{"٣", "<", "m", ">"}},
+		{"single_word after a letter number", none, []tok{m}, "Ⅻ<m>", []string{"Ⅻ", "<", "m", ">"}},
+		{"single_word after U+200D", none, []tok{m}, "\u200d<m>", []string{"\u200d", "<", "m", ">"}},
+		// ² is a number (No) but no decimal digit: no word character.
+		{"single_word after a superscript", none, []tok{m}, "²<m>", []string{"²", "<m>"}},
+		// A dropped match still hides what is inside it: the search goes on
+		// after it, so "m>" in "<m>" is not found; alone it is.
+		{"a dropped match hides the tokens inside", none, []tok{m, {"m>", ""}}, "a<m>", []string{"a", "<", "m", ">"}},
+		{"a token found alone", none, []tok{m, {"m>", ""}}, "am>", []string{"a", "m>"}},
+		// HF's test_single_word_is_correct, its Lowercase left out.
+		{"HF's single_word test", none, []tok{m}, "<m> My name <m> A<m> <m>ony <m>",
+			append(append([]string{"<m>"}, chars(" My name ")...), append(append([]string{"<m>"}, chars(" A<m> <m>ony ")...), "<m>")...)},
+		// HF's test_lstrip_unicode_space: single_word sees the match as
+		// found, before lstrip and rstrip widen it; lstrip stops at the
+		// end of the match before (start_offset), which took the tab.
+		{"single_word, lstrip and rstrip", none, []tok{mStrip}, "Hi <m> there\t<m>\t<m>\u2000", []string{"H", "i", "<m>", "t", "h", "e", "r", "e", "<m>", "<m>"}},
+		// Normalized tokens are found in the normalized text, and widen over
+		// its whitespace. HF's options_use_cases: under Lowercase, "my"
+		// takes the spaces either side of it, "ony" in "anthony" is no
+		// single word.
+		{"HF's options test", lower, []tok{{"my", "lstrip rstrip normalized"}, {"name", "normalized"}, {"ony", "single_word normalized"}, {"[CLS]", "special"}, {"[SEP]", "special"}},
+			"[CLS] My name is Anthony [SEP]", append(append([]string{"[CLS]", "my", "name"}, chars(" is anthony ")...), "[SEP]")},
+		// Under Llama 2's normalizer a normalized <x> is ▁<x>, and the
+		// spaces before it are ▁, which is no whitespace: lstrip takes
+		// nothing. Not normalized, it takes both spaces from the raw text.
+		{"normalized lstrip under Llama's normalizer", llama, []tok{{"<x>", "lstrip normalized"}}, "a  <x>", []string{"▁", "a", "▁", "<x>"}},
+		{"raw lstrip under Llama's normalizer", llama, []tok{{"<x>", "lstrip"}}, "a  <x>", []string{"▁", "a", "<x>"}},
+		// ...and single_word sees the normalized text: ▁<x> after "a" is
+		// inside a word.
+		{"normalized single_word under Llama's normalizer", llama, []tok{{"<x>", "single_word normalized"}}, "a <x>", []string{"▁", "a", "▁", "<", "x", ">"}},
+		{"normalized single_word at the start", llama, []tok{{"<x>", "single_word normalized"}}, "<x> a", []string{"<x>", "▁", "a"}},
+		// A text listed again is matched as its last listing says (HF's
+		// add_tokens puts the later AddedToken in its id's place).
+		{"listed again with lstrip", none, []tok{{"<s>", "special"}, s}, "a <s>", []string{"a", "<s>"}},
+		{"listed again without lstrip", none, []tok{s, {"<s>", "special"}}, "a <s>", []string{"a", " ", "<s>"}},
+	} {
+		// The model's vocab: ▁ and every character of the text, by first use.
+		vocab := map[string]int{}
+		for _, r := range "▁" + tc.text {
+			if _, ok := vocab[string(r)]; !ok {
+				vocab[string(r)] = len(vocab)
+			}
+		}
+		var list []string
+		next := len(vocab)
+		seen := map[string]int{}
+		for _, a := range tc.added {
+			id, ok := vocab[a.content]
+			if !ok {
+				if id, ok = seen[a.content]; !ok {
+					id = next
+					next++
+				}
+			}
+			seen[a.content] = id
+			has := func(o string) bool { return slices.Contains(strings.Fields(a.opts), o) }
+			c, _ := json.Marshal(a.content)
+			list = append(list, fmt.Sprintf(`{"id": %d, "content": %s, "single_word": %t, "lstrip": %t, "rstrip": %t, "normalized": %t, "special": %t}`,
+				id, c, has("single_word"), has("lstrip"), has("rstrip"), has("normalized"), has("special")))
+		}
+		v, _ := json.Marshal(vocab)
+		file := fmt.Sprintf(`{"model": {"type": "BPE", "vocab": %s, "merges": []}, "added_tokens": [%s]`, v, strings.Join(list, ", "))
+		if tc.norm != "" {
+			file += `, "normalizer": ` + tc.norm
+		}
+		tk, err := Parse([]byte(file + "}"))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var want []int32
+		for _, p := range tc.want {
+			id, ok := tk.vocab[p]
+			if !ok {
+				t.Fatalf("%s: %q is no token", tc.name, p)
+			}
+			want = append(want, id)
+		}
+		checkEncodes(t, tc.name, tk, nil, tc.text, want)
+	}
+}
+
+// Where lstrip would start a match after its end, HF's find_matches gives
+// a split from start to stop that Rust cannot slice, and panics
+// ("AddedVocabulary bad split"): here the text is refused, saying so.
+func TestHFAddedTokenBadSplit(t *testing.T) {
+	tk, err := Parse([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "\t": 1, " ": 2}, "merges": []}, "added_tokens": [` +
+		`{"id": 3, "content": "<A>", "single_word": false, "lstrip": false, "rstrip": true, "normalized": false, "special": true}, ` +
+		`{"id": 1, "content": "\t", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": false}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// <A> takes " \t " with rstrip; the tab at 4 to 5 is then started at 6.
+	if ids, err := tk.Encode("<A> \t a", true); err == nil || !contains(err.Error(), "AddedVocabulary bad split") {
+		t.Errorf("<A> \\t: %v, %v; want HF's bad split", ids, err)
+	}
+	// A tab not inside what <A> took is taken as usual.
+	checkEncodes(t, "tab after text", tk, nil, "<A> a \t", []int32{3, 0, 1})
+}
+
+// chars is s's characters, each a string.
+func chars(s string) []string {
+	var out []string
+	for _, r := range s {
+		out = append(out, string(r))
+	}
+	return out
 }
 
 // HF reads every field of an added token as required (AddedTokenWithId,
