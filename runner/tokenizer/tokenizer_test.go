@@ -662,6 +662,37 @@ func chars(s string) []string {
 	return out
 }
 
+// A checkpoint's tokenizer_config.json does not change what surrounds a
+// prompt: transformers 5 drops its add_bos_token and add_eos_token when a
+// tokenizer.json is there (PreTrainedTokenizerBase._from_pretrained), and
+// TokenizersBackend keeps the file's post-processor, so the BOS and EOS are
+// the post-processor's, as here (docs/tokenizer.md, "Where a prompt starts
+// with BOS").
+func TestTokenizerConfigAddBOSIgnored(t *testing.T) {
+	const vocab = `"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2}, "merges": []}, "added_tokens": [` +
+		`{"id": 0, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}, ` +
+		`{"id": 1, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}]`
+	const template = `"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], ` +
+		`"pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}}`
+	for _, tc := range []struct {
+		name, post, config string
+		want               []int32
+	}{
+		{"the template's BOS kept", template, `{"add_bos_token": false, "add_eos_token": true, "bos_token": "<s>", "eos_token": "</s>"}`, []int32{0, 2}},
+		{"no BOS added", `"post_processor": null`, `{"add_bos_token": true, "add_eos_token": true, "bos_token": "<s>", "eos_token": "</s>"}`, []int32{2}},
+		{"a config that is no JSON", template, `{"add_bos_token": tru`, []int32{0, 2}},
+	} {
+		dir := t.TempDir()
+		for name, data := range map[string]string{"tokenizer.json": "{" + vocab + ", " + tc.post + "}", "tokenizer_config.json": tc.config} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tok, err := Load(dir)
+		checkEncodes(t, tc.name, tok, err, "a", tc.want)
+	}
+}
+
 // HF reads every field of an added token as required (AddedTokenWithId,
 // AddedToken: no serde defaults), so a file lacking one, or giving it as
 // null, is refused, naming the file, the token and the field.
