@@ -22,6 +22,9 @@ type part struct {
 	Type string `json:"type"`
 	raw  json.RawMessage
 	path string // where in its section: "" for the section's one object, "normalizers[1]" in a Sequence
+	// untagged: Type is the kind HF reads the object as by its fields,
+	// as it had no "type" HF knows (untaggedNormalizer).
+	untagged bool
 }
 
 // decode reads the part's own fields into v; a wrong JSON type is named by
@@ -61,10 +64,12 @@ const maxNesting = 16
 // readParts reads raw (null, one object, or a Sequence of them under key)
 // as the list of its members in order.
 func readParts(raw json.RawMessage, key string) ([]part, error) {
-	return readPartsAt(raw, key, "", 0)
+	return readPartsAt(raw, key, "", 0, nil)
 }
 
-func readPartsAt(raw json.RawMessage, key, path string, depth int) ([]part, error) {
+// readPartsAt is readParts of the part at path; untagged, where set, names
+// the kind of a part as HF reads one without a "type" it knows.
+func readPartsAt(raw json.RawMessage, key, path string, depth int, untagged func(part) string) ([]part, error) {
 	if depth > maxNesting {
 		return nil, fmt.Errorf("Sequence nested deeper than %d", maxNesting)
 	}
@@ -74,6 +79,11 @@ func readPartsAt(raw json.RawMessage, key, path string, depth int) ([]part, erro
 	p := part{raw: raw, path: path}
 	if err := p.decode(&p); err != nil {
 		return nil, partErr(p, err)
+	}
+	if untagged != nil {
+		if t := untagged(p); t != "" {
+			p.Type, p.untagged = t, true
+		}
 	}
 	if p.Type != "Sequence" {
 		return []part{p}, nil
@@ -95,7 +105,7 @@ func readPartsAt(raw json.RawMessage, key, path string, depth int) ([]part, erro
 	}
 	var out []part
 	for i, r := range members {
-		ps, err := readPartsAt(r, key, fmt.Sprintf("%s[%d]", at, i), depth+1)
+		ps, err := readPartsAt(r, key, fmt.Sprintf("%s[%d]", at, i), depth+1, untagged)
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +250,7 @@ type replaceNorm struct{ replace }
 func (r replaceNorm) apply(s string, limit int) (string, error) { return r.grown(s, limit) }
 
 func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
-	parts, err := readParts(raw, "normalizers")
+	parts, err := readPartsAt(raw, "normalizers", "", 0, untaggedNormalizer)
 	if err != nil {
 		return nil, err
 	}
@@ -279,10 +289,75 @@ func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
 			}
 			out = append(out, replaceNorm{r})
 		default:
-			return nil, fmt.Errorf("%q is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence)", p.Type)
+			const supported = "(NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Sequence)"
+			switch {
+			case p.untagged:
+				return nil, fmt.Errorf("it has no \"type\" HF tokenizers knows, and HF reads it by its fields as a %s, which is not supported %s", p.Type, supported)
+			case p.Type == "":
+				return nil, fmt.Errorf("it has no \"type\", and its fields are none of the normalizers HF tokenizers reads without one (BertNormalizer, Strip, Sequence, Precompiled, Replace, Prepend)")
+			}
+			return nil, fmt.Errorf("%q is not supported %s", p.Type, supported)
 		}
 	}
 	return out, nil
+}
+
+// normalizerTags are the "type" names HF's NormalizerWrapper reads as tags
+// (its EnumType, tokenizers/src/normalizers/mod.rs): BertNormalizer's is
+// "Bert", though HF writes "BertNormalizer".
+var normalizerTags = map[string]bool{"Bert": true, "Strip": true, "StripAccents": true, "NFC": true, "NFD": true, "NFKC": true,
+	"NFKD": true, "Sequence": true, "Lowercase": true, "Nmt": true, "Precompiled": true, "Replace": true, "Prepend": true, "ByteLevel": true}
+
+// untaggedNormalizer is the kind HF's NormalizerWrapper reads a normalizer
+// as whose "type" is missing or none of its tags, "" where it reads none:
+// the first of its untagged fallback's kinds whose deserializer takes the
+// object. Those are BertNormalizer (clean_text, handle_chinese_chars and
+// lowercase, strip_accents a bool or left out), Strip (strip_left and
+// strip_right), Sequence (a list of normalizers), Precompiled
+// (precompiled_charsmap), Replace (a pattern and content) and Prepend
+// (prepend); the others' deserializers require their "type". Fields of
+// another kind are ignored, as serde ignores them. A Sequence is told by
+// its list alone: one whose members HF cannot read, and which has another
+// kind's fields too, HF reads as that kind, where it is refused here.
+func untaggedNormalizer(p part) string {
+	if normalizerTags[p.Type] {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(p.raw, &m) != nil {
+		return ""
+	}
+	// serde takes null for no field of these kinds but strip_accents.
+	isIn := func(m map[string]json.RawMessage, key string, v any) bool {
+		r, ok := m[key]
+		return ok && string(r) != "null" && json.Unmarshal(r, v) == nil
+	}
+	is := func(key string, v any) bool { return isIn(m, key, v) }
+	var b bool
+	var s string
+	var list []json.RawMessage
+	stripAccents := true
+	if r, ok := m["strip_accents"]; ok && string(r) != "null" {
+		stripAccents = json.Unmarshal(r, &b) == nil
+	}
+	// A pattern is serde's enum: an object of one key, String or Regex.
+	var pat map[string]json.RawMessage
+	patternOK := is("pattern", &pat) && len(pat) == 1 && (isIn(pat, "String", &s) || isIn(pat, "Regex", &s))
+	switch {
+	case is("clean_text", &b) && is("handle_chinese_chars", &b) && is("lowercase", &b) && stripAccents:
+		return "BertNormalizer"
+	case is("strip_left", &b) && is("strip_right", &b):
+		return "Strip"
+	case is("normalizers", &list):
+		return "Sequence"
+	case is("precompiled_charsmap", &s):
+		return "Precompiled"
+	case patternOK && is("content", &s):
+		return "Replace"
+	case is("prepend", &s):
+		return "Prepend"
+	}
+	return ""
 }
 
 // preTokenizer splits pieces further.
@@ -493,6 +568,11 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			}
 			out = append(out, digitsPre{v.Individual})
 		default:
+			if p.Type == "" {
+				// Every kind of PreTokenizerWrapper requires its "type",
+				// so its untagged fallback takes no object.
+				return nil, errors.New(`it has no "type": HF tokenizers reads no pre-tokenizer without one`)
+			}
 			return nil, fmt.Errorf("%q is not supported (Split, ByteLevel, Metaspace, Digits, Sequence)", p.Type)
 		}
 	}

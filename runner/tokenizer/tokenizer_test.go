@@ -733,6 +733,65 @@ type encodeCase struct {
 	DecodedSpecial string  `json:"decoded_special"`
 }
 
+// A normalizer with no "type" HF knows is read as HF's NormalizerWrapper
+// reads it (tokenizers/src/normalizers/mod.rs): as the first of
+// BertNormalizer, Strip, Sequence, Precompiled, Replace and Prepend whose
+// fields it has, other fields ignored; the rest require their "type". A
+// pre-tokenizer's kinds all require theirs (PreTokenizerWrapper), so one
+// without is refused, as HF refuses it.
+func TestUntaggedNormalizer(t *testing.T) {
+	const (
+		prepend = `{"prepend": "▁"}`
+		replace = `{"pattern": {"String": " "}, "content": "▁"}`
+	)
+	for _, tc := range []struct {
+		name, norm, pre string
+		want            []int32 // "a b" with the text's ids: ▁ 0, a 1, b 2, space 3, x 4
+		err             string
+	}{
+		{"Prepend", prepend, "", []int32{0, 1, 3, 2}, ""},
+		{"Replace", replace, "", []int32{1, 0, 2}, ""},
+		// Llama 2's normalizer, written without its tags.
+		{"Sequence", `{"normalizers": [` + prepend + `, ` + replace + `]}`, "", []int32{0, 1, 0, 2}, ""},
+		{"untagged in a tagged Sequence", `{"type": "Sequence", "normalizers": [` + replace + `]}`, "", []int32{1, 0, 2}, ""},
+		// Replace is tried before Prepend: the prepend is ignored.
+		{"Replace before Prepend", `{"prepend": "x", "pattern": {"String": " "}, "content": "▁"}`, "", []int32{1, 0, 2}, ""},
+		// A pattern of two keys is no ReplacePattern: Prepend then.
+		{"a pattern that is none", `{"prepend": "x", "pattern": {"String": " ", "Regex": " "}, "content": "▁"}`, "", []int32{4, 1, 3, 2}, ""},
+		// A "type" that is none of HF's tags is read by the fields too.
+		{"an unknown type", `{"type": "Prefix", "prepend": "x"}`, "", []int32{4, 1, 3, 2}, ""},
+		// BertNormalizer wants three bools: a string is not one.
+		{"not quite BertNormalizer", `{"clean_text": "yes", "handle_chinese_chars": true, "lowercase": true, "prepend": "x"}`, "", []int32{4, 1, 3, 2}, ""},
+		{"strip_accents not a bool", `{"clean_text": true, "handle_chinese_chars": true, "lowercase": false, "strip_accents": "no", "prepend": "x"}`, "", []int32{4, 1, 3, 2}, ""},
+		{"a pattern of null", `{"prepend": "x", "pattern": {"String": null}, "content": "▁"}`, "", []int32{4, 1, 3, 2}, ""},
+		{"BertNormalizer", `{"clean_text": true, "handle_chinese_chars": true, "lowercase": false, "strip_accents": null, "prepend": "x"}`, "", nil,
+			`normalizer: it has no "type" HF tokenizers knows, and HF reads it by its fields as a BertNormalizer, which is not supported`},
+		{"Strip", `{"strip_left": true, "strip_right": false}`, "", nil, "as a Strip, which is not supported"},
+		{"Precompiled", `{"precompiled_charsmap": "AAAA"}`, "", nil, "as a Precompiled, which is not supported"},
+		{"a member none", `{"normalizers": [` + prepend + `, {"lowercase": true}]}`, "", nil,
+			`normalizer: normalizers[1]: it has no "type", and its fields are none of the normalizers HF tokenizers reads without one`},
+		{"a tag without its fields", `{"type": "NFKC", "prepend": "x"}`, "", []int32{1, 3, 2}, ""},
+		{"no pre-tokenizer without a type", "", `{"replacement": "▁", "prepend_scheme": "always", "split": false}`, nil,
+			`pre_tokenizer: it has no "type": HF tokenizers reads no pre-tokenizer without one`},
+	} {
+		file := `{"model": {"type": "BPE", "vocab": {"▁": 0, "a": 1, "b": 2, " ": 3, "x": 4}, "merges": []}`
+		if tc.norm != "" {
+			file += `, "normalizer": ` + tc.norm
+		}
+		if tc.pre != "" {
+			file += `, "pre_tokenizer": ` + tc.pre
+		}
+		tok, err := Parse([]byte(file + "}"))
+		if tc.err != "" {
+			if err == nil || !contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		checkEncodes(t, tc.name, tok, err, "a b", tc.want)
+	}
+}
+
 // A model with no "type" is read as HF tokenizers' ModelWrapper reads it
 // (tokenizers/src/models/mod.rs): the first kind whose deserializer takes
 // it, BPE first, which takes an object with a vocab and merges. One that
