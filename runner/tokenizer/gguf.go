@@ -26,7 +26,11 @@ const (
 // whether a whole piece found in the vocabulary skips the merges; and
 // whether a prompt starts with BOS unless the file says otherwise.
 type ggufPre struct {
-	regexes      []string
+	regexes []string
+	// digits: after the regexes, HF's Digits with individual_digits, each
+	// number character (Rust's char::is_numeric) a piece of its own, where
+	// the model's tokenizer.json has that step and llama.cpp a regex.
+	digits       bool
 	ignoreMerges bool
 	addBOS       bool
 }
@@ -60,6 +64,48 @@ const (
 	// bloomSplit is BLOOM's words, each with the space before it; the
 	// punctuation listed is left between them.
 	bloomSplit = ` ?[^(\s|.,!?…。，、।۔،)]+`
+
+	// DeepSeek LLM's tokenizer.json (also DeepSeek-Coder v1.5's and V2's)
+	// spells its classes out character by character: the letters of the
+	// cased scripts (Latin, Greek, Coptic, Cyrillic, Armenian, Georgian,
+	// Cherokee, Glagolitic, Deseret, Osage, Old Hungarian, Warang Citi,
+	// Adlam, fullwidth Latin, ...), one space before them; ASCII's and
+	// fullwidth punctuation and symbols (A-Z and a-z with them: the range
+	// is :-~), the curly quotes, 、。 and the ideographic space, one space
+	// before them; CJK ideographs, the scripts from U+0800 to U+4E00
+	// (Indic, Thai, kana, ...) and Hangul. They are written here by code
+	// point: six of the letters (U+1F7D, U+1FBE, U+1FD3, U+1FDB, U+2126,
+	// U+212A) are ones Unicode normalization replaces, and a normalized
+	// copy is another class, or none (ranges turned backwards). As each
+	// regex is applied to every piece the ones before it left, a letter
+	// piece holding letters past ASCII is cut again by the punctuation
+	// class at its ASCII letters ("café" is "caf", "é"), in HF tokenizers
+	// and llama.cpp alike.
+	deepseekLLMLetters = `\s?[A-Za-z` +
+		"\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af" +
+		"\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5" +
+		"\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba" +
+		"\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45" +
+		"\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe" +
+		"\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc" +
+		"\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139" +
+		"\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3" +
+		"\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06" +
+		"\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb" +
+		"\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943" + `]+`
+	deepseekLLMPunct = `\s?[!-/:-~` + "\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002" + `]+`
+	deepseekCJK      = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+	// DeepSeek-V3's: runs of up to three digits and of CJK ideographs and
+	// kana are cut out first; then one ASCII punctuation mark joins the
+	// ASCII letters after it, a letter run (with its marks) takes the one
+	// character before it that is no letter, punctuation, symbol or
+	// newline, and punctuation and symbols run together.
+	deepseekV3CJK   = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
+	deepseekV3Split = `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + "`" + `{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// spark25Split is DeepSeek-V3's without its newline runs: punctuation
+	// takes no newlines after it, and newlines are matched one at a time
+	// where DeepSeek-V3 takes a run of them with the whitespace before.
+	spark25Split = `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + "`" + `{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+`
 )
 
 var ggufPres = func() map[string]ggufPre {
@@ -98,6 +144,23 @@ var ggufPres = func() map[string]ggufPre {
 	group(ggufPre{regexes: []string{`[\p{P}\$\+<=>\^~\|` + "`" + `]+`, gpt2SplitStrict, `[0-9][0-9][0-9]`}}, "falcon")
 	group(ggufPre{regexes: []string{bloomSplit}}, "bloom", "poro-chat", "gpt3-finnish")
 	group(ggufPre{regexes: []string{bloomSplit, `\p{N}`}}, "viking")
+	// The DeepSeek splits are those of the models' tokenizer.json files
+	// (docs/tokenizer.md says which; TestGGUFPreSplitsMatchHF), which
+	// llama.cpp copies but for the last step: tokenizer.json's Digits, each
+	// number character a piece, where llama.cpp has \p{N} (the same pieces)
+	// or, for deepseek-llm, \p{N}+, which keeps a run of digits one piece,
+	// so that a merge of two digits HF never applies would apply.
+	//
+	// `\s+$` splits alike whether $ is taken before every newline or only at
+	// the end and before a last one (regexp2's): every piece it is given
+	// holds a newline only alone, [\r\n] having cut each out first.
+	group(ggufPre{regexes: []string{`[\r\n]`, deepseekLLMLetters, deepseekLLMPunct, `\s+$`, deepseekCJK}, digits: true}, "deepseek-llm")
+	group(ggufPre{regexes: []string{`[\r\n]`, `\s?\p{L}+`, `\s?\p{P}+`, deepseekCJK}, digits: true}, "deepseek-coder")
+	// joyai-llm names JoyAI-LLM-Flash's vocabulary, which llama.cpp took in
+	// as DeepSeek-V3's split, and DeepSeek V4's GGUF files carry it;
+	// DeepSeek V4's tokenizer.json splits as DeepSeek-V3's does.
+	group(ggufPre{regexes: []string{`\p{N}{1,3}`, deepseekV3CJK, deepseekV3Split}}, "deepseek-v3", "joyai-llm")
+	group(ggufPre{regexes: []string{`\p{N}{1,3}`, deepseekV3CJK, spark25Split}, digits: true}, "spark2_5")
 	return m
 }()
 
@@ -110,8 +173,9 @@ var ggufPresRefused = func() map[string]string {
 			m[n] = why
 		}
 	}
-	group("script ranges llama.cpp writes out in place of tokenizer.json's classes",
-		"deepseek-llm", "deepseek-coder", "deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4", "spark2_5", "youtu")
+	group("llama.cpp reads it with DeepSeek-V3's regexes, which are not checked here against the model's own tokenizer",
+		"hunyuan-dense", "hy_v4")
+	group("llama.cpp's script ranges and GPT-4o-style split, not checked here against the model's own tokenizer", "youtu")
 	group("Chameleon's image and sentinel token splits", "chameleon")
 	group("BPE over raw UTF-8, spaces as ▁ or dropped, not byte-level", "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace")
 	group("digits grouped in threes from the right, by lookahead", "tiny_aya", "cohere2moe", "superbpe")
@@ -371,6 +435,9 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	var parts []any
 	for _, re := range pre.regexes {
 		parts = append(parts, map[string]any{"type": "Split", "pattern": map[string]string{"Regex": re}, "behavior": "Isolated", "invert": false})
+	}
+	if pre.digits {
+		parts = append(parts, map[string]any{"type": "Digits", "individual_digits": true})
 	}
 	parts = append(parts, map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false})
 	if t.preTok, err = readPreTokenizers(sequence("pretokenizers", parts)); err != nil {

@@ -158,9 +158,10 @@ func byteLevelVocab(extra ...string) []string {
 
 // Every pre-tokenizer name read compiles, and the groups split text as
 // their patterns say: the default's four regexes one after the other,
-// Tekken's and GPT-4o's case-aware words, digits alone or in threes; and
-// each later group beside the one it differs from, on a text where they
-// part.
+// Tekken's and GPT-4o's case-aware words, digits alone or in threes; each
+// later group beside the one it differs from, on a text where they part;
+// and the DeepSeek chains on texts that take each of their regexes (the
+// pieces worked out by hand; TestGGUFPreSplitsMatchHF holds them to HF).
 func TestGGUFPreTokenizers(t *testing.T) {
 	hello := "HelloWorld's 1234"
 	for _, tc := range []struct {
@@ -197,37 +198,171 @@ func TestGGUFPreTokenizers(t *testing.T) {
 		{"default", "`! 12", []string{"`", "!", " ", "12"}},
 		{"bloom", "Hello, world! 12", []string{"Hello", ",", " world", "!", " 12"}},
 		{"viking", "Hello, world! 12", []string{"Hello", ",", " world", "!", " ", "1", "2"}},
+		// DeepSeek LLM's letters are the cased scripts' (not CJK), and the
+		// punctuation class after them holds A-Z and a-z, so it cuts a
+		// word at its first letter past ASCII; each digit is a piece, as
+		// tokenizer.json's Digits makes it (llama.cpp's \p{N}+ keeps 1234).
+		{"deepseek-llm", "Hello, world!\n1234 café 我想apple", []string{"Hello", ",", " world", "!", "\n", "1", "2", "3", "4", " caf", "é", " ", "我想", "apple"}},
+		// Letters run into \p{L} across scripts; CJK after a space is then
+		// cut from it.
+		{"deepseek-coder", "Hello, world!\n1234 café 我想apple", []string{"Hello", ",", " world", "!", "\n", "1", "2", "3", "4", " café", " ", "我想", "apple"}},
+		// Trailing whitespace is a piece of its own (\s+$), the emoji left
+		// before it; fullwidth punctuation is punctuation.
+		{"deepseek-llm", "Straße αβγ， 😀  ", []string{"Stra", "ß", "e", " αβγ", "，", " 😀", "  "}},
+		// Each of \r and \n alone; Thai and Hangul are in the CJK class
+		// (U+0800 to U+4E00, U+AC00 to U+D7FF), the space between them not.
+		{"deepseek-llm", "a\r\n한국어 ไทย", []string{"a", "\r", "\n", "한국어", " ", "ไทย"}},
+		// Symbols are not punctuation: they stay with the digit after
+		// them until Digits cuts it off.
+		{"deepseek-coder", "x+=1; // ok\t\n", []string{"x", "+=", "1", ";", " //", " ok", "\t", "\n"}},
+		// Digits in threes, ideographs and kana cut out first; one ASCII
+		// punctuation mark takes the ASCII letters after it; punctuation
+		// takes the newlines after it.
+		{"deepseek-v3", "I'm 12345 años,\n\n漢字カナ x.Net", []string{"I", "'m", " ", "123", "45", " años", ",\n\n", "漢字カナ", " x", ".Net"}},
+		// A letter run takes one character before it that is no letter,
+		// punctuation or symbol (the tab), and its combining marks.
+		{"deepseek-v3", "a\tcafe\u0301 $$ 1.5", []string{"a", "\tcafe\u0301", " $$", " ", "1", ".", "5"}},
+		{"joyai-llm", "I'm 12345 años,\n\n漢字カナ x.Net", []string{"I", "'m", " ", "123", "45", " años", ",\n\n", "漢字カナ", " x", ".Net"}},
+		// Spark: each digit, and each newline, a piece of its own.
+		{"spark2_5", "I'm 12345 años,\n\n漢字カナ x.Net", []string{"I", "'m", " ", "1", "2", "3", "4", "5", " años", ",", "\n", "\n", "漢字カナ", " x", ".Net"}},
 	} {
-		tok, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", tc.name},
-			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}}))
+		tok, err := preTokenizerOnly(t, tc.name)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		pieces := []string{tc.text}
-		for _, p := range tok.preTok {
-			if pieces, err = p.split(pieces, pass{first: true, deadline: time.Now().Add(time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var plain []string
-		for _, p := range pieces {
-			var b []byte
-			for _, r := range p {
-				b = append(b, charByte[r])
-			}
-			plain = append(plain, string(b))
-		}
-		if !slices.Equal(plain, tc.want) {
-			t.Errorf("%s splits %q as %q, want %q", tc.name, tc.text, plain, tc.want)
+		if got := preSplit(t, tok, tc.text); !slices.Equal(got, tc.want) {
+			t.Errorf("%s splits %q as %q, want %q", tc.name, tc.text, got, tc.want)
 		}
 	}
 	for _, name := range PreTokenizersRead() {
-		_, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", name},
-			kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}}))
-		if err != nil {
+		if _, err := preTokenizerOnly(t, name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// preTokenizerOnly is a vocabulary of the 256 bytes, no merges, under
+// tokenizer.ggml.pre name.
+func preTokenizerOnly(t *testing.T, name string) (*Tokenizer, error) {
+	t.Helper()
+	return Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", name},
+		kv{"tokenizer.ggml.tokens", byteLevelVocab()}, kv{"tokenizer.ggml.merges", []string{}}))
+}
+
+// preSplit is the pieces tok's pre-tokenizer cuts text into, as text (its
+// ByteLevel step's characters read back as the bytes they stand for).
+func preSplit(t *testing.T, tok *Tokenizer, text string) []string {
+	t.Helper()
+	pieces := []string{text}
+	var err error
+	for _, p := range tok.preTok {
+		if pieces, err = p.split(pieces, pass{first: true, deadline: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plain []string
+	for _, p := range pieces {
+		var b []byte
+		for _, r := range p {
+			b = append(b, charByte[r])
+		}
+		plain = append(plain, string(b))
+	}
+	return plain
+}
+
+// The DeepSeek pre-tokenizers split as HF tokenizers splits with the
+// models' own tokenizer.json chains (testdata/gguf/pre-splits.json, written
+// by tools/fixtures/make_gguf_pre_fixtures.mjs with HF tokenizers' Node
+// binding): each name is read as that chain's Split regexes and Digits,
+// and every text of the cased scripts, CJK, kana, Hangul and Thai, each
+// kind of space and newline, punctuation, symbols, digits of other
+// scripts, marks and letters past U+FFFF splits into HF's pieces.
+func TestGGUFPreSplitsMatchHF(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "gguf", "pre-splits.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Texts []string `json:"texts"`
+		Pres  map[string]struct {
+			Chain []struct {
+				Type    string `json:"type"`
+				Pattern struct {
+					Regex string `json:"Regex"`
+				} `json:"pattern"`
+				Behavior   string `json:"behavior"`
+				Invert     bool   `json:"invert"`
+				Individual bool   `json:"individual_digits"`
+			} `json:"pre_tokenizer"`
+			Pieces [][]string `json:"pieces"`
+		} `json:"pres"`
+	}
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Pres) != 4 || len(want.Texts) < 100 {
+		t.Fatalf("%d pre-tokenizers, %d texts", len(want.Pres), len(want.Texts))
+	}
+	// tokenizer.json has some carriage returns and newlines in its regexes
+	// as the characters themselves, where the constants have \r and \n:
+	// the same regex to Oniguruma and regexp2.
+	escapeCRLF := strings.NewReplacer("\r", `\r`, "\n", `\n`)
+	for name, hf := range want.Pres {
+		var regexes []string
+		digits := false
+		for i, p := range hf.Chain {
+			switch {
+			case p.Type == "Split" && p.Behavior == "Isolated" && !p.Invert && !digits:
+				regexes = append(regexes, escapeCRLF.Replace(p.Pattern.Regex))
+			case p.Type == "Digits" && p.Individual && i == len(hf.Chain)-1:
+				digits = true
+			default:
+				t.Fatalf("%s: step %d %+v is not a Split before a closing Digits", name, i, p)
+			}
+		}
+		if got := ggufPres[name]; !slices.Equal(got.regexes, regexes) || got.digits != digits {
+			t.Errorf("%s is read as %q (digits %v), tokenizer.json's chain is %q (digits %v)", name, got.regexes, got.digits, regexes, digits)
+			continue
+		}
+		tok, err := preTokenizerOnly(t, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(hf.Pieces) != len(want.Texts) {
+			t.Fatalf("%s: %d splits for %d texts", name, len(hf.Pieces), len(want.Texts))
+		}
+		for i, text := range want.Texts {
+			if got := preSplit(t, tok, text); !slices.Equal(got, hf.Pieces[i]) && len(got)+len(hf.Pieces[i]) > 0 {
+				t.Errorf("%s splits %q as %q, HF tokenizers as %q", name, text, got, hf.Pieces[i])
+			}
+		}
+	}
+}
+
+// The split decides which merges can apply: where tokenizer.json ends in
+// Digits, a merge of two digits never does (llama.cpp's deepseek-llm
+// regex \p{N}+ would let "1 2" merge), and DeepSeek-V3's runs of three
+// digits do merge.
+func TestGGUFPreTokenizerIDs(t *testing.T) {
+	sp := string(byteChar[' '])
+	vocab := byteLevelVocab("12", "ab", sp+"ab") // 256, 257, 258
+	merges := []string{"1 2", "a b", sp + " ab"}
+	for _, tc := range []struct {
+		pre, text string
+		want      []int32
+	}{
+		{"gpt-2", "ab 12", []int32{257, ' ', 256}},
+		{"deepseek-llm", "ab 12", []int32{257, ' ', '1', '2'}},
+		{"deepseek-llm", " ab12", []int32{258, '1', '2'}},
+		{"deepseek-coder", " ab12", []int32{258, '1', '2'}},
+		{"deepseek-v3", "ab 12", []int32{257, ' ', 256}},
+		{"spark2_5", "ab 12", []int32{257, ' ', '1', '2'}},
+	} {
+		tok, err := Load(ggufFile(t, kv{"tokenizer.ggml.model", "gpt2"}, kv{"tokenizer.ggml.pre", tc.pre},
+			kv{"tokenizer.ggml.tokens", vocab}, kv{"tokenizer.ggml.merges", merges}))
+		checkEncodes(t, tc.pre, tok, err, tc.text, tc.want)
 	}
 }
 
@@ -261,9 +396,9 @@ func TestGGUFPreNames(t *testing.T) {
 		{"jina-v5-nano", "llama-bpe"}, {"modern-bert", "gpt-2"}, {"jina-v1-en", "gpt-2"}, {"jina-v2-code", "gpt-2"},
 		{"roberta-bpe", "gpt-2"}, {"f2llmv2", "qwen2"}, {"solar-open", "qwen2"}, {"grok-2", "qwen2"}, {"mellum2", "starcoder"},
 		{"kanana2", "gpt-4o"}, {"talkie", "gpt-4o"}, {"minimax-m2", "gpt-4o"}, {"bailingmoe2", "bailingmoe"},
-		{"llada-moe", "bailingmoe"}, {"poro-chat", "bloom"}, {"gpt3-finnish", "bloom"},
+		{"llada-moe", "bailingmoe"}, {"poro-chat", "bloom"}, {"gpt3-finnish", "bloom"}, {"joyai-llm", "deepseek-v3"},
 	} {
-		if got, want := ggufPres[tc.name], ggufPres[tc.as]; !slices.Equal(got.regexes, want.regexes) ||
+		if got, want := ggufPres[tc.name], ggufPres[tc.as]; !slices.Equal(got.regexes, want.regexes) || got.digits != want.digits ||
 			got.ignoreMerges != want.ignoreMerges || got.addBOS != want.addBOS {
 			t.Errorf("%s is read as %+v, want %s's %+v", tc.name, got, tc.as, want)
 		}
