@@ -355,16 +355,28 @@ func (db *DB) sameStart(r *Run) ([]int64, error) {
 		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
 }
 
-// FindRecord returns the id of a stored run that is rec: the same start,
-// suite, tag, commit and machine, the same tool, and the same cases with
-// the same samples; for a peer's results, which carry no run of their own
-// to resume. Runs that share only their start (files dated by their
-// modification time, a sweep's runs begun in one second) are two runs.
+// FindRecord returns the id of a stored run that is rec: the same suite,
+// tag, commit and machine, the same tool, and the same cases with the same
+// samples, and either the same start or, where rec has a suite hash, the
+// same one; for a peer's results, which carry no run of their own to
+// resume. A peer import's suite hash is that of the bytes it read, so the
+// same input imported again is found however it was dated: by a copy's
+// modification time, or by the time of its import where standard input
+// gave it, which has none. Runs that share only their start (files dated
+// by their modification time, a sweep's runs begun in one second) are two
+// runs.
 func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
 	r := &rec.Run
 	ids, err := db.sameStart(r)
 	if err != nil {
 		return 0, false, err
+	}
+	if r.SuiteHash != "" {
+		more, err := db.sameSource(r)
+		if err != nil {
+			return 0, false, err
+		}
+		ids = append(ids, more...)
 	}
 	want := rec.content()
 	for _, id := range ids {
@@ -377,6 +389,18 @@ func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// sameSource are the stored runs of r's suite hash, suite, tag, commit and
+// machine, newest first, whatever their start.
+func (db *DB) sameSource(r *Run) ([]int64, error) {
+	hash, _, err := machineHash(r.Machine)
+	if err != nil {
+		return nil, err
+	}
+	return db.runIDs(`WHERE suite_hash = ? AND suite_name = ? AND tag = ? AND git_commit = ?
+		AND machine_id IN (SELECT id FROM machines WHERE content_hash = ?)`, 0,
+		r.SuiteHash, r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
 }
 
 // content is what a run measured, for telling two runs of one start apart:

@@ -339,3 +339,40 @@ func TestRecorderResumeHoldsTheStoredRun(t *testing.T) {
 		t.Errorf("the recovery file holds %d repetitions, want 2", got)
 	}
 }
+
+// FindRecord finds a peer run by the bytes it was read from (its suite
+// hash) whatever its start, as well as by its start: a peer result read
+// again from standard input, which has no modification time to date it,
+// is dated by its import, later each time. Other samples, another tool or
+// another hash are other runs.
+func TestFindRecordBySuiteHash(t *testing.T) {
+	db := openTemp(t)
+	peer := func(start time.Time, hash, tool string, v float64) *RunRecord {
+		return &RunRecord{Run: Run{SuiteName: "mlx_lm.benchmark", SuiteHash: hash, Tag: "mlx-lm", Kind: KindPeer, Status: RunComplete,
+			ToolVersion: tool, StartedAt: start, EndedAt: start, Machine: Machine{Hostname: "h", CPUModel: "c"}},
+			Cases: []CaseRecord{{Case: Case{Name: "bench", Key: "model/bench/batch=1", Kind: CaseModel, Params: map[string]string{"batch": "1"}, Status: CaseDone},
+				Samples: []Sample{{Metric: "decode_tok_s", Unit: "tok/s", Value: v}}}}}
+	}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	id, err := db.ImportRun(peer(t0, "abc", "mlx_lm.benchmark", 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what string
+		rec  *RunRecord
+		want bool
+	}{
+		{"the same bytes, dated later", peer(t0.Add(time.Hour), "abc", "mlx_lm.benchmark", 40), true},
+		{"the same start, no hash (stored before hashes)", peer(t0, "", "mlx_lm.benchmark", 40), true},
+		{"the same bytes, other samples", peer(t0.Add(time.Hour), "abc", "mlx_lm.benchmark", 41), false},
+		{"the same bytes, another tool", peer(t0.Add(time.Hour), "abc", "other", 40), false},
+		{"other bytes, dated later", peer(t0.Add(time.Hour), "def", "mlx_lm.benchmark", 40), false},
+		{"no hash, dated later", peer(t0.Add(time.Hour), "", "mlx_lm.benchmark", 40), false},
+	} {
+		got, ok, err := db.FindRecord(tc.rec)
+		if err != nil || ok != tc.want || ok && got != id {
+			t.Errorf("%s: FindRecord = %d, %v, %v; want found %v", tc.what, got, ok, err, tc.want)
+		}
+	}
+}

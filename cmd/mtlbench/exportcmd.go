@@ -146,8 +146,8 @@ func importCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return fmt.Errorf("import needs one or more files from mtlbench export")
 			}
-			if n := countOf(c.Args().Slice(), stdinPath); n > 1 {
-				return fmt.Errorf("import: - (standard input) given %d times: it is read once", n)
+			if err := stdinOnce("import", c.Args().Slice()); err != nil {
+				return err
 			}
 			var recs []*results.RunRecord
 			for _, path := range c.Args().Slice() {
@@ -246,17 +246,11 @@ func machineLabel(m results.Machine) string {
 // readExport reads an export file, or stdin where path is "-", line by
 // line, checking each run.
 func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
-	var in io.Reader = stdin
-	if path == stdinPath {
-		path = "standard input"
-	} else {
-		f, err := readfile.Open(path, "an export file")
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		in = f
+	in, path, err := openInput(stdin, path, "an export file")
+	if err != nil {
+		return nil, err
 	}
+	defer in.Close()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), readfile.Import)
 	var out []*results.RunRecord

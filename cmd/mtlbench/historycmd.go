@@ -100,7 +100,7 @@ func historyCommand() *cli.Command {
 			},
 			{
 				Name:      "import",
-				Usage:     "read the markdown tables of a file and save the figures they map to",
+				Usage:     "read the markdown tables of a file and save the figures they map to (- reads standard input)",
 				ArgsUsage: "FILE.md",
 				Description: "Columns map to the history's fields and metrics by their headers (Date, Batch,\n" +
 					"Decode tok/s, Time per layer, ...). A unit in a header's parentheses is its bare numbers'\n" +
@@ -108,11 +108,12 @@ func historyCommand() *cli.Command {
 					"another rate (GB/s, req/s) is left out. A wrong cell (a date that is no day, a negative\n" +
 					"figure, a row whose cells do not match its header, a row repeated) fails the import, every\n" +
 					"one named by line, table, row and column; a word where a figure goes is skipped with a\n" +
-					"warning. --dry-run prints what would be saved.",
+					"warning. --dry-run prints what would be saved. A FILE.md of - is standard input, which\n" +
+					"has no file name to be the figures' source: --source names it.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "model", Usage: "model of the figures, where the table has no model column", Required: true},
 					&cli.StringFlag{Name: "hardware", Value: "unknown", Usage: "hardware the figures were measured on"},
-					&cli.StringFlag{Name: "source", Usage: "source name recorded with each figure (default: the file name)"},
+					&cli.StringFlag{Name: "source", Usage: "source name recorded with each figure (default: the file name; required with - for standard input)"},
 					&cli.StringFlag{Name: "date", Usage: "date of figures whose table has no date column (YYYY-MM-DD, YYYY-MM, YYYY or unknown)"},
 					&cli.StringFlag{Name: "series", Usage: "series of figures whose table names none"},
 					&cli.StringFlag{Name: "dtype", Usage: "dtype of figures whose table names none (bf16, float16...)"},
@@ -127,12 +128,14 @@ func historyCommand() *cli.Command {
 					if err := noStdout("--out", c.String("out"), "the figures are merged into those the history file holds"); err != nil {
 						return err
 					}
-					path := c.Args().First()
-					text, err := readfile.Read(path, readfile.Config, "a history page")
+					arg, src := c.Args().First(), c.String("source")
+					if arg == stdinPath && src == "" {
+						return fmt.Errorf("history import -: standard input has no file name to be the figures' source: name it with --source")
+					}
+					text, path, err := readInput(c.App.Reader, arg, readfile.Config, "a history page")
 					if err != nil {
 						return err
 					}
-					src := c.String("source")
 					if src == "" {
 						src = filepath.Base(path)
 					}
@@ -168,7 +171,11 @@ func historyCommand() *cli.Command {
 							}
 							out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))+".yaml")
 						}
-						kept, replaced, err := writeHistory(out, path, res.Points)
+						page := path
+						if arg == stdinPath {
+							page = "" // no file to keep from being overwritten
+						}
+						kept, replaced, err := writeHistory(out, page, res.Points)
 						if err != nil {
 							return err
 						}
@@ -321,8 +328,8 @@ func render(c *cli.Context, t *table.Table) error {
 }
 
 // writeHistory saves points to out, merged with the figures out already
-// holds (history.Merge), and writes nothing over the page they came from or
-// over a file that is no history file.
+// holds (history.Merge), and writes nothing over the page they came from
+// ("" where standard input gave it) or over a file that is no history file.
 func writeHistory(out, page string, points []history.Point) (kept, replaced int, err error) {
 	st, err := os.Stat(out)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -331,7 +338,7 @@ func writeHistory(out, page string, points []history.Point) (kept, replaced int,
 	if err != nil {
 		return 0, 0, fmt.Errorf("--out: %w", err)
 	}
-	if pst, perr := os.Stat(page); perr == nil && os.SameFile(st, pst) {
+	if pst, perr := os.Stat(page); page != "" && perr == nil && os.SameFile(st, pst) {
 		return 0, 0, fmt.Errorf("--out %s is the page being imported: not overwritten", out)
 	}
 	old, err := history.LoadFile(out)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/mtlbench/mtlbench/internal/readfile"
 )
 
 // stdoutPath is the output path that means standard output, as most tools
@@ -11,8 +13,49 @@ import (
 const stdoutPath = "-"
 
 // stdinPath is the input path that means standard input, likewise
-// (`mtlbench export -o - | mtlbench import -`).
+// (`mtlbench export -o - | mtlbench import -`), for every command that
+// reads a file a user names (import, peer import, history import, tune
+// import), through openInput and readInput alone.
 const stdinPath = "-"
+
+// stdinName is what messages call standard input where a path would go.
+const stdinName = "standard input"
+
+// openInput opens what path names for a reader that takes it as it comes
+// (an export, a line at a time): standard input where path is "-", else
+// the file (readfile.Open's checks). name is what errors call it: the
+// path, or "standard input".
+func openInput(stdin io.Reader, path, what string) (r io.ReadCloser, name string, err error) {
+	if path == stdinPath {
+		return io.NopCloser(stdin), stdinName, nil
+	}
+	f, err := readfile.Open(path, what)
+	if err != nil {
+		return nil, path, err
+	}
+	return f, path, nil
+}
+
+// readInput reads what path names whole, within max bytes: standard input
+// where path is "-", else the file (readfile.Read's checks). name is what
+// errors call it: the path, or "standard input".
+func readInput(stdin io.Reader, path string, max int64, what string) (data []byte, name string, err error) {
+	if path == stdinPath {
+		data, err = readfile.ReadFrom(stdin, stdinName, max, what)
+		return data, stdinName, err
+	}
+	data, err = readfile.Read(path, max, what)
+	return data, path, err
+}
+
+// stdinOnce refuses "-" given more than once among a command's files:
+// standard input is read once, so a second "-" would read nothing.
+func stdinOnce(cmd string, paths []string) error {
+	if n := countOf(paths, stdinPath); n > 1 {
+		return fmt.Errorf("%s: - (standard input) given %d times: it is read once", cmd, n)
+	}
+	return nil
+}
 
 // countOf is how many of args are a.
 func countOf(args []string, a string) int {

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +167,118 @@ func TestImportStandardInput(t *testing.T) {
 		case !strings.Contains(e.String(), tc.said):
 			t.Errorf("%q: stderr %q, want %q in it", tc.args, e.String(), tc.said)
 		}
+	}
+}
+
+// mtlIn runs a command with stdin as its standard input.
+func mtlIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	err = run(append([]string{"mtlbench"}, args...), strings.NewReader(stdin), &o, &e)
+	return o.String(), e.String(), err
+}
+
+// peer import - reads standard input, as import - does, through the one
+// rule (readInput): a pipe from the tool itself. A pipe has no
+// modification time to date a result that records none, so a peer run is
+// keyed on the bytes it was read from as well as its start: the same input
+// again, from the pipe, from a file or from a copy of that file dated
+// otherwise, is stored once; other bytes of the same start are a run of
+// their own.
+func TestPeerImportStandardInput(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	db := filepath.Join(dir, "r.db")
+	help, _, err := mtl(t, "peer", "import", "--help")
+	if err != nil || !strings.Contains(help, "- reads standard input") {
+		t.Errorf("peer import --help does not say - reads standard input (%v):\n%s", err, help)
+	}
+	mlx := "Timing with prompt_tokens=128, generation_tokens=64, batch_size=1.\nTrial 1:  prompt_tps=500.000, generation_tps=40.000, peak_memory=1.000\n"
+	_, stderr, err := mtlIn(t, mlx, "peer", "import", "-", "--db", db)
+	if err != nil || !strings.Contains(stderr, "imported mlx_lm.benchmark as run 1") {
+		t.Fatalf("peer import - of mlx_lm.benchmark's output: %v\n%s", err, stderr)
+	}
+	out, _, err := mtl(t, "runs", "--db", db, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := csvRows(t, out)
+	if len(rows) != 1 || rows[0]["suite_hash"] != fmt.Sprintf("%x", sha256.Sum256([]byte(mlx))) || !strings.HasPrefix(rows[0]["notes"], "imported from standard input") {
+		t.Errorf("the stored run: %v", rows)
+	}
+	_, stderr, err = mtlIn(t, mlx, "peer", "import", "-", "--db", db)
+	if err != nil || !strings.Contains(stderr, "(standard input) is already here as run 1") {
+		t.Errorf("the same input again: %v\n%s", err, stderr)
+	}
+	file := filepath.Join(dir, "mlx.txt")
+	if err := os.WriteFile(file, []byte(mlx), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, when := range []time.Time{time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)} {
+		os.Chtimes(file, when, when)
+		_, stderr, err = mtl(t, "peer", "import", file, "--db", db)
+		if err != nil || !strings.Contains(stderr, "is already here as run 1") {
+			t.Errorf("the same bytes from a file dated %d: %v\n%s", i, err, stderr)
+		}
+	}
+	other := strings.Replace(mlx, "500.000", "501.000", 1)
+	_, stderr, err = mtlIn(t, other, "peer", "import", "-", "--db", db)
+	if err != nil || !strings.Contains(stderr, "as run 2") {
+		t.Errorf("other figures: %v\n%s", err, stderr)
+	}
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{mlx, []string{"-", "-"}, "peer import: - (standard input) given 2 times: it is read once"},
+		{`{"hello": 1}`, []string{"-"}, "standard input: "},
+		{"", []string{"-"}, "standard input: "},
+	} {
+		_, _, err := mtlIn(t, tc.stdin, append(append([]string{"peer", "import"}, tc.args...), "--db", db)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("peer import %q of %q: %v, want %q", tc.args, tc.stdin, err, tc.want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
+		t.Errorf("a file named - was written")
+	}
+}
+
+// history import - reads the page from standard input; with no file name
+// to be the figures' source, --source names it.
+func TestHistoryImportStandardInput(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(dir, "history"))
+	help, _, err := mtl(t, "history", "import", "--help")
+	if err != nil || !strings.Contains(help, "- reads standard input") {
+		t.Errorf("history import --help does not say - reads standard input (%v):\n%s", err, help)
+	}
+	page := "| Batch | Decode tok/s |\n| --- | --- |\n| 1 | 10 |\n| 4 | 30 |\n"
+	args := []string{"history", "import", "-", "--model", "Qwen3-30B-A3B", "--date", "2026-11-01"}
+	if _, _, err := mtlIn(t, page, args...); err == nil || !strings.Contains(err.Error(), "--source") {
+		t.Errorf("history import - without --source: %v", err)
+	}
+	_, stderr, err := mtlIn(t, page, append(args, "--source", "kb.md")...)
+	if err != nil || !strings.Contains(stderr, "2 figures written to "+filepath.Join(dir, "history", "kb.yaml")) {
+		t.Fatalf("history import -: %v\n%s", err, stderr)
+	}
+	out, _, err := mtl(t, "history", "list", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range csvRows(t, out) {
+		found = found || r["source"] == "kb.md" && r["figures"] == "2"
+	}
+	if !found {
+		t.Errorf("history list after history import -:\n%s", out)
+	}
+	if _, _, err := mtlIn(t, "| Batch | Decode tok/s |\n| --- | --- |\n| 1 | -3 |\n", append(args, "--source", "kb.md")...); err == nil || !strings.HasPrefix(err.Error(), "standard input: ") {
+		t.Errorf("a wrong cell from standard input: %v, want it named standard input", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
+		t.Errorf("a file named - was written")
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +25,7 @@ func peerCommand() *cli.Command {
 		Usage: "import another engine's figures as peer runs (llama-bench, vLLM, mlx_lm.benchmark)",
 		Subcommands: []*cli.Command{{
 			Name:      "import",
-			Usage:     "store other engines' benchmark output so compare can put it beside mtlbench's runs",
+			Usage:     "store other engines' benchmark output so compare can put it beside mtlbench's runs (- reads standard input)",
 			ArgsUsage: "FILE...",
 			Description: "Reads llama-bench -o json / -o jsonl, vllm bench serve --save-result, vllm bench\n" +
 				"latency --output-json, mlx_lm.benchmark's printed output, or mtlbench's own peer-run\n" +
@@ -36,7 +37,12 @@ func peerCommand() *cli.Command {
 				"  mtlbench compare llama.cpp mine\n" +
 				"puts both engines' figures side by side. A file that does not say which machine\n" +
 				"it ran on is recorded as run on this one. Every file is read and checked before\n" +
-				"anything is stored, and all files' runs are stored together or not at all.\n" +
+				"anything is stored, and all files' runs are stored together or not at all. A run\n" +
+				"the store already holds (the same tool, tag, machine, cases and samples, read from\n" +
+				"the same bytes or of the same start) is skipped, so importing a file twice, or a copy\n" +
+				"of it, stores it once. A FILE of - is standard input; a run it does not date is dated\n" +
+				"by the import, as a file's is by its modification time:\n" +
+				"  llama-bench -m model.gguf -o jsonl | mtlbench peer import - --model qwen3-30b-a3b\n" +
 				"docs/peers.md has each tool's commands.",
 			Flags: []cli.Flag{dbFlag(),
 				&cli.StringFlag{Name: "from", Usage: "the file's format: " + strings.Join(peers.Formats, ", ") + " (default: recognised)"},
@@ -51,6 +57,9 @@ func peerCommand() *cli.Command {
 			Action: func(c *cli.Context) error {
 				if c.NArg() == 0 {
 					return fmt.Errorf("peer import needs one or more files")
+				}
+				if err := stdinOnce("peer import", c.Args().Slice()); err != nil {
+					return err
 				}
 				o := peers.Options{Model: c.String("model"), Batch: c.Int("batch"), PromptLen: c.Int("prompt-len"), GenLen: c.Int("gen-len")}
 				for _, f := range []struct {
@@ -68,11 +77,11 @@ func peerCommand() *cli.Command {
 				type pending struct {
 					path string
 					runs []*peers.Run
-					mod  time.Time
+					src  peerSource
 				}
 				var all []pending
-				for _, path := range c.Args().Slice() {
-					data, err := readfile.Read(path, readfile.Import, "a peer's results")
+				for _, arg := range c.Args().Slice() {
+					data, path, err := readInput(c.App.Reader, arg, readfile.Import, "a peer's results")
 					if err != nil {
 						return err
 					}
@@ -108,11 +117,13 @@ func peerCommand() *cli.Command {
 							fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: %s: %s\n", path, w)
 						}
 					}
-					var mod time.Time
-					if st, err := os.Stat(path); err == nil {
-						mod = st.ModTime()
+					src := peerSource{name: path, hash: fmt.Sprintf("%x", sha256.Sum256(data))}
+					if arg != stdinPath {
+						if st, err := os.Stat(path); err == nil {
+							src.mod = st.ModTime()
+						}
 					}
-					all = append(all, pending{path, runs, mod})
+					all = append(all, pending{path, runs, src})
 				}
 				db, err := openDB(c)
 				if err != nil {
@@ -125,7 +136,7 @@ func peerCommand() *cli.Command {
 				err = db.Batch(func(db *results.DB) error {
 					for _, p := range all {
 						for _, r := range p.runs {
-							rec := peerRecord(r, p.path, c.String("tag"), p.mod)
+							rec := peerRecord(r, p.src, c.String("tag"))
 							if id, ok, err := db.FindRecord(rec); err != nil {
 								return err
 							} else if ok {
@@ -156,17 +167,28 @@ func peerCommand() *cli.Command {
 	}
 }
 
-// peerRecord is a peer run as the store keeps it: kind peer, complete, ended
-// when the file says (mtlbench's peer format) or else when it started (the
-// other tools do not record their end; the import time is not it), on this
-// machine unless the file named one.
-func peerRecord(r *peers.Run, path, tag string, mod time.Time) *results.RunRecord {
+// peerSource is what a peer import read: its name (a path, or "standard
+// input"), the sha256 of its bytes, and a file's modification time (zero
+// for standard input, which has none).
+type peerSource struct {
+	name, hash string
+	mod        time.Time
+}
+
+// peerRecord is a peer run as the store keeps it: kind peer, complete,
+// started when the input says, else at the file's modification time, else
+// (standard input) now; ended when the input says (mtlbench's peer format)
+// or else when it started (the other tools do not record their end; the
+// import time is not it), on this machine unless the input named one. Its
+// suite hash is the input's, which keys it for FindRecord whatever its
+// start: the same bytes imported again are the same run.
+func peerRecord(r *peers.Run, src peerSource, tag string) *results.RunRecord {
 	if tag == "" {
 		tag = peerTag(r.Tool)
 	}
 	start := r.StartedAt
 	if start.IsZero() {
-		start = mod
+		start = src.mod
 	}
 	if start.IsZero() {
 		start = time.Now()
@@ -188,11 +210,11 @@ func peerRecord(r *peers.Run, path, tag string, mod time.Time) *results.RunRecor
 		m.Extra = map[string]string{}
 	}
 	m.Extra["peer_tool"] = strings.TrimSpace(r.Tool + " " + r.ToolVersion)
-	notes := "imported from " + path
+	notes := "imported from " + src.name
 	if r.Notes != "" {
 		notes += ": " + r.Notes
 	}
-	rec := &results.RunRecord{Run: results.Run{SuiteName: r.SuiteName, Tag: tag, Backend: r.Backend, TimingMode: r.TimingMode,
+	rec := &results.RunRecord{Run: results.Run{SuiteName: r.SuiteName, SuiteHash: src.hash, Tag: tag, Backend: r.Backend, TimingMode: r.TimingMode,
 		Kind: results.KindPeer, Status: results.RunComplete, ToolVersion: strings.TrimSpace(r.Tool + " " + r.ToolVersion),
 		Notes: notes, Machine: m, StartedAt: start, EndedAt: end}}
 	for _, pc := range r.Cases {

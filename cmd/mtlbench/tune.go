@@ -603,16 +603,14 @@ func tuneExport(c *cli.Context) error {
 const maxImportDevices = 64
 
 // readTuned reads a tuned-config file, or stdin where path is "-" (a pipe
-// from another machine's tune export -).
-func readTuned(stdin io.Reader, path string) (*tune.File, error) {
-	if path != stdinPath {
-		return tune.ReadFile(path)
-	}
-	data, err := readfile.ReadFrom(stdin, "standard input", readfile.Index, "a tuned-config file")
+// from another machine's tune export -), and says what errors call it.
+func readTuned(stdin io.Reader, path string) (*tune.File, string, error) {
+	data, name, err := readInput(stdin, path, readfile.Index, "a tuned-config file")
 	if err != nil {
-		return nil, err
+		return nil, name, err
 	}
-	return tune.ParseFile("standard input", data)
+	f, err := tune.ParseFile(name, data)
+	return f, name, err
 }
 
 // tuneImport merges a file's entries into the user's cache (or --dir),
@@ -621,13 +619,9 @@ func tuneImport(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return errors.New("usage: mtlbench tune import FILE")
 	}
-	name := c.Args().First()
-	in, err := readTuned(c.App.Reader, name)
+	in, name, err := readTuned(c.App.Reader, c.Args().First())
 	if err != nil {
 		return err
-	}
-	if name == stdinPath {
-		name = "standard input"
 	}
 	dir, err := tunedDir(c)
 	if err != nil {

@@ -359,7 +359,7 @@ func llamaBenchRun(rows []lbRow, o Options) *Run {
 	if t, err := time.Parse(time.RFC3339, first.TestTime); err == nil {
 		run.StartedAt = t
 	} else if first.TestTime != "" {
-		run.Warnings = append(run.Warnings, fmt.Sprintf("test_time %q is not an RFC 3339 time as llama-bench writes it: the run is dated by the file's modification time", first.TestTime))
+		run.Warnings = append(run.Warnings, fmt.Sprintf("test_time %q is not an RFC 3339 time as llama-bench writes it: the run is dated by the file's modification time (from standard input, by the import)", first.TestTime))
 	}
 	// llama-bench escapes a byte above 0x7f where char is signed (Apple
 	// arm64) as \u%04x of a negative int cut to 7 characters, "\ufffff":

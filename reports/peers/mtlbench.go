@@ -65,7 +65,7 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 	if t, err := time.Parse(time.RFC3339, p.StartedAt); err == nil {
 		run.StartedAt = t
 	} else if p.StartedAt != "" {
-		run.Warnings = append(run.Warnings, fmt.Sprintf("started_at %q is not an RFC 3339 time: the run is dated by the file's modification time", p.StartedAt))
+		run.Warnings = append(run.Warnings, fmt.Sprintf("started_at %q is not an RFC 3339 time: the run is dated by the file's modification time (from standard input, by the import)", p.StartedAt))
 	}
 	if t, err := time.Parse(time.RFC3339, p.EndedAt); err == nil && !run.StartedAt.IsZero() && !t.Before(run.StartedAt) {
 		run.EndedAt = t

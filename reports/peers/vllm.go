@@ -263,7 +263,7 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 	if t, err := time.ParseInLocation("20060102-150405", v.Date, time.Local); err == nil {
 		run.StartedAt = t
 	} else if v.Date != "" {
-		run.Warnings = append(run.Warnings, fmt.Sprintf("date %q is not YYYYMMDD-HHMMSS as vllm bench serve writes it: the run is dated by the file's modification time", v.Date))
+		run.Warnings = append(run.Warnings, fmt.Sprintf("date %q is not YYYYMMDD-HHMMSS as vllm bench serve writes it: the run is dated by the file's modification time (from standard input, by the import)", v.Date))
 	}
 	return []*Run{run}, nil
 }
