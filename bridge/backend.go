@@ -228,7 +228,8 @@ type Backend interface {
 	Add(out, a, b Tensor)
 	// MoE runs a sparse expert block: route, dispatch, combine.
 	MoE(out, x Tensor, w *MoEWeights, p MoEParams)
-	// Argmax writes the index of each row's largest logit into out (I32).
+	// Argmax writes the index of each row's largest logit into out (I32),
+	// or NoToken where the row holds no number above -inf (ArgmaxOp).
 	Argmax(out, logits Tensor)
 	// LayerNorm is out = LayerNorm(x)·w + b over rows of w's length.
 	LayerNorm(out, x, w, b Tensor, eps float32)

@@ -148,7 +148,16 @@ type QMoEOp struct {
 	Params MoEParams
 }
 
-// ArgmaxOp writes each row's largest logit's index into Out (I32).
+// NoToken is ArgmaxOp's index for a row with no number above -inf. A step
+// queued from those indices on the device (AsyncStepper.BeginStepFrom)
+// embeds it as a token out of range, which every backend's embedding
+// refuses without a read; its result is not used.
+const NoToken = -1
+
+// ArgmaxOp writes each row's largest logit's index into Out (I32), as
+// kernels.Argmax picks it: -1 (NoToken) for a row with no number above
+// -inf, every logit NaN or -inf, which is how a step sampled on the device
+// tells the engine its logits were not finite without their being read.
 type ArgmaxOp struct {
 	At
 	Out, Logits Tensor

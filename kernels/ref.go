@@ -127,11 +127,16 @@ func TopK(x []float32, k int) ([]int, []float32) {
 	return idx, vals
 }
 
-// Argmax returns the index of the largest entry (the first on ties).
+// Argmax returns the index of the largest entry (the first on ties), or -1
+// where no entry is a number above -inf (every one NaN or -inf): logits no
+// token can be drawn from, as a NaN reaching a step's last norm leaves them.
+// NaN and -inf never win. Every backend's ArgmaxOp follows it, so a step
+// sampled on the device says its logits were not finite at no cost: the
+// argmax reads each logit anyway (bridge.ArgmaxOp).
 func Argmax(x []float32) int {
-	best := 0
+	best := -1
 	for i, v := range x {
-		if v > x[best] {
+		if v > float32(math.Inf(-1)) && (best < 0 || v > x[best]) {
 			best = i
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // TestArgmaxPartitions holds argmax to the reference where a row is split
 // over many threadgroups and merged (argmax_part, argmax_merge) and where it
 // is one: ties across partitions and inside a float4 go to the lower index,
-// a row of NaN or of -inf gives 0, rows whose width is no multiple of 4 take
+// a row of NaN or of -inf gives -1 (bridge.NoToken), rows whose width is no multiple of 4 take
 // the scalar tail, and a long row takes at most ops.MetalArgmaxMaxParts
 // partitions. The witness sees a 151,936-value row read in a few loads a
 // simdgroup, not one threadgroup's 149 (docs/metal-kernels.md, "Argmax").

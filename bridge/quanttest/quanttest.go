@@ -188,7 +188,8 @@ const (
 	// as +0; -0 would equal it).
 	PlantZeros
 	// PlantNaN puts a NaN in the activation row: every logit NaN, which
-	// never wins, so 0.
+	// never wins, so -1 (bridge.NoToken: the engine's sign of non-finite
+	// logits).
 	PlantNaN
 )
 
@@ -220,7 +221,7 @@ var ArgmaxEdges = []ArgmaxCase{
 // step), at each affine spec, and checks the indices against the
 // reference argmax of the outputs the backend wrote: a tie between a
 // row's planted copy and the winner goes to the lower index, and a row of
-// NaN (an activation row holding one) gives 0.
+// NaN (an activation row holding one) gives bridge.NoToken.
 func GEMVArgmax(t *testing.T, be bridge.Backend) {
 	t.Helper()
 	GEMVArgmaxSaved(t, be, nil)
@@ -426,7 +427,7 @@ func gemvArgmax(be bridge.Backend, r *rand.Rand, kind lmKind, c ArgmaxCase, fuse
 		w.copyRow(dst, top)
 		bias[dst] = bias[top]
 	}
-	tie, pick := -1, -1 // rows that must tie; the index that must win
+	tie, pick, picked := -1, 0, false // rows that must tie; the index that must win, if one must
 	switch c.Plant {
 	case PlantTie:
 		tie = 1
@@ -440,21 +441,21 @@ func gemvArgmax(be bridge.Backend, r *rand.Rand, kind lmKind, c ArgmaxCase, fuse
 	case PlantLast:
 		copyRow(c.N - 1)
 		bias[c.N-1]++
-		pick = c.N - 1
+		pick, picked = c.N-1, true
 	case PlantEqual:
 		for i := range c.N {
 			copyRow(i)
 		}
-		pick = 0
+		pick, picked = 0, true
 	case PlantZeros:
 		w.clear()
 		for i := range bias {
 			bias[i] = float32(math.Copysign(0, float64(i%2*2-1)))
 		}
-		pick = 0
+		pick, picked = 0, true
 	case PlantNaN:
 		x[c.K/2] = float32(math.NaN())
-		pick = 0
+		pick, picked = bridge.NoToken, true
 	}
 
 	m, err := upload(be, c.Shape, w.upload, x, bias)
@@ -496,17 +497,17 @@ func gemvArgmax(be bridge.Backend, r *rand.Rand, kind lmKind, c ArgmaxCase, fuse
 		for i := range c.M {
 			row := logits[i*c.N : (i+1)*c.N]
 			if want := kernels.Argmax(row); int(got[i]) != want {
-				return 0, fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", i, got[i], at32(row, got[i]), want, row[want])
+				return 0, fmt.Errorf("row %d: argmax %d (%g), want %d (%g)", i, got[i], at32(row, got[i]), want, at32(row, int32(want)))
 			}
 		}
 		if tie >= 0 && logits[tie] != logits[top] {
 			return 0, fmt.Errorf("row 0: rows %d and %d hold the same weights but gave %g and %g", tie, top, logits[tie], logits[top])
 		}
-		if pick >= 0 && int(got[0]) != pick {
-			return 0, fmt.Errorf("row 0: argmax %d (%g), want %d (%g)", got[0], at32(logits, got[0]), pick, logits[pick])
+		if picked && int(got[0]) != pick {
+			return 0, fmt.Errorf("row 0: argmax %d (%g), want %d (%g)", got[0], at32(logits, got[0]), pick, at32(logits, int32(pick)))
 		}
-		if c.M > 1 && got[1] != 0 {
-			return 0, fmt.Errorf("row 1 is all NaN: argmax %d, want 0", got[1])
+		if c.M > 1 && got[1] != bridge.NoToken {
+			return 0, fmt.Errorf("row 1 is all NaN: argmax %d, want %d (bridge.NoToken)", got[1], bridge.NoToken)
 		}
 	}
 	return dispatches, nil

@@ -69,7 +69,8 @@ __device__ __forceinline__ void block_argmax(float& bv, int& bi, float* sv, int*
 }
 
 // argmax writes the index of each row's largest value, the first on ties
-// (NaN never wins; a row of NaN gives 0), as the reference does. Grid: (rows,
+// (NaN and -inf never win; a row of nothing else gives -1, bridge.NoToken,
+// the engine's sign of non-finite logits), as the reference does. Grid: (rows,
 // parts): each block scans a slice of its row; the last block of a row to
 // finish reduces the parts' winners (a vocabulary of 150k is too long for one
 // block) and resets the row's counter for the next step.
@@ -87,11 +88,11 @@ MTLB_KERNEL void __launch_bounds__(256) argmax(int* __restrict__ out, const floa
     int bi = 0x7fffffff;
     for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         float v = r[i];
-        if (v > bv || (bi == 0x7fffffff && v == bv)) { bv = v; bi = i; }
+        if (v > bv) { bv = v; bi = i; }  // bv starts at -inf: the first of equals stays
     }
     block_argmax(bv, bi, sv, si);
     if (np == 1) {
-        if (threadIdx.x == 0) out[row] = bi == 0x7fffffff ? 0 : bi;
+        if (threadIdx.x == 0) out[row] = bi == 0x7fffffff ? -1 : bi;
         return;
     }
     if (threadIdx.x == 0) {
@@ -112,7 +113,7 @@ MTLB_KERNEL void __launch_bounds__(256) argmax(int* __restrict__ out, const floa
     }
     block_argmax(bv, bi, sv, si);
     if (threadIdx.x == 0) {
-        out[row] = bi == 0x7fffffff ? 0 : bi;
+        out[row] = bi == 0x7fffffff ? -1 : bi;
         counters[row] = 0;
     }
 }

@@ -372,9 +372,10 @@ struct QAArgmaxShared {
 };
 
 // qa_argmax_key orders (v, i) as ArgmaxOp does: larger values first, then
-// lower indices; -0 is +0, and a NaN gets 0, the least key (NaN never wins).
+// lower indices; -0 is +0, and a NaN or -inf gets 0, the least key (neither
+// ever wins: a row of nothing else gives -1, bridge.NoToken).
 __device__ __forceinline__ unsigned long long qa_argmax_key(float v, int i) {
-    if (v != v) return 0ull;
+    if (v != v || v == NEG_INF) return 0ull;
     if (v == 0.f) v = 0.f;
     const u32 b = __float_as_uint(v), ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
     return ((unsigned long long)ord << 32) | (u32)~(u32)i;
@@ -413,7 +414,7 @@ __device__ __forceinline__ void qa_argmax(QAArgmaxShared& sh, const QAArgmax& am
     __threadfence();
     for (int r = threadIdx.x; r < M; r += blockDim.x) {
         const unsigned long long key = atomicExch(am.keys + r, 0ull);
-        am.out[r] = key ? (int)~(u32)key : 0;
+        am.out[r] = key ? (int)~(u32)key : -1;
     }
     if (threadIdx.x == 0) *am.count = 0;
 }

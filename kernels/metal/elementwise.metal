@@ -90,7 +90,8 @@ inline float argmax_scan(device const float* xr, uint lead, uint lo, uint hi, th
 }
 
 // argmax: a threadgroup a row (grid x), the first index of its largest
-// value, when a row is one partition.
+// value, when a row is one partition; -1 where none is taken (every value
+// NaN or -inf: bridge.NoToken, the engine's sign of non-finite logits).
 kernel void argmax(constant ArgmaxArgs& a [[buffer(0)]], device const float* x [[buffer(1)]],
                    device int* out [[buffer(2)]], uint row [[threadgroup_position_in_grid]],
                    ushort tid [[thread_index_in_threadgroup]], ushort ntg [[threads_per_threadgroup]],
@@ -101,7 +102,7 @@ kernel void argmax(constant ArgmaxArgs& a [[buffer(0)]], device const float* x [
   uint idx;
   argmax_scan(x + ulong(row) * a.n, (a.lead + row * a.n) % 4u, 0, a.n, bufv, bufi, tid, ntg, lane, sg, nsg, idx);
   if (tid == 0) {
-    out[row] = idx == 0xffffffffu ? 0 : int(idx);
+    out[row] = idx == 0xffffffffu ? -1 : int(idx);
   }
 }
 
@@ -138,10 +139,12 @@ inline void merge_take(float v, uint i, thread float& best, thread uint& bi) {
 }
 
 // argmax_merge: a threadgroup a row, the largest of its partitions' maxima,
-// the lowest index on ties. The partitions are argmax_part's or, folded
-// into the LM head (qmatvec's and matvec_fused's mv_argmax), one a GEMV
-// threadgroup: thousands for a long vocabulary, so the merge may run more
-// than a simdgroup, and reads four partitions a load.
+// the lowest index on ties; partitions of none (all NaN) are passed over,
+// and a row of none gives -1, as argmax's. The partitions are
+// argmax_part's or, folded into the LM head (qmatvec's and matvec_fused's
+// mv_argmax), one a GEMV threadgroup: thousands for a long vocabulary, so
+// the merge may run more than a simdgroup, and reads four partitions a
+// load.
 kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const float* part_v [[buffer(1)]],
                          device const uint* part_i [[buffer(2)]], device int* out [[buffer(3)]],
                          uint row [[threadgroup_position_in_grid]], ushort tid [[thread_index_in_threadgroup]],
@@ -180,7 +183,7 @@ kernel void argmax_merge(constant ArgmaxArgs& a [[buffer(0)]], device const floa
     tg_argmax(best, bi, bufv, bufi, lane, sg, nsg, idx);
   }
   if (tid == 0) {
-    out[row] = idx == 0xffffffffu ? 0 : int(idx);
+    out[row] = idx == 0xffffffffu ? -1 : int(idx);
   }
 }
 

@@ -642,7 +642,7 @@ inline float tg_max(float v, threadgroup float* buf, ushort lane, ushort sg, ush
 // argmax_take keeps v at i if it is larger than best, or equal as the
 // thread's first: best starts at NEG_MAX (fast math leaves infinities
 // undefined), so NaN and -inf are never taken and a row of nothing else
-// gives none (0, as the reference's first index). A thread visits its
+// gives none (-1, as the reference: bridge.NoToken). A thread visits its
 // indices in increasing order, so on ties the first stays; -0 equals +0.
 inline void argmax_take(float v, uint i, thread float& best, thread uint& bi) {
   if (!is_nan(v) && (v > best || (bi == 0xffffffffu && v == best))) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -291,7 +292,7 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 		opOrder                                [][3]string
 		profiledSteps                          int
 	)
-	logged := 0          // steps given to StepLog
+	ran := 0             // steps that ran tokens: StepLog's and an error's numbering
 	var spans []stepSpan // each step's launches, for the in-place timeline
 	launched := 0        // launches since the timeline started
 	if inPlace {
@@ -321,13 +322,21 @@ func (m *ModelCase) Rep(ctx context.Context, profile bool) (*RepResult, error) {
 			return nil, err
 		}
 		res, err := e.Step()
+		if nf := (*engine.NonFiniteError)(nil); errors.As(err, &nf) {
+			// Which step of the repetition (as --steps numbers them): a
+			// model fine at its first logits (CheckFinite) may compute NaN
+			// only later.
+			return nil, fmt.Errorf("step %d of the repetition: %w", ran, err)
+		}
 		if err != nil {
 			return nil, err
 		}
 		now := time.Now()
-		if m.StepLog != nil && res.Tokens > 0 {
-			m.StepLog(stepRecord(logged, res))
-			logged++
+		if res.Tokens > 0 {
+			if m.StepLog != nil {
+				m.StepLog(stepRecord(ran, res))
+			}
+			ran++
 		}
 		for _, s := range res.Sampled {
 			times[s.ReqID].tokens = append(times[s.ReqID].tokens, now)

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -47,10 +48,13 @@ type Options struct {
 	// ones too (their token then the argmax of what was read), and fails
 	// the step with a NonFiniteError where one holds a NaN or an infinity.
 	// Without it only sampled rows and a request's first prompt logits
-	// (WantLogits) are read: a NaN met later, by a generated token (its
-	// embedding row), gives the device argmax's token 0 from then on. The
-	// read back costs what sampling's does, and the next step is not
-	// queued behind it: generate sets it, benchmarks do not.
+	// (WantLogits) are read; a greedy row's token is the device's argmax,
+	// which gives bridge.NoToken for a row of no number (every logit NaN,
+	// as a NaN met later, by a generated token's embedding row, leaves
+	// them), failing the step the same way at no cost; a NaN or an
+	// infinity among finite logits it passes over. The read back costs
+	// what sampling's does, and the next step is not queued behind it:
+	// generate sets it, benchmarks do not.
 	CheckLogits bool
 	// Slowdown lengthens every step by this fraction of its own time,
 	// spinning after it: a known slowdown for measuring the perf gate's
@@ -667,6 +671,13 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 			if row >= len(ids) {
 				return nil, fmt.Errorf("internal: the step returned %d tokens, want more than %d", len(ids), row)
 			}
+			if ids[row] == bridge.NoToken {
+				// The device's argmax found no number among the row's
+				// logits, reading each as it does every step: what the
+				// host's check of logits it reads back finds, at no cost.
+				return nil, e.explainNonFinite(&NonFiniteError{Req: it.Seq.ID, Pos: at - 1, Token: -1,
+					Value: float32(math.NaN()), Model: e.src.Describe()})
+			}
 			s.Token = ids[row]
 		}
 		row++
@@ -685,6 +696,8 @@ func (e *Engine) finish(f *flight) (*StepResult, error) {
 // probabilities), so the model's weights or configuration are broken and
 // any figure from it is garbage. Model is its source and Tensor the first
 // weight holding a NaN or an infinity ("" when every weight is finite).
+// Token is -1 where the device's argmax found them (bridge.NoToken), which
+// leaves the logits unread: Value is then NaN, standing for them all.
 type NonFiniteError struct {
 	Req, Pos, Token int
 	Value           float32
@@ -694,6 +707,9 @@ type NonFiniteError struct {
 
 func (e *NonFiniteError) Error() string {
 	msg := fmt.Sprintf("%s: the model computed non-finite logits (%v for token %d at position %d of request %d)", e.Model, e.Value, e.Token, e.Pos, e.Req)
+	if e.Token < 0 {
+		msg = fmt.Sprintf("%s: the model computed non-finite logits (every one NaN or -inf, as the device's argmax found them, at position %d of request %d)", e.Model, e.Pos, e.Req)
+	}
 	if e.Step != nil {
 		msg = fmt.Sprintf("%s: %v", e.Model, e.Step)
 	}

@@ -152,11 +152,13 @@ func (p poisonedRow) Tensor(spec model.TensorSpec) (bridge.DType, []byte, error)
 }
 
 // A NaN met only by a generated token (its embedding row) makes the next
-// decode step's logits NaN, whose device argmax is token 0: with
-// Options.CheckLogits every sampled row's logits are read and checked, so
-// a greedy request fails there with a NonFiniteError naming the tensor
-// instead of going on with garbage tokens, as the first prompt position's
-// check alone (WantLogits, CheckFinite) lets it.
+// decode step's logits NaN, which the first prompt position's check
+// (WantLogits, CheckFinite) does not see. With Options.CheckLogits every
+// sampled row's logits are read and checked; without it (a benchmark's
+// greedy steps) the device's argmax gives bridge.NoToken for a row of no
+// number, at no cost. Either way the request fails there with a
+// NonFiniteError naming the position and the tensor, instead of going on
+// with garbage tokens (token 0, the argmax of a row of NaN, before).
 func TestCheckLogitsCatchesNonFiniteDecodeSteps(t *testing.T) {
 	cfg, src := llamaFixture(t)
 	be := cpu.New(cpu.Options{})
@@ -183,12 +185,26 @@ func TestCheckLogitsCatchesNonFiniteDecodeSteps(t *testing.T) {
 	if err := CheckFinite(be, cfg, bad, Options{}); err != nil {
 		t.Fatalf("the first prompt position's logits are finite, yet: %v", err)
 	}
-	got, err := gen(bad, Options{CheckLogits: true})
-	var nf *NonFiniteError
-	if !errors.As(err, &nf) {
-		t.Fatalf("tokens %v, err %v: want a NonFiniteError", got, err)
-	}
-	if nf.Tensor != embed || nf.Pos != len(prompt) {
-		t.Errorf("%v: want the error at position %d naming %s", err, len(prompt), embed)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		says string
+	}{
+		{"CheckLogits", Options{CheckLogits: true}, "NaN for token 0 at position 3 of request 0"},
+		{"the device's argmax", Options{}, "every one NaN or -inf, as the device's argmax found them, at position 3 of request 0"},
+	} {
+		got, err := gen(bad, tc.opts)
+		var nf *NonFiniteError
+		if !errors.As(err, &nf) {
+			var tokens []int32
+			if len(got) > 0 {
+				tokens = got[0].Tokens
+			}
+			t.Errorf("%s: tokens %v, err %v: want a NonFiniteError", tc.name, tokens, err)
+			continue
+		}
+		if nf.Tensor != embed || nf.Pos != len(prompt) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v: want the error at position %d saying %q and naming %s", tc.name, err, len(prompt), tc.says, embed)
+		}
 	}
 }
