@@ -944,6 +944,77 @@ func TestImplicitVectorConversions(t *testing.T) {
 	}
 }
 
+// MSL's boolN is a type of its own (the specification's "Vector Data
+// Types"): a comparison of vectors yields one, and, as no vector converts
+// implicitly to one of another element type (its type conversions), a bool
+// vector becomes an int or float vector only explicitly (int2(b),
+// static_cast, select): `int2 a = bool2(true, false)`, a bool vector added
+// to an int vector or passed as one does not build on a Mac, where the
+// emulator's bool vectors were int vectors and built them. Converted, a
+// true component is 1, also from a half comparison or a comparison
+// converted straight to a number vector (`int4(a < b)`, where clang's is
+// -1) (docs/msl-subset.md).
+func TestBoolVectors(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const values = `#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]]) {
+  const float4 a = float4(in[0], in[1], in[2], in[3]);
+  const bool4 m = a < 0.0f;
+  const bool4 h = half4(a) > half4(0);
+  const float4 s = select(a, float4(9), m);
+  const bool2 b2 = bool2(true, false);
+  const vec<bool, 4> c = vec<bool, 4>(b2, m.z, h[0]);
+  const int4 r[] = {int4(m), int4(float4(h)), int4(s), int4(c), static_cast<int4>(m ^ h), int4(bool4(int4(2, 0, -1, 0))),
+                    int4(all(m || h), any(m && h), all(!m == h), any(b2 != bool2(true))),
+                    int4(sizeof(bool2), sizeof(bool3), sizeof(bool4), alignof(bool3)),
+                    int4(a < 0.0f), (int4)(half4(a) > half4(0)), int4(int4(2, 4, 6, 8) >> 1), int4(!(a < 0.0f) && a > -3.0f)};
+  for (int i = 0; i < 12; i++)
+    for (int j = 0; j < 4; j++)
+      out[4 * i + j] = r[i][j];
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": values}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newBuf(t, dev, 4*48)
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: f32Buf(t, dev, []float32{1, -2, 3, -4})}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{0, 1, 0, 1, 1, 0, 1, 0, 1, 9, 3, 9, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 2, 4, 4, 4,
+		0, 1, 0, 1, 1, 0, 1, 0, 1, 2, 3, 4, 1, 0, 1, 0}
+	for i, u := range u32s(out) {
+		if int32(u) != want[i] {
+			t.Errorf("out[%d] (row %d): got %d, want %d", i, i/4, int32(u), want[i])
+		}
+	}
+
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nint first(int4 v) { return v.x; }\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  const float4 f4 = float4(x[i], -1, 2, 0); const int4 i4 = int4(f4); const half4 h4 = half4(f4); const bool4 m = f4 < 1.0f;\n  %s;\n}\n"
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{"bool4 n = f4 < 1.0f; x[i] = float(int4(n).x)", true},
+		{"bool4 n = h4 >= half4(0); x[i] = select(f4, float4(0), n).y", true},
+		{"x[i] = float(all(f4 == f4) && any(i4 != 0))", true},
+		{"bool2 b = bool2(true, false); x[i] = float2(b).x + float(uint2(b).y)", true},
+		{"bool4 n = bool4(i4); x[i] = float(static_cast<int4>(!n).w + first(int4(m)))", true},
+		{"bool3 n = true; n.y = f4.y > 0; n = n || f4.xyz == 2.0f; x[i] = float(n[1] || n.z)", true},
+		{"vec<bool, 2> n = bool2(m.x, m.y); bool2 o = n; x[i] = float(o.y)", true},
+		{"int2 a = bool2(true, false); x[i] = float(a.x)", false},
+		{"int4 a = m; x[i] = float(a.x)", false},
+		{"x[i] = float((i4 + m).x)", false},
+		{"x[i] = float(first(m))", false},
+		{"x[i] = (f4 * m).x", false},
+		{"float2 f = f4.xy == f4.zw; x[i] = f.x", false},
+		{"bool4 n = f4; x[i] = float(n.x)", false},
+		{"bool4 n = uint4(i); x[i] = float(n.x)", false},
+	} {
+		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 6)
+	}
+}
+
 // Metal allocates threadgroup variables in kernel functions only (the
 // specification's threadgroup address space): a helper that declares one
 // does not build on a Mac; the kernel declares it and passes a pointer.

@@ -512,6 +512,9 @@ func (r *rewriter) walk() {
 				if k := r.match(i + 1); k > 0 && r.text(k+1) == "(" {
 					r.vecCtor(i, k)
 					i = k
+				} else if k > 0 && r.boolVec(i) && (r.text(i-1) != "::" || r.qualifiedStart(i) < i) && r.text(i-1) != "." && r.text(i-1) != "->" {
+					r.replace(r.qualifiedStart(i), k, r.vecType(i, k))
+					i = k
 				}
 			}
 		default:
@@ -724,8 +727,104 @@ func (r *rewriter) vecCtor(i, j int) {
 		}
 		start = i - 2
 	}
-	typ := r.src[r.toks[i].pos:r.toks[j].end]
-	r.replace(start, j, "::metal::__emu::make<"+typ+" >")
+	r.replace(start, j, "::metal::__emu::make<"+r.vecType(i, j)+" >")
+	r.cmpArgs(j + 1)
+}
+
+// cmpArgs wraps each argument of the constructor call whose '(' is at
+// open that is a comparison in metal::__emu::cmp_value: clang compares
+// vectors into integer vectors of -1 and 0, where Metal yields a bool
+// vector, whose true converts to 1 (`float4(a < b)`, docs/msl-subset.md).
+// An argument whose commas it cannot tell from template arguments' stays.
+func (r *rewriter) cmpArgs(open int) {
+	end := r.match(open)
+	start := open + 1
+	for k := start; end > 0 && k <= end; k++ {
+		switch t := r.text(k); {
+		case k == end || t == ",":
+			if k > start && r.comparison(start, k) {
+				p := r.toks[start].pos
+				r.edits = append(r.edits, edit{p, p, "::metal::__emu::cmp_value("})
+				r.insertAfter(k-1, ")")
+			}
+			start = k + 1
+		case t == "(" || t == "[" || t == "{" || t == "<":
+			if m := r.match(k); m > 0 && m < end {
+				k = m
+			} else if t != "<" {
+				return
+			}
+		}
+	}
+}
+
+// comparison reports whether tokens from..to (exclusive) are an
+// expression whose outermost operator compares or is a logical one (whose
+// value clang also gives vectors as -1 and 0): `a < b`, `a.x == 0 && m`,
+// `!(a < b)`; not a conditional or an assignment.
+func (r *rewriter) comparison(from, to int) bool {
+	found := r.text(from) == "!"
+	for k := from; k < to; k++ {
+		switch t := r.text(k); t {
+		case "(", "[", "{":
+			m := r.match(k)
+			if m < 0 || m >= to {
+				return false
+			}
+			k = m
+		case "<":
+			if m := r.match(k); m > 0 && m < to {
+				k = m // template arguments
+				continue
+			}
+			found = true
+		case ">":
+			if n := r.tok(k + 1); n.pos == r.toks[k].end && (n.text == ">" || n.text == ">=") {
+				if n.text == ">=" {
+					return false // >>=
+				}
+				k++ // >>, which the lexer leaves as two tokens
+				continue
+			}
+			found = true
+		case "==", "!=", "<=", ">=", "&&", "||":
+			found = true
+		case "?":
+			return false
+		default:
+			if assignOps[t] {
+				return false
+			}
+		}
+	}
+	return found
+}
+
+// boolVec reports whether the `vec` at i is `vec<bool, N>`: MSL's boolN,
+// which the shim declares as a class of its own (metal::__emu::bvec<N>),
+// where clang's vector of bool has no component names.
+func (r *rewriter) boolVec(i int) bool {
+	return r.text(i) == "vec" && r.text(i+1) == "<" && r.text(i+2) == "bool" && r.text(i+3) == ","
+}
+
+// vecType is the C++ spelling of the vector type at tokens i..j.
+func (r *rewriter) vecType(i, j int) string {
+	if r.boolVec(i) {
+		return "::metal::__emu::bvec<" + r.src[r.toks[i+4].pos:r.toks[j-1].end] + ">"
+	}
+	return r.src[r.toks[i].pos:r.toks[j].end]
+}
+
+// qualifiedStart is the first token of the name at i with its `metal::`
+// or `::metal::` qualifier.
+func (r *rewriter) qualifiedStart(i int) int {
+	if r.text(i-1) == "::" && r.text(i-2) == "metal" {
+		if r.text(i-3) == "::" {
+			return i - 3
+		}
+		return i - 2
+	}
+	return i
 }
 
 // vecDirectInit rewrites the declaration `float4 v(a, b, c, d);` in a
@@ -769,8 +868,12 @@ func (r *rewriter) vcast(i int) int {
 	if !(next.kind == tIdent || next.kind == tNumber || strings.Contains("(-+!~*", next.text) && next.text != "") {
 		return -1
 	}
-	typ := r.src[r.toks[j].pos:r.toks[end].end]
-	r.replace(i, end+1, "::metal::__emu::vcast<"+typ+" >() * ")
+	r.replace(i, end+1, "::metal::__emu::vcast<"+r.vecType(j, end)+" >() * ")
+	if next.text == "(" {
+		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m) {
+			r.insertAfter(end+1, "::metal::__emu::cmp_value")
+		}
+	}
 	return end + 1
 }
 

@@ -67,6 +67,8 @@ void f(float4 a, int4 i) {
   float4 e = (float4)i + (float4)(1.0f);
   half h = 0.5h;
   float s = sizeof(float4);
+  metal::vec<bool, 2> m = vec<bool, 2>(true) || (vec<bool, 2>)i.xy;
+  float4 g = float4(a < b, a.xy == 0.0f && m, !(i > 0), i >> 1) + (float4)(i >= 2) + float4(as_type<float4>(i), f<int, 4>(a < b));
 }
 `)
 	for _, want := range []string{
@@ -77,6 +79,8 @@ void f(float4 a, int4 i) {
 		"::metal::__emu::vcast<float4 >() * i + ::metal::__emu::vcast<float4 >() * (1.0f)",
 		"half h = ((half)0.5f)",
 		"sizeof(float4)",
+		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f && m), ::metal::__emu::cmp_value(!(i > 0)), i >> 1) + ::metal::__emu::vcast<float4 >() * ::metal::__emu::cmp_value(i >= 2) + ::metal::__emu::make<float4 >(as_type<float4>(i), f<int, 4>(a < b))",
+		"::metal::__emu::bvec<2> m = ::metal::__emu::make<::metal::__emu::bvec<2> >(true) || ::metal::__emu::vcast<::metal::__emu::bvec<2> >() * i.xy",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
