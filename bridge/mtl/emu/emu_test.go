@@ -1129,13 +1129,15 @@ func TestKernelPointerArguments(t *testing.T) {
 
 // Metal converts no pointer between address spaces: a thread variable's
 // address passed as a device or threadgroup pointer, threadgroup memory's
-// as a device pointer or device memory's as a threadgroup pointer does not
-// build on a Mac. Where the emulator's types cannot tell (an address taken
-// with & is a plain pointer there), the conversion fails the dispatch,
-// naming its line (docs/msl-subset.md).
+// as a device pointer, device memory's as a threadgroup pointer, or either
+// held in a thread pointer or reference (a declaration, a cast, a
+// reinterpret_cast, a function's thread parameter) does not build on a
+// Mac. Where the emulator's types cannot tell (an address taken with & is a
+// plain pointer there, as is a thread pointer), the conversion fails the
+// dispatch, naming its line (docs/msl-subset.md).
 func TestAddressSpaceConversions(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
-	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\n"
+	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\nfloat t_first(thread const float* p) { return p[0]; }\n"
 	kernel := func(name, body string) string {
 		return "kernel void " + name + "(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float tg[32]; float local[4] = {1, 2, 3, 4}; tg[i] = x[i]; threadgroup_barrier(mem_flags::mem_threadgroup); " + body + "; }\n"
 	}
@@ -1164,6 +1166,20 @@ func TestAddressSpaceConversions(t *testing.T) {
 		{"threadgroup float* t = (threadgroup float*)x; x[i] = t[i]", build},
 		{"float* q = x; x[i] = q[i]", build},
 		{"constant float* c = x; x[i] = c[i]", build},
+		{"thread float* p = local, *q = &local[1]; thread float& r = local[2]; x[i] = *p + *q + r", ok},
+		{"thread const float4* v = (thread const float4*)local; x[i] = v->y + t_first(local) + t_first(&local[1])", ok},
+		{"thread float* w = reinterpret_cast<thread float*>(&local[1]); thread const float& c = x[i] + 1; x[i] = *w + c", ok},
+		{"thread float* p = &x[i]; x[i] = *p", fails},
+		{"thread float* p = local, *q = &x[i]; x[i] = *p + *q", fails},
+		{"thread float& r = x[i]; x[i] = r + 1", fails},
+		{"thread float* p = (thread float*)&x[i]; x[i] = *p", fails},
+		{"thread float* p = reinterpret_cast<thread float*>(&x[i]); x[i] = *p", fails},
+		{"thread float* p = &tg[i]; x[i] = *p", fails},
+		{"x[i] = t_first(&x[i])", fails},
+		{"x[i] = t_first(&tg[i])", fails},
+		{"thread float* p = reinterpret_cast<thread float*>(x); x[i] = p[0]", build},
+		{"thread float* p = (thread float*)x; x[i] = p[0]", build},
+		{"thread float* p = (thread float*)tg; x[i] = p[0]", build},
 	}
 	// The cases that build share one library: each library loaded maps its
 	// own fiber stacks.
@@ -1180,7 +1196,10 @@ func TestAddressSpaceConversions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for j, c := range cases {
-		at := fmt.Sprintf("k.metal:%d:", 5+j)
+		at := fmt.Sprintf("k.metal:%d:", 6+j)
+		if strings.HasPrefix(c.body, "x[i] = t_first(&") {
+			at = "k.metal:5:" // the thread pointer parameter's line
+		}
 		if c.want == build {
 			_, err := dev.NewLibrary(map[string]string{"k.metal": head + strings.Repeat("\n", j) + kernel("k", c.body)}, mtl.CompileOptions{})
 			var ce *emu.CompileError

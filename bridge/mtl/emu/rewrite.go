@@ -976,8 +976,7 @@ func (r *rewriter) addrSpace(i int) int {
 		return i
 	}
 	if kw.text == "thread" {
-		r.replace(i, i, "")
-		return i
+		return r.threadSpace(i)
 	}
 	if kw.text == "constant" && r.atNamespaceScope() {
 		if j, ok := r.constantDecl(i); ok {
@@ -1023,6 +1022,150 @@ func (r *rewriter) addrSpace(i int) int {
 	}
 	r.replace(i, i, drop)
 	return i
+}
+
+// threadSpace handles the `thread` keyword at i. A thread pointer is a
+// plain pointer here, as is an address taken with & in any space, so a
+// device or threadgroup address it takes would pass: where one becomes a
+// thread pointer or reference, the shim checks it (metal_stdlib's
+// thread_addr): a cast `(thread T*)e`, a declaration `thread T* p = e;` or
+// `thread T& r = e;` and a function's `thread` pointer or reference
+// parameter (docs/msl-subset.md).
+func (r *rewriter) threadSpace(i int) int {
+	k := r.typeSpec(i)
+	j := k
+	for r.text(j) == "*" || j > k && (r.text(j) == "const" || r.text(j) == "volatile") {
+		j++
+	}
+	ref := j == k && r.text(k) == "&"
+	if ref {
+		j++
+	}
+	first := i // `const thread T*`
+	if r.text(i-1) == "const" || r.text(i-1) == "volatile" {
+		first = i - 1
+	}
+	name := r.tok(j).kind == tIdent
+	switch {
+	case j == k:
+	case !ref && r.text(j) == ")" && r.text(first-1) == "(":
+		if end := r.threadCast(first-1, i, j); end > 0 {
+			return end
+		}
+	case name && r.text(j+1) == "=" && r.inFunction() && r.parens == 0:
+		// A const reference may bind a temporary: its address is not taken.
+		if !ref || r.text(i-1) != "const" && !topLevelConst(r.src[r.toks[i+1].pos:r.toks[k-1].end]) {
+			r.threadInit(j+2, ref)
+		}
+	case name && (r.text(j+1) == "," || r.text(j+1) == ")" || r.text(j+1) == "=") && r.parens > 0 && !r.inFunction():
+		r.threadParam(i, j, ref)
+	}
+	r.replace(i, i, "")
+	return i
+}
+
+// threadCast rewrites the cast `(thread T*)e` whose parentheses are at
+// open and end into `thread_cast<T*>() * e`, as vcast does, unless they
+// are a parameter list; it returns end, or -1.
+func (r *rewriter) threadCast(open, kw, end int) int {
+	prev := r.tok(open - 1)
+	if prev.kind == tIdent && prev.text != "return" || prev.text == ")" || prev.text == "]" || prev.text == ">" {
+		return -1
+	}
+	next := r.tok(end + 1)
+	if !(next.kind == tIdent || next.kind == tNumber || next.text != "" && strings.Contains("(-+!~*&", next.text)) {
+		return -1
+	}
+	typ := r.src[r.toks[open+1].pos:r.toks[kw].pos] + r.src[r.toks[kw+1].pos:r.toks[end-1].end]
+	r.replace(open, end, "::metal::__emu::thread_cast<"+typ+" >() * ")
+	r.parens-- // the walk counted the '(' and goes on after the ')'
+	return end
+}
+
+// threadInit wraps the initialiser starting at token start of a thread
+// pointer (or, ref, reference) declaration, and those of the declarators
+// after it that are pointers or references, in the shim's check. One whose
+// end it cannot tell from a template argument's comma stays as it is.
+func (r *rewriter) threadInit(start int, ref bool) {
+	for {
+		end, angle := start, false
+		for ; end < len(r.toks) && r.text(end) != ";" && r.text(end) != ","; end++ {
+			switch r.text(end) {
+			case "<":
+				angle = true
+			case "(", "[", "{":
+				if end = r.match(end); end < 0 {
+					return
+				}
+			}
+		}
+		if end >= len(r.toks) || end == start || angle && r.text(end) == "," {
+			return
+		}
+		if one := r.text(start); end > start+1 || one != "0" && one != "nullptr" && one != "__null" {
+			fn := "thread_addr("
+			if ref {
+				fn = "thread_ref("
+			}
+			p := r.toks[start].pos
+			r.edits = append(r.edits, edit{p, p, "::metal::__emu::" + fn})
+			r.insertAfter(end-1, ")")
+		}
+		if r.text(end) != "," {
+			return
+		}
+		k := end + 1
+		ref = r.text(k) == "&"
+		for r.text(k) == "*" || r.text(k) == "&" || r.text(k) == "const" {
+			k++
+		}
+		if k == end+1 || r.tok(k).kind != tIdent || r.text(k+1) != "=" {
+			return
+		}
+		start = k + 2
+	}
+}
+
+// threadParam adds to the body of the function whose thread pointer (or,
+// ref, reference) parameter is named at token name a check of the address
+// it was given, naming the parameter's line. A declaration without a body,
+// or with an initialiser list or trailing return type, gets none.
+func (r *rewriter) threadParam(kw, name int, ref bool) {
+	open := kw - 1
+	for depth := 0; open >= 0; open-- {
+		if t := r.text(open); t == ")" || t == "]" {
+			depth++
+		} else if t == "(" || t == "[" {
+			if depth == 0 {
+				break
+			}
+			depth--
+		}
+	}
+	if r.text(open) != "(" {
+		return
+	}
+	k := r.match(open) + 1
+	for k > 0 && k < len(r.toks) {
+		if a := r.attrAt[k]; a != nil {
+			k = a.end + 1
+			continue
+		}
+		t := r.text(k)
+		if t != "const" && t != "volatile" && thisSpaces[t] == 0 && t != "noexcept" && t != "&" && t != "&&" && t != "override" && t != "final" {
+			break
+		}
+		k++
+	}
+	if k <= 0 || r.text(k) != "{" {
+		return
+	}
+	arg := r.text(name)
+	if ref {
+		arg = "__builtin_addressof(" + arg + ")"
+	}
+	t := r.toks[name]
+	r.insertAfter(k, fmt.Sprintf(" ::metal::__emu::thread_check((const void *)%s, %q, %d);", arg, t.file, t.line))
 }
 
 // ptrType is the checked pointer type for a pointer to typ in address

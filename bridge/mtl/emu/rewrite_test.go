@@ -25,7 +25,11 @@ void helper(device const half* x, const device float* y, constant float* t, thre
   float device* z = nullptr;
   const half constant* w = nullptr;
   device float4* v = (device float4*)(y + 4);
+  thread float* a = &r, *b = 0, c2 = 1; thread float& q = r; thread const float& k = r + 1;
+  const thread uchar* u = (const thread uchar*)&r + 1;
 }
+struct Q { float apply(thread const float* x, int n) const { return x[n]; } };
+void declared(thread float* x);
 kernel void k(device float* o [[buffer(0)]]) {
   threadgroup float partial[32], grid[4][8];
   threadgroup uint total;
@@ -39,6 +43,11 @@ kernel void k(device float* o [[buffer(0)]]) {
 		"::metal::__emu::ptr<float4, 3> s",
 		"const P& p",
 		" float& r",
+		"float* a = ::metal::__emu::thread_addr(&r), *b = 0, c2 = 1;  float& q = ::metal::__emu::thread_ref(r);  const float& k = r + 1;",
+		"const  uchar* u = ::metal::__emu::thread_addr(::metal::__emu::thread_cast<const uchar* >() * &r + 1);",
+		`{ ::metal::__emu::thread_check((const void *)__builtin_addressof(r), "k.metal", 4);`,
+		`{ ::metal::__emu::thread_check((const void *)x, "k.metal", 11); ::metal::__emu::this_space(this, 1, "Q::apply"); return x[n]; }`,
+		"void declared( float* x);",
 		"::metal::__emu::ptr<atomic_uint, 1> c",
 		"::metal::__emu::ptr<float, 1> z",
 		"::metal::__emu::ptr<const half, 2> w",

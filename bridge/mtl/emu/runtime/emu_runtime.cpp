@@ -413,6 +413,33 @@ void recover(const void *p, int as, const char **lo, const char **hi, int *slot,
   }
 }
 
+// thread_at is thread_check's slow path: an address off the running fiber's
+// stack that lies in threadgroup memory or a bound buffer fails the command
+// buffer; any other (a program-scope constant's, the worker's own stack)
+// passes.
+void thread_at(const void *p, const char *file, unsigned line) {
+  Worker *w = worker();
+  if (!w || !w->d)
+    return;
+  const char *q = (const char *)p;
+  if (on_stack(w, q))
+    return;
+  if (q >= w->arena && q < w->arena + w->arena_cap) {
+    fail("%s:%u: the address of threadgroup memory converted to a thread pointer (Metal converts no pointer between "
+         "address spaces)", file, line);
+    return;
+  }
+  for (int i = 0; i < NBUF; i++) {
+    const Binding &b = w->d->buf[i];
+    if (b.ptr && q >= b.ptr && q < b.ptr + b.len) {
+      const char *name = (w->k && w->k->buffer_names[i]) ? w->k->buffer_names[i] : "?";
+      fail("%s:%u: the address of device memory (buffer(%d) '%s') converted to a thread pointer (Metal converts no "
+           "pointer between address spaces)", file, line, i, name);
+      return;
+    }
+  }
+}
+
 void this_space(const void *self, int mask, const char *fn) {
   Worker *w = worker();
   if (!w || !w->d)
