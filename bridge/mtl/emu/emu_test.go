@@ -814,6 +814,32 @@ func TestThreadPositionTypes(t *testing.T) {
 	} {
 		checkBuild(t, dev, c.params, fmt.Sprintf(src, c.params), mtl.CompileOptions{}, c.ok, 4)
 	}
+	// The same rules hold for a type named through an alias or a template
+	// parameter, which the rewriter cannot read: clang's resolved types
+	// are checked, and the message names the parameter's line.
+	const aliases = "#include <metal_stdlib>\nusing namespace metal;\ntypedef int idx_t; typedef uint2 pos2; using spos2 = vec<ushort, 2>; typedef uint4 pos4; typedef uint3 pos3;\nkernel void k(device float* x [[buffer(0)]],\n  %s) {\n  x[0] = 1;\n}\n"
+	for _, c := range []struct {
+		params string
+		ok     bool
+	}{
+		{"pos2 i [[thread_position_in_grid]], pos2 n [[threads_per_grid]], uint32_t l [[thread_index_in_simdgroup]]", true},
+		{"spos2 t [[thread_position_in_threadgroup]], pos2 g [[threadgroup_position_in_grid]], ushort s [[thread_index_in_threadgroup]]", true},
+		{"idx_t i [[thread_position_in_grid]]", false},
+		{"pos4 i [[thread_position_in_grid]]", false},
+		{"pos2 l [[simdgroup_index_in_threadgroup]]", false},
+		{"pos2 i [[thread_position_in_grid]], spos2 n [[threads_per_grid]]", false},
+		{"pos2 i [[thread_position_in_grid]], uint s [[thread_index_in_simdgroup]], pos3 g [[threadgroup_position_in_grid]]", false},
+		{"pos2 t [[thread_position_in_threadgroup]], ushort s [[thread_index_in_threadgroup]]", false},
+	} {
+		checkBuild(t, dev, "aliased "+c.params, fmt.Sprintf(aliases, c.params), mtl.CompileOptions{}, c.ok, 5, "parameter ")
+	}
+	const tmpl = "#include <metal_stdlib>\nusing namespace metal;\ntemplate <typename T> kernel void k(device float* x [[buffer(0)]],\n  T i [[thread_position_in_grid]]) {\n  x[0] = 1;\n}\ntypedef decltype(k<%s>) k_t;\ntemplate [[host_name(\"k1\")]] kernel k_t k<%[1]s>;\n"
+	for _, c := range []struct {
+		typ string
+		ok  bool
+	}{{"uint", true}, {"ushort3", true}, {"int", false}, {"float2", false}} {
+		checkBuild(t, dev, "template "+c.typ, fmt.Sprintf(tmpl, c.typ), mtl.CompileOptions{}, c.ok, 4, "[[thread_position_in_grid]] must be declared")
+	}
 }
 
 // A [[max_total_threads_per_threadgroup]] over the device's 1024 threads

@@ -53,6 +53,7 @@ type paramInfo struct {
 	Index int    `json:"index"`
 	Pos   string `json:"pos,omitempty"`
 	FC    string `json:"fc,omitempty"` // function constant that enables the argument
+	at    token  // the name, for the trampoline's messages
 }
 
 type kernelInfo struct {
@@ -1603,6 +1604,7 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 	r.nTramp++
 	var args []string
 	var names [31]string
+	checks := r.positionChecks(k.Params)
 	for i, p := range k.Params {
 		pt := fmt.Sprintf("::metal::__emu::param_t<__F, %d>", i)
 		switch p.Kind {
@@ -1620,9 +1622,9 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 		ns = append(ns, strconv.Quote(n))
 	}
 	kf := fmt.Sprintf("__emu_kf%d", r.nTramp-1)
-	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s(%s); } static const char *const %s[31] = {%s};"+
+	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s%s(%s); } static const char *const %s[31] = {%s};"+
 		" static const void *%s() { return (const void *)&%s; }",
-		fn, expr, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "), kf, expr)
+		fn, expr, checks, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "), kf, expr)
 	r.insertAfter(after, code)
 	r.entries = append(r.entries, fmt.Sprintf("{%q, &%s, %s, &%s}", k.Name, r.qualify(fn), r.qualify(bn), r.qualify(kf)))
 }
@@ -1681,7 +1683,7 @@ func (r *rewriter) params(open, close int) []paramInfo {
 			start = end + 1
 			continue
 		}
-		p.Name = name.text
+		p.Name, p.at = name.text, name
 		for _, it := range items {
 			switch {
 			case it.name == "buffer" || it.name == "threadgroup":
@@ -1868,6 +1870,65 @@ func (r *rewriter) checkPositions(pos []posParam) bool {
 		}
 	}
 	return true
+}
+
+// positionChecks holds the thread-position parameters whose types
+// checkPositions could not read (an alias, a template parameter) to the
+// same rules, as static_asserts on the types clang resolved, in the
+// kernel's trampoline: their messages name the parameter's line.
+func (r *rewriter) positionChecks(params []paramInfo) string {
+	var b strings.Builder
+	check := func(p paramInfo, cond, format string, args ...any) {
+		msg := fmt.Sprintf("%s:%d: parameter %s: ", p.at.file, p.at.line, p.Name) + fmt.Sprintf(format, args...)
+		fmt.Fprintf(&b, "static_assert(%s, %s); ", cond, strconv.Quote(msg))
+	}
+	pt := func(i int) string { return fmt.Sprintf("::metal::__emu::param_t<__F, %d>", i) }
+	at := map[string]int{}
+	var grid []int
+	for i, p := range params {
+		if p.Kind != "position" {
+			continue
+		}
+		if _, ok := at[p.Pos]; !ok {
+			at[p.Pos] = i
+		}
+		if !gridPos[p.Pos] {
+			check(p, fmt.Sprintf("::metal::__emu::pos_ok<%s, false>()", pt(i)), "[[%s]] must be declared ushort or uint", p.Pos)
+			continue
+		}
+		check(p, fmt.Sprintf("::metal::__emu::pos_ok<%s, true>()", pt(i)), "[[%s]] must be declared ushort, uint or their 2- or 3-vectors", p.Pos)
+		if p.Pos == "grid_size" || p.Pos == "grid_origin" {
+			continue
+		}
+		for _, g := range grid {
+			check(p, fmt.Sprintf("::metal::__emu::pos_same_size<%s, %s>()", pt(g), pt(i)),
+				"[[%s]] and [[%s]] are vectors of different sizes: the vectors of a kernel's grid and threadgroup positions and sizes must have as many components", params[g].Pos, p.Pos)
+		}
+		grid = append(grid, i)
+	}
+	for _, group := range [][]string{{"thread_position_in_grid", "threads_per_grid"},
+		{"thread_position_in_threadgroup", "threads_per_threadgroup", "dispatch_threads_per_threadgroup"}} {
+		first := -1
+		for _, a := range group {
+			i, ok := at[a]
+			if !ok {
+				continue
+			}
+			if first >= 0 {
+				check(params[i], fmt.Sprintf("std::is_same<::metal::__emu::bare_t<%s>, ::metal::__emu::bare_t<%s>>::value", pt(first), pt(i)),
+					"[[%s]] and [[%s]] must be declared with one type", params[first].Pos, a)
+			} else {
+				first = i
+			}
+		}
+	}
+	if tp, ok := at["thread_position_in_threadgroup"]; ok {
+		if ti, ok := at["thread_index_in_threadgroup"]; ok {
+			check(params[ti], fmt.Sprintf("::metal::__emu::pos_index_ok<%s, %s>()", pt(tp), pt(ti)),
+				"[[thread_index_in_threadgroup]] must be a uint where [[thread_position_in_threadgroup]] is uint-based")
+		}
+	}
+	return b.String()
 }
 
 func hasIndexAttr(items []attrItem) bool {
