@@ -506,6 +506,8 @@ func (r *rewriter) walk() {
 			i = r.fcDefined(i)
 		case "reinterpret_cast":
 			r.replace(i, i, "::metal::__emu::reinterpret_cast_")
+		case "static_cast":
+			i = r.vecStaticCast(i)
 		case "typedef", "using":
 			r.alias(i)
 		case "vec":
@@ -799,6 +801,30 @@ func (r *rewriter) comparison(from, to int) bool {
 		}
 	}
 	return found
+}
+
+// vecStaticCast rewrites `static_cast<float4>(x)` at i into a call of
+// make, which converts values: the specification's static_cast converts a
+// scalar or vector to another vector type, which clang refuses between
+// vectors of one size (docs/msl-subset.md). It returns the index of the
+// '>', or i.
+func (r *rewriter) vecStaticCast(i int) int {
+	if r.text(i+1) != "<" {
+		return i
+	}
+	k := r.match(i + 1)
+	if k < 0 || r.text(k+1) != "(" {
+		return i
+	}
+	switch {
+	case k == i+3 && r.vecNames[r.text(i+2)]:
+	case r.text(i+2) == "vec" && r.text(i+3) == "<" && r.match(i+3) == k-1:
+	default:
+		return i
+	}
+	r.replace(i, k, "::metal::__emu::make<"+r.vecType(i+2, k-1)+" >")
+	r.cmpArgs(k + 1)
+	return k
 }
 
 // boolVec reports whether the `vec` at i is `vec<bool, N>`: MSL's boolN,

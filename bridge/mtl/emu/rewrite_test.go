@@ -77,6 +77,7 @@ void f(float4 a, int4 i) {
   half h = 0.5h;
   float s = sizeof(float4);
   metal::vec<bool, 2> m = vec<bool, 2>(true) || (vec<bool, 2>)i.xy;
+  float4 sc = static_cast<float4>(i) + static_cast<float4&>(a) + static_cast<vec<float, 4>>(a < 0.0f);
   float4 g = float4(a < b, a.xy == 0.0f && m, !(i > 0), i >> 1) + (float4)(i >= 2) + float4(as_type<float4>(i), f<int, 4>(a < b));
 }
 `)
@@ -89,6 +90,7 @@ void f(float4 a, int4 i) {
 		"half h = ((half)0.5f)",
 		"sizeof(float4)",
 		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f && m), ::metal::__emu::cmp_value(!(i > 0)), i >> 1) + ::metal::__emu::vcast<float4 >() * ::metal::__emu::cmp_value(i >= 2) + ::metal::__emu::make<float4 >(as_type<float4>(i), f<int, 4>(a < b))",
+		"float4 sc = ::metal::__emu::make<float4 >(i) + static_cast<float4&>(a) + ::metal::__emu::make<vec<float, 4> >(::metal::__emu::cmp_value(a < 0.0f));",
 		"::metal::__emu::bvec<2> m = ::metal::__emu::make<::metal::__emu::bvec<2> >(true) || ::metal::__emu::vcast<::metal::__emu::bvec<2> >() * i.xy",
 	} {
 		if !strings.Contains(out, want) {
