@@ -981,8 +981,8 @@ func TestImplicitVectorConversions(t *testing.T) {
 // to an int vector or passed as one does not build on a Mac, where the
 // emulator's bool vectors were int vectors and built them. Converted, a
 // true component is 1, also from a half comparison or a comparison
-// converted straight to a number vector (`int4(a < b)`, where clang's is
-// -1) (docs/msl-subset.md). isnan and the other classification functions
+// converted straight to a number vector (`int4(a < b)`, `int4 d(a < b)`,
+// where clang's is -1) (docs/msl-subset.md). isnan and the other classification functions
 // give one for a vector.
 func TestBoolVectors(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
@@ -993,6 +993,7 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
   const bool4 m = a < 0.0f;
   const bool4 h = half4(a) > half4(0);
   const float4 s = select(a, float4(9), m);
+  const int4 d(a > 0.0f);
   const bool2 b2 = bool2(true, false);
   const vec<bool, 4> c = vec<bool, 4>(b2, m.z, h[0]);
   const int4 r[] = {int4(m), int4(float4(h)), int4(s), int4(c), static_cast<int4>(m ^ h), int4(bool4(int4(2, 0, -1, 0))),
@@ -1000,8 +1001,8 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
                     int4(sizeof(bool2), sizeof(bool3), sizeof(bool4), alignof(bool3)),
                     int4(a < 0.0f), (int4)(half4(a) > half4(0)), int4(int4(2, 4, 6, 8) >> 1), int4(!(a < 0.0f) && a > -3.0f),
                     int4(isnan(a / float4(1, 0, 0, 1) * 0.0f)), int4(signbit(half4(a)) || isinf(a / float4(0, 1, 1, 1))),
-                    int4(all(isfinite(a)), any(isnan(a)), isnormal(a.x), all(isnormal(float2(0, 1))))};
-  for (int i = 0; i < 15; i++)
+                    int4(all(isfinite(a)), any(isnan(a)), isnormal(a.x), all(isnormal(float2(0, 1)))), d};
+  for (int i = 0; i < 16; i++)
     for (int j = 0; j < 4; j++)
       out[4 * i + j] = r[i][j];
 }
@@ -1010,13 +1011,13 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := newBuf(t, dev, 4*60)
+	out := newBuf(t, dev, 4*64)
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: f32Buf(t, dev, []float32{1, -2, 3, -4})}, arg{buf: out}); err != nil {
 		t.Fatal(err)
 	}
 	want := []int32{0, 1, 0, 1, 1, 0, 1, 0, 1, 9, 3, 9, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 2, 4, 4, 4,
 		0, 1, 0, 1, 1, 0, 1, 0, 1, 2, 3, 4, 1, 0, 1, 0,
-		0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0}
+		0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0, 1, 0, 1, 0}
 	for i, u := range u32s(out) {
 		if int32(u) != want[i] {
 			t.Errorf("out[%d] (row %d): got %d, want %d", i, i/4, int32(u), want[i])

@@ -868,6 +868,7 @@ func (r *rewriter) vecDirectInit(i int) {
 		return
 	}
 	r.insertAfter(i+1, " = ::metal::__emu::make<"+r.text(i)+" >")
+	r.cmpArgs(i + 2)
 }
 
 // vcast rewrites a C-style cast to a vector type, `(float4)x`, into

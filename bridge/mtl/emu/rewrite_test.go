@@ -72,6 +72,7 @@ template <typename T> struct S {
 void f(float4 a, int4 i) {
   float4 b = float4(a.xy, 1.0h, 2);
   float4 c(a.x, 1, 2, 3);
+  int4 cm(a < 1.0f);
   F4 d = F4(i);
   float4 e = (float4)i + (float4)(1.0f);
   half h = 0.5h;
@@ -85,6 +86,7 @@ void f(float4 a, int4 i) {
 		`float4 apply(T x) const { ::metal::__emu::this_space(this, 1, "S::apply"); return ::metal::__emu::make<float4 >(x); }`,
 		"::metal::__emu::make<float4 >(a.xy, ((half)1.0f), 2)",
 		"float4 c = ::metal::__emu::make<float4 >(a.x, 1, 2, 3)",
+		"int4 cm = ::metal::__emu::make<int4 >(::metal::__emu::cmp_value(a < 1.0f))",
 		"::metal::__emu::make<F4 >(i)",
 		"::metal::__emu::vcast<float4 >() * i + ::metal::__emu::vcast<float4 >() * (1.0f)",
 		"half h = ((half)0.5f)",
