@@ -297,7 +297,7 @@ func (db *DB) ExportRun(id int64) (*RunRecord, error) {
 // (peer results dated by their files, a sweep's runs begun in one second)
 // are two runs.
 func (db *DB) FindRun(rec *RunRecord) (int64, bool, error) {
-	ids, err := db.sameStart(&rec.Run)
+	ids, err := db.sameRuns(&rec.Run, "started_at", fmtTime(rec.Run.StartedAt))
 	if err != nil {
 		return 0, false, err
 	}
@@ -343,16 +343,17 @@ func (rec *RunRecord) within(other *RunRecord) bool {
 	return true
 }
 
-// sameStart are the stored runs of r's start time, suite, tag, commit and
-// machine, newest first.
-func (db *DB) sameStart(r *Run) ([]int64, error) {
+// sameRuns are the stored runs of r's suite, tag, commit and machine whose
+// column col (started_at or suite_hash, never a caller's text) is v,
+// newest first.
+func (db *DB) sameRuns(r *Run, col string, v any) ([]int64, error) {
 	hash, _, err := machineHash(r.Machine)
 	if err != nil {
 		return nil, err
 	}
-	return db.runIDs(`WHERE started_at = ? AND suite_name = ? AND tag = ? AND git_commit = ?
+	return db.runIDs(`WHERE `+col+` = ? AND suite_name = ? AND tag = ? AND git_commit = ?
 		AND machine_id IN (SELECT id FROM machines WHERE content_hash = ?)`, 0,
-		fmtTime(r.StartedAt), r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
+		v, r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
 }
 
 // FindRecord returns the id of a stored run that is rec: the same suite,
@@ -367,12 +368,12 @@ func (db *DB) sameStart(r *Run) ([]int64, error) {
 // runs.
 func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
 	r := &rec.Run
-	ids, err := db.sameStart(r)
+	ids, err := db.sameRuns(r, "started_at", fmtTime(r.StartedAt))
 	if err != nil {
 		return 0, false, err
 	}
 	if r.SuiteHash != "" {
-		more, err := db.sameSource(r)
+		more, err := db.sameRuns(r, "suite_hash", r.SuiteHash)
 		if err != nil {
 			return 0, false, err
 		}
@@ -389,18 +390,6 @@ func (db *DB) FindRecord(rec *RunRecord) (int64, bool, error) {
 		}
 	}
 	return 0, false, nil
-}
-
-// sameSource are the stored runs of r's suite hash, suite, tag, commit and
-// machine, newest first, whatever their start.
-func (db *DB) sameSource(r *Run) ([]int64, error) {
-	hash, _, err := machineHash(r.Machine)
-	if err != nil {
-		return nil, err
-	}
-	return db.runIDs(`WHERE suite_hash = ? AND suite_name = ? AND tag = ? AND git_commit = ?
-		AND machine_id IN (SELECT id FROM machines WHERE content_hash = ?)`, 0,
-		r.SuiteHash, r.SuiteName, r.Tag, strings.ToLower(r.GitCommit), hash)
 }
 
 // content is what a run measured, for telling two runs of one start apart:
