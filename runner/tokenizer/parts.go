@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,23 +140,36 @@ func (p pattern) compile() (*regexp2.Regexp, string, error) {
 	return nil, "", fmt.Errorf("pattern names neither String nor Regex")
 }
 
-// spans are the [start, end) byte offsets of re's (or the literal's)
-// matches in s, left to right. Past deadline it stops with an error: a
-// pattern that is quick on each match can still be quadratic in the text.
-func spans(re *regexp2.Regexp, lit, s string, deadline time.Time) ([][2]int, error) {
-	var out [][2]int
-	if re == nil {
-		if lit == "" {
-			return nil, nil
-		}
-		for off := 0; ; {
-			i := strings.Index(s[off:], lit)
-			if i < 0 {
-				return out, nil
-			}
-			out = append(out, [2]int{off + i, off + i + len(lit)})
-			off += i + len(lit)
-		}
+// compileSplit is a Split's pattern as HF compiles it: a String is the
+// regex matching it literally (an empty one matches at every character).
+func (p pattern) compileSplit() (*regexp2.Regexp, error) {
+	re, lit, err := p.compile()
+	if err != nil || re != nil {
+		return re, err
+	}
+	re, err = regexp2.Compile(regexp2.Escape(lit), regexp2.None)
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", lit, err)
+	}
+	re.MatchTimeout = matchTimeout
+	return re, nil
+}
+
+// stretch is a part of a text and whether the pattern matched it.
+type stretch struct {
+	lo, hi int // byte offsets
+	match  bool
+}
+
+// matchSegments cuts s as HF's Pattern::find_matches cuts it: the matches
+// and the stretches between them, in order, covering s. An empty match is
+// kept, as Oniguruma's find_iter gives it (one right where the last match
+// ended is skipped), since it still cuts the text around it. Past deadline
+// it stops with an error: a pattern that is quick on each match can still
+// be quadratic in the text.
+func matchSegments(re *regexp2.Regexp, s string, deadline time.Time) ([]stretch, error) {
+	if s == "" {
+		return nil, nil
 	}
 	runes := []rune(s)
 	// Rune index to byte offset.
@@ -163,17 +177,28 @@ func spans(re *regexp2.Regexp, lit, s string, deadline time.Time) ([][2]int, err
 	for i, r := range runes {
 		at[i+1] = at[i] + utf8.RuneLen(r)
 	}
+	var out []stretch
+	prev, lastEnd := 0, -1
 	m, err := re.FindRunesMatch(runes)
 	for ; m != nil && err == nil; m, err = re.FindNextMatch(m) {
-		if m.Length > 0 {
-			out = append(out, [2]int{at[m.Index], at[m.Index+m.Length]})
-		}
+		lo, hi := m.Index, m.Index+m.Length
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("regex %q: %w", re.String(), errBudget)
 		}
+		if lo == hi && hi == lastEnd {
+			continue
+		}
+		if at[lo] > prev {
+			out = append(out, stretch{prev, at[lo], false})
+		}
+		out = append(out, stretch{at[lo], at[hi], true})
+		prev, lastEnd = at[hi], hi
 	}
 	if err != nil {
 		return nil, fmt.Errorf("regex %q: %v", re.String(), err)
+	}
+	if prev < len(s) {
+		out = append(out, stretch{prev, len(s), false})
 	}
 	return out, nil
 }
@@ -373,35 +398,97 @@ type pass struct {
 	deadline time.Time
 }
 
+// splitBehavior is HF's SplitDelimiterBehavior: what a Split does with
+// the stretches its pattern matched.
+type splitBehavior int
+
+const (
+	isolated           splitBehavior = iota // every stretch a piece
+	removed                                 // the matches go, the rest are pieces
+	mergedWithPrevious                      // a match joins the stretch before it
+	mergedWithNext                          // a match joins the stretch after it
+	contiguous                              // adjacent matches, and adjacent non-matches, are one piece
+)
+
+var splitBehaviors = map[string]splitBehavior{
+	"Isolated": isolated, "Removed": removed, "MergedWithPrevious": mergedWithPrevious,
+	"MergedWithNext": mergedWithNext, "Contiguous": contiguous,
+}
+
 type splitPre struct {
-	re     *regexp2.Regexp
-	lit    string
-	remove bool // Removed: the matches go; Isolated: every part stays
-	invert bool
+	re       *regexp2.Regexp // a String pattern is its escaped regex, as HF compiles it
+	behavior splitBehavior
+	invert   bool
 }
 
 func (p splitPre) split(pieces []string, at pass) ([]string, error) {
 	var out []string
 	for _, s := range pieces {
-		sp, err := spans(p.re, p.lit, s, at.deadline)
+		segs, err := matchSegments(p.re, s, at.deadline)
 		if err != nil {
 			return nil, err
 		}
-		prev := 0
-		for _, m := range sp {
-			if m[0] > prev && !(p.remove && p.invert) {
-				out = append(out, s[prev:m[0]])
+		if p.invert {
+			for i := range segs {
+				segs[i].match = !segs[i].match
 			}
-			if !(p.remove && !p.invert) {
-				out = append(out, s[m[0]:m[1]])
-			}
-			prev = m[1]
 		}
-		if prev < len(s) && !(p.remove && p.invert) {
-			out = append(out, s[prev:])
+		for _, g := range p.behavior.apply(segs) {
+			// Empty pieces (an empty match's) are dropped, as HF's
+			// PreTokenizedString::split drops them.
+			if !g.match && g.hi > g.lo {
+				out = append(out, s[g.lo:g.hi])
+			}
 		}
 	}
 	return out, nil
+}
+
+// apply folds the segments into pieces as HF's NormalizedString::split
+// does, each fold read from its source; a piece whose match is true is
+// removed.
+func (b splitBehavior) apply(segs []stretch) []stretch {
+	var acc []stretch
+	prevMatch := false
+	switch b {
+	case isolated:
+		for _, g := range segs {
+			acc = append(acc, stretch{g.lo, g.hi, false})
+		}
+	case removed:
+		acc = segs
+	case contiguous:
+		for _, g := range segs {
+			if g.match == prevMatch && len(acc) > 0 {
+				acc[len(acc)-1].hi = g.hi
+			} else {
+				acc = append(acc, stretch{g.lo, g.hi, false})
+			}
+			prevMatch = g.match
+		}
+	case mergedWithPrevious:
+		for _, g := range segs {
+			if g.match && !prevMatch && len(acc) > 0 {
+				acc[len(acc)-1].hi = g.hi
+			} else {
+				acc = append(acc, stretch{g.lo, g.hi, false})
+			}
+			prevMatch = g.match
+		}
+	case mergedWithNext:
+		// HF folds from the end and reverses the result.
+		for i := len(segs) - 1; i >= 0; i-- {
+			g := segs[i]
+			if g.match && !prevMatch && len(acc) > 0 {
+				acc[len(acc)-1].lo = g.lo
+			} else {
+				acc = append(acc, stretch{g.lo, g.hi, false})
+			}
+			prevMatch = g.match
+		}
+		slices.Reverse(acc)
+	}
+	return acc
 }
 
 // gpt2Split is GPT-2's pre-tokenizing regex, which ByteLevel applies with
@@ -515,14 +602,15 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
-			re, lit, err := v.Pattern.compile()
+			re, err := v.Pattern.compileSplit()
 			if err != nil {
 				return nil, err
 			}
-			if v.Behavior != "Isolated" && v.Behavior != "Removed" {
-				return nil, fmt.Errorf("Split behavior %q is not supported (Isolated, Removed)", v.Behavior)
+			b, ok := splitBehaviors[v.Behavior]
+			if !ok {
+				return nil, fmt.Errorf("Split behavior %q is not one of HF's (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous)", v.Behavior)
 			}
-			out = append(out, splitPre{re: re, lit: lit, remove: v.Behavior == "Removed", invert: v.Invert})
+			out = append(out, splitPre{re: re, behavior: b, invert: v.Invert})
 		case "ByteLevel":
 			var v struct {
 				AddPrefixSpace bool  `json:"add_prefix_space"`

@@ -100,7 +100,7 @@ func TestBadInput(t *testing.T) {
 		{"normalizer", fmtBase(base, `, "normalizer": {"type": "BertNormalizer"}`), `normalizer: "BertNormalizer" is not supported`},
 		{"pre-tokenizer", fmtBase(base, `, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}]}`), `pre_tokenizer: pretokenizers[0]: "Whitespace" is not supported`},
 		{"bad regex", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated", "invert": false}`), `pre_tokenizer: regex "(a"`},
-		{"behavior", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Contiguous", "invert": false}`), `Split behavior "Contiguous" is not supported`},
+		{"behavior", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Merged", "invert": false}`), `pre_tokenizer: Split behavior "Merged" is not one of HF's (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous)`},
 		{"sequence", fmtBase(base, `, "decoder": {"type": "Sequence", "decoders": 3}`), "decoder: decoders is a JSON number, want a list"},
 		// A wrong type inside a part names the part's place and its key.
 		{"prepend", fmtBase(base, `, "normalizer": {"type": "Prepend", "prepend": 5}`), "normalizer: prepend is a JSON number, want a string"},
@@ -861,5 +861,63 @@ func TestLegacyMerges(t *testing.T) {
 			continue
 		}
 		checkEncodes(t, tc.name, tok, err, "aba", tc.want)
+	}
+}
+
+// A Split cuts as HF's NormalizedString::split does with each of its five
+// behaviors, inverted or not: an empty match (of b*, a|, or an empty
+// String) still cuts the text around it, and one right where a match
+// ended is skipped, as Oniguruma's find_iter skips it. Each case's pieces
+// are tokenizers 0.23.2's (its npm package).
+func TestSplitBehaviors(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, behavior string
+		invert            bool
+		text              string
+		want              []string
+	}{
+		{`{"String": "-"}`, "Isolated", false, "the-final--countdown", []string{"the", "-", "final", "-", "-", "countdown"}},
+		{`{"String": "-"}`, "Isolated", true, "the-final--countdown", []string{"the", "-", "final", "-", "-", "countdown"}},
+		{`{"String": "-"}`, "Removed", false, "the-final--countdown", []string{"the", "final", "countdown"}},
+		{`{"String": "-"}`, "Removed", true, "the-final--countdown", []string{"-", "-", "-"}},
+		{`{"String": "-"}`, "Contiguous", false, "the-final--countdown", []string{"the", "-", "final", "--", "countdown"}},
+		{`{"String": "-"}`, "Contiguous", true, "the-final--countdown", []string{"the", "-", "final", "--", "countdown"}},
+		{`{"String": "-"}`, "MergedWithPrevious", false, "the-final--countdown", []string{"the-", "final-", "-", "countdown"}},
+		{`{"String": "-"}`, "MergedWithPrevious", true, "the-final--countdown", []string{"the", "-final", "-", "-countdown"}},
+		{`{"String": "-"}`, "MergedWithNext", false, "the-final--countdown", []string{"the", "-final", "-", "-countdown"}},
+		{`{"String": "-"}`, "MergedWithNext", true, "the-final--countdown", []string{"the-", "final-", "-", "countdown"}},
+		{`{"Regex": "(?:\\r?\\n)+"}`, "Isolated", false, "a\r\nb\n\nc\n", []string{"a", "\r\n", "b", "\n\n", "c", "\n"}},
+		{`{"Regex": "(?:\\r?\\n)+"}`, "Removed", false, "a\r\nb\n\nc\n", []string{"a", "b", "c"}},
+		{`{"Regex": "(?:\\r?\\n)+"}`, "Contiguous", false, "a\r\nb\n\nc\n", []string{"a", "\r\n", "b", "\n\n", "c", "\n"}},
+		{`{"Regex": "(?:\\r?\\n)+"}`, "MergedWithPrevious", false, "a\r\nb\n\nc\n", []string{"a\r\n", "b\n\n", "c\n"}},
+		{`{"Regex": "(?:\\r?\\n)+"}`, "MergedWithNext", false, "a\r\nb\n\nc\n", []string{"a", "\r\nb", "\n\nc", "\n"}},
+		{`{"Regex": "b*"}`, "Isolated", false, "xaybbz", []string{"x", "a", "y", "bb", "z"}},
+		{`{"Regex": "b*"}`, "Removed", false, "xaybbz", []string{"x", "a", "y", "z"}},
+		{`{"Regex": "b*"}`, "Contiguous", false, "xaybbz", []string{"x", "a", "y", "bb", "z"}},
+		{`{"Regex": "b*"}`, "MergedWithPrevious", false, "xaybbz", []string{"x", "a", "ybb", "z"}},
+		{`{"Regex": "b*"}`, "MergedWithNext", false, "xaybbz", []string{"x", "a", "y", "bbz"}},
+		{`{"Regex": "a|"}`, "Isolated", false, "aab", []string{"a", "a", "b"}},
+		{`{"Regex": "a|"}`, "Removed", false, "aab", []string{"b"}},
+		{`{"Regex": "a|"}`, "Contiguous", false, "aab", []string{"aa", "b"}},
+		{`{"Regex": "a|"}`, "MergedWithPrevious", false, "aab", []string{"a", "a", "b"}},
+		{`{"Regex": "a|"}`, "MergedWithNext", false, "aab", []string{"a", "ab"}},
+		{`{"String": ""}`, "Isolated", false, "xay", []string{"x", "a", "y"}},
+		{`{"String": ""}`, "Removed", false, "xay", []string{"x", "a", "y"}},
+		{`{"String": ""}`, "Contiguous", false, "xay", []string{"x", "a", "y"}},
+		{`{"String": ""}`, "MergedWithPrevious", false, "xay", []string{"x", "a", "y"}},
+		{`{"String": ""}`, "MergedWithNext", false, "xay", []string{"x", "a", "y"}},
+	} {
+		pre, err := readPreTokenizers(json.RawMessage(fmt.Sprintf(`{"type": "Split", "pattern": %s, "behavior": %q, "invert": %v}`, tc.pattern, tc.behavior, tc.invert)))
+		if err != nil {
+			t.Errorf("%s %s: %v", tc.pattern, tc.behavior, err)
+			continue
+		}
+		got, err := pre[0].split([]string{tc.text}, pass{first: true, deadline: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s (invert %v) splits %q as %q, HF tokenizers as %q", tc.pattern, tc.behavior, tc.invert, tc.text, got, tc.want)
+		}
 	}
 }
