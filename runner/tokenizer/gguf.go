@@ -27,6 +27,9 @@ const (
 // whether a prompt starts with BOS unless the file says otherwise.
 type ggufPre struct {
 	regexes []string
+	// behaviors are the regexes' Split behaviors where the model's
+	// tokenizer.json has one other than Isolated, by the regex's index.
+	behaviors map[int]string
 	// digits: after the regexes, HF's Digits with individual_digits, each
 	// number character (Rust's char::is_numeric) a piece of its own, where
 	// the model's tokenizer.json has that step and llama.cpp a regex.
@@ -140,7 +143,10 @@ var ggufPres = func() map[string]ggufPre {
 	group(ggufPre{regexes: []string{bailingSplit}}, "bailingmoe", "bailingmoe2", "llada-moe")
 	group(ggufPre{regexes: []string{exaoneMoESplit}}, "exaone-moe")
 	group(ggufPre{regexes: []string{jais2Split}}, "jais-2")
-	group(ggufPre{regexes: []string{`[^\n]+|[\n]+`, qwen2Split}}, "laguna")
+	// Laguna's tokenizer.json first joins each run of line breaks to the
+	// line after it (MergedWithNext), where llama.cpp splits lines with
+	// `[^\n]+|[\n]+`, which parts a \r from its \n.
+	group(ggufPre{regexes: []string{`(?:\r?\n)+`, qwen2Split}, behaviors: map[int]string{0: "MergedWithNext"}}, "laguna")
 	group(ggufPre{regexes: []string{`[\p{P}\$\+<=>\^~\|` + "`" + `]+`, gpt2SplitStrict, `[0-9][0-9][0-9]`}}, "falcon")
 	group(ggufPre{regexes: []string{bloomSplit}}, "bloom", "poro-chat", "gpt3-finnish")
 	group(ggufPre{regexes: []string{bloomSplit, `\p{N}`}}, "viking")
@@ -433,8 +439,12 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	t.ignoreMerges = pre.ignoreMerges
 	t.kind = "byte-level BPE, pre-tokenizer " + name + " (GGUF)"
 	var parts []any
-	for _, re := range pre.regexes {
-		parts = append(parts, map[string]any{"type": "Split", "pattern": map[string]string{"Regex": re}, "behavior": "Isolated", "invert": false})
+	for i, re := range pre.regexes {
+		b := pre.behaviors[i]
+		if b == "" {
+			b = "Isolated"
+		}
+		parts = append(parts, map[string]any{"type": "Split", "pattern": map[string]string{"Regex": re}, "behavior": b, "invert": false})
 	}
 	if pre.digits {
 		parts = append(parts, map[string]any{"type": "Digits", "individual_digits": true})

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -191,6 +192,10 @@ func TestGGUFPreTokenizers(t *testing.T) {
 		{"jais-2", "a       b", []string{"a", "    ", "  ", " b"}},
 		// Lines first: the spaces ending one are not the newline's.
 		{"laguna", "a  \nb", []string{"a", "  ", "\n", "b"}},
+		// Line breaks join the line after them (MergedWithNext), as in
+		// the model's tokenizer.json: \r\n is one piece, not two.
+		{"laguna", "a\r\nb", []string{"a", "\r\n", "b"}},
+		{"laguna", "x;\r\n\r\n  y\n", []string{"x", ";", "\r\n\r\n", " ", " y", "\n"}},
 		{"qwen2", "a  \nb", []string{"a", "  \n", "b"}},
 		// A backtick is punctuation, and digits are not split from the
 		// space before them.
@@ -311,10 +316,17 @@ func TestGGUFPreSplitsMatchHF(t *testing.T) {
 	escapeCRLF := strings.NewReplacer("\r", `\r`, "\n", `\n`)
 	for name, hf := range want.Pres {
 		var regexes []string
+		var behaviors map[int]string
 		digits := false
 		for i, p := range hf.Chain {
 			switch {
-			case p.Type == "Split" && p.Behavior == "Isolated" && !p.Invert && !digits:
+			case p.Type == "Split" && !p.Invert && !digits:
+				if p.Behavior != "Isolated" {
+					if behaviors == nil {
+						behaviors = map[int]string{}
+					}
+					behaviors[len(regexes)] = p.Behavior
+				}
 				regexes = append(regexes, escapeCRLF.Replace(p.Pattern.Regex))
 			case p.Type == "Digits" && p.Individual && i == len(hf.Chain)-1:
 				digits = true
@@ -322,8 +334,8 @@ func TestGGUFPreSplitsMatchHF(t *testing.T) {
 				t.Fatalf("%s: step %d %+v is not a Split before a closing Digits", name, i, p)
 			}
 		}
-		if got := ggufPres[name]; !slices.Equal(got.regexes, regexes) || got.digits != digits {
-			t.Errorf("%s is read as %q (digits %v), tokenizer.json's chain is %q (digits %v)", name, got.regexes, got.digits, regexes, digits)
+		if got := ggufPres[name]; !slices.Equal(got.regexes, regexes) || !maps.Equal(got.behaviors, behaviors) || got.digits != digits {
+			t.Errorf("%s is read as %q %v (digits %v), tokenizer.json's chain is %q %v (digits %v)", name, got.regexes, got.behaviors, got.digits, regexes, behaviors, digits)
 			continue
 		}
 		tok, err := preTokenizerOnly(t, name)
@@ -398,8 +410,8 @@ func TestGGUFPreNames(t *testing.T) {
 		{"kanana2", "gpt-4o"}, {"talkie", "gpt-4o"}, {"minimax-m2", "gpt-4o"}, {"bailingmoe2", "bailingmoe"},
 		{"llada-moe", "bailingmoe"}, {"poro-chat", "bloom"}, {"gpt3-finnish", "bloom"}, {"joyai-llm", "deepseek-v3"},
 	} {
-		if got, want := ggufPres[tc.name], ggufPres[tc.as]; !slices.Equal(got.regexes, want.regexes) || got.digits != want.digits ||
-			got.ignoreMerges != want.ignoreMerges || got.addBOS != want.addBOS {
+		if got, want := ggufPres[tc.name], ggufPres[tc.as]; !slices.Equal(got.regexes, want.regexes) || !maps.Equal(got.behaviors, want.behaviors) ||
+			got.digits != want.digits || got.ignoreMerges != want.ignoreMerges || got.addBOS != want.addBOS {
 			t.Errorf("%s is read as %+v, want %s's %+v", tc.name, got, tc.as, want)
 		}
 	}
