@@ -449,11 +449,11 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	if pre.digits {
 		parts = append(parts, map[string]any{"type": "Digits", "individual_digits": true})
 	}
-	parts = append(parts, map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false})
+	parts = append(parts, map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false})
 	if t.preTok, err = readPreTokenizers(sequence("pretokenizers", parts)); err != nil {
 		return pre, fmt.Errorf("tokenizer.ggml.pre %q: %w", name, err)
 	}
-	t.decode, err = readDecoders(json.RawMessage(`{"type": "ByteLevel"}`))
+	t.decode, err = readDecoders(json.RawMessage(`{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false}`))
 	return pre, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,9 +33,34 @@ type part struct {
 // its key, as the rest of the file's errors are (internal/jsonerr). The
 // reader of the section puts the part's path before every error of it
 // (partErr).
+//
+// A field of v tagged required:"true" must be in the object, not null:
+// HF's serde definitions give those no default, and HF refuses a file
+// lacking one where Go would read a zero value.
 func (p part) decode(v any) error {
 	if err := json.Unmarshal(p.raw, v); err != nil {
 		return explain(err, p.raw, "")
+	}
+	t := reflect.TypeOf(v)
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	t = t.Elem()
+	var keys map[string]json.RawMessage
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("required") != "true" {
+			continue
+		}
+		if keys == nil {
+			if err := json.Unmarshal(p.raw, &keys); err != nil {
+				return explain(err, p.raw, "")
+			}
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if v, ok := keys[name]; !ok || string(v) == "null" {
+			return fmt.Errorf("%s has no %q: HF tokenizers requires it", p.Type, name)
+		}
 	}
 	return nil
 }
@@ -211,8 +237,8 @@ func (r replace) apply(s string) string { return strings.ReplaceAll(s, r.from, r
 
 func readReplace(p part) (replace, error) {
 	var v struct {
-		Pattern pattern `json:"pattern"`
-		Content string  `json:"content"`
+		Pattern pattern `json:"pattern" required:"true"`
+		Content string  `json:"content" required:"true"`
 	}
 	if err := p.decode(&v); err != nil {
 		return replace{}, err
@@ -296,7 +322,7 @@ func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
 			out = append(out, normFunc(lowercase))
 		case "Prepend":
 			var v struct {
-				Prepend string `json:"prepend"`
+				Prepend string `json:"prepend" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, err
@@ -495,6 +521,15 @@ func (b splitBehavior) apply(segs []stretch) []stretch {
 // use_regex.
 const gpt2Split = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
+// byteLevelFields are a ByteLevel pre-tokenizer's, post-processor's or
+// decoder's fields (one struct in HF, which requires the first two of all
+// three); trim_offsets moves offsets only, which are not kept here.
+type byteLevelFields struct {
+	AddPrefixSpace bool  `json:"add_prefix_space" required:"true"`
+	TrimOffsets    bool  `json:"trim_offsets" required:"true"`
+	UseRegex       *bool `json:"use_regex"`
+}
+
 type byteLevelPre struct {
 	prefixSpace bool
 	regex       *splitPre
@@ -595,9 +630,9 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 		switch p.Type {
 		case "Split":
 			var v struct {
-				Pattern  pattern `json:"pattern"`
-				Behavior string  `json:"behavior"`
-				Invert   bool    `json:"invert"`
+				Pattern  pattern `json:"pattern" required:"true"`
+				Behavior string  `json:"behavior" required:"true"`
+				Invert   bool    `json:"invert" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, err
@@ -612,10 +647,7 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			}
 			out = append(out, splitPre{re: re, behavior: b, invert: v.Invert})
 		case "ByteLevel":
-			var v struct {
-				AddPrefixSpace bool  `json:"add_prefix_space"`
-				UseRegex       *bool `json:"use_regex"`
-			}
+			var v byteLevelFields
 			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
@@ -628,7 +660,7 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			out = append(out, b)
 		case "Metaspace":
 			var v struct {
-				Replacement    string `json:"replacement"`
+				Replacement    string `json:"replacement" required:"true"`
 				PrependScheme  string `json:"prepend_scheme"`
 				AddPrefixSpace *bool  `json:"add_prefix_space"` // before prepend_scheme
 				Split          *bool  `json:"split"`
@@ -649,7 +681,7 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			out = append(out, m)
 		case "Digits":
 			var v struct {
-				Individual bool `json:"individual_digits"`
+				Individual bool `json:"individual_digits" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, err
@@ -693,6 +725,9 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 		cur = p
 		switch p.Type {
 		case "ByteLevel":
+			if err := p.decode(&byteLevelFields{}); err != nil {
+				return nil, nil, err
+			}
 		case "TemplateProcessing":
 			var v struct {
 				Single []struct {
@@ -702,10 +737,11 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 					Sequence *struct {
 						ID string `json:"id"`
 					} `json:"Sequence"`
-				} `json:"single"`
+				} `json:"single" required:"true"`
+				Pair          json.RawMessage `json:"pair" required:"true"` // the template of two texts, not used
 				SpecialTokens map[string]struct {
 					IDs []int `json:"ids"`
-				} `json:"special_tokens"`
+				} `json:"special_tokens" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, nil, err
@@ -737,8 +773,8 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 			}
 		case "RobertaProcessing", "BertProcessing":
 			var v struct {
-				Sep [2]json.RawMessage `json:"sep"`
-				Cls [2]json.RawMessage `json:"cls"`
+				Sep [2]json.RawMessage `json:"sep" required:"true"`
+				Cls [2]json.RawMessage `json:"cls" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, nil, err
@@ -797,6 +833,9 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 		cur = p
 		switch p.Type {
 		case "ByteLevel":
+			if err := p.decode(&byteLevelFields{}); err != nil {
+				return nil, err
+			}
 			out = append(out, decFunc(byteLevelDecode))
 		case "ByteFallback":
 			out = append(out, decFunc(byteFallbackDecode))
@@ -810,9 +849,9 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 			out = append(out, perToken(func(_ int, s string) string { return r.apply(s) }))
 		case "Strip":
 			var v struct {
-				Content string `json:"content"`
-				Start   int    `json:"start"`
-				Stop    int    `json:"stop"`
+				Content string `json:"content" required:"true"`
+				Start   int    `json:"start" required:"true"`
+				Stop    int    `json:"stop" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, err
@@ -834,7 +873,7 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 			}))
 		case "Metaspace":
 			var v struct {
-				Replacement   string `json:"replacement"`
+				Replacement   string `json:"replacement" required:"true"`
 				PrependScheme string `json:"prepend_scheme"`
 			}
 			if err := p.decode(&v); err != nil {

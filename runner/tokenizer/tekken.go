@@ -174,12 +174,12 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 	}
 	parts := []any{
 		map[string]any{"type": "Split", "pattern": map[string]string{"Regex": *c.Pattern}, "behavior": "Isolated", "invert": false},
-		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false},
+		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
 	}
 	if t.preTok, err = readPreTokenizers(sequence("pretokenizers", parts)); err != nil {
 		return nil, fmt.Errorf("config.pattern: %w", err)
 	}
-	if t.decode, err = readDecoders(json.RawMessage(`{"type": "ByteLevel"}`)); err != nil {
+	if t.decode, err = readDecoders(json.RawMessage(`{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false}`)); err != nil {
 		return nil, err
 	}
 	// mistral-common's bos_id and eos_id are these texts' ids; a prompt

@@ -111,7 +111,7 @@ func TestBadInput(t *testing.T) {
 		{"nested pattern", fmtBase(base, `, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": 7}, "behavior": "Isolated"}]}`), "pre_tokenizer: pretokenizers[0]: pattern.Regex is a JSON number, want a string"},
 		{"decoder content", fmtBase(base, `, "decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": 1, "start": 1, "stop": 0}]}`), "decoder: decoders[0]: content is a JSON number, want a string"},
 		{"template", fmtBase(base, `, "post_processor": {"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": "x"}]}`), `post_processor: processors[0]: single is a JSON string ("x"), want a list`},
-		{"template id", fmtBase(base, `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {"<s>": {"ids": [99]}}}`), `special token "<s>" has id 99, outside the vocabulary`},
+		{"template id", fmtBase(base, `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "pair": [], "special_tokens": {"<s>": {"ids": [99]}}}`), `special token "<s>" has id 99, outside the vocabulary`},
 		// Which piece an id shared by two decodes to would be a map's order.
 		{"two pieces, one id", `{"model": {"type": "BPE", "vocab": {"c": 1, "b": 0, "a": 0}}}`, `model.vocab: "a" and "b" both have id 0`},
 		// HF gives an added token the id its text has, else the next after
@@ -323,7 +323,7 @@ func TestEncodeBounds(t *testing.T) {
 	if _, err := tok.Encode("Hello world lll", true); err == nil || !strings.Contains(err.Error(), "grow the text past 64 times") {
 		t.Errorf("a Replace chain: %v", err)
 	}
-	slow := `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a*b|a"}, "behavior": "Isolated"}}`
+	slow := `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a*b|a"}, "behavior": "Isolated", "invert": false}}`
 	if tok, err = Parse([]byte(slow)); err != nil {
 		t.Fatal(err)
 	}
@@ -918,6 +918,57 @@ func TestSplitBehaviors(t *testing.T) {
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s %s (invert %v) splits %q as %q, HF tokenizers as %q", tc.pattern, tc.behavior, tc.invert, tc.text, got, tc.want)
+		}
+	}
+}
+
+// A normalizer, pre-tokenizer, post-processor or decoder lacking a field
+// HF's serde definition requires (one without #[serde(default)] or Option)
+// is refused, as HF refuses the file, naming the part and the field; a
+// field HF defaults may be left out. Each case checked against tokenizers
+// 0.23.2 (its npm package).
+func TestPartFieldsRequired(t *testing.T) {
+	const model = `{"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []}, `
+	const template = `"single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}`
+	for _, tc := range []struct {
+		section, part, want string // want "" where HF reads it
+	}{
+		{"normalizer", `{"type": "Prepend"}`, `normalizer: Prepend has no "prepend"`},
+		{"normalizer", `{"type": "Prepend", "prepend": null}`, `normalizer: Prepend has no "prepend"`},
+		{"normalizer", `{"type": "Replace", "content": "x"}`, `normalizer: Replace has no "pattern"`},
+		{"normalizer", `{"type": "Replace", "pattern": {"String": "a"}}`, `normalizer: Replace has no "content"`},
+		{"normalizer", `{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Prepend"}]}`, `normalizer: normalizers[1]: Prepend has no "prepend"`},
+		{"pre_tokenizer", `{"type": "Split", "behavior": "Isolated", "invert": false}`, `pre_tokenizer: Split has no "pattern"`},
+		{"pre_tokenizer", `{"type": "Split", "pattern": {"String": " "}, "invert": false}`, `pre_tokenizer: Split has no "behavior"`},
+		{"pre_tokenizer", `{"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated"}`, `pre_tokenizer: Split has no "invert"`},
+		{"pre_tokenizer", `{"type": "ByteLevel", "trim_offsets": true}`, `pre_tokenizer: ByteLevel has no "add_prefix_space"`},
+		{"pre_tokenizer", `{"type": "ByteLevel", "add_prefix_space": false}`, `pre_tokenizer: ByteLevel has no "trim_offsets"`},
+		{"pre_tokenizer", `{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true}`, ""},
+		{"pre_tokenizer", `{"type": "Metaspace", "prepend_scheme": "always"}`, `pre_tokenizer: Metaspace has no "replacement"`},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁"}`, ""},
+		{"pre_tokenizer", `{"type": "Digits"}`, `pre_tokenizer: Digits has no "individual_digits"`},
+		{"post_processor", `{"type": "TemplateProcessing", "pair": [], "special_tokens": {}}`, `post_processor: TemplateProcessing has no "single"`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [], "special_tokens": {}}`, `post_processor: TemplateProcessing has no "pair"`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [], "pair": []}`, `post_processor: TemplateProcessing has no "special_tokens"`},
+		{"post_processor", `{"type": "TemplateProcessing", ` + template + `}`, ""},
+		{"post_processor", `{"type": "ByteLevel", "add_prefix_space": false}`, `post_processor: ByteLevel has no "trim_offsets"`},
+		{"post_processor", `{"type": "RobertaProcessing", "sep": ["<s>", 1]}`, `post_processor: RobertaProcessing has no "cls"`},
+		{"post_processor", `{"type": "RobertaProcessing", "sep": ["<s>", 1], "cls": ["<s>", 1]}`, ""},
+		{"post_processor", `{"type": "BertProcessing", "cls": ["<s>", 1]}`, `post_processor: BertProcessing has no "sep"`},
+		{"post_processor", `{"type": "Sequence", "processors": [{"type": "BertProcessing", "cls": ["<s>", 1]}]}`, `post_processor: processors[0]: BertProcessing has no "sep"`},
+		{"decoder", `{"type": "ByteLevel"}`, `decoder: ByteLevel has no "add_prefix_space"`},
+		{"decoder", `{"type": "Replace", "pattern": {"String": "▁"}}`, `decoder: Replace has no "content"`},
+		{"decoder", `{"type": "Strip", "content": " ", "start": 1}`, `decoder: Strip has no "stop"`},
+		{"decoder", `{"type": "Strip", "start": 1, "stop": 0}`, `decoder: Strip has no "content"`},
+		{"decoder", `{"type": "Metaspace"}`, `decoder: Metaspace has no "replacement"`},
+		{"decoder", `{"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Strip", "content": " ", "stop": 0}]}`, `decoder: decoders[1]: Strip has no "start"`},
+	} {
+		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
 		}
 	}
 }
