@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
 )
 
 // testdata holds tokenizer.json files in the shapes checkpoints ship,
@@ -970,5 +972,50 @@ func TestPartFieldsRequired(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
 		}
+	}
+}
+
+// Each of linearForms finds the same matches as the regex it stands for,
+// on 200,000 random texts of whitespace of several kinds (newlines among
+// them, last or not), letters, digits and punctuation; and DeepSeek LLM's
+// split takes a long run of spaces before a digit in linear time, where
+// \s+$ took about a second for 10,000 and ran past its match timeout at 30,000.
+func TestLinearForms(t *testing.T) {
+	alphabet := []rune{' ', ' ', '\t', '\n', '\r', '\u3000', '\u00a0', 'a', 'Z', '1', '!', '中'}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for orig, lin := range linearForms {
+		a, b := regexp2.MustCompile(orig, regexp2.None), regexp2.MustCompile(lin, regexp2.None)
+		matches := func(re *regexp2.Regexp, s []rune) [][2]int {
+			var out [][2]int
+			m, err := re.FindRunesMatch(s)
+			for ; m != nil && err == nil; m, err = re.FindNextMatch(m) {
+				out = append(out, [2]int{m.Index, m.Length})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		for range 200000 {
+			s := make([]rune, rng.IntN(12))
+			for i := range s {
+				s[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			if got, want := matches(b, s), matches(a, s); !slices.Equal(got, want) {
+				t.Fatalf("%s finds %v in %q, %s %v", lin, got, string(s), orig, want)
+			}
+		}
+	}
+	tok, err := preTokenizerOnly(t, "deepseek-llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spaces := strings.Repeat(" ", 30000)
+	start := time.Now()
+	if got, want := preSplit(t, tok, spaces+"1"), []string{spaces, "1"}; !slices.Equal(got, want) {
+		t.Errorf("deepseek-llm splits 30,000 spaces and a digit into %d pieces, want 2", len(got))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("deepseek-llm took %v to split 30,000 spaces and a digit", d)
 	}
 }
