@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -34,35 +35,103 @@ type part struct {
 // reader of the section puts the part's path before every error of it
 // (partErr).
 //
-// A field of v tagged required:"true" must be in the object, not null:
-// HF's serde definitions give those no default, and HF refuses a file
-// lacking one where Go would read a zero value.
+// A field of v tagged required:"true", at any depth, must be in the object
+// and not null: HF's serde definitions give those no default, and HF
+// refuses a file lacking one where Go would read a zero value.
 func (p part) decode(v any) error {
 	if err := json.Unmarshal(p.raw, v); err != nil {
 		return explain(err, p.raw, "")
 	}
-	t := reflect.TypeOf(v)
-	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	t = t.Elem()
-	var keys map[string]json.RawMessage
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Tag.Get("required") != "true" {
-			continue
+	if at, name := missingField(reflect.TypeOf(v), p.raw); name != "" {
+		if at != "" {
+			return fmt.Errorf("%s has no %q at %s: HF tokenizers requires it", p.Type, name, at)
 		}
-		if keys == nil {
-			if err := json.Unmarshal(p.raw, &keys); err != nil {
-				return explain(err, p.raw, "")
-			}
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if v, ok := keys[name]; !ok || string(v) == "null" {
-			return fmt.Errorf("%s has no %q: HF tokenizers requires it", p.Type, name)
-		}
+		return fmt.Errorf("%s has no %q: HF tokenizers requires it", p.Type, name)
 	}
 	return nil
+}
+
+// missingField is the first field tagged required that raw, read as t,
+// lacks or holds null: its name, and the path of the object that lacks it
+// (single[1].Sequence, "" for raw itself); name is "" if none is missing.
+func missingField(t reflect.Type, raw json.RawMessage) (at, name string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(raw, &keys) != nil {
+			return "", ""
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || key == "" || key == "-" {
+				continue
+			}
+			v, ok := keys[key]
+			if !ok || string(v) == "null" {
+				if f.Tag.Get("required") == "true" {
+					return "", key
+				}
+				continue
+			}
+			if at, name := missingField(f.Type, v); name != "" {
+				if at != "" && at[0] != '[' {
+					at = "." + at
+				}
+				return key + at, name
+			}
+		}
+	case reflect.Slice, reflect.Array, reflect.Map:
+		if !holdsStruct(t.Elem()) {
+			return "", ""
+		}
+		var items map[string]json.RawMessage
+		var list []json.RawMessage
+		if t.Kind() == reflect.Map {
+			if json.Unmarshal(raw, &items) != nil {
+				return "", ""
+			}
+		} else if json.Unmarshal(raw, &list) != nil {
+			return "", ""
+		}
+		for i, it := range list {
+			if at, name := missingField(t.Elem(), it); name != "" {
+				return fmt.Sprintf("[%d]", i) + dotted(at), name
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(items)) {
+			if at, name := missingField(t.Elem(), items[k]); name != "" {
+				return fmt.Sprintf("[%q]", k) + dotted(at), name
+			}
+		}
+	}
+	return "", ""
+}
+
+// dotted puts a dot before a path that goes on with a field's name.
+func dotted(at string) string {
+	if at == "" || at[0] == '[' {
+		return at
+	}
+	return "." + at
+}
+
+// holdsStruct reports whether values of t can hold a struct, whose
+// required fields missingField checks.
+func holdsStruct(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return holdsStruct(t.Elem())
+	}
+	return false
 }
 
 // explain words a JSON error at path inside a section; the part's own
@@ -715,6 +784,19 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 	return out, nil
 }
 
+// templatePiece is a TemplateProcessing template's item, HF's Piece: one
+// of a special token and the text ("A" or "B"), each with its type id.
+type templatePiece struct {
+	SpecialToken *struct {
+		ID     string `json:"id" required:"true"`
+		TypeID uint32 `json:"type_id" required:"true"`
+	} `json:"SpecialToken"`
+	Sequence *struct {
+		ID     string `json:"id" required:"true"`
+		TypeID uint32 `json:"type_id" required:"true"`
+	} `json:"Sequence"`
+}
+
 // readPostProcessor reads the special tokens a single text gets before and
 // after it.
 func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int32, err error) {
@@ -746,21 +828,25 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 			}
 		case "TemplateProcessing":
 			var v struct {
-				Single []struct {
-					SpecialToken *struct {
-						ID string `json:"id"`
-					} `json:"SpecialToken"`
-					Sequence *struct {
-						ID string `json:"id"`
-					} `json:"Sequence"`
-				} `json:"single" required:"true"`
-				Pair          json.RawMessage `json:"pair" required:"true"` // the template of two texts, not used
+				Single        []templatePiece `json:"single" required:"true"`
+				Pair          []templatePiece `json:"pair" required:"true"` // the template of two texts, not used
 				SpecialTokens map[string]struct {
-					IDs []int `json:"ids"`
+					ID     string   `json:"id" required:"true"`
+					IDs    []int    `json:"ids" required:"true"`
+					Tokens []string `json:"tokens" required:"true"`
 				} `json:"special_tokens" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, nil, err
+			}
+			for k, it := range slices.Concat(v.Single, v.Pair) {
+				if (it.SpecialToken == nil) == (it.Sequence == nil) {
+					key, i := "single", k
+					if k >= len(v.Single) {
+						key, i = "pair", k-len(v.Single)
+					}
+					return nil, nil, fmt.Errorf("TemplateProcessing %s[%d]: want one of SpecialToken and Sequence", key, i)
+				}
 			}
 			seen := false
 			for _, it := range v.Single {

@@ -113,7 +113,7 @@ func TestBadInput(t *testing.T) {
 		{"nested pattern", fmtBase(base, `, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": 7}, "behavior": "Isolated"}]}`), "pre_tokenizer: pretokenizers[0]: pattern.Regex is a JSON number, want a string"},
 		{"decoder content", fmtBase(base, `, "decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": 1, "start": 1, "stop": 0}]}`), "decoder: decoders[0]: content is a JSON number, want a string"},
 		{"template", fmtBase(base, `, "post_processor": {"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": "x"}]}`), `post_processor: processors[0]: single is a JSON string ("x"), want a list`},
-		{"template id", fmtBase(base, `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "pair": [], "special_tokens": {"<s>": {"ids": [99]}}}`), `special token "<s>" has id 99, outside the vocabulary`},
+		{"template id", fmtBase(base, `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [99], "tokens": ["<s>"]}}}`), `special token "<s>" has id 99, outside the vocabulary`},
 		// Which piece an id shared by two decodes to would be a map's order.
 		{"two pieces, one id", `{"model": {"type": "BPE", "vocab": {"c": 1, "b": 0, "a": 0}}}`, `model.vocab: "a" and "b" both have id 0`},
 		// HF gives an added token the id its text has, else the next after
@@ -953,6 +953,12 @@ func TestPartFieldsRequired(t *testing.T) {
 		{"post_processor", `{"type": "TemplateProcessing", "single": [], "special_tokens": {}}`, `post_processor: TemplateProcessing has no "pair"`},
 		{"post_processor", `{"type": "TemplateProcessing", "single": [], "pair": []}`, `post_processor: TemplateProcessing has no "special_tokens"`},
 		{"post_processor", `{"type": "TemplateProcessing", ` + template + `}`, ""},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}], "pair": [], "special_tokens": {}}`, `post_processor: TemplateProcessing has no "type_id" at single[0].Sequence`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [], "pair": [{"SpecialToken": {"type_id": 0}}], "special_tokens": {}}`, `post_processor: TemplateProcessing has no "id" at pair[0].SpecialToken`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1]}}}`, `post_processor: TemplateProcessing has no "tokens" at special_tokens["<s>"]`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {"<s>": {"ids": [1], "tokens": ["<s>"]}}}`, `post_processor: TemplateProcessing has no "id" at special_tokens["<s>"]`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [{}], "pair": [], "special_tokens": {}}`, `post_processor: TemplateProcessing single[0]: want one of SpecialToken and Sequence`},
+		{"post_processor", `{"type": "TemplateProcessing", "single": [], "pair": [{"Sequence": {"id": "A", "type_id": 0}, "SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {}}`, `post_processor: TemplateProcessing pair[0]: want one of SpecialToken and Sequence`},
 		{"post_processor", `{"type": "ByteLevel", "add_prefix_space": false}`, `post_processor: ByteLevel has no "trim_offsets"`},
 		{"post_processor", `{"type": "RobertaProcessing", "sep": ["<s>", 1]}`, `post_processor: RobertaProcessing has no "cls"`},
 		{"post_processor", `{"type": "RobertaProcessing", "sep": ["<s>", 1], "cls": ["<s>", 1]}`, ""},
