@@ -218,7 +218,7 @@ type pattern struct {
 
 // matchTimeout bounds one regex match: tokenizer patterns are linear, so a
 // match that runs this long is a hostile pattern, refused, not a hang.
-const matchTimeout = 2 * time.Second
+var matchTimeout = 2 * time.Second
 
 // linearForms are regexes tokenizer files hold that regexp2's backtracking
 // takes quadratic time on, each with a form that finds the same matches in
@@ -306,6 +306,11 @@ func matchSegments(re *regexp2.Regexp, s string, deadline time.Time) ([]stretch,
 		prev, lastEnd = at[hi], hi
 	}
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "match timeout") {
+			// regexp2's error quotes the whole text, which can be
+			// megabytes: the text's length says enough.
+			return nil, fmt.Errorf("regex %q: one match ran past %v in a piece of %d characters", re.String(), re.MatchTimeout, len(runes))
+		}
 		return nil, fmt.Errorf("regex %q: %v", re.String(), err)
 	}
 	if prev < len(s) {

@@ -336,6 +336,18 @@ func TestEncodeBounds(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ran past its time budget") || time.Since(start) > 3*encodeBudget {
 		t.Errorf("a quadratic split: %v after %v", err, time.Since(start))
 	}
+	// One match past its timeout is named by the regex and the piece's
+	// length, not with the piece, which regexp2's own error quotes whole.
+	defer func(d time.Duration) { matchTimeout = d }(matchTimeout)
+	matchTimeout = 100 * time.Millisecond
+	hostile := `{"model": {"type": "BPE", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a|aa)*c"}, "behavior": "Isolated", "invert": false}}`
+	if tok, err = Parse([]byte(hostile)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tok.Encode(strings.Repeat("a", 5000), true)
+	if want := `regex "(a|aa)*c": one match ran past 100ms in a piece of 5000 characters`; err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 200 {
+		t.Errorf("a match past its timeout: %.300v, want %q", err, want)
+	}
 }
 
 // A tokenizer path that is a FIFO (in a folder, or named .gguf) is refused
