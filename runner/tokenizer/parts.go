@@ -654,6 +654,36 @@ func (p byteLevelPre) split(pieces []string, at pass) ([]string, error) {
 	return out, nil
 }
 
+// metaspaceFields are a Metaspace pre-tokenizer's or decoder's fields,
+// one struct in HF, read by its one deserializer.
+type metaspaceFields struct {
+	Replacement    string  `json:"replacement" required:"true"`
+	PrependScheme  *string `json:"prepend_scheme"`
+	AddPrefixSpace *bool   `json:"add_prefix_space"` // before prepend_scheme
+	Split          *bool   `json:"split"`
+}
+
+// read checks the fields as HF's Metaspace deserializer does: the
+// replacement one character (a Rust char), prepend_scheme always (its
+// default), first or never, and add_prefix_space false only beside never.
+func (v metaspaceFields) read() (repl rune, scheme string, err error) {
+	repl, n := utf8.DecodeRuneInString(v.Replacement)
+	if n == 0 || n != len(v.Replacement) {
+		return 0, "", fmt.Errorf("Metaspace replacement %q: want one character", v.Replacement)
+	}
+	scheme = "always"
+	if v.PrependScheme != nil {
+		scheme = *v.PrependScheme
+	}
+	if scheme != "always" && scheme != "first" && scheme != "never" {
+		return 0, "", fmt.Errorf("Metaspace prepend_scheme %q: want always, first or never", scheme)
+	}
+	if v.AddPrefixSpace != nil && !*v.AddPrefixSpace && scheme != "never" {
+		return 0, "", fmt.Errorf("Metaspace add_prefix_space false with prepend_scheme %s: HF tokenizers refuses it (false goes with never)", scheme)
+	}
+	return repl, scheme, nil
+}
+
 type metaspacePre struct {
 	repl   string
 	scheme string // always, first, never
@@ -749,25 +779,15 @@ func readPreTokenizers(raw json.RawMessage) (out []preTokenizer, err error) {
 			}
 			out = append(out, b)
 		case "Metaspace":
-			var v struct {
-				Replacement    string `json:"replacement" required:"true"`
-				PrependScheme  string `json:"prepend_scheme"`
-				AddPrefixSpace *bool  `json:"add_prefix_space"` // before prepend_scheme
-				Split          *bool  `json:"split"`
-			}
+			var v metaspaceFields
 			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
-			m := metaspacePre{repl: v.Replacement, scheme: v.PrependScheme, each: v.Split == nil || *v.Split}
-			if m.scheme == "" {
-				m.scheme = "always"
-				if v.AddPrefixSpace != nil && !*v.AddPrefixSpace {
-					m.scheme = "never"
-				}
+			repl, scheme, err := v.read()
+			if err != nil {
+				return nil, err
 			}
-			if m.repl == "" || (m.scheme != "always" && m.scheme != "first" && m.scheme != "never") {
-				return nil, fmt.Errorf("Metaspace replacement %q, prepend_scheme %q: want a replacement and always, first or never", v.Replacement, v.PrependScheme)
-			}
+			m := metaspacePre{repl: string(repl), scheme: scheme, each: v.Split == nil || *v.Split}
 			out = append(out, m)
 		case "Digits":
 			var v struct {
@@ -979,16 +999,13 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 				return string(r[lo:hi])
 			}))
 		case "Metaspace":
-			var v struct {
-				Replacement   string `json:"replacement" required:"true"`
-				PrependScheme string `json:"prepend_scheme"`
-			}
+			var v metaspaceFields
 			if err := p.decode(&v); err != nil {
 				return nil, err
 			}
-			repl, n := utf8.DecodeRuneInString(v.Replacement)
-			if n == 0 {
-				return nil, fmt.Errorf("Metaspace decoder: no replacement")
+			repl, scheme, err := v.read()
+			if err != nil {
+				return nil, err
 			}
 			// The first token loses its replacements, others read as spaces.
 			out = append(out, perToken(func(i int, s string) string {
@@ -997,7 +1014,7 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 					switch {
 					case r != repl:
 						b.WriteRune(r)
-					case i > 0 || v.PrependScheme == "never":
+					case i > 0 || scheme == "never":
 						b.WriteByte(' ')
 					}
 				}

@@ -1037,3 +1037,37 @@ func TestLinearForms(t *testing.T) {
 		t.Errorf("deepseek-llm took %v to split 30,000 spaces and a digit", d)
 	}
 }
+
+// A Metaspace pre-tokenizer or decoder (one struct in HF) is read as HF's
+// deserializer reads it: its replacement one character, prepend_scheme
+// always, first or never (always where absent), and add_prefix_space
+// false, from files written before prepend_scheme, refused beside any
+// scheme but never. Each case checked against tokenizers 0.23.2 (its npm
+// package).
+func TestMetaspaceFields(t *testing.T) {
+	const model = `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, `
+	for _, tc := range []struct {
+		section, part, want string // want "" where HF reads it
+	}{
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁"}`, ""},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "ab"}`, `pre_tokenizer: Metaspace replacement "ab": want one character`},
+		{"decoder", `{"type": "Metaspace", "replacement": "ab"}`, `decoder: Metaspace replacement "ab": want one character`},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": ""}`, `pre_tokenizer: Metaspace replacement "": want one character`},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "prepend_scheme": ""}`, `pre_tokenizer: Metaspace prepend_scheme "": want always, first or never`},
+		{"decoder", `{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "sometimes"}`, `decoder: Metaspace prepend_scheme "sometimes": want always, first or never`},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": false}`, `pre_tokenizer: Metaspace add_prefix_space false with prepend_scheme always`},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": false, "prepend_scheme": "first"}`, `pre_tokenizer: Metaspace add_prefix_space false with prepend_scheme first`},
+		{"decoder", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": false}`, `decoder: Metaspace add_prefix_space false with prepend_scheme always`},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": false, "prepend_scheme": "never"}`, ""},
+		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": true, "prepend_scheme": "never"}`, ""},
+		{"decoder", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": true}`, ""},
+	} {
+		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
+		}
+	}
+}
