@@ -234,6 +234,9 @@ var linearForms = map[string]string{
 
 func (p pattern) compile() (*regexp2.Regexp, string, error) {
 	switch {
+	case p.String != nil && p.Regex != nil:
+		// HF's pattern is an enum: a map of exactly one of them.
+		return nil, "", fmt.Errorf("pattern names both String and Regex: want one")
 	case p.String != nil:
 		return nil, *p.String, nil
 	case p.Regex != nil:

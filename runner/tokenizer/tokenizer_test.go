@@ -104,6 +104,10 @@ func TestBadInput(t *testing.T) {
 		{"bad regex", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated", "invert": false}`), `pre_tokenizer: regex "(a"`},
 		{"behavior", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Merged", "invert": false}`), `pre_tokenizer: Split behavior "Merged" is not one of HF's (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous)`},
 		{"sequence", fmtBase(base, `, "decoder": {"type": "Sequence", "decoders": 3}`), "decoder: decoders is a JSON number, want a list"},
+		// HF's pattern is an enum: one of String and Regex (tokenizers 0.23.2 refuses both, and neither).
+		{"both patterns", fmtBase(base, `, "pre_tokenizer": {"type": "Split", "pattern": {"String": "a", "Regex": "b"}, "behavior": "Isolated", "invert": false}`), "pre_tokenizer: pattern names both String and Regex: want one"},
+		{"both Replace patterns", fmtBase(base, `, "normalizer": {"type": "Replace", "pattern": {"Regex": "b", "String": "a"}, "content": ""}`), "normalizer: pattern names both String and Regex: want one"},
+		{"no pattern", fmtBase(base, `, "decoder": {"type": "Replace", "pattern": {}, "content": ""}`), "decoder: pattern names neither String nor Regex"},
 		// A wrong type inside a part names the part's place and its key.
 		{"prepend", fmtBase(base, `, "normalizer": {"type": "Prepend", "prepend": 5}`), "normalizer: prepend is a JSON number, want a string"},
 		{"member's key", fmtBase(base, `, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Prepend", "prepend": 5}]}`), "normalizer: normalizers[1]: prepend is a JSON number, want a string"},
