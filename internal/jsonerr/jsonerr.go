@@ -80,6 +80,10 @@ func typeError(te *json.UnmarshalTypeError, data []byte) error {
 	found := "a JSON " + te.Value
 	if num, ok := strings.CutPrefix(te.Value, "number "); ok {
 		switch kind := te.Type.Kind(); {
+		case kind >= reflect.Uint && kind <= reflect.Uint64 && strings.HasPrefix(num, "-") && !strings.ContainsAny(num, ".eE"):
+			// A count or an id: "beyond the 64-bit whole numbers" would
+			// not say that the sign is what is wrong.
+			return fmt.Errorf("%s is %s, want a whole number not below 0", field(te), num)
 		case isInt(kind) && !strings.ContainsAny(num, ".eE"):
 			return fmt.Errorf("%s is %s, beyond the %d-bit whole numbers it is read as", field(te), num, te.Type.Bits())
 		case kind == reflect.Float32 || kind == reflect.Float64:

@@ -16,6 +16,7 @@ type config struct {
 	Quant  quant             `json:"quantization"`
 	Meta   map[string]string `json:"__metadata__"`
 	Shape  []int64           `json:"shape"`
+	Layers uint32            `json:"num_layers"`
 	Eps    float64           `json:"rms_norm_eps"`
 	Tied   bool              `json:"tie_word_embeddings"`
 	Archs  []string          `json:"architectures"`
@@ -32,6 +33,8 @@ func TestExplain(t *testing.T) {
 		{`{"__metadata__": {"format": 5}}`, `__metadata__ is a JSON number, want a string`},
 		{`{"shape": [1, 96.0]}`, `shape is a JSON number 96.0, want a whole number`},
 		{`{"shape": [1180591620717411303424]}`, `shape is 1180591620717411303424, beyond the 64-bit whole numbers it is read as`},
+		{`{"num_layers": -2}`, `num_layers is -2, want a whole number not below 0`},
+		{`{"num_layers": 4294967296}`, `num_layers is 4294967296, beyond the 32-bit whole numbers it is read as`},
 		{`{"rms_norm_eps": 1e999}`, `rms_norm_eps is 1e999, beyond a 64-bit float's range`},
 		{`{"tie_word_embeddings": "false"}`, `tie_word_embeddings is a JSON string ("false"), want true or false`},
 		{`{"architectures": "Qwen3ForCausalLM"}`, `architectures is a JSON string ("Qwen3ForCausalLM"), want a list`},
