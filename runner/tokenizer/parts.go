@@ -980,8 +980,8 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 		case "Strip":
 			var v struct {
 				Content string `json:"content" required:"true"`
-				Start   int    `json:"start" required:"true"`
-				Stop    int    `json:"stop" required:"true"`
+				Start   uint   `json:"start" required:"true"` // HF's usize: a negative count is refused
+				Stop    uint   `json:"stop" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, err
@@ -993,10 +993,10 @@ func readDecoders(raw json.RawMessage) (out []decoder, err error) {
 			out = append(out, perToken(func(_ int, s string) string {
 				r := []rune(s)
 				lo, hi := 0, len(r)
-				for lo < v.Start && lo < hi && r[lo] == c {
+				for uint(lo) < v.Start && lo < hi && r[lo] == c {
 					lo++
 				}
-				for k := 0; k < v.Stop && hi > lo && r[hi-1] == c; k++ {
+				for k := uint(0); k < v.Stop && hi > lo && r[hi-1] == c; k++ {
 					hi--
 				}
 				return string(r[lo:hi])

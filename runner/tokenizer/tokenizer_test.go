@@ -985,6 +985,7 @@ func TestPartFieldsRequired(t *testing.T) {
 		{"decoder", `{"type": "Strip", "content": " ", "start": 1}`, `decoder: Strip has no "stop"`},
 		{"decoder", `{"type": "Strip", "start": 1, "stop": 0}`, `decoder: Strip has no "content"`},
 		{"decoder", `{"type": "Metaspace"}`, `decoder: Metaspace has no "replacement"`},
+		{"decoder", `{"type": "Strip", "content": " ", "start": -1, "stop": 0}`, `decoder: start is -1, want a whole number not below 0`},
 		{"decoder", `{"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Strip", "content": " ", "stop": 0}]}`, `decoder: decoders[1]: Strip has no "start"`},
 	} {
 		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
