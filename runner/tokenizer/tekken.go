@@ -99,6 +99,16 @@ func tekkenVersionAfter7(version string) bool {
 
 // ParseTekken reads a tekken.json's bytes.
 func ParseTekken(data []byte) (*Tokenizer, error) {
+	var lists struct {
+		Vocab         json.RawMessage `json:"vocab"`
+		SpecialTokens json.RawMessage `json:"special_tokens"`
+	}
+	if err := json.Unmarshal(data, &lists); err != nil {
+		return nil, fmt.Errorf("not a tekken.json: %w", jsonerr.Explain(err, data))
+	}
+	if err := checkLengths(listLimit{"vocab", lists.Vocab, maxVocab}, listLimit{"special_tokens", lists.SpecialTokens, maxVocab}); err != nil {
+		return nil, err
+	}
 	var f tekkenJSON
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("not a tekken.json: %w", tekkenJSONError(err, data))

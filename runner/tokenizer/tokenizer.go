@@ -259,6 +259,68 @@ func (a addedTokenJSON) fields(i int) (addedTokenFields, error) {
 // vocabularies published hold about 262,000 tokens.
 const maxVocab = 1 << 21
 
+// maxMerges bounds a tokenizer.json's merges. Converted SentencePiece
+// vocabularies list about two merges a token (Llama's 61,249 for 32,000).
+const maxMerges = 4 * maxVocab
+
+// listLimit is a list or map of a tokenizer file and the most entries it
+// may hold.
+type listLimit struct {
+	name string
+	raw  []byte
+	most int
+}
+
+// checkLengths refuses a list or map longer than its bound before it is
+// decoded: decoded, each entry costs dozens of times its bytes, so a file
+// of a few hundred MB would take gigabytes before any entry was checked.
+func checkLengths(lists ...listLimit) error {
+	for _, l := range lists {
+		if n := members(l.raw); n > l.most {
+			return fmt.Errorf("%s holds %d entries, more than the %d a tokenizer may hold", l.name, n, l.most)
+		}
+	}
+	return nil
+}
+
+// members counts the entries of a JSON array or object by its commas
+// outside strings and nested values (0 for null or an empty one).
+func members(raw []byte) int {
+	depth, n := 0, 0
+	inStr, esc, some := false, false, false
+	for _, c := range raw {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+			continue
+		case c == ',' && depth == 1:
+			n++
+			continue
+		case c == '"':
+			inStr = true
+		}
+		some = some || depth > 1 || (depth == 1 && c != '[' && c != '{')
+	}
+	if some {
+		n++
+	}
+	return n
+}
+
 // encodeBudget bounds the time one Encode may take: a pattern quick on each
 // match can still be quadratic in a long text.
 var encodeBudget = 10 * time.Second
@@ -273,8 +335,9 @@ var (
 func Parse(data []byte) (*Tokenizer, error) {
 	// The model's type first: another type's vocab has another shape.
 	var head struct {
-		Model  json.RawMessage `json:"model"`
-		Config json.RawMessage `json:"config"`
+		Model       json.RawMessage `json:"model"`
+		Config      json.RawMessage `json:"config"`
+		AddedTokens json.RawMessage `json:"added_tokens"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
@@ -293,6 +356,17 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	if typ != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
+	}
+	var lists struct {
+		Vocab  json.RawMessage `json:"vocab"`
+		Merges json.RawMessage `json:"merges"`
+	}
+	if err := json.Unmarshal(head.Model, &lists); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainAt(err, head.Model, "model"))
+	}
+	if err := checkLengths(listLimit{"model.vocab", lists.Vocab, maxVocab}, listLimit{"model.merges", lists.Merges, maxMerges},
+		listLimit{"added_tokens", head.AddedTokens, maxVocab}); err != nil {
+		return nil, err
 	}
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {

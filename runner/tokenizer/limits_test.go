@@ -1,0 +1,84 @@
+package tokenizer
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// repeated is n copies of item joined by commas.
+func repeated(item string, n int) string {
+	var b strings.Builder
+	b.Grow(n * (len(item) + 1))
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(item)
+	}
+	return b.String()
+}
+
+// A tokenizer file whose vocabulary, merges or added tokens run to
+// millions of entries is refused by their count, naming the list, before
+// they are decoded: with little allocated, whatever the file's size.
+func TestListLimits(t *testing.T) {
+	tokens := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"t%d":%d`, i, i)
+		}
+		return b.String()
+	}
+	bpe := `{"model":{"type":"BPE","vocab":{%s},"merges":[%s]}%s}`
+	added := `,"added_tokens":[` + repeated(`{"id":0,"content":"a","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}`, maxVocab+1) + `]`
+	tekken := `{"config":{"pattern":"x","default_vocab_size":10,"default_num_special_tokens":0,"version":"v3"},"vocab":[%s]}`
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"vocab", fmt.Sprintf(bpe, tokens(maxVocab+1), "", ""), "model.vocab holds 2097153 entries, more than the 2097152"},
+		{"duplicate ids", fmt.Sprintf(bpe, repeated(`"a":0`, 3*maxVocab), "", ""), "model.vocab holds 6291456 entries"},
+		{"merges", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, repeated(`"a b"`, maxMerges+1), ""), "model.merges holds 8388609 entries, more than the 8388608"},
+		{"merge pairs", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, repeated(`["a","b"]`, maxMerges+1), ""), "model.merges holds 8388609 entries"},
+		{"added tokens", fmt.Sprintf(bpe, `"a":0`, "", added), "added_tokens holds 2097153 entries"},
+		{"tekken vocab", fmt.Sprintf(tekken, repeated(`{"rank":0,"token_bytes":"AA=="}`, maxVocab+1)), "vocab holds 2097153 entries"},
+		{"within bounds", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, `"a b", ["a", "b"]`, ""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Parse([]byte(tc.data))
+			runtime.ReadMemStats(&after)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid file: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			// The lists' raw bytes are copied a few times at most.
+			if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(tc.data))+1<<20 {
+				t.Errorf("allocated %d MB for a file of %d MB", got>>20, len(tc.data)>>20)
+			}
+		})
+	}
+}
+
+// members counts a list's or map's entries whatever their contents hold.
+func TestMembers(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want int
+	}{
+		{``, 0}, {`null`, 0}, {`[]`, 0}, {`{ }`, 0}, {`[ 1 ]`, 1}, {`["a,b", "c\",d"]`, 2},
+		{`[[1,2],[3,[4,5]],{"a":1,"b":2}]`, 3}, {`{"a,":[1,2],"b":{"c":3}}`, 2}, {`["\\", ","]`, 2},
+	} {
+		if got := members([]byte(tc.raw)); got != tc.want {
+			t.Errorf("members(%s) = %d, want %d", tc.raw, got, tc.want)
+		}
+	}
+}
