@@ -341,9 +341,10 @@ func (f *File) Bytes(t TensorInfo) []byte {
 
 // Strings is the string array under key. The header keeps only its
 // length and place (a vocabulary of 150,000 tokens is copied only when
-// asked for); the elements were checked as the file opened.
-func (f *File) Strings(key string) ([]string, error) {
-	v, r, err := f.array(key, String)
+// asked for); the elements were checked as the file opened. An array of
+// more than most values is refused by its length, before any is copied.
+func (f *File) Strings(key string, most int) ([]string, error) {
+	v, r, err := f.array(key, String, most)
 	if err != nil {
 		return nil, err
 	}
@@ -355,13 +356,15 @@ func (f *File) Strings(key string) ([]string, error) {
 }
 
 // Numbers is the numeric array under key, each element as a float64
-// (exact for every type but 64-bit integers past 2^53).
-func (f *File) Numbers(key string) ([]float64, error) {
+// (exact for every type but 64-bit integers past 2^53). An array of more
+// than most values is refused by its length: a float64 is 8 times the
+// byte a u8 takes in the file.
+func (f *File) Numbers(key string, most int) ([]float64, error) {
 	v, ok := f.KV[key]
 	if ok && v.Type == Array && (v.Elem == String || v.Elem == Array) {
 		return nil, fmt.Errorf("metadata %s is an array of %s, want numbers", key, v.Elem)
 	}
-	v, r, err := f.array(key, v.Elem)
+	v, r, err := f.array(key, v.Elem, most)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +382,7 @@ func (f *File) Numbers(key string) ([]float64, error) {
 	return out, r.err
 }
 
-func (f *File) array(key string, elem ValueType) (Value, *reader, error) {
+func (f *File) array(key string, elem ValueType, most int) (Value, *reader, error) {
 	v, ok := f.KV[key]
 	switch {
 	case !ok:
@@ -388,6 +391,8 @@ func (f *File) array(key string, elem ValueType) (Value, *reader, error) {
 		return v, nil, fmt.Errorf("metadata %s is a %s, want an array", key, v.Type)
 	case v.Elem != elem:
 		return v, nil, fmt.Errorf("metadata %s is an array of %s, want %s", key, v.Elem, elem)
+	case v.Len > uint64(max(most, 0)):
+		return v, nil, fmt.Errorf("metadata %s is an array of %d values, more than the %d it may hold", key, v.Len, max(most, 0))
 	}
 	return v, &reader{b: f.data, off: v.Off}, nil
 }

@@ -256,23 +256,25 @@ func TestArrays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if got, err := f.Strings("words"); err != nil || !slices.Equal(got, []string{"a", "", "ĠHello"}) {
+	if got, err := f.Strings("words", 1<<20); err != nil || !slices.Equal(got, []string{"a", "", "ĠHello"}) {
 		t.Errorf("Strings: %q, %v", got, err)
 	}
-	got, err := f.Numbers("types")
+	got, err := f.Numbers("types", 1<<20)
 	if err != nil || len(got) != n || got[0] != -5 || got[n-1] != n-6 {
 		t.Errorf("Numbers: %d values, %v", len(got), err)
 	}
-	if got, err := f.Numbers("scores"); err != nil || !slices.Equal(got, []float64{-1, 0.5}) {
+	if got, err := f.Numbers("scores", 1<<20); err != nil || !slices.Equal(got, []float64{-1, 0.5}) {
 		t.Errorf("Numbers: %v, %v", got, err)
 	}
 	for _, c := range []struct {
 		err  error
 		want string
 	}{
-		{second(f.Strings("types")), "metadata types is an array of i32, want string"},
-		{second(f.Numbers("words")), "metadata words is an array of string, want numbers"},
-		{second(f.Strings("none")), "no metadata none"},
+		{second(f.Strings("types", 1<<20)), "metadata types is an array of i32, want string"},
+		{second(f.Numbers("words", 1<<20)), "metadata words is an array of string, want numbers"},
+		{second(f.Strings("none", 1<<20)), "no metadata none"},
+		{second(f.Strings("words", 2)), "metadata words is an array of 3 values, more than the 2 it may hold"},
+		{second(f.Numbers("scores", 1)), "metadata scores is an array of 2 values, more than the 1 it may hold"},
 	} {
 		if c.err == nil || c.err.Error() != c.want {
 			t.Errorf("%v, want %q", c.err, c.want)
@@ -307,7 +309,7 @@ func TestArraysNotHeld(t *testing.T) {
 	if got := alloc; got > uint64(len(b))/8 {
 		t.Errorf("opening a %d-byte header of arrays allocated %d bytes", len(b), got)
 	}
-	if nums, err := f.Numbers("k127"); err != nil || len(nums) != n {
+	if nums, err := f.Numbers("k127", 1<<20); err != nil || len(nums) != n {
 		t.Errorf("Numbers: %d values, %v", len(nums), err)
 	}
 }

@@ -742,7 +742,7 @@ func ggufEOG(f *gguf.File, errs []string) ([]int32, []string) {
 	// A vocabulary that cannot be read is the tokenizer's error to name.
 	var tokens []string
 	if v, ok := f.KV["tokenizer.ggml.tokens"]; ok && v.Type == gguf.Array && v.Elem == gguf.String {
-		tokens, _ = f.Strings("tokenizer.ggml.tokens")
+		tokens, _ = f.Strings("tokenizer.ggml.tokens", tokenizer.MaxVocab)
 	}
 	for _, name := range ggufEOGKeys {
 		key := "tokenizer.ggml." + name + "_token_id"
@@ -810,14 +810,15 @@ func ggufPerLayer(f *gguf.File, arch, key string) (gguf.Value, error) {
 	if !ggufInteger(v.Elem) {
 		return v, fmt.Errorf("%s is an array of %s, not of integers (one a layer)", name, v.Elem)
 	}
-	nums, err := f.Numbers(name)
-	if err != nil {
-		return v, fmt.Errorf("%s: %w", name, err)
+	// The length is held to block_count when that is a count (when it is
+	// not, its own error says so), and to MaxLayers, before any value is
+	// read: a float64 each, a u8 array would take 8 times its bytes.
+	if b, ok := f.KV[arch+".block_count"]; ok && ggufInteger(b.Type) && b.Int > 0 && v.Len != uint64(b.Int) {
+		return v, fmt.Errorf("%s is an array of %d values, one a layer, but %s.block_count is %d", name, v.Len, arch, b.Int)
 	}
-	// The length is held to block_count when that is a count; when it is
-	// not, its own error says so.
-	if b, ok := f.KV[arch+".block_count"]; ok && ggufInteger(b.Type) && b.Int > 0 && uint64(len(nums)) != uint64(b.Int) {
-		return v, fmt.Errorf("%s is an array of %d values, one a layer, but %s.block_count is %d", name, len(nums), arch, b.Int)
+	nums, err := f.Numbers(name, MaxLayers)
+	if err != nil {
+		return v, err
 	}
 	if len(nums) == 0 {
 		return v, fmt.Errorf("%s is an empty array", name)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -110,6 +111,32 @@ func TestGGUFPerLayerArrays(t *testing.T) {
 			if got.Heads != want.Heads || got.KVHeads != want.KVHeads || got.Inter != want.Inter || got.HeadDim != want.HeadDim {
 				t.Fatalf("heads %d/%d of %d, ffn %d; want %d/%d of %d, ffn %d",
 					got.Heads, got.KVHeads, got.HeadDim, got.Inter, want.Heads, want.KVHeads, want.HeadDim, want.Inter)
+			}
+		})
+	}
+}
+
+// A per-layer array far longer than block_count is refused by its length
+// before its values are read (a float64 each, twice an i32's bytes).
+func TestGGUFPerLayerArrayLength(t *testing.T) {
+	const src = "../testdata/gguf/llamacpp-qwen3-q8_0.gguf" // 2 layers
+	for _, tc := range []struct {
+		key  string
+		n    int
+		want string
+	}{
+		{"qwen3.attention.head_count", 4 << 20, "qwen3.attention.head_count is an array of 4194304 values, one a layer, but qwen3.block_count is 2"},
+		{"qwen3.feed_forward_length", 3, "qwen3.feed_forward_length is an array of 3 values, one a layer, but qwen3.block_count is 2"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			p := withArrayKV(t, src, tc.key, gguf.I32, make([]int32, tc.n))
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			openRefused(t, p, tc.want)
+			runtime.ReadMemStats(&after)
+			if got := after.TotalAlloc - before.TotalAlloc; got > uint64(tc.n)*4/2+4<<20 {
+				t.Errorf("allocated %d KB for an array of %d KB", got>>10, tc.n*4>>10)
 			}
 		})
 	}

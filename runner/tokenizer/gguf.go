@@ -223,10 +223,10 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer.ggml.model %q is not supported (llama: SentencePiece BPE, gpt2: byte-level BPE)", model.Str)
 	}
 	// The count before the strings: a file may claim millions of empty ones.
-	if v := f.KV["tokenizer.ggml.tokens"]; v.Type == gguf.Array && (v.Len == 0 || v.Len > maxVocab) {
-		return nil, fmt.Errorf("tokenizer.ggml.tokens holds %d tokens (1 to %d)", v.Len, maxVocab)
+	if v := f.KV["tokenizer.ggml.tokens"]; v.Type == gguf.Array && (v.Len == 0 || v.Len > MaxVocab) {
+		return nil, fmt.Errorf("tokenizer.ggml.tokens holds %d tokens (1 to %d)", v.Len, MaxVocab)
 	}
-	tokens, err := f.Strings("tokenizer.ggml.tokens")
+	tokens, err := f.Strings("tokenizer.ggml.tokens", MaxVocab)
 	if err != nil {
 		return nil, err
 	}
@@ -238,11 +238,13 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		if v.Type == gguf.Array && v.Elem != gguf.I32 && v.Elem != gguf.U32 {
 			return nil, fmt.Errorf("tokenizer.ggml.token_type is an array of %s, want i32", v.Elem)
 		}
-		if types, err = f.Numbers("tokenizer.ggml.token_type"); err != nil {
-			return nil, err
+		// The length before the values: a float64 each, a long array
+		// would take twice its bytes only to be refused.
+		if v.Type == gguf.Array && v.Len != uint64(len(tokens)) {
+			return nil, fmt.Errorf("tokenizer.ggml.token_type holds %d types for %d tokens", v.Len, len(tokens))
 		}
-		if len(types) != len(tokens) {
-			return nil, fmt.Errorf("tokenizer.ggml.token_type holds %d types for %d tokens", len(types), len(tokens))
+		if types, err = f.Numbers("tokenizer.ggml.token_type", len(tokens)); err != nil {
+			return nil, err
 		}
 		for i, ty := range types {
 			if ty < 0 || ty > ggufByte {
@@ -336,12 +338,12 @@ func (t *Tokenizer) readSentencePiece(f *gguf.File) error {
 		return err
 	}
 	scores := make([]float64, t.size)
-	if _, ok := f.KV["tokenizer.ggml.scores"]; ok {
-		if scores, err = f.Numbers("tokenizer.ggml.scores"); err != nil {
-			return err
+	if v, ok := f.KV["tokenizer.ggml.scores"]; ok {
+		if v.Type == gguf.Array && v.Len != uint64(t.size) {
+			return fmt.Errorf("tokenizer.ggml.scores holds %d scores for %d tokens", v.Len, t.size)
 		}
-		if len(scores) != t.size {
-			return fmt.Errorf("tokenizer.ggml.scores holds %d scores for %d tokens", len(scores), t.size)
+		if scores, err = f.Numbers("tokenizer.ggml.scores", t.size); err != nil {
+			return err
 		}
 	}
 	// Ranks are the scores' order, highest first, equal scores one rank:
@@ -412,7 +414,7 @@ func (t *Tokenizer) readByteLevel(f *gguf.File) (ggufPre, error) {
 	if !ok {
 		return pre, fmt.Errorf("tokenizer.ggml.pre %q is not supported (%s)", name, strings.Join(PreTokenizersRead(), ", "))
 	}
-	merges, err := f.Strings("tokenizer.ggml.merges")
+	merges, err := f.Strings("tokenizer.ggml.merges", maxMerges)
 	if err != nil {
 		return pre, err
 	}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/runner/gguf"
 )
 
 // repeated is n copies of item joined by commas.
@@ -35,17 +37,17 @@ func TestListLimits(t *testing.T) {
 		return b.String()
 	}
 	bpe := `{"model":{"type":"BPE","vocab":{%s},"merges":[%s]}%s}`
-	added := `,"added_tokens":[` + repeated(`{"id":0,"content":"a","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}`, maxVocab+1) + `]`
+	added := `,"added_tokens":[` + repeated(`{"id":0,"content":"a","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}`, MaxVocab+1) + `]`
 	tekken := `{"config":{"pattern":"x","default_vocab_size":10,"default_num_special_tokens":0,"version":"v3"},"vocab":[%s]}`
 	for _, tc := range []struct {
 		name, data, want string
 	}{
-		{"vocab", fmt.Sprintf(bpe, tokens(maxVocab+1), "", ""), "model.vocab holds 2097153 entries, more than the 2097152"},
-		{"duplicate ids", fmt.Sprintf(bpe, repeated(`"a":0`, 3*maxVocab), "", ""), "model.vocab holds 6291456 entries"},
+		{"vocab", fmt.Sprintf(bpe, tokens(MaxVocab+1), "", ""), "model.vocab holds 2097153 entries, more than the 2097152"},
+		{"duplicate ids", fmt.Sprintf(bpe, repeated(`"a":0`, 3*MaxVocab), "", ""), "model.vocab holds 6291456 entries"},
 		{"merges", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, repeated(`"a b"`, maxMerges+1), ""), "model.merges holds 8388609 entries, more than the 8388608"},
 		{"merge pairs", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, repeated(`["a","b"]`, maxMerges+1), ""), "model.merges holds 8388609 entries"},
 		{"added tokens", fmt.Sprintf(bpe, `"a":0`, "", added), "added_tokens holds 2097153 entries"},
-		{"tekken vocab", fmt.Sprintf(tekken, repeated(`{"rank":0,"token_bytes":"AA=="}`, maxVocab+1)), "vocab holds 2097153 entries"},
+		{"tekken vocab", fmt.Sprintf(tekken, repeated(`{"rank":0,"token_bytes":"AA=="}`, MaxVocab+1)), "vocab holds 2097153 entries"},
 		{"within bounds", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, `"a b", ["a", "b"]`, ""), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,5 +82,45 @@ func TestMembers(t *testing.T) {
 		if got := members([]byte(tc.raw)); got != tc.want {
 			t.Errorf("members(%s) = %d, want %d", tc.raw, got, tc.want)
 		}
+	}
+}
+
+// A GGUF file's token types, scores or merges longer than they may be are
+// refused by their length, naming the key, before their values are copied
+// out of the file.
+func TestGGUFListLimits(t *testing.T) {
+	tokens := kv{"tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "a"}}
+	spm := kv{"tokenizer.ggml.model", "llama"}
+	gpt2 := kv{"tokenizer.ggml.model", "gpt2"}
+	const long = 4 << 20
+	for _, tc := range []struct {
+		name string
+		kvs  []kv
+		want string
+	}{
+		{"types", []kv{spm, tokens, {"tokenizer.ggml.token_type", make([]int32, long)}}, "tokenizer.ggml.token_type holds 4194304 types for 4 tokens"},
+		{"scores", []kv{spm, tokens, {"tokenizer.ggml.scores", make([]float32, long)}}, "tokenizer.ggml.scores holds 4194304 scores for 4 tokens"},
+		{"merges", []kv{gpt2, tokens, {"tokenizer.ggml.pre", "gpt-2"}, {"tokenizer.ggml.merges", make([]string, maxMerges+1)}},
+			"metadata tokenizer.ggml.merges is an array of 8388609 values, more than the 8388608 it may hold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ggufFile(t, tc.kvs...)
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err = FromGGUF(f)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+				t.Errorf("allocated %d KB before refusing the file", got>>10)
+			}
+		})
 	}
 }

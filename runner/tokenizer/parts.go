@@ -836,7 +836,7 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 	defer func() { err = partErr(cur, err) }()
 	idOf := func(tok string, id *int) (int32, error) {
 		if id != nil {
-			if _, ok := t.pieces[int32(*id)]; !ok || *id < 0 || *id >= maxVocab {
+			if _, ok := t.pieces[int32(*id)]; !ok || *id < 0 || *id >= MaxVocab {
 				return 0, fmt.Errorf("special token %q has id %d, outside the vocabulary", tok, *id)
 			}
 			return int32(*id), nil
@@ -890,7 +890,7 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 						return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has no ids", it.SpecialToken.ID)
 					}
 					for _, id := range st.IDs {
-						if _, ok := t.pieces[int32(id)]; !ok || id < 0 || id >= maxVocab {
+						if _, ok := t.pieces[int32(id)]; !ok || id < 0 || id >= MaxVocab {
 							return nil, nil, fmt.Errorf("TemplateProcessing: special token %q has id %d, outside the vocabulary", it.SpecialToken.ID, id)
 						}
 						if seen {

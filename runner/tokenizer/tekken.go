@@ -106,7 +106,7 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &lists); err != nil {
 		return nil, fmt.Errorf("not a tekken.json: %w", jsonerr.Explain(err, data))
 	}
-	if err := checkLengths(listLimit{"vocab", lists.Vocab, maxVocab}, listLimit{"special_tokens", lists.SpecialTokens, maxVocab}); err != nil {
+	if err := checkLengths(listLimit{"vocab", lists.Vocab, MaxVocab}, listLimit{"special_tokens", lists.SpecialTokens, MaxVocab}); err != nil {
 		return nil, err
 	}
 	var f tekkenJSON
@@ -131,8 +131,8 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 		if k.v == nil {
 			return nil, fmt.Errorf("config.%s is missing", k.name)
 		}
-		if *k.v < 0 || *k.v > maxVocab {
-			return nil, fmt.Errorf("config.%s is %d, outside 0..%d", k.name, *k.v, maxVocab)
+		if *k.v < 0 || *k.v > MaxVocab {
+			return nil, fmt.Errorf("config.%s is %d, outside 0..%d", k.name, *k.v, MaxVocab)
 		}
 	}
 	if c.Pattern == nil || *c.Pattern == "" {

@@ -254,14 +254,15 @@ func (a addedTokenJSON) fields(i int) (addedTokenFields, error) {
 	return f, nil
 }
 
-// maxVocab bounds the ids a file may give, and a GGUF file's tokens: past
+// MaxVocab bounds the ids a file may give, and a GGUF file's tokens (which
+// the model reads for its end-of-generation tokens too): past
 // it a hostile file could ask for tables of any size. The largest
 // vocabularies published hold about 262,000 tokens.
-const maxVocab = 1 << 21
+const MaxVocab = 1 << 21
 
-// maxMerges bounds a tokenizer.json's merges. Converted SentencePiece
+// maxMerges bounds a tokenizer.json's merges and a GGUF file's. Converted SentencePiece
 // vocabularies list about two merges a token (Llama's 61,249 for 32,000).
-const maxMerges = 4 * maxVocab
+const maxMerges = 4 * MaxVocab
 
 // listLimit is a list or map of a tokenizer file and the most entries it
 // may hold.
@@ -364,8 +365,8 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(head.Model, &lists); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainAt(err, head.Model, "model"))
 	}
-	if err := checkLengths(listLimit{"model.vocab", lists.Vocab, maxVocab}, listLimit{"model.merges", lists.Merges, maxMerges},
-		listLimit{"added_tokens", head.AddedTokens, maxVocab}); err != nil {
+	if err := checkLengths(listLimit{"model.vocab", lists.Vocab, MaxVocab}, listLimit{"model.merges", lists.Merges, maxMerges},
+		listLimit{"added_tokens", head.AddedTokens, MaxVocab}); err != nil {
 		return nil, err
 	}
 	var f fileJSON
@@ -386,8 +387,8 @@ func Parse(data []byte) (*Tokenizer, error) {
 		byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, ignoreMerges: m.IgnoreMerges, kind: "BPE (tokenizer.json)"}
 	maxID := -1
 	put := func(piece string, id int, where string) error {
-		if id < 0 || id >= maxVocab {
-			return fmt.Errorf("%s: token %q has id %d, outside 0..%d", where, piece, id, maxVocab-1)
+		if id < 0 || id >= MaxVocab {
+			return fmt.Errorf("%s: token %q has id %d, outside 0..%d", where, piece, id, MaxVocab-1)
 		}
 		t.vocab[piece] = int32(id)
 		maxID = max(maxID, id)
