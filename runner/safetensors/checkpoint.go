@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
+	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
 
 // IndexName is the shard index that HuggingFace writes next to sharded weights.
@@ -151,15 +152,23 @@ func danglingLink(p string) error {
 }
 
 func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, error) {
+	// The tensors are counted before the map is decoded: decoded, each
+	// entry costs ten times its bytes.
+	var lists struct {
+		WeightMap json.RawMessage `json:"weight_map"`
+	}
+	if err := json.Unmarshal(raw, &lists); err != nil {
+		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
+	}
+	if n := jsonlen.Members(lists.WeightMap); maxTensors > 0 && n > maxTensors {
+		return nil, fmt.Errorf("%s: weight_map lists %d tensors, more than the %d the model could read: %w", idxPath, n, maxTensors, ErrTooManyTensors)
+	}
 	var idx index
 	if err := json.Unmarshal(raw, &idx); err != nil {
 		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {
 		return nil, fmt.Errorf("%s: weight_map is empty or missing", idxPath)
-	}
-	if maxTensors > 0 && len(idx.WeightMap) > maxTensors {
-		return nil, fmt.Errorf("%s: weight_map lists %d tensors, more than the %d the model could read: %w", idxPath, len(idx.WeightMap), maxTensors, ErrTooManyTensors)
 	}
 	var shards []string
 	first := map[string]string{} // a shard's first tensor, which errors about it name

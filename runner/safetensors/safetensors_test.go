@@ -687,3 +687,46 @@ func TestOpenDirMaxTensors(t *testing.T) {
 		})
 	}
 }
+
+// An index listing more tensors than the bound is refused by its count,
+// before its map is decoded: with little allocated beyond the file's bytes.
+func TestIndexCountedFirst(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		entries int
+		max     int
+		want    string
+	}{
+		{"a million", 1 << 20, 10, "weight_map lists 1048576 tensors, more than the 10 the model could read"},
+		{"one past", 11, 10, "weight_map lists 11 tensors, more than the 10 the model could read"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var b strings.Builder
+			b.WriteString(`{"metadata": {"total_size": 0}, "weight_map": {`)
+			for i := range c.entries {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, `"t%d": "m.safetensors"`, i)
+			}
+			b.WriteString("}}")
+			if err := os.WriteFile(filepath.Join(dir, IndexName), []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := OpenDirMax(dir, c.max)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrTooManyTensors) {
+				t.Fatalf("error %v, want %s", err, c.want)
+			}
+			// Reading the file takes about three times its size, the
+			// list's bytes one more; decoding the map, ten.
+			if got := after.TotalAlloc - before.TotalAlloc; got > 5*uint64(b.Len())+1<<20 {
+				t.Errorf("allocated %d KB for an index of %d KB", got>>10, b.Len()>>10)
+			}
+		})
+	}
+}

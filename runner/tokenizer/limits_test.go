@@ -70,21 +70,6 @@ func TestListLimits(t *testing.T) {
 	}
 }
 
-// members counts a list's or map's entries whatever their contents hold.
-func TestMembers(t *testing.T) {
-	for _, tc := range []struct {
-		raw  string
-		want int
-	}{
-		{``, 0}, {`null`, 0}, {`[]`, 0}, {`{ }`, 0}, {`[ 1 ]`, 1}, {`["a,b", "c\",d"]`, 2},
-		{`[[1,2],[3,[4,5]],{"a":1,"b":2}]`, 3}, {`{"a,":[1,2],"b":{"c":3}}`, 2}, {`["\\", ","]`, 2},
-	} {
-		if got := members([]byte(tc.raw)); got != tc.want {
-			t.Errorf("members(%s) = %d, want %d", tc.raw, got, tc.want)
-		}
-	}
-}
-
 // A GGUF file's token types, scores or merges longer than they may be are
 // refused by their length, naming the key, before their values are copied
 // out of the file.

@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
+	"github.com/mtlbench/mtlbench/internal/jsonlen"
 	"github.com/mtlbench/mtlbench/runner/gguf"
 	"github.com/mtlbench/mtlbench/runner/mapfile"
 )
@@ -277,49 +278,11 @@ type listLimit struct {
 // of a few hundred MB would take gigabytes before any entry was checked.
 func checkLengths(lists ...listLimit) error {
 	for _, l := range lists {
-		if n := members(l.raw); n > l.most {
+		if n := jsonlen.Members(l.raw); n > l.most {
 			return fmt.Errorf("%s holds %d entries, more than the %d a tokenizer may hold", l.name, n, l.most)
 		}
 	}
 	return nil
-}
-
-// members counts the entries of a JSON array or object by its commas
-// outside strings and nested values (0 for null or an empty one).
-func members(raw []byte) int {
-	depth, n := 0, 0
-	inStr, esc, some := false, false, false
-	for _, c := range raw {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			continue
-		case c == '[' || c == '{':
-			depth++
-		case c == ']' || c == '}':
-			depth--
-			continue
-		case c == ',' && depth == 1:
-			n++
-			continue
-		case c == '"':
-			inStr = true
-		}
-		some = some || depth > 1 || (depth == 1 && c != '[' && c != '{')
-	}
-	if some {
-		n++
-	}
-	return n
 }
 
 // encodeBudget bounds the time one Encode may take: a pattern quick on each
