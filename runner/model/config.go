@@ -431,6 +431,20 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if h.SlidingWindow != nil && *h.SlidingWindow < 0 {
 		return nil, fmt.Errorf("%s: sliding_window=%d must not be negative (null or 0: none)", name, *h.SlidingWindow)
 	}
+	// The classes that read max_window_layers read layer_types too, and
+	// refuse a list not of one attention type a layer (transformers'
+	// layer_type_validation): read as given, a short or misspelt list would
+	// drop the window the file asks for.
+	if spec.windowLayers > 0 && h.LayerTypes != nil {
+		if len(h.LayerTypes) != h.NumHiddenLayers {
+			return nil, fmt.Errorf("%s: layer_types has %d entries for num_hidden_layers=%d: it must give one a layer", name, len(h.LayerTypes), h.NumHiddenLayers)
+		}
+		for i, t := range h.LayerTypes {
+			if t != "full_attention" && t != "sliding_attention" {
+				return nil, fmt.Errorf("%s: layer_types[%d] is %s, where %s's layers are full_attention or sliding_attention", name, i, jsonText(t), arch)
+			}
+		}
+	}
 	if h.SlidingWindow != nil && *h.SlidingWindow > 0 {
 		on := spec.slides
 		if !on && h.UseSlidingWindow != nil && *h.UseSlidingWindow && spec.windowAll {

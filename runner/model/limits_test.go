@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,39 @@ func TestGPT2EpsilonRange(t *testing.T) {
 		_, err := ParseHFConfig("config.json", []byte(strings.Replace(base, "%s", tc.extra, 1)))
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}
+
+// A Qwen2 or Qwen3 config's layer_types must give one known attention
+// type a layer, as transformers' config classes require: a short or
+// misspelt list is refused, naming it, rather than read as no window.
+func TestLayerTypes(t *testing.T) {
+	base := `{"architectures":["%s"],"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+		"num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"use_sliding_window":true,"sliding_window":8,"layer_types":%s}`
+	for _, tc := range []struct {
+		arch, types string
+		window      int
+		want        string
+	}{
+		{"Qwen3ForCausalLM", `["full_attention","sliding_attention"]`, 8, ""},
+		{"Qwen2ForCausalLM", `["full_attention","full_attention"]`, 0, ""},
+		{"Qwen3ForCausalLM", `null`, 0, ""}, // max_window_layers' 28: no layer slides
+		{"Qwen3ForCausalLM", `["sliding_attention"]`, 0, "layer_types has 1 entries for num_hidden_layers=2"},
+		{"Qwen2ForCausalLM", `["full_attention","sliding_attention","sliding_attention"]`, 0, "layer_types has 3 entries for num_hidden_layers=2"},
+		{"Qwen3ForCausalLM", `["full_attention","sliding"]`, 0, `layer_types[1] is "sliding", where Qwen3ForCausalLM's layers are full_attention or sliding_attention`},
+		// Qwen3MoeConfig reads no layer_types: every layer slides.
+		{"Qwen3MoeForCausalLM", `["zz"]`, 8, ""},
+	} {
+		data := fmt.Sprintf(base, tc.arch, tc.types)
+		c, err := ParseHFConfig("config.json", []byte(data))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.arch, tc.types, err)
+		case tc.want == "" && c.Window != tc.window:
+			t.Errorf("%s %s: window %d, want %d", tc.arch, tc.types, c.Window, tc.window)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "config.json: ")):
+			t.Errorf("%s %s: %v, want %q", tc.arch, tc.types, err, tc.want)
 		}
 	}
 }
