@@ -242,6 +242,13 @@ type File struct {
 	more      []*File // a split file's parts after the first
 }
 
+// MaxKeys and MaxTensors bound a file's metadata keys and tensors, far
+// above any model's (a few dozen keys; tensors by the thousand).
+const (
+	MaxKeys    = 1 << 16
+	MaxTensors = 1 << 20
+)
+
 // maxDims is ggml's GGML_MAX_DIMS.
 const maxDims = 4
 
@@ -484,6 +491,15 @@ func (f *File) parse() error {
 	// beyond what the file could hold are corrupt, not allocations to make.
 	if room := uint64(len(f.data)) / 12; nt > room || nkv > room {
 		return fmt.Errorf("header claims %d tensors and %d metadata keys, more than the file's %d bytes could hold", nt, nkv, len(f.data))
+	}
+	// Held, a key costs ten times the 14 bytes it can take in the file, a
+	// tensor info four times its 33: a file's size alone would let a large
+	// one take gigabytes.
+	switch {
+	case nkv > MaxKeys:
+		return fmt.Errorf("header claims %d metadata keys, more than the %d a file may hold (models hold a few dozen): the file is damaged, or not a model", nkv, MaxKeys)
+	case nt > MaxTensors:
+		return fmt.Errorf("header claims %d tensors, more than the %d a file may hold: the file is damaged, or not a model", nt, MaxTensors)
 	}
 	for i := uint64(0); i < nkv; i++ {
 		key := r.str()

@@ -365,3 +365,47 @@ func TestTensorInfosHeld(t *testing.T) {
 		t.Errorf("a count the file cannot hold: %v", err)
 	}
 }
+
+// A header of more keys or tensors than any model's is refused by its
+// counts before an entry is read, whatever the file's size: held, a
+// million one-byte keys would take ten times their bytes.
+func TestHeaderCounts(t *testing.T) {
+	header := func(tensors, keys uint64, pad int) []byte {
+		var b []byte
+		b = append(b, "GGUF"...)
+		b = binary.LittleEndian.AppendUint32(b, 3)
+		b = binary.LittleEndian.AppendUint64(b, tensors)
+		b = binary.LittleEndian.AppendUint64(b, keys)
+		for i := range keys {
+			key := fmt.Sprintf("%x", i)
+			b = binary.LittleEndian.AppendUint64(b, uint64(len(key)))
+			b = append(b, key...)
+			b = binary.LittleEndian.AppendUint32(b, uint32(U8))
+			b = append(b, 0)
+		}
+		return append(b, make([]byte, pad)...)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"keys at the bound", header(0, MaxKeys, 0), ""},
+		{"keys past it", header(0, MaxKeys+1, 0), "header claims 65537 metadata keys, more than the 65536 a file may hold"},
+		{"tensors past it", header(MaxTensors+1, 0, 12*(MaxTensors+1)), "header claims 1048577 tensors, more than the 1048576 a file may hold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := write(t, tc.b)
+			f, err := Open(p)
+			if f != nil {
+				f.Close()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("error %v, want it to open", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), p)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
