@@ -23,11 +23,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
+	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
 
 // MaxHeaderSize bounds the JSON header. Real headers are at most a few MiB;
 // a larger length field almost always means the file is not safetensors.
 const MaxHeaderSize = 100 << 20
+
+// MaxMetadata bounds the entries of a header's __metadata__.
+const MaxMetadata = 1 << 16
 
 // TensorInfo describes one tensor of a safetensors file.
 type TensorInfo struct {
@@ -200,6 +204,11 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 			return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
 		}
 		if name == "__metadata__" {
+			// Counted before it is decoded: held, an entry costs ten
+			// times its bytes.
+			if n := jsonlen.Members(raw); n > MaxMetadata {
+				return nil, nil, 0, fmt.Errorf("__metadata__ holds %d entries, more than the %d a header may hold (writers put a few there)", n, MaxMetadata)
+			}
 			if err := json.Unmarshal(raw, &meta); err != nil {
 				return nil, nil, 0, fmt.Errorf("%w (__metadata__ maps strings to strings)", jsonerr.ExplainAt(err, raw, "__metadata__"))
 			}

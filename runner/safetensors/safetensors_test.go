@@ -730,3 +730,36 @@ func TestIndexCountedFirst(t *testing.T) {
 		})
 	}
 }
+
+// A header's __metadata__ of more entries than its bound is refused by
+// their count, before they are decoded; at the bound it parses.
+func TestMetadataCounted(t *testing.T) {
+	meta := func(n int) []byte {
+		var h strings.Builder
+		h.WriteString(`{"__metadata__":{`)
+		for i := range n {
+			if i > 0 {
+				h.WriteString(",")
+			}
+			fmt.Fprintf(&h, `"%x":""`, i)
+		}
+		h.WriteString(`},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`)
+		return rawFile(h.String(), 4)
+	}
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{MaxMetadata, ""},
+		{MaxMetadata + 1, "__metadata__ holds 65537 entries, more than the 65536 a header may hold"},
+	} {
+		b := meta(c.n)
+		_, m, _, err := ParseHeader(b, int64(len(b)))
+		switch {
+		case c.want == "" && (err != nil || len(m) != c.n):
+			t.Errorf("%d entries: %d read, %v", c.n, len(m), err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%d entries: %v, want %q", c.n, err, c.want)
+		}
+	}
+}
