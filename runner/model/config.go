@@ -68,6 +68,10 @@ type Config struct {
 	// vocabulary type's default (ggufEOG); nil when there is none (the
 	// presets).
 	EOS []int32
+	// keys spells config.json's fields as the file the config came from
+	// names them, for Validate's errors: a GGUF file's metadata keys (nil:
+	// config.json's own).
+	keys map[string]string
 	// Notes are what reading the model's files passed over, one line each
 	// (an unreadable generation_config.json), which the commands that load
 	// it print as warnings (WarnUnread) and `mtlbench models` as notes.
@@ -525,6 +529,15 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	return c, nil
 }
 
+// key is a config.json field as the file the config came from names it
+// (keys), so that an error points at what to fix there.
+func (c *Config) key(field string) string {
+	if k, ok := c.keys[field]; ok {
+		return k
+	}
+	return field
+}
+
 // Validate checks that the shape is one the engine can run.
 func (c *Config) Validate() error {
 	var errs []string
@@ -536,43 +549,43 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Sprintf("%s must be positive, got %d", field, v))
 		}
 	}
-	pos(c.Vocab, "vocab_size")
-	pos(c.Hidden, "hidden_size")
-	pos(c.Layers, "num_hidden_layers")
-	pos(c.Heads, "num_attention_heads")
-	pos(c.KVHeads, "num_key_value_heads")
-	pos(c.HeadDim, "head_dim")
+	pos(c.Vocab, c.key("vocab_size"))
+	pos(c.Hidden, c.key("hidden_size"))
+	pos(c.Layers, c.key("num_hidden_layers"))
+	pos(c.Heads, c.key("num_attention_heads"))
+	pos(c.KVHeads, c.key("num_key_value_heads"))
+	pos(c.HeadDim, c.key("head_dim"))
 	if c.Heads > 0 && c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
-		errs = append(errs, fmt.Sprintf("num_attention_heads=%d is not a multiple of num_key_value_heads=%d", c.Heads, c.KVHeads))
+		errs = append(errs, fmt.Sprintf("%s=%d is not a multiple of %s=%d", c.key("num_attention_heads"), c.Heads, c.key("num_key_value_heads"), c.KVHeads))
 	}
 	if c.HeadDim%2 != 0 && !c.LearnedPositions() {
-		errs = append(errs, fmt.Sprintf("head_dim=%d must be even for RoPE", c.HeadDim))
+		errs = append(errs, fmt.Sprintf("%s=%d must be even for RoPE", c.key("head_dim"), c.HeadDim))
 	}
 	// GPT-2's fused c_attn is three hidden-wide blocks, split into the heads:
 	// a GGUF file states heads and head size apart, so they must agree.
 	if c.GPT2() && c.Heads > 0 && (c.Heads*c.HeadDim != c.Hidden || c.KVHeads != c.Heads) {
-		errs = append(errs, fmt.Sprintf("num_attention_heads=%d (key/value heads %d) of head_dim=%d do not make hidden_size=%d, as GPT-2's attention needs",
-			c.Heads, c.KVHeads, c.HeadDim, c.Hidden))
+		errs = append(errs, fmt.Sprintf("%s=%d (key/value heads %d) of %s=%d do not make %s=%d, as GPT-2's attention needs",
+			c.key("num_attention_heads"), c.Heads, c.KVHeads, c.key("head_dim"), c.HeadDim, c.key("hidden_size"), c.Hidden))
 	}
 	if c.LearnedPositions() {
-		pos(c.MaxPos, "n_positions")
+		pos(c.MaxPos, c.key("n_positions"))
 	}
 	dense := false
 	for l := 0; l < min(c.Layers, MaxLayers+1); l++ {
 		dense = dense || !c.IsMoELayer(l)
 	}
 	if dense {
-		pos(c.Inter, "intermediate_size")
+		pos(c.Inter, c.key("intermediate_size"))
 	}
 	// Any non-zero count makes layers MoE (IsMoELayer), so a negative one
 	// is refused here rather than sized from.
 	if c.NumExperts != 0 {
 		// transformers divides by it: (layer + 1) % decoder_sparse_step.
-		pos(c.SparseStep, "decoder_sparse_step")
-		pos(c.NumExperts, "num_experts")
-		pos(c.MoEInter, "moe_intermediate_size")
+		pos(c.SparseStep, c.key("decoder_sparse_step"))
+		pos(c.NumExperts, c.key("num_experts"))
+		pos(c.MoEInter, c.key("moe_intermediate_size"))
 		if c.TopK <= 0 || c.TopK > c.NumExperts {
-			errs = append(errs, fmt.Sprintf("num_experts_per_tok=%d must be in 1..num_experts=%d", c.TopK, c.NumExperts))
+			errs = append(errs, fmt.Sprintf("%s=%d must be in 1..%s=%d", c.key("num_experts_per_tok"), c.TopK, c.key("num_experts"), c.NumExperts))
 		}
 	}
 	// Limits far above any real model, so that an absurd config is
@@ -582,22 +595,22 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Sprintf("%s=%d is beyond what mtlbench runs (at most %d)", field, v, limit))
 		}
 	}
-	most(c.Vocab, MaxVocab, "vocab_size")
-	most(c.Hidden, MaxHidden, "hidden_size")
-	most(c.ModelLayers, MaxLayers, "num_hidden_layers")
+	most(c.Vocab, MaxVocab, c.key("vocab_size"))
+	most(c.Hidden, MaxHidden, c.key("hidden_size"))
+	most(c.ModelLayers, MaxLayers, c.key("num_hidden_layers"))
 	// A truncated model runs fewer layers than it has: one count to check.
 	if c.Layers > c.ModelLayers {
 		most(c.Layers, MaxLayers, "layers")
 	}
-	most(c.Heads, MaxHeads, "num_attention_heads")
-	most(c.KVHeads, MaxHeads, "num_key_value_heads")
-	most(c.HeadDim, MaxHeadDim, "head_dim")
-	most(c.Inter, MaxIntermediate, "intermediate_size")
-	most(c.MoEInter, MaxIntermediate, "moe_intermediate_size")
-	most(c.NumExperts, MaxExperts, "num_experts")
-	most(c.MaxPos, MaxPositions, "max_position_embeddings")
+	most(c.Heads, MaxHeads, c.key("num_attention_heads"))
+	most(c.KVHeads, MaxHeads, c.key("num_key_value_heads"))
+	most(c.HeadDim, MaxHeadDim, c.key("head_dim"))
+	most(c.Inter, MaxIntermediate, c.key("intermediate_size"))
+	most(c.MoEInter, MaxIntermediate, c.key("moe_intermediate_size"))
+	most(c.NumExperts, MaxExperts, c.key("num_experts"))
+	most(c.MaxPos, MaxPositions, c.key("max_position_embeddings"))
 	if c.MaxPos < 0 {
-		errs = append(errs, fmt.Sprintf("max_position_embeddings=%d must not be negative (0 or null: no limit)", c.MaxPos))
+		errs = append(errs, fmt.Sprintf("%s=%d must not be negative (0 or null: no limit)", c.key("max_position_embeddings"), c.MaxPos))
 	}
 	if len(errs) == 0 {
 		if m, v := c.elems(); m+v > MaxParams {
@@ -605,18 +618,18 @@ func (c *Config) Validate() error {
 		}
 		// Weight sizes and loading list every tensor: bound the list.
 		if n := float64(c.Layers) * float64(3*c.NumExperts+16); n > MaxTensors {
-			errs = append(errs, fmt.Sprintf("num_hidden_layers=%d with num_experts=%d make %.3g tensors, beyond what mtlbench runs (%d)", c.Layers, c.NumExperts, n, MaxTensors))
+			errs = append(errs, fmt.Sprintf("%s=%d with %s=%d make %.3g tensors, beyond what mtlbench runs (%d)", c.key("num_hidden_layers"), c.Layers, c.key("num_experts"), c.NumExperts, n, MaxTensors))
 		}
 	}
 	if !(c.Eps > 0) || math.IsInf(float64(c.Eps), 0) {
-		field := "rms_norm_eps"
+		field := c.key("rms_norm_eps")
 		if c.GPT2() {
-			field = "layer_norm_epsilon"
+			field = c.key("layer_norm_epsilon")
 		}
 		errs = append(errs, fmt.Sprintf("%s=%g must be a finite number > 0", field, c.Eps))
 	}
 	if !c.LearnedPositions() && (!(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0)) {
-		errs = append(errs, fmt.Sprintf("rope_theta=%g must be a finite number > 0", c.RopeTheta))
+		errs = append(errs, fmt.Sprintf("%s=%g must be a finite number > 0", c.key("rope_theta"), c.RopeTheta))
 	}
 	if c.RopeScaling != nil {
 		if err := c.RopeScaling.Check(); err != nil {

@@ -606,7 +606,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	// With no head count there is no key length to hold it to (that error
 	// is the head count's).
 	if v := num("attention.value_length", c.HeadDim, false); c.HeadDim > 0 && v != c.HeadDim {
-		errs = append(errs, fmt.Sprintf("value_length %d differs from key_length %d", v, c.HeadDim))
+		errs = append(errs, fmt.Sprintf("%s.attention.value_length %d differs from %s.attention.key_length %d", arch, v, arch, c.HeadDim))
 	}
 	gpt2 := hf == GPT2Architecture
 	// llama.cpp's loaders require the context length and the norms'
@@ -623,7 +623,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	c.RopeTheta = flt("rope.freq_base", 10000)
 	if c.HeadDim > 0 {
 		if d := num("rope.dimension_count", c.HeadDim, false); d != c.HeadDim {
-			errs = append(errs, fmt.Sprintf("rope.dimension_count %d is not the head size %d (RoPE over whole heads only)", d, c.HeadDim))
+			errs = append(errs, fmt.Sprintf("%s.rope.dimension_count %d is not the head size %d (RoPE over whole heads only)", arch, d, c.HeadDim))
 		}
 	}
 	// As llama.cpp's loader reads them: the type defaults to linear, its
@@ -714,10 +714,37 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, bad("%s", strings.Join(errs, "; "))
 	}
+	c.keys = ggufKeys(f, arch, c)
 	if err := c.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}
 	return c, nil
+}
+
+// ggufKeys are the metadata keys of arch that give a config's fields, which
+// Validate's errors name: what a GGUF file says is fixed there.
+func ggufKeys(f *gguf.File, arch string, c *Config) map[string]string {
+	k := map[string]string{}
+	for field, key := range map[string]string{
+		"vocab_size": "vocab_size", "hidden_size": "embedding_length", "num_hidden_layers": "block_count",
+		"num_attention_heads": "attention.head_count", "num_key_value_heads": "attention.head_count_kv",
+		"head_dim": "attention.key_length", "intermediate_size": "feed_forward_length",
+		"num_experts": "expert_count", "num_experts_per_tok": "expert_used_count", "moe_intermediate_size": "expert_feed_forward_length",
+		"max_position_embeddings": "context_length", "n_positions": "context_length",
+		"rms_norm_eps": "attention.layer_norm_rms_epsilon", "layer_norm_epsilon": "attention.layer_norm_epsilon",
+		"rope_theta": "rope.freq_base",
+	} {
+		k[field] = arch + "." + key
+	}
+	// Without the key, the vocabulary is the embedding's rows.
+	if _, ok := f.KV[arch+".vocab_size"]; !ok {
+		k["vocab_size"] = "the rows of token_embd.weight"
+	}
+	// llama.cpp's Mixtral: its experts are feed_forward_length wide.
+	if c.Architecture == "MixtralForCausalLM" {
+		k["moe_intermediate_size"] = arch + ".feed_forward_length"
+	}
+	return k
 }
 
 // ggufInteger reports whether a metadata value of type t is an integer.

@@ -501,6 +501,12 @@ func TestBadGGUFMetadata(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[i:], 5) // i32
 			binary.LittleEndian.PutUint32(b[i+4:], uint32(0xfffffffc))
 		}, "qwen3moe.expert_count = -4 is out of range"},
+		// What the config's checks find is named by the file's keys.
+		{u32("qwen3moe.attention.head_count_kv", 3), "qwen3moe.attention.head_count=4 is not a multiple of qwen3moe.attention.head_count_kv=3"},
+		{u32("qwen3moe.expert_used_count", 9), "qwen3moe.expert_used_count=9 must be in 1..qwen3moe.expert_count=4"},
+		{u32("qwen3moe.block_count", 5000), "qwen3moe.block_count=5000 is beyond what mtlbench runs"},
+		{u32("qwen3moe.attention.key_length", 15), "qwen3moe.attention.value_length 64 differs from qwen3moe.attention.key_length 15"},
+		{u32("qwen3moe.rope.freq_base", 0xff800000), "qwen3moe.rope.freq_base=-Inf must be a finite number > 0"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
