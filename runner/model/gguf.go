@@ -678,7 +678,8 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	_, c.MLPBias = f.Tensor("blk.0.ffn_gate.bias")
 	c.MLPBias = c.MLPBias && arch == "llama"
 	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
-	experts := num("expert_count", 0, false)
+	// Read once, so that a bad count is one error: qwen3moe requires it.
+	experts := num("expert_count", 0, arch == "qwen3moe")
 	switch {
 	case experts > 0 && arch == "llama":
 		// llama.cpp writes Mixtral as llama with experts, stacked in
@@ -690,7 +691,7 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 	case experts > 0 && arch != "qwen3moe":
 		errs = append(errs, fmt.Sprintf("%s with %s.expert_count %d is not supported (MoE: qwen3moe, and llama with experts as Mixtral)", arch, arch, experts))
 	case arch == "qwen3moe":
-		c.NumExperts = num("expert_count", 0, true)
+		c.NumExperts = experts
 		c.TopK = num("expert_used_count", 0, true)
 		// As llama.cpp's loader, which takes the key as optional: a file
 		// without it gives the experts' width by their stacked tensor.

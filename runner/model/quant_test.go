@@ -496,6 +496,7 @@ func TestBadGGUFMetadata(t *testing.T) {
 		{u32("qwen3moe.attention.head_count", 0), "qwen3moe.attention.head_count is 0"},
 		{u32("qwen3moe.attention.head_count_kv", 0), "qwen3moe.attention.head_count_kv is 0"},
 		{u32("qwen3moe.expert_count", 0), "qwen3moe.expert_count is 0"},
+		{u32("qwen3moe.expert_count", math.MaxUint32), "qwen3moe.expert_count = 4294967295 is out of range (0 to 2147483647)"},
 		{func(b []byte) {
 			i := keyAt(b, "qwen3moe.expert_count")
 			binary.LittleEndian.PutUint32(b[i:], 5) // i32
@@ -518,6 +519,10 @@ func TestBadGGUFMetadata(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "m.gguf")
 			os.WriteFile(p, b, 0o644)
 			openRefused(t, p, c.want)
+			// Each key's error is said once.
+			if _, _, err := Open(Spec{Model: p}); strings.Count(err.Error(), c.want) != 1 {
+				t.Errorf("error %q says %q more than once", err, c.want)
+			}
 		})
 	}
 }
