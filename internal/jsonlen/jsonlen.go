@@ -3,6 +3,12 @@
 // decoding it costs dozens of times its bytes.
 package jsonlen
 
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
 // Members counts the entries of a JSON array or object by its commas
 // outside strings and nested values (0 for null or an empty one). raw is
 // taken to be valid JSON, as a json.RawMessage the decoder filled is.
@@ -40,4 +46,116 @@ func Members(raw []byte) int {
 		n++
 	}
 	return n
+}
+
+// Most is the most entries of a list or map at path in data: the values
+// of the keys path names, one object inside another, matched as
+// encoding/json matches a struct's fields (a key of other case too, each
+// copy of a repeated key), so that whichever a decoder keeps is counted.
+// data is walked, not copied; where it is not valid JSON the count covers
+// what precedes the fault, and the decoder names the fault.
+func Most(data []byte, path ...string) int {
+	if len(path) == 0 {
+		return Members(data)
+	}
+	n := 0
+	eachMember(data, func(key, value []byte) {
+		if keyIs(key, path[0]) {
+			n = max(n, Most(value, path[1:]...))
+		}
+	})
+	return n
+}
+
+// keyIs says whether the quoted key names field, case folded.
+func keyIs(key []byte, field string) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return strings.EqualFold(string(key[1:len(key)-1]), field)
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && strings.EqualFold(s, field)
+}
+
+// eachMember calls f with each key (quoted) and raw value of the object
+// data holds, up to the end of the object or the first fault.
+func eachMember(data []byte, f func(key, value []byte)) {
+	i := space(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return
+	}
+	for i++; ; i++ {
+		i = space(data, i)
+		if i >= len(data) || data[i] != '"' {
+			return
+		}
+		end := skip(data, i)
+		if end < 0 {
+			return
+		}
+		key := data[i:end]
+		i = space(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return
+		}
+		i = space(data, i+1)
+		if end = skip(data, i); end < 0 {
+			return
+		}
+		f(key, data[i:end])
+		if i = space(data, end); i >= len(data) || data[i] != ',' {
+			return
+		}
+	}
+}
+
+// space is the index of the first byte from i that is not JSON's space.
+func space(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skip is the index just past the value starting at i, or -1 where data
+// ends first.
+func skip(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	depth, inStr, esc := 0, false, false
+	for j := i; j < len(data); j++ {
+		c := data[j]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+			if depth < 0 {
+				return j // a scalar that ends its container
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return j
+		}
+	}
+	if depth == 0 && !inStr {
+		return len(data)
+	}
+	return -1
 }

@@ -17,3 +17,29 @@ func TestMembers(t *testing.T) {
 		}
 	}
 }
+
+// Most finds the lists at a path as encoding/json would decode them, and
+// counts them without decoding.
+func TestMost(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		path []string
+		want int
+	}{
+		{`{"model":{"vocab":{"a":0,"b":1},"merges":["a b"]}}`, []string{"model", "vocab"}, 2},
+		{`{"model":{"vocab":{"a":0,"b":1},"merges":["a b"]}}`, []string{"model", "merges"}, 1},
+		{`{"x":"}{","model" : { "type":"BPE", "merges" : [1,2,3] } }`, []string{"model", "merges"}, 3},
+		{`{"Model":{"MERGES":[1,2]},"model":{"merges":[1]}}`, []string{"model", "merges"}, 2},
+		{`{"mod\u0065l":{"merges":[1,2,3,4]}}`, []string{"model", "merges"}, 4},
+		{`{"model":{"merges":[1,2]},"model":{"merges":[1,2,3]}}`, []string{"model", "merges"}, 3},
+		{`{"a":[{"merges":[1,2]}],"model":null}`, []string{"model", "merges"}, 0},
+		{`{"model":{"merges":[1,2,`, []string{"model", "merges"}, 0},
+		{`[1,2]`, []string{"model"}, 0},
+		{`{"n":-1.5e3,"t":true,"weight_map":{"a":"b","c":"d"}}`, []string{"weight_map"}, 2},
+		{``, []string{"model"}, 0},
+	} {
+		if got := Most([]byte(tc.data), tc.path...); got != tc.want {
+			t.Errorf("Most(%s, %v) = %d, want %d", tc.data, tc.path, got, tc.want)
+		}
+	}
+}

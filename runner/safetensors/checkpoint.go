@@ -154,13 +154,7 @@ func danglingLink(p string) error {
 func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, error) {
 	// The tensors are counted before the map is decoded: decoded, each
 	// entry costs ten times its bytes.
-	var lists struct {
-		WeightMap json.RawMessage `json:"weight_map"`
-	}
-	if err := json.Unmarshal(raw, &lists); err != nil {
-		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
-	}
-	if n := jsonlen.Members(lists.WeightMap); maxTensors > 0 && n > maxTensors {
+	if n := jsonlen.Most(raw, "weight_map"); maxTensors > 0 && n > maxTensors {
 		return nil, fmt.Errorf("%s: weight_map lists %d tensors, more than the %d the model could read: %w", idxPath, n, maxTensors, ErrTooManyTensors)
 	}
 	var idx index

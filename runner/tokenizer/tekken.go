@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
+	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
 
 // A tekken.json is Mistral's tokenizer file (mistral-common's Tekkenizer,
@@ -99,14 +100,8 @@ func tekkenVersionAfter7(version string) bool {
 
 // ParseTekken reads a tekken.json's bytes.
 func ParseTekken(data []byte) (*Tokenizer, error) {
-	var lists struct {
-		Vocab         json.RawMessage `json:"vocab"`
-		SpecialTokens json.RawMessage `json:"special_tokens"`
-	}
-	if err := json.Unmarshal(data, &lists); err != nil {
-		return nil, fmt.Errorf("not a tekken.json: %w", jsonerr.Explain(err, data))
-	}
-	if err := checkLengths(listLimit{"vocab", lists.Vocab, MaxVocab}, listLimit{"special_tokens", lists.SpecialTokens, MaxVocab}); err != nil {
+	if err := checkLengths(listLimit{"vocab", jsonlen.Most(data, "vocab"), MaxVocab},
+		listLimit{"special_tokens", jsonlen.Most(data, "special_tokens"), MaxVocab}); err != nil {
 		return nil, err
 	}
 	var f tekkenJSON

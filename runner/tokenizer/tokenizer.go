@@ -265,12 +265,11 @@ const MaxVocab = 1 << 21
 // vocabularies list about two merges a token (Llama's 61,249 for 32,000).
 const maxMerges = 4 * MaxVocab
 
-// listLimit is a list or map of a tokenizer file and the most entries it
-// may hold.
+// listLimit is a list or map of a tokenizer file, its entries and the
+// most it may hold.
 type listLimit struct {
-	name string
-	raw  []byte
-	most int
+	name    string
+	n, most int
 }
 
 // checkLengths refuses a list or map longer than its bound before it is
@@ -278,8 +277,8 @@ type listLimit struct {
 // of a few hundred MB would take gigabytes before any entry was checked.
 func checkLengths(lists ...listLimit) error {
 	for _, l := range lists {
-		if n := jsonlen.Members(l.raw); n > l.most {
-			return fmt.Errorf("%s holds %d entries, more than the %d a tokenizer may hold", l.name, n, l.most)
+		if l.n > l.most {
+			return fmt.Errorf("%s holds %d entries, more than the %d a tokenizer may hold", l.name, l.n, l.most)
 		}
 	}
 	return nil
@@ -298,10 +297,15 @@ var (
 // a file with a config and no model.
 func Parse(data []byte) (*Tokenizer, error) {
 	// The model's type first: another type's vocab has another shape.
+	// The lists are counted in place, before anything copies them.
+	if err := checkLengths(listLimit{"model.vocab", jsonlen.Most(data, "model", "vocab"), MaxVocab},
+		listLimit{"model.merges", jsonlen.Most(data, "model", "merges"), maxMerges},
+		listLimit{"added_tokens", jsonlen.Most(data, "added_tokens"), MaxVocab}); err != nil {
+		return nil, err
+	}
 	var head struct {
-		Model       json.RawMessage `json:"model"`
-		Config      json.RawMessage `json:"config"`
-		AddedTokens json.RawMessage `json:"added_tokens"`
+		Model  json.RawMessage `json:"model"`
+		Config json.RawMessage `json:"config"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
@@ -320,17 +324,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	if typ != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
-	}
-	var lists struct {
-		Vocab  json.RawMessage `json:"vocab"`
-		Merges json.RawMessage `json:"merges"`
-	}
-	if err := json.Unmarshal(head.Model, &lists); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainAt(err, head.Model, "model"))
-	}
-	if err := checkLengths(listLimit{"model.vocab", lists.Vocab, MaxVocab}, listLimit{"model.merges", lists.Merges, maxMerges},
-		listLimit{"added_tokens", head.AddedTokens, MaxVocab}); err != nil {
-		return nil, err
 	}
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
