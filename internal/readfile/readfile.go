@@ -5,6 +5,7 @@
 package readfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,19 @@ func Read(path string, max int64, what string) ([]byte, error) {
 	defer f.Close()
 	if fi.Mode().IsRegular() && fi.Size() > max {
 		return nil, tooLarge(path, fi.Size(), max, what)
+	}
+	if fi.Mode().IsRegular() {
+		// Room for the whole file at once: grown as read, the buffer
+		// would take two or three times a large file's bytes.
+		var b bytes.Buffer
+		b.Grow(int(fi.Size()) + bytes.MinRead)
+		if _, err := b.ReadFrom(io.LimitReader(f, max+1)); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if int64(b.Len()) > max { // grown since it was measured
+			return nil, tooLarge(path, -1, max, what)
+		}
+		return b.Bytes(), nil
 	}
 	// Pipes and devices say no size: read one byte past the bound.
 	return ReadFrom(f, path, max, what)

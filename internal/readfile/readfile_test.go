@@ -3,6 +3,7 @@ package readfile
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,28 @@ func TestRead(t *testing.T) {
 		// Go's operation names are not the user's words.
 		case err != nil && (strings.Contains(err.Error(), "stat ") || strings.Contains(err.Error(), "open ")):
 			t.Errorf("%s: %v names Go's operation", tc.path, err)
+		}
+	}
+}
+
+// A file is read into room made for it at once: what reading allocates is
+// its size, not the two or three times a buffer grown as it reads takes.
+func TestReadAllocatesItsSize(t *testing.T) {
+	for _, size := range []int{0, 1, 4096, 24 << 20} {
+		p := filepath.Join(t.TempDir(), "f.json")
+		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		data, err := Read(p, Tokenizer, "a tokenizer")
+		runtime.ReadMemStats(&after)
+		if err != nil || len(data) != size {
+			t.Fatalf("%d bytes: read %d, %v", size, len(data), err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > uint64(size)+uint64(size)/8+64<<10 {
+			t.Errorf("reading %d bytes allocated %d", size, got)
 		}
 	}
 }
