@@ -1,6 +1,9 @@
 package jsonlen
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // Members counts a list's or map's entries whatever their contents hold.
 func TestMembers(t *testing.T) {
@@ -42,4 +45,21 @@ func TestMost(t *testing.T) {
 			t.Errorf("Most(%s, %v) = %d, want %d", tc.data, tc.path, got, tc.want)
 		}
 	}
+}
+
+// Members agrees with encoding/json on every valid list, and Most never
+// panics on any input.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{`[]`, `[1,"a,b",[2,3],{"x":[4]}]`, `{"a":1,"b":{"c":[1,2]}}`, `{"model":{"merges":["a b"]}}`, `["\\\"",","]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Most(data, "model", "merges")
+		var list []json.RawMessage
+		if json.Valid(data) && json.Unmarshal(data, &list) == nil && list != nil {
+			if got := Members(data); got != len(list) {
+				t.Fatalf("Members(%s) = %d, encoding/json reads %d", data, got, len(list))
+			}
+		}
+	})
 }
