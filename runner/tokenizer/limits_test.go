@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -106,6 +107,44 @@ func TestGGUFListLimits(t *testing.T) {
 			}
 			if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
 				t.Errorf("allocated %d KB before refusing the file", got>>10)
+			}
+		})
+	}
+}
+
+// A pattern's regex longer than a tokenizer's ever is refused by its
+// length before it is compiled (a 20 MB alternation compiled to a GB).
+func TestRegexLimit(t *testing.T) {
+	alternation := func(n int) string {
+		var b strings.Builder
+		for i := 0; b.Len() < n; i++ {
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			fmt.Fprintf(&b, "w%d", i)
+		}
+		return b.String()[:n]
+	}
+	long, _ := json.Marshal(alternation(maxRegex + 1))
+	ok, _ := json.Marshal(alternation(maxRegex - 1))
+	bpe := `{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},%s}`
+	tekken := `{"config":{"pattern":%s,"default_vocab_size":276,"default_num_special_tokens":20,"version":"v3"},"vocab":[]}`
+	want := "is 65537 bytes, more than the 65536 a tokenizer's pattern may take"
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"split", fmt.Sprintf(bpe, `"pre_tokenizer":{"type":"Split","pattern":{"Regex":`+string(long)+`},"behavior":"Isolated","invert":false}`), want},
+		{"replace", fmt.Sprintf(bpe, `"normalizer":{"type":"Replace","pattern":{"Regex":`+string(long)+`},"content":"x"}`), want},
+		{"tekken", fmt.Sprintf(tekken, long), want},
+		{"within the bound", fmt.Sprintf(bpe, `"pre_tokenizer":{"type":"Split","pattern":{"Regex":`+string(ok)+`},"behavior":"Isolated","invert":false}`), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.data))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid file: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -232,6 +232,10 @@ var linearForms = map[string]string{
 	`\s+$`: `(?<!\s)\s+$`,
 }
 
+// maxRegex bounds a pattern's regex: compiled, a regex takes about fifty
+// times its bytes, and tokenizers' patterns are a few hundred bytes.
+const maxRegex = 1 << 16
+
 func (p pattern) compile() (*regexp2.Regexp, string, error) {
 	switch {
 	case p.String != nil && p.Regex != nil:
@@ -240,13 +244,16 @@ func (p pattern) compile() (*regexp2.Regexp, string, error) {
 	case p.String != nil:
 		return nil, *p.String, nil
 	case p.Regex != nil:
+		if len(*p.Regex) > maxRegex {
+			return nil, "", fmt.Errorf("regex %s is %d bytes, more than the %d a tokenizer's pattern may take", quoteShort(*p.Regex), len(*p.Regex), maxRegex)
+		}
 		src := *p.Regex
 		if l, ok := linearForms[src]; ok {
 			src = l
 		}
 		re, err := regexp2.Compile(src, regexp2.None)
 		if err != nil {
-			return nil, "", fmt.Errorf("regex %q: %v", *p.Regex, err)
+			return nil, "", fmt.Errorf("regex %s: %v", quoteShort(*p.Regex), err)
 		}
 		re.MatchTimeout = matchTimeout
 		return re, "", nil
