@@ -149,3 +149,46 @@ func TestRegexLimit(t *testing.T) {
 		})
 	}
 }
+
+// The normalizers' texts of the added tokens are held to a budget all
+// together: a long token that a Replace grows 60 times is refused, naming
+// it shortened, before the text is made.
+func TestAddedTokensNormalizedBudget(t *testing.T) {
+	file := func(n int, tokens int) []byte {
+		var added []string
+		for i := range tokens {
+			added = append(added, fmt.Sprintf(`{"id":%d,"content":"%s%s","single_word":false,"lstrip":false,"rstrip":false,"normalized":true,"special":false}`,
+				2+i, strings.Repeat("a", n), strings.Repeat("b", i)))
+		}
+		return []byte(`{"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]},` +
+			`"normalizer":{"type":"Replace","pattern":{"String":"a"},"content":"` + strings.Repeat("c", 60) + `"},` +
+			`"added_tokens":[` + strings.Join(added, ",") + `]}`)
+	}
+	for _, tc := range []struct {
+		name      string
+		n, tokens int
+		want      string
+	}{
+		{"short", 10, 3, ""},
+		{"one long token", 4 << 20, 1, `added token "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..." (4194304 characters): the normalizers make the added tokens' texts more than 64 MiB together`},
+		{"many tokens", 512 << 10, 4, "the normalizers make the added tokens' texts more than 64 MiB together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := file(tc.n, tc.tokens)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Parse(data)
+			runtime.ReadMemStats(&after)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid file: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %.300v, want %q", err, tc.want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(data))+addedBudget {
+				t.Errorf("allocated %d MB for a file of %d MB", got>>20, len(data)>>20)
+			}
+		})
+	}
+}

@@ -436,14 +436,26 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if t.normalize, err = readNormalizers(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
+	// What the normalizers make of the added tokens' texts is kept, each
+	// may grow 64 times: all together they are held to addedBudget.
+	left := addedBudget
+	norm := func(s string) (string, error) {
+		limit := min(64*len(s)+1<<16, left)
+		n, err := t.normalizedWithin(s, limit)
+		if errors.Is(err, errGrowth) && limit == left {
+			return "", fmt.Errorf("the normalizers make the added tokens' texts more than %d MiB together", addedBudget>>20)
+		}
+		left -= len(n)
+		return n, err
+	}
 	// A normalized added token is found by what the normalizers make of
 	// its text, as HF finds it: Llama's Prepend makes "<x>" "▁<x>".
 	for i := range normed {
-		if normed[i].content, err = t.normalized(normed[i].content); err != nil {
-			return nil, fmt.Errorf("added token %q: %w", t.pieces[normed[i].id], err)
+		if normed[i].content, err = norm(normed[i].content); err != nil {
+			return nil, fmt.Errorf("added token %s: %w", quoteShort(t.pieces[normed[i].id]), err)
 		}
 		if normed[i].content == "" {
-			return nil, fmt.Errorf("added token %q: the normalizer makes it empty", t.pieces[normed[i].id])
+			return nil, fmt.Errorf("added token %s: the normalizer makes it empty", quoteShort(t.pieces[normed[i].id]))
 		}
 	}
 	t.addedNorm = newAddedIndex(normed)
@@ -454,9 +466,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if !everNormalized[a.content] {
 			continue
 		}
-		n, err := t.normalized(a.content)
+		n, err := norm(a.content)
 		if err != nil {
-			return nil, fmt.Errorf("added token %q: %w", a.content, err)
+			return nil, fmt.Errorf("added token %s: %w", quoteShort(a.content), err)
 		}
 		if n != a.content {
 			t.decodeAs[a.id] = n
@@ -639,7 +651,16 @@ func (t *Tokenizer) Encode(text string, special bool) ([]int32, error) {
 // normalized is s after the normalizers, or an error where they would grow
 // it without bound.
 func (t *Tokenizer) normalized(s string) (string, error) {
-	limit := 64*len(s) + 1<<16
+	return t.normalizedWithin(s, 64*len(s)+1<<16)
+}
+
+// addedBudget bounds the bytes the normalizers make of a file's added
+// tokens, all together: tokens are short, and a text may grow 64 times
+// (one of 40 MB would take 2.5 GB).
+const addedBudget = 64 << 20
+
+// normalizedWithin is normalized growing s to at most limit bytes.
+func (t *Tokenizer) normalizedWithin(s string, limit int) (string, error) {
 	var err error
 	for i, n := range t.normalize {
 		if s, err = n.apply(s, limit); err != nil {
