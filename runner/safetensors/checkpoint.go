@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
@@ -146,7 +147,12 @@ func danglingLink(p string) error {
 	}
 	if _, err := os.Stat(p); err != nil {
 		target, _ := os.Readlink(p)
-		return fmt.Errorf("%s: a symlink to %s, which is missing (%v)", p, target, errors.Unwrap(err))
+		// A link that leads back to itself is not a missing file.
+		what := "is missing"
+		if errors.Is(err, syscall.ELOOP) {
+			what = "leads back to a symlink without end"
+		}
+		return fmt.Errorf("%s: a symlink to %s, which %s (%v)", p, target, what, errors.Unwrap(err))
 	}
 	return nil
 }

@@ -627,16 +627,22 @@ func BenchmarkParseHeader(b *testing.B) {
 	}
 }
 
-// A shard that is a symlink to a missing file is named, not skipped.
+// A shard that is a symlink to a missing file, or one that leads back to
+// itself, is named for what it is, not skipped.
 func TestDanglingShard(t *testing.T) {
-	for _, name := range []string{"model.safetensors", "model-00002-of-00002.safetensors"} {
+	for _, tc := range []struct{ name, target, want string }{
+		{"model.safetensors", "/nonexistent/blob", "model.safetensors: a symlink to /nonexistent/blob, which is missing"},
+		{"model-00002-of-00002.safetensors", "/nonexistent/blob", "model-00002-of-00002.safetensors: a symlink to /nonexistent/blob, which is missing"},
+		{"model.safetensors", "model.safetensors", "model.safetensors: a symlink to model.safetensors, which leads back to a symlink without end (too many levels of symbolic links)"},
+		{"model-00001-of-00001.safetensors", "model-00001-of-00001.safetensors", "model-00001-of-00001.safetensors: a symlink to model-00001-of-00001.safetensors, which leads back to a symlink without end"},
+	} {
 		dir := t.TempDir()
-		if err := os.Symlink("/nonexistent/blob", filepath.Join(dir, name)); err != nil {
+		if err := os.Symlink(tc.target, filepath.Join(dir, tc.name)); err != nil {
 			t.Skip("no symlinks here:", err)
 		}
 		_, err := OpenDir(dir)
-		if err == nil || !strings.Contains(err.Error(), name+": a symlink to /nonexistent/blob, which is missing") {
-			t.Errorf("%s: %v", name, err)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s -> %s: %v, want %q", tc.name, tc.target, err, tc.want)
 		}
 	}
 }
