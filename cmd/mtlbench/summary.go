@@ -24,15 +24,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		byCase[i] = stats.ByMetric(samples)
 	}
 	modelCols, witness := stats.ModelColumnsFor(sum.Cases, byCase)
-	kernelCols, kernelWitness := stats.KernelColumns, false
-	for _, col := range stats.KernelWitnessColumns {
-		for i, c := range sum.Cases {
-			if c.Kind == results.CaseKernel && byCase[i][col.Metric] != nil {
-				kernelCols, kernelWitness = append(kernelCols[:len(kernelCols):len(kernelCols)], col), true
-				break
-			}
-		}
-	}
+	kernelCols, kernelWitness := stats.KernelColumnsFor(sum.Cases, byCase)
 	for i, c := range sum.Cases {
 		m := byCase[i]
 		cols, t := modelCols, &model

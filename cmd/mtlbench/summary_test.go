@@ -195,8 +195,9 @@ func TestWitnessGPUNotes(t *testing.T) {
 		"each case's GPU: Apple M3 Ultra (80 cores, 819 GB/s) for decode; Apple M2 Pro (19 cores, 200 GB/s) for decode/witness_gpu=M2 Pro",
 		"µs at Apple M2 Pro", "µs at Apple M3 Ultra",
 		"│ moe       │ moe │      1 │       4.00 │         2.00 │       100.0 │               10.0 │", // 2 MB at 200 GB/s
-		"│ gemv │ 9.00 (n=1) │ -    │ -       │ 89 (n=1)      │ 100 (n=1)       │ 16.0 (n=1) │ 29.4 (n=1) │ 16.0 (n=1)      │ 15.45 (n=1) │",
-		"│ norm │ 9.00 (n=1) │ -    │ -       │ -             │ -               │ -          │ -          │ -               │ -           │",
+		// Neither case records GB/s or GFLOP/s: no columns of dashes for them.
+		"│ gemv │ 9.00 (n=1) │ 89 (n=1)      │ 100 (n=1)       │ 16.0 (n=1) │ 29.4 (n=1) │ 16.0 (n=1)      │ 15.45 (n=1) │",
+		"│ norm │ 9.00 (n=1) │ -             │ -               │ -          │ -          │ -               │ -           │",
 		"floor µs: the footprint at the GPU's bandwidth; GPU: the Apple M1 (8 cores, 68.25 GB/s) (witness_gpu",
 		"run 1: kernel cases' arguments (cost witness, one call)",
 		"│ gemv │ matvec_bf16 │ out      │   0.000 │ -            │      0.001 │ 1.0           │",
@@ -281,6 +282,53 @@ func TestRunTablesServingColumns(t *testing.T) {
 		for _, col := range serving {
 			if got, want := strings.Contains(header, "│ "+col+" "), slices.Contains(tc.want, col); got != want {
 				t.Errorf("%s: column %q shown %v, want %v\n%s", tc.name, col, got, want, out)
+			}
+		}
+	}
+}
+
+// A kernel table shows the headline columns its cases recorded: a tune run
+// times calls alone, so it has µs/call and no GB/s or GFLOP/s of dashes.
+func TestRunTablesKernelColumns(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	record := func(metrics ...string) string {
+		r := &results.Run{SuiteName: "tune", Kind: results.KindTune, Backend: "cpu"}
+		if _, err := db.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		cases := []results.Case{{Key: "tune/matmul/a", Name: "matmul a", Kind: results.CaseKernel}}
+		if err := db.AddCases(r.ID, cases); err != nil {
+			t.Fatal(err)
+		}
+		var s []results.Sample
+		for _, m := range metrics {
+			s = append(s, results.Sample{Metric: m, Value: 2})
+		}
+		if err := db.FinishCase(cases[0].ID, s, nil, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if cases, err = db.Cases(r.ID); err != nil {
+			t.Fatal(err)
+		}
+		out := renderRunTables(t, db, &bench.Summary{RunID: r.ID, Run: r, Cases: cases})
+		return strings.SplitN(out, "\n", 4)[2]
+	}
+	for _, tc := range []struct {
+		name    string
+		metrics []string
+		want    []string
+	}{
+		{"calls timed alone", []string{"us_per_call", "confirm_us_per_call"}, []string{"µs/call"}},
+		{"bytes and flops", []string{"us_per_call", "gb_s", "gflop_s"}, []string{"µs/call", "GB/s", "GFLOP/s"}},
+	} {
+		header := record(tc.metrics...)
+		for _, col := range []string{"µs/call", "GB/s", "GFLOP/s"} {
+			if got, want := strings.Contains(header, "│ "+col+" "), slices.Contains(tc.want, col); got != want {
+				t.Errorf("%s: column %q shown %v, want %v: %s", tc.name, col, got, want, header)
 			}
 		}
 	}

@@ -444,10 +444,11 @@ func summaries(runs []charts.RunData) []htmlTable {
 			cases[i], byCase[i] = c.Case, c.Stats
 		}
 		modelCols, _ := stats.ModelColumnsFor(cases, byCase)
+		kernelCols, _ := stats.KernelColumnsFor(cases, byCase)
 		for _, c := range rd.Cases {
 			cols, t := modelCols, &model
 			if c.Kind == results.CaseKernel {
-				cols, t = stats.KernelColumns, &kernel
+				cols, t = kernelCols, &kernel
 			}
 			if *t == nil {
 				h := []string{"case"}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mtlbench/mtlbench/reports/charts"
 	"github.com/mtlbench/mtlbench/reports/history"
+	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -198,5 +200,29 @@ func TestAlignNumericColumns(t *testing.T) {
 	align(tbl)
 	if want := []bool{false, true, true, false}; !slices.Equal(tbl.Right, want) {
 		t.Errorf("right-aligned columns %v, want %v", tbl.Right, want)
+	}
+}
+
+// The kernel summary shows the headline columns its cases recorded: a tune
+// run times calls alone, so its table has µs/call and no column of dashes.
+func TestSummariesKernelColumns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		metrics []string
+		want    string
+	}{
+		{"calls timed alone", []string{"us_per_call"}, "case|µs/call"},
+		{"bytes and flops", []string{"us_per_call", "gb_s", "gflop_s"}, "case|µs/call|GB/s|GFLOP/s"},
+	} {
+		st := map[string]*stats.Summary{}
+		for _, m := range tc.metrics {
+			st[m] = &stats.Summary{N: 1}
+		}
+		runs := []charts.RunData{{Run: results.Run{ID: 1, SuiteName: "tune"},
+			Cases: []charts.CaseData{{Case: results.Case{Name: "matmul a", Kind: results.CaseKernel, Status: results.CaseDone}, Stats: st}}}}
+		tables := summaries(runs)
+		if got := strings.Join(tables[0].Header, "|"); got != tc.want {
+			t.Errorf("%s: header %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

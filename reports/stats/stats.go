@@ -223,6 +223,25 @@ var KernelColumns = []Column{
 	{"gflop_s", "GFLOP/s", 1, 1},
 }
 
+// KernelColumnsFor are the columns of a run's kernel-case summary: µs/call,
+// then the other headline and the witness columns that some kernel case
+// recorded (byCase[i] are cases[i]'s summaries by metric), so that a run
+// timing calls alone (a tune run) has no column of dashes. witness says
+// whether witness columns are among them.
+func KernelColumnsFor(cases []results.Case, byCase []map[string]*Summary) (cols []Column, witness bool) {
+	cols = slices.Clone(KernelColumns[:1])
+	for _, col := range slices.Concat(KernelColumns[1:], KernelWitnessColumns) {
+		for i, c := range cases {
+			if c.Kind == results.CaseKernel && byCase[i][col.Metric] != nil {
+				cols = append(cols, col)
+				witness = witness || slices.Contains(KernelWitnessColumns, col)
+				break
+			}
+		}
+	}
+	return cols, witness
+}
+
 // maxDecimals is the most decimals Cell writes: a smaller median is
 // written with an exponent (1.1e-09).
 const maxDecimals = 6

@@ -41,6 +41,38 @@ func TestModelColumnsFor(t *testing.T) {
 	}
 }
 
+// A run's kernel columns: µs/call always, the other headline and witness
+// columns only where a kernel case recorded them (a tune run times calls
+// alone, and a column of dashes would read as a failed measurement).
+func TestKernelColumnsFor(t *testing.T) {
+	kernel := results.Case{Kind: results.CaseKernel}
+	model := results.Case{Kind: results.CaseModel}
+	timed := map[string]*Summary{"us_per_call": {}}
+	for _, tc := range []struct {
+		name    string
+		cases   []results.Case
+		byCase  []map[string]*Summary
+		want    string
+		witness bool
+	}{
+		{"calls timed alone (tune)", []results.Case{kernel}, []map[string]*Summary{timed}, "µs/call", false},
+		{"bytes and flops", []results.Case{kernel, kernel}, []map[string]*Summary{timed, {"us_per_call": {}, "gb_s": {}, "gflop_s": {}}}, "µs/call|GB/s|GFLOP/s", false},
+		{"bytes only", []results.Case{kernel}, []map[string]*Summary{{"us_per_call": {}, "gb_s": {}}}, "µs/call|GB/s", false},
+		{"a model case's metrics", []results.Case{model, kernel}, []map[string]*Summary{{"gb_s": {}, "witness_us": {}}, timed}, "µs/call", false},
+		{"witness", []results.Case{kernel}, []map[string]*Summary{{"us_per_call": {}, "gb_s": {}, "witness_us": {}}}, "µs/call|GB/s|floor µs", true},
+		{"nothing recorded (failed)", []results.Case{kernel}, []map[string]*Summary{{}}, "µs/call", false},
+	} {
+		cols, witness := KernelColumnsFor(tc.cases, tc.byCase)
+		var h []string
+		for _, c := range cols {
+			h = append(h, c.Header)
+		}
+		if got := strings.Join(h, "|"); got != tc.want || witness != tc.witness {
+			t.Errorf("%s: columns %q (witness %v), want %q (%v)", tc.name, got, witness, tc.want, tc.witness)
+		}
+	}
+}
+
 // Values no metric can take are left out of a summary and counted.
 func TestByMetricLeavesOutUnusableValues(t *testing.T) {
 	inf := math.Inf(1)
