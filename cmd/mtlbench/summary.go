@@ -59,7 +59,9 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			row = append(row, l)
 		}
 		for _, col := range cols {
-			if (c.Status == results.CaseFailed || c.Status == results.CasePending) && !partial {
+			// A case that measured nothing says why in its figures' place
+			// (skipped too, as a row of dashes reads as no metric recorded).
+			if c.Status != results.CaseDone && !partial {
 				row = append(row, c.Status)
 				continue
 			}

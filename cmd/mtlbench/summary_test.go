@@ -288,7 +288,8 @@ func TestRunTablesServingColumns(t *testing.T) {
 }
 
 // A kernel table shows the headline columns its cases recorded: a tune run
-// times calls alone, so it has µs/call and no GB/s or GFLOP/s of dashes.
+// times calls alone, so it has µs/call and no GB/s or GFLOP/s of dashes;
+// and a case skipped says so, not a row of dashes.
 func TestRunTablesKernelColumns(t *testing.T) {
 	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
@@ -300,7 +301,8 @@ func TestRunTablesKernelColumns(t *testing.T) {
 		if _, err := db.CreateRun(r); err != nil {
 			t.Fatal(err)
 		}
-		cases := []results.Case{{Key: "tune/matmul/a", Name: "matmul a", Kind: results.CaseKernel}}
+		cases := []results.Case{{Key: "tune/matmul/a", Name: "matmul a", Kind: results.CaseKernel},
+			{Key: "tune/matmul/b", Name: "matmul b", Kind: results.CaseKernel}}
 		if err := db.AddCases(r.ID, cases); err != nil {
 			t.Fatal(err)
 		}
@@ -311,11 +313,19 @@ func TestRunTablesKernelColumns(t *testing.T) {
 		if err := db.FinishCase(cases[0].ID, s, nil, 0, 0); err != nil {
 			t.Fatal(err)
 		}
+		if err := db.SkipCase(cases[1].ID, "coverage: 1 piece cannot keep 2 threads busy"); err != nil {
+			t.Fatal(err)
+		}
 		if cases, err = db.Cases(r.ID); err != nil {
 			t.Fatal(err)
 		}
 		out := renderRunTables(t, db, &bench.Summary{RunID: r.ID, Run: r, Cases: cases})
-		return strings.SplitN(out, "\n", 4)[2]
+		lines := strings.Split(out, "\n")
+		// A skipped case says so where its figures would be.
+		if skipped := lines[5]; !strings.Contains(skipped, "matmul b") || !strings.Contains(skipped, " skipped ") || strings.Contains(skipped, " - ") {
+			t.Errorf("the skipped case's row: %s", skipped)
+		}
+		return lines[2]
 	}
 	for _, tc := range []struct {
 		name    string
