@@ -45,8 +45,8 @@ var Vars = []Var{
 		"how long run, bench and tune wait for a lock another process holds on the results database before they stop, keeping what they measured in a file beside it for mtlbench import (docs/data.md)"},
 	{"MTLBENCH_HISTORY", "$XDG_DATA_HOME/mtlbench/history, else ~/.local/share/mtlbench/history", "results",
 		"folder of imported performance history (history import writes there); every command reads it beside the built-in history"},
-	{"MTLBENCH_GIT_COMMIT", "git rev-parse HEAD in the working directory", "provenance",
-		"commit recorded with each run"},
+	{"MTLBENCH_GIT_COMMIT", "the binary's commit, else git HEAD here", "provenance",
+		"commit recorded with each run, over the binary's own (its VCS stamp or -ldflags -X main.commit) or, for a binary without one, git rev-parse HEAD in the working directory"},
 	{"MTLBENCH_TUNED", "none", "tuning",
 		"folder of tuned kernel configs: the nearest bucket wins, and among equally near ones these beat the user's cache and the shipped configs"},
 
@@ -348,7 +348,8 @@ func defaultHistoryDir() string {
 	return filepath.Join(filepath.Dir(results.DefaultPath()), "history")
 }
 
-// GitCommit is $MTLBENCH_GIT_COMMIT, "" when unset (the caller asks git).
+// GitCommit is $MTLBENCH_GIT_COMMIT, "" when unset (the caller takes the
+// binary's stamp, else asks git).
 func GitCommit() string { return Get("MTLBENCH_GIT_COMMIT") }
 
 // TunedDir is the override folder of tuned configs, "" for none.
