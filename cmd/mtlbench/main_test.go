@@ -704,3 +704,28 @@ func TestGenerateWriteError(t *testing.T) {
 		}
 	}
 }
+
+// A parameter count reads with three significant digits in one notation:
+// a test checkpoint's 1.43M is not 1M, nor its 495104 a bare number beside
+// the others' 124M, and a count at a unit's edge takes the larger unit.
+func TestHumanParams(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{999, "999"},
+		{1000, "1.00K"},
+		{495_104, "495K"},
+		{999_600, "1.00M"},
+		{1_430_000, "1.43M"},
+		{88_400_000, "88.4M"},
+		{124_439_808, "124M"},
+		{999_600_000, "1.0B"},
+		{1_235_814_400, "1.2B"},
+		{30_532_122_624, "30.5B"},
+	} {
+		if got := human(tc.n); got != tc.want {
+			t.Errorf("human(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

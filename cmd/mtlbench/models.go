@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -127,13 +129,21 @@ func localBackend() string {
 	return "cpu"
 }
 
-// human prints a parameter count as 1.1B / 494M.
+// human prints a parameter count as 1.1B / 494M / 1.43M / 495K: at least
+// three significant digits below a billion, so a test checkpoint's 1.4M
+// does not read as 1M, nor its 495104 in another notation than the rest.
 func human(n int64) string {
-	switch {
-	case n >= 1e9:
+	if n >= 999_500_000 { // what rounds to 1000M reads as 1.0B
 		return fmt.Sprintf("%.1fB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.0fM", float64(n)/1e6)
+	}
+	for _, u := range []struct {
+		scale float64
+		sfx   string
+	}{{1e6, "M"}, {1e3, "K"}} {
+		if x := float64(n) / u.scale; x >= 0.9995 { // 999,600 is 1.00M, not 1000K
+			decimals := max(0, 2-int(math.Floor(math.Log10(max(x, 1)))))
+			return strconv.FormatFloat(x, 'f', decimals, 64) + u.sfx
+		}
 	}
 	return fmt.Sprint(n)
 }
