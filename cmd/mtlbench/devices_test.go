@@ -69,7 +69,8 @@ func TestDeviceRowCores(t *testing.T) {
 }
 
 // devices --format json gives a backend it cannot open null where the
-// table prints "-": cores is a number or null in every row, never "-".
+// table prints "-": cores and the sizes in bytes are a number or null in
+// every row, never "-" or "23.5 GiB".
 func TestDevicesJSONMissingIsNull(t *testing.T) {
 	for _, f := range []string{"json", "jsonl"} {
 		out, _, err := mtl(t, "devices", "--format", f)
@@ -92,10 +93,20 @@ func TestDevicesJSONMissingIsNull(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", f, err, out)
 		}
 		for _, r := range rows {
-			switch r["cores"].(type) {
-			case float64, nil:
-			default:
-				t.Errorf("%s: %s's cores is %#v, want a number or null", f, r["backend"], r["cores"])
+			// Sizes are bytes, as models gives them, not the table's "23.5 GiB".
+			for _, k := range []string{"cores", "memory_bytes", "available_bytes"} {
+				v, ok := r[k]
+				switch v.(type) {
+				case float64, nil:
+				default:
+					ok = false
+				}
+				if !ok {
+					t.Errorf("%s: %s's %s is %#v, want a number or null", f, r["backend"], k, v)
+				}
+			}
+			if r["backend"] == "cpu" && r["memory_bytes"] == nil {
+				t.Errorf("%s: the cpu backend's memory is not given: %v", f, r)
 			}
 			for k, v := range r {
 				if v == "-" {

@@ -211,15 +211,20 @@ func devicesCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"}}
+			// csv and json take the sizes in bytes, not the table's "23.5 GiB".
+			t := &table.Table{Header: []string{"backend", "device", "cores", "memory", "available", "status"},
+				Data: &table.Data{Columns: []string{"backend", "device", "cores", "memory_bytes", "available_bytes", "status"}}}
 			pt := &table.Table{Title: "pipelines", Header: []string{"backend", "op", "kernel", "max threads/threadgroup", "simd width", "static threadgroup memory"}}
 			for _, name := range backends.Names[1:] {
 				be, err := backends.Open(name, bo)
 				if err != nil {
 					t.Rows = append(t.Rows, []string{name, "-", "-", "-", "-", backendStatus(name, err)})
+					t.Data.Add(map[string]any{"backend": name, "status": backendStatus(name, err)})
 					continue
 				}
-				t.Rows = append(t.Rows, deviceRow(name, be.Info()))
+				row := deviceRow(name, be.Info())
+				t.Rows = append(t.Rows, row)
+				t.Data.Add(deviceData(row, be.Info()))
 				if pl, ok := be.(bridge.PipelineLimits); ok && c.Bool("pipelines") {
 					for _, l := range pl.PipelineLimits() {
 						if l.Err != nil {
@@ -264,6 +269,18 @@ func deviceRow(name string, in bridge.DeviceInfo) []string {
 		cores = fmt.Sprint(in.Cores)
 	}
 	return []string{name, in.Name, cores, gib(in.MemoryBytes), gib(in.AvailableBytes), status}
+}
+
+// deviceData is a device row's data form: counts and sizes as numbers,
+// null where the device reports none.
+func deviceData(row []string, in bridge.DeviceInfo) map[string]any {
+	d := map[string]any{"backend": row[0], "device": in.Name, "status": row[5]}
+	for k, v := range map[string]int64{"cores": int64(in.Cores), "memory_bytes": in.MemoryBytes, "available_bytes": in.AvailableBytes} {
+		if v > 0 {
+			d[k] = v
+		}
+	}
+	return d
 }
 
 func gib(b int64) string {

@@ -106,3 +106,37 @@ func TestDataColumnOneType(t *testing.T) {
 		}
 	}
 }
+
+// Tables rendered as one document of titled tables (some without a data
+// form) give each table's typed rows where it has them, in every format:
+// json's rows are not the display cells ("23.5 GiB") that csv leaves out.
+func TestRenderAllMixedKeepsData(t *testing.T) {
+	d := &Data{}
+	d.Add(map[string]any{"backend": "cpu", "memory_bytes": int64(25276203008)})
+	tables := []*Table{{Title: "devices", Header: []string{"backend", "memory"}, Rows: [][]string{{"cpu", "23.5 GiB"}}, Data: d},
+		{Title: "pipelines", Header: []string{"op", "simd width"}, Rows: [][]string{{"matmul", "32"}}}}
+	for _, f := range []Format{FormatJSON, FormatCSV, FormatJSONL} {
+		var buf bytes.Buffer
+		if err := RenderAll(&buf, f, tables); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if strings.Contains(out, "GiB") || !strings.Contains(out, "25276203008") || !strings.Contains(out, "simd") {
+			t.Errorf("%s: want the devices table's data and the pipelines table's cells:\n%s", f, out)
+		}
+	}
+	var buf bytes.Buffer
+	if err := RenderAll(&buf, FormatJSON, tables); err != nil {
+		t.Fatal(err)
+	}
+	var docs []struct {
+		Title string           `json:"title"`
+		Rows  []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &docs); err != nil {
+		t.Fatalf("json: %v\n%s", err, buf.String())
+	}
+	if len(docs) != 2 || docs[0].Rows[0]["memory_bytes"] != 25276203008.0 || docs[1].Rows[0]["simd width"] != 32.0 {
+		t.Errorf("json documents: %+v", docs)
+	}
+}

@@ -148,17 +148,32 @@ func RenderAll(w io.Writer, f Format, tables []*Table) error {
 	}
 	if f == FormatJSON {
 		type doc struct {
-			Title string    `json:"title"`
-			Rows  []jsonRow `json:"rows"`
-			Notes []Note    `json:"notes,omitempty"`
+			Title string           `json:"title"`
+			Rows  []json.Marshaler `json:"rows"`
+			Notes []Note           `json:"notes,omitempty"`
 		}
 		docs := make([]doc, 0, len(tables))
 		for _, t := range tables {
+			// A table with a data form gives its typed rows, as csv and
+			// jsonl write them, not its display cells.
+			if t.Data != nil {
+				rows := make([]json.Marshaler, len(t.Data.Rows))
+				text := t.Data.textColumns()
+				for i, r := range t.Data.Rows {
+					rows[i] = dataRow{t.Data.Columns, r, text}
+				}
+				docs = append(docs, doc{Title: t.Title, Rows: rows, Notes: t.Notes})
+				continue
+			}
 			rows, err := t.jsonRows()
 			if err != nil {
 				return err
 			}
-			docs = append(docs, doc{Title: t.Title, Rows: rows, Notes: t.Notes})
+			ms := make([]json.Marshaler, len(rows))
+			for i, r := range rows {
+				ms[i] = r
+			}
+			docs = append(docs, doc{Title: t.Title, Rows: ms, Notes: t.Notes})
 		}
 		return writeJSON(w, docs)
 	}
