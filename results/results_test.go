@@ -481,9 +481,10 @@ func TestResolveRef(t *testing.T) {
 				if err == nil {
 					t.Fatalf("ResolveRef(%q) = %v, want an error", tc.ref, ids)
 				}
+				// "no run matches" is the whole message: no ": not found" after it.
 				if tc.ref != "" && (!errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), strings.TrimSpace(tc.ref)) ||
-					!strings.Contains(err.Error(), db.Path())) {
-					t.Errorf("error %q should wrap ErrNotFound and name the ref and the store", err)
+					!strings.Contains(err.Error(), db.Path()) || strings.HasSuffix(err.Error(), ErrNotFound.Error())) {
+					t.Errorf("error %q should wrap ErrNotFound, name the ref and the store, and end with what lists the runs", err)
 				}
 				return
 			}

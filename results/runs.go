@@ -567,10 +567,20 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 			return ids, nil
 		}
 	}
-	// The store is named: a run looked for in the wrong one is the usual cause.
-	return nil, fmt.Errorf("results: no run matches %q in %s (tried run id, tag, \"latest\" and git commit prefix; mtlbench runs --db %s lists them): %w",
-		ref, db.Path(), db.Path(), ErrNotFound)
+	return nil, &NoRunError{Ref: ref, Store: db.Path()}
 }
+
+// NoRunError is a run reference that matches no run of a store. It is
+// ErrNotFound without saying so again after "no run matches".
+type NoRunError struct{ Ref, Store string }
+
+// Error names the store: a run looked for in the wrong one is the usual cause.
+func (e *NoRunError) Error() string {
+	return fmt.Sprintf("results: no run matches %q in %s (tried run id, tag, \"latest\" and git commit prefix; mtlbench runs --db %s lists them)",
+		e.Ref, e.Store, e.Store)
+}
+
+func (e *NoRunError) Is(target error) bool { return target == ErrNotFound }
 
 // oneCommit refuses a commit prefix that names runs of different commits,
 // as git refuses an ambiguous one: pooled, their figures would read as one
