@@ -58,7 +58,9 @@ func (b buildInfo) String() string {
 			s += "+dirty"
 		}
 	} else {
-		s += " (no commit recorded: built outside a git checkout without -ldflags -X main.commit)"
+		// go run, -buildvcs=false (as GOFLAGS may set it) and a tree
+		// outside git all leave the stamp out, not only the last.
+		s += " (no commit recorded: the build stamped no VCS revision (go run, -buildvcs=false or no git checkout) and had no -ldflags -X main.commit; make build sets it)"
 	}
 	return s + " " + b.Go
 }
