@@ -25,6 +25,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	}
 	modelCols, witness := stats.ModelColumnsFor(sum.Cases, byCase)
 	kernelCols, kernelWitness := stats.KernelColumnsFor(sum.Cases, byCase)
+	layers := stats.LayersColumn(sum.Cases)
 	for i, c := range sum.Cases {
 		m := byCase[i]
 		cols, t := modelCols, &model
@@ -33,7 +34,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		}
 		if *t == nil {
 			h := []string{"case"}
-			if c.Kind != results.CaseKernel {
+			if c.Kind != results.CaseKernel && layers {
 				h = append(h, "layers")
 			}
 			for _, col := range cols {
@@ -51,7 +52,7 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 		case partial:
 			row[0] += " (unfinished)"
 		}
-		if c.Kind != results.CaseKernel {
+		if c.Kind != results.CaseKernel && layers {
 			l := "-"
 			if c.LayersTotal > 0 {
 				l = fmt.Sprintf("%d/%d", c.LayersRun, c.LayersTotal)
@@ -88,8 +89,10 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	var out []*table.Table
 	for _, t := range []*table.Table{model, kernel} {
 		if t != nil {
-			if t == model {
+			if t == model && layers {
 				t.Notes = append(t.Notes, table.NoteText("layers: layers run / layers of the model; figures of truncated models are not whole-model figures"))
+			}
+			if t == model {
 				t.Notes = append(t.Notes, stepShareNotes(sum.Cases, byCase)...)
 				t.Notes = append(t.Notes, cachedRooflineNotes(sum.Cases, byCase)...)
 				if witness {

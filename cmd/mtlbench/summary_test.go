@@ -343,3 +343,36 @@ func TestRunTablesKernelColumns(t *testing.T) {
 		}
 	}
 }
+
+// Another engine's imported figures (decode and prefill tok/s, no layer
+// count) show their own columns, not a layers column and five of dashes.
+func TestRunTablesPeerColumns(t *testing.T) {
+	db, err := results.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := &results.Run{SuiteName: "bench", Kind: results.KindPeer, Backend: "metal"}
+	if _, err := db.CreateRun(r); err != nil {
+		t.Fatal(err)
+	}
+	cases := []results.Case{{Key: "model/bench/batch=1/gen_len=128/prompt_len=512", Name: "bench/batch=1/prompt_len=512/gen_len=128", Kind: results.CaseModel}}
+	if err := db.AddCases(r.ID, cases); err != nil {
+		t.Fatal(err)
+	}
+	s := []results.Sample{{Metric: "decode_tok_s", Value: 688}, {Metric: "prefill_tok_s", Value: 9591}}
+	if err := db.FinishCase(cases[0].ID, s, nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if cases, err = db.Cases(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	out := renderRunTables(t, db, &bench.Summary{RunID: r.ID, Run: r, Cases: cases})
+	lines := strings.Split(out, "\n")
+	if got, want := strings.Join(strings.Fields(lines[2]), " "), "│ case │ decode tok/s │ prefill tok/s │"; got != want {
+		t.Errorf("header %q, want %q\n%s", got, want, out)
+	}
+	if strings.Contains(out, "layers") {
+		t.Errorf("a run that recorded no layers has the layers column or note:\n%s", out)
+	}
+}

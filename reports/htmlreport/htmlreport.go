@@ -445,6 +445,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 		}
 		modelCols, _ := stats.ModelColumnsFor(cases, byCase)
 		kernelCols, _ := stats.KernelColumnsFor(cases, byCase)
+		layers := stats.LayersColumn(cases)
 		for _, c := range rd.Cases {
 			cols, t := modelCols, &model
 			if c.Kind == results.CaseKernel {
@@ -452,7 +453,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 			}
 			if *t == nil {
 				h := []string{"case"}
-				if c.Kind != results.CaseKernel {
+				if c.Kind != results.CaseKernel && layers {
 					h = append(h, "layers")
 				}
 				for _, col := range cols {
@@ -461,7 +462,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 				*t = &htmlTable{Title: fmt.Sprintf("Run %d (%s): %s cases, median ± 95%% CI", rd.Run.ID, rd.Run.SuiteName, c.Kind), Header: h}
 			}
 			row := []string{c.Name}
-			if c.Kind != results.CaseKernel {
+			if c.Kind != results.CaseKernel && layers {
 				l := "-"
 				if c.LayersTotal > 0 {
 					l = fmt.Sprintf("%d/%d", c.LayersRun, c.LayersTotal)
@@ -499,7 +500,7 @@ func summaries(runs []charts.RunData) []htmlTable {
 				continue
 			}
 			dropEmptyLast(t, "tuned configs")
-			if t == model {
+			if t == model && layers {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures.")
 			}
 			t.Notes = append(t.Notes, "± is the 95% confidence interval of the median, in percent of it; no ± where too few repetitions give no interval. Cases that did not finish show their status.")

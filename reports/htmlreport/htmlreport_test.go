@@ -203,23 +203,29 @@ func TestAlignNumericColumns(t *testing.T) {
 	}
 }
 
-// The kernel summary shows the headline columns its cases recorded: a tune
-// run times calls alone, so its table has µs/call and no column of dashes.
+// A summary shows the headline columns its cases recorded: a tune run
+// times calls alone, so its table has µs/call and no column of dashes, and
+// another engine's imported figures (decode and prefill tok/s, no layer
+// count) have no layers column either.
 func TestSummariesKernelColumns(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		kind    string
+		layers  int
 		metrics []string
 		want    string
 	}{
-		{"calls timed alone", []string{"us_per_call"}, "case|µs/call"},
-		{"bytes and flops", []string{"us_per_call", "gb_s", "gflop_s"}, "case|µs/call|GB/s|GFLOP/s"},
+		{"calls timed alone", results.CaseKernel, 0, []string{"us_per_call"}, "case|µs/call"},
+		{"bytes and flops", results.CaseKernel, 0, []string{"us_per_call", "gb_s", "gflop_s"}, "case|µs/call|GB/s|GFLOP/s"},
+		{"another engine's figures", results.CaseModel, 0, []string{"decode_tok_s", "prefill_tok_s"}, "case|decode tok/s|prefill tok/s"},
+		{"a truncated model", results.CaseModel, 48, []string{"decode_tok_s", "step_ms"}, "case|layers|decode tok/s|step ms"},
 	} {
 		st := map[string]*stats.Summary{}
 		for _, m := range tc.metrics {
 			st[m] = &stats.Summary{N: 1}
 		}
 		runs := []charts.RunData{{Run: results.Run{ID: 1, SuiteName: "tune"},
-			Cases: []charts.CaseData{{Case: results.Case{Name: "matmul a", Kind: results.CaseKernel, Status: results.CaseDone}, Stats: st}}}}
+			Cases: []charts.CaseData{{Case: results.Case{Name: "a", Kind: tc.kind, Status: results.CaseDone, LayersRun: 4, LayersTotal: tc.layers}, Stats: st}}}}
 		tables := summaries(runs)
 		if got := strings.Join(tables[0].Header, "|"); got != tc.want {
 			t.Errorf("%s: header %q, want %q", tc.name, got, tc.want)

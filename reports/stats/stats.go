@@ -157,13 +157,28 @@ func arrivesOnClock(arrival string) bool {
 	return err == nil && a.Rate > 0
 }
 
-// ModelColumnsFor are the columns of a run's model-case summary: the
-// headline ones; the serving ones when a case is a serving one (goodput
-// when a case sets an slo); then the GPU and witness ones any model case
-// records (byCase[i] are cases[i]'s summaries by metric). witness says
-// whether witness columns are among them.
+// ModelColumnsFor are the columns of a run's model-case summary: decode
+// tok/s and the other headline ones some model case records (another
+// engine's imported run has two or three of them, not a row of dashes);
+// the serving ones when a case is a serving one (goodput when a case sets
+// an slo); then the GPU and witness ones any model case records (byCase[i]
+// are cases[i]'s summaries by metric). witness says whether witness
+// columns are among them.
 func ModelColumnsFor(cases []results.Case, byCase []map[string]*Summary) (cols []Column, witness bool) {
-	cols = slices.Clone(ModelColumns)
+	recorded := func(metric string) bool {
+		for i, c := range cases {
+			if c.Kind != results.CaseKernel && byCase[i][metric] != nil {
+				return true
+			}
+		}
+		return false
+	}
+	cols = ModelColumns[:1:1]
+	for _, col := range ModelColumns[1:] {
+		if recorded(col.Metric) {
+			cols = append(cols, col)
+		}
+	}
 	if slices.ContainsFunc(cases, Serving) {
 		slo := slices.ContainsFunc(cases, func(c results.Case) bool { return c.Kind != results.CaseKernel && c.Params[suites.ParamSLO] != "" })
 		for _, col := range ServingColumns {
@@ -173,15 +188,19 @@ func ModelColumnsFor(cases []results.Case, byCase []map[string]*Summary) (cols [
 		}
 	}
 	for _, col := range slices.Concat(GPUColumns, HostColumns, WitnessColumns) {
-		for i, c := range cases {
-			if c.Kind != results.CaseKernel && byCase[i][col.Metric] != nil {
-				cols = append(cols, col)
-				witness = witness || slices.Contains(WitnessColumns, col)
-				break
-			}
+		if recorded(col.Metric) {
+			cols = append(cols, col)
+			witness = witness || slices.Contains(WitnessColumns, col)
 		}
 	}
 	return cols, witness
+}
+
+// LayersColumn tells whether a summary of these cases shows the layers
+// column (layers run / layers of the model): only where some model case
+// recorded its layers, which another engine's imported figures do not.
+func LayersColumn(cases []results.Case) bool {
+	return slices.ContainsFunc(cases, func(c results.Case) bool { return c.Kind != results.CaseKernel && c.LayersTotal > 0 })
 }
 
 // HostBound is the share of a decode step the host spends encoding it

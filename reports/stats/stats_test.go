@@ -8,19 +8,27 @@ import (
 	"github.com/mtlbench/mtlbench/results"
 )
 
-// A run's model columns: the serving ones only with a serving case (goodput
-// only with an slo), the GPU and witness ones only where recorded.
+// A run's model columns: decode tok/s, the other headline ones only where
+// recorded (another engine's imported run has two of them), the serving
+// ones only with a serving case (goodput only with an slo), the GPU and
+// witness ones only where recorded.
 func TestModelColumnsFor(t *testing.T) {
 	rec := map[string]*Summary{"dispatches_per_step": {}, "witness_tok_s": {}}
+	all := map[string]*Summary{}
+	for _, c := range ModelColumns {
+		all[c.Metric] = &Summary{}
+	}
+	peer := map[string]*Summary{"decode_tok_s": {}, "prefill_tok_s": {}}
 	headers := func(cases []results.Case, byCase []map[string]*Summary) (string, bool) {
 		cols, witness := ModelColumnsFor(cases, byCase)
 		var h []string
-		for _, c := range cols[len(ModelColumns):] {
+		for _, c := range cols {
 			h = append(h, c.Header)
 		}
 		return strings.Join(h, "|"), witness
 	}
 	model := func(p map[string]string) results.Case { return results.Case{Kind: results.CaseModel, Params: p} }
+	const head = "decode tok/s|prefill tok/s|TTFT ms|ITL p99 ms|step ms|roofline %|peak RSS MiB"
 	for _, tc := range []struct {
 		name    string
 		cases   []results.Case
@@ -28,15 +36,35 @@ func TestModelColumnsFor(t *testing.T) {
 		want    string
 		witness bool
 	}{
-		{"plain", []results.Case{model(nil)}, []map[string]*Summary{{}}, "", false},
-		{"poisson", []results.Case{model(map[string]string{"arrival": "poisson:2"})}, []map[string]*Summary{{}}, "req/s|TTFT p99 ms|E2EL ms", false},
-		{"slo", []results.Case{model(nil), model(map[string]string{"slo": "ttft:1"})}, []map[string]*Summary{{}, {}}, "req/s|goodput req/s|TTFT p99 ms|E2EL ms", false},
-		{"kernel slo", []results.Case{{Kind: results.CaseKernel, Params: map[string]string{"slo": "ttft:1"}}}, []map[string]*Summary{{}}, "", false},
-		{"gpu and witness", []results.Case{model(nil)}, []map[string]*Summary{rec}, "dispatches/step|ceiling tok/s", true},
+		{"plain", []results.Case{model(nil)}, []map[string]*Summary{all}, head, false},
+		{"nothing recorded", []results.Case{model(nil)}, []map[string]*Summary{{}}, "decode tok/s", false},
+		{"another engine's figures", []results.Case{model(nil), model(nil)}, []map[string]*Summary{peer, {"ttft_ms": {}}}, "decode tok/s|prefill tok/s|TTFT ms", false},
+		{"a kernel case's metrics", []results.Case{{Kind: results.CaseKernel}, model(nil)}, []map[string]*Summary{all, peer}, "decode tok/s|prefill tok/s", false},
+		{"poisson", []results.Case{model(map[string]string{"arrival": "poisson:2"})}, []map[string]*Summary{all}, head + "|req/s|TTFT p99 ms|E2EL ms", false},
+		{"slo", []results.Case{model(nil), model(map[string]string{"slo": "ttft:1"})}, []map[string]*Summary{all, {}}, head + "|req/s|goodput req/s|TTFT p99 ms|E2EL ms", false},
+		{"kernel slo", []results.Case{{Kind: results.CaseKernel, Params: map[string]string{"slo": "ttft:1"}}}, []map[string]*Summary{{}}, "decode tok/s", false},
+		{"gpu and witness", []results.Case{model(nil)}, []map[string]*Summary{rec}, "decode tok/s|dispatches/step|ceiling tok/s", true},
 	} {
 		got, witness := headers(tc.cases, tc.byCase)
 		if got != tc.want || witness != tc.witness {
 			t.Errorf("%s: columns %q (witness %v), want %q (%v)", tc.name, got, witness, tc.want, tc.witness)
+		}
+	}
+}
+
+// The layers column is shown where a model case recorded its layers.
+func TestLayersColumn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cases []results.Case
+		want  bool
+	}{
+		{"recorded", []results.Case{{Kind: results.CaseModel}, {Kind: results.CaseModel, LayersRun: 4, LayersTotal: 48}}, true},
+		{"another engine's figures", []results.Case{{Kind: results.CaseModel}}, false},
+		{"kernel cases", []results.Case{{Kind: results.CaseKernel, LayersTotal: 2}}, false},
+	} {
+		if got := LayersColumn(tc.cases); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
