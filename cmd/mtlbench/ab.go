@@ -91,7 +91,7 @@ func abCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "set", Usage: "override a setting `name=value` for the candidate's runs only, as run --set does (repeatable)"},
 			&cli.IntFlag{Name: "rounds", Value: 5, Usage: "rounds: each runs the suite once with each binary, side by side, repetitions in turns (at least 3 for the paired test)"},
 			&cli.StringFlag{Name: "backend", Usage: "override the suite's backend on both sides"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (default: all cores); the cpu backend's alone, another refuses it"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads on both sides (0: all cores); the cpu backend's alone, another refuses it"},
 			&cli.StringFlag{Name: "keep", Usage: "keep the side databases and run logs in this folder"},
 			&cli.StringFlag{Name: "resume", Usage: "finish the interrupted ab whose folder is `DIR` (its --keep folder, or the one it named), with the same suite, binaries and flags: its complete rounds are kept, its interrupted runs finished and the rounds left run"},
 			&cli.StringFlag{Name: "db", Usage: "also record both sides' runs in this results database once the rounds are done (tagged TAG-baseline, TAG-candidate)"},

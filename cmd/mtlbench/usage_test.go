@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // A word that names no command, or an argument a command takes none of,
@@ -373,4 +376,31 @@ func TestMissingInputExitCode(t *testing.T) {
 			t.Errorf("%q: exit %d (%v), want %d", tc.args, exitCode(err), err, tc.code)
 		}
 	}
+}
+
+// No flag's help states its default twice: a usage that says a computed
+// default ("all cores") on a flag urfave also prints one for reads
+// "(default: all cores) ... (default: 0)". Every command's help is read,
+// subcommands included.
+func TestHelpStatesOneDefault(t *testing.T) {
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Name == "help" {
+				continue
+			}
+			args := append(append([]string(nil), path...), c.Name)
+			out, _, err := mtl(t, append(args, "--help")...)
+			if err != nil {
+				t.Errorf("%q --help: %v", args, err)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "-") && strings.Count(line, "(default") > 1 {
+					t.Errorf("%q: a flag states two defaults: %q", args, strings.TrimSpace(line))
+				}
+			}
+			walk(args, c.Subcommands)
+		}
+	}
+	walk(nil, newApp(io.Discard, io.Discard).Commands)
 }
