@@ -286,7 +286,10 @@ func (e *FitError) Error() string {
 	}
 	fmt.Fprintf(&b, ") but %s has %s available", e.Where, GiB(e.Has))
 	if e.MaxLayers > 0 {
-		fmt.Fprintf(&b, "; the first %d layers would fit (set layers, or fit: truncate-layers in a suite)", e.MaxLayers)
+		// Each command's own spelling: bench and generate take flags,
+		// run a --set, a suite file its keys.
+		fmt.Fprintf(&b, "; its first %d layers would fit: run those with --layers %d (bench, generate) or --set layers=%d (run), "+
+			"or take what fits with --fit truncate-layers (bench) or fit: truncate-layers (a suite)", e.MaxLayers, e.MaxLayers, e.MaxLayers)
 	}
 	return b.String()
 }
