@@ -186,7 +186,9 @@ func BenchName(c results.Case) string {
 	}
 	for _, p := range params {
 		k, v, ok := strings.Cut(p, "=")
-		if ran, has := c.Params[k]; ok && has && ran != "" {
+		// A key's value escapes "=": one holding it is a list of pairs
+		// (a tune run's bucket, "k=512,m=1,n=32"), not one parameter's.
+		if ran, has := c.Params[k]; ok && has && ran != "" && !strings.Contains(v, "=") {
 			// Spelt as the key spells it: a "/" or space in free text would
 			// split the name's parts or merge two cases' names.
 			v = suites.KeyText(k, ran)

@@ -32,6 +32,12 @@ func TestBenchName(t *testing.T) {
 		{results.Case{Name: "norm-2", Key: "kernel/norm-2/width=8"}, "Norm_2/width=8"},
 		{results.Case{Name: "norm2", Key: "kernel/norm2/width=8"}, "Norm2/width=8"},
 		{results.Case{Name: "serve fast/batch=1"}, "Serve_fast/batch=1"},
+		// A tune run's bucket and config are lists of pairs, kept whole:
+		// its k param must not stand for the bucket, or buckets of another
+		// m or n would be one benchmark.
+		{results.Case{Name: "matmul bf16 k=512,m=1,n=32,threads=2 even/2t", Key: "tune/matmul/bf16/k=512,m=1,n=32,threads=2/piece=even,threads=2",
+			Params: map[string]string{"k": "512", "m": "1", "param_n": "32", "threads": "2", "piece": "even"}},
+			"Matmul/bf16/k=512,m=1,n=32,threads=2/piece=even,threads=2"},
 	} {
 		if got := BenchName(c.c); got != c.want {
 			t.Errorf("BenchName(%q, key %q) = %q, want %q", c.c.Name, c.c.Key, got, c.want)
