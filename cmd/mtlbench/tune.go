@@ -64,7 +64,7 @@ func tuneCommand() *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 10, Usage: "interleaved rounds for every candidate"},
 			&cli.IntFlag{Name: "confirm", Value: 20, Usage: "rounds re-timing the finalists with the default"},
 			&cli.IntFlag{Name: "top", Value: 3, Usage: "finalists re-timed against the default"},
-			&cli.IntFlag{Name: "trials", Value: 8, Usage: "random search: candidates drawn"},
+			&cli.IntFlag{Name: "trials", Value: 8, Usage: "with --strategy random: candidates drawn"},
 			&cli.DurationFlag{Name: "sample-time", Value: 20 * time.Millisecond, Usage: "length of one timed repetition"},
 			&cli.Float64Flag{Name: "min-gain", Value: 0.01, Usage: "smallest gain worth a tuned config, a fraction: 0.01 asks a winner to be 1% faster than the default (1.01x); 0: the default"},
 			&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "significance level of the Mann-Whitney test, shared by the finalists (Bonferroni); 0: the default"},
@@ -169,6 +169,11 @@ func tuneRun(c *cli.Context) error {
 	}
 	switch st := c.String("strategy"); st {
 	case tuner.Exhaustive, tuner.Random, tuner.Local:
+		// Only the random search draws: elsewhere --trials would be
+		// dropped, and a search meant to be short would time every candidate.
+		if c.IsSet("trials") && st != tuner.Random {
+			return fmt.Errorf("tune: --trials goes with --strategy random, the search that draws candidates; --strategy %s draws none", st)
+		}
 	default:
 		return fmt.Errorf("unknown search strategy %q (want exhaustive, random or local)", st)
 	}
