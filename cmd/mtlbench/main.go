@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -42,8 +43,8 @@ func exitCode(err error) int {
 	switch {
 	case ok && e.code == 130:
 		return e.code
-	case errors.Is(err, fs.ErrNotExist):
-		return 2
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, readfile.ErrNotAFile):
+		return 2 // an input error, whatever else the command found
 	case ok:
 		return e.code
 	}

@@ -361,6 +361,10 @@ func TestMissingInputExitCode(t *testing.T) {
 		{[]string{"suites", "validate", "no-such-suite"}, 2},
 		{[]string{"suites", "validate", invalid}, 1},
 		{[]string{"suites", "validate", "ci", invalid}, 1},
+		// A folder where a suite is wanted is an input error, as a missing file.
+		{[]string{"suites", "validate", dir}, 2},
+		{[]string{"suites", "validate", invalid, dir}, 2},
+		{[]string{"run", dir, "--db", db}, 2},
 		{[]string{"suites", "show", missing}, 2},
 		{[]string{"suites", "list", filepath.Join(dir, "none")}, 2},
 		{[]string{"run", missing, "--db", db}, 2},

@@ -22,6 +22,17 @@ const (
 	Import    = 256 << 20 // peer results, a line of exported runs
 )
 
+// ErrNotAFile is what an error about a path that names a folder or a named
+// pipe where a file is wanted wraps: an input error, as a path that is not
+// there is (the exit status says so alike).
+var ErrNotAFile = errors.New("not a file")
+
+// notAFile says what path is instead of a file, and is ErrNotAFile.
+type notAFile struct{ msg string }
+
+func (e *notAFile) Error() string        { return e.msg }
+func (e *notAFile) Is(target error) bool { return target == ErrNotAFile }
+
 // Read returns the bytes of path, which may hold at most max bytes; what
 // names the file's kind in the error ("a suite").
 func Read(path string, max int64, what string) ([]byte, error) {
@@ -31,9 +42,9 @@ func Read(path string, max int64, what string) ([]byte, error) {
 	}
 	switch {
 	case fi.IsDir():
-		return nil, fmt.Errorf("%s: a folder, not %s", path, what)
+		return nil, &notAFile{fmt.Sprintf("%s: a folder, not %s", path, what)}
 	case fi.Mode()&os.ModeNamedPipe != 0: // opening it would wait for a writer
-		return nil, fmt.Errorf("%s: a named pipe, not %s", path, what)
+		return nil, &notAFile{fmt.Sprintf("%s: a named pipe, not %s", path, what)}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -70,7 +81,7 @@ func Open(path, what string) (*os.File, error) {
 		return nil, PathError(path, err)
 	}
 	if fi.IsDir() {
-		return nil, fmt.Errorf("%s: a folder, not %s", path, what)
+		return nil, &notAFile{fmt.Sprintf("%s: a folder, not %s", path, what)}
 	}
 	f, err := os.Open(path)
 	if err != nil {
