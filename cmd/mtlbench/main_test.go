@@ -426,7 +426,10 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "nope", "--tokens", "1"}, `model "nope" is neither a preset`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1,x"}, `item 2 ("x") is not a token id`},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--against", "tpu"}, `--against "tpu": want one of`},
-		{[]string{"selftest", "--backend", "cpu", "--filter", "no-such-check-xyz"}, `--filter "no-such-check-xyz" matches no check`},
+		{[]string{"selftest", "--backend", "cpu", "--filter", "no-such-check-xyz"}, `--filter "no-such-check-xyz" matches no check (mtlbench selftest --backend cpu lists them)`},
+		// A near miss of an op's name says which one.
+		{[]string{"selftest", "--backend", "cpu", "--filter", "rmsnorm"}, `--filter "rmsnorm" matches no check (did you mean "rms_norm"?; mtlbench selftest`},
+		{[]string{"selftest", "--backend", "cpu", "--filter", "xyzzy|argmx"}, `(did you mean "argmax"?; `},
 		{[]string{"compare", "1", "2", "--alpha", "NaN"}, "--alpha must be between 0 and 1, got NaN"},
 		{[]string{"compare", "1", "2", "--latest", "-1"}, "--latest -1: want a count of runs (0: all)"},
 		{[]string{"runs", "--limit", "-3"}, "--limit -3: want a count of runs (0: all)"},

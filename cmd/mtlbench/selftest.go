@@ -11,6 +11,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/runner/selftest"
@@ -65,7 +66,7 @@ func selftestCommand() *cli.Command {
 			}
 			if len(rs) == 0 && o.Filter != "" {
 				// A typo would otherwise pass, having checked nothing.
-				return fmt.Errorf("--filter %q matches no check (mtlbench selftest --backend %s lists them)", o.Filter, info.Backend)
+				return fmt.Errorf("--filter %q matches no check (%smtlbench selftest --backend %s lists them)", o.Filter, filterHint(o.Filter), info.Backend)
 			}
 			t, n := selftestTable(info.Backend, rs, c.Bool("failures"), o.Timed)
 			if err := t.Render(c.App.Writer, f); err != nil {
@@ -186,6 +187,28 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 			selftest.MinTrafficBytes>>20, 100/selftest.TrafficLimit, 100/selftest.FootprintLimit))
 	}
 	return t, n
+}
+
+// filterHint is `did you mean "rms_norm"?; ` for a --filter part that is a
+// near miss of a checked op's name ("rmsnorm"), else "".
+func filterHint(filter string) string {
+	cases, err := selftest.Cases()
+	if err != nil {
+		return ""
+	}
+	more, _ := selftest.ModelCases()
+	var ops []string
+	for _, c := range append(cases, more...) {
+		if op := string(c.Op); !slices.Contains(ops, op) {
+			ops = append(ops, op)
+		}
+	}
+	for _, f := range strings.Split(filter, "|") {
+		if s := suggest.DidYouMean(f, ops); s != "" {
+			return s + "; "
+		}
+	}
+	return ""
 }
 
 // effCell prints an efficiency as a whole percentage, "-" for none.
