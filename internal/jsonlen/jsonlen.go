@@ -14,19 +14,10 @@ import (
 // taken to be valid JSON, as a json.RawMessage the decoder filled is.
 func Members(raw []byte) int {
 	depth, n := 0, 0
-	inStr, esc, some := false, false, false
-	for _, c := range raw {
+	some := false
+	for j := 0; j < len(raw); j++ {
+		c := raw[j]
 		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			continue
 		case c == '[' || c == '{':
@@ -38,7 +29,9 @@ func Members(raw []byte) int {
 			n++
 			continue
 		case c == '"':
-			inStr = true
+			if j = StringEnd(raw, j+1) - 1; j < 0 {
+				j = len(raw)
+			}
 		}
 		some = some || depth > 1 || (depth == 1 && c != '[' && c != '{')
 	}
@@ -46,6 +39,24 @@ func Members(raw []byte) int {
 		n++
 	}
 	return n
+}
+
+// StringEnd is the index just past the closing quote of the string whose
+// text starts at i (just past its opening quote), or 0 where data ends
+// inside it: the one reading of JSON's strings and escapes every scan here
+// skips them by.
+func StringEnd(data []byte, i int) int {
+	for esc := false; i < len(data); i++ {
+		switch c := data[i]; {
+		case esc:
+			esc = false
+		case c == '\\':
+			esc = true
+		case c == '"':
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // Most is the most entries of a list or map at path in data: the values
@@ -122,24 +133,18 @@ func skip(data []byte, i int) int {
 	if i >= len(data) {
 		return -1
 	}
-	depth, inStr, esc := 0, false, false
+	depth := 0
 	for j := i; j < len(data); j++ {
-		c := data[j]
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-				if depth == 0 {
-					return j + 1
-				}
-			}
+		switch c := data[j]; {
 		case c == '"':
-			inStr = true
+			end := StringEnd(data, j+1)
+			if end == 0 {
+				return -1
+			}
+			if depth == 0 {
+				return end
+			}
+			j = end - 1
 		case c == '[' || c == '{':
 			depth++
 		case c == ']' || c == '}':
@@ -154,7 +159,7 @@ func skip(data []byte, i int) int {
 			return j
 		}
 	}
-	if depth == 0 && !inStr {
+	if depth == 0 {
 		return len(data)
 	}
 	return -1

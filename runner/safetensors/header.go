@@ -107,20 +107,12 @@ const MaxRank = 64
 // bytes.
 func listCommas(raw []byte) int {
 	depth, n := 0, 0
-	inStr, esc := false, false
-	for _, c := range raw {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+	for j := 0; j < len(raw); j++ {
+		switch c := raw[j]; {
 		case c == '"':
-			inStr = true
+			if j = jsonlen.StringEnd(raw, j+1) - 1; j < 0 {
+				return n
+			}
 		case c == '[' || c == '{':
 			depth++
 		case c == ']' || c == '}':
