@@ -134,6 +134,41 @@ func TestHistoryShowNamesEmptyFilter(t *testing.T) {
 	}
 }
 
+// An imported "Decode" column is decode_tok_s, and history show --metric
+// tok_s, the documented throughput filter, lists it beside the built-in
+// tok_s figures; --metric decode_tok_s keeps decode only.
+func TestHistoryShowTokSFindsImportedDecode(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(dir, "history"))
+	md := filepath.Join(dir, "kb.md")
+	os.WriteFile(md, []byte("| Batch | Version | Decode (tok/s) |\n|---|---|---|\n| 1 | Metal V9 | 9.5 |\n"), 0o644)
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--date", "2026-11-01"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		metric string
+		want   []string // metrics of the listed Metal V9 rows
+	}{
+		{"tok_s", []string{"decode_tok_s"}},
+		{"decode_tok_s", []string{"decode_tok_s"}},
+	} {
+		out, _, err := mtl(t, "history", "show", "--model", "Qwen3-30B-A3B", "--metric", c.metric, "--format", "csv")
+		if err != nil {
+			t.Errorf("--metric %s: %v", c.metric, err)
+			continue
+		}
+		var got []string
+		for _, r := range csvRows(t, out) {
+			if r["series"] == "Metal V9" {
+				got = append(got, r["metric"])
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("--metric %s: imported rows %v, want %v", c.metric, got, c.want)
+		}
+	}
+}
+
 // A page with wrong cells is refused before anything is written, each
 // wrong cell on its own line naming the page, and --date replaces no date
 // the page spells wrong.

@@ -27,7 +27,7 @@ func historyCommand() *cli.Command {
 	format := &cli.StringFlag{Name: "format", Value: "table", Usage: formatList()}
 	filters := []cli.Flag{
 		&cli.StringFlag{Name: "model", Usage: "only this model (e.g. Qwen3-30B-A3B)"},
-		&cli.StringFlag{Name: "metric", Usage: "only this metric (e.g. tok_s, ms_per_layer)"},
+		&cli.StringFlag{Name: "metric", Usage: "only this metric (e.g. tok_s, which takes in decode_tok_s; ms_per_layer)"},
 		&cli.StringFlag{Name: "series", Usage: "only this series (e.g. \"MPS baseline\")"},
 		format,
 	}

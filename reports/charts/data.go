@@ -743,17 +743,13 @@ func batchOnlyCases(run *RunData) []*CaseData {
 	return out
 }
 
-// throughputMetrics are the documented figures the timeline plots: measured
-// throughput only (targets, limits and projections are not measurements).
-var throughputMetrics = map[string]bool{"tok_s": true, "decode_tok_s": true}
-
 // DocumentedModels are the models the history chart can show: those with a
 // documented throughput figure, sorted (a model stated as unknown left out).
 func DocumentedModels(hist []history.Point) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range hist {
-		if throughputMetrics[p.Metric] && p.Model != "" && !strings.EqualFold(p.Model, "unknown") && !seen[p.Model] {
+		if history.MeasuredThroughput(p.Metric) && p.Model != "" && !strings.EqualFold(p.Model, "unknown") && !seen[p.Model] {
 			seen[p.Model] = true
 			out = append(out, p.Model)
 		}
@@ -770,7 +766,7 @@ func HistoryModel(runs []RunData, hist []history.Point) string {
 	documented := map[string]string{} // lower -> as documented
 	count := map[string]int{}
 	for _, p := range hist {
-		if throughputMetrics[p.Metric] {
+		if history.MeasuredThroughput(p.Metric) {
 			documented[history.ModelKey(p.Model)] = p.Model
 			count[p.Model]++
 		}
@@ -834,7 +830,7 @@ func Timeline(runs []RunData, hist []history.Point, model string) TimelineData {
 	seen := map[dup]bool{}
 	undated := 0
 	for _, p := range hist {
-		if !throughputMetrics[p.Metric] || !history.SameModel(p.Model, model) {
+		if !history.MeasuredThroughput(p.Metric) || !history.SameModel(p.Model, model) {
 			continue
 		}
 		hw := p.Hardware

@@ -33,7 +33,8 @@
 //
 // # Metrics
 //
-//	tok_s            throughput as the document gives it ("TPS", "tok/s")
+//	tok_s            throughput as the document gives it ("TPS", "tok/s");
+//	                 a filter for tok_s finds decode_tok_s too (Filter)
 //	decode_tok_s     decode throughput, where the document says decode
 //	prefill_tok_s    prefill throughput
 //	tok_s_limit      a theoretical limit or ceiling the document computes
@@ -196,13 +197,35 @@ func ModelKey(name string) string {
 // SameModel reports whether two model names have one ModelKey.
 func SameModel(a, b string) bool { return ModelKey(a) == ModelKey(b) }
 
-// Filter returns the points matching model (SameModel), metric and series
-// (case-insensitive, exact); an empty argument matches everything.
+// metricFamilies names, for a metric that is also a family, the metrics it
+// takes in: tok_s is measured throughput as the document gives it, and
+// decode_tok_s the same figure where the document says decode (history
+// import names a "Decode" column so), so asking for tok_s finds both.
+var metricFamilies = map[string][]string{"tok_s": {"tok_s", "decode_tok_s"}}
+
+// MetricMatches reports whether a point's metric got answers a request for
+// want: the same name (case-insensitive), or one of want's family.
+func MetricMatches(want, got string) bool {
+	for _, m := range metricFamilies[strings.ToLower(want)] {
+		if strings.EqualFold(m, got) {
+			return true
+		}
+	}
+	return strings.EqualFold(want, got)
+}
+
+// MeasuredThroughput reports whether metric is a measured throughput figure
+// (tok_s or decode_tok_s; never a target, limit or projection).
+func MeasuredThroughput(metric string) bool { return MetricMatches("tok_s", metric) }
+
+// Filter returns the points matching model (SameModel), metric
+// (MetricMatches) and series (case-insensitive, exact); an empty argument
+// matches everything.
 func Filter(points []Point, model, metric, series string) []Point {
 	match := func(want, got string) bool { return want == "" || strings.EqualFold(want, got) }
 	var out []Point
 	for _, p := range points {
-		if (model == "" || SameModel(model, p.Model)) && match(metric, p.Metric) && match(series, p.Series) {
+		if (model == "" || SameModel(model, p.Model)) && (metric == "" || MetricMatches(metric, p.Metric)) && match(series, p.Series) {
 			out = append(out, p)
 		}
 	}

@@ -303,15 +303,24 @@ func TestImportUnknownColumnsAndBreakdowns(t *testing.T) {
 }
 
 func TestFilter(t *testing.T) {
-	pts := []Point{{Model: "A", Metric: "tok_s", Series: "x"}, {Model: "a", Metric: "ms", Series: "y"}, {Model: "b", Metric: "tok_s"}}
-	if n := len(Filter(pts, "", "", "")); n != 3 {
-		t.Errorf("empty filter: %d", n)
-	}
-	if n := len(Filter(pts, "a", "", "")); n != 2 {
-		t.Errorf("model a: %d", n)
-	}
-	if n := len(Filter(pts, "", "TOK_S", "x")); n != 1 {
-		t.Errorf("tok_s x: %d", n)
+	pts := []Point{{Model: "A", Metric: "tok_s", Series: "x"}, {Model: "a", Metric: "ms", Series: "y"}, {Model: "b", Metric: "tok_s"},
+		{Model: "b", Metric: "decode_tok_s"}, {Model: "b", Metric: "prefill_tok_s"}, {Model: "b", Metric: "tok_s_target"}}
+	for _, c := range []struct {
+		model, metric, series string
+		want                  int
+	}{
+		{"", "", "", 6},
+		{"a", "", "", 2},
+		{"", "TOK_S", "x", 1},
+		// tok_s takes in decode_tok_s (history import's "Decode" columns),
+		// never prefill or a target; decode_tok_s is decode only.
+		{"b", "tok_s", "", 2},
+		{"b", "decode_tok_s", "", 1},
+		{"b", "prefill_tok_s", "", 1},
+	} {
+		if n := len(Filter(pts, c.model, c.metric, c.series)); n != c.want {
+			t.Errorf("Filter(%q, %q, %q): %d points, want %d", c.model, c.metric, c.series, n, c.want)
+		}
 	}
 }
 

@@ -622,7 +622,7 @@ func historyTable(hist []history.Point, model string, bytes roofline.ModelBytes)
 	t := &htmlTable{Title: "Documented throughput figures of " + model,
 		Header: []string{"date", "hardware", "series", "batch", "metric", "value", "of roofline", "source", "section"}}
 	for _, p := range hist {
-		if !history.SameModel(p.Model, model) || (p.Metric != "tok_s" && p.Metric != "decode_tok_s") {
+		if !history.SameModel(p.Model, model) || !history.MeasuredThroughput(p.Metric) {
 			continue
 		}
 		b := "-"
