@@ -450,6 +450,9 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"peer", "import", "x.json", "--tag", "a,b"}, `--tag: tag "a,b" holds a comma`},
 		// A bad flag says so in a line and where the help is, not with the
 		// whole help text.
+		// --raw is a row per sample, which only the data formats have.
+		{[]string{"show", "1", "--format", "benchfmt", "--raw"}, "show: --raw goes with --format csv, json or jsonl (one row per sample), not --format benchfmt"},
+		{[]string{"show", "1", "--raw"}, "show: --raw goes with --format csv, json or jsonl (one row per sample), not --format table"},
 		{[]string{"show", "-1"}, "show: flag provided but not defined: -1 (a negative number is read as a flag; put -- before it) (see `mtlbench show --help`)"},
 		{[]string{"tune", "import", "--bogus"}, "tune import: flag provided but not defined: -bogus (see `mtlbench tune import --help`)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of [8 16 32] tokens"},

@@ -582,9 +582,6 @@ func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string, ra
 		}
 		return d.Render(w, f)
 	}
-	if raw {
-		return fmt.Errorf("--raw prints samples as data: use --format csv, json or jsonl")
-	}
 	if len(sum.Cases) == 0 {
 		// No table at all would leave the reader guessing whether the
 		// output was cut; say that nothing was recorded, and why if known

@@ -153,7 +153,7 @@ func showCommand() *cli.Command {
 		Flags: []cli.Flag{
 			dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "table", Usage: formatList(formatBenchfmt) + " (csv, json, jsonl: one row per run, case and metric)"},
-			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample"},
+			&cli.BoolFlag{Name: "raw", Usage: "with csv, json or jsonl: one row per sample (refused with the other formats)"},
 			&cli.IntFlag{Name: "latest", Usage: "show only the first N runs the references name, newest first per reference (0: all, as compare pools them)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -166,6 +166,11 @@ func showCommand() *cli.Command {
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
 				return err
+			}
+			// Only the data formats have a row per sample; benchfmt's lines
+			// leave out what the statistics leave out, so --raw would be a lie.
+			if c.Bool("raw") && !table.IsData(table.Format(format)) {
+				return fmt.Errorf("show: --raw goes with --format csv, json or jsonl (one row per sample), not --format %s", format)
 			}
 			db, err := openExistingDB(c)
 			if err != nil {
