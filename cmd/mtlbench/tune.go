@@ -17,6 +17,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/bench"
@@ -321,7 +322,7 @@ func tuneRun(c *cli.Context) error {
 		err = perr
 	}
 	if kept.written() {
-		fmt.Fprintf(c.App.ErrWriter, "tuned configs: %d new, %d replaced, %d earlier winners kept in %s\n", kept.counts["new"], kept.counts["replaced"], kept.counts["kept"], out)
+		fmt.Fprintf(c.App.ErrWriter, "tuned configs: %d new, %d replaced, %s kept in %s\n", kept.counts["new"], kept.counts["replaced"], plural.Of(kept.counts["kept"], "earlier winner"), out)
 	} else if emulated {
 		fmt.Fprintf(c.App.ErrWriter, "tuned configs: none written (emulated timings); the reference check's verdicts are above\n")
 	}
@@ -558,7 +559,7 @@ func tuneShow(c *cli.Context) error {
 		return err
 	}
 	for _, l := range store.Layers {
-		fmt.Fprintf(c.App.Writer, "%s: %s (%d entries)\n", l.Name, l.Where, len(l.Entries))
+		fmt.Fprintf(c.App.Writer, "%s: %s (%s)\n", l.Name, l.Where, plural.Of(len(l.Entries), "entry"))
 	}
 	for _, w := range store.Warnings() {
 		fmt.Fprintln(c.App.ErrWriter, "warning:", w)
@@ -599,7 +600,7 @@ func tuneExport(c *cli.Context) error {
 	} else if err := f.Write(path); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "exported %d tuned configs from %s to %s\n", len(f.Entries), dir, to)
+	fmt.Fprintf(c.App.ErrWriter, "exported %s from %s to %s\n", plural.Of(len(f.Entries), "tuned config"), dir, to)
 	return nil
 }
 
@@ -666,6 +667,6 @@ func tuneImport(c *cli.Context) error {
 			return fmt.Errorf("%w (%d of %d device files written)", err, i, len(paths))
 		}
 	}
-	fmt.Fprintf(c.App.ErrWriter, "imported %d tuned configs into %s: %d new, %d replaced\n", len(in.Entries), dir, added, replaced)
+	fmt.Fprintf(c.App.ErrWriter, "imported %s into %s: %d new, %d replaced\n", plural.Of(len(in.Entries), "tuned config"), dir, added, replaced)
 	return nil
 }

@@ -64,16 +64,16 @@ func TestTuneShapeShowExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "user cache") || !strings.Contains(out, "tokens=2") || !strings.Contains(out, " ok ") {
+	if !strings.Contains(out, "user cache: "+dir+" (1 entry)") || !strings.Contains(out, "tokens=2") || !strings.Contains(out, " ok ") {
 		t.Errorf("show:\n%s", out)
 	}
 
 	exported := filepath.Join(tmp, "export.json")
-	if _, _, err := mtlTune(t, "tune", "export", exported, "--dir", dir); err != nil {
-		t.Fatal(err)
+	if _, errOut, err := mtlTune(t, "tune", "export", exported, "--dir", dir); err != nil || !strings.Contains(errOut, "exported 1 tuned config from ") {
+		t.Fatalf("export: %v %s", err, errOut)
 	}
 	dir2 := filepath.Join(tmp, "other")
-	if _, errOut, err := mtlTune(t, "tune", "import", exported, "--dir", dir2); err != nil || !strings.Contains(errOut, "1 new") {
+	if _, errOut, err := mtlTune(t, "tune", "import", exported, "--dir", dir2); err != nil || !strings.Contains(errOut, "imported 1 tuned config into ") || !strings.Contains(errOut, "1 new") {
 		t.Fatalf("import: %v %s", err, errOut)
 	}
 	a, _ := tune.ReadFile(files[0])
@@ -186,7 +186,7 @@ func TestTuneDryRunShowsPruning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"9 candidates", "piece <= n: a piece of 256 rows exceeds n=128", "coverage: 1 pieces of 128 rows cannot keep 2 threads busy"} {
+	for _, want := range []string{"9 candidates", "piece <= n: a piece of 256 rows exceeds n=128", "coverage: 1 piece of 128 rows cannot keep 2 threads busy"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}

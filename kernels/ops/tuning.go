@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/mtlbench/mtlbench/internal/plural"
 )
 
 // The tuning spaces' knobs, as configs (and the stored config files) name
@@ -118,7 +120,7 @@ var cpuMatMul = &Space{
 	Constraints: []Constraint{
 		{Name: "piece <= n", Check: func(c Config, s Shape, _ Limits) error {
 			if p := c.Int(KnobPiece); p > s[N] {
-				return fmt.Errorf("a piece of %d rows exceeds n=%d", p, s[N])
+				return fmt.Errorf("a piece of %s exceeds n=%d", plural.Of(p, "row"), s[N])
 			}
 			return nil
 		}},
@@ -127,7 +129,7 @@ var cpuMatMul = &Space{
 			// work as a config with fewer threads.
 			p, t := c.Int(KnobPiece), c.Int(KnobThreads)
 			if p > 0 && (s[N]+p-1)/p < t {
-				return fmt.Errorf("%d pieces of %d rows cannot keep %d threads busy", (s[N]+p-1)/p, p, t)
+				return fmt.Errorf("%s of %s cannot keep %s busy", plural.Of((s[N]+p-1)/p, "piece"), plural.Of(p, "row"), plural.Of(t, "thread"))
 			}
 			return nil
 		}},
