@@ -202,6 +202,24 @@ func TestBenchCommand(t *testing.T) {
 	}
 }
 
+// suites validate counts a suite's cases in words: "1 case", "2 cases".
+func TestSuitesValidateCountsCases(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		batches, want string
+	}{
+		{"[1]", `: ok, suite "x", 1 case`},
+		{"[1, 2]", `: ok, suite "x", 2 cases`},
+	} {
+		f := filepath.Join(dir, "x.yaml")
+		os.WriteFile(f, []byte("name: x\nmodel: { preset: qwen3-moe-mini }\ncases:\n  - name: c\n    matrix: { batch: "+c.batches+" }\n"), 0o644)
+		out, _, err := mtl(t, "suites", "validate", f)
+		if err != nil || !strings.HasSuffix(strings.TrimSpace(out), c.want) {
+			t.Errorf("batch %s: %v %q, want it to end %q", c.batches, err, out, c.want)
+		}
+	}
+}
+
 // The shipped suites are built in: list, show and validate them by name.
 func TestShippedSuites(t *testing.T) {
 	out, _, err := mtl(t, "suites", "list")

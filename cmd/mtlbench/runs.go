@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/reports/tidy"
 	"github.com/mtlbench/mtlbench/results"
@@ -225,7 +226,7 @@ func printCaseErrors(w io.Writer, db *results.DB, run *results.Run, data bool) e
 		if (c.Status == results.CaseFailed || c.Status == results.CaseSkipped) && c.Error != "" {
 			fmt.Fprintf(w, "  case %s %s: %s\n", c.Name, c.Status, c.Error)
 		} else if c.Status == results.CasePending && c.RepsDone > 0 {
-			fmt.Fprintf(w, "  case %s unfinished: %d repetitions stored\n", c.Name, c.RepsDone)
+			fmt.Fprintf(w, "  case %s unfinished: %s stored\n", c.Name, plural.Of(c.RepsDone, "repetition"))
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/bench"
 	"github.com/mtlbench/mtlbench/suites"
@@ -52,7 +53,7 @@ func suitesCommand() *cli.Command {
 							fmt.Fprintln(c.App.ErrWriter, err)
 							continue
 						}
-						fmt.Fprintf(c.App.Writer, "%s: ok, suite %q, %d cases\n", f, s.Name, len(s.Cases))
+						fmt.Fprintf(c.App.Writer, "%s: ok, suite %q, %s\n", f, s.Name, plural.Of(len(s.Cases), "case"))
 					}
 					if len(bad) > 0 {
 						// exit 1, or 2 where a suite named is not there (exitCode)

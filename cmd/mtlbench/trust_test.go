@@ -44,7 +44,7 @@ func TestShowPrintsStoredErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"case a failed: kv cache: out of blocks", "case b unfinished: 1 repetitions stored"} {
+	for _, want := range []string{"case a failed: kv cache: out of blocks", "case b unfinished: 1 repetition stored"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("show's stderr lacks %q:\n%s", want, stderr)
 		}
