@@ -52,20 +52,8 @@ func TestListLimits(t *testing.T) {
 		{"within bounds", fmt.Sprintf(bpe, `"a":0,"b":1,"ab":2`, `"a b", ["a", "b"]`, ""), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := []byte(tc.data)
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			_, err := Parse(data)
-			runtime.ReadMemStats(&after)
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("valid file: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("got %v, want %q", err, tc.want)
-			}
 			// The lists are counted where they lie, not copied.
-			if got := after.TotalAlloc - before.TotalAlloc; tc.want != "" && got > uint64(len(tc.data))/8+1<<20 {
+			if got := parseAllocs(t, []byte(tc.data), tc.want); tc.want != "" && got > uint64(len(tc.data))/8+1<<20 {
 				t.Errorf("allocated %d MB for a file of %d MB", got>>20, len(tc.data)>>20)
 			}
 		})
@@ -175,20 +163,27 @@ func TestAddedTokensNormalizedBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := file(tc.n, tc.tokens)
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			_, err := Parse(data)
-			runtime.ReadMemStats(&after)
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("valid file: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("got %.300v, want %q", err, tc.want)
-			}
-			if got := after.TotalAlloc - before.TotalAlloc; got > 8*uint64(len(data))+addedBudget {
+			if got := parseAllocs(t, data, tc.want); got > 8*uint64(len(data))+addedBudget {
 				t.Errorf("allocated %d MB for a file of %d MB", got>>20, len(data)>>20)
 			}
 		})
 	}
+}
+
+// parseAllocs parses data, fails unless it gives an error holding want (or
+// none where want is ""), and returns the bytes the parse allocated.
+func parseAllocs(t *testing.T, data []byte, want string) uint64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Parse(data)
+	runtime.ReadMemStats(&after)
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("valid file: %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("got %.300v, want %q", err, want)
+	}
+	return after.TotalAlloc - before.TotalAlloc
 }
