@@ -653,6 +653,7 @@ func (b *Backend) matvecFused(f *mvFused) {
 	}
 	p := b.pipeline(matvecFusedKernel[f.dt], fcMVFused, biases, int32(rows), int32(f.m), int32(f.nsegs),
 		boolInt[f.norm != nil], boolInt[f.resid != nil], boolInt[f.swig], boolInt[f.normB != nil], boolInt[f.gelu], boolInt[f.pick != nil])
+	sgs = simdgroupsFor(p, sgs) // tiles a simdgroup, as the plain matvec's
 	b.args(argBytes(b, fusedMVArgs{M: uint32(f.m), K: uint32(f.k), N0: uint32(n[0]), N1: uint32(n[1]), N2: uint32(n[2]), Eps: f.eps}))
 	b.in(1, f.x)
 	for i := 0; i < f.nsegs; i++ {

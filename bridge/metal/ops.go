@@ -392,7 +392,7 @@ func (b *Backend) RoPE(q, k, qNorm, kNorm bridge.Tensor, heads, kvHeads, headDim
 	}
 	b.bind(5, b.metaView(b.step.sec.positions, T), false)
 	b.in(6, freqs)
-	nh := b.tuning.RoPEHeads
+	nh := simdgroupsFor(p, b.tuning.RoPEHeads) // a head a simdgroup: any number will do
 	b.dispatchGroups(p, [3]int{ceilDiv(heads+kvHeads, nh), T, 1}, [3]int{32 * nh, 1, 1})
 }
 

@@ -171,10 +171,11 @@ func (p narrowPipeline) MaxTotalThreadsPerThreadgroup() int { return p.most }
 
 // Kernels sized in threads (the embeddings, routing, grouping, combine,
 // argmax, element-wise kernels and the norms, RMSNorm and LayerNorm, alone
-// and after a residual add) run on pipelines that take fewer than the
-// threads asked for, with fewer; a pipeline that cannot take a
-// simdgroup fails the step with the kernel named, where a GPU would run it
-// with undefined results.
+// and after a residual add) or in simdgroups of any number (the matvecs,
+// fused or not, RoPE, decode attention, the MoE and packed GEMVs) run on
+// pipelines that take fewer than the threads asked for, with fewer; a
+// pipeline that cannot take a simdgroup fails the step with the kernel
+// named, where a GPU would run it with undefined results.
 func TestThreadsPastThePipeline(t *testing.T) {
 	for _, c := range []struct {
 		most int
@@ -183,6 +184,7 @@ func TestThreadsPastThePipeline(t *testing.T) {
 	}{
 		{512, metal.Tuning{}, ""},
 		{256, metal.Tuning{MoEGroupThreads: 1024, ArgmaxThreads: 1024, EltThreads: 1024, NormThreads: 1024}, ""},
+		{256, metal.Tuning{MatVecSimdgroups: 32, QMatVecSimdgroups: 32, QMoESimdgroups: 32, MoESimdgroups: 32, AttnSimdgroups: 32, RoPEHeads: 32}, ""},
 		{16, metal.Tuning{}, "threads, where the pipeline takes 1 to 16"},
 	} {
 		be, err := metal.New(narrowDevice{most: c.most}, metal.Options{Tuning: c.tu})
