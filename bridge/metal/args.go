@@ -2,9 +2,10 @@ package metal
 
 import "unsafe"
 
-// The argument structs of kernels/metal/mtlbench.h, field for field: the
-// msl tag names the C field, and args_test.go checks sizes and offsets
-// against the header as the kernel compiler lays it out.
+// The argument structs of kernels/metal/mtlbench.h, field for field,
+// padding included: the msl tag names the C field, and TestArgLayouts
+// checks sizes and offsets against the header as the kernel compiler lays
+// it out.
 
 type normArgs struct {
 	Rows uint32  `msl:"rows"`
@@ -165,6 +166,7 @@ type qMatArgs struct {
 	Groups   uint32  `msl:"groups"`
 	TopK     uint32  `msl:"top_k"`
 	Experts  uint32  `msl:"experts"`
+	Pad0     uint32  `msl:"_pad0"`
 	WStride  uint64  `msl:"w_stride"`
 	SStride  uint64  `msl:"s_stride"`
 	Eps      float32 `msl:"eps"`
@@ -175,6 +177,8 @@ type qMatArgs struct {
 	// NormTopK and StatsSlot: qmoe_mv's routing (routeArgs' fields).
 	NormTopK  uint32 `msl:"norm_topk"`
 	StatsSlot uint32 `msl:"stats_slot"`
+	Pad1      uint32 `msl:"_pad1"`
+	Pad2      uint32 `msl:"_pad2"`
 }
 
 func init() { argStructs["QMatArgs"] = qMatArgs{} }

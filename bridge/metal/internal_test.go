@@ -31,15 +31,32 @@ func emuDevice(t testing.TB) *emu.Device {
 }
 
 // TestArgLayouts compiles a kernel that writes sizeof and every field's
-// offset of the header's argument structs, as the kernel compiler lays
-// them out, and compares them with the Go mirrors.
+// offset and size of the header's argument structs, as the kernel compiler
+// lays them out, and compares them with the Go mirrors. The Go fields must
+// cover every byte (padding named, as the header's rule has it, and sizes
+// multiples of 16): a C field in a gap the Go struct left would otherwise
+// pass, read by the kernel as whatever the host wrote there.
 func TestArgLayouts(t *testing.T) {
-	dev := emuDevice(t)
 	var names []string
 	for n := range argStructs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	for _, n := range names {
+		rt := reflect.TypeOf(argStructs[n])
+		at := uintptr(0)
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			if f.Offset != at {
+				t.Errorf("%s.%s: at byte %d, after %d bytes of unnamed padding", n, f.Tag.Get("msl"), f.Offset, f.Offset-at)
+			}
+			at = f.Offset + f.Type.Size()
+		}
+		if at != rt.Size() || rt.Size()%16 != 0 {
+			t.Errorf("%s: %d bytes, its fields %d; want a multiple of 16 with every byte named", n, rt.Size(), at)
+		}
+	}
+	dev := emuDevice(t)
 	var src strings.Builder
 	var want []uint32
 	var what []string
@@ -52,8 +69,9 @@ func TestArgLayouts(t *testing.T) {
 		for i := range rt.NumField() {
 			f := rt.Field(i)
 			fmt.Fprintf(&src, "  out[n++] = __builtin_offsetof(%s, %s);\n", n, f.Tag.Get("msl"))
-			want = append(want, uint32(f.Offset))
-			what = append(what, n+"."+f.Tag.Get("msl"))
+			fmt.Fprintf(&src, "  out[n++] = sizeof(%s::%s);\n", n, f.Tag.Get("msl"))
+			want = append(want, uint32(f.Offset), uint32(f.Type.Size()))
+			what = append(what, n+"."+f.Tag.Get("msl"), "sizeof "+n+"."+f.Tag.Get("msl"))
 		}
 	}
 	fmt.Fprintf(&src, "  out[n++] = sizeof(MoETile);\n}\n")

@@ -2,7 +2,8 @@
 // constant indices, and small helpers. bridge/metal mirrors every struct
 // here with a Go struct of the same layout (its tests check sizes and
 // offsets against this header), so keep fields 4-byte scalars in the order
-// written, 8-byte fields 8-byte aligned, and sizes multiples of 16.
+// written, 8-byte fields 8-byte aligned, padding named (_padN), and sizes
+// multiples of 16.
 #ifndef MTLBENCH_H
 #define MTLBENCH_H
 #include <metal_stdlib>
@@ -689,6 +690,7 @@ struct QMatArgs {
   uint groups;     // affine: groups per row
   uint top_k;      // experts: pairs per token
   uint experts;    // experts: count, for bounds
+  uint _pad0;
   ulong w_stride;  // experts: bytes between experts' values
   ulong s_stride;  // experts: bytes between experts' scales
   float eps;       // qmatvec with mv_norm: the folded RMSNorm's epsilon
@@ -698,6 +700,8 @@ struct QMatArgs {
                     // group is unit >> group_shift (no division a unit)
   uint norm_topk;   // qmoe_mv with mv_route: renormalise the top-k weights
   uint stats_slot;  // and the word of the counts buffer its distinct experts bump
+  uint _pad1;
+  uint _pad2;
 };
 
 // MOE_ROUTE_LANE: the experts a lane of moe_route_pair holds (lane l
