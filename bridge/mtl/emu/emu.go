@@ -31,10 +31,18 @@ import (
 
 // Options tune the emulator; the zero value is a good default.
 type Options struct {
-	// Stop, once closed, ends every dispatch at its next threadgroup and
-	// fails its command buffer with ErrStopped: an emulated step can take
+	// Stop, once closed, ends every dispatch at its next threadgroup (its
+	// running threads at their next loop round) and fails its command
+	// buffer with ErrStopped: an emulated step can take
 	// minutes, and an interrupted run need not wait it out.
 	Stop <-chan struct{}
+	// DispatchTimeout fails a dispatch whose threadgroups make no progress
+	// for this long (no threadgroup of it started), as a GPU's watchdog
+	// fails a command buffer that runs too long: a kernel stuck in an
+	// endless loop then fails with an ExecutionError naming the loop,
+	// instead of hanging its command buffer. 0 means
+	// DefaultDispatchTimeout; a negative value, no limit.
+	DispatchTimeout time.Duration
 	// Workers is how many OS threads run the threadgroups of one dispatch
 	// (each with its own fibers and threadgroup memory); 0 means GOMAXPROCS.
 	Workers int
@@ -74,6 +82,10 @@ type Options struct {
 	// or more (docs/msl-subset.md); nil: not told.
 	Notice func(string)
 }
+
+// DefaultDispatchTimeout is Options.DispatchTimeout's default: a
+// threadgroup of the emulator runs for milliseconds, seldom a second.
+const DefaultDispatchTimeout = 30 * time.Second
 
 // Device is the emulated GPU. It has Apple GPU limits: 32 KiB of threadgroup
 // memory, 1024 threads per threadgroup, simdgroups of 32.

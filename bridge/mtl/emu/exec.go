@@ -154,7 +154,11 @@ func (cb *commandBuffer) execute() {
 		if int64(workers) > groups {
 			workers = int(groups)
 		}
-		fp, err := c.pipe.lib.lib.dispatch(c.desc, workers, dev.opts.Stop)
+		limit := dev.opts.DispatchTimeout
+		if limit == 0 {
+			limit = DefaultDispatchTimeout
+		}
+		fp, err := c.pipe.lib.lib.dispatch(c.desc, workers, dev.opts.Stop, limit)
 		c.fp = fp
 		// A kernel the rewriter could not key (an unnamed template
 		// parameter) learns its static length here (docs/msl-subset.md).
@@ -164,6 +168,9 @@ func (cb *commandBuffer) execute() {
 		if err != nil {
 			if ee, ok := err.(*ExecutionError); ok {
 				ee.Kernel = c.pipe.k.Name
+				if ee.Msg == "" { // the time limit (lib.go's run)
+					ee.Msg = fmt.Sprintf("kernel %s: %s", ee.Kernel, ee.timeout)
+				}
 			}
 			cb.err = err
 			return

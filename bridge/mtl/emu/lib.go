@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -91,10 +92,11 @@ type clib struct {
 var ErrStopped = errors.New("msl-emu: stopped (Options.Stop) before the command buffer had run")
 
 // dispatch runs one dispatch on workers OS threads and returns its error;
-// a closed stop ends it at its next threadgroup. With the footprint asked
+// a closed stop ends it at its next threadgroup or loop back-edge, and so
+// does limit (when positive) passing without a threadgroup starting. With the footprint asked
 // for (flags & 4), it returns the distinct bytes the dispatch read and
 // wrote.
-func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}) (footprint, error) {
+func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}, limit time.Duration) (footprint, error) {
 	select {
 	case <-stop:
 		return footprint{}, ErrStopped
@@ -103,7 +105,7 @@ func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}) (footprint,
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if d.flags&4 == 0 {
-		return footprint{}, l.run(d, workers, stop)
+		return footprint{}, l.run(d, workers, stop, limit)
 	}
 	m, err := newFootprintMaps(d.buf[:])
 	if err != nil {
@@ -117,7 +119,7 @@ func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}) (footprint,
 		d.fp, d.nfp = uintptr(unsafe.Pointer(&m.ranges[0])), int64(len(m.ranges))
 		defer func() { d.fp, d.nfp = 0, 0 }()
 	}
-	if err := l.run(d, workers, stop); err != nil {
+	if err := l.run(d, workers, stop, limit); err != nil {
 		return footprint{}, err
 	}
 	return m.count(), nil
@@ -125,23 +127,45 @@ func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}) (footprint,
 
 // run runs the dispatch d describes; l.mu is held. A stop closed while it
 // runs raises errflag, which the workers look at before each threadgroup
-// they take.
-func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}) error {
+// they take and the kernel at each loop back-edge (metal_stdlib's
+// loop_tick). So does the time limit, with errflag 2: the first thread to
+// see it writes where it was into err (emu_runtime.cpp's loop_stop).
+func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Duration) error {
 	p := unsafe.Pointer(d)
 	if l.begin(p) != 0 {
 		return fmt.Errorf("msl-emu: bad dispatch (kernel %d)", d.kernel)
 	}
-	var stopped atomic.Bool
+	var stopped, timedOut atomic.Bool
 	join := func() {}
-	if stop != nil {
+	if stop != nil || limit > 0 {
 		done, watched := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(watched)
-			select {
-			case <-stop:
-				stopped.Store(true)
-				atomic.StoreInt64(&d.errflag, 1)
-			case <-done:
+			var tick <-chan time.Time
+			if limit > 0 {
+				// Progress is a threadgroup started: a dispatch of many
+				// groups may run long, one group stuck in a loop may not.
+				t := time.NewTicker(max(min(limit/4, time.Second), time.Millisecond))
+				defer t.Stop()
+				tick = t.C
+			}
+			last, since := atomic.LoadInt64(&d.next), time.Now()
+			for {
+				select {
+				case <-stop:
+					stopped.Store(true)
+					atomic.StoreInt64(&d.errflag, 1)
+					return
+				case <-done:
+					return
+				case now := <-tick:
+					if n := atomic.LoadInt64(&d.next); n != last {
+						last, since = n, now
+					} else if now.Sub(since) >= limit {
+						timedOut.Store(atomic.CompareAndSwapInt64(&d.errflag, 0, 2))
+						return
+					}
+				}
 			}
 		}()
 		join = func() { close(done); <-watched }
@@ -163,6 +187,14 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}) error {
 	if stopped.Load() {
 		return ErrStopped
 	}
+	if timedOut.Load() {
+		where := "stopped before its next threadgroup"
+		if d.errflag == 3 {
+			where = "stopped in the loop at " + d.errString()
+		}
+		return &ExecutionError{timeout: fmt.Sprintf("no progress within the dispatch time limit of %v "+
+			"(Options.DispatchTimeout; an endless loop?): %s", limit, where)}
+	}
 	if d.errflag != 0 {
 		return &ExecutionError{Msg: d.errString()}
 	}
@@ -175,6 +207,8 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}) error {
 type ExecutionError struct {
 	Kernel string
 	Msg    string // starts with "kernel <name>: "
+
+	timeout string // the time limit's message, which execute prefixes with the kernel
 }
 
 func (e *ExecutionError) Error() string { return e.Msg }

@@ -500,6 +500,10 @@ func (r *rewriter) walk() {
 			if r.text(i+1) == "<" {
 				r.fail(t, "textures are not supported by msl-emu")
 			}
+		case "while", "for":
+			if r.inFunction() {
+				r.loopTick(i)
+			}
 		case "device", "constant", "threadgroup", "thread":
 			i = r.addrSpace(i)
 		case "is_function_constant_defined":
@@ -526,6 +530,46 @@ func (r *rewriter) walk() {
 			} else if r.vecNames[t.text] && r.tok(i+1).kind == tIdent && r.text(i+2) == "(" && r.inFunction() && r.parens == 0 {
 				r.vecDirectInit(i)
 			}
+		}
+	}
+}
+
+// loopTick puts a call of the shim's loop_tick in the condition of the
+// while or for at i (`while (c)` becoming `while (loop_tick(), c)`), so a
+// thread of a failed or timed-out dispatch stops at its loop's back-edge
+// instead of looping forever (docs/msl-subset.md). A range-based for ends
+// on its own; a condition that declares a variable (`while (int n = f())`)
+// cannot take the call and stays as it is.
+func (r *rewriter) loopTick(i int) {
+	open := i + 1
+	if r.text(open) != "(" {
+		return
+	}
+	end := r.match(open)
+	if end < 0 {
+		return
+	}
+	const tick = "::metal::__emu::loop_tick()"
+	if r.text(i) == "while" {
+		if a, b := r.tok(open+1), r.tok(open+2); a.kind == tIdent && b.kind == tIdent {
+			return
+		}
+		r.insertAfter(open, tick+", ")
+		return
+	}
+	for j := open + 1; j < end; j++ {
+		switch r.text(j) {
+		case "(", "[", "{":
+			if j = r.match(j); j < 0 {
+				return
+			}
+		case ";":
+			if r.text(j+1) == ";" {
+				r.insertAfter(j, " ("+tick+", true)")
+			} else if a, b := r.tok(j+1), r.tok(j+2); a.kind != tIdent || b.kind != tIdent {
+				r.insertAfter(j, " "+tick+",")
+			}
+			return
 		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 )
 
@@ -36,5 +38,87 @@ func TestStopEndsADispatch(t *testing.T) {
 	}
 	if err := run(t, dev, p, [3]int{1, 1, 1}, [3]int{threads, 1, 1}, arg{buf: before}, arg{buf: counts}); !errors.Is(err, emu.ErrStopped) {
 		t.Errorf("a dispatch after the stop: %v, want ErrStopped", err)
+	}
+}
+
+// A kernel stuck in an endless loop fails its dispatch once
+// Options.DispatchTimeout passes without progress, naming the kernel and
+// the loop, as a GPU's watchdog fails its command buffer; the device runs
+// the next dispatch as usual.
+func TestDispatchTimeLimit(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void spin_while(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  while (out[0] == 0) {
+  }
+  out[i] = 1;
+}
+kernel void spin_for(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  for (uint n = 0;; n++) { out[i] = n; }
+}
+kernel void spin_do(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  do { out[i] += 1; } while (true);
+}
+kernel void spin_barrier(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  for (;;)
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+kernel void spin_one(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]],
+                     uint g [[threadgroup_position_in_grid]]) {
+  while (g == 3 && i % 64 == 5) out[i]++;
+  out[i] = 7;
+}
+constexpr int steps(int n) { int s = 0; while (n > 1) { n /= 2; s++; } return s; }
+kernel void finite(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  uint s = 0;
+  for (uint k = 0; k < 10; k++) s += k;
+  const uint two[2] = {1u, 2u};
+  for (auto v : two) s += v;
+  constexpr int n = steps(64);
+  out[i] = s + n;
+}
+`
+	dev := newDevice(t, emu.Options{DispatchTimeout: 300 * time.Millisecond, Workers: 2})
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{LanguageVersion: "3.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newBuf(t, dev, 4*256)
+	for _, tc := range []struct {
+		kernel, loop string
+	}{
+		{"spin_while", "k.metal:4 (thread (0,0,0)"},
+		{"spin_for", "k.metal:9"},
+		{"spin_do", "k.metal:12"},
+		{"spin_barrier", "k.metal:15"},
+		{"spin_one", "k.metal:20 (thread (5,0,0) of threadgroup (3,0,0))"},
+	} {
+		p := pipe(t, lib, tc.kernel, nil)
+		errc := make(chan error, 1)
+		go func() { errc <- run(t, dev, p, [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}) }()
+		select {
+		case err := <-errc:
+			wantExecError(t, err, "kernel "+tc.kernel+": no progress within the dispatch time limit of 300ms",
+				"stopped in the loop at "+tc.loop)
+			t.Log(err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the dispatch still runs after 20s", tc.kernel)
+		}
+	}
+	// The device and library stay usable.
+	if err := run(t, dev, pipe(t, lib, "finite", nil), [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}); err != nil {
+		t.Fatalf("a dispatch after the time limit: %v", err)
+	}
+	if got := u32s(out)[255]; got != 45+3+6 {
+		t.Errorf("finite: out[255] = %d, want 54", got)
+	}
+	// A limit shorter than the watch's tick still works.
+	dev = newDevice(t, emu.Options{DispatchTimeout: time.Nanosecond})
+	lib, err = dev.NewLibrary(map[string]string{"k.metal": src}, mtl.CompileOptions{LanguageVersion: "3.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t, dev, pipe(t, lib, "spin_for", nil), [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg{buf: out}); err == nil {
+		t.Error("spin_for with a 1ns limit: no error")
 	}
 }

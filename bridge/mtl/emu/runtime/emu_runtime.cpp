@@ -136,6 +136,8 @@ struct Worker {
 __thread Fiber *cur __attribute__((tls_model("local-dynamic")));
 int race_enabled;
 int cost_enabled;
+static int64_t no_stop;
+int64_t *volatile stop_word = &no_stop;
 int fp_enabled;
 static FPRange *fp_ranges;
 static int64_t fp_nranges;
@@ -216,8 +218,9 @@ Registrar::Registrar(const KernelEntry *k, int n, FCSet fcset) {
 static Worker *worker() { return cur ? (Worker *)cur->w : tw; }
 
 // ---------------------------------------------------------------------------
-// Errors: the first one of a dispatch wins; the kernel keeps running on
-// dummy memory so no fiber has to be unwound.
+// Errors: the first one of a dispatch wins; the thread keeps running on
+// dummy memory until its next loop back-edge or scheduling point, where the
+// group is abandoned (loop_stop).
 // ---------------------------------------------------------------------------
 
 static void vfail(Worker *w, const Fiber *f, const char *fmt, va_list ap) {
@@ -665,6 +668,28 @@ void block_barrier(const char *file, unsigned line) {
   to_sched(f);
 }
 
+// loop_stop ends the running thread of a failed dispatch at a loop's
+// back-edge: its fiber goes back to the scheduler for good, and run_group
+// abandons the group. Errflag 2 is the time limit Go set (lib.go); the first
+// thread to see it names its loop and itself in err, which Go's message
+// quotes. Outside a fiber (a constant's initialiser) the loop goes on.
+void loop_stop(const char *file, unsigned line) {
+  Fiber *f = cur;
+  if (!f)
+    return;
+  Worker *w = (Worker *)f->w;
+  Desc *d = w->d;
+  int64_t two = 2;
+  if (d && __atomic_compare_exchange_n(&d->errflag, &two, 3, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    const Group &g = w->g;
+    snprintf(d->err, sizeof d->err, "%s:%u (thread (%u,%u,%u) of threadgroup (%u,%u,%u))", file, line, f->tpitg[0],
+             f->tpitg[1], f->tpitg[2], g.tgpig[0], g.tgpig[1], g.tgpig[2]);
+  }
+  f->state = ST_DONE;
+  to_sched(f);
+  __builtin_trap(); // run_group never resumes it
+}
+
 static bool same_site(const char *f1, unsigned l1, unsigned c1, const char *f2, unsigned l2, unsigned c2) {
   return l1 == l2 && c1 == c2 && (f1 == f2 || strcmp(f1, f2) == 0);
 }
@@ -803,6 +828,10 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
     for (uint32_t i = 0; i < n; i++)
       if (w->fibers[i].state == ST_READY)
         run(w, &w->fibers[i]);
+    // A failed dispatch ends here, its threads stopped wherever they are
+    // (loop_stop); the next group starts each fiber afresh.
+    if (__atomic_load_n(&d->errflag, __ATOMIC_RELAXED))
+      return false;
     if (resolve_simd(w))
       continue;
     uint32_t done = 0, bar = 0;
@@ -927,6 +956,7 @@ EXPORT int64_t msl_emu_begin(Desc *d) {
   fp_enabled = cost_enabled && (d->flags & 4) != 0 && d->nfp > 0;
   fp_ranges = d->fp;
   fp_nranges = d->nfp;
+  stop_word = &d->errflag;
   for (int i = 0; i < nfcsets; i++)
     fcsets[i](d->fcs, d->nfc);
   d->next = 0;
