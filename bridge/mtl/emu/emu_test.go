@@ -1044,6 +1044,22 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
 		{"float2 f = f4.xy == f4.zw; x[i] = f.x", false},
 		{"bool4 n = f4; x[i] = float(n.x)", false},
 		{"bool4 n = uint4(i); x[i] = float(n.x)", false},
+		// A comparison of vectors is a bool vector ("Scalar and Vector
+		// Operators"), which converts to no other vector implicitly.
+		{"int4 a = f4 < 1.0f; x[i] = float(a.x)", false},
+		{"int4 a; a = f4 != f4; x[i] = float(a.x)", false},
+		{"x[i] = float(((f4 < 1.0f) + 1).x)", false},
+		{"x[i] = float((i4 * (i4 == 0)).y)", false},
+		{"x[i] = float(first(f4 >= 0.0f))", false},
+		{"short4 s = h4 < h4; x[i] = float(s.x)", false},
+		{"bool4 n = i4; x[i] = float(n.x)", false},
+		{"bool4 n = m & i4; x[i] = float(n.x)", false},
+		{"bool4 n = m; n = i4 != 0 && m || !(f4 < f4); x[i] = float(n.w)", true},
+		{"x[i] = float(all(f4 < 1.0f) || any(h4 == h4 & m)) + select(f4, f4, i4 > 0).x", true},
+		{"x[i] = float(int4(f4 < 1.0f).x + ((int4)(i4 == 0)).y + static_cast<int4>(h4 > 0).z + int4(bool4(i4)).w)", true},
+		{"x[i] = f4.x < 1.0f ? 1 : 2; if (i4.y > 0 && f4.z != 0) x[i] += (f4.x < 1.0f) + 1", true},
+		{"constexpr bool big = sizeof(int) > 2; x[i] = float(big) + float(sizeof(f4 < 1.0f) == 4)", true},
+		{"for (int k = 0; k < 4 && m[k] > 0; k++) x[i] += f4[k] >= 0 ? 1 : 0", true},
 	} {
 		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 6)
 	}

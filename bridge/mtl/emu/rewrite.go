@@ -109,6 +109,7 @@ type rewriter struct {
 	inits     []string // qualified derived-constant initialisers, in order
 	vecNames  map[string]bool
 	kbodies   [][2]int // the kernels' bodies, from '{' to '}'
+	bodies    [][2]int // every outermost function body or brace initialiser, '{' to '}' (cmpValues)
 	kkeys     []string // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
 	nTramp    int
@@ -158,6 +159,9 @@ func rewriteUnit(src, main string) (string, []kernelInfo, []*fcInfo, error) {
 	r.findAttrs()
 	if r.err == nil {
 		r.walk()
+	}
+	if r.err == nil {
+		r.cmpValues()
 	}
 	if r.err != nil {
 		return "", nil, nil, r.err
@@ -425,6 +429,9 @@ func (r *rewriter) walk() {
 			continue
 		case "}":
 			if len(r.ns) > 0 {
+				if n := len(r.ns); r.ns[n-1] == "\x00" && (n == 1 || r.ns[n-2] != "\x00") {
+					r.bodies = append(r.bodies, [2]int{r.nsAt[n-1], i})
+				}
 				r.ns = r.ns[:len(r.ns)-1]
 				r.nsAt = r.nsAt[:len(r.nsAt)-1]
 			}
@@ -784,6 +791,9 @@ func (r *rewriter) vecCtor(i, j int) {
 // vector, whose true converts to 1 (`float4(a < b)`, docs/msl-subset.md).
 // An argument whose commas it cannot tell from template arguments' stays.
 func (r *rewriter) cmpArgs(open int) {
+	if r.inFunction() {
+		return // cmpValues wraps every comparison in a function body
+	}
 	end := r.match(open)
 	start := open + 1
 	for k := start; end > 0 && k <= end; k++ {
@@ -803,6 +813,89 @@ func (r *rewriter) cmpArgs(open int) {
 			}
 		}
 	}
+}
+
+// cmpValues wraps each comparison in a function body (or a brace
+// initialiser) in metal::__emu::cmp_value, which makes clang's integer
+// vector of -1 and 0 the bool vector Metal's comparison of vectors yields
+// (the specification's "Scalar and Vector Operators"), and leaves a scalar
+// comparison's bool as it is: `int4 m = a < b;` and `(a < b) + 1` then fail
+// to build, as on a Mac, and `select(x, y, a < b)` takes a bool vector. A
+// comparison is the operand, between brackets, commas, semicolons,
+// assignments, `?`, `:`, `return` and the binary operators below a
+// comparison's precedence (logicalOp), whose outermost operator compares
+// (comparison); one whose `<` may open template arguments stays as it is.
+func (r *rewriter) cmpValues() {
+	for _, b := range r.bodies {
+		r.cmpOperands(b[0]+1, b[1], false)
+	}
+}
+
+// cmpOperands wraps the comparisons among tokens from..to (exclusive),
+// descending into brackets; with cond, those tokens are the condition of
+// an if, while or switch, whose operands must be scalars, and stay.
+func (r *rewriter) cmpOperands(from, to int, cond bool) {
+	start := from
+	for k := from; k <= to; k++ {
+		t := r.text(k)
+		if k == to || t == "," || t == ";" || t == "?" || t == ":" || t == "return" || assignOps[t] || r.logicalOp(k) {
+			if !cond {
+				r.cmpOperand(start, k)
+			}
+			start = k + 1
+			continue
+		}
+		switch t {
+		case "(", "[", "{":
+			m := r.match(k)
+			if m < 0 || m > to {
+				return
+			}
+			p := r.text(k - 1)
+			r.cmpOperands(k+1, m, t == "(" && (p == "if" || p == "while" || p == "switch"))
+			k = m
+		case "<":
+			if r.text(k-1) == "operator" {
+				continue
+			}
+			if m := r.match(k); m > 0 && m < to {
+				k = m // template arguments
+			}
+		case ">":
+			if n := r.tok(k + 1); n.pos == r.toks[k].end && n.text == ">=" { // >>=
+				r.cmpOperand(start, k)
+				k++
+				start = k + 1
+			}
+		}
+	}
+}
+
+// logicalOp reports whether the token at i is a binary operator of lower
+// precedence than a comparison's: && || & | ^ after an operand (not the
+// unary &, whose operand a comparison may hold).
+func (r *rewriter) logicalOp(i int) bool {
+	switch r.text(i) {
+	case "&&", "||", "&", "|", "^":
+		p := r.tok(i - 1)
+		return p.kind == tIdent && !notPrimary[p.text] || p.kind == tNumber || p.text == ")" || p.text == "]"
+	}
+	return false
+}
+
+// cmpOperand wraps tokens from..to (exclusive) in cmp_value where they are
+// a comparison, unless an edit replaces text around either end.
+func (r *rewriter) cmpOperand(from, to int) {
+	if from >= to || r.text(from-1) == "operator" || !r.comparison(from, to) {
+		return
+	}
+	p, q := r.toks[from].pos, r.toks[to-1].end
+	for _, e := range r.edits {
+		if e.start < p && p < e.end || e.start < q && q < e.end {
+			return
+		}
+	}
+	r.edits = append(r.edits, edit{p, p, "::metal::__emu::cmp_value("}, edit{q, q, ")"})
 }
 
 // comparison reports whether tokens from..to (exclusive) are an
@@ -941,7 +1034,7 @@ func (r *rewriter) vcast(i int) int {
 		return -1
 	}
 	r.replace(i, end+1, "::metal::__emu::vcast<"+r.vecType(j, end)+" >() * ")
-	if next.text == "(" {
+	if next.text == "(" && !r.inFunction() { // cmpValues wraps those in a function body
 		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m) {
 			r.insertAfter(end+1, "::metal::__emu::cmp_value")
 		}

@@ -91,7 +91,7 @@ void f(float4 a, int4 i) {
 		"::metal::__emu::vcast<float4 >() * i + ::metal::__emu::vcast<float4 >() * (1.0f)",
 		"half h = ((half)0.5f)",
 		"sizeof(float4)",
-		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f && m), ::metal::__emu::cmp_value(!(i > 0)), i >> 1) + ::metal::__emu::vcast<float4 >() * ::metal::__emu::cmp_value(i >= 2) + ::metal::__emu::make<float4 >(as_type<float4>(i), f<int, 4>(a < b))",
+		"::metal::__emu::make<float4 >(::metal::__emu::cmp_value(a < b), ::metal::__emu::cmp_value(a.xy == 0.0f) && m, ::metal::__emu::cmp_value(!(::metal::__emu::cmp_value(i > 0))), i >> 1) + ::metal::__emu::vcast<float4 >() * (::metal::__emu::cmp_value(i >= 2)) + ::metal::__emu::make<float4 >(as_type<float4>(i), f<int, 4>(::metal::__emu::cmp_value(a < b)));",
 		"float4 sc = ::metal::__emu::make<float4 >(i) + static_cast<float4&>(a) + ::metal::__emu::make<vec<float, 4> >(::metal::__emu::cmp_value(a < 0.0f));",
 		"::metal::__emu::bvec<2> m = ::metal::__emu::make<::metal::__emu::bvec<2> >(true) || ::metal::__emu::vcast<::metal::__emu::bvec<2> >() * i.xy",
 	} {
@@ -232,6 +232,31 @@ func TestRewriteStoreMarks(t *testing.T) {
 		{"float b = x;", "float b = x;"},
 	} {
 		out, _, _ := rewriteOK(t, "void f(device float* out, device const uint* idx, float x, float4 v, uint i) {\n  "+c.stmt+"\n}\n")
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%s: output lacks %q:\n%s", c.stmt, c.want, out)
+		}
+	}
+}
+
+// TestRewriteComparisons checks which operands the rewriter makes a
+// comparison's value (cmp_value: a bool vector for vectors): those whose
+// outermost operator compares, not an if's condition itself, template
+// arguments or an operator's name.
+func TestRewriteComparisons(t *testing.T) {
+	const cv = "::metal::__emu::cmp_value("
+	for _, c := range []struct{ stmt, want string }{
+		{"int4 m = a < b;", "int4 m = " + cv + "a < b);"},
+		{"m = (a == b) + 1;", "m = (" + cv + "a == b)) + 1;"},
+		{"m = a < b && c >= d || !(a != b);", "m = " + cv + "a < b) && " + cv + "c >= d) || " + cv + "!(" + cv + "a != b)));"},
+		{"return n > 2 ? a : b;", "return " + cv + "n > 2) ? a : b;"},
+		{"if (n > 2 && all(a <= b)) n = 1;", "if (n > 2 && all(" + cv + "a <= b))) n = 1;"},
+		{"for (int k = 0; k < n; k++) n >>= 1;", "for (int k = 0; ::metal::__emu::loop_tick(), " + cv + "k < n); k++) n >>= 1;"},
+		{"m = f(a < b, c > d);", "m = f(a < b, c > d);"},
+		{"m = f((a < b), (c > d));", "m = f((" + cv + "a < b)), (" + cv + "c > d)));"},
+		{"m = vec<int, 4>(n);", "m = ::metal::__emu::make<vec<int, 4> >(n);"},
+		{"m = g(&a < &b);", "m = g(" + cv + "&a < &b));"},
+	} {
+		out, _, _ := rewriteOK(t, "void f(int4 m, float4 a, float4 b, float4 c, float4 d, int n) {\n  "+c.stmt+"\n}\n")
 		if !strings.Contains(out, c.want) {
 			t.Errorf("%s: output lacks %q:\n%s", c.stmt, c.want, out)
 		}
