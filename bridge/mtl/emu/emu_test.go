@@ -1230,6 +1230,10 @@ func TestAddressSpaceConversions(t *testing.T) {
 		{"thread float* p = reinterpret_cast<thread float*>(x); x[i] = p[0]", build},
 		{"thread float* p = (thread float*)x; x[i] = p[0]", build},
 		{"thread float* p = (thread float*)tg; x[i] = p[0]", build},
+		{"thread float* p = local; if (i > 0) p = &local[1]; else p = nullptr; x[i] = p ? *p : 0", ok},
+		{"thread float* p = local; p = &x[i]; x[i] = *p", fails},
+		{"thread float *p = local, *q = p; q = &tg[i]; x[i] = *q", fails},
+		{"thread float* p; p = x; x[i] = p[0]", build},
 	}
 	// The cases that build share one library: each library loaded maps its
 	// own fiber stacks.

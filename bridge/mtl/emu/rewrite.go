@@ -108,9 +108,10 @@ type rewriter struct {
 	derived   map[string]bool
 	inits     []string // qualified derived-constant initialisers, in order
 	vecNames  map[string]bool
-	kbodies   [][2]int // the kernels' bodies, from '{' to '}'
-	bodies    [][2]int // every outermost function body or brace initialiser, '{' to '}' (cmpValues)
-	kkeys     []string // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
+	kbodies   [][2]int        // the kernels' bodies, from '{' to '}'
+	bodies    [][2]int        // every outermost function body or brace initialiser, '{' to '}' (cmpValues)
+	threadPtr map[string]bool // the thread pointers the function being walked declares (threadSpace)
+	kkeys     []string        // each body's kernel as its body names it (f, f<T, N>); "" if it cannot
 	knames    map[string]bool
 	nTramp    int
 	nSite     int
@@ -431,6 +432,7 @@ func (r *rewriter) walk() {
 			if len(r.ns) > 0 {
 				if n := len(r.ns); r.ns[n-1] == "\x00" && (n == 1 || r.ns[n-2] != "\x00") {
 					r.bodies = append(r.bodies, [2]int{r.nsAt[n-1], i})
+					r.threadPtr = nil
 				}
 				r.ns = r.ns[:len(r.ns)-1]
 				r.nsAt = r.nsAt[:len(r.nsAt)-1]
@@ -467,6 +469,11 @@ func (r *rewriter) walk() {
 		default:
 			if assignOps[t.text] && r.inFunction() {
 				r.markStore(i)
+			}
+			// An address assigned to a thread pointer after its declaration
+			// gets the declaration's check (threadSpace).
+			if t.text == "=" && r.parens == 0 && r.threadPtr[r.text(i-1)] && stmtStart[r.text(i-2)] && r.inFunction() {
+				r.threadInit(i+1, false, true)
 			}
 			continue
 		}
@@ -1211,6 +1218,12 @@ func (r *rewriter) threadSpace(i int) int {
 		first = i - 1
 	}
 	name := r.tok(j).kind == tIdent
+	if name && !ref && j > k && r.inFunction() && r.parens == 0 {
+		if r.threadPtr == nil {
+			r.threadPtr = map[string]bool{}
+		}
+		r.threadPtr[r.text(j)] = true
+	}
 	switch {
 	case j == k:
 	case !ref && r.text(j) == ")" && r.text(first-1) == "(":
@@ -1220,7 +1233,7 @@ func (r *rewriter) threadSpace(i int) int {
 	case name && r.text(j+1) == "=" && r.inFunction() && r.parens == 0:
 		// A const reference may bind a temporary: its address is not taken.
 		if !ref || r.text(i-1) != "const" && !topLevelConst(r.src[r.toks[i+1].pos:r.toks[k-1].end]) {
-			r.threadInit(j+2, ref)
+			r.threadInit(j+2, ref, false)
 		}
 	case name && (r.text(j+1) == "," || r.text(j+1) == ")" || r.text(j+1) == "=") && r.parens > 0 && !r.inFunction():
 		r.threadParam(i, j, ref)
@@ -1249,9 +1262,10 @@ func (r *rewriter) threadCast(open, kw, end int) int {
 
 // threadInit wraps the initialiser starting at token start of a thread
 // pointer (or, ref, reference) declaration, and those of the declarators
-// after it that are pointers or references, in the shim's check. One whose
-// end it cannot tell from a template argument's comma stays as it is.
-func (r *rewriter) threadInit(start int, ref bool) {
+// after it that are pointers or references, in the shim's check; with
+// assign, the value assigned to one, alone. One whose end it cannot tell
+// from a template argument's comma stays as it is.
+func (r *rewriter) threadInit(start int, ref, assign bool) {
 	for {
 		end, angle := start, false
 		for ; end < len(r.toks) && r.text(end) != ";" && r.text(end) != ","; end++ {
@@ -1276,13 +1290,16 @@ func (r *rewriter) threadInit(start int, ref bool) {
 			r.edits = append(r.edits, edit{p, p, "::metal::__emu::" + fn})
 			r.insertAfter(end-1, ")")
 		}
-		if r.text(end) != "," {
+		if r.text(end) != "," || assign {
 			return
 		}
 		k := end + 1
 		ref = r.text(k) == "&"
 		for r.text(k) == "*" || r.text(k) == "&" || r.text(k) == "const" {
 			k++
+		}
+		if k > end+1 && !ref && r.tok(k).kind == tIdent && r.threadPtr != nil {
+			r.threadPtr[r.text(k)] = true
 		}
 		if k == end+1 || r.tok(k).kind != tIdent || r.text(k+1) != "=" {
 			return
