@@ -1065,6 +1065,64 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
 	}
 }
 
+// Metal's bool vectors have the swizzles of other vectors ("Vector Data
+// Types"): two to four components read as a bool vector, and those that
+// name no component twice are assigned one.
+func TestBoolVectorSwizzles(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const values = `#include <metal_stdlib>
+using namespace metal;
+kernel void k(device int* out [[buffer(0)]]) {
+  const bool4 m = bool4(true, false, false, true);
+  bool4 n = m;
+  n.xy = m.zw;
+  bool3 o = m.wzy;
+  bool2 p = m.rg;
+  p.yx = p;
+  bool4 q = bool4(false);
+  q.zx = m.xw && !m.yz;
+  q.yw = q.xz;
+  bool2 s = bool2(true, false);
+  s.xy = s.yx;
+  const int4 r[] = {int4(n), int4(o.xyzz), int4(int2(p), int2(m.xx)), int4(q), int4(s.xyxy),
+                    int4(all(m.xw), any(m.yz), all(select(bool2(false), bool2(true), m.xw)), int(all(m.xy == m.wz)))};
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 4; j++)
+      out[4 * i + j] = r[i][j];
+}
+`
+	lib, err := dev.NewLibrary(map[string]string{"k.metal": values}, mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newBuf(t, dev, 4*24)
+	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1}
+	for i, u := range u32s(out) {
+		if int32(u) != want[i] {
+			t.Errorf("out[%d] (row %d): got %d, want %d", i, i/4, int32(u), want[i])
+		}
+	}
+
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  const float4 f4 = float4(x[i], -1, 2, 0); const bool4 m = f4 < 1.0f; bool4 n = m;\n\n  %s;\n}\n"
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{"n.xyz = m.zyx; n.gb = !n.rg; x[i] = float(n.z) + float(any(n.ww))", true},
+		{"n.xy = true; x[i] = float(all(n.xyzw == m))", true},
+		{"n.xx = bool2(true, false); x[i] = float(n.x)", false},
+		{"int2 a = m.xy; x[i] = float(a.x)", false},
+		{"x[i] = n.xyz.x", false},
+		{"bool3 b = m.xyzw; x[i] = float(b.x)", false},
+		{"bool2 b = m.xq; x[i] = float(b.x)", false},
+	} {
+		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 6)
+	}
+}
+
 // Metal allocates threadgroup variables in kernel functions only (the
 // specification's threadgroup address space): a helper that declares one
 // does not build on a Mac; the kernel declares it and passes a pointer.
