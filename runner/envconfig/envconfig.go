@@ -65,6 +65,8 @@ var Vars = []Var{
 		"folder of the emulator's compiled kernel libraries"},
 	{"MTLBENCH_EMU_CFLAGS", "none", "metal-emu",
 		"extra clang flags for the emulator, e.g. -DMSL_EMU_UCONTEXT (portable fiber switch) or -O0 -g"},
+	{"MTLBENCH_EMU_TIMEOUT", emu.DefaultDispatchTimeout.String(), "metal-emu",
+		"how long a dispatch of the emulator may go without a threadgroup starting (a kernel in an endless loop?) before it fails; 0: no limit"},
 
 	{"MTLBENCH_CUDA_LIBS", "none", "cuda",
 		"':'-separated folders searched first for the driver, NVRTC and cuBLAS"},
@@ -413,12 +415,23 @@ func Metal() metal.Options {
 }
 
 // Emu are the Metal emulator's options.
-func Emu() emu.Options {
-	return emu.Options{
+func Emu() (emu.Options, error) {
+	o := emu.Options{
 		Clang:    Get("MTLBENCH_CLANG"),
 		CacheDir: Get("MTLBENCH_EMU_CACHE"),
 		CFlags:   strings.Fields(Get("MTLBENCH_EMU_CFLAGS")),
 	}
+	if v := strings.TrimSpace(Get("MTLBENCH_EMU_TIMEOUT")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return o, fmt.Errorf("MTLBENCH_EMU_TIMEOUT=%q: want a duration such as 30s or 5m (0: no limit)", v)
+		}
+		o.DispatchTimeout = d
+		if d == 0 {
+			o.DispatchTimeout = -1 // no limit (emu.Options.DispatchTimeout)
+		}
+	}
+	return o, nil
 }
 
 // Backends are the per-backend options of backends.Open; what "auto"
@@ -429,7 +442,7 @@ func Backends() (backends.Options, error) {
 	warn := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench: warning:", msg) }
 	notice := func(msg string) { fmt.Fprintln(os.Stderr, "mtlbench:", msg) }
 	c.Notice = notice
-	e := Emu()
+	e, eerr := Emu()
 	e.Notice = notice
-	return backends.Options{CUDA: c, Emu: e, Metal: Metal(), Warn: warn}, err
+	return backends.Options{CUDA: c, Emu: e, Metal: Metal(), Warn: warn}, errors.Join(err, eerr)
 }

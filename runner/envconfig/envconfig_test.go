@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mtlbench/mtlbench/bridge/cuda"
 	"github.com/mtlbench/mtlbench/bridge/metal"
@@ -82,8 +83,31 @@ func TestDBAndEmu(t *testing.T) {
 	}
 	t.Setenv("MTLBENCH_EMU_CFLAGS", "-O0  -g")
 	t.Setenv("MTLBENCH_CLANG", "clang++-21")
-	if e := Emu(); !slices.Equal(e.CFlags, []string{"-O0", "-g"}) || e.Clang != "clang++-21" {
-		t.Errorf("Emu() = %+v", e)
+	if e, err := Emu(); err != nil || !slices.Equal(e.CFlags, []string{"-O0", "-g"}) || e.Clang != "clang++-21" || e.DispatchTimeout != 0 {
+		t.Errorf("Emu() = %+v, %v", e, err)
+	}
+}
+
+// MTLBENCH_EMU_TIMEOUT is the emulator's dispatch time limit: a duration,
+// or 0 for none; anything else is refused, naming the variable.
+func TestEmuTimeout(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, true}, {"5m", 5 * time.Minute, true}, {" 90s ", 90 * time.Second, true}, {"0", -1, true},
+		{"0s", -1, true}, {"-3s", 0, false}, {"30", 0, false}, {"soon", 0, false},
+	} {
+		clean(t)
+		t.Setenv("MTLBENCH_EMU_TIMEOUT", c.v)
+		e, err := Emu()
+		switch {
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "MTLBENCH_EMU_TIMEOUT")):
+			t.Errorf("%q: got %v, want an error naming MTLBENCH_EMU_TIMEOUT", c.v, err)
+		case c.ok && (err != nil || e.DispatchTimeout != c.want):
+			t.Errorf("%q: got %v, %v; want %v", c.v, e.DispatchTimeout, err, c.want)
+		}
 	}
 }
 
@@ -210,8 +234,8 @@ func TestPathVariablesExpandHome(t *testing.T) {
 	if got := TunedDir(); got != "/home/u" {
 		t.Errorf("TunedDir %q", got)
 	}
-	if got := Emu().CacheDir; got != "/home/u/cache/emu" {
-		t.Errorf("Emu().CacheDir %q", got)
+	if e, _ := Emu(); e.CacheDir != "/home/u/cache/emu" {
+		t.Errorf("Emu().CacheDir %q", e.CacheDir)
 	}
 	if o, _ := CUDA(); !slices.Equal(o.Libs, []string{"/home/u/lib", "/opt/lib"}) {
 		t.Errorf("CUDA().Libs %q", o.Libs)

@@ -41,7 +41,8 @@ type Options struct {
 	// fails a command buffer that runs too long: a kernel stuck in an
 	// endless loop then fails with an ExecutionError naming the loop,
 	// instead of hanging its command buffer. 0 means
-	// DefaultDispatchTimeout; a negative value, no limit.
+	// DefaultDispatchTimeout; a negative value, no limit
+	// (MTLBENCH_EMU_TIMEOUT).
 	DispatchTimeout time.Duration
 	// Workers is how many OS threads run the threadgroups of one dispatch
 	// (each with its own fibers and threadgroup memory); 0 means GOMAXPROCS.
