@@ -367,6 +367,16 @@ func (r replace) grown(s string, limit int) (string, error) {
 	return r.apply(s), nil
 }
 
+// rawShort is a JSON value's text for an error, cut to its first bytes
+// where it is long.
+func rawShort(raw json.RawMessage) string {
+	const most = 40
+	if len(raw) <= most {
+		return string(raw)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(string(raw[:most-3]), ""), len(raw))
+}
+
 // quoteShort quotes s for an error, its middle cut when it is long: the
 // error has to stay one readable line.
 func quoteShort(s string) string {
@@ -909,18 +919,25 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 				}
 			}
 		case "RobertaProcessing", "BertProcessing":
+			// HF reads cls and sep as a serde tuple (String, u32): a list
+			// of exactly two, so one of any other length is refused as
+			// HF refuses it, not cut to two.
 			var v struct {
-				Sep [2]json.RawMessage `json:"sep" required:"true"`
-				Cls [2]json.RawMessage `json:"cls" required:"true"`
+				Sep []json.RawMessage `json:"sep" required:"true"`
+				Cls []json.RawMessage `json:"cls" required:"true"`
 			}
 			if err := p.decode(&v); err != nil {
 				return nil, nil, err
 			}
-			for i, tk := range [][2]json.RawMessage{v.Cls, v.Sep} {
+			for i, tk := range [][]json.RawMessage{v.Cls, v.Sep} {
+				key := [...]string{"cls", "sep"}[i]
+				if len(tk) != 2 {
+					return nil, nil, fmt.Errorf("%s %s is a list of %d, want [token, id]", p.Type, key, len(tk))
+				}
 				var tok string
 				var id int
 				if json.Unmarshal(tk[0], &tok) != nil || json.Unmarshal(tk[1], &id) != nil {
-					return nil, nil, fmt.Errorf("%s: cls and sep are [token, id]", p.Type)
+					return nil, nil, fmt.Errorf("%s %s is [%s, %s], want [token, id]", p.Type, key, rawShort(tk[0]), rawShort(tk[1]))
 				}
 				x, err := idOf(tok, &id)
 				if err != nil {

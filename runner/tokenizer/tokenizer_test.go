@@ -1076,3 +1076,35 @@ func TestMetaspaceFields(t *testing.T) {
 		}
 	}
 }
+
+// RobertaProcessing's and BertProcessing's cls and sep are HF's serde
+// tuple (String, u32): a list of exactly a token and an id. A longer or
+// shorter list, or another type, is refused as HF refuses the file, naming
+// the field. Each case checked against tokenizers 0.23.2 (its npm package).
+func TestProcessingPairs(t *testing.T) {
+	const model = `{"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1, "</s>": 2}, "merges": []}, "post_processor": `
+	for _, typ := range []string{"RobertaProcessing", "BertProcessing"} {
+		for _, tc := range []struct {
+			name, fields, want string // want "" where HF reads it
+		}{
+			{"pairs", `"sep": ["</s>", 2], "cls": ["<s>", 1]`, ""},
+			{"sep of three", `"sep": ["</s>", 2, "x"], "cls": ["<s>", 1]`, typ + ` sep is a list of 3, want [token, id]`},
+			{"cls of three", `"sep": ["</s>", 2], "cls": ["<s>", 1, 5]`, typ + ` cls is a list of 3, want [token, id]`},
+			{"sep of three ending in null", `"sep": ["</s>", 2, null], "cls": ["<s>", 1]`, typ + ` sep is a list of 3, want [token, id]`},
+			{"sep of one", `"sep": ["</s>"], "cls": ["<s>", 1]`, typ + ` sep is a list of 1, want [token, id]`},
+			{"empty sep", `"sep": [], "cls": ["<s>", 1]`, typ + ` sep is a list of 0, want [token, id]`},
+			{"sep an object", `"sep": {"0": "</s>", "1": 2}, "cls": ["<s>", 1]`, `sep is a JSON object, want a list`},
+			{"id and token swapped", `"sep": [2, "</s>"], "cls": ["<s>", 1]`, typ + ` sep is [2, "</s>"], want [token, id]`},
+			{"fractional id", `"sep": ["</s>", 2.0], "cls": ["<s>", 1]`, typ + ` sep is ["</s>", 2.0], want [token, id]`},
+			{"negative id", `"sep": ["</s>", -2], "cls": ["<s>", 1]`, `special token "</s>" has id -2, outside the vocabulary`},
+		} {
+			_, err := Parse([]byte(model + `{"type": "` + typ + `", ` + tc.fields + `}}`))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%s %s: %v, HF reads it", typ, tc.name, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%s %s: %v, want %q", typ, tc.name, err, tc.want)
+			}
+		}
+	}
+}
