@@ -13,7 +13,6 @@
 package safetensors
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
@@ -165,44 +164,37 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	if !utf8.Valid(hdr) {
 		return nil, nil, 0, fmt.Errorf("header is not valid UTF-8")
 	}
-	// Walk the top-level object token by token so duplicate names are caught:
-	// a map would keep one of them silently and readers could disagree on which.
-	dec := json.NewDecoder(bytes.NewReader(hdr))
-	tok, err := dec.Token()
+	obj, err := headerObject(hdr)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
+		return nil, nil, 0, err
 	}
-	if tok != json.Delim('{') {
-		return nil, nil, 0, fmt.Errorf("header is not a JSON object")
+	// The object is read in place, member by member, building the tensors
+	// directly: decoded through generic values or copied out as raw
+	// messages, a header costs several times its bytes (up to 100 MiB).
+	// Only an entry of unusual form is handed to encoding/json, whose
+	// errors it words.
+	count := jsonlen.Members(obj)
+	if maxTensors >= 0 {
+		count = min(count, maxTensors+1)
 	}
-	seen := make(map[string]bool)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, nil, 0, fmt.Errorf("header is not valid JSON: unexpected %v", tok)
-		}
-		if seen[name] {
-			return nil, nil, 0, fmt.Errorf("header names %q twice", name)
-		}
-		seen[name] = true
-		// The value is read raw first, so that a wrong type's offset is
-		// into its own text, which the error quotes.
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, 0, fmt.Errorf("header is not valid JSON: %v", err)
-		}
+	tensors = make([]TensorInfo, 0, count)
+	var dims []int // the shapes are cut from one block, not allocated one by one
+	var sawMeta bool
+	var shapeBuf, offBuf [MaxRank + 1]int64 // each entry's lists, read in turn
+	for key, raw := range members(obj) {
+		name := unquote(key)
 		if name == "__metadata__" {
+			if sawMeta {
+				return nil, nil, 0, fmt.Errorf("header names %q twice", name)
+			}
+			sawMeta = true
 			// Counted before it is decoded: held, an entry costs ten
 			// times its bytes.
 			if n := jsonlen.Members(raw); n > MaxMetadata {
 				return nil, nil, 0, fmt.Errorf("__metadata__ holds %d entries, more than the %d a header may hold (writers put a few there)", n, MaxMetadata)
 			}
-			if err := json.Unmarshal(raw, &meta); err != nil {
-				return nil, nil, 0, fmt.Errorf("%w (__metadata__ maps strings to strings)", jsonerr.ExplainAt(err, raw, "__metadata__"))
+			if meta, err = readMetadata(raw); err != nil {
+				return nil, nil, 0, fmt.Errorf("%w (__metadata__ maps strings to strings)", err)
 			}
 			continue
 		}
@@ -213,22 +205,34 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		if listCommas(raw) > MaxRank {
 			return nil, nil, 0, fmt.Errorf("tensor %q: its lists hold more numbers than a shape of at most %d dimensions and data_offsets of two", name, MaxRank)
 		}
-		var e rawEntry
-		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %w", name, jsonerr.ExplainAt(err, raw, name))
+		dtype, shape, offs, ok := plainEntry(raw, &shapeBuf, &offBuf)
+		if !ok {
+			var e rawEntry
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %w", name, jsonerr.ExplainAt(err, raw, name))
+			}
+			if err := missing(name, &e); err != nil {
+				return nil, nil, 0, err
+			}
+			dtype, shape, offs = *e.DType, *e.Shape, *e.Offsets
 		}
-		t, err := checkEntry(name, &e, dataLen)
+		if len(dims)+len(shape) > cap(dims) {
+			dims = make([]int, 0, max(1024, len(shape)))
+		}
+		t, err := checkEntry(name, dtype, shape, offs, dataLen, dims[len(dims):len(dims)+len(shape):len(dims)+len(shape)])
 		if err != nil {
 			return nil, nil, 0, err
 		}
+		dims = dims[:len(dims)+len(shape)]
 		tensors = append(tensors, t)
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, nil, 0, fmt.Errorf("header is not valid JSON: unterminated object")
-	}
-	// Writers pad the header with spaces; anything else after the object is junk.
-	if rest := bytes.Trim(hdr[dec.InputOffset():], " \t\r\n"); len(rest) != 0 {
-		return nil, nil, 0, fmt.Errorf("header has %d bytes of trailing data after the JSON object", len(rest))
+	// Names are checked for repeats once all are read, sorted, rather than
+	// through a set of them, which would cost more than the tensors.
+	slices.SortFunc(tensors, func(a, b TensorInfo) int { return cmp.Compare(a.Name, b.Name) })
+	for i := 1; i < len(tensors); i++ {
+		if tensors[i].Name == tensors[i-1].Name {
+			return nil, nil, 0, fmt.Errorf("header names %q twice", tensors[i].Name)
+		}
 	}
 
 	slices.SortFunc(tensors, func(a, b TensorInfo) int {
@@ -266,16 +270,22 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	return tensors, meta, dataStart, nil
 }
 
-func checkEntry(name string, e *rawEntry, dataLen int64) (TensorInfo, error) {
+// missing names the field an entry encoding/json read lacks.
+func missing(name string, e *rawEntry) error {
 	switch {
 	case e.DType == nil:
-		return TensorInfo{}, fmt.Errorf("tensor %q: missing dtype", name)
+		return fmt.Errorf("tensor %q: missing dtype", name)
 	case e.Shape == nil:
-		return TensorInfo{}, fmt.Errorf("tensor %q: missing shape", name)
+		return fmt.Errorf("tensor %q: missing shape", name)
 	case e.Offsets == nil:
-		return TensorInfo{}, fmt.Errorf("tensor %q: missing data_offsets", name)
+		return fmt.Errorf("tensor %q: missing data_offsets", name)
 	}
-	dtype, shape, offs := *e.DType, *e.Shape, *e.Offsets
+	return nil
+}
+
+// checkEntry validates one tensor's fields; dims, of len(shape), receives
+// its shape.
+func checkEntry(name, dtype string, shape, offs []int64, dataLen int64, dims []int) (TensorInfo, error) {
 	elem, ok := DTypeSize(dtype)
 	if !ok {
 		return TensorInfo{}, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
@@ -283,7 +293,6 @@ func checkEntry(name string, e *rawEntry, dataLen int64) (TensorInfo, error) {
 	if len(shape) > MaxRank {
 		return TensorInfo{}, fmt.Errorf("tensor %q: shape has %d dimensions, more than %d", name, len(shape), MaxRank)
 	}
-	dims := make([]int, len(shape))
 	for i, d := range shape {
 		if d < 0 {
 			return TensorInfo{}, fmt.Errorf("tensor %q: shape %v has negative dimension %d", name, shape, d)
