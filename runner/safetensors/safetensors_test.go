@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -575,6 +576,9 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add(valid, uint16(0))
 	f.Add(valid[:len(valid)-10], uint16(10))
 	f.Add(rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}}`, 16), uint16(0))
+	for _, tc := range headerForms {
+		f.Add(rawFile(tc.header, 4), uint16(0))
+	}
 	f.Fuzz(func(t *testing.T, data []byte, extra uint16) {
 		// extra models a file longer than the bytes at hand.
 		size := int64(len(data)) + int64(extra)
@@ -821,5 +825,39 @@ func TestHeaderReadInPlace(t *testing.T) {
 				t.Errorf("allocated %d KB for a header of %d KB, want at most %.1f times its bytes", got>>10, len(c.header)>>10, c.most)
 			}
 		})
+	}
+}
+
+// headerForms are headers of forms writers do not give but JSON allows:
+// each reads as encoding/json reads it (names and __metadata__ unescaped,
+// a lone surrogate as U+FFFD; an entry's fields matched in any case, the
+// last of a repeated one kept, unknown ones skipped; null __metadata__ or
+// a null value in it).
+var headerForms = []struct {
+	name, header string
+	tensor       string            // the one tensor's name
+	shape        []int             // its shape
+	meta         map[string]string // the __metadata__ read
+}{
+	{"escaped name", `{"\u0077\n\"\\\/\ud83d\ude00\ud800x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w\n\"\\/\U0001F600\uFFFDx", []int{1}, nil},
+	{"fields in other case", `{"w":{"DType":"F32","Shape":[1],"Data_Offsets":[0,4]}}`, "w", []int{1}, nil},
+	{"repeated field", `{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4],"shape":[1]}}`, "w", []int{1}, nil},
+	{"unknown fields", `{"w":{"x":{"y":["]"]},"dtype":"F32","shape":[ 1 ],"data_offsets":[ 0 , 4 ],"z":null}}`, "w", []int{1}, nil},
+	{"spaces everywhere", " \n{ \"w\" : { \"dtype\" : \"F32\" , \"shape\" : [ 1 , 1 ] , \"data_offsets\" : [ 0 , 4 ] } }\t ", "w", []int{1, 1}, nil},
+	{"null __metadata__", `{"__metadata__":null,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w", []int{1}, nil},
+	{"__metadata__ of escapes and null", `{"__metadata__":{"k\u00e9":"a\tb","n":null},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w", []int{1}, map[string]string{"k\u00e9": "a\tb", "n": ""}},
+}
+
+func TestHeaderForms(t *testing.T) {
+	for _, tc := range headerForms {
+		file := rawFile(tc.header, 4)
+		ts, meta, _, err := ParseHeader(file, int64(len(file)))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if len(ts) != 1 || ts[0].Name != tc.tensor || !slices.Equal(ts[0].Shape, tc.shape) || !maps.Equal(meta, tc.meta) {
+			t.Errorf("%s: read %+v and %q, want %q of shape %v and %q", tc.name, ts, meta, tc.tensor, tc.shape, tc.meta)
+		}
 	}
 }
