@@ -763,6 +763,42 @@ func TestMLXQuantTypeErrors(t *testing.T) {
 	}
 }
 
+// A module's quantization entry that is an empty object leaves the module
+// a float one, as mlx's nn.quantize takes it (a falsy predicate result),
+// the same as false; an object of settings, or true, quantizes it.
+func TestMLXQuantEmptyEntry(t *testing.T) {
+	const k = "model.layers.0.mlp.gate"
+	for _, c := range []struct {
+		entry string
+		float bool
+	}{
+		{`false`, true},
+		{`{}`, true},
+		{`{ }`, true},
+		{`true`, false},
+		{`{"bits": 8}`, false},
+	} {
+		q, err := parseMLXQuant("config.json", []byte(`{"quantization": {"bits": 4, "group_size": 64, "`+k+`": `+c.entry+`}}`))
+		if err != nil {
+			t.Fatalf("%s: %v", c.entry, err)
+		}
+		if e, listed := q.Modules[k]; !listed || (e == nil) != c.float {
+			t.Errorf("%s: read as %+v (listed %v), want float %v", c.entry, e, listed, c.float)
+		}
+	}
+	// The fixture's router is packed at 8 bits: an empty entry makes it a
+	// float module, whose packed tensors are refused as mlx-lm refuses them.
+	dir := withConfig(t, "../testdata/mlx/qwen3_moe-q4", func(cfg map[string]any) {
+		for _, key := range []string{"quantization", "quantization_config"} {
+			cfg[key].(map[string]any)[k] = map[string]any{}
+		}
+	})
+	want := `config.json's quantization["` + k + `"] makes it a float module (false or {}), but the checkpoint holds its packed "` + k + `.scales"`
+	if err := openAll(dir); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("open: %v, want %s", err, want)
+	}
+}
+
 // A checkpoint holding far more tensors than its config's model could read
 // is refused by the bound the config gives, before its header is read
 // whole; the fixture itself is within it.

@@ -279,6 +279,13 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			}
 			continue
 		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(v, &members) == nil && len(members) == 0 && members != nil {
+			// mlx's nn.quantize tests the entry for truth: an empty object,
+			// like false, leaves the module a float one.
+			q.Modules[k] = nil
+			continue
+		}
 		var e entry
 		if err := json.Unmarshal(v, &e); err != nil {
 			var te *json.UnmarshalTypeError
@@ -425,7 +432,7 @@ func (c *Checkpoint) packed(spec TensorSpec, read bool, to quant.Spec) (Packed, 
 	if e, listed := c.mlx.Modules[module]; listed && e == nil {
 		// mlx-lm leaves such a module a float Linear, whose strict load
 		// refuses the packed tensors.
-		return Packed{}, false, fmt.Errorf("%s: config.json's quantization[%q] is false (a float module), but the checkpoint holds its packed %q", c.ck.Dir(), module, module+".scales")
+		return Packed{}, false, fmt.Errorf("%s: config.json's quantization[%q] makes it a float module (false or {}), but the checkpoint holds its packed %q", c.ck.Dir(), module, module+".scales")
 	}
 	rows, k := spec.Shape[0], spec.Shape[1]
 	lead := []int{}

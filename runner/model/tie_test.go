@@ -71,7 +71,7 @@ func TestPackedModuleSaidFloat(t *testing.T) {
 		delete(cfg, "quantization_config")
 	})
 	_, _, err := Open(Spec{Model: dir})
-	if err == nil || !strings.Contains(err.Error(), `quantization["`+module+`"] is false`) {
+	if err == nil || !strings.Contains(err.Error(), `quantization["`+module+`"] makes it a float module`) {
 		t.Errorf("a packed module said float: %v", err)
 	}
 }
