@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,8 +194,10 @@ func readPartsAt(raw json.RawMessage, key, path string, depth int, untagged func
 	if path != "" {
 		at = path + "." + key
 	}
-	if seq[key] == nil {
-		return nil, fmt.Errorf("a Sequence without %s", at)
+	// HF reads the list as a Vec, not an Option: null is refused as
+	// missing is, not read as an empty Sequence.
+	if seq[key] == nil || string(bytes.TrimSpace(seq[key])) == "null" {
+		return nil, fmt.Errorf("a Sequence without %s (missing or null; HF tokenizers requires a list)", at)
 	}
 	if err := json.Unmarshal(seq[key], &members); err != nil {
 		return nil, explain(err, seq[key], at)

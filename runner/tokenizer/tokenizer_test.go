@@ -1108,3 +1108,28 @@ func TestProcessingPairs(t *testing.T) {
 		}
 	}
 }
+
+// A Sequence's list of parts given as null is refused, as HF tokenizers
+// refuses it (a Vec, not an Option), not read as an empty Sequence. Each
+// case checked against tokenizers 0.23.2 (its npm package).
+func TestSequenceListNull(t *testing.T) {
+	const model = `{"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []}, `
+	for _, tc := range []struct {
+		section, part, want string // want "" where HF reads it
+	}{
+		{"normalizer", `{"type": "Sequence", "normalizers": null}`, `normalizer: a Sequence without normalizers`},
+		{"pre_tokenizer", `{"type": "Sequence", "pretokenizers": null}`, `pre_tokenizer: a Sequence without pretokenizers`},
+		{"post_processor", `{"type": "Sequence", "processors": null}`, `post_processor: a Sequence without processors`},
+		{"decoder", `{"type": "Sequence", "decoders": null}`, `decoder: a Sequence without decoders`},
+		{"decoder", `{"type": "Sequence", "decoders": [{"type": "Sequence", "decoders": null}]}`, `a Sequence without decoders[0].decoders`},
+		{"normalizer", `{"type": "Sequence", "normalizers": []}`, ""},
+	} {
+		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
+		}
+	}
+}
