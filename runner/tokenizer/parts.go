@@ -888,12 +888,16 @@ func (t *Tokenizer) readPostProcessor(raw json.RawMessage) (prefix, suffix []int
 				return nil, nil, err
 			}
 			for k, it := range slices.Concat(v.Single, v.Pair) {
+				key, i := "single", k
+				if k >= len(v.Single) {
+					key, i = "pair", k-len(v.Single)
+				}
 				if (it.SpecialToken == nil) == (it.Sequence == nil) {
-					key, i := "single", k
-					if k >= len(v.Single) {
-						key, i = "pair", k-len(v.Single)
-					}
 					return nil, nil, fmt.Errorf("TemplateProcessing %s[%d]: want one of SpecialToken and Sequence", key, i)
+				}
+				// HF's Sequence is an enum of A and B, the two texts.
+				if it.Sequence != nil && it.Sequence.ID != "A" && it.Sequence.ID != "B" {
+					return nil, nil, fmt.Errorf("TemplateProcessing %s[%d]: Sequence id %s, want A or B", key, i, quoteShort(it.Sequence.ID))
 				}
 			}
 			seen := false

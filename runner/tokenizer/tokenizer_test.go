@@ -1133,3 +1133,28 @@ func TestSequenceListNull(t *testing.T) {
 		}
 	}
 }
+
+// A TemplateProcessing item's Sequence id is HF's enum Sequence, A or B:
+// any other is refused, as HF refuses the file, naming the item. Each case
+// checked against tokenizers 0.23.2 (its npm package).
+func TestTemplateSequenceIDs(t *testing.T) {
+	const model = `{"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []}, "post_processor": {"type": "TemplateProcessing", `
+	for _, tc := range []struct {
+		single, pair, want string // want "" where HF reads it
+	}{
+		{`[{"Sequence": {"id": "A", "type_id": 0}}]`, `[]`, ""},
+		{`[{"Sequence": {"id": "B", "type_id": 0}}]`, `[]`, ""},
+		{`[{"Sequence": {"id": "C", "type_id": 0}}]`, `[]`, `TemplateProcessing single[0]: Sequence id "C", want A or B`},
+		{`[{"Sequence": {"id": "a", "type_id": 0}}]`, `[]`, `TemplateProcessing single[0]: Sequence id "a", want A or B`},
+		{`[{"Sequence": {"id": "", "type_id": 0}}]`, `[]`, `TemplateProcessing single[0]: Sequence id "", want A or B`},
+		{`[{"Sequence": {"id": "A", "type_id": 0}}]`, `[{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "C", "type_id": 1}}]`, `TemplateProcessing pair[1]: Sequence id "C", want A or B`},
+	} {
+		_, err := Parse([]byte(model + `"single": ` + tc.single + `, "pair": ` + tc.pair + `, "special_tokens": {}}}`))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v, HF reads it", tc.single, tc.pair, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.single, tc.pair, err, tc.want)
+		}
+	}
+}
