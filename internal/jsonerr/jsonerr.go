@@ -277,3 +277,22 @@ func keyPath(prefix []byte) string {
 	}
 	return b.String()
 }
+
+// UTF8 refuses data that is not UTF-8 text, naming where its first byte
+// that begins no UTF-8 character is: encoding/json reads such bytes as
+// U+FFFD without a word, where Python's json (transformers) and HF
+// tokenizers (serde_json) refuse the file.
+func UTF8(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	off := 0
+	for off < len(data) {
+		r, n := utf8.DecodeRune(data[off:])
+		if r == utf8.RuneError && n == 1 {
+			break
+		}
+		off += n
+	}
+	return fmt.Errorf("not UTF-8 text %s: byte %#02x begins no UTF-8 character, and a JSON file is UTF-8", where(data, int64(off)), data[off])
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,26 @@ func TestExplainLine(t *testing.T) {
 		err := ExplainLine(json.Unmarshal([]byte(c.data), &v), []byte(c.data))
 		if err == nil || len(err.Error()) < len(c.want) || err.Error()[:len(c.want)] != c.want {
 			t.Errorf("%s: %v, want %q", c.data, err, c.want)
+		}
+	}
+}
+
+// Text that is not UTF-8 is named by its first byte that begins no UTF-8
+// character, where it is: encoding/json would read it as U+FFFD.
+func TestUTF8(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a": "é"}`, ""},
+		{"{\"a\": \"\xef\xbf\xbd\"}", ""}, // U+FFFD itself is text
+		{"{\"a\xff\": 1}", "not UTF-8 text at line 1, column 3: byte 0xff begins no UTF-8 character, and a JSON file is UTF-8"},
+		{"{\n  \"é\": \"\xc3\"}", "not UTF-8 text at line 2, column 8: byte 0xc3 begins no UTF-8 character"},
+		{"\xed\xa0\x80", "not UTF-8 text at line 1, column 0: byte 0xed begins no UTF-8 character"}, // a surrogate's encoding
+	} {
+		err := UTF8([]byte(c.in))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.in, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%q: %v, want %q", c.in, err, c.want)
 		}
 	}
 }

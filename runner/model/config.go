@@ -256,6 +256,9 @@ func ParseEOS(raw json.RawMessage) ([]int32, error) {
 // ParseHFConfig reads an HF config.json. name labels errors (usually the
 // file path).
 func ParseHFConfig(name string, data []byte) (*Config, error) {
+	if err := jsonerr.UTF8(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	var h hfConfig
 	if err := json.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))

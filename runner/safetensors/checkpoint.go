@@ -158,6 +158,9 @@ func danglingLink(p string) error {
 }
 
 func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, error) {
+	if err := jsonerr.UTF8(raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", idxPath, err)
+	}
 	// The tensors are counted before the map is decoded: decoded, each
 	// entry costs ten times its bytes.
 	if n := jsonlen.Most(raw, "weight_map"); maxTensors > 0 && n > maxTensors {

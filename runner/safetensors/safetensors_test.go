@@ -523,6 +523,9 @@ func TestOpenDirErrors(t *testing.T) {
 		{"index bad JSON", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, IndexName), []byte("{"), 0o644)
 		}, []string{IndexName, "not valid JSON"}},
+		{"index not UTF-8", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, IndexName), []byte("{\"weight_map\": {\"w\": \"a\xff.safetensors\"}}"), 0o644)
+		}, []string{IndexName + ": not UTF-8 text at line 1, column 23: byte 0xff begins no UTF-8 character"}},
 		{"index weight_map a list", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, IndexName), []byte(`{"weight_map": [1, 2]}`), 0o644)
 		}, []string{IndexName + ": weight_map is a JSON array, want an object"}},

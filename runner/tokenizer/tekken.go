@@ -100,6 +100,9 @@ func tekkenVersionAfter7(version string) bool {
 
 // ParseTekken reads a tekken.json's bytes.
 func ParseTekken(data []byte) (*Tokenizer, error) {
+	if err := jsonerr.UTF8(data); err != nil {
+		return nil, fmt.Errorf("not a tekken.json: %w", err)
+	}
 	if err := checkLengths(listLimit{"vocab", jsonlen.Most(data, "vocab"), MaxVocab},
 		listLimit{"special_tokens", jsonlen.Most(data, "special_tokens"), MaxVocab}); err != nil {
 		return nil, err

@@ -296,6 +296,9 @@ var (
 // Parse reads a tokenizer.json's bytes, or a tekken.json's (ParseTekken):
 // a file with a config and no model.
 func Parse(data []byte) (*Tokenizer, error) {
+	if err := jsonerr.UTF8(data); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+	}
 	// The model's type first: another type's vocab has another shape.
 	// The lists are counted in place, before anything copies them.
 	if err := checkLengths(listLimit{"model.vocab", jsonlen.Most(data, "model", "vocab"), MaxVocab},
