@@ -220,8 +220,8 @@ var dtypeNames = func() map[string]string {
 
 // plainEntry reads a tensor's entry (valid JSON) in the form writers give
 // it: an object of "dtype", a known dtype, and "shape" and "data_offsets",
-// lists of whole numbers not below 0 that fit the buffers, each once and
-// with no other keys. Anything else reports false, for encoding/json to
+// lists of whole numbers not below 0 that fit the buffers, each once, and
+// other keys skipped. Anything else reports false, for encoding/json to
 // read and word its error.
 func plainEntry(raw []byte, shapeBuf, offBuf *[MaxRank + 1]int64) (dtype string, shape, offs []int64, ok bool) {
 	if raw[0] != '{' {
@@ -254,7 +254,14 @@ func plainEntry(raw []byte, shapeBuf, offBuf *[MaxRank + 1]int64) (dtype string,
 			}
 			haveOffs = true
 		default:
-			return "", nil, nil, false
+			// encoding/json skips a field it has no place for, but matches
+			// the three in any case (as bytes.EqualFold does) and unescaped:
+			// a key that may be one of them is left to it.
+			name := k[1 : len(k)-1]
+			if bytes.IndexByte(name, '\\') >= 0 || bytes.EqualFold(name, []byte("dtype")) ||
+				bytes.EqualFold(name, []byte("shape")) || bytes.EqualFold(name, []byte("data_offsets")) {
+				return "", nil, nil, false
+			}
 		}
 	}
 	return dtype, shape, offs, dtype != "" && haveShape && haveOffs

@@ -792,6 +792,7 @@ func TestHeaderReadInPlace(t *testing.T) {
 		fmt.Fprintf(&tensors, `"t%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`, i)
 	}
 	tensors.WriteString(`,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`)
+	extra := strings.ReplaceAll(tensors.String(), `[0,0]}`, `[0,0],"note":"x"}`)
 	meta.WriteString(`{"__metadata__":{`)
 	for i := range MaxMetadata {
 		if i > 0 {
@@ -813,6 +814,7 @@ func TestHeaderReadInPlace(t *testing.T) {
 		{"a long unknown field", `{"w":{"dtype":"F32","x":"` + long + `","shape":[1],"data_offsets":[0,4]}}`, 0.1},
 		{"long padding", `{` + w + strings.Repeat(" ", size) + `}`, 0.1},
 		{"many tensors", tensors.String(), 2},
+		{"many tensors, each with a field of its own", extra, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := rawFile(c.header, 4)
@@ -845,6 +847,9 @@ var headerForms = []struct {
 	{"escaped name", `{"\u0077\n\"\\\/\ud83d\ude00\ud800x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w\n\"\\/\U0001F600\uFFFDx", []int{1}, nil},
 	{"fields in other case", `{"w":{"DType":"F32","Shape":[1],"Data_Offsets":[0,4]}}`, "w", []int{1}, nil},
 	{"repeated field", `{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4],"shape":[1]}}`, "w", []int{1}, nil},
+	{"a field again in other case", `{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4],"SHAPE":[1]}}`, "w", []int{1}, nil},
+	{"a field again folded", `{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4],"ſhape":[1]}}`, "w", []int{1}, nil},
+	{"a field again escaped", `{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4],"\u0073hape":[1]}}`, "w", []int{1}, nil},
 	{"unknown fields", `{"w":{"x":{"y":["]"]},"dtype":"F32","shape":[ 1 ],"data_offsets":[ 0 , 4 ],"z":null}}`, "w", []int{1}, nil},
 	{"spaces everywhere", " \n{ \"w\" : { \"dtype\" : \"F32\" , \"shape\" : [ 1 , 1 ] , \"data_offsets\" : [ 0 , 4 ] } }\t ", "w", []int{1, 1}, nil},
 	{"null __metadata__", `{"__metadata__":null,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w", []int{1}, nil},
