@@ -4,6 +4,8 @@
 package model
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -329,7 +331,21 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			filled = append(filled, fmt.Sprintf("%s=%d", key, d.def))
 		}
 	}
+	// transformers reads a null as None, which no class builds or runs a
+	// model from where its default is an epsilon added to a tensor, an
+	// activation looked up by name or a modulus: refused, not read as the
+	// key left out.
+	nullRefused := func(key, want string, def any) error {
+		if v, ok := keys[key]; ok && string(bytes.TrimSpace(v)) == "null" {
+			return fmt.Errorf("%s: %s is null: want %s (leave it out for %s's default, %v)", name, key, want, arch, def)
+		}
+		return nil
+	}
 	if spec.gpt2 {
+		if err := cmp.Or(nullRefused("layer_norm_epsilon", "a number", float32(1e-5)),
+			nullRefused("activation_function", "an activation's name", "gelu_new")); err != nil {
+			return nil, err
+		}
 		c, err := parseGPT2(name, arch, &h)
 		if c != nil {
 			c.EOS = eos
@@ -350,6 +366,14 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	}
 	if spec.eps > 0 {
 		c.Eps = spec.eps
+	}
+	if err := cmp.Or(nullRefused("rms_norm_eps", "a number", c.Eps), nullRefused("hidden_act", "an activation's name", "silu")); err != nil {
+		return nil, err
+	}
+	if spec.moe && !spec.sparse { // the Qwen MoE classes read it; Mixtral's does not
+		if err := nullRefused("decoder_sparse_step", "a count", 1); err != nil {
+			return nil, err
+		}
 	}
 	if spec.window > 0 && h.SlidingWindow == nil && absent("sliding_window") {
 		w := spec.window
