@@ -96,6 +96,10 @@ type rawEntry struct {
 	Offsets *[]int64 `json:"data_offsets"`
 }
 
+// minEntry is the fewest bytes a tensor's member of a header takes:
+// "":{"dtype":"U8","shape":[],"data_offsets":[0,0]} and its comma.
+const minEntry = 50
+
 // MaxRank bounds a tensor's dimensions (numpy's own limit).
 const MaxRank = 64
 
@@ -173,7 +177,10 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	// messages, a header costs several times its bytes (up to 100 MiB).
 	// Only an entry of unusual form is handed to encoding/json, whose
 	// errors it words.
-	count := jsonlen.Members(obj)
+	// Room for the tensors is made at once, for no more than the members
+	// and than the bytes could describe: a member of a few bytes, counted,
+	// would make room for millions before the first is found no tensor.
+	count := min(jsonlen.Members(obj), len(obj)/minEntry+1)
 	if maxTensors >= 0 {
 		count = min(count, maxTensors+1)
 	}

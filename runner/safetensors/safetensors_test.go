@@ -776,6 +776,34 @@ func TestMetadataCounted(t *testing.T) {
 	}
 }
 
+// A header of many members too short to be tensor entries is refused
+// with little allocated: room for the tensors is made by the most the
+// header's bytes could describe, not by its count of members.
+func TestHeaderMembersNotTensors(t *testing.T) {
+	const size = 16 << 20
+	var h strings.Builder
+	h.WriteString("{")
+	for i := 0; h.Len() < size; i++ {
+		if i > 0 {
+			h.WriteString(",")
+		}
+		h.WriteString(`"a":0`)
+	}
+	h.WriteString("}")
+	file := rawFile(h.String(), 0)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, _, err := ParseHeader(file, int64(len(file)))
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `tensor "a": invalid entry: a is a JSON number, want an object`) {
+		t.Errorf("error %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 3*size/2+1<<20 {
+		t.Errorf("allocated %d KB for a header of %d KB, want at most 1.5 times its bytes", got>>10, size>>10)
+	}
+}
+
 // A header is read in place: parsing one allocates what its tensors and
 // __metadata__ hold, not copies of its text or generic JSON values, which
 // cost up to six times a header's bytes, and nineteen times those of a
