@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
@@ -165,8 +164,8 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	hdr := r[8:dataStart]
 
 	// encoding/json would silently replace bad UTF-8; the format demands UTF-8.
-	if !utf8.Valid(hdr) {
-		return nil, nil, 0, fmt.Errorf("header is not valid UTF-8")
+	if err := jsonerr.UTF8(hdr); err != nil {
+		return nil, nil, 0, fmt.Errorf("header is %w", err)
 	}
 	obj, err := headerObject(hdr)
 	if err != nil {
