@@ -164,3 +164,18 @@ func skip(data []byte, i int) int {
 	}
 	return -1
 }
+
+// Each calls f with each key (unescaped) and raw value of the object data
+// holds, in order, up to the end of the object or the first fault: a walk
+// that copies nothing but the keys.
+func Each(data []byte, f func(key string, value []byte)) {
+	eachMember(data, func(k, v []byte) {
+		var s string
+		if bytes.IndexByte(k, '\\') < 0 {
+			s = string(k[1 : len(k)-1])
+		} else if json.Unmarshal(k, &s) != nil {
+			return
+		}
+		f(s, v)
+	})
+}

@@ -2,6 +2,7 @@ package jsonlen
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -62,4 +63,17 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Each walks an object's members in order, keys unescaped, values as
+// their text.
+func TestEach(t *testing.T) {
+	var got []string
+	Each([]byte(` {"a": 1, "b\u0063": [2, {"x": "}"}], "d": null} `), func(k string, v []byte) {
+		got = append(got, k+"="+string(v))
+	})
+	want := []string{"a=1", `bc=[2, {"x": "}"}]`, "d=null"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

@@ -7,6 +7,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"container/heap"
 	"encoding/json"
 	"errors"
@@ -320,6 +321,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if noModel {
 		// TokenizerBuilder::build refuses a tokenizer with no model.
 		return nil, errors.New("not a tokenizer.json: it has no model (HF tokenizers requires one)")
+	}
+	if err := checkTopLevel(data); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
 	}
 	typ, terr := modelType(head.Model)
 	if terr != nil {
@@ -988,4 +992,37 @@ func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) (string, error) {
 		toks = d.apply(toks)
 	}
 	return strings.Join(toks, ""), nil
+}
+
+// topLevelKeys are the keys HF tokenizers' TokenizerImpl deserializer
+// reads (tokenizer/serialization.rs), matched as spelled.
+var topLevelKeys = []string{"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "model", "post_processor", "decoder"}
+
+// checkTopLevel refuses what HF refuses at a tokenizer.json's top level: a
+// key it does not read (its deserializer then fails on the value, and
+// encoding/json would match "Model" to model), a version other than the
+// string "1.0", and added_tokens of null (a Vec, not an Option).
+func checkTopLevel(data []byte) (err error) {
+	jsonlen.Each(data, func(key string, v []byte) {
+		if err != nil {
+			return
+		}
+		null := string(bytes.TrimSpace(v)) == "null"
+		switch {
+		case !slices.Contains(topLevelKeys, key):
+			err = fmt.Errorf("key %s is none of HF tokenizers' (%s)", quoteShort(key), strings.Join(topLevelKeys, ", "))
+		case key == "version" && null:
+			err = errors.New("version is null, want a string")
+		case key == "version":
+			var s string
+			if e := json.Unmarshal(v, &s); e != nil {
+				err = jsonerr.ExplainAt(e, v, "version")
+			} else if s != "1.0" {
+				err = fmt.Errorf("version %s: HF tokenizers reads \"1.0\" only", quoteShort(s))
+			}
+		case key == "added_tokens" && null:
+			err = errors.New("added_tokens is null, want a list")
+		}
+	})
+	return err
 }

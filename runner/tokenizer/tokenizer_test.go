@@ -1160,3 +1160,33 @@ func TestTemplateSequenceIDs(t *testing.T) {
 		}
 	}
 }
+
+// The top level of a tokenizer.json is read as HF tokenizers reads it: a
+// key none of its nine (matched as spelled, not in another case) is
+// refused, as is a version other than "1.0" and added_tokens of null.
+// Each case checked against tokenizers 0.23.2 (its npm package).
+func TestTopLevelKeys(t *testing.T) {
+	const model = `"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}`
+	for _, tc := range []struct {
+		json, want string // want "" where HF reads it
+	}{
+		{`{` + model + `, "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null}`, ""},
+		{`{"mod\u0065l": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}`, ""},
+		{`{` + model + `, "foo": null}`, `not a tokenizer.json: key "foo" is none of HF tokenizers' (version, truncation, padding, added_tokens, normalizer, pre_tokenizer, model, post_processor, decoder)`},
+		{`{"foo": 1, ` + model + `}`, `key "foo" is none of HF tokenizers'`},
+		{`{"Model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}`, `key "Model" is none of HF tokenizers'`},
+		{`{` + model + `, "version": "2.0"}`, `not a tokenizer.json: version "2.0": HF tokenizers reads "1.0" only`},
+		{`{` + model + `, "version": ""}`, `version "": HF tokenizers reads "1.0" only`},
+		{`{` + model + `, "version": 1.0}`, `not a tokenizer.json: version is a JSON number, want a string`},
+		{`{` + model + `, "version": null}`, `not a tokenizer.json: version is null, want a string`},
+		{`{` + model + `, "added_tokens": null}`, `not a tokenizer.json: added_tokens is null, want a list`},
+	} {
+		_, err := Parse([]byte(tc.json))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, HF reads it", tc.json, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+		}
+	}
+}
