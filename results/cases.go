@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mtlbench/mtlbench/internal/plural"
 )
 
 // Case statuses.
@@ -413,7 +415,7 @@ func (db *DB) AddRep(caseID int64, rep int, samples []Sample, timings []OpTiming
 			return fmt.Errorf("results: case %d is %s; repetitions are added to a pending or failed case", caseID, st)
 		}
 		if rep != done {
-			return fmt.Errorf("results: case %d has %d repetitions stored; the next is rep %d, not %d", caseID, done, done, rep)
+			return fmt.Errorf("results: case %d has %s stored; the next is rep %d, not %d", caseID, plural.Of(done, "repetition"), done, rep)
 		}
 		if err := insertSamples(tx, caseID, samples); err != nil {
 			return err

@@ -105,3 +105,28 @@ func TestRunRecordNamesOneLine(t *testing.T) {
 		}
 	}
 }
+
+// A repetition out of order is refused, saying how many the case holds in
+// words ("1 repetition stored", not "1 repetitions").
+func TestAddRepOutOfOrder(t *testing.T) {
+	for _, tc := range []struct {
+		stored, rep int
+		want        string
+	}{
+		{0, 1, "has 0 repetitions stored; the next is rep 0, not 1"},
+		{1, 3, "has 1 repetition stored; the next is rep 1, not 3"},
+		{2, 0, "has 2 repetitions stored; the next is rep 2, not 0"},
+	} {
+		db := openTemp(t)
+		cs := mustCases(t, db, mustRun(t, db, Run{SuiteName: "live"}), 1)
+		for r := range tc.stored {
+			if err := db.AddRep(cs[0].ID, r, []Sample{{r, "decode_tok_s", 10, "tok/s"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := db.AddRep(cs[0].ID, tc.rep, []Sample{{tc.rep, "decode_tok_s", 10, "tok/s"}}, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%d stored, rep %d: err = %v, want %q in it", tc.stored, tc.rep, err, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/reports/charts"
 	"github.com/mtlbench/mtlbench/reports/compare"
 	"github.com/mtlbench/mtlbench/reports/table"
@@ -86,7 +87,7 @@ func compareCommand() *cli.Command {
 			tables := cmp.Tables()
 			if len(cmp.Rows) == 0 {
 				if matched := len(a.Keys()) - len(cmp.OnlyA); matched > 0 {
-					fmt.Fprintf(c.App.ErrWriter, "%d cases of A match cases of B, but no matched pair holds samples of one metric on both sides (runs interrupted before a repetition? see `mtlbench show`)\n", matched)
+					fmt.Fprintf(c.App.ErrWriter, "A and B match on %s, but no matched pair holds samples of one metric on both sides (runs interrupted before a repetition? see `mtlbench show`)\n", plural.Of(matched, "case"))
 				} else {
 					fmt.Fprintln(c.App.ErrWriter, "no case of A matches a case of B (cases match on their parameters; see `mtlbench show`)")
 				}

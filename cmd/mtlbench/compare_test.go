@@ -915,3 +915,20 @@ func TestStoredTopKPairsByRecordedVocabulary(t *testing.T) {
 		})
 	}
 }
+
+// Cases that match but hold no samples on one side are counted in words
+// ("1 case", not "1 cases").
+func TestCompareMatchedWithoutSamples(t *testing.T) {
+	for _, tc := range []struct {
+		four, want string
+	}{
+		{"absent", "A and B match on 1 case, but no matched pair holds samples"},
+		{"pending", "A and B match on 2 cases, but no matched pair holds samples"},
+	} {
+		db := seedGateOutcomes(t, []gateRunSeed{{"a", results.RunInterrupted, "pending", tc.four}, {"b", results.RunInterrupted, "pending", tc.four}})
+		_, stderr, err := mtl(t, "compare", "a", "b", "--db", db)
+		if err != nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: err %v, stderr lacks %q:\n%s", tc.four, err, tc.want, stderr)
+		}
+	}
+}

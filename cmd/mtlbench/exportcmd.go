@@ -223,7 +223,7 @@ func replaceIfFurther(db *results.DB, id int64, rec *results.RunRecord) (string,
 	if got < have || got == have && !finished {
 		return "", nil
 	}
-	was := fmt.Sprintf("(%s, %d repetitions; the file's copy: %s, %d)", stored.Run.Status, have, rec.Run.Status, got)
+	was := fmt.Sprintf("(%s, %s; the file's copy: %s, %d)", stored.Run.Status, plural.Of(have, "repetition"), rec.Run.Status, got)
 	return was, db.ReplaceRun(id, rec)
 }
 

@@ -735,3 +735,27 @@ func TestHumanParams(t *testing.T) {
 		}
 	}
 }
+
+// run's closing line counts cases and repetitions in words: "1 of 1 case
+// done, 1 repetition stored", not "1 of 1 cases done, 1 repetitions".
+func TestRunSaysWhatIsStored(t *testing.T) {
+	for _, tc := range []struct {
+		batches, reps, want string
+	}{
+		{"[1]", "1", "1 of 1 case done, 1 repetition stored in "},
+		{"[1, 2]", "2", "2 of 2 cases done, 4 repetitions stored in "},
+	} {
+		dir := t.TempDir()
+		suite := filepath.Join(dir, "s.yaml")
+		yaml := "name: s\nbackend: cpu\nmodel: { preset: qwen3-moe-mini }\nrepetitions: " + tc.reps + "\nwarmup: 0\n" +
+			"cases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2 }\n    matrix: { batch: " + tc.batches + " }\n"
+		if err := os.WriteFile(suite, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db := filepath.Join(dir, "r.db")
+		_, stderr, err := mtl(t, "run", suite, "--db", db, "--backend", "cpu", "--set", "layers=1", "-q")
+		if err != nil || !strings.Contains(stderr, tc.want+db) {
+			t.Errorf("batches %s: err %v; stderr lacks %q:\n%s", tc.batches, err, tc.want+db, stderr)
+		}
+	}
+}

@@ -413,7 +413,7 @@ func TestImportKeepsTheFurthestCopy(t *testing.T) {
 		reps       string
 	}{
 		{partial, "1 run imported, 0 already here", "1"},
-		{full, "was here as run 1 (interrupted, 1 repetitions; the file's copy: complete, 3): replaced", "3"},
+		{full, "was here as run 1 (interrupted, 1 repetition; the file's copy: complete, 3): replaced", "3"},
 		{partial, "0 runs imported, 1 already here", "3"},
 		{full, "0 runs imported, 1 already here", "3"},
 	} {

@@ -321,7 +321,7 @@ func runCommand() *cli.Command {
 				// kernel cases the backend does not run (docs/suites.md)
 				skipped = fmt.Sprintf(" (%d skipped: the %s backend does not run them; mtlbench show %d says why)", sum.Skipped, sum.Run.Backend, sum.RunID)
 			}
-			stored := fmt.Sprintf("%d of %d cases done%s, %d repetitions stored in %s", done, len(sum.Cases), skipped, reps, db.Path())
+			stored := fmt.Sprintf("%d of %s done%s, %s stored in %s", done, plural.Of(len(sum.Cases), "case"), skipped, plural.Of(reps, "repetition"), db.Path())
 			if reps == 0 && done == 0 {
 				stored = "nothing stored in " + db.Path()
 			}

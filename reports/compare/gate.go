@@ -238,8 +238,8 @@ func Gate(baseline, candidate *Side, o GateOptions) Result {
 	}
 	if matched == 0 {
 		res.Status = ExitInsufficient
-		res.Headline = fmt.Sprintf("perf gate inconclusive: no baseline case matches any of the candidate's %d cases (different suite or parameters?)",
-			len(candidate.order))
+		res.Headline = fmt.Sprintf("perf gate inconclusive: no baseline case matches any of the candidate's %s (different suite or parameters?)",
+			plural.Of(len(candidate.order), "case"))
 		return res
 	}
 	for _, x := range cmp.OnlyB {
@@ -464,7 +464,7 @@ func prepareCheck(r *Row, ca, cb *Case, threshold, alpha float64, minN int, pair
 		return c
 	case r.A.N < minN || r.B.N < minN:
 		c.Outcome = Insufficient
-		c.Reason = fmt.Sprintf("baseline has %d samples and candidate %d; the gate needs at least %d on each side", r.A.N, r.B.N, minN)
+		c.Reason = fmt.Sprintf("baseline has %s and candidate %d; the gate needs at least %d on each side", plural.Of(r.A.N, "sample"), r.B.N, minN)
 		for _, e := range r.ErrorsA {
 			c.Reason += "; baseline " + e
 		}
@@ -629,7 +629,7 @@ func decide(c *Check, alpha float64) {
 	case UnitRun:
 		per = fmt.Sprintf(", %d+%d runs", c.A.N, c.B.N)
 	case UnitPair:
-		per = fmt.Sprintf(", %d pairs of runs", c.A.N)
+		per = ", " + plural.Of(c.A.N, "pair") + " of runs"
 	}
 	change := fmt.Sprintf("%s -> %s%s (%s, p=%s, adjusted %s%s)", fmtNum(c.A.Center*scale), fmtNum(c.B.Center*scale), unit,
 		fmtChange(c.Delta, 2), fmtP(c.P), fmtP(c.Q), per)

@@ -130,6 +130,9 @@ func TestGateInsufficient(t *testing.T) {
 			side("B", normal(rng, 10, 700, 0.03), normal(rng, 10, 5000, 0.03)), GateOptions{}, ExitRegression, "could not be judged"},
 		{"within a wide threshold", full("A"), side("B", normal(rng, 10, 900, 0.03), normal(rng, 10, 5000, 0.03)),
 			GateOptions{Thresholds: map[string]float64{"decode_tok_s": 0.25}}, ExitPass, "within threshold"},
+		// counts are words: "1 sample", "1 case", not "1 samples"
+		{"one baseline sample", side("A", normal(rng, 1, 1000, 0.03), normal(rng, 1, 5000, 0.03)), full("B"), GateOptions{}, ExitInsufficient, "baseline has 1 sample and candidate 10"},
+		{"one unmatched case", full("A"), other, GateOptions{}, ExitInsufficient, "any of the candidate's 1 case ("},
 		{"a metric named that no case records", full("A"), full("B"),
 			GateOptions{Metrics: []string{"decode_tok_s", "ttft_ms"}, Thresholds: map[string]float64{"ttft_ms": 0.03}}, ExitPass, "ttft_ms: no matched case records it, so it was not gated"},
 	} {
@@ -745,6 +748,28 @@ func TestGateDataNoiseOfSteadyBaseline(t *testing.T) {
 		}
 		if got := d.Rows[0][col]; got != tc.want {
 			t.Errorf("%s: noise_pct %v (%s), want %v", tc.name, got, r.Checks[0].Reason, tc.want)
+		}
+	}
+}
+
+// TestGateCheckCountsPairs: a check judged on one pair of runs says so in
+// words, not "1 pairs of runs".
+func TestGateCheckCountsPairs(t *testing.T) {
+	for _, tc := range []struct {
+		per  string
+		a, b int
+		want string
+	}{
+		{UnitPair, 1, 1, ", 1 pair of runs)"},
+		{UnitPair, 5, 5, ", 5 pairs of runs)"},
+		{UnitRun, 3, 4, ", 3+4 runs)"},
+	} {
+		c := Check{Row: &Row{Metric: "decode_tok_s", Unit: "tok/s"}, Per: tc.per, P: 0.5, Q: 0.5, Threshold: 0.05}
+		c.A.N, c.B.N = tc.a, tc.b
+		c.A.Center, c.B.Center = 100, 100
+		decide(&c, 0.01)
+		if !strings.Contains(c.Reason, tc.want) {
+			t.Errorf("%s %d+%d: reason %q, want %q in it", tc.per, tc.a, tc.b, c.Reason, tc.want)
 		}
 	}
 }
