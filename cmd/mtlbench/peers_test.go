@@ -756,3 +756,49 @@ func TestPeerImportNamesVLLMResultFile(t *testing.T) {
 		}
 	}
 }
+
+// An import of vllm bench serve --request-rate inf is a serving run:
+// show and report print its serving figures and state its rate as inf.
+func TestPeerVLLMRateInfShown(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	td := filepath.Join("..", "..", "reports", "peers", "testdata")
+	for _, f := range []string{"vllm-serve.json", "vllm-serve-rate.json"} {
+		if _, stderr, err := mtl(t, "peer", "import", filepath.Join(td, f), "--db", db); err != nil {
+			t.Fatalf("import %s: %v\n%s", f, err, stderr)
+		}
+	}
+	const note = "request rate inf (bench/batch=2/prompt_len=16/gen_len=8): vllm bench serve sent every request at once"
+	for _, tc := range []struct {
+		run         string
+		want        []string
+		noteWritten bool
+	}{
+		{"1", []string{"req/s", "TTFT p99 ms", "E2EL ms", "48.78 (n=1)", "37.9 (n=1)"}, true},
+		{"2", []string{"req/s", "arrival=poisson:4"}, false},
+	} {
+		out, stderr, err := mtl(t, "show", tc.run, "--db", db)
+		if err != nil {
+			t.Fatalf("show %s: %v\n%s", tc.run, err, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("show %s lacks %q:\n%s", tc.run, w, out)
+			}
+		}
+		if strings.Contains(out, note) != tc.noteWritten {
+			t.Errorf("show %s: note %q written %v, want %v:\n%s", tc.run, note, !tc.noteWritten, tc.noteWritten, out)
+		}
+	}
+	rep := filepath.Join(dir, "rep")
+	if _, stderr, err := mtl(t, "report", "1", "--db", db, "--out", rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr)
+	}
+	page, err := os.ReadFile(filepath.Join(rep, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "req/s") || !strings.Contains(string(page), note) {
+		t.Errorf("report of run 1 lacks req/s or %q", note)
+	}
+}

@@ -95,6 +95,9 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 			if t == model {
 				t.Notes = append(t.Notes, stepShareNotes(sum.Cases, byCase)...)
 				t.Notes = append(t.Notes, cachedRooflineNotes(sum.Cases, byCase)...)
+				if n := stats.BurstRateNote(sum.Cases); n != "" {
+					t.Notes = append(t.Notes, table.NoteText(n))
+				}
 				if witness {
 					t.Notes = append(t.Notes, table.Notef("traffic eff: the bytes a decode step had to read over the bytes its kernels moved, every access as the Metal emulator counted it; "+
 						"footprint eff: the same over the distinct bytes of each dispatch; lanes/load: the lanes of 32 the step's loads kept busy; "+

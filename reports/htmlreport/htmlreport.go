@@ -503,6 +503,9 @@ func summaries(runs []charts.RunData) []htmlTable {
 			if t == model && layers {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures.")
 			}
+			if n := stats.BurstRateNote(cases); t == model && n != "" {
+				t.Notes = append(t.Notes, n+".")
+			}
 			t.Notes = append(t.Notes, "± is the 95% confidence interval of the median, in percent of it; no ± where too few repetitions give no interval. Cases that did not finish show their status.")
 			align(t)
 			out = append(out, *t)

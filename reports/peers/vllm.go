@@ -190,7 +190,7 @@ func parseVLLMServeResult(data []byte, o Options) ([]*Run, error) {
 		return nil, fmt.Errorf("batch %d is more than the %d prompts: the batch was never full (suites refuse requests fewer than the batch)", batch, v.NumPrompts)
 	}
 	labels := map[string]string{"model": o.modelName(v.ModelID), "peer_model": v.ModelID, "peer_endpoint": endpoint,
-		"peer_request_rate": strings.Trim(string(v.RequestRate), `"`)}
+		ParamRequestRate: strings.Trim(string(v.RequestRate), `"`)}
 	// A serving case (a rate) keys its requests always, as bench's do: bench
 	// takes a rate only with --requests.
 	if v.NumPrompts != batch || arrival != "" || rampUp != "" {
@@ -433,6 +433,11 @@ func parseVLLMLatency(data []byte, o Options) ([]*Run, error) {
 	return []*Run{{Tool: "vllm bench latency", Backend: vllmBackend, Cases: []Case{c},
 		Notes: fmt.Sprintf("vllm bench latency: batch %d, input %d, output %d, %d iterations", batch, prompt, gen, len(v.Latencies))}}, nil
 }
+
+// ParamRequestRate labels a `vllm bench serve` import's case with the
+// request rate its file records: a number, or inf for every request sent
+// at once (docs/peers.md).
+const ParamRequestRate = "peer_request_rate"
 
 // vllmBackend is the backend a vLLM run records: its files name no device.
 const vllmBackend = "vllm"

@@ -10,9 +10,11 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/perf/benchmath"
 
+	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/suites"
@@ -146,10 +148,28 @@ var ServingColumns = []Column{
 
 // Serving says whether c is a serving case (docs/suites.md, "Serving
 // load"): a model case whose requests arrive on the wall clock, or that
-// bounds their latencies.
+// bounds their latencies, or an import of `vllm bench serve`, which
+// measures its requests whatever its rate (inf too: every request at once).
 func Serving(c results.Case) bool {
 	return c.Kind != results.CaseKernel &&
-		(arrivesOnClock(c.Params[suites.ParamArrival]) || c.Params[suites.ParamSLO] != "")
+		(arrivesOnClock(c.Params[suites.ParamArrival]) || c.Params[suites.ParamSLO] != "" || c.Params[peers.ParamRequestRate] != "")
+}
+
+// BurstRateNote says which serving cases were imported from `vllm bench
+// serve --request-rate inf`, whose rate the case's name does not carry: ""
+// when none was.
+func BurstRateNote(cases []results.Case) string {
+	var names []string
+	for _, c := range cases {
+		if c.Kind != results.CaseKernel && c.Params[peers.ParamRequestRate] == "inf" && c.Params["ramp_up"] == "" {
+			names = append(names, c.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("request rate inf (%s): vllm bench serve sent every request at once, so req/s is how fast the burst was served, not an offered load",
+		strings.Join(names, ", "))
 }
 
 func arrivesOnClock(arrival string) bool {

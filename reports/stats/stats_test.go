@@ -42,6 +42,9 @@ func TestModelColumnsFor(t *testing.T) {
 		{"a kernel case's metrics", []results.Case{{Kind: results.CaseKernel}, model(nil)}, []map[string]*Summary{all, peer}, "decode tok/s|prefill tok/s", false},
 		{"poisson", []results.Case{model(map[string]string{"arrival": "poisson:2"})}, []map[string]*Summary{all}, head + "|req/s|TTFT p99 ms|E2EL ms", false},
 		{"slo", []results.Case{model(nil), model(map[string]string{"slo": "ttft:1"})}, []map[string]*Summary{all, {}}, head + "|req/s|goodput req/s|TTFT p99 ms|E2EL ms", false},
+		// vllm bench serve measures its requests at any rate, inf (every
+		// request at once, no arrival key) too
+		{"vllm serve at rate inf", []results.Case{model(map[string]string{"peer_request_rate": "inf"})}, []map[string]*Summary{all}, head + "|req/s|TTFT p99 ms|E2EL ms", false},
 		{"kernel slo", []results.Case{{Kind: results.CaseKernel, Params: map[string]string{"slo": "ttft:1"}}}, []map[string]*Summary{{}}, "decode tok/s", false},
 		{"gpu and witness", []results.Case{model(nil)}, []map[string]*Summary{rec}, "decode tok/s|dispatches/step|ceiling tok/s", true},
 	} {
@@ -200,4 +203,27 @@ func samplesOf(metric string, vs []float64) []results.Sample {
 		out = append(out, results.Sample{Metric: metric, Rep: i, Value: v})
 	}
 	return out
+}
+
+// A case imported from vllm bench serve --request-rate inf says so: its
+// name carries no rate.
+func TestBurstRateNote(t *testing.T) {
+	model := func(name string, p map[string]string) results.Case {
+		return results.Case{Name: name, Kind: results.CaseModel, Params: p}
+	}
+	for _, tc := range []struct {
+		name  string
+		cases []results.Case
+		want  string // "" no note, else in it
+	}{
+		{"rate inf", []results.Case{model("a", map[string]string{"peer_request_rate": "inf"}), model("b", nil)}, "request rate inf (a): vllm bench serve sent every request at once"},
+		{"finite rate", []results.Case{model("a", map[string]string{"peer_request_rate": "4.0", "arrival": "poisson:4"})}, ""},
+		{"ramp up (its file says inf)", []results.Case{model("a", map[string]string{"peer_request_rate": "inf", "ramp_up": "linear:1:8"})}, ""},
+		{"mtlbench's own cases", []results.Case{model("a", map[string]string{"requests": "8"})}, ""},
+	} {
+		got := BurstRateNote(tc.cases)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: note %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }
