@@ -26,6 +26,8 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 	modelCols, witness := stats.ModelColumnsFor(sum.Cases, byCase)
 	kernelCols, kernelWitness := stats.KernelColumnsFor(sum.Cases, byCase)
 	layers := stats.LayersColumn(sum.Cases)
+	bw := stats.KernelBandwidth(sum.Run)
+	var overBW []string // kernel cases whose GB/s passes bw
 	for i, c := range sum.Cases {
 		m := byCase[i]
 		cols, t := modelCols, &model
@@ -66,7 +68,12 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 				row = append(row, c.Status)
 				continue
 			}
-			row = append(row, col.Cell(m[col.Metric]))
+			cell := col.Cell(m[col.Metric])
+			if c.Kind == results.CaseKernel && col.Metric == "gb_s" && bw.Over(m[col.Metric]) {
+				cell += stats.OverMark
+				overBW = append(overBW, c.Name)
+			}
+			row = append(row, cell)
 		}
 		(*t).Rows = append((*t).Rows, row)
 	}
@@ -104,6 +111,9 @@ func runTables(db *results.DB, sum *bench.Summary) ([]*table.Table, error) {
 						"critical loads: the loads each dispatch's busiest simdgroup issued one after another, summed over the step; "+
 						"ceiling: the decode tok/s the footprint allows at the bandwidth of %s (witness_gpu, docs/metal-kernels.md)", witnessGPUs(sum.Cases, byCase, results.CaseModel, "witness_tok_s")))
 				}
+			}
+			if n := bw.Note(overBW); t == kernel && n != "" {
+				t.Notes = append(t.Notes, table.NoteText(n))
 			}
 			if t == kernel && kernelWitness {
 				t.Notes = append(t.Notes, table.Notef("traffic eff: the op's ideal bytes over the bytes its kernels moved, every access as the Metal emulator counted it; "+

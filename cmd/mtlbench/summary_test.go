@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -374,5 +375,71 @@ func TestRunTablesPeerColumns(t *testing.T) {
 	}
 	if strings.Contains(out, "layers") {
 		t.Errorf("a run that recorded no layers has the layers column or note:\n%s", out)
+	}
+}
+
+// A kernel case's GB/s above the bandwidth the run measured (a working
+// set that stays in a cache) is marked in show's table and the report's,
+// and the note under them says against what and why.
+func TestKernelGBsOverBandwidthMarked(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bw, gbs  float64
+		emulated bool
+		marked   bool
+	}{
+		{"above the measured bandwidth", 100, 150, false, true},
+		{"below it", 100, 50, false, false},
+		{"nothing measured", 0, 150, false, false},
+		{"emulated", 100, 150, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "r.db")
+			db, err := results.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &results.Run{SuiteName: "k", Backend: "cpu", ReadBandwidthGBs: tc.bw, Emulated: tc.emulated}
+			if _, err := db.CreateRun(r); err != nil {
+				t.Fatal(err)
+			}
+			cases := []results.Case{{Key: "kernel/matmul/m=1", Name: "matmul/m=1", Kind: results.CaseKernel}}
+			if err := db.AddCases(r.ID, cases); err != nil {
+				t.Fatal(err)
+			}
+			var s []results.Sample
+			for rep := range 3 {
+				s = append(s, results.Sample{Rep: rep, Metric: "us_per_call", Value: 10, Unit: "us"},
+					results.Sample{Rep: rep, Metric: "gb_s", Value: tc.gbs, Unit: "GB/s"})
+			}
+			if err := db.FinishCase(cases[0].ID, s, nil, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.FinishRun(r.ID, results.RunComplete); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			const note = "†: GB/s above the 100.0 GB/s read bandwidth measured before the run (matmul/m=1): a working set small enough to stay in a cache"
+			out, stderr, err := mtl(t, "show", "1", "--db", path)
+			if err != nil {
+				t.Fatalf("show: %v\n%s", err, stderr)
+			}
+			cell := fmt.Sprintf("%.1f (n=3) †", tc.gbs)
+			if strings.Contains(out, cell) != tc.marked || strings.Contains(out, note) != tc.marked {
+				t.Errorf("show: cell %q and note marked, want %v:\n%s", cell, tc.marked, out)
+			}
+			rep := filepath.Join(dir, "rep")
+			if _, stderr, err := mtl(t, "report", "1", "--db", path, "--out", rep); err != nil {
+				t.Fatalf("report: %v\n%s", err, stderr)
+			}
+			page, err := os.ReadFile(filepath.Join(rep, "index.html"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(page), note) != tc.marked {
+				t.Errorf("report: note written %v, want %v", !tc.marked, tc.marked)
+			}
+		})
 	}
 }

@@ -446,6 +446,8 @@ func summaries(runs []charts.RunData) []htmlTable {
 		modelCols, _ := stats.ModelColumnsFor(cases, byCase)
 		kernelCols, _ := stats.KernelColumnsFor(cases, byCase)
 		layers := stats.LayersColumn(cases)
+		bw := stats.KernelBandwidth(&rd.Run)
+		var overBW []string // kernel cases whose GB/s passes bw
 		for _, c := range rd.Cases {
 			cols, t := modelCols, &model
 			if c.Kind == results.CaseKernel {
@@ -474,7 +476,12 @@ func summaries(runs []charts.RunData) []htmlTable {
 					row = append(row, c.Status)
 					continue
 				}
-				row = append(row, col.Cell(c.Stats[col.Metric]))
+				cell := col.Cell(c.Stats[col.Metric])
+				if c.Kind == results.CaseKernel && col.Metric == "gb_s" && bw.Over(c.Stats[col.Metric]) {
+					cell += stats.OverMark
+					overBW = append(overBW, c.Name)
+				}
+				row = append(row, cell)
 			}
 			row = append(row, tunedParams(c.Params))
 			(*t).Rows = append((*t).Rows, row)
@@ -502,6 +509,9 @@ func summaries(runs []charts.RunData) []htmlTable {
 			dropEmptyLast(t, "tuned configs")
 			if t == model && layers {
 				t.Notes = append(t.Notes, "layers: layers run / layers of the model; figures of truncated models are not whole-model figures.")
+			}
+			if n := bw.Note(overBW); t == kernel && n != "" {
+				t.Notes = append(t.Notes, n+".")
 			}
 			if n := stats.BurstRateNote(cases); t == model && n != "" {
 				t.Notes = append(t.Notes, n+".")
