@@ -495,6 +495,19 @@ func TestResolveRef(t *testing.T) {
 	}
 }
 
+// A reference into a store that holds no run says so and how runs get
+// there, not to list its runs.
+func TestResolveRefEmptyStore(t *testing.T) {
+	db := openTemp(t)
+	for _, ref := range []string{"latest", "1", "main", "c0ffee"} {
+		_, err := db.ResolveRef(ref)
+		want := fmt.Sprintf("no run matches %q: %s holds no runs yet (record one with mtlbench run ci or mtlbench bench", ref, db.Path())
+		if !errors.Is(err, ErrNotFound) || err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ResolveRef(%q) = %v, want ErrNotFound saying %q", ref, err, want)
+		}
+	}
+}
+
 func TestCanonicalKey(t *testing.T) {
 	for _, tc := range []struct {
 		params map[string]string

@@ -567,15 +567,28 @@ func (db *DB) ResolveRef(ref string) ([]int64, error) {
 			return ids, nil
 		}
 	}
-	return nil, &NoRunError{Ref: ref, Store: db.Path()}
+	var runs int
+	if err := db.q().QueryRow(`SELECT count(*) FROM runs`).Scan(&runs); err != nil {
+		return nil, fmt.Errorf("results: resolve %q: %w", ref, err)
+	}
+	return nil, &NoRunError{Ref: ref, Store: db.Path(), Empty: runs == 0}
 }
 
 // NoRunError is a run reference that matches no run of a store. It is
 // ErrNotFound without saying so again after "no run matches".
-type NoRunError struct{ Ref, Store string }
+type NoRunError struct {
+	Ref, Store string
+	Empty      bool // the store holds no run at all
+}
 
-// Error names the store: a run looked for in the wrong one is the usual cause.
+// Error names the store: a run looked for in the wrong one is the usual
+// cause. A store with no run says how runs get there, as listing its runs
+// would show nothing.
 func (e *NoRunError) Error() string {
+	if e.Empty {
+		return fmt.Sprintf("results: no run matches %q: %s holds no runs yet (record one with mtlbench run ci or mtlbench bench, or read an export in with mtlbench import)",
+			e.Ref, e.Store)
+	}
 	return fmt.Sprintf("results: no run matches %q in %s (tried run id, tag, \"latest\" and git commit prefix; mtlbench runs --db %s lists them)",
 		e.Ref, e.Store, e.Store)
 }

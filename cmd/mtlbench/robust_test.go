@@ -549,3 +549,24 @@ func TestImportOfARunWithoutHostname(t *testing.T) {
 		}
 	}
 }
+
+// A store that holds no run (made, then emptied, or its runs deleted):
+// the commands that look a run up say it holds none and how to record one,
+// not to list its runs, which shows nothing.
+func TestStoreWithoutRunsSaysHowToRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.db")
+	db, err := results.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, args := range [][]string{
+		{"show", "latest"}, {"show", "7"}, {"compare", "main", "pr"}, {"gate", "--baseline", "main", "--candidate", "latest"},
+		{"report", "pr"}, {"export", "latest"},
+	} {
+		_, _, err := mtl(t, append(args, "--db", path)...)
+		if want := path + " holds no runs yet (record one with mtlbench run ci or mtlbench bench"; exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: exit %d, %v; want 2 and %q", args, exitCode(err), err, want)
+		}
+	}
+}
