@@ -66,7 +66,9 @@ func ParseIntList(s string, min int) ([]int, error) {
 			return nil, fmt.Errorf("empty item in %q", s)
 		}
 		first, rest, isRange := strings.Cut(item, "-")
-		if !isRange {
+		// A leading minus is a negative number ("-1"), said to be below
+		// min, not a range with no first value.
+		if !isRange || first == "" {
 			if why := LeadingZero(item); why != "" {
 				return nil, fmt.Errorf("%s", why)
 			}

@@ -38,6 +38,11 @@ func TestParseIntListRefuses(t *testing.T) {
 		"99999999999999999999":      "99999999999999999999 is out of range",
 		"1-16*99999999999999999999": `range "1-16*99999999999999999999": step 99999999999999999999 is out of range`,
 		"1-x":                       `range "1-x": want first-last, first-last+step or first-last*factor`,
+		// A negative number is below the least value, not a malformed range.
+		"-1":   "-1 is below 0",
+		"4,-2": "-2 is below 0",
+		"-1-4": `"-1-4" is not an integer or a range (first-last, first-last+step, first-last*factor)`,
+		"-01":  "-01: a leading zero is not allowed (write -1)",
 	} {
 		_, err := ParseIntList(in, 0)
 		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {

@@ -168,7 +168,10 @@ func TestBenchCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-b", "0"}, "--batch: 0 is below 1"},
-		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "-1"}, "--depth"},
+		// a negative number is below the least value, not a malformed range
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-d", "-1"}, "--depth: -1 is below 0"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-n", "-1"}, "--gen: -1 is below 1"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-p", "16,-8"}, "--prompt: -8 is below 1"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "0"}, "--repetitions must be from 1 to 10000, got 0"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "10001"}, "--repetitions must be from 1 to 10000, got 10001"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--warmup", "20000"}, "--warmup must be from 0 to 10000, got 20000"},
