@@ -291,7 +291,7 @@ func abCommand() *cli.Command {
 					return fmt.Errorf("--resume %s: %w", dir, err)
 				}
 				if first == rounds {
-					return fmt.Errorf("--resume %s: the %d rounds of the ab there are complete: nothing to resume", dir, rounds)
+					return fmt.Errorf("--resume %s: the ab there finished its %s: nothing to resume", dir, plural.Of(rounds, "round"))
 				}
 				if !c.Bool("quiet") {
 					fmt.Fprintf(c.App.ErrWriter, "ab: resuming %s in round %d/%d: %s; %s\n", dir, first+1, rounds,

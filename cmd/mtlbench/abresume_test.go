@@ -208,7 +208,7 @@ func TestABResume(t *testing.T) {
 		}
 	}
 	_, _, err = mtl(t, append(args, "--resume", keep)...)
-	if want := fmt.Sprintf("the %d rounds of the ab there are complete: nothing to resume", rounds); exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
+	if want := fmt.Sprintf("the ab there finished its %d rounds: nothing to resume", rounds); exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
 		t.Errorf("a finished ab resumed: exit %d, %v; want 2 and %q", exitCode(err), err, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/bridge"
 	"github.com/mtlbench/mtlbench/bridge/backends"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/runner/bench"
@@ -73,18 +74,26 @@ func selftestCommand() *cli.Command {
 				return err
 			}
 			if n.failed > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed on %s%s%s", n.failed, len(rs), info.Backend, n.skippedNote(), fastMathAdvice(info))}
+				return &exitError{code: 1, err: fmt.Errorf("%d of %s failed on %s%s%s", n.failed, plural.Of(len(rs), "check"), info.Backend, n.skippedNote(), fastMathAdvice(info))}
 			}
 			if n.passed == 0 {
 				// Every check was skipped: nothing was checked, which is no
 				// more a pass than a filter that matches nothing.
 				if o.Filter != "" {
-					return fmt.Errorf("--filter %q matches %d checks, all skipped on %s (the verdicts say why): nothing was checked", o.Filter, len(rs), info.Backend)
+					all := "all "
+					if len(rs) == 1 {
+						all = ""
+					}
+					return fmt.Errorf("--filter %q matches %s, %sskipped on %s (the verdicts say why): nothing was checked", o.Filter, plural.Of(len(rs), "check"), all, info.Backend)
 				}
 				return fmt.Errorf("all %d checks were skipped on %s (the verdicts say why): nothing was checked", len(rs), info.Backend)
 			}
 			if n.skipped > 0 {
-				fmt.Fprintf(c.App.ErrWriter, "%d of %d checks passed on %s%s\n", n.passed, len(rs), info.Backend, n.skippedNote())
+				fmt.Fprintf(c.App.ErrWriter, "%d of %s passed on %s%s\n", n.passed, plural.Of(len(rs), "check"), info.Backend, n.skippedNote())
+				return nil
+			}
+			if len(rs) == 1 {
+				fmt.Fprintf(c.App.ErrWriter, "the 1 check passed on %s\n", info.Backend)
 				return nil
 			}
 			fmt.Fprintf(c.App.ErrWriter, "all %d checks passed on %s\n", len(rs), info.Backend)
@@ -179,8 +188,8 @@ func selftestTable(backend string, rs []selftest.Result, failuresOnly, timed boo
 		}
 		t.Rows = append(t.Rows, append(row, verdict))
 	}
-	t.Notes = append(t.Notes, table.Notef("%d checks: %d passed, %d failed, %d skipped; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2",
-		len(rs), n.passed, n.failed, n.skipped))
+	t.Notes = append(t.Notes, table.Notef("%s: %d passed, %d failed, %d skipped; tolerances relative to max(1, max|reference|): f32 1e-4, f16 5e-3, bf16 3e-2",
+		plural.Of(len(rs), "check"), n.passed, n.failed, n.skipped))
 	if witness {
 		t.Notes = append(t.Notes, table.Notef("traffic eff: the op's ideal bytes over the bytes the cost witness counted its kernels moving; footprint eff: over the distinct bytes of each dispatch; "+
 			"a decode-path kernel of %d MiB or more fails under %.0f%% traffic or %.0f%% footprint (docs/metal-kernels.md)",

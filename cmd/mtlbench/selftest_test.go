@@ -59,9 +59,15 @@ func TestSelftestSkipped(t *testing.T) {
 		wantErr    string // "" for success
 		wantStderr string
 		notStdout  string
+		wantStdout string
 	}{
 		{name: "all skipped", args: []string{"--filter", "dtype=q5_k"},
 			wantErr: `--filter "dtype=q5_k" matches 6 checks, all skipped on cpu (the verdicts say why): nothing was checked`},
+		// counts are words: "1 check", not "1 checks"
+		{name: "one skipped", args: []string{"--filter", "qmoe/tokens=3/dtype=q5_k"},
+			wantErr: `--filter "qmoe/tokens=3/dtype=q5_k" matches 1 check, skipped on cpu (the verdicts say why): nothing was checked`},
+		{name: "one passed", args: []string{"--filter", "decode-attention/head_size=32/num_kv_heads=8/block_size=8/context=300"},
+			wantStderr: "the 1 check passed on cpu\n", wantStdout: "1 check: 1 passed, 0 failed, 0 skipped;"},
 		{name: "some skipped", args: []string{"--filter", "qmatmul/m=1/"},
 			wantStderr: "20 of 25 checks passed on cpu, 5 skipped\n"},
 		{name: "failures leave skips out", args: []string{"--filter", "qmatmul/m=1/", "--failures"},
@@ -79,6 +85,9 @@ func TestSelftestSkipped(t *testing.T) {
 			}
 			if c.wantStderr != "" && !strings.HasSuffix(stderr, c.wantStderr) {
 				t.Errorf("stderr = %q, want it to end %q", stderr, c.wantStderr)
+			}
+			if !strings.Contains(stdout, c.wantStdout) {
+				t.Errorf("stdout lacks %q:\n%s", c.wantStdout, stdout)
 			}
 			if c.notStdout != "" && strings.Contains(stdout, c.notStdout) {
 				t.Errorf("stdout holds %q:\n%s", c.notStdout, stdout)

@@ -57,7 +57,7 @@ func suitesCommand() *cli.Command {
 					}
 					if len(bad) > 0 {
 						// exit 1, or 2 where a suite named is not there (exitCode)
-						return &exitError{code: 1, err: &summaryError{fmt.Sprintf("%d of %d suites are invalid", len(bad), c.NArg()), bad}}
+						return &exitError{code: 1, err: &summaryError{fmt.Sprintf("%d of %s invalid", len(bad), plural.Of(c.NArg(), "suite")), bad}}
 					}
 					return nil
 				},

@@ -337,7 +337,7 @@ func tuneRun(c *cli.Context) error {
 		}
 	}
 	if err == nil && failed > 0 {
-		err = fmt.Errorf("%d of %d buckets could not be tuned", failed, len(rep.Results))
+		err = fmt.Errorf("%d of %s could not be tuned", failed, plural.Of(len(rep.Results), "bucket"))
 	}
 	return err
 }
@@ -386,7 +386,7 @@ func printSpaces(w io.Writer, be bridge.Backend, buckets []tuner.Bucket) error {
 		for i, c := range cands {
 			names[i] = b.Kernel.String(c)
 		}
-		fmt.Fprintf(w, "%s  (%s)\n  %d candidates: %s\n  %d pruned\n", b.Describe(), b.Label, len(cands), strings.Join(names, ", "), len(pruned))
+		fmt.Fprintf(w, "%s  (%s)\n  %s: %s\n  %d pruned\n", b.Describe(), b.Label, plural.Of(len(cands), "candidate"), strings.Join(names, ", "), len(pruned))
 		var reasons []string
 		byReason := map[string][]string{}
 		for _, p := range pruned {
@@ -471,7 +471,7 @@ func (p *tuneProgress) event(e tuner.Event) {
 			fmt.Fprintln(p.w)
 		}
 	case e.Round == e.Rounds:
-		fmt.Fprintf(p.w, "%s: %s: %d rounds done\n", head, e.Phase, e.Rounds)
+		fmt.Fprintf(p.w, "%s: %s: %s done\n", head, e.Phase, plural.Of(e.Rounds, "round"))
 	}
 }
 

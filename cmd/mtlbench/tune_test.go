@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/tune"
+	"github.com/mtlbench/mtlbench/runner/tune/tuner"
 )
 
 // mtlTune runs the program with the tune command, registered or not yet.
@@ -191,6 +192,11 @@ func TestTuneDryRunShowsPruning(t *testing.T) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
+	// counts are words: "1 candidate", not "1 candidates"
+	out, _, err = mtlTune(t, "tune", "--kernel", "matmul", "--shape", "m=1,n=8,k=64", "--backend", "cpu", "--threads", "1", "--dry-run")
+	if err != nil || !strings.Contains(out, "\n  1 candidate: even/1t\n") {
+		t.Errorf("dry run of one candidate: %v\n%s", err, out)
+	}
 	// Without --shape, the kernel's default shape, named.
 	out, errOut, err := mtlTune(t, "tune", "--kernel", "matmul", "--threads", "2", "--dry-run")
 	if err != nil {
@@ -287,6 +293,24 @@ func TestWitnessGPUWithoutWitness(t *testing.T) {
 		defer rdb.Close()
 		if runs, _ := rdb.Runs(results.RunFilter{}); len(runs) != 0 {
 			t.Errorf("%s: refused runs recorded %d runs", st.Name(), len(runs))
+		}
+	}
+}
+
+// Off a terminal, a phase's last round says how many it ran, in words.
+func TestTuneProgressCountsRounds(t *testing.T) {
+	for _, tc := range []struct {
+		rounds int
+		want   string
+	}{
+		{1, "[1/2] matmul: screen: 1 round done\n"},
+		{3, "[1/2] matmul: screen: 3 rounds done\n"},
+	} {
+		var b strings.Builder
+		p := &tuneProgress{w: &b}
+		p.event(tuner.Event{Bucket: 1, Buckets: 2, Label: "matmul", Phase: "screen", Round: tc.rounds, Rounds: tc.rounds})
+		if b.String() != tc.want {
+			t.Errorf("%d rounds: %q, want %q", tc.rounds, b.String(), tc.want)
 		}
 	}
 }
