@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -76,6 +77,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if len(cmd.Subcommands) == 0 && strings.TrimSpace(cmd.ArgsUsage) == "" && cmd.Action != nil {
 				cmd.Action = flagsOnly(cmd.Action)
 			}
+			if cmd.Action != nil {
+				cmd.Action = requireFlags(cmd)
+			}
 			walk(cmd.Subcommands)
 		}
 	}
@@ -130,6 +134,40 @@ func flagsOnly(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if c.NArg() > 0 {
 			return usageError(c, fmt.Errorf("takes flags only, got the argument(s) %q", c.Args().Slice()), false)
+		}
+		return action(c)
+	}
+}
+
+// requireFlags checks cmd's required flags itself, in place of urfave/cli,
+// which prints the whole help and then `Required flag "model" not set`:
+// a missing flag is named with its aliases and what it takes, and the help
+// is pointed to.
+func requireFlags(cmd *cli.Command) cli.ActionFunc {
+	var req []*cli.StringFlag
+	for _, f := range cmd.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
+			sf.Required = false
+			req = append(req, sf)
+		}
+	}
+	action := cmd.Action
+	if len(req) == 0 {
+		return action
+	}
+	return func(c *cli.Context) error {
+		var missing []string
+		for _, f := range req {
+			if !c.IsSet(f.Name) {
+				name := "--" + f.Name
+				for _, a := range f.Aliases {
+					name += "/-" + a
+				}
+				missing = append(missing, fmt.Sprintf("%s is required: %s", name, f.Usage))
+			}
+		}
+		if len(missing) > 0 {
+			return usageError(c, errors.New(strings.Join(missing, "; ")), false)
 		}
 		return action(c)
 	}

@@ -410,3 +410,28 @@ func TestHelpStatesOneDefault(t *testing.T) {
 	}
 	walk(nil, newApp(io.Discard, io.Discard).Commands)
 }
+
+// A required flag left out is named, with its alias and what it takes,
+// and the help pointed to; the whole help is not printed before a
+// library's `Required flag "model" not set`.
+func TestRequiredFlagMissing(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "-b", "2"}, "bench: --model/-m is required: model preset (mtlbench models), checkpoint folder (HF or mlx-lm) or .gguf file (see `mtlbench bench --help`)"},
+		{[]string{"generate"}, "generate: --model/-m is required: preset name"},
+		{[]string{"gate"}, "gate: --baseline is required: baseline runs: run id, tag, latest or git commit (comma-separated to pool); --candidate is required: "},
+		{[]string{"gate", "--baseline", "main"}, "gate: --candidate is required: candidate runs"},
+		{[]string{"ab", "--rounds", "2"}, "ab: --baseline-bin is required: the baseline mtlbench binary"},
+		{[]string{"history", "import", "kb.md"}, "history import: --model is required: model of the figures"},
+	} {
+		stdout, stderr, err := mtl(t, tc.args...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "Required flag") {
+			t.Errorf("%v: exit %d, %v; want 2 and %q", tc.args, exitCode(err), err, tc.want)
+		}
+		if stdout != "" || stderr != "" {
+			t.Errorf("%v: wrote more than the error:\n%s%s", tc.args, stdout, stderr)
+		}
+	}
+}
