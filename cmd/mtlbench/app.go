@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,6 +100,9 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	}
 	help := strings.Join(append([]string{c.App.Name}, path...), " ") + " --help"
 	msg := err.Error()
+	if m := invalidValueRE.FindStringSubmatch(msg); m != nil {
+		msg = invalidValue(c, m[2], m[1], m[3])
+	}
 	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		if _, num := strconv.ParseFloat(f, 64); num == nil {
 			msg += " (a negative number is read as a flag; put -- before it)"
@@ -107,6 +112,42 @@ func usageError(c *cli.Context, err error, _ bool) error {
 		msg = strings.Join(path, " ") + ": " + msg
 	}
 	return fmt.Errorf("%s (see `%s`)", msg, help)
+}
+
+// invalidValueRE is the flag package's error for a value its flag cannot
+// parse (`invalid boolean value` for a switch): the value quoted, the flag
+// as typed without its first dash, and "parse error" or "value out of range".
+var invalidValueRE = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-(\S+): (.*)$`)
+
+// invalidValue says what a flag takes, by its type, in place of the flag
+// package's `invalid value "x" for flag -limit: parse error`.
+func invalidValue(c *cli.Context, name, quoted, why string) string {
+	flag := "--" + name
+	if len(name) == 1 {
+		flag = "-" + name
+	}
+	want := "a value of its type"
+	if c.Command != nil {
+		for _, f := range c.Command.Flags {
+			if !slices.Contains(f.Names(), name) {
+				continue
+			}
+			switch f.(type) {
+			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+				want = "a whole number"
+			case *cli.Float64Flag:
+				want = "a number"
+			case *cli.DurationFlag:
+				want = "a duration such as 500ms, 2s or 1m30s"
+			case *cli.BoolFlag:
+				want = "true or false"
+			}
+		}
+	}
+	if why == "value out of range" {
+		return fmt.Sprintf("%s %s: out of range, want %s that fits", flag, quoted, want)
+	}
+	return fmt.Sprintf("%s %s: want %s", flag, quoted, want)
 }
 
 // commandGroup is the action of the program and of a command with

@@ -435,3 +435,25 @@ func TestRequiredFlagMissing(t *testing.T) {
 		}
 	}
 }
+
+// A flag value of the wrong type says what the flag takes, not the flag
+// package's `invalid value "x" for flag -limit: parse error`.
+func TestFlagValueOfWrongType(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "--limit", "x", "--db", db}, "runs: --limit \"x\": want a whole number (see `mtlbench runs --help`)"},
+		{[]string{"runs", "--limit", "99999999999999999999", "--db", db}, `runs: --limit "99999999999999999999": out of range, want a whole number that fits`},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "-r", "two"}, `bench: -r "two": want a whole number`},
+		{[]string{"compare", "a", "b", "--alpha", "1%", "--db", db}, `compare: --alpha "1%": want a number`},
+		{[]string{"tune", "--kernel", "matmul", "--sample-time", "abc", "--dry-run"}, `tune: --sample-time "abc": want a duration such as 500ms, 2s or 1m30s`},
+		{[]string{"selftest", "--timed=maybe"}, `selftest: --timed "maybe": want true or false`},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "parse error") {
+			t.Errorf("%v: exit %d, %v; want 2 and %q", tc.args, exitCode(err), err, tc.want)
+		}
+	}
+}
