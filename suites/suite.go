@@ -160,7 +160,7 @@ func info(path, name string, data []byte) Info {
 func List(dir string) ([]Info, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, readfile.PathError(dir, err) // as a suite file's error reads
 	}
 	var out []Info
 	for _, e := range entries {
