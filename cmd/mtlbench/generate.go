@@ -252,6 +252,15 @@ func generateCommand() *cli.Command {
 				return fmt.Errorf("the tokenizer gives ids up to %d, past %s's vocabulary of %d tokens: it is another model's tokenizer (pass the model's own with --tokenizer)",
 					tok.VocabSize()-1, c.String("model"), v)
 			}
+			// An id of --tokens past the vocabulary is named by its place
+			// in the flag, not as the engine's "request 0".
+			if v := e.Config().Vocab; !c.IsSet("prompt") {
+				for i, id := range prompt {
+					if id < 0 || int(id) >= v {
+						return fmt.Errorf("--tokens: item %d (%d) is outside %s's vocabulary of %d tokens (ids 0 to %d)", i+1, id, c.String("model"), v, v-1)
+					}
+				}
+			}
 			if v := e.Config().Vocab; c.IsSet("prompt") {
 				for _, id := range prompt {
 					if int(id) >= v {
