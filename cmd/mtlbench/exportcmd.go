@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/internal/atomicfile"
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
 	"github.com/mtlbench/mtlbench/results"
@@ -267,7 +269,14 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		}
 		var l exportLine
 		if err := json.Unmarshal(text, &l); err != nil {
-			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, err)
+			// In the line's terms (run.id is a JSON string), not Go's types;
+			// encoding/json names the embedded RunRecord in its path, which
+			// the line does not have.
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				te.Field = strings.TrimPrefix(te.Field, "RunRecord.")
+			}
+			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, jsonerr.ExplainLine(err, text))
 		}
 		if l.Format != exportFormat {
 			return nil, fmt.Errorf("%s:%d: format %q, want %q (a file from mtlbench export)", path, line, l.Format, exportFormat)

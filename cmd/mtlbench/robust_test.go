@@ -570,3 +570,20 @@ func TestStoreWithoutRunsSaysHowToRecord(t *testing.T) {
 		}
 	}
 }
+
+// An export line of the wrong shape is refused in the line's terms: the
+// key and the JSON value found, not Go's struct fields and types.
+func TestImportNamesTheBadField(t *testing.T) {
+	for _, tc := range []struct {
+		name, line, want string
+	}{
+		{"an id as a string", strings.Replace(exportLineWith("0.5"), `"id":3`, `"id":"x"`, 1), `b.jsonl:1: not an mtlbench export line: run.id is a JSON string ("x"), want a whole number`},
+		{"a value past JSON's range", exportLineWith("1e999"), "b.jsonl:1: not an mtlbench export line: cases.samples.value is 1e999, beyond a 64-bit float's range"},
+		{"cut short", `{"format":"mtlbench-run/1",`, "b.jsonl:1: not an mtlbench export line: not valid JSON at column 27"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			importExpecting(t, dir, "b.jsonl", tc.line+"\n", filepath.Join(dir, tc.want))
+		})
+	}
+}
