@@ -802,3 +802,17 @@ func TestPeerVLLMRateInfShown(t *testing.T) {
 		t.Errorf("report of run 1 lacks req/s or %q", note)
 	}
 }
+
+// A peer run file with a value of the wrong type names its key and the
+// JSON value, not Go's struct field and type.
+func TestPeerImportNamesTheBadField(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hf.json")
+	if err := os.WriteFile(file, []byte(`{"format": "mtlbench-peer-run/1", "cases": [{"samples": [{"value": "fast"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := mtl(t, "peer", "import", file, "--db", filepath.Join(dir, "r.db"))
+	if want := file + `: mtlbench: not a peer run: cases.samples.value is a JSON string ("fast"), want a number`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -50,7 +51,7 @@ type peerRun struct {
 func parseMtlbench(data []byte) ([]*Run, error) {
 	var p peerRun
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("not a peer run: %v", err)
+		return nil, fmt.Errorf("not a peer run: %w", jsonerr.Explain(err, data)) // the file's keys, not Go's types
 	}
 	if p.Format != MtlbenchFormat {
 		return nil, fmt.Errorf("format %q, want %q", p.Format, MtlbenchFormat)

@@ -222,6 +222,7 @@ func TestParseErrors(t *testing.T) {
 		{FormatVLLMLatency, `{"avg_latency": 1, "latencies": [0.1, -1]}`, "latency 2"},
 		{FormatMLX, "Trial 1:  prompt_tps=1, generation_tps=2, peak_memory=3\n", "before any \"Timing with\""},
 		{FormatMtlbench, `{"format": "other"}`, `want "mtlbench-peer-run/1"`},
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"samples": [{"value": "fast"}]}]}`, `not a peer run: cases.samples.value is a JSON string ("fast"), want a number`},
 		// A figure no rate can be is refused as the store would refuse it.
 		{FormatMLX, "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\nTrial 1:  prompt_tps=-1e308, generation_tps=2, peak_memory=3\n",
 			`f: mlx-lm: case "bench/batch=1/prompt_len=16/gen_len=8" sample 0: prefill_tok_s rep 0: value -1e+308 is negative, and a rate cannot be`},
