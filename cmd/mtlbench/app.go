@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mtlbench/mtlbench/internal/suggest"
 	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
@@ -106,12 +107,37 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		if _, num := strconv.ParseFloat(f, 64); num == nil {
 			msg += " (a negative number is read as a flag; put -- before it)"
+		} else {
+			msg = unknownFlag(c, f)
 		}
 	}
 	if len(path) > 0 {
 		msg = strings.Join(path, " ") + ": " + msg
 	}
 	return fmt.Errorf("%s (see `%s`)", msg, help)
+}
+
+// unknownFlag names a flag the command does not have as it would be typed
+// (--name, -n), with the nearest it has, in place of the flag package's
+// "flag provided but not defined: -name".
+func unknownFlag(c *cli.Context, name string) string {
+	flag := "--" + name
+	if len(name) == 1 {
+		flag = "-" + name
+	}
+	var names []string
+	if c.Command != nil {
+		for _, f := range c.Command.Flags {
+			names = append(names, f.Names()...)
+		}
+	}
+	if best := suggest.Closest(name, names); best != "" {
+		if len(best) == 1 {
+			return fmt.Sprintf("unknown flag %s (did you mean -%s?)", flag, best)
+		}
+		return fmt.Sprintf("unknown flag %s (did you mean --%s?)", flag, best)
+	}
+	return "unknown flag " + flag
 }
 
 // invalidValueRE is the flag package's error for a value its flag cannot

@@ -456,7 +456,11 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"show", "1", "--format", "benchfmt", "--raw"}, "show: --raw goes with --format csv, json or jsonl (one row per sample), not --format benchfmt"},
 		{[]string{"show", "1", "--raw"}, "show: --raw goes with --format csv, json or jsonl (one row per sample), not --format table"},
 		{[]string{"show", "-1"}, "show: flag provided but not defined: -1 (a negative number is read as a flag; put -- before it) (see `mtlbench show --help`)"},
-		{[]string{"tune", "import", "--bogus"}, "tune import: flag provided but not defined: -bogus (see `mtlbench tune import --help`)"},
+		{[]string{"tune", "import", "--bogus"}, "tune import: unknown flag --bogus (see `mtlbench tune import --help`)"},
+		// a near miss of a flag the command has says which
+		{[]string{"runs", "--limt", "3"}, "runs: unknown flag --limt (did you mean --limit?) (see `mtlbench runs --help`)"},
+		{[]string{"bench", "-m", "qwen3-moe-mini", "--repetition", "3"}, "bench: unknown flag --repetition (did you mean --repetitions?)"},
+		{[]string{"models", "-x"}, "models: unknown flag -x (see `mtlbench models --help`)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of [8 16 32] tokens"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "--moe-chunk -5: want 1 to 16777216 (token, expert) pairs a chunk"},
 		// 0 ran the default chunk of 64 under a flag that asked for none.
