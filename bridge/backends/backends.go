@@ -13,6 +13,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/mtl"
 	"github.com/mtlbench/mtlbench/bridge/mtl/darwin"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
+	"github.com/mtlbench/mtlbench/internal/suggest"
 )
 
 // Options are the backends' settings: what commands expose as flags, and
@@ -95,5 +96,9 @@ func Open(name string, o Options) (bridge.Backend, error) {
 		}
 		return metal.New(emu.New(o.Emu), o.Metal)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want one of %v)", name, Names)
+	// As a suite's backend key says it: the near miss, else every name.
+	if hint := suggest.DidYouMean(name, Names); hint != "" {
+		return nil, fmt.Errorf("unknown backend %q (%s)", name, hint)
+	}
+	return nil, fmt.Errorf("unknown backend %q (want one of %s)", name, strings.Join(Names, ", "))
 }

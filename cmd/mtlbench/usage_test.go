@@ -457,3 +457,21 @@ func TestFlagValueOfWrongType(t *testing.T) {
 		}
 	}
 }
+
+// An unknown --backend is named with the near miss, or with every backend
+// as a list, not as Go prints a slice ([auto cpu ...]).
+func TestUnknownBackendFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"selftest", "--backend", "vulkan"}, `unknown backend "vulkan" (want one of auto, cpu, metal, metal-emu, cuda)`},
+		{[]string{"generate", "-m", "qwen3-moe-mini", "--tokens", "1", "--backend", "mtal"}, `unknown backend "mtal" (did you mean "metal"?)`},
+		{[]string{"tune", "--kernel", "matmul", "--shape", "m=1,n=64,k=64", "--backend", "cpuu", "--dry-run"}, `unknown backend "cpuu" (did you mean "cpu"?)`},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: exit %d, %v; want 2 and %q", tc.args, exitCode(err), err, tc.want)
+		}
+	}
+}
