@@ -97,7 +97,12 @@ func openEngineOn(c *cli.Context, be bridge.Backend, flag, fusion string, kvToke
 	}
 	// 0 would be the engine's default, which the flag already gives.
 	if bs, sizes := c.Int("block-size"), ops.Specs[ops.BlockSize].OneOf; !slices.Contains(sizes, bs) {
-		return nil, nil, fmt.Errorf("--block-size %d: the KV cache takes blocks of %v tokens", bs, sizes)
+		words := make([]string, len(sizes))
+		for i, n := range sizes {
+			words[i] = strconv.Itoa(n)
+		}
+		last := len(words) - 1
+		return nil, nil, fmt.Errorf("--block-size %d: the KV cache takes blocks of %s or %s tokens", bs, strings.Join(words[:last], ", "), words[last])
 	}
 	// A chunk size sizes the chunked dispatch only, as in a suite: alone it
 	// asks for it, beside another strategy it would change nothing.

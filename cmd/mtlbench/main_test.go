@@ -443,7 +443,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--dtype", "int4"}, "--dtype"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--threads", "-1"}, "--threads -1: want 1 to 1024 (0: every core)"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--layers", "-1"}, "-1 layers: want a positive count"},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "--block-size 100000000: the KV cache takes blocks of [8 16 32] tokens"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "100000000"}, "--block-size 100000000: the KV cache takes blocks of 8, 16 or 32 tokens"},
 		{[]string{"tune", "--kernel", "matmul,matmul", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,matmul": matmul twice`},
 		{[]string{"tune", "--kernel", "matmul,", "--shape", "m=1,n=64,k=64", "--dry-run"}, `--kernel "matmul,": an empty name in the list`},
 		// A tag a reference could not find again.
@@ -461,7 +461,7 @@ func TestErrorsAreClear(t *testing.T) {
 		{[]string{"runs", "--limt", "3"}, "runs: unknown flag --limt (did you mean --limit?) (see `mtlbench runs --help`)"},
 		{[]string{"bench", "-m", "qwen3-moe-mini", "--repetition", "3"}, "bench: unknown flag --repetition (did you mean --repetitions?)"},
 		{[]string{"models", "-x"}, "models: unknown flag -x (see `mtlbench models --help`)"},
-		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of [8 16 32] tokens"},
+		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--block-size", "0"}, "--block-size 0: the KV cache takes blocks of 8, 16 or 32 tokens"},
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "-5"}, "--moe-chunk -5: want 1 to 16777216 (token, expert) pairs a chunk"},
 		// 0 ran the default chunk of 64 under a flag that asked for none.
 		{[]string{"generate", "--model", "qwen3-moe-mini", "--tokens", "1", "--moe-chunk", "0"}, "--moe-chunk 0: want 1 to 16777216 (token, expert) pairs a chunk"},
