@@ -50,7 +50,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "depth", Aliases: []string{"d"}, Value: "0", Usage: "tokens of context in the KV cache before each prompt, as llama-bench's -d (the suites' depth); e.g. 0,4096"},
 			&cli.StringFlag{Name: "request-rate", Usage: "serving load: requests arriving a second as a Poisson process (vLLM's --request-rate), a list such as 1,2,4 for a case each; --batch is then the most served at once; needs --requests"},
 			&cli.StringFlag{Name: "burstiness", Value: "1", Usage: "--request-rate's gaps as a gamma distribution of this shape (vLLM's --burstiness): 1 is Poisson, below 1 burstier, above more even"},
-			&cli.IntFlag{Name: "requests", Usage: "requests in all (vLLM's --num-prompts; default: the batch), more than the batch queue"},
+			&cli.IntFlag{Name: "requests", Usage: "requests in all (vLLM's --num-prompts), more than the batch queue", DefaultText: "the batch"},
 			&cli.Float64Flag{Name: "range-ratio", Usage: "each request's prompt and output lengths drawn uniformly from -p and -n times 1-r to 1+r (vLLM's --random-range-ratio; 0: as given)"},
 			&cli.StringFlag{Name: "slo", Usage: "latency bounds for goodput_per_s, vLLM's --goodput: ttft:MS,tpot:MS,e2el:MS (any of them)"},
 			&cli.IntFlag{Name: "repetitions", Aliases: []string{"r"}, Value: 5, Usage: "repetitions of every case"},
