@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/internal/homepath"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
+	"modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // BusyTimeout is how long a write waits for another process's transaction
@@ -122,6 +123,9 @@ func OpenWith(path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("results: %s is %s: want a results database file", path, what)
 	}
 	db, err := openWith(path, migrations, o)
+	if notADatabase(err) {
+		return nil, fmt.Errorf("results: %s is not a results database: it is no SQLite file at all (a text file, or another program's data); name a results database file, or a path where none is yet to make one", path)
+	}
 	if err != nil && isReadOnlyErr(err) {
 		ro, rerr := openReadOnly(path, o)
 		if rerr == nil {
@@ -135,6 +139,13 @@ func OpenWith(path string, o Options) (*DB, error) {
 		}
 	}
 	return db, err
+}
+
+// notADatabase tells SQLite's "file is not a database (26)": a file that
+// does not begin as an SQLite file does.
+func notADatabase(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB
 }
 
 // isReadOnlyErr tells the errors of a file this process may not write.

@@ -587,3 +587,26 @@ func TestImportNamesTheBadField(t *testing.T) {
 		})
 	}
 }
+
+// A --db that is no SQLite file at all (a suite, notes) is named as such,
+// not by SQLite's "file is not a database (26)", and left as it was.
+func TestDBThatIsNoSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.yaml")
+	const text = "name: k\nbackend: cpu\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"runs"}, {"show", "1"}, {"compare", "1", "2"},
+		{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu"},
+	} {
+		_, _, err := mtl(t, append(args, "--db", path)...)
+		want := "results: " + path + " is not a results database: it is no SQLite file at all"
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "(26)") {
+			t.Errorf("%v: exit %d, %v; want 2 and %q", args, exitCode(err), err, want)
+		}
+		if got, _ := os.ReadFile(path); string(got) != text {
+			t.Fatalf("%v changed the file: %q", args, got)
+		}
+	}
+}
