@@ -784,7 +784,12 @@ func (p *parser) paramName(kind string, k *yaml.Node, where string) (paramSpec, 
 		if kind == KindKernel {
 			other = KindModel
 		}
-		p.errorf(k, fmt.Sprintf("only kind: %s cases take it", other), "%s is a %s-case parameter, not allowed in a %s case", name, other, kind)
+		hint := fmt.Sprintf("only kind: %s cases take it", other)
+		if name == "dtype" && kind == KindModel {
+			// A model case's weights take the model's dtype.
+			hint += "; a model case's weights take the suite's model: { dtype: ... }"
+		}
+		p.errorf(k, hint, "%s is a %s-case parameter, not allowed in a %s case", name, other, kind)
 		return spec, false
 	}
 	return spec, true

@@ -621,6 +621,8 @@ func TestErrors(t *testing.T) {
 		{"suite params key typo", "name: s\nparams: {hed_size: 64}\ncases: [{name: c, op: rope}]\n", []string{`t.yaml:2:10: unknown key "hed_size" in params (did you mean "head_size"?)`}},
 		{"unknown param, no hint", head + "  - name: c\n    params: {zzz: 1}\n", []string{`t.yaml:5:14: unknown key "zzz" in params`}},
 		{"kernel param in model case", head + "  - name: c\n    params: {head_size: 64}\n", []string{`t.yaml:5:14: head_size is a kernel-case parameter, not allowed in a model case (only kind: kernel cases take it)`}},
+		// a model's dtype is said where it goes
+		{"dtype in a model case", head + "  - name: c\n    params: {dtype: f16}\n", []string{`t.yaml:5:14: dtype is a kernel-case parameter, not allowed in a model case (only kind: kernel cases take it; a model case's weights take the suite's model: { dtype: ... })`}},
 		{"model param in kernel case", head + "  - name: c\n    op: rope\n    matrix: {batch: [1]}\n", []string{`t.yaml:6:14: batch is a model-case parameter, not allowed in a kernel case (only kind: model cases take it)`}},
 		{"params and matrix", head + "  - name: c\n    params: {batch: 1}\n    matrix: {batch: [2]}\n", []string{`t.yaml:6:14: batch is set in both params and matrix (keep one: a fixed value in params, or a list in matrix)`}},
 		{"matrix scalar", head + "  - name: c\n    matrix: {batch: 8}\n", []string{`t.yaml:5:21: matrix batch must be a list, got 8 (write [8], a range such as 1-16*2, or move it to params:)`}},

@@ -479,3 +479,17 @@ func TestUnknownBackendFlag(t *testing.T) {
 		}
 	}
 }
+
+// A dtype written in a model case's params says where a model's dtype goes.
+func TestSuiteDtypeInModelCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	yaml := "name: t\nbackend: cpu\nmodel: { preset: qwen2-0.5b }\nrepetitions: 1\ncases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2, dtype: f16 }\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := mtl(t, "suites", "validate", path)
+	want := path + ":7:42: dtype is a kernel-case parameter, not allowed in a model case (only kind: kernel cases take it; a model case's weights take the suite's model: { dtype: ... })"
+	if exitCode(err) != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d (%v), stderr lacks %q:\n%s", exitCode(err), err, want, stderr)
+	}
+}
