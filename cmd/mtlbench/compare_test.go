@@ -932,3 +932,18 @@ func TestCompareMatchedWithoutSamples(t *testing.T) {
 		}
 	}
 }
+
+// A --threshold that is no percentage says how one metric's is written;
+// metric:5%, as a suite's thresholds: spell it, gets the flag's spelling.
+func TestThresholdSpelling(t *testing.T) {
+	db := seedCompareDB(t)
+	for _, tc := range []struct{ value, want string }{
+		{"decode_tok_s:5%", `--threshold decode_tok_s:5%: want a percentage >= 0 like 5%, got "decode_tok_s:5%"; one metric's is METRIC=PERCENT: --threshold decode_tok_s=5%`},
+		{"five", `--threshold five: want a percentage like 5%, got "five" (or METRIC=PERCENT for one metric)`},
+	} {
+		_, errOut, code := cmpRun(t, "gate", "--db", db, "--baseline", "base", "--candidate", "cand", "--threshold", tc.value)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("--threshold %s: exit %d, want 2 with %q:\n%s", tc.value, code, tc.want, errOut)
+		}
+	}
+}

@@ -245,7 +245,11 @@ func thresholdFlags(c *cli.Context) ([]thresholdFlag, error) {
 		}
 		t, err := parsePercent(pct)
 		if err != nil {
-			return nil, fmt.Errorf("--threshold %s: %w", v, err)
+			// metric:5% (a suite's thresholds: spelling) is metric=5% here
+			if m, p, ok := strings.Cut(v, ":"); !named && ok && metrics.CheckThreshold(strings.TrimSpace(m)) == nil {
+				return nil, fmt.Errorf("--threshold %s: %w; one metric's is METRIC=PERCENT: --threshold %s=%s", v, err, strings.TrimSpace(m), strings.TrimSpace(p))
+			}
+			return nil, fmt.Errorf("--threshold %s: %w (or METRIC=PERCENT for one metric)", v, err)
 		}
 		if named {
 			metric = strings.TrimSpace(metric)
