@@ -182,6 +182,12 @@ func (p *parser) yamlError(err error, data []byte) error {
 				return &Error{Pos: Pos{p.file, l, i + 1}, Msg: "a tab indents this line", Hint: "YAML indents with spaces only"}
 			}
 		}
+		if m[2] == "did not find expected '-' indicator" {
+			if l, col, ok := outOfList(lines, line); ok {
+				return &Error{Pos: Pos{p.file, l, col}, Msg: "YAML: this line is in the list above but not an item of it (did not find expected '-' indicator)",
+					Hint: `start it with "- ", or indent it under the item it belongs to`}
+			}
+		}
 		return &Error{Pos: Pos{p.file, line, 1}, Msg: "YAML: " + m[2]}
 	}
 	msg = "YAML: " + strings.TrimPrefix(msg, "yaml: ")
@@ -197,6 +203,34 @@ func (p *parser) yamlError(err error, data []byte) error {
 		}
 	}
 	return &Error{Pos: Pos{p.file, 1, 1}, Msg: msg}
+}
+
+// outOfList finds the line yaml.v3 means by "did not find expected '-'
+// indicator", which it reports at the line that opens the list (cases:),
+// not at the line that broke it: the first line after the list's first
+// item, at the items' indentation, that is not an item ("  name: d" under
+// "  - name: c"). ok is false when no such line is found.
+func outOfList(lines [][]byte, from int) (line, col int, ok bool) {
+	indent := func(b []byte) int { return len(b) - len(bytes.TrimLeft(b, " ")) }
+	item := -1 // the items' indentation, once the first is found
+	for l := from; l >= 1 && l <= len(lines); l++ {
+		text := bytes.TrimRight(lines[l-1], " \r")
+		body := bytes.TrimLeft(text, " ")
+		if len(body) == 0 || body[0] == '#' {
+			continue
+		}
+		isItem := body[0] == '-' && (len(body) == 1 || body[1] == ' ')
+		switch in := indent(text); {
+		case item < 0 && isItem:
+			item = in
+		case item < 0:
+		case in < item:
+			return 0, 0, false
+		case in == item && !isItem:
+			return l, in + 1, true
+		}
+	}
+	return 0, 0, false
 }
 
 var unknownAnchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)

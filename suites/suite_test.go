@@ -531,6 +531,9 @@ func TestErrors(t *testing.T) {
 		{"unknown anchor after a longer one", "name: t\nx-a: &nopes {batch: 1}\nmodel: {preset: p}\ncases:\n  - name: a\n    params: *nopes\n  - name: b\n    params: *nope\n", []string{"t.yaml:8:13: YAML: unknown anchor 'nope' referenced"}},
 		{"control character", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\x01\n", []string{"t.yaml:4:12: YAML: control characters are not allowed (U+0001)"}},
 		{"yaml syntax", "name: s\ncases: [\n", []string{"t.yaml:2:1: YAML: did not find expected node content"}},
+		// yaml.v3 reports the line that opens the list; the error is at the
+		// line that broke it
+		{"a key out of a list", "name: t\nmodel: {preset: p}\ncases:\n  - name: c\n    params: {batch: 1}\n\n  name: d\n", []string{"t.yaml:7:3: YAML: this line is in the list above but not an item of it (did not find expected '-' indicator) (start it with \"- \", or indent it under the item it belongs to)"}},
 		{"two documents", "name: s\n---\nname: t\n", []string{`t.yaml:2:1: a suite file holds one YAML document (remove the second "---")`}},
 		{"missing name and cases", "description: d\n", []string{
 			`t.yaml:1:1: missing required key "name"`,

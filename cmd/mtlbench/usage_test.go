@@ -493,3 +493,20 @@ func TestSuiteDtypeInModelCase(t *testing.T) {
 		t.Errorf("exit %d (%v), stderr lacks %q:\n%s", exitCode(err), err, want, stderr)
 	}
 }
+
+// A line that breaks a list (a key at the items' indentation) is named at
+// that line, not at the line that opens the list, where yaml.v3 puts it.
+func TestSuiteYAMLListBreakLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	yaml := "name: t\nbackend: cpu\nmodel: { preset: qwen2-0.5b }\ncases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2 }\n  # a comment\n  name: d\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"suites", "validate", path}, {"run", path, "--db", filepath.Join(t.TempDir(), "r.db")}} {
+		_, stderr, err := mtl(t, args...)
+		want := path + ":8:3: YAML: this line is in the list above but not an item of it"
+		if exitCode(err) == 0 || !strings.Contains(stderr+err.Error(), want) {
+			t.Errorf("%v: exit %d (%v), want %q in:\n%s", args[:2], exitCode(err), err, want, stderr)
+		}
+	}
+}
