@@ -142,7 +142,7 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite"}
+			return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite", Hint: emptySuiteHint}
 		}
 		return nil, p.yamlError(err, data)
 	}
@@ -155,7 +155,7 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 	// A document of nothing ("---" alone) is empty too; its null would
 	// point past the file's last line.
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || isEmptyNull(doc.Content[0]) {
-		return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite"}
+		return nil, &Error{Pos: Pos{p.file, 1, 1}, Msg: "empty suite", Hint: emptySuiteHint}
 	}
 	return doc.Content[0], nil
 }
@@ -232,6 +232,9 @@ func outOfList(lines [][]byte, from int) (line, col int, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// emptySuiteHint says what a suite holds, for a file that holds nothing.
+const emptySuiteHint = "a suite holds at least name: and cases: (and model: for model cases); mtlbench suites show ci prints one to copy, docs/suites.md documents every key"
 
 var unknownAnchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
 

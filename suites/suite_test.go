@@ -519,9 +519,9 @@ func TestErrors(t *testing.T) {
 		src  string
 		want []string
 	}{
-		{"empty", "", []string{"t.yaml:1:1: empty suite"}},
-		{"comments only", "# nothing\n", []string{"t.yaml:1:1: empty suite"}},
-		{"a document of nothing", "---\n", []string{"t.yaml:1:1: empty suite"}},
+		{"empty", "", []string{"t.yaml:1:1: empty suite (" + emptySuiteHint + ")"}},
+		{"comments only", "# nothing\n", []string{"t.yaml:1:1: empty suite (" + emptySuiteHint + ")"}},
+		{"a document of nothing", "---\n", []string{"t.yaml:1:1: empty suite (" + emptySuiteHint + ")"}},
 		{"a null", "~\n", []string{"t.yaml:1:1: a suite must be a map, got nothing (null)"}},
 		{"tab indent", "name: t\nmodel: {preset: p}\ncases:\n\t- name: a\n", []string{"t.yaml:4:1: a tab indents this line (YAML indents with spaces only)"}},
 		{"tab after spaces", "name: t\nmodel: {preset: p}\ncases:\n  - name: a\n  \tparams: {batch: 1}\n", []string{"t.yaml:5:3: a tab indents this line (YAML indents with spaces only)"}},

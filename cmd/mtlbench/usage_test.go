@@ -510,3 +510,16 @@ func TestSuiteYAMLListBreakLine(t *testing.T) {
 		}
 	}
 }
+
+// An empty suite file says what a suite holds and where to copy one from.
+func TestEmptySuiteSaysWhatOneHolds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte("# to do\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := mtl(t, "run", path, "--db", filepath.Join(t.TempDir(), "r.db"))
+	want := path + ":1:1: empty suite (a suite holds at least name: and cases: (and model: for model cases); mtlbench suites show ci prints one to copy"
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
+		t.Errorf("exit %d, %v; want 2 and %q", exitCode(err), err, want)
+	}
+}
