@@ -18,9 +18,11 @@ func TestHistoryImportToUserFolder(t *testing.T) {
 	md := filepath.Join(dir, "kb.md")
 	os.WriteFile(md, []byte("## Decode\n\n| Batch Size | Version | TPS |\n|---|---|---|\n| 1 | Metal V2 | 7.5 |\n| 4 | Metal V2 | 21.0 |\n"), 0o644)
 
-	// Without a date the figures cannot be saved: the error says so.
-	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B"); err == nil || !strings.Contains(err.Error(), "date") {
-		t.Fatalf("import without a date: %v", err)
+	// Without a date the figures cannot be saved: the error says so, with
+	// the lines and the flag that gives one.
+	want := md + ": 2 figures have no date (lines 5, 6): its table has no date column, or the cell is empty; give the date the figures were measured with --date YYYY-MM-DD (or --date unknown)"
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B"); err == nil || err.Error() != want {
+		t.Fatalf("import without a date: %v\nwant %s", err, want)
 	}
 	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--date", "Dec 2026"); err == nil || !strings.Contains(err.Error(), `--date "Dec 2026"`) {
 		t.Fatalf("bad --date: %v", err)
@@ -65,7 +67,7 @@ func TestHistoryImportToUserFolder(t *testing.T) {
 		t.Error("--dry-run wrote a file")
 	}
 	// and refuses what the import would: here a missing date.
-	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--dry-run"); err == nil || !strings.Contains(err.Error(), "line 5") || !strings.Contains(err.Error(), "date") {
+	if _, _, err := mtl(t, "history", "import", md, "--model", "Qwen3-30B-A3B", "--dry-run"); err == nil || !strings.Contains(err.Error(), "lines 5, 6") || !strings.Contains(err.Error(), "--date") {
 		t.Errorf("--dry-run without a date: %v", err)
 	}
 

@@ -158,6 +158,23 @@ func historyCommand() *cli.Command {
 					for _, w := range res.Warnings {
 						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
 					}
+					// A figure without a date is the usual refusal: said with
+					// the flag that gives one, not as a missing field.
+					var undated []string
+					for _, p := range res.Points {
+						if p.Date == "" {
+							undated = append(undated, strconv.Itoa(p.Line))
+						}
+					}
+					if len(undated) > 0 {
+						has, at := "has", "line "
+						if len(undated) > 1 {
+							has, at = "have", "lines "
+						}
+						return fmt.Errorf("%s: %s %s no date (%s%s): its table has no date column, or the cell is empty; "+
+							"give the date the figures were measured with --date YYYY-MM-DD (or --date unknown)",
+							path, plural.Of(len(undated), "figure"), has, at, firstLines(undated))
+					}
 					// What the write would refuse, --dry-run refuses too.
 					if err := history.Check(res.Points); err != nil {
 						return fmt.Errorf("%s: %w", path, err)
@@ -347,4 +364,12 @@ func writeHistory(out, page string, points []history.Point) (kept, replaced int,
 	}
 	merged, replaced := history.Merge(old, points)
 	return len(merged) - len(points), replaced, history.Save(out, merged)
+}
+
+// firstLines lists line numbers, the first few of a long list.
+func firstLines(lines []string) string {
+	if len(lines) > 5 {
+		return strings.Join(lines[:5], ", ") + fmt.Sprintf(" and %d more", len(lines)-5)
+	}
+	return strings.Join(lines, ", ")
 }
