@@ -816,3 +816,18 @@ func TestPeerImportNamesTheBadField(t *testing.T) {
 		t.Errorf("err = %v, want %q", err, want)
 	}
 }
+
+// Another tool's file read as mlx_lm.benchmark's output (--from mlx-lm)
+// says what that output holds, not only that no case was read.
+func TestPeerImportMLXOfNoTrials(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "serve.json")
+	if err := os.WriteFile(file, []byte("{\"completed\": 4}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := mtl(t, "peer", "import", file, "--from", "mlx-lm", "--db", filepath.Join(dir, "r.db"))
+	want := file + `: mlx-lm: no case could be read (mlx_lm.benchmark prints a "Timing with prompt_tokens=P, generation_tokens=N, batch_size=B." line and its "Trial N:" lines; none is here)`
+	if exitCode(err) != 2 || err.Error() != want {
+		t.Errorf("exit %d, %v; want 2 and %q", exitCode(err), err, want)
+	}
+}

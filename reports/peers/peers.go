@@ -334,7 +334,12 @@ func Parse(format, name string, data []byte, o Options) ([]*Run, error) {
 	}
 	for _, r := range runs {
 		if len(r.Cases) == 0 {
-			return nil, fmt.Errorf("%s: %s: no case could be read", name, format)
+			what := ""
+			if format == FormatMLX {
+				// A text of no trials: what mlx_lm.benchmark prints, said.
+				what = ` (mlx_lm.benchmark prints a "Timing with prompt_tokens=P, generation_tokens=N, batch_size=B." line and its "Trial N:" lines; none is here)`
+			}
+			return nil, fmt.Errorf("%s: %s: no case could be read%s", name, format, what)
 		}
 		// Sizes within the suites' bounds (a peer's prefill-only test has
 		// no generated tokens): a case of batch=0 or a prompt of 2^62
