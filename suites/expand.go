@@ -2,6 +2,7 @@ package suites
 
 import (
 	"fmt"
+	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/kernels/ops"
 	"sort"
 	"strings"
@@ -46,7 +47,7 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 			lists = append(lists, fmt.Sprintf("%s (%d values)", k, len(biggest.mvals[i])))
 		}
 		p.errs.add(casesPos, fmt.Sprintf("largest group %q at line %d has %s cases, its matrix %s; shorten its matrix lists",
-			biggest.name, biggest.pos.Line, plural(biggestN), strings.Join(lists, " × ")),
+			biggest.name, biggest.pos.Line, caseCount(biggestN), strings.Join(lists, " × ")),
 			"the suite expands to %s cases, over the limit of %d", count, MaxCases)
 		return
 	}
@@ -98,7 +99,8 @@ func (p *parser) expand(groups []*group, suiteParams map[string]Value, casesPos 
 	}
 }
 
-func plural(n int) string {
+// caseCount is n, or "more than MaxCases" past the limit.
+func caseCount(n int) string {
 	if n > MaxCases {
 		return fmt.Sprintf("more than %d", MaxCases)
 	}
@@ -285,7 +287,7 @@ func (p *parser) crossCheck(c Case, src map[string]int) {
 		if b, ok := c.Params[ParamBatch]; ok && b.IsNum {
 			batch, bwhat = b.Int, fmt.Sprintf("batch %d", b.Int)
 		}
-		reqs, rwhat := batch, fmt.Sprintf("the %d requests (requests defaults to the batch)", batch)
+		reqs, rwhat := batch, fmt.Sprintf("the %s (requests defaults to the batch)", plural.Of(int(batch), "request"))
 		if r, ok := c.Params[ParamRequests]; ok && r.IsNum {
 			reqs, rwhat = r.Int, fmt.Sprintf("requests %d", r.Int)
 		}

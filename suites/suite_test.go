@@ -722,6 +722,9 @@ func TestErrors(t *testing.T) {
 			`t.yaml:5:34: in case "c": max_seqs 8 is more than the 4 requests (requests defaults to the batch), so it is never reached (lower max_seqs, or raise requests)`,
 			`t.yaml:7:47: in case "d": max_seqs 8 is more than requests 6, so it is never reached (lower max_seqs, or raise requests)`,
 		}},
+		{"max_seqs past the default batch's one request", head + "  - name: c\n    params: {max_seqs: 4}\n", []string{
+			`t.yaml:5:24: in case "c": max_seqs 4 is more than the 1 request (requests defaults to the batch), so it is never reached (lower max_seqs, or raise requests)`,
+		}},
 		// The prefill budget caps decode tokens too: below the sequences
 		// run at once, only a part of the batch decodes in a step.
 		{"prefill_budget below batch", head + "  - name: c\n    params: {batch: 4, prefill_budget: 3}\n", []string{

@@ -523,3 +523,16 @@ func TestEmptySuiteSaysWhatOneHolds(t *testing.T) {
 		t.Errorf("exit %d, %v; want 2 and %q", exitCode(err), err, want)
 	}
 }
+
+// A max_seqs past the one request of the default batch counts it in words.
+func TestMaxSeqsPastOneRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	yaml := "name: t\nbackend: cpu\nmodel: { preset: qwen2-0.5b }\ncases:\n  - name: c\n    params: { prompt_len: 4, gen_len: 2, max_seqs: 4 }\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := mtl(t, "suites", "validate", path)
+	if want := `max_seqs 4 is more than the 1 request (requests defaults to the batch)`; exitCode(err) != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d (%v), stderr lacks %q:\n%s", exitCode(err), err, want, stderr)
+	}
+}
