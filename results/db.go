@@ -278,9 +278,16 @@ func openWith(path string, steps []migration, o Options) (*DB, error) {
 	}
 	// Nothing is written before the file is known to be new or mtlbench's:
 	// WAL mode and the schema would both change another program's database.
-	if err := whileBusy(func() error { _, err := checkSchema(db, abs); return err }); err != nil {
+	var v int
+	if err := whileBusy(func() error { var err error; v, err = checkSchema(db, abs); return err }); err != nil {
 		db.Close()
 		return nil, err
+	}
+	// A newer mtlbench's file is refused before setWAL, which would write
+	// its header (a rollback-journal file becomes a WAL one).
+	if v > len(steps) {
+		db.Close()
+		return nil, tooNew(abs, v, len(steps))
 	}
 	if err := whileBusy(func() error { return setWAL(db) }); err != nil {
 		db.Close()

@@ -219,6 +219,44 @@ func TestRefuseNewerSchema(t *testing.T) {
 	}
 }
 
+// TestNewerSchemaLeftUnwritten: a newer mtlbench's store, in whichever
+// journal mode it was left, is refused by every way of opening it with its
+// bytes as they were: switching it to WAL would rewrite its header.
+func TestNewerSchemaLeftUnwritten(t *testing.T) {
+	for _, mode := range []string{"delete", "wal"} {
+		for _, o := range []struct {
+			name string
+			open func(string) (*DB, error)
+		}{{"Open", Open}, {"OpenToWrite", OpenToWrite}, {"OpenReadOnly", OpenReadOnly}} {
+			t.Run(mode+"/"+o.name, func(t *testing.T) {
+				db := openTemp(t)
+				path := db.Path()
+				for _, q := range []string{"PRAGMA journal_mode = " + mode,
+					fmt.Sprintf("PRAGMA user_version = %d", LatestSchemaVersion()+1)} {
+					if _, err := db.SQL().Exec(q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				db.Close()
+				before, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := o.open(path); !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("%s of a newer store: %v; want ErrSchemaTooNew naming it", o.name, err)
+				}
+				after, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(before, after) {
+					t.Errorf("%s of a newer %s-mode store changed its bytes", o.name, mode)
+				}
+			})
+		}
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	db := openTemp(t)
 	start := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
