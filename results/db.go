@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/mtlbench/mtlbench/internal/homepath"
-	"modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
 )
 
 // BusyTimeout is how long a write waits for another process's transaction
@@ -123,8 +122,8 @@ func OpenWith(path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("results: %s is %s: want a results database file", path, what)
 	}
 	db, err := openWith(path, migrations, o)
-	if notADatabase(err) {
-		return nil, fmt.Errorf("results: %s is not a results database: it is no SQLite file at all (a text file, or another program's data); name a results database file, or a path where none is yet to make one", path)
+	if err != nil && isDamaged(err) {
+		return nil, damagedErr(path, err)
 	}
 	if err != nil && isReadOnlyErr(err) {
 		ro, rerr := openReadOnly(path, o)
@@ -141,13 +140,6 @@ func OpenWith(path string, o Options) (*DB, error) {
 	return db, err
 }
 
-// notADatabase tells SQLite's "file is not a database (26)": a file that
-// does not begin as an SQLite file does.
-func notADatabase(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB
-}
-
 // isReadOnlyErr tells the errors of a file this process may not write.
 func isReadOnlyErr(err error) bool {
 	msg := err.Error()
@@ -158,7 +150,15 @@ func isReadOnlyErr(err error) bool {
 // OpenReadOnly opens an existing database for reading only: nothing is
 // created, migrated or written. Its schema must be the latest (an older one
 // needs Open, with write access, to be upgraded) and mtlbench's.
-func OpenReadOnly(path string) (*DB, error) { return openReadOnly(path, Options{}) }
+func OpenReadOnly(path string) (*DB, error) {
+	db, err := openReadOnly(path, Options{})
+	if err != nil && isDamaged(err) {
+		if abs, rerr := Resolve(path); rerr == nil {
+			return nil, damagedErr(abs, err)
+		}
+	}
+	return db, err
+}
 
 func openReadOnly(path string, o Options) (*DB, error) {
 	abs, err := Resolve(path)
@@ -354,6 +354,8 @@ func (db *DB) StoreError(err error) string {
 		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, roundTime(waited))
 	case 8: // SQLITE_READONLY
 		return readOnlyWords(db.path)
+	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
+		return "the results database " + damagedWords(db.path, code)
 	}
 	return "the results database " + db.path
 }
@@ -380,6 +382,35 @@ func (db *DB) checkFile() error {
 		return nil
 	}
 	return fmt.Errorf("results: %s was %w", db.path, ErrStoreMoved)
+}
+
+// isDamaged reports whether err is SQLite's SQLITE_CORRUPT or SQLITE_NOTADB:
+// the file is no SQLite database, or a damaged one.
+func isDamaged(err error) bool {
+	code, ok := sqliteCode(err)
+	return ok && (code == 11 || code == 26)
+}
+
+// damagedErr names the file and what to do in place of SQLite's own words
+// ("file is not a database (26)"), which name neither; SQLite's error stays
+// wrapped, so FromStore still tells it.
+func damagedErr(path string, err error) error {
+	code, _ := sqliteCode(err)
+	var inner interface {
+		error
+		Code() int
+	}
+	if errors.As(err, &inner) {
+		err = inner
+	}
+	return fmt.Errorf("results: %s (SQLite: %w)", damagedWords(path, code), err)
+}
+
+func damagedWords(path string, code int) string {
+	if code == 26 {
+		return fmt.Sprintf("%s is not an SQLite database: check that --db or MTLBENCH_DB names a results database, or move the file aside for a new store to be made there", path)
+	}
+	return fmt.Sprintf("%s is damaged (truncated, or overwritten in part): restore it from a copy, or move it and its -wal aside for a new store to be made there (sqlite3's .recover may save its runs)", path)
 }
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).

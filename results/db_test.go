@@ -1,6 +1,7 @@
 package results
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,56 @@ func TestFailedUpgradeNamesTheFile(t *testing.T) {
 	defer db.Close()
 	if v, _ := db.SchemaVersion(); v != 1 {
 		t.Errorf("schema version %d after a failed step, want 1", v)
+	}
+}
+
+// TestDamagedStoreNamed: a file that is no SQLite database, or a store cut
+// short, is refused by every way of opening it with an error naming the
+// file and what to do, not SQLite's "file is not a database (26)" alone,
+// and is left as it was.
+func TestDamagedStoreNamed(t *testing.T) {
+	store := openTemp(t)
+	if _, err := store.CreateRun(&Run{SuiteName: "s", Machine: testMachine()}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	whole, err := os.ReadFile(store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, want string
+		data       []byte
+	}{
+		{"text", "is not an SQLite database", []byte("run,case\n1,a\n")},
+		{"truncated", "is damaged", whole[:5000]},
+	} {
+		for _, o := range []struct {
+			name string
+			open func(string) (*DB, error)
+		}{{"Open", Open}, {"OpenToWrite", OpenToWrite}, {"OpenReadOnly", OpenReadOnly}} {
+			t.Run(c.name+"/"+o.name, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "r.db")
+				if err := os.WriteFile(path, c.data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				db, err := o.open(path)
+				if err == nil {
+					db.Close()
+					t.Fatalf("%s opened a %s file", o.name, c.name)
+				}
+				for _, w := range []string{path + " " + c.want, "move", "aside"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %v\nwant it to say %q", o.name, err, w)
+					}
+				}
+				if !FromStore(err) {
+					t.Errorf("%s: FromStore(%v) = false", o.name, err)
+				}
+				if got, _ := os.ReadFile(path); string(got) != string(c.data) {
+					t.Errorf("%s changed the %s file", o.name, c.name)
+				}
+			})
+		}
 	}
 }

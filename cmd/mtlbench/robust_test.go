@@ -589,7 +589,7 @@ func TestImportNamesTheBadField(t *testing.T) {
 }
 
 // A --db that is no SQLite file at all (a suite, notes) is named as such,
-// not by SQLite's "file is not a database (26)", and left as it was.
+// not by SQLite's "file is not a database (26)" alone, and left as it was.
 func TestDBThatIsNoSQLiteFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "notes.yaml")
 	const text = "name: k\nbackend: cpu\n"
@@ -601,8 +601,8 @@ func TestDBThatIsNoSQLiteFile(t *testing.T) {
 		{"bench", "-m", "qwen3-moe-mini", "-p", "4", "-n", "2", "-r", "1", "--backend", "cpu"},
 	} {
 		_, _, err := mtl(t, append(args, "--db", path)...)
-		want := "results: " + path + " is not a results database: it is no SQLite file at all"
-		if exitCode(err) != 2 || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "(26)") {
+		want := "results: " + path + " is not an SQLite database: check that --db or MTLBENCH_DB names a results database"
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: exit %d, %v; want 2 and %q", args, exitCode(err), err, want)
 		}
 		if got, _ := os.ReadFile(path); string(got) != text {
