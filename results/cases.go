@@ -163,6 +163,9 @@ func (db *DB) AddCases(runID int64, cases []Case) error {
 		if c.Key == "" {
 			return fmt.Errorf("results: case %d %q has neither a key nor parameters", i, c.Name)
 		}
+		if c.LayersRun < 0 || c.LayersTotal < 0 || c.LayersTotal > 0 && c.LayersRun > c.LayersTotal {
+			return fmt.Errorf("results: case %d %q: bad layer counts %d of %d", i, c.Name, c.LayersRun, c.LayersTotal)
+		}
 	}
 	ids := make([]int64, len(cases))
 	var base int
@@ -177,8 +180,11 @@ func (db *DB) AddCases(runID int64, cases []Case) error {
 		if err := tx.QueryRow(`SELECT coalesce(max(seq) + 1, 0) FROM cases WHERE run_id = ?`, runID).Scan(&base); err != nil {
 			return fmt.Errorf("results: add cases: %w", err)
 		}
-		insCase, err := tx.Prepare(`INSERT INTO cases (run_id, case_key, name, kind, seq, params_json, status)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending')`)
+		// The layer counts are stored with the case, not only when it is
+		// done: the repetitions of an interrupted run are a truncated
+		// model's figures too.
+		insCase, err := tx.Prepare(`INSERT INTO cases (run_id, case_key, name, kind, seq, params_json, status, layers_run, layers_total)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
 		if err != nil {
 			return fmt.Errorf("results: add cases: %w", err)
 		}
@@ -197,7 +203,8 @@ func (db *DB) AddCases(runID int64, cases []Case) error {
 			if err != nil {
 				return fmt.Errorf("results: case %q params: %w", c.Key, err)
 			}
-			res, err := insCase.Exec(runID, c.Key, c.Name, c.Kind, base+i, string(pj))
+			res, err := insCase.Exec(runID, c.Key, c.Name, c.Kind, base+i, string(pj),
+				nullIfZero(c.LayersRun, c.LayersTotal), nullIfZero(c.LayersTotal, c.LayersRun))
 			if err != nil {
 				if strings.Contains(err.Error(), "UNIQUE") {
 					return fmt.Errorf("results: run %d already has a case with key %q", runID, c.Key)

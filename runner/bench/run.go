@@ -436,7 +436,8 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 				}
 			}
 		}
-		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params})
+		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params,
+			LayersRun: p.layersRun, LayersTotal: p.layersAll})
 	}
 	if err := rec.AddCases(rc); err != nil {
 		return nil, err

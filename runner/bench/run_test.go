@@ -401,6 +401,40 @@ func TestInterleavedInterruptKeepsRepetitions(t *testing.T) {
 	}
 }
 
+// A model case's repetitions stored by a run interrupted before the case
+// finished are of its layer-limited model, and the store says so: show
+// marks them so, and compare does not take them for whole-model figures.
+func TestInterruptedRunKeepsLayers(t *testing.T) {
+	s := loadSuite(t, tinySuite) // the model cut to 1 layer
+	db := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	sum, err := Run(ctx, s, Options{DB: db, BandwidthBuffer: -1, Progress: func(e Event) {
+		if e.Rep == 0 && e.Err == nil {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	cases, err := db.Cases(sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := 0
+	for _, c := range cases {
+		if c.Kind != results.CaseModel {
+			continue
+		}
+		models++
+		if c.Status == results.CaseDone || c.LayersRun != 1 || c.LayersTotal <= 1 {
+			t.Errorf("case %s: %s, layers %d of %d; want pending, 1 of the model's", c.Name, c.Status, c.LayersRun, c.LayersTotal)
+		}
+	}
+	if models == 0 {
+		t.Fatal("no model case stored")
+	}
+}
+
 // A run its process still runs cannot be resumed by another.
 func TestResumeOfALiveRunIsRefused(t *testing.T) {
 	s := loadSuite(t, tinySuite)
