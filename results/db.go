@@ -351,6 +351,9 @@ func (db *DB) StoreError(err error) string {
 		if u := (*UnstoredError)(nil); errors.As(err, &u) && u.Waited > waited {
 			waited = u.Waited
 		}
+		if w := (*waitedError)(nil); errors.As(err, &w) && w.waited > waited {
+			waited = w.waited
+		}
 		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, roundTime(waited))
 	case 8: // SQLITE_READONLY
 		return readOnlyWords(db.path)
@@ -515,6 +518,42 @@ func (db *DB) Batch(f func(b *DB) error) error {
 		return f(&b)
 	})
 }
+
+// BatchWaiting is Batch for a command that stores what it has read
+// (import, peer import): a write lock another process holds past the busy
+// timeout (a run's long write, another import) is waited for again, up to
+// wait in all (MTLBENCH_DB_WAIT, as a run's writes wait), telling note once.
+// It tries again only while the transaction could not begin, before f ran.
+func (db *DB) BatchWaiting(wait time.Duration, note func(string), f func(b *DB) error) error {
+	start := time.Now()
+	noted := false
+	for {
+		ran := false
+		err := db.Batch(func(b *DB) error { ran = true; return f(b) })
+		if err == nil || ran || !isBusy(err) {
+			return err
+		}
+		if time.Since(start) >= wait {
+			return &waitedError{err, time.Since(start)}
+		}
+		if !noted && note != nil {
+			noted = true
+			note(fmt.Sprintf("the results database %s has been locked by another process for %v; waiting up to %v in all for it",
+				db.path, roundTime(time.Since(start)), roundTime(wait)))
+		}
+		time.Sleep(10 * time.Millisecond) // a lock refused at once is not spun on
+	}
+}
+
+// waitedError is a write that waited for the store's lock, in all, this
+// long: StoreError says so.
+type waitedError struct {
+	err    error
+	waited time.Duration
+}
+
+func (e *waitedError) Error() string { return e.err.Error() }
+func (e *waitedError) Unwrap() error { return e.err }
 
 // timeLayout is fixed-width UTC so that text order is time order and
 // SQLite's date functions accept it.

@@ -168,7 +168,7 @@ func importCommand() *cli.Command {
 			// later file leaves none of the earlier ones' (docs/perf-gate.md).
 			added, skipped := 0, 0
 			var said []string
-			err = db.Batch(func(db *results.DB) error {
+			err = storeBatch(c, db, func(db *results.DB) error {
 				for _, rec := range recs {
 					from := rec.Run.ID
 					if id, ok, err := db.FindRun(rec); err != nil {

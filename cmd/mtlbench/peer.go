@@ -133,7 +133,7 @@ func peerCommand() *cli.Command {
 				// Every file's runs in one transaction: a store failing on a
 				// later file leaves none of the earlier ones' (docs/peers.md).
 				var said []string
-				err = db.Batch(func(db *results.DB) error {
+				err = storeBatch(c, db, func(db *results.DB) error {
 					for _, p := range all {
 						for _, r := range p.runs {
 							rec := peerRecord(r, p.src, c.String("tag"))

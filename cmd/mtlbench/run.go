@@ -76,6 +76,17 @@ func recordOptions(note func(string)) (results.RecordOptions, error) {
 	return results.RecordOptions{Wait: wait, Note: note}, err
 }
 
+// storeBatch stores what an import has read in one transaction, waiting
+// for a lock another process holds as long as a run's writes would
+// (MTLBENCH_DB_WAIT), with a line on stderr once it has waited.
+func storeBatch(c *cli.Context, db *results.DB, f func(*results.DB) error) error {
+	wait, err := envconfig.DBWait()
+	if err != nil {
+		return err
+	}
+	return db.BatchWaiting(wait, func(s string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: "+s) }, f)
+}
+
 // storeFailed names the results database in an error of the store itself
 // and says what to do (results.DB.StoreError); other errors are kept.
 func storeFailed(db *results.DB, err error) error {

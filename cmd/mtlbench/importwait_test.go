@@ -1,0 +1,65 @@
+package main
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mtlbench/mtlbench/results"
+)
+
+// An import into a store whose write lock another process holds past a
+// statement's busy timeout (a long import, a run's write) waits for it up
+// to MTLBENCH_DB_WAIT, as a run's writes do, and then stores every run,
+// rather than failing "database is locked" after 10 s.
+func TestImportWaitsForTheLock(t *testing.T) {
+	t.Setenv("MTLBENCH_DB_WAIT", "1m")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.db")
+	db := openForTest(t, src)
+	id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Machine: results.Machine{Hostname: "h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishRun(id, results.RunComplete); err != nil {
+		t.Fatal(err)
+	}
+	export := filepath.Join(dir, "e.jsonl")
+	if _, stderr, err := mtl(t, "export", "--db", src, "-o", export); err != nil {
+		t.Fatalf("export: %v\n%s", err, stderr)
+	}
+	dst := filepath.Join(dir, "dst.db")
+	openForTest(t, dst).Close()
+
+	other, err := sql.Open("sqlite", "file:"+dst+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := results.BusyTimeout + time.Second
+	go func() {
+		time.Sleep(held)
+		tx.Rollback()
+	}()
+	start := time.Now()
+	_, stderr, err := mtl(t, "import", "--db", dst, export)
+	if err != nil {
+		t.Fatalf("import while another process held the lock %v: %v\n%s", held, err, stderr)
+	}
+	if d := time.Since(start); d < held {
+		t.Errorf("the import ended after %v, before the lock was let go (%v)", d, held)
+	}
+	if !strings.Contains(stderr, "locked by another process") {
+		t.Errorf("stderr does not say the import waits for the lock:\n%s", stderr)
+	}
+	runs, err := openForTest(t, dst).Runs(results.RunFilter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("the store holds %d runs (%v), want the one imported", len(runs), err)
+	}
+}
