@@ -140,6 +140,22 @@ func OpenWith(path string, o Options) (*DB, error) {
 	return db, err
 }
 
+// FileInPath is the folder of path, or a folder above it, that is a file
+// instead ("" when none is): mkdir's "not a directory" names neither.
+func FileInPath(path string) string {
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil {
+			if !st.IsDir() {
+				return d
+			}
+			return ""
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
 // isReadOnlyErr tells the errors of a file this process may not write.
 func isReadOnlyErr(err error) bool {
 	msg := err.Error()
@@ -259,6 +275,9 @@ func openWith(path string, steps []migration, o Options) (*DB, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		if f := FileInPath(abs); f != "" {
+			return nil, fmt.Errorf("results: %s cannot be made: %s is a file, not a folder; name a database path in a folder", abs, f)
+		}
 		return nil, fmt.Errorf("results: create directory for %s: %w", abs, err)
 	}
 	db, err := sql.Open("sqlite", dsn(abs, o.busy()))

@@ -123,3 +123,18 @@ func TestDamagedStoreNamed(t *testing.T) {
 		}
 	}
 }
+
+// A database path under a file (--db r.db/x.db) says which part is the
+// file, not mkdir's "not a directory" alone.
+func TestOpenUnderAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "r.db")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(file, "x.db"), filepath.Join(file, "a", "b", "x.db")} {
+		_, err := Open(path)
+		if want := file + " is a file, not a folder"; err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%s): %v\nwant it to name the path and say %q", path, err, want)
+		}
+	}
+}

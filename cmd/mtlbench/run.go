@@ -139,6 +139,9 @@ func existingDB(c *cli.Context) (string, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("no results database at %s (%s): check the path, or record a run first (mtlbench run ci)", abs, from)
 		}
+		if f := results.FileInPath(abs); f != "" {
+			return "", fmt.Errorf("no results database at %s (%s): %s is a file, not a folder; check the path", abs, from, f)
+		}
 		return "", fmt.Errorf("results database %s (%s): %w", abs, from, err)
 	}
 	// Switching a store to WAL writes its header to the main file, so 0

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A --db under a file (r.db/x.db, r.db taken for a folder) says which part
+// is the file, whichever command opens it, and makes nothing.
+func TestDBUnderAFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "r.db")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(file, "x.db")
+	for _, args := range [][]string{
+		{"runs"},
+		{"show", "1"},
+		{"export", "-o", filepath.Join(dir, "e.jsonl")},
+		{"bench", "--backend", "cpu", "-m", "qwen2-0.5b", "--layers", "1", "-p", "8", "-n", "2", "-r", "1"},
+	} {
+		_, _, err := mtl(t, append(args, "--db", db)...)
+		if want := file + " is a file, not a folder"; err == nil || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v\nwant it to name %s and say %q", args[0], err, db, want)
+		}
+	}
+	if got, _ := os.ReadFile(file); string(got) != "x" {
+		t.Errorf("the file in the path was changed")
+	}
+}
