@@ -126,6 +126,12 @@ func OpenWith(path string, o Options) (*DB, error) {
 		return nil, damagedErr(path, err)
 	}
 	if err != nil && isReadOnlyErr(err) {
+		if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {
+			// Nothing to read: SQLite's "unable to open database file"
+			// says neither which folder nor why.
+			return nil, fmt.Errorf("results: %s cannot be made: this process may not write the folder %s; name a database in a folder it may write (--db, MTLBENCH_DB)",
+				path, existingFolder(path))
+		}
 		ro, rerr := openReadOnly(path, o)
 		if rerr == nil {
 			return ro, nil
@@ -138,6 +144,18 @@ func OpenWith(path string, o Options) (*DB, error) {
 		}
 	}
 	return db, err
+}
+
+// existingFolder is the nearest folder above path that is there: the one
+// a new store, and the folders between, would be made in.
+func existingFolder(path string) string {
+	d := filepath.Dir(path)
+	for {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			return d
+		}
+		d = filepath.Dir(d)
+	}
 }
 
 // FileInPath is the folder of path, or a folder above it, that is a file

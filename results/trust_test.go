@@ -293,3 +293,28 @@ func TestReadOnlyFolderWithUnappliedWAL(t *testing.T) {
 		t.Errorf("the run in the -wal is missing: %v", err)
 	}
 }
+
+// A new store in a folder this process may not write is refused naming the
+// folder, not with SQLite's "unable to open database file (14)" beside a
+// read-only attempt's "no such file". Root may write anything, so this runs
+// as a user only.
+func TestNewStoreInAFolderNotWritable(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root writes any folder")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o555)
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	for _, path := range []string{filepath.Join(dir, "r.db"), filepath.Join(dir, "sub", "r.db")} {
+		for _, o := range []struct {
+			name string
+			open func(string) (*DB, error)
+		}{{"Open", Open}, {"OpenToWrite", OpenToWrite}} {
+			_, err := o.open(path)
+			want := path + " cannot be made: this process may not write the folder " + dir + ";"
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "no such file") {
+				t.Errorf("%s(%s): %v\nwant %q", o.name, path, err, want)
+			}
+		}
+	}
+}
