@@ -31,3 +31,20 @@ func TestDBUnderAFile(t *testing.T) {
 		t.Errorf("the file in the path was changed")
 	}
 }
+
+// A results database given to import in place of its export is named as
+// one, with the export that imports it, and nothing is stored.
+func TestImportOfAStoreSaysExportIt(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "other.db")
+	openForTest(t, src).Close()
+	dst := filepath.Join(dir, "r.db")
+	_, _, err := mtl(t, "import", "--db", dst, src)
+	want := src + " is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db " + src
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("import of a store: %v\nwant %q", err, want)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Errorf("the import made %s", dst)
+	}
+}

@@ -247,13 +247,26 @@ func machineLabel(m results.Machine) string {
 
 // readExport reads an export file, or stdin where path is "-", line by
 // line, checking each run.
+// sqliteMagic begins every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
 func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
+	store := shellQuote(path)
+	if path == stdinPath {
+		store = "STORE"
+	}
 	in, path, err := openInput(stdin, path, "an export file")
 	if err != nil {
 		return nil, err
 	}
 	defer in.Close()
-	sc := bufio.NewScanner(in)
+	br := bufio.NewReader(in)
+	// A results database given where its export was meant reads as a line
+	// of binary that JSON refuses at its first byte.
+	if head, _ := br.Peek(len(sqliteMagic)); string(head) == sqliteMagic {
+		return nil, fmt.Errorf("%s is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db %s -o runs.jsonl`", path, store)
+	}
+	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 1<<20), readfile.Import)
 	var out []*results.RunRecord
 	line := 1
