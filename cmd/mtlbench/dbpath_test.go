@@ -48,3 +48,24 @@ func TestImportOfAStoreSaysExportIt(t *testing.T) {
 		t.Errorf("the import made %s", dst)
 	}
 }
+
+// An export of a newer format, whose fields this mtlbench may not decode,
+// is refused as a newer mtlbench's, naming the file and line; an unknown
+// format as not an export.
+func TestImportOfANewerExport(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ line, want string }{
+		{`{"format":"mtlbench-run/2","run":{"id":"seven"}}`, `e.jsonl:1: format "mtlbench-run/2" is a newer mtlbench's; this one reads "mtlbench-run/1"`},
+		{`{"format":"mtlbench-run/1x","run":{}}`, `e.jsonl:1: format "mtlbench-run/1x", want "mtlbench-run/1"`},
+		{`{"format":"other/9","run":{}}`, `e.jsonl:1: format "other/9", want "mtlbench-run/1"`},
+	} {
+		file := filepath.Join(dir, "e.jsonl")
+		if err := os.WriteFile(file, []byte(c.line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := mtl(t, "import", "--db", filepath.Join(dir, "r.db"), file)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("import of %s: %v\nwant %q", c.line, err, c.want)
+		}
+	}
+}

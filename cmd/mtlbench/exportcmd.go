@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -247,6 +248,16 @@ func machineLabel(m results.Machine) string {
 
 // readExport reads an export file, or stdin where path is "-", line by
 // line, checking each run.
+// newerExport reports whether format is an export format of a later
+// version than this mtlbench writes (mtlbench-run/N).
+func newerExport(format string) bool {
+	base, v, _ := strings.Cut(exportFormat, "/")
+	fb, fv, ok := strings.Cut(format, "/")
+	n, err1 := strconv.Atoi(fv)
+	have, err2 := strconv.Atoi(v)
+	return ok && fb == base && err1 == nil && err2 == nil && n > have
+}
+
 // sqliteMagic begins every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
@@ -280,6 +291,17 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		if len(text) == 0 {
 			continue
 		}
+		// The format first: a newer format's fields may not decode into
+		// this one's, and its error would hide that the file is newer.
+		var f struct {
+			Format string `json:"format"`
+		}
+		if err := json.Unmarshal(text, &f); err == nil && f.Format != exportFormat {
+			if newerExport(f.Format) {
+				return nil, fmt.Errorf("%s:%d: format %q is a newer mtlbench's; this one reads %q: import it with an mtlbench as new as the one that exported it", path, line, f.Format, exportFormat)
+			}
+			return nil, fmt.Errorf("%s:%d: format %q, want %q (a file from mtlbench export)", path, line, f.Format, exportFormat)
+		}
 		var l exportLine
 		if err := json.Unmarshal(text, &l); err != nil {
 			// In the line's terms (run.id is a JSON string), not Go's types;
@@ -290,9 +312,6 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 				te.Field = strings.TrimPrefix(te.Field, "RunRecord.")
 			}
 			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, jsonerr.ExplainLine(err, text))
-		}
-		if l.Format != exportFormat {
-			return nil, fmt.Errorf("%s:%d: format %q, want %q (a file from mtlbench export)", path, line, l.Format, exportFormat)
 		}
 		if l.Run.StartedAt.IsZero() {
 			return nil, fmt.Errorf("%s:%d: the run has no start time", path, line)
