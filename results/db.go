@@ -122,8 +122,8 @@ func OpenWith(path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("results: %s is %s: want a results database file", path, what)
 	}
 	db, err := openWith(path, migrations, o)
-	if err != nil && isDamaged(err) {
-		return nil, damagedErr(path, err)
+	if err != nil && isFileFault(err) {
+		return nil, fileFaultErr(path, err)
 	}
 	if err != nil && isReadOnlyErr(err) {
 		if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {
@@ -186,9 +186,9 @@ func isReadOnlyErr(err error) bool {
 // needs Open, with write access, to be upgraded) and mtlbench's.
 func OpenReadOnly(path string) (*DB, error) {
 	db, err := openReadOnly(path, Options{})
-	if err != nil && isDamaged(err) {
+	if err != nil && isFileFault(err) {
 		if abs, rerr := Resolve(path); rerr == nil {
-			return nil, damagedErr(abs, err)
+			return nil, fileFaultErr(abs, err)
 		}
 	}
 	return db, err
@@ -394,8 +394,8 @@ func (db *DB) StoreError(err error) string {
 		return fmt.Sprintf("the results database %s was locked by another process for more than %v", db.path, roundTime(waited))
 	case 8: // SQLITE_READONLY
 		return readOnlyWords(db.path)
-	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
-		return "the results database " + damagedWords(db.path, code)
+	case 10, 11, 13, 26: // SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB
+		return "the results database " + fileFaultWords(db.path, code)
 	}
 	return "the results database " + db.path
 }
@@ -424,17 +424,18 @@ func (db *DB) checkFile() error {
 	return fmt.Errorf("results: %s was %w", db.path, ErrStoreMoved)
 }
 
-// isDamaged reports whether err is SQLite's SQLITE_CORRUPT or SQLITE_NOTADB:
-// the file is no SQLite database, or a damaged one.
-func isDamaged(err error) bool {
+// isFileFault reports whether err is SQLite's SQLITE_CORRUPT or SQLITE_NOTADB
+// (the file is no SQLite database, or a damaged one), SQLITE_FULL or
+// SQLITE_IOERR.
+func isFileFault(err error) bool {
 	code, ok := sqliteCode(err)
-	return ok && (code == 11 || code == 26)
+	return ok && (code == 10 || code == 11 || code == 13 || code == 26)
 }
 
-// damagedErr names the file and what to do in place of SQLite's own words
+// fileFaultErr names the file and what to do in place of SQLite's own words
 // ("file is not a database (26)"), which name neither; SQLite's error stays
 // wrapped, so FromStore still tells it.
-func damagedErr(path string, err error) error {
+func fileFaultErr(path string, err error) error {
 	code, _ := sqliteCode(err)
 	var inner interface {
 		error
@@ -443,10 +444,18 @@ func damagedErr(path string, err error) error {
 	if errors.As(err, &inner) {
 		err = inner
 	}
-	return fmt.Errorf("results: %s (SQLite: %w)", damagedWords(path, code), err)
+	return fmt.Errorf("results: %s (SQLite: %w)", fileFaultWords(path, code), err)
 }
 
-func damagedWords(path string, code int) string {
+func fileFaultWords(path string, code int) string {
+	switch code {
+	case 13:
+		return fmt.Sprintf("%s is on a full disk (free space there, or record into another with --db or MTLBENCH_DB)", path)
+	case 10:
+		// On a full disk the -shm beside a WAL store cannot grow: an I/O
+		// error (SQLITE_IOERR_SHMSIZE), not SQLITE_FULL.
+		return fmt.Sprintf("%s could not be read or written (a full disk, or a file system SQLite cannot lock or map, as some network shares): free space there, or keep the store on a local disk", path)
+	}
 	if code == 26 {
 		return fmt.Sprintf("%s is not an SQLite database: check that --db or MTLBENCH_DB names a results database, or move the file aside for a new store to be made there", path)
 	}

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +136,36 @@ func TestOpenUnderAFile(t *testing.T) {
 		_, err := Open(path)
 		if want := file + " is a file, not a folder"; err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%s): %v\nwant it to name the path and say %q", path, err, want)
+		}
+	}
+}
+
+// sqliteErr is an error with SQLite's result code, as the driver's are.
+type sqliteErr int
+
+func (e sqliteErr) Error() string { return fmt.Sprintf("sqlite error (%d)", int(e)) }
+func (e sqliteErr) Code() int     { return int(e) }
+
+// A store's own failure is told with the database's path and what to do,
+// whichever SQLite code it is.
+func TestStoreErrorSaysWhatToDo(t *testing.T) {
+	db := openTemp(t)
+	for _, c := range []struct {
+		code int
+		want string
+	}{
+		{5, "was locked by another process for more than"},
+		{8, "cannot be written (record into another with --db"},
+		{11, "is damaged (truncated, or overwritten in part): restore it from a copy"},
+		{13, "is on a full disk (free space there, or record into another with --db"},
+		{4874, "could not be read or written (a full disk, or a file system SQLite cannot lock or map"},
+		{26, "is not an SQLite database: check that --db"},
+		{1, ""},
+	} {
+		err := fmt.Errorf("results: commit: %w", sqliteErr(c.code))
+		got := db.StoreError(err)
+		if !strings.Contains(got, db.Path()) || !strings.Contains(got, c.want) {
+			t.Errorf("code %d: %q, want the path and %q", c.code, got, c.want)
 		}
 	}
 }
