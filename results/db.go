@@ -88,6 +88,11 @@ func Resolve(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("results: no database path")
 	}
+	// filepath.Abs drops a trailing separator, and a store would be made as
+	// a file where the path named a folder (--db ~/results/).
+	if strings.HasSuffix(path, "/") || strings.HasSuffix(path, string(filepath.Separator)) {
+		return "", fmt.Errorf("results: database path %s names a folder (it ends in %c): name the database file, such as %s", path, path[len(path)-1], path+"results.db")
+	}
 	expanded, err := homepath.Expand(path)
 	if err != nil {
 		return "", fmt.Errorf("results: database path %s: %w", path, err)

@@ -169,3 +169,26 @@ func TestStoreErrorSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// A database path ending in a separator names a folder: it is refused, not
+// made a file of that name (filepath.Abs drops the separator).
+func TestPathEndingInSeparator(t *testing.T) {
+	dir := t.TempDir()
+	for _, path := range []string{filepath.Join(dir, "new") + "/", filepath.Join(dir, "r.db") + "/"} {
+		for _, o := range []struct {
+			name string
+			open func(string) (*DB, error)
+		}{{"Open", Open}, {"OpenToWrite", OpenToWrite}, {"OpenReadOnly", OpenReadOnly}} {
+			db, err := o.open(path)
+			if err == nil {
+				db.Close()
+			}
+			if want := path + " names a folder (it ends in /): name the database file, such as " + path + "results.db"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s(%s): %v\nwant %q", o.name, path, err, want)
+			}
+		}
+		if _, err := os.Stat(strings.TrimSuffix(path, "/")); err == nil {
+			t.Errorf("a file was made at %s", path)
+		}
+	}
+}
