@@ -22,6 +22,7 @@ import (
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/bench"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 	"github.com/mtlbench/mtlbench/suites"
 )
 
@@ -713,7 +714,13 @@ func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide,
 	if recorded != nil {
 		was = *recorded
 	}
-	err := store.Batch(func(db *results.DB) error {
+	wait, err := envconfig.DBWait()
+	if err != nil {
+		return err
+	}
+	// As an import waits: a lock another process holds is waited for up to
+	// MTLBENCH_DB_WAIT, not one statement's 10 s.
+	err = store.BatchWaiting(wait, func(s string) { fmt.Fprintln(w, "ab: "+s) }, func(db *results.DB) error {
 		for i := range recs {
 			for j, rec := range recs[i] {
 				if j < len(was[i]) {

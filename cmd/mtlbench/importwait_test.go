@@ -63,3 +63,51 @@ func TestImportWaitsForTheLock(t *testing.T) {
 		t.Fatalf("the store holds %d runs (%v), want the one imported", len(runs), err)
 	}
 }
+
+// ab's recording of both sides' runs into --db waits for a lock another
+// process holds as an import does, up to MTLBENCH_DB_WAIT, rather than
+// failing after one statement's 10 s.
+func TestABRecordWaitsForTheLock(t *testing.T) {
+	t.Setenv("MTLBENCH_DB_WAIT", "1m")
+	dir := t.TempDir()
+	var sides [2]abSide
+	for i, label := range []string{"baseline", "candidate"} {
+		path := filepath.Join(dir, label+".db")
+		db := openForTest(t, path)
+		id, err := db.CreateRun(&results.Run{SuiteName: "s", Backend: "cpu", Tag: "ab", Machine: results.Machine{Hostname: "h"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.FinishRun(id, results.RunComplete); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		sides[i] = abSide{label: label, db: path, tag: "ab"}
+	}
+	path := filepath.Join(dir, "store.db")
+	store := openForTest(t, path)
+	other, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := results.BusyTimeout + time.Second
+	go func() {
+		time.Sleep(held)
+		tx.Rollback()
+	}()
+	var w strings.Builder
+	if err := recordAB(&w, store, path, "pr", sides, nil); err != nil {
+		t.Fatalf("recording while another process held the lock %v: %v\n%s", held, err, w.String())
+	}
+	if !strings.Contains(w.String(), "locked by another process") {
+		t.Errorf("ab does not say it waits for the lock:\n%s", w.String())
+	}
+	if runs, err := store.Runs(results.RunFilter{}); err != nil || len(runs) != 2 {
+		t.Errorf("the store holds %d runs (%v), want both sides'", len(runs), err)
+	}
+}

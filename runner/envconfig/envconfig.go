@@ -42,7 +42,7 @@ var Vars = []Var{
 	{"MTLBENCH_DB", "$XDG_DATA_HOME/mtlbench/results.db, else ~/.local/share/mtlbench/results.db", "results",
 		"results database the commands read and write (a command's --db flag wins; a leading ~/ is the home folder)"},
 	{"MTLBENCH_DB_WAIT", "2m", "results",
-		"how long run, bench and tune wait for a lock another process holds on the results database before they stop, keeping what they measured in a file beside it for mtlbench import, and import and peer import wait before they store nothing (docs/data.md)"},
+		"how long run, bench and tune wait for a lock another process holds on the results database before they stop, keeping what they measured in a file beside it for mtlbench import, and import, peer import and ab's recording wait before they store nothing (docs/data.md)"},
 	{"MTLBENCH_HISTORY", "$XDG_DATA_HOME/mtlbench/history, else ~/.local/share/mtlbench/history", "results",
 		"folder of imported performance history (history import writes there); every command reads it beside the built-in history"},
 	{"MTLBENCH_GIT_COMMIT", "the binary's commit, else git HEAD here", "provenance",
