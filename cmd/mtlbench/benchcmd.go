@@ -120,9 +120,9 @@ func benchCommand() *cli.Command {
 				_, err := c.App.Writer.Write(text)
 				return err
 			}
-			db, err := openDB(c)
+			db, err := openDBFor(c, s)
 			if err != nil {
-				return err
+				return benchFlagErrors(text, err)
 			}
 			defer db.Close()
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)

@@ -58,6 +58,16 @@ func openDB(c *cli.Context) (*results.DB, error) {
 	return opened(c)(results.OpenToWriteWith(path, o))
 }
 
+// openDBFor opens the store openDB would for a run of suite s, once its
+// model opens (bench.CheckModel): bad input is refused before the store is
+// created, so a failed command leaves no empty database behind.
+func openDBFor(c *cli.Context, s *suites.Suite) (*results.DB, error) {
+	if err := bench.CheckModel(s); err != nil {
+		return nil, err
+	}
+	return openDB(c)
+}
+
 // resumesRun reports whether c resumes a stored run (--resume RUN): ab's
 // --resume names a folder, whatever its name.
 func resumesRun(c *cli.Context) bool {
@@ -274,7 +284,7 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			db, err := openDB(c)
+			db, err := openDBFor(c, s)
 			if err != nil {
 				return err
 			}

@@ -37,13 +37,9 @@ func Check(s *suites.Suite, warn func(string)) error {
 		return nil
 	}
 	sm := s.Model
-	spec, err := model.SuiteSpec(sm, sm.Layers)
+	cfg, src, err := openModel(s)
 	if err != nil {
-		return modelError(s, err)
-	}
-	cfg, src, err := model.Open(spec)
-	if err != nil {
-		return modelError(s, err)
+		return err
 	}
 	model.WarnUnread(sm.Path, src, warn)
 	src.Close()
@@ -54,12 +50,8 @@ func Check(s *suites.Suite, warn func(string)) error {
 		if c.Kind != suites.KindModel {
 			continue
 		}
-		if n := c.Model.Layers; n > cfg.ModelLayers {
-			// run's words: model.Open refuses the count there.
-			err := &model.LayersError{Model: cfg.Name, Layers: n, Max: cfg.ModelLayers}
-			if e, ok := s.ErrorAt(c.PosOf(suites.ParamLayers), "case %s: %v", c.Name, err).(*suites.Error); ok {
-				errs = append(errs, e)
-			}
+		if e := layersPast(s, c, cfg); e != nil {
+			errs = append(errs, e)
 			continue
 		}
 		for _, err := range []error{checkMoE(s, c, cfg), checkPositions(s, c, cfg), checkKVBlocks(s, c)} {
@@ -74,6 +66,57 @@ func Check(s *suites.Suite, warn func(string)) error {
 		return dedupe(errs)
 	}
 	return nil
+}
+
+// CheckModel refuses a suite whose model does not open (an unknown preset,
+// a path that holds no checkpoint, layers past its depth), reading its
+// configuration and no weights: a command that records checks it before it
+// creates or opens its results database, so a refused model leaves no file.
+func CheckModel(s *suites.Suite) error {
+	if s.Model == nil {
+		return nil
+	}
+	cfg, src, err := openModel(s)
+	if err != nil {
+		return err
+	}
+	src.Close()
+	var errs suites.ErrorList
+	for _, c := range s.Cases {
+		if e := layersPast(s, c, cfg); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return dedupe(errs)
+	}
+	return nil
+}
+
+// layersPast is the error of a model case c whose layers are past the
+// depth of its model, in run's words (model.Open refuses the count there);
+// nil where they fit.
+func layersPast(s *suites.Suite, c suites.Case, cfg *model.Config) *suites.Error {
+	if c.Kind != suites.KindModel || c.Model.Layers <= cfg.ModelLayers {
+		return nil
+	}
+	err := &model.LayersError{Model: cfg.Name, Layers: c.Model.Layers, Max: cfg.ModelLayers}
+	e, _ := s.ErrorAt(c.PosOf(suites.ParamLayers), "case %s: %v", c.Name, err).(*suites.Error)
+	return e
+}
+
+// openModel opens the configuration of s's model, an error at the value
+// it is about (modelError).
+func openModel(s *suites.Suite) (*model.Config, model.Source, error) {
+	spec, err := model.SuiteSpec(s.Model, s.Model.Layers)
+	if err != nil {
+		return nil, nil, modelError(s, err)
+	}
+	cfg, src, err := model.Open(spec)
+	if err != nil {
+		return nil, nil, modelError(s, err)
+	}
+	return cfg, src, nil
 }
 
 // vocabulary keys s's model cases by its model's vocabulary

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A command that records refuses a model that does not open before it
+// creates its results database: the failed command leaves no file behind.
+func TestRefusedModelLeavesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(suite, []byte("name: s\nmodel: { preset: no-such-model, layers: 1 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
+		"cases:\n  - name: c\n    kind: model\n    params: { prompt_len: 8, gen_len: 2 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bench", []string{"bench", "-m", "no-such-model", "--layers", "1", "-p", "8", "-n", "2", "-r", "1", "--backend", "cpu", "-q"}, "--model: "},
+		{"bench-layers", []string{"bench", "-m", "qwen2-0.5b", "--layers", "999", "-p", "8", "-n", "2", "-r", "1", "--backend", "cpu", "-q"}, "--layers: "},
+		{"run", []string{"run", suite, "--backend", "cpu", "-q"}, suite},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := filepath.Join(dir, tc.name, "results.db")
+			_, _, err := mtl(t, append(tc.args, "--db", db)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.want)
+			}
+			if _, serr := os.Stat(db); !os.IsNotExist(serr) {
+				t.Errorf("%s refused (%v) but left %s behind (stat: %v)", tc.name, err, db, serr)
+			}
+		})
+	}
+}
