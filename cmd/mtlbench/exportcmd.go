@@ -51,6 +51,11 @@ func exportCommand() *cli.Command {
 			} else if ids, err = resolveRuns(db, c.Args().Slice()); err != nil {
 				return err
 			}
+			if len(ids) == 0 {
+				// An empty export would be refused by import, which takes an
+				// empty input for a writer that failed (docs/data.md).
+				return fmt.Errorf("the results database %s holds no runs: nothing to export, and no file written (record one with run or bench, or name another store with --db)", db.Path())
+			}
 			write := func(w io.Writer) error {
 				bw := bufio.NewWriter(w)
 				enc := json.NewEncoder(bw)
@@ -328,7 +333,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no runs", path)
+		return nil, fmt.Errorf("%s: no runs: an export holds one JSON line a run (an empty input is often a writer that failed; export refuses a store with no runs)", path)
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mtlbench/mtlbench/results"
 )
 
 // A command that records refuses a model that does not open before it
@@ -35,5 +37,47 @@ func TestRefusedModelLeavesNoStore(t *testing.T) {
 				t.Errorf("%s refused (%v) but left %s behind (stat: %v)", tc.name, err, db, serr)
 			}
 		})
+	}
+}
+
+// export of a store that holds no runs is refused, writing nothing, as
+// import refuses an input with no runs: the two never disagree on an
+// empty store.
+func TestExportOfAnEmptyStore(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "empty.db")
+	store, err := results.OpenToWrite(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string // the file export must not write; "" for stdout
+	}{
+		{"file", []string{"export", "--db", db, "-o", filepath.Join(dir, "runs.jsonl")}, filepath.Join(dir, "runs.jsonl")},
+		{"stdout", []string{"export", "--db", db}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := mtl(t, tc.args...)
+			if want := db + " holds no runs: nothing to export"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want %q", err, want)
+			}
+			if out != "" {
+				t.Errorf("wrote %q to stdout", out)
+			}
+			if tc.file != "" {
+				if _, serr := os.Stat(tc.file); !os.IsNotExist(serr) {
+					t.Errorf("%s was written (stat: %v)", tc.file, serr)
+				}
+			}
+		})
+	}
+	empty := filepath.Join(dir, "empty.jsonl")
+	os.WriteFile(empty, nil, 0o644)
+	_, _, err = mtl(t, "import", empty, "--db", filepath.Join(dir, "to.db"))
+	if want := empty + ": no runs: an export holds one JSON line a run"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("import of an empty file: %v, want %q", err, want)
 	}
 }
