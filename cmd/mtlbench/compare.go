@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -85,12 +86,17 @@ func compareCommand() *cli.Command {
 				return fmt.Errorf("not comparable: %s", cmp.NotComparable)
 			}
 			tables := cmp.Tables()
+			// Nothing compared is gate's "cannot tell" (exit 3), returned once
+			// the cases only one side holds are printed (docs/data.md).
+			var nothing error
 			if len(cmp.Rows) == 0 {
 				if matched := len(a.Keys()) - len(cmp.OnlyA); matched > 0 {
-					fmt.Fprintf(c.App.ErrWriter, "A and B match on %s, but no matched pair holds samples of one metric on both sides (runs interrupted before a repetition? see `mtlbench show`)\n", plural.Of(matched, "case"))
+					nothing = fmt.Errorf("nothing to compare: A and B match on %s, but no matched pair holds samples of one metric on both sides (runs interrupted before a repetition? see `mtlbench show`)", plural.Of(matched, "case"))
 				} else {
-					fmt.Fprintln(c.App.ErrWriter, "no case of A matches a case of B (cases match on their parameters; see `mtlbench show`)")
+					nothing = fmt.Errorf("nothing to compare: no case of A (%s) matches a case of B (%s); cases match on their parameter keys (see `mtlbench show`)",
+						caseList(cmp.OnlyA), caseList(cmp.OnlyB))
 				}
+				nothing = &exitError{code: 3, err: nothing}
 			}
 			if table.IsData(f) {
 				if err := cmp.Data().Render(c.App.Writer, f); err != nil {
@@ -137,7 +143,7 @@ func compareCommand() *cli.Command {
 					fmt.Fprintln(c.App.ErrWriter, "wrote", p)
 				}
 			}
-			return nil
+			return nothing
 		},
 	}
 }
@@ -157,4 +163,22 @@ func checkAlpha(alpha float64) error {
 		return fmt.Errorf("--alpha must be between 0 and 1, got %g", alpha)
 	}
 	return nil
+}
+
+// caseList names a side's cases for a message, the first few and how many
+// more: a store's runs can hold hundreds.
+func caseList(cases []*compare.Case) string {
+	const shown = 4
+	if len(cases) == 0 {
+		return "no cases"
+	}
+	names := make([]string, 0, shown+1)
+	for i, x := range cases {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(cases)-shown))
+			break
+		}
+		names = append(names, x.DisplayName())
+	}
+	return strings.Join(names, ", ")
 }

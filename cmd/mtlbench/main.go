@@ -34,10 +34,10 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // exitCode is the exit status for err: an exitError's code (1 for what a
 // command found wrong in what it read: a regression, an invalid suite,
-// failed checks; gate's 3; 130 when interrupted), else 2, a usage or input
-// error. An input that is not there (a missing file or suite) is 2 whatever
-// the command found in the others, short of an interrupt (README.md, "Exit
-// status").
+// failed checks; 3, gate's or compare's cannot tell; 130 when interrupted),
+// else 2, a usage or input error. An input that is not there (a missing file
+// or suite) is 2 whatever the command found in the others, short of an
+// interrupt (README.md, "Exit status").
 func exitCode(err error) int {
 	e, ok := err.(*exitError)
 	switch {

@@ -81,3 +81,30 @@ func TestExportOfAnEmptyStore(t *testing.T) {
 		t.Errorf("import of an empty file: %v, want %q", err, want)
 	}
 }
+
+// compare with no case of A matching one of B compared nothing: it exits 3,
+// gate's "cannot tell", naming both sides' cases, while the table of the
+// cases one side holds is still printed.
+func TestCompareNothingMatches(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, side := range []struct{ tag, prompt string }{{"a", "8"}, {"b", "9"}} {
+		if _, _, err := mtl(t, "bench", "-m", "qwen2-0.5b", "--layers", "1", "-p", side.prompt, "-n", "2", "-r", "1", "--warmup", "0",
+			"--backend", "cpu", "-q", "--tag", side.tag, "--db", db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		format string
+	}{{"table"}, {"csv"}} {
+		t.Run(tc.format, func(t *testing.T) {
+			out, _, err := mtl(t, "compare", "a", "b", "--db", db, "--format", tc.format)
+			want := "nothing to compare: no case of A (bench/batch=1/prompt_len=8/gen_len=2) matches a case of B (bench/batch=1/prompt_len=9/gen_len=2)"
+			if err == nil || exitCode(err) != 3 || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err %v (exit %d), want exit 3 and %q", err, exitCode(err), want)
+			}
+			if !strings.Contains(out, "prompt_len=9") {
+				t.Errorf("the cases only one side holds are not printed:\n%s", out)
+			}
+		})
+	}
+}
