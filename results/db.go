@@ -292,7 +292,7 @@ func readOnlyWords(path string) string {
 
 func open(path string, steps []migration) (*DB, error) { return openWith(path, steps, Options{}) }
 
-func openWith(path string, steps []migration, o Options) (*DB, error) {
+func openWith(path string, steps []migration, o Options) (_ *DB, err error) {
 	abs, err := Resolve(path)
 	if err != nil {
 		return nil, err
@@ -302,6 +302,18 @@ func openWith(path string, steps []migration, o Options) (*DB, error) {
 			return nil, fmt.Errorf("results: %s cannot be made: %s is a file, not a folder; name a database path in a folder", abs, f)
 		}
 		return nil, fmt.Errorf("results: create directory for %s: %w", abs, err)
+	}
+	if _, serr := os.Lstat(abs); errors.Is(serr, os.ErrNotExist) {
+		// A store this open made and could not finish (a full disk) is
+		// taken away, not left as an empty file a later command refuses;
+		// not where another process holds it (it made the file too).
+		defer func() {
+			if err != nil && !isBusy(err) {
+				for _, f := range []string{abs, abs + "-wal", abs + "-shm"} {
+					os.Remove(f)
+				}
+			}
+		}()
 	}
 	db, err := sql.Open("sqlite", dsn(abs, o.busy()))
 	if err != nil {

@@ -192,3 +192,35 @@ func TestPathEndingInSeparator(t *testing.T) {
 		}
 	}
 }
+
+// A new store whose open fails part way (a full disk; here a schema step
+// that fails) is taken away with SQLite's files beside it, not left as an
+// empty or half-made file; a store that was there before is kept.
+func TestFailedOpenLeavesNoNewStore(t *testing.T) {
+	bad := append(migrations[:1:1], migration{name: "bad", stmts: []string{`CREATE TABLE`}})
+	for _, tc := range []struct {
+		name    string
+		existed bool
+	}{{"new", false}, {"there before", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.db")
+			if tc.existed {
+				db, err := open(path, migrations[:1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+			}
+			if db, err := open(path, bad); err == nil {
+				db.Close()
+				t.Fatal("a failing schema step opened")
+			}
+			for _, f := range []string{path, path + "-wal", path + "-shm"} {
+				_, err := os.Stat(f)
+				if kept := err == nil; kept != (tc.existed && f == path) {
+					t.Errorf("%s: kept %v after a failed open (stat: %v)", f, kept, err)
+				}
+			}
+		})
+	}
+}
