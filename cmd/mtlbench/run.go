@@ -62,8 +62,12 @@ func openDB(c *cli.Context) (*results.DB, error) {
 // model opens (bench.CheckModel): bad input is refused before the store is
 // created, so a failed command leaves no empty database behind.
 func openDBFor(c *cli.Context, s *suites.Suite) (*results.DB, error) {
-	if err := bench.CheckModel(s); err != nil {
-		return nil, err
+	// A resume makes no store (openDB refuses one that is not there), and
+	// its own checks of the run come first (bench.checkResume).
+	if !resumesRun(c) {
+		if err := bench.CheckModel(s); err != nil {
+			return nil, err
+		}
 	}
 	return openDB(c)
 }
