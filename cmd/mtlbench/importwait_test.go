@@ -33,20 +33,7 @@ func TestImportWaitsForTheLock(t *testing.T) {
 	dst := filepath.Join(dir, "dst.db")
 	openForTest(t, dst).Close()
 
-	other, err := sql.Open("sqlite", "file:"+dst+"?_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	tx, err := other.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := results.BusyTimeout + time.Second
-	go func() {
-		time.Sleep(held)
-		tx.Rollback()
-	}()
+	held := holdLock(t, dst)
 	start := time.Now()
 	_, stderr, err := mtl(t, "import", "--db", dst, export)
 	if err != nil {
@@ -86,20 +73,7 @@ func TestABRecordWaitsForTheLock(t *testing.T) {
 	}
 	path := filepath.Join(dir, "store.db")
 	store := openForTest(t, path)
-	other, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	tx, err := other.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := results.BusyTimeout + time.Second
-	go func() {
-		time.Sleep(held)
-		tx.Rollback()
-	}()
+	held := holdLock(t, path)
 	var w strings.Builder
 	if err := recordAB(&w, store, path, "pr", sides, nil); err != nil {
 		t.Fatalf("recording while another process held the lock %v: %v\n%s", held, err, w.String())
@@ -110,4 +84,26 @@ func TestABRecordWaitsForTheLock(t *testing.T) {
 	if runs, err := store.Runs(results.RunFilter{}); err != nil || len(runs) != 2 {
 		t.Errorf("the store holds %d runs (%v), want both sides'", len(runs), err)
 	}
+}
+
+// holdLock takes the write lock of the store at path from another
+// connection, as another process would, and lets it go a second past a
+// statement's busy timeout; it returns how long it holds it.
+func holdLock(t *testing.T, path string) time.Duration {
+	t.Helper()
+	other, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := results.BusyTimeout + time.Second
+	go func() {
+		time.Sleep(held)
+		tx.Rollback()
+	}()
+	return held
 }

@@ -950,9 +950,7 @@ func TestSplitBehaviors(t *testing.T) {
 func TestPartFieldsRequired(t *testing.T) {
 	const model = `{"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []}, `
 	const template = `"single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}`
-	for _, tc := range []struct {
-		section, part, want string // want "" where HF reads it
-	}{
+	checkParts(t, model, []partCase{
 		{"normalizer", `{"type": "Prepend"}`, `normalizer: Prepend has no "prepend"`},
 		{"normalizer", `{"type": "Prepend", "prepend": null}`, `normalizer: Prepend has no "prepend"`},
 		{"normalizer", `{"type": "Replace", "content": "x"}`, `normalizer: Replace has no "pattern"`},
@@ -989,15 +987,7 @@ func TestPartFieldsRequired(t *testing.T) {
 		{"decoder", `{"type": "Metaspace"}`, `decoder: Metaspace has no "replacement"`},
 		{"decoder", `{"type": "Strip", "content": " ", "start": -1, "stop": 0}`, `decoder: start is -1, want a whole number not below 0`},
 		{"decoder", `{"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Strip", "content": " ", "stop": 0}]}`, `decoder: decoders[1]: Strip has no "start"`},
-	} {
-		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
-		}
-	}
+	})
 }
 
 // Each of linearForms finds the same matches as the regex it stands for,
@@ -1053,9 +1043,7 @@ func TestLinearForms(t *testing.T) {
 // package).
 func TestMetaspaceFields(t *testing.T) {
 	const model = `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, `
-	for _, tc := range []struct {
-		section, part, want string // want "" where HF reads it
-	}{
+	checkParts(t, model, []partCase{
 		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁"}`, ""},
 		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "ab"}`, `pre_tokenizer: Metaspace replacement "ab": want one character`},
 		{"decoder", `{"type": "Metaspace", "replacement": "ab"}`, `decoder: Metaspace replacement "ab": want one character`},
@@ -1068,15 +1056,7 @@ func TestMetaspaceFields(t *testing.T) {
 		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": false, "prepend_scheme": "never"}`, ""},
 		{"pre_tokenizer", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": true, "prepend_scheme": "never"}`, ""},
 		{"decoder", `{"type": "Metaspace", "replacement": "▁", "add_prefix_space": true}`, ""},
-	} {
-		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
-		}
-	}
+	})
 }
 
 // RobertaProcessing's and BertProcessing's cls and sep are HF's serde
@@ -1116,24 +1096,14 @@ func TestProcessingPairs(t *testing.T) {
 // case checked against tokenizers 0.23.2 (its npm package).
 func TestSequenceListNull(t *testing.T) {
 	const model = `{"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []}, `
-	for _, tc := range []struct {
-		section, part, want string // want "" where HF reads it
-	}{
+	checkParts(t, model, []partCase{
 		{"normalizer", `{"type": "Sequence", "normalizers": null}`, `normalizer: a Sequence without normalizers`},
 		{"pre_tokenizer", `{"type": "Sequence", "pretokenizers": null}`, `pre_tokenizer: a Sequence without pretokenizers`},
 		{"post_processor", `{"type": "Sequence", "processors": null}`, `post_processor: a Sequence without processors`},
 		{"decoder", `{"type": "Sequence", "decoders": null}`, `decoder: a Sequence without decoders`},
 		{"decoder", `{"type": "Sequence", "decoders": [{"type": "Sequence", "decoders": null}]}`, `a Sequence without decoders[0].decoders`},
 		{"normalizer", `{"type": "Sequence", "normalizers": []}`, ""},
-	} {
-		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
-		}
-	}
+	})
 }
 
 // A TemplateProcessing item's Sequence id is HF's enum Sequence, A or B:
@@ -1187,6 +1157,25 @@ func TestTopLevelKeys(t *testing.T) {
 			t.Errorf("%s: %v, HF reads it", tc.json, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want %q", tc.json, err, tc.want)
+		}
+	}
+}
+
+// partCase is a part of a tokenizer.json (a normalizer, pre-tokenizer,
+// post-processor or decoder) and the error it gives, "" where HF reads it.
+type partCase struct{ section, part, want string }
+
+// checkParts parses model (a tokenizer.json's opening, up to its model)
+// with each case's part under its section.
+func checkParts(t *testing.T, model string, cases []partCase) {
+	t.Helper()
+	for _, tc := range cases {
+		_, err := Parse([]byte(model + `"` + tc.section + `": ` + tc.part + `}`))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v, HF reads it", tc.section, tc.part, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.section, tc.part, err, tc.want)
 		}
 	}
 }
