@@ -179,6 +179,28 @@ func FileInPath(path string) string {
 	}
 }
 
+// CheckNew says why a store could not be made at abs (a path Resolve gave,
+// where no file is), making nothing: a file where a folder of its path
+// should be, or a nearest folder there this process may not write. A
+// command that records checks so before its work and makes the store only
+// as it first records, so that one refused on the way leaves none behind.
+func CheckNew(abs string) error {
+	if f := FileInPath(abs); f != "" {
+		return fmt.Errorf("results: %s cannot be made: %s is a file, not a folder; name a database path in a folder", abs, f)
+	}
+	d := filepath.Dir(abs)
+	for {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		d = filepath.Dir(d)
+	}
+	if err := writable(d); err != nil {
+		return fmt.Errorf("results: %s cannot be made: folder %s cannot be written (%v); record into another with --db or MTLBENCH_DB", abs, d, err)
+	}
+	return nil
+}
+
 // isReadOnlyErr tells the errors of a file this process may not write.
 func isReadOnlyErr(err error) bool {
 	msg := err.Error()
@@ -522,13 +544,17 @@ func (db *DB) Path() string { return db.path }
 // Holds reports whether path is the database's file or one of SQLite's
 // beside it (-wal, -shm, -journal), by name or by link: a command that
 // wrote its output there would destroy every run in the store.
-func (db *DB) Holds(path string) bool {
+func (db *DB) Holds(path string) bool { return StoreHolds(db.path, path) }
+
+// StoreHolds is Holds for the store at store (absolute), which need not
+// be there yet: a command checks its outputs before it makes the store.
+func StoreHolds(store, path string) bool {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return false
 	}
 	out, outErr := os.Stat(abs)
-	for _, f := range []string{db.path, db.path + "-wal", db.path + "-shm", db.path + "-journal"} {
+	for _, f := range []string{store, store + "-wal", store + "-shm", store + "-journal"} {
 		if abs == f {
 			return true
 		}

@@ -224,3 +224,41 @@ func TestFailedOpenLeavesNoNewStore(t *testing.T) {
 		})
 	}
 }
+
+// CheckNew says why a store could not be made where a command will make
+// it, and makes nothing: no folder, no file.
+func TestCheckNewMakesNothing(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	locked := filepath.Join(dir, "locked")
+	if err := os.Mkdir(locked, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string // want: "" for none
+	}{
+		{"in a folder", filepath.Join(dir, "r.db"), ""},
+		{"in folders to make", filepath.Join(dir, "a", "b", "r.db"), ""},
+		{"under a file", filepath.Join(file, "r.db"), file + " is a file, not a folder"},
+		{"in a folder not to be written", filepath.Join(locked, "x", "r.db"), "folder " + locked + " cannot be written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "in a folder not to be written" && os.Geteuid() == 0 {
+				t.Skip("root writes any folder")
+			}
+			err := CheckNew(tc.path)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("CheckNew(%s) = %v, want %q", tc.path, err, tc.want)
+			}
+			if _, err := os.Lstat(tc.path); err == nil {
+				t.Errorf("%s was made", tc.path)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "a")); err == nil {
+				t.Errorf("a folder of %s was made", tc.path)
+			}
+		})
+	}
+}

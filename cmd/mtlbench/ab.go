@@ -172,19 +172,20 @@ func abCommand() *cli.Command {
 			// What each side's run would warn of, said once, before any
 			// round (their logs keep theirs).
 			bench.WarnUnread(probe, func(line string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", line) })
-			// The store is opened, and the tags checked, before any work:
-			// a store that cannot take the runs would lose them at the end.
-			var store *results.DB
+			// The store is opened (or checked, to be made as the runs are
+			// recorded), and the tags checked, before any work: a store that
+			// cannot take the runs would lose them at the end.
+			var store *recordStore
 			if c.String("db") != "" {
 				for _, side := range []string{"baseline", "candidate"} {
 					if err := results.CheckTag(c.String("tag") + "-" + side); err != nil {
 						return fmt.Errorf("--tag: %w", err)
 					}
 				}
-				if store, err = openDB(c); err != nil {
+				if store, err = prepareStore(c); err != nil {
 					return err
 				}
-				defer store.Close()
+				defer store.close()
 			}
 			base, err := executable(c.String("baseline-bin"), "--baseline-bin")
 			if err != nil {
@@ -209,7 +210,7 @@ func abCommand() *cli.Command {
 				}
 			}
 			if store != nil {
-				now.DB = store.Path()
+				now.DB = store.path
 			}
 			if now.Baseline, err = binaryOf(base); err != nil {
 				return fmt.Errorf("--baseline-bin: %w", err)
@@ -684,13 +685,13 @@ func loadABSide(s abSide, label string) (*compare.Side, error) {
 	return side, nil
 }
 
-// recordAB copies both sides' runs into store (ab --db), tagged
-// tag-baseline and tag-candidate, in one transaction: compare, gate and
-// report read them there (docs/perf-gate.md). recorded holds the store's
-// ids of the runs an earlier recording of this ab stored (an interrupted
-// one, since resumed), in round order: those runs are replaced, the others
-// added, and recorded then holds every run's.
-func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide, recorded *[2][]int64) error {
+// recordAB copies both sides' runs into st (ab --db, made now if it was
+// not there), tagged tag-baseline and tag-candidate, in one transaction:
+// compare, gate and report read them there (docs/perf-gate.md). recorded
+// holds the store's ids of the runs an earlier recording of this ab stored
+// (an interrupted one, since resumed), in round order: those runs are
+// replaced, the others added, and recorded then holds every run's.
+func recordAB(w io.Writer, st *recordStore, path, tag string, sides [2]abSide, recorded *[2][]int64) error {
 	var recs [2][]*results.RunRecord
 	for i, side := range sides {
 		db, err := results.Open(side.db)
@@ -714,7 +715,14 @@ func recordAB(w io.Writer, store *results.DB, path, tag string, sides [2]abSide,
 	if recorded != nil {
 		was = *recorded
 	}
+	if len(recs[0])+len(recs[1]) == 0 {
+		return nil // nothing measured: no store is made for it
+	}
 	wait, err := envconfig.DBWait()
+	if err != nil {
+		return err
+	}
+	store, err := st.open()
 	if err != nil {
 		return err
 	}

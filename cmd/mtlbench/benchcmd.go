@@ -120,18 +120,18 @@ func benchCommand() *cli.Command {
 				_, err := c.App.Writer.Write(text)
 				return err
 			}
-			db, err := openDBFor(c, s)
+			st, err := storeFor(c, s)
 			if err != nil {
 				return benchFlagErrors(text, err)
 			}
-			defer db.Close()
+			defer st.close()
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
 			bo, err := backendOptions(c.Int("threads"))
 			if err != nil {
 				return err
 			}
-			stepLog, closeSteps, err := openStepLog(c, db)
+			stepLog, closeSteps, err := openStepLog(c, st.path)
 			if err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ func benchCommand() *cli.Command {
 			}
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
-				DB: db, Tag: c.String("tag"), Threads: c.Int("threads"), Resume: c.Int64("resume"), ToolVersion: readBuildInfo().Version,
+				DB: st.db, OpenDB: st.open, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"), Resume: c.Int64("resume"), ToolVersion: readBuildInfo().Version,
 				GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event, Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Steps: stepLog,
 				Store: store, Warn: prog.warn, Start: prog.begin,
 			})
@@ -150,13 +150,14 @@ func benchCommand() *cli.Command {
 			if cerr := closeSteps(); cerr != nil && err == nil {
 				err = cerr
 			}
-			err = storeFailed(db, err)
+			err = storeFailed(st.db, err)
 			if sum == nil {
 				if errors.Is(err, bench.ErrInterrupted) {
 					return interruptedEarly(err)
 				}
 				return benchFlagErrors(text, err)
 			}
+			db := st.db
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
 			}
@@ -238,6 +239,10 @@ func benchFlagErrors(text []byte, err error) error {
 	lines := strings.Split(string(text), "\n")
 	msgs := make([]string, len(list))
 	for i, e := range list {
+		if e.Pos.Line == 0 && strings.HasPrefix(e.Pos.File, "--") {
+			msgs[i] = e.Error() // at a flag already (--backend cuda)
+			continue
+		}
 		msg := strings.TrimPrefix(e.Error(), e.Pos.String()+": ")
 		msgs[i] = "bench: " + msg
 		if e.Pos.Line < 1 || e.Pos.Line > len(lines) {

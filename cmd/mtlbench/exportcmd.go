@@ -78,7 +78,7 @@ func exportCommand() *cli.Command {
 			if p == "" {
 				p = stdoutPath
 			}
-			if err := notTheStore(db, "--out", p); err != nil {
+			if err := notTheStore(db.Path(), "--out", p); err != nil {
 				return err
 			}
 			if err = writeOutput(c.App.Writer, p, write); err != nil {

@@ -83,10 +83,10 @@ func gateCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			if err := notTheStore(db, "--summary", c.String("summary")); err != nil {
+			if err := notTheStore(db.Path(), "--summary", c.String("summary")); err != nil {
 				return err
 			}
-			if err := notTheStore(db, "$GITHUB_STEP_SUMMARY", os.Getenv("GITHUB_STEP_SUMMARY")); err != nil {
+			if err := notTheStore(db.Path(), "$GITHUB_STEP_SUMMARY", os.Getenv("GITHUB_STEP_SUMMARY")); err != nil {
 				return err
 			}
 			// Both sides are read before either is refused, so two unknown

@@ -75,7 +75,7 @@ func TestABRecordWaitsForTheLock(t *testing.T) {
 	store := openForTest(t, path)
 	held := holdLock(t, path)
 	var w strings.Builder
-	if err := recordAB(&w, store, path, "pr", sides, nil); err != nil {
+	if err := recordAB(&w, &recordStore{path: store.Path(), db: store}, path, "pr", sides, nil); err != nil {
 		t.Fatalf("recording while another process held the lock %v: %v\n%s", held, err, w.String())
 	}
 	if !strings.Contains(w.String(), "locked by another process") {

@@ -3,10 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/results"
+	"github.com/mtlbench/mtlbench/runner/envconfig"
 )
 
 // A command that records refuses a model that does not open before it
@@ -105,6 +108,80 @@ func TestCompareNothingMatches(t *testing.T) {
 			if !strings.Contains(out, "prompt_len=9") {
 				t.Errorf("the cases only one side holds are not printed:\n%s", out)
 			}
+		})
+	}
+}
+
+// A command that records and is refused before it records anything (a
+// backend that does not open here, a bad --set or --threads, an output
+// that is the store, a binary that is not there) leaves no new results
+// database behind: a new store is made only as the first run is recorded.
+func TestRefusedCommandLeavesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "s.yaml")
+	text := []byte("name: s\nmodel: { preset: qwen2-0.5b, layers: 1 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n" +
+		"cases:\n  - name: c\n    kind: model\n    params: { prompt_len: 8, gen_len: 2 }\n")
+	if err := os.WriteFile(suite, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// No compiler: metal-emu cannot open on any machine.
+	t.Setenv("MTLBENCH_CLANG", filepath.Join(dir, "no-clang++"))
+	bo, err := envconfig.Backends()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench := []string{"bench", "-m", "qwen2-0.5b", "--layers", "1", "-p", "8", "-n", "2", "-r", "1", "--warmup", "0", "-q"}
+	type row struct {
+		name    string
+		backend string // one that must not open here, else the row is skipped
+		args    []string
+		want    string
+	}
+	var rows []row
+	for _, be := range []string{"metal-emu", "cuda", "metal"} {
+		own := filepath.Join(dir, be+".yaml")
+		if err := os.WriteFile(own, []byte(strings.Replace(string(text), "backend: cpu", "backend: "+be, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows,
+			row{"run-file-" + be, be, []string{"run", own, "-q"}, own + ":3:10: backend " + be + ": "},
+			row{"tune-file-" + be, be, []string{"tune", own, "--out", filepath.Join(dir, "tuned.json"), "-q"}, own + ":3:10: backend " + be + ": "},
+			row{"run-" + be, be, []string{"run", suite, "--backend", be, "-q"}, "--backend " + be + ": "},
+			row{"run-suite-" + be, be, []string{"run", suite, "--set", "backend=" + be, "-q"}, "--set backend=" + be + ": "},
+			row{"bench-" + be, be, append(slices.Clone(bench), "--backend", be), "--backend " + be + ": "},
+			row{"tune-" + be, be, []string{"tune", "--kernel", "rmsnorm", "--backend", be, "--out", filepath.Join(dir, "tuned.json"), "-q"}, "--backend " + be + ": "},
+		)
+	}
+	rows = append(rows,
+		row{"run-set", "", []string{"run", suite, "--set", "no_such_param=1", "-q"}, "--set no_such_param=1"},
+		row{"run-threads", "", []string{"run", suite, "--backend", "cpu", "--threads", "-1", "-q"}, "--threads -1"},
+		row{"bench-steps-is-the-store", "", append(slices.Clone(bench), "--backend", "cpu", "--steps", "STORE"), "--steps"},
+		row{"tune-out-is-the-store", "", []string{"tune", "--kernel", "matmul", "--shape", "m=1,n=8,k=64", "--backend", "cpu", "--out", "STORE", "-q"}, "--out"},
+		row{"ab-no-baseline", "", []string{"ab", suite, "--baseline-bin", filepath.Join(dir, "no-such-binary"), "-q"}, "--baseline-bin"},
+	)
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.backend != "" {
+				if be, err := backends.Open(tc.backend, bo); err == nil {
+					be.Close()
+					t.Skipf("the %s backend opens on this machine", tc.backend)
+				}
+			}
+			db := filepath.Join(dir, tc.name, "results.db")
+			args := slices.Clone(tc.args)
+			for i, a := range args {
+				if a == "STORE" {
+					args[i] = db
+				}
+			}
+			_, _, err := mtl(t, append(args, "--db", db)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.want)
+			}
+			if _, serr := os.Stat(db); !os.IsNotExist(serr) {
+				t.Errorf("%s refused (%v) but left %s behind (stat: %v)", tc.name, err, db, serr)
+			}
+			t.Log(err)
 		})
 	}
 }

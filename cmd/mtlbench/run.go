@@ -58,10 +58,50 @@ func openDB(c *cli.Context) (*results.DB, error) {
 	return opened(c)(results.OpenToWriteWith(path, o))
 }
 
-// openDBFor opens the store openDB would for a run of suite s, once its
-// model opens (bench.CheckModel): bad input is refused before the store is
-// created, so a failed command leaves no empty database behind.
-func openDBFor(c *cli.Context, s *suites.Suite) (*results.DB, error) {
+// recordStore is the store a command that records writes (openDB's).
+// One that is there (a resume's must be) is opened at once, so that a
+// store that cannot take the results is refused before the work; a new
+// one is checked (results.CheckNew) and made only as the command first
+// records (open), so that a command refused before then (a backend that
+// does not open, a case past memory) leaves none behind (docs/data.md).
+type recordStore struct {
+	c    *cli.Context
+	path string // absolute
+	db   *results.DB
+}
+
+// prepareStore is the store a command that records writes: open, or
+// checked to be made.
+func prepareStore(c *cli.Context) (*recordStore, error) {
+	if !resumesRun(c) {
+		if _, err := envconfig.DBWait(); err != nil {
+			return nil, err
+		}
+		path := c.String("db")
+		if path == "" {
+			path = envconfig.DB()
+		}
+		abs, err := results.Resolve(path)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Lstat(abs); errors.Is(err, os.ErrNotExist) {
+			if err := results.CheckNew(abs); err != nil {
+				return nil, err
+			}
+			return &recordStore{c: c, path: abs}, nil
+		}
+	}
+	db, err := openDB(c)
+	if err != nil {
+		return nil, err
+	}
+	return &recordStore{c: c, path: db.Path(), db: db}, nil
+}
+
+// storeFor is prepareStore for a run of suite s, once its model opens
+// (bench.CheckModel): bad input is refused before anything.
+func storeFor(c *cli.Context, s *suites.Suite) (*recordStore, error) {
 	// A resume makes no store (openDB refuses one that is not there), and
 	// its own checks of the run come first (bench.checkResume).
 	if !resumesRun(c) {
@@ -69,7 +109,25 @@ func openDBFor(c *cli.Context, s *suites.Suite) (*results.DB, error) {
 			return nil, err
 		}
 	}
-	return openDB(c)
+	return prepareStore(c)
+}
+
+// open is the store, made now if it was not there.
+func (r *recordStore) open() (*results.DB, error) {
+	if r.db == nil {
+		db, err := openDB(r.c)
+		if err != nil {
+			return nil, err
+		}
+		r.db = db
+	}
+	return r.db, nil
+}
+
+func (r *recordStore) close() {
+	if r.db != nil {
+		r.db.Close()
+	}
 }
 
 // resumesRun reports whether c resumes a stored run (--resume RUN): ab's
@@ -104,6 +162,9 @@ func storeBatch(c *cli.Context, db *results.DB, f func(*results.DB) error) error
 // storeFailed names the results database in an error of the store itself
 // and says what to do (results.DB.StoreError); other errors are kept.
 func storeFailed(db *results.DB, err error) error {
+	if db == nil {
+		return err // not opened: nothing of the store's failed
+	}
 	if msg := db.StoreError(err); msg != "" {
 		return fmt.Errorf("%s: %w", msg, err)
 	}
@@ -172,13 +233,13 @@ func nonEmpty(path string) bool {
 }
 
 // notTheStore refuses an output file (what names it: a flag, a variable)
-// that is the results database db, or a file of SQLite's beside it:
-// writing it would destroy every run there.
-func notTheStore(db *results.DB, what, path string) error {
-	if path == "" || path == stdoutPath || !db.Holds(path) {
+// that is the results database at store (which need not be there yet),
+// or a file of SQLite's beside it: writing it would destroy every run there.
+func notTheStore(store, what, path string) error {
+	if path == "" || path == stdoutPath || !results.StoreHolds(store, path) {
 		return nil
 	}
-	return fmt.Errorf("%s %s is the results database %s (or its SQLite file): writing it would destroy every run there; name another file", what, path, db.Path())
+	return fmt.Errorf("%s %s is the results database %s (or its SQLite file): writing it would destroy every run there; name another file", what, path, store)
 }
 
 // stopOnSignals is the context of a command that measures (run, bench,
@@ -288,11 +349,11 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			db, err := openDBFor(c, s)
+			st, err := storeFor(c, s)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
+			defer st.close()
 			ctx, stop := stopOnSignals(c.Context, c.App.ErrWriter)
 			defer stop()
 			bo, err := backendOptions(c.Int("threads"))
@@ -306,7 +367,7 @@ func runCommand() *cli.Command {
 			if slow > 0 {
 				fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: MTLBENCH_TEST_SLOWDOWN lengthens every step by %g%%: these timings are deliberately slow\n", slow*100)
 			}
-			stepLog, closeSteps, err := openStepLog(c, db)
+			stepLog, closeSteps, err := openStepLog(c, st.path)
 			if err != nil {
 				return err
 			}
@@ -317,7 +378,7 @@ func runCommand() *cli.Command {
 			}
 			binCommit, treeCommit := provenance()
 			sum, err := bench.Run(ctx, s, bench.Options{
-				DB: db, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
+				DB: st.db, OpenDB: st.open, Backend: c.String("backend"), Tag: c.String("tag"), Threads: c.Int("threads"),
 				Resume: c.Int64("resume"), Set: set, ToolVersion: readBuildInfo().Version, GitCommit: binCommit, TreeCommit: treeCommit, Progress: prog.event,
 				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store, Warn: prog.warn, Start: prog.begin,
 			})
@@ -325,13 +386,14 @@ func runCommand() *cli.Command {
 			if cerr := closeSteps(); cerr != nil && err == nil {
 				err = cerr
 			}
-			err = storeFailed(db, err)
+			err = storeFailed(st.db, err)
 			if sum == nil {
 				if errors.Is(err, bench.ErrInterrupted) {
 					return interruptedEarly(err)
 				}
 				return err
 			}
+			db := st.db
 			if rerr := printRun(c.App.Writer, db, sum, format, false); rerr != nil && err == nil {
 				err = rerr
 			}

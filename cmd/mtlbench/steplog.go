@@ -7,8 +7,6 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/mtlbench/mtlbench/results"
 )
 
 func stepsFlag() cli.Flag {
@@ -18,7 +16,7 @@ func stepsFlag() cli.Flag {
 
 // openStepLog opens --steps' file before any work, or returns a nil writer
 // without the flag; done flushes and closes it.
-func openStepLog(c *cli.Context, db *results.DB) (w io.Writer, done func() error, err error) {
+func openStepLog(c *cli.Context, store string) (w io.Writer, done func() error, err error) {
 	path := c.String("steps")
 	if path == "" {
 		return nil, func() error { return nil }, nil
@@ -26,7 +24,7 @@ func openStepLog(c *cli.Context, db *results.DB) (w io.Writer, done func() error
 	if err := noStdout("--steps", path, "standard output carries the run's summary"); err != nil {
 		return nil, nil, err
 	}
-	if err := notTheStore(db, "--steps", path); err != nil {
+	if err := notTheStore(store, "--steps", path); err != nil {
 		return nil, nil, err
 	}
 	if err := checkWritable("--steps", path); err != nil {

@@ -372,7 +372,7 @@ func TestABRecordsBothSides(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	err = recordAB(&w, store, path, "pr7", sides, nil)
+	err = recordAB(&w, &recordStore{path: store.Path(), db: store}, path, "pr7", sides, nil)
 	store.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -202,7 +202,10 @@ func tuneRun(c *cli.Context) error {
 	}
 	be, err := backends.Open(name, bo)
 	if err != nil {
-		return err
+		if c.IsSet("backend") || s == nil {
+			return fmt.Errorf("--backend %s: %w", name, err)
+		}
+		return s.ErrorAt(s.Positions["backend"], "backend %s: %v", name, err) // the suite's line, as run says it
 	}
 	defer be.Close()
 	if err := bench.ThreadsFlag(c.Int("threads"), be.Info().Backend, be); err != nil {
@@ -276,12 +279,17 @@ func tuneRun(c *cli.Context) error {
 	if err := checkTunedOut(out); err != nil {
 		return err
 	}
-	db, err := openDB(c)
+	// --out is checked against the store before the store is made.
+	st, err := prepareStore(c)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := notTheStore(db, "--out", out); err != nil {
+	defer st.close()
+	if err := notTheStore(st.path, "--out", out); err != nil {
+		return err
+	}
+	db, err := st.open()
+	if err != nil {
 		return err
 	}
 	// The first signal (a closed terminal too) stops tuning at its next

@@ -36,7 +36,12 @@ import (
 
 // Options configure a suite run.
 type Options struct {
-	DB          *results.DB
+	DB *results.DB
+	// OpenDB, where DB is nil, makes the store as the run is about to
+	// record into it: after the backend opened and every case was
+	// prepared, so a run refused for either leaves no store behind. A
+	// resume's store is opened before anything else: it makes none.
+	OpenDB      func() (*results.DB, error)
 	Backend     string // overrides the suite's backend when set (run's --backend, which errors name)
 	Tag         string
 	Threads     int   // run's --threads: the cpu backend's goroutines; another backend refuses it (ThreadsFlag)
@@ -201,12 +206,21 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		// The flag chose the backend: an error names it, not the suite's line.
 		backendName, backendPos = o.Backend, suites.Pos{File: "--backend " + o.Backend}
 	}
+	if o.Resume != 0 {
+		if err := o.openDB(); err != nil {
+			return nil, err
+		}
+	}
 	bo := o.Backends
 	bo.Threads = o.Threads
 	// An emulated step can take minutes: an interrupt ends its dispatches.
 	bo.Emu.Stop = ctx.Done()
 	be, err := backends.Open(backendName, bo)
 	if err != nil {
+		if backendPos.Line > 0 {
+			// the suite's line: the message names what it holds
+			return nil, s.ErrorAt(backendPos, "backend %s: %v", backendName, err)
+		}
 		return nil, s.ErrorAt(backendPos, "%v", err)
 	}
 	defer be.Close()
@@ -264,6 +278,9 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if o.Store.Context == nil {
 		o.Store.Context = ctx
 	}
+	if err := o.openDB(); err != nil {
+		return nil, err
+	}
 	rec, err := openRun(s, o, info, bw, peak, cases, resumed)
 	if err != nil {
 		return nil, err
@@ -299,6 +316,22 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		err = fmt.Errorf("%d of %d cases failed (see `mtlbench show %d`)", sum.Failed, len(sum.Cases), run.ID)
 	}
 	return sum, err
+}
+
+// openDB opens the store the run records in, if it is not open yet.
+func (o *Options) openDB() error {
+	if o.DB != nil {
+		return nil
+	}
+	if o.OpenDB == nil {
+		return errors.New("bench: no results database to record the run in")
+	}
+	db, err := o.OpenDB()
+	if err != nil {
+		return err
+	}
+	o.DB = db
+	return nil
 }
 
 // sameSuite says why run cannot be resumed from s: it is no suite's run
