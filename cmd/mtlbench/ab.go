@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -618,7 +619,7 @@ func runLockstep(ctx context.Context, round int, sides [2]abSide, suite string, 
 // round's, did not complete (a binary that crashed, a store that refused
 // it), or failed no case.
 func abFailedCases(side abSide, round int) []string {
-	db, err := results.Open(side.db)
+	db, err := openSide(side.db)
 	if err != nil {
 		return nil
 	}
@@ -668,9 +669,20 @@ func (b *lockedBuffer) Bytes() []byte {
 
 func (b *lockedBuffer) String() string { return string(b.Bytes()) }
 
+// openSide opens a side's database, which its runs make as they record:
+// one that is not there is an error, not made empty here, so that a round
+// that recorded nothing leaves no store in the folder (a --keep folder
+// would then be refused as an earlier ab's).
+func openSide(path string) (*results.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no runs recorded: %w", err)
+	}
+	return results.Open(path)
+}
+
 // loadABSide reads every run a side recorded.
 func loadABSide(s abSide, label string) (*compare.Side, error) {
-	db, err := results.Open(s.db)
+	db, err := openSide(s.db)
 	if err != nil {
 		return nil, fmt.Errorf("%s runs: %w", label, err)
 	}
@@ -694,7 +706,10 @@ func loadABSide(s abSide, label string) (*compare.Side, error) {
 func recordAB(w io.Writer, st *recordStore, path, tag string, sides [2]abSide, recorded *[2][]int64) error {
 	var recs [2][]*results.RunRecord
 	for i, side := range sides {
-		db, err := results.Open(side.db)
+		db, err := openSide(side.db)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the side recorded nothing
+		}
 		if err != nil {
 			return fmt.Errorf("%s runs: %w", side.label, err)
 		}

@@ -212,3 +212,33 @@ func TestABResume(t *testing.T) {
 		t.Errorf("a finished ab resumed: exit %d, %v; want 2 and %q", exitCode(err), err, want)
 	}
 }
+
+// An ab whose runs record nothing (the backend does not open here) leaves
+// no store: not the --db one, nor a side's in its --keep folder, which the
+// same ab may then use again.
+func TestABThatRecordsNothingLeavesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	// TestABResume runs the command its arguments name, as a binary would.
+	bin := filepath.Join(dir, "mtlbench")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nMTLB_TEST_CHILD_ARGS=\"$*\" exec "+os.Args[0]+" -test.run='^TestABResume$'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "s.yaml")
+	os.WriteFile(suite, []byte("name: s\nmodel: { preset: qwen2-0.5b, layers: 1 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
+		"cases:\n  - name: c\n    kind: model\n    params: { prompt_len: 8, gen_len: 2 }\n"), 0o644)
+	// No compiler: metal-emu opens on no machine; the sides inherit it.
+	t.Setenv("MTLBENCH_CLANG", filepath.Join(dir, "no-clang++"))
+	keep, store := filepath.Join(dir, "keep"), filepath.Join(dir, "store.db")
+	for _, attempt := range []string{"first", "again in the same folder"} {
+		_, _, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", bin, "--backend", "metal-emu", "--rounds", "1",
+			"--keep", keep, "--db", store, "-q")
+		if err == nil || !strings.Contains(err.Error(), "--backend metal-emu: msl-emu needs clang") {
+			t.Fatalf("%s: err = %v, want the backend's refusal", attempt, err)
+		}
+		for _, f := range []string{store, filepath.Join(keep, "baseline.db"), filepath.Join(keep, "candidate.db")} {
+			if _, serr := os.Stat(f); !os.IsNotExist(serr) {
+				t.Errorf("%s: the ab recorded nothing but left %s behind (stat: %v)", attempt, f, serr)
+			}
+		}
+	}
+}
