@@ -185,3 +185,55 @@ func TestRefusedCommandLeavesNoStore(t *testing.T) {
 		})
 	}
 }
+
+// A run stopped because its --steps file cannot be written keeps what it
+// measured and says how to finish it, as an interrupted one does; the
+// resume (without the --steps) finishes it.
+func TestStepLogFailureSaysHowToResume(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full here to fail the step log's writes")
+	}
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(suite, []byte("name: s\nmodel: { preset: qwen2-0.5b, layers: 1 }\nbackend: cpu\nrepetitions: 2\nwarmup: 0\n"+
+		"cases:\n  - name: c\n    kind: model\n    matrix: { batch: [1, 2] }\n    params: { prompt_len: 8, gen_len: 40 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		resume []string // the command that finishes run 1
+	}{
+		{"run", []string{"run", suite, "--backend", "cpu", "-q"}, []string{"run", suite, "--backend", "cpu", "-q", "--resume", "1"}},
+		{"bench", []string{"bench", "-m", "qwen2-0.5b", "--layers", "1", "-p", "8", "-n", "40", "-b", "1,2", "-r", "2", "--warmup", "0", "--backend", "cpu", "-q"},
+			[]string{"bench", "-m", "qwen2-0.5b", "--layers", "1", "-p", "8", "-n", "40", "-b", "1,2", "-r", "2", "--warmup", "0", "--backend", "cpu", "-q", "--resume", "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := filepath.Join(dir, tc.name+".db")
+			_, stderr, err := mtl(t, append(tc.args, "--db", db, "--steps", "/dev/full")...)
+			if err == nil || !strings.Contains(err.Error(), "step log: ") {
+				t.Fatalf("err = %v, want the step log's failure", err)
+			}
+			if !strings.Contains(stderr, "resume with: mtlbench "+tc.name+" ") || !strings.Contains(stderr, "--resume 1") {
+				t.Errorf("stderr does not say how to resume run 1:\n%s", stderr)
+			}
+			if _, _, err := mtl(t, append(tc.resume, "--db", db)...); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			store, err := results.Open(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			cases, err := store.Cases(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cases {
+				if c.Status != results.CaseDone || c.RepsDone != 2 {
+					t.Errorf("case %s: %s with %d repetitions after the resume, want done with 2", c.Name, c.Status, c.RepsDone)
+				}
+			}
+		})
+	}
+}

@@ -428,11 +428,12 @@ func runCommand() *cli.Command {
 }
 
 // resumable says whether a run that ended in err can be finished with
-// --resume: it was stopped (Ctrl-C, SIGTERM), or the store failed under it
-// (a lock held too long, a full disk) once it had kept repetitions, in the
-// store or in a recovery file.
+// --resume: it was stopped (Ctrl-C, SIGTERM, a --steps file it could not
+// write), or the store failed under it (a lock held too long, a full disk)
+// once it had kept repetitions, in the store or in a recovery file.
 func resumable(err error, reps int) bool {
-	return errors.Is(err, bench.ErrInterrupted) || (reps > 0 || recoveryFile(err) != nil) && results.FromStore(err)
+	return errors.Is(err, bench.ErrInterrupted) || errors.Is(err, bench.ErrStepLog) ||
+		(reps > 0 || recoveryFile(err) != nil) && results.FromStore(err)
 }
 
 // recoveryFile is the error of a store that refused what a run measured

@@ -107,6 +107,11 @@ var measureReadBandwidth = host.MeasureReadBandwidth
 // finished so far are kept and the run can be resumed.
 var ErrInterrupted = errors.New("run interrupted")
 
+// ErrStepLog is wrapped by the error of a run stopped because its step
+// log (Options.Steps) could not be written: what it measured is stored,
+// and the run can be resumed as an interrupted one.
+var ErrStepLog = errors.New("step log")
+
 // prepared is a case ready to run.
 type prepared struct {
 	c      suites.Case
@@ -648,7 +653,7 @@ func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recor
 		}
 		if logErr != nil {
 			// Stopped once this repetition is stored; resume finishes the run.
-			return fmt.Errorf("step log: %w", logErr)
+			return fmt.Errorf("%w: %w", ErrStepLog, logErr)
 		}
 		return nil
 	}
