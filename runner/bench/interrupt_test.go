@@ -62,3 +62,52 @@ cases:
 		}
 	}
 }
+
+// A profiled case interrupted once its repetitions are stored, as its
+// profile's cost is timed, is left to the resume, which times that cost
+// against the stored repetitions: not finished without it, the interrupt
+// dropped.
+func TestInterruptBeforeTheProfileCost(t *testing.T) {
+	for _, interleave := range []string{"true", "false"} {
+		t.Run("interleave="+interleave, func(t *testing.T) {
+			suite := `name: p
+model: { preset: qwen3-moe-mini, layers: 1 }
+backend: cpu
+timing: profile
+repetitions: 2
+warmup: 0
+interleave: ` + interleave + `
+cases:
+  - name: c
+    params: { batch: 1, prompt_len: 8, gen_len: 4 }
+`
+			db := openDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			progress := func(e Event) {
+				if e.Rep == 1 {
+					cancel() // the last repetition is stored
+				}
+			}
+			sum, err := Run(ctx, loadSuite(t, suite), Options{DB: db, BandwidthBuffer: -1, Progress: progress})
+			if !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("interrupted as the profile's cost was timed: %v, want ErrInterrupted", err)
+			}
+			for _, c := range sum.Cases {
+				if c.Status == results.CaseDone || c.RepsDone != 2 {
+					t.Fatalf("case %s: %s with %d repetitions, want both stored and the case left to resume", c.Name, c.Status, c.RepsDone)
+				}
+			}
+			sum, err = Run(context.Background(), loadSuite(t, suite), Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range sum.Cases {
+				samples, _ := db.Samples(c.ID)
+				if c.Status != results.CaseDone || !hasMetric(samples, "profile_overhead_pct") {
+					t.Errorf("resumed case %s: %s, profile_overhead_pct recorded: %v; want done with it", c.Name, c.Status, hasMetric(samples, "profile_overhead_pct"))
+				}
+			}
+		})
+	}
+}

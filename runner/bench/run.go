@@ -435,6 +435,11 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		for _, p := range cases {
 			if c, ok := byKey[p.c.Key]; ok && c.Status != results.CaseDone {
 				p.id, p.start, p.name = c.ID, min(c.RepsDone, s.Repetitions), c.Name
+				if s.Timing == results.TimingProfile && p.model != nil {
+					if p.steps, err = resumedSteps(o.DB, p.id, p.start); err != nil {
+						return nil, fmt.Errorf("resume: %w", err)
+					}
+				}
 			}
 		}
 		return rec, nil
@@ -489,6 +494,24 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		}
 	}
 	return rec, nil
+}
+
+// resumedSteps are the decode step times (step_ms) of a resumed profiled
+// case's stored repetitions before start: what its profile's cost
+// (profile_overhead_pct) is measured against with the repetitions the
+// resume adds, even where it adds none.
+func resumedSteps(db *results.DB, caseID int64, start int) ([]time.Duration, error) {
+	samples, err := db.Samples(caseID)
+	if err != nil {
+		return nil, err
+	}
+	var steps []time.Duration
+	for _, sm := range samples {
+		if sm.Metric == "step_ms" && sm.Rep < start {
+			steps = append(steps, time.Duration(sm.Value*float64(time.Millisecond)))
+		}
+	}
+	return steps, nil
 }
 
 // recordedPath is where a run says its suite came from: the file's
@@ -665,6 +688,11 @@ func execute(ctx context.Context, s *suites.Suite, o Options, rec *results.Recor
 			// What profiling costs: the same case once without per-op timing.
 			p.useThreads()
 			r, err := p.model.Rep(ctx, false)
+			if err != nil && ctx.Err() != nil {
+				// Not finished without its cost: its repetitions are
+				// stored, and a resume times this again (resumedSteps).
+				return ErrInterrupted
+			}
 			done++
 			if o.Progress != nil {
 				o.Progress(Event{Done: done, Total: total, Case: p.label(), Rep: -1, Headline: "unprofiled repetition (profile cost)"})
