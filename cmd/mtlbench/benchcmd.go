@@ -147,7 +147,7 @@ func benchCommand() *cli.Command {
 				Store: store, Warn: prog.warn, Start: prog.begin,
 			})
 			prog.done()
-			if cerr := closeSteps(); cerr != nil && err == nil {
+			if cerr := closeSteps(sum != nil); cerr != nil && err == nil {
 				err = cerr
 			}
 			err = storeFailed(st.db, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -235,5 +236,48 @@ func TestStepLogFailureSaysHowToResume(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A run refused before it records (its backend does not open here) leaves
+// the --steps file as it found it: an earlier run's log is not emptied,
+// and no file is made where none was.
+func TestRefusedRunLeavesTheStepLog(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(suite, []byte("name: s\nmodel: { preset: qwen2-0.5b, layers: 1 }\nbackend: metal-emu\nrepetitions: 1\nwarmup: 0\n"+
+		"cases:\n  - name: c\n    kind: model\n    params: { prompt_len: 8, gen_len: 2 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MTLBENCH_CLANG", filepath.Join(dir, "no-clang++"))
+	const earlier = `{"case":"c","rep":0,"step":0,"kind":"prefill","tokens":8,"seqs":1,"ms":1}` + "\n"
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"run", []string{"run", suite, "-q"}},
+		{"bench", []string{"bench", "-m", "qwen2-0.5b", "--layers", "1", "-p", "8", "-n", "2", "-r", "1", "--backend", "metal-emu", "-q"}},
+	} {
+		for _, there := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/log-there=%v", tc.name, there), func(t *testing.T) {
+				steps := filepath.Join(t.TempDir(), "steps.jsonl")
+				if there {
+					if err := os.WriteFile(steps, []byte(earlier), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, _, err := mtl(t, append(tc.args, "--db", filepath.Join(dir, tc.name+".db"), "--steps", steps)...)
+				if err == nil || !strings.Contains(err.Error(), "metal-emu") {
+					t.Fatalf("err = %v, want the backend's refusal", err)
+				}
+				got, rerr := os.ReadFile(steps)
+				switch {
+				case there && string(got) != earlier:
+					t.Errorf("the earlier log now holds %q (%v), want it kept", got, rerr)
+				case !there && !os.IsNotExist(rerr):
+					t.Errorf("a refused run made %s (%v)", steps, rerr)
+				}
+			})
+		}
 	}
 }

@@ -383,7 +383,7 @@ func runCommand() *cli.Command {
 				Tuned: tunedStore(c.App.ErrWriter), Backends: bo, Slowdown: slow, Pace: lockstepPace(c), Steps: stepLog, Store: store, Warn: prog.warn, Start: prog.begin,
 			})
 			prog.done()
-			if cerr := closeSteps(); cerr != nil && err == nil {
+			if cerr := closeSteps(sum != nil); cerr != nil && err == nil {
 				err = cerr
 			}
 			err = storeFailed(st.db, err)

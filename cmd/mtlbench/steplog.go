@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,12 +15,16 @@ func stepsFlag() cli.Flag {
 		"case, rep, step, kind, tokens, seqs, ms, encode_ms, device_ms, sample_ms, graph_misses (docs/data.md, \"Step logs\"); not -, stdout takes the summary"}
 }
 
-// openStepLog opens --steps' file before any work, or returns a nil writer
-// without the flag; done flushes and closes it.
-func openStepLog(c *cli.Context, store string) (w io.Writer, done func() error, err error) {
+// openStepLog checks --steps' file before any work, or returns a nil
+// writer without the flag. The file is made, or a log already there
+// emptied, only as the run writes its first step, or as done is called
+// for a run that recorded: a command refused before then (a backend that
+// does not open) neither leaves a file nor empties an earlier run's log.
+// done flushes and closes it.
+func openStepLog(c *cli.Context, store string) (w io.Writer, done func(recorded bool) error, err error) {
 	path := c.String("steps")
 	if path == "" {
-		return nil, func() error { return nil }, nil
+		return nil, func(bool) error { return nil }, nil
 	}
 	if err := noStdout("--steps", path, "standard output carries the run's summary"); err != nil {
 		return nil, nil, err
@@ -30,19 +35,62 @@ func openStepLog(c *cli.Context, store string) (w io.Writer, done func() error, 
 	if err := checkWritable("--steps", path); err != nil {
 		return nil, nil, err
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	// A file there that may not be written is refused now, unchanged.
+	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("--steps: %w", err)
 	}
-	b := bufio.NewWriter(f)
-	return b, func() error {
-		err := b.Flush()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+	l := &stepLog{path: path}
+	return l, func(recorded bool) error {
+		err := l.close(recorded)
 		if err != nil {
 			return fmt.Errorf("--steps: %w", err)
 		}
 		return nil
 	}, nil
+}
+
+// stepLog is --steps' file, made as it is first written.
+type stepLog struct {
+	path string
+	f    *os.File
+	b    *bufio.Writer
+}
+
+func (l *stepLog) open() error {
+	if l.f != nil {
+		return nil
+	}
+	f, err := os.Create(l.path)
+	if err != nil {
+		return err
+	}
+	l.f, l.b = f, bufio.NewWriter(f)
+	return nil
+}
+
+func (l *stepLog) Write(p []byte) (int, error) {
+	if err := l.open(); err != nil {
+		return 0, err
+	}
+	return l.b.Write(p)
+}
+
+// close flushes and closes the file; a run that recorded and wrote no
+// step (kernel cases only) still leaves its empty log.
+func (l *stepLog) close(recorded bool) error {
+	if l.f == nil {
+		if !recorded {
+			return nil
+		}
+		if err := l.open(); err != nil {
+			return err
+		}
+	}
+	err := l.b.Flush()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
