@@ -39,12 +39,7 @@ const (
 // results are never thrown away.
 func abInterrupted(dir string, r, rounds int) (keep bool, err error) {
 	msg := fmt.Sprintf("ab interrupted in round %d of %d", r+1, rounds)
-	var held []string
-	for _, name := range []string{"baseline.db", "candidate.db"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			held = append(held, name)
-		}
-	}
+	held := abHeld(dir)
 	if len(held) == 0 {
 		return false, &exitError{code: 130, err: errors.New(msg + "; nothing was recorded yet")}
 	}
@@ -57,6 +52,17 @@ func abInterrupted(dir string, r, rounds int) (keep bool, err error) {
 		"and the same ab with --resume %s finishes it",
 		r, dir, strings.Join(held, ", "), abBaselineTag, abCandidateTag, tag, filepath.Join(dir, last), dir)
 	return true, &exitError{code: 130, err: errors.New(msg)}
+}
+
+// abHeld lists the side databases in dir: what the rounds recorded.
+func abHeld(dir string) []string {
+	var held []string
+	for _, name := range []string{"baseline.db", "candidate.db"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			held = append(held, name)
+		}
+	}
+	return held
 }
 
 func abCommand() *cli.Command {
@@ -82,8 +88,9 @@ func abCommand() *cli.Command {
 			"the baseline measured it, with no sample of the candidate's or failed in none of the\n" +
 			"baseline's rounds; 2 tool error (a binary failed, or a run crashed or stopped before\n" +
 			"it completed); 3 cannot tell (too noisy, too few rounds, a case the baseline failed);\n" +
-			"130 interrupted (Ctrl-C): the rounds measured are kept, in a temporary folder without\n" +
-			"--keep, and the message says where; the same ab with --resume DIR finishes it.\n\n" +
+			"130 interrupted (Ctrl-C). Interrupted, or after a run that crashed, the rounds measured\n" +
+			"are kept, in a temporary folder without --keep, and the message says where; the same ab\n" +
+			"with --resume DIR finishes it.\n\n" +
 			"Examples:\n\n" +
 			"   mtlbench ab suites/ci.yaml --baseline-bin /tmp/mtlbench-base\n" +
 			"   mtlbench ab suites/ci.yaml --baseline-bin ./bin/mtlbench --set moe_chunk=1   # one setting, same binary",
@@ -338,6 +345,13 @@ func abCommand() *cli.Command {
 					if held, _ := filepath.Glob(filepath.Join(dir, "*.unstored*.jsonl")); len(held) > 0 {
 						keepTemp = true
 						return fmt.Errorf("%w\nab: what the runs measured is kept in %s (%s)", err, dir, strings.Join(held, ", "))
+					}
+					// A side's run that crashed or stopped: the rounds
+					// measured stay, as an interrupt leaves them.
+					if held := abHeld(dir); len(held) > 0 {
+						keepTemp = true
+						return fmt.Errorf("%w\nab: round %d of %d failed; the %d complete rounds (and what the failed one recorded) are kept in %s (%s, and each round's logs): "+
+							"the same ab with --resume %s finishes it once the run is fixed", err, r+1, rounds, r, dir, strings.Join(held, ", "), dir)
 					}
 					return err
 				}

@@ -242,3 +242,56 @@ func TestABThatRecordsNothingLeavesNoStore(t *testing.T) {
 		}
 	}
 }
+
+// An ab whose side's run crashes after rounds were measured keeps them,
+// in its temporary folder too, says where, and the same ab with --resume
+// finishes it.
+func TestABKeepsRoundsWhenARunCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ab twice")
+	}
+	dir := t.TempDir()
+	// TestABResume runs the command its arguments name, as a binary would.
+	bin := filepath.Join(dir, "mtlbench")
+	run := "MTLB_TEST_CHILD_ARGS=\"$*\" exec " + os.Args[0] + " -test.run='^TestABResume$'\n"
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+run), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The candidate's second run (round 2) crashes; the others run.
+	count := filepath.Join(dir, "count")
+	crash := filepath.Join(dir, "crashes-once")
+	if err := os.WriteFile(crash, []byte("#!/bin/sh\ncase \"$*\" in\n*--help*) ;;\nrun*) n=$(cat "+count+" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "+count+
+		"\n  if [ $n -eq 2 ]; then echo 'fatal error: a crash' >&2; exit 3; fi ;;\nesac\n"+run), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "m.yaml")
+	os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
+		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644)
+	tmp := filepath.Join(dir, "tmp")
+	os.Mkdir(tmp, 0o755)
+	t.Setenv("TMPDIR", tmp)
+	args := []string{"ab", suite, "--baseline-bin", bin, "--candidate-bin", crash, "--rounds", "3", "--backend", "cpu", "--threads", "1", "-q"}
+	_, _, err := mtl(t, args...)
+	kept, _ := filepath.Glob(filepath.Join(tmp, "mtlbench-ab-*"))
+	if len(kept) != 1 {
+		t.Fatalf("err = %v; folders kept: %v, want the ab's", err, kept)
+	}
+	if want := "round 2 of 3 failed; the 1 complete rounds (and what the failed one recorded) are kept in " + kept[0]; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	for i, want := range []int{2, 1} { // the baseline ran round 2, the candidate crashed in it
+		side := readSide(t, filepath.Join(kept[0], []string{"baseline.db", "candidate.db"}[i]), []string{abBaselineTag, abCandidateTag}[i])
+		if len(side.ids) != want {
+			t.Errorf("side %d holds %d runs, want %d", i, len(side.ids), want)
+		}
+	}
+	// The gate's verdict on three samples a side is its own: only a tool
+	// error (exit 2) is the resume's.
+	out, _, err := mtl(t, append(args, "--resume", kept[0], "--format", "csv")...)
+	if err != nil && exitCode(err) == 2 {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(kept[0]); !os.IsNotExist(err) {
+		t.Errorf("the temporary folder stayed once the resumed rounds were done (%v)", err)
+	}
+}
