@@ -380,31 +380,33 @@ func abCommand() *cli.Command {
 					}
 				}
 			}
-			// The rounds are done: a temporary folder goes once they are read.
-			keepTemp = false
+			// The rounds are done: a temporary folder goes once the gate
+			// has read them; an error before then keeps it and says where.
+			keepTemp = true
+			kept := func(err error) error { return fmt.Errorf("%w\nab: the runs are kept in %s", err, dir) }
 			if store != nil {
 				if err := recordAB(c.App.ErrWriter, store, c.String("db"), c.String("tag"), [2]abSide{sides[false], sides[true]}, &st.Recorded); err != nil {
-					keepTemp = true
-					return fmt.Errorf("%w\nab: the runs are kept in %s", err, dir)
+					return kept(err)
 				}
 			}
 			baseSide, err := loadABSide(sides[false], "baseline")
 			if err != nil {
-				return err
+				return kept(err)
 			}
 			candSide, err := loadABSide(sides[true], "candidate")
 			if err != nil {
-				return err
+				return kept(err)
 			}
 			opts, notes, err := gateOptions(c, candSide, suite)
 			if err != nil {
-				return err
+				return kept(err)
 			}
 			opts.Alpha, opts.MinSamples = alpha, c.Int("min-samples")
 			// Round r wrote run r into each side's fresh database.
 			opts.Paired = true
 			opts.MoreRuns = fmt.Sprintf("ab --rounds %d or more", compare.MinPairs)
 			res := compare.Gate(baseSide, candSide, opts)
+			keepTemp = false
 			res.Notes = append(notes, res.Notes...)
 			res.Notes = append(res.Notes, table.NoteText(abRoundsNote(rounds, time.Since(start))))
 			if !fresh {

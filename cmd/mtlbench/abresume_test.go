@@ -295,3 +295,41 @@ func TestABKeepsRoundsWhenARunCrashes(t *testing.T) {
 		t.Errorf("the temporary folder stayed once the resumed rounds were done (%v)", err)
 	}
 }
+
+// An ab whose rounds are done but cannot be read for the gate (a side's
+// database spoilt) keeps its temporary folder and says where: the rounds
+// measured are not removed with it.
+func TestABKeepsRoundsTheGateCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	// TestABResume runs the command its arguments name, as a binary would.
+	env, child := "MTLB_TEST_CHILD_ARGS=\"$*\" ", os.Args[0]+" -test.run='^TestABResume$'"
+	bin := filepath.Join(dir, "mtlbench")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+env+"exec "+child+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The candidate's second run (round 2) spoils its database once done.
+	count := filepath.Join(dir, "count")
+	spoil := filepath.Join(dir, "spoils")
+	if err := os.WriteFile(spoil, []byte("#!/bin/sh\ncase \"$*\" in\nrun*--help*) "+env+"exec "+child+" ;;\nrun*) ;;\n*) "+env+"exec "+child+" ;;\nesac\n"+
+		"n=$(cat "+count+" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "+count+"\n"+env+child+"\nrc=$?\n"+
+		"if [ $n -eq 2 ]; then while [ $# -gt 0 ]; do [ \"$1\" = --db ] && db=$2; shift; done; rm -f \"$db-wal\" \"$db-shm\"; echo 'not a store' > \"$db\"; fi\nexit $rc\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "m.yaml")
+	os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
+		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644)
+	tmp := filepath.Join(dir, "tmp")
+	os.Mkdir(tmp, 0o755)
+	t.Setenv("TMPDIR", tmp)
+	_, _, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", spoil, "--rounds", "2", "--backend", "cpu", "--threads", "1", "-q")
+	kept, _ := filepath.Glob(filepath.Join(tmp, "mtlbench-ab-*"))
+	if len(kept) != 1 {
+		t.Fatalf("err = %v; folders kept: %v, want the ab's", err, kept)
+	}
+	if want := "ab: the runs are kept in " + kept[0]; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if side := readSide(t, filepath.Join(kept[0], "baseline.db"), abBaselineTag); len(side.ids) != 2 {
+		t.Errorf("the baseline's database holds %d runs, want its 2 rounds", len(side.ids))
+	}
+}
