@@ -255,14 +255,26 @@ func ParseEOS(raw json.RawMessage) ([]int32, error) {
 	return out, nil
 }
 
+// pythonJSON is data as Python's json reads it, for the files transformers
+// reads so (config.json, generation_config.json): a key given twice keeps
+// its last value whole (jsonerr.Dedup), where encoding/json would merge two
+// objects. Offsets into it are offsets into data.
+func pythonJSON(data []byte) ([]byte, error) {
+	return jsonerr.Dedup(data, nil)
+}
+
 // ParseHFConfig reads an HF config.json. name labels errors (usually the
 // file path).
 func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if err := jsonerr.UTF8(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	read, err := pythonJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	var h hfConfig
-	if err := json.Unmarshal(data, &h); err != nil {
+	if err := json.Unmarshal(read, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
 	// transformers' AutoModelForCausalLM picks the class by model_type
@@ -296,7 +308,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	// is none (sliding_window, eos_token_id) or derived
 	// (num_key_value_heads, head_dim), as the classes read None.
 	var keys map[string]json.RawMessage
-	json.Unmarshal(data, &keys)
+	json.Unmarshal(read, &keys)
 	absent := func(key string) bool { _, given := keys[key]; return !given }
 	if absent("eos_token_id") {
 		eos = slices.Clone(spec.eos)

@@ -188,7 +188,11 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		QC map[string]json.RawMessage `json:"quantization_config"`
 		QA bool                       `json:"quantize_activations"`
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
+	text, err := pythonJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := json.Unmarshal(text, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
 	if raw.QA {

@@ -879,10 +879,14 @@ func generationEOS(dir string, c *Config) error {
 		passOver("not UTF-8 text")
 		return nil
 	}
+	read, err := pythonJSON(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
 	var g struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}
-	if err := json.Unmarshal(data, &g); err != nil {
+	if err := json.Unmarshal(read, &g); err != nil {
 		// Python's json reads a NaN where Go's stops: not a file
 		// transformers passes over, so it is named, not skipped.
 		var syn *json.SyntaxError

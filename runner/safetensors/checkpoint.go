@@ -166,8 +166,15 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 	if n := jsonlen.Most(raw, "weight_map"); maxTensors > 0 && n > maxTensors {
 		return nil, fmt.Errorf("%s: weight_map lists %d tensors, more than the %d the model could read: %w", idxPath, n, maxTensors, ErrTooManyTensors)
 	}
+	// transformers reads the index with Python's json: a key given twice
+	// keeps its last value whole, where encoding/json would merge two
+	// weight_maps.
+	text, err := jsonerr.Dedup(raw, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", idxPath, err)
+	}
 	var idx index
-	if err := json.Unmarshal(raw, &idx); err != nil {
+	if err := json.Unmarshal(text, &idx); err != nil {
 		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {
