@@ -107,9 +107,15 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 		listLimit{"special_tokens", jsonlen.Most(data, "special_tokens"), MaxVocab}); err != nil {
 		return nil, err
 	}
+	// mistral-common reads the file with Python's json: a key given twice
+	// keeps its last value whole (encoding/json would merge two objects).
+	text, err := jsonerr.Dedup(data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("not a tekken.json: %w", err)
+	}
 	var f tekkenJSON
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("not a tekken.json: %w", tekkenJSONError(err, data))
+	if err := json.Unmarshal(text, &f); err != nil {
+		return nil, fmt.Errorf("not a tekken.json: %w", tekkenJSONError(err, text))
 	}
 	c := f.Config
 	if c == nil {

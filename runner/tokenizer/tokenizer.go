@@ -294,6 +294,26 @@ var (
 	errGrowth = errors.New("the normalizers grow the text past 64 times its length")
 )
 
+// tokenizerDup is what HF tokenizers (serde_json) does with a key that the
+// object at path gives twice: its serde-derived structs (an added token,
+// truncation, padding, a post-processor and its special tokens' entries,
+// and the model's type, read through an untagged enum) refuse the file;
+// its hand-written visitors (the top level, the BPE model), its maps and
+// the normalizers, pre-tokenizers and decoders keep the last value.
+func tokenizerDup(path, key string) jsonerr.Dup {
+	under := func(p string) bool {
+		return path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[")
+	}
+	switch {
+	case path == "model" && key == "type",
+		strings.HasPrefix(path, "added_tokens["),
+		under("truncation"), under("padding"),
+		under("post_processor") && path != "post_processor.special_tokens":
+		return jsonerr.Refuse
+	}
+	return jsonerr.LastWins
+}
+
 // Parse reads a tokenizer.json's bytes, or a tekken.json's (ParseTekken):
 // a file with a config and no model.
 func Parse(data []byte) (*Tokenizer, error) {
@@ -332,8 +352,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if typ != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
 	}
+	text, err := jsonerr.Dedup(data, tokenizerDup)
+	if err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w: HF tokenizers refuses a field given twice there", err)
+	}
 	var f fileJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := json.Unmarshal(text, &f); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
 	m := f.Model
@@ -439,7 +463,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.readMerges(m.Merges, m.Vocab); err != nil {
 		return nil, err
 	}
-	var err error
 	if t.normalize, err = readNormalizers(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}

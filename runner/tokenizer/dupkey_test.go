@@ -1,0 +1,71 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// A key tokenizer.json gives twice means what HF tokenizers (serde_json)
+// makes of it: its hand-written readers (the file's top level, the BPE
+// model) and maps keep the last value whole, the components read through
+// its untagged enums too, and its derived structs (an added token,
+// truncation, padding, the post-processors, the model's type) refuse the
+// file. Each case's outcome is the tokenizers 0.23 Node binding's.
+func TestKeyGivenTwice(t *testing.T) {
+	const ab = `"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "x": 3, "y": 4}, "merges": ["a b"]}`
+	tok := func(id int, content, extra string) string {
+		return fmt.Sprintf(`{"id": %d, "content": %q, %s"single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}`, id, content, extra)
+	}
+	for _, c := range []struct {
+		name, json, text string
+		want             []int32
+		err              string
+	}{
+		{name: "model", json: `{` + ab + `, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}, "merges": []}}`, text: "ab", want: []int32{0, 1}},
+		{name: "merges", json: `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"], "merges": []}}`, text: "ab", want: []int32{0, 1}},
+		{name: "a vocab entry", json: `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "b": 3}, "merges": ["a b"]}}`, text: "b", want: []int32{3}},
+		{name: "a pattern", json: `{` + ab + `, "pre_tokenizer": {"type": "Split", "pattern": {"String": "a"}, "pattern": {"Regex": "b"}, "behavior": "Removed", "invert": false}}`,
+			text: "abab", want: []int32{0, 0}},
+		{name: "the normalizer", json: `{` + ab + `, "normalizer": {"type": "Replace", "pattern": {"String": "a"}, "content": "x"}, "normalizer": {"type": "Replace", "pattern": {"String": "b"}, "content": "y"}}`,
+			text: "ab", want: []int32{0, 4}},
+		{name: "a special token", json: `{` + ab + `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "x", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], ` +
+			`"special_tokens": {"x": {"id": "x", "ids": [3], "tokens": ["x"]}, "x": {"id": "x", "ids": [4], "tokens": ["x"]}}}}`, text: "a", want: []int32{4, 0}},
+		{name: "an added token's field", json: `{` + ab + `, "added_tokens": [` + tok(3, "x", `"content": "y", `) + `]}`,
+			err: `key "content" is given twice in added_tokens[0] (at line 1, column 126 and at line 1, column 142)`},
+		{name: "the model's type", json: `{"model": {"type": "BPE", "type": "BPE", "vocab": {"a": 0}, "merges": []}}`,
+			err: `key "type" is given twice in model (at line 1, column 12 and at line 1, column 27)`},
+		{name: "a template's field", json: `{` + ab + `, "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "single": [], "pair": [], "special_tokens": {}}}`,
+			err: `key "single" is given twice in post_processor`},
+		{name: "a special token's field", json: `{` + ab + `, "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], ` +
+			`"special_tokens": {"x": {"id": "x", "ids": [3], "ids": [3], "tokens": ["x"]}}}}`, err: `key "ids" is given twice in post_processor.special_tokens.x`},
+		{name: "truncation's field", json: `{` + ab + `, "truncation": {"direction": "Right", "max_length": 1, "max_length": 2, "strategy": "LongestFirst", "stride": 0}}`,
+			err: `key "max_length" is given twice in truncation`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk, err := Parse([]byte(c.json))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "HF tokenizers refuses") {
+					t.Fatalf("%v, want %q", err, c.err)
+				}
+				return
+			}
+			checkEncodes(t, c.name, tk, err, c.text, c.want)
+		})
+	}
+}
+
+// mistral-common reads tekken.json with Python's json: a config given
+// again replaces the first whole, so one that leaves out what the first
+// gives is short of it, not completed by it.
+func TestTekkenKeyGivenTwice(t *testing.T) {
+	full, err := json.Marshal(tekkenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := string(full[:len(full)-1]) + `, "config": {"version": "v3"}}`
+	if _, err := ParseTekken([]byte(data)); err == nil || !strings.Contains(err.Error(), "config.") {
+		t.Errorf("a config given again without its pattern: %v, want it refused for what it lacks", err)
+	}
+}
