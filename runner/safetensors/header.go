@@ -213,8 +213,12 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		}
 		dtype, shape, offs, ok := plainEntry(raw, &shapeBuf, &offBuf)
 		if !ok {
+			fields, twice := entryFields(raw)
+			if twice != "" {
+				return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %s is given twice (the safetensors library refuses a field given twice)", name, twice)
+			}
 			var e rawEntry
-			if err := json.Unmarshal(raw, &e); err != nil {
+			if err := json.Unmarshal(fields, &e); err != nil {
 				return nil, nil, 0, fmt.Errorf("tensor %q: invalid entry: %w", name, jsonerr.ExplainAt(err, raw, name))
 			}
 			if err := missing(name, &e); err != nil {
@@ -232,13 +236,28 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		dims = dims[:len(dims)+len(shape)]
 		tensors = append(tensors, t)
 	}
-	// Names are checked for repeats once all are read, sorted, rather than
-	// through a set of them, which would cost more than the tensors.
-	slices.SortFunc(tensors, func(a, b TensorInfo) int { return cmp.Compare(a.Name, b.Name) })
-	for i := 1; i < len(tensors); i++ {
-		if tensors[i].Name == tensors[i-1].Name {
-			return nil, nil, 0, fmt.Errorf("header names %q twice", tensors[i].Name)
+	// A name given twice keeps its last entry, as the safetensors library
+	// reads the header (a map of the tensors); the bytes of the one before
+	// are then no tensor's, which the tiling below refuses unless it held
+	// none or the same as the last. Names are checked for repeats once all
+	// are read, sorted (stably: the header's order within a name), rather
+	// than through a set of them, which would cost more than the tensors.
+	slices.SortStableFunc(tensors, func(a, b TensorInfo) int { return cmp.Compare(a.Name, b.Name) })
+	var twice string // a name given twice, which an error about the tiling names
+	kept := tensors[:0]
+	for i, t := range tensors {
+		if i+1 < len(tensors) && tensors[i+1].Name == t.Name {
+			twice = t.Name
+			continue
 		}
+		kept = append(kept, t)
+	}
+	tensors = kept
+	tiling := func(err error) error {
+		if twice == "" {
+			return err
+		}
+		return fmt.Errorf("%w (the header names %q twice: its last entry is read, as the safetensors library reads it)", err, twice)
 	}
 
 	slices.SortFunc(tensors, func(a, b TensorInfo) int {
@@ -252,7 +271,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 		}
 		if prev >= 0 && t.Begin < tensors[prev].End {
 			p := tensors[prev]
-			return nil, nil, 0, fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap", p.Name, p.Begin, p.End, t.Name, t.Begin, t.End)
+			return nil, nil, 0, tiling(fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap", p.Name, p.Begin, p.End, t.Name, t.Begin, t.End))
 		}
 		prev = i
 	}
@@ -266,12 +285,12 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 			continue
 		}
 		if t.Begin != end {
-			return nil, nil, 0, fmt.Errorf("tensor %q starts at byte %d of the data, where the tensors before it end at %d (the tensors must tile the data)", t.Name, t.Begin, end)
+			return nil, nil, 0, tiling(fmt.Errorf("tensor %q starts at byte %d of the data, where the tensors before it end at %d (the tensors must tile the data)", t.Name, t.Begin, end))
 		}
 		end = t.End
 	}
 	if end != dataLen {
-		return nil, nil, 0, fmt.Errorf("the tensors end at byte %d of the data, which holds %d: %d bytes after them", end, dataLen, dataLen-end)
+		return nil, nil, 0, tiling(fmt.Errorf("the tensors end at byte %d of the data, which holds %d: %d bytes after them", end, dataLen, dataLen-end))
 	}
 	return tensors, meta, dataStart, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -184,7 +185,7 @@ func hex4(s []byte) rune {
 }
 
 // readMetadata reads __metadata__'s value (valid JSON): null or an object
-// of strings.
+// of strings, a key given twice keeping its last (a map in the library).
 func readMetadata(raw []byte) (map[string]string, error) {
 	if raw[0] != '{' {
 		var meta map[string]string
@@ -198,8 +199,10 @@ func readMetadata(raw []byte) (map[string]string, error) {
 		switch v[0] {
 		case '"':
 			meta[unquote(k)] = unquote(v)
-		case 'n': // null, read as encoding/json reads it into a map
-			meta[unquote(k)] = ""
+		case 'n':
+			// The safetensors library reads __metadata__ as a map of
+			// strings (HashMap<String, String>), and refuses a null.
+			return nil, fmt.Errorf("__metadata__[%s] is null, want a string", k)
 		default:
 			var s string
 			return nil, jsonerr.ExplainAt(json.Unmarshal(v, &s), v, "__metadata__")
@@ -265,6 +268,37 @@ func plainEntry(raw []byte, shapeBuf, offBuf *[MaxRank + 1]int64) (dtype string,
 		}
 	}
 	return dtype, shape, offs, dtype != "" && haveShape && haveOffs
+}
+
+// entryFields is raw, a tensor's entry (valid JSON), with every key but
+// "dtype", "shape" and "data_offsets" made spaces, so that encoding/json,
+// which matches a field in any case, reads only what the safetensors
+// library reads: its TensorInfo (serde-derived) matches the three as
+// spelled, skips other keys, and refuses one of them given twice, named here.
+func entryFields(raw []byte) ([]byte, string) {
+	out := raw
+	if raw[0] != '{' {
+		return raw, "" // not an object: encoding/json says so
+	}
+	var seen [3]bool
+	for k := range members(raw) {
+		i := slices.Index([]string{"dtype", "shape", "data_offsets"}, unquote(k))
+		if i >= 0 {
+			if seen[i] {
+				return nil, unquote(k)
+			}
+			seen[i] = true
+			continue
+		}
+		if &out[0] == &raw[0] {
+			out = bytes.Clone(raw)
+		}
+		at := cap(raw) - cap(k) // k's offset in raw
+		for j := at + 1; j < at+len(k)-1; j++ {
+			out[j] = ' '
+		}
+	}
+	return out, ""
 }
 
 // wholeNumbers appends the numbers of the list v (valid JSON) to buf,
