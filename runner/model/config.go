@@ -274,7 +274,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	var h hfConfig
-	if err := json.Unmarshal(read, &h); err != nil {
+	if err := jsonerr.Unmarshal(read, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
 	// transformers' AutoModelForCausalLM picks the class by model_type

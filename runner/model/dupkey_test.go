@@ -62,3 +62,38 @@ func TestConfigKeyGivenTwice(t *testing.T) {
 		})
 	}
 }
+
+// A key spelled otherwise than a field (other case) is no field, as
+// transformers reads config.json (an attribute of its own, which the model
+// never reads) and mlx-lm its quantization (a dict's get): encoding/json
+// alone would take it for the field.
+func TestConfigKeysAsSpelled(t *testing.T) {
+	const head = `{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8`
+	for _, c := range []struct {
+		name, json, want string
+	}{
+		{"another case alone", `, "RMS_Norm_Eps": 0.01, "Tie_Word_Embeddings": true}`, "eps 1e-06 tied false"},
+		{"another case after", `, "rms_norm_eps": 1e-5, "RMS_NORM_EPS": 0.01}`, "eps 1e-05 tied false"},
+		{"another case before", `, "Tie_Word_Embeddings": false, "tie_word_embeddings": true}`, "eps 1e-06 tied true"},
+		{"quantization", `, "Quantization": {"group_size": 32, "bits": 8}}`, "eps 1e-06 tied false"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := []byte(head + c.json)
+			cfg, err := ParseHFConfig("config.json", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fmt.Sprintf("eps %g tied %v", cfg.Eps, cfg.TieEmbed)
+			q, err := parseMLXQuant("config.json", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q != nil {
+				got += fmt.Sprintf(" quant %+v", q.Modules)
+			}
+			if got != c.want {
+				t.Errorf("read %s, want %s", got, c.want)
+			}
+		})
+	}
+}

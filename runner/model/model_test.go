@@ -1015,6 +1015,9 @@ func TestUnreadableGenerationConfig(t *testing.T) {
 		note, err string
 	}{
 		{"valid", `{"eos_token_id": 7}`, []int32{7}, "", ""},
+		// GenerationConfig reads the key as spelled; another is an
+		// attribute of its own.
+		{"key in another case", `{"EOS_Token_Id": 7}`, []int32{2}, "", ""},
 		{"syntax", `{"eos_token_id": 7,}`, []int32{2}, "generation_config.json: not valid JSON at line 1, column 20", ""},
 		{"truncated", `{"eos_token_id": [7`, []int32{2}, "generation_config.json: not valid JSON", ""},
 		{"empty", ``, []int32{2}, "generation_config.json: not valid JSON", ""},

@@ -192,7 +192,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := json.Unmarshal(text, &raw); err != nil {
+	if err := jsonerr.Unmarshal(text, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
 	}
 	if raw.QA {
@@ -291,7 +291,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			continue
 		}
 		var e entry
-		if err := json.Unmarshal(v, &e); err != nil {
+		if err := jsonerr.Unmarshal(v, &e); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field == "" {
 				return nil, fmt.Errorf("%s: quantization[%q] is %s, want an object or a boolean", name, k, quote(v))

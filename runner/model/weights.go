@@ -886,7 +886,7 @@ func generationEOS(dir string, c *Config) error {
 	var g struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}
-	if err := json.Unmarshal(read, &g); err != nil {
+	if err := jsonerr.Unmarshal(read, &g); err != nil {
 		// Python's json reads a NaN where Go's stops: not a file
 		// transformers passes over, so it is named, not skipped.
 		var syn *json.SyntaxError

@@ -1,7 +1,6 @@
 package safetensors
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
@@ -174,7 +173,7 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 		return nil, fmt.Errorf("%s: %w", idxPath, err)
 	}
 	var idx index
-	if err := json.Unmarshal(text, &idx); err != nil {
+	if err := jsonerr.Unmarshal(text, &idx); err != nil {
 		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {

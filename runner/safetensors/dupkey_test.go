@@ -86,3 +86,23 @@ func TestHeaderKeysAsTheLibraryReads(t *testing.T) {
 		})
 	}
 }
+
+// An index's weight_map is the key so spelled: transformers reads
+// index["weight_map"], so a "Weight_Map" is none.
+func TestIndexKeysAsSpelled(t *testing.T) {
+	ts := sampleTensors()
+	dir := t.TempDir()
+	if err := Write(filepath.Join(dir, "s1.safetensors"), ts[1:2], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, IndexName), []byte(`{"Weight_Map": {"`+ts[1].Name+`": "s1.safetensors"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := OpenDir(dir)
+	if err == nil {
+		ck.Close()
+	}
+	if want := IndexName + ": weight_map is empty or missing"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("%v, want %s", err, want)
+	}
+}

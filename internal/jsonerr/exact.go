@@ -1,0 +1,170 @@
+package jsonerr
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/mtlbench/mtlbench/internal/jsonlen"
+)
+
+// Unmarshal is json.Unmarshal matching a struct's fields by their keys as
+// spelled: encoding/json also takes a key of other case ("Hidden_Size" for
+// hidden_size, "ſhape" for shape), which Python's json readers (transformers,
+// mlx-lm) and serde (HF tokenizers, safetensors) keep as a key of its own
+// that names no field. Its errors are encoding/json's, at data's offsets.
+func Unmarshal(data []byte, v any) error {
+	return json.Unmarshal(Exact(data, v), v)
+}
+
+// Exact is data with every key that encoding/json would match to one of
+// v's struct fields though spelled otherwise made spaces, so that it names
+// no field; the result has data's length, lines and offsets (data itself
+// where nothing changes). data that is not valid JSON comes back as it is.
+func Exact(data []byte, v any) []byte {
+	t := reflect.TypeOf(v)
+	if t == nil || !json.Valid(data) {
+		return data
+	}
+	e := exacter{data: data}
+	e.value(skipSpace(data, 0), t)
+	if e.out == nil {
+		return data
+	}
+	return e.out
+}
+
+type exacter struct{ data, out []byte }
+
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+// value walks the value at data[i] (valid JSON) as decoded into t and
+// returns the index just past it.
+func (e *exacter) value(i int, t reflect.Type) int {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	d := e.data
+	switch {
+	case d[i] == '[' && t != nil && t != rawMessage && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		i = skipSpace(d, i+1)
+		for d[i] != ']' {
+			if i = skipSpace(d, e.value(i, t.Elem())); d[i] == ',' {
+				i = skipSpace(d, i+1)
+			}
+		}
+		return i + 1
+	case d[i] == '{' && t != nil && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		i = skipSpace(d, i+1)
+		for d[i] == '"' {
+			end := jsonlen.StringEnd(d, i+1)
+			var elem reflect.Type
+			if t.Kind() == reflect.Map {
+				elem = t.Elem()
+			} else {
+				key := string(d[i+1 : end-1])
+				if bytes.IndexByte(d[i:end], '\\') >= 0 {
+					json.Unmarshal(d[i:end], &key)
+				}
+				var exact bool
+				if elem, exact = fields[key]; !exact && folds(fields, key) {
+					if e.out == nil {
+						e.out = bytes.Clone(d)
+					}
+					for j := i + 1; j < end-1; j++ {
+						e.out[j] = ' '
+					}
+				}
+			}
+			i = skipSpace(d, skipSpace(d, end)+1) // past the colon
+			if i = skipSpace(d, e.value(i, elem)); d[i] == ',' {
+				i = skipSpace(d, i+1)
+			}
+		}
+		return i + 1
+	}
+	// Anything else is skipped whole: a string, number or literal, or a
+	// value read as any or a RawMessage, whose reader matches it later.
+	return skipValue(d, i)
+}
+
+// skipValue is the index just past the value at data[i] (valid JSON).
+func skipValue(d []byte, i int) int {
+	switch d[i] {
+	case '"':
+		return jsonlen.StringEnd(d, i+1)
+	case '{', '[':
+		depth := 0
+		for ; i < len(d); i++ {
+			switch d[i] {
+			case '"':
+				i = jsonlen.StringEnd(d, i+1) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	}
+	for i < len(d) && !strings.ContainsRune(",}] \t\r\n", rune(d[i])) {
+		i++
+	}
+	return i
+}
+
+func folds(fields map[string]reflect.Type, key string) bool {
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			return true
+		}
+	}
+	return false
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields maps the keys encoding/json decodes into t's fields (those of
+// embedded structs too) to the fields' types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			continue // its fields are visible fields of t themselves
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, dup := m[name]; !dup {
+			m[name] = f.Type
+		}
+	}
+	fieldCache.Store(t, m)
+	return m
+}
