@@ -69,3 +69,51 @@ func TestTekkenKeyGivenTwice(t *testing.T) {
 		t.Errorf("a config given again without its pattern: %v, want it refused for what it lacks", err)
 	}
 }
+
+// A key is a field as spelled, as serde matches it: one of other case is
+// another key, which HF's readers skip (the BPE model, a part's fields) or
+// refuse where it leaves a required field missing (a part's "type", a
+// pattern's "String"). Each case's outcome is the tokenizers 0.23 Node
+// binding's.
+func TestKeysAsSpelled(t *testing.T) {
+	const ab = `"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "x": 3, "y": 4}, "merges": ["a b"]}`
+	for _, c := range []struct {
+		name, json, text string
+		want             []int32
+		err              string
+	}{
+		{name: "merges", json: `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"], "Merges": []}}`, text: "ab", want: []int32{2}},
+		{name: "vocab", json: `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "Vocab": {"q": 0}, "merges": ["a b"]}}`, text: "ab", want: []int32{2}},
+		{name: "unk_token", json: `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<unk>": 3}, "merges": ["a b"], "unk_token": "<unk>", "Unk_Token": "a"}}`,
+			text: "abz", want: []int32{2, 3}},
+		{name: "a part's field", json: `{` + ab + `, "normalizer": {"type": "Replace", "pattern": {"String": "a"}, "content": "x", "Content": "y"}}`, text: "ab", want: []int32{3, 1}},
+		{name: "a pattern's kind", json: `{` + ab + `, "normalizer": {"type": "Replace", "pattern": {"string": "b"}, "content": "x"}}`, err: "normalizer: "},
+		{name: "a part's type", json: `{` + ab + `, "normalizer": {"Type": "Lowercase"}}`, err: "normalizer: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk, err := Parse([]byte(c.json))
+			if c.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), c.err) {
+					t.Fatalf("%v, want an error starting %q", err, c.err)
+				}
+				return
+			}
+			checkEncodes(t, c.name, tk, err, c.text, c.want)
+		})
+	}
+}
+
+// mistral-common reads tekken.json's keys as spelled (data["config"]): a
+// "Config" is not the config.
+func TestTekkenKeysAsSpelled(t *testing.T) {
+	f := tekkenFile()
+	f["Config"] = f["config"]
+	delete(f, "config")
+	data, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseTekken(data); err == nil || err.Error() != "not a tekken.json: no config" {
+		t.Errorf("%v, want no config", err)
+	}
+}

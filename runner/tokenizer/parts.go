@@ -40,7 +40,7 @@ type part struct {
 // and not null: HF's serde definitions give those no default, and HF
 // refuses a file lacking one where Go would read a zero value.
 func (p part) decode(v any) error {
-	if err := json.Unmarshal(p.raw, v); err != nil {
+	if err := jsonerr.Unmarshal(p.raw, v); err != nil {
 		return explain(err, p.raw, "")
 	}
 	if at, name := missingField(reflect.TypeOf(v), p.raw); name != "" {

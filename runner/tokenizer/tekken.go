@@ -114,7 +114,7 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("not a tekken.json: %w", err)
 	}
 	var f tekkenJSON
-	if err := json.Unmarshal(text, &f); err != nil {
+	if err := jsonerr.Unmarshal(text, &f); err != nil {
 		return nil, fmt.Errorf("not a tekken.json: %w", tekkenJSONError(err, text))
 	}
 	c := f.Config

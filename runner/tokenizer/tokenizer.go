@@ -331,19 +331,19 @@ func Parse(data []byte) (*Tokenizer, error) {
 		Model  json.RawMessage `json:"model"`
 		Config json.RawMessage `json:"config"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
+	if err := jsonerr.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
 	noModel := len(head.Model) == 0 || string(head.Model) == "null"
 	if noModel && head.Config != nil {
 		return ParseTekken(data)
 	}
+	if err := checkTopLevel(data); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+	}
 	if noModel {
 		// TokenizerBuilder::build refuses a tokenizer with no model.
 		return nil, errors.New("not a tokenizer.json: it has no model (HF tokenizers requires one)")
-	}
-	if err := checkTopLevel(data); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
 	}
 	typ, terr := modelType(head.Model)
 	if terr != nil {
@@ -357,7 +357,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("not a tokenizer.json: %w: HF tokenizers refuses a field given twice there", err)
 	}
 	var f fileJSON
-	if err := json.Unmarshal(text, &f); err != nil {
+	if err := jsonerr.Unmarshal(text, &f); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
 	}
 	m := f.Model
