@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mtlbench/mtlbench/kernels"
@@ -95,5 +96,37 @@ func TestConfigKeysAsSpelled(t *testing.T) {
 				t.Errorf("read %s, want %s", got, c.want)
 			}
 		})
+	}
+}
+
+// config.json's quantization is read as mlx-lm's load_model applies it:
+// the top level's group_size and bits are read as quantization["group_size"]
+// and quantization["bits"], so a file without one is refused, and a
+// module's object is to_quantized's keyword arguments, so a key that is
+// none of them (a misspelt "Bits", "group") is refused too, as Python
+// refuses an unexpected keyword.
+func TestMLXQuantKeysAsTheLoaderReads(t *testing.T) {
+	const k = "model.layers.0.mlp.gate_proj"
+	for _, c := range []struct{ q, want string }{
+		{`{"group_size": 64, "bits": 4}`, ""},
+		{`{"group_size": 64, "bits": 4, "mode": "affine"}`, ""},
+		{`{"bits": 4}`, `config.json: quantization has no "group_size", which mlx-lm reads as quantization["group_size"]`},
+		{`{"group_size": 32, "mode": "mxfp4"}`, `config.json: quantization has no "bits", which mlx-lm reads as quantization["bits"]`},
+		{`{"group_size": 64, "bits": 4, "` + k + `": {"bits": 8}}`, ""},
+		{`{"group_size": 64, "bits": 4, "` + k + `": {"group_size": 64, "bits": 8, "quantize_input": false}}`, ""},
+		{`{"group_size": 64, "bits": 4, "` + k + `": {"Bits": 8}}`,
+			`config.json: quantization["` + k + `"] has "Bits", which is none of to_quantized's arguments (group_size, bits, mode, quantize_input): mlx-lm refuses it`},
+		{`{"group_size": 64, "bits": 4, "` + k + `": {"bits": 8, "group": 32}}`,
+			`config.json: quantization["` + k + `"] has "group", which is none of to_quantized's arguments`},
+		{`{"group_size": 64, "bits": 4, "` + k + `": {"bits": 8, "quantize_input": true}}`,
+			`config.json: quantization["` + k + `"].quantize_input is true: mlx then quantizes the module's activations (QQLinear), which mtlbench does not`},
+	} {
+		_, err := parseMLXQuant("config.json", []byte(`{"quantization": `+c.q+`}`))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.q, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s:\n got %v\nwant %s", c.q, err, c.want)
+		}
 	}
 }

@@ -243,6 +243,11 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 	var top entry
 	for _, k := range []string{"group_size", "bits", "mode"} {
 		v, ok := m[k]
+		if !ok && k != "mode" {
+			// mlx-lm's load_model: nn.quantize(group_size=quantization["group_size"],
+			// bits=quantization["bits"], mode=quantization.get("mode", "affine")).
+			return nil, fmt.Errorf("%s: quantization has no %q, which mlx-lm reads as quantization[%q] (a KeyError there)", name, k, k)
+		}
 		if !ok {
 			continue
 		}
@@ -289,6 +294,19 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			// like false, leaves the module a float one.
 			q.Modules[k] = nil
 			continue
+		}
+		// The object is to_quantized's keyword arguments: Python refuses
+		// one that it does not take.
+		for _, arg := range slices.Sorted(maps.Keys(members)) {
+			switch arg {
+			case "group_size", "bits", "mode":
+			case "quantize_input":
+				if string(bytes.TrimSpace(members[arg])) == "true" {
+					return nil, fmt.Errorf("%s: quantization[%q].quantize_input is true: mlx then quantizes the module's activations (QQLinear), which mtlbench does not (its activations stay floats)", name, k)
+				}
+			default:
+				return nil, fmt.Errorf("%s: quantization[%q] has %q, which is none of to_quantized's arguments (group_size, bits, mode, quantize_input): mlx-lm refuses it", name, k, arg)
+			}
 		}
 		var e entry
 		if err := jsonerr.Unmarshal(v, &e); err != nil {
