@@ -68,6 +68,11 @@ func ExplainAt(err error, data []byte, path string) error {
 		if path != "" {
 			in = " in " + path
 		}
+		if se.Offset <= int64(len(bom)) && bytes.HasPrefix(data, bom) {
+			// Python's json (transformers reads config.json as UTF-8 text,
+			// not utf-8-sig) and serde_json refuse the mark too.
+			return fmt.Errorf("not valid JSON%s: the text starts with a byte order mark (EF BB BF), which a JSON file does not hold: save it without one", in)
+		}
 		return fmt.Errorf("not valid JSON%s %s: %s", in, where(data, se.Offset), se.Error())
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -75,6 +80,9 @@ func ExplainAt(err error, data []byte, path string) error {
 	}
 	return err
 }
+
+// bom is UTF-8's byte order mark, which some editors put at a file's start.
+var bom = []byte("\xef\xbb\xbf")
 
 func typeError(te *json.UnmarshalTypeError, data []byte) error {
 	found := "a JSON " + te.Value

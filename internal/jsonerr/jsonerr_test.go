@@ -45,6 +45,10 @@ func TestExplain(t *testing.T) {
 		{`[]`, `the file is a JSON array, want an object`},
 		{`{"hidden_size": "a \" quoted and much longer string than any quote needs"}`, `hidden_size is a JSON string ("a \" quoted and much longer string t..."), want a whole number`},
 		{"{\n  \"hidden_size\": x}", `not valid JSON at line 2, column 18: invalid character 'x' looking for beginning of value`},
+		// A byte order mark, which Python's json and serde_json refuse, is
+		// named as what it is, not as a character 'ï'.
+		{"\ufeff{\"hidden_size\": 64}", `not valid JSON: the text starts with a byte order mark (EF BB BF), which a JSON file does not hold: save it without one`},
+		{"{\"hidden_size\": 64}\ufeff", `not valid JSON at line 1, column 20: invalid character 'ï' after top-level value`},
 		// Python's json writes a float that is not finite as NaN or
 		// Infinity, which JSON lacks: the key is named, with the place.
 		{`{"rms_norm_eps": NaN}`, `rms_norm_eps is NaN (at line 1, column 18): a float that is not finite, which JSON has no number for; want a finite number`},

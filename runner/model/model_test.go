@@ -170,6 +170,10 @@ func TestModelTypeAlone(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
 		{`{`, "config.json: not valid JSON at line 1, column 1: unexpected end of JSON input"},
+		// transformers reads the file as UTF-8 text, in which Python's json
+		// refuses a byte order mark; trailing text it refuses as extra data.
+		{"\ufeff{\"architectures\": [\"LlamaForCausalLM\"]}", "config.json: not valid JSON: the text starts with a byte order mark (EF BB BF)"},
+		{`{"architectures": ["LlamaForCausalLM"]} {}`, "config.json: not valid JSON at line 1, column 41: invalid character '{' after top-level value"},
 		// A wrong JSON type is named by its key, value and the type wanted.
 		{`{"hidden_size": "96"}`, `config.json: hidden_size is a JSON string ("96"), want a whole number`},
 		{`{"hidden_size": 96.5}`, `config.json: hidden_size is a JSON number 96.5, want a whole number`},
