@@ -24,9 +24,11 @@ import (
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
 
-// MaxHeaderSize bounds the JSON header. Real headers are at most a few MiB;
-// a larger length field almost always means the file is not safetensors.
-const MaxHeaderSize = 100 << 20
+// MaxHeaderSize bounds the JSON header, as the safetensors library does
+// (MAX_HEADER_SIZE, safetensors/src/tensor.rs: 100,000,000 bytes, refused
+// past it). Real headers are at most a few MiB; a larger length field
+// almost always means the file is not safetensors.
+const MaxHeaderSize = 100_000_000
 
 // MaxMetadata bounds the entries of a header's __metadata__.
 const MaxMetadata = 1 << 16
@@ -151,7 +153,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	}
 	n := binary.LittleEndian.Uint64(r)
 	if n > MaxHeaderSize {
-		return nil, nil, 0, fmt.Errorf("header length %d is over the %d MiB limit (not a safetensors file?)", n, MaxHeaderSize>>20)
+		return nil, nil, 0, fmt.Errorf("header length %d is over the limit of %d bytes the safetensors library reads (not a safetensors file?)", n, MaxHeaderSize)
 	}
 	dataStart = 8 + int64(n)
 	if dataStart > fileSize {
@@ -173,7 +175,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	}
 	// The object is read in place, member by member, building the tensors
 	// directly: decoded through generic values or copied out as raw
-	// messages, a header costs several times its bytes (up to 100 MiB).
+	// messages, a header costs several times its bytes (up to 100 MB).
 	// Only an entry of unusual form is handed to encoding/json, whose
 	// errors it words.
 	// Room for the tensors is made at once, for no more than the members

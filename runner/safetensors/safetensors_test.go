@@ -149,7 +149,9 @@ var headerCases = []struct {
 	{"empty file", nil, []string{"0 bytes"}},
 	{"header beyond file", append(binary.LittleEndian.AppendUint64(nil, 1234), make([]byte, 92)...),
 		[]string{"truncated: header says 1234 bytes, file has 100"}},
-	{"absurd header length", binary.LittleEndian.AppendUint64(nil, 1<<62), []string{"over the 100 MiB limit"}},
+	{"absurd header length", binary.LittleEndian.AppendUint64(nil, 1<<62), []string{"over the limit of 100000000 bytes"}},
+	// The library's limit is 100,000,000 bytes, not 100 MiB.
+	{"header length past the library's", binary.LittleEndian.AppendUint64(nil, 100_000_001), []string{"header length 100000001 is over the limit of 100000000 bytes"}},
 	{"invalid JSON", rawFile(`{"a": {`, 0), []string{"not valid JSON"}},
 	{"empty header", rawFile(``, 0), []string{"not valid JSON"}},
 	{"not an object", rawFile(`[1, 2]`, 0), []string{"not a JSON object"}},

@@ -116,7 +116,7 @@ func encodeHeader(tensors []WriteTensor, meta map[string]string) ([]byte, error)
 		b.WriteByte(' ')
 	}
 	if b.Len() > MaxHeaderSize {
-		return nil, fmt.Errorf("header of %d bytes is over the %d MiB limit", b.Len(), MaxHeaderSize>>20)
+		return nil, fmt.Errorf("header of %d bytes is over the limit of %d bytes the safetensors library reads", b.Len(), MaxHeaderSize)
 	}
 	return b.Bytes(), nil
 }
