@@ -280,12 +280,11 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	// The tensors tile the data from its start to the file's end, as the
 	// format's own library requires: a hole or trailing bytes mean offsets
 	// that are off.
-	// Empty tensors hold no bytes and may sit anywhere.
+	// An empty tensor too must start where the tensors before it end: the
+	// library's check (Metadata::validate) walks them all in the order of
+	// their offsets, so one inside another's bytes is refused.
 	var end int64
 	for _, t := range tensors {
-		if t.Begin == t.End {
-			continue
-		}
 		if t.Begin != end {
 			return nil, nil, 0, tiling(fmt.Errorf("tensor %q starts at byte %d of the data, where the tensors before it end at %d (the tensors must tile the data)", t.Name, t.Begin, end))
 		}
