@@ -304,3 +304,42 @@ func UTF8(data []byte) error {
 	}
 	return fmt.Errorf("not UTF-8 text %s: byte %#02x begins no UTF-8 character, and a JSON file is UTF-8", where(data, int64(off)), data[off])
 }
+
+// LoneSurrogate refuses data holding a \u escape of a UTF-16 surrogate
+// that is not half of a pair (\ud800 alone), naming where it is: serde_json
+// (HF tokenizers, the safetensors library) refuses such a string, as it
+// stands for no character, where encoding/json reads it as U+FFFD without
+// a word. Python's json keeps it, so files it reads are not checked.
+func LoneSurrogate(data []byte) error {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(`\u`))
+		if j < 0 {
+			return nil
+		}
+		i += j
+		if escaped(data, i) || i+6 > len(data) {
+			i += 2 // a literal backslash before a u, or text cut short
+			continue
+		}
+		r, ok := hexRune(data[i+2 : i+6])
+		switch {
+		case !ok || r < 0xd800 || r > 0xdfff:
+		case r <= 0xdbff && i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u':
+			if low, ok := hexRune(data[i+8 : i+12]); ok && low >= 0xdc00 && low <= 0xdfff {
+				i += 12
+				continue
+			}
+			fallthrough
+		default:
+			return fmt.Errorf("a string holds %s, half of a UTF-16 surrogate pair without its other half, %s: it stands for no character",
+				data[i:i+6], where(data, int64(i)+1))
+		}
+		i += 6
+	}
+}
+
+// hexRune is the value of four hex digits.
+func hexRune(h []byte) (rune, bool) {
+	n, err := strconv.ParseUint(string(h), 16, 16)
+	return rune(n), err == nil
+}

@@ -112,3 +112,25 @@ func TestUTF8(t *testing.T) {
 		}
 	}
 }
+
+// A \u escape of half a surrogate pair, alone, is named where it is; a
+// pair, an escaped backslash before a u and other escapes are text.
+func TestLoneSurrogate(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a": "\ud83d\ude00", "b": "\u0120\u00e9"}`, ""},
+		{`{"a": "\\ud800"}`, ""},
+		{`{"a": "x\ud800"}`, `a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 9: it stands for no character`},
+		{"{\n\"a\": \"\\udc00\"}", `a string holds \udc00, half of a UTF-16 surrogate pair without its other half, at line 2, column 7`},
+		{`{"\ud800\u0041": 1}`, `a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 3`},
+		{`{"a": "\\\ud800"}`, `a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 10`},
+		{`{"a": "\ud800\ud800"}`, `a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 8`},
+	} {
+		err := LoneSurrogate([]byte(c.in))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.in, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.in, err, c.want)
+		}
+	}
+}

@@ -180,6 +180,10 @@ var headerCases = []struct {
 		[]string{`tensor "w": invalid entry: w.shape is 99999999999999999999, beyond the 64-bit whole numbers it is read as`}},
 	{"fractional dim", rawFile(`{"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,6]}}`, 6), []string{`tensor "w": invalid entry: w.shape is a JSON number 1.5, want a whole number`}},
 	{"string dim", rawFile(`{"w":{"dtype":"F32","shape":["96"],"data_offsets":[0,6]}}`, 6), []string{`tensor "w": invalid entry: w.shape is a JSON string ("96"), want a whole number`}},
+	// serde_json refuses half a surrogate pair, which encoding/json would
+	// read as U+FFFD.
+	{"lone surrogate", rawFile(`{"w\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1),
+		[]string{`header is not read: a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 4`}},
 	{"duplicate name", rawFile(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
 		[]string{`"w" twice`}},
 	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), []string{"__metadata__ is a JSON number, want a string (__metadata__ maps strings to strings)"}},
@@ -868,8 +872,8 @@ func TestHeaderReadInPlace(t *testing.T) {
 
 // headerForms are headers of forms writers do not give but JSON allows:
 // each reads as the safetensors library reads it (names and __metadata__
-// unescaped, a lone surrogate as U+FFFD; unknown fields skipped; a null
-// __metadata__). TestHeaderKeysAsTheLibraryReads has keys given twice or
+// unescaped, a surrogate pair as its character; unknown fields skipped; a
+// null __metadata__). TestHeaderKeysAsTheLibraryReads has keys given twice or
 // in other case.
 var headerForms = []struct {
 	name, header string
@@ -877,7 +881,7 @@ var headerForms = []struct {
 	shape        []int             // its shape
 	meta         map[string]string // the __metadata__ read
 }{
-	{"escaped name", `{"\u0077\n\"\\\/\ud83d\ude00\ud800x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w\n\"\\/\U0001F600\uFFFDx", []int{1}, nil},
+	{"escaped name", `{"\u0077\n\"\\\/\ud83d\ude00x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w\n\"\\/\U0001F600x", []int{1}, nil},
 	{"unknown fields", `{"w":{"x":{"y":["]"]},"dtype":"F32","shape":[ 1 ],"data_offsets":[ 0 , 4 ],"z":null}}`, "w", []int{1}, nil},
 	{"spaces everywhere", " \n{ \"w\" : { \"dtype\" : \"F32\" , \"shape\" : [ 1 , 1 ] , \"data_offsets\" : [ 0 , 4 ] } }\t ", "w", []int{1, 1}, nil},
 	{"null __metadata__", `{"__metadata__":null,"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, "w", []int{1}, nil},

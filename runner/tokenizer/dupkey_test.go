@@ -117,3 +117,21 @@ func TestTekkenKeysAsSpelled(t *testing.T) {
 		t.Errorf("%v, want no config", err)
 	}
 }
+
+// HF tokenizers (serde_json) refuses a string holding half a surrogate pair,
+// anywhere in the file, where encoding/json would read U+FFFD; the Node
+// binding refuses each of these.
+func TestLoneSurrogateRefused(t *testing.T) {
+	for _, c := range []struct{ json, want string }{
+		{`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "\ud800": 2}, "merges": []}}`, `not a tokenizer.json: a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 54`},
+		{`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "x\udc00": 2}, "merges": []}}`, `\udc00, half of a UTF-16 surrogate pair`},
+		{`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}, "decoder": {"type": "Fuse", "x": "\ud800"}}`, `\ud800, half of a UTF-16 surrogate pair`},
+	} {
+		if _, err := Parse([]byte(c.json)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.json, err, c.want)
+		}
+	}
+	// A pair is its character.
+	tk, err := Parse([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "\ud83d\ude00": 1}, "merges": []}}`))
+	checkEncodes(t, "a pair", tk, err, "\U0001F600", []int32{1})
+}

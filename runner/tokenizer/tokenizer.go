@@ -352,6 +352,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if typ != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
 	}
+	if err := jsonerr.LoneSurrogate(data); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w (HF tokenizers refuses it)", err)
+	}
 	text, err := jsonerr.Dedup(data, tokenizerDup)
 	if err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w: HF tokenizers refuses a field given twice there", err)
