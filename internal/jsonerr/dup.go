@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
@@ -54,7 +56,7 @@ type deduper struct {
 }
 
 type pathElem struct {
-	key string // an object's member, or
+	key []byte // an object's member (unescaped), or
 	idx int    // a list's element where key is ""
 	obj bool
 }
@@ -66,9 +68,10 @@ func (d *deduper) pathString() string {
 		case !e.obj:
 			fmt.Fprintf(&b, "[%d]", e.idx)
 		case b.Len() > 0:
-			b.WriteString("." + e.key)
+			b.WriteString(".")
+			b.Write(e.key)
 		default:
-			b.WriteString(e.key)
+			b.Write(e.key)
 		}
 	}
 	return b.String()
@@ -125,15 +128,13 @@ func (d *deduper) object(i int) (int, error) {
 		end := jsonlen.StringEnd(d.data, i+1)
 		key := d.data[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			var s string
-			json.Unmarshal(d.data[i:end], &s)
-			key = []byte(s)
+			key = unescape(key)
 		}
 		if len(ms) > 0 {
 			ms[len(ms)-1].next = i
 		}
 		ms = append(ms, member{key: key, start: i})
-		d.path = append(d.path, pathElem{key: string(key), obj: true})
+		d.path = append(d.path, pathElem{key: key, obj: true})
 		end, err := d.value(skipSpace(d.data, skipSpace(d.data, end)+1))
 		d.path = d.path[:len(d.path)-1]
 		if err != nil {
@@ -190,4 +191,48 @@ func (d *deduper) repeats(ms []member) error {
 		i = j
 	}
 	return nil
+}
+
+// unescape is the text of a JSON string's escaped contents s (valid JSON),
+// as encoding/json reads it: half a surrogate pair alone is U+FFFD.
+func unescape(s []byte) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, _ := hexRune(s[i+1 : i+5])
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					r2, _ = hexRune(s[i+3 : i+7])
+				}
+				if p := utf16.DecodeRune(r, r2); p != utf8.RuneError {
+					r, i = p, i+6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default: // '"', '\\' and '/' stand for themselves
+			out = append(out, s[i])
+		}
+	}
+	return out
 }

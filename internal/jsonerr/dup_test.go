@@ -2,6 +2,7 @@ package jsonerr
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,5 +67,37 @@ func TestDedup(t *testing.T) {
 	// Invalid JSON is left for the decoder to word.
 	if out, err := Dedup([]byte(`{"a": 1, "a": }`), nil); err != nil || string(out) != `{"a": 1, "a": }` {
 		t.Errorf("invalid JSON: %q, %v", out, err)
+	}
+}
+
+// unescape reads a string's escapes as encoding/json does.
+func TestUnescape(t *testing.T) {
+	for _, q := range []string{`"a\u0061\n\t\/\\\""`, `"\ud83d\ude00x"`, `"\ud800x"`, `"\udc00\ud800"`, `"\u00e9\u0120"`, `"\ud83d\u0041"`, `"é\b\f\r"`} {
+		var want string
+		if err := json.Unmarshal([]byte(q), &want); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(unescape([]byte(q[1 : len(q)-1]))); got != want {
+			t.Errorf("%s: %q, want %q", q, got, want)
+		}
+	}
+}
+
+// A tokenizer.json's vocabulary is an object of up to millions of keys,
+// often escaped (ensure_ascii writers): reading them for repeats costs one
+// allocation an escaped key, not a decoder's several.
+func TestDedupAllocates(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"vocab": {`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"\u0120t%d": %d`, i, i)
+	}
+	b.WriteString(`}}`)
+	data := []byte(b.String())
+	if n := testing.AllocsPerRun(5, func() { Dedup(data, nil) }); n > 1100 {
+		t.Errorf("%.0f allocations for 1000 escaped keys", n)
 	}
 }
