@@ -32,6 +32,8 @@ func TestKeyGivenTwice(t *testing.T) {
 			text: "ab", want: []int32{0, 4}},
 		{name: "a special token", json: `{` + ab + `, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "x", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], ` +
 			`"special_tokens": {"x": {"id": "x", "ids": [3], "tokens": ["x"]}, "x": {"id": "x", "ids": [4], "tokens": ["x"]}}}}`, text: "a", want: []int32{4, 0}},
+		{name: "a special token in a Sequence", json: `{` + ab + `, "post_processor": {"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "x", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], ` +
+			`"special_tokens": {"x": {"id": "x", "ids": [3], "tokens": ["x"]}, "x": {"id": "x", "ids": [4], "tokens": ["x"]}}}]}}`, text: "a", want: []int32{4, 0}},
 		{name: "an added token's field", json: `{` + ab + `, "added_tokens": [` + tok(3, "x", `"content": "y", `) + `]}`,
 			err: `key "content" is given twice in added_tokens[0] (at line 1, column 126 and at line 1, column 142)`},
 		{name: "the model's type", json: `{"model": {"type": "BPE", "type": "BPE", "vocab": {"a": 0}, "merges": []}}`,

@@ -298,6 +298,7 @@ var (
 // object at path gives twice: its serde-derived structs (an added token,
 // truncation, padding, a post-processor and its special tokens' entries,
 // and the model's type, read through an untagged enum) refuse the file;
+// a template's special_tokens, a map, in a Sequence too, keeps the last;
 // its hand-written visitors (the top level, the BPE model), its maps and
 // the normalizers, pre-tokenizers and decoders keep the last value.
 func tokenizerDup(path, key string) jsonerr.Dup {
@@ -308,7 +309,7 @@ func tokenizerDup(path, key string) jsonerr.Dup {
 	case path == "model" && key == "type",
 		strings.HasPrefix(path, "added_tokens["),
 		under("truncation"), under("padding"),
-		under("post_processor") && path != "post_processor.special_tokens":
+		under("post_processor") && !strings.HasSuffix(path, ".special_tokens"):
 		return jsonerr.Refuse
 	}
 	return jsonerr.LastWins
