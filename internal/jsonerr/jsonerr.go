@@ -23,6 +23,54 @@ func Explain(err error, data []byte) error {
 	return ExplainAt(err, data, "")
 }
 
+// ExplainFile is Explain for data that is a whole file (config.json, a
+// tokenizer.json): a value of the wrong type is placed too, by the line
+// and column it starts at, as a syntax error is.
+func ExplainFile(err error, data []byte) error {
+	e := Explain(err, data)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && e != err {
+		if at := valueStart(data, te.Offset, te.Value); at >= 0 {
+			return fmt.Errorf("%w (%s)", e, where(data, int64(at)+1))
+		}
+	}
+	return e
+}
+
+// valueStart is where the value of JSON type value that encoding/json
+// stopped at off starts in data (just past a scalar, just inside a list or
+// an object), or -1 where data does not hold it there.
+func valueStart(data []byte, off int64, value string) int {
+	if off <= 0 || off > int64(len(data)) {
+		return -1
+	}
+	end := int(off)
+	switch kind, _, _ := strings.Cut(value, " "); kind {
+	case "object", "array":
+		if c := data[end-1]; c == '{' || c == '[' {
+			return end - 1
+		}
+	case "string":
+		if data[end-1] != '"' {
+			return -1
+		}
+		for i := end - 2; i >= 0; i-- {
+			if data[i] == '"' && !escaped(data, i) {
+				return i
+			}
+		}
+	case "number", "bool":
+		i := end
+		for i > 0 && strings.IndexByte("+-.0123456789eEtruefals", data[i-1]) >= 0 {
+			i--
+		}
+		if i < end {
+			return i
+		}
+	}
+	return -1
+}
+
 // ExplainLine is Explain for data that is one line of a larger file (a
 // JSONL record), whose caller names the line: a place is its column alone,
 // so a message gives one line number, the file's.

@@ -134,3 +134,26 @@ func TestLoneSurrogate(t *testing.T) {
 		}
 	}
 }
+
+// A whole file's wrong type is placed by the line and column its value
+// starts at, as its syntax errors are.
+func TestExplainFile(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"{\n  \"hidden_size\": \"64\"\n}", `hidden_size is a JSON string ("64"), want a whole number (at line 2, column 18)`},
+		{"{\n  \"hidden_size\": 96.5}", `hidden_size is a JSON number 96.5, want a whole number (at line 2, column 18)`},
+		{"{\"num_layers\": -2}", `num_layers is -2, want a whole number not below 0 (at line 1, column 16)`},
+		{"{\"tie_word_embeddings\": \"a \\\" b\"}", `tie_word_embeddings is a JSON string ("a \" b"), want true or false (at line 1, column 25)`},
+		{"{\"hidden_size\": true}", `hidden_size is a JSON bool (true), want a whole number (at line 1, column 17)`},
+		{"{\n \"model\": [1]}", `model is a JSON array, want an object (at line 2, column 11)`},
+		{"{\"archs\": 1, \"architectures\": {\"a\": 1}}", `architectures is a JSON object, want a list (at line 1, column 31)`},
+		{"{\"rms_norm_eps\": 1e999}", `rms_norm_eps is 1e999, beyond a 64-bit float's range (at line 1, column 18)`},
+		{"[]", `the file is a JSON array, want an object (at line 1, column 1)`},
+		{"{\"a\": x}", `not valid JSON at line 1, column 7: invalid character 'x' looking for beginning of value`},
+	} {
+		var cfg config
+		err := ExplainFile(json.Unmarshal([]byte(c.in), &cfg), []byte(c.in))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.in, err, c.want)
+		}
+	}
+}

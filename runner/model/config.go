@@ -275,7 +275,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	}
 	var h hfConfig
 	if err := jsonerr.Unmarshal(read, &h); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
+		return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainFile(err, data))
 	}
 	// transformers' AutoModelForCausalLM picks the class by model_type
 	// (AutoConfig's CONFIG_MAPPING, then MODEL_FOR_CAUSAL_LM_MAPPING, in

@@ -176,6 +176,8 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["LlamaForCausalLM"]} {}`, "config.json: not valid JSON at line 1, column 41: invalid character '{' after top-level value"},
 		// A wrong JSON type is named by its key, value and the type wanted.
 		{`{"hidden_size": "96"}`, `config.json: hidden_size is a JSON string ("96"), want a whole number`},
+		// ... and placed, as a syntax error is.
+		{"{\n  \"vocab_size\": 10,\n  \"hidden_size\": 96.0\n}", `config.json: hidden_size is a JSON number 96.0, want a whole number (at line 3, column 18)`},
 		{`{"hidden_size": 96.5}`, `config.json: hidden_size is a JSON number 96.5, want a whole number`},
 		{`{"rms_norm_eps": 1e999}`, `config.json: rms_norm_eps is 1e999, beyond a 64-bit float's range`},
 		{"{\"rope_parameters\": {\"rope_type\": \"default\",\n  \"rope_theta\": NaN}}", `config.json: rope_parameters.rope_theta is NaN (at line 2, column 17): a float that is not finite`},

@@ -193,7 +193,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := jsonerr.Unmarshal(text, &raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, jsonerr.Explain(err, data))
+		return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainFile(err, data))
 	}
 	if raw.QA {
 		// mlx-lm's QQLinear: a different product from the one the kernels

@@ -894,7 +894,7 @@ func generationEOS(dir string, c *Config) error {
 			passOver(jsonerr.Explain(err, data).Error())
 			return nil
 		}
-		return fmt.Errorf("%s: %w", p, jsonerr.Explain(err, data))
+		return fmt.Errorf("%s: %w", p, jsonerr.ExplainFile(err, data))
 	}
 	if g.EOS == nil {
 		return nil

@@ -174,7 +174,7 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 	}
 	var idx index
 	if err := jsonerr.Unmarshal(text, &idx); err != nil {
-		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.Explain(err, raw))
+		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.ExplainFile(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {
 		return nil, fmt.Errorf("%s: weight_map is empty or missing", idxPath)

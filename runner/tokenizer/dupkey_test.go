@@ -137,3 +137,12 @@ func TestLoneSurrogateRefused(t *testing.T) {
 	tk, err := Parse([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "\ud83d\ude00": 1}, "merges": []}}`))
 	checkEncodes(t, "a pair", tk, err, "\U0001F600", []int32{1})
 }
+
+// A value of the wrong type is placed by its line and column, as a syntax
+// error is.
+func TestTypeErrorPlaced(t *testing.T) {
+	_, err := Parse([]byte("{\"model\": {\"type\": \"BPE\",\n  \"vocab\": {\"a\": \"0\"}, \"merges\": []}}"))
+	if want := `not a tokenizer.json: model.vocab is a JSON string ("0"), want a whole number (at line 2, column 18)`; err == nil || err.Error() != want {
+		t.Errorf("%v, want %s", err, want)
+	}
+}

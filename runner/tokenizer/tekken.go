@@ -77,7 +77,7 @@ func tekkenJSONError(err error, data []byte) error {
 		SpecialTokens []json.RawMessage `json:"special_tokens"`
 	}
 	if !errors.As(err, &te) || json.Unmarshal(data, &lists) != nil {
-		return jsonerr.Explain(err, data)
+		return jsonerr.ExplainFile(err, data)
 	}
 	for i, raw := range lists.Vocab {
 		if e := json.Unmarshal(raw, new(tekkenTokenJSON)); e != nil {
@@ -89,7 +89,7 @@ func tekkenJSONError(err error, data []byte) error {
 			return jsonerr.ExplainAt(e, raw, fmt.Sprintf("special_tokens[%d]", i))
 		}
 	}
-	return jsonerr.Explain(err, data)
+	return jsonerr.ExplainFile(err, data)
 }
 
 // tekkenVersionAfter7 says whether version (one of tekkenVersions) is past

@@ -333,7 +333,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		Config json.RawMessage `json:"config"`
 	}
 	if err := jsonerr.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
+		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainFile(err, data))
 	}
 	noModel := len(head.Model) == 0 || string(head.Model) == "null"
 	if noModel && head.Config != nil {
@@ -362,7 +362,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	var f fileJSON
 	if err := jsonerr.Unmarshal(text, &f); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.Explain(err, data))
+		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainFile(err, data))
 	}
 	m := f.Model
 	for name, v := range map[string]*string{"continuing_subword_prefix": m.ContinuingSubwordPrefix, "end_of_word_suffix": m.EndOfWordSuffix} {
