@@ -17,8 +17,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/jsonlen"
@@ -66,6 +68,11 @@ var dtypeSizes = map[string]int{
 	"U32": 4, "I32": 4, "F32": 4,
 	"U64": 8, "I64": 8, "F64": 8, "C64": 8,
 }
+
+// unreadDTypes are the safetensors library's dtypes (its Dtype enum,
+// safetensors/src/tensor.rs) that mtlbench does not read: sub-byte floats
+// and the FNUZ float8 forms.
+var unreadDTypes = []string{"F4", "F6_E2M3", "F6_E3M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
 
 // DTypeSize returns the size in bytes of one element of a safetensors dtype.
 // Sub-byte types (e.g. F4) are not supported and report false.
@@ -317,6 +324,9 @@ func missing(name string, e *rawEntry) error {
 func checkEntry(name, dtype string, shape, offs []int64, dataLen int64, dims []int) (TensorInfo, error) {
 	elem, ok := DTypeSize(dtype)
 	if !ok {
+		if slices.Contains(unreadDTypes, dtype) {
+			return TensorInfo{}, fmt.Errorf("tensor %q: dtype %s, which the safetensors format has, is not one mtlbench reads (%s)", name, dtype, strings.Join(slices.Sorted(maps.Keys(dtypeSizes)), ", "))
+		}
 		return TensorInfo{}, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
 	}
 	if len(shape) > MaxRank {

@@ -163,6 +163,8 @@ var headerCases = []struct {
 	{"missing offsets", rawFile(`{"w":{"dtype":"U8","shape":[1]}}`, 1), []string{`tensor "w"`, "missing data_offsets"}},
 	{"unknown dtype", rawFile(`{"w":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,2]}}`, 2),
 		[]string{`tensor "w"`, `unknown dtype "Q4_K"`}},
+	{"a dtype of the format's not read", rawFile(`{"w":{"dtype":"F8_E4M3FNUZ","shape":[2],"data_offsets":[0,2]}}`, 2),
+		[]string{`tensor "w": dtype F8_E4M3FNUZ, which the safetensors format has, is not one mtlbench reads (BF16, BOOL, C64,`}},
 	{"size mismatch", rawFile(`{"`+upProj+`":{"dtype":"BF16","shape":[4,8],"data_offsets":[0,100]}}`, 100),
 		[]string{`tensor "` + upProj + `": data_offsets [0, 100] hold 100 bytes but shape [4 8] of BF16 needs 64`}},
 	{"offsets beyond data", rawFile(`{"w":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}}`, 20),
