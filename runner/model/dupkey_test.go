@@ -122,6 +122,17 @@ func TestMLXQuantKeysAsTheLoaderReads(t *testing.T) {
 			`config.json: quantization["` + k + `"].quantize_input is true: mlx then quantizes the module's activations (QQLinear), which mtlbench does not`},
 	} {
 		_, err := parseMLXQuant("config.json", []byte(`{"quantization": `+c.q+`}`))
+		if c.want == "" {
+			// mlx-lm writes its settings under both keys; read alone, a
+			// quantization_config is read by its quant_method.
+			if _, err := parseMLXQuant("config.json", []byte(`{"quantization_config": `+c.q+`}`)); err == nil ||
+				err.Error() != "config.json: quantization_config has no quant_method, which mlx-lm and transformers read there; mlx-lm writes its own settings as quantization too" {
+				t.Errorf("quantization_config %s alone: %v", c.q, err)
+			}
+			if _, err := parseMLXQuant("config.json", []byte(`{"quantization": `+c.q+`, "quantization_config": `+c.q+`}`)); err != nil {
+				t.Errorf("%s under both keys: %v", c.q, err)
+			}
+		}
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.q, err)

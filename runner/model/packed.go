@@ -213,6 +213,9 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 			}
 			return nil, fmt.Errorf("%s: quantization_config.quant_method %q is not supported (mtlbench reads mlx-lm's quantization and GGUF files)", name, method)
 		}
+		// mlx-lm reads quantization_config["quant_method"] where there is no
+		// quantization (a KeyError without one), as transformers requires it.
+		return nil, fmt.Errorf("%s: quantization_config has no quant_method, which mlx-lm and transformers read there; mlx-lm writes its own settings as quantization too", name)
 	}
 	type entry struct {
 		GroupSize *int    `json:"group_size"`
