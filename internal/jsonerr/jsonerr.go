@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mtlbench/mtlbench/internal/jsonlen"
 )
 
 // Explain returns err in the file's terms when it is a wrong JSON type or a
@@ -390,4 +392,33 @@ func LoneSurrogate(data []byte) error {
 func hexRune(h []byte) (rune, bool) {
 	n, err := strconv.ParseUint(string(h), 16, 16)
 	return rune(n), err == nil
+}
+
+// SerdeDepth is the deepest nesting of lists and objects serde_json reads
+// (its recursion limit, 128, reached by the 128th): HF tokenizers and the
+// safetensors library refuse a file nested deeper, anywhere in it.
+const SerdeDepth = 127
+
+// Nesting refuses data whose lists and objects nest deeper than limit,
+// naming where the first one past it opens. data that is not valid JSON
+// is left to the decoder, which words its fault.
+func Nesting(data []byte, limit int) error {
+	depth := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			end := jsonlen.StringEnd(data, i+1)
+			if end == 0 {
+				return nil
+			}
+			i = end - 1
+		case '[', '{':
+			if depth++; depth > limit {
+				return fmt.Errorf("lists and objects nest deeper than %d levels %s", limit, where(data, int64(i)+1))
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return nil
 }

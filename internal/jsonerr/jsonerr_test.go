@@ -157,3 +157,23 @@ func TestExplainFile(t *testing.T) {
 		}
 	}
 }
+
+// Nesting past the limit is named where its first list or object opens;
+// brackets in strings are text.
+func TestNesting(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, c := range []struct {
+		in   string
+		want string
+	}{
+		{`{"a": ` + nest(126) + `}`, ""},
+		{`{"a": ` + nest(127) + `}`, "lists and objects nest deeper than 127 levels at line 1, column 133"},
+		{`{"a": "` + strings.Repeat("[", 200) + `"}`, ""},
+		{`{"a\"[[": ` + nest(126) + `}`, ""},
+	} {
+		err := Nesting([]byte(c.in), SerdeDepth)
+		if (err == nil) != (c.want == "") || err != nil && err.Error() != c.want {
+			t.Errorf("%.40s...: %v, want %q", c.in, err, c.want)
+		}
+	}
+}

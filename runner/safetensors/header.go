@@ -176,7 +176,7 @@ func parseHeader(r []byte, fileSize int64, maxTensors int) (tensors []TensorInfo
 	if err := jsonerr.UTF8(hdr); err != nil {
 		return nil, nil, 0, fmt.Errorf("header is %w", err)
 	}
-	if err := jsonerr.LoneSurrogate(hdr); err != nil {
+	if err := cmp.Or(jsonerr.LoneSurrogate(hdr), jsonerr.Nesting(hdr, jsonerr.SerdeDepth)); err != nil {
 		return nil, nil, 0, fmt.Errorf("header is not read: %w (the safetensors library refuses it)", err)
 	}
 	obj, err := headerObject(hdr)

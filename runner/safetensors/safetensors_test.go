@@ -186,6 +186,9 @@ var headerCases = []struct {
 	// read as U+FFFD.
 	{"lone surrogate", rawFile(`{"w\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1),
 		[]string{`header is not read: a string holds \ud800, half of a UTF-16 surrogate pair without its other half, at line 1, column 4`}},
+	// serde_json's recursion limit: the library reads 127 levels at most.
+	{"nested too deep", rawFile(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":`+strings.Repeat("[", 126)+strings.Repeat("]", 126)+`}}`, 1),
+		[]string{"header is not read: lists and objects nest deeper than 127 levels"}},
 	{"duplicate name", rawFile(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
 		[]string{`"w" twice`}},
 	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), []string{"__metadata__ is a JSON number, want a string (__metadata__ maps strings to strings)"}},

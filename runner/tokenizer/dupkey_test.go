@@ -146,3 +146,18 @@ func TestTypeErrorPlaced(t *testing.T) {
 		t.Errorf("%v, want %s", err, want)
 	}
 }
+
+// HF tokenizers (serde_json) reads lists and objects nested at most 127
+// deep, anywhere in the file: the Node binding reads 125 lists in a
+// normalizer's field and refuses 126.
+func TestNestingLimit(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	file := func(n int) string {
+		return `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}, "normalizer": {"type": "Lowercase", "x": ` + nest(n) + `}}`
+	}
+	tk, err := Parse([]byte(file(125)))
+	checkEncodes(t, "125 deep", tk, err, "ab", []int32{0, 1})
+	if _, err := Parse([]byte(file(126))); err == nil || !strings.Contains(err.Error(), "not a tokenizer.json: lists and objects nest deeper than 127 levels at line 1, column 235") {
+		t.Errorf("126 deep: %v", err)
+	}
+}

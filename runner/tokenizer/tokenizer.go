@@ -8,6 +8,7 @@ package tokenizer
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"encoding/json"
 	"errors"
@@ -353,7 +354,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if typ != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (BPE)", typ)
 	}
-	if err := jsonerr.LoneSurrogate(data); err != nil {
+	if err := cmp.Or(jsonerr.LoneSurrogate(data), jsonerr.Nesting(data, jsonerr.SerdeDepth)); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w (HF tokenizers refuses it)", err)
 	}
 	text, err := jsonerr.Dedup(data, tokenizerDup)
