@@ -36,7 +36,95 @@ func Exact(data []byte, v any) []byte {
 	return e.out
 }
 
-type exacter struct{ data, out []byte }
+// exacter walks data (valid JSON) as decoded into a type. spots are the
+// offsets of the non-finite floats Python made 0 in data, and orig the text
+// they are spelled in (Python).
+type exacter struct {
+	data, out, orig []byte
+	spots           []int
+}
+
+// Python is data as a Python json reader decodes it into v: a key given
+// twice keeps its last value whole (Dedup), a key is a field as spelled
+// (Exact), and a NaN, Infinity or -Infinity, which Python's json reads as
+// a float, is made a 0 of its length where no field of v reads it (a key
+// transformers keeps and the model never reads), so that encoding/json
+// reads the file; where a field reads one it is kept, for the decoder's
+// error to name (Explain). Offsets into the result are offsets into data.
+func Python(data []byte, v any) []byte {
+	text, spots := zeroNonFinite(data)
+	if !json.Valid(text) {
+		return data // the decoder words the fault
+	}
+	text, _ = Dedup(text, nil) // LastWins refuses nothing
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return text
+	}
+	e := exacter{data: text, orig: data, spots: spots}
+	e.value(skipSpace(text, 0), t)
+	if e.out == nil {
+		return text
+	}
+	return e.out
+}
+
+// zeroNonFinite is data with each NaN, Infinity and -Infinity outside its
+// strings made a 0 followed by spaces, and where each was.
+func zeroNonFinite(data []byte) ([]byte, []int) {
+	out := data
+	var spots []int
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			if i = jsonlen.StringEnd(data, i+1) - 1; i < 0 {
+				return out, spots
+			}
+			continue
+		case 'N', 'I', '-':
+		default:
+			continue
+		}
+		n := nonFiniteLen(data[i:])
+		if n == 0 {
+			continue
+		}
+		if len(spots) == 0 {
+			out = bytes.Clone(data)
+		}
+		spots = append(spots, i)
+		out[i] = '0'
+		for j := i + 1; j < i+n; j++ {
+			out[j] = ' '
+		}
+		i += n - 1
+	}
+	return out, spots
+}
+
+// nonFiniteLen is the length of the literal Python's json writes for a
+// float that is not finite that b starts with, 0 for none.
+func nonFiniteLen(b []byte) int {
+	for _, lit := range []string{"NaN", "Infinity", "-Infinity"} {
+		if bytes.HasPrefix(b, []byte(lit)) {
+			return len(lit)
+		}
+	}
+	return 0
+}
+
+// restore puts back the non-finite floats in [i, end), which a field reads.
+func (e *exacter) restore(i, end int) {
+	for _, s := range e.spots {
+		if s < i || s >= end {
+			continue
+		}
+		if e.out == nil {
+			e.out = bytes.Clone(e.data)
+		}
+		copy(e.out[s:], e.orig[s:s+nonFiniteLen(e.orig[s:])])
+	}
+}
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()
 
@@ -91,7 +179,11 @@ func (e *exacter) value(i int, t reflect.Type) int {
 	}
 	// Anything else is skipped whole: a string, number or literal, or a
 	// value read as any or a RawMessage, whose reader matches it later.
-	return skipValue(d, i)
+	end := skipValue(d, i)
+	if t != nil && len(e.spots) > 0 {
+		e.restore(i, end)
+	}
+	return end
 }
 
 // skipValue is the index just past the value at data[i] (valid JSON).

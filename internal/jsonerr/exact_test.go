@@ -1,6 +1,7 @@
 package jsonerr
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 )
@@ -30,6 +31,35 @@ func TestUnmarshalKeysAsSpelled(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: read %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+// Python reads a file as Python's json does for a reader of v's fields: a
+// NaN or an infinity a field does not read is no fault (Python reads it as
+// a float and the reader never looks at it), one a field reads is left for
+// the decoder to refuse by its key; repeats keep the last, keys as spelled.
+func TestPython(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"hidden_size": 64, "initializer_range": NaN}`, "64 0 map[] [] 0"},
+		{`{"x": [Infinity, {"y": -Infinity}], "hidden_size": 64, "z": "NaN"}`, "64 0 map[] [] 0"},
+		{`{"rms_norm_eps": NaN, "rms_norm_eps": 1e-5}`, "0 0 map[] [] 1e-05"},
+		{`{"RMS_Norm_Eps": NaN, "hidden_size": 1}`, "1 0 map[] [] 0"},
+		{`{"quantization": {"bits": 4, "scale": NaN}}`, "0 4 map[] [] 0"},
+		{`{"rms_norm_eps": NaN}`, "rms_norm_eps is NaN (at line 1, column 18): a float that is not finite, which JSON has no number for; want a finite number"},
+		{"{\"shape\": [1,\n -Infinity]}", "shape[1] is -Infinity (at line 2, column 2): a float that is not finite, which JSON has no number for; want a finite number"},
+		{`{"__metadata__": {"a": Infinity}}`, "__metadata__.a is Infinity (at line 1, column 24): a float that is not finite, which JSON has no number for; want a finite number"},
+	} {
+		data := []byte(c.in)
+		var v config
+		got := ""
+		if err := json.Unmarshal(Python(data, &v), &v); err != nil {
+			got = Explain(err, data).Error()
+		} else {
+			got = fmt.Sprint(v.Hidden, v.Quant.Bits, v.Meta, v.Shape, v.Eps)
+		}
+		if got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.in, got, c.want)
 		}
 	}
 }

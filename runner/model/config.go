@@ -255,26 +255,18 @@ func ParseEOS(raw json.RawMessage) ([]int32, error) {
 	return out, nil
 }
 
-// pythonJSON is data as Python's json reads it, for the files transformers
-// reads so (config.json, generation_config.json): a key given twice keeps
-// its last value whole (jsonerr.Dedup), where encoding/json would merge two
-// objects. Offsets into it are offsets into data.
-func pythonJSON(data []byte) ([]byte, error) {
-	return jsonerr.Dedup(data, nil)
-}
-
 // ParseHFConfig reads an HF config.json. name labels errors (usually the
 // file path).
 func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if err := jsonerr.UTF8(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	read, err := pythonJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	// Read as transformers reads it, with Python's json (jsonerr.Python):
+	// the last of a key given twice, keys as spelled, a NaN no field reads
+	// passed over.
 	var h hfConfig
-	if err := jsonerr.Unmarshal(read, &h); err != nil {
+	read := jsonerr.Python(data, &h)
+	if err := json.Unmarshal(read, &h); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainFile(err, data))
 	}
 	// transformers' AutoModelForCausalLM picks the class by model_type

@@ -141,3 +141,24 @@ func TestMLXQuantKeysAsTheLoaderReads(t *testing.T) {
 		}
 	}
 }
+
+// Python's json reads NaN, Infinity and -Infinity as floats: transformers
+// keeps one in a key no class reads, and so the file is read; one in a key
+// the model reads is refused by its key (TestConfigErrors).
+func TestConfigNonFiniteUnread(t *testing.T) {
+	const head = `{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8`
+	for _, tail := range []string{
+		`, "initializer_range": NaN}`,
+		`, "attention_dropout": -Infinity, "pretraining_tp": [Infinity]}`,
+		`, "Rms_Norm_Eps": NaN}`,
+		`, "rms_norm_eps": NaN, "rms_norm_eps": 1e-6}`,
+	} {
+		data := []byte(head + tail)
+		if _, err := ParseHFConfig("config.json", data); err != nil {
+			t.Errorf("%s: %v", tail, err)
+		}
+		if _, err := parseMLXQuant("config.json", data); err != nil {
+			t.Errorf("%s: quantization: %v", tail, err)
+		}
+	}
+}

@@ -181,6 +181,7 @@ func TestConfigErrors(t *testing.T) {
 		{`{"hidden_size": 96.5}`, `config.json: hidden_size is a JSON number 96.5, want a whole number`},
 		{`{"rms_norm_eps": 1e999}`, `config.json: rms_norm_eps is 1e999, beyond a 64-bit float's range`},
 		{"{\"rope_parameters\": {\"rope_type\": \"default\",\n  \"rope_theta\": NaN}}", `config.json: rope_parameters.rope_theta is NaN (at line 2, column 17): a float that is not finite`},
+		{`{"architectures": ["LlamaForCausalLM"], "rms_norm_eps": Infinity}`, `config.json: rms_norm_eps is Infinity (at line 1, column 57): a float that is not finite`},
 		{`{"tie_word_embeddings": "false"}`, `config.json: tie_word_embeddings is a JSON string ("false"), want true or false`},
 		{`{"architectures": "Qwen3ForCausalLM"}`, `config.json: architectures is a JSON string ("Qwen3ForCausalLM"), want a list`},
 		{`[]`, `config.json: the file is a JSON array, want an object`},
@@ -1031,7 +1032,10 @@ func TestUnreadableGenerationConfig(t *testing.T) {
 		{"not utf-8", "{\"eos_token_id\": 7, \"x\": \"\xff\"}", []int32{2}, "generation_config.json: not UTF-8 text", ""},
 		{"wrong eos type", `{"eos_token_id": "x"}`, nil, "", "generation_config.json: eos_token_id"},
 		{"not an object", `[7]`, nil, "", "generation_config.json: the file is a JSON array"},
-		{"nan", `{"temperature": NaN, "eos_token_id": 7}`, nil, "", "temperature is NaN"},
+		// Python's json reads a NaN as a float: one in a key read for
+		// sampling alone is no fault here, one in eos_token_id is.
+		{"nan", `{"temperature": NaN, "eos_token_id": 7}`, []int32{7}, "", ""},
+		{"nan eos", `{"eos_token_id": [7, NaN]}`, nil, "", "eos_token_id[1] is NaN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -188,11 +188,7 @@ func parseMLXQuant(name string, data []byte) (*mlxQuant, error) {
 		QC map[string]json.RawMessage `json:"quantization_config"`
 		QA bool                       `json:"quantize_activations"`
 	}
-	text, err := pythonJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := jsonerr.Unmarshal(text, &raw); err != nil {
+	if err := json.Unmarshal(jsonerr.Python(data, &raw), &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonerr.ExplainFile(err, data))
 	}
 	if raw.QA {

@@ -879,16 +879,14 @@ func generationEOS(dir string, c *Config) error {
 		passOver("not UTF-8 text")
 		return nil
 	}
-	read, err := pythonJSON(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
 	var g struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}
-	if err := jsonerr.Unmarshal(read, &g); err != nil {
-		// Python's json reads a NaN where Go's stops: not a file
-		// transformers passes over, so it is named, not skipped.
+	if err := json.Unmarshal(jsonerr.Python(data, &g), &g); err != nil {
+		// Python's json reads a NaN where Go's stops: one in a key read
+		// elsewhere (temperature) is passed over (jsonerr.Python), one in
+		// eos_token_id is no file transformers passes over, so it is
+		// named, not skipped.
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) && !jsonerr.IsNonFinite(err, data) {
 			passOver(jsonerr.Explain(err, data).Error())

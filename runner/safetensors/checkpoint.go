@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/mtlbench/mtlbench/internal/readfile"
@@ -168,12 +169,8 @@ func openIndexed(dir, idxPath string, raw []byte, maxTensors int) (*Checkpoint, 
 	// transformers reads the index with Python's json: a key given twice
 	// keeps its last value whole, where encoding/json would merge two
 	// weight_maps.
-	text, err := jsonerr.Dedup(raw, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", idxPath, err)
-	}
 	var idx index
-	if err := jsonerr.Unmarshal(text, &idx); err != nil {
+	if err := json.Unmarshal(jsonerr.Python(raw, &idx), &idx); err != nil {
 		return nil, fmt.Errorf("%s: %w", idxPath, jsonerr.ExplainFile(err, raw))
 	}
 	if len(idx.WeightMap) == 0 {

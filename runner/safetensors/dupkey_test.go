@@ -106,3 +106,22 @@ func TestIndexKeysAsSpelled(t *testing.T) {
 		t.Errorf("%v, want %s", err, want)
 	}
 }
+
+// transformers reads the index with Python's json, which reads a NaN as a
+// float: one in the metadata, which nothing here reads, is no fault.
+func TestIndexNonFiniteUnread(t *testing.T) {
+	ts := sampleTensors()
+	dir := t.TempDir()
+	if err := Write(filepath.Join(dir, "s1.safetensors"), ts[1:2], nil); err != nil {
+		t.Fatal(err)
+	}
+	index := `{"metadata": {"total_size": NaN}, "weight_map": {"` + ts[1].Name + `": "s1.safetensors"}}`
+	if err := os.WriteFile(filepath.Join(dir, IndexName), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.Close()
+}
