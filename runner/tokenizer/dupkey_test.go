@@ -161,3 +161,17 @@ func TestNestingLimit(t *testing.T) {
 		t.Errorf("126 deep: %v", err)
 	}
 }
+
+// mistral-common reads a NaN as Python's json does, a float: in a key it
+// does not read, the file is read.
+func TestTekkenNonFiniteUnread(t *testing.T) {
+	f := tekkenFile()
+	data, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), `"config":{`, `"config":{"audio_scale":NaN,`, 1)
+	if _, err := ParseTekken([]byte(text)); err != nil {
+		t.Errorf("%v", err)
+	}
+}

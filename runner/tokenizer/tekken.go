@@ -107,14 +107,12 @@ func ParseTekken(data []byte) (*Tokenizer, error) {
 		listLimit{"special_tokens", jsonlen.Most(data, "special_tokens"), MaxVocab}); err != nil {
 		return nil, err
 	}
-	// mistral-common reads the file with Python's json: a key given twice
-	// keeps its last value whole (encoding/json would merge two objects).
-	text, err := jsonerr.Dedup(data, nil)
-	if err != nil {
-		return nil, fmt.Errorf("not a tekken.json: %w", err)
-	}
+	// mistral-common reads the file with Python's json (jsonerr.Python): a
+	// key given twice keeps its last value whole (encoding/json would merge
+	// two objects), and a NaN in a key nothing reads is a float.
 	var f tekkenJSON
-	if err := jsonerr.Unmarshal(text, &f); err != nil {
+	text := jsonerr.Python(data, &f)
+	if err := json.Unmarshal(text, &f); err != nil {
 		return nil, fmt.Errorf("not a tekken.json: %w", tekkenJSONError(err, text))
 	}
 	c := f.Config
