@@ -39,6 +39,11 @@ func Dedup(data []byte, rule func(path, key string) Dup) ([]byte, error) {
 	if !json.Valid(data) {
 		return data, nil
 	}
+	return dedup(data, rule)
+}
+
+// dedup is Dedup of data known to be valid JSON.
+func dedup(data []byte, rule func(path, key string) Dup) ([]byte, error) {
 	d := deduper{data: data, rule: rule}
 	if _, err := d.value(skipSpace(data, 0)); err != nil {
 		return nil, err

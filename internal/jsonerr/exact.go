@@ -56,7 +56,7 @@ func Python(data []byte, v any) []byte {
 	if !json.Valid(text) {
 		return data // the decoder words the fault
 	}
-	text, _ = Dedup(text, nil) // LastWins refuses nothing
+	text, _ = dedup(text, nil) // LastWins refuses nothing
 	t := reflect.TypeOf(v)
 	if t == nil {
 		return text
@@ -67,6 +67,29 @@ func Python(data []byte, v any) []byte {
 		return text
 	}
 	return e.out
+}
+
+// Serde is data as a serde reader decodes it into v (HF tokenizers):
+// Dedup with rule, whose error it returns, and Exact, in one pass over the
+// text to check it is JSON (a file of megabytes), not one each.
+func Serde(data []byte, rule func(path, key string) Dup, v any) ([]byte, error) {
+	if !json.Valid(data) {
+		return data, nil // the decoder words the fault
+	}
+	text, err := dedup(data, rule)
+	if err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return text, nil
+	}
+	e := exacter{data: text}
+	e.value(skipSpace(text, 0), t)
+	if e.out == nil {
+		return text, nil
+	}
+	return e.out, nil
 }
 
 // zeroNonFinite is data with each NaN, Infinity and -Infinity outside its

@@ -175,3 +175,25 @@ func TestTekkenNonFiniteUnread(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// BenchmarkParseVocab reads a tokenizer.json of 150,000 tokens: its text is
+// checked to be JSON once for the reading rules (jsonerr.Serde), not once
+// for each.
+func BenchmarkParseVocab(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"version": "1.0", "model": {"type": "BPE", "vocab": {`)
+	for i := range 150000 {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, `"t%dx": %d`, i, i)
+	}
+	sb.WriteString(`}, "merges": []}}`)
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

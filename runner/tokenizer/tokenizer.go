@@ -333,7 +333,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 		Model  json.RawMessage `json:"model"`
 		Config json.RawMessage `json:"config"`
 	}
-	if err := jsonerr.Unmarshal(data, &head); err != nil {
+	// Only the two parts are taken here, before the file is read as HF
+	// reads it: a key of other case is refused below (checkTopLevel).
+	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainFile(err, data))
 	}
 	noModel := len(head.Model) == 0 || string(head.Model) == "null"
@@ -357,12 +359,12 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := cmp.Or(jsonerr.LoneSurrogate(data), jsonerr.Nesting(data, jsonerr.SerdeDepth)); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w (HF tokenizers refuses it)", err)
 	}
-	text, err := jsonerr.Dedup(data, tokenizerDup)
+	var f fileJSON
+	text, err := jsonerr.Serde(data, tokenizerDup, &f)
 	if err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w: HF tokenizers refuses a field given twice there", err)
 	}
-	var f fileJSON
-	if err := jsonerr.Unmarshal(text, &f); err != nil {
+	if err := json.Unmarshal(text, &f); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", jsonerr.ExplainFile(err, data))
 	}
 	m := f.Model
