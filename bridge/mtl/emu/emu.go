@@ -39,8 +39,8 @@ type Options struct {
 	// DispatchTimeout fails a dispatch whose threadgroups make no progress
 	// for this long (no threadgroup of it started), as a GPU's watchdog
 	// fails a command buffer that runs too long: a kernel stuck in an
-	// endless loop then fails with an ExecutionError naming the loop,
-	// instead of hanging its command buffer. 0 means
+	// endless loop (or recursion) then fails with an ExecutionError naming
+	// the loop (or function), instead of hanging its command buffer. 0 means
 	// DefaultDispatchTimeout; a negative value, no limit
 	// (MTLBENCH_EMU_TIMEOUT).
 	DispatchTimeout time.Duration

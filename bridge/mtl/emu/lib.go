@@ -127,8 +127,8 @@ func (l *clib) dispatch(d *cDesc, workers int, stop <-chan struct{}, limit time.
 
 // run runs the dispatch d describes; l.mu is held. A stop closed while it
 // runs raises errflag, which the workers look at before each threadgroup
-// they take and the kernel at each loop back-edge (metal_stdlib's
-// loop_tick). So does the time limit, with errflag 2: the first thread to
+// they take and the kernel at each loop back-edge and function entry
+// (metal_stdlib's loop_tick and stack_check). So does the time limit, with errflag 2: the first thread to
 // see it writes where it was into err (emu_runtime.cpp's loop_stop).
 func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Duration) error {
 	p := unsafe.Pointer(d)
@@ -189,11 +189,11 @@ func (l *clib) run(d *cDesc, workers int, stop <-chan struct{}, limit time.Durat
 	}
 	if timedOut.Load() {
 		where := "stopped before its next threadgroup"
-		if d.errflag == 3 {
-			where = "stopped in the loop at " + d.errString()
+		if d.errflag == 3 { // "in the loop at k.metal:4 (thread ...)", or "in a call of f at ..."
+			where = "stopped " + d.errString()
 		}
 		return &ExecutionError{timeout: fmt.Sprintf("no progress within the dispatch time limit of %v "+
-			"(Options.DispatchTimeout; an endless loop?): %s", limit, where)}
+			"(Options.DispatchTimeout; an endless loop or recursion?): %s", limit, where)}
 	}
 	if d.errflag != 0 {
 		return &ExecutionError{Msg: d.errString()}

@@ -422,8 +422,13 @@ func (r *rewriter) walk() {
 				r.pendingNS = nil
 			} else if r.classHead(i) {
 				name = "\x01"
-			} else if r.inClass() && r.parens == 0 {
-				r.memberBody(i)
+			} else {
+				if r.inClass() && r.parens == 0 {
+					r.memberBody(i)
+				}
+				if r.parens == 0 && !r.inFunction() && r.functionBody(i) {
+					r.insertAfter(i, stackCheck)
+				}
 			}
 			r.ns = append(r.ns, name)
 			r.nsAt = append(r.nsAt, i)
@@ -586,6 +591,63 @@ func (r *rewriter) loopTick(i int) {
 			return
 		}
 	}
+}
+
+// stackCheck starts every function body, the kernels' too: it fails the
+// dispatch of a thread that runs out of stack (endless recursion, or local
+// arrays too large), and stops a thread of a failed dispatch as loop_tick
+// does (docs/msl-subset.md, "The time limit").
+const stackCheck = " ::metal::__emu::stack_check(__func__);"
+
+// notCalls are the words whose parentheses hold no parameter list.
+var notCalls = map[string]bool{"decltype": true, "alignas": true, "sizeof": true, "alignof": true,
+	"__attribute__": true, "noexcept": true, "static_assert": true}
+
+// functionBody reports whether the '{' at i, outside any function, opens a
+// function's body rather than a brace initialiser: it follows the ')' of a
+// parameter list or a constructor's member initialiser (`x(a) {`,
+// `x{a} {`), past qualifiers and attributes, or a trailing return type.
+func (r *rewriter) functionBody(i int) bool {
+	qualifiers := func(k int) int {
+		for k >= 0 {
+			if a := r.attrTo[k]; a != nil {
+				k = a.start - 1
+				continue
+			}
+			switch r.text(k) {
+			case "const", "volatile", "&", "&&", "override", "final", "device", "constant", "threadgroup", "thread":
+				k--
+				continue
+			}
+			return k
+		}
+		return k
+	}
+	k := qualifiers(i - 1)
+	switch r.text(k) {
+	case ")":
+		if o := r.matchBack(k); o > 0 && !notCalls[r.text(o-1)] {
+			return true
+		}
+	case "}": // a member initialiser's braces
+		o := r.matchBack(k)
+		return o > 1 && r.tok(o-1).kind == tIdent && (r.text(o-2) == "," || r.text(o-2) == ":")
+	}
+	// `auto f(T x) -> R {`: back to the arrow, past the return type's
+	// brackets.
+	for ; k > 0; k-- {
+		switch r.text(k) {
+		case ";", "{", "}", "=":
+			return false
+		case ")", "]", ">":
+			if o := r.matchBack(k); o > 0 {
+				k = o
+			}
+		case "->":
+			return r.text(qualifiers(k-1)) == ")"
+		}
+	}
+	return false
 }
 
 // lambdaAt reports whether the '[' at i opens a lambda's capture list: it

@@ -46,7 +46,7 @@ kernel void k(device float* o [[buffer(0)]]) {
 		"float* a = ::metal::__emu::thread_addr(&r), *b = 0, c2 = 1;  float& q = ::metal::__emu::thread_ref(r);  const float& k = r + 1;",
 		"const  uchar* u = ::metal::__emu::thread_addr(::metal::__emu::thread_cast<const uchar* >() * &r + 1);",
 		`{ ::metal::__emu::thread_check((const void *)__builtin_addressof(r), "k.metal", 4);`,
-		`{ ::metal::__emu::thread_check((const void *)x, "k.metal", 11); ::metal::__emu::this_space(this, 1, "Q::apply"); return x[n]; }`,
+		`{ ::metal::__emu::thread_check((const void *)x, "k.metal", 11); ::metal::__emu::this_space(this, 1, "Q::apply"); ::metal::__emu::stack_check(__func__); return x[n]; }`,
 		"void declared( float* x);",
 		"::metal::__emu::ptr<atomic_uint, 1> c",
 		"::metal::__emu::ptr<float, 1> z",
@@ -83,7 +83,7 @@ void f(float4 a, int4 i) {
 }
 `)
 	for _, want := range []string{
-		`float4 apply(T x) const { ::metal::__emu::this_space(this, 1, "S::apply"); return ::metal::__emu::make<float4 >(x); }`,
+		`float4 apply(T x) const { ::metal::__emu::this_space(this, 1, "S::apply"); ::metal::__emu::stack_check(__func__); return ::metal::__emu::make<float4 >(x); }`,
 		"::metal::__emu::make<float4 >(a.xy, ((half)1.0f), 2)",
 		"float4 c = ::metal::__emu::make<float4 >(a.x, 1, 2, 3)",
 		"int4 cm = ::metal::__emu::make<int4 >(::metal::__emu::cmp_value(a < 1.0f))",
@@ -259,6 +259,38 @@ func TestRewriteComparisons(t *testing.T) {
 		out, _, _ := rewriteOK(t, "void f(int4 m, float4 a, float4 b, float4 c, float4 d, int n) {\n  "+c.stmt+"\n}\n")
 		if !strings.Contains(out, c.want) {
 			t.Errorf("%s: output lacks %q:\n%s", c.stmt, c.want, out)
+		}
+	}
+}
+
+// Every function body starts with the stack check (docs/msl-subset.md,
+// "The time limit"), and nothing else that opens a brace outside a
+// function: initialisers, class, enum and namespace bodies, blocks.
+func TestRewriteStackChecks(t *testing.T) {
+	const check = "::metal::__emu::stack_check(__func__);"
+	for _, tc := range []struct {
+		src  string
+		want int // checks in the output
+	}{
+		{"uint f(uint n) { return n; }", 1},
+		{"template <typename T, int N = 4> T g(T x) { return x; }", 1},
+		{"constexpr int steps(int n) { int s = 0; while (n > 1) { n /= 2; s++; } return s; }", 1},
+		{"auto h(float x) -> float { return x; }", 1},
+		{"auto h(float x) -> decltype(x) { return x; }", 1},
+		{"struct S { float a; S(float x) : a(x) {} float get() const { return a; } };", 2},
+		{"struct S { float a, b; S(float x) : a(x), b{x} {} };", 1},
+		{"struct S { float a[2] = {1, 2}; bool operator()(int x) const { return x > 0; } };", 1},
+		{"struct S { operator float() const { return 1; } };", 1},
+		{"kernel void k(device float* o [[buffer(0)]]) { if (o) { o[0] = 1; } for (;;) { break; } }", 1},
+		{"constant float t[2] = {1, 2};", 0},
+		{"constant float4 v{1, 2, 3, 4};", 0},
+		{"struct P { float x; }; constant P p = {1};", 0},
+		{"enum E { A, B }; namespace n { struct alignas(16) Q { int q; }; }", 0},
+		{"constant float k = 2; decltype(k) u{3};", 0},
+	} {
+		out, _, _ := rewriteOK(t, tc.src)
+		if got := strings.Count(out, check); got != tc.want {
+			t.Errorf("%s: %d stack checks, want %d:\n%s", tc.src, got, tc.want, out)
 		}
 	}
 }

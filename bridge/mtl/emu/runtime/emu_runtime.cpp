@@ -50,7 +50,9 @@ extern "C" __attribute__((visibility("hidden"), used)) __bf16 __truncsfbf2(float
 namespace metal {
 namespace __emu {
 
-enum { ABI = 8, MAX_THREADS = 1024, NBUF = 31, STACK = 256 << 10, GUARD = 16 << 10 };
+// A fiber's stack is the top STACK bytes of its SLOT, below them a guard of
+// GUARD bytes (metal_stdlib's stack_check).
+enum { ABI = 8, MAX_THREADS = 1024, NBUF = 31, SLOT = STACK_SLOT, STACK = STACK_SIZE, GUARD = SLOT - STACK };
 enum { ST_READY, ST_SIMD, ST_BAR, ST_DONE };
 
 // FPRange is a range of device memory the dispatch binds and its footprint
@@ -345,7 +347,7 @@ void *null_deref(size_t n, int as, int slot) {
 
 // on_stack: an address in a fiber's stack, a thread variable's.
 static bool on_stack(const Worker *w, const char *q) {
-  return q >= w->stacks && q < w->stacks + size_t(MAX_THREADS) * (size_t(STACK) + GUARD);
+  return q >= w->stacks && q < w->stacks + size_t(MAX_THREADS) * SLOT;
 }
 
 void atomic_at(const void *p, bool fadd, const char *file, unsigned line) {
@@ -624,6 +626,10 @@ static inline void to_sched(Fiber *f) {
 #endif
 }
 
+static inline char *stack_base(Worker *w, const Fiber *f) {
+  return w->stacks + size_t(f->lid) * SLOT + GUARD;
+}
+
 static inline void run(Worker *w, Fiber *f) {
   cur = f;
 #ifdef MSL_EMU_USE_UCONTEXT
@@ -635,7 +641,7 @@ static inline void run(Worker *w, Fiber *f) {
 }
 
 static void init_fiber(Worker *w, Fiber *f, int i) {
-  char *base = w->stacks + size_t(i) * (STACK + GUARD) + GUARD;
+  char *base = stack_base(w, f);
 #ifdef MSL_EMU_USE_UCONTEXT
   ucontext_t *uc = &w->uc[i];
   getcontext(uc);
@@ -668,12 +674,13 @@ void block_barrier(const char *file, unsigned line) {
   to_sched(f);
 }
 
-// loop_stop ends the running thread of a failed dispatch at a loop's
-// back-edge: its fiber goes back to the scheduler for good, and run_group
-// abandons the group. Errflag 2 is the time limit Go set (lib.go); the first
-// thread to see it names its loop and itself in err, which Go's message
-// quotes. Outside a fiber (a constant's initialiser) the loop goes on.
-void loop_stop(const char *file, unsigned line) {
+// stop_thread ends the running thread of a failed dispatch at a loop's
+// back-edge or a function's entry: its fiber goes back to the scheduler for
+// good, and run_group abandons the group. Errflag 2 is the time limit Go
+// set (lib.go); the first thread to see it says where it was in err (`in
+// the loop at k.metal:4 (thread ...)`), which Go's message quotes. Outside a
+// fiber (a constant's initialiser) the thread goes on.
+static void stop_thread(const char *fn, const char *file, unsigned line) {
   Fiber *f = cur;
   if (!f)
     return;
@@ -682,12 +689,53 @@ void loop_stop(const char *file, unsigned line) {
   int64_t two = 2;
   if (d && __atomic_compare_exchange_n(&d->errflag, &two, 3, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     const Group &g = w->g;
-    snprintf(d->err, sizeof d->err, "%s:%u (thread (%u,%u,%u) of threadgroup (%u,%u,%u))", file, line, f->tpitg[0],
-             f->tpitg[1], f->tpitg[2], g.tgpig[0], g.tgpig[1], g.tgpig[2]);
+    char what[160] = "the loop";
+    if (fn)
+      snprintf(what, sizeof what, "a call of %s", fn);
+    snprintf(d->err, sizeof d->err, "in %s at %s:%u (thread (%u,%u,%u) of threadgroup (%u,%u,%u))", what, file, line,
+             f->tpitg[0], f->tpitg[1], f->tpitg[2], g.tgpig[0], g.tgpig[1], g.tgpig[2]);
   }
   f->state = ST_DONE;
   to_sched(f);
   __builtin_trap(); // run_group never resumes it
+}
+
+void loop_stop(const char *file, unsigned line) { stop_thread(nullptr, file, line); }
+void call_stop(const char *fn, const char *file, unsigned line) { stop_thread(fn, file, line); }
+
+// stack_out fails the dispatch of a thread whose stack ran out on entering
+// function fn, and abandons the thread as stop_thread does.
+[[noreturn]] static void stack_out(const char *fn, const char *file, unsigned line) {
+  Fiber *f = cur;
+  fail("stack overflow in %s at %s:%u: the thread's %d KiB of stack ran out (msl-emu's limit: endless or too deep "
+       "recursion, or local arrays too large)",
+       fn, file, line, int(STACK - STACK_MARGIN) >> 10);
+  f->state = ST_DONE;
+  to_sched(f);
+  __builtin_trap(); // run_group never resumes it
+}
+
+// stack_slow is stack_check's way out: in a fiber, its stack pointer has
+// passed STACK_FLOOR. stack_out runs on the top of the thread's stack, which
+// the abandoned thread no longer needs, rather than below the floor.
+void stack_slow(const char *fn, const char *file, unsigned line) {
+  Fiber *f = cur;
+  if (!f)
+    return; // an OS thread's stack, whose address says nothing
+  char *top = stack_base((Worker *)f->w, f) + STACK;
+  void (*out)(const char *, const char *, unsigned) = stack_out;
+#if defined(__x86_64__)
+  asm volatile("movq %0, %%rsp\n\tcallq *%1" : : "r"(top), "r"(out), "D"(fn), "S"(file), "d"(line) : "memory");
+#elif defined(__aarch64__)
+  register const char *x0 asm("x0") = fn;
+  register const char *x1 asm("x1") = file;
+  register unsigned long x2 asm("x2") = line;
+  asm volatile("mov sp, %0\n\tblr %1" : : "r"(top), "r"(out), "r"(x0), "r"(x1), "r"(x2) : "memory", "x30");
+#else
+  (void)top;
+  out(fn, file, line);
+#endif
+  __builtin_unreachable();
 }
 
 static bool same_site(const char *f1, unsigned l1, unsigned c1, const char *f2, unsigned l2, unsigned c2) {
@@ -756,16 +804,15 @@ static void sum_cost(Worker *w) {
   w->c[7] += n;
 }
 
-// guard_stacks puts a guard page below each of the first n fiber stacks
-// not yet guarded: a stack overflow then crashes at the faulting fiber
-// instead of corrupting its neighbour. Each guard splits the stacks'
+// guard_stacks puts the guard below each of the first n fiber stacks not
+// yet guarded: a frame that overruns stack_check's margin then faults at
+// the fiber instead of corrupting its neighbour. Each guard splits the stacks'
 // mapping in two, and every library has a worker per OS thread, so only
 // the stacks a group uses get one: guarding all 1024 up front took 2048
 // of the process's 65530 mappings (vm.max_map_count) a worker.
 static void guard_stacks(Worker *w, uint32_t n) {
-  size_t per = size_t(STACK) + GUARD;
   for (; w->guarded < n; w->guarded++)
-    mprotect(w->stacks + size_t(w->guarded) * per, GUARD, PROT_NONE);
+    mprotect(w->stacks + size_t(w->guarded) * SLOT, GUARD, PROT_NONE);
 }
 
 static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
@@ -897,11 +944,18 @@ static bool run_group(Worker *w, uint32_t gx, uint32_t gy, uint32_t gz) {
 
 static Worker *new_worker() {
   Worker *w = (Worker *)calloc(1, sizeof(Worker));
-  size_t per = size_t(STACK) + GUARD;
-  w->stacks = (char *)mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON | MAP_NORESERVE,
-                           -1, 0);
-  if (w->stacks == MAP_FAILED)
+  // The slots are SLOT-aligned, as stack_check reads what is left of a
+  // stack from the stack pointer's offset in its slot: map one more and
+  // give back the ends.
+  size_t len = size_t(SLOT) * MAX_THREADS;
+  char *m = (char *)mmap(nullptr, len + SLOT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED)
     return nullptr;
+  w->stacks = (char *)((uintptr_t(m) + SLOT - 1) & ~uintptr_t(SLOT - 1));
+  if (w->stacks > m)
+    munmap(m, size_t(w->stacks - m));
+  if (char *end = w->stacks + len; end < m + len + SLOT)
+    munmap(end, size_t(m + len + SLOT - end));
   w->arena_cap = 1 << 20;
   w->arena = (char *)mmap(nullptr, w->arena_cap * 2 + w->arena_cap * sizeof(Shadow), PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANON | MAP_NORESERVE, -1, 0);
