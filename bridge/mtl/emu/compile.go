@@ -147,15 +147,25 @@ func compileFlags(extra []string) []string {
 	// function constant) is an error, as on Metal, and so is an operation
 	// on vectors of two element types (int4 + uint4), which clang's lax
 	// vector conversions would take as a bit cast (docs/msl-subset.md).
+	// A function's stack frame over frameLimit is an error too: the stack
+	// check at its entry catches a thread that runs out of stack only where
+	// no one frame reaches past the stack's margin (metal_stdlib's
+	// stack_check).
 	f := []string{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-exceptions", "-fno-rtti",
 		"-fno-threadsafe-statics", "-ffp-contract=fast", "-Wno-everything", "-Werror=vla",
-		"-flax-vector-conversions=none"}
+		"-flax-vector-conversions=none", fmt.Sprintf("-Wframe-larger-than=%d", frameLimit), "-Werror=frame-larger-than"}
 	if runtime.GOARCH == "amd64" {
 		f = append(f, "-march=native") // F16C turns half conversions into single instructions
 	}
 	// Extra flags for debugging the emulator itself (Options.CFlags).
 	return append(f, extra...)
 }
+
+// frameLimit is the largest stack frame a function may have: a thread's
+// stack is 256 KiB, and stack_check fails one whose stack pointer comes
+// within 64 KiB (STACK_MARGIN) of its end, which leaves 8 KiB for its error
+// path below the largest frame (docs/msl-subset.md, "The time limit").
+const frameLimit = 56 << 10
 
 func hashOf(parts ...string) string {
 	h := sha256.New()
@@ -283,6 +293,8 @@ func cleanDiagnostics(msg, buildDir, rtDir string) string {
 	msg = strings.ReplaceAll(msg, buildDir+string(filepath.Separator), "")
 	// The shim poisons only the bfloat types, before MSL 3.1.
 	msg = strings.ReplaceAll(msg, "attempt to use a poisoned identifier", "bfloat types need MSL 3.1 or later (LanguageVersion)")
+	msg = strings.ReplaceAll(msg, " [-Werror,-Wframe-larger-than]", fmt.Sprintf(": msl-emu runs each thread on a 256 KiB stack, "+
+		"of which one function's locals (its arrays, with those of the functions inlined into it) may take %d KiB", frameLimit>>10))
 	msg = strings.ReplaceAll(msg, rtDir+string(filepath.Separator), "<msl-emu>/")
 	lines := strings.Split(msg, "\n")
 	if len(lines) > 40 {

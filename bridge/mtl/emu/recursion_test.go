@@ -110,3 +110,39 @@ func checkRecursion(t *testing.T, opts emu.Options, src string) {
 		}
 	}
 }
+
+// A function whose locals take more of a thread's stack than the stack
+// check's margin leaves fails to build, at its line, rather than running
+// past the stack's end before any check could see it.
+func TestFrameLimit(t *testing.T) {
+	dev := newDevice(t, emu.Options{})
+	const head = "#include <metal_stdlib>\nusing namespace metal;\n"
+	for _, tc := range []struct {
+		what, src string
+		ok        bool
+		line      int
+		says      []string
+	}{
+		{"a helper's 400 KB array", head + `uint huge(device uint* out, uint n) {
+  float local[100000];
+  for (uint k = 0; k < 100000; k++) local[k] = float(out[(n + k) & 255]);
+  return uint(local[n % 100000]) + (n > 0 ? huge(out, n - 1) : 0);
+}
+kernel void k(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = huge(out, 3); }
+`, false, 3, []string{"stack frame size (", "exceeds limit (57344) in 'huge(", "may take 56 KiB"}},
+		{"a kernel's 80 KB array", head + `kernel void big(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  float acc[20000];
+  for (uint k = 0; k < 20000; k++) acc[k] = out[(i + k) & 255];
+  out[i] = acc[i % 20000];
+}
+`, false, 3, []string{"in 'big(", "msl-emu runs each thread on a 256 KiB stack"}},
+		{"a kernel's 16 KB array", head + `kernel void fits(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  float acc[4096];
+  for (uint k = 0; k < 4096; k++) acc[k] = out[(i + k) & 255];
+  out[i] = acc[i % 4096];
+}
+`, true, 0, nil},
+	} {
+		checkBuild(t, dev, tc.what, tc.src, mtl.CompileOptions{LanguageVersion: "3.1"}, tc.ok, tc.line, tc.says...)
+	}
+}

@@ -1865,7 +1865,9 @@ func (r *rewriter) addKernel(k kernelInfo, expr string, after int) {
 		ns = append(ns, strconv.Quote(n))
 	}
 	kf := fmt.Sprintf("__emu_kf%d", r.nTramp-1)
-	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s%s(%s); } static const char *const %s[31] = {%s};"+
+	// The kernel stays a function of its own, so that a frame too large
+	// (compileFlags) is reported at the kernel's line.
+	code := fmt.Sprintf(" static void %s(::metal::__emu::Fiber *__f) { using __F = decltype(&%s); %s[[clang::noinline]] %s(%s); } static const char *const %s[31] = {%s};"+
 		" static const void *%s() { return (const void *)&%s; }",
 		fn, expr, checks, expr, strings.Join(args, ", "), bn, strings.Join(ns, ", "), kf, expr)
 	r.insertAfter(after, code)
