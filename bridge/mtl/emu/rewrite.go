@@ -556,9 +556,13 @@ func (r *rewriter) walk() {
 // loopTick puts a call of the shim's loop_tick in the condition of the
 // while or for at i (`while (c)` becoming `while (loop_tick(), c)`), so a
 // thread of a failed or timed-out dispatch stops at its loop's back-edge
-// instead of looping forever (docs/msl-subset.md). A range-based for ends
-// on its own; a condition that declares a variable (`while (int n = f())`)
-// cannot take the call and stays as it is.
+// instead of looping forever (docs/msl-subset.md). A condition that
+// declares a variable (`while (int n = f())`) cannot take the call: such a
+// for takes it in its increment, which runs before every round but the
+// first, and such a while becomes that for (`for (; int n = f();
+// loop_tick())`). A range-based for has no condition to take it, and needs
+// none: it runs over an array, which ends, or calls the range's begin, end
+// and iterator functions every round, which the stack check starts.
 func (r *rewriter) loopTick(i int) {
 	open := i + 1
 	if r.text(open) != "(" {
@@ -570,12 +574,16 @@ func (r *rewriter) loopTick(i int) {
 	}
 	const tick = "::metal::__emu::loop_tick()"
 	if r.text(i) == "while" {
-		if a, b := r.tok(open+1), r.tok(open+2); a.kind == tIdent && b.kind == tIdent {
+		if r.declaresCondition(open+1, end) {
+			r.replace(i, i, "for")
+			r.insertAfter(open, " ;")
+			r.replace(end, end, "; "+tick+")") // after what other rewrites insert before it
 			return
 		}
 		r.insertAfter(open, tick+", ")
 		return
 	}
+	semi := -1 // the ';' that ends the init-statement
 	for j := open + 1; j < end; j++ {
 		switch r.text(j) {
 		case "(", "[", "{":
@@ -583,14 +591,57 @@ func (r *rewriter) loopTick(i int) {
 				return
 			}
 		case ";":
+			if semi >= 0 {
+				// The condition's end: the increment follows.
+				if r.text(j+1) == ")" {
+					r.insertAfter(j, " "+tick)
+				} else {
+					r.insertAfter(j, " "+tick+",")
+				}
+				return
+			}
+			semi = j
 			if r.text(j+1) == ";" {
 				r.insertAfter(j, " ("+tick+", true)")
-			} else if a, b := r.tok(j+1), r.tok(j+2); a.kind != tIdent || b.kind != tIdent {
+				return
+			} else if !r.declaresCondition(j+1, end) {
 				r.insertAfter(j, " "+tick+",")
+				return
 			}
-			return
 		}
 	}
+}
+
+// declaresCondition reports whether the condition that starts at from (and
+// ends before to, or at a ';') declares a variable: a type, then the name
+// and '=' or '{' (`int n = f()`, `const T* p = q`, `vec<int, 2> v{a, b}`).
+// An expression names no type before the name it assigns (`x = f()`,
+// `*p = q`, `a.b = c`).
+func (r *rewriter) declaresCondition(from, to int) bool {
+	if r.tok(from).kind != tIdent && r.text(from) != "::" {
+		return false
+	}
+	for j := from; j < to; j++ {
+		switch r.text(j) {
+		case ";":
+			return false
+		case "(", "[":
+			if j = r.match(j); j < 0 || j >= to {
+				return false
+			}
+		case "<":
+			if k := r.match(j); k > 0 && k < to && r.tok(j-1).kind == tIdent {
+				j = k
+			}
+		case "=", "{":
+			if j-2 < from || r.tok(j-1).kind != tIdent {
+				return false
+			}
+			b := r.tok(j - 2)
+			return b.kind == tIdent || b.text == "*" || b.text == "&" || b.text == "&&" || b.text == ">"
+		}
+	}
+	return false
 }
 
 // stackCheck starts every function body, the kernels' too: it fails the

@@ -294,3 +294,32 @@ func TestRewriteStackChecks(t *testing.T) {
 		}
 	}
 }
+
+// Every loop with a condition takes the time limit's check: in the
+// condition, or, where the condition declares a variable, in a for's
+// increment, a while becoming that for. A range-based for takes none.
+func TestRewriteLoopTicks(t *testing.T) {
+	const tick = "::metal::__emu::loop_tick()"
+	for _, tc := range []struct{ loop, want string }{
+		{"while (x < n) x++;", "while (" + tick + ", x < n) x++;"},
+		{"while (x = f()) {}", "while (" + tick + ", x = f()) {}"},
+		{"while (*p = f()) {}", "while (" + tick + ", *p = f()) {}"},
+		{"while (s.v = f()) {}", "while (" + tick + ", s.v = f()) {}"},
+		{"while (int v = f()) {}", "for ( ;int v = f(); " + tick + ") {}"},
+		{"while (const S* p = g()) {}", "for ( ;const S* p = g(); " + tick + ") {}"},
+		{"while (S s{f()}) {}", "for ( ;S s{f()}; " + tick + ") {}"},
+		{"do { x++; } while (x < n);", "do { x++; } while (" + tick + ", x < n);"},
+		{"for (int i = 0; f(); i++) {}", "for (int i = 0; " + tick + ", f(); i++) {}"},
+		{"for (;;) {}", "for (; (" + tick + ", true);) {}"},
+		{"for (; int v = f(); ) {}", "for (; int v = f(); " + tick + " ) {}"},
+		{"for (int k = 2; int v = k; k--, x++) {}", "for (int k = 2; int v = k; " + tick + ", k--, x++) {}"},
+		{"for (int k = 2; S s{k}; k--) {}", "for (int k = 2; S s{k}; " + tick + ", k--) {}"},
+		{"for (int v : a) x += v;", "for (int v : a) x += v;"},
+	} {
+		out, _, _ := rewriteOK(t, "struct S { int v; S(int x) : v(x) {} explicit operator bool() const { return v != 0; } };\n"+
+			"int f(); thread const S* g();\nvoid h(thread int* p, int n, S s, thread int* a) { int x = 0; "+tc.loop+" }\n")
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%s: output lacks %q:\n%s", tc.loop, tc.want, out)
+		}
+	}
+}

@@ -75,7 +75,24 @@ kernel void finite(device uint* out [[buffer(0)]], uint i [[thread_position_in_g
   const uint two[2] = {1u, 2u};
   for (auto v : two) s += v;
   constexpr int n = steps(64);
+  uint m = 3;
+  while (uint d = m) { s += d; m--; }
+  for (uint k = 2; const uint d{k}; k--) s += d;
   out[i] = s + n;
+}
+kernel void spin_while_decl(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  while (uint x = out[0] + 1) { out[i] = x; }
+}
+kernel void spin_for_decl(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  for (uint n = 0; device uint* p = out + (n & 1); n++) *p = n;
+}
+kernel void spin_for_decl_brace(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  for (; bool b{i < 100000u}; ) out[i] = 0;
+}
+struct Forever { struct It { uint n; uint operator*() const { return n; } void operator++() { n++; } bool operator!=(It) const { return true; } }; It begin() const { return {0}; } It end() const { return {0}; } };
+kernel void spin_range(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  Forever f;
+  for (uint v : f) out[i] = v;
 }
 `
 	dev := newDevice(t, emu.Options{DispatchTimeout: 300 * time.Millisecond, Workers: 2})
@@ -92,6 +109,9 @@ kernel void finite(device uint* out [[buffer(0)]], uint i [[thread_position_in_g
 		{"spin_do", "k.metal:12"},
 		{"spin_barrier", "k.metal:15"},
 		{"spin_one", "k.metal:20 (thread (5,0,0) of threadgroup (3,0,0))"},
+		{"spin_while_decl", "k.metal:36"},
+		{"spin_for_decl", "k.metal:39"},
+		{"spin_for_decl_brace", "k.metal:42"},
 	} {
 		p := pipe(t, lib, tc.kernel, nil)
 		errc := make(chan error, 1)
@@ -105,12 +125,24 @@ kernel void finite(device uint* out [[buffer(0)]], uint i [[thread_position_in_g
 			t.Fatalf("%s: the dispatch still runs after 20s", tc.kernel)
 		}
 	}
+	// A range-based for stops in its range's functions.
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(t, dev, pipe(t, lib, "spin_range", nil), [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out})
+	}()
+	select {
+	case err := <-errc:
+		wantExecError(t, err, "kernel spin_range: no progress within the dispatch time limit of 300ms",
+			"stopped in a call of operator", " at k.metal:44 (thread (")
+	case <-time.After(20 * time.Second):
+		t.Fatal("spin_range: the dispatch still runs after 20s")
+	}
 	// The device and library stay usable.
 	if err := run(t, dev, pipe(t, lib, "finite", nil), [3]int{4, 1, 1}, [3]int{64, 1, 1}, arg{buf: out}); err != nil {
 		t.Fatalf("a dispatch after the time limit: %v", err)
 	}
-	if got := u32s(out)[255]; got != 45+3+6 {
-		t.Errorf("finite: out[255] = %d, want 54", got)
+	if got := u32s(out)[255]; got != 45+3+6+6+3 {
+		t.Errorf("finite: out[255] = %d, want 63", got)
 	}
 	// A limit shorter than the watch's tick still works.
 	dev = newDevice(t, emu.Options{DispatchTimeout: time.Nanosecond})
