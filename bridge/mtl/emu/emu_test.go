@@ -1067,7 +1067,8 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
 
 // Metal's bool vectors have the swizzles of other vectors ("Vector Data
 // Types"): two to four components read as a bool vector, and those that
-// name no component twice are assigned one.
+// name no component twice are assigned one; an auto variable one
+// initialises is a bool vector.
 func TestBoolVectorSwizzles(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
 	const values = `#include <metal_stdlib>
@@ -1084,9 +1085,11 @@ kernel void k(device int* out [[buffer(0)]]) {
   q.yw = q.xz;
   bool2 s = bool2(true, false);
   s.xy = s.yx;
+  auto a = m.wy;
   const int4 r[] = {int4(n), int4(o.xyzz), int4(int2(p), int2(m.xx)), int4(q), int4(s.xyxy),
-                    int4(all(m.xw), any(m.yz), all(select(bool2(false), bool2(true), m.xw)), int(all(m.xy == m.wz)))};
-  for (int i = 0; i < 6; i++)
+                    int4(all(m.xw), any(m.yz), all(select(bool2(false), bool2(true), m.xw)), int(all(m.xy == m.wz))),
+                    int4(int2(a), int(a.x), int(sizeof(a)))};
+  for (int i = 0; i < 7; i++)
     for (int j = 0; j < 4; j++)
       out[4 * i + j] = r[i][j];
 }
@@ -1095,11 +1098,11 @@ kernel void k(device int* out [[buffer(0)]]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := newBuf(t, dev, 4*24)
+	out := newBuf(t, dev, 4*28)
 	if err := run(t, dev, pipe(t, lib, "k", nil), [3]int{1, 1, 1}, [3]int{1, 1, 1}, arg{buf: out}); err != nil {
 		t.Fatal(err)
 	}
-	want := []int32{0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1}
+	want := []int32{0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 2}
 	for i, u := range u32s(out) {
 		if int32(u) != want[i] {
 			t.Errorf("out[%d] (row %d): got %d, want %d", i, i/4, int32(u), want[i])
@@ -1113,6 +1116,8 @@ kernel void k(device int* out [[buffer(0)]]) {
 	}{
 		{"n.xyz = m.zyx; n.gb = !n.rg; x[i] = float(n.z) + float(any(n.ww))", true},
 		{"n.xy = true; x[i] = float(all(n.xyzw == m))", true},
+		{"auto s = m.xy; const auto t = n.zwx; bool2 b = s; x[i] = float(s.x) + float(t.z) + float(b.y)", true},
+		{"auto s = f4.xy; float2 g = s; x[i] = g.x + s.y", true},
 		{"n.xx = bool2(true, false); x[i] = float(n.x)", false},
 		{"int2 a = m.xy; x[i] = float(a.x)", false},
 		{"x[i] = n.xyz.x", false},

@@ -523,6 +523,10 @@ func (r *rewriter) walk() {
 			if r.inFunction() {
 				r.loopTick(i)
 			}
+		case "auto":
+			if r.inFunction() && r.parens == 0 {
+				r.autoSwizzle(i)
+			}
 		case "device", "constant", "threadgroup", "thread":
 			i = r.addrSpace(i)
 		case "is_function_constant_defined":
@@ -642,6 +646,43 @@ func (r *rewriter) declaresCondition(from, to int) bool {
 		}
 	}
 	return false
+}
+
+// autoSwizzle handles the auto at i when it declares one variable
+// initialised by a swizzle (`auto s = m.xy;`): the shim's bool vector
+// swizzle is a member of its own type, which auto would copy, so the
+// initialiser becomes ::metal::__emu::swz_value(m.xy), the bool vector it
+// reads as; any other value passes as it is (a float vector's swizzle, a
+// struct's field that happens to be named xy).
+func (r *rewriter) autoSwizzle(i int) {
+	if r.tok(i+1).kind != tIdent || r.text(i+2) != "=" {
+		return
+	}
+	for j := i + 3; j < len(r.toks); j++ {
+		switch r.text(j) {
+		case "(", "[", "{":
+			if j = r.match(j); j < 0 {
+				return
+			}
+		case ",", "}":
+			return
+		case ";":
+			if j-2 > i+2 && r.text(j-2) == "." && swizzleName(r.text(j-1)) {
+				r.insertAfter(i+2, " ::metal::__emu::swz_value(")
+				r.edits = append(r.edits, edit{r.toks[j].pos, r.toks[j].pos, ")"})
+			}
+			return
+		}
+	}
+}
+
+// swizzleName reports whether s names two to four vector components, all
+// of xyzw or all of rgba.
+func swizzleName(s string) bool {
+	if len(s) < 2 || len(s) > 4 {
+		return false
+	}
+	return strings.Trim(s, "xyzw") == "" || strings.Trim(s, "rgba") == ""
 }
 
 // stackCheck starts every function body, the kernels' too: it fails the

@@ -323,3 +323,23 @@ func TestRewriteLoopTicks(t *testing.T) {
 		}
 	}
 }
+
+// An auto variable initialised by a swizzle takes the swizzle's value, a
+// bool vector where the shim's swizzle is a type of its own.
+func TestRewriteAutoSwizzles(t *testing.T) {
+	for _, tc := range []struct{ decl, want string }{
+		{"auto s = m.xy;", "auto s = ::metal::__emu::swz_value( m.xy);"},
+		{"const auto s = f(m).rgba;", "const auto s = ::metal::__emu::swz_value( f(m).rgba);"},
+		{"auto s = m.x;", "auto s = m.x;"},
+		{"auto s = m.xyzwx;", "auto s = m.xyzwx;"},
+		{"auto s = m.xg;", "auto s = m.xg;"},
+		{"auto s = m.xy, u = m.zw;", "auto s = m.xy, u = m.zw;"},
+		{"auto s{m.xy};", "auto s{m.xy};"},
+		{"auto& s = m.xy;", "auto& s = m.xy;"},
+	} {
+		out, _, _ := rewriteOK(t, "bool4 f(bool4 m);\nvoid h(bool4 m) { "+tc.decl+" }\n")
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%s: output lacks %q:\n%s", tc.decl, tc.want, out)
+		}
+	}
+}
