@@ -1297,6 +1297,11 @@ func TestAddressSpaceConversions(t *testing.T) {
 		{"thread float* p = local; p = &x[i]; x[i] = *p", fails},
 		{"thread float *p = local, *q = p; q = &tg[i]; x[i] = *q", fails},
 		{"thread float* p; p = x; x[i] = p[0]", build},
+		{"float* p = local; const float4* v = (const float4*)local; x[i] = *p + v->y", ok},
+		{"float* p = &x[i]; x[i] = *p", fails},
+		{"const float* p = local, *q = &tg[i]; x[i] = *p + *q", fails},
+		{"float* p = local; p = &x[i]; x[i] = *p", fails},
+		{"auto* p = &x[i]; x[i] = *p", ok},
 	}
 	// The cases that build share one library: each library loaded maps its
 	// own fiber stacks.

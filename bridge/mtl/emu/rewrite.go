@@ -480,6 +480,15 @@ func (r *rewriter) walk() {
 			if t.text == "=" && r.parens == 0 && r.threadPtr[r.text(i-1)] && stmtStart[r.text(i-2)] && r.inFunction() {
 				r.threadInit(i+1, false, true)
 			}
+			// A pointer declared without an address space is a thread
+			// pointer, as if declared with `thread` (threadSpace).
+			if t.text == "=" && r.parens == 0 && r.inFunction() && r.plainPtrDecl(i) {
+				if r.threadPtr == nil {
+					r.threadPtr = map[string]bool{}
+				}
+				r.threadPtr[r.text(i-1)] = true
+				r.threadInit(i+1, false, false)
+			}
 			continue
 		}
 		if r.knames[t.text] && r.inFunction() {
@@ -1394,6 +1403,51 @@ func (r *rewriter) threadSpace(i int) int {
 	}
 	r.replace(i, i, "")
 	return i
+}
+
+// notTypeWords are the words that start a statement without naming a type,
+// or name one that is no thread pointer's (auto and decltype deduce the
+// address space, as Metal does).
+var notTypeWords = map[string]bool{"return": true, "else": true, "do": true, "case": true, "default": true,
+	"goto": true, "auto": true, "decltype": true, "typedef": true, "using": true, "sizeof": true,
+	"device": true, "constant": true, "threadgroup": true, "thread": true}
+
+// plainPtrDecl reports whether the '=' at eq initialises a pointer that a
+// statement declares without an address space (`float* p = e;`,
+// `const S* const p = e;`), which MSL makes a thread pointer.
+func (r *rewriter) plainPtrDecl(eq int) bool {
+	k := eq - 1
+	if r.tok(k).kind != tIdent {
+		return false
+	}
+	k--
+	for r.text(k) == "const" || r.text(k) == "volatile" {
+		k--
+	}
+	if r.text(k) != "*" {
+		return false
+	}
+	for r.text(k) == "*" || r.text(k) == "const" || r.text(k) == "volatile" {
+		k--
+	}
+	typ := false
+	for ; k >= 0; k-- {
+		t := r.tok(k)
+		switch {
+		case t.text == ";" || t.text == "{" || t.text == "}":
+			return typ
+		case t.text == ">":
+			if k = r.matchBack(k); k < 0 {
+				return false
+			}
+		case t.text == "::":
+		case t.kind == tIdent && !notTypeWords[t.text]:
+			typ = true
+		default:
+			return false
+		}
+	}
+	return typ
 }
 
 // threadCast rewrites the cast `(thread T*)e` whose parentheses are at
