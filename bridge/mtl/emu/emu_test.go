@@ -1024,7 +1024,7 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
 		}
 	}
 
-	const src = "#include <metal_stdlib>\nusing namespace metal;\nint first(int4 v) { return v.x; }\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  const float4 f4 = float4(x[i], -1, 2, 0); const int4 i4 = int4(f4); const half4 h4 = half4(f4); const bool4 m = f4 < 1.0f;\n  %s;\n}\n"
+	const src = "#include <metal_stdlib>\nusing namespace metal;\nint first(int4 v) { return v.x; } bool both(bool4 p, bool4 q) { return all(p == q); } int sum2(int4 p, int4 q) { return p.x + q.x; }\nkernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n  const float4 f4 = float4(x[i], -1, 2, 0); const int4 i4 = int4(f4); const half4 h4 = half4(f4); const bool4 m = f4 < 1.0f;\n  %s;\n}\n"
 	for _, c := range []struct {
 		body string
 		ok   bool
@@ -1060,6 +1060,10 @@ kernel void k(device const float* in [[buffer(0)]], device int* out [[buffer(1)]
 		{"x[i] = f4.x < 1.0f ? 1 : 2; if (i4.y > 0 && f4.z != 0) x[i] += (f4.x < 1.0f) + 1", true},
 		{"constexpr bool big = sizeof(int) > 2; x[i] = float(big) + float(sizeof(f4 < 1.0f) == 4)", true},
 		{"for (int k = 0; k < 4 && m[k] > 0; k++) x[i] += f4[k] >= 0 ? 1 : 0", true},
+		// Two comparisons among a call's arguments, whose '<' and '>' could
+		// enclose template arguments.
+		{"x[i] = float(both(f4 < 1.0f, i4 > 0) && both(f4 < x[i], h4 > h4))", true},
+		{"x[i] = float(sum2(f4 < 1.0f, i4 > 0))", false},
 	} {
 		checkBuild(t, dev, c.body, fmt.Sprintf(src, c.body), mtl.CompileOptions{}, c.ok, 6)
 	}

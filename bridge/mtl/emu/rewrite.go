@@ -969,7 +969,7 @@ func (r *rewriter) cmpArgs(open int) {
 	for k := start; end > 0 && k <= end; k++ {
 		switch t := r.text(k); {
 		case k == end || t == ",":
-			if k > start && r.comparison(start, k) {
+			if k > start && r.comparison(start, k, false) {
 				p := r.toks[start].pos
 				r.edits = append(r.edits, edit{p, p, "::metal::__emu::cmp_value("})
 				r.insertAfter(k-1, ")")
@@ -997,20 +997,22 @@ func (r *rewriter) cmpArgs(open int) {
 // (comparison); one whose `<` may open template arguments stays as it is.
 func (r *rewriter) cmpValues() {
 	for _, b := range r.bodies {
-		r.cmpOperands(b[0]+1, b[1], false)
+		r.cmpOperands(b[0]+1, b[1], false, false)
 	}
 }
 
 // cmpOperands wraps the comparisons among tokens from..to (exclusive),
 // descending into brackets; with cond, those tokens are the condition of
-// an if, while or switch, whose operands must be scalars, and stay.
-func (r *rewriter) cmpOperands(from, to int, cond bool) {
+// an if, while or switch, whose operands must be scalars, and stay. With
+// expr, they hold expressions only (a call's arguments, an index), no
+// declaration (angleArgs).
+func (r *rewriter) cmpOperands(from, to int, cond, expr bool) {
 	start := from
 	for k := from; k <= to; k++ {
 		t := r.text(k)
 		if k == to || t == "," || t == ";" || t == "?" || t == ":" || t == "return" || assignOps[t] || r.logicalOp(k) {
 			if !cond {
-				r.cmpOperand(start, k)
+				r.cmpOperand(start, k, expr)
 			}
 			start = k + 1
 			continue
@@ -1022,18 +1024,19 @@ func (r *rewriter) cmpOperands(from, to int, cond bool) {
 				return
 			}
 			p := r.text(k - 1)
-			r.cmpOperands(k+1, m, t == "(" && (p == "if" || p == "while" || p == "switch"))
+			stmt := p == "if" || p == "while" || p == "switch" || p == "for"
+			r.cmpOperands(k+1, m, t == "(" && stmt && p != "for", t == "[" || t == "(" && !stmt)
 			k = m
 		case "<":
 			if r.text(k-1) == "operator" {
 				continue
 			}
-			if m := r.match(k); m > 0 && m < to {
-				k = m // template arguments
+			if m := r.angleArgs(k, expr); m > 0 && m < to {
+				k = m
 			}
 		case ">":
 			if n := r.tok(k + 1); n.pos == r.toks[k].end && n.text == ">=" { // >>=
-				r.cmpOperand(start, k)
+				r.cmpOperand(start, k, expr)
 				k++
 				start = k + 1
 			}
@@ -1055,8 +1058,8 @@ func (r *rewriter) logicalOp(i int) bool {
 
 // cmpOperand wraps tokens from..to (exclusive) in cmp_value where they are
 // a comparison, unless an edit replaces text around either end.
-func (r *rewriter) cmpOperand(from, to int) {
-	if from >= to || r.text(from-1) == "operator" || !r.comparison(from, to) {
+func (r *rewriter) cmpOperand(from, to int, expr bool) {
+	if from >= to || r.text(from-1) == "operator" || !r.comparison(from, to, expr) {
 		return
 	}
 	p, q := r.toks[from].pos, r.toks[to-1].end
@@ -1068,11 +1071,29 @@ func (r *rewriter) cmpOperand(from, to int) {
 	r.edits = append(r.edits, edit{p, p, "::metal::__emu::cmp_value("}, edit{q, q, ")"})
 }
 
+// angleArgs returns the '>' closing the template arguments that the '<'
+// at k opens, or -1 where it compares. Without types the rewriter cannot
+// always tell (`f(a < b, c > d)` calls f with two comparisons, or with
+// a<b, c> and d in a declaration), but among expressions alone (expr) a
+// name followed by arguments in angle brackets is not followed by a name, a
+// number, '!' or '~': there `a < b, c > d` compares.
+func (r *rewriter) angleArgs(k int, expr bool) int {
+	m := r.match(k)
+	if m < 0 || !expr || r.tok(k-1).kind != tIdent {
+		return m
+	}
+	switch n := r.tok(m + 1); {
+	case n.kind == tIdent && !notPrimary[n.text], n.kind == tNumber, n.text == "!", n.text == "~":
+		return -1
+	}
+	return m
+}
+
 // comparison reports whether tokens from..to (exclusive) are an
 // expression whose outermost operator compares or is a logical one (whose
 // value clang also gives vectors as -1 and 0): `a < b`, `a.x == 0 && m`,
-// `!(a < b)`; not a conditional or an assignment.
-func (r *rewriter) comparison(from, to int) bool {
+// `!(a < b)`; not a conditional or an assignment. Expr is cmpOperands'.
+func (r *rewriter) comparison(from, to int, expr bool) bool {
 	found := r.text(from) == "!"
 	for k := from; k < to; k++ {
 		switch t := r.text(k); t {
@@ -1083,8 +1104,8 @@ func (r *rewriter) comparison(from, to int) bool {
 			}
 			k = m
 		case "<":
-			if m := r.match(k); m > 0 && m < to {
-				k = m // template arguments
+			if m := r.angleArgs(k, expr); m > 0 && m < to {
+				k = m
 				continue
 			}
 			found = true
@@ -1205,7 +1226,7 @@ func (r *rewriter) vcast(i int) int {
 	}
 	r.replace(i, end+1, "::metal::__emu::vcast<"+r.vecType(j, end)+" >() * ")
 	if next.text == "(" && !r.inFunction() { // cmpValues wraps those in a function body
-		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m) {
+		if m := r.match(end + 2); m > 0 && r.comparison(end+3, m, false) {
 			r.insertAfter(end+1, "::metal::__emu::cmp_value")
 		}
 	}
