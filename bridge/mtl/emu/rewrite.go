@@ -719,6 +719,11 @@ func (r *rewriter) functionBody(i int) bool {
 			case "const", "volatile", "&", "&&", "override", "final", "device", "constant", "threadgroup", "thread":
 				k--
 				continue
+			case ")": // __attribute__((always_inline)) after the parameters
+				if o := r.matchBack(k); o > 0 && r.text(o-1) == "__attribute__" {
+					k = o - 2
+					continue
+				}
 			}
 			return k
 		}

@@ -281,6 +281,8 @@ func TestRewriteStackChecks(t *testing.T) {
 		{"constexpr int steps(int n) { int s = 0; while (n > 1) { n /= 2; s++; } return s; }", 1},
 		{"auto h(float x) -> float { return x; }", 1},
 		{"auto h(float x) -> decltype(x) { return x; }", 1},
+		{"float h(float x) __attribute__((always_inline)) { return x; }", 1},
+		{"__attribute__((always_inline)) float h(float x) { return x; }", 1},
 		{"struct S { float a; S(float x) : a(x) {} float get() const { return a; } };", 2},
 		{"struct S { float a, b; S(float x) : a(x), b{x} {} };", 1},
 		{"struct S { float a[2] = {1, 2}; bool operator()(int x) const { return x > 0; } };", 1},
