@@ -1254,7 +1254,7 @@ func TestKernelPointerArguments(t *testing.T) {
 // dispatch, naming its line (docs/msl-subset.md).
 func TestAddressSpaceConversions(t *testing.T) {
 	dev := newDevice(t, emu.Options{})
-	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\nfloat t_first(thread const float* p) { return p[0]; }\n"
+	const head = "#include <metal_stdlib>\nusing namespace metal;\nfloat first(device float* p) { return p[0]; }\nfloat tg_first(threadgroup float* p) { return p[0]; }\nfloat t_first(thread const float* p) { return p[0]; } float p_first(const float* p) { return p[0]; }\n"
 	kernel := func(name, body string) string {
 		return "kernel void " + name + "(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { threadgroup float tg[32]; float local[4] = {1, 2, 3, 4}; tg[i] = x[i]; threadgroup_barrier(mem_flags::mem_threadgroup); " + body + "; }\n"
 	}
@@ -1306,6 +1306,9 @@ func TestAddressSpaceConversions(t *testing.T) {
 		{"const float* p = local, *q = &tg[i]; x[i] = *p + *q", fails},
 		{"float* p = local; p = &x[i]; x[i] = *p", fails},
 		{"auto* p = &x[i]; x[i] = *p", ok},
+		{"x[i] = p_first(local) + p_first(&local[2])", ok},
+		{"x[i] = p_first(&x[i])", fails},
+		{"x[i] = p_first(&tg[i])", fails},
 	}
 	// The cases that build share one library: each library loaded maps its
 	// own fiber stacks.
@@ -1323,7 +1326,7 @@ func TestAddressSpaceConversions(t *testing.T) {
 	}
 	for j, c := range cases {
 		at := fmt.Sprintf("k.metal:%d:", 6+j)
-		if strings.HasPrefix(c.body, "x[i] = t_first(&") {
+		if strings.HasPrefix(c.body, "x[i] = t_first(&") || strings.HasPrefix(c.body, "x[i] = p_first(&") {
 			at = "k.metal:5:" // the thread pointer parameter's line
 		}
 		if c.want == build {

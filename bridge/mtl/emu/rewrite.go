@@ -426,8 +426,11 @@ func (r *rewriter) walk() {
 				if r.inClass() && r.parens == 0 {
 					r.memberBody(i)
 				}
-				if r.parens == 0 && !r.inFunction() && r.functionBody(i) {
-					r.insertAfter(i, stackCheck)
+				if r.parens == 0 && !r.inFunction() {
+					if body, params := r.functionBody(i); body {
+						r.insertAfter(i, stackCheck)
+						r.plainPtrParams(params)
+					}
 				}
 			}
 			r.ns = append(r.ns, name)
@@ -708,7 +711,9 @@ var notCalls = map[string]bool{"decltype": true, "alignas": true, "sizeof": true
 // function's body rather than a brace initialiser: it follows the ')' of a
 // parameter list or a constructor's member initialiser (`x(a) {`,
 // `x{a} {`), past qualifiers and attributes, or a trailing return type.
-func (r *rewriter) functionBody(i int) bool {
+// Params is the parameter list's '(', or -1 where that is not at hand (a
+// constructor's member initialisers).
+func (r *rewriter) functionBody(i int) (body bool, params int) {
 	qualifiers := func(k int) int {
 		for k >= 0 {
 			if a := r.attrTo[k]; a != nil {
@@ -733,27 +738,84 @@ func (r *rewriter) functionBody(i int) bool {
 	switch r.text(k) {
 	case ")":
 		if o := r.matchBack(k); o > 0 && !notCalls[r.text(o-1)] {
-			return true
+			if r.text(o-2) == ":" || r.text(o-2) == "," {
+				return true, -1 // a member initialiser
+			}
+			return true, o
 		}
 	case "}": // a member initialiser's braces
 		o := r.matchBack(k)
-		return o > 1 && r.tok(o-1).kind == tIdent && (r.text(o-2) == "," || r.text(o-2) == ":")
+		return o > 1 && r.tok(o-1).kind == tIdent && (r.text(o-2) == "," || r.text(o-2) == ":"), -1
 	}
 	// `auto f(T x) -> R {`: back to the arrow, past the return type's
 	// brackets.
 	for ; k > 0; k-- {
 		switch r.text(k) {
 		case ";", "{", "}", "=":
-			return false
+			return false, -1
 		case ")", "]", ">":
 			if o := r.matchBack(k); o > 0 {
 				k = o
 			}
 		case "->":
-			return r.text(qualifiers(k-1)) == ")"
+			if q := qualifiers(k - 1); r.text(q) == ")" {
+				return true, r.matchBack(q)
+			}
+			return false, -1
 		}
 	}
-	return false
+	return false, -1
+}
+
+// plainPtrParams gives each pointer parameter declared without an address
+// space (`float first(float* p)`), which MSL makes a thread pointer, the
+// check of a `thread` one (threadParam), in the function whose parameter
+// list opens at open. A template's are left alone: its T may stand for an
+// address space's type (`device float`), which the emulator's types drop.
+func (r *rewriter) plainPtrParams(open int) {
+	if open < 0 {
+		return
+	}
+	end := r.match(open)
+	for j := open - 1; j >= 0; j-- {
+		if t := r.text(j); t == ";" || t == "{" || t == "}" {
+			break
+		} else if t == "template" || t == "kernel" {
+			return
+		}
+	}
+	start := open + 1
+	for k := start; end > 0 && k <= end; k++ {
+		if t := r.text(k); t == "(" || t == "[" || t == "<" {
+			if m := r.match(k); m > 0 && m < end {
+				k = m
+			}
+			continue
+		} else if k != end && t != "," {
+			continue
+		}
+		n := k - 1 // the parameter's name, before its default argument if any
+		for j := start; j < k; j++ {
+			if r.text(j) == "=" { // a default argument
+				n = j - 1
+				break
+			}
+		}
+		q := n - 1
+		for r.text(q) == "const" || r.text(q) == "volatile" {
+			q--
+		}
+		plain := n > start && r.tok(n).kind == tIdent && r.text(q) == "*"
+		for j := start; j < n && plain; j++ {
+			if thisSpaces[r.text(j)] != 0 || notTypeWords[r.text(j)] || r.attrAt[j] != nil {
+				plain = false
+			}
+		}
+		if plain {
+			r.threadParam(start, n, false)
+		}
+		start = k + 1
+	}
 }
 
 // lambdaAt reports whether the '[' at i opens a lambda's capture list: it

@@ -349,3 +349,29 @@ func TestRewriteAutoSwizzles(t *testing.T) {
 		}
 	}
 }
+
+// A function's pointer parameter without an address space is a thread
+// pointer, and gets the check of one declared `thread`; a template's, whose
+// T may name an address space, does not.
+func TestRewritePlainPointerParams(t *testing.T) {
+	const check = "::metal::__emu::thread_check("
+	for _, tc := range []struct {
+		src  string
+		want int // checks in the output
+	}{
+		{"float f(float* p) { return *p; }", 1},
+		{"float f(const float* const p, int n = 2) { return p[n]; }", 1},
+		{"float f(int n, float* p = nullptr) { return p ? p[n] : 0; }", 1},
+		{"float f(vec<float, 4>* p, thread float* q, float* r) { return p->x + *q + *r; }", 3},
+		{"struct S { float get(float* p) const { return *p; } };", 1},
+		{"template <typename T> T f(T* p) { return *p; }", 0},
+		{"float f(device float* p, constant float* c, threadgroup float* t) { return *p + *c + *t; }", 0},
+		{"float f(float& r, float x) { return r + x; }", 0},
+		{"float f(float* p);", 0},
+	} {
+		out, _, _ := rewriteOK(t, tc.src+"\n")
+		if got := strings.Count(out, check); got != tc.want {
+			t.Errorf("%s: %d thread pointer checks, want %d:\n%s", tc.src, got, tc.want, out)
+		}
+	}
+}
