@@ -123,7 +123,7 @@ func TestFrameLimit(t *testing.T) {
 		line      int
 		says      []string
 	}{
-		{"a helper's 400 KB array", head + `uint huge(device uint* out, uint n) {
+		{"a function's 400 KB array", head + `uint huge(device uint* out, uint n) {
   float local[100000];
   for (uint k = 0; k < 100000; k++) local[k] = float(out[(n + k) & 255]);
   return uint(local[n % 100000]) + (n > 0 ? huge(out, n - 1) : 0);
