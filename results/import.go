@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,14 +14,72 @@ import (
 
 // ExportFormat tags every line of an export (and of a Recorder's recovery
 // file), so import can refuse a file that is something else, and a later
-// layout can be told apart.
-const ExportFormat = "mtlbench-run/1"
+// layout can be told apart. Version 2 closes the runs with an ExportEnd
+// line; version 1 had none, so an export cut at a line's end read as one
+// of fewer runs (docs/data.md, "Export").
+const ExportFormat = "mtlbench-run/2"
+
+// ExportFormatV1 is the format before the closing line: its exports import
+// as they did, without one.
+const ExportFormatV1 = "mtlbench-run/1"
 
 // ExportLine is one line of an export: a run with its machine and
 // provenance, its cases, samples and op timings.
 type ExportLine struct {
 	Format string `json:"format"`
 	RunRecord
+}
+
+// ExportEnd is an export's closing line: how many runs, cases and samples
+// the lines since the start (or the previous closing line, where exports
+// were joined) hold, so that import tells a whole export from one cut short.
+type ExportEnd struct {
+	Runs    int `json:"runs"`
+	Cases   int `json:"cases"`
+	Samples int `json:"samples"`
+}
+
+// ExportEndLine is the closing line as written.
+type ExportEndLine struct {
+	Format string    `json:"format"`
+	End    ExportEnd `json:"end"`
+}
+
+// Add counts rec into e.
+func (e *ExportEnd) Add(rec *RunRecord) {
+	e.Runs++
+	e.Cases += len(rec.Cases)
+	for _, c := range rec.Cases {
+		e.Samples += len(c.Samples)
+	}
+}
+
+// ExportWriter writes runs as export lines, then (Close) the closing line
+// that counts them.
+type ExportWriter struct {
+	enc *json.Encoder
+	end ExportEnd
+}
+
+// NewExportWriter writes an export to w.
+func NewExportWriter(w io.Writer) *ExportWriter {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &ExportWriter{enc: enc}
+}
+
+// Write writes rec as one line.
+func (x *ExportWriter) Write(rec *RunRecord) error {
+	if err := x.enc.Encode(ExportLine{Format: ExportFormat, RunRecord: *rec}); err != nil {
+		return err
+	}
+	x.end.Add(rec)
+	return nil
+}
+
+// Close writes the closing line; w is the caller's to flush and close.
+func (x *ExportWriter) Close() error {
+	return x.enc.Encode(ExportEndLine{Format: ExportFormat, End: x.end})
 }
 
 // RunRecord is a whole run with everything measured in it: what `mtlbench

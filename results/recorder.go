@@ -3,7 +3,6 @@ package results
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -445,9 +444,11 @@ func (k *Recorder) refuse(err error) error {
 // overwritten.
 func (k *Recorder) keep() (string, error) {
 	var buf strings.Builder
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ExportLine{Format: ExportFormat, RunRecord: k.rec}); err != nil {
+	x := NewExportWriter(&buf)
+	if err := x.Write(&k.rec); err != nil {
+		return "", err
+	}
+	if err := x.Close(); err != nil {
 		return "", err
 	}
 	write := func(w io.Writer) error {

@@ -77,7 +77,16 @@ func readRecovery(t *testing.T, path string) *RunRecord {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	var recs []*RunRecord
+	var end *ExportEnd
 	for sc.Scan() {
+		if end != nil {
+			t.Fatalf("%s: a line after the closing line", path)
+		}
+		var e struct{ End *ExportEnd }
+		if err := json.Unmarshal(sc.Bytes(), &e); err == nil && e.End != nil {
+			end = e.End
+			continue
+		}
 		var l ExportLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
@@ -92,6 +101,9 @@ func readRecovery(t *testing.T, path string) *RunRecord {
 	}
 	if len(recs) != 1 {
 		t.Fatalf("%s holds %d runs, want 1", path, len(recs))
+	}
+	if end == nil || end.Runs != 1 {
+		t.Fatalf("%s closes with %+v, want a count of its 1 run", path, end)
 	}
 	return recs[0]
 }

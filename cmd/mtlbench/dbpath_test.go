@@ -55,9 +55,9 @@ func TestImportOfAStoreSaysExportIt(t *testing.T) {
 func TestImportOfANewerExport(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ line, want string }{
-		{`{"format":"mtlbench-run/2","run":{"id":"seven"}}`, `e.jsonl:1: format "mtlbench-run/2" is a newer mtlbench's; this one reads "mtlbench-run/1"`},
-		{`{"format":"mtlbench-run/1x","run":{}}`, `e.jsonl:1: format "mtlbench-run/1x", want "mtlbench-run/1"`},
-		{`{"format":"other/9","run":{}}`, `e.jsonl:1: format "other/9", want "mtlbench-run/1"`},
+		{`{"format":"mtlbench-run/3","run":{"id":"seven"}}`, `e.jsonl:1: format "mtlbench-run/3" is a newer mtlbench's; this one reads "mtlbench-run/2"`},
+		{`{"format":"mtlbench-run/1x","run":{}}`, `e.jsonl:1: format "mtlbench-run/1x", want "mtlbench-run/2"`},
+		{`{"format":"other/9","run":{}}`, `e.jsonl:1: format "other/9", want "mtlbench-run/2"`},
 	} {
 		file := filepath.Join(dir, "e.jsonl")
 		if err := os.WriteFile(file, []byte(c.line+"\n"), 0o644); err != nil {

@@ -28,7 +28,8 @@ func exportCommand() *cli.Command {
 		Name:      "export",
 		Usage:     "write runs as JSON lines (machine, provenance, cases, samples) for another store",
 		ArgsUsage: "[RUN...] (id, tag, \"latest\" or commit, or a,b for several; default: every run)",
-		Description: "One JSON object a line, each a whole run: what `mtlbench import` reads into another\n" +
+		Description: "One JSON object a line, each a whole run, then a line counting them, by which import\n" +
+			"refuses an export cut short: what `mtlbench import` reads into another\n" +
 			"store. A matrix of CI runners each exports its runs as an artifact; one job imports\n" +
 			"them all into one store and reports over every machine (docs/perf-gate.md).",
 		Flags: []cli.Flag{dbFlag(),
@@ -58,8 +59,7 @@ func exportCommand() *cli.Command {
 			}
 			write := func(w io.Writer) error {
 				bw := bufio.NewWriter(w)
-				enc := json.NewEncoder(bw)
-				enc.SetEscapeHTML(false)
+				x := results.NewExportWriter(bw)
 				for _, id := range ids {
 					rec, err := db.ExportRun(id)
 					if err != nil {
@@ -68,9 +68,14 @@ func exportCommand() *cli.Command {
 					for _, note := range leaveOutImpossible(rec) {
 						fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", note)
 					}
-					if err := enc.Encode(exportLine{Format: exportFormat, RunRecord: *rec}); err != nil {
+					if err := x.Write(rec); err != nil {
 						return fmt.Errorf("run %d: %w", id, err)
 					}
+				}
+				// The closing line counts the runs: an export cut at a
+				// line's end is refused by import, not read as fewer runs.
+				if err := x.Close(); err != nil {
+					return err
 				}
 				return bw.Flush()
 			}
@@ -251,8 +256,6 @@ func machineLabel(m results.Machine) string {
 	return m.CPUModel
 }
 
-// readExport reads an export file, or stdin where path is "-", line by
-// line, checking each run.
 // newerExport reports whether format is an export format of a later
 // version than this mtlbench writes (mtlbench-run/N).
 func newerExport(format string) bool {
@@ -266,6 +269,11 @@ func newerExport(format string) bool {
 // sqliteMagic begins every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
+// readExport reads an export file, or stdin where path is "-", line by
+// line, checking each run. The runs of a version 2 export are counted
+// against its closing line (results.ExportEnd): one missing, or counting
+// other runs, cases or samples than the lines before it hold, is a file
+// cut short or damaged, refused whole. Version 1 exports have none.
 func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 	store := shellQuote(path)
 	if path == stdinPath {
@@ -285,6 +293,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 1<<20), readfile.Import)
 	var out []*results.RunRecord
+	var open openRuns
 	line := 1
 	for ; sc.Scan(); line++ {
 		text := sc.Bytes()
@@ -299,13 +308,20 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		// The format first: a newer format's fields may not decode into
 		// this one's, and its error would hide that the file is newer.
 		var f struct {
-			Format string `json:"format"`
+			Format string          `json:"format"`
+			End    json.RawMessage `json:"end"`
 		}
-		if err := json.Unmarshal(text, &f); err == nil && f.Format != exportFormat {
+		if err := json.Unmarshal(text, &f); err == nil && f.Format != exportFormat && f.Format != results.ExportFormatV1 {
 			if newerExport(f.Format) {
 				return nil, fmt.Errorf("%s:%d: format %q is a newer mtlbench's; this one reads %q: import it with an mtlbench as new as the one that exported it", path, line, f.Format, exportFormat)
 			}
 			return nil, fmt.Errorf("%s:%d: format %q, want %q (a file from mtlbench export)", path, line, f.Format, exportFormat)
+		}
+		if f.End != nil {
+			if err := closeExport(path, line, text, f.Format, &open); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		var l exportLine
 		if err := json.Unmarshal(text, &l); err != nil {
@@ -326,14 +342,62 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		}
 		rec := l.RunRecord
 		out = append(out, &rec)
+		if l.Format == exportFormat {
+			if open.End.Runs == 0 {
+				open.from = line
+			}
+			open.End.Add(&rec)
+		}
 	}
 	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
 		return nil, fmt.Errorf("%s:%d: a line of more than %s: not an mtlbench export", path, line, readfile.Size(readfile.Import))
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if open.End.Runs > 0 {
+		return nil, fmt.Errorf("%s:%d: the export ends without its closing line (the count of its runs), after %s from line %d on: "+
+			"it was cut short; nothing was imported: export it again, or copy the whole file", path, line-1, plural.Of(open.End.Runs, "run"), open.from)
+	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no runs: an export holds one JSON line a run (an empty input is often a writer that failed; export refuses a store with no runs)", path)
 	}
 	return out, nil
+}
+
+// openRuns counts the runs of a version 2 export read since its start or
+// its previous closing line, from line from on.
+type openRuns struct {
+	End  results.ExportEnd
+	from int
+}
+
+// closeExport checks an export's closing line (text, at line of path)
+// against the runs read since the last one, open, and starts the count
+// again: exports joined end to end each close their own runs.
+func closeExport(path string, line int, text []byte, format string, open *openRuns) error {
+	if format != exportFormat {
+		return fmt.Errorf("%s:%d: a closing line of format %q, want %q: not an mtlbench export line", path, line, format, exportFormat)
+	}
+	var l results.ExportEndLine
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return fmt.Errorf("%s:%d: not an mtlbench export's closing line: %v", path, line, jsonerr.ExplainLine(err, text))
+	}
+	got, want := open.End, l.End
+	if got != want {
+		from := ""
+		if got.Runs > 0 {
+			from = fmt.Sprintf(" (lines %d to %d)", open.from, line-1)
+		}
+		return fmt.Errorf("%s:%d: the closing line counts %s, and the export holds %s%s: it is damaged or was joined from parts; nothing was imported: export it again",
+			path, line, countText(want), countText(got), from)
+	}
+	*open = openRuns{}
+	return nil
+}
+
+// countText is an export's count as a person reads it.
+func countText(e results.ExportEnd) string {
+	return fmt.Sprintf("%s, %s, %s", plural.Of(e.Runs, "run"), plural.Of(e.Cases, "case"), plural.Of(e.Samples, "sample"))
 }

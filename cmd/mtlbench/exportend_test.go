@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// An export closes with a line counting its runs, cases and samples: one
+// cut at a line's end, or damaged, is refused whole, naming the file and
+// the line, and stores nothing, from a file or from standard input. A
+// version 1 export, which had no closing line, imports as it did; exports
+// joined end to end each close their own runs.
+func TestImportOfAnExportCutShort(t *testing.T) {
+	src := seedCompareDB(t)
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole.jsonl")
+	if _, _, err := mtl(t, "export", "--db", src, "-o", whole); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	n := len(lines) - 1 // runs; the last line closes them
+	if n < 2 || !strings.Contains(lines[n], `"end":{"runs":`) {
+		t.Fatalf("export of %d lines, the last %.60q...: want runs and a closing line", len(lines), lines[len(lines)-1])
+	}
+	join := func(ls ...[]string) string {
+		var s string
+		for _, l := range ls {
+			for _, x := range l {
+				s += strings.TrimSuffix(x, "\n") + "\n"
+			}
+		}
+		return s
+	}
+	v1 := func(ls []string) []string {
+		var out []string
+		for _, l := range ls[:len(ls)-1] {
+			out = append(out, strings.Replace(l, `"format":"mtlbench-run/2"`, `"format":"mtlbench-run/1"`, 1))
+		}
+		return out
+	}
+	// The first run's first sample (a flat object) taken out.
+	at := strings.Index(lines[0], `"samples":[{`) + len(`"samples":[`)
+	noSample := lines[0][:at] + lines[0][at+strings.Index(lines[0][at:], "},")+2:]
+	for _, tc := range []struct {
+		name, data string
+		stdin      bool
+		want       string // "": imported, with this many runs
+		runs       int
+	}{
+		{"whole", join(lines), false, "", n},
+		{"whole, from standard input", join(lines), true, "", n},
+		{"cut after its first run", join(lines[:1]), false, "x.jsonl:1: the export ends without its closing line (the count of its runs), after 1 run from line 1 on: it was cut short", 0},
+		{"cut before its closing line", join(lines[:n]), false, "x.jsonl:" + strconv.Itoa(n) + ": the export ends without its closing line", 0},
+		{"cut, from standard input", join(lines[:1]), true, "standard input:1: the export ends without its closing line", 0},
+		{"a run left out", join(lines[1:]), false, "x.jsonl:" + strconv.Itoa(n) + ": the closing line counts " + strconv.Itoa(n) + " runs", 0},
+		{"a sample left out", join([]string{noSample}, lines[1:]), false, "samples, and the export holds", 0},
+		{"a closing line of a wrong type", join(lines[:n], []string{strings.Replace(lines[n], `"runs":`, `"runs":"x",`+`"r":`, 1)}), false, "x.jsonl:" + strconv.Itoa(n+1) + ": not an mtlbench export's closing line", 0},
+		{"a closing line with another field", join(lines[:n], []string{strings.Replace(lines[n], `"runs":`, `"bytes":1,"runs":`, 1)}), false, "x.jsonl:" + strconv.Itoa(n+1) + ": not an mtlbench export's closing line", 0},
+		{"a closing line and nothing to close", join(lines[n:]), false, "x.jsonl:1: the closing line counts " + strconv.Itoa(n) + " runs", 0},
+		{"two exports joined", join(lines, lines), false, "", n},
+		{"two exports joined, the second cut", join(lines, lines[:1]), false, "x.jsonl:" + strconv.Itoa(n+2) + ": the export ends without its closing line (the count of its runs), after 1 run from line " + strconv.Itoa(n+2) + " on", 0},
+		{"a version 1 export", join(v1(lines)), false, "", n},
+		{"a version 1 export cut short", join(v1(lines)[:1]), false, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			file, db := filepath.Join(d, "x.jsonl"), filepath.Join(d, "r.db")
+			if err := os.WriteFile(file, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stderr string
+			var err error
+			if tc.stdin {
+				_, stderr, err = mtlIn(t, tc.data, "import", "--db", db, "-")
+			} else {
+				_, stderr, err = mtl(t, "import", "--db", db, file)
+			}
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("import: %v\nwant %q", err, tc.want)
+				}
+				if _, err := os.Stat(db); err == nil {
+					t.Errorf("a refused import made the store")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("import: %v\n%s", err, stderr)
+			}
+			if want := strconv.Itoa(tc.runs) + " run"; !strings.Contains(stderr, want+" imported") && !strings.Contains(stderr, want+"s imported") {
+				t.Errorf("import said %q, want %d runs imported", stderr, tc.runs)
+			}
+		})
+	}
+}
