@@ -538,6 +538,28 @@ func dsn(abs string, busy time.Duration) string {
 // Close closes the database.
 func (db *DB) Close() error { return db.sql.Close() }
 
+// CloseNew closes a store this command made, and where it holds no run
+// (the command failed at its first write: a full disk, an import whose
+// batch was refused) removes it with its -wal and -shm, so that a refused
+// command leaves nothing a later one would find empty (docs/data.md). It
+// reports whether it removed the store.
+func (db *DB) CloseNew() (bool, error) {
+	var n int
+	err := db.sql.QueryRow(`SELECT count(*) FROM runs`).Scan(&n)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || n > 0 || db.readOnly {
+		return false, err
+	}
+	for _, f := range []string{db.path, db.path + "-wal", db.path + "-shm"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // Path is the absolute path of the database file.
 func (db *DB) Path() string { return db.path }
 

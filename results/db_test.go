@@ -262,3 +262,34 @@ func TestCheckNewMakesNothing(t *testing.T) {
 		})
 	}
 }
+
+// CloseNew takes away a store that holds no run, with SQLite's files
+// beside it, and keeps one that holds a run.
+func TestCloseNewRemovesOnlyAnEmptyStore(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		withRun bool
+	}{{"no run", false}, {"a run", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.db")
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.withRun {
+				if _, err := db.CreateRun(&Run{SuiteName: "s"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			removed, err := db.CloseNew()
+			if err != nil || removed == tc.withRun {
+				t.Fatalf("CloseNew: removed %v, %v", removed, err)
+			}
+			for _, f := range []string{path, path + "-wal", path + "-shm"} {
+				if _, err := os.Stat(f); (err == nil) != (tc.withRun && f == path) {
+					t.Errorf("%s: stat %v", filepath.Base(f), err)
+				}
+			}
+		})
+	}
+}

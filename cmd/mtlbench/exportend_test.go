@@ -100,3 +100,49 @@ func TestImportOfAnExportCutShort(t *testing.T) {
 		})
 	}
 }
+
+// An import or peer import whose batch the store refuses leaves no new
+// store behind: one is made only as the runs are stored, and taken away
+// with its -wal and -shm where none was; a store that was there is kept.
+func TestRefusedImportLeavesNoStore(t *testing.T) {
+	hf, err := os.ReadFile(filepath.Join("testdata", "peer", "hf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the one case twice: refused as the run is stored
+	at := strings.Index(string(hf), `{"key"`)
+	twice := string(hf[:at]) + strings.Replace(string(hf[at:]), "]}]}", "]}, "+strings.TrimSuffix(strings.TrimSpace(string(hf[at:])), "]}")+"]}", 1)
+	// an op timing of no component: refused as the run is stored
+	timing := strings.Replace(exportLineWith("0.5"), `]}]}`, `],"timings":[{"rep":0,"layer":0,"component":"bogus","op":"x","seconds":1,"calls":1}]}]}`, 1) + "\n"
+	for _, tc := range []struct {
+		name, file, data string
+		args             []string
+		existed          bool
+	}{
+		{"import, a new store", "x.jsonl", timing, []string{"import"}, false},
+		{"import, a store there", "x.jsonl", timing, []string{"import"}, true},
+		{"peer import, a new store", "p.json", twice, []string{"peer", "import"}, false},
+		{"peer import, a store there", "p.json", twice, []string{"peer", "import"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file, db := filepath.Join(dir, tc.file), filepath.Join(dir, "r.db")
+			if err := os.WriteFile(file, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.existed {
+				openForTest(t, db).Close()
+			}
+			_, _, err := mtl(t, append(tc.args, "--db", db, file)...)
+			if err == nil || !strings.Contains(err.Error(), "nothing was imported") {
+				t.Fatalf("import: %v, want it refused", err)
+			}
+			for _, f := range []string{db, db + "-wal", db + "-shm"} {
+				_, err := os.Stat(f)
+				if kept := err == nil; kept != (tc.existed && f == db) {
+					t.Errorf("%s: kept %v after a refused import", filepath.Base(f), kept)
+				}
+			}
+		})
+	}
+}

@@ -125,11 +125,17 @@ func peerCommand() *cli.Command {
 					}
 					all = append(all, pending{path, runs, src})
 				}
-				db, err := openDB(c)
+				// A new store is made only now, and taken away again where
+				// the batch fails (docs/data.md).
+				st, err := prepareStore(c)
 				if err != nil {
 					return err
 				}
-				defer db.Close()
+				defer st.close()
+				db, err := st.open()
+				if err != nil {
+					return err
+				}
 				// Every file's runs in one transaction: a store failing on a
 				// later file leaves none of the earlier ones' (docs/peers.md).
 				var said []string

@@ -68,6 +68,7 @@ type recordStore struct {
 	c    *cli.Context
 	path string // absolute
 	db   *results.DB
+	made bool // open made the store: close removes it where it holds no run
 }
 
 // prepareStore is the store a command that records writes: open, or
@@ -119,13 +120,19 @@ func (r *recordStore) open() (*results.DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.db = db
+		r.db, r.made = db, true
 	}
 	return r.db, nil
 }
 
+// close closes the store; one this command made and then recorded no run
+// in (its first write failed) is removed, as if never made.
 func (r *recordStore) close() {
-	if r.db != nil {
+	switch {
+	case r.db == nil:
+	case r.made:
+		r.db.CloseNew()
+	default:
 		r.db.Close()
 	}
 }
