@@ -308,7 +308,15 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 		err = ferr
 	}
 	sum := &Summary{RunID: run.ID, Run: run, Elapsed: time.Since(start)}
-	sum.Cases, _ = o.DB.Cases(run.ID)
+	// The cases as the store holds them; where they cannot be read back,
+	// as the run recorded them, and the error says so: a run is never
+	// reported as one that stored nothing for a read that failed.
+	var cerr error
+	if sum.Cases, cerr = o.DB.Cases(run.ID); cerr != nil {
+		sum.Cases = rec.Cases()
+		err = errors.Join(err, fmt.Errorf("run %d's cases could not be read back from %s (the summary gives them as recorded; mtlbench show %d reads them): %w",
+			run.ID, o.DB.Path(), run.ID, cerr))
+	}
 	for _, c := range sum.Cases {
 		switch c.Status {
 		case results.CaseFailed:
