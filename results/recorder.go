@@ -70,13 +70,35 @@ type Recorder struct {
 
 // Record stores r as a new run (CreateRun, waiting as the recorder's
 // writes do) and returns its recorder.
-func (db *DB) Record(r *Run, o RecordOptions) (*Recorder, error) {
+func (db *DB) Record(r *Run, o RecordOptions) (*Recorder, error) { return db.RecordCases(r, nil, o) }
+
+// RecordCases is Record storing the run's cases too, pending (AddCases),
+// in the same transaction: a store that fails between the two leaves no
+// run without its cases, which would read as one that measured nothing
+// and has nothing to resume.
+func (db *DB) RecordCases(r *Run, cases []Case, o RecordOptions) (*Recorder, error) {
 	k := &Recorder{db: db, o: o, byID: map[int64]int{}}
-	if err := k.store(false, func() error { _, err := db.CreateRun(r); return err }); err != nil {
+	err := k.store(false, func() error {
+		return db.Batch(func(b *DB) error {
+			if _, err := b.CreateRun(r); err != nil {
+				return err
+			}
+			if len(cases) == 0 {
+				return nil
+			}
+			return b.AddCases(r.ID, cases)
+		})
+	})
+	if err != nil {
 		return nil, err
 	}
 	k.rec.Run = *r
 	k.rec.Run.Overrides = maps.Clone(r.Overrides)
+	for i, c := range cases {
+		c.Params = maps.Clone(c.Params)
+		k.rec.Cases = append(k.rec.Cases, CaseRecord{Case: c})
+		k.byID[c.ID] = i
+	}
 	return k, nil
 }
 

@@ -47,3 +47,44 @@ func TestRunSaysItsCasesCouldNotBeReadBack(t *testing.T) {
 		})
 	}
 }
+
+// A run and its cases are stored together: a store that refuses the cases
+// (a trigger stands in for a full disk) leaves no run without them, and
+// one that takes them leaves the run with every case.
+func TestRunIsStoredWithItsCases(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse bool
+		runs   int
+	}{
+		{"cases taken", false, 1},
+		{"cases refused", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSuite(t, tinySuite)
+			db := openDB(t)
+			if tc.refuse {
+				if _, err := db.SQL().Exec(`CREATE TRIGGER no_cases BEFORE INSERT ON cases
+					BEGIN SELECT RAISE(ABORT, 'injected failure'); END`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+			if (err != nil) != tc.refuse || tc.refuse && !strings.Contains(err.Error(), "injected failure") {
+				t.Fatalf("run: %v, want it refused %v", err, tc.refuse)
+			}
+			runs, err := db.Runs(results.RunFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(runs) != tc.runs {
+				t.Fatalf("%d runs stored, want %d", len(runs), tc.runs)
+			}
+			for _, r := range runs {
+				if cases, err := db.Cases(r.ID); err != nil || len(cases) != 3 {
+					t.Errorf("run %d stored with %d cases (%v), want 3", r.ID, len(cases), err)
+				}
+			}
+		})
+	}
+}

@@ -458,10 +458,6 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		Overrides: o.Set, ReadBandwidthGBs: bw / 1e9, MatmulPeakGFLOPs: peak / 1e9, Emulated: info.Emulated, Machine: machineOf(info)}
 	run.Threads = threadsText(o.Threads)
 	run.BackendNotes = info.Notes
-	rec, err := o.DB.Record(run, o.Store)
-	if err != nil {
-		return nil, err
-	}
 	var rc []results.Case
 	for _, p := range cases {
 		params := p.c.Recorded()
@@ -490,7 +486,9 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params,
 			LayersRun: p.layersRun, LayersTotal: p.layersAll})
 	}
-	if err := rec.AddCases(rc); err != nil {
+	// The run and its cases in one transaction: never a run without them.
+	rec, err := o.DB.RecordCases(run, rc, o.Store)
+	if err != nil {
 		return nil, err
 	}
 	for i, p := range cases {
