@@ -521,17 +521,48 @@ func insertOperands(tx *sql.Tx, caseID int64, operands []OperandTraffic) error {
 }
 
 func checkTiming(caseID int64, i int, t OpTiming) error {
-	if err := oneOf("op component", t.Component, CompAttention, CompMoE, CompMLP, CompNorm, CompOther); err != nil {
-		return fmt.Errorf("%w (case %d timing %d)", err, caseID, i)
+	if err := timingFault(t); err != nil {
+		return fmt.Errorf("results: case %d timing %d: %w", caseID, i, err)
 	}
-	if t.Op == "" || t.Rep < 0 || t.Layer < -1 || t.Calls < 0 || t.Bytes < 0 || t.Footprint < 0 || t.CriticalLoads < 0 ||
-		math.IsNaN(t.Seconds) || math.IsInf(t.Seconds, 0) || t.Seconds < 0 {
-		return fmt.Errorf("results: case %d timing %d: invalid %+v", caseID, i, t)
+	return nil
+}
+
+// timingFault says what of an op timing no store holds, naming the field
+// (an export's key): import names the file, line and case around it.
+func timingFault(t OpTiming) error {
+	if err := oneOf("op component", t.Component, CompAttention, CompMoE, CompMLP, CompNorm, CompOther); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		field string
+		bad   bool
+		v     any
+	}{
+		{"op", t.Op == "", `""`},
+		{"rep", t.Rep < 0, t.Rep},
+		{"layer", t.Layer < -1, t.Layer},
+		{"seconds", math.IsNaN(t.Seconds) || math.IsInf(t.Seconds, 0) || t.Seconds < 0, t.Seconds},
+		{"calls", t.Calls < 0, t.Calls},
+		{"bytes", t.Bytes < 0, t.Bytes},
+		{"footprint", t.Footprint < 0, t.Footprint},
+		{"critical_loads", t.CriticalLoads < 0, t.CriticalLoads},
+	} {
+		if f.bad {
+			return fmt.Errorf("op %q: %s %v is no value it can take", t.Op, f.field, f.v)
+		}
 	}
 	return nil
 }
 
 func checkOperand(caseID int64, i int, o OperandTraffic) error {
+	if err := operandFault(o); err != nil {
+		return fmt.Errorf("results: case %d operand traffic %d %w", caseID, i, err)
+	}
+	return nil
+}
+
+// operandFault says what of an operand traffic row no store holds.
+func operandFault(o OperandTraffic) error {
 	var bad string
 	switch {
 	case o.Kernel == "" || o.Operand == "":
@@ -544,7 +575,7 @@ func checkOperand(caseID int64, i int, o OperandTraffic) error {
 		bad = fmt.Sprintf("%d distinct bytes written of %d written", o.DistinctWritten, o.Written)
 	}
 	if bad != "" {
-		return fmt.Errorf("results: case %d operand traffic %d (%q's %q): %s", caseID, i, o.Kernel, o.Operand, bad)
+		return fmt.Errorf("(%q's %q): %s", o.Kernel, o.Operand, bad)
 	}
 	return nil
 }

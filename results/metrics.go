@@ -58,6 +58,28 @@ func (rec *RunRecord) Check() error {
 				return fmt.Errorf("case %d %q sample %d: %w", i, c.Case.Name, j, err)
 			}
 		}
+		// The op timings and operand traffic too: found only as the
+		// store took them, they were named by the new store's case id.
+		for j, t := range c.Timings {
+			if err := timingFault(t); err != nil {
+				return fmt.Errorf("case %d %q timing %d: %w", i, c.Case.Name, j, err)
+			}
+		}
+		type operand struct {
+			rep             int
+			kernel, operand string
+		}
+		seen := map[operand]bool{}
+		for j, o := range c.Operands {
+			if err := operandFault(o); err != nil {
+				return fmt.Errorf("case %d %q operand traffic %d %w", i, c.Case.Name, j, err)
+			}
+			k := operand{o.Rep, o.Kernel, o.Operand}
+			if seen[k] {
+				return fmt.Errorf("case %d %q operand traffic %d: %s's %s rep %d recorded twice", i, c.Case.Name, j, o.Kernel, o.Operand, o.Rep)
+			}
+			seen[k] = true
+		}
 	}
 	return nil
 }

@@ -317,6 +317,16 @@ func TestImportChecksEveryRunFirst(t *testing.T) {
 			`b.jsonl:2: run 3: case 1 "again" has no key or repeats one`},
 		{"a case status unknown", `"kind":"model","params"`, `"kind":"model","status":"great","params"`,
 			`b.jsonl:2: run 3: case 0 "decode/batch=1": results: invalid case status "great"`},
+		{"an op timing of no component", `]}]}`, `],"timings":[{"rep":0,"layer":0,"component":"bogus","op":"x","seconds":1,"calls":1}]}]}`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" timing 0: results: invalid op component "bogus"`},
+		{"an op timing of negative seconds", `]}]}`, `],"timings":[{"rep":0,"layer":0,"component":"mlp","op":"x","seconds":-1,"calls":1}]}]}`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" timing 0: op "x": seconds -1 is no value it can take`},
+		{"an op timing of negative calls", `]}]}`, `],"timings":[{"rep":0,"layer":0,"component":"mlp","op":"x","seconds":1,"calls":-3}]}]}`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" timing 0: op "x": calls -3 is no value it can take`},
+		{"operand traffic of more distinct bytes than bytes", `]}]}`, `],"operands":[{"rep":0,"kernel":"k","operand":"a","read":1,"distinct_read":5}]}]}`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" operand traffic 0 ("k"'s "a"): 5 distinct bytes read of 1 read`},
+		{"operand traffic recorded twice", `]}]}`, `],"operands":[{"rep":0,"kernel":"k","operand":"a","read":1},{"rep":0,"kernel":"k","operand":"a","read":1}]}]}`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" operand traffic 1: k's a rep 0 recorded twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
