@@ -1,7 +1,10 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -49,6 +52,9 @@ func (rec *RunRecord) Check() error {
 		return err
 	}
 	if err := rec.checkShape(); err != nil {
+		return err
+	}
+	if err := rec.checkText(); err != nil {
 		return err
 	}
 	for i := range rec.Cases {
@@ -101,4 +107,55 @@ func CheckLine(what, s string) error {
 
 func isASCIIAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+// checkText says which of rec's fields that are printed on one line (a
+// table's cell, a csv column or value, a benchfmt configuration line)
+// holds a control character (CheckLine), naming it as the export does, or
+// which of the machine's counts is negative.
+func (rec *RunRecord) checkText() error {
+	r, m := &rec.Run, &rec.Run.Machine
+	for _, f := range []struct{ field, v string }{
+		{"run.suite_name", r.SuiteName}, {"run.backend", r.Backend}, {"run.tool_version", r.ToolVersion},
+		{"run.git_commit", r.GitCommit}, {"run.tree_commit", r.TreeCommit}, {"run.threads", r.Threads},
+		{"run.backend_notes", r.BackendNotes}, {"run.machine.hostname", m.Hostname}, {"run.machine.os", m.OS},
+		{"run.machine.arch", m.Arch}, {"run.machine.cpu_model", m.CPUModel}, {"run.machine.gpu_name", m.GPUName},
+		{"run.machine.driver", m.Driver}, {"run.machine.thermal_state", m.ThermalState}, {"run.machine.power_state", m.PowerState},
+	} {
+		if err := CheckLine(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		field string
+		v     int64
+	}{{"run.machine.cpu_cores", int64(m.CPUCores)}, {"run.machine.memory_bytes", m.MemoryBytes}, {"run.machine.gpu_memory_bytes", m.GPUMemoryBytes}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s %d is negative: a count cannot be", f.field, f.v)
+		}
+	}
+	if err := checkPairs("run.overrides", r.Overrides); err != nil {
+		return err
+	}
+	for i := range rec.Cases {
+		c := &rec.Cases[i].Case
+		if err := checkPairs("params", c.Params); err != nil {
+			return fmt.Errorf("case %d %q: %w", i, c.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkPairs says which name or value of m (what: the field) is empty
+// (a name) or holds a control character: a parameter's name is a column.
+func checkPairs(what string, m map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k == "" {
+			return fmt.Errorf("%s: a name that is empty", what)
+		}
+		if err := cmp.Or(CheckLine(what+" name", k), CheckLine(what+"."+k, m[k])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
