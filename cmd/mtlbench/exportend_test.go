@@ -146,3 +146,34 @@ func TestRefusedImportLeavesNoStore(t *testing.T) {
 		})
 	}
 }
+
+// peer import checks each run as it would be stored, as import checks an
+// export's, before the store is opened: a case key repeated or a name of
+// two lines is refused naming the file and the case, not by the batch.
+func TestPeerImportChecksEveryRunFirst(t *testing.T) {
+	hf, err := os.ReadFile(filepath.Join("testdata", "peer", "hf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(string(hf), `{"key"`)
+	c := strings.TrimSuffix(strings.TrimSpace(string(hf[at:])), "]}")
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"a case twice", string(hf[:at]) + c + ", " + c + "]}", `p.json: transformers 5.17.0: case 1 "decode/batch=1" has no key or repeats one`},
+		{"a name of two lines", strings.Replace(string(hf), `"name": "decode/batch=1"`, `"name": "decode\nx"`, 1), `p.json: transformers 5.17.0: case 0: name "decode\nx" holds the control character U+000A`},
+		{"a host name holding a tab", strings.Replace(string(hf), `"hostname": "gpu1"`, `"hostname": "gpu\t1"`, 1), `p.json: transformers 5.17.0: run.machine.hostname "gpu\t1" holds the control character U+0009`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file, db := filepath.Join(dir, "p.json"), filepath.Join(dir, "r.db")
+			if err := os.WriteFile(file, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := mtl(t, "peer", "import", "--db", db, file)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tc.want)) || strings.Contains(err.Error(), "nothing was imported") {
+				t.Fatalf("peer import: %v\nwant %q, refused before the store", err, tc.want)
+			}
+		})
+	}
+}

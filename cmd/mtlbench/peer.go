@@ -76,8 +76,7 @@ func peerCommand() *cli.Command {
 				// Read and convert every file before storing anything.
 				type pending struct {
 					path string
-					runs []*peers.Run
-					src  peerSource
+					recs []*results.RunRecord
 				}
 				var all []pending
 				for _, arg := range c.Args().Slice() {
@@ -123,7 +122,18 @@ func peerCommand() *cli.Command {
 							src.mod = st.ModTime()
 						}
 					}
-					all = append(all, pending{path, runs, src})
+					// Each run as it would be stored, checked as import checks
+					// an export's (results.RunRecord.Check): refused here,
+					// naming the file, not by the store's batch.
+					var recs []*results.RunRecord
+					for _, r := range runs {
+						rec := peerRecord(r, src, c.String("tag"))
+						if err := rec.Check(); err != nil {
+							return fmt.Errorf("%s: %s: %w", path, rec.Run.ToolVersion, err)
+						}
+						recs = append(recs, rec)
+					}
+					all = append(all, pending{path, recs})
 				}
 				// A new store is made only now, and taken away again where
 				// the batch fails (docs/data.md).
@@ -141,8 +151,7 @@ func peerCommand() *cli.Command {
 				var said []string
 				err = storeBatch(c, db, func(db *results.DB) error {
 					for _, p := range all {
-						for _, r := range p.runs {
-							rec := peerRecord(r, p.src, c.String("tag"))
+						for _, rec := range p.recs {
 							if id, ok, err := db.FindRecord(rec); err != nil {
 								return err
 							} else if ok {
