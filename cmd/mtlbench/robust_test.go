@@ -337,6 +337,12 @@ func TestImportChecksEveryRunFirst(t *testing.T) {
 			`b.jsonl:2: run 3: case 0 "decode/batch=1": params.dtype "a\tb" holds the control character U+0009`},
 		{"an override of two lines", `"suite_name":"t"`, `"suite_name":"t","overrides":{"x":"1\n2"}`,
 			`b.jsonl:2: run 3: run.overrides.x "1\n2" holds the control character U+000A`},
+		{"a sample's value null", `"value":50`, `"value":null`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" sample 0 has null for its value (cases.samples.value)`},
+		{"a sample's value missing", `"value":50,`, ``,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" sample 0 has no value (cases.samples.value)`},
+		{"a sample's rep missing", `{"rep":0,"metric":"decode_tok_s"`, `{"metric":"decode_tok_s"`,
+			`b.jsonl:2: run 3: case 0 "decode/batch=1" sample 0 has no rep (cases.samples.rep)`},
 		{"operand traffic recorded twice", `]}]}`, `],"operands":[{"rep":0,"kernel":"k","operand":"a","read":1},{"rep":0,"kernel":"k","operand":"a","read":1}]}]}`,
 			`b.jsonl:2: run 3: case 0 "decode/batch=1" operand traffic 1: k's a rep 0 recorded twice`},
 	} {
