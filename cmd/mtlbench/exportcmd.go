@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -338,6 +340,10 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 			if errors.As(err, &te) {
 				te.Field = strings.TrimPrefix(te.Field, "RunRecord.")
 			}
+			// A time's own error names no field.
+			if terr := badTime(text); terr != nil {
+				err = terr
+			}
 			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, jsonerr.ExplainLine(err, text))
 		}
 		if l.Run.StartedAt.IsZero() {
@@ -444,6 +450,43 @@ func unsetSample(text []byte, rec *results.RunRecord) error {
 					return fmt.Errorf("case %d %q sample %d %s (cases.samples.%s): a sample is read only whole", i, rec.Cases[i].Case.Name, j, what, f.name)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// badTime says which time of an export line is no time (a time's decoding
+// error names neither the field nor the case), or nil.
+func badTime(text []byte) error {
+	type span struct {
+		StartedAt json.RawMessage `json:"started_at"`
+		EndedAt   json.RawMessage `json:"ended_at"`
+	}
+	var raw struct {
+		Run   span `json:"run"`
+		Cases []struct {
+			Case span `json:"case"`
+		} `json:"cases"`
+	}
+	if json.Unmarshal(text, &raw) != nil {
+		return nil
+	}
+	check := func(field string, v json.RawMessage) error {
+		var t time.Time
+		if v == nil || t.UnmarshalJSON(v) == nil || string(v) == "null" {
+			return nil
+		}
+		if len(v) > 40 {
+			v = append(v[:40:40], "..."...)
+		}
+		return fmt.Errorf("%s is %s: want a time as RFC 3339 writes it (\"2026-01-02T03:04:05Z\")", field, v)
+	}
+	if err := cmp.Or(check("run.started_at", raw.Run.StartedAt), check("run.ended_at", raw.Run.EndedAt)); err != nil {
+		return err
+	}
+	for i, c := range raw.Cases {
+		if err := cmp.Or(check("cases.case.started_at", c.Case.StartedAt), check("cases.case.ended_at", c.Case.EndedAt)); err != nil {
+			return fmt.Errorf("case %d: %w", i, err)
 		}
 	}
 	return nil

@@ -343,6 +343,12 @@ func TestImportChecksEveryRunFirst(t *testing.T) {
 			`b.jsonl:2: run 3: case 0 "decode/batch=1" sample 0 has no value (cases.samples.value)`},
 		{"a sample's rep missing", `{"rep":0,"metric":"decode_tok_s"`, `{"metric":"decode_tok_s"`,
 			`b.jsonl:2: run 3: case 0 "decode/batch=1" sample 0 has no rep (cases.samples.rep)`},
+		{"a start that is no time", `"started_at":"2026-01-02T03:04:05Z"`, `"started_at":"yesterday"`,
+			`b.jsonl:2: not an mtlbench export line: run.started_at is "yesterday": want a time as RFC 3339 writes it`},
+		{"a start that is a number", `"started_at":"2026-01-02T03:04:05Z"`, `"started_at":5`,
+			`b.jsonl:2: not an mtlbench export line: run.started_at is 5: want a time`},
+		{"a case's end that is no time", `"kind":"model","params"`, `"kind":"model","ended_at":"2026-13-01T00:00:00Z","params"`,
+			`b.jsonl:2: not an mtlbench export line: case 0: cases.case.ended_at is "2026-13-01T00:00:00Z": want a time`},
 		{"operand traffic recorded twice", `]}]}`, `],"operands":[{"rep":0,"kernel":"k","operand":"a","read":1},{"rep":0,"kernel":"k","operand":"a","read":1}]}]}`,
 			`b.jsonl:2: run 3: case 0 "decode/batch=1" operand traffic 1: k's a rep 0 recorded twice`},
 	} {
