@@ -134,6 +134,16 @@ func (rec *RunRecord) checkText() error {
 			return fmt.Errorf("%s %d is negative: a count cannot be", f.field, f.v)
 		}
 	}
+	// What the run's kernel figures are held against: a negative one was
+	// stored as none, and one past any machine's marks every figure.
+	for _, f := range []struct {
+		field, unit string
+		v           float64
+	}{{"read_bandwidth_gb_s", "GB/s", r.ReadBandwidthGBs}, {"matmul_peak_gflop_s", "GFLOP/s", r.MatmulPeakGFLOPs}} {
+		if err := CheckValue(f.field, f.unit, f.v); err != nil {
+			return fmt.Errorf("run.%s: %w", f.field, err)
+		}
+	}
 	if err := checkPairs("run.overrides", r.Overrides); err != nil {
 		return err
 	}

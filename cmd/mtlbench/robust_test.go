@@ -349,6 +349,12 @@ func TestImportChecksEveryRunFirst(t *testing.T) {
 			`b.jsonl:2: not an mtlbench export line: run.started_at is 5: want a time`},
 		{"a case's end that is no time", `"kind":"model","params"`, `"kind":"model","ended_at":"2026-13-01T00:00:00Z","params"`,
 			`b.jsonl:2: not an mtlbench export line: case 0: cases.case.ended_at is "2026-13-01T00:00:00Z": want a time`},
+		{"a negative bandwidth", `"suite_name":"t"`, `"suite_name":"t","read_bandwidth_gb_s":-5`,
+			`b.jsonl:2: run 3: run.read_bandwidth_gb_s: value -5 is negative`},
+		{"a bandwidth past any machine's", `"suite_name":"t"`, `"suite_name":"t","read_bandwidth_gb_s":1e300`,
+			`b.jsonl:2: run 3: run.read_bandwidth_gb_s: value 1e+300`},
+		{"a negative matmul peak", `"suite_name":"t"`, `"suite_name":"t","matmul_peak_gflop_s":-1`,
+			`b.jsonl:2: run 3: run.matmul_peak_gflop_s: value -1 is negative`},
 		{"operand traffic recorded twice", `]}]}`, `],"operands":[{"rep":0,"kernel":"k","operand":"a","read":1},{"rep":0,"kernel":"k","operand":"a","read":1}]}]}`,
 			`b.jsonl:2: run 3: case 0 "decode/batch=1" operand traffic 1: k's a rep 0 recorded twice`},
 	} {
