@@ -88,3 +88,53 @@ func TestRunIsStoredWithItsCases(t *testing.T) {
 		})
 	}
 }
+
+// A run stored without its cases (by an earlier mtlbench, whose store
+// failed between the two) resumes by adding and measuring every case, not
+// by reporting the run complete with none; one with all of them adds none.
+func TestResumeOfARunWithoutCases(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		drop     string // the cases taken away, as SQL's WHERE
+		measured int    // repetitions the resume measures
+	}{
+		{"every case missing", "1", 3},
+		{"no case missing", "0", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSuite(t, tinySuite)
+			db := openDB(t)
+			sum, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.SQL().Exec(`DELETE FROM cases WHERE ` + tc.drop); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.SQL().Exec(`UPDATE runs SET status = 'interrupted'`); err != nil {
+				t.Fatal(err)
+			}
+			cases := map[string]bool{}
+			if _, err := Run(context.Background(), s, Options{DB: db, BandwidthBuffer: -1, Resume: sum.RunID,
+				Progress: func(e Event) {
+					if e.Rep >= 0 {
+						cases[e.Case] = true
+					}
+				}}); err != nil {
+				t.Fatal(err)
+			}
+			if len(cases) != tc.measured {
+				t.Errorf("the resume measured %d cases (%v), want %d", len(cases), cases, tc.measured)
+			}
+			stored, err := db.Cases(sum.RunID)
+			if err != nil || len(stored) != 3 {
+				t.Fatalf("run %d holds %d cases (%v), want 3", sum.RunID, len(stored), err)
+			}
+			for _, c := range stored {
+				if c.Status != results.CaseDone {
+					t.Errorf("case %s is %s", c.Name, c.Status)
+				}
+			}
+		})
+	}
+}

@@ -440,8 +440,14 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		for i, k := range suites.StoredKeys(keys, vocab) {
 			byKey[k] = stored[i]
 		}
+		var missing []*prepared
 		for _, p := range cases {
-			if c, ok := byKey[p.c.Key]; ok && c.Status != results.CaseDone {
+			c, ok := byKey[p.c.Key]
+			if !ok {
+				missing = append(missing, p)
+				continue
+			}
+			if c.Status != results.CaseDone {
 				p.id, p.start, p.name = c.ID, min(c.RepsDone, s.Repetitions), c.Name
 				if s.Timing == results.TimingProfile && p.model != nil {
 					if p.steps, err = resumedSteps(o.DB, p.id, p.start); err != nil {
@@ -449,6 +455,12 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 					}
 				}
 			}
+		}
+		// Cases the store lacks (a run an earlier mtlbench stored without
+		// them, its store failing between the two) are added and measured,
+		// not left out of a run then reported complete.
+		if err := addCases(rec, s, o, missing); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
 		}
 		return rec, nil
 	}
@@ -460,31 +472,7 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 	run.BackendNotes = info.Notes
 	var rc []results.Case
 	for _, p := range cases {
-		params := p.c.Recorded()
-		if p.model != nil {
-			params["model"] = p.model.Config.Name
-			params["dtype"] = weightFormat(p.model.Config, p.model.Source)
-			// the seed draws the synthetic weights and the prompts: runs of
-			// two seeds measured different work under one key
-			params["seed"] = strconv.FormatInt(s.Model.Seed, 10)
-			// what a top_k is read against when the run's keys are read back
-			// (suites.StoredKeys)
-			params[suites.RecordedVocab] = strconv.Itoa(p.model.Config.Vocab)
-			if s.Model.Path != "" && s.Model.Weights == suites.WeightsSynthetic {
-				// a checkpoint's architecture, not its figures
-				params["weights"] = suites.WeightsSynthetic
-			}
-			p.useThreads() // the configs the case's goroutine count looks up
-			tunedParams(params, p)
-			setThreads(p.be, 0)
-			for _, k := range []string{"tuned.moe", "tuned.moe.prefill"} {
-				if v := params[k]; v != "" && !slices.Contains(p.tunedMoE, v) {
-					p.tunedMoE = append(p.tunedMoE, v)
-				}
-			}
-		}
-		rc = append(rc, results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params,
-			LayersRun: p.layersRun, LayersTotal: p.layersAll})
+		rc = append(rc, recordedCase(s, o, p))
 	}
 	// The run and its cases in one transaction: never a run without them.
 	rec, err := o.DB.RecordCases(run, rc, o.Store)
@@ -500,6 +488,60 @@ func openRun(s *suites.Suite, o Options, info bridge.DeviceInfo, bw, peak float6
 		}
 	}
 	return rec, nil
+}
+
+// addCases stores cases as pending cases of rec's run and gives each its
+// id; a case the backend does not run is marked skipped.
+func addCases(rec *results.Recorder, s *suites.Suite, o Options, cases []*prepared) error {
+	if len(cases) == 0 {
+		return nil
+	}
+	var rc []results.Case
+	for _, p := range cases {
+		rc = append(rc, recordedCase(s, o, p))
+	}
+	if err := rec.AddCases(rc); err != nil {
+		return err
+	}
+	for i, p := range cases {
+		p.id, p.name = rc[i].ID, rc[i].Name
+		if p.skip != "" {
+			if err := rec.SkipCase(p.id, p.skip); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// recordedCase is case p as a run stores it, with the parameters the
+// runner adds to its suite's (model, dtype, seed, vocab, tuned configs).
+func recordedCase(s *suites.Suite, o Options, p *prepared) results.Case {
+	params := p.c.Recorded()
+	if p.model != nil {
+		params["model"] = p.model.Config.Name
+		params["dtype"] = weightFormat(p.model.Config, p.model.Source)
+		// the seed draws the synthetic weights and the prompts: runs of
+		// two seeds measured different work under one key
+		params["seed"] = strconv.FormatInt(s.Model.Seed, 10)
+		// what a top_k is read against when the run's keys are read back
+		// (suites.StoredKeys)
+		params[suites.RecordedVocab] = strconv.Itoa(p.model.Config.Vocab)
+		if s.Model.Path != "" && s.Model.Weights == suites.WeightsSynthetic {
+			// a checkpoint's architecture, not its figures
+			params["weights"] = suites.WeightsSynthetic
+		}
+		p.useThreads() // the configs the case's goroutine count looks up
+		tunedParams(params, p)
+		setThreads(p.be, 0)
+		for _, k := range []string{"tuned.moe", "tuned.moe.prefill"} {
+			if v := params[k]; v != "" && !slices.Contains(p.tunedMoE, v) {
+				p.tunedMoE = append(p.tunedMoE, v)
+			}
+		}
+	}
+	return results.Case{Key: p.c.Key, Name: relabel(p.c.Name, o.Set, params), Kind: p.c.Kind, Params: params,
+		LayersRun: p.layersRun, LayersTotal: p.layersAll}
 }
 
 // resumedSteps are the decode step times (step_ms) of a resumed profiled
