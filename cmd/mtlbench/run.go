@@ -423,7 +423,9 @@ func runCommand() *cli.Command {
 				stored = "nothing stored in " + db.Path()
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %d (%s) %s in %v: %s\n", sum.RunID, s.Name, runStatus(err), sum.Elapsed.Round(time.Second), stored)
-			if resumable(err, reps) {
+			// A complete run has nothing to resume, whatever failed after
+			// it ended (reading its cases back).
+			if sum.Run.Status != results.RunComplete && resumable(err, reps) {
 				printResume(c.App.ErrWriter, err, resumeCommand(c, db.Path(), sum.RunID))
 			}
 			if errors.Is(err, bench.ErrInterrupted) {

@@ -39,6 +39,10 @@ func TestRunSaysItsCasesCouldNotBeReadBack(t *testing.T) {
 			if sum == nil || len(sum.Cases) != 3 {
 				t.Fatalf("summary %+v: want the run's 3 cases", sum)
 			}
+			// as it ended: a complete run has nothing to resume
+			if sum.Run.Status != results.RunComplete {
+				t.Errorf("summary's run is %s, want complete", sum.Run.Status)
+			}
 			for _, c := range sum.Cases {
 				if c.Status != results.CaseDone || c.RepsDone != 2 && c.Kind == results.CaseModel {
 					t.Errorf("case %s: %s with %d repetitions, want done with 2", c.Name, c.Status, c.RepsDone)

@@ -307,7 +307,8 @@ func Run(ctx context.Context, s *suites.Suite, o Options) (*Summary, error) {
 	if ferr := rec.FinishRun(status); ferr != nil && err == nil {
 		err = ferr
 	}
-	sum := &Summary{RunID: run.ID, Run: run, Elapsed: time.Since(start)}
+	// The run as it ended (its final status), not as it began.
+	sum := &Summary{RunID: run.ID, Run: rec.Run(), Elapsed: time.Since(start)}
 	// The cases as the store holds them; where they cannot be read back,
 	// as the run recorded them, and the error says so: a run is never
 	// reported as one that stored nothing for a read that failed.
