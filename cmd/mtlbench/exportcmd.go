@@ -344,6 +344,13 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 			if terr := badTime(text); terr != nil {
 				err = terr
 			}
+			// JSON that ends before its run does, on the input's last
+			// line: a copy cut mid-line (not a JSON file of many lines).
+			var se *json.SyntaxError
+			if errors.As(err, &se) && se.Error() == "unexpected end of JSON input" && !sc.Scan() && sc.Err() == nil {
+				return nil, fmt.Errorf("%s:%d: the line ends (after %s) before its run does: the export was cut short mid-line; nothing was imported: export it again, or copy the whole file",
+					path, line, plural.Of(len(text), "byte"))
+			}
 			return nil, fmt.Errorf("%s:%d: not an mtlbench export line: %v", path, line, jsonerr.ExplainLine(err, text))
 		}
 		if l.Run.StartedAt.IsZero() {

@@ -56,6 +56,9 @@ func TestImportOfAnExportCutShort(t *testing.T) {
 	}{
 		{"whole", join(lines), false, "", n},
 		{"whole, from standard input", join(lines), true, "", n},
+		{"cut mid-line", lines[0][:len(lines[0])/2], false, "x.jsonl:1: the line ends (after " + strconv.Itoa(len(lines[0])/2) + " bytes) before its run does: the export was cut short mid-line", 0},
+		{"cut mid-line, from standard input", join(lines[:1]) + lines[1][:100], true, "standard input:2: the line ends (after 100 bytes) before its run does", 0},
+		{"a JSON file of many lines", "{\n  \"format\": \"mtlbench-run/2\"\n}\n", false, "x.jsonl:1: not an mtlbench export line: not valid JSON at column 1", 0},
 		{"cut after its first run", join(lines[:1]), false, "x.jsonl:1: the export ends without its closing line (the count of its runs), after 1 run from line 1 on: it was cut short", 0},
 		{"cut before its closing line", join(lines[:n]), false, "x.jsonl:" + strconv.Itoa(n) + ": the export ends without its closing line", 0},
 		{"cut, from standard input", join(lines[:1]), true, "standard input:1: the export ends without its closing line", 0},
@@ -101,9 +104,9 @@ func TestImportOfAnExportCutShort(t *testing.T) {
 	}
 }
 
-// An import or peer import whose batch the store refuses leaves no new
-// store behind: one is made only as the runs are stored, and taken away
-// with its -wal and -shm where none was; a store that was there is kept.
+// A refused import or peer import leaves no new store behind: one is made
+// only as the runs are stored (and taken away with its -wal and -shm where
+// the batch fails, results.DB.CloseNew); a store that was there is kept.
 func TestRefusedImportLeavesNoStore(t *testing.T) {
 	hf, err := os.ReadFile(filepath.Join("testdata", "peer", "hf.json"))
 	if err != nil {

@@ -619,7 +619,7 @@ func TestImportNamesTheBadField(t *testing.T) {
 	}{
 		{"an id as a string", strings.Replace(exportLineWith("0.5"), `"id":3`, `"id":"x"`, 1), `b.jsonl:1: not an mtlbench export line: run.id is a JSON string ("x"), want a whole number`},
 		{"a value past JSON's range", exportLineWith("1e999"), "b.jsonl:1: not an mtlbench export line: cases.samples.value is 1e999, beyond a 64-bit float's range"},
-		{"cut short", `{"format":"mtlbench-run/1",`, "b.jsonl:1: not an mtlbench export line: not valid JSON at column 27"},
+		{"cut short", `{"format":"mtlbench-run/1",`, "b.jsonl:1: the line ends (after 27 bytes) before its run does: the export was cut short mid-line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
