@@ -477,3 +477,47 @@ func (rec *RunRecord) content() string {
 	}
 	return b.String()
 }
+
+// UnsetSample says which sample of data (JSON holding cases[].samples[]: an
+// export line, a peer run of mtlbench's format) has no rep, metric or
+// value, or null for one, naming its case by names (in order): decoded,
+// each reads as its zero, a figure never measured. data must have decoded
+// whole already; UnsetSample looks at nothing else.
+func UnsetSample(data []byte, names []string) error {
+	var raw struct {
+		Cases []struct {
+			Samples []struct {
+				Rep    json.RawMessage `json:"rep"`
+				Metric json.RawMessage `json:"metric"`
+				Value  json.RawMessage `json:"value"`
+			} `json:"samples"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil
+	}
+	for i, c := range raw.Cases {
+		name := ""
+		if i < len(names) {
+			name = names[i]
+		}
+		for j, s := range c.Samples {
+			for _, f := range []struct {
+				name string
+				v    json.RawMessage
+			}{{"rep", s.Rep}, {"metric", s.Metric}, {"value", s.Value}} {
+				what := ""
+				switch {
+				case f.v == nil:
+					what = "has no " + f.name
+				case string(f.v) == "null":
+					what = "has null for its " + f.name
+				}
+				if what != "" {
+					return fmt.Errorf("case %d %q sample %d %s (cases.samples.%s): a sample is read only whole", i, name, j, what, f.name)
+				}
+			}
+		}
+	}
+	return nil
+}

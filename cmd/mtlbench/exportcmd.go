@@ -356,7 +356,7 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		if l.Run.StartedAt.IsZero() {
 			return nil, fmt.Errorf("%s:%d: the run has no start time", path, line)
 		}
-		if err := unsetSample(text, &l.RunRecord); err != nil {
+		if err := results.UnsetSample(text, caseNames(&l.RunRecord)); err != nil {
 			return nil, fmt.Errorf("%s:%d: run %d: %w", path, line, l.Run.ID, err)
 		}
 		if err := l.RunRecord.Check(); err != nil {
@@ -424,44 +424,6 @@ func countText(e results.ExportEnd) string {
 	return fmt.Sprintf("%s, %s, %s", plural.Of(e.Runs, "run"), plural.Of(e.Cases, "case"), plural.Of(e.Samples, "sample"))
 }
 
-// unsetSample says which sample of an export line (text, decoded as rec)
-// has no rep, metric or value, or null for one: decoded, each reads as
-// its zero, a figure the run never measured.
-func unsetSample(text []byte, rec *results.RunRecord) error {
-	var raw struct {
-		Cases []struct {
-			Samples []struct {
-				Rep    json.RawMessage `json:"rep"`
-				Metric json.RawMessage `json:"metric"`
-				Value  json.RawMessage `json:"value"`
-			} `json:"samples"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(text, &raw); err != nil || len(raw.Cases) != len(rec.Cases) {
-		return nil // the line decoded whole: nothing here is new
-	}
-	for i, c := range raw.Cases {
-		for j, s := range c.Samples {
-			for _, f := range []struct {
-				name string
-				v    json.RawMessage
-			}{{"rep", s.Rep}, {"metric", s.Metric}, {"value", s.Value}} {
-				what := ""
-				switch {
-				case f.v == nil:
-					what = "has no " + f.name
-				case string(f.v) == "null":
-					what = "has null for its " + f.name
-				}
-				if what != "" {
-					return fmt.Errorf("case %d %q sample %d %s (cases.samples.%s): a sample is read only whole", i, rec.Cases[i].Case.Name, j, what, f.name)
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // badTime says which time of an export line is no time (a time's decoding
 // error names neither the field nor the case), or nil.
 func badTime(text []byte) error {
@@ -497,4 +459,13 @@ func badTime(text []byte) error {
 		}
 	}
 	return nil
+}
+
+// caseNames are rec's case names, in order.
+func caseNames(rec *results.RunRecord) []string {
+	names := make([]string, len(rec.Cases))
+	for i, c := range rec.Cases {
+		names[i] = c.Case.Name
+	}
+	return names
 }

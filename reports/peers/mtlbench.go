@@ -56,6 +56,14 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 	if p.Format != MtlbenchFormat {
 		return nil, fmt.Errorf("format %q, want %q", p.Format, MtlbenchFormat)
 	}
+	names := make([]string, len(p.Cases))
+	for i, c := range p.Cases {
+		names[i] = c.Name
+	}
+	// a sample with no value read as 0, a figure never measured
+	if err := results.UnsetSample(data, names); err != nil {
+		return nil, err
+	}
 	m := p.Machine
 	// A file that names no machine ran on the one importing it.
 	run := &Run{Tool: p.Tool, ToolVersion: p.ToolVersion, SuiteName: p.SuiteName, Backend: p.Backend, TimingMode: p.TimingMode,

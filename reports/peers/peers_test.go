@@ -223,6 +223,11 @@ func TestParseErrors(t *testing.T) {
 		{FormatMLX, "Trial 1:  prompt_tps=1, generation_tps=2, peak_memory=3\n", "before any \"Timing with\""},
 		{FormatMtlbench, `{"format": "other"}`, `want "mtlbench-peer-run/1"`},
 		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"samples": [{"value": "fast"}]}]}`, `not a peer run: cases.samples.value is a JSON string ("fast"), want a number`},
+		// A figure that is not there is not read as 0.
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"name": "d", "samples": [{"rep": 0, "metric": "decode_tok_s", "value": null, "unit": "tok/s"}]}]}`,
+			`case 0 "d" sample 0 has null for its value (cases.samples.value)`},
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"name": "d", "samples": [{"rep": 0, "metric": "decode_tok_s", "unit": "tok/s"}]}]}`,
+			`case 0 "d" sample 0 has no value (cases.samples.value)`},
 		// A figure no rate can be is refused as the store would refuse it.
 		{FormatMLX, "Timing with prompt_tokens=16, generation_tokens=8, batch_size=1.\nTrial 1:  prompt_tps=-1e308, generation_tps=2, peak_memory=3\n",
 			`f: mlx-lm: case "bench/batch=1/prompt_len=16/gen_len=8" sample 0: prefill_tok_s rep 0: value -1e+308 is negative, and a rate cannot be`},
