@@ -619,6 +619,8 @@ func TestImportNamesTheBadField(t *testing.T) {
 	}{
 		{"an id as a string", strings.Replace(exportLineWith("0.5"), `"id":3`, `"id":"x"`, 1), `b.jsonl:1: not an mtlbench export line: run.id is a JSON string ("x"), want a whole number`},
 		{"a value past JSON's range", exportLineWith("1e999"), "b.jsonl:1: not an mtlbench export line: cases.samples.value is 1e999, beyond a 64-bit float's range"},
+		{"a value of NaN", exportLineWith("NaN"), "b.jsonl:1: not an mtlbench export line: cases[0].samples[1].value is NaN (column "},
+		{"a value of -Infinity", exportLineWith("-Infinity"), "b.jsonl:1: not an mtlbench export line: cases[0].samples[1].value is -Infinity (column "},
 		{"cut short", `{"format":"mtlbench-run/1",`, "b.jsonl:1: the line ends (after 27 bytes) before its run does: the export was cut short mid-line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

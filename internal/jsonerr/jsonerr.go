@@ -79,6 +79,16 @@ func valueStart(data []byte, off int64, value string) int {
 func ExplainLine(err error, data []byte) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) && bytes.IndexByte(data, '\n') < 0 && se.Offset >= 0 && se.Offset <= int64(len(data)) {
+		// NaN or Infinity, as Python's json writes them: named by its key,
+		// as Explain names it in a file of lines.
+		if lit, start := nonFinite(data, se.Offset); lit != "" {
+			at := keyPath(data[:start])
+			if at == "" {
+				at = "the line"
+			}
+			return fmt.Errorf("%s is %s (column %d): a float that is not finite, which JSON has no number for; want a finite number",
+				at, lit, utf8.RuneCount(data[:start])+1)
+		}
 		col := utf8.RuneCount(data[:se.Offset])
 		return fmt.Errorf("not valid JSON at column %d: %s", col, se.Error())
 	}

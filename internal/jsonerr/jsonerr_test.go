@@ -84,6 +84,8 @@ func TestExplainLine(t *testing.T) {
 		{`{"a": 1,, "b": 2}`, "not valid JSON at column 9: invalid character ','"},
 		{`{"a": 1`, "not valid JSON at column 7: unexpected end of JSON input"},
 		{`{"é": x}`, "not valid JSON at column 7: invalid character 'x'"},
+		{`{"a": [{"v": NaN}]}`, "a[0].v is NaN (column 14): a float that is not finite"},
+		{`{"a": -Infinity}`, "a is -Infinity (column 7): a float that is not finite"},
 	} {
 		var v map[string]any
 		err := ExplainLine(json.Unmarshal([]byte(c.data), &v), []byte(c.data))
