@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,4 +180,33 @@ func TestPeerImportChecksEveryRunFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever bytes an import reads, it refuses them with an error or reads
+// runs the store would take: never a panic.
+func FuzzReadExport(f *testing.F) {
+	end := `{"format":"mtlbench-run/2","end":{"runs":1,"cases":1,"samples":2}}`
+	v2 := strings.Replace(exportLineWith("0.5"), "mtlbench-run/1", "mtlbench-run/2", 1)
+	for _, seed := range []string{
+		exportLineWith("0.5") + "\n",
+		v2 + "\n" + end + "\n",
+		v2 + "\n",
+		end + "\n" + v2,
+		`{"format":"mtlbench-run/2","end":{"runs":-1,"cases":1e30}}`,
+		strings.Replace(v2, `"timings"`, `"x"`, 1)[:200],
+		"\uFEFF" + v2 + "\r\n" + end + "\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recs, err := readExport(bytes.NewReader(data), stdinPath)
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			if err := r.Check(); err != nil {
+				t.Errorf("a run read that the store would refuse: %v", err)
+			}
+		}
+	})
 }
