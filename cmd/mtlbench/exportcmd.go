@@ -70,6 +70,11 @@ func exportCommand() *cli.Command {
 					for _, note := range leaveOutImpossible(rec) {
 						fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", note)
 					}
+					// What import would refuse (a store written before its
+					// checks may hold it) is said now, not at the far end.
+					if err := rec.Check(); err != nil {
+						fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: run %d (%s) is written, but import refuses it as it stands: %v\n", id, rec.Run.SuiteName, err)
+					}
 					if err := x.Write(rec); err != nil {
 						return fmt.Errorf("run %d: %w", id, err)
 					}

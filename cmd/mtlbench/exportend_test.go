@@ -210,3 +210,40 @@ func FuzzReadExport(f *testing.F) {
 		}
 	})
 }
+
+// export says which run import would refuse (a store written before the
+// checks on import may hold a name of two lines), and still writes it.
+func TestExportSaysWhatImportRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, warn string
+	}{
+		{"a run import takes", "", ""},
+		{"a suite name of two lines", `UPDATE runs SET suite_name = 'a' || char(10) || 'b'`, `import refuses it as it stands: run.suite_name "a\nb" holds the control character U+000A`},
+		{"a parameter holding a tab", `UPDATE case_params SET value = 'x' || char(9) || 'y' WHERE name = 'dtype'`, `params.dtype "x\ty" holds the control character U+0009`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := seedCompareDB(t)
+			if tc.set != "" {
+				s := openForTest(t, db)
+				if _, err := s.SQL().Exec(tc.set); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.SQL().Exec(`UPDATE cases SET params_json = json_set(params_json, '$.dtype', (SELECT value FROM case_params p WHERE p.case_id = cases.id AND p.name = 'dtype')) WHERE EXISTS (SELECT 1 FROM case_params p WHERE p.case_id = cases.id AND p.name = 'dtype')`); err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+			}
+			out := filepath.Join(t.TempDir(), "x.jsonl")
+			_, stderr, err := mtl(t, "export", "--db", db, "-o", out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.warn == "" && strings.Contains(stderr, "import refuses") || !strings.Contains(stderr, tc.warn) {
+				t.Errorf("export said %q, want %q", stderr, tc.warn)
+			}
+			if _, err := os.Stat(out); err != nil {
+				t.Errorf("the export was not written: %v", err)
+			}
+		})
+	}
+}
