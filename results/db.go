@@ -1,6 +1,7 @@
 package results
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -543,13 +544,33 @@ func (db *DB) Close() error { return db.sql.Close() }
 // batch was refused) removes it with its -wal and -shm, so that a refused
 // command leaves nothing a later one would find empty (docs/data.md). It
 // reports whether it removed the store.
-func (db *DB) CloseNew() (bool, error) {
-	var n int
-	err := db.sql.QueryRow(`SELECT count(*) FROM runs`).Scan(&n)
-	if cerr := db.Close(); err == nil {
-		err = cerr
+//
+// It counts the runs holding the store's write lock, and removes it before
+// letting go: another process that opened the new store meanwhile and is
+// writing its first run keeps it (its transaction ends first, and counts),
+// and one that waits for the lock finds the file gone (ErrStoreMoved), not
+// its run deleted. A lock it cannot take keeps the store.
+func (db *DB) CloseNew() (removed bool, err error) {
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if db.readOnly {
+		return false, nil
 	}
-	if err != nil || n > 0 || db.readOnly {
+	ctx := context.Background()
+	conn, err := db.sql.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return false, nil // another process writes it: it is theirs too
+	}
+	defer conn.ExecContext(ctx, `ROLLBACK`)
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM runs`).Scan(&n); err != nil || n > 0 {
 		return false, err
 	}
 	for _, f := range []string{db.path, db.path + "-wal", db.path + "-shm"} {

@@ -1,11 +1,13 @@
 package results
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A results path that is a folder says so, not "disk I/O error".
@@ -269,10 +271,11 @@ func TestCloseNewRemovesOnlyAnEmptyStore(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		withRun bool
-	}{{"no run", false}, {"a run", true}} {
+		held    bool // another process holds the write lock
+	}{{"no run", false, false}, {"a run", true, false}, {"no run, another writing", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "r.db")
-			db, err := Open(path)
+			db, err := OpenWith(path, Options{BusyTimeout: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -281,13 +284,31 @@ func TestCloseNewRemovesOnlyAnEmptyStore(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.held {
+				other, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+				tx, err := other.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+			}
+			kept := tc.withRun || tc.held
 			removed, err := db.CloseNew()
-			if err != nil || removed == tc.withRun {
+			if err != nil || removed == kept {
 				t.Fatalf("CloseNew: removed %v, %v", removed, err)
 			}
-			for _, f := range []string{path, path + "-wal", path + "-shm"} {
-				if _, err := os.Stat(f); (err == nil) != (tc.withRun && f == path) {
-					t.Errorf("%s: stat %v", filepath.Base(f), err)
+			if _, err := os.Stat(path); (err == nil) != kept {
+				t.Errorf("stat %v, want the store kept %v", err, kept)
+			}
+			if !kept {
+				for _, f := range []string{path + "-wal", path + "-shm"} {
+					if _, err := os.Stat(f); err == nil {
+						t.Errorf("%s kept", filepath.Base(f))
+					}
 				}
 			}
 		})
