@@ -662,7 +662,12 @@ func (db *DB) BatchWaiting(wait time.Duration, note func(string), f func(b *DB) 
 	for {
 		ran := false
 		err := db.Batch(func(b *DB) error { ran = true; return f(b) })
-		if err == nil || ran || !isBusy(err) {
+		if err == nil {
+			// A file removed or replaced under SQLite took the batch, and
+			// it is lost with it: the import did not reach the store.
+			return db.checkFile()
+		}
+		if ran || !isBusy(err) {
 			return err
 		}
 		if time.Since(start) >= wait {

@@ -2,6 +2,7 @@ package results
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -310,6 +311,45 @@ func TestCloseNewRemovesOnlyAnEmptyStore(t *testing.T) {
 						t.Errorf("%s kept", filepath.Base(f))
 					}
 				}
+			}
+		})
+	}
+}
+
+// A batch (an import) into a store removed or replaced while it was open
+// went into the file SQLite had open, which nothing reads: it fails,
+// saying so, rather than reporting the runs stored.
+func TestBatchIntoAMovedStore(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		move func(path string) error
+		want error
+	}{
+		{"left as it is", func(string) error { return nil }, nil},
+		{"removed", os.Remove, ErrStoreMoved},
+		{"replaced", func(path string) error {
+			if err := os.Rename(path, path+".old"); err != nil {
+				return err
+			}
+			return os.WriteFile(path, nil, 0o644)
+		}, ErrStoreMoved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.db")
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := tc.move(path); err != nil {
+				t.Fatal(err)
+			}
+			err = db.BatchWaiting(time.Second, nil, func(b *DB) error {
+				_, err := b.CreateRun(&Run{SuiteName: "s"})
+				return err
+			})
+			if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+				t.Errorf("batch: %v, want %v", err, tc.want)
 			}
 		})
 	}
