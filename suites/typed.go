@@ -367,14 +367,31 @@ func (s *Suite) Override(set map[string]string) error {
 	}
 	cases := s.Cases
 	for _, pr := range overrides {
+		// An alias --set beside its op's own name leaves that op's cases to
+		// the own name, as the suite's params do (docs/suites.md), so the
+		// outcome does not hang on which name sorts last.
+		readsHere := func(c Case) bool {
+			if !reads(c, pr.name) {
+				return false
+			}
+			own := ownName(c, pr.name)
+			_, shadowed := set[own]
+			return own == pr.name || !shadowed
+		}
 		// An override no case reads would be recorded as if it had
 		// changed what ran.
 		// (CheckOverride's probe has no cases: it checks the value alone.)
-		if len(cases) > 0 && !slices.ContainsFunc(cases, func(c Case) bool { return reads(c, pr.name) }) {
+		if len(cases) > 0 && !slices.ContainsFunc(cases, readsHere) {
 			// The user asked for both: say which of their --set took it.
 			if st, ok := set[string(ops.MoEStrategyParam)]; ok && pr.name == string(ops.MoEChunk) {
 				return fmt.Errorf("--set %s=%s: no case of suite %s reads %s beside --set %s=%s: it sizes the chunks of moe_strategy chunked (give one of the two)",
 					pr.name, set[pr.name], s.Name, pr.name, ops.MoEStrategyParam, st)
+			}
+			if i := slices.IndexFunc(cases, func(c Case) bool { return reads(c, pr.name) }); i >= 0 {
+				c := cases[i]
+				own := ownName(c, pr.name)
+				return fmt.Errorf("--set %s=%s: no case of suite %s reads %s beside --set %s=%s: %s reads %s as %s (give one of the two)",
+					pr.name, set[pr.name], s.Name, pr.name, own, set[own], c.Op, pr.name, own)
 			}
 			return fmt.Errorf("--set %s=%s: no case of suite %s takes %s (%s)", pr.name, set[pr.name], s.Name, pr.name, takers(pr.name))
 		}
@@ -382,7 +399,7 @@ func (s *Suite) Override(set map[string]string) error {
 		// Counted before a case is made, as a matrix is: a long list over
 		// many cases would take all memory before a limit after the fact.
 		if sweep {
-			if n := sweptCount(cases, pr.name, len(pr.vals)); n > MaxCases {
+			if n := sweptCount(cases, pr.name, len(pr.vals), readsHere); n > MaxCases {
 				return fmt.Errorf("--set %s=%s: the sweep makes %d cases, over the limit of %d (%d values; shorten the list)", pr.name, abbrev(set[pr.name]), n, MaxCases, len(pr.vals))
 			}
 		}
@@ -390,7 +407,7 @@ func (s *Suite) Override(set map[string]string) error {
 		seen := map[string]bool{}
 		for _, c := range cases {
 			// A case that does not read it keeps its own work and key.
-			if !reads(c, pr.name) {
+			if !readsHere(c) {
 				out = append(out, c)
 				continue
 			}
@@ -442,12 +459,13 @@ func (s *Suite) Override(set map[string]string) error {
 
 // sweptCount is how many cases sweeping parameter name over n values
 // makes of cases, as Override makes them: one per value of each set of
-// cases that differ only in name, and the cases that do not read it.
-func sweptCount(cases []Case, name string, n int) int {
+// cases that differ only in name, and the cases that do not read it
+// (reads: whether a case reads the override).
+func sweptCount(cases []Case, name string, n int, reads func(Case) bool) int {
 	total := 0
 	seen := map[string]bool{}
 	for _, c := range cases {
-		if !reads(c, name) {
+		if !reads(c) {
 			total++
 			continue
 		}

@@ -2,6 +2,7 @@ package suites
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
 	"strings"
@@ -366,6 +367,51 @@ func TestOverrideRanges(t *testing.T) {
 		}
 		if got := fmt.Sprint(names(s.Cases)); got != tc.want {
 			t.Errorf("--set batch=%s: cases %s, want %s", tc.value, got, tc.want)
+		}
+	}
+}
+
+// TestOverrideOwnNameOverAlias checks that --set of an op's parameter
+// beside its other name (matmul's m and tokens) gives each case the name its
+// op reads as its own, as the suite's params do, rather than whichever
+// --set sorts last; an alias none then reads is refused.
+func TestOverrideOwnNameOverAlias(t *testing.T) {
+	mixed := "name: s\ncases:\n  - name: mm\n    op: matmul\n  - name: norm\n    op: rms_norm\n"
+	only := "name: s\ncases:\n  - name: mm\n    op: matmul\n"
+	for _, tt := range []struct {
+		name, src string
+		set       map[string]string
+		want      map[string]string // case -> param=value
+		err       string
+	}{
+		{"mixed", mixed, map[string]string{"m": "4", "tokens": "5"}, map[string]string{"mm": "m=4", "norm": "tokens=5"}, ""},
+		{"mixed sweep", mixed, map[string]string{"m": "4", "tokens": "[5]"}, map[string]string{"mm": "m=4", "norm/tokens=5": "tokens=5"}, ""},
+		{"matmul only", only, map[string]string{"m": "4", "tokens": "5"}, nil,
+			"--set tokens=5: no case of suite s reads tokens beside --set m=4: matmul reads tokens as m (give one of the two)"},
+		{"hidden and k", only, map[string]string{"hidden": "64", "k": "32"}, nil,
+			"--set hidden=64: no case of suite s reads hidden beside --set k=32: matmul reads hidden as k (give one of the two)"},
+	} {
+		s := mustParse(t, tt.src)
+		err := s.Override(tt.set)
+		if tt.err != "" {
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%s: %v, want %s", tt.name, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		got := map[string]string{}
+		for _, c := range s.Cases {
+			for k, v := range c.Params {
+				if k == "m" || k == "tokens" {
+					got[c.Name] = k + "=" + canon(k, v)
+				}
+			}
+		}
+		if !maps.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
