@@ -44,23 +44,26 @@ func (l *limited) Weight(dt bridge.DType, shape []int, data []byte) (bridge.Tens
 }
 
 // A bucket that cannot fit fails the run before anything is allocated or
-// recorded, naming its kernel and shape, what it needs and what there is.
+// recorded, naming where it came from (a suite's case, the --shape), its
+// kernel and shape, what it needs and what there is.
 func TestTuneChecksMemoryFirst(t *testing.T) {
 	const MiB = 1 << 20
 	for _, tc := range []struct {
 		kernel string
 		shape  tune.Shape
 		avail  int64
+		label  string
 		desc   string
 	}{
-		{"matmul", tune.Shape{"m": 1, "n": 4096, "k": 4096}, 16 * MiB, "matmul m=1 n=4096 k=4096 dtype=bf16"},
-		{"matmul", tune.Shape{"m": 2048, "n": 1024, "k": 4096}, 40 * MiB, "matmul m=2048 n=1024 k=4096 dtype=bf16"},
+		{"matmul", tune.Shape{"m": 1, "n": 4096, "k": 4096}, 16 * MiB, "mm", "matmul m=1 n=4096 k=4096 dtype=bf16"},
+		{"matmul", tune.Shape{"m": 2048, "n": 1024, "k": 4096}, 40 * MiB, "--shape m=2048,n=1024,k=4096", "matmul m=2048 n=1024 k=4096 dtype=bf16"},
 		{"moe", tune.Shape{"tokens": 4, "experts": 64, "top_k": 2, "hidden": 512, "intermediate": 512}, 24 * MiB,
-			"moe tokens=4 experts=64 top_k=2 hidden=512 intermediate=512 dtype=bf16"},
+			"experts; experts-2", "moe tokens=4 experts=64 top_k=2 hidden=512 intermediate=512 dtype=bf16"},
+		{"matmul", tune.Shape{"m": 1 << 31, "n": 16, "k": 16}, 40 * MiB, "huge", "m=2147483648: must be at most"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			be := newLimited(tc.avail)
-			b, err := ShapeBucket(be, tc.kernel, "bf16", tc.shape, "test")
+			b, err := ShapeBucket(be, tc.kernel, "bf16", tc.shape, tc.label)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,10 +72,11 @@ func TestTuneChecksMemoryFirst(t *testing.T) {
 			if err == nil {
 				t.Fatal("tuned a bucket that does not fit")
 			}
-			for _, want := range []string{tc.desc, "needs", "available"} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not say %q", err, want)
-				}
+			if !strings.HasPrefix(err.Error(), tc.label+": ") {
+				t.Errorf("error %q does not name where the bucket came from, %s", err, tc.label)
+			}
+			if !strings.Contains(err.Error(), tc.desc) {
+				t.Errorf("error %q does not say %q", err, tc.desc)
 			}
 			if be.handed != 0 {
 				t.Errorf("%d tensors handed to the backend first", be.handed)

@@ -365,23 +365,31 @@ func allFailed(rs []*Result) bool {
 // fits works out every bucket's memory before anything is allocated or
 // recorded (kbench.Need, what Prepare checks again): a bucket too large
 // for this machine, or whose op parameters its kernel case refuses, fails
-// the run at once, naming its kernel and shape, instead of filling
+// the run at once, naming where it came from, its kernel and shape, instead of filling
 // gigabytes first or recording a run of failed buckets. Other problems
 // (a backend that cannot run the op) are left to the bucket, which reports
 // them as it always has.
 func fits(be bridge.Backend, buckets []Bucket) error {
 	var errs []error
+	// Each error leads with the bucket's Label, the suite's cases or the
+	// --shape it came from: a suite of many cases says which to change.
+	from := func(b Bucket, err error) error {
+		if b.Label == "" {
+			return err
+		}
+		return fmt.Errorf("%s: %w", b.Label, err)
+	}
 	for _, b := range buckets {
 		m, err := kbench.Need(&candidateBackend{Backend: be}, kernelCase(b))
 		if pe := (*kbench.ParamError)(nil); errors.As(err, &pe) {
-			errs = append(errs, fmt.Errorf("%s: %w", b.Describe(), err))
+			errs = append(errs, from(b, fmt.Errorf("%s: %w", b.Describe(), err)))
 			continue
 		}
 		if err != nil {
 			continue
 		}
 		if err := m.Err(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, from(b, err))
 		}
 	}
 	return errors.Join(errs...)
