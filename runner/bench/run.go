@@ -894,6 +894,9 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 		}
 	}
 	var out []*prepared
+	if err := interleavedFit(s, be); err != nil {
+		return nil, nil, err
+	}
 	// Preparing reads the tuned configs at the case's goroutine count.
 	defer setThreads(be, 0)
 	for _, c := range s.Cases {
@@ -1002,6 +1005,46 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 		}
 	}
 	return out, closeAll, nil
+}
+
+// interleavedFit refuses an interleaved suite whose kernel cases fit one
+// by one but not together: each case's data is made before the first
+// repetition (docs/suites.md), so each case's own check, against what the
+// cases before it left, would fill memory before one failed. Their tensors
+// are summed with the largest reference check; a case that fails its own
+// check, or that the backend does not run, is left to prepare's loop.
+func interleavedFit(s *suites.Suite, be bridge.Backend) error {
+	avail := be.Info().AvailableBytes
+	if !s.Interleave || avail <= 0 {
+		return nil
+	}
+	var held, scratch, largest int64
+	n := 0
+	var big suites.Case
+	for _, c := range s.Cases {
+		if c.Kind != suites.KindKernel || len(otherBackendRefused(s, c, be.Info().Backend, be)) > 0 {
+			continue
+		}
+		m, err := kbench.Need(be, c.Kernel)
+		if err != nil || m.Err() != nil {
+			continue
+		}
+		n++
+		held += m.Tensors
+		scratch = max(scratch, m.Scratch)
+		if m.Tensors > largest {
+			largest, big = m.Tensors, c
+		}
+	}
+	if n < 2 || held+scratch <= avail {
+		return nil
+	}
+	pos, ok := s.Positions["interleave"]
+	if !ok {
+		pos = big.Pos
+	}
+	return s.ErrorAt(pos, "the %d interleaved kernel cases need ~%s together (every case's data is made before the first repetition; the largest, case %s, holds %s), the %s backend has %s available (hint: interleave: false makes each case's data as it runs and frees it after)",
+		n, engine.GiB(held+scratch), big.Name, engine.GiB(largest), be.Info().Backend, engine.GiB(avail))
 }
 
 // oneBackend are the case parameters one backend alone reads: on a case

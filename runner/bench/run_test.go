@@ -17,6 +17,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/host"
 	"github.com/mtlbench/mtlbench/bridge/mtl/emu"
 	"github.com/mtlbench/mtlbench/internal/metrics"
+	"github.com/mtlbench/mtlbench/kernels/ops"
 	"github.com/mtlbench/mtlbench/results"
 	"github.com/mtlbench/mtlbench/runner/kbench"
 	"github.com/mtlbench/mtlbench/runner/model"
@@ -1037,5 +1038,72 @@ cases:
 	cases, _ = db.Cases(sum.RunID)
 	if len(cases) != 2 || cases[1].Status != results.CaseDone || cases[1].Key != old {
 		t.Errorf("after resume: %+v", cases)
+	}
+}
+
+// An interleaved suite makes every kernel case's data before the first
+// repetition, so its cases must fit together: cases that each fit alone,
+// but not side by side, are refused before any is made, pointing at
+// interleave: false, rather than filling memory until one case fails. Run
+// one at a time, they pass.
+func TestInterleavedKernelCasesFitTogether(t *testing.T) {
+	const suite = `name: k
+repetitions: 1
+warmup: 0
+interleave: %INTERLEAVE%
+cases:
+  - name: mm
+    op: matmul
+    params: { m: 1, k: 1024, dtype: f32 }
+    matrix: { n: [1024, 1536, 2048] }
+`
+	var most, held int64
+	probe := cpu.New(cpu.Options{Threads: 1})
+	for _, n := range []int{1024, 1536, 2048} {
+		m, err := kbench.Need(probe, ops.Args{Op: ops.MatMul, DType: "f32", Ints: ops.Shape{ops.M: 1, ops.N: n, ops.K: 1024}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, m.Tensors+m.Scratch)
+		held += m.Tensors
+	}
+	avail := most + 1<<20
+	if held <= avail {
+		t.Fatalf("the cases together (%d bytes) fit in %d", held, avail)
+	}
+	for _, tc := range []struct{ interleave, want string }{
+		{"true", "suite.yaml:4:13: the 3 interleaved kernel cases need ~"},
+		{"false", ""},
+	} {
+		t.Run("interleave="+tc.interleave, func(t *testing.T) {
+			s := loadSuite(t, suite, "%INTERLEAVE%", tc.interleave)
+			be := &residentMemory{Backend: cpu.New(cpu.Options{Threads: 1}), avail: avail}
+			base := kbench.Live()
+			ps, done, err := prepare(context.Background(), s, be, 0, 0)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				done()
+				if len(ps) != 3 {
+					t.Errorf("%d cases prepared, want 3", len(ps))
+				}
+				return
+			}
+			if err == nil {
+				for _, p := range ps {
+					p.closeKernel()
+				}
+				done()
+				t.Fatal("cases that do not fit together were prepared")
+			}
+			msg := err.Error()
+			if i := strings.Index(msg, tc.want); i < 0 || !strings.Contains(msg, "interleave: false") {
+				t.Errorf("error %q, want %q and interleave: false", msg, tc.want)
+			}
+			if n := kbench.Live() - base; n != 0 {
+				t.Errorf("%d cases' data made before the refusal", n)
+			}
+		})
 	}
 }
