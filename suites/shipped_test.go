@@ -182,3 +182,17 @@ func TestUnknownSuiteSuggestsShipped(t *testing.T) {
 		}
 	}
 }
+
+// docs/suites.md's table of top-level keys holds every key a suite may
+// write at the top, the ignored x- keys among them.
+func TestDocsListEveryTopLevelKey(t *testing.T) {
+	doc, err := os.ReadFile("../docs/suites.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range append(slices.Clone(topKeys), "x-") {
+		if !strings.Contains(string(doc), "\n| `"+key) {
+			t.Errorf("docs/suites.md's top-level keys do not list %q", key)
+		}
+	}
+}
