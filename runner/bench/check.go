@@ -273,12 +273,30 @@ func checkKernels(s *suites.Suite) (suites.ErrorList, error) {
 			continue
 		}
 		if err != nil {
-			if e, ok := s.ErrorAt(kernelPos(c, err), "case %s: %v", c.Name, err).(*suites.Error); ok {
-				errs = append(errs, e)
-			}
+			errs = append(errs, kernelErrors(s, c, err)...)
 		}
 	}
 	return errs, nil
+}
+
+// kernelErrors is a kernel case's error as the suite's errors: one for each
+// parameter it names (kbench joins them), each at that parameter and naming
+// the case, so no line of a joined error stands without either.
+func kernelErrors(s *suites.Suite, c suites.Case, err error) suites.ErrorList {
+	all := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		all = j.Unwrap()
+	}
+	var out suites.ErrorList
+	for _, e := range all {
+		pos := kernelPos(c, e)
+		se, ok := s.ErrorAt(pos, "case %s: %v", c.Name, e).(*suites.Error)
+		if !ok {
+			se = &suites.Error{Pos: pos, Msg: fmt.Sprintf("case %s: %v", c.Name, e)}
+		}
+		out = append(out, se)
+	}
+	return out
 }
 
 // kernelPos is where a kernel case's error points: the parameter it names

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -305,5 +306,47 @@ func TestRunRefusesThreadsFlagElsewhere(t *testing.T) {
 	}
 	if runs, _ := db.Runs(results.RunFilter{}); len(runs) != 0 {
 		t.Errorf("a refused run recorded %d runs", len(runs))
+	}
+}
+
+// A kernel case with several parameters out of range gets an error for
+// each, at that parameter's position and naming the case, in Check and in
+// run alike; joined as one, the second stood on a line of its own that
+// said neither where nor which case.
+func TestKernelCaseErrorsEachAtTheirParameter(t *testing.T) {
+	for _, tc := range []struct {
+		name, params string
+		want         []string
+	}{
+		{"embedding", "{ n: 2147483648, width: 2147483648 }", []string{
+			":7:37: case c: width=2147483648: must be at most",
+			":7:18: case c: n=2147483648: must be at most",
+		}},
+		{"rope", "{ num_heads: 2147483648, tokens: 2147483648 }", []string{
+			":7:46: case c: tokens=2147483648: must be at most",
+			":7:26: case c: num_heads=2147483648: must be at most",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSuite(t, "name: k\nbackend: cpu\ncases:\n  - name: c\n    kind: kernel\n    op: "+tc.name+"\n    params: "+tc.params+"\n")
+			check := Check(s, nil)
+			_, run := Run(context.Background(), s, Options{DB: openDB(t), BandwidthBuffer: -1})
+			for what, err := range map[string]error{"Check": check, "Run": run} {
+				if err == nil {
+					t.Fatalf("%s: no error", what)
+				}
+				lines := strings.Split(err.Error(), "\n")
+				for _, want := range tc.want {
+					if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
+						t.Errorf("%s: %q does not say %q", what, err, want)
+					}
+				}
+				for _, l := range lines {
+					if !strings.Contains(l, "suite.yaml:") || !strings.Contains(l, "case c: ") {
+						t.Errorf("%s: line %q says neither where nor which case", what, l)
+					}
+				}
+			}
+		})
 	}
 }

@@ -942,7 +942,7 @@ func prepare(ctx context.Context, s *suites.Suite, be bridge.Backend, limit int6
 				continue
 			}
 			if err != nil {
-				fail(kernelPos(c, err), "case %s: %v", c.Name, err)
+				errs = append(errs, kernelErrors(s, c, err)...)
 				continue
 			}
 			if err := kbench.CheckAppleGPU(c.WitnessGPU()); err != nil {
