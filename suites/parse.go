@@ -957,7 +957,7 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 		label = fmt.Sprintf("case %q", v)
 		switch {
 		case !caseNameRE.MatchString(v):
-			p.errorf(nameN, `use letters, digits, ".", "_" and "-"`, "bad case name %q", v)
+			p.errorf(nameN, `use ASCII letters, digits, ".", "_" and "-"`, "bad case name %q", v)
 		case v == "." || v == "..":
 			// A name is a segment of its cases' keys, which reports and
 			// exports split on "/" as paths.

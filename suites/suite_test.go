@@ -595,7 +595,9 @@ func TestErrors(t *testing.T) {
 		{"cases empty", "name: s\nmodel: {preset: p}\ncases: []\n", []string{`t.yaml:3:8: cases must not be empty`}},
 		{"case not a map", head + "  - c\n", []string{`t.yaml:4:5: case 1 must be a map, got string "c"`}},
 		{"case without name", head + "  - params: {batch: 1}\n", []string{`t.yaml:4:5: case 1 has no name`}},
-		{"bad case name", head + "  - name: a b\n", []string{`t.yaml:4:11: bad case name "a b" (use letters, digits, ".", "_" and "-")`}},
+		{"bad case name", head + "  - name: a b\n", []string{`t.yaml:4:11: bad case name "a b" (use ASCII letters, digits, ".", "_" and "-")`}},
+		// A letter outside ASCII is refused, and the hint says which letters.
+		{"case name non-ASCII letter", head + "  - name: matmul-ü\n", []string{`t.yaml:4:11: bad case name "matmul-ü" (use ASCII letters, digits, ".", "_" and "-")`}},
 		{"case name a folder", head + "  - name: ..\n  - name: \".\"\n", []string{
 			`t.yaml:4:11: bad case name ".." (a key segment of "." or ".." reads as a folder; add a letter or digit)`,
 			`t.yaml:5:11: bad case name "." (a key segment of "." or ".." reads as a folder; add a letter or digit)`}},
