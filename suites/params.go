@@ -200,6 +200,35 @@ func describe(n *yaml.Node) string {
 	return "an unsupported YAML node"
 }
 
+// textHint says how to write a value YAML read as text where an integer
+// ("int") or a boolean ("bool") is wanted: a quoted number ("8", "true") or
+// a YAML 1.1 boolean (yes, off), which YAML 1.2, as read here, takes as text.
+func textHint(n *yaml.Node, want string) string {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" || strings.ContainsAny(n.Value, "\n\r") {
+		return ""
+	}
+	v := n.Value
+	quoted := n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0
+	switch want {
+	case "int":
+		var doc yaml.Node
+		if quoted && yaml.Unmarshal([]byte(v), &doc) == nil && len(doc.Content) == 1 && doc.Content[0].ShortTag() == "!!int" {
+			return "quoted, it is text: write " + v + " without quotes"
+		}
+	case "bool":
+		if quoted && (v == "true" || v == "false") {
+			return "quoted, it is text: write " + v + " without quotes"
+		}
+		switch strings.ToLower(v) {
+		case "yes", "y", "on":
+			return "YAML 1.2 reads " + v + " as text: write true"
+		case "no", "n", "off":
+			return "YAML 1.2 reads " + v + " as text: write false"
+		}
+	}
+	return ""
+}
+
 // show prints a value from the file as is when it is a plain token and
 // quoted otherwise, so a message stays on one line whatever the input.
 func show(s string) string {
@@ -229,7 +258,7 @@ func checkParam(name string, spec paramSpec, n *yaml.Node, v Value, isInt bool) 
 			if v.IsNum && tag == "!!int" {
 				return fmt.Sprintf("%s is out of range: %s", name, show(n.Value)), ""
 			}
-			return fmt.Sprintf("%s must be an integer, got %s", name, describe(n)), ""
+			return fmt.Sprintf("%s must be an integer, got %s", name, describe(n)), textHint(n, "int")
 		}
 		if spec.oneOf != nil {
 			for _, ok := range spec.oneOf {

@@ -413,7 +413,7 @@ func (p *parser) int(n *yaml.Node, what string, min, max int64) (int64, bool) {
 	// out of range.
 	tooBig := n.Kind == yaml.ScalarNode && plain(n) && decimalRE.MatchString(n.Value)
 	if (n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int") && !tooBig {
-		p.errorf(n, "", "%s must be an integer, got %s", what, describe(n))
+		p.errorf(n, textHint(n, "int"), "%s must be an integer, got %s", what, describe(n))
 		return 0, false
 	}
 	err := n.Decode(&i)
@@ -456,7 +456,7 @@ func (p *parser) bool(n *yaml.Node, what string) (bool, bool) {
 	n = resolve(n)
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-		p.errorf(n, "", "%s must be true or false, got %s", what, describe(n))
+		p.errorf(n, textHint(n, "bool"), "%s must be true or false, got %s", what, describe(n))
 		return false, false
 	}
 	return b, true
