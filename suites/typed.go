@@ -306,6 +306,19 @@ func (s *Suite) Override(set map[string]string) error {
 			return fmt.Errorf("%s: op cannot be overridden (it names the case)", where)
 		}
 		spec, ok := params[name]
+		if key, isModel := strings.CutPrefix(name, "model."); isModel || !ok && slices.Contains(modelKeys, name) {
+			// The model section is loaded once for every case: a --set
+			// would not reach it, and a near parameter's name misleads.
+			if !isModel {
+				key = name
+			}
+			if p, ok := params[key]; ok && p.kinds.has(KindModel) {
+				return fmt.Errorf("%s: the model section is not overridden; --set %s=%s sets every model case's %s", where, key, value, key)
+			}
+			if slices.Contains(modelKeys, key) {
+				return fmt.Errorf("%s: %s is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)", where, key)
+			}
+		}
 		if !ok {
 			hint := ""
 			all := append(paramNames(""), settingKeys...)

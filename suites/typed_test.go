@@ -135,6 +135,11 @@ func TestOverride(t *testing.T) {
 		{"bach", "8", `unknown parameter or setting "bach" (did you mean "batch"?)`},
 		{"warmupp", "1", `unknown parameter or setting "warmupp" (did you mean "warmup"?)`},
 		{"op", "rope", `op cannot be overridden (it names the case)`},
+		// The model section's keys are not case parameters.
+		{"seed", "3", "--set seed=3: seed is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)"},
+		{"fit", "truncate-layers", "--set fit=truncate-layers: fit is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)"},
+		{"model.dtype", "q4", "--set model.dtype=q4: dtype is a key of the suite's model section, which --set does not change (write it in the suite, or give bench's -m, --dtype, --fit)"},
+		{"model.layers", "2", "--set model.layers=2: the model section is not overridden; --set layers=2 sets every model case's layers"},
 		{"repetitions", "0", "repetitions must be >= 1, got 0"},
 		{"timing", "fast", `unknown timing "fast" (one of throughput, profile)`},
 		{"batch", "[1, x]", `batch must be an integer, got string "x"`},
