@@ -93,6 +93,15 @@ func ParseSampling(s string) (Sampling, error) {
 		if errors.As(err, &ne) {
 			// strconv's own words name Go's functions, not the value.
 			err = fmt.Errorf("%q is not a number", v)
+			// A number that is no integer (top_k:2.5, seed:-1) is one.
+			if _, ferr := strconv.ParseFloat(v, 64); ferr == nil && ne.Err == strconv.ErrSyntax {
+				switch k {
+				case "top_k":
+					err = fmt.Errorf("%s must be an integer >= 0", v)
+				case "seed":
+					err = fmt.Errorf("%s must be an integer from 0 to %d", v, uint64(math.MaxUint64))
+				}
+			}
 			if ne.Err == strconv.ErrRange {
 				err = fmt.Errorf("%s is out of range", v)
 			}
