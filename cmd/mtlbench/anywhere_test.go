@@ -107,7 +107,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("bench -d 0,512 --print-suite: %v\n%s", err, out)
 	}
 	if out, _, err := mtl(t, "bench", "-m", "qwen3-moe-mini", "--witness-gpu", "M2 Pro", "--print-suite"); err != nil ||
-		!strings.Contains(out, "params:\n      witness_gpu: M2 Pro\n") || !strings.Contains(out, `--witness-gpu "M2 Pro"`) {
+		!strings.Contains(out, "params:\n      witness_gpu: M2 Pro\n") || !strings.Contains(out, `--witness-gpu 'M2 Pro'`) {
 		t.Errorf("bench --witness-gpu --print-suite: %v\n%s", err, out)
 	}
 	// --layers is the suites' layers: the first N layers run, and the run

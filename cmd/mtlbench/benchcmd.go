@@ -466,7 +466,7 @@ func (q quickSpec) describe() string {
 		}
 		return strings.Join(s, ",")
 	}
-	d := fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", q.Model, j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
+	d := fmt.Sprintf("-m %s -b %s -p %s -n %s -r %d", shellQuote(q.Model), j(q.Batch), j(q.Prompt), j(q.Gen), q.Repetitions)
 	if slices.ContainsFunc(q.Depth, func(d int) bool { return d != 0 }) {
 		d += " -d " + j(q.Depth)
 	}
@@ -492,7 +492,7 @@ func (q quickSpec) describe() string {
 		d += " --fusion " + f
 	}
 	if q.WitnessGPU != "" {
-		d += fmt.Sprintf(" --witness-gpu %q", q.WitnessGPU)
+		d += " --witness-gpu " + shellQuote(q.WitnessGPU)
 	}
 	if q.Threads > 0 {
 		d += fmt.Sprintf(" --threads %d", q.Threads)

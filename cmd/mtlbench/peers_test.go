@@ -484,7 +484,7 @@ func TestBenchResume(t *testing.T) {
 
 	app := newApp(io.Discard, io.Discard)
 	app.Metadata = map[string]any{argsKey: append([]string{"mtlbench"}, append(flags, "--resume", "9")...)}
-	want := "mtlbench bench -m qwen3-moe-mini --layers 1 -b 1,2 -p 4 -n 2 -r 2 --warmup 0 --backend cpu --db " + shellQuote(path) + ` -q --tag "my run" --resume 2`
+	want := "mtlbench bench -m qwen3-moe-mini --layers 1 -b 1,2 -p 4 -n 2 -r 2 --warmup 0 --backend cpu --db " + shellQuote(path) + ` -q --tag 'my run' --resume 2`
 	if got := benchResumeCommand(cli.NewContext(app, nil, nil), path, 2); got != want {
 		t.Errorf("resume command:\n%s\nwant\n%s", got, want)
 	}

@@ -484,12 +484,18 @@ func resumeCommand(c *cli.Context, db string, id int64) string {
 	return strings.Join(append(cmd, "--resume", strconv.FormatInt(id, 10)), " ")
 }
 
-// shellQuote quotes an argument a shell would split or expand.
+// shellQuote quotes an argument a shell would split or expand: anything
+// but a plain word goes in single quotes, inside which a POSIX shell
+// expands nothing ($, `, # and ! included); a quote in it closes them,
+// is escaped and opens them again.
 func shellQuote(a string) string {
-	if a == "" || strings.ContainsAny(a, " \t'\"$*?;&|<>()`\\") {
-		return strconv.Quote(a)
+	plain := a != "" && !strings.ContainsFunc(a, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	})
+	if plain {
+		return a
 	}
-	return a
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
 // lockstepReady is the line a --lockstep run prints before each
