@@ -114,8 +114,8 @@ func abCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			var keepTemp bool
-			if c.NArg() != 1 {
-				return fmt.Errorf("ab needs one suite file (see `mtlbench suites list`)")
+			if err := oneSuite(c, "ab"); err != nil {
+				return err
 			}
 			f, err := table.ParseFormat(c.String("format"))
 			if err != nil {

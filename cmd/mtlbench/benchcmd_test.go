@@ -68,3 +68,21 @@ func TestShellQuote(t *testing.T) {
 		t.Errorf("describe: %s, want %s", got, want)
 	}
 }
+
+// run and ab take one suite: none says so, several say which were given
+// rather than that one is needed.
+func TestOneSuiteArgument(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "run needs one suite file (see `mtlbench suites list`)"},
+		{[]string{"run", "a.yaml", "b c.yaml"}, "run takes one suite, got 2: a.yaml 'b c.yaml' (run each on its own)"},
+		{[]string{"ab", "--baseline-bin", "/nonexistent", "ci", "kernels", "gpt2"}, "ab takes one suite, got 3: ci kernels gpt2 (run each on its own)"},
+	} {
+		_, _, err := mtl(t, tc.args...)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v, want %s", tc.args, err, tc.want)
+		}
+	}
+}

@@ -334,8 +334,8 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "lockstep", Hidden: true, Usage: "before each repetition print a ready line and wait for a line on stdin (`ab` drives two runs in turn)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return fmt.Errorf("run needs one suite file (see `mtlbench suites list`)")
+			if err := oneSuite(c, "run"); err != nil {
+				return err
 			}
 			format, err := parseRunFormat(c.String("format"))
 			if err != nil {
@@ -482,6 +482,22 @@ func resumeCommand(c *cli.Context, db string, id int64) string {
 		cmd[i] = shellQuote(a)
 	}
 	return strings.Join(append(cmd, "--resume", strconv.FormatInt(id, 10)), " ")
+}
+
+// oneSuite refuses a command of one suite given none or several: several
+// would run only the first, and which ones were given is said back.
+func oneSuite(c *cli.Context, cmd string) error {
+	switch n := c.NArg(); {
+	case n == 0:
+		return fmt.Errorf("%s needs one suite file (see `mtlbench suites list`)", cmd)
+	case n > 1:
+		args := c.Args().Slice()
+		for i, a := range args {
+			args[i] = shellQuote(a)
+		}
+		return fmt.Errorf("%s takes one suite, got %d: %s (run each on its own)", cmd, n, strings.Join(args, " "))
+	}
+	return nil
 }
 
 // shellQuote quotes an argument a shell would split or expand: anything
