@@ -19,8 +19,8 @@
 // the group and its matrix parameters only.
 //
 // Conventions beyond the bare format:
-//   - kind: may be left out: a case with op: is a kernel case, any other a
-//     model case.
+//   - kind: may be left out: a case with op: (or op in its params or
+//     matrix) is a kernel case, any other a model case.
 //   - Suite params may hold either kind's parameters; each case takes only
 //     those its kind knows, so one file can set prompt_len and head_size.
 //   - op may also be given in a kernel case's params or matrix (to sweep

@@ -968,8 +968,9 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 		g.namePos = g.pos
 	}
 
-	// Without kind:, a case with op: is a kernel case; anything else is a
-	// model case, which is what most suites hold.
+	// Without kind:, a case that names its op (op:, or op in its params or
+	// matrix, to sweep ops) is a kernel case; anything else is a model
+	// case, which is what most suites hold.
 	g.kind = KindModel
 	if kindN != nil {
 		if v, ok := p.enum(kindN, "kind", kinds); ok {
@@ -980,7 +981,7 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 			g.kind = ""
 			return g
 		}
-	} else if opN != nil {
+	} else if opN != nil || hasKey(paramsN, "op") || hasKey(matrixN, "op") {
 		g.kind = KindKernel
 	}
 

@@ -1019,3 +1019,25 @@ func TestSuiteParamsRead(t *testing.T) {
 		})
 	}
 }
+
+// A case without kind: that names its op, whether as op:, in its params or
+// swept by its matrix, is a kernel case (docs/suites.md, "cases").
+func TestKindFromOp(t *testing.T) {
+	for _, tc := range []struct{ name, group string }{
+		{"op key", "    op: rms_norm\n    params: {width: 8}\n"},
+		{"op in params", "    params: {op: rms_norm, width: 8}\n"},
+		{"op in matrix", "    params: {width: 8}\n    matrix: {op: [rms_norm, layer_norm]}\n"},
+		{"op in matrix with an alias", "    matrix: {op: [matmul, rms_norm], tokens: [1, 2]}\n"},
+	} {
+		s, err := Parse("t.yaml", []byte("name: s\ncases:\n  - name: g\n"+tc.group))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		for _, c := range s.Cases {
+			if c.Kind != KindKernel {
+				t.Errorf("%s: case %s is a %s case", tc.name, c.Name, c.Kind)
+			}
+		}
+	}
+}
