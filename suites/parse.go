@@ -1016,14 +1016,34 @@ func (p *parser) caseEntry(n *yaml.Node, i int, suiteParams map[string]Value) *g
 	return g
 }
 
+// hasKey reports whether map n holds key, a merge key's maps (<<: *a,
+// <<: [*a, *b]) included, as the parser reads them.
 func hasKey(n *yaml.Node, key string) bool {
-	if n == nil {
+	return hasKeyDepth(n, key, 0)
+}
+
+func hasKeyDepth(n *yaml.Node, key string, depth int) bool {
+	if n == nil || depth > 16 { // merges nest shallowly; a cycle stops here
 		return false
 	}
 	n = resolve(n)
 	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
-		if resolve(n.Content[i]).Value == key {
+		k := resolve(n.Content[i])
+		if k.Value == key {
 			return true
+		}
+		if k.ShortTag() != "!!merge" {
+			continue
+		}
+		v := resolve(n.Content[i+1])
+		merged := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			merged = v.Content
+		}
+		for _, m := range merged {
+			if hasKeyDepth(m, key, depth+1) {
+				return true
+			}
 		}
 	}
 	return false

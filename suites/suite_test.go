@@ -1028,8 +1028,11 @@ func TestKindFromOp(t *testing.T) {
 		{"op in params", "    params: {op: rms_norm, width: 8}\n"},
 		{"op in matrix", "    params: {width: 8}\n    matrix: {op: [rms_norm, layer_norm]}\n"},
 		{"op in matrix with an alias", "    matrix: {op: [matmul, rms_norm], tokens: [1, 2]}\n"},
+		{"op merged into params", "    params: {<<: *p}\n"},
+		{"op merged from a list", "    params: {<<: [*w, *p]}\n"},
 	} {
-		s, err := Parse("t.yaml", []byte("name: s\ncases:\n  - name: g\n"+tc.group))
+		anchors := "x-p: &p {op: rms_norm, width: 8}\nx-w: &w {tokens: 2}\n"
+		s, err := Parse("t.yaml", []byte("name: s\n"+anchors+"cases:\n  - name: g\n"+tc.group))
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
