@@ -231,11 +231,7 @@ func ownName(c Case, name string) string {
 		return name
 	}
 	if o, ok := ops.Lookup(c.Op); ok {
-		for _, u := range o.Params {
-			if u.Alias != "" && string(u.Alias) == name {
-				return string(u.Param)
-			}
-		}
+		return string(o.OwnName(ops.Param(name)))
 	}
 	return name
 }

@@ -229,6 +229,18 @@ func (o *Op) Use(p Param) (Use, bool) {
 	return Use{}, false
 }
 
+// OwnName is the name the op reads parameter p under: an alias (matmul's
+// tokens) is its own parameter by another name (m); any other p is itself.
+// Suites, --set and tune's --shape all read names through it.
+func (o *Op) OwnName(p Param) Param {
+	for _, u := range o.Params {
+		if u.Alias != "" && u.Alias == p {
+			return u.Param
+		}
+	}
+	return p
+}
+
 // Resolve is the op's integer parameters of a: each given value (or its
 // alias), else the op's default.
 func (o *Op) Resolve(a Args) Shape {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"sort"
@@ -248,15 +249,27 @@ func (k *Space) Dim(name Param) (Dim, bool) {
 
 // Normalize fills the shape's missing dimensions with their defaults, takes
 // the device dimensions from lim, and rejects unknown or non-positive ones.
+//
+// A dimension may be given by its op's other name for it (matmul's tokens
+// for m), as a suite's kernel case may; both names at once are refused, as
+// --set refuses them, since which one was meant cannot be told.
 func (k *Space) Normalize(s Shape, lim Limits) (Shape, error) {
+	op, _ := Lookup(k.Op)
 	out := Shape{}
-	for name, v := range s {
+	for _, given := range slices.Sorted(maps.Keys(s)) {
+		v, name := s[given], given
+		if _, own := k.Dim(given); !own && op != nil {
+			name = op.OwnName(given)
+		}
 		d, ok := k.Dim(name)
 		if !ok {
-			return nil, fmt.Errorf("%s: unknown shape dimension %q (want %s)", k.Op, name, strings.Join(k.dimNames(), ", "))
+			return nil, fmt.Errorf("%s: unknown shape dimension %q (want %s)", k.Op, given, strings.Join(k.dimNames(), ", "))
+		}
+		if w, both := s[name]; both && name != given {
+			return nil, fmt.Errorf("%s: %s=%d and %s=%d are one dimension, %s its other name: give one", k.Op, given, v, name, w, given)
 		}
 		if v < 1 {
-			return nil, fmt.Errorf("%s: %s=%d must be positive", k.Op, name, v)
+			return nil, fmt.Errorf("%s: %s=%d must be positive", k.Op, given, v)
 		}
 		if !d.Device {
 			out[name] = v
@@ -277,12 +290,22 @@ func (k *Space) Normalize(s Shape, lim Limits) (Shape, error) {
 	return out, nil
 }
 
+// dimNames lists the shape's dimensions, each with its op's other name
+// for it where there is one: "m (or tokens), n, k (or hidden)".
 func (k *Space) dimNames() []string {
+	op, _ := Lookup(k.Op)
 	var n []string
 	for _, d := range k.Dims {
-		if !d.Device {
-			n = append(n, string(d.Name))
+		if d.Device {
+			continue
 		}
+		name := string(d.Name)
+		if op != nil {
+			if u, ok := op.Use(d.Name); ok && u.Alias != "" {
+				name += " (or " + string(u.Alias) + ")"
+			}
+		}
+		n = append(n, name)
 	}
 	return n
 }

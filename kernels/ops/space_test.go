@@ -113,3 +113,38 @@ func firstOf(s []string, n int) []string {
 	}
 	return append(slices.Clip(s[:n]), "... "+strconv.Itoa(len(s)-n)+" more")
 }
+
+// TestNormalizeReadsAliases checks that a shape may name a dimension by its
+// op's other name, as a suite's kernel case may (tune --shape tokens=4 for
+// matmul is m=4), and that both names at once, or a name the op has not,
+// are refused naming them.
+func TestNormalizeReadsAliases(t *testing.T) {
+	lim := Limits{MaxThreads: 1024, ThreadgroupMemory: 32 << 10, SIMDWidth: 32}
+	for _, tc := range []struct {
+		op    ID
+		shape Shape
+		want  string // the shape's key, or the error
+	}{
+		{MatMul, Shape{Tokens: 4, N: 64, Hidden: 32}, "k=32,m=4,n=64"},
+		{MatMul, Shape{M: 4, N: 64, K: 32}, "k=32,m=4,n=64"},
+		{MatMul, Shape{Tokens: 4}, "k=2048,m=4,n=2048"},
+		{RMSNorm, Shape{Tokens: 2, Hidden: 512}, "tokens=2,width=512"},
+		{MoE, Shape{Tokens: 2, Hidden: 512}, "experts=128,hidden=512,intermediate=768,tokens=2,top_k=8"},
+		{MatMul, Shape{Tokens: 4, M: 8}, "matmul: tokens=4 and m=8 are one dimension, tokens its other name: give one"},
+		{MatMul, Shape{Tokens: 0}, "matmul: tokens=0 must be positive"},
+		{MatMul, Shape{Width: 8}, `matmul: unknown shape dimension "width" (want m (or tokens), n, k (or hidden))`},
+	} {
+		o, _ := Lookup(tc.op)
+		s, err := o.Tuning[Metal].Normalize(tc.shape, lim)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			delete(s, Threads)
+			got = s.Key()
+		}
+		if got != tc.want {
+			t.Errorf("%s %s: %s, want %s", tc.op, tc.shape.Key(), got, tc.want)
+		}
+	}
+}
