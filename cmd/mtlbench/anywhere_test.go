@@ -557,3 +557,27 @@ func TestBenchPrintedSuiteRunsTheSame(t *testing.T) {
 		}
 	}
 }
+
+// bench --print-suite checks the suite as suites validate does, the
+// model's configuration included, so what it prints is a suite run takes;
+// a problem names the flag behind it, as the run's does.
+func TestBenchPrintSuiteChecksModel(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" when the suite prints
+	}{
+		{[]string{"-m", "qwen3-moe-mini", "--layers", "6"}, ""},
+		{[]string{"-m", "qwen3-moe-mini", "--layers", "99"}, "--layers: case bench/batch=1/prompt_len=4/gen_len=2: qwen3-moe-mini: layers=99 out of range 1..6"},
+		{[]string{"-m", "no-such-model"}, "--model: "},
+	} {
+		out, _, err := mtl(t, append([]string{"bench", "--print-suite", "-p", "4", "-n", "2"}, tc.args...)...)
+		switch {
+		case tc.want == "" && (err != nil || !strings.HasPrefix(out, "name: bench")):
+			t.Errorf("bench %s --print-suite: %v\n%s", strings.Join(tc.args, " "), err, out)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("bench %s --print-suite: %v, want %s", strings.Join(tc.args, " "), err, tc.want)
+		case tc.want != "" && out != "":
+			t.Errorf("bench %s --print-suite refused, yet printed:\n%s", strings.Join(tc.args, " "), out)
+		}
+	}
+}

@@ -117,6 +117,12 @@ func benchCommand() *cli.Command {
 				return benchFlagErrors(text, err)
 			}
 			if c.Bool("print-suite") {
+				// What suites validate checks, the model's configuration
+				// included (--layers past its depth), so the printed suite
+				// is one run takes.
+				if err := bench.Check(s, func(line string) { fmt.Fprintln(c.App.ErrWriter, "mtlbench: warning:", line) }); err != nil {
+					return benchFlagErrors(text, err)
+				}
 				_, err := c.App.Writer.Write(text)
 				return err
 			}
