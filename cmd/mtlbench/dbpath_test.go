@@ -69,3 +69,38 @@ func TestImportOfANewerExport(t *testing.T) {
 		}
 	}
 }
+
+// A field an export line's format does not have (a misspelling, which
+// encoding/json would drop) is refused, naming the file, line, run and the
+// field's path, with the field it is near; nothing is stored.
+func TestImportRefusesUnknownFields(t *testing.T) {
+	dir := t.TempDir()
+	v1 := exportLineWith("0.5")
+	v2 := strings.Replace(v1, "mtlbench-run/1", "mtlbench-run/2", 1) + "\n" + `{"format":"mtlbench-run/2","end":{"runs":1,"cases":1,"samples":2}}`
+	for _, c := range []struct{ name, lines, want string }{
+		{"v1 run", strings.Replace(v1, `"suite_name"`, `"suite_nmae"`, 1),
+			`e.jsonl:1: run 3: unknown field run.suite_nmae (did you mean "suite_name"?): an export line of format "mtlbench-run/1" has no such field; nothing was imported`},
+		{"v2 sample", strings.Replace(v2, `"unit":"ratio"`, `"unti":"ratio"`, 1),
+			`e.jsonl:1: run 3: unknown field cases[0].samples[1].unti (did you mean "unit"?): an export line of format "mtlbench-run/2" has no such field; nothing was imported`},
+		{"v2 top level", strings.Replace(v2, `"cases":`, `"read_bytes":1,"cases":`, 1),
+			`e.jsonl:1: run 3: unknown field read_bytes: an export line of format "mtlbench-run/2" has no such field; nothing was imported`},
+		{"v2 whole", v2, ""},
+	} {
+		file, db := filepath.Join(dir, c.name+".jsonl"), filepath.Join(dir, c.name+".db")
+		if err := os.WriteFile(file, []byte(c.lines+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := mtl(t, "import", "--db", db, file)
+		want := strings.Replace(c.want, "e.jsonl", file, 1)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || err.Error() != want):
+			t.Errorf("%s: %v\nwant %s", c.name, err, want)
+		case c.want != "":
+			if _, serr := os.Stat(db); serr == nil {
+				t.Errorf("%s: refused, yet made %s", c.name, db)
+			}
+		}
+	}
+}
