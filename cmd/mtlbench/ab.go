@@ -375,7 +375,13 @@ func abCommand() *cli.Command {
 				if r == 0 {
 					for i, side := range []abSide{sides[false], sides[true]} {
 						if _, err := loadABSide(side, side.label); err != nil {
-							return fmt.Errorf("ab: after round 1 the %s binary %s recorded no run (%v); the end of its output:\n%s", side.label, side.bin, err, tail(logs[i], 800))
+							err = fmt.Errorf("ab: after round 1 the %s binary %s recorded no run (%v); the end of its output:\n%s", side.label, side.bin, err, tail(logs[i], 800))
+							// The other side's round stays, as a crash leaves it.
+							if held := abHeld(dir); len(held) > 0 {
+								keepTemp = true
+								return fmt.Errorf("%w\nab: what round 1 recorded is kept in %s (%s, and its logs)", err, dir, strings.Join(held, ", "))
+							}
+							return err
 						}
 					}
 				}

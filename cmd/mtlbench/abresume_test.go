@@ -333,3 +333,57 @@ func TestABKeepsRoundsTheGateCannotRead(t *testing.T) {
 		t.Errorf("the baseline's database holds %d runs, want its 2 rounds", len(side.ids))
 	}
 }
+
+// A binary whose round-1 run records nothing stops the ab; the other
+// side's round stays in the temporary folder, which the error names.
+func TestABKeepsRoundWhenASideRecordsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ab")
+	}
+	dir := t.TempDir()
+	// TestABResume runs the command its arguments name, as a binary would.
+	run := "MTLB_TEST_CHILD_ARGS=\"$*\" exec " + os.Args[0] + " -test.run='^TestABResume$'\n"
+	bin := filepath.Join(dir, "mtlbench")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+run), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		side int    // the side that records nothing
+		kept string // the side database that stays
+	}{
+		{"candidate", 1, "baseline.db"},
+		{"baseline", 0, "candidate.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Its run exits at once, cleanly, having recorded nothing.
+			silent := filepath.Join(dir, "silent-"+tc.name)
+			if err := os.WriteFile(silent, []byte("#!/bin/sh\ncase \"$*\" in\nrun\\ *--help*) ;;\nrun*) exit 0 ;;\nesac\n"+run), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			bins := []string{bin, bin}
+			bins[tc.side] = silent
+			suite := filepath.Join(dir, "m.yaml")
+			os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
+				"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644)
+			tmp := filepath.Join(dir, "tmp-"+tc.name)
+			os.Mkdir(tmp, 0o755)
+			t.Setenv("TMPDIR", tmp)
+			_, _, err := mtl(t, "ab", suite, "--baseline-bin", bins[0], "--candidate-bin", bins[1], "--rounds", "3", "--backend", "cpu", "--threads", "1", "-q")
+			kept, _ := filepath.Glob(filepath.Join(tmp, "mtlbench-ab-*"))
+			if len(kept) != 1 {
+				t.Fatalf("err = %v; folders kept: %v, want the ab's", err, kept)
+			}
+			for _, want := range []string{"after round 1 the " + tc.name + " binary " + silent + " recorded no run",
+				"ab: what round 1 recorded is kept in " + kept[0] + " (" + tc.kept + ", and its logs)"} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("err = %v, want %q", err, want)
+				}
+			}
+			tags := []string{abBaselineTag, abCandidateTag}
+			if side := readSide(t, filepath.Join(kept[0], tc.kept), tags[1-tc.side]); len(side.ids) != 1 {
+				t.Errorf("%s holds %d runs, want round 1's", tc.kept, len(side.ids))
+			}
+		})
+	}
+}
