@@ -58,6 +58,11 @@ type deduper struct {
 	data, out []byte
 	rule      func(path, key string) Dup
 	path      []pathElem // of the value being walked
+	// ms holds the members of the objects being walked, each object's
+	// above its parent's, and order is repeats' scratch: a vocabulary of
+	// 150,000 keys grows them once, not once an object.
+	ms    []member
+	order []int
 }
 
 type pathElem struct {
@@ -90,11 +95,11 @@ func skipSpace(data []byte, i int) int {
 }
 
 // member is one key and value of an object: key is the key's text,
-// unescaped, start where its quote opens and next where the following
-// member's opens (or the object's end).
+// unescaped, and start where its quote opens (the member runs to the next
+// one's start).
 type member struct {
-	key         []byte
-	start, next int
+	key   []byte
+	start int
 }
 
 // value walks the value starting at data[i] (valid JSON) and returns the
@@ -120,14 +125,23 @@ func (d *deduper) value(i int) (int, error) {
 	case '{':
 		return d.object(i)
 	}
-	for i < len(d.data) && !bytes.ContainsRune([]byte(",}] \t\r\n"), rune(d.data[i])) {
-		i++
+	return scalarEnd(d.data, i), nil
+}
+
+// scalarEnd is the index just past the number or literal at data[i].
+func scalarEnd(data []byte, i int) int {
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
 	}
-	return i, nil
+	return i
 }
 
 func (d *deduper) object(i int) (int, error) {
-	var ms []member
+	base := len(d.ms)
+	defer func() { d.ms = d.ms[:base] }()
 	i = skipSpace(d.data, i+1)
 	for d.data[i] == '"' {
 		end := jsonlen.StringEnd(d.data, i+1)
@@ -135,10 +149,7 @@ func (d *deduper) object(i int) (int, error) {
 		if bytes.IndexByte(key, '\\') >= 0 {
 			key = unescape(key)
 		}
-		if len(ms) > 0 {
-			ms[len(ms)-1].next = i
-		}
-		ms = append(ms, member{key: key, start: i})
+		d.ms = append(d.ms, member{key: key, start: i})
 		d.path = append(d.path, pathElem{key: key, obj: true})
 		end, err := d.value(skipSpace(d.data, skipSpace(d.data, end)+1))
 		d.path = d.path[:len(d.path)-1]
@@ -149,8 +160,8 @@ func (d *deduper) object(i int) (int, error) {
 			i = skipSpace(d.data, i+1)
 		}
 	}
-	if len(ms) > 1 {
-		if err := d.repeats(ms); err != nil {
+	if len(d.ms)-base > 1 {
+		if err := d.repeats(d.ms[base:]); err != nil {
 			return 0, err
 		}
 	}
@@ -160,7 +171,10 @@ func (d *deduper) object(i int) (int, error) {
 // repeats applies the rule to the keys ms (one object's, in the file's
 // order) gives more than once.
 func (d *deduper) repeats(ms []member) error {
-	order := make([]int, len(ms))
+	if cap(d.order) < len(ms) {
+		d.order = make([]int, len(ms))
+	}
+	order := d.order[:len(ms)]
 	for i := range order {
 		order[i] = i
 	}
@@ -186,7 +200,8 @@ func (d *deduper) repeats(ms []member) error {
 				d.out = bytes.Clone(d.data)
 			}
 			for _, k := range order[i : j-1] {
-				for p := ms[k].start; p < ms[k].next; p++ {
+				// k is not the object's last member: a later one has its key.
+				for p := ms[k].start; p < ms[k+1].start; p++ {
 					if d.out[p] != '\n' {
 						d.out[p] = ' '
 					}

@@ -101,3 +101,38 @@ func TestDedupAllocates(t *testing.T) {
 		t.Errorf("%.0f allocations for 1000 escaped keys", n)
 	}
 }
+
+// Reading objects for repeats keeps their members in one scratch stack,
+// grown once for the largest, not a list made and grown for each object
+// (BenchmarkParseVocab in runner/tokenizer).
+func TestDedupReusesScratch(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		objects, keys int
+		most          float64
+	}{
+		{"many objects", 200, 100, 50},
+		{"one large", 1, 20000, 50},
+	} {
+		var b strings.Builder
+		b.WriteString(`[`)
+		for o := range c.objects {
+			if o > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(`{`)
+			for k := range c.keys {
+				if k > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, `"t%d": %d`, k, k)
+			}
+			b.WriteString(`}`)
+		}
+		b.WriteString(`]`)
+		data := []byte(b.String())
+		if n := testing.AllocsPerRun(3, func() { dedup(data, nil) }); n > c.most {
+			t.Errorf("%s: %.0f allocations for %d objects of %d keys, want at most %.0f", c.name, n, c.objects, c.keys, c.most)
+		}
+	}
+}

@@ -230,10 +230,7 @@ func skipValue(d []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(d) && !strings.ContainsRune(",}] \t\r\n", rune(d[i])) {
-		i++
-	}
-	return i
+	return scalarEnd(d, i)
 }
 
 func folds(fields map[string]reflect.Type, key string) bool {
