@@ -243,6 +243,24 @@ func TestABThatRecordsNothingLeavesNoStore(t *testing.T) {
 	}
 }
 
+// abOneRoundSuite writes a suite of one small decode case with one
+// repetition into dir, and points TMPDIR at a folder of its own named tmp,
+// where ab makes its temporary folder, so a test sees what ab leaves there.
+func abOneRoundSuite(t *testing.T, dir, tmp string) (suite, tmpDir string) {
+	t.Helper()
+	suite = filepath.Join(dir, "m.yaml")
+	if err := os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
+		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpDir = filepath.Join(dir, tmp)
+	if err := os.Mkdir(tmpDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmpDir)
+	return suite, tmpDir
+}
+
 // An ab whose side's run crashes after rounds were measured keeps them,
 // in its temporary folder too, says where, and the same ab with --resume
 // finishes it.
@@ -264,12 +282,7 @@ func TestABKeepsRoundsWhenARunCrashes(t *testing.T) {
 		"\n  if [ $n -eq 2 ]; then echo 'fatal error: a crash' >&2; exit 3; fi ;;\nesac\n"+run), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	suite := filepath.Join(dir, "m.yaml")
-	os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
-		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644)
-	tmp := filepath.Join(dir, "tmp")
-	os.Mkdir(tmp, 0o755)
-	t.Setenv("TMPDIR", tmp)
+	suite, tmp := abOneRoundSuite(t, dir, "tmp")
 	args := []string{"ab", suite, "--baseline-bin", bin, "--candidate-bin", crash, "--rounds", "3", "--backend", "cpu", "--threads", "1", "-q"}
 	_, _, err := mtl(t, args...)
 	kept, _ := filepath.Glob(filepath.Join(tmp, "mtlbench-ab-*"))
@@ -315,12 +328,7 @@ func TestABKeepsRoundsTheGateCannotRead(t *testing.T) {
 		"if [ $n -eq 2 ]; then while [ $# -gt 0 ]; do [ \"$1\" = --db ] && db=$2; shift; done; rm -f \"$db-wal\" \"$db-shm\"; echo 'not a store' > \"$db\"; fi\nexit $rc\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	suite := filepath.Join(dir, "m.yaml")
-	os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
-		"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644)
-	tmp := filepath.Join(dir, "tmp")
-	os.Mkdir(tmp, 0o755)
-	t.Setenv("TMPDIR", tmp)
+	suite, tmp := abOneRoundSuite(t, dir, "tmp")
 	_, _, err := mtl(t, "ab", suite, "--baseline-bin", bin, "--candidate-bin", spoil, "--rounds", "2", "--backend", "cpu", "--threads", "1", "-q")
 	kept, _ := filepath.Glob(filepath.Join(tmp, "mtlbench-ab-*"))
 	if len(kept) != 1 {
@@ -363,12 +371,7 @@ func TestABKeepsRoundWhenASideRecordsNothing(t *testing.T) {
 			}
 			bins := []string{bin, bin}
 			bins[tc.side] = silent
-			suite := filepath.Join(dir, "m.yaml")
-			os.WriteFile(suite, []byte("name: m\nmodel: { preset: qwen3-moe-mini, layers: 1, dtype: f32 }\nbackend: cpu\nrepetitions: 1\nwarmup: 0\n"+
-				"params: { prompt_len: 4, gen_len: 2 }\ncases:\n  - name: decode\n    params: { batch: 1 }\n"), 0o644)
-			tmp := filepath.Join(dir, "tmp-"+tc.name)
-			os.Mkdir(tmp, 0o755)
-			t.Setenv("TMPDIR", tmp)
+			suite, tmp := abOneRoundSuite(t, dir, "tmp-"+tc.name)
 			_, _, err := mtl(t, "ab", suite, "--baseline-bin", bins[0], "--candidate-bin", bins[1], "--rounds", "3", "--backend", "cpu", "--threads", "1", "-q")
 			kept, _ := filepath.Glob(filepath.Join(tmp, "mtlbench-ab-*"))
 			if len(kept) != 1 {
