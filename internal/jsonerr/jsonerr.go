@@ -432,3 +432,34 @@ func Nesting(data []byte, limit int) error {
 	}
 	return nil
 }
+
+// KeyAt says where the value of the top-level key of the object data is
+// ("at line 3, column 18"), the last of a key given twice as Python's json
+// reads it; "" when data is no JSON object or lacks the key.
+func KeyAt(data []byte, key string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	at := ""
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		// The value starts after the colon and any space past the key.
+		off := dec.InputOffset()
+		for off < int64(len(data)) && strings.IndexByte(": \t\r\n", data[off]) >= 0 {
+			off++
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+		if k == key {
+			at = where(data, off+1)
+		}
+	}
+	return at
+}

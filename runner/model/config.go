@@ -335,21 +335,12 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			filled = append(filled, fmt.Sprintf("%s=%d", key, d.def))
 		}
 	}
-	// transformers reads a null as None, which no class builds or runs a
-	// model from where its default is an epsilon added to a tensor, an
-	// activation looked up by name or a modulus: refused, not read as the
-	// key left out.
-	nullRefused := func(key, want string, def any) error {
-		if v, ok := keys[key]; ok && string(bytes.TrimSpace(v)) == "null" {
-			return fmt.Errorf("%s: %s is null: want %s (leave it out for %s's default, %v)", name, key, want, arch, def)
+	for _, n := range nullRefused {
+		if v, ok := keys[n.key]; ok && string(bytes.TrimSpace(v)) == "null" && n.reads(spec) {
+			return nil, nullError(name, data, arch, n.key, n.want, n.def(spec))
 		}
-		return nil
 	}
 	if spec.gpt2 {
-		if err := cmp.Or(nullRefused("layer_norm_epsilon", "a number", float32(1e-5)),
-			nullRefused("activation_function", "an activation's name", "gelu_new")); err != nil {
-			return nil, err
-		}
 		c, err := parseGPT2(name, arch, &h)
 		if c != nil {
 			c.EOS = eos
@@ -370,14 +361,6 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	}
 	if spec.eps > 0 {
 		c.Eps = spec.eps
-	}
-	if err := cmp.Or(nullRefused("rms_norm_eps", "a number", c.Eps), nullRefused("hidden_act", "an activation's name", "silu")); err != nil {
-		return nil, err
-	}
-	if spec.moe && !spec.sparse { // the Qwen MoE classes read it; Mixtral's does not
-		if err := nullRefused("decoder_sparse_step", "a count", 1); err != nil {
-			return nil, err
-		}
 	}
 	if spec.window > 0 && h.SlidingWindow == nil && absent("sliding_window") {
 		w := spec.window
@@ -517,7 +500,7 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 			case v != nil:
 				return *v, nil
 			case !absent(key):
-				return 0, fmt.Errorf("%s: %s is null: want a count (leave it out for %s's default, %d)", name, key, arch, def)
+				return 0, nullError(name, data, arch, key, "a count", def)
 			}
 			filled = append(filled, fmt.Sprintf("%s=%d", key, def))
 			return def, nil
@@ -558,6 +541,55 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil
+}
+
+// nullRefused are the keys whose null transformers reads as None and builds
+// or runs no model from: a size it makes a layer of, a count it loops or
+// divides by, an epsilon it adds, an activation it looks up by name. The
+// null of any other key is read as its class reads None: the default, or
+// none (docs/architecture.md, "Where input is checked").
+var nullRefused = []struct {
+	key, want string
+	reads     func(archSpec) bool // the classes that read the key
+	def       func(archSpec) any  // the class's value where the key is left out
+}{
+	{"vocab_size", "a whole number", allArchs, func(s archSpec) any { return s.sizes.vocab }},
+	// GPT2Config's attribute_map reads hidden_size, num_hidden_layers,
+	// num_attention_heads and max_position_embeddings as its n_ keys.
+	{"hidden_size", "a whole number", allArchs, func(s archSpec) any { return s.sizes.hidden }},
+	{"n_embd", "a whole number", gpt2Arch, func(s archSpec) any { return s.sizes.hidden }},
+	{"num_hidden_layers", "a whole number", allArchs, func(s archSpec) any { return s.sizes.layers }},
+	{"n_layer", "a whole number", gpt2Arch, func(s archSpec) any { return s.sizes.layers }},
+	{"num_attention_heads", "a whole number", allArchs, func(s archSpec) any { return s.sizes.heads }},
+	{"n_head", "a whole number", gpt2Arch, func(s archSpec) any { return s.sizes.heads }},
+	// Qwen3-MoE sizes only its dense layers by intermediate_size (Validate
+	// refuses it missing where there is one); GPT-2 reads n_inner.
+	{"intermediate_size", "a whole number", func(s archSpec) bool { return !s.gpt2 && (!s.moe || s.sparse) },
+		func(s archSpec) any { return s.sizes.inter }},
+	// GPT-2's position embedding is a table of n_positions rows; the RoPE
+	// classes only store max_position_embeddings (a null: no limit).
+	{"max_position_embeddings", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
+	{"n_positions", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
+	{"rms_norm_eps", "a number", notGPT2, func(s archSpec) any { return cmp.Or(s.eps, 1e-6) }},
+	{"hidden_act", "an activation's name", notGPT2, func(archSpec) any { return "silu" }},
+	// The Qwen MoE classes divide by it; Mixtral's reads no such key.
+	{"decoder_sparse_step", "a count", func(s archSpec) bool { return s.moe && !s.sparse }, func(archSpec) any { return 1 }},
+	{"layer_norm_epsilon", "a number", gpt2Arch, func(archSpec) any { return float32(1e-5) }},
+	{"activation_function", "an activation's name", gpt2Arch, func(archSpec) any { return "gelu_new" }},
+}
+
+func allArchs(archSpec) bool   { return true }
+func gpt2Arch(s archSpec) bool { return s.gpt2 }
+func notGPT2(s archSpec) bool  { return !s.gpt2 }
+
+// nullError refuses key's null in the file name (data its text), naming
+// where it is, what the key takes and the class's default.
+func nullError(name string, data []byte, arch, key, want string, def any) error {
+	at := jsonerr.KeyAt(data, key)
+	if at != "" {
+		at = " (" + at + ")"
+	}
+	return fmt.Errorf("%s: %s is null%s: want %s (leave it out for %s's default, %v)", name, key, at, want, arch, def)
 }
 
 // key is a config.json field as the file the config came from names it

@@ -61,7 +61,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 		{`{` + base + `, "activation_function": "gelu"}`, `activation_function "gelu" is not supported`},
 		{`{` + base + `, "activation_function": "relu"}`, `activation_function "relu"`},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 3, "n_positions": 16}`, "not a multiple of n_head=3"},
-		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": null}`, "n_positions is missing or 0"},
+		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": null}`, "n_positions is null (at line 1, column 113): want a whole number"},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "max_position_embeddings": 0}`, "n_positions is missing or 0"},
 		{`{` + base + `, "scale_attn_by_inverse_layer_idx": true}`, "scale_attn_by_inverse_layer_idx"},
 		{`{` + base + `, "hidden_size": 16}`, "n_embd=8 and hidden_size=16 disagree"},

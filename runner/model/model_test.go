@@ -202,22 +202,22 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": {"rope_type": "dynamic", "factor": 4}}`, "rope_scaling: rope type \"dynamic\" is not supported"},
 		// A count present but invalid is refused; one left out is the class's.
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": null}`,
-			"num_experts is null: want a count (leave it out for Qwen3MoeForCausalLM's default, 128)"},
+			"num_experts is null (at line 1, column 169): want a count (leave it out for Qwen3MoeForCausalLM's default, 128)"},
 		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts_per_tok": null}`,
 			"num_experts_per_tok is null"},
 		// A value the class cannot build or run a model from as None (an
 		// epsilon added to a tensor, an activation looked up by name, a
 		// modulus) is refused given as null, not read as left out.
 		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "rms_norm_eps": null}`,
-			"rms_norm_eps is null: want a number (leave it out for LlamaForCausalLM's default, 1e-06)"},
+			"rms_norm_eps is null (at line 1, column 167): want a number (leave it out for LlamaForCausalLM's default, 1e-06)"},
 		{`{"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "hidden_act": null}`,
-			"hidden_act is null: want an activation's name (leave it out for Qwen2ForCausalLM's default, silu)"},
+			"hidden_act is null (at line 1, column 191): want an activation's name (leave it out for Qwen2ForCausalLM's default, silu)"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": 4, "decoder_sparse_step": null}`,
-			"decoder_sparse_step is null: want a count (leave it out for Qwen3MoeForCausalLM's default, 1)"},
+			"decoder_sparse_step is null (at line 1, column 249): want a count (leave it out for Qwen3MoeForCausalLM's default, 1)"},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "layer_norm_epsilon": null}`,
-			"layer_norm_epsilon is null: want a number (leave it out for GPT2LMHeadModel's default, 1e-05)"},
+			"layer_norm_epsilon is null (at line 1, column 139): want a number (leave it out for GPT2LMHeadModel's default, 1e-05)"},
 		{`{"architectures": ["GPT2LMHeadModel"], "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "activation_function": null}`,
-			"activation_function is null: want an activation's name (leave it out for GPT2LMHeadModel's default, gelu_new)"},
+			"activation_function is null (at line 1, column 140): want an activation's name (leave it out for GPT2LMHeadModel's default, gelu_new)"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "num_experts": 4}`,
 			"num_experts_per_tok=8 must be in 1..num_experts=4 (left out of the file, taken as Qwen3MoeForCausalLM's default: num_experts_per_tok=8, moe_intermediate_size=768)"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 0, "moe_intermediate_size": 4}`,

@@ -1,0 +1,71 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+// nullBase is a config.json per architecture that parses, one key a line,
+// into which a test puts a null.
+var nullBase = map[string]string{
+	"LlamaForCausalLM":    `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8`,
+	"MistralForCausalLM":  `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8`,
+	"MixtralForCausalLM":  `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "num_local_experts": 2, "num_experts_per_tok": 1`,
+	"Qwen2ForCausalLM":    `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8`,
+	"Qwen3ForCausalLM":    `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 4, "intermediate_size": 8`,
+	"Qwen3MoeForCausalLM": `"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 4`,
+	GPT2Architecture:      `"vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16`,
+}
+
+// withNull is arch's base config with key null on line 3 (the key given
+// twice, the last read, as Python's json reads it).
+func withNull(arch, key string) string {
+	return "{\"architectures\": [\"" + arch + "\"],\n" + strings.ReplaceAll(nullBase[arch], ", ", ",\n") + ",\n\"" + key + "\": null}"
+}
+
+// TestConfigNulls: a null is refused, naming the key, its line and what it
+// takes, where transformers builds no model from None; otherwise it is read
+// as the class reads None.
+func TestConfigNulls(t *testing.T) {
+	refused := map[string][]string{
+		"LlamaForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
+		"MistralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
+		"MixtralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
+		"Qwen2ForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
+		"Qwen3ForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
+		"Qwen3MoeForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size"},
+		GPT2Architecture: {"vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
+			"max_position_embeddings", "n_positions", "layer_norm_epsilon", "activation_function"},
+	}
+	for arch, keys := range refused {
+		for _, key := range keys {
+			_, err := ParseHFConfig("config.json", []byte(withNull(arch, key)))
+			want := "config.json: " + key + " is null (at line "
+			if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "want a") || !strings.Contains(err.Error(), arch+"'s default") {
+				t.Errorf("%s %s null: err = %v, want %q...", arch, key, err, want)
+			}
+		}
+	}
+	// The null of a key read as its class reads None.
+	accepted := []struct {
+		arch, key string
+		check     func(*Config) bool
+	}{
+		{"LlamaForCausalLM", "max_position_embeddings", func(c *Config) bool { return c.MaxPos == 0 }},
+		{"MistralForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
+		{"Qwen3ForCausalLM", "head_dim", func(c *Config) bool { return c.HeadDim == 4 }},
+		{"MistralForCausalLM", "sliding_window", func(c *Config) bool { return c.Window == 0 }},
+		{"LlamaForCausalLM", "attention_bias", func(c *Config) bool { return !c.QKVBias && !c.OBias }},
+		{"Qwen3MoeForCausalLM", "norm_topk_prob", func(c *Config) bool { return !c.NormTopK }},
+		// Every Qwen3-MoE layer is sparse here: intermediate_size sizes none.
+		{"Qwen3MoeForCausalLM", "intermediate_size", func(c *Config) bool { return c.Inter == 0 }},
+		{"MixtralForCausalLM", "rope_scaling", func(c *Config) bool { return c.RopeScaling == nil }},
+		{GPT2Architecture, "n_inner", func(c *Config) bool { return c.Inter == 32 }},
+	}
+	for _, a := range accepted {
+		c, err := ParseHFConfig("config.json", []byte(withNull(a.arch, a.key)))
+		if err != nil || !a.check(c) {
+			t.Errorf("%s %s null: config %+v, err %v", a.arch, a.key, c, err)
+		}
+	}
+}
