@@ -89,7 +89,12 @@ func parseGPT2(name, arch string, h *hfConfig) (*Config, error) {
 			return nil, fmt.Errorf("%s: n_embd=%d is not a multiple of n_head=%d", name, g.NEmbd, g.NHead)
 		}
 	}
-	if g.NInner != nil && *g.NInner > 0 {
+	// GPT2MLP is n_inner wide whenever it is not None: a 0 or negative
+	// width is no MLP mtlbench runs, not 4 × n_embd.
+	if g.NInner != nil {
+		if *g.NInner <= 0 {
+			return nil, fmt.Errorf("%s: n_inner=%d must be positive (leave it out, or null, for 4 × n_embd)", name, *g.NInner)
+		}
 		c.Inter = *g.NInner
 	}
 	if g.LayerNormEpsilon != nil {
