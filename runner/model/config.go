@@ -247,12 +247,29 @@ func ParseEOS(raw json.RawMessage) ([]int32, error) {
 	}
 	out := make([]int32, 0, len(ids))
 	for _, id := range ids {
-		if id < 0 || id > math.MaxInt32 {
+		// A negative id, or one past the vocabulary, is kept: generate
+		// stops at no sampled token then, as transformers' does (it warns
+		// of a negative one: negativeEOS). The engine only compares
+		// sampled tokens with them (docs/architecture.md).
+		if id < math.MinInt32 || id > math.MaxInt32 {
 			return nil, fmt.Errorf("%d is not a token id", id)
 		}
 		out = append(out, int32(id))
 	}
 	return out, nil
+}
+
+// negativeEOS notes the negative ids among eos, read from file: no
+// sampled token is one, so generation does not stop there (as transformers'
+// generate warns).
+func negativeEOS(file string, eos []int32) []string {
+	var notes []string
+	for _, id := range eos {
+		if id < 0 {
+			notes = append(notes, fmt.Sprintf("%s: eos_token_id %d is no token id: generation does not stop at it", file, id))
+		}
+	}
+	return notes
 }
 
 // ParseHFConfig reads an HF config.json. name labels errors (usually the

@@ -876,7 +876,10 @@ func TestEOS(t *testing.T) {
 		{`null`, nil, ""},
 		{`2`, []int32{2}, ""},
 		{`[151645, 151643]`, []int32{151645, 151643}, ""},
-		{`-1`, nil, "-1 is not a token id"},
+		// transformers' generate takes a negative id (and warns), or one
+		// past the vocabulary, and stops at no sampled token.
+		{`-1`, []int32{-1}, ""},
+		{`[2, 4294967296]`, nil, "4294967296 is not a token id"},
 		{`"2"`, nil, "want a token id or a list of them"},
 		{`1.5`, nil, "want a token id or a list of them"},
 	} {
@@ -905,6 +908,8 @@ func TestEOS(t *testing.T) {
 		{"Qwen3MoeForCausalLM", "", nil},
 		{"LlamaForCausalLM", `, "eos_token_id": null`, nil},
 		{"LlamaForCausalLM", `, "eos_token_id": [7, 8]`, []int32{7, 8}},
+		{"LlamaForCausalLM", `, "eos_token_id": 99`, []int32{99}},
+		{"LlamaForCausalLM", `, "eos_token_id": [-1, 2]`, []int32{-1, 2}},
 	} {
 		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], "vocab_size": 10, "hidden_size": 8,
 			"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8,
@@ -928,6 +933,26 @@ func TestEOS(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": [2, 7], "do_sample": true}`), 0o644)
 	if cfg, _, _, err = loadDir(dir); err != nil || !slices.Equal(cfg.EOS, []int32{2, 7}) {
 		t.Fatalf("generation_config.json's eos: %v %v", cfg.EOS, err)
+	}
+	// A negative id is noted, naming the file it came from.
+	for _, c := range []struct{ config, generation, note string }{
+		{`"eos_token_id": -1`, "", "config.json: eos_token_id -1 is no token id: generation does not stop at it"},
+		{`"eos_token_id": 2`, `{"eos_token_id": [2, -5]}`, "generation_config.json: eos_token_id -5 is no token id"},
+		{`"eos_token_id": -1`, `{"eos_token_id": 2}`, ""},
+	} {
+		d := t.TempDir()
+		os.WriteFile(filepath.Join(d, "config.json"), []byte(`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+			"num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, `+c.config+`}`), 0o644)
+		if c.generation != "" {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(c.generation), 0o644)
+		}
+		cfg, _, _, err := loadDir(d)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.config, c.generation, err)
+		}
+		if got := strings.Join(cfg.Notes, "\n"); (c.note == "") != (got == "") || !strings.Contains(got, c.note) {
+			t.Errorf("%s %s: notes %q, want %q", c.config, c.generation, got, c.note)
+		}
 	}
 	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": "x"}`), 0o644)
 	if _, _, _, err = loadDir(dir); err == nil || !strings.Contains(err.Error(), "generation_config.json: eos_token_id") {

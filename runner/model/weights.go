@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -849,9 +850,11 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 		return nil, "", nil, err
 	}
 	c.Name = filepath.Base(filepath.Clean(dir))
-	if err := generationEOS(dir, c); err != nil {
+	from, err := generationEOS(dir, c)
+	if err != nil {
 		return nil, "", nil, err
 	}
+	c.Notes = append(c.Notes, negativeEOS(cmp.Or(from, p), c.EOS)...)
 	return c, p, data, nil
 }
 
@@ -863,21 +866,22 @@ func loadDir(dir string) (*Config, string, []byte, error) {
 // and adjust_generation_fn (generation/utils.py) catches that and builds the
 // generation config from config.json. JSON of the wrong shape is not caught
 // there, and stays refused (docs/architecture.md, "Where input is checked").
-func generationEOS(dir string, c *Config) error {
+// from is the file when it gave c.EOS.
+func generationEOS(dir string, c *Config) (from string, err error) {
 	p := filepath.Join(dir, "generation_config.json")
 	data, err := readfile.Read(p, readfile.Config, "a generation config")
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("model folder %s: %w", dir, err)
+		return "", fmt.Errorf("model folder %s: %w", dir, err)
 	}
 	passOver := func(why string) {
 		c.Notes = append(c.Notes, fmt.Sprintf("%s: %s; it is not read: generation stops at config.json's eos_token_id, as transformers reads such a folder", p, why))
 	}
 	if !utf8.Valid(data) {
 		passOver("not UTF-8 text")
-		return nil
+		return "", nil
 	}
 	var g struct {
 		EOS json.RawMessage `json:"eos_token_id"`
@@ -890,19 +894,19 @@ func generationEOS(dir string, c *Config) error {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) && !jsonerr.IsNonFinite(err, data) {
 			passOver(jsonerr.Explain(err, data).Error())
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("%s: %w", p, jsonerr.ExplainFile(err, data))
+		return "", fmt.Errorf("%s: %w", p, jsonerr.ExplainFile(err, data))
 	}
 	if g.EOS == nil {
-		return nil
+		return "", nil
 	}
 	eos, err := ParseEOS(g.EOS)
 	if err != nil {
-		return fmt.Errorf("%s: eos_token_id: %w", p, err)
+		return "", fmt.Errorf("%s: eos_token_id: %w", p, err)
 	}
 	c.EOS = eos
-	return nil
+	return p, nil
 }
 
 // Spec says which model to open.
