@@ -587,6 +587,8 @@ var nullRefused = []struct {
 	// classes only store max_position_embeddings (a null: no limit).
 	{"max_position_embeddings", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
 	{"n_positions", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
+	// The RoPE base: a None reaches the frequencies' power.
+	{"rope_theta", "a number", notGPT2, func(s archSpec) any { return cmp.Or(s.theta, 10000) }},
 	{"rms_norm_eps", "a number", notGPT2, func(s archSpec) any { return cmp.Or(s.eps, 1e-6) }},
 	{"hidden_act", "an activation's name", notGPT2, func(archSpec) any { return "silu" }},
 	// The Qwen MoE classes divide by it; Mixtral's reads no such key.

@@ -28,12 +28,12 @@ func withNull(arch, key string) string {
 // as the class reads None.
 func TestConfigNulls(t *testing.T) {
 	refused := map[string][]string{
-		"LlamaForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
-		"MistralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
-		"MixtralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
-		"Qwen2ForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
-		"Qwen3ForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rms_norm_eps", "hidden_act"},
-		"Qwen3MoeForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size"},
+		"LlamaForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"MistralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"MixtralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"Qwen2ForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"Qwen3ForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"Qwen3MoeForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rope_theta", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size"},
 		GPT2Architecture: {"vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
 			"max_position_embeddings", "n_positions", "layer_norm_epsilon", "activation_function"},
 	}
