@@ -384,8 +384,8 @@ func TestPresetsValidate(t *testing.T) {
 // A field a config leaves out takes its config class's default in
 // transformers: Mixtral's rope_theta and rms_norm_eps, Mistral's sliding
 // window (an explicit null is none), each class's num_key_value_heads and
-// Qwen3's head_dim (an explicit null: the attention heads, and the hidden
-// size over them).
+// Qwen3's head_dim (an explicit null: the attention heads, and for Llama's
+// and Mistral's classes the hidden size over them; TestConfigNulls).
 func TestArchitectureDefaults(t *testing.T) {
 	const sizes = `"vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 8`
 	const moe = `, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8`
@@ -405,7 +405,7 @@ func TestArchitectureDefaults(t *testing.T) {
 		{"Qwen2ForCausalLM", `, "num_attention_heads": 32`, 10000, 1e-6, 0, 32, 2},
 		{"Qwen2ForCausalLM", `, "num_attention_heads": 4, "num_key_value_heads": null`, 10000, 1e-6, 0, 4, 16},
 		{"Qwen3ForCausalLM", `, "num_attention_heads": 32`, 10000, 1e-6, 0, 32, 128},
-		{"Qwen3ForCausalLM", `, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": null`, 10000, 1e-6, 0, 2, 16},
+		{"LlamaForCausalLM", `, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": null`, 10000, 1e-6, 0, 2, 16},
 		{"Qwen3MoeForCausalLM", `, "num_attention_heads": 8` + moe, 10000, 1e-6, 0, 4, 8},
 	} {
 		cfg, err := ParseHFConfig("config.json", []byte(`{"architectures": ["`+c.arch+`"], `+sizes+c.extra+`}`))
