@@ -405,10 +405,12 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 	if c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
 	}
-	if h.HeadDim != nil && *h.HeadDim < 0 {
-		return nil, fmt.Errorf("%s: head_dim=%d must be positive", name, *h.HeadDim)
+	// The classes size q, k and v by a head_dim that is not None, so a 0
+	// is no head mtlbench runs, not the hidden size over the heads.
+	if h.HeadDim != nil && *h.HeadDim <= 0 {
+		return nil, fmt.Errorf("%s: head_dim=%d must be positive (leave it out for %s's default)", name, *h.HeadDim, arch)
 	}
-	if h.HeadDim != nil && *h.HeadDim > 0 {
+	if h.HeadDim != nil {
 		c.HeadDim = *h.HeadDim
 	}
 	if h.RMSNormEps != nil {

@@ -228,6 +228,9 @@ func TestConfigErrors(t *testing.T) {
 		{`{"architectures": ["MixtralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_local_experts": -2, "num_experts_per_tok": 1}`, "num_experts must be positive, got -2"},
 		{`{"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": 4, "decoder_sparse_step": 0}`, "decoder_sparse_step is missing or 0"},
 		{`{"architectures": ["MistralForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "sliding_window": -4}`, "sliding_window=-4 must not be negative"},
+		// A head_dim given is the heads' width: 0 is no head, not left out.
+		{`{"architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "head_dim": 0}`, "head_dim=0 must be positive (leave it out for LlamaForCausalLM's default)"},
+		{`{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 8, "head_dim": -2}`, "head_dim=-2 must be positive"},
 		// A class default the file leaves out is said with the error it makes.
 		{`{"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}`,
 			"num_attention_heads=2 is not a multiple of num_key_value_heads=32 (left out of the file, taken as Qwen2ForCausalLM's default: num_key_value_heads=32)"},
