@@ -33,7 +33,7 @@ func TestConfigNulls(t *testing.T) {
 		"MixtralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
 		"Qwen2ForCausalLM":    {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
 		"Qwen3ForCausalLM":    {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"Qwen3MoeForCausalLM": {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rope_theta", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size"},
+		"Qwen3MoeForCausalLM": {"num_key_value_heads", "head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rope_theta", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size"},
 		GPT2Architecture: {"vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
 			"max_position_embeddings", "n_positions", "layer_norm_epsilon", "activation_function"},
 	}
@@ -53,6 +53,7 @@ func TestConfigNulls(t *testing.T) {
 	}{
 		{"LlamaForCausalLM", "max_position_embeddings", func(c *Config) bool { return c.MaxPos == 0 }},
 		{"MistralForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
+		{"Qwen3ForCausalLM", "num_key_value_heads", func(c *Config) bool { return c.KVHeads == c.Heads }},
 		// Llama's and Mistral's classes derive a None head_dim.
 		{"LlamaForCausalLM", "head_dim", func(c *Config) bool { return c.HeadDim == 4 }},
 		{"MistralForCausalLM", "head_dim", func(c *Config) bool { return c.HeadDim == 4 }},
