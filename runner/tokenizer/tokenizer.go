@@ -31,7 +31,12 @@ import (
 
 // Tokenizer encodes and decodes text for one checkpoint.
 type Tokenizer struct {
-	vocab map[string]int32
+	vocab map[string]int32 // model.vocab and the added tokens
+	// addedOnly are the added tokens' texts model.vocab lacks. HF's BPE
+	// model knows model.vocab alone, so a piece with such a text (a
+	// single_word match dropped, a character only an added token holds)
+	// is spelled as the model spells it, not given the added id.
+	addedOnly map[string]bool
 	// pieces are the tokens by id: a map, as a file's ids need not be
 	// dense and a table sized by its largest would be its to choose.
 	pieces map[int32]string
@@ -424,6 +429,10 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if !known {
 			hf = int32(next)
 			next++
+			if t.addedOnly == nil {
+				t.addedOnly = map[string]bool{}
+			}
+			t.addedOnly[a.Content] = true
 		}
 		if int(hf) != a.ID {
 			why := "the text's id in model.vocab or an added token before it"
@@ -850,13 +859,13 @@ func wordChar(r rune) bool {
 // (Llama's files) a whole prompt is one piece.
 func (t *Tokenizer) bpe(ids []int32, piece string) ([]int32, error) {
 	if t.ignoreMerges {
-		if id, ok := t.vocab[piece]; ok {
+		if id, ok := t.modelID(piece); ok {
 			return append(ids, id), nil
 		}
 	}
 	unkRun := false
 	for _, s := range t.merge(piece) {
-		if id, ok := t.vocab[s]; ok {
+		if id, ok := t.modelID(s); ok {
 			ids, unkRun = append(ids, id), false
 			continue
 		}
@@ -879,6 +888,16 @@ func (t *Tokenizer) bpe(ids []int32, piece string) ([]int32, error) {
 		unkRun = t.unk >= 0
 	}
 	return ids, nil
+}
+
+// modelID is the id the BPE model gives piece: its model.vocab id, never
+// an added token's (addedOnly).
+func (t *Tokenizer) modelID(piece string) (int32, bool) {
+	if t.addedOnly[piece] {
+		return 0, false
+	}
+	id, ok := t.vocab[piece]
+	return id, ok
 }
 
 // merge is a piece's symbols after every merge the ranks allow.
@@ -986,7 +1005,7 @@ func (t *Tokenizer) llamaByteIDs(ids []int32, s string) ([]int32, error) {
 func (t *Tokenizer) byteIDs(s string) ([]int32, bool) {
 	out := make([]int32, 0, len(s))
 	for i := 0; i < len(s); i++ {
-		id, ok := t.vocab[fmt.Sprintf("<0x%02X>", s[i])]
+		id, ok := t.modelID(fmt.Sprintf("<0x%02X>", s[i]))
 		if !ok {
 			return nil, false
 		}

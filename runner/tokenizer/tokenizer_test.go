@@ -673,6 +673,40 @@ func TestHFAddedTokenBadSplit(t *testing.T) {
 	checkEncodes(t, "tab after text", tk, nil, "<A> a \t", []int32{3, 0, 1})
 }
 
+// An added token model.vocab lacks is no piece of HF's BPE model, which
+// knows model.vocab alone: where single_word drops its match, the model
+// spells its text by byte fallback, <unk> or its characters, whole words
+// under ignore_merges too, and never gives the added id (each case's ids
+// those of tokenizers 0.23.2, its npm package).
+func TestAddedTokenNotInModel(t *testing.T) {
+	const (
+		fallback = `{"model": {"type": "BPE", "vocab": {"<0xF0>": 0, "<0x9F>": 1, "<0x98>": 2, "<0x80>": 3, "a": 4}, "merges": [], "byte_fallback": true}, ` +
+			`"added_tokens": [{"id": 5, "content": "😀", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false, "special": false}]}`
+		unk = `{"model": {"type": "BPE", "vocab": {"<unk>": 0, "a": 1}, "merges": [], "unk_token": "<unk>"}, ` +
+			`"added_tokens": [{"id": 2, "content": "😀", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false, "special": false}]}`
+		ignoreMerges = `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "1": 2}, "merges": [], "ignore_merges": true}, ` +
+			`"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\d"}, "behavior": "Removed", "invert": false}, ` +
+			`"added_tokens": [{"id": 3, "content": "ab", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false, "special": false}]}`
+	)
+	for _, tc := range []struct {
+		name, file, text string
+		want             []int32
+	}{
+		{"dropped match, byte fallback", fallback, "a😀a", []int32{4, 0, 1, 2, 3, 4}},
+		{"dropped match at the end, byte fallback", fallback, "a😀", []int32{4, 0, 1, 2, 3}},
+		{"match kept", fallback, "😀", []int32{5}},
+		{"match kept before a space", fallback, "😀 a", []int32{5, 4}},
+		{"dropped match, unk", unk, "a😀", []int32{1, 0}},
+		{"match kept, unk after", unk, "😀 a", []int32{2, 0, 1}},
+		{"dropped match, whole word under ignore_merges", ignoreMerges, "1ab", []int32{0, 1}},
+		{"dropped match between digits", ignoreMerges, "1ab1", []int32{0, 1}},
+		{"match kept, ignore_merges", ignoreMerges, "ab", []int32{3}},
+	} {
+		tk, err := Parse([]byte(tc.file))
+		checkEncodes(t, tc.name, tk, err, tc.text, tc.want)
+	}
+}
+
 // chars is s's characters, each a string.
 func chars(s string) []string {
 	var out []string
