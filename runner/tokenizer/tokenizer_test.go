@@ -707,6 +707,26 @@ func TestAddedTokenNotInModel(t *testing.T) {
 	}
 }
 
+// Two added tokens whose normalized texts are one are matched as the
+// first listed: HF tokenizers 0.23 builds its matcher from a hash map of
+// its added tokens, and gives either from one process to the next.
+func TestNormalizedAddedTokensOneText(t *testing.T) {
+	const file = `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFKC"}, "added_tokens": [%s, %s]}`
+	lig := `{"id": 1, "content": "ﬁ", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false}`
+	fi := `{"id": 2, "content": "fi", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false}`
+	for _, tc := range []struct {
+		name, first, second, text string
+		want                      []int32
+	}{
+		{"ligature first, ligature", lig, fi, "ﬁa", []int32{1, 0}},
+		{"ligature first, letters", lig, fi, "fia", []int32{1, 0}},
+		{"letters first, ligature", strings.Replace(fi, `"id": 2`, `"id": 1`, 1), strings.Replace(lig, `"id": 1`, `"id": 2`, 1), "ﬁa", []int32{1, 0}},
+	} {
+		tk, err := Parse([]byte(fmt.Sprintf(file, tc.first, tc.second)))
+		checkEncodes(t, tc.name, tk, err, tc.text, tc.want)
+	}
+}
+
 // chars is s's characters, each a string.
 func chars(s string) []string {
 	var out []string
