@@ -470,11 +470,13 @@ func Parse(data []byte) (*Tokenizer, error) {
 		t.pieces[id] = piece
 	}
 	if m.UnkToken != nil {
-		id, ok := t.vocab[*m.UnkToken]
+		// HF's BPE model looks its unk_token up in model.vocab alone, and
+		// fails on a text that needs it where only an added token has it.
+		id, ok := m.Vocab[*m.UnkToken]
 		if !ok {
-			return nil, fmt.Errorf("model.unk_token %q is not in the vocabulary", *m.UnkToken)
+			return nil, fmt.Errorf("model.unk_token %q is not in model.vocab (an added token of that text does not serve: HF's BPE model fails on a text that needs it)", *m.UnkToken)
 		}
-		t.unk = id
+		t.unk = int32(id)
 	}
 	if err := t.readMerges(m.Merges, m.Vocab); err != nil {
 		return nil, err

@@ -98,7 +98,11 @@ func TestBadInput(t *testing.T) {
 		{"merge into a piece not in the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "<unk>": 2}, "merges": ["a b"], "unk_token": "<unk>"}}`, `model.merges[0] "a b": "ab" is not in model.vocab`},
 		{"merge of a piece not in the vocabulary", `{"model": {"type": "BPE", "vocab": {"a": 0, "ac": 1}, "merges": [["a", "c"]]}}`, `model.merges[0] "a c": "c" is not in model.vocab`},
 		{"merge of an added token", `{"model": {"type": "BPE", "vocab": {"a": 0, "<x>a": 1}, "merges": ["<x> a"]}, "added_tokens": [` + added(2, "<x>", false, false) + `]}`, `model.merges[0] "<x> a": "<x>" is not in model.vocab`},
-		{"unk", `{"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}}`, `model.unk_token "<unk>" is not in the vocabulary`},
+		{"unk", `{"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}}`, `model.unk_token "<unk>" is not in model.vocab`},
+		// HF's BPE model looks unk_token up in model.vocab alone: tokenizers
+		// 0.23.2 encodes "b" here as "Unk token `<unk>` not found in the
+		// vocabulary", where <unk> as id 1 was given before.
+		{"unk only an added token", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "unk_token": "<unk>"}, "added_tokens": [` + added(1, "<unk>", true, false) + `]}`, `model.unk_token "<unk>" is not in model.vocab (an added token of that text does not serve`},
 		{"dropout", `{"model": {"type": "BPE", "vocab": {"a": 0}, "dropout": 0.1}}`, "model.dropout 0.1"},
 		{"suffix", `{"model": {"type": "BPE", "vocab": {"a": 0}, "end_of_word_suffix": "</w>"}}`, `model.end_of_word_suffix "</w>" is not supported`},
 		{"normalizer", fmtBase(base, `, "normalizer": {"type": "BertNormalizer"}`), `normalizer: "BertNormalizer" is not supported`},
