@@ -498,15 +498,18 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	// A normalized added token is found by what the normalizers make of
 	// its text, as HF finds it: Llama's Prepend makes "<x>" "▁<x>".
-	for i := range normed {
-		if normed[i].content, err = norm(normed[i].content); err != nil {
-			return nil, fmt.Errorf("added token %s: %w", quoteShort(t.pieces[normed[i].id]), err)
+	// One the normalizers make empty is never found, as HF's matcher finds
+	// no empty match; its id still decodes, as that empty text.
+	found := normed[:0]
+	for _, a := range normed {
+		if a.content, err = norm(a.content); err != nil {
+			return nil, fmt.Errorf("added token %s: %w", quoteShort(t.pieces[a.id]), err)
 		}
-		if normed[i].content == "" {
-			return nil, fmt.Errorf("added token %s: the normalizer makes it empty", quoteShort(t.pieces[normed[i].id]))
+		if a.content != "" {
+			found = append(found, a)
 		}
 	}
-	t.addedNorm = newAddedIndex(normed)
+	t.addedNorm = newAddedIndex(found)
 	// HF keeps the normalized text of a token added as normalized, by its
 	// id, and decodes the id as that text (AddedVocabulary's
 	// normalized_cache, simple_id_to_token), even once listed otherwise.

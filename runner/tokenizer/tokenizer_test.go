@@ -731,6 +731,45 @@ func TestNormalizedAddedTokensOneText(t *testing.T) {
 	}
 }
 
+// An added token the normalizers make empty is loaded, as HF loads it:
+// never found in a text, and decoded as that empty text (each case's ids
+// and texts those of tokenizers 0.23.2, its npm package).
+func TestAddedTokenNormalizedEmpty(t *testing.T) {
+	file := `{"model": {"type": "BPE", "vocab": {"a": 0, "x": 1}, "merges": []}, ` +
+		`"normalizer": {"type": "Replace", "pattern": {"String": "y"}, "content": ""}, ` +
+		`"added_tokens": [` + added(2, "y", true, true) + `, ` + added(3, "<s>", true, false) + `]}`
+	tk, err := Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		text string
+		want []int32
+	}{
+		{"aya", []int32{0, 0}},
+		{"y", nil},
+		{"ya<s>y", []int32{0, 3}},
+	} {
+		checkEncodes(t, tc.text, tk, nil, tc.text, tc.want)
+	}
+	for _, tc := range []struct {
+		ids  []int32
+		skip bool
+		want string
+	}{
+		// Without a decoder HF joins the tokens' texts with spaces.
+		{[]int32{2, 0}, false, " a"},
+		{[]int32{0, 2, 0}, true, "a  a"},
+		{[]int32{2}, false, ""},
+		{[]int32{3, 2}, false, "<s> "},
+		{[]int32{3, 2}, true, ""},
+	} {
+		if got, err := tk.Decode(tc.ids, tc.skip); err != nil || got != tc.want {
+			t.Errorf("decode %v (skip %t) = %q, %v; want %q", tc.ids, tc.skip, got, err, tc.want)
+		}
+	}
+}
+
 // chars is s's characters, each a string.
 func chars(s string) []string {
 	var out []string
