@@ -424,13 +424,13 @@ func readNormalizers(raw json.RawMessage) (out []normalizer, err error) {
 		cur = p
 		switch p.Type {
 		case "NFC":
-			out = append(out, normFunc(norm.NFC.String))
+			out = append(out, normFunc(normForm(norm.NFC)))
 		case "NFD":
-			out = append(out, normFunc(norm.NFD.String))
+			out = append(out, normFunc(normForm(norm.NFD)))
 		case "NFKC":
-			out = append(out, normFunc(norm.NFKC.String))
+			out = append(out, normFunc(normForm(norm.NFKC)))
 		case "NFKD":
-			out = append(out, normFunc(norm.NFKD.String))
+			out = append(out, normFunc(normForm(norm.NFKD)))
 		case "Lowercase":
 			out = append(out, normFunc(lowercase))
 		case "Prepend":

@@ -1276,3 +1276,33 @@ func checkParts(t *testing.T, model string, cases []partCase) {
 		}
 	}
 }
+
+// HF's NFC, NFD, NFKC and NFKD order a run of combining marks whole, however
+// long, and insert nothing; x/text's norm, keeping to the Stream-Safe Text
+// Format, puts a U+034F after 30 and orders the pieces apart (each case's
+// output tokenizers 0.23.2's, its npm package's normalizeString).
+func TestNormalizeLongMarkRuns(t *testing.T) {
+	r := strings.Repeat
+	for _, tc := range []struct {
+		name, in             string
+		nfc, nfd, nfkc, nfkd string
+	}{
+		{"31 acutes", "e" + r("\u0301", 31), "\u00e9" + r("\u0301", 30), "e" + r("\u0301", 31), "\u00e9" + r("\u0301", 30), "e" + r("\u0301", 31)},
+		{"32 marks ordered whole", "a" + r("\u0316\u0301", 16), "\u00e1" + r("\u0316", 16) + r("\u0301", 15), "a" + r("\u0316", 16) + r("\u0301", 16), "\u00e1" + r("\u0316", 16) + r("\u0301", 15), "a" + r("\u0316", 16) + r("\u0301", 16)},
+		{"marks with no starter", r("\u0301", 32) + "e", r("\u0301", 32) + "e", r("\u0301", 32) + "e", r("\u0301", 32) + "e", r("\u0301", 32) + "e"},
+		{"the last mark first", "A" + r("\u0300", 31) + "\u0316", "\u00c0\u0316" + r("\u0300", 30), "A\u0316" + r("\u0300", 31), "\u00c0\u0316" + r("\u0300", 30), "A\u0316" + r("\u0300", 31)},
+		{"compatibility and Hangul", "\ufb01" + r("\u0308", 31) + " \u1100\u1161\u11a8", "\ufb01" + r("\u0308", 31) + " \uac01", "\ufb01" + r("\u0308", 31) + " \u1100\u1161\u11a8", "f\u00ef" + r("\u0308", 30) + " \uac01", "fi" + r("\u0308", 31) + " \u1100\u1161\u11a8"},
+		{"short runs", "e\u0301 \u1100\u1161", "\u00e9 \uac00", "e\u0301 \u1100\u1161", "\u00e9 \uac00", "e\u0301 \u1100\u1161"},
+	} {
+		for _, f := range []struct{ form, want string }{{"NFC", tc.nfc}, {"NFD", tc.nfd}, {"NFKC", tc.nfkc}, {"NFKD", tc.nfkd}} {
+			norms, err := readNormalizers([]byte(`{"type": "` + f.form + `"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := norms[0].apply(tc.in, 1<<20)
+			if err != nil || got != f.want {
+				t.Errorf("%s, %s: %+q, %v; want %+q", tc.name, f.form, got, err, f.want)
+			}
+		}
+	}
+}
