@@ -1306,3 +1306,31 @@ func TestNormalizeLongMarkRuns(t *testing.T) {
 		}
 	}
 }
+
+// A file's truncation and padding are not applied to a prompt, as
+// transformers turns them off for a call that asks for neither; HF
+// tokenizers' own encode gives [1 598 306 393 0 0 0 0] and [1 390 300 0 0
+// 0 0 0] here (tokenizers 0.23.2, its npm package).
+func TestTruncationPaddingNotApplied(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	f["truncation"] = map[string]any{"direction": "Right", "max_length": 4, "strategy": "LongestFirst", "stride": 0}
+	f["padding"] = map[string]any{"strategy": map[string]any{"Fixed": 8}, "direction": "Right", "pad_to_multiple_of": nil, "pad_id": 0, "pad_type_id": 0, "pad_token": "<unk>"}
+	data, _ = json.Marshal(f)
+	tk, err := Parse(data)
+	for _, tc := range []struct {
+		text string
+		want []int32
+	}{
+		{"Hello world, this is long", []int32{1, 598, 306, 393, 360, 303, 295, 353, 311, 299, 300, 352, 300, 352, 303, 381, 298}},
+		{"Hi", []int32{1, 390, 300}},
+	} {
+		checkEncodes(t, tc.text, tk, err, tc.text, tc.want)
+	}
+}
