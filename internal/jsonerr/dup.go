@@ -213,6 +213,16 @@ func (d *deduper) repeats(ms []member) error {
 	return nil
 }
 
+// keyText is the text of the JSON string d[i:end] (valid JSON, quotes
+// included), as encoding/json reads it.
+func keyText(d []byte, i, end int) string {
+	s := d[i+1 : end-1]
+	if bytes.IndexByte(s, '\\') >= 0 {
+		return string(unescape(s))
+	}
+	return string(s)
+}
+
 // unescape is the text of a JSON string's escaped contents s (valid JSON),
 // as encoding/json reads it: half a surrogate pair alone is U+FFFD.
 func unescape(s []byte) []byte {

@@ -179,10 +179,7 @@ func (e *exacter) value(i int, t reflect.Type) int {
 			if t.Kind() == reflect.Map {
 				elem = t.Elem()
 			} else {
-				key := string(d[i+1 : end-1])
-				if bytes.IndexByte(d[i:end], '\\') >= 0 {
-					json.Unmarshal(d[i:end], &key)
-				}
+				key := keyText(d, i, end)
 				var exact bool
 				if elem, exact = fields[key]; !exact && folds(fields, key) {
 					if e.out == nil {

@@ -75,10 +75,7 @@ func unknownIn(d []byte, i int, t reflect.Type, path string) (int, error) {
 		i = skipSpace(d, i+1)
 		for d[i] == '"' {
 			end := jsonlen.StringEnd(d, i+1)
-			key := string(d[i+1 : end-1])
-			if bytes.IndexByte(d[i:end], '\\') >= 0 {
-				json.Unmarshal(d[i:end], &key)
-			}
+			key := keyText(d, i, end)
 			at := key
 			if path != "" {
 				at = path + "." + key
