@@ -18,6 +18,7 @@ const MtlbenchFormat = "mtlbench-peer-run/1"
 
 type peerRun struct {
 	Format      string `json:"format"`
+	Kind        string `json:"kind"` // "peer", as tools/peers/hf_decode.py writes it
 	Tool        string `json:"tool"`
 	ToolVersion string `json:"tool_version"`
 	SuiteName   string `json:"suite_name"`
@@ -55,6 +56,15 @@ func parseMtlbench(data []byte) ([]*Run, error) {
 	}
 	if p.Format != MtlbenchFormat {
 		return nil, fmt.Errorf("format %q, want %q", p.Format, MtlbenchFormat)
+	}
+	// A field is added only with a later format, refused above, so a key
+	// this one lacks is a mistake (a misspelt "vlaue" would be dropped), as
+	// import refuses in an export line (docs/data.md).
+	if err := jsonerr.Unknown(data, &p); err != nil {
+		return nil, fmt.Errorf("%v: a peer run of format %q has no such field", err, p.Format)
+	}
+	if p.Kind != "" && p.Kind != "peer" {
+		return nil, fmt.Errorf("kind %q: a peer run is of kind \"peer\"", p.Kind)
 	}
 	names := make([]string, len(p.Cases))
 	for i, c := range p.Cases {

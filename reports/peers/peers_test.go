@@ -223,6 +223,12 @@ func TestParseErrors(t *testing.T) {
 		{FormatMLX, "Trial 1:  prompt_tps=1, generation_tps=2, peak_memory=3\n", "before any \"Timing with\""},
 		{FormatMtlbench, `{"format": "other"}`, `want "mtlbench-peer-run/1"`},
 		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"samples": [{"value": "fast"}]}]}`, `not a peer run: cases.samples.value is a JSON string ("fast"), want a number`},
+		// A field the format does not have is refused, not dropped, as
+		// import refuses one in an export line.
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"name": "d", "samples": [{"rep": 0, "metric": "decode_tok_s", "vlaue": 10, "unit": "tok/s"}]}]}`,
+			`f: mtlbench: unknown field cases[0].samples[0].vlaue (did you mean "value"?): a peer run of format "mtlbench-peer-run/1" has no such field`},
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "machine": {"gpu": "H100"}, "cases": []}`, `unknown field machine.gpu`},
+		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "kind": "suite", "cases": []}`, `kind "suite": a peer run is of kind "peer"`},
 		// A figure that is not there is not read as 0.
 		{FormatMtlbench, `{"format": "mtlbench-peer-run/1", "cases": [{"name": "d", "samples": [{"rep": 0, "metric": "decode_tok_s", "value": null, "unit": "tok/s"}]}]}`,
 			`case 0 "d" sample 0 has null for its value (cases.samples.value)`},
