@@ -329,9 +329,14 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 		}
 		slices.Sort(differ)
 	}
+	lacks := unrunTests(rows, groups, order)
 	var runs []*Run
 	for _, k := range order {
 		run := llamaBenchRun(groups[k], o)
+		if len(lacks[k]) > 0 {
+			run.Warnings = append(run.Warnings, fmt.Sprintf("the results with the settings of %s lack %s, a test and depth the file's other results ran (the file ends at %s): llama-bench runs every test at every setting, so the run stopped midway (interrupted, or a test that failed), the file was cut short at a line's end (-o jsonl writes no closing line), or it joins runs of other tests; run llama-bench again for them",
+				groups[k][0].where, strings.Join(lacks[k], ", "), rows[len(rows)-1].where))
+		}
 		if len(differ) > 0 {
 			var notes []string
 			for _, f := range differ {
@@ -349,6 +354,46 @@ func parseLlamaBench(data []byte, o Options) ([]*Run, error) {
 }
 
 type pd struct{ n, depth int }
+
+// unrunTests names, by config, the tests the file ran at other settings
+// and not at that config's. llama-bench runs each test (pp, tg and pg
+// sizes) at each depth and at each setting of its lists
+// (get_cmd_params_instances), writing each as it ends; a failed test is
+// skipped, and -o jsonl has no end to miss, so a run stopped or a file cut
+// at a line's end is told only by the grid it leaves unfinished.
+func unrunTests(rows []lbRow, groups map[string][]lbRow, order []string) map[string][]string {
+	type pgd struct{ p, g, d int }
+	var tests []pgd // each (prompt, gen) at each depth, in the file's order
+	var sizes [][2]int
+	var depths []int
+	for _, r := range rows {
+		if s := [2]int{*r.NPrompt, *r.NGen}; !slices.Contains(sizes, s) {
+			sizes = append(sizes, s)
+		}
+		if !slices.Contains(depths, r.NDepth) {
+			depths = append(depths, r.NDepth)
+		}
+	}
+	for _, d := range depths {
+		for _, s := range sizes {
+			tests = append(tests, pgd{s[0], s[1], d})
+		}
+	}
+	out := map[string][]string{}
+	for _, k := range order {
+		ran := map[pgd]bool{}
+		for _, r := range groups[k] {
+			ran[pgd{*r.NPrompt, *r.NGen, r.NDepth}] = true
+		}
+		for _, t := range tests {
+			if !ran[t] {
+				p, g := t.p, t.g
+				out[k] = append(out[k], lbRow{NPrompt: &p, NGen: &g, NDepth: t.d}.test())
+			}
+		}
+	}
+	return out
+}
 
 func llamaBenchRun(rows []lbRow, o Options) *Run {
 	first := rows[0]

@@ -1119,3 +1119,38 @@ func read(t *testing.T, name string) string {
 	}
 	return string(data)
 }
+
+// llama-bench runs every test at every depth and setting, and -o jsonl
+// writes no end: a file that stops at a line's end, or a run whose test
+// failed, is told by the tests its grid lacks, and said with where the
+// file ends; a whole grid says nothing.
+func TestLlamaBenchUnfinishedGrid(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-depth.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(data)), "\n")
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"whole", string(data), ""},
+		{"cut after line 3", strings.Join(lines[:3], ""), "the results with the settings of line 1 lack tg128 @ d512, a test and depth the file's other results ran (the file ends at line 3)"},
+		{"cut after line 1, at depth 0", lines[0], ""}, // one test: nothing to tell it by
+		{"a test that failed", lines[0] + lines[2] + lines[3], "lack tg128, a test and depth"},
+		{"a json array with a test left out", "[" + strings.Join([]string{lines[0], lines[1], lines[2]}, ",") + "]", "lack tg128 @ d512, a test and depth the file's other results ran (the file ends at result 3)"},
+	} {
+		runs, err := Parse(FormatLlamaBench, "f", []byte(tc.data), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var warned []string
+		for _, r := range runs {
+			warned = append(warned, r.Warnings...)
+		}
+		got := strings.Join(warned, "\n")
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: warnings %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
