@@ -263,3 +263,35 @@ func TestHistoryBrokenEntryWarns(t *testing.T) {
 		})
 	}
 }
+
+// A cell history import skips is said with the page it is on, as its
+// errors and every other command's warnings name their file.
+func TestHistoryImportWarningNamesThePage(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MTLBENCH_HISTORY", filepath.Join(dir, "history"))
+	md := filepath.Join(dir, "kb.md")
+	page := "| Batch | Decode tok/s |\n|---|---|\n| 1 | 30 |\n| 4 | NaN |\n"
+	if err := os.WriteFile(md, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{md}, "mtlbench: warning: " + md + `: line 4: column "Decode tok/s": "NaN" holds no figure, skipped` + "\n"},
+		{[]string{"-", "--source", "kb.md"}, `mtlbench: warning: standard input: line 4: column "Decode tok/s"`},
+	} {
+		args := append([]string{"history", "import"}, tc.args...)
+		args = append(args, "--model", "m", "--date", "2026-11-01", "--dry-run")
+		var stderr string
+		var err error
+		if tc.args[0] == "-" {
+			_, stderr, err = mtlIn(t, page, args...)
+		} else {
+			_, stderr, err = mtl(t, args...)
+		}
+		if err != nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: %v\n%s\nwant %q", tc.args, err, stderr, tc.want)
+		}
+	}
+}

@@ -155,8 +155,10 @@ func historyCommand() *cli.Command {
 					for _, col := range res.Unmapped {
 						fmt.Fprintf(c.App.ErrWriter, "column %q could not be mapped and was left out\n", col)
 					}
+					// Named with the page, as its errors are and every other
+					// command's warnings ("mtlbench: warning: FILE: ...").
 					for _, w := range res.Warnings {
-						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+						fmt.Fprintf(c.App.ErrWriter, "mtlbench: warning: %s: %s\n", path, w)
 					}
 					// A figure without a date is the usual refusal: said with
 					// the flag that gives one, not as a missing field.
