@@ -483,13 +483,14 @@ func TestParseFileErrors(t *testing.T) {
 		{"format as text", `{"format": "1", "entries": []}`, `x.json: not a tuned-config file: format is a JSON string ("1"), want a whole number`},
 		{"newer format, new keys", `{"format": 2, "entries": [{"bucket": "x"}], "devices": {}}`, `x.json: tuned-config format 2, this mtlbench reads 1`},
 		{"older format", `{"format": 0, "entries": []}`, `x.json: tuned-config format 0, this mtlbench reads 1`},
-		{"unknown key", `{"format": 1, "entries": [], "extra": 1}`, `x.json: not a tuned-config file: unknown key "extra" (want format, entries)`},
+		{"unknown key", `{"format": 1, "entries": [], "extra": 1}`, `x.json: not a tuned-config file: unknown field extra`},
 		{"entries an object", `{"format": 1, "entries": {}}`, `x.json: not a tuned-config file: entries is a JSON object, want a list`},
 		{"entry a number", `{"format": 1, "entries": [5]}`, `x.json: not a tuned-config file: entries[0] is a JSON number, want an object`},
 		{"shape as text", `{"format": 1, "entries": [` + e0 + `"shape": {"tokens": "4"}}]}`, `x.json: not a tuned-config file: entries[0].shape is a JSON string ("4"), want a whole number`},
 		{"config a number", `{"format": 1, "entries": [` + e0 + `"config": 5}]}`, `x.json: not a tuned-config file: entries[0].config is a JSON number, want an object`},
 		{"config a string", `{"format": 1, "entries": [` + e0 + `"config": "grouped"}]}`, `x.json: not a tuned-config file: entries[0].config is a JSON string, want an object`},
-		{"unknown entry key", `{"format": 1, "entries": [` + e0 + `"speedupx": 2}]}`, `x.json: not a tuned-config file: entries[0]: unknown key "speedupx"`},
+		{"unknown entry key", `{"format": 1, "entries": [` + e0 + `"speedupx": 2}]}`, `x.json: not a tuned-config file: unknown field entries[0].speedupx (did you mean "speedup"?)`},
+		{"misspelt entries", `{"format": 1, "entires": []}`, `x.json: not a tuned-config file: unknown field entires (did you mean "entries"?)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseFile("x.json", []byte(c.in))
