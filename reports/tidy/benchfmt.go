@@ -74,6 +74,7 @@ func WriteBenchfmt(w io.Writer, runs []*Run) error {
 		}
 	}
 	for _, r := range runs {
+		named := false
 		for _, c := range r.Cases {
 			byRep := map[int][]results.Sample{}
 			var reps []int
@@ -105,6 +106,12 @@ func WriteBenchfmt(w io.Writer, runs []*Run) error {
 				if len(res.Values) == 0 {
 					continue // a line of no value is not one benchfmt reads
 				}
+				if !named {
+					named = true
+					if _, err := io.WriteString(w, runLine(r.Run)); err != nil {
+						return err
+					}
+				}
 				if err := bw.Write(res); err != nil {
 					return err
 				}
@@ -118,16 +125,37 @@ func unitMeta(unit, key, value string) *benchfmt.UnitMetadata {
 	return &benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: unit, Key: key}, OrigUnit: unit, Value: value}
 }
 
+// runLine names the run whose results follow, on a line benchfmt readers
+// pass over: "# run 3: tag pr, commit abc, ...". Its run, tag, build and
+// overrides differ from any other run's, and benchstat splits results of
+// differing configuration lines into tables of their own, so as those
+// lines `benchstat old.txt new.txt` would compare nothing (docs/data.md).
+func runLine(r *results.Run) string {
+	var parts []string
+	for _, kv := range [][2]string{{"tag", r.Tag}, {"commit", r.GitCommit}, {"tree-commit", r.TreeCommit},
+		{"version", r.ToolVersion}, {"overrides", results.OverridesText(r.Overrides)}} {
+		if v := strings.Join(strings.Fields(kv[1]), " "); v != "" {
+			parts = append(parts, kv[0]+" "+v)
+		}
+	}
+	line := "# run " + strconv.FormatInt(r.ID, 10)
+	if len(parts) > 0 {
+		line += ": " + strings.Join(parts, ", ")
+	}
+	return line + "\n"
+}
+
 // benchConfig is a case's configuration lines, in a fixed order; empty
-// values are left out (benchfmt reads "key:" as a deletion).
+// values are left out (benchfmt reads "key:" as a deletion). They say what
+// was measured and where, which benchstat keeps apart, never which run it
+// was (runLine).
 func benchConfig(r *results.Run, c results.Case) [][2]string {
 	m := r.Machine
 	kv := [][2]string{
 		{"goos", or(m.OS, runtime.GOOS)}, {"goarch", or(m.Arch, runtime.GOARCH)},
 		{"cpu", m.CPUModel}, {"gpu", m.GPUName}, {"pkg", "mtlbench/" + r.SuiteName},
-		{"backend", r.Backend}, {"timing", r.TimingMode}, {"commit", r.GitCommit}, {"tree-commit", r.TreeCommit},
-		{"version", r.ToolVersion}, {"run", strconv.FormatInt(r.ID, 10)}, {"tag", r.Tag},
-		{"model", c.Params["model"]}, {"dtype", c.Params["dtype"]}, {"seed", c.Params["seed"]}, {"overrides", results.OverridesText(r.Overrides)},
+		{"backend", r.Backend}, {"timing", r.TimingMode},
+		{"model", c.Params["model"]}, {"dtype", c.Params["dtype"]}, {"seed", c.Params["seed"]},
 	}
 	if c.LayersTotal > 0 {
 		kv = append(kv, [2]string{"layers", strconv.Itoa(c.LayersRun) + "/" + strconv.Itoa(c.LayersTotal)})

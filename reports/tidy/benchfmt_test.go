@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchproc"
 
 	"github.com/mtlbench/mtlbench/results"
 )
@@ -195,6 +196,65 @@ func TestBenchfmtRoundTrip(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("read back\n%s\nwant\n%s\nwritten:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"), written)
+			}
+		})
+	}
+}
+
+// Two runs of one case, on one machine, compare under benchstat's own
+// defaults (-table .config -col .file): the run, tag, build and overrides
+// that tell any two runs apart are named on a line benchfmt readers pass
+// over, not as configuration, which would put each run in a table of its
+// own; what was measured and where (model, backend, machine) stays
+// configuration, and runs that differ there stay apart.
+func TestBenchfmtRunsCompareInBenchstat(t *testing.T) {
+	c := results.Case{ID: 1, Name: "decode/batch=1", Key: "model/decode/batch=1", Kind: results.CaseModel,
+		Params: map[string]string{"batch": "1", "model": "m", "dtype": "bf16"}, Status: results.CaseDone}
+	run := func(id int64, tag, commit, version, backend string) *Run {
+		m := results.Machine{OS: "darwin", Arch: "arm64", CPUModel: "Apple M3 Max", GPUName: "Apple M3 Max"}
+		r := &results.Run{ID: id, SuiteName: "s", Tag: tag, GitCommit: commit, ToolVersion: version, Backend: backend, TimingMode: "throughput",
+			Machine: m, Overrides: map[string]string{"fusion": tag}}
+		return &Run{Run: r, Cases: []results.Case{c}, Samples: map[int64][]results.Sample{1: {{Rep: 0, Metric: "decode_tok_s", Value: float64(id), Unit: "tok/s"}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *Run
+		tables   int
+		oldLine  string
+	}{
+		{"two builds", run(3, "base", "abc123", "v1", "metal"), run(7, "pr", "def456", "v2", "metal"), 1, "# run 3: tag base, commit abc123, version v1, overrides fusion=base\n"},
+		{"two backends", run(3, "base", "abc123", "v1", "metal"), run(7, "pr", "abc123", "v1", "cpu"), 2, "# run 3: tag base"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pp benchproc.ProjectionParser
+			table, err := pp.Parse(".config", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pp.Parse(".file", nil); err != nil {
+				t.Fatal(err)
+			}
+			tables := map[benchproc.Key]bool{}
+			for i, r := range []*Run{tc.old, tc.new} {
+				var buf bytes.Buffer
+				if err := WriteBenchfmt(&buf, []*Run{r}); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 && !strings.Contains(buf.String(), tc.oldLine) {
+					t.Errorf("the run is not named (%q):\n%s", tc.oldLine, buf.String())
+				}
+				rd := benchfmt.NewReader(&buf, []string{"old.txt", "new.txt"}[i])
+				for rd.Scan() {
+					if res, ok := rd.Result().(*benchfmt.Result); ok {
+						tables[table.Project(res)] = true
+					}
+				}
+				if err := rd.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(tables) != tc.tables {
+				t.Errorf("benchstat would make %d tables, want %d: %v", len(tables), tc.tables, tables)
 			}
 		})
 	}
