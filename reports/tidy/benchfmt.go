@@ -2,7 +2,6 @@ package tidy
 
 import (
 	"io"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,7 +151,9 @@ func runLine(r *results.Run) string {
 func benchConfig(r *results.Run, c results.Case) [][2]string {
 	m := r.Machine
 	kv := [][2]string{
-		{"goos", or(m.OS, runtime.GOOS)}, {"goarch", or(m.Arch, runtime.GOARCH)},
+		// A run that records no OS (llama-bench's, whose file names none)
+		// ran on a machine this one need not be: left out, not guessed.
+		{"goos", m.OS}, {"goarch", m.Arch},
 		{"cpu", m.CPUModel}, {"gpu", m.GPUName}, {"pkg", "mtlbench/" + r.SuiteName},
 		{"backend", r.Backend}, {"timing", r.TimingMode},
 		{"model", c.Params["model"]}, {"dtype", c.Params["dtype"]}, {"seed", c.Params["seed"]},
@@ -171,13 +172,6 @@ func benchConfig(r *results.Run, c results.Case) [][2]string {
 		}
 	}
 	return out
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // BenchName is "<Group>/k=v/...": the group in CamelCase and every

@@ -259,3 +259,25 @@ func TestBenchfmtRunsCompareInBenchstat(t *testing.T) {
 		})
 	}
 }
+
+// goos and goarch say where the run ran: a run that records neither (a
+// llama-bench import, whose file names only its CPU and GPU) writes
+// neither, rather than those of the machine that shows it.
+func TestBenchConfigMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    results.Machine
+		want []string // goos, goarch as written; "" for none
+	}{
+		{"recorded", results.Machine{OS: "darwin", Arch: "arm64", CPUModel: "Apple M3 Max"}, []string{"darwin", "arm64"}},
+		{"not recorded", results.Machine{CPUModel: "Apple M3 Max", GPUName: "Apple M3 Max"}, []string{"", ""}},
+	} {
+		got := map[string]string{}
+		for _, kv := range benchConfig(&results.Run{ID: 1, Machine: tc.m}, results.Case{}) {
+			got[kv[0]] = kv[1]
+		}
+		if got["goos"] != tc.want[0] || got["goarch"] != tc.want[1] {
+			t.Errorf("%s: goos %q, goarch %q; want %q, %q", tc.name, got["goos"], got["goarch"], tc.want[0], tc.want[1])
+		}
+	}
+}
