@@ -265,10 +265,15 @@ func Detect(data []byte) (string, error) {
 			}
 			probe = arr[0]
 		} else if err := json.Unmarshal(first, &probe); err != nil {
-			// JSONL: one object a line.
-			line, _, _ := bytes.Cut(t, []byte("\n"))
-			if err := json.Unmarshal(line, &probe); err != nil {
-				return "", fmt.Errorf("not JSON or JSONL: %w", jsonerr.Explain(err, line))
+			// JSON values one after another (JSONL; results appended to one
+			// file, each as its tool prints it, over lines or not): the
+			// first says whose, as each format's reader reads them.
+			if derr := json.NewDecoder(bytes.NewReader(t)).Decode(&probe); derr != nil {
+				line, _, _ := bytes.Cut(t, []byte("\n"))
+				if lerr := json.Unmarshal(line, &probe); lerr != nil {
+					derr = lerr
+				}
+				return "", fmt.Errorf("not JSON or JSONL: %w", jsonerr.Explain(derr, line))
 			}
 		}
 		has := func(k string) bool { _, ok := probe[k]; return ok }

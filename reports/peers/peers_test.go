@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -544,6 +545,16 @@ func TestVLLMServeAppended(t *testing.T) {
 		lines = append(lines, b.String())
 	}
 	appended := lines[0] + "\n" + lines[1] // vLLM writes no newline after the last
+	// Results saved apart and joined (cat a.json b.json), as printed.
+	var pretty []string
+	for _, l := range lines {
+		var b bytes.Buffer
+		if err := json.Indent(&b, []byte(l), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		pretty = append(pretty, b.String())
+	}
+	joined := pretty[0] + "\n" + pretty[1] + "\n"
 	for _, tc := range []struct {
 		name, data string
 		keys       []string
@@ -554,6 +565,8 @@ func TestVLLMServeAppended(t *testing.T) {
 		{"second cut short", lines[0] + "\n" + lines[1][:200], nil, "result 2: line 2: the text ends inside a value"},
 		{"second wrong", lines[0] + "\n" + strings.Replace(lines[1], `"completed":6`, `"completed":0`, 1), nil, "result 2 (line 2, --append-result): completed is 0"},
 		{"garbage after", lines[0] + "\nxyz", nil, "result 2: not valid JSON at line 2"},
+		{"joined, over lines", joined, []string{"model/bench/batch=2/gen_len=8/prompt_len=16", "model/bench/arrival=poisson:4/batch=2/gen_len=8/prompt_len=16/requests=6"}, ""},
+		{"joined, the second cut short", joined[:len(pretty[0])+200], nil, "result 2: line " + strconv.Itoa(2+strings.Count(pretty[0], "\n")) + ": the text ends inside a value: cut short"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			format, err := Detect([]byte(tc.data))
