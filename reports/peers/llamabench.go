@@ -232,6 +232,13 @@ func readLlamaBench(data []byte) ([]lbRow, error) {
 			if errors.As(err, &te) {
 				return nil, fmt.Errorf("line %d: %w", line, jsonFieldError(err, l))
 			}
+			// JSON that ends before its result does, on the file's last
+			// line: llama-bench writes each result's line whole, so the
+			// file was cut short mid-line (a copy that stopped).
+			var se *json.SyntaxError
+			if errors.As(err, &se) && se.Offset >= int64(len(l)) && !sc.Scan() && sc.Err() == nil {
+				return nil, fmt.Errorf("line %d: the line ends (after %d bytes) before its result does: llama-bench writes each result's line whole, so the file was cut short mid-line; copy the whole file, or run llama-bench again", line, len(l))
+			}
 			return nil, fmt.Errorf("line %d: not llama-bench -o jsonl: %w", line, jsonerr.ExplainLine(err, l))
 		}
 		if err := r.readSettings(l); err != nil {

@@ -172,7 +172,7 @@ func TestErrorWording(t *testing.T) {
 		not                []string
 	}{
 		{"a JSONL line cut short", FormatLlamaBench, row + "\n" + row[:30] + "\n",
-			`line 2: not llama-bench -o jsonl: not valid JSON at column 30: unexpected end of JSON input`, []string{"line 1"}},
+			`line 2: the line ends (after 30 bytes) before its result does: llama-bench writes each result's line whole, so the file was cut short mid-line`, []string{"line 1"}},
 		{"a JSONL line with a stray character", FormatLlamaBench, row + "\n" + row + "\n" + `{"n_prompt": 0,, "n_gen": 8}` + "\n",
 			`line 3: not llama-bench -o jsonl: not valid JSON at column 16: invalid character ','`, []string{"line 1"}},
 		{"an mlx case with no trials", FormatMLX, mlxTiming1 + "Trial 1:  prompt_tps=1, generation_tps=2\n\n" +
@@ -1164,6 +1164,27 @@ func TestLlamaBenchUnfinishedGrid(t *testing.T) {
 		got := strings.Join(warned, "\n")
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: warnings %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A -o jsonl file cut mid-line (llama-bench writes each line whole) is
+// refused as cut short, naming the line; a line that is no JSON at all,
+// or one cut short before others, is no llama-bench line.
+func TestLlamaBenchJSONLCutMidLine(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "llama-bench-depth.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(data)), "\n")
+	for _, tc := range []struct{ name, data, want string }{
+		{"cut mid-line", lines[0] + lines[1] + lines[2][:200], "f: llama-bench: line 3: the line ends (after 200 bytes) before its result does: llama-bench writes each result's line whole, so the file was cut short mid-line"},
+		{"cut mid-line, then a newline", lines[0] + lines[2][:200] + "\n\n", "line 2: the line ends (after 200 bytes) before its result does"},
+		{"a short line before others", lines[0] + lines[2][:200] + "\n" + lines[3], "line 2: not llama-bench -o jsonl"},
+	} {
+		_, err := Parse(FormatLlamaBench, "f", []byte(tc.data), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
