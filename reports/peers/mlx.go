@@ -34,6 +34,12 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 	var caseLine int
 	var caseLines []int      // each case's "Timing with" line
 	seen := map[string]int{} // the current case's figures: the line of each trial's metric
+	// mlx_lm.benchmark prints whole lines, and "Averages:" once a case's
+	// trials end: a case without it stopped, or the file was cut, before
+	// its end; a last line without its line end was cut mid-line.
+	var unended []int // "Timing with" lines of cases with no Averages line
+	ended := true
+	trialLine := 0 // the line of the latest trial
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxPeerLine)
 	line := 1
@@ -47,9 +53,16 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 				b, _ = strconv.Atoi(m[3])
 			}
 			run.Cases = append(run.Cases, newCase(b, p, g, map[string]string{"model": o.modelName("")}))
-			cur, caseLine = &run.Cases[len(run.Cases)-1], line
+			if !ended {
+				unended = append(unended, caseLine)
+			}
+			cur, caseLine, ended = &run.Cases[len(run.Cases)-1], line, false
 			caseLines = append(caseLines, line)
 			clear(seen)
+			continue
+		}
+		if strings.HasPrefix(text, "Averages:") {
+			ended = true
 			continue
 		}
 		m := mlxTrial.FindStringSubmatch(text)
@@ -59,6 +72,7 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 		if cur == nil {
 			return nil, fmt.Errorf("line %d: a trial before any \"Timing with\" line", line)
 		}
+		trialLine = line
 		rep, err := strconv.Atoi(m[1])
 		if err != nil || rep < 1 || rep > maxPeerReps {
 			return nil, fmt.Errorf("line %d: Trial %s (trials count from 1 to %d)", line, m[1], maxPeerReps)
@@ -95,6 +109,15 @@ func parseMLX(data []byte, o Options) ([]*Run, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, scanError(line, err, run.Tool)
+	}
+	if trialLine == line-1 && len(data) > 0 && data[len(data)-1] != '\n' {
+		return nil, fmt.Errorf("line %d, the last, has no line end: mlx_lm.benchmark prints whole lines, so the file was cut short mid-line and the trial's last figure may be cut too; copy the whole file, or run it again", trialLine)
+	}
+	if !ended {
+		unended = append(unended, caseLine)
+	}
+	for _, at := range unended {
+		run.Warnings = append(run.Warnings, fmt.Sprintf("the case of line %d has no \"Averages:\" line, which mlx_lm.benchmark prints once its trials end: the benchmark stopped, or the file was cut, before the case ended; its trials read are kept", at))
 	}
 	for i, c := range run.Cases {
 		if len(c.Samples) == 0 {

@@ -1188,3 +1188,41 @@ func TestLlamaBenchJSONLCutMidLine(t *testing.T) {
 		}
 	}
 }
+
+// mlx_lm.benchmark prints whole lines and an "Averages:" line once a
+// case's trials end: a file whose last trial has no line end was cut
+// mid-line, its last figure perhaps with it, and is refused; a case with
+// no Averages line stopped (or was cut at a line end) and is read with a
+// warning naming it; whole output says nothing.
+func TestMLXCutShort(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "mlx-benchmark.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := string(data)
+	trial2 := strings.Index(whole, "Trial 2:")
+	lineEnd := trial2 + strings.Index(whole[trial2:], "\n") + 1
+	for _, tc := range []struct {
+		name, data, err, warning string
+	}{
+		{"whole", whole, "", ""},
+		{"cut mid-line", whole[:trial2+25], `line 5, the last, has no line end: mlx_lm.benchmark prints whole lines, so the file was cut short mid-line`, ""},
+		{"cut at a line end", whole[:lineEnd], "", `the case of line 3 has no "Averages:" line, which mlx_lm.benchmark prints once its trials end`},
+	} {
+		runs, err := Parse(FormatMLX, "f", []byte(tc.data), Options{})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		got := strings.Join(runs[0].Warnings, "\n")
+		if tc.warning == "" && got != "" || !strings.Contains(got, tc.warning) {
+			t.Errorf("%s: warnings %q, want %q", tc.name, got, tc.warning)
+		}
+	}
+}
