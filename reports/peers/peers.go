@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -269,6 +270,12 @@ func Detect(data []byte) (string, error) {
 			// file, each as its tool prints it, over lines or not): the
 			// first says whose, as each format's reader reads them.
 			if derr := json.NewDecoder(bytes.NewReader(t)).Decode(&probe); derr != nil {
+				// A tool's result whose file stops before the value ends
+				// (a copy that stopped): said where it stops, not as a
+				// first line that is no JSON.
+				if errors.Is(derr, io.ErrUnexpectedEOF) {
+					return "", fmt.Errorf("line %d: the file ends inside its first JSON value: it was cut short; copy the whole file, or run the tool again", 1+bytes.Count(t, []byte("\n")))
+				}
 				line, _, _ := bytes.Cut(t, []byte("\n"))
 				if lerr := json.Unmarshal(line, &probe); lerr != nil {
 					derr = lerr

@@ -275,6 +275,19 @@ func TestParseErrors(t *testing.T) {
 	if _, err := Detect([]byte("hello")); err == nil {
 		t.Error("Detect accepted text of no tool")
 	}
+	// A result cut short inside its one JSON value says where it stops,
+	// not that its first line is no JSON.
+	for _, f := range []string{"vllm-serve.json", "llama-bench.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := data[:200]
+		want := "line " + strconv.Itoa(1+bytes.Count(bytes.TrimSpace(cut), []byte("\n"))) + ": the file ends inside its first JSON value: it was cut short"
+		if _, err := Detect(cut); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Detect of %s cut short: %v, want %q", f, err, want)
+		}
+	}
 	if _, err := Detect([]byte("| model | size | params | backend | threads | test | t/s |\n")); err == nil || !strings.Contains(err.Error(), "-o json") {
 		t.Errorf("Detect of llama-bench's markdown: %v", err)
 	}
