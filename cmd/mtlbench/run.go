@@ -20,6 +20,7 @@ import (
 	"github.com/mtlbench/mtlbench/bridge/backends"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/kernels/ops"
+	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/reports/tidy"
 	"github.com/mtlbench/mtlbench/results"
@@ -711,7 +712,7 @@ func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string, ra
 		if r, err := db.GetRun(sum.RunID); err == nil {
 			run = r
 		}
-		_, err := fmt.Fprintln(w, noCases(run))
+		_, err := fmt.Fprintln(w, stats.NoCases(run))
 		return err
 	}
 	tables, err := runTables(db, sum)
@@ -719,20 +720,6 @@ func printRun(w io.Writer, db *results.DB, sum *bench.Summary, format string, ra
 		return err
 	}
 	return table.RenderAll(w, f, tables)
-}
-
-// noCases says that run r stored no case, and, where its status tells, why.
-func noCases(r *results.Run) string {
-	s := fmt.Sprintf("run %d recorded no cases", r.ID)
-	switch r.Status {
-	case results.RunInterrupted:
-		s += ": it was interrupted before it stored any"
-	case results.RunFailed:
-		s += ": it failed before it stored any"
-	case results.RunRunning:
-		s += " yet: it is still running"
-	}
-	return s
 }
 
 // tagFlag is --tag of the commands that store runs: a tag a reference

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtlbench/mtlbench/internal/plural"
+	"github.com/mtlbench/mtlbench/reports/stats"
 	"github.com/mtlbench/mtlbench/reports/table"
 	"github.com/mtlbench/mtlbench/reports/tidy"
 	"github.com/mtlbench/mtlbench/results"
@@ -220,7 +221,7 @@ func printCaseErrors(w io.Writer, db *results.DB, run *results.Run, data bool) e
 	}
 	if len(cases) == 0 && data {
 		// the data formats write no row for such a run; the tables say it
-		fmt.Fprintf(w, "  %s\n", noCases(run))
+		fmt.Fprintf(w, "  %s\n", stats.NoCases(run))
 	}
 	for _, c := range cases {
 		if (c.Status == results.CaseFailed || c.Status == results.CaseSkipped) && c.Error != "" {

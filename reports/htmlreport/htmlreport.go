@@ -502,6 +502,11 @@ func summaries(runs []charts.RunData) []htmlTable {
 				all.Rows = append(all.Rows, []string{c.Name, m, s.Unit, strconv.Itoa(s.N), num(s.Center), lo, hi})
 			}
 		}
+		if len(rd.Cases) == 0 {
+			// Said in the table's place, as show says it: an empty
+			// section reads as a page that failed to render.
+			out = append(out, htmlTable{Title: fmt.Sprintf("Run %d (%s)", rd.Run.ID, rd.Run.SuiteName), Notes: []string{stats.NoCases(&rd.Run) + "."}})
+		}
 		for _, t := range []*htmlTable{model, kernel} {
 			if t == nil {
 				continue
@@ -723,11 +728,11 @@ footer { color: #777; font-size: 0.85em; margin-top: 3em; border-top: 1px solid 
 <figcaption>{{.Caption}}{{range .Notes}} <span class="note">{{.}}</span>{{end}} Files: <a href="{{.PNG}}">{{.PNG}}</a>, <a href="{{.SVGFile}}">{{.SVGFile}}</a>.</figcaption>
 </figure>
 {{end}}
-{{define "table"}}{{$t := .}}<table>
+{{define "table"}}{{$t := .}}{{if .Header}}<table>
 <thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>
 {{range .Rows}}<tr>{{range $i, $c := .}}<td{{if right $t $i}} class="r"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</tbody>
-</table>
+</table>{{end}}
 {{range .Notes}}<p class="tnote">{{.}}</p>
 {{end}}{{end}}`

@@ -232,3 +232,19 @@ func TestSummariesKernelColumns(t *testing.T) {
 		}
 	}
 }
+
+// A run that stored no case is said so in its summary's place, with why
+// where its status tells, as show says it, not left an empty section.
+func TestSummariesRunOfNoCases(t *testing.T) {
+	for _, tc := range []struct {
+		status, want string
+	}{
+		{results.RunComplete, "run 7 recorded no cases."},
+		{results.RunInterrupted, "run 7 recorded no cases: it was interrupted before it stored any."},
+	} {
+		tables := summaries([]charts.RunData{{Run: results.Run{ID: 7, SuiteName: "ci", Status: tc.status}}})
+		if len(tables) != 1 || len(tables[0].Header) != 0 || strings.Join(tables[0].Notes, "\n") != tc.want {
+			t.Errorf("%s: %+v, want one note %q", tc.status, tables, tc.want)
+		}
+	}
+}

@@ -332,3 +332,18 @@ func CI(s benchmath.Summary, n int, sep string) string {
 	}
 	return ""
 }
+
+// NoCases says that run r stored no case, and, where its status tells,
+// why: show and report say so where the run's table would be.
+func NoCases(r *results.Run) string {
+	s := fmt.Sprintf("run %d recorded no cases", r.ID)
+	switch r.Status {
+	case results.RunInterrupted:
+		s += ": it was interrupted before it stored any"
+	case results.RunFailed:
+		s += ": it failed before it stored any"
+	case results.RunRunning:
+		s += " yet: it is still running"
+	}
+	return s
+}
