@@ -18,6 +18,7 @@ import (
 	"github.com/mtlbench/mtlbench/internal/jsonerr"
 	"github.com/mtlbench/mtlbench/internal/plural"
 	"github.com/mtlbench/mtlbench/internal/readfile"
+	"github.com/mtlbench/mtlbench/reports/peers"
 	"github.com/mtlbench/mtlbench/results"
 )
 
@@ -288,9 +289,9 @@ const sqliteMagic = "SQLite format 3\x00"
 // other runs, cases or samples than the lines before it hold, is a file
 // cut short or damaged, refused whole. Version 1 exports have none.
 func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
-	store := shellQuote(path)
+	store, arg := shellQuote(path), shellQuote(path)
 	if path == stdinPath {
-		store = "STORE"
+		store, arg = "STORE", "-"
 	}
 	in, path, err := openInput(stdin, path, "an export file")
 	if err != nil {
@@ -302,6 +303,32 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 	// of binary that JSON refuses at its first byte.
 	if head, _ := br.Peek(len(sqliteMagic)); string(head) == sqliteMagic {
 		return nil, fmt.Errorf("%s is an SQLite database (a results store?), not an export: import its runs from `mtlbench export --db %s -o runs.jsonl`", path, store)
+	}
+	// Another tool's output (or mtlbench's peer-run JSON) given where an
+	// export was meant: said with the command that reads it, not as a
+	// first line that is no export line.
+	head, _ := br.Peek(1 << 16)
+	peerFile := func(line int) error {
+		if line != 1 {
+			return nil
+		}
+		f, err := peers.Detect(head)
+		if err != nil {
+			return nil
+		}
+		what := f + " output"
+		if f == peers.FormatMtlbench {
+			// Detect takes any "format" for the peer run's; an export's
+			// own (a newer one, a line written by hand) is not one.
+			var v struct {
+				Format string `json:"format"`
+			}
+			if json.NewDecoder(bytes.NewReader(head)).Decode(&v) != nil || !strings.HasPrefix(v.Format, "mtlbench-peer-run/") {
+				return nil
+			}
+			what = "a peer run (" + v.Format + ")"
+		}
+		return fmt.Errorf("%s is %s, not an mtlbench export: `mtlbench peer import %s` reads it", path, what, arg)
 	}
 	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 1<<20), readfile.Import)
@@ -325,6 +352,9 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 			End    json.RawMessage `json:"end"`
 		}
 		if err := json.Unmarshal(text, &f); err == nil && f.Format != exportFormat && f.Format != results.ExportFormatV1 {
+			if err := peerFile(line); err != nil {
+				return nil, err
+			}
 			if newerExport(f.Format) {
 				return nil, fmt.Errorf("%s:%d: format %q is a newer mtlbench's; this one reads %q: import it with an mtlbench as new as the one that exported it", path, line, f.Format, exportFormat)
 			}
@@ -338,6 +368,9 @@ func readExport(stdin io.Reader, path string) ([]*results.RunRecord, error) {
 		}
 		var l exportLine
 		if err := json.Unmarshal(text, &l); err != nil {
+			if perr := peerFile(line); perr != nil {
+				return nil, perr
+			}
 			// In the line's terms (run.id is a JSON string), not Go's types;
 			// encoding/json names the embedded RunRecord in its path, which
 			// the line does not have.

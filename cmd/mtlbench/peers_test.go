@@ -839,3 +839,45 @@ func TestPeerImportMLXOfNoTrials(t *testing.T) {
 		t.Errorf("exit %d, %v; want 2 and %q", exitCode(err), err, want)
 	}
 }
+
+// A file given to the importer that does not read it names the one that
+// does, whichever way round: another tool's output (or a peer run) to
+// import, an export to peer import. Nothing is stored.
+func TestImportersNameEachOther(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	hf := filepath.Join("testdata", "peer", "hf.json")
+	llama := filepath.Join("..", "..", "reports", "peers", "testdata", "llama-bench.jsonl")
+	mlx := filepath.Join("..", "..", "reports", "peers", "testdata", "mlx-benchmark.txt")
+	src := filepath.Join(dir, "src.db")
+	if _, _, err := mtl(t, "peer", "import", hf, "--db", src); err != nil {
+		t.Fatal(err)
+	}
+	export := filepath.Join(dir, "runs.jsonl")
+	if _, _, err := mtl(t, "export", "--db", src, "-o", export); err != nil {
+		t.Fatal(err)
+	}
+	hfText, err := os.ReadFile(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"import", hf}, "", hf + " is a peer run (mtlbench-peer-run/1), not an mtlbench export: `mtlbench peer import " + hf + "` reads it"},
+		{[]string{"import", llama}, "", llama + " is llama-bench output, not an mtlbench export: `mtlbench peer import " + llama + "` reads it"},
+		{[]string{"import", mlx}, "", "is mlx-lm output, not an mtlbench export"},
+		{[]string{"import", "-"}, string(hfText), "standard input is a peer run (mtlbench-peer-run/1), not an mtlbench export: `mtlbench peer import -` reads it"},
+		{[]string{"peer", "import", export}, "", export + `: mtlbench: format "mtlbench-run/2" is an mtlbench export, not a peer run: ` + "`mtlbench import` reads it"},
+	} {
+		_, _, err := mtlIn(t, tc.stdin, append(tc.args, "--db", db)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("a refused import made a store")
+	}
+}

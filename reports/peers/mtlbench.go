@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -50,6 +51,14 @@ type peerRun struct {
 }
 
 func parseMtlbench(data []byte) ([]*Run, error) {
+	// An export (one run a line, then its closing line) is another
+	// command's: said so, not as JSON that goes on after its first value.
+	var head struct {
+		Format string `json:"format"`
+	}
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&head) == nil && strings.HasPrefix(head.Format, "mtlbench-run/") {
+		return nil, fmt.Errorf("format %q is an mtlbench export, not a peer run: `mtlbench import` reads it", head.Format)
+	}
 	var p peerRun
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("not a peer run: %w", jsonerr.Explain(err, data)) // the file's keys, not Go's types
