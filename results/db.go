@@ -545,11 +545,14 @@ func (db *DB) Close() error { return db.sql.Close() }
 // command leaves nothing a later one would find empty (docs/data.md). It
 // reports whether it removed the store.
 //
-// It counts the runs holding the store's write lock, and removes it before
-// letting go: another process that opened the new store meanwhile and is
-// writing its first run keeps it (its transaction ends first, and counts),
-// and one that waits for the lock finds the file gone (ErrStoreMoved), not
-// its run deleted. A lock it cannot take keeps the store.
+// A store another process has open is theirs too, as openWith keeps a new
+// store another holds: a command that opened it before its work records
+// its run there later, and is not to find it gone. SQLite leaves WAL mode
+// only where no other connection has the file open, so the switch tells,
+// without waiting. The runs are counted again under an exclusive lock, and
+// the files removed before letting go: a process that opens the store
+// meanwhile waits for the lock and then finds the file gone
+// (ErrStoreMoved), its run not lost. A lock it cannot take keeps the store.
 func (db *DB) CloseNew() (removed bool, err error) {
 	defer func() {
 		if cerr := db.Close(); err == nil {
@@ -565,15 +568,45 @@ func (db *DB) CloseNew() (removed bool, err error) {
 		return false, err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		return false, nil // another process writes it: it is theirs too
+	runs := func() (int, error) {
+		var n int
+		return n, conn.QueryRowContext(ctx, `SELECT count(*) FROM runs`).Scan(&n)
 	}
-	defer conn.ExecContext(ctx, `ROLLBACK`)
-	var n int
-	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM runs`).Scan(&n); err != nil || n > 0 {
+	if n, err := runs(); err != nil || n > 0 {
 		return false, err
 	}
-	for _, f := range []string{db.path, db.path + "-wal", db.path + "-shm"} {
+	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
+		return false, err
+	}
+	var mode string
+	switched := true
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = DELETE`).Scan(&mode); err != nil {
+		if isBusy(err) {
+			return false, nil // another process has it open
+		}
+		// The switch writes the WAL's pages into the file, which a full
+		// disk (why the first write failed, often) refuses: in WAL mode
+		// still, the lock below keeps out a process that opens it now.
+		switched = false
+	} else if mode != "delete" {
+		return false, nil
+	}
+	keep := func() {
+		if switched {
+			conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN EXCLUSIVE`); err != nil {
+		keep()
+		return false, nil
+	}
+	if n, err := runs(); err != nil || n > 0 {
+		conn.ExecContext(ctx, `ROLLBACK`)
+		keep()
+		return false, err
+	}
+	defer conn.ExecContext(ctx, `ROLLBACK`)
+	for _, f := range []string{db.path, db.path + "-journal", db.path + "-wal", db.path + "-shm"} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return false, err
 		}

@@ -267,13 +267,17 @@ func TestCheckNewMakesNothing(t *testing.T) {
 }
 
 // CloseNew takes away a store that holds no run, with SQLite's files
-// beside it, and keeps one that holds a run.
+// beside it, and keeps one that holds a run, or that another process has
+// open: one that opened it before its work records its run there later,
+// in the store at its path, in WAL mode still.
 func TestCloseNewRemovesOnlyAnEmptyStore(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		withRun bool
 		held    bool // another process holds the write lock
-	}{{"no run", false, false}, {"a run", true, false}, {"no run, another writing", false, true}} {
+		opened  bool // another process opened the store, to record into it later
+	}{{"no run", false, false, false}, {"a run", true, false, false}, {"no run, another writing", false, true, false},
+		{"no run, another to write", false, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "r.db")
 			db, err := OpenWith(path, Options{BusyTimeout: 50 * time.Millisecond})
@@ -297,10 +301,29 @@ func TestCloseNewRemovesOnlyAnEmptyStore(t *testing.T) {
 				}
 				defer tx.Rollback()
 			}
-			kept := tc.withRun || tc.held
+			var other *DB
+			if tc.opened {
+				if other, err = Open(path); err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+			}
+			kept := tc.withRun || tc.held || tc.opened
 			removed, err := db.CloseNew()
 			if err != nil || removed == kept {
 				t.Fatalf("CloseNew: removed %v, %v", removed, err)
+			}
+			// The other's run goes into the store it opened, which is there.
+			if other != nil {
+				if err := other.BatchWaiting(time.Second, nil, func(b *DB) error {
+					_, err := b.CreateRun(&Run{SuiteName: "s"})
+					return err
+				}); err != nil {
+					t.Errorf("the other process's run: %v", err)
+				}
+				if mode, err := journalMode(other); err != nil || mode != "wal" {
+					t.Errorf("journal mode %q, %v; want wal", mode, err)
+				}
 			}
 			if _, err := os.Stat(path); (err == nil) != kept {
 				t.Errorf("stat %v, want the store kept %v", err, kept)
@@ -353,4 +376,8 @@ func TestBatchIntoAMovedStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+func journalMode(db *DB) (mode string, err error) {
+	return mode, db.sql.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
 }
