@@ -445,6 +445,41 @@ func (r *reader) str() string {
 	return string(r.take(n))
 }
 
+// MaxString is the longest string value a file may hold, llama.cpp's
+// GGUF_MAX_STRING_LENGTH (ggml/src/gguf.cpp), which refuses longer ones.
+const MaxString = 1 << 30
+
+// strLen reads a string's length and checks it before a byte is copied: one
+// that runs past the file is a short read, one past most is refused. A length
+// misread from other bytes (a tensor's data offset) can claim most of a file
+// of gigabytes, which copying first would take in memory.
+func (r *reader) strLen(most uint64) (n uint64, tooLong bool) {
+	n = r.u64()
+	switch {
+	case r.err != nil:
+	case n > uint64(len(r.b))-r.off:
+		r.err = errShort
+	case n > most:
+		return n, true
+	}
+	return n, false
+}
+
+// name reads a key or tensor name of at most most bytes (checkName): a
+// longer one is refused by its length, only its first bytes copied for the
+// message.
+func (r *reader) name(kind string, i uint64, most int) (string, error) {
+	n, long := r.strLen(uint64(most))
+	if long {
+		return "", nameError(kind, i, n, string(r.b[r.off:r.off+min(n, 41)]))
+	}
+	s := string(r.take(n))
+	if r.err == nil {
+		return s, checkName(kind, i, s, most)
+	}
+	return s, nil
+}
+
 // checkName refuses a key or tensor name that is no text: what a header
 // whose counts are off, or a value misread before it, leaves to be read as
 // one. max is the longest name accepted (llama.cpp's tensor names are at
@@ -455,8 +490,13 @@ func checkName(kind string, i uint64, name string, max int) error {
 	if !bad {
 		return nil
 	}
+	return nameError(kind, i, uint64(len(name)), name)
+}
+
+// nameError is checkName's error for a name of n bytes that starts with text.
+func nameError(kind string, i, n uint64, text string) error {
 	return fmt.Errorf("%s %d has a name of %d bytes that is no text (%q): the header's key or tensor counts, or a value before it, are off",
-		kind, i, len(name), clip(name))
+		kind, i, n, clip(text))
 }
 
 // endsInside is the error of a header entry the file ends inside of: a
@@ -502,8 +542,8 @@ func (f *File) parse() error {
 		return fmt.Errorf("header claims %d tensors, more than the %d a file may hold: the file is damaged, or not a model", nt, MaxTensors)
 	}
 	for i := uint64(0); i < nkv; i++ {
-		key := r.str()
-		if err := checkName("metadata key", i, key, 1<<16); r.err == nil && err != nil {
+		key, err := r.name("metadata key", i, 1<<16)
+		if err != nil {
 			return err
 		}
 		v, err := r.value(ValueType(r.u32()), 0)
@@ -539,10 +579,11 @@ func (f *File) parse() error {
 	f.byName = make(map[string]int, room)
 	dims := make([]uint64, 0, 2*room) // most tensors are matrices
 	for i := uint64(0); i < nt; i++ {
-		t := TensorInfo{Name: r.str()}
-		if err := checkName("tensor info", i, t.Name, 256); r.err == nil && err != nil {
+		name, err := r.name("tensor info", i, 256)
+		if err != nil {
 			return err
 		}
+		t := TensorInfo{Name: name}
 		nd := r.u32()
 		if r.err == nil && (nd == 0 || nd > maxDims) {
 			return fmt.Errorf("tensor %q has %d dimensions (1 to %d)", t.Name, nd, maxDims)
@@ -688,7 +729,17 @@ func (r *reader) value(vt ValueType, depth int) (Value, error) {
 	case F64:
 		v.Float = math.Float64frombits(r.u64())
 	case String:
-		v.Str = r.str()
+		n, long := r.strLen(MaxString)
+		switch {
+		case long:
+			return v, fmt.Errorf("a string of %d bytes, more than the %d llama.cpp reads", n, MaxString)
+		case depth > 0:
+			// An array's strings are only checked here: Strings copies
+			// them when asked for.
+			r.take(n)
+		default:
+			v.Str = string(r.take(n))
+		}
 	case Array:
 		if depth > 0 {
 			return v, fmt.Errorf("nested arrays are not supported")

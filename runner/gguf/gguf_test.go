@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -405,6 +406,71 @@ func TestHeaderCounts(t *testing.T) {
 				t.Fatalf("error %v, want it to open", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), p)):
 				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A string's length is checked before any of its bytes is copied: a key or
+// tensor name past its bound, or a value past llama.cpp's, is refused by
+// its length, and an array's strings are not copied as the file opens. A
+// length misread from other bytes can claim most of a file of gigabytes;
+// the files here are sparse, their claimed bytes never written.
+func TestStringLengthsCheckedFirst(t *testing.T) {
+	const big = 64 << 20
+	head := func(tensors, keys uint64) []byte {
+		b := append([]byte("GGUF"), 3, 0, 0, 0)
+		b = binary.LittleEndian.AppendUint64(b, tensors)
+		return binary.LittleEndian.AppendUint64(b, keys)
+	}
+	u32 := func(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+	withKey := func(b []byte) []byte { return append(u64(b, 1), 'k') }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		size int64 // the file's size, the bytes past b unwritten
+		want string
+	}{
+		{"a key of 64 MiB", u64(head(0, 1), big), big + 64, "metadata key 0 has a name of 67108864 bytes that is no text"},
+		{"a tensor name of 64 MiB", u64(head(1, 0), big), big + 64, "tensor info 0 has a name of 67108864 bytes that is no text"},
+		{"an array of a string of 64 MiB", u64(u32(u32(withKey(head(0, 1)), uint32(Array)), uint32(String)), 1), 0, ""},
+		{"a string value past 1 GiB", u64(u32(withKey(head(0, 1)), uint32(String)), MaxString+1), MaxString + 64,
+			`metadata key "k": a string of 1073741825 bytes, more than the 1073741824 llama.cpp reads`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, size := tc.b, tc.size
+			if size == 0 { // the array's one string, then the end of the file
+				b = u64(b, big)
+				size = int64(len(b)) + big
+			}
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			fh, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(fh.Truncate(size), fh.Close()); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			f, err := Open(p)
+			runtime.ReadMemStats(&after)
+			if f != nil {
+				f.Close()
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+				t.Errorf("opening it allocated %d bytes", alloc)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("error %v, want it to open", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), p)):
+				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
 	}
