@@ -655,10 +655,18 @@ func ggufConfig(f *gguf.File) (*Config, error) {
 		if t.Type != gguf.F32 || len(t.Dims) != 1 {
 			return nil, bad("tensor \"rope_freqs.weight\" is %v of shape %v, not a 1-D F32 tensor", t.Type, t.Dims)
 		}
-		raw := f.Bytes(t)
-		c.RopeFreqFactors = make([]float32, len(raw)/4)
-		for i := range c.RopeFreqFactors {
-			c.RopeFreqFactors[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		// Counted before the factors are copied: a tensor as large as the
+		// file would take as much memory. Without a head size, that error
+		// is the head count's.
+		switch want := uint64(max(c.HeadDim, 0) / 2); {
+		case t.Dims[0] == want:
+			raw := f.Bytes(t)
+			c.RopeFreqFactors = make([]float32, len(raw)/4)
+			for i := range c.RopeFreqFactors {
+				c.RopeFreqFactors[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+		case c.HeadDim > 0:
+			errs = append(errs, fmt.Sprintf("tensor \"rope_freqs.weight\" holds %d rope frequency factors for heads of %d (want %d)", t.Dims[0], c.HeadDim, want))
 		}
 	}
 	emb, ok := f.Tensor("token_embd.weight")

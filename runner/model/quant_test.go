@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -434,6 +435,40 @@ func (eightBits) SupportsQuant(s quant.Spec) error {
 		return fmt.Errorf("no %v kernels", s)
 	}
 	return nil
+}
+
+// A rope_freqs tensor of more factors than the heads take is refused by
+// its length, before its values are copied: one as large as the file
+// (sparse here, 64 MiB of factors never written) would take as much memory.
+func TestGGUFRopeFreqsCountedFirst(t *testing.T) {
+	b, err := os.ReadFile("../testdata/gguf/llama-rope-llama3.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rope_freqs.weight is the file's last tensor, its 16 factors its end.
+	const n = 16 << 20
+	binary.LittleEndian.PutUint64(b[after(t, b, "rope_freqs.weight")+4:], n)
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, int64(len(b))-16*4+n*4); err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	_, s, err := Open(Spec{Model: p})
+	runtime.ReadMemStats(&m1)
+	if s != nil {
+		s.Close()
+	}
+	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > n {
+		t.Errorf("opening it allocated %d bytes", alloc)
+	}
+	if want := `tensor "rope_freqs.weight" holds 16777216 rope frequency factors for heads of 32 (want 16)`; err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), p) {
+		t.Errorf("error %v, want %q", err, want)
+	}
 }
 
 // A GGUF file's RoPE as this build cannot run it, or as no converter
