@@ -572,9 +572,12 @@ func ParseHFConfig(name string, data []byte) (*Config, error) {
 
 // nullRefused are the keys whose null transformers reads as None and builds
 // or runs no model from: a size it makes a layer of, a count it loops or
-// divides by, an epsilon it adds, an activation it looks up by name. The
-// null of any other key is read as its class reads None: the default, or
-// none (docs/architecture.md, "Where input is checked").
+// divides by, an epsilon it adds, an activation it looks up by name; and
+// the flags and counts whose field the class types without None, which
+// transformers 5 refuses a None for as the config is made (@strict,
+// huggingface_hub's type check of each field). The null of any other key
+// is read as its class reads None: the default, or none
+// (docs/architecture.md, "Where input is checked").
 var nullRefused = []struct {
 	key, want string
 	reads     func(archSpec) bool // the classes that read the key
@@ -589,10 +592,9 @@ var nullRefused = []struct {
 	{"n_layer", "a whole number", gpt2Arch, func(s archSpec) any { return s.sizes.layers }},
 	{"num_attention_heads", "a whole number", allArchs, func(s archSpec) any { return s.sizes.heads }},
 	{"n_head", "a whole number", gpt2Arch, func(s archSpec) any { return s.sizes.heads }},
-	// Qwen3-MoE sizes only its dense layers by intermediate_size (Validate
-	// refuses it missing where there is one); GPT-2 reads n_inner.
-	{"intermediate_size", "a whole number", func(s archSpec) bool { return !s.gpt2 && (!s.moe || s.sparse) },
-		func(s archSpec) any { return s.sizes.inter }},
+	// Qwen3-MoE sizes only its dense layers by it, but types it an int as
+	// the others do; GPT-2 reads n_inner.
+	{"intermediate_size", "a whole number", notGPT2, func(s archSpec) any { return s.sizes.inter }},
 	// GPT-2's position embedding is a table of n_positions rows; the RoPE
 	// classes only store max_position_embeddings (a null: no limit).
 	{"max_position_embeddings", "a whole number", gpt2Arch, func(s archSpec) any { return s.maxPos }},
@@ -612,6 +614,15 @@ var nullRefused = []struct {
 	{"decoder_sparse_step", "a count", func(s archSpec) bool { return s.moe && !s.sparse }, func(archSpec) any { return 1 }},
 	{"layer_norm_epsilon", "a number", gpt2Arch, func(archSpec) any { return float32(1e-5) }},
 	{"activation_function", "an activation's name", gpt2Arch, func(archSpec) any { return "gelu_new" }},
+	// Flags and counts typed without None (the classes' bool and int
+	// fields): Llama's, Qwen3's and Qwen3-MoE's attention_bias, Llama's
+	// mlp_bias, Qwen3-MoE's norm_topk_prob, the Qwen classes'
+	// use_sliding_window and Qwen2's and Qwen3's max_window_layers.
+	{"attention_bias", "a boolean, true or false", func(s archSpec) bool { return s.attnBias }, func(archSpec) any { return false }},
+	{"mlp_bias", "a boolean, true or false", func(s archSpec) bool { return s.mlpBias }, func(archSpec) any { return false }},
+	{"norm_topk_prob", "a boolean, true or false", func(s archSpec) bool { return s.moe && !s.sparse }, func(archSpec) any { return false }},
+	{"use_sliding_window", "a boolean, true or false", func(s archSpec) bool { return s.windowLayers > 0 || s.windowAll }, func(archSpec) any { return false }},
+	{"max_window_layers", "a whole number", func(s archSpec) bool { return s.windowLayers > 0 }, func(s archSpec) any { return s.windowLayers }},
 }
 
 func allArchs(archSpec) bool   { return true }

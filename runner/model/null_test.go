@@ -28,12 +28,14 @@ func withNull(arch, key string) string {
 // as the class reads None.
 func TestConfigNulls(t *testing.T) {
 	refused := map[string][]string{
-		"LlamaForCausalLM":    {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"MistralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"MixtralForCausalLM":  {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"Qwen2ForCausalLM":    {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"Qwen3ForCausalLM":    {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
-		"Qwen3MoeForCausalLM": {"num_key_value_heads", "head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rope_theta", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size"},
+		"LlamaForCausalLM":   {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "attention_bias", "mlp_bias"},
+		"MistralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"MixtralForCausalLM": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act"},
+		"Qwen2ForCausalLM":   {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act", "use_sliding_window", "max_window_layers"},
+		"Qwen3ForCausalLM": {"head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "rope_theta", "rms_norm_eps", "hidden_act",
+			"attention_bias", "use_sliding_window", "max_window_layers"},
+		"Qwen3MoeForCausalLM": {"num_key_value_heads", "head_dim", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "rope_theta", "rms_norm_eps", "hidden_act", "decoder_sparse_step", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+			"intermediate_size", "attention_bias", "norm_topk_prob", "use_sliding_window"},
 		GPT2Architecture: {"vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
 			"max_position_embeddings", "n_positions", "layer_norm_epsilon", "activation_function"},
 	}
@@ -58,10 +60,11 @@ func TestConfigNulls(t *testing.T) {
 		{"LlamaForCausalLM", "head_dim", func(c *Config) bool { return c.HeadDim == 4 }},
 		{"MistralForCausalLM", "head_dim", func(c *Config) bool { return c.HeadDim == 4 }},
 		{"MistralForCausalLM", "sliding_window", func(c *Config) bool { return c.Window == 0 }},
-		{"LlamaForCausalLM", "attention_bias", func(c *Config) bool { return !c.QKVBias && !c.OBias }},
-		{"Qwen3MoeForCausalLM", "norm_topk_prob", func(c *Config) bool { return !c.NormTopK }},
-		// Every Qwen3-MoE layer is sparse here: intermediate_size sizes none.
-		{"Qwen3MoeForCausalLM", "intermediate_size", func(c *Config) bool { return c.Inter == 0 }},
+		// Keys of classes that have no such field, read as any other key.
+		{"MistralForCausalLM", "attention_bias", func(c *Config) bool { return !c.QKVBias && !c.OBias }},
+		{"Qwen2ForCausalLM", "attention_bias", func(c *Config) bool { return c.QKVBias && !c.OBias }},
+		{"MistralForCausalLM", "use_sliding_window", func(c *Config) bool { return c.Window == 4096 }},
+		{"Qwen3MoeForCausalLM", "max_window_layers", func(c *Config) bool { return c.Window == 0 }},
 		{"MixtralForCausalLM", "rope_scaling", func(c *Config) bool { return c.RopeScaling == nil }},
 		{GPT2Architecture, "n_inner", func(c *Config) bool { return c.Inter == 32 }},
 	}
